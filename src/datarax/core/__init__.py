@@ -1,0 +1,30 @@
+"""Core contracts: configs, modules, elements, specs, sources, operators."""
+
+from datarax.core.config import StructuralConfig
+from datarax.core.data_source import DataSourceModule
+from datarax.core.element import Element, RecordMetadata
+from datarax.core.errors import (
+    ConfigError,
+    DataraxError,
+    RecordError,
+    SourceContractError,
+    SpecMismatchError,
+    StateError,
+)
+from datarax.core.module import DataraxModule
+from datarax.core.operator import OperatorModule
+
+__all__ = [
+    "ConfigError",
+    "DataSourceModule",
+    "DataraxError",
+    "DataraxModule",
+    "Element",
+    "OperatorModule",
+    "RecordError",
+    "RecordMetadata",
+    "SourceContractError",
+    "SpecMismatchError",
+    "StateError",
+    "StructuralConfig",
+]

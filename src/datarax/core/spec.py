@@ -1,0 +1,178 @@
+"""Element specs: what each record of a source carries, and checks against it.
+
+A spec is a dict mapping field name to a per-record :class:`jax.ShapeDtypeStruct`
+(shape without the batch axis) or a :class:`TextSpec` for host-side string fields.
+
+Example:
+    >>> import numpy as np
+    >>> spec = {"x": array_to_spec_strip_leading(np.zeros((8, 3), np.float32))}
+    >>> spec["x"].shape, spec["x"].dtype
+    ((3,), dtype('float32'))
+    >>> validate_batch({"x": np.zeros((4, 3), np.float32)}, spec)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from datarax.core.errors import SpecMismatchError
+
+_SIXTY_FOUR = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.complex128))
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSpec:
+    """A string field carried on the host (a list or numpy array of ``str`` per batch)."""
+
+    shape: tuple[int, ...] = ()
+
+
+FieldSpec = jax.ShapeDtypeStruct | TextSpec
+
+
+def array_to_spec_strip_leading(array: Any) -> jax.ShapeDtypeStruct:
+    """The per-record spec of a batched array: its shape without the leading axis.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> array_to_spec_strip_leading(jnp.zeros((100, 28, 28))).shape
+        (28, 28)
+    """
+    shape = tuple(np.shape(array))
+    if not shape:
+        raise ValueError(
+            "array_to_spec_strip_leading needs an array with a leading (record) axis, "
+            "got a scalar."
+        )
+    return jax.ShapeDtypeStruct(shape[1:], np.dtype(getattr(array, "dtype", np.asarray(array).dtype)))
+
+
+def is_text_value(value: Any) -> bool:
+    """True for host string data: ``str``, a sequence of ``str`` or a str/object array."""
+    if isinstance(value, (str, bytes)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in ("U", "S", "O", "T")
+    if isinstance(value, Sequence) and len(value) > 0:
+        return isinstance(value[0], (str, bytes))
+    return False
+
+
+def x64_enabled() -> bool:
+    """Whether ``jax_enable_x64`` is on right now."""
+    return bool(jax.config.read("jax_enable_x64"))
+
+
+def check_spec_x64(spec: Mapping[str, FieldSpec], where: str = "source") -> None:
+    """Refuse 64-bit fields while ``jax_enable_x64`` is off (never narrow silently)."""
+    if x64_enabled():
+        return
+    bad = [
+        name
+        for name, s in spec.items()
+        if isinstance(s, jax.ShapeDtypeStruct) and np.dtype(s.dtype) in _SIXTY_FOUR
+    ]
+    if bad:
+        details = ", ".join(f"'{n}' ({np.dtype(spec[n].dtype).name})" for n in bad)
+        raise SpecMismatchError(
+            f"{where} declares 64-bit field(s) {details} but jax_enable_x64 is off, so "
+            "JAX would silently narrow them to 32 bits. Cast in the source (e.g. "
+            "x.astype(np.float32) / np.int32) or enable x64 with "
+            "jax.config.update('jax_enable_x64', True).",
+            fields=bad,
+        )
+
+
+def _leading(value: Any) -> int | None:
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    shape = np.shape(value)
+    return shape[0] if shape else None
+
+
+def validate_batch(
+    batch: Mapping[str, Any],
+    spec: Mapping[str, FieldSpec],
+    *,
+    batch_size: int | None = None,
+    where: str = "batch",
+) -> None:
+    """Check a batch against a per-record spec; raise naming every field that disagrees.
+
+    Checks: missing fields, unexpected fields, a leading (record) axis shared by all
+    fields (and at most ``batch_size`` when given), per-record shape and dtype.
+
+    Raises:
+        SpecMismatchError: with ``.fields`` listing each disagreeing field.
+    """
+    if not isinstance(batch, Mapping):
+        raise SpecMismatchError(
+            f"{where}: expected a dict of fields, got {type(batch).__name__}.", fields=[]
+        )
+    problems: list[str] = []
+    fields: list[str] = []
+    for name in spec:
+        if name not in batch:
+            problems.append(f"field '{name}' is declared in element_spec() but missing")
+            fields.append(name)
+    for name in batch:
+        if name not in spec:
+            problems.append(f"field '{name}' is not declared in element_spec()")
+            fields.append(name)
+    leading: dict[str, int | None] = {}
+    for name, s in spec.items():
+        if name not in batch:
+            continue
+        value = batch[name]
+        n = _leading(value)
+        leading[name] = n
+        if n is None:
+            problems.append(f"field '{name}' has no leading record axis (got a scalar)")
+            fields.append(name)
+            continue
+        if isinstance(s, TextSpec):
+            if not is_text_value(value):
+                problems.append(
+                    f"field '{name}' is declared text but holds "
+                    f"{getattr(value, 'dtype', type(value).__name__)}"
+                )
+                fields.append(name)
+            continue
+        if is_text_value(value):
+            problems.append(
+                f"field '{name}' is declared {np.dtype(s.dtype).name}{tuple(s.shape)} "
+                "but holds strings"
+            )
+            fields.append(name)
+            continue
+        shape = tuple(np.shape(value))[1:]
+        dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
+        if shape != tuple(s.shape):
+            problems.append(
+                f"field '{name}' has per-record shape {shape}, declared {tuple(s.shape)}"
+            )
+            fields.append(name)
+        if dtype != np.dtype(s.dtype):
+            problems.append(
+                f"field '{name}' has dtype {dtype.name}, declared {np.dtype(s.dtype).name}"
+            )
+            fields.append(name)
+    sizes = {n for n in leading.values() if n is not None}
+    if len(sizes) > 1:
+        detail = ", ".join(f"'{k}': {v}" for k, v in leading.items())
+        problems.append(f"fields disagree on the number of records ({detail})")
+        fields.extend(k for k in leading if k not in fields)
+    elif sizes and batch_size is not None and max(sizes) > batch_size:
+        problems.append(f"batch holds {max(sizes)} records, more than batch_size={batch_size}")
+    if problems:
+        raise SpecMismatchError(
+            f"{where} does not match element_spec(): " + "; ".join(problems) + ". "
+            "Make the source emit exactly what element_spec() declares (same keys, "
+            "per-record shapes and dtypes).",
+            fields=fields,
+        )

@@ -1,0 +1,261 @@
+"""``PipelineIterator``: one epoch of a Pipeline, with exact, small, JSON-able state."""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.core.errors import StateError
+from datarax.core.spec import is_text_value, validate_batch
+from datarax.pipeline.steps import apply_stages, indexed_step, stage_step
+
+if TYPE_CHECKING:
+    from datarax.pipeline.pipeline import Pipeline
+
+Batch = dict[str, Any]
+STATE_VERSION = 1
+_INT32_MAX = 2**31 - 1
+
+
+def settings(pipeline: Pipeline) -> dict[str, Any]:
+    """The settings a saved state must agree with to be restored here."""
+    source = pipeline.source
+    out: dict[str, Any] = {
+        "batch_size": pipeline.batch_size,
+        "drop_remainder": pipeline.drop_remainder,
+        "source": type(source).__name__,
+        "num_records": source._length_or_none(),
+    }
+    for name, value in source.config.to_dict().items():
+        if name in ("num_epochs", "track_metadata"):
+            continue
+        if value is None or isinstance(value, (bool, int, float, str)):
+            out[f"source.{name}"] = value
+    return out
+
+
+def make_state(pipeline: Pipeline, epoch: int, position: int) -> dict[str, Any]:
+    state: dict[str, Any] = {
+        "version": STATE_VERSION,
+        "epoch": epoch,
+        "position": position,
+        "settings": settings(pipeline),
+    }
+    if not pipeline.source.supports_indexed_access():
+        state["source"] = pipeline.source.get_state()
+    return state
+
+
+def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
+    """Refuse a state from another configuration or a tampered one, naming the field."""
+    for key in ("version", "epoch", "position", "settings"):
+        if key not in state:
+            raise StateError(
+                f"Pipeline state is missing '{key}'; pass the dict that get_state() "
+                f"returned (got keys {sorted(state)}).",
+                field=key,
+            )
+    if state["version"] != STATE_VERSION:
+        raise StateError(
+            f"Pipeline state version {state['version']!r} is not {STATE_VERSION}.", field="version"
+        )
+    epoch, position = state["epoch"], state["position"]
+    for key, value, low in (("epoch", epoch, -1), ("position", position, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise StateError(
+                f"Pipeline state '{key}' must be an int >= {low}, got {value!r}; the state "
+                "was tampered with.",
+                field=key,
+            )
+    saved = state["settings"]
+    current = settings(pipeline)
+    if not isinstance(saved, dict):
+        raise StateError("Pipeline state 'settings' must be a dict.", field="settings")
+    for key in sorted(set(saved) | set(current)):
+        if saved.get(key) != current.get(key):
+            raise StateError(
+                f"Pipeline state was saved with {key}={saved.get(key)!r} but this pipeline "
+                f"has {key}={current.get(key)!r}; restore it into an identically configured "
+                "pipeline.",
+                field=key,
+            )
+    n = current["num_records"]
+    if n is not None and position > n:
+        raise StateError(
+            f"Pipeline state position={position} is past the end of the epoch ({n} "
+            "records).",
+            field="position",
+        )
+    if not pipeline.source.supports_indexed_access() and "source" not in state:
+        raise StateError("Pipeline state is missing 'source' (the source's position).", field="source")
+
+
+class PipelineIterator:
+    """One epoch of a :class:`Pipeline`; yields dicts of JAX arrays.
+
+    ``get_state()`` returns a small JSON-able dict counting only the batches handed
+    out; ``set_state()`` on an iterator of an identically built pipeline continues with
+    exactly the remaining batches. Iterators are context managers; ``close()`` ends
+    the epoch early and releases what the source holds for it.
+    """
+
+    def __init__(self, pipeline: Pipeline, epoch: int) -> None:
+        self._pipeline = pipeline
+        self._source = pipeline.source
+        self._indexed = self._source.supports_indexed_access()
+        self._batch_size = pipeline.batch_size
+        self._queue: collections.deque[tuple[int, Batch]] = collections.deque()
+        self._closed = False
+        self._started = False
+        self._begin(epoch, 0)
+
+    # ---------------------------------------------------------------- position
+    def _begin(self, epoch: int, position: int) -> None:
+        self._epoch = epoch
+        self._position = position  # records handed out
+        self._dispatched = position  # records dispatched (indexed path)
+        self._queue.clear()
+        self._started = False
+        self._pipeline.epoch.value = epoch
+        self._pipeline.position.value = position
+        if self._indexed:
+            self._source._cursor.current_epoch.value = epoch
+            self._source._cursor.current_index.value = position
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def _epoch_records(self) -> int | None:
+        n = self._source._length_or_none()
+        if n is None:
+            return None
+        if self._pipeline.drop_remainder:
+            return n - n % self._batch_size
+        return n
+
+    def get_state(self) -> dict[str, Any]:
+        """Small JSON-able state: epoch, records handed out, settings, source position."""
+        return make_state(self._pipeline, self._epoch, self._position)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
+        check_state(self._pipeline, state)
+        epoch, position = state["epoch"], state["position"]
+        if epoch < 0:
+            epoch, position = 0, 0
+        self._begin(epoch, position)
+        if not self._indexed:
+            self._source.set_state(state["source"])
+            self._started = True  # the restored source position is the start point
+
+    # -------------------------------------------------------------- iteration
+    def __iter__(self) -> PipelineIterator:
+        return self
+
+    def __enter__(self) -> PipelineIterator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop this epoch early; further ``next()`` raises ``StopIteration``."""
+        self._closed = True
+        self._queue.clear()
+        closer = getattr(self._source, "close_epoch", None)
+        if closer is not None and not self._indexed:
+            closer()
+
+    def __next__(self) -> Batch:
+        if self._closed:
+            raise StopIteration
+        batch = self._next_indexed() if self._indexed else self._next_host()
+        return batch
+
+    # ------------------------------------------------------------ indexed path
+    def _prepare_indexed(self) -> None:
+        graphdef, state = nnx.split((self._source, list(self._pipeline.stages)))
+        self._step = indexed_step(graphdef, self._batch_size)
+        self._state = state
+        self._key = self._pipeline.key.value
+        self._n = len(self._source)  # type: ignore[arg-type]
+        self._started = True
+
+    def _dispatch_one(self) -> bool:
+        total = self._epoch_records()
+        assert total is not None
+        if self._dispatched >= total:
+            return False
+        start = self._epoch * self._n + self._dispatched
+        if start + self._batch_size > _INT32_MAX and not jax.config.read("jax_enable_x64"):
+            raise OverflowError(
+                f"epoch {self._epoch} of a {self._n}-record source passes 2**31 global "
+                "record positions; enable jax_enable_x64 to continue."
+            )
+        batch = self._step(self._state, jnp.asarray(start, jnp.int32), jnp.asarray(self._epoch, jnp.int32), self._key)
+        count = min(self._batch_size, total - self._dispatched)
+        if count < self._batch_size:
+            batch = {k: v[:count] for k, v in batch.items()}
+        self._dispatched += count
+        self._queue.append((count, batch))
+        return True
+
+    def _next_indexed(self) -> Batch:
+        if not self._started:
+            self._prepare_indexed()
+        while len(self._queue) <= self._pipeline._prefetch and self._dispatch_one():
+            pass
+        if not self._queue:
+            raise StopIteration
+        count, batch = self._queue.popleft()
+        self._handed_out(count)
+        return batch
+
+    def _handed_out(self, count: int) -> None:
+        self._position += count
+        self._pipeline.position.value = self._position
+        if self._indexed:
+            self._source._cursor.current_index.value = self._position
+
+    # --------------------------------------------------------------- host path
+    def _next_host(self) -> Batch:
+        source = self._source
+        if not self._started:
+            source.start_epoch(self._epoch)
+            self._started = True
+        batch, indices = source.get_batch_with_indices(self._batch_size)
+        if batch is None:
+            raise StopIteration
+        batch = dict(batch)
+        count = len(next(iter(batch.values())))
+        if count < self._batch_size and self._pipeline.drop_remainder:
+            raise StopIteration
+        validate_batch(
+            batch,
+            source.checked_element_spec(),
+            batch_size=self._batch_size,
+            where=f"{type(source).__name__} batch at record {self._position} of epoch {self._epoch}",
+        )
+        if indices is None:
+            indices = np.arange(self._position, self._position + count)
+        stages = list(self._pipeline.stages)
+        if stages:
+            batch = self._run_stages(stages, batch, np.asarray(indices))
+        else:
+            batch = {k: v if is_text_value(v) else jnp.asarray(v) for k, v in batch.items()}
+        self._handed_out(count)
+        return batch
+
+    def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
+        epoch = jnp.asarray(self._epoch, jnp.int32)
+        if any(is_text_value(v) for v in batch.values()):
+            return apply_stages(stages, batch, jnp.asarray(indices), epoch)
+        graphdef, state = nnx.split(stages)
+        step = stage_step(graphdef)
+        return step(state, batch, jnp.asarray(indices, jnp.int32), epoch)

@@ -1,0 +1,147 @@
+"""``Pipeline``: a source, a list of stages and a batch size, iterated epoch by epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from flax import nnx
+
+from datarax.core.data_source import DataSourceModule
+from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.core.keys import as_key
+from datarax.core.operator import OperatorModule
+
+Batch = dict[str, Any]
+
+
+class Pipeline(nnx.Module):
+    """Batches of JAX arrays from a source through a list of stages.
+
+    Every ``iter(pipeline)`` (every ``for batch in pipeline``) is one new epoch over the
+    whole source: each record appears exactly once, in the last batch short or dropped
+    (``drop_remainder=True``). Indexed sources run as one compiled step per batch;
+    streaming and host sources are read on the host, checked against their
+    ``element_spec()``, and the stages run compiled.
+
+    Args:
+        source: a :class:`~datarax.core.data_source.DataSourceModule`.
+        stages: operators (``OperatorModule``, e.g. ``ElementOperator``) or plain
+            callables mapping a batch dict to a batch dict, applied in order.
+        batch_size: records per batch (>= 1).
+        rngs: ``nnx.Rngs``; stochastic stages built without their own ``rngs`` draw
+            their base key from it. Defaults to ``nnx.Rngs(0)``.
+        drop_remainder: drop the short last batch of each epoch.
+        prefetch: compiled batches dispatched ahead of the one being consumed.
+
+    Example:
+        >>> import numpy as np
+        >>> from flax import nnx
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+        >>> p = Pipeline(source=src, stages=[], batch_size=2, rngs=nnx.Rngs(0))
+        >>> [b["x"].tolist() for b in p]
+        [[0, 1], [2, 3], [4]]
+    """
+
+    def __init__(
+        self,
+        source: DataSourceModule,
+        stages: Sequence[OperatorModule | Callable[[Batch], Batch]] = (),
+        batch_size: int = 32,
+        rngs: nnx.Rngs | None = None,
+        drop_remainder: bool = False,
+        *,
+        prefetch: int = 2,
+    ) -> None:
+        if not isinstance(source, DataSourceModule):
+            raise SourceContractError(
+                f"Pipeline source must be a DataSourceModule (e.g. MemorySource), got "
+                f"{type(source).__name__}. Wrap in-memory data with "
+                "MemorySource(MemorySourceConfig(), data)."
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
+        if not isinstance(drop_remainder, bool):
+            raise ConfigError(
+                f"Pipeline drop_remainder must be a bool, got {type(drop_remainder).__name__}."
+            )
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise ConfigError(f"Pipeline prefetch must be an int >= 0, got {prefetch!r}.")
+        if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence):
+            raise SourceContractError(
+                f"Pipeline stages must be a list of operators, got {type(stages).__name__}; "
+                "wrap a single stage in a list: stages=[op]."
+            )
+        for i, stage in enumerate(stages):
+            if isinstance(stage, DataSourceModule) or not callable(stage) and not isinstance(
+                stage, OperatorModule
+            ):
+                raise SourceContractError(
+                    f"Pipeline stage {i} is {type(stage).__name__}, which is neither an "
+                    "operator module (e.g. ElementOperator) nor a callable taking and "
+                    "returning a batch dict."
+                )
+        if source.supports_indexed_access():
+            try:
+                n = len(source)  # type: ignore[arg-type]
+            except TypeError as err:
+                raise SourceContractError(
+                    f"{type(source).__name__} implements get_batch_at but not __len__; an "
+                    "indexed source must say how many records one epoch holds."
+                ) from err
+            if n == 0:
+                raise ConfigError(f"Pipeline source {type(source).__name__} holds no records.")
+        self.source = source
+        self.stages = nnx.List(list(stages))
+        self._batch_size = nnx.static(batch_size)
+        self._drop_remainder = nnx.static(drop_remainder)
+        self._prefetch = nnx.static(prefetch)
+        base = (rngs if rngs is not None else nnx.Rngs(0)).default()
+        self.key = nnx.Variable(as_key(jax.random.fold_in(base, 0)))
+        for i, stage in enumerate(self.stages):
+            if isinstance(stage, OperatorModule):
+                stage.ensure_key(jax.random.fold_in(base, i + 1))
+        self.epoch = nnx.Variable(-1)  # epoch of the latest iterator; -1 before the first
+        self.position = nnx.Variable(0)  # records handed out in that epoch
+        self._pending_state: dict[str, Any] | None = None
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def drop_remainder(self) -> bool:
+        return self._drop_remainder
+
+    def __iter__(self) -> PipelineIterator:
+        """Start the next epoch (or continue the one a ``set_state`` restored)."""
+        from datarax.pipeline.iterator import PipelineIterator
+
+        self.source.check_contract()
+        pending, self._pending_state = self._pending_state, None
+        iterator = PipelineIterator(self, epoch=int(self.epoch.value) + 1)
+        if pending is not None:
+            iterator.set_state(pending)
+        return iterator
+
+    def get_state(self) -> dict[str, Any]:
+        """State of the latest epoch: restore it with :meth:`set_state` to continue it."""
+        from datarax.pipeline.iterator import make_state
+
+        if self._pending_state is not None:
+            return dict(self._pending_state)
+        return make_state(self, int(self.epoch.value), int(self.position.value))
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken."""
+        from datarax.pipeline.iterator import check_state
+
+        if not isinstance(state, dict):
+            raise StateError(
+                f"Pipeline.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
+        check_state(self, state)
+        self._pending_state = dict(state)

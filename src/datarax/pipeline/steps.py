@@ -1,0 +1,85 @@
+"""The jitted steps Pipeline runs, built once per graph structure and reused.
+
+* :func:`indexed_step` — for indexed sources: global position → record indices →
+  ``get_batch_at`` → every stage, as one compiled function of (state, start, epoch).
+* :func:`stage_step` — for host sources: every stage over a batch that is already on
+  the host, compiled as a function of (state, batch, record indices, epoch).
+
+Steps are cached by the NNX graph definition (structure, configs, functions) and
+batch size, so re-created iterators and equally built pipelines reuse compiled code.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from flax import nnx
+
+from datarax.core.keys import record_keys
+from datarax.core.operator import OperatorModule
+
+Batch = dict[str, Any]
+_CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
+_CACHE_SIZE = 64
+
+
+def apply_stages(stages: Sequence[Any], batch: Batch, indices: Any, epoch: Any) -> Batch:
+    """Run every stage over ``batch``; stochastic stages get per-record keys."""
+    for stage in stages:
+        if isinstance(stage, OperatorModule):
+            keys = None
+            if stage.stochastic:
+                keys = record_keys(stage.base_key.value, epoch, indices)
+            batch = stage.apply_batch(batch, keys)
+        else:
+            batch = stage(batch)
+        if not isinstance(batch, dict):
+            raise TypeError(
+                f"stage {stage!r} returned {type(batch).__name__}; stages must return a "
+                "dict of fields."
+            )
+    return batch
+
+
+def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    fn = _CACHE.get(key)
+    if fn is None:
+        fn = build()
+        _CACHE[key] = fn
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return fn
+
+
+def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
+    """Compiled ``(state, start, epoch, key) -> batch`` for an indexed source + stages."""
+
+    def build() -> Callable[..., Batch]:
+        def step(state: Any, start: Any, epoch: Any, key: Any) -> Batch:
+            source, stages = nnx.merge(graphdef, state)
+            batch_key = jax.random.fold_in(key, start)
+            batch = source.get_batch_at(start, batch_size, batch_key)
+            indices = source.record_indices_at(start, batch_size, batch_key)
+            return apply_stages(stages, dict(batch), indices, epoch)
+
+        return jax.jit(step)
+
+    return _cached(("indexed", graphdef, batch_size), build)
+
+
+def stage_step(graphdef: Any) -> Callable[..., Batch]:
+    """Compiled ``(state, batch, indices, epoch) -> batch`` for host-fed stages."""
+
+    def build() -> Callable[..., Batch]:
+        def step(state: Any, batch: Batch, indices: Any, epoch: Any) -> Batch:
+            stages = nnx.merge(graphdef, state)
+            return apply_stages(stages, dict(batch), indices, epoch)
+
+        return jax.jit(step)
+
+    return _cached(("stages", graphdef), build)

@@ -1,0 +1,18 @@
+"""Type aliases used across datarax's public API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+Batch = dict[str, Any]
+"""A batch: field name -> array with a leading record axis (or a list of str)."""
+
+Spec = dict[str, Any]
+"""Per-record spec: field name -> ``jax.ShapeDtypeStruct`` or ``TextSpec``."""
+
+PRNGKey = jax.Array
+"""A typed JAX PRNG key."""
+
+__all__ = ["Batch", "PRNGKey", "Spec"]
