@@ -65,6 +65,7 @@ class DataSourceModule(DataraxModule):
         super().__init__(config, rngs=rngs, name=name)
         self._cursor = EpochPosition()
         self._skip_pending = 0  # records to fast-forward after set_state on a stream
+        self._shard = (0, 1)  # (index, count): this process's share of every epoch
 
     # ------------------------------------------------------------------ contract
     def supports_indexed_access(self) -> bool:
@@ -139,6 +140,34 @@ class DataSourceModule(DataraxModule):
         if batch is not None and _batch_length(batch) == 0:
             return None
         return batch
+
+    def set_shard(self, index: int, count: int) -> None:
+        """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).
+
+        Random-access sources serve the contiguous block ``shard_bounds(len)`` of each
+        epoch's (shuffled) order, so shares are disjoint and equally long; the last
+        ``len % count`` positions of each epoch are left out. Streams keep every
+        ``count``-th record starting at ``index``.
+        """
+        if not (isinstance(count, int) and count >= 1 and isinstance(index, int) and 0 <= index < count):
+            raise ValueError(
+                f"shard index must satisfy 0 <= index < count, got index={index!r}, "
+                f"count={count!r}."
+            )
+        self._shard = (index, count)
+
+    @property
+    def shard(self) -> tuple[int, int]:
+        """``(index, count)`` of the share of each epoch this source serves."""
+        return self._shard
+
+    def shard_bounds(self, length: int) -> tuple[int, int]:
+        """``[lo, hi)`` epoch positions of this shard for a source of ``length`` records."""
+        index, count = self._shard
+        if count == 1:
+            return 0, length
+        share = length // count
+        return index * share, (index + 1) * share
 
     def start_epoch(self, epoch: int) -> None:
         """Position a host source at the start of pass ``epoch`` (Pipeline calls this)."""
