@@ -30,6 +30,7 @@ def settings(pipeline: Pipeline) -> dict[str, Any]:
         "drop_remainder": pipeline.drop_remainder,
         "source": type(source).__name__,
         "num_records": source._length_or_none(),
+        "shard": list(source.shard),
     }
     for name, value in source.config.to_dict().items():
         if name in ("num_epochs", "track_metadata"):
@@ -85,6 +86,9 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
                 field=key,
             )
     n = current["num_records"]
+    if n is not None:
+        lo, hi = pipeline.source.shard_bounds(n)
+        n = hi - lo
     if n is not None and position > n:
         raise StateError(
             f"Pipeline state position={position} is past the end of the epoch ({n} "
@@ -132,9 +136,12 @@ class PipelineIterator:
         return self._epoch
 
     def _epoch_records(self) -> int | None:
+        """Records this process hands out per epoch (its shard, less a dropped remainder)."""
         n = self._source._length_or_none()
         if n is None:
             return None
+        lo, hi = self._source.shard_bounds(n)
+        n = hi - lo
         if self._pipeline.drop_remainder:
             return n - n % self._batch_size
         return n
@@ -185,6 +192,7 @@ class PipelineIterator:
         self._state = state
         self._key = self._pipeline.key.value
         self._n = len(self._source)  # type: ignore[arg-type]
+        self._lo = self._source.shard_bounds(self._n)[0]
         self._started = True
 
     def _dispatch_one(self) -> bool:
@@ -192,7 +200,7 @@ class PipelineIterator:
         assert total is not None
         if self._dispatched >= total:
             return False
-        start = self._epoch * self._n + self._dispatched
+        start = self._epoch * self._n + self._lo + self._dispatched
         if start + self._batch_size > _INT32_MAX and not jax.config.read("jax_enable_x64"):
             raise OverflowError(
                 f"epoch {self._epoch} of a {self._n}-record source passes 2**31 global "

@@ -34,6 +34,11 @@ class Pipeline(nnx.Module):
             their base key from it. Defaults to ``nnx.Rngs(0)``.
         drop_remainder: drop the short last batch of each epoch.
         prefetch: compiled batches dispatched ahead of the one being consumed.
+        shard_index, shard_count: this process's share of every epoch; default
+            ``jax.process_index()`` of ``jax.process_count()``. Each share is a disjoint,
+            equally long block of the epoch's (globally shuffled) order; the last
+            ``len(source) % shard_count`` positions of each epoch are left out so every
+            process takes the same number of steps. Per-record keys do not depend on it.
 
     Example:
         >>> import numpy as np
@@ -54,6 +59,8 @@ class Pipeline(nnx.Module):
         drop_remainder: bool = False,
         *,
         prefetch: int = 2,
+        shard_index: int | None = None,
+        shard_count: int | None = None,
     ) -> None:
         if not isinstance(source, DataSourceModule):
             raise SourceContractError(
@@ -93,6 +100,12 @@ class Pipeline(nnx.Module):
                 ) from err
             if n == 0:
                 raise ConfigError(f"Pipeline source {type(source).__name__} holds no records.")
+        count = jax.process_count() if shard_count is None else shard_count
+        index = jax.process_index() if shard_index is None else shard_index
+        try:
+            source.set_shard(index, count)
+        except ValueError as err:
+            raise ConfigError(f"Pipeline: {err}") from err
         self.source = source
         self.stages = nnx.List(list(stages))
         self._batch_size = nnx.static(batch_size)
