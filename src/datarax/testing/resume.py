@@ -1,0 +1,260 @@
+"""``check_resume_exact``: prove a pipeline resumes exactly after checkpoint/restore.
+
+The check runs a pipeline twice. The *reference* run iterates ``num_epochs`` epochs
+without interruption. The *interrupted* run stops after each of the given numbers of
+batches, takes the state, round-trips it through JSON text, throws every object away,
+builds a new pipeline from scratch with ``make_pipeline()``, restores the state and
+carries on. The two runs must hand out the same batches: same epochs, same number
+of batches, same fields, shapes, dtypes and values bit for bit (so record order and
+augmentation draws match too).
+
+Any new source can be run through it::
+
+    check_resume_exact(lambda: Pipeline(source=MySource(...), stages=[...],
+                                        batch_size=8, rngs=nnx.Rngs(0)),
+                       interrupt_points=[1, 3, 3, 7], num_epochs=2)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Batch = dict[str, Any]
+Level = Literal["pipeline", "iterator"]
+
+
+@dataclass(frozen=True)
+class ResumeReport:
+    """What :func:`check_resume_exact` compared.
+
+    Attributes:
+        num_batches: batches the uninterrupted run handed out over all epochs.
+        num_records: records in those batches.
+        batches_per_epoch: batches of each epoch in the uninterrupted run.
+        interrupts: the interrupt points used (batches handed out before each restore).
+        max_state_bytes: size of the largest JSON state saved.
+    """
+
+    num_batches: int
+    num_records: int
+    batches_per_epoch: tuple[int, ...]
+    interrupts: tuple[int, ...]
+    max_state_bytes: int
+
+
+def to_host(batch: Batch) -> Batch:
+    """A batch with every field as a NumPy array (text fields as lists of ``str``)."""
+    out: Batch = {}
+    for name, value in batch.items():
+        if isinstance(value, (list, tuple)):
+            out[name] = list(value)
+        else:
+            out[name] = np.asarray(value)
+    return out
+
+
+def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, Batch]]:
+    """Yield ``(epoch, iterator, batch)`` until epoch ``num_epochs - 1`` has ended.
+
+    It calls ``iter(pipeline)`` again after each epoch, so a pipeline restored with
+    ``set_state`` first finishes the saved epoch (possibly with no batches left).
+    """
+    while True:
+        iterator = iter(pipeline)
+        if iterator.epoch >= num_epochs:
+            iterator.close()
+            return
+        with iterator:
+            for batch in iterator:
+                yield iterator.epoch, iterator, batch
+
+
+def collect(pipeline: Any, num_epochs: int = 1) -> list[tuple[int, Batch]]:
+    """Every ``(epoch, batch)`` of ``num_epochs`` epochs, fields as host arrays."""
+    return [(epoch, to_host(batch)) for epoch, _, batch in iterate_epochs(pipeline, num_epochs)]
+
+
+def json_round_trip(state: Any, what: str = "state") -> Any:
+    """``state`` written to JSON text and read back; refuses anything JSON cannot hold."""
+    try:
+        text = json.dumps(state, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise AssertionError(f"{what} is not JSON-able ({err}): {state!r}") from err
+    restored = json.loads(text)
+    if restored != state:
+        raise AssertionError(
+            f"{what} changes when written to JSON and read back (tuples or non-str dict "
+            f"keys?): {state!r} became {restored!r}."
+        )
+    return restored
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, list):
+        return f"list of {len(value)}"
+    return f"{value.dtype}{tuple(value.shape)}"
+
+
+def compare_batches(expected: list[tuple[int, Batch]], got: list[tuple[int, Batch]]) -> None:
+    """Raise ``AssertionError`` at the first batch, epoch or field that differs."""
+    for step, ((e_epoch, e_batch), (g_epoch, g_batch)) in enumerate(zip(expected, got)):
+        where = f"batch {step} (epoch {e_epoch})"
+        if e_epoch != g_epoch:
+            raise AssertionError(f"{where}: resumed run is in epoch {g_epoch}")
+        if sorted(e_batch) != sorted(g_batch):
+            raise AssertionError(f"{where}: fields {sorted(g_batch)}, expected {sorted(e_batch)}")
+        for name, e_value in e_batch.items():
+            g_value = g_batch[name]
+            if isinstance(e_value, list) or isinstance(g_value, list):
+                same = list(e_value) == list(g_value)
+            else:
+                same = (
+                    e_value.shape == g_value.shape
+                    and e_value.dtype == g_value.dtype
+                    and np.array_equal(e_value, g_value, equal_nan=e_value.dtype.kind in "fc")
+                )
+            if not same:
+                raise AssertionError(
+                    f"{where}, field '{name}': resumed run gave {_describe(g_value)} "
+                    f"{g_value!r}, uninterrupted run {_describe(e_value)} {e_value!r}"
+                )
+    if len(expected) != len(got):
+        raise AssertionError(
+            f"resumed run handed out {len(got)} batches, the uninterrupted run "
+            f"{len(expected)}"
+        )
+
+
+def _run_with_interrupts(
+    make_pipeline: Callable[[], Any],
+    num_epochs: int,
+    points: list[int],
+    level: Level,
+    close: Callable[[Any], None] | None,
+) -> tuple[list[tuple[int, Batch]], int]:
+    """Run ``num_epochs`` epochs, rebuilding from a JSON state at each point."""
+    out: list[tuple[int, Batch]] = []
+    largest = 0
+    pending = list(points)
+    pipeline = make_pipeline()
+    iterator: Any = None  # the iterator being drained (a restored one at iterator level)
+
+    def due() -> bool:
+        return bool(pending) and pending[0] == len(out)
+
+    while True:
+        if iterator is None:
+            iterator = iter(pipeline)
+            if iterator.epoch >= num_epochs:
+                iterator.close()
+                break
+        while not due():
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            out.append((iterator.epoch, to_host(batch)))
+        if not due():  # the epoch ended
+            iterator.close()
+            iterator = None
+            continue
+        while due():  # interrupt: save, discard everything, rebuild, restore
+            pending.pop(0)
+            if level == "pipeline":
+                raw, what = pipeline.get_state(), "Pipeline.get_state()"
+            else:
+                raw, what = iterator.get_state(), "PipelineIterator.get_state()"
+            state = json_round_trip(raw, what)
+            largest = max(largest, len(json.dumps(state)))
+            if iterator is not None:
+                iterator.close()
+            if close is not None:
+                close(pipeline)
+            pipeline = make_pipeline()
+            if level == "pipeline":
+                pipeline.set_state(state)
+                iterator = None
+            else:
+                iterator = iter(pipeline)
+                iterator.set_state(state)
+    if close is not None:
+        close(pipeline)
+    return out, largest
+
+
+def check_resume_exact(
+    make_pipeline: Callable[[], Any],
+    interrupt_points: Iterable[int],
+    *,
+    num_epochs: int = 1,
+    level: Level = "pipeline",
+    close: Callable[[Any], None] | None = None,
+    max_state_bytes: int | None = 4096,
+) -> ResumeReport:
+    """Check that restoring from JSON state at ``interrupt_points`` changes nothing.
+
+    Args:
+        make_pipeline: builds a new, identically configured pipeline (new source,
+            stages and ``rngs``) each time it is called; nothing may be shared.
+        interrupt_points: numbers of batches handed out (counted over all epochs)
+            after which to save, rebuild and restore. Points may repeat (restore,
+            then save again at once) and may sit on an epoch boundary. Points past
+            the end of the run are ignored.
+        num_epochs: epochs to run (each ``iter(pipeline)`` is one epoch).
+        level: ``"pipeline"`` saves ``pipeline.get_state()`` and restores with
+            ``pipeline.set_state``; ``"iterator"`` saves ``iterator.get_state()`` and
+            restores into ``iter(new_pipeline).set_state``.
+        close: called on each discarded pipeline (e.g. to close its source).
+        max_state_bytes: fail when a JSON state is larger (``None``: no limit). State
+            must stay O(1) in the dataset size.
+
+    Returns:
+        A :class:`ResumeReport` of what was compared.
+
+    Raises:
+        AssertionError: naming the first batch, epoch and field that differ, or a
+            state that is not JSON-able or too large.
+
+    Example:
+        >>> import numpy as np
+        >>> from flax import nnx
+        >>> from datarax.pipeline import Pipeline
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> def make():
+        ...     src = MemorySource(MemorySourceConfig(shuffle=True),
+        ...                        {"x": np.arange(10, dtype=np.int32)})
+        ...     return Pipeline(source=src, stages=[], batch_size=3, rngs=nnx.Rngs(0))
+        >>> check_resume_exact(make, [1, 4, 4], num_epochs=2).num_batches
+        8
+    """
+    if level not in ("pipeline", "iterator"):
+        raise ValueError(f"level must be 'pipeline' or 'iterator', got {level!r}")
+    reference_pipeline = make_pipeline()
+    expected = collect(reference_pipeline, num_epochs)
+    if close is not None:
+        close(reference_pipeline)
+    total = len(expected)
+    points = sorted(int(p) for p in interrupt_points if 0 <= int(p) <= total)
+    got, largest = _run_with_interrupts(make_pipeline, num_epochs, points, level, close)
+    compare_batches(expected, got)
+    if max_state_bytes is not None and largest > max_state_bytes:
+        raise AssertionError(
+            f"largest saved state is {largest} bytes of JSON, over max_state_bytes="
+            f"{max_state_bytes}; state must stay O(1) in the dataset size."
+        )
+    per_epoch = [0] * num_epochs
+    for epoch, _ in expected:
+        per_epoch[epoch] += 1
+    records = sum(len(next(iter(b.values()))) for _, b in expected if b)
+    return ResumeReport(
+        num_batches=total,
+        num_records=records,
+        batches_per_epoch=tuple(per_epoch),
+        interrupts=tuple(points),
+        max_state_bytes=largest,
+    )
