@@ -1,0 +1,164 @@
+"""The DataSourceModule contract: kinds, refusal of neither, iteration, state."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.config import StructuralConfig
+from datarax.core.data_source import DataSourceModule
+from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
+from datarax.core.spec import array_to_spec_strip_leading
+from datarax.pipeline import Pipeline
+
+
+@dataclass(frozen=True)
+class EmptyConfig(StructuralConfig):
+    pass
+
+
+class Neither(DataSourceModule):
+    def element_spec(self):
+        return {}
+
+
+class Stream(DataSourceModule):
+    """A forward-only stream of `total` records with field x = position."""
+
+    def __init__(self, total=10, dtype=np.int32, spec_dtype=np.int32):
+        super().__init__(EmptyConfig())
+        self.total, self.dtype, self.spec_dtype = total, dtype, spec_dtype
+        self.sent = 0
+
+    def start_epoch(self, epoch):
+        super().start_epoch(epoch)
+        self.sent = 0
+
+    def get_batch(self, batch_size):
+        if self.sent >= self.total:
+            return None
+        n = min(batch_size, self.total - self.sent)
+        batch = {"x": np.arange(self.sent, self.sent + n).astype(self.dtype)}
+        self.sent += n
+        return batch
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), self.spec_dtype)}
+
+
+class Indexed(DataSourceModule):
+    def __init__(self, n=6):
+        super().__init__(EmptyConfig())
+        self.values = nnx.data(jnp.arange(n) * 10)
+
+    def __len__(self):
+        return int(self.values.shape[0])
+
+    def get_batch_at(self, start, size, key=None):
+        return {"v": self.values[(jnp.arange(size) + start) % len(self)]}
+
+
+def test_config_must_be_a_structural_config():
+    with pytest.raises(ConfigError, match="Neither needs a StructuralConfig instance as its first argument, got dict"):
+        Neither({"not": "config"})  # type: ignore[arg-type]
+
+
+def test_source_with_neither_method_is_refused_at_iteration_not_construction():
+    source = Neither(EmptyConfig())  # construction is fine
+    pipeline = Pipeline(source=source, stages=[], batch_size=2)
+    for attempt in (lambda: iter(pipeline), lambda: iter(source)):
+        with pytest.raises(SourceContractError) as info:
+            attempt()
+        assert "get_batch_at(start, size, key)" in str(info.value)
+        assert "get_batch(batch_size)" in str(info.value)
+
+
+def test_kinds_are_detected_from_the_methods_implemented():
+    assert Indexed().supports_indexed_access() and not Indexed().supports_streaming()
+    assert Stream().supports_streaming() and not Stream().supports_indexed_access()
+
+
+def test_default_element_spec_and_record_indices_of_indexed_source():
+    source = Indexed()
+    spec = source.element_spec()
+    assert spec["v"].shape == () and spec["v"].dtype == jnp.int32
+    np.testing.assert_array_equal(np.asarray(source.record_indices_at(4, 4)), [4, 5, 0, 1])
+
+
+def test_streaming_source_runs_on_host_path_one_epoch_per_iter():
+    pipeline = Pipeline(source=Stream(10), stages=[], batch_size=4)
+    for _ in range(2):
+        batches = [np.asarray(b["x"]).tolist() for b in pipeline]
+        assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+        assert all(isinstance(b, jax.Array) for b in next(iter(pipeline)).values())
+
+
+def test_streaming_batches_are_checked_against_element_spec():
+    pipeline = Pipeline(source=Stream(10, dtype=np.int16), stages=[], batch_size=4)
+    with pytest.raises(SpecMismatchError, match="field 'x' has dtype int16, declared int32") as info:
+        next(iter(pipeline))
+    assert "Stream batch at record 0 of epoch 0" in str(info.value)
+
+
+def test_streaming_sixty_four_bit_declaration_is_refused():
+    pipeline = Pipeline(source=Stream(10, dtype=np.int64, spec_dtype=np.int64), stages=[], batch_size=4)
+    with pytest.raises(SpecMismatchError, match="declares 64-bit field.*'x' \\(int64\\)"):
+        next(iter(pipeline))
+
+
+def test_stream_resume_fast_forwards_a_fresh_stream():
+    first = iter(Pipeline(source=Stream(10), stages=[], batch_size=3))
+    next(first)
+    next(first)
+    state = first.get_state()
+    assert state["source"] == {"current_index": 6, "current_epoch": 0}
+    rest = iter(Pipeline(source=Stream(10), stages=[], batch_size=3))
+    rest.set_state(state)
+    assert [np.asarray(b["x"]).tolist() for b in rest] == [[6, 7, 8], [9]]
+
+
+def test_direct_iteration_of_a_stream_and_state():
+    source = Stream(5)
+    assert [int(r["x"]) for r in source] == [0, 1, 2, 3, 4]
+    assert source.get_state() == {"current_index": 5, "current_epoch": 0}
+
+
+def test_set_state_refuses_bad_dicts():
+    source = Indexed()
+    with pytest.raises(StateError, match="missing 'current_epoch'"):
+        source.set_state({"current_index": 1})
+    with pytest.raises(StateError, match="'current_index' must be a non-negative int, got -1"):
+        source.set_state({"current_index": -1, "current_epoch": 0})
+    with pytest.raises(StateError, match="past the end of the source \\(6 records\\)"):
+        source.set_state({"current_index": 7, "current_epoch": 0})
+    with pytest.raises(StateError, match="expects the dict get_state\\(\\) returned"):
+        source.set_state([1, 2])  # type: ignore[arg-type]
+
+
+def test_direct_iteration_of_indexed_source_and_restart_after_the_end():
+    source = Indexed(3)
+    assert [int(r["v"]) for r in source] == [0, 10, 20]
+    assert [int(r["v"]) for r in source] == [0, 10, 20]
+    iterator = iter(source)
+    next(iterator)
+    fresh = Indexed(3)
+    fresh.set_state(source.get_state())
+    assert [int(r["v"]) for r in fresh] == [10, 20]
+
+
+def test_spec_is_read_once_per_source():
+    calls = []
+
+    class Counting(Stream):
+        def element_spec(self) -> dict[str, Any]:
+            calls.append(1)
+            return {"x": array_to_spec_strip_leading(np.zeros((1,), np.int32))}
+
+    pipeline = Pipeline(source=Counting(10), stages=[], batch_size=2)
+    for _ in range(2):
+        list(pipeline)
+    assert len(calls) == 1

@@ -1,0 +1,72 @@
+"""ElementOperator: config, keys, per-record host path, errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.element import Element
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.operators import ElementOperator, ElementOperatorConfig
+
+
+def scale(element, key=None):
+    return element.update_data({"x": element.data["x"] * 3})
+
+
+def test_config_defaults_and_validation():
+    assert ElementOperatorConfig() == ElementOperatorConfig(stochastic=False, stream_name=None)
+    with pytest.raises(ConfigError, match="stochastic must be a bool"):
+        ElementOperatorConfig(stochastic="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="stream_name must be None or an identifier string, got 'a b'"):
+        ElementOperatorConfig(stream_name="a b")
+
+
+def test_fn_must_be_callable():
+    with pytest.raises(ConfigError, match="fn must be callable, got int"):
+        ElementOperator(ElementOperatorConfig(), fn=3)  # type: ignore[arg-type]
+
+
+def test_apply_batch_vmaps_fn_over_records():
+    op = ElementOperator(ElementOperatorConfig(), fn=scale)
+    assert op.apply_batch({"x": jnp.arange(4)}, None)["x"].tolist() == [0, 3, 6, 9]
+    assert op.name == "scale" and not op.stochastic
+
+
+def test_fn_may_return_a_dict_but_nothing_else():
+    op = ElementOperator(ElementOperatorConfig(), fn=lambda e, k: {"y": e.data["x"] + 1})
+    out = op.apply_batch({"x": jnp.arange(2)}, None)
+    assert list(out) == ["y"] and out["y"].tolist() == [1, 2]
+    bad = ElementOperator(ElementOperatorConfig(), fn=lambda e, k: 1, name="bad")
+    with pytest.raises(DataraxError, match="ElementOperator 'bad': fn must return an Element"):
+        bad.apply_batch({"x": jnp.arange(2)}, None)
+
+
+def test_stochastic_base_key_from_rngs_stream():
+    a = ElementOperator(ElementOperatorConfig(stochastic=True, stream_name="augment"), fn=scale, rngs=nnx.Rngs(augment=1))
+    b = ElementOperator(ElementOperatorConfig(stochastic=True, stream_name="augment"), fn=scale, rngs=nnx.Rngs(augment=1))
+    c = ElementOperator(ElementOperatorConfig(stochastic=True), fn=scale, rngs=nnx.Rngs(2))
+    key = lambda op: jax.random.key_data(op.base_key.value).tolist()
+    assert key(a) == key(b) != key(c)
+
+
+def test_text_batches_run_record_by_record():
+    def shout(element, key=None):
+        return element.update_data({"text": element.data["sentence"].upper(), "n": len(element.data["sentence"])})
+
+    op = ElementOperator(ElementOperatorConfig(), fn=shout)
+    out = op.apply_batch({"sentence": ["ab", "cde"], "label": np.array([0, 1], np.int32)}, None)
+    assert out["text"] == ["AB", "CDE"] and out["sentence"] == ["ab", "cde"]
+    assert out["n"].tolist() == [2, 3] and out["label"].tolist() == [0, 1]
+
+
+def test_element_passed_to_fn_has_data():
+    seen = []
+
+    def record(element, key):
+        seen.append(type(element))
+        return element
+
+    ElementOperator(ElementOperatorConfig(), fn=record).apply_batch({"x": jnp.zeros(2)}, None)
+    assert seen and all(t is Element for t in seen)

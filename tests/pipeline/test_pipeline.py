@@ -1,0 +1,269 @@
+"""Pipeline: epochs, exactly-once, per-record keys, compile reuse, resume, errors."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def add_noise(element, key):
+    return element.update_data({"noise": jax.random.uniform(key)})
+
+
+def halve(element, key=None):
+    return element.update_data({"half": element.data["x"].astype(jnp.float32) / 2})
+
+
+NOISE = ElementOperator(ElementOperatorConfig(stochastic=True), fn=add_noise)
+
+
+def make(n=23, batch_size=5, shuffle=True, seed=7, drop_remainder=False, stages=None, rng=0):
+    source = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=seed), {"x": np.arange(n, dtype=np.int32)})
+    if stages is None:
+        stages = [ElementOperator(ElementOperatorConfig(stochastic=True), fn=add_noise)]
+    return Pipeline(source=source, stages=stages, batch_size=batch_size, rngs=nnx.Rngs(rng), drop_remainder=drop_remainder)
+
+
+def records(batches):
+    return [int(v) for b in batches for v in np.asarray(b["x"])]
+
+
+@pytest.mark.parametrize("n, batch_size", [(23, 5), (20, 5), (3, 8), (1, 1)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_every_record_once_per_epoch_and_each_iter_is_a_new_epoch(n, batch_size, shuffle):
+    pipeline = make(n, batch_size, shuffle)
+    orders = []
+    for _ in range(3):
+        batches = list(pipeline)
+        sizes = [len(b["x"]) for b in batches]
+        assert sizes == [batch_size] * (n // batch_size) + ([n % batch_size] if n % batch_size else [])
+        assert sorted(records(batches)) == list(range(n))
+        orders.append(records(batches))
+    if shuffle and n > 3:
+        assert orders[0] != orders[1] != orders[2]
+    if not shuffle:
+        assert orders[0] == list(range(n))
+
+
+def test_drop_remainder_drops_only_the_short_batch():
+    batches = list(make(23, 5, drop_remainder=True))
+    assert [len(b["x"]) for b in batches] == [5, 5, 5, 5]
+    assert len(set(records(batches))) == 20
+
+
+def test_equally_built_pipelines_agree_and_seeds_change_order():
+    assert records(make(seed=3)) == records(make(seed=3))
+    assert records(make(seed=3)) != records(make(seed=4))
+
+
+def draws_by_record(pipeline, epochs=1):
+    out = []
+    for _ in range(epochs):
+        table = {}
+        for batch in pipeline:
+            for x, v in zip(np.asarray(batch["x"]), np.asarray(batch["noise"])):
+                table[int(x)] = float(v)
+        out.append(table)
+    return out
+
+
+def test_per_record_draws_do_not_depend_on_batch_size_or_order():
+    reference = draws_by_record(make(batch_size=5, shuffle=True, seed=7))[0]
+    assert draws_by_record(make(batch_size=4, shuffle=True, seed=7))[0] == reference
+    assert draws_by_record(make(batch_size=23, shuffle=False))[0] == reference
+    assert draws_by_record(make(batch_size=2, shuffle=True, seed=99))[0] == reference
+    assert len(set(reference.values())) == 23
+
+
+def test_new_epoch_gives_new_draws_and_rngs_change_draws():
+    first, second = draws_by_record(make(), epochs=2)
+    assert first.keys() == second.keys() and all(first[k] != second[k] for k in first)
+    assert draws_by_record(make(rng=1))[0] != first
+
+
+def test_explicit_operator_rngs_win_over_pipeline_rngs():
+    def op():
+        return ElementOperator(ElementOperatorConfig(stochastic=True, stream_name="augment"), fn=add_noise, rngs=nnx.Rngs(augment=5))
+
+    a = draws_by_record(make(stages=[op()], rng=0))[0]
+    b = draws_by_record(make(stages=[op()], rng=1))[0]
+    assert a == b
+
+
+def test_stages_run_in_order_and_plain_callables_are_batch_stages():
+    def total(batch):
+        return {**batch, "total": jnp.full_like(batch["half"], batch["half"].sum())}
+
+    pipeline = make(10, 4, shuffle=False, stages=[ElementOperator(ElementOperatorConfig(), fn=halve), total])
+    batch = next(iter(pipeline))
+    assert batch["half"].tolist() == [0.0, 0.5, 1.0, 1.5]
+    assert batch["total"].tolist() == [3.0] * 4
+    assert pipeline.stages[1] is total and pipeline.batch_size == 4
+
+
+def test_one_compiled_step_serves_every_epoch_iterator_and_equal_pipeline():
+    traces = []
+
+    def counted(element, key=None):
+        traces.append(1)
+        return element
+
+    def build():
+        return make(23, 5, stages=[ElementOperator(ElementOperatorConfig(), fn=counted)])
+
+    pipeline = build()
+    for _ in range(3):
+        list(pipeline)
+    list(build())
+    assert len(traces) == 1  # short last batch is padded inside the step, not retraced
+
+
+def test_position_is_kept_in_nnx_variables():
+    pipeline = make(23, 5)
+    iterator = iter(pipeline)
+    next(iterator)
+    next(iterator)
+    state = nnx.state(pipeline)
+    assert int(state["position"].value) == 10 and int(state["epoch"].value) == 0
+
+
+def test_state_is_small_json_and_resume_is_exact_at_every_point():
+    pipeline = make(23, 5)
+    uninterrupted = [records(list(pipeline)) for _ in range(2)]
+    flat = uninterrupted[0] + uninterrupted[1]
+    for stop in range(0, 11):  # every batch boundary across two epochs
+        pipeline = make(23, 5)
+        consumed, state = [], None
+        it = iter(pipeline)
+        for step in range(stop):
+            try:
+                consumed += records([next(it)])
+            except StopIteration:
+                it = iter(pipeline)
+                consumed += records([next(it)])
+        state = json.loads(json.dumps(it.get_state()))
+        assert len(json.dumps(state)) < 400
+        fresh = make(23, 5)
+        fresh.set_state(state)
+        rest = records(list(fresh))
+        if state["epoch"] < 1:  # finish epoch 1 as the uninterrupted run did
+            rest += records(list(fresh))
+        combined = consumed + rest
+        assert combined == flat, stop
+
+
+def test_resume_of_a_resume_and_draws_survive_resume():
+    full = [(records([b]), np.asarray(b["noise"]).tolist()) for b in make(23, 5)]
+    it = iter(make(23, 5))
+    got = [next(it)]
+    state = it.get_state()
+    it2 = iter(make(23, 5))
+    it2.set_state(json.loads(json.dumps(state)))
+    got.append(next(it2))
+    state2 = it2.get_state()
+    it3 = iter(make(23, 5))
+    it3.set_state(state2)
+    got += list(it3)
+    assert [(records([b]), np.asarray(b["noise"]).tolist()) for b in got] == full
+
+
+def test_resume_at_epoch_end_continues_with_the_next_epoch():
+    reference = make(23, 5)
+    list(reference)
+    second = records(list(reference))
+    pipeline = make(23, 5)
+    list(pipeline)
+    state = pipeline.get_state()
+    assert state["epoch"] == 0 and state["position"] == 23
+    fresh = make(23, 5)
+    fresh.set_state(state)
+    assert list(fresh) == []  # the saved epoch had nothing left
+    assert records(list(fresh)) == second
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"batch_size": 4}, "batch_size"),
+        ({"seed": 8}, "source.seed"),
+        ({"shuffle": False}, "source.shuffle"),
+        ({"drop_remainder": True}, "drop_remainder"),
+        ({"n": 24}, "num_records"),
+    ],
+)
+def test_state_from_another_configuration_is_refused_naming_the_setting(change, field):
+    state = make().get_state()
+    with pytest.raises(StateError) as info:
+        make(**change).set_state(state)
+    assert info.value.field == field
+    assert f"saved with {field}=" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "tamper, message",
+    [
+        (lambda s: s.pop("position"), "missing 'position'"),
+        (lambda s: s.update(position=-2), "'position' must be an int >= 0, got -2"),
+        (lambda s: s.update(epoch="1"), "'epoch' must be an int >= -1, got '1'"),
+        (lambda s: s.update(position=24), "position=24 is past the end of the epoch \\(23 records\\)"),
+        (lambda s: s.update(version=9), "version 9 is not 1"),
+    ],
+)
+def test_tampered_state_is_refused(tamper, message):
+    pipeline = make()
+    it = iter(pipeline)
+    next(it)
+    state = it.get_state()
+    tamper(state)
+    with pytest.raises(StateError, match=message):
+        iter(make()).set_state(state)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"batch_size": 0}, ConfigError, "batch_size must be an int >= 1, got 0"),
+        ({"batch_size": 2.0}, ConfigError, "batch_size must be an int >= 1, got 2.0"),
+        ({"drop_remainder": 1}, ConfigError, "drop_remainder must be a bool"),
+        ({"source": [1, 2, 3]}, SourceContractError, "source must be a DataSourceModule .*got list"),
+        ({"stages": [3]}, SourceContractError, "stage 0 is int, which is neither an operator"),
+        ({"stages": NOISE}, SourceContractError, "stages must be a list of operators"),
+        ({"shard_index": 2, "shard_count": 2}, ConfigError, "shard index must satisfy 0 <= index < count"),
+    ],
+)
+def test_bad_arguments(kwargs, error, message):
+    args = {"source": MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)}), "stages": [], "batch_size": 2}
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        Pipeline(**args)
+
+
+def test_context_manager_and_close_end_the_epoch():
+    pipeline = make(23, 5)
+    with iter(pipeline) as it:
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_shards_are_disjoint_equal_and_keep_per_record_draws():
+    whole = draws_by_record(make(30, 4))[0]
+    seen = {}
+    for index in range(3):
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=7), {"x": np.arange(31, dtype=np.int32)})
+        pipeline = Pipeline(source=source, stages=[ElementOperator(ElementOperatorConfig(stochastic=True), fn=add_noise)], batch_size=4, rngs=nnx.Rngs(0), shard_index=index, shard_count=3)
+        table = draws_by_record(pipeline)[0]
+        assert len(table) == 10
+        assert not set(table) & set(seen)
+        seen.update(table)
+    assert len(seen) == 30
+    common = set(seen) & set(whole)
+    assert common and all(seen[k] == whole[k] for k in common)

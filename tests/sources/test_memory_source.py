@@ -1,0 +1,123 @@
+"""MemorySource: both data forms, shuffle, metadata, state, bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from grain.experimental import index_shuffle as grain_index_shuffle
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def test_defaults():
+    config = MemorySourceConfig()
+    assert (config.shuffle, config.seed, config.track_metadata, config.num_epochs) == (False, 42, False, 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"shuffle": 1}, "MemorySourceConfig.shuffle must be a bool"),
+        ({"seed": -1}, "MemorySourceConfig.seed must be >= 0, got -1"),
+        ({"seed": 2**32}, "MemorySourceConfig.seed must be < 2\\*\\*32"),
+        ({"seed": "1"}, "MemorySourceConfig.seed must be an int, got str"),
+        ({"track_metadata": None}, "MemorySourceConfig.track_metadata must be a bool"),
+        ({"num_epochs": 0}, "MemorySourceConfig.num_epochs must be >= 1 \\(or one of \\[-1\\]\\), got 0"),
+    ],
+)
+def test_config_validation(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        MemorySourceConfig(**kwargs)
+
+
+def test_dict_and_list_forms_hold_the_same_records():
+    images = np.arange(5 * 4, dtype=np.uint8).reshape(5, 2, 2)
+    labels = np.arange(5, dtype=np.int32)
+    from_dict = MemorySource(MemorySourceConfig(), {"image": images, "label": labels})
+    from_list = MemorySource(
+        MemorySourceConfig(), [{"image": images[i], "label": int(labels[i])} for i in range(5)]
+    )
+    for source in (from_dict, from_list):
+        assert len(source) == 5
+        batch = source.get_batch_at(3, 4)  # wraps into the next epoch
+        np.testing.assert_array_equal(np.asarray(batch["image"]), images[[3, 4, 0, 1]])
+        assert batch["label"].dtype == jnp.int32
+        spec = source.element_spec()
+        assert spec["image"].shape == (2, 2) and spec["image"].dtype == np.uint8
+
+
+def test_python_numbers_become_32_bit():
+    source = MemorySource(MemorySourceConfig(), [{"i": 1, "f": 0.5} for _ in range(3)])
+    assert source.data["i"].dtype == jnp.int32 and source.data["f"].dtype == jnp.float32
+
+
+def test_sixty_four_bit_numpy_is_refused_not_narrowed():
+    with pytest.raises(ConfigError, match="field 'y' is int64 but jax_enable_x64 is off") as info:
+        MemorySource(MemorySourceConfig(), {"y": np.arange(3)})
+    assert "astype(np.int32)" in str(info.value)
+    with pytest.raises(ConfigError, match="field 'x' is float64.*astype\\(np.float32\\)"):
+        MemorySource(MemorySourceConfig(), [{"x": np.zeros(2)} for _ in range(2)])
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({}, "empty dict"),
+        ([], "empty sequence"),
+        ([1, 2], "records must be dicts of fields, record 0 is int"),
+        ([{"a": 1}, {"b": 2}], "record 1 has fields \\['b'\\], record 0 has \\['a'\\]"),
+        ({"a": np.zeros(3, np.float32), "b": np.zeros(4, np.float32)}, "different numbers of records"),
+        ([{"a": np.zeros(2)}, {"a": np.zeros(3)}], "field 'a': record 1 has shape \\(3,\\), record 0 has \\(2,\\)"),
+        ({"a": np.float32(1)}, "field 'a' is a scalar"),
+        ({"t": np.array(["x", "y"])}, "field 't' holds <U1 values"),
+        ("abc", "must be a dict of arrays or a sequence of records, got str"),
+        ({"a": np.zeros((0, 2), np.float32)}, "holds no records"),
+    ],
+)
+def test_bad_data_is_refused_with_a_clear_error(data, message):
+    with pytest.raises(DataraxError, match=message):
+        MemorySource(MemorySourceConfig(), data)
+
+
+def test_shuffle_is_grains_permutation_with_seed_plus_epoch():
+    n = 37
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=42), {"x": np.arange(n, dtype=np.int32)})
+    for epoch in range(3):
+        expected = [grain_index_shuffle(index=i, max_index=n - 1, seed=42 + epoch, rounds=4) for i in range(n)]
+        served = np.asarray(source.get_batch_at(epoch * n, n)["x"]).tolist()
+        assert served == expected
+        np.testing.assert_array_equal(np.asarray(source.record_indices_at(epoch * n, n)), expected)
+    # Epoch 1 of seed 42 is epoch 0 of seed 43.
+    other = MemorySource(MemorySourceConfig(shuffle=True, seed=43), {"x": np.arange(n, dtype=np.int32)})
+    np.testing.assert_array_equal(np.asarray(source.get_batch_at(n, n)["x"]), np.asarray(other.get_batch_at(0, n)["x"]))
+
+
+def test_direct_iteration_follows_the_shuffle_and_num_epochs():
+    n = 6
+    source = MemorySource(
+        MemorySourceConfig(shuffle=True, seed=1, num_epochs=2, track_metadata=True),
+        {"x": np.arange(n, dtype=np.int32) * 10},
+    )
+    elements = list(source)
+    assert len(elements) == 12
+    expected = [grain_index_shuffle(index=i, max_index=n - 1, seed=1 + e, rounds=4) for e in range(2) for i in range(n)]
+    assert [e.metadata.index for e in elements] == expected
+    assert [int(e.data["x"]) for e in elements] == [10 * i for i in expected]
+    assert [e.metadata.epoch for e in elements] == [0] * n + [1] * n
+
+
+def test_unbounded_direct_iteration():
+    source = MemorySource(MemorySourceConfig(num_epochs=-1), {"x": np.arange(3, dtype=np.int32)})
+    iterator = iter(source)
+    assert [int(next(iterator)["x"]) for _ in range(8)] == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert source.get_state() == {"current_index": 2, "current_epoch": 2}
+
+
+def test_pipeline_mirrors_position_into_source_state():
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})
+    iterator = iter(Pipeline(source=source, stages=[], batch_size=4))
+    next(iterator)
+    assert source.get_state() == {"current_index": 4, "current_epoch": 0}
+    assert jax.tree.leaves(source.data)[0].shape == (10,)
