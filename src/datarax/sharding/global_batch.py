@@ -1,0 +1,108 @@
+"""Global batches: per-process batches assembled into globally sharded ``jax.Array``s.
+
+Under ``jax.distributed`` each process's Pipeline hands out its own share of every
+batch (``Pipeline`` shards each epoch by ``jax.process_index()``). A jitted train step
+over a mesh that spans every process wants one global array per field, its leading
+(batch) axis split over the mesh. :func:`global_batch` builds it with
+``jax.make_array_from_process_local_data``: no data leaves the process, each process
+contributes the rows it holds.
+
+Example (one process; with several, every process runs the same code):
+    >>> import numpy as np
+    >>> mesh = data_mesh()
+    >>> batch = global_batch({"x": np.arange(4, dtype=np.int32)}, mesh)
+    >>> batch["x"].shape, tuple(batch["x"].sharding.spec)
+    ((4,), ('data',))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from datarax.core.errors import ConfigError
+from datarax.core.spec import is_text_value
+
+Batch = dict[str, Any]
+
+
+def data_mesh(axis_name: str = "data", devices: Sequence[Any] | None = None) -> Mesh:
+    """A 1-D mesh named ``axis_name`` over ``devices`` (default: every device of every process)."""
+    devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ConfigError("data_mesh got no devices.")
+    return Mesh(np.asarray(devices), (axis_name,))
+
+
+def _local_rows_per_process(mesh: Mesh, axis: str) -> int:
+    """How many mesh positions along ``axis`` this process's devices hold."""
+    names = list(mesh.axis_names)
+    position = names.index(axis)
+    here = jax.process_index()
+    rows = {
+        index[position]
+        for index, device in np.ndenumerate(mesh.devices)
+        if device.process_index == here
+    }
+    return len(rows)
+
+
+def global_batch(
+    local_batch: Mapping[str, Any],
+    mesh: Mesh,
+    *,
+    axis: str | None = None,
+) -> Batch:
+    """Turn this process's batch into global arrays sharded along the batch axis.
+
+    Args:
+        local_batch: a dict of arrays whose leading axis holds this process's records
+            (what ``next(iter(pipeline))`` returns on this process). Every process
+            must pass the same fields and the same number of records.
+        mesh: a mesh over the devices of every process (see :func:`data_mesh`).
+        axis: the mesh axis the batch axis is split over (default: the mesh's first
+            axis). Other axes replicate.
+
+    Returns:
+        A dict of ``jax.Array`` of global shape ``(local_rows * process_count, ...)``.
+        Text fields (host strings) cannot become device arrays and are returned
+        unchanged, still per process.
+
+    Raises:
+        ConfigError: an unknown axis, or a local batch that does not split evenly over
+            this process's devices on that axis.
+    """
+    axis = mesh.axis_names[0] if axis is None else axis
+    if axis not in mesh.axis_names:
+        raise ConfigError(f"global_batch: mesh has axes {list(mesh.axis_names)}, not {axis!r}.")
+    sharding = NamedSharding(mesh, PartitionSpec(axis))
+    local_devices = _local_rows_per_process(mesh, axis)
+    out: Batch = {}
+    for name, value in local_batch.items():
+        if is_text_value(value):
+            out[name] = value
+            continue
+        array = np.asarray(value)
+        if array.ndim == 0:
+            raise ConfigError(f"global_batch: field '{name}' is a scalar; it needs a batch axis.")
+        if local_devices and array.shape[0] % local_devices:
+            raise ConfigError(
+                f"global_batch: field '{name}' holds {array.shape[0]} records on process "
+                f"{jax.process_index()}, which does not split over its {local_devices} "
+                f"device(s) on mesh axis '{axis}'. Use a batch size divisible by "
+                f"{local_devices} (and drop_remainder=True so the last batch is full)."
+            )
+        out[name] = jax.make_array_from_process_local_data(sharding, array)
+    return out
+
+
+def global_batches(
+    batches: Iterable[Mapping[str, Any]], mesh: Mesh, *, axis: str | None = None
+) -> Iterator[Batch]:
+    """:func:`global_batch` applied to each batch of an iterable (e.g. a Pipeline epoch)."""
+    for batch in batches:
+        yield global_batch(batch, mesh, axis=axis)

@@ -1,0 +1,75 @@
+"""SIGKILL after a checkpoint, resume in a new process: exactly one epoch, in order.
+
+A child process hands out batches, checkpoints its state to a file, hands out two
+more batches (lost work) and is killed with SIGKILL. A new process restores the
+file and finishes the epoch. The batches handed out up to the checkpoint plus the
+resumed ones are exactly the uninterrupted epoch: same records, order and draws.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datarax.testing import collect
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import kill_worker  # noqa: E402
+
+
+def _spawn(mode: str, kind: str, tmp: Path) -> subprocess.Popen:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "kill_worker.py"), mode, kind, str(tmp / "ckpt.json"),
+         str(tmp / f"{mode}.log"), str(tmp / "ready")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def kill_and_resume(kind: str, tmp: Path) -> tuple[list, list, dict]:
+    """Run, SIGKILL after the checkpoint, resume; return (before, resumed, checkpoint)."""
+    child = _spawn("run", kind, tmp)
+    deadline = time.monotonic() + 120
+    while not (tmp / "ready").exists():
+        if child.poll() is not None:
+            raise AssertionError(f"child ended early:\n{child.stdout.read()[-3000:]}")
+        if time.monotonic() > deadline:
+            child.kill()
+            raise AssertionError("child never reached the kill point")
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    checkpoint = json.loads((tmp / "ckpt.json").read_text())
+    run_log = [json.loads(line) for line in (tmp / "run.log").read_text().splitlines()]
+    assert len(run_log) == kill_worker.CHECKPOINT_AT + 2  # two batches of lost work
+    resumed = _spawn("resume", kind, tmp)
+    output = resumed.communicate(timeout=120)[0]
+    assert resumed.returncode == 0, output[-3000:]
+    resumed_log = [json.loads(line) for line in (tmp / "resume.log").read_text().splitlines()]
+    return run_log[: checkpoint["logged_batches"]], resumed_log, run_log
+
+
+def expected_epoch(kind: str) -> list:
+    return [kill_worker.ids(b) for _, b in collect(kill_worker.make(kind), 1)]
+
+
+@pytest.mark.parametrize("kind", ["memory", pytest.param("stream", marks=pytest.mark.slow)])
+def test_sigkill_after_checkpoint_then_resume_is_exactly_one_epoch(kind, tmp_path):
+    before, resumed, run_log = kill_and_resume(kind, tmp_path)
+    expected = expected_epoch(kind)
+    assert before + resumed == expected
+    # The lost work (handed out after the checkpoint, before the kill) is replayed.
+    assert run_log[len(before):] == resumed[: len(run_log) - len(before)]
+    ids = [i for batch, _ in before + resumed for i in batch]
+    assert len(ids) == len(set(ids)) == 23
+    assert np.asarray(expected[0][1]).shape == (3, 2)  # augmentation draws are compared
