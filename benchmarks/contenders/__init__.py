@@ -1,0 +1,52 @@
+"""Contenders: one module per library, each serving the same epochs as numpy arrays.
+
+Every contender module exposes ``versions() -> dict[str, str]`` and an epoch
+function ``vision_epoch(images, labels, spec, **options)`` that yields
+``(images_float32, labels_int32)`` NumPy batches, materialised (device work
+finished, host copy made) before each yield. The registry below names each
+configuration and the packages it needs; a missing package makes the contender
+"missing" in the report, never silently absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A named configuration of one library's loader."""
+
+    name: str
+    module: str  # module under benchmarks.contenders
+    requires: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+    floor: bool = False
+    note: str = ""
+
+    def missing(self) -> list[str]:
+        """Packages this contender needs that are not importable here."""
+        return [p for p in self.requires if importlib.util.find_spec(p) is None]
+
+
+CONTENDERS: dict[str, Contender] = {
+    c.name: c
+    for c in (
+        Contender("numpy", "numpy_floor", ("numpy",), floor=True,
+                  note="plain numpy, single thread: gather, flip uint8, /255"),
+        Contender("datarax", "datarax_pipeline", ("jax", "flax", "datarax"),
+                  note="MemorySource + 2 ElementOperators, Pipeline"),
+        Contender("grain", "grain_loader", ("grain",), options={"workers": 0},
+                  note="MapDataset.batch, to_iter_dataset(ReadOptions(num_threads=2))"),
+        Contender("grain-mp", "grain_loader", ("grain",), options={"workers": 2},
+                  note="same + mp_prefetch(num_workers=2)"),
+        Contender("tf.data", "tf_data", ("tensorflow",),
+                  note="from_tensor_slices, shuffle, map/batch/prefetch AUTOTUNE"),
+        Contender("torch-0", "torch_loader", ("torch",), options={"workers": 0},
+                  note="Dataset + DataLoader(num_workers=0)"),
+        Contender("torch-2", "torch_loader", ("torch",), options={"workers": 2},
+                  note="Dataset + DataLoader(num_workers=2)"),
+    )
+}

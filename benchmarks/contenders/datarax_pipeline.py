@@ -1,0 +1,49 @@
+"""datarax through its public API: MemorySource, two ElementOperators, Pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+import datarax
+from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def versions() -> dict[str, str]:
+    return {"datarax": datarax.__version__, "jax": jax.__version__, "flax": flax.__version__}
+
+
+def normalize(element, key=None):
+    return element.update_data({"image": element.data["image"] / 255.0})
+
+
+def flip(element, key):
+    image = element.data["image"]
+    return element.update_data(
+        {"image": jnp.where(jax.random.bernoulli(key), image[:, ::-1, :], image)}
+    )
+
+
+def build(images: np.ndarray, labels: np.ndarray, spec) -> Pipeline:
+    source = MemorySource(
+        MemorySourceConfig(shuffle=True, seed=spec.seed), {"image": images, "label": labels}
+    )
+    stages = [
+        ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
+        ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip),
+    ]
+    return Pipeline(source=source, stages=stages, batch_size=spec.batch_size, rngs=nnx.Rngs(spec.seed))
+
+
+def vision_epoch(images: np.ndarray, labels: np.ndarray, spec) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    pipeline = build(images, labels, spec)
+    for batch in pipeline:
+        batch = jax.block_until_ready(batch)
+        yield np.asarray(batch["image"]), np.asarray(batch["label"])

@@ -1,0 +1,223 @@
+"""Medians, ratios to the floor, and the report files (markdown, PNG chart, JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from benchmarks.contenders import CONTENDERS
+
+PACKAGES = ("datarax", "jax", "jaxlib", "flax", "numpy", "grain", "array_record", "torch",
+            "tensorflow", "tensorflow-cpu", "datasets", "pyarrow", "matplotlib")
+CHECKSUM_RTOL = 1e-6
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu": cpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def _median(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize_case(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per contender: status, medians of rates and times, ratios to the numpy floor."""
+    rows: dict[str, dict[str, Any]] = {}
+    for name, results in runs.items():
+        missing = next((r["missing"] for r in results if "missing" in r), None)
+        errors = [r["error"] for r in results if "error" in r]
+        good = [r for r in results if "epoch_rate" in r]
+        row: dict[str, Any] = {"runs": len(good)}
+        if missing:
+            row["status"] = "missing: " + ", ".join(missing)
+        elif not good:
+            row["status"] = "error: " + (errors[0] if errors else "no result")
+        else:
+            bad = [r["check"]["problems"] for r in good if not r["check"]["ok"]]
+            row["status"] = "ok" if not bad and not errors else "check failed: " + "; ".join(
+                sum(bad, []) or errors
+            )
+            for key in ("epoch_rate", "steady_rate", "first_batch_s", "spawn_to_first_batch_s",
+                        "epoch_s", "import_s"):
+                row[key] = _median([r.get(key) for r in good])
+            row["checksum"] = good[0]["check"]["checksum"]
+            row["flip_fraction"] = _median([r["check"]["flip_fraction"] for r in good])
+            stats = [r["pipeline_stats"] for r in good if r.get("pipeline_stats")]
+            if stats:
+                row["pipeline_stats"] = stats[-1]
+        rows[name] = row
+    floor = next((rows[n] for n in rows if CONTENDERS[n].floor and "epoch_rate" in rows[n]), None)
+    for name, row in rows.items():
+        if floor and "epoch_rate" in row:
+            row["epoch_ratio"] = row["epoch_rate"] / floor["epoch_rate"]
+            row["steady_ratio"] = row["steady_rate"] / floor["steady_rate"]
+            same = abs(row["checksum"] - floor["checksum"]) <= CHECKSUM_RTOL * abs(floor["checksum"])
+            row["checksum_agrees"] = same
+            if not same and row["status"] == "ok":
+                row["status"] = "checksum differs from the floor's"
+    return rows
+
+
+def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets that this run measured, each with value and verdict."""
+    out = []
+    w1 = report["vision"].get("W1 vision b256", {}).get("summary", {})
+    dx = w1.get("datarax", {})
+    if "epoch_ratio" in dx:
+        out.append({"target": "W1 datarax whole-epoch rate >= 1.0x numpy floor",
+                    "value": f"{dx['epoch_ratio']:.2f}x", "met": dx["epoch_ratio"] >= 1.0})
+    if dx.get("first_batch_s") is not None:
+        out.append({"target": "W3 datarax first batch <= 0.5 s after data is loaded",
+                    "value": f"{dx['first_batch_s']:.2f} s", "met": dx["first_batch_s"] <= 0.5})
+    imp = report.get("imports", {})
+    if imp.get("datarax_extra_s") is not None:
+        out.append({"target": "W3 import datarax adds <= 0.3 s to import jax",
+                    "value": f"{imp['datarax_extra_s']:.2f} s (jax {imp['jax_s']:.2f} s)",
+                    "met": imp["datarax_extra_s"] <= 0.3})
+    return out
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [
+        "# datarax benchmark report",
+        "",
+        f"Machine: {m['nproc']} CPUs ({m['cpu'] or 'unknown CPU'}), {m['platform']}, "
+        f"Python {m['python']}. Scale `{report['scale']}`, {report['reps']} repetition(s) per "
+        "contender, each in a fresh process, order rotated per repetition. Medians shown; "
+        "ratios are to the plain-numpy floor's median in the same run.",
+        "",
+        "*Whole epoch* = records / time from data-in-memory to the last batch materialised "
+        "(pipeline build, compile, worker start-up and the short last batch included). "
+        "*Steady* = records after the first batch / time after the first batch. "
+        "*Spawn→first* = process start to first batch, imports included.",
+        "",
+    ]
+    if report.get("targets"):
+        lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
+        for t in report["targets"]:
+            lines.append(f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |")
+        lines.append("")
+    for label, case in report["vision"].items():
+        c = case["case"]
+        lines += [
+            f"## {label}: {c['records']:,} records, batch {c['batch_size']}",
+            "",
+            "| contender | whole epoch rec/s | × floor | steady rec/s | × floor | first batch s "
+            "| spawn→first s | check |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for name, row in case["summary"].items():
+            if "epoch_rate" not in row:
+                lines.append(f"| {name} | - | - | - | - | - | - | {row['status']} |")
+                continue
+            lines.append(
+                f"| {name} | {row['epoch_rate']:,.0f} | {_fmt(row.get('epoch_ratio'), '.2f')} "
+                f"| {row['steady_rate']:,.0f} | {_fmt(row.get('steady_ratio'), '.2f')} "
+                f"| {_fmt(row['first_batch_s'], '.3f')} | {_fmt(row['spawn_to_first_batch_s'], '.2f')} "
+                f"| {row['status']} (flips {row['flip_fraction']:.3f}) |"
+            )
+        lines.append("")
+        stats = case["summary"].get("datarax", {}).get("pipeline_stats")
+        if stats:
+            lines += ["datarax `pipeline.stats()` (last run):", "", "```",
+                      json.dumps(stats, indent=1, default=str)[:3000], "```", ""]
+    if report.get("imports"):
+        imp = report["imports"]
+        lines += ["## W3 imports", ""]
+        if "error" in imp:
+            lines += [f"import probe failed: {imp['error']}", ""]
+        else:
+            lines += [f"`import jax`: {imp['jax_s']:.2f} s; importing datarax's public modules "
+                      f"after it adds {imp['datarax_extra_s']:.2f} s (medians).", ""]
+    for wl, ext in report.get("external", {}).items():
+        lines += [f"## {wl}: {ext['what']}", "", f"Status: **{ext['status']}** ({ext['script']})"]
+        if ext.get("note"):
+            lines += ["", ext["note"]]
+        if ext.get("data") is not None:
+            lines += ["", "```json", json.dumps(ext["data"], indent=1, default=str)[:6000], "```"]
+        elif ext.get("stdout"):
+            lines += ["", "```", ext["stdout"].strip()[-4000:], "```"]
+        lines.append("")
+    lines += ["## Versions", "", "| package | version |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in report["versions"].items()]
+    lines += ["", "Contenders:", ""]
+    lines += [f"- **{c.name}**: {c.note}" for c in CONTENDERS.values()]
+    return "\n".join(lines) + "\n"
+
+
+def chart(report: dict[str, Any], path: Path) -> bool:
+    """Grouped bars: whole-epoch and steady rate / floor, per contender and case."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    cases = list(report["vision"].items())
+    if not cases:
+        return False
+    fig, axes = plt.subplots(len(cases), 1, figsize=(10, 3.2 * len(cases)), squeeze=False)
+    for ax, (label, case) in zip(axes[:, 0], cases):
+        names = [n for n, r in case["summary"].items() if "epoch_ratio" in r]
+        epoch = [case["summary"][n]["epoch_ratio"] for n in names]
+        steady = [case["summary"][n]["steady_ratio"] for n in names]
+        xs = range(len(names))
+        ax.bar([x - 0.2 for x in xs], epoch, width=0.4, label="whole epoch")
+        ax.bar([x + 0.2 for x in xs], steady, width=0.4, label="steady")
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_xticks(list(xs), names)
+        ax.set_ylabel("× numpy floor")
+        ax.set_title(label)
+        ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write(report: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+    """Write report.json, report.md and report.png into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report["targets"] = targets(report)
+    paths = {"json": out_dir / "report.json", "md": out_dir / "report.md"}
+    paths["json"].write_text(json.dumps(report, indent=1, default=str))
+    paths["md"].write_text(markdown(report))
+    if chart(report, out_dir / "report.png"):
+        paths["png"] = out_dir / "report.png"
+    return paths

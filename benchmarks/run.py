@@ -1,0 +1,120 @@
+"""Run the benchmark suite: ``python -m benchmarks.run [--workloads W1,W3] [--reps N] [--scale small|full]``.
+
+Writes ``benchmarks/results/report.{md,png,json}``. See ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report as report_mod
+from benchmarks.contenders import CONTENDERS
+from benchmarks.external import SCRIPTS, run_external
+from benchmarks.suite import ROOT, SCALES, run_import_probe, run_vision, vision_cases
+
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
+
+
+def run_suite(
+    workloads: list[str],
+    reps: int,
+    scale: str,
+    contenders: list[str] | None = None,
+    seed: int = 0,
+    log=print,
+) -> dict[str, Any]:
+    """Run the selected workloads; return the report dict (see ``report.write``)."""
+    names = list(contenders or CONTENDERS)
+    result: dict[str, Any] = {
+        "scale": scale,
+        "reps": reps,
+        "workloads": workloads,
+        "machine": report_mod.machine(),
+        "versions": report_mod.package_versions(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "vision": {},
+        "external": {},
+    }
+    for case in vision_cases(workloads, scale):
+        runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        for rep in range(reps):
+            shift = rep % len(names)
+            for name in names[shift:] + names[:shift]:
+                r = run_vision(name, case, seed + rep)
+                runs[name].append(r)
+                log(f"{case.label} rep {rep + 1}/{reps} {name}: " + _one_line(r))
+        result["vision"][case.label] = {
+            "case": dataclasses.asdict(case),
+            "summary": report_mod.summarize_case(runs),
+            "runs": runs,
+        }
+    if "W3" in workloads:
+        probes = [run_import_probe() for _ in range(max(reps, 3))]
+        good = [p for p in probes if "error" not in p]
+        result["imports"] = (
+            {k: statistics.median(p[k] for p in good) for k in ("jax_s", "datarax_extra_s")}
+            if good else probes[0]
+        )
+        result["imports"]["probes"] = probes
+        log(f"W3 imports: {result['imports']}")
+    done_scripts: dict[str, dict[str, Any]] = {}
+    for wl in ("W2", "W4", "W5"):
+        if wl in workloads:
+            script = SCRIPTS[wl]
+            if script not in done_scripts:
+                done_scripts[script] = run_external(wl, scale, reps)
+            ext = dict(done_scripts[script], workload=wl, what=run_external.__globals__["WHAT"][wl])
+            result["external"][wl] = ext
+            log(f"{wl}: {ext['status']}")
+    return result
+
+
+def _one_line(r: dict[str, Any]) -> str:
+    if "missing" in r:
+        return "missing " + ", ".join(r["missing"])
+    if "error" in r:
+        return "error " + r["error"][:200]
+    return (
+        f"epoch {r['epoch_rate']:,.0f} rec/s, steady {r['steady_rate']:,.0f} rec/s, first batch "
+        f"{r['first_batch_s']:.3f} s, check {'ok' if r['check']['ok'] else r['check']['problems']}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workloads", default=",".join(ALL_WORKLOADS),
+                        help="comma-separated subset of " + ",".join(ALL_WORKLOADS))
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per contender")
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full",
+                        help="full: the issue's sizes; small: 1/5 of them; tiny: smoke test")
+    parser.add_argument("--contenders", default=None,
+                        help="comma-separated subset of " + ",".join(CONTENDERS))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = parser.parse_args(argv)
+    workloads = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in workloads if w not in ALL_WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workloads {unknown}; choose from {', '.join(ALL_WORKLOADS)}")
+    contenders = None
+    if args.contenders:
+        contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+        bad = [c for c in contenders if c not in CONTENDERS]
+        if bad:
+            parser.error(f"unknown contenders {bad}; choose from {', '.join(CONTENDERS)}")
+    if args.reps < 1:
+        parser.error("--reps must be >= 1")
+    report = run_suite(workloads, args.reps, args.scale, contenders)
+    paths = report_mod.write(report, Path(args.out))
+    for kind, path in paths.items():
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

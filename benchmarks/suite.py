@@ -1,0 +1,109 @@
+"""What the suite runs: workloads, their sizes per scale, and one timed process per run.
+
+Vision cases (W1, W6) run every contender in its own fresh process per repetition,
+rotating the order each repetition so no contender always goes first or last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.contenders import CONTENDERS
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALES = {"tiny": 600, "small": 10_000, "full": 50_000}  # W1 records per scale
+WORKER_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class VisionCase:
+    """One in-memory vision configuration (a row group of the report)."""
+
+    workload: str
+    label: str
+    records: int
+    batch_size: int
+
+
+def vision_cases(workloads: list[str], scale: str) -> list[VisionCase]:
+    """W1 at batch 256; W6 at batch 32 and 1024 and with 4x the records."""
+    n = SCALES[scale]
+    cases = []
+    if "W1" in workloads or "W3" in workloads:
+        cases.append(VisionCase("W1", "W1 vision b256", n, 256))
+    if "W6" in workloads:
+        cases.append(VisionCase("W6", "W6 vision b32", n, 32))
+        cases.append(VisionCase("W6", "W6 vision b1024", n, 1024))
+        cases.append(VisionCase("W6", "W6 vision 4x data", 4 * n, 256))
+    return cases
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p
+    )
+    return env
+
+
+def run_vision(contender: str, case: VisionCase, seed: int, timeout: float = WORKER_TIMEOUT_S) -> dict[str, Any]:
+    """One epoch of ``contender`` in a fresh process; the worker's JSON result."""
+    entry = CONTENDERS[contender]
+    missing = entry.missing()
+    if missing:
+        return {"contender": contender, "missing": missing}
+    with tempfile.TemporaryDirectory(prefix="datarax-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [
+            sys.executable, "-m", "benchmarks.worker",
+            "--contender", contender,
+            "--records", str(case.records),
+            "--batch-size", str(case.batch_size),
+            "--seed", str(seed),
+            "--out", str(out),
+            "--spawn", repr(time.time()),
+        ]
+        try:
+            proc = subprocess.run(
+                cmd, cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return {"contender": contender, "error": f"timed out after {timeout:.0f} s"}
+        if not out.exists():
+            return {
+                "contender": contender,
+                "error": f"worker exited {proc.returncode} without a result",
+                "stderr": proc.stderr[-3000:],
+            }
+        return json.loads(out.read_text())
+
+
+IMPORT_PROBE = r"""
+import json, time
+t0 = time.perf_counter()
+import jax, jax.numpy
+t1 = time.perf_counter()
+import datarax, datarax.pipeline, datarax.sources, datarax.operators
+t2 = time.perf_counter()
+print(json.dumps({"jax_s": t1 - t0, "datarax_extra_s": t2 - t1}))
+"""
+
+
+def run_import_probe() -> dict[str, Any]:
+    """Import time of JAX, and what importing datarax's public modules adds to it."""
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE], cwd=ROOT, env=worker_env(),
+        capture_output=True, text=True, timeout=300,
+    )
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-2000:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
