@@ -1,0 +1,644 @@
+"""``HostReader``: the one threaded reader every random-access host source reuses.
+
+A random-access host source (ArrayRecord files, a TFDS ``data_source``, ...) owns an
+object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
+``data.__getitems__(list_of_indices)``), plus a ``decode(raw) -> dict`` function.
+``HostReader`` turns that into batches of numpy arrays:
+
+* **order** — :class:`EpochOrder` maps an epoch *position* (``0 .. size-1`` inside
+  this process's shard) to a *stable record index* (``0 .. length-1``): sequential, or
+  the Feistel permutation of ``datarax.samplers.index_shuffle_np`` keyed by
+  ``seed + epoch`` (bit-identical to ``grain.experimental.index_shuffle``), then the
+  shard's contiguous block ``[lo, hi)``. Nothing of size ``length`` is ever built;
+  :meth:`EpochOrder.describe` is a 3-int dict for a state.
+* **reading ahead** — a pool of ``num_threads`` threads reads *chunks* of consecutive
+  positions with one batched read each (``__getitems__``), decodes every record, checks
+  it against the first record's structure and stacks the fields; at most
+  ``read_ahead`` chunks are queued or ready at any time (bounded memory).
+* **handing out** — :meth:`HostReader.next_batch` assembles exactly ``batch_size``
+  records (fewer only at the end of the epoch) in epoch order and returns a
+  :class:`ReadBatch`: ``columns`` (dict of stacked numpy arrays), ``indices`` (the
+  stable index of each record, for per-record random keys) and ``end`` (epoch positions
+  consumed so far — the only thing a state needs). Restarting with
+  ``start(order, position=end, skipped=...)`` continues exactly after the last record
+  handed out; read-ahead is discarded, never counted.
+* **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
+  :class:`~datarax.core.errors.RecordError` naming the file, the record index in that
+  file (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the
+  cause; ``on_error="skip"`` drops the record, counts it (``HostReader.skipped`` for
+  this epoch, ``skipped_records()`` for the reports) and raises once the per-epoch
+  budget (``max_skipped`` and/or ``max_skipped_fraction`` of the epoch) is exceeded.
+  Skips are committed only when the handed-out position passes them, so a resumed
+  reader (``start(..., skipped=state_count)``) skips exactly the same records and
+  counts them once.
+* **closing** — :meth:`HostReader.stop` ends the epoch session (pending reads are
+  cancelled, the pool's threads joined); :meth:`HostReader.close` also marks the reader
+  closed. No thread outlives either.
+
+Example:
+    >>> import numpy as np
+    >>> data = [np.int32(i).tobytes() for i in range(10)]
+    >>> reader = HostReader(data, lambda b: {"x": np.frombuffer(b, np.int32)[0]})
+    >>> reader.start(EpochOrder(length=10, seed=None, epoch=0))
+    >>> b = reader.next_batch(4); b.columns["x"].tolist(), b.indices.tolist(), b.end
+    ([0, 1, 2, 3], [0, 1, 2, 3], 4)
+    >>> reader.start(EpochOrder(length=10, seed=None, epoch=0), position=b.end)
+    >>> reader.next_batch(100).columns["x"].tolist()
+    [4, 5, 6, 7, 8, 9]
+    >>> reader.next_batch(100) is None
+    True
+    >>> reader.close()
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import math
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.core.spec import TextSpec
+from datarax.samplers.index_shuffle import index_shuffle_np
+
+Decode = Callable[[Any], Mapping[str, Any]]
+Locate = Callable[[int], tuple[str | None, int]]
+
+ON_ERROR_CHOICES = ("raise", "skip")
+MAX_REPORTS = 10_000
+
+
+# --------------------------------------------------------------------------- order
+@dataclasses.dataclass(frozen=True)
+class EpochOrder:
+    """Which stable record each epoch position serves, in O(1) memory.
+
+    Args:
+        length: records in the whole data set (one unsharded epoch).
+        seed: ``None`` for file order; else the base seed, epoch ``e`` shuffled with
+            ``(seed + e) % 2**32``.
+        epoch: the pass number.
+        lo, hi: this shard's block ``[lo, hi)`` of the epoch's (shuffled) order
+            (``hi=None``: ``length``).
+
+    Example:
+        >>> EpochOrder(length=5, seed=None, epoch=3, lo=1, hi=4).indices(0, 3).tolist()
+        [1, 2, 3]
+        >>> EpochOrder(length=5, seed=7, epoch=1).describe()
+        {'seed': 7, 'epoch': 1, 'n': 5}
+    """
+
+    length: int
+    seed: int | None
+    epoch: int
+    lo: int = 0
+    hi: int | None = None
+
+    @property
+    def size(self) -> int:
+        """Positions in this shard's part of the epoch."""
+        hi = self.length if self.hi is None else self.hi
+        return hi - self.lo
+
+    def indices(self, start: int, stop: int) -> np.ndarray:
+        """Stable record indices served at positions ``[start, stop)`` (int64)."""
+        positions = np.arange(self.lo + start, self.lo + stop, dtype=np.int64)
+        if self.seed is None or self.length <= 1:
+            return positions
+        seed = (int(self.seed) + int(self.epoch)) % 2**32
+        return index_shuffle_np(positions, self.length - 1, seed)
+
+    def describe(self) -> dict[str, Any] | None:
+        """A compact, JSON-able description that regenerates the order (None: unshuffled)."""
+        if self.seed is None:
+            return None
+        return {"seed": int(self.seed), "epoch": int(self.epoch), "n": int(self.length)}
+
+
+# ------------------------------------------------------------------- error policy
+@dataclasses.dataclass(frozen=True)
+class ErrorPolicy:
+    """What to do with a record that cannot be read or decoded.
+
+    ``on_error="raise"`` stops with a :class:`RecordError`; ``"skip"`` drops the record
+    and counts it. The skip budget is per epoch: at most ``max_skipped`` records and
+    at most ``floor(max_skipped_fraction * records_in_epoch)``; ``None`` for both means
+    unbounded (every skip is still counted and reported).
+
+    Example:
+        >>> ErrorPolicy("skip", max_skipped_fraction=0.01).budget(1000)
+        10
+    """
+
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ON_ERROR_CHOICES:
+            raise ConfigError(
+                f"on_error must be one of {list(ON_ERROR_CHOICES)}, got {self.on_error!r}."
+            )
+        m = self.max_skipped
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 0):
+            raise ConfigError(f"max_skipped must be None or an int >= 0, got {m!r}.")
+        f = self.max_skipped_fraction
+        if f is not None and (
+            isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0
+        ):
+            raise ConfigError(
+                f"max_skipped_fraction must be None or a number in [0, 1], got {f!r}."
+            )
+        if self.on_error == "raise" and (m is not None or f is not None):
+            raise ConfigError(
+                "max_skipped / max_skipped_fraction only apply with on_error='skip'; "
+                "set on_error='skip' or leave them None."
+            )
+
+    @property
+    def skips(self) -> bool:
+        return self.on_error == "skip"
+
+    def budget(self, epoch_records: int) -> int | None:
+        """Most records one epoch of ``epoch_records`` may skip (None: unbounded)."""
+        limits = []
+        if self.max_skipped is not None:
+            limits.append(self.max_skipped)
+        if self.max_skipped_fraction is not None:
+            limits.append(int(math.floor(self.max_skipped_fraction * epoch_records)))
+        return min(limits) if limits else None
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedRecord:
+    """One record dropped under ``on_error="skip"``: where it is and why."""
+
+    epoch: int
+    position: int
+    index: int
+    path: str | None
+    index_in_file: int
+    cause: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ------------------------------------------------------------------------ batches
+@dataclasses.dataclass
+class ReadBatch:
+    """Records handed out by :meth:`HostReader.next_batch`.
+
+    ``columns``: field -> numpy array with a leading record axis; ``indices``: stable
+    record index per record (int64); ``end``: epoch positions consumed after this
+    batch (including skipped records before its last record).
+    """
+
+    columns: dict[str, np.ndarray]
+    indices: np.ndarray
+    end: int
+
+    def __len__(self) -> int:
+        return int(self.indices.shape[0])
+
+
+@dataclasses.dataclass
+class _Failure:
+    position: int
+    index: int
+    cause: BaseException
+
+
+@dataclasses.dataclass
+class _Chunk:
+    """Decoded records of positions ``[start, stop)``, bad ones left out."""
+
+    columns: dict[str, np.ndarray]
+    indices: np.ndarray
+    positions: np.ndarray
+    stop: int
+    failures: list[_Failure]
+    offset: int = 0  # records of this chunk already handed out
+
+    @property
+    def remaining(self) -> int:
+        return int(self.indices.shape[0]) - self.offset
+
+
+def _spec_of(value: Any) -> Any:
+    """Per-record spec of one decoded field value."""
+    if isinstance(value, (str, bytes)):
+        return TextSpec(())
+    array = np.asarray(value)
+    if array.dtype.kind in "USO":
+        return TextSpec(tuple(array.shape))
+    return jax.ShapeDtypeStruct(tuple(array.shape), array.dtype)
+
+
+def _describe_spec(spec: Any) -> str:
+    if isinstance(spec, TextSpec):
+        return f"text{tuple(spec.shape)}"
+    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
+
+
+class RecordStructureError(ValueError):
+    """A decoded record whose structure differs from the first record's."""
+
+
+# ------------------------------------------------------------------------ reader
+class HostReader:
+    """Reads, decodes and batches records of a random-access object on host threads.
+
+    Args:
+        data: ``len(data)``, ``data[i]`` and ideally ``data.__getitems__(indices)``.
+        decode: raw record -> dict of arrays (numbers / numpy arrays / strings).
+        locate: stable index -> ``(path, index_in_file)`` for error messages
+            (default: ``(None, index)``).
+        num_threads: reader threads (>= 1).
+        read_ahead: chunks read and decoded ahead of the consumer (>= 1; default
+            ``2 * num_threads``).
+        chunk_size: positions per batched read (default: the first requested
+            ``batch_size``, at least 64).
+        policy: the :class:`ErrorPolicy` for bad records.
+        name: how errors name the source (e.g. ``"ArrayRecordSourceModule"``).
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        decode: Decode,
+        *,
+        locate: Locate | None = None,
+        num_threads: int = 4,
+        read_ahead: int | None = None,
+        chunk_size: int | None = None,
+        policy: ErrorPolicy | None = None,
+        name: str = "source",
+    ) -> None:
+        for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
+                                  ("chunk_size", chunk_size, 1)):
+            if value is None and label != "num_threads":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} {label} must be an int >= {low}, got {value!r}.")
+        if not callable(decode):
+            raise ConfigError(f"{name} decode must be callable (bytes -> dict), got {decode!r}.")
+        self.data = data
+        self.decode = decode
+        self._locate = locate
+        self.num_threads = num_threads
+        self.read_ahead = read_ahead if read_ahead is not None else 2 * num_threads
+        self.chunk_size = chunk_size
+        self.policy = policy or ErrorPolicy()
+        self.name = name
+        self._getitems = getattr(data, "__getitems__", None)
+        self._spec: dict[str, Any] | None = None
+        self._spec_index: int | None = None
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: collections.deque[concurrent.futures.Future[_Chunk]] = collections.deque()
+        self._buffer: collections.deque[_Chunk] = collections.deque()
+        self._uncommitted: collections.deque[_Failure] = collections.deque()
+        self._reports: list[SkippedRecord] = []
+        self._reports_total = 0
+        self._order: EpochOrder | None = None
+        self._closed = False
+        self.position = 0  # epoch positions consumed (handed out or skipped)
+        self.skipped = 0  # records skipped at positions < self.position this epoch
+        self._next_read = 0  # first position not yet submitted for reading
+        self._pulled_skips = 0  # skips among chunks pulled so far (budget check)
+        self._fatal: _Failure | None = None  # first bad record under on_error='raise'
+
+    # ------------------------------------------------------------ description
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def locate(self, index: int) -> tuple[str | None, int]:
+        """``(path, index_in_file)`` of stable record ``index``."""
+        if self._locate is None:
+            return None, int(index)
+        return self._locate(int(index))
+
+    def where(self, index: int) -> str:
+        """Human-readable location of stable record ``index``."""
+        path, in_file = self.locate(index)
+        if path is None:
+            return f"record {in_file}"
+        return f"record {in_file} of file '{path}'"
+
+    def record_error(self, index: int, cause: BaseException, *, epoch: int | None = None) -> RecordError:
+        """The :class:`RecordError` for stable record ``index`` failing with ``cause``."""
+        path, in_file = self.locate(index)
+        detail = f"{type(cause).__name__}: {cause}" if not isinstance(cause, RecordStructureError) else str(cause)
+        when = "" if epoch is None else f" (epoch {epoch})"
+        hint = (
+            "Fix or regenerate the file, or construct the source with on_error='skip' to "
+            "drop bad records (they are counted and reported)."
+            if not self.policy.skips
+            else "Raise the skip budget or fix the data."
+        )
+        err = RecordError(
+            f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
+            path=path,
+            index=in_file,
+        )
+        err.__cause__ = cause
+        return err
+
+    def element_spec(self) -> dict[str, Any]:
+        """Per-record spec from decoding the first readable record (cached)."""
+        if self._spec is None:
+            n = len(self.data)
+            if n == 0:
+                raise RecordError(f"{self.name} holds no records.")
+            limit = 1 if not self.policy.skips else n
+            budget = self.policy.budget(n)
+            if budget is not None:
+                limit = min(n, budget + 1)
+            first_error: BaseException | None = None
+            for index in range(limit):
+                try:
+                    raw = self.data[index]
+                    record = self._decode_checked(raw, index, reference=None)
+                except Exception as err:  # noqa: BLE001 - reported with location
+                    if first_error is None:
+                        first_error = self.record_error(index, err)
+                    continue
+                self._spec = {k: _spec_of(v) for k, v in record.items()}
+                self._spec_index = index
+                break
+            else:
+                assert first_error is not None
+                raise first_error
+        return dict(self._spec)
+
+    def _decode_checked(self, raw: Any, index: int, reference: dict[str, Any] | None) -> dict[str, Any]:
+        record = self.decode(raw)
+        if not isinstance(record, Mapping):
+            raise RecordStructureError(
+                f"decode returned {type(record).__name__}, expected a dict of arrays "
+                "(e.g. {'image': np.frombuffer(record, np.uint8)})"
+            )
+        if not record:
+            raise RecordStructureError("decode returned an empty dict; return at least one field")
+        if reference is None:
+            return dict(record)
+        if list(record.keys()) != list(reference.keys()):
+            raise RecordStructureError(
+                f"decode returned fields {list(record.keys())}, the first record "
+                f"(record {self._spec_index}) has {list(reference.keys())}"
+            )
+        out = {}
+        for key, spec in reference.items():
+            value = record[key]
+            got = _spec_of(value)
+            if got != spec:
+                raise RecordStructureError(
+                    f"field '{key}' decodes to {_describe_spec(got)}, the first record's is "
+                    f"{_describe_spec(spec)}; every record must decode to the same shapes and "
+                    "dtypes"
+                )
+            out[key] = value
+        return out
+
+    # ---------------------------------------------------------------- reading
+    def _fetch(self, indices: np.ndarray) -> tuple[list[Any], dict[int, BaseException]]:
+        """Raw records for ``indices``; failing ones reported by slot."""
+        keys = indices.tolist()
+        if self._getitems is not None:
+            try:
+                return list(self._getitems(keys)), {}
+            except Exception:  # noqa: BLE001 - narrow down to the failing record(s)
+                pass
+        records: list[Any] = []
+        failures: dict[int, BaseException] = {}
+        for slot, key in enumerate(keys):
+            try:
+                records.append(self.data[key])
+            except Exception as err:  # noqa: BLE001
+                records.append(None)
+                failures[slot] = err
+        return records, failures
+
+    def _read_chunk(self, order: EpochOrder, start: int, stop: int) -> _Chunk:
+        indices = order.indices(start, stop)
+        raw, fetch_failures = self._fetch(indices)
+        spec = self._spec
+        assert spec is not None
+        keep: list[int] = []
+        decoded: list[dict[str, Any]] = []
+        failures: list[_Failure] = []
+        stop_early = not self.policy.skips
+        for slot, record in enumerate(raw):
+            cause = fetch_failures.get(slot)
+            if cause is None:
+                try:
+                    decoded.append(self._decode_checked(record, int(indices[slot]), spec))
+                    keep.append(slot)
+                    continue
+                except Exception as err:  # noqa: BLE001
+                    cause = err
+            failures.append(_Failure(start + slot, int(indices[slot]), cause))
+            if stop_early:
+                break
+        if decoded:
+            columns = {
+                key: np.stack([np.asarray(r[key]) for r in decoded]) for key in spec
+            }
+        else:
+            columns = {}
+        if len(keep) == len(raw):
+            kept_indices = indices
+            positions = np.arange(start, stop, dtype=np.int64)
+        else:
+            kept = np.asarray(keep, dtype=np.int64)
+            kept_indices = indices[kept]
+            positions = kept + start
+        return _Chunk(columns, kept_indices, positions, stop, failures)
+
+    # ------------------------------------------------------------- sessions
+    def start(self, order: EpochOrder, position: int = 0, skipped: int = 0) -> None:
+        """Begin (or resume) handing out ``order`` at epoch ``position``.
+
+        ``skipped`` is the number of records already skipped before ``position`` in
+        this epoch (from a saved state), so the skip budget continues exactly.
+        """
+        if self._closed:
+            raise RuntimeError(f"{self.name} is closed; build a new source to read again.")
+        self.stop()
+        if not 0 <= position <= order.size:
+            raise ValueError(f"position {position} outside the epoch's [0, {order.size}]")
+        self.element_spec()
+        self._order = order
+        self.position = int(position)
+        self.skipped = int(skipped)
+        self._pulled_skips = int(skipped)
+        self._next_read = int(position)
+
+    @property
+    def active(self) -> bool:
+        """True while an epoch session is open (between :meth:`start` and its end)."""
+        return self._order is not None
+
+    def ready_chunks(self) -> int:
+        """Chunks read and decoded but not yet handed out (the read-ahead cache)."""
+        done = sum(1 for f in self._pending if f.done())
+        return done + sum(1 for c in self._buffer if c.remaining > 0)
+
+    def _submit(self) -> None:
+        order = self._order
+        assert order is not None
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.num_threads, thread_name_prefix=f"{self.name}-reader"
+            )
+        size = self.chunk_size or 64
+        while len(self._pending) < self.read_ahead and self._next_read < order.size:
+            stop = min(self._next_read + size, order.size)
+            self._pending.append(self._pool.submit(self._read_chunk, order, self._next_read, stop))
+            self._next_read = stop
+
+    def _pull(self) -> bool:
+        """Move the next chunk from the readers into the buffer; False at epoch end."""
+        self._submit()
+        if not self._pending:
+            return False
+        chunk = self._pending.popleft().result()
+        self._submit()
+        order = self._order
+        assert order is not None
+        for failure in chunk.failures:
+            if not self.policy.skips:
+                # Records before the bad one are still handed out; the batch that
+                # would contain it raises.
+                self._fatal = failure
+                self._buffer.append(chunk)
+                return False
+            self._pulled_skips += 1
+            budget = self.policy.budget(order.size)
+            if budget is not None and self._pulled_skips > budget:
+                raise RecordError(
+                    f"{self.name}: skipped {self._pulled_skips} bad records in epoch "
+                    f"{order.epoch}, over the budget of {budget} (max_skipped="
+                    f"{self.policy.max_skipped}, max_skipped_fraction="
+                    f"{self.policy.max_skipped_fraction} of {order.size} records). Latest: "
+                    f"{self.record_error(failure.index, failure.cause).args[0]}",
+                    path=self.locate(failure.index)[0],
+                    index=self.locate(failure.index)[1],
+                )
+            self._uncommitted.append(failure)
+        self._buffer.append(chunk)
+        return True
+
+    def _commit(self, position: int) -> None:
+        """Count skips at positions before ``position`` as consumed."""
+        order = self._order
+        assert order is not None
+        while self._uncommitted and self._uncommitted[0].position < position:
+            failure = self._uncommitted.popleft()
+            self.skipped += 1
+            self._reports_total += 1
+            if len(self._reports) < MAX_REPORTS:
+                path, in_file = self.locate(failure.index)
+                cause = failure.cause
+                text = str(cause) if isinstance(cause, RecordStructureError) else f"{type(cause).__name__}: {cause}"
+                self._reports.append(
+                    SkippedRecord(order.epoch, failure.position, failure.index, path, in_file, text)
+                )
+        self.position = position
+
+    def next_batch(self, batch_size: int) -> ReadBatch | None:
+        """The next ``batch_size`` records (fewer at the epoch's end), or None when done."""
+        if self._order is None:
+            raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
+        if self.chunk_size is None:
+            self.chunk_size = max(int(batch_size), 64)
+        buffered = sum(c.remaining for c in self._buffer)
+        while buffered < batch_size and self._fatal is None and self._pull():
+            buffered += self._buffer[-1].remaining
+        buffered = sum(c.remaining for c in self._buffer)
+        if self._fatal is not None and buffered < batch_size:
+            fatal = self._fatal
+            raise self.record_error(fatal.index, fatal.cause, epoch=self._order.epoch)
+        if buffered == 0:
+            self._commit(self._order.size)
+            self.stop(keep_position=True)
+            return None
+        # Fast path: one whole chunk is exactly the batch.
+        first = self._buffer[0]
+        if first.offset == 0 and first.remaining == batch_size:
+            self._buffer.popleft()
+            self._commit(int(first.positions[-1]) + 1)
+            return ReadBatch(first.columns, first.indices, self.position)
+        parts: list[tuple[_Chunk, int, int]] = []
+        need = batch_size
+        while need > 0 and self._buffer:
+            chunk = self._buffer[0]
+            take = min(need, chunk.remaining)
+            if take > 0:
+                parts.append((chunk, chunk.offset, chunk.offset + take))
+                chunk.offset += take
+                need -= take
+            if chunk.remaining == 0:
+                self._buffer.popleft()
+        last_chunk, _, last_stop = parts[-1]
+        end = int(last_chunk.positions[last_stop - 1]) + 1
+        if len(parts) == 1:
+            chunk, a, b = parts[0]
+            columns = {k: v[a:b] for k, v in chunk.columns.items()}
+            indices = chunk.indices[a:b]
+        else:
+            columns = {
+                k: np.concatenate([c.columns[k][a:b] for c, a, b in parts]) for k in parts[0][0].columns
+            }
+            indices = np.concatenate([c.indices[a:b] for c, a, b in parts])
+        self._commit(end)
+        return ReadBatch(columns, indices, self.position)
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
+        return list(self._reports)
+
+    @property
+    def skipped_total(self) -> int:
+        """All records skipped since this reader was built (reports may be capped)."""
+        return self._reports_total
+
+    # -------------------------------------------------------------- closing
+    def stop(self, keep_position: bool = True) -> None:
+        """End the epoch session: cancel read-ahead and join the reader threads."""
+        for future in self._pending:
+            future.cancel()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pending.clear()
+        self._buffer.clear()
+        self._uncommitted.clear()
+        self._fatal = None
+        self._order = None
+
+    def close(self) -> None:
+        """Stop and refuse further reads."""
+        self.stop()
+        self._closed = True
+
+    def __enter__(self) -> HostReader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            pool = self._pool
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        except Exception:  # noqa: BLE001
+            pass

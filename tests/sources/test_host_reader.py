@@ -1,0 +1,250 @@
+"""HostReader: order, batching, resume, read-ahead bounds, bad-record policy, clean close."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.samplers import index_shuffle_np
+from datarax.sources.host_reader import EpochOrder, ErrorPolicy, HostReader
+
+
+class Table:
+    """A random-access object of int32 records; some indices fail to read."""
+
+    def __init__(self, n: int, bad: tuple[int, ...] = ()) -> None:
+        self.n = n
+        self.bad = set(bad)
+        self.getitems_calls = 0
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> bytes:
+        if i in self.bad:
+            raise OSError(f"checksum mismatch at {i}")
+        return np.int32(i).tobytes()
+
+    def __getitems__(self, keys: list[int]) -> list[bytes]:
+        with self.lock:
+            self.getitems_calls += 1
+        return [self[k] for k in keys]
+
+
+def decode(raw: bytes) -> dict[str, np.ndarray]:
+    return {"x": np.frombuffer(raw, np.int32)[0], "pair": np.frombuffer(raw * 2, np.int32)}
+
+
+def locate(i: int) -> tuple[str, int]:
+    return f"f{i // 10}.ar", i % 10
+
+
+def drain(reader: HostReader, batch_size: int) -> tuple[list[list[int]], list[int]]:
+    batches, ends = [], []
+    while (b := reader.next_batch(batch_size)) is not None:
+        assert b.columns["x"].tolist() == b.indices.tolist()
+        assert b.columns["pair"].shape == (len(b), 2)
+        batches.append(b.indices.tolist())
+        ends.append(b.end)
+    return batches, ends
+
+
+def test_sequential_batches_and_end():
+    reader = HostReader(Table(10), decode, num_threads=2)
+    reader.start(EpochOrder(10, None, 0))
+    batches, ends = drain(reader, 4)
+    assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert ends == [4, 8, 10]
+    assert reader.position == 10
+    reader.close()
+
+
+def test_shuffled_order_is_grain_permutation_and_epoch_reseeds():
+    grain = pytest.importorskip("grain")
+    n = 37
+    reader = HostReader(Table(n), decode, num_threads=2)
+    reader.start(EpochOrder(n, 42, 1))
+    got = sum(drain(reader, 8)[0], [])
+    want = [grain.experimental.index_shuffle(i, max_index=n - 1, seed=43, rounds=4) for i in range(n)]
+    assert got == want
+    reader.start(EpochOrder(n, 43, 0))
+    assert sum(drain(reader, 5)[0], []) == want
+    assert sorted(got) == list(range(n))
+    reader.close()
+
+
+def test_shard_block_of_shuffled_order():
+    n = 20
+    full = index_shuffle_np(np.arange(n), n - 1, 7 + 2).tolist()
+    reader = HostReader(Table(n), decode)
+    reader.start(EpochOrder(n, 7, 2, lo=10, hi=20))
+    assert sum(drain(reader, 3)[0], []) == full[10:20]
+    reader.close()
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 64, 100])
+def test_resume_at_every_handed_out_position(batch_size):
+    n = 23
+    order = EpochOrder(n, 5, 0)
+    reader = HostReader(Table(n), decode, num_threads=2, read_ahead=2, chunk_size=4)
+    reader.start(order)
+    full, ends = drain(reader, batch_size)
+    flat = sum(full, [])
+    for cut in [0] + ends:
+        reader.start(order, position=cut)
+        rest = sum(drain(reader, batch_size)[0], [])
+        assert flat[:cut] + rest == flat
+    reader.close()
+
+
+def test_batches_span_chunks_and_use_batched_reads():
+    table = Table(50)
+    reader = HostReader(table, decode, chunk_size=8, read_ahead=3)
+    reader.start(EpochOrder(50, None, 0))
+    batches, _ = drain(reader, 20)
+    assert [len(b) for b in batches] == [20, 20, 10]
+    assert sum(batches, []) == list(range(50))
+    assert table.getitems_calls == 7  # ceil(50 / 8) chunk reads, no per-record reads
+    reader.close()
+
+
+def test_read_ahead_is_bounded():
+    table = Table(1000)
+    reader = HostReader(table, decode, num_threads=2, read_ahead=3, chunk_size=10)
+    reader.start(EpochOrder(1000, None, 0))
+    reader.next_batch(10)
+    reader._pending[-1].result()
+    assert table.getitems_calls <= 1 + 3
+    assert reader.ready_chunks() <= 3
+    reader.close()
+
+
+def test_threads_are_joined_on_stop_close_and_epoch_end():
+    before = threading.active_count()
+    reader = HostReader(Table(100), decode, num_threads=3)
+    reader.start(EpochOrder(100, None, 0))
+    reader.next_batch(10)
+    assert threading.active_count() > before
+    reader.stop()
+    assert threading.active_count() == before
+    reader.start(EpochOrder(100, None, 1))
+    drain(reader, 30)
+    assert threading.active_count() == before  # the epoch's end releases the pool
+    reader.start(EpochOrder(100, None, 2))
+    reader.next_batch(10)
+    reader.close()
+    assert threading.active_count() == before
+    with pytest.raises(RuntimeError, match="closed"):
+        reader.start(EpochOrder(100, None, 0))
+
+
+def test_raise_policy_names_file_index_and_cause():
+    reader = HostReader(Table(30, bad=(13,)), decode, locate=locate, name="Src")
+    reader.start(EpochOrder(30, None, 0))
+    assert reader.next_batch(10).indices.tolist() == list(range(10))
+    with pytest.raises(RecordError) as info:
+        reader.next_batch(10)
+    err = info.value
+    assert (err.path, err.index) == ("f1.ar", 3)
+    assert "Src: cannot read record 3 of file 'f1.ar' (epoch 0): OSError: checksum mismatch at 13" in str(err)
+    assert "on_error='skip'" in str(err)
+    reader.close()
+
+
+def test_decode_errors_and_structure_changes_are_record_errors():
+    def bad_decode(raw):
+        i = int(np.frombuffer(raw, np.int32)[0])
+        if i == 4:
+            raise ValueError("bad jpeg")
+        if i == 6:
+            return [i]
+        if i == 8:
+            return {"x": np.zeros(3, np.int32), "pair": np.zeros(2, np.int32)}
+        if i == 9:
+            return {"y": np.int32(1)}
+        return decode(raw)
+
+    reader = HostReader(Table(10), bad_decode, locate=locate, policy=ErrorPolicy("skip"))
+    reader.start(EpochOrder(10, None, 0))
+    assert sum(drain(reader, 4)[0], []) == [0, 1, 2, 3, 5, 7]
+    causes = {r.index: r.cause for r in reader.skipped_records()}
+    assert causes[4] == "ValueError: bad jpeg"
+    assert causes[6] == "decode returned list, expected a dict of arrays (e.g. {'image': np.frombuffer(record, np.uint8)})"
+    assert causes[8] == (
+        "field 'x' decodes to int32(3,), the first record's is int32(); every record must "
+        "decode to the same shapes and dtypes"
+    )
+    assert causes[9] == "decode returned fields ['y'], the first record (record 0) has ['x', 'pair']"
+    reader.close()
+
+
+def test_skip_policy_counts_reports_and_resumes_exactly():
+    bad = (2, 3, 11, 19)
+    order = EpochOrder(20, None, 0)
+    reader = HostReader(Table(20, bad=bad), decode, locate=locate, chunk_size=4,
+                        policy=ErrorPolicy("skip", max_skipped=4))
+    reader.start(order)
+    batches, ends = drain(reader, 5)
+    flat = sum(batches, [])
+    assert flat == [i for i in range(20) if i not in bad]
+    assert [len(b) for b in batches] == [5, 5, 5, 1]
+    assert reader.skipped == 4
+    assert [(r.path, r.index_in_file, r.position) for r in reader.skipped_records()] == [
+        ("f0.ar", 2, 2), ("f0.ar", 3, 3), ("f1.ar", 1, 11), ("f1.ar", 9, 19)]
+    # Resume at each handed-out end with the skips committed before it.
+    assert ends == [7, 13, 18, 19]
+    for cut, skipped_before in zip(ends, [2, 3, 3, 3]):
+        fresh = HostReader(Table(20, bad=bad), decode, chunk_size=3,
+                           policy=ErrorPolicy("skip", max_skipped=4))
+        fresh.start(order)
+        while fresh.position < cut:
+            fresh.next_batch(5)
+        assert fresh.skipped == skipped_before
+        fresh.start(order, position=cut, skipped=fresh.skipped)
+        rest = sum(drain(fresh, 5)[0], [])
+        assert flat[: flat.index(rest[0]) if rest else len(flat)] + rest == flat
+        assert fresh.skipped == 4
+        fresh.close()
+    reader.close()
+
+
+def test_skip_budget_exceeded_raises():
+    reader = HostReader(Table(20, bad=(1, 5, 9)), decode, locate=locate,
+                        policy=ErrorPolicy("skip", max_skipped_fraction=0.1))
+    reader.start(EpochOrder(20, None, 0))
+    with pytest.raises(RecordError, match=r"skipped 3 bad records in epoch 0, over the budget of 2"):
+        drain(reader, 4)
+    # A resume that already counted two skips hits the budget at the next one.
+    reader.start(EpochOrder(20, None, 0), position=6, skipped=2)
+    with pytest.raises(RecordError, match="record 9 of file 'f0.ar'"):
+        drain(reader, 4)
+    reader.close()
+
+
+def test_policy_and_argument_validation():
+    with pytest.raises(ConfigError, match="on_error must be one of"):
+        ErrorPolicy("ignore")
+    with pytest.raises(ConfigError, match="max_skipped must be None or an int"):
+        ErrorPolicy("skip", max_skipped=-1)
+    with pytest.raises(ConfigError, match=r"max_skipped_fraction must be None or a number in \[0, 1\]"):
+        ErrorPolicy("skip", max_skipped_fraction=1.5)
+    with pytest.raises(ConfigError, match="only apply with on_error='skip'"):
+        ErrorPolicy("raise", max_skipped=3)
+    with pytest.raises(ConfigError, match="num_threads must be an int >= 1"):
+        HostReader(Table(3), decode, num_threads=0)
+    with pytest.raises(ConfigError, match="decode must be callable"):
+        HostReader(Table(3), "nope")  # type: ignore[arg-type]
+
+
+def test_element_spec_from_first_record_and_text_fields():
+    reader = HostReader(Table(3), lambda raw: {"x": np.frombuffer(raw, np.int32), "s": "a"})
+    spec = reader.element_spec()
+    assert spec["x"].shape == (1,) and spec["x"].dtype == np.int32
+    assert type(spec["s"]).__name__ == "TextSpec"
+    reader.start(EpochOrder(3, None, 0))
+    assert reader.next_batch(3).columns["s"].tolist() == ["a", "a", "a"]
+    reader.close()
