@@ -1,0 +1,93 @@
+"""Pipeline/iterator state saved and restored by Orbax next to an NNX model's state."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from flax import nnx
+
+import datarax.checkpoint
+from datarax.core.errors import StateError
+from datarax.testing import collect, to_host
+
+from reliability_sources import make_memory_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make():
+    return make_memory_pipeline(10, 3, shuffle=True, stochastic=True, shard_index=0, shard_count=1)
+
+
+def _leaves(tree):
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+@pytest.mark.parametrize("what", ["pipeline", "iterator"])
+def test_data_and_model_state_round_trip_through_checkpoint_manager(tmp_path, what):
+    expected = collect(make(), 2)
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(4))
+    pipeline = make()
+    it = iter(pipeline)
+    seen = [to_host(next(it)) for _ in range(2)]
+    with ocp.CheckpointManager(tmp_path / "ckpt") as manager:
+        assert datarax.checkpoint.save(
+            manager, 7, pipeline if what == "pipeline" else it,
+            model=ocp.args.StandardSave(nnx.state(model)),
+        )
+        manager.wait_until_finished()
+    it.close()
+
+    fresh_model = nnx.Linear(3, 2, rngs=nnx.Rngs(99))
+    fresh = make()
+    with ocp.CheckpointManager(tmp_path / "ckpt") as manager:
+        assert manager.latest_step() == 7
+        if what == "pipeline":
+            restored = datarax.checkpoint.restore(
+                manager, None, fresh, model=ocp.args.StandardRestore(nnx.state(fresh_model))
+            )
+            rest = collect(fresh, 2)
+        else:
+            fresh_it = iter(fresh)
+            restored = datarax.checkpoint.restore(
+                manager, 7, fresh_it, model=ocp.args.StandardRestore(nnx.state(fresh_model))
+            )
+            rest = [(0, to_host(b)) for b in fresh_it] + collect(fresh, 2)
+    nnx.update(fresh_model, restored.model)
+    assert all(np.array_equal(a, b) for a, b in zip(_leaves(nnx.state(model)), _leaves(nnx.state(fresh_model))))
+    assert restored.data["position"] == 6
+    got = [(0, b) for b in seen] + rest
+    assert len(got) == len(expected)
+    for (e1, b1), (e2, b2) in zip(got, expected):
+        assert e1 == e2
+        for k in b1:
+            np.testing.assert_array_equal(b1[k], b2[k])
+
+
+def test_restore_latest_from_empty_directory_is_refused(tmp_path):
+    with ocp.CheckpointManager(tmp_path / "empty") as manager:
+        with pytest.raises(FileNotFoundError, match="no checkpoint in"):
+            datarax.checkpoint.restore(manager, None, make())
+
+
+def test_restore_data_refuses_a_non_dict():
+    with pytest.raises(StateError, match="holds list, not the state dict"):
+        datarax.checkpoint.restore_data(make(), [1, 2])
+
+
+def test_save_refuses_an_item_named_data(tmp_path):
+    with ocp.CheckpointManager(tmp_path / "c") as manager:
+        with pytest.raises(ValueError, match="item name 'data' is taken"):
+            datarax.checkpoint.save(manager, 1, make(), data=ocp.args.JsonSave({}))
+
+
+def test_orbax_manager_example_resumes_to_the_same_model(capsys):
+    runpy.run_path(str(ROOT / "examples" / "checkpoint" / "orbax_manager.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "resumed at step 12: 32 records into epoch 1" in out
+    assert "resumed run matches the uninterrupted run: True" in out
