@@ -37,12 +37,26 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     return {
+        "git_commit": _git_commit(),
         "nproc": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "cpu": cpu,
         "platform": platform.platform(),
         "python": platform.python_version(),
     }
+
+
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], capture_output=True,
+                               text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+        return out.stdout.strip() + (" (+ uncommitted changes in src/)" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -72,6 +86,7 @@ def summarize_case(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str,
                 row[key] = _median([r.get(key) for r in good])
             row["checksum"] = good[0]["check"]["checksum"]
             row["flip_fraction"] = _median([r["check"]["flip_fraction"] for r in good])
+            row["load_avg_1m"] = _median([max(r.get("load_avg_1m") or [0]) for r in good])
             stats = [r["pipeline_stats"] for r in good if r.get("pipeline_stats")]
             if stats:
                 row["pipeline_stats"] = stats[-1]
@@ -117,14 +132,16 @@ def markdown(report: dict[str, Any]) -> str:
         "# datarax benchmark report",
         "",
         f"Machine: {m['nproc']} CPUs ({m['cpu'] or 'unknown CPU'}), {m['platform']}, "
-        f"Python {m['python']}. Scale `{report['scale']}`, {report['reps']} repetition(s) per "
+        f"Python {m['python']}, datarax at commit {m.get('git_commit', 'unknown')}. Scale `{report['scale']}`, {report['reps']} repetition(s) per "
         "contender, each in a fresh process, order rotated per repetition. Medians shown; "
         "ratios are to the plain-numpy floor's median in the same run.",
         "",
         "*Whole epoch* = records / time from data-in-memory to the last batch materialised "
         "(pipeline build, compile, worker start-up and the short last batch included). "
         "*Steady* = records after the first batch / time after the first batch. "
-        "*Spawn→first* = process start to first batch, imports included.",
+        "*Spawn→first* = process start to first batch, imports included. *Load* = the "
+        "machine's 1-minute load average during the run (median of runs): above the CPU "
+        "count, other work shared the cores and the numbers are noisier.",
         "",
     ]
     if report.get("targets"):
@@ -138,17 +155,18 @@ def markdown(report: dict[str, Any]) -> str:
             f"## {label}: {c['records']:,} records, batch {c['batch_size']}",
             "",
             "| contender | whole epoch rec/s | × floor | steady rec/s | × floor | first batch s "
-            "| spawn→first s | check |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
+            "| spawn→first s | load | check |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for name, row in case["summary"].items():
             if "epoch_rate" not in row:
-                lines.append(f"| {name} | - | - | - | - | - | - | {row['status']} |")
+                lines.append(f"| {name} | - | - | - | - | - | - | - | {row['status']} |")
                 continue
             lines.append(
                 f"| {name} | {row['epoch_rate']:,.0f} | {_fmt(row.get('epoch_ratio'), '.2f')} "
                 f"| {row['steady_rate']:,.0f} | {_fmt(row.get('steady_ratio'), '.2f')} "
                 f"| {_fmt(row['first_batch_s'], '.3f')} | {_fmt(row['spawn_to_first_batch_s'], '.2f')} "
+                f"| {_fmt(row.get('load_avg_1m'), '.1f')} "
                 f"| {row['status']} (flips {row['flip_fraction']:.3f}) |"
             )
         lines.append("")

@@ -27,6 +27,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None) -> dict:
     from benchmarks.contenders import CONTENDERS
 
     entry = CONTENDERS[contender]
+    load_before = os.getloadavg()[0]
     module = importlib.import_module(f"benchmarks.contenders.{entry.module}")
     imported = time.time()
     images, labels = make_data(spec.records, spec.seed)
@@ -43,6 +44,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None) -> dict:
             first = now
             first_wall = time.time()
     end = time.perf_counter()
+    load_after = os.getloadavg()[0]
     check = verify(images, digests)
     records = check["records"]
     first_size = digests[0][1].size if digests else 0
@@ -63,7 +65,9 @@ def run(contender: str, spec: VisionSpec, spawn: float | None) -> dict:
         "data_s": loaded - imported,
         "batch_times": [round(t, 6) for t in batch_times],
         "check": check,
+        "load_avg_1m": [round(load_before, 2), round(load_after, 2)],
         "versions": module.versions(),
+        **(module.extra_result() if hasattr(module, "extra_result") else {}),
     }
 
 
