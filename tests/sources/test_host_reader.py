@@ -248,3 +248,10 @@ def test_element_spec_from_first_record_and_text_fields():
     reader.start(EpochOrder(3, None, 0))
     assert reader.next_batch(3).columns["s"].tolist() == ["a", "a", "a"]
     reader.close()
+
+
+@pytest.mark.parametrize("n", [20, 1000, 65535])
+def test_small_permutation_equals_cycle_walking(n):
+    from datarax.sources.host_reader import small_permutation
+
+    np.testing.assert_array_equal(small_permutation(n, 9), index_shuffle_np(np.arange(n), n - 1, 9))

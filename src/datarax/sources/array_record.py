@@ -1,0 +1,410 @@
+"""``ArrayRecordSourceModule``: records of ArrayRecord files, read on host threads.
+
+Built on Grain's ``ArrayRecordDataSource`` (its batched ``__getitems__`` reads) and the
+shared :class:`~datarax.sources.host_reader.HostReader` (reader threads, bounded
+read-ahead, O(1) position state). Record order is file order, or with
+``shuffle_files=True`` the Feistel permutation of ``grain.experimental.index_shuffle``
+keyed by ``seed + epoch``, computed per batch and never materialised.
+"""
+
+from __future__ import annotations
+
+import bisect
+import concurrent.futures
+import dataclasses
+import glob
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.data_source import Batch, DataSourceModule
+from datarax.core.errors import ConfigError, RecordError, StateError
+from datarax.sources.host_reader import EpochOrder, ErrorPolicy, HostReader, SkippedRecord
+
+PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class ArrayRecordSourceConfig(StructuralConfig):
+    """Configuration of :class:`ArrayRecordSourceModule`.
+
+    Attributes:
+        seed: shuffle seed, an int in ``[0, 2**32)``; epoch ``e`` uses ``seed + e``.
+        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
+            is unbounded. A Pipeline runs one pass per ``for batch in pipeline``.
+        shuffle_files: serve records in a new global Feistel permutation each epoch
+            (across all files) instead of file order.
+        on_error: ``"raise"`` (default) stops at a record that cannot be read or
+            decoded, naming file, record index and cause; ``"skip"`` drops it, counts
+            it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
+        max_skipped: with ``"skip"``, most records one epoch may skip (None: no limit).
+        max_skipped_fraction: with ``"skip"``, most records one epoch may skip as a
+            fraction of its records (None: no limit).
+
+    Example:
+        >>> ArrayRecordSourceConfig(seed=42, num_epochs=10, shuffle_files=True).num_epochs
+        10
+    """
+
+    seed: int = 42
+    num_epochs: int = -1
+    shuffle_files: bool = False
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_seed(self, "seed")
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+        check_bool(self, "shuffle_files")
+        try:
+            self.error_policy()
+        except ConfigError as err:
+            raise ConfigError(f"{type(self).__name__}: {err}") from None
+
+    def error_policy(self) -> ErrorPolicy:
+        """The :class:`~datarax.sources.host_reader.ErrorPolicy` these fields describe."""
+        return ErrorPolicy(self.on_error, self.max_skipped, self.max_skipped_fraction)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FileSlice:
+    """A whole file, in the shape of Grain's ``FileInstruction`` (no reopening)."""
+
+    filename: str
+    skip: int
+    take: int
+    examples_in_shard: int
+
+
+def default_decode(record: bytes) -> dict[str, np.ndarray]:
+    """The record's bytes as a ``uint8`` vector under ``"record"``."""
+    return {"record": np.frombuffer(record, dtype=np.uint8)}
+
+
+class ArrayRecordSourceModule(DataSourceModule):
+    """Records of one or more ArrayRecord files, decoded and batched on host threads.
+
+    Args:
+        config: an :class:`ArrayRecordSourceConfig`.
+        paths: one file, a glob pattern (expanded and sorted), or a list of files
+            and/or patterns. Records are numbered across files in that order.
+        decode: ``bytes -> dict`` of arrays for one record; every record must decode
+            to the same fields, shapes and dtypes as the first. Default: the raw bytes
+            as a ``uint8`` vector under ``"record"``.
+        rngs: ``nnx.Rngs`` (unused by reading; kept for the module contract).
+        name: module name for metadata and messages.
+        num_threads: reader/decoder threads (array_record releases the GIL).
+        read_ahead: batches read and decoded ahead of the consumer (bounded).
+
+    It is a host source: a Pipeline calls :meth:`get_batch_with_indices`, which
+    returns the next batch of the epoch and each record's stable index (its number
+    across all files) for per-record random keys. ``get_state()`` is a few hundred
+    bytes whatever the data size.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> from array_record.python.array_record_module import ArrayRecordWriter
+        >>> path = os.path.join(tempfile.mkdtemp(), "data.array_record")
+        >>> w = ArrayRecordWriter(path, "group_size:1")
+        >>> for i in range(5): w.write(np.float32([i, i]).tobytes())
+        >>> w.close()
+        >>> src = ArrayRecordSourceModule(
+        ...     ArrayRecordSourceConfig(num_epochs=1), path,
+        ...     decode=lambda r: {"data": np.frombuffer(r, np.float32)})
+        >>> [float(r["data"][0]) for r in src]
+        [0.0, 1.0, 2.0, 3.0, 4.0]
+        >>> src.close()
+    """
+
+    config: ArrayRecordSourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: ArrayRecordSourceConfig,
+        paths: PathsLike,
+        *,
+        decode: Callable[[bytes], Mapping[str, Any]] | None = None,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+        num_threads: int = 4,
+        read_ahead: int | None = None,
+    ) -> None:
+        if not isinstance(config, ArrayRecordSourceConfig):
+            raise ConfigError(
+                "ArrayRecordSourceModule expects an ArrayRecordSourceConfig first, got "
+                f"{type(config).__name__}."
+            )
+        super().__init__(config, rngs=rngs, name=name)
+        files = resolve_paths(paths)
+        counts = _count_records(files)
+        total = sum(counts)
+        if total == 0:
+            raise RecordError(
+                f"ArrayRecordSourceModule: the files {files} hold no records.", path=files[0]
+            )
+        from grain.sources import ArrayRecordDataSource
+
+        self._files = nnx.static(tuple(files))
+        self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
+        self._length = nnx.static(int(total))
+        self._data = nnx.static(
+            ArrayRecordDataSource([_FileSlice(f, 0, c, c) for f, c in zip(files, counts)])
+        )
+        self._reader = nnx.static(
+            HostReader(
+                self._data,
+                decode if decode is not None else default_decode,
+                locate=self.locate,
+                num_threads=num_threads,
+                read_ahead=read_ahead,
+                policy=config.error_policy(),
+                name=type(self).__name__,
+            )
+        )
+        self._epoch_skipped = 0  # skips committed before the cursor in this epoch
+        self._closed = False
+
+    # ------------------------------------------------------------ description
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def paths(self) -> list[str]:
+        """The files read, in record-numbering order."""
+        return list(self._files)
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """``(file, index_in_file)`` of stable record ``index``."""
+        f = bisect.bisect_right(self._ends, int(index))
+        start = self._ends[f - 1] if f > 0 else 0
+        return self._files[f], int(index) - start
+
+    def element_spec(self) -> dict[str, Any]:
+        """Fields, per-record shapes and dtypes, from decoding the first record."""
+        return self._reader.element_spec()
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Records dropped under ``on_error="skip"`` so far: file, index, cause."""
+        return self._reader.skipped_records()
+
+    # --------------------------------------------------------------- epochs
+    def _order(self, epoch: int) -> EpochOrder:
+        lo, hi = self.shard_bounds(self._length)
+        seed = self.config.seed if self.config.shuffle_files else None
+        return EpochOrder(self._length, seed, int(epoch), lo, hi)
+
+    def _epoch_size(self) -> int:
+        lo, hi = self.shard_bounds(self._length)
+        return hi - lo
+
+    def start_epoch(self, epoch: int) -> None:
+        """Position at the start of pass ``epoch`` (drops any read-ahead)."""
+        self._reader.stop()
+        self._cursor.start_epoch(epoch)
+        self._epoch_skipped = 0
+
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """The next ``batch_size`` records of this epoch and their stable indices.
+
+        Returns ``(None, None)`` when the epoch is done.
+        """
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
+        reader = self._reader
+        cursor = self._cursor
+        if not reader.active:
+            if cursor.index >= self._epoch_size():
+                return None, None
+            reader.start(self._order(cursor.epoch), cursor.index, self._epoch_skipped)
+        read = reader.next_batch(batch_size)
+        self._epoch_skipped = reader.skipped
+        if read is None:
+            cursor.current_index.set_value(self._epoch_size())
+            return None, None
+        cursor.current_index.set_value(read.end)
+        return read.columns, read.indices
+
+    def get_batch(self, batch_size: int) -> Batch | None:
+        """The next batch of this epoch (None when it is done)."""
+        return self.get_batch_with_indices(batch_size)[0]
+
+    # ---------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        """Position as a small JSON-able dict.
+
+        ``current_index``: epoch positions consumed (records handed out plus records
+        skipped); ``current_epoch``; ``shuffled_indices``: ``{"seed", "epoch", "n"}``
+        regenerating the epoch's order (None without ``shuffle_files``);
+        ``prefetch_cache``: batches read ahead but not handed out (informative; a
+        restore always starts with an empty cache); ``skipped``: records skipped
+        this epoch before ``current_index``.
+        """
+        state = self._cursor.get_state()
+        state["shuffled_indices"] = self._order(self._cursor.epoch).describe()
+        state["prefetch_cache"] = self._reader.ready_chunks() if self._reader.active else 0
+        state["skipped"] = self._epoch_skipped
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly after the last record the saved source handed out."""
+        where = type(self).__name__
+        if not isinstance(state, dict):
+            raise StateError(
+                f"{where}.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
+        shuffled = state.get("shuffled_indices")
+        expected = self._order(int(state.get("current_epoch", 0) or 0)).describe()
+        if (shuffled is None) != (expected is None):
+            raise StateError(
+                f"{where} state was saved with shuffle_files={shuffled is not None} but this "
+                f"source has shuffle_files={self.config.shuffle_files}; restore it into an "
+                "identically configured source.",
+                field="shuffle_files",
+            )
+        if shuffled is not None:
+            if not isinstance(shuffled, dict) or set(shuffled) != {"seed", "epoch", "n"}:
+                raise StateError(
+                    f"{where} state 'shuffled_indices' must be the {{'seed', 'epoch', 'n'}} "
+                    f"dict get_state() returned, got {shuffled!r}.",
+                    field="shuffled_indices",
+                )
+            for key, label in (("n", "records"), ("seed", "seed"), ("epoch", "epoch")):
+                if shuffled[key] != expected[key]:
+                    raise StateError(
+                        f"{where} state was saved with {label}={shuffled[key]!r} "
+                        f"(shuffled_indices.{key}) but this source has {expected[key]!r}; "
+                        "it comes from a different dataset or configuration.",
+                        field="seed" if key == "seed" else f"shuffled_indices.{key}",
+                    )
+        skipped = state.get("skipped", 0)
+        if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
+            raise StateError(
+                f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
+                field="skipped",
+            )
+        self._reader.stop()
+        self._cursor.set_state(state, length=self._epoch_size(), where=where)
+        if skipped > self._cursor.index:
+            raise StateError(
+                f"{where} state says {skipped} records were skipped before position "
+                f"{self._cursor.index}; the state was tampered with.",
+                field="skipped",
+            )
+        self._epoch_skipped = skipped
+
+    # ------------------------------------------------------------- closing
+    def close_epoch(self) -> None:
+        """Stop reading ahead (the position is kept; the next batch resumes there)."""
+        self._reader.stop()
+
+    def close(self) -> None:
+        """Stop the reader threads and close the files."""
+        if self._closed:
+            return
+        self._closed = True
+        self._reader.close()
+        self._data.__exit__(None, None, None)
+
+    def __enter__(self) -> ArrayRecordSourceModule:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------- paths
+def resolve_paths(paths: PathsLike) -> list[str]:
+    """Files named by one path, a glob pattern, or a list of paths / patterns.
+
+    Patterns expand to their sorted matches; every file must exist.
+
+    Raises:
+        RecordError: a file is missing or a pattern matches nothing.
+        ConfigError: ``paths`` is empty or of the wrong type.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        items = [paths]
+    elif isinstance(paths, Sequence) and not isinstance(paths, bytes):
+        items = list(paths)
+        if not items:
+            raise ConfigError("ArrayRecordSourceModule paths is an empty list; name at least one file.")
+    else:
+        raise ConfigError(
+            "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of "
+            f"paths, got {type(paths).__name__}."
+        )
+    files: list[str] = []
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise ConfigError(
+                f"ArrayRecordSourceModule paths entries must be str or os.PathLike, got "
+                f"{type(item).__name__} {item!r}."
+            )
+        path = os.fspath(item)
+        if _GLOB_CHARS.search(path) and not os.path.exists(path):
+            matches = sorted(glob.glob(path))
+            if not matches:
+                raise RecordError(
+                    f"ArrayRecordSourceModule: the glob pattern '{path}' matches no files. "
+                    "Check the directory and the pattern.",
+                    path=path,
+                )
+            files.extend(matches)
+        elif not os.path.isfile(path):
+            what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
+            raise RecordError(
+                f"ArrayRecordSourceModule: the file '{path}' {what}. Check the path (a "
+                "glob pattern such as 'data-*.array_record' is expanded).",
+                path=path,
+            )
+        else:
+            files.append(path)
+    return files
+
+
+def _count_one(path: str) -> int:
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    try:
+        reader = ArrayRecordReader(path)
+    except Exception as err:  # noqa: BLE001 - reported with the file name
+        raise _not_array_record(path, f"{type(err).__name__}: {err}") from err
+    if not reader.ok():
+        try:
+            reader.close()
+            cause = "the reader could not open it"
+        except Exception as err:  # noqa: BLE001
+            cause = str(err) or "the reader could not open it"
+        raise _not_array_record(path, cause)
+    count = int(reader.num_records())
+    reader.close()
+    return count
+
+
+def _not_array_record(path: str, cause: str) -> RecordError:
+    return RecordError(
+        f"ArrayRecordSourceModule: '{path}' is not a readable ArrayRecord file ({cause}); "
+        "it may be truncated (an interrupted write), empty or in another format. Rewrite "
+        "it with array_record's ArrayRecordWriter or remove it from paths.",
+        path=path,
+    )
+
+
+def _count_records(files: list[str]) -> list[int]:
+    """Record count of each file, opened in parallel; bad files raise RecordError."""
+    if len(files) == 1:
+        return [_count_one(files[0])]
+    with concurrent.futures.ThreadPoolExecutor(min(16, len(files))) as pool:
+        return list(pool.map(_count_one, files))

@@ -1,0 +1,305 @@
+"""ArrayRecordSourceModule: config, paths, order, epochs, state, Pipeline, threads, sharding."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pathlib
+import threading
+
+import jax
+import numpy as np
+import pytest
+from array_record.python.array_record_module import ArrayRecordWriter
+from flax import nnx
+
+from datarax.core.errors import ConfigError, StateError
+from datarax.operators.element import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+
+def write_files(directory: pathlib.Path, sizes: list[int], stem: str = "data") -> list[str]:
+    """Files of float32 records [i, -i] numbered across files."""
+    paths, start = [], 0
+    for f, size in enumerate(sizes):
+        path = str(directory / f"{stem}-{f:05d}.array_record")
+        writer = ArrayRecordWriter(path, "group_size:1")
+        for i in range(start, start + size):
+            writer.write(np.asarray([i, -i], np.float32).tobytes())
+        writer.close()
+        paths.append(path)
+        start += size
+    return paths
+
+
+def decode(record: bytes) -> dict[str, np.ndarray]:
+    return {"data": np.frombuffer(record, dtype=np.float32)}
+
+
+def ids(batch) -> list[int]:
+    return np.asarray(batch["data"])[..., 0].astype(int).reshape(-1).tolist()
+
+
+def shuffled(n: int, seed: int) -> list[int]:
+    grain = pytest.importorskip("grain")
+    return [grain.experimental.index_shuffle(i, max_index=n - 1, seed=seed, rounds=4) for i in range(n)]
+
+
+@pytest.fixture
+def files(tmp_path):
+    return write_files(tmp_path, [7, 5, 8])  # 20 records in 3 files
+
+
+def make(files, **config):
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), files, decode=decode,
+                                   rngs=nnx.Rngs(0), num_threads=2)
+
+
+# ---------------------------------------------------------------------- config
+def test_config_defaults():
+    c = ArrayRecordSourceConfig()
+    assert (c.seed, c.num_epochs, c.shuffle_files) == (42, -1, False)
+    assert (c.on_error, c.max_skipped, c.max_skipped_fraction) == ("raise", None, None)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("seed", -1, "ArrayRecordSourceConfig.seed must be >= 0, got -1."),
+    ("seed", 2**32, "ArrayRecordSourceConfig.seed must be < 2**32"),
+    ("seed", "42", "ArrayRecordSourceConfig.seed must be an int, got str '42'."),
+    ("num_epochs", 0, "ArrayRecordSourceConfig.num_epochs must be >= 1 (or one of [-1]), got 0."),
+    ("num_epochs", -2, "ArrayRecordSourceConfig.num_epochs must be >= 1 (or one of [-1]), got -2."),
+    ("num_epochs", True, "ArrayRecordSourceConfig.num_epochs must be an int, got bool True."),
+    ("shuffle_files", 1, "ArrayRecordSourceConfig.shuffle_files must be a bool (True/False), got int 1."),
+    ("on_error", "ignore", "ArrayRecordSourceConfig: on_error must be one of ['raise', 'skip']"),
+    ("max_skipped", 3, "only apply with on_error='skip'"),
+])
+def test_config_validation(field, value, message):
+    with pytest.raises(ConfigError) as info:
+        ArrayRecordSourceConfig(**{field: value})
+    assert message in str(info.value)
+
+
+def test_config_skip_budget_validation():
+    ArrayRecordSourceConfig(on_error="skip", max_skipped=2, max_skipped_fraction=0.5)
+    with pytest.raises(ConfigError, match="max_skipped must be None or an int >= 0"):
+        ArrayRecordSourceConfig(on_error="skip", max_skipped=-1)
+    with pytest.raises(ConfigError, match="max_skipped_fraction must be None or a number"):
+        ArrayRecordSourceConfig(on_error="skip", max_skipped_fraction=2.0)
+
+
+def test_config_must_come_first(files):
+    with pytest.raises(ConfigError, match="expects an ArrayRecordSourceConfig first"):
+        ArrayRecordSourceModule(files, ArrayRecordSourceConfig())  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------- paths
+def test_paths_single_glob_list_and_pathlib(tmp_path, files):
+    assert len(make(files[1])) == 5
+    src = make(str(tmp_path / "data-*.array_record"))
+    assert src.paths == files and len(src) == 20
+    assert make([files[2], files[0]]).paths == [files[2], files[0]]
+    assert len(make(pathlib.Path(files[0]))) == 7
+    assert make([str(tmp_path / "data-0000[12].array_record")]).paths == files[1:]
+    assert src.locate(0) == (files[0], 0) and src.locate(7) == (files[1], 0)
+    assert src.locate(19) == (files[2], 7)
+
+
+def test_glob_is_sorted_not_listing_order(tmp_path):
+    write_files(tmp_path, [2], stem="b")
+    write_files(tmp_path, [3], stem="a")
+    src = make(str(tmp_path / "*.array_record"))
+    assert [pathlib.Path(p).name for p in src.paths] == ["a-00000.array_record", "b-00000.array_record"]
+
+
+def test_element_spec_from_first_record(files):
+    spec = make(files).element_spec()
+    assert list(spec) == ["data"]
+    assert spec["data"].shape == (2,) and spec["data"].dtype == np.float32
+
+
+# --------------------------------------------------------------- order, epochs
+def test_direct_iteration_in_file_order_with_exact_epoch_count(files):
+    src = make(files, num_epochs=3)
+    records = list(src)
+    assert len(records) == 60
+    assert [int(r["data"][0]) for r in records] == list(range(20)) * 3
+    assert records[0]["data"].shape == (2,)
+
+
+def test_unbounded_direct_iteration(files):
+    src = make(files[:1], num_epochs=-1)
+    got = [int(r["data"][0]) for r in itertools.islice(src, 7 * 5 + 2)]
+    assert got == list(range(7)) * 5 + [0, 1]
+    assert src.get_state()["current_epoch"] == 5
+
+
+def test_shuffle_is_grain_feistel_with_seed_plus_epoch(files):
+    src = make(files, seed=42, shuffle_files=True, num_epochs=3)
+    got = [int(r["data"][0]) for r in src]
+    assert got[:20] == shuffled(20, 42)
+    assert got[20:40] == shuffled(20, 43)  # epoch 1 of seed 42 == epoch 0 of seed 43
+    assert got[40:] == shuffled(20, 44)
+    other = make(files, seed=43, shuffle_files=True, num_epochs=1)
+    assert [int(r["data"][0]) for r in other] == got[20:40]
+
+
+# ------------------------------------------------------------------------ state
+def test_state_keys_and_size(tmp_path):
+    big = write_files(tmp_path, [3000])
+    src = make(big, shuffle_files=True)
+    it = iter(src)
+    next(it)
+    state = src.get_state()
+    assert set(state) == {"current_index", "current_epoch", "shuffled_indices", "prefetch_cache", "skipped"}
+    assert state["current_index"] == 1 and state["current_epoch"] == 0
+    assert state["shuffled_indices"] == {"seed": 42, "epoch": 0, "n": 3000}
+    assert isinstance(state["prefetch_cache"], int)
+    assert len(json.dumps(state)) < 200
+    assert make(big).get_state()["shuffled_indices"] is None
+    src.close()
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_set_state_resumes_records_mid_epoch_across_epochs_and_twice(files, shuffle):
+    full = [int(r["data"][0]) for r in make(files, shuffle_files=shuffle, num_epochs=3)]
+    for cut in (0, 1, 13, 19, 20, 27, 45, 56):
+        src = make(files, shuffle_files=shuffle, num_epochs=3)
+        head = [int(r["data"][0]) for r in itertools.islice(src, cut)]
+        state = json.loads(json.dumps(src.get_state()))
+        resumed = make(files, shuffle_files=shuffle, num_epochs=3)
+        resumed.set_state(state)
+        middle = [int(r["data"][0]) for r in itertools.islice(resumed, 3)]
+        again = make(files, shuffle_files=shuffle, num_epochs=3)
+        again.set_state(resumed.get_state())  # resume of a resume
+        tail = [int(r["data"][0]) for r in again]
+        assert head + middle + tail == full, cut
+
+
+def test_set_state_refuses_other_configuration(tmp_path, files):
+    src = make(files, shuffle_files=True)
+    next(iter(src))
+    state = src.get_state()
+    with pytest.raises(StateError, match="saved with seed=42") as info:
+        make(files, shuffle_files=True, seed=7).set_state(state)
+    assert info.value.field == "seed"
+    with pytest.raises(StateError, match=r"saved with records=20 \(shuffled_indices.n\)"):
+        make(files[:2], shuffle_files=True).set_state(state)
+    with pytest.raises(StateError, match="shuffle_files=True but this source has shuffle_files=False") as info:
+        make(files).set_state(state)
+    assert info.value.field == "shuffle_files"
+    with pytest.raises(StateError, match="'skipped' must be a non-negative int"):
+        make(files, shuffle_files=True).set_state({**state, "skipped": -1})
+    with pytest.raises(StateError, match="missing 'current_index'"):
+        make(files).set_state({"current_epoch": 0})
+    with pytest.raises(StateError, match="past the end of the source"):
+        make(files).set_state({"current_index": 21, "current_epoch": 0})
+
+
+# --------------------------------------------------------------------- pipeline
+def test_pipeline_each_loop_is_one_epoch(files):
+    src = make(files, shuffle_files=True)
+    pipeline = Pipeline(source=src, stages=[], batch_size=6, rngs=nnx.Rngs(0))
+    for epoch in range(3):
+        batches = [ids(b) for b in pipeline]
+        assert [len(b) for b in batches] == [6, 6, 6, 2]
+        assert sum(batches, []) == shuffled(20, 42 + epoch)
+    dropped = Pipeline(source=make(files), stages=[], batch_size=6, drop_remainder=True)
+    assert sum((ids(b) for b in dropped), []) == list(range(18))
+
+
+def test_pipeline_iterator_state_resume_mid_epoch_and_next_epoch(files):
+    def build():
+        return Pipeline(source=make(files, shuffle_files=True), stages=[], batch_size=6, rngs=nnx.Rngs(0))
+
+    reference = build()
+    epochs = [[ids(b) for b in reference] for _ in range(2)]
+    for cut in range(5):
+        pipeline = build()
+        it = iter(pipeline)
+        head = [ids(next(it)) for _ in range(cut)]
+        state = json.loads(json.dumps(it.get_state()))
+        it.close()
+        fresh = build()
+        fresh_it = iter(fresh)
+        fresh_it.set_state(state)
+        assert head + [ids(b) for b in fresh_it] == epochs[0], cut
+        assert [ids(b) for b in fresh] == epochs[1]  # the next loop is the next epoch
+        # Pipeline.set_state: the next iter() continues the saved epoch.
+        other = build()
+        other.set_state(state)
+        assert head + [ids(b) for b in other] == epochs[0]
+
+
+def test_source_state_resume_under_a_pipeline(files):
+    src = make(files)
+    pipeline = Pipeline(source=src, stages=[], batch_size=4, rngs=nnx.Rngs(0))
+    it = iter(pipeline)
+    next(it), next(it)
+    state = src.get_state()
+    assert state["current_index"] == 8
+    it.close()
+    src2 = make(files)
+    src2.set_state(state)
+    rest = [int(r["data"][0]) for r in itertools.islice(src2, 12)]
+    assert rest == list(range(8, 20))
+
+
+def noise(element, key):
+    return element.update_data({"data": element.data["data"] + jax.random.uniform(key, (2,))})
+
+
+def test_stochastic_stage_keys_follow_stable_indices(files):
+    def run(batch_size):
+        op = ElementOperator(ElementOperatorConfig(stochastic=True), fn=noise)
+        pipeline = Pipeline(source=make(files, shuffle_files=True), stages=[op],
+                            batch_size=batch_size, rngs=nnx.Rngs(3))
+        out = {}
+        for batch in pipeline:
+            values = np.asarray(batch["data"])
+            for row in values:
+                out[int(np.floor(row[0]))] = row - np.floor(row)
+        return out
+
+    a, b = run(6), run(7)
+    assert sorted(a) == list(range(20))
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=0, atol=1e-6)
+
+
+# ------------------------------------------------------------- threads, closing
+def test_no_threads_left_after_close_and_context_manager(files):
+    before = threading.active_count()
+    src = make(files)
+    pipeline = Pipeline(source=src, stages=[], batch_size=2, rngs=nnx.Rngs(0))
+    with iter(pipeline) as it:
+        next(it)
+        assert threading.active_count() > before
+    assert threading.active_count() == before
+    for batch in pipeline:
+        break
+    src.close()
+    assert threading.active_count() == before
+    with pytest.raises(RuntimeError, match="closed"):
+        src.get_batch(2)
+    with make(files) as src2:
+        assert ids({"data": src2.get_batch(3)["data"]}) == [0, 1, 2]
+    assert threading.active_count() == before
+
+
+def test_batches_are_numpy_with_stable_indices(files):
+    src = make(files, shuffle_files=True)
+    src.start_epoch(0)
+    batch, indices = src.get_batch_with_indices(8)
+    assert isinstance(batch["data"], np.ndarray) and batch["data"].shape == (8, 2)
+    assert indices.tolist() == ids(batch) == shuffled(20, 42)[:8]
+
+
+def test_shard_serves_its_block_of_the_shuffled_order(files):
+    full = shuffled(20, 42)
+    parts = []
+    for index in range(3):
+        src = make(files, shuffle_files=True, num_epochs=1)
+        src.set_shard(index, 3)
+        parts.append([int(r["data"][0]) for r in src])
+    assert parts == [full[0:6], full[6:12], full[12:18]]
