@@ -1,5 +1,11 @@
 """Data sources: in memory, ArrayRecord files, TensorFlow Datasets, Hugging Face."""
 
+from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
 from datarax.sources.memory import MemorySource, MemorySourceConfig
 
-__all__ = ["MemorySource", "MemorySourceConfig"]
+__all__ = [
+    "ArrayRecordSourceConfig",
+    "ArrayRecordSourceModule",
+    "MemorySource",
+    "MemorySourceConfig",
+]
