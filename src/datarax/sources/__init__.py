@@ -1,11 +1,21 @@
 """Data sources: in memory, ArrayRecord files, TensorFlow Datasets, Hugging Face."""
 
 from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+from datarax.sources.hf import (
+    HFEagerConfig,
+    HFEagerSource,
+    HFStreamingConfig,
+    HFStreamingSource,
+    from_hf,
+)
 from datarax.sources.memory import MemorySource, MemorySourceConfig
 
 __all__ = [
     "ArrayRecordSourceConfig",
     "ArrayRecordSourceModule",
-    "MemorySource",
-    "MemorySourceConfig",
-]
+    "HFEagerConfig",
+    "HFEagerSource",
+    "HFStreamingConfig",
+    "HFStreamingSource",
+    "from_hf",
+    "MemorySource", "MemorySourceConfig"]

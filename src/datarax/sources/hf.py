@@ -1,0 +1,739 @@
+"""Hugging Face ``datasets`` sources: eager (device arrays) and streaming (host reads).
+
+* :class:`HFEagerSource` loads a split once into device arrays and is an *indexed*
+  source (the compiled pipeline path): it is a :class:`~datarax.sources.MemorySource`
+  filled from the dataset, with the same Feistel shuffle (``seed + epoch``), stable
+  indices and tiny state. Text cannot live on the device: a text field is refused
+  with an error naming it; drop it with ``exclude_keys`` or stream instead.
+* :class:`HFStreamingSource` wraps a ``datasets.IterableDataset``
+  (``load_dataset(..., streaming=True)``), reads Arrow chunks of ``chunk_size``
+  records and keeps memory bounded by ``chunk_size`` (plus ``shuffle_buffer_size``
+  when shuffling). Its batches carry text fields as lists of ``str`` that operators
+  can read and route. Each pass (``for batch in pipeline``) re-opens the stream;
+  ``get_state()`` is ``{"current_index", "current_epoch"}`` and ``set_state`` resumes
+  exactly by re-opening the same pass and skipping the records already handed out
+  (read as Arrow, not decoded), so resume costs one forward read of those records.
+
+``name`` may be a Hub id (``"stanfordnlp/sst2"``), a local folder of data files
+(parquet/json/csv/arrow, laid out as on the Hub: ``data/train-*.parquet`` ...), a
+folder written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``, or a data
+file / glob (``"data/*.parquet"``). A name that is a local folder is read from
+there, never from the Hub, which is how offline use works. ``split`` accepts HF slice
+syntax (``"train[:1000]"``, ``"train[10%:20%]"``, ``"train+validation"``); a
+streaming source needs the split's size for percent or negative slices.
+
+64-bit columns follow :mod:`datarax.sources._columns`: with ``jax_enable_x64`` off,
+int64 labels become int32 when every value fits (checked), float64 is refused unless
+``cast_float64=True``.
+
+Needs the ``hf`` extra: ``pip install "datarax[hf]"``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.data_source import Batch, DataSourceModule
+from datarax.core.errors import ConfigError, DataraxError, StateError
+from datarax.core.spec import TextSpec
+from datarax.sources._columns import (
+    as_text,
+    fit_64bit,
+    is_text_array,
+    normalize_keys,
+    refuse_text,
+    select_keys,
+    spec_of_columns,
+)
+from datarax.sources._optional import require
+from datarax.sources.memory import MemorySource
+
+#: ``from_hf`` picks the eager source for splits known to be at most this many bytes.
+EAGER_MAX_BYTES = 256 * 2**20
+
+_BUILDER_BY_SUFFIX = {
+    ".parquet": "parquet",
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".arrow": "arrow",
+    ".txt": "text",
+}
+
+
+# ---------------------------------------------------------------------- configs
+@dataclass(frozen=True)
+class _HFConfig(StructuralConfig):
+    name: str | None = None
+    split: str = "train"
+    data_files: str | tuple[str, ...] | None = None
+    data_dir: str | None = None
+    include_keys: tuple[str, ...] | None = None
+    exclude_keys: tuple[str, ...] | None = None
+    shuffle: bool = False
+    seed: int = 42
+    cast_float64: bool = False
+    track_metadata: bool = False
+    num_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = type(self).__name__
+        if self.name is not None and not (isinstance(self.name, str) and self.name):
+            raise ConfigError(f"{cls}.name must be a non-empty str or None, got {self.name!r}.")
+        if not isinstance(self.split, str) or not self.split.strip():
+            raise ConfigError(f"{cls}.split must be a non-empty str such as 'train', got {self.split!r}.")
+        if self.data_dir is not None and not isinstance(self.data_dir, str):
+            raise ConfigError(f"{cls}.data_dir must be a str or None, got {self.data_dir!r}.")
+        files = self.data_files
+        if files is not None:
+            if isinstance(files, str):
+                pass
+            elif isinstance(files, Sequence) and files and all(isinstance(f, str) for f in files):
+                object.__setattr__(self, "data_files", tuple(files))
+            else:
+                raise ConfigError(
+                    f"{cls}.data_files must be a path/glob or a list of them (the files of "
+                    f"split '{self.split}'), got {files!r}."
+                )
+        if self.name is None and files is None:
+            raise ConfigError(
+                f"{cls} needs name= (a Hub id, a local folder or file) or data_files=."
+            )
+        normalize_keys(self, "include_keys")
+        normalize_keys(self, "exclude_keys")
+        check_bool(self, "shuffle")
+        check_seed(self, "seed")
+        check_bool(self, "cast_float64")
+        check_bool(self, "track_metadata")
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+
+
+@dataclass(frozen=True)
+class HFEagerConfig(_HFConfig):
+    """Configuration of :class:`HFEagerSource`.
+
+    Attributes:
+        name: Hub id, local folder (data files or ``save_to_disk`` output) or data file/glob.
+        split: split with optional HF slicing, e.g. ``"train[:80%]"``.
+        data_files: path/glob or list of them holding split ``split`` (``name`` then
+            names the builder, e.g. ``"parquet"``, or may be omitted).
+        data_dir: sub-folder of the dataset to read (``load_dataset(data_dir=...)``).
+        include_keys / exclude_keys: fields to keep / drop (unknown names are refused).
+        shuffle, seed: Feistel permutation per epoch (``seed + epoch``), O(1) memory.
+        cast_float64: cast float64 fields to float32 while x64 is off (else refused).
+        track_metadata, num_epochs: as in :class:`~datarax.sources.MemorySourceConfig`.
+        streaming: must stay False (use :class:`HFStreamingConfig` to stream).
+    """
+
+    streaming: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.streaming is not False:
+            raise ConfigError(
+                "HFEagerConfig.streaming must be False; use HFStreamingConfig / "
+                "HFStreamingSource to stream."
+            )
+
+
+@dataclass(frozen=True)
+class HFStreamingConfig(_HFConfig):
+    """Configuration of :class:`HFStreamingSource` (fields of :class:`HFEagerConfig`, plus).
+
+    Attributes:
+        streaming: must stay True (use :class:`HFEagerConfig` to load eagerly).
+        chunk_size: records read per Arrow chunk; bounds memory with the buffer below.
+        shuffle_buffer_size: with ``shuffle=True`` a stream cannot be permuted globally
+            (no random access); each pass uses ``datasets``' shuffle instead: shard
+            order plus a buffer of this many records, seeded with ``seed + epoch`` (same
+            seed, same order).
+    """
+
+    streaming: bool = True
+    chunk_size: int = 1024
+    shuffle_buffer_size: int = 1000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.streaming is not True:
+            raise ConfigError(
+                "HFStreamingConfig.streaming must be True; use HFEagerConfig / "
+                "HFEagerSource to load the split into memory."
+            )
+        check_int(self, "chunk_size", minimum=1)
+        check_int(self, "shuffle_buffer_size", minimum=1)
+
+
+# ---------------------------------------------------------------------- loading
+def _datasets(user: str) -> Any:
+    return require("datasets", extra="hf", user=user)
+
+
+def _is_saved_to_disk(path: str) -> bool:
+    return os.path.isdir(path) and any(
+        os.path.isfile(os.path.join(path, f))
+        for f in ("dataset_dict.json", "state.json")
+    )
+
+
+def _builder_for(path: str) -> str | None:
+    for suffix, builder in _BUILDER_BY_SUFFIX.items():
+        if path.endswith(suffix) or path.endswith(suffix + ".gz"):
+            return builder
+    return None
+
+
+def _split_names(split: str) -> list[str]:
+    return [part.split("[")[0].strip() for part in split.split("+")]
+
+
+def _not_found(where: str, config: _HFConfig) -> DataraxError:
+    what = repr(config.name) if config.name is not None else f"data_files={config.data_files!r}"
+    return DataraxError(
+        f"{where}: dataset {what} was not found: it is not a local folder or data file, "
+        "and the Hugging Face Hub does not have it or cannot be reached (offline). Pass "
+        "a Hub id, a local dataset folder (e.g. one written by save_to_disk) or data files."
+    )
+
+
+def _open_splits(config: _HFConfig, *, streaming: bool, where: str) -> dict[str, Any]:
+    """All splits of the dataset ``config`` names (lazy for streams), keyed by name."""
+    datasets = _datasets(where)
+    name = config.name
+    base = _split_names(config.split)[0]
+    kwargs: dict[str, Any] = {"streaming": streaming}
+    if config.data_dir is not None:
+        kwargs["data_dir"] = config.data_dir
+    if name is not None and _is_saved_to_disk(name):
+        loaded = datasets.load_from_disk(name)
+        if isinstance(loaded, datasets.Dataset):
+            loaded = {str(loaded.split or "train"): loaded}
+        splits = dict(loaded)
+        if streaming:
+            splits = {k: v.to_iterable_dataset(num_shards=_shards_for(len(v))) for k, v in splits.items()}
+        return splits
+    path = name
+    files = config.data_files
+    if files is None and name is not None and (
+        os.path.isfile(name) or (glob.has_magic(name) and glob.glob(name))
+    ):
+        path, files = _builder_for(name), name
+        if path is None:
+            raise ConfigError(
+                f"{where}: cannot tell the format of {name!r} from its extension; pass "
+                f"name='parquet' (or json, csv, arrow, text) and data_files={name!r}."
+            )
+    if files is not None:
+        kwargs["data_files"] = {base: list(files) if isinstance(files, tuple) else files}
+        if path is None:
+            first = files if isinstance(files, str) else files[0]
+            path = _builder_for(first)
+            if path is None:
+                raise ConfigError(
+                    f"{where}: cannot tell the format of {first!r} from its extension; "
+                    "pass name='parquet' (or json, csv, arrow, text) with data_files."
+                )
+    try:
+        loaded = datasets.load_dataset(path, **kwargs)
+    except DataraxError:
+        raise
+    except Exception as err:  # datasets raises many types for "not here, not on the Hub"
+        if isinstance(err, ValueError) and "Unknown split" in str(err):
+            raise DataraxError(f"{where}: {err}") from err
+        raise _not_found(where, config) from err
+    return dict(loaded)
+
+
+def _shards_for(length: int) -> int:
+    return max(1, min(64, length // 10_000))
+
+
+def _check_split(splits: dict[str, Any], config: _HFConfig, where: str) -> None:
+    for base in _split_names(config.split):
+        if base not in splits:
+            raise DataraxError(
+                f"{where}: split {base!r} is not in dataset {config.name!r}; its splits "
+                f"are {sorted(splits)}."
+            )
+
+
+def _empty(where: str, config: _HFConfig) -> DataraxError:
+    return DataraxError(
+        f"{where}: split {config.split!r} of dataset {config.name!r} holds no records; "
+        "pick a split (or slice) that has some."
+    )
+
+
+def _relative_instructions(split: str, where: str) -> list[Any]:
+    from datasets.arrow_reader import ReadInstruction
+
+    try:
+        return list(ReadInstruction.from_spec(split)._relative_instructions)
+    except (AssertionError, ValueError) as err:
+        raise ConfigError(f"{where}: cannot parse split {split!r}: {err}") from err
+
+
+def _to_absolute(rel: Any, lengths: dict[str, int]) -> Any:
+    from datasets.arrow_reader import _rel_to_abs_instr
+
+    return _rel_to_abs_instr(rel, lengths)
+
+
+# ------------------------------------------------------------- arrow -> numpy
+def _arrow_to_numpy(column: Any, name: str, where: str) -> np.ndarray:
+    """One Arrow column as a numpy array (text as an object array of str)."""
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    kind = column.type
+    if column.null_count:
+        first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DataraxError(
+            f"{where}: field '{name}' is missing a value (None) at record {first} of the "
+            "chunk being read; fill missing values (Dataset.map) or drop the field "
+            "(exclude_keys)."
+        )
+    if pa.types.is_dictionary(kind):
+        return _arrow_to_numpy(column.dictionary_decode(), name, where)
+    if (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or getattr(pa.types, "is_string_view", lambda t: False)(kind)
+    ):
+        return as_text(column.to_numpy(zero_copy_only=False))
+    n = len(column)
+    if pa.types.is_fixed_size_list(kind):
+        width = kind.list_size
+        inner = column.flatten()
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        offsets = column.offsets.to_numpy()
+        lengths = np.diff(offsets)
+        if n and (lengths != lengths[0]).any():
+            bad = int(np.flatnonzero(lengths != lengths[0])[0])
+            raise DataraxError(
+                f"{where}: field '{name}' holds lists of different lengths (record 0 has "
+                f"{int(lengths[0])}, record {bad} has {int(lengths[bad])}); batches need "
+                "one shape per field. Pad or truncate it first, or drop it (exclude_keys)."
+            )
+        width = int(lengths[0]) if n else 0
+        inner = column.flatten()
+    elif pa.types.is_struct(kind):
+        raise DataraxError(
+            f"{where}: field '{name}' is a nested struct ({kind}); datarax batches hold "
+            "arrays and text. Flatten it first (Dataset.flatten()) or drop it (exclude_keys)."
+        )
+    else:
+        array = column.to_numpy(zero_copy_only=False)
+        if array.dtype == object:
+            raise DataraxError(
+                f"{where}: field '{name}' has Arrow type {kind}, which datarax cannot turn "
+                "into an array; convert it first or drop it (exclude_keys)."
+            )
+        return array
+    values = _arrow_to_numpy(inner, name, where)
+    return values.reshape((n, width) + values.shape[1:])
+
+
+def _table_to_columns(
+    table: Any, keys: Sequence[str], config: _HFConfig, where: str, first_record: int = 0
+) -> dict[str, np.ndarray]:
+    columns = {}
+    for key in keys:
+        array = _arrow_to_numpy(table.column(key), key, where)
+        if not is_text_array(array):
+            array = fit_64bit(
+                key, array, where=where, cast_float64=config.cast_float64, first_record=first_record
+            )
+        columns[key] = array
+    return columns
+
+
+# ------------------------------------------------------------------- eager
+class HFEagerSource(MemorySource):
+    """A Hugging Face split loaded once into device arrays (indexed, compiled path).
+
+    Everything about serving is :class:`~datarax.sources.MemorySource`'s: Feistel
+    shuffle keyed by ``seed + epoch``, ``record_indices_at`` (stable index = row in the
+    split), ``len``, ``element_spec`` and ``{"current_index", "current_epoch"}`` state.
+    Text fields are refused (name them in ``exclude_keys``, or stream).
+
+    Example:
+        >>> from datarax.sources import HFEagerSource, HFEagerConfig
+        >>> src = HFEagerSource(HFEagerConfig(name="my_local_folder", split="train",  # doctest: +SKIP
+        ...                                   exclude_keys=("sentence",), shuffle=True))
+        >>> src.get_batch_at(0, 4)["label"]  # doctest: +SKIP
+    """
+
+    config: HFEagerConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: HFEagerConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(config, HFEagerConfig):
+            raise ConfigError(
+                f"HFEagerSource needs an HFEagerConfig, got {type(config).__name__}."
+            )
+        where = "HFEagerSource"
+        columns = _load_eager_columns(config, where)
+        super().__init__(config, columns, rngs=rngs, name=name)  # type: ignore[arg-type]
+
+
+def _load_eager_columns(config: HFEagerConfig, where: str) -> dict[str, np.ndarray]:
+    datasets = _datasets(where)
+    splits = _open_splits(config, streaming=False, where=where)
+    _check_split(splits, config, where)
+    lengths = {k: len(v) for k, v in splits.items()}
+    parts = []
+    for rel in _relative_instructions(config.split, where):
+        absolute = _to_absolute(rel, lengths)
+        part = splits[absolute.splitname]
+        lo, hi = absolute.from_, absolute.to
+        if (lo, hi) != (0, len(part)):
+            part = part.select(range(lo, hi))
+        parts.append(part)
+    ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    keys = select_keys(list(ds.column_names), config.include_keys, config.exclude_keys, where=where)
+    if len(ds) == 0:
+        raise _empty(where, config)
+    table = ds.select_columns(keys).with_format("arrow")[:]
+    columns = _table_to_columns(table, keys, config, where)
+    refuse_text(columns, where=where, streaming_hint="HFStreamingSource (from_hf(..., streaming=True))")
+    return columns
+
+
+# --------------------------------------------------------------- streaming
+class HFStreamingSource(DataSourceModule):
+    """A Hugging Face ``IterableDataset`` read chunk by chunk on the host.
+
+    One pass per ``for batch in pipeline`` (the Pipeline calls ``start_epoch``), memory
+    bounded by ``chunk_size`` (+ ``shuffle_buffer_size``), text fields served as lists
+    of ``str``, exact mid-epoch resume from ``{"current_index", "current_epoch"}``.
+    With several processes (``Pipeline(shard_count=...)``) each keeps every
+    ``count``-th record of the stream. The stable index of a record is its position
+    in the pass's stream (in the shuffled stream when ``shuffle=True``).
+
+    Example:
+        >>> from flax import nnx
+        >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
+        >>> config = HFStreamingConfig(name="stanfordnlp/sst2", split="train", streaming=True)
+        >>> source = HFStreamingSource(config, rngs=nnx.Rngs(0))  # doctest: +SKIP
+        >>> source.element_spec()["sentence"]  # doctest: +SKIP
+        TextSpec(shape=())
+    """
+
+    config: HFStreamingConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: HFStreamingConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(config, HFStreamingConfig):
+            raise ConfigError(
+                f"HFStreamingSource needs an HFStreamingConfig, got {type(config).__name__}."
+            )
+        super().__init__(config, rngs=rngs, name=name)
+        where = "HFStreamingSource"
+        dataset, keys = _open_stream(config, where)
+        self._dataset = nnx.static(dataset)
+        first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
+        if first is None or first.num_rows == 0:
+            raise _empty(where, config)
+        self._spec = nnx.static(spec_of_columns(_table_to_columns(first, keys, config, where)))
+        self._reader = nnx.static(_StreamReader(self, dataset, tuple(keys)))
+
+    # ------------------------------------------------------------- contract
+    def element_spec(self) -> dict[str, Any]:
+        return dict(self._spec)
+
+    def get_batch(self, batch_size: int) -> Batch | None:
+        """The next batch of the current pass (None at its end)."""
+        return self.get_batch_with_indices(batch_size)[0]
+
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        reader = self._reader
+        if not reader.is_open:
+            reader.open(self._cursor.epoch, skip=self._cursor.index)
+        got = reader.read(batch_size)
+        if got is None:
+            return None, None
+        columns, indices = got
+        batch = {k: (v.tolist() if is_text_array(v) else v) for k, v in columns.items()}
+        self._cursor.advance(len(indices))
+        return batch, indices
+
+    def start_epoch(self, epoch: int) -> None:
+        """Start pass ``epoch`` from its first record (the stream is re-opened lazily)."""
+        self._cursor.start_epoch(epoch)
+        self._reader.close()
+
+    def close_epoch(self) -> None:
+        """Release the open stream (the position is kept; reading re-opens and skips)."""
+        self._reader.close()
+
+    def get_state(self) -> dict[str, Any]:
+        return self._cursor.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue at ``state``: the pass is re-opened and the handed-out records skipped."""
+        if not isinstance(state, dict):
+            raise StateError(
+                f"HFStreamingSource.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
+        self._cursor.set_state(state, where="HFStreamingSource")
+        self._reader.close()
+
+    def __iter__(self) -> HFStreamingSource:
+        if self._reader.ended:
+            self.start_epoch(0)
+        return self
+
+
+class _StreamReader:
+    """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted."""
+
+    def __init__(self, source: HFStreamingSource, dataset: Any, keys: tuple[str, ...]) -> None:
+        self._source = source
+        self._dataset = dataset
+        self._keys = keys
+        self._tables: Any = None
+        self.ended = False
+        self.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._tables is not None
+
+    def close(self) -> None:
+        tables, self._tables = self._tables, None
+        if tables is not None and hasattr(tables, "close"):
+            tables.close()
+        self._chunk: dict[str, np.ndarray] | None = None
+        self._indices = np.zeros(0, np.int64)
+        self._offset = 0
+        self._stream_position = 0
+        self.ended = False
+
+    def open(self, epoch: int, *, skip: int) -> None:
+        """Open pass ``epoch`` and drop its first ``skip`` records of this shard."""
+        self.close()
+        config = self._source.config
+        dataset = self._dataset
+        if config.shuffle:
+            dataset = dataset.shuffle(
+                seed=(config.seed + epoch) % 2**32, buffer_size=config.shuffle_buffer_size
+            )
+        self._tables = iter(dataset.with_format("arrow").iter(batch_size=config.chunk_size))
+        while skip > 0:
+            got = self._next_table()
+            if got is None:
+                raise StateError(
+                    f"HFStreamingSource: the restored state says {skip} more records were "
+                    f"handed out in epoch {epoch} than the stream holds; the state comes "
+                    "from a different dataset or split.",
+                    field="current_index",
+                )
+            table, positions = got
+            if len(positions) <= skip:
+                skip -= len(positions)
+                continue
+            self._set_chunk(table.slice(skip), positions[skip:])
+            skip = 0
+
+    def read(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        """Up to ``batch_size`` records of the pass (None at its end)."""
+        parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
+        need = batch_size
+        while need > 0:
+            if self._chunk is None or self._offset >= len(self._indices):
+                got = self._next_table()
+                if got is None:
+                    self._chunk = None
+                    break
+                self._set_chunk(*got)
+            assert self._chunk is not None
+            take = min(need, len(self._indices) - self._offset)
+            sl = slice(self._offset, self._offset + take)
+            parts.append(({k: v[sl] for k, v in self._chunk.items()}, self._indices[sl]))
+            self._offset += take
+            need -= take
+        if not parts:
+            self.ended = True
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        columns = {k: np.concatenate([p[0][k] for p in parts]) for k in self._keys}
+        return columns, np.concatenate([p[1] for p in parts])
+
+    def _next_table(self) -> tuple[Any, np.ndarray] | None:
+        """The next non-empty Arrow chunk of this shard and its stream positions."""
+        import pyarrow as pa
+
+        while True:
+            table = next(self._tables, None)
+            if table is None:
+                return None
+            n = table.num_rows
+            positions = np.arange(self._stream_position, self._stream_position + n, dtype=np.int64)
+            self._stream_position += n
+            index, count = self._source.shard
+            if count > 1:
+                keep = positions % count == index
+                table = table.filter(pa.array(keep))
+                positions = positions[keep]
+            if len(positions):
+                return table, positions
+
+    def _set_chunk(self, table: Any, positions: np.ndarray) -> None:
+        source = self._source
+        self._chunk = _table_to_columns(
+            table, self._keys, source.config, "HFStreamingSource", first_record=int(positions[0])
+        )
+        self._indices = positions
+        self._offset = 0
+
+
+def _open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str]]:
+    """The split (sliced as asked) as one ``IterableDataset``, and the fields to keep."""
+    datasets = _datasets(where)
+    splits = _open_splits(config, streaming=True, where=where)
+    _check_split(splits, config, where)
+    parts = []
+    for rel in _relative_instructions(config.split, where):
+        part = splits[rel.splitname]
+        lo, hi, unit = rel.from_, rel.to, rel.unit
+        if lo is None and hi is None:
+            parts.append(part)
+            continue
+        if unit == "%" or (lo or 0) < 0 or (hi or 0) < 0:
+            length = _known_length(part, rel.splitname)
+            if length is None:
+                raise ConfigError(
+                    f"{where}: split {config.split!r} slices by percent or from the end, "
+                    "which needs the split's size, and this stream does not declare it. "
+                    "Slice with absolute record counts (e.g. 'train[:1000]') or use "
+                    "HFEagerSource."
+                )
+            absolute = _to_absolute(rel, {rel.splitname: length})
+            lo, hi = absolute.from_, absolute.to
+        lo = lo or 0
+        if lo:
+            part = part.skip(lo)
+        if hi is not None:
+            part = part.take(max(0, hi - lo))
+        parts.append(part)
+    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    columns = list(dataset.column_names or [])
+    if not columns:
+        first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
+        if first is None:
+            raise _empty(where, config)
+        columns = list(first.column_names)
+    keys = select_keys(columns, config.include_keys, config.exclude_keys, where=where)
+    return dataset, keys
+
+
+def _known_length(dataset: Any, split: str) -> int | None:
+    info = getattr(dataset, "info", None)
+    splits = getattr(info, "splits", None) or {}
+    if split in splits and splits[split].num_examples:
+        return int(splits[split].num_examples)
+    return None
+
+
+# ---------------------------------------------------------------- factory
+_STREAM_ONLY = {"chunk_size", "shuffle_buffer_size"}
+
+
+def from_hf(
+    name: str | None,
+    split: str = "train",
+    *,
+    streaming: bool | None = None,
+    rngs: nnx.Rngs | None = None,
+    **config: Any,
+) -> HFEagerSource | HFStreamingSource:
+    """An HF source for ``name``/``split``: eager or streaming.
+
+    ``streaming=True`` / ``False`` chooses explicitly and always wins. With
+    ``streaming=None`` the split is streamed unless all of these hold, in which case
+    it is loaded eagerly (:class:`HFEagerSource`):
+
+    * its size is known and at most :data:`EAGER_MAX_BYTES` (256 MiB): the size the
+      dataset declares for the split, else the bytes of its local files;
+    * none of the kept fields is text (text cannot live on the device);
+    * no streaming-only option (``chunk_size``, ``shuffle_buffer_size``) is given.
+
+    ``config`` holds further config fields (``shuffle``, ``seed``, ``include_keys``,
+    ``data_files``, ...).
+
+    Example:
+        >>> from flax import nnx
+        >>> from datarax.sources import from_hf
+        >>> source = from_hf("stanfordnlp/sst2", "train", streaming=True, rngs=nnx.Rngs(0))  # doctest: +SKIP
+    """
+    if streaming not in (None, True, False):
+        raise ConfigError(f"from_hf streaming must be True, False or None, got {streaming!r}.")
+    if streaming is False:
+        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
+    stream = HFStreamingSource(HFStreamingConfig(name=name, split=split, **config), rngs=rngs)
+    if streaming is True or _STREAM_ONLY & set(config):
+        return stream
+    if any(isinstance(s, TextSpec) for s in stream.element_spec().values()):
+        return stream
+    size = _split_bytes(stream.config, stream._dataset)
+    if size is None or size > EAGER_MAX_BYTES:
+        return stream
+    return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
+
+
+def _split_bytes(config: _HFConfig, dataset: Any) -> int | None:
+    """Declared bytes of the split, else the bytes of its local files (None: unknown)."""
+    info = getattr(dataset, "info", None)
+    splits = getattr(info, "splits", None) or {}
+    total = 0
+    for base in _split_names(config.split):
+        if base in splits and splits[base].num_bytes:
+            total += int(splits[base].num_bytes)
+        else:
+            total = -1
+            break
+    if total >= 0:
+        return total
+    paths: list[str] = []
+    if config.data_files is not None:
+        files = [config.data_files] if isinstance(config.data_files, str) else list(config.data_files)
+        for f in files:
+            paths.extend(glob.glob(f))
+    elif config.name is not None and os.path.exists(config.name):
+        if os.path.isfile(config.name):
+            paths.append(config.name)
+        else:
+            for root, _, names in os.walk(config.name):
+                paths.extend(os.path.join(root, n) for n in names)
+    elif config.name is not None and glob.has_magic(config.name):
+        paths.extend(glob.glob(config.name))
+    if not paths:
+        return None
+    return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+

@@ -1,0 +1,440 @@
+"""Hugging Face sources, offline: local parquet/json folders and save_to_disk datasets."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+datasets = pytest.importorskip("datasets")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError  # noqa: E402
+from datarax.core.spec import TextSpec  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.samplers import index_shuffle_np  # noqa: E402
+from datarax.sources import (  # noqa: E402
+    HFEagerConfig,
+    HFEagerSource,
+    HFStreamingConfig,
+    HFStreamingSource,
+    MemorySource,
+    MemorySourceConfig,
+    from_hf,
+)
+from datarax.sources._optional import MissingExtraError  # noqa: E402
+
+N = 100
+
+
+@pytest.fixture(autouse=True)
+def offline(tmp_path, monkeypatch):
+    """No Hub access; datasets' cache inside tmp_path."""
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+    # datasets waits 5 s whenever a multi-shard parquet stream (shuffled) is closed, to let
+    # pyarrow's threads wind down; the tiny test files do not need it.
+    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)
+    datasets.disable_progress_bars()
+
+
+def sst2_table(n: int = N) -> pa.Table:
+    return pa.table(
+        {
+            "idx": np.arange(n, dtype=np.int32),
+            "sentence": [f"sentence {i}" for i in range(n)],
+            "label": np.arange(n, dtype=np.int64) % 2,
+        }
+    )
+
+
+def write_hub_layout(root, n: int = N, files: int = 2) -> str:
+    """A folder laid out like the Hub repo (data/<split>-XXXXX-of-YYYYY.parquet)."""
+    data = root / "data"
+    data.mkdir(parents=True)
+    table = sst2_table(n)
+    step = -(-n // files)
+    for f in range(files):
+        pq.write_table(table.slice(f * step, step), data / f"train-{f:05d}-of-{files:05d}.parquet")
+    pq.write_table(sst2_table(10), data / "validation-00000-of-00001.parquet")
+    return str(root)
+
+
+@pytest.fixture
+def sst2_folder(tmp_path):
+    return write_hub_layout(tmp_path / "sst2_local")
+
+
+@pytest.fixture
+def numeric_folder(tmp_path):
+    """A save_to_disk DatasetDict with numeric fields only."""
+    rows = {
+        "x": np.arange(N * 3, dtype=np.float32).reshape(N, 3),
+        "label": np.arange(N, dtype=np.int64) % 10,
+    }
+    ds = datasets.Dataset.from_dict(rows)
+    path = tmp_path / "numeric_saved"
+    datasets.DatasetDict({"train": ds, "test": ds.select(range(10))}).save_to_disk(str(path))
+    return str(path)
+
+
+def all_batches(pipeline):
+    return [dict(b) for b in pipeline]
+
+
+def ids(batches, key="idx"):
+    return [int(v) for b in batches for v in np.asarray(b[key])]
+
+
+# ---------------------------------------------------------------- seed example
+SEED_HF = textwrap.dedent(
+    '''
+    from datarax.pipeline import Pipeline
+    from datarax.sources import HFStreamingSource, HFStreamingConfig
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from flax import nnx
+
+    # Stream a large dataset from HuggingFace (streaming keeps memory bounded)
+    config = HFStreamingConfig(
+        name="stanfordnlp/sst2",
+        split="train",
+        streaming=True,
+    )
+    train_source = HFStreamingSource(config, rngs=nnx.Rngs(0))
+
+    # Define field extraction as an operator
+    def extract_fields(element, key=None):
+        return element.update_data({
+            "text": element.data["sentence"],
+            "label": element.data["label"]
+        })
+
+    extractor = ElementOperator(
+        ElementOperatorConfig(stochastic=False),
+        fn=extract_fields
+    )
+
+    # Create pipeline
+    pipeline = (
+        Pipeline(source=train_source, stages=[extractor], batch_size=16, rngs=nnx.Rngs(0)))
+
+    # Iterate
+    for i, batch in enumerate(pipeline):
+        # Process batch
+        print(f"Batch {i}: {batch['text'][:2]}...")  # Print first 2 texts
+        if i >= 2:
+            break
+    '''
+)
+
+
+def test_seed_hf_streaming_example_runs_unchanged(tmp_path, monkeypatch, capsys):
+    # datasets resolves a name that is an existing local folder before asking the Hub:
+    # a local copy at ./stanfordnlp/sst2 (Hub layout) serves "stanfordnlp/sst2" offline.
+    write_hub_layout(tmp_path / "stanfordnlp" / "sst2")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(SEED_HF, "seed_002_hf", "exec"), {"__name__": "__seed__"})
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "Batch 0: ['sentence 0', 'sentence 1']...",
+        "Batch 1: ['sentence 16', 'sentence 17']...",
+        "Batch 2: ['sentence 32', 'sentence 33']...",
+    ]
+
+
+# ------------------------------------------------------------------ streaming
+def test_streaming_serves_every_record_once_per_pass(sst2_folder):
+    source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="train", chunk_size=7))
+    spec = source.element_spec()
+    assert spec["sentence"] == TextSpec(())
+    assert spec["idx"] == jax.ShapeDtypeStruct((), np.int32)
+    assert spec["label"] == jax.ShapeDtypeStruct((), np.int32)  # int64 cast, values fit
+    pipeline = Pipeline(source=source, stages=[], batch_size=16, rngs=nnx.Rngs(0))
+    first = all_batches(pipeline)
+    assert ids(first) == list(range(N))
+    assert [len(b["sentence"]) for b in first] == [16] * 6 + [4]
+    assert first[0]["sentence"][:2] == ["sentence 0", "sentence 1"]
+    assert isinstance(first[0]["sentence"], list)
+    assert first[0]["label"].dtype == np.int32
+    second = all_batches(pipeline)  # a new pass without any manual reset
+    assert ids(second) == list(range(N))
+    assert pipeline.get_state()["epoch"] == 1
+
+
+def test_streaming_direct_iteration(sst2_folder):
+    source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="validation"))
+    assert [int(r["idx"]) for r in source] == list(range(10))
+    assert [r["sentence"] for r in source][:2] == ["sentence 0", "sentence 1"]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_streaming_exact_resume_mid_epoch(sst2_folder, shuffle):
+    def build():
+        config = HFStreamingConfig(
+            name=sst2_folder, split="train", shuffle=shuffle, seed=3, chunk_size=9,
+            shuffle_buffer_size=20,
+        )
+        return Pipeline(source=HFStreamingSource(config), stages=[], batch_size=8, rngs=nnx.Rngs(0))
+
+    reference = build()
+    full = [ids(all_batches(reference)) for _ in range(2)]
+    assert sorted(full[0]) == list(range(N)) and sorted(full[1]) == list(range(N))
+    if shuffle:
+        assert full[0] != list(range(N)) and full[0] != full[1]
+
+    pipeline = build()
+    all_batches(pipeline)  # epoch 0
+    it = iter(pipeline)  # epoch 1
+    head = [next(it) for _ in range(5)]
+    state = json.loads(json.dumps(it.get_state()))
+    assert state["source"] == {"current_index": 40, "current_epoch": 1}
+
+    resumed = build()
+    resumed.set_state(state)
+    tail = all_batches(resumed)
+    assert ids(head) + ids(tail) == full[1]
+    # and the pass after the resumed one is epoch 2, same as uninterrupted
+    again = build()
+    all_batches(again), all_batches(again)
+    assert ids(all_batches(resumed)) == ids(all_batches(again))
+
+
+def test_streaming_shuffle_same_seed_same_order(sst2_folder):
+    def order(seed):
+        config = HFStreamingConfig(name=sst2_folder, split="train", shuffle=True, seed=seed)
+        return ids(all_batches(Pipeline(source=HFStreamingSource(config), stages=[], batch_size=32)))
+
+    assert order(5) == order(5)
+    assert order(5) != order(6)
+
+
+def test_streaming_shards_are_disjoint_and_cover(sst2_folder):
+    got = []
+    for index in range(3):
+        source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="train", chunk_size=10))
+        pipeline = Pipeline(source=source, stages=[], batch_size=8, shard_index=index, shard_count=3)
+        got.append(ids(all_batches(pipeline)))
+    assert got[1] == list(range(1, N, 3))
+    assert sorted(sum(got, [])) == list(range(N))
+
+
+def test_streaming_split_slicing_and_json_files(tmp_path):
+    folder = tmp_path / "jsonl"
+    folder.mkdir()
+    with open(folder / "train.jsonl", "w") as f:
+        for i in range(30):
+            f.write(json.dumps({"idx": i, "text": f"t{i}", "score": [i, i + 1]}) + "\n")
+    source = HFStreamingSource(HFStreamingConfig(name=str(folder), split="train[5:12]"))
+    batches = all_batches(Pipeline(source=source, stages=[], batch_size=4))
+    assert ids(batches) == list(range(5, 12))
+    assert batches[0]["score"].shape == (4, 2) and batches[0]["score"].dtype == np.int32
+    files = HFStreamingSource(HFStreamingConfig(data_files=str(folder / "*.jsonl"), split="train"))
+    assert len(ids(all_batches(Pipeline(source=files, stages=[], batch_size=8)))) == 30
+    with pytest.raises(ConfigError, match="slices by percent or from the end"):
+        HFStreamingSource(HFStreamingConfig(name=str(folder), split="train[:50%]"))
+
+
+def test_streaming_from_save_to_disk(numeric_folder):
+    source = HFStreamingSource(HFStreamingConfig(name=numeric_folder, split="test"))
+    batch = next(iter(Pipeline(source=source, stages=[], batch_size=4)))
+    np.testing.assert_array_equal(np.asarray(batch["x"]), np.arange(12, dtype=np.float32).reshape(4, 3))
+
+
+def test_streaming_state_from_longer_stream_is_refused(sst2_folder):
+    source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="validation"))
+    source.set_state({"current_index": 50, "current_epoch": 0})
+    with pytest.raises(StateError) as err:
+        source.get_batch(4)
+    assert err.value.field == "current_index"
+
+
+# ---------------------------------------------------------------------- eager
+def test_eager_is_an_indexed_memory_source(numeric_folder):
+    source = HFEagerSource(HFEagerConfig(name=numeric_folder, split="train", shuffle=True, seed=7))
+    assert isinstance(source, MemorySource) and source.supports_indexed_access()
+    assert len(source) == N
+    assert source.element_spec()["label"] == jax.ShapeDtypeStruct((), np.int32)
+    # same order as a MemorySource over the same arrays: the Feistel permutation, seed + epoch
+    rows = {"x": np.arange(N * 3, dtype=np.float32).reshape(N, 3), "label": np.arange(N, dtype=np.int32) % 10}
+    memory = MemorySource(MemorySourceConfig(shuffle=True, seed=7), rows)
+    for start in (0, 37, N + 5):
+        np.testing.assert_array_equal(source.record_indices_at(start, 8), memory.record_indices_at(start, 8))
+    expected = index_shuffle_np(np.arange(N), N - 1, 7 + 1)
+    np.testing.assert_array_equal(np.asarray(source.record_indices_at(N, N)), expected)
+    pipeline = Pipeline(source=source, stages=[], batch_size=32)
+    xs = np.concatenate([np.asarray(b["x"])[:, 0] for b in pipeline]) / 3
+    assert sorted(xs.astype(int).tolist()) == list(range(N))
+
+
+def test_eager_exact_resume(numeric_folder):
+    def build():
+        config = HFEagerConfig(name=numeric_folder, split="train", shuffle=True, seed=1)
+        return Pipeline(source=HFEagerSource(config), stages=[], batch_size=16)
+
+    full = [np.asarray(b["x"]) for b in build()]
+    pipeline = build()
+    it = iter(pipeline)
+    head = [np.asarray(next(it)["x"]) for _ in range(3)]
+    resumed = build()
+    resumed.set_state(json.loads(json.dumps(it.get_state())))
+    tail = [np.asarray(b["x"]) for b in resumed]
+    np.testing.assert_array_equal(np.concatenate(head + tail), np.concatenate(full))
+
+
+def test_eager_split_slicing_and_parquet_folder(sst2_folder):
+    config = HFEagerConfig(name=sst2_folder, split="train[10%:20%]", exclude_keys=["sentence"])
+    source = HFEagerSource(config)
+    assert config.exclude_keys == ("sentence",)
+    assert len(source) == 10
+    assert np.asarray(source.get_batch_at(0, 10)["idx"]).tolist() == list(range(10, 20))
+    both = HFEagerSource(HFEagerConfig(name=sst2_folder, split="train[:3]+validation[-2:]", include_keys=("idx",)))
+    assert np.asarray(both.get_batch_at(0, 5)["idx"]).tolist() == [0, 1, 2, 8, 9]
+
+
+def test_eager_refuses_text_naming_the_fix(sst2_folder):
+    with pytest.raises(DataraxError) as err:
+        HFEagerSource(HFEagerConfig(name=sst2_folder, split="train"))
+    assert str(err.value) == (
+        "HFEagerSource: field(s) ['sentence'] hold text, which cannot live in device "
+        "memory. Drop them with exclude_keys=('sentence',) (or list the numeric fields in "
+        "include_keys), encode them to token ids first, or use HFStreamingSource "
+        "(from_hf(..., streaming=True)), whose batches carry text to your operators."
+    )
+
+
+# ------------------------------------------------------------------ bad input
+def test_unknown_dataset_name():
+    for cls, config in ((HFEagerSource, HFEagerConfig), (HFStreamingSource, HFStreamingConfig)):
+        with pytest.raises(DataraxError) as err:
+            cls(config(name="no-such-org/no-such-dataset", split="train"))
+        assert str(err.value) == (
+            f"{cls.__name__}: dataset 'no-such-org/no-such-dataset' was not found: it is "
+            "not a local folder or data file, and the Hugging Face Hub does not have it or "
+            "cannot be reached (offline). Pass a Hub id, a local dataset folder (e.g. one "
+            "written by save_to_disk) or data files."
+        )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_unknown_split(sst2_folder, streaming):
+    cls, config = (HFStreamingSource, HFStreamingConfig) if streaming else (HFEagerSource, HFEagerConfig)
+    with pytest.raises(DataraxError) as err:
+        cls(config(name=sst2_folder, split="tset", exclude_keys=("sentence",)))
+    assert str(err.value) == (
+        f"{cls.__name__}: split 'tset' is not in dataset {sst2_folder!r}; its splits are "
+        "['train', 'validation']."
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_missing_column_in_keys(sst2_folder, streaming):
+    cls, config = (HFStreamingSource, HFStreamingConfig) if streaming else (HFEagerSource, HFEagerConfig)
+    with pytest.raises(ConfigError) as err:
+        cls(config(name=sst2_folder, split="train", include_keys=("idx", "lable")))
+    assert str(err.value) == (
+        f"{cls.__name__}: include_keys names field(s) ['lable'] that the dataset does not "
+        "have; its fields are ['idx', 'sentence', 'label']."
+    )
+    with pytest.raises(ConfigError) as err:
+        cls(config(name=sst2_folder, split="train", exclude_keys=("text",)))
+    assert str(err.value) == (
+        f"{cls.__name__}: exclude_keys names field(s) ['text'] that the dataset does not "
+        "have; its fields are ['idx', 'sentence', 'label']."
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_empty_split(sst2_folder, streaming):
+    cls, config = (HFStreamingSource, HFStreamingConfig) if streaming else (HFEagerSource, HFEagerConfig)
+    with pytest.raises(DataraxError) as err:
+        cls(config(name=sst2_folder, split="train[:0]", exclude_keys=("sentence",)))
+    assert str(err.value) == (
+        f"{cls.__name__}: split 'train[:0]' of dataset {sst2_folder!r} holds no records; "
+        "pick a split (or slice) that has some."
+    )
+
+
+def test_64bit_policy(tmp_path):
+    big = tmp_path / "big"
+    big.mkdir()
+    pq.write_table(
+        pa.table({"id": np.array([1, 2, 2**40], np.int64), "w": np.array([0.5, 1.5, 2.5])}),
+        big / "train.parquet",
+    )
+    with pytest.raises(ConfigError) as err:
+        HFEagerSource(HFEagerConfig(name=str(big), split="train", exclude_keys=("id",)))
+    assert str(err.value) == (
+        "HFEagerSource: field 'w' is float64 but jax_enable_x64 is off, and datarax never "
+        "narrows silently. Set cast_float64=True in the config to cast it to float32, "
+        "enable x64 with jax.config.update('jax_enable_x64', True), or drop the field "
+        "(exclude_keys)."
+    )
+    cast = HFEagerSource(HFEagerConfig(name=str(big), split="train", exclude_keys=("id",), cast_float64=True))
+    assert cast.element_spec()["w"].dtype == np.float32
+    with pytest.raises(RecordError) as err:
+        HFEagerSource(HFEagerConfig(name=str(big), split="train", include_keys=("id",)))
+    assert str(err.value) == (
+        "HFEagerSource: field 'id' is int64 and record 2 holds a value outside the int32 "
+        "range (np.int64(1099511627776)), so it cannot be cast to int32 without loss while "
+        "jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), "
+        "or drop the field (exclude_keys)."
+    )
+    assert err.value.index == 2
+    stream = HFStreamingSource(HFStreamingConfig(name=str(big), split="train", include_keys=("id",), chunk_size=2))
+    assert stream.get_batch(2)["id"].tolist() == [1, 2]
+    with pytest.raises(RecordError, match="record 2 holds a value outside the int32 range"):
+        stream.get_batch(2)
+
+
+def test_missing_extra_names_pip_command(monkeypatch, sst2_folder):
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(MissingExtraError) as err:
+        HFStreamingSource(HFStreamingConfig(name=sst2_folder))
+    assert str(err.value) == (
+        "HFStreamingSource needs the optional package 'datasets', which is not installed. "
+        'Install it with: pip install "datarax[hf]"'
+    )
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="must be True; use HFEagerConfig"):
+        HFStreamingConfig(name="x", streaming=False)
+    with pytest.raises(ConfigError, match="must be False; use HFStreamingConfig"):
+        HFEagerConfig(name="x", streaming=True)
+    with pytest.raises(ConfigError, match="needs name="):
+        HFEagerConfig()
+    with pytest.raises(ConfigError, match="include_keys must be None or a list"):
+        HFEagerConfig(name="x", include_keys="label")
+
+
+# -------------------------------------------------------------------- factory
+def test_from_hf_chooses(sst2_folder, numeric_folder):
+    assert isinstance(from_hf(sst2_folder, "train", streaming=True, rngs=nnx.Rngs(0)), HFStreamingSource)
+    eager = from_hf(sst2_folder, "train", streaming=False, exclude_keys=("sentence",))
+    assert isinstance(eager, HFEagerSource)
+    # automatic: text fields -> streaming; small numeric split -> eager
+    assert isinstance(from_hf(sst2_folder, "train"), HFStreamingSource)
+    assert isinstance(from_hf(numeric_folder, "train"), HFEagerSource)
+    assert isinstance(from_hf(numeric_folder, "train", chunk_size=8), HFStreamingSource)
+
+
+def test_core_import_does_not_need_datasets():
+    code = (
+        "import sys; sys.modules['datasets'] = None; sys.modules['tensorflow_datasets'] = None; "
+        "import datarax.sources as s; print(s.HFStreamingSource.__name__)"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "HFStreamingSource"
