@@ -18,4 +18,6 @@ __all__ = [
     "HFStreamingConfig",
     "HFStreamingSource",
     "from_hf",
-    "MemorySource", "MemorySourceConfig"]
+    "MemorySource",
+    "MemorySourceConfig",
+]
