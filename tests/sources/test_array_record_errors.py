@@ -1,0 +1,246 @@
+"""ArrayRecordSourceModule bad input: every error names the file, the record index and the cause."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
+from flax import nnx
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.pipeline import Pipeline
+from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+
+def write(path: pathlib.Path, n: int, width: int = 64, start: int = 0) -> str:
+    writer = ArrayRecordWriter(str(path), "group_size:1")
+    for i in range(start, start + n):
+        writer.write(np.full(width, i, np.float32).tobytes())
+    writer.close()
+    return str(path)
+
+
+def decode(record: bytes) -> dict[str, np.ndarray]:
+    return {"data": np.frombuffer(record, dtype=np.float32)}
+
+
+def make(paths, decode_fn=decode, **config):
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), paths, decode=decode_fn,
+                                   rngs=nnx.Rngs(0), num_threads=2)
+
+
+def read_all(source, batch_size=8):
+    source.start_epoch(0)
+    out = []
+    while (batch := source.get_batch(batch_size)) is not None:
+        out.extend(np.asarray(batch["data"])[:, 0].astype(int).tolist())
+    return out
+
+
+def corrupt_copy(good: str, bad: pathlib.Path) -> tuple[str, list[int]]:
+    """``good`` with bytes in the middle flipped; the indices array_record can't read."""
+    data = bytearray(pathlib.Path(good).read_bytes())
+    middle = 1000  # inside the record chunks (files are padded to 64 KiB)
+    for k in range(middle, middle + 200):
+        data[k] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    reader = ArrayRecordReader(str(bad))
+    failing = []
+    for i in range(reader.num_records()):
+        try:
+            reader.read([i])
+        except RuntimeError:
+            failing.append(i)
+    reader.close()
+    assert failing, "the corruption should hit at least one record"
+    return str(bad), failing
+
+
+# -------------------------------------------------------------------- opening
+def test_missing_file(tmp_path):
+    path = str(tmp_path / "nope.array_record")
+    with pytest.raises(RecordError) as info:
+        make(path)
+    assert str(info.value) == (
+        f"ArrayRecordSourceModule: the file '{path}' does not exist. Check the path (a glob "
+        "pattern such as 'data-*.array_record' is expanded)."
+    )
+    assert info.value.path == path
+
+
+def test_missing_file_in_a_list(tmp_path):
+    good = write(tmp_path / "a.array_record", 3)
+    with pytest.raises(RecordError, match="'.*b.array_record' does not exist"):
+        make([good, str(tmp_path / "b.array_record")])
+
+
+def test_glob_matching_nothing(tmp_path):
+    pattern = str(tmp_path / "train-*.array_record")
+    with pytest.raises(RecordError) as info:
+        make(pattern)
+    assert f"the glob pattern '{pattern}' matches no files" in str(info.value)
+
+
+def test_directory_and_bad_path_types(tmp_path):
+    with pytest.raises(RecordError, match="is a directory, not a file"):
+        make(str(tmp_path))
+    with pytest.raises(ConfigError, match="paths is an empty list"):
+        make([])
+    with pytest.raises(ConfigError, match="paths must be a path, a glob pattern or a list"):
+        make(42)
+
+
+@pytest.mark.parametrize("content, cause", [
+    (b"hello world\n" * 100, "ArrayRecord file should be at least 64KB big"),
+    (b"", "ArrayRecord file should be at least 64KB big"),
+    (b"x" * 70_000, "Failed to read RiegeliPostscript"),
+])
+def test_not_array_record(tmp_path, content, cause):
+    path = tmp_path / "notes.array_record"
+    path.write_bytes(content)
+    with pytest.raises(RecordError) as info:
+        make(str(path))
+    message = str(info.value)
+    assert message.startswith(f"ArrayRecordSourceModule: '{path}' is not a readable ArrayRecord file (")
+    assert cause in message
+    assert "truncated" in message and info.value.path == str(path)
+
+
+def test_truncated_file(tmp_path):
+    good = write(tmp_path / "good.array_record", 100)
+    data = pathlib.Path(good).read_bytes()
+    for cut in (len(data) // 2, len(data) - 10):
+        bad = tmp_path / f"cut{cut}.array_record"
+        bad.write_bytes(data[:cut])
+        with pytest.raises(RecordError) as info:
+            make(str(bad))
+        assert f"'{bad}' is not a readable ArrayRecord file" in str(info.value)
+        assert "truncated" in str(info.value)
+
+
+# -------------------------------------------------------------------- reading
+def test_corrupt_record_names_file_index_and_cause(tmp_path):
+    good = write(tmp_path / "a.array_record", 10)
+    bad, failing = corrupt_copy(write(tmp_path / "b0.array_record", 100, start=10),
+                                tmp_path / "b.array_record")
+    source = make([good, bad])
+    with pytest.raises(RecordError) as info:
+        read_all(source)
+    err = info.value
+    assert (err.path, err.index) == (bad, failing[0])
+    assert f"cannot read record {failing[0]} of file '{bad}' (epoch 0): RuntimeError: " in str(err)
+    assert "Corrupted" in str(err) and "on_error='skip'" in str(err)
+    source.close()
+
+
+def test_corrupt_records_skipped_counted_and_resumed_exactly(tmp_path):
+    good = write(tmp_path / "a.array_record", 10)
+    bad, failing = corrupt_copy(write(tmp_path / "b0.array_record", 100, start=10),
+                                tmp_path / "b.array_record")
+    expected = [i for i in range(110) if i - 10 not in failing]
+    source = make([good, bad], on_error="skip", max_skipped=len(failing))
+    assert read_all(source) == expected
+    reports = source.skipped_records()
+    assert [(r.path, r.index_in_file) for r in reports] == [(bad, i) for i in failing]
+    assert all("Corrupted" in r.cause for r in reports)
+    assert source.get_state()["skipped"] == len(failing)
+    # Resume through a Pipeline from every batch boundary: same records, same count.
+    def build():
+        return Pipeline(source=make([good, bad], on_error="skip", max_skipped=len(failing)),
+                        stages=[], batch_size=16)
+
+    states, batches = [], []
+    pipeline = build()
+    for batch in pipeline:
+        states.append(pipeline.get_state())
+        batches.append(np.asarray(batch["data"])[:, 0].astype(int).tolist())
+    assert sum(batches, []) == expected and all(len(b) == 16 for b in batches[:-1])
+    for k in (0, 2, 3):
+        resumed = build()
+        resumed.set_state(states[k])
+        assert sum(batches[: k + 1], []) + [
+            x for b in resumed for x in np.asarray(b["data"])[:, 0].astype(int).tolist()
+        ] == expected
+        assert resumed.source.get_state()["skipped"] == len(failing)
+    over = make([good, bad], on_error="skip", max_skipped=len(failing) - 1)
+    with pytest.raises(RecordError, match=f"skipped {len(failing)} bad records in epoch 0, over the budget of {len(failing) - 1}"):
+        read_all(over)
+
+
+def test_decode_raising(tmp_path):
+    path = write(tmp_path / "a.array_record", 20)
+
+    def fussy(record):
+        value = np.frombuffer(record, np.float32)
+        if value[0] == 13:
+            raise ValueError("unexpected header byte")
+        return {"data": value}
+
+    with pytest.raises(RecordError) as info:
+        read_all(make(path, fussy))
+    assert str(info.value).startswith(
+        f"ArrayRecordSourceModule: cannot read record 13 of file '{path}' (epoch 0): "
+        "ValueError: unexpected header byte."
+    )
+    assert (info.value.path, info.value.index) == (path, 13)
+
+
+def test_decode_returning_wrong_structure(tmp_path):
+    path = write(tmp_path / "a.array_record", 5)
+    with pytest.raises(RecordError) as info:
+        make(path, lambda r: np.frombuffer(r, np.float32)).element_spec()
+    assert str(info.value).startswith(
+        f"ArrayRecordSourceModule: cannot read record 0 of file '{path}': decode returned "
+        "ndarray, expected a dict of arrays"
+    )
+
+    def changes_keys(record):
+        value = np.frombuffer(record, np.float32)
+        return {"data": value} if value[0] < 3 else {"image": value}
+
+    with pytest.raises(RecordError, match=r"record 3 of file .*: decode returned fields \['image'\], "
+                       r"the first record \(record 0\) has \['data'\]"):
+        read_all(make(path, changes_keys))
+
+
+def test_record_with_a_different_shape(tmp_path):
+    first = write(tmp_path / "a.array_record", 4, width=64)
+    second = write(tmp_path / "b.array_record", 4, width=32, start=4)
+    with pytest.raises(RecordError) as info:
+        read_all(make([first, second]))
+    assert str(info.value).startswith(
+        f"ArrayRecordSourceModule: cannot read record 0 of file '{second}' (epoch 0): field "
+        "'data' decodes to float32(32,), the first record's is float32(64,); every record must "
+        "decode to the same shapes and dtypes."
+    )
+    assert info.value.index == 0 and info.value.path == second
+
+
+def test_batches_before_a_bad_record_are_handed_out(tmp_path):
+    path = write(tmp_path / "a.array_record", 20)
+
+    def fussy(record):
+        value = np.frombuffer(record, np.float32)
+        if value[0] == 13:
+            raise ValueError("bad")
+        return {"data": value}
+
+    source = make(path, fussy)
+    source.start_epoch(0)
+    assert source.get_batch(6) is not None and source.get_batch(6) is not None
+    assert source.get_state()["current_index"] == 12
+    with pytest.raises(RecordError, match="record 13"):
+        source.get_batch(6)
+    assert source.get_state()["current_index"] == 12
+    source.close()
+
+
+def test_file_removed_after_construction(tmp_path):
+    path = write(tmp_path / "a.array_record", 5)
+    source = make(path)
+    os.remove(path)
+    with pytest.raises(RecordError, match=f"record 0 of file '{path}'"):
+        read_all(source)
