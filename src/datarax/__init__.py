@@ -1,5 +1,8 @@
 """datarax: data pipelines for JAX, built on Flax NNX.
 
+Importing datarax turns on JAX's persistent compilation cache unless you configured
+one or set ``DATARAX_COMPILATION_CACHE=0`` (see :mod:`datarax.compilation_cache`).
+
 Example:
     >>> import numpy as np
     >>> from flax import nnx
@@ -10,4 +13,8 @@ Example:
     [(4,), (2,)]
 """
 
+from datarax.compilation_cache import enable_by_default as _enable_compilation_cache
+
 __version__ = "0.1.0"
+
+_enable_compilation_cache()

@@ -47,7 +47,7 @@ def test_stochastic_base_key_from_rngs_stream():
     a = ElementOperator(ElementOperatorConfig(stochastic=True, stream_name="augment"), fn=scale, rngs=nnx.Rngs(augment=1))
     b = ElementOperator(ElementOperatorConfig(stochastic=True, stream_name="augment"), fn=scale, rngs=nnx.Rngs(augment=1))
     c = ElementOperator(ElementOperatorConfig(stochastic=True), fn=scale, rngs=nnx.Rngs(2))
-    key = lambda op: jax.random.key_data(op.base_key.value).tolist()
+    key = lambda op: jax.random.key_data(op.base_key.get_value()).tolist()
     assert key(a) == key(b) != key(c)
 
 

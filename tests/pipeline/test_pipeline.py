@@ -132,7 +132,7 @@ def test_position_is_kept_in_nnx_variables():
     next(iterator)
     next(iterator)
     state = nnx.state(pipeline)
-    assert int(state["position"].value) == 10 and int(state["epoch"].value) == 0
+    assert int(state["position"].get_value()) == 10 and int(state["epoch"].get_value()) == 0
 
 
 def test_state_is_small_json_and_resume_is_exact_at_every_point():

@@ -223,7 +223,7 @@ class DataSourceModule(DataraxModule):
         self._cursor.set_state(state, length=self._length_or_none(), where=type(self).__name__)
         if not self.supports_indexed_access():
             self._skip_pending = self._cursor.index
-            self._cursor.current_index.value = 0
+            self._cursor.current_index.set_value(0)
             self._cursor.advance(self._skip_pending)
 
     # ------------------------------------------------------- iterator protocol

@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
@@ -26,6 +27,37 @@ def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
     epoch_key = jax.random.fold_in(base_key, jnp.asarray(epoch, jnp.uint32))
     indices = jnp.asarray(record_indices).astype(jnp.uint32)
     return jax.vmap(lambda i: jax.random.fold_in(epoch_key, i))(indices)
+
+
+def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
+    """Reserve one draw of an ``nnx.Rngs`` stream without running device code.
+
+    Returns ``(key, count)``; ``jax.random.fold_in(key, count)`` (see :func:`draw`) is
+    exactly the key ``rngs[stream]()`` would have returned, and the stream's counter
+    advances as if it had been called. Deferring the ``fold_in`` into a compiled step
+    keeps pipeline construction free of eager JAX compilations.
+    """
+    try:
+        rng_stream = rngs[stream]
+    except (KeyError, AttributeError) as err:
+        raise ValueError(
+            f"{owner}: rngs has no stream '{stream}' and no 'default' stream; pass "
+            f"nnx.Rngs({stream}=seed) or nnx.Rngs(seed)."
+        ) from err
+    key = rng_stream.key.get_value()
+    count = np.asarray(rng_stream.count.get_value())
+    rng_stream.count.set_value(jnp.asarray(count + np.uint32(1), dtype=jnp.uint32))
+    return key, count
+
+
+def draw(key: Any, count: Any) -> Any:
+    """The key a reserved draw stands for (traceable)."""
+    return jax.random.fold_in(key, count)
+
+
+def default_key() -> Any:
+    """``jax.random.key(0)`` built without compiling anything."""
+    return jax.random.wrap_key_data(np.zeros((2,), np.uint32))
 
 
 def as_key(key: Any) -> Any:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 from flax import nnx
 
-from datarax.core.keys import as_key
+from datarax.core.keys import draw, reserve_draw
 from datarax.core.module import DataraxModule
 
 Batch = dict[str, Any]
@@ -26,31 +27,26 @@ class OperatorModule(DataraxModule):
         self._key_given = self.stochastic and rngs is not None
         if self._key_given:
             stream = getattr(config, "stream_name", None) or "default"
-            key = _draw(rngs, stream, type(self).__name__)
+            key, count = reserve_draw(rngs, stream, type(self).__name__)
         else:
-            key = jax.random.key(0)  # replaced by the Pipeline's key (ensure_key)
+            # Unused placeholder: the Pipeline derives this stage's key from its own.
+            key, count = np.zeros((2,), np.uint32), np.uint32(0)
         self.base_key = nnx.Variable(key)
+        self.base_count = nnx.Variable(count)
 
     @property
     def stochastic(self) -> bool:
         """Whether the stage draws random numbers (then it gets per-record keys)."""
         return bool(getattr(self.config, "stochastic", False))
 
-    def ensure_key(self, fallback: Any) -> None:
-        """Give a stochastic stage built without ``rngs`` the Pipeline-derived key."""
-        if self.stochastic and not self._key_given:
-            self.base_key.value = as_key(fallback)
-            self._key_given = True
+    def stage_key(self, pipeline_key: Any, position: int) -> Any:
+        """This stage's base key: its own (from ``rngs``) or ``fold_in(pipeline_key, position)``.
+
+        Traceable; the Pipeline calls it inside its compiled step.
+        """
+        if self._key_given:
+            return draw(self.base_key.get_value(), self.base_count.get_value())
+        return jax.random.fold_in(pipeline_key, position)
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         raise NotImplementedError
-
-
-def _draw(rngs: nnx.Rngs, stream: str, owner: str) -> Any:
-    try:
-        return getattr(rngs, stream)()
-    except (AttributeError, KeyError, ValueError) as err:
-        raise ValueError(
-            f"{owner}: rngs has no stream '{stream}' and no 'default' stream; pass "
-            f"nnx.Rngs({stream}=seed) or nnx.Rngs(seed)."
-        ) from err

@@ -30,20 +30,20 @@ class EpochPosition(nnx.Module):
 
     @property
     def epoch(self) -> int:
-        return int(self.current_epoch.value)
+        return int(self.current_epoch.get_value())
 
     @property
     def index(self) -> int:
-        return int(self.current_index.value)
+        return int(self.current_index.get_value())
 
     def advance(self, count: int) -> None:
         """Count ``count`` more records as handed out in this epoch."""
-        self.current_index.value = self.index + int(count)
+        self.current_index.set_value(self.index + int(count))
 
     def start_epoch(self, epoch: int) -> None:
         """Move to the start of pass ``epoch``."""
-        self.current_epoch.value = int(epoch)
-        self.current_index.value = 0
+        self.current_epoch.set_value(int(epoch))
+        self.current_index.set_value(0)
 
     def get_state(self) -> dict[str, int]:
         return {"current_index": self.index, "current_epoch": self.epoch}
@@ -70,5 +70,5 @@ class EpochPosition(nnx.Module):
                 f"the source ({length} records); the state comes from a different dataset.",
                 field="current_index",
             )
-        self.current_epoch.value = int(state["current_epoch"])
-        self.current_index.value = int(state["current_index"])
+        self.current_epoch.set_value(int(state["current_epoch"]))
+        self.current_index.set_value(int(state["current_index"]))

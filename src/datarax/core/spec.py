@@ -65,7 +65,7 @@ def is_text_value(value: Any) -> bool:
 
 def x64_enabled() -> bool:
     """Whether ``jax_enable_x64`` is on right now."""
-    return bool(jax.config.read("jax_enable_x64"))
+    return bool(jax.config.jax_enable_x64)
 
 
 def check_spec_x64(spec: Mapping[str, FieldSpec], where: str = "source") -> None:

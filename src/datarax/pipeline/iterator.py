@@ -11,6 +11,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.errors import StateError
+from datarax.core.keys import draw
 from datarax.core.spec import is_text_value, validate_batch
 from datarax.pipeline.steps import apply_stages, indexed_step, stage_step
 
@@ -99,6 +100,17 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
         raise StateError("Pipeline state is missing 'source' (the source's position).", field="source")
 
 
+def _head(array: Any, count: int) -> Any:
+    """The first ``count`` records of a batch field (the short last batch).
+
+    On the CPU backend this is a zero-copy host view put back as a JAX array, which
+    avoids compiling a slice per field; elsewhere it is an ordinary (cached) slice.
+    """
+    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
+        return jnp.asarray(np.asarray(array)[:count])
+    return array[:count]
+
+
 class PipelineIterator:
     """One epoch of a :class:`Pipeline`; yields dicts of JAX arrays.
 
@@ -116,6 +128,7 @@ class PipelineIterator:
         self._queue: collections.deque[tuple[int, Batch]] = collections.deque()
         self._closed = False
         self._started = False
+        self._stage_graph: tuple[Any, Any] | None = None
         self._begin(epoch, 0)
 
     # ---------------------------------------------------------------- position
@@ -125,11 +138,11 @@ class PipelineIterator:
         self._dispatched = position  # records dispatched (indexed path)
         self._queue.clear()
         self._started = False
-        self._pipeline.epoch.value = epoch
-        self._pipeline.position.value = position
+        self._pipeline.epoch.set_value(epoch)
+        self._pipeline.position.set_value(position)
         if self._indexed:
-            self._source._cursor.current_epoch.value = epoch
-            self._source._cursor.current_index.value = position
+            self._source._cursor.current_epoch.set_value(epoch)
+            self._source._cursor.current_index.set_value(position)
 
     @property
     def epoch(self) -> int:
@@ -190,7 +203,7 @@ class PipelineIterator:
         graphdef, state = nnx.split((self._source, list(self._pipeline.stages)))
         self._step = indexed_step(graphdef, self._batch_size)
         self._state = state
-        self._key = self._pipeline.key.value
+        self._key = self._pipeline.key_pair()
         self._n = len(self._source)  # type: ignore[arg-type]
         self._lo = self._source.shard_bounds(self._n)[0]
         self._started = True
@@ -201,15 +214,16 @@ class PipelineIterator:
         if self._dispatched >= total:
             return False
         start = self._epoch * self._n + self._lo + self._dispatched
-        if start + self._batch_size > _INT32_MAX and not jax.config.read("jax_enable_x64"):
+        if start + self._batch_size > _INT32_MAX and not jax.config.jax_enable_x64:
             raise OverflowError(
                 f"epoch {self._epoch} of a {self._n}-record source passes 2**31 global "
                 "record positions; enable jax_enable_x64 to continue."
             )
-        batch = self._step(self._state, jnp.asarray(start, jnp.int32), jnp.asarray(self._epoch, jnp.int32), self._key)
+        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
+        batch = self._step(self._state, position_dtype(start), np.int32(self._epoch), self._key)
         count = min(self._batch_size, total - self._dispatched)
         if count < self._batch_size:
-            batch = {k: v[:count] for k, v in batch.items()}
+            batch = {k: _head(v, count) for k, v in batch.items()}
         self._dispatched += count
         self._queue.append((count, batch))
         return True
@@ -227,9 +241,9 @@ class PipelineIterator:
 
     def _handed_out(self, count: int) -> None:
         self._position += count
-        self._pipeline.position.value = self._position
+        self._pipeline.position.set_value(self._position)
         if self._indexed:
-            self._source._cursor.current_index.value = self._position
+            self._source._cursor.current_index.set_value(self._position)
 
     # --------------------------------------------------------------- host path
     def _next_host(self) -> Batch:
@@ -261,9 +275,11 @@ class PipelineIterator:
         return batch
 
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
-        epoch = jnp.asarray(self._epoch, jnp.int32)
+        epoch = np.int32(self._epoch)
+        key = self._pipeline.key_pair()
         if any(is_text_value(v) for v in batch.values()):
-            return apply_stages(stages, batch, jnp.asarray(indices), epoch)
-        graphdef, state = nnx.split(stages)
-        step = stage_step(graphdef)
-        return step(state, batch, jnp.asarray(indices, jnp.int32), epoch)
+            return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
+        if self._stage_graph is None:  # split once per epoch session, not per batch
+            self._stage_graph = nnx.split(stages)
+        graphdef, state = self._stage_graph
+        return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)

@@ -6,11 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 from flax import nnx
 
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import ConfigError, SourceContractError, StateError
-from datarax.core.keys import as_key
+from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule
 
 Batch = dict[str, Any]
@@ -111,14 +112,21 @@ class Pipeline(nnx.Module):
         self._batch_size = nnx.static(batch_size)
         self._drop_remainder = nnx.static(drop_remainder)
         self._prefetch = nnx.static(prefetch)
-        base = (rngs if rngs is not None else nnx.Rngs(0)).default()
-        self.key = nnx.Variable(as_key(jax.random.fold_in(base, 0)))
-        for i, stage in enumerate(self.stages):
-            if isinstance(stage, OperatorModule):
-                stage.ensure_key(jax.random.fold_in(base, i + 1))
+        # Stages without their own rngs derive their key from this one inside the
+        # compiled step (fold_in(key, stage position)), so building costs no device work.
+        if rngs is not None:
+            key, count = reserve_draw(rngs, "default", "Pipeline")
+        else:
+            key, count = default_key(), np.uint32(0)
+        self.key = nnx.Variable(key)
+        self.key_count = nnx.Variable(count)
         self.epoch = nnx.Variable(-1)  # epoch of the latest iterator; -1 before the first
         self.position = nnx.Variable(0)  # records handed out in that epoch
         self._pending_state: dict[str, Any] | None = None
+
+    def key_pair(self) -> tuple[Any, Any]:
+        """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""
+        return self.key.get_value(), self.key_count.get_value()
 
     @property
     def batch_size(self) -> int:
@@ -134,7 +142,7 @@ class Pipeline(nnx.Module):
 
         self.source.check_contract()
         pending, self._pending_state = self._pending_state, None
-        iterator = PipelineIterator(self, epoch=int(self.epoch.value) + 1)
+        iterator = PipelineIterator(self, epoch=int(self.epoch.get_value()) + 1)
         if pending is not None:
             iterator.set_state(pending)
         return iterator
@@ -145,7 +153,7 @@ class Pipeline(nnx.Module):
 
         if self._pending_state is not None:
             return dict(self._pending_state)
-        return make_state(self, int(self.epoch.value), int(self.position.value))
+        return make_state(self, int(self.epoch.get_value()), int(self.position.get_value()))
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken."""

@@ -18,7 +18,7 @@ from typing import Any
 import jax
 from flax import nnx
 
-from datarax.core.keys import record_keys
+from datarax.core.keys import draw, record_keys
 from datarax.core.operator import OperatorModule
 
 Batch = dict[str, Any]
@@ -26,13 +26,18 @@ _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
 _CACHE_SIZE = 64
 
 
-def apply_stages(stages: Sequence[Any], batch: Batch, indices: Any, epoch: Any) -> Batch:
-    """Run every stage over ``batch``; stochastic stages get per-record keys."""
-    for stage in stages:
+def apply_stages(
+    stages: Sequence[Any], batch: Batch, indices: Any, epoch: Any, pipeline_key: Any
+) -> Batch:
+    """Run every stage over ``batch``; stochastic stages get per-record keys.
+
+    Stage ``i`` without its own ``rngs`` uses ``fold_in(pipeline_key, i + 1)``.
+    """
+    for position, stage in enumerate(stages, start=1):
         if isinstance(stage, OperatorModule):
             keys = None
             if stage.stochastic:
-                keys = record_keys(stage.base_key.value, epoch, indices)
+                keys = record_keys(stage.stage_key(pipeline_key, position), epoch, indices)
             batch = stage.apply_batch(batch, keys)
         else:
             batch = stage(batch)
@@ -62,10 +67,11 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
     def build() -> Callable[..., Batch]:
         def step(state: Any, start: Any, epoch: Any, key: Any) -> Batch:
             source, stages = nnx.merge(graphdef, state)
+            key = draw(*key)
             batch_key = jax.random.fold_in(key, start)
             batch = source.get_batch_at(start, batch_size, batch_key)
             indices = source.record_indices_at(start, batch_size, batch_key)
-            return apply_stages(stages, dict(batch), indices, epoch)
+            return apply_stages(stages, dict(batch), indices, epoch, key)
 
         return jax.jit(step)
 
@@ -73,12 +79,12 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
 
 
 def stage_step(graphdef: Any) -> Callable[..., Batch]:
-    """Compiled ``(state, batch, indices, epoch) -> batch`` for host-fed stages."""
+    """Compiled ``(state, batch, indices, epoch, key) -> batch`` for host-fed stages."""
 
     def build() -> Callable[..., Batch]:
-        def step(state: Any, batch: Batch, indices: Any, epoch: Any) -> Batch:
+        def step(state: Any, batch: Batch, indices: Any, epoch: Any, key: Any) -> Batch:
             stages = nnx.merge(graphdef, state)
-            return apply_stages(stages, dict(batch), indices, epoch)
+            return apply_stages(stages, dict(batch), indices, epoch, draw(*key))
 
         return jax.jit(step)
 
