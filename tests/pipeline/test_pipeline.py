@@ -267,3 +267,15 @@ def test_shards_are_disjoint_equal_and_keep_per_record_draws():
     assert len(seen) == 30
     common = set(seen) & set(whole)
     assert common and all(seen[k] == whole[k] for k in common)
+
+
+def test_stats_count_batches_and_name_the_timers():
+    pipeline = make(23, 5)
+    list(pipeline)
+    stats = pipeline.stats()
+    assert (stats["batches"], stats["records"]) == (5, 23)
+    assert set(stats["seconds"]) == {"read", "validate", "transfer", "stages", "step", "wait"}
+    assert stats["seconds"]["read"] == 0.0 and stats["seconds"]["step"] > 0.0
+    assert stats["bottleneck"] == "step"
+    pipeline.reset_stats()
+    assert pipeline.stats()["batches"] == 0

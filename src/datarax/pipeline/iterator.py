@@ -129,6 +129,7 @@ class PipelineIterator:
         self._closed = False
         self._started = False
         self._stage_graph: tuple[Any, Any] | None = None
+        self._stats = pipeline._stats
         self._begin(epoch, 0)
 
     # ---------------------------------------------------------------- position
@@ -195,7 +196,9 @@ class PipelineIterator:
     def __next__(self) -> Batch:
         if self._closed:
             raise StopIteration
-        batch = self._next_indexed() if self._indexed else self._next_host()
+        with self._stats.timer("wait"):
+            batch = self._next_indexed() if self._indexed else self._next_host()
+        self._stats.count(len(next(iter(batch.values()))) if batch else 0)
         return batch
 
     # ------------------------------------------------------------ indexed path
@@ -220,7 +223,8 @@ class PipelineIterator:
                 "record positions; enable jax_enable_x64 to continue."
             )
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        batch = self._step(self._state, position_dtype(start), np.int32(self._epoch), self._key)
+        with self._stats.timer("step"):
+            batch = self._step(self._state, position_dtype(start), np.int32(self._epoch), self._key)
         count = min(self._batch_size, total - self._dispatched)
         if count < self._batch_size:
             batch = {k: _head(v, count) for k, v in batch.items()}
@@ -251,26 +255,31 @@ class PipelineIterator:
         if not self._started:
             source.start_epoch(self._epoch)
             self._started = True
-        batch, indices = source.get_batch_with_indices(self._batch_size)
+        with self._stats.timer("read"):
+            batch, indices = source.get_batch_with_indices(self._batch_size)
         if batch is None:
             raise StopIteration
         batch = dict(batch)
         count = len(next(iter(batch.values())))
         if count < self._batch_size and self._pipeline.drop_remainder:
             raise StopIteration
-        validate_batch(
-            batch,
-            source.checked_element_spec(),
-            batch_size=self._batch_size,
-            where=f"{type(source).__name__} batch at record {self._position} of epoch {self._epoch}",
-        )
+        with self._stats.timer("validate"):
+            validate_batch(
+                batch,
+                source.checked_element_spec(),
+                batch_size=self._batch_size,
+                where=f"{type(source).__name__} batch at record {self._position} of epoch "
+                f"{self._epoch}",
+            )
         if indices is None:
             indices = np.arange(self._position, self._position + count)
         stages = list(self._pipeline.stages)
         if stages:
-            batch = self._run_stages(stages, batch, np.asarray(indices))
+            with self._stats.timer("stages"):
+                batch = self._run_stages(stages, batch, np.asarray(indices))
         else:
-            batch = {k: v if is_text_value(v) else jnp.asarray(v) for k, v in batch.items()}
+            with self._stats.timer("transfer"):
+                batch = {k: v if is_text_value(v) else jnp.asarray(v) for k, v in batch.items()}
         self._handed_out(count)
         return batch
 

@@ -13,6 +13,7 @@ from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule
+from datarax.pipeline.stats import PipelineStats
 
 Batch = dict[str, Any]
 
@@ -123,6 +124,21 @@ class Pipeline(nnx.Module):
         self.epoch = nnx.Variable(-1)  # epoch of the latest iterator; -1 before the first
         self.position = nnx.Variable(0)  # records handed out in that epoch
         self._pending_state: dict[str, Any] | None = None
+        self._stats = PipelineStats()
+
+    def stats(self) -> dict[str, Any]:
+        """Per-stage seconds (read, validate, transfer, stages, step, wait), counts and
+        the stage that took longest, accumulated since construction or :meth:`reset_stats`.
+
+        Sources with their own timers (the threaded host reader) report under
+        ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.
+        """
+        source_stats = getattr(self.source, "stats", None)
+        return self._stats.as_dict(source_stats() if callable(source_stats) else None)
+
+    def reset_stats(self) -> None:
+        """Zero the counters :meth:`stats` reports."""
+        self._stats.reset()
 
     def key_pair(self) -> tuple[Any, Any]:
         """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""

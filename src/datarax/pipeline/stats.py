@@ -1,0 +1,82 @@
+"""``PipelineStats``: where a pipeline's time goes, stage by stage.
+
+Timers accumulate wall-clock seconds in the consumer's thread:
+
+* ``read`` — host sources: waiting for ``get_batch`` (reader threads, decode);
+* ``validate`` — host sources: checking batches against ``element_spec()``;
+* ``transfer`` — host sources without stages: host → device copies;
+* ``stages`` — host sources: dispatching the compiled stages;
+* ``step`` — indexed sources: dispatching the compiled step (positions → gather →
+  stages); on the CPU backend this includes the computation itself;
+* ``wait`` — total time the consumer spent inside ``next()``.
+
+Sources that keep their own timers (the threaded host reader) add them under
+``source``. Work that JAX runs asynchronously after dispatch is not attributed;
+call ``block_until_ready`` on batches to fold it into ``wait``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+TIMERS = ("read", "validate", "transfer", "stages", "step", "wait")
+
+
+class PipelineStats:
+    """Accumulated per-stage seconds plus batch and record counts.
+
+    Example:
+        >>> stats = PipelineStats()
+        >>> with stats.timer("read"):
+        ...     pass
+        >>> stats.count(batch_records=4)
+        >>> snapshot = stats.as_dict()
+        >>> snapshot["batches"], snapshot["records"]
+        (1, 4)
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every timer and counter."""
+        self.seconds = dict.fromkeys(TIMERS, 0.0)
+        self.batches = 0
+        self.records = 0
+
+    @contextmanager
+    def timer(self, name: str) -> Iterator[None]:
+        """Add the time spent in the ``with`` block to timer ``name``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] += time.perf_counter() - start
+
+    def count(self, batch_records: int) -> None:
+        """Record one batch of ``batch_records`` records handed out."""
+        self.batches += 1
+        self.records += batch_records
+
+    def as_dict(self, source_stats: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Totals, per-batch milliseconds and the stage that took longest."""
+        seconds = {k: round(v, 6) for k, v in self.seconds.items()}
+        per_batch = {
+            k: round(1000 * v / self.batches, 4) if self.batches else 0.0
+            for k, v in self.seconds.items()
+        }
+        inner = {k: v for k, v in self.seconds.items() if k != "wait"}
+        bottleneck = max(inner, key=inner.__getitem__) if any(inner.values()) else None
+        out: dict[str, Any] = {
+            "batches": self.batches,
+            "records": self.records,
+            "seconds": seconds,
+            "ms_per_batch": per_batch,
+            "bottleneck": bottleneck,
+        }
+        if source_stats:
+            out["source"] = source_stats
+        return out
