@@ -9,6 +9,13 @@ from datarax.sources.hf import (
     from_hf,
 )
 from datarax.sources.memory import MemorySource, MemorySourceConfig
+from datarax.sources.tfds import (
+    TFDSEagerConfig,
+    TFDSEagerSource,
+    TFDSStreamingConfig,
+    TFDSStreamingSource,
+    from_tfds,
+)
 
 __all__ = [
     "ArrayRecordSourceConfig",
@@ -20,4 +27,9 @@ __all__ = [
     "from_hf",
     "MemorySource",
     "MemorySourceConfig",
+    "TFDSEagerConfig",
+    "TFDSEagerSource",
+    "TFDSStreamingConfig",
+    "TFDSStreamingSource",
+    "from_tfds",
 ]
