@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,18 @@ def run_suite(
     contenders: list[str] | None = None,
     seed: int = 0,
     log=print,
+    nice: int = 0,
 ) -> dict[str, Any]:
     """Run the selected workloads; return the report dict (see ``report.write``)."""
     names = list(contenders or CONTENDERS)
+    cache_home = tempfile.mkdtemp(prefix="datarax-bench-cache-")
+    try:
+        return _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home)
+    finally:
+        shutil.rmtree(cache_home, ignore_errors=True)
+
+
+def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home) -> dict[str, Any]:
     result: dict[str, Any] = {
         "scale": scale,
         "reps": reps,
@@ -38,21 +49,28 @@ def run_suite(
         "machine": report_mod.machine(),
         "versions": report_mod.package_versions(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "nice": nice,
         "vision": {},
         "external": {},
     }
     for case in vision_cases(workloads, scale):
         runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        warm_ups = {}
+        for name in names:
+            if CONTENDERS[name].warm_up and not CONTENDERS[name].missing():
+                warm_ups[name] = run_vision(name, case, seed, nice=nice, cache_home=cache_home)
+                log(f"{case.label} warm-up {name}: " + _one_line(warm_ups[name]))
         for rep in range(reps):
             shift = rep % len(names)
             for name in names[shift:] + names[:shift]:
-                r = run_vision(name, case, seed + rep)
+                r = run_vision(name, case, seed + rep, nice=nice, cache_home=cache_home)
                 runs[name].append(r)
                 log(f"{case.label} rep {rep + 1}/{reps} {name}: " + _one_line(r))
         result["vision"][case.label] = {
             "case": dataclasses.asdict(case),
             "summary": report_mod.summarize_case(runs),
             "runs": runs,
+            "warm_ups": warm_ups,
         }
     if "W3" in workloads:
         probes = [run_import_probe() for _ in range(max(reps, 3))]
@@ -96,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contenders", default=None,
                         help="comma-separated subset of " + ",".join(CONTENDERS))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--nice", type=int, default=0,
+                        help="niceness added to every worker; negative (root only) shields "
+                        "the runs from other work on a shared machine")
     args = parser.parse_args(argv)
     workloads = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in workloads if w not in ALL_WORKLOADS]
@@ -109,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown contenders {bad}; choose from {', '.join(CONTENDERS)}")
     if args.reps < 1:
         parser.error("--reps must be >= 1")
-    report = run_suite(workloads, args.reps, args.scale, contenders)
+    report = run_suite(workloads, args.reps, args.scale, contenders, nice=args.nice)
     paths = report_mod.write(report, Path(args.out))
     for kind, path in paths.items():
         print(f"wrote {path}")

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import os
+import resource
 import sys
 import time
 import traceback
@@ -23,7 +24,14 @@ import numpy as np  # noqa: E402
 from benchmarks.vision_data import VisionSpec, digest, make_data, verify  # noqa: E402
 
 
-def run(contender: str, spec: VisionSpec, spawn: float | None) -> dict:
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | None = None) -> dict:
     from benchmarks.contenders import CONTENDERS
 
     entry = CONTENDERS[contender]
@@ -34,6 +42,13 @@ def run(contender: str, spec: VisionSpec, spawn: float | None) -> dict:
     loaded = time.time()
     digests: list[tuple[np.ndarray, np.ndarray]] = []
     batch_times: list[float] = []
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    cpu0 = _cpu_seconds()
     t0 = time.perf_counter()
     first = None
     for image, label in module.vision_epoch(images, labels, spec, **entry.options):
@@ -44,6 +59,10 @@ def run(contender: str, spec: VisionSpec, spawn: float | None) -> dict:
             first = now
             first_wall = time.time()
     end = time.perf_counter()
+    cpu_s = _cpu_seconds() - cpu0
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
     load_after = os.getloadavg()[0]
     check = verify(images, digests)
     records = check["records"]
@@ -56,6 +75,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None) -> dict:
         "batch_size": spec.batch_size,
         "batches": len(digests),
         "epoch_s": epoch_s,
+        "cpu_s": cpu_s,
         "first_batch_s": (first - t0) if first is not None else None,
         "epoch_rate": records / epoch_s if epoch_s > 0 else None,
         "steady_rate": (records - first_size) / steady_s if steady_s > 0 else None,
@@ -79,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--spawn", type=float, default=None)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--profile", default=None,
+                        help="write cProfile stats of the epoch here (read: python -m pstats)")
     args = parser.parse_args(argv)
     spec = VisionSpec(records=args.records, batch_size=args.batch_size, seed=args.seed)
     try:
-        result = run(args.contender, spec, args.spawn)
+        result = run(args.contender, spec, args.spawn, args.profile)
     except Exception as err:  # reported, not fatal: the suite goes on
         result = {
             "contender": args.contender,
