@@ -1,0 +1,51 @@
+"""Measuring what a loop leaves behind: live threads and resident memory (RSS)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process, from ``/proc/self/statm`` (field 2, pages)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    threads_before: int
+    threads_after: int
+    rss_warm: int  # after the warm-up rounds
+    rss_mid: int  # half-way through the measured rounds
+    rss_after: int
+
+    @property
+    def growth_second_half(self) -> int:
+        return self.rss_after - self.rss_mid
+
+    @property
+    def growth(self) -> int:
+        return self.rss_after - self.rss_warm
+
+
+def measure(body: Callable[[int], None], rounds: int, warmup: int = 50) -> Leftovers:
+    """Run ``body(i)`` ``warmup`` then ``rounds`` times; report threads and RSS."""
+    for i in range(warmup):
+        body(i)
+    gc.collect()
+    threads_before = threading.active_count()
+    rss_warm = rss_bytes()
+    rss_mid = rss_warm
+    for i in range(rounds):
+        body(warmup + i)
+        if i == rounds // 2:
+            gc.collect()
+            rss_mid = rss_bytes()
+    gc.collect()
+    return Leftovers(threads_before, threading.active_count(), rss_warm, rss_mid, rss_bytes())

@@ -1,0 +1,100 @@
+"""Clean resources: closing iterators leaves no threads and no memory growth.
+
+Assertions are on counts and bytes, never on time. "Noise" for RSS is a fixed
+allowance (8 MiB for the second half of 1,000 rounds) far below what keeping one
+batch or one compiled step per round would cost.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.pipeline import Pipeline
+from datarax.sources.host_reader import EpochOrder, HostReader
+
+from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline, stages
+from resources import measure
+
+MiB = 1 << 20
+NOISE = 8 * MiB
+
+
+def _stream_pipeline(n: int = 50, bs: int = 8) -> Pipeline:
+    return Pipeline(
+        source=CountingStream(CountingStreamConfig(num_records=n)), stages=stages(True),
+        batch_size=bs, rngs=nnx.Rngs(0), shard_index=0, shard_count=1,
+    )
+
+
+def test_iterators_are_context_managers_and_close_ends_the_epoch():
+    pipeline = make_memory_pipeline(10, 3, shard_index=0, shard_count=1)
+    with iter(pipeline) as it:
+        first = next(it)
+    assert first["x"].shape == (3,)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert pipeline.get_state()["position"] == 3  # closing keeps the handed-out count
+
+
+@pytest.mark.parametrize("kind", ["memory", "stream"])
+def test_thousand_iterators_leave_no_threads_and_no_rss_growth(kind):
+    pipeline = (
+        make_memory_pipeline(64, 8, shuffle=True, stochastic=True, shard_index=0, shard_count=1)
+        if kind == "memory" else _stream_pipeline()
+    )
+
+    def body(_: int) -> None:
+        with iter(pipeline) as it:
+            next(it)
+            next(it)
+
+    result = measure(body, rounds=1000 if kind == "memory" else 300)
+    assert result.threads_after == result.threads_before
+    assert result.growth_second_half < NOISE, result
+
+
+def test_pipelines_built_and_dropped_do_not_grow():
+    def body(_: int) -> None:
+        pipeline = make_memory_pipeline(16, 4, stochastic=True, shard_index=0, shard_count=1)
+        with iter(pipeline) as it:
+            next(it)
+
+    result = measure(body, rounds=300)
+    assert result.threads_after == result.threads_before
+    assert result.growth_second_half < NOISE, result
+
+
+def test_long_streaming_run_holds_memory_flat():
+    pipeline = _stream_pipeline(n=40, bs=8)
+    counts = []
+
+    def body(_: int) -> None:
+        counts.append(sum(len(b["id"]) for b in pipeline))
+
+    result = measure(body, rounds=200, warmup=20)
+    assert set(counts) == {40}
+    assert pipeline.get_state()["epoch"] == 219
+    assert result.threads_after == result.threads_before
+    assert result.growth_second_half < NOISE, result
+
+
+@pytest.mark.parametrize("rounds", [200, pytest.param(1000, marks=pytest.mark.slow)])
+def test_host_reader_sessions_join_their_threads(rounds):
+    """The shared reader of file-backed sources: many sessions, no thread left over."""
+    data = [np.int32(i).tobytes() for i in range(64)]
+    decode = lambda raw: {"x": np.frombuffer(raw, np.int32)[0]}  # noqa: E731
+    baseline = threading.active_count()
+
+    def body(i: int) -> None:
+        with HostReader(data, decode, num_threads=2) as reader:
+            reader.start(EpochOrder(length=64, seed=i, epoch=0))
+            assert len(reader.next_batch(8)) == 8
+
+    result = measure(body, rounds=rounds, warmup=20)
+    assert threading.active_count() == baseline
+    assert result.threads_after == result.threads_before
+    assert result.growth_second_half < NOISE, result
