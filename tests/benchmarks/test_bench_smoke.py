@@ -21,7 +21,7 @@ from benchmarks import report, run  # noqa: E402
 from benchmarks.contenders import CONTENDERS  # noqa: E402
 from benchmarks.vision_data import digest, expected_checksum, make_data, verify  # noqa: E402
 
-QUICK = ["numpy", "datarax", "grain", "torch-0"]  # tf.data and mp workers take ~10 s to start
+QUICK = ["numpy", "datarax-cold", "grain", "torch-0"]  # quick starters; no cache warm-up run
 
 
 def test_w1_tiny_checksums_agree_and_report_is_written(tmp_path):
@@ -38,7 +38,7 @@ def test_w1_tiny_checksums_agree_and_report_is_written(tmp_path):
         assert row["status"] == "ok", (name, row)
         assert row["checksum"] == pytest.approx(want, rel=1e-6), name
         assert row["checksum_agrees"] is True
-    runs = result["vision"]["W1 vision b256"]["runs"]["datarax"][0]
+    runs = result["vision"]["W1 vision b256"]["runs"]["datarax-cold"][0]
     assert runs["batches"] == 3  # 256 + 256 + a short last batch of 88
     text = paths["md"].read_text()
     assert "W1 vision b256" in text and "numpy" in text and "datarax" in text
