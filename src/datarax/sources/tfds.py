@@ -42,7 +42,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.data_source import Batch, DataSourceModule
-from datarax.core.errors import ConfigError, DataraxError, StateError
+from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec, x64_enabled
 from datarax.sources._columns import (
     fit_64bit,
@@ -181,6 +181,8 @@ def _open_data_source(config: _TFDSConfig, where: str) -> tuple[Any, Any]:
     except (ValueError, KeyError) as err:
         if "split" in str(err).lower():
             raise _unknown_split(tfds, config, where) from err
+        if _split_is_empty(tfds, config, where):
+            raise _empty(config, where) from err
         raise
     except AssertionError as err:  # TFDS asserts on data missing with download=False
         raise DataraxError(
@@ -188,6 +190,13 @@ def _open_data_source(config: _TFDSConfig, where: str) -> tuple[Any, Any]:
             f"{config.data_dir!r} and download=False: {err}"
         ) from err
     return source, _builder(tfds, config, where).info
+
+
+def _split_is_empty(tfds: Any, config: _TFDSConfig, where: str) -> bool:
+    try:
+        return int(_builder(tfds, config, where).info.splits[config.split].num_examples) == 0
+    except Exception:
+        return False
 
 
 def _unknown_split(tfds: Any, config: _TFDSConfig, where: str) -> DataraxError:
@@ -237,6 +246,11 @@ class _Decoder:
             else:
                 self.dtypes[key] = dtype
         self.keys = select_keys(list(infos), config.include_keys, config.exclude_keys, where=where)
+        for key in self.keys:
+            dtype = self.dtypes.get(key)
+            if dtype is not None and dtype.kind == "f" and dtype.itemsize == 8:
+                # refuse float64 up front (never narrowed unless cast_float64=True)
+                fit_64bit(key, np.zeros(1, dtype), where=where, cast_float64=config.cast_float64)
 
     def __call__(self, example: Mapping[str, Any]) -> dict[str, Any]:
         flat = _flatten(example)
@@ -251,10 +265,21 @@ class _Decoder:
         return out
 
     def _fit(self, key: str, array: np.ndarray) -> np.ndarray:
+        """The 64-bit policy for one record (the reader names the record on error)."""
         if x64_enabled() or array.dtype.itemsize != 8 or array.dtype.kind not in "iuf":
             return array
-        batched = fit_64bit(key, array[None], where=self.where, cast_float64=self.cast_float64)
-        return batched[0]
+        if array.dtype.kind == "f":
+            return array.astype(np.float32)  # cast_float64 was checked at construction
+        info = np.iinfo(np.int32)
+        if array.size and (array.max() > info.max or array.min() < info.min):
+            bad = array.max() if array.max() > info.max else array.min()
+            raise ValueError(
+                f"field '{key}' is {array.dtype.name} and holds {int(bad)}, outside the "
+                "int32 range, so it cannot be cast to int32 without loss while "
+                "jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', "
+                "True), or drop the field (exclude_keys)"
+            )
+        return array.astype(np.int32)
 
     def declared_spec(self) -> dict[str, Any]:
         """What the decoded records carry, from the dataset's feature declaration."""
@@ -285,6 +310,18 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+def _record_error(err: RecordError, config: _TFDSConfig, where: str) -> RecordError:
+    """The reader's error, worded for a TFDS split (no file-level on_error hint)."""
+    cause = err.__cause__
+    detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
+    return RecordError(
+        f"{where}: cannot read record {err.index} of split {config.split!r} of dataset "
+        f"{config.name!r}: {detail}.",
+        path=err.path,
+        index=err.index,
+    )
 
 
 def _empty(config: _TFDSConfig, where: str) -> DataraxError:
@@ -344,6 +381,8 @@ def _load_all(data: Any, info: Any, config: _TFDSConfig, where: str, num_threads
     try:
         reader.start(EpochOrder(length=n, seed=None, epoch=0))
         read = reader.next_batch(n)
+    except RecordError as err:
+        raise _record_error(err, config, where) from err.__cause__
     finally:
         reader.close()
     assert read is not None
@@ -455,7 +494,10 @@ class TFDSStreamingSource(DataSourceModule):
             if cursor.index >= self._epoch_size():
                 return None, None
             reader.start(self._order(cursor.epoch), cursor.index)
-        read = reader.next_batch(batch_size)
+        try:
+            read = reader.next_batch(batch_size)
+        except RecordError as err:
+            raise _record_error(err, self.config, "TFDSStreamingSource") from err.__cause__
         if read is None:
             cursor.current_index.value = self._epoch_size()
             return None, None

@@ -1,0 +1,456 @@
+"""TFDS sources, offline: tfds.testing.mock_data and small datasets built in tmp dirs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+tfds = pytest.importorskip("tensorflow_datasets")
+
+from datarax.core.errors import ConfigError, DataraxError, RecordError  # noqa: E402
+from datarax.core.spec import TextSpec  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.samplers import index_shuffle_np  # noqa: E402
+from datarax.sources import (  # noqa: E402
+    MemorySource,
+    TFDSEagerConfig,
+    TFDSEagerSource,
+    TFDSStreamingConfig,
+    TFDSStreamingSource,
+    from_tfds,
+)
+from datarax.sources._optional import MissingExtraError  # noqa: E402
+
+N = 20
+
+
+def _tiny_example(i: int) -> dict:
+    return {
+        "image": np.full((4, 4), i, np.uint8),
+        "label": i % 10,
+        "text": f"t{i}",
+        "meta": {"w": np.float32(i) / 2},
+    }
+
+
+class DataraxTiny(tfds.core.GeneratorBasedBuilder):
+    """20 train / 5 test records: image, label (ClassLabel, int64), text, nested meta/w."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
+
+    def _info(self):
+        return tfds.core.DatasetInfo(
+            builder=self,
+            features=tfds.features.FeaturesDict(
+                {
+                    "image": tfds.features.Tensor(shape=(4, 4), dtype=np.uint8),
+                    "label": tfds.features.ClassLabel(num_classes=10),
+                    "text": tfds.features.Text(),
+                    "meta": {"w": tfds.features.Tensor(shape=(), dtype=np.float32)},
+                }
+            ),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples(0, N), "test": self._generate_examples(N, N + 5)}
+
+    def _generate_examples(self, lo, hi):
+        for i in range(lo, hi):
+            yield i, _tiny_example(i)
+
+
+class DataraxWide(tfds.core.GeneratorBasedBuilder):
+    """64-bit fields: big int64 (one value past int32) and a float64."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
+
+    def _info(self):
+        return tfds.core.DatasetInfo(
+            builder=self,
+            features=tfds.features.FeaturesDict(
+                {
+                    "big": tfds.features.Tensor(shape=(), dtype=np.int64),
+                    "small": tfds.features.Tensor(shape=(), dtype=np.int64),
+                    "f64": tfds.features.Tensor(shape=(), dtype=np.float64),
+                }
+            ),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples()}
+
+    def _generate_examples(self):
+        for i in range(4):
+            yield i, {"big": 2**40 if i == 2 else i, "small": i, "f64": i / 4}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    pytest.importorskip("tensorflow")  # preparing datasets uses TF; reading them does not
+    root = tmp_path_factory.mktemp("tfds_data")
+    DataraxTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
+    DataraxWide(data_dir=str(root), file_format="array_record").download_and_prepare()
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def tfrecord_dir(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    root = tmp_path_factory.mktemp("tfds_tfrecord")
+    DataraxTiny(data_dir=str(root), file_format="tfrecord").download_and_prepare()
+    return str(root)
+
+
+def eager(data_dir, **kw):
+    kw.setdefault("exclude_keys", ("text",))
+    return TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir=data_dir, **kw))
+
+
+def stream(data_dir, **kw):
+    return TFDSStreamingSource(TFDSStreamingConfig(name="datarax_tiny", data_dir=data_dir, **kw))
+
+
+def values(batches, key="image"):
+    return [int(v) for b in batches for v in np.asarray(b[key])[:, 0, 0]]
+
+
+# ---------------------------------------------------------------- seed example
+SEED_TFDS = textwrap.dedent(
+    '''
+    from datarax.pipeline import Pipeline
+    from datarax.sources import TFDSEagerSource, TFDSEagerConfig
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from flax import nnx
+
+    # Load MNIST from TensorFlow Datasets
+    config = TFDSEagerConfig(name="mnist", split="train")
+    train_source = TFDSEagerSource(config)
+
+    # Define normalization as an operator
+    def normalize(element, key=None):
+        img = element.data["image"]
+        # Normalize to [0, 1] range
+        return element.update_data({"image": img / 255.0})
+
+    normalizer = ElementOperator(
+        ElementOperatorConfig(stochastic=False),
+        fn=normalize
+    )
+
+    # Create training pipeline
+    train_pipeline = (
+        Pipeline(source=train_source, stages=[normalizer], batch_size=32, rngs=nnx.Rngs(0)))
+
+    # Iterate
+    for i, batch in enumerate(train_pipeline):
+        # Train model
+        print(f"Batch {i}: {batch['image'].shape}")
+        if i >= 2:
+            break
+    '''
+)
+
+
+def test_seed_tfds_mnist_example_runs_unchanged(capsys):
+    # tfds.testing.mock_data serves generated MNIST-shaped records through
+    # tfds.data_source (the path TFDSEagerSource reads), offline.
+    with tfds.testing.mock_data(num_examples=100):
+        exec(compile(SEED_TFDS, "seed_002_tfds", "exec"), {"__name__": "__seed__"})
+    assert capsys.readouterr().out.splitlines() == [
+        "Batch 0: (32, 28, 28, 1)",
+        "Batch 1: (32, 28, 28, 1)",
+        "Batch 2: (32, 28, 28, 1)",
+    ]
+
+
+def test_seed_best_practice_shuffle_line():
+    with tfds.testing.mock_data(num_examples=50):
+        source = TFDSEagerSource(TFDSEagerConfig(name="mnist", split="train", shuffle=True, seed=42))
+        batches = list(Pipeline(source=source, stages=[], batch_size=16))
+    assert [b["image"].shape[0] for b in batches] == [16, 16, 16, 2]
+    assert batches[0]["image"].dtype == np.uint8 and batches[0]["label"].dtype == np.int32
+    expected = index_shuffle_np(np.arange(50), 49, 42)
+    np.testing.assert_array_equal(np.asarray(source.record_indices_at(0, 50)), expected)
+
+
+# ---------------------------------------------------------------------- eager
+def test_eager_loads_split_as_memory_source(data_dir):
+    source = eager(data_dir)
+    assert isinstance(source, MemorySource) and len(source) == N
+    assert source.element_spec() == {
+        "image": jax.ShapeDtypeStruct((4, 4), np.uint8),
+        "label": jax.ShapeDtypeStruct((), np.int32),
+        "meta/w": jax.ShapeDtypeStruct((), np.float32),
+    }
+    batches = list(Pipeline(source=source, stages=[], batch_size=8))
+    images = values(batches)
+    assert sorted(images) == list(range(N))
+    labels = [int(v) for b in batches for v in np.asarray(b["label"])]
+    assert labels == [i % 10 for i in images]
+    np.testing.assert_allclose(np.concatenate([b["meta/w"] for b in batches]), np.array(images) / 2)
+
+
+def test_eager_and_streaming_serve_the_same_shuffled_order(data_dir):
+    e = list(Pipeline(source=eager(data_dir, shuffle=True, seed=9), stages=[], batch_size=6))
+    s = list(Pipeline(source=stream(data_dir, shuffle=True, seed=9, exclude_keys=("text",)), stages=[], batch_size=6))
+    assert values(e) == values(s)
+    assert sorted(values(e)) == list(range(N)) and values(e) != sorted(values(e))
+
+
+def test_eager_exact_resume(data_dir):
+    def build():
+        return Pipeline(source=eager(data_dir, shuffle=True, seed=3), stages=[], batch_size=6)
+
+    full = values(list(build()))
+    it = iter(build())
+    head = [next(it) for _ in range(2)]
+    resumed = build()
+    resumed.set_state(json.loads(json.dumps(it.get_state())))
+    assert values(head) + values(list(resumed)) == full
+
+
+def test_eager_refuses_text(data_dir):
+    with pytest.raises(DataraxError) as err:
+        TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir=data_dir))
+    assert str(err.value) == (
+        "TFDSEagerSource: field(s) ['text'] hold text, which cannot live in device memory. "
+        "Drop them with exclude_keys=('text',) (or list the numeric fields in include_keys), "
+        "encode them to token ids first, or use TFDSStreamingSource (from_tfds(..., "
+        "streaming=True)), whose batches carry text to your operators."
+    )
+
+
+def test_split_slicing(data_dir):
+    assert len(eager(data_dir, split="train[:5]")) == 5
+    assert len(eager(data_dir, split="test")) == 5
+    assert len(stream(data_dir, split="train[50%:]")) == 10
+
+
+# ------------------------------------------------------------------ streaming
+def test_streaming_pass_text_and_new_epoch(data_dir):
+    source = stream(data_dir, num_threads=2)
+    spec = source.element_spec()
+    assert spec["text"] == TextSpec(()) and spec["label"] == jax.ShapeDtypeStruct((), np.int32)
+    pipeline = Pipeline(source=source, stages=[], batch_size=8)
+    first = list(pipeline)
+    assert [len(b["text"]) for b in first] == [8, 8, 4]
+    assert isinstance(first[0]["text"], list) and isinstance(first[0]["text"][0], str)
+    assert [b["text"] for b in first] == [[f"t{i}" for i in values([b])] for b in first]
+    second = list(pipeline)
+    assert values(second) == values(first)  # unshuffled: same file order every pass
+
+
+def test_streaming_exact_resume_across_epochs(data_dir):
+    def build():
+        return Pipeline(source=stream(data_dir, shuffle=True, seed=1), stages=[], batch_size=6)
+
+    reference = build()
+    full = [values(list(reference)) for _ in range(2)]
+    assert full[0] != full[1]
+    pipeline = build()
+    list(pipeline)
+    it = iter(pipeline)
+    head = [next(it) for _ in range(2)]
+    state = json.loads(json.dumps(it.get_state()))
+    assert state["source"] == {"current_index": 12, "current_epoch": 1}
+    resumed = build()
+    resumed.set_state(state)
+    assert values(head) + values(list(resumed)) == full[1]
+
+
+def test_streaming_shards(data_dir):
+    parts = []
+    for index in range(2):
+        pipeline = Pipeline(source=stream(data_dir, shuffle=True, seed=2), stages=[], batch_size=4,
+                            shard_index=index, shard_count=2)
+        parts.append(values(list(pipeline)))
+    assert len(parts[0]) == len(parts[1]) == N // 2
+    assert sorted(parts[0] + parts[1]) == list(range(N))
+
+
+# ------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("cls,config", [(TFDSEagerSource, TFDSEagerConfig), (TFDSStreamingSource, TFDSStreamingConfig)])
+def test_unknown_dataset_name(cls, config, tmp_path):
+    with pytest.raises(DataraxError) as err:
+        cls(config(name="no_such_dataset_xyz", split="train", data_dir=str(tmp_path), download=False))
+    assert str(err.value) == (
+        f"{cls.__name__}: TFDS has no dataset named 'no_such_dataset_xyz' (not in its "
+        f"catalog or in data_dir={str(tmp_path)!r}). Check the spelling (see "
+        "tfds.list_builders()), or pass data_dir= pointing at the folder holding the "
+        "prepared dataset."
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_unknown_split(data_dir, streaming):
+    make, name = (stream, "TFDSStreamingSource") if streaming else (eager, "TFDSEagerSource")
+    with pytest.raises(DataraxError) as err:
+        make(data_dir, split="validation")
+    assert str(err.value) == (
+        f"{name}: split 'validation' is not in dataset 'datarax_tiny'; its splits are "
+        "['test', 'train']."
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_missing_column_in_keys(data_dir, streaming):
+    make, name = (stream, "TFDSStreamingSource") if streaming else (eager, "TFDSEagerSource")
+    with pytest.raises(ConfigError) as err:
+        make(data_dir, include_keys=("image", "labels"), exclude_keys=None)
+    assert str(err.value) == (
+        f"{name}: include_keys names field(s) ['labels'] that the dataset does not have; "
+        "its fields are ['image', 'label', 'text', 'meta/w']."
+    )
+    with pytest.raises(ConfigError) as err:
+        make(data_dir, exclude_keys=("txt",))
+    assert str(err.value) == (
+        f"{name}: exclude_keys names field(s) ['txt'] that the dataset does not have; "
+        "its fields are ['image', 'label', 'text', 'meta/w']."
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_empty_split(data_dir, streaming):
+    make, name = (stream, "TFDSStreamingSource") if streaming else (eager, "TFDSEagerSource")
+    with pytest.raises(DataraxError) as err:
+        make(data_dir, split="train[:0]")
+    assert str(err.value) == (
+        f"{name}: split 'train[:0]' of dataset 'datarax_tiny' holds no records; pick a "
+        "split (or slice) that has some."
+    )
+
+
+def test_64bit_policy(data_dir):
+    def wide(**kw):
+        return TFDSEagerSource(TFDSEagerConfig(name="datarax_wide", data_dir=data_dir, **kw))
+
+    small = wide(include_keys=("small",))
+    assert small.element_spec()["small"] == jax.ShapeDtypeStruct((), np.int32)
+    with pytest.raises(ConfigError) as err:
+        wide(include_keys=("f64",))
+    assert str(err.value) == (
+        "TFDSEagerSource: field 'f64' is float64 but jax_enable_x64 is off, and datarax "
+        "never narrows silently. Set cast_float64=True in the config to cast it to float32, "
+        "enable x64 with jax.config.update('jax_enable_x64', True), or drop the field "
+        "(exclude_keys)."
+    )
+    assert wide(include_keys=("f64",), cast_float64=True).element_spec()["f64"].dtype == np.float32
+    with pytest.raises(RecordError) as err:
+        wide(include_keys=("big",))
+    index = err.value.index  # position of the record in the prepared split (TFDS's order)
+    assert str(err.value) == (
+        f"TFDSEagerSource: cannot read record {index} of split 'train' of dataset "
+        "'datarax_wide': ValueError: field 'big' is int64 and holds 1099511627776, outside "
+        "the int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 "
+        "is off. Enable x64 with jax.config.update('jax_enable_x64', True), or drop the "
+        "field (exclude_keys)."
+    )
+    data = tfds.data_source("datarax_wide", split="train", data_dir=data_dir, download=False)
+    assert int(data[index]["big"]) == 2**40
+
+
+def test_tfrecord_only_dataset(tfrecord_dir):
+    with pytest.raises(DataraxError) as err:
+        TFDSStreamingSource(TFDSStreamingConfig(name="datarax_tiny", data_dir=tfrecord_dir, download=False))
+    assert str(err.value) == (
+        "TFDSStreamingSource: dataset 'datarax_tiny' is prepared only as TFRecord, which has "
+        "no random access. Either convert it to ArrayRecord, which datarax reads without "
+        "TensorFlow (`tfds convert_format --dataset_dir=<data_dir>/datarax_tiny/<version> "
+        "--out_file_format=array_record`), or prepare it afresh with "
+        "tfds.builder('datarax_tiny').download_and_prepare(file_format='array_record'), or "
+        "use TFDSEagerSource, which reads TFRecord through TensorFlow."
+    )
+    # TensorFlow is installed here, so the eager source reads TFRecord through it
+    source = TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir=tfrecord_dir, exclude_keys=("text",)))
+    assert sorted(values([source.get_batch_at(0, N)])) == list(range(N))
+
+
+_NO_TF = textwrap.dedent(
+    '''
+    import importlib.abc, importlib.util, sys
+    def _blocked(name):
+        return name == "tensorflow" or name.startswith("tensorflow.")
+    class _NoTF(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if _blocked(name):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    _find_spec = importlib.util.find_spec
+    importlib.util.find_spec = lambda name, package=None: None if _blocked(name) else _find_spec(name, package)
+    sys.meta_path.insert(0, _NoTF())
+    '''
+)
+
+
+def _run_without_tensorflow(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", _NO_TF + textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_reading_needs_no_tensorflow(data_dir, tfrecord_dir):
+    out = _run_without_tensorflow(
+        f'''
+        import sys
+        from datarax.sources import TFDSStreamingSource, TFDSStreamingConfig, TFDSEagerSource, TFDSEagerConfig
+        s = TFDSStreamingSource(TFDSStreamingConfig(name="datarax_tiny", data_dir={data_dir!r}, download=False))
+        b = s.get_batch(4)
+        e = TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir={data_dir!r}, download=False, exclude_keys=["text"]))
+        print(len(b["text"]), len(e), "tensorflow" in sys.modules)
+        try:
+            TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir={tfrecord_dir!r}, download=False))
+        except Exception as err:
+            print(type(err).__name__, err)
+        '''
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "4 20 False"
+    assert lines[1] == (
+        "DataraxError TFDSEagerSource: dataset 'datarax_tiny' is prepared only as TFRecord, "
+        "which has no random access and needs TensorFlow to read, and TensorFlow is not "
+        "installed. Either convert it to ArrayRecord, which datarax reads without TensorFlow "
+        "(`tfds convert_format --dataset_dir=<data_dir>/datarax_tiny/<version> "
+        "--out_file_format=array_record`), or prepare it afresh with "
+        "tfds.builder('datarax_tiny').download_and_prepare(file_format='array_record'), or "
+        "install TensorFlow (pip install tensorflow) so TFDSEagerSource can read TFRecord."
+    )
+
+
+def test_missing_extra_names_pip_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
+    with pytest.raises(MissingExtraError) as err:
+        TFDSEagerSource(TFDSEagerConfig(name="mnist"))
+    assert str(err.value) == (
+        "TFDSEagerSource needs the optional package 'tensorflow_datasets', which is not "
+        'installed. Install it with: pip install "datarax[tfds]"'
+    )
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="must name a TFDS dataset"):
+        TFDSEagerConfig()
+    with pytest.raises(ConfigError, match="num_threads must be >= 1"):
+        TFDSStreamingConfig(name="mnist", num_threads=0)
+
+
+# -------------------------------------------------------------------- factory
+def test_from_tfds_chooses(data_dir):
+    assert isinstance(from_tfds("datarax_tiny", "train", streaming=True, data_dir=data_dir), TFDSStreamingSource)
+    forced = from_tfds("datarax_tiny", "train", streaming=False, data_dir=data_dir, exclude_keys=("text",))
+    assert isinstance(forced, TFDSEagerSource)
+    # automatic: text kept -> streaming; small numeric split -> eager
+    assert isinstance(from_tfds("datarax_tiny", "train", data_dir=data_dir), TFDSStreamingSource)
+    auto = from_tfds("datarax_tiny", "train", data_dir=data_dir, exclude_keys=("text",), rngs=nnx.Rngs(0))
+    assert isinstance(auto, TFDSEagerSource)
