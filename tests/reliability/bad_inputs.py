@@ -1,0 +1,699 @@
+"""The catalogue of bad inputs: each case, the error type and message it must give.
+
+``test_bad_inputs.py`` runs every case; ``python tests/reliability/bad_inputs.py``
+regenerates ``docs/errors.md`` from the messages the cases actually produce.
+
+A case is an action on a fresh temporary directory that must raise ``error`` with
+``match`` in its message (and, for a ``StateError``, ``field`` as its ``.field``).
+Cases needing an optional source (ArrayRecord, TFDS, HF) name it in ``needs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from datarax.core.config import StructuralConfig  # noqa: E402
+from datarax.core.data_source import DataSourceModule  # noqa: E402
+from datarax.core.errors import (  # noqa: E402
+    ConfigError,
+    DataraxError,
+    RecordError,
+    SourceContractError,
+    SpecMismatchError,
+    StateError,
+)
+from datarax.operators import ElementOperator, ElementOperatorConfig  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
+
+from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline  # noqa: E402
+
+
+@dataclass(frozen=True)
+class BadInput:
+    id: str
+    category: str
+    what: str  # the bad input, in words
+    action: Callable[[Path], Any]
+    error: type[BaseException]
+    match: str
+    field: str | None = None
+    needs: str | None = None  # optional module the case imports
+
+
+CASES: list[BadInput] = []
+
+
+def case(id: str, category: str, what: str, error: type[BaseException], match: str, *,
+         field: str | None = None, needs: str | None = None):
+    def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
+        CASES.append(BadInput(id, category, what, fn, error, match, field, needs))
+        return fn
+
+    return register
+
+
+def simple(id: str, category: str, what: str, error: type[BaseException], match: str,
+           fn: Callable[[], Any], **kw: Any) -> None:
+    case(id, category, what, error, match, **kw)(lambda _tmp: fn())
+
+
+# ------------------------------------------------------------------ helpers
+def data(n: int = 6) -> dict[str, np.ndarray]:
+    return {"x": np.arange(n, dtype=np.int32)}
+
+
+def pipe(**kw: Any) -> Pipeline:
+    args: dict[str, Any] = dict(source=MemorySource(MemorySourceConfig(), data()), stages=[],
+                                batch_size=2, rngs=nnx.Rngs(0), shard_index=0, shard_count=1)
+    args.update(kw)
+    return Pipeline(**args)
+
+
+def first_batch(pipeline: Pipeline) -> Any:
+    with iter(pipeline) as it:
+        return next(it)
+
+
+def state_of(**kw: Any) -> dict[str, Any]:
+    p = make_memory_pipeline(12, 3, shard_index=0, shard_count=1, **kw)
+    with iter(p) as it:
+        next(it)
+        return json.loads(json.dumps(it.get_state()))
+
+
+def restore(state: dict[str, Any], **kw: Any) -> None:
+    make_memory_pipeline(12, 3, shard_index=0, shard_count=1, **kw).set_state(state)
+
+
+class Drifting(DataSourceModule):
+    """A stream whose batches stop matching its element_spec at record 4."""
+
+    def __init__(self, bad: Callable[[int], dict[str, Any]], spec: dict[str, Any] | None = None):
+        super().__init__(CountingStreamConfig())
+        self._bad, self._spec, self._i = bad, spec, 0
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        if self._i >= 8:
+            return None
+        out = self._bad(batch_size) if self._i >= 4 else {"x": np.zeros((batch_size, 2), np.float32)}
+        self._i += batch_size
+        return out
+
+    def element_spec(self) -> dict[str, Any]:
+        return self._spec or {"x": jax.ShapeDtypeStruct((2,), np.float32)}
+
+
+def drift(bad: Callable[[int], dict[str, Any]], spec: dict[str, Any] | None = None) -> None:
+    p = Pipeline(source=Drifting(bad, spec), stages=[], batch_size=4, rngs=nnx.Rngs(0),
+                 shard_index=0, shard_count=1)
+    for _ in p:
+        pass
+
+
+@dataclass(frozen=True)
+class _EmptyConfig(StructuralConfig):
+    pass
+
+
+class NoContract(DataSourceModule):
+    def __init__(self) -> None:
+        super().__init__(_EmptyConfig())
+
+
+class IndexedNoLen(DataSourceModule):
+    def __init__(self) -> None:
+        super().__init__(_EmptyConfig())
+
+    def get_batch_at(self, start: Any, size: int, key: Any = None) -> dict[str, Any]:
+        return {"x": jax.numpy.arange(size) + start}
+
+
+class SpecLess(DataSourceModule):
+    def __init__(self) -> None:
+        super().__init__(_EmptyConfig())
+
+    def get_batch(self, batch_size: int) -> dict[str, Any]:
+        return {"x": np.zeros(batch_size, np.int32)}
+
+
+# ------------------------------------------------------------ MemorySourceConfig
+simple("memory-config-shuffle-str", "MemorySourceConfig", "shuffle='yes'", ConfigError,
+       "MemorySourceConfig.shuffle must be a bool (True/False), got str 'yes'.",
+       lambda: MemorySourceConfig(shuffle="yes"))
+simple("memory-config-seed-negative", "MemorySourceConfig", "seed=-1", ConfigError,
+       "MemorySourceConfig.seed must be >= 0, got -1.", lambda: MemorySourceConfig(seed=-1))
+simple("memory-config-seed-too-big", "MemorySourceConfig", "seed=2**32", ConfigError,
+       "MemorySourceConfig.seed must be < 2**32", lambda: MemorySourceConfig(seed=2**32))
+simple("memory-config-seed-float", "MemorySourceConfig", "seed=1.5", ConfigError,
+       "MemorySourceConfig.seed must be an int, got float 1.5.", lambda: MemorySourceConfig(seed=1.5))
+simple("memory-config-seed-bool", "MemorySourceConfig", "seed=True", ConfigError,
+       "MemorySourceConfig.seed must be an int, got bool True.", lambda: MemorySourceConfig(seed=True))
+simple("memory-config-num-epochs-zero", "MemorySourceConfig", "num_epochs=0", ConfigError,
+       "MemorySourceConfig.num_epochs must be >= 1 (or one of [-1]), got 0.",
+       lambda: MemorySourceConfig(num_epochs=0))
+simple("memory-config-track-metadata-int", "MemorySourceConfig", "track_metadata=1", ConfigError,
+       "MemorySourceConfig.track_metadata must be a bool (True/False), got int 1.",
+       lambda: MemorySourceConfig(track_metadata=1))
+
+# --------------------------------------------------------------- MemorySource data
+simple("memory-config-missing", "MemorySource data", "MemorySource(None, data)", ConfigError,
+       "MemorySource needs a StructuralConfig instance as its first argument, got NoneType.",
+       lambda: MemorySource(None, data()))
+simple("memory-empty-list", "MemorySource data", "an empty list", DataraxError,
+       "MemorySource got an empty sequence; pass at least one record.",
+       lambda: MemorySource(MemorySourceConfig(), []))
+simple("memory-empty-dict", "MemorySource data", "an empty dict", DataraxError,
+       "MemorySource got an empty dict; pass at least one field.",
+       lambda: MemorySource(MemorySourceConfig(), {}))
+simple("memory-zero-records", "MemorySource data", "a dict of zero-length arrays", DataraxError,
+       "MemorySource data holds no records.",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(0, np.int32)}))
+simple("memory-not-a-collection", "MemorySource data", "data=5", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got int.",
+       lambda: MemorySource(MemorySourceConfig(), 5))
+simple("memory-record-not-dict", "MemorySource data", "a list of ints", DataraxError,
+       "MemorySource records must be dicts of fields, record 0 is int.",
+       lambda: MemorySource(MemorySourceConfig(), [1, 2, 3]))
+simple("memory-record-keys-differ", "MemorySource data", "record 1 has other fields", DataraxError,
+       "MemorySource record 1 has fields ['y'], record 0 has ['x']",
+       lambda: MemorySource(MemorySourceConfig(), [{"x": 1}, {"y": 2}]))
+simple("memory-record-shape-drift", "MemorySource data", "record 2 has another shape",
+       DataraxError, "MemorySource field 'x': record 2 has shape (3,), record 0 has (2,)",
+       lambda: MemorySource(MemorySourceConfig(), [{"x": np.zeros(2, np.float32)}] * 2
+                            + [{"x": np.zeros(3, np.float32)}]))
+simple("memory-strings-in-array-field", "MemorySource data", "a string array field",
+       DataraxError, "MemorySource field 'x' holds <U1 values",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.asarray(["a", "b"])}))
+simple("memory-int64-without-x64", "MemorySource data", "an int64 array while x64 is off",
+       ConfigError, "MemorySource field 'x' is int64 but jax_enable_x64 is off",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int64)}))
+simple("memory-field-lengths-differ", "MemorySource data", "fields of 3 and 4 records",
+       DataraxError, "MemorySource fields have different numbers of records: {'x': 3, 'y': 4}",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32),
+                                                   "y": np.zeros(4, np.int32)}))
+simple("memory-scalar-field", "MemorySource data", "a scalar in a dict of arrays", DataraxError,
+       "MemorySource field 'x' is a scalar",
+       lambda: MemorySource(MemorySourceConfig(), {"x": 3}))
+
+# ----------------------------------------------------------- ElementOperator
+simple("operator-config-stochastic-str", "ElementOperatorConfig", "stochastic='no'", ConfigError,
+       "ElementOperatorConfig.stochastic must be a bool (True/False), got str 'no'.",
+       lambda: ElementOperatorConfig(stochastic="no"))
+simple("operator-config-stream-name", "ElementOperatorConfig", "stream_name='not valid'",
+       ConfigError, "ElementOperatorConfig.stream_name must be None or an identifier string, "
+       "got 'not valid'.", lambda: ElementOperatorConfig(stream_name="not valid"))
+simple("operator-fn-not-callable", "ElementOperatorConfig", "fn=5", ConfigError,
+       "ElementOperator fn must be callable, got int.",
+       lambda: ElementOperator(ElementOperatorConfig(), fn=5))
+simple("operator-fn-returns-int", "ElementOperatorConfig", "fn returning an int",
+       DataraxError, "fn must return an Element (e.g. element.update_data(...)) or a dict of "
+       "fields, got int.",
+       lambda: first_batch(pipe(stages=[ElementOperator(ElementOperatorConfig(),
+                                                        fn=lambda e, k: 1)])))
+
+# ------------------------------------------------------------------- Pipeline
+simple("pipeline-source-not-module", "Pipeline arguments", "source=a list", SourceContractError,
+       "Pipeline source must be a DataSourceModule (e.g. MemorySource), got list.",
+       lambda: Pipeline(source=[1, 2], stages=[], batch_size=2))
+simple("pipeline-batch-size-zero", "Pipeline arguments", "batch_size=0", ConfigError,
+       "Pipeline batch_size must be an int >= 1, got 0.", lambda: pipe(batch_size=0))
+simple("pipeline-batch-size-float", "Pipeline arguments", "batch_size=2.0", ConfigError,
+       "Pipeline batch_size must be an int >= 1, got 2.0.", lambda: pipe(batch_size=2.0))
+simple("pipeline-batch-size-bool", "Pipeline arguments", "batch_size=True", ConfigError,
+       "Pipeline batch_size must be an int >= 1, got True.", lambda: pipe(batch_size=True))
+simple("pipeline-drop-remainder-str", "Pipeline arguments", "drop_remainder='no'", ConfigError,
+       "Pipeline drop_remainder must be a bool, got str.", lambda: pipe(drop_remainder="no"))
+simple("pipeline-prefetch-negative", "Pipeline arguments", "prefetch=-1", ConfigError,
+       "Pipeline prefetch must be an int >= 0, got -1.", lambda: pipe(prefetch=-1))
+simple("pipeline-stages-not-list", "Pipeline arguments", "stages=op (not a list)",
+       SourceContractError, "Pipeline stages must be a list of operators, got ElementOperator; "
+       "wrap a single stage in a list: stages=[op].",
+       lambda: pipe(stages=ElementOperator(ElementOperatorConfig(), fn=lambda e, k: e)))
+simple("pipeline-stage-int", "Pipeline arguments", "stages=[5]", SourceContractError,
+       "Pipeline stage 0 is int, which is neither an operator module",
+       lambda: pipe(stages=[5]))
+simple("pipeline-stage-is-source", "Pipeline arguments", "a source among the stages",
+       SourceContractError, "Pipeline stage 0 is MemorySource, which is neither",
+       lambda: pipe(stages=[MemorySource(MemorySourceConfig(), data())]))
+simple("pipeline-shard-index-out-of-range", "Pipeline arguments", "shard_index=2, shard_count=2",
+       ConfigError, "Pipeline: shard index must satisfy 0 <= index < count, got index=2, count=2.",
+       lambda: pipe(shard_index=2, shard_count=2))
+simple("pipeline-shard-count-zero", "Pipeline arguments", "shard_count=0", ConfigError,
+       "Pipeline: shard index must satisfy 0 <= index < count, got index=0, count=0.",
+       lambda: pipe(shard_index=0, shard_count=0))
+simple("pipeline-source-without-contract", "Pipeline arguments",
+       "a source implementing neither get_batch_at nor get_batch", SourceContractError,
+       "NoContract implements neither get_batch_at(start, size, key)",
+       lambda: first_batch(pipe(source=NoContract())))
+simple("pipeline-indexed-source-without-len", "Pipeline arguments",
+       "an indexed source without __len__", SourceContractError,
+       "IndexedNoLen implements get_batch_at but not __len__",
+       lambda: pipe(source=IndexedNoLen()))
+
+# --------------------------------------------------- streams vs element_spec
+simple("stream-shape-drift", "Stream batches vs element_spec",
+       "per-record shape changes mid-stream", SpecMismatchError,
+       "Drifting batch at record 4 of epoch 0 does not match element_spec(): field 'x' has "
+       "per-record shape (3,), declared (2,)",
+       lambda: drift(lambda n: {"x": np.zeros((n, 3), np.float32)}))
+simple("stream-dtype-drift", "Stream batches vs element_spec", "dtype changes mid-stream",
+       SpecMismatchError, "field 'x' has dtype int32, declared float32",
+       lambda: drift(lambda n: {"x": np.zeros((n, 2), np.int32)}))
+simple("stream-strings-for-array", "Stream batches vs element_spec",
+       "strings where an array is declared", SpecMismatchError,
+       "field 'x' is declared float32(2,) but holds strings",
+       lambda: drift(lambda n: {"x": ["a"] * n}))
+simple("stream-missing-field", "Stream batches vs element_spec", "a declared field goes missing",
+       SpecMismatchError, "field 'x' is declared in element_spec() but missing",
+       lambda: drift(lambda n: {"y": np.zeros((n, 2), np.float32)}))
+simple("stream-extra-field", "Stream batches vs element_spec", "an undeclared field appears",
+       SpecMismatchError, "field 'z' is not declared in element_spec()",
+       lambda: drift(lambda n: {"x": np.zeros((n, 2), np.float32), "z": np.zeros(n, np.int32)}))
+simple("stream-batch-too-big", "Stream batches vs element_spec",
+       "get_batch returns more records than asked", SpecMismatchError,
+       "batch holds 9 records, more than batch_size=4",
+       lambda: drift(lambda n: {"x": np.zeros((9, 2), np.float32)}))
+simple("stream-declares-float64", "Stream batches vs element_spec",
+       "element_spec declares float64 while x64 is off", SpecMismatchError,
+       "Drifting.element_spec() declares 64-bit field(s) 'x' (float64) but jax_enable_x64 is off",
+       lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float64)}))
+simple("stream-without-element-spec", "Stream batches vs element_spec",
+       "a stream that does not implement element_spec()", NotImplementedError,
+       "SpecLess must implement element_spec() to declare what its batches carry.",
+       lambda: first_batch(pipe(source=SpecLess())))
+
+# ------------------------------------------------------------------- states
+simple("state-not-a-dict", "Pipeline state", "set_state('abc')", StateError,
+       "Pipeline.set_state expects the dict get_state() returned, got str.",
+       lambda: pipe().set_state("abc"))
+simple("state-other-batch-size", "Pipeline state", "a state from a pipeline with batch_size=3",
+       StateError, "Pipeline state was saved with batch_size=3 but this pipeline has "
+       "batch_size=2; restore it into an identically configured pipeline.",
+       lambda: pipe().set_state(state_of()), field="batch_size")
+simple("state-other-seed", "Pipeline state", "a state from a source with another seed",
+       StateError, "Pipeline state was saved with source.seed=7 but this pipeline has source.seed=8",
+       lambda: restore(state_of(shuffle=True), shuffle=True, seed=8), field="source.seed")
+simple("state-other-shuffle", "Pipeline state", "a state from an unshuffled source",
+       StateError, "Pipeline state was saved with source.shuffle=False but this pipeline has "
+       "source.shuffle=True", lambda: restore(state_of(), shuffle=True), field="source.shuffle")
+simple("state-other-dataset", "Pipeline state", "a state from a 12-record dataset into 6",
+       StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
+       "num_records=6", lambda: pipe(batch_size=3).set_state(state_of()), field="num_records")
+simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
+       StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
+       "num_records=None",
+       lambda: Pipeline(source=CountingStream(CountingStreamConfig()), stages=[], batch_size=3,
+                        shard_index=0, shard_count=1).set_state(state_of()), field="num_records")
+simple("state-other-shard", "Pipeline state", "a state from shard 0 of 2 into shard 1 of 2",
+       StateError, "Pipeline state was saved with shard=[0, 2] but this pipeline has shard=[1, 2]",
+       lambda: make_memory_pipeline(12, 3, shard_index=1, shard_count=2).set_state(
+           dict(state_of(), settings=dict(state_of()["settings"], shard=[0, 2]))), field="shard")
+simple("state-negative-position", "Pipeline state", "position=-3", StateError,
+       "Pipeline state 'position' must be an int >= 0, got -3; the state was tampered with.",
+       lambda: restore(dict(state_of(), position=-3)), field="position")
+simple("state-float-epoch", "Pipeline state", "epoch=1.5", StateError,
+       "Pipeline state 'epoch' must be an int >= -1, got 1.5", lambda: restore(dict(state_of(), epoch=1.5)),
+       field="epoch")
+simple("state-position-past-end", "Pipeline state", "position=99 in a 12-record epoch",
+       StateError, "Pipeline state position=99 is past the end of the epoch (12 records).",
+       lambda: restore(dict(state_of(), position=99)), field="position")
+simple("state-missing-key", "Pipeline state", "a state without 'settings'", StateError,
+       "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
+       lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
+simple("state-wrong-version", "Pipeline state", "version=2", StateError,
+       "Pipeline state version 2 is not 1.", lambda: restore(dict(state_of(), version=2)),
+       field="version")
+simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
+       "Pipeline state 'settings' must be a dict.",
+       lambda: restore(dict(state_of(), settings="x")), field="settings")
+simple("state-iterator-other-pipeline", "Pipeline state",
+       "iterator.set_state with another pipeline's state", StateError,
+       "Pipeline state was saved with batch_size=3 but this pipeline has batch_size=2",
+       lambda: iter(pipe()).set_state(state_of()), field="batch_size")
+
+
+def _stream_state() -> dict[str, Any]:
+    p = Pipeline(source=CountingStream(CountingStreamConfig(num_records=10)), stages=[],
+                 batch_size=3, shard_index=0, shard_count=1)
+    with iter(p) as it:
+        next(it)
+        return json.loads(json.dumps(it.get_state()))
+
+
+def _restore_stream(state: dict[str, Any], num_records: int = 10) -> None:
+    p = Pipeline(source=CountingStream(CountingStreamConfig(num_records=num_records)), stages=[],
+                 batch_size=3, shard_index=0, shard_count=1)
+    p.set_state(state)
+    first_batch(p)
+
+
+def _stream_state_at_9_of_5() -> dict[str, Any]:
+    """A stream state claiming 9 records handed out, relabelled for a 5-record stream."""
+    state = _stream_state()
+    settings = dict(state["settings"], **{"source.num_records": 5})
+    return dict(state, position=9, settings=settings, source={"current_index": 9, "current_epoch": 0})
+
+
+simple("state-stream-missing-source", "Pipeline state", "a stream state without 'source'",
+       StateError, "Pipeline state is missing 'source' (the source's position).",
+       lambda: _restore_stream({k: v for k, v in _stream_state().items() if k != "source"}),
+       field="source")
+simple("state-stream-negative-index", "Pipeline state", "source current_index=-1", StateError,
+       "CountingStream state 'current_index' must be a non-negative int, got -1; the state was "
+       "tampered with or comes from elsewhere.",
+       lambda: _restore_stream(dict(_stream_state(), source={"current_index": -1, "current_epoch": 0})),
+       field="current_index")
+simple("state-stream-wrong-keys", "Pipeline state", "source state with wrong keys", StateError,
+       "CountingStream state is missing 'current_index'; pass the dict that get_state() returned "
+       "(keys: ['index'])",
+       lambda: _restore_stream(dict(_stream_state(), source={"index": 3})), field="current_index")
+simple("state-stream-past-its-end", "Pipeline state",
+       "a stream state handing out more records than the stream holds", StateError,
+       "CountingStream: the restored state says 9 records were handed out this pass, but the "
+       "stream ended before reaching them",
+       lambda: _restore_stream(_stream_state_at_9_of_5(), 5),
+       field="current_index")
+simple("state-source-past-end", "Source state", "source.set_state index past the data",
+       StateError, "MemorySource state current_index=50 is past the end of the source (6 records)",
+       lambda: MemorySource(MemorySourceConfig(), data()).set_state(
+           {"current_index": 50, "current_epoch": 0}), field="current_index")
+
+
+# --------------------------------------------------------- sharding / checkpoint
+def _global_batch(axis: str | None, batch: dict[str, Any]) -> Any:
+    from datarax.sharding import data_mesh, global_batch
+
+    return global_batch(batch, data_mesh(), axis=axis)
+
+
+simple("global-batch-unknown-axis", "Sharding and checkpoints", "global_batch(axis='model')",
+       ConfigError, "global_batch: mesh has axes ['data'], not 'model'.",
+       lambda: _global_batch("model", {"x": np.zeros(4)}))
+simple("global-batch-scalar-field", "Sharding and checkpoints", "a scalar field", ConfigError,
+       "global_batch: field 'x' is a scalar; it needs a batch axis.",
+       lambda: _global_batch(None, {"x": np.float32(1)}))
+simple("checkpoint-data-not-dict", "Sharding and checkpoints",
+       "a checkpoint whose data item is not a state dict", StateError,
+       "the checkpoint's 'data' item holds list, not the state dict get_state() returned",
+       lambda: __import__("datarax.checkpoint").checkpoint.restore_data(pipe(), [1]),
+       field="data")
+
+
+# ----------------------------------------------------------------- ArrayRecord
+def _ar_file(path: Path, n: int = 8, width: int = 2) -> str:
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    writer = ArrayRecordWriter(str(path), "group_size:1")
+    for i in range(n):
+        writer.write(np.full(width, i, np.float32).tobytes())
+    writer.close()
+    return str(path)
+
+
+def _ar(paths: Any, decode: Any = None, **config: Any) -> Any:
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    dec = decode or (lambda r: {"x": np.frombuffer(r, np.float32)})
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), paths, decode=dec)
+
+
+def _ar_read_all(source: Any) -> None:
+    with source:
+        for _ in Pipeline(source=source, stages=[], batch_size=4, shard_index=0, shard_count=1):
+            pass
+
+
+def _ar_config(**kw: Any) -> Any:
+    from datarax.sources.array_record import ArrayRecordSourceConfig
+
+    return ArrayRecordSourceConfig(**kw)
+
+
+AR = "datarax.sources.array_record"
+case("arrayrecord-missing-file", "ArrayRecord", "a path that does not exist", RecordError,
+     "the file '{tmp}/nope.array_record' does not exist", needs=AR)(
+    lambda tmp: _ar(str(tmp / "nope.array_record")))
+case("arrayrecord-directory", "ArrayRecord", "a directory as path", RecordError,
+     "is a directory, not a file", needs=AR)(lambda tmp: _ar(str(tmp)))
+case("arrayrecord-empty-glob", "ArrayRecord", "a glob matching nothing", RecordError,
+     "the glob pattern '{tmp}/data-*.array_record' matches no files", needs=AR)(
+    lambda tmp: _ar(str(tmp / "data-*.array_record")))
+simple("arrayrecord-empty-list", "ArrayRecord", "paths=[]", ConfigError,
+       "ArrayRecordSourceModule paths is an empty list; name at least one file.",
+       lambda: _ar([]), needs=AR)
+simple("arrayrecord-paths-int", "ArrayRecord", "paths=3", ConfigError,
+       "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of paths, got int.",
+       lambda: _ar(3), needs=AR)
+
+
+def _corrupt(tmp: Path) -> Any:
+    path = tmp / "corrupt.array_record"
+    path.write_bytes(os.urandom(4096))
+    return _ar(str(path))
+
+
+def _truncated(tmp: Path) -> Any:
+    path = Path(_ar_file(tmp / "trunc.array_record", n=64, width=64))
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+    return _ar_read_all(_ar(str(path)))
+
+
+def _empty_file(tmp: Path) -> Any:
+    path = tmp / "empty.array_record"
+    path.write_bytes(b"")
+    return _ar(str(path))
+
+
+case("arrayrecord-corrupt-file", "ArrayRecord", "a file of random bytes", RecordError,
+     "is not a readable ArrayRecord file", needs=AR)(_corrupt)
+case("arrayrecord-truncated-file", "ArrayRecord", "a file cut in half (interrupted write)",
+     RecordError, "is not a readable ArrayRecord file", needs=AR)(_truncated)
+case("arrayrecord-empty-file", "ArrayRecord", "a zero-byte file", RecordError,
+     "is not a readable ArrayRecord file", needs=AR)(_empty_file)
+
+
+def _decode_error(tmp: Path) -> Any:
+    path = _ar_file(tmp / "d.array_record")
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        value = np.frombuffer(raw, np.float32)
+        if value[0] == 5:
+            raise ValueError("bad record 5")
+        return {"x": value}
+
+    _ar_read_all(_ar(path, decode))
+
+
+def _ar_shape_drift(tmp: Path) -> Any:
+    path = _ar_file(tmp / "s.array_record")
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        value = np.frombuffer(raw, np.float32)
+        return {"x": value if value[0] < 6 else np.concatenate([value, value])}
+
+    _ar_read_all(_ar(path, decode))
+
+
+def _ar_dtype_drift(tmp: Path) -> Any:
+    path = _ar_file(tmp / "t.array_record")
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        value = np.frombuffer(raw, np.float32)
+        return {"x": value if value[0] < 6 else value.astype(np.int32)}
+
+    _ar_read_all(_ar(path, decode))
+
+
+def _ar_budget(tmp: Path) -> Any:
+    path = _ar_file(tmp / "b.array_record")
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        value = np.frombuffer(raw, np.float32)
+        if value[0] in (1, 2, 3):
+            raise ValueError("bad")
+        return {"x": value}
+
+    _ar_read_all(_ar(path, decode, on_error="skip", max_skipped=2))
+
+
+case("arrayrecord-decode-error", "ArrayRecord", "decode raises on record 5", RecordError,
+     "cannot read record 5 of file '{tmp}/d.array_record' (epoch 0): ValueError: bad record 5",
+     needs=AR)(_decode_error)
+case("arrayrecord-shape-drift", "ArrayRecord", "decode changes shape at record 6", RecordError,
+     "cannot read record 6 of file '{tmp}/s.array_record' (epoch 0): field 'x' decodes to "
+     "float32(4,), the first record's is float32(2,)", needs=AR)(_ar_shape_drift)
+case("arrayrecord-dtype-drift", "ArrayRecord", "decode changes dtype at record 6", RecordError,
+     "cannot read record 6 of file '{tmp}/t.array_record' (epoch 0): field 'x' decodes to "
+     "int32(2,), the first record's is float32(2,)", needs=AR)(_ar_dtype_drift)
+case("arrayrecord-skip-budget", "ArrayRecord", "3 bad records with on_error='skip', max_skipped=2",
+     RecordError, "skipped 3 bad records in epoch 0, over the budget of 2", needs=AR)(_ar_budget)
+simple("arrayrecord-config-on-error", "ArrayRecord", "on_error='ignore'", ConfigError,
+       "ArrayRecordSourceConfig: ", lambda: _ar_config(on_error="ignore"), needs=AR)
+simple("arrayrecord-config-max-skipped", "ArrayRecord", "max_skipped=-1", ConfigError,
+       "max_skipped must be None or an int >= 0, got -1.",
+       lambda: _ar_config(on_error="skip", max_skipped=-1), needs=AR)
+simple("arrayrecord-config-fraction", "ArrayRecord", "max_skipped_fraction=1.5", ConfigError,
+       "max_skipped_fraction", lambda: _ar_config(on_error="skip", max_skipped_fraction=1.5),
+       needs=AR)
+simple("arrayrecord-config-shuffle-files", "ArrayRecord", "shuffle_files='yes'", ConfigError,
+       "ArrayRecordSourceConfig.shuffle_files must be a bool (True/False), got str 'yes'.",
+       lambda: _ar_config(shuffle_files="yes"), needs=AR)
+simple("arrayrecord-config-num-epochs", "ArrayRecord", "num_epochs=0", ConfigError,
+       "ArrayRecordSourceConfig.num_epochs must be >= 1 (or one of [-1]), got 0.",
+       lambda: _ar_config(num_epochs=0), needs=AR)
+simple("arrayrecord-wrong-config", "ArrayRecord", "a MemorySourceConfig", ConfigError,
+       "ArrayRecordSourceModule expects an ArrayRecordSourceConfig first, got MemorySourceConfig.",
+       lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule(MemorySourceConfig(), "x"),
+       needs=AR)
+
+
+def _ar_tampered(tmp: Path, **change: Any) -> Any:
+    path = _ar_file(tmp / "st.array_record")
+    src = _ar(path, shuffle_files=True)
+    state = dict(src.get_state(), **change)
+    with src:
+        src.set_state(state)
+
+
+case("arrayrecord-state-skipped-tampered", "ArrayRecord", "state skipped > current_index",
+     StateError, "state says 5 records were skipped before position 1", field="skipped", needs=AR)(
+    lambda tmp: _ar_tampered(tmp, current_index=1, skipped=5))
+case("arrayrecord-state-other-seed", "ArrayRecord", "state shuffled with another seed",
+     StateError, "(shuffled_indices.seed)", field="seed", needs=AR)(
+    lambda tmp: _ar_tampered(tmp, shuffled_indices={"seed": 1, "epoch": 0, "n": 8}))
+case("arrayrecord-state-unshuffled", "ArrayRecord", "a state saved without shuffle_files",
+     StateError, "was saved with shuffle_files=False but this source has shuffle_files=True",
+     field="shuffle_files", needs=AR)(lambda tmp: _ar_tampered(tmp, shuffled_indices=None))
+
+
+# ------------------------------------------------------------------- HF / TFDS
+HF = "datarax.sources.hf"
+TFDS = "datarax.sources.tfds"
+
+
+def _hf(cls: str, /, **kw: Any) -> Any:
+    return getattr(__import__(HF, fromlist=["x"]), cls)(**kw)
+
+
+simple("hf-config-no-name", "Hugging Face", "HFEagerConfig() without name or data_files",
+       ConfigError, "HFEagerConfig needs name= (a Hub id, a local folder or file) or data_files=.",
+       lambda: _hf("HFEagerConfig"), needs=HF)
+simple("hf-config-empty-split", "Hugging Face", "split=''", ConfigError,
+       "HFEagerConfig.split must be a non-empty str such as 'train', got ''.",
+       lambda: _hf("HFEagerConfig", name="x", split=""), needs=HF)
+simple("hf-config-streaming-eager", "Hugging Face", "HFEagerConfig(streaming=True)", ConfigError,
+       "HFEagerConfig.streaming must be False", lambda: _hf("HFEagerConfig", name="x", streaming=True),
+       needs=HF)
+simple("hf-config-chunk-size", "Hugging Face", "HFStreamingConfig(chunk_size=0)", ConfigError,
+       "HFStreamingConfig.chunk_size must be >= 1, got 0.",
+       lambda: _hf("HFStreamingConfig", name="x", chunk_size=0), needs=HF)
+simple("hf-config-data-files-empty", "Hugging Face", "data_files=[]", ConfigError,
+       "HFEagerConfig.data_files must be a path/glob or a list of them",
+       lambda: _hf("HFEagerConfig", data_files=[]), needs=HF)
+simple("hf-config-seed", "Hugging Face", "seed=-5", ConfigError,
+       "HFStreamingConfig.seed must be >= 0, got -5.",
+       lambda: _hf("HFStreamingConfig", name="x", seed=-5), needs=HF)
+
+
+def _tfds(cls: str, /, **kw: Any) -> Any:
+    return getattr(__import__(TFDS, fromlist=["x"]), cls)(**kw)
+
+
+simple("tfds-config-download-str", "TensorFlow Datasets", "download='yes'", ConfigError,
+       "TFDSEagerConfig.download must be a bool (True/False), got str 'yes'.",
+       lambda: _tfds("TFDSEagerConfig", name="mnist", download="yes"), needs=TFDS)
+simple("tfds-config-num-threads", "TensorFlow Datasets", "num_threads=0", ConfigError,
+       "TFDSStreamingConfig.num_threads must be >= 1, got 0.",
+       lambda: _tfds("TFDSStreamingConfig", name="mnist", num_threads=0), needs=TFDS)
+simple("tfds-config-shuffle-int", "TensorFlow Datasets", "shuffle=1", ConfigError,
+       "TFDSEagerConfig.shuffle must be a bool (True/False), got int 1.",
+       lambda: _tfds("TFDSEagerConfig", name="mnist", shuffle=1), needs=TFDS)
+
+
+# ----------------------------------------------------------- docs/errors.md
+def run_case(c: BadInput, tmp: Path) -> BaseException:
+    """Run a case; return the error it raised (AssertionError if none)."""
+    try:
+        c.action(tmp)
+    except BaseException as err:  # noqa: BLE001
+        return err
+    raise AssertionError(f"{c.id}: no error raised")
+
+
+def expected_match(c: BadInput, tmp: Path) -> str:
+    return c.match.replace("{tmp}", str(tmp))
+
+
+def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
+    lines = [
+        "# Errors datarax gives for bad input",
+        "",
+        "Every row is a test in `tests/reliability/test_bad_inputs.py` (case ids below);",
+        "the message column is what the test run produced. Regenerate with",
+        "`python tests/reliability/bad_inputs.py > docs/errors.md`.",
+        "",
+        "All errors derive from `datarax.core.errors.DataraxError` (a `ValueError`):",
+        "`ConfigError` (a config field or argument), `SourceContractError` (also a",
+        "`TypeError`: an object that is not a source or stage), `SpecMismatchError`",
+        "(`.fields`: batch vs `element_spec()`), `StateError` (`.field`: a state from",
+        "elsewhere or tampered), `RecordError` (`.path`, `.index`: a file or record).",
+        "Paths below show `<tmp>` for the test's temporary directory.",
+        "",
+    ]
+    category = None
+    n = 0
+    for c, err, tmp in rows:
+        if c.category != category:
+            category = c.category
+            lines += [f"## {category}", "", "| # | case | bad input | error | message |",
+                      "|---|---|---|---|---|"]
+        n += 1
+        if err is None:
+            kind, message = "—", f"(not run: needs `{c.needs}`)"
+        else:
+            kind = type(err).__name__
+            if getattr(err, "field", None):
+                kind += f" (field `{err.field}`)"
+            message = str(err).replace(tmp, "<tmp>")
+        message = message.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {n} | `{c.id}` | {c.what.replace('|', '/')} | {kind} | {message} |")
+        if rows and (len(rows) == n or rows[n][0].category != category):
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    import importlib
+    import tempfile
+
+    rows = []
+    for c in CASES:
+        if c.needs:
+            try:
+                importlib.import_module(c.needs)
+            except ImportError:
+                rows.append((c, None, ""))
+                continue
+        with tempfile.TemporaryDirectory() as tmp:
+            err = run_case(c, Path(tmp))
+            rows.append((c, err, tmp))
+    sys.stdout.write(render(rows) + "\n")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    main()
