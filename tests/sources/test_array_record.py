@@ -303,3 +303,47 @@ def test_shard_serves_its_block_of_the_shuffled_order(files):
         src.set_shard(index, 3)
         parts.append([int(r["data"][0]) for r in src])
     assert parts == [full[0:6], full[6:12], full[12:18]]
+
+
+# ------------------------------------------------------------ reads and bench
+def test_batched_reads_match_grain_and_fall_back(files):
+    from datarax.sources.array_record import _BatchedReads
+
+    src = make(files)
+    keys = [19, 0, 7, 6, 12, 7, 3]
+    grain_records = list(src._data.__getitems__(keys))
+    assert src._reader.data.__getitems__(keys) == grain_records
+    fallback = _BatchedReads(object.__new__(type("NoInternals", (), {
+        "__getitems__": lambda self, k: src._data.__getitems__(k),
+        "__len__": lambda self: 20})), [7, 5, 8])
+    assert fallback.__getitems__(keys) == grain_records
+    src.close()
+
+
+def test_large_shuffled_order_resumes_across_shuffle_windows(tmp_path):
+    from datarax.samplers import index_shuffle_np
+    from datarax.sources.host_reader import WINDOW, EpochOrder
+
+    n = 3 * WINDOW + 123 + (1 << 16)
+    order = EpochOrder(n, 11, 1, lo=5, hi=n - 7)
+    ref = index_shuffle_np(np.arange(5, n - 7), n - 1, 12)
+    for a, b in [(0, 256), (WINDOW - 100, WINDOW + 156), (2 * WINDOW - 1, 3 * WINDOW + 1), (n - 12 - 50, n - 12)]:
+        np.testing.assert_array_equal(order.indices(a, b), ref[a:b])
+
+
+def test_w2_benchmark_runs_and_checks_its_epochs(tmp_path):
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = tmp_path / "w2.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_array_record", "--records", "3000", "--files", "3",
+         "--repeats", "1", "--only", "floor", "datarax", "grain_threads4", "--data-dir",
+         str(tmp_path), "--json", str(out)],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["records_per_s"]) == {"floor", "datarax", "grain_threads4"}
+    assert {"datarax_vs_floor", "datarax_vs_grain", "grain_best"} <= set(report)

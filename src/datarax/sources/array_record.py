@@ -85,6 +85,47 @@ class _FileSlice:
     examples_in_shard: int
 
 
+class _BatchedReads:
+    """Grain's ``ArrayRecordDataSource`` with batched reads that spawn no threads.
+
+    ``ArrayRecordDataSource.__getitems__`` starts a thread pool on every call (one
+    thread per file touched); with a shuffled batch touching every file that costs
+    more than the reads. Here a batch's keys are grouped by file and each group is
+    one ``read(positions)`` on the data source's own (thread-safe, lazily opened)
+    reader for that file, on the calling reader thread; ``HostReader``'s pool gives
+    the parallelism. If the data source's reader internals are not available (another
+    Grain version), it falls back to ``__getitems__``.
+    """
+
+    def __init__(self, source: Any, counts: Sequence[int]) -> None:
+        self.source = source
+        ends = np.cumsum(np.asarray(counts, dtype=np.int64))
+        self._ends = ends
+        self._starts = ends - np.asarray(counts, dtype=np.int64)
+        self._direct = hasattr(source, "_ensure_reader_exists") and hasattr(source, "_readers")
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index: int) -> bytes:
+        return self.source[index]
+
+    def __getitems__(self, keys: Sequence[int]) -> list[bytes]:
+        if not self._direct:
+            return list(self.source.__getitems__(keys))
+        keys_np = np.asarray(keys, dtype=np.int64)
+        file_of = np.searchsorted(self._ends, keys_np, side="right")
+        within = keys_np - self._starts[file_of]
+        out: list[Any] = [None] * len(keys_np)
+        for f in np.unique(file_of).tolist():
+            slots = np.flatnonzero(file_of == f)
+            self.source._ensure_reader_exists(f)
+            records = self.source._readers[f].read(within[slots].tolist())
+            for slot, record in zip(slots.tolist(), records):
+                out[slot] = record
+        return out
+
+
 def default_decode(record: bytes) -> dict[str, np.ndarray]:
     """The record's bytes as a ``uint8`` vector under ``"record"``."""
     return {"record": np.frombuffer(record, dtype=np.uint8)}
@@ -161,7 +202,7 @@ class ArrayRecordSourceModule(DataSourceModule):
         )
         self._reader = nnx.static(
             HostReader(
-                self._data,
+                _BatchedReads(self._data, counts),
                 decode if decode is not None else default_decode,
                 locate=self.locate,
                 num_threads=num_threads,

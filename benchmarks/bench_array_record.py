@@ -1,0 +1,294 @@
+"""W2: one shuffled epoch of ArrayRecord files, datarax beside the raw floor and Grain.
+
+Workload: 100,000 records of 3,072 bytes in 8 files, global shuffle, decode each
+record to ``uint8 (32, 32, 3)``, batch 256, one epoch. Files are generated once under
+``data/bench_arrayrecord/`` (gitignored) and warmed into the page cache.
+
+Contenders (all in this one process, one after another, best of ``--repeats``):
+
+* ``floor`` — array_record's own ``ArrayRecordReader`` per file (the options Grain's
+  data source uses), the same shuffled order precomputed, 256 records per step read
+  with one ``read(positions)`` per file, then only ``np.frombuffer`` into the batch.
+  Single thread; no per-record decode function, no checks, no state.
+* ``datarax`` — ``ArrayRecordSourceModule(shuffle_files=True)`` with a per-record
+  ``decode``, batches via ``get_batch_with_indices(256)`` (numpy batches + stable
+  indices, the host path's work without the device transfer).
+* ``datarax_pipeline`` — the same through ``Pipeline(batch_size=256)`` (adds the
+  ``jnp.asarray`` per batch the host path does).
+* ``grain_*`` — ``grain.MapDataset.source(ArrayRecordDataSource).shuffle(seed)
+  .map(decode).batch(256)`` iterated with ``to_iter_dataset(ReadOptions(num_threads))``
+  for several thread counts, and with ``mp_prefetch``; the best one is "Grain".
+
+Every contender's epoch is checked: 100,000 distinct records, each intact.
+
+Run: ``python -m benchmarks.bench_array_record [--records N] [--repeats R]``; prints
+records/s and the ratios, and ``--json PATH`` writes them. ``run_w2(...)`` returns the
+same dict for the full suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+RECORD_SHAPE = (32, 32, 3)
+RECORD_BYTES = 32 * 32 * 3
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA_DIR = ROOT / "data" / "bench_arrayrecord"
+
+
+# ------------------------------------------------------------------------ data
+def make_files(records: int = 100_000, files: int = 8, directory: pathlib.Path = DATA_DIR,
+               seed: int = 0) -> list[str]:
+    """Write (once) ``records`` random 3,072-byte records in ``files`` ArrayRecord files.
+
+    Record ``i`` starts with its index as 4 little-endian bytes so an epoch can be
+    checked; files use ``group_size:1`` (the random-access layout Grain asks for).
+    """
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    directory = pathlib.Path(directory) / f"n{records}_f{files}"
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [str(directory / f"w2-{f:05d}-of-{files:05d}.array_record") for f in range(files)]
+    done = directory / "DONE"
+    if done.exists():
+        return paths
+    rng = np.random.default_rng(seed)
+    per_file = -(-records // files)
+    index = 0
+    for path in paths:
+        writer = ArrayRecordWriter(path, "group_size:1")
+        for _ in range(min(per_file, records - index)):
+            payload = rng.integers(0, 256, RECORD_BYTES, dtype=np.uint8)
+            payload[:4] = np.frombuffer(np.uint32(index).tobytes(), np.uint8)
+            writer.write(payload.tobytes())
+            index += 1
+        writer.close()
+    done.write_text("ok\n")
+    return paths
+
+
+def warm(paths: list[str]) -> None:
+    """Read every file once so all contenders start from the page cache."""
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def decode(record: bytes) -> dict[str, np.ndarray]:
+    return {"image": np.frombuffer(record, dtype=np.uint8).reshape(RECORD_SHAPE)}
+
+
+def record_ids(images: np.ndarray) -> np.ndarray:
+    flat = np.ascontiguousarray(np.asarray(images).reshape(len(images), -1)[:, :4])
+    return flat.view(np.uint32).reshape(-1)
+
+
+class Check:
+    """Collects record ids served in one epoch and checks every record came once."""
+
+    def __init__(self, records: int) -> None:
+        self.records = records
+        self.ids: list[np.ndarray] = []
+
+    def add(self, images: Any) -> None:
+        self.ids.append(record_ids(images))
+
+    def verify(self, name: str) -> None:
+        ids = np.concatenate(self.ids) if self.ids else np.zeros(0, np.uint32)
+        if len(ids) != self.records or len(np.unique(ids)) != self.records:
+            raise AssertionError(f"{name}: served {len(ids)} records, "
+                                 f"{len(np.unique(ids))} distinct, expected {self.records}")
+
+
+# ------------------------------------------------------------------- contenders
+def epoch_order(records: int, seed: int) -> np.ndarray:
+    from datarax.sources.host_reader import EpochOrder
+
+    return EpochOrder(records, seed, 0).indices(0, records)
+
+
+def run_floor(paths: list[str], records: int, batch: int, seed: int) -> float:
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    readers = [ArrayRecordReader(p, "readahead_buffer_size:0", file_reader_buffer_size=32768)
+               for p in paths]
+    sizes = np.asarray([r.num_records() for r in readers])
+    ends = np.cumsum(sizes)
+    order = epoch_order(records, seed)
+    file_of = np.searchsorted(ends, order, side="right")
+    within = order - np.concatenate([[0], ends[:-1]])[file_of]
+    check = Check(records)
+    start = time.perf_counter()
+    for lo in range(0, records, batch):
+        files = file_of[lo:lo + batch]
+        positions = within[lo:lo + batch]
+        out = np.empty((len(files), *RECORD_SHAPE), np.uint8)
+        flat = out.reshape(len(files), -1)
+        for f in np.unique(files):
+            slots = np.nonzero(files == f)[0]
+            raw = readers[f].read(positions[slots].tolist())
+            flat[slots] = np.frombuffer(b"".join(raw), np.uint8).reshape(len(slots), -1)
+        check.add(out)
+    elapsed = time.perf_counter() - start
+    for r in readers:
+        r.close()
+    check.verify("floor")
+    return elapsed
+
+
+def run_datarax(paths: list[str], records: int, batch: int, seed: int,
+                num_threads: int = 4) -> float:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True),
+                                     paths, decode=decode, num_threads=num_threads)
+    source.element_spec()
+    check = Check(records)
+    start = time.perf_counter()
+    source.start_epoch(0)
+    while True:
+        out, _ = source.get_batch_with_indices(batch)
+        if out is None:
+            break
+        check.add(out["image"])
+    elapsed = time.perf_counter() - start
+    source.close()
+    check.verify("datarax")
+    return elapsed
+
+
+def run_datarax_pipeline(paths: list[str], records: int, batch: int, seed: int) -> float:
+    from datarax.pipeline import Pipeline
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True),
+                                     paths, decode=decode)
+    pipeline = Pipeline(source=source, stages=[], batch_size=batch)
+    source.element_spec()
+    check = Check(records)
+    start = time.perf_counter()
+    for out in pipeline:
+        check.add(out["image"])
+    elapsed = time.perf_counter() - start
+    source.close()
+    check.verify("datarax_pipeline")
+    return elapsed
+
+
+def _grain_dataset(paths: list[str], batch: int, seed: int) -> Any:
+    import grain
+
+    source = grain.sources.ArrayRecordDataSource(paths)
+    return (grain.MapDataset.source(source).shuffle(seed=seed).map(decode)
+            .batch(batch, drop_remainder=False))
+
+
+def run_grain_threads(paths: list[str], records: int, batch: int, seed: int,
+                      num_threads: int = 16) -> float:
+    import grain
+
+    ds = _grain_dataset(paths, batch, seed).to_iter_dataset(
+        grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=max(2 * num_threads, 8)))
+    check = Check(records)
+    start = time.perf_counter()
+    for out in ds:
+        check.add(out["image"])
+    elapsed = time.perf_counter() - start
+    check.verify(f"grain_threads{num_threads}")
+    return elapsed
+
+
+def run_grain_mp(paths: list[str], records: int, batch: int, seed: int,
+                 workers: int = 2) -> float:
+    import grain
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():  # Grain's worker processes read absl flags
+        flags.FLAGS.mark_as_parsed()
+
+    ds = _grain_dataset(paths, batch, seed).to_iter_dataset(
+        grain.ReadOptions(num_threads=4, prefetch_buffer_size=8)
+    ).mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
+    check = Check(records)
+    start = time.perf_counter()
+    it = iter(ds)
+    for out in it:
+        check.add(out["image"])
+    elapsed = time.perf_counter() - start
+    check.verify(f"grain_mp{workers}")
+    return elapsed
+
+
+CONTENDERS: dict[str, Callable[..., float]] = {
+    "floor": run_floor,
+    "datarax": run_datarax,
+    "datarax_pipeline": run_datarax_pipeline,
+    "grain_threads4": lambda *a: run_grain_threads(*a, num_threads=4),
+    "grain_threads16": lambda *a: run_grain_threads(*a, num_threads=16),
+    "grain_mp2": lambda *a: run_grain_mp(*a, workers=2),
+}
+
+
+def run_w2(records: int = 100_000, files: int = 8, batch: int = 256, seed: int = 0,
+           repeats: int = 2, contenders: list[str] | None = None,
+           data_dir: pathlib.Path | str = DATA_DIR) -> dict[str, Any]:
+    """Run W2 and return records/s per contender plus the headline ratios."""
+    paths = make_files(records, files, pathlib.Path(data_dir))
+    warm(paths)
+    names = contenders or list(CONTENDERS)
+    seconds: dict[str, float] = {}
+    for _ in range(repeats):  # interleaved repeats; best of each
+        for name in names:
+            elapsed = CONTENDERS[name](paths, records, batch, seed)
+            seconds[name] = min(seconds.get(name, float("inf")), elapsed)
+    rate = {name: records / s for name, s in seconds.items()}
+    grain_names = [n for n in rate if n.startswith("grain")]
+    result: dict[str, Any] = {
+        "workload": f"W2: {records} records x {RECORD_BYTES} B in {files} ArrayRecord files, "
+                    f"global shuffle, decode uint8{RECORD_SHAPE}, batch {batch}, one epoch",
+        "cpus": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "repeats": repeats,
+        "records_per_s": {k: round(v) for k, v in rate.items()},
+    }
+    if "floor" in rate and "datarax" in rate:
+        result["datarax_vs_floor"] = round(rate["datarax"] / rate["floor"], 3)
+    if "floor" in rate and "datarax_pipeline" in rate:
+        result["datarax_pipeline_vs_floor"] = round(rate["datarax_pipeline"] / rate["floor"], 3)
+    if grain_names and "datarax" in rate:
+        best = max(grain_names, key=rate.__getitem__)
+        result["grain_best"] = best
+        result["datarax_vs_grain"] = round(rate["datarax"] / rate[best], 3)
+        if "floor" in rate:
+            result["grain_vs_floor"] = round(rate[best] / rate["floor"], 3)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--only", nargs="*", default=None, help="contender names")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--data-dir", default=str(DATA_DIR))
+    args = parser.parse_args()
+    result = run_w2(args.records, args.files, args.batch, repeats=args.repeats,
+                    contenders=args.only, data_dir=args.data_dir)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
