@@ -1,6 +1,6 @@
-"""W2, W4 and W5 come from standalone benchmark scripts written alongside this suite.
+"""W2, W4 and W5 come from standalone benchmark scripts, each run in its own process.
 
-``bench_array_record.py`` (W2 ArrayRecord throughput, W4 resume) and
+``bench_array_record.py`` (W2 ArrayRecord throughput), ``w4_resume.py`` (W4) and
 ``bench_hf_streaming.py`` (W5) live next to this module. The suite runs each in its
 own process and files what it reports; until a script exists its workloads are
 reported as *pending*, never dropped. A script is asked for JSON first
@@ -20,9 +20,13 @@ from benchmarks.suite import ROOT, worker_env
 
 SCRIPTS = {
     "W2": "bench_array_record",
-    "W4": "bench_array_record",
+    "W4": "w4_resume",
     "W5": "bench_hf_streaming",
 }
+# Options each script takes, per scale (tried first; a script that refuses them with
+# an argparse error is run with --json only, then bare).
+W2_RECORDS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
+W4_RECORDS = {"tiny": 40_000, "small": 40_000, "full": 100_000}
 WHAT = {
     "W2": "ArrayRecord: 100,000 x 3,072 B records in 8 files, global shuffle, decode, batch 256",
     "W4": "resume ArrayRecord after 30,000 records: state bytes, restore -> next batch, exactness",
@@ -30,8 +34,21 @@ WHAT = {
 }
 
 
-def run_external(workload: str, scale: str, reps: int, timeout: float = 1800) -> dict[str, Any]:
-    """Run the script behind ``workload``; ``status`` is ok, pending or error."""
+def script_options(workload: str, scale: str, reps: int) -> list[str]:
+    if workload == "W2":
+        return ["--records", str(W2_RECORDS[scale]), "--repeats", str(reps)]
+    if workload == "W4":
+        return ["--records", str(W4_RECORDS[scale])]
+    return ["--scale", scale, "--reps", str(reps)]
+
+
+def run_external(
+    workload: str, scale: str, reps: int, timeout: float = 1800, extra: list[str] | None = None
+) -> dict[str, Any]:
+    """Run the script behind ``workload``; ``status`` is ok, pending or error.
+
+    ``extra`` options go to the script as well (e.g. ``["--batch", "32"]`` for W6).
+    """
     module = SCRIPTS[workload]
     path = ROOT / "benchmarks" / f"{module}.py"
     base = {"workload": workload, "what": WHAT[workload], "script": f"benchmarks/{module}.py"}
@@ -40,7 +57,8 @@ def run_external(workload: str, scale: str, reps: int, timeout: float = 1800) ->
     with tempfile.TemporaryDirectory(prefix="datarax-bench-") as tmp:
         out = Path(tmp) / "result.json"
         attempts = [
-            ["--json", str(out), "--scale", scale, "--reps", str(reps)],
+            ["--json", str(out), *script_options(workload, scale, reps), *(extra or [])],
+            ["--json", str(out), *(extra or [])],
             ["--json", str(out)],
             [],
         ]
@@ -58,7 +76,9 @@ def run_external(workload: str, scale: str, reps: int, timeout: float = 1800) ->
         assert proc is not None
         if proc.returncode != 0:
             return {**base, "status": "error", "note": proc.stderr[-2000:]}
-        result: dict[str, Any] = {**base, "status": "ok", "stdout": proc.stdout[-6000:]}
+        result: dict[str, Any] = {
+            **base, "status": "ok", "stdout": proc.stdout[-6000:], "options": extra or []
+        }
         if out.exists():
             try:
                 result["data"] = json.loads(out.read_text())

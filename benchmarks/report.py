@@ -126,6 +126,24 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"target": "W3 import datarax adds <= 0.3 s to import jax",
                     "value": f"{imp['datarax_extra_s']:.2f} s (jax {imp['jax_s']:.2f} s)",
                     "met": imp["datarax_extra_s"] <= 0.3})
+    ext = report.get("external", {})
+    w2 = (ext.get("W2") or {}).get("data") or {}
+    for key, who in (("datarax_pipeline_vs_floor", "Pipeline"), ("datarax_vs_floor", "source only")):
+        if key in w2:
+            out.append({"target": f"W2 datarax ({who}) >= 0.8x the raw ArrayRecord reader",
+                        "value": f"{w2[key]:.2f}x", "met": w2[key] >= 0.8})
+    w4 = (ext.get("W4") or {}).get("data") or {}
+    if "state_bytes" in w4:
+        out.append({"target": "W4 state <= 512 bytes at any dataset size",
+                    "value": ", ".join(f"{b} B at {n} records"
+                                       for n, b in w4.get("state_bytes_by_records", {}).items()),
+                    "met": max(w4.get("state_bytes_by_records", {"": w4["state_bytes"]}).values())
+                    <= 512})
+        out.append({"target": "W4 restore -> next batch <= 0.05 s (fresh process)",
+                    "value": f"{w4['restore_to_next_batch_s']:.3f} s",
+                    "met": w4["restore_to_next_batch_s"] <= 0.05})
+        out.append({"target": "W4 resume is exact", "value": str(w4["exact"]),
+                    "met": bool(w4["exact"])})
     return out
 
 

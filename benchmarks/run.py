@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmarks import report as report_mod
 from benchmarks.contenders import CONTENDERS
-from benchmarks.external import SCRIPTS, run_external
+from benchmarks.external import W2_RECORDS, run_external
 from benchmarks.suite import ROOT, SCALES, run_import_probe, run_vision, vision_cases
 
 ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
@@ -81,15 +81,21 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home) -> di
         )
         result["imports"]["probes"] = probes
         log(f"W3 imports: {result['imports']}")
-    done_scripts: dict[str, dict[str, Any]] = {}
     for wl in ("W2", "W4", "W5"):
         if wl in workloads:
-            script = SCRIPTS[wl]
-            if script not in done_scripts:
-                done_scripts[script] = run_external(wl, scale, reps)
-            ext = dict(done_scripts[script], workload=wl, what=run_external.__globals__["WHAT"][wl])
-            result["external"][wl] = ext
-            log(f"{wl}: {ext['status']}")
+            result["external"][wl] = run_external(wl, scale, reps)
+            log(f"{wl}: {result['external'][wl]['status']}")
+    if "W6" in workloads:  # W2 at other batch sizes and 4x the records
+        records = W2_RECORDS[scale]
+        for label, extra in (
+            ("W6 arrayrecord b32", ["--batch", "32"]),
+            ("W6 arrayrecord b1024", ["--batch", "1024"]),
+            ("W6 arrayrecord 4x data", ["--records", str(4 * records)]),
+        ):
+            ext = run_external("W2", scale, reps, extra=extra)
+            ext["what"] = f"{label}: W2 with {' '.join(extra)}"
+            result["external"][label] = ext
+            log(f"{label}: {ext['status']}")
     return result
 
 
