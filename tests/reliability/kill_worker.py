@@ -38,7 +38,7 @@ def make(kind: str):
     if kind.startswith("arrayrecord:"):
         from reliability_arrayrecord import make_arrayrecord_pipeline
 
-        return make_arrayrecord_pipeline(kind.split(":", 1)[1], batch_size=3, shuffle=True)
+        return make_arrayrecord_pipeline(kind.split(":", 1)[1], 3, shuffle=True, bad=frozenset({4, 17}))
     raise SystemExit(f"unknown kind {kind}")
 
 
