@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -159,16 +160,58 @@ def _f_int(x: int, half: int) -> int:
     return (rotl(x, 1) & rotl(x, 8)) ^ rotl(x, 2)
 
 
+SMALL_DOMAIN = 1 << _MIN_BLOCK_BITS
+_TABLE_RATIO = 4  # use successor tables when cycle walking averages > 4 encryptions
+
+
+def uses_small_table(max_index: int) -> bool:
+    """Whether ``[0, max_index]`` is small enough that walking the 16-bit cipher is slow.
+
+    Below 2**16 records the cipher still permutes a 16-bit block, so cycle walking
+    costs about ``2**16 / n`` encryptions per index. There the permutation is
+    resolved through a table over the 16-bit block instead (constant size: 2**16
+    entries, independent of the data set).
+    """
+    return 0 < max_index and SMALL_DOMAIN > _TABLE_RATIO * (max_index + 1)
+
+
+@functools.lru_cache(maxsize=8)
+def small_permutation(length: int, seed: int) -> np.ndarray:
+    """The whole permutation of ``[0, length)`` for small ``length`` (cached, read-only).
+
+    Encrypts every 16-bit block value once, then resolves each cycle walk by pointer
+    jumping: ``target[v]`` jumps ``2**k`` cipher steps at round ``k`` until it lands
+    below ``length`` — at most 16 vectorised rounds.
+    """
+    keys = _seed_seq(np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32), ROUNDS, np)
+    domain = np.arange(SMALL_DOMAIN, dtype=np.uint64)
+    target = _encrypt(domain, keys, _MIN_BLOCK_BITS // 2, np, np.uint64(1)).astype(np.int64)
+    found = target < length
+    while not found[:length].all():
+        target, found = np.where(found, target, target[target]), found | found[target]
+    out = target[:length].copy()
+    out.setflags(write=False)
+    return out
+
+
 def index_shuffle_np(
     indices: np.ndarray, max_index: int, seed: int | np.ndarray, rounds: int = ROUNDS
 ) -> np.ndarray:
     """Vectorised :func:`index_shuffle` for a NumPy array of indices (host side).
 
     ``seed`` is an int or an array broadcastable to ``indices`` (one seed per index).
+    Small ranges (see :func:`uses_small_table`) read a cached :func:`small_permutation`.
     """
     idx = np.asarray(indices, dtype=np.uint64)
     if max_index == 0:
         return np.zeros_like(idx, dtype=np.int64)
+    if rounds == ROUNDS and uses_small_table(max_index):
+        seeds = np.broadcast_to(np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32), idx.shape)
+        out = np.empty(idx.shape, dtype=np.int64)
+        for value in np.unique(seeds):
+            mask = seeds == value
+            out[mask] = small_permutation(max_index + 1, int(value))[idx[mask].astype(np.int64)]
+        return out
     half = block_bits(max_index) // 2
     keys = _seed_seq(np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32), rounds, np)
     one = np.uint64(1)
@@ -212,3 +255,16 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
     value = _encrypt(idx, keys, half, jnp, one)
     value = lax.while_loop(lambda v: jnp.any(v > limit), body, value)
     return value.astype(out_dtype)
+
+
+def epoch_permutation_jnp(positions: Any, length: int, seed: int) -> Any:
+    """Record index served at each global position (epoch ``p // length`` uses ``seed + epoch``).
+
+    Compiled cycle walking is fast even for tiny data sets (XLA runs the loop; a
+    successor table measured 5-10x slower per batch), so there is one code path.
+    """
+    positions = jnp.asarray(positions)
+    within = positions % length
+    epoch = positions // length
+    base = jnp.uint32(seed & _MASK32)
+    return index_shuffle_jnp(within, length - 1, base + epoch.astype(jnp.uint32))

@@ -16,7 +16,7 @@ from datarax.core.data_source import Batch, DataSourceModule
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.spec import array_to_spec_strip_leading, x64_enabled
-from datarax.samplers.index_shuffle import index_shuffle_jnp, index_shuffle_np
+from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,9 @@ class MemorySource(DataSourceModule):
 
     def _positions_to_indices(self, positions: Any) -> Any:
         """Map global positions to record indices (shuffled per epoch when enabled)."""
-        n = self._length
-        within = positions % n
         if not self.config.shuffle:
-            return within
-        epoch = positions // n
-        seed = jnp.uint32(self.config.seed) + epoch.astype(jnp.uint32)
-        return index_shuffle_jnp(within, n - 1, seed)
+            return positions % self._length
+        return epoch_permutation_jnp(positions, self._length, self.config.seed)
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
         """Stable index (position in ``data``) of each record ``get_batch_at`` serves."""
