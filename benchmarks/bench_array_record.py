@@ -116,7 +116,7 @@ def epoch_order(records: int, seed: int) -> np.ndarray:
     return EpochOrder(records, seed, 0).indices(0, records)
 
 
-def run_floor(paths: list[str], records: int, batch: int, seed: int) -> float:
+def run_floor(paths: list[str], records: int, batch: int, seed: int) -> tuple[float, float]:
     from array_record.python.array_record_module import ArrayRecordReader
 
     readers = [ArrayRecordReader(p, "readahead_buffer_size:0", file_reader_buffer_size=32768)
@@ -127,7 +127,7 @@ def run_floor(paths: list[str], records: int, batch: int, seed: int) -> float:
     file_of = np.searchsorted(ends, order, side="right")
     within = order - np.concatenate([[0], ends[:-1]])[file_of]
     check = Check(records)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for lo in range(0, records, batch):
         files = file_of[lo:lo + batch]
         positions = within[lo:lo + batch]
@@ -138,35 +138,35 @@ def run_floor(paths: list[str], records: int, batch: int, seed: int) -> float:
             raw = readers[f].read(positions[slots].tolist())
             flat[slots] = np.frombuffer(b"".join(raw), np.uint8).reshape(len(slots), -1)
         check.add(out)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     for r in readers:
         r.close()
     check.verify("floor")
-    return elapsed
+    return elapsed, cpu
 
 
 def run_datarax(paths: list[str], records: int, batch: int, seed: int,
-                num_threads: int = 4) -> float:
+                num_threads: int = 4) -> tuple[float, float]:
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True),
                                      paths, decode=decode, num_threads=num_threads)
     source.element_spec()
     check = Check(records)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     source.start_epoch(0)
     while True:
         out, _ = source.get_batch_with_indices(batch)
         if out is None:
             break
         check.add(out["image"])
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     source.close()
     check.verify("datarax")
-    return elapsed
+    return elapsed, cpu
 
 
-def run_datarax_pipeline(paths: list[str], records: int, batch: int, seed: int) -> float:
+def run_datarax_pipeline(paths: list[str], records: int, batch: int, seed: int) -> tuple[float, float]:
     from datarax.pipeline import Pipeline
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
@@ -175,13 +175,13 @@ def run_datarax_pipeline(paths: list[str], records: int, batch: int, seed: int) 
     pipeline = Pipeline(source=source, stages=[], batch_size=batch)
     source.element_spec()
     check = Check(records)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for out in pipeline:
         check.add(out["image"])
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     source.close()
     check.verify("datarax_pipeline")
-    return elapsed
+    return elapsed, cpu
 
 
 def _grain_dataset(paths: list[str], batch: int, seed: int) -> Any:
@@ -193,22 +193,22 @@ def _grain_dataset(paths: list[str], batch: int, seed: int) -> Any:
 
 
 def run_grain_threads(paths: list[str], records: int, batch: int, seed: int,
-                      num_threads: int = 16) -> float:
+                      num_threads: int = 16) -> tuple[float, float]:
     import grain
 
     ds = _grain_dataset(paths, batch, seed).to_iter_dataset(
         grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=max(2 * num_threads, 8)))
     check = Check(records)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for out in ds:
         check.add(out["image"])
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     check.verify(f"grain_threads{num_threads}")
-    return elapsed
+    return elapsed, cpu
 
 
 def run_grain_mp(paths: list[str], records: int, batch: int, seed: int,
-                 workers: int = 2) -> float:
+                 workers: int = 2) -> tuple[float, float]:
     import grain
     from absl import flags
 
@@ -219,16 +219,16 @@ def run_grain_mp(paths: list[str], records: int, batch: int, seed: int,
         grain.ReadOptions(num_threads=4, prefetch_buffer_size=8)
     ).mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
     check = Check(records)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     it = iter(ds)
     for out in it:
         check.add(out["image"])
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     check.verify(f"grain_mp{workers}")
-    return elapsed
+    return elapsed, cpu
 
 
-CONTENDERS: dict[str, Callable[..., float]] = {
+CONTENDERS: dict[str, Callable[..., tuple[float, float]]] = {
     "floor": run_floor,
     "datarax": run_datarax,
     "datarax_pipeline": run_datarax_pipeline,
@@ -246,10 +246,12 @@ def run_w2(records: int = 100_000, files: int = 8, batch: int = 256, seed: int =
     warm(paths)
     names = contenders or list(CONTENDERS)
     seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for _ in range(repeats):  # interleaved repeats; best of each
         for name in names:
-            elapsed = CONTENDERS[name](paths, records, batch, seed)
-            seconds[name] = min(seconds.get(name, float("inf")), elapsed)
+            elapsed, cpu_used = CONTENDERS[name](paths, records, batch, seed)
+            if elapsed < seconds.get(name, float("inf")):
+                seconds[name], cpu[name] = elapsed, cpu_used
     rate = {name: records / s for name, s in seconds.items()}
     grain_names = [n for n in rate if n.startswith("grain")]
     result: dict[str, Any] = {
@@ -259,6 +261,9 @@ def run_w2(records: int = 100_000, files: int = 8, batch: int = 256, seed: int =
         "load_average_1m": round(os.getloadavg()[0], 2),
         "repeats": repeats,
         "records_per_s": {k: round(v) for k, v in rate.items()},
+        # CPU seconds of this process during the timed epoch (all its threads,
+        # array_record's C++ read threads included; Grain's worker processes excluded).
+        "process_cpu_s": {k: round(v, 3) for k, v in cpu.items()},
     }
     if "floor" in rate and "datarax" in rate:
         result["datarax_vs_floor"] = round(rate["datarax"] / rate["floor"], 3)

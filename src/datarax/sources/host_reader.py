@@ -298,6 +298,23 @@ def _describe_spec(spec: Any) -> str:
     return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
 
 
+ALIGNMENT = 64  # bytes; JAX's CPU backend takes aligned host buffers about twice as fast
+
+
+def _stack(values: list[Any]) -> np.ndarray:
+    """Stack per-record values into one batch array, 64-byte aligned when numeric."""
+    first = np.asarray(values[0])
+    if first.dtype.kind in "USO":
+        return np.stack([np.asarray(v) for v in values])
+    shape = (len(values), *first.shape)
+    nbytes = int(np.prod(shape)) * first.dtype.itemsize
+    buffer = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    offset = (-buffer.ctypes.data) % ALIGNMENT
+    out = buffer[offset : offset + nbytes].view(first.dtype).reshape(shape)
+    np.stack(values, out=out)
+    return out
+
+
 class RecordStructureError(ValueError):
     """A decoded record whose structure differs from the first record's."""
 
@@ -508,12 +525,7 @@ class HostReader:
             failures.append(_Failure(start + slot, int(indices[slot]), cause))
             if stop_early:
                 break
-        if decoded:
-            columns = {
-                key: np.stack([np.asarray(r[key]) for r in decoded]) for key in spec
-            }
-        else:
-            columns = {}
+        columns = {key: _stack([r[key] for r in decoded]) for key in spec} if decoded else {}
         if len(keep) == len(raw):
             kept_indices = indices
             positions = np.arange(start, stop, dtype=np.int64)
