@@ -173,6 +173,23 @@ class DataSourceModule(DataraxModule):
         """Position a host source at the start of pass ``epoch`` (Pipeline calls this)."""
         self._cursor.start_epoch(epoch)
 
+    # ------------------------------------------------------------- resources
+    def close(self) -> None:
+        """Release what the source holds (reader threads, open files or streams).
+
+        The default ends the current pass (``close_epoch()`` where the source has
+        one); sources that own threads or files override it. Calling it twice is safe.
+        """
+        closer = getattr(self, "close_epoch", None)
+        if closer is not None:
+            closer()
+
+    def __enter__(self) -> DataSourceModule:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def element_spec(self) -> dict[str, Any]:
         """Per-record keys, shapes and dtypes the source's batches carry.
 
