@@ -162,3 +162,25 @@ def test_spec_is_read_once_per_source():
     for _ in range(2):
         list(pipeline)
     assert len(calls) == 1
+
+
+def test_empty_indexed_source_is_refused_by_pipeline():
+    class Empty(Indexed):
+        def __len__(self):
+            return 0
+
+    with pytest.raises(ConfigError, match="Pipeline source Empty holds no records"):
+        Pipeline(source=Empty(), stages=[], batch_size=2)
+
+
+def test_indexed_source_without_len_is_refused():
+    class NoLen(DataSourceModule):
+        def get_batch_at(self, start, size, key=None):
+            return {"v": jnp.arange(size) + start}
+
+    with pytest.raises(SourceContractError, match="implements get_batch_at but not __len__"):
+        Pipeline(source=NoLen(EmptyConfig()), stages=[], batch_size=2)
+
+
+def test_sources_have_no_batch_method():
+    assert not hasattr(Indexed(), "batch") and not hasattr(Stream(), "batch")
