@@ -347,3 +347,17 @@ def test_w2_benchmark_runs_and_checks_its_epochs(tmp_path):
     report = json.loads(out.read_text())
     assert set(report["records_per_s"]) == {"floor", "datarax", "grain_threads4"}
     assert {"datarax_vs_floor", "datarax_vs_grain", "grain_best"} <= set(report)
+
+
+def test_nnx_state_round_trip_moves_the_position(files):
+    src = make(files, shuffle_files=True)
+    pipeline = Pipeline(source=src, stages=[], batch_size=4, rngs=nnx.Rngs(0))
+    it = iter(pipeline)
+    first = ids(next(it))
+    saved = jax.tree.map(lambda v: v, nnx.state(src))  # a snapshot, not live Variables
+    second = ids(next(it))
+    nnx.update(src, saved)  # back to after the first batch
+    assert ids(next(it)) == second
+    assert first + second == shuffled(20, 42)[:8]
+    assert int(saved["skipped"].get_value()) == 0
+    it.close()

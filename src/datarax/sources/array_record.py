@@ -211,7 +211,7 @@ class ArrayRecordSourceModule(DataSourceModule):
                 name=type(self).__name__,
             )
         )
-        self._epoch_skipped = 0  # skips committed before the cursor in this epoch
+        self.skipped = nnx.Variable(0)  # records skipped this epoch before the cursor
         self._closed = False
 
     # ------------------------------------------------------------ description
@@ -251,7 +251,7 @@ class ArrayRecordSourceModule(DataSourceModule):
         """Position at the start of pass ``epoch`` (drops any read-ahead)."""
         self._reader.stop()
         self._cursor.start_epoch(epoch)
-        self._epoch_skipped = 0
+        self.skipped.set_value(0)
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this epoch and their stable indices.
@@ -264,12 +264,14 @@ class ArrayRecordSourceModule(DataSourceModule):
             raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
         reader = self._reader
         cursor = self._cursor
+        if reader.active and (reader.position, reader.epoch) != (cursor.index, cursor.epoch):
+            reader.stop()  # the position was changed from outside (e.g. nnx.update)
         if not reader.active:
             if cursor.index >= self._epoch_size():
                 return None, None
-            reader.start(self._order(cursor.epoch), cursor.index, self._epoch_skipped)
+            reader.start(self._order(cursor.epoch), cursor.index, int(self.skipped.get_value()))
         read = reader.next_batch(batch_size)
-        self._epoch_skipped = reader.skipped
+        self.skipped.set_value(reader.skipped)
         if read is None:
             cursor.current_index.set_value(self._epoch_size())
             return None, None
@@ -294,7 +296,7 @@ class ArrayRecordSourceModule(DataSourceModule):
         state = self._cursor.get_state()
         state["shuffled_indices"] = self._order(self._cursor.epoch).describe()
         state["prefetch_cache"] = self._reader.ready_chunks() if self._reader.active else 0
-        state["skipped"] = self._epoch_skipped
+        state["skipped"] = int(self.skipped.get_value())
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -343,7 +345,7 @@ class ArrayRecordSourceModule(DataSourceModule):
                 f"{self._cursor.index}; the state was tampered with.",
                 field="skipped",
             )
-        self._epoch_skipped = skipped
+        self.skipped.set_value(skipped)
 
     # ------------------------------------------------------------- closing
     def close_epoch(self) -> None:

@@ -559,6 +559,11 @@ class HostReader:
         """True while an epoch session is open (between :meth:`start` and its end)."""
         return self._order is not None
 
+    @property
+    def epoch(self) -> int | None:
+        """Epoch of the open session (None when none is open)."""
+        return None if self._order is None else self._order.epoch
+
     def ready_chunks(self) -> int:
         """Chunks read and decoded but not yet handed out (the read-ahead cache)."""
         done = sum(1 for f in self._pending if f.done())
