@@ -172,6 +172,9 @@ class PipelineIterator:
             epoch, position = 0, 0
         self._begin(epoch, position)
         if not self._indexed:
+            # Open the saved pass first (a stream may set itself up in start_epoch),
+            # then move to the saved position inside it.
+            self._source.start_epoch(epoch)
             self._source.set_state(state["source"])
             self._started = True  # the restored source position is the start point
 
