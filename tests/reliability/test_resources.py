@@ -98,3 +98,68 @@ def test_host_reader_sessions_join_their_threads(rounds):
     assert threading.active_count() == baseline
     assert result.threads_after == result.threads_before
     assert result.growth_second_half < NOISE, result
+
+
+# ----------------------------------------------------------- file-backed sources
+@pytest.fixture(scope="module")
+def ar_glob(tmp_path_factory):
+    pytest.importorskip("datarax.sources.array_record")
+    from reliability_arrayrecord import write_files
+
+    return write_files(tmp_path_factory.mktemp("ar_res"), 64, num_files=2)
+
+
+def test_sources_are_context_managers(ar_glob, tmp_path):
+    from datarax.sources import MemorySource, MemorySourceConfig
+    from reliability_arrayrecord import make_arrayrecord_pipeline
+    from reliability_sources import CSVDataSource, CSVDataSourceConfig, write_csv
+
+    baseline = threading.active_count()
+    sources = [
+        MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)}),
+        CSVDataSource(CSVDataSourceConfig(file_path=write_csv(tmp_path / "a.csv", 4))),
+        CountingStream(CountingStreamConfig(num_records=4)),
+        make_arrayrecord_pipeline(ar_glob, 8, num_threads=3).source,
+    ]
+    for source in sources:
+        with source as entered:
+            assert entered is source
+            pipeline = Pipeline(source=source, stages=[], batch_size=2, shard_index=0, shard_count=1)
+            it = iter(pipeline)
+            next(it)  # reader threads (ArrayRecord) are running now, mid-epoch
+        source.close()  # closing twice is safe
+    assert threading.active_count() == baseline
+
+
+@pytest.mark.parametrize("rounds", [200, pytest.param(1000, marks=pytest.mark.slow)])
+def test_arrayrecord_iterators_leave_no_threads_and_no_rss_growth(ar_glob, rounds):
+    from reliability_arrayrecord import make_arrayrecord_pipeline
+
+    pipeline = make_arrayrecord_pipeline(ar_glob, 8, shuffle=True, num_threads=3)
+
+    def body(_: int) -> None:
+        with iter(pipeline) as it:
+            next(it)
+            next(it)  # the reader reads ahead on its threads; close() must join them
+
+    baseline = threading.active_count()
+    result = measure(body, rounds=rounds, warmup=20)
+    assert result.threads_after == result.threads_before == baseline
+    assert result.growth_second_half < NOISE, result
+    pipeline.source.close()
+    assert threading.active_count() == baseline
+
+
+def test_long_arrayrecord_run_holds_memory_flat(ar_glob):
+    from reliability_arrayrecord import make_arrayrecord_pipeline
+
+    pipeline = make_arrayrecord_pipeline(ar_glob, 16, shuffle=True, num_threads=2)
+    counts = []
+
+    def body(_: int) -> None:
+        counts.append(sum(len(b["id"]) for b in pipeline))
+
+    result = measure(body, rounds=100, warmup=10)
+    assert set(counts) == {64}
+    assert result.growth_second_half < NOISE, result
+    pipeline.source.close()
