@@ -1,6 +1,6 @@
 """One process of the two-process localhost test (run by test_multihost.py).
 
-Usage: python multihost_worker.py PORT PROCESS_ID OUT_JSON
+Usage: python multihost_worker.py PORT PROCESS_ID OUT_JSON [ARRAYRECORD_GLOB]
 """
 
 from __future__ import annotations
@@ -70,6 +70,25 @@ def main() -> None:
         full = multihost_utils.process_allgather(g["x"], tiled=True)
         gathered.append((np.asarray(full) // 2).tolist())
     out["gathered"] = gathered
+    if len(sys.argv) > 4:  # an ArrayRecord source, sharded by process the same way
+        from reliability_arrayrecord import close_source, make_arrayrecord_pipeline
+
+        def make_ar():
+            return make_arrayrecord_pipeline(
+                sys.argv[4], 3, shuffle=True, drop_remainder=True, bad=frozenset({7}),
+                shard_index=None, shard_count=None,
+            )
+
+        ar = make_ar()
+        out["ar_shard"] = list(ar.source.shard)
+        out["ar_epochs"] = [
+            {"epoch": e, "id": b["id"].tolist(), "noise": b["noise"].tolist()}
+            for e, b in collect(ar, 2)
+        ]
+        close_source(ar)
+        out["ar_resume_batches"] = check_resume_exact(
+            make_ar, [1, 2, 2, 4], num_epochs=2, close=close_source
+        ).num_batches
     Path(out_path).write_text(json.dumps(out))
     jax.distributed.shutdown()
 

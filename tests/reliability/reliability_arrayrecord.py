@@ -49,8 +49,8 @@ def make_arrayrecord_pipeline(
     stochastic: bool = True,
     drop_remainder: bool = False,
     bad: frozenset[int] = frozenset(),
-    shard_index: int = 0,
-    shard_count: int = 1,
+    shard_index: int | None = 0,
+    shard_count: int | None = 1,
     num_threads: int = 2,
 ) -> Pipeline:
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule

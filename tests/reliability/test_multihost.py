@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 NUM_RECORDS, BATCH = 24, 4
 
 
-def _run_two_processes(tmp_path: Path) -> list[dict]:
+def _run_two_processes(tmp_path: Path, extra: list[str]) -> list[dict]:
     port = portpicker.pick_unused_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
@@ -35,7 +35,8 @@ def _run_two_processes(tmp_path: Path) -> list[dict]:
         outs.append(out)
         procs.append(
             subprocess.Popen(
-                [sys.executable, str(HERE / "multihost_worker.py"), str(port), str(pid), str(out)],
+                [sys.executable, str(HERE / "multihost_worker.py"), str(port), str(pid), str(out),
+                 *extra],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -56,7 +57,16 @@ def _run_two_processes(tmp_path: Path) -> list[dict]:
 
 
 def test_two_processes_cover_each_epoch_once_and_resume_exactly(tmp_path):
-    results = _run_two_processes(tmp_path)
+    extra: list[str] = []
+    try:
+        from reliability_arrayrecord import write_files
+
+        import datarax.sources.array_record  # noqa: F401
+
+        extra = [write_files(tmp_path / "ar", 26, num_files=3)]
+    except ImportError:
+        pass
+    results = _run_two_processes(tmp_path, extra)
     assert [r["process_index"] for r in results] == [0, 1]
     assert all(r["process_count"] == 2 for r in results)
     assert [r["shard"] for r in results] == [[0, 2], [1, 2]]
@@ -98,3 +108,25 @@ def test_two_processes_cover_each_epoch_once_and_resume_exactly(tmp_path):
         for r in results:
             assert r["gathered"][step] == expected
             assert r["global_sums"][step] == 2 * sum(expected)
+    if extra:
+        _check_arrayrecord_shares(results, extra[0])
+
+
+def _check_arrayrecord_shares(results: list[dict], paths: str) -> None:
+    """26 records (record 7 bad, skipped), batch 3, drop_remainder: disjoint equal shares."""
+    from reliability_arrayrecord import close_source, make_arrayrecord_pipeline
+
+    assert [r["ar_shard"] for r in results] == [[0, 2], [1, 2]]
+    for epoch in range(2):
+        per = [[b for b in r["ar_epochs"] if b["epoch"] == epoch] for r in results]
+        assert len(per[0]) == len(per[1]) == 4  # 13 positions (12 or 13 good) -> 4 batches
+        ids = [i for batches in per for b in batches for i in b["id"]]
+        assert len(ids) == len(set(ids)) == 24 and 7 not in ids
+    # Each process's share equals the share one process computes with explicit shards.
+    for index, r in enumerate(results):
+        local = make_arrayrecord_pipeline(paths, 3, shuffle=True, drop_remainder=True,
+                                          bad=frozenset({7}), shard_index=index, shard_count=2)
+        expected = [(e, b["id"].tolist(), b["noise"].tolist()) for e, b in collect(local, 2)]
+        close_source(local)
+        assert [(b["epoch"], b["id"], b["noise"]) for b in r["ar_epochs"]] == expected
+    assert [r["ar_resume_batches"] for r in results] == [8, 8]
