@@ -458,11 +458,13 @@ class HFStreamingSource(DataSourceModule):
         first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
         if first is None or first.num_rows == 0:
             raise _empty(where, config)
-        self._spec = nnx.static(spec_of_columns(_table_to_columns(first, keys, config, where)))
+        spec = spec_of_columns(_table_to_columns(first, keys, config, where))
+        self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
         self._reader = nnx.static(_StreamReader(self, dataset, tuple(keys)))
 
     # ------------------------------------------------------------- contract
     def element_spec(self) -> dict[str, Any]:
+        """Fields, per-record shapes and dtypes (text: ``TextSpec``), from the first chunk."""
         return dict(self._spec)
 
     def get_batch(self, batch_size: int) -> Batch | None:

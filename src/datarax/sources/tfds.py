@@ -454,7 +454,6 @@ class TFDSStreamingSource(DataSourceModule):
             raise _empty(config, where)
         decoder = _Decoder(info, config, where)
         self._length = nnx.static(int(length))
-        self._data = nnx.static(data)
         self._reader = nnx.static(
             HostReader(
                 data,
