@@ -63,7 +63,7 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home) -> di
         for rep in range(reps):
             shift = rep % len(names)
             for name in names[shift:] + names[:shift]:
-                r = run_vision(name, case, seed + rep, nice=nice, cache_home=cache_home)
+                r = run_vision(name, case, seed, nice=nice, cache_home=cache_home)
                 runs[name].append(r)
                 log(f"{case.label} rep {rep + 1}/{reps} {name}: " + _one_line(r))
         result["vision"][case.label] = {
