@@ -452,8 +452,20 @@ class HostReader:
                 raise first_error
         return dict(self._spec)
 
-    def _decode_checked(self, raw: Any, index: int, reference: dict[str, Any] | None) -> dict[str, Any]:
+    def _decode_checked(self, raw: Any, index: int, reference: dict[str, Any] | None) -> Mapping[str, Any]:
         record = self.decode(raw)
+        fast = self._fast_spec
+        if reference is not None and type(record) is dict and len(record) == len(fast) == len(reference):
+            # Hot path: every field a numpy array of the first record's shape and dtype.
+            try:
+                for key, (shape, dtype) in fast.items():
+                    value = record[key]
+                    if type(value) is not np.ndarray or value.shape != shape or value.dtype != dtype:
+                        break
+                else:
+                    return record
+            except KeyError:
+                pass
         if not isinstance(record, Mapping):
             raise RecordStructureError(
                 f"decode returned {type(record).__name__}, expected a dict of arrays "
@@ -517,7 +529,7 @@ class HostReader:
             cause = fetch_failures.get(slot)
             if cause is None:
                 try:
-                    decoded.append(self._decode_checked(record, int(indices[slot]), spec))
+                    decoded.append(self._decode_checked(record, slot, spec))
                     keep.append(slot)
                     continue
                 except Exception as err:  # noqa: BLE001
