@@ -255,3 +255,59 @@ def test_small_permutation_equals_cycle_walking(n):
     from datarax.sources.host_reader import small_permutation
 
     np.testing.assert_array_equal(small_permutation(n, 9), index_shuffle_np(np.arange(n), n - 1, 9))
+
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    bad=st.sets(st.integers(0, 59), max_size=8),
+    batch_size=st.integers(1, 9),
+    chunk_size=st.integers(1, 12),
+    read_ahead=st.integers(1, 3),
+    shuffle=st.booleans(),
+    cut=st.integers(0, 20),
+)
+def test_resume_anywhere_with_skips_matches_the_uninterrupted_run(
+    n, bad, batch_size, chunk_size, read_ahead, shuffle, cut
+):
+    bad = tuple(b for b in bad if b < n)
+    assume(len(bad) < n)  # at least one good record (the first one fixes the fields)
+    order = EpochOrder(n, 3 if shuffle else None, 1)
+
+    def reader():
+        return HostReader(Table(n, bad=bad), decode, num_threads=2, read_ahead=read_ahead,
+                          chunk_size=chunk_size, policy=ErrorPolicy("skip"))
+
+    full = reader()
+    full.start(order)
+    batches, _ = drain(full, batch_size)
+    full.close()
+    flat = sum(batches, [])
+    assert sorted(flat) == sorted(set(range(n)) - set(bad))
+    assert all(len(b) == batch_size for b in batches[:-1])
+    first = reader()
+    first.start(order)
+    head = []
+    for _ in range(cut):
+        b = first.next_batch(batch_size)
+        if b is None:
+            break
+        head += b.indices.tolist()
+    position, skipped = first.position, first.skipped
+    first.close()
+    second = reader()
+    second.start(order, position=position, skipped=skipped)
+    tail = sum(drain(second, batch_size)[0], [])
+    assert head + tail == flat
+    assert second.skipped == len(bad) and second.position == n
+    second.close()
+
+
+def test_no_readable_record_under_skip():
+    reader = HostReader(Table(3, bad=(0, 1, 2)), decode, locate=locate, policy=ErrorPolicy("skip"))
+    with pytest.raises(RecordError, match="none of the first 3 records could be read and decoded"):
+        reader.element_spec()

@@ -449,6 +449,14 @@ class HostReader:
                 break
             else:
                 assert first_error is not None
+                if limit > 1:
+                    raise RecordError(
+                        f"{self.name}: none of the first {limit} records could be read and "
+                        "decoded, so the fields are unknown. The first failure: "
+                        f"{first_error.args[0]}",
+                        path=first_error.path,
+                        index=first_error.index,
+                    ) from first_error
                 raise first_error
         return dict(self._spec)
 
