@@ -334,10 +334,12 @@ simple("state-missing-key", "Pipeline state", "a state without 'settings'", Stat
        "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
        lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
 simple("state-wrong-version", "Pipeline state", "version=2", StateError,
-       "Pipeline state version 2 is not 1.", lambda: restore(dict(state_of(), version=2)),
+       "Pipeline state version 2 is not 1, the version this datarax writes; the state comes "
+       "from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=2)),
        field="version")
 simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
-       "Pipeline state 'settings' must be a dict.",
+       "Pipeline state 'settings' must be the dict get_state() wrote, got str; the state was "
+       "tampered with.",
        lambda: restore(dict(state_of(), settings="x")), field="settings")
 simple("state-iterator-other-pipeline", "Pipeline state",
        "iterator.set_state with another pipeline's state", StateError,

@@ -28,3 +28,43 @@ def test_forward_only_stream_shards_are_disjoint():
         seen.append([int(i) for _, b in collect(p, 1) for i in b["id"]])
     assert not set(seen[0]) & set(seen[1])
     assert sorted(seen[0] + seen[1]) == list(range(10))
+
+
+def _state_of_stochastic_pipeline() -> dict:
+    from reliability_sources import make_memory_pipeline
+
+    p = make_memory_pipeline(12, 3, stochastic=True, shard_index=0, shard_count=1)
+    with iter(p) as it:
+        next(it)
+        return it.get_state()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pipeline/iterator.py settings() does not record the stages, so a state from a "
+    "pipeline with other stages (here: without the stochastic one) is accepted silently",
+)
+def test_state_from_pipeline_with_other_stages_is_refused():
+    from datarax.core.errors import StateError
+    from reliability_sources import make_memory_pipeline
+
+    other = make_memory_pipeline(12, 3, stochastic=False, shard_index=0, shard_count=1)
+    with pytest.raises(StateError):
+        other.set_state(_state_of_stochastic_pipeline())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pipeline/iterator.py settings() does not record the Pipeline's key (rngs), so "
+    "a state restored into a pipeline built with nnx.Rngs(1) instead of nnx.Rngs(0) is "
+    "accepted and every augmentation draw after the resume differs",
+)
+def test_state_from_pipeline_with_other_rngs_is_refused():
+    from datarax.core.errors import StateError
+    from reliability_sources import make_memory_pipeline
+
+    p = make_memory_pipeline(12, 3, stochastic=True, shard_index=0, shard_count=1)
+    other = Pipeline(source=p.source, stages=list(p.stages), batch_size=3, rngs=nnx.Rngs(1),
+                     shard_index=0, shard_count=1)
+    with pytest.raises(StateError):
+        other.set_state(_state_of_stochastic_pipeline())

@@ -64,7 +64,10 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
             )
     if state["version"] != STATE_VERSION:
         raise StateError(
-            f"Pipeline state version {state['version']!r} is not {STATE_VERSION}.", field="version"
+            f"Pipeline state version {state['version']!r} is not {STATE_VERSION}, the version "
+            "this datarax writes; the state comes from another datarax release or was "
+            "tampered with. Restore it with the release that saved it.",
+            field="version",
         )
     epoch, position = state["epoch"], state["position"]
     for key, value, low in (("epoch", epoch, -1), ("position", position, 0)):
@@ -77,7 +80,11 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
     saved = state["settings"]
     current = settings(pipeline)
     if not isinstance(saved, dict):
-        raise StateError("Pipeline state 'settings' must be a dict.", field="settings")
+        raise StateError(
+            f"Pipeline state 'settings' must be the dict get_state() wrote, got "
+            f"{type(saved).__name__}; the state was tampered with.",
+            field="settings",
+        )
     for key in sorted(set(saved) | set(current)):
         if saved.get(key) != current.get(key):
             raise StateError(
