@@ -417,8 +417,19 @@ def resolve_paths(paths: PathsLike) -> list[str]:
     return files
 
 
+def _array_record_reader() -> Any:
+    try:
+        from array_record.python.array_record_module import ArrayRecordReader
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "ArrayRecordSourceModule needs the array_record package: "
+            "pip install 'datarax[arrayrecord]' (Linux; see array_record's platform notes)."
+        ) from err
+    return ArrayRecordReader
+
+
 def _count_one(path: str) -> int:
-    from array_record.python.array_record_module import ArrayRecordReader
+    ArrayRecordReader = _array_record_reader()  # noqa: N806
 
     try:
         reader = ArrayRecordReader(path)
