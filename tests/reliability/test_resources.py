@@ -63,7 +63,7 @@ def test_pipelines_built_and_dropped_do_not_grow():
         with iter(pipeline) as it:
             next(it)
 
-    result = measure(body, rounds=300)
+    result = measure(body, rounds=150)
     assert result.threads_after == result.threads_before
     assert result.growth_second_half < NOISE, result
 
@@ -82,7 +82,7 @@ def test_long_streaming_run_holds_memory_flat():
     assert result.growth_second_half < NOISE, result
 
 
-@pytest.mark.parametrize("rounds", [200, pytest.param(1000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("rounds", [100, pytest.param(1000, marks=pytest.mark.slow)])
 def test_host_reader_sessions_join_their_threads(rounds):
     """The shared reader of file-backed sources: many sessions, no thread left over."""
     data = [np.int32(i).tobytes() for i in range(64)]
