@@ -27,6 +27,7 @@ SCRIPTS = {
 # an argparse error is run with --json only, then bare).
 W2_RECORDS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 W4_RECORDS = {"tiny": 40_000, "small": 40_000, "full": 100_000}
+W5_ROWS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 WHAT = {
     "W2": "ArrayRecord: 100,000 x 3,072 B records in 8 files, global shuffle, decode, batch 256",
     "W4": "resume ArrayRecord after 30,000 records: state bytes, restore -> next batch, exactness",
@@ -39,7 +40,9 @@ def script_options(workload: str, scale: str, reps: int) -> list[str]:
         return ["--records", str(W2_RECORDS[scale]), "--repeats", str(reps)]
     if workload == "W4":
         return ["--records", str(W4_RECORDS[scale])]
-    return ["--scale", scale, "--reps", str(reps)]
+    if workload == "W5":
+        return ["--rows", str(W5_ROWS[scale]), "--repeats", str(max(reps, 3))]
+    return []
 
 
 def run_external(

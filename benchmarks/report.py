@@ -144,6 +144,11 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "met": w4["restore_to_next_batch_s"] <= 0.05})
         out.append({"target": "W4 resume is exact", "value": str(w4["exact"]),
                     "met": bool(w4["exact"])})
+    w5 = (ext.get("W5") or {}).get("data") or {}
+    if "ratio_pipeline_vs_floor" in w5:
+        r = w5["ratio_pipeline_vs_floor"]
+        out.append({"target": "W5 HF streaming Pipeline >= 0.8x plain datasets iteration",
+                    "value": f"{r:.2f}x", "met": r >= 0.8})
     return out
 
 
