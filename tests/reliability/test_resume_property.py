@@ -252,3 +252,26 @@ def test_stream_restored_into_a_later_epoch_reads_that_epoch():
     make = lambda: Pipeline(source=EpochStream(), stages=[], batch_size=4,  # noqa: E731
                             rngs=nnx.Rngs(0), shard_index=0, shard_count=1)
     check_resume_exact(make, [3], num_epochs=2)
+
+
+# ------------------------------------------------ direct iteration of a source
+@FAST
+@given(n=st.integers(1, 9), shuffle=st.booleans(), epochs=st.integers(1, 3), data=st.data())
+def test_memory_source_direct_iteration_resumes_exactly(n, shuffle, epochs, data):
+    from datarax.sources import MemorySource, MemorySourceConfig
+    from datarax.testing import check_source_resume_exact
+    from reliability_sources import memory_data
+
+    points = data.draw(st.lists(st.integers(0, n * epochs), max_size=4))
+    make = lambda: MemorySource(  # noqa: E731
+        MemorySourceConfig(shuffle=shuffle, seed=3, num_epochs=epochs, track_metadata=shuffle),
+        memory_data(n, as_list=False),
+    )
+    assert check_source_resume_exact(make, points) == n * epochs
+
+
+def test_stream_direct_iteration_resumes_exactly():
+    from datarax.testing import check_source_resume_exact
+
+    make = lambda: CountingStream(CountingStreamConfig(num_records=7, seed=2))  # noqa: E731
+    assert check_source_resume_exact(make, [0, 3, 3, 6]) == 7

@@ -244,3 +244,18 @@ def test_tfds_eager_and_streaming_agree_after_resume(tfds_dir):
 
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def test_arrayrecord_direct_iteration_resumes_exactly(ar_files):
+    """The seed page's checkpointing: source.get_state() / set_state() while iterating it."""
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.testing import check_source_resume_exact
+    from reliability_arrayrecord import Decode
+
+    def make():
+        return ArrayRecordSourceModule(
+            ArrayRecordSourceConfig(seed=4, num_epochs=2, shuffle_files=True, on_error="skip"),
+            ar_files, decode=Decode(frozenset({3})), num_threads=2,
+        )
+
+    assert check_source_resume_exact(make, [1, 5, 5, 16, 17, 30], close=lambda s: s.close()) == 32

@@ -2,6 +2,8 @@
 
 * :func:`check_resume_exact` — output unchanged after JSON checkpoint/restore at
   arbitrary points, also across epoch boundaries and after repeated restores.
+* :func:`check_source_resume_exact` — the same for ``for record in source`` with
+  ``source.get_state()`` / ``set_state()``.
 * :func:`collect` / :func:`iterate_epochs` — the batches of several epochs.
 * :func:`json_round_trip` — a state written to JSON text and read back.
 """
@@ -9,6 +11,7 @@
 from datarax.testing.resume import (
     ResumeReport,
     check_resume_exact,
+    check_source_resume_exact,
     collect,
     compare_batches,
     iterate_epochs,
@@ -19,6 +22,7 @@ from datarax.testing.resume import (
 __all__ = [
     "ResumeReport",
     "check_resume_exact",
+    "check_source_resume_exact",
     "collect",
     "compare_batches",
     "iterate_epochs",
