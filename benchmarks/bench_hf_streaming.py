@@ -7,6 +7,8 @@ one process, after a warm-up pass of each (files in the page cache):
 
 * ``floor``: plain ``datasets`` batched iteration, ``ds.iter(batch_size=B)`` (dicts
   of Python lists) — the cheapest way ``datasets`` itself hands out batches of B;
+* ``floor_numpy``: ``ds.with_format("numpy").iter(batch_size=B)`` (numpy arrays, as
+  close to "batches of arrays" as ``datasets`` gets), for scale;
 * ``floor_records``: plain ``for example in ds`` (one dict per record), for scale;
 * ``pipeline``: ``Pipeline(HFStreamingSource(...), stages=[], batch_size=B)``:
   numeric fields as JAX arrays, text as lists of ``str``, spec-checked, with state;
@@ -95,6 +97,12 @@ def main(argv: list[str] | None = None) -> dict:
             n += len(batch["idx"])
         return n
 
+    def floor_numpy() -> int:
+        n = 0
+        for batch in plain.with_format("numpy").iter(batch_size=B):
+            n += len(batch["idx"])
+        return n
+
     def floor_records() -> int:
         n = 0
         for _ in plain:
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results: dict = {"rows": args.rows, "batch_size": B, "repeats": args.repeats}
     # floor and pipeline passes alternate, so load from other processes hits both alike
-    pairs = {"floor": floor, "pipeline": run_pipeline}
+    pairs = {"floor": floor, "pipeline": run_pipeline, "floor_numpy": floor_numpy}
     times: dict[str, list[float]] = {name: [] for name in pairs}
     for fn in pairs.values():
         fn()  # warm-up pass (page cache, compilation)
@@ -151,6 +159,9 @@ def main(argv: list[str] | None = None) -> dict:
         results[name] = {"seconds": round(seconds, 4), "records_per_s": round(count / seconds)}
     results["ratio_pipeline_vs_floor"] = round(
         results["pipeline"]["records_per_s"] / results["floor"]["records_per_s"], 3
+    )
+    results["ratio_pipeline_vs_floor_numpy"] = round(
+        results["pipeline"]["records_per_s"] / results["floor_numpy"]["records_per_s"], 3
     )
     results["ratio_extract_vs_floor_records"] = round(
         results["pipeline_extract"]["records_per_s"] / results["floor_records"]["records_per_s"], 3

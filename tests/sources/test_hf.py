@@ -202,6 +202,14 @@ def test_streaming_exact_resume_mid_epoch(sst2_folder, shuffle):
 
     resumed = build()
     resumed.set_state(state)
+    it2 = iter(resumed)
+    middle = [next(it2) for _ in range(3)]
+    second_state = json.loads(json.dumps(it2.get_state()))  # a second resume
+    twice = build()
+    twice.set_state(second_state)
+    assert ids(head) + ids(middle) + ids(all_batches(twice)) == full[1]
+    resumed = build()
+    resumed.set_state(state)
     tail = all_batches(resumed)
     assert ids(head) + ids(tail) == full[1]
     # and the pass after the resumed one is epoch 2, same as uninterrupted
