@@ -459,3 +459,17 @@ def test_example_scripts_run(script):
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Batch 2:" in out.stdout or "resumed batch starts with" in out.stdout
+
+
+def test_image_features_are_decoded(tmp_path):
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(num_classes=3)})
+    rows = {"image": [np.full((5, 4), i, np.uint8) for i in range(12)], "label": [i % 3 for i in range(12)]}
+    path = str(tmp_path / "images")
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(path)
+    eager = HFEagerSource(HFEagerConfig(name=path, split="train", shuffle=True))
+    assert eager.element_spec()["image"] == jax.ShapeDtypeStruct((5, 4), np.uint8)
+    batch = eager.get_batch_at(0, 12)
+    np.testing.assert_array_equal(np.asarray(batch["image"])[:, 0, 0], np.asarray(eager.record_indices_at(0, 12)))
+    stream = HFStreamingSource(HFStreamingConfig(name=path, split="train", chunk_size=5))
+    got = [np.asarray(b["image"]) for b in Pipeline(source=stream, stages=[], batch_size=8)]
+    np.testing.assert_array_equal(np.concatenate(got)[:, 2, 3], np.arange(12))

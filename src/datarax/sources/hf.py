@@ -22,7 +22,8 @@ there, never from the Hub, which is how offline use works. ``split`` accepts HF 
 syntax (``"train[:1000]"``, ``"train[10%:20%]"``, ``"train+validation"``); a
 streaming source needs the split's size for percent or negative slices.
 
-64-bit columns follow :mod:`datarax.sources._columns`: with ``jax_enable_x64`` off,
+``Image`` features are decoded to uint8 arrays (one shape per field). 64-bit
+columns follow :mod:`datarax.sources._columns`: with ``jax_enable_x64`` off,
 int64 labels become int32 when every value fits (checked), float64 is refused unless
 ``cast_float64=True``.
 
@@ -348,17 +349,52 @@ def _arrow_to_numpy(column: Any, name: str, where: str) -> np.ndarray:
 
 
 def _table_to_columns(
-    table: Any, keys: Sequence[str], config: _HFConfig, where: str, first_record: int = 0
+    table: Any,
+    keys: Sequence[str],
+    config: _HFConfig,
+    where: str,
+    first_record: int = 0,
+    features: Any = None,
 ) -> dict[str, np.ndarray]:
     columns = {}
     for key in keys:
-        array = _arrow_to_numpy(table.column(key), key, where)
+        feature = features.get(key) if features is not None else None
+        if _is_image(feature):
+            array = _decode_images(table.column(key), feature, key, where, first_record)
+        else:
+            array = _arrow_to_numpy(table.column(key), key, where)
         if not is_text_array(array):
             array = fit_64bit(
                 key, array, where=where, cast_float64=config.cast_float64, first_record=first_record
             )
         columns[key] = array
     return columns
+
+
+def _is_image(feature: Any) -> bool:
+    return type(feature).__name__ == "Image" and type(feature).__module__.startswith("datasets")
+
+
+def _decode_images(column: Any, feature: Any, name: str, where: str, first_record: int) -> np.ndarray:
+    """An HF ``Image`` column (encoded bytes) as one stacked uint8 array."""
+    images = []
+    for i, value in enumerate(column.to_pylist()):
+        if value is None:
+            raise DataraxError(
+                f"{where}: field '{name}' is missing an image (None) at record "
+                f"{first_record + i}; fill or filter it first, or drop the field (exclude_keys)."
+            )
+        images.append(np.asarray(feature.decode_example(value)))
+    shapes = {im.shape for im in images}
+    if len(shapes) > 1:
+        bad = next(i for i, im in enumerate(images) if im.shape != images[0].shape)
+        raise DataraxError(
+            f"{where}: field '{name}' holds images of different shapes (record "
+            f"{first_record} is {images[0].shape}, record {first_record + bad} is "
+            f"{images[bad].shape}); resize them to one shape first (Dataset.map), or drop "
+            "the field (exclude_keys)."
+        )
+    return np.stack(images)
 
 
 # ------------------------------------------------------------------- eager
@@ -413,7 +449,7 @@ def _load_eager_columns(config: HFEagerConfig, where: str) -> dict[str, np.ndarr
     if len(ds) == 0:
         raise _empty(where, config)
     table = ds.select_columns(keys).with_format("arrow")[:]
-    columns = _table_to_columns(table, keys, config, where)
+    columns = _table_to_columns(table, keys, config, where, features=ds.features)
     refuse_text(columns, where=where, streaming_hint="HFStreamingSource (from_hf(..., streaming=True))")
     return columns
 
@@ -458,7 +494,8 @@ class HFStreamingSource(DataSourceModule):
         first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
         if first is None or first.num_rows == 0:
             raise _empty(where, config)
-        spec = spec_of_columns(_table_to_columns(first, keys, config, where))
+        features = dataset.features
+        spec = spec_of_columns(_table_to_columns(first, keys, config, where, features=features))
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
         self._reader = nnx.static(_StreamReader(self, dataset, tuple(keys)))
 
@@ -609,7 +646,12 @@ class _StreamReader:
     def _set_chunk(self, table: Any, positions: np.ndarray) -> None:
         source = self._source
         self._chunk = _table_to_columns(
-            table, self._keys, source.config, "HFStreamingSource", first_record=int(positions[0])
+            table,
+            self._keys,
+            source.config,
+            "HFStreamingSource",
+            first_record=int(positions[0]),
+            features=self._dataset.features,
         )
         self._indices = positions
         self._offset = 0
