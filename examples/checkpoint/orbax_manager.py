@@ -64,6 +64,7 @@ def train(directory: str, total_steps: int, stop_at: int | None = None) -> nnx.M
     pipeline = build_pipeline()
     model, optimizer = build_model()
     options = ocp.CheckpointManagerOptions(max_to_keep=2, save_interval_steps=SAVE_EVERY)
+    loss = float("nan")
     with ocp.CheckpointManager(directory, options=options) as manager:
         step = 0
         if manager.latest_step() is not None:
