@@ -123,9 +123,12 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "value": f"{dx['first_batch_s']:.2f} s", "met": dx["first_batch_s"] <= 0.5})
     imp = report.get("imports", {})
     if imp.get("datarax_extra_s") is not None:
+        cpu = imp.get("datarax_extra_cpu_s")
+        value = f"{imp['datarax_extra_s']:.2f} s wall (jax {imp['jax_s']:.2f} s)"
+        if cpu is not None:
+            value += f"; {cpu:.2f} CPU s (jax {imp['jax_cpu_s']:.2f})"
         out.append({"target": "W3 import datarax adds <= 0.3 s to import jax",
-                    "value": f"{imp['datarax_extra_s']:.2f} s (jax {imp['jax_s']:.2f} s)",
-                    "met": imp["datarax_extra_s"] <= 0.3})
+                    "value": value, "met": (cpu if cpu is not None else imp["datarax_extra_s"]) <= 0.3})
     ext = report.get("external", {})
     w2 = (ext.get("W2") or {}).get("data") or {}
     for key, who in (("datarax_pipeline_vs_floor", "Pipeline"), ("datarax_vs_floor", "source only")):
@@ -213,7 +216,13 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [f"import probe failed: {imp['error']}", ""]
         else:
             lines += [f"`import jax`: {imp['jax_s']:.2f} s; importing datarax's public modules "
-                      f"after it adds {imp['datarax_extra_s']:.2f} s (medians).", ""]
+                      f"after it adds {imp['datarax_extra_s']:.2f} s (medians, wall)."]
+            if "datarax_extra_cpu_s" in imp:
+                lines += ["", f"In CPU time: jax {imp['jax_cpu_s']:.2f} s; datarax adds "
+                          f"{imp['datarax_extra_cpu_s']:.2f} s, of which flax.nnx (a dependency) "
+                          f"{imp['flax_nnx_cpu_s']:.2f} s and datarax's own modules "
+                          f"{imp['datarax_own_cpu_s']:.2f} s."]
+            lines.append("")
     for wl, ext in report.get("external", {}).items():
         lines += [f"## {wl}: {ext['what']}", "", f"Status: **{ext['status']}** ({ext['script']})"]
         if ext.get("note"):

@@ -121,12 +121,17 @@ def run_vision(
 
 IMPORT_PROBE = r"""
 import json, time
-t0 = time.perf_counter()
+w, c = time.perf_counter, time.process_time
+w0, c0 = w(), c()
 import jax, jax.numpy
-t1 = time.perf_counter()
+w1, c1 = w(), c()
+import flax.nnx
+w2, c2 = w(), c()
 import datarax, datarax.pipeline, datarax.sources, datarax.operators
-t2 = time.perf_counter()
-print(json.dumps({"jax_s": t1 - t0, "datarax_extra_s": t2 - t1}))
+w3, c3 = w(), c()
+print(json.dumps({"jax_s": w1 - w0, "datarax_extra_s": w3 - w1, "flax_nnx_s": w2 - w1,
+                  "datarax_own_s": w3 - w2, "jax_cpu_s": c1 - c0, "datarax_extra_cpu_s": c3 - c1,
+                  "flax_nnx_cpu_s": c2 - c1, "datarax_own_cpu_s": c3 - c2}))
 """
 
 
