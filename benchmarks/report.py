@@ -96,6 +96,12 @@ def summarize_case(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str,
     for name, row in rows.items():
         if floor and "epoch_rate" in row:
             # ratio per repetition (the floor ran in the same round), then the median
+            cpu_ratios = [
+                base["cpu_s"] / mine["cpu_s"]
+                for mine, base in zip(runs[name], runs[floor_name])
+                if mine.get("cpu_s") and base.get("cpu_s")
+            ]
+            row["cpu_ratio"] = statistics.median(cpu_ratios) if cpu_ratios else None
             for key in ("epoch", "steady"):
                 ratios = [
                     mine[f"{key}_rate"] / base[f"{key}_rate"]
@@ -174,7 +180,10 @@ def markdown(report: dict[str, Any]) -> str:
         "(pipeline build, compile, worker start-up and the short last batch included). "
         "*Steady* = records after the first batch / time after the first batch. "
         "*Spawn→first* = process start to first batch, imports included. *CPU s* = CPU time (all threads, finished child processes) "
-        "the epoch used. *Load* = the "
+        "the epoch used; *× floor (CPU)* = the floor's CPU time / this contender's (work per "
+        "CPU second, which other load on the machine disturbs far less than wall time; "
+        "child processes still running at the end, e.g. Grain's mp workers, are not "
+        "counted). *Load* = the "
         "machine's 1-minute load average during the run (median of runs): above the CPU "
         "count, other work shared the cores and the numbers are noisier.",
         "",
@@ -190,18 +199,19 @@ def markdown(report: dict[str, Any]) -> str:
             f"## {label}: {c['records']:,} records, batch {c['batch_size']}",
             "",
             "| contender | whole epoch rec/s | × floor | steady rec/s | × floor | first batch s "
-            "| spawn→first s | CPU s | load | check |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| spawn→first s | CPU s | × floor (CPU) | load | check |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for name, row in case["summary"].items():
             if "epoch_rate" not in row:
-                lines.append(f"| {name} | - | - | - | - | - | - | - | - | {row['status']} |")
+                lines.append(f"| {name} | - | - | - | - | - | - | - | - | - | {row['status']} |")
                 continue
             lines.append(
                 f"| {name} | {row['epoch_rate']:,.0f} | {_fmt(row.get('epoch_ratio'), '.2f')} "
                 f"| {row['steady_rate']:,.0f} | {_fmt(row.get('steady_ratio'), '.2f')} "
                 f"| {_fmt(row['first_batch_s'], '.3f')} | {_fmt(row['spawn_to_first_batch_s'], '.2f')} "
-                f"| {_fmt(row.get('cpu_s'), '.2f')} | {_fmt(row.get('load_avg_1m'), '.1f')} "
+                f"| {_fmt(row.get('cpu_s'), '.2f')} | {_fmt(row.get('cpu_ratio'), '.2f')} "
+                f"| {_fmt(row.get('load_avg_1m'), '.1f')} "
                 f"| {row['status']} (flips {row['flip_fraction']:.3f}) |"
             )
         lines.append("")
