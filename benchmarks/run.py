@@ -31,17 +31,26 @@ def run_suite(
     seed: int = 0,
     log=print,
     nice: int = 0,
+    partial_out: Path | None = None,
 ) -> dict[str, Any]:
-    """Run the selected workloads; return the report dict (see ``report.write``)."""
+    """Run the selected workloads; return the report dict (see ``report.write``).
+
+    With ``partial_out``, the report so far is written there after every workload
+    case, so an interrupted run still leaves its finished parts.
+    """
     names = list(contenders or CONTENDERS)
     cache_home = tempfile.mkdtemp(prefix="datarax-bench-cache-")
     try:
-        return _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home)
+        return _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, partial_out)
     finally:
         shutil.rmtree(cache_home, ignore_errors=True)
 
 
-def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home) -> dict[str, Any]:
+def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, partial_out) -> dict[str, Any]:
+    def checkpoint() -> None:
+        if partial_out is not None:
+            report_mod.write(result, partial_out)
+
     result: dict[str, Any] = {
         "scale": scale,
         "reps": reps,
@@ -72,6 +81,7 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home) -> di
             "runs": runs,
             "warm_ups": warm_ups,
         }
+        checkpoint()
     if "W3" in workloads:
         probes = [run_import_probe() for _ in range(max(reps, 3))]
         good = [p for p in probes if "error" not in p]
@@ -84,6 +94,7 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home) -> di
         if wl in workloads:
             result["external"][wl] = run_external(wl, scale, reps)
             log(f"{wl}: {result['external'][wl]['status']}")
+            checkpoint()
     if "W6" in workloads:  # W2 at other batch sizes and 4x the records
         records = W2_RECORDS[scale]
         for label, extra in (
@@ -95,6 +106,7 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home) -> di
             ext["what"] = f"{label}: W2 with {' '.join(extra)}"
             result["external"][label] = ext
             log(f"{label}: {ext['status']}")
+            checkpoint()
     return result
 
 
@@ -135,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown contenders {bad}; choose from {', '.join(CONTENDERS)}")
     if args.reps < 1:
         parser.error("--reps must be >= 1")
-    report = run_suite(workloads, args.reps, args.scale, contenders, nice=args.nice)
+    report = run_suite(workloads, args.reps, args.scale, contenders, nice=args.nice,
+                       partial_out=Path(args.out))
     paths = report_mod.write(report, Path(args.out))
     for kind, path in paths.items():
         print(f"wrote {path}")
