@@ -42,9 +42,6 @@ def offline(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
-    # datasets waits 5 s whenever a multi-shard parquet stream (shuffled) is closed, to let
-    # pyarrow's threads wind down; the tiny test files do not need it.
-    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)
     datasets.disable_progress_bars()
 
 
@@ -473,3 +470,19 @@ def test_image_features_are_decoded(tmp_path):
     stream = HFStreamingSource(HFStreamingConfig(name=path, split="train", chunk_size=5))
     got = [np.asarray(b["image"]) for b in Pipeline(source=stream, stages=[], batch_size=8)]
     np.testing.assert_array_equal(np.concatenate(got)[:, 2, 3], np.arange(12))
+
+
+def test_streaming_shuffle_orders_files_and_bounds_the_buffer(sst2_folder):
+    firsts = set()
+    for seed in range(8):
+        config = HFStreamingConfig(name=sst2_folder, split="train", shuffle=True, seed=seed,
+                                   shuffle_buffer_size=4, chunk_size=2)
+        order = ids(all_batches(Pipeline(source=HFStreamingSource(config), stages=[], batch_size=10)))
+        assert sorted(order) == list(range(N))
+        # files are read one after another: with a 4-record buffer the first 40 records
+        # handed out all come from the file read first
+        file_start = 0 if order[0] < 50 else 50
+        firsts.add(file_start)
+        assert all(file_start <= i < file_start + 50 for i in order[:40])
+        assert order[:40] != sorted(order[:40])
+    assert firsts == {0, 50}  # both files get to go first, depending on the seed

@@ -155,9 +155,9 @@ class HFStreamingConfig(_HFConfig):
         streaming: must stay True (use :class:`HFEagerConfig` to load eagerly).
         chunk_size: records read per Arrow chunk; bounds memory with the buffer below.
         shuffle_buffer_size: with ``shuffle=True`` a stream cannot be permuted globally
-            (no random access); each pass uses ``datasets``' shuffle instead: shard
-            order plus a buffer of this many records, seeded with ``seed + epoch`` (same
-            seed, same order).
+            (no random access); pass ``e`` reads the shards (files) in an order drawn
+            from ``seed + e`` and mixes records through a rolling buffer of this many
+            records (same seed, same order).
     """
 
     streaming: bool = True
@@ -489,7 +489,7 @@ class HFStreamingSource(DataSourceModule):
             )
         super().__init__(config, rngs=rngs, name=name)
         where = "HFStreamingSource"
-        dataset, keys = _open_stream(config, where)
+        dataset, keys, by_shard = _open_stream(config, where)
         self._dataset = nnx.static(dataset)
         first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
         if first is None or first.num_rows == 0:
@@ -497,7 +497,7 @@ class HFStreamingSource(DataSourceModule):
         features = dataset.features
         spec = spec_of_columns(_table_to_columns(first, keys, config, where, features=features))
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
-        self._reader = nnx.static(_StreamReader(self, dataset, tuple(keys)))
+        self._reader = nnx.static(_StreamReader(self, dataset, tuple(keys), by_shard))
 
     # ------------------------------------------------------------- contract
     def element_spec(self) -> dict[str, Any]:
@@ -551,9 +551,12 @@ class HFStreamingSource(DataSourceModule):
 class _StreamReader:
     """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted."""
 
-    def __init__(self, source: HFStreamingSource, dataset: Any, keys: tuple[str, ...]) -> None:
+    def __init__(
+        self, source: HFStreamingSource, dataset: Any, keys: tuple[str, ...], by_shard: bool
+    ) -> None:
         self._source = source
         self._dataset = dataset
+        self._by_shard = by_shard
         self._keys = keys
         self._tables: Any = None
         self.ended = False
@@ -579,10 +582,15 @@ class _StreamReader:
         config = self._source.config
         dataset = self._dataset
         if config.shuffle:
-            dataset = dataset.shuffle(
-                seed=(config.seed + epoch) % 2**32, buffer_size=config.shuffle_buffer_size
+            self._tables = _shuffled_tables(
+                dataset,
+                by_shard=self._by_shard,
+                chunk_size=config.chunk_size,
+                buffer_size=config.shuffle_buffer_size,
+                seed=(config.seed + epoch) % 2**32,
             )
-        self._tables = iter(dataset.with_format("arrow").iter(batch_size=config.chunk_size))
+        else:
+            self._tables = iter(dataset.with_format("arrow").iter(batch_size=config.chunk_size))
         while skip > 0:
             got = self._next_table()
             if got is None:
@@ -657,8 +665,9 @@ class _StreamReader:
         self._offset = 0
 
 
-def _open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str]]:
-    """The split (sliced as asked) as one ``IterableDataset``, and the fields to keep."""
+def _open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:
+    """The split (sliced as asked) as one ``IterableDataset``, the fields to keep, and
+    whether its shards (files) can be read one by one (unsliced, one split)."""
     datasets = _datasets(where)
     splits = _open_splits(config, streaming=True, where=where)
     _check_split(splits, config, where)
@@ -694,7 +703,35 @@ def _open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str]]
             raise _empty(where, config)
         columns = list(first.column_names)
     keys = select_keys(columns, config.include_keys, config.exclude_keys, where=where)
-    return dataset, keys
+    by_shard = len(parts) == 1 and parts[0] is splits[_split_names(config.split)[0]]
+    return dataset, keys, by_shard
+
+
+def _shuffled_tables(
+    dataset: Any, *, by_shard: bool, chunk_size: int, buffer_size: int, seed: int
+) -> Any:
+    """Arrow tables of one shuffled pass: shards (files) in a seeded order, records
+    mixed through a rolling buffer of ``buffer_size`` records (``datasets``' scheme,
+    read shard after shard, so memory stays at about ``buffer_size + chunk_size``)."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    shards = int(getattr(dataset, "num_shards", 1) or 1) if by_shard else 1
+    order = rng.permutation(shards) if shards > 1 else np.zeros(1, np.int64)
+    tables: list[Any] = []
+    held = 0
+    for index in order:
+        part = dataset.shard(num_shards=shards, index=int(index)) if shards > 1 else dataset
+        for table in part.with_format("arrow").iter(batch_size=chunk_size):
+            tables.append(table)
+            held += table.num_rows
+            if held >= buffer_size:
+                mixed = pa.concat_tables(tables).take(rng.permutation(held))
+                keep = buffer_size // 2
+                yield mixed.slice(0, held - keep)
+                tables, held = [mixed.slice(held - keep)], keep
+    if held:
+        yield pa.concat_tables(tables).take(rng.permutation(held))
 
 
 def _known_length(dataset: Any, split: str) -> int | None:
