@@ -486,3 +486,13 @@ def test_streaming_shuffle_orders_files_and_bounds_the_buffer(sst2_folder):
         assert all(file_start <= i < file_start + 50 for i in order[:40])
         assert order[:40] != sorted(order[:40])
     assert firsts == {0, 50}  # both files get to go first, depending on the seed
+
+
+def test_x64_on_keeps_64bit_fields(numeric_folder):
+    previous = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", True)
+    try:
+        source = HFEagerSource(HFEagerConfig(name=numeric_folder, split="test"))
+        assert source.element_spec()["label"] == jax.ShapeDtypeStruct((), np.int64)
+    finally:
+        jax.config.update("jax_enable_x64", previous)
