@@ -171,8 +171,9 @@ def markdown(report: dict[str, Any]) -> str:
         "# datarax benchmark report",
         "",
         f"Machine: {m['nproc']} CPUs ({m['cpu'] or 'unknown CPU'}), {m['platform']}, "
-        f"Python {m['python']}, datarax at commit {m.get('git_commit', 'unknown')}. Scale `{report['scale']}`, {report['reps']} repetition(s) per "
-        "contender, each in a fresh process, order rotated per repetition. Medians shown; "
+        f"Python {m['python']}, datarax at commit {m.get('git_commit', 'unknown')}. Scale "
+        f"`{report['scale']}`; every repetition of every contender runs in a fresh process, "
+        "order rotated per repetition (repetitions per case in its heading). Medians shown; "
         "ratios (× floor) are medians over repetitions of the rate divided by the "
         "plain-numpy floor's rate in the same repetition.",
         "",
@@ -196,7 +197,8 @@ def markdown(report: dict[str, Any]) -> str:
     for label, case in report["vision"].items():
         c = case["case"]
         lines += [
-            f"## {label}: {c['records']:,} records, batch {c['batch_size']}",
+            f"## {label}: {c['records']:,} records, batch {c['batch_size']}, "
+            f"{max((len(v) for v in case['runs'].values()), default=0)} repetitions",
             "",
             "| contender | whole epoch rec/s | × floor | steady rec/s | × floor | first batch s "
             "| spawn→first s | CPU s | × floor (CPU) | load | check |",
@@ -290,3 +292,39 @@ def write(report: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     if chart(report, out_dir / "report.png"):
         paths["png"] = out_dir / "report.png"
     return paths
+
+
+def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report from several runs (e.g. W1-W5 and W6 run separately); later wins."""
+    out = dict(reports[0])
+    out["vision"] = {}
+    out["external"] = {}
+    out["workloads"] = []
+    for report in reports:
+        out["vision"].update(report.get("vision", {}))
+        out["external"].update(report.get("external", {}))
+        out["workloads"] += [w for w in report.get("workloads", []) if w not in out["workloads"]]
+        if report.get("imports"):
+            out["imports"] = report["imports"]
+    out["merged_from"] = [r.get("started") for r in reports]
+    for case in out["vision"].values():  # recompute with this version's summary
+        case["summary"] = summarize_case(case["runs"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.report A.json [B.json ...] --out DIR``: merge and rewrite."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("reports", nargs="+")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    merged = merge([json.loads(Path(p).read_text()) for p in args.reports])
+    for path in write(merged, Path(args.out)).values():
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
