@@ -98,7 +98,8 @@ class CountingStream(DataSourceModule):
 
     It opens a pass lazily at the first ``get_batch`` of each epoch (the epoch its
     cursor is in; the base ``start_epoch`` moves the cursor), draws values from a generator seeded by ``seed + epoch`` (so skipping
-    forward must replay the generator exactly) and forgets the pass when it ends.
+    forward must replay the generator exactly); once a pass ends it keeps returning
+    None until the next epoch.
     """
 
     def __init__(self, config: CountingStreamConfig, *, rngs: nnx.Rngs | None = None) -> None:
@@ -124,8 +125,7 @@ class CountingStream(DataSourceModule):
             vecs.append(record[2])
             if len(ids) == batch_size:
                 break
-        if not ids:
-            self._stream = None
+        if not ids:  # the pass is over; stay exhausted until the cursor's epoch moves
             return None
         return {
             "id": np.asarray(ids, np.int32),

@@ -60,7 +60,9 @@ def kill_and_resume(kind: str, tmp: Path) -> tuple[list, list, dict]:
 
 
 def expected_epoch(kind: str) -> list:
-    return [kill_worker.ids(b) for _, b in collect(kill_worker.make(kind), 1)]
+    pipeline = kill_worker.make(kind)
+    with pipeline.source:  # closing joins any reader threads
+        return [kill_worker.ids(b) for _, b in collect(pipeline, 1)]
 
 
 @pytest.mark.parametrize(
