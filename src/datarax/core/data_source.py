@@ -66,6 +66,7 @@ class DataSourceModule(DataraxModule):
         self._cursor = EpochPosition()
         self._skip_pending = 0  # records to fast-forward after set_state on a stream
         self._shard = (0, 1)  # (index, count): this process's share of every epoch
+        self._stream_position = 0  # records a forward-only stream has read this pass
 
     # ------------------------------------------------------------------ contract
     def supports_indexed_access(self) -> bool:
@@ -108,14 +109,16 @@ class DataSourceModule(DataraxModule):
         raise NotImplementedError(f"{type(self).__name__} does not implement get_batch")
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """``get_batch`` plus each record's stable index (None: numbered by position).
+        """``get_batch`` plus each record's stable index (its position in the pass).
 
-        This is what Pipeline's host path calls. The default wraps ``get_batch``,
-        advances the source's position by the records it returned, and, after
-        ``set_state`` on a stream that cannot seek, first reads and discards the
-        records the saved position says were already handed out. Host sources that
-        seek (ArrayRecord) override it and keep their own position.
+        This is what Pipeline's host path calls. The default wraps ``get_batch`` for
+        forward-only streams: it keeps only this shard's records (every ``count``-th
+        record of the pass, starting at ``index``), advances the source's position by
+        the records it hands out, and, after ``set_state`` on a stream that cannot
+        seek, first reads and discards the records the saved position covers. Host
+        sources that seek (ArrayRecord) override it and keep their own position.
         """
+        index, count = self._shard
         while self._skip_pending > 0:
             skipped = self._call_get_batch(min(self._skip_pending, max(batch_size, 256)))
             if skipped is None:
@@ -126,11 +129,23 @@ class DataSourceModule(DataraxModule):
                     "stream.",
                     field="current_index",
                 )
-            self._skip_pending -= _batch_length(skipped)
-        batch = self._call_get_batch(batch_size)
-        if batch is not None:
-            self._cursor.advance(_batch_length(batch))
-        return batch, None
+            read = _batch_length(skipped)
+            self._skip_pending -= read
+            self._stream_position += read
+        while True:
+            raw = self._call_get_batch(batch_size * count)
+            if raw is None:
+                return None, None
+            read = _batch_length(raw)
+            positions = np.arange(self._stream_position, self._stream_position + read)
+            self._stream_position += read
+            if count == 1:
+                self._cursor.advance(read)
+                return raw, positions
+            keep = np.flatnonzero(positions % count == index)
+            if len(keep):
+                self._cursor.advance(len(keep))
+                return take_records(raw, keep), positions[keep]
 
     def _call_get_batch(self, batch_size: int) -> Batch | None:
         try:
@@ -170,8 +185,13 @@ class DataSourceModule(DataraxModule):
         return index * share, (index + 1) * share
 
     def start_epoch(self, epoch: int) -> None:
-        """Position a host source at the start of pass ``epoch`` (Pipeline calls this)."""
+        """Position a host source at the start of pass ``epoch`` (Pipeline calls this).
+
+        Subclasses that restart their stream here call ``super().start_epoch(epoch)``.
+        """
         self._cursor.start_epoch(epoch)
+        self._stream_position = 0
+        self._skip_pending = 0
 
     # ------------------------------------------------------------- resources
     def close(self) -> None:
@@ -239,9 +259,10 @@ class DataSourceModule(DataraxModule):
             )
         self._cursor.set_state(state, length=self._length_or_none(), where=type(self).__name__)
         if not self.supports_indexed_access():
-            self._skip_pending = self._cursor.index
-            self._cursor.current_index.set_value(0)
-            self._cursor.advance(self._skip_pending)
+            # A forward-only stream restarts its pass from the beginning and skips what
+            # this shard's handed-out records span (count raw records per kept record).
+            self._skip_pending = self._cursor.index * self._shard[1]
+            self._stream_position = 0
 
     # ------------------------------------------------------- iterator protocol
     def _exhausted(self) -> bool:
@@ -297,6 +318,17 @@ class DataSourceModule(DataraxModule):
         batch = self.get_batch_at(start, 1, None)
         stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
         return {k: v[0] for k, v in batch.items()}, stable
+
+
+def take_records(batch: Batch, rows: np.ndarray) -> Batch:
+    """The records at ``rows`` of a batch whose fields are arrays or lists."""
+    out: Batch = {}
+    for key, value in batch.items():
+        if isinstance(value, (list, tuple)):
+            out[key] = [value[int(i)] for i in rows]
+        else:
+            out[key] = np.asarray(value)[rows]
+    return out
 
 
 def _batch_length(batch: Batch) -> int:

@@ -112,6 +112,6 @@ class ElementOperator(OperatorModule):
             values = [o[k] for o in outputs]
             if all(isinstance(v, (str, bytes, np.str_, np.bytes_)) for v in values):
                 result[k] = [str(v) if isinstance(v, np.str_) else v for v in values]
-            else:
-                result[k] = jnp.stack([jnp.asarray(v) for v in values])
+            else:  # one host stack and one device transfer per field
+                result[k] = jnp.asarray(np.stack([np.asarray(v) for v in values]))
         return result

@@ -38,6 +38,8 @@ def settings(pipeline: Pipeline) -> dict[str, Any]:
             continue
         if value is None or isinstance(value, (bool, int, float, str)):
             out[f"source.{name}"] = value
+    out["stages"] = pipeline.stages_fingerprint()
+    out["rngs"] = pipeline.rng_fingerprint()
     return out
 
 
@@ -107,6 +109,18 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
         raise StateError("Pipeline state is missing 'source' (the source's position).", field="source")
 
 
+def concat_batches(parts: list[Batch]) -> Batch:
+    """Join batches field by field (arrays concatenated, lists of str extended)."""
+    out: Batch = {}
+    for key in parts[0]:
+        values = [p[key] for p in parts]
+        if all(isinstance(v, (list, tuple)) for v in values):
+            out[key] = [item for v in values for item in v]
+        else:
+            out[key] = np.concatenate([np.asarray(v) for v in values])
+    return out
+
+
 def _head(array: Any, count: int) -> Any:
     """The first ``count`` records of a batch field (the short last batch).
 
@@ -146,6 +160,7 @@ class PipelineIterator:
         self._dispatched = position  # records dispatched (indexed path)
         self._queue.clear()
         self._started = False
+        self._pass_done = False
         self._pipeline.epoch.set_value(epoch)
         self._pipeline.position.set_value(position)
         if self._indexed:
@@ -266,10 +281,9 @@ class PipelineIterator:
             source.start_epoch(self._epoch)
             self._started = True
         with self._stats.timer("read"):
-            batch, indices = source.get_batch_with_indices(self._batch_size)
+            batch, indices = self._read_full_batch(source)
         if batch is None:
             raise StopIteration
-        batch = dict(batch)
         count = len(next(iter(batch.values())))
         if count < self._batch_size and self._pipeline.drop_remainder:
             raise StopIteration
@@ -281,8 +295,6 @@ class PipelineIterator:
                 where=f"{type(source).__name__} batch at record {self._position} of epoch "
                 f"{self._epoch}",
             )
-        if indices is None:
-            indices = np.arange(self._position, self._position + count)
         stages = list(self._pipeline.stages)
         if stages:
             with self._stats.timer("stages"):
@@ -292,6 +304,31 @@ class PipelineIterator:
                 batch = {k: v if is_text_value(v) else jnp.asarray(v) for k, v in batch.items()}
         self._handed_out(count)
         return batch
+
+    def _read_full_batch(self, source: Any) -> tuple[Batch | None, Any]:
+        """Exactly ``batch_size`` records, or fewer only where the pass ends.
+
+        A source may return short batches mid-pass (e.g. at a file boundary); they are
+        joined so that no record is lost and every batch but the last is full.
+        """
+        parts: list[tuple[Batch, np.ndarray]] = []
+        have = 0
+        while have < self._batch_size and not self._pass_done:
+            batch, indices = source.get_batch_with_indices(self._batch_size - have)
+            if batch is None:
+                self._pass_done = True  # ask nothing more of this pass
+                break
+            batch = dict(batch)
+            count = len(next(iter(batch.values())))
+            if indices is None:
+                indices = np.arange(self._position + have, self._position + have + count)
+            parts.append((batch, np.asarray(indices)))
+            have += count
+        if not parts:
+            return None, None
+        if len(parts) == 1:
+            return parts[0]
+        return concat_batches([b for b, _ in parts]), np.concatenate([i for _, i in parts])
 
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
         epoch = np.int32(self._epoch)

@@ -140,6 +140,37 @@ class Pipeline(nnx.Module):
         """Zero the counters :meth:`stats` reports."""
         self._stats.reset()
 
+    def stages_fingerprint(self) -> str:
+        """A short, stable digest of the stages: types, names, configs, functions.
+
+        Part of the saved state's settings, so a state from a pipeline with other
+        stages is refused.
+        """
+        parts = []
+        for stage in self.stages:
+            if isinstance(stage, OperatorModule):
+                fn = getattr(stage, "fn", None)
+                parts.append(
+                    f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
+                    f"|{getattr(fn, '__qualname__', '')}"
+                )
+            else:
+                parts.append(f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}")
+        return _digest("\n".join(parts))
+
+    def rng_fingerprint(self) -> str:
+        """A short digest of every key the pipeline and its stages draw from."""
+        material = [self.key.get_value(), self.key_count.get_value()]
+        for stage in self.stages:
+            if isinstance(stage, OperatorModule) and stage.stochastic and stage._key_given:
+                material += [stage.base_key.get_value(), stage.base_count.get_value()]
+        data = []
+        for value in material:
+            if isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+                value = jax.random.key_data(value)
+            data.append(np.asarray(value).tobytes())
+        return _digest(b"".join(data))
+
     def key_pair(self) -> tuple[Any, Any]:
         """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""
         return self.key.get_value(), self.key_count.get_value()
@@ -182,3 +213,11 @@ class Pipeline(nnx.Module):
             )
         check_state(self, state)
         self._pending_state = dict(state)
+
+
+def _digest(material: str | bytes) -> str:
+    """First 12 hex digits of the SHA-256 of ``material``."""
+    import hashlib
+
+    raw = material.encode() if isinstance(material, str) else material
+    return hashlib.sha256(raw).hexdigest()[:12]
