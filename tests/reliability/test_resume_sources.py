@@ -128,7 +128,7 @@ def hf_offline(monkeypatch, tmp_path):
 
 
 def _hf_pipeline(folder: str, streaming: bool, bs: int, shuffle: bool, stochastic: bool,
-                 drop: bool) -> Pipeline:
+                 drop: bool, shard: tuple[int, int] = (0, 1)) -> Pipeline:
     from datarax.sources import HFEagerConfig, HFEagerSource, HFStreamingConfig, HFStreamingSource
 
     if streaming:
@@ -140,7 +140,7 @@ def _hf_pipeline(folder: str, streaming: bool, bs: int, shuffle: bool, stochasti
                                              exclude_keys=("sentence",)))
         ops = stages(stochastic)
     return Pipeline(source=source, stages=ops, batch_size=bs, rngs=nnx.Rngs(0),
-                    drop_remainder=drop, shard_index=0, shard_count=1)
+                    drop_remainder=drop, shard_index=shard[0], shard_count=shard[1])
 
 
 @FEW
@@ -148,12 +148,15 @@ def _hf_pipeline(folder: str, streaming: bool, bs: int, shuffle: bool, stochasti
        stochastic=st.booleans(), drop=st.booleans(), epochs=st.integers(1, 2), data=st.data())
 def test_hf_eager_and_streaming_resume_exactly(hf_folder, hf_offline, streaming, bs, shuffle,
                                                stochastic, drop, epochs, data):
+    count = data.draw(st.sampled_from([1, 1, 2]), label="shard_count")
+    shard = (data.draw(st.integers(0, count - 1), label="shard_index"), count)
     report = check_resume_exact(
-        lambda: _hf_pipeline(hf_folder, streaming, bs, shuffle, stochastic, drop),
+        lambda: _hf_pipeline(hf_folder, streaming, bs, shuffle, stochastic, drop, shard),
         points(data, 23, bs, epochs), num_epochs=epochs,
         level=data.draw(st.sampled_from(["pipeline", "iterator"])),
     )
-    assert report.num_records == (23 - (23 % bs if drop else 0)) * epochs
+    if count == 1:
+        assert report.num_records == (23 - (23 % bs if drop else 0)) * epochs
 
 
 def test_hf_streaming_text_survives_resume(hf_folder, hf_offline):
@@ -198,7 +201,7 @@ def tfds_dir(tmp_path_factory):
 
 
 def _tfds_pipeline(data_dir: str, streaming: bool, bs: int, shuffle: bool, stochastic: bool,
-                   drop: bool) -> Pipeline:
+                   drop: bool, shard: tuple[int, int] = (0, 1)) -> Pipeline:
     from datarax.sources import (TFDSEagerConfig, TFDSEagerSource, TFDSStreamingConfig,
                                  TFDSStreamingSource)
 
@@ -209,7 +212,7 @@ def _tfds_pipeline(data_dir: str, streaming: bool, bs: int, shuffle: bool, stoch
         source = TFDSEagerSource(TFDSEagerConfig(name="rel_tiny", data_dir=data_dir,
                                                  shuffle=shuffle, seed=5))
     return Pipeline(source=source, stages=stages(stochastic), batch_size=bs, rngs=nnx.Rngs(0),
-                    drop_remainder=drop, shard_index=0, shard_count=1)
+                    drop_remainder=drop, shard_index=shard[0], shard_count=shard[1])
 
 
 def _close(pipeline: Pipeline) -> None:
@@ -223,12 +226,15 @@ def _close(pipeline: Pipeline) -> None:
        stochastic=st.booleans(), drop=st.booleans(), epochs=st.integers(1, 2), data=st.data())
 def test_tfds_eager_and_streaming_resume_exactly(tfds_dir, streaming, bs, shuffle, stochastic,
                                                  drop, epochs, data):
+    count = data.draw(st.sampled_from([1, 1, 2]), label="shard_count")
+    shard = (data.draw(st.integers(0, count - 1), label="shard_index"), count)
     report = check_resume_exact(
-        lambda: _tfds_pipeline(tfds_dir, streaming, bs, shuffle, stochastic, drop),
+        lambda: _tfds_pipeline(tfds_dir, streaming, bs, shuffle, stochastic, drop, shard),
         points(data, 19, bs, epochs), num_epochs=epochs, close=_close,
         level=data.draw(st.sampled_from(["pipeline", "iterator"])),
     )
-    assert report.num_records == (19 - (19 % bs if drop else 0)) * epochs
+    share = 19 // count
+    assert report.num_records == (share - (share % bs if drop else 0)) * epochs
 
 
 def test_tfds_eager_and_streaming_agree_after_resume(tfds_dir):
