@@ -468,7 +468,10 @@ class HostReader:
             try:
                 for key, (shape, dtype) in fast.items():
                     value = record[key]
-                    if type(value) is not np.ndarray or value.shape != shape or value.dtype != dtype:
+                    kind = type(value)
+                    if not (kind is np.ndarray or issubclass(kind, np.generic)) or (
+                        value.shape != shape or value.dtype != dtype
+                    ):
                         break
                 else:
                     return record
