@@ -321,6 +321,26 @@ simple("state-other-shard", "Pipeline state", "a state from shard 0 of 2 into sh
        StateError, "Pipeline state was saved with shard=[0, 2] but this pipeline has shard=[1, 2]",
        lambda: make_memory_pipeline(12, 3, shard_index=1, shard_count=2).set_state(
            dict(state_of(), settings=dict(state_of()["settings"], shard=[0, 2]))), field="shard")
+def _state_stochastic() -> dict[str, Any]:
+    return state_of(stochastic=True)
+
+
+simple("state-other-stages", "Pipeline state", "a state from a pipeline with other stages",
+       StateError, "(digests of the stages: their classes, names, configs and functions, in "
+       "order; build the same stages)", lambda: restore(_state_stochastic()), field="stages")
+simple("state-other-rngs", "Pipeline state", "a state from a pipeline built with nnx.Rngs(0) "
+       "into one built with nnx.Rngs(1)", StateError,
+       "(digests of the keys the pipeline and its stages draw from; build it with the same "
+       "rngs seed)",
+       lambda: _restore_other_rngs(_state_stochastic()), field="rngs")
+
+
+def _restore_other_rngs(state: dict[str, Any]) -> None:
+    p = make_memory_pipeline(12, 3, stochastic=True, shard_index=0, shard_count=1)
+    Pipeline(source=p.source, stages=list(p.stages), batch_size=3, rngs=nnx.Rngs(1),
+             shard_index=0, shard_count=1).set_state(state)
+
+
 simple("state-negative-position", "Pipeline state", "position=-3", StateError,
        "Pipeline state 'position' must be an int >= 0, got -3; the state was tampered with.",
        lambda: restore(dict(state_of(), position=-3)), field="position")

@@ -116,29 +116,33 @@ def stream_cases(draw):
         epochs=epochs,
         level=draw(st.sampled_from(["pipeline", "iterator"])),
         points=_points(draw, max(n, 1), bs, epochs),
+        shard=draw(st.sampled_from([(0, 1), (0, 1), (0, 2), (1, 2), (2, 3)])),
     )
 
 
-def _make_stream(n: int, bs: int, stochastic: bool, drop: bool) -> Pipeline:
+def _make_stream(n: int, bs: int, stochastic: bool, drop: bool,
+                 shard: tuple[int, int] = (0, 1)) -> Pipeline:
     return Pipeline(
         source=CountingStream(CountingStreamConfig(num_records=n, seed=5)),
         stages=stages(stochastic),
         batch_size=bs,
         rngs=nnx.Rngs(0),
         drop_remainder=drop,
-        shard_index=0,
-        shard_count=1,
+        shard_index=shard[0],
+        shard_count=shard[1],
     )
 
 
 @FAST
 @given(stream_cases())
 def test_forward_only_stream_resumes_exactly(case):
-    args = (case["n"], case["bs"], case["stochastic"], case["drop"])
+    args = (case["n"], case["bs"], case["stochastic"], case["drop"], case["shard"])
     report = check_resume_exact(
         lambda: _make_stream(*args), case["points"], num_epochs=case["epochs"], level=case["level"]
     )
-    per_epoch = case["n"] - (case["n"] % case["bs"] if case["drop"] else 0)
+    index, count = case["shard"]
+    share = len(range(index, case["n"], count))  # streams keep every count-th record
+    per_epoch = share - (share % case["bs"] if case["drop"] else 0)
     assert report.num_records == per_epoch * case["epochs"]
 
 
@@ -275,3 +279,88 @@ def test_stream_direct_iteration_resumes_exactly():
 
     make = lambda: CountingStream(CountingStreamConfig(num_records=7, seed=2))  # noqa: E731
     assert check_source_resume_exact(make, [0, 3, 3, 6]) == 7
+
+
+# ------------------------------------------------ host-path contract details
+def test_forward_only_stream_shards_are_disjoint():
+    """Streams keep every count-th record of the pass: disjoint shares covering it."""
+    seen = []
+    for index in range(2):
+        p = Pipeline(source=CountingStream(CountingStreamConfig(num_records=10)), stages=[],
+                     batch_size=3, rngs=nnx.Rngs(0), shard_index=index, shard_count=2)
+        seen.append([int(i) for _, b in collect(p, 1) for i in b["id"]])
+    assert not set(seen[0]) & set(seen[1])
+    assert sorted(seen[0] + seen[1]) == list(range(10))
+
+
+def test_short_batch_mid_stream_does_not_end_the_epoch():
+    """A stream may return short batches mid-pass; Pipeline joins them (drop_remainder too)."""
+    import jax
+    import numpy as np
+
+    from datarax.core.data_source import DataSourceModule
+    from reliability_sources import CountingStreamConfig
+
+    class TwoFiles(DataSourceModule):
+        """Records 0..9 in two files of 5; a batch never crosses a file."""
+
+        def __init__(self) -> None:
+            super().__init__(CountingStreamConfig())
+            self._i = 0
+
+        def start_epoch(self, epoch: int) -> None:
+            super().start_epoch(epoch)
+            self._i = 0
+
+        def get_batch(self, batch_size: int):
+            if self._i >= 10:
+                return None
+            end = min(self._i + batch_size, (self._i // 5 + 1) * 5)
+            out = {"x": np.arange(self._i, end, dtype=np.int32)}
+            self._i = end
+            return out
+
+        def element_spec(self):
+            return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+    def make():
+        return Pipeline(source=TwoFiles(), stages=[], batch_size=4, drop_remainder=True,
+                        shard_index=0, shard_count=1)
+
+    ids = [int(i) for _, b in collect(make(), 1) for i in b["x"]]
+    assert ids == list(range(8))  # short file-boundary batches are joined, none lost
+    check_resume_exact(make, [1, 1, 2], num_epochs=2)
+
+
+def test_pipeline_asks_nothing_more_of_a_pass_after_none():
+    """``None`` from get_batch ends the pass: a stream that would start over on the next
+    call (a lazily re-opened generator) still gives exactly one pass per iter(pipeline)."""
+    import itertools
+
+    import jax
+    import numpy as np
+
+    from datarax.core.data_source import DataSourceModule
+    from reliability_sources import CountingStreamConfig
+
+    class Restarting(DataSourceModule):
+        def __init__(self) -> None:
+            super().__init__(CountingStreamConfig())
+            self._rows = None
+
+        def get_batch(self, batch_size: int):
+            if self._rows is None:
+                self._rows = iter(range(7))
+            rows = list(itertools.islice(self._rows, batch_size))
+            if not rows:
+                self._rows = None  # the next call starts a new pass
+                return None
+            return {"x": np.asarray(rows, np.int32)}
+
+        def element_spec(self):
+            return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+    p = Pipeline(source=Restarting(), stages=[], batch_size=3, shard_index=0, shard_count=1)
+    for _ in range(2):
+        batches = list(itertools.islice(iter(p), 20))  # bounded: a bug must not hang
+        assert [b["x"].tolist() for b in batches] == [[0, 1, 2], [3, 4, 5], [6]]

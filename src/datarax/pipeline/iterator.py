@@ -55,6 +55,14 @@ def make_state(pipeline: Pipeline, epoch: int, position: int) -> dict[str, Any]:
     return state
 
 
+_DIGEST_HINTS = {
+    "stages": " (digests of the stages: their classes, names, configs and functions, in "
+    "order; build the same stages)",
+    "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
+    "the same rngs seed)",
+}
+
+
 def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
     """Refuse a state from another configuration or a tampered one, naming the field."""
     for key in ("version", "epoch", "position", "settings"):
@@ -91,8 +99,8 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
         if saved.get(key) != current.get(key):
             raise StateError(
                 f"Pipeline state was saved with {key}={saved.get(key)!r} but this pipeline "
-                f"has {key}={current.get(key)!r}; restore it into an identically configured "
-                "pipeline.",
+                f"has {key}={current.get(key)!r}{_DIGEST_HINTS.get(key, '')}; restore it "
+                "into an identically configured pipeline.",
                 field=key,
             )
     n = current["num_records"]
