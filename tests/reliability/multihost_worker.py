@@ -70,6 +70,18 @@ def main() -> None:
         full = multihost_utils.process_allgather(g["x"], tiled=True)
         gathered.append((np.asarray(full) // 2).tolist())
     out["gathered"] = gathered
+    # A forward-only stream: every process keeps every 2nd record of the pass.
+    from flax import nnx
+
+    from datarax.pipeline import Pipeline
+    from reliability_sources import CountingStream, CountingStreamConfig, stages
+
+    def make_stream():
+        return Pipeline(source=CountingStream(CountingStreamConfig(num_records=21, seed=4)),
+                        stages=stages(True), batch_size=4, rngs=nnx.Rngs(0))
+
+    out["stream_ids"] = [b["id"].tolist() for _, b in collect(make_stream(), 1)]
+    out["stream_resume_batches"] = check_resume_exact(make_stream, [1, 2, 2], num_epochs=2).num_batches
     if len(sys.argv) > 4:  # an ArrayRecord source, sharded by process the same way
         from reliability_arrayrecord import close_source, make_arrayrecord_pipeline
 
