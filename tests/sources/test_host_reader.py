@@ -250,11 +250,14 @@ def test_element_spec_from_first_record_and_text_fields():
     reader.close()
 
 
-@pytest.mark.parametrize("n", [20, 1000, 65535])
-def test_small_permutation_equals_cycle_walking(n):
-    from datarax.sources.host_reader import small_permutation
+@pytest.mark.parametrize("n", [20, 1000, 20_000, 65535])
+def test_epoch_order_equals_grains_cycle_walking(n):
+    from grain.experimental import index_shuffle as grain_index_shuffle
 
-    np.testing.assert_array_equal(small_permutation(n, 9), index_shuffle_np(np.arange(n), n - 1, 9))
+    sample = np.linspace(0, n - 1, 97).astype(np.int64)
+    order = EpochOrder(length=n, seed=9, epoch=0)
+    expected = [grain_index_shuffle(index=int(i), max_index=n - 1, seed=9, rounds=4) for i in sample]
+    assert order.indices(0, n)[sample].tolist() == expected
 
 
 from hypothesis import assume, given, settings  # noqa: E402

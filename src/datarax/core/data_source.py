@@ -269,9 +269,10 @@ class DataSourceModule(DataraxModule):
         n = self._length_or_none()
         if n is None:
             return False
+        lo, hi = self.shard_bounds(n)
         epochs = self.num_epochs
         cursor = self._cursor
-        return epochs >= 0 and cursor.epoch >= epochs - 1 and cursor.index >= n
+        return epochs >= 0 and cursor.epoch >= epochs - 1 and cursor.index >= hi - lo
 
     def __iter__(self) -> DataSourceModule:
         """Iterate records from the current position; restarts a finished source."""
@@ -283,14 +284,14 @@ class DataSourceModule(DataraxModule):
     def __next__(self) -> Any:
         cursor = self._cursor
         if self.supports_indexed_access():
-            n = len(self)  # type: ignore[arg-type]
-            if cursor.index >= n:
+            lo, hi = self.shard_bounds(len(self))  # type: ignore[arg-type]
+            if cursor.index >= hi - lo:
                 if self.num_epochs >= 0 and cursor.epoch + 1 >= self.num_epochs:
                     raise StopIteration
                 cursor.start_epoch(cursor.epoch + 1)
-            if n == 0:
+            if hi == lo:
                 raise StopIteration
-            record, index = self._read_record(cursor.epoch, cursor.index)
+            record, index = self._read_record(cursor.epoch, lo + cursor.index)
             cursor.advance(1)
         else:
             self.check_contract()

@@ -66,7 +66,7 @@ import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.spec import TextSpec
-from datarax.samplers.index_shuffle import index_shuffle_np
+from datarax.samplers.index_shuffle import index_shuffle_np, small_permutation, uses_small_table
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
@@ -113,7 +113,7 @@ class EpochOrder:
         if self.seed is None or self.length <= 1:
             return positions
         seed = (int(self.seed) + int(self.epoch)) % 2**32
-        if self.length <= SMALL_DOMAIN:
+        if uses_small_table(self.length - 1):
             return small_permutation(self.length, seed)[positions]
         if len(positions) == 0 or len(positions) > 4 * WINDOW:
             return index_shuffle_np(positions, self.length - 1, seed)
@@ -128,31 +128,6 @@ class EpochOrder:
         if self.seed is None:
             return None
         return {"seed": int(self.seed), "epoch": int(self.epoch), "n": int(self.length)}
-
-
-SMALL_DOMAIN = 1 << 16  # the cipher's smallest block: 16 bits
-
-
-@functools.lru_cache(maxsize=4)
-def small_permutation(length: int, seed: int) -> np.ndarray:
-    """``index_shuffle_np(arange(length), length - 1, seed)`` for ``length <= 2**16``.
-
-    Below 2**16 records the cipher still permutes a 16-bit block, so cycle walking
-    takes about ``2**16 / length`` encryptions per index (seconds for tiny data sets).
-    Here the block permutation ``P`` is computed once (one encryption of every block
-    value) and each walk is resolved by pointer jumping in ~16 vectorised steps. The
-    table has a constant size (at most 2**16 entries), independent of the data set.
-    """
-    domain = SMALL_DOMAIN
-    block = index_shuffle_np(np.arange(domain, dtype=np.int64), domain - 1, seed)
-    target = block.copy()  # P^(2^k)(v) while every value on the way is >= length
-    found = target < length
-    while not found[:length].all():
-        hop_found = found[target]
-        hop_target = target[target]
-        target = np.where(found, target, hop_target)
-        found = found | hop_found
-    return target[:length].copy()
 
 
 WINDOW = 4096  # positions shuffled per vectorised call (amortises numpy overhead)
