@@ -184,3 +184,45 @@ def test_indexed_source_without_len_is_refused():
 
 def test_sources_have_no_batch_method():
     assert not hasattr(Indexed(), "batch") and not hasattr(Stream(), "batch")
+
+
+def test_stream_without_element_spec_is_refused_when_the_pipeline_is_built():
+    class NoSpec(DataSourceModule):
+        def get_batch(self, batch_size):
+            return None
+
+    with pytest.raises(SourceContractError, match="NoSpec implements get_batch but not element_spec"):
+        Pipeline(source=NoSpec(EmptyConfig()), stages=[], batch_size=2)
+
+
+def test_stream_shards_are_equal_whole_rounds_and_disjoint():
+    shares = []
+    for index in range(2):
+        pipeline = Pipeline(source=Stream(21), stages=[], batch_size=4, shard_index=index, shard_count=2)
+        shares.append([int(v) for b in pipeline for v in np.asarray(b["x"])])
+    assert shares[0] == list(range(0, 20, 2)) and shares[1] == list(range(1, 20, 2))
+
+
+def test_stream_shard_resume_is_exact():
+    first = iter(Pipeline(source=Stream(21), stages=[], batch_size=3, shard_index=1, shard_count=2))
+    got = [int(v) for v in np.asarray(next(first)["x"])]
+    rest = iter(Pipeline(source=Stream(21), stages=[], batch_size=3, shard_index=1, shard_count=2))
+    rest.set_state(first.get_state())
+    got += [int(v) for b in rest for v in np.asarray(b["x"])]
+    assert got == list(range(1, 20, 2))
+
+
+def test_check_finite_on_the_host_path():
+    class Floats(Stream):
+        def get_batch(self, batch_size):
+            batch = super().get_batch(batch_size)
+            if batch is not None:
+                batch = {"x": batch["x"].astype(np.float32)}
+                batch["x"][batch["x"] == 6] = np.inf
+            return batch
+
+        def element_spec(self):
+            return {"x": jax.ShapeDtypeStruct((), np.float32)}
+
+    with pytest.raises(SpecMismatchError, match="field 'x' of the record at position 6 of epoch 0 \\(stable index 6\\) holds NaN or inf"):
+        list(Pipeline(source=Floats(10), stages=[], batch_size=4, check_finite=True))

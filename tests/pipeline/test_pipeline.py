@@ -279,3 +279,25 @@ def test_stats_count_batches_and_name_the_timers():
     assert stats["bottleneck"] == "step"
     pipeline.reset_stats()
     assert pipeline.stats()["batches"] == 0
+
+
+def test_check_finite_names_field_position_and_stable_index():
+    values = np.arange(12, dtype=np.float32)
+    values[7] = np.nan
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3), {"v": values, "i": np.arange(12, dtype=np.int32)})
+    order = records_of(MemorySource(MemorySourceConfig(shuffle=True, seed=3), {"x": np.arange(12, dtype=np.int32)}))
+    position = order.index(7)
+    pipeline = Pipeline(source=source, stages=[], batch_size=5, check_finite=True)
+    with pytest.raises(Exception) as info:
+        list(pipeline)
+    assert f"field 'v' of the record at position {position} of epoch 0 (stable index 7) holds NaN or inf" in str(info.value)
+    assert [len(b["v"]) for b in Pipeline(source=source, stages=[], batch_size=5)] == [5, 5, 2]  # off by default
+
+
+def records_of(source):
+    return records(Pipeline(source=source, stages=[], batch_size=4))
+
+
+def test_check_finite_must_be_bool():
+    with pytest.raises(ConfigError, match="check_finite must be a bool"):
+        make().__class__(source=make().source, stages=[], batch_size=2, check_finite=1)

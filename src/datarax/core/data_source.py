@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.config import StructuralConfig
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
@@ -129,14 +130,18 @@ class DataSourceModule(DataraxModule):
                     "stream.",
                     field="current_index",
                 )
-            read = _batch_length(skipped)
+            read = batch_length(skipped)
             self._skip_pending -= read
             self._stream_position += read
         while True:
             raw = self._call_get_batch(batch_size * count)
             if raw is None:
                 return None, None
-            read = _batch_length(raw)
+            if count > 1:
+                raw = self._complete_rounds(raw, count)
+                if raw is None:
+                    return None, None
+            read = batch_length(raw)
             positions = np.arange(self._stream_position, self._stream_position + read)
             self._stream_position += read
             if count == 1:
@@ -147,12 +152,29 @@ class DataSourceModule(DataraxModule):
                 self._cursor.advance(len(keep))
                 return take_records(raw, keep), positions[keep]
 
+    def _complete_rounds(self, raw: Batch, count: int) -> Batch | None:
+        """Extend ``raw`` to whole rounds of ``count`` records, or cut the last partial
+        round where the stream ends, so every shard hands out the same number of records.
+        """
+        parts = [raw]
+        have = batch_length(raw)
+        while (self._stream_position + have) % count:
+            extra = self._call_get_batch(count - (self._stream_position + have) % count)
+            if extra is None:  # the stream ended inside a round: no shard takes it
+                have -= (self._stream_position + have) % count
+                if have == 0:
+                    return None
+                return take_records(concat_batches(parts), np.arange(have))
+            parts.append(extra)
+            have += batch_length(extra)
+        return concat_batches(parts)
+
     def _call_get_batch(self, batch_size: int) -> Batch | None:
         try:
             batch = self.get_batch(batch_size)
         except StopIteration:
             return None
-        if batch is not None and _batch_length(batch) == 0:
+        if batch is not None and batch_length(batch) == 0:
             return None
         return batch
 
@@ -162,7 +184,8 @@ class DataSourceModule(DataraxModule):
         Random-access sources serve the contiguous block ``shard_bounds(len)`` of each
         epoch's (shuffled) order, so shares are disjoint and equally long; the last
         ``len % count`` positions of each epoch are left out. Streams keep every
-        ``count``-th record starting at ``index``.
+        ``count``-th record starting at ``index``, in whole rounds of ``count``
+        records (a partial last round is left out), so shares are equally long.
         """
         if not (isinstance(count, int) and count >= 1 and isinstance(index, int) and 0 <= index < count):
             raise ValueError(
@@ -321,19 +344,3 @@ class DataSourceModule(DataraxModule):
         return {k: v[0] for k, v in batch.items()}, stable
 
 
-def take_records(batch: Batch, rows: np.ndarray) -> Batch:
-    """The records at ``rows`` of a batch whose fields are arrays or lists."""
-    out: Batch = {}
-    for key, value in batch.items():
-        if isinstance(value, (list, tuple)):
-            out[key] = [value[int(i)] for i in rows]
-        else:
-            out[key] = np.asarray(value)[rows]
-    return out
-
-
-def _batch_length(batch: Batch) -> int:
-    """Number of records in a batch dict (length of its first field)."""
-    for value in batch.values():
-        return len(value)
-    return 0

@@ -176,3 +176,22 @@ def validate_batch(
             "per-record shapes and dtypes).",
             fields=fields,
         )
+
+
+def first_nonfinite(batch: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(field, row)`` of the first NaN/inf value in a floating field, or None.
+
+    Example:
+        >>> first_nonfinite({"x": np.array([[0.0], [np.nan]], np.float32)})
+        ('x', 1)
+    """
+    for name, value in batch.items():
+        if is_text_value(value):
+            continue
+        array = np.asarray(value)
+        if array.dtype.kind not in "fc" or array.ndim == 0 or array.shape[0] == 0:
+            continue
+        finite = np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)
+        if not finite.all():
+            return name, int(np.argmin(finite))
+    return None

@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.errors import StateError
+from datarax.core.batch import concat_batches
+from datarax.core.errors import SpecMismatchError, StateError
 from datarax.core.keys import draw
-from datarax.core.spec import is_text_value, validate_batch
+from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
 from datarax.pipeline.steps import apply_stages, indexed_step, stage_step
 
 if TYPE_CHECKING:
@@ -117,18 +118,6 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
         raise StateError("Pipeline state is missing 'source' (the source's position).", field="source")
 
 
-def concat_batches(parts: list[Batch]) -> Batch:
-    """Join batches field by field (arrays concatenated, lists of str extended)."""
-    out: Batch = {}
-    for key in parts[0]:
-        values = [p[key] for p in parts]
-        if all(isinstance(v, (list, tuple)) for v in values):
-            out[key] = [item for v in values for item in v]
-        else:
-            out[key] = np.concatenate([np.asarray(v) for v in values])
-    return out
-
-
 def _head(array: Any, count: int) -> Any:
     """The first ``count`` records of a batch field (the short last batch).
 
@@ -154,7 +143,7 @@ class PipelineIterator:
         self._source = pipeline.source
         self._indexed = self._source.supports_indexed_access()
         self._batch_size = pipeline.batch_size
-        self._queue: collections.deque[tuple[int, Batch]] = collections.deque()
+        self._queue: collections.deque[tuple[int, Batch, int]] = collections.deque()
         self._closed = False
         self._started = False
         self._stage_graph: tuple[Any, Any] | None = None
@@ -262,7 +251,7 @@ class PipelineIterator:
         if count < self._batch_size:
             batch = {k: _head(v, count) for k, v in batch.items()}
         self._dispatched += count
-        self._queue.append((count, batch))
+        self._queue.append((count, batch, start))
         return True
 
     def _next_indexed(self) -> Batch:
@@ -272,7 +261,11 @@ class PipelineIterator:
             pass
         if not self._queue:
             raise StopIteration
-        count, batch = self._queue.popleft()
+        count, batch, start = self._queue.popleft()
+        if self._pipeline._check_finite:
+            self._check_finite(
+                batch, lambda: self._source.record_indices_at(start, self._batch_size, None)
+            )
         self._handed_out(count)
         return batch
 
@@ -310,8 +303,24 @@ class PipelineIterator:
         else:
             with self._stats.timer("transfer"):
                 batch = {k: v if is_text_value(v) else jnp.asarray(v) for k, v in batch.items()}
+        if self._pipeline._check_finite:
+            self._check_finite(batch, lambda: indices)
         self._handed_out(count)
         return batch
+
+    def _check_finite(self, batch: Batch, stable_indices: Any) -> None:
+        found = first_nonfinite(batch)
+        if found is None:
+            return
+        field, row = found
+        stable = int(np.asarray(stable_indices())[row])
+        raise SpecMismatchError(
+            f"{type(self._source).__name__}: field '{field}' of the record at position "
+            f"{self._position + row} of epoch {self._epoch} (stable index {stable}) holds "
+            "NaN or inf (check_finite=True). Fix or filter that record in the source or "
+            "the stage that produced it.",
+            fields=[field],
+        )
 
     def _read_full_batch(self, source: Any) -> tuple[Batch | None, Any]:
         """Exactly ``batch_size`` records, or fewer only where the pass ends.

@@ -41,6 +41,9 @@ class Pipeline(nnx.Module):
             equally long block of the epoch's (globally shuffled) order; the last
             ``len(source) % shard_count`` positions of each epoch are left out so every
             process takes the same number of steps. Per-record keys do not depend on it.
+        check_finite: refuse batches holding NaN or inf in a floating field, naming the
+            field, the record's position in the epoch and its stable index (copies each
+            batch to the host: a debugging aid, off by default).
 
     Example:
         >>> import numpy as np
@@ -63,6 +66,7 @@ class Pipeline(nnx.Module):
         prefetch: int = 2,
         shard_index: int | None = None,
         shard_count: int | None = None,
+        check_finite: bool = False,
     ) -> None:
         if not isinstance(source, DataSourceModule):
             raise SourceContractError(
@@ -75,6 +79,10 @@ class Pipeline(nnx.Module):
         if not isinstance(drop_remainder, bool):
             raise ConfigError(
                 f"Pipeline drop_remainder must be a bool, got {type(drop_remainder).__name__}."
+            )
+        if not isinstance(check_finite, bool):
+            raise ConfigError(
+                f"Pipeline check_finite must be a bool, got {type(check_finite).__name__}."
             )
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ConfigError(f"Pipeline prefetch must be an int >= 0, got {prefetch!r}.")
@@ -92,6 +100,17 @@ class Pipeline(nnx.Module):
                     "operator module (e.g. ElementOperator) nor a callable taking and "
                     "returning a batch dict."
                 )
+        if (
+            not source.supports_indexed_access()
+            and source.supports_streaming()
+            and type(source).element_spec is DataSourceModule.element_spec
+        ):
+            raise SourceContractError(
+                f"{type(source).__name__} implements get_batch but not element_spec(); a "
+                "streaming source must declare what its batches carry (a dict of "
+                "jax.ShapeDtypeStruct per record, or TextSpec for strings) so Pipeline can "
+                "check every batch."
+            )
         if source.supports_indexed_access():
             try:
                 n = len(source)  # type: ignore[arg-type]
@@ -113,6 +132,7 @@ class Pipeline(nnx.Module):
         self._batch_size = nnx.static(batch_size)
         self._drop_remainder = nnx.static(drop_remainder)
         self._prefetch = nnx.static(prefetch)
+        self._check_finite = nnx.static(check_finite)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
         if rngs is not None:

@@ -1,0 +1,56 @@
+"""Helpers for batch dicts whose fields are arrays (records on axis 0) or lists of str."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Batch = dict[str, Any]
+
+
+def batch_length(batch: Batch) -> int:
+    """Number of records in a batch (length of its first field; 0 when empty).
+
+    Example:
+        >>> batch_length({"x": np.zeros((3, 2)), "t": ["a", "b", "c"]})
+        3
+    """
+    for value in batch.values():
+        return len(value)
+    return 0
+
+
+def take_records(batch: Batch, rows: Any) -> Batch:
+    """The records at ``rows`` (integer positions) of a batch.
+
+    Example:
+        >>> take_records({"x": np.arange(4), "t": list("abcd")}, [0, 3])["t"]
+        ['a', 'd']
+    """
+    out: Batch = {}
+    for key, value in batch.items():
+        if isinstance(value, (list, tuple)):
+            out[key] = [value[int(i)] for i in rows]
+        else:
+            out[key] = np.asarray(value)[np.asarray(rows, dtype=np.int64)]
+    return out
+
+
+def concat_batches(parts: list[Batch]) -> Batch:
+    """Join batches field by field (arrays concatenated, lists of str extended).
+
+    Example:
+        >>> concat_batches([{"x": np.arange(2)}, {"x": np.arange(1)}])["x"].tolist()
+        [0, 1, 0]
+    """
+    if len(parts) == 1:
+        return parts[0]
+    out: Batch = {}
+    for key in parts[0]:
+        values = [p[key] for p in parts]
+        if all(isinstance(v, (list, tuple)) for v in values):
+            out[key] = [item for v in values for item in v]
+        else:
+            out[key] = np.concatenate([np.asarray(v) for v in values])
+    return out
