@@ -291,9 +291,11 @@ simple("stream-declares-float64", "Stream batches vs element_spec",
        "Drifting.element_spec() declares 64-bit field(s) 'x' (float64) but jax_enable_x64 is off",
        lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float64)}))
 simple("stream-without-element-spec", "Stream batches vs element_spec",
-       "a stream that does not implement element_spec()", NotImplementedError,
-       "SpecLess must implement element_spec() to declare what its batches carry.",
-       lambda: first_batch(pipe(source=SpecLess())))
+       "a stream that does not implement element_spec()", SourceContractError,
+       "SpecLess implements get_batch but not element_spec(); a streaming source must "
+       "declare what its batches carry (a dict of jax.ShapeDtypeStruct per record, or "
+       "TextSpec for strings) so Pipeline can check every batch.",
+       lambda: pipe(source=SpecLess()))
 
 # ------------------------------------------------------------------- states
 simple("state-not-a-dict", "Pipeline state", "set_state('abc')", StateError,

@@ -70,7 +70,7 @@ def main() -> None:
         full = multihost_utils.process_allgather(g["x"], tiled=True)
         gathered.append((np.asarray(full) // 2).tolist())
     out["gathered"] = gathered
-    # A forward-only stream: every process keeps every 2nd record of the pass.
+    # A forward-only stream: every process keeps every 2nd record, in whole rounds.
     from flax import nnx
 
     from datarax.pipeline import Pipeline

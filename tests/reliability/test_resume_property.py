@@ -141,7 +141,7 @@ def test_forward_only_stream_resumes_exactly(case):
         lambda: _make_stream(*args), case["points"], num_epochs=case["epochs"], level=case["level"]
     )
     index, count = case["shard"]
-    share = len(range(index, case["n"], count))  # streams keep every count-th record
+    share = case["n"] // count  # every count-th record, in whole rounds of count
     per_epoch = share - (share % case["bs"] if case["drop"] else 0)
     assert report.num_records == per_epoch * case["epochs"]
 
