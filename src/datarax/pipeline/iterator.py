@@ -37,7 +37,7 @@ def settings(pipeline: Pipeline) -> dict[str, Any]:
     for name, value in source.config.to_dict().items():
         if name in ("num_epochs", "track_metadata"):
             continue
-        if value is None or isinstance(value, (bool, int, float, str)):
+        if isinstance(value, (bool, int, float, str)):  # None is left out: .get() gives it
             out[f"source.{name}"] = value
     out["stages"] = pipeline.stages_fingerprint()
     out["rngs"] = pipeline.rng_fingerprint()
