@@ -306,7 +306,14 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         out["workloads"] += [w for w in report.get("workloads", []) if w not in out["workloads"]]
         if report.get("imports"):
             out["imports"] = report["imports"]
-    out["merged_from"] = [r.get("started") for r in reports]
+    out["merged_from"] = [
+        {"started": r.get("started"), "commit": r["machine"].get("git_commit"),
+         "workloads": r.get("workloads")} for r in reports
+    ]
+    out["machine"] = dict(reports[-1]["machine"])
+    out["machine"]["git_commit"] = "; ".join(
+        f"{m['commit']} ({','.join(m['workloads'] or [])})" for m in out["merged_from"]
+    )
     for case in out["vision"].values():  # recompute with this version's summary
         case["summary"] = summarize_case(case["runs"])
     return out
