@@ -23,9 +23,10 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.data_source import Batch, DataSourceModule
+from datarax.core.data_source import Batch
 from datarax.core.errors import ConfigError, RecordError, StateError
-from datarax.sources.host_reader import EpochOrder, ErrorPolicy, HostReader, SkippedRecord
+from datarax.sources.host_reader import ErrorPolicy, HostReader, SkippedRecord
+from datarax.sources.random_access import RandomAccessHostSource
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -131,7 +132,7 @@ def default_decode(record: bytes) -> dict[str, np.ndarray]:
     return {"record": np.frombuffer(record, dtype=np.uint8)}
 
 
-class ArrayRecordSourceModule(DataSourceModule):
+class ArrayRecordSourceModule(RandomAccessHostSource):
     """Records of one or more ArrayRecord files, decoded and batched on host threads.
 
     Args:
@@ -196,28 +197,23 @@ class ArrayRecordSourceModule(DataSourceModule):
 
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
-        self._length = nnx.static(int(total))
         self._data = nnx.static(
             ArrayRecordDataSource([_FileSlice(f, 0, c, c) for f, c in zip(files, counts)])
         )
-        self._reader = nnx.static(
-            HostReader(
-                _BatchedReads(self._data, counts),
-                decode if decode is not None else default_decode,
-                locate=self.locate,
-                num_threads=num_threads,
-                read_ahead=read_ahead,
-                policy=config.error_policy(),
-                name=type(self).__name__,
-            )
+        reader = HostReader(
+            _BatchedReads(self._data, counts),
+            decode if decode is not None else default_decode,
+            locate=self.locate,
+            num_threads=num_threads,
+            read_ahead=read_ahead,
+            policy=config.error_policy(),
+            name=type(self).__name__,
         )
+        self._use_reader(reader, total)
         self.skipped = nnx.Variable(0)  # records skipped this epoch before the cursor
         self._closed = False
 
     # ------------------------------------------------------------ description
-    def __len__(self) -> int:
-        return self._length
-
     @property
     def paths(self) -> list[str]:
         """The files read, in record-numbering order."""
@@ -229,29 +225,19 @@ class ArrayRecordSourceModule(DataSourceModule):
         start = self._ends[f - 1] if f > 0 else 0
         return self._files[f], int(index) - start
 
-    def element_spec(self) -> dict[str, Any]:
-        """Fields, per-record shapes and dtypes, from decoding the first record."""
-        return self._reader.element_spec()
-
     def skipped_records(self) -> list[SkippedRecord]:
         """Records dropped under ``on_error="skip"`` so far: file, index, cause."""
         return self._reader.skipped_records()
 
-    # --------------------------------------------------------------- epochs
-    def _order(self, epoch: int) -> EpochOrder:
-        lo, hi = self.shard_bounds(self._length)
-        seed = self.config.seed if self.config.shuffle_files else None
-        return EpochOrder(self._length, seed, int(epoch), lo, hi)
+    # ---------------------------------------------------------------- hooks
+    def _shuffle_seed(self) -> int | None:
+        return self.config.seed if self.config.shuffle_files else None
 
-    def _epoch_size(self) -> int:
-        lo, hi = self.shard_bounds(self._length)
-        return hi - lo
+    def _skipped(self) -> int:
+        return int(self.skipped.get_value())
 
-    def start_epoch(self, epoch: int) -> None:
-        """Position at the start of pass ``epoch`` (drops any read-ahead)."""
-        self._reader.stop()
-        self._cursor.start_epoch(epoch)
-        self.skipped.set_value(0)
+    def _set_skipped(self, count: int) -> None:
+        self.skipped.set_value(count)
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this epoch and their stable indices.
@@ -260,27 +246,7 @@ class ArrayRecordSourceModule(DataSourceModule):
         """
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
-        reader = self._reader
-        cursor = self._cursor
-        if reader.active and (reader.position, reader.epoch) != (cursor.index, cursor.epoch):
-            reader.stop()  # the position was changed from outside (e.g. nnx.update)
-        if not reader.active:
-            if cursor.index >= self._epoch_size():
-                return None, None
-            reader.start(self._order(cursor.epoch), cursor.index, int(self.skipped.get_value()))
-        read = reader.next_batch(batch_size)
-        self.skipped.set_value(reader.skipped)
-        if read is None:
-            cursor.current_index.set_value(self._epoch_size())
-            return None, None
-        cursor.current_index.set_value(read.end)
-        return read.columns, read.indices
-
-    def get_batch(self, batch_size: int) -> Batch | None:
-        """The next batch of this epoch (None when it is done)."""
-        return self.get_batch_with_indices(batch_size)[0]
+        return super().get_batch_with_indices(batch_size)
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
@@ -293,20 +259,16 @@ class ArrayRecordSourceModule(DataSourceModule):
         restore always starts with an empty cache); ``skipped``: records skipped
         this epoch before ``current_index``.
         """
-        state = self._cursor.get_state()
+        state = super().get_state()
         state["shuffled_indices"] = self._order(self._cursor.epoch).describe()
         state["prefetch_cache"] = self._reader.ready_chunks() if self._reader.active else 0
-        state["skipped"] = int(self.skipped.get_value())
+        state["skipped"] = self._skipped()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved source handed out."""
         where = type(self).__name__
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{where}.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
+        self._check_state_dict(state)
         shuffled = state.get("shuffled_indices")
         expected = self._order(int(state.get("current_epoch", 0) or 0)).describe()
         if (shuffled is None) != (expected is None):
@@ -337,34 +299,23 @@ class ArrayRecordSourceModule(DataSourceModule):
                 f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
                 field="skipped",
             )
-        self._reader.stop()
-        self._cursor.set_state(state, length=self._epoch_size(), where=where)
+        super().set_state(state)
         if skipped > self._cursor.index:
             raise StateError(
                 f"{where} state says {skipped} records were skipped before position "
                 f"{self._cursor.index}; the state was tampered with.",
                 field="skipped",
             )
-        self.skipped.set_value(skipped)
+        self._set_skipped(skipped)
 
     # ------------------------------------------------------------- closing
-    def close_epoch(self) -> None:
-        """Stop reading ahead (the position is kept; the next batch resumes there)."""
-        self._reader.stop()
-
     def close(self) -> None:
         """Stop the reader threads and close the files."""
         if self._closed:
             return
         self._closed = True
-        self._reader.close()
+        super().close()
         self._data.__exit__(None, None, None)
-
-    def __enter__(self) -> ArrayRecordSourceModule:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 # ----------------------------------------------------------------------- paths

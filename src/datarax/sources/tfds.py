@@ -41,8 +41,8 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.data_source import Batch, DataSourceModule
-from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError
+from datarax.core.data_source import Batch
+from datarax.core.errors import ConfigError, DataraxError, RecordError
 from datarax.core.spec import TextSpec, x64_enabled
 from datarax.sources._columns import (
     fit_64bit,
@@ -53,6 +53,7 @@ from datarax.sources._columns import (
 from datarax.sources._optional import require
 from datarax.sources.host_reader import EpochOrder, HostReader
 from datarax.sources.memory import MemorySource
+from datarax.sources.random_access import RandomAccessHostSource
 
 #: ``from_tfds`` picks the eager source for splits declared at most this many bytes.
 EAGER_MAX_BYTES = 256 * 2**20
@@ -414,7 +415,7 @@ def _load_with_tensorflow(config: _TFDSConfig, where: str) -> dict[str, np.ndarr
 
 
 # --------------------------------------------------------------- streaming
-class TFDSStreamingSource(DataSourceModule):
+class TFDSStreamingSource(RandomAccessHostSource):
     """A TFDS split read by index on host threads (``tfds.data_source``, no TensorFlow).
 
     Each ``for batch in pipeline`` is one pass (the Pipeline calls ``start_epoch``);
@@ -453,81 +454,23 @@ class TFDSStreamingSource(DataSourceModule):
         if length == 0:
             raise _empty(config, where)
         decoder = _Decoder(info, config, where)
-        self._length = nnx.static(int(length))
-        self._reader = nnx.static(
-            HostReader(
-                data,
-                decoder,
-                num_threads=config.num_threads,
-                read_ahead=config.read_ahead,
-                name=where,
-            )
+        reader = HostReader(
+            data,
+            decoder,
+            num_threads=config.num_threads,
+            read_ahead=config.read_ahead,
+            name=where,
         )
+        self._use_reader(reader, length)
 
-    def __len__(self) -> int:
-        return self._length
+    def _shuffle_seed(self) -> int | None:
+        return self.config.seed if self.config.shuffle else None
 
-    def element_spec(self) -> dict[str, Any]:
-        """Fields, per-record shapes and dtypes (from decoding the first record)."""
-        return self._reader.element_spec()
+    def _reword_error(self, err: RecordError) -> RecordError:
+        return _record_error(err, self.config, "TFDSStreamingSource")
 
-    def _order(self, epoch: int) -> EpochOrder:
-        lo, hi = self.shard_bounds(self._length)
-        seed = self.config.seed if self.config.shuffle else None
-        return EpochOrder(self._length, seed, int(epoch), lo, hi)
-
-    def _epoch_size(self) -> int:
-        lo, hi = self.shard_bounds(self._length)
-        return hi - lo
-
-    def start_epoch(self, epoch: int) -> None:
-        """Position at the start of pass ``epoch`` (drops any read-ahead)."""
-        self._reader.stop()
-        self._cursor.start_epoch(epoch)
-
-    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """The next ``batch_size`` records of this pass and their stable indices."""
-        reader = self._reader
-        cursor = self._cursor
-        if not reader.active:
-            if cursor.index >= self._epoch_size():
-                return None, None
-            reader.start(self._order(cursor.epoch), cursor.index)
-        try:
-            read = reader.next_batch(batch_size)
-        except RecordError as err:
-            raise _record_error(err, self.config, "TFDSStreamingSource") from err.__cause__
-        if read is None:
-            cursor.current_index.value = self._epoch_size()
-            return None, None
-        cursor.current_index.value = read.end
-        columns = {k: (v.tolist() if v.dtype.kind in "OSU" else v) for k, v in read.columns.items()}
-        return columns, read.indices
-
-    def get_batch(self, batch_size: int) -> Batch | None:
-        """The next batch of this pass (None when it is done)."""
-        return self.get_batch_with_indices(batch_size)[0]
-
-    def get_state(self) -> dict[str, Any]:
-        return self._cursor.get_state()
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved source handed out."""
-        if not isinstance(state, dict):
-            raise StateError(
-                f"TFDSStreamingSource.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
-        self._reader.stop()
-        self._cursor.set_state(state, length=self._epoch_size(), where="TFDSStreamingSource")
-
-    def close_epoch(self) -> None:
-        """Stop reading ahead (the position is kept)."""
-        self._reader.stop()
-
-    def close(self) -> None:
-        """Stop the reader threads."""
-        self._reader.close()
+    def _host_columns(self, columns: dict[str, Any]) -> Batch:
+        return {k: (v.tolist() if v.dtype.kind in "OSU" else v) for k, v in columns.items()}
 
 
 # ---------------------------------------------------------------- factory
