@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import Batch, DataSourceModule
 from datarax.core.errors import ConfigError, DataraxError, StateError
 from datarax.core.spec import TextSpec
@@ -49,11 +49,11 @@ from datarax.sources._columns import (
     as_text,
     fit_64bit,
     is_text_array,
-    normalize_keys,
     refuse_text,
     select_keys,
     spec_of_columns,
 )
+from datarax.sources._dataset_config import check_dataset_fields, empty_split
 from datarax.sources._optional import require
 from datarax.sources.memory import MemorySource
 
@@ -91,10 +91,7 @@ class _HFConfig(StructuralConfig):
         cls = type(self).__name__
         if self.name is not None and not (isinstance(self.name, str) and self.name):
             raise ConfigError(f"{cls}.name must be a non-empty str or None, got {self.name!r}.")
-        if not isinstance(self.split, str) or not self.split.strip():
-            raise ConfigError(f"{cls}.split must be a non-empty str such as 'train', got {self.split!r}.")
-        if self.data_dir is not None and not isinstance(self.data_dir, str):
-            raise ConfigError(f"{cls}.data_dir must be a str or None, got {self.data_dir!r}.")
+        check_dataset_fields(self)
         files = self.data_files
         if files is not None:
             if isinstance(files, str):
@@ -110,13 +107,6 @@ class _HFConfig(StructuralConfig):
             raise ConfigError(
                 f"{cls} needs name= (a Hub id, a local folder or file) or data_files=."
             )
-        normalize_keys(self, "include_keys")
-        normalize_keys(self, "exclude_keys")
-        check_bool(self, "shuffle")
-        check_seed(self, "seed")
-        check_bool(self, "cast_float64")
-        check_bool(self, "track_metadata")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
 @dataclass(frozen=True)
@@ -266,13 +256,6 @@ def _check_split(splits: dict[str, Any], config: _HFConfig, where: str) -> None:
                 f"{where}: split {base!r} is not in dataset {config.name!r}; its splits "
                 f"are {sorted(splits)}."
             )
-
-
-def _empty(where: str, config: _HFConfig) -> DataraxError:
-    return DataraxError(
-        f"{where}: split {config.split!r} of dataset {config.name!r} holds no records; "
-        "pick a split (or slice) that has some."
-    )
 
 
 def _relative_instructions(split: str, where: str) -> list[Any]:
@@ -447,7 +430,7 @@ def _load_eager_columns(config: HFEagerConfig, where: str) -> dict[str, np.ndarr
     ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     keys = select_keys(list(ds.column_names), config.include_keys, config.exclude_keys, where=where)
     if len(ds) == 0:
-        raise _empty(where, config)
+        raise empty_split(config, where)
     table = ds.select_columns(keys).with_format("arrow")[:]
     columns = _table_to_columns(table, keys, config, where, features=ds.features)
     refuse_text(columns, where=where, streaming_hint="HFStreamingSource (from_hf(..., streaming=True))")
@@ -493,7 +476,7 @@ class HFStreamingSource(DataSourceModule):
         self._dataset = nnx.static(dataset)
         first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
         if first is None or first.num_rows == 0:
-            raise _empty(where, config)
+            raise empty_split(config, where)
         features = dataset.features
         spec = spec_of_columns(_table_to_columns(first, keys, config, where, features=features))
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
@@ -529,17 +512,9 @@ class HFStreamingSource(DataSourceModule):
         """Release the open stream (the position is kept; reading re-opens and skips)."""
         self._reader.close()
 
-    def get_state(self) -> dict[str, Any]:
-        return self._cursor.get_state()
-
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue at ``state``: the pass is re-opened and the handed-out records skipped."""
-        if not isinstance(state, dict):
-            raise StateError(
-                f"HFStreamingSource.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
-        self._cursor.set_state(state, where="HFStreamingSource")
+        super().set_state(state)
         self._reader.close()
 
     def __iter__(self) -> HFStreamingSource:
@@ -700,7 +675,7 @@ def _open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str],
     if not columns:
         first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
         if first is None:
-            raise _empty(where, config)
+            raise empty_split(config, where)
         columns = list(first.column_names)
     keys = select_keys(columns, config.include_keys, config.exclude_keys, where=where)
     by_shard = len(parts) == 1 and parts[0] is splits[_split_names(config.split)[0]]

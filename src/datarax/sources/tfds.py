@@ -40,16 +40,16 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import Batch
 from datarax.core.errors import ConfigError, DataraxError, RecordError
 from datarax.core.spec import TextSpec, x64_enabled
 from datarax.sources._columns import (
     fit_64bit,
-    normalize_keys,
     refuse_text,
     select_keys,
 )
+from datarax.sources._dataset_config import check_dataset_fields, empty_split
 from datarax.sources._optional import require
 from datarax.sources.host_reader import EpochOrder, HostReader
 from datarax.sources.memory import MemorySource
@@ -81,18 +81,8 @@ class _TFDSConfig(StructuralConfig):
             raise ConfigError(
                 f"{cls}.name must name a TFDS dataset (e.g. 'mnist'), got {self.name!r}."
             )
-        if not isinstance(self.split, str) or not self.split.strip():
-            raise ConfigError(f"{cls}.split must be a non-empty str such as 'train', got {self.split!r}.")
-        if self.data_dir is not None and not isinstance(self.data_dir, str):
-            raise ConfigError(f"{cls}.data_dir must be a str or None, got {self.data_dir!r}.")
+        check_dataset_fields(self)
         check_bool(self, "download")
-        normalize_keys(self, "include_keys")
-        normalize_keys(self, "exclude_keys")
-        check_bool(self, "shuffle")
-        check_seed(self, "seed")
-        check_bool(self, "cast_float64")
-        check_bool(self, "track_metadata")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
 @dataclass(frozen=True)
@@ -183,7 +173,7 @@ def _open_data_source(config: _TFDSConfig, where: str) -> tuple[Any, Any]:
         if "split" in str(err).lower():
             raise _unknown_split(tfds, config, where) from err
         if _split_is_empty(tfds, config, where):
-            raise _empty(config, where) from err
+            raise empty_split(config, where) from err
         raise
     except AssertionError as err:  # TFDS asserts on data missing with download=False
         raise DataraxError(
@@ -325,13 +315,6 @@ def _record_error(err: RecordError, config: _TFDSConfig, where: str) -> RecordEr
     )
 
 
-def _empty(config: _TFDSConfig, where: str) -> DataraxError:
-    return DataraxError(
-        f"{where}: split {config.split!r} of dataset {config.name!r} holds no records; "
-        "pick a split (or slice) that has some."
-    )
-
-
 # ------------------------------------------------------------------- eager
 class TFDSEagerSource(MemorySource):
     """A TFDS split loaded once into device arrays (indexed, compiled path).
@@ -377,7 +360,7 @@ def _load_all(data: Any, info: Any, config: _TFDSConfig, where: str, num_threads
     decoder = _Decoder(info, config, where)
     n = len(data)
     if n == 0:
-        raise _empty(config, where)
+        raise empty_split(config, where)
     reader = HostReader(data, decoder, num_threads=num_threads, chunk_size=min(n, 1024), name=where)
     try:
         reader.start(EpochOrder(length=n, seed=None, epoch=0))
@@ -410,7 +393,7 @@ def _load_with_tensorflow(config: _TFDSConfig, where: str) -> dict[str, np.ndarr
         else:
             columns[key] = fit_64bit(key, value, where=where, cast_float64=config.cast_float64)
     if not columns or len(next(iter(columns.values()))) == 0:
-        raise _empty(config, where)
+        raise empty_split(config, where)
     return columns
 
 
@@ -452,7 +435,7 @@ class TFDSStreamingSource(RandomAccessHostSource):
             raise DataraxError(_tfrecord_message(config, where, eager=False)) from None
         length = len(data)
         if length == 0:
-            raise _empty(config, where)
+            raise empty_split(config, where)
         decoder = _Decoder(info, config, where)
         reader = HostReader(
             data,
