@@ -646,6 +646,17 @@ simple("tfds-config-num-threads", "TensorFlow Datasets", "num_threads=0", Config
 simple("tfds-config-shuffle-int", "TensorFlow Datasets", "shuffle=1", ConfigError,
        "TFDSEagerConfig.shuffle must be a bool (True/False), got int 1.",
        lambda: _tfds("TFDSEagerConfig", name="mnist", shuffle=1), needs=TFDS)
+simple("tfds-config-on-error", "TensorFlow Datasets", "on_error='ignore'", ConfigError,
+       "TFDSStreamingConfig: on_error must be one of ['raise', 'skip'], got 'ignore'.",
+       lambda: _tfds("TFDSStreamingConfig", name="mnist", on_error="ignore"), needs=TFDS)
+simple("tfds-config-budget-without-skip", "TensorFlow Datasets",
+       "max_skipped=3 with on_error='raise'", ConfigError,
+       "TFDSStreamingConfig: max_skipped / max_skipped_fraction only apply with on_error='skip'",
+       lambda: _tfds("TFDSStreamingConfig", name="mnist", max_skipped=3), needs=TFDS)
+simple("tfds-eager-skip-option", "TensorFlow Datasets",
+       "from_tfds(streaming=False, on_error='skip')", ConfigError,
+       "from_tfds: ['on_error'] apply only to streaming (TFDSStreamingSource)",
+       lambda: _tfds("from_tfds", name="mnist", streaming=False, on_error="skip"), needs=TFDS)
 
 
 # ----------------------------------------------------------- docs/errors.md

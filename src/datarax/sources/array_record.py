@@ -25,15 +25,15 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.data_source import Batch
 from datarax.core.errors import ConfigError, RecordError, StateError
-from datarax.sources.host_reader import ErrorPolicy, HostReader, SkippedRecord
-from datarax.sources.random_access import RandomAccessHostSource
+from datarax.sources.host_reader import HostReader
+from datarax.sources.random_access import BadRecordFields, RandomAccessHostSource
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 @dataclass(frozen=True)
-class ArrayRecordSourceConfig(StructuralConfig):
+class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
     """Configuration of :class:`ArrayRecordSourceModule`.
 
     Attributes:
@@ -66,14 +66,7 @@ class ArrayRecordSourceConfig(StructuralConfig):
         check_seed(self, "seed")
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "shuffle_files")
-        try:
-            self.error_policy()
-        except ConfigError as err:
-            raise ConfigError(f"{type(self).__name__}: {err}") from None
-
-    def error_policy(self) -> ErrorPolicy:
-        """The :class:`~datarax.sources.host_reader.ErrorPolicy` these fields describe."""
-        return ErrorPolicy(self.on_error, self.max_skipped, self.max_skipped_fraction)
+        self.error_policy()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,7 +203,6 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
             name=type(self).__name__,
         )
         self._use_reader(reader, total)
-        self.skipped = nnx.Variable(0)  # records skipped this epoch before the cursor
         self._closed = False
 
     # ------------------------------------------------------------ description
@@ -225,19 +217,9 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
         start = self._ends[f - 1] if f > 0 else 0
         return self._files[f], int(index) - start
 
-    def skipped_records(self) -> list[SkippedRecord]:
-        """Records dropped under ``on_error="skip"`` so far: file, index, cause."""
-        return self._reader.skipped_records()
-
     # ---------------------------------------------------------------- hooks
     def _shuffle_seed(self) -> int | None:
         return self.config.seed if self.config.shuffle_files else None
-
-    def _skipped(self) -> int:
-        return int(self.skipped.get_value())
-
-    def _set_skipped(self, count: int) -> None:
-        self.skipped.set_value(count)
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this epoch and their stable indices.
@@ -262,7 +244,6 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
         state = super().get_state()
         state["shuffled_indices"] = self._order(self._cursor.epoch).describe()
         state["prefetch_cache"] = self._reader.ready_chunks() if self._reader.active else 0
-        state["skipped"] = self._skipped()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -293,20 +274,7 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
                         "it comes from a different dataset or configuration.",
                         field="seed" if key == "seed" else f"shuffled_indices.{key}",
                     )
-        skipped = state.get("skipped", 0)
-        if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
-            raise StateError(
-                f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
-                field="skipped",
-            )
         super().set_state(state)
-        if skipped > self._cursor.index:
-            raise StateError(
-                f"{where} state says {skipped} records were skipped before position "
-                f"{self._cursor.index}; the state was tampered with.",
-                field="skipped",
-            )
-        self._set_skipped(skipped)
 
     # ------------------------------------------------------------- closing
     def close(self) -> None:

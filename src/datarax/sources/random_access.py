@@ -4,8 +4,9 @@ The shared serving logic of the sources built on
 :class:`~datarax.sources.host_reader.HostReader` (ArrayRecord files, a TFDS
 ``data_source``): each epoch's order (file order or the Feistel permutation keyed
 by ``seed + epoch``) restricted to this process's shard, the cursor that a
-``{"current_index", "current_epoch"}`` state saves, and stopping / closing the
-reader's read-ahead threads.
+``{"current_index", "current_epoch", "skipped"}`` state saves, the bad-record policy
+(``on_error`` / ``max_skipped`` / ``max_skipped_fraction``, :class:`BadRecordFields`)
+with its skip count, and stopping / closing the reader's read-ahead threads.
 """
 
 from __future__ import annotations
@@ -16,17 +17,49 @@ from flax import nnx
 
 from datarax.core.data_source import Batch, DataSourceModule
 from datarax.core.errors import ConfigError, RecordError, StateError
-from datarax.sources.host_reader import EpochOrder, HostReader, ReadBatch
+from datarax.sources.host_reader import (
+    EpochOrder,
+    ErrorPolicy,
+    HostReader,
+    ReadBatch,
+    SkippedRecord,
+)
+
+
+class BadRecordFields:
+    """Mixin of source configs that declare ``on_error``, ``max_skipped`` and
+    ``max_skipped_fraction`` (defaults ``"raise"``, None, None).
+
+    Call :meth:`error_policy` in ``__post_init__`` to validate them.
+    """
+
+    on_error: str
+    max_skipped: int | None
+    max_skipped_fraction: float | None
+
+    def error_policy(self) -> ErrorPolicy:
+        """The :class:`~datarax.sources.host_reader.ErrorPolicy` these fields describe.
+
+        Raises:
+            ConfigError: a field is invalid (the message names this config).
+        """
+        try:
+            return ErrorPolicy(self.on_error, self.max_skipped, self.max_skipped_fraction)
+        except ConfigError as err:
+            raise ConfigError(f"{type(self).__name__}: {err}") from None
 
 
 class RandomAccessHostSource(DataSourceModule):
     """Base of host sources that read ``length`` records through a ``HostReader``.
 
     A subclass calls ``super().__init__(config, rngs=rngs, name=name)``, builds its
-    reader, hands it over with :meth:`_use_reader` and implements
-    :meth:`_shuffle_seed`. Hooks it may override: :meth:`_reword_error`,
-    :meth:`_host_columns`, and :meth:`_skipped` / :meth:`_set_skipped` where bad
-    records can be skipped.
+    reader (with the config's ``error_policy()``), hands it over with
+    :meth:`_use_reader` and implements :meth:`_shuffle_seed`. Hooks it may override:
+    :meth:`_reword_error` and :meth:`_host_columns`.
+
+    Records skipped under ``on_error="skip"`` are counted per epoch in the ``skipped``
+    variable and the ``"skipped"`` state key, so a restored source continues the
+    epoch's skip budget exactly.
     """
 
     _length: int
@@ -36,6 +69,7 @@ class RandomAccessHostSource(DataSourceModule):
         """Serve ``length`` records read by ``reader``."""
         self._length = nnx.static(int(length))
         self._reader = nnx.static(reader)
+        self.skipped = nnx.Variable(0)  # records skipped this epoch before the cursor
 
     # ------------------------------------------------------------------ hooks
     def _shuffle_seed(self) -> int | None:
@@ -51,11 +85,11 @@ class RandomAccessHostSource(DataSourceModule):
         return columns
 
     def _skipped(self) -> int:
-        """Records skipped this epoch before the cursor (0 where none can be skipped)."""
-        return 0
+        """Records skipped this epoch before the cursor."""
+        return int(self.skipped.get_value())
 
     def _set_skipped(self, count: int) -> None:
-        """Remember that ``count`` records were skipped this epoch before the cursor."""
+        self.skipped.set_value(int(count))
 
     # ------------------------------------------------------------ description
     def __len__(self) -> int:
@@ -64,6 +98,10 @@ class RandomAccessHostSource(DataSourceModule):
     def element_spec(self) -> dict[str, Any]:
         """Fields, per-record shapes and dtypes, from decoding the first record."""
         return self._reader.element_spec()
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Records dropped under ``on_error="skip"`` so far: where they are and why."""
+        return self._reader.skipped_records()
 
     # ----------------------------------------------------------------- epochs
     def _order(self, epoch: int) -> EpochOrder:
@@ -124,11 +162,36 @@ class RandomAccessHostSource(DataSourceModule):
                 f"{type(state).__name__}."
             )
 
+    def get_state(self) -> dict[str, Any]:
+        """``current_index`` (epoch positions consumed: records handed out plus records
+        skipped), ``current_epoch`` and ``skipped`` (records skipped this epoch before
+        ``current_index``)."""
+        state = super().get_state()
+        state["skipped"] = self._skipped()
+        return state
+
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved source handed out."""
+        """Continue exactly after the last record the saved source handed out.
+
+        A state without ``"skipped"`` counts no skips before its position.
+        """
+        where = type(self).__name__
         self._check_state_dict(state)
+        skipped = state.get("skipped", 0)
+        if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
+            raise StateError(
+                f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
+                field="skipped",
+            )
         self._reader.stop()
-        self._cursor.set_state(state, length=self._epoch_size(), where=type(self).__name__)
+        self._cursor.set_state(state, length=self._epoch_size(), where=where)
+        if skipped > self._cursor.index:
+            raise StateError(
+                f"{where} state says {skipped} records were skipped before position "
+                f"{self._cursor.index}; the state was tampered with.",
+                field="skipped",
+            )
+        self._set_skipped(skipped)
 
     # ---------------------------------------------------------------- closing
     def close_epoch(self) -> None:

@@ -14,7 +14,8 @@ ArrayRecord files, which needs no TensorFlow:
   threads with :class:`~datarax.sources.host_reader.HostReader` (bounded read-ahead):
   global shuffle by the Feistel permutation (O(1) memory, ``seed + epoch``), this
   process's shard of every epoch, text fields as lists of ``str``, exact resume from a
-  tiny state.
+  tiny state, and ArrayRecordSourceModule's bad-record policy (``on_error="skip"`` with a
+  per-epoch skip budget).
 
 ``data_dir`` is where TFDS keeps prepared datasets (default: ``$TFDS_DATA_DIR`` or
 ``~/tensorflow_datasets``). With ``download=True`` (default) a dataset that is not
@@ -53,7 +54,7 @@ from datarax.sources._dataset_config import check_dataset_fields, empty_split
 from datarax.sources._optional import require
 from datarax.sources.host_reader import EpochOrder, HostReader
 from datarax.sources.memory import MemorySource
-from datarax.sources.random_access import RandomAccessHostSource
+from datarax.sources.random_access import BadRecordFields, RandomAccessHostSource
 
 #: ``from_tfds`` picks the eager source for splits declared at most this many bytes.
 EAGER_MAX_BYTES = 256 * 2**20
@@ -102,23 +103,33 @@ class TFDSEagerConfig(_TFDSConfig):
 
 
 @dataclass(frozen=True)
-class TFDSStreamingConfig(_TFDSConfig):
+class TFDSStreamingConfig(BadRecordFields, _TFDSConfig):
     """Configuration of :class:`TFDSStreamingSource` (fields of :class:`TFDSEagerConfig`, plus).
 
     Attributes:
         num_threads: host threads reading and decoding records.
         read_ahead: chunks read ahead of the consumer (None: ``2 * num_threads``);
             with the chunk size (the batch size, at least 64) it bounds memory.
+        on_error: ``"raise"`` (default) stops at a record that cannot be read or
+            decoded, naming split, record index and cause; ``"skip"`` drops it, counts
+            it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
+        max_skipped: with ``"skip"``, most records one epoch may skip (None: no limit).
+        max_skipped_fraction: with ``"skip"``, most records one epoch may skip as a
+            fraction of its records (None: no limit).
     """
 
     num_threads: int = 4
     read_ahead: int | None = None
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_int(self, "num_threads", minimum=1)
         if self.read_ahead is not None:
             check_int(self, "read_ahead", minimum=1)
+        self.error_policy()
 
 
 # ---------------------------------------------------------------------- opening
@@ -303,16 +314,22 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _record_error(err: RecordError, config: _TFDSConfig, where: str) -> RecordError:
-    """The reader's error, worded for a TFDS split (no file-level on_error hint)."""
+def _record_error(err: RecordError, config: _TFDSConfig, where: str, hint: str = "") -> RecordError:
+    """The reader's error, worded for a TFDS split (``hint``: what to do, if anything)."""
     cause = err.__cause__
     detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
     return RecordError(
         f"{where}: cannot read record {err.index} of split {config.split!r} of dataset "
-        f"{config.name!r}: {detail}.",
+        f"{config.name!r}: {detail}.{hint}",
         path=err.path,
         index=err.index,
     )
+
+
+_SKIP_HINT = (
+    " To drop bad records instead, construct the source with on_error='skip' (they are "
+    "counted and reported)."
+)
 
 
 # ------------------------------------------------------------------- eager
@@ -404,8 +421,14 @@ class TFDSStreamingSource(RandomAccessHostSource):
     Each ``for batch in pipeline`` is one pass (the Pipeline calls ``start_epoch``);
     with ``shuffle=True`` pass ``e`` follows the Feistel permutation keyed by
     ``seed + e`` (the same order :class:`TFDSEagerSource` serves). Memory is bounded by
-    the reader's read-ahead. ``get_state()`` is ``{"current_index", "current_epoch"}``;
-    ``set_state`` continues exactly after the last record handed out.
+    the reader's read-ahead. ``get_state()`` is ``{"current_index", "current_epoch",
+    "skipped"}``; ``set_state`` continues exactly after the last record handed out.
+
+    With ``on_error="skip"`` a record that cannot be read or decoded is dropped and
+    counted (:meth:`skipped_records`; ``"skipped"``: skips this epoch before
+    ``current_index``), so a restored source skips exactly the same records; more
+    skips in one epoch than ``max_skipped`` / ``max_skipped_fraction`` allow raise
+    :class:`~datarax.core.errors.RecordError`.
 
     Example:
         >>> from datarax.sources import TFDSStreamingSource, TFDSStreamingConfig
@@ -442,6 +465,7 @@ class TFDSStreamingSource(RandomAccessHostSource):
             decoder,
             num_threads=config.num_threads,
             read_ahead=config.read_ahead,
+            policy=config.error_policy(),
             name=where,
         )
         self._use_reader(reader, length)
@@ -450,14 +474,22 @@ class TFDSStreamingSource(RandomAccessHostSource):
         return self.config.seed if self.config.shuffle else None
 
     def _reword_error(self, err: RecordError) -> RecordError:
-        return _record_error(err, self.config, "TFDSStreamingSource")
+        where, config = "TFDSStreamingSource", self.config
+        if err.__cause__ is None:  # the skip budget ran out; the reader's message says so
+            message = str(err).removeprefix(f"{where}: ")
+            return RecordError(
+                f"{where}: split {config.split!r} of dataset {config.name!r}: {message}",
+                path=err.path,
+                index=err.index,
+            )
+        return _record_error(err, config, where, _SKIP_HINT)
 
     def _host_columns(self, columns: dict[str, Any]) -> Batch:
         return {k: (v.tolist() if v.dtype.kind in "OSU" else v) for k, v in columns.items()}
 
 
 # ---------------------------------------------------------------- factory
-_STREAM_ONLY = {"num_threads", "read_ahead"}
+_STREAM_ONLY = {"num_threads", "read_ahead", "on_error", "max_skipped", "max_skipped_fraction"}
 
 
 def from_tfds(
@@ -473,8 +505,9 @@ def from_tfds(
     ``streaming=True`` / ``False`` chooses explicitly and always wins. With
     ``streaming=None`` the split is loaded eagerly (:class:`TFDSEagerSource`) when the
     dataset declares its size at most :data:`EAGER_MAX_BYTES` (256 MiB) and none of the
-    kept fields is text (and no streaming-only option, ``num_threads`` / ``read_ahead``,
-    is given); otherwise it is streamed (:class:`TFDSStreamingSource`).
+    kept fields is text (and no streaming-only option — ``num_threads``, ``read_ahead``,
+    ``on_error``, ``max_skipped``, ``max_skipped_fraction`` — is given); otherwise it is
+    streamed (:class:`TFDSStreamingSource`).
 
     ``config`` holds further config fields (``data_dir``, ``shuffle``, ``seed``, ...).
 
@@ -485,6 +518,11 @@ def from_tfds(
     if streaming not in (None, True, False):
         raise ConfigError(f"from_tfds streaming must be True, False or None, got {streaming!r}.")
     if streaming is False:
+        if _STREAM_ONLY & set(config):
+            raise ConfigError(
+                f"from_tfds: {sorted(_STREAM_ONLY & set(config))} apply only to streaming "
+                "(TFDSStreamingSource); drop them or pass streaming=True."
+            )
         return TFDSEagerSource(TFDSEagerConfig(name=name, split=split, **config), rngs=rngs)
     if streaming is True or _STREAM_ONLY & set(config):
         return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)

@@ -1,0 +1,277 @@
+"""TFDSStreamingSource bad records: on_error='raise' | 'skip', skip budget, exact resume.
+
+Offline: a tiny TFDS dataset prepared in a tmp dir whose records 5, 13 and 14 hold an
+int64 value past int32 (they fail to decode while x64 is off), and a data source that
+cannot read one record (an I/O error on fetch).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+tfds = pytest.importorskip("tensorflow_datasets")
+
+from datarax.core.errors import ConfigError, RecordError, StateError  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.sources import (  # noqa: E402
+    TFDSEagerConfig,
+    TFDSStreamingConfig,
+    TFDSStreamingSource,
+    from_tfds,
+)
+from datarax.sources import tfds as tfds_module  # noqa: E402
+from datarax.sources.host_reader import EpochOrder, ErrorPolicy  # noqa: E402
+
+N = 24
+BAD = (5, 13, 14)  # ids whose "big" field does not fit int32
+SEED = 3
+
+
+class DataraxFlaky(tfds.core.GeneratorBasedBuilder):
+    """24 train records: id (int32) and big (int64; past int32 for the BAD ids)."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
+
+    def _info(self):
+        return tfds.core.DatasetInfo(
+            builder=self,
+            features=tfds.features.FeaturesDict(
+                {
+                    "id": tfds.features.Tensor(shape=(), dtype=np.int32),
+                    "big": tfds.features.Tensor(shape=(), dtype=np.int64),
+                }
+            ),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples()}
+
+    def _generate_examples(self):
+        for i in range(N):
+            yield i, {"id": i, "big": 2**40 + i if i in BAD else i}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    pytest.importorskip("tensorflow")  # preparing datasets uses TF; reading them does not
+    root = tmp_path_factory.mktemp("tfds_flaky")
+    DataraxFlaky(data_dir=str(root), file_format="array_record").download_and_prepare()
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def split_ids(data_dir) -> list[int]:
+    """The id at each position of the prepared split (TFDS's order, not id order)."""
+    data = tfds.data_source("datarax_flaky", split="train", data_dir=data_dir, download=False)
+    ids = [int(data[p]["id"]) for p in range(len(data))]
+    assert sorted(ids) == list(range(N)) and ids[0] not in BAD  # record 0 gives the spec
+    return ids
+
+
+def bad_positions(split_ids: list[int]) -> list[int]:
+    return [p for p, i in enumerate(split_ids) if i in BAD]
+
+
+def make(data_dir: str, **kw) -> TFDSStreamingSource:
+    kw.setdefault("num_threads", 2)
+    return TFDSStreamingSource(
+        TFDSStreamingConfig(name="datarax_flaky", data_dir=data_dir, download=False, **kw)
+    )
+
+
+def ids(batches) -> list[int]:
+    return [int(v) for b in batches for v in np.asarray(b["id"])]
+
+
+def overflow(bad_id: int) -> str:
+    return (
+        f"ValueError: field 'big' is int64 and holds {2**40 + bad_id}, outside the int32 "
+        "range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. "
+        "Enable x64 with jax.config.update('jax_enable_x64', True), or drop the field "
+        "(exclude_keys)"
+    )
+
+
+# ------------------------------------------------------------------- config
+def test_config_error_fields_default_and_validate():
+    config = TFDSStreamingConfig(name="x")
+    fields = (config.on_error, config.max_skipped, config.max_skipped_fraction)
+    assert fields == ("raise", None, None)
+    assert config.error_policy() == ErrorPolicy()
+    skip = TFDSStreamingConfig(name="x", on_error="skip", max_skipped=2, max_skipped_fraction=0.5)
+    assert skip.error_policy() == ErrorPolicy("skip", 2, 0.5)
+    for kw, message in [
+        (dict(on_error="ignore"), "on_error must be one of ['raise', 'skip'], got 'ignore'."),
+        (dict(max_skipped=3), "max_skipped / max_skipped_fraction only apply with "
+         "on_error='skip'; set on_error='skip' or leave them None."),
+        (dict(on_error="skip", max_skipped=-1), "max_skipped must be None or an int >= 0, got -1."),
+        (dict(on_error="skip", max_skipped=True),
+         "max_skipped must be None or an int >= 0, got True."),
+        (dict(on_error="skip", max_skipped_fraction=1.5),
+         "max_skipped_fraction must be None or a number in [0, 1], got 1.5."),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            TFDSStreamingConfig(name="x", **kw)
+        assert str(err.value) == f"TFDSStreamingConfig: {message}"
+    with pytest.raises(TypeError):  # the eager source reads the split once; no skipping
+        TFDSEagerConfig(name="x", on_error="skip")
+
+
+def test_from_tfds_error_options_mean_streaming(data_dir):
+    source = from_tfds("datarax_flaky", data_dir=data_dir, download=False, on_error="skip")
+    assert isinstance(source, TFDSStreamingSource)
+    with pytest.raises(ConfigError) as err:
+        from_tfds("datarax_flaky", streaming=False, data_dir=data_dir, on_error="skip")
+    assert str(err.value) == (
+        "from_tfds: ['on_error'] apply only to streaming (TFDSStreamingSource); drop them "
+        "or pass streaming=True."
+    )
+
+
+# -------------------------------------------------------------- decode errors
+def test_raise_names_split_record_and_cause(data_dir, split_ids):
+    first = bad_positions(split_ids)[0]
+    got: list[int] = []
+    with pytest.raises(RecordError) as err:
+        for batch in Pipeline(source=make(data_dir), stages=[], batch_size=4):
+            got += ids([batch])
+    assert (err.value.path, err.value.index) == (None, first)
+    assert str(err.value) == (
+        f"TFDSStreamingSource: cannot read record {first} of split 'train' of dataset "
+        f"'datarax_flaky': {overflow(split_ids[first])}. To drop bad records instead, "
+        "construct the source with on_error='skip' (they are counted and reported)."
+    )
+    assert got == split_ids[: first // 4 * 4]  # batches before the bad one's are served
+
+
+def test_skip_drops_counts_and_reports(data_dir, split_ids):
+    source = make(data_dir, on_error="skip")
+    pipeline = Pipeline(source=source, stages=[], batch_size=5)
+    good = [i for i in split_ids if i not in BAD]
+    assert ids(list(pipeline)) == good
+    assert source.get_state()["skipped"] == len(BAD)
+    reports = source.skipped_records()
+    positions = bad_positions(split_ids)
+    assert [(r.epoch, r.position, r.index, r.path, r.index_in_file) for r in reports] == [
+        (0, p, p, None, p) for p in positions
+    ]
+    assert [r.cause for r in reports] == [overflow(split_ids[p]) for p in positions]
+    assert ids(list(pipeline)) == good  # the count is per epoch; reports accumulate
+    assert source.get_state()["skipped"] == len(BAD)
+    assert [r.epoch for r in source.skipped_records()] == [0] * len(BAD) + [1] * len(BAD)
+
+
+@pytest.mark.parametrize("budget", [dict(max_skipped=2), dict(max_skipped_fraction=0.1)])
+def test_skip_budget_exceeded(data_dir, split_ids, budget):
+    last = bad_positions(split_ids)[-1]
+    with pytest.raises(RecordError) as err:
+        list(Pipeline(source=make(data_dir, on_error="skip", **budget), stages=[], batch_size=4))
+    limits = (f"max_skipped={budget.get('max_skipped')}, "
+              f"max_skipped_fraction={budget.get('max_skipped_fraction')}")
+    assert str(err.value) == (
+        "TFDSStreamingSource: split 'train' of dataset 'datarax_flaky': skipped 3 bad records "
+        f"in epoch 0, over the budget of 2 ({limits} of {N} records). Latest: "
+        f"TFDSStreamingSource: cannot read record {last}: {overflow(split_ids[last])}. "
+        "Raise the skip budget or fix the data."
+    )
+    assert (err.value.path, err.value.index) == (None, last)
+    # exactly at the budget: served
+    assert len(ids(list(Pipeline(source=make(data_dir, on_error="skip", max_skipped=3),
+                                 stages=[], batch_size=4)))) == N - len(BAD)
+
+
+def test_resume_across_skipped_records_is_exact(data_dir, split_ids):
+    def build() -> Pipeline:
+        source = make(data_dir, on_error="skip", max_skipped=len(BAD), shuffle=True, seed=SEED)
+        return Pipeline(source=source, stages=[], batch_size=5)
+
+    reference = build()
+    full = [ids(list(reference)) for _ in range(2)]
+    assert sorted(full[1]) == sorted(set(range(N)) - set(BAD)) and full[0] != full[1]
+    bad = set(bad_positions(split_ids))
+    seen_skipped = set()
+    for k in range(1, 5):  # stop after every batch of epoch 1 but the last
+        pipeline = build()
+        list(pipeline)
+        it = iter(pipeline)
+        head = [next(it) for _ in range(k)]
+        state = json.loads(json.dumps(it.get_state()))
+        source_state = state["source"]
+        assert set(source_state) == {"current_index", "current_epoch", "skipped"}
+        order = EpochOrder(N, SEED, 1).indices(0, source_state["current_index"]).tolist()
+        assert source_state["skipped"] == len(bad & set(order))
+        seen_skipped.add(source_state["skipped"])
+        resumed = build()
+        resumed.set_state(state)
+        assert ids(head) + ids(list(resumed)) == full[1]
+        assert resumed.source.get_state()["skipped"] == len(BAD)  # counted once, no budget error
+    assert len(seen_skipped) > 1  # stop points before and after skipped records
+
+
+def test_state_skipped_checked(data_dir):
+    source = make(data_dir, on_error="skip")
+    source.set_state({"current_index": 4, "current_epoch": 0})  # older states: no skips yet
+    assert source.get_state() == {"current_index": 4, "current_epoch": 0, "skipped": 0}
+    with pytest.raises(StateError) as err:
+        source.set_state({"current_index": 1, "current_epoch": 0, "skipped": 2})
+    assert err.value.field == "skipped"
+    assert str(err.value) == (
+        "TFDSStreamingSource state says 2 records were skipped before position 1; the "
+        "state was tampered with."
+    )
+    with pytest.raises(StateError, match="'skipped' must be a non-negative int, got -1"):
+        source.set_state({"current_index": 1, "current_epoch": 0, "skipped": -1})
+
+
+# --------------------------------------------------------------- read errors
+class _Unreadable:
+    """A TFDS data source whose record ``bad`` cannot be read (an I/O error)."""
+
+    def __init__(self, data, bad: int) -> None:
+        self.data, self.bad = data, bad
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int):
+        if index == self.bad:
+            raise OSError(f"checksum mismatch in the chunk holding record {index}")
+        return self.data[index]
+
+    def __getitems__(self, keys):
+        if self.bad in keys:
+            raise OSError("checksum mismatch")
+        return [self.data[k] for k in keys]
+
+
+@pytest.fixture()
+def unreadable(monkeypatch):
+    opened = tfds_module._open_data_source
+
+    def open_with_bad_record(config, where):
+        data, info = opened(config, where)
+        return _Unreadable(data, 9), info
+
+    monkeypatch.setattr(tfds_module, "_open_data_source", open_with_bad_record)
+
+
+def test_unreadable_record_raise_or_skip(data_dir, split_ids, unreadable):
+    with pytest.raises(RecordError) as err:  # only "id": every record decodes
+        list(Pipeline(source=make(data_dir, include_keys=("id",)), stages=[], batch_size=4))
+    assert str(err.value) == (
+        "TFDSStreamingSource: cannot read record 9 of split 'train' of dataset "
+        "'datarax_flaky': OSError: checksum mismatch in the chunk holding record 9. To drop "
+        "bad records instead, construct the source with on_error='skip' (they are counted "
+        "and reported)."
+    )
+    source = make(data_dir, on_error="skip", include_keys=("id",))
+    got = ids(list(Pipeline(source=source, stages=[], batch_size=4)))
+    assert got == split_ids[:9] + split_ids[10:]
+    assert [(r.index, r.cause) for r in source.skipped_records()] == [
+        (9, "OSError: checksum mismatch in the chunk holding record 9")
+    ]
