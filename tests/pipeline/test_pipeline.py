@@ -274,7 +274,7 @@ def test_stats_count_batches_and_name_the_timers():
     list(pipeline)
     stats = pipeline.stats()
     assert (stats["batches"], stats["records"]) == (5, 23)
-    assert set(stats["seconds"]) == {"read", "validate", "transfer", "stages", "step", "wait"}
+    assert set(stats["seconds"]) == {"read", "validate", "transfer", "stages", "step", "compile", "wait"}
     assert stats["seconds"]["read"] == 0.0 and stats["seconds"]["step"] > 0.0
     assert stats["bottleneck"] == "step"
     pipeline.reset_stats()

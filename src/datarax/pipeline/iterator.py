@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import time
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -118,6 +119,12 @@ def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
         raise StateError("Pipeline state is missing 'source' (the source's position).", field="source")
 
 
+def _cache_size(step: Any) -> int:
+    """Executables a jitted function holds (0 where JAX does not say)."""
+    size = getattr(step, "_cache_size", None)
+    return int(size()) if callable(size) else 0
+
+
 def _head(array: Any, count: int) -> Any:
     """The first ``count`` records of a batch field (the short last batch).
 
@@ -125,7 +132,7 @@ def _head(array: Any, count: int) -> Any:
     avoids compiling a slice per field; elsewhere it is an ordinary (cached) slice.
     """
     if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
-        return jnp.asarray(np.asarray(array)[:count])
+        return jax.device_put(np.asarray(array)[:count])
     return array[:count]
 
 
@@ -245,8 +252,12 @@ class PipelineIterator:
                 "record positions; enable jax_enable_x64 to continue."
             )
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        with self._stats.timer("step"):
-            batch = self._step(self._state, position_dtype(start), np.int32(self._epoch), self._key)
+        cached = _cache_size(self._step)
+        began = time.perf_counter()
+        batch = self._step(self._state, position_dtype(start), np.int32(self._epoch), self._key)
+        # A call that added an executable to the step's cache traced and compiled it.
+        timer = "compile" if _cache_size(self._step) > cached else "step"
+        self._stats.seconds[timer] += time.perf_counter() - began
         count = min(self._batch_size, total - self._dispatched)
         if count < self._batch_size:
             batch = {k: _head(v, count) for k, v in batch.items()}
@@ -302,7 +313,7 @@ class PipelineIterator:
                 batch = self._run_stages(stages, batch, np.asarray(indices))
         else:
             with self._stats.timer("transfer"):
-                batch = {k: v if is_text_value(v) else jnp.asarray(v) for k, v in batch.items()}
+                batch = {k: v if is_text_value(v) else jax.device_put(v) for k, v in batch.items()}
         if self._pipeline._check_finite:
             self._check_finite(batch, lambda: indices)
         self._handed_out(count)

@@ -147,8 +147,8 @@ class Pipeline(nnx.Module):
         self._stats = PipelineStats()
 
     def stats(self) -> dict[str, Any]:
-        """Per-stage seconds (read, validate, transfer, stages, step, wait), counts and
-        the stage that took longest, accumulated since construction or :meth:`reset_stats`.
+        """Per-stage seconds (read, validate, transfer, stages, step, compile, wait),
+        counts and the steady-state stage that took longest, accumulated since construction or :meth:`reset_stats`.
 
         Sources with their own timers (the threaded host reader) report under
         ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.

@@ -8,6 +8,8 @@ Timers accumulate wall-clock seconds in the consumer's thread:
 * ``stages`` — host sources: dispatching the compiled stages;
 * ``step`` — indexed sources: dispatching the compiled step (positions → gather →
   stages); on the CPU backend this includes the computation itself;
+* ``compile`` — indexed sources: calls that traced and compiled (or loaded from the
+  persistent cache) a new executable — start-up, not steady-state cost;
 * ``wait`` — total time the consumer spent inside ``next()``.
 
 Sources that keep their own timers (the threaded host reader) add them under
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-TIMERS = ("read", "validate", "transfer", "stages", "step", "wait")
+TIMERS = ("read", "validate", "transfer", "stages", "step", "compile", "wait")
 
 
 class PipelineStats:
@@ -62,13 +64,13 @@ class PipelineStats:
         self.records += batch_records
 
     def as_dict(self, source_stats: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Totals, per-batch milliseconds and the stage that took longest."""
+        """Totals, per-batch milliseconds and the steady-state stage that took longest."""
         seconds = {k: round(v, 6) for k, v in self.seconds.items()}
         per_batch = {
             k: round(1000 * v / self.batches, 4) if self.batches else 0.0
             for k, v in self.seconds.items()
         }
-        inner = {k: v for k, v in self.seconds.items() if k != "wait"}
+        inner = {k: v for k, v in self.seconds.items() if k not in ("wait", "compile")}
         bottleneck = max(inner, key=inner.__getitem__) if any(inner.values()) else None
         out: dict[str, Any] = {
             "batches": self.batches,

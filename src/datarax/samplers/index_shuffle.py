@@ -257,7 +257,7 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
     return value.astype(out_dtype)
 
 
-def epoch_permutation_jnp(positions: Any, length: int, seed: int) -> Any:
+def epoch_permutation_jnp(positions: Any, length: int, seed: Any) -> Any:
     """Record index served at each global position (epoch ``p // length`` uses ``seed + epoch``).
 
     Compiled cycle walking is fast even for tiny data sets (XLA runs the loop; a
@@ -266,5 +266,8 @@ def epoch_permutation_jnp(positions: Any, length: int, seed: int) -> Any:
     positions = jnp.asarray(positions)
     within = positions % length
     epoch = positions // length
-    base = jnp.uint32(seed & _MASK32)
+    if isinstance(seed, (int, np.integer)):
+        base = jnp.uint32(int(seed) & _MASK32)
+    else:
+        base = jnp.asarray(seed).astype(jnp.uint32)
     return index_shuffle_jnp(within, length - 1, base + epoch.astype(jnp.uint32))

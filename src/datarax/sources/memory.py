@@ -74,6 +74,9 @@ class MemorySource(DataSourceModule):
         columns = _to_columns(data)
         self.data = nnx.data(columns)
         self._length = nnx.static(int(next(iter(columns.values())).shape[0]))
+        # The seed travels as data, not as a constant baked into the compiled step, so one
+        # executable (and one persistent-cache entry) serves every seed.
+        self._seed = nnx.Variable(np.uint32(config.seed))
 
     def __len__(self) -> int:
         return self._length
@@ -82,7 +85,7 @@ class MemorySource(DataSourceModule):
         """Map global positions to record indices (shuffled per epoch when enabled)."""
         if not self.config.shuffle:
             return positions % self._length
-        return epoch_permutation_jnp(positions, self._length, self.config.seed)
+        return epoch_permutation_jnp(positions, self._length, self._seed.get_value())
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
         """Stable index (position in ``data``) of each record ``get_batch_at`` serves."""
@@ -176,7 +179,8 @@ def _column(name: Any, value: Any) -> jax.Array:
                 f"x.astype(np.{'float32' if dtype.kind in 'fc' else 'int32'})) or enable "
                 "x64 with jax.config.update('jax_enable_x64', True)."
             )
-        array = jnp.asarray(value)
+        # device_put, not jnp.asarray: the latter compiles a conversion per new shape.
+        array = jax.device_put(value)
     else:
         try:
             array = jnp.asarray(value)
