@@ -78,7 +78,7 @@ def build_pipeline(train: dict[str, np.ndarray], batch_size: int, seed: int) -> 
     )
 
 
-def run_demo(epochs: int = 4, batch_size: int = 64, seed: int = 0, progress: bool = True) -> dict[str, float]:
+def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: bool = True) -> dict[str, float]:
     """Train, checkpoint mid-epoch, verify the resume, evaluate; returns the metrics."""
     import optax
     from tqdm import tqdm
