@@ -114,3 +114,22 @@ def test_custom_csv_source_stochastic_stage_keys_by_position(csv_example):
         return np.concatenate([np.asarray(b["noise"]) for b in p])
 
     np.testing.assert_array_equal(run(3), run(7))
+
+
+def test_array_record_example_reads_one_epoch_per_pass(tmp_path, monkeypatch):
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    target = tmp_path / "path" / "to" / "arrayrecord"
+    target.mkdir(parents=True)
+    writer = ArrayRecordWriter(str(target / "file"), "group_size:1")
+    rows = np.arange(70 * 3, dtype=np.float32).reshape(70, 3)
+    for row in rows:
+        writer.write(row.tobytes())
+    writer.close()
+    monkeypatch.chdir(tmp_path)  # the example names the relative path "path/to/arrayrecord/file"
+    ns, _ = run_example("array_record_source.py")
+    for _ in range(2):
+        batches = [np.asarray(b["features"]) for b in ns["pipeline"]]
+        assert [len(b) for b in batches] == [32, 32, 6]
+        np.testing.assert_array_equal(np.concatenate(batches), rows)
+    ns["source"].close()
