@@ -105,6 +105,16 @@ class DataSourceModule(DataraxModule):
             return positions
         return positions % n
 
+    def get_batch_and_indices_at(
+        self, start: Any, size: int, key: Any | None = None
+    ) -> tuple[Batch, Any]:
+        """``(get_batch_at(...), record_indices_at(...))`` in one call (traceable).
+
+        Pipeline's compiled step calls this; a source that computes the indices to
+        gather anyway (a shuffled one) overrides it so they are traced once.
+        """
+        return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
+
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next batch (at most ``batch_size`` records) of the current pass, or None."""
         raise NotImplementedError(f"{type(self).__name__} does not implement get_batch")

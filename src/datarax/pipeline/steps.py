@@ -69,8 +69,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
             source, stages = nnx.merge(graphdef, state)
             key = draw(*key)
             batch_key = jax.random.fold_in(key, start)
-            batch = source.get_batch_at(start, batch_size, batch_key)
-            indices = source.record_indices_at(start, batch_size, batch_key)
+            batch, indices = source.get_batch_and_indices_at(start, batch_size, batch_key)
             return apply_stages(stages, dict(batch), indices, epoch, key)
 
         return jax.jit(step)

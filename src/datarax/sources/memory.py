@@ -93,8 +93,16 @@ class MemorySource(DataSourceModule):
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
         """``size`` records from global position ``start`` (wrapping into the next epoch)."""
+        return self.get_batch_and_indices_at(start, size, key)[0]
+
+    def get_batch_and_indices_at(
+        self, start: Any, size: int, key: Any | None = None
+    ) -> tuple[Batch, Any]:
+        """The batch and its stable indices, the shuffle computed once."""
+        if type(self).get_batch_at is not MemorySource.get_batch_at:  # a subclass reads
+            return super().get_batch_and_indices_at(start, size, key)
         indices = self.record_indices_at(start, size, key)
-        return {k: jnp.take(v, indices, axis=0) for k, v in self.data.items()}
+        return {k: jnp.take(v, indices, axis=0) for k, v in self.data.items()}, indices
 
     def element_spec(self) -> dict[str, Any]:
         return {k: array_to_spec_strip_leading(v) for k, v in self.data.items()}
