@@ -631,6 +631,31 @@ simple("hf-config-data-files-empty", "Hugging Face", "data_files=[]", ConfigErro
 simple("hf-config-seed", "Hugging Face", "seed=-5", ConfigError,
        "HFStreamingConfig.seed must be >= 0, got -5.",
        lambda: _hf("HFStreamingConfig", name="x", seed=-5), needs=HF)
+simple("hf-config-on-error", "Hugging Face", "HFStreamingConfig(on_error='ignore')", ConfigError,
+       "HFStreamingConfig: on_error must be one of ['raise', 'skip'], got 'ignore'.",
+       lambda: _hf("HFStreamingConfig", name="x", on_error="ignore"), needs=HF)
+
+
+def _hf_skip_budget(tmp: Path) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    vec = [[i, i] if i not in (2, 5) else [i] for i in range(8)]
+    path = str(tmp / "train.parquet")
+    pq.write_table(pa.table({"vec": pa.array(vec, pa.list_(pa.int32()))}), path)
+    source = _hf("HFStreamingSource", config=_hf(
+        "HFStreamingConfig", name="parquet", data_files=path, chunk_size=4, on_error="skip",
+        max_skipped=1))
+    while source.get_batch(4) is not None:
+        pass
+
+
+case("hf-stream-skip-budget", "Hugging Face",
+     "streaming with on_error='skip', max_skipped=1 over 2 records of another shape", RecordError,
+     "HFStreamingSource: skipped 2 bad records in epoch 0, over the budget of 1 (max_skipped=1, "
+     "max_skipped_fraction=None). Latest: record 5: field 'vec' is int32 of shape (1,), but the "
+     "first record's is int32 of shape (2,). Raise the skip budget or fix the data.",
+     needs=HF)(_hf_skip_budget)
 
 
 def _tfds(cls: str, /, **kw: Any) -> Any:

@@ -13,6 +13,8 @@
   ``get_state()`` is ``{"current_index", "current_epoch"}`` and ``set_state`` resumes
   exactly by re-opening the same pass and skipping the records already handed out
   (read as Arrow, not decoded), so resume costs one forward read of those records.
+  With ``on_error="skip"`` a record that cannot be converted to the declared fields
+  is dropped, counted (state key ``"skipped"``) and reported (``skipped_records()``).
 
 ``name`` may be a Hub id (``"stanfordnlp/sst2"``), a local folder of data files
 (parquet/json/csv/arrow, laid out as on the Hub: ``data/train-*.parquet`` ...), a
@@ -43,7 +45,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import Batch, DataSourceModule
-from datarax.core.errors import ConfigError, DataraxError, StateError
+from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
 from datarax.sources._columns import (
     as_text,
@@ -55,7 +57,9 @@ from datarax.sources._columns import (
 )
 from datarax.sources._dataset_config import check_dataset_fields, empty_split
 from datarax.sources._optional import require
+from datarax.sources.host_reader import MAX_REPORTS, ErrorPolicy, SkippedRecord
 from datarax.sources.memory import MemorySource
+from datarax.sources.random_access import BadRecordFields
 
 #: ``from_hf`` picks the eager source for splits known to be at most this many bytes.
 EAGER_MAX_BYTES = 256 * 2**20
@@ -138,7 +142,7 @@ class HFEagerConfig(_HFConfig):
 
 
 @dataclass(frozen=True)
-class HFStreamingConfig(_HFConfig):
+class HFStreamingConfig(BadRecordFields, _HFConfig):
     """Configuration of :class:`HFStreamingSource` (fields of :class:`HFEagerConfig`, plus).
 
     Attributes:
@@ -148,11 +152,22 @@ class HFStreamingConfig(_HFConfig):
             (no random access); pass ``e`` reads the shards (files) in an order drawn
             from ``seed + e`` and mixes records through a rolling buffer of this many
             records (same seed, same order).
+        on_error: ``"raise"`` (default) stops at a record that cannot be converted to
+            the declared fields (an image that does not decode, a value that cannot be
+            cast, a field shaped unlike the first record's); ``"skip"`` drops it, counts
+            it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
+        max_skipped: with ``"skip"``, most records one pass may skip (None: no limit).
+        max_skipped_fraction: with ``"skip"``, most records one pass may skip as a
+            fraction of the pass (checked as it goes when the split declares its size,
+            else at the end of the pass).
     """
 
     streaming: bool = True
     chunk_size: int = 1024
     shuffle_buffer_size: int = 1000
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -163,6 +178,7 @@ class HFStreamingConfig(_HFConfig):
             )
         check_int(self, "chunk_size", minimum=1)
         check_int(self, "shuffle_buffer_size", minimum=1)
+        self.error_policy()
 
 
 # ---------------------------------------------------------------------- loading
@@ -446,7 +462,10 @@ class HFStreamingSource(DataSourceModule):
     of ``str``, exact mid-epoch resume from ``{"current_index", "current_epoch"}``.
     With several processes (``Pipeline(shard_count=...)``) each keeps every
     ``count``-th record of the stream. The stable index of a record is its position
-    in the pass's stream (in the shuffled stream when ``shuffle=True``).
+    in the pass's stream (in the shuffled stream when ``shuffle=True``). With
+    ``on_error="skip"`` bad records are dropped within the ``max_skipped`` /
+    ``max_skipped_fraction`` budget, reported by :meth:`skipped_records` and counted
+    in the state (``"skipped"``), so resume re-skips them without counting them twice.
 
     Example:
         >>> from flax import nnx
@@ -478,9 +497,24 @@ class HFStreamingSource(DataSourceModule):
         if first is None or first.num_rows == 0:
             raise empty_split(config, where)
         features = dataset.features
-        spec = spec_of_columns(_table_to_columns(first, keys, config, where, features=features))
+        policy = config.error_policy()
+        try:
+            columns = _table_to_columns(first, keys, config, where, features=features)
+        except DataraxError:
+            if not policy.skips:
+                raise
+            columns = _first_good_record(first, keys, config, where, features)
+        except Exception as err:  # e.g. an image that does not decode
+            if not policy.skips:
+                raise _record_error(first, keys, config, features, 0, 0, err) from err
+            columns = _first_good_record(first, keys, config, where, features)
+        spec = spec_of_columns(columns)
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
-        self._reader = nnx.static(_StreamReader(self, dataset, tuple(keys), by_shard))
+        length = _known_length(dataset, _split_names(config.split)[0]) if by_shard else None
+        self.skipped = nnx.Variable(0)  # records skipped this pass before the cursor
+        self._reader = nnx.static(
+            _StreamReader(self, dataset, tuple(keys), by_shard, policy, length)
+        )
 
     # ------------------------------------------------------------- contract
     def element_spec(self) -> dict[str, Any]:
@@ -494,27 +528,66 @@ class HFStreamingSource(DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         reader = self._reader
         if not reader.is_open:
-            reader.open(self._cursor.epoch, skip=self._cursor.index)
+            reader.open(self._cursor.epoch, skip=self._cursor.index, skipped=self._skipped())
         got = reader.read(batch_size)
+        self.skipped.set_value(reader.skipped)
+        self._cursor.current_index.set_value(reader.consumed)
         if got is None:
             return None, None
         columns, indices = got
         batch = {k: (v.tolist() if is_text_array(v) else v) for k, v in columns.items()}
-        self._cursor.advance(len(indices))
         return batch, indices
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Records dropped under ``on_error="skip"`` so far: pass, position and cause.
+
+        ``position`` counts this process's records of the pass (handed out or
+        skipped), ``index`` is the record's position in the pass's stream (also in
+        ``index_in_file``); ``path`` is None (a stream does not say which file).
+        """
+        return self._reader.skipped_records()
+
+    def _skipped(self) -> int:
+        return int(self.skipped.get_value())
 
     def start_epoch(self, epoch: int) -> None:
         """Start pass ``epoch`` from its first record (the stream is re-opened lazily)."""
         self._cursor.start_epoch(epoch)
+        self.skipped.set_value(0)
         self._reader.close()
 
     def close_epoch(self) -> None:
         """Release the open stream (the position is kept; reading re-opens and skips)."""
         self._reader.close()
 
+    def get_state(self) -> dict[str, Any]:
+        """``current_index`` (records of the pass handed out or skipped) and
+        ``current_epoch``; with ``on_error="skip"`` also ``skipped`` (records skipped
+        before ``current_index``)."""
+        state = super().get_state()
+        if self.config.on_error == "skip":
+            state["skipped"] = self._skipped()
+        return state
+
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue at ``state``: the pass is re-opened and the handed-out records skipped."""
+        """Continue at ``state``: the pass is re-opened and the records it covers
+        (handed out or skipped) are passed over unread. A state without
+        ``"skipped"`` counts no skips."""
+        where = "HFStreamingSource"
+        skipped = state.get("skipped", 0) if isinstance(state, dict) else 0
+        if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
+            raise StateError(
+                f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
+                field="skipped",
+            )
         super().set_state(state)
+        if skipped > self._cursor.index:
+            raise StateError(
+                f"{where} state says {skipped} records were skipped before position "
+                f"{self._cursor.index}; the state was tampered with.",
+                field="skipped",
+            )
+        self.skipped.set_value(skipped)
         self._reader.close()
 
     def __iter__(self) -> HFStreamingSource:
@@ -524,15 +597,28 @@ class HFStreamingSource(DataSourceModule):
 
 
 class _StreamReader:
-    """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted."""
+    """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted.
+
+    ``consumed`` counts this shard's records of the pass handed out or skipped;
+    ``skipped`` the bad records before ``consumed`` (``on_error="skip"``).
+    """
 
     def __init__(
-        self, source: HFStreamingSource, dataset: Any, keys: tuple[str, ...], by_shard: bool
+        self,
+        source: HFStreamingSource,
+        dataset: Any,
+        keys: tuple[str, ...],
+        by_shard: bool,
+        policy: ErrorPolicy,
+        length: int | None,
     ) -> None:
         self._source = source
         self._dataset = dataset
         self._by_shard = by_shard
         self._keys = keys
+        self._policy = policy
+        self._length = length  # records in the split, when the stream declares it
+        self._reports: list[SkippedRecord] = []
         self._tables: Any = None
         self.ended = False
         self.close()
@@ -547,13 +633,24 @@ class _StreamReader:
             tables.close()
         self._chunk: dict[str, np.ndarray] | None = None
         self._indices = np.zeros(0, np.int64)
+        self._ordinals = np.zeros(0, np.int64)
         self._offset = 0
         self._stream_position = 0
+        self._ordinal = 0  # this shard's records pulled from the stream
+        self._epoch = 0
+        self.consumed = 0
+        self.skipped = 0
+        self._pulled_skips = 0
+        self._pending: list[tuple[int, int, str]] = []  # (ordinal, position, cause)
         self.ended = False
 
-    def open(self, epoch: int, *, skip: int) -> None:
-        """Open pass ``epoch`` and drop its first ``skip`` records of this shard."""
+    def open(self, epoch: int, *, skip: int, skipped: int = 0) -> None:
+        """Open pass ``epoch``, drop its first ``skip`` records of this shard (of which
+        ``skipped`` were bad records skipped before)."""
         self.close()
+        self._epoch = int(epoch)
+        self.consumed = int(skip)
+        self.skipped = self._pulled_skips = int(skipped)
         config = self._source.config
         dataset = self._dataset
         if config.shuffle:
@@ -575,17 +672,18 @@ class _StreamReader:
                     "from a different dataset or split.",
                     field="current_index",
                 )
-            table, positions = got
+            table, positions, ordinals = got
             if len(positions) <= skip:
                 skip -= len(positions)
                 continue
-            self._set_chunk(table.slice(skip), positions[skip:])
+            self._set_chunk(table.slice(skip), positions[skip:], ordinals[skip:])
             skip = 0
 
     def read(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
         """Up to ``batch_size`` records of the pass (None at its end)."""
         parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
         need = batch_size
+        end = self.consumed
         while need > 0:
             if self._chunk is None or self._offset >= len(self._indices):
                 got = self._next_table()
@@ -593,22 +691,32 @@ class _StreamReader:
                     self._chunk = None
                     break
                 self._set_chunk(*got)
+                continue
             assert self._chunk is not None
             take = min(need, len(self._indices) - self._offset)
             sl = slice(self._offset, self._offset + take)
             parts.append(({k: v[sl] for k, v in self._chunk.items()}, self._indices[sl]))
+            end = int(self._ordinals[self._offset + take - 1]) + 1
             self._offset += take
             need -= take
         if not parts:
+            self._commit(self._ordinal)
+            self._check_pass_fraction()
             self.ended = True
             return None
+        self._commit(end)
         if len(parts) == 1:
             return parts[0]
         columns = {k: np.concatenate([p[0][k] for p in parts]) for k in self._keys}
         return columns, np.concatenate([p[1] for p in parts])
 
-    def _next_table(self) -> tuple[Any, np.ndarray] | None:
-        """The next non-empty Arrow chunk of this shard and its stream positions."""
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
+        return list(self._reports)
+
+    def _next_table(self) -> tuple[Any, np.ndarray, np.ndarray] | None:
+        """The next non-empty Arrow chunk of this shard, its stream positions and its
+        ordinals among this shard's records."""
         import pyarrow as pa
 
         while True:
@@ -624,20 +732,204 @@ class _StreamReader:
                 table = table.filter(pa.array(keep))
                 positions = positions[keep]
             if len(positions):
-                return table, positions
+                ordinals = np.arange(self._ordinal, self._ordinal + len(positions), dtype=np.int64)
+                self._ordinal += len(positions)
+                return table, positions, ordinals
 
-    def _set_chunk(self, table: Any, positions: np.ndarray) -> None:
+    def _set_chunk(self, table: Any, positions: np.ndarray, ordinals: np.ndarray) -> None:
         source = self._source
-        self._chunk = _table_to_columns(
-            table,
+        try:
+            columns = _table_to_columns(
+                table,
+                self._keys,
+                source.config,
+                _WHERE,
+                first_record=int(positions[0]),
+                features=self._dataset.features,
+            )
+            if self._policy.skips:
+                _check_spec(columns, source.element_spec())
+        except Exception as err:  # noqa: BLE001 - located per record below
+            if not self._policy.skips:
+                if isinstance(err, DataraxError):
+                    raise
+                raise _record_error(
+                    table,
+                    self._keys,
+                    source.config,
+                    self._dataset.features,
+                    int(positions[0]),
+                    self._epoch,
+                    err,
+                ) from err
+            columns, keep = self._convert_records(table, positions, ordinals)
+            positions, ordinals = positions[keep], ordinals[keep]
+        self._chunk = columns
+        self._indices = positions
+        self._ordinals = ordinals
+        self._offset = 0
+
+    def _convert_one(self, table: Any, i: int, position: int) -> dict[str, np.ndarray]:
+        source = self._source
+        columns = _table_to_columns(
+            table.slice(i, 1),
             self._keys,
             source.config,
-            "HFStreamingSource",
-            first_record=int(positions[0]),
+            _WHERE,
+            first_record=position,
             features=self._dataset.features,
         )
-        self._indices = positions
-        self._offset = 0
+        _check_spec(columns, source.element_spec())
+        return columns
+
+    def _convert_records(
+        self, table: Any, positions: np.ndarray, ordinals: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Convert record by record, skipping (and counting) the ones that fail."""
+        good: list[dict[str, np.ndarray]] = []
+        keep = np.zeros(len(positions), bool)
+        for i, (position, ordinal) in enumerate(zip(positions.tolist(), ordinals.tolist())):
+            try:
+                good.append(self._convert_one(table, i, position))
+            except Exception as err:  # noqa: BLE001 - counted and reported
+                self._fail(ordinal, position, _cause(err))
+                continue
+            keep[i] = True
+        if not good:
+            return {}, keep
+        return {k: np.concatenate([g[k] for g in good]) for k in self._keys}, keep
+
+    def _fail(self, ordinal: int, position: int, cause: str) -> None:
+        """Count a bad record pulled from the stream; raise past the skip budget."""
+        self._pending.append((ordinal, position, cause))
+        self._pulled_skips += 1
+        size = self._shard_length()
+        budget = self._policy.budget(size) if size is not None else self._policy.max_skipped
+        if budget is not None and self._pulled_skips > budget:
+            raise self._over_budget(self._pulled_skips, budget, size, position, cause)
+
+    def _check_pass_fraction(self) -> None:
+        """With an unknown pass size, ``max_skipped_fraction`` is checked at its end."""
+        if self._shard_length() is not None or self._policy.max_skipped_fraction is None:
+            return
+        budget = self._policy.budget(self.consumed)
+        assert budget is not None
+        if self.skipped > budget:
+            last = self._reports[-1] if self._reports else None
+            raise self._over_budget(
+                self.skipped,
+                budget,
+                self.consumed,
+                last.index if last else None,
+                last.cause if last else "(not reported)",
+            )
+
+    def _over_budget(
+        self, count: int, budget: int, size: int | None, position: int | None, cause: str
+    ) -> RecordError:
+        policy = self._policy
+        of = f" of {size} records" if size is not None else ""
+        return RecordError(
+            f"{_WHERE}: skipped {count} bad records in epoch {self._epoch}, over the "
+            f"budget of {budget} (max_skipped={policy.max_skipped}, max_skipped_fraction="
+            f"{policy.max_skipped_fraction}{of}). Latest: record {position}: "
+            f"{cause.rstrip('.')}. Raise the skip budget or fix the data.",
+            index=position,
+        )
+
+    def _commit(self, end: int) -> None:
+        """Count bad records before ordinal ``end`` as skipped; ``end`` is consumed."""
+        while self._pending and self._pending[0][0] < end:
+            ordinal, position, cause = self._pending.pop(0)
+            self.skipped += 1
+            if len(self._reports) < MAX_REPORTS:
+                self._reports.append(
+                    SkippedRecord(self._epoch, ordinal, position, None, position, cause)
+                )
+        self.consumed = end
+
+    def _shard_length(self) -> int | None:
+        """Records of this shard in one pass, when the split declares its size."""
+        if self._length is None:
+            return None
+        index, count = self._source.shard
+        return len(range(index, self._length, count))
+
+
+_WHERE = "HFStreamingSource"
+
+
+def _cause(err: BaseException) -> str:
+    """What went wrong with one record, for messages and reports."""
+    if isinstance(err, DataraxError):
+        return str(err).removeprefix(f"{_WHERE}: ")
+    return f"{type(err).__name__}: {err}"
+
+
+def _record_error(
+    table: Any,
+    keys: Sequence[str],
+    config: _HFConfig,
+    features: Any,
+    first_position: int,
+    epoch: int,
+    err: BaseException,
+) -> RecordError:
+    """``on_error="raise"``: the error naming the first record of ``table`` (whose
+    first record is at stream position ``first_position``) that fails alone."""
+    position, cause = first_position, err
+    for i in range(table.num_rows):
+        try:
+            _table_to_columns(table.slice(i, 1), keys, config, _WHERE, first_position + i, features)
+        except Exception as one:  # noqa: BLE001 - reported with location
+            position, cause = first_position + i, one
+            break
+    return RecordError(
+        f"{_WHERE}: cannot convert record {position} of split {config.split!r} "
+        f"(epoch {epoch}): {_cause(cause)}. Fix or filter the data, or construct the "
+        "source with on_error='skip' to drop bad records (they are counted and reported).",
+        index=position,
+    )
+
+
+def _check_spec(columns: dict[str, np.ndarray], spec: dict[str, Any]) -> None:
+    """Refuse converted columns whose per-record shape or dtype differs from ``spec``."""
+    for key, want in spec.items():
+        got = columns[key]
+        if isinstance(want, TextSpec):
+            if is_text_array(got) and tuple(got.shape[1:]) == tuple(want.shape):
+                continue
+            have = "text" if is_text_array(got) else f"{got.dtype}"
+            raise DataraxError(
+                f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
+                f"first record's is text of shape {tuple(want.shape)}."
+            )
+        if (
+            not is_text_array(got)
+            and tuple(got.shape[1:]) == tuple(want.shape)
+            and got.dtype == want.dtype
+        ):
+            continue
+        have = "text" if is_text_array(got) else f"{got.dtype}"
+        raise DataraxError(
+            f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
+            f"first record's is {want.dtype} of shape {tuple(want.shape)}."
+        )
+
+
+def _first_good_record(
+    table: Any, keys: Sequence[str], config: _HFConfig, where: str, features: Any
+) -> dict[str, np.ndarray]:
+    """``on_error="skip"``: the fields of the first record of ``table`` that converts
+    (the first failure when none does)."""
+    first: BaseException | None = None
+    for i in range(table.num_rows):
+        try:
+            return _table_to_columns(table.slice(i, 1), keys, config, where, i, features)
+        except Exception as err:  # noqa: BLE001 - the first one is re-raised
+            first = first or err
+    assert first is not None
+    raise first
 
 
 def _open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:
@@ -718,7 +1010,7 @@ def _known_length(dataset: Any, split: str) -> int | None:
 
 
 # ---------------------------------------------------------------- factory
-_STREAM_ONLY = {"chunk_size", "shuffle_buffer_size"}
+_STREAM_ONLY = {"chunk_size", "shuffle_buffer_size", "on_error", "max_skipped", "max_skipped_fraction"}
 
 
 def from_hf(
@@ -738,7 +1030,8 @@ def from_hf(
     * its size is known and at most :data:`EAGER_MAX_BYTES` (256 MiB): the size the
       dataset declares for the split, else the bytes of its local files;
     * none of the kept fields is text (text cannot live on the device);
-    * no streaming-only option (``chunk_size``, ``shuffle_buffer_size``) is given.
+    * no streaming-only option (``chunk_size``, ``shuffle_buffer_size``, ``on_error``,
+      ``max_skipped``, ``max_skipped_fraction``) is given.
 
     ``config`` holds further config fields (``shuffle``, ``seed``, ``include_keys``,
     ``data_files``, ...).

@@ -1,0 +1,188 @@
+"""HFStreamingSource's bad-record policy (on_error / max_skipped / max_skipped_fraction),
+offline on local parquet files."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+from flax import nnx
+
+datasets = pytest.importorskip("datasets")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
+
+N = 40
+BAD = (5, 21)  # record 5: a list of another length; record 21: an int64 past int32
+GOOD = [i for i in range(N) if i not in BAD]
+VEC_CAUSE = "field 'vec' is int32 of shape (3,), but the first record's is int32 of shape (2,)."
+LABEL_CAUSE = (
+    "field 'label' is int64 and record 21 holds a value outside the int32 range "
+    "(np.int64(1099511627776)), so it cannot be cast to int32 without loss while "
+    "jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), "
+    "or drop the field (exclude_keys)."
+)
+
+
+@pytest.fixture(autouse=True)
+def offline(tmp_path, monkeypatch):
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+    datasets.disable_progress_bars()
+
+
+@pytest.fixture
+def bad_parquet(tmp_path) -> str:
+    vec = [[i, i] for i in range(N)]
+    vec[BAD[0]] = [5, 5, 5]
+    label = [i % 3 for i in range(N)]
+    label[BAD[1]] = 2**40
+    table = pa.table(
+        {
+            "idx": pa.array(np.arange(N, dtype=np.int32)),
+            "vec": pa.array(vec, pa.list_(pa.int32())),
+            "label": pa.array(label, pa.int64()),
+        }
+    )
+    path = str(tmp_path / "train.parquet")
+    pq.write_table(table, path)
+    return path
+
+
+def source(path: str, **kw) -> HFStreamingSource:
+    return HFStreamingSource(HFStreamingConfig(name="parquet", data_files=path, chunk_size=8, **kw))
+
+
+def pipeline(path: str, **kw) -> Pipeline:
+    return Pipeline(source=source(path, **kw), stages=[], batch_size=4, rngs=nnx.Rngs(0))
+
+
+def ids(batches) -> list[int]:
+    return [int(v) for b in batches for v in np.asarray(b["idx"])]
+
+
+def test_raise_is_the_default_and_keeps_its_message(bad_parquet):
+    with pytest.raises(DataraxError) as info:
+        list(pipeline(bad_parquet))
+    assert str(info.value) == (
+        "HFStreamingSource: field 'vec' holds lists of different lengths (record 0 has 2, "
+        "record 5 has 3); batches need one shape per field. Pad or truncate it first, or "
+        "drop it (exclude_keys)."
+    )
+    assert "skipped" not in source(bad_parquet, exclude_keys=("vec",)).get_state()
+
+
+def test_skip_drops_counts_and_reports(bad_parquet):
+    p = pipeline(bad_parquet, on_error="skip")
+    assert ids(list(p)) == GOOD
+    src = p.source
+    assert src.get_state() == {"current_index": N, "current_epoch": 0, "skipped": 2}
+    reports = [r.as_dict() for r in src.skipped_records()]
+    assert reports == [
+        {"epoch": 0, "position": 5, "index": 5, "path": None, "index_in_file": 5, "cause": VEC_CAUSE},
+        {"epoch": 0, "position": 21, "index": 21, "path": None, "index_in_file": 21, "cause": LABEL_CAUSE},
+    ]
+    assert ids(list(p)) == GOOD  # the next pass skips them again, with a fresh count
+    assert src.get_state()["skipped"] == 2 and len(src.skipped_records()) == 4
+
+
+def test_skip_budget_exceeded(bad_parquet):
+    with pytest.raises(RecordError) as info:
+        list(pipeline(bad_parquet, on_error="skip", max_skipped=1))
+    assert str(info.value) == (
+        "HFStreamingSource: skipped 2 bad records in epoch 0, over the budget of 1 "
+        "(max_skipped=1, max_skipped_fraction=None). Latest: record 21: "
+        f"{LABEL_CAUSE[:-1]}. Raise the skip budget or fix the data."
+    )
+    assert info.value.index == 21
+    assert ids(list(pipeline(bad_parquet, on_error="skip", max_skipped=2))) == GOOD
+
+
+def test_skip_fraction_is_checked_at_the_end_of_an_unsized_pass(bad_parquet):
+    assert ids(list(pipeline(bad_parquet, on_error="skip", max_skipped_fraction=0.05))) == GOOD
+    with pytest.raises(RecordError, match=re.escape(
+        "HFStreamingSource: skipped 2 bad records in epoch 0, over the budget of 1 "
+        "(max_skipped=None, max_skipped_fraction=0.04 of 40 records). Latest: record 21: field 'label'"
+    )):
+        list(pipeline(bad_parquet, on_error="skip", max_skipped_fraction=0.04))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("stop", [1, 2, 5, 6])
+def test_exact_resume_across_a_skipped_record(bad_parquet, stop, shuffle):
+    kw = {"on_error": "skip", "shuffle": shuffle, "shuffle_buffer_size": 16}
+    uninterrupted = pipeline(bad_parquet, **kw)
+    reference = ids(list(uninterrupted))
+    assert sorted(reference) == GOOD
+    skipped = sorted(r.index for r in uninterrupted.source.skipped_records())  # stream positions
+    first = pipeline(bad_parquet, **kw)
+    it = iter(first)
+    head = [next(it) for _ in range(stop)]
+    state = json.loads(json.dumps(it.get_state()))
+    src_state = state["source"]
+    if not shuffle:
+        assert src_state["skipped"] == sum(1 for b in BAD if b < src_state["current_index"])
+    resumed = pipeline(bad_parquet, **kw)
+    resumed.set_state(state)
+    tail = list(resumed)
+    assert ids(head) + ids(tail) == reference
+    assert resumed.source.get_state() == {"current_index": N, "current_epoch": 0, "skipped": 2}
+    # each skipped record is reported once, by the run that passed it
+    first_seen = {r.index for r in first.source.skipped_records()}
+    resumed_seen = [r.index for r in resumed.source.skipped_records()]
+    assert first_seen.isdisjoint(resumed_seen) and sorted(first_seen | set(resumed_seen)) == skipped
+
+
+def test_image_that_does_not_decode(tmp_path):
+    from PIL import Image
+
+    def png(i: int) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(np.full((5, 4), i, np.uint8)).save(out, format="PNG")
+        return out.getvalue()
+
+    features = datasets.Features({"image": datasets.Image(), "idx": datasets.Value("int32")})
+    rows = {
+        "image": [{"bytes": png(i) if i != 3 else b"not an image", "path": None} for i in range(8)],
+        "idx": list(range(8)),
+    }
+    path = str(tmp_path / "img.parquet")
+    datasets.Dataset.from_dict(rows, features=features).to_parquet(path)
+    with pytest.raises(RecordError, match=re.escape(
+        "HFStreamingSource: cannot convert record 3 of split 'train' (epoch 0): "
+        "UnidentifiedImageError: cannot identify image file"
+    )) as info:
+        source(path)
+    assert "construct the source with on_error='skip'" in str(info.value)
+    p = pipeline(path, on_error="skip")
+    assert ids(list(p)) == [0, 1, 2, 4, 5, 6, 7]
+    (report,) = p.source.skipped_records()
+    assert (report.position, report.index) == (3, 3)
+    assert report.cause.startswith("UnidentifiedImageError: cannot identify image file")
+
+
+def test_config_and_state_are_checked(bad_parquet):
+    with pytest.raises(ConfigError, match=re.escape(
+        "HFStreamingConfig: on_error must be one of ['raise', 'skip'], got 'ignore'."
+    )):
+        HFStreamingConfig(name="x", on_error="ignore")
+    with pytest.raises(ConfigError, match="only apply with on_error='skip'"):
+        HFStreamingConfig(name="x", max_skipped=3)
+    src = source(bad_parquet, on_error="skip")
+    with pytest.raises(StateError, match=re.escape(
+        "HFStreamingSource state says 3 records were skipped before position 2; the state "
+        "was tampered with."
+    )):
+        src.set_state({"current_index": 2, "current_epoch": 0, "skipped": 3})
+    with pytest.raises(StateError, match="'skipped' must be a non-negative int, got -1"):
+        src.set_state({"current_index": 2, "current_epoch": 0, "skipped": -1})
