@@ -48,4 +48,15 @@ def measure(body: Callable[[int], None], rounds: int, warmup: int = 50) -> Lefto
             gc.collect()
             rss_mid = rss_bytes()
     gc.collect()
+    settle_threads(threads_before)
     return Leftovers(threads_before, threading.active_count(), rss_warm, rss_mid, rss_bytes())
+
+
+def settle_threads(baseline: int, timeout: float = 2.0) -> None:
+    """Give threads other libraries start and stop on their own (e.g. a thread pool
+    winding down on a loaded machine) up to ``timeout`` seconds to go back to ``baseline``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while threading.active_count() > baseline and time.monotonic() < deadline:
+        time.sleep(0.01)

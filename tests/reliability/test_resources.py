@@ -17,7 +17,7 @@ from datarax.pipeline import Pipeline
 from datarax.sources.host_reader import EpochOrder, HostReader
 
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline, stages
-from resources import measure
+from resources import measure, settle_threads
 
 MiB = 1 << 20
 NOISE = 8 * MiB
@@ -95,6 +95,7 @@ def test_host_reader_sessions_join_their_threads(rounds):
             assert len(reader.next_batch(8)) == 8
 
     result = measure(body, rounds=rounds, warmup=20)
+    settle_threads(baseline)
     assert threading.active_count() == baseline
     assert result.threads_after == result.threads_before
     assert result.growth_second_half < NOISE, result
@@ -128,6 +129,7 @@ def test_sources_are_context_managers(ar_glob, tmp_path):
             it = iter(pipeline)
             next(it)  # reader threads (ArrayRecord) are running now, mid-epoch
         source.close()  # closing twice is safe
+    settle_threads(baseline)
     assert threading.active_count() == baseline
 
 
@@ -147,6 +149,7 @@ def test_arrayrecord_iterators_leave_no_threads_and_no_rss_growth(ar_glob, round
     assert result.threads_after == result.threads_before == baseline
     assert result.growth_second_half < NOISE, result
     pipeline.source.close()
+    settle_threads(baseline)
     assert threading.active_count() == baseline
 
 
