@@ -10,63 +10,29 @@
 from __future__ import annotations
 
 import csv
+import runpy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule
-from datarax.core.spec import array_to_spec_strip_leading
 from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 
 
 # --------------------------------------------------------------------- CSV (seed page)
-@dataclass(frozen=True)
-class CSVDataSourceConfig(StructuralConfig):
-    """Configuration for CSVDataSource."""
-
-    file_path: str | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.file_path is None:
-            raise ValueError("file_path is required")
-
-
-class CSVDataSource(DataSourceModule):
-    """Random-access data source that reads numeric rows from a CSV file."""
-
-    config: CSVDataSourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
-
-    def __init__(
-        self,
-        config: CSVDataSourceConfig,
-        *,
-        rngs: nnx.Rngs | None = None,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(config, rngs=rngs, name=name)
-        with open(config.file_path, newline="") as f:
-            reader = csv.reader(f)
-            next(reader)
-            rows = [[float(value) for value in row] for row in reader]
-        self.data = nnx.data(jnp.asarray(rows))
-
-    def __len__(self) -> int:
-        return int(self.data.shape[0])
-
-    def get_batch_at(self, start: int | Any, size: int, key: Any | None = None) -> dict[str, Any]:
-        indices = (jnp.arange(size) + start) % len(self)
-        return {"features": self.data[indices]}
-
-    def element_spec(self) -> dict[str, Any]:
-        return {"features": array_to_spec_strip_leading(self.data)}
+# The page's CSVDataSource, loaded from its verbatim copy in examples/ (one definition).
+_CSV_EXAMPLE = runpy.run_path(
+    str(Path(__file__).resolve().parents[2] / "examples" / "data_sources" / "custom_csv_source.py")
+)
+CSVDataSourceConfig = _CSV_EXAMPLE["CSVDataSourceConfig"]
+CSVDataSource = _CSV_EXAMPLE["CSVDataSource"]
 
 
 def write_csv(path: Any, num_rows: int, num_cols: int = 3) -> str:

@@ -58,13 +58,3 @@ def draw(key: Any, count: Any) -> Any:
 def default_key() -> Any:
     """``jax.random.key(0)`` built without compiling anything."""
     return jax.random.wrap_key_data(np.zeros((2,), np.uint32))
-
-
-def as_key(key: Any) -> Any:
-    """A typed PRNG key from a typed key, raw uint32 key data or an int seed."""
-    if isinstance(key, int):
-        return jax.random.key(key)
-    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key
-    return jax.random.wrap_key_data(key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -14,6 +14,9 @@ from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule
 from datarax.pipeline.stats import PipelineStats
+
+if TYPE_CHECKING:
+    from datarax.pipeline.iterator import PipelineIterator
 
 Batch = dict[str, Any]
 
