@@ -1,36 +1,48 @@
-"""``DataSourceModule``: the contract every datarax source implements.
+"""``DataSourceModule``: the contract every datarax source shares, and the three kinds.
 
-A source is one of three kinds (see ``ARCHITECTURE.md``):
+Three kinds of source, named up front (:class:`SourceKind`); ``Pipeline`` picks its path
+from ``source.kind`` alone:
 
-* **indexed** — implements ``get_batch_at(start, size, key)``: stateless and
-  JAX-traceable, so Pipeline compiles index computation, gather and every stage into
-  one jitted step. ``start`` is a global record position counted across epochs
-  (epoch ``e`` starts at ``e * len(source)``); a source wraps it with ``% len(self)``.
-* **random access on the host** / **forward-only stream** — implements
-  ``get_batch(batch_size)``: the next batch of the current pass, advancing the
-  source's own position; ``None`` (or ``StopIteration``) ends the pass.
+* **indexed** (:class:`~datarax.core.indexed.IndexedSource`) — a stateless, JAX-traceable
+  ``get_batch_at(start, size, key)`` and ``__len__``; Pipeline compiles index
+  computation, gather and every stage into one step. ``start`` is a global record
+  position counted across epochs (epoch ``e`` starts at ``e * len(source)``).
+* **host** (:class:`~datarax.sources.random_access.RandomAccessSource`) — records read by
+  index on the host (threaded read-ahead), served through ``get_batch_with_indices``.
+* **stream** (:class:`~datarax.core.stream.StreamSource`) — forward-only
+  ``get_batch(batch_size)``; ``None`` (or ``StopIteration``) ends the pass; an optional
+  ``restart(epoch)`` begins another pass.
 
-A source implementing neither is refused when iteration starts, with an error naming
-both methods. Every source also iterates record by record (``for element in source``)
-and reports / restores its position with ``get_state()`` / ``set_state()``.
+A class that subclasses ``DataSourceModule`` directly, as seed 002's CSV example does,
+gets its kind once, when the class is defined, by the seed's documented rule: defining
+``get_batch_at`` makes it indexed (``supports_indexed_access()`` is then true),
+defining ``get_batch`` makes it a stream. A source of no kind is refused when iteration
+starts, naming both methods.
+
+Shared contract: ``element_spec()``, ``get_state()`` / ``set_state()`` / ``seek()`` (the
+position, owned here once — see :mod:`datarax.core.position`), ``set_shard()``,
+``close()`` and record-by-record iteration (``for element in source``). Base-class
+bookkeeping lives in name-mangled attributes, so a subclass may use any natural name
+(``self._shard``, ``self._cursor``, ``self._length`` ...) for its own fields.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.config import StructuralConfig
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import DataraxModule
-from datarax.core.position import EpochPosition
+from datarax.core.position import SourcePosition
 from datarax.core.spec import array_to_spec_strip_leading, check_spec_x64, x64_enabled
 
 Batch = dict[str, Any]
@@ -40,21 +52,62 @@ _SPEC_CACHE: weakref.WeakKeyDictionary[Any, dict[bool, dict[str, Any]]] = (
 )
 
 
+class SourceKind(enum.Enum):
+    """How a source hands out records; decides the path a Pipeline runs it on."""
+
+    INDEXED = "indexed"  # traceable get_batch_at: one compiled step per batch
+    HOST = "host"  # random access on the host: get_batch_with_indices, read ahead
+    STREAM = "stream"  # forward-only get_batch: read in order, fast-forward to resume
+
+
+class _Session:
+    """Python-only bookkeeping of one source object: never state, never structure.
+
+    It compares equal to every other ``_Session`` so that it does not split NNX graph
+    definitions (equally built sources share compiled steps).
+    """
+
+    def __init__(self) -> None:
+        self.restores = 0  # set_state / seek calls from outside an iterator
+        self.stream: Any = None  # core.stream.StreamPass of a stream-kind source
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Session)
+
+    def __hash__(self) -> int:
+        return hash(_Session)
+
+
 class DataSourceModule(DataraxModule):
     """Base class of all data sources (an ``nnx.Module`` with the iterator protocol).
 
     Subclasses call ``super().__init__(config, rngs=rngs, name=name)`` first, then
-    implement ``get_batch_at`` (indexed) or ``get_batch`` (streaming) and
-    ``element_spec()``.
+    implement ``get_batch_at`` (indexed) or ``get_batch`` (stream) and
+    ``element_spec()`` — or subclass one of the kind bases
+    (:class:`~datarax.core.indexed.IndexedSource`,
+    :class:`~datarax.sources.random_access.RandomAccessSource`,
+    :class:`~datarax.core.stream.StreamSource`).
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig
         >>> source = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
-        >>> [int(e["x"]) for e in source]
-        [0, 1, 2, 3]
+        >>> source.kind.value, [int(e["x"]) for e in source]
+        ('indexed', [0, 1, 2, 3])
         >>> source.get_state()
         {'current_index': 4, 'current_epoch': 0}
     """
+
+    kind: ClassVar[SourceKind | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__ or cls.kind is not None:
+            return  # declared by the class or inherited from a kind base
+        # Seed 002's rule for direct subclasses, applied once per class.
+        if "get_batch_at" in cls.__dict__:
+            cls.kind = SourceKind.INDEXED
+        elif "get_batch" in cls.__dict__:
+            cls.kind = SourceKind.STREAM
 
     def __init__(
         self,
@@ -64,23 +117,22 @@ class DataSourceModule(DataraxModule):
         name: str | None = None,
     ) -> None:
         super().__init__(config, rngs=rngs, name=name)
-        self._cursor = EpochPosition()
-        self._skip_pending = 0  # records to fast-forward after set_state on a stream
-        self._shard = (0, 1)  # (index, count): this process's share of every epoch
-        self._stream_position = 0  # records a forward-only stream has read this pass
+        self.datarax_position = SourcePosition()
+        self.__shard = (0, 1)  # (index, count): this process's share of every epoch
+        self.__session = _Session()
 
     # ------------------------------------------------------------------ contract
     def supports_indexed_access(self) -> bool:
-        """True when the class implements ``get_batch_at`` (the compiled path)."""
-        return type(self).get_batch_at is not DataSourceModule.get_batch_at
+        """True for an indexed source (``get_batch_at``: the compiled path)."""
+        return self.kind is SourceKind.INDEXED
 
     def supports_streaming(self) -> bool:
-        """True when the class implements ``get_batch`` (the host path)."""
-        return type(self).get_batch is not DataSourceModule.get_batch
+        """True for host and stream sources (read on the host)."""
+        return self.kind in (SourceKind.HOST, SourceKind.STREAM)
 
     def check_contract(self) -> None:
-        """Raise unless the source implements ``get_batch_at`` or ``get_batch``."""
-        if not (self.supports_indexed_access() or self.supports_streaming()):
+        """Raise unless the source is of a kind (implements ``get_batch_at`` or ``get_batch``)."""
+        if self.kind is None:
             raise SourceContractError(
                 f"{type(self).__name__} implements neither get_batch_at(start, size, key) "
                 "(random access, compiled path) nor get_batch(batch_size) (forward-only "
@@ -99,11 +151,8 @@ class DataSourceModule(DataraxModule):
         records override it.
         """
         positions = jnp.arange(size) + start
-        try:
-            n = len(self)  # type: ignore[arg-type]
-        except TypeError:
-            return positions
-        return positions % n
+        n = self.length_or_none()
+        return positions if n is None else positions % n
 
     def get_batch_and_indices_at(
         self, start: Any, size: int, key: Any | None = None
@@ -115,147 +164,65 @@ class DataSourceModule(DataraxModule):
         """
         return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
 
+    def step_inputs(self) -> Any:
+        """Arrays the compiled step receives as arguments rather than as NNX state
+        (an indexed source keeping its records out of ``nnx.state``); default none."""
+        return None
+
+    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
+        """Inside the compiled step: make :meth:`step_inputs` read as ``inputs``."""
+        return contextlib.nullcontext()
+
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next batch (at most ``batch_size`` records) of the current pass, or None."""
         raise NotImplementedError(f"{type(self).__name__} does not implement get_batch")
 
-    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """``get_batch`` plus each record's stable index (its position in the pass).
+    def restart(self, epoch: int) -> None:
+        """Begin pass ``epoch`` of a stream from its first record (stream kind).
 
-        This is what Pipeline's host path calls. The default wraps ``get_batch`` for
-        forward-only streams: it keeps only this shard's records (every ``count``-th
-        record of the pass, starting at ``index``), advances the source's position by
-        the records it hands out, and, after ``set_state`` on a stream that cannot
-        seek, first reads and discards the records the saved position covers. Host
-        sources that seek (ArrayRecord) override it and keep their own position.
+        A stream that can rewind overrides this (reopen a file, re-create a generator).
+        The default accepts only a stream that has not been read yet; asked for a
+        second pass it raises :class:`SourceContractError` naming this method, rather
+        than serving an empty epoch.
         """
-        index, count = self._shard
-        while self._skip_pending > 0:
-            skipped = self._call_get_batch(min(self._skip_pending, max(batch_size, 256)))
-            if skipped is None:
-                raise StateError(
-                    f"{type(self).__name__}: the restored state says "
-                    f"{self._cursor.index} records were handed out this pass, but the "
-                    "stream ended before reaching them; the state comes from a different "
-                    "stream.",
-                    field="current_index",
-                )
-            read = batch_length(skipped)
-            self._skip_pending -= read
-            self._stream_position += read
-        while True:
-            raw = self._call_get_batch(batch_size * count)
-            if raw is None:
-                return None, None
-            if count > 1:
-                raw = self._complete_rounds(raw, count)
-                if raw is None:
-                    return None, None
-            read = batch_length(raw)
-            positions = np.arange(self._stream_position, self._stream_position + read)
-            self._stream_position += read
-            if count == 1:
-                self._cursor.advance(read)
-                return raw, positions
-            keep = np.flatnonzero(positions % count == index)
-            if len(keep):
-                self._cursor.advance(len(keep))
-                return take_records(raw, keep), positions[keep]
+        from datarax.core.stream import stream_pass
 
-    def _complete_rounds(self, raw: Batch, count: int) -> Batch | None:
-        """Extend ``raw`` to whole rounds of ``count`` records, or cut the last partial
-        round where the stream ends, so every shard hands out the same number of records.
-        """
-        parts = [raw]
-        have = batch_length(raw)
-        while (self._stream_position + have) % count:
-            extra = self._call_get_batch(count - (self._stream_position + have) % count)
-            if extra is None:  # the stream ended inside a round: no shard takes it
-                have -= (self._stream_position + have) % count
-                if have == 0:
-                    return None
-                return take_records(concat_batches(parts), np.arange(have))
-            parts.append(extra)
-            have += batch_length(extra)
-        return concat_batches(parts)
-
-    def _call_get_batch(self, batch_size: int) -> Batch | None:
-        try:
-            batch = self.get_batch(batch_size)
-        except StopIteration:
-            return None
-        if batch is not None and batch_length(batch) == 0:
-            return None
-        return batch
-
-    def set_shard(self, index: int, count: int) -> None:
-        """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).
-
-        Random-access sources serve the contiguous block ``shard_bounds(len)`` of each
-        epoch's (shuffled) order, so shares are disjoint and equally long; the last
-        ``len % count`` positions of each epoch are left out. Streams keep every
-        ``count``-th record starting at ``index``, in whole rounds of ``count``
-        records (a partial last round is left out), so shares are equally long.
-        """
-        if not (isinstance(count, int) and count >= 1 and isinstance(index, int) and 0 <= index < count):
-            raise ValueError(
-                f"shard index must satisfy 0 <= index < count, got index={index!r}, "
-                f"count={count!r}."
+        if stream_pass(self).records_read_ever:
+            raise SourceContractError(
+                f"{type(self).__name__} is a forward-only stream that was already read and "
+                f"cannot start pass {epoch}: implement restart(self, epoch) to rewind it "
+                "(reopen the file, re-create the generator), or build a new source per pass."
             )
-        self._shard = (index, count)
 
-    @property
-    def shard(self) -> tuple[int, int]:
-        """``(index, count)`` of the share of each epoch this source serves."""
-        return self._shard
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """The next batch of this pass and each record's stable index (host path).
 
-    def shard_bounds(self, length: int) -> tuple[int, int]:
-        """``[lo, hi)`` epoch positions of this shard for a source of ``length`` records."""
-        index, count = self._shard
-        if count == 1:
-            return 0, length
-        share = length // count
-        return index * share, (index + 1) * share
-
-    def start_epoch(self, epoch: int) -> None:
-        """Position a host source at the start of pass ``epoch`` (Pipeline calls this).
-
-        Subclasses that restart their stream here call ``super().start_epoch(epoch)``.
+        For a stream-kind source this wraps ``get_batch`` (see
+        :mod:`datarax.core.stream`: this shard's records, position, fast-forward after a
+        restore, ``restart`` between passes). Host sources override it.
         """
-        self._cursor.start_epoch(epoch)
-        self._stream_position = 0
-        self._skip_pending = 0
+        if self.kind is not SourceKind.STREAM:
+            raise SourceContractError(
+                f"{type(self).__name__} is a {self.kind.value if self.kind else 'kindless'} "
+                "source; get_batch_with_indices serves host and stream sources."
+            )
+        from datarax.core.stream import stream_pass
 
-    # ------------------------------------------------------------- resources
-    def close(self) -> None:
-        """Release what the source holds (reader threads, open files or streams).
-
-        The default ends the current pass (``close_epoch()`` where the source has
-        one); sources that own threads or files override it. Calling it twice is safe.
-        """
-        closer = getattr(self, "close_epoch", None)
-        if closer is not None:
-            closer()
-
-    def __enter__(self) -> DataSourceModule:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        return stream_pass(self).read(batch_size)
 
     def element_spec(self) -> dict[str, Any]:
         """Per-record keys, shapes and dtypes the source's batches carry.
 
-        The default traces ``get_batch_at(0, 1)`` abstractly; streaming sources must
+        The default traces ``get_batch_at(0, 1)`` abstractly; other kinds must
         override it.
         """
-        if not self.supports_indexed_access():
+        if self.kind is not SourceKind.INDEXED:
             raise NotImplementedError(
                 f"{type(self).__name__} must implement element_spec() to declare what its "
                 "batches carry."
             )
         shapes = jax.eval_shape(lambda: self.get_batch_at(0, 1, None))
-        return {k: array_to_spec_strip_leading(v) for k, v in shapes.items()}
+        return jax.tree.map(array_to_spec_strip_leading, shapes)
 
     def checked_element_spec(self) -> dict[str, Any]:
         """``element_spec()`` read once per source and x64 setting, 64-bit fields refused."""
@@ -267,83 +234,176 @@ class DataSourceModule(DataraxModule):
             per_source[x64] = spec
         return per_source[x64]
 
-    # ------------------------------------------------------- epochs and position
-    @property
-    def num_epochs(self) -> int:
-        """Passes that direct iteration makes (``config.num_epochs``; -1 unbounded)."""
-        return int(getattr(self.config, "num_epochs", 1))
+    # -------------------------------------------------------------------- shard
+    def set_shard(self, index: int, count: int) -> None:
+        """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).
 
-    def _length_or_none(self) -> int | None:
+        Random-access sources serve the contiguous block ``shard_bounds(len)`` of each
+        epoch's (shuffled) order, so shares are disjoint and equally long; the last
+        ``len % count`` positions of each epoch are left out. Streams keep every
+        ``count``-th record starting at ``index``, in whole rounds of ``count``
+        records (a partial last round is left out), so shares are equally long.
+        """
+        valid = isinstance(count, int) and isinstance(index, int) and 0 <= index < count
+        if not valid or isinstance(count, bool) or isinstance(index, bool):
+            raise ValueError(
+                f"shard index must satisfy 0 <= index < count, got index={index!r}, "
+                f"count={count!r}."
+            )
+        self.__shard = (index, count)
+
+    @property
+    def shard(self) -> tuple[int, int]:
+        """``(index, count)`` of the share of each epoch this source serves."""
+        return self.__shard
+
+    def shard_bounds(self, length: int) -> tuple[int, int]:
+        """``[lo, hi)`` epoch positions of this shard for a source of ``length`` records."""
+        index, count = self.__shard
+        if count == 1:
+            return 0, length
+        share = length // count
+        return index * share, (index + 1) * share
+
+    def length_or_none(self) -> int | None:
+        """``len(self)``, or None for a source that does not know its length."""
         try:
             return len(self)  # type: ignore[arg-type]
         except TypeError:
             return None
 
+    def epoch_size(self) -> int | None:
+        """Records this shard serves per epoch (None when the length is unknown)."""
+        n = self.length_or_none()
+        if n is None:
+            return None
+        lo, hi = self.shard_bounds(n)
+        return hi - lo
+
+    # ----------------------------------------------------------------- position
+    @property
+    def epoch(self) -> int:
+        """The pass the source stands in."""
+        return self.datarax_position.epoch
+
+    @property
+    def index(self) -> int:
+        """Records of that pass the consumer has received."""
+        return self.datarax_position.index
+
+    @property
+    def restores(self) -> int:
+        """How many times the position was set from outside (``set_state`` / ``seek``)."""
+        return self.__session.restores
+
+    def seek(self, epoch: int, index: int = 0) -> None:
+        """Stand at record ``index`` of pass ``epoch``: the next record served is that one.
+
+        Host sources drop their read-ahead; streams re-read the pass up to ``index``
+        on the next read.
+        """
+        self.datarax_position.move(epoch, index)
+        self.__session.restores += 1
+        self._moved()
+
+    def advance(self, count: int) -> None:
+        """Count ``count`` more records as received by the consumer (Pipeline calls this
+        for indexed sources, whose batches it computes itself)."""
+        self.datarax_position.advance(count)
+
+    def _moved(self) -> None:
+        """Hook: the position was set from outside; kinds drop what depended on it."""
+        if self.kind is SourceKind.STREAM:
+            from datarax.core.stream import stream_pass
+
+            stream_pass(self).reposition()
+
     def get_state(self) -> dict[str, Any]:
-        """A small JSON-able dict of the source's position."""
-        return self._cursor.get_state()
+        """A small JSON-able dict of the position: what the consumer has received."""
+        return self.datarax_position.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`get_state` dict (on this or a freshly built source)."""
+        """Continue from a :meth:`get_state` dict (on this or a freshly built source).
+
+        A Pipeline fed by this source continues from here on its next ``iter()``.
+        """
         if not isinstance(state, dict):
             raise StateError(
                 f"{type(self).__name__}.set_state expects the dict get_state() returned, "
                 f"got {type(state).__name__}."
             )
-        self._cursor.set_state(state, length=self._length_or_none(), where=type(self).__name__)
-        if not self.supports_indexed_access():
-            # A forward-only stream restarts its pass from the beginning and skips what
-            # this shard's handed-out records span (count raw records per kept record).
-            self._skip_pending = self._cursor.index * self._shard[1]
-            self._stream_position = 0
+        epoch, index = self.datarax_position.check_state(
+            state, length=self.epoch_size(), where=type(self).__name__
+        )
+        self.seek(epoch, index)
 
-    # ------------------------------------------------------- iterator protocol
+    # ---------------------------------------------------------------- resources
+    def close(self) -> None:
+        """Release what the source holds (reader threads, open files or streams).
+
+        Calling it twice is safe.
+        """
+
+    def __enter__(self) -> DataSourceModule:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---------------------------------------------------------- record iteration
+    @property
+    def num_epochs(self) -> int:
+        """Passes that direct iteration makes (``config.num_epochs``; -1 unbounded)."""
+        return int(getattr(self.config, "num_epochs", 1))
+
     def _exhausted(self) -> bool:
-        n = self._length_or_none()
-        if n is None:
+        size = self.epoch_size()
+        if size is None:
             return False
-        lo, hi = self.shard_bounds(n)
         epochs = self.num_epochs
-        cursor = self._cursor
-        return epochs >= 0 and cursor.epoch >= epochs - 1 and cursor.index >= hi - lo
+        return epochs >= 0 and self.epoch >= epochs - 1 and self.index >= size
 
     def __iter__(self) -> DataSourceModule:
         """Iterate records from the current position; restarts a finished source."""
         self.check_contract()
         if self._exhausted():
-            self._cursor.start_epoch(0)
+            self.seek(0, 0)
         return self
 
     def __next__(self) -> Any:
-        cursor = self._cursor
-        if self.supports_indexed_access():
-            lo, hi = self.shard_bounds(len(self))  # type: ignore[arg-type]
-            if cursor.index >= hi - lo:
-                if self.num_epochs >= 0 and cursor.epoch + 1 >= self.num_epochs:
-                    raise StopIteration
-                cursor.start_epoch(cursor.epoch + 1)
-            if hi == lo:
-                raise StopIteration
-            record, index = self._read_record(cursor.epoch, lo + cursor.index)
-            cursor.advance(1)
+        if self.kind is SourceKind.INDEXED:
+            record, index = self._next_indexed_record()
         else:
             self.check_contract()
             batch, indices = self.get_batch_with_indices(1)
             if batch is None:
-                if self.num_epochs >= 0 and cursor.epoch + 1 >= self.num_epochs:
+                if self.num_epochs >= 0 and self.epoch + 1 >= self.num_epochs:
                     raise StopIteration
-                self.start_epoch(cursor.epoch + 1)
+                self.seek(self.epoch + 1, 0)
                 batch, indices = self.get_batch_with_indices(1)
                 if batch is None:
                     raise StopIteration
-            record = {k: v[0] for k, v in batch.items()}
-            index = cursor.index - 1 if indices is None else int(np.asarray(indices)[0])
+            record = jax.tree.map(lambda v: v[0], batch)
+            index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
         if getattr(self.config, "track_metadata", False):
             return Element(
                 data=record,
-                metadata=RecordMetadata(index=int(index), epoch=cursor.epoch, source=self.name),
+                metadata=RecordMetadata(index=int(index), epoch=self.epoch, source=self.name),
             )
         return record
+
+    def _next_indexed_record(self) -> tuple[Batch, int]:
+        n = len(self)  # type: ignore[arg-type]
+        lo, hi = self.shard_bounds(n)
+        if self.index >= hi - lo:
+            if self.num_epochs >= 0 and self.epoch + 1 >= self.num_epochs:
+                raise StopIteration
+            self.datarax_position.move(self.epoch + 1, 0)
+        if hi == lo:
+            raise StopIteration
+        record, stable = self._read_record(self.epoch, lo + self.index)
+        self.advance(1)
+        return record, stable
 
     def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:
         """One record at ``index`` of pass ``epoch`` of an indexed source, and its stable index."""
@@ -351,6 +411,8 @@ class DataSourceModule(DataraxModule):
         start = epoch * n + index
         batch = self.get_batch_at(start, 1, None)
         stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
-        return {k: v[0] for k, v in batch.items()}, stable
+        return jax.tree.map(lambda v: v[0], batch), stable
 
-
+    # ------------------------------------------------------------ for core.stream
+    def _stream_session(self) -> _Session:
+        return self.__session

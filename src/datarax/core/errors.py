@@ -38,6 +38,11 @@ class StateError(DataraxError):
         self.field = field
 
 
+class StaleIteratorError(DataraxError):
+    """An iterator was used after a newer ``iter(pipeline)`` ended it (one live
+    iterator per pipeline)."""
+
+
 class SourceContractError(DataraxError, TypeError):
     """An object used as a source or stage does not implement the required contract."""
 

@@ -45,16 +45,21 @@ def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
             f"nnx.Rngs({stream}=seed) or nnx.Rngs(seed)."
         ) from err
     key = rng_stream.key.get_value()
-    count = np.asarray(rng_stream.count.get_value())
+    count = np.asarray(rng_stream.count.get_value(), dtype=np.uint32)
     rng_stream.count.set_value(jnp.asarray(count + np.uint32(1), dtype=jnp.uint32))
+    if str(jax.random.key_impl(key)) == str(jax.config.jax_default_prng_impl):
+        # Raw key data (uint32) rather than a typed key: plain arrays that Orbax saves.
+        key = np.asarray(jax.random.key_data(key))
     return key, count
 
 
 def draw(key: Any, count: Any) -> Any:
-    """The key a reserved draw stands for (traceable)."""
+    """The key a reserved draw stands for (traceable); ``key`` may be raw key data."""
+    if not jax.dtypes.issubdtype(getattr(key, "dtype", np.dtype(np.uint32)), jax.dtypes.prng_key):
+        key = jax.random.wrap_key_data(key)
     return jax.random.fold_in(key, count)
 
 
 def default_key() -> Any:
-    """``jax.random.key(0)`` built without compiling anything."""
-    return jax.random.wrap_key_data(np.zeros((2,), np.uint32))
+    """The raw data of ``jax.random.key(0)`` (``draw`` wraps it), built without device work."""
+    return np.zeros((2,), np.uint32)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import numpy as np
@@ -20,7 +20,14 @@ class OperatorModule(DataraxModule):
     ``keys`` holds one PRNG key per record for stochastic operators (derived by the
     Pipeline from :attr:`base_key`, the epoch and each record's stable index) and is
     ``None`` for deterministic ones.
+
+    ``per_record`` (class attribute) says the operator maps each record on its own
+    (e.g. vmapped): the compiled step may then pad a short last batch and cut the
+    padding after. Operators reading the batch as a whole (mixup, batch statistics)
+    leave it ``False`` and always see exactly the batch's records.
     """
+
+    per_record: ClassVar[bool] = False
 
     def __init__(self, config: Any, *, rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
         super().__init__(config, rngs=rngs, name=name)
@@ -30,7 +37,7 @@ class OperatorModule(DataraxModule):
             key, count = reserve_draw(rngs, stream, type(self).__name__)
         else:
             # Unused placeholder: the Pipeline derives this stage's key from its own.
-            key, count = np.zeros((2,), np.uint32), np.uint32(0)
+            key, count = np.zeros((2,), np.uint32), np.asarray(0, np.uint32)
         self.base_key = nnx.Variable(key)
         self.base_count = nnx.Variable(count)
 

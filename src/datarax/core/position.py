@@ -1,55 +1,65 @@
-"""``EpochPosition``: the one (epoch, index) cursor every stateful source reuses.
+"""``SourcePosition``: where a source is — the one copy of a read position in datarax.
 
-It lives in ``nnx.Variable`` attributes so ``nnx.state(source)`` sees it, and its
-state dict is the documented ``{"current_index": ..., "current_epoch": ...}`` pair.
+Invariant: a source's position counts what its *consumer has received* (records handed
+out of pass ``epoch``), never what read-ahead threads or a prefetch queue have read.
+It lives in ``nnx.Variable`` attributes holding 0-d NumPy arrays, so ``nnx.state(source)``
+(and ``nnx.state(pipeline)``) carries it, Orbax saves it, and ``nnx.update`` restoring it
+resumes the source. Its state dict is the documented
+``{"current_index": ..., "current_epoch": ...}`` pair.
+
+Example:
+    >>> pos = SourcePosition()
+    >>> pos.advance(3); pos.index, pos.epoch
+    (3, 0)
+    >>> pos.move(1, 0); pos.get_state()
+    {'current_index': 0, 'current_epoch': 1}
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from flax import nnx
 
 from datarax.core.errors import StateError
 
 
-class EpochPosition(nnx.Module):
-    """Which pass over a source is running and how many records it has handed out.
+def _scalar(value: int) -> np.ndarray:
+    return np.asarray(int(value), dtype=np.int64)
 
-    Example:
-        >>> pos = EpochPosition()
-        >>> pos.advance(3); pos.index, pos.epoch
-        (3, 0)
-        >>> pos.start_epoch(1); pos.get_state()
-        {'current_index': 0, 'current_epoch': 1}
-    """
+
+class SourcePosition(nnx.Module):
+    """Which pass over a source is running and how many records it has handed out."""
 
     def __init__(self, epoch: int = 0, index: int = 0) -> None:
-        self.current_epoch = nnx.Variable(int(epoch))
-        self.current_index = nnx.Variable(int(index))
+        self.epoch_var = nnx.Variable(_scalar(epoch))
+        self.index_var = nnx.Variable(_scalar(index))
 
     @property
     def epoch(self) -> int:
-        return int(self.current_epoch.get_value())
+        return int(self.epoch_var.get_value())
 
     @property
     def index(self) -> int:
-        return int(self.current_index.get_value())
+        return int(self.index_var.get_value())
 
     def advance(self, count: int) -> None:
-        """Count ``count`` more records as handed out in this epoch."""
-        self.current_index.set_value(self.index + int(count))
+        """Count ``count`` more records as handed out in this pass."""
+        self.index_var.set_value(_scalar(self.index + int(count)))
 
-    def start_epoch(self, epoch: int) -> None:
-        """Move to the start of pass ``epoch``."""
-        self.current_epoch.set_value(int(epoch))
-        self.current_index.set_value(0)
+    def move(self, epoch: int, index: int) -> None:
+        """Stand at record ``index`` of pass ``epoch``."""
+        self.epoch_var.set_value(_scalar(epoch))
+        self.index_var.set_value(_scalar(index))
 
     def get_state(self) -> dict[str, int]:
         return {"current_index": self.index, "current_epoch": self.epoch}
 
-    def set_state(self, state: dict[str, Any], *, length: int | None = None, where: str = "source") -> None:
-        """Restore from :meth:`get_state` output, refusing missing or impossible values."""
+    def check_state(
+        self, state: dict[str, Any], *, length: int | None = None, where: str = "source"
+    ) -> tuple[int, int]:
+        """``(epoch, index)`` of a :meth:`get_state` dict, refusing missing or impossible values."""
         for key in ("current_index", "current_epoch"):
             if key not in state:
                 raise StateError(
@@ -58,7 +68,7 @@ class EpochPosition(nnx.Module):
                     field=key,
                 )
             value = state[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise StateError(
                     f"{where} state '{key}' must be a non-negative int, got {value!r}; "
                     "the state was tampered with or comes from elsewhere.",
@@ -70,5 +80,4 @@ class EpochPosition(nnx.Module):
                 f"the source ({length} records); the state comes from a different dataset.",
                 field="current_index",
             )
-        self.current_epoch.set_value(int(state["current_epoch"]))
-        self.current_index.set_value(int(state["current_index"]))
+        return int(state["current_epoch"]), int(state["current_index"])

@@ -65,6 +65,9 @@ class ElementOperator(OperatorModule):
         [0, 2, 4]
     """
 
+    per_record = True  # fn sees one record at a time
+
+
     config: ElementOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
     def __init__(

@@ -1,4 +1,15 @@
-"""``PipelineIterator``: one epoch of a Pipeline, with exact, small, JSON-able state."""
+"""``PipelineIterator``: one pass of a Pipeline over its source.
+
+The iterator never keeps a copy of the position: the source owns it. The iterator
+asks the source to ``seek`` at the start of a pass, reports records handed out
+(``advance``, indexed sources) or lets a host source advance itself as it serves, and
+reads the position back for ``get_state()``. Two paths, chosen by ``source.kind``:
+
+* indexed — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
+  ``prefetch`` batches ahead;
+* host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
+  against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
+"""
 
 from __future__ import annotations
 
@@ -11,112 +22,19 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import concat_batches
-from datarax.core.errors import SpecMismatchError, StateError
+from datarax.core.batch import batch_length, concat_batches
+from datarax.core.data_source import SourceKind
+from datarax.core.errors import SpecMismatchError, StaleIteratorError
 from datarax.core.keys import draw
-from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
-from datarax.pipeline.steps import apply_stages, indexed_step, stage_step
+from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
+from datarax.pipeline.state import check_state, make_state
+from datarax.pipeline.steps import apply_stages, indexed_step, stage_step, stages_per_record
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
 Batch = dict[str, Any]
-STATE_VERSION = 1
 _INT32_MAX = 2**31 - 1
-
-
-def settings(pipeline: Pipeline) -> dict[str, Any]:
-    """The settings a saved state must agree with to be restored here."""
-    source = pipeline.source
-    out: dict[str, Any] = {
-        "batch_size": pipeline.batch_size,
-        "drop_remainder": pipeline.drop_remainder,
-        "source": type(source).__name__,
-        "num_records": source._length_or_none(),
-        "shard": list(source.shard),
-    }
-    for name, value in source.config.to_dict().items():
-        if name in ("num_epochs", "track_metadata"):
-            continue
-        if isinstance(value, (bool, int, float, str)):  # None is left out: .get() gives it
-            out[f"source.{name}"] = value
-    out["stages"] = pipeline.stages_fingerprint()
-    out["rngs"] = pipeline.rng_fingerprint()
-    return out
-
-
-def make_state(pipeline: Pipeline, epoch: int, position: int) -> dict[str, Any]:
-    state: dict[str, Any] = {
-        "version": STATE_VERSION,
-        "epoch": epoch,
-        "position": position,
-        "settings": settings(pipeline),
-    }
-    if not pipeline.source.supports_indexed_access():
-        state["source"] = pipeline.source.get_state()
-    return state
-
-
-_DIGEST_HINTS = {
-    "stages": " (digests of the stages: their classes, names, configs and functions, in "
-    "order; build the same stages)",
-    "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
-    "the same rngs seed)",
-}
-
-
-def check_state(pipeline: Pipeline, state: dict[str, Any]) -> None:
-    """Refuse a state from another configuration or a tampered one, naming the field."""
-    for key in ("version", "epoch", "position", "settings"):
-        if key not in state:
-            raise StateError(
-                f"Pipeline state is missing '{key}'; pass the dict that get_state() "
-                f"returned (got keys {sorted(state)}).",
-                field=key,
-            )
-    if state["version"] != STATE_VERSION:
-        raise StateError(
-            f"Pipeline state version {state['version']!r} is not {STATE_VERSION}, the version "
-            "this datarax writes; the state comes from another datarax release or was "
-            "tampered with. Restore it with the release that saved it.",
-            field="version",
-        )
-    epoch, position = state["epoch"], state["position"]
-    for key, value, low in (("epoch", epoch, -1), ("position", position, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise StateError(
-                f"Pipeline state '{key}' must be an int >= {low}, got {value!r}; the state "
-                "was tampered with.",
-                field=key,
-            )
-    saved = state["settings"]
-    current = settings(pipeline)
-    if not isinstance(saved, dict):
-        raise StateError(
-            f"Pipeline state 'settings' must be the dict get_state() wrote, got "
-            f"{type(saved).__name__}; the state was tampered with.",
-            field="settings",
-        )
-    for key in sorted(set(saved) | set(current)):
-        if saved.get(key) != current.get(key):
-            raise StateError(
-                f"Pipeline state was saved with {key}={saved.get(key)!r} but this pipeline "
-                f"has {key}={current.get(key)!r}{_DIGEST_HINTS.get(key, '')}; restore it "
-                "into an identically configured pipeline.",
-                field=key,
-            )
-    n = current["num_records"]
-    if n is not None:
-        lo, hi = pipeline.source.shard_bounds(n)
-        n = hi - lo
-    if n is not None and position > n:
-        raise StateError(
-            f"Pipeline state position={position} is past the end of the epoch ({n} "
-            "records).",
-            field="position",
-        )
-    if not pipeline.source.supports_indexed_access() and "source" not in state:
-        raise StateError("Pipeline state is missing 'source' (the source's position).", field="source")
 
 
 def _cache_size(step: Any) -> int:
@@ -136,73 +54,93 @@ def _head(array: Any, count: int) -> Any:
     return array[:count]
 
 
-class PipelineIterator:
-    """One epoch of a :class:`Pipeline`; yields dicts of JAX arrays.
+def _is_leaf(value: Any) -> bool:
+    return is_text_value(value) or isinstance(value, list)
 
-    ``get_state()`` returns a small JSON-able dict counting only the batches handed
-    out; ``set_state()`` on an iterator of an identically built pipeline continues with
-    exactly the remaining batches. Iterators are context managers; ``close()`` ends
-    the epoch early and releases what the source holds for it.
+
+class PipelineIterator:
+    """One pass of a :class:`Pipeline`; yields dicts of JAX arrays.
+
+    ``get_state()`` returns the small JSON-able state of the source's position (what
+    has been handed out); ``set_state()`` on an iterator of an identically built
+    pipeline continues with exactly the remaining batches. ``len(iterator)`` is the
+    number of batches left in this pass, when the source's length is known.
+    Iterators are context managers; ``close()`` ends the pass early and releases the
+    source's reader threads (the position is kept).
     """
 
-    def __init__(self, pipeline: Pipeline, epoch: int) -> None:
+    def __init__(self, pipeline: Pipeline, epoch: int, resume_at: int | None = None) -> None:
         self._pipeline = pipeline
         self._source = pipeline.source
-        self._indexed = self._source.supports_indexed_access()
-        self._batch_size = pipeline.batch_size
+        self._plan = pipeline.plan
+        self._kind = self._source.kind
+        self._batch_size = self._plan.batch_size
         self._queue: collections.deque[tuple[int, Batch, int]] = collections.deque()
         self._closed = False
-        self._started = False
+        self._superseded = False
         self._stage_graph: tuple[Any, Any] | None = None
         self._stats = pipeline._stats
-        self._begin(epoch, 0)
+        self._begin(epoch, resume_at)
 
     # ---------------------------------------------------------------- position
-    def _begin(self, epoch: int, position: int) -> None:
+    def _begin(self, epoch: int, resume_at: int | None) -> None:
+        """Start pass ``epoch`` (``resume_at`` None) or continue it where the source stands."""
+        source = self._source
+        if resume_at is None:
+            source.seek(epoch, 0)
         self._epoch = epoch
-        self._position = position  # records handed out
-        self._dispatched = position  # records dispatched (indexed path)
+        self._may_roll = bool(resume_at)  # a restored pass with nothing left rolls on
+        self._handed_any = False
         self._queue.clear()
-        self._started = False
+        self._prepared = False
         self._pass_done = False
-        self._pipeline.epoch.set_value(epoch)
-        self._pipeline.position.set_value(position)
-        if self._indexed:
-            self._source._cursor.current_epoch.set_value(epoch)
-            self._source._cursor.current_index.set_value(position)
+        self._finished = False
+        self._mark()
+
+    def _mark(self) -> None:
+        source = self._source
+        self._left = (source.epoch, source.index, source.restores)
+
+    def left_position_unchanged(self) -> bool:
+        """Whether the source still stands where this iterator left it (no restore since)."""
+        source = self._source
+        return (source.epoch, source.index, source.restores) == self._left
+
+    def supersede(self) -> None:
+        """End this iterator because a newer ``iter(pipeline)`` took over."""
+        if not self._closed:
+            self._release()
+        self._superseded = True
+        self._closed = True
 
     @property
     def epoch(self) -> int:
+        """The pass this iterator serves."""
         return self._epoch
 
-    def _epoch_records(self) -> int | None:
-        """Records this process hands out per epoch (its shard, less a dropped remainder)."""
-        n = self._source._length_or_none()
-        if n is None:
-            return None
-        lo, hi = self._source.shard_bounds(n)
-        n = hi - lo
-        if self._pipeline.drop_remainder:
-            return n - n % self._batch_size
-        return n
+    def __len__(self) -> int:
+        """Batches left in this pass; ``TypeError`` when the source's length is unknown."""
+        size = self._source.epoch_size()
+        if size is None:
+            raise TypeError(
+                f"len() of this iterator is unknown: {type(self._source).__name__} does not "
+                "know its length (a stream)."
+            )
+        if self._finished or self._closed:
+            return 0
+        return self._plan.batches(max(self._plan.served(size) - self._source.index, 0))
 
     def get_state(self) -> dict[str, Any]:
         """Small JSON-able state: epoch, records handed out, settings, source position."""
-        return make_state(self._pipeline, self._epoch, self._position)
+        return make_state(self._pipeline, self._source.epoch, self._source.index)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
-        check_state(self._pipeline, state)
-        epoch, position = state["epoch"], state["position"]
-        if epoch < 0:
-            epoch, position = 0, 0
-        self._begin(epoch, position)
-        if not self._indexed:
-            # Open the saved pass first (a stream may set itself up in start_epoch),
-            # then move to the saved position inside it.
-            self._source.start_epoch(epoch)
-            self._source.set_state(state["source"])
-            self._started = True  # the restored source position is the start point
+        self._pipeline.set_state(state)
+        self._closed = self._superseded = False
+        self._release()
+        self._begin(self._source.epoch, self._source.index)
+        self._pipeline._adopt(self)
 
     # -------------------------------------------------------------- iteration
     def __iter__(self) -> PipelineIterator:
@@ -214,36 +152,86 @@ class PipelineIterator:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def close(self) -> None:
-        """Stop this epoch early; further ``next()`` raises ``StopIteration``."""
-        self._closed = True
+    def _release(self) -> None:
         self._queue.clear()
-        closer = getattr(self._source, "close_epoch", None)
-        if closer is not None and not self._indexed:
-            closer()
+        if self._kind is not SourceKind.INDEXED:
+            closer = getattr(self._source, "close_epoch", None)
+            if closer is not None:
+                closer()
+
+    def close(self) -> None:
+        """Stop this pass early; further ``next()`` raises ``StopIteration``."""
+        if not self._closed and not self._superseded:
+            self._release()
+        self._closed = True
+
+    def __del__(self) -> None:
+        # A dropped iterator (``break`` out of a loop, ``del``) releases reader threads now.
+        try:
+            if not self._closed and not self._superseded:
+                self._release()
+        except Exception:  # noqa: BLE001 - best effort during garbage collection
+            pass
 
     def __next__(self) -> Batch:
-        if self._closed:
+        if self._superseded:
+            raise StaleIteratorError(
+                f"This iterator of the Pipeline over {type(self._source).__name__} was ended "
+                "by a newer iter(pipeline): one iterator per pipeline is live at a time. "
+                "Keep using the newest iterator, or build a second Pipeline (with its own "
+                "source) for an independent pass."
+            )
+        if self._closed or self._finished:
             raise StopIteration
         with self._stats.timer("wait"):
-            batch = self._next_indexed() if self._indexed else self._next_host()
-        self._stats.count(len(next(iter(batch.values()))) if batch else 0)
+            try:
+                batch = self._next_batch()
+            except StopIteration:
+                if not (self._may_roll and not self._handed_any):
+                    self._end_pass()
+                    raise
+                # A restored position at the end of its pass: continue with the next pass.
+                self._release()
+                self._begin(self._epoch + 1, None)
+                try:
+                    batch = self._next_batch()
+                except StopIteration:
+                    self._end_pass()
+                    raise
+        self._handed_any = True
+        self._may_roll = False
+        self._stats.count(batch_length(batch))
         return batch
+
+    def _next_batch(self) -> Batch:
+        if self._kind is SourceKind.INDEXED:
+            return self._next_indexed()
+        return self._next_host()
+
+    def _end_pass(self) -> None:
+        """The pass is over: the source stands at the start of the next one."""
+        self._finished = True
+        self._queue.clear()
+        self._source.seek(self._epoch + 1, 0)
+        self._mark()
 
     # ------------------------------------------------------------ indexed path
     def _prepare_indexed(self) -> None:
-        graphdef, state = nnx.split((self._source, list(self._pipeline.stages)))
+        source = self._source
+        graphdef, state = nnx.split((source, list(self._pipeline.stages)))
+        self._graphdef, self._state = graphdef, state
         self._step = indexed_step(graphdef, self._batch_size)
-        self._state = state
+        self._exact_short = not stages_per_record(self._pipeline.stages)
+        self._inputs = source.step_inputs()
         self._key = self._pipeline.key_pair()
-        self._n = len(self._source)  # type: ignore[arg-type]
-        self._lo = self._source.shard_bounds(self._n)[0]
-        self._started = True
+        self._n = len(source)  # type: ignore[arg-type]
+        self._lo = source.shard_bounds(self._n)[0]
+        self._total = self._plan.served(source.epoch_size() or 0)
+        self._dispatched = source.index
+        self._prepared = True
 
     def _dispatch_one(self) -> bool:
-        total = self._epoch_records()
-        assert total is not None
-        if self._dispatched >= total:
+        if self._dispatched >= self._total:
             return False
         start = self._epoch * self._n + self._lo + self._dispatched
         if start + self._batch_size > _INT32_MAX and not jax.config.jax_enable_x64:
@@ -251,60 +239,59 @@ class PipelineIterator:
                 f"epoch {self._epoch} of a {self._n}-record source passes 2**31 global "
                 "record positions; enable jax_enable_x64 to continue."
             )
+        count = min(self._batch_size, self._total - self._dispatched)
+        # Batch-level stages must see exactly the batch's records: the short last batch
+        # then runs at its own size; per-record stages run padded and are cut after.
+        exact = count < self._batch_size and self._exact_short
+        step = indexed_step(self._graphdef, count) if exact else self._step
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        cached = _cache_size(self._step)
+        cached = _cache_size(step)
         began = time.perf_counter()
-        batch = self._step(self._state, position_dtype(start), np.int32(self._epoch), self._key)
+        batch = step(
+            self._state, self._inputs, position_dtype(start), np.int32(self._epoch), self._key
+        )
         # A call that added an executable to the step's cache traced and compiled it.
-        timer = "compile" if _cache_size(self._step) > cached else "step"
+        timer = "compile" if _cache_size(step) > cached else "step"
         self._stats.seconds[timer] += time.perf_counter() - began
-        count = min(self._batch_size, total - self._dispatched)
-        if count < self._batch_size:
-            batch = {k: _head(v, count) for k, v in batch.items()}
+        if count < self._batch_size and not exact:
+            batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=_is_leaf)
         self._dispatched += count
         self._queue.append((count, batch, start))
         return True
 
     def _next_indexed(self) -> Batch:
-        if not self._started:
+        if not self._prepared:
             self._prepare_indexed()
-        while len(self._queue) <= self._pipeline._prefetch and self._dispatch_one():
+        while len(self._queue) <= self._plan.prefetch and self._dispatch_one():
             pass
         if not self._queue:
             raise StopIteration
         count, batch, start = self._queue.popleft()
-        if self._pipeline._check_finite:
+        if self._plan.check_finite:
             self._check_finite(
                 batch, lambda: self._source.record_indices_at(start, self._batch_size, None)
             )
-        self._handed_out(count)
+        self._source.advance(count)
+        self._mark()
         return batch
-
-    def _handed_out(self, count: int) -> None:
-        self._position += count
-        self._pipeline.position.set_value(self._position)
-        if self._indexed:
-            self._source._cursor.current_index.set_value(self._position)
 
     # --------------------------------------------------------------- host path
     def _next_host(self) -> Batch:
         source = self._source
-        if not self._started:
-            source.start_epoch(self._epoch)
-            self._started = True
+        position = source.index
         with self._stats.timer("read"):
-            batch, indices = self._read_full_batch(source)
+            batch, indices = self._read_full_batch()
         if batch is None:
             raise StopIteration
-        count = len(next(iter(batch.values())))
-        if count < self._batch_size and self._pipeline.drop_remainder:
+        count = batch_length(batch)
+        if count < self._batch_size and self._plan.drop_remainder:
             raise StopIteration
         with self._stats.timer("validate"):
             validate_batch(
                 batch,
                 source.checked_element_spec(),
                 batch_size=self._batch_size,
-                where=f"{type(source).__name__} batch at record {self._position} of epoch "
+                where=f"{type(source).__name__} batch at record {position} of epoch "
                 f"{self._epoch}",
             )
         stages = list(self._pipeline.stages)
@@ -313,27 +300,32 @@ class PipelineIterator:
                 batch = self._run_stages(stages, batch, np.asarray(indices))
         else:
             with self._stats.timer("transfer"):
-                batch = {k: v if is_text_value(v) else jax.device_put(v) for k, v in batch.items()}
-        if self._pipeline._check_finite:
-            self._check_finite(batch, lambda: indices)
-        self._handed_out(count)
+                batch = jax.tree.map(
+                    lambda v: v if is_text_value(v) or isinstance(v, list) else jax.device_put(v),
+                    batch,
+                    is_leaf=_is_leaf,
+                )
+        if self._plan.check_finite:
+            self._check_finite(batch, lambda: indices, position)
+        self._mark()
         return batch
 
-    def _check_finite(self, batch: Batch, stable_indices: Any) -> None:
+    def _check_finite(self, batch: Batch, stable_indices: Any, position: int | None = None) -> None:
         found = first_nonfinite(batch)
         if found is None:
             return
         field, row = found
         stable = int(np.asarray(stable_indices())[row])
+        at = self._source.index if position is None else position
         raise SpecMismatchError(
             f"{type(self._source).__name__}: field '{field}' of the record at position "
-            f"{self._position + row} of epoch {self._epoch} (stable index {stable}) holds "
+            f"{at + row} of epoch {self._epoch} (stable index {stable}) holds "
             "NaN or inf (check_finite=True). Fix or filter that record in the source or "
             "the stage that produced it.",
             fields=[field],
         )
 
-    def _read_full_batch(self, source: Any) -> tuple[Batch | None, Any]:
+    def _read_full_batch(self) -> tuple[Batch | None, Any]:
         """Exactly ``batch_size`` records, or fewer only where the pass ends.
 
         A source may return short batches mid-pass (e.g. at a file boundary); they are
@@ -341,15 +333,17 @@ class PipelineIterator:
         """
         parts: list[tuple[Batch, np.ndarray]] = []
         have = 0
+        source = self._source
         while have < self._batch_size and not self._pass_done:
+            start = source.index
             batch, indices = source.get_batch_with_indices(self._batch_size - have)
             if batch is None:
                 self._pass_done = True  # ask nothing more of this pass
                 break
             batch = dict(batch)
-            count = len(next(iter(batch.values())))
+            count = batch_length(batch)
             if indices is None:
-                indices = np.arange(self._position + have, self._position + have + count)
+                indices = np.arange(start, start + count)
             parts.append((batch, np.asarray(indices)))
             have += count
         if not parts:
@@ -361,9 +355,33 @@ class PipelineIterator:
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
         epoch = np.int32(self._epoch)
         key = self._pipeline.key_pair()
-        if any(is_text_value(v) for v in batch.values()):
+        if any(is_text_value(v) or isinstance(v, list) for v in jax.tree.leaves(batch, is_leaf=_is_leaf)):
             return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
-        if self._stage_graph is None:  # split once per epoch session, not per batch
+        if self._stage_graph is None:  # split once per pass, not per batch
             self._stage_graph = nnx.split(stages)
         graphdef, state = self._stage_graph
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
+
+
+def output_spec(pipeline: Pipeline) -> Any:
+    """Per-record structure of ``pipeline``'s batches after its stages (abstract).
+
+    Text fields (host strings) are reported as :class:`TextSpec` from the source's
+    spec; stages over text batches run on the host and are not traced here.
+    """
+    source = pipeline.source
+    spec = source.checked_element_spec()
+    leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
+    if any(isinstance(s, TextSpec) for s in leaves):
+        return spec
+    stages = list(pipeline.stages)
+    size = pipeline.batch_size
+    batch = jax.tree.map(lambda s: jax.ShapeDtypeStruct((size, *s.shape), s.dtype), spec)
+    key = pipeline.key_pair()
+
+    def run(batch: Batch) -> Batch:
+        indices = jnp.arange(size, dtype=jnp.int32)
+        return apply_stages(stages, dict(batch), indices, jnp.int32(0), draw(*key))
+
+    out = jax.eval_shape(run, batch)
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), out)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.data_source import DataSourceModule
-from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule
+from datarax.pipeline import state as state_format
 from datarax.pipeline.stats import PipelineStats
 
 if TYPE_CHECKING:
@@ -21,14 +25,63 @@ if TYPE_CHECKING:
 Batch = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class PipelinePlan:
+    """What an iterator needs to know of its pipeline (read-only).
+
+    Attributes:
+        batch_size: records per batch.
+        drop_remainder: drop each epoch's short last batch.
+        prefetch: compiled batches dispatched ahead of the one being consumed.
+        check_finite: refuse batches holding NaN or inf.
+    """
+
+    batch_size: int
+    drop_remainder: bool
+    prefetch: int
+    check_finite: bool
+
+    def batches(self, records: int) -> int:
+        """Batches that ``records`` records make."""
+        if self.drop_remainder:
+            return records // self.batch_size
+        return math.ceil(records / self.batch_size)
+
+    def served(self, records: int) -> int:
+        """Records of ``records`` that are handed out (the dropped remainder excluded)."""
+        return records - records % self.batch_size if self.drop_remainder else records
+
+
+class _Session:
+    """Python-only bookkeeping of one Pipeline object: never state, never structure."""
+
+    def __init__(self) -> None:
+        self.live: weakref.ref[PipelineIterator] | None = None
+        self.stats = PipelineStats()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Session)
+
+    def __hash__(self) -> int:
+        return hash(_Session)
+
+
 class Pipeline(nnx.Module):
     """Batches of JAX arrays from a source through a list of stages.
 
-    Every ``iter(pipeline)`` (every ``for batch in pipeline``) is one new epoch over the
-    whole source: each record appears exactly once, in the last batch short or dropped
+    Every ``iter(pipeline)`` (every ``for batch in pipeline``) is one pass over the
+    source: each record appears exactly once, the last batch short or dropped
     (``drop_remainder=True``). Indexed sources run as one compiled step per batch;
-    streaming and host sources are read on the host, checked against their
+    host and stream sources are read on the host, checked against their
     ``element_spec()``, and the stages run compiled.
+
+    **Position and resume.** The source owns the position (``pipeline.epoch`` and
+    ``pipeline.position`` read it). ``iter(pipeline)`` starts the next pass, or
+    continues the pass the position was *restored* into — by ``pipeline.set_state``,
+    ``source.set_state`` or ``nnx.update(pipeline, saved_nnx_state)``. A state taken
+    at an epoch's end continues with the next epoch. One iterator per pipeline is live:
+    a new ``iter(pipeline)`` ends the previous one (using it then raises
+    :class:`~datarax.core.errors.StaleIteratorError`).
 
     Args:
         source: a :class:`~datarax.core.data_source.DataSourceModule`.
@@ -54,8 +107,10 @@ class Pipeline(nnx.Module):
         >>> from datarax.sources import MemorySource, MemorySourceConfig
         >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
         >>> p = Pipeline(source=src, stages=[], batch_size=2, rngs=nnx.Rngs(0))
-        >>> [b["x"].tolist() for b in p]
-        [[0, 1], [2, 3], [4]]
+        >>> len(p), [b["x"].tolist() for b in p]
+        (3, [[0, 1], [2, 3], [4]])
+        >>> p.epoch, p.position  # the pass is over: the next iter() starts epoch 1
+        (1, 0)
     """
 
     def __init__(
@@ -79,79 +134,104 @@ class Pipeline(nnx.Module):
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
-        if not isinstance(drop_remainder, bool):
-            raise ConfigError(
-                f"Pipeline drop_remainder must be a bool, got {type(drop_remainder).__name__}."
-            )
-        if not isinstance(check_finite, bool):
-            raise ConfigError(
-                f"Pipeline check_finite must be a bool, got {type(check_finite).__name__}."
-            )
+        for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite)):
+            if not isinstance(value, bool):
+                raise ConfigError(
+                    f"Pipeline {label} must be a bool, got {type(value).__name__}."
+                )
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ConfigError(f"Pipeline prefetch must be an int >= 0, got {prefetch!r}.")
-        if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence):
-            raise SourceContractError(
-                f"Pipeline stages must be a list of operators, got {type(stages).__name__}; "
-                "wrap a single stage in a list: stages=[op]."
-            )
-        for i, stage in enumerate(stages):
-            if isinstance(stage, DataSourceModule) or not callable(stage) and not isinstance(
-                stage, OperatorModule
-            ):
-                raise SourceContractError(
-                    f"Pipeline stage {i} is {type(stage).__name__}, which is neither an "
-                    "operator module (e.g. ElementOperator) nor a callable taking and "
-                    "returning a batch dict."
-                )
-        if (
-            not source.supports_indexed_access()
-            and source.supports_streaming()
-            and type(source).element_spec is DataSourceModule.element_spec
-        ):
-            raise SourceContractError(
-                f"{type(source).__name__} implements get_batch but not element_spec(); a "
-                "streaming source must declare what its batches carry (a dict of "
-                "jax.ShapeDtypeStruct per record, or TextSpec for strings) so Pipeline can "
-                "check every batch."
-            )
-        if source.supports_indexed_access():
-            try:
-                n = len(source)  # type: ignore[arg-type]
-            except TypeError as err:
-                raise SourceContractError(
-                    f"{type(source).__name__} implements get_batch_at but not __len__; an "
-                    "indexed source must say how many records one epoch holds."
-                ) from err
-            if n == 0:
-                raise ConfigError(f"Pipeline source {type(source).__name__} holds no records.")
+        _check_stages(stages)
+        _check_source(source)
         count = jax.process_count() if shard_count is None else shard_count
         index = jax.process_index() if shard_index is None else shard_index
         try:
             source.set_shard(index, count)
         except ValueError as err:
             raise ConfigError(f"Pipeline: {err}") from err
+        size = source.epoch_size()
+        if drop_remainder and size is not None and size < batch_size:
+            raise ConfigError(
+                f"Pipeline batch_size={batch_size} with drop_remainder=True would serve no "
+                f"batch: an epoch of {type(source).__name__} holds {size} records"
+                f"{' in this shard' if count > 1 else ''}. Lower batch_size or set "
+                "drop_remainder=False."
+            )
         self.source = source
         self.stages = nnx.List(list(stages))
-        self._batch_size = nnx.static(batch_size)
-        self._drop_remainder = nnx.static(drop_remainder)
-        self._prefetch = nnx.static(prefetch)
-        self._check_finite = nnx.static(check_finite)
+        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
         if rngs is not None:
-            key, count = reserve_draw(rngs, "default", "Pipeline")
+            key, draws = reserve_draw(rngs, "default", "Pipeline")
         else:
-            key, count = default_key(), np.uint32(0)
+            key, draws = default_key(), np.asarray(0, np.uint32)
         self.key = nnx.Variable(key)
-        self.key_count = nnx.Variable(count)
-        self.epoch = nnx.Variable(-1)  # epoch of the latest iterator; -1 before the first
-        self.position = nnx.Variable(0)  # records handed out in that epoch
-        self._pending_state: dict[str, Any] | None = None
-        self._stats = PipelineStats()
+        self.key_count = nnx.Variable(draws)
+        self.__session = _Session()
+
+    # ------------------------------------------------------------- description
+    @property
+    def batch_size(self) -> int:
+        return self.plan.batch_size
+
+    @property
+    def drop_remainder(self) -> bool:
+        return self.plan.drop_remainder
+
+    @property
+    def epoch(self) -> int:
+        """The pass the source stands in (read from the source)."""
+        return self.source.epoch
+
+    @property
+    def position(self) -> int:
+        """Records of that pass handed out (read from the source)."""
+        return self.source.index
+
+    def __len__(self) -> int:
+        """Batches in one epoch of this shard; ``TypeError`` when the source's length is
+        unknown (a stream)."""
+        size = self.source.epoch_size()
+        if size is None:
+            raise TypeError(
+                f"len(Pipeline) is unknown: {type(self.source).__name__} does not know its "
+                "length (a stream)."
+            )
+        return self.plan.batches(size)
+
+    def element_spec(self) -> Any:
+        """Per-record structure of the batches this pipeline hands out (after the stages),
+        computed abstractly: nothing is read and no epoch is spent."""
+        from datarax.pipeline.iterator import output_spec
+
+        return output_spec(self)
+
+    def peek(self) -> Batch:
+        """The first batch of the next pass, without moving the position."""
+        from datarax.pipeline.iterator import PipelineIterator
+
+        source = self.source
+        epoch, index = source.epoch, source.index
+        previous = self.__session.live
+        iterator = PipelineIterator(self, epoch=0 if self.fresh_pass_needed() else epoch,
+                                    resume_at=None if self.fresh_pass_needed() else index)
+        try:
+            return next(iterator)
+        finally:
+            iterator.close()
+            source.seek(epoch, index)
+            self.__session.live = previous
+
+    # ------------------------------------------------------------------ stats
+    @property
+    def _stats(self) -> PipelineStats:
+        return self.__session.stats
 
     def stats(self) -> dict[str, Any]:
         """Per-stage seconds (read, validate, transfer, stages, step, compile, wait),
-        counts and the steady-state stage that took longest, accumulated since construction or :meth:`reset_stats`.
+        counts and the steady-state stage that took longest, accumulated since
+        construction or :meth:`reset_stats`.
 
         Sources with their own timers (the threaded host reader) report under
         ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.
@@ -163,84 +243,99 @@ class Pipeline(nnx.Module):
         """Zero the counters :meth:`stats` reports."""
         self._stats.reset()
 
+    # ------------------------------------------------------------ fingerprints
     def stages_fingerprint(self) -> str:
-        """A short, stable digest of the stages: types, names, configs, functions.
-
-        Part of the saved state's settings, so a state from a pipeline with other
-        stages is refused.
-        """
-        parts = []
-        for stage in self.stages:
-            if isinstance(stage, OperatorModule):
-                fn = getattr(stage, "fn", None)
-                parts.append(
-                    f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
-                    f"|{getattr(fn, '__qualname__', '')}"
-                )
-            else:
-                parts.append(f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}")
-        return _digest("\n".join(parts))
+        """A short, stable digest of the stages (part of a saved state's settings)."""
+        return state_format.stages_fingerprint(self.stages)
 
     def rng_fingerprint(self) -> str:
         """A short digest of every key the pipeline and its stages draw from."""
-        material = [self.key.get_value(), self.key_count.get_value()]
-        for stage in self.stages:
-            if isinstance(stage, OperatorModule) and stage.stochastic and stage._key_given:
-                material += [stage.base_key.get_value(), stage.base_count.get_value()]
-        data = []
-        for value in material:
-            if isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
-                value = jax.random.key_data(value)
-            data.append(np.asarray(value).tobytes())
-        return _digest(b"".join(data))
+        return state_format.rng_fingerprint(self)
 
     def key_pair(self) -> tuple[Any, Any]:
         """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""
         return self.key.get_value(), self.key_count.get_value()
 
-    @property
-    def batch_size(self) -> int:
-        return self._batch_size
+    # --------------------------------------------------------------- iteration
+    def fresh_pass_needed(self) -> bool:
+        """Whether the next ``iter()`` starts a new pass (else it continues the source's).
 
-    @property
-    def drop_remainder(self) -> bool:
-        return self._drop_remainder
+        A pass is continued when the position stands inside it because it was restored
+        (``set_state``, ``nnx.update``) — not when an earlier iterator of this pipeline
+        simply stopped there (``break``): re-entering the loop then starts a new epoch.
+        """
+        live = self.__session.live() if self.__session.live is not None else None
+        return live is not None and live.left_position_unchanged()
 
     def __iter__(self) -> PipelineIterator:
-        """Start the next epoch (or continue the one a ``set_state`` restored)."""
+        """Start the next pass (or continue the one a restore left the source in)."""
         from datarax.pipeline.iterator import PipelineIterator
 
         self.source.check_contract()
-        pending, self._pending_state = self._pending_state, None
-        iterator = PipelineIterator(self, epoch=int(self.epoch.get_value()) + 1)
-        if pending is not None:
-            iterator.set_state(pending)
+        live = self.__session.live() if self.__session.live is not None else None
+        source = self.source
+        if live is not None and live.left_position_unchanged():
+            epoch, resume_at = source.epoch + (1 if source.index else 0), None
+        else:
+            epoch, resume_at = source.epoch, source.index
+        if live is not None:
+            live.supersede()
+        iterator = PipelineIterator(self, epoch=epoch, resume_at=resume_at)
+        self.__session.live = weakref.ref(iterator)
         return iterator
 
-    def get_state(self) -> dict[str, Any]:
-        """State of the latest epoch: restore it with :meth:`set_state` to continue it."""
-        from datarax.pipeline.iterator import make_state
+    def _adopt(self, iterator: PipelineIterator) -> None:
+        """Make ``iterator`` the live one (an iterator restored with ``set_state``)."""
+        live = self.__session.live() if self.__session.live is not None else None
+        if live is not None and live is not iterator:
+            live.supersede()
+        self.__session.live = weakref.ref(iterator)
 
-        if self._pending_state is not None:
-            return dict(self._pending_state)
-        return make_state(self, int(self.epoch.get_value()), int(self.position.get_value()))
+    # ------------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        """State of the source's position: restore it with :meth:`set_state` to continue."""
+        return state_format.make_state(self, self.source.epoch, self.source.index)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken."""
-        from datarax.pipeline.iterator import check_state
+        state_format.check_state(self, state)
+        if self.source.kind is SourceKind.INDEXED:
+            self.source.seek(state["epoch"], state["position"])
+        else:
+            self.source.set_state(state["source"])
 
-        if not isinstance(state, dict):
-            raise StateError(
-                f"Pipeline.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
+
+def _check_stages(stages: Any) -> None:
+    if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence):
+        raise SourceContractError(
+            f"Pipeline stages must be a list of operators, got {type(stages).__name__}; "
+            "wrap a single stage in a list: stages=[op]."
+        )
+    for i, stage in enumerate(stages):
+        if isinstance(stage, DataSourceModule) or not callable(stage) and not isinstance(
+            stage, OperatorModule
+        ):
+            raise SourceContractError(
+                f"Pipeline stage {i} is {type(stage).__name__}, which is neither an "
+                "operator module (e.g. ElementOperator) nor a callable taking and "
+                "returning a batch dict."
             )
-        check_state(self, state)
-        self._pending_state = dict(state)
 
 
-def _digest(material: str | bytes) -> str:
-    """First 12 hex digits of the SHA-256 of ``material``."""
-    import hashlib
-
-    raw = material.encode() if isinstance(material, str) else material
-    return hashlib.sha256(raw).hexdigest()[:12]
+def _check_source(source: DataSourceModule) -> None:
+    if source.kind is SourceKind.STREAM and type(source).element_spec is DataSourceModule.element_spec:
+        raise SourceContractError(
+            f"{type(source).__name__} implements get_batch but not element_spec(); a "
+            "streaming source must declare what its batches carry (a dict of "
+            "jax.ShapeDtypeStruct per record, or TextSpec for strings) so Pipeline can "
+            "check every batch."
+        )
+    if source.kind is SourceKind.INDEXED:
+        n = source.length_or_none()
+        if n is None:
+            raise SourceContractError(
+                f"{type(source).__name__} implements get_batch_at but not __len__; an "
+                "indexed source must say how many records one epoch holds."
+            )
+        if n == 0:
+            raise ConfigError(f"Pipeline source {type(source).__name__} holds no records.")

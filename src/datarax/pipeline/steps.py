@@ -1,7 +1,8 @@
 """The jitted steps Pipeline runs, built once per graph structure and reused.
 
 * :func:`indexed_step` — for indexed sources: global position → record indices →
-  ``get_batch_at`` → every stage, as one compiled function of (state, start, epoch).
+  ``get_batch_at`` → every stage, as one compiled function of (state, inputs, start,
+  epoch, key); ``inputs`` carries records a source keeps out of NNX state.
 * :func:`stage_step` — for host sources: every stage over a batch that is already on
   the host, compiled as a function of (state, batch, record indices, epoch).
 
@@ -49,6 +50,15 @@ def apply_stages(
     return batch
 
 
+def stages_per_record(stages: Sequence[Any]) -> bool:
+    """True when every stage maps records independently (``per_record`` operators).
+
+    Plain callables and batch-level operators (mixup, batch statistics) read the batch
+    as a whole, so they must never see padding records.
+    """
+    return all(isinstance(s, OperatorModule) and s.per_record for s in stages)
+
+
 def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
     fn = _CACHE.get(key)
     if fn is None:
@@ -62,14 +72,16 @@ def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., 
 
 
 def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
-    """Compiled ``(state, start, epoch, key) -> batch`` for an indexed source + stages."""
+    """Compiled ``(state, inputs, start, epoch, key) -> batch`` for an indexed source +
+    stages; ``inputs`` are the source's ``step_inputs()`` (arrays kept out of NNX state)."""
 
     def build() -> Callable[..., Batch]:
-        def step(state: Any, start: Any, epoch: Any, key: Any) -> Batch:
+        def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> Batch:
             source, stages = nnx.merge(graphdef, state)
             key = draw(*key)
             batch_key = jax.random.fold_in(key, start)
-            batch, indices = source.get_batch_and_indices_at(start, batch_size, batch_key)
+            with source.bind_step_inputs(inputs):
+                batch, indices = source.get_batch_and_indices_at(start, batch_size, batch_key)
             return apply_stages(stages, dict(batch), indices, epoch, key)
 
         return jax.jit(step)

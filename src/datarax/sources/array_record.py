@@ -26,7 +26,7 @@ from datarax.core.config import StructuralConfig, check_bool, check_int, check_s
 from datarax.core.data_source import Batch
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.sources.host_reader import HostReader
-from datarax.sources.random_access import BadRecordFields, RandomAccessHostSource
+from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -125,7 +125,7 @@ def default_decode(record: bytes) -> dict[str, np.ndarray]:
     return {"record": np.frombuffer(record, dtype=np.uint8)}
 
 
-class ArrayRecordSourceModule(RandomAccessHostSource):
+class ArrayRecordSourceModule(RandomAccessSource):
     """Records of one or more ArrayRecord files, decoded and batched on host threads.
 
     Args:
@@ -178,7 +178,7 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
                 "ArrayRecordSourceModule expects an ArrayRecordSourceConfig first, got "
                 f"{type(config).__name__}."
             )
-        super().__init__(config, rngs=rngs, name=name)
+        super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
         files = resolve_paths(paths)
         counts = _count_records(files)
         total = sum(counts)
@@ -202,8 +202,12 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
             policy=config.error_policy(),
             name=type(self).__name__,
         )
-        self._use_reader(reader, total)
+        self._use_reader(reader)
+        self._length = total
         self._closed = False
+
+    def __len__(self) -> int:
+        return self._length
 
     # ------------------------------------------------------------ description
     @property
@@ -218,7 +222,7 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
         return self._files[f], int(index) - start
 
     # ---------------------------------------------------------------- hooks
-    def _shuffle_seed(self) -> int | None:
+    def shuffle_seed(self) -> int | None:
         return self.config.seed if self.config.shuffle_files else None
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
@@ -242,16 +246,19 @@ class ArrayRecordSourceModule(RandomAccessHostSource):
         this epoch before ``current_index``.
         """
         state = super().get_state()
-        state["shuffled_indices"] = self._order(self._cursor.epoch).describe()
-        state["prefetch_cache"] = self._reader.ready_chunks() if self._reader.active else 0
+        state["shuffled_indices"] = self.epoch_order(self.epoch).describe()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved source handed out."""
         where = type(self).__name__
-        self._check_state_dict(state)
+        if not isinstance(state, dict):
+            raise StateError(
+                f"{where}.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
         shuffled = state.get("shuffled_indices")
-        expected = self._order(int(state.get("current_epoch", 0) or 0)).describe()
+        expected = self.epoch_order(int(state.get("current_epoch", 0) or 0)).describe()
         if (shuffled is None) != (expected is None):
             raise StateError(
                 f"{where} state was saved with shuffle_files={shuffled is not None} but this "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +14,10 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.data_source import Batch, DataSourceModule
+from datarax.core.data_source import Batch
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.indexed import IndexedSource
 from datarax.core.spec import array_to_spec_strip_leading, x64_enabled
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 
@@ -45,12 +48,15 @@ class MemorySourceConfig(StructuralConfig):
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
-class MemorySource(DataSourceModule):
+class MemorySource(IndexedSource):
     """Records held in device memory; an indexed source (compiled pipeline path).
 
     ``data`` is a dict of equal-length arrays (records along axis 0) or a sequence of
     records, each a dict of scalars/arrays. Python numbers become JAX's default
     int32/float32; a 64-bit NumPy array is refused while ``jax_enable_x64`` is off.
+
+    The records are not NNX state: ``nnx.state(source)`` holds the position and the
+    shuffle seed, not the dataset (the compiled step receives the arrays as arguments).
 
     Example:
         >>> import numpy as np
@@ -72,20 +78,31 @@ class MemorySource(DataSourceModule):
     ) -> None:
         super().__init__(config, rngs=rngs, name=name)
         columns = _to_columns(data)
-        self.data = nnx.data(columns)
-        self._length = nnx.static(int(next(iter(columns.values())).shape[0]))
+        self.__store = _ColumnStore(columns)
+        self.__length = int(next(iter(columns.values())).shape[0])
         # The seed travels as data, not as a constant baked into the compiled step, so one
         # executable (and one persistent-cache entry) serves every seed.
-        self._seed = nnx.Variable(np.uint32(config.seed))
+        self.permutation_seed = nnx.Variable(np.asarray(config.seed, np.uint32))
 
     def __len__(self) -> int:
-        return self._length
+        return self.__length
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The fields, records along axis 0 (inside the compiled step: its arguments)."""
+        return self.__store.current()
+
+    def step_inputs(self) -> dict[str, Any]:
+        return self.__store.columns
+
+    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[None]:
+        return self.__store.bind(inputs)
 
     def _positions_to_indices(self, positions: Any) -> Any:
         """Map global positions to record indices (shuffled per epoch when enabled)."""
         if not self.config.shuffle:
-            return positions % self._length
-        return epoch_permutation_jnp(positions, self._length, self._seed.get_value())
+            return positions % self.__length
+        return epoch_permutation_jnp(positions, self.__length, self.permutation_seed.get_value())
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
         """Stable index (position in ``data``) of each record ``get_batch_at`` serves."""
@@ -108,12 +125,47 @@ class MemorySource(DataSourceModule):
         return {k: array_to_spec_strip_leading(v) for k, v in self.data.items()}
 
     def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:
-        n = self._length
+        n = self.__length
         if self.config.shuffle:
             stable = int(index_shuffle_np(np.asarray([index]), n - 1, (self.config.seed + epoch) % 2**32)[0])
         else:
             stable = index
         return {k: v[stable] for k, v in self.data.items()}, stable
+
+
+class _ColumnStore:
+    """The records of a MemorySource, kept out of NNX state.
+
+    NNX sees this holder as static structure; it compares equal to any holder of the
+    same fields, shapes and dtypes, so equally shaped sources share one compiled step.
+    The step receives the arrays as arguments (:meth:`bind`), never as constants.
+    """
+
+    def __init__(self, columns: dict[str, Any]) -> None:
+        self.columns = columns
+        self._signature = tuple(
+            (k, tuple(v.shape), str(v.dtype)) for k, v in sorted(columns.items())
+        )
+        self._bound = threading.local()
+
+    def current(self) -> dict[str, Any]:
+        bound = getattr(self._bound, "inputs", None)
+        return self.columns if bound is None else bound
+
+    @contextlib.contextmanager
+    def bind(self, inputs: Any) -> Iterator[None]:
+        previous = getattr(self._bound, "inputs", None)
+        self._bound.inputs = inputs
+        try:
+            yield
+        finally:
+            self._bound.inputs = previous
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ColumnStore) and other._signature == self._signature
+
+    def __hash__(self) -> int:
+        return hash(self._signature)
 
 
 def _to_columns(data: Any) -> dict[str, jax.Array]:

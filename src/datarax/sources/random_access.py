@@ -1,21 +1,51 @@
-"""``RandomAccessHostSource``: a host source that reads records by index.
+"""``RandomAccessSource``: records read by index on the host, in threads, in any order.
 
-The shared serving logic of the sources built on
-:class:`~datarax.sources.host_reader.HostReader` (ArrayRecord files, a TFDS
-``data_source``): each epoch's order (file order or the Feistel permutation keyed
-by ``seed + epoch``) restricted to this process's shard, the cursor that a
-``{"current_index", "current_epoch", "skipped"}`` state saves, the bad-record policy
-(``on_error`` / ``max_skipped`` / ``max_skipped_fraction``, :class:`BadRecordFields`)
-with its skip count, and stopping / closing the reader's read-ahead threads.
+The base of every host source (ArrayRecord files, a TFDS ``data_source``, memory-mapped
+``.npy`` shards, your own format). A subclass says how to read records; the base serves
+them: each epoch's order (record order, or the Feistel permutation keyed by
+``seed + epoch``) restricted to this process's shard, threaded read-ahead and decode
+(:class:`~datarax.sources.host_reader.HostReader`), the position a state saves (what the
+consumer received, never the read-ahead), the bad-record policy and its skip count, and
+closing the threads.
+
+Write your own by implementing ``__len__`` and ``read_records(indices)`` (raw records
+at those stable indices, one batched read); optionally ``decode(raw)`` (raw record ->
+dict of arrays; default: the raw record is that dict already), ``locate(index)`` (file
+and index in file, for error messages) and ``shuffle_seed()`` (default:
+``config.seed`` when ``config.shuffle`` is true, else record order).
+
+Example:
+    >>> import numpy as np
+    >>> from dataclasses import dataclass
+    >>> from datarax.core.config import StructuralConfig
+    >>> @dataclass(frozen=True)
+    ... class RowsConfig(StructuralConfig):
+    ...     shuffle: bool = False
+    ...     seed: int = 0
+    >>> class Rows(RandomAccessSource):
+    ...     def __init__(self, config, rows):
+    ...         super().__init__(config)
+    ...         self.rows = rows
+    ...     def __len__(self):
+    ...         return len(self.rows)
+    ...     def read_records(self, indices):
+    ...         return [{"x": self.rows[i]} for i in indices]
+    >>> src = Rows(RowsConfig(), np.arange(5, dtype=np.int32))
+    >>> src.get_batch_with_indices(3)[0]["x"].tolist(), src.get_state()["current_index"]
+    ([0, 1, 2], 3)
+    >>> src.close()
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
+import numpy as np
 from flax import nnx
 
-from datarax.core.data_source import Batch, DataSourceModule
+from datarax.core.config import StructuralConfig
+from datarax.core.data_source import Batch, DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.sources.host_reader import (
     EpochOrder,
@@ -49,32 +79,75 @@ class BadRecordFields:
             raise ConfigError(f"{type(self).__name__}: {err}") from None
 
 
-class RandomAccessHostSource(DataSourceModule):
-    """Base of host sources that read ``length`` records through a ``HostReader``.
+class _HookRecords:
+    """The ``data`` object HostReader reads, backed by a source's ``read_records``."""
 
-    A subclass calls ``super().__init__(config, rngs=rngs, name=name)``, builds its
-    reader (with the config's ``error_policy()``), hands it over with
-    :meth:`_use_reader` and implements :meth:`_shuffle_seed`. Hooks it may override:
-    :meth:`_reword_error` and :meth:`_host_columns`.
+    def __init__(self, source: RandomAccessSource) -> None:
+        self._source = source
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    def __getitem__(self, index: int) -> Any:
+        return self._source.read_records([int(index)])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        return list(self._source.read_records(list(indices)))
+
+
+class RandomAccessSource(DataSourceModule):
+    """A host source that reads records by index; see the module docstring.
+
+    Args (keyword, for subclasses to pass on):
+        num_threads: reader/decoder threads.
+        read_ahead: batches read and decoded ahead of the consumer (bounded).
 
     Records skipped under ``on_error="skip"`` are counted per epoch in the ``skipped``
     variable and the ``"skipped"`` state key, so a restored source continues the
     epoch's skip budget exactly.
     """
 
-    _length: int
-    _reader: HostReader
+    kind: ClassVar[SourceKind | None] = SourceKind.HOST
 
-    def _use_reader(self, reader: HostReader, length: int) -> None:
-        """Serve ``length`` records read by ``reader``."""
-        self._length = nnx.static(int(length))
-        self._reader = nnx.static(reader)
-        self.skipped = nnx.Variable(0)  # records skipped this epoch before the cursor
+    def __init__(
+        self,
+        config: StructuralConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+        num_threads: int = 4,
+        read_ahead: int | None = None,
+    ) -> None:
+        super().__init__(config, rngs=rngs, name=name)
+        self.skipped = nnx.Variable(np.asarray(0, np.int64))  # skipped this epoch before the position
+        self.__reader: HostReader | None = None
+        self.__reader_options = (num_threads, read_ahead)
 
     # ------------------------------------------------------------------ hooks
-    def _shuffle_seed(self) -> int | None:
+    def __len__(self) -> int:  # pragma: no cover - abstract
+        raise TypeError(f"{type(self).__name__} must implement __len__")
+
+    def read_records(self, indices: Sequence[int]) -> Sequence[Any]:
+        """Raw records at stable ``indices`` (one batched read)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement read_records(indices)")
+
+    def decode(self, raw: Any) -> Mapping[str, Any]:
+        """One raw record -> dict of arrays (default: ``raw`` is that dict)."""
+        return raw
+
+    def locate(self, index: int) -> tuple[str | None, int]:
+        """``(file, index_in_file)`` of stable record ``index`` (for error messages)."""
+        return None, int(index)
+
+    def shuffle_seed(self) -> int | None:
         """Base seed of the epoch order (epoch ``e`` uses ``seed + e``); None: record order."""
-        raise NotImplementedError(f"{type(self).__name__} must implement _shuffle_seed()")
+        config = self.config
+        return int(config.seed) if getattr(config, "shuffle", False) else None
+
+    def error_policy(self) -> ErrorPolicy:
+        """The bad-record policy (the config's ``on_error`` fields, else raise)."""
+        make = getattr(self.config, "error_policy", None)
+        return make() if callable(make) else ErrorPolicy()
 
     def _reword_error(self, err: RecordError) -> RecordError:
         """The error a failed read raises (default: the reader's own)."""
@@ -84,39 +157,54 @@ class RandomAccessHostSource(DataSourceModule):
         """The batch handed out for the reader's stacked columns (default: as read)."""
         return columns
 
-    def _skipped(self) -> int:
-        """Records skipped this epoch before the cursor."""
-        return int(self.skipped.get_value())
+    # ----------------------------------------------------------------- reader
+    def _use_reader(self, reader: HostReader, length: int | None = None) -> None:
+        """Serve records read by ``reader`` (a source with its own data object)."""
+        self.__reader = reader
 
-    def _set_skipped(self, count: int) -> None:
-        self.skipped.set_value(int(count))
+    @property
+    def host_reader(self) -> HostReader:
+        """The threaded reader (built from the hooks on first use)."""
+        if self.__reader is None:
+            num_threads, read_ahead = self.__reader_options
+            self.__reader = HostReader(
+                _HookRecords(self),
+                self.decode,
+                locate=self.locate,
+                num_threads=num_threads,
+                read_ahead=read_ahead,
+                policy=self.error_policy(),
+                name=type(self).__name__,
+            )
+        return self.__reader
 
     # ------------------------------------------------------------ description
-    def __len__(self) -> int:
-        return self._length
-
     def element_spec(self) -> dict[str, Any]:
         """Fields, per-record shapes and dtypes, from decoding the first record."""
-        return self._reader.element_spec()
+        return self.host_reader.element_spec()
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Records dropped under ``on_error="skip"`` so far: where they are and why."""
-        return self._reader.skipped_records()
+        return self.host_reader.skipped_records()
+
+    def stats(self) -> dict[str, Any] | None:
+        """The reader's timers, when it keeps any."""
+        stats = getattr(self.host_reader, "stats", None)
+        return stats() if callable(stats) else None
 
     # ----------------------------------------------------------------- epochs
-    def _order(self, epoch: int) -> EpochOrder:
-        lo, hi = self.shard_bounds(self._length)
-        return EpochOrder(self._length, self._shuffle_seed(), int(epoch), lo, hi)
+    def epoch_order(self, epoch: int) -> EpochOrder:
+        """Stable record index of every position of pass ``epoch`` in this shard."""
+        n = len(self)
+        lo, hi = self.shard_bounds(n)
+        return EpochOrder(n, self.shuffle_seed(), int(epoch), lo, hi)
 
-    def _epoch_size(self) -> int:
-        lo, hi = self.shard_bounds(self._length)
-        return hi - lo
-
-    def start_epoch(self, epoch: int) -> None:
-        """Position at the start of pass ``epoch`` (drops any read-ahead)."""
-        self._reader.stop()
-        self._cursor.start_epoch(epoch)
-        self._set_skipped(0)
+    def _moved(self) -> None:
+        reader = self.__reader
+        if reader is not None:
+            reader.stop()  # read-ahead belongs to the old position
+        if self.index == 0:
+            self.skipped.set_value(np.asarray(0, np.int64))
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this epoch and their stable indices.
@@ -125,25 +213,25 @@ class RandomAccessHostSource(DataSourceModule):
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
-        reader = self._reader
-        cursor = self._cursor
-        if reader.active and (reader.position, reader.epoch) != (cursor.index, cursor.epoch):
+        reader = self.host_reader
+        epoch, index = self.epoch, self.index
+        if reader.active and (reader.position, reader.epoch) != (index, epoch):
             reader.stop()  # the position was changed from outside (e.g. nnx.update)
         if not reader.active:
-            if cursor.index >= self._epoch_size():
+            if index >= (self.epoch_size() or 0):
                 return None, None
-            reader.start(self._order(cursor.epoch), cursor.index, self._skipped())
-        read = self._next_batch(batch_size)
-        self._set_skipped(reader.skipped)
+            reader.start(self.epoch_order(epoch), index, int(self.skipped.get_value()))
+        read = self._next_batch(reader, batch_size)
+        self.skipped.set_value(np.asarray(reader.skipped, np.int64))
         if read is None:
-            cursor.current_index.set_value(self._epoch_size())
+            self.datarax_position.move(epoch, self.epoch_size() or 0)
             return None, None
-        cursor.current_index.set_value(read.end)
+        self.datarax_position.move(epoch, read.end)
         return self._host_columns(read.columns), read.indices
 
-    def _next_batch(self, batch_size: int) -> ReadBatch | None:
+    def _next_batch(self, reader: HostReader, batch_size: int) -> ReadBatch | None:
         try:
-            return self._reader.next_batch(batch_size)
+            return reader.next_batch(batch_size)
         except RecordError as err:
             reworded = self._reword_error(err)
             if reworded is err:
@@ -155,19 +243,16 @@ class RandomAccessHostSource(DataSourceModule):
         return self.get_batch_with_indices(batch_size)[0]
 
     # ------------------------------------------------------------------ state
-    def _check_state_dict(self, state: Any) -> None:
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{type(self).__name__}.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
-
     def get_state(self) -> dict[str, Any]:
         """``current_index`` (epoch positions consumed: records handed out plus records
-        skipped), ``current_epoch`` and ``skipped`` (records skipped this epoch before
-        ``current_index``)."""
+        skipped), ``current_epoch``, ``skipped`` (records skipped this epoch before
+        ``current_index``) and ``prefetch_cache`` (batches read ahead but not handed
+        out: information only — they are not part of the position and a restore
+        starts with an empty cache)."""
         state = super().get_state()
-        state["skipped"] = self._skipped()
+        state["skipped"] = int(self.skipped.get_value())
+        reader = self.__reader
+        state["prefetch_cache"] = reader.ready_chunks() if reader is not None and reader.active else 0
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -176,28 +261,39 @@ class RandomAccessHostSource(DataSourceModule):
         A state without ``"skipped"`` counts no skips before its position.
         """
         where = type(self).__name__
-        self._check_state_dict(state)
+        if not isinstance(state, dict):
+            raise StateError(
+                f"{where}.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
         skipped = state.get("skipped", 0)
         if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
             raise StateError(
                 f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
                 field="skipped",
             )
-        self._reader.stop()
-        self._cursor.set_state(state, length=self._epoch_size(), where=where)
-        if skipped > self._cursor.index:
+        epoch, index = self.datarax_position.check_state(
+            state, length=self.epoch_size(), where=where
+        )
+        if skipped > index:
             raise StateError(
                 f"{where} state says {skipped} records were skipped before position "
-                f"{self._cursor.index}; the state was tampered with.",
+                f"{index}; the state was tampered with.",
                 field="skipped",
             )
-        self._set_skipped(skipped)
+        self.seek(epoch, index)
+        self.skipped.set_value(np.asarray(skipped, np.int64))
 
     # ---------------------------------------------------------------- closing
     def close_epoch(self) -> None:
         """Stop reading ahead (the position is kept; the next batch resumes there)."""
-        self._reader.stop()
+        if self.__reader is not None:
+            self.__reader.stop()
 
     def close(self) -> None:
         """Stop the reader threads."""
-        self._reader.close()
+        if self.__reader is not None:
+            self.__reader.close()
+
+
+RandomAccessHostSource = RandomAccessSource  # the name before the kinds were public

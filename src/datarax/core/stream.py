@@ -1,0 +1,173 @@
+"""Forward-only streams: :class:`StreamSource` and the one way datarax reads them.
+
+A stream hands out records in order with ``get_batch(batch_size)`` and cannot seek.
+:class:`StreamPass` turns that into what a Pipeline needs, for every stream-kind source
+(a :class:`StreamSource` subclass or a seed-style ``DataSourceModule`` defining
+``get_batch``):
+
+* **position** — the source's :class:`~datarax.core.position.SourcePosition` counts the
+  records handed out (this shard's); nothing else keeps a copy.
+* **shards** — with ``set_shard(i, P)`` the pass is read in whole rounds of ``P``
+  records and record ``i`` of each round is kept, so every process takes the same
+  number of steps (a partial last round is left out).
+* **resume** — after ``set_state`` / ``seek(e, k)`` the next read restarts the pass and
+  reads and discards the ``k * P`` records the saved position covers.
+* **passes** — before every pass ``restart(epoch)`` is called; the default accepts a
+  stream not read yet, so a stream that cannot rewind says so at its second pass
+  (``SourceContractError``) instead of serving an empty epoch.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.core.spec import array_to_spec_strip_leading
+    >>> class Count(StreamSource):
+    ...     def __init__(self, n):
+    ...         super().__init__(StructuralConfig())
+    ...         self.n, self.next_value = n, 0
+    ...     def restart(self, epoch):
+    ...         self.next_value = 0
+    ...     def get_batch(self, batch_size):
+    ...         if self.next_value >= self.n:
+    ...             return None
+    ...         x = np.arange(self.next_value, min(self.n, self.next_value + batch_size), dtype=np.int32)
+    ...         self.next_value += len(x)
+    ...         return {"x": x}
+    ...     def element_spec(self):
+    ...         return {"x": array_to_spec_strip_leading(np.zeros(1, np.int32))}
+    >>> src = Count(5)
+    >>> src.get_batch_with_indices(3)[0]["x"].tolist(), src.get_state()
+    ([0, 1, 2], {'current_index': 3, 'current_epoch': 0})
+    >>> fresh = Count(5); fresh.set_state(src.get_state())
+    >>> fresh.get_batch_with_indices(3)[0]["x"].tolist()
+    [3, 4]
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from datarax.core.batch import batch_length, concat_batches, take_records
+from datarax.core.config import StructuralConfig
+from datarax.core.data_source import Batch, DataSourceModule, SourceKind
+from datarax.core.errors import StateError
+
+__all__ = ["StreamSource", "StreamPass", "stream_pass", "StructuralConfig"]
+
+
+class StreamSource(DataSourceModule):
+    """Base of forward-only streams: implement ``get_batch``, ``element_spec`` and,
+    to serve more than one pass, ``restart(epoch)``.
+
+    ``get_batch(batch_size)`` returns the next batch (a dict of arrays with at most
+    ``batch_size`` records; lists or arrays of ``str`` for text) or ``None`` when the
+    pass is over. See the module docstring for an example.
+    """
+
+    kind: ClassVar[SourceKind | None] = SourceKind.STREAM
+
+    def get_batch(self, batch_size: int) -> Batch | None:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} must implement get_batch(batch_size)")
+
+
+class StreamPass:
+    """Reading state of one stream object in this process (never saved: it is derived
+    from the source's position on restore)."""
+
+    def __init__(self, source: DataSourceModule) -> None:
+        self._source = source
+        self.read_in_pass = 0  # raw records read from the stream this pass (all shards)
+        self.records_read_ever = 0  # raw records read since the object was built
+        self.opened_epoch: int | None = None  # the pass the stream is positioned in
+        self.to_skip = 0  # raw records to read and discard before serving
+
+    def reposition(self) -> None:
+        """The source's position was set from outside: reopen the pass on the next read."""
+        self.opened_epoch = None
+
+    def _open(self) -> None:
+        source = self._source
+        epoch, index = source.epoch, source.index
+        source.restart(epoch)
+        self.opened_epoch = epoch
+        self.read_in_pass = 0
+        self.to_skip = index * source.shard[1]
+
+    def _get(self, batch_size: int) -> Batch | None:
+        try:
+            batch = self._source.get_batch(batch_size)
+        except StopIteration:
+            return None
+        if batch is None or batch_length(batch) == 0:
+            return None
+        read = batch_length(batch)
+        self.records_read_ever += read
+        return batch
+
+    def read(self, batch_size: int) -> tuple[Batch | None, np.ndarray | None]:
+        """This shard's next records (at most ``batch_size``) and their positions in the pass."""
+        source = self._source
+        if self.opened_epoch != source.epoch:
+            self._open()
+        index, count = source.shard
+        while self.to_skip > 0:
+            skipped = self._get(min(self.to_skip, max(batch_size, 256)))
+            if skipped is None:
+                raise StateError(
+                    f"{type(source).__name__}: the restored position says {source.index} "
+                    f"records of pass {source.epoch} were handed out, but the stream ended "
+                    "before reaching them; the state comes from a different stream.",
+                    field="current_index",
+                )
+            read = batch_length(skipped)
+            if read > self.to_skip:  # the stream ignored the size: keep the rest
+                raise StateError(
+                    f"{type(source).__name__}.get_batch({self.to_skip}) returned {read} "
+                    "records; a stream must return at most batch_size records.",
+                    field="current_index",
+                )
+            self.to_skip -= read
+            self.read_in_pass += read
+        while True:
+            raw = self._get(batch_size * count)
+            if raw is None:
+                return None, None
+            if count > 1:
+                raw = self._complete_rounds(raw, count)
+                if raw is None:
+                    return None, None
+            read = batch_length(raw)
+            positions = np.arange(self.read_in_pass, self.read_in_pass + read)
+            self.read_in_pass += read
+            if count == 1:
+                source.advance(read)
+                return raw, positions
+            keep = np.flatnonzero(positions % count == index)
+            if len(keep):
+                source.advance(len(keep))
+                return take_records(raw, keep), positions[keep]
+
+    def _complete_rounds(self, raw: Batch, count: int) -> Batch | None:
+        """Extend ``raw`` to whole rounds of ``count`` records, or cut the last partial
+        round where the stream ends, so every shard hands out the same number of records.
+        """
+        parts = [raw]
+        have = batch_length(raw)
+        while (self.read_in_pass + have) % count:
+            extra = self._get(count - (self.read_in_pass + have) % count)
+            if extra is None:  # the stream ended inside a round: no shard takes it
+                have -= (self.read_in_pass + have) % count
+                if have == 0:
+                    return None
+                return take_records(concat_batches(parts), np.arange(have))
+            parts.append(extra)
+            have += batch_length(extra)
+        return concat_batches(parts)
+
+
+def stream_pass(source: DataSourceModule) -> StreamPass:
+    """The :class:`StreamPass` of a stream-kind source (made on first use)."""
+    session = source._stream_session()
+    if session.stream is None:
+        session.stream = StreamPass(source)
+    return session.stream

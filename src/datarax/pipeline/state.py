@@ -1,0 +1,199 @@
+"""The Pipeline state format, in one place: what is saved, and what must match to restore.
+
+A state is a small JSON-able dict::
+
+    {"version": 2, "epoch": e, "position": k, "settings": {...}, "source": {...}}
+
+``epoch``/``position``: the pass and the records of it handed out (``position`` may
+equal the epoch's length: that pass is over and a restore continues with the next).
+``settings``: what the position means — batch size, drop_remainder, the source's type,
+length, shard, the config fields that decide record order, and digests of the stages
+and rngs. They are compared in a fixed order (switches such as ``shuffle`` before the
+``seed`` they enable; a seed whose switch is off is not saved), and the first that
+differs is named. ``source``: the source's own ``get_state()`` for host and stream
+sources (bad-record counts, shuffle description), absent for indexed ones.
+
+Example:
+    >>> import numpy as np
+    >>> from flax import nnx
+    >>> from datarax.pipeline import Pipeline
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(6, dtype=np.int32)})
+    >>> state = make_state(Pipeline(source=src, batch_size=2), 0, 4)
+    >>> state["epoch"], state["position"], state["settings"]["batch_size"]
+    (0, 4, 2)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from datarax.core.data_source import SourceKind
+from datarax.core.errors import StateError
+from datarax.core.operator import OperatorModule
+
+if TYPE_CHECKING:
+    from datarax.pipeline.pipeline import Pipeline
+
+STATE_VERSION = 2
+# Config fields that switch a seed on: the seed is compared only while one is on.
+SEED_SWITCHES = ("shuffle", "shuffle_files")
+# Config fields that do not change what a position means.
+NOT_SETTINGS = ("num_epochs", "track_metadata")
+
+_DIGEST_HINTS = {
+    "stages": " (digests of the stages: their classes, names, configs and functions, in "
+    "order; build the same stages)",
+    "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
+    "the same rngs seed)",
+}
+
+
+def digest(material: str | bytes) -> str:
+    """First 12 hex digits of the SHA-256 of ``material``."""
+    raw = material.encode() if isinstance(material, str) else material
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def config_settings(config: Any) -> dict[str, Any]:
+    """The scalar config fields a position depends on, switches first.
+
+    Example:
+        >>> from datarax.sources import MemorySourceConfig
+        >>> config_settings(MemorySourceConfig(shuffle=False, seed=1))
+        {'shuffle': False}
+        >>> config_settings(MemorySourceConfig(shuffle=True, seed=1))
+        {'shuffle': True, 'seed': 1}
+    """
+    fields = {
+        k: v
+        for k, v in config.to_dict().items()
+        if k not in NOT_SETTINGS and isinstance(v, (bool, int, float, str))
+    }
+    switches = [k for k in SEED_SWITCHES if k in fields]
+    if switches and not any(fields[k] for k in switches):
+        fields.pop("seed", None)
+    ordered = {k: fields[k] for k in switches}
+    ordered.update((k, v) for k, v in fields.items() if k not in ordered)
+    return ordered
+
+
+def stages_fingerprint(stages: Any) -> str:
+    """Digest of the stages: types, names, configs, functions, in order."""
+    parts = []
+    for stage in stages:
+        if isinstance(stage, OperatorModule):
+            fn = getattr(stage, "fn", None)
+            parts.append(
+                f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
+                f"|{getattr(fn, '__qualname__', '')}"
+            )
+        else:
+            parts.append(f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}")
+    return digest("\n".join(parts))
+
+
+def rng_fingerprint(pipeline: Pipeline) -> str:
+    """Digest of every key the pipeline and its stages draw from."""
+    material = list(pipeline.key_pair())
+    for stage in pipeline.stages:
+        if isinstance(stage, OperatorModule) and stage.stochastic and stage._key_given:
+            material += [stage.base_key.get_value(), stage.base_count.get_value()]
+    data = []
+    for value in material:
+        if isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+            value = jax.random.key_data(value)
+        data.append(np.asarray(value).tobytes())
+    return digest(b"".join(data))
+
+
+def settings(pipeline: Pipeline) -> dict[str, Any]:
+    """The settings a saved state must agree with to be restored here (compare order)."""
+    source = pipeline.source
+    out: dict[str, Any] = {
+        "source": type(source).__name__,
+        "num_records": source.length_or_none(),
+        "shard": list(source.shard),
+    }
+    for name, value in config_settings(source.config).items():
+        out[f"source.{name}"] = value
+    out["batch_size"] = pipeline.batch_size
+    out["drop_remainder"] = pipeline.drop_remainder
+    out["stages"] = pipeline.stages_fingerprint()
+    out["rngs"] = pipeline.rng_fingerprint()
+    return out
+
+
+def make_state(pipeline: Pipeline, epoch: int, position: int) -> dict[str, Any]:
+    """The state of ``pipeline`` standing at record ``position`` of pass ``epoch``."""
+    state: dict[str, Any] = {
+        "version": STATE_VERSION,
+        "epoch": int(epoch),
+        "position": int(position),
+        "settings": settings(pipeline),
+    }
+    if pipeline.source.kind is not SourceKind.INDEXED:
+        state["source"] = pipeline.source.get_state()
+    return state
+
+
+def check_state(pipeline: Pipeline, state: Any) -> None:
+    """Refuse a state from another configuration or a tampered one, naming the field."""
+    if not isinstance(state, dict):
+        raise StateError(
+            f"Pipeline.set_state expects the dict get_state() returned, got "
+            f"{type(state).__name__}."
+        )
+    for key in ("version", "epoch", "position", "settings"):
+        if key not in state:
+            raise StateError(
+                f"Pipeline state is missing '{key}'; pass the dict that get_state() "
+                f"returned (got keys {sorted(state)}).",
+                field=key,
+            )
+    if state["version"] != STATE_VERSION:
+        raise StateError(
+            f"Pipeline state version {state['version']!r} is not {STATE_VERSION}, the version "
+            "this datarax writes; the state comes from another datarax release or was "
+            "tampered with. Restore it with the release that saved it.",
+            field="version",
+        )
+    for key in ("epoch", "position"):
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise StateError(
+                f"Pipeline state '{key}' must be an int >= 0, got {value!r}; the state "
+                "was tampered with.",
+                field=key,
+            )
+    saved = state["settings"]
+    if not isinstance(saved, dict):
+        raise StateError(
+            f"Pipeline state 'settings' must be the dict get_state() wrote, got "
+            f"{type(saved).__name__}; the state was tampered with.",
+            field="settings",
+        )
+    current = settings(pipeline)
+    for key in [*current, *(k for k in saved if k not in current)]:
+        if saved.get(key) != current.get(key):
+            raise StateError(
+                f"Pipeline state was saved with {key}={saved.get(key)!r} but this pipeline "
+                f"has {key}={current.get(key)!r}{_DIGEST_HINTS.get(key, '')}; restore it "
+                "into an identically configured pipeline.",
+                field=key,
+            )
+    size = pipeline.source.epoch_size()
+    if size is not None and state["position"] > size:
+        raise StateError(
+            f"Pipeline state position={state['position']} is past the end of the epoch "
+            f"({size} records).",
+            field="position",
+        )
+    if pipeline.source.kind is not SourceKind.INDEXED and not isinstance(state.get("source"), dict):
+        raise StateError(
+            "Pipeline state is missing 'source' (the source's position).", field="source"
+        )
