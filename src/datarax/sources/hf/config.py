@@ -5,32 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from datarax.core.config import StructuralConfig, check_int
+from datarax.core.config import check_int
 from datarax.core.errors import ConfigError
-from datarax.sources._dataset_config import check_dataset_fields
+from datarax.sources._dataset_config import DatasetConfig
 from datarax.sources.random_access import BadRecordFields
 
 
 @dataclass(frozen=True)
-class HFConfig(StructuralConfig):
-    name: str | None = None
-    split: str = "train"
+class HFConfig(DatasetConfig):
+    """Fields of both HF configs: :class:`DatasetConfig`'s, plus ``data_files``."""
+
     data_files: str | tuple[str, ...] | None = None
-    data_dir: str | None = None
-    include_keys: tuple[str, ...] | None = None
-    exclude_keys: tuple[str, ...] | None = None
-    shuffle: bool = False
-    seed: int = 42
-    cast_float64: bool = False
-    track_metadata: bool = False
-    num_epochs: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         cls = type(self).__name__
         if self.name is not None and not (isinstance(self.name, str) and self.name):
             raise ConfigError(f"{cls}.name must be a non-empty str or None, got {self.name!r}.")
-        check_dataset_fields(self)
         files = self.data_files
         if files is not None:
             if isinstance(files, str):

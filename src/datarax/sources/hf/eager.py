@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 from flax import nnx
 
-from datarax.core.errors import ConfigError
 from datarax.sources._columns import refuse_text, select_keys
-from datarax.sources._dataset_config import empty_split
+from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFEagerConfig
 from datarax.sources.hf.locate import (
@@ -44,10 +43,7 @@ class HFEagerSource(MemorySource):
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ) -> None:
-        if not isinstance(config, HFEagerConfig):
-            raise ConfigError(
-                f"HFEagerSource needs an HFEagerConfig, got {type(config).__name__}."
-            )
+        check_config_type("HFEagerSource", config, HFEagerConfig)
         where = "HFEagerSource"
         columns = _load_eager_columns(config, where)
         super().__init__(config, columns, rngs=rngs, name=name)  # type: ignore[arg-type]

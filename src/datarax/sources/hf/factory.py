@@ -1,4 +1,9 @@
-"""``from_hf``: pick the eager or the streaming source for a split."""
+"""``from_hf``: pick the eager or the streaming source for a split.
+
+The choice is made from what the dataset declares (its schema and the split's size),
+read through a lazily opened stream, before any source is built: exactly one source
+is constructed, the chosen one.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,14 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
-from datarax.core.spec import TextSpec
+from datarax.sources.hf.arrow import is_text_type
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
 from datarax.sources.hf.locate import split_bytes
-from datarax.sources.hf.streaming import HFStreamingSource
-
+from datarax.sources.hf.streaming import HFStreamingSource, open_stream
 
 #: ``from_hf`` picks the eager source for splits known to be at most this many bytes.
 EAGER_MAX_BYTES = 256 * 2**20
-
 
 _STREAM_ONLY = {"chunk_size", "shuffle_buffer_size", "on_error", "max_skipped", "max_skipped_fraction"}
 
@@ -51,14 +54,33 @@ def from_hf(
     """
     if streaming not in (None, True, False):
         raise ConfigError(f"from_hf streaming must be True, False or None, got {streaming!r}.")
+    stream_only = sorted(_STREAM_ONLY & set(config))
     if streaming is False:
+        if stream_only:
+            raise ConfigError(
+                f"from_hf: {stream_only} apply only to streaming (HFStreamingSource); drop "
+                "them or pass streaming=True."
+            )
         return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
-    stream = HFStreamingSource(HFStreamingConfig(name=name, split=split, **config), rngs=rngs)
-    if streaming is True or _STREAM_ONLY & set(config):
-        return stream
-    if any(isinstance(s, TextSpec) for s in stream.element_spec().values()):
-        return stream
-    size = split_bytes(stream.config, stream._dataset)
+    stream_config = HFStreamingConfig(name=name, split=split, **config)
+    if streaming is None and not stream_only and _fits_eager(stream_config):
+        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
+    return HFStreamingSource(stream_config, rngs=rngs)
+
+
+def _fits_eager(config: HFStreamingConfig) -> bool:
+    """Whether the split's size is known and small enough, and no kept field is text."""
+    where = "from_hf"
+    dataset, keys, _ = open_stream(config, where)
+    size = split_bytes(config, dataset)
     if size is None or size > EAGER_MAX_BYTES:
-        return stream
-    return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
+        return False
+    features = dataset.features
+    if features is not None:
+        schema = features.arrow_schema
+    else:  # undeclared (e.g. JSON files): the schema of the first record
+        first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
+        if first is None:
+            return False  # empty: the streaming source says so
+        schema = first.schema
+    return not any(is_text_type(schema.field(key).type) for key in keys)

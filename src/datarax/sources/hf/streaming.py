@@ -11,7 +11,7 @@ from flax import nnx
 from datarax.core.data_source import Batch, DataSourceModule
 from datarax.core.errors import ConfigError, DataraxError, StateError
 from datarax.sources._columns import is_text_array, select_keys, spec_of_columns
-from datarax.sources._dataset_config import empty_split
+from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFStreamingConfig
 from datarax.sources.hf.locate import (
@@ -58,10 +58,7 @@ class HFStreamingSource(DataSourceModule):
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ) -> None:
-        if not isinstance(config, HFStreamingConfig):
-            raise ConfigError(
-                f"HFStreamingSource needs an HFStreamingConfig, got {type(config).__name__}."
-            )
+        check_config_type("HFStreamingSource", config, HFStreamingConfig)
         super().__init__(config, rngs=rngs, name=name)
         where = "HFStreamingSource"
         dataset, keys, by_shard = open_stream(config, where)

@@ -4,34 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from datarax.core.config import StructuralConfig, check_bool, check_int
+from datarax.core.config import check_bool, check_int
 from datarax.core.errors import ConfigError
-from datarax.sources._dataset_config import check_dataset_fields
+from datarax.sources._dataset_config import DatasetConfig
 from datarax.sources.random_access import BadRecordFields
 
 
 @dataclass(frozen=True)
-class TFDSConfig(StructuralConfig):
+class TFDSConfig(DatasetConfig):
+    """Fields of both TFDS configs: :class:`DatasetConfig`'s, plus ``download``."""
+
     name: str = ""
-    split: str = "train"
-    data_dir: str | None = None
     download: bool = True
-    include_keys: tuple[str, ...] | None = None
-    exclude_keys: tuple[str, ...] | None = None
-    shuffle: bool = False
-    seed: int = 42
-    cast_float64: bool = False
-    track_metadata: bool = False
-    num_epochs: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        cls = type(self).__name__
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(
-                f"{cls}.name must name a TFDS dataset (e.g. 'mnist'), got {self.name!r}."
+                f"{type(self).__name__}.name must name a TFDS dataset (e.g. 'mnist'), got "
+                f"{self.name!r}."
             )
-        check_dataset_fields(self)
         check_bool(self, "download")
 
 

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.core.errors import ConfigError, DataraxError, RecordError
+from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._columns import fit_64bit, refuse_text
-from datarax.sources._dataset_config import empty_split
+from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import EpochOrder, HostReader
 from datarax.sources.memory import MemorySource
 from datarax.sources.tfds.config import TFDSConfig, TFDSEagerConfig
@@ -51,8 +51,7 @@ class TFDSEagerSource(MemorySource):
         name: str | None = None,
         num_threads: int = 4,
     ) -> None:
-        if not isinstance(config, TFDSEagerConfig):
-            raise ConfigError(f"TFDSEagerSource needs a TFDSEagerConfig, got {type(config).__name__}.")
+        check_config_type("TFDSEagerSource", config, TFDSEagerConfig)
         where = "TFDSEagerSource"
         try:
             data, info = open_data_source(config, where)

@@ -7,8 +7,8 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.data_source import Batch
-from datarax.core.errors import ConfigError, DataraxError, RecordError
-from datarax.sources._dataset_config import empty_split
+from datarax.core.errors import DataraxError, RecordError
+from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import RandomAccessHostSource
 from datarax.sources.tfds.config import TFDSStreamingConfig
@@ -53,10 +53,7 @@ class TFDSStreamingSource(RandomAccessHostSource):
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ) -> None:
-        if not isinstance(config, TFDSStreamingConfig):
-            raise ConfigError(
-                f"TFDSStreamingSource needs a TFDSStreamingConfig, got {type(config).__name__}."
-            )
+        check_config_type("TFDSStreamingSource", config, TFDSStreamingConfig)
         super().__init__(config, rngs=rngs, name=name)
         where = "TFDSStreamingSource"
         try:
