@@ -419,8 +419,12 @@ def test_config_validation():
         HFEagerConfig(name="x", streaming=True)
     with pytest.raises(ConfigError, match="needs name="):
         HFEagerConfig()
-    with pytest.raises(ConfigError, match="include_keys must be None or a list"):
+    with pytest.raises(ConfigError) as err:
         HFEagerConfig(name="x", include_keys="label")
+    assert str(err.value) == (
+        "HFEagerConfig.include_keys must be None or an iterable of field names (a list, "
+        "tuple or set), got the single string 'label'; wrap it: include_keys=('label',)."
+    )
 
 
 # -------------------------------------------------------------------- factory

@@ -22,7 +22,7 @@ from datarax.sources import (  # noqa: E402
     TFDSStreamingSource,
     from_tfds,
 )
-from datarax.sources import tfds as tfds_module  # noqa: E402
+from datarax.sources.tfds import streaming as tfds_streaming  # noqa: E402
 from datarax.sources.host_reader import EpochOrder, ErrorPolicy  # noqa: E402
 
 N = 24
@@ -251,13 +251,13 @@ class _Unreadable:
 
 @pytest.fixture()
 def unreadable(monkeypatch):
-    opened = tfds_module._open_data_source
+    opened = tfds_streaming.open_data_source
 
     def open_with_bad_record(config, where):
         data, info = opened(config, where)
         return _Unreadable(data, 9), info
 
-    monkeypatch.setattr(tfds_module, "_open_data_source", open_with_bad_record)
+    monkeypatch.setattr(tfds_streaming, "open_data_source", open_with_bad_record)
 
 
 def test_unreadable_record_raise_or_skip(data_dir, split_ids, unreadable):

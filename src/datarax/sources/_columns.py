@@ -111,18 +111,44 @@ def select_keys(
 
 
 def normalize_keys(config: Any, name: str) -> None:
-    """Validate a frozen config's key list and store it as a tuple of str (or None)."""
+    """Validate a frozen config's field names and store them as a tuple of str (or None).
+
+    Any iterable of names is accepted: a list or tuple keeps its order, an unordered
+    collection (a set) is stored sorted, so equal configs compare and hash alike in
+    every process. A single ``str`` is refused (it would read as its characters).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> config = SimpleNamespace(include_keys={"label", "image"})
+        >>> normalize_keys(config, "include_keys")
+        >>> config.include_keys
+        ('image', 'label')
+    """
     value = getattr(config, name)
     if value is None:
         return
-    if isinstance(value, str) or not isinstance(value, Sequence) or not all(
-        isinstance(k, str) for k in value
-    ):
+    where = f"{type(config).__name__}.{name}"
+    if isinstance(value, (str, bytes)):
         raise ConfigError(
-            f"{type(config).__name__}.{name} must be None or a list of field names, got "
-            f"{value!r}."
+            f"{where} must be None or an iterable of field names (a list, tuple or set), "
+            f"got the single string {value!r}; wrap it: {name}=({value!r},)."
         )
-    object.__setattr__(config, name, tuple(value))
+    try:
+        names = list(value)
+    except TypeError:
+        raise ConfigError(
+            f"{where} must be None or an iterable of field names (a list, tuple or set), "
+            f"got {type(value).__name__} {value!r}."
+        ) from None
+    bad = [k for k in names if not isinstance(k, str)]
+    if bad:
+        raise ConfigError(
+            f"{where} must hold field names (str), but holds {bad[0]!r} "
+            f"({type(bad[0]).__name__})."
+        )
+    if not isinstance(value, Sequence):
+        names.sort()
+    object.__setattr__(config, name, tuple(names))
 
 
 def spec_of_columns(columns: Mapping[str, np.ndarray]) -> dict[str, Any]:

@@ -1,29 +1,86 @@
-"""Checks and messages shared by the TFDS and Hugging Face source configs."""
+"""``DatasetConfig``: the fields every dataset-backed source config shares, checked once.
+
+The Hugging Face and TFDS configs (eager and streaming) derive from it and add only
+what is theirs (``data_files``; ``download``; the streaming options). Every field is
+validated here, in one place, with one wording.
+
+Example:
+    >>> from datarax.sources.hf import HFEagerConfig
+    >>> config = HFEagerConfig(name="my_folder", include_keys={"label", "image"})
+    >>> config.include_keys  # a set is stored sorted, so configs compare and hash stably
+    ('image', 'label')
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from datarax.core.config import check_bool, check_int, check_seed
+from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.sources._columns import normalize_keys
 
 
-def check_dataset_fields(config: Any) -> None:
-    """Validate the fields every dataset config has: split, data_dir, include/exclude
-    keys, shuffle, seed, cast_float64, track_metadata and num_epochs."""
-    cls = type(config).__name__
-    if not isinstance(config.split, str) or not config.split.strip():
-        raise ConfigError(f"{cls}.split must be a non-empty str such as 'train', got {config.split!r}.")
-    if config.data_dir is not None and not isinstance(config.data_dir, str):
-        raise ConfigError(f"{cls}.data_dir must be a str or None, got {config.data_dir!r}.")
-    normalize_keys(config, "include_keys")
-    normalize_keys(config, "exclude_keys")
-    check_bool(config, "shuffle")
-    check_seed(config, "seed")
-    check_bool(config, "cast_float64")
-    check_bool(config, "track_metadata")
-    check_int(config, "num_epochs", minimum=1, allowed=(-1,))
+@dataclass(frozen=True)
+class DatasetConfig(StructuralConfig):
+    """Fields shared by the dataset-backed source configs (HF and TFDS, eager and streaming).
+
+    Attributes:
+        name: which dataset (its meaning and whether it may be None is the subclass's).
+        split: split name with optional slicing, e.g. ``"train[:80%]"``.
+        data_dir: where the dataset lives (the subclass says exactly what it means).
+        include_keys / exclude_keys: names of the fields to keep / drop, any iterable of
+            ``str`` (a list, tuple or set); unknown names are refused when the source opens.
+        shuffle, seed: serve records in a seeded order, new each epoch (``seed + epoch``).
+        cast_float64: cast float64 fields to float32 while ``jax_enable_x64`` is off
+            (else they are refused; see :mod:`datarax.core.dtypes`).
+        track_metadata, num_epochs: as in :class:`~datarax.sources.MemorySourceConfig`.
+    """
+
+    name: str | None = None
+    split: str = "train"
+    data_dir: str | None = None
+    include_keys: tuple[str, ...] | None = None
+    exclude_keys: tuple[str, ...] | None = None
+    shuffle: bool = False
+    seed: int = 42
+    cast_float64: bool = False
+    track_metadata: bool = False
+    num_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = type(self).__name__
+        if not isinstance(self.split, str) or not self.split.strip():
+            raise ConfigError(
+                f"{cls}.split must be a non-empty str such as 'train', got {self.split!r}."
+            )
+        if self.data_dir is not None and not isinstance(self.data_dir, str):
+            raise ConfigError(f"{cls}.data_dir must be a str or None, got {self.data_dir!r}.")
+        normalize_keys(self, "include_keys")
+        normalize_keys(self, "exclude_keys")
+        check_bool(self, "shuffle")
+        check_seed(self, "seed")
+        check_bool(self, "cast_float64")
+        check_bool(self, "track_metadata")
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+
+
+def check_config_type(source: str, config: Any, expected: type) -> None:
+    """Refuse a config of the wrong type for ``source``, naming the one it needs.
+
+    Example:
+        >>> from datarax.sources.hf import HFEagerConfig, HFStreamingConfig
+        >>> check_config_type("HFEagerSource", HFStreamingConfig(name="x"), HFEagerConfig)
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: HFEagerSource needs an HFEagerConfig, got HFStreamingConfig.
+    """
+    if not isinstance(config, expected):
+        article = "an" if expected.__name__[:1] in "AEFHILMNORSX" else "a"
+        raise ConfigError(
+            f"{source} needs {article} {expected.__name__}, got {type(config).__name__}."
+        )
 
 
 def empty_split(config: Any, where: str) -> DataraxError:

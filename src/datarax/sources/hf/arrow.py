@@ -1,0 +1,135 @@
+"""Arrow columns (and HF ``Image`` features) to the numpy columns a batch carries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax.core.errors import DataraxError
+from datarax.sources._columns import as_text, fit_64bit, is_text_array
+from datarax.sources.hf.config import HFConfig
+
+
+def _arrow_to_numpy(column: Any, name: str, where: str) -> np.ndarray:
+    """One Arrow column as a numpy array (text as an object array of str)."""
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    kind = column.type
+    if column.null_count:
+        first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DataraxError(
+            f"{where}: field '{name}' is missing a value (None) at record {first} of the "
+            "chunk being read; fill missing values (Dataset.map) or drop the field "
+            "(exclude_keys)."
+        )
+    if pa.types.is_dictionary(kind):
+        return _arrow_to_numpy(column.dictionary_decode(), name, where)
+    if (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or getattr(pa.types, "is_string_view", lambda t: False)(kind)
+    ):
+        return as_text(column.to_numpy(zero_copy_only=False))
+    n = len(column)
+    if pa.types.is_fixed_size_list(kind):
+        width = kind.list_size
+        inner = column.flatten()
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        offsets = column.offsets.to_numpy()
+        lengths = np.diff(offsets)
+        if n and (lengths != lengths[0]).any():
+            bad = int(np.flatnonzero(lengths != lengths[0])[0])
+            raise DataraxError(
+                f"{where}: field '{name}' holds lists of different lengths (record 0 has "
+                f"{int(lengths[0])}, record {bad} has {int(lengths[bad])}); batches need "
+                "one shape per field. Pad or truncate it first, or drop it (exclude_keys)."
+            )
+        width = int(lengths[0]) if n else 0
+        inner = column.flatten()
+    elif pa.types.is_struct(kind):
+        raise DataraxError(
+            f"{where}: field '{name}' is a nested struct ({kind}); datarax batches hold "
+            "arrays and text. Flatten it first (Dataset.flatten()) or drop it (exclude_keys)."
+        )
+    else:
+        array = column.to_numpy(zero_copy_only=False)
+        if array.dtype == object:
+            raise DataraxError(
+                f"{where}: field '{name}' has Arrow type {kind}, which datarax cannot turn "
+                "into an array; convert it first or drop it (exclude_keys)."
+            )
+        return array
+    values = _arrow_to_numpy(inner, name, where)
+    return values.reshape((n, width) + values.shape[1:])
+
+
+def is_text_type(kind: Any) -> bool:
+    """Whether an Arrow type becomes text (``str``/``bytes`` values, or lists of them)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return is_text_type(kind.value_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return is_text_type(kind.value_type)
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or getattr(pa.types, "is_string_view", lambda t: False)(kind)
+    )
+
+
+def table_to_columns(
+    table: Any,
+    keys: Sequence[str],
+    config: HFConfig,
+    where: str,
+    first_record: int = 0,
+    features: Any = None,
+) -> dict[str, np.ndarray]:
+    columns = {}
+    for key in keys:
+        feature = features.get(key) if features is not None else None
+        if _is_image(feature):
+            array = _decode_images(table.column(key), feature, key, where, first_record)
+        else:
+            array = _arrow_to_numpy(table.column(key), key, where)
+        if not is_text_array(array):
+            array = fit_64bit(
+                key, array, where=where, cast_float64=config.cast_float64, first_record=first_record
+            )
+        columns[key] = array
+    return columns
+
+
+def _is_image(feature: Any) -> bool:
+    return type(feature).__name__ == "Image" and type(feature).__module__.startswith("datasets")
+
+
+def _decode_images(column: Any, feature: Any, name: str, where: str, first_record: int) -> np.ndarray:
+    """An HF ``Image`` column (encoded bytes) as one stacked uint8 array."""
+    images = []
+    for i, value in enumerate(column.to_pylist()):
+        if value is None:
+            raise DataraxError(
+                f"{where}: field '{name}' is missing an image (None) at record "
+                f"{first_record + i}; fill or filter it first, or drop the field (exclude_keys)."
+            )
+        images.append(np.asarray(feature.decode_example(value)))
+    shapes = {im.shape for im in images}
+    if len(shapes) > 1:
+        bad = next(i for i, im in enumerate(images) if im.shape != images[0].shape)
+        raise DataraxError(
+            f"{where}: field '{name}' holds images of different shapes (record "
+            f"{first_record} is {images[0].shape}, record {first_record + bad} is "
+            f"{images[bad].shape}); resize them to one shape first (Dataset.map), or drop "
+            "the field (exclude_keys)."
+        )
+    return np.stack(images)

@@ -1,0 +1,107 @@
+"""Configs of the Hugging Face sources: the shared fields, eager and streaming."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from datarax.core.config import check_int
+from datarax.core.errors import ConfigError
+from datarax.sources._dataset_config import DatasetConfig
+from datarax.sources.random_access import BadRecordFields
+
+
+@dataclass(frozen=True)
+class HFConfig(DatasetConfig):
+    """Fields of both HF configs: :class:`DatasetConfig`'s, plus ``data_files``."""
+
+    data_files: str | tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = type(self).__name__
+        if self.name is not None and not (isinstance(self.name, str) and self.name):
+            raise ConfigError(f"{cls}.name must be a non-empty str or None, got {self.name!r}.")
+        files = self.data_files
+        if files is not None:
+            if isinstance(files, str):
+                pass
+            elif isinstance(files, Sequence) and files and all(isinstance(f, str) for f in files):
+                object.__setattr__(self, "data_files", tuple(files))
+            else:
+                raise ConfigError(
+                    f"{cls}.data_files must be a path/glob or a list of them (the files of "
+                    f"split '{self.split}'), got {files!r}."
+                )
+        if self.name is None and files is None:
+            raise ConfigError(
+                f"{cls} needs name= (a Hub id, a local folder or file) or data_files=."
+            )
+
+
+@dataclass(frozen=True)
+class HFEagerConfig(HFConfig):
+    """Configuration of :class:`HFEagerSource`.
+
+    Attributes:
+        name: Hub id, local folder (data files or ``save_to_disk`` output) or data file/glob.
+        split: split with optional HF slicing, e.g. ``"train[:80%]"``.
+        data_files: path/glob or list of them holding split ``split`` (``name`` then
+            names the builder, e.g. ``"parquet"``, or may be omitted).
+        data_dir: sub-folder of the dataset to read (``load_dataset(data_dir=...)``).
+        include_keys / exclude_keys: fields to keep / drop (unknown names are refused).
+        shuffle, seed: Feistel permutation per epoch (``seed + epoch``), O(1) memory.
+        cast_float64: cast float64 fields to float32 while x64 is off (else refused).
+        track_metadata, num_epochs: as in :class:`~datarax.sources.MemorySourceConfig`.
+        streaming: must stay False (use :class:`HFStreamingConfig` to stream).
+    """
+
+    streaming: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.streaming is not False:
+            raise ConfigError(
+                "HFEagerConfig.streaming must be False; use HFStreamingConfig / "
+                "HFStreamingSource to stream."
+            )
+
+
+@dataclass(frozen=True)
+class HFStreamingConfig(BadRecordFields, HFConfig):
+    """Configuration of :class:`HFStreamingSource` (fields of :class:`HFEagerConfig`, plus).
+
+    Attributes:
+        streaming: must stay True (use :class:`HFEagerConfig` to load eagerly).
+        chunk_size: records read per Arrow chunk; bounds memory with the buffer below.
+        shuffle_buffer_size: with ``shuffle=True`` a stream cannot be permuted globally
+            (no random access); pass ``e`` reads the shards (files) in an order drawn
+            from ``seed + e`` and mixes records through a rolling buffer of this many
+            records (same seed, same order).
+        on_error: ``"raise"`` (default) stops at a record that cannot be converted to
+            the declared fields (an image that does not decode, a value that cannot be
+            cast, a field shaped unlike the first record's); ``"skip"`` drops it, counts
+            it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
+        max_skipped: with ``"skip"``, most records one pass may skip (None: no limit).
+        max_skipped_fraction: with ``"skip"``, most records one pass may skip as a
+            fraction of the pass (checked as it goes when the split declares its size,
+            else at the end of the pass).
+    """
+
+    streaming: bool = True
+    chunk_size: int = 1024
+    shuffle_buffer_size: int = 1000
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.streaming is not True:
+            raise ConfigError(
+                "HFStreamingConfig.streaming must be True; use HFEagerConfig / "
+                "HFEagerSource to load the split into memory."
+            )
+        check_int(self, "chunk_size", minimum=1)
+        check_int(self, "shuffle_buffer_size", minimum=1)
+        self.error_policy()

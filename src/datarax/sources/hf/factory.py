@@ -1,0 +1,86 @@
+"""``from_hf``: pick the eager or the streaming source for a split.
+
+The choice is made from what the dataset declares (its schema and the split's size),
+read through a lazily opened stream, before any source is built: exactly one source
+is constructed, the chosen one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flax import nnx
+
+from datarax.core.errors import ConfigError
+from datarax.sources.hf.arrow import is_text_type
+from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
+from datarax.sources.hf.eager import HFEagerSource
+from datarax.sources.hf.locate import split_bytes
+from datarax.sources.hf.streaming import HFStreamingSource, open_stream
+
+#: ``from_hf`` picks the eager source for splits known to be at most this many bytes.
+EAGER_MAX_BYTES = 256 * 2**20
+
+_STREAM_ONLY = {"chunk_size", "shuffle_buffer_size", "on_error", "max_skipped", "max_skipped_fraction"}
+
+
+def from_hf(
+    name: str | None,
+    split: str = "train",
+    *,
+    streaming: bool | None = None,
+    rngs: nnx.Rngs | None = None,
+    **config: Any,
+) -> HFEagerSource | HFStreamingSource:
+    """An HF source for ``name``/``split``: eager or streaming.
+
+    ``streaming=True`` / ``False`` chooses explicitly and always wins. With
+    ``streaming=None`` the split is streamed unless all of these hold, in which case
+    it is loaded eagerly (:class:`HFEagerSource`):
+
+    * its size is known and at most :data:`EAGER_MAX_BYTES` (256 MiB): the size the
+      dataset declares for the split, else the bytes of its local files;
+    * none of the kept fields is text (text cannot live on the device);
+    * no streaming-only option (``chunk_size``, ``shuffle_buffer_size``, ``on_error``,
+      ``max_skipped``, ``max_skipped_fraction``) is given.
+
+    ``config`` holds further config fields (``shuffle``, ``seed``, ``include_keys``,
+    ``data_files``, ...).
+
+    Example:
+        >>> from flax import nnx
+        >>> from datarax.sources import from_hf
+        >>> source = from_hf("stanfordnlp/sst2", "train", streaming=True, rngs=nnx.Rngs(0))  # doctest: +SKIP
+    """
+    if streaming not in (None, True, False):
+        raise ConfigError(f"from_hf streaming must be True, False or None, got {streaming!r}.")
+    stream_only = sorted(_STREAM_ONLY & set(config))
+    if streaming is False:
+        if stream_only:
+            raise ConfigError(
+                f"from_hf: {stream_only} apply only to streaming (HFStreamingSource); drop "
+                "them or pass streaming=True."
+            )
+        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
+    stream_config = HFStreamingConfig(name=name, split=split, **config)
+    if streaming is None and not stream_only and _fits_eager(stream_config):
+        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
+    return HFStreamingSource(stream_config, rngs=rngs)
+
+
+def _fits_eager(config: HFStreamingConfig) -> bool:
+    """Whether the split's size is known and small enough, and no kept field is text."""
+    where = "from_hf"
+    dataset, keys, _ = open_stream(config, where)
+    size = split_bytes(config, dataset)
+    if size is None or size > EAGER_MAX_BYTES:
+        return False
+    features = dataset.features
+    if features is not None:
+        schema = features.arrow_schema
+    else:  # undeclared (e.g. JSON files): the schema of the first record
+        first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
+        if first is None:
+            return False  # empty: the streaming source says so
+        schema = first.schema
+    return not any(is_text_type(schema.field(key).type) for key in keys)

@@ -1,0 +1,171 @@
+"""Finding and opening a Hugging Face dataset: Hub id, local folder, saved dataset or files.
+
+Also the split arithmetic (HF slice syntax) and what the dataset declares about a
+split's size."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.sources._optional import require
+from datarax.sources.hf.config import HFConfig
+
+
+_BUILDER_BY_SUFFIX = {
+    ".parquet": "parquet",
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".arrow": "arrow",
+    ".txt": "text",
+}
+
+
+def datasets_module(user: str) -> Any:
+    return require("datasets", extra="hf", user=user)
+
+
+def _is_saved_to_disk(path: str) -> bool:
+    return os.path.isdir(path) and any(
+        os.path.isfile(os.path.join(path, f))
+        for f in ("dataset_dict.json", "state.json")
+    )
+
+
+def _builder_for(path: str) -> str | None:
+    for suffix, builder in _BUILDER_BY_SUFFIX.items():
+        if path.endswith(suffix) or path.endswith(suffix + ".gz"):
+            return builder
+    return None
+
+
+def split_names(split: str) -> list[str]:
+    return [part.split("[")[0].strip() for part in split.split("+")]
+
+
+def _not_found(where: str, config: HFConfig) -> DataraxError:
+    what = repr(config.name) if config.name is not None else f"data_files={config.data_files!r}"
+    return DataraxError(
+        f"{where}: dataset {what} was not found: it is not a local folder or data file, "
+        "and the Hugging Face Hub does not have it or cannot be reached (offline). Pass "
+        "a Hub id, a local dataset folder (e.g. one written by save_to_disk) or data files."
+    )
+
+
+def open_splits(config: HFConfig, *, streaming: bool, where: str) -> dict[str, Any]:
+    """All splits of the dataset ``config`` names (lazy for streams), keyed by name."""
+    datasets = datasets_module(where)
+    name = config.name
+    base = split_names(config.split)[0]
+    kwargs: dict[str, Any] = {"streaming": streaming}
+    if config.data_dir is not None:
+        kwargs["data_dir"] = config.data_dir
+    if name is not None and _is_saved_to_disk(name):
+        loaded = datasets.load_from_disk(name)
+        if isinstance(loaded, datasets.Dataset):
+            loaded = {str(loaded.split or "train"): loaded}
+        splits = dict(loaded)
+        if streaming:
+            splits = {k: v.to_iterable_dataset(num_shards=_shards_for(len(v))) for k, v in splits.items()}
+        return splits
+    path = name
+    files = config.data_files
+    if files is None and name is not None and (
+        os.path.isfile(name) or (glob.has_magic(name) and glob.glob(name))
+    ):
+        path, files = _builder_for(name), name
+        if path is None:
+            raise ConfigError(
+                f"{where}: cannot tell the format of {name!r} from its extension; pass "
+                f"name='parquet' (or json, csv, arrow, text) and data_files={name!r}."
+            )
+    if files is not None:
+        kwargs["data_files"] = {base: list(files) if isinstance(files, tuple) else files}
+        if path is None:
+            first = files if isinstance(files, str) else files[0]
+            path = _builder_for(first)
+            if path is None:
+                raise ConfigError(
+                    f"{where}: cannot tell the format of {first!r} from its extension; "
+                    "pass name='parquet' (or json, csv, arrow, text) with data_files."
+                )
+    try:
+        loaded = datasets.load_dataset(path, **kwargs)
+    except DataraxError:
+        raise
+    except Exception as err:  # datasets raises many types for "not here, not on the Hub"
+        if isinstance(err, ValueError) and "Unknown split" in str(err):
+            raise DataraxError(f"{where}: {err}") from err
+        raise _not_found(where, config) from err
+    return dict(loaded)
+
+
+def _shards_for(length: int) -> int:
+    return max(1, min(64, length // 10_000))
+
+
+def check_split(splits: dict[str, Any], config: HFConfig, where: str) -> None:
+    for base in split_names(config.split):
+        if base not in splits:
+            raise DataraxError(
+                f"{where}: split {base!r} is not in dataset {config.name!r}; its splits "
+                f"are {sorted(splits)}."
+            )
+
+
+def relative_instructions(split: str, where: str) -> list[Any]:
+    from datasets.arrow_reader import ReadInstruction
+
+    try:
+        return list(ReadInstruction.from_spec(split)._relative_instructions)
+    except (AssertionError, ValueError) as err:
+        raise ConfigError(f"{where}: cannot parse split {split!r}: {err}") from err
+
+
+def to_absolute(rel: Any, lengths: dict[str, int]) -> Any:
+    from datasets.arrow_reader import _rel_to_abs_instr
+
+    return _rel_to_abs_instr(rel, lengths)
+
+
+def known_length(dataset: Any, split: str) -> int | None:
+    info = getattr(dataset, "info", None)
+    splits = getattr(info, "splits", None) or {}
+    if split in splits and splits[split].num_examples:
+        return int(splits[split].num_examples)
+    return None
+
+
+def split_bytes(config: HFConfig, dataset: Any) -> int | None:
+    """Declared bytes of the split, else the bytes of its local files (None: unknown)."""
+    info = getattr(dataset, "info", None)
+    splits = getattr(info, "splits", None) or {}
+    total = 0
+    for base in split_names(config.split):
+        if base in splits and splits[base].num_bytes:
+            total += int(splits[base].num_bytes)
+        else:
+            total = -1
+            break
+    if total >= 0:
+        return total
+    paths: list[str] = []
+    if config.data_files is not None:
+        files = [config.data_files] if isinstance(config.data_files, str) else list(config.data_files)
+        for f in files:
+            paths.extend(glob.glob(f))
+    elif config.name is not None and os.path.exists(config.name):
+        if os.path.isfile(config.name):
+            paths.append(config.name)
+        else:
+            for root, _, names in os.walk(config.name):
+                paths.extend(os.path.join(root, n) for n in names)
+    elif config.name is not None and glob.has_magic(config.name):
+        paths.extend(glob.glob(config.name))
+    if not paths:
+        return None
+    return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))

@@ -1,0 +1,383 @@
+"""The open pass of an ``HFStreamingSource``: chunks read (shuffled through a buffer
+when asked), sharded, converted, and the bad-record policy (skip, count, report,
+budget) applied to them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from datarax.core.errors import DataraxError, RecordError, StateError
+from datarax.core.spec import TextSpec
+from datarax.sources._columns import is_text_array
+from datarax.sources.hf.arrow import table_to_columns
+from datarax.sources.hf.config import HFConfig
+from datarax.sources.host_reader import MAX_REPORTS, ErrorPolicy, SkippedRecord
+
+if TYPE_CHECKING:
+    from datarax.sources.hf.streaming import HFStreamingSource
+
+
+class StreamReader:
+    """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted.
+
+    ``consumed`` counts this shard's records of the pass handed out or skipped;
+    ``skipped`` the bad records before ``consumed`` (``on_error="skip"``).
+    """
+
+    def __init__(
+        self,
+        source: HFStreamingSource,
+        dataset: Any,
+        keys: tuple[str, ...],
+        by_shard: bool,
+        policy: ErrorPolicy,
+        length: int | None,
+    ) -> None:
+        self._source = source
+        self._dataset = dataset
+        self._by_shard = by_shard
+        self._keys = keys
+        self._policy = policy
+        self._length = length  # records in the split, when the stream declares it
+        self._reports: list[SkippedRecord] = []
+        self._tables: Any = None
+        self.ended = False
+        self.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._tables is not None
+
+    def close(self) -> None:
+        tables, self._tables = self._tables, None
+        if tables is not None and hasattr(tables, "close"):
+            tables.close()
+        self._chunk: dict[str, np.ndarray] | None = None
+        self._indices = np.zeros(0, np.int64)
+        self._ordinals = np.zeros(0, np.int64)
+        self._offset = 0
+        self._stream_position = 0
+        self._ordinal = 0  # this shard's records pulled from the stream
+        self._epoch = 0
+        self.consumed = 0
+        self.skipped = 0
+        self._pulled_skips = 0
+        self._pending: list[tuple[int, int, str]] = []  # (ordinal, position, cause)
+        self.ended = False
+
+    def open(self, epoch: int, *, skip: int, skipped: int = 0) -> None:
+        """Open pass ``epoch``, drop its first ``skip`` records of this shard (of which
+        ``skipped`` were bad records skipped before)."""
+        self.close()
+        self._epoch = int(epoch)
+        self.consumed = int(skip)
+        self.skipped = self._pulled_skips = int(skipped)
+        config = self._source.config
+        dataset = self._dataset
+        if config.shuffle:
+            self._tables = shuffled_tables(
+                dataset,
+                by_shard=self._by_shard,
+                chunk_size=config.chunk_size,
+                buffer_size=config.shuffle_buffer_size,
+                seed=(config.seed + epoch) % 2**32,
+            )
+        else:
+            self._tables = iter(dataset.with_format("arrow").iter(batch_size=config.chunk_size))
+        while skip > 0:
+            got = self._next_table()
+            if got is None:
+                raise StateError(
+                    f"HFStreamingSource: the restored state says {skip} more records were "
+                    f"handed out in epoch {epoch} than the stream holds; the state comes "
+                    "from a different dataset or split.",
+                    field="current_index",
+                )
+            table, positions, ordinals = got
+            if len(positions) <= skip:
+                skip -= len(positions)
+                continue
+            self._set_chunk(table.slice(skip), positions[skip:], ordinals[skip:])
+            skip = 0
+
+    def read(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        """Up to ``batch_size`` records of the pass (None at its end)."""
+        parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
+        need = batch_size
+        end = self.consumed
+        while need > 0:
+            if self._chunk is None or self._offset >= len(self._indices):
+                got = self._next_table()
+                if got is None:
+                    self._chunk = None
+                    break
+                self._set_chunk(*got)
+                continue
+            assert self._chunk is not None
+            take = min(need, len(self._indices) - self._offset)
+            sl = slice(self._offset, self._offset + take)
+            parts.append(({k: v[sl] for k, v in self._chunk.items()}, self._indices[sl]))
+            end = int(self._ordinals[self._offset + take - 1]) + 1
+            self._offset += take
+            need -= take
+        if not parts:
+            self._commit(self._ordinal)
+            self._check_pass_fraction()
+            self.ended = True
+            return None
+        self._commit(end)
+        if len(parts) == 1:
+            return parts[0]
+        columns = {k: np.concatenate([p[0][k] for p in parts]) for k in self._keys}
+        return columns, np.concatenate([p[1] for p in parts])
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
+        return list(self._reports)
+
+    def _next_table(self) -> tuple[Any, np.ndarray, np.ndarray] | None:
+        """The next non-empty Arrow chunk of this shard, its stream positions and its
+        ordinals among this shard's records."""
+        import pyarrow as pa
+
+        while True:
+            table = next(self._tables, None)
+            if table is None:
+                return None
+            n = table.num_rows
+            positions = np.arange(self._stream_position, self._stream_position + n, dtype=np.int64)
+            self._stream_position += n
+            index, count = self._source.shard
+            if count > 1:
+                keep = positions % count == index
+                table = table.filter(pa.array(keep))
+                positions = positions[keep]
+            if len(positions):
+                ordinals = np.arange(self._ordinal, self._ordinal + len(positions), dtype=np.int64)
+                self._ordinal += len(positions)
+                return table, positions, ordinals
+
+    def _set_chunk(self, table: Any, positions: np.ndarray, ordinals: np.ndarray) -> None:
+        source = self._source
+        try:
+            columns = table_to_columns(
+                table,
+                self._keys,
+                source.config,
+                _WHERE,
+                first_record=int(positions[0]),
+                features=self._dataset.features,
+            )
+            if self._policy.skips:
+                check_spec(columns, source.element_spec())
+        except Exception as err:  # noqa: BLE001 - located per record below
+            if not self._policy.skips:
+                if isinstance(err, DataraxError):
+                    raise
+                raise record_error(
+                    table,
+                    self._keys,
+                    source.config,
+                    self._dataset.features,
+                    int(positions[0]),
+                    self._epoch,
+                    err,
+                ) from err
+            columns, keep = self._convert_records(table, positions, ordinals)
+            positions, ordinals = positions[keep], ordinals[keep]
+        self._chunk = columns
+        self._indices = positions
+        self._ordinals = ordinals
+        self._offset = 0
+
+    def _convert_one(self, table: Any, i: int, position: int) -> dict[str, np.ndarray]:
+        source = self._source
+        columns = table_to_columns(
+            table.slice(i, 1),
+            self._keys,
+            source.config,
+            _WHERE,
+            first_record=position,
+            features=self._dataset.features,
+        )
+        check_spec(columns, source.element_spec())
+        return columns
+
+    def _convert_records(
+        self, table: Any, positions: np.ndarray, ordinals: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Convert record by record, skipping (and counting) the ones that fail."""
+        good: list[dict[str, np.ndarray]] = []
+        keep = np.zeros(len(positions), bool)
+        for i, (position, ordinal) in enumerate(zip(positions.tolist(), ordinals.tolist())):
+            try:
+                good.append(self._convert_one(table, i, position))
+            except Exception as err:  # noqa: BLE001 - counted and reported
+                self._fail(ordinal, position, _cause(err))
+                continue
+            keep[i] = True
+        if not good:
+            return {}, keep
+        return {k: np.concatenate([g[k] for g in good]) for k in self._keys}, keep
+
+    def _fail(self, ordinal: int, position: int, cause: str) -> None:
+        """Count a bad record pulled from the stream; raise past the skip budget."""
+        self._pending.append((ordinal, position, cause))
+        self._pulled_skips += 1
+        size = self._shard_length()
+        budget = self._policy.budget(size) if size is not None else self._policy.max_skipped
+        if budget is not None and self._pulled_skips > budget:
+            raise self._over_budget(self._pulled_skips, budget, size, position, cause)
+
+    def _check_pass_fraction(self) -> None:
+        """With an unknown pass size, ``max_skipped_fraction`` is checked at its end."""
+        if self._shard_length() is not None or self._policy.max_skipped_fraction is None:
+            return
+        budget = self._policy.budget(self.consumed)
+        assert budget is not None
+        if self.skipped > budget:
+            last = self._reports[-1] if self._reports else None
+            raise self._over_budget(
+                self.skipped,
+                budget,
+                self.consumed,
+                last.index if last else None,
+                last.cause if last else "(not reported)",
+            )
+
+    def _over_budget(
+        self, count: int, budget: int, size: int | None, position: int | None, cause: str
+    ) -> RecordError:
+        policy = self._policy
+        of = f" of {size} records" if size is not None else ""
+        return RecordError(
+            f"{_WHERE}: skipped {count} bad records in epoch {self._epoch}, over the "
+            f"budget of {budget} (max_skipped={policy.max_skipped}, max_skipped_fraction="
+            f"{policy.max_skipped_fraction}{of}). Latest: record {position}: "
+            f"{cause.rstrip('.')}. Raise the skip budget or fix the data.",
+            index=position,
+        )
+
+    def _commit(self, end: int) -> None:
+        """Count bad records before ordinal ``end`` as skipped; ``end`` is consumed."""
+        while self._pending and self._pending[0][0] < end:
+            ordinal, position, cause = self._pending.pop(0)
+            self.skipped += 1
+            if len(self._reports) < MAX_REPORTS:
+                self._reports.append(
+                    SkippedRecord(self._epoch, ordinal, position, None, position, cause)
+                )
+        self.consumed = end
+
+    def _shard_length(self) -> int | None:
+        """Records of this shard in one pass, when the split declares its size."""
+        if self._length is None:
+            return None
+        index, count = self._source.shard
+        return len(range(index, self._length, count))
+
+
+_WHERE = "HFStreamingSource"
+
+
+def _cause(err: BaseException) -> str:
+    """What went wrong with one record, for messages and reports."""
+    if isinstance(err, DataraxError):
+        return str(err).removeprefix(f"{_WHERE}: ")
+    return f"{type(err).__name__}: {err}"
+
+
+def record_error(
+    table: Any,
+    keys: Sequence[str],
+    config: HFConfig,
+    features: Any,
+    first_position: int,
+    epoch: int,
+    err: BaseException,
+) -> RecordError:
+    """``on_error="raise"``: the error naming the first record of ``table`` (whose
+    first record is at stream position ``first_position``) that fails alone."""
+    position, cause = first_position, err
+    for i in range(table.num_rows):
+        try:
+            table_to_columns(table.slice(i, 1), keys, config, _WHERE, first_position + i, features)
+        except Exception as one:  # noqa: BLE001 - reported with location
+            position, cause = first_position + i, one
+            break
+    return RecordError(
+        f"{_WHERE}: cannot convert record {position} of split {config.split!r} "
+        f"(epoch {epoch}): {_cause(cause)}. Fix or filter the data, or construct the "
+        "source with on_error='skip' to drop bad records (they are counted and reported).",
+        index=position,
+    )
+
+
+def check_spec(columns: dict[str, np.ndarray], spec: dict[str, Any]) -> None:
+    """Refuse converted columns whose per-record shape or dtype differs from ``spec``."""
+    for key, want in spec.items():
+        got = columns[key]
+        if isinstance(want, TextSpec):
+            if is_text_array(got) and tuple(got.shape[1:]) == tuple(want.shape):
+                continue
+            have = "text" if is_text_array(got) else f"{got.dtype}"
+            raise DataraxError(
+                f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
+                f"first record's is text of shape {tuple(want.shape)}."
+            )
+        if (
+            not is_text_array(got)
+            and tuple(got.shape[1:]) == tuple(want.shape)
+            and got.dtype == want.dtype
+        ):
+            continue
+        have = "text" if is_text_array(got) else f"{got.dtype}"
+        raise DataraxError(
+            f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
+            f"first record's is {want.dtype} of shape {tuple(want.shape)}."
+        )
+
+
+def first_good_record(
+    table: Any, keys: Sequence[str], config: HFConfig, where: str, features: Any
+) -> dict[str, np.ndarray]:
+    """``on_error="skip"``: the fields of the first record of ``table`` that converts
+    (the first failure when none does)."""
+    first: BaseException | None = None
+    for i in range(table.num_rows):
+        try:
+            return table_to_columns(table.slice(i, 1), keys, config, where, i, features)
+        except Exception as err:  # noqa: BLE001 - the first one is re-raised
+            first = first or err
+    assert first is not None
+    raise first
+
+
+def shuffled_tables(
+    dataset: Any, *, by_shard: bool, chunk_size: int, buffer_size: int, seed: int
+) -> Any:
+    """Arrow tables of one shuffled pass: shards (files) in a seeded order, records
+    mixed through a rolling buffer of ``buffer_size`` records (``datasets``' scheme,
+    read shard after shard, so memory stays at about ``buffer_size + chunk_size``)."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    shards = int(getattr(dataset, "num_shards", 1) or 1) if by_shard else 1
+    order = rng.permutation(shards) if shards > 1 else np.zeros(1, np.int64)
+    tables: list[Any] = []
+    held = 0
+    for index in order:
+        part = dataset.shard(num_shards=shards, index=int(index)) if shards > 1 else dataset
+        for table in part.with_format("arrow").iter(batch_size=chunk_size):
+            tables.append(table)
+            held += table.num_rows
+            if held >= buffer_size:
+                mixed = pa.concat_tables(tables).take(rng.permutation(held))
+                keep = buffer_size // 2
+                yield mixed.slice(0, held - keep)
+                tables, held = [mixed.slice(held - keep)], keep
+    if held:
+        yield pa.concat_tables(tables).take(rng.permutation(held))

@@ -1,0 +1,208 @@
+"""``HFStreamingSource``: a Hugging Face ``IterableDataset`` read chunk by chunk.
+
+Also how the stream is opened: the split sliced as asked, its fields chosen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flax import nnx
+
+from datarax.core.data_source import Batch, DataSourceModule
+from datarax.core.errors import ConfigError, DataraxError, StateError
+from datarax.sources._columns import is_text_array, select_keys, spec_of_columns
+from datarax.sources._dataset_config import check_config_type, empty_split
+from datarax.sources.hf.arrow import table_to_columns
+from datarax.sources.hf.config import HFStreamingConfig
+from datarax.sources.hf.locate import (
+    check_split,
+    datasets_module,
+    known_length,
+    open_splits,
+    relative_instructions,
+    split_names,
+    to_absolute,
+)
+from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
+from datarax.sources.host_reader import SkippedRecord
+
+
+class HFStreamingSource(DataSourceModule):
+    """A Hugging Face ``IterableDataset`` read chunk by chunk on the host.
+
+    One pass per ``for batch in pipeline`` (the Pipeline calls ``start_epoch``), memory
+    bounded by ``chunk_size`` (+ ``shuffle_buffer_size``), text fields served as lists
+    of ``str``, exact mid-epoch resume from ``{"current_index", "current_epoch"}``.
+    With several processes (``Pipeline(shard_count=...)``) each keeps every
+    ``count``-th record of the stream. The stable index of a record is its position
+    in the pass's stream (in the shuffled stream when ``shuffle=True``). With
+    ``on_error="skip"`` bad records are dropped within the ``max_skipped`` /
+    ``max_skipped_fraction`` budget, reported by :meth:`skipped_records` and counted
+    in the state (``"skipped"``), so resume re-skips them without counting them twice.
+
+    Example:
+        >>> from flax import nnx
+        >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
+        >>> config = HFStreamingConfig(name="stanfordnlp/sst2", split="train", streaming=True)
+        >>> source = HFStreamingSource(config, rngs=nnx.Rngs(0))  # doctest: +SKIP
+        >>> source.element_spec()["sentence"]  # doctest: +SKIP
+        TextSpec(shape=())
+    """
+
+    config: HFStreamingConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: HFStreamingConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        check_config_type("HFStreamingSource", config, HFStreamingConfig)
+        super().__init__(config, rngs=rngs, name=name)
+        where = "HFStreamingSource"
+        dataset, keys, by_shard = open_stream(config, where)
+        self._dataset = nnx.static(dataset)
+        first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
+        if first is None or first.num_rows == 0:
+            raise empty_split(config, where)
+        features = dataset.features
+        policy = config.error_policy()
+        try:
+            columns = table_to_columns(first, keys, config, where, features=features)
+        except DataraxError:
+            if not policy.skips:
+                raise
+            columns = first_good_record(first, keys, config, where, features)
+        except Exception as err:  # e.g. an image that does not decode
+            if not policy.skips:
+                raise record_error(first, keys, config, features, 0, 0, err) from err
+            columns = first_good_record(first, keys, config, where, features)
+        spec = spec_of_columns(columns)
+        self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
+        length = known_length(dataset, split_names(config.split)[0]) if by_shard else None
+        self.skipped = nnx.Variable(0)  # records skipped this pass before the cursor
+        self._reader = nnx.static(
+            StreamReader(self, dataset, tuple(keys), by_shard, policy, length)
+        )
+
+    # ------------------------------------------------------------- contract
+    def element_spec(self) -> dict[str, Any]:
+        """Fields, per-record shapes and dtypes (text: ``TextSpec``), from the first chunk."""
+        return dict(self._spec)
+
+    def get_batch(self, batch_size: int) -> Batch | None:
+        """The next batch of the current pass (None at its end)."""
+        return self.get_batch_with_indices(batch_size)[0]
+
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        reader = self._reader
+        if not reader.is_open:
+            reader.open(self._cursor.epoch, skip=self._cursor.index, skipped=self._skipped())
+        got = reader.read(batch_size)
+        self.skipped.set_value(reader.skipped)
+        self._cursor.current_index.set_value(reader.consumed)
+        if got is None:
+            return None, None
+        columns, indices = got
+        batch = {k: (v.tolist() if is_text_array(v) else v) for k, v in columns.items()}
+        return batch, indices
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Records dropped under ``on_error="skip"`` so far: pass, position and cause.
+
+        ``position`` counts this process's records of the pass (handed out or
+        skipped), ``index`` is the record's position in the pass's stream (also in
+        ``index_in_file``); ``path`` is None (a stream does not say which file).
+        """
+        return self._reader.skipped_records()
+
+    def _skipped(self) -> int:
+        return int(self.skipped.get_value())
+
+    def start_epoch(self, epoch: int) -> None:
+        """Start pass ``epoch`` from its first record (the stream is re-opened lazily)."""
+        self._cursor.start_epoch(epoch)
+        self.skipped.set_value(0)
+        self._reader.close()
+
+    def close_epoch(self) -> None:
+        """Release the open stream (the position is kept; reading re-opens and skips)."""
+        self._reader.close()
+
+    def get_state(self) -> dict[str, Any]:
+        """``current_index`` (records of the pass handed out or skipped) and
+        ``current_epoch``; with ``on_error="skip"`` also ``skipped`` (records skipped
+        before ``current_index``)."""
+        state = super().get_state()
+        if self.config.on_error == "skip":
+            state["skipped"] = self._skipped()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue at ``state``: the pass is re-opened and the records it covers
+        (handed out or skipped) are passed over unread. A state without
+        ``"skipped"`` counts no skips."""
+        where = "HFStreamingSource"
+        skipped = state.get("skipped", 0) if isinstance(state, dict) else 0
+        if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
+            raise StateError(
+                f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
+                field="skipped",
+            )
+        super().set_state(state)
+        if skipped > self._cursor.index:
+            raise StateError(
+                f"{where} state says {skipped} records were skipped before position "
+                f"{self._cursor.index}; the state was tampered with.",
+                field="skipped",
+            )
+        self.skipped.set_value(skipped)
+        self._reader.close()
+
+    def __iter__(self) -> HFStreamingSource:
+        if self._reader.ended:
+            self.start_epoch(0)
+        return self
+
+
+def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:
+    """The split (sliced as asked) as one ``IterableDataset``, the fields to keep, and
+    whether its shards (files) can be read one by one (unsliced, one split)."""
+    datasets = datasets_module(where)
+    splits = open_splits(config, streaming=True, where=where)
+    check_split(splits, config, where)
+    parts = []
+    for rel in relative_instructions(config.split, where):
+        part = splits[rel.splitname]
+        lo, hi, unit = rel.from_, rel.to, rel.unit
+        if lo is None and hi is None:
+            parts.append(part)
+            continue
+        if unit == "%" or (lo or 0) < 0 or (hi or 0) < 0:
+            length = known_length(part, rel.splitname)
+            if length is None:
+                raise ConfigError(
+                    f"{where}: split {config.split!r} slices by percent or from the end, "
+                    "which needs the split's size, and this stream does not declare it. "
+                    "Slice with absolute record counts (e.g. 'train[:1000]') or use "
+                    "HFEagerSource."
+                )
+            absolute = to_absolute(rel, {rel.splitname: length})
+            lo, hi = absolute.from_, absolute.to
+        lo = lo or 0
+        if lo:
+            part = part.skip(lo)
+        if hi is not None:
+            part = part.take(max(0, hi - lo))
+        parts.append(part)
+    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    columns = list(dataset.column_names or [])
+    if not columns:
+        first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
+        if first is None:
+            raise empty_split(config, where)
+        columns = list(first.column_names)
+    keys = select_keys(columns, config.include_keys, config.exclude_keys, where=where)
+    by_shard = len(parts) == 1 and parts[0] is splits[split_names(config.split)[0]]
+    return dataset, keys, by_shard

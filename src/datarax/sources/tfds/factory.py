@@ -1,0 +1,76 @@
+"""``from_tfds``: pick the eager or the streaming source for a split."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flax import nnx
+
+from datarax.core.errors import ConfigError
+from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
+from datarax.sources.tfds.eager import TFDSEagerSource
+from datarax.sources.tfds.features import Decoder
+from datarax.sources.tfds.opening import open_builder, tfds_module
+from datarax.sources.tfds.streaming import TFDSStreamingSource
+
+
+#: ``from_tfds`` picks the eager source for splits declared at most this many bytes.
+EAGER_MAX_BYTES = 256 * 2**20
+
+
+_STREAM_ONLY = {"num_threads", "read_ahead", "on_error", "max_skipped", "max_skipped_fraction"}
+
+
+def from_tfds(
+    name: str,
+    split: str = "train",
+    *,
+    streaming: bool | None = None,
+    rngs: nnx.Rngs | None = None,
+    **config: Any,
+) -> TFDSEagerSource | TFDSStreamingSource:
+    """A TFDS source for ``name``/``split``: eager or streaming.
+
+    ``streaming=True`` / ``False`` chooses explicitly and always wins. With
+    ``streaming=None`` the split is loaded eagerly (:class:`TFDSEagerSource`) when the
+    dataset declares its size at most :data:`EAGER_MAX_BYTES` (256 MiB) and none of the
+    kept fields is text (and no streaming-only option — ``num_threads``, ``read_ahead``,
+    ``on_error``, ``max_skipped``, ``max_skipped_fraction`` — is given); otherwise it is
+    streamed (:class:`TFDSStreamingSource`).
+
+    ``config`` holds further config fields (``data_dir``, ``shuffle``, ``seed``, ...).
+
+    Example:
+        >>> from datarax.sources import from_tfds
+        >>> source = from_tfds("mnist", "train", shuffle=True, seed=42)  # doctest: +SKIP
+    """
+    if streaming not in (None, True, False):
+        raise ConfigError(f"from_tfds streaming must be True, False or None, got {streaming!r}.")
+    if streaming is False:
+        if _STREAM_ONLY & set(config):
+            raise ConfigError(
+                f"from_tfds: {sorted(_STREAM_ONLY & set(config))} apply only to streaming "
+                "(TFDSStreamingSource); drop them or pass streaming=True."
+            )
+        return TFDSEagerSource(TFDSEagerConfig(name=name, split=split, **config), rngs=rngs)
+    if streaming is True or _STREAM_ONLY & set(config):
+        return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)
+    eager_config = TFDSEagerConfig(name=name, split=split, **config)
+    where = "from_tfds"
+    tfds = tfds_module(where)
+    info = open_builder(tfds, eager_config, where).info
+    decoder = Decoder(info, eager_config, where)
+    size = _declared_bytes(info, split)
+    if decoder.declared_spec() or size is None or size > EAGER_MAX_BYTES:
+        return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)
+    return TFDSEagerSource(eager_config, rngs=rngs)
+
+
+def _declared_bytes(info: Any, split: str) -> int | None:
+    base = split.split("[")[0]
+    try:
+        split_info = info.splits[base]
+        size = int(split_info.num_bytes)
+    except Exception:  # unknown split / undeclared size: decide for streaming
+        return None
+    return size if size > 0 else None

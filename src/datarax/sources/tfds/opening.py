@@ -1,0 +1,128 @@
+"""Opening a TFDS split for random access (``tfds.data_source``), and the errors that
+name what is wrong: unknown dataset or split, not prepared, prepared only as TFRecord."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from datarax.core.errors import DataraxError, RecordError
+from datarax.sources._dataset_config import empty_split
+from datarax.sources._optional import require
+from datarax.sources.tfds.config import TFDSConfig
+
+
+def tfds_module(where: str) -> Any:
+    return require("tensorflow_datasets", extra="tfds", user=where)
+
+
+def tensorflow_installed() -> bool:
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class TFRecordOnly(Exception):
+    """The split exists only as TFRecord files (no random access)."""
+
+
+def open_builder(tfds: Any, config: TFDSConfig, where: str) -> Any:
+    try:
+        return tfds.builder(config.name, data_dir=config.data_dir)
+    except tfds.core.registered.DatasetNotFoundError as err:
+        raise _unknown_name(config, where) from err
+
+
+def _unknown_name(config: TFDSConfig, where: str) -> DataraxError:
+    place = f" or in data_dir={config.data_dir!r}" if config.data_dir else ""
+    return DataraxError(
+        f"{where}: TFDS has no dataset named {config.name!r} (not in its catalog{place}). "
+        "Check the spelling (see tfds.list_builders()), or pass data_dir= pointing at the "
+        "folder holding the prepared dataset."
+    )
+
+
+def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
+    """``(random-access data source, DatasetInfo)`` of the configured split."""
+    tfds = tfds_module(where)
+    kwargs: dict[str, Any] = {
+        "split": config.split,
+        "data_dir": config.data_dir,
+        "download": config.download,
+    }
+    if config.download:
+        kwargs["download_and_prepare_kwargs"] = {"file_format": "array_record"}
+    try:
+        source = tfds.data_source(config.name, **kwargs)
+    except tfds.core.registered.DatasetNotFoundError as err:
+        raise _unknown_name(config, where) from err
+    except NotImplementedError as err:
+        raise TFRecordOnly(str(err)) from err
+    except (ValueError, KeyError) as err:
+        if "split" in str(err).lower():
+            raise unknown_split(tfds, config, where) from err
+        if _split_is_empty(tfds, config, where):
+            raise empty_split(config, where) from err
+        raise
+    except AssertionError as err:  # TFDS asserts on data missing with download=False
+        raise DataraxError(
+            f"{where}: dataset {config.name!r} is not prepared in data_dir="
+            f"{config.data_dir!r} and download=False: {err}"
+        ) from err
+    return source, open_builder(tfds, config, where).info
+
+
+def _split_is_empty(tfds: Any, config: TFDSConfig, where: str) -> bool:
+    try:
+        return int(open_builder(tfds, config, where).info.splits[config.split].num_examples) == 0
+    except Exception:
+        return False
+
+
+def unknown_split(tfds: Any, config: TFDSConfig, where: str) -> DataraxError:
+    info = open_builder(tfds, config, where).info
+    names = sorted(str(s) for s in info.splits.keys())
+    return DataraxError(
+        f"{where}: split {config.split!r} is not in dataset {config.name!r}; its splits "
+        f"are {names}."
+    )
+
+
+def tfrecord_message(config: TFDSConfig, where: str, *, eager: bool) -> str:
+    convert = (
+        f"convert it to ArrayRecord, which datarax reads without TensorFlow (`tfds "
+        f"convert_format --dataset_dir=<data_dir>/{config.name}/<version> "
+        "--out_file_format=array_record`), or prepare it afresh with "
+        f"tfds.builder({config.name!r}).download_and_prepare(file_format='array_record')"
+    )
+    if not tensorflow_installed():
+        return (
+            f"{where}: dataset {config.name!r} is prepared only as TFRecord, which has no "
+            "random access and needs TensorFlow to read, and TensorFlow is not installed. "
+            f"Either {convert}, or install TensorFlow (pip install tensorflow)"
+            + (" so TFDSEagerSource can read TFRecord." if eager else " and use TFDSEagerSource.")
+        )
+    return (
+        f"{where}: dataset {config.name!r} is prepared only as TFRecord, which has no "
+        f"random access. Either {convert}, or use TFDSEagerSource, which reads TFRecord "
+        "through TensorFlow."
+    )
+
+
+def record_error(err: RecordError, config: TFDSConfig, where: str, hint: str = "") -> RecordError:
+    """The reader's error, worded for a TFDS split (``hint``: what to do, if anything)."""
+    cause = err.__cause__
+    detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
+    return RecordError(
+        f"{where}: cannot read record {err.index} of split {config.split!r} of dataset "
+        f"{config.name!r}: {detail}.{hint}",
+        path=err.path,
+        index=err.index,
+    )
+
+
+SKIP_HINT = (
+    " To drop bad records instead, construct the source with on_error='skip' (they are "
+    "counted and reported)."
+)

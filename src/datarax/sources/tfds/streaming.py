@@ -1,0 +1,92 @@
+"""``TFDSStreamingSource``: a TFDS split read by index on host threads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flax import nnx
+
+from datarax.core.data_source import Batch
+from datarax.core.errors import DataraxError, RecordError
+from datarax.sources._dataset_config import check_config_type, empty_split
+from datarax.sources.host_reader import HostReader
+from datarax.sources.random_access import RandomAccessHostSource
+from datarax.sources.tfds.config import TFDSStreamingConfig
+from datarax.sources.tfds.features import Decoder
+from datarax.sources.tfds.opening import (
+    SKIP_HINT,
+    TFRecordOnly,
+    open_data_source,
+    record_error,
+    tfrecord_message,
+)
+
+
+class TFDSStreamingSource(RandomAccessHostSource):
+    """A TFDS split read by index on host threads (``tfds.data_source``, no TensorFlow).
+
+    Each ``for batch in pipeline`` is one pass (the Pipeline calls ``start_epoch``);
+    with ``shuffle=True`` pass ``e`` follows the Feistel permutation keyed by
+    ``seed + e`` (the same order :class:`TFDSEagerSource` serves). Memory is bounded by
+    the reader's read-ahead. ``get_state()`` is ``{"current_index", "current_epoch",
+    "skipped"}``; ``set_state`` continues exactly after the last record handed out.
+
+    With ``on_error="skip"`` a record that cannot be read or decoded is dropped and
+    counted (:meth:`skipped_records`; ``"skipped"``: skips this epoch before
+    ``current_index``), so a restored source skips exactly the same records; more
+    skips in one epoch than ``max_skipped`` / ``max_skipped_fraction`` allow raise
+    :class:`~datarax.core.errors.RecordError`.
+
+    Example:
+        >>> from datarax.sources import TFDSStreamingSource, TFDSStreamingConfig
+        >>> source = TFDSStreamingSource(TFDSStreamingConfig(name="mnist", split="test"))  # doctest: +SKIP
+        >>> source.get_batch(4)["label"].shape  # doctest: +SKIP
+        (4,)
+    """
+
+    config: TFDSStreamingConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: TFDSStreamingConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        check_config_type("TFDSStreamingSource", config, TFDSStreamingConfig)
+        super().__init__(config, rngs=rngs, name=name)
+        where = "TFDSStreamingSource"
+        try:
+            data, info = open_data_source(config, where)
+        except TFRecordOnly:
+            raise DataraxError(tfrecord_message(config, where, eager=False)) from None
+        length = len(data)
+        if length == 0:
+            raise empty_split(config, where)
+        decoder = Decoder(info, config, where)
+        reader = HostReader(
+            data,
+            decoder,
+            num_threads=config.num_threads,
+            read_ahead=config.read_ahead,
+            policy=config.error_policy(),
+            name=where,
+        )
+        self._use_reader(reader, length)
+
+    def _shuffle_seed(self) -> int | None:
+        return self.config.seed if self.config.shuffle else None
+
+    def _reword_error(self, err: RecordError) -> RecordError:
+        where, config = "TFDSStreamingSource", self.config
+        if err.__cause__ is None:  # the skip budget ran out; the reader's message says so
+            message = str(err).removeprefix(f"{where}: ")
+            return RecordError(
+                f"{where}: split {config.split!r} of dataset {config.name!r}: {message}",
+                path=err.path,
+                index=err.index,
+            )
+        return record_error(err, config, where, SKIP_HINT)
+
+    def _host_columns(self, columns: dict[str, Any]) -> Batch:
+        return {k: (v.tolist() if v.dtype.kind in "OSU" else v) for k, v in columns.items()}
