@@ -34,8 +34,7 @@ class Stream(DataSourceModule):
         self.total, self.dtype, self.spec_dtype = total, dtype, spec_dtype
         self.sent = 0
 
-    def start_epoch(self, epoch):
-        super().start_epoch(epoch)
+    def restart(self, epoch):
         self.sent = 0
 
     def get_batch(self, batch_size):

@@ -60,12 +60,12 @@ class CountingStreamConfig(StructuralConfig):
 
 
 class CountingStream(DataSourceModule):
-    """A forward-only stream: only ``get_batch`` and ``element_spec`` are implemented.
+    """A forward-only stream written to the stream contract: ``get_batch``,
+    ``element_spec`` and ``restart(epoch)``.
 
-    It opens a pass lazily at the first ``get_batch`` of each epoch (the epoch its
-    cursor is in; the base ``start_epoch`` moves the cursor), draws values from a generator seeded by ``seed + epoch`` (so skipping
+    ``restart`` opens pass ``epoch``: a generator seeded by ``seed + epoch`` (so skipping
     forward must replay the generator exactly); once a pass ends it keeps returning
-    None until the next epoch.
+    None until the next ``restart``.
     """
 
     def __init__(self, config: CountingStreamConfig, *, rngs: nnx.Rngs | None = None) -> None:
@@ -73,17 +73,18 @@ class CountingStream(DataSourceModule):
         self._stream: Any = None
         self.opened = 0  # passes opened (lets tests see re-reads)
 
-    def _open(self) -> Any:
-        epoch = self._stream_epoch = self._cursor.epoch
+    def restart(self, epoch: int) -> None:
+        self._stream = self._open(epoch)
+
+    def _open(self, epoch: int) -> Any:
         rng = np.random.default_rng(self.config.seed + epoch)
         self.opened += 1
         for i in range(self.config.num_records):
             yield i, rng.integers(0, 1000), rng.random(2).astype(np.float32)
 
     def get_batch(self, batch_size: int) -> dict[str, Any] | None:
-        if self._stream is None or self._stream_epoch != self._cursor.epoch:
-            # A new pass (the base start_epoch moved the cursor): open it for that epoch.
-            self._stream = self._open()
+        if self._stream is None:
+            self.restart(self.epoch)
         ids, ints, vecs = [], [], []
         for record in self._stream:
             ids.append(record[0])

@@ -232,15 +232,14 @@ def test_check_resume_exact_refuses_non_json_state():
 
 
 class EpochStream(DataSourceModule):
-    """A forward-only stream that opens each pass in ``start_epoch`` (as the contract says
-    Pipeline calls it); pass ``e`` serves ``100 * e + i``."""
+    """A forward-only stream that opens each pass in ``restart(epoch)`` (the stream
+    contract's hook); pass ``e`` serves ``100 * e + i``."""
 
     def __init__(self) -> None:
         super().__init__(CountingStreamConfig())
-        self.start_epoch(0)
+        self.restart(0)
 
-    def start_epoch(self, epoch: int) -> None:
-        super().start_epoch(epoch)
+    def restart(self, epoch: int) -> None:
         self._rows = iter(range(100 * epoch, 100 * epoch + 6))
 
     def get_batch(self, batch_size: int) -> dict[str, Any] | None:
@@ -252,7 +251,7 @@ class EpochStream(DataSourceModule):
 
 
 def test_stream_restored_into_a_later_epoch_reads_that_epoch():
-    """Restoring a host source opens the saved pass (start_epoch) before seeking in it."""
+    """Restoring a stream opens the saved pass (restart) before skipping in it."""
     make = lambda: Pipeline(source=EpochStream(), stages=[], batch_size=4,  # noqa: E731
                             rngs=nnx.Rngs(0), shard_index=0, shard_count=1)
     check_resume_exact(make, [3], num_epochs=2)
@@ -308,8 +307,7 @@ def test_short_batch_mid_stream_does_not_end_the_epoch():
             super().__init__(CountingStreamConfig())
             self._i = 0
 
-        def start_epoch(self, epoch: int) -> None:
-            super().start_epoch(epoch)
+        def restart(self, epoch: int) -> None:
             self._i = 0
 
         def get_batch(self, batch_size: int):

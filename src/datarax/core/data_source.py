@@ -180,19 +180,12 @@ class DataSourceModule(DataraxModule):
     def restart(self, epoch: int) -> None:
         """Begin pass ``epoch`` of a stream from its first record (stream kind).
 
-        A stream that can rewind overrides this (reopen a file, re-create a generator).
-        The default accepts only a stream that has not been read yet; asked for a
-        second pass it raises :class:`SourceContractError` naming this method, rather
-        than serving an empty epoch.
+        Called before every pass. A stream that can rewind implements it (reopen a
+        file, re-create a generator); the default does nothing, which suits a stream
+        that rewinds itself. A stream that neither rewinds nor implements this serves
+        nothing on its second pass: that is refused with a
+        :class:`SourceContractError` naming this method, not served as an empty epoch.
         """
-        from datarax.core.stream import stream_pass
-
-        if stream_pass(self).records_read_ever:
-            raise SourceContractError(
-                f"{type(self).__name__} is a forward-only stream that was already read and "
-                f"cannot start pass {epoch}: implement restart(self, epoch) to rewind it "
-                "(reopen the file, re-create the generator), or build a new source per pass."
-            )
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next batch of this pass and each record's stable index (host path).
@@ -305,6 +298,10 @@ class DataSourceModule(DataraxModule):
         self.datarax_position.move(epoch, index)
         self.__session.restores += 1
         self._moved()
+
+    def start_epoch(self, epoch: int) -> None:
+        """Stand at the start of pass ``epoch`` (``seek(epoch, 0)``)."""
+        self.seek(epoch, 0)
 
     def advance(self, count: int) -> None:
         """Count ``count`` more records as received by the consumer (Pipeline calls this

@@ -12,9 +12,9 @@ A stream hands out records in order with ``get_batch(batch_size)`` and cannot se
   number of steps (a partial last round is left out).
 * **resume** — after ``set_state`` / ``seek(e, k)`` the next read restarts the pass and
   reads and discards the ``k * P`` records the saved position covers.
-* **passes** — before every pass ``restart(epoch)`` is called; the default accepts a
-  stream not read yet, so a stream that cannot rewind says so at its second pass
-  (``SourceContractError``) instead of serving an empty epoch.
+* **passes** — before every pass ``restart(epoch)`` is called. A stream that served
+  records in one pass and nothing at all in the next did not rewind: that is refused
+  (``SourceContractError`` naming ``restart``) rather than served as an empty epoch.
 
 Example:
     >>> import numpy as np
@@ -50,7 +50,7 @@ import numpy as np
 from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import Batch, DataSourceModule, SourceKind
-from datarax.core.errors import StateError
+from datarax.core.errors import SourceContractError, StateError
 
 __all__ = ["StreamSource", "StreamPass", "stream_pass", "StructuralConfig"]
 
@@ -77,7 +77,7 @@ class StreamPass:
     def __init__(self, source: DataSourceModule) -> None:
         self._source = source
         self.read_in_pass = 0  # raw records read from the stream this pass (all shards)
-        self.records_read_ever = 0  # raw records read since the object was built
+        self.previous_pass: tuple[int, int] | None = None  # (epoch, records read) of the last pass
         self.opened_epoch: int | None = None  # the pass the stream is positioned in
         self.to_skip = 0  # raw records to read and discard before serving
 
@@ -88,6 +88,8 @@ class StreamPass:
     def _open(self) -> None:
         source = self._source
         epoch, index = source.epoch, source.index
+        if self.opened_epoch is not None:
+            self.previous_pass = (self.opened_epoch, self.read_in_pass)
         source.restart(epoch)
         self.opened_epoch = epoch
         self.read_in_pass = 0
@@ -99,10 +101,22 @@ class StreamPass:
         except StopIteration:
             return None
         if batch is None or batch_length(batch) == 0:
+            self._check_rewound()
             return None
-        read = batch_length(batch)
-        self.records_read_ever += read
         return batch
+
+    def _check_rewound(self) -> None:
+        """Refuse a second pass that is empty from its first read (the stream did not rewind)."""
+        previous = self.previous_pass
+        if self.read_in_pass or previous is None or previous[1] == 0:
+            return
+        source = self._source
+        raise SourceContractError(
+            f"{type(source).__name__} served {previous[1]} records in pass {previous[0]} and "
+            f"none in pass {self.opened_epoch}: a forward-only stream must be rewound between "
+            "passes. Implement restart(self, epoch) to start the stream over (reopen the "
+            "file, re-create the generator), or build a new source for each pass."
+        )
 
     def read(self, batch_size: int) -> tuple[Batch | None, np.ndarray | None]:
         """This shard's next records (at most ``batch_size``) and their positions in the pass."""

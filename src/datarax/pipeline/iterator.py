@@ -98,13 +98,7 @@ class PipelineIterator:
         self._mark()
 
     def _mark(self) -> None:
-        source = self._source
-        self._left = (source.epoch, source.index, source.restores)
-
-    def left_position_unchanged(self) -> bool:
-        """Whether the source still stands where this iterator left it (no restore since)."""
-        source = self._source
-        return (source.epoch, source.index, source.restores) == self._left
+        self._pipeline._note_left()
 
     def supersede(self) -> None:
         """End this iterator because a newer ``iter(pipeline)`` took over."""

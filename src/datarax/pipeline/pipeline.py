@@ -57,6 +57,7 @@ class _Session:
 
     def __init__(self) -> None:
         self.live: weakref.ref[PipelineIterator] | None = None
+        self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.stats = PipelineStats()
 
     def __eq__(self, other: object) -> bool:
@@ -264,8 +265,13 @@ class Pipeline(nnx.Module):
         (``set_state``, ``nnx.update``) — not when an earlier iterator of this pipeline
         simply stopped there (``break``): re-entering the loop then starts a new epoch.
         """
-        live = self.__session.live() if self.__session.live is not None else None
-        return live is not None and live.left_position_unchanged()
+        source = self.source
+        return self.__session.left == (source.epoch, source.index, source.restores)
+
+    def _note_left(self) -> None:
+        """An iterator of this pipeline moved the source: remember where it stands."""
+        source = self.source
+        self.__session.left = (source.epoch, source.index, source.restores)
 
     def __iter__(self) -> PipelineIterator:
         """Start the next pass (or continue the one a restore left the source in)."""
@@ -274,7 +280,7 @@ class Pipeline(nnx.Module):
         self.source.check_contract()
         live = self.__session.live() if self.__session.live is not None else None
         source = self.source
-        if live is not None and live.left_position_unchanged():
+        if self.fresh_pass_needed():
             epoch, resume_at = source.epoch + (1 if source.index else 0), None
         else:
             epoch, resume_at = source.epoch, source.index

@@ -1,5 +1,14 @@
-"""Data sources: in memory, ArrayRecord files, TensorFlow Datasets, Hugging Face."""
+"""Data sources: in memory, ArrayRecord files, TensorFlow Datasets, Hugging Face.
 
+The kind bases (see :mod:`datarax.core.data_source`) are exported here too, for
+writing your own source: :class:`IndexedSource` (traceable ``get_batch_at``),
+:class:`RandomAccessSource` (records read by index on host threads) and
+:class:`StreamSource` (forward-only ``get_batch``).
+"""
+
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.indexed import IndexedSource
+from datarax.core.stream import StreamSource
 from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
 from datarax.sources.hf import (
     HFEagerConfig,
@@ -9,6 +18,7 @@ from datarax.sources.hf import (
     from_hf,
 )
 from datarax.sources.memory import MemorySource, MemorySourceConfig
+from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.tfds import (
     TFDSEagerConfig,
     TFDSEagerSource,
@@ -17,19 +27,27 @@ from datarax.sources.tfds import (
     from_tfds,
 )
 
+ArrayRecordSource = ArrayRecordSourceModule  # shorter alias of the seed's name
+
 __all__ = [
+    "ArrayRecordSource",
     "ArrayRecordSourceConfig",
     "ArrayRecordSourceModule",
+    "DataSourceModule",
     "HFEagerConfig",
     "HFEagerSource",
     "HFStreamingConfig",
     "HFStreamingSource",
-    "from_hf",
+    "IndexedSource",
     "MemorySource",
     "MemorySourceConfig",
+    "RandomAccessSource",
+    "SourceKind",
+    "StreamSource",
     "TFDSEagerConfig",
     "TFDSEagerSource",
     "TFDSStreamingConfig",
     "TFDSStreamingSource",
+    "from_hf",
     "from_tfds",
 ]

@@ -62,7 +62,8 @@ def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, B
     """Yield ``(epoch, iterator, batch)`` until epoch ``num_epochs - 1`` has ended.
 
     It calls ``iter(pipeline)`` again after each epoch, so a pipeline restored with
-    ``set_state`` first finishes the saved epoch (possibly with no batches left).
+    ``set_state`` first finishes the saved epoch (a state taken at an epoch's end
+    continues with the next epoch in that same iterator).
     """
     while True:
         iterator = iter(pipeline)
@@ -71,6 +72,8 @@ def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, B
             return
         with iterator:
             for batch in iterator:
+                if iterator.epoch >= num_epochs:  # a restored epoch end rolled on
+                    return
                 yield iterator.epoch, iterator, batch
 
 
@@ -158,6 +161,11 @@ def _run_with_interrupts(
                 batch = next(iterator)
             except StopIteration:
                 break
+            if iterator.epoch >= num_epochs:  # a restored epoch end rolled on: done
+                iterator.close()
+                if close is not None:
+                    close(pipeline)
+                return out, largest
             out.append((iterator.epoch, to_host(batch)))
         if not due():  # the epoch ended
             iterator.close()

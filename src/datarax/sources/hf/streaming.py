@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from flax import nnx
 
-from datarax.core.data_source import Batch, DataSourceModule
+from datarax.core.data_source import Batch
+from datarax.core.stream import StreamSource
 from datarax.core.errors import ConfigError, DataraxError, StateError
 from datarax.sources._columns import is_text_array, select_keys, spec_of_columns
 from datarax.sources._dataset_config import check_config_type, empty_split
@@ -27,10 +29,10 @@ from datarax.sources.hf.stream_reader import StreamReader, first_good_record, re
 from datarax.sources.host_reader import SkippedRecord
 
 
-class HFStreamingSource(DataSourceModule):
+class HFStreamingSource(StreamSource):
     """A Hugging Face ``IterableDataset`` read chunk by chunk on the host.
 
-    One pass per ``for batch in pipeline`` (the Pipeline calls ``start_epoch``), memory
+    One pass per ``for batch in pipeline`` (the Pipeline ``seek``\ s the pass), memory
     bounded by ``chunk_size`` (+ ``shuffle_buffer_size``), text fields served as lists
     of ``str``, exact mid-epoch resume from ``{"current_index", "current_epoch"}``.
     With several processes (``Pipeline(shard_count=...)``) each keeps every
@@ -41,7 +43,8 @@ class HFStreamingSource(DataSourceModule):
     in the state (``"skipped"``), so resume re-skips them without counting them twice.
 
     Example:
-        >>> from flax import nnx
+        >>> import numpy as np
+from flax import nnx
         >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
         >>> config = HFStreamingConfig(name="stanfordnlp/sst2", split="train", streaming=True)
         >>> source = HFStreamingSource(config, rngs=nnx.Rngs(0))  # doctest: +SKIP
@@ -81,7 +84,7 @@ class HFStreamingSource(DataSourceModule):
         spec = spec_of_columns(columns)
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
         length = known_length(dataset, split_names(config.split)[0]) if by_shard else None
-        self.skipped = nnx.Variable(0)  # records skipped this pass before the cursor
+        self.skipped = nnx.Variable(np.asarray(0, np.int64))  # skipped this pass before the position
         self._reader = nnx.static(
             StreamReader(self, dataset, tuple(keys), by_shard, policy, length)
         )
@@ -98,10 +101,10 @@ class HFStreamingSource(DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         reader = self._reader
         if not reader.is_open:
-            reader.open(self._cursor.epoch, skip=self._cursor.index, skipped=self._skipped())
+            reader.open(self.epoch, skip=self.index, skipped=self._skipped())
         got = reader.read(batch_size)
-        self.skipped.set_value(reader.skipped)
-        self._cursor.current_index.set_value(reader.consumed)
+        self.skipped.set_value(np.asarray(reader.skipped, np.int64))
+        self.datarax_position.move(self.epoch, reader.consumed)
         if got is None:
             return None, None
         columns, indices = got
@@ -120,10 +123,13 @@ class HFStreamingSource(DataSourceModule):
     def _skipped(self) -> int:
         return int(self.skipped.get_value())
 
-    def start_epoch(self, epoch: int) -> None:
-        """Start pass ``epoch`` from its first record (the stream is re-opened lazily)."""
-        self._cursor.start_epoch(epoch)
-        self.skipped.set_value(0)
+    def restart(self, epoch: int) -> None:
+        """Any pass can be re-opened (lazily, at the position, on the next read)."""
+
+    def _moved(self) -> None:
+        """The position was set from outside: re-open the pass there on the next read."""
+        if self.index == 0:
+            self.skipped.set_value(np.asarray(0, np.int64))
         self._reader.close()
 
     def close_epoch(self) -> None:
@@ -150,19 +156,18 @@ class HFStreamingSource(DataSourceModule):
                 f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
                 field="skipped",
             )
-        super().set_state(state)
-        if skipped > self._cursor.index:
+        if isinstance(state, dict) and isinstance(state.get("current_index"), int) and skipped > state["current_index"]:
             raise StateError(
                 f"{where} state says {skipped} records were skipped before position "
-                f"{self._cursor.index}; the state was tampered with.",
+                f"{state['current_index']}; the state was tampered with.",
                 field="skipped",
             )
-        self.skipped.set_value(skipped)
-        self._reader.close()
+        super().set_state(state)
+        self.skipped.set_value(np.asarray(skipped, np.int64))
 
     def __iter__(self) -> HFStreamingSource:
         if self._reader.ended:
-            self.start_epoch(0)
+            self.seek(0, 0)
         return self
 
 

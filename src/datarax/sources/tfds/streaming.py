@@ -10,7 +10,7 @@ from datarax.core.data_source import Batch
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import HostReader
-from datarax.sources.random_access import RandomAccessHostSource
+from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.tfds.config import TFDSStreamingConfig
 from datarax.sources.tfds.features import Decoder
 from datarax.sources.tfds.opening import (
@@ -22,10 +22,10 @@ from datarax.sources.tfds.opening import (
 )
 
 
-class TFDSStreamingSource(RandomAccessHostSource):
+class TFDSStreamingSource(RandomAccessSource):
     """A TFDS split read by index on host threads (``tfds.data_source``, no TensorFlow).
 
-    Each ``for batch in pipeline`` is one pass (the Pipeline calls ``start_epoch``);
+    Each ``for batch in pipeline`` is one pass (the Pipeline ``seek``\ s it);
     with ``shuffle=True`` pass ``e`` follows the Feistel permutation keyed by
     ``seed + e`` (the same order :class:`TFDSEagerSource` serves). Memory is bounded by
     the reader's read-ahead. ``get_state()`` is ``{"current_index", "current_epoch",
@@ -72,9 +72,13 @@ class TFDSStreamingSource(RandomAccessHostSource):
             policy=config.error_policy(),
             name=where,
         )
-        self._use_reader(reader, length)
+        self._use_reader(reader)
+        self._length = int(length)
 
-    def _shuffle_seed(self) -> int | None:
+    def __len__(self) -> int:
+        return self._length
+
+    def shuffle_seed(self) -> int | None:
         return self.config.seed if self.config.shuffle else None
 
     def _reword_error(self, err: RecordError) -> RecordError:
