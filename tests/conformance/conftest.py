@@ -33,7 +33,8 @@ def hf_offline(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
         patch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-        patch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path_factory.mktemp("hf_cache")))
+        cache = str(tmp_path_factory.mktemp("hf_cache"))
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
         patch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)
         datasets.disable_progress_bars()
         yield

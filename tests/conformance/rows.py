@@ -207,7 +207,9 @@ def _memory(as_list: bool) -> Callable[[Path], SourceRow]:
         def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
             x = np.arange(N_MEMORY, dtype=np.int32)
             y = np.stack([x, -x], 1).astype(np.float32)
-            data: Any = [{"x": int(x[i]), "y": y[i]} for i in range(N_MEMORY)] if as_list else {"x": x, "y": y}
+            data: Any = {"x": x, "y": y}
+            if as_list:
+                data = [{"x": int(x[i]), "y": y[i]} for i in range(N_MEMORY)]
             source = MemorySource(MemorySourceConfig(shuffle=True, seed=7), data)
             return pipeline_over(source, shard_index, shard_count, stages)
 
@@ -256,7 +258,9 @@ def _tfds(streaming: bool) -> Callable[[Path], SourceRow]:
         )
 
         def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-            common = dict(name="conformance_tiny", data_dir=str(root / "tfds"), shuffle=True, seed=5)
+            common = dict(
+                name="conformance_tiny", data_dir=str(root / "tfds"), shuffle=True, seed=5
+            )
             if streaming:
                 source: Any = TFDSStreamingSource(TFDSStreamingConfig(**common, num_threads=2))
             else:
@@ -272,7 +276,12 @@ def _tfds(streaming: bool) -> Callable[[Path], SourceRow]:
 
 def _hf(streaming: bool) -> Callable[[Path], SourceRow]:
     def build(root: Path) -> SourceRow:
-        from datarax.sources import HFEagerConfig, HFEagerSource, HFStreamingConfig, HFStreamingSource
+        from datarax.sources import (
+            HFEagerConfig,
+            HFEagerSource,
+            HFStreamingConfig,
+            HFStreamingSource,
+        )
 
         def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
             folder = str(root / "hf")
@@ -296,7 +305,8 @@ def _hf(streaming: bool) -> Callable[[Path], SourceRow]:
 
 def _stream(root: Path) -> SourceRow:
     def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-        return pipeline_over(ShuffledStream(ShuffledStreamConfig()), shard_index, shard_count, stages)
+        source = ShuffledStream(ShuffledStreamConfig())
+        return pipeline_over(source, shard_index, shard_count, stages)
 
     return SourceRow("get_batch_stream", make, N_STREAM, lambda b: b["id"], shuffled=True,
                      kind="STREAM")
@@ -304,7 +314,8 @@ def _stream(root: Path) -> SourceRow:
 
 def _host_table(root: Path) -> SourceRow:
     def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-        return pipeline_over(make_host_table_source(TableConfig()), shard_index, shard_count, stages)
+        source = make_host_table_source(TableConfig())
+        return pipeline_over(source, shard_index, shard_count, stages)
 
     # Whether the base shuffles from the config's shuffle/seed is part of the pending hooks.
     return SourceRow("user_random_access", make, N_HOST, lambda b: b["id"], kind="HOST")

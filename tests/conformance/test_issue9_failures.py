@@ -29,7 +29,9 @@ def ids(batches: list[Any], field: str) -> list[int]:
     return [int(i) for b in batches for i in np.asarray(b[field])]
 
 
-def memory_pipeline(n: int = 20, *, shuffle: bool = True, seed: int = 42, batch_size: int = 4) -> Pipeline:
+def memory_pipeline(
+    n: int = 20, *, shuffle: bool = True, seed: int = 42, batch_size: int = 4
+) -> Pipeline:
     source = MemorySource(
         MemorySourceConfig(shuffle=shuffle, seed=seed), {"x": np.arange(n, dtype=np.int32)}
     )

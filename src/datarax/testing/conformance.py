@@ -118,7 +118,9 @@ def check_epochs(row: SourceRow, num_epochs: int = 3) -> None:
 # ------------------------------------------------------------------ resume
 def _compare(row: SourceRow, where: str, expected: Batch, got: Batch) -> None:
     if sorted(expected) != sorted(got):
-        raise AssertionError(f"{row.name}, {where}: fields {sorted(got)}, expected {sorted(expected)}")
+        raise AssertionError(
+            f"{row.name}, {where}: fields {sorted(got)}, expected {sorted(expected)}"
+        )
     for name, e in expected.items():
         g = got[name]
         if isinstance(e, list) or isinstance(g, list):
@@ -236,9 +238,8 @@ def check_resume(
                 loop_start = len(got)
                 restored_from = point
                 continue
-            try:
-                batch = next(iterator)
-            except StopIteration:
+            batch = next(iterator, None)
+            if batch is None:  # the for loop ended
                 _check_loop_end(row, len(got), loop_start, ends, restored_from)
                 iterator.close()
                 iterator = None
@@ -269,9 +270,7 @@ def key_points(row: SourceRow, batch_size: int) -> list[int]:
 
 
 def _expect_loop_end(row: SourceRow, iterator: Any, point: int, restored: int | None) -> None:
-    try:
-        next(iterator)
-    except StopIteration:
+    if next(iterator, None) is None:
         iterator.close()
         return
     raise AssertionError(
@@ -368,7 +367,9 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
             )
         for i in ids:
             if not 0 <= i < row.num_records:
-                raise AssertionError(f"{row.name}: shard {index} served record {i}, not in the dataset")
+                raise AssertionError(
+                    f"{row.name}: shard {index} served record {i}, not in the dataset"
+                )
             if i in seen:
                 raise AssertionError(
                     f"{row.name}: record {i} served by shard {seen[i]} and shard {index}"
@@ -390,13 +391,17 @@ def check_spec(row: SourceRow) -> None:
         for step, batch in enumerate(pipeline):
             where = f"{row.name}: batch {step}"
             if sorted(batch) != sorted(spec):
-                raise AssertionError(f"{where} has fields {sorted(batch)}, element_spec() {sorted(spec)}")
+                raise AssertionError(
+                    f"{where} has fields {sorted(batch)}, element_spec() {sorted(spec)}"
+                )
             for name, field in spec.items():
                 value = batch[name]
                 if isinstance(field, TextSpec):
                     values = list(value)
                     if not all(isinstance(v, str) for v in np.ravel(np.asarray(values, object))):
-                        raise AssertionError(f"{where}, field '{name}': text declared, got {values!r}")
+                        raise AssertionError(
+                            f"{where}, field '{name}': text declared, got {values!r}"
+                        )
                     continue
                 array = np.asarray(value)
                 if array.shape[1:] != tuple(field.shape) or array.dtype != np.dtype(field.dtype):
@@ -416,7 +421,9 @@ def check_kind(row: SourceRow) -> None:
     try:
         kind = pipeline.source.kind
         if kind is not SourceKind[row.kind]:
-            raise AssertionError(f"{row.name}: source.kind is {kind!r}, expected SourceKind.{row.kind}")
+            raise AssertionError(
+                f"{row.name}: source.kind is {kind!r}, expected SourceKind.{row.kind}"
+            )
     finally:
         row.close(pipeline)
 
