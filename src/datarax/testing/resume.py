@@ -61,8 +61,9 @@ def to_host(batch: Batch) -> Batch:
 def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, Batch]]:
     """Yield ``(epoch, iterator, batch)`` until epoch ``num_epochs - 1`` has ended.
 
-    It calls ``iter(pipeline)`` again after each epoch, so a pipeline restored with
-    ``set_state`` first finishes the saved epoch (possibly with no batches left).
+    It calls ``iter(pipeline)`` again after each epoch; a pipeline restored with
+    ``set_state`` first finishes the saved epoch (a state saved at an epoch's end
+    continues with the next one).
     """
     while True:
         iterator = iter(pipeline)
