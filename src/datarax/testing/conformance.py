@@ -394,6 +394,7 @@ def check_spec(row: SourceRow) -> None:
     pipeline = row.make()
     try:
         spec = pipeline.source.element_spec()
+        step = -1
         for step, batch in enumerate(pipeline):
             where = f"{row.name}: batch {step}"
             if sorted(batch) != sorted(spec):
@@ -415,6 +416,8 @@ def check_spec(row: SourceRow) -> None:
                         f"{where}, field '{name}': records are {array.dtype}{array.shape[1:]}, "
                         f"element_spec() says {np.dtype(field.dtype)}{tuple(field.shape)}"
                     )
+        if step < 0:
+            raise AssertionError(f"{row.name}: the first epoch gave no batch to check")
     finally:
         row.close(pipeline)
 
