@@ -1,0 +1,339 @@
+"""The rows of the conformance table: every kind of source over a small dataset.
+
+Each row's records are numbered ``0 .. n-1`` and carry their number, so a check can
+tell which records a batch holds. A new source joins the table with one entry in
+:data:`ROWS` (a builder taking the data folder and returning a ``SourceRow``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_int
+from datarax.core.data_source import DataSourceModule
+from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+from datarax.testing import SourceRow
+
+BATCH = 4
+N_MEMORY = 11
+N_CSV = 10
+N_AR = 13
+N_TFDS = 11
+N_HF = 10
+N_STREAM = 10
+N_HOST = 12
+
+
+def noise_stages() -> list[Any]:
+    """One stochastic stage (a per-record draw in field 'noise'): a resume must also
+    continue the randomness exactly."""
+
+    def add_noise(element: Any, key: Any) -> Any:
+        return element.update_data({"noise": jax.random.uniform(key, (2,))})
+
+    return [ElementOperator(ElementOperatorConfig(stochastic=True), fn=add_noise)]
+
+
+def pipeline_over(source: Any, shard_index: int, shard_count: int, stages: Any) -> Pipeline:
+    return Pipeline(
+        source=source,
+        stages=list(stages),
+        batch_size=BATCH,
+        rngs=nnx.Rngs(0),
+        shard_index=shard_index,
+        shard_count=shard_count,
+    )
+
+
+# ------------------------------------------------------------------- data files
+def write_table_data(root: Path) -> None:
+    """Every file-backed row's data under ``root`` (csv/, ar/, tfds/, hf/)."""
+    from reliability_sources import write_csv
+
+    write_csv(root / "rows.csv", N_CSV)
+    np.save(root / "host.npy", np.arange(N_HOST, dtype=np.int32))
+    try:
+        from reliability_arrayrecord import write_files
+
+        write_files(root / "ar", N_AR, num_files=2)
+    except ImportError:
+        pass
+    try:
+        _write_tfds(root / "tfds")
+    except ImportError:
+        pass
+    try:
+        _write_hf(root / "hf")
+    except ImportError:
+        pass
+
+
+def _write_tfds(root: Path) -> None:
+    import tensorflow_datasets as tfds
+
+    class ConformanceTiny(tfds.core.GeneratorBasedBuilder):
+        """``N_TFDS`` train records: id (int32), vec (2,) float32."""
+
+        VERSION = tfds.core.Version("1.0.0")
+        code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package
+
+        def _info(self):
+            return tfds.core.DatasetInfo(
+                builder=self,
+                features=tfds.features.FeaturesDict({
+                    "id": tfds.features.Tensor(shape=(), dtype=np.int32),
+                    "vec": tfds.features.Tensor(shape=(2,), dtype=np.float32),
+                }),
+            )
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for i in range(N_TFDS):
+                yield i, {"id": np.int32(i), "vec": np.asarray([i, -i], np.float32)}
+
+    ConformanceTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
+
+
+def _write_hf(root: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "idx": np.arange(N_HF, dtype=np.int32),
+        "x": np.arange(N_HF, dtype=np.float32) * 0.5,
+        "sentence": [f"sentence {i}" for i in range(N_HF)],
+    })
+    (root / "data").mkdir(parents=True)
+    pq.write_table(table.slice(0, 6), root / "data" / "train-00000-of-00002.parquet")
+    pq.write_table(table.slice(6), root / "data" / "train-00001-of-00002.parquet")
+
+
+# ------------------------------------------------------------------ user sources
+@dataclass(frozen=True)
+class ShuffledStreamConfig(StructuralConfig):
+    """``num_records`` records per pass, in an order drawn from ``seed + epoch``."""
+
+    num_records: int = N_STREAM
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int(self, "num_records", minimum=1)
+        check_int(self, "seed", minimum=0)
+
+
+class ShuffledStream(DataSourceModule):
+    """A forward-only stream written to seed 002's contract: ``get_batch`` and
+    ``element_spec`` only, plus ``restart(epoch)`` (the design's way to begin a pass).
+
+    It cannot seek: each pass is a generator drawn from ``seed + epoch``.
+    """
+
+    def __init__(self, config: ShuffledStreamConfig, *, rngs: nnx.Rngs | None = None) -> None:
+        super().__init__(config, rngs=rngs)
+        self.pending = iter(self._pass(0))
+
+    def _pass(self, epoch: int) -> Any:
+        order = np.random.default_rng(self.config.seed + epoch).permutation(self.config.num_records)
+        for i in order:
+            yield int(i)
+
+    def restart(self, epoch: int) -> None:
+        self.pending = iter(self._pass(epoch))
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        ids = [i for _, i in zip(range(batch_size), self.pending)]
+        if not ids:
+            return None
+        id_array = np.asarray(ids, np.int32)
+        return {"id": id_array, "vec": np.stack([id_array, -id_array], 1).astype(np.float32)}
+
+    def element_spec(self) -> dict[str, Any]:
+        return {
+            "id": jax.ShapeDtypeStruct((), np.int32),
+            "vec": jax.ShapeDtypeStruct((2,), np.float32),
+        }
+
+
+@dataclass(frozen=True)
+class TableConfig(StructuralConfig):
+    """A user's host source config: ``num_records`` rows, shuffled from ``seed``."""
+
+    num_records: int = N_HOST
+    shuffle: bool = True
+    seed: int = 3
+
+
+def make_host_table_source(config: TableConfig, path: Path) -> Any:
+    """A user-written random-access host source over a ``.npy`` file: ``__len__`` and
+    ``read_records``; the base shuffles from the config's ``shuffle`` / ``seed`` and
+    derives the spec from the first record."""
+    from datarax.sources import RandomAccessSource
+
+    class HostTable(RandomAccessSource):
+        """Rows of a ``.npy`` table read by index (memory-mapped), one dict per record."""
+
+        def __init__(self, config: TableConfig, path: Path) -> None:
+            super().__init__(config, num_threads=2)
+            self.path = str(path)
+            self.length = int(np.load(self.path, mmap_mode="r").shape[0])
+
+        def __len__(self) -> int:
+            return self.length
+
+        def read_records(self, indices: Any) -> list[dict[str, np.ndarray]]:
+            rows = np.load(self.path, mmap_mode="r")
+            return [{"id": np.int32(rows[i]), "vec": np.asarray([rows[i], -rows[i]], np.float32)}
+                    for i in indices]
+
+    return HostTable(config, path)
+
+
+# --------------------------------------------------------------------- the rows
+def _memory(as_list: bool) -> Callable[[Path], SourceRow]:
+    def build(root: Path) -> SourceRow:
+        def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+            x = np.arange(N_MEMORY, dtype=np.int32)
+            y = np.stack([x, -x], 1).astype(np.float32)
+            data: Any = {"x": x, "y": y}
+            if as_list:
+                data = [{"x": int(x[i]), "y": y[i]} for i in range(N_MEMORY)]
+            source = MemorySource(MemorySourceConfig(shuffle=True, seed=7), data)
+            return pipeline_over(source, shard_index, shard_count, stages)
+
+        name = "memory_list" if as_list else "memory_dict"
+        return SourceRow(name, make, N_MEMORY, lambda b: b["x"], shuffled=True, kind="INDEXED")
+
+    return build
+
+
+def _csv(root: Path) -> SourceRow:
+    from reliability_sources import CSVDataSource, CSVDataSourceConfig
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        source = CSVDataSource(CSVDataSourceConfig(file_path=str(root / "rows.csv")))
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    # Row i holds i*10, i*10+1, i*10+2; the seed's source serves rows in file order. The
+    # page tells its author to keep the rows in nnx.data, so they are in nnx.state.
+    return SourceRow("csv_seed", make, N_CSV, lambda b: (b["features"][:, 0] / 10).astype(int),
+                     kind="INDEXED", data_in_state=True)
+
+
+def _array_record(root: Path) -> SourceRow:
+    from reliability_arrayrecord import Decode
+
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        source = ArrayRecordSourceModule(
+            ArrayRecordSourceConfig(seed=11, shuffle_files=True),
+            str(root / "ar" / "data-*.array_record"),
+            decode=Decode(),
+            num_threads=2,
+        )
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("array_record", make, N_AR, lambda b: b["id"], shuffled=True, kind="HOST")
+
+
+def _tfds(streaming: bool) -> Callable[[Path], SourceRow]:
+    def build(root: Path) -> SourceRow:
+        from datarax.sources import (
+            TFDSEagerConfig,
+            TFDSEagerSource,
+            TFDSStreamingConfig,
+            TFDSStreamingSource,
+        )
+
+        def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+            common = dict(
+                name="conformance_tiny", data_dir=str(root / "tfds"), shuffle=True, seed=5
+            )
+            if streaming:
+                source: Any = TFDSStreamingSource(TFDSStreamingConfig(**common, num_threads=2))
+            else:
+                source = TFDSEagerSource(TFDSEagerConfig(**common))
+            return pipeline_over(source, shard_index, shard_count, stages)
+
+        name = "tfds_streaming" if streaming else "tfds_eager"
+        return SourceRow(name, make, N_TFDS, lambda b: b["id"], shuffled=True,
+                         kind="HOST" if streaming else "INDEXED")
+
+    return build
+
+
+def _hf(streaming: bool) -> Callable[[Path], SourceRow]:
+    def build(root: Path) -> SourceRow:
+        from datarax.sources import (
+            HFEagerConfig,
+            HFEagerSource,
+            HFStreamingConfig,
+            HFStreamingSource,
+        )
+
+        def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+            folder = str(root / "hf")
+            if streaming:
+                source: Any = HFStreamingSource(HFStreamingConfig(
+                    name=folder, split="train", shuffle=True, seed=3, chunk_size=4,
+                    shuffle_buffer_size=5,
+                ))
+            else:
+                source = HFEagerSource(HFEagerConfig(
+                    name=folder, split="train", shuffle=True, seed=3, exclude_keys=("sentence",)
+                ))
+            return pipeline_over(source, shard_index, shard_count, stages)
+
+        name = "hf_streaming" if streaming else "hf_eager"
+        return SourceRow(name, make, N_HF, lambda b: b["idx"], shuffled=True,
+                         kind="STREAM" if streaming else "INDEXED")
+
+    return build
+
+
+def _stream(root: Path) -> SourceRow:
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        source = ShuffledStream(ShuffledStreamConfig())
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("get_batch_stream", make, N_STREAM, lambda b: b["id"], shuffled=True,
+                     kind="STREAM")
+
+
+def _host_table(root: Path) -> SourceRow:
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        source = make_host_table_source(TableConfig(), root / "host.npy")
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("user_random_access", make, N_HOST, lambda b: b["id"], shuffled=True,
+                     kind="HOST")
+
+
+# name -> (builder, module the row needs or None)
+ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
+    "memory_dict": (_memory(False), None),
+    "memory_list": (_memory(True), None),
+    "csv_seed": (_csv, None),
+    "array_record": (_array_record, "array_record.python.array_record_module"),
+    "tfds_eager": (_tfds(False), "tensorflow_datasets"),
+    "tfds_streaming": (_tfds(True), "tensorflow_datasets"),
+    "hf_eager": (_hf(False), "datasets"),
+    "hf_streaming": (_hf(True), "datasets"),
+    "get_batch_stream": (_stream, None),
+    "user_random_access": (_host_table, None),
+}
+
+# Rows whose source API is still being settled: name -> reason (run as xfail).
+PENDING: dict[str, str] = {}
