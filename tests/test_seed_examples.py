@@ -62,7 +62,7 @@ def test_state_management_example_tracks_position_and_resumes_on_a_fresh_source(
     assert int(ns["element"]["x"]) == 9
     state = source.get_state()
     assert state == {"current_index": 10, "current_epoch": 0}
-    assert int(nnx.state(source)["_cursor"]["current_index"].get_value()) == 10
+    assert int(nnx.state(source)["datarax_position"]["index_var"].get_value()) == 10
     fresh = ns["MemorySource"](ns["MemorySourceConfig"](), [{"x": i} for i in range(100)])
     fresh.set_state(state)
     assert [int(e["x"]) for e in fresh] == list(range(10, 100))

@@ -132,7 +132,9 @@ def test_position_is_kept_in_nnx_variables():
     next(iterator)
     next(iterator)
     state = nnx.state(pipeline)
-    assert int(state["position"].get_value()) == 10 and int(state["epoch"].get_value()) == 0
+    position = state["source"]["datarax_position"]
+    assert int(position["index_var"].get_value()) == 10 and int(position["epoch_var"].get_value()) == 0
+    assert (pipeline.position, pipeline.epoch) == (10, 0)
 
 
 def test_state_is_small_json_and_resume_is_exact_at_every_point():
@@ -154,7 +156,7 @@ def test_state_is_small_json_and_resume_is_exact_at_every_point():
         fresh = make(23, 5)
         fresh.set_state(state)
         rest = records(list(fresh))
-        if state["epoch"] < 1:  # finish epoch 1 as the uninterrupted run did
+        if fresh.epoch < 1:  # finish epoch 1 as the uninterrupted run did
             rest += records(list(fresh))
         combined = consumed + rest
         assert combined == flat, stop
@@ -179,14 +181,24 @@ def test_resume_at_epoch_end_continues_with_the_next_epoch():
     reference = make(23, 5)
     list(reference)
     second = records(list(reference))
+    # Between two epochs: the position is the finished epoch's end.
     pipeline = make(23, 5)
     list(pipeline)
     state = pipeline.get_state()
     assert state["epoch"] == 0 and state["position"] == 23
     fresh = make(23, 5)
     fresh.set_state(state)
-    assert list(fresh) == []  # the saved epoch had nothing left
+    assert records(list(fresh)) == second  # not an empty pass: the next epoch
+    assert (fresh.epoch, fresh.position) == (1, 23)
+    # After the last batch, before the loop ends: the restored loop is the next epoch.
+    pipeline = make(23, 5)
+    for _ in pipeline:
+        state = pipeline.get_state()
+    assert state["epoch"] == 0 and state["position"] == 23
+    fresh = make(23, 5)
+    fresh.set_state(state)
     assert records(list(fresh)) == second
+    assert fresh.epoch == 1
 
 
 @pytest.mark.parametrize(
@@ -212,9 +224,9 @@ def test_state_from_another_configuration_is_refused_naming_the_setting(change, 
     [
         (lambda s: s.pop("position"), "missing 'position'"),
         (lambda s: s.update(position=-2), "'position' must be an int >= 0, got -2"),
-        (lambda s: s.update(epoch="1"), "'epoch' must be an int >= -1, got '1'"),
+        (lambda s: s.update(epoch="1"), "'epoch' must be an int >= 0, got '1'"),
         (lambda s: s.update(position=24), "position=24 is past the end of the epoch \\(23 records\\)"),
-        (lambda s: s.update(version=9), "version 9 is not 1"),
+        (lambda s: s.update(version=9), "version 9 is not 2"),
     ],
 )
 def test_tampered_state_is_refused(tamper, message):

@@ -203,10 +203,10 @@ class PipelineIterator:
         return self._next_host()
 
     def _end_pass(self) -> None:
-        """The pass is over: the source stands at the start of the next one."""
+        """The pass is over: release its reader; the source stays at the pass's end, so
+        the next ``iter(pipeline)`` (or a restore of this position) starts the next pass."""
         self._finished = True
-        self._queue.clear()
-        self._source.seek(self._epoch + 1, 0)
+        self._release()
         self._mark()
 
     # ------------------------------------------------------------ indexed path

@@ -111,7 +111,7 @@ class Pipeline(nnx.Module):
         >>> len(p), [b["x"].tolist() for b in p]
         (3, [[0, 1], [2, 3], [4]])
         >>> p.epoch, p.position  # the pass is over: the next iter() starts epoch 1
-        (1, 0)
+        (0, 5)
     """
 
     def __init__(

@@ -115,14 +115,14 @@ def settings(pipeline: Pipeline) -> dict[str, Any]:
     """The settings a saved state must agree with to be restored here (compare order)."""
     source = pipeline.source
     out: dict[str, Any] = {
+        "batch_size": pipeline.batch_size,
+        "drop_remainder": pipeline.drop_remainder,
         "source": type(source).__name__,
         "num_records": source.length_or_none(),
         "shard": list(source.shard),
     }
     for name, value in config_settings(source.config).items():
         out[f"source.{name}"] = value
-    out["batch_size"] = pipeline.batch_size
-    out["drop_remainder"] = pipeline.drop_remainder
     out["stages"] = pipeline.stages_fingerprint()
     out["rngs"] = pipeline.rng_fingerprint()
     return out
