@@ -390,15 +390,15 @@ def test_64bit_policy(tmp_path):
     with pytest.raises(RecordError) as err:
         HFEagerSource(HFEagerConfig(name=str(big), split="train", include_keys=("id",)))
     assert str(err.value) == (
-        "HFEagerSource: field 'id' is int64 and record 2 holds a value outside the int32 "
-        "range (np.int64(1099511627776)), so it cannot be cast to int32 without loss while "
+        "HFEagerSource: field 'id' is int64 and record 2 holds 1099511627776, outside the "
+        "int32 range, so it cannot be cast to int32 without loss while "
         "jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), "
         "or drop the field (exclude_keys)."
     )
     assert err.value.index == 2
     stream = HFStreamingSource(HFStreamingConfig(name=str(big), split="train", include_keys=("id",), chunk_size=2))
     assert stream.get_batch(2)["id"].tolist() == [1, 2]
-    with pytest.raises(RecordError, match="record 2 holds a value outside the int32 range"):
+    with pytest.raises(RecordError, match="record 2 holds 1099511627776, outside the int32 range"):
         stream.get_batch(2)
 
 

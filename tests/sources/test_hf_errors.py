@@ -24,8 +24,8 @@ BAD = (5, 21)  # record 5: a list of another length; record 21: an int64 past in
 GOOD = [i for i in range(N) if i not in BAD]
 VEC_CAUSE = "field 'vec' is int32 of shape (3,), but the first record's is int32 of shape (2,)."
 LABEL_CAUSE = (
-    "field 'label' is int64 and record 21 holds a value outside the int32 range "
-    "(np.int64(1099511627776)), so it cannot be cast to int32 without loss while "
+    "field 'label' is int64 and record 21 holds 1099511627776, outside the int32 range, "
+    "so it cannot be cast to int32 without loss while "
     "jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), "
     "or drop the field (exclude_keys)."
 )

@@ -352,7 +352,7 @@ def test_64bit_policy(data_dir):
     index = err.value.index  # position of the record in the prepared split (TFDS's order)
     assert str(err.value) == (
         f"TFDSEagerSource: cannot read record {index} of split 'train' of dataset "
-        "'datarax_wide': ValueError: field 'big' is int64 and holds 1099511627776, outside "
+        "'datarax_wide': field 'big' is int64 and holds 1099511627776, outside "
         "the int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 "
         "is off. Enable x64 with jax.config.update('jax_enable_x64', True), or drop the "
         "field (exclude_keys)."

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
-from datarax.sources._columns import is_text_array
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
 from datarax.sources.host_reader import MAX_REPORTS, ErrorPolicy, SkippedRecord
@@ -321,20 +321,20 @@ def check_spec(columns: dict[str, np.ndarray], spec: dict[str, Any]) -> None:
     for key, want in spec.items():
         got = columns[key]
         if isinstance(want, TextSpec):
-            if is_text_array(got) and tuple(got.shape[1:]) == tuple(want.shape):
+            if is_text_dtype(got.dtype) and tuple(got.shape[1:]) == tuple(want.shape):
                 continue
-            have = "text" if is_text_array(got) else f"{got.dtype}"
+            have = "text" if is_text_dtype(got.dtype) else f"{got.dtype}"
             raise DataraxError(
                 f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
                 f"first record's is text of shape {tuple(want.shape)}."
             )
         if (
-            not is_text_array(got)
+            not is_text_dtype(got.dtype)
             and tuple(got.shape[1:]) == tuple(want.shape)
             and got.dtype == want.dtype
         ):
             continue
-        have = "text" if is_text_array(got) else f"{got.dtype}"
+        have = "text" if is_text_dtype(got.dtype) else f"{got.dtype}"
         raise DataraxError(
             f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
             f"first record's is {want.dtype} of shape {tuple(want.shape)}."

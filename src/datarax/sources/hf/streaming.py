@@ -11,8 +11,9 @@ from flax import nnx
 
 from datarax.core.data_source import Batch
 from datarax.core.stream import StreamSource
+from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError, DataraxError, StateError
-from datarax.sources._columns import is_text_array, select_keys, spec_of_columns
+from datarax.sources._columns import select_keys, spec_of_columns
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFStreamingConfig
@@ -108,7 +109,7 @@ from flax import nnx
         if got is None:
             return None, None
         columns, indices = got
-        batch = {k: (v.tolist() if is_text_array(v) else v) for k, v in columns.items()}
+        batch = {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
         return batch, indices
 
     def skipped_records(self) -> list[SkippedRecord]:

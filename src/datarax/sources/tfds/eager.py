@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
+from datarax.core.dtypes import fit_column
 from datarax.core.errors import DataraxError, RecordError
-from datarax.sources._columns import fit_64bit, refuse_text
+from datarax.sources._columns import refuse_text
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import EpochOrder, HostReader
 from datarax.sources.memory import MemorySource
@@ -100,7 +101,7 @@ def _load_with_tensorflow(config: TFDSConfig, where: str) -> dict[str, np.ndarra
         if key in decoder.text:
             columns[key] = decode_text(value.astype(object))
         else:
-            columns[key] = fit_64bit(key, value, where=where, cast_float64=config.cast_float64)
+            columns[key] = fit_column(key, value, where=where, cast_float64=config.cast_float64)
     if not columns or len(next(iter(columns.values()))) == 0:
         raise empty_split(config, where)
     return columns

@@ -113,10 +113,13 @@ def tfrecord_message(config: TFDSConfig, where: str, *, eager: bool) -> str:
 def record_error(err: RecordError, config: TFDSConfig, where: str, hint: str = "") -> RecordError:
     """The reader's error, worded for a TFDS split (``hint``: what to do, if anything)."""
     cause = err.__cause__
-    detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
+    if cause is None or isinstance(cause, DataraxError):  # our own wording: no type name
+        detail = str(cause if cause is not None else err)
+    else:
+        detail = f"{type(cause).__name__}: {cause}"
     return RecordError(
         f"{where}: cannot read record {err.index} of split {config.split!r} of dataset "
-        f"{config.name!r}: {detail}.{hint}",
+        f"{config.name!r}: {detail.rstrip('.')}.{hint}",
         path=err.path,
         index=err.index,
     )

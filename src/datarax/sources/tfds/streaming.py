@@ -7,6 +7,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.data_source import Batch
+from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import HostReader
@@ -93,4 +94,4 @@ class TFDSStreamingSource(RandomAccessSource):
         return record_error(err, config, where, SKIP_HINT)
 
     def _host_columns(self, columns: dict[str, Any]) -> Batch:
-        return {k: (v.tolist() if v.dtype.kind in "OSU" else v) for k, v in columns.items()}
+        return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
