@@ -29,7 +29,7 @@ from datarax.sources import (  # noqa: E402
     MemorySourceConfig,
     from_hf,
 )
-from datarax.sources._optional import MissingExtraError  # noqa: E402
+from datarax.core.errors import MissingExtraError  # noqa: E402
 
 N = 100
 

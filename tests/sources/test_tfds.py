@@ -26,7 +26,7 @@ from datarax.sources import (  # noqa: E402
     TFDSStreamingSource,
     from_tfds,
 )
-from datarax.sources._optional import MissingExtraError  # noqa: E402
+from datarax.core.errors import MissingExtraError  # noqa: E402
 
 N = 20
 
