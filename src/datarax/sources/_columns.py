@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from datarax.core.dtypes import is_text_dtype
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec
 
 
@@ -105,13 +105,8 @@ def spec_of_columns(columns: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return spec
 
 
-def refuse_text(columns: Mapping[str, np.ndarray], *, where: str, streaming_hint: str) -> None:
-    """Eager (device-resident) sources cannot hold text; name the fields and the fixes."""
-    text = [k for k, v in columns.items() if is_text_dtype(v.dtype)]
-    if text:
-        raise DataraxError(
-            f"{where}: field(s) {text} hold text, which cannot live in device memory. Drop "
-            f"them with exclude_keys={tuple(text)!r} (or list the numeric fields in "
-            f"include_keys), encode them to token ids first, or use {streaming_hint}, "
-            "whose batches carry text to your operators."
-        )
+def text_on_host(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns an eager source hands to MemorySource: text fields as ``object``
+    arrays of ``str`` (kept on the host, gathered by the same record indices as the
+    device fields), every other field as it is."""
+    return {k: (as_text(v) if is_text_dtype(v.dtype) else v) for k, v in columns.items()}

@@ -9,7 +9,7 @@ from flax import nnx
 
 from datarax.core.dtypes import fit_column
 from datarax.core.errors import DataraxError, RecordError
-from datarax.sources._columns import refuse_text
+from datarax.sources._columns import text_on_host
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import EpochOrder, HostReader
 from datarax.sources.memory import MemorySource
@@ -62,8 +62,7 @@ class TFDSEagerSource(MemorySource):
             columns = _load_with_tensorflow(config, where)
         else:
             columns = _load_all(data, info, config, where, num_threads)
-        refuse_text(columns, where=where, streaming_hint="TFDSStreamingSource (from_tfds(..., streaming=True))")
-        super().__init__(config, columns, rngs=rngs, name=name)  # type: ignore[arg-type]
+        super().__init__(config, text_on_host(columns), rngs=rngs, name=name)  # type: ignore[arg-type]
 
 
 def _load_all(data: Any, info: Any, config: TFDSConfig, where: str, num_threads: int) -> dict[str, np.ndarray]:
