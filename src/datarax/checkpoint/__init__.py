@@ -1,6 +1,7 @@
 """Orbax integration: the data pipeline's state saved and restored with the model's.
 
-Needs ``orbax-checkpoint`` (``pip install datarax[checkpoint]``). See
+Needs ``orbax-checkpoint`` (``pip install "datarax[checkpoint]"``; without it, importing
+this package raises :class:`~datarax.core.errors.MissingExtraError` saying so). See
 ``examples/checkpoint/orbax_manager.py`` for a complete training loop.
 """
 

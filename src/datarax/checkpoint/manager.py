@@ -30,9 +30,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import orbax.checkpoint as ocp
-
 from datarax.core.errors import StateError
+from datarax.core.extras import require
+
+# Orbax is the `checkpoint` extra: a missing install says which pip command adds it.
+ocp = require("orbax.checkpoint", extra="checkpoint", user="datarax.checkpoint")
 
 DATA_ITEM = "data"
 

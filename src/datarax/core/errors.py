@@ -59,3 +59,12 @@ class RecordError(DataraxError):
         super().__init__(message)
         self.path = path
         self.index = index
+
+
+class MissingExtraError(DataraxError, ImportError):
+    """An optional package a feature needs is not installed.
+
+    The message names the package and the ``pip install "datarax[extra]"`` command that
+    adds it (see :func:`datarax.core.extras.require`). It is also an ``ImportError``, so
+    code guarding an optional import keeps working.
+    """

@@ -14,15 +14,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
+# is_text_value / x64_enabled are re-exported here: the rules live in datarax.core.dtypes.
+from datarax.core.dtypes import declared_64bit, is_text_value, x64_enabled  # noqa: F401
 from datarax.core.errors import SpecMismatchError
-
-_SIXTY_FOUR = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.complex128))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,31 +52,15 @@ def array_to_spec_strip_leading(array: Any) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape[1:], np.dtype(getattr(array, "dtype", np.asarray(array).dtype)))
 
 
-def is_text_value(value: Any) -> bool:
-    """True for host string data: ``str``, a sequence of ``str`` or a str/object array."""
-    if isinstance(value, (str, bytes)):
-        return True
-    if isinstance(value, np.ndarray):
-        return value.dtype.kind in ("U", "S", "O", "T")
-    if isinstance(value, Sequence) and len(value) > 0:
-        return isinstance(value[0], (str, bytes))
-    return False
-
-
-def x64_enabled() -> bool:
-    """Whether ``jax_enable_x64`` is on right now."""
-    return bool(jax.config.jax_enable_x64)
-
-
 def check_spec_x64(spec: Mapping[str, FieldSpec], where: str = "source") -> None:
-    """Refuse 64-bit fields while ``jax_enable_x64`` is off (never narrow silently)."""
-    if x64_enabled():
-        return
-    bad = [
-        name
-        for name, s in spec.items()
-        if isinstance(s, jax.ShapeDtypeStruct) and np.dtype(s.dtype) in _SIXTY_FOUR
-    ]
+    """Refuse declared 64-bit fields while ``jax_enable_x64`` is off (never narrow silently).
+
+    The values behind a declared spec are not seen here, so nothing is narrowed (see
+    :mod:`datarax.core.dtypes` for the policy on values a source does see).
+    """
+    bad = declared_64bit(
+        {name: s.dtype for name, s in spec.items() if isinstance(s, jax.ShapeDtypeStruct)}
+    )
     if bad:
         details = ", ".join(f"'{n}' ({np.dtype(spec[n].dtype).name})" for n in bad)
         raise SpecMismatchError(

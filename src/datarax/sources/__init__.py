@@ -17,6 +17,7 @@ from datarax.sources.hf import (
     HFStreamingSource,
     from_hf,
 )
+from datarax.sources.label_encoder import LabelEncoder
 from datarax.sources.memory import MemorySource, MemorySourceConfig
 from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.tfds import (
@@ -39,6 +40,7 @@ __all__ = [
     "HFStreamingConfig",
     "HFStreamingSource",
     "IndexedSource",
+    "LabelEncoder",
     "MemorySource",
     "MemorySourceConfig",
     "RandomAccessSource",

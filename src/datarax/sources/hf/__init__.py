@@ -3,8 +3,10 @@
 * :class:`HFEagerSource` loads a split once into device arrays and is an *indexed*
   source (the compiled pipeline path): it is a :class:`~datarax.sources.MemorySource`
   filled from the dataset, with the same Feistel shuffle (``seed + epoch``), stable
-  indices and tiny state. Text cannot live on the device: a text field is refused
-  with an error naming it; drop it with ``exclude_keys`` or stream instead.
+  indices and tiny state. Text fields stay on the host (``object`` arrays of
+  ``str``), gathered by the same record indices as the device fields and handed to
+  operators; :class:`~datarax.sources.LabelEncoder` turns a string label into
+  ``int32`` ids that ride the compiled path.
 * :class:`HFStreamingSource` wraps a ``datasets.IterableDataset``
   (``load_dataset(..., streaming=True)``), reads Arrow chunks of ``chunk_size``
   records and keeps memory bounded by ``chunk_size`` (plus ``shuffle_buffer_size``

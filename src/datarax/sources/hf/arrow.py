@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import DataraxError
-from datarax.sources._columns import as_text, fit_64bit, is_text_array
+from datarax.core.dtypes import fit_column
+from datarax.sources._columns import as_text
 from datarax.sources.hf.config import HFConfig
 
 
@@ -101,11 +102,9 @@ def table_to_columns(
             array = _decode_images(table.column(key), feature, key, where, first_record)
         else:
             array = _arrow_to_numpy(table.column(key), key, where)
-        if not is_text_array(array):
-            array = fit_64bit(
-                key, array, where=where, cast_float64=config.cast_float64, first_record=first_record
-            )
-        columns[key] = array
+        columns[key] = fit_column(
+            key, array, where=where, cast_float64=config.cast_float64, first_record=first_record
+        )
     return columns
 
 

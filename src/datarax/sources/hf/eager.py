@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from flax import nnx
 
-from datarax.sources._columns import refuse_text, select_keys
+from datarax.sources._columns import select_keys, text_on_host
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFEagerConfig
@@ -25,7 +25,8 @@ class HFEagerSource(MemorySource):
     Everything about serving is :class:`~datarax.sources.MemorySource`'s: Feistel
     shuffle keyed by ``seed + epoch``, ``record_indices_at`` (stable index = row in the
     split), ``len``, ``element_spec`` and ``{"current_index", "current_epoch"}`` state.
-    Text fields are refused (name them in ``exclude_keys``, or stream).
+    Text fields are kept on the host (``object`` arrays of ``str``) and served with
+    the records they belong to.
 
     Example:
         >>> from datarax.sources import HFEagerSource, HFEagerConfig
@@ -68,5 +69,4 @@ def _load_eager_columns(config: HFEagerConfig, where: str) -> dict[str, np.ndarr
         raise empty_split(config, where)
     table = ds.select_columns(keys).with_format("arrow")[:]
     columns = table_to_columns(table, keys, config, where, features=ds.features)
-    refuse_text(columns, where=where, streaming_hint="HFStreamingSource (from_hf(..., streaming=True))")
-    return columns
+    return text_on_host(columns)

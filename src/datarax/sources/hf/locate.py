@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.sources._optional import require
+from datarax.core.extras import require
 from datarax.sources.hf.config import HFConfig
 
 

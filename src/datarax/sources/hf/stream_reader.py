@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
-from datarax.sources._columns import is_text_array
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
 from datarax.sources.host_reader import MAX_REPORTS, ErrorPolicy, SkippedRecord
@@ -24,7 +24,10 @@ class StreamReader:
     """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted.
 
     ``consumed`` counts this shard's records of the pass handed out or skipped;
-    ``skipped`` the bad records before ``consumed`` (``on_error="skip"``).
+    ``skipped`` the bad records before ``consumed`` (``on_error="skip"``). With
+    ``count`` shards the stream is read in whole rounds of ``count`` records and
+    shard ``index`` keeps record ``index`` of each round; a partial last round is left
+    out, so every shard serves the same number of records (the rule of every stream).
     """
 
     def __init__(
@@ -51,6 +54,11 @@ class StreamReader:
     def is_open(self) -> bool:
         return self._tables is not None
 
+    @property
+    def epoch(self) -> int:
+        """The pass that is open."""
+        return self._epoch
+
     def close(self) -> None:
         tables, self._tables = self._tables, None
         if tables is not None and hasattr(tables, "close"):
@@ -60,6 +68,9 @@ class StreamReader:
         self._ordinals = np.zeros(0, np.int64)
         self._offset = 0
         self._stream_position = 0
+        self._ahead: list[Any] = []  # tables pulled to find the last whole round
+        self._ahead_rows = 0
+        self._stream_ended = False
         self._ordinal = 0  # this shard's records pulled from the stream
         self._epoch = 0
         self.consumed = 0
@@ -143,16 +154,19 @@ class StreamReader:
         ordinals among this shard's records."""
         import pyarrow as pa
 
+        index, count = self._source.shard
         while True:
-            table = next(self._tables, None)
+            table = self._pull(count)
             if table is None:
                 return None
             n = table.num_rows
             positions = np.arange(self._stream_position, self._stream_position + n, dtype=np.int64)
             self._stream_position += n
-            index, count = self._source.shard
             if count > 1:
                 keep = positions % count == index
+                if self._stream_ended:  # the stream's length is known: cut the partial round
+                    total = self._stream_position + self._ahead_rows
+                    keep &= positions < total - total % count
                 table = table.filter(pa.array(keep))
                 positions = positions[keep]
             if len(positions):
@@ -272,12 +286,36 @@ class StreamReader:
                 )
         self.consumed = end
 
+    def _pull(self, count: int) -> Any:
+        """The next Arrow table of the stream; with ``count > 1`` tables are pulled
+        ahead until ``count`` records follow the one served (or the stream ends), so a
+        table reaching into the partial last round is served only once the stream's
+        length is known."""
+        if count > 1:
+            while not self._stream_ended and (
+                not self._ahead or self._ahead_rows - self._ahead[0].num_rows < count
+            ):
+                table = next(self._tables, None)
+                if table is None:
+                    self._stream_ended = True
+                elif table.num_rows:
+                    self._ahead.append(table)
+                    self._ahead_rows += table.num_rows
+            if not self._ahead:
+                return None
+            table = self._ahead.pop(0)
+            self._ahead_rows -= table.num_rows
+            return table
+        table = next(self._tables, None)
+        if table is None:
+            self._stream_ended = True
+        return table
+
     def _shard_length(self) -> int | None:
         """Records of this shard in one pass, when the split declares its size."""
         if self._length is None:
             return None
-        index, count = self._source.shard
-        return len(range(index, self._length, count))
+        return self._length // self._source.shard[1]
 
 
 _WHERE = "HFStreamingSource"
@@ -321,20 +359,20 @@ def check_spec(columns: dict[str, np.ndarray], spec: dict[str, Any]) -> None:
     for key, want in spec.items():
         got = columns[key]
         if isinstance(want, TextSpec):
-            if is_text_array(got) and tuple(got.shape[1:]) == tuple(want.shape):
+            if is_text_dtype(got.dtype) and tuple(got.shape[1:]) == tuple(want.shape):
                 continue
-            have = "text" if is_text_array(got) else f"{got.dtype}"
+            have = "text" if is_text_dtype(got.dtype) else f"{got.dtype}"
             raise DataraxError(
                 f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
                 f"first record's is text of shape {tuple(want.shape)}."
             )
         if (
-            not is_text_array(got)
+            not is_text_dtype(got.dtype)
             and tuple(got.shape[1:]) == tuple(want.shape)
             and got.dtype == want.dtype
         ):
             continue
-        have = "text" if is_text_array(got) else f"{got.dtype}"
+        have = "text" if is_text_dtype(got.dtype) else f"{got.dtype}"
         raise DataraxError(
             f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
             f"first record's is {want.dtype} of shape {tuple(want.shape)}."

@@ -10,9 +10,10 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.data_source import Batch
-from datarax.core.stream import StreamSource
+from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError, DataraxError, StateError
-from datarax.sources._columns import is_text_array, select_keys, spec_of_columns
+from datarax.core.stream import StreamSource
+from datarax.sources._columns import select_keys, spec_of_columns
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFStreamingConfig
@@ -32,7 +33,7 @@ from datarax.sources.host_reader import SkippedRecord
 class HFStreamingSource(StreamSource):
     """A Hugging Face ``IterableDataset`` read chunk by chunk on the host.
 
-    One pass per ``for batch in pipeline`` (the Pipeline ``seek``\ s the pass), memory
+    One pass per ``for batch in pipeline`` (the Pipeline seeks to its start), memory
     bounded by ``chunk_size`` (+ ``shuffle_buffer_size``), text fields served as lists
     of ``str``, exact mid-epoch resume from ``{"current_index", "current_epoch"}``.
     With several processes (``Pipeline(shard_count=...)``) each keeps every
@@ -43,8 +44,7 @@ class HFStreamingSource(StreamSource):
     in the state (``"skipped"``), so resume re-skips them without counting them twice.
 
     Example:
-        >>> import numpy as np
-from flax import nnx
+        >>> from flax import nnx
         >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
         >>> config = HFStreamingConfig(name="stanfordnlp/sst2", split="train", streaming=True)
         >>> source = HFStreamingSource(config, rngs=nnx.Rngs(0))  # doctest: +SKIP
@@ -84,7 +84,7 @@ from flax import nnx
         spec = spec_of_columns(columns)
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
         length = known_length(dataset, split_names(config.split)[0]) if by_shard else None
-        self.skipped = nnx.Variable(np.asarray(0, np.int64))  # skipped this pass before the position
+        self.skipped = nnx.Variable(np.asarray(0, np.int64))  # this pass, before the position
         self._reader = nnx.static(
             StreamReader(self, dataset, tuple(keys), by_shard, policy, length)
         )
@@ -99,16 +99,20 @@ from flax import nnx
         return self.get_batch_with_indices(batch_size)[0]
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """The next records of the pass (this shard's) and their positions in its stream."""
         reader = self._reader
+        epoch, index = self.epoch, self.index
+        if reader.is_open and (reader.epoch, reader.consumed) != (epoch, index):
+            reader.close()  # the position was set from outside (e.g. nnx.update)
         if not reader.is_open:
-            reader.open(self.epoch, skip=self.index, skipped=self._skipped())
+            reader.open(epoch, skip=index, skipped=self._skipped())
         got = reader.read(batch_size)
         self.skipped.set_value(np.asarray(reader.skipped, np.int64))
-        self.datarax_position.move(self.epoch, reader.consumed)
+        self.datarax_position.move(epoch, reader.consumed)
         if got is None:
             return None, None
         columns, indices = got
-        batch = {k: (v.tolist() if is_text_array(v) else v) for k, v in columns.items()}
+        batch = {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
         return batch, indices
 
     def skipped_records(self) -> list[SkippedRecord]:
@@ -124,16 +128,26 @@ from flax import nnx
         return int(self.skipped.get_value())
 
     def restart(self, epoch: int) -> None:
-        """Any pass can be re-opened (lazily, at the position, on the next read)."""
+        """Begin pass ``epoch``: the stream is re-opened on the next read."""
+        self._reader.close()
 
     def _moved(self) -> None:
-        """The position was set from outside: re-open the pass there on the next read."""
+        """The position was set from outside: re-open (and fast-forward) on the next read."""
+        self._reader.close()
         if self.index == 0:
             self.skipped.set_value(np.asarray(0, np.int64))
-        self._reader.close()
+
+    def _exhausted(self) -> bool:
+        """Direct iteration (``for record in source``) over a finished source restarts it."""
+        epochs = self.num_epochs
+        return self._reader.ended and epochs >= 0 and self.epoch >= epochs - 1
 
     def close_epoch(self) -> None:
         """Release the open stream (the position is kept; reading re-opens and skips)."""
+        self._reader.close()
+
+    def close(self) -> None:
+        """Release the open stream."""
         self._reader.close()
 
     def get_state(self) -> dict[str, Any]:
@@ -150,25 +164,26 @@ from flax import nnx
         (handed out or skipped) are passed over unread. A state without
         ``"skipped"`` counts no skips."""
         where = "HFStreamingSource"
-        skipped = state.get("skipped", 0) if isinstance(state, dict) else 0
+        if not isinstance(state, dict):
+            raise StateError(
+                f"{where}.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
+        skipped = state.get("skipped", 0)
         if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
             raise StateError(
                 f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
                 field="skipped",
             )
-        if isinstance(state, dict) and isinstance(state.get("current_index"), int) and skipped > state["current_index"]:
+        epoch, index = self.datarax_position.check_state(state, where=where)
+        if skipped > index:
             raise StateError(
                 f"{where} state says {skipped} records were skipped before position "
-                f"{state['current_index']}; the state was tampered with.",
+                f"{index}; the state was tampered with.",
                 field="skipped",
             )
-        super().set_state(state)
+        self.seek(epoch, index)
         self.skipped.set_value(np.asarray(skipped, np.int64))
-
-    def __iter__(self) -> HFStreamingSource:
-        if self._reader.ended:
-            self.seek(0, 0)
-        return self
 
 
 def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:

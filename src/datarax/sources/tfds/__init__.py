@@ -7,9 +7,9 @@ ArrayRecord files, which needs no TensorFlow:
   :class:`~datarax.sources.host_reader.HostReader`) into device arrays and is an
   *indexed* source (the compiled path): a :class:`~datarax.sources.MemorySource`
   filled from the split, with its Feistel shuffle (``seed + epoch``), stable indices
-  and ``{"current_index", "current_epoch"}`` state. Text fields are refused (drop them
-  with ``exclude_keys``, or stream). A split prepared only as TFRecord is read through
-  TensorFlow when it is installed.
+  and ``{"current_index", "current_epoch"}`` state. Text fields stay on the host
+  (``object`` arrays of ``str``), served with their records. A split prepared only as
+  TFRecord is read through TensorFlow when it is installed.
 * :class:`TFDSStreamingSource` keeps the split on disk and reads batches on host
   threads with :class:`~datarax.sources.host_reader.HostReader` (bounded read-ahead):
   global shuffle by the Feistel permutation (O(1) memory, ``seed + epoch``), this

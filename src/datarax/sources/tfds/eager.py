@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
+from datarax.core.dtypes import fit_column
 from datarax.core.errors import DataraxError, RecordError
-from datarax.sources._columns import fit_64bit, refuse_text
+from datarax.sources._columns import text_on_host
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import EpochOrder, HostReader
 from datarax.sources.memory import MemorySource
@@ -61,8 +62,7 @@ class TFDSEagerSource(MemorySource):
             columns = _load_with_tensorflow(config, where)
         else:
             columns = _load_all(data, info, config, where, num_threads)
-        refuse_text(columns, where=where, streaming_hint="TFDSStreamingSource (from_tfds(..., streaming=True))")
-        super().__init__(config, columns, rngs=rngs, name=name)  # type: ignore[arg-type]
+        super().__init__(config, text_on_host(columns), rngs=rngs, name=name)  # type: ignore[arg-type]
 
 
 def _load_all(data: Any, info: Any, config: TFDSConfig, where: str, num_threads: int) -> dict[str, np.ndarray]:
@@ -100,7 +100,7 @@ def _load_with_tensorflow(config: TFDSConfig, where: str) -> dict[str, np.ndarra
         if key in decoder.text:
             columns[key] = decode_text(value.astype(object))
         else:
-            columns[key] = fit_64bit(key, value, where=where, cast_float64=config.cast_float64)
+            columns[key] = fit_column(key, value, where=where, cast_float64=config.cast_float64)
     if not columns or len(next(iter(columns.values()))) == 0:
         raise empty_split(config, where)
     return columns

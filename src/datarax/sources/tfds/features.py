@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.spec import TextSpec, x64_enabled
-from datarax.sources._columns import fit_64bit, select_keys
+from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
+from datarax.core.spec import TextSpec
+from datarax.sources._columns import select_keys
 from datarax.sources.tfds.config import TFDSConfig
 
 
@@ -23,16 +24,16 @@ class Decoder:
         infos = flatten(info.features.get_tensor_info())
         for key, tensor_info in infos.items():
             dtype = _np_dtype(getattr(tensor_info, "np_dtype", None) or tensor_info.dtype)
-            if dtype.kind in "OSU":
+            if is_text_dtype(dtype):
                 self.text.add(key)
             else:
                 self.dtypes[key] = dtype
         self.keys = select_keys(list(infos), config.include_keys, config.exclude_keys, where=where)
         for key in self.keys:
             dtype = self.dtypes.get(key)
-            if dtype is not None and dtype.kind == "f" and dtype.itemsize == 8:
+            if dtype is not None and is_64bit(dtype) and dtype.kind in "fc":
                 # refuse float64 up front (never narrowed unless cast_float64=True)
-                fit_64bit(key, np.zeros(1, dtype), where=where, cast_float64=config.cast_float64)
+                fit_column(key, np.zeros(1, dtype), where=where, cast_float64=config.cast_float64)
 
     def __call__(self, example: Mapping[str, Any]) -> dict[str, Any]:
         flat = flatten(example)
@@ -43,25 +44,8 @@ class Decoder:
                 out[key] = decode_text(value)
                 continue
             array = np.asarray(value, dtype=self.dtypes.get(key))
-            out[key] = self._fit(key, array)
+            out[key] = fit_value(key, array, cast_float64=self.cast_float64)
         return out
-
-    def _fit(self, key: str, array: np.ndarray) -> np.ndarray:
-        """The 64-bit policy for one record (the reader names the record on error)."""
-        if x64_enabled() or array.dtype.itemsize != 8 or array.dtype.kind not in "iuf":
-            return array
-        if array.dtype.kind == "f":
-            return array.astype(np.float32)  # cast_float64 was checked at construction
-        info = np.iinfo(np.int32)
-        if array.size and (array.max() > info.max or array.min() < info.min):
-            bad = array.max() if array.max() > info.max else array.min()
-            raise ValueError(
-                f"field '{key}' is {array.dtype.name} and holds {int(bad)}, outside the "
-                "int32 range, so it cannot be cast to int32 without loss while "
-                "jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', "
-                "True), or drop the field (exclude_keys)"
-            )
-        return array.astype(np.int32)
 
     def declared_spec(self) -> dict[str, Any]:
         """What the decoded records carry, from the dataset's feature declaration."""
@@ -76,6 +60,7 @@ def _np_dtype(dtype: Any) -> np.dtype:
 
 
 def decode_text(value: Any) -> Any:
+    """``bytes`` (TFDS's form of ``Text`` features) decoded to ``str``, element-wise for arrays."""
     if isinstance(value, bytes):
         return value.decode("utf-8")
     if isinstance(value, np.ndarray) and value.dtype.kind in "OS":

@@ -1,5 +1,6 @@
 """Opening a TFDS split for random access (``tfds.data_source``), and the errors that
-name what is wrong: unknown dataset or split, not prepared, prepared only as TFRecord."""
+name what is wrong: unknown dataset or split, not prepared (or offline), prepared only
+as TFRecord."""
 
 from __future__ import annotations
 
@@ -7,9 +8,18 @@ import importlib.util
 from typing import Any
 
 from datarax.core.errors import DataraxError, RecordError
+from datarax.core.extras import missing_extra, require
 from datarax.sources._dataset_config import empty_split
-from datarax.sources._optional import require
 from datarax.sources.tfds.config import TFDSConfig
+from datarax.sources.tfds.download import (
+    check_download_reachable,
+    is_network_error,
+    offline_error,
+)
+
+
+#: modules TFDS imports lazily that the ``tfds`` extra installs (pyproject.toml).
+TFDS_EXTRA_MODULES = ("tensorflow_datasets", "array_record", "importlib_resources")
 
 
 def tfds_module(where: str) -> Any:
@@ -53,6 +63,7 @@ def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
     }
     if config.download:
         kwargs["download_and_prepare_kwargs"] = {"file_format": "array_record"}
+        check_download_reachable(open_builder(tfds, config, where), config, where)
     try:
         source = tfds.data_source(config.name, **kwargs)
     except tfds.core.registered.DatasetNotFoundError as err:
@@ -70,6 +81,16 @@ def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
             f"{where}: dataset {config.name!r} is not prepared in data_dir="
             f"{config.data_dir!r} and download=False: {err}"
         ) from err
+    except ImportError as err:  # a package TFDS imports lazily, which the extra installs
+        if (err.name or "").split(".")[0] not in TFDS_EXTRA_MODULES:
+            raise
+        raise missing_extra(
+            err.name.split(".")[0], extra="tfds", user=where, via="tensorflow_datasets"
+        ) from err
+    except Exception as err:
+        if config.download and is_network_error(err):
+            raise offline_error(config, where, None, err) from err
+        raise
     return source, open_builder(tfds, config, where).info
 
 
@@ -113,10 +134,13 @@ def tfrecord_message(config: TFDSConfig, where: str, *, eager: bool) -> str:
 def record_error(err: RecordError, config: TFDSConfig, where: str, hint: str = "") -> RecordError:
     """The reader's error, worded for a TFDS split (``hint``: what to do, if anything)."""
     cause = err.__cause__
-    detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
+    if cause is None or isinstance(cause, DataraxError):  # our own wording: no type name
+        detail = str(cause if cause is not None else err)
+    else:
+        detail = f"{type(cause).__name__}: {cause}"
     return RecordError(
         f"{where}: cannot read record {err.index} of split {config.split!r} of dataset "
-        f"{config.name!r}: {detail}.{hint}",
+        f"{config.name!r}: {detail.rstrip('.')}.{hint}",
         path=err.path,
         index=err.index,
     )

@@ -7,6 +7,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.data_source import Batch
+from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import HostReader
@@ -25,7 +26,7 @@ from datarax.sources.tfds.opening import (
 class TFDSStreamingSource(RandomAccessSource):
     """A TFDS split read by index on host threads (``tfds.data_source``, no TensorFlow).
 
-    Each ``for batch in pipeline`` is one pass (the Pipeline ``seek``\ s it);
+    Each ``for batch in pipeline`` is one pass (the Pipeline seeks to its start);
     with ``shuffle=True`` pass ``e`` follows the Feistel permutation keyed by
     ``seed + e`` (the same order :class:`TFDSEagerSource` serves). Memory is bounded by
     the reader's read-ahead. ``get_state()`` is ``{"current_index", "current_epoch",
@@ -73,13 +74,10 @@ class TFDSStreamingSource(RandomAccessSource):
             name=where,
         )
         self._use_reader(reader)
-        self._length = int(length)
+        self._length = length
 
     def __len__(self) -> int:
         return self._length
-
-    def shuffle_seed(self) -> int | None:
-        return self.config.seed if self.config.shuffle else None
 
     def _reword_error(self, err: RecordError) -> RecordError:
         where, config = "TFDSStreamingSource", self.config
@@ -93,4 +91,4 @@ class TFDSStreamingSource(RandomAccessSource):
         return record_error(err, config, where, SKIP_HINT)
 
     def _host_columns(self, columns: dict[str, Any]) -> Batch:
-        return {k: (v.tolist() if v.dtype.kind in "OSU" else v) for k, v in columns.items()}
+        return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}

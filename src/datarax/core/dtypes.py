@@ -1,0 +1,176 @@
+"""One dtype policy for the values datarax sees, and one answer to "is this text".
+
+**Text.** A field is text when its values are ``str``/``bytes``: a numpy array of kind
+``U``/``S``/``O``/``T`` (an ``object`` array is taken to hold strings), a ``str``, or a
+non-empty sequence whose first item is a ``str``/``bytes``. Text stays on the host.
+
+**64-bit values seen by a source** (memory, eager HF/TFDS, decoded records), while
+``jax_enable_x64`` is off — JAX would otherwise narrow them silently:
+
+* ``int64`` / ``uint64`` become ``int32`` when every value fits; a value that does not
+  fit is refused (:class:`~datarax.core.errors.RecordError`) naming the field, the
+  record (when known) and the value.
+* ``float64`` (``complex128``) is refused (:class:`~datarax.core.errors.ConfigError`)
+  unless the user opts in with ``cast_float64=True``, which casts to ``float32``
+  (``complex64``) on purpose.
+* Python numbers (not numpy/JAX arrays) carry no precision of their own: they take
+  JAX's defaults, ``int32`` (range checked) and ``float32``, as ``jnp.asarray`` does.
+* With ``jax_enable_x64`` on, every value keeps its dtype.
+
+**64-bit fields declared** by a custom source's ``element_spec()`` are values datarax
+has not seen, so nothing is narrowed: :func:`declared_64bit` lists them and the spec
+check refuses them while x64 is off (:func:`datarax.core.spec.check_spec_x64`).
+
+Example:
+    >>> import numpy as np
+    >>> fit_column("label", np.array([0, 7, 9]), where="MySource", cast_float64=False).dtype
+    dtype('int32')
+    >>> fit_column("id", np.array([1, 2**40]), where="MySource", cast_float64=False)
+    Traceback (most recent call last):
+    ...
+    datarax.core.errors.RecordError: MySource: field 'id' is int64 and record 1 holds 1099511627776, outside the int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), or drop the field (exclude_keys).
+    >>> fit_value("score", 0.5, cast_float64=False).dtype  # a Python float: JAX's default
+    dtype('float32')
+    >>> is_text_value(np.array(["a", "b"])), is_text_value(np.zeros(2))
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from datarax.core.errors import ConfigError, RecordError
+
+#: numpy dtype kinds that hold text (``O``: ``object`` arrays are taken to hold strings).
+TEXT_KINDS = "USOT"
+#: the fix named last in every 64-bit message, unless the caller names its own.
+DROP_FIELD = "drop the field (exclude_keys)"
+
+_INT32 = np.iinfo(np.int32)
+_NARROW = {
+    np.dtype(np.int64): np.dtype(np.int32),
+    np.dtype(np.uint64): np.dtype(np.int32),
+    np.dtype(np.float64): np.dtype(np.float32),
+    np.dtype(np.complex128): np.dtype(np.complex64),
+}
+
+
+def x64_enabled() -> bool:
+    """Whether ``jax_enable_x64`` is on right now."""
+    return bool(jax.config.jax_enable_x64)
+
+
+def is_text_dtype(dtype: Any) -> bool:
+    """True for numpy dtypes that hold strings (``U``/``S``/``O``/``T`` kinds)."""
+    return np.dtype(dtype).kind in TEXT_KINDS
+
+
+def is_text_value(value: Any) -> bool:
+    """True for host string data: ``str``/``bytes``, a text array, a sequence of ``str``."""
+    if isinstance(value, (str, bytes)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in TEXT_KINDS
+    if isinstance(value, Sequence) and len(value) > 0:
+        return isinstance(value[0], (str, bytes))
+    return False
+
+
+def is_64bit(dtype: Any) -> bool:
+    """True for the dtypes JAX narrows while x64 is off (int64, uint64, float64, complex128)."""
+    return np.dtype(dtype) in _NARROW
+
+
+def declared_64bit(dtypes: dict[str, Any]) -> list[str]:
+    """Names of the fields in ``{name: dtype}`` that are 64-bit while x64 is off (else [])."""
+    if x64_enabled():
+        return []
+    return [name for name, dtype in dtypes.items() if is_64bit(dtype)]
+
+
+def fit_column(
+    field: str,
+    column: Any,
+    *,
+    where: str | None,
+    cast_float64: bool,
+    first_record: int = 0,
+    drop_hint: str = DROP_FIELD,
+) -> Any:
+    """One field's values, records along axis 0, under the policy of this module.
+
+    Text and non-64-bit values come back unchanged (JAX arrays too: they are never
+    64-bit while x64 is off). ``first_record`` is the record number of row 0, used to
+    name the record holding a value that does not fit.
+    """
+    return _fit(field, column, where, cast_float64, first_record, drop_hint)
+
+
+def fit_value(
+    field: str,
+    value: Any,
+    *,
+    cast_float64: bool,
+    where: str | None = None,
+    drop_hint: str = DROP_FIELD,
+) -> Any:
+    """One record's value of ``field`` under the policy of this module.
+
+    For decoders that do not know the record's number: the message names the field and
+    the value, and the caller (e.g. the host reader) adds the record's location, so it
+    is a clause without a closing period.
+    """
+    return _fit(field, value, where, cast_float64, None, drop_hint)
+
+
+def _fit(
+    field: str,
+    value: Any,
+    where: str | None,
+    cast_float64: bool,
+    first_record: int | None,
+    drop_hint: str,
+) -> Any:
+    if isinstance(value, jax.Array):
+        return value
+    weak = not isinstance(value, (np.ndarray, np.generic))  # Python numbers (or lists)
+    array = np.asarray(value)
+    if array.dtype.kind in TEXT_KINDS or array.dtype not in _NARROW or x64_enabled():
+        return value if array.dtype.kind in TEXT_KINDS else array
+    prefix = f"{where}: " if where else ""
+    end = "." if first_record is not None else ""  # fit_value: a clause for the caller
+    dtype, target = array.dtype, _NARROW[array.dtype]
+    if dtype.kind in "iu":
+        if array.size:
+            too_big = array > _INT32.max
+            if dtype.kind == "i":
+                too_big |= array < _INT32.min
+            if too_big.any():
+                flat = int(np.flatnonzero(too_big.reshape(-1))[0])
+                bad = array.reshape(-1)[flat]
+                record = None
+                at = ""
+                if first_record is not None and array.ndim:
+                    row = flat // max(1, int(np.prod(array.shape[1:])))
+                    record = first_record + row
+                    at = f"record {record} "
+                raise RecordError(
+                    f"{prefix}field '{field}' is {dtype.name} and {at}holds {bad}, outside "
+                    "the int32 range, so it cannot be cast to int32 without loss while "
+                    "jax_enable_x64 is off. Enable x64 with "
+                    f"jax.config.update('jax_enable_x64', True), or {drop_hint}{end}",
+                    index=record,
+                )
+        return array.astype(target)
+    if not (cast_float64 or weak):
+        raise ConfigError(
+            f"{prefix}field '{field}' is {dtype.name} but jax_enable_x64 is off, and datarax "
+            f"never narrows silently. Set cast_float64=True in the config to cast it to "
+            f"{target.name}, enable x64 with jax.config.update('jax_enable_x64', True), or "
+            f"{drop_hint}{end}"
+        )
+    return array.astype(target)

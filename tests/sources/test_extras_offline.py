@@ -1,0 +1,141 @@
+"""Optional extras: one MissingExtraError naming the pip command; TFDS preparing a catalog
+dataset offline says "offline" (no network is used: connections are refused here)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from datarax.core.errors import DataraxError, MissingExtraError
+from datarax.core.extras import missing_extra, require
+
+
+def test_missing_extra_error_is_a_datarax_error_and_an_import_error():
+    err = missing_extra("datasets", extra="hf", user="HFEagerSource")
+    assert isinstance(err, DataraxError) and isinstance(err, ImportError)
+    assert str(err) == (
+        "HFEagerSource needs the optional package 'datasets', which is not installed. "
+        'Install it with: pip install "datarax[hf]"'
+    )
+    with pytest.raises(ValueError, match="unknown extra 'nope'"):
+        missing_extra("x", extra="nope", user="X")
+
+
+def test_a_package_missing_below_the_optional_one_is_named(tmp_path, monkeypatch):
+    (tmp_path / "needs_missing_dep.py").write_text("import no_such_dep_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(MissingExtraError) as err:
+        require("needs_missing_dep", extra="tfds", user="TFDSEagerSource")
+    assert str(err.value) == (
+        "TFDSEagerSource needs the optional package 'no_such_dep_xyz' (imported by "
+        "'needs_missing_dep'), which is not installed. Install it with: pip install "
+        '"datarax[tfds]"'
+    )
+
+
+def test_checkpoint_without_orbax_names_the_extra():
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["orbax"] = None  # as if orbax-checkpoint were not installed
+        from datarax.core.errors import MissingExtraError
+        try:
+            import datarax.checkpoint
+        except MissingExtraError as err:
+            print(err)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == (
+        "datarax.checkpoint needs the optional package 'orbax', which is not installed. "
+        'Install it with: pip install "datarax[checkpoint]"'
+    ), out.stderr
+
+
+# ------------------------------------------------------------------- TFDS offline
+tfds = pytest.importorskip("tensorflow_datasets")
+
+from datarax.sources import TFDSEagerConfig, TFDSEagerSource, TFDSStreamingConfig  # noqa: E402
+from datarax.sources import TFDSStreamingSource  # noqa: E402
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every connection attempt fails as on a machine without network."""
+
+    def refuse(*args, **kwargs):
+        raise OSError("[Errno 101] Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def test_preparing_a_catalog_dataset_offline_says_offline(tmp_path, no_network):
+    # refused before TFDS's download began (which would retry for minutes first)
+    with pytest.raises(DataraxError) as err:
+        TFDSEagerSource(TFDSEagerConfig(name="mnist", data_dir=str(tmp_path)))
+    assert str(err.value) == (
+        f"TFDSEagerSource: dataset 'mnist' is not prepared in '{tmp_path}', and its download "
+        "server storage.googleapis.com cannot be reached (offline): OSError: [Errno 101] "
+        "Network is unreachable. Connect to the network, or prepare it on a machine that has "
+        "one (tfds.builder('mnist').download_and_prepare(file_format='array_record')) and "
+        "copy its data_dir here (pass data_dir=); download=False reads only what is prepared."
+    )
+    with pytest.raises(DataraxError, match="TFDSStreamingSource: dataset 'mnist' is not prepared"):
+        TFDSStreamingSource(TFDSStreamingConfig(name="mnist", data_dir=str(tmp_path)))
+
+
+def test_a_network_failure_during_the_download_says_offline(tmp_path, no_network, monkeypatch):
+    """Past the up-front check (as if the server answered it), TFDS itself downloads:
+    everything preparing needs imports (the tfds extra installs it), and requests'
+    error after TFDS's retries is reworded as offline."""
+    from tensorflow_datasets.core.download import downloader
+
+    from datarax.sources.tfds import opening
+
+    monkeypatch.setattr(opening, "check_download_reachable", lambda *a: None)
+    monkeypatch.setattr(downloader, "MAX_RETRIES", 0)  # fail fast instead of backing off
+    with pytest.raises(DataraxError) as err:
+        TFDSEagerSource(TFDSEagerConfig(name="mnist", data_dir=str(tmp_path)))
+    message = str(err.value)
+    assert not isinstance(err.value, MissingExtraError), message
+    assert message.startswith(
+        f"TFDSEagerSource: dataset 'mnist' is not prepared in '{tmp_path}', and its download "
+        "server cannot be reached (offline): "
+    )
+    assert message.endswith("download=False reads only what is prepared.")
+
+
+def test_a_package_tfds_imports_lazily_is_a_missing_extra(tmp_path):
+    """What a tfds extra without importlib_resources did: fail when preparing, before any
+    download. Run in a fresh process, where the package was never imported."""
+    code = textwrap.dedent(
+        f"""
+        import socket, sys
+        sys.modules["importlib_resources"] = None  # not installed
+        def refuse(*args, **kwargs):
+            raise OSError("[Errno 101] Network is unreachable")
+        socket.create_connection = socket.getaddrinfo = socket.socket.connect = refuse
+        from tensorflow_datasets.core.download import downloader
+        downloader.MAX_RETRIES = 0
+        from datarax.core.errors import MissingExtraError
+        from datarax.sources import TFDSEagerConfig, TFDSEagerSource
+        from datarax.sources.tfds import opening
+        opening.check_download_reachable = lambda *a: None
+        try:
+            TFDSEagerSource(TFDSEagerConfig(name="mnist", data_dir={str(tmp_path)!r}))
+        except MissingExtraError as err:
+            print(err)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1:] == [
+        "TFDSEagerSource needs the optional package 'importlib_resources' (imported by "
+        "'tensorflow_datasets'), which is not installed. Install it with: pip install "
+        '"datarax[tfds]"'
+    ], out.stderr[-3000:]
