@@ -141,7 +141,7 @@ def test_state_is_small_json_and_resume_is_exact_at_every_point():
     pipeline = make(23, 5)
     uninterrupted = [records(list(pipeline)) for _ in range(2)]
     flat = uninterrupted[0] + uninterrupted[1]
-    for stop in range(0, 11):  # every batch boundary across two epochs
+    for stop in range(0, 10):  # every batch boundary up to the last (tested apart: rolls on)
         pipeline = make(23, 5)
         consumed, state = [], None
         it = iter(pipeline)

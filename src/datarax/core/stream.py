@@ -78,12 +78,13 @@ class StreamPass:
         self._source = source
         self.read_in_pass = 0  # raw records read from the stream this pass (all shards)
         self.previous_pass: tuple[int, int] | None = None  # (epoch, records read) of the last pass
-        self.opened_epoch: int | None = None  # the pass the stream is positioned in
+        self.opened_epoch: int | None = None  # the pass the stream was last opened for
+        self.needs_open = True  # the position moved from outside: open the pass again
         self.to_skip = 0  # raw records to read and discard before serving
 
     def reposition(self) -> None:
         """The source's position was set from outside: reopen the pass on the next read."""
-        self.opened_epoch = None
+        self.needs_open = True
 
     def _open(self) -> None:
         source = self._source
@@ -92,6 +93,7 @@ class StreamPass:
             self.previous_pass = (self.opened_epoch, self.read_in_pass)
         source.restart(epoch)
         self.opened_epoch = epoch
+        self.needs_open = False
         self.read_in_pass = 0
         self.to_skip = index * source.shard[1]
 
@@ -121,7 +123,7 @@ class StreamPass:
     def read(self, batch_size: int) -> tuple[Batch | None, np.ndarray | None]:
         """This shard's next records (at most ``batch_size``) and their positions in the pass."""
         source = self._source
-        if self.opened_epoch != source.epoch:
+        if self.needs_open or self.opened_epoch != source.epoch:
             self._open()
         index, count = source.shard
         while self.to_skip > 0:
