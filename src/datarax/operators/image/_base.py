@@ -70,14 +70,13 @@ def check_range(
 
 def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:
     """An ``int`` or ``(height, width)`` pair of positive ints."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = (value, value)
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
     if (
-        isinstance(value, (tuple, list))
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+        isinstance(pair, (tuple, list))
+        and len(pair) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in pair)
     ):
-        return int(value[0]), int(value[1])
+        return int(pair[0]), int(pair[1])
     raise ConfigError(f"{owner}: {name} must be an int >= 1 or a (height, width) pair, got {value!r}.")
 
 
