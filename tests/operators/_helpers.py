@@ -31,9 +31,9 @@ def by_id(pipe, field="image", epochs=1):
 
 def assert_key_invariant(make_stage, data, field="image"):
     """The same record gets the same output at other batch sizes and shuffle orders."""
-    a = by_id(pipeline([make_stage()], data, batch_size=5, shuffle_seed=1))
-    b = by_id(pipeline([make_stage()], data, batch_size=3, shuffle_seed=2))
-    c = by_id(pipeline([make_stage()], data, batch_size=len(data["id"]), shuffle_seed=3))
+    a = by_id(pipeline([make_stage()], data, batch_size=5, shuffle_seed=1), field)
+    b = by_id(pipeline([make_stage()], data, batch_size=3, shuffle_seed=2), field)
+    c = by_id(pipeline([make_stage()], data, batch_size=len(data["id"]), shuffle_seed=3), field)
     assert sorted(a) == sorted(b) == sorted(c) == [(0, i) for i in range(len(data["id"]))]
     for rid in a:
         np.testing.assert_array_equal(a[rid], b[rid], err_msg=f"record {rid}")

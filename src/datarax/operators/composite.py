@@ -4,7 +4,8 @@ Strategies:
 
 * ``sequential`` — each operator in turn on the whole batch.
 * ``conditional_sequential`` — each operator in turn, applied to a record only where
-  its condition ``condition(record) -> bool`` holds (``lax.cond`` per record).
+  its condition ``condition(record) -> bool`` holds on the record as it stands before
+  that operator (``lax.cond`` per record).
 * ``parallel`` — every operator on the same input; outputs merged field by field by
   ``merge``: ``concat`` (along the record's first axis), ``stack`` (new axis after
   the batch axis), ``sum``, ``mean`` or ``dict`` (field ``name`` of operator ``i``
