@@ -27,11 +27,11 @@ X = jnp.arange(6, dtype=jnp.float32).reshape(3, 2)
 
 
 def add(v):
-    return MapOperator(MapOperatorConfig(), fn=lambda a: a + v, name=f"add{v}")
+    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=lambda a: a + v, name=f"add{v}")
 
 
 def mul(v):
-    return MapOperator(MapOperatorConfig(), fn=lambda a: a * v, name=f"mul{v}")
+    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=lambda a: a * v, name=f"mul{v}")
 
 
 def noise():
