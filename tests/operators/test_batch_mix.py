@@ -90,7 +90,6 @@ def test_soft_labels_mix_as_given_and_a_single_record_passes_unchanged():
     assert np.asarray(out["label"]).tolist() == [[1.0, 0.0, 0.0, 0.0]]
 
 
-@pytest.mark.xfail(strict=True, reason="needs short-batch fix on main")
 def test_short_last_batch_mixes_only_its_own_records():
     data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
     p = pipeline([BatchMixOperator("mixup", alpha=1.0, num_classes=10)], data, batch_size=4)
