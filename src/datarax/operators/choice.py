@@ -72,7 +72,9 @@ class ProbabilisticOperator(OperatorModule):
     ) -> None:
         (op,) = check_operators([operator], "ProbabilisticOperator")
         p = probability
-        config = ProbabilisticOperatorConfig(probability=p, stochastic=True, stream_name=stream_name)
+        config = ProbabilisticOperatorConfig(
+            probability=p, stochastic=True, stream_name=stream_name
+        )
         stochastic = op.stochastic or 0.0 < float(p) < 1.0
         super().__init__(config.replace(stochastic=stochastic), rngs=rngs, name=name)
         self.operator = op

@@ -165,7 +165,9 @@ class CompositeOperatorModule(OperatorModule):
 
     # -- batch-level strategies ------------------------------------------------------
     def _outputs(self, data: Batch, keys: Any) -> list[Batch]:
-        return [op.apply_batch(dict(data), child_keys(keys, i)) for i, op in enumerate(self.operators)]
+        return [
+            op.apply_batch(dict(data), child_keys(keys, i)) for i, op in enumerate(self.operators)
+        ]
 
     def _merge(self, outputs: list[Batch]) -> Batch:
         merge = self.config.merge

@@ -77,7 +77,9 @@ def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in pair)
     ):
         return int(pair[0]), int(pair[1])
-    raise ConfigError(f"{owner}: {name} must be an int >= 1 or a (height, width) pair, got {value!r}.")
+    raise ConfigError(
+        f"{owner}: {name} must be an int >= 1 or a (height, width) pair, got {value!r}."
+    )
 
 
 def is_range(value: Any) -> bool:

@@ -110,7 +110,9 @@ class GaussianBlur(ImageOperator):
         s = check_range("GaussianBlur", "sigma", sigma, low=1e-6)
         if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 \
                 or kernel_size % 2 == 0:
-            raise ConfigError(f"GaussianBlur: kernel_size must be an odd int >= 1, got {kernel_size!r}.")
+            raise ConfigError(
+                f"GaussianBlur: kernel_size must be an odd int >= 1, got {kernel_size!r}."
+            )
         self._setup({"sigma": s, "kernel_size": kernel_size}, stochastic=is_range(s),
                     field=field, stream_name=stream_name, rngs=rngs, name=name)
 
@@ -136,7 +138,9 @@ class Normalize(ImageOperator):
             m = tuple(float(v) for v in jnp.atleast_1d(jnp.asarray(mean)).tolist())
             s = tuple(float(v) for v in jnp.atleast_1d(jnp.asarray(std)).tolist())
         except (TypeError, ValueError) as err:
-            raise ConfigError(f"Normalize: mean and std must be numbers or lists, got {mean!r}, {std!r}.") from err
+            raise ConfigError(
+                f"Normalize: mean and std must be numbers or lists, got {mean!r}, {std!r}."
+            ) from err
         if len(m) != len(s):
             raise ConfigError(f"Normalize: mean has {len(m)} values but std has {len(s)}.")
         if any(not v > 0 for v in s):

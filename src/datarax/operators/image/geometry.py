@@ -182,8 +182,9 @@ class RandomResizedCrop(ImageOperator):
         lo_s, hi_s = scale if is_range(scale) else (scale, scale)
         lo_r, hi_r = ratio if is_range(ratio) else (ratio, ratio)
         k_area, k_ratio, k_y, k_x = jax.random.split(key, 4)
-        area = height * width * jax.random.uniform(k_area, (self.ATTEMPTS,), minval=lo_s, maxval=hi_s)
-        log_r = jax.random.uniform(k_ratio, (self.ATTEMPTS,), minval=math.log(lo_r), maxval=math.log(hi_r))
+        tries = (self.ATTEMPTS,)
+        area = height * width * jax.random.uniform(k_area, tries, minval=lo_s, maxval=hi_s)
+        log_r = jax.random.uniform(k_ratio, tries, minval=math.log(lo_r), maxval=math.log(hi_r))
         r = jnp.exp(log_r)
         w = jnp.round(jnp.sqrt(area * r)).astype(jnp.int32)
         h = jnp.round(jnp.sqrt(area / r)).astype(jnp.int32)
@@ -281,7 +282,9 @@ class Translate(ImageOperator):
                     stream_name=stream_name, rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
-        k = (None, None) if key is None else (jax.random.fold_in(key, 0), jax.random.fold_in(key, 1))
+        k = (None, None)
+        if key is not None:
+            k = (jax.random.fold_in(key, 0), jax.random.fold_in(key, 1))
         dy = jnp.round(sample(k[0], self.param("dy"))).astype(jnp.int32)
         dx = jnp.round(sample(k[1], self.param("dx"))).astype(jnp.int32)
         return shift(image, dy, dx, self.param("fill"))

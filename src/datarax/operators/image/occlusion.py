@@ -86,7 +86,8 @@ class Cutout(ImageOperator):
         rows = (jnp.arange(height) >= y) & (jnp.arange(height) < y + h)
         cols = (jnp.arange(width) >= x) & (jnp.arange(width) < x + w)
         box = rows[:, None] & cols[None, :]
-        return jnp.where(box[..., None], cast_like(jnp.float32(self.param("fill")), image.dtype), image)
+        fill = cast_like(jnp.float32(self.param("fill")), image.dtype)
+        return jnp.where(box[..., None], fill, image)
 
 
 class PatchDropout(ImageOperator):
@@ -107,4 +108,5 @@ class PatchDropout(ImageOperator):
         rate = sample(jax.random.fold_in(key, 0), self.param("rate"))
         drop = jax.random.uniform(jax.random.fold_in(key, 1), grid) < rate
         mask = jnp.repeat(jnp.repeat(drop, ph, axis=0), pw, axis=1)[:height, :width]
-        return jnp.where(mask[..., None], cast_like(jnp.float32(self.param("fill")), image.dtype), image)
+        fill = cast_like(jnp.float32(self.param("fill")), image.dtype)
+        return jnp.where(mask[..., None], fill, image)
