@@ -34,12 +34,11 @@ def keys_for(n, seed=0):
 
 
 def bilinear(image, y0, x0, h, w, out_h, out_w):
-    """Half-pixel bilinear sampling of ``image`` over a box, edges clamped (numpy)."""
-    height, width = image.shape[:2]
-    ys = np.clip(y0 + (np.arange(out_h) + 0.5) * h / out_h - 0.5, 0, height - 1)
-    xs = np.clip(x0 + (np.arange(out_w) + 0.5) * w / out_w - 0.5, 0, width - 1)
+    """Half-pixel bilinear sampling of a box of ``image``, clamped to the box (numpy)."""
+    ys = np.clip(y0 + (np.arange(out_h) + 0.5) * h / out_h - 0.5, y0, y0 + h - 1)
+    xs = np.clip(x0 + (np.arange(out_w) + 0.5) * w / out_w - 0.5, x0, x0 + w - 1)
     y_lo, x_lo = np.floor(ys).astype(int), np.floor(xs).astype(int)
-    y_hi, x_hi = np.minimum(y_lo + 1, height - 1), np.minimum(x_lo + 1, width - 1)
+    y_hi, x_hi = np.minimum(y_lo + 1, y0 + h - 1), np.minimum(x_lo + 1, x0 + w - 1)
     fy, fx = (ys - y_lo)[:, None, None], (xs - x_lo)[None, :, None]
     top = image[y_lo][:, x_lo] * (1 - fx) + image[y_lo][:, x_hi] * fx
     bottom = image[y_hi][:, x_lo] * (1 - fx) + image[y_hi][:, x_hi] * fx
@@ -90,6 +89,14 @@ def test_resized_crop_is_bilinear_sampling_of_the_box():
 def test_resized_crop_of_the_whole_image_equals_resize():
     np.testing.assert_allclose(run(I.ResizedCrop(3, box=(0, 0, 6, 6)), FLOAT),
                                run(I.Resize(3), FLOAT), atol=1e-6)
+
+
+def test_resized_crop_antialiased_matches_pil_on_the_cut_out_box():
+    out = run(I.ResizedCrop((3, 4), box=(1, 0, 5, 6)), FLOAT)
+    for c in range(3):
+        box = Image.fromarray(np.ascontiguousarray(FLOAT[0, 1:6, 0:6, c]), mode="F")
+        pil = np.asarray(box.resize((4, 3), Image.BILINEAR))
+        np.testing.assert_allclose(out[0, ..., c], pil, atol=2e-6)
 
 
 def test_random_resized_crop_box_respects_scale_and_ratio_and_values_follow_box():

@@ -30,23 +30,38 @@ def _method(owner: str, method: str) -> str:
     return {"bilinear": "linear", "bicubic": "cubic"}.get(method, method)
 
 
-def crop_resize(
-    image: Any, y: Any, x: Any, h: Any, w: Any, size: tuple[int, int], method: str = "linear",
-    antialias: bool = True,
-) -> Any:
-    """The box ``(y, x, h, w)`` of ``image`` resized to ``size`` (traceable box).
+def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool) -> Any:
+    """``(out, size)`` bilinear weights that resample ``[start, start + length)`` to ``out``.
 
-    Output pixel centre ``o`` samples input coordinate ``y + (o + 0.5) * h / out_h - 0.5``
-    (half-pixel centres, as ``jax.image.resize``); samples past the image edge clamp.
+    Output pixel ``o`` is centred on input coordinate ``start + (o + 0.5) * length / out
+    - 0.5`` (half-pixel centres); the triangle filter widens by ``length / out`` when
+    shrinking with ``antialias``. Only pixels inside the box get weight (the box is cut
+    out first, as torchvision and PIL do), so edges clamp to the box.
+    """
+    start = jnp.asarray(start, jnp.float32)
+    length = jnp.asarray(length, jnp.float32)
+    scale = out / length
+    support = jnp.maximum(1.0, 1.0 / scale) if antialias else 1.0
+    centres = start + (jnp.arange(out, dtype=jnp.float32) + 0.5) / scale - 0.5
+    taps = jnp.arange(size, dtype=jnp.float32)
+    weights = jnp.maximum(0.0, 1.0 - jnp.abs(taps[None, :] - centres[:, None]) / support)
+    weights = weights * ((taps >= start) & (taps < start + length))[None, :]
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def crop_resize(
+    image: Any, y: Any, x: Any, h: Any, w: Any, size: tuple[int, int], antialias: bool = True
+) -> Any:
+    """The box ``(y, x, h, w)`` of ``image`` resized to ``size`` (the box may be traced).
+
+    Separable: two matrix products with :func:`resize_weights` (rows, then columns), so
+    each record can have its own box inside one compiled step.
     """
     out_h, out_w = size
-    values = image.astype(jnp.float32)
-    scale = jnp.stack([out_h / jnp.asarray(h, jnp.float32), out_w / jnp.asarray(w, jnp.float32)])
-    translation = -jnp.stack([jnp.asarray(y, jnp.float32), jnp.asarray(x, jnp.float32)]) * scale
-    out = jax.image.scale_and_translate(
-        values, (out_h, out_w, image.shape[2]), (0, 1), scale, translation,
-        method=method, antialias=antialias,
-    )
+    wy = resize_weights(y, h, out_h, image.shape[0], antialias)
+    wx = resize_weights(x, w, out_w, image.shape[1], antialias)
+    rows = jnp.einsum("oh,hwc->owc", wy, image.astype(jnp.float32))  # (out_h, W, C)
+    out = jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
     return cast_like(out, image.dtype)
 
 
