@@ -12,7 +12,7 @@ from datarax.core.keys import record_keys
 from datarax.operators import BatchMixOperator
 from datarax.testing import check_resume_exact
 
-from tests.operators._helpers import pipeline
+from operator_helpers import pipeline
 
 import jax
 

@@ -21,7 +21,7 @@ from datarax.operators import (
 )
 from datarax.testing import check_resume_exact
 
-from tests.operators._helpers import assert_key_invariant, pipeline
+from operator_helpers import assert_key_invariant, pipeline
 
 X = jnp.arange(6, dtype=jnp.float32).reshape(3, 2)
 

@@ -18,7 +18,7 @@ from datarax.operators import image as I
 from datarax.operators.image.rand_augment import OPERATION_NAMES, operations
 from datarax.testing import check_resume_exact
 
-from tests.operators._helpers import assert_key_invariant, images, pipeline
+from operator_helpers import assert_key_invariant, images, pipeline
 
 RNG = np.random.default_rng(42)
 FLOAT = RNG.random((2, 6, 6, 3)).astype(np.float32)
