@@ -134,3 +134,11 @@ def test_batch_errors_name_the_field():
         "BatchMixOperator 'BatchMixOperator': field(s) ['y'] not in the batch; the batch has "
         "fields ['image', 'label']. Point the operator at one of those."
     )
+
+
+def test_mixup_resume_is_exact_with_a_short_last_batch():
+    data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
+    make = lambda: pipeline([BatchMixOperator("mixup", alpha=0.4, num_classes=10)], data,
+                            batch_size=4)
+    report = check_resume_exact(make, [1, 2, 3, 3, 5], num_epochs=2)
+    assert report.num_batches == 6 and report.num_records == 20

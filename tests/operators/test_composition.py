@@ -222,3 +222,15 @@ def test_choices_with_different_outputs_are_refused_naming_them():
         "(add1) gives {'x': 'float32(2,)'} but operator 1 (to_int) gives {'x': 'int32(2,)'}. "
         "Make them agree (e.g. cast dtypes, resize to one size)."
     )
+
+
+def test_parallel_and_branching_composites_resume_exactly():
+    data = {"x": np.zeros((9, 2), np.float32), "k": np.arange(9, dtype=np.int32) % 2,
+            "id": np.arange(9, dtype=np.int32)}
+    make = lambda: pipeline([
+        composite("parallel", [noise(), add(1)], merge="mean"),
+        composite("branching", [noise(), mul(3)], router=lambda r: r["k"]),
+        composite("conditional_sequential", [noise()], conditions=[lambda r: r["id"] > 4]),
+    ], data, batch_size=4)
+    report = check_resume_exact(make, [1, 2, 4], num_epochs=2)
+    assert report.num_batches == 6

@@ -343,3 +343,25 @@ def test_wrong_rank_and_too_large_crop_are_refused():
     with pytest.raises(ConfigError) as err:
         I.Crop(8, offset="center").apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
     assert str(err.value) == "Crop 'Crop': crop size (8, 8) is larger than the images (4, 4)."
+
+
+def test_every_other_image_op_resumes_exactly_through_a_pipeline():
+    data = {"image": images(10, size=8), "id": np.arange(10, dtype=np.int32)}
+    chain = lambda: [
+        I.Rotate((-20.0, 20.0)), I.Translate((-1, 1), (-1, 1)), I.Saturation((0.5, 1.5)),
+        I.Hue((-0.1, 0.1)), I.GaussianBlur((0.5, 1.5), kernel_size=3), I.GaussianNoise(0.05),
+        I.SaltPepperNoise(0.05), I.Cutout(2), I.PatchDropout(2, 0.2), I.VerticalFlip(0.5),
+        I.RandomCrop(7), I.Grayscale(), I.Resize(6), I.Crop(4, offset="center"),
+    ]
+    report = check_resume_exact(lambda: pipeline(chain(), data, batch_size=4), [1, 2, 2, 4],
+                                num_epochs=2)
+    assert report.num_batches == 6 and report.num_records == 20
+
+
+@pytest.mark.slow
+def test_rand_augment_resumes_exactly_through_a_pipeline():
+    data = {"image": images(10, size=8), "id": np.arange(10, dtype=np.int32)}
+    report = check_resume_exact(
+        lambda: pipeline([I.RandAugment(2, (5.0, 15.0))], data, batch_size=4), [1, 3],
+        num_epochs=2)
+    assert report.num_batches == 6
