@@ -212,12 +212,21 @@ def test_missing_field_named_at_first_batch():
     )
 
 
+def test_composite_names_carry_their_children_into_the_state_fingerprint():
+    assert composite("sequential", [add(1), mul(2)]).name == "Composite[add1, mul2]"
+    assert ProbabilisticOperator(mul(2), 0.5).name == "Probabilistic[mul2]"
+    data = {"x": np.zeros((6, 2), np.float32), "id": np.arange(6, dtype=np.int32)}
+    one = pipeline([SelectorOperator([add(1), mul(2)])], data, batch_size=2)
+    other = pipeline([SelectorOperator([add(1), mul(3)])], data, batch_size=2)
+    assert one.stages_fingerprint() != other.stages_fingerprint()
+
+
 def test_choices_with_different_outputs_are_refused_naming_them():
     to_int = MapOperator(MapOperatorConfig(), fn=lambda a: a.astype(jnp.int32), name="to_int")
     with pytest.raises(DataraxError) as err:
         SelectorOperator([add(1), to_int]).apply_batch({"x": X}, keys(3))
     assert str(err.value) == (
-        "SelectorOperator 'SelectorOperator': every choice must give the same fields, shapes "
+        "SelectorOperator 'Selector[add1, to_int]': every choice must give the same fields, shapes "
         "and dtypes so one can be picked per record inside the compiled step; operator 0 "
         "(add1) gives {'x': 'float32(2,)'} but operator 1 (to_int) gives {'x': 'int32(2,)'}. "
         "Make them agree (e.g. cast dtypes, resize to one size)."

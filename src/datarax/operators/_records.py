@@ -66,6 +66,12 @@ def check_weights(weights: Any, count: int, owner: str) -> tuple[float, ...]:
     return values
 
 
+def default_name(owner: str, operators: Sequence[OperatorModule]) -> str:
+    """``Owner[child, ...]``: names the children, so a pipeline's stage fingerprint (and
+    with it a saved state's settings) changes when they do."""
+    return f"{owner}[{', '.join(op.name for op in operators)}]"
+
+
 def child_key(key: Any, position: int) -> Any:
     """The key of child ``position`` for one record (``None`` stays ``None``)."""
     return None if key is None else jax.random.fold_in(key, position)

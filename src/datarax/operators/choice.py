@@ -24,6 +24,7 @@ from datarax.operators._records import (
     check_same_outputs,
     check_weights,
     child_key,
+    default_name,
 )
 
 Batch = dict[str, Any]
@@ -76,7 +77,8 @@ class ProbabilisticOperator(OperatorModule):
             probability=p, stochastic=True, stream_name=stream_name
         )
         stochastic = op.stochastic or 0.0 < float(p) < 1.0
-        super().__init__(config.replace(stochastic=stochastic), rngs=rngs, name=name)
+        super().__init__(config.replace(stochastic=stochastic), rngs=rngs,
+                         name=name or default_name("Probabilistic", [op]))
         self.operator = op
 
     def _record(self, record: Batch, key: Any) -> Batch:
@@ -144,7 +146,7 @@ class SelectorOperator(OperatorModule):
         w = check_weights([1.0] * len(ops) if weights is None else weights, len(ops),
                           "SelectorOperator")
         config = SelectorOperatorConfig(weights=w, stochastic=True, stream_name=stream_name)
-        super().__init__(config, rngs=rngs, name=name)
+        super().__init__(config, rngs=rngs, name=name or default_name("Selector", ops))
         self.operators = nnx.List(ops)
 
     def _record(self, record: Batch, key: Any) -> Batch:

@@ -38,6 +38,7 @@ from datarax.operators._records import (
     check_same_outputs,
     check_weights,
     child_key,
+    default_name,
     child_keys,
 )
 
@@ -158,7 +159,7 @@ class CompositeOperatorModule(OperatorModule):
             raise ConfigError(f"{owner}: router applies only to 'branching'.")
         if any(op.stochastic for op in ops) and not config.stochastic:
             config = config.replace(stochastic=True)  # type: ignore[assignment]
-        super().__init__(config, rngs=rngs, name=name)
+        super().__init__(config, rngs=rngs, name=name or default_name("Composite", ops))
         self.operators = nnx.List(ops)
         self.conditions = nnx.static(tuple(conditions) if conditions is not None else None)
         self.router = nnx.static(router)
