@@ -343,6 +343,10 @@ def test_wrong_rank_and_too_large_crop_are_refused():
     with pytest.raises(ConfigError) as err:
         I.Crop(8, offset="center").apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
     assert str(err.value) == "Crop 'Crop': crop size (8, 8) is larger than the images (4, 4)."
+    with pytest.raises(ConfigError) as err:
+        I.ResizedCrop(2, box=(1, 0, 4, 4)).apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
+    assert str(err.value) == ("ResizedCrop 'ResizedCrop': box (1, 0, 4, 4) reaches past the "
+                              "images (4, 4); keep y + height and x + width within them.")
 
 
 def test_every_other_image_op_resumes_exactly_through_a_pipeline():

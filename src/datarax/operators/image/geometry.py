@@ -166,6 +166,11 @@ class ResizedCrop(ImageOperator):
 
     def transform(self, image: Any, key: Any) -> Any:
         y, x, h, w = self.param("box")
+        if y + h > image.shape[0] or x + w > image.shape[1]:
+            raise ConfigError(
+                f"ResizedCrop '{self.name}': box {(y, x, h, w)} reaches past the images "
+                f"{tuple(image.shape[:2])}; keep y + height and x + width within them."
+            )
         return crop_resize(image, y, x, h, w, self.param("size"),
                            antialias=self.param("antialias"))
 
