@@ -22,16 +22,20 @@ SCRIPTS = {
     "W2": "bench_array_record",
     "W4": "w4_resume",
     "W5": "bench_hf_streaming",
+    "W7": "w7_augment",
 }
 # Options each script takes, per scale (tried first; a script that refuses them with
 # an argparse error is run with --json only, then bare).
 W2_RECORDS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 W4_RECORDS = {"tiny": 40_000, "small": 40_000, "full": 100_000}
 W5_ROWS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
+W7_RECORDS = {"tiny": 600, "small": 4_000, "full": 20_000}
 WHAT = {
     "W2": "ArrayRecord: 100,000 x 3,072 B records in 8 files, global shuffle, decode, batch 256",
     "W4": "resume ArrayRecord after 30,000 records: state bytes, restore -> next batch, exactness",
     "W5": "HF streaming over a local 100,000-row parquet dataset vs plain datasets iteration",
+    "W7": "augmentation chain (random resized crop 64, flip, brightness/contrast, normalize) "
+    "over 20,000 in-memory 96x96 images",
 }
 
 
@@ -42,6 +46,8 @@ def script_options(workload: str, scale: str, reps: int) -> list[str]:
         return ["--records", str(W4_RECORDS[scale])]
     if workload == "W5":
         return ["--rows", str(W5_ROWS[scale]), "--repeats", str(max(reps, 3))]
+    if workload == "W7":
+        return ["--records", str(W7_RECORDS[scale]), "--repeats", str(reps)]
     return []
 
 

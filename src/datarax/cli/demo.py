@@ -1,6 +1,6 @@
 """The end-to-end demo: scikit-learn's bundled digits through a datarax pipeline.
 
-Shuffled MemorySource -> normalise -> per-record random shift (stochastic) -> a
+Shuffled MemorySource -> Normalize -> Translate and Cutout (per record, stochastic) -> a
 small Flax NNX classifier trained with Optax for a few epochs, with a progress bar.
 Midway through epoch 2 the pipeline state is saved as JSON; a freshly built pipeline
 restores it and must produce exactly the batches the uninterrupted run did.
@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.operators import ProbabilisticOperator
+from datarax.operators.image import Cutout, Normalize, Translate
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 
@@ -70,8 +71,9 @@ def build_pipeline(train: dict[str, np.ndarray], batch_size: int, seed: int) -> 
     """The training pipeline; building it twice gives identical pipelines."""
     source = MemorySource(MemorySourceConfig(shuffle=True, seed=seed), train)
     stages = [
-        ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
-        ElementOperator(ElementOperatorConfig(stochastic=True), fn=random_shift),
+        Normalize(mean=[0.0], std=[1.0]),  # uint8 -> float32 in [0, 1]
+        Translate(dy=(-1, 1), dx=(-1, 1)),  # per-record shift of up to one pixel
+        ProbabilisticOperator(Cutout(2), probability=0.25),  # erase a 2x2 box, 1 in 4 records
     ]
     return Pipeline(
         source=source, stages=stages, batch_size=batch_size, rngs=nnx.Rngs(seed), drop_remainder=True

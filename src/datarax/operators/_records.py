@@ -1,0 +1,117 @@
+"""Helpers the operators share: field checks, per-record application, child keys.
+
+Operators that decide per record (``lax.cond``/``lax.switch`` inside ``jax.vmap``)
+apply a child operator to one record by giving it a batch of one; every child key is
+``fold_in(record_key, child_position)``, so a child's draws depend only on its
+parent's per-record key and stay the same at any batch size, order or resume point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import jax
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.operator import OperatorModule
+
+Batch = dict[str, Any]
+
+
+def require_fields(data: Batch, fields: Iterable[str], owner: str) -> None:
+    """Raise :class:`DataraxError` naming the fields ``data`` lacks and those it has."""
+    missing = [f for f in fields if f not in data]
+    if missing:
+        raise DataraxError(
+            f"{owner}: field(s) {missing} not in the batch; the batch has fields "
+            f"{sorted(data)}. Point the operator at one of those."
+        )
+
+
+def check_operators(operators: Any, owner: str) -> list[OperatorModule]:
+    """The operators as a list; refuses an empty list or anything not an OperatorModule."""
+    if isinstance(operators, OperatorModule) or not isinstance(operators, Sequence):
+        raise ConfigError(
+            f"{owner}: operators must be a list of operator modules, got "
+            f"{type(operators).__name__}."
+        )
+    ops = list(operators)
+    if not ops:
+        raise ConfigError(f"{owner}: operators is empty; give at least one operator.")
+    for i, op in enumerate(ops):
+        if not isinstance(op, OperatorModule):
+            raise ConfigError(
+                f"{owner}: operator {i} is {type(op).__name__}, not an operator module "
+                "(wrap a function in ElementOperator or MapOperator)."
+            )
+    return ops
+
+
+def check_weights(weights: Any, count: int, owner: str) -> tuple[float, ...]:
+    """``weights`` as floats: one per operator, none negative, summing to more than 0."""
+    try:
+        values = tuple(float(w) for w in weights)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{owner}: weights must be a list of numbers, got {weights!r}.") from err
+    if len(values) != count:
+        raise ConfigError(
+            f"{owner}: got {len(values)} weights for {count} operators; give one weight "
+            "per operator."
+        )
+    if any(not w >= 0 for w in values):
+        raise ConfigError(f"{owner}: weights must be >= 0, got {list(values)}.")
+    if sum(values) <= 0:
+        raise ConfigError(f"{owner}: weights sum to 0; at least one must be positive.")
+    return values
+
+
+def default_name(owner: str, operators: Sequence[OperatorModule]) -> str:
+    """``Owner[child, ...]``: names the children, so a pipeline's stage fingerprint (and
+    with it a saved state's settings) changes when they do."""
+    return f"{owner}[{', '.join(op.name for op in operators)}]"
+
+
+def child_key(key: Any, position: int) -> Any:
+    """The key of child ``position`` for one record (``None`` stays ``None``)."""
+    return None if key is None else jax.random.fold_in(key, position)
+
+
+def child_keys(keys: Any, position: int) -> Any:
+    """Per-record child keys for a whole batch of record keys."""
+    if keys is None:
+        return None
+    return jax.vmap(lambda k: jax.random.fold_in(k, position))(keys)
+
+
+def apply_to_record(op: OperatorModule, record: Batch, key: Any) -> Batch:
+    """``op`` applied to one record (as a batch of one); traceable inside ``vmap``."""
+    batch = {name: value[None] for name, value in record.items()}
+    keys = key[None] if (key is not None and op.stochastic) else None
+    out = op.apply_batch(batch, keys)
+    return {name: value[0] for name, value in out.items()}
+
+
+def describe(tree: Any) -> dict[str, str]:
+    """``{field: 'dtype(shape)'}`` of an abstract record, for error messages."""
+    return {k: f"{v.dtype}{tuple(v.shape)}" for k, v in sorted(tree.items())}
+
+
+def check_same_outputs(
+    branches: Sequence[Callable[[Batch, Any], Batch]],
+    names: Sequence[str],
+    record: Batch,
+    key: Any,
+    owner: str,
+) -> None:
+    """Refuse branches whose outputs differ in fields, shapes or dtypes (cond/switch need one)."""
+    shapes = [jax.eval_shape(branch, record, key) for branch in branches]
+    first = describe(shapes[0])
+    for name, shape in zip(names[1:], shapes[1:]):
+        if describe(shape) != first:
+            raise DataraxError(
+                f"{owner}: every choice must give the same fields, shapes and dtypes so one "
+                f"can be picked per record inside the compiled step; {names[0]} gives "
+                f"{first} but {name} gives {describe(shape)}. Make them agree (e.g. cast "
+                "dtypes, resize to one size)."
+            )

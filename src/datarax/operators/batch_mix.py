@@ -1,0 +1,176 @@
+"""``BatchMixOperator``: mixup and cutmix across the records of one batch.
+
+Each record is paired with a partner from the same batch: a random cyclic order of
+the batch (keyed by the batch's first record key, so no record is paired with
+itself) pairs every record with the next one in that order. Each record draws its
+own mixing weight ``lam ~ Beta(alpha, alpha)`` (and, for cutmix, its own box) from
+its own key. Labels become soft labels ``lam * onehot(y) + (1 - lam) * onehot(y')``
+(cutmix: ``lam`` is the share of the record's pixels it keeps).
+
+Everything comes from the batch's record keys, so a resumed pipeline mixes exactly
+as the uninterrupted one did. A batch of one record passes unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.operator import OperatorModule
+from datarax.operators._records import require_fields
+
+Batch = dict[str, Any]
+MODES = ("mixup", "cutmix")
+
+
+@dataclass(frozen=True)
+class BatchMixConfig(StructuralConfig):
+    """Configuration of :class:`BatchMixOperator` (see its arguments)."""
+
+    mode: str = "mixup"
+    alpha: float = 0.2
+    data_field: str = "image"
+    label_field: str = "label"
+    num_classes: int | None = None
+    stochastic: bool = True
+    stream_name: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self, "stochastic")
+        if self.mode not in MODES:
+            raise ConfigError(
+                f"BatchMixOperator mode must be one of {list(MODES)}, got {self.mode!r}."
+            )
+        a = self.alpha
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not a > 0:
+            raise ConfigError(f"BatchMixOperator alpha must be a number > 0, got {a!r}.")
+        for name in ("data_field", "label_field"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"BatchMixOperator {name} must be a field name (str).")
+        n = self.num_classes
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 2):
+            raise ConfigError(f"BatchMixOperator num_classes must be an int >= 2, got {n!r}.")
+
+
+def partners(batch_key: Any, size: int) -> Any:
+    """Each position's partner: the next position in a random cyclic order (never itself)."""
+    order = jax.random.permutation(batch_key, size)
+    rank = jnp.argsort(order)
+    return order[(rank + 1) % size]
+
+
+class BatchMixOperator(OperatorModule):
+    """Mixup or cutmix of ``data_field`` and ``label_field`` within each batch.
+
+    Args:
+        mode: ``"mixup"`` (blend whole records) or ``"cutmix"`` (paste a box of the
+            partner; ``data_field`` must be ``(batch, H, W, C)`` images).
+        alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0).
+        data_field, label_field: the fields mixed. Integer labels become one-hot of
+            ``num_classes`` classes first; float labels ``(batch, classes)`` mix as is.
+        num_classes: classes of integer labels (required for them).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> mix = BatchMixOperator(mode="mixup", alpha=0.4, num_classes=2)
+        >>> keys = jax.random.split(jax.random.key(0), 2)
+        >>> out = mix.apply_batch({"image": jnp.array([[0.0], [1.0]]),
+        ...                        "label": jnp.array([0, 1])}, keys)
+        >>> [round(float(v), 4) for v in out["label"].sum(axis=1)]
+        [1.0, 1.0]
+    """
+
+    config: BatchMixConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        mode: str = "mixup",
+        alpha: float = 0.2,
+        data_field: str = "image",
+        label_field: str = "label",
+        *,
+        num_classes: int | None = None,
+        stream_name: str | None = None,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        config = BatchMixConfig(
+            mode=mode, alpha=alpha, data_field=data_field, label_field=label_field,
+            num_classes=num_classes, stream_name=stream_name,
+        )
+        super().__init__(config, rngs=rngs, name=name)
+
+    def _soft_labels(self, labels: Any) -> Any:
+        cfg = self.config
+        if jnp.issubdtype(labels.dtype, jnp.integer):
+            if cfg.num_classes is None:
+                raise DataraxError(
+                    f"BatchMixOperator '{self.name}': field '{cfg.label_field}' holds integer "
+                    "labels; pass num_classes=... so they can be mixed as one-hot labels."
+                )
+            return jax.nn.one_hot(labels, cfg.num_classes, dtype=jnp.float32)
+        if labels.ndim != 2:
+            raise DataraxError(
+                f"BatchMixOperator '{self.name}': float labels in '{cfg.label_field}' must be "
+                f"(batch, classes) soft labels, got shape {tuple(labels.shape)}."
+            )
+        return labels.astype(jnp.float32)
+
+    def _cut_masks(self, keys: Any, lam: Any, height: int, width: int) -> tuple[Any, Any]:
+        """Per record: a (H, W) mask of the pasted box and the kept pixel share."""
+
+        def one(key: Any, lam_i: Any) -> tuple[Any, Any]:
+            cut = jnp.sqrt(1.0 - lam_i)
+            h = jnp.round(cut * height).astype(jnp.int32)
+            w = jnp.round(cut * width).astype(jnp.int32)
+            cy, cx = jax.random.randint(key, (2,), 0, jnp.array([height, width]))
+            y0, y1 = jnp.clip(cy - h // 2, 0, height), jnp.clip(cy - h // 2 + h, 0, height)
+            x0, x1 = jnp.clip(cx - w // 2, 0, width), jnp.clip(cx - w // 2 + w, 0, width)
+            rows = (jnp.arange(height) >= y0) & (jnp.arange(height) < y1)
+            cols = (jnp.arange(width) >= x0) & (jnp.arange(width) < x1)
+            mask = rows[:, None] & cols[None, :]
+            kept = 1.0 - mask.sum() / (height * width)
+            return mask, kept.astype(jnp.float32)
+
+        return jax.vmap(one)(keys, lam)
+
+    def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
+        """Mix each record with its partner in this batch (keys: one per record)."""
+        cfg = self.config
+        require_fields(data, [cfg.data_field, cfg.label_field], f"BatchMixOperator '{self.name}'")
+        if keys is None:
+            raise DataraxError(
+                f"BatchMixOperator '{self.name}' needs one key per record; run it in a "
+                "Pipeline or pass keys."
+            )
+        x, labels = data[cfg.data_field], self._soft_labels(data[cfg.label_field])
+        size = x.shape[0]
+        if size < 2:
+            return {**data, cfg.label_field: labels}
+        batch_key = jax.random.fold_in(keys[0], size)
+        partner = partners(batch_key, size)
+        lam_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
+        lam = jax.vmap(lambda k: jax.random.beta(k, cfg.alpha, cfg.alpha))(lam_keys)
+        if cfg.mode == "mixup":
+            shape = (size,) + (1,) * (x.ndim - 1)
+            l = lam.reshape(shape)
+            mixed = l * x.astype(jnp.float32) + (1.0 - l) * x[partner].astype(jnp.float32)
+            mixed = mixed.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else mixed
+        else:
+            if x.ndim != 4:
+                raise DataraxError(
+                    f"BatchMixOperator '{self.name}': cutmix needs (batch, H, W, C) images in "
+                    f"'{cfg.data_field}', got shape {tuple(x.shape)}."
+                )
+            box_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+            mask, lam = self._cut_masks(box_keys, lam, x.shape[1], x.shape[2])
+            mixed = jnp.where(mask[..., None], x[partner], x)
+        soft = lam[:, None] * labels + (1.0 - lam[:, None]) * labels[partner]
+        return {**data, cfg.data_field: mixed, cfg.label_field: soft}

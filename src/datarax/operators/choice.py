@@ -1,0 +1,167 @@
+"""Per-record random choice: apply with probability p, or pick one of several operators.
+
+Both draw from the record's own key (``fold_in(key, 0)`` for the choice; the chosen
+operator gets ``fold_in(key, i + 1)``), and choose with ``lax.cond``/``lax.switch``
+inside the vmapped, compiled step: no Python branching per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.errors import ConfigError
+from datarax.core.operator import OperatorModule
+from datarax.operators._records import (
+    apply_to_record,
+    check_operators,
+    check_same_outputs,
+    check_weights,
+    child_key,
+    default_name,
+)
+
+Batch = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ProbabilisticOperatorConfig(StructuralConfig):
+    """Configuration of :class:`ProbabilisticOperator` (built by its constructor)."""
+
+    probability: float = 0.5
+    stochastic: bool = True
+    stream_name: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self, "stochastic")
+        p = self.probability
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ConfigError(
+                f"ProbabilisticOperator probability must be a number in [0, 1], got {p!r}."
+            )
+
+
+class ProbabilisticOperator(OperatorModule):
+    """Apply ``operator`` to each record with probability ``probability``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from datarax.operators.map import MapOperator, MapOperatorConfig
+        >>> neg = MapOperator(MapOperatorConfig(), fn=lambda a: -a)
+        >>> op = ProbabilisticOperator(neg, probability=1.0)
+        >>> op.apply_batch({"x": jnp.arange(3)}, None)["x"].tolist()
+        [0, -1, -2]
+    """
+
+    config: ProbabilisticOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        operator: OperatorModule,
+        probability: float = 0.5,
+        *,
+        stream_name: str | None = None,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        (op,) = check_operators([operator], "ProbabilisticOperator")
+        p = probability
+        config = ProbabilisticOperatorConfig(
+            probability=p, stochastic=True, stream_name=stream_name
+        )
+        stochastic = op.stochastic or 0.0 < float(p) < 1.0
+        super().__init__(config.replace(stochastic=stochastic), rngs=rngs,
+                         name=name or default_name("Probabilistic", [op]))
+        self.operator = op
+
+    def _record(self, record: Batch, key: Any) -> Batch:
+        def apply(r: Batch, k: Any) -> Batch:
+            return apply_to_record(self.operator, r, child_key(k, 1))
+
+        def keep(r: Batch, k: Any) -> Batch:
+            return r
+
+        owner = f"ProbabilisticOperator '{self.name}'"
+        check_same_outputs([apply, keep], [self.operator.name, "the unchanged record"],
+                           record, key, owner)
+        draw = jax.random.uniform(child_key(key, 0))
+        return jax.lax.cond(draw < self.config.probability, apply, keep, record, key)
+
+    def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
+        """Apply the operator to the records whose draw falls under ``probability``."""
+        p = float(self.config.probability)
+        if p == 0.0:
+            return data
+        if p == 1.0:
+            sub = None if keys is None else jax.vmap(lambda k: child_key(k, 1))(keys)
+            return self.operator.apply_batch(data, sub if self.operator.stochastic else None)
+        return jax.vmap(self._record)(data, keys)
+
+
+@dataclass(frozen=True)
+class SelectorOperatorConfig(StructuralConfig):
+    """Configuration of :class:`SelectorOperator` (built by its constructor)."""
+
+    weights: tuple[float, ...] = ()
+    stochastic: bool = True
+    stream_name: str | None = None
+
+
+class SelectorOperator(OperatorModule):
+    """Pick one of ``operators`` per record, with probabilities proportional to ``weights``.
+
+    Every operator must give the same fields, shapes and dtypes (one is picked per
+    record by ``lax.switch`` inside the compiled step).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from datarax.operators.map import MapOperator, MapOperatorConfig
+        >>> ops = [MapOperator(MapOperatorConfig(), fn=lambda a: a * 0),
+        ...        MapOperator(MapOperatorConfig(), fn=lambda a: a * 1)]
+        >>> sel = SelectorOperator(ops, weights=[0.0, 1.0])
+        >>> keys = jax.random.split(jax.random.key(0), 3)
+        >>> sel.apply_batch({"x": jnp.arange(3)}, keys)["x"].tolist()
+        [0, 1, 2]
+    """
+
+    config: SelectorOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        operators: Sequence[OperatorModule],
+        weights: Sequence[float] | None = None,
+        *,
+        stream_name: str | None = None,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        ops = check_operators(operators, "SelectorOperator")
+        w = check_weights([1.0] * len(ops) if weights is None else weights, len(ops),
+                          "SelectorOperator")
+        config = SelectorOperatorConfig(weights=w, stochastic=True, stream_name=stream_name)
+        super().__init__(config, rngs=rngs, name=name or default_name("Selector", ops))
+        self.operators = nnx.List(ops)
+
+    def _record(self, record: Batch, key: Any) -> Batch:
+        branches = [
+            (lambda r, k, op=op, i=i: apply_to_record(op, r, child_key(k, i + 1)))
+            for i, op in enumerate(self.operators)
+        ]
+        check_same_outputs(
+            branches, [f"operator {i} ({op.name})" for i, op in enumerate(self.operators)],
+            record, key, f"SelectorOperator '{self.name}'",
+        )
+        logits = jnp.log(jnp.asarray(self.config.weights, jnp.float32))
+        index = jax.random.categorical(child_key(key, 0), logits)
+        return jax.lax.switch(index, branches, record, key)
+
+    def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
+        """Apply one operator, drawn per record, to each record."""
+        return jax.vmap(self._record)(data, keys)

@@ -1,0 +1,249 @@
+"""``CompositeOperatorModule``: several operators combined by one strategy.
+
+Strategies:
+
+* ``sequential`` — each operator in turn on the whole batch.
+* ``conditional_sequential`` — each operator in turn, applied to a record only where
+  its condition ``condition(record) -> bool`` holds on the record as it stands before
+  that operator (``lax.cond`` per record).
+* ``parallel`` — every operator on the same input; outputs merged field by field by
+  ``merge``: ``concat`` (along the record's first axis), ``stack`` (new axis after
+  the batch axis), ``sum``, ``mean`` or ``dict`` (field ``name`` of operator ``i``
+  becomes ``name_i``).
+* ``weighted_parallel`` — every operator on the same input, outputs summed with
+  ``weights``.
+* ``branching`` — ``router(record) -> int`` picks one operator per record
+  (``lax.switch`` per record).
+
+Child ``i`` of a stochastic composite gets ``fold_in(record_key, i)``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.operator import OperatorModule
+from datarax.operators._records import (
+    apply_to_record,
+    check_operators,
+    check_same_outputs,
+    check_weights,
+    child_key,
+    default_name,
+    child_keys,
+)
+
+Batch = dict[str, Any]
+
+
+class CompositionStrategy(str, enum.Enum):
+    """How :class:`CompositeOperatorModule` combines its operators."""
+
+    SEQUENTIAL = "sequential"
+    CONDITIONAL_SEQUENTIAL = "conditional_sequential"
+    PARALLEL = "parallel"
+    WEIGHTED_PARALLEL = "weighted_parallel"
+    BRANCHING = "branching"
+
+
+MERGES = ("concat", "stack", "sum", "mean", "dict")
+
+
+@dataclass(frozen=True)
+class CompositeOperatorConfig(StructuralConfig):
+    """Configuration of :class:`CompositeOperatorModule`.
+
+    Attributes:
+        strategy: a :class:`CompositionStrategy` or its value (``"sequential"``...).
+        merge: how ``parallel`` merges outputs: ``concat``, ``stack``, ``sum``,
+            ``mean`` or ``dict``.
+        weights: one weight per operator for ``weighted_parallel``.
+        stochastic: set automatically when any child is stochastic.
+        stream_name: the ``nnx.Rngs`` stream of the base key when ``rngs`` is given.
+    """
+
+    strategy: str = "sequential"
+    merge: str = "stack"
+    weights: tuple[float, ...] | None = None
+    stochastic: bool = False
+    stream_name: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self, "stochastic")
+        values = [s.value for s in CompositionStrategy]
+        strategy = getattr(self.strategy, "value", self.strategy)
+        if strategy not in values:
+            raise ConfigError(
+                f"CompositeOperatorConfig.strategy must be one of {values}, got {self.strategy!r}."
+            )
+        object.__setattr__(self, "strategy", strategy)
+        if self.merge not in MERGES:
+            raise ConfigError(
+                f"CompositeOperatorConfig.merge must be one of {list(MERGES)}, got {self.merge!r}."
+            )
+        if self.weights is not None:
+            object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
+
+
+class CompositeOperatorModule(OperatorModule):
+    """Operators combined by a :class:`CompositionStrategy` (see the module docstring).
+
+    Args:
+        config: a :class:`CompositeOperatorConfig`.
+        operators: the child operators (at least one).
+        conditions: for ``conditional_sequential``, one ``condition(record) -> bool``
+            per operator (``record`` is a dict of one record's arrays).
+        router: for ``branching``, ``router(record) -> int`` in ``[0, len(operators))``;
+            out-of-range indices are clamped by ``lax.switch``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from datarax.operators.map import MapOperator, MapOperatorConfig
+        >>> add = MapOperator(MapOperatorConfig(), fn=lambda a: a + 1)
+        >>> dbl = MapOperator(MapOperatorConfig(), fn=lambda a: a * 2)
+        >>> seq = CompositeOperatorModule(CompositeOperatorConfig(), operators=[add, dbl])
+        >>> seq.apply_batch({"x": jnp.arange(3)}, None)["x"].tolist()
+        [2, 4, 6]
+    """
+
+    config: CompositeOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: CompositeOperatorConfig,
+        *,
+        operators: Sequence[OperatorModule],
+        conditions: Sequence[Callable[[Batch], Any]] | None = None,
+        router: Callable[[Batch], Any] | None = None,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        owner = "CompositeOperatorModule"
+        if not isinstance(config, CompositeOperatorConfig):
+            raise ConfigError(
+                f"{owner} needs a CompositeOperatorConfig, got {type(config).__name__}."
+            )
+        ops = check_operators(operators, owner)
+        strategy = config.strategy
+        if strategy == "weighted_parallel":
+            if config.weights is None:
+                raise ConfigError(f"{owner}: strategy 'weighted_parallel' needs weights.")
+            check_weights(config.weights, len(ops), owner)
+        if strategy == "conditional_sequential":
+            if conditions is None or len(conditions) != len(ops):
+                got = "none" if conditions is None else len(conditions)
+                raise ConfigError(
+                    f"{owner}: strategy 'conditional_sequential' needs one condition per "
+                    f"operator: {len(ops)} operators, {got} conditions."
+                )
+            if not all(callable(c) for c in conditions):
+                raise ConfigError(f"{owner}: every condition must be callable.")
+        elif conditions is not None:
+            raise ConfigError(f"{owner}: conditions apply only to 'conditional_sequential'.")
+        if strategy == "branching":
+            if not callable(router):
+                raise ConfigError(
+                    f"{owner}: strategy 'branching' needs router=callable(record) -> int."
+                )
+        elif router is not None:
+            raise ConfigError(f"{owner}: router applies only to 'branching'.")
+        if any(op.stochastic for op in ops) and not config.stochastic:
+            config = config.replace(stochastic=True)  # type: ignore[assignment]
+        super().__init__(config, rngs=rngs, name=name or default_name("Composite", ops))
+        self.operators = nnx.List(ops)
+        self.conditions = nnx.static(tuple(conditions) if conditions is not None else None)
+        self.router = nnx.static(router)
+
+    # -- batch-level strategies ------------------------------------------------------
+    def _outputs(self, data: Batch, keys: Any) -> list[Batch]:
+        return [
+            op.apply_batch(dict(data), child_keys(keys, i)) for i, op in enumerate(self.operators)
+        ]
+
+    def _merge(self, outputs: list[Batch]) -> Batch:
+        merge = self.config.merge
+        if merge == "dict":
+            return {f"{name}_{i}": v for i, out in enumerate(outputs) for name, v in out.items()}
+        fields = list(outputs[0])
+        for i, out in enumerate(outputs[1:], start=1):
+            if list(out) != fields:
+                raise DataraxError(
+                    f"CompositeOperatorModule '{self.name}': parallel merge '{merge}' needs "
+                    f"every operator to give the same fields; operator 0 gives {fields}, "
+                    f"operator {i} gives {list(out)}. Use merge='dict' to keep them apart."
+                )
+        result: Batch = {}
+        for name in fields:
+            values = [out[name] for out in outputs]
+            if merge == "concat":
+                result[name] = jnp.concatenate(values, axis=1)
+            elif merge == "stack":
+                result[name] = jnp.stack(values, axis=1)
+            elif merge == "sum":
+                result[name] = sum(values[1:], values[0])
+            else:
+                result[name] = sum(values[1:], values[0]) / len(values)
+        return result
+
+    def _weighted(self, outputs: list[Batch]) -> Batch:
+        weights = self.config.weights or ()
+        return {
+            name: sum(w * out[name] for w, out in zip(weights, outputs))
+            for name in outputs[0]
+        }
+
+    # -- per-record strategies ---------------------------------------------------------
+    def _conditional(self, record: Batch, key: Any) -> Batch:
+        for i, (op, condition) in enumerate(zip(self.operators, self.conditions or ())):
+            k = child_key(key, i)
+            before = record
+            check_same_outputs(
+                [lambda r, kk, op=op: apply_to_record(op, r, kk), lambda r, kk: r],
+                [f"operator {i} ({op.name})", "the unchanged record"],
+                record, k, f"CompositeOperatorModule '{self.name}'",
+            )
+            record = jax.lax.cond(
+                jnp.asarray(condition(before), bool),
+                lambda r, kk, op=op: apply_to_record(op, r, kk),
+                lambda r, kk: r,
+                before, k,
+            )
+        return record
+
+    def _branch(self, record: Batch, key: Any) -> Batch:
+        branches = [
+            (lambda r, kk, op=op, i=i: apply_to_record(op, r, child_key(kk, i)))
+            for i, op in enumerate(self.operators)
+        ]
+        check_same_outputs(
+            branches, [f"operator {i} ({op.name})" for i, op in enumerate(self.operators)],
+            record, key, f"CompositeOperatorModule '{self.name}'",
+        )
+        index = jnp.asarray(self.router(record), jnp.int32)
+        return jax.lax.switch(index, branches, record, key)
+
+    def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
+        """Combine the operators' work on ``data`` by the configured strategy."""
+        strategy = self.config.strategy
+        if strategy == "sequential":
+            for i, op in enumerate(self.operators):
+                data = op.apply_batch(data, child_keys(keys, i))
+            return data
+        if strategy == "parallel":
+            return self._merge(self._outputs(data, keys))
+        if strategy == "weighted_parallel":
+            return self._weighted(self._outputs(data, keys))
+        per_record = self._conditional if strategy == "conditional_sequential" else self._branch
+        if keys is None:
+            return jax.vmap(lambda r: per_record(r, None))(data)
+        return jax.vmap(per_record)(data, keys)

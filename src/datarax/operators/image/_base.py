@@ -1,0 +1,195 @@
+"""``ImageOperator``: the base of the image operators, and the helpers they share.
+
+An image operator transforms one field of ``(batch, H, W, C)`` images, record by
+record under ``jax.vmap``. A parameter given as a number is fixed (the operator is
+deterministic); given as a ``(low, high)`` pair it is drawn uniformly per record from
+the record's key (the operator is stochastic).
+
+Colour operators work on values in [0, 1]: uint8 images are divided by 255, changed,
+then rounded and clipped back to uint8; float images are taken to be in [0, 1] and
+are not clipped. Geometric operators keep the image's dtype.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.operator import OperatorModule
+from datarax.operators._records import require_fields
+
+Batch = dict[str, Any]
+Range = float | tuple[float, float]
+
+
+def pix() -> Any:
+    """dm-pix, imported on first use: it is the optional ``image`` extra."""
+    try:
+        return importlib.import_module("dm_pix")
+    except ImportError as err:  # pragma: no cover - the image extra installs it
+        raise ImportError(
+            'datarax image operators need dm-pix: pip install "datarax[image]"'
+        ) from err
+
+
+def check_range(
+    owner: str, name: str, value: Any, *, low: float | None = None, high: float | None = None
+) -> Range:
+    """A number or a ``(low, high)`` pair within ``[low, high]``, as floats."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        values: tuple[float, ...] = (float(value),)
+        out: Range = float(value)
+    elif (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    ):
+        values = (float(value[0]), float(value[1]))
+        if values[0] > values[1]:
+            raise ConfigError(f"{owner}: {name} range {tuple(value)} has low > high.")
+        out = values  # type: ignore[assignment]
+    else:
+        raise ConfigError(
+            f"{owner}: {name} must be a number (fixed) or a (low, high) pair (drawn per "
+            f"record), got {value!r}."
+        )
+    for v in values:
+        if (low is not None and v < low) or (high is not None and v > high):
+            raise ConfigError(
+                f"{owner}: {name} must lie in [{low}, {high}], got {value!r}."
+            )
+    return out
+
+
+def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:
+    """An ``int`` or ``(height, width)`` pair of positive ints."""
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if (
+        isinstance(pair, (tuple, list))
+        and len(pair) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in pair)
+    ):
+        return int(pair[0]), int(pair[1])
+    raise ConfigError(
+        f"{owner}: {name} must be an int >= 1 or a (height, width) pair, got {value!r}."
+    )
+
+
+def is_range(value: Any) -> bool:
+    return isinstance(value, tuple)
+
+
+def sample(key: Any, value: Range) -> Any:
+    """The value itself, or a uniform draw from ``(low, high)``."""
+    if is_range(value):
+        low, high = value  # type: ignore[misc]
+        return jax.random.uniform(key, (), jnp.float32, low, high)
+    return jnp.asarray(value, jnp.float32)
+
+
+def to_unit(image: Any) -> Any:
+    """Image values as float32 in [0, 1] (uint8 / 255; floats as they are)."""
+    if image.dtype == jnp.uint8:
+        return image.astype(jnp.float32) / 255.0
+    return image.astype(jnp.float32) if not jnp.issubdtype(image.dtype, jnp.floating) else image
+
+
+def from_unit(values: Any, dtype: Any) -> Any:
+    """Back to ``dtype``: uint8 rounds and clips ``values * 255``; floats pass."""
+    if dtype == jnp.uint8:
+        return jnp.clip(jnp.round(values * 255.0), 0, 255).astype(jnp.uint8)
+    return values.astype(dtype)
+
+
+def cast_like(values: Any, dtype: Any) -> Any:
+    """Float results of a geometric op back to the input dtype (ints round and clip)."""
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        return jnp.clip(jnp.round(values), info.min, info.max).astype(dtype)
+    return values.astype(dtype)
+
+
+@dataclass(frozen=True)
+class ImageOperatorConfig(StructuralConfig):
+    """Configuration shared by image operators (built by each operator's constructor).
+
+    Attributes:
+        field: the batch field holding ``(batch, H, W, C)`` images.
+        params: the operator's parameters as ``(name, value)`` pairs.
+        stochastic: whether any parameter is drawn per record.
+        stream_name: the ``nnx.Rngs`` stream of the base key when ``rngs`` is given.
+    """
+
+    field: str = "image"
+    params: tuple[tuple[str, Any], ...] = ()
+    stochastic: bool = False
+    stream_name: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self, "stochastic")
+        if not isinstance(self.field, str) or not self.field:
+            raise ConfigError(f"image operator field must be a field name, got {self.field!r}.")
+
+
+class ImageOperator(OperatorModule):
+    """Base of image operators: ``transform(image, key)`` per record of one field.
+
+    Subclasses call :meth:`_setup` from ``__init__`` and implement :meth:`transform`
+    (one ``(H, W, C)`` image and its key, ``None`` when deterministic).
+    """
+
+    config: ImageOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def _setup(
+        self,
+        params: dict[str, Any],
+        *,
+        stochastic: bool,
+        field: str,
+        stream_name: str | None,
+        rngs: nnx.Rngs | None,
+        name: str | None,
+    ) -> None:
+        config = ImageOperatorConfig(
+            field=field, params=tuple(params.items()), stochastic=bool(stochastic),
+            stream_name=stream_name,
+        )
+        super().__init__(config, rngs=rngs, name=name)
+
+    def param(self, name: str) -> Any:
+        """The value of parameter ``name`` as given to the constructor (normalised)."""
+        return dict(self.config.params)[name]
+
+    def transform(self, image: Any, key: Any) -> Any:
+        raise NotImplementedError
+
+    def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
+        """Transform ``data[field]`` record by record (``keys``: one per record)."""
+        field = self.config.field
+        require_fields(data, [field], f"{type(self).__name__} '{self.name}'")
+        images = data[field]
+        if getattr(images, "ndim", 0) != 4:
+            raise DataraxError(
+                f"{type(self).__name__} '{self.name}': field '{field}' must hold "
+                f"(batch, height, width, channels) images, got shape "
+                f"{tuple(getattr(images, 'shape', ()))}."
+            )
+        images = jnp.asarray(images)
+        if self.config.stochastic:
+            if keys is None:
+                raise DataraxError(
+                    f"{type(self).__name__} '{self.name}' is stochastic but got no keys; run "
+                    "it in a Pipeline or pass one key per record."
+                )
+            out = jax.vmap(self.transform)(images, keys)
+        else:
+            out = jax.vmap(lambda image: self.transform(image, None))(images)
+        return {**data, field: out}

@@ -1,0 +1,161 @@
+"""Colour image operators (dm-pix): brightness, contrast, saturation, hue, grayscale,
+gaussian blur, and normalize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+import jax.numpy as jnp
+from flax import nnx
+
+from datarax.core.errors import ConfigError
+from datarax.operators.image._base import (
+    ImageOperator,
+    Range,
+    cast_like,
+    check_range,
+    from_unit,
+    is_range,
+    pix,
+    sample,
+    to_unit,
+)
+
+
+class _ColorOperator(ImageOperator):
+    """One parameter (number or range); ``adjust(values_in_unit_range, value)``."""
+
+    PARAM = ""
+    LOW: float | None = None
+    HIGH: float | None = None
+
+    def __init__(self, value: Range, *, field: str = "image", stream_name: str | None = None,
+                 rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
+        v = check_range(type(self).__name__, self.PARAM, value, low=self.LOW, high=self.HIGH)
+        self._setup({self.PARAM: v}, stochastic=is_range(v), field=field,
+                    stream_name=stream_name, rngs=rngs, name=name)
+
+    def adjust(self, values: Any, amount: Any) -> Any:
+        raise NotImplementedError
+
+    def transform(self, image: Any, key: Any) -> Any:
+        amount = sample(key, self.param(self.PARAM))
+        return from_unit(self.adjust(to_unit(image), amount), image.dtype)
+
+
+class Brightness(_ColorOperator):
+    """Add ``delta`` to every value (dm-pix ``adjust_brightness``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> img = jnp.full((1, 1, 1, 3), 100, jnp.uint8)
+        >>> Brightness(0.2).apply_batch({"image": img}, None)["image"].ravel().tolist()
+        [151, 151, 151]
+    """
+
+    PARAM = "delta"
+
+    def adjust(self, values: Any, amount: Any) -> Any:
+        return pix().adjust_brightness(values, amount)
+
+
+class Contrast(_ColorOperator):
+    """Scale each channel's distance from its mean by ``factor`` (dm-pix ``adjust_contrast``)."""
+
+    PARAM = "factor"
+    LOW = 0.0
+
+    def adjust(self, values: Any, amount: Any) -> Any:
+        return pix().adjust_contrast(values, amount)
+
+
+class Saturation(_ColorOperator):
+    """Scale HSV saturation by ``factor`` (dm-pix ``adjust_saturation``; RGB images)."""
+
+    PARAM = "factor"
+    LOW = 0.0
+
+    def adjust(self, values: Any, amount: Any) -> Any:
+        return pix().adjust_saturation(values, amount)
+
+
+class Hue(_ColorOperator):
+    """Rotate HSV hue by ``delta`` turns, in [-0.5, 0.5] (dm-pix ``adjust_hue``; RGB)."""
+
+    PARAM = "delta"
+    LOW, HIGH = -0.5, 0.5
+
+    def adjust(self, values: Any, amount: Any) -> Any:
+        return pix().adjust_hue(values, amount)
+
+
+class Grayscale(ImageOperator):
+    """Rec.601 luma (dm-pix ``rgb_to_grayscale``), kept as 3 equal channels."""
+
+    def __init__(self, *, field: str = "image", name: str | None = None) -> None:
+        self._setup({}, stochastic=False, field=field, stream_name=None, rngs=None, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        gray = pix().rgb_to_grayscale(to_unit(image), keep_dims=True)
+        return from_unit(jnp.broadcast_to(gray, image.shape), image.dtype)
+
+
+class GaussianBlur(ImageOperator):
+    """Gaussian blur of width ``sigma`` (number or range) over ``kernel_size`` pixels (dm-pix)."""
+
+    def __init__(self, sigma: Range, *, kernel_size: int = 5, field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None) -> None:
+        s = check_range("GaussianBlur", "sigma", sigma, low=1e-6)
+        if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 \
+                or kernel_size % 2 == 0:
+            raise ConfigError(
+                f"GaussianBlur: kernel_size must be an odd int >= 1, got {kernel_size!r}."
+            )
+        self._setup({"sigma": s, "kernel_size": kernel_size}, stochastic=is_range(s),
+                    field=field, stream_name=stream_name, rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        sigma = sample(key, self.param("sigma"))
+        out = pix().gaussian_blur(image.astype(jnp.float32), sigma, self.param("kernel_size"))
+        return cast_like(out, image.dtype)
+
+
+class Normalize(ImageOperator):
+    """``(image - mean) / std`` per channel, as float32; uint8 images are /255 first.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> img = jnp.full((1, 1, 1, 1), 255, jnp.uint8)
+        >>> Normalize(mean=[0.5], std=[0.25]).apply_batch({"image": img}, None)["image"].item()
+        2.0
+    """
+
+    def __init__(self, mean: Any, std: Any, *, field: str = "image",
+                 name: str | None = None) -> None:
+        try:
+            m = tuple(float(v) for v in jnp.atleast_1d(jnp.asarray(mean)).tolist())
+            s = tuple(float(v) for v in jnp.atleast_1d(jnp.asarray(std)).tolist())
+        except (TypeError, ValueError) as err:
+            raise ConfigError(
+                f"Normalize: mean and std must be numbers or lists, got {mean!r}, {std!r}."
+            ) from err
+        if len(m) != len(s):
+            raise ConfigError(f"Normalize: mean has {len(m)} values but std has {len(s)}.")
+        if any(not v > 0 for v in s):
+            raise ConfigError(f"Normalize: every std must be > 0, got {list(s)}.")
+        self._setup({"mean": m, "std": s}, stochastic=False, field=field, stream_name=None,
+                    rngs=None, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        mean = jnp.asarray(self.param("mean"), jnp.float32)
+        std = jnp.asarray(self.param("std"), jnp.float32)
+        if mean.shape[0] not in (1, image.shape[-1]):
+            raise ConfigError(
+                f"Normalize '{self.name}': {mean.shape[0]} mean/std values for images with "
+                f"{image.shape[-1]} channels."
+            )
+        return (to_unit(image) - mean) / std
+
+

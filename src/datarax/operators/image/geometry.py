@@ -1,0 +1,310 @@
+"""Geometric image operators: resize, crops, flips, rotation, translation."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from datarax.core.errors import ConfigError
+from datarax.operators.image._base import (
+    ImageOperator,
+    Range,
+    cast_like,
+    check_range,
+    check_size,
+    is_range,
+    pix,
+    sample,
+)
+
+METHODS = ("nearest", "linear", "bilinear", "cubic", "bicubic", "lanczos3")
+
+
+def _method(owner: str, method: str) -> str:
+    if method not in METHODS:
+        raise ConfigError(f"{owner}: method must be one of {list(METHODS)}, got {method!r}.")
+    return {"bilinear": "linear", "bicubic": "cubic"}.get(method, method)
+
+
+def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool) -> Any:
+    """``(out, size)`` bilinear weights that resample ``[start, start + length)`` to ``out``.
+
+    Output pixel ``o`` is centred on input coordinate ``start + (o + 0.5) * length / out
+    - 0.5`` (half-pixel centres); the triangle filter widens by ``length / out`` when
+    shrinking with ``antialias``. Only pixels inside the box get weight (the box is cut
+    out first, as torchvision and PIL do), so edges clamp to the box.
+    """
+    start = jnp.asarray(start, jnp.float32)
+    length = jnp.asarray(length, jnp.float32)
+    scale = out / length
+    support = jnp.maximum(1.0, 1.0 / scale) if antialias else 1.0
+    centres = start + (jnp.arange(out, dtype=jnp.float32) + 0.5) / scale - 0.5
+    taps = jnp.arange(size, dtype=jnp.float32)
+    weights = jnp.maximum(0.0, 1.0 - jnp.abs(taps[None, :] - centres[:, None]) / support)
+    weights = weights * ((taps >= start) & (taps < start + length))[None, :]
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def crop_resize(
+    image: Any, y: Any, x: Any, h: Any, w: Any, size: tuple[int, int], antialias: bool = True
+) -> Any:
+    """The box ``(y, x, h, w)`` of ``image`` resized to ``size`` (the box may be traced).
+
+    Separable: two matrix products with :func:`resize_weights` (rows, then columns), so
+    each record can have its own box inside one compiled step.
+    """
+    out_h, out_w = size
+    wy = resize_weights(y, h, out_h, image.shape[0], antialias)
+    wx = resize_weights(x, w, out_w, image.shape[1], antialias)
+    rows = jnp.einsum("oh,hwc->owc", wy, image.astype(jnp.float32))  # (out_h, W, C)
+    out = jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
+    return cast_like(out, image.dtype)
+
+
+class Resize(ImageOperator):
+    """Resize every image to ``size`` (``jax.image.resize``; ints round and clip).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> Resize(4).apply_batch({"image": jnp.ones((1, 8, 8, 3))}, None)["image"].shape
+        (1, 4, 4, 3)
+    """
+
+    def __init__(self, size: int | tuple[int, int], *, method: str = "bilinear",
+                 antialias: bool = True, field: str = "image", name: str | None = None) -> None:
+        owner = "Resize"
+        params = {"size": check_size(owner, size), "method": _method(owner, method),
+                  "antialias": bool(antialias)}
+        self._setup(params, stochastic=False, field=field, stream_name=None, rngs=None, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        h, w = self.param("size")
+        out = jax.image.resize(image.astype(jnp.float32), (h, w, image.shape[2]),
+                               self.param("method"), antialias=self.param("antialias"))
+        return cast_like(out, image.dtype)
+
+
+class Crop(ImageOperator):
+    """Crop ``size`` pixels at ``offset``: ``"random"`` (per record), ``"center"`` or ``(y, x)``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> img = jnp.arange(16).reshape(1, 4, 4, 1)
+        >>> Crop(2, offset=(1, 2)).apply_batch({"image": img}, None)["image"][0, :, :, 0].tolist()
+        [[6, 7], [10, 11]]
+    """
+
+    def __init__(self, size: int | tuple[int, int], *, offset: Any = "random", field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None) -> None:
+        owner = type(self).__name__
+        if isinstance(offset, str):
+            if offset not in ("random", "center"):
+                raise ConfigError(
+                    f"{owner}: offset must be 'random', 'center' or (y, x), got {offset!r}."
+                )
+        elif (isinstance(offset, (tuple, list)) and len(offset) == 2
+              and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in offset)):
+            offset = (int(offset[0]), int(offset[1]))
+        else:
+            raise ConfigError(
+                f"{owner}: offset must be 'random', 'center' or (y, x) ints >= 0, got {offset!r}."
+            )
+        self._setup({"size": check_size(owner, size), "offset": offset},
+                    stochastic=offset == "random", field=field, stream_name=stream_name,
+                    rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        h, w = self.param("size")
+        height, width = image.shape[0], image.shape[1]
+        if h > height or w > width:
+            raise ConfigError(
+                f"{type(self).__name__} '{self.name}': crop size {(h, w)} is larger than the "
+                f"images {(height, width)}."
+            )
+        offset = self.param("offset")
+        if offset == "random":
+            y = jax.random.randint(jax.random.fold_in(key, 0), (), 0, height - h + 1)
+            x = jax.random.randint(jax.random.fold_in(key, 1), (), 0, width - w + 1)
+        elif offset == "center":
+            y, x = (height - h) // 2, (width - w) // 2
+        else:
+            y, x = offset
+        return jax.lax.dynamic_slice(image, (y, x, 0), (h, w, image.shape[2]))
+
+
+class RandomCrop(Crop):
+    """:class:`Crop` at a random position per record."""
+
+    def __init__(self, size: int | tuple[int, int], *, field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None) -> None:
+        super().__init__(size, offset="random", field=field, stream_name=stream_name,
+                         rngs=rngs, name=name)
+
+
+class ResizedCrop(ImageOperator):
+    """Crop the box ``(y, x, height, width)`` and resize it to ``size`` (deterministic)."""
+
+    def __init__(self, size: int | tuple[int, int], box: tuple[int, int, int, int], *,
+                 antialias: bool = True, field: str = "image", name: str | None = None) -> None:
+        owner = "ResizedCrop"
+        if not (isinstance(box, (tuple, list)) and len(box) == 4
+                and all(isinstance(v, int) for v in box) and box[0] >= 0 and box[1] >= 0
+                and box[2] >= 1 and box[3] >= 1):
+            raise ConfigError(
+                f"{owner}: box must be (y, x, height, width) ints with y, x >= 0 and "
+                f"height, width >= 1, got {box!r}."
+            )
+        self._setup({"size": check_size(owner, size), "box": tuple(box),
+                     "antialias": bool(antialias)},
+                    stochastic=False, field=field, stream_name=None, rngs=None, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        y, x, h, w = self.param("box")
+        if y + h > image.shape[0] or x + w > image.shape[1]:
+            raise ConfigError(
+                f"ResizedCrop '{self.name}': box {(y, x, h, w)} reaches past the images "
+                f"{tuple(image.shape[:2])}; keep y + height and x + width within them."
+            )
+        return crop_resize(image, y, x, h, w, self.param("size"),
+                           antialias=self.param("antialias"))
+
+
+class RandomResizedCrop(ImageOperator):
+    """Crop a random box of random area share and aspect ratio; resize it to ``size``.
+
+    Per record: area share ``s ~ U(scale)`` and ``log(ratio) ~ U(log ratio)``; of ten
+    such candidate boxes the first that fits the image is used (else the whole image),
+    at a uniformly random integer position.
+    """
+
+    ATTEMPTS = 10
+
+    def __init__(self, size: int | tuple[int, int], *, scale: Range = (0.08, 1.0),
+                 ratio: Range = (3 / 4, 4 / 3), antialias: bool = True, field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None) -> None:
+        owner = "RandomResizedCrop"
+        scale = check_range(owner, "scale", scale, low=1e-6, high=1.0)
+        ratio = check_range(owner, "ratio", ratio, low=1e-6)
+        self._setup({"size": check_size(owner, size), "scale": scale, "ratio": ratio,
+                     "antialias": bool(antialias)},
+                    stochastic=True, field=field, stream_name=stream_name, rngs=rngs, name=name)
+
+    def box(self, key: Any, height: int, width: int) -> tuple[Any, Any, Any, Any]:
+        """The record's box ``(y, x, h, w)`` (integers)."""
+        scale, ratio = self.param("scale"), self.param("ratio")
+        lo_s, hi_s = scale if is_range(scale) else (scale, scale)
+        lo_r, hi_r = ratio if is_range(ratio) else (ratio, ratio)
+        k_area, k_ratio, k_y, k_x = jax.random.split(key, 4)
+        tries = (self.ATTEMPTS,)
+        area = height * width * jax.random.uniform(k_area, tries, minval=lo_s, maxval=hi_s)
+        log_r = jax.random.uniform(k_ratio, tries, minval=math.log(lo_r), maxval=math.log(hi_r))
+        r = jnp.exp(log_r)
+        w = jnp.round(jnp.sqrt(area * r)).astype(jnp.int32)
+        h = jnp.round(jnp.sqrt(area / r)).astype(jnp.int32)
+        fits = (w >= 1) & (h >= 1) & (w <= width) & (h <= height)
+        first = jnp.argmax(fits)
+        ok = fits[first]
+        h = jnp.where(ok, h[first], height)
+        w = jnp.where(ok, w[first], width)
+        y = jax.random.randint(k_y, (), 0, height - h + 1)
+        x = jax.random.randint(k_x, (), 0, width - w + 1)
+        return y, x, h, w
+
+    def transform(self, image: Any, key: Any) -> Any:
+        y, x, h, w = self.box(key, image.shape[0], image.shape[1])
+        return crop_resize(image, y, x, h, w, self.param("size"),
+                           antialias=self.param("antialias"))
+
+
+class _Flip(ImageOperator):
+    AXIS = 1
+
+    def __init__(self, probability: float = 0.5, *, field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None) -> None:
+        p = check_range(type(self).__name__, "probability", probability, low=0.0, high=1.0)
+        if is_range(p):
+            raise ConfigError(f"{type(self).__name__}: probability must be one number in [0, 1].")
+        self._setup({"probability": p}, stochastic=0.0 < p < 1.0, field=field,
+                    stream_name=stream_name, rngs=rngs, name=name)
+
+    def _flip(self, image: Any) -> Any:
+        return pix().flip_left_right(image) if self.AXIS == 1 else pix().flip_up_down(image)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        p = self.param("probability")
+        if p == 1.0:
+            return self._flip(image)
+        if p == 0.0:
+            return image
+        return jnp.where(jax.random.uniform(key) < p, self._flip(image), image)
+
+
+class HorizontalFlip(_Flip):
+    """Mirror left-right with ``probability`` per record (1.0: always; deterministic)."""
+
+    AXIS = 1
+
+
+class VerticalFlip(_Flip):
+    """Mirror top-bottom with ``probability`` per record (1.0: always; deterministic)."""
+
+    AXIS = 0
+
+
+class Rotate(ImageOperator):
+    """Rotate by ``degrees`` (counter-clockwise; number or range) about the centre.
+
+    Bilinear (dm-pix ``rotate``); pixels from outside the image take ``fill``.
+    """
+
+    def __init__(self, degrees: Range, *, fill: float = 0.0, field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None) -> None:
+        d = check_range("Rotate", "degrees", degrees)
+        self._setup({"degrees": d, "fill": float(fill)}, stochastic=is_range(d), field=field,
+                    stream_name=stream_name, rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        angle = sample(key, self.param("degrees")) * (math.pi / 180.0)
+        out = pix().rotate(image.astype(jnp.float32), angle, mode="constant",
+                           cval=self.param("fill"))
+        return cast_like(out, image.dtype)
+
+
+def shift(image: Any, dy: Any, dx: Any, fill: float = 0.0) -> Any:
+    """``image`` moved down ``dy`` and right ``dx`` whole pixels; uncovered pixels = ``fill``."""
+    height, width = image.shape[0], image.shape[1]
+    rows = jnp.arange(height) - dy
+    cols = jnp.arange(width) - dx
+    inside = ((rows >= 0) & (rows < height))[:, None] & ((cols >= 0) & (cols < width))[None, :]
+    moved = image[jnp.clip(rows, 0, height - 1)][:, jnp.clip(cols, 0, width - 1)]
+    return jnp.where(inside[..., None], moved, jnp.asarray(fill, image.dtype))
+
+
+class Translate(ImageOperator):
+    """Shift by ``dy`` rows and ``dx`` columns (whole pixels; each a number or range)."""
+
+    def __init__(self, dy: Range = 0, dx: Range = 0, *, fill: float = 0.0, field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None) -> None:
+        dy = check_range("Translate", "dy", dy)
+        dx = check_range("Translate", "dx", dx)
+        self._setup({"dy": dy, "dx": dx, "fill": float(fill)},
+                    stochastic=is_range(dy) or is_range(dx), field=field,
+                    stream_name=stream_name, rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        k = (None, None)
+        if key is not None:
+            k = (jax.random.fold_in(key, 0), jax.random.fold_in(key, 1))
+        dy = jnp.round(sample(k[0], self.param("dy"))).astype(jnp.int32)
+        dx = jnp.round(sample(k[1], self.param("dx"))).astype(jnp.int32)
+        return shift(image, dy, dx, self.param("fill"))

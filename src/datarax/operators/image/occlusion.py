@@ -1,0 +1,112 @@
+"""Noise and occlusion: gaussian and salt-and-pepper noise, cutout, patch dropout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from datarax.core.errors import ConfigError
+from datarax.operators.image._base import (
+    ImageOperator,
+    Range,
+    cast_like,
+    check_range,
+    check_size,
+    from_unit,
+    sample,
+    to_unit,
+)
+
+
+class GaussianNoise(ImageOperator):
+    """Add ``N(0, std**2)`` noise per value (``std`` a number or range; values in [0, 1])."""
+
+    def __init__(self, std: Range, *, field: str = "image", stream_name: str | None = None,
+                 rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
+        s = check_range("GaussianNoise", "std", std, low=0.0)
+        self._setup({"std": s}, stochastic=True, field=field, stream_name=stream_name,
+                    rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        std = sample(jax.random.fold_in(key, 0), self.param("std"))
+        noise = std * jax.random.normal(jax.random.fold_in(key, 1), image.shape, jnp.float32)
+        return from_unit(to_unit(image) + noise, image.dtype)
+
+
+class SaltPepperNoise(ImageOperator):
+    """Set a share ``amount`` of pixels (all channels) to 0 or to the maximum, half each."""
+
+    def __init__(self, amount: Range, *, field: str = "image", stream_name: str | None = None,
+                 rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
+        a = check_range("SaltPepperNoise", "amount", amount, low=0.0, high=1.0)
+        self._setup({"amount": a}, stochastic=True, field=field, stream_name=stream_name,
+                    rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        amount = sample(jax.random.fold_in(key, 0), self.param("amount"))
+        u = jax.random.uniform(jax.random.fold_in(key, 1), image.shape[:2])
+        values = to_unit(image)
+        values = jnp.where((u < amount / 2)[..., None], 0.0, values)
+        values = jnp.where(((u >= amount / 2) & (u < amount))[..., None], 1.0, values)
+        return from_unit(values, image.dtype)
+
+
+class Cutout(ImageOperator):
+    """Fill a ``size`` box with ``fill``, at ``offset``: ``"random"`` (per record) or ``(y, x)``.
+
+    A random box's centre is uniform over the image; the box is clipped at the edges
+    (random erasing / cutout).
+    """
+
+    def __init__(self, size: int | tuple[int, int], *, offset: Any = "random", fill: float = 0.0,
+                 field: str = "image", stream_name: str | None = None,
+                 rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
+        if offset != "random" and not (
+            isinstance(offset, (tuple, list)) and len(offset) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in offset)
+        ):
+            raise ConfigError(f"Cutout: offset must be 'random' or (y, x) ints, got {offset!r}.")
+        offset = offset if offset == "random" else (int(offset[0]), int(offset[1]))
+        self._setup({"size": check_size("Cutout", size), "offset": offset, "fill": float(fill)},
+                    stochastic=offset == "random", field=field, stream_name=stream_name,
+                    rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        h, w = self.param("size")
+        height, width = image.shape[0], image.shape[1]
+        if self.param("offset") == "random":
+            cy = jax.random.randint(jax.random.fold_in(key, 0), (), 0, height)
+            cx = jax.random.randint(jax.random.fold_in(key, 1), (), 0, width)
+            y, x = cy - h // 2, cx - w // 2
+        else:
+            y, x = self.param("offset")
+        rows = (jnp.arange(height) >= y) & (jnp.arange(height) < y + h)
+        cols = (jnp.arange(width) >= x) & (jnp.arange(width) < x + w)
+        box = rows[:, None] & cols[None, :]
+        fill = cast_like(jnp.float32(self.param("fill")), image.dtype)
+        return jnp.where(box[..., None], fill, image)
+
+
+class PatchDropout(ImageOperator):
+    """Fill each ``patch_size`` patch with ``fill`` with probability ``rate`` (per record)."""
+
+    def __init__(self, patch_size: int | tuple[int, int], rate: float = 0.25, *,
+                 fill: float = 0.0, field: str = "image", stream_name: str | None = None,
+                 rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
+        r = check_range("PatchDropout", "rate", rate, low=0.0, high=1.0)
+        self._setup({"patch_size": check_size("PatchDropout", patch_size, "patch_size"),
+                     "rate": r, "fill": float(fill)},
+                    stochastic=True, field=field, stream_name=stream_name, rngs=rngs, name=name)
+
+    def transform(self, image: Any, key: Any) -> Any:
+        ph, pw = self.param("patch_size")
+        height, width = image.shape[0], image.shape[1]
+        grid = (-(-height // ph), -(-width // pw))
+        rate = sample(jax.random.fold_in(key, 0), self.param("rate"))
+        drop = jax.random.uniform(jax.random.fold_in(key, 1), grid) < rate
+        mask = jnp.repeat(jnp.repeat(drop, ph, axis=0), pw, axis=1)[:height, :width]
+        fill = cast_like(jnp.float32(self.param("fill")), image.dtype)
+        return jnp.where(mask[..., None], fill, image)

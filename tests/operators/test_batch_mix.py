@@ -1,0 +1,144 @@
+"""BatchMixOperator: mixup/cutmix values, partners from the same batch, the short last
+batch, a batch of one, exact resume, and errors."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.keys import record_keys
+from datarax.operators import BatchMixOperator
+from datarax.testing import check_resume_exact
+
+from operator_helpers import pipeline
+
+import jax
+
+N = 8
+
+
+def batch(n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"image": rng.random((n, 6, 5, 3)).astype(np.float32),
+            "label": np.arange(n, dtype=np.int32)}
+
+
+def keys(n=N, seed=0):
+    return record_keys(jax.random.key(seed), 0, jnp.arange(n))
+
+
+def partner_and_lam(soft, i):
+    """From record i's soft label (classes = record ids): its partner and its own weight."""
+    row = np.asarray(soft[i])
+    others = [c for c in np.flatnonzero(row > 1e-7) if c != i]
+    assert len(others) <= 1, row
+    j = others[0] if others else None
+    return j, float(row[i])
+
+
+def test_mixup_blends_each_record_with_one_partner_from_its_batch():
+    data = batch()
+    out = BatchMixOperator("mixup", alpha=1.0, num_classes=N).apply_batch(data, keys())
+    soft = np.asarray(out["label"])
+    np.testing.assert_allclose(soft.sum(axis=1), 1.0, atol=1e-6)
+    partners = []
+    for i in range(N):
+        j, lam = partner_and_lam(soft, i)
+        assert j is not None and j != i
+        partners.append(j)
+        np.testing.assert_allclose(out["image"][i], lam * data["image"][i] + (1 - lam) * data["image"][j],
+                                   atol=1e-6)
+    assert sorted(partners) == list(range(N))  # every record is someone's partner once
+
+
+def test_cutmix_pastes_a_box_of_the_partner_and_labels_by_area():
+    data = batch()
+    out = BatchMixOperator("cutmix", alpha=1.0, num_classes=N).apply_batch(data, keys(seed=3))
+    out = {k: np.asarray(v) for k, v in out.items()}
+    soft = out["label"]
+    for i in range(N):
+        j, lam = partner_and_lam(soft, i)
+        own = np.all(out["image"][i] == data["image"][i], axis=-1)
+        if j is None:  # an empty box: nothing pasted
+            assert own.all() and lam == pytest.approx(1.0)
+            continue
+        theirs = np.all(out["image"][i] == data["image"][j], axis=-1)
+        assert (own | theirs).all()
+        rows, cols = np.nonzero(~own)
+        if rows.size:  # the pasted pixels form one rectangle
+            assert (~own)[rows.min():rows.max() + 1, cols.min():cols.max() + 1].all()
+        assert lam == pytest.approx(own.mean(), abs=1e-6)
+
+
+def test_lam_follows_beta_alpha():
+    data = batch(400)
+    out = BatchMixOperator("mixup", alpha=0.5, num_classes=400).apply_batch(data, keys(400))
+    lam = np.array([partner_and_lam(out["label"], i)[1] for i in range(400)])
+    assert abs(lam.mean() - 0.5) < 0.05
+    assert abs(lam.var() - 0.125) < 0.02  # Beta(0.5, 0.5): variance 1/8
+
+
+def test_soft_labels_mix_as_given_and_a_single_record_passes_unchanged():
+    data = {"image": np.ones((2, 2, 2, 1), np.float32), "label": np.eye(3, dtype=np.float32)[[0, 2]]}
+    out = BatchMixOperator("mixup", alpha=1.0).apply_batch(data, keys(2))
+    assert out["label"].shape == (2, 3) and np.asarray(out["label"])[:, 1].max() == 0
+    one = batch(1)
+    out = BatchMixOperator("mixup", alpha=1.0, num_classes=4).apply_batch(one, keys(1))
+    np.testing.assert_array_equal(out["image"], one["image"])
+    assert np.asarray(out["label"]).tolist() == [[1.0, 0.0, 0.0, 0.0]]
+
+
+def test_short_last_batch_mixes_only_its_own_records():
+    data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
+    p = pipeline([BatchMixOperator("mixup", alpha=1.0, num_classes=10)], data, batch_size=4)
+    batches = list(p)
+    assert [len(b["id"]) for b in batches] == [4, 4, 2]
+    for b in batches:
+        ids = set(np.asarray(b["id"]).tolist())
+        for i, rid in enumerate(np.asarray(b["id"]).tolist()):
+            classes = set(np.flatnonzero(np.asarray(b["label"][i]) > 1e-7).tolist())
+            assert classes <= ids, f"record {rid} mixed with {classes - ids}, outside its batch {ids}"
+
+
+def test_resume_is_exact():
+    data = {**batch(11), "id": np.arange(11, dtype=np.int32)}
+    make = lambda: pipeline([BatchMixOperator("cutmix", alpha=1.0, num_classes=11)], data,
+                            batch_size=4, drop_remainder=True)
+    report = check_resume_exact(make, [1, 2, 2, 3], num_epochs=2)
+    assert report.num_batches == 4
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"mode": "blend"}, "BatchMixOperator mode must be one of ['mixup', 'cutmix'], got 'blend'."),
+    ({"alpha": 0}, "BatchMixOperator alpha must be a number > 0, got 0."),
+    ({"num_classes": 1}, "BatchMixOperator num_classes must be an int >= 2, got 1."),
+])
+def test_construction_errors(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        BatchMixOperator(**kwargs)
+    assert str(err.value) == message
+
+
+def test_batch_errors_name_the_field():
+    with pytest.raises(DataraxError) as err:
+        BatchMixOperator().apply_batch(batch(), keys())
+    assert str(err.value) == (
+        "BatchMixOperator 'BatchMixOperator': field 'label' holds integer labels; pass "
+        "num_classes=... so they can be mixed as one-hot labels."
+    )
+    with pytest.raises(DataraxError) as err:
+        BatchMixOperator(label_field="y", num_classes=3).apply_batch(batch(), keys())
+    assert str(err.value) == (
+        "BatchMixOperator 'BatchMixOperator': field(s) ['y'] not in the batch; the batch has "
+        "fields ['image', 'label']. Point the operator at one of those."
+    )
+
+
+def test_mixup_resume_is_exact_with_a_short_last_batch():
+    data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
+    make = lambda: pipeline([BatchMixOperator("mixup", alpha=0.4, num_classes=10)], data,
+                            batch_size=4)
+    report = check_resume_exact(make, [1, 2, 3, 3, 5], num_epochs=2)
+    assert report.num_batches == 6 and report.num_records == 20

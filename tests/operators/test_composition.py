@@ -1,0 +1,245 @@
+"""MapOperator, CompositeOperatorModule, ProbabilisticOperator and SelectorOperator:
+values, per-record choice (keys), exact resume through a Pipeline, and errors."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.keys import record_keys
+from datarax.operators import (
+    CompositeOperatorConfig,
+    CompositeOperatorModule,
+    CompositionStrategy,
+    MapOperator,
+    MapOperatorConfig,
+    ProbabilisticOperator,
+    SelectorOperator,
+)
+from datarax.testing import check_resume_exact
+
+from operator_helpers import assert_key_invariant, pipeline
+
+X = jnp.arange(6, dtype=jnp.float32).reshape(3, 2)
+
+
+def add(v):
+    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=lambda a: a + v, name=f"add{v}")
+
+
+def mul(v):
+    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=lambda a: a * v, name=f"mul{v}")
+
+
+def noise():
+    return MapOperator(MapOperatorConfig(subtree=["x"], stochastic=True),
+                       fn=lambda a, k: a + jax.random.uniform(k, a.shape), name="noise")
+
+
+def keys(n, seed=0):
+    return record_keys(jax.random.key(seed), 0, jnp.arange(n))
+
+
+def composite(strategy, ops, **kw):
+    extra = {k: kw.pop(k) for k in ("merge", "weights") if k in kw}
+    return CompositeOperatorModule(CompositeOperatorConfig(strategy=strategy, **extra),
+                                   operators=ops, **kw)
+
+
+# -- MapOperator ---------------------------------------------------------------------------
+def test_map_applies_to_all_fields_a_list_or_a_mask():
+    data = {"x": X, "y": X + 100}
+    every = MapOperator(MapOperatorConfig(), fn=lambda a: -a).apply_batch(data, None)
+    np.testing.assert_array_equal(every["x"], -X)
+    np.testing.assert_array_equal(every["y"], -(X + 100))
+    listed = MapOperator(MapOperatorConfig(subtree=["y"]), fn=lambda a: -a).apply_batch(data, None)
+    np.testing.assert_array_equal(listed["x"], X)
+    np.testing.assert_array_equal(listed["y"], -(X + 100))
+    masked = MapOperator(MapOperatorConfig(subtree={"x": True, "y": False}),
+                         fn=lambda a: a.sum()).apply_batch(data, None)
+    assert masked["x"].tolist() == [1.0, 5.0, 9.0]  # fn sees one record (no batch axis)
+    assert MapOperatorConfig(subtree={"x": True, "y": False}).subtree == ("x",)
+
+
+def test_stochastic_map_gives_every_chosen_field_of_a_record_the_same_key():
+    op = MapOperator(MapOperatorConfig(subtree=["a", "b"], stochastic=True),
+                     fn=lambda a, k: a + jax.random.uniform(k))
+    out = op.apply_batch({"a": jnp.zeros(4), "b": jnp.zeros(4)}, keys(4))
+    np.testing.assert_array_equal(out["a"], out["b"])
+    assert len(set(np.asarray(out["a"]).tolist())) == 4
+
+
+# -- composites ----------------------------------------------------------------------------
+def test_sequential_applies_in_order():
+    out = composite("sequential", [add(1), mul(10)]).apply_batch({"x": X}, None)
+    np.testing.assert_array_equal(out["x"], (X + 1) * 10)
+
+
+@pytest.mark.parametrize("merge,expected", [
+    ("stack", lambda a, b: np.stack([a, b], axis=1)),
+    ("concat", lambda a, b: np.concatenate([a, b], axis=1)),
+    ("sum", lambda a, b: a + b),
+    ("mean", lambda a, b: (a + b) / 2),
+])
+def test_parallel_merges(merge, expected):
+    out = composite("parallel", [add(1), mul(10)], merge=merge).apply_batch({"x": X}, None)
+    np.testing.assert_allclose(out["x"], expected(np.asarray(X) + 1, np.asarray(X) * 10))
+
+
+def test_parallel_dict_merge_keeps_outputs_apart():
+    out = composite("parallel", [add(1), mul(10)], merge="dict").apply_batch({"x": X}, None)
+    assert sorted(out) == ["x_0", "x_1"]
+    np.testing.assert_array_equal(out["x_1"], X * 10)
+
+
+def test_weighted_parallel_sums_with_weights():
+    op = composite(CompositionStrategy.WEIGHTED_PARALLEL, [add(1), mul(10)], weights=(0.25, 0.5))
+    out = op.apply_batch({"x": X}, None)
+    np.testing.assert_allclose(out["x"], 0.25 * (X + 1) + 0.5 * X * 10)
+
+
+def test_conditional_sequential_applies_each_operator_where_its_condition_holds():
+    op = composite("conditional_sequential", [add(100), mul(-1)],
+                   conditions=[lambda r: r["x"][0] >= 2, lambda r: r["x"][0] < 4])
+    out = op.apply_batch({"x": X}, None)
+    # each condition sees the record as it stands before its operator:
+    # record 0: [0,1] -> only mul; record 1: [2,3] -> add, then 102 < 4 fails; record 2: add
+    assert out["x"].tolist() == [[-0.0, -1.0], [102.0, 103.0], [104.0, 105.0]]
+
+
+def test_branching_routes_each_record_to_one_operator():
+    op = composite("branching", [add(1), mul(10), mul(0)], router=lambda r: r["k"])
+    out = op.apply_batch({"x": X, "k": jnp.array([2, 0, 1])}, None)
+    assert out["x"].tolist() == [[0.0, 0.0], [3.0, 4.0], [40.0, 50.0]]
+
+
+def test_composite_of_stochastic_children_is_stochastic_and_key_invariant():
+    op = composite("sequential", [noise(), add(1)])
+    assert op.stochastic and op.config.stochastic
+    data = {"x": np.zeros((10, 2), np.float32), "id": np.arange(10, dtype=np.int32)}
+    out = assert_key_invariant(lambda: composite("sequential", [noise(), add(1)]), data, field="x")
+    assert len({v.tobytes() for v in out.values()}) == 10
+
+
+# -- ProbabilisticOperator / SelectorOperator ----------------------------------------------
+def test_probabilistic_applies_with_probability_per_record():
+    op = ProbabilisticOperator(mul(-1), probability=0.3)
+    ones = jnp.ones((2000, 1))
+    out = np.asarray(op.apply_batch({"x": ones}, keys(2000))["x"])[:, 0]
+    assert set(out.tolist()) == {1.0, -1.0}
+    assert 0.27 < (out == -1).mean() < 0.33
+    again = np.asarray(op.apply_batch({"x": ones[:500]}, keys(2000)[:500])["x"])[:, 0]
+    np.testing.assert_array_equal(again, out[:500])  # the record's key decides, not the batch
+
+
+def test_probabilistic_edges_and_stochasticity():
+    assert ProbabilisticOperator(mul(-1), 1.0).stochastic is False
+    assert ProbabilisticOperator(mul(-1), 0.5).stochastic is True
+    assert ProbabilisticOperator(noise(), 1.0).stochastic is True
+    np.testing.assert_array_equal(ProbabilisticOperator(mul(-1), 1.0).apply_batch({"x": X}, None)["x"], -X)
+    np.testing.assert_array_equal(ProbabilisticOperator(mul(-1), 0.0).apply_batch({"x": X}, None)["x"], X)
+
+
+def test_selector_picks_one_operator_per_record_by_weight():
+    op = SelectorOperator([add(1), add(2), add(3)], weights=[1, 0, 3])
+    out = np.asarray(op.apply_batch({"x": jnp.zeros((2000,))}, keys(2000))["x"])
+    assert set(out.tolist()) == {1.0, 3.0}
+    assert 0.72 < (out == 3).mean() < 0.78
+    again = np.asarray(op.apply_batch({"x": jnp.zeros((7,))}, keys(2000)[5:12])["x"])
+    np.testing.assert_array_equal(again, out[5:12])
+
+
+def test_selector_resumes_exactly_in_a_pipeline():
+    data = {"x": np.zeros((11, 2), np.float32), "id": np.arange(11, dtype=np.int32)}
+    make = lambda: pipeline(
+        [SelectorOperator([add(1), mul(2), noise()]), ProbabilisticOperator(add(5), 0.5)],
+        data, batch_size=3)
+    report = check_resume_exact(make, [1, 3, 3, 5], num_epochs=2)
+    assert report.num_batches == 8
+
+
+# -- errors --------------------------------------------------------------------------------
+@pytest.mark.parametrize("make,message", [
+    (lambda: ProbabilisticOperator(add(1), 1.5),
+     "ProbabilisticOperator probability must be a number in [0, 1], got 1.5."),
+    (lambda: ProbabilisticOperator(add(1), -0.1),
+     "ProbabilisticOperator probability must be a number in [0, 1], got -0.1."),
+    (lambda: SelectorOperator([]), "SelectorOperator: operators is empty; give at least one operator."),
+    (lambda: SelectorOperator([add(1), add(2)], weights=[1.0]),
+     "SelectorOperator: got 1 weights for 2 operators; give one weight per operator."),
+    (lambda: SelectorOperator([add(1), add(2)], weights=[0, 0]),
+     "SelectorOperator: weights sum to 0; at least one must be positive."),
+    (lambda: SelectorOperator([add(1), add(2)], weights=[2, -1]),
+     "SelectorOperator: weights must be >= 0, got [2.0, -1.0]."),
+    (lambda: SelectorOperator([add(1), lambda b: b]),
+     "SelectorOperator: operator 1 is function, not an operator module (wrap a function in "
+     "ElementOperator or MapOperator)."),
+    (lambda: CompositeOperatorConfig(strategy="zigzag"),
+     "CompositeOperatorConfig.strategy must be one of ['sequential', 'conditional_sequential', "
+     "'parallel', 'weighted_parallel', 'branching'], got 'zigzag'."),
+    (lambda: CompositeOperatorConfig(merge="max"),
+     "CompositeOperatorConfig.merge must be one of ['concat', 'stack', 'sum', 'mean', 'dict'], "
+     "got 'max'."),
+    (lambda: composite("sequential", []),
+     "CompositeOperatorModule: operators is empty; give at least one operator."),
+    (lambda: composite("weighted_parallel", [add(1), add(2)], weights=(1.0,)),
+     "CompositeOperatorModule: got 1 weights for 2 operators; give one weight per operator."),
+    (lambda: composite("branching", [add(1)]),
+     "CompositeOperatorModule: strategy 'branching' needs router=callable(record) -> int."),
+    (lambda: composite("conditional_sequential", [add(1), add(2)], conditions=[lambda r: True]),
+     "CompositeOperatorModule: strategy 'conditional_sequential' needs one condition per "
+     "operator: 2 operators, 1 conditions."),
+    (lambda: MapOperatorConfig(subtree=[]), "MapOperatorConfig.subtree selects no field; name at least one."),
+    (lambda: MapOperator(MapOperatorConfig(), fn=3), "MapOperator fn must be callable, got int."),
+])
+def test_construction_errors(make, message):
+    with pytest.raises(ConfigError) as err:
+        make()
+    assert str(err.value) == message
+
+
+def test_missing_field_named_at_first_batch():
+    data = {"x": np.zeros((4, 2), np.float32), "id": np.arange(4, dtype=np.int32)}
+    op = MapOperator(MapOperatorConfig(subtree=["image"]), fn=lambda a: a, name="touch")
+    with pytest.raises(DataraxError) as err:
+        next(iter(pipeline([op], data, batch_size=2)))
+    assert str(err.value) == (
+        "MapOperator 'touch': field(s) ['image'] not in the batch; the batch has fields "
+        "['id', 'x']. Point the operator at one of those."
+    )
+
+
+def test_composite_names_carry_their_children_into_the_state_fingerprint():
+    assert composite("sequential", [add(1), mul(2)]).name == "Composite[add1, mul2]"
+    assert ProbabilisticOperator(mul(2), 0.5).name == "Probabilistic[mul2]"
+    data = {"x": np.zeros((6, 2), np.float32), "id": np.arange(6, dtype=np.int32)}
+    one = pipeline([SelectorOperator([add(1), mul(2)])], data, batch_size=2)
+    other = pipeline([SelectorOperator([add(1), mul(3)])], data, batch_size=2)
+    assert one.stages_fingerprint() != other.stages_fingerprint()
+
+
+def test_choices_with_different_outputs_are_refused_naming_them():
+    to_int = MapOperator(MapOperatorConfig(), fn=lambda a: a.astype(jnp.int32), name="to_int")
+    with pytest.raises(DataraxError) as err:
+        SelectorOperator([add(1), to_int]).apply_batch({"x": X}, keys(3))
+    assert str(err.value) == (
+        "SelectorOperator 'Selector[add1, to_int]': every choice must give the same fields, shapes "
+        "and dtypes so one can be picked per record inside the compiled step; operator 0 "
+        "(add1) gives {'x': 'float32(2,)'} but operator 1 (to_int) gives {'x': 'int32(2,)'}. "
+        "Make them agree (e.g. cast dtypes, resize to one size)."
+    )
+
+
+def test_parallel_and_branching_composites_resume_exactly():
+    data = {"x": np.zeros((9, 2), np.float32), "k": np.arange(9, dtype=np.int32) % 2,
+            "id": np.arange(9, dtype=np.int32)}
+    make = lambda: pipeline([
+        composite("parallel", [noise(), add(1)], merge="mean"),
+        composite("branching", [noise(), mul(3)], router=lambda r: r["k"]),
+        composite("conditional_sequential", [noise()], conditions=[lambda r: r["id"] > 4]),
+    ], data, batch_size=4)
+    report = check_resume_exact(make, [1, 2, 4], num_epochs=2)
+    assert report.num_batches == 6

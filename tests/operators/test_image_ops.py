@@ -1,0 +1,371 @@
+"""Image operators: values against numpy / PIL / colorsys references, per-record key
+invariance across batch sizes and shuffle orders, exact resume, and errors."""
+
+from __future__ import annotations
+
+import colorsys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from PIL import Image
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.keys import record_keys
+from datarax.operators import CompositeOperatorConfig, CompositeOperatorModule
+from datarax.operators import image as I
+from datarax.operators.image.rand_augment import OPERATION_NAMES, operations
+from datarax.testing import check_resume_exact
+
+from operator_helpers import assert_key_invariant, images, pipeline
+
+RNG = np.random.default_rng(42)
+FLOAT = RNG.random((2, 6, 6, 3)).astype(np.float32)
+UINT8 = RNG.integers(0, 256, (2, 6, 6, 3), dtype=np.uint8)
+
+
+def run(op, batch, keys=None):
+    return np.asarray(op.apply_batch({"image": jnp.asarray(batch)}, keys)["image"])
+
+
+def keys_for(n, seed=0):
+    return jax.random.split(jax.random.key(seed), n)
+
+
+def bilinear(image, y0, x0, h, w, out_h, out_w):
+    """Half-pixel bilinear sampling of a box of ``image``, clamped to the box (numpy)."""
+    ys = np.clip(y0 + (np.arange(out_h) + 0.5) * h / out_h - 0.5, y0, y0 + h - 1)
+    xs = np.clip(x0 + (np.arange(out_w) + 0.5) * w / out_w - 0.5, x0, x0 + w - 1)
+    y_lo, x_lo = np.floor(ys).astype(int), np.floor(xs).astype(int)
+    y_hi, x_hi = np.minimum(y_lo + 1, y0 + h - 1), np.minimum(x_lo + 1, x0 + w - 1)
+    fy, fx = (ys - y_lo)[:, None, None], (xs - x_lo)[None, :, None]
+    top = image[y_lo][:, x_lo] * (1 - fx) + image[y_lo][:, x_hi] * fx
+    bottom = image[y_hi][:, x_lo] * (1 - fx) + image[y_hi][:, x_hi] * fx
+    return top * (1 - fy) + bottom * fy
+
+
+# -- values ------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(3, 3), (4, 9), (12, 10)])
+def test_resize_matches_pil_bilinear(size):
+    out = run(I.Resize(size), FLOAT)
+    assert out.shape == (2, *size, 3)
+    for c in range(3):
+        pil = np.asarray(Image.fromarray(FLOAT[0, ..., c], mode="F").resize(size[::-1], Image.BILINEAR))
+        np.testing.assert_allclose(out[0, ..., c], pil, atol=2e-6)
+
+
+def test_resize_uint8_rounds_the_float_result():
+    out = run(I.Resize((3, 3)), UINT8)
+    ref = np.clip(np.round(run(I.Resize((3, 3)), UINT8.astype(np.float32))), 0, 255)
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, ref.astype(np.uint8))
+
+
+def test_crop_fixed_and_center_offsets_are_numpy_slices():
+    np.testing.assert_array_equal(run(I.Crop((2, 3), offset=(1, 2)), UINT8), UINT8[:, 1:3, 2:5])
+    np.testing.assert_array_equal(run(I.Crop(4, offset="center"), UINT8), UINT8[:, 1:5, 1:5])
+
+
+def test_random_crop_takes_a_window_of_its_own_record_at_varied_offsets():
+    data = images(16, size=8)
+    out = run(I.RandomCrop(3), data, keys_for(16))
+    offsets = set()
+    for record, crop in zip(data, out):
+        found = [(y, x) for y in range(6) for x in range(6)
+                 if np.array_equal(record[y:y + 3, x:x + 3], crop)]
+        assert found, "crop is not a window of its record"
+        offsets.add(found[0])
+    assert len(offsets) >= 8
+
+
+def test_resized_crop_is_bilinear_sampling_of_the_box():
+    op = I.ResizedCrop((4, 5), box=(1, 0, 4, 6), antialias=False)
+    out = run(op, FLOAT)
+    for i in range(2):
+        np.testing.assert_allclose(out[i], bilinear(FLOAT[i], 1, 0, 4, 6, 4, 5), atol=1e-5)
+
+
+def test_resized_crop_of_the_whole_image_equals_resize():
+    np.testing.assert_allclose(run(I.ResizedCrop(3, box=(0, 0, 6, 6)), FLOAT),
+                               run(I.Resize(3), FLOAT), atol=1e-6)
+
+
+def test_resized_crop_antialiased_matches_pil_on_the_cut_out_box():
+    out = run(I.ResizedCrop((3, 4), box=(1, 0, 5, 6)), FLOAT)
+    for c in range(3):
+        box = Image.fromarray(np.ascontiguousarray(FLOAT[0, 1:6, 0:6, c]), mode="F")
+        pil = np.asarray(box.resize((4, 3), Image.BILINEAR))
+        np.testing.assert_allclose(out[0, ..., c], pil, atol=2e-6)
+
+
+def test_random_resized_crop_box_respects_scale_and_ratio_and_values_follow_box():
+    op = I.RandomResizedCrop(8, scale=(0.25, 0.5), ratio=(0.5, 2.0), antialias=False)
+    keys = keys_for(200)
+    boxes = np.stack([np.asarray(v) for v in jax.vmap(lambda k: op.box(k, 32, 32))(keys)], axis=1)
+    y, x, h, w = boxes.T
+    assert (y >= 0).all() and (x >= 0).all() and (y + h <= 32).all() and (x + w <= 32).all()
+    area = h * w / 1024
+    assert area.min() >= 0.2 and area.max() <= 0.56  # rounding of h and w
+    assert (w / h).min() >= 0.4 and (w / h).max() <= 2.5
+    assert len({tuple(b) for b in boxes}) > 150
+    big = RNG.random((3, 32, 32, 3)).astype(np.float32)
+    out = run(op, big, keys[:3])
+    for i in range(3):
+        np.testing.assert_allclose(out[i], bilinear(big[i], *boxes[i], 8, 8), atol=1e-5)
+
+
+def test_flips_match_numpy_and_probability_is_per_record():
+    np.testing.assert_array_equal(run(I.HorizontalFlip(1.0), UINT8), UINT8[:, :, ::-1])
+    np.testing.assert_array_equal(run(I.VerticalFlip(1.0), UINT8), UINT8[:, ::-1])
+    np.testing.assert_array_equal(run(I.HorizontalFlip(0.0), UINT8), UINT8)
+    data = images(400, size=4)
+    out = run(I.HorizontalFlip(0.3), data, keys_for(400))
+    flipped = np.array([np.array_equal(o, d[:, ::-1]) and not np.array_equal(o, d)
+                        for o, d in zip(out, data)])
+    kept = np.array([np.array_equal(o, d) for o, d in zip(out, data)])
+    assert (flipped | kept).all()
+    assert 0.22 < flipped.mean() < 0.38
+
+
+def test_rotate_90_is_numpy_rot90_inside_the_border():
+    square = RNG.random((1, 7, 7, 2)).astype(np.float32)
+    out = run(I.Rotate(90.0), square)
+    np.testing.assert_allclose(out[0, 1:-1, 1:-1], np.rot90(square[0], 1)[1:-1, 1:-1], atol=1e-5)
+    np.testing.assert_allclose(run(I.Rotate(0.0), square), square, atol=1e-6)
+
+
+def test_translate_shifts_and_fills():
+    out = run(I.Translate(dy=2, dx=-1, fill=7), UINT8)
+    ref = np.full_like(UINT8, 7)
+    ref[:, 2:, :-1] = UINT8[:, :-2, 1:]
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_brightness_and_contrast_match_numpy_for_float_and_uint8():
+    np.testing.assert_allclose(run(I.Brightness(0.1), FLOAT), FLOAT + 0.1, atol=1e-6)
+    ref = np.clip(np.round((UINT8 / 255.0 + 0.1) * 255), 0, 255)
+    assert np.abs(run(I.Brightness(0.1), UINT8).astype(int) - ref).max() <= 1
+    mean = FLOAT.mean(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(run(I.Contrast(1.5), FLOAT), (FLOAT - mean) * 1.5 + mean, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,change", [
+    (I.Saturation(0.5), lambda h, s, v: (h, min(s * 0.5, 1.0), v)),
+    (I.Hue(0.2), lambda h, s, v: ((h + 0.2) % 1.0, s, v)),
+])
+def test_saturation_and_hue_match_colorsys(op, change):
+    out = run(op, FLOAT)
+    ref = np.array([colorsys.hsv_to_rgb(*change(*colorsys.rgb_to_hsv(*px)))
+                    for px in FLOAT.reshape(-1, 3)]).reshape(FLOAT.shape)
+    np.testing.assert_allclose(out, ref, atol=1e-5)
+
+
+def test_grayscale_is_rec601_luma_in_every_channel():
+    luma = FLOAT @ np.array([0.299, 0.587, 0.114], np.float32)
+    out = run(I.Grayscale(), FLOAT)
+    for c in range(3):
+        np.testing.assert_allclose(out[..., c], luma, atol=1e-3)
+
+
+def test_gaussian_blur_matches_numpy_convolution_with_zero_padding():
+    sigma, size = 1.2, 5
+    taps = np.exp(-0.5 * (np.arange(size) - size // 2) ** 2 / sigma**2)
+    taps /= taps.sum()
+    padded = np.pad(FLOAT, ((0, 0), (2, 2), (2, 2), (0, 0)))
+    rows = sum(taps[i] * padded[:, i:i + 6] for i in range(size))
+    ref = sum(taps[j] * rows[:, :, j:j + 6] for j in range(size))
+    np.testing.assert_allclose(run(I.GaussianBlur(sigma, kernel_size=size), FLOAT), ref, atol=1e-5)
+
+
+def test_normalize_matches_numpy():
+    mean, std = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
+    np.testing.assert_allclose(run(I.Normalize(mean, std), UINT8),
+                               (UINT8 / 255.0 - mean) / std, atol=1e-5)
+
+
+def test_gaussian_noise_has_the_requested_spread():
+    flat = np.full((8, 16, 16, 3), 0.5, np.float32)
+    noise = run(I.GaussianNoise(0.1), flat, keys_for(8)) - 0.5
+    assert abs(noise.std() - 0.1) < 0.01 and abs(noise.mean()) < 0.01
+    assert not np.array_equal(noise[0], noise[1])
+
+
+def test_salt_pepper_sets_the_requested_share_of_pixels():
+    flat = np.full((8, 32, 32, 3), 0.5, np.float32)
+    out = run(I.SaltPepperNoise(0.2), flat, keys_for(8))
+    assert set(np.unique(out)) <= {0.0, 0.5, 1.0}
+    assert abs((out[..., 0] == 0).mean() - 0.1) < 0.02
+    assert abs((out[..., 0] == 1).mean() - 0.1) < 0.02
+    assert (out.min(axis=-1) == out.max(axis=-1)).all()  # whole pixels, all channels
+
+
+def test_cutout_fixed_box_and_random_box_size():
+    out = run(I.Cutout((2, 3), offset=(1, 2), fill=9), UINT8)
+    ref = UINT8.copy()
+    ref[:, 1:3, 2:5] = 9
+    np.testing.assert_array_equal(out, ref)
+    ones = np.ones((50, 10, 10, 1), np.float32)
+    rand = run(I.Cutout(4), ones, keys_for(50))
+    erased = (rand == 0).sum(axis=(1, 2, 3))
+    assert erased.max() == 16 and erased.min() >= 4  # clipped at the edges
+    assert len({tuple(np.argwhere(r[..., 0] == 0)[0]) for r in rand}) > 10
+
+
+def test_patch_dropout_drops_whole_patches_at_the_rate():
+    ones = np.ones((40, 8, 8, 1), np.float32)
+    out = run(I.PatchDropout(2, rate=0.25), ones, keys_for(40))[..., 0]
+    patches = out.reshape(40, 4, 2, 4, 2).transpose(0, 1, 3, 2, 4).reshape(40, 16, 4)
+    assert (patches.min(axis=-1) == patches.max(axis=-1)).all()
+    assert abs((patches[..., 0] == 0).mean() - 0.25) < 0.06
+
+
+@pytest.mark.slow
+def test_rand_augment_applies_one_listed_operation_per_step():
+    assert len(OPERATION_NAMES) == 12
+    np.testing.assert_array_equal(run(I.RandAugment(0, 9), UINT8, keys_for(2)), UINT8)
+    data = FLOAT
+    out = run(I.RandAugment(1, 15), data, keys_for(2))
+    every = jax.jit(lambda im: jnp.stack(
+        [fn(im, 0.5, s) for _, fn in operations(0.0) for s in (1.0, -1.0)]))
+    for i in range(2):
+        candidates = np.asarray(every(jnp.asarray(data[i])))
+        assert any(np.allclose(out[i], c, atol=1e-5) for c in candidates)
+
+
+# -- keys, pipelines, resume -------------------------------------------------------------
+STOCHASTIC = {
+    "RandomCrop": lambda: I.RandomCrop(5),
+    "RandomResizedCrop": lambda: I.RandomResizedCrop(6),
+    "HorizontalFlip": lambda: I.HorizontalFlip(0.5),
+    "VerticalFlip": lambda: I.VerticalFlip(0.5),
+    "Rotate": lambda: I.Rotate((-30.0, 30.0)),
+    "Translate": lambda: I.Translate((-2, 2), (-2, 2)),
+    "Brightness": lambda: I.Brightness((-0.3, 0.3)),
+    "Contrast": lambda: I.Contrast((0.5, 1.5)),
+    "Saturation": lambda: I.Saturation((0.5, 1.5)),
+    "Hue": lambda: I.Hue((-0.2, 0.2)),
+    "GaussianBlur": lambda: I.GaussianBlur((0.5, 2.0), kernel_size=3),
+    "GaussianNoise": lambda: I.GaussianNoise((0.0, 0.2)),
+    "SaltPepperNoise": lambda: I.SaltPepperNoise(0.2),
+    "Cutout": lambda: I.Cutout(3),
+    "PatchDropout": lambda: I.PatchDropout(2, 0.3),
+    "RandAugment": lambda: I.RandAugment(2, (5.0, 15.0)),
+}
+
+
+HEAVY = {"RandAugment", "RandomResizedCrop"}  # compile-heavy: slow run only
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in sorted(STOCHASTIC)
+])
+def test_stochastic_ops_are_per_record_and_invariant_to_batching_and_order(name):
+    data = images(12, size=8)
+    keys = record_keys(jax.random.key(3), 0, jnp.arange(12))
+    apply = jax.jit(lambda d, k: STOCHASTIC[name]().apply_batch({"image": d}, k)["image"])
+    whole = np.asarray(apply(data, keys))
+    order = np.array([5, 2, 11, 0, 7, 3, 9, 1, 10, 4, 8, 6])
+    for size in (4,):  # another batch size and order: the same record, the same output
+        parts = [np.asarray(apply(data[order[i:i + size]], keys[order[i:i + size]]))
+                 for i in range(0, 12, size)]
+        np.testing.assert_array_equal(np.concatenate(parts), whole[order])
+    same_image = np.asarray(apply(np.repeat(data[:1], 12, axis=0), keys))
+    assert len({o.tobytes() for o in same_image}) > 1, f"{name}: one draw for every record"
+
+
+def test_a_chain_in_a_pipeline_gives_each_record_the_same_output_at_any_batching():
+    data = {"image": images(12, size=8), "id": np.arange(12, dtype=np.int32)}
+    assert_key_invariant(
+        lambda: CompositeOperatorModule(
+            CompositeOperatorConfig(),
+            operators=[I.RandomResizedCrop(6), I.HorizontalFlip(), I.Brightness((-0.2, 0.2))]),
+        data,
+    )
+
+
+def test_chain_resumes_exactly_through_a_pipeline():
+    data = {"image": images(14, size=8), "id": np.arange(14, dtype=np.int32)}
+    chain = lambda: [I.RandomResizedCrop(6), I.HorizontalFlip(), I.Brightness((-0.2, 0.2)),
+                     I.Contrast((0.8, 1.2)), I.Normalize([0.5] * 3, [0.25] * 3)]
+    report = check_resume_exact(lambda: pipeline(chain(), data, batch_size=4),
+                                [1, 2, 4, 4, 6], num_epochs=2)
+    assert report.num_batches == 8 and report.num_records == 28
+
+
+def test_epochs_draw_differently():
+    data = {"image": images(6, size=8), "id": np.arange(6, dtype=np.int32)}
+    p = pipeline([I.Brightness((-0.3, 0.3))], data, batch_size=6)
+    first, second = [np.asarray(b["image"]) for _, b in zip(range(2), (next(iter(p)) for _ in range(2)))]
+    assert not np.array_equal(first, second)
+
+
+# -- errors --------------------------------------------------------------------------------
+@pytest.mark.parametrize("make,message", [
+    (lambda: I.Brightness("a"), "Brightness: delta must be a number (fixed) or a (low, high) pair "
+                                "(drawn per record), got 'a'."),
+    (lambda: I.Contrast((1.5, 0.5)), "Contrast: factor range (1.5, 0.5) has low > high."),
+    (lambda: I.Hue(0.7), "Hue: delta must lie in [-0.5, 0.5], got 0.7."),
+    (lambda: I.HorizontalFlip(1.5), "HorizontalFlip: probability must lie in [0.0, 1.0], got 1.5."),
+    (lambda: I.Resize(0), "Resize: size must be an int >= 1 or a (height, width) pair, got 0."),
+    (lambda: I.Resize(4, method="area"), "Resize: method must be one of ['nearest', 'linear', "
+                                          "'bilinear', 'cubic', 'bicubic', 'lanczos3'], got 'area'."),
+    (lambda: I.Crop(2, offset="left"), "Crop: offset must be 'random', 'center' or (y, x), got 'left'."),
+    (lambda: I.GaussianBlur(1.0, kernel_size=4), "GaussianBlur: kernel_size must be an odd int >= 1, got 4."),
+    (lambda: I.Normalize([0.5, 0.5], [0.2]), "Normalize: mean has 2 values but std has 1."),
+    (lambda: I.Normalize([0.5], [0.0]), "Normalize: every std must be > 0, got [0.0]."),
+    (lambda: I.RandAugment(2, 31), "RandAugment: magnitude must lie in [0.0, 30.0], got 31."),
+    (lambda: I.ResizedCrop(4, box=(0, 0, 0, 4)), "ResizedCrop: box must be (y, x, height, width) "
+     "ints with y, x >= 0 and height, width >= 1, got (0, 0, 0, 4)."),
+])
+def test_construction_errors(make, message):
+    with pytest.raises(ConfigError) as err:
+        make()
+    assert str(err.value) == message
+
+
+def test_missing_field_is_named_at_the_first_batch_with_the_fields_present():
+    data = {"pixels": images(4), "id": np.arange(4, dtype=np.int32)}
+    p = pipeline([I.HorizontalFlip(1.0)], data, batch_size=2)
+    with pytest.raises(DataraxError) as err:
+        next(iter(p))
+    assert str(err.value) == (
+        "HorizontalFlip 'HorizontalFlip': field(s) ['image'] not in the batch; the batch has "
+        "fields ['id', 'pixels']. Point the operator at one of those."
+    )
+
+
+def test_wrong_rank_and_too_large_crop_are_refused():
+    with pytest.raises(DataraxError) as err:
+        I.Brightness(0.1).apply_batch({"image": jnp.zeros((2, 4, 4))}, None)
+    assert str(err.value) == ("Brightness 'Brightness': field 'image' must hold (batch, height, "
+                              "width, channels) images, got shape (2, 4, 4).")
+    with pytest.raises(ConfigError) as err:
+        I.Crop(8, offset="center").apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
+    assert str(err.value) == "Crop 'Crop': crop size (8, 8) is larger than the images (4, 4)."
+    with pytest.raises(ConfigError) as err:
+        I.ResizedCrop(2, box=(1, 0, 4, 4)).apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
+    assert str(err.value) == ("ResizedCrop 'ResizedCrop': box (1, 0, 4, 4) reaches past the "
+                              "images (4, 4); keep y + height and x + width within them.")
+
+
+def test_every_other_image_op_resumes_exactly_through_a_pipeline():
+    data = {"image": images(10, size=8), "id": np.arange(10, dtype=np.int32)}
+    chain = lambda: [
+        I.Rotate((-20.0, 20.0)), I.Translate((-1, 1), (-1, 1)), I.Saturation((0.5, 1.5)),
+        I.Hue((-0.1, 0.1)), I.GaussianBlur((0.5, 1.5), kernel_size=3), I.GaussianNoise(0.05),
+        I.SaltPepperNoise(0.05), I.Cutout(2), I.PatchDropout(2, 0.2), I.VerticalFlip(0.5),
+        I.RandomCrop(7), I.Grayscale(), I.Resize(6), I.Crop(4, offset="center"),
+    ]
+    report = check_resume_exact(lambda: pipeline(chain(), data, batch_size=4), [1, 2, 2, 4],
+                                num_epochs=2)
+    assert report.num_batches == 6 and report.num_records == 20
+
+
+@pytest.mark.slow
+def test_rand_augment_resumes_exactly_through_a_pipeline():
+    data = {"image": images(10, size=8), "id": np.arange(10, dtype=np.int32)}
+    report = check_resume_exact(
+        lambda: pipeline([I.RandAugment(2, (5.0, 15.0))], data, batch_size=4), [1, 3],
+        num_epochs=2)
+    assert report.num_batches == 6
