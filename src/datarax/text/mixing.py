@@ -71,11 +71,14 @@ class MixedDocuments:
         self.seed = seed
         self._sizes: list[int] | None = None
         self._block_counts: dict[int, np.ndarray] = {}
+        self._last_block: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int32))
 
     # ------------------------------------------------------------------ draws
     def _block(self, block: int) -> np.ndarray:
-        u = np.random.default_rng([self.seed, block]).random(BLOCK)
-        return np.searchsorted(self._edges, u, side="right").astype(np.int32)
+        if self._last_block[0] != block:
+            u = np.random.default_rng([self.seed, block]).random(BLOCK)
+            self._last_block = (block, np.searchsorted(self._edges, u, side="right").astype(np.int32))
+        return self._last_block[1]
 
     def choices(self, start: int, stop: int) -> np.ndarray:
         """Corpus number of each global draw in ``[start, stop)``."""

@@ -107,16 +107,17 @@ class TextTokenizer:
         return out
 
     def _checked(self, array: np.ndarray, ids: Any, i: int, where: Callable[[int], str] | None) -> np.ndarray:
-        label = where(i) if where is not None else f"document {i} of the block"
         if array.size == 0:
             return np.zeros((0,), np.int32)
         if array.ndim != 1 or array.dtype.kind not in "iu":
+            label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
                 f"TextTokenizer: the tokenizer {self.name} returned {type(ids).__name__} "
                 f"with dtype {array.dtype} and shape {array.shape} for {label}; it must "
                 "return a flat sequence of int ids."
             )
         if array.min() < 0 or array.max() > _INT32_MAX:
+            label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
                 f"TextTokenizer: the tokenizer {self.name} returned ids outside "
                 f"[0, {_INT32_MAX}] for {label} (min {array.min()}, max {array.max()}); "
