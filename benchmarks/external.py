@@ -22,16 +22,20 @@ SCRIPTS = {
     "W2": "bench_array_record",
     "W4": "w4_resume",
     "W5": "bench_hf_streaming",
+    "W9": "bench_text_packing",
 }
 # Options each script takes, per scale (tried first; a script that refuses them with
 # an argparse error is run with --json only, then bare).
 W2_RECORDS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 W4_RECORDS = {"tiny": 40_000, "small": 40_000, "full": 100_000}
 W5_ROWS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
+W9_DOCS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 WHAT = {
     "W2": "ArrayRecord: 100,000 x 3,072 B records in 8 files, global shuffle, decode, batch 256",
     "W4": "resume ArrayRecord after 30,000 records: state bytes, restore -> next batch, exactness",
     "W5": "HF streaming over a local 100,000-row parquet dataset vs plain datasets iteration",
+    "W9": "tokenize + pack 100,000 documents (~200 words) to seq_len 512: datarax vs Grain "
+    "FirstFitPack vs a plain Python loop",
 }
 
 
@@ -42,6 +46,8 @@ def script_options(workload: str, scale: str, reps: int) -> list[str]:
         return ["--records", str(W4_RECORDS[scale])]
     if workload == "W5":
         return ["--rows", str(W5_ROWS[scale]), "--repeats", str(max(reps, 3))]
+    if workload == "W9":
+        return ["--docs", str(W9_DOCS[scale])]
     return []
 
 
