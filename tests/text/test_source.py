@@ -252,8 +252,8 @@ def test_documents_must_be_a_reader_or_a_function() -> None:
         PackedTextSource(PackedTextConfig(), ["a", "b"], word_ids)
     assert str(err.value) == (
         "documents must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
-        "MixedDocuments) or a function returning an iterable per pass, got list. Wrap a "
-        "list as `lambda epoch: my_list`."
+        "HFStreamDocuments, MixedDocuments) or a function returning an iterable per pass, "
+        "got list. Wrap a list as `lambda epoch: my_list`."
     )
 
 

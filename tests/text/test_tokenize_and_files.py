@@ -170,3 +170,31 @@ def test_parquet_missing_column_is_named(tmp_path) -> None:
         f"ParquetDocuments: {tmp_path / 'c.parquet'} has no column 'text' (columns: ['body']); "
         "pass column= naming the text column."
     )
+
+
+def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
+    from datarax.sources import HFStreamingConfig, HFStreamingSource
+    from datarax.text import HFStreamDocuments
+
+    texts = make_texts(40, seed=6, high=20)
+    _write_jsonl(tmp_path / "c.jsonl", texts)
+
+    def build() -> PackedTextSource:
+        stream = HFStreamingSource(HFStreamingConfig(data_files=str(tmp_path / "c.jsonl"), chunk_size=9))
+        config = PackedTextConfig(seq_len=12, open_rows=2, tokenize_block=5, with_document_index=True)
+        return PackedTextSource(config, HFStreamDocuments(stream, field="text"), word_ids)
+
+    reference = drain(build(), 2)
+    assert unpack(reference) == {i: word_ids(t) for i, t in enumerate(texts)}
+    source = build()
+    for _ in range(3):
+        source.get_batch(2)
+    fresh = build()
+    fresh.set_state(source.get_state())
+    assert [b["tokens"].tolist() for b in drain(fresh, 2)] == [b["tokens"].tolist() for b in reference[3:]]
+    with pytest.raises(ConfigError) as err:
+        HFStreamDocuments(HFStreamingSource(HFStreamingConfig(data_files=str(tmp_path / "c.jsonl"))), field="body")
+    assert str(err.value) == (
+        "HFStreamDocuments: the stream has no field 'body' (fields: ['id', 'text']); pass "
+        "field= naming the text field."
+    )

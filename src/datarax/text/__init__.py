@@ -9,6 +9,7 @@ from datarax.text.documents import (
     BadDocument,
     DocumentReader,
     FunctionDocuments,
+    HFStreamDocuments,
     JsonlDocuments,
     ParquetDocuments,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "BadDocument",
     "DocumentReader",
     "FunctionDocuments",
+    "HFStreamDocuments",
     "JsonlDocuments",
     "MixedDocuments",
     "PackedTextConfig",

@@ -245,6 +245,54 @@ def _cell(value: Any, column: str) -> Any:
     return BadDocument(f"column '{column}' holds {type(value).__name__}, not text")
 
 
+class HFStreamDocuments:
+    """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`.
+
+    Uses the source's public stream API: ``start_epoch(epoch)`` opens pass ``epoch``
+    (shuffled by the source when its config says so) and ``get_batch`` reads it;
+    resuming at document ``start`` reads and passes over the ``start`` before it. Give
+    the source to this reader only (not also to a Pipeline); shard with
+    ``PackedTextSource``, which packs every ``count``-th document per process.
+
+    Example:
+        >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
+        >>> stream = HFStreamingSource(HFStreamingConfig(data_files="c.jsonl"))  # doctest: +SKIP
+        >>> docs = HFStreamDocuments(stream, field="text")  # doctest: +SKIP
+    """
+
+    def __init__(self, source: Any, field: str = "text", chunk: int = 1024) -> None:
+        spec = source.element_spec()
+        if field not in spec:
+            raise ConfigError(
+                f"HFStreamDocuments: the stream has no field '{field}' (fields: "
+                f"{sorted(spec)}); pass field= naming the text field."
+            )
+        self.source = source
+        self.field = field
+        self.chunk = int(chunk)
+        self._count: int | None = None
+
+    def read(self, epoch: int, start: int) -> Iterator[Any]:
+        self.source.start_epoch(epoch)
+        skip = start
+        while (batch := self.source.get_batch(self.chunk)) is not None:
+            values = batch[self.field]
+            if skip >= len(values):
+                skip -= len(values)
+                continue
+            yield from list(values)[skip:]
+            skip = 0
+
+    def describe(self, epoch: int, index: int) -> str:
+        return f"record {index} of pass {epoch} of the stream's field '{self.field}'"
+
+    def num_documents(self) -> int:
+        """Records of pass 0, counted once by reading it through."""
+        if self._count is None:
+            self._count = sum(1 for _ in self.read(0, 0))
+        return self._count
+
+
 def as_reader(documents: Any) -> Any:
     """``documents`` as a reader: readers pass through, functions are wrapped.
 
@@ -258,6 +306,6 @@ def as_reader(documents: Any) -> Any:
         return FunctionDocuments(documents)
     raise ConfigError(
         f"documents must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
-        f"MixedDocuments) or a function returning an iterable per pass, got "
+        f"HFStreamDocuments, MixedDocuments) or a function returning an iterable per pass, got "
         f"{type(documents).__name__}. Wrap a list as `lambda epoch: my_list`."
     )
