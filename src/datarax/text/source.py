@@ -168,7 +168,8 @@ class PackedTextSource(DataSourceModule):
         return rows, np.arange(first, first + count)
 
     def restart(self, epoch: int) -> None:
-        """Begin pass ``epoch`` from its first document (opened lazily)."""
+        """Begin pass ``epoch`` from its first document (the reader opens lazily)."""
+        self._cursor.start_epoch(epoch)
         self._text.close()
         self._text.ended = False
 
