@@ -58,8 +58,9 @@ def train_tokenizer(docs: list[str], vocab_size: int = 8192) -> Any:
 
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[EOS]"],
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[EOS]"], show_progress=False
+    )
     tok.train_from_iterator(docs[:3000], trainer)
     return tok
 
@@ -86,8 +87,13 @@ def run_floor(docs: list[str], tok: Any, eos: int, seq_len: int, bins: int):
                 at = end
         targets = np.zeros_like(tokens)
         targets[:, :-1] = np.where(mask[:, :-1] == 1, tokens[:, 1:], 0)
-        return {"tokens": tokens, "segment_ids": segs, "positions": pos,
-                "targets": targets, "loss_mask": mask}
+        return {
+            "tokens": tokens,
+            "segment_ids": segs,
+            "positions": pos,
+            "targets": targets,
+            "loss_mask": mask,
+        }
 
     open_rows: list[list[list[int]]] = []
     used: list[int] = []
@@ -138,7 +144,9 @@ def run_grain(docs: list[str], tok: Any, eos: int, seq_len: int, bins: int):
         yield {"tokens": batch["tokens"], "segment_ids": batch["tokens_segment_ids"]}
 
 
-def run_datarax(docs: list[str], tok: Any, eos: int, seq_len: int, bins: int, packing: str = "first_fit"):
+def run_datarax(
+    docs: list[str], tok: Any, eos: int, seq_len: int, bins: int, packing: str = "first_fit"
+):
     from flax import nnx
 
     from datarax.pipeline import Pipeline
@@ -162,7 +170,7 @@ def _import_contenders() -> None:
     import flax.nnx  # noqa: F401
     import grain.experimental  # noqa: F401
 
-    import datarax.pipeline  # noqa: F401
+    import datarax.pipeline
     import datarax.text  # noqa: F401
 
 
@@ -206,33 +214,52 @@ def main(argv: list[str] | None = None) -> int:
         want_tokens += len(enc.ids) + 1
         want_sum += sum(enc.ids) + eos
     setup = time.perf_counter() - began
-    print(f"W9: {args.docs:,} documents, {want_tokens:,} tokens "
-          f"({want_tokens / args.docs:.0f} per document), seq_len {args.seq_len}, "
-          f"{args.bins} bins; set-up {setup:.1f} s; TOKENIZERS threads: "
-          f"{os.environ.get('RAYON_NUM_THREADS', 'default')}", flush=True)
+    print(
+        f"W9: {args.docs:,} documents, {want_tokens:,} tokens "
+        f"({want_tokens / args.docs:.0f} per document), seq_len {args.seq_len}, "
+        f"{args.bins} bins; set-up {setup:.1f} s; TOKENIZERS threads: "
+        f"{os.environ.get('RAYON_NUM_THREADS', 'default')}",
+        flush=True,
+    )
     results: dict[str, Any] = {}
     for name in [c.strip() for c in args.contenders.split(",") if c.strip()]:
         r = timed_pass(name, docs, tok, eos, args.seq_len, args.bins)
         r["same_work"] = r["tokens"] == want_tokens and r["checksum"] == want_sum
         results[name] = r
-        print(f"  {name:15s} {r['tokens_per_s']:>12,.0f} tokens/s  efficiency "
-              f"{r['efficiency']:.4f}  {r['rows']:,} rows  {r['seconds']:.1f} s  "
-              f"same work: {r['same_work']}", flush=True)
+        print(
+            f"  {name:15s} {r['tokens_per_s']:>12,.0f} tokens/s  efficiency "
+            f"{r['efficiency']:.4f}  {r['rows']:,} rows  {r['seconds']:.1f} s  "
+            f"same work: {r['same_work']}",
+            flush=True,
+        )
     ratios = {}
     for base in ("grain", "floor"):
         for name in results:
             if name.startswith("datarax") and base in results:
                 ratios[f"{name} / {base} tokens/s"] = (
-                    results[name]["tokens_per_s"] / results[base]["tokens_per_s"])
+                    results[name]["tokens_per_s"] / results[base]["tokens_per_s"]
+                )
                 ratios[f"{name} / {base} efficiency"] = (
-                    results[name]["efficiency"] / results[base]["efficiency"])
+                    results[name]["efficiency"] / results[base]["efficiency"]
+                )
     for key, value in ratios.items():
         print(f"  {key}: {value:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"docs": args.docs, "words": args.words, "seq_len": args.seq_len,
-                       "bins": args.bins, "tokens": want_tokens, "results": results,
-                       "ratios": ratios, "cpus": os.cpu_count()}, f, indent=2)
+            json.dump(
+                {
+                    "docs": args.docs,
+                    "words": args.words,
+                    "seq_len": args.seq_len,
+                    "bins": args.bins,
+                    "tokens": want_tokens,
+                    "results": results,
+                    "ratios": ratios,
+                    "cpus": os.cpu_count(),
+                },
+                f,
+                indent=2,
+            )
     return 0 if all(r["same_work"] for r in results.values()) else 1
 
 

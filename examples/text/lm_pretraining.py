@@ -41,9 +41,9 @@ from datarax.text import (
 )
 
 SEQ_LEN, BATCH_SIZE, SAVE_EVERY, TOTAL_STEPS, CRASH_AT = 64, 8, 3, 12, 8
-SUBJECTS = "the cat a dog my bird our fox some owl".split()
-VERBS = "sees chases likes finds follows watches".split()
-OBJECTS = "the ball a stick the moon some fish a tree the river".split()
+SUBJECTS = ["the", "cat", "a", "dog", "my", "bird", "our", "fox", "some", "owl"]
+VERBS = ["sees", "chases", "likes", "finds", "follows", "watches"]
+OBJECTS = ["the", "ball", "a", "stick", "the", "moon", "some", "fish", "a", "tree", "the", "river"]
 
 
 def write_corpora(directory: str) -> tuple[str, str]:
@@ -55,13 +55,14 @@ def write_corpora(directory: str) -> tuple[str, str]:
         for _ in range(rng.integers(1, 8)):
             s, v = rng.choice(len(SUBJECTS) // 2) * 2, rng.choice(len(VERBS))
             o = rng.choice(len(OBJECTS) // 2) * 2
-            sentences.append(f"{SUBJECTS[s]} {SUBJECTS[s + 1]} {VERBS[v]} {OBJECTS[o]} {OBJECTS[o + 1]} .")
+            sentences.append(
+                f"{SUBJECTS[s]} {SUBJECTS[s + 1]} {VERBS[v]} {OBJECTS[o]} {OBJECTS[o + 1]} ."
+            )
         return " ".join(sentences)
 
     jsonl = os.path.join(directory, "web.jsonl")
     with open(jsonl, "w") as f:
-        for i in range(300):
-            f.write(json.dumps({"id": i, "text": document()}) + "\n")
+        f.writelines(json.dumps({"id": i, "text": document()}) + "\n" for i in range(300))
     parquet = os.path.join(directory, "books.parquet")
     pq.write_table(pa.table({"text": [document() for _ in range(200)]}), parquet, row_group_size=50)
     return jsonl, parquet
@@ -72,7 +73,9 @@ def train_tokenizer(directory: str, files: tuple[str, str]) -> str:
     texts = list(JsonlDocuments(files[0]).read(0, 0)) + list(ParquetDocuments(files[1]).read(0, 0))
     tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[BOS]", "[EOS]"])
+    trainer = trainers.BpeTrainer(
+        vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[BOS]", "[EOS]"]
+    )
     tokenizer.train_from_iterator(texts, trainer)
     path = os.path.join(directory, "tokenizer.json")
     tokenizer.save(path)
@@ -140,19 +143,27 @@ def train(checkpoints: str, files, tokenizer_path: str, stop_at: int | None = No
         step, loss = 0, float("nan")
         if manager.latest_step() is not None:
             restored = datarax.checkpoint.restore(
-                manager, None, pipeline,
-                train=ocp.args.StandardRestore(nnx.state((model, optimizer))))
+                manager,
+                None,
+                pipeline,
+                train=ocp.args.StandardRestore(nnx.state((model, optimizer))),
+            )
             nnx.update((model, optimizer), restored.train)
             step = manager.latest_step()
-            print(f"resumed at step {step}: {pipeline.get_state()['position']} rows into "
-                  f"pass {pipeline.get_state()['epoch']}")
+            print(
+                f"resumed at step {step}: {pipeline.get_state()['position']} rows into "
+                f"pass {pipeline.get_state()['epoch']}"
+            )
         while step < TOTAL_STEPS:
             for batch in pipeline:
                 loss = float(train_step(model, optimizer, batch))
                 step += 1
                 datarax.checkpoint.save(
-                    manager, step, pipeline,
-                    train=ocp.args.StandardSave(nnx.state((model, optimizer))))
+                    manager,
+                    step,
+                    pipeline,
+                    train=ocp.args.StandardSave(nnx.state((model, optimizer))),
+                )
                 if step in (stop_at, TOTAL_STEPS):
                     break
             if step == stop_at:
@@ -160,8 +171,10 @@ def train(checkpoints: str, files, tokenizer_path: str, stop_at: int | None = No
                 return model
         manager.wait_until_finished()
         stats = pipeline.source.packing_stats()
-        print(f"step {step}: loss {loss:.3f}; packing efficiency {stats['efficiency']:.1%} "
-              f"({stats['documents']} documents into {stats['rows']} rows this pass)")
+        print(
+            f"step {step}: loss {loss:.3f}; packing efficiency {stats['efficiency']:.1%} "
+            f"({stats['documents']} documents into {stats['rows']} rows this pass)"
+        )
     return model
 
 
@@ -175,7 +188,9 @@ def main() -> None:
         reference = train(clean, files, tokenizer_path)
         same = all(
             np.array_equal(a, b)
-            for a, b in zip(jax.tree.leaves(nnx.state(resumed)), jax.tree.leaves(nnx.state(reference)))
+            for a, b in zip(
+                jax.tree.leaves(nnx.state(resumed)), jax.tree.leaves(nnx.state(reference))
+            )
         )
         print("resumed run matches the uninterrupted run:", same)
         assert same

@@ -10,13 +10,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import bench_text_packing  # noqa: E402
+from benchmarks import bench_text_packing
 
 
 def test_w9_tiny_run_does_the_same_work_everywhere(tmp_path) -> None:
     out = tmp_path / "w9.json"
-    code = bench_text_packing.main(["--docs", "150", "--words", "60", "--seq-len", "128",
-                                    "--json", str(out)])
+    code = bench_text_packing.main(
+        ["--docs", "150", "--words", "60", "--seq-len", "128", "--json", str(out)]
+    )
     data = json.loads(out.read_text())
     assert code == 0
     assert sorted(data["results"]) == ["datarax", "datarax-concat", "floor", "grain"]

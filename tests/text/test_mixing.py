@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from flax import nnx
+from text_helpers import word_ids
 
 from datarax.core.errors import ConfigError
 from datarax.pipeline import Pipeline
 from datarax.text import MixedDocuments, PackedTextConfig, PackedTextSource
-
-from text_helpers import drain, word_ids
 
 
 def _corpus(tag: int, size: int):
@@ -41,7 +40,9 @@ def test_each_corpus_runs_through_its_own_passes_in_order() -> None:
         mine = [d - tag * 100_000_000 for d in docs if d // 100_000_000 == tag]
         expected = [(k // size) * 10_000 + k % size for k in range(len(mine))]
         assert mine == expected, f"corpus {tag}"
-    assert max(d % 100_000_000 // 10_000 for d in docs if d // 100_000_000 == 2) > 100  # small one cycled
+    assert (
+        max(d % 100_000_000 // 10_000 for d in docs if d // 100_000_000 == 2) > 100
+    )  # small one cycled
 
 
 def test_same_seed_same_stream_other_seed_another() -> None:
@@ -60,7 +61,11 @@ def test_reading_from_any_point_matches_reading_through(epoch: int, start: int) 
 def test_describe_names_corpus_and_corpus_pass() -> None:
     mix = _mix(per_epoch=500)
     docs = list(mix.read(0, 0))
-    index = next(i for i, d in enumerate(docs) if int(d) // 100_000_000 == 2 and int(d) % 100_000_000 >= 10_000)
+    index = next(
+        i
+        for i, d in enumerate(docs)
+        if int(d) // 100_000_000 == 2 and int(d) % 100_000_000 >= 10_000
+    )
     k = int(docs[index]) % 100_000_000
     assert mix.describe(0, index) == f"corpus 'code' document {k % 10_000} of pass {k // 10_000}"
 
@@ -68,10 +73,21 @@ def test_describe_names_corpus_and_corpus_pass() -> None:
 def test_mixed_packed_source_resumes_exactly_through_a_pipeline() -> None:
     def build() -> Pipeline:
         mix = MixedDocuments(
-            {"a": lambda e: [" ".join(str(100 * i + j) for j in range(i % 9 + 1)) for i in range(30)],
-             "b": lambda e: [" ".join(str(50_000 + 10 * i + j) for j in range(5)) for i in range(4)]},
-            {"a": 0.7, "b": 0.3}, documents_per_epoch=120, seed=3)
-        source = PackedTextSource(PackedTextConfig(seq_len=12, open_rows=2, tokenize_block=5), mix, word_ids)
+            {
+                "a": lambda e: [
+                    " ".join(str(100 * i + j) for j in range(i % 9 + 1)) for i in range(30)
+                ],
+                "b": lambda e: [
+                    " ".join(str(50_000 + 10 * i + j) for j in range(5)) for i in range(4)
+                ],
+            },
+            {"a": 0.7, "b": 0.3},
+            documents_per_epoch=120,
+            seed=3,
+        )
+        source = PackedTextSource(
+            PackedTextConfig(seq_len=12, open_rows=2, tokenize_block=5), mix, word_ids
+        )
         return Pipeline(source, batch_size=3, rngs=nnx.Rngs(0))
 
     reference = list(build())
@@ -100,8 +116,12 @@ def test_configuration_errors() -> None:
     assert str(err.value) == "MixedDocuments weights must not all be 0."
     with pytest.raises(ConfigError) as err:
         MixedDocuments(c, {"a": -1, "b": 1}, documents_per_epoch=10)
-    assert str(err.value) == "MixedDocuments weight of corpus 'a' must be a finite number >= 0, got -1."
-    empty = MixedDocuments({"a": lambda: [], "b": lambda: ["y"]}, {"a": 1, "b": 1}, documents_per_epoch=4)
+    assert (
+        str(err.value)
+        == "MixedDocuments weight of corpus 'a' must be a finite number >= 0, got -1."
+    )
+    corpora = {"a": lambda: [], "b": lambda: ["y"]}  # noqa: PIE807
+    empty = MixedDocuments(corpora, {"a": 1, "b": 1}, documents_per_epoch=4)
     with pytest.raises(ConfigError) as err:
         list(empty.read(0, 0))
     assert str(err.value) == "MixedDocuments corpus 'a' holds no documents but has weight 0.5."

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from text_helpers import unpack
 
 from datarax.core.errors import ConfigError, StateError
 from datarax.text import Packer
-
-from text_helpers import unpack
 
 
 def _docs(count: int, seed: int, high: int) -> list[np.ndarray]:
@@ -55,7 +54,14 @@ def test_segments_positions_targets_and_mask(mode: str) -> None:
         for r in range(len(batch["tokens"])):
             tok, seg, pos, tgt, mask, doc = (
                 np.asarray(batch[k][r])
-                for k in ("tokens", "segment_ids", "positions", "targets", "loss_mask", "document_index")
+                for k in (
+                    "tokens",
+                    "segment_ids",
+                    "positions",
+                    "targets",
+                    "loss_mask",
+                    "document_index",
+                )
             )
             used = int((seg > 0).sum())
             assert (seg[:used] > 0).all() and (seg[used:] == 0).all()  # padding only at the end
@@ -64,7 +70,7 @@ def test_segments_positions_targets_and_mask(mode: str) -> None:
             starts = np.flatnonzero(np.diff(np.concatenate([[0], seg[:used]])) != 0)
             assert seg[starts].tolist() == list(range(1, len(starts) + 1))
             bounds = list(starts) + [used]
-            for a, b in zip(bounds[:-1], bounds[1:]):
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
                 assert len(set(doc[a:b].tolist())) == 1
                 assert pos[a:b].tolist() == list(range(b - a))
                 assert tgt[a : b - 1].tolist() == tok[a + 1 : b].tolist()
@@ -89,7 +95,7 @@ def test_a_long_document_is_cut_into_seq_len_pieces_in_order() -> None:
     packer.flush()
     rows = packer.take(10)
     assert rows["tokens"].tolist() == [
-        list(range(0, 8)),
+        list(range(8)),
         list(range(8, 16)),
         [100, 101, 102, 16, 17, 18, 19, 20],
     ]
@@ -163,4 +169,7 @@ def test_restore_refuses_references_past_a_document() -> None:
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ConfigError) as err:
         Packer(8, "greedy")
-    assert str(err.value) == "Packer mode must be one of ['first_fit', 'best_fit', 'concat'], got 'greedy'."
+    assert (
+        str(err.value)
+        == "Packer mode must be one of ['first_fit', 'best_fit', 'concat'], got 'greedy'."
+    )

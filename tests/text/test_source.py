@@ -7,12 +7,11 @@ import json
 import numpy as np
 import pytest
 from flax import nnx
+from text_helpers import drain, make_texts, unpack, word_ids
 
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.pipeline import Pipeline
 from datarax.text import FunctionDocuments, PackedTextConfig, PackedTextSource
-
-from text_helpers import drain, make_texts, unpack, word_ids
 
 TEXTS = make_texts(90, seed=4, high=40)
 
@@ -48,7 +47,11 @@ def test_packing_stats_report_the_non_padding_share() -> None:
     rows = sum(len(b["tokens"]) for b in batches)
     stats = source.packing_stats()
     assert (stats["rows"], stats["tokens"], stats["documents"], stats["skipped"]) == (
-        rows, tokens, len(TEXTS), 0)
+        rows,
+        tokens,
+        len(TEXTS),
+        0,
+    )
     assert stats["efficiency"] == pytest.approx(tokens / (rows * 16))
 
 
@@ -99,8 +102,9 @@ def test_pipeline_second_epoch_is_the_next_pass() -> None:
         return make_texts(30, seed=10 + epoch)
 
     def build() -> Pipeline:
-        return _pipeline(PackedTextSource(
-            PackedTextConfig(seq_len=16, with_document_index=True), docs, word_ids))
+        return _pipeline(
+            PackedTextSource(PackedTextConfig(seq_len=16, with_document_index=True), docs, word_ids)
+        )
 
     pipeline = build()
     first, second = list(pipeline), list(pipeline)
@@ -120,7 +124,9 @@ def test_pipeline_second_epoch_is_the_next_pass() -> None:
 def test_direct_iteration_makes_num_epochs_passes() -> None:
     source = PackedTextSource(
         PackedTextConfig(seq_len=16, num_epochs=2, with_document_index=True),
-        lambda epoch: TEXTS[:20], word_ids)
+        lambda epoch: TEXTS[:20],
+        word_ids,
+    )
     rows = list(source)
     one_pass = sum(len(b["tokens"]) for b in drain(_source(TEXTS[:20], open_rows=8), 100))
     assert len(rows) == 2 * one_pass
@@ -161,7 +167,9 @@ IDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
 def _bad_source(**config) -> PackedTextSource:
     return PackedTextSource(
         PackedTextConfig(seq_len=4, tokenize_block=2, with_document_index=True, **config),
-        lambda epoch: BAD, lambda t: [IDS[w] for w in t.split()])
+        lambda epoch: BAD,
+        lambda t: [IDS[w] for w in t.split()],
+    )
 
 
 def test_an_empty_document_raises_naming_it() -> None:
@@ -174,10 +182,13 @@ def test_an_empty_document_raises_naming_it() -> None:
     assert err.value.index == 1
 
 
-@pytest.mark.parametrize(("docs", "reason"), [
-    ([b"ok", b"\xff\xfe bad"], "is not valid UTF-8 (invalid start byte at byte 0)"),
-    (["ok", 7], "is int, not str or bytes"),
-])
+@pytest.mark.parametrize(
+    ("docs", "reason"),
+    [
+        ([b"ok", b"\xff\xfe bad"], "is not valid UTF-8 (invalid start byte at byte 0)"),
+        (["ok", 7], "is int, not str or bytes"),
+    ],
+)
 def test_invalid_utf8_and_non_text_raise_naming_the_document(docs, reason) -> None:
     source = PackedTextSource(PackedTextConfig(seq_len=4), lambda: docs, lambda t: [1])
     with pytest.raises(RecordError) as err:
@@ -223,8 +234,9 @@ def test_max_skipped_stops_the_pass() -> None:
 
 
 def test_a_document_of_no_tokens_is_empty() -> None:
-    source = PackedTextSource(PackedTextConfig(seq_len=4), lambda: ["a", "b"],
-                              lambda t: [] if t == "b" else [1])
+    source = PackedTextSource(
+        PackedTextConfig(seq_len=4), lambda: ["a", "b"], lambda t: [] if t == "b" else [1]
+    )
     with pytest.raises(RecordError) as err:
         drain(source, 2)
     assert "document 1 of pass 0 is empty (it has no tokens)." in str(err.value)
@@ -268,11 +280,15 @@ def test_set_state_refuses_foreign_states() -> None:
     tampered = dict(state, next_document=0)
     with pytest.raises(StateError) as err:
         _source().set_state(tampered)
-    assert "which is not one of this shard's (0 of 1) documents before next_document=0" in str(err.value)
+    assert "which is not one of this shard's (0 of 1) documents before next_document=0" in str(
+        err.value
+    )
     short = dict(state)
-    fresh = PackedTextSource(PackedTextConfig(seq_len=16, open_rows=3, tokenize_block=7,
-                                              with_document_index=True),
-                             lambda epoch: TEXTS[:1], word_ids)
+    fresh = PackedTextSource(
+        PackedTextConfig(seq_len=16, open_rows=3, tokenize_block=7, with_document_index=True),
+        lambda epoch: TEXTS[:1],
+        word_ids,
+    )
     with pytest.raises(StateError) as err:
         fresh.set_state(short)
     assert str(err.value) == (

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from text_helpers import drain, make_texts, unpack, word_ids
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources._optional import MissingExtraError
@@ -19,8 +20,6 @@ from datarax.text import (
     ParquetDocuments,
     TextTokenizer,
 )
-
-from text_helpers import drain, make_texts, unpack, word_ids
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",
@@ -36,7 +35,9 @@ def hf_tokenizer():
 
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["[PAD]", "[UNK]", "[BOS]", "[EOS]"])
+    trainer = trainers.BpeTrainer(
+        vocab_size=120, special_tokens=["[PAD]", "[UNK]", "[BOS]", "[EOS]"]
+    )
     tok.train_from_iterator(CORPUS, trainer)
     return tok
 
@@ -62,14 +63,17 @@ def test_packed_source_with_a_trained_tokenizer_unpacks_to_its_encodings(hf_toke
     tok = TextTokenizer(hf_tokenizer, bos_id=2, eos_id=3)
     source = PackedTextSource(
         PackedTextConfig(seq_len=12, with_document_index=True, tokenize_block=3),
-        lambda: CORPUS, tok)
+        lambda: CORPUS,
+        tok,
+    )
     got = unpack(drain(source, 4))
     assert got == {i: tok.encode(t).tolist() for i, t in enumerate(CORPUS)}
 
 
 def test_custom_tokenizer_must_return_int_ids() -> None:
-    source = PackedTextSource(PackedTextConfig(seq_len=8), lambda: ["a", "b c"],
-                              lambda t: [0.5] if " " in t else [1])
+    source = PackedTextSource(
+        PackedTextConfig(seq_len=8), lambda: ["a", "b c"], lambda t: [0.5] if " " in t else [1]
+    )
     with pytest.raises(RecordError) as err:
         source.get_batch(1)
     assert str(err.value) == (
@@ -127,7 +131,9 @@ def test_jsonl_and_parquet_sources_resume_exactly(tmp_path) -> None:
     for name, reader in readers.items():
         assert list(reader().read(0, 0)) == texts, name
         assert list(reader().read(0, 31)) == texts[31:], name
-        config = PackedTextConfig(seq_len=16, open_rows=2, tokenize_block=4, with_document_index=True)
+        config = PackedTextConfig(
+            seq_len=16, open_rows=2, tokenize_block=4, with_document_index=True
+        )
         reference = drain(PackedTextSource(config, reader(), word_ids), 2)
         assert unpack(reference) == {i: word_ids(t) for i, t in enumerate(texts)}
         for k in (1, 5, len(reference) - 1):
@@ -137,7 +143,9 @@ def test_jsonl_and_parquet_sources_resume_exactly(tmp_path) -> None:
             fresh = PackedTextSource(config, reader(), word_ids)
             fresh.set_state(source.get_state())
             rest = drain(fresh, 2)
-            assert [b["tokens"].tolist() for b in rest] == [b["tokens"].tolist() for b in reference[k:]]
+            assert [b["tokens"].tolist() for b in rest] == [
+                b["tokens"].tolist() for b in reference[k:]
+            ]
 
 
 def test_bad_jsonl_lines_name_file_and_line(tmp_path) -> None:
@@ -151,7 +159,9 @@ def test_bad_jsonl_lines_name_file_and_line(tmp_path) -> None:
         f"PackedTextSource: {path} line 2 field 'text' holds int, not a string. Fix or "
         "remove that document, or pass on_error='skip' to skip and count bad documents."
     )
-    source = PackedTextSource(PackedTextConfig(seq_len=4, on_error="skip"), JsonlDocuments(path), word_ids)
+    source = PackedTextSource(
+        PackedTextConfig(seq_len=4, on_error="skip"), JsonlDocuments(path), word_ids
+    )
     drain(source, 2)
     assert [r.cause for r in source.skipped_documents()] == [
         f"{path} line 2 field 'text' holds int, not a string",
@@ -180,8 +190,12 @@ def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
     _write_jsonl(tmp_path / "c.jsonl", texts)
 
     def build() -> PackedTextSource:
-        stream = HFStreamingSource(HFStreamingConfig(data_files=str(tmp_path / "c.jsonl"), chunk_size=9))
-        config = PackedTextConfig(seq_len=12, open_rows=2, tokenize_block=5, with_document_index=True)
+        stream = HFStreamingSource(
+            HFStreamingConfig(data_files=str(tmp_path / "c.jsonl"), chunk_size=9)
+        )
+        config = PackedTextConfig(
+            seq_len=12, open_rows=2, tokenize_block=5, with_document_index=True
+        )
         return PackedTextSource(config, HFStreamDocuments(stream, field="text"), word_ids)
 
     reference = drain(build(), 2)
@@ -191,9 +205,13 @@ def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
         source.get_batch(2)
     fresh = build()
     fresh.set_state(source.get_state())
-    assert [b["tokens"].tolist() for b in drain(fresh, 2)] == [b["tokens"].tolist() for b in reference[3:]]
+    assert [b["tokens"].tolist() for b in drain(fresh, 2)] == [
+        b["tokens"].tolist() for b in reference[3:]
+    ]
     with pytest.raises(ConfigError) as err:
-        HFStreamDocuments(HFStreamingSource(HFStreamingConfig(data_files=str(tmp_path / "c.jsonl"))), field="body")
+        HFStreamDocuments(
+            HFStreamingSource(HFStreamingConfig(data_files=str(tmp_path / "c.jsonl"))), field="body"
+        )
     assert str(err.value) == (
         "HFStreamDocuments: the stream has no field 'body' (fields: ['id', 'text']); pass "
         "field= naming the text field."

@@ -93,12 +93,16 @@ def _takes_argument(fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):
         return True
     positional = [
-        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
     return bool(positional)
 
 
-def _paths(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], user: str) -> list[str]:
+def _paths(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], user: str
+) -> list[str]:
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = [os.fspath(p) for p in paths]

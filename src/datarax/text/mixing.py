@@ -51,13 +51,26 @@ class MixedDocuments:
                 f"{sorted(corpora)}; give one weight per corpus."
             )
         for name, w in weights.items():
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0 or w == float("inf"):
-                raise ConfigError(f"MixedDocuments weight of corpus '{name}' must be a finite number >= 0, got {w!r}.")
+            if (
+                isinstance(w, bool)
+                or not isinstance(w, (int, float))
+                or not w >= 0
+                or w == float("inf")
+            ):
+                raise ConfigError(
+                    f"MixedDocuments weight of corpus '{name}' must be a finite number >= 0, "
+                    f"got {w!r}."
+                )
         if sum(weights.values()) <= 0:
             raise ConfigError("MixedDocuments weights must not all be 0.")
-        if isinstance(documents_per_epoch, bool) or not isinstance(documents_per_epoch, int) or documents_per_epoch < 1:
+        if (
+            isinstance(documents_per_epoch, bool)
+            or not isinstance(documents_per_epoch, int)
+            or documents_per_epoch < 1
+        ):
             raise ConfigError(
-                f"MixedDocuments documents_per_epoch must be an int >= 1, got {documents_per_epoch!r}."
+                "MixedDocuments documents_per_epoch must be an int >= 1, got "
+                f"{documents_per_epoch!r}."
             )
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ConfigError(f"MixedDocuments seed must be an int >= 0, got {seed!r}.")
@@ -77,7 +90,10 @@ class MixedDocuments:
     def _block(self, block: int) -> np.ndarray:
         if self._last_block[0] != block:
             u = np.random.default_rng([self.seed, block]).random(BLOCK)
-            self._last_block = (block, np.searchsorted(self._edges, u, side="right").astype(np.int32))
+            self._last_block = (
+                block,
+                np.searchsorted(self._edges, u, side="right").astype(np.int32),
+            )
         return self._last_block[1]
 
     def choices(self, start: int, stop: int) -> np.ndarray:
@@ -97,7 +113,9 @@ class MixedDocuments:
         full, rest = divmod(g, BLOCK)
         for block in range(full):
             if block not in self._block_counts:
-                self._block_counts[block] = np.bincount(self._block(block), minlength=len(self.names))
+                self._block_counts[block] = np.bincount(
+                    self._block(block), minlength=len(self.names)
+                )
             counts += self._block_counts[block]
         if rest:
             counts += np.bincount(self._block(full)[:rest], minlength=len(self.names))
@@ -119,7 +137,7 @@ class MixedDocuments:
         return self.documents_per_epoch
 
     def locate(self, epoch: int, index: int) -> tuple[int, int, int]:
-        """``(corpus, corpus pass, document in that pass)`` of document ``index`` of pass ``epoch``."""
+        """``(corpus, corpus pass, document in it)`` of document ``index`` of pass ``epoch``."""
         g = epoch * self.documents_per_epoch + index
         corpus = int(self.choices(g, g + 1)[0])
         k = int(self.draws_before(g)[corpus])

@@ -209,7 +209,10 @@ class PackedTextSource(DataSourceModule):
         """Continue at ``state`` (from :meth:`get_state` of an identically built source)."""
         where = "PackedTextSource"
         if not isinstance(state, dict):
-            raise StateError(f"{where}.set_state expects the dict get_state() returned, got {type(state).__name__}.")
+            raise StateError(
+                f"{where}.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
         for key in ("next_document", "skipped", "packer"):
             if key not in state:
                 raise StateError(
@@ -224,7 +227,9 @@ class PackedTextSource(DataSourceModule):
 class _TextPass:
     """The open pass of a :class:`PackedTextSource`: reading, tokenizing, packing."""
 
-    def __init__(self, source: PackedTextSource, reader: Any, tokenizer: Any, packer: Packer) -> None:
+    def __init__(
+        self, source: PackedTextSource, reader: Any, tokenizer: Any, packer: Packer
+    ) -> None:
         self._source = source
         self.reader = reader
         self.tokenizer = tokenizer
@@ -357,9 +362,7 @@ class _TextPass:
                 index=index,
             )
         self.skipped += 1
-        self.reports.append(
-            SkippedRecord(self._epoch, index, index, None, index, cause)
-        )
+        self.reports.append(SkippedRecord(self._epoch, index, index, None, index, cause))
 
     # ---------------------------------------------------------------- state
     def stats(self) -> dict[str, Any]:
@@ -388,13 +391,19 @@ class _TextPass:
         for key in ("next_document", "skipped", "documents"):
             value = state.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise StateError(f"{where} state '{key}' must be an int >= 0, got {value!r}.", field=key)
+                raise StateError(
+                    f"{where} state '{key}' must be an int >= 0, got {value!r}.", field=key
+                )
         packer_state = state["packer"]
         try:
             needed = sorted(Packer.documents_in(packer_state))
             int(packer_state["tokens_packed"]), int(packer_state["rows_packed"])
         except (KeyError, TypeError, ValueError, IndexError) as err:
-            raise StateError(f"{where} state 'packer' is malformed ({err!r}); pass the dict get_state() returned.", field="packer") from None
+            raise StateError(
+                f"{where} state 'packer' is malformed ({err!r}); pass the dict get_state() "
+                "returned.",
+                field="packer",
+            ) from None
         next_document = state["next_document"]
         shard, count = self._source.shard
         for doc in needed:

@@ -54,12 +54,18 @@ class TextTokenizer:
     ) -> None:
         for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT32_MAX
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= _INT32_MAX
             ):
-                raise ConfigError(f"TextTokenizer {name} must be None or an int id >= 0, got {value!r}.")
+                raise ConfigError(
+                    f"TextTokenizer {name} must be None or an int id >= 0, got {value!r}."
+                )
         specials = (bos_id is not None) + (eos_id is not None)
         if max_tokens is not None and (
-            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= specials
+            isinstance(max_tokens, bool)
+            or not isinstance(max_tokens, int)
+            or max_tokens <= specials
         ):
             raise ConfigError(
                 f"TextTokenizer max_tokens must be None or an int > {specials} (the BOS/EOS "
@@ -87,7 +93,9 @@ class TextTokenizer:
         """The int32 ids of one document."""
         return self.encode_batch([text])[0]
 
-    def encode_batch(self, texts: Sequence[str], *, where: Callable[[int], str] | None = None) -> list[np.ndarray]:
+    def encode_batch(
+        self, texts: Sequence[str], *, where: Callable[[int], str] | None = None
+    ) -> list[np.ndarray]:
         """The int32 ids of each document in ``texts`` (one array per document).
 
         ``where(i)`` names document ``i`` in errors (a custom tokenizer that returns
@@ -106,7 +114,9 @@ class TextTokenizer:
             out.append(self._finish(array))
         return out
 
-    def _checked(self, array: np.ndarray, ids: Any, i: int, where: Callable[[int], str] | None) -> np.ndarray:
+    def _checked(
+        self, array: np.ndarray, ids: Any, i: int, where: Callable[[int], str] | None
+    ) -> np.ndarray:
         if array.size == 0:
             return np.zeros((0,), np.int32)
         if array.ndim != 1 or array.dtype.kind not in "iu":
