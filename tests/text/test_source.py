@@ -306,3 +306,25 @@ def test_function_documents_with_and_without_epoch() -> None:
         "FunctionDocuments: the function returned str; it must return an iterable of "
         "documents (e.g. a list of str or a generator)."
     )
+
+
+def test_restart_begins_the_given_pass() -> None:
+    def docs(epoch: int) -> list[str]:
+        return make_texts(12, seed=20 + epoch)
+
+    config = PackedTextConfig(seq_len=16, with_document_index=True)
+    source = PackedTextSource(config, docs, word_ids)
+    source.get_batch(2)
+    source.restart(3)
+    assert source.get_state()["current_epoch"] == 3
+    assert unpack(drain(source, 2)) == {i: word_ids(t) for i, t in enumerate(docs(3))}
+
+
+def test_close_epoch_mid_pass_keeps_the_position() -> None:
+    reference = drain(_source(), 3)
+    source = _source()
+    first = [source.get_batch(3) for _ in range(2)]
+    state = source.get_state()
+    source.close_epoch()  # releases the reader; the position is re-derived on the next read
+    assert source.get_state() == state
+    _assert_same(first + drain(source, 3), reference)
