@@ -94,7 +94,8 @@ def test_pipeline_state_resumes_at_every_batch() -> None:
         state = json.loads(json.dumps(iterator.get_state()))
         fresh = _pipeline(_source())
         fresh.set_state(state)
-        _assert_same(list(iter(fresh)), reference[k:])
+        # a state taken after the last batch continues with the next pass (same documents)
+        _assert_same(list(iter(fresh)), reference[k:] if k < len(reference) else reference)
 
 
 def test_pipeline_second_epoch_is_the_next_pass() -> None:
@@ -328,3 +329,44 @@ def test_close_epoch_mid_pass_keeps_the_position() -> None:
     source.close_epoch()  # releases the reader; the position is re-derived on the next read
     assert source.get_state() == state
     _assert_same(first + drain(source, 3), reference)
+
+
+def test_a_position_alone_restores_by_repacking_the_pass() -> None:
+    reference = drain(_source(), 3)
+    for k in (1, 4, len(reference) - 1):
+        fresh = _source()
+        fresh.set_state({"current_epoch": 0, "current_index": 3 * k})  # no packer snapshot
+        _assert_same(drain(fresh, 3), reference[k:])
+        seeked = _source()
+        seeked.seek(0, 3 * k)
+        _assert_same(drain(seeked, 3), reference[k:])
+
+
+def test_nnx_update_of_the_pipeline_state_continues_exactly() -> None:
+    reference = list(_pipeline(_source()))
+    old = _pipeline(_source())
+    iterator = iter(old)
+    for _ in range(3):
+        next(iterator)
+    fresh = _pipeline(_source())
+    nnx.update(fresh, nnx.state(old))
+    _assert_same(list(iter(fresh)), reference[3:])
+
+
+def test_a_position_past_the_pass_is_refused() -> None:
+    rows = sum(len(b["tokens"]) for b in drain(_source(), 8))
+    with pytest.raises(StateError) as err:
+        _source().set_state({"current_epoch": 0, "current_index": rows + 5})
+    assert str(err.value) == (
+        f"PackedTextSource: the restored position says {rows + 5} rows of pass 0 were "
+        f"handed out, but the pass packs only {rows} rows; the state comes from other "
+        "documents or settings."
+    )
+
+
+def test_peek_does_not_move_the_position() -> None:
+    reference = list(_pipeline(_source()))
+    pipeline = _pipeline(_source())
+    _assert_same([pipeline.peek()], reference[:1])
+    _assert_same(list(pipeline), reference)
+    _assert_same(list(pipeline), reference)  # a finished pass: the next one

@@ -252,8 +252,8 @@ def _cell(value: Any, column: str) -> Any:
 class HFStreamDocuments:
     """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`.
 
-    Uses the source's public stream API: ``start_epoch(epoch)`` opens pass ``epoch``
-    (shuffled by the source when its config says so) and ``get_batch`` reads it;
+    Uses the source's public API: ``seek(epoch, 0)`` opens pass ``epoch`` (shuffled by
+    the source when its config says so) and ``get_batch_with_indices`` reads it;
     resuming at document ``start`` reads and passes over the ``start`` before it. Give
     the source to this reader only (not also to a Pipeline); shard with
     ``PackedTextSource``, which packs every ``count``-th document per process.
@@ -277,9 +277,12 @@ class HFStreamDocuments:
         self._count: int | None = None
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
-        self.source.start_epoch(epoch)
+        self.source.seek(epoch, 0)
         skip = start
-        while (batch := self.source.get_batch(self.chunk)) is not None:
+        while True:
+            batch, _ = self.source.get_batch_with_indices(self.chunk)
+            if batch is None:
+                return
             values = batch[self.field]
             if skip >= len(values):
                 skip -= len(values)

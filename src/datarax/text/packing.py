@@ -192,6 +192,15 @@ class Packer:
             out["document_index"] = document
         return out
 
+    def drop(self, count: int) -> int:
+        """Discard up to ``count`` ready rows as if taken (replaying to a position)."""
+        dropped = 0
+        while dropped < count and self._ready:
+            self.tokens_packed += self._ready.popleft().used
+            dropped += 1
+        self.rows_packed += dropped
+        return dropped
+
     def efficiency(self) -> float:
         """Share of non-padding tokens in the rows taken so far (1.0 before any)."""
         if not self.rows_packed:

@@ -7,13 +7,19 @@ host objects: a document reader (:mod:`datarax.text.documents`, or
 :class:`~datarax.text.mixing.MixedDocuments`), a :class:`~datarax.text.tokenize.TextTokenizer`
 and a :class:`~datarax.text.packing.Packer`.
 
-State (``get_state()``): ``current_epoch``, ``current_index`` (rows handed out this
-pass), ``next_document`` (documents of the pass consumed by the packer), ``skipped``
-and ``packer`` (references ``[doc, start, end, ...]`` of the rows still open or ready,
-never tokens). ``set_state`` re-reads the pass from the oldest referenced document,
-re-tokenizes the referenced ones to rebuild those rows, and continues at
-``next_document``: the next batch is identical to the one the saved source would have
-served.
+Position: like every source, the base's ``(epoch, index)`` — here rows handed out of
+the pass — is the one truth. The packer's progress is derived from it: when the
+position moves from outside (``seek``, ``set_state``, ``nnx.update``, a new pass) the
+pass is rebuilt before the next read, from a snapshot when one matches, else by
+re-packing the pass up to that row (packing is deterministic).
+
+State (``get_state()``): ``current_epoch``, ``current_index``, and — the snapshot that
+makes a restore cheap — ``next_document`` (documents of the pass the packer consumed),
+``skipped``, ``documents`` and ``packer`` (references ``[doc, start, end, ...]`` of the
+rows still open or ready, never tokens). ``set_state`` re-reads the pass from the
+oldest referenced document, re-tokenizes the referenced ones to rebuild those rows, and
+continues at ``next_document``: the next batch is identical to the one the saved source
+would have served.
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int
-from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import ConfigError, RecordError, StateError
+from datarax.core.stream import StreamSource
 from datarax.sources.host_reader import ErrorPolicy, SkippedRecord
 from datarax.text.documents import BadDocument, as_reader
 from datarax.text.packing import FIELDS, MODES, Packer
@@ -91,14 +97,15 @@ class PackedTextConfig(StructuralConfig):
             raise ConfigError(f"PackedTextConfig: {err}") from None
 
 
-class PackedTextSource(DataSourceModule):
+class PackedTextSource(StreamSource):
     """Packed token rows from documents, tokenized on the host, as a forward-only stream.
 
     Args:
         config: a :class:`PackedTextConfig`.
         documents: a reader (``JsonlDocuments``, ``ParquetDocuments``, ``MixedDocuments``,
-            ``FunctionDocuments``) or a function returning the documents of a pass
-            (``fn(epoch)`` or ``fn()``), the same ones in the same order every call.
+            ``HFStreamDocuments``, ``FunctionDocuments``) or a function returning the
+            documents of a pass (``fn(epoch)`` or ``fn()``), the same ones in the same
+            order every call.
         tokenizer: a :class:`TextTokenizer`, a ``tokenizers.Tokenizer`` or a callable
             ``str -> list of ints``.
 
@@ -159,31 +166,33 @@ class PackedTextSource(DataSourceModule):
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """Rows and their numbers in the pass (their stable index)."""
-        rows = self._text.take(self._cursor.epoch, batch_size)
+        text = self._text
+        first = self.index
+        text.follow(self.epoch, first)
+        rows = text.take(batch_size)
         if rows is None:
             return None, None
-        first = self._cursor.index
         count = len(rows["tokens"])
-        self._cursor.advance(count)
+        self.advance(count)
+        text.at = (self.epoch, self.index)
         return rows, np.arange(first, first + count)
 
     def restart(self, epoch: int) -> None:
-        """Begin pass ``epoch`` from its first document (the reader opens lazily)."""
-        self._cursor.start_epoch(epoch)
-        self._text.close()
-        self._text.ended = False
-
-    def start_epoch(self, epoch: int) -> None:
-        super().start_epoch(epoch)
-        self.restart(epoch)
+        """Stand at the first row of pass ``epoch`` (the reader opens lazily)."""
+        self.seek(epoch, 0)
+        self._text.open_fresh(epoch)
 
     def close_epoch(self) -> None:
-        """Drop the open pass (its position is kept: reading again re-derives it)."""
+        """Release the reader; the position is kept (the next read re-derives the pass)."""
+        self._text.suspend()
+
+    def close(self) -> None:
         self._text.suspend()
 
     def __iter__(self) -> PackedTextSource:
-        if self._text.ended:
-            self.start_epoch(0)
+        self.check_contract()
+        if self._text.ended and self._text.at == (self.epoch, self.index):
+            self.seek(0, 0)
         return self
 
     # ------------------------------------------------------------ reporting
@@ -200,32 +209,48 @@ class PackedTextSource(DataSourceModule):
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
-        """Position of the pass: see the module docstring."""
+        """Position, plus the packer snapshot of that position (module docstring)."""
         state = super().get_state()
-        state.update(self._text.get_state())
+        state.update(self._text.snapshot_at(self.epoch, self.index))
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue at ``state`` (from :meth:`get_state` of an identically built source)."""
+        """Continue at ``state`` (from :meth:`get_state` of an identically built source).
+
+        A state with only ``current_epoch`` / ``current_index`` is accepted too: the
+        pass is then re-packed up to that row on the next read.
+        """
         where = "PackedTextSource"
         if not isinstance(state, dict):
             raise StateError(
                 f"{where}.set_state expects the dict get_state() returned, got "
                 f"{type(state).__name__}."
             )
-        for key in ("next_document", "skipped", "packer"):
-            if key not in state:
-                raise StateError(
-                    f"{where} state is missing '{key}'; pass the dict get_state() returned "
-                    f"(keys: {sorted(state)}).",
-                    field=key,
-                )
-        self._cursor.set_state(state, where=where)
-        self._text.restore(self._cursor.epoch, state)
+        epoch, index = self.datarax_position.check_state(state, where=where)
+        extra = {k: state[k] for k in _SNAPSHOT_KEYS if k in state}
+        if extra:
+            for key in ("next_document", "skipped", "packer"):
+                if key not in extra:
+                    raise StateError(
+                        f"{where} state is missing '{key}'; pass the dict get_state() "
+                        f"returned (keys: {sorted(state)}).",
+                        field=key,
+                    )
+            self._text.check_snapshot(extra)
+        self._text.snapshot = (epoch, index, extra) if extra else None
+        self.seek(epoch, index)
+        self._text.follow(epoch, index)  # rebuild now: a foreign state fails here
+
+
+_SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "packer")
 
 
 class _TextPass:
-    """The open pass of a :class:`PackedTextSource`: reading, tokenizing, packing."""
+    """The open pass of a :class:`PackedTextSource`: reading, tokenizing, packing.
+
+    ``at`` is the ``(epoch, rows handed out)`` this object stands at (None: nowhere);
+    the source's position is the truth and :meth:`follow` moves this object to it.
+    """
 
     def __init__(
         self, source: PackedTextSource, reader: Any, tokenizer: Any, packer: Packer
@@ -236,47 +261,77 @@ class _TextPass:
         self.packer = packer
         self.policy = source.config.error_policy()
         self.reports: list[SkippedRecord] = []
-        self.ended = False
-        self._saved: dict[str, Any] | None = None
-        self.close()
+        self.snapshot: tuple[int, int, dict[str, Any]] | None = None
+        self.at: tuple[int, int] | None = None
+        self._reset(0)
+        self.at = None
 
     # ------------------------------------------------------------ lifecycle
-    def close(self) -> None:
-        """Forget the pass: the next read starts a pass from its first document."""
-        self._it: Any = None
-        self._epoch = -1
+    def _reset(self, epoch: int) -> None:
+        self._it: Any = None  # opened lazily at _read_at
+        self._epoch = epoch
         self._buffer: deque[tuple[int, Any]] = deque()
         self._read_at = 0  # pass index of the next document the iterator yields
         self.next_document = 0  # documents of the pass consumed by the packer
         self.skipped = 0
         self.documents = 0
-        self._saved = None
+        self.ended = False
         self.packer.reset()
 
-    def suspend(self) -> None:
-        """Release the reader but keep the position (re-derived on the next read)."""
-        if self._it is not None:
-            self._saved = self.get_state()
-            self._it = None
+    def open_fresh(self, epoch: int) -> None:
+        """Stand at the start of pass ``epoch``."""
+        self._reset(epoch)
+        self.at = (epoch, 0)
 
-    def _open(self, epoch: int) -> None:
-        saved = self._saved
-        if saved is not None:
-            self.restore(epoch, saved)
+    def suspend(self) -> None:
+        """Release the reader; keep a snapshot so the position is re-derived cheaply."""
+        if self.at is not None and self._it is not None:
+            self.snapshot = (*self.at, self._extra())
+        self._reset(self._epoch)
+        self.at = None
+
+    def follow(self, epoch: int, index: int) -> None:
+        """Stand at row ``index`` of pass ``epoch`` (the source's position)."""
+        if self.at == (epoch, index):
             return
-        self._epoch = epoch
-        self._it = iter(self.reader.read(epoch, self.next_document))
-        self._read_at = self.next_document
+        snapshot = self.snapshot
+        if snapshot is not None and snapshot[:2] == (epoch, index):
+            self._restore(epoch, snapshot[2])
+        else:
+            self.open_fresh(epoch)
+            self._replay(index)
+        self.at = (epoch, index)
+
+    def _replay(self, rows: int) -> None:
+        """Re-pack the pass from its start, discarding its first ``rows`` rows."""
+        left = rows
+        while left:
+            self._fill(min(left, 1024))
+            dropped = self.packer.drop(left)
+            if dropped == 0:
+                raise StateError(
+                    f"PackedTextSource: the restored position says {rows} rows of pass "
+                    f"{self._epoch} were handed out, but the pass packs only "
+                    f"{rows - left} rows; the state comes from other documents or settings.",
+                    field="current_index",
+                )
+            left -= dropped
 
     # -------------------------------------------------------------- reading
-    def take(self, epoch: int, count: int) -> Batch | None:
-        if self._it is None or self._epoch != epoch:
-            self._open(epoch)
+    def take(self, count: int) -> Batch | None:
+        self._fill(count)
+        if self.packer.ready == 0:
+            self.ended = True
+            return None
+        return self.packer.take(count)
+
+    def _fill(self, count: int) -> None:
+        """Pack documents until ``count`` rows are ready or the pass is read."""
         packer = self.packer
-        while packer.ready < count and self._it is not None:
+        while packer.ready < count and not self.ended:
             if not self._buffer and not self._read_block():
                 packer.flush()
-                self._it = iter(())  # the pass is read; rows left are ready
+                self.ended = True  # the pass is read; the rows left are ready
                 break
             doc, ids = self._buffer.popleft()
             self.next_document = doc + 1
@@ -285,13 +340,13 @@ class _TextPass:
             else:
                 packer.add(doc, ids)
                 self.documents += 1
-        if packer.ready == 0:
-            self.ended = True
-            return None
-        return packer.take(count)
+        if packer.ready:
+            self.ended = False
 
     def _read_block(self) -> bool:
         """Read, check and tokenize the next block of this shard's documents."""
+        if self._it is None:
+            self._it = iter(self.reader.read(self._epoch, self._read_at))
         shard, count = self._source.shard
         block = self._source.config.tokenize_block
         texts: list[str] = []
@@ -374,9 +429,7 @@ class _TextPass:
             "skipped": self.skipped,
         }
 
-    def get_state(self) -> dict[str, Any]:
-        if self._saved is not None and self._it is None:
-            return {k: self._saved[k] for k in ("next_document", "skipped", "documents", "packer")}
+    def _extra(self) -> dict[str, Any]:
         return {
             "next_document": self.next_document,
             "skipped": self.skipped,
@@ -384,9 +437,23 @@ class _TextPass:
             "packer": self.packer.get_state(),
         }
 
-    def restore(self, epoch: int, state: dict[str, Any]) -> None:
-        """Rebuild pass ``epoch`` at ``state``: re-read and re-tokenize the documents the
-        open and ready rows reference, then continue reading at ``next_document``."""
+    def snapshot_at(self, epoch: int, index: int) -> dict[str, Any]:
+        """The snapshot of row ``index`` of pass ``epoch`` if this object knows it."""
+        if self.at == (epoch, index):
+            return self._extra()
+        if self.snapshot is not None and self.snapshot[:2] == (epoch, index):
+            return dict(self.snapshot[2])
+        if index == 0:
+            return {
+                "next_document": 0,
+                "skipped": 0,
+                "documents": 0,
+                "packer": Packer(1).get_state(),
+            }
+        return {}  # unknown here: a restore re-packs the pass up to the position
+
+    def check_snapshot(self, state: dict[str, Any]) -> None:
+        """Refuse a malformed snapshot, naming the key."""
         where = "PackedTextSource"
         for key in ("next_document", "skipped", "documents"):
             value = state.get(key, 0)
@@ -396,7 +463,7 @@ class _TextPass:
                 )
         packer_state = state["packer"]
         try:
-            needed = sorted(Packer.documents_in(packer_state))
+            needed = Packer.documents_in(packer_state)
             int(packer_state["tokens_packed"]), int(packer_state["rows_packed"])
         except (KeyError, TypeError, ValueError, IndexError) as err:
             raise StateError(
@@ -406,7 +473,7 @@ class _TextPass:
             ) from None
         next_document = state["next_document"]
         shard, count = self._source.shard
-        for doc in needed:
+        for doc in sorted(needed, key=repr):
             if not (isinstance(doc, int) and 0 <= doc < next_document and doc % count == shard):
                 raise StateError(
                     f"{where} state refers to document {doc!r}, which is not one of this "
@@ -414,11 +481,19 @@ class _TextPass:
                     f"{next_document}; the state comes from another source or shard.",
                     field="packer",
                 )
-        self.close()
-        self._epoch = epoch
+
+    def _restore(self, epoch: int, state: dict[str, Any]) -> None:
+        """Rebuild pass ``epoch`` at a snapshot: re-read and re-tokenize the documents
+        the open and ready rows reference, then continue reading at ``next_document``."""
+        where = "PackedTextSource"
+        packer_state = state["packer"]
+        needed = sorted(Packer.documents_in(packer_state))
+        next_document = state["next_document"]
+        self._reset(epoch)
         start = needed[0] if needed else next_document
         it = iter(self.reader.read(epoch, start))
         texts: dict[int, str] = {}
+        wanted = set(needed)
         for index in range(start, next_document):
             raw = next(it, _END)
             if raw is _END:
@@ -428,7 +503,7 @@ class _TextPass:
                     "other documents.",
                     field="next_document",
                 )
-            if index in needed:
+            if index in wanted:
                 text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
                 if not isinstance(text, str):
                     raise StateError(
@@ -445,7 +520,6 @@ class _TextPass:
         self.next_document = next_document
         self.skipped = state["skipped"]
         self.documents = state.get("documents", 0)
-        self.ended = False
 
 
 _END = object()
