@@ -370,3 +370,13 @@ def test_peek_does_not_move_the_position() -> None:
     _assert_same([pipeline.peek()], reference[:1])
     _assert_same(list(pipeline), reference)
     _assert_same(list(pipeline), reference)  # a finished pass: the next one
+
+
+def test_packing_stats_survive_the_end_of_a_pipeline_loop() -> None:
+    pipeline = _pipeline(_source())
+    for i, _batch in enumerate(pipeline):
+        if i == 2:
+            break  # the dropped iterator releases the reader
+    stats = pipeline.source.packing_stats()
+    assert stats["rows"] == 12 and 0 < stats["documents"] < len(TEXTS)
+    assert stats["efficiency"] == pytest.approx(stats["tokens"] / (12 * 16))

@@ -421,12 +421,16 @@ class _TextPass:
 
     # ---------------------------------------------------------------- state
     def stats(self) -> dict[str, Any]:
+        extra = self._extra()
+        if self.at is None and self.snapshot is not None:  # suspended: its snapshot
+            extra = self.snapshot[2]
+        rows, tokens = extra["packer"]["rows_packed"], extra["packer"]["tokens_packed"]
         return {
-            "rows": self.packer.rows_packed,
-            "tokens": self.packer.tokens_packed,
-            "efficiency": self.packer.efficiency(),
-            "documents": self.documents,
-            "skipped": self.skipped,
+            "rows": rows,
+            "tokens": tokens,
+            "efficiency": tokens / (rows * self.packer.seq_len) if rows else 1.0,
+            "documents": extra.get("documents", 0),
+            "skipped": extra["skipped"],
         }
 
     def _extra(self) -> dict[str, Any]:
