@@ -380,3 +380,18 @@ def test_packing_stats_survive_the_end_of_a_pipeline_loop() -> None:
     stats = pipeline.source.packing_stats()
     assert stats["rows"] == 12 and 0 < stats["documents"] < len(TEXTS)
     assert stats["efficiency"] == pytest.approx(stats["tokens"] / (12 * 16))
+
+
+def test_reentering_after_break_starts_the_next_pass() -> None:
+    def docs(epoch: int) -> list[str]:
+        return make_texts(30, seed=40 + epoch)
+
+    def build() -> Pipeline:
+        config = PackedTextConfig(seq_len=16, with_document_index=True)
+        return _pipeline(PackedTextSource(config, docs, word_ids))
+
+    pipeline = build()
+    for i, _batch in enumerate(pipeline):
+        if i == 1:
+            break
+    assert unpack(list(pipeline)) == {i: word_ids(t) for i, t in enumerate(docs(1))}
