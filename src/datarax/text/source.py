@@ -3,9 +3,9 @@
 Packing changes the number of records (many documents become fewer fixed-length rows),
 so it is a source, not a per-batch stage: Pipeline reads packed rows from it like from
 any forward-only stream. This module is only the adapter; the work is done by plain
-host objects: a document reader (:mod:`datarax.text.documents`, or
-:class:`~datarax.text.mixing.MixedDocuments`), a :class:`~datarax.text.tokenize.TextTokenizer`
-and a :class:`~datarax.text.packing.Packer`.
+host objects: a :class:`~datarax.text.passes.TextPass` driving a document reader
+(:mod:`datarax.text.documents`, or :class:`~datarax.text.mixing.MixedDocuments`), a
+:class:`~datarax.text.tokenize.TextTokenizer` and a :class:`~datarax.text.packing.Packer`.
 
 Position: like every source, the base's ``(epoch, index)`` — here rows handed out of
 the pass — is the one truth. The packer's progress is derived from it: when the
