@@ -23,6 +23,7 @@ SCRIPTS = {
     "W4": "w4_resume",
     "W5": "bench_hf_streaming",
     "W7": "w7_augment",
+    "W9": "bench_text_packing",
 }
 # Options each script takes, per scale (tried first; a script that refuses them with
 # an argparse error is run with --json only, then bare).
@@ -30,12 +31,15 @@ W2_RECORDS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 W4_RECORDS = {"tiny": 40_000, "small": 40_000, "full": 100_000}
 W5_ROWS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 W7_RECORDS = {"tiny": 600, "small": 4_000, "full": 20_000}
+W9_DOCS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 WHAT = {
     "W2": "ArrayRecord: 100,000 x 3,072 B records in 8 files, global shuffle, decode, batch 256",
     "W4": "resume ArrayRecord after 30,000 records: state bytes, restore -> next batch, exactness",
     "W5": "HF streaming over a local 100,000-row parquet dataset vs plain datasets iteration",
     "W7": "augmentation chain (random resized crop 64, flip, brightness/contrast, normalize) "
     "over 20,000 in-memory 96x96 images",
+    "W9": "tokenize + pack 100,000 documents (~200 words) to seq_len 512: datarax vs Grain "
+    "FirstFitPack vs a plain Python loop",
 }
 
 
@@ -48,6 +52,8 @@ def script_options(workload: str, scale: str, reps: int) -> list[str]:
         return ["--rows", str(W5_ROWS[scale]), "--repeats", str(max(reps, 3))]
     if workload == "W7":
         return ["--records", str(W7_RECORDS[scale]), "--repeats", str(reps)]
+    if workload == "W9":
+        return ["--docs", str(W9_DOCS[scale])]
     return []
 
 

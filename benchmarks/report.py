@@ -158,6 +158,12 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         r = w5["ratio_pipeline_vs_floor"]
         out.append({"target": "W5 HF streaming Pipeline >= 0.8x plain datasets iteration",
                     "value": f"{r:.2f}x", "met": r >= 0.8})
+    w9 = ((ext.get("W9") or {}).get("data") or {}).get("ratios", {})
+    if "datarax / grain tokens/s" in w9:
+        speed, eff = w9["datarax / grain tokens/s"], w9["datarax / grain efficiency"]
+        out.append({"target": "W9 tokenize+pack >= 1.5x Grain tokens/s at >= its efficiency",
+                    "value": f"{speed:.2f}x tokens/s, {eff:.2f}x efficiency",
+                    "met": speed >= 1.5 and eff >= 1.0})
     return out
 
 

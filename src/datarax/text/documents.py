@@ -1,0 +1,318 @@
+"""Document readers: where the text a :class:`PackedTextSource` packs comes from.
+
+A reader is a plain host object with three methods:
+
+* ``read(epoch, start)`` — iterator over the documents of pass ``epoch`` from document
+  ``start`` on (a ``str``, ``bytes`` to decode as UTF-8, or a :class:`BadDocument`
+  saying why an entry could not be read);
+* ``describe(epoch, index)`` — where document ``index`` comes from, for error messages;
+* ``num_documents()`` — documents per pass (mixing needs it to cycle a corpus).
+
+Every pass must yield the same documents in the same order for the same ``epoch``
+(that is what makes resume exact): restoring re-reads from a document index.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from datarax.core.errors import ConfigError
+from datarax.sources._optional import require
+
+
+@dataclass(frozen=True)
+class BadDocument:
+    """An entry a reader could not turn into text; ``reason`` says why."""
+
+    reason: str
+
+
+class DocumentReader(Protocol):
+    """What :class:`PackedTextSource` and :class:`MixedDocuments` read documents from."""
+
+    def read(self, epoch: int, start: int) -> Iterator[Any]: ...
+
+    def describe(self, epoch: int, index: int) -> str: ...
+
+    def num_documents(self) -> int: ...
+
+
+class FunctionDocuments:
+    """Documents from a function returning a fresh iterable per pass.
+
+    ``fn(epoch)`` (or ``fn()`` when it takes no argument) must give the same documents
+    in the same order each time it is called with the same epoch.
+
+    Example:
+        >>> docs = FunctionDocuments(lambda epoch: [f"doc {i} of pass {epoch}" for i in range(3)])
+        >>> list(docs.read(1, 1)), docs.num_documents()
+        (['doc 1 of pass 1', 'doc 2 of pass 1'], 3)
+    """
+
+    def __init__(self, fn: Callable[..., Iterable[Any]]) -> None:
+        if not callable(fn):
+            raise ConfigError(
+                f"FunctionDocuments needs a function returning an iterable of documents per "
+                f"pass, got {type(fn).__name__}."
+            )
+        self.fn = fn
+        self._takes_epoch = _takes_argument(fn)
+        self._count: int | None = None
+
+    def _open(self, epoch: int) -> Iterable[Any]:
+        docs = self.fn(epoch) if self._takes_epoch else self.fn()
+        if isinstance(docs, (str, bytes)) or not isinstance(docs, Iterable):
+            raise ConfigError(
+                f"FunctionDocuments: the function returned {type(docs).__name__}; it must "
+                "return an iterable of documents (e.g. a list of str or a generator)."
+            )
+        return docs
+
+    def read(self, epoch: int, start: int) -> Iterator[Any]:
+        return itertools.islice(iter(self._open(epoch)), start, None)
+
+    def describe(self, epoch: int, index: int) -> str:
+        return f"document {index} of pass {epoch}"
+
+    def num_documents(self) -> int:
+        """Documents of pass 0, counted once by reading it through."""
+        if self._count is None:
+            self._count = sum(1 for _ in self._open(0))
+        return self._count
+
+
+def _takes_argument(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    return bool(positional)
+
+
+def _paths(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], user: str
+) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = [os.fspath(p) for p in paths]
+    if not out:
+        raise ConfigError(f"{user} needs at least one file path.")
+    for path in out:
+        if not os.path.isfile(path):
+            raise ConfigError(f"{user}: {path!r} does not exist or is not a file.")
+    return out
+
+
+class JsonlDocuments:
+    """Documents from the ``field`` of each line of JSON Lines files, in file order.
+
+    A line that is not JSON, is not an object, lacks ``field`` or holds a non-string
+    there becomes a :class:`BadDocument` naming the file and line (the source's
+    ``on_error`` policy decides what happens to it).
+
+    Example:
+        >>> import json, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "c.jsonl")
+        >>> _ = open(path, "w").write("\\n".join(json.dumps({"text": t}) for t in "abc"))
+        >>> docs = JsonlDocuments(path)
+        >>> list(docs.read(0, 1)), docs.describe(0, 2).endswith("c.jsonl line 3")
+        (['b', 'c'], True)
+    """
+
+    def __init__(self, paths: Any, field: str = "text") -> None:
+        self.paths = _paths(paths, "JsonlDocuments")
+        self.field = field
+        self._counts: list[int] | None = None
+
+    def _line_counts(self) -> list[int]:
+        if self._counts is None:
+            self._counts = [sum(1 for _ in _lines(p)) for p in self.paths]
+        return self._counts
+
+    def num_documents(self) -> int:
+        return sum(self._line_counts())
+
+    def read(self, epoch: int, start: int) -> Iterator[Any]:
+        skip = start
+        for path in self.paths:
+            for number, line in enumerate(_lines(path), 1):
+                if skip:
+                    skip -= 1
+                    continue
+                yield self._parse(line, path, number)
+
+    def _parse(self, line: bytes, path: str, number: int) -> Any:
+        try:
+            record = json.loads(line)
+        except UnicodeDecodeError as err:
+            return BadDocument(f"is not valid UTF-8 ({err.reason} at byte {err.start})")
+        except json.JSONDecodeError as err:
+            return BadDocument(f"is not valid JSON ({err.msg} at column {err.colno})")
+        if not isinstance(record, dict) or self.field not in record:
+            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+            return BadDocument(f"has no field '{self.field}' (found {keys})")
+        value = record[self.field]
+        if not isinstance(value, str):
+            return BadDocument(f"field '{self.field}' holds {type(value).__name__}, not a string")
+        return value
+
+    def describe(self, epoch: int, index: int) -> str:
+        left = index
+        for path, count in zip(self.paths, self._line_counts()):
+            if left < count:
+                return f"{path} line {left + 1}"
+            left -= count
+        return f"document {index} (past the end of the files)"
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    """Non-empty lines of a file as bytes (blank lines are not records)."""
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                yield line
+
+
+class ParquetDocuments:
+    """Documents from the string (or binary) ``column`` of Parquet files, in file order.
+
+    Restoring skips whole row groups from the file metadata, reading only the one the
+    resume point falls in. Needs ``pyarrow`` (``pip install "datarax[hf]"``).
+
+    Example:
+        >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "c.parquet")
+        >>> pq.write_table(pa.table({"text": ["a", "b", "c"]}), path)
+        >>> list(ParquetDocuments(path).read(0, 2)), ParquetDocuments(path).num_documents()
+        (['c'], 3)
+    """
+
+    def __init__(self, paths: Any, column: str = "text") -> None:
+        # Imported lazily: pyarrow is part of the `hf` extra, not the core install.
+        self._pq = require("pyarrow.parquet", extra="hf", user="ParquetDocuments")
+        self.paths = _paths(paths, "ParquetDocuments")
+        self.column = column
+        self._groups: list[list[int]] = []
+        for path in self.paths:
+            meta = self._pq.ParquetFile(path)
+            names = meta.schema_arrow.names
+            if column not in names:
+                raise ConfigError(
+                    f"ParquetDocuments: {path} has no column '{column}' (columns: {names}); "
+                    "pass column= naming the text column."
+                )
+            self._groups.append(
+                [meta.metadata.row_group(g).num_rows for g in range(meta.num_row_groups)]
+            )
+
+    def num_documents(self) -> int:
+        return sum(sum(g) for g in self._groups)
+
+    def read(self, epoch: int, start: int) -> Iterator[Any]:
+        skip = start
+        for path, groups in zip(self.paths, self._groups):
+            if skip >= sum(groups):
+                skip -= sum(groups)
+                continue
+            file = self._pq.ParquetFile(path)
+            for g, rows in enumerate(groups):
+                if skip >= rows:
+                    skip -= rows
+                    continue
+                values = file.read_row_group(g, columns=[self.column]).column(0).to_pylist()
+                yield from (_cell(v, self.column) for v in values[skip:])
+                skip = 0
+
+    def describe(self, epoch: int, index: int) -> str:
+        left = index
+        for path, groups in zip(self.paths, self._groups):
+            if left < sum(groups):
+                return f"{path} row {left}"
+            left -= sum(groups)
+        return f"document {index} (past the end of the files)"
+
+
+def _cell(value: Any, column: str) -> Any:
+    if isinstance(value, (str, bytes)):
+        return value
+    return BadDocument(f"column '{column}' holds {type(value).__name__}, not text")
+
+
+class HFStreamDocuments:
+    """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`.
+
+    Uses the source's public API: ``seek(epoch, 0)`` opens pass ``epoch`` (shuffled by
+    the source when its config says so) and ``get_batch_with_indices`` reads it;
+    resuming at document ``start`` reads and passes over the ``start`` before it. Give
+    the source to this reader only (not also to a Pipeline); shard with
+    ``PackedTextSource``, which packs every ``count``-th document per process.
+
+    Example:
+        >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
+        >>> stream = HFStreamingSource(HFStreamingConfig(data_files="c.jsonl"))  # doctest: +SKIP
+        >>> docs = HFStreamDocuments(stream, field="text")  # doctest: +SKIP
+    """
+
+    def __init__(self, source: Any, field: str = "text", chunk: int = 1024) -> None:
+        spec = source.element_spec()
+        if field not in spec:
+            raise ConfigError(
+                f"HFStreamDocuments: the stream has no field '{field}' (fields: "
+                f"{sorted(spec)}); pass field= naming the text field."
+            )
+        self.source = source
+        self.field = field
+        self.chunk = int(chunk)
+        self._count: int | None = None
+
+    def read(self, epoch: int, start: int) -> Iterator[Any]:
+        self.source.seek(epoch, 0)
+        skip = start
+        while True:
+            batch, _ = self.source.get_batch_with_indices(self.chunk)
+            if batch is None:
+                return
+            values = batch[self.field]
+            if skip >= len(values):
+                skip -= len(values)
+                continue
+            yield from list(values)[skip:]
+            skip = 0
+
+    def describe(self, epoch: int, index: int) -> str:
+        return f"record {index} of pass {epoch} of the stream's field '{self.field}'"
+
+    def num_documents(self) -> int:
+        """Records of pass 0, counted once by reading it through."""
+        if self._count is None:
+            self._count = sum(1 for _ in self.read(0, 0))
+        return self._count
+
+
+def as_reader(documents: Any) -> Any:
+    """``documents`` as a reader: readers pass through, functions are wrapped.
+
+    Example:
+        >>> list(as_reader(lambda: ["a", "b"]).read(0, 0))
+        ['a', 'b']
+    """
+    if all(hasattr(documents, m) for m in ("read", "describe", "num_documents")):
+        return documents
+    if callable(documents):
+        return FunctionDocuments(documents)
+    raise ConfigError(
+        f"documents must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
+        f"HFStreamDocuments, MixedDocuments) or a function returning an iterable per pass, got "
+        f"{type(documents).__name__}. Wrap a list as `lambda epoch: my_list`."
+    )

@@ -1,0 +1,176 @@
+"""``MixedDocuments``: several corpora drawn by weight into one document stream.
+
+Draw ``g`` (counted across passes: pass ``e`` holds draws ``e * D .. e * D + D - 1``
+for ``D = documents_per_epoch``) picks corpus ``searchsorted(cumulative weights, u_g)``
+with ``u_g`` from ``numpy.random.default_rng([seed, g // BLOCK])``: a pure function of
+``(seed, g)``. A corpus's ``k``-th draw is its document ``k % n`` of its own pass
+``k // n`` (``n`` its documents per pass), so each corpus runs through its own epochs
+at its own pace, and any position is recomputed from ``(seed, g)`` alone: the mix
+keeps no state of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from datarax.core.errors import ConfigError
+from datarax.text.documents import as_reader
+
+BLOCK = 1 << 16
+
+
+class MixedDocuments:
+    """Documents from ``corpora`` mixed by ``weights``; a pass is ``documents_per_epoch`` draws.
+
+    Example:
+        >>> mix = MixedDocuments(
+        ...     {"a": lambda e: [f"a{i}" for i in range(3)], "b": lambda e: ["b0", "b1"]},
+        ...     {"a": 0.5, "b": 0.5}, documents_per_epoch=6, seed=0)
+        >>> docs = list(mix.read(0, 0)); len(docs), sorted(set(d[0] for d in docs))
+        (6, ['a', 'b'])
+        >>> list(mix.read(0, 4)) == docs[4:]
+        True
+    """
+
+    def __init__(
+        self,
+        corpora: Mapping[str, Any],
+        weights: Mapping[str, float],
+        *,
+        documents_per_epoch: int,
+        seed: int = 0,
+    ) -> None:
+        if not corpora:
+            raise ConfigError("MixedDocuments needs at least one corpus.")
+        if set(weights) != set(corpora):
+            raise ConfigError(
+                f"MixedDocuments weights name {sorted(weights)} but the corpora are "
+                f"{sorted(corpora)}; give one weight per corpus."
+            )
+        for name, w in weights.items():
+            if (
+                isinstance(w, bool)
+                or not isinstance(w, (int, float))
+                or not w >= 0
+                or w == float("inf")
+            ):
+                raise ConfigError(
+                    f"MixedDocuments weight of corpus '{name}' must be a finite number >= 0, "
+                    f"got {w!r}."
+                )
+        if sum(weights.values()) <= 0:
+            raise ConfigError("MixedDocuments weights must not all be 0.")
+        if (
+            isinstance(documents_per_epoch, bool)
+            or not isinstance(documents_per_epoch, int)
+            or documents_per_epoch < 1
+        ):
+            raise ConfigError(
+                "MixedDocuments documents_per_epoch must be an int >= 1, got "
+                f"{documents_per_epoch!r}."
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"MixedDocuments seed must be an int >= 0, got {seed!r}.")
+        self.names = list(corpora)
+        self.readers = [as_reader(corpora[n]) for n in self.names]
+        w = np.array([float(weights[n]) for n in self.names])
+        self.weights = w / w.sum()
+        self._edges = np.cumsum(self.weights)
+        self._edges[-1] = 1.0
+        self.documents_per_epoch = documents_per_epoch
+        self.seed = seed
+        self._sizes: list[int] | None = None
+        self._block_counts: dict[int, np.ndarray] = {}
+        self._last_block: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int32))
+
+    # ------------------------------------------------------------------ draws
+    def _block(self, block: int) -> np.ndarray:
+        if self._last_block[0] != block:
+            u = np.random.default_rng([self.seed, block]).random(BLOCK)
+            self._last_block = (
+                block,
+                np.searchsorted(self._edges, u, side="right").astype(np.int32),
+            )
+        return self._last_block[1]
+
+    def choices(self, start: int, stop: int) -> np.ndarray:
+        """Corpus number of each global draw in ``[start, stop)``."""
+        parts = []
+        g = start
+        while g < stop:
+            block, offset = divmod(g, BLOCK)
+            take = min(stop - g, BLOCK - offset)
+            parts.append(self._block(block)[offset : offset + take])
+            g += take
+        return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+
+    def draws_before(self, g: int) -> np.ndarray:
+        """How many of draws ``[0, g)`` went to each corpus."""
+        counts = np.zeros(len(self.names), np.int64)
+        full, rest = divmod(g, BLOCK)
+        for block in range(full):
+            if block not in self._block_counts:
+                self._block_counts[block] = np.bincount(
+                    self._block(block), minlength=len(self.names)
+                )
+            counts += self._block_counts[block]
+        if rest:
+            counts += np.bincount(self._block(full)[:rest], minlength=len(self.names))
+        return counts
+
+    def sizes(self) -> list[int]:
+        """Documents per pass of each corpus (read once; an empty corpus is refused)."""
+        if self._sizes is None:
+            self._sizes = [r.num_documents() for r in self.readers]
+            for name, size, w in zip(self.names, self._sizes, self.weights):
+                if size == 0 and w > 0:
+                    raise ConfigError(
+                        f"MixedDocuments corpus '{name}' holds no documents but has weight {w:g}."
+                    )
+        return self._sizes
+
+    # ----------------------------------------------------------------- reader
+    def num_documents(self) -> int:
+        return self.documents_per_epoch
+
+    def locate(self, epoch: int, index: int) -> tuple[int, int, int]:
+        """``(corpus, corpus pass, document in it)`` of document ``index`` of pass ``epoch``."""
+        g = epoch * self.documents_per_epoch + index
+        corpus = int(self.choices(g, g + 1)[0])
+        k = int(self.draws_before(g)[corpus])
+        size = self.sizes()[corpus]
+        return corpus, k // size, k % size
+
+    def read(self, epoch: int, start: int) -> Iterator[Any]:
+        sizes = self.sizes()
+        g0 = epoch * self.documents_per_epoch + start
+        taken = self.draws_before(g0)
+        open_at: list[tuple[int, Iterator[Any]] | None] = [None] * len(self.readers)
+        stop = (epoch + 1) * self.documents_per_epoch
+        g = g0
+        while g < stop:
+            chunk = self.choices(g, min(stop, g + BLOCK))
+            for c in chunk.tolist():
+                k = int(taken[c])
+                corpus_epoch = k // sizes[c]
+                if open_at[c] is None or open_at[c][0] != corpus_epoch:
+                    open_at[c] = (corpus_epoch, self.readers[c].read(corpus_epoch, k % sizes[c]))
+                try:
+                    doc = next(open_at[c][1])
+                except StopIteration:
+                    raise ConfigError(
+                        f"MixedDocuments corpus '{self.names[c]}' ended after {k % sizes[c]} "
+                        f"documents in its pass {corpus_epoch}, but it held {sizes[c]} when "
+                        "counted; every pass of a corpus must hold the same documents."
+                    ) from None
+                taken[c] += 1
+                yield doc
+            g += len(chunk)
+
+    def describe(self, epoch: int, index: int) -> str:
+        corpus, corpus_epoch, k = self.locate(epoch, index)
+        inner = self.readers[corpus].describe(corpus_epoch, k)
+        return f"corpus '{self.names[corpus]}' {inner}"

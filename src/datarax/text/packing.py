@@ -1,0 +1,250 @@
+"""``Packer``: variable-length token sequences into fixed ``seq_len`` rows.
+
+Modes:
+
+* ``"first_fit"`` — each piece goes into the first open row with room for it;
+* ``"best_fit"`` — into the open row it fills the most;
+* ``"concat"`` — documents are concatenated and cut every ``seq_len`` tokens (one
+  open row; a document may continue in the next row).
+
+In the fit modes a document longer than ``seq_len`` is cut into ``seq_len`` pieces
+plus a remainder; nothing is dropped. At most ``open_rows`` rows are open: when a piece
+fits none and all are open, the fullest open row is emitted (oldest on ties). A row
+that becomes full is emitted at once, so the pieces of one document leave in order.
+
+Invariant: the packer's state is only *references* — ``(document, start, end)`` per
+piece of each open or ready row — so it stays small; the tokens are looked up again
+by document index on restore (:meth:`Packer.restore`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from datarax.core.errors import ConfigError, StateError
+
+MODES = ("first_fit", "best_fit", "concat")
+FIELDS = ("tokens", "segment_ids", "positions", "targets", "loss_mask")
+
+
+class _Row:
+    __slots__ = ("pieces", "used")
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[int, int, int, np.ndarray]] = []  # (doc, start, end, ids)
+        self.used = 0
+
+    def add(self, doc: int, start: int, ids: np.ndarray) -> None:
+        self.pieces.append((doc, start, start + len(ids), ids))
+        self.used += len(ids)
+
+    def refs(self) -> list[int]:
+        return [x for doc, s, e, _ in self.pieces for x in (doc, s, e)]
+
+
+class Packer:
+    """Pack documents' token ids into ``seq_len`` rows; emitted rows queue up in order.
+
+    Example:
+        >>> p = Packer(seq_len=4, mode="first_fit", open_rows=1)
+        >>> for doc, n in enumerate([3, 2, 1, 6]):
+        ...     p.add(doc, np.arange(n, dtype=np.int32) + 10 * doc)
+        >>> p.flush()
+        >>> rows = p.take(10)
+        >>> rows["tokens"].tolist()
+        [[0, 1, 2, 0], [10, 11, 20, 0], [30, 31, 32, 33], [34, 35, 0, 0]]
+        >>> rows["segment_ids"][1].tolist(), rows["positions"][1].tolist()
+        ([1, 1, 2, 0], [0, 1, 0, 0])
+        >>> rows["targets"][1].tolist(), rows["loss_mask"][1].tolist()
+        ([11, 0, 0, 0], [1, 0, 0, 0])
+        >>> p.efficiency()
+        0.75
+    """
+
+    def __init__(
+        self,
+        seq_len: int,
+        mode: str = "first_fit",
+        open_rows: int = 8,
+        pad_id: int = 0,
+        with_document_index: bool = False,
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"Packer mode must be one of {list(MODES)}, got {mode!r}.")
+        self.seq_len = int(seq_len)
+        self.mode = mode
+        self.open_rows = 1 if mode == "concat" else int(open_rows)
+        self.pad_id = int(pad_id)
+        self.with_document_index = with_document_index
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every open and ready row and the counters (start of a pass)."""
+        self._open: list[_Row] = []
+        self._ready: deque[_Row] = deque()
+        self.tokens_packed = 0  # tokens in rows handed out by take()
+        self.rows_packed = 0  # rows handed out by take()
+
+    # ------------------------------------------------------------------ packing
+    def add(self, doc: int, ids: np.ndarray) -> None:
+        """Pack document ``doc``'s ids (cut into pieces when needed)."""
+        if self.mode == "concat":
+            self._add_concat(doc, ids)
+            return
+        n, start = len(ids), 0
+        while start < n:
+            piece = ids[start : start + self.seq_len]
+            self._place(doc, start, piece)
+            start += len(piece)
+
+    def _add_concat(self, doc: int, ids: np.ndarray) -> None:
+        start = 0
+        while start < len(ids):
+            if not self._open:
+                self._open.append(_Row())
+            row = self._open[0]
+            piece = ids[start : start + self.seq_len - row.used]
+            row.add(doc, start, piece)
+            start += len(piece)
+            if row.used == self.seq_len:
+                self._ready.append(self._open.pop())
+
+    def _place(self, doc: int, start: int, piece: np.ndarray) -> None:
+        size = len(piece)
+        room = self.seq_len - size
+        target = None
+        if self.mode == "first_fit":
+            for row in self._open:
+                if row.used <= room:
+                    target = row
+                    break
+        else:
+            best = -1
+            for row in self._open:
+                if best < row.used <= room:
+                    target, best = row, row.used
+        if target is None:
+            if len(self._open) >= self.open_rows:
+                fullest = max(range(len(self._open)), key=lambda i: (self._open[i].used, -i))
+                self._ready.append(self._open.pop(fullest))
+            target = _Row()
+            self._open.append(target)
+        target.add(doc, start, piece)
+        if target.used == self.seq_len:
+            self._open.remove(target)
+            self._ready.append(target)
+
+    def flush(self) -> None:
+        """End of the pass: emit every open row, oldest first."""
+        self._ready.extend(self._open)
+        self._open = []
+
+    # --------------------------------------------------------------- emitting
+    @property
+    def ready(self) -> int:
+        """Rows emitted and not yet taken."""
+        return len(self._ready)
+
+    def take(self, count: int) -> dict[str, np.ndarray]:
+        """Up to ``count`` ready rows as int32 arrays ``[rows, seq_len]``.
+
+        ``tokens``; ``segment_ids`` (1, 2, ... per piece, 0 on padding); ``positions``
+        (0, 1, ... within each piece); ``targets`` (the next token of the same piece,
+        ``pad_id`` at a piece's last token and on padding) and ``loss_mask`` (1 where
+        ``targets`` is a real next token). With ``with_document_index``, also
+        ``document_index``: the pass's document number of each token (-1 on padding).
+        """
+        rows = [self._ready.popleft() for _ in range(min(count, len(self._ready)))]
+        shape = (len(rows), self.seq_len)
+        tokens = np.full(shape, self.pad_id, np.int32)
+        segment_ids = np.zeros(shape, np.int32)
+        positions = np.zeros(shape, np.int32)
+        loss_mask = np.zeros(shape, np.int32)
+        document = np.full(shape, -1, np.int32) if self.with_document_index else None
+        arange = np.arange(self.seq_len, dtype=np.int32)
+        for r, row in enumerate(rows):
+            at = 0
+            for seg, (doc, _, _, ids) in enumerate(row.pieces, 1):
+                end = at + len(ids)
+                tokens[r, at:end] = ids
+                segment_ids[r, at:end] = seg
+                positions[r, at:end] = arange[: end - at]
+                loss_mask[r, at : end - 1] = 1
+                if document is not None:
+                    document[r, at:end] = doc
+                at = end
+            self.tokens_packed += at
+        self.rows_packed += len(rows)
+        targets = np.full(shape, self.pad_id, np.int32)
+        targets[:, :-1] = np.where(loss_mask[:, :-1] == 1, tokens[:, 1:], self.pad_id)
+        out = {
+            "tokens": tokens,
+            "segment_ids": segment_ids,
+            "positions": positions,
+            "targets": targets,
+            "loss_mask": loss_mask,
+        }
+        if document is not None:
+            out["document_index"] = document
+        return out
+
+    def drop(self, count: int) -> int:
+        """Discard up to ``count`` ready rows as if taken (replaying to a position)."""
+        dropped = 0
+        while dropped < count and self._ready:
+            self.tokens_packed += self._ready.popleft().used
+            dropped += 1
+        self.rows_packed += dropped
+        return dropped
+
+    def efficiency(self) -> float:
+        """Share of non-padding tokens in the rows taken so far (1.0 before any)."""
+        if not self.rows_packed:
+            return 1.0
+        return self.tokens_packed / (self.rows_packed * self.seq_len)
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, Any]:
+        """References of open and ready rows: ``[doc, start, end, ...]`` per row."""
+        return {
+            "open": [row.refs() for row in self._open],
+            "ready": [row.refs() for row in self._ready],
+            "tokens_packed": self.tokens_packed,
+            "rows_packed": self.rows_packed,
+        }
+
+    @staticmethod
+    def documents_in(state: dict[str, Any]) -> set[int]:
+        """The documents a state's rows hold pieces of (to re-read on restore)."""
+        return {refs[i] for refs in state["open"] + state["ready"] for i in range(0, len(refs), 3)}
+
+    def restore(self, state: dict[str, Any], ids_of: Callable[[int], np.ndarray]) -> None:
+        """Rebuild rows from :meth:`get_state` output; ``ids_of(doc)`` re-tokenizes."""
+        self.reset()
+        self.tokens_packed = int(state["tokens_packed"])
+        self.rows_packed = int(state["rows_packed"])
+        for key, target in (("open", self._open), ("ready", self._ready)):
+            for refs in state[key]:
+                row = _Row()
+                for i in range(0, len(refs), 3):
+                    doc, start, end = refs[i : i + 3]
+                    ids = ids_of(doc)
+                    if not 0 <= start < end <= len(ids):
+                        raise StateError(
+                            f"Packer state refers to tokens [{start}, {end}) of document {doc}, "
+                            f"which has {len(ids)} tokens now; the documents or the tokenizer "
+                            "changed since the state was saved.",
+                            field="packer",
+                        )
+                    row.add(doc, start, ids[start:end])
+                if row.used > self.seq_len:
+                    raise StateError(
+                        f"Packer state holds a row of {row.used} tokens, more than seq_len="
+                        f"{self.seq_len}; it was saved with another seq_len.",
+                        field="packer",
+                    )
+                target.append(row)

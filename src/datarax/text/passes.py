@@ -1,0 +1,332 @@
+"""``TextPass``: one pass of packed text — read, check, tokenize, pack — on the host.
+
+A plain host object behind :class:`~datarax.text.source.PackedTextSource`. It reads
+documents from a reader (:mod:`datarax.text.documents`), routes bad ones through the
+bad-record policy, tokenizes blocks with a :class:`~datarax.text.tokenize.TextTokenizer`
+and packs them with a :class:`~datarax.text.packing.Packer`.
+
+Invariant: its snapshot (:meth:`TextPass.snapshot_at`) holds references, never tokens;
+from a snapshot or from a bare ``(epoch, row)`` position (re-packing the pass up to
+that row) it rebuilds the identical next rows.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from datarax.core.errors import RecordError, StateError
+from datarax.sources.host_reader import ErrorPolicy, SkippedRecord
+from datarax.text.documents import BadDocument
+from datarax.text.packing import Packer
+
+Batch = dict[str, Any]
+SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "packer")
+
+
+class TextPass:
+    """One pass of a packed-text source: reading, checking, tokenizing, packing.
+
+    ``at`` is the ``(epoch, rows handed out)`` this object stands at (None: nowhere);
+    its owner's position is the truth and :meth:`follow` moves this object to it.
+    ``shard()`` gives ``(index, count)``: this process packs documents
+    ``index, index + count, ...`` of each pass.
+
+    Example:
+        >>> from datarax.text.packing import Packer
+        >>> from datarax.text.documents import FunctionDocuments
+        >>> from datarax.text.tokenize import TextTokenizer
+        >>> from datarax.sources.host_reader import ErrorPolicy
+        >>> text = TextPass(FunctionDocuments(lambda: ["a b", "c"]),
+        ...                 TextTokenizer(lambda t: [len(w) for w in t.split()]),
+        ...                 Packer(4), ErrorPolicy(), shard=lambda: (0, 1), block=8)
+        >>> text.follow(0, 0); text.take(2)["tokens"].tolist()
+        [[1, 1, 1, 0]]
+    """
+
+    def __init__(
+        self,
+        reader: Any,
+        tokenizer: Any,
+        packer: Packer,
+        policy: ErrorPolicy,
+        *,
+        shard: Callable[[], tuple[int, int]],
+        block: int,
+    ) -> None:
+        self.reader = reader
+        self.tokenizer = tokenizer
+        self.packer = packer
+        self.policy = policy
+        self._shard = shard
+        self._block = block
+        self.reports: list[SkippedRecord] = []
+        self.snapshot: tuple[int, int, dict[str, Any]] | None = None
+        self.at: tuple[int, int] | None = None
+        self._reset(0)
+        self.at = None
+
+    # ------------------------------------------------------------ lifecycle
+    def _reset(self, epoch: int) -> None:
+        self._it: Any = None  # opened lazily at _read_at
+        self._epoch = epoch
+        self._buffer: deque[tuple[int, Any]] = deque()
+        self._read_at = 0  # pass index of the next document the iterator yields
+        self.next_document = 0  # documents of the pass consumed by the packer
+        self.skipped = 0
+        self.documents = 0
+        self.ended = False
+        self.packer.reset()
+
+    def open_fresh(self, epoch: int) -> None:
+        """Stand at the start of pass ``epoch``."""
+        self._reset(epoch)
+        self.at = (epoch, 0)
+
+    def suspend(self) -> None:
+        """Release the reader; keep a snapshot so the position is re-derived cheaply."""
+        if self.at is not None and self._it is not None:
+            self.snapshot = (*self.at, self._extra())
+        self._reset(self._epoch)
+        self.at = None
+
+    def follow(self, epoch: int, index: int) -> None:
+        """Stand at row ``index`` of pass ``epoch`` (the source's position)."""
+        if self.at == (epoch, index):
+            return
+        snapshot = self.snapshot
+        if snapshot is not None and snapshot[:2] == (epoch, index):
+            self._restore(epoch, snapshot[2])
+        else:
+            self.open_fresh(epoch)
+            self._replay(index)
+        self.at = (epoch, index)
+
+    def _replay(self, rows: int) -> None:
+        """Re-pack the pass from its start, discarding its first ``rows`` rows."""
+        left = rows
+        while left:
+            self._fill(min(left, 1024))
+            dropped = self.packer.drop(left)
+            if dropped == 0:
+                raise StateError(
+                    f"PackedTextSource: the restored position says {rows} rows of pass "
+                    f"{self._epoch} were handed out, but the pass packs only "
+                    f"{rows - left} rows; the state comes from other documents or settings.",
+                    field="current_index",
+                )
+            left -= dropped
+
+    # -------------------------------------------------------------- reading
+    def take(self, count: int) -> Batch | None:
+        self._fill(count)
+        if self.packer.ready == 0:
+            self.ended = True
+            return None
+        return self.packer.take(count)
+
+    def _fill(self, count: int) -> None:
+        """Pack documents until ``count`` rows are ready or the pass is read."""
+        packer = self.packer
+        while packer.ready < count and not self.ended:
+            if not self._buffer and not self._read_block():
+                packer.flush()
+                self.ended = True  # the pass is read; the rows left are ready
+                break
+            doc, ids = self._buffer.popleft()
+            self.next_document = doc + 1
+            if isinstance(ids, str):
+                self._skip(doc, ids)
+            else:
+                packer.add(doc, ids)
+                self.documents += 1
+        if packer.ready:
+            self.ended = False
+
+    def _read_block(self) -> bool:
+        """Read, check and tokenize the next block of this shard's documents."""
+        if self._it is None:
+            self._it = iter(self.reader.read(self._epoch, self._read_at))
+        shard, count = self._shard()
+        block = self._block
+        texts: list[str] = []
+        indices: list[int] = []
+        for raw in self._it:
+            index = self._read_at
+            self._read_at += 1
+            if index % count != shard:
+                continue
+            text = self._checked_text(index, raw)
+            if text is None:
+                continue
+            texts.append(text)
+            indices.append(index)
+            if len(texts) + len(self._buffer) >= block:
+                break
+        ids = self._encode(texts, indices) if texts else []
+        specials = (self.tokenizer.bos_id is not None) + (self.tokenizer.eos_id is not None)
+        for index, doc_ids in zip(indices, ids):
+            if len(doc_ids) == specials:
+                self._bad(index, "is empty (it has no tokens)")
+            else:
+                self._buffer.append((index, doc_ids))
+        self._buffer = deque(sorted(self._buffer, key=lambda item: item[0]))
+        return bool(self._buffer)
+
+    def _encode(self, texts: list[str], indices: list[int]) -> list[np.ndarray]:
+        return self.tokenizer.encode_batch(
+            texts, where=lambda i: self.reader.describe(self._epoch, indices[i])
+        )
+
+    def _checked_text(self, index: int, raw: Any) -> str | None:
+        """The text of a document, or None after routing a bad one to the policy."""
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                self._bad(index, f"is not valid UTF-8 ({err.reason} at byte {err.start})")
+                return None
+        if isinstance(raw, BadDocument):
+            self._bad(index, raw.reason)
+            return None
+        if not isinstance(raw, str):
+            self._bad(index, f"is {type(raw).__name__}, not str or bytes")
+            return None
+        if not raw.strip():
+            self._bad(index, "is empty (no text)")
+            return None
+        return raw
+
+    def _bad(self, index: int, reason: str) -> None:
+        where = self.reader.describe(self._epoch, index)
+        if not self.policy.skips:
+            raise RecordError(
+                f"PackedTextSource: {where} {reason}. Fix or remove that document, or pass "
+                "on_error='skip' to skip and count bad documents.",
+                index=index,
+            )
+        self._buffer.append((index, f"{where} {reason}"))
+
+    def _skip(self, index: int, cause: str) -> None:
+        budget = self.policy.max_skipped
+        if budget is not None and self.skipped >= budget:
+            raise RecordError(
+                f"PackedTextSource: pass {self._epoch} would skip more than max_skipped="
+                f"{budget} documents; the last one: {cause}. Fix the documents or raise "
+                "max_skipped.",
+                index=index,
+            )
+        self.skipped += 1
+        self.reports.append(SkippedRecord(self._epoch, index, index, None, index, cause))
+
+    # ---------------------------------------------------------------- state
+    def stats(self) -> dict[str, Any]:
+        extra = self._extra()
+        if self.at is None and self.snapshot is not None:  # suspended: its snapshot
+            extra = self.snapshot[2]
+        rows, tokens = extra["packer"]["rows_packed"], extra["packer"]["tokens_packed"]
+        return {
+            "rows": rows,
+            "tokens": tokens,
+            "efficiency": tokens / (rows * self.packer.seq_len) if rows else 1.0,
+            "documents": extra.get("documents", 0),
+            "skipped": extra["skipped"],
+        }
+
+    def _extra(self) -> dict[str, Any]:
+        return {
+            "next_document": self.next_document,
+            "skipped": self.skipped,
+            "documents": self.documents,
+            "packer": self.packer.get_state(),
+        }
+
+    def snapshot_at(self, epoch: int, index: int) -> dict[str, Any]:
+        """The snapshot of row ``index`` of pass ``epoch`` if this object knows it."""
+        if self.at == (epoch, index):
+            return self._extra()
+        if self.snapshot is not None and self.snapshot[:2] == (epoch, index):
+            return dict(self.snapshot[2])
+        if index == 0:
+            return {
+                "next_document": 0,
+                "skipped": 0,
+                "documents": 0,
+                "packer": Packer(1).get_state(),
+            }
+        return {}  # unknown here: a restore re-packs the pass up to the position
+
+    def check_snapshot(self, state: dict[str, Any]) -> None:
+        """Refuse a malformed snapshot, naming the key."""
+        where = "PackedTextSource"
+        for key in ("next_document", "skipped", "documents"):
+            value = state.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise StateError(
+                    f"{where} state '{key}' must be an int >= 0, got {value!r}.", field=key
+                )
+        packer_state = state["packer"]
+        try:
+            needed = Packer.documents_in(packer_state)
+            int(packer_state["tokens_packed"]), int(packer_state["rows_packed"])
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise StateError(
+                f"{where} state 'packer' is malformed ({err!r}); pass the dict get_state() "
+                "returned.",
+                field="packer",
+            ) from None
+        next_document = state["next_document"]
+        shard, count = self._shard()
+        for doc in sorted(needed, key=repr):
+            if not (isinstance(doc, int) and 0 <= doc < next_document and doc % count == shard):
+                raise StateError(
+                    f"{where} state refers to document {doc!r}, which is not one of this "
+                    f"shard's ({shard} of {count}) documents before next_document="
+                    f"{next_document}; the state comes from another source or shard.",
+                    field="packer",
+                )
+
+    def _restore(self, epoch: int, state: dict[str, Any]) -> None:
+        """Rebuild pass ``epoch`` at a snapshot: re-read and re-tokenize the documents
+        the open and ready rows reference, then continue reading at ``next_document``."""
+        where = "PackedTextSource"
+        packer_state = state["packer"]
+        needed = sorted(Packer.documents_in(packer_state))
+        next_document = state["next_document"]
+        self._reset(epoch)
+        start = needed[0] if needed else next_document
+        it = iter(self.reader.read(epoch, start))
+        texts: dict[int, str] = {}
+        wanted = set(needed)
+        for index in range(start, next_document):
+            raw = next(it, _END)
+            if raw is _END:
+                raise StateError(
+                    f"{where} state says {next_document} documents of pass {epoch} were "
+                    f"read, but the documents end after {index}; the state comes from "
+                    "other documents.",
+                    field="next_document",
+                )
+            if index in wanted:
+                text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+                if not isinstance(text, str):
+                    raise StateError(
+                        f"{where} state refers to {self.reader.describe(epoch, index)}, which "
+                        "is not text now; the documents changed since the state was saved.",
+                        field="packer",
+                    )
+                texts[index] = text
+        order = list(texts)
+        ids = dict(zip(order, self._encode([texts[i] for i in order], order))) if order else {}
+        self.packer.restore(packer_state, ids.__getitem__)
+        self._it = it
+        self._read_at = next_document
+        self.next_document = next_document
+        self.skipped = state["skipped"]
+        self.documents = state.get("documents", 0)
+
+
+_END = object()

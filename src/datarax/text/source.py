@@ -1,0 +1,249 @@
+"""``PackedTextSource``: documents -> tokens -> packed ``seq_len`` rows, as a stream.
+
+Packing changes the number of records (many documents become fewer fixed-length rows),
+so it is a source, not a per-batch stage: Pipeline reads packed rows from it like from
+any forward-only stream. This module is only the adapter; the work is done by plain
+host objects: a :class:`~datarax.text.passes.TextPass` driving a document reader
+(:mod:`datarax.text.documents`, or :class:`~datarax.text.mixing.MixedDocuments`), a
+:class:`~datarax.text.tokenize.TextTokenizer` and a :class:`~datarax.text.packing.Packer`.
+
+Position: like every source, the base's ``(epoch, index)`` — here rows handed out of
+the pass — is the one truth. The packer's progress is derived from it: when the
+position moves from outside (``seek``, ``set_state``, ``nnx.update``, a new pass) the
+pass is rebuilt before the next read, from a snapshot when one matches, else by
+re-packing the pass up to that row (packing is deterministic).
+
+State (``get_state()``): ``current_epoch``, ``current_index``, and — the snapshot that
+makes a restore cheap — ``next_document`` (documents of the pass the packer consumed),
+``skipped``, ``documents`` and ``packer`` (references ``[doc, start, end, ...]`` of the
+rows still open or ready, never tokens). ``set_state`` re-reads the pass from the
+oldest referenced document, re-tokenizes the referenced ones to rebuild those rows, and
+continues at ``next_document``: the next batch is identical to the one the saved source
+would have served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool, check_int
+from datarax.core.errors import ConfigError, StateError
+from datarax.core.stream import StreamSource
+from datarax.sources.host_reader import ErrorPolicy, SkippedRecord
+from datarax.text.documents import as_reader
+from datarax.text.packing import FIELDS, MODES, Packer
+from datarax.text.passes import SNAPSHOT_KEYS, TextPass
+from datarax.text.tokenize import as_tokenizer
+
+Batch = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PackedTextConfig(StructuralConfig):
+    """Configuration of :class:`PackedTextSource`.
+
+    Attributes:
+        seq_len: tokens per packed row.
+        packing: ``"first_fit"``, ``"best_fit"`` or ``"concat"`` (see
+            :mod:`datarax.text.packing`).
+        open_rows: rows the fit modes keep open at once (more: fuller rows, a larger
+            state); ``"concat"`` uses one.
+        pad_id: id of padding in ``tokens`` and ``targets``.
+        tokenize_block: documents encoded per tokenizer call (the Rust batch encoder
+            spreads a block over its threads).
+        on_error: ``"raise"`` stops at a bad document (invalid UTF-8, not text, empty)
+            with a :class:`RecordError` naming it; ``"skip"`` skips and counts it
+            (``skipped_documents()``, ``get_state()["skipped"]``).
+        max_skipped: with ``"skip"``, most documents one pass may skip (None: no limit).
+        with_document_index: also serve ``document_index`` (the pass's document
+            number of each token, -1 on padding).
+        num_epochs: passes direct iteration makes (-1: unbounded).
+    """
+
+    seq_len: int = 512
+    packing: str = "first_fit"
+    open_rows: int = 8
+    pad_id: int = 0
+    tokenize_block: int = 256
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    with_document_index: bool = False
+    num_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int(self, "seq_len", minimum=1)
+        check_int(self, "open_rows", minimum=1)
+        check_int(self, "pad_id", minimum=0)
+        check_int(self, "tokenize_block", minimum=1)
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+        check_bool(self, "with_document_index")
+        if self.packing not in MODES:
+            raise ConfigError(
+                f"PackedTextConfig.packing must be one of {list(MODES)}, got {self.packing!r}."
+            )
+        self.error_policy()
+
+    def error_policy(self) -> ErrorPolicy:
+        try:
+            return ErrorPolicy(self.on_error, self.max_skipped)
+        except ConfigError as err:
+            raise ConfigError(f"PackedTextConfig: {err}") from None
+
+
+class PackedTextSource(StreamSource):
+    """Packed token rows from documents, tokenized on the host, as a forward-only stream.
+
+    Args:
+        config: a :class:`PackedTextConfig`.
+        documents: a reader (``JsonlDocuments``, ``ParquetDocuments``, ``MixedDocuments``,
+            ``HFStreamDocuments``, ``FunctionDocuments``) or a function returning the
+            documents of a pass (``fn(epoch)`` or ``fn()``), the same ones in the same
+            order every call.
+        tokenizer: a :class:`TextTokenizer`, a ``tokenizers.Tokenizer`` or a callable
+            ``str -> list of ints``.
+
+    With several processes (``Pipeline(shard_count=...)``) process ``i`` of ``n``
+    tokenizes and packs documents ``i, i + n, i + 2n, ...`` of each pass into its own
+    rows (hosts may serve different numbers of rows per pass).
+
+    Example:
+        >>> from datarax.text import PackedTextSource, PackedTextConfig
+        >>> docs = lambda epoch: ["a b c", "d e", "f g h i j k"]
+        >>> tok = lambda text: [ord(w) - 96 for w in text.split()]
+        >>> source = PackedTextSource(PackedTextConfig(seq_len=4, open_rows=2), docs, tok)
+        >>> batch = source.get_batch(8)
+        >>> batch["tokens"].tolist()
+        [[1, 2, 3, 0], [6, 7, 8, 9], [4, 5, 10, 11]]
+        >>> batch["segment_ids"].tolist()
+        [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 2, 2]]
+        >>> source.get_batch(8) is None, round(source.packing_stats()["efficiency"], 3)
+        (True, 0.917)
+    """
+
+    config: PackedTextConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: PackedTextConfig,
+        documents: Any,
+        tokenizer: Any,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(config, PackedTextConfig):
+            raise ConfigError(
+                f"PackedTextSource needs a PackedTextConfig, got {type(config).__name__}."
+            )
+        super().__init__(config, rngs=rngs, name=name)
+        packer = Packer(
+            config.seq_len,
+            config.packing,
+            config.open_rows,
+            config.pad_id,
+            config.with_document_index,
+        )
+        self._text = nnx.static(
+            TextPass(
+                as_reader(documents),
+                as_tokenizer(tokenizer),
+                packer,
+                config.error_policy(),
+                shard=lambda: self.shard,
+                block=config.tokenize_block,
+            )
+        )
+
+    # ------------------------------------------------------------- contract
+    def element_spec(self) -> dict[str, Any]:
+        """int32 ``[seq_len]`` per row for each field (see :meth:`Packer.take`)."""
+        fields = FIELDS + (("document_index",) if self.config.with_document_index else ())
+        return {f: jax.ShapeDtypeStruct((self.config.seq_len,), jnp.int32) for f in fields}
+
+    def get_batch(self, batch_size: int) -> Batch | None:
+        """The next (at most) ``batch_size`` packed rows of the pass, or None at its end."""
+        return self.get_batch_with_indices(batch_size)[0]
+
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """Rows and their numbers in the pass (their stable index)."""
+        text = self._text
+        first = self.index
+        text.follow(self.epoch, first)
+        rows = text.take(batch_size)
+        if rows is None:
+            return None, None
+        count = len(rows["tokens"])
+        self.advance(count)
+        text.at = (self.epoch, self.index)
+        return rows, np.arange(first, first + count)
+
+    def restart(self, epoch: int) -> None:
+        """Stand at the first row of pass ``epoch`` (the reader opens lazily)."""
+        self.seek(epoch, 0)
+        self._text.open_fresh(epoch)
+
+    def close_epoch(self) -> None:
+        """Release the reader; the position is kept (the next read re-derives the pass)."""
+        self._text.suspend()
+
+    def close(self) -> None:
+        self._text.suspend()
+
+    def __iter__(self) -> PackedTextSource:
+        self.check_contract()
+        if self._text.ended and self._text.at == (self.epoch, self.index):
+            self.seek(0, 0)
+        return self
+
+    # ------------------------------------------------------------ reporting
+    def packing_stats(self) -> dict[str, Any]:
+        """This pass so far: rows and tokens handed out, ``efficiency`` (non-padding
+        share of the rows), documents packed and skipped."""
+        return self._text.stats()
+
+    def skipped_documents(self) -> list[SkippedRecord]:
+        """Documents skipped under ``on_error="skip"`` since the source was built:
+        pass, document number (``position`` and ``index``) and cause (``path`` names
+        where the document is)."""
+        return list(self._text.reports)
+
+    # ---------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        """Position, plus the packer snapshot of that position (module docstring)."""
+        state = super().get_state()
+        state.update(self._text.snapshot_at(self.epoch, self.index))
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue at ``state`` (from :meth:`get_state` of an identically built source).
+
+        A state with only ``current_epoch`` / ``current_index`` is accepted too: the
+        pass is then re-packed up to that row on the next read.
+        """
+        where = "PackedTextSource"
+        if not isinstance(state, dict):
+            raise StateError(
+                f"{where}.set_state expects the dict get_state() returned, got "
+                f"{type(state).__name__}."
+            )
+        epoch, index = self.datarax_position.check_state(state, where=where)
+        extra = {k: state[k] for k in SNAPSHOT_KEYS if k in state}
+        if extra:
+            for key in ("next_document", "skipped", "packer"):
+                if key not in extra:
+                    raise StateError(
+                        f"{where} state is missing '{key}'; pass the dict get_state() "
+                        f"returned (keys: {sorted(state)}).",
+                        field=key,
+                    )
+            self._text.check_snapshot(extra)
+        self._text.snapshot = (epoch, index, extra) if extra else None
+        self.seek(epoch, index)
+        self._text.follow(epoch, index)  # rebuild now: a foreign state fails here

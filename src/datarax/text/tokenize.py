@@ -1,0 +1,168 @@
+"""``TextTokenizer``: documents to int32 token ids, a block at a time, on the host.
+
+It wraps a Hugging Face ``tokenizers.Tokenizer`` (its batch encoder runs in Rust
+threads) or any callable ``str -> sequence of ints``, adds optional BOS/EOS ids and
+truncates to ``max_tokens``. The ids of a document never depend on the block it was
+encoded in, so re-tokenizing a document on restore gives the same ids.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.sources._optional import require
+
+_INT32_MAX = 2**31 - 1
+
+
+def _tokenizers(user: str) -> Any:
+    # Imported lazily: the `tokenizers` Rust wheel is an extra, not a core dependency.
+    return require("tokenizers", extra="tokenizers", user=user)
+
+
+class TextTokenizer:
+    """Encode blocks of documents to int32 ids, with optional BOS/EOS and truncation.
+
+    Args:
+        tokenizer: a ``tokenizers.Tokenizer``, a path to a ``tokenizer.json``, or a
+            callable mapping one ``str`` to a sequence of non-negative ints.
+        bos_id: id put before every document (None: none).
+        eos_id: id put after every document (None: none).
+        max_tokens: keep at most this many ids per document, BOS/EOS included (the
+            EOS, when set, stays last). None keeps every id.
+
+    Example:
+        >>> tok = TextTokenizer(lambda text: [len(w) for w in text.split()], eos_id=0)
+        >>> [ids.tolist() for ids in tok.encode_batch(["a bb ccc", "dddd"])]
+        [[1, 2, 3, 0], [4, 0]]
+        >>> TextTokenizer(lambda t: [1, 2, 3, 4], bos_id=9, max_tokens=3).encode("x").tolist()
+        [9, 1, 2]
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        bos_id: int | None = None,
+        eos_id: int | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
+        for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= _INT32_MAX
+            ):
+                raise ConfigError(
+                    f"TextTokenizer {name} must be None or an int id >= 0, got {value!r}."
+                )
+        specials = (bos_id is not None) + (eos_id is not None)
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool)
+            or not isinstance(max_tokens, int)
+            or max_tokens <= specials
+        ):
+            raise ConfigError(
+                f"TextTokenizer max_tokens must be None or an int > {specials} (the BOS/EOS "
+                f"ids it must hold plus one), got {max_tokens!r}."
+            )
+        if isinstance(tokenizer, (str, os.PathLike)):
+            tokenizer = _tokenizers("TextTokenizer").Tokenizer.from_file(os.fspath(tokenizer))
+        self._fast = _is_hf_tokenizer(tokenizer)
+        if not self._fast and not callable(tokenizer):
+            raise ConfigError(
+                f"TextTokenizer needs a tokenizers.Tokenizer, a path to a tokenizer.json or a "
+                f"callable str -> list of ints, got {type(tokenizer).__name__}."
+            )
+        self.tokenizer = tokenizer
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+        self.max_tokens = max_tokens
+
+    @property
+    def name(self) -> str:
+        """What tokenizes (the class of the wrapped tokenizer or callable)."""
+        return type(self.tokenizer).__name__
+
+    def encode(self, text: str) -> np.ndarray:
+        """The int32 ids of one document."""
+        return self.encode_batch([text])[0]
+
+    def encode_batch(
+        self, texts: Sequence[str], *, where: Callable[[int], str] | None = None
+    ) -> list[np.ndarray]:
+        """The int32 ids of each document in ``texts`` (one array per document).
+
+        ``where(i)`` names document ``i`` in errors (a custom tokenizer that returns
+        something other than ids raises :class:`RecordError` naming it).
+        """
+        if self._fast:
+            encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+            raw: list[Any] = [e.ids for e in encodings]
+        else:
+            raw = [self.tokenizer(t) for t in texts]
+        out = []
+        for i, ids in enumerate(raw):
+            array = np.asarray(ids)
+            if not self._fast:
+                array = self._checked(array, ids, i, where)
+            out.append(self._finish(array))
+        return out
+
+    def _checked(
+        self, array: np.ndarray, ids: Any, i: int, where: Callable[[int], str] | None
+    ) -> np.ndarray:
+        if array.size == 0:
+            return np.zeros((0,), np.int32)
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            label = where(i) if where is not None else f"document {i} of the block"
+            raise RecordError(
+                f"TextTokenizer: the tokenizer {self.name} returned {type(ids).__name__} "
+                f"with dtype {array.dtype} and shape {array.shape} for {label}; it must "
+                "return a flat sequence of int ids."
+            )
+        if array.min() < 0 or array.max() > _INT32_MAX:
+            label = where(i) if where is not None else f"document {i} of the block"
+            raise RecordError(
+                f"TextTokenizer: the tokenizer {self.name} returned ids outside "
+                f"[0, {_INT32_MAX}] for {label} (min {array.min()}, max {array.max()}); "
+                "token ids must fit int32."
+            )
+        return array
+
+    def _finish(self, ids: np.ndarray) -> np.ndarray:
+        ids = ids.astype(np.int32, copy=False)
+        if self.max_tokens is not None:
+            room = self.max_tokens - (self.bos_id is not None) - (self.eos_id is not None)
+            ids = ids[:room]
+        if self.bos_id is None and self.eos_id is None:
+            return ids
+        parts = []
+        if self.bos_id is not None:
+            parts.append(np.array([self.bos_id], np.int32))
+        parts.append(ids)
+        if self.eos_id is not None:
+            parts.append(np.array([self.eos_id], np.int32))
+        return np.concatenate(parts)
+
+
+def _is_hf_tokenizer(obj: Any) -> bool:
+    cls = type(obj)
+    return cls.__module__.startswith("tokenizers") and hasattr(obj, "encode_batch_fast")
+
+
+def as_tokenizer(tokenizer: Any) -> TextTokenizer:
+    """``tokenizer`` as a :class:`TextTokenizer` (wrapped without BOS/EOS if it is not one).
+
+    Example:
+        >>> as_tokenizer(lambda t: [1]).encode("x").tolist()
+        [1]
+    """
+    if isinstance(tokenizer, TextTokenizer):
+        return tokenizer
+    return TextTokenizer(tokenizer)

@@ -1,0 +1,8 @@
+"""Put this folder on sys.path so the tests share ``text_helpers``."""
+
+import sys
+from pathlib import Path
+
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)

@@ -1,0 +1,127 @@
+"""MixedDocuments: proportions by weight, per-corpus passes, determinism, exact resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flax import nnx
+from text_helpers import word_ids
+
+from datarax.core.errors import ConfigError
+from datarax.pipeline import Pipeline
+from datarax.text import MixedDocuments, PackedTextConfig, PackedTextSource
+
+
+def _corpus(tag: int, size: int):
+    """Corpus ``tag``: document ``i`` of its pass ``e`` is the word ``tag*1e8 + e*1e4 + i``."""
+    return lambda epoch: [str(tag * 100_000_000 + epoch * 10_000 + i) for i in range(size)]
+
+
+def _mix(seed: int = 0, per_epoch: int = 20_000, sizes=(50, 7, 400)) -> MixedDocuments:
+    return MixedDocuments(
+        {"web": _corpus(1, sizes[0]), "code": _corpus(2, sizes[1]), "books": _corpus(3, sizes[2])},
+        {"web": 5, "code": 3, "books": 2},
+        documents_per_epoch=per_epoch,
+        seed=seed,
+    )
+
+
+def test_proportions_follow_the_weights() -> None:
+    docs = [int(d) for d in _mix().read(0, 0)]
+    corpus = np.array([d // 100_000_000 for d in docs])
+    shares = np.bincount(corpus, minlength=4)[1:] / len(docs)
+    np.testing.assert_allclose(shares, [0.5, 0.3, 0.2], atol=0.015)
+
+
+def test_each_corpus_runs_through_its_own_passes_in_order() -> None:
+    mix = _mix(per_epoch=3000)
+    docs = [int(d) for d in mix.read(0, 0)] + [int(d) for d in mix.read(1, 0)]
+    for tag, size in ((1, 50), (2, 7), (3, 400)):
+        mine = [d - tag * 100_000_000 for d in docs if d // 100_000_000 == tag]
+        expected = [(k // size) * 10_000 + k % size for k in range(len(mine))]
+        assert mine == expected, f"corpus {tag}"
+    assert (
+        max(d % 100_000_000 // 10_000 for d in docs if d // 100_000_000 == 2) > 100
+    )  # small one cycled
+
+
+def test_same_seed_same_stream_other_seed_another() -> None:
+    a, b, c = (list(_mix(seed=s, per_epoch=500).read(0, 0)) for s in (7, 7, 8))
+    assert a == b and a != c
+
+
+@pytest.mark.parametrize(("epoch", "start"), [(0, 1), (0, 333), (1, 0), (1, 499), (3, 250)])
+def test_reading_from_any_point_matches_reading_through(epoch: int, start: int) -> None:
+    mix = _mix(per_epoch=500)
+    through = [list(mix.read(e, 0)) for e in range(epoch + 1)]
+    assert list(_mix(per_epoch=500).read(epoch, start)) == through[epoch][start:]
+    assert _mix(per_epoch=500).describe(epoch, start).startswith("corpus '")
+
+
+def test_describe_names_corpus_and_corpus_pass() -> None:
+    mix = _mix(per_epoch=500)
+    docs = list(mix.read(0, 0))
+    index = next(
+        i
+        for i, d in enumerate(docs)
+        if int(d) // 100_000_000 == 2 and int(d) % 100_000_000 >= 10_000
+    )
+    k = int(docs[index]) % 100_000_000
+    assert mix.describe(0, index) == f"corpus 'code' document {k % 10_000} of pass {k // 10_000}"
+
+
+def test_mixed_packed_source_resumes_exactly_through_a_pipeline() -> None:
+    def build() -> Pipeline:
+        mix = MixedDocuments(
+            {
+                "a": lambda e: [
+                    " ".join(str(100 * i + j) for j in range(i % 9 + 1)) for i in range(30)
+                ],
+                "b": lambda e: [
+                    " ".join(str(50_000 + 10 * i + j) for j in range(5)) for i in range(4)
+                ],
+            },
+            {"a": 0.7, "b": 0.3},
+            documents_per_epoch=120,
+            seed=3,
+        )
+        source = PackedTextSource(
+            PackedTextConfig(seq_len=12, open_rows=2, tokenize_block=5), mix, word_ids
+        )
+        return Pipeline(source, batch_size=3, rngs=nnx.Rngs(0))
+
+    reference = list(build())
+    for k in (0, 1, 4, len(reference) - 1):
+        it = iter(build())
+        for _ in range(k):
+            next(it)
+        fresh = build()
+        fresh.set_state(it.get_state())
+        rest = list(iter(fresh))
+        assert len(rest) == len(reference) - k
+        for x, y in zip(rest, reference[k:]):
+            np.testing.assert_array_equal(x["tokens"], y["tokens"])
+            np.testing.assert_array_equal(x["segment_ids"], y["segment_ids"])
+
+
+def test_configuration_errors() -> None:
+    c = {"a": lambda: ["x"], "b": lambda: ["y"]}
+    with pytest.raises(ConfigError) as err:
+        MixedDocuments(c, {"a": 1}, documents_per_epoch=10)
+    assert str(err.value) == (
+        "MixedDocuments weights name ['a'] but the corpora are ['a', 'b']; give one weight per corpus."
+    )
+    with pytest.raises(ConfigError) as err:
+        MixedDocuments(c, {"a": 0, "b": 0}, documents_per_epoch=10)
+    assert str(err.value) == "MixedDocuments weights must not all be 0."
+    with pytest.raises(ConfigError) as err:
+        MixedDocuments(c, {"a": -1, "b": 1}, documents_per_epoch=10)
+    assert (
+        str(err.value)
+        == "MixedDocuments weight of corpus 'a' must be a finite number >= 0, got -1."
+    )
+    corpora = {"a": lambda: [], "b": lambda: ["y"]}  # noqa: PIE807
+    empty = MixedDocuments(corpora, {"a": 1, "b": 1}, documents_per_epoch=4)
+    with pytest.raises(ConfigError) as err:
+        list(empty.read(0, 0))
+    assert str(err.value) == "MixedDocuments corpus 'a' holds no documents but has weight 0.5."
