@@ -53,6 +53,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     if isinstance(value, str):
+        value = str(value)  # np.str_ -> str, for a plain repr
         text = value if len(value) <= EXCERPT else value[: EXCERPT - 3] + "..."
         return repr(text) + ("" if len(value) <= EXCERPT else f" ({len(value)} chars)")
     array = np.asarray(value)
@@ -115,7 +116,7 @@ def run_inspect(
         "source": type(source).__name__,
         "target": target.spec,
         "pipeline": target.pipeline is not None,
-        "files": list(target.where),
+        target.where_label: list(target.where),
         "records": length if length is not None else (seen if counted else None),
         "records_counted_by_reading": counted,
         "element_spec": {k: describe_spec(v) for k, v in spec.items()},
@@ -131,10 +132,12 @@ def run_inspect(
         print(json.dumps(report, indent=2))
         return 0
     print(f"source: {report['source']}" + (" (from a Pipeline)" if report["pipeline"] else ""))
-    if report["files"]:
-        print(f"files: {len(report['files'])}")
-        for path in report["files"]:
+    if target.where_label == "files" and target.where:
+        print(f"files: {len(target.where)}")
+        for path in target.where:
             print(f"  {path}")
+    elif target.where:
+        print(f"{target.where_label}: {target.where[0]}")
     if report["records"] is None:
         print("records: unknown (a stream; run without --no-count to count it)")
     else:

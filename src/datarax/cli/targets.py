@@ -51,6 +51,7 @@ class Target:
     source: DataSourceModule
     pipeline: Any | None = None
     where: list[str] = dataclasses.field(default_factory=list)
+    where_label: str = "files"
 
     def close(self) -> None:
         """Stop the source's reader threads, if it has any."""
@@ -181,14 +182,16 @@ def open_target(
         from datarax.sources import HFStreamingConfig, HFStreamingSource
 
         config = HFStreamingConfig(name=name, split=split or "train", **policy)
-        return Target(spec, kind, HFStreamingSource(config), where=[name])
+        return Target(spec, kind, HFStreamingSource(config), where=[name], where_label="dataset")
     if kind == "tfds":
         from datarax.sources import TFDSStreamingConfig, TFDSStreamingSource
 
         config = TFDSStreamingConfig(
             name=name, split=split or "train", data_dir=data_dir, download=False, **policy
         )
-        return Target(spec, kind, TFDSStreamingSource(config), where=[data_dir or "(TFDS default data_dir)"])
+        return Target(
+            spec, kind, TFDSStreamingSource(config), where=[data_dir or "(default)"], where_label="data_dir"
+        )
     assert split is not None
     return _open_py(spec, name, split)
 
