@@ -5,19 +5,15 @@ Hugging Face json dataset and a ``py:`` file building a Pipeline."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 
-from datarax.cli.charts import grid_size
+from cli_helpers import datarax
 
-SRC = str(pathlib.Path(__file__).resolve().parents[2] / "src")
+from datarax.cli.charts import grid_size
 
 CODECS = '''
 import numpy as np
@@ -57,13 +53,6 @@ def not_a_source():
 
 NUMBER = 3
 '''
-
-
-def datarax(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    return subprocess.run([sys.executable, "-m", "datarax", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 def datarax_in_process(*args: str, cwd: pathlib.Path, capsys, monkeypatch) -> tuple[int, str, str]:
