@@ -142,7 +142,8 @@ def test_inspect_array_record_glob_with_decode_and_image_grid(data):
     assert png_size(grid) == grid_size(16, 8, 8) == (266, 266)
     from PIL import Image
 
-    pixels = np.asarray(Image.open(grid))
+    with Image.open(grid) as image:
+        pixels = np.asarray(image)
     # 4x4 tiles of 64x64 (8x8 upscaled 8 times) after a 2-pixel border; tile k is gray 10*k.
     for k in range(16):
         row, col = divmod(k, 4)
