@@ -81,27 +81,32 @@ def measure_pipeline(pipeline: Any, *, batches: int | None, epochs: int | None) 
 def _plain_batches(source: Any, batch_size: int) -> Iterator[dict[str, Any]]:
     """Batches read straight from ``source``, pass after pass, without a Pipeline:
     ``get_batch_at`` (compiled once per batch size) for an indexed source,
-    ``get_batch`` for a host or streaming one."""
+    ``get_batch_with_indices`` for a host or streaming one (``seek`` starts each pass)."""
     source.set_shard(0, 1)
     n = length_of(source)
     if source.supports_indexed_access() and n is not None:
         from flax import nnx
 
         graphdef, state = nnx.split(source)
+        inputs = source.step_inputs()  # records a source keeps out of NNX state, as arguments
+
+        def gather(st: Any, inp: Any, start: Any, size: int) -> Any:
+            src = nnx.merge(graphdef, st)
+            with src.bind_step_inputs(inp):
+                return src.get_batch_at(start, size, None)
+
         steps: dict[int, Any] = {}  # one compiled gather per batch size (the last may be short)
         while True:
             for start in range(0, n, batch_size):
                 size = min(batch_size, n - start)
                 if size not in steps:
-                    steps[size] = jax.jit(
-                        lambda st, s, size=size: nnx.merge(graphdef, st).get_batch_at(s, size, None)
-                    )
-                yield steps[size](state, start)
+                    steps[size] = jax.jit(gather, static_argnums=3)
+                yield steps[size](state, inputs, start, size)
     epoch = 0
     while True:
-        source.start_epoch(epoch)
+        source.seek(epoch, 0)
         empty = True
-        while (batch := source.get_batch(batch_size)) is not None:
+        while (batch := source.get_batch_with_indices(batch_size)[0]) is not None:
             empty = False
             yield batch
         if empty:
@@ -151,7 +156,8 @@ def run_bench(
         pipeline = target.pipeline or Pipeline(source=target.source, stages=[], batch_size=batch_size)
         result = measure_pipeline(pipeline, batches=None if epochs else batches, epochs=epochs)
         result.update(target=spec, batch_size=pipeline.batch_size, stages=len(pipeline.stages),
-                      source=type(target.source).__name__)
+                      source=type(target.source).__name__,
+                      batches_per_epoch=length_of(pipeline))
     finally:
         target.close()
     if compare_floor:
@@ -162,7 +168,7 @@ def run_bench(
             fresh.close()
         result["floor"] = floor
         if floor["records_per_s"] and result["records_per_s"]:
-            result["fraction_of_floor"] = round(result["records_per_s"] / floor["records_per_s"], 3)
+            result["fraction_of_floor"] = float(f"{result['records_per_s'] / floor['records_per_s']:.4g}")
     if png is not None:
         from datarax.cli.charts import write_bench_chart
 
@@ -177,7 +183,9 @@ def run_bench(
     stats = result["stats"]
     rate = result["records_per_s"]
     print(f"bench {spec}: {result['source']}, stages: {result['stages']}, batch size: {result['batch_size']}")
-    print(f"batches: {result['batches']}  records: {result['records']}")
+    per_epoch = result["batches_per_epoch"]
+    print(f"batches: {result['batches']}  records: {result['records']}  batches per epoch: "
+          + (str(per_epoch) if per_epoch is not None else "unknown (a stream)"))
     print(f"time to first batch: {result['time_to_first_batch_s']:.3f} s")
     print("records/s (after the first batch): " + (f"{rate:,.1f}" if rate else "n/a (one batch)"))
     print("ms per batch by stage (pipeline.stats()):")
@@ -189,7 +197,7 @@ def run_bench(
         floor = result["floor"]
         print("source-only read (floor): " + (f"{floor['records_per_s']:,.1f} records/s" if floor["records_per_s"] else "n/a"))
         if "fraction_of_floor" in result:
-            print(f"pipeline / floor: {result['fraction_of_floor']:.3f}")
+            print(f"pipeline / floor: {result['fraction_of_floor']:.4g}")
     if png is not None:
         print(f"wrote chart to {png}")
     return 0

@@ -1,7 +1,8 @@
 """``datarax inspect SOURCE``: what is in a data set.
 
-Prints the source class, its files, the record count, the element spec and the first
-records summarised (shapes, dtypes, min/max, text excerpts); ``--grid out.png`` draws
+Prints the source class, its files, the record count, the element spec (and, for a
+``py:`` target returning a Pipeline, the spec after its stages) and the first records
+summarised (shapes, dtypes, min/max, text excerpts); ``--grid out.png`` draws
 an image field as a grid, or a numeric field as a histogram.
 
 The record count is ``len(source)`` when the source knows it; a stream is counted by
@@ -124,6 +125,9 @@ def run_inspect(
             {k: describe_value(v) for k, v in record.items()} for record in first[:records]
         ],
     }
+    batch_spec = getattr(target.pipeline, "element_spec", None)
+    if callable(batch_spec):  # a Pipeline says what its stages hand out, without reading
+        report["pipeline_spec"] = {k: describe_spec(v) for k, v in batch_spec().items()}
     picture = None
     if grid is not None:
         picture = _write_picture(first, spec, field, grid)
@@ -146,6 +150,10 @@ def run_inspect(
     print("element spec:")
     for name, text in report["element_spec"].items():
         print(f"  {name}: {text}")
+    if "pipeline_spec" in report:
+        print("after the stages:")
+        for name, text in report["pipeline_spec"].items():
+            print(f"  {name}: {text}")
     if report["first_records"]:
         print(f"first {len(report['first_records'])} records:")
         for i, record in enumerate(report["first_records"]):
