@@ -329,3 +329,24 @@ def test_more_bad_arguments_in_process(data, capsys, monkeypatch, args, message)
     assert code == 2 and out == ""
     assert err.splitlines() == [f"datarax {args[0]}: error: {message.format(data=data)}"]
     assert not (data / "x.png").exists()
+
+
+def test_console_script_lists_the_commands(tmp_path):
+    """The `datarax` script pyproject installs (beside this interpreter) runs the same main."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    script = pathlib.Path(sys.executable).parent / "datarax"
+    if not script.exists():
+        script = shutil.which("datarax")
+    if script is None:
+        pytest.skip("the datarax script is not installed in this environment")
+    from cli_helpers import SRC
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([str(script), "--help"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "{demo,inspect,scan,bench}" in result.stdout

@@ -174,7 +174,7 @@ def run_bench(
 
         rates = {"pipeline": result["records_per_s"] or 0.0}
         if compare_floor:
-            rates["source only"] = result["floor"]["records_per_s"] or 0.0
+            rates["source only (floor)"] = result["floor"]["records_per_s"] or 0.0
         write_bench_chart(result["stats"]["ms_per_batch"], rates, png)
         result["png"] = png
     if as_json:
