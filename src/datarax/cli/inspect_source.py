@@ -121,13 +121,14 @@ def run_inspect(
         "records": length if length is not None else (seen if counted else None),
         "records_counted_by_reading": counted,
         "element_spec": {k: describe_spec(v) for k, v in spec.items()},
-        "first_records": [
-            {k: describe_value(v) for k, v in record.items()} for record in first[:records]
-        ],
     }
     batch_spec = getattr(target.pipeline, "element_spec", None)
     if callable(batch_spec):  # a Pipeline says what its stages hand out, without reading
         report["pipeline_spec"] = {k: describe_spec(v) for k, v in batch_spec().items()}
+    order = list(report.get("pipeline_spec", report["element_spec"]))  # fields in spec order
+    report["first_records"] = [
+        {k: describe_value(record[k]) for k in _in_order(record, order)} for record in first[:records]
+    ]
     picture = None
     if grid is not None:
         picture = _write_picture(first, spec, field, grid)
@@ -164,6 +165,11 @@ def run_inspect(
         print(f"wrote {picture['kind']} of '{picture['field']}' "
               f"({picture['records']} records) to {grid}")
     return 0
+
+
+def _in_order(record: dict[str, Any], order: list[str]) -> list[str]:
+    """The record's fields: those of ``order`` first, in that order, then the rest sorted."""
+    return [k for k in order if k in record] + sorted(k for k in record if k not in order)
 
 
 def _grid_field(spec: dict[str, Any], field: str | None) -> str:
