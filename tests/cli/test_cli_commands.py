@@ -101,6 +101,11 @@ def data(tmp_path_factory) -> pathlib.Path:
     with open(hf / "test.jsonl", "w") as out:
         for i in range(7):
             out.write(json.dumps({"text": f"t{i}", "label": i}) + "\n")
+    bad = root / "hfbad" / "data"
+    bad.mkdir(parents=True)
+    with open(bad / "train.jsonl", "w") as out:  # records 5 and 13 lack their label
+        for i in range(20):
+            out.write(json.dumps({"text": f"r{i}", "label": None if i in (5, 13) else i}) + "\n")
     return root
 
 
@@ -230,7 +235,19 @@ def test_scan_lists_every_bad_record_with_file_index_and_cause(data):
     )
 
 
-@pytest.mark.slow  # a second HF stream start-up; inspect covers the hf: path by default
+def test_scan_hf_stream_lists_records_that_do_not_convert(data):
+    target = f"hf:{data / 'hfbad'}"
+    result = datarax("scan", target, cwd=data)
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] + ":" + line.split(":")[1] for line in lines[:-1]] == [
+        f"BAD {target} record 5", f"BAD {target} record 13"
+    ]
+    assert all("field 'label' is missing a value (None)" in line for line in lines[:-1])
+    assert lines[-1] == f"scanned 20 records of {target}: 18 good, 2 bad"
+
+
+@pytest.mark.slow  # a second HF stream start-up; the test above covers scan on hf: by default
 def test_scan_clean_sources_exit_zero(data):
     result = datarax("scan", f"hf:{data / 'hfds'}", cwd=data)
     assert result.returncode == 0, result.stderr

@@ -55,9 +55,7 @@ def run_scan(target: Target, *, batch_size: int = 256, as_json: bool = False) ->
         print(json.dumps(report, indent=2))
     else:
         for record in report["bad_records"]:
-            where = f"{record['path']} record {record['index']}" if record["path"] else (
-                f"record {record['index']}"
-            )
+            where = f"{record['path'] or report['target']} record {record['index']}"
             print(f"BAD {where}: {record['cause']}")
         status = "" if report["complete"] else " (stopped at the first bad record: the source raises)"
         print(
