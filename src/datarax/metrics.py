@@ -84,7 +84,8 @@ class StatsLogger:
     ) -> None:
         if not callable(getattr(pipeline, "stats", None)):
             raise ConfigError(
-                f"StatsLogger needs a pipeline with a stats() method, got {type(pipeline).__name__}."
+                "StatsLogger needs a pipeline with a stats() method, got "
+                f"{type(pipeline).__name__}."
             )
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ConfigError(f"StatsLogger every must be an int >= 1 (batches), got {every!r}.")
@@ -103,7 +104,9 @@ class StatsLogger:
             from datarax.sources._optional import require
 
             # Lazy: tensorboardX is an optional extra, needed only for TensorBoard output.
-            tensorboardx = require("tensorboardX", extra="metrics", user="StatsLogger(tensorboard_dir=...)")
+            tensorboardx = require(
+                "tensorboardX", extra="metrics", user="StatsLogger(tensorboard_dir=...)"
+            )
             self._writer = tensorboardx.SummaryWriter(logdir=os.fspath(tensorboard_dir))
         self._last = (time.perf_counter(), self._records())
 
@@ -133,15 +136,18 @@ class StatsLogger:
         records = int(stats.get("records", 0))
         last_time, last_records = self._last
         elapsed = now - last_time
-        rate = (records - last_records) / elapsed if elapsed > 0 and records >= last_records else None
+        rate = (
+            (records - last_records) / elapsed if elapsed > 0 and records >= last_records else None
+        )
         self._last = (now, records)
         snapshot = {"step": self.steps, "time": time.time(), "records_per_s": rate, **stats}
         if self._jsonl is not None:
             self._jsonl.write(json.dumps(snapshot) + "\n")
             self._jsonl.flush()
         if self._writer is not None:
-            scalars = flatten_numbers({k: v for k, v in snapshot.items() if k not in ("step", "time")},
-                                      self.prefix)
+            scalars = flatten_numbers(
+                {k: v for k, v in snapshot.items() if k not in ("step", "time")}, self.prefix
+            )
             for tag, value in scalars.items():
                 self._writer.add_scalar(tag, value, global_step=self.steps)
             self._writer.flush()

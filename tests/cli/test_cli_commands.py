@@ -10,7 +10,6 @@ import pathlib
 import numpy as np
 import pytest
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
-
 from cli_helpers import datarax
 
 from datarax.cli.charts import grid_size
@@ -30,7 +29,7 @@ def floats(record):
     return {"data": values}
 '''
 
-PIPELINES = '''
+PIPELINES = """
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -53,7 +52,7 @@ def not_a_source():
     return 5
 
 NUMBER = 3
-'''
+"""
 
 
 def datarax_in_process(*args: str, cwd: pathlib.Path, capsys, monkeypatch) -> tuple[int, str, str]:
@@ -124,8 +123,17 @@ def unreadable_records(path: pathlib.Path) -> list[int]:
 # --------------------------------------------------------------------- inspect
 def test_inspect_array_record_glob_with_decode_and_image_grid(data):
     grid = data / "grid.png"
-    result = datarax("inspect", str(data / "d*.array_record"), "--decode", "codecs_cli:decode",
-                     "--records", "2", "--grid", str(grid), cwd=data)
+    result = datarax(
+        "inspect",
+        str(data / "d*.array_record"),
+        "--decode",
+        "codecs_cli:decode",
+        "--records",
+        "2",
+        "--grid",
+        str(grid),
+        cwd=data,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "source: ArrayRecordSourceModule",
@@ -160,7 +168,9 @@ def test_inspect_array_record_glob_with_decode_and_image_grid(data):
 
 
 def test_inspect_raw_records_without_decode_as_json(data):
-    result = datarax("inspect", str(data / "good.array_record"), "--records", "1", "--json", cwd=data)
+    result = datarax(
+        "inspect", str(data / "good.array_record"), "--records", "1", "--json", cwd=data
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["records"] == 100 and report["files"] == [str(data / "good.array_record")]
@@ -170,8 +180,17 @@ def test_inspect_raw_records_without_decode_as_json(data):
 
 def test_inspect_hf_split_counts_the_stream_and_draws_a_histogram(data):
     hist = data / "hist.png"
-    result = datarax("inspect", f"hf:{data / 'hfds'}:test", "--records", "2", "--grid", str(hist),
-                     "--field", "label", cwd=data)
+    result = datarax(
+        "inspect",
+        f"hf:{data / 'hfds'}:test",
+        "--records",
+        "2",
+        "--grid",
+        str(hist),
+        "--field",
+        "label",
+        cwd=data,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "source: HFStreamingSource",
@@ -193,8 +212,14 @@ def test_inspect_hf_split_counts_the_stream_and_draws_a_histogram(data):
 
 
 def test_inspect_py_pipeline_shows_records_after_the_stages(data, capsys, monkeypatch):
-    code, out, err = datarax_in_process("inspect", "py:pipelines_cli.py:pipeline", "--json",
-                                        cwd=data, capsys=capsys, monkeypatch=monkeypatch)
+    code, out, err = datarax_in_process(
+        "inspect",
+        "py:pipelines_cli.py:pipeline",
+        "--json",
+        cwd=data,
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
     assert code == 0, err
     report = json.loads(out)
     assert report["pipeline"] is True and report["source"] == "MemorySource"
@@ -213,10 +238,10 @@ def test_scan_lists_every_bad_record_with_file_index_and_cause(data):
     result = datarax("scan", both, "--decode", "codecs_cli:floats", "--json", cwd=data)
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
-    expected = (
-        [(str(corrupt), i) for i in sorted(set(unreadable) | {7, 42})]
-        + [(str(data / "good.array_record"), 7), (str(data / "good.array_record"), 42)]
-    )
+    expected = [(str(corrupt), i) for i in sorted(set(unreadable) | {7, 42})] + [
+        (str(data / "good.array_record"), 7),
+        (str(data / "good.array_record"), 42),
+    ]
     assert [(r["path"], r["index"]) for r in report["bad_records"]] == expected
     assert report["bad"] == len(expected) and report["read"] == 200
     assert report["good"] == 200 - len(expected) and report["complete"] is True
@@ -241,7 +266,8 @@ def test_scan_hf_stream_lists_records_that_do_not_convert(data):
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] + ":" + line.split(":")[1] for line in lines[:-1]] == [
-        f"BAD {target} record 5", f"BAD {target} record 13"
+        f"BAD {target} record 5",
+        f"BAD {target} record 13",
     ]
     assert all("field 'label' is missing a value (None)" in line for line in lines[:-1])
     assert lines[-1] == f"scanned 20 records of {target}: 18 good, 2 bad"
@@ -251,18 +277,31 @@ def test_scan_hf_stream_lists_records_that_do_not_convert(data):
 def test_scan_clean_sources_exit_zero(data):
     result = datarax("scan", f"hf:{data / 'hfds'}", cwd=data)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [f"scanned 25 records of hf:{data / 'hfds'}: 25 good, 0 bad"]
+    assert result.stdout.splitlines() == [
+        f"scanned 25 records of hf:{data / 'hfds'}: 25 good, 0 bad"
+    ]
 
 
 # ----------------------------------------------------------------------- bench
 def test_bench_reports_rate_breakdown_floor_and_chart(data):
     chart = data / "bench.png"
-    result = datarax("bench", "py:pipelines_cli:pipeline", "--batches", "12", "--compare-floor",
-                     "--png", str(chart), "--json", cwd=data)
+    result = datarax(
+        "bench",
+        "py:pipelines_cli:pipeline",
+        "--batches",
+        "12",
+        "--compare-floor",
+        "--png",
+        str(chart),
+        "--json",
+        cwd=data,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["batches"] == 12 and report["records"] == 120 and report["passes_started"] == 2
-    assert report["batch_size"] == 10 and report["stages"] == 1 and report["source"] == "MemorySource"
+    assert (
+        report["batch_size"] == 10 and report["stages"] == 1 and report["source"] == "MemorySource"
+    )
     assert report["batches_per_epoch"] == 10
     stats = report["stats"]
     assert stats["batches"] == 12 and stats["records"] == 120
@@ -276,9 +315,17 @@ def test_bench_reports_rate_breakdown_floor_and_chart(data):
 
 
 def test_bench_text_output_names_the_bottleneck(data, capsys, monkeypatch):
-    code, out, err = datarax_in_process("bench", "py:pipelines_cli.py:source", "--epochs", "1",
-                                        "--batch-size", "25", cwd=data, capsys=capsys,
-                                        monkeypatch=monkeypatch)
+    code, out, err = datarax_in_process(
+        "bench",
+        "py:pipelines_cli.py:source",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "25",
+        cwd=data,
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "bench py:pipelines_cli.py:source: MemorySource, stages: 0, batch size: 25"
@@ -290,15 +337,22 @@ def test_bench_text_output_names_the_bottleneck(data, capsys, monkeypatch):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["inspect", "s3x:bucket/data"],
-         "unknown SOURCE scheme 's3x:' in 's3x:bucket/data'; use an ArrayRecord path or glob, "
-         "hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or py:MODULE:FUNCTION."),
-        (["scan", "{data}/missing.array_record"],
-         "ArrayRecordSourceModule: the file '{data}/missing.array_record' does not exist. Check "
-         "the path (a glob pattern such as 'data-*.array_record' is expanded)."),
-        (["inspect", "py:no_such_module_x:make"],
-         "py:no_such_module_x:make: no module named 'no_such_module_x' (run from the folder that "
-         "holds it, set PYTHONPATH, or give the file: path/to/file.py:function)."),
+        (
+            ["inspect", "s3x:bucket/data"],
+            "unknown SOURCE scheme 's3x:' in 's3x:bucket/data'; use an ArrayRecord path or glob, "
+            "hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or py:MODULE:FUNCTION.",
+        ),
+        (
+            ["scan", "{data}/missing.array_record"],
+            "ArrayRecordSourceModule: the file '{data}/missing.array_record' does not exist. Check "
+            "the path (a glob pattern such as 'data-*.array_record' is expanded).",
+        ),
+        (
+            ["inspect", "py:no_such_module_x:make"],
+            "py:no_such_module_x:make: no module named 'no_such_module_x' (run from the folder "
+            "that "
+            "holds it, set PYTHONPATH, or give the file: path/to/file.py:function).",
+        ),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(data, args, message):
@@ -311,38 +365,61 @@ def test_bad_arguments_are_one_line_and_exit_2(data, args, message):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["bench", "py:pipelines_cli:nothing"],
-         "py:pipelines_cli:nothing: module 'pipelines_cli' has no attribute 'nothing'."),
-        (["inspect", "py:pipelines_cli:NUMBER"],
-         "py:pipelines_cli:NUMBER: 'pipelines_cli:NUMBER' is a int, not a function."),
-        (["inspect", "py:pipelines_cli.py:not_a_source"],
-         "py:pipelines_cli.py:not_a_source returned int; it must return a datarax source (a "
-         "DataSourceModule) or a Pipeline."),
-        (["inspect", "py:missing_file.py:make"],
-         "py:missing_file.py:make: the file 'missing_file.py' does not exist."),
-        (["inspect", "py:pipelines_cli"],
-         "'py:pipelines_cli' is not py:MODULE:FUNCTION (e.g. py:my_pipelines:train or "
-         "py:path/to/file.py:train)."),
+        (
+            ["bench", "py:pipelines_cli:nothing"],
+            "py:pipelines_cli:nothing: module 'pipelines_cli' has no attribute 'nothing'.",
+        ),
+        (
+            ["inspect", "py:pipelines_cli:NUMBER"],
+            "py:pipelines_cli:NUMBER: 'pipelines_cli:NUMBER' is a int, not a function.",
+        ),
+        (
+            ["inspect", "py:pipelines_cli.py:not_a_source"],
+            "py:pipelines_cli.py:not_a_source returned int; it must return a datarax source (a "
+            "DataSourceModule) or a Pipeline.",
+        ),
+        (
+            ["inspect", "py:missing_file.py:make"],
+            "py:missing_file.py:make: the file 'missing_file.py' does not exist.",
+        ),
+        (
+            ["inspect", "py:pipelines_cli"],
+            "'py:pipelines_cli' is not py:MODULE:FUNCTION (e.g. py:my_pipelines:train or "
+            "py:path/to/file.py:train).",
+        ),
         (["inspect", "hf:"], "'hf:' names no dataset; write hf:NAME[:SPLIT]."),
-        (["bench", "{data}/good.array_record"],
-         "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), got "
-         "'{data}/good.array_record'."),
-        (["inspect", "{data}/good.array_record", "--decode", "codecs_cli"],
-         "--decode 'codecs_cli' is not MODULE:FUNCTION (e.g. my_codecs:decode)."),
-        (["inspect", "hf:{data}/hfds", "--decode", "codecs_cli:decode"],
-         "--decode applies to ArrayRecord files only, not to a hf: SOURCE."),
-        (["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "text"],
-         "--field 'text' is text (); --grid draws numeric fields only."),
-        (["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "nope"],
-         "--field 'nope' is not a field of this source; fields: ['label', 'text']."),
-        (["bench", "py:pipelines_cli:pipeline", "--batches", "0"],
-         "--batches and --epochs must be >= 1."),
+        (
+            ["bench", "{data}/good.array_record"],
+            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), got "
+            "'{data}/good.array_record'.",
+        ),
+        (
+            ["inspect", "{data}/good.array_record", "--decode", "codecs_cli"],
+            "--decode 'codecs_cli' is not MODULE:FUNCTION (e.g. my_codecs:decode).",
+        ),
+        (
+            ["inspect", "hf:{data}/hfds", "--decode", "codecs_cli:decode"],
+            "--decode applies to ArrayRecord files only, not to a hf: SOURCE.",
+        ),
+        (
+            ["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "text"],
+            "--field 'text' is text (); --grid draws numeric fields only.",
+        ),
+        (
+            ["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "nope"],
+            "--field 'nope' is not a field of this source; fields: ['label', 'text'].",
+        ),
+        (
+            ["bench", "py:pipelines_cli:pipeline", "--batches", "0"],
+            "--batches and --epochs must be >= 1.",
+        ),
     ],
 )
 def test_more_bad_arguments_in_process(data, capsys, monkeypatch, args, message):
     monkeypatch.syspath_prepend(str(data))
-    code, out, err = datarax_in_process(*[a.format(data=data) for a in args], cwd=data,
-                                        capsys=capsys, monkeypatch=monkeypatch)
+    code, out, err = datarax_in_process(
+        *[a.format(data=data) for a in args], cwd=data, capsys=capsys, monkeypatch=monkeypatch
+    )
     assert code == 2 and out == ""
     assert err.splitlines() == [f"datarax {args[0]}: error: {message.format(data=data)}"]
     assert not (data / "x.png").exists()
@@ -363,7 +440,8 @@ def test_console_script_lists_the_commands(tmp_path):
     from cli_helpers import SRC
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([str(script), "--help"], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [str(script), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "{demo,inspect,scan,bench}" in result.stdout

@@ -26,11 +26,13 @@ class DataraxCliTiny(tfds.core.GeneratorBasedBuilder):
     def _info(self):
         return tfds.core.DatasetInfo(
             builder=self,
-            features=tfds.features.FeaturesDict({
-                "image": tfds.features.Tensor(shape=(4, 4), dtype=np.uint8),
-                "label": tfds.features.ClassLabel(num_classes=3),
-                "text": tfds.features.Text(),
-            }),
+            features=tfds.features.FeaturesDict(
+                {
+                    "image": tfds.features.Tensor(shape=(4, 4), dtype=np.uint8),
+                    "label": tfds.features.ClassLabel(num_classes=3),
+                    "text": tfds.features.Text(),
+                }
+            ),
         )
 
     def _split_generators(self, dl_manager):
@@ -50,15 +52,27 @@ def data_dir(tmp_path_factory):
 
 @pytest.mark.slow  # builds a TFDS dataset (TensorFlow) and starts two interpreters
 def test_inspect_and_scan_a_prepared_tfds_split(data_dir, tmp_path):
-    result = datarax("inspect", "tfds:datarax_cli_tiny:test", "--data-dir", str(data_dir),
-                     "--json", cwd=tmp_path)
+    result = datarax(
+        "inspect", "tfds:datarax_cli_tiny:test", "--data-dir", str(data_dir), "--json", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["source"] == "TFDSStreamingSource" and report["records"] == 3
     assert report["data_dir"] == [str(data_dir)]
-    assert report["element_spec"] == {"image": "uint8 (4, 4)", "label": "int32 ()", "text": "text ()"}
-    assert sorted(r["text"] for r in report["first_records"]) == ["'doc 12'", "'doc 13'", "'doc 14'"]
+    assert report["element_spec"] == {
+        "image": "uint8 (4, 4)",
+        "label": "int32 ()",
+        "text": "text ()",
+    }
+    assert sorted(r["text"] for r in report["first_records"]) == [
+        "'doc 12'",
+        "'doc 13'",
+        "'doc 14'",
+    ]
 
     result = datarax("scan", "tfds:datarax_cli_tiny", "--data-dir", str(data_dir), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "scanned 12 records of tfds:datarax_cli_tiny: 12 good, 0 bad"
+    assert (
+        result.stdout.splitlines()[-1]
+        == "scanned 12 records of tfds:datarax_cli_tiny: 12 good, 0 bad"
+    )

@@ -31,7 +31,8 @@ def python_blocks(text: str) -> list[tuple[int, str, bool]]:
     """``(line, code, skipped)`` of each ```python block of a Markdown page.
 
     Example:
-        >>> page = "x\\n<!-- skip-test: net -->\\n```python\\na = 1\\n```\\n```python\\nb = 2\\n```\\n"
+        >>> page = ("x\\n<!-- skip-test: net -->\\n```python\\na = 1\\n```\\n"
+        ...         "```python\\nb = 2\\n```\\n")
         >>> python_blocks(page)
         [(3, 'a = 1\\n', True), (6, 'b = 2\\n', False)]
     """
@@ -48,7 +49,7 @@ def python_blocks(text: str) -> list[tuple[int, str, bool]]:
         i += 1
         body = []
         while i < len(lines) and not re.match(rf"^{re.escape(indent)}```\s*$", lines[i]):
-            body.append(lines[i][len(indent):])
+            body.append(lines[i][len(indent) :])
             i += 1
         i += 1
         if language == "python":
@@ -65,14 +66,24 @@ def test_python_blocks_parser_reads_fences_and_skip_markers():
         "text\n```python\nx = 1\n```\n<!-- skip-test -->\n```python\nraise SystemExit\n```\n"
         "```bash\nls\n```\n    ```python\n    y = 2\n    ```\n"
     )
-    assert python_blocks(page) == [(2, "x = 1\n", False), (6, "raise SystemExit\n", True),
-                                   (12, "y = 2\n", False)]
+    assert python_blocks(page) == [
+        (2, "x = 1\n", False),
+        (6, "raise SystemExit\n", True),
+        (12, "y = 2\n", False),
+    ]
 
 
 def test_every_page_with_code_is_collected():
     assert {p.relative_to(DOCS).as_posix() for p in PAGES} >= {
-        "index.md", "getting-started.md", "cli.md", "monitoring.md", "devices.md",
-        "sources/index.md", "sources/array_record.md", "sources/hf.md", "sources/tfds.md",
+        "index.md",
+        "getting-started.md",
+        "cli.md",
+        "monitoring.md",
+        "devices.md",
+        "sources/index.md",
+        "sources/array_record.md",
+        "sources/hf.md",
+        "sources/tfds.md",
         "reliability.md",
     }
 
@@ -96,15 +107,24 @@ def test_python_blocks_of_page_run(page, tmp_path, monkeypatch):
 
 def test_site_builds_strictly(tmp_path):
     """What `make docs` runs; strict: a broken link or unresolved API reference fails."""
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        NO_MKDOCS_2_WARNING="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    )
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "site" / "api" / "index.html").exists()
-    assert (tmp_path / "site" / "assets" / "benchmark-report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "site" / "assets" / "benchmark-report.png").read_bytes()[
+        :8
+    ] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow
@@ -116,9 +136,18 @@ def test_a_broken_link_fails_the_strict_build(tmp_path):
     shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
     with open(copy / "docs" / "cli.md", "a") as page:
         page.write("\nSee [nowhere](no-such-page.md).\n")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=copy,
-                            env=env, capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ,
+        NO_MKDOCS_2_WARNING="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0
     assert "no-such-page.md" in result.stderr

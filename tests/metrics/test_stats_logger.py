@@ -1,4 +1,5 @@
-"""StatsLogger: snapshots of pipeline.stats() every k batches, as JSON lines and TensorBoard scalars."""
+"""StatsLogger: snapshots of pipeline.stats() every k batches, as JSON lines and TensorBoard
+scalars."""
 
 from __future__ import annotations
 
@@ -53,8 +54,15 @@ def test_jsonl_snapshot_every_k_batches_across_epochs(tmp_path):
     assert [line["records"] for line in lines] == [30, 60, 90, 120, 150, 180]
     assert all(line["bottleneck"] == "step" for line in lines)
     assert all(line["records_per_s"] > 0 for line in lines)
-    assert set(lines[0]["ms_per_batch"]) == {"read", "validate", "transfer", "stages", "step",
-                                             "compile", "wait"}
+    assert set(lines[0]["ms_per_batch"]) == {
+        "read",
+        "validate",
+        "transfer",
+        "stages",
+        "step",
+        "compile",
+        "wait",
+    }
 
 
 def test_step_counts_several_batches_and_write_forces_a_snapshot(tmp_path):
@@ -64,8 +72,8 @@ def test_step_counts_several_batches_and_write_forces_a_snapshot(tmp_path):
     iterator = iter(pipeline)
     for _ in range(5):
         next(iterator)
-    assert logger.step(3) is None          # 3 < 4
-    snapshot = logger.step(2)              # 5: crossed 4
+    assert logger.step(3) is None  # 3 < 4
+    snapshot = logger.step(2)  # 5: crossed 4
     assert snapshot is not None and snapshot["step"] == 5 and snapshot["records"] == 50
     assert logger.write()["step"] == 5
     logger.close()
@@ -74,7 +82,7 @@ def test_step_counts_several_batches_and_write_forces_a_snapshot(tmp_path):
 
 def test_tensorboard_scalars_at_each_snapshot(tmp_path):
     pytest.importorskip("tensorboardX")
-    pipeline = make_pipeline(n=40, batch_size=8)   # 5 batches
+    pipeline = make_pipeline(n=40, batch_size=8)  # 5 batches
     with StatsLogger(pipeline, every=2, tensorboard_dir=tmp_path / "tb") as logger:
         for _batch in logger.track(pipeline):
             pass
@@ -82,8 +90,12 @@ def test_tensorboard_scalars_at_each_snapshot(tmp_path):
     records = [(step, value) for step, tag, value in events if tag == "datarax/records"]
     assert records == [(2, 16.0), (4, 32.0)]
     tags = {tag for _, tag, _ in events}
-    assert {"datarax/batches", "datarax/ms_per_batch/step", "datarax/seconds/wait",
-            "datarax/records_per_s"} <= tags
+    assert {
+        "datarax/batches",
+        "datarax/ms_per_batch/step",
+        "datarax/seconds/wait",
+        "datarax/records_per_s",
+    } <= tags
     assert not any("bottleneck" in tag for tag in tags)  # text is JSON-only
 
 
@@ -95,10 +107,19 @@ def test_flatten_numbers_keeps_numbers_only():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"every": 0, "jsonl_path": "x"}, "StatsLogger every must be an int >= 1 (batches), got 0."),
-        ({"every": True, "jsonl_path": "x"}, "StatsLogger every must be an int >= 1 (batches), got True."),
-        ({}, "StatsLogger writes nowhere: give jsonl_path='stats.jsonl' and/or "
-             "tensorboard_dir='runs/data'."),
+        (
+            {"every": 0, "jsonl_path": "x"},
+            "StatsLogger every must be an int >= 1 (batches), got 0.",
+        ),
+        (
+            {"every": True, "jsonl_path": "x"},
+            "StatsLogger every must be an int >= 1 (batches), got True.",
+        ),
+        (
+            {},
+            "StatsLogger writes nowhere: give jsonl_path='stats.jsonl' and/or "
+            "tensorboard_dir='runs/data'.",
+        ),
     ],
 )
 def test_bad_arguments(kwargs, message):
@@ -108,7 +129,9 @@ def test_bad_arguments(kwargs, message):
 
 
 def test_needs_a_stats_method():
-    with pytest.raises(ConfigError, match="StatsLogger needs a pipeline with a stats\\(\\) method, got list."):
+    with pytest.raises(
+        ConfigError, match="StatsLogger needs a pipeline with a stats\\(\\) method, got list."
+    ):
         StatsLogger([], jsonl_path="x")
 
 

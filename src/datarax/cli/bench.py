@@ -65,7 +65,9 @@ def measure_pipeline(pipeline: Any, *, batches: int | None, epochs: int | None) 
         if epochs is not None and passes >= epochs:
             break
         if not got_any:
-            raise ConfigError(f"the pipeline handed out no batch in pass {passes}; nothing to time.")
+            raise ConfigError(
+                f"the pipeline handed out no batch in pass {passes}; nothing to time."
+            )
     steady_s = time.perf_counter() - steady_start
     return {
         "batches": done_batches,
@@ -73,7 +75,9 @@ def measure_pipeline(pipeline: Any, *, batches: int | None, epochs: int | None) 
         "passes_started": passes,
         "time_to_first_batch_s": round(first_batch_s or 0.0, 6),
         "steady_seconds": round(steady_s, 6),
-        "records_per_s": round(steady_records / steady_s, 1) if steady_records and steady_s > 0 else None,
+        "records_per_s": round(steady_records / steady_s, 1)
+        if steady_records and steady_s > 0
+        else None,
         "stats": pipeline.stats(),
     }
 
@@ -130,8 +134,11 @@ def measure_floor(target: Target, batch_size: int, records: int) -> dict[str, An
         if read >= records:
             break
     seconds = time.perf_counter() - started
-    return {"records": read, "seconds": round(seconds, 6),
-            "records_per_s": round(read / seconds, 1) if read and seconds > 0 else None}
+    return {
+        "records": read,
+        "seconds": round(seconds, 6),
+        "records_per_s": round(read / seconds, 1) if read and seconds > 0 else None,
+    }
 
 
 def run_bench(
@@ -146,18 +153,27 @@ def run_bench(
 ) -> int:
     """Open ``spec``, time it, print the report; exit status 0."""
     if not spec.startswith("py:"):
-        raise ConfigError(f"bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), got '{spec}'.")
+        raise ConfigError(
+            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), "
+            f"got '{spec}'."
+        )
     if batches is not None and batches < 1 or epochs is not None and epochs < 1:
         raise ConfigError("--batches and --epochs must be >= 1.")
     from datarax.pipeline import Pipeline
 
     target = open_target(spec)
     try:
-        pipeline = target.pipeline or Pipeline(source=target.source, stages=[], batch_size=batch_size)
+        pipeline = target.pipeline or Pipeline(
+            source=target.source, stages=[], batch_size=batch_size
+        )
         result = measure_pipeline(pipeline, batches=None if epochs else batches, epochs=epochs)
-        result.update(target=spec, batch_size=pipeline.batch_size, stages=len(pipeline.stages),
-                      source=type(target.source).__name__,
-                      batches_per_epoch=length_of(pipeline))
+        result.update(
+            target=spec,
+            batch_size=pipeline.batch_size,
+            stages=len(pipeline.stages),
+            source=type(target.source).__name__,
+            batches_per_epoch=length_of(pipeline),
+        )
     finally:
         target.close()
     if compare_floor:
@@ -168,7 +184,9 @@ def run_bench(
             fresh.close()
         result["floor"] = floor
         if floor["records_per_s"] and result["records_per_s"]:
-            result["fraction_of_floor"] = float(f"{result['records_per_s'] / floor['records_per_s']:.4g}")
+            result["fraction_of_floor"] = float(
+                f"{result['records_per_s'] / floor['records_per_s']:.4g}"
+            )
     if png is not None:
         from datarax.cli.charts import write_bench_chart
 
@@ -182,10 +200,15 @@ def run_bench(
         return 0
     stats = result["stats"]
     rate = result["records_per_s"]
-    print(f"bench {spec}: {result['source']}, stages: {result['stages']}, batch size: {result['batch_size']}")
+    print(
+        f"bench {spec}: {result['source']}, stages: {result['stages']}, "
+        f"batch size: {result['batch_size']}"
+    )
     per_epoch = result["batches_per_epoch"]
-    print(f"batches: {result['batches']}  records: {result['records']}  batches per epoch: "
-          + (str(per_epoch) if per_epoch is not None else "unknown (a stream)"))
+    print(
+        f"batches: {result['batches']}  records: {result['records']}  batches per epoch: "
+        + (str(per_epoch) if per_epoch is not None else "unknown (a stream)")
+    )
     print(f"time to first batch: {result['time_to_first_batch_s']:.3f} s")
     print("records/s (after the first batch): " + (f"{rate:,.1f}" if rate else "n/a (one batch)"))
     print("ms per batch by stage (pipeline.stats()):")
@@ -195,7 +218,10 @@ def run_bench(
     print(f"bottleneck: {stats['bottleneck']}")
     if compare_floor:
         floor = result["floor"]
-        print("source-only read (floor): " + (f"{floor['records_per_s']:,.1f} records/s" if floor["records_per_s"] else "n/a"))
+        print(
+            "source-only read (floor): "
+            + (f"{floor['records_per_s']:,.1f} records/s" if floor["records_per_s"] else "n/a")
+        )
         if "fraction_of_floor" in result:
             print(f"pipeline / floor: {result['fraction_of_floor']:.4g}")
     if png is not None:

@@ -101,7 +101,9 @@ def write_histogram(values: np.ndarray, field: str, path: str, bins: int = 30) -
     plt.close(fig)
 
 
-def write_bench_chart(ms_per_batch: Mapping[str, float], rates: Mapping[str, float], path: str) -> None:
+def write_bench_chart(
+    ms_per_batch: Mapping[str, float], rates: Mapping[str, float], path: str
+) -> None:
     """Two panels: per-stage milliseconds per batch, and records/s of each measured pass."""
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, dpi=DPI)

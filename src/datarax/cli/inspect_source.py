@@ -106,7 +106,9 @@ def run_inspect(
     wanted = max(records, grid_records if grid is not None else 0)
     first: list[dict[str, Any]] = []
     seen = 0
-    for batch in host_batches(target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256):
+    for batch in host_batches(
+        target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256
+    ):
         if len(first) < wanted:
             first.extend(records_of(batch)[: wanted - len(first)])
         seen += len(next(iter(batch.values())))
@@ -127,7 +129,8 @@ def run_inspect(
         report["pipeline_spec"] = {k: describe_spec(v) for k, v in batch_spec().items()}
     order = list(report.get("pipeline_spec", report["element_spec"]))  # fields in spec order
     report["first_records"] = [
-        {k: describe_value(record[k]) for k in _in_order(record, order)} for record in first[:records]
+        {k: describe_value(record[k]) for k in _in_order(record, order)}
+        for record in first[:records]
     ]
     picture = None
     if grid is not None:
@@ -162,8 +165,10 @@ def run_inspect(
             for name, text in record.items():
                 print(f"    {name}: {text}")
     if picture is not None:
-        print(f"wrote {picture['kind']} of '{picture['field']}' "
-              f"({picture['records']} records) to {grid}")
+        print(
+            f"wrote {picture['kind']} of '{picture['field']}' "
+            f"({picture['records']} records) to {grid}"
+        )
     return 0
 
 
@@ -174,15 +179,19 @@ def _in_order(record: dict[str, Any], order: list[str]) -> list[str]:
 
 def _grid_field(spec: dict[str, Any], field: str | None) -> str:
     numeric = {
-        k: v for k, v in spec.items()
+        k: v
+        for k, v in spec.items()
         if isinstance(v, jax.ShapeDtypeStruct) and np.dtype(v.dtype).kind in "uifb"
     }
     if field is not None:
         if field not in spec:
-            raise ConfigError(f"--field '{field}' is not a field of this source; fields: {sorted(spec)}.")
+            raise ConfigError(
+                f"--field '{field}' is not a field of this source; fields: {sorted(spec)}."
+            )
         if field not in numeric:
             raise ConfigError(
-                f"--field '{field}' is {describe_spec(spec[field])}; --grid draws numeric fields only."
+                f"--field '{field}' is {describe_spec(spec[field])}; "
+                "--grid draws numeric fields only."
             )
         return field
     from datarax.cli.charts import is_image_field
@@ -195,7 +204,9 @@ def _grid_field(spec: dict[str, Any], field: str | None) -> str:
     raise ConfigError(f"--grid needs a numeric field, and this source has none: {sorted(spec)}.")
 
 
-def _write_picture(first: list[dict[str, Any]], spec: dict[str, Any], field: str, path: str) -> dict[str, Any]:
+def _write_picture(
+    first: list[dict[str, Any]], spec: dict[str, Any], field: str, path: str
+) -> dict[str, Any]:
     from datarax.cli import charts
 
     if not first:
@@ -204,7 +215,12 @@ def _write_picture(first: list[dict[str, Any]], spec: dict[str, Any], field: str
     s = spec[field]
     if charts.is_image_field(s.shape, s.dtype):
         height, width = charts.write_image_grid(values, path)
-        return {"kind": "image grid", "field": field, "records": len(first),
-                "height": height, "width": width}
+        return {
+            "kind": "image grid",
+            "field": field,
+            "records": len(first),
+            "height": height,
+            "width": width,
+        }
     charts.write_histogram(values, field, path)
     return {"kind": "histogram", "field": field, "records": len(first)}

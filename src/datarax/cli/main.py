@@ -31,37 +31,65 @@ def build_parser() -> argparse.ArgumentParser:
 
     def source_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
-        sub.add_argument("--decode", metavar="MODULE:FUNCTION",
-                         help="ArrayRecord only: bytes -> dict of arrays for one record "
-                              "(default: each record's size and first bytes)")
+        sub.add_argument(
+            "--decode",
+            metavar="MODULE:FUNCTION",
+            help="ArrayRecord only: bytes -> dict of arrays for one record "
+            "(default: each record's size and first bytes)",
+        )
         sub.add_argument("--data-dir", help="tfds only: the TFDS data directory")
-        sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+        sub.add_argument(
+            "--json", action="store_true", help="print one JSON object instead of text"
+        )
 
-    inspect = commands.add_parser("inspect", help="record count, files, element spec and first records")
+    inspect = commands.add_parser(
+        "inspect", help="record count, files, element spec and first records"
+    )
     source_options(inspect)
     inspect.add_argument("--records", type=int, default=3, help="records to summarise (default 3)")
-    inspect.add_argument("--grid", metavar="OUT.png",
-                         help="write an image grid of an image field (or a histogram of a numeric one)")
-    inspect.add_argument("--field", help="the field --grid draws (default: the first image field, "
-                                         "else the first numeric one)")
-    inspect.add_argument("--grid-records", type=int, default=16,
-                         help="records --grid draws (default 16)")
-    inspect.add_argument("--no-count", action="store_true",
-                         help="do not read a stream through to count its records")
+    inspect.add_argument(
+        "--grid",
+        metavar="OUT.png",
+        help="write an image grid of an image field (or a histogram of a numeric one)",
+    )
+    inspect.add_argument(
+        "--field",
+        help="the field --grid draws (default: the first image field, else the first numeric one)",
+    )
+    inspect.add_argument(
+        "--grid-records", type=int, default=16, help="records --grid draws (default 16)"
+    )
+    inspect.add_argument(
+        "--no-count", action="store_true", help="do not read a stream through to count its records"
+    )
 
-    scan = commands.add_parser("scan", help="read every record once; list bad records; exit 1 if any")
+    scan = commands.add_parser(
+        "scan", help="read every record once; list bad records; exit 1 if any"
+    )
     source_options(scan)
     scan.add_argument("--batch-size", type=int, default=256, help="records per read (default 256)")
 
-    bench = commands.add_parser("bench", help="time a pipeline: rec/s, time to first batch, stage breakdown")
-    bench.add_argument("target", metavar="py:MODULE:FUNCTION",
-                       help="a function returning a Pipeline (or a source, run with no stages)")
+    bench = commands.add_parser(
+        "bench", help="time a pipeline: rec/s, time to first batch, stage breakdown"
+    )
+    bench.add_argument(
+        "target",
+        metavar="py:MODULE:FUNCTION",
+        help="a function returning a Pipeline (or a source, run with no stages)",
+    )
     bench.add_argument("--batches", type=int, default=100, help="batches to run (default 100)")
     bench.add_argument("--epochs", type=int, help="run this many passes instead of --batches")
-    bench.add_argument("--batch-size", type=int, default=32,
-                       help="batch size when the function returns a source (default 32)")
-    bench.add_argument("--compare-floor", action="store_true",
-                       help="also time a plain read-only pass of the same source")
+    bench.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="batch size when the function returns a source (default 32)",
+    )
+    bench.add_argument(
+        "--compare-floor",
+        action="store_true",
+        help="also time a plain read-only pass of the same source",
+    )
     bench.add_argument("--png", metavar="OUT.png", help="write a chart of the numbers")
     bench.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return parser

@@ -31,12 +31,23 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
     reports = getattr(target.source, "skipped_records", None)
     skipped = [r.as_dict() for r in reports()] if callable(reports) else []
     bad = [
-        {"path": r["path"], "index": r["index_in_file"], "stable_index": r["index"], "cause": r["cause"]}
+        {
+            "path": r["path"],
+            "index": r["index_in_file"],
+            "stable_index": r["index"],
+            "cause": r["cause"],
+        }
         for r in skipped
     ]
     if stopped is not None:
-        bad.append({"path": stopped["path"], "index": stopped["index"], "stable_index": None,
-                    "cause": stopped["cause"]})
+        bad.append(
+            {
+                "path": stopped["path"],
+                "index": stopped["index"],
+                "stable_index": None,
+                "cause": stopped["cause"],
+            }
+        )
     return {
         "target": target.spec,
         "source": type(target.source).__name__,
@@ -57,7 +68,9 @@ def run_scan(target: Target, *, batch_size: int = 256, as_json: bool = False) ->
         for record in report["bad_records"]:
             where = f"{record['path'] or report['target']} record {record['index']}"
             print(f"BAD {where}: {record['cause']}")
-        status = "" if report["complete"] else " (stopped at the first bad record: the source raises)"
+        status = (
+            "" if report["complete"] else " (stopped at the first bad record: the source raises)"
+        )
         print(
             f"scanned {report['read']} records of {report['target']}: "
             f"{report['good']} good, {report['bad']} bad{status}"

@@ -67,9 +67,11 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
     match = _SCHEME.match(spec)
     if match is None or len(match.group(1)) == 1:  # no scheme (a Windows drive letter is a path)
         if not spec:
-            raise ConfigError("SOURCE is empty; give an ArrayRecord path or glob, hf:, tfds: or py:.")
+            raise ConfigError(
+                "SOURCE is empty; give an ArrayRecord path or glob, hf:, tfds: or py:."
+            )
         return "arrayrecord", spec, None
-    scheme, rest = match.group(1).lower(), spec[match.end():]
+    scheme, rest = match.group(1).lower(), spec[match.end() :]
     if scheme not in SCHEMES:
         raise ConfigError(
             f"unknown SOURCE scheme '{match.group(1)}:' in '{spec}'; use an ArrayRecord path or "
@@ -119,7 +121,9 @@ def load_callable(reference: str, *, what: str) -> Callable[..., Any]:
     if fn is None:
         raise ConfigError(f"{what}: module '{module_name}' has no attribute '{function}'.")
     if not callable(fn):
-        raise ConfigError(f"{what}: '{module_name}:{function}' is a {type(fn).__name__}, not a function.")
+        raise ConfigError(
+            f"{what}: '{module_name}:{function}' is a {type(fn).__name__}, not a function."
+        )
     return fn
 
 
@@ -127,7 +131,9 @@ def _import(module_name: str, *, what: str) -> Any:
     if module_name.endswith(".py") or os.sep in module_name:
         if not os.path.isfile(module_name):
             raise ConfigError(f"{what}: the file '{module_name}' does not exist.")
-        name = "_datarax_cli_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(module_name))[0])
+        name = "_datarax_cli_" + re.sub(
+            r"\W", "_", os.path.splitext(os.path.basename(module_name))[0]
+        )
         spec = importlib.util.spec_from_file_location(name, module_name)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -176,7 +182,9 @@ def open_target(
         from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
-        source = ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1, **policy), name, decode=fn)
+        source = ArrayRecordSourceModule(
+            ArrayRecordSourceConfig(num_epochs=1, **policy), name, decode=fn
+        )
         return Target(spec, kind, source, where=source.paths)
     if kind == "hf":
         from datarax.sources import HFStreamingConfig, HFStreamingSource
@@ -190,7 +198,11 @@ def open_target(
             name=name, split=split or "train", data_dir=data_dir, download=False, **policy
         )
         return Target(
-            spec, kind, TFDSStreamingSource(config), where=[data_dir or "(default)"], where_label="data_dir"
+            spec,
+            kind,
+            TFDSStreamingSource(config),
+            where=[data_dir or "(default)"],
+            where_label="data_dir",
         )
     assert split is not None
     return _open_py(spec, name, split)
