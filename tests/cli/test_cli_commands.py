@@ -229,6 +229,47 @@ def test_inspect_py_pipeline_shows_records_after_the_stages(data, capsys, monkey
     assert [r["x"] for r in report["first_records"]] == ["int32 0", "int32 2", "int32 4"]
 
 
+@pytest.mark.slow  # writes a parquet dataset of PNG images; the ArrayRecord grid test is the fast one
+def test_inspect_hf_image_dataset_draws_its_images(tmp_path):
+    import io
+
+    datasets = pytest.importorskip("datasets")
+    from PIL import Image
+
+    images = []
+    for i in range(9):
+        out = io.BytesIO()
+        Image.fromarray(np.full((6, 6, 3), i * 25, np.uint8)).save(out, format="PNG")
+        images.append({"bytes": out.getvalue(), "path": None})
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int32")})
+    folder = tmp_path / "images" / "data"
+    folder.mkdir(parents=True)
+    datasets.Dataset.from_dict(
+        {"image": images, "label": list(range(9))}, features=features
+    ).to_parquet(str(folder / "train-00000-of-00001.parquet"))
+    grid = tmp_path / "grid.png"
+    result = datarax(
+        "inspect", f"hf:{tmp_path / 'images'}", "--grid", str(grid), "--json", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["element_spec"] == {"image": "uint8 (6, 6, 3)", "label": "int32 ()"}
+    assert report["grid"] == {
+        "kind": "image grid",
+        "field": "image",
+        "records": 9,
+        "height": 206,
+        "width": 206,
+    }
+    with Image.open(grid) as image:
+        pixels = np.asarray(image)
+    assert png_size(grid) == grid_size(9, 6, 6) == (206, 206)  # 3x3 tiles of 66 px (6 px x 11)
+    for k in range(9):
+        row, col = divmod(k, 3)
+        top, left = 2 + row * 68, 2 + col * 68
+        assert (pixels[top : top + 66, left : left + 66] == 25 * k).all(), k
+
+
 # ------------------------------------------------------------------------ scan
 def test_scan_lists_every_bad_record_with_file_index_and_cause(data):
     corrupt = data / "corrupt.array_record"
