@@ -229,7 +229,7 @@ def test_inspect_py_pipeline_shows_records_after_the_stages(data, capsys, monkey
     assert [r["x"] for r in report["first_records"]] == ["int32 0", "int32 2", "int32 4"]
 
 
-@pytest.mark.slow  # writes a parquet dataset of PNG images; the ArrayRecord grid test is the fast one
+@pytest.mark.slow  # writes a parquet of PNG images; the ArrayRecord grid test is the fast one
 def test_inspect_hf_image_dataset_draws_its_images(tmp_path):
     import io
 
