@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-all
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test test-all bench install clean
+.PHONY: demo test test-all bench docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,5 +31,10 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.run
 
+# The documentation site (mkdocs.yml) into site/; --strict turns broken links and
+# missing API references into errors.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache

@@ -1,12 +1,24 @@
-"""Argument parsing for ``python -m datarax``."""
+"""Argument parsing for ``datarax`` / ``python -m datarax``.
+
+Commands: ``demo``, ``inspect SOURCE``, ``scan SOURCE``, ``bench py:MODULE:FUNCTION``
+(see ``datarax COMMAND --help`` and docs/cli.md). A bad argument or bad input ends
+with one line on stderr, ``datarax COMMAND: error: <what, where, what to do>``, and
+exit status 2; ``scan`` exits 1 when it found bad records.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+SOURCE_HELP = (
+    "ArrayRecord path or glob, hf:NAME_OR_PATH[:SPLIT], tfds:NAME[:SPLIT] or "
+    "py:MODULE:FUNCTION (a function returning a source or a Pipeline)"
+)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run a datarax command; returns the process exit code."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``datarax`` argument parser."""
     parser = argparse.ArgumentParser(prog="datarax", description="Data pipelines for JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
@@ -16,7 +28,87 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--batch-size", type=int, default=64, help="records per batch (default 64)")
     demo.add_argument("--seed", type=int, default=0, help="shuffle/model seed (default 0)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    args = parser.parse_args(argv)
+
+    def source_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
+        sub.add_argument(
+            "--decode",
+            metavar="MODULE:FUNCTION",
+            help="ArrayRecord only: bytes -> dict of arrays for one record "
+            "(default: each record's size and first bytes)",
+        )
+        sub.add_argument("--data-dir", help="tfds only: the TFDS data directory")
+        sub.add_argument(
+            "--json", action="store_true", help="print one JSON object instead of text"
+        )
+
+    inspect = commands.add_parser(
+        "inspect", help="record count, files, element spec and first records"
+    )
+    source_options(inspect)
+    inspect.add_argument("--records", type=int, default=3, help="records to summarise (default 3)")
+    inspect.add_argument(
+        "--grid",
+        metavar="OUT.png",
+        help="write an image grid of an image field (or a histogram of a numeric one)",
+    )
+    inspect.add_argument(
+        "--field",
+        help="the field --grid draws (default: the first image field, else the first numeric one)",
+    )
+    inspect.add_argument(
+        "--grid-records", type=int, default=16, help="records --grid draws (default 16)"
+    )
+    inspect.add_argument(
+        "--no-count", action="store_true", help="do not read a stream through to count its records"
+    )
+
+    scan = commands.add_parser(
+        "scan", help="read every record once; list bad records; exit 1 if any"
+    )
+    source_options(scan)
+    scan.add_argument("--batch-size", type=int, default=256, help="records per read (default 256)")
+
+    bench = commands.add_parser(
+        "bench", help="time a pipeline: rec/s, time to first batch, stage breakdown"
+    )
+    bench.add_argument(
+        "target",
+        metavar="py:MODULE:FUNCTION",
+        help="a function returning a Pipeline (or a source, run with no stages)",
+    )
+    bench.add_argument("--batches", type=int, default=100, help="batches to run (default 100)")
+    bench.add_argument("--epochs", type=int, help="run this many passes instead of --batches")
+    bench.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="batch size when the function returns a source (default 32)",
+    )
+    bench.add_argument(
+        "--compare-floor",
+        action="store_true",
+        help="also time a plain read-only pass of the same source",
+    )
+    bench.add_argument("--png", metavar="OUT.png", help="write a chart of the numbers")
+    bench.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a datarax command; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, ImportError, OSError) as err:
+        # DataraxError is a ValueError; a missing extra is an ImportError. Both carry
+        # what went wrong and what to do, so the user sees that line, not a traceback.
+        message = " ".join(str(err).split()) or type(err).__name__
+        print(f"datarax {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from datarax.cli.demo import run_demo
 
@@ -26,4 +118,39 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             progress=not args.no_progress,
         )
-    return 0
+        return 0
+    if args.command == "bench":
+        from datarax.cli.bench import run_bench
+
+        return run_bench(
+            args.target,
+            batches=args.batches,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            compare_floor=args.compare_floor,
+            png=args.png,
+            as_json=args.json,
+        )
+    from datarax.cli.targets import open_target
+
+    target = open_target(
+        args.source, decode=args.decode, data_dir=args.data_dir, skip_bad=args.command == "scan"
+    )
+    try:
+        if args.command == "inspect":
+            from datarax.cli.inspect_source import run_inspect
+
+            return run_inspect(
+                target,
+                records=args.records,
+                grid=args.grid,
+                field=args.field,
+                grid_records=args.grid_records,
+                count=not args.no_count,
+                as_json=args.json,
+            )
+        from datarax.cli.scan import run_scan
+
+        return run_scan(target, batch_size=args.batch_size, as_json=args.json)
+    finally:
+        target.close()

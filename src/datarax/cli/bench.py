@@ -1,0 +1,229 @@
+"""``datarax bench py:MODULE:FUNCTION``: is the loader the bottleneck?
+
+Runs the user's pipeline for ``--batches`` batches (or ``--epochs`` passes),
+blocking on every batch so the work is really done, and reports
+
+* time to first batch (``iter()`` to the first ready batch: start-up and compilation),
+* records/s over the batches after the first (steady state),
+* ``pipeline.stats()``: milliseconds per batch of each stage and the bottleneck,
+* with ``--compare-floor``: records/s of a plain read-only pass over a fresh copy of
+  the same source (``get_batch`` / ``get_batch_at`` in a loop, no stages, no
+  pipeline) and the pipeline's rate as a fraction of it.
+
+This measures one configuration on this machine; comparisons with other loaders are
+made by ``benchmarks/`` (same work, peers and a numpy floor in one run).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+
+from datarax.cli.targets import Target, length_of, open_target
+from datarax.core.errors import ConfigError
+
+
+def _records_in(batch: dict[str, Any]) -> int:
+    return len(next(iter(batch.values())))
+
+
+def _ready(batch: dict[str, Any]) -> None:
+    jax.block_until_ready([v for v in batch.values() if isinstance(v, jax.Array)])
+
+
+def measure_pipeline(pipeline: Any, *, batches: int | None, epochs: int | None) -> dict[str, Any]:
+    """Run ``pipeline`` and time it (see the module docstring)."""
+    pipeline.reset_stats()
+    done_batches = done_records = steady_records = 0
+    passes = 0
+    first_batch_s: float | None = None
+    started = time.perf_counter()
+    steady_start = started
+    while True:
+        iterator = iter(pipeline)
+        got_any = False
+        for batch in iterator:
+            _ready(batch)
+            got_any = True
+            count = _records_in(batch)
+            done_batches += 1
+            done_records += count
+            if first_batch_s is None:
+                first_batch_s = time.perf_counter() - started
+                steady_start = time.perf_counter()
+            else:
+                steady_records += count
+            if batches is not None and done_batches >= batches:
+                break
+        passes += 1
+        if batches is not None and done_batches >= batches:
+            break
+        if epochs is not None and passes >= epochs:
+            break
+        if not got_any:
+            raise ConfigError(
+                f"the pipeline handed out no batch in pass {passes}; nothing to time."
+            )
+    steady_s = time.perf_counter() - steady_start
+    return {
+        "batches": done_batches,
+        "records": done_records,
+        "passes_started": passes,
+        "time_to_first_batch_s": round(first_batch_s or 0.0, 6),
+        "steady_seconds": round(steady_s, 6),
+        "records_per_s": round(steady_records / steady_s, 1)
+        if steady_records and steady_s > 0
+        else None,
+        "stats": pipeline.stats(),
+    }
+
+
+def _plain_batches(source: Any, batch_size: int) -> Iterator[dict[str, Any]]:
+    """Batches read straight from ``source``, pass after pass, without a Pipeline:
+    ``get_batch_at`` (compiled once per batch size) for an indexed source,
+    ``get_batch_with_indices`` for a host or streaming one (``seek`` starts each pass)."""
+    source.set_shard(0, 1)
+    n = length_of(source)
+    if source.supports_indexed_access() and n is not None:
+        from flax import nnx
+
+        graphdef, state = nnx.split(source)
+        inputs = source.step_inputs()  # records a source keeps out of NNX state, as arguments
+
+        def gather(st: Any, inp: Any, start: Any, size: int) -> Any:
+            src = nnx.merge(graphdef, st)
+            with src.bind_step_inputs(inp):
+                return src.get_batch_at(start, size, None)
+
+        steps: dict[int, Any] = {}  # one compiled gather per batch size (the last may be short)
+        while True:
+            for start in range(0, n, batch_size):
+                size = min(batch_size, n - start)
+                if size not in steps:
+                    steps[size] = jax.jit(gather, static_argnums=3)
+                yield steps[size](state, inputs, start, size)
+    epoch = 0
+    while True:
+        source.seek(epoch, 0)
+        empty = True
+        while (batch := source.get_batch_with_indices(batch_size)[0]) is not None:
+            empty = False
+            yield batch
+        if empty:
+            return
+        epoch += 1
+
+
+def measure_floor(target: Target, batch_size: int, records: int) -> dict[str, Any]:
+    """Records/s of reading ``records`` records straight from the source (no pipeline),
+    timed after the first batch as the pipeline's rate is."""
+    batches = _plain_batches(target.source, batch_size)
+    first = next(batches, None)
+    if first is None:
+        return {"records": 0, "seconds": 0.0, "records_per_s": None}
+    _ready(first)
+    read = 0
+    started = time.perf_counter()
+    for batch in batches:
+        _ready(batch)
+        read += _records_in(batch)
+        if read >= records:
+            break
+    seconds = time.perf_counter() - started
+    return {
+        "records": read,
+        "seconds": round(seconds, 6),
+        "records_per_s": round(read / seconds, 1) if read and seconds > 0 else None,
+    }
+
+
+def run_bench(
+    spec: str,
+    *,
+    batches: int | None = 100,
+    epochs: int | None = None,
+    batch_size: int = 32,
+    compare_floor: bool = False,
+    png: str | None = None,
+    as_json: bool = False,
+) -> int:
+    """Open ``spec``, time it, print the report; exit status 0."""
+    if not spec.startswith("py:"):
+        raise ConfigError(
+            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), "
+            f"got '{spec}'."
+        )
+    if batches is not None and batches < 1 or epochs is not None and epochs < 1:
+        raise ConfigError("--batches and --epochs must be >= 1.")
+    from datarax.pipeline import Pipeline
+
+    target = open_target(spec)
+    try:
+        pipeline = target.pipeline or Pipeline(
+            source=target.source, stages=[], batch_size=batch_size
+        )
+        result = measure_pipeline(pipeline, batches=None if epochs else batches, epochs=epochs)
+        result.update(
+            target=spec,
+            batch_size=pipeline.batch_size,
+            stages=len(pipeline.stages),
+            source=type(target.source).__name__,
+            batches_per_epoch=length_of(pipeline),
+        )
+    finally:
+        target.close()
+    if compare_floor:
+        fresh = open_target(spec)
+        try:
+            floor = measure_floor(fresh, result["batch_size"], max(result["records"], 1))
+        finally:
+            fresh.close()
+        result["floor"] = floor
+        if floor["records_per_s"] and result["records_per_s"]:
+            result["fraction_of_floor"] = float(
+                f"{result['records_per_s'] / floor['records_per_s']:.4g}"
+            )
+    if png is not None:
+        from datarax.cli.charts import write_bench_chart
+
+        rates = {"pipeline": result["records_per_s"] or 0.0}
+        if compare_floor:
+            rates["source only (floor)"] = result["floor"]["records_per_s"] or 0.0
+        write_bench_chart(result["stats"]["ms_per_batch"], rates, png)
+        result["png"] = png
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return 0
+    stats = result["stats"]
+    rate = result["records_per_s"]
+    print(
+        f"bench {spec}: {result['source']}, stages: {result['stages']}, "
+        f"batch size: {result['batch_size']}"
+    )
+    per_epoch = result["batches_per_epoch"]
+    print(
+        f"batches: {result['batches']}  records: {result['records']}  batches per epoch: "
+        + (str(per_epoch) if per_epoch is not None else "unknown (a stream)")
+    )
+    print(f"time to first batch: {result['time_to_first_batch_s']:.3f} s")
+    print("records/s (after the first batch): " + (f"{rate:,.1f}" if rate else "n/a (one batch)"))
+    print("ms per batch by stage (pipeline.stats()):")
+    for name, ms in stats["ms_per_batch"].items():
+        if ms:
+            print(f"  {name:<9} {ms:10.3f}")
+    print(f"bottleneck: {stats['bottleneck']}")
+    if compare_floor:
+        floor = result["floor"]
+        print(
+            "source-only read (floor): "
+            + (f"{floor['records_per_s']:,.1f} records/s" if floor["records_per_s"] else "n/a")
+        )
+        if "fraction_of_floor" in result:
+            print(f"pipeline / floor: {result['fraction_of_floor']:.4g}")
+    if png is not None:
+        print(f"wrote chart to {png}")
+    return 0

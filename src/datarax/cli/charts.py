@@ -1,0 +1,119 @@
+"""PNG pictures the command line writes: an image grid, a histogram, a bench chart.
+
+The image grid is assembled with numpy and written by Pillow, so its size is exact:
+``cols = ceil(sqrt(n))``, ``rows = ceil(n / cols)``, each ``H x W`` image upscaled
+(nearest neighbour) by ``scale = max(1, ceil(64 / max(H, W)))`` and tiles separated
+by ``PAD`` pixels. Histograms and the bench chart are Matplotlib figures of
+``FIGSIZE`` inches at ``DPI`` (640 x 400 pixels).
+
+Pillow and Matplotlib come with the ``cli`` extra (``pip install "datarax[cli]"``);
+they are imported only when a picture is asked for.
+
+Example:
+    >>> grid_size(n=10, height=8, width=8)
+    (200, 266)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from datarax.sources._optional import require
+
+PAD = 2
+MIN_TILE = 64
+FIGSIZE = (6.4, 4.0)
+DPI = 100
+
+
+def grid_size(n: int, height: int, width: int) -> tuple[int, int]:
+    """``(pixel_height, pixel_width)`` of the grid of ``n`` images of ``height x width``."""
+    cols = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    scale = max(1, math.ceil(MIN_TILE / max(height, width)))
+    return rows * height * scale + (rows + 1) * PAD, cols * width * scale + (cols + 1) * PAD
+
+
+def is_image_field(shape: Sequence[int], dtype: np.dtype) -> bool:
+    """A per-record shape ``(H, W)``, ``(H, W, 1)``, ``(H, W, 3)`` or ``(H, W, 4)`` of numbers."""
+    if np.dtype(dtype).kind not in "uif" or len(shape) not in (2, 3):
+        return False
+    return min(shape[:2]) >= 2 and (len(shape) == 2 or shape[2] in (1, 3, 4))
+
+
+def _to_uint8(images: np.ndarray) -> np.ndarray:
+    """uint8 images as they are; other dtypes scaled by the batch's min and max to 0..255."""
+    if images.dtype == np.uint8:
+        return images
+    values = images.astype(np.float64)
+    lo, hi = float(values.min()), float(values.max())
+    span = hi - lo if hi > lo else 1.0
+    return np.round((values - lo) / span * 255.0).astype(np.uint8)
+
+
+def write_image_grid(images: np.ndarray, path: str) -> tuple[int, int]:
+    """Write ``images`` (``N x H x W [x C]``) as one PNG grid; returns its ``(height, width)``."""
+    image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
+    pixels = _to_uint8(np.asarray(images))
+    if pixels.ndim == 3:
+        pixels = pixels[..., None]
+    if pixels.shape[-1] == 1:
+        pixels = np.repeat(pixels, 3, axis=-1)
+    n, height, width, channels = pixels.shape
+    cols = math.ceil(math.sqrt(n))
+    scale = max(1, math.ceil(MIN_TILE / max(height, width)))
+    out_h, out_w = grid_size(n, height, width)
+    canvas = np.full((out_h, out_w, channels), 255, np.uint8)
+    tile_h, tile_w = height * scale, width * scale
+    for i in range(n):
+        row, col = divmod(i, cols)
+        top, left = PAD + row * (tile_h + PAD), PAD + col * (tile_w + PAD)
+        tile = pixels[i].repeat(scale, axis=0).repeat(scale, axis=1)
+        canvas[top : top + tile_h, left : left + tile_w] = tile
+    image_module.fromarray(canvas, "RGBA" if channels == 4 else "RGB").save(path, format="PNG")
+    return out_h, out_w
+
+
+def _pyplot():
+    require("matplotlib", extra="cli", user="datarax (PNG charts)")
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_histogram(values: np.ndarray, field: str, path: str, bins: int = 30) -> None:
+    """Histogram of every value of a numeric field (all records, all elements)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    flat = np.asarray(values).astype(np.float64).ravel()
+    ax.hist(flat, bins=bins, color="#4c72b0")
+    ax.set_title(f"{field}: {flat.size} values, min {flat.min():g}, max {flat.max():g}")
+    ax.set_xlabel(field)
+    ax.set_ylabel("count")
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=DPI)
+    plt.close(fig)
+
+
+def write_bench_chart(
+    ms_per_batch: Mapping[str, float], rates: Mapping[str, float], path: str
+) -> None:
+    """Two panels: per-stage milliseconds per batch, and records/s of each measured pass."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, dpi=DPI)
+    stages = [k for k, v in ms_per_batch.items() if v > 0] or list(ms_per_batch)
+    left.barh(stages, [ms_per_batch[k] for k in stages], color="#4c72b0")
+    left.set_xlabel("ms per batch")
+    left.set_title("pipeline.stats()")
+    right.bar(list(rates), list(rates.values()), color="#55a868")
+    right.set_ylabel("records/s")
+    right.set_title("throughput")
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=DPI)
+    plt.close(fig)

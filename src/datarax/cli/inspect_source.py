@@ -1,0 +1,226 @@
+"""``datarax inspect SOURCE``: what is in a data set.
+
+Prints the source class, its files, the record count, the element spec (and, for a
+``py:`` target returning a Pipeline, the spec after its stages) and the first records
+summarised (shapes, dtypes, min/max, text excerpts); ``--grid out.png`` draws
+an image field as a grid, or a numeric field as a histogram.
+
+The record count is ``len(source)`` when the source knows it; a stream is counted by
+reading it once (``--no-count`` skips that).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import numpy as np
+
+from datarax.cli.targets import Target, length_of
+from datarax.core.errors import ConfigError
+from datarax.core.spec import TextSpec
+
+EXCERPT = 60
+
+
+def describe_spec(spec: Any) -> str:
+    """``uint8 (8, 8, 3)`` for an array field, ``text ()`` for a text field.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> describe_spec(jax.ShapeDtypeStruct((8, 8, 3), np.uint8))
+        'uint8 (8, 8, 3)'
+    """
+    if isinstance(spec, TextSpec):
+        return f"text {tuple(spec.shape)}"
+    if isinstance(spec, jax.ShapeDtypeStruct):
+        return f"{np.dtype(spec.dtype).name} {tuple(spec.shape)}"
+    return repr(spec)
+
+
+def describe_value(value: Any) -> str:
+    """One record's field: dtype, shape, min and max of an array; a text excerpt.
+
+    Example:
+        >>> describe_value(np.array([[0, 3], [7, 1]], np.uint8))
+        'uint8 (2, 2) min 0 max 7'
+        >>> describe_value(np.int32(4))
+        'int32 4'
+        >>> describe_value("a fine film")
+        "'a fine film'"
+    """
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        value = str(value)  # np.str_ -> str, for a plain repr
+        text = value if len(value) <= EXCERPT else value[: EXCERPT - 3] + "..."
+        return repr(text) + ("" if len(value) <= EXCERPT else f" ({len(value)} chars)")
+    array = np.asarray(value)
+    if array.dtype.kind in "USO":
+        return repr(array.tolist())[:EXCERPT]
+    if array.ndim == 0:
+        return f"{array.dtype.name} {array.item()}"
+    if array.size == 0:
+        return f"{array.dtype.name} {array.shape} empty"
+    return f"{array.dtype.name} {array.shape} min {array.min()} max {array.max()}"
+
+
+def host_batches(target: Target, batch_size: int) -> Iterator[dict[str, Any]]:
+    """One epoch of host batches (numpy arrays, text as lists): the ``py:`` pipeline
+    itself, or a stage-less Pipeline over the source."""
+    from datarax.pipeline import Pipeline
+
+    pipeline = target.pipeline
+    if pipeline is None:
+        pipeline = Pipeline(source=target.source, stages=[], batch_size=batch_size)
+    for batch in pipeline:
+        yield {k: (v if isinstance(v, list) else np.asarray(v)) for k, v in batch.items()}
+
+
+def records_of(batch: dict[str, Any]) -> list[dict[str, Any]]:
+    """Split a batch into per-record dicts."""
+    n = len(next(iter(batch.values())))
+    return [{k: v[i] for k, v in batch.items()} for i in range(n)]
+
+
+def run_inspect(
+    target: Target,
+    *,
+    records: int = 3,
+    grid: str | None = None,
+    field: str | None = None,
+    grid_records: int = 16,
+    count: bool = True,
+    as_json: bool = False,
+) -> int:
+    """Print the report (text, or one JSON object) and write the grid; exit status 0."""
+    if records < 0 or grid_records < 1:
+        raise ConfigError("--records must be >= 0 and --grid-records >= 1.")
+    source = target.source
+    spec = source.element_spec()
+    if grid is not None:
+        field = _grid_field(spec, field)
+    length = length_of(source)
+    wanted = max(records, grid_records if grid is not None else 0)
+    first: list[dict[str, Any]] = []
+    seen = 0
+    for batch in host_batches(
+        target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256
+    ):
+        if len(first) < wanted:
+            first.extend(records_of(batch)[: wanted - len(first)])
+        seen += len(next(iter(batch.values())))
+        if len(first) >= wanted and (length is not None or not count):
+            break
+    counted = length is None and count
+    report: dict[str, Any] = {
+        "source": type(source).__name__,
+        "target": target.spec,
+        "pipeline": target.pipeline is not None,
+        target.where_label: list(target.where),
+        "records": length if length is not None else (seen if counted else None),
+        "records_counted_by_reading": counted,
+        "element_spec": {k: describe_spec(v) for k, v in spec.items()},
+    }
+    batch_spec = getattr(target.pipeline, "element_spec", None)
+    if callable(batch_spec):  # a Pipeline says what its stages hand out, without reading
+        report["pipeline_spec"] = {k: describe_spec(v) for k, v in batch_spec().items()}
+    order = list(report.get("pipeline_spec", report["element_spec"]))  # fields in spec order
+    report["first_records"] = [
+        {k: describe_value(record[k]) for k in _in_order(record, order)}
+        for record in first[:records]
+    ]
+    picture = None
+    if grid is not None:
+        picture = _write_picture(first, spec, field, grid)
+        report["grid"] = picture
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"source: {report['source']}" + (" (from a Pipeline)" if report["pipeline"] else ""))
+    if target.where_label == "files" and target.where:
+        print(f"files: {len(target.where)}")
+        for path in target.where:
+            print(f"  {path}")
+    elif target.where:
+        print(f"{target.where_label}: {target.where[0]}")
+    if report["records"] is None:
+        print("records: unknown (a stream; run without --no-count to count it)")
+    else:
+        how = " (counted by reading the stream)" if counted else ""
+        print(f"records: {report['records']}{how}")
+    print("element spec:")
+    for name, text in report["element_spec"].items():
+        print(f"  {name}: {text}")
+    if "pipeline_spec" in report:
+        print("after the stages:")
+        for name, text in report["pipeline_spec"].items():
+            print(f"  {name}: {text}")
+    if report["first_records"]:
+        print(f"first {len(report['first_records'])} records:")
+        for i, record in enumerate(report["first_records"]):
+            print(f"  [{i}]")
+            for name, text in record.items():
+                print(f"    {name}: {text}")
+    if picture is not None:
+        print(
+            f"wrote {picture['kind']} of '{picture['field']}' "
+            f"({picture['records']} records) to {grid}"
+        )
+    return 0
+
+
+def _in_order(record: dict[str, Any], order: list[str]) -> list[str]:
+    """The record's fields: those of ``order`` first, in that order, then the rest sorted."""
+    return [k for k in order if k in record] + sorted(k for k in record if k not in order)
+
+
+def _grid_field(spec: dict[str, Any], field: str | None) -> str:
+    numeric = {
+        k: v
+        for k, v in spec.items()
+        if isinstance(v, jax.ShapeDtypeStruct) and np.dtype(v.dtype).kind in "uifb"
+    }
+    if field is not None:
+        if field not in spec:
+            raise ConfigError(
+                f"--field '{field}' is not a field of this source; fields: {sorted(spec)}."
+            )
+        if field not in numeric:
+            raise ConfigError(
+                f"--field '{field}' is {describe_spec(spec[field])}; "
+                "--grid draws numeric fields only."
+            )
+        return field
+    from datarax.cli.charts import is_image_field
+
+    for name, s in numeric.items():
+        if is_image_field(s.shape, s.dtype):
+            return name
+    if numeric:
+        return next(iter(numeric))
+    raise ConfigError(f"--grid needs a numeric field, and this source has none: {sorted(spec)}.")
+
+
+def _write_picture(
+    first: list[dict[str, Any]], spec: dict[str, Any], field: str, path: str
+) -> dict[str, Any]:
+    from datarax.cli import charts
+
+    if not first:
+        raise ConfigError("--grid: the source handed out no records to draw.")
+    values = np.stack([np.asarray(r[field]) for r in first])
+    s = spec[field]
+    if charts.is_image_field(s.shape, s.dtype):
+        height, width = charts.write_image_grid(values, path)
+        return {
+            "kind": "image grid",
+            "field": field,
+            "records": len(first),
+            "height": height,
+            "width": width,
+        }
+    charts.write_histogram(values, field, path)
+    return {"kind": "histogram", "field": field, "records": len(first)}

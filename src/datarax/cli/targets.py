@@ -1,0 +1,237 @@
+"""What a ``SOURCE`` argument of the command line names, opened as a datarax source.
+
+Forms (the scheme decides; anything without one is an ArrayRecord path):
+
+* ``PATH`` or ``'GLOB'`` — ArrayRecord files, decoded by ``--decode module:function``
+  (default: each record's size and its first bytes);
+* ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset (Hub id, local folder or data
+  files), streamed; split ``train`` unless given (HF slice syntax allowed);
+* ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``), never
+  downloaded;
+* ``py:MODULE:FUNCTION`` — ``FUNCTION()`` from an importable module or a ``.py`` file,
+  returning a source or a :class:`~datarax.pipeline.Pipeline`.
+
+``skip_bad=True`` opens file-backed sources with ``on_error="skip"`` (what ``datarax
+scan`` uses); a ``py:`` target keeps the policy its function chose.
+
+Example:
+    >>> split_spec("hf:stanfordnlp/sst2:train[:10%]")
+    ('hf', 'stanfordnlp/sst2', 'train[:10%]')
+    >>> split_spec("data/train-*.array_record")
+    ('arrayrecord', 'data/train-*.array_record', None)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from datarax.core.data_source import DataSourceModule
+from datarax.core.errors import ConfigError
+
+SCHEMES = ("hf", "tfds", "py")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
+
+
+@dataclasses.dataclass
+class Target:
+    """An opened ``SOURCE``: the source, the pipeline a ``py:`` function returned, and
+    a one-line description of where the records come from."""
+
+    spec: str
+    kind: str
+    source: DataSourceModule
+    pipeline: Any | None = None
+    where: list[str] = dataclasses.field(default_factory=list)
+    where_label: str = "files"
+
+    def close(self) -> None:
+        """Stop the source's reader threads, if it has any."""
+        self.source.close()
+
+
+def split_spec(spec: str) -> tuple[str, str, str | None]:
+    """``(kind, name, split)`` of a SOURCE argument (no file is touched).
+
+    Raises:
+        ConfigError: an unknown ``scheme:`` prefix or an empty name.
+    """
+    match = _SCHEME.match(spec)
+    if match is None or len(match.group(1)) == 1:  # no scheme (a Windows drive letter is a path)
+        if not spec:
+            raise ConfigError(
+                "SOURCE is empty; give an ArrayRecord path or glob, hf:, tfds: or py:."
+            )
+        return "arrayrecord", spec, None
+    scheme, rest = match.group(1).lower(), spec[match.end() :]
+    if scheme not in SCHEMES:
+        raise ConfigError(
+            f"unknown SOURCE scheme '{match.group(1)}:' in '{spec}'; use an ArrayRecord path or "
+            "glob, hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or py:MODULE:FUNCTION."
+        )
+    if scheme == "py":
+        module, sep, function = rest.rpartition(":")
+        if not sep or not module or not function.isidentifier():
+            raise ConfigError(
+                f"'{spec}' is not py:MODULE:FUNCTION (e.g. py:my_pipelines:train or "
+                "py:path/to/file.py:train)."
+            )
+        return "py", module, function
+    name, split = _name_and_split(rest)
+    if not name:
+        raise ConfigError(f"'{spec}' names no dataset; write {scheme}:NAME[:SPLIT].")
+    return scheme, name, split
+
+
+def _name_and_split(rest: str) -> tuple[str, str | None]:
+    """Split ``NAME[:SPLIT]`` at the last ``:`` outside brackets (``train[:10]`` is a split)."""
+    depth = 0
+    for i in range(len(rest) - 1, -1, -1):
+        char = rest[i]
+        if char == "]":
+            depth += 1
+        elif char == "[":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            return rest[:i], rest[i + 1 :] or None
+    return rest, None
+
+
+def load_callable(reference: str, *, what: str) -> Callable[..., Any]:
+    """The function named by ``module:function`` or ``path/to/file.py:function``.
+
+    The current directory is importable, as with ``python -m``.
+
+    Raises:
+        ConfigError: the module cannot be imported or has no such function.
+    """
+    module_name, sep, function = reference.rpartition(":")
+    if not sep or not module_name or not function.isidentifier():
+        raise ConfigError(f"{what} '{reference}' is not MODULE:FUNCTION (e.g. my_codecs:decode).")
+    module = _import(module_name, what=what)
+    fn = getattr(module, function, None)
+    if fn is None:
+        raise ConfigError(f"{what}: module '{module_name}' has no attribute '{function}'.")
+    if not callable(fn):
+        raise ConfigError(
+            f"{what}: '{module_name}:{function}' is a {type(fn).__name__}, not a function."
+        )
+    return fn
+
+
+def _import(module_name: str, *, what: str) -> Any:
+    if module_name.endswith(".py") or os.sep in module_name:
+        if not os.path.isfile(module_name):
+            raise ConfigError(f"{what}: the file '{module_name}' does not exist.")
+        name = "_datarax_cli_" + re.sub(
+            r"\W", "_", os.path.splitext(os.path.basename(module_name))[0]
+        )
+        spec = importlib.util.spec_from_file_location(name, module_name)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name is not None and module_name.startswith(err.name):
+            raise ConfigError(
+                f"{what}: no module named '{module_name}' (run from the folder that holds it, "
+                "set PYTHONPATH, or give the file: path/to/file.py:function)."
+            ) from err
+        raise
+
+
+def raw_record_summary(record: bytes) -> dict[str, Any]:
+    """The CLI's decoder when no ``--decode`` is given: size and first bytes of a record.
+
+    Example:
+        >>> fields = raw_record_summary(b"hello")
+        >>> int(fields["num_bytes"]), fields["head"]
+        (5, '68 65 6c 6c 6f')
+    """
+    return {"num_bytes": np.int32(len(record)), "head": bytes(record[:16]).hex(" ")}
+
+
+def open_target(
+    spec: str,
+    *,
+    decode: str | None = None,
+    data_dir: str | None = None,
+    skip_bad: bool = False,
+) -> Target:
+    """Open ``spec`` (see the module docstring) as a :class:`Target`."""
+    kind, name, split = split_spec(spec)
+    if decode is not None and kind != "arrayrecord":
+        raise ConfigError(f"--decode applies to ArrayRecord files only, not to a {kind}: SOURCE.")
+    if data_dir is not None and kind != "tfds":
+        raise ConfigError(f"--data-dir applies to tfds: SOURCE only, not to '{spec}'.")
+    policy = {"on_error": "skip"} if skip_bad else {}
+    if kind == "arrayrecord":
+        from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+        fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
+        source = ArrayRecordSourceModule(
+            ArrayRecordSourceConfig(num_epochs=1, **policy), name, decode=fn
+        )
+        return Target(spec, kind, source, where=source.paths)
+    if kind == "hf":
+        from datarax.sources import HFStreamingConfig, HFStreamingSource
+
+        config = HFStreamingConfig(name=name, split=split or "train", **policy)
+        return Target(spec, kind, HFStreamingSource(config), where=[name], where_label="dataset")
+    if kind == "tfds":
+        from datarax.sources import TFDSStreamingConfig, TFDSStreamingSource
+
+        config = TFDSStreamingConfig(
+            name=name, split=split or "train", data_dir=data_dir, download=False, **policy
+        )
+        return Target(
+            spec,
+            kind,
+            TFDSStreamingSource(config),
+            where=[data_dir or "(default)"],
+            where_label="data_dir",
+        )
+    assert split is not None
+    return _open_py(spec, name, split)
+
+
+def _open_py(spec: str, module: str, function: str) -> Target:
+    from datarax.pipeline import Pipeline
+
+    fn = load_callable(f"{module}:{function}", what=spec)
+    made = fn()
+    if isinstance(made, Pipeline):
+        source = made.source
+        return Target(spec, "py", source, pipeline=made, where=_paths_of(source))
+    if isinstance(made, DataSourceModule):
+        return Target(spec, "py", made, where=_paths_of(made))
+    raise ConfigError(
+        f"{spec} returned {type(made).__name__}; it must return a datarax source "
+        "(a DataSourceModule) or a Pipeline."
+    )
+
+
+def _paths_of(source: DataSourceModule) -> list[str]:
+    paths = getattr(source, "paths", None)
+    return list(paths) if isinstance(paths, (list, tuple)) else []
+
+
+def length_of(obj: Any) -> int | None:
+    """``len(obj)`` when it is known, else None (a stream)."""
+    try:
+        return int(len(obj))
+    except (TypeError, NotImplementedError):
+        return None

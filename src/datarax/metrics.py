@@ -1,0 +1,169 @@
+"""``StatsLogger``: write ``pipeline.stats()`` every k batches to JSON lines or TensorBoard.
+
+The logger counts the batches your loop consumes (call :meth:`StatsLogger.step` once
+per batch, or wrap the loop in :meth:`StatsLogger.track`) and, every ``every``
+batches, writes one snapshot of :meth:`~datarax.pipeline.Pipeline.stats`:
+
+* JSON lines (``jsonl_path``): one object per snapshot, ``{"step", "time",
+  "records_per_s", **stats}`` — ``step`` is the logger's batch count across epochs,
+  ``records_per_s`` the rate since the previous snapshot;
+* TensorBoard (``tensorboard_dir``, needs ``pip install "datarax[metrics]"`` for
+  tensorboardX): every number of the snapshot as a scalar under ``prefix/...``
+  (``datarax/ms_per_batch/read``, ``datarax/records_per_s``, ``datarax/source/...``).
+
+It only reads the pipeline's public ``stats()``; it never changes the pipeline.
+
+Example:
+    >>> import json, os, tempfile
+    >>> import numpy as np
+    >>> from datarax.pipeline import Pipeline
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> source = MemorySource(MemorySourceConfig(), {"x": np.arange(50, dtype=np.int32)})
+    >>> pipeline = Pipeline(source=source, stages=[], batch_size=10)
+    >>> path = os.path.join(tempfile.mkdtemp(), "stats.jsonl")
+    >>> with StatsLogger(pipeline, every=2, jsonl_path=path) as logger:
+    ...     for batch in logger.track(pipeline):
+    ...         pass
+    >>> [json.loads(line)["records"] for line in open(path)]
+    [20, 40]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from datarax.core.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def flatten_numbers(tree: dict[str, Any], prefix: str) -> dict[str, float]:
+    """Every int/float leaf of a nested dict as ``{"prefix/a/b": value}`` (others left out).
+
+    Example:
+        >>> flatten_numbers({"records": 4, "seconds": {"read": 0.5}, "bottleneck": "read"}, "d")
+        {'d/records': 4.0, 'd/seconds/read': 0.5}
+    """
+    out: dict[str, float] = {}
+    for key, value in tree.items():
+        name = f"{prefix}/{key}"
+        if isinstance(value, dict):
+            out.update(flatten_numbers(value, name))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = float(value)
+    return out
+
+
+class StatsLogger:
+    """Snapshots of ``pipeline.stats()`` every ``every`` batches.
+
+    Args:
+        pipeline: anything with a ``stats()`` method returning a dict (a Pipeline).
+        every: batches between snapshots (>= 1).
+        jsonl_path: append one JSON object per snapshot to this file.
+        tensorboard_dir: write scalars to a TensorBoard event file in this folder
+            (tensorboardX, from the ``metrics`` extra).
+        prefix: TensorBoard tag prefix.
+
+    At least one of ``jsonl_path`` and ``tensorboard_dir`` is needed. Call
+    :meth:`close` (or use ``with``) to flush the files.
+    """
+
+    def __init__(
+        self,
+        pipeline: Any,
+        *,
+        every: int = 100,
+        jsonl_path: str | os.PathLike[str] | None = None,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
+        prefix: str = "datarax",
+    ) -> None:
+        if not callable(getattr(pipeline, "stats", None)):
+            raise ConfigError(
+                "StatsLogger needs a pipeline with a stats() method, got "
+                f"{type(pipeline).__name__}."
+            )
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ConfigError(f"StatsLogger every must be an int >= 1 (batches), got {every!r}.")
+        if jsonl_path is None and tensorboard_dir is None:
+            raise ConfigError(
+                "StatsLogger writes nowhere: give jsonl_path='stats.jsonl' and/or "
+                "tensorboard_dir='runs/data'."
+            )
+        self.pipeline = pipeline
+        self.every = every
+        self.prefix = prefix
+        self.steps = 0
+        self._jsonl = open(jsonl_path, "a", encoding="utf-8") if jsonl_path is not None else None  # noqa: SIM115
+        self._writer = None
+        if tensorboard_dir is not None:
+            from datarax.sources._optional import require
+
+            # Lazy: tensorboardX is an optional extra, needed only for TensorBoard output.
+            tensorboardx = require(
+                "tensorboardX", extra="metrics", user="StatsLogger(tensorboard_dir=...)"
+            )
+            self._writer = tensorboardx.SummaryWriter(logdir=os.fspath(tensorboard_dir))
+        self._last = (time.perf_counter(), self._records())
+
+    def _records(self) -> int:
+        return int(self.pipeline.stats().get("records", 0))
+
+    def step(self, batches: int = 1) -> dict[str, Any] | None:
+        """Count ``batches`` consumed batches; returns the snapshot when one was written."""
+        if isinstance(batches, bool) or not isinstance(batches, int) or batches < 0:
+            raise ConfigError(f"StatsLogger.step batches must be an int >= 0, got {batches!r}.")
+        before = self.steps // self.every
+        self.steps += batches
+        if self.steps // self.every > before:
+            return self.write()
+        return None
+
+    def track(self, batches: Iterable[T]) -> Iterator[T]:
+        """Yield from ``batches`` (e.g. a pipeline), counting each one with :meth:`step`."""
+        for batch in batches:
+            yield batch
+            self.step()
+
+    def write(self) -> dict[str, Any]:
+        """Write a snapshot now (at the current step) and return it."""
+        stats = self.pipeline.stats()
+        now = time.perf_counter()
+        records = int(stats.get("records", 0))
+        last_time, last_records = self._last
+        elapsed = now - last_time
+        rate = (
+            (records - last_records) / elapsed if elapsed > 0 and records >= last_records else None
+        )
+        self._last = (now, records)
+        snapshot = {"step": self.steps, "time": time.time(), "records_per_s": rate, **stats}
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(snapshot) + "\n")
+            self._jsonl.flush()
+        if self._writer is not None:
+            scalars = flatten_numbers(
+                {k: v for k, v in snapshot.items() if k not in ("step", "time")}, self.prefix
+            )
+            for tag, value in scalars.items():
+                self._writer.add_scalar(tag, value, global_step=self.steps)
+            self._writer.flush()
+        return snapshot
+
+    def close(self) -> None:
+        """Flush and close the files."""
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self) -> StatsLogger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,488 @@
+"""``datarax inspect / scan / bench`` through the real entry point (``python -m datarax``),
+on small data written here: ArrayRecord files (one with corrupt chunks), a local
+Hugging Face json dataset and a ``py:`` file building a Pipeline."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
+from cli_helpers import datarax
+
+from datarax.cli.charts import grid_size
+
+CODECS = '''
+import numpy as np
+
+def decode(record):
+    """8x8x3 uint8 image of value 10*k, then int32 label k."""
+    return {"image": np.frombuffer(record[:192], np.uint8).reshape(8, 8, 3),
+            "label": np.frombuffer(record[192:], np.int32)[0]}
+
+def floats(record):
+    values = np.frombuffer(record, np.float32)
+    if values[0] in (7.0, 42.0):
+        raise ValueError(f"value {int(values[0])} is not allowed")
+    return {"data": values}
+'''
+
+PIPELINES = """
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+def source():
+    return MemorySource(MemorySourceConfig(), {"x": np.arange(100, dtype=np.float32),
+                                               "y": np.arange(100, dtype=np.int32) % 7})
+
+def double(element, key=None):
+    return element.update_data({"x": (element.data["x"] * 2).astype(jnp.int32)})
+
+def pipeline():
+    return Pipeline(source=source(), stages=[ElementOperator(ElementOperatorConfig(), fn=double)],
+                    batch_size=10)
+
+def not_a_source():
+    return 5
+
+NUMBER = 3
+"""
+
+
+def datarax_in_process(*args: str, cwd: pathlib.Path, capsys, monkeypatch) -> tuple[int, str, str]:
+    """``main(args)`` in this process (the parsing and printing of the entry point, without
+    the seconds a new interpreter spends importing JAX)."""
+    from datarax.cli.main import main
+
+    monkeypatch.chdir(cwd)
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def png_size(path: pathlib.Path) -> tuple[int, int]:
+    """``(height, width)`` from the PNG header (and the signature checked)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG file"
+    assert data[12:16] == b"IHDR"
+    return int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> pathlib.Path:
+    root = tmp_path_factory.mktemp("cli")
+    (root / "codecs_cli.py").write_text(CODECS)
+    (root / "pipelines_cli.py").write_text(PIPELINES)
+    for f in range(2):  # images: d0 holds k = 0..9, d1 holds k = 10..19
+        writer = ArrayRecordWriter(str(root / f"d{f}.array_record"), "group_size:1")
+        for k in range(f * 10, f * 10 + 10):
+            writer.write(np.full((8, 8, 3), k * 10, np.uint8).tobytes() + np.int32(k).tobytes())
+        writer.close()
+    writer = ArrayRecordWriter(str(root / "good.array_record"), "group_size:1")
+    for i in range(100):
+        writer.write(np.full(16, i, np.float32).tobytes())
+    writer.close()
+    raw = bytearray((root / "good.array_record").read_bytes())
+    for k in range(1000, 1200):  # flip bytes inside the record chunks
+        raw[k] ^= 0xFF
+    (root / "corrupt.array_record").write_bytes(bytes(raw))
+    hf = root / "hfds" / "data"
+    hf.mkdir(parents=True)
+    with open(hf / "train.jsonl", "w") as out:
+        for i in range(25):
+            out.write(json.dumps({"text": f"review {i} " + "good " * i, "label": i % 3}) + "\n")
+    with open(hf / "test.jsonl", "w") as out:
+        for i in range(7):
+            out.write(json.dumps({"text": f"t{i}", "label": i}) + "\n")
+    bad = root / "hfbad" / "data"
+    bad.mkdir(parents=True)
+    with open(bad / "train.jsonl", "w") as out:  # records 5 and 13 lack their label
+        for i in range(20):
+            out.write(json.dumps({"text": f"r{i}", "label": None if i in (5, 13) else i}) + "\n")
+    return root
+
+
+def unreadable_records(path: pathlib.Path) -> list[int]:
+    reader = ArrayRecordReader(str(path))
+    bad = []
+    for i in range(reader.num_records()):
+        try:
+            reader.read([i])
+        except RuntimeError:
+            bad.append(i)
+    reader.close()
+    return bad
+
+
+# --------------------------------------------------------------------- inspect
+def test_inspect_array_record_glob_with_decode_and_image_grid(data):
+    grid = data / "grid.png"
+    result = datarax(
+        "inspect",
+        str(data / "d*.array_record"),
+        "--decode",
+        "codecs_cli:decode",
+        "--records",
+        "2",
+        "--grid",
+        str(grid),
+        cwd=data,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "source: ArrayRecordSourceModule",
+        "files: 2",
+        f"  {data / 'd0.array_record'}",
+        f"  {data / 'd1.array_record'}",
+        "records: 20",
+        "element spec:",
+        "  image: uint8 (8, 8, 3)",
+        "  label: int32 ()",
+        "first 2 records:",
+        "  [0]",
+        "    image: uint8 (8, 8, 3) min 0 max 0",
+        "    label: int32 0",
+        "  [1]",
+        "    image: uint8 (8, 8, 3) min 10 max 10",
+        "    label: int32 1",
+        f"wrote image grid of 'image' (16 records) to {grid}",
+    ]
+    assert png_size(grid) == grid_size(16, 8, 8) == (266, 266)
+    from PIL import Image
+
+    with Image.open(grid) as image:
+        pixels = np.asarray(image)
+    # 4x4 tiles of 64x64 (8x8 upscaled 8 times) after a 2-pixel border; tile k is gray 10*k.
+    for k in range(16):
+        row, col = divmod(k, 4)
+        top, left = 2 + row * 66, 2 + col * 66
+        tile = pixels[top : top + 64, left : left + 64]
+        assert (tile == 10 * k).all(), k
+    assert (pixels[0] == 255).all() and (pixels[:, 66:68] == 255).all()  # white separators
+
+
+def test_inspect_raw_records_without_decode_as_json(data):
+    result = datarax(
+        "inspect", str(data / "good.array_record"), "--records", "1", "--json", cwd=data
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["records"] == 100 and report["files"] == [str(data / "good.array_record")]
+    assert report["element_spec"] == {"num_bytes": "int32 ()", "head": "text ()"}
+    assert report["first_records"] == [{"num_bytes": "int32 64", "head": repr("00 " * 15 + "00")}]
+
+
+def test_inspect_hf_split_counts_the_stream_and_draws_a_histogram(data):
+    hist = data / "hist.png"
+    result = datarax(
+        "inspect",
+        f"hf:{data / 'hfds'}:test",
+        "--records",
+        "2",
+        "--grid",
+        str(hist),
+        "--field",
+        "label",
+        cwd=data,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "source: HFStreamingSource",
+        f"dataset: {data / 'hfds'}",
+        "records: 7 (counted by reading the stream)",
+        "element spec:",
+        "  text: text ()",
+        "  label: int32 ()",
+        "first 2 records:",
+        "  [0]",
+        "    text: 't0'",
+        "    label: int32 0",
+        "  [1]",
+        "    text: 't1'",
+        "    label: int32 1",
+        f"wrote histogram of 'label' (7 records) to {hist}",
+    ]
+    assert png_size(hist) == (400, 640)
+
+
+def test_inspect_py_pipeline_shows_records_after_the_stages(data, capsys, monkeypatch):
+    code, out, err = datarax_in_process(
+        "inspect",
+        "py:pipelines_cli.py:pipeline",
+        "--json",
+        cwd=data,
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["pipeline"] is True and report["source"] == "MemorySource"
+    assert report["records"] == 100
+    assert report["element_spec"] == {"x": "float32 ()", "y": "int32 ()"}
+    assert report["pipeline_spec"] == {"x": "int32 ()", "y": "int32 ()"}  # the stage casts x
+    assert [r["x"] for r in report["first_records"]] == ["int32 0", "int32 2", "int32 4"]
+
+
+@pytest.mark.slow  # writes a parquet of PNG images; the ArrayRecord grid test is the fast one
+def test_inspect_hf_image_dataset_draws_its_images(tmp_path):
+    import io
+
+    datasets = pytest.importorskip("datasets")
+    from PIL import Image
+
+    images = []
+    for i in range(9):
+        out = io.BytesIO()
+        Image.fromarray(np.full((6, 6, 3), i * 25, np.uint8)).save(out, format="PNG")
+        images.append({"bytes": out.getvalue(), "path": None})
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int32")})
+    folder = tmp_path / "images" / "data"
+    folder.mkdir(parents=True)
+    datasets.Dataset.from_dict(
+        {"image": images, "label": list(range(9))}, features=features
+    ).to_parquet(str(folder / "train-00000-of-00001.parquet"))
+    grid = tmp_path / "grid.png"
+    result = datarax(
+        "inspect", f"hf:{tmp_path / 'images'}", "--grid", str(grid), "--json", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["element_spec"] == {"image": "uint8 (6, 6, 3)", "label": "int32 ()"}
+    assert report["grid"] == {
+        "kind": "image grid",
+        "field": "image",
+        "records": 9,
+        "height": 206,
+        "width": 206,
+    }
+    with Image.open(grid) as image:
+        pixels = np.asarray(image)
+    assert png_size(grid) == grid_size(9, 6, 6) == (206, 206)  # 3x3 tiles of 66 px (6 px x 11)
+    for k in range(9):
+        row, col = divmod(k, 3)
+        top, left = 2 + row * 68, 2 + col * 68
+        assert (pixels[top : top + 66, left : left + 66] == 25 * k).all(), k
+
+
+# ------------------------------------------------------------------------ scan
+def test_scan_lists_every_bad_record_with_file_index_and_cause(data):
+    corrupt = data / "corrupt.array_record"
+    unreadable = unreadable_records(corrupt)
+    assert unreadable, "the corruption must hit some records"
+    both = str(data / "[cg]*.array_record")  # corrupt.array_record, good.array_record
+    result = datarax("scan", both, "--decode", "codecs_cli:floats", "--json", cwd=data)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    expected = [(str(corrupt), i) for i in sorted(set(unreadable) | {7, 42})] + [
+        (str(data / "good.array_record"), 7),
+        (str(data / "good.array_record"), 42),
+    ]
+    assert [(r["path"], r["index"]) for r in report["bad_records"]] == expected
+    assert report["bad"] == len(expected) and report["read"] == 200
+    assert report["good"] == 200 - len(expected) and report["complete"] is True
+    causes = {(r["path"], r["index"]): r["cause"] for r in report["bad_records"]}
+    assert "value 42 is not allowed" in causes[(str(data / "good.array_record"), 42)]
+    assert "Corrupted" in causes[(str(corrupt), unreadable[0])]
+
+    text = datarax("scan", str(corrupt), cwd=data)  # no --decode: only unreadable records
+    assert text.returncode == 1
+    lines = text.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == [
+        f"BAD {corrupt} record {i}" for i in unreadable
+    ]
+    assert lines[-1] == (
+        f"scanned 100 records of {corrupt}: {100 - len(unreadable)} good, {len(unreadable)} bad"
+    )
+
+
+def test_scan_hf_stream_lists_records_that_do_not_convert(data):
+    target = f"hf:{data / 'hfbad'}"
+    result = datarax("scan", target, cwd=data)
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] + ":" + line.split(":")[1] for line in lines[:-1]] == [
+        f"BAD {target} record 5",
+        f"BAD {target} record 13",
+    ]
+    assert all("field 'label' is missing a value (None)" in line for line in lines[:-1])
+    assert lines[-1] == f"scanned 20 records of {target}: 18 good, 2 bad"
+
+
+@pytest.mark.slow  # a second HF stream start-up; the test above covers scan on hf: by default
+def test_scan_clean_sources_exit_zero(data):
+    result = datarax("scan", f"hf:{data / 'hfds'}", cwd=data)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"scanned 25 records of hf:{data / 'hfds'}: 25 good, 0 bad"
+    ]
+
+
+# ----------------------------------------------------------------------- bench
+def test_bench_reports_rate_breakdown_floor_and_chart(data):
+    chart = data / "bench.png"
+    result = datarax(
+        "bench",
+        "py:pipelines_cli:pipeline",
+        "--batches",
+        "12",
+        "--compare-floor",
+        "--png",
+        str(chart),
+        "--json",
+        cwd=data,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["batches"] == 12 and report["records"] == 120 and report["passes_started"] == 2
+    assert (
+        report["batch_size"] == 10 and report["stages"] == 1 and report["source"] == "MemorySource"
+    )
+    assert report["batches_per_epoch"] == 10
+    stats = report["stats"]
+    assert stats["batches"] == 12 and stats["records"] == 120
+    assert stats["bottleneck"] == "step"  # an indexed source: everything is the compiled step
+    assert report["records_per_s"] > 0 and report["time_to_first_batch_s"] > 0
+    assert report["floor"]["records"] == 120 and report["floor"]["records_per_s"] > 0
+    assert report["fraction_of_floor"] == pytest.approx(
+        report["records_per_s"] / report["floor"]["records_per_s"], rel=1e-3
+    )
+    assert png_size(chart) == (400, 640)
+
+
+def test_bench_text_output_names_the_bottleneck(data, capsys, monkeypatch):
+    code, out, err = datarax_in_process(
+        "bench",
+        "py:pipelines_cli.py:source",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "25",
+        cwd=data,
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "bench py:pipelines_cli.py:source: MemorySource, stages: 0, batch size: 25"
+    assert lines[1] == "batches: 4  records: 100  batches per epoch: 4"
+    assert lines[-1] == "bottleneck: step"
+
+
+# ---------------------------------------------------------------------- errors
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["inspect", "s3x:bucket/data"],
+            "unknown SOURCE scheme 's3x:' in 's3x:bucket/data'; use an ArrayRecord path or glob, "
+            "hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or py:MODULE:FUNCTION.",
+        ),
+        (
+            ["scan", "{data}/missing.array_record"],
+            "ArrayRecordSourceModule: the file '{data}/missing.array_record' does not exist. Check "
+            "the path (a glob pattern such as 'data-*.array_record' is expanded).",
+        ),
+        (
+            ["inspect", "py:no_such_module_x:make"],
+            "py:no_such_module_x:make: no module named 'no_such_module_x' (run from the folder "
+            "that "
+            "holds it, set PYTHONPATH, or give the file: path/to/file.py:function).",
+        ),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(data, args, message):
+    result = datarax(*[a.format(data=data) for a in args], cwd=data)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [f"datarax {args[0]}: error: {message.format(data=data)}"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["bench", "py:pipelines_cli:nothing"],
+            "py:pipelines_cli:nothing: module 'pipelines_cli' has no attribute 'nothing'.",
+        ),
+        (
+            ["inspect", "py:pipelines_cli:NUMBER"],
+            "py:pipelines_cli:NUMBER: 'pipelines_cli:NUMBER' is a int, not a function.",
+        ),
+        (
+            ["inspect", "py:pipelines_cli.py:not_a_source"],
+            "py:pipelines_cli.py:not_a_source returned int; it must return a datarax source (a "
+            "DataSourceModule) or a Pipeline.",
+        ),
+        (
+            ["inspect", "py:missing_file.py:make"],
+            "py:missing_file.py:make: the file 'missing_file.py' does not exist.",
+        ),
+        (
+            ["inspect", "py:pipelines_cli"],
+            "'py:pipelines_cli' is not py:MODULE:FUNCTION (e.g. py:my_pipelines:train or "
+            "py:path/to/file.py:train).",
+        ),
+        (["inspect", "hf:"], "'hf:' names no dataset; write hf:NAME[:SPLIT]."),
+        (
+            ["bench", "{data}/good.array_record"],
+            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), got "
+            "'{data}/good.array_record'.",
+        ),
+        (
+            ["inspect", "{data}/good.array_record", "--decode", "codecs_cli"],
+            "--decode 'codecs_cli' is not MODULE:FUNCTION (e.g. my_codecs:decode).",
+        ),
+        (
+            ["inspect", "hf:{data}/hfds", "--decode", "codecs_cli:decode"],
+            "--decode applies to ArrayRecord files only, not to a hf: SOURCE.",
+        ),
+        (
+            ["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "text"],
+            "--field 'text' is text (); --grid draws numeric fields only.",
+        ),
+        (
+            ["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "nope"],
+            "--field 'nope' is not a field of this source; fields: ['label', 'text'].",
+        ),
+        (
+            ["bench", "py:pipelines_cli:pipeline", "--batches", "0"],
+            "--batches and --epochs must be >= 1.",
+        ),
+    ],
+)
+def test_more_bad_arguments_in_process(data, capsys, monkeypatch, args, message):
+    monkeypatch.syspath_prepend(str(data))
+    code, out, err = datarax_in_process(
+        *[a.format(data=data) for a in args], cwd=data, capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"datarax {args[0]}: error: {message.format(data=data)}"]
+    assert not (data / "x.png").exists()
+
+
+def test_console_script_lists_the_commands(tmp_path):
+    """The `datarax` script pyproject installs (beside this interpreter) runs the same main."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    script = pathlib.Path(sys.executable).parent / "datarax"
+    if not script.exists():
+        script = shutil.which("datarax")
+    if script is None:
+        pytest.skip("the datarax script is not installed in this environment")
+    from cli_helpers import SRC
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(
+        [str(script), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "{demo,inspect,scan,bench}" in result.stdout
