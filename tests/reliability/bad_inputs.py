@@ -315,10 +315,10 @@ simple("state-other-dataset", "Pipeline state", "a state from a 12-record datase
        StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
        "num_records=6", lambda: pipe(batch_size=3).set_state(state_of()), field="num_records")
 simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
-       StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
-       "num_records=None",
+       StateError, "Pipeline state was saved with source='MemorySource' but this pipeline has "
+       "source='CountingStream'",
        lambda: Pipeline(source=CountingStream(CountingStreamConfig()), stages=[], batch_size=3,
-                        shard_index=0, shard_count=1).set_state(state_of()), field="num_records")
+                        shard_index=0, shard_count=1).set_state(state_of()), field="source")
 simple("state-other-shard", "Pipeline state", "a state from shard 0 of 2 into shard 1 of 2",
        StateError, "Pipeline state was saved with shard=[0, 2] but this pipeline has shard=[1, 2]",
        lambda: make_memory_pipeline(12, 3, shard_index=1, shard_count=2).set_state(
@@ -347,7 +347,7 @@ simple("state-negative-position", "Pipeline state", "position=-3", StateError,
        "Pipeline state 'position' must be an int >= 0, got -3; the state was tampered with.",
        lambda: restore(dict(state_of(), position=-3)), field="position")
 simple("state-float-epoch", "Pipeline state", "epoch=1.5", StateError,
-       "Pipeline state 'epoch' must be an int >= -1, got 1.5", lambda: restore(dict(state_of(), epoch=1.5)),
+       "Pipeline state 'epoch' must be an int >= 0, got 1.5", lambda: restore(dict(state_of(), epoch=1.5)),
        field="epoch")
 simple("state-position-past-end", "Pipeline state", "position=99 in a 12-record epoch",
        StateError, "Pipeline state position=99 is past the end of the epoch (12 records).",
@@ -355,9 +355,9 @@ simple("state-position-past-end", "Pipeline state", "position=99 in a 12-record 
 simple("state-missing-key", "Pipeline state", "a state without 'settings'", StateError,
        "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
        lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
-simple("state-wrong-version", "Pipeline state", "version=2", StateError,
-       "Pipeline state version 2 is not 1, the version this datarax writes; the state comes "
-       "from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=2)),
+simple("state-wrong-version", "Pipeline state", "version=1", StateError,
+       "Pipeline state version 1 is not 2, the version this datarax writes; the state comes "
+       "from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
        field="version")
 simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
        "Pipeline state 'settings' must be the dict get_state() wrote, got str; the state was "
@@ -406,8 +406,8 @@ simple("state-stream-wrong-keys", "Pipeline state", "source state with wrong key
        lambda: _restore_stream(dict(_stream_state(), source={"index": 3})), field="current_index")
 simple("state-stream-past-its-end", "Pipeline state",
        "a stream state handing out more records than the stream holds", StateError,
-       "CountingStream: the restored state says 9 records were handed out this pass, but the "
-       "stream ended before reaching them",
+       "CountingStream: the restored position says 9 records of pass 0 were handed out, but "
+       "the stream ended before reaching them",
        lambda: _restore_stream(_stream_state_at_9_of_5(), 5),
        field="current_index")
 simple("state-source-past-end", "Source state", "source.set_state index past the data",

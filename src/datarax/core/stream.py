@@ -97,13 +97,16 @@ class StreamPass:
         self.read_in_pass = 0
         self.to_skip = index * source.shard[1]
 
-    def _get(self, batch_size: int) -> Batch | None:
+    def _get(self, batch_size: int, *, mid_read: bool = False) -> Batch | None:
+        """The stream's next batch, or None at the pass's end (``mid_read``: records of
+        this read are already in hand, so the pass is not empty)."""
         try:
             batch = self._source.get_batch(batch_size)
         except StopIteration:
             return None
         if batch is None or batch_length(batch) == 0:
-            self._check_rewound()
+            if not mid_read:
+                self._check_rewound()
             return None
         return batch
 
@@ -170,7 +173,7 @@ class StreamPass:
         parts = [raw]
         have = batch_length(raw)
         while (self.read_in_pass + have) % count:
-            extra = self._get(count - (self.read_in_pass + have) % count)
+            extra = self._get(count - (self.read_in_pass + have) % count, mid_read=True)
             if extra is None:  # the stream ended inside a round: no shard takes it
                 have -= (self.read_in_pass + have) % count
                 if have == 0:

@@ -98,7 +98,7 @@ class PipelineIterator:
         self._mark()
 
     def _mark(self) -> None:
-        self._pipeline._note_left()
+        self._pipeline._note_left(ended=self._finished)
 
     def supersede(self) -> None:
         """End this iterator because a newer ``iter(pipeline)`` took over."""

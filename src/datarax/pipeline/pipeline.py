@@ -58,6 +58,7 @@ class _Session:
     def __init__(self) -> None:
         self.live: weakref.ref[PipelineIterator] | None = None
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
+        self.left_ended = False  # ...and whether its pass had ended there (an empty pass too)
         self.stats = PipelineStats()
 
     def __eq__(self, other: object) -> bool:
@@ -215,14 +216,19 @@ class Pipeline(nnx.Module):
         source = self.source
         epoch, index = source.epoch, source.index
         previous = self.__session.live
-        iterator = PipelineIterator(self, epoch=0 if self.fresh_pass_needed() else epoch,
-                                    resume_at=None if self.fresh_pass_needed() else index)
+        left, left_ended = self.__session.left, self.__session.left_ended
+        was_left_here = self.fresh_pass_needed()
+        next_epoch, resume_at = self._next_pass()
+        iterator = PipelineIterator(self, epoch=next_epoch, resume_at=resume_at)
         try:
             return next(iterator)
         finally:
             iterator.close()
             source.seek(epoch, index)
             self.__session.live = previous
+            self.__session.left, self.__session.left_ended = left, left_ended
+            if was_left_here:  # the seek back counts as a restore; keep "left here" true
+                self._note_left(left_ended)
 
     # ------------------------------------------------------------------ stats
     @property
@@ -268,10 +274,22 @@ class Pipeline(nnx.Module):
         source = self.source
         return self.__session.left == (source.epoch, source.index, source.restores)
 
-    def _note_left(self) -> None:
-        """An iterator of this pipeline moved the source: remember where it stands."""
+    def _note_left(self, ended: bool = False) -> None:
+        """An iterator of this pipeline moved the source: remember where it stands (and
+        whether its pass ended there)."""
         source = self.source
         self.__session.left = (source.epoch, source.index, source.restores)
+        self.__session.left_ended = ended
+
+    def _next_pass(self) -> tuple[int, int | None]:
+        """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: the next epoch
+        after a pass an iterator of this pipeline left (a ``break`` before any batch
+        restarts the same epoch), else the source's position, continued."""
+        source = self.source
+        if not self.fresh_pass_needed():
+            return source.epoch, source.index
+        moved_on = source.index > 0 or self.__session.left_ended
+        return source.epoch + (1 if moved_on else 0), None
 
     def __iter__(self) -> PipelineIterator:
         """Start the next pass (or continue the one a restore left the source in)."""
@@ -279,11 +297,7 @@ class Pipeline(nnx.Module):
 
         self.source.check_contract()
         live = self.__session.live() if self.__session.live is not None else None
-        source = self.source
-        if self.fresh_pass_needed():
-            epoch, resume_at = source.epoch + (1 if source.index else 0), None
-        else:
-            epoch, resume_at = source.epoch, source.index
+        epoch, resume_at = self._next_pass()
         if live is not None:
             live.supersede()
         iterator = PipelineIterator(self, epoch=epoch, resume_at=resume_at)

@@ -1,0 +1,80 @@
+"""Pipeline.peek(): the batch the next ``for`` loop starts with, position untouched."""
+
+import numpy as np
+from flax import nnx
+
+from datarax.core.stream import StreamSource, StructuralConfig
+from datarax.core.spec import array_to_spec_strip_leading
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def make(n=10, batch_size=4, shuffle=True):
+    source = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=3),
+                          {"x": np.arange(n, dtype=np.int32)})
+    return Pipeline(source=source, stages=[], batch_size=batch_size, rngs=nnx.Rngs(0))
+
+
+def xs(batch):
+    return np.asarray(batch["x"]).tolist()
+
+
+def test_peek_on_a_new_pipeline_is_the_first_batch_of_the_first_loop():
+    pipeline = make()
+    peeked = xs(pipeline.peek())
+    assert (pipeline.epoch, pipeline.position) == (0, 0)
+    assert xs(next(iter(pipeline))) == peeked
+
+
+def test_peek_after_a_break_is_the_next_epochs_first_batch():
+    pipeline = make()
+    for _ in iter(pipeline):
+        break
+    assert (pipeline.epoch, pipeline.position) == (0, 4)
+    peeked = xs(pipeline.peek())
+    assert (pipeline.epoch, pipeline.position) == (0, 4)  # untouched
+    iterator = iter(pipeline)
+    assert iterator.epoch == 1
+    assert xs(next(iterator)) == peeked
+
+
+def test_peek_after_a_restore_is_the_batch_the_restore_continues_with():
+    reference = make()
+    iterator = iter(reference)
+    next(iterator)
+    state = reference.get_state()
+    expected = xs(next(iterator))
+    restored = make()
+    restored.set_state(state)
+    assert xs(restored.peek()) == expected
+    assert xs(next(iter(restored))) == expected
+
+
+def test_peek_after_a_whole_pass_is_the_next_epoch():
+    pipeline = make()
+    first_epoch = [v for b in pipeline for v in xs(b)]
+    assert sorted(first_epoch) == list(range(10))
+    peeked = xs(pipeline.peek())
+    assert xs(next(iter(pipeline))) == peeked
+
+
+class Empty(StreamSource):
+    """A stream with no records (an empty file, a filter that keeps nothing)."""
+
+    def __init__(self):
+        super().__init__(StructuralConfig())
+
+    def get_batch(self, batch_size):
+        return None
+
+    def element_spec(self):
+        return {"x": array_to_spec_strip_leading(np.zeros(1, np.int32))}
+
+
+def test_an_empty_stream_gives_empty_epochs_that_still_advance():
+    pipeline = Pipeline(source=Empty(), stages=[], batch_size=2)
+    epochs = []
+    for _ in range(3):
+        iterator = iter(pipeline)
+        epochs.append((iterator.epoch, len(list(iterator))))
+    assert epochs == [(0, 0), (1, 0), (2, 0)]
