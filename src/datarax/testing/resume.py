@@ -66,10 +66,11 @@ def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, B
     continues with the next epoch in that same iterator).
     """
     while True:
-        iterator = iter(pipeline)
-        if iterator.epoch >= num_epochs:
-            iterator.close()
+        # Ask which pass comes next before starting it, so the source stays where the
+        # last pass left it (its state then still describes that pass).
+        if pipeline._next_pass()[0] >= num_epochs:
             return
+        iterator = iter(pipeline)
         with iterator:
             for batch in iterator:
                 if iterator.epoch >= num_epochs:  # a restored epoch end rolled on
