@@ -61,6 +61,7 @@ def write_table_data(root: Path) -> None:
 
     write_csv(root / "rows.csv", N_CSV)
     np.save(root / "host.npy", np.arange(N_HOST, dtype=np.int32))
+    np.save(root / "mix_host.npy", np.arange(6, 10, dtype=np.int32))  # the mixture's host part
     try:
         from reliability_arrayrecord import write_files
 
@@ -321,6 +322,40 @@ def _host_table(root: Path) -> SourceRow:
                      kind="HOST")
 
 
+class OffsetStream(ShuffledStream):
+    """:class:`ShuffledStream` whose ids start at ``offset`` (a part of the mixture row)."""
+
+    offset = 10
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        batch = super().get_batch(batch_size)
+        if batch is None:
+            return None
+        ids = batch["id"] + np.int32(self.offset)
+        return {"id": ids, "vec": np.stack([ids, -ids], 1).astype(np.float32)}
+
+
+def _mixture(root: Path) -> SourceRow:
+    """Three kinds mixed by weight 6:4:4 over one epoch of each (14 records): records
+    0-5 in memory, 6-9 a host table, 10-13 a forward-only stream."""
+    from datarax.mixing import MixSource
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        x = np.arange(6, dtype=np.int32)
+        memory = MemorySource(
+            MemorySourceConfig(shuffle=True, seed=7),
+            {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
+        )
+        host = make_host_table_source(TableConfig(num_records=4), root / "mix_host.npy")
+        stream = OffsetStream(ShuffledStreamConfig(num_records=4, seed=2))
+        source = MixSource({"memory": memory, "host": host, "stream": stream},
+                           weights={"memory": 6, "host": 4, "stream": 4}, seed=1,
+                           records_per_epoch=14)
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("mixture", make, 14, lambda b: b["id"], shuffled=True, kind="HOST")
+
+
 # name -> (builder, module the row needs or None)
 ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "memory_dict": (_memory(False), None),
@@ -333,6 +368,7 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "hf_streaming": (_hf(True), "datasets"),
     "get_batch_stream": (_stream, None),
     "user_random_access": (_host_table, None),
+    "mixture": (_mixture, None),
 }
 
 # Rows whose source API is still being settled: name -> reason (run as xfail).

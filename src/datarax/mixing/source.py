@@ -1,0 +1,493 @@
+"""``MixSource``: several sources mixed by weight, usable wherever a source is.
+
+Record ``g`` of the mixture (counted across its epochs: epoch ``e`` holds records
+``e * L .. e * L + L - 1``, ``L = records_per_epoch``) comes from the source and draw
+that :class:`~datarax.mixing.schedule.MixSchedule` assigns it — a pure function of
+``(weights, seed, g)``. What a source's draw ``t`` serves depends on the mode:
+
+* ``"epoch"`` — the source's own record ``t % n`` of its own pass ``t // n`` (its
+  order, shuffled or not, is its own), so each source's records are each visited once
+  per that source's epoch, at the source's own pace; no sampling with replacement;
+* ``"sampling"`` — a record drawn uniformly with replacement from ``(seed, source,
+  t)``; the mixture is endless unless ``records_per_epoch`` is given.
+
+State is the mixture's position plus, for each stream child, the draw at which its
+current pass began: every other child's position is derived from the mixture's
+position (``MixSchedule.counts``), so a resume is a seek. Sources of any kind mix
+(in memory, host random access such as ArrayRecord, forward-only streams); the
+mixture itself is a host-kind source. Each record's stable index (what per-record
+keys are derived from) is ``draw * num_sources + source``: unique per appearance.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> a = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    >>> b = MemorySource(MemorySourceConfig(), {"x": np.arange(100, 102, dtype=np.int32)})
+    >>> mix = MixSource({"a": a, "b": b}, weights={"a": 2, "b": 1}, seed=0)
+    >>> len(mix), sorted(int(e["x"]) for e in mix)
+    (6, [0, 1, 2, 3, 100, 101])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_seed
+from datarax.core.data_source import Batch, DataSourceModule, SourceKind
+from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
+from datarax.core.spec import TextSpec
+from datarax.mixing.schedule import MixSchedule
+
+MODES = ("epoch", "sampling")
+
+
+@dataclass(frozen=True)
+class MixSourceConfig(StructuralConfig):
+    """Configuration of :class:`MixSource`.
+
+    Attributes:
+        names: the sources' names, in order.
+        weights: relative weight of each source (> 0), in the order of ``names``.
+        mode: ``"epoch"`` (each source's records once per its own epoch) or
+            ``"sampling"`` (with replacement).
+        seed: decides the interleaving (and, sampling, the records drawn).
+        records_per_epoch: records in one mixture epoch; None: the sum of the sources'
+            epoch sizes (``"epoch"``) or endless (``"sampling"``).
+    """
+
+    names: tuple[str, ...] = ()
+    weights: tuple[float, ...] = ()
+    mode: str = "epoch"
+    seed: int = 0
+    records_per_epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_seed(self, "seed")
+        if self.mode not in MODES:
+            raise ConfigError(f"MixSource mode must be one of {list(MODES)}, got {self.mode!r}.")
+        if len(self.names) != len(self.weights):
+            raise ConfigError(
+                f"MixSource got {len(self.names)} sources and {len(self.weights)} weights; "
+                "give one weight per source."
+            )
+        if len(self.names) < 2:
+            raise ConfigError(f"MixSource mixes 2 or more sources, got {len(self.names)}.")
+        if len(set(self.names)) != len(self.names):
+            raise ConfigError(f"MixSource source names must be distinct, got {list(self.names)}.")
+        n = self.records_per_epoch
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigError(f"MixSource records_per_epoch must be an int >= 1 or None, got {n!r}.")
+
+
+class _Session:
+    """Python-only bookkeeping (never state): the next draw each stream child serves."""
+
+    def __init__(self, count: int) -> None:
+        self.next_draw: list[int | None] = [None] * count
+        self.sampled_orders: dict[int, Any] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Session)
+
+    def __hash__(self) -> int:
+        return hash(_Session)
+
+
+class MixSource(DataSourceModule):
+    """Records of several sources interleaved by weight; see the module docstring.
+
+    Args:
+        sources: a dict ``{name: source}`` or a list (named ``source0``, ``source1`` ...);
+            2 or more distinct sources with the same element spec.
+        weights: relative weights, a dict by name or a list in the sources' order.
+        mode: ``"epoch"`` or ``"sampling"``.
+        seed: an int in ``[0, 2**32)``.
+        records_per_epoch: records per mixture epoch (see :class:`MixSourceConfig`).
+
+    Raises:
+        ConfigError: bad weights, mode, names or counts.
+        SpecMismatchError: two sources disagree on a field (the message names the field
+            and both sources).
+        SourceContractError: a source that cannot be mixed (a stream in sampling mode,
+            a host source that skips bad records, one source given twice).
+    """
+
+    kind: ClassVar[SourceKind | None] = SourceKind.HOST
+
+    def __init__(
+        self,
+        sources: Mapping[str, DataSourceModule] | Sequence[DataSourceModule],
+        weights: Mapping[str, float] | Sequence[float],
+        *,
+        mode: str = "epoch",
+        seed: int = 0,
+        records_per_epoch: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(sources, Mapping):
+            names, children = [str(k) for k in sources], list(sources.values())
+        elif isinstance(sources, Sequence) and not isinstance(sources, (str, bytes)):
+            names, children = [f"source{i}" for i in range(len(sources))], list(sources)
+        else:
+            raise ConfigError(
+                f"MixSource sources must be a dict {{name: source}} or a list, got "
+                f"{type(sources).__name__}."
+            )
+        if isinstance(weights, Mapping):
+            if set(map(str, weights)) != set(names):
+                raise ConfigError(
+                    f"MixSource weights name {sorted(map(str, weights))} but the sources are "
+                    f"{sorted(names)}; give one weight per source."
+                )
+            weight_list = [weights[n] for n in names]
+        elif isinstance(weights, Sequence) and not isinstance(weights, (str, bytes)):
+            weight_list = list(weights)
+        else:
+            raise ConfigError(
+                f"MixSource weights must be a dict by name or a list, got {type(weights).__name__}."
+            )
+        config = MixSourceConfig(
+            names=tuple(names),
+            weights=tuple(float(w) if _is_number(w) else w for w in weight_list),
+            mode=mode,
+            seed=seed,
+            records_per_epoch=records_per_epoch,
+        )
+        super().__init__(config, name=name)
+        _check_children(names, children, mode)
+        self.schedule = nnx.static(MixSchedule(weight_list, seed, names))
+        self.sources = nnx.List(children)
+        lengths = [c.epoch_size() for c in children]
+        if records_per_epoch is None and mode == "epoch":
+            unknown = [n for n, length in zip(names, lengths) if length is None]
+            if unknown:
+                raise ConfigError(
+                    f"MixSource cannot size an epoch: {unknown} do not know their length "
+                    "(streams). Pass records_per_epoch=..."
+                )
+            records_per_epoch = int(sum(lengths))  # type: ignore[arg-type]
+        self.__length = records_per_epoch
+        self.__lengths = lengths
+        # Per child: (epoch, first draw) of the pass a stream child is in (unused for others).
+        self.stream_passes = nnx.Variable(np.zeros((len(children), 2), np.int64))
+        self.__session = _Session(len(children))
+
+    # ------------------------------------------------------------ description
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.config.names
+
+    def __len__(self) -> int:
+        if self.__length is None:
+            raise TypeError("an endless sampling MixSource has no length")
+        return self.__length
+
+    def element_spec(self) -> dict[str, Any]:
+        return dict(self.sources[0].checked_element_spec())
+
+    def locate(self, record: int, epoch: int | None = None) -> tuple[str, int]:
+        """``(source name, draw of that source)`` of record ``record`` of epoch ``epoch``
+        (default: the current one) in this shard."""
+        owner, draws = self.schedule.owners_and_draws(self._global(epoch, record), 1)
+        return self.names[int(owner[0])], int(draws[0])
+
+    def _global(self, epoch: int | None, index: int) -> int:
+        epoch = self.epoch if epoch is None else epoch
+        lo = self.shard_bounds(self.__length)[0] if self.__length is not None else 0
+        return epoch * (self.__length or 0) + lo + index
+
+    # ------------------------------------------------------------------ reads
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """The next ``batch_size`` records of this mixture epoch and their stable indices."""
+        size = self.epoch_size()
+        index = self.index
+        if size is not None and index >= size:
+            return None, None
+        count = batch_size if size is None else min(batch_size, size - index)
+        owners, draws = self.schedule.owners_and_draws(self._global(None, index), count)
+        parts: dict[int, Batch] = {}
+        for i in np.unique(owners).tolist():
+            mine = draws[owners == i]
+            parts[i] = self._read(i, int(mine[0]), len(mine), mine)
+        self.advance(count)
+        return _interleave(parts, owners, self.element_spec()), draws * len(self.sources) + owners
+
+    def _read(self, i: int, first: int, count: int, draws: np.ndarray) -> Batch:
+        child = self.sources[i]
+        if self.config.mode == "sampling":
+            return self._read_sampled(i, draws)
+        if child.kind is SourceKind.INDEXED:
+            batch, _ = child.get_batch_and_indices_at(first, count)
+            n = self.__lengths[i]
+            child.datarax_position.move(*divmod(first + count, n))
+            return {k: np.asarray(v) for k, v in batch.items()}
+        if child.kind is SourceKind.HOST:
+            return self._read_host(child, self.__lengths[i], first, count)
+        return self._read_stream(i, first, count)
+
+    def _read_host(self, child: DataSourceModule, n: int, first: int, count: int) -> Batch:
+        epoch, index = divmod(first, n)
+        if (child.epoch, child.index) != (epoch, index):
+            child.seek(epoch, index)
+        parts = []
+        have = 0
+        while have < count:
+            if child.index >= n:
+                child.seek(child.epoch + 1, 0)
+            batch, _ = child.get_batch_with_indices(min(count - have, n - child.index))
+            if batch is None:  # pragma: no cover - the position said records were left
+                raise SourceContractError(
+                    f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
+                )
+            parts.append(dict(batch))
+            have += _length(batch)
+        return _concat(parts)
+
+    def _read_stream(self, i: int, first: int, count: int) -> Batch:
+        child = self.sources[i]
+        passes = self.stream_passes.get_value()
+        pass_epoch, pass_start = int(passes[i, 0]), int(passes[i, 1])
+        if self.__session.next_draw[i] != first:
+            if first < pass_start:
+                raise StateError(
+                    f"MixSource: stream '{self.names[i]}' began pass {pass_epoch} at its draw "
+                    f"{pass_start}; going back to draw {first} would need its earlier pass. "
+                    "Restore a state saved at or after that point."
+                )
+            child.seek(pass_epoch, first - pass_start)
+        parts = []
+        have = 0
+        while have < count:
+            batch, _ = child.get_batch_with_indices(count - have)
+            if batch is None:
+                if child.index == 0:
+                    raise SourceContractError(
+                        f"MixSource: stream '{self.names[i]}' served no record in pass "
+                        f"{child.epoch}; a mixed stream must serve records in every pass."
+                    )
+                pass_epoch, pass_start = child.epoch + 1, first + have
+                updated = np.array(self.stream_passes.get_value())
+                updated[i] = (pass_epoch, pass_start)
+                self.stream_passes.set_value(updated)
+                child.seek(pass_epoch, 0)
+                continue
+            parts.append(dict(batch))
+            have += _length(batch)
+        self.__session.next_draw[i] = first + count
+        return _concat(parts)
+
+    def _read_sampled(self, i: int, draws: np.ndarray) -> Batch:
+        child = self.sources[i]
+        records = sampled_records(self.config.seed, i, draws, self.__lengths[i])
+        if child.kind is SourceKind.INDEXED:
+            starts = jax.numpy.asarray(records, jax.numpy.int32)
+            batch = jax.vmap(lambda s: child.get_batch_at(s, 1))(starts)
+            return {k: np.asarray(v)[:, 0] for k, v in batch.items()}
+        # A host child reads the sampled records through its own threaded reader.
+        reader = child.host_reader
+        order = self.__session.sampled_orders.get(i)
+        first = int(draws[0])
+        if order is None:
+            order = self.__session.sampled_orders[i] = SampledOrder(self.config.seed, i, self.__lengths[i])
+        if not (reader.active and reader._order is order and reader.position == first):
+            reader.start(order, first)
+        parts = []
+        have = 0
+        while have < len(draws):
+            read = reader.next_batch(len(draws) - have)
+            parts.append(dict(read.columns))
+            have += len(read)
+        return _concat(parts)
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, Any]:
+        """The mixture's position and, per stream child, ``[pass epoch, first draw]``."""
+        state = super().get_state()
+        passes = self.stream_passes.get_value()
+        state["stream_passes"] = {
+            self.names[i]: [int(passes[i, 0]), int(passes[i, 1])]
+            for i, c in enumerate(self.sources)
+            if c.kind is SourceKind.STREAM
+        }
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly after the last record the saved mixture handed out."""
+        super().set_state(state)
+        saved = state.get("stream_passes", {})
+        updated = np.zeros((len(self.sources), 2), np.int64)
+        for i, child in enumerate(self.sources):
+            if child.kind is not SourceKind.STREAM:
+                continue
+            value = saved.get(self.names[i]) if isinstance(saved, dict) else None
+            if (
+                not isinstance(value, (list, tuple))
+                or len(value) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value)
+            ):
+                raise StateError(
+                    f"MixSource state 'stream_passes' needs [pass epoch, first draw] for "
+                    f"stream '{self.names[i]}', got {value!r}; pass the dict get_state() "
+                    "returned.",
+                    field="stream_passes",
+                )
+            updated[i] = value
+        self.stream_passes.set_value(updated)
+        self.__session.next_draw = [None] * len(self.sources)
+
+    # ---------------------------------------------------------------- closing
+    def close_epoch(self) -> None:
+        """Stop the children's read-ahead (positions are kept)."""
+        for child in self.sources:
+            closer = getattr(child, "close_epoch", None)
+            if closer is not None:
+                closer()
+
+    def close(self) -> None:
+        """Close every child."""
+        for child in self.sources:
+            child.close()
+
+
+class SampledOrder:
+    """A host reader's "epoch order" for sampling mode: draw ``t`` reads the record
+    :func:`sampled_records` picks (duck-types :class:`~datarax.sources.host_reader.EpochOrder`)."""
+
+    def __init__(self, seed: int, source: int, length: int) -> None:
+        self.seed, self.source, self.length = seed, source, length
+        self.epoch, self.lo, self.hi = 0, 0, None
+        self.size = 1 << 62
+
+    def indices(self, start: int, stop: int) -> np.ndarray:
+        return sampled_records(self.seed, self.source, np.arange(start, stop, dtype=np.int64), self.length)
+
+    def describe(self) -> dict[str, Any]:
+        return {"seed": self.seed, "source": self.source, "sampled": True}
+
+
+def sampled_records(seed: int, source: int, draws: np.ndarray, length: int) -> np.ndarray:
+    """Record of each draw of a sampling mixture: ``splitmix64(seed, source, draw) % length``."""
+    with np.errstate(over="ignore"):
+        x = np.asarray(draws, np.uint64) + np.uint64((int(seed) << 20) ^ (int(source) * 0x9E3779B9))
+        x = x * np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x % np.uint64(length)).astype(np.int64)
+
+
+# ---------------------------------------------------------------------- helpers
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _length(batch: Batch) -> int:
+    for value in batch.values():
+        return len(value)
+    return 0
+
+
+def _concat(parts: list[Batch]) -> Batch:
+    if len(parts) == 1:
+        return parts[0]
+    out: Batch = {}
+    for key in parts[0]:
+        values = [p[key] for p in parts]
+        if isinstance(values[0], (list, tuple)):
+            out[key] = [v for value in values for v in value]
+        else:
+            out[key] = np.concatenate([np.asarray(v) for v in values])
+    return out
+
+
+def _interleave(parts: dict[int, Batch], owners: np.ndarray, spec: dict[str, Any]) -> Batch:
+    """One batch whose record ``k`` is the next record of ``parts[owners[k]]``."""
+    out: Batch = {}
+    for key, field in spec.items():
+        if isinstance(field, TextSpec):
+            column: list[Any] = [None] * len(owners)
+            for i, part in parts.items():
+                for slot, value in zip(np.flatnonzero(owners == i).tolist(), list(part[key])):
+                    column[slot] = value
+            out[key] = column
+            continue
+        array = np.empty((len(owners), *field.shape), np.dtype(field.dtype))
+        for i, part in parts.items():
+            array[owners == i] = np.asarray(part[key])
+        out[key] = array
+    return out
+
+
+def _check_children(names: list[str], children: list[Any], mode: str) -> None:
+    for name, child in zip(names, children):
+        if not isinstance(child, DataSourceModule):
+            raise SourceContractError(
+                f"MixSource source '{name}' is {type(child).__name__}, not a data source "
+                "(a DataSourceModule such as MemorySource)."
+            )
+        if isinstance(child, MixSource):
+            continue
+        child.check_contract()
+        if child.shard != (0, 1):
+            raise SourceContractError(
+                f"MixSource source '{name}' is sharded {child.shard}; shard the mixture "
+                "(the Pipeline does), not its sources."
+            )
+        on_error = getattr(child.config, "on_error", "raise")
+        if child.kind is SourceKind.HOST and on_error != "raise":
+            raise SourceContractError(
+                f"MixSource source '{name}' skips bad records (on_error={on_error!r}); a "
+                "mixture derives each source's position from its own, so its sources must "
+                "serve every record. Use on_error='raise' or scan and fix the data first."
+            )
+        if mode == "sampling" and child.kind is SourceKind.STREAM:
+            raise SourceContractError(
+                f"MixSource source '{name}' is a stream; sampling with replacement needs "
+                "random access. Use mode='epoch' for streams."
+            )
+        if child.epoch_size() == 0:
+            raise ConfigError(f"MixSource source '{name}' holds no records.")
+    seen: dict[int, str] = {}
+    for name, child in zip(names, children):
+        if id(child) in seen:
+            raise SourceContractError(
+                f"MixSource sources '{seen[id(child)]}' and '{name}' are the same object; "
+                "each source keeps its own position, so build one per entry."
+            )
+        seen[id(child)] = name
+    _check_specs(names, children)
+
+
+def _check_specs(names: list[str], children: list[Any]) -> None:
+    first = children[0].checked_element_spec()
+    for name, child in zip(names[1:], children[1:]):
+        spec = child.checked_element_spec()
+        for field in sorted(set(first) | set(spec)):
+            if field not in spec or field not in first:
+                has, lacks = (names[0], name) if field in first else (name, names[0])
+                raise SpecMismatchError(
+                    f"MixSource: field '{field}' is in source '{has}' but not in source "
+                    f"'{lacks}'; mixed sources must carry the same fields.",
+                    fields=[field],
+                )
+            a, b = first[field], spec[field]
+            if _describe(a) != _describe(b):
+                raise SpecMismatchError(
+                    f"MixSource: field '{field}' is {_describe(a)} in source '{names[0]}' but "
+                    f"{_describe(b)} in source '{name}'; cast or reshape one of them "
+                    "(e.g. with an operator) before mixing.",
+                    fields=[field],
+                )
+
+
+def _describe(field: Any) -> str:
+    if isinstance(field, TextSpec):
+        return f"text{tuple(field.shape)}"
+    return f"{np.dtype(field.dtype).name}{tuple(field.shape)}"
