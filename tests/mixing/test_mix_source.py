@@ -1,0 +1,283 @@
+"""MixSource: epoch and sampling modes, kinds mixed, resume, proportions, errors."""
+
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.config import StructuralConfig
+from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
+from datarax.mixing import MixSource
+from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig, RandomAccessSource, StreamSource
+from datarax.testing import check_resume_exact
+
+
+def memory(lo, hi, shuffle=True, seed=3):
+    ids = np.arange(lo, hi, dtype=np.int32)
+    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=seed), {"id": ids})
+
+
+@dataclass(frozen=True)
+class RowsConfig(StructuralConfig):
+    shuffle: bool = True
+    seed: int = 1
+    on_error: str = "raise"
+
+
+class Rows(RandomAccessSource):
+    def __init__(self, lo, hi, config=RowsConfig()):
+        super().__init__(config, num_threads=2)
+        self.rows = np.arange(lo, hi, dtype=np.int32)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def read_records(self, indices):
+        return [{"id": self.rows[i]} for i in indices]
+
+
+class Stream(StreamSource):
+    def __init__(self, lo, hi):
+        super().__init__(StructuralConfig())
+        self.ids, self.pos, self.opened = list(range(lo, hi)), 0, 0
+
+    def restart(self, epoch):
+        self.pos = 0
+        self.opened += 1
+
+    def get_batch(self, batch_size):
+        if self.pos >= len(self.ids):
+            return None
+        x = np.asarray(self.ids[self.pos : self.pos + batch_size], np.int32)
+        self.pos += len(x)
+        return {"id": x}
+
+    def element_spec(self):
+        return {"id": jax.ShapeDtypeStruct((), np.int32)}
+
+
+def ids_of(pipeline, epochs=1):
+    return [[int(i) for b in pipeline for i in np.asarray(b["id"])] for _ in range(epochs)]
+
+
+def read(mix, count, chunk=1000):
+    out = []
+    while len(out) < count:
+        batch, _ = mix.get_batch_with_indices(min(chunk, count - len(out)))
+        out.extend(np.asarray(batch["id"]).tolist())
+    return np.asarray(out)
+
+
+def test_epoch_mode_visits_each_source_once_per_its_own_epoch():
+    # weights not proportional to sizes: a (5 records) runs 4 of its epochs while c runs 1
+    mix = MixSource({"a": memory(0, 5), "b": Rows(100, 108), "c": Stream(200, 210)},
+                    weights={"a": 0.5, "b": 0.3, "c": 0.2}, seed=4, records_per_epoch=50)
+    (ids,) = ids_of(Pipeline(mix, [], batch_size=7))
+    assert len(ids) == 50
+    parts = {"a": [i for i in ids if i < 100], "b": [i for i in ids if 100 <= i < 200],
+             "c": [i for i in ids if i >= 200]}
+    assert [len(p) for p in parts.values()] == [25, 15, 10]
+    for name, lo, n in (("a", 0, 5), ("b", 100, 8), ("c", 200, 10)):
+        seq = parts[name]
+        for start in range(0, len(seq) - n + 1, n):  # every whole pass of the source
+            assert sorted(seq[start : start + n]) == list(range(lo, lo + n)), (name, seq)
+    assert len(set(parts["b"][8:])) == 7  # b's second pass, partly served: no repeats
+    mix.close()
+
+
+def test_default_epoch_is_the_sources_sizes_and_serves_each_record_once():
+    mix = MixSource([memory(0, 6), memory(10, 13, seed=5)], weights=[2, 1], seed=0)
+    pipeline = Pipeline(mix, [], batch_size=4)
+    first, second = ids_of(pipeline, 2)
+    assert len(mix) == 9
+    assert sorted(first) == sorted(second) == [0, 1, 2, 3, 4, 5, 10, 11, 12]
+    assert first != second  # the children reshuffle every epoch
+
+
+def test_interleaving_follows_the_seed():
+    def order(seed):
+        mix = MixSource([memory(0, 6, shuffle=False), memory(10, 16, shuffle=False)], [1, 1],
+                        seed=seed)
+        return ids_of(Pipeline(mix, [], batch_size=12))[0]
+
+    assert order(0) == order(0)
+    assert len({tuple(order(s)) for s in range(6)}) > 1
+    assert [i for i in order(3) if i < 10] == [0, 1, 2, 3, 4, 5]  # each source's own order
+
+
+def test_realised_proportions_in_every_window_of_10000_through_the_source():
+    mix = MixSource({"a": memory(0, 97), "b": Rows(1000, 1061), "c": memory(2000, 2043)},
+                    weights={"a": 0.5, "b": 0.3, "c": 0.2}, seed=9, records_per_epoch=10**6)
+    ids = read(mix, 30_000, chunk=2500)
+    owner = np.searchsorted([1000, 2000], ids, side="right")
+    one_hot = np.eye(3, dtype=np.int64)[owner]
+    prefix = np.concatenate([np.zeros((1, 3), np.int64), np.cumsum(one_hot, 0)])
+    shares = (prefix[10_000:] - prefix[:-10_000]) / 10_000
+    assert np.abs(shares - [0.5, 0.3, 0.2]).max() <= 0.002  # well inside 1% of each weight
+    mix.close()
+
+
+def test_sampling_mode_draws_with_replacement_endlessly_and_deterministically():
+    def make():
+        return MixSource({"a": memory(0, 50), "b": Rows(100, 150)}, {"a": 3, "b": 1},
+                         mode="sampling", seed=7)
+
+    mix = make()
+    ids = read(mix, 400, chunk=64)
+    assert mix.length_or_none() is None and mix.epoch_size() is None
+    a = ids[ids < 100]
+    assert len(a) == 300 and len(ids) - len(a) == 100
+    assert len(set(a.tolist())) < len(a)  # with replacement: repeats inside one pass of 50
+    assert set(a.tolist()) <= set(range(50)) and set(ids[ids >= 100].tolist()) <= set(range(100, 150))
+    again = make()
+    assert read(again, 400, chunk=37).tolist() == ids.tolist()  # batch size does not matter
+    resumed = make()
+    resumed.set_state({"current_index": 123, "current_epoch": 0, "stream_passes": {}})
+    assert read(resumed, 277, chunk=50).tolist() == ids[123:].tolist()
+    for m in (mix, again, resumed):
+        m.close()
+
+
+def test_sampling_pipeline_keeps_going_past_the_sources_sizes():
+    mix = MixSource([memory(0, 3), memory(10, 13)], [1, 1], mode="sampling", seed=0)
+    pipeline = Pipeline(mix, [], batch_size=4)
+    iterator = iter(pipeline)
+    batches = [next(iterator) for _ in range(5)]  # 20 records from 6: an endless pass
+    assert sum(len(b["id"]) for b in batches) == 20
+    with pytest.raises(TypeError, match="does not know its"):
+        len(pipeline)
+
+
+def test_source_state_resumes_exactly_with_every_kind():
+    def make():
+        mix = MixSource({"m": memory(0, 6), "h": Rows(10, 14), "s": Stream(20, 25)},
+                        weights=[3, 2, 2], seed=5, records_per_epoch=21)
+        return Pipeline(mix, [], batch_size=4)
+
+    reference = make()
+    expected = ids_of(reference, 3)
+    flat = [i for e in expected for i in e]
+    for point in (0, 5, 9, 21, 30):
+        head = make()
+        it = iter(head)
+        got = []
+        while len(got) < point:  # whole batches: got may pass the point
+            batch = next(it, None)
+            if batch is None:
+                it = iter(head)
+                continue
+            got.extend(np.asarray(batch["id"]).tolist())
+        state = head.source.get_state()
+        head.source.close()
+        fresh = make()
+        fresh.source.set_state(state)
+        rest = [i for e in ids_of(fresh, 3 - state["current_epoch"]) for i in e]
+        assert got + rest[: len(flat) - len(got)] == flat, point
+        fresh.source.close()
+    reference.source.close()
+
+
+def test_stream_child_is_not_replayed_between_mixture_epochs():
+    stream = Stream(20, 24)
+    mix = MixSource({"m": memory(0, 4), "s": stream}, [1, 1], records_per_epoch=8)
+    ids_of(Pipeline(mix, [], batch_size=3), 3)
+    assert stream.opened == 3  # one open per pass of the stream, none for re-reading
+
+
+def test_per_record_randomness_is_the_same_at_any_batch_size():
+    def noise(element, key):
+        return element.update_data({"noise": jax.random.uniform(key, ())})
+
+    def run(batch_size):
+        mix = MixSource([memory(0, 7), memory(10, 12)], [2, 1], seed=3, records_per_epoch=15)
+        stage = ElementOperator(ElementOperatorConfig(stochastic=True), fn=noise)
+        p = Pipeline(mix, [stage], batch_size=batch_size, rngs=nnx.Rngs(0))
+        out = [(int(i), float(n)) for b in p for i, n in zip(b["id"], b["noise"])]
+        return out
+
+    a, b = run(2), run(5)
+    assert a == b and len({n for _, n in a}) == 15  # every appearance its own draw
+
+
+def test_check_resume_exact_through_a_mixture():
+    def make():
+        mix = MixSource({"m": memory(0, 5), "h": Rows(10, 13)}, [0.6, 0.4], seed=2,
+                        records_per_epoch=10)
+        return Pipeline(mix, [], batch_size=3)
+
+    for level in ("pipeline", "iterator"):
+        report = check_resume_exact(make, range(9), num_epochs=2, level=level,
+                                    close=lambda p: p.source.close())
+        assert report.num_records == 20 and report.batches_per_epoch == (4, 4)
+
+
+def test_locate_names_the_source_and_draw():
+    mix = MixSource({"a": memory(0, 4, shuffle=False), "b": memory(10, 14, shuffle=False)},
+                    [1, 1], seed=0)
+    batch, indices = mix.get_batch_with_indices(8)
+    for k, value in enumerate(np.asarray(batch["id"]).tolist()):
+        name, draw = mix.locate(k, epoch=0)
+        assert (name, draw) == (("a", value) if value < 10 else ("b", value - 10))
+        assert int(indices[k]) == draw * 2 + (0 if name == "a" else 1)
+
+
+# ------------------------------------------------------------------ refusals
+def test_spec_mismatch_names_the_field_and_the_sources():
+    other = MemorySource(MemorySourceConfig(), {"id": np.arange(3, dtype=np.float32)})
+    with pytest.raises(SpecMismatchError) as err:
+        MixSource({"a": memory(0, 3), "b": other}, [1, 1])
+    assert str(err.value) == (
+        "MixSource: field 'id' is int32() in source 'a' but float32() in source 'b'; cast or "
+        "reshape one of them (e.g. with an operator) before mixing."
+    )
+    assert err.value.fields == ["id"]
+    extra = MemorySource(MemorySourceConfig(), {"id": np.arange(3, dtype=np.int32),
+                                                "y": np.zeros(3, np.int32)})
+    with pytest.raises(SpecMismatchError, match="field 'y' is in source 'b' but not in source 'a'"):
+        MixSource({"a": memory(0, 3), "b": extra}, [1, 1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (dict(weights=[1]), ConfigError, "MixSource got 2 sources and 1 weights"),
+        (dict(weights={"a": 1, "c": 1}), ConfigError, "weights name ['a', 'c'] but the sources are ['a', 'b']"),
+        (dict(weights=[1, 0]), ConfigError, "weight of 'b' must be a finite number > 0, got 0"),
+        (dict(weights=[1, 1], mode="random"), ConfigError, "mode must be one of ['epoch', 'sampling']"),
+        (dict(weights=[1, 1], records_per_epoch=0), ConfigError, "records_per_epoch must be an int >= 1"),
+        (dict(weights=[1, 1], seed=-1), ConfigError, "seed must be >= 0"),
+    ],
+)
+def test_bad_configuration_is_refused(kwargs, error, message):
+    with pytest.raises(error) as err:
+        MixSource({"a": memory(0, 3), "b": memory(5, 8)}, **kwargs)
+    assert message in str(err.value)
+
+
+def test_sources_that_cannot_mix_are_refused():
+    with pytest.raises(ConfigError, match=r"mixes 2 or more sources, got 1"):
+        MixSource([memory(0, 3)], [1])
+    same = memory(0, 3)
+    with pytest.raises(SourceContractError, match="'source0' and 'source1' are the same object"):
+        MixSource([same, same], [1, 1])
+    with pytest.raises(SourceContractError, match="'source1' is a stream; sampling with replacement"):
+        MixSource([memory(0, 3), Stream(0, 3)], [1, 1], mode="sampling")
+    with pytest.raises(ConfigError, match=r"\['source1'\] do not know their length"):
+        MixSource([memory(0, 3), Stream(0, 3)], [1, 1])
+    skipping = Rows(0, 3, RowsConfig(on_error="skip"))
+    with pytest.raises(SourceContractError, match="'source1' skips bad records"):
+        MixSource([memory(0, 3), skipping], [1, 1])
+    with pytest.raises(SourceContractError, match="'source1' is int, not a data source"):
+        MixSource([memory(0, 3), 5], [1, 1])
+
+
+def test_tampered_state_is_refused():
+    mix = MixSource({"m": memory(0, 3), "s": Stream(0, 3)}, [1, 1], records_per_epoch=6)
+    with pytest.raises(StateError, match=r"needs \[pass epoch, first draw\] for stream 's', got None"):
+        mix.set_state({"current_index": 1, "current_epoch": 0})
+    with pytest.raises(StateError, match="current_index=9 is past the end"):
+        mix.set_state({"current_index": 9, "current_epoch": 0, "stream_passes": {"s": [0, 0]}})
