@@ -18,6 +18,7 @@ from datarax.sources.hf import (
     from_hf,
 )
 from datarax.sources.label_encoder import LabelEncoder
+from datarax.mixing import MixSource, MixSourceConfig
 from datarax.sources.memory import MemorySource, MemorySourceConfig
 from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.tfds import (
@@ -43,6 +44,8 @@ __all__ = [
     "LabelEncoder",
     "MemorySource",
     "MemorySourceConfig",
+    "MixSource",
+    "MixSourceConfig",
     "RandomAccessSource",
     "SourceKind",
     "StreamSource",

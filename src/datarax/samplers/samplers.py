@@ -1,0 +1,192 @@
+"""Samplers for users who drive record access themselves: which index to read next.
+
+Each sampler iterates items (record indices, or windows of indices) epoch after epoch
+and keeps its position in two ints, so it saves and restores exactly:
+``get_state()`` -> ``{"epoch": e, "index": i}`` and ``set_state(state)``. Item ``i`` of
+epoch ``e`` is a pure function of ``(e, i)`` (:meth:`Sampler.item`), so a restore is a
+seek.
+
+* :class:`SequentialSampler` — ``0 .. n-1`` every epoch;
+* :class:`ShuffledSampler` — a Feistel permutation of ``0 .. n-1`` keyed by
+  ``seed + epoch`` (the order ``MemorySource(shuffle=True)`` and host sources use);
+* :class:`RangeSampler` — ``start, start + step, ... < stop`` every epoch;
+* :class:`SlidingWindowSampler` — windows ``[s, s + window)`` for
+  ``s = 0, stride, ...`` while the window fits.
+
+Example:
+    >>> sampler = ShuffledSampler(5, seed=1, num_epochs=2)
+    >>> first = [next(sampler) for _ in range(3)]
+    >>> state = sampler.get_state(); state
+    {'epoch': 0, 'index': 3}
+    >>> rest = list(sampler)
+    >>> again = ShuffledSampler(5, seed=1, num_epochs=2); again.set_state(state)
+    >>> list(again) == rest, sorted(first + rest[:2])
+    (True, [0, 1, 2, 3, 4])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from datarax.core.errors import ConfigError, StateError
+from datarax.samplers.index_shuffle import index_shuffle_np
+
+
+def _check_count(owner: str, name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"{owner} {name} must be an int >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+class Sampler:
+    """Base: items of an epoch by position, iterated over ``num_epochs`` (-1: endless)."""
+
+    def __init__(self, num_epochs: int = 1) -> None:
+        if num_epochs != -1:
+            _check_count(type(self).__name__, "num_epochs", num_epochs, 1)
+        self.num_epochs = int(num_epochs)
+        self.epoch = 0
+        self.index = 0
+
+    def __len__(self) -> int:
+        """Items in one epoch."""
+        raise NotImplementedError
+
+    def item(self, epoch: int, index: int) -> Any:
+        """Item ``index`` of epoch ``epoch``."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Sampler:
+        return self
+
+    def __next__(self) -> Any:
+        if self.index >= len(self):
+            if self.num_epochs != -1 and self.epoch + 1 >= self.num_epochs:
+                raise StopIteration
+            self.epoch, self.index = self.epoch + 1, 0
+        value = self.item(self.epoch, self.index)
+        self.index += 1
+        return value
+
+    def get_state(self) -> dict[str, int]:
+        """``{"epoch": e, "index": i}``: items ``0 .. i-1`` of epoch ``e`` were handed out."""
+        return {"epoch": self.epoch, "index": self.index}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue after the last item the saved sampler handed out."""
+        name = type(self).__name__
+        if not isinstance(state, dict):
+            raise StateError(f"{name}.set_state expects the dict get_state() returned, got {type(state).__name__}.")
+        for key in ("epoch", "index"):
+            value = state.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise StateError(
+                    f"{name} state '{key}' must be an int >= 0, got {value!r}; pass the dict "
+                    "get_state() returned.",
+                    field=key,
+                )
+        if state["index"] > len(self):
+            raise StateError(
+                f"{name} state index={state['index']} is past the end of an epoch "
+                f"({len(self)} items); the state comes from another sampler.",
+                field="index",
+            )
+        self.epoch, self.index = state["epoch"], state["index"]
+
+
+class SequentialSampler(Sampler):
+    """``0 .. num_records - 1`` in order, every epoch.
+
+    Example:
+        >>> list(SequentialSampler(3, num_epochs=2))
+        [0, 1, 2, 0, 1, 2]
+    """
+
+    def __init__(self, num_records: int, *, num_epochs: int = 1) -> None:
+        super().__init__(num_epochs)
+        self.num_records = _check_count(type(self).__name__, "num_records", num_records, 1)
+
+    def __len__(self) -> int:
+        return self.num_records
+
+    def item(self, epoch: int, index: int) -> int:
+        return int(index)
+
+
+class ShuffledSampler(Sampler):
+    """A new Feistel permutation of ``0 .. num_records - 1`` each epoch (seed ``seed + epoch``).
+
+    Example:
+        >>> s = ShuffledSampler(4, seed=0, num_epochs=2)
+        >>> order = list(s); sorted(order[:4]) == sorted(order[4:]) == [0, 1, 2, 3]
+        True
+    """
+
+    def __init__(self, num_records: int, *, seed: int = 0, num_epochs: int = 1) -> None:
+        super().__init__(num_epochs)
+        self.num_records = _check_count(type(self).__name__, "num_records", num_records, 1)
+        self.seed = _check_count(type(self).__name__, "seed", seed, 0)
+        if self.seed >= 2**32:
+            raise ConfigError(f"ShuffledSampler seed must be < 2**32, got {seed}.")
+
+    def __len__(self) -> int:
+        return self.num_records
+
+    def item(self, epoch: int, index: int) -> int:
+        seed = (self.seed + int(epoch)) % 2**32
+        return int(index_shuffle_np(np.asarray([index]), self.num_records - 1, seed)[0])
+
+
+class RangeSampler(Sampler):
+    """``start, start + step, ...`` below ``stop``, every epoch (a slice of a source).
+
+    Example:
+        >>> list(RangeSampler(2, 9, step=3))
+        [2, 5, 8]
+    """
+
+    def __init__(self, start: int, stop: int, *, step: int = 1, num_epochs: int = 1) -> None:
+        super().__init__(num_epochs)
+        name = type(self).__name__
+        self.start = _check_count(name, "start", start, 0)
+        self.stop = _check_count(name, "stop", stop, self.start + 1)
+        self.step = _check_count(name, "step", step, 1)
+
+    def __len__(self) -> int:
+        return len(range(self.start, self.stop, self.step))
+
+    def item(self, epoch: int, index: int) -> int:
+        return self.start + int(index) * self.step
+
+
+class SlidingWindowSampler(Sampler):
+    """Windows of ``window`` consecutive indices, starts ``stride`` apart, that fit in
+    ``num_records`` (a last window that would run past the end is not served).
+
+    Example:
+        >>> [w.tolist() for w in SlidingWindowSampler(6, window=3, stride=2)]
+        [[0, 1, 2], [2, 3, 4]]
+    """
+
+    def __init__(
+        self, num_records: int, *, window: int, stride: int = 1, num_epochs: int = 1
+    ) -> None:
+        super().__init__(num_epochs)
+        name = type(self).__name__
+        self.num_records = _check_count(name, "num_records", num_records, 1)
+        self.window = _check_count(name, "window", window, 1)
+        self.stride = _check_count(name, "stride", stride, 1)
+        if self.window > self.num_records:
+            raise ConfigError(
+                f"SlidingWindowSampler window={window} is longer than the {num_records} "
+                "records; no window fits."
+            )
+
+    def __len__(self) -> int:
+        return (self.num_records - self.window) // self.stride + 1
+
+    def item(self, epoch: int, index: int) -> np.ndarray:
+        start = int(index) * self.stride
+        return np.arange(start, start + self.window, dtype=np.int64)
