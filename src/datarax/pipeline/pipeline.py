@@ -172,6 +172,40 @@ class Pipeline(nnx.Module):
         self.key_count = nnx.Variable(draws)
         self.__session = _Session()
 
+    @classmethod
+    def from_dag(
+        cls,
+        source: DataSourceModule,
+        nodes: dict[str, OperatorModule | Callable[[Batch], Batch]],
+        edges: dict[str, Sequence[str]],
+        sink: str,
+        batch_size: int = 32,
+        rngs: nnx.Rngs | None = None,
+        **options: Any,
+    ) -> Pipeline:
+        """A Pipeline whose one stage is the graph ``nodes`` wired by ``edges``.
+
+        ``edges[name]`` lists node ``name``'s predecessors (``"source"``: the source's
+        batch); ``sink``'s output is what the pipeline hands out. Nodes run in
+        topological order inside the one compiled step; a cycle, an unknown node or a
+        missing sink is refused here, naming them. ``options`` are the other
+        ``Pipeline`` arguments. See :class:`~datarax.dag.DagOperator`.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.dag import Merge, SelectFields
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+            >>> p = Pipeline.from_dag(src, nodes={"a": SelectFields("x"), "m": Merge()},
+            ...                       edges={"a": ["source"], "m": ["a"]}, sink="m", batch_size=3)
+            >>> batch = next(iter(p)); sorted(batch), batch["a_x"].tolist()
+            (['a_x'], [0, 1, 2])
+        """
+        from datarax.dag import DagOperator
+
+        graph = DagOperator(nodes, edges, sink)
+        return cls(source=source, stages=[graph], batch_size=batch_size, rngs=rngs, **options)
+
     # ------------------------------------------------------------- description
     @property
     def batch_size(self) -> int:
