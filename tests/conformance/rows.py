@@ -356,6 +356,25 @@ def _mixture(root: Path) -> SourceRow:
     return SourceRow("mixture", make, 14, lambda b: b["id"], shuffled=True, kind="HOST")
 
 
+def _mixture_indexed(root: Path) -> SourceRow:
+    """Two in-memory sources mixed 6:8 (14 records): the mixture compiles into the step."""
+    from datarax.mixing import MixSource
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        parts = []
+        for lo, hi, seed in ((0, 6, 7), (6, 14, 8)):
+            x = np.arange(lo, hi, dtype=np.int32)
+            parts.append(MemorySource(
+                MemorySourceConfig(shuffle=True, seed=seed),
+                {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
+            ))
+        source = MixSource(parts, weights=[6, 8], seed=3, records_per_epoch=14)
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("mixture_indexed", make, 14, lambda b: b["id"], shuffled=True,
+                     kind="INDEXED")
+
+
 # name -> (builder, module the row needs or None)
 ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "memory_dict": (_memory(False), None),
@@ -369,6 +388,7 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "get_batch_stream": (_stream, None),
     "user_random_access": (_host_table, None),
     "mixture": (_mixture, None),
+    "mixture_indexed": (_mixture_indexed, None),
 }
 
 # Rows whose source API is still being settled: name -> reason (run as xfail).

@@ -281,3 +281,25 @@ def test_tampered_state_is_refused():
         mix.set_state({"current_index": 1, "current_epoch": 0})
     with pytest.raises(StateError, match="current_index=9 is past the end"):
         mix.set_state({"current_index": 9, "current_epoch": 0, "stream_passes": {"s": [0, 0]}})
+
+
+# ------------------------------------------------------- the compiled path
+@pytest.mark.parametrize("mode", ["epoch", "sampling"])
+def test_all_indexed_mixture_compiles_and_matches_the_host_read(mode):
+    def make():
+        return MixSource({"a": memory(0, 7), "b": memory(100, 104, seed=9), "c": memory(200, 211)},
+                         {"a": 0.5, "b": 0.3, "c": 0.2}, mode=mode, seed=6, records_per_epoch=40)
+
+    compiled = make()
+    assert compiled.kind.value == "indexed"
+    batches = [next(iter(Pipeline(compiled, [], batch_size=8)))]
+    pipeline = Pipeline(make(), [], batch_size=8)
+    got = [int(i) for e in range(2) for b in pipeline for i in np.asarray(b["id"])]
+    host = make()  # the same mixture read record by record through the host method
+    want = read(host, 40, chunk=13).tolist()
+    host.seek(1, 0)
+    want += read(host, 40, chunk=7).tolist()
+    assert got == want
+    assert [int(i) for i in np.asarray(batches[0]["id"])] == want[:8]
+    assert MixSource([memory(0, 3), Rows(5, 8)], [1, 1]).kind.value == "host"
+    assert MixSource([memory(0, 3), memory(5, 8)], [1, 1], mode="sampling").kind.value == "host"

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +107,26 @@ class MixSchedule:
     @property
     def num_sources(self) -> int:
         return len(self.units)
+
+    def __eq__(self, other: object) -> bool:  # equal schedules share compiled steps
+        return (
+            isinstance(other, MixSchedule)
+            and self.units.tolist() == other.units.tolist()
+            and self.phases.tolist() == other.phases.tolist()
+        )
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.units.tolist()), tuple(self.phases.tolist())))
+
+    def owners_and_draws_jnp(self, start: Any, count: int) -> tuple[Any, Any]:
+        """:meth:`owners_and_draws` traced (``start`` may be a traced int; int32 results)."""
+        import jax.numpy as jnp
+
+        g = jnp.arange(count, dtype=jnp.int32) + start
+        p = g % self.period
+        owner = jnp.asarray(self.owner, jnp.int32)[p]
+        draws = (g // self.period) * jnp.asarray(self.units, jnp.int32)[owner]
+        return owner, draws + jnp.asarray(self.rank, jnp.int32)[p]
 
     def owners_and_draws(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """For records ``start .. start + count - 1``: the source of each and which draw

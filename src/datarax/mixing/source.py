@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -174,10 +175,12 @@ class MixSource(DataSourceModule):
                 )
             records_per_epoch = int(sum(lengths))  # type: ignore[arg-type]
         self.__length = records_per_epoch
-        self.__lengths = lengths
+        self.__lengths = tuple(lengths)
         # Per child: (epoch, first draw) of the pass a stream child is in (unused for others).
         self.stream_passes = nnx.Variable(np.zeros((len(children), 2), np.int64))
         self.__session = _Session(len(children))
+        if records_per_epoch is not None and all(c.kind is SourceKind.INDEXED for c in children):
+            self.kind = SourceKind.INDEXED  # the whole mixture compiles into the step
 
     # ------------------------------------------------------------ description
     @property
@@ -202,6 +205,57 @@ class MixSource(DataSourceModule):
         epoch = self.epoch if epoch is None else epoch
         lo = self.shard_bounds(self.__length)[0] if self.__length is not None else 0
         return epoch * (self.__length or 0) + lo + index
+
+    # ------------------------------------------------------- indexed (compiled)
+    def step_inputs(self) -> Any:
+        return tuple(c.step_inputs() for c in self.sources)
+
+    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
+        stack = contextlib.ExitStack()
+        for child, child_inputs in zip(self.sources, inputs or (None,) * len(self.sources)):
+            stack.enter_context(child.bind_step_inputs(child_inputs))
+        return stack
+
+    def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
+        """``draw * num_sources + source`` of each record (traceable)."""
+        owners, draws = self.schedule.owners_and_draws_jnp(start, size)
+        return draws * len(self.sources) + owners
+
+    def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
+        return self.get_batch_and_indices_at(start, size, key)[0]
+
+    def get_batch_and_indices_at(
+        self, start: Any, size: int, key: Any | None = None
+    ) -> tuple[Batch, Any]:
+        """Records ``start .. start + size - 1`` of the mixture, all sources indexed
+        (traceable: the Pipeline compiles it into its step)."""
+        jnp = jax.numpy
+        owners, draws = self.schedule.owners_and_draws_jnp(start, size)
+        out: Batch | None = None
+        for i, child in enumerate(self.sources):
+            mine = owners == i
+            if self.config.mode == "sampling":
+                length = self.__lengths[i]
+                records = sampled_records(self.config.seed, i, draws, length, xp=jnp)
+                part = jax.vmap(lambda r, c=child: c.get_batch_at(r, 1))(records)
+                part = {k: v[:, 0] for k, v in part.items()}
+                local = jnp.arange(size)
+            else:
+                # This source's draws in the batch are consecutive: read them as one run.
+                first = jnp.min(jnp.where(mine, draws, jnp.iinfo(jnp.int32).max))
+                first = jnp.where(mine.any(), first, 0)
+                part = child.get_batch_at(first, size)
+                local = jnp.clip(draws - first, 0, size - 1)
+            picked = {k: jnp.take(v, local, axis=0) for k, v in part.items()}
+            if out is None:
+                out = picked
+            else:
+                out = {
+                    k: jnp.where(mine.reshape((size,) + (1,) * (v.ndim - 1)), picked[k], v)
+                    for k, v in out.items()
+                }
+        assert out is not None
+        return out, draws * len(self.sources) + owners
 
     # ------------------------------------------------------------------ reads
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
@@ -372,15 +426,16 @@ class SampledOrder:
         return {"seed": self.seed, "source": self.source, "sampled": True}
 
 
-def sampled_records(seed: int, source: int, draws: np.ndarray, length: int) -> np.ndarray:
-    """Record of each draw of a sampling mixture: ``splitmix64(seed, source, draw) % length``."""
+def sampled_records(seed: int, source: int, draws: Any, length: int, xp: Any = np) -> Any:
+    """Record of each draw of a sampling mixture: a 32-bit hash of ``(seed, source, draw)``
+    modulo ``length`` (the same for ``xp=numpy`` on the host and ``jax.numpy`` in a step)."""
+    salt = (int(seed) * 0x9E3779B1 + (int(source) + 1) * 0x85EBCA77) & 0xFFFFFFFF
     with np.errstate(over="ignore"):
-        x = np.asarray(draws, np.uint64) + np.uint64((int(seed) << 20) ^ (int(source) * 0x9E3779B9))
-        x = x * np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    return (x % np.uint64(length)).astype(np.int64)
+        x = xp.asarray(draws).astype(xp.uint32) ^ xp.uint32(salt)
+        x = (x ^ (x >> 16)) * xp.uint32(0x7FEB352D)
+        x = (x ^ (x >> 15)) * xp.uint32(0x846CA68B)
+        x = x ^ (x >> 16)
+        return (x % xp.uint32(length)).astype(xp.int32)
 
 
 # ---------------------------------------------------------------------- helpers
