@@ -23,6 +23,7 @@ SCRIPTS = {
     "W4": "w4_resume",
     "W5": "bench_hf_streaming",
     "W7": "w7_augment",
+    "W8": "w8_mixture",
     "W9": "bench_text_packing",
 }
 # Options each script takes, per scale (tried first; a script that refuses them with
@@ -31,6 +32,7 @@ W2_RECORDS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 W4_RECORDS = {"tiny": 40_000, "small": 40_000, "full": 100_000}
 W5_ROWS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 W7_RECORDS = {"tiny": 600, "small": 4_000, "full": 20_000}
+W8_RECORDS = {"tiny": 20_000, "small": 100_000, "full": 300_000}
 W9_DOCS = {"tiny": 2_000, "small": 20_000, "full": 100_000}
 WHAT = {
     "W2": "ArrayRecord: 100,000 x 3,072 B records in 8 files, global shuffle, decode, batch 256",
@@ -38,6 +40,8 @@ WHAT = {
     "W5": "HF streaming over a local 100,000-row parquet dataset vs plain datasets iteration",
     "W7": "augmentation chain (random resized crop 64, flip, brightness/contrast, normalize) "
     "over 20,000 in-memory 96x96 images",
+    "W8": "3-source in-memory mixture 0.5/0.3/0.2 (300,000 records, batch 256): datarax "
+    "MixSource vs Grain MapDataset.mix vs tf.data sample_from_datasets",
     "W9": "tokenize + pack 100,000 documents (~200 words) to seq_len 512: datarax vs Grain "
     "FirstFitPack vs a plain Python loop",
 }
@@ -52,6 +56,8 @@ def script_options(workload: str, scale: str, reps: int) -> list[str]:
         return ["--rows", str(W5_ROWS[scale]), "--repeats", str(max(reps, 3))]
     if workload == "W7":
         return ["--records", str(W7_RECORDS[scale]), "--repeats", str(reps)]
+    if workload == "W8":
+        return ["--records", str(W8_RECORDS[scale]), "--repeats", str(reps)]
     if workload == "W9":
         return ["--docs", str(W9_DOCS[scale])]
     return []

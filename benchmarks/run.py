@@ -20,7 +20,7 @@ from benchmarks.contenders import CONTENDERS
 from benchmarks.external import W2_RECORDS, run_external
 from benchmarks.suite import ROOT, SCALES, run_import_probe, run_vision, vision_cases
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W9")
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
 
 
 def run_suite(
@@ -90,7 +90,7 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, parti
         )
         result["imports"]["probes"] = probes
         log(f"W3 imports: {result['imports']}")
-    for wl in ("W2", "W4", "W5", "W7", "W9"):
+    for wl in ("W2", "W4", "W5", "W7", "W8", "W9"):
         if wl in workloads:
             result["external"][wl] = run_external(wl, scale, reps)
             log(f"{wl}: {result['external'][wl]['status']}")
