@@ -303,3 +303,11 @@ def test_all_indexed_mixture_compiles_and_matches_the_host_read(mode):
     assert [int(i) for i in np.asarray(batches[0]["id"])] == want[:8]
     assert MixSource([memory(0, 3), Rows(5, 8)], [1, 1]).kind.value == "host"
     assert MixSource([memory(0, 3), memory(5, 8)], [1, 1], mode="sampling").kind.value == "host"
+
+
+def test_a_mixture_of_mixtures_serves_every_record_once_per_epoch():
+    inner = MixSource([memory(0, 4), memory(10, 14)], [1, 1], seed=1)
+    outer = MixSource({"inner": inner, "c": memory(100, 108)}, [1, 1], seed=2)
+    first, second = ids_of(Pipeline(outer, [], batch_size=5), 2)
+    want = [0, 1, 2, 3, 10, 11, 12, 13, *range(100, 108)]
+    assert sorted(first) == sorted(second) == want

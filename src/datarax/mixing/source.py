@@ -487,8 +487,6 @@ def _check_children(names: list[str], children: list[Any], mode: str) -> None:
                 f"MixSource source '{name}' is {type(child).__name__}, not a data source "
                 "(a DataSourceModule such as MemorySource)."
             )
-        if isinstance(child, MixSource):
-            continue
         child.check_contract()
         if child.shard != (0, 1):
             raise SourceContractError(
