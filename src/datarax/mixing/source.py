@@ -39,10 +39,13 @@ import jax
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import Batch, DataSourceModule, SourceKind
-from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
+from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.spec import TextSpec
+from datarax.mixing.checks import check_children
+from datarax.mixing.sampling import SampledOrder, sampled_records
 from datarax.mixing.schedule import MixSchedule
 
 MODES = ("epoch", "sampling")
@@ -93,6 +96,7 @@ class _Session:
     def __init__(self, count: int) -> None:
         self.next_draw: list[int | None] = [None] * count
         self.sampled_orders: dict[int, Any] = {}
+        self.sampled_next: dict[int, int] = {}  # next draw each host child's reader is at
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Session)
@@ -162,7 +166,7 @@ class MixSource(DataSourceModule):
             records_per_epoch=records_per_epoch,
         )
         super().__init__(config, name=name)
-        _check_children(names, children, mode)
+        check_children(names, children, mode)
         self.schedule = nnx.static(MixSchedule(weight_list, seed, names))
         self.sources = nnx.List(children)
         lengths = [c.epoch_size() for c in children]
@@ -301,8 +305,8 @@ class MixSource(DataSourceModule):
                     f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
                 )
             parts.append(dict(batch))
-            have += _length(batch)
-        return _concat(parts)
+            have += batch_length(batch)
+        return concat_batches(parts)
 
     def _read_stream(self, i: int, first: int, count: int) -> Batch:
         child = self.sources[i]
@@ -333,9 +337,9 @@ class MixSource(DataSourceModule):
                 child.seek(pass_epoch, 0)
                 continue
             parts.append(dict(batch))
-            have += _length(batch)
+            have += batch_length(batch)
         self.__session.next_draw[i] = first + count
-        return _concat(parts)
+        return concat_batches(parts)
 
     def _read_sampled(self, i: int, draws: np.ndarray) -> Batch:
         child = self.sources[i]
@@ -350,7 +354,7 @@ class MixSource(DataSourceModule):
         first = int(draws[0])
         if order is None:
             order = self.__session.sampled_orders[i] = SampledOrder(self.config.seed, i, self.__lengths[i])
-        if not (reader.active and reader._order is order and reader.position == first):
+        if not (reader.active and self.__session.sampled_next.get(i) == first):
             reader.start(order, first)
         parts = []
         have = 0
@@ -358,7 +362,8 @@ class MixSource(DataSourceModule):
             read = reader.next_batch(len(draws) - have)
             parts.append(dict(read.columns))
             have += len(read)
-        return _concat(parts)
+        self.__session.sampled_next[i] = first + len(draws)
+        return concat_batches(parts)
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
@@ -410,56 +415,9 @@ class MixSource(DataSourceModule):
             child.close()
 
 
-class SampledOrder:
-    """A host reader's "epoch order" for sampling mode: draw ``t`` reads the record
-    :func:`sampled_records` picks (duck-types :class:`~datarax.sources.host_reader.EpochOrder`)."""
-
-    def __init__(self, seed: int, source: int, length: int) -> None:
-        self.seed, self.source, self.length = seed, source, length
-        self.epoch, self.lo, self.hi = 0, 0, None
-        self.size = 1 << 62
-
-    def indices(self, start: int, stop: int) -> np.ndarray:
-        return sampled_records(self.seed, self.source, np.arange(start, stop, dtype=np.int64), self.length)
-
-    def describe(self) -> dict[str, Any]:
-        return {"seed": self.seed, "source": self.source, "sampled": True}
-
-
-def sampled_records(seed: int, source: int, draws: Any, length: int, xp: Any = np) -> Any:
-    """Record of each draw of a sampling mixture: a 32-bit hash of ``(seed, source, draw)``
-    modulo ``length`` (the same for ``xp=numpy`` on the host and ``jax.numpy`` in a step)."""
-    salt = (int(seed) * 0x9E3779B1 + (int(source) + 1) * 0x85EBCA77) & 0xFFFFFFFF
-    with np.errstate(over="ignore"):
-        x = xp.asarray(draws).astype(xp.uint32) ^ xp.uint32(salt)
-        x = (x ^ (x >> 16)) * xp.uint32(0x7FEB352D)
-        x = (x ^ (x >> 15)) * xp.uint32(0x846CA68B)
-        x = x ^ (x >> 16)
-        return (x % xp.uint32(length)).astype(xp.int32)
-
-
 # ---------------------------------------------------------------------- helpers
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-
-
-def _length(batch: Batch) -> int:
-    for value in batch.values():
-        return len(value)
-    return 0
-
-
-def _concat(parts: list[Batch]) -> Batch:
-    if len(parts) == 1:
-        return parts[0]
-    out: Batch = {}
-    for key in parts[0]:
-        values = [p[key] for p in parts]
-        if isinstance(values[0], (list, tuple)):
-            out[key] = [v for value in values for v in value]
-        else:
-            out[key] = np.concatenate([np.asarray(v) for v in values])
-    return out
 
 
 def _interleave(parts: dict[int, Batch], owners: np.ndarray, spec: dict[str, Any]) -> Batch:
@@ -478,69 +436,3 @@ def _interleave(parts: dict[int, Batch], owners: np.ndarray, spec: dict[str, Any
             array[owners == i] = np.asarray(part[key])
         out[key] = array
     return out
-
-
-def _check_children(names: list[str], children: list[Any], mode: str) -> None:
-    for name, child in zip(names, children):
-        if not isinstance(child, DataSourceModule):
-            raise SourceContractError(
-                f"MixSource source '{name}' is {type(child).__name__}, not a data source "
-                "(a DataSourceModule such as MemorySource)."
-            )
-        child.check_contract()
-        if child.shard != (0, 1):
-            raise SourceContractError(
-                f"MixSource source '{name}' is sharded {child.shard}; shard the mixture "
-                "(the Pipeline does), not its sources."
-            )
-        on_error = getattr(child.config, "on_error", "raise")
-        if child.kind is SourceKind.HOST and on_error != "raise":
-            raise SourceContractError(
-                f"MixSource source '{name}' skips bad records (on_error={on_error!r}); a "
-                "mixture derives each source's position from its own, so its sources must "
-                "serve every record. Use on_error='raise' or scan and fix the data first."
-            )
-        if mode == "sampling" and child.kind is SourceKind.STREAM:
-            raise SourceContractError(
-                f"MixSource source '{name}' is a stream; sampling with replacement needs "
-                "random access. Use mode='epoch' for streams."
-            )
-        if child.epoch_size() == 0:
-            raise ConfigError(f"MixSource source '{name}' holds no records.")
-    seen: dict[int, str] = {}
-    for name, child in zip(names, children):
-        if id(child) in seen:
-            raise SourceContractError(
-                f"MixSource sources '{seen[id(child)]}' and '{name}' are the same object; "
-                "each source keeps its own position, so build one per entry."
-            )
-        seen[id(child)] = name
-    _check_specs(names, children)
-
-
-def _check_specs(names: list[str], children: list[Any]) -> None:
-    first = children[0].checked_element_spec()
-    for name, child in zip(names[1:], children[1:]):
-        spec = child.checked_element_spec()
-        for field in sorted(set(first) | set(spec)):
-            if field not in spec or field not in first:
-                has, lacks = (names[0], name) if field in first else (name, names[0])
-                raise SpecMismatchError(
-                    f"MixSource: field '{field}' is in source '{has}' but not in source "
-                    f"'{lacks}'; mixed sources must carry the same fields.",
-                    fields=[field],
-                )
-            a, b = first[field], spec[field]
-            if _describe(a) != _describe(b):
-                raise SpecMismatchError(
-                    f"MixSource: field '{field}' is {_describe(a)} in source '{names[0]}' but "
-                    f"{_describe(b)} in source '{name}'; cast or reshape one of them "
-                    "(e.g. with an operator) before mixing.",
-                    fields=[field],
-                )
-
-
-def _describe(field: Any) -> str:
-    if isinstance(field, TextSpec):
-        return f"text{tuple(field.shape)}"
-    return f"{np.dtype(field.dtype).name}{tuple(field.shape)}"

@@ -1,0 +1,89 @@
+"""What :class:`~datarax.mixing.MixSource` checks of its sources before mixing them.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> a = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+    >>> b = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.float32)})
+    >>> check_children(["a", "b"], [a, b], "epoch")
+    Traceback (most recent call last):
+    ...
+    datarax.core.errors.SpecMismatchError: MixSource: field 'x' is int32() in source 'a' but float32() in source 'b'; cast or reshape one of them (e.g. with an operator) before mixing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError
+from datarax.core.spec import TextSpec
+
+
+def check_children(names: list[str], children: list[Any], mode: str) -> None:
+    """Refuse sources that cannot be mixed (see :class:`~datarax.mixing.MixSource`)."""
+    for name, child in zip(names, children):
+        if not isinstance(child, DataSourceModule):
+            raise SourceContractError(
+                f"MixSource source '{name}' is {type(child).__name__}, not a data source "
+                "(a DataSourceModule such as MemorySource)."
+            )
+        child.check_contract()
+        if child.shard != (0, 1):
+            raise SourceContractError(
+                f"MixSource source '{name}' is sharded {child.shard}; shard the mixture "
+                "(the Pipeline does), not its sources."
+            )
+        on_error = getattr(child.config, "on_error", "raise")
+        if child.kind is SourceKind.HOST and on_error != "raise":
+            raise SourceContractError(
+                f"MixSource source '{name}' skips bad records (on_error={on_error!r}); a "
+                "mixture derives each source's position from its own, so its sources must "
+                "serve every record. Use on_error='raise' or scan and fix the data first."
+            )
+        if mode == "sampling" and child.kind is SourceKind.STREAM:
+            raise SourceContractError(
+                f"MixSource source '{name}' is a stream; sampling with replacement needs "
+                "random access. Use mode='epoch' for streams."
+            )
+        if child.epoch_size() == 0:
+            raise ConfigError(f"MixSource source '{name}' holds no records.")
+    seen: dict[int, str] = {}
+    for name, child in zip(names, children):
+        if id(child) in seen:
+            raise SourceContractError(
+                f"MixSource sources '{seen[id(child)]}' and '{name}' are the same object; "
+                "each source keeps its own position, so build one per entry."
+            )
+        seen[id(child)] = name
+    _check_specs(names, children)
+
+
+def _check_specs(names: list[str], children: list[Any]) -> None:
+    first = children[0].checked_element_spec()
+    for name, child in zip(names[1:], children[1:]):
+        spec = child.checked_element_spec()
+        for field in sorted(set(first) | set(spec)):
+            if field not in spec or field not in first:
+                has, lacks = (names[0], name) if field in first else (name, names[0])
+                raise SpecMismatchError(
+                    f"MixSource: field '{field}' is in source '{has}' but not in source "
+                    f"'{lacks}'; mixed sources must carry the same fields.",
+                    fields=[field],
+                )
+            a, b = first[field], spec[field]
+            if _describe(a) != _describe(b):
+                raise SpecMismatchError(
+                    f"MixSource: field '{field}' is {_describe(a)} in source '{names[0]}' but "
+                    f"{_describe(b)} in source '{name}'; cast or reshape one of them "
+                    "(e.g. with an operator) before mixing.",
+                    fields=[field],
+                )
+
+
+def _describe(field: Any) -> str:
+    if isinstance(field, TextSpec):
+        return f"text{tuple(field.shape)}"
+    return f"{np.dtype(field.dtype).name}{tuple(field.shape)}"
