@@ -194,12 +194,23 @@ simple("memory-record-shape-drift", "MemorySource data", "record 2 has another s
        DataraxError, "MemorySource field 'x': record 2 has shape (3,), record 0 has (2,)",
        lambda: MemorySource(MemorySourceConfig(), [{"x": np.zeros(2, np.float32)}] * 2
                             + [{"x": np.zeros(3, np.float32)}]))
-simple("memory-strings-in-array-field", "MemorySource data", "a string array field",
-       DataraxError, "MemorySource field 'x' holds <U1 values",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.asarray(["a", "b"])}))
-simple("memory-int64-without-x64", "MemorySource data", "an int64 array while x64 is off",
-       ConfigError, "MemorySource field 'x' is int64 but jax_enable_x64 is off",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int64)}))
+simple("memory-objects-in-array-field", "MemorySource data", "an object array of ints",
+       DataraxError, "MemorySource field 'x' is an object array holding int values (1)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.asarray([1, 2], dtype=object)}))
+simple("memory-text-mixed-with-numbers", "MemorySource data", "a list of str and int",
+       DataraxError, "MemorySource field 'x' mixes text with int values (2)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": ["a", 2]}))
+simple("memory-int64-does-not-fit", "MemorySource data", "an int64 value outside int32 while x64 is off",
+       RecordError, "MemorySource: field 'x' is int64 and record 1 holds 4294967296, outside the "
+       "int32 range",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.array([0, 2**32, 1])}))
+simple("memory-float64-without-cast", "MemorySource data", "a float64 array while x64 is off",
+       ConfigError, "MemorySource: field 'x' is float64 but jax_enable_x64 is off, and datarax "
+       "never narrows silently. Set cast_float64=True in the config",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3)}))
+simple("memory-nested-empty-dict", "MemorySource data", "a nested field that is an empty dict",
+       DataraxError, "MemorySource field 'meta' is an empty dict",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32), "meta": {}}))
 simple("memory-field-lengths-differ", "MemorySource data", "fields of 3 and 4 records",
        DataraxError, "MemorySource fields have different numbers of records: {'x': 3, 'y': 4}",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32),
