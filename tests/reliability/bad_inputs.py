@@ -200,14 +200,6 @@ simple("memory-objects-in-array-field", "MemorySource data", "an object array of
 simple("memory-text-mixed-with-numbers", "MemorySource data", "a list of str and int",
        DataraxError, "MemorySource field 'x' mixes text with int values (2)",
        lambda: MemorySource(MemorySourceConfig(), {"x": ["a", 2]}))
-simple("memory-int64-does-not-fit", "MemorySource data", "an int64 value outside int32 while x64 is off",
-       RecordError, "MemorySource: field 'x' is int64 and record 1 holds 4294967296, outside the "
-       "int32 range",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.array([0, 2**32, 1])}))
-simple("memory-float64-without-cast", "MemorySource data", "a float64 array while x64 is off",
-       ConfigError, "MemorySource: field 'x' is float64 but jax_enable_x64 is off, and datarax "
-       "never narrows silently. Set cast_float64=True in the config",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3)}))
 simple("memory-nested-empty-dict", "MemorySource data", "a nested field that is an empty dict",
        DataraxError, "MemorySource field 'meta' is an empty dict",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32), "meta": {}}))
@@ -693,6 +685,62 @@ simple("tfds-eager-skip-option", "TensorFlow Datasets",
        "from_tfds(streaming=False, on_error='skip')", ConfigError,
        "from_tfds: ['on_error'] apply only to streaming (TFDSStreamingSource)",
        lambda: _tfds("from_tfds", name="mnist", streaming=False, on_error="skip"), needs=TFDS)
+
+
+# ----------------------------------------------------------- values and dtypes
+VD = "Values and dtypes"
+simple("memory-int64-does-not-fit", VD, "MemorySource: an int64 value outside int32 (x64 off)",
+       RecordError, "MemorySource: field 'x' is int64 and record 1 holds 4294967296, outside the "
+       "int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. "
+       "Enable x64 with jax.config.update('jax_enable_x64', True), or remove the field from data.",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.array([0, 2**32, 1])}))
+simple("memory-nested-int64-does-not-fit", VD, "MemorySource: a nested int64 field outside int32",
+       RecordError, "MemorySource: field 'meta/id' is int64 and record 0 holds -4294967296",
+       lambda: MemorySource(MemorySourceConfig(), {"meta": {"id": np.array([-(2**32), 1])}}))
+simple("memory-float64-without-cast", VD, "MemorySource: a float64 array (x64 off)",
+       ConfigError, "MemorySource: field 'x' is float64 but jax_enable_x64 is off, and datarax "
+       "never narrows silently. Set cast_float64=True in the config to cast it to float32, "
+       "enable x64 with jax.config.update('jax_enable_x64', True), or remove the field from data.",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3)}))
+simple("memory-config-cast-float64-int", VD, "MemorySourceConfig(cast_float64=1)", ConfigError,
+       "MemorySourceConfig.cast_float64 must be a bool (True/False), got int 1.",
+       lambda: MemorySourceConfig(cast_float64=1))
+
+
+def _ar_decoded(tmp: Path, value: Callable[[int], Any], **config: Any) -> Any:
+    path = _ar_file(tmp / "v.array_record")
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        return {"x": value(int(np.frombuffer(raw, np.float32)[0]))}
+
+    _ar_read_all(_ar(path, decode, **config))
+
+
+case("decode-int-does-not-fit", VD, "ArrayRecord decode returns a Python int outside int32",
+     RecordError, "ArrayRecordSourceModule: cannot read record 5 of file '{tmp}/v.array_record' "
+     "(epoch 0): field 'x' is int64 and holds 8589934592, outside the int32 range, so it cannot "
+     "be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+     "jax.config.update('jax_enable_x64', True), or cast or drop the field in decode. Fix or "
+     "regenerate the file", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: 2**33 if i == 5 else i))
+case("decode-float64-without-cast", VD, "ArrayRecord decode returns float64 (x64 off)",
+     ConfigError, "ArrayRecordSourceModule: decoding record 0 of file '{tmp}/v.array_record': "
+     "field 'x' is float64 but jax_enable_x64 is off, and datarax never narrows silently. Set "
+     "cast_float64=True in the config to cast it to float32", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: np.full(2, i, np.float64)))
+simple("arrayrecord-config-cast-float64-str", VD, "ArrayRecordSourceConfig(cast_float64='yes')",
+       ConfigError, "ArrayRecordSourceConfig.cast_float64 must be a bool (True/False), got str "
+       "'yes'.", lambda: _ar_config(cast_float64="yes"), needs=AR)
+simple("stream-nested-field-missing", VD, "a declared nested field is missing",
+       SpecMismatchError, "Drifting batch at record 0 of epoch 0 does not match element_spec(): "
+       "field 'meta/id' is declared in element_spec() but missing",
+       lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float32),
+                                    "meta": {"id": jax.ShapeDtypeStruct((), np.int32)}}))
+simple("stream-declares-nested-int64", VD, "element_spec declares a nested int64 (x64 off)",
+       SpecMismatchError, "Drifting.element_spec() declares 64-bit field(s) 'meta/id' (int64) "
+       "but jax_enable_x64 is off",
+       lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float32),
+                                    "meta": {"id": jax.ShapeDtypeStruct((), np.int64)}}))
 
 
 # ----------------------------------------------------------- docs/errors.md
