@@ -6,7 +6,9 @@ asks the source to ``seek`` at the start of a pass, reports records handed out
 reads the position back for ``get_state()``. Two paths, chosen by ``source.kind``:
 
 * indexed — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
-  ``prefetch`` batches ahead;
+  ``prefetch`` batches ahead; a source keeping text on the host (``has_host_fields``)
+  gets a step that gathers its device fields only, then ``with_host_fields`` adds the
+  text of the same records and the stages run on the host;
 * host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
   against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
 """
