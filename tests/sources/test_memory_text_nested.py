@@ -176,3 +176,15 @@ def test_resume_is_exact_with_an_rngs_seeded_order():
 
     report = check_resume_exact(make, [1, 3, 4], num_epochs=2)
     assert report.num_records == 2 * N
+
+
+def test_a_text_only_source_serves_and_resumes():
+    def make():
+        source = MemorySource(MemorySourceConfig(shuffle=True), {"t": list("abcde")})
+        return Pipeline(source=source, stages=[], batch_size=2, rngs=nnx.Rngs(0))
+
+    pipeline = make()
+    epochs = [[t for b in pipeline for t in b["t"]] for _ in range(2)]
+    assert [sorted(e) for e in epochs] == [list("abcde")] * 2 and epochs[0] != epochs[1]
+    report = check_resume_exact(make, [1, 2, 4], num_epochs=2)
+    assert report.num_records == 10

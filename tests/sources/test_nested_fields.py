@@ -103,3 +103,10 @@ def test_batch_helpers_and_nonfinite_check_walk_nested_fields():
     picked = take_records(joined, [2, 0])
     assert picked["m"]["t"] == ["c", "a"] and picked["m"]["v"].tolist() == [1.0, 0.0]
     assert first_nonfinite(a) == ("m/v", 1)
+
+
+def test_direct_iteration_of_a_nested_stream_gives_nested_records():
+    records = list(Nested(4))
+    assert [r["meta"]["name"] for r in records] == ["r0", "r1", "r2", "r3"]
+    assert [int(r["meta"]["id"]) for r in records] == [0, 1, 2, 3]
+    assert records[2]["x"].tolist() == [2.0, -2.0]
