@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from datarax.core.errors import StateError
 from datarax.core.spec import TextSpec
 from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
@@ -176,6 +177,30 @@ def test_resume_is_exact_with_an_rngs_seeded_order():
 
     report = check_resume_exact(make, [1, 3, 4], num_epochs=2)
     assert report.num_records == 2 * N
+
+
+def test_the_drawn_seed_is_the_config_seed_and_guards_a_restore():
+    def make(seed):
+        source = MemorySource(
+            MemorySourceConfig(shuffle=True, seed=5), {"id": np.arange(N, dtype=np.int32)},
+            rngs=nnx.Rngs(seed),
+        )
+        return Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0))
+
+    drawn = make(9).source.config.seed
+    assert drawn == make(9).source.config.seed != 5
+    assert drawn == int(jax.random.bits(nnx.Rngs(9).default(), (), np.uint32))
+    pipeline = make(9)
+    next(iter(pipeline))
+    state = pipeline.get_state()
+    other = make(10)
+    with pytest.raises(StateError) as err:
+        other.set_state(state)
+    assert str(err.value) == (
+        f"Pipeline state was saved with source.seed={drawn} but this pipeline has "
+        f"source.seed={other.source.config.seed}; restore it into an identically configured "
+        "pipeline."
+    )
 
 
 def test_a_text_only_source_serves_and_resumes():

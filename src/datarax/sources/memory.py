@@ -9,6 +9,7 @@ Nested dicts of fields are nested fields, named by path (``"meta/id"``) in messa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -82,8 +83,9 @@ class MemorySource(IndexedSource):
 
     Shuffle order: with ``rngs`` given (and ``shuffle=True``), the permutation seed is
     drawn from ``rngs`` (its ``shuffle`` stream if it has one, else ``default``), as
-    NNX modules draw their randomness from ``rngs``; ``config.seed`` is used only when
-    ``rngs`` is None. Build the source the same way to resume it.
+    NNX modules draw their randomness from ``rngs``, and ``source.config.seed`` holds
+    the drawn seed; the given ``config.seed`` is used only when ``rngs`` is None. Build
+    the source the same way to resume it (a state saved under another seed is refused).
 
     The records are not NNX state: ``nnx.state(source)`` holds the position and the
     shuffle seed, not the dataset (the compiled step receives the arrays as arguments).
@@ -109,16 +111,18 @@ class MemorySource(IndexedSource):
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ) -> None:
+        if rngs is not None and config.shuffle:
+            # rngs seeds the order: the drawn seed becomes config.seed, so a saved state
+            # names it and a restore into a source seeded otherwise is refused.
+            config = dataclasses.replace(config, seed=_draw_seed(rngs))
         super().__init__(config, rngs=rngs, name=name)
         flat = _to_columns(data, config.cast_float64)
         device = {p: v for p, v in flat.items() if not isinstance(v, np.ndarray)}
         host = {p: v for p, v in flat.items() if isinstance(v, np.ndarray)}
         self.__store = _ColumnStore(_unflatten(device), host, list(flat))
         self.__length = int(next(iter(flat.values())).shape[0])
-        seed = config.seed if rngs is None or not config.shuffle else _draw_seed(rngs)
-        # The seed travels as data, not as a constant baked into the compiled step, so one
-        # executable (and one persistent-cache entry) serves every seed.
-        self.permutation_seed = nnx.Variable(np.asarray(seed, np.uint32))
+        # The seed travels as data, not as a constant baked into the compiled step.
+        self.permutation_seed = nnx.Variable(np.asarray(config.seed, np.uint32))
 
     def __len__(self) -> int:
         return self.__length
