@@ -186,13 +186,13 @@ class MemorySource(IndexedSource):
         if type(self).get_batch_at is not MemorySource.get_batch_at:  # a subclass reads
             return super().get_batch_and_indices_at(start, size, key)
         indices = self.record_indices_at(start, size, key)
-        batch = jax.tree.map(lambda v: jnp.take(v, indices, axis=0), self.data)
+        batch = _map(lambda v: jnp.take(v, indices, axis=0), self.data)
         if self.__store.host and not isinstance(indices, jax.core.Tracer):
             batch = self.__store.merge(batch, np.asarray(indices))
         return batch, indices
 
     def element_spec(self) -> dict[str, Any]:
-        device = jax.tree.map(array_to_spec_strip_leading, self.__store.columns)
+        device = _map(array_to_spec_strip_leading, self.__store.columns)
         return self.__store.merge_specs(device)
 
     def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:
@@ -202,8 +202,13 @@ class MemorySource(IndexedSource):
             stable = int(index_shuffle_np(np.asarray([index]), n - 1, seed)[0])
         else:
             stable = index
-        record = jax.tree.map(lambda v: v[stable], self.data)
+        record = _map(lambda v: v[stable], self.data)
         return self.__store.merge(record, stable, single=True), stable
+
+
+def _map(fn: Any, tree: Mapping[str, Any]) -> dict[str, Any]:
+    """``fn`` on every leaf of a nested dict, keeping the fields' order."""
+    return {k: _map(fn, v) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
 
 
 def _draw_seed(rngs: nnx.Rngs) -> int:
