@@ -28,6 +28,11 @@ EXTRAS = {
     "hf": "Hugging Face datasets",
     "tfds": "TensorFlow Datasets",
     "checkpoint": "Orbax checkpointing",
+    "tokenizers": "Hugging Face tokenizers for datarax.text",
+    "image": "image operators (dm-pix)",
+    "cli": "pictures and charts of the command line (Pillow, Matplotlib)",
+    "metrics": "TensorBoard output of StatsLogger",
+    "demo": "the training demo (optax, scikit-learn, tqdm)",
 }
 
 
