@@ -28,10 +28,10 @@ EXTRAS = {
     "hf": "Hugging Face datasets",
     "tfds": "TensorFlow Datasets",
     "checkpoint": "Orbax checkpointing",
-    "tokenizers": "Hugging Face tokenizers for datarax.text",
     "image": "image operators (dm-pix)",
-    "cli": "pictures and charts of the command line (Pillow, Matplotlib)",
-    "metrics": "TensorBoard output of StatsLogger",
+    "tokenizers": "text tokenizers (Hugging Face tokenizers)",
+    "cli": "the command line's pictures (Pillow, Matplotlib)",
+    "metrics": "TensorBoard output of StatsLogger (tensorboardX)",
     "demo": "the training demo (optax, scikit-learn, tqdm)",
 }
 
