@@ -29,7 +29,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import SpecMismatchError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
-from datarax.pipeline.state import check_state, make_state
+from datarax.pipeline.state import make_state
 from datarax.pipeline.steps import apply_stages, indexed_step, stage_step, stages_per_record
 
 if TYPE_CHECKING:
