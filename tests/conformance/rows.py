@@ -31,6 +31,7 @@ N_TFDS = 11
 N_HF = 10
 N_STREAM = 10
 N_HOST = 12
+N_NPY = 14
 
 
 def noise_stages() -> list[Any]:
@@ -62,6 +63,7 @@ def write_table_data(root: Path) -> None:
     write_csv(root / "rows.csv", N_CSV)
     np.save(root / "host.npy", np.arange(N_HOST, dtype=np.int32))
     np.save(root / "mix_host.npy", np.arange(6, 10, dtype=np.int32))  # the mixture's host part
+    write_npy_shards(root / "npy")
     try:
         from reliability_arrayrecord import write_files
 
@@ -76,6 +78,16 @@ def write_table_data(root: Path) -> None:
         _write_hf(root / "hf")
     except ImportError:
         pass
+
+
+def write_npy_shards(root: Path) -> None:
+    """``N_NPY`` records in three uneven shards: id (int64, narrowed to int32 when
+    read), vec (2,) float32 in a separate field file."""
+    root.mkdir(parents=True, exist_ok=True)
+    ids = np.arange(N_NPY, dtype=np.int64)
+    for k, (lo, hi) in enumerate(((0, 5), (5, 6), (6, N_NPY))):
+        np.save(root / f"id-{k}.npy", ids[lo:hi])
+    np.save(root / "vec.npy", np.stack([ids, -ids], 1).astype(np.float32))
 
 
 def _write_tfds(root: Path) -> None:
@@ -375,6 +387,22 @@ def _mixture_indexed(root: Path) -> SourceRow:
                      kind="INDEXED")
 
 
+def _npy(root: Path) -> SourceRow:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        folder = root / "npy"
+        config = NpySourceConfig(
+            paths={"id": [str(folder / f"id-{k}.npy") for k in range(3)],
+                   "vec": str(folder / "vec.npy")},
+            shuffle=True, seed=9,
+        )
+        source = NpySource(config, num_threads=2)
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("npy_shards", make, N_NPY, lambda b: b["id"], shuffled=True, kind="HOST")
+
+
 # name -> (builder, module the row needs or None)
 ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "memory_dict": (_memory(False), None),
@@ -389,6 +417,7 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "user_random_access": (_host_table, None),
     "mixture": (_mixture, None),
     "mixture_indexed": (_mixture_indexed, None),
+    "npy_shards": (_npy, None),
 }
 
 # Rows whose source API is still being settled: name -> reason (run as xfail).

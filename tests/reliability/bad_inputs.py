@@ -194,12 +194,15 @@ simple("memory-record-shape-drift", "MemorySource data", "record 2 has another s
        DataraxError, "MemorySource field 'x': record 2 has shape (3,), record 0 has (2,)",
        lambda: MemorySource(MemorySourceConfig(), [{"x": np.zeros(2, np.float32)}] * 2
                             + [{"x": np.zeros(3, np.float32)}]))
-simple("memory-strings-in-array-field", "MemorySource data", "a string array field",
-       DataraxError, "MemorySource field 'x' holds <U1 values",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.asarray(["a", "b"])}))
-simple("memory-int64-without-x64", "MemorySource data", "an int64 array while x64 is off",
-       ConfigError, "MemorySource field 'x' is int64 but jax_enable_x64 is off",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int64)}))
+simple("memory-objects-in-array-field", "MemorySource data", "an object array of ints",
+       DataraxError, "MemorySource field 'x' is an object array holding int values (1)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.asarray([1, 2], dtype=object)}))
+simple("memory-text-mixed-with-numbers", "MemorySource data", "a list of str and int",
+       DataraxError, "MemorySource field 'x' mixes text with int values (2)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": ["a", 2]}))
+simple("memory-nested-empty-dict", "MemorySource data", "a nested field that is an empty dict",
+       DataraxError, "MemorySource field 'meta' is an empty dict",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32), "meta": {}}))
 simple("memory-field-lengths-differ", "MemorySource data", "fields of 3 and 4 records",
        DataraxError, "MemorySource fields have different numbers of records: {'x': 3, 'y': 4}",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32),
@@ -682,6 +685,143 @@ simple("tfds-eager-skip-option", "TensorFlow Datasets",
        "from_tfds(streaming=False, on_error='skip')", ConfigError,
        "from_tfds: ['on_error'] apply only to streaming (TFDSStreamingSource)",
        lambda: _tfds("from_tfds", name="mnist", streaming=False, on_error="skip"), needs=TFDS)
+
+
+# ----------------------------------------------------------- values and dtypes
+VD = "Values and dtypes"
+simple("memory-int64-does-not-fit", VD, "MemorySource: an int64 value outside int32 (x64 off)",
+       RecordError, "MemorySource: field 'x' is int64 and record 1 holds 4294967296, outside the "
+       "int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. "
+       "Enable x64 with jax.config.update('jax_enable_x64', True), or remove the field from data.",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.array([0, 2**32, 1])}))
+simple("memory-nested-int64-does-not-fit", VD, "MemorySource: a nested int64 field outside int32",
+       RecordError, "MemorySource: field 'meta/id' is int64 and record 0 holds -4294967296",
+       lambda: MemorySource(MemorySourceConfig(), {"meta": {"id": np.array([-(2**32), 1])}}))
+simple("memory-float64-without-cast", VD, "MemorySource: a float64 array (x64 off)",
+       ConfigError, "MemorySource: field 'x' is float64 but jax_enable_x64 is off, and datarax "
+       "never narrows silently. Set cast_float64=True in the config to cast it to float32, "
+       "enable x64 with jax.config.update('jax_enable_x64', True), or remove the field from data.",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3)}))
+simple("memory-config-cast-float64-int", VD, "MemorySourceConfig(cast_float64=1)", ConfigError,
+       "MemorySourceConfig.cast_float64 must be a bool (True/False), got int 1.",
+       lambda: MemorySourceConfig(cast_float64=1))
+
+
+def _ar_decoded(tmp: Path, value: Callable[[int], Any], **config: Any) -> Any:
+    path = _ar_file(tmp / "v.array_record")
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        return {"x": value(int(np.frombuffer(raw, np.float32)[0]))}
+
+    _ar_read_all(_ar(path, decode, **config))
+
+
+case("decode-int-does-not-fit", VD, "ArrayRecord decode returns a Python int outside int32",
+     RecordError, "ArrayRecordSourceModule: cannot read record 5 of file '{tmp}/v.array_record' "
+     "(epoch 0): field 'x' is int64 and holds 8589934592, outside the int32 range, so it cannot "
+     "be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+     "jax.config.update('jax_enable_x64', True), or cast or drop the field in decode. Fix or "
+     "regenerate the file", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: 2**33 if i == 5 else i))
+case("decode-float64-without-cast", VD, "ArrayRecord decode returns float64 (x64 off)",
+     ConfigError, "ArrayRecordSourceModule: decoding record 0 of file '{tmp}/v.array_record': "
+     "field 'x' is float64 but jax_enable_x64 is off, and datarax never narrows silently. Set "
+     "cast_float64=True in the config to cast it to float32", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: np.full(2, i, np.float64)))
+simple("arrayrecord-config-cast-float64-str", VD, "ArrayRecordSourceConfig(cast_float64='yes')",
+       ConfigError, "ArrayRecordSourceConfig.cast_float64 must be a bool (True/False), got str "
+       "'yes'.", lambda: _ar_config(cast_float64="yes"), needs=AR)
+simple("stream-nested-field-missing", VD, "a declared nested field is missing",
+       SpecMismatchError, "Drifting batch at record 0 of epoch 0 does not match element_spec(): "
+       "field 'meta/id' is declared in element_spec() but missing",
+       lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float32),
+                                    "meta": {"id": jax.ShapeDtypeStruct((), np.int32)}}))
+simple("stream-declares-nested-int64", VD, "element_spec declares a nested int64 (x64 off)",
+       SpecMismatchError, "Drifting.element_spec() declares 64-bit field(s) 'meta/id' (int64) "
+       "but jax_enable_x64 is off",
+       lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float32),
+                                    "meta": {"id": jax.ShapeDtypeStruct((), np.int64)}}))
+
+
+# ------------------------------------------------- writing sources and stages
+SOURCES_AND_STAGES = "Writing sources and stages"
+
+
+def _npy(tmp: Path, **arrays: Any) -> dict[str, str]:
+    paths = {}
+    for name, array in arrays.items():
+        paths[name] = str(tmp / f"{name}.npy")
+        np.save(paths[name], array)
+    return paths
+
+
+def _npy_source(**kw: Any) -> Any:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    return NpySource(NpySourceConfig(**kw))
+
+
+case("npy-missing-file", SOURCES_AND_STAGES, "NpySource over a file that does not exist",
+     RecordError, "NpySource: the file '{tmp}/nope.npy' does not exist. Check the path.")(
+    lambda tmp: _npy_source(paths=str(tmp / "nope.npy")))
+case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) records",
+     RecordError,
+     "NpySource: field 'x': '{tmp}/b.npy' holds records of float32(5,), but '{tmp}/a.npy' "
+     "holds float32(3,); every shard of a field must have the same per-record shape and dtype.")(
+    lambda tmp: _npy_source(field="x", paths=list(_npy(
+        tmp, a=np.zeros((4, 3), np.float32), b=np.zeros((2, 5), np.float32)).values())))
+case("npy-field-lengths-differ", SOURCES_AND_STAGES, "fields of 4 and 3 records",
+     RecordError,
+     "NpySource: the fields hold different numbers of records: 'x' 4 ({tmp}/x.npy), 'y' 3 "
+     "({tmp}/y.npy); every field needs exactly one value per record.")(
+    lambda tmp: _npy_source(paths=_npy(tmp, x=np.zeros(4, np.int32), y=np.zeros(3, np.int32))))
+case("npy-float64", SOURCES_AND_STAGES, "a float64 shard without cast_float64", ConfigError,
+     "NpySource file '{tmp}/x.npy': field 'data' is float64 but jax_enable_x64 is off, and "
+     "datarax never narrows silently. Set cast_float64=True in the config to cast it to "
+     "float32, enable x64 with jax.config.update('jax_enable_x64', True), or save the shards "
+     "as float32.")(lambda tmp: _npy_source(paths=_npy(tmp, x=np.zeros(3))["x"]))
+
+
+def _npy_int64_overflow(tmp: Path) -> None:
+    source = _npy_source(paths=_npy(tmp, x=np.asarray([1, 2**40], np.int64))["x"])
+    try:
+        while source.get_batch(2) is not None:
+            pass
+    finally:
+        source.close()
+
+
+case("npy-int64-overflow", SOURCES_AND_STAGES, "an int64 value outside the int32 range",
+     RecordError,
+     "NpySource: cannot read record 1 of file '{tmp}/x.npy' (epoch 0): field "
+     "'data' is int64 and holds 1099511627776, outside the int32 range, so it cannot be cast "
+     "to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+     "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "
+     "regenerate the file, or construct the source with on_error='skip' to drop bad records "
+     "(they are counted and reported).")(_npy_int64_overflow)
+simple("npy-config-paths-empty", SOURCES_AND_STAGES, "NpySourceConfig() without paths",
+       ConfigError, "NpySourceConfig.paths is empty; name a .npy file, a list of shards or a "
+       "mapping {field: files}.",
+       lambda: _npy_source())
+simple("npy-config-field-with-mapping", SOURCES_AND_STAGES, "field= with a mapping of paths",
+       ConfigError, "NpySourceConfig: with a mapping of paths the field names are its keys; "
+       "leave field unset (got field='y').",
+       lambda: _npy_source(paths={"x": "x.npy"}, field="y"))
+
+
+def _uses_key(element: Any, key: Any) -> Any:
+    return element.update_data({"x": element.data["x"] + jax.random.uniform(key)})
+
+
+simple("stage-key-without-stochastic", SOURCES_AND_STAGES,
+       "a function drawing from its key in an ElementOperator with stochastic=False",
+       ConfigError,
+       "Pipeline stage 0 (ElementOperator '_uses_key') uses its random key, but it was built "
+       "with stochastic=False, so its function gets key=None. Build it with "
+       "ElementOperatorConfig(stochastic=True) to give each record its own key.",
+       lambda: first_batch(pipe(
+           source=MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.float32)}),
+           stages=[ElementOperator(ElementOperatorConfig(), fn=_uses_key)])))
 
 
 # ----------------------------------------------------------- docs/errors.md

@@ -1,4 +1,5 @@
-"""Helpers for batch dicts whose fields are arrays (records on axis 0) or lists of str."""
+"""Helpers for batch dicts whose fields are arrays (records on axis 0), lists of str,
+or nested dicts of such fields."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ def batch_length(batch: Batch) -> int:
     """Number of records in a batch (length of its first field; 0 when empty).
 
     Example:
-        >>> batch_length({"x": np.zeros((3, 2)), "t": ["a", "b", "c"]})
+        >>> batch_length({"meta": {"id": np.zeros(3)}, "t": ["a", "b", "c"]})
         3
     """
     for value in batch.values():
-        return len(value)
+        return batch_length(value) if isinstance(value, dict) else len(value)
     return 0
 
 
@@ -30,7 +31,9 @@ def take_records(batch: Batch, rows: Any) -> Batch:
     """
     out: Batch = {}
     for key, value in batch.items():
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, dict):
+            out[key] = take_records(value, rows)
+        elif isinstance(value, (list, tuple)):
             out[key] = [value[int(i)] for i in rows]
         else:
             out[key] = np.asarray(value)[np.asarray(rows, dtype=np.int64)]
@@ -49,7 +52,9 @@ def concat_batches(parts: list[Batch]) -> Batch:
     out: Batch = {}
     for key in parts[0]:
         values = [p[key] for p in parts]
-        if all(isinstance(v, (list, tuple)) for v in values):
+        if all(isinstance(v, dict) for v in values):
+            out[key] = concat_batches(values)
+        elif all(isinstance(v, (list, tuple)) for v in values):
             out[key] = [item for v in values for item in v]
         else:
             out[key] = np.concatenate([np.asarray(v) for v in values])

@@ -52,6 +52,16 @@ _SPEC_CACHE: weakref.WeakKeyDictionary[Any, dict[bool, dict[str, Any]]] = (
 )
 
 
+def first_record(batch: Batch) -> Batch:
+    """Record 0 of a batch, walking nested fields (a text field's list is one leaf).
+
+    Example:
+        >>> first_record({"x": np.arange(3), "meta": {"name": ["a", "b", "c"]}})
+        {'x': np.int64(0), 'meta': {'name': 'a'}}
+    """
+    return {k: first_record(v) if isinstance(v, dict) else v[0] for k, v in batch.items()}
+
+
 class SourceKind(enum.Enum):
     """How a source hands out records; decides the path a Pipeline runs it on."""
 
@@ -172,6 +182,19 @@ class DataSourceModule(DataraxModule):
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
         """Inside the compiled step: make :meth:`step_inputs` read as ``inputs``."""
         return contextlib.nullcontext()
+
+    def has_host_fields(self) -> bool:
+        """True for an indexed source that keeps some fields (text) on the host.
+
+        The compiled step then gathers the device fields only; Pipeline adds the host
+        fields with :meth:`with_host_fields` and runs the stages on the host.
+        """
+        return False
+
+    def with_host_fields(self, batch: Batch, start: int, size: int) -> tuple[Batch, Any]:
+        """``batch`` (the device fields of ``get_batch_at(start, size)``) with the host
+        fields of the same records added, and the records' stable indices."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no fields on the host")
 
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next batch (at most ``batch_size`` records) of the current pass, or None."""
@@ -380,7 +403,7 @@ class DataSourceModule(DataraxModule):
                 batch, indices = self.get_batch_with_indices(1)
                 if batch is None:
                     raise StopIteration
-            record = jax.tree.map(lambda v: v[0], batch)
+            record = first_record(batch)
             index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
         if getattr(self.config, "track_metadata", False):
             return Element(
@@ -408,7 +431,7 @@ class DataSourceModule(DataraxModule):
         start = epoch * n + index
         batch = self.get_batch_at(start, 1, None)
         stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
-        return jax.tree.map(lambda v: v[0], batch), stable
+        return first_record(batch), stable
 
     # ------------------------------------------------------------ for core.stream
     def _stream_session(self) -> _Session:

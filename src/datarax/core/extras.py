@@ -32,6 +32,7 @@ EXTRAS = {
     "tokenizers": "text tokenizers (Hugging Face tokenizers)",
     "cli": "the command line's pictures (Pillow, Matplotlib)",
     "metrics": "TensorBoard output of StatsLogger (tensorboardX)",
+    "demo": "the training demo (optax, scikit-learn, tqdm)",
 }
 
 

@@ -6,7 +6,9 @@ asks the source to ``seek`` at the start of a pass, reports records handed out
 reads the position back for ``get_state()``. Two paths, chosen by ``source.kind``:
 
 * indexed — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
-  ``prefetch`` batches ahead;
+  ``prefetch`` batches ahead; a source keeping text on the host (``has_host_fields``)
+  gets a step that gathers its device fields only, then ``with_host_fields`` adds the
+  text of the same records and the stages run on the host;
 * host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
   against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
 """
@@ -27,7 +29,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import SpecMismatchError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
-from datarax.pipeline.state import check_state, make_state
+from datarax.pipeline.state import make_state
 from datarax.pipeline.steps import apply_stages, indexed_step, stage_step, stages_per_record
 
 if TYPE_CHECKING:
@@ -212,10 +214,15 @@ class PipelineIterator:
     # ------------------------------------------------------------ indexed path
     def _prepare_indexed(self) -> None:
         source = self._source
-        graphdef, state = nnx.split((source, list(self._pipeline.stages)))
+        stages = list(self._pipeline.stages)
+        # A source keeping text on the host: the step gathers the device fields, the
+        # text joins them by the same record indices, and the stages run on the host.
+        self._host_fields = source.has_host_fields()
+        self._host_stages = stages if self._host_fields else []
+        graphdef, state = nnx.split((source, [] if self._host_fields else stages))
         self._graphdef, self._state = graphdef, state
         self._step = indexed_step(graphdef, self._batch_size)
-        self._exact_short = not stages_per_record(self._pipeline.stages)
+        self._exact_short = not self._host_fields and not stages_per_record(stages)
         self._inputs = source.step_inputs()
         self._key = self._pipeline.key_pair()
         self._n = len(source)  # type: ignore[arg-type]
@@ -249,6 +256,14 @@ class PipelineIterator:
         self._stats.seconds[timer] += time.perf_counter() - began
         if count < self._batch_size and not exact:
             batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=_is_leaf)
+        if self._host_fields:
+            batch, indices = self._source.with_host_fields(batch, start, count)
+            if self._host_stages:
+                with self._stats.timer("stages"):
+                    batch = apply_stages(
+                        self._host_stages, batch, jnp.asarray(indices),
+                        np.int32(self._epoch), draw(*self._key),
+                    )
         self._dispatched += count
         self._queue.append((count, batch, start))
         return True

@@ -20,6 +20,7 @@ from datarax.sources.hf import (
 from datarax.sources.label_encoder import LabelEncoder
 from datarax.mixing import MixSource, MixSourceConfig
 from datarax.sources.memory import MemorySource, MemorySourceConfig
+from datarax.sources.npy import NpySource, NpySourceConfig
 from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.tfds import (
     TFDSEagerConfig,
@@ -44,8 +45,13 @@ __all__ = [
     "LabelEncoder",
     "MemorySource",
     "MemorySourceConfig",
+<<<<<<< HEAD
     "MixSource",
     "MixSourceConfig",
+=======
+    "NpySource",
+    "NpySourceConfig",
+>>>>>>> main
     "RandomAccessSource",
     "SourceKind",
     "StreamSource",
