@@ -45,13 +45,10 @@ __all__ = [
     "LabelEncoder",
     "MemorySource",
     "MemorySourceConfig",
-<<<<<<< HEAD
     "MixSource",
     "MixSourceConfig",
-=======
     "NpySource",
     "NpySourceConfig",
->>>>>>> main
     "RandomAccessSource",
     "SourceKind",
     "StreamSource",
