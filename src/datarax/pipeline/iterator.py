@@ -249,6 +249,10 @@ class PipelineIterator:
         self._stats.seconds[timer] += time.perf_counter() - began
         if count < self._batch_size and not exact:
             batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=_is_leaf)
+        placement = self._plan.placement
+        if placement is not None:  # queued batches wait already placed on the mesh
+            with self._stats.timer("transfer"):
+                batch = placement.place(batch, f"batch at record {self._dispatched}")
         self._dispatched += count
         self._queue.append((count, batch, start))
         return True
@@ -289,10 +293,14 @@ class PipelineIterator:
                 f"{self._epoch}",
             )
         stages = list(self._pipeline.stages)
+        placement = self._plan.placement
         if stages:
             with self._stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices))
-        else:
+        if placement is not None:  # straight from host memory onto the mesh
+            with self._stats.timer("transfer"):
+                batch = placement.place(batch, f"batch at record {position}")
+        elif not stages:
             with self._stats.timer("transfer"):
                 batch = jax.tree.map(
                     lambda v: v if is_text_value(v) or isinstance(v, list) else jax.device_put(v),

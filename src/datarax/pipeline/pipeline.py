@@ -17,7 +17,9 @@ from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule
 from datarax.pipeline import state as state_format
+from datarax.pipeline.devices import placement_for
 from datarax.pipeline.stats import PipelineStats
+from datarax.sharding.placement import BatchPlacement
 
 if TYPE_CHECKING:
     from datarax.pipeline.iterator import PipelineIterator
@@ -34,12 +36,14 @@ class PipelinePlan:
         drop_remainder: drop each epoch's short last batch.
         prefetch: compiled batches dispatched ahead of the one being consumed.
         check_finite: refuse batches holding NaN or inf.
+        placement: where batches are placed (``sharding=``), None for the default device.
     """
 
     batch_size: int
     drop_remainder: bool
     prefetch: int
     check_finite: bool
+    placement: BatchPlacement | None = None
 
     def batches(self, records: int) -> int:
         """Batches that ``records`` records make."""
@@ -93,7 +97,8 @@ class Pipeline(nnx.Module):
         rngs: ``nnx.Rngs``; stochastic stages built without their own ``rngs`` draw
             their base key from it. Defaults to ``nnx.Rngs(0)``.
         drop_remainder: drop the short last batch of each epoch.
-        prefetch: compiled batches dispatched ahead of the one being consumed.
+        prefetch: batches prepared ahead of the one being consumed: for indexed
+            sources dispatched, computed and placed on the devices (``sharding``).
         shard_index, shard_count: this process's share of every epoch; default
             ``jax.process_index()`` of ``jax.process_count()``. Each share is a disjoint,
             equally long block of the epoch's (globally shuffled) order; the last
@@ -102,6 +107,11 @@ class Pipeline(nnx.Module):
         check_finite: refuse batches holding NaN or inf in a floating field, naming the
             field, the record's position in the epoch and its stable index (copies each
             batch to the host: a debugging aid, off by default).
+        sharding: a ``jax.sharding.NamedSharding`` or ``(Mesh, PartitionSpec)``: batches
+            come out as global ``jax.Array``s with it, the batch axis split over the
+            spec's first entry; under several processes each contributes its own share
+            (see :mod:`datarax.sharding.placement` and docs/devices.md). Not part of
+            the saved state: a state restores onto another mesh.
 
     Example:
         >>> import numpy as np
@@ -127,6 +137,7 @@ class Pipeline(nnx.Module):
         shard_index: int | None = None,
         shard_count: int | None = None,
         check_finite: bool = False,
+        sharding: Any = None,
     ) -> None:
         if not isinstance(source, DataSourceModule):
             raise SourceContractError(
@@ -159,9 +170,12 @@ class Pipeline(nnx.Module):
                 f"{' in this shard' if count > 1 else ''}. Lower batch_size or set "
                 "drop_remainder=False."
             )
+        placement = None if sharding is None else placement_for(
+            sharding, batch_size, None if drop_remainder else size
+        )
         self.source = source
         self.stages = nnx.List(list(stages))
-        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite)
+        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
         if rngs is not None:
