@@ -108,6 +108,11 @@ class PipelineIterator:
         self._closed = True
 
     @property
+    def exhausted(self) -> bool:
+        """Whether ``next()`` will serve nothing more (pass over, closed or superseded)."""
+        return self._finished or self._closed or self._superseded
+
+    @property
     def epoch(self) -> int:
         """The pass this iterator serves."""
         return self._epoch

@@ -63,6 +63,7 @@ class _Session:
         self.live: weakref.ref[PipelineIterator] | None = None
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.left_ended = False  # ...and whether its pass had ended there (an empty pass too)
+        self.stepper: PipelineIterator | None = None  # the iterator step() serves from
         self.stats = PipelineStats()
 
     def __eq__(self, other: object) -> bool:
@@ -317,6 +318,58 @@ class Pipeline(nnx.Module):
         iterator = PipelineIterator(self, epoch=epoch, resume_at=resume_at)
         self.__session.live = weakref.ref(iterator)
         return iterator
+
+    # ----------------------------------------------------------- fused steps
+    def step(self) -> Batch:
+        """The next batch: of the live pass, else of the next pass (so calls go on
+        across epochs). Indexed sources compute it with the same cached compiled step
+        as iteration; the position moves as with ``next(iter(pipeline))``.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+            >>> p = Pipeline(source=src, batch_size=2)
+            >>> [p.step()["x"].tolist() for _ in range(3)], p.epoch
+            ([[0, 1], [2], [0, 1]], 1)
+        """
+        live = self.__session.live() if self.__session.live is not None else None
+        for _ in range(2):  # the live pass may have just ended: then one new pass
+            if live is None or live.exhausted:
+                live = iter(self)
+                self.__session.stepper = live  # keep it alive between calls
+            try:
+                return next(live)
+            except StopIteration:
+                live = None
+        raise StopIteration(f"{type(self.source).__name__} served two empty passes in a row.")
+
+    def scan(
+        self, train_step: Callable[..., Any], length: int, modules: Any = ()
+    ) -> Any:
+        """Run ``length`` data + train steps as one compiled program (``nnx.scan``).
+
+        Each step takes the next full batch (as :meth:`step` would, across epochs) and
+        calls ``train_step(*modules, batch)``; NNX state the modules change (parameters,
+        optimizer state) is carried from step to step and written back. Returns
+        ``train_step``'s outputs stacked along a new leading axis of ``length``. The
+        position moves past the ``length`` batches, so states taken between scans
+        resume exactly. Indexed sources only; see :mod:`datarax.pipeline.fused`.
+        """
+        from datarax.pipeline.fused import check_scan, run_scan
+
+        check_scan(self, length)
+        modules = modules if isinstance(modules, (tuple, list)) else (modules,)
+        live = self.__session.live() if self.__session.live is not None else None
+        if live is not None and not live.exhausted:  # continue the live pass
+            epoch, resume_at = self.source.epoch, self.source.index
+        else:
+            epoch, resume_at = self._next_pass()
+        if live is not None:
+            live.supersede()
+        self.__session.live = None
+        self.__session.stepper = None
+        return run_scan(self, train_step, length, modules, epoch, resume_at or 0)
 
     def _adopt(self, iterator: PipelineIterator) -> None:
         """Make ``iterator`` the live one (an iterator restored with ``set_state``)."""
