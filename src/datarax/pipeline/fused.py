@@ -65,6 +65,12 @@ def check_scan(pipeline: Pipeline, length: Any) -> None:
             f"short batch of {size % pipeline.batch_size}; set drop_remainder=True (or a "
             "batch size dividing the epoch)."
         )
+    elastic = pipeline.elastic_epoch(source.epoch)
+    if elastic is not None and source.index < pipeline.plan.served(elastic.size):
+        raise ConfigError(
+            f"Pipeline.scan cannot run inside epoch {source.epoch}, which an elastic restore "
+            "re-split into runs; serve its rest with step() or a loop, then scan."
+        )
     if pipeline.plan.placement is not None and jax.process_count() > 1:
         raise ConfigError(
             "Pipeline.scan with sharding= runs in one process only; under several processes "

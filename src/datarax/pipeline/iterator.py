@@ -27,7 +27,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import SpecMismatchError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
-from datarax.pipeline.state import check_state, make_state
+from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.steps import apply_stages, indexed_step, stage_step, stages_per_record
 
 if TYPE_CHECKING:
@@ -127,11 +127,14 @@ class PipelineIterator:
             )
         if self._finished or self._closed:
             return 0
+        elastic = self._pipeline.elastic_epoch(self._epoch)
+        if elastic is not None:
+            size = elastic.size
         return self._plan.batches(max(self._plan.served(size) - self._source.index, 0))
 
     def get_state(self) -> dict[str, Any]:
         """Small JSON-able state: epoch, records handed out, settings, source position."""
-        return make_state(self._pipeline, self._source.epoch, self._source.index)
+        return self._pipeline.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
@@ -226,6 +229,9 @@ class PipelineIterator:
         self._n = len(source)  # type: ignore[arg-type]
         self._lo = source.shard_bounds(self._n)[0]
         self._total = self._plan.served(source.epoch_size() or 0)
+        self._elastic = self._pipeline.elastic_epoch(self._epoch)
+        if self._elastic is not None:  # this epoch's share is re-split runs
+            self._total = self._plan.served(self._elastic.size)
         self._dispatched = source.index
         self._prepared = True
 
@@ -244,11 +250,19 @@ class PipelineIterator:
         exact = count < self._batch_size and self._exact_short
         step = indexed_step(self._graphdef, count) if exact else self._step
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
+        where: Any = position_dtype(start)
+        if self._elastic is not None:
+            pieces = self._elastic.pieces(self._dispatched, count)
+            start = self._epoch * self._n + pieces[0][0]
+            where = position_dtype(start)
+            if len(pieces) > 1:  # the batch spans two runs of the share
+                exact = True
+                step = pieces_step(self._graphdef, tuple(hi - lo for lo, hi in pieces))
+                where = np.asarray([self._epoch * self._n + lo for lo, _ in pieces],
+                                   position_dtype)
         cached = _cache_size(step)
         began = time.perf_counter()
-        batch = step(
-            self._state, self._inputs, position_dtype(start), np.int32(self._epoch), self._key
-        )
+        batch = step(self._state, self._inputs, where, np.int32(self._epoch), self._key)
         # A call that added an executable to the step's cache traced and compiled it.
         timer = "compile" if _cache_size(step) > cached else "step"
         self._stats.seconds[timer] += time.perf_counter() - began

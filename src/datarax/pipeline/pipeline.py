@@ -22,6 +22,7 @@ from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
 
 if TYPE_CHECKING:
+    from datarax.pipeline.elastic import ElasticEpoch
     from datarax.pipeline.iterator import PipelineIterator
 
 Batch = dict[str, Any]
@@ -64,6 +65,7 @@ class _Session:
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.left_ended = False  # ...and whether its pass had ended there (an empty pass too)
         self.stepper: PipelineIterator | None = None  # the iterator step() serves from
+        self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
         self.stats = PipelineStats()
 
     def __eq__(self, other: object) -> bool:
@@ -381,10 +383,36 @@ class Pipeline(nnx.Module):
     # ------------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
         """State of the source's position: restore it with :meth:`set_state` to continue."""
-        return state_format.make_state(self, self.source.epoch, self.source.index)
+        state = state_format.make_state(self, self.source.epoch, self.source.index)
+        elastic = self.elastic_epoch(self.source.epoch)
+        if elastic is not None:
+            state["elastic"] = elastic.describe()
+        return state
+
+    def elastic_epoch(self, epoch: int) -> ElasticEpoch | None:
+        """This process's share of ``epoch`` when an elastic restore
+        (:mod:`datarax.pipeline.elastic`) made it, else None (the plain block)."""
+        elastic = self.__session.elastic
+        return elastic if elastic is not None and elastic.epoch == epoch else None
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken."""
+        """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken.
+
+        A state saved by another number of processes (indexed sources) continues
+        that epoch from what is left, split over this pipeline's shards: see
+        :mod:`datarax.pipeline.elastic`.
+        """
+        from datarax.pipeline.elastic import elastic_restore
+
+        elastic = elastic_restore(self, state)
+        self.__session.elastic = elastic
+        if elastic is not None:
+            if elastic.size:
+                self.source.seek(elastic.epoch, 0)
+            else:  # nothing of that epoch is left for anyone: the next one starts
+                self.__session.elastic = None
+                self.source.seek(elastic.epoch + 1, 0)
+            return
         state_format.check_state(self, state)
         if self.source.kind is SourceKind.INDEXED:
             self.source.seek(state["epoch"], state["position"])
