@@ -1,6 +1,7 @@
-"""One of two JAX processes (4 CPU devices each) for test_multiprocess_sharding.py.
+"""One of PROCESSES JAX processes (8 / PROCESSES CPU devices each) for
+test_multiprocess_sharding.py.
 
-Usage: python multiprocess_worker.py PORT PROCESS_ID OUT_JSON
+Usage: python multiprocess_worker.py PORT PROCESS_ID PROCESSES OUT_JSON
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import jax  # noqa: E402
 
 jax.config.update("jax_platforms", "cpu")
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
-jax.config.update("jax_num_cpu_devices", 4)
+PROCESSES = int(sys.argv[3])
+jax.config.update("jax_num_cpu_devices", 8 // PROCESSES)
 
 
 def main() -> None:
-    port, process_id, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2,
+    port, process_id, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4]
+    jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=PROCESSES,
                                process_id=process_id, initialization_timeout=60)
     import numpy as np
     from jax.experimental import multihost_utils
@@ -35,19 +37,21 @@ def main() -> None:
     sharding = NamedSharding(mesh, P("data"))
     out: dict = {"process_index": jax.process_index(), "devices": jax.device_count()}
     for kind in ("indexed", "host"):
-        # this process's shard by default (jax.process_index() of 2), placed on the mesh
-        placed = list(make_pipeline(kind, 40, 8, shuffle=True, drop_remainder=True,
+        # this process's shard by default (jax.process_index() of PROCESSES), on the mesh
+        placed = list(make_pipeline(kind, 20 * PROCESSES, 8, shuffle=True, drop_remainder=True,
                                     sharding=sharding))
         shares = [
-            [host(b) for b in make_pipeline(kind, 40, 8, shuffle=True, drop_remainder=True,
-                                            shard_index=i, shard_count=2)]
-            for i in range(2)
+            [host(b) for b in make_pipeline(kind, 20 * PROCESSES, 8, shuffle=True,
+                                            drop_remainder=True, shard_index=i,
+                                            shard_count=PROCESSES)]
+            for i in range(PROCESSES)
         ]
         checks = []
         for step, batch in enumerate(placed):
             whole = multihost_utils.process_allgather(batch["x"], tiled=True)
-            want = np.concatenate([shares[0][step]["x"], shares[1][step]["x"]])
-            local_rows = sorted(int(np.asarray(s.data)[0]) for s in batch["x"].addressable_shards)
+            want = np.concatenate([share[step]["x"] for share in shares])
+            local_rows = sorted(int(v) for s in batch["x"].addressable_shards
+                                for v in np.asarray(s.data)[::2])
             checks.append({
                 "global_shape": list(batch["x"].shape),
                 "equal": bool(np.array_equal(np.asarray(whole), want)),
