@@ -268,10 +268,8 @@ class PipelineIterator:
         self._stats.seconds[timer] += time.perf_counter() - began
         if count < self._batch_size and not exact:
             batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=_is_leaf)
-        placement = self._plan.placement
-        if placement is not None:  # queued batches wait already placed on the mesh
-            with self._stats.timer("transfer"):
-                batch = placement.place(batch, f"batch at record {self._dispatched}")
+        if not self._plan.check_finite:  # queued batches wait already placed on the mesh
+            batch = self._place(batch, self._dispatched)
         self._dispatched += count
         self._queue.append((count, batch, start))
         return True
@@ -284,10 +282,11 @@ class PipelineIterator:
         if not self._queue:
             raise StopIteration
         count, batch, start = self._queue.popleft()
-        if self._plan.check_finite:
+        if self._plan.check_finite:  # checked on this process's rows, then placed
             self._check_finite(
                 batch, lambda: self._source.record_indices_at(start, self._batch_size, None)
             )
+            batch = self._place(batch, self._source.index)
         self._source.advance(count)
         self._mark()
         return batch
@@ -312,13 +311,13 @@ class PipelineIterator:
                 f"{self._epoch}",
             )
         stages = list(self._pipeline.stages)
-        placement = self._plan.placement
         if stages:
             with self._stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices))
-        if placement is not None:  # straight from host memory onto the mesh
-            with self._stats.timer("transfer"):
-                batch = placement.place(batch, f"batch at record {position}")
+        if self._plan.check_finite:  # on this process's rows, before they join a mesh
+            self._check_finite(batch, lambda: indices, position)
+        if self._plan.placement is not None:  # straight from host memory onto the mesh
+            batch = self._place(batch, position)
         elif not stages:
             with self._stats.timer("transfer"):
                 batch = jax.tree.map(
@@ -326,10 +325,16 @@ class PipelineIterator:
                     batch,
                     is_leaf=_is_leaf,
                 )
-        if self._plan.check_finite:
-            self._check_finite(batch, lambda: indices, position)
         self._mark()
         return batch
+
+    def _place(self, batch: Batch, position: int) -> Batch:
+        """``batch`` placed with the pipeline's ``sharding=`` (unchanged without one)."""
+        placement = self._plan.placement
+        if placement is None:
+            return batch
+        with self._stats.timer("transfer"):
+            return placement.place(batch, f"batch at record {position} of epoch {self._epoch}")
 
     def _check_finite(self, batch: Batch, stable_indices: Any, position: int | None = None) -> None:
         found = first_nonfinite(batch)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import jax
 import numpy as np
 import pytest
@@ -112,7 +114,7 @@ def test_a_stream_short_last_batch_is_refused_when_it_comes():
     pipeline = make_pipeline("stream", 20, 8, sharding=(mesh_1d(), P("data")))
     iterator = iter(pipeline)
     next(iterator), next(iterator)
-    with pytest.raises(ConfigError, match=r"batch at record 16, field 'id': 4 records do not "
+    with pytest.raises(ConfigError, match=r"batch at record 16 of epoch 0, field 'id': 4 records do not "
                        r"split over this process's 8 device\(s\)"):
         next(iterator)
 
@@ -148,3 +150,29 @@ def test_state_restores_onto_another_mesh(kind):
             if sharding is not None:
                 assert batch["x"].sharding == NamedSharding(other, P("batch"))
     assert len(seen) == 2
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_check_finite_with_sharding_checks_then_places(kind):
+    sharding = NamedSharding(mesh_1d(), P("data"))
+    batches = list(make_pipeline(kind, 32, 8, check_finite=True, sharding=sharding))
+    assert [b["x"].sharding for b in batches] == [sharding] * 4
+    np.testing.assert_array_equal(np.asarray(batches[3]["x"]), np.arange(24, 32) * 2)
+
+
+def test_a_sharded_pipeline_splits_and_restores_its_nnx_state():
+    from flax import nnx
+
+    pipeline = make_pipeline("indexed", 32, 8, shuffle=True, sharding=(mesh_1d(), P("data")))
+    iterator = iter(pipeline)
+    next(iterator)
+    graphdef, state = nnx.split(pipeline)
+    state = copy.deepcopy(state)  # a saved copy (the live one moves with the pipeline)
+    want = [host(b) for b in iterator]
+    other = make_pipeline("indexed", 32, 8, shuffle=True, sharding=(mesh_1d(), P("data")))
+    nnx.update(other, state)
+    got = [host(b) for b in other]
+    assert len(got) == len(want) == 3
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g["x"], w["x"])
+    assert hash(graphdef) == hash(nnx.split(other)[0])
