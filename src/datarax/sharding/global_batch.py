@@ -67,7 +67,7 @@ def global_batch(
     if axis not in mesh.axis_names:
         raise ConfigError(f"global_batch: mesh has axes {list(mesh.axis_names)}, not {axis!r}.")
     placement = BatchPlacement(NamedSharding(mesh, PartitionSpec(axis)))
-    return placement.place(local_batch, f"global_batch on process {jax.process_index()}")
+    return placement.place(local_batch, "global_batch")
 
 
 def global_batches(
