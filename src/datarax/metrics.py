@@ -101,7 +101,7 @@ class StatsLogger:
         self._jsonl = open(jsonl_path, "a", encoding="utf-8") if jsonl_path is not None else None  # noqa: SIM115
         self._writer = None
         if tensorboard_dir is not None:
-            from datarax.sources._optional import require
+            from datarax.core.extras import require
 
             # Lazy: tensorboardX is an optional extra, needed only for TensorBoard output.
             tensorboardx = require(

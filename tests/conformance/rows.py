@@ -31,6 +31,7 @@ N_TFDS = 11
 N_HF = 10
 N_STREAM = 10
 N_HOST = 12
+N_NPY = 14
 
 
 def noise_stages() -> list[Any]:
@@ -61,6 +62,7 @@ def write_table_data(root: Path) -> None:
 
     write_csv(root / "rows.csv", N_CSV)
     np.save(root / "host.npy", np.arange(N_HOST, dtype=np.int32))
+    write_npy_shards(root / "npy")
     try:
         from reliability_arrayrecord import write_files
 
@@ -75,6 +77,16 @@ def write_table_data(root: Path) -> None:
         _write_hf(root / "hf")
     except ImportError:
         pass
+
+
+def write_npy_shards(root: Path) -> None:
+    """``N_NPY`` records in three uneven shards: id (int64, narrowed to int32 when
+    read), vec (2,) float32 in a separate field file."""
+    root.mkdir(parents=True, exist_ok=True)
+    ids = np.arange(N_NPY, dtype=np.int64)
+    for k, (lo, hi) in enumerate(((0, 5), (5, 6), (6, N_NPY))):
+        np.save(root / f"id-{k}.npy", ids[lo:hi])
+    np.save(root / "vec.npy", np.stack([ids, -ids], 1).astype(np.float32))
 
 
 def _write_tfds(root: Path) -> None:
@@ -321,6 +333,22 @@ def _host_table(root: Path) -> SourceRow:
                      kind="HOST")
 
 
+def _npy(root: Path) -> SourceRow:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        folder = root / "npy"
+        config = NpySourceConfig(
+            paths={"id": [str(folder / f"id-{k}.npy") for k in range(3)],
+                   "vec": str(folder / "vec.npy")},
+            shuffle=True, seed=9,
+        )
+        source = NpySource(config, num_threads=2)
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("npy_shards", make, N_NPY, lambda b: b["id"], shuffled=True, kind="HOST")
+
+
 # name -> (builder, module the row needs or None)
 ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "memory_dict": (_memory(False), None),
@@ -333,6 +361,7 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "hf_streaming": (_hf(True), "datasets"),
     "get_batch_stream": (_stream, None),
     "user_random_access": (_host_table, None),
+    "npy_shards": (_npy, None),
 }
 
 # Rows whose source API is still being settled: name -> reason (run as xfail).

@@ -100,7 +100,8 @@ def test_python_blocks_of_page_run(page, tmp_path, monkeypatch):
         where = f"{page.relative_to(ROOT)}:{line}"
         with contextlib.redirect_stdout(io.StringIO()):
             try:
-                exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the docs' own code
+                # dont_inherit: the page runs as a reader runs it, not under this file's __future__ flags
+                exec(compile(code, where, "exec", dont_inherit=True), namespace)  # noqa: S102
             except Exception as err:
                 pytest.fail(f"the python block at {where} raised {type(err).__name__}: {err}")
 

@@ -14,7 +14,7 @@ from datarax.core.errors import ConfigError
 from datarax.metrics import StatsLogger, flatten_numbers
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
-from datarax.sources._optional import MissingExtraError
+from datarax.core.extras import MissingExtraError
 
 
 def make_pipeline(n: int = 100, batch_size: int = 10) -> Pipeline:

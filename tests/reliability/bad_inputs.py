@@ -684,6 +684,87 @@ simple("tfds-eager-skip-option", "TensorFlow Datasets",
        lambda: _tfds("from_tfds", name="mnist", streaming=False, on_error="skip"), needs=TFDS)
 
 
+# ------------------------------------------------- writing sources and stages
+SOURCES_AND_STAGES = "Writing sources and stages"
+
+
+def _npy(tmp: Path, **arrays: Any) -> dict[str, str]:
+    paths = {}
+    for name, array in arrays.items():
+        paths[name] = str(tmp / f"{name}.npy")
+        np.save(paths[name], array)
+    return paths
+
+
+def _npy_source(**kw: Any) -> Any:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    return NpySource(NpySourceConfig(**kw))
+
+
+case("npy-missing-file", SOURCES_AND_STAGES, "NpySource over a file that does not exist",
+     RecordError, "NpySource: the file '{tmp}/nope.npy' does not exist. Check the path.")(
+    lambda tmp: _npy_source(paths=str(tmp / "nope.npy")))
+case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) records",
+     RecordError,
+     "NpySource: field 'x': '{tmp}/b.npy' holds records of float32(5,), but '{tmp}/a.npy' "
+     "holds float32(3,); every shard of a field must have the same per-record shape and dtype.")(
+    lambda tmp: _npy_source(field="x", paths=list(_npy(
+        tmp, a=np.zeros((4, 3), np.float32), b=np.zeros((2, 5), np.float32)).values())))
+case("npy-field-lengths-differ", SOURCES_AND_STAGES, "fields of 4 and 3 records",
+     RecordError,
+     "NpySource: the fields hold different numbers of records: 'x' 4 ({tmp}/x.npy), 'y' 3 "
+     "({tmp}/y.npy); every field needs exactly one value per record.")(
+    lambda tmp: _npy_source(paths=_npy(tmp, x=np.zeros(4, np.int32), y=np.zeros(3, np.int32))))
+case("npy-float64", SOURCES_AND_STAGES, "a float64 shard without cast_float64", ConfigError,
+     "NpySource file '{tmp}/x.npy': field 'data' is float64 but jax_enable_x64 is off, and "
+     "datarax never narrows silently. Set cast_float64=True in the config to cast it to "
+     "float32, enable x64 with jax.config.update('jax_enable_x64', True), or save the shards "
+     "as float32.")(lambda tmp: _npy_source(paths=_npy(tmp, x=np.zeros(3))["x"]))
+
+
+def _npy_int64_overflow(tmp: Path) -> None:
+    source = _npy_source(paths=_npy(tmp, x=np.asarray([1, 2**40], np.int64))["x"])
+    try:
+        while source.get_batch(2) is not None:
+            pass
+    finally:
+        source.close()
+
+
+case("npy-int64-overflow", SOURCES_AND_STAGES, "an int64 value outside the int32 range",
+     RecordError,
+     "NpySource: cannot read record 1 of file '{tmp}/x.npy' (epoch 0): RecordError: field "
+     "'data' is int64 and holds 1099511627776, outside the int32 range, so it cannot be cast "
+     "to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+     "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "
+     "regenerate the file, or construct the source with on_error='skip' to drop bad records "
+     "(they are counted and reported).")(_npy_int64_overflow)
+simple("npy-config-paths-empty", SOURCES_AND_STAGES, "NpySourceConfig() without paths",
+       ConfigError, "NpySourceConfig.paths is empty; name a .npy file, a list of shards or a "
+       "mapping {field: files}.",
+       lambda: _npy_source())
+simple("npy-config-field-with-mapping", SOURCES_AND_STAGES, "field= with a mapping of paths",
+       ConfigError, "NpySourceConfig: with a mapping of paths the field names are its keys; "
+       "leave field unset (got field='y').",
+       lambda: _npy_source(paths={"x": "x.npy"}, field="y"))
+
+
+def _uses_key(element: Any, key: Any) -> Any:
+    return element.update_data({"x": element.data["x"] + jax.random.uniform(key)})
+
+
+simple("stage-key-without-stochastic", SOURCES_AND_STAGES,
+       "a function drawing from its key in an ElementOperator with stochastic=False",
+       ConfigError,
+       "Pipeline stage 0 (ElementOperator '_uses_key') uses its random key, but it was built "
+       "with stochastic=False, so its function gets key=None. Build it with "
+       "ElementOperatorConfig(stochastic=True) to give each record its own key.",
+       lambda: first_batch(pipe(
+           source=MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.float32)}),
+           stages=[ElementOperator(ElementOperatorConfig(), fn=_uses_key)])))
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

@@ -56,6 +56,40 @@ def test_checkpoint_without_orbax_names_the_extra():
     ), out.stderr
 
 
+def test_every_extra_the_code_names_is_known_and_installable():
+    """Each ``require(..., extra=X)`` / ``missing_extra(..., extra=X)`` in datarax names an
+    extra that core.extras knows (else the user got "unknown extra" instead of the pip
+    command) and that pyproject.toml defines; the ``all`` extra pulls every one."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from datarax.core.extras import EXTRAS
+
+    root = Path(__file__).resolve().parents[2]
+    named = set()
+    for path in (root / "src" / "datarax").rglob("*.py"):
+        named |= set(re.findall(r'extra="(\w+)"', path.read_text(encoding="utf-8")))
+    named.discard("x")  # the placeholder in docstrings
+    assert named - set(EXTRAS) == set(), "extras named in the code but unknown to core.extras"
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(EXTRAS) - set(extras) == set(), "core.extras names extras pyproject lacks"
+    pulled = set()
+    for spec in extras["all"] + extras["data"]:
+        pulled |= set(re.findall(r"\w+", spec.split("[", 1)[1])) if "[" in spec else set()
+    assert set(EXTRAS) - pulled == set(), "extras the all extra does not pull"
+
+
+@pytest.mark.parametrize("extra", ["tokenizers", "cli", "metrics", "image", "demo"])
+def test_the_newer_extras_raise_the_same_error(extra):
+    with pytest.raises(MissingExtraError) as err:
+        require("no_such_package_xyz", extra=extra, user="X")
+    assert str(err.value) == (
+        "X needs the optional package 'no_such_package_xyz', which is not installed. "
+        f'Install it with: pip install "datarax[{extra}]"'
+    )
+
+
 # ------------------------------------------------------------------- TFDS offline
 tfds = pytest.importorskip("tensorflow_datasets")
 

@@ -228,10 +228,11 @@ def test_max_skipped_stops_the_pass() -> None:
     with pytest.raises(RecordError) as err:
         drain(_bad_source(on_error="skip", max_skipped=2), 2)
     assert str(err.value) == (
-        "PackedTextSource: pass 0 would skip more than max_skipped=2 documents; the last "
-        "one: document 4 of pass 0 is int, not str or bytes. Fix the documents or raise "
-        "max_skipped."
+        "PackedTextSource: skipped 3 bad records in epoch 0, over the budget of 2 "
+        "(max_skipped=2, max_skipped_fraction=None). Latest: record 4: document 4 of pass 0 "
+        "is int, not str or bytes. Raise the skip budget or fix the data."
     )
+    assert err.value.index == 4
 
 
 def test_a_document_of_no_tokens_is_empty() -> None:

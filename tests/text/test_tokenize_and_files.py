@@ -12,7 +12,7 @@ import pytest
 from text_helpers import drain, make_texts, unpack, word_ids
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources._optional import MissingExtraError
+from datarax.core.extras import MissingExtraError
 from datarax.text import (
     JsonlDocuments,
     PackedTextConfig,

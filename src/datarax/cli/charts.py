@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from datarax.sources._optional import require
+from datarax.core.extras import require
 
 PAD = 2
 MIN_TILE = 64

@@ -28,6 +28,11 @@ EXTRAS = {
     "hf": "Hugging Face datasets",
     "tfds": "TensorFlow Datasets",
     "checkpoint": "Orbax checkpointing",
+    "image": "image operators (dm-pix)",
+    "tokenizers": "text tokenizers (Hugging Face tokenizers)",
+    "cli": "the command line's pictures (Pillow, Matplotlib)",
+    "metrics": "TensorBoard output of StatsLogger (tensorboardX)",
+    "demo": "the training demo (optax, scikit-learn, tqdm)",
 }
 
 

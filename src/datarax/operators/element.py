@@ -27,7 +27,9 @@ class ElementOperatorConfig(StructuralConfig):
     Attributes:
         stochastic: ``fn`` draws random numbers from its ``key`` argument. Each record
             then gets its own key from the stage's base key, the epoch and the
-            record's stable index.
+            record's stable index. Without it ``fn`` gets ``key=None``; a Pipeline
+            whose deterministic stage uses its key stops with a ``ConfigError`` naming
+            the stage and this setting.
         stream_name: the ``nnx.Rngs`` stream the base key is drawn from when ``rngs``
             is given (default: the ``default`` stream). Without ``rngs`` the Pipeline
             derives the base key from its own ``rngs`` and the stage's position.

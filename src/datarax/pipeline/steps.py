@@ -19,6 +19,7 @@ from typing import Any
 import jax
 from flax import nnx
 
+from datarax.core.errors import ConfigError
 from datarax.core.keys import draw, record_keys
 from datarax.core.operator import OperatorModule
 
@@ -39,7 +40,13 @@ def apply_stages(
             keys = None
             if stage.stochastic:
                 keys = record_keys(stage.stage_key(pipeline_key, position), epoch, indices)
-            batch = stage.apply_batch(batch, keys)
+            try:
+                out = stage.apply_batch(batch, keys)
+            except (TypeError, AttributeError) as err:
+                if keys is None and _needs_a_key(stage, batch, err):
+                    raise _not_stochastic_error(stage, position) from err
+                raise
+            batch = out
         else:
             batch = stage(batch)
         if not isinstance(batch, dict):
@@ -48,6 +55,35 @@ def apply_stages(
                 "dict of fields."
             )
     return batch
+
+
+def _needs_a_key(stage: OperatorModule, batch: Batch, err: BaseException) -> bool:
+    """Whether ``stage`` failed because it used the ``None`` key of a deterministic
+    stage: the error is about ``None`` and the same call with real keys succeeds."""
+    if "NoneType" not in str(err):
+        return False
+    leaves = jax.tree.leaves(batch, is_leaf=lambda v: isinstance(v, list))
+    if not leaves:
+        return False
+    first = leaves[0]
+    size = len(first) if isinstance(first, list) else int(first.shape[0])
+    keys = record_keys(jax.random.key(0), 0, jax.numpy.arange(size))
+    try:
+        stage.apply_batch(batch, keys)
+    except Exception:  # noqa: BLE001 - it fails for another reason: not a key problem
+        return False
+    return True
+
+
+def _not_stochastic_error(stage: OperatorModule, position: int) -> ConfigError:
+    """``position`` counts from 1 (the key derivation's); the message names the index
+    in ``stages``, as the Pipeline's other stage messages do."""
+    config = type(stage.config).__name__
+    return ConfigError(
+        f"Pipeline stage {position - 1} ({type(stage).__name__} '{stage.name}') uses its random key, but "
+        f"it was built with stochastic=False, so its function gets key=None. Build it with "
+        f"{config}(stochastic=True) to give each record its own key."
+    )
 
 
 def stages_per_record(stages: Sequence[Any]) -> bool:

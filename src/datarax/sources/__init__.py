@@ -19,6 +19,7 @@ from datarax.sources.hf import (
 )
 from datarax.sources.label_encoder import LabelEncoder
 from datarax.sources.memory import MemorySource, MemorySourceConfig
+from datarax.sources.npy import NpySource, NpySourceConfig
 from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.tfds import (
     TFDSEagerConfig,
@@ -43,6 +44,8 @@ __all__ = [
     "LabelEncoder",
     "MemorySource",
     "MemorySourceConfig",
+    "NpySource",
+    "NpySourceConfig",
     "RandomAccessSource",
     "SourceKind",
     "StreamSource",

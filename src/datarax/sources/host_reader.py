@@ -56,7 +56,6 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
-import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -67,12 +66,17 @@ import numpy as np
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.spec import TextSpec
 from datarax.samplers.index_shuffle import index_shuffle_np, small_permutation, uses_small_table
+from datarax.sources.skip_ledger import (  # re-exported: readers and sources import them here
+    MAX_REPORTS,
+    ON_ERROR_CHOICES,
+    ErrorPolicy,
+    SkipLedger,
+    SkippedRecord,
+)
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
 
-ON_ERROR_CHOICES = ("raise", "skip")
-MAX_REPORTS = 10_000
 
 
 # --------------------------------------------------------------------------- order
@@ -145,75 +149,6 @@ def shuffle_window(length: int, seed: int, window: int) -> np.ndarray:
     out = index_shuffle_np(np.arange(start, stop, dtype=np.int64), length - 1, seed)
     out.setflags(write=False)
     return out
-
-
-# ------------------------------------------------------------------- error policy
-@dataclasses.dataclass(frozen=True)
-class ErrorPolicy:
-    """What to do with a record that cannot be read or decoded.
-
-    ``on_error="raise"`` stops with a :class:`RecordError`; ``"skip"`` drops the record
-    and counts it. The skip budget is per epoch: at most ``max_skipped`` records and
-    at most ``floor(max_skipped_fraction * records_in_epoch)``; ``None`` for both means
-    unbounded (every skip is still counted and reported).
-
-    Example:
-        >>> ErrorPolicy("skip", max_skipped_fraction=0.01).budget(1000)
-        10
-    """
-
-    on_error: str = "raise"
-    max_skipped: int | None = None
-    max_skipped_fraction: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.on_error not in ON_ERROR_CHOICES:
-            raise ConfigError(
-                f"on_error must be one of {list(ON_ERROR_CHOICES)}, got {self.on_error!r}."
-            )
-        m = self.max_skipped
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 0):
-            raise ConfigError(f"max_skipped must be None or an int >= 0, got {m!r}.")
-        f = self.max_skipped_fraction
-        if f is not None and (
-            isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0
-        ):
-            raise ConfigError(
-                f"max_skipped_fraction must be None or a number in [0, 1], got {f!r}."
-            )
-        if self.on_error == "raise" and (m is not None or f is not None):
-            raise ConfigError(
-                "max_skipped / max_skipped_fraction only apply with on_error='skip'; "
-                "set on_error='skip' or leave them None."
-            )
-
-    @property
-    def skips(self) -> bool:
-        return self.on_error == "skip"
-
-    def budget(self, epoch_records: int) -> int | None:
-        """Most records one epoch of ``epoch_records`` may skip (None: unbounded)."""
-        limits = []
-        if self.max_skipped is not None:
-            limits.append(self.max_skipped)
-        if self.max_skipped_fraction is not None:
-            limits.append(int(math.floor(self.max_skipped_fraction * epoch_records)))
-        return min(limits) if limits else None
-
-
-@dataclasses.dataclass(frozen=True)
-class SkippedRecord:
-    """One record dropped under ``on_error="skip"``: where it is and why."""
-
-    epoch: int
-    position: int
-    index: int
-    path: str | None
-    index_in_file: int
-    cause: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # ------------------------------------------------------------------------ batches
@@ -348,15 +283,11 @@ class HostReader:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: collections.deque[concurrent.futures.Future[_Chunk]] = collections.deque()
         self._buffer: collections.deque[_Chunk] = collections.deque()
-        self._uncommitted: collections.deque[_Failure] = collections.deque()
-        self._reports: list[SkippedRecord] = []
-        self._reports_total = 0
+        self.ledger = SkipLedger(self.policy, name)  # bad records: pulled, then committed
         self._order: EpochOrder | None = None
         self._closed = False
         self.position = 0  # epoch positions consumed (handed out or skipped)
-        self.skipped = 0  # records skipped at positions < self.position this epoch
         self._next_read = 0  # first position not yet submitted for reading
-        self._pulled_skips = 0  # skips among chunks pulled so far (budget check)
         self._fatal: _Failure | None = None  # first bad record under on_error='raise'
 
     # ------------------------------------------------------------ description
@@ -384,8 +315,6 @@ class HostReader:
         hint = (
             "Fix or regenerate the file, or construct the source with on_error='skip' to "
             "drop bad records (they are counted and reported)."
-            if not self.policy.skips
-            else "Raise the skip budget or fix the data."
         )
         err = RecordError(
             f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
@@ -548,8 +477,7 @@ class HostReader:
         self.element_spec()
         self._order = order
         self.position = int(position)
-        self.skipped = int(skipped)
-        self._pulled_skips = int(skipped)
+        self.ledger.begin(order.epoch, skipped)
         self._next_read = int(position)
 
     @property
@@ -596,38 +524,25 @@ class HostReader:
                 self._fatal = failure
                 self._buffer.append(chunk)
                 return False
-            self._pulled_skips += 1
-            budget = self.policy.budget(order.size)
-            if budget is not None and self._pulled_skips > budget:
-                raise RecordError(
-                    f"{self.name}: skipped {self._pulled_skips} bad records in epoch "
-                    f"{order.epoch}, over the budget of {budget} (max_skipped="
-                    f"{self.policy.max_skipped}, max_skipped_fraction="
-                    f"{self.policy.max_skipped_fraction} of {order.size} records). Latest: "
-                    f"{self.record_error(failure.index, failure.cause).args[0]}",
-                    path=self.locate(failure.index)[0],
-                    index=self.locate(failure.index)[1],
-                )
-            self._uncommitted.append(failure)
+            self.ledger.pull(self._skipped_record(order.epoch, failure), epoch_size=order.size)
         self._buffer.append(chunk)
         return True
 
+    def _skipped_record(self, epoch: int, failure: _Failure) -> SkippedRecord:
+        path, in_file = self.locate(failure.index)
+        cause = failure.cause
+        text = str(cause) if isinstance(cause, RecordStructureError) else f"{type(cause).__name__}: {cause}"
+        return SkippedRecord(epoch, failure.position, failure.index, path, in_file, text)
+
     def _commit(self, position: int) -> None:
-        """Count skips at positions before ``position`` as consumed."""
-        order = self._order
-        assert order is not None
-        while self._uncommitted and self._uncommitted[0].position < position:
-            failure = self._uncommitted.popleft()
-            self.skipped += 1
-            self._reports_total += 1
-            if len(self._reports) < MAX_REPORTS:
-                path, in_file = self.locate(failure.index)
-                cause = failure.cause
-                text = str(cause) if isinstance(cause, RecordStructureError) else f"{type(cause).__name__}: {cause}"
-                self._reports.append(
-                    SkippedRecord(order.epoch, failure.position, failure.index, path, in_file, text)
-                )
+        """The consumer has passed every position below ``position``."""
+        self.ledger.commit(position)
         self.position = position
+
+    @property
+    def skipped(self) -> int:
+        """Records skipped at positions below :attr:`position` this epoch."""
+        return self.ledger.skipped
 
     def next_batch(self, batch_size: int) -> ReadBatch | None:
         """The next ``batch_size`` records (fewer at the epoch's end), or None when done."""
@@ -679,12 +594,12 @@ class HostReader:
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
-        return list(self._reports)
+        return list(self.ledger.reports)
 
     @property
     def skipped_total(self) -> int:
         """All records skipped since this reader was built (reports may be capped)."""
-        return self._reports_total
+        return self.ledger.total
 
     # -------------------------------------------------------------- closing
     def stop(self, keep_position: bool = True) -> None:
@@ -696,7 +611,7 @@ class HostReader:
             pool.shutdown(wait=True, cancel_futures=True)
         self._pending.clear()
         self._buffer.clear()
-        self._uncommitted.clear()
+        self.ledger.drop_pending()
         self._fatal = None
         self._order = None
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from datarax.core.errors import ConfigError
-from datarax.sources._optional import require
+from datarax.core.extras import require
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import RecordError, StateError
-from datarax.sources.host_reader import ErrorPolicy, SkippedRecord
+from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 from datarax.text.documents import BadDocument
 from datarax.text.packing import Packer
 
@@ -63,7 +63,7 @@ class TextPass:
         self.policy = policy
         self._shard = shard
         self._block = block
-        self.reports: list[SkippedRecord] = []
+        self.ledger = SkipLedger(policy, "PackedTextSource")  # bad documents of the pass
         self.snapshot: tuple[int, int, dict[str, Any]] | None = None
         self.at: tuple[int, int] | None = None
         self._reset(0)
@@ -76,7 +76,7 @@ class TextPass:
         self._buffer: deque[tuple[int, Any]] = deque()
         self._read_at = 0  # pass index of the next document the iterator yields
         self.next_document = 0  # documents of the pass consumed by the packer
-        self.skipped = 0
+        self.ledger.begin(epoch)
         self.documents = 0
         self.ended = False
         self.packer.reset()
@@ -135,6 +135,7 @@ class TextPass:
             if not self._buffer and not self._read_block():
                 packer.flush()
                 self.ended = True  # the pass is read; the rows left are ready
+                self.ledger.check_pass_end(self.next_document)
                 break
             doc, ids = self._buffer.popleft()
             self.next_document = doc + 1
@@ -211,16 +212,21 @@ class TextPass:
         self._buffer.append((index, f"{where} {reason}"))
 
     def _skip(self, index: int, cause: str) -> None:
-        budget = self.policy.max_skipped
-        if budget is not None and self.skipped >= budget:
-            raise RecordError(
-                f"PackedTextSource: pass {self._epoch} would skip more than max_skipped="
-                f"{budget} documents; the last one: {cause}. Fix the documents or raise "
-                "max_skipped.",
-                index=index,
-            )
-        self.skipped += 1
-        self.reports.append(SkippedRecord(self._epoch, index, index, None, index, cause))
+        """The packer passes bad document ``index``: count it (the budget may stop the pass)."""
+        self.ledger.pull(
+            SkippedRecord(self._epoch, index, index, None, index, cause), epoch_size=None
+        )
+        self.ledger.commit(index + 1)
+
+    @property
+    def skipped(self) -> int:
+        """Bad documents the packer passed this pass."""
+        return self.ledger.skipped
+
+    @property
+    def reports(self) -> list[SkippedRecord]:
+        """Reports of the bad documents skipped so far (every pass), in order."""
+        return self.ledger.reports
 
     # ---------------------------------------------------------------- state
     def stats(self) -> dict[str, Any]:
@@ -325,7 +331,7 @@ class TextPass:
         self._it = it
         self._read_at = next_document
         self.next_document = next_document
-        self.skipped = state["skipped"]
+        self.ledger.begin(epoch, state["skipped"])
         self.documents = state.get("documents", 0)
 
 

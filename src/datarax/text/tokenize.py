@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources._optional import require
+from datarax.core.extras import require
 
 _INT32_MAX = 2**31 - 1
 

@@ -12,7 +12,6 @@ are not clipped. Geometric operators keep the image's dtype.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.extras import require
 from datarax.core.operator import OperatorModule
 from datarax.operators._records import require_fields
 
@@ -31,12 +31,7 @@ Range = float | tuple[float, float]
 
 def pix() -> Any:
     """dm-pix, imported on first use: it is the optional ``image`` extra."""
-    try:
-        return importlib.import_module("dm_pix")
-    except ImportError as err:  # pragma: no cover - the image extra installs it
-        raise ImportError(
-            'datarax image operators need dm-pix: pip install "datarax[image]"'
-        ) from err
+    return require("dm_pix", extra="image", user="datarax image operators")
 
 
 def check_range(

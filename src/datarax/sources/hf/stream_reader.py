@@ -14,7 +14,7 @@ from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
-from datarax.sources.host_reader import MAX_REPORTS, ErrorPolicy, SkippedRecord
+from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
 if TYPE_CHECKING:
     from datarax.sources.hf.streaming import HFStreamingSource
@@ -45,7 +45,7 @@ class StreamReader:
         self._keys = keys
         self._policy = policy
         self._length = length  # records in the split, when the stream declares it
-        self._reports: list[SkippedRecord] = []
+        self.ledger = SkipLedger(policy, _WHERE)  # bad records: pulled, then committed
         self._tables: Any = None
         self.ended = False
         self.close()
@@ -74,9 +74,7 @@ class StreamReader:
         self._ordinal = 0  # this shard's records pulled from the stream
         self._epoch = 0
         self.consumed = 0
-        self.skipped = 0
-        self._pulled_skips = 0
-        self._pending: list[tuple[int, int, str]] = []  # (ordinal, position, cause)
+        self.ledger.begin(0)
         self.ended = False
 
     def open(self, epoch: int, *, skip: int, skipped: int = 0) -> None:
@@ -85,7 +83,7 @@ class StreamReader:
         self.close()
         self._epoch = int(epoch)
         self.consumed = int(skip)
-        self.skipped = self._pulled_skips = int(skipped)
+        self.ledger.begin(epoch, skipped)
         config = self._source.config
         dataset = self._dataset
         if config.shuffle:
@@ -145,9 +143,14 @@ class StreamReader:
         columns = {k: np.concatenate([p[0][k] for p in parts]) for k in self._keys}
         return columns, np.concatenate([p[1] for p in parts])
 
+    @property
+    def skipped(self) -> int:
+        """Bad records before :attr:`consumed` this pass (``on_error="skip"``)."""
+        return self.ledger.skipped
+
     def skipped_records(self) -> list[SkippedRecord]:
         """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
-        return list(self._reports)
+        return list(self.ledger.reports)
 
     def _next_table(self) -> tuple[Any, np.ndarray, np.ndarray] | None:
         """The next non-empty Arrow chunk of this shard, its stream positions and its
@@ -239,51 +242,19 @@ class StreamReader:
 
     def _fail(self, ordinal: int, position: int, cause: str) -> None:
         """Count a bad record pulled from the stream; raise past the skip budget."""
-        self._pending.append((ordinal, position, cause))
-        self._pulled_skips += 1
-        size = self._shard_length()
-        budget = self._policy.budget(size) if size is not None else self._policy.max_skipped
-        if budget is not None and self._pulled_skips > budget:
-            raise self._over_budget(self._pulled_skips, budget, size, position, cause)
+        self.ledger.pull(
+            SkippedRecord(self._epoch, ordinal, position, None, position, cause),
+            epoch_size=self._shard_length(),
+        )
 
     def _check_pass_fraction(self) -> None:
         """With an unknown pass size, ``max_skipped_fraction`` is checked at its end."""
-        if self._shard_length() is not None or self._policy.max_skipped_fraction is None:
-            return
-        budget = self._policy.budget(self.consumed)
-        assert budget is not None
-        if self.skipped > budget:
-            last = self._reports[-1] if self._reports else None
-            raise self._over_budget(
-                self.skipped,
-                budget,
-                self.consumed,
-                last.index if last else None,
-                last.cause if last else "(not reported)",
-            )
-
-    def _over_budget(
-        self, count: int, budget: int, size: int | None, position: int | None, cause: str
-    ) -> RecordError:
-        policy = self._policy
-        of = f" of {size} records" if size is not None else ""
-        return RecordError(
-            f"{_WHERE}: skipped {count} bad records in epoch {self._epoch}, over the "
-            f"budget of {budget} (max_skipped={policy.max_skipped}, max_skipped_fraction="
-            f"{policy.max_skipped_fraction}{of}). Latest: record {position}: "
-            f"{cause.rstrip('.')}. Raise the skip budget or fix the data.",
-            index=position,
-        )
+        if self._shard_length() is None:
+            self.ledger.check_pass_end(self.consumed)
 
     def _commit(self, end: int) -> None:
         """Count bad records before ordinal ``end`` as skipped; ``end`` is consumed."""
-        while self._pending and self._pending[0][0] < end:
-            ordinal, position, cause = self._pending.pop(0)
-            self.skipped += 1
-            if len(self._reports) < MAX_REPORTS:
-                self._reports.append(
-                    SkippedRecord(self._epoch, ordinal, position, None, position, cause)
-                )
+        self.ledger.commit(end)
         self.consumed = end
 
     def _pull(self, count: int) -> Any:

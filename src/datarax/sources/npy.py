@@ -1,0 +1,298 @@
+"""``NpySource``: records of memory-mapped ``.npy`` files, read by index on host threads.
+
+The worked example of writing a random-access host source on
+:class:`~datarax.sources.RandomAccessSource`: it implements only ``__len__``,
+``read_records(indices)`` (one batched gather per file), ``decode`` (the dtype rule of
+:mod:`datarax.core.dtypes` for 64-bit integers) and ``locate`` (file and row, for error
+messages); the base gives the shuffle (``seed + epoch``), shards, threaded read-ahead,
+exact resume and the bad-record policy.
+
+Records lie along axis 0. One file or a list of shards makes one field (``field``,
+default ``"data"``); a mapping ``{field: file or list of shards}`` makes one field per
+entry, every field holding the same number of records. The shards of a field must
+share the per-record shape and dtype.
+
+Example:
+    >>> import numpy as np, os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> np.save(os.path.join(folder, "a.npy"), np.arange(6, dtype=np.float32).reshape(3, 2))
+    >>> np.save(os.path.join(folder, "b.npy"), np.arange(6, 10, dtype=np.float32).reshape(2, 2))
+    >>> config = NpySourceConfig(paths=[os.path.join(folder, f) for f in ("a.npy", "b.npy")],
+    ...                          field="x")
+    >>> src = NpySource(config)
+    >>> len(src), src.element_spec()["x"].shape
+    (5, (2,))
+    >>> src.get_batch(4)["x"][:, 0].tolist()
+    [0.0, 2.0, 4.0, 6.0]
+    >>> src.close()
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
+from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.dtypes import fit_column, fit_value, is_64bit
+from datarax.core.errors import ConfigError, RecordError
+from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+
+DEFAULT_FIELD = "data"
+_WHERE = "NpySource"
+
+
+@dataclass(frozen=True)
+class NpySourceConfig(BadRecordFields, StructuralConfig):
+    """Configuration of :class:`NpySource`.
+
+    Attributes:
+        paths: one ``.npy`` file, a list of shards (records numbered across them in
+            that order), or a mapping ``{field: file or list of shards}``. Stored as a
+            tuple of paths, or a tuple of ``(field, paths)`` pairs for a mapping.
+        field: the field name of a single file or list (default ``"data"``); with a
+            mapping the names come from its keys and ``field`` stays None.
+        shuffle, seed: serve records in a Feistel permutation, new each epoch
+            (``seed + epoch``); without ``shuffle``, in file order.
+        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
+            is unbounded. A Pipeline runs one pass per ``for batch in pipeline``.
+        cast_float64: cast float64 shards to float32 while ``jax_enable_x64`` is off
+            (else they are refused; see :mod:`datarax.core.dtypes`).
+        on_error, max_skipped, max_skipped_fraction: the bad-record policy, as in
+            :class:`~datarax.sources.ArrayRecordSourceConfig`.
+
+    Example:
+        >>> NpySourceConfig(paths={"image": ["i0.npy", "i1.npy"], "label": "l.npy"}).paths
+        (('image', ('i0.npy', 'i1.npy')), ('label', ('l.npy',)))
+    """
+
+    paths: Any = ()
+    field: str | None = None
+    shuffle: bool = False
+    seed: int = 42
+    num_epochs: int = 1
+    cast_float64: bool = False
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "paths", _normalize_paths(self.paths, self.field))
+        check_bool(self, "shuffle")
+        check_seed(self, "seed")
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+        check_bool(self, "cast_float64")
+        self.error_policy()
+
+    def fields(self) -> dict[str, tuple[str, ...]]:
+        """``{field: its files}``, in the order records and fields are served."""
+        if self.paths and isinstance(self.paths[0], tuple):
+            return dict(self.paths)
+        return {self.field or DEFAULT_FIELD: self.paths}
+
+
+def _one_path(value: Any, where: str) -> str:
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise ConfigError(
+        f"{where} must be a path (str or os.PathLike) or a list of them, got "
+        f"{type(value).__name__} {value!r}."
+    )
+
+
+def _path_list(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, (str, os.PathLike)):
+        return (os.fspath(value),)
+    if isinstance(value, Sequence) and not isinstance(value, bytes):
+        if not value:
+            raise ConfigError(f"{where} is an empty list; name at least one .npy file.")
+        return tuple(_one_path(v, where) for v in value)
+    raise ConfigError(
+        f"{where} must be a path (str or os.PathLike) or a list of them, got "
+        f"{type(value).__name__} {value!r}."
+    )
+
+
+def _normalize_paths(paths: Any, field: str | None) -> Any:
+    where = "NpySourceConfig.paths"
+    if field is not None and not (isinstance(field, str) and field):
+        raise ConfigError(f"NpySourceConfig.field must be a non-empty str or None, got {field!r}.")
+    if isinstance(paths, tuple) and paths and all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in paths
+    ):
+        paths = dict(paths)  # already normalized (e.g. config.replace)
+    if isinstance(paths, Mapping):
+        if field is not None:
+            raise ConfigError(
+                "NpySourceConfig: with a mapping of paths the field names are its keys; "
+                f"leave field unset (got field={field!r})."
+            )
+        if not paths:
+            raise ConfigError(f"{where} is an empty mapping; name at least one field.")
+        pairs = []
+        for name, value in paths.items():
+            if not (isinstance(name, str) and name):
+                raise ConfigError(f"{where} keys must be field names (str), got {name!r}.")
+            pairs.append((name, _path_list(value, f"{where}[{name!r}]")))
+        return tuple(pairs)
+    if isinstance(paths, Sequence) and not isinstance(paths, (str, bytes)) and not paths:
+        raise ConfigError(
+            f"{where} is empty; name a .npy file, a list of shards or a mapping "
+            "{field: files}."
+        )
+    return _path_list(paths, where)
+
+
+class _Shards:
+    """The memory-mapped files of one field, records numbered across them."""
+
+    def __init__(self, field: str, files: tuple[str, ...], cast_float64: bool) -> None:
+        self.field = field
+        self.files = files
+        self.arrays = [_open(path) for path in files]
+        first = self.arrays[0]
+        for path, array in zip(files, self.arrays):
+            if array.ndim == 0:
+                raise RecordError(
+                    f"{_WHERE}: '{path}' holds a single value (shape ()); records lie along "
+                    "axis 0, so a shard needs at least one dimension.",
+                    path=path,
+                )
+            if array.shape[1:] != first.shape[1:] or array.dtype != first.dtype:
+                raise RecordError(
+                    f"{_WHERE}: field '{field}': '{path}' holds records of "
+                    f"{_describe(array)}, but '{files[0]}' holds {_describe(first)}; every "
+                    "shard of a field must have the same per-record shape and dtype.",
+                    path=path,
+                )
+        # float64 is refused up front (cast only with cast_float64=True); int64 values
+        # are checked record by record in decode (narrowed when they fit).
+        fit_column(
+            field, np.zeros((0,), first.dtype), where=f"{_WHERE} file '{files[0]}'",
+            cast_float64=cast_float64, drop_hint=f"save the shards as {_narrow_name(first.dtype)}",
+        )
+        self.dtype = first.dtype
+        self.row_shape = tuple(first.shape[1:])
+        self.ends = np.cumsum([a.shape[0] for a in self.arrays]).astype(np.int64)
+        self.starts = self.ends - np.asarray([a.shape[0] for a in self.arrays], np.int64)
+        self.length = int(self.ends[-1])
+
+    def gather(self, indices: np.ndarray) -> np.ndarray:
+        """Rows at stable ``indices`` (one fancy-index read per file touched)."""
+        out = np.empty((len(indices), *self.row_shape), self.dtype)
+        file_of = np.searchsorted(self.ends, indices, side="right")
+        for f in np.unique(file_of).tolist():
+            slots = np.flatnonzero(file_of == f)
+            out[slots] = self.arrays[f][indices[slots] - self.starts[f]]
+        return out
+
+    def locate(self, index: int) -> tuple[str, int]:
+        f = int(np.searchsorted(self.ends, index, side="right"))
+        return self.files[f], int(index - self.starts[f])
+
+
+def _open(path: str) -> np.ndarray:
+    if not os.path.isfile(path):
+        what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
+        raise RecordError(f"{_WHERE}: the file '{path}' {what}. Check the path.", path=path)
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as err:  # noqa: BLE001 - reported with the file name
+        raise RecordError(
+            f"{_WHERE}: '{path}' is not a readable .npy file ({type(err).__name__}: {err}). "
+            "Write each shard with numpy.save (one array per file, no object dtype).",
+            path=path,
+        ) from err
+
+
+def _describe(array: np.ndarray) -> str:
+    return f"{array.dtype}{tuple(array.shape[1:])}"
+
+
+def _narrow_name(dtype: np.dtype) -> str:
+    return {"i": "int32", "u": "int32", "f": "float32", "c": "complex64"}.get(dtype.kind, str(dtype))
+
+
+class NpySource(RandomAccessSource):
+    """Records of memory-mapped ``.npy`` shards; a host source (see the module docstring).
+
+    Args:
+        config: an :class:`NpySourceConfig`.
+        rngs: ``nnx.Rngs`` (unused by reading; kept for the module contract).
+        name: module name for metadata and messages.
+        num_threads: reader threads.
+        read_ahead: batches read ahead of the consumer (bounded).
+
+    Raises:
+        RecordError: a file is missing or not a ``.npy`` array, shards of a field
+            disagree on the per-record shape or dtype (naming the file), or the fields
+            hold different numbers of records.
+        ConfigError: a float64 shard without ``cast_float64=True`` (x64 off).
+    """
+
+    config: NpySourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: NpySourceConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+        num_threads: int = 4,
+        read_ahead: int | None = None,
+    ) -> None:
+        if not isinstance(config, NpySourceConfig):
+            raise ConfigError(f"NpySource needs an NpySourceConfig, got {type(config).__name__}.")
+        super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
+        shards = [_Shards(f, files, config.cast_float64) for f, files in config.fields().items()]
+        lengths = {s.field: s.length for s in shards}
+        if len(set(lengths.values())) > 1:
+            counts = ", ".join(f"'{s.field}' {s.length} ({', '.join(s.files)})" for s in shards)
+            raise RecordError(
+                f"{_WHERE}: the fields hold different numbers of records: {counts}; every "
+                "field needs exactly one value per record."
+            )
+        if shards[0].length == 0:
+            raise RecordError(
+                f"{_WHERE}: the files {list(shards[0].files)} hold no records.",
+                path=shards[0].files[0],
+            )
+        self._shards = nnx.static(tuple(shards))
+        self._wide = nnx.static(tuple(s.field for s in shards if is_64bit(s.dtype)))
+        self._length = shards[0].length
+
+    # ------------------------------------------------------------------ hooks
+    def __len__(self) -> int:
+        return self._length
+
+    def read_records(self, indices: Sequence[int]) -> list[dict[str, np.ndarray]]:
+        """The records at stable ``indices``: one gather per field and file."""
+        keys = np.asarray(indices, np.int64)
+        if keys.size and (keys.min() < 0 or keys.max() >= self._length):
+            raise IndexError(f"record indices must be in [0, {self._length}), got {indices}")
+        columns = {s.field: s.gather(keys) for s in self._shards}
+        return [{name: column[j] for name, column in columns.items()} for j in range(len(keys))]
+
+    def decode(self, raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """64-bit integer fields narrowed to int32 when the value fits (else refused)."""
+        for name in self._wide:
+            raw[name] = fit_value(
+                name, raw[name], cast_float64=self.config.cast_float64,
+                drop_hint="save the shards as int32",
+            )
+        return raw
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """``(file, row in file)`` of stable record ``index`` (the first field's file)."""
+        return self._shards[0].locate(int(index))
+
+    # ------------------------------------------------------------ description
+    @property
+    def paths(self) -> dict[str, list[str]]:
+        """``{field: its files}``, in record-numbering order."""
+        return {s.field: list(s.files) for s in self._shards}

@@ -1,0 +1,209 @@
+"""The one bad-record ledger of every reading source: policy, budget, skip counts, reports.
+
+A source that reads ahead (threads of a :class:`~datarax.sources.host_reader.HostReader`,
+Arrow chunks of a Hugging Face stream) meets a bad record *before* the consumer reaches
+it. The ledger keeps the two moments apart, which is what makes a resume exact:
+
+* **pulled** — :meth:`SkipLedger.pull` records a bad record the reader met and checks the
+  per-epoch budget right away (a budget overrun is an error however far ahead it is);
+* **committed** — :meth:`SkipLedger.commit` counts the pulled records below the
+  consumer's position as skipped and reports them. Only committed skips are in
+  ``skipped`` (the ``"skipped"`` key of a source's state): a state describes what the
+  consumer has passed, and a reader restarted with ``begin(epoch, skipped=...)`` meets
+  the same bad records again without counting them twice.
+
+Invariant: ``skipped`` equals the number of bad records at positions below the last
+committed position of the epoch, whatever the read-ahead.
+
+Example:
+    >>> ledger = SkipLedger(ErrorPolicy("skip", max_skipped=1), name="MySource")
+    >>> ledger.begin(epoch=0)
+    >>> ledger.pull(SkippedRecord(0, 5, 5, None, 5, "bad bytes"), epoch_size=100)
+    >>> ledger.skipped, ledger.commit(3), ledger.skipped   # not reached yet
+    (0, None, 0)
+    >>> ledger.commit(6); ledger.skipped, [r.position for r in ledger.reports]
+    (1, [5])
+    >>> ledger.pull(SkippedRecord(0, 9, 9, None, 9, "bad bytes"), epoch_size=100)
+    Traceback (most recent call last):
+    ...
+    datarax.core.errors.RecordError: MySource: skipped 2 bad records in epoch 0, over the budget of 1 (max_skipped=1, max_skipped_fraction=None of 100 records). Latest: record 9: bad bytes. Raise the skip budget or fix the data.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from typing import Any
+
+from datarax.core.errors import ConfigError, RecordError
+
+__all__ = ["ON_ERROR_CHOICES", "MAX_REPORTS", "ErrorPolicy", "SkippedRecord", "SkipLedger"]
+
+ON_ERROR_CHOICES = ("raise", "skip")
+MAX_REPORTS = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorPolicy:
+    """What to do with a record that cannot be read or decoded.
+
+    ``on_error="raise"`` stops with a :class:`RecordError`; ``"skip"`` drops the record
+    and counts it. The skip budget is per epoch: at most ``max_skipped`` records and
+    at most ``floor(max_skipped_fraction * records_in_epoch)``; ``None`` for both means
+    unbounded (every skip is still counted and reported).
+
+    Example:
+        >>> ErrorPolicy("skip", max_skipped_fraction=0.01).budget(1000)
+        10
+    """
+
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ON_ERROR_CHOICES:
+            raise ConfigError(
+                f"on_error must be one of {list(ON_ERROR_CHOICES)}, got {self.on_error!r}."
+            )
+        m = self.max_skipped
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 0):
+            raise ConfigError(f"max_skipped must be None or an int >= 0, got {m!r}.")
+        f = self.max_skipped_fraction
+        if f is not None and (
+            isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0
+        ):
+            raise ConfigError(
+                f"max_skipped_fraction must be None or a number in [0, 1], got {f!r}."
+            )
+        if self.on_error == "raise" and (m is not None or f is not None):
+            raise ConfigError(
+                "max_skipped / max_skipped_fraction only apply with on_error='skip'; "
+                "set on_error='skip' or leave them None."
+            )
+
+    @property
+    def skips(self) -> bool:
+        return self.on_error == "skip"
+
+    def budget(self, epoch_records: int | None) -> int | None:
+        """Most records one epoch of ``epoch_records`` may skip (None: unbounded).
+
+        With an unknown epoch size only ``max_skipped`` applies up front; the fraction
+        is checked when the pass ends (:meth:`SkipLedger.check_pass_end`).
+        """
+        limits = []
+        if self.max_skipped is not None:
+            limits.append(self.max_skipped)
+        if self.max_skipped_fraction is not None and epoch_records is not None:
+            limits.append(int(math.floor(self.max_skipped_fraction * epoch_records)))
+        return min(limits) if limits else None
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedRecord:
+    """One record dropped under ``on_error="skip"``: where it is and why.
+
+    ``position``: its position in the epoch (this shard's order); ``index``: its stable
+    record index; ``path`` / ``index_in_file``: where it is stored (``path`` None when
+    the source has no files); ``cause``: what was wrong, as text.
+    """
+
+    epoch: int
+    position: int
+    index: int
+    path: str | None
+    index_in_file: int
+    cause: str
+
+    @property
+    def where(self) -> str:
+        """``record 7`` or ``record 7 of file 'x.array_record'``."""
+        if self.path is None:
+            return f"record {self.index_in_file}"
+        return f"record {self.index_in_file} of file '{self.path}'"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class SkipLedger:
+    """Bad records of one reader: pulled ahead, committed as the consumer passes them.
+
+    Args:
+        policy: the :class:`ErrorPolicy` (budgets).
+        name: how errors name the source (``"ArrayRecordSourceModule"``).
+    """
+
+    def __init__(self, policy: ErrorPolicy, name: str) -> None:
+        self.policy = policy
+        self.name = name
+        self.reports: list[SkippedRecord] = []  # the first MAX_REPORTS committed skips
+        self.total = 0  # every committed skip since the ledger was made
+        self.begin(0)
+
+    def begin(self, epoch: int, skipped: int = 0) -> None:
+        """Start (or resume) ``epoch`` with ``skipped`` records already skipped before
+        the position it resumes at (from a saved state)."""
+        self.epoch = int(epoch)
+        self.skipped = int(skipped)  # committed skips this epoch
+        self._pulled = int(skipped)  # committed + pending (the budget counts these)
+        self._pending: collections.deque[SkippedRecord] = collections.deque()
+
+    def drop_pending(self) -> None:
+        """Forget skips read ahead but not reached (the read-ahead was discarded)."""
+        self._pulled -= len(self._pending)
+        self._pending.clear()
+
+    def pull(self, record: SkippedRecord, *, epoch_size: int | None) -> None:
+        """A bad record met ahead of the consumer; raises once the budget is exceeded.
+
+        Records must be pulled in position order.
+        """
+        self._pending.append(record)
+        self._pulled += 1
+        budget = self.policy.budget(epoch_size)
+        if budget is not None and self._pulled > budget:
+            raise self.over_budget(self._pulled, budget, epoch_size, record)
+
+    def commit(self, position: int) -> None:
+        """The consumer has passed every position below ``position``: count the bad
+        records there as skipped and report them."""
+        while self._pending and self._pending[0].position < position:
+            record = self._pending.popleft()
+            self.skipped += 1
+            self.total += 1
+            if len(self.reports) < MAX_REPORTS:
+                self.reports.append(record)
+
+    def check_pass_end(self, records: int) -> None:
+        """At the end of a pass of unknown size: check ``max_skipped_fraction`` against
+        the ``records`` (handed out and skipped) the pass turned out to hold."""
+        if self.policy.max_skipped_fraction is None:
+            return
+        budget = self.policy.budget(records)
+        assert budget is not None
+        if self.skipped > budget:
+            latest = self.reports[-1] if self.reports else None
+            raise self.over_budget(self.skipped, budget, records, latest)
+
+    def over_budget(
+        self, count: int, budget: int, epoch_size: int | None, latest: SkippedRecord | None
+    ) -> RecordError:
+        """The error for ``count`` skips over ``budget``, naming the latest bad record."""
+        policy = self.policy
+        of = f" of {epoch_size} records" if epoch_size is not None else ""
+        last = (
+            f"{latest.where}: {latest.cause.rstrip('.')}"
+            if latest is not None
+            else "(not reported)"
+        )
+        return RecordError(
+            f"{self.name}: skipped {count} bad records in epoch {self.epoch}, over the budget "
+            f"of {budget} (max_skipped={policy.max_skipped}, max_skipped_fraction="
+            f"{policy.max_skipped_fraction}{of}). Latest: {last}. Raise the skip budget or "
+            "fix the data.",
+            path=latest.path if latest is not None else None,
+            index=latest.index_in_file if latest is not None else None,
+        )

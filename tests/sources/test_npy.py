@@ -1,0 +1,244 @@
+"""NpySource: memory-mapped .npy shards as a random-access host source (order, shards,
+fields from several files, resume, the dtype rule and every bad-input message).
+
+The conformance table (tests/conformance, row ``npy_shards``) runs it through every
+contract check; here are its own behaviours."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.pipeline import Pipeline
+from datarax.sources import NpySource, NpySourceConfig, RandomAccessSource
+from datarax.sources.host_reader import EpochOrder
+from datarax.testing import check_resume_exact
+
+
+def save(folder, name, array):
+    path = folder / name
+    np.save(path, array)
+    return str(path)
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """Rows 0..9 of a (10, 3) float32 table in shards of 4, 1 and 5 rows."""
+    table = np.arange(30, dtype=np.float32).reshape(10, 3)
+    return table, [save(tmp_path, f"s{k}.npy", table[lo:hi])
+                   for k, (lo, hi) in enumerate(((0, 4), (4, 5), (5, 10)))]
+
+
+def epoch_batches(source, batch_size, field="data"):
+    pipeline = Pipeline(source=source, stages=[], batch_size=batch_size, rngs=nnx.Rngs(0))
+    return [np.asarray(b[field]) for b in pipeline]
+
+
+def test_one_file_serves_its_rows_in_order(tmp_path):
+    path = save(tmp_path, "x.npy", np.arange(7, dtype=np.int32))
+    source = NpySource(NpySourceConfig(paths=path, field="x"))
+    assert isinstance(source, RandomAccessSource) and source.kind.name == "HOST"
+    assert len(source) == 7 and source.paths == {"x": [path]}
+    assert source.element_spec() == {"x": __import__("jax").ShapeDtypeStruct((), np.int32)}
+    assert [b.tolist() for b in epoch_batches(source, 3, "x")] == [[0, 1, 2], [3, 4, 5], [6]]
+    source.close()
+
+
+def test_shards_are_numbered_across_files_and_shuffled_per_epoch(shards):
+    table, paths = shards
+    source = NpySource(NpySourceConfig(paths=paths))
+    assert len(source) == 10 and source.element_spec()["data"].shape == (3,)
+    np.testing.assert_array_equal(np.concatenate(epoch_batches(source, 4)), table)
+    source.close()
+
+    shuffled = NpySource(NpySourceConfig(paths=paths, shuffle=True, seed=5))
+    for epoch in range(2):
+        rows = np.concatenate(epoch_batches(shuffled, 4))
+        order = EpochOrder(10, 5, epoch).indices(0, 10)  # the documented seed + epoch order
+        np.testing.assert_array_equal(rows, table[order])
+    assert EpochOrder(10, 5, 0).indices(0, 10).tolist() != EpochOrder(10, 5, 1).indices(0, 10).tolist()
+    shuffled.close()
+
+
+def test_a_mapping_makes_one_field_per_entry_aligned_by_record(tmp_path):
+    image = np.arange(8 * 2 * 2, dtype=np.uint8).reshape(8, 2, 2)
+    label = (np.arange(8) % 3).astype(np.int64)  # int64 labels: narrowed to int32
+    config = NpySourceConfig(
+        paths={"image": [save(tmp_path, "i0.npy", image[:3]), save(tmp_path, "i1.npy", image[3:])],
+               "label": save(tmp_path, "label.npy", label)},
+        shuffle=True, seed=2,
+    )
+    assert config.fields() == {"image": (str(tmp_path / "i0.npy"), str(tmp_path / "i1.npy")),
+                               "label": (str(tmp_path / "label.npy"),)}
+    source = NpySource(config)
+    spec = source.element_spec()
+    assert (spec["image"].shape, spec["image"].dtype, spec["label"].dtype) == ((2, 2), np.uint8, np.int32)
+    pipeline = Pipeline(source=source, stages=[], batch_size=3, rngs=nnx.Rngs(0))
+    batches = list(pipeline)
+    images = np.concatenate([np.asarray(b["image"]) for b in batches])
+    labels = np.concatenate([np.asarray(b["label"]) for b in batches])
+    ids = images[:, 0, 0] // 4  # record i's image starts with 4 * i
+    assert sorted(ids.tolist()) == list(range(8))
+    assert labels.dtype == np.int32 and labels.tolist() == (ids % 3).tolist()
+    source.close()
+
+
+def test_shards_split_between_processes_and_resume_exactly(shards):
+    table, paths = shards
+
+    def make():
+        source = NpySource(NpySourceConfig(paths=paths, shuffle=True, seed=1), num_threads=2)
+        return Pipeline(source=source, stages=[], batch_size=3, rngs=nnx.Rngs(0))
+
+    report = check_resume_exact(make, interrupt_points=[1, 2, 4, 5], num_epochs=2)
+    assert report.num_records == 20
+    halves = []
+    for index in range(2):
+        source = NpySource(NpySourceConfig(paths=paths, shuffle=True, seed=1))
+        pipeline = Pipeline(source=source, stages=[], batch_size=2, shard_index=index, shard_count=2)
+        halves.append([row[0] // 3 for b in pipeline for row in np.asarray(b["data"]).tolist()])
+        source.close()
+    assert len(halves[0]) == len(halves[1]) == 5
+    assert sorted(halves[0] + halves[1]) == list(range(10))
+
+
+def test_direct_iteration_makes_num_epochs_passes(tmp_path):
+    path = save(tmp_path, "x.npy", np.arange(3, dtype=np.int32))
+    source = NpySource(NpySourceConfig(paths=path, num_epochs=2))
+    assert [int(r["data"]) for r in source] == [0, 1, 2, 0, 1, 2]
+    source.close()
+
+
+# ------------------------------------------------------------------ dtypes
+def test_int64_records_are_narrowed_or_refused_naming_file_record_and_value(tmp_path):
+    ok = save(tmp_path, "ok.npy", np.arange(4, dtype=np.int64))
+    big = save(tmp_path, "big.npy", np.asarray([7, 2**40, 9], np.int64))
+    source = NpySource(NpySourceConfig(paths=[ok, big]))
+    assert source.element_spec()["data"].dtype == np.int32
+    with pytest.raises(RecordError) as err:
+        epoch_batches(source, 8)
+    assert str(err.value) == (
+        f"NpySource: cannot read record 1 of file '{big}' (epoch 0): RecordError: field "
+        "'data' is int64 and holds 1099511627776, outside the int32 range, so it cannot be "
+        "cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+        "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "
+        "regenerate the file, or construct the source with on_error='skip' to drop bad "
+        "records (they are counted and reported)."
+    )
+    assert (err.value.path, err.value.index) == (big, 1)
+    source.close()
+
+    skipping = NpySource(NpySourceConfig(paths=[ok, big], on_error="skip"))
+    assert np.concatenate(epoch_batches(skipping, 4)).tolist() == [0, 1, 2, 3, 7, 9]
+    [skipped] = skipping.skipped_records()
+    assert (skipped.path, skipped.index_in_file, skipped.index) == (big, 1, 5)
+    skipping.close()
+
+
+def test_float64_is_refused_unless_cast_float64(tmp_path):
+    path = save(tmp_path, "f.npy", np.linspace(0, 1, 4))
+    with pytest.raises(ConfigError) as err:
+        NpySource(NpySourceConfig(paths=path, field="score"))
+    assert str(err.value) == (
+        f"NpySource file '{path}': field 'score' is float64 but jax_enable_x64 is off, and "
+        "datarax never narrows silently. Set cast_float64=True in the config to cast it to "
+        "float32, enable x64 with jax.config.update('jax_enable_x64', True), or save the "
+        "shards as float32."
+    )
+    source = NpySource(NpySourceConfig(paths=path, field="score", cast_float64=True))
+    [batch] = epoch_batches(source, 4, "score")
+    assert batch.dtype == np.float32 and batch.tolist() == np.linspace(0, 1, 4).astype(np.float32).tolist()
+    source.close()
+
+
+# --------------------------------------------------------------- bad input
+def test_missing_and_unreadable_files_are_named(tmp_path):
+    missing = str(tmp_path / "nope.npy")
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths=missing))
+    assert str(err.value) == f"NpySource: the file '{missing}' does not exist. Check the path."
+    assert err.value.path == missing
+    with pytest.raises(RecordError, match=rf"^NpySource: the file '{tmp_path}' is a directory, not a file"):
+        NpySource(NpySourceConfig(paths=str(tmp_path)))
+    text = tmp_path / "notes.npy"
+    text.write_text("not an array")
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths=str(text)))
+    assert str(err.value).startswith(f"NpySource: '{text}' is not a readable .npy file (ValueError: ")
+    assert str(err.value).endswith(
+        "Write each shard with numpy.save (one array per file, no object dtype)."
+    )
+    scalar = save(tmp_path, "scalar.npy", np.int32(3))
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths=scalar))
+    assert str(err.value) == (
+        f"NpySource: '{scalar}' holds a single value (shape ()); records lie along axis 0, so "
+        "a shard needs at least one dimension."
+    )
+
+
+def test_shards_that_disagree_are_refused_naming_the_file(tmp_path):
+    first = save(tmp_path, "a.npy", np.zeros((4, 3), np.float32))
+    wide = save(tmp_path, "b.npy", np.zeros((2, 5), np.float32))
+    ints = save(tmp_path, "c.npy", np.zeros((2, 3), np.int32))
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths=[first, wide], field="x"))
+    assert str(err.value) == (
+        f"NpySource: field 'x': '{wide}' holds records of float32(5,), but '{first}' holds "
+        "float32(3,); every shard of a field must have the same per-record shape and dtype."
+    )
+    assert err.value.path == wide
+    with pytest.raises(RecordError, match=rf"'{ints}' holds records of int32\(3,\), but"):
+        NpySource(NpySourceConfig(paths=[first, ints]))
+    short = save(tmp_path, "short.npy", np.zeros(3, np.int32))
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths={"x": [first, first], "y": short}))
+    assert str(err.value) == (
+        f"NpySource: the fields hold different numbers of records: 'x' 8 ({first}, {first}), "
+        f"'y' 3 ({short}); every field needs exactly one value per record."
+    )
+    empty = save(tmp_path, "empty.npy", np.zeros((0, 2), np.float32))
+    with pytest.raises(RecordError, match=rf"^NpySource: the files \['{empty}'\] hold no records\.$"):
+        NpySource(NpySourceConfig(paths=empty))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({}, "NpySourceConfig.paths is empty; name a .npy file, a list of shards or a mapping "
+             "{field: files}."),
+        ({"paths": 3}, "NpySourceConfig.paths must be a path (str or os.PathLike) or a list of "
+                       "them, got int 3."),
+        ({"paths": ["a.npy", None]}, "NpySourceConfig.paths must be a path (str or os.PathLike) "
+                                     "or a list of them, got NoneType None."),
+        ({"paths": {}}, "NpySourceConfig.paths is an empty mapping; name at least one field."),
+        ({"paths": {"x": []}}, "NpySourceConfig.paths['x'] is an empty list; name at least one "
+                               ".npy file."),
+        ({"paths": {"x": "a.npy"}, "field": "y"},
+         "NpySourceConfig: with a mapping of paths the field names are its keys; leave field "
+         "unset (got field='y')."),
+        ({"paths": "a.npy", "field": ""}, "NpySourceConfig.field must be a non-empty str or "
+                                          "None, got ''."),
+        ({"paths": "a.npy", "seed": -1}, "NpySourceConfig.seed must be >= 0, got -1."),
+        ({"paths": "a.npy", "shuffle": 1}, "NpySourceConfig.shuffle must be a bool (True/False), "
+                                           "got int 1."),
+        ({"paths": "a.npy", "num_epochs": 0}, "NpySourceConfig.num_epochs must be >= 1 (or one "
+                                              "of [-1]), got 0."),
+    ],
+)
+def test_config_fields_are_checked(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        NpySourceConfig(**kwargs)
+    assert str(err.value) == message
+
+
+def test_config_is_normalized_hashable_and_replaceable(tmp_path):
+    a = NpySourceConfig(paths=["x.npy", tmp_path / "y.npy"])
+    assert a.paths == ("x.npy", str(tmp_path / "y.npy")) and a.fields() == {"data": a.paths}
+    assert hash(a) == hash(NpySourceConfig(paths=("x.npy", str(tmp_path / "y.npy"))))
+    b = NpySourceConfig(paths={"x": "x.npy"})
+    assert b.replace(seed=3).paths == (("x", ("x.npy",)),)
+    with pytest.raises(ConfigError, match="^NpySource needs an NpySourceConfig, got dict.$"):
+        NpySource({"paths": "x.npy"})

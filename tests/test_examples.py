@@ -1,0 +1,112 @@
+"""Every script in examples/ runs as is: ``python examples/...py`` from an empty folder,
+no network, exit status 0 and the lines it promises to print.
+
+One table, :data:`EXAMPLES`, holds every script (a test checks that none is missing):
+the lines its output must contain, the environment that keeps it small, and whether
+it is slow (``-m slow``). Tests that check what an example computed in detail live
+beside the feature (tests/test_seed_examples.py runs the guide's data-source examples
+in process and asserts their values).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Example:
+    """How to run one example script and what it must print."""
+
+    lines: tuple[str, ...] = ()  # whole lines its stdout must contain, in this order
+    env: dict[str, str] = field(default_factory=dict)  # keeps the run small
+    slow: bool = False
+    needs: str | None = None  # an optional package it imports
+
+
+EXAMPLES: dict[str, Example] = {
+    # The guide's data-source examples print little; test_seed_examples.py asserts values.
+    "data_sources/memory_source.py": Example(("Batch shape: (10, 28, 28)",) * 3),
+    "data_sources/pipeline_with_operator.py": Example(),
+    "data_sources/metadata.py": Example(),
+    "data_sources/state_management.py": Example(),
+    "data_sources/custom_csv_source.py": Example(),
+    "data_sources/array_record_source.py": Example(
+        ("batch 0: features (32, 3)", "batch 3: features (4, 3)"), needs="array_record"
+    ),
+    "data_sources/npy_source.py": Example(
+        ("records: 512 batches per epoch: 8",
+         "element spec: {'features': ((8,), 'float32'), 'label': ((), 'int32')}",
+         "resumed at batch 3 of 8; identical batches: True"),
+        env={"NUM_RECORDS": "512"},
+    ),
+    "checkpoint/orbax_manager.py": Example(
+        ("resumed run matches the uninterrupted run: True",), needs="orbax"
+    ),
+    "integration/arrayrecord/01_arrayrecord_quickref.py": Example(
+        ("Quick reference completed!",), needs="array_record"
+    ),
+    "sources/tfds_mnist.py": Example(
+        ("Batch 0: (32, 28, 28, 1)", "Batch 2: (32, 28, 28, 1)"), needs="tensorflow_datasets"
+    ),
+    "sources/hf_streaming_sst2.py": Example(
+        ("Batch 0: ['local sentence number 0', 'local sentence number 1']...",), needs="datasets"
+    ),
+    "sources/hf_local_resume.py": Example(
+        ("eager: 800 {'label': ((), 'int32'), 'features': ((8,), 'float32')}",),
+        slow=True, needs="datasets",
+    ),
+    "vision/image_classification.py": Example(
+        ("batch: {'image': ((64, 32, 32, 3), 'float32'), 'label': ((64, 3), 'float32')}",
+         "soft labels sum to 1: True", "resumed batches identical: True"),
+        needs="dm_pix",
+    ),
+    "text/lm_pretraining.py": Example(
+        ("crash at step 8 (loss 2.980)", "resumed at step 6: 48 rows into pass 0",
+         "resumed run matches the uninterrupted run: True"),
+        slow=True, needs="tokenizers",
+    ),
+}
+
+
+def test_every_example_script_is_in_the_table():
+    scripts = {p.relative_to(ROOT / "examples").as_posix() for p in (ROOT / "examples").rglob("*.py")}
+    assert scripts - set(EXAMPLES) == set(), "add these scripts to EXAMPLES"
+    assert set(EXAMPLES) - scripts == set(), "EXAMPLES names scripts that are gone"
+
+
+def _params():
+    for name, example in EXAMPLES.items():
+        marks = [pytest.mark.slow] if example.slow else []
+        yield pytest.param(name, example, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name, example", _params())
+def test_example_runs_as_is(name, example, tmp_path):
+    if example.needs is not None:
+        pytest.importorskip(example.needs)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",  # no example may need the network
+        "HF_DATASETS_CACHE": str(tmp_path / "hf_cache"),
+        "TFDS_DATA_DIR": str(tmp_path / "tfds"),
+        "MPLBACKEND": "Agg",
+        **example.env,
+    }
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, f"{name} failed:\n{out.stderr[-3000:]}"
+    printed = out.stdout.splitlines()
+    at = 0
+    for line in example.lines:
+        assert line in printed[at:], f"{name} did not print {line!r} (after line {at}):\n{out.stdout[-3000:]}"
+        at = printed.index(line, at) + 1
