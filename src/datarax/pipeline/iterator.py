@@ -9,6 +9,11 @@ reads the position back for ``get_state()``. Two paths, chosen by ``source.kind`
   ``prefetch`` batches ahead;
 * host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
   against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
+
+With ``sharding=`` every batch is placed on the mesh as it is prepared (indexed: when
+dispatched, so prefetched batches wait placed; host: in place of the device copy),
+see :mod:`datarax.pipeline.devices`. After an elastic restore
+(:mod:`datarax.pipeline.elastic`) an indexed epoch's share is a few runs of positions.
 """
 
 from __future__ import annotations
