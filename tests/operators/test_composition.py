@@ -243,3 +243,26 @@ def test_parallel_and_branching_composites_resume_exactly():
     ], data, batch_size=4)
     report = check_resume_exact(make, [1, 2, 4], num_epochs=2)
     assert report.num_batches == 6
+
+
+# -- per record or whole batch -------------------------------------------------------------
+def test_composites_are_per_record_exactly_when_every_child_is():
+    from datarax.operators import BatchMixOperator
+    from datarax.pipeline.steps import stages_per_record
+
+    mix = BatchMixOperator("mixup", alpha=1.0, num_classes=4)
+    assert stages_per_record([add(1), noise()])
+    assert stages_per_record([composite("sequential", [add(1), mul(2)])])
+    assert stages_per_record([ProbabilisticOperator(mul(-1), 0.5)])
+    assert stages_per_record([SelectorOperator([add(1), add(2)])])
+    assert not stages_per_record([composite("sequential", [add(1), mix])])
+    assert not stages_per_record([ProbabilisticOperator(mix, 0.5)])
+    assert not stages_per_record([add(1), lambda batch: batch])  # a plain callable: batch level
+
+
+def test_a_per_record_chain_pads_the_short_batch_and_still_serves_exact_records():
+    data = {"x": np.arange(10, dtype=np.float32)}
+    p = pipeline([composite("sequential", [add(1), mul(2)])], data, batch_size=4)
+    got = [np.asarray(b["x"]).tolist() for b in p]  # a shuffled epoch: 4, 4, then 2
+    assert [len(b) for b in got] == [4, 4, 2]
+    assert sorted(v for b in got for v in b) == [2 * (i + 1) for i in range(10)]

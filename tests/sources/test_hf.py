@@ -477,18 +477,6 @@ def test_core_import_does_not_need_datasets():
     assert out.stdout.strip() == "HFStreamingSource"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script", ["hf_streaming_sst2.py", "hf_local_resume.py", "tfds_mnist.py"])
-def test_example_scripts_run(script):
-    import pathlib
-    import subprocess
-
-    path = pathlib.Path(__file__).parents[2] / "examples" / "sources" / script
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "Batch 2:" in out.stdout or "resumed batch starts with" in out.stdout
-
-
 def test_image_features_are_decoded(tmp_path):
     features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(num_classes=3)})
     rows = {"image": [np.full((5, 4), i, np.uint8) for i in range(12)], "label": [i % 3 for i in range(12)]}

@@ -9,7 +9,8 @@ import pytest
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.samplers import index_shuffle_np
-from datarax.sources.host_reader import EpochOrder, ErrorPolicy, HostReader
+from datarax.sources.host_reader import EpochOrder, HostReader
+from datarax.sources.skip_ledger import ErrorPolicy
 
 
 class Table:

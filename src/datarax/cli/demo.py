@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.extras import require
 from datarax.operators import ProbabilisticOperator
 from datarax.operators.image import Cutout, Normalize, Translate
 from datarax.pipeline import Pipeline
@@ -25,11 +26,9 @@ from datarax.sources import MemorySource, MemorySourceConfig
 
 def load_digits_split(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Digits (1,797 8x8 images) as uint8 images + int32 labels, 80/20 split."""
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as err:  # pragma: no cover - the demo extra installs it
-        raise SystemExit('The demo needs scikit-learn: pip install "datarax[demo]"') from err
-    digits = load_digits()
+    # Lazy: scikit-learn (the digits data) is the optional ``demo`` extra.
+    datasets = require("sklearn.datasets", extra="demo", user="datarax demo")
+    digits = datasets.load_digits()
     images = (digits.images * 16).clip(0, 255).astype(np.uint8)[..., None]  # (N, 8, 8, 1)
     labels = digits.target.astype(np.int32)
     order = np.random.default_rng(seed).permutation(len(labels))
@@ -82,8 +81,9 @@ def build_pipeline(train: dict[str, np.ndarray], batch_size: int, seed: int) -> 
 
 def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: bool = True) -> dict[str, float]:
     """Train, checkpoint mid-epoch, verify the resume, evaluate; returns the metrics."""
-    import optax
-    from tqdm import tqdm
+    # Lazy: optax and tqdm are the optional ``demo`` extra.
+    optax = require("optax", extra="demo", user="datarax demo")
+    tqdm = require("tqdm", extra="demo", user="datarax demo").tqdm
 
     train, test = load_digits_split(seed)
     print(f"datarax demo: digits, {len(train['label'])} train / {len(test['label'])} test records")

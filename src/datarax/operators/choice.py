@@ -62,6 +62,11 @@ class ProbabilisticOperator(OperatorModule):
 
     config: ProbabilisticOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    @property
+    def per_record(self) -> bool:  # type: ignore[override]
+        """Per record when the wrapped operator is."""
+        return bool(getattr(self.operator, "per_record", False))
+
     def __init__(
         self,
         operator: OperatorModule,
@@ -132,6 +137,11 @@ class SelectorOperator(OperatorModule):
     """
 
     config: SelectorOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    @property
+    def per_record(self) -> bool:  # type: ignore[override]
+        """Per record when every child is (a short last batch may then run padded)."""
+        return all(getattr(op, "per_record", False) for op in self.operators)
 
     def __init__(
         self,

@@ -118,6 +118,11 @@ class CompositeOperatorModule(OperatorModule):
 
     config: CompositeOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    @property
+    def per_record(self) -> bool:  # type: ignore[override]
+        """Per record when every child is (a short last batch may then run padded)."""
+        return all(getattr(op, "per_record", False) for op in self.operators)
+
     def __init__(
         self,
         config: CompositeOperatorConfig,

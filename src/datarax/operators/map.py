@@ -84,6 +84,8 @@ class MapOperator(OperatorModule):
 
     config: MapOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    per_record = True  # fn sees one record (vmapped)
+
     def __init__(
         self,
         config: MapOperatorConfig,

@@ -66,13 +66,7 @@ import numpy as np
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.spec import TextSpec
 from datarax.samplers.index_shuffle import index_shuffle_np, small_permutation, uses_small_table
-from datarax.sources.skip_ledger import (  # re-exported: readers and sources import them here
-    MAX_REPORTS,
-    ON_ERROR_CHOICES,
-    ErrorPolicy,
-    SkipLedger,
-    SkippedRecord,
-)
+from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]

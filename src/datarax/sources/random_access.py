@@ -46,14 +46,9 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import Batch, DataSourceModule, SourceKind
-from datarax.core.errors import ConfigError, RecordError, StateError
-from datarax.sources.host_reader import (
-    EpochOrder,
-    ErrorPolicy,
-    HostReader,
-    ReadBatch,
-    SkippedRecord,
-)
+from datarax.core.errors import ConfigError, RecordError
+from datarax.sources.host_reader import EpochOrder, HostReader, ReadBatch
+from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord, check_skip_state
 
 
 class BadRecordFields:
@@ -261,26 +256,9 @@ class RandomAccessSource(DataSourceModule):
         A state without ``"skipped"`` counts no skips before its position.
         """
         where = type(self).__name__
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{where}.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
-        skipped = state.get("skipped", 0)
-        if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
-            raise StateError(
-                f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
-                field="skipped",
-            )
-        epoch, index = self.datarax_position.check_state(
-            state, length=self.epoch_size(), where=where
+        epoch, index, skipped = check_skip_state(
+            self.datarax_position, state, where=where, length=self.epoch_size()
         )
-        if skipped > index:
-            raise StateError(
-                f"{where} state says {skipped} records were skipped before position "
-                f"{index}; the state was tampered with.",
-                field="skipped",
-            )
         self.seek(epoch, index)
         self.skipped.set_value(np.asarray(skipped, np.int64))
 

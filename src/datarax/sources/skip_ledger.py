@@ -36,9 +36,16 @@ import dataclasses
 import math
 from typing import Any
 
-from datarax.core.errors import ConfigError, RecordError
+from datarax.core.errors import ConfigError, RecordError, StateError
 
-__all__ = ["ON_ERROR_CHOICES", "MAX_REPORTS", "ErrorPolicy", "SkippedRecord", "SkipLedger"]
+__all__ = [
+    "ON_ERROR_CHOICES",
+    "MAX_REPORTS",
+    "ErrorPolicy",
+    "SkippedRecord",
+    "SkipLedger",
+    "check_skip_state",
+]
 
 ON_ERROR_CHOICES = ("raise", "skip")
 MAX_REPORTS = 10_000
@@ -207,3 +214,33 @@ class SkipLedger:
             path=latest.path if latest is not None else None,
             index=latest.index_in_file if latest is not None else None,
         )
+
+
+def check_skip_state(
+    position: Any, state: Any, *, where: str, length: int | None = None
+) -> tuple[int, int, int]:
+    """``(epoch, index, skipped)`` of a skipping source's saved ``state``, checked.
+
+    ``position`` is the source's :class:`~datarax.core.position.SourcePosition` (it
+    checks epoch and index); ``"skipped"`` (absent: 0) must be an int in
+    ``[0, index]`` — a source cannot have skipped more records than it passed.
+    """
+    if not isinstance(state, dict):
+        raise StateError(
+            f"{where}.set_state expects the dict get_state() returned, got "
+            f"{type(state).__name__}."
+        )
+    skipped = state.get("skipped", 0)
+    if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
+        raise StateError(
+            f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
+            field="skipped",
+        )
+    epoch, index = position.check_state(state, length=length, where=where)
+    if skipped > index:
+        raise StateError(
+            f"{where} state says {skipped} records were skipped before position "
+            f"{index}; the state was tampered with.",
+            field="skipped",
+        )
+    return epoch, index, skipped

@@ -39,7 +39,7 @@ class TextPass:
         >>> from datarax.text.packing import Packer
         >>> from datarax.text.documents import FunctionDocuments
         >>> from datarax.text.tokenize import TextTokenizer
-        >>> from datarax.sources.host_reader import ErrorPolicy
+        >>> from datarax.sources.skip_ledger import ErrorPolicy
         >>> text = TextPass(FunctionDocuments(lambda: ["a b", "c"]),
         ...                 TextTokenizer(lambda t: [len(w) for w in t.split()]),
         ...                 Packer(4), ErrorPolicy(), shard=lambda: (0, 1), block=8)

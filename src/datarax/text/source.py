@@ -35,7 +35,7 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.stream import StreamSource
-from datarax.sources.host_reader import ErrorPolicy, SkippedRecord
+from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
 from datarax.text.documents import as_reader
 from datarax.text.packing import FIELDS, MODES, Packer
 from datarax.text.passes import SNAPSHOT_KEYS, TextPass

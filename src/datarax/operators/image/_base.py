@@ -143,6 +143,8 @@ class ImageOperator(OperatorModule):
 
     config: ImageOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    per_record = True  # transform sees one image (vmapped)
+
     def _setup(
         self,
         params: dict[str, Any],

@@ -11,7 +11,7 @@ from flax import nnx
 
 from datarax.core.data_source import Batch
 from datarax.core.dtypes import is_text_dtype
-from datarax.core.errors import ConfigError, DataraxError, StateError
+from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.stream import StreamSource
 from datarax.sources._columns import select_keys, spec_of_columns
 from datarax.sources._dataset_config import check_config_type, empty_split
@@ -27,7 +27,8 @@ from datarax.sources.hf.locate import (
     to_absolute,
 )
 from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
-from datarax.sources.host_reader import SkippedRecord
+from datarax.sources.skip_ledger import SkippedRecord
+from datarax.sources.skip_ledger import check_skip_state
 
 
 class HFStreamingSource(StreamSource):
@@ -164,24 +165,9 @@ class HFStreamingSource(StreamSource):
         (handed out or skipped) are passed over unread. A state without
         ``"skipped"`` counts no skips."""
         where = "HFStreamingSource"
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{where}.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
-        skipped = state.get("skipped", 0)
-        if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
-            raise StateError(
-                f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
-                field="skipped",
-            )
-        epoch, index = self.datarax_position.check_state(state, where=where)
-        if skipped > index:
-            raise StateError(
-                f"{where} state says {skipped} records were skipped before position "
-                f"{index}; the state was tampered with.",
-                field="skipped",
-            )
+        epoch, index, skipped = check_skip_state(
+            self.datarax_position, state, where=where
+        )
         self.seek(epoch, index)
         self.skipped.set_value(np.asarray(skipped, np.int64))
 
