@@ -199,3 +199,28 @@ def test_tampered_elastic_history_and_position_are_refused():
                        r"batch_size=4"):
         make_pipeline("indexed", 24, 4, shuffle=True, stochastic=True, shard_index=0,
                       shard_count=3).set_state(state)
+
+
+def test_text_fields_follow_their_records_across_joined_runs():
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    def build(index, count):
+        data = {"x": np.arange(42, dtype=np.int32), "name": [f"r{i}" for i in range(42)]}
+        return Pipeline(source=MemorySource(MemorySourceConfig(shuffle=True, seed=2), data),
+                        batch_size=3, shard_index=index, shard_count=count)
+
+    served = []
+    old = [build(i, 2) for i in range(2)]
+    for p in old:
+        iterator = iter(p)
+        served += [next(iterator), next(iterator)]
+    rest = []
+    for j in range(3):  # share 1 of 3 holds a batch joining two runs
+        p = build(j, 3)
+        p.set_state(old[0].get_state())
+        rest += list(p)
+    xs = [int(v) for b in served + rest for v in np.asarray(b["x"])]
+    names = [n for b in served + rest for n in b["name"]]
+    assert sorted(xs) == list(range(42))
+    assert names == [f"r{x}" for x in xs]

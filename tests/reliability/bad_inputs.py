@@ -194,12 +194,15 @@ simple("memory-record-shape-drift", "MemorySource data", "record 2 has another s
        DataraxError, "MemorySource field 'x': record 2 has shape (3,), record 0 has (2,)",
        lambda: MemorySource(MemorySourceConfig(), [{"x": np.zeros(2, np.float32)}] * 2
                             + [{"x": np.zeros(3, np.float32)}]))
-simple("memory-strings-in-array-field", "MemorySource data", "a string array field",
-       DataraxError, "MemorySource field 'x' holds <U1 values",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.asarray(["a", "b"])}))
-simple("memory-int64-without-x64", "MemorySource data", "an int64 array while x64 is off",
-       ConfigError, "MemorySource field 'x' is int64 but jax_enable_x64 is off",
-       lambda: MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int64)}))
+simple("memory-objects-in-array-field", "MemorySource data", "an object array of ints",
+       DataraxError, "MemorySource field 'x' is an object array holding int values (1)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.asarray([1, 2], dtype=object)}))
+simple("memory-text-mixed-with-numbers", "MemorySource data", "a list of str and int",
+       DataraxError, "MemorySource field 'x' mixes text with int values (2)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": ["a", 2]}))
+simple("memory-nested-empty-dict", "MemorySource data", "a nested field that is an empty dict",
+       DataraxError, "MemorySource field 'meta' is an empty dict",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32), "meta": {}}))
 simple("memory-field-lengths-differ", "MemorySource data", "fields of 3 and 4 records",
        DataraxError, "MemorySource fields have different numbers of records: {'x': 3, 'y': 4}",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32),
@@ -684,6 +687,62 @@ simple("tfds-eager-skip-option", "TensorFlow Datasets",
        lambda: _tfds("from_tfds", name="mnist", streaming=False, on_error="skip"), needs=TFDS)
 
 
+# ----------------------------------------------------------- values and dtypes
+VD = "Values and dtypes"
+simple("memory-int64-does-not-fit", VD, "MemorySource: an int64 value outside int32 (x64 off)",
+       RecordError, "MemorySource: field 'x' is int64 and record 1 holds 4294967296, outside the "
+       "int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. "
+       "Enable x64 with jax.config.update('jax_enable_x64', True), or remove the field from data.",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.array([0, 2**32, 1])}))
+simple("memory-nested-int64-does-not-fit", VD, "MemorySource: a nested int64 field outside int32",
+       RecordError, "MemorySource: field 'meta/id' is int64 and record 0 holds -4294967296",
+       lambda: MemorySource(MemorySourceConfig(), {"meta": {"id": np.array([-(2**32), 1])}}))
+simple("memory-float64-without-cast", VD, "MemorySource: a float64 array (x64 off)",
+       ConfigError, "MemorySource: field 'x' is float64 but jax_enable_x64 is off, and datarax "
+       "never narrows silently. Set cast_float64=True in the config to cast it to float32, "
+       "enable x64 with jax.config.update('jax_enable_x64', True), or remove the field from data.",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3)}))
+simple("memory-config-cast-float64-int", VD, "MemorySourceConfig(cast_float64=1)", ConfigError,
+       "MemorySourceConfig.cast_float64 must be a bool (True/False), got int 1.",
+       lambda: MemorySourceConfig(cast_float64=1))
+
+
+def _ar_decoded(tmp: Path, value: Callable[[int], Any], **config: Any) -> Any:
+    path = _ar_file(tmp / "v.array_record")
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        return {"x": value(int(np.frombuffer(raw, np.float32)[0]))}
+
+    _ar_read_all(_ar(path, decode, **config))
+
+
+case("decode-int-does-not-fit", VD, "ArrayRecord decode returns a Python int outside int32",
+     RecordError, "ArrayRecordSourceModule: cannot read record 5 of file '{tmp}/v.array_record' "
+     "(epoch 0): field 'x' is int64 and holds 8589934592, outside the int32 range, so it cannot "
+     "be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+     "jax.config.update('jax_enable_x64', True), or cast or drop the field in decode. Fix or "
+     "regenerate the file", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: 2**33 if i == 5 else i))
+case("decode-float64-without-cast", VD, "ArrayRecord decode returns float64 (x64 off)",
+     ConfigError, "ArrayRecordSourceModule: decoding record 0 of file '{tmp}/v.array_record': "
+     "field 'x' is float64 but jax_enable_x64 is off, and datarax never narrows silently. Set "
+     "cast_float64=True in the config to cast it to float32", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: np.full(2, i, np.float64)))
+simple("arrayrecord-config-cast-float64-str", VD, "ArrayRecordSourceConfig(cast_float64='yes')",
+       ConfigError, "ArrayRecordSourceConfig.cast_float64 must be a bool (True/False), got str "
+       "'yes'.", lambda: _ar_config(cast_float64="yes"), needs=AR)
+simple("stream-nested-field-missing", VD, "a declared nested field is missing",
+       SpecMismatchError, "Drifting batch at record 0 of epoch 0 does not match element_spec(): "
+       "field 'meta/id' is declared in element_spec() but missing",
+       lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float32),
+                                    "meta": {"id": jax.ShapeDtypeStruct((), np.int32)}}))
+simple("stream-declares-nested-int64", VD, "element_spec declares a nested int64 (x64 off)",
+       SpecMismatchError, "Drifting.element_spec() declares 64-bit field(s) 'meta/id' (int64) "
+       "but jax_enable_x64 is off",
+       lambda: drift(lambda n: {}, {"x": jax.ShapeDtypeStruct((2,), np.float32),
+                                    "meta": {"id": jax.ShapeDtypeStruct((), np.int64)}}))
+
+
 # ------------------------------------------------- writing sources and stages
 SOURCES_AND_STAGES = "Writing sources and stages"
 
@@ -734,7 +793,7 @@ def _npy_int64_overflow(tmp: Path) -> None:
 
 case("npy-int64-overflow", SOURCES_AND_STAGES, "an int64 value outside the int32 range",
      RecordError,
-     "NpySource: cannot read record 1 of file '{tmp}/x.npy' (epoch 0): RecordError: field "
+     "NpySource: cannot read record 1 of file '{tmp}/x.npy' (epoch 0): field "
      "'data' is int64 and holds 1099511627776, outside the int32 range, so it cannot be cast "
      "to int32 without loss while jax_enable_x64 is off. Enable x64 with "
      "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "

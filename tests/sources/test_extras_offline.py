@@ -56,6 +56,28 @@ def test_checkpoint_without_orbax_names_the_extra():
     ), out.stderr
 
 
+def test_array_record_source_without_array_record_names_the_extra(tmp_path):
+    path = tmp_path / "data.array_record"
+    path.write_bytes(b"")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["array_record"] = None  # as if array-record were not installed
+        from datarax.core.errors import MissingExtraError
+        from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+        try:
+            ArrayRecordSourceModule(ArrayRecordSourceConfig(), {str(path)!r})
+        except MissingExtraError as err:
+            print(err)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == (
+        "ArrayRecordSourceModule needs the optional package 'array_record', which is not "
+        'installed. Install it with: pip install "datarax[arrayrecord]"'
+    ), out.stderr
+
+
 def test_every_extra_the_code_names_is_known_and_installable():
     """Each ``require(..., extra=X)`` / ``missing_extra(..., extra=X)`` in datarax names an
     extra that core.extras knows (else the user got "unknown extra" instead of the pip

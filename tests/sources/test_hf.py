@@ -149,6 +149,39 @@ def test_seed_hf_streaming_example_runs_unchanged(tmp_path, monkeypatch, capsys)
     ]
 
 
+@pytest.mark.parametrize("make", ["eager_config", "from_hf"])
+def test_seed_extract_fields_example_runs_with_an_eager_source(tmp_path, monkeypatch, capsys, make):
+    """The seed's example with the source swapped for HFEagerSource / from_hf (eager)."""
+    write_hub_layout(tmp_path / "stanfordnlp" / "sst2")
+    monkeypatch.chdir(tmp_path)
+    if make == "eager_config":
+        source = (
+            'config = HFEagerConfig(name="stanfordnlp/sst2", split="train")\n'
+            "train_source = HFEagerSource(config, rngs=nnx.Rngs(0))\n"
+        )
+    else:
+        source = 'train_source = from_hf("stanfordnlp/sst2", "train", rngs=nnx.Rngs(0))\n'
+    head, tail = SEED_HF.split("# Define field extraction as an operator")
+    code = (
+        "from datarax.sources import HFEagerSource, HFEagerConfig, from_hf\n"
+        "from datarax.pipeline import Pipeline\n"
+        "from datarax.operators import ElementOperator, ElementOperatorConfig\n"
+        "from flax import nnx\n" + source + "# Define field extraction as an operator" + tail
+    )
+    scope = {"__name__": "__seed__"}
+    exec(compile(code, "seed_002_hf_eager", "exec"), scope)
+    assert isinstance(scope["train_source"], HFEagerSource)
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "Batch 0: ['sentence 0', 'sentence 1']...",
+        "Batch 1: ['sentence 16', 'sentence 17']...",
+        "Batch 2: ['sentence 32', 'sentence 33']...",
+    ]
+    batch = next(iter(scope["pipeline"]))
+    assert batch["text"] == [f"sentence {i}" for i in range(16)]
+    assert np.asarray(batch["label"]).tolist() == [i % 2 for i in range(16)]
+
+
 # ------------------------------------------------------------------ streaming
 def test_streaming_serves_every_record_once_per_pass(sst2_folder):
     source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="train", chunk_size=7))
@@ -170,11 +203,6 @@ def test_streaming_serves_every_record_once_per_pass(sst2_folder):
     hash(nnx.graphdef(pipeline))  # static structure stays hashable (compiled-step caches)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core DataSourceModule.__next__ takes record 0 with jax.tree.map, which maps "
-    "into a text field's list of str (lead's core/data_source.py)",
-)
 def test_streaming_direct_iteration(sst2_folder):
     source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="validation"))
     assert [int(r["idx"]) for r in source] == list(range(10))
@@ -316,23 +344,13 @@ def test_eager_split_slicing_and_parquet_folder(sst2_folder):
     assert np.asarray(both.get_batch_at(0, 5)["idx"]).tolist() == [0, 1, 2, 8, 9]
 
 
-def test_eager_hands_text_columns_to_memory_source(sst2_folder, monkeypatch):
-    """Text is no longer refused: it reaches MemorySource as object arrays of str."""
-    got = {}
-    init = MemorySource.__init__
-
-    def capture(self, config, data, **kw):
-        got.update(data)
-        init(self, config, {k: v for k, v in data.items() if k != "sentence"}, **kw)
-
-    monkeypatch.setattr(MemorySource, "__init__", capture)
-    HFEagerSource(HFEagerConfig(name=sst2_folder, split="train"))
-    assert got["sentence"].dtype == object
-    assert got["sentence"].tolist() == [f"sentence {i}" for i in range(N)]
-    assert got["idx"].dtype == np.int32 and got["idx"].tolist() == list(range(N))
+def test_eager_keeps_text_columns_on_the_host(sst2_folder):
+    source = HFEagerSource(HFEagerConfig(name=sst2_folder, split="train"))
+    assert source.host_data["sentence"].dtype == object
+    assert source.host_data["sentence"].tolist() == [f"sentence {i}" for i in range(N)]
+    assert source.data["idx"].dtype == np.int32 and source.data["idx"].tolist() == list(range(N))
 
 
-@pytest.mark.xfail(strict=True, reason="needs MemorySource text columns")
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_eager_serves_text_with_its_records(sst2_folder, shuffle):
     source = HFEagerSource(HFEagerConfig(name=sst2_folder, split="train", shuffle=shuffle, seed=3))
@@ -459,8 +477,8 @@ def test_from_hf_chooses(sst2_folder, numeric_folder):
     assert isinstance(from_hf(sst2_folder, "train", streaming=True, rngs=nnx.Rngs(0)), HFStreamingSource)
     eager = from_hf(sst2_folder, "train", streaming=False, exclude_keys=("sentence",))
     assert isinstance(eager, HFEagerSource)
-    # automatic: text fields -> streaming; small numeric split -> eager
-    assert isinstance(from_hf(sst2_folder, "train"), HFStreamingSource)
+    # automatic: a small split -> eager, text fields included (kept on the host)
+    assert isinstance(from_hf(sst2_folder, "train"), HFEagerSource)
     assert isinstance(from_hf(numeric_folder, "train"), HFEagerSource)
     assert isinstance(from_hf(numeric_folder, "train", chunk_size=8), HFStreamingSource)
 

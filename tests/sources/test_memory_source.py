@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from grain.experimental import index_shuffle as grain_index_shuffle
 
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError, DataraxError, RecordError
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 
@@ -14,6 +14,7 @@ from datarax.sources import MemorySource, MemorySourceConfig
 def test_defaults():
     config = MemorySourceConfig()
     assert (config.shuffle, config.seed, config.track_metadata, config.num_epochs) == (False, 42, False, 1)
+    assert config.cast_float64 is False
 
 
 @pytest.mark.parametrize(
@@ -53,12 +54,41 @@ def test_python_numbers_become_32_bit():
     assert source.data["i"].dtype == jnp.int32 and source.data["f"].dtype == jnp.float32
 
 
-def test_sixty_four_bit_numpy_is_refused_not_narrowed():
-    with pytest.raises(ConfigError, match="field 'y' is int64 but jax_enable_x64 is off") as info:
-        MemorySource(MemorySourceConfig(), {"y": np.arange(3)})
-    assert "astype(np.int32)" in str(info.value)
-    with pytest.raises(ConfigError, match="field 'x' is float64.*astype\\(np.float32\\)"):
-        MemorySource(MemorySourceConfig(), [{"x": np.zeros(2)} for _ in range(2)])
+def test_sixty_four_bit_ints_that_fit_are_narrowed_to_int32():
+    source = MemorySource(MemorySourceConfig(), {"y": np.arange(5), "u": np.arange(5, dtype=np.uint64)})
+    assert source.data["y"].dtype == jnp.int32 and source.data["y"].tolist() == [0, 1, 2, 3, 4]
+    assert source.data["u"].dtype == jnp.int32 and source.data["u"].tolist() == [0, 1, 2, 3, 4]
+    records = MemorySource(MemorySourceConfig(), [{"y": np.int64(i)} for i in range(3)])
+    assert records.data["y"].dtype == jnp.int32 and records.data["y"].tolist() == [0, 1, 2]
+
+
+def test_a_sixty_four_bit_int_that_does_not_fit_is_refused_naming_field_record_and_value():
+    with pytest.raises(RecordError) as err:
+        MemorySource(MemorySourceConfig(), {"meta": {"id": np.array([1, 2, 2**40])}})
+    assert str(err.value) == (
+        "MemorySource: field 'meta/id' is int64 and record 2 holds 1099511627776, outside the "
+        "int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. "
+        "Enable x64 with jax.config.update('jax_enable_x64', True), or remove the field from data."
+    )
+    assert err.value.index == 2
+    with pytest.raises(RecordError, match="field 'n' is int64 and record 1 holds -4294967296"):
+        MemorySource(MemorySourceConfig(), [{"n": 1}, {"n": -(2**32)}])
+
+
+def test_float64_is_refused_unless_cast_float64():
+    message = (
+        "MemorySource: field 'x' is float64 but jax_enable_x64 is off, and datarax never "
+        "narrows silently. Set cast_float64=True in the config to cast it to float32, enable "
+        "x64 with jax.config.update('jax_enable_x64', True), or remove the field from data."
+    )
+    for data in ({"x": np.zeros(2)}, [{"x": np.float64(0.5)} for _ in range(2)]):
+        with pytest.raises(ConfigError) as err:
+            MemorySource(MemorySourceConfig(), data)
+        assert str(err.value) == message
+    source = MemorySource(MemorySourceConfig(cast_float64=True), {"x": np.array([0.5, 1.5])})
+    assert source.data["x"].dtype == jnp.float32 and source.data["x"].tolist() == [0.5, 1.5]
+    with pytest.raises(ConfigError, match="MemorySourceConfig.cast_float64 must be a bool"):
+        MemorySourceConfig(cast_float64=1)
 
 
 @pytest.mark.parametrize(
@@ -71,7 +101,15 @@ def test_sixty_four_bit_numpy_is_refused_not_narrowed():
         ({"a": np.zeros(3, np.float32), "b": np.zeros(4, np.float32)}, "different numbers of records"),
         ([{"a": np.zeros(2)}, {"a": np.zeros(3)}], "field 'a': record 1 has shape \\(3,\\), record 0 has \\(2,\\)"),
         ({"a": np.float32(1)}, "field 'a' is a scalar"),
-        ({"t": np.array(["x", "y"])}, "field 't' holds <U1 values"),
+        ({"t": np.array([1, "y"], dtype=object)}, "field 't' is an object array holding int values \\(1\\)"),
+        ({"t": ["a", 2]}, "field 't' mixes text with int values \\(2\\)"),
+        ({"t": np.array([None, None])}, "field 't' is an object array holding NoneType"),
+        ({"t": "abc"}, "field 't' is a single string"),
+        ({"m": {}}, "field 'm' is an empty dict"),
+        ([{"m": {"a": 1}}, {"m": {"b": 1}}], "record 1 field 'm' has fields \\['b'\\], record 0 has \\['a'\\]"),
+        ([{"m": {"a": 1}}, {"m": 2}], "record 1 field 'm' has fields int, record 0 has \\['a'\\]"),
+        ([{"m": 1}, {"m": {"a": 1}}], "field 'm': record 1 has a dict, record 0 has shape \\(\\)"),
+        ({"c": np.array([np.datetime64("2020-01-01")] * 2)}, "field 'c' holds datetime64\\[D\\] values"),
         ("abc", "must be a dict of arrays or a sequence of records, got str"),
         ({"a": np.zeros((0, 2), np.float32)}, "holds no records"),
     ],

@@ -120,7 +120,7 @@ def test_int64_records_are_narrowed_or_refused_naming_file_record_and_value(tmp_
     with pytest.raises(RecordError) as err:
         epoch_batches(source, 8)
     assert str(err.value) == (
-        f"NpySource: cannot read record 1 of file '{big}' (epoch 0): RecordError: field "
+        f"NpySource: cannot read record 1 of file '{big}' (epoch 0): field "
         "'data' is int64 and holds 1099511627776, outside the int32 range, so it cannot be "
         "cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
         "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "

@@ -220,23 +220,13 @@ def test_eager_exact_resume(data_dir):
     assert values(head) + values(list(resumed)) == full
 
 
-def test_eager_hands_text_columns_to_memory_source(data_dir, monkeypatch):
-    """Text is no longer refused: it reaches MemorySource as object arrays of str."""
-    got = {}
-    init = MemorySource.__init__
-
-    def capture(self, config, data, **kw):
-        got.update(data)
-        init(self, config, {k: v for k, v in data.items() if k != "text"}, **kw)
-
-    monkeypatch.setattr(MemorySource, "__init__", capture)
-    TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir=data_dir))
-    assert got["text"].dtype == object
-    images = np.asarray(got["image"])[:, 0, 0].tolist()
-    assert got["text"].tolist() == [f"t{i}" for i in images]
+def test_eager_keeps_text_columns_on_the_host(data_dir):
+    source = TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir=data_dir))
+    assert source.host_data["text"].dtype == object
+    images = np.asarray(source.data["image"])[:, 0, 0].tolist()
+    assert source.host_data["text"].tolist() == [f"t{i}" for i in images]
 
 
-@pytest.mark.xfail(strict=True, reason="needs MemorySource text columns")
 def test_eager_serves_text_with_its_records(data_dir):
     source = TFDSEagerSource(TFDSEagerConfig(name="datarax_tiny", data_dir=data_dir, shuffle=True))
     batches = list(Pipeline(source=source, stages=[], batch_size=8))
@@ -466,7 +456,7 @@ def test_from_tfds_chooses(data_dir):
     assert isinstance(from_tfds("datarax_tiny", "train", streaming=True, data_dir=data_dir), TFDSStreamingSource)
     forced = from_tfds("datarax_tiny", "train", streaming=False, data_dir=data_dir, exclude_keys=("text",))
     assert isinstance(forced, TFDSEagerSource)
-    # automatic: text kept -> streaming; small numeric split -> eager
-    assert isinstance(from_tfds("datarax_tiny", "train", data_dir=data_dir), TFDSStreamingSource)
+    # automatic: a small split -> eager, text fields included (kept on the host)
+    assert isinstance(from_tfds("datarax_tiny", "train", data_dir=data_dir), TFDSEagerSource)
     auto = from_tfds("datarax_tiny", "train", data_dir=data_dir, exclude_keys=("text",), rngs=nnx.Rngs(0))
     assert isinstance(auto, TFDSEagerSource)

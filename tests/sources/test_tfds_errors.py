@@ -89,10 +89,10 @@ def ids(batches) -> list[int]:
     return [int(v) for b in batches for v in np.asarray(b["id"])]
 
 
-def overflow(bad_id: int, cause_type: str = "RecordError: ") -> str:
-    """The decoder's 64-bit refusal; the host reader's reports name its type."""
+def overflow(bad_id: int) -> str:
+    """The decoder's 64-bit refusal, in datarax's words (no type name, no closing period)."""
     return (
-        f"{cause_type}field 'big' is int64 and holds {2**40 + bad_id}, outside the int32 "
+        f"field 'big' is int64 and holds {2**40 + bad_id}, outside the int32 "
         "range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. "
         "Enable x64 with jax.config.update('jax_enable_x64', True), or drop the field "
         "(exclude_keys)"
@@ -145,7 +145,7 @@ def test_raise_names_split_record_and_cause(data_dir, split_ids):
     assert (err.value.path, err.value.index) == (None, first)
     assert str(err.value) == (
         f"TFDSStreamingSource: cannot read record {first} of split 'train' of dataset "
-        f"'datarax_flaky': {overflow(split_ids[first], '')}. To drop bad records instead, "
+        f"'datarax_flaky': {overflow(split_ids[first])}. To drop bad records instead, "
         "construct the source with on_error='skip' (they are counted and reported)."
     )
     assert got == split_ids[: first // 4 * 4]  # batches before the bad one's are served

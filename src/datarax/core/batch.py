@@ -1,4 +1,5 @@
-"""Helpers for batch dicts whose fields are arrays (records on axis 0) or lists of str."""
+"""Helpers for batch dicts whose fields are arrays (records on axis 0), lists of str,
+or nested dicts of such fields."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ def batch_length(batch: Batch) -> int:
     """Number of records in a batch (length of its first field; 0 when empty).
 
     Example:
-        >>> batch_length({"x": np.zeros((3, 2)), "t": ["a", "b", "c"]})
+        >>> batch_length({"meta": {"id": np.zeros(3)}, "t": ["a", "b", "c"]})
         3
     """
     for value in batch.values():
-        return len(value)
+        return batch_length(value) if isinstance(value, dict) else len(value)
     return 0
 
 
@@ -30,7 +31,9 @@ def take_records(batch: Batch, rows: Any) -> Batch:
     """
     out: Batch = {}
     for key, value in batch.items():
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, dict):
+            out[key] = take_records(value, rows)
+        elif isinstance(value, (list, tuple)):
             out[key] = [value[int(i)] for i in rows]
         else:
             out[key] = np.asarray(value)[np.asarray(rows, dtype=np.int64)]
@@ -49,8 +52,40 @@ def concat_batches(parts: list[Batch]) -> Batch:
     out: Batch = {}
     for key in parts[0]:
         values = [p[key] for p in parts]
-        if all(isinstance(v, (list, tuple)) for v in values):
+        if all(isinstance(v, dict) for v in values):
+            out[key] = concat_batches(values)
+        elif all(isinstance(v, (list, tuple)) for v in values):
             out[key] = [item for v in values for item in v]
         else:
             out[key] = np.concatenate([np.asarray(v) for v in values])
+    return out
+
+
+def record_at(batch: Batch, i: int) -> Batch:
+    """Record ``i`` of a batch, walking nested fields (a text field's list is one leaf).
+
+    Example:
+        >>> record_at({"x": np.arange(3), "meta": {"name": ["a", "b", "c"]}}, 1)
+        {'x': np.int64(1), 'meta': {'name': 'b'}}
+    """
+    return {k: record_at(v, i) if isinstance(v, dict) else v[i] for k, v in batch.items()}
+
+
+def stack_records(records: list[Batch]) -> Batch:
+    """The batch of ``records`` (the inverse of :func:`record_at`): text fields become
+    lists of ``str``, everything else one numpy array per field.
+
+    Example:
+        >>> stack_records([{"x": 1, "t": "a"}, {"x": 2, "t": "b"}])
+        {'x': array([1, 2]), 't': ['a', 'b']}
+    """
+    out: Batch = {}
+    for key in records[0]:
+        values = [r[key] for r in records]
+        if all(isinstance(v, dict) for v in values):
+            out[key] = stack_records(values)
+        elif all(isinstance(v, (str, bytes, np.str_, np.bytes_)) for v in values):
+            out[key] = [str(v) if isinstance(v, np.str_) else v for v in values]
+        else:
+            out[key] = np.stack([np.asarray(v) for v in values])
     return out

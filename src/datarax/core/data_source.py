@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import record_at
 from datarax.core.config import StructuralConfig
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
@@ -172,6 +173,19 @@ class DataSourceModule(DataraxModule):
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
         """Inside the compiled step: make :meth:`step_inputs` read as ``inputs``."""
         return contextlib.nullcontext()
+
+    def has_host_fields(self) -> bool:
+        """True for an indexed source that keeps some fields (text) on the host.
+
+        The compiled step then gathers the device fields only; Pipeline adds the host
+        fields with :meth:`with_host_fields` and runs the stages on the host.
+        """
+        return False
+
+    def with_host_fields(self, batch: Batch, start: int, size: int) -> tuple[Batch, Any]:
+        """``batch`` (the device fields of ``get_batch_at(start, size)``) with the host
+        fields of the same records added, and the records' stable indices."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no fields on the host")
 
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next batch (at most ``batch_size`` records) of the current pass, or None."""
@@ -380,7 +394,7 @@ class DataSourceModule(DataraxModule):
                 batch, indices = self.get_batch_with_indices(1)
                 if batch is None:
                     raise StopIteration
-            record = jax.tree.map(lambda v: v[0], batch)
+            record = record_at(batch, 0)
             index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
         if getattr(self.config, "track_metadata", False):
             return Element(
@@ -408,7 +422,7 @@ class DataSourceModule(DataraxModule):
         start = epoch * n + index
         batch = self.get_batch_at(start, 1, None)
         stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
-        return jax.tree.map(lambda v: v[0], batch), stable
+        return record_at(batch, 0), stable
 
     # ------------------------------------------------------------ for core.stream
     def _stream_session(self) -> _Session:

@@ -1,7 +1,9 @@
 """Element specs: what each record of a source carries, and checks against it.
 
 A spec is a dict mapping field name to a per-record :class:`jax.ShapeDtypeStruct`
-(shape without the batch axis) or a :class:`TextSpec` for host-side string fields.
+(shape without the batch axis), a :class:`TextSpec` for host-side string fields, or
+a nested dict of fields. Every check walks the whole tree and names a nested field
+by its path (``"meta/id"``).
 
 Example:
     >>> import numpy as np
@@ -9,6 +11,8 @@ Example:
     >>> spec["x"].shape, spec["x"].dtype
     ((3,), dtype('float32'))
     >>> validate_batch({"x": np.zeros((4, 3), np.float32)}, spec)
+    >>> sorted(flatten_fields({"x": 1, "meta": {"id": 2}}))
+    ['meta/id', 'x']
 """
 
 from __future__ import annotations
@@ -52,17 +56,31 @@ def array_to_spec_strip_leading(array: Any) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape[1:], np.dtype(getattr(array, "dtype", np.asarray(array).dtype)))
 
 
-def check_spec_x64(spec: Mapping[str, FieldSpec], where: str = "source") -> None:
+def flatten_fields(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The leaves of a (nested) dict of fields by path: ``{"meta/id": ..., "x": ...}``."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_fields(value, f"{path}/"))
+        else:
+            flat[path] = value
+    return flat
+
+
+def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:
     """Refuse declared 64-bit fields while ``jax_enable_x64`` is off (never narrow silently).
 
     The values behind a declared spec are not seen here, so nothing is narrowed (see
-    :mod:`datarax.core.dtypes` for the policy on values a source does see).
+    :mod:`datarax.core.dtypes` for the policy on values a source does see). Nested
+    fields are named by path (``"meta/id"``).
     """
+    flat = flatten_fields(spec)
     bad = declared_64bit(
-        {name: s.dtype for name, s in spec.items() if isinstance(s, jax.ShapeDtypeStruct)}
+        {name: s.dtype for name, s in flat.items() if isinstance(s, jax.ShapeDtypeStruct)}
     )
     if bad:
-        details = ", ".join(f"'{n}' ({np.dtype(spec[n].dtype).name})" for n in bad)
+        details = ", ".join(f"'{n}' ({np.dtype(flat[n].dtype).name})" for n in bad)
         raise SpecMismatchError(
             f"{where} declares 64-bit field(s) {details} but jax_enable_x64 is off, so "
             "JAX would silently narrow them to 32 bits. Cast in the source (e.g. "
@@ -89,7 +107,8 @@ def validate_batch(
     """Check a batch against a per-record spec; raise naming every field that disagrees.
 
     Checks: missing fields, unexpected fields, a leading (record) axis shared by all
-    fields (and at most ``batch_size`` when given), per-record shape and dtype.
+    fields (and at most ``batch_size`` when given), per-record shape and dtype. Nested
+    fields are checked too and named by path (``"meta/id"``).
 
     Raises:
         SpecMismatchError: with ``.fields`` listing each disagreeing field.
@@ -98,6 +117,7 @@ def validate_batch(
         raise SpecMismatchError(
             f"{where}: expected a dict of fields, got {type(batch).__name__}.", fields=[]
         )
+    batch, spec = flatten_fields(batch), flatten_fields(spec)
     problems: list[str] = []
     fields: list[str] = []
     for name in spec:
@@ -163,13 +183,14 @@ def validate_batch(
 
 
 def first_nonfinite(batch: Mapping[str, Any]) -> tuple[str, int] | None:
-    """``(field, row)`` of the first NaN/inf value in a floating field, or None.
+    """``(field, row)`` of the first NaN/inf value in a floating field, or None
+    (nested fields named by path).
 
     Example:
         >>> first_nonfinite({"x": np.array([[0.0], [np.nan]], np.float32)})
         ('x', 1)
     """
-    for name, value in batch.items():
+    for name, value in flatten_fields(batch).items():
         if is_text_value(value):
             continue
         array = np.asarray(value)

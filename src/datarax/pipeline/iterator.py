@@ -6,7 +6,9 @@ asks the source to ``seek`` at the start of a pass, reports records handed out
 reads the position back for ``get_state()``. Two paths, chosen by ``source.kind``:
 
 * indexed — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
-  ``prefetch`` batches ahead;
+  ``prefetch`` batches ahead; a source keeping text on the host (``has_host_fields``)
+  gets a step that gathers its device fields only, then ``with_host_fields`` adds the
+  text of the same records and the stages run on the host;
 * host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
   against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
 
@@ -57,6 +59,20 @@ def _head(array: Any, count: int) -> Any:
     if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
         return jax.device_put(np.asarray(array)[:count])
     return array[:count]
+
+
+def _join(parts: list[Batch]) -> Batch:
+    """Batches joined field by field, device arrays staying on the device."""
+    out: Batch = {}
+    for key in parts[0]:
+        values = [p[key] for p in parts]
+        if isinstance(values[0], dict):
+            out[key] = _join(values)
+        elif isinstance(values[0], (list, tuple)):
+            out[key] = [item for v in values for item in v]
+        else:
+            out[key] = jnp.concatenate(values)
+    return out
 
 
 def _is_leaf(value: Any) -> bool:
@@ -225,10 +241,15 @@ class PipelineIterator:
     # ------------------------------------------------------------ indexed path
     def _prepare_indexed(self) -> None:
         source = self._source
-        graphdef, state = nnx.split((source, list(self._pipeline.stages)))
+        stages = list(self._pipeline.stages)
+        # A source keeping text on the host: the step gathers the device fields, the
+        # text joins them by the same record indices, and the stages run on the host.
+        self._host_fields = source.has_host_fields()
+        self._host_stages = stages if self._host_fields else []
+        graphdef, state = nnx.split((source, [] if self._host_fields else stages))
         self._graphdef, self._state = graphdef, state
         self._step = indexed_step(graphdef, self._batch_size)
-        self._exact_short = not stages_per_record(self._pipeline.stages)
+        self._exact_short = not self._host_fields and not stages_per_record(stages)
         self._inputs = source.step_inputs()
         self._key = self._pipeline.key_pair()
         self._n = len(source)  # type: ignore[arg-type]
@@ -256,6 +277,7 @@ class PipelineIterator:
         step = indexed_step(self._graphdef, count) if exact else self._step
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
         where: Any = position_dtype(start)
+        pieces = None
         if self._elastic is not None:
             pieces = self._elastic.pieces(self._dispatched, count)
             start = self._epoch * self._n + pieces[0][0]
@@ -273,11 +295,35 @@ class PipelineIterator:
         self._stats.seconds[timer] += time.perf_counter() - began
         if count < self._batch_size and not exact:
             batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=_is_leaf)
+        if self._host_fields:
+            batch, indices = self._join_host_fields(batch, start, count, pieces)
+            if self._host_stages:
+                with self._stats.timer("stages"):
+                    batch = apply_stages(
+                        self._host_stages, batch, jnp.asarray(indices),
+                        np.int32(self._epoch), draw(*self._key),
+                    )
         if not self._plan.check_finite:  # queued batches wait already placed on the mesh
             batch = self._place(batch, self._dispatched)
         self._dispatched += count
         self._queue.append((count, batch, start))
         return True
+
+    def _join_host_fields(
+        self, batch: Batch, start: int, count: int, pieces: Any
+    ) -> tuple[Batch, np.ndarray]:
+        """The source's host fields added to ``batch`` (run by run for an elastic batch
+        that spans several runs of positions)."""
+        if not pieces or len(pieces) == 1:
+            return self._source.with_host_fields(batch, start, count)
+        parts, indices, at = [], [], 0
+        for lo, hi in pieces:
+            part = jax.tree.map(lambda v, a=at, b=at + hi - lo: v[a:b], batch, is_leaf=_is_leaf)
+            part, idx = self._source.with_host_fields(part, self._epoch * self._n + lo, hi - lo)
+            parts.append(part)
+            indices.append(np.asarray(idx))
+            at += hi - lo
+        return _join(parts), np.concatenate(indices)
 
     def _next_indexed(self) -> Batch:
         if not self._prepared:

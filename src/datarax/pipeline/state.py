@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 STATE_VERSION = 2
 # Config fields that switch a seed on: the seed is compared only while one is on.
 SEED_SWITCHES = ("shuffle", "shuffle_files")
-# Config fields that do not change what a position means.
-NOT_SETTINGS = ("num_epochs", "track_metadata")
+# Config fields that do not change what a position means (cast_float64 changes dtypes,
+# never which record a position serves).
+NOT_SETTINGS = ("num_epochs", "track_metadata", "cast_float64")
 
 _DIGEST_HINTS = {
     "stages": " (digests of the stages: their classes, names, configs and functions, in "

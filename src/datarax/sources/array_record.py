@@ -25,6 +25,7 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.data_source import Batch
 from datarax.core.errors import ConfigError, RecordError, StateError
+from datarax.core.extras import require
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 
@@ -48,6 +49,10 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
         max_skipped: with ``"skip"``, most records one epoch may skip (None: no limit).
         max_skipped_fraction: with ``"skip"``, most records one epoch may skip as a
             fraction of its records (None: no limit).
+        cast_float64: cast ``float64`` values ``decode`` returns to ``float32`` while
+            ``jax_enable_x64`` is off (without it they are refused). 64-bit ints are
+            narrowed to ``int32`` when they fit, refused naming the record when not;
+            Python ``int``/``float`` take JAX's defaults (``int32``/``float32``).
 
     Example:
         >>> ArrayRecordSourceConfig(seed=42, num_epochs=10, shuffle_files=True).num_epochs
@@ -60,12 +65,14 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
     on_error: str = "raise"
     max_skipped: int | None = None
     max_skipped_fraction: float | None = None
+    cast_float64: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_seed(self, "seed")
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "shuffle_files")
+        check_bool(self, "cast_float64")
         self.error_policy()
 
 
@@ -180,6 +187,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             )
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
         files = resolve_paths(paths)
+        _array_record_reader()  # the optional extra, refused by name before any thread runs
         counts = _count_records(files)
         total = sum(counts)
         if total == 0:
@@ -201,6 +209,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             read_ahead=read_ahead,
             policy=config.error_policy(),
             name=type(self).__name__,
+            cast_float64=config.cast_float64,
         )
         self._use_reader(reader)
         self._length = total
@@ -344,14 +353,12 @@ def resolve_paths(paths: PathsLike) -> list[str]:
 
 
 def _array_record_reader() -> Any:
-    try:
-        from array_record.python.array_record_module import ArrayRecordReader
-    except ImportError as err:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "ArrayRecordSourceModule needs the array_record package: "
-            "pip install 'datarax[arrayrecord]' (Linux; see array_record's platform notes)."
-        ) from err
-    return ArrayRecordReader
+    # array_record is an optional extra (Linux wheels only): imported on first use.
+    module = require(
+        "array_record.python.array_record_module", extra="arrayrecord",
+        user="ArrayRecordSourceModule",
+    )
+    return module.ArrayRecordReader
 
 
 def _count_one(path: str) -> int:

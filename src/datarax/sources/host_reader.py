@@ -63,7 +63,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.errors import ConfigError, RecordError
+from datarax.core.dtypes import fit_value
+from datarax.core.errors import ConfigError, DataraxError, RecordError
 from datarax.core.spec import TextSpec
 from datarax.samplers.index_shuffle import index_shuffle_np, small_permutation, uses_small_table
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
@@ -223,6 +224,18 @@ class RecordStructureError(ValueError):
     """A decoded record whose structure differs from the first record's."""
 
 
+#: the fix a 64-bit message names last for a decoded value.
+_DECODE_FIX = "cast or drop the field in decode"
+
+
+def _describe_cause(cause: BaseException) -> str:
+    """A failure's cause for a message: datarax's own errors in their words (without a
+    closing period, the message goes on); others with their type."""
+    if isinstance(cause, (RecordStructureError, DataraxError)):
+        return str(cause).rstrip(".")
+    return f"{type(cause).__name__}: {cause}"
+
+
 # ------------------------------------------------------------------------ reader
 class HostReader:
     """Reads, decodes and batches records of a random-access object on host threads.
@@ -239,6 +252,9 @@ class HostReader:
             ``batch_size``, at least 64).
         policy: the :class:`ErrorPolicy` for bad records.
         name: how errors name the source (e.g. ``"ArrayRecordSourceModule"``).
+        cast_float64: decoded ``float64`` values are cast to ``float32`` (else refused
+            while x64 is off). Decoded values follow :mod:`datarax.core.dtypes`: 64-bit
+            ints narrowed when they fit, Python ``int``/``float`` as JAX's defaults.
     """
 
     def __init__(
@@ -252,6 +268,7 @@ class HostReader:
         chunk_size: int | None = None,
         policy: ErrorPolicy | None = None,
         name: str = "source",
+        cast_float64: bool = False,
     ) -> None:
         for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
                                   ("chunk_size", chunk_size, 1)):
@@ -269,6 +286,7 @@ class HostReader:
         self.chunk_size = chunk_size
         self.policy = policy or ErrorPolicy()
         self.name = name
+        self.cast_float64 = cast_float64
         self._getitems = getattr(data, "__getitems__", None)
         self._spec: dict[str, Any] | None = None
         self._spec_index: int | None = None
@@ -304,7 +322,7 @@ class HostReader:
     def record_error(self, index: int, cause: BaseException, *, epoch: int | None = None) -> RecordError:
         """The :class:`RecordError` for stable record ``index`` failing with ``cause``."""
         path, in_file = self.locate(index)
-        detail = f"{type(cause).__name__}: {cause}" if not isinstance(cause, RecordStructureError) else str(cause)
+        detail = _describe_cause(cause)
         when = "" if epoch is None else f" (epoch {epoch})"
         hint = (
             "Fix or regenerate the file, or construct the source with on_error='skip' to "
@@ -333,6 +351,11 @@ class HostReader:
                 try:
                     raw = self.data[index]
                     record = self._decode_checked(raw, index, reference=None)
+                except ConfigError as err:  # a setting (cast_float64), not a bad record
+                    raise ConfigError(
+                        f"{self.name}: decoding {self.where(index)}: "
+                        f"{str(err).rstrip('.')}."
+                    ) from err
                 except Exception as err:  # noqa: BLE001 - reported with location
                     if first_error is None:
                         first_error = self.record_error(index, err)
@@ -382,8 +405,12 @@ class HostReader:
             )
         if not record:
             raise RecordStructureError("decode returned an empty dict; return at least one field")
+        record = {
+            key: fit_value(key, value, cast_float64=self.cast_float64, drop_hint=_DECODE_FIX)
+            for key, value in record.items()
+        }
         if reference is None:
-            return dict(record)
+            return record
         if list(record.keys()) != list(reference.keys()):
             raise RecordStructureError(
                 f"decode returned fields {list(record.keys())}, the first record "
@@ -525,7 +552,7 @@ class HostReader:
     def _skipped_record(self, epoch: int, failure: _Failure) -> SkippedRecord:
         path, in_file = self.locate(failure.index)
         cause = failure.cause
-        text = str(cause) if isinstance(cause, RecordStructureError) else f"{type(cause).__name__}: {cause}"
+        text = _describe_cause(cause)
         return SkippedRecord(epoch, failure.position, failure.index, path, in_file, text)
 
     def _commit(self, position: int) -> None:

@@ -1,8 +1,15 @@
-"""``MemorySource``: records already in memory, served on the compiled path."""
+"""``MemorySource``: records already in memory, served on the compiled path.
+
+Numeric fields live on the device and are gathered inside the compiled step; text
+fields (numpy ``str``/``object`` arrays, lists of ``str``) stay on the host and are
+gathered by the same record indices (shuffle, shards and resume cover them alike).
+Nested dicts of fields are nested fields, named by path (``"meta/id"``) in messages.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,11 +22,15 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.data_source import Batch
+from datarax.core.dtypes import fit_column, is_text_value
 from datarax.core.element import Element
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import DataraxError
 from datarax.core.indexed import IndexedSource
-from datarax.core.spec import array_to_spec_strip_leading, x64_enabled
+from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
+from datarax.sources._columns import as_text
+
+Path = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -28,17 +39,21 @@ class MemorySourceConfig(StructuralConfig):
 
     Attributes:
         shuffle: serve records in a Feistel permutation, new each epoch (``seed + epoch``).
-        seed: the permutation seed (an int in ``[0, 2**32)``).
+        seed: the permutation seed (an int in ``[0, 2**32)``), used when the source is
+            built without ``rngs``; with ``rngs`` the order is seeded from ``rngs``.
         track_metadata: iterating the source yields :class:`~datarax.core.element.Element`
             objects carrying ``RecordMetadata`` (stable index, epoch, source name).
         num_epochs: passes that direct iteration (``for e in source``) makes; ``-1`` is
             unbounded. A Pipeline always runs one pass per ``iter(pipeline)``.
+        cast_float64: cast ``float64`` (``complex128``) fields to ``float32``
+            (``complex64``) while ``jax_enable_x64`` is off; without it they are refused.
     """
 
     shuffle: bool = False
     seed: int = 42
     track_metadata: bool = False
     num_epochs: int = 1
+    cast_float64: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -46,14 +61,31 @@ class MemorySourceConfig(StructuralConfig):
         check_seed(self, "seed")
         check_bool(self, "track_metadata")
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+        check_bool(self, "cast_float64")
 
 
 class MemorySource(IndexedSource):
-    """Records held in device memory; an indexed source (compiled pipeline path).
+    """Records held in memory; an indexed source (compiled pipeline path).
 
-    ``data`` is a dict of equal-length arrays (records along axis 0) or a sequence of
-    records, each a dict of scalars/arrays. Python numbers become JAX's default
-    int32/float32; a 64-bit NumPy array is refused while ``jax_enable_x64`` is off.
+    ``data`` is a dict of equal-length arrays (records along axis 0; a nested dict
+    gives nested fields) or a sequence of records, each a dict of scalars, arrays or
+    strings. Values follow datarax's one dtype policy (:mod:`datarax.core.dtypes`)
+    while ``jax_enable_x64`` is off: ``int64``/``uint64`` become ``int32`` when every
+    value fits (a value that does not is refused, naming field, record and value);
+    ``float64`` is refused unless ``cast_float64=True``; Python numbers take JAX's
+    defaults (``int32``, ``float32``).
+
+    Text fields (numpy string/``object`` arrays of ``str``, lists of ``str``) stay on
+    the host as ``object`` arrays: batches carry them as lists of ``str`` gathered by
+    the same record indices as the device fields, and the pipeline's stages then run
+    on the host, where operators receive them (numeric fields are still gathered by
+    the compiled step).
+
+    Shuffle order: with ``rngs`` given (and ``shuffle=True``), the permutation seed is
+    drawn from ``rngs`` (its ``shuffle`` stream if it has one, else ``default``), as
+    NNX modules draw their randomness from ``rngs``, and ``source.config.seed`` holds
+    the drawn seed; the given ``config.seed`` is used only when ``rngs`` is None. Build
+    the source the same way to resume it (a state saved under another seed is refused).
 
     The records are not NNX state: ``nnx.state(source)`` holds the position and the
     shuffle seed, not the dataset (the compiled step receives the arrays as arguments).
@@ -64,6 +96,9 @@ class MemorySource(IndexedSource):
         >>> src = MemorySource(MemorySourceConfig(), [{"x": i} for i in range(5)])
         >>> len(src), src.get_batch_at(3, 2)["x"].tolist()
         (5, [3, 4])
+        >>> words = MemorySource(MemorySourceConfig(), {"id": np.arange(3), "word": ["a", "b", "c"]})
+        >>> words.data["id"].dtype, words.get_batch_at(1, 2)["word"]
+        (dtype('int32'), ['b', 'c'])
     """
 
     config: MemorySourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -76,12 +111,17 @@ class MemorySource(IndexedSource):
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ) -> None:
+        if rngs is not None and config.shuffle:
+            # rngs seeds the order: the drawn seed becomes config.seed, so a saved state
+            # names it and a restore into a source seeded otherwise is refused.
+            config = dataclasses.replace(config, seed=_draw_seed(rngs))
         super().__init__(config, rngs=rngs, name=name)
-        columns = _to_columns(data)
-        self.__store = _ColumnStore(columns)
-        self.__length = int(next(iter(columns.values())).shape[0])
-        # The seed travels as data, not as a constant baked into the compiled step, so one
-        # executable (and one persistent-cache entry) serves every seed.
+        flat = _to_columns(data, config.cast_float64)
+        device = {p: v for p, v in flat.items() if not isinstance(v, np.ndarray)}
+        host = {p: v for p, v in flat.items() if isinstance(v, np.ndarray)}
+        self.__store = _ColumnStore(_unflatten(device), host, list(flat))
+        self.__length = int(next(iter(flat.values())).shape[0])
+        # The seed travels as data, not as a constant baked into the compiled step.
         self.permutation_seed = nnx.Variable(np.asarray(config.seed, np.uint32))
 
     def __len__(self) -> int:
@@ -89,14 +129,37 @@ class MemorySource(IndexedSource):
 
     @property
     def data(self) -> dict[str, Any]:
-        """The fields, records along axis 0 (inside the compiled step: its arguments)."""
+        """The device fields, records along axis 0 (inside the compiled step: its
+        arguments). Text fields are in :attr:`host_data`."""
         return self.__store.current()
+
+    @property
+    def host_data(self) -> dict[str, np.ndarray]:
+        """The text fields kept on the host, by path (``"meta/name"``): ``object`` arrays."""
+        return {"/".join(p): v for p, v in self.__store.host.items()}
 
     def step_inputs(self) -> dict[str, Any]:
         return self.__store.columns
 
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[None]:
         return self.__store.bind(inputs)
+
+    def has_host_fields(self) -> bool:
+        return bool(self.__store.host)
+
+    def with_host_fields(self, batch: Batch, start: int, size: int) -> tuple[Batch, np.ndarray]:
+        indices = self._host_indices(start, size)
+        return self.__store.merge(batch, indices), indices
+
+    def _host_indices(self, start: int, size: int) -> np.ndarray:
+        """``record_indices_at(start, size)`` computed with NumPy (same permutation)."""
+        positions = np.arange(size, dtype=np.int64) + int(start)
+        within = positions % self.__length
+        if not self.config.shuffle:
+            return within
+        epochs = positions // self.__length
+        seed = int(self.permutation_seed.get_value())
+        return index_shuffle_np(within, self.__length - 1, (seed + epochs) % 2**32)
 
     def _positions_to_indices(self, positions: Any) -> Any:
         """Map global positions to record indices (shuffled per epoch when enabled)."""
@@ -109,7 +172,11 @@ class MemorySource(IndexedSource):
         return self._positions_to_indices(jnp.arange(size, dtype=jnp.int32) + start)
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
-        """``size`` records from global position ``start`` (wrapping into the next epoch)."""
+        """``size`` records from global position ``start`` (wrapping into the next epoch).
+
+        Inside a compiled step only the device fields are gathered (the pipeline adds
+        the text fields on the host); called directly, text fields come too.
+        """
         return self.get_batch_and_indices_at(start, size, key)[0]
 
     def get_batch_and_indices_at(
@@ -119,32 +186,54 @@ class MemorySource(IndexedSource):
         if type(self).get_batch_at is not MemorySource.get_batch_at:  # a subclass reads
             return super().get_batch_and_indices_at(start, size, key)
         indices = self.record_indices_at(start, size, key)
-        return {k: jnp.take(v, indices, axis=0) for k, v in self.data.items()}, indices
+        batch = _map(lambda v: jnp.take(v, indices, axis=0), self.data)
+        if self.__store.host and not isinstance(indices, jax.core.Tracer):
+            batch = self.__store.merge(batch, np.asarray(indices))
+        return batch, indices
 
     def element_spec(self) -> dict[str, Any]:
-        return {k: array_to_spec_strip_leading(v) for k, v in self.data.items()}
+        device = _map(array_to_spec_strip_leading, self.__store.columns)
+        return self.__store.merge_specs(device)
 
     def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:
         n = self.__length
         if self.config.shuffle:
-            stable = int(index_shuffle_np(np.asarray([index]), n - 1, (self.config.seed + epoch) % 2**32)[0])
+            seed = (int(self.permutation_seed.get_value()) + epoch) % 2**32
+            stable = int(index_shuffle_np(np.asarray([index]), n - 1, seed)[0])
         else:
             stable = index
-        return {k: v[stable] for k, v in self.data.items()}, stable
+        record = _map(lambda v: v[stable], self.data)
+        return self.__store.merge(record, stable, single=True), stable
+
+
+def _map(fn: Any, tree: Mapping[str, Any]) -> dict[str, Any]:
+    """``fn`` on every leaf of a nested dict, keeping the fields' order."""
+    return {k: _map(fn, v) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
+
+
+def _draw_seed(rngs: nnx.Rngs) -> int:
+    """A permutation seed drawn from ``rngs`` (its ``shuffle`` stream, else ``default``)."""
+    stream = rngs.shuffle if "shuffle" in rngs else rngs.default
+    return int(jax.random.bits(stream(), (), jnp.uint32))
 
 
 class _ColumnStore:
     """The records of a MemorySource, kept out of NNX state.
 
-    NNX sees this holder as static structure; it compares equal to any holder of the
-    same fields, shapes and dtypes, so equally shaped sources share one compiled step.
-    The step receives the arrays as arguments (:meth:`bind`), never as constants.
+    ``columns`` (a nested dict of device arrays) is what the compiled step receives
+    as arguments (:meth:`bind`), never as constants; ``host`` maps the path of each
+    text field to its ``object`` array. NNX sees this holder as static structure; it
+    compares equal to any holder of the same fields, shapes and dtypes, so equally
+    shaped sources share one compiled step.
     """
 
-    def __init__(self, columns: dict[str, Any]) -> None:
+    def __init__(self, columns: dict[str, Any], host: dict[Path, np.ndarray], order: list[Path]) -> None:
         self.columns = columns
+        self.host = host
+        self.order = order
+        device = _flatten(columns)
         self._signature = tuple(
-            (k, tuple(v.shape), str(v.dtype)) for k, v in sorted(columns.items())
+            (p, tuple(v.shape), str(v.dtype)) for p, v in sorted({**device, **host}.items())
         )
         self._bound = threading.local()
 
@@ -161,6 +250,23 @@ class _ColumnStore:
         finally:
             self._bound.inputs = previous
 
+    def merge(self, device: Batch, indices: Any, *, single: bool = False) -> Batch:
+        """``device`` fields plus the text fields at ``indices``, in the data's field order.
+
+        A batch carries text as lists (of ``str``, or of arrays for shaped text); one
+        record (``single``) carries the value itself.
+        """
+        flat = _flatten(device)
+        for path, column in self.host.items():
+            flat[path] = column[indices] if single else list(column[np.asarray(indices)])
+        return _unflatten({p: flat[p] for p in self.order if p in flat})
+
+    def merge_specs(self, device: dict[str, Any]) -> dict[str, Any]:
+        flat = _flatten(device)
+        for path, column in self.host.items():
+            flat[path] = TextSpec(tuple(column.shape[1:]))
+        return _unflatten({p: flat[p] for p in self.order})
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _ColumnStore) and other._signature == self._signature
 
@@ -168,51 +274,54 @@ class _ColumnStore:
         return hash(self._signature)
 
 
-def _to_columns(data: Any) -> dict[str, jax.Array]:
-    """Turn a dict of arrays or a sequence of records into a dict of device arrays."""
+def _flatten(tree: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
+    flat: dict[Path, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, (*prefix, key)))
+        else:
+            flat[(*prefix, key)] = value
+    return flat
+
+
+def _unflatten(flat: Mapping[Path, Any]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for path, value in flat.items():
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return tree
+
+
+def _name(path: Path) -> str:
+    return "/".join(path)
+
+
+def _to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
+    """Turn a dict of arrays or a sequence of records into columns by field path:
+    device arrays for numbers, ``object`` arrays (host) for text."""
     if isinstance(data, Mapping):
         if not data:
             raise DataraxError("MemorySource got an empty dict; pass at least one field.")
-        columns = {str(k): _column(k, v) for k, v in data.items()}
+        columns = _columns_of_dict(data, (), cast_float64)
     elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
         if len(data) == 0:
             raise DataraxError("MemorySource got an empty sequence; pass at least one record.")
         records = [r.data if isinstance(r, Element) else r for r in data]
-        first = records[0]
-        if not isinstance(first, Mapping):
+        if not isinstance(records[0], Mapping):
             raise DataraxError(
                 f"MemorySource records must be dicts of fields, record 0 is "
-                f"{type(first).__name__}. Wrap it, e.g. [{{'x': r}} for r in data], or pass "
+                f"{type(records[0]).__name__}. Wrap it, e.g. [{{'x': r}} for r in data], or pass "
                 "a dict of arrays."
             )
-        keys = list(first.keys())
-        for i, record in enumerate(records):
-            if not isinstance(record, Mapping) or list(record.keys()) != keys:
-                got = list(record.keys()) if isinstance(record, Mapping) else type(record).__name__
-                raise DataraxError(
-                    f"MemorySource record {i} has fields {got}, record 0 has {keys}; every "
-                    "record needs the same fields."
-                )
-        columns = {}
-        for key in keys:
-            values = [record[key] for record in records]
-            shapes = {np.shape(v) for v in values}
-            if len(shapes) > 1:
-                bad = next(i for i, v in enumerate(values) if np.shape(v) != np.shape(values[0]))
-                raise DataraxError(
-                    f"MemorySource field '{key}': record {bad} has shape {np.shape(values[bad])}, "
-                    f"record 0 has {np.shape(values[0])}; pad or resize records to one shape."
-                )
-            if all(isinstance(v, (jax.Array, np.ndarray, np.generic)) for v in values):
-                columns[str(key)] = _column(key, np.stack([np.asarray(v) for v in values]))
-            else:
-                columns[str(key)] = _column(key, values)
+        columns = _columns_of_records(records, (), cast_float64)
     else:
         raise DataraxError(
             f"MemorySource data must be a dict of arrays or a sequence of records, got "
             f"{type(data).__name__}."
         )
-    lengths = {k: int(v.shape[0]) for k, v in columns.items()}
+    lengths = {_name(p): int(v.shape[0]) for p, v in columns.items()}
     if len(set(lengths.values())) > 1:
         raise DataraxError(
             f"MemorySource fields have different numbers of records: {lengths}; every field "
@@ -223,34 +332,143 @@ def _to_columns(data: Any) -> dict[str, jax.Array]:
     return columns
 
 
-def _column(name: Any, value: Any) -> jax.Array:
-    """One field as a device array; 64-bit NumPy input is refused without x64."""
-    if isinstance(value, (np.ndarray, np.generic, jax.Array)):
-        dtype = np.dtype(value.dtype)
-        if dtype.kind in "USO":
+def _columns_of_dict(data: Mapping[Any, Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
+    columns: dict[Path, Any] = {}
+    for key, value in data.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping):
+            if not value:
+                raise DataraxError(
+                    f"MemorySource field '{_name(path)}' is an empty dict; give it at least "
+                    "one field or remove it."
+                )
+            columns.update(_columns_of_dict(value, path, cast_float64))
+        else:
+            columns[path] = _column(path, value, cast_float64)
+    return columns
+
+
+def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
+    keys = list(records[0].keys())
+    where = f" field '{_name(prefix)}'" if prefix else ""
+    for i, record in enumerate(records):
+        if not isinstance(record, Mapping) or list(record.keys()) != keys:
+            got = list(record.keys()) if isinstance(record, Mapping) else type(record).__name__
             raise DataraxError(
-                f"MemorySource field '{name}' holds {dtype} values; MemorySource keeps "
-                "numeric arrays on the device. Encode text (e.g. token ids) first."
+                f"MemorySource record {i}{where} has fields {got}, record 0 has {keys}; every "
+                "record needs the same fields."
             )
-        if dtype.itemsize == 8 and dtype.kind in "iufc" and not x64_enabled():
-            raise ConfigError(
-                f"MemorySource field '{name}' is {dtype.name} but jax_enable_x64 is off, so "
-                f"it would be silently narrowed to 32 bits. Cast it first (e.g. "
-                f"x.astype(np.{'float32' if dtype.kind in 'fc' else 'int32'})) or enable "
-                "x64 with jax.config.update('jax_enable_x64', True)."
+    if not keys:
+        raise DataraxError(
+            f"MemorySource record 0{where} has no fields; give it at least one field."
+        )
+    columns: dict[Path, Any] = {}
+    for key in keys:
+        path = (*prefix, str(key))
+        values = [record[key] for record in records]
+        if isinstance(values[0], Mapping):
+            columns.update(_columns_of_records(values, path, cast_float64))
+            continue
+        shapes = [_record_shape(v) for v in values]
+        bad = next((i for i, s in enumerate(shapes) if s != shapes[0]), None)
+        if bad is not None:
+            if isinstance(shapes[bad], tuple) and isinstance(shapes[0], tuple):
+                got, first = f"shape {shapes[bad]}", str(shapes[0])
+            else:
+                got, first = _describe(shapes[bad]), _describe(shapes[0])
+            raise DataraxError(
+                f"MemorySource field '{_name(path)}': record {bad} has {got}, record 0 has "
+                f"{first}; every record needs the same fields and shapes (pad or resize "
+                "records to one shape)."
             )
-        # device_put, not jnp.asarray: the latter compiles a conversion per new shape.
-        array = jax.device_put(value)
+        if all(isinstance(v, (jax.Array, np.ndarray, np.generic)) for v in values):
+            columns[path] = _column(path, np.stack([np.asarray(v) for v in values]), cast_float64)
+        else:
+            columns[path] = _column(path, values, cast_float64, records=True)
+    return columns
+
+
+def _record_shape(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return "a dict"
+    if isinstance(value, (str, bytes)):
+        return ()
+    try:
+        return np.shape(value)
+    except ValueError:  # ragged nested lists
+        return "a ragged list"
+
+
+def _describe(shape: Any) -> str:
+    return shape if isinstance(shape, str) else f"shape {shape}"
+
+
+def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -> Any:
+    """One field: a device array for numbers (under the dtype policy), an ``object``
+    array on the host for text."""
+    name = _name(path)
+    if is_text_value(value) or (records and any(isinstance(v, (str, bytes)) for v in value)):
+        return _text_column(name, value)
+    if isinstance(value, jax.Array):
+        array = value
     else:
         try:
-            array = jnp.asarray(value)
+            array = np.asarray(value)
         except (TypeError, ValueError) as err:
             raise DataraxError(
                 f"MemorySource field '{name}' cannot be turned into an array: {err}"
             ) from err
+        if array.dtype.kind not in "biufc":
+            raise DataraxError(
+                f"MemorySource field '{name}' holds {array.dtype} values; MemorySource keeps "
+                "numbers (bool, int, float, complex) on the device and text (str/bytes) on "
+                "the host. Convert the field to one of those."
+            )
     if array.ndim == 0:
         raise DataraxError(
             f"MemorySource field '{name}' is a scalar; a dict of arrays needs one entry "
             "per record along axis 0."
+        )
+    array = fit_column(  # Python numbers (value a list) take JAX's defaults
+        name, array if isinstance(value, (jax.Array, np.ndarray)) else value, where="MemorySource", cast_float64=cast_float64,
+        drop_hint="remove the field from data",
+    )
+    # device_put, not jnp.asarray: the latter compiles a conversion per new shape.
+    return jax.device_put(array)
+
+
+def _text_column(name: str, value: Any) -> np.ndarray:
+    if isinstance(value, (str, bytes)):
+        raise DataraxError(
+            f"MemorySource field '{name}' is a single string; a dict of arrays needs one "
+            "entry per record along axis 0 (e.g. a list of str)."
+        )
+    if isinstance(value, np.ndarray):
+        array = as_text(value)
+    elif all(isinstance(v, (str, bytes)) for v in value):
+        array = np.empty(len(value), dtype=object)
+        array[:] = list(value)
+        return array
+    else:
+        first = next(v for v in value if not isinstance(v, (str, bytes)))
+        if not isinstance(first, (Sequence, np.ndarray)) or not is_text_value(first):
+            raise DataraxError(
+                f"MemorySource field '{name}' mixes text with {type(first).__name__} "
+                f"values ({first!r}); a field holds either text or numbers."
+            )
+        array = as_text(np.asarray(value))  # records each holding a list of str
+        return array
+    if array.ndim == 0:
+        raise DataraxError(
+            f"MemorySource field '{name}' is a scalar; a dict of arrays needs one entry "
+            "per record along axis 0."
+        )
+    for bad in array.reshape(-1):
+        if isinstance(bad, (str, bytes)):
+            continue
+        raise DataraxError(
+            f"MemorySource field '{name}' is an object array holding {type(bad).__name__} "
+            f"values ({bad!r}); MemorySource keeps numbers on the device and str/bytes on "
+            "the host. Convert the field to a numeric array or to text."
         )
     return array

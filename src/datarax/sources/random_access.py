@@ -170,6 +170,7 @@ class RandomAccessSource(DataSourceModule):
                 read_ahead=read_ahead,
                 policy=self.error_policy(),
                 name=type(self).__name__,
+                cast_float64=bool(getattr(self.config, "cast_float64", False)),
             )
         return self.__reader
 

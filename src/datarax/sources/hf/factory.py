@@ -12,7 +12,6 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
-from datarax.sources.hf.arrow import is_text_type
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
 from datarax.sources.hf.locate import split_bytes
@@ -40,7 +39,8 @@ def from_hf(
 
     * its size is known and at most :data:`EAGER_MAX_BYTES` (256 MiB): the size the
       dataset declares for the split, else the bytes of its local files;
-    * none of the kept fields is text (text cannot live on the device);
+    * (text fields do not matter: an eager source keeps them on the host, gathered by
+      the same record indices as the device fields);
     * no streaming-only option (``chunk_size``, ``shuffle_buffer_size``, ``on_error``,
       ``max_skipped``, ``max_skipped_fraction``) is given.
 
@@ -69,18 +69,11 @@ def from_hf(
 
 
 def _fits_eager(config: HFStreamingConfig) -> bool:
-    """Whether the split's size is known and small enough, and no kept field is text."""
-    where = "from_hf"
-    dataset, keys, _ = open_stream(config, where)
+    """Whether the split's size is known and small enough to load eagerly.
+
+    Text fields fit: the eager source keeps them on the host (see
+    :class:`~datarax.sources.MemorySource`).
+    """
+    dataset, _, _ = open_stream(config, "from_hf")
     size = split_bytes(config, dataset)
-    if size is None or size > EAGER_MAX_BYTES:
-        return False
-    features = dataset.features
-    if features is not None:
-        schema = features.arrow_schema
-    else:  # undeclared (e.g. JSON files): the schema of the first record
-        first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
-        if first is None:
-            return False  # empty: the streaming source says so
-        schema = first.schema
-    return not any(is_text_type(schema.field(key).type) for key in keys)
+    return size is not None and size <= EAGER_MAX_BYTES

@@ -33,10 +33,11 @@ def from_tfds(
 
     ``streaming=True`` / ``False`` chooses explicitly and always wins. With
     ``streaming=None`` the split is loaded eagerly (:class:`TFDSEagerSource`) when the
-    dataset declares its size at most :data:`EAGER_MAX_BYTES` (256 MiB) and none of the
-    kept fields is text (and no streaming-only option — ``num_threads``, ``read_ahead``,
-    ``on_error``, ``max_skipped``, ``max_skipped_fraction`` — is given); otherwise it is
-    streamed (:class:`TFDSStreamingSource`).
+    dataset declares its size at most :data:`EAGER_MAX_BYTES` (256 MiB) and no
+    streaming-only option (``num_threads``, ``read_ahead``, ``on_error``,
+    ``max_skipped``, ``max_skipped_fraction``) is given; otherwise it is streamed
+    (:class:`TFDSStreamingSource`). Text fields do not matter: the eager source keeps
+    them on the host, gathered with their records.
 
     ``config`` holds further config fields (``data_dir``, ``shuffle``, ``seed``, ...).
 
@@ -59,9 +60,9 @@ def from_tfds(
     where = "from_tfds"
     tfds = tfds_module(where)
     info = open_builder(tfds, eager_config, where).info
-    decoder = Decoder(info, eager_config, where)
+    Decoder(info, eager_config, where)  # refuses unknown field names / float64 up front
     size = _declared_bytes(info, split)
-    if decoder.declared_spec() or size is None or size > EAGER_MAX_BYTES:
+    if size is None or size > EAGER_MAX_BYTES:
         return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)
     return TFDSEagerSource(eager_config, rngs=rngs)
 
