@@ -55,6 +55,29 @@ def pipeline_over(source: Any, shard_index: int, shard_count: int, stages: Any) 
     )
 
 
+def _memory_text(root: Path) -> SourceRow:
+    """A MemorySource with a text column and a nested field: text stays on the host and
+    is gathered by the same record indices as the compiled columns."""
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        x = np.arange(N_MEMORY, dtype=np.int32)
+        data = {
+            "x": x,
+            "text": np.asarray([f"record {i}" for i in range(N_MEMORY)]),
+            "meta": {"double": 2 * x},
+        }
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=7), data)
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    def ids(batch: Any) -> Any:
+        from_text = np.asarray([int(t.split()[1]) for t in batch["text"]])
+        assert from_text.tolist() == np.asarray(batch["x"]).tolist()  # text follows its record
+        assert (np.asarray(batch["meta"]["double"]) == 2 * np.asarray(batch["x"])).all()
+        return batch["x"]
+
+    return SourceRow("memory_text", make, N_MEMORY, ids, shuffled=True, kind="INDEXED")
+
+
 # ------------------------------------------------------------------- data files
 def write_table_data(root: Path) -> None:
     """Every file-backed row's data under ``root`` (csv/, ar/, tfds/, hf/)."""
@@ -407,6 +430,7 @@ def _npy(root: Path) -> SourceRow:
 ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "memory_dict": (_memory(False), None),
     "memory_list": (_memory(True), None),
+    "memory_text": (_memory_text, None),
     "csv_seed": (_csv, None),
     "array_record": (_array_record, "array_record.python.array_record_module"),
     "tfds_eager": (_tfds(False), "tensorflow_datasets"),

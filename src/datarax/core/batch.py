@@ -59,3 +59,33 @@ def concat_batches(parts: list[Batch]) -> Batch:
         else:
             out[key] = np.concatenate([np.asarray(v) for v in values])
     return out
+
+
+def record_at(batch: Batch, i: int) -> Batch:
+    """Record ``i`` of a batch, walking nested fields (a text field's list is one leaf).
+
+    Example:
+        >>> record_at({"x": np.arange(3), "meta": {"name": ["a", "b", "c"]}}, 1)
+        {'x': np.int64(1), 'meta': {'name': 'b'}}
+    """
+    return {k: record_at(v, i) if isinstance(v, dict) else v[i] for k, v in batch.items()}
+
+
+def stack_records(records: list[Batch]) -> Batch:
+    """The batch of ``records`` (the inverse of :func:`record_at`): text fields become
+    lists of ``str``, everything else one numpy array per field.
+
+    Example:
+        >>> stack_records([{"x": 1, "t": "a"}, {"x": 2, "t": "b"}])
+        {'x': array([1, 2]), 't': ['a', 'b']}
+    """
+    out: Batch = {}
+    for key in records[0]:
+        values = [r[key] for r in records]
+        if all(isinstance(v, dict) for v in values):
+            out[key] = stack_records(values)
+        elif all(isinstance(v, (str, bytes, np.str_, np.bytes_)) for v in values):
+            out[key] = [str(v) if isinstance(v, np.str_) else v for v in values]
+        else:
+            out[key] = np.stack([np.asarray(v) for v in values])
+    return out

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import record_at
 from datarax.core.config import StructuralConfig
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
@@ -50,16 +51,6 @@ Batch = dict[str, Any]
 _SPEC_CACHE: weakref.WeakKeyDictionary[Any, dict[bool, dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def first_record(batch: Batch) -> Batch:
-    """Record 0 of a batch, walking nested fields (a text field's list is one leaf).
-
-    Example:
-        >>> first_record({"x": np.arange(3), "meta": {"name": ["a", "b", "c"]}})
-        {'x': np.int64(0), 'meta': {'name': 'a'}}
-    """
-    return {k: first_record(v) if isinstance(v, dict) else v[0] for k, v in batch.items()}
 
 
 class SourceKind(enum.Enum):
@@ -403,7 +394,7 @@ class DataSourceModule(DataraxModule):
                 batch, indices = self.get_batch_with_indices(1)
                 if batch is None:
                     raise StopIteration
-            record = first_record(batch)
+            record = record_at(batch, 0)
             index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
         if getattr(self.config, "track_metadata", False):
             return Element(
@@ -431,7 +422,7 @@ class DataSourceModule(DataraxModule):
         start = epoch * n + index
         batch = self.get_batch_at(start, 1, None)
         stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
-        return first_record(batch), stable
+        return record_at(batch, 0), stable
 
     # ------------------------------------------------------------ for core.stream
     def _stream_session(self) -> _Session:

@@ -8,9 +8,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
+from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
@@ -98,25 +98,26 @@ class ElementOperator(OperatorModule):
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Apply ``fn`` to each record (``keys``: one key per record or None)."""
-        if any(is_text_value(v) for v in data.values()):
+        if any(is_text_value(v) for v in jax.tree.leaves(data, is_leaf=_is_text_leaf)):
             return self._apply_per_record(data, keys)
         if keys is None:
             return jax.vmap(lambda d: self._call(d, None))(data)
         return jax.vmap(self._call)(data, keys)
 
     def _apply_per_record(self, data: Batch, keys: Any | None) -> Batch:
-        n = len(next(iter(data.values())))
-        outputs = []
-        for i in range(n):
-            record = {k: v[i] for k, v in data.items()}
-            outputs.append(self._call(record, None if keys is None else keys[i]))
-        if not outputs:
+        """Batches holding text run record by record on the host (operators may read and
+        route strings); the outputs are stacked again, one device transfer per field."""
+        n = batch_length(data)
+        if n == 0:
             return data
-        result: Batch = {}
-        for k in outputs[0]:
-            values = [o[k] for o in outputs]
-            if all(isinstance(v, (str, bytes, np.str_, np.bytes_)) for v in values):
-                result[k] = [str(v) if isinstance(v, np.str_) else v for v in values]
-            else:  # one host stack and one device transfer per field
-                result[k] = jnp.asarray(np.stack([np.asarray(v) for v in values]))
-        return result
+        outputs = [
+            self._call(record_at(data, i), None if keys is None else keys[i]) for i in range(n)
+        ]
+        stacked = stack_records(outputs)
+        return jax.tree.map(
+            lambda v: v if isinstance(v, list) else jnp.asarray(v), stacked, is_leaf=_is_text_leaf
+        )
+
+
+def _is_text_leaf(value: Any) -> bool:
+    return isinstance(value, list)

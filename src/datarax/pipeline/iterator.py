@@ -11,6 +11,11 @@ reads the position back for ``get_state()``. Two paths, chosen by ``source.kind`
   text of the same records and the stages run on the host;
 * host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
   against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
+
+With ``sharding=`` every batch is placed on the mesh as it is prepared (indexed: when
+dispatched, so prefetched batches wait placed; host: in place of the device copy),
+see :mod:`datarax.pipeline.devices`. After an elastic restore
+(:mod:`datarax.pipeline.elastic`) an indexed epoch's share is a few runs of positions.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import SpecMismatchError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
-from datarax.pipeline.state import make_state
+from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.steps import apply_stages, indexed_step, stage_step, stages_per_record
 
 if TYPE_CHECKING:
@@ -54,6 +59,20 @@ def _head(array: Any, count: int) -> Any:
     if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
         return jax.device_put(np.asarray(array)[:count])
     return array[:count]
+
+
+def _join(parts: list[Batch]) -> Batch:
+    """Batches joined field by field, device arrays staying on the device."""
+    out: Batch = {}
+    for key in parts[0]:
+        values = [p[key] for p in parts]
+        if isinstance(values[0], dict):
+            out[key] = _join(values)
+        elif isinstance(values[0], (list, tuple)):
+            out[key] = [item for v in values for item in v]
+        else:
+            out[key] = jnp.concatenate(values)
+    return out
 
 
 def _is_leaf(value: Any) -> bool:
@@ -110,6 +129,11 @@ class PipelineIterator:
         self._closed = True
 
     @property
+    def exhausted(self) -> bool:
+        """Whether ``next()`` will serve nothing more (pass over, closed or superseded)."""
+        return self._finished or self._closed or self._superseded
+
+    @property
     def epoch(self) -> int:
         """The pass this iterator serves."""
         return self._epoch
@@ -124,11 +148,14 @@ class PipelineIterator:
             )
         if self._finished or self._closed:
             return 0
+        elastic = self._pipeline.elastic_epoch(self._epoch)
+        if elastic is not None:
+            size = elastic.size
         return self._plan.batches(max(self._plan.served(size) - self._source.index, 0))
 
     def get_state(self) -> dict[str, Any]:
         """Small JSON-able state: epoch, records handed out, settings, source position."""
-        return make_state(self._pipeline, self._source.epoch, self._source.index)
+        return self._pipeline.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
@@ -228,6 +255,9 @@ class PipelineIterator:
         self._n = len(source)  # type: ignore[arg-type]
         self._lo = source.shard_bounds(self._n)[0]
         self._total = self._plan.served(source.epoch_size() or 0)
+        self._elastic = self._pipeline.elastic_epoch(self._epoch)
+        if self._elastic is not None:  # this epoch's share is re-split runs
+            self._total = self._plan.served(self._elastic.size)
         self._dispatched = source.index
         self._prepared = True
 
@@ -246,27 +276,54 @@ class PipelineIterator:
         exact = count < self._batch_size and self._exact_short
         step = indexed_step(self._graphdef, count) if exact else self._step
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
+        where: Any = position_dtype(start)
+        pieces = None
+        if self._elastic is not None:
+            pieces = self._elastic.pieces(self._dispatched, count)
+            start = self._epoch * self._n + pieces[0][0]
+            where = position_dtype(start)
+            if len(pieces) > 1:  # the batch spans two runs of the share
+                exact = True
+                step = pieces_step(self._graphdef, tuple(hi - lo for lo, hi in pieces))
+                where = np.asarray([self._epoch * self._n + lo for lo, _ in pieces],
+                                   position_dtype)
         cached = _cache_size(step)
         began = time.perf_counter()
-        batch = step(
-            self._state, self._inputs, position_dtype(start), np.int32(self._epoch), self._key
-        )
+        batch = step(self._state, self._inputs, where, np.int32(self._epoch), self._key)
         # A call that added an executable to the step's cache traced and compiled it.
         timer = "compile" if _cache_size(step) > cached else "step"
         self._stats.seconds[timer] += time.perf_counter() - began
         if count < self._batch_size and not exact:
             batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=_is_leaf)
         if self._host_fields:
-            batch, indices = self._source.with_host_fields(batch, start, count)
+            batch, indices = self._join_host_fields(batch, start, count, pieces)
             if self._host_stages:
                 with self._stats.timer("stages"):
                     batch = apply_stages(
                         self._host_stages, batch, jnp.asarray(indices),
                         np.int32(self._epoch), draw(*self._key),
                     )
+        if not self._plan.check_finite:  # queued batches wait already placed on the mesh
+            batch = self._place(batch, self._dispatched)
         self._dispatched += count
         self._queue.append((count, batch, start))
         return True
+
+    def _join_host_fields(
+        self, batch: Batch, start: int, count: int, pieces: Any
+    ) -> tuple[Batch, np.ndarray]:
+        """The source's host fields added to ``batch`` (run by run for an elastic batch
+        that spans several runs of positions)."""
+        if not pieces or len(pieces) == 1:
+            return self._source.with_host_fields(batch, start, count)
+        parts, indices, at = [], [], 0
+        for lo, hi in pieces:
+            part = jax.tree.map(lambda v, a=at, b=at + hi - lo: v[a:b], batch, is_leaf=_is_leaf)
+            part, idx = self._source.with_host_fields(part, self._epoch * self._n + lo, hi - lo)
+            parts.append(part)
+            indices.append(np.asarray(idx))
+            at += hi - lo
+        return _join(parts), np.concatenate(indices)
 
     def _next_indexed(self) -> Batch:
         if not self._prepared:
@@ -276,10 +333,11 @@ class PipelineIterator:
         if not self._queue:
             raise StopIteration
         count, batch, start = self._queue.popleft()
-        if self._plan.check_finite:
+        if self._plan.check_finite:  # checked on this process's rows, then placed
             self._check_finite(
                 batch, lambda: self._source.record_indices_at(start, self._batch_size, None)
             )
+            batch = self._place(batch, self._source.index)
         self._source.advance(count)
         self._mark()
         return batch
@@ -307,17 +365,27 @@ class PipelineIterator:
         if stages:
             with self._stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices))
-        else:
+        if self._plan.check_finite:  # on this process's rows, before they join a mesh
+            self._check_finite(batch, lambda: indices, position)
+        if self._plan.placement is not None:  # straight from host memory onto the mesh
+            batch = self._place(batch, position)
+        elif not stages:
             with self._stats.timer("transfer"):
                 batch = jax.tree.map(
                     lambda v: v if is_text_value(v) or isinstance(v, list) else jax.device_put(v),
                     batch,
                     is_leaf=_is_leaf,
                 )
-        if self._plan.check_finite:
-            self._check_finite(batch, lambda: indices, position)
         self._mark()
         return batch
+
+    def _place(self, batch: Batch, position: int) -> Batch:
+        """``batch`` placed with the pipeline's ``sharding=`` (unchanged without one)."""
+        placement = self._plan.placement
+        if placement is None:
+            return batch
+        with self._stats.timer("transfer"):
+            return placement.place(batch, f"batch at record {position} of epoch {self._epoch}")
 
     def _check_finite(self, batch: Batch, stable_indices: Any, position: int | None = None) -> None:
         found = first_nonfinite(batch)

@@ -17,9 +17,12 @@ from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule
 from datarax.pipeline import state as state_format
+from datarax.pipeline.devices import placement_for
 from datarax.pipeline.stats import PipelineStats
+from datarax.sharding.placement import BatchPlacement
 
 if TYPE_CHECKING:
+    from datarax.pipeline.elastic import ElasticEpoch
     from datarax.pipeline.iterator import PipelineIterator
 
 Batch = dict[str, Any]
@@ -34,12 +37,14 @@ class PipelinePlan:
         drop_remainder: drop each epoch's short last batch.
         prefetch: compiled batches dispatched ahead of the one being consumed.
         check_finite: refuse batches holding NaN or inf.
+        placement: where batches are placed (``sharding=``), None for the default device.
     """
 
     batch_size: int
     drop_remainder: bool
     prefetch: int
     check_finite: bool
+    placement: BatchPlacement | None = None
 
     def batches(self, records: int) -> int:
         """Batches that ``records`` records make."""
@@ -59,6 +64,8 @@ class _Session:
         self.live: weakref.ref[PipelineIterator] | None = None
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.left_ended = False  # ...and whether its pass had ended there (an empty pass too)
+        self.stepper: PipelineIterator | None = None  # the iterator step() serves from
+        self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
         self.stats = PipelineStats()
 
     def __eq__(self, other: object) -> bool:
@@ -93,7 +100,8 @@ class Pipeline(nnx.Module):
         rngs: ``nnx.Rngs``; stochastic stages built without their own ``rngs`` draw
             their base key from it. Defaults to ``nnx.Rngs(0)``.
         drop_remainder: drop the short last batch of each epoch.
-        prefetch: compiled batches dispatched ahead of the one being consumed.
+        prefetch: batches prepared ahead of the one being consumed: for indexed
+            sources dispatched, computed and placed on the devices (``sharding``).
         shard_index, shard_count: this process's share of every epoch; default
             ``jax.process_index()`` of ``jax.process_count()``. Each share is a disjoint,
             equally long block of the epoch's (globally shuffled) order; the last
@@ -102,6 +110,11 @@ class Pipeline(nnx.Module):
         check_finite: refuse batches holding NaN or inf in a floating field, naming the
             field, the record's position in the epoch and its stable index (copies each
             batch to the host: a debugging aid, off by default).
+        sharding: a ``jax.sharding.NamedSharding`` or ``(Mesh, PartitionSpec)``: batches
+            come out as global ``jax.Array``s with it, the batch axis split over the
+            spec's first entry; under several processes each contributes its own share
+            (see :mod:`datarax.sharding.placement` and docs/devices.md). Not part of
+            the saved state: a state restores onto another mesh.
 
     Example:
         >>> import numpy as np
@@ -127,6 +140,7 @@ class Pipeline(nnx.Module):
         shard_index: int | None = None,
         shard_count: int | None = None,
         check_finite: bool = False,
+        sharding: Any = None,
     ) -> None:
         if not isinstance(source, DataSourceModule):
             raise SourceContractError(
@@ -159,9 +173,12 @@ class Pipeline(nnx.Module):
                 f"{' in this shard' if count > 1 else ''}. Lower batch_size or set "
                 "drop_remainder=False."
             )
+        placement = None if sharding is None else placement_for(
+            sharding, batch_size, None if drop_remainder else size
+        )
         self.source = source
         self.stages = nnx.List(list(stages))
-        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite)
+        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
         if rngs is not None:
@@ -338,6 +355,58 @@ class Pipeline(nnx.Module):
         self.__session.live = weakref.ref(iterator)
         return iterator
 
+    # ----------------------------------------------------------- fused steps
+    def step(self) -> Batch:
+        """The next batch: of the live pass, else of the next pass (so calls go on
+        across epochs). Indexed sources compute it with the same cached compiled step
+        as iteration; the position moves as with ``next(iter(pipeline))``.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+            >>> p = Pipeline(source=src, batch_size=2)
+            >>> [p.step()["x"].tolist() for _ in range(3)], p.epoch
+            ([[0, 1], [2], [0, 1]], 1)
+        """
+        live = self.__session.live() if self.__session.live is not None else None
+        for _ in range(2):  # the live pass may have just ended: then one new pass
+            if live is None or live.exhausted:
+                live = iter(self)
+                self.__session.stepper = live  # keep it alive between calls
+            try:
+                return next(live)
+            except StopIteration:
+                live = None
+        raise StopIteration(f"{type(self.source).__name__} served two empty passes in a row.")
+
+    def scan(
+        self, train_step: Callable[..., Any], length: int, modules: Any = ()
+    ) -> Any:
+        """Run ``length`` data + train steps as one compiled program (``nnx.scan``).
+
+        Each step takes the next full batch (as :meth:`step` would, across epochs) and
+        calls ``train_step(*modules, batch)``; NNX state the modules change (parameters,
+        optimizer state) is carried from step to step and written back. Returns
+        ``train_step``'s outputs stacked along a new leading axis of ``length``. The
+        position moves past the ``length`` batches, so states taken between scans
+        resume exactly. Indexed sources only; see :mod:`datarax.pipeline.fused`.
+        """
+        from datarax.pipeline.fused import check_scan, run_scan
+
+        check_scan(self, length)
+        modules = modules if isinstance(modules, (tuple, list)) else (modules,)
+        live = self.__session.live() if self.__session.live is not None else None
+        if live is not None and not live.exhausted:  # continue the live pass
+            epoch, resume_at = self.source.epoch, self.source.index
+        else:
+            epoch, resume_at = self._next_pass()
+        if live is not None:
+            live.supersede()
+        self.__session.live = None
+        self.__session.stepper = None
+        return run_scan(self, train_step, length, modules, epoch, resume_at or 0)
+
     def _adopt(self, iterator: PipelineIterator) -> None:
         """Make ``iterator`` the live one (an iterator restored with ``set_state``)."""
         live = self.__session.live() if self.__session.live is not None else None
@@ -348,10 +417,36 @@ class Pipeline(nnx.Module):
     # ------------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
         """State of the source's position: restore it with :meth:`set_state` to continue."""
-        return state_format.make_state(self, self.source.epoch, self.source.index)
+        state = state_format.make_state(self, self.source.epoch, self.source.index)
+        elastic = self.elastic_epoch(self.source.epoch)
+        if elastic is not None:
+            state["elastic"] = elastic.describe()
+        return state
+
+    def elastic_epoch(self, epoch: int) -> ElasticEpoch | None:
+        """This process's share of ``epoch`` when an elastic restore
+        (:mod:`datarax.pipeline.elastic`) made it, else None (the plain block)."""
+        elastic = self.__session.elastic
+        return elastic if elastic is not None and elastic.epoch == epoch else None
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken."""
+        """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken.
+
+        A state saved by another number of processes (indexed sources) continues
+        that epoch from what is left, split over this pipeline's shards: see
+        :mod:`datarax.pipeline.elastic`.
+        """
+        from datarax.pipeline.elastic import elastic_restore
+
+        elastic = elastic_restore(self, state)
+        self.__session.elastic = elastic
+        if elastic is not None:
+            if elastic.size:
+                self.source.seek(elastic.epoch, 0)
+            else:  # nothing of that epoch is left for anyone: the next one starts
+                self.__session.elastic = None
+                self.source.seek(elastic.epoch + 1, 0)
+            return
         state_format.check_state(self, state)
         if self.source.kind is SourceKind.INDEXED:
             self.source.seek(state["epoch"], state["position"])

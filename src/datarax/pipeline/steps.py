@@ -107,6 +107,18 @@ def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., 
     return fn
 
 
+def indexed_batch(
+    source: Any, stages: Any, inputs: Any, start: Any, epoch: Any, key: Any, batch_size: int
+) -> Batch:
+    """The batch of ``batch_size`` records at global position ``start`` after every stage
+    (traceable; the body of :func:`indexed_step` and of ``Pipeline.scan``'s steps)."""
+    key = draw(*key)
+    batch_key = jax.random.fold_in(key, start)
+    with source.bind_step_inputs(inputs):
+        batch, indices = source.get_batch_and_indices_at(start, batch_size, batch_key)
+    return apply_stages(stages, dict(batch), indices, epoch, key)
+
+
 def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
     """Compiled ``(state, inputs, start, epoch, key) -> batch`` for an indexed source +
     stages; ``inputs`` are the source's ``step_inputs()`` (arrays kept out of NNX state)."""
@@ -114,11 +126,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
     def build() -> Callable[..., Batch]:
         def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> Batch:
             source, stages = nnx.merge(graphdef, state)
-            key = draw(*key)
-            batch_key = jax.random.fold_in(key, start)
-            with source.bind_step_inputs(inputs):
-                batch, indices = source.get_batch_and_indices_at(start, batch_size, batch_key)
-            return apply_stages(stages, dict(batch), indices, epoch, key)
+            return indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
 
         return jax.jit(step)
 

@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
-from datarax.core.spec import is_text_value
+from datarax.sharding.placement import BatchPlacement
 
 Batch = dict[str, Any]
 
@@ -36,19 +36,6 @@ def data_mesh(axis_name: str = "data", devices: Sequence[Any] | None = None) -> 
     if not devices:
         raise ConfigError("data_mesh got no devices.")
     return Mesh(np.asarray(devices), (axis_name,))
-
-
-def _local_rows_per_process(mesh: Mesh, axis: str) -> int:
-    """How many mesh positions along ``axis`` this process's devices hold."""
-    names = list(mesh.axis_names)
-    position = names.index(axis)
-    here = jax.process_index()
-    rows = {
-        index[position]
-        for index, device in np.ndenumerate(mesh.devices)
-        if device.process_index == here
-    }
-    return len(rows)
 
 
 def global_batch(
@@ -79,25 +66,8 @@ def global_batch(
     axis = mesh.axis_names[0] if axis is None else axis
     if axis not in mesh.axis_names:
         raise ConfigError(f"global_batch: mesh has axes {list(mesh.axis_names)}, not {axis!r}.")
-    sharding = NamedSharding(mesh, PartitionSpec(axis))
-    local_devices = _local_rows_per_process(mesh, axis)
-    out: Batch = {}
-    for name, value in local_batch.items():
-        if is_text_value(value):
-            out[name] = value
-            continue
-        array = np.asarray(value)
-        if array.ndim == 0:
-            raise ConfigError(f"global_batch: field '{name}' is a scalar; it needs a batch axis.")
-        if local_devices and array.shape[0] % local_devices:
-            raise ConfigError(
-                f"global_batch: field '{name}' holds {array.shape[0]} records on process "
-                f"{jax.process_index()}, which does not split over its {local_devices} "
-                f"device(s) on mesh axis '{axis}'. Use a batch size divisible by "
-                f"{local_devices} (and drop_remainder=True so the last batch is full)."
-            )
-        out[name] = jax.make_array_from_process_local_data(sharding, array)
-    return out
+    placement = BatchPlacement(NamedSharding(mesh, PartitionSpec(axis)))
+    return placement.place(local_batch, "global_batch")
 
 
 def global_batches(

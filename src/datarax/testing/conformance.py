@@ -41,6 +41,7 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
+from datarax.core.spec import TextSpec
 from datarax.testing.resume import Batch, json_round_trip, to_host
 
 Level = Literal["iterator", "pipeline", "source", "nnx"]
@@ -120,13 +121,18 @@ def check_epochs(row: SourceRow, num_epochs: int = 3) -> None:
 
 
 # ------------------------------------------------------------------ resume
-def _compare(row: SourceRow, where: str, expected: Batch, got: Batch) -> None:
+def _compare(
+    row: SourceRow, where: str, expected: Batch, got: Batch, prefix: str = ""
+) -> None:
     if sorted(expected) != sorted(got):
         raise AssertionError(
             f"{row.name}, {where}: fields {sorted(got)}, expected {sorted(expected)}"
         )
-    for name, e in expected.items():
-        g = got[name]
+    for key, e in expected.items():
+        g, name = got[key], f"{prefix}{key}"
+        if isinstance(e, dict) and isinstance(g, dict):
+            _compare(row, where, e, g, prefix=f"{name}/")
+            continue
         if isinstance(e, list) or isinstance(g, list):
             same = list(e) == list(g)
         else:
@@ -389,8 +395,6 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
 def check_spec(row: SourceRow) -> None:
     """Every batch of an epoch has exactly the fields, per-record shapes and dtypes of
     ``source.element_spec()``."""
-    from datarax.core.spec import TextSpec
-
     pipeline = row.make()
     try:
         spec = pipeline.source.element_spec()
@@ -401,25 +405,33 @@ def check_spec(row: SourceRow) -> None:
                 raise AssertionError(
                     f"{where} has fields {sorted(batch)}, element_spec() {sorted(spec)}"
                 )
-            for name, field in spec.items():
-                value = batch[name]
-                if isinstance(field, TextSpec):
-                    values = list(value)
-                    if not all(isinstance(v, str) for v in np.ravel(np.asarray(values, object))):
-                        raise AssertionError(
-                            f"{where}, field '{name}': text declared, got {values!r}"
-                        )
-                    continue
-                array = np.asarray(value)
-                if array.shape[1:] != tuple(field.shape) or array.dtype != np.dtype(field.dtype):
-                    raise AssertionError(
-                        f"{where}, field '{name}': records are {array.dtype}{array.shape[1:]}, "
-                        f"element_spec() says {np.dtype(field.dtype)}{tuple(field.shape)}"
-                    )
+            _check_fields(where, spec, batch)
         if step < 0:
             raise AssertionError(f"{row.name}: the first epoch gave no batch to check")
     finally:
         row.close(pipeline)
+
+
+def _check_fields(where: str, spec: Any, batch: Batch, prefix: str = "") -> None:
+    """Every field of ``batch`` as ``spec`` declares it, nested fields by path."""
+    for key, field in spec.items():
+        value, name = batch[key], f"{prefix}{key}"
+        if isinstance(field, dict):
+            if not isinstance(value, dict) or sorted(value) != sorted(field):
+                raise AssertionError(f"{where}, field '{name}': {value!r} is not {field!r}")
+            _check_fields(where, field, value, prefix=f"{name}/")
+            continue
+        if isinstance(field, TextSpec):
+            values = list(value)
+            if not all(isinstance(v, str) for v in np.ravel(np.asarray(values, object))):
+                raise AssertionError(f"{where}, field '{name}': text declared, got {values!r}")
+            continue
+        array = np.asarray(value)
+        if array.shape[1:] != tuple(field.shape) or array.dtype != np.dtype(field.dtype):
+            raise AssertionError(
+                f"{where}, field '{name}': records are {array.dtype}{array.shape[1:]}, "
+                f"element_spec() says {np.dtype(field.dtype)}{tuple(field.shape)}"
+            )
 
 
 def check_kind(row: SourceRow) -> None:

@@ -48,10 +48,13 @@ class ResumeReport:
 
 
 def to_host(batch: Batch) -> Batch:
-    """A batch with every field as a NumPy array (text fields as lists of ``str``)."""
+    """A batch with every field as a NumPy array (text fields as lists of ``str``,
+    nested fields as nested dicts)."""
     out: Batch = {}
     for name, value in batch.items():
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, dict):
+            out[name] = to_host(value)
+        elif isinstance(value, (list, tuple)):
             out[name] = list(value)
         else:
             out[name] = np.asarray(value)

@@ -1,0 +1,265 @@
+"""Device check: host→device throughput, data/train overlap, W1 and fused steps on a device.
+
+``python -m benchmarks.device_check [--tiny] [--out results/device_check.json]``
+
+A short prepared script for a machine with an accelerator (it runs on CPU too; ``--tiny``
+is the smoke size a test runs). Every number is a ratio to a floor or a peer measured
+in the same run, and every section checks that the work was the same:
+
+* ``h2d`` — ``jax.device_put`` of a float32 array (to the default device, and split over
+  every device when there are several) against ``numpy.copyto`` of the same bytes;
+  the copy is checked by a checksum read back.
+* ``overlap`` — the W1 pipeline (shuffle, /255, random flip; batch 256) feeding a
+  simulated train step of fixed cost (``matmuls`` chained matmuls): time per step of
+  data alone, train alone, and both in one loop; ``hidden`` is the share of the data
+  time the loop does not pay (1.0: fully overlapped). Same batches checked by a
+  checksum of the train outputs against the data-only pass.
+* ``w1`` — one W1 epoch through datarax on the default device against the numpy floor
+  (``benchmarks/contenders/numpy_floor.py``), both verified by ``vision_data.verify``.
+* ``fused`` — the demo's digits classifier trained ``steps`` steps with a Python loop
+  (``pipeline.step()`` + a jitted train step) against ``Pipeline.scan`` chunks of the
+  same steps; both must see the same batches (a per-step digest of the labels) and
+  agree on the first losses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+SIZES = {
+    "tiny": {"mib": 1, "reps": 1, "records": 1024, "batch": 256, "matmuls": 2, "width": 256,
+             "steps": 8, "chunk": 4},
+    "full": {"mib": 256, "reps": 5, "records": 50_000, "batch": 256, "matmuls": 4, "width": 512,
+             "steps": 400, "chunk": 50},
+}
+
+
+def _best(fn: Any, reps: int) -> float:
+    """Fastest of ``reps`` timed calls (seconds)."""
+    times = []
+    for _ in range(reps):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
+def host_to_device(mib: int, reps: int) -> dict[str, Any]:
+    """``device_put`` throughput (GB/s) against ``numpy.copyto`` of the same bytes."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    rows = mib * 1024 * 1024 // 4 // 1024
+    host = np.random.default_rng(0).random((rows, 1024), dtype=np.float32)
+    target = np.empty_like(host)
+    nbytes = host.nbytes
+    out: dict[str, Any] = {"bytes": nbytes, "device": str(jax.devices()[0])}
+    floor = _best(lambda: np.copyto(target, host), reps)
+    single = _best(lambda: jax.device_put(host).block_until_ready(), reps)
+    want = float(host.sum(dtype=np.float64))
+    out["checks_ok"] = bool(np.isclose(float(jnp.sum(jax.device_put(host), dtype=jnp.float32)), want,
+                                       rtol=1e-3))
+    out["numpy_copy_gbps"] = nbytes / floor / 1e9
+    out["device_put_gbps"] = nbytes / single / 1e9
+    out["device_put_vs_copy"] = floor / single
+    if jax.device_count() > 1 and rows % jax.device_count() == 0:
+        sharding = NamedSharding(Mesh(np.asarray(jax.devices()), ("data",)), PartitionSpec("data"))
+        split = _best(lambda: jax.device_put(host, sharding).block_until_ready(), reps)
+        out["sharded_gbps"] = nbytes / split / 1e9
+        out["sharded_devices"] = jax.device_count()
+    return out
+
+
+def _w1_pipeline(images: np.ndarray, labels: np.ndarray, batch: int, prefetch: int = 2) -> Any:
+    from benchmarks.contenders.datarax_pipeline import build
+    from benchmarks.vision_data import VisionSpec
+
+    pipeline = build(images, labels, VisionSpec(len(labels), batch, 0))
+    pipeline.plan = type(pipeline.plan)(**{**pipeline.plan.__dict__, "prefetch": prefetch})
+    return pipeline
+
+
+def overlap(records: int, batch: int, matmuls: int, width: int, reps: int) -> dict[str, Any]:
+    """Per-step seconds of data alone, train alone and both; the data time hidden."""
+    from benchmarks.vision_data import make_data
+
+    images, labels = make_data(records)
+    weight = jnp.asarray(np.random.default_rng(1).standard_normal((32 * 32 * 3, width)) / 100,
+                         jnp.float32)
+    square = jnp.eye(width, dtype=jnp.float32) * 0.5
+
+    @jax.jit
+    def train(batch_: dict[str, jax.Array]) -> jax.Array:
+        h = batch_["image"].reshape(batch_["image"].shape[0], -1) @ weight
+        for _ in range(matmuls):
+            h = jnp.tanh(h @ square)
+        return h.sum() + batch_["label"].sum()
+
+    def data_only() -> list[float]:
+        return [float(jax.block_until_ready(b)["label"].sum()) for b in _w1_pipeline(images, labels, batch)]
+
+    fixed = next(iter(_w1_pipeline(images, labels, batch)))
+    steps = records // batch + (records % batch > 0)
+
+    def train_only() -> None:
+        for _ in range(steps):
+            train(fixed).block_until_ready()
+
+    sums: list[float] = []
+
+    def both() -> None:
+        sums.clear()
+        for b in _w1_pipeline(images, labels, batch):
+            sums.append(float(train(b)))
+
+    data_only(), train_only(), both()  # compile
+    t_data = _best(data_only, reps) / steps
+    t_train = _best(train_only, reps) / steps
+    t_both = _best(both, reps) / steps
+    ref = [float(train(b)) for b in _w1_pipeline(images, labels, batch)]
+    hidden = (t_data + t_train - t_both) / t_data if t_data > 0 else 0.0
+    return {
+        "steps": steps,
+        "data_s": t_data,
+        "train_s": t_train,
+        "both_s": t_both,
+        "hidden": max(0.0, min(1.0, hidden)),
+        "both_vs_train": t_both / t_train,
+        "checks_ok": bool(np.allclose(sums, ref)),
+    }
+
+
+def w1(records: int, batch: int, reps: int) -> dict[str, Any]:
+    """One W1 epoch: datarax on the default device against the numpy floor."""
+    from benchmarks.contenders import datarax_pipeline, numpy_floor
+    from benchmarks.vision_data import VisionSpec, digest, expected_checksum, make_data, verify
+
+    images, labels = make_data(records)
+    spec = VisionSpec(records, batch, 0)
+    out: dict[str, Any] = {"records": records, "device": str(jax.devices()[0])}
+    checks = []
+    for name, contender in (("datarax", datarax_pipeline), ("numpy_floor", numpy_floor)):
+        digests: list[tuple[np.ndarray, np.ndarray]] = []
+
+        def epoch() -> None:
+            digests.clear()
+            for image, label in contender.vision_epoch(images, labels, spec):
+                digests.append((digest(image), label))
+
+        epoch()  # compile / warm
+        seconds = _best(epoch, reps)
+        result = verify(images, digests, check_flips=records >= 1000)
+        checks.append(result)
+        out[f"{name}_problems"] = result["problems"]
+        out[f"{name}_records_per_s"] = records / seconds
+    want = expected_checksum(images)  # the same work: every record once, as /255 (flipped or not)
+    out["checks_ok"] = all(c["ok"] and np.isclose(c["checksum"], want, rtol=1e-6) for c in checks)
+    out["datarax_vs_floor"] = out["datarax_records_per_s"] / out["numpy_floor_records_per_s"]
+    return out
+
+
+def fused(steps: int, chunk: int, reps: int) -> dict[str, Any]:
+    """The demo's digits training: Python loop vs ``Pipeline.scan``, same steps."""
+    import optax
+
+    from datarax.cli.demo import Classifier, build_pipeline, load_digits_split
+
+    train_data, _ = load_digits_split(0)
+
+    def loss_step(model: Any, optimizer: Any, batch: dict[str, jax.Array]) -> Any:
+        def loss_fn(model: Any) -> jax.Array:
+            logits = model(batch["image"])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        optimizer.update(model, grads)
+        # the batch's digest: the same labels in the same order on both sides
+        digest = jnp.sum(batch["label"] * (jnp.arange(batch["label"].shape[0]) + 1))
+        return loss, digest
+
+    jitted = nnx.jit(loss_step)
+    tx = optax.adam(3e-3)  # one transformation: a new one per run would be a new program
+
+    def fresh() -> tuple[Any, Any, Any]:
+        model = Classifier(nnx.Rngs(0))
+        return build_pipeline(train_data, 64, 0), model, nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+    results: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def loop() -> None:
+        pipeline, model, optimizer = fresh()
+        out = jax.block_until_ready([jitted(model, optimizer, pipeline.step()) for _ in range(steps)])
+        results["loop"] = (np.asarray([o[0] for o in out]), np.asarray([o[1] for o in out]))
+
+    def scan() -> None:
+        pipeline, model, optimizer = fresh()
+        out = jax.block_until_ready([
+            pipeline.scan(loss_step, length=chunk, modules=(model, optimizer))
+            for _ in range(steps // chunk)
+        ])
+        results["scan"] = (np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out]))
+
+    loop(), scan()  # compile
+    t_loop = _best(loop, reps)
+    t_scan = _best(scan, reps)
+    return {
+        "steps": steps,
+        "chunk": chunk,
+        "loop_steps_per_s": steps / t_loop,
+        "scan_steps_per_s": steps / t_scan,
+        "scan_vs_loop": t_loop / t_scan,
+        # same batches exactly; the losses agree up to float reassociation between the
+        # two compiled programs (it grows over many Adam steps)
+        "first_loss_diff": float(abs(results["loop"][0][0] - results["scan"][0][0])),
+        "max_loss_diff": float(np.max(np.abs(results["loop"][0] - results["scan"][0]))),
+        "checks_ok": bool(
+            np.array_equal(results["loop"][1], results["scan"][1])
+            and np.allclose(results["loop"][0][:8], results["scan"][0][:8], rtol=1e-4, atol=1e-5)
+        ),
+    }
+
+
+def run(size: str = "tiny", sections: tuple[str, ...] = ("h2d", "overlap", "w1", "fused")) -> dict[str, Any]:
+    """Every section at ``size`` ("tiny" or "full"); a JSON-able report."""
+    s = SIZES[size]
+    report: dict[str, Any] = {
+        "size": size,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+    }
+    if "h2d" in sections:
+        report["h2d"] = host_to_device(s["mib"], s["reps"])
+    if "overlap" in sections:
+        report["overlap"] = overlap(s["records"], s["batch"], s["matmuls"], s["width"], s["reps"])
+    if "w1" in sections:
+        report["w1"] = w1(s["records"], s["batch"], s["reps"])
+    if "fused" in sections:
+        report["fused"] = fused(s["steps"], s["chunk"], s["reps"])
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="smoke size (what the test runs)")
+    parser.add_argument("--sections", default="h2d,overlap,w1,fused")
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    args = parser.parse_args(argv)
+    report = run("tiny" if args.tiny else "full", tuple(args.sections.split(",")))
+    text = json.dumps(report, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    print(text)
+    return report
+
+
+if __name__ == "__main__":
+    main()

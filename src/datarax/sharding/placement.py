@@ -1,0 +1,158 @@
+"""Batch placement: where a Pipeline's batches live on the devices, and how they get there.
+
+A :class:`BatchPlacement` holds one ``NamedSharding``. Its partition spec's first
+entry names the mesh axis (or axes) the batch axis is split over; further entries
+apply to the field's next dimensions (entries past a field's rank are ignored, so
+``PartitionSpec("data", "model")`` splits a ``(batch, features)`` field on both and a
+``(batch,)`` label on ``data`` only). Mesh axes the spec does not name replicate.
+
+Invariant: with one process the placed array holds exactly the local batch
+(``jax.device_put``); with several, each process contributes its own rows
+(``jax.make_array_from_process_local_data``) and the global batch is the processes'
+batches in process order along the batch axis. Text fields (host strings) stay on
+the host unchanged.
+
+Example:
+    >>> import jax, numpy as np
+    >>> from jax.sharding import Mesh, PartitionSpec
+    >>> mesh = Mesh(np.asarray(jax.devices()[:1]), ("data",))
+    >>> placement = BatchPlacement.of((mesh, PartitionSpec("data")))
+    >>> batch = placement.place({"x": np.arange(4, dtype=np.int32), "t": ["a"] * 4})
+    >>> tuple(batch["x"].sharding.spec), batch["t"][0]
+    (('data',), 'a')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from datarax.core.errors import ConfigError
+from datarax.core.spec import is_text_value
+
+Batch = dict[str, Any]
+
+
+def _axes(entry: Any) -> tuple[str, ...]:
+    """Mesh axis names one partition-spec entry splits over."""
+    if entry is None:
+        return ()
+    return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
+
+
+@dataclass(frozen=True)
+class BatchPlacement:
+    """One ``NamedSharding`` for every batch field (see the module docstring)."""
+
+    sharding: NamedSharding
+
+    @classmethod
+    def of(cls, sharding: Any) -> BatchPlacement:
+        """From a ``NamedSharding`` or a ``(Mesh, PartitionSpec)`` pair.
+
+        Raises:
+            ConfigError: anything else, an empty spec, or a spec naming an axis the
+                mesh lacks.
+        """
+        if isinstance(sharding, tuple) and len(sharding) == 2:
+            mesh, spec = sharding
+            if not isinstance(mesh, Mesh) or not isinstance(spec, PartitionSpec):
+                kinds = ", ".join(
+                    "PartitionSpec" if isinstance(v, PartitionSpec) else type(v).__name__
+                    for v in sharding
+                )
+                raise ConfigError(
+                    "Pipeline sharding=(mesh, spec) needs a jax.sharding.Mesh and a "
+                    f"PartitionSpec, got ({kinds})."
+                )
+        elif isinstance(sharding, NamedSharding):
+            mesh, spec = sharding.mesh, sharding.spec
+        else:
+            raise ConfigError(
+                "Pipeline sharding must be a jax.sharding.NamedSharding or a (Mesh, "
+                f"PartitionSpec) pair, got {type(sharding).__name__}."
+            )
+        entries = tuple(spec)
+        if not entries or not _axes(entries[0]):
+            raise ConfigError(
+                f"Pipeline sharding spec {tuple(entries)} does not split the batch axis: its "
+                "first entry must name a mesh axis, e.g. PartitionSpec('data')."
+            )
+        for entry in entries:
+            missing = [a for a in _axes(entry) if a not in mesh.axis_names]
+            if missing:
+                raise ConfigError(
+                    f"Pipeline sharding spec {tuple(entries)} names axis {missing[0]!r}; the "
+                    f"mesh has axes {list(mesh.axis_names)}."
+                )
+        return cls(NamedSharding(mesh, spec))
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        """The mesh axes the batch axis is split over."""
+        return _axes(tuple(self.sharding.spec)[0])
+
+    @property
+    def local_split(self) -> int:
+        """Pieces this process's rows are cut into: the distinct positions its devices
+        hold along the batch axes (every local batch must divide by it)."""
+        mesh = self.sharding.mesh
+        where = [list(mesh.axis_names).index(a) for a in self.batch_axes]
+        here = jax.process_index()
+        rows = {
+            tuple(index[p] for p in where)
+            for index, device in np.ndenumerate(mesh.devices)
+            if device.process_index == here
+        }
+        return max(len(rows), 1)
+
+    @property
+    def global_split(self) -> int:
+        """Pieces the global batch axis is cut into (the product of the batch axes)."""
+        mesh = self.sharding.mesh
+        return math.prod(mesh.shape[a] for a in self.batch_axes)
+
+    def check_records(self, records: int, where: str) -> None:
+        """Refuse a local batch of ``records`` that does not split over this process's
+        devices, naming ``where`` it comes from."""
+        split = self.local_split
+        if records % split:
+            raise ConfigError(
+                f"{where}: {records} records do not split over this process's {split} "
+                f"device(s) on mesh axes {list(self.batch_axes)}. Use a batch size "
+                f"divisible by {split}, and drop_remainder=True (or an epoch length whose "
+                "last batch divides too)."
+            )
+
+    def field_sharding(self, ndim: int) -> NamedSharding:
+        """The sharding of a field of rank ``ndim`` (spec cut to the field's rank)."""
+        spec = tuple(self.sharding.spec)[:ndim]
+        return NamedSharding(self.sharding.mesh, PartitionSpec(*spec))
+
+    def place(self, batch: Mapping[str, Any], where: str = "batch") -> Batch:
+        """``batch`` (this process's rows) as global arrays with this sharding."""
+        several = jax.process_count() > 1
+        out: Batch = {}
+        for name, value in batch.items():
+            if is_text_value(value) or isinstance(value, list):
+                out[name] = value
+                continue
+            if isinstance(value, Mapping):
+                out[name] = self.place(value, f"{where}, field '{name}'")
+                continue
+            ndim = np.ndim(value)
+            if ndim == 0:
+                raise ConfigError(f"{where}: field '{name}' is a scalar; it needs a batch axis.")
+            self.check_records(int(np.shape(value)[0]), f"{where}, field '{name}'")
+            sharding = self.field_sharding(ndim)
+            if several:
+                out[name] = jax.make_array_from_process_local_data(sharding, np.asarray(value))
+            else:
+                out[name] = jax.device_put(value, sharding)
+        return out

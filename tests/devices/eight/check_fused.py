@@ -1,0 +1,34 @@
+"""``Pipeline.scan`` / ``step`` with ``sharding=`` on 8 CPU devices."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from devices_sources import host, make_pipeline
+
+
+def echo(batch):
+    return batch
+
+
+def test_scan_with_sharding_serves_the_loop_batches_split_over_the_mesh():
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    want = [host(b) for b in make_pipeline("indexed", 64, 16, shuffle=True, stochastic=True)]
+    pipeline = make_pipeline("indexed", 64, 16, shuffle=True, stochastic=True,
+                             sharding=(mesh, P("data")))
+    out = pipeline.scan(echo, length=4)
+    for i, batch in enumerate(want):
+        for name, value in batch.items():
+            np.testing.assert_array_equal(np.asarray(out[name][i]), value, err_msg=name)
+    # the batch axis (axis 1 of the stacked outputs) stays split over the mesh
+    assert out["x"].sharding.is_equivalent_to(NamedSharding(mesh, P(None, "data")), 2)
+
+
+def test_step_with_sharding_places_each_batch():
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    pipeline = make_pipeline("indexed", 24, 8, sharding=NamedSharding(mesh, P("data")))
+    batches = [pipeline.step() for _ in range(4)]
+    assert all(b["y"].sharding == NamedSharding(mesh, P("data")) for b in batches)
+    assert [np.asarray(b["x"]).tolist() for b in batches][3] == (np.arange(8) * 2).tolist()

@@ -1,0 +1,178 @@
+"""``Pipeline(..., sharding=...)`` on 8 CPU devices: values, shardings, errors, state."""
+
+from __future__ import annotations
+
+import copy
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from datarax.core.errors import ConfigError
+from devices_sources import host, make_pipeline
+
+KINDS = ["indexed", "host", "stream"]
+
+
+def mesh_1d() -> Mesh:
+    return Mesh(np.asarray(jax.devices()), ("data",))
+
+
+def mesh_2d() -> Mesh:
+    return Mesh(np.asarray(jax.devices()).reshape(4, 2), ("data", "model"))
+
+
+def rows_per_device(array: jax.Array) -> dict[int, list[int]]:
+    """Device id -> the batch rows (first-column values) that device holds."""
+    out = {}
+    for shard in array.addressable_shards:
+        data = np.asarray(shard.data)
+        out[shard.device.id] = (data if data.ndim == 1 else data[:, 0]).tolist()
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_batches_are_global_arrays_split_over_the_data_axis(kind):
+    mesh = mesh_1d()
+    sharding = NamedSharding(mesh, P("data"))
+    plain = [host(b) for b in make_pipeline(kind, 40, 16, drop_remainder=True, shuffle=kind != "stream")]
+    placed = list(make_pipeline(kind, 40, 16, drop_remainder=True, shuffle=kind != "stream",
+                                sharding=sharding))
+    assert len(placed) == len(plain) == 2
+    for want, got in zip(plain, placed):
+        assert set(got) == set(want)
+        for name, value in got.items():
+            assert isinstance(value, jax.Array)
+            assert value.sharding == NamedSharding(mesh, P("data")), name
+            np.testing.assert_array_equal(np.asarray(value), want[name])
+        first = "x" if "x" in got else "id"
+        column = want[first].tolist()
+        # device i of the mesh holds rows 2i, 2i+1 of the batch
+        by_device = rows_per_device(got[first])
+        for i, device in enumerate(mesh.devices.flat):
+            assert by_device[device.id] == column[2 * i:2 * i + 2]
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_two_dimensional_mesh_splits_batch_over_one_axis_and_features_over_the_other(kind):
+    mesh = mesh_2d()
+    pipeline = make_pipeline(kind, 16, 8, stochastic=True, sharding=(mesh, P("data", "model")))
+    plain = [host(b) for b in make_pipeline(kind, 16, 8, stochastic=True)]
+    placed = list(pipeline)
+    assert len(placed) == 2
+    for want, got in zip(plain, placed):
+        # y: (8, 4) split 4 ways on rows and 2 ways on columns; x: (8,) rows only.
+        assert got["y"].sharding == NamedSharding(mesh, P("data", "model"))
+        assert got["x"].sharding == NamedSharding(mesh, P("data"))
+        assert got["noise"].sharding == NamedSharding(mesh, P("data", "model"))
+        for name in want:
+            np.testing.assert_array_equal(np.asarray(got[name]), want[name])
+        shapes = {s.data.shape for s in got["y"].addressable_shards}
+        assert shapes == {(2, 2)}
+        x_rows = rows_per_device(got["x"])
+        for (r, c), device in np.ndenumerate(mesh.devices):
+            assert x_rows[device.id] == want["x"][2 * r:2 * r + 2].tolist()
+
+
+def test_batch_split_over_both_mesh_axes():
+    mesh = mesh_2d()
+    got = next(iter(make_pipeline("indexed", 16, 16, sharding=(mesh, P(("data", "model"))))))
+    assert got["x"].sharding.spec == P(("data", "model"))
+    assert sorted(len(v) for v in rows_per_device(got["x"]).values()) == [2] * 8
+    np.testing.assert_array_equal(np.asarray(got["x"]), np.arange(16) * 2)  # scale_first
+
+
+def test_prefetched_batches_wait_already_placed():
+    sharding = NamedSharding(mesh_1d(), P("data"))
+    iterator = iter(make_pipeline("indexed", 64, 8, prefetch=3, sharding=sharding))
+    first = next(iterator)
+    queued = [batch for _, batch, _ in iterator._queue]
+    assert len(queued) == 3
+    assert all(b["x"].sharding == sharding for b in queued)
+    np.testing.assert_array_equal(np.asarray(first["x"]), np.arange(8) * 2)
+    np.testing.assert_array_equal(np.asarray(queued[2]["x"]), np.arange(24, 32) * 2)
+
+
+def test_batch_size_that_does_not_split_is_refused():
+    with pytest.raises(ConfigError, match=r"batch_size=12 does not split over this process's 8 "
+                       r"device\(s\) on mesh axes \['data'\]; use a batch size divisible by 8\."):
+        make_pipeline("indexed", 40, 12, sharding=(mesh_1d(), P("data")))
+
+
+def test_short_last_batch_that_does_not_split_is_refused():
+    with pytest.raises(ConfigError, match=r"last batch of each epoch holds 4 records \(20 in "
+                       r"this shard\), which do not split over this process's 8 device\(s\); "
+                       r"set drop_remainder=True\."):
+        make_pipeline("host", 20, 8, sharding=(mesh_1d(), P("data")))
+    # a last batch that divides is fine: 24 = 16 + 8
+    sizes = [b["x"].shape[0] for b in make_pipeline("host", 24, 16, sharding=(mesh_1d(), P("data")))]
+    assert sizes == [16, 8]
+
+
+def test_a_stream_short_last_batch_is_refused_when_it_comes():
+    pipeline = make_pipeline("stream", 20, 8, sharding=(mesh_1d(), P("data")))
+    iterator = iter(pipeline)
+    next(iterator), next(iterator)
+    with pytest.raises(ConfigError, match=r"batch at record 16 of epoch 0, field 'id': 4 records do not "
+                       r"split over this process's 8 device\(s\)"):
+        next(iterator)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("data", "must be a jax.sharding.NamedSharding or a (Mesh, PartitionSpec) pair, got str."),
+    ((None, P("data")), "needs a jax.sharding.Mesh and a PartitionSpec, got (NoneType, PartitionSpec)."),
+    ((mesh_1d(), P()), "does not split the batch axis: its first entry must name a mesh axis"),
+    ((mesh_1d(), P("batch")), "names axis 'batch'; the mesh has axes ['data']."),
+])
+def test_bad_sharding_is_refused(bad, message):
+    with pytest.raises(ConfigError) as err:
+        make_pipeline("indexed", 16, 8, sharding=bad)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_state_restores_onto_another_mesh(kind):
+    saver = make_pipeline(kind, 48, 8, shuffle=True, sharding=(mesh_1d(), P("data")))
+    iterator = iter(saver)
+    seen = [host(next(iterator)) for _ in range(2)]
+    state = iterator.get_state()
+    assert "sharding" not in str(state)
+    rest = [host(b) for b in iterator]
+    other = Mesh(np.asarray(jax.devices()[:4]), ("batch",))
+    for sharding in [(other, P("batch")), None]:
+        restored = make_pipeline(kind, 48, 8, shuffle=True, sharding=sharding)
+        restored.set_state(state)
+        got = list(restored)
+        assert len(got) == len(rest) == 4
+        for want, batch in zip(rest, got):
+            np.testing.assert_array_equal(np.asarray(batch["x"]), want["x"])
+            if sharding is not None:
+                assert batch["x"].sharding == NamedSharding(other, P("batch"))
+    assert len(seen) == 2
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_check_finite_with_sharding_checks_then_places(kind):
+    sharding = NamedSharding(mesh_1d(), P("data"))
+    batches = list(make_pipeline(kind, 32, 8, check_finite=True, sharding=sharding))
+    assert [b["x"].sharding for b in batches] == [sharding] * 4
+    np.testing.assert_array_equal(np.asarray(batches[3]["x"]), np.arange(24, 32) * 2)
+
+
+def test_a_sharded_pipeline_splits_and_restores_its_nnx_state():
+    from flax import nnx
+
+    pipeline = make_pipeline("indexed", 32, 8, shuffle=True, sharding=(mesh_1d(), P("data")))
+    iterator = iter(pipeline)
+    next(iterator)
+    graphdef, state = nnx.split(pipeline)
+    state = copy.deepcopy(state)  # a saved copy (the live one moves with the pipeline)
+    want = [host(b) for b in iterator]
+    other = make_pipeline("indexed", 32, 8, shuffle=True, sharding=(mesh_1d(), P("data")))
+    nnx.update(other, state)
+    got = [host(b) for b in other]
+    assert len(got) == len(want) == 3
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g["x"], w["x"])
+    assert hash(graphdef) == hash(nnx.split(other)[0])

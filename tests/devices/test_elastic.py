@@ -1,0 +1,226 @@
+"""Elastic resume: states saved by N processes restore on M, the epoch's rest served
+exactly once; share computation for 1..16 simulated processes."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from datarax.core.errors import StateError
+from datarax.sharding.shares import block_shares, elastic_share, remaining, share_size
+from devices_sources import host, make_pipeline
+
+
+def positions(share) -> list[int]:
+    return [p for lo, hi in share for p in range(lo, hi)]
+
+
+# ------------------------------------------------------------ simulated processes
+@pytest.mark.parametrize("length", [997, 1024])
+def test_block_shares_for_1_to_16_processes_are_disjoint_and_equal(length):
+    for count in range(1, 17):
+        shares = [positions(s) for s in block_shares(length, count)]
+        flat = [p for s in shares for p in s]
+        assert {len(s) for s in shares} == {length // count}
+        assert sorted(flat) == list(range(length // count * count))
+
+
+def test_elastic_shares_between_1_and_16_processes_cover_the_rest_once():
+    length = 720
+    for old, new in itertools.product(range(1, 17), repeat=2):
+        block = length // old
+        for position in (0, 1, block // 3, block):
+            shares = [elastic_share(length, [(old, position)], new, j) for j in range(new)]
+            served = [positions(s) for s in shares]
+            flat = [p for s in served for p in s]
+            rest = positions(remaining(block_shares(length, old), position))
+            assert len(set(flat)) == len(flat)  # disjoint
+            assert {len(s) for s in served} == {len(rest) // new}  # equal
+            # consecutive pieces of the rest, in order; only its last len % new left out
+            assert flat == rest[: len(rest) // new * new]
+            # each share is a few runs: per-process work stays flat as processes grow
+            assert all(len(s) <= old // new + 2 for s in shares)
+
+
+def test_a_second_elastic_restart_in_the_same_epoch_chains():
+    length = 120
+    first = [elastic_share(length, [(2, 12)], 3, j) for j in range(3)]
+    assert [share_size(s) for s in first] == [32] * 3
+    served_before = {p for i in range(2) for p in range(i * 60, i * 60 + 12)}
+    served_before |= {p for s in first for p in positions(s)[:8]}
+    second = [elastic_share(length, [(2, 12), (3, 8)], 4, j) for j in range(4)]
+    after = [p for s in second for p in positions(s)]
+    assert sorted(served_before | set(after)) == list(range(120))
+    assert len(after) + len(served_before) == 120
+
+
+# ------------------------------------------------------------------ pipelines
+def reference(n: int, batch: int, epoch: int) -> dict[int, dict]:
+    """Stable index -> record of pass ``epoch`` of the unsharded pipeline."""
+    pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True)
+    for _ in range(epoch):
+        list(pipeline)
+    out = {}
+    for b in pipeline:
+        b = host(b)
+        for row in range(len(b["x"])):
+            out[int(b["x"][row]) // 2] = {k: v[row] for k, v in b.items()}
+    return out
+
+
+def records(batches) -> list[dict]:
+    return [{k: v[row] for k, v in host(b).items()} for b in batches for row in range(len(b["x"]))]
+
+
+def run(n, batch, shard, count, steps):
+    """A pipeline of shard ``shard`` of ``count`` after ``steps`` batches, and what it served."""
+    pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+                             shard_index=shard, shard_count=count)
+    iterator = iter(pipeline)
+    served = [next(iterator) for _ in range(steps)]
+    return pipeline, records(served)
+
+
+def check_exact(n, batch, old, steps, new):
+    before = []
+    states = []
+    for i in range(old):
+        pipeline, served = run(n, batch, i, old, steps)
+        before += served
+        states.append(pipeline.get_state())
+    after, per_shard = [], []
+    restored = []
+    for j in range(new):
+        pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+                                 shard_index=j, shard_count=new)
+        pipeline.set_state(states[j % old])  # any process's state says the same
+        batches = list(pipeline)
+        per_shard.append(len(batches))
+        after += records(batches)
+        restored.append(pipeline)
+    want = reference(n, batch, 0)
+    ids = [int(r["x"]) // 2 for r in before + after]
+    assert sorted(ids) == list(range(n // old * old))  # every record once, none repeated
+    assert len(set(per_shard)) == 1  # equal steps on every new process
+    for record in after:  # each record exactly as the unsharded run makes it
+        for name, value in want[int(record["x"]) // 2].items():
+            np.testing.assert_array_equal(record[name], value, err_msg=name)
+    return restored
+
+
+def test_two_processes_restore_on_three():
+    # 42 records, batches of 3: each old share [0,21),[21,42) served 6; the rest (30)
+    # splits 10/10/10, the middle share spanning both runs (a batch joins them)
+    restored = check_exact(42, 3, old=2, steps=2, new=3)
+    # the next epoch is the plain 3-process layout
+    nxt = [int(r["x"]) // 2 for p in restored for r in records(p)]
+    assert sorted(nxt) == list(range(42))
+    assert restored[0].epoch == 1
+
+
+def test_four_processes_restore_on_two():
+    check_exact(48, 4, old=4, steps=1, new=2)
+
+
+def test_elastic_state_restores_again_on_another_count():
+    n, batch = 60, 2
+    states = [run(n, batch, i, 2, 3)[0].get_state() for i in range(2)]  # 12 of 60 served
+    middle = []
+    for j in range(3):  # 48 left: 16 each; serve 4 batches, save
+        pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+                                 shard_index=j, shard_count=3)
+        pipeline.set_state(states[j % 2])
+        iterator = iter(pipeline)
+        middle += records([next(iterator) for _ in range(4)])
+        state = pipeline.get_state()
+        assert state["elastic"] == {"epoch": 0, "history": [[2, 6]]}
+        assert len(iterator) == 4
+    last = []
+    for j in range(4):  # 24 left: 6 each
+        pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+                                 shard_index=j, shard_count=4)
+        pipeline.set_state(state)
+        last += records(list(pipeline))
+    first = [r for i in range(2) for r in run(n, batch, i, 2, 3)[1]]
+    ids = [int(r["x"]) // 2 for r in first + middle + last]
+    assert sorted(ids) == list(range(60))
+
+
+def test_elastic_state_restored_on_the_same_count_continues_its_share():
+    n, batch = 60, 2
+    state = run(n, batch, 0, 2, 3)[0].get_state()
+    pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+                             shard_index=1, shard_count=3)
+    pipeline.set_state(state)
+    iterator = iter(pipeline)
+    next(iterator)
+    mid = pipeline.get_state()
+    rest = records(iterator)
+    again = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+                          shard_index=1, shard_count=3)
+    again.set_state(mid)
+    assert [int(r["x"]) for r in records(again)] == [int(r["x"]) for r in rest]
+
+
+def test_a_finished_epoch_restores_into_the_next_one():
+    state = run(24, 4, 0, 2, 3)[0].get_state()  # 12 of 12: the share is done
+    pipeline = make_pipeline("indexed", 24, 4, shuffle=True, stochastic=True,
+                             shard_index=0, shard_count=3)
+    pipeline.set_state(state)
+    batches = list(pipeline)
+    assert pipeline.epoch == 1 and len(batches) == 2
+
+
+def test_host_sources_refuse_another_process_count():
+    saver = make_pipeline("host", 24, 4, shard_index=0, shard_count=2)
+    iterator = iter(saver)
+    next(iterator)
+    state = iterator.get_state()
+    restorer = make_pipeline("host", 24, 4, shard_index=0, shard_count=3)
+    with pytest.raises(StateError, match=r"this state was saved by 2 process\(es\), this "
+                       r"pipeline runs as shard 0 of 3\. Only indexed sources restore on "
+                       r"another process count .*restore it on 2 processes\."):
+        restorer.set_state(state)
+
+
+def test_tampered_elastic_history_and_position_are_refused():
+    state = run(24, 2, 0, 2, 1)[0].get_state()
+    pipeline = make_pipeline("indexed", 24, 2, shuffle=True, stochastic=True,
+                             shard_index=0, shard_count=3)
+    with pytest.raises(StateError, match=r"state 'elastic' must be .*got 'x'; the state was "
+                       r"tampered with"):
+        pipeline.set_state(dict(state, elastic="x"))
+    with pytest.raises(StateError, match=r"position=13 is past the end of the share it was "
+                       r"saved in \(12 records\)"):
+        pipeline.set_state(dict(state, position=13))
+    with pytest.raises(StateError, match=r"saved with batch_size=2 but this pipeline has "
+                       r"batch_size=4"):
+        make_pipeline("indexed", 24, 4, shuffle=True, stochastic=True, shard_index=0,
+                      shard_count=3).set_state(state)
+
+
+def test_text_fields_follow_their_records_across_joined_runs():
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    def build(index, count):
+        data = {"x": np.arange(42, dtype=np.int32), "name": [f"r{i}" for i in range(42)]}
+        return Pipeline(source=MemorySource(MemorySourceConfig(shuffle=True, seed=2), data),
+                        batch_size=3, shard_index=index, shard_count=count)
+
+    served = []
+    old = [build(i, 2) for i in range(2)]
+    for p in old:
+        iterator = iter(p)
+        served += [next(iterator), next(iterator)]
+    rest = []
+    for j in range(3):  # share 1 of 3 holds a batch joining two runs
+        p = build(j, 3)
+        p.set_state(old[0].get_state())
+        rest += list(p)
+    xs = [int(v) for b in served + rest for v in np.asarray(b["x"])]
+    names = [n for b in served + rest for n in b["name"]]
+    assert sorted(xs) == list(range(42))
+    assert names == [f"r{x}" for x in xs]

@@ -1,0 +1,52 @@
+"""``Pipeline(sharding=...)`` under real JAX processes on localhost (8 CPU devices in
+all): each process contributes its share, the global batch is the shares in process
+order. Two processes of 4 devices, and four of 2 (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import portpicker
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.parametrize("processes", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_processes_contribute_their_shares_to_one_global_batch(tmp_path, processes):
+    port = portpicker.pick_unused_port()
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    procs = [
+        subprocess.Popen([sys.executable, str(HERE / "multiprocess_worker.py"), str(port), str(i),
+                          str(processes), str(tmp_path / f"p{i}.json")],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(processes)
+    ]
+    logs = []
+    try:
+        logs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for i, p in enumerate(procs):
+        assert p.returncode == 0, f"process {i} failed:\n{logs[i][-3000:]}"
+    results = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in range(processes)]
+    assert [r["process_index"] for r in results] == list(range(processes))
+    assert all(r["devices"] == 8 for r in results)
+    for r in results:
+        for kind in ("indexed", "host"):
+            checks = r[kind]
+            assert len(checks) == 2  # 20 records per process, batches of 8, drop remainder
+            for c in checks:
+                assert c["global_shape"] == [8 * processes]
+                assert c["equal"] and c["sharding_ok"]
+                assert c["local_shards"] == 8 // processes
+                # this process's devices hold exactly its own 8 rows
+                # (8 / devices per device; the first of every pair compared)
+                assert c["local_rows"] == c["own_rows"]
