@@ -112,7 +112,7 @@ class Check:
 
 # ------------------------------------------------------------------- contenders
 def epoch_order(records: int, seed: int) -> np.ndarray:
-    from datarax.sources.host_reader import EpochOrder
+    from datarax.sources.epoch_order import EpochOrder
 
     return EpochOrder(records, seed, 0).indices(0, records)
 

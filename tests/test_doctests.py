@@ -28,6 +28,8 @@ WITH_EXAMPLES = {
     "datarax.sources.host_reader",
     "datarax.sources.random_access",
     "datarax.sources.skip_ledger",
+    "datarax.sources.decoded_records",
+    "datarax.sources.epoch_order",
     "datarax.testing.resume",
     "datarax.cli.targets",
     "datarax.cli.charts",

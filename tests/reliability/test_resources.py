@@ -14,7 +14,8 @@ import pytest
 from flax import nnx
 
 from datarax.pipeline import Pipeline
-from datarax.sources.host_reader import EpochOrder, HostReader
+from datarax.sources.host_reader import HostReader
+from datarax.sources.epoch_order import EpochOrder
 
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline, stages
 from resources import measure, settle_threads

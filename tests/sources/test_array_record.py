@@ -327,7 +327,7 @@ def test_batched_reads_match_grain_and_fall_back(files):
 
 def test_large_shuffled_order_resumes_across_shuffle_windows(tmp_path):
     from datarax.samplers import index_shuffle_np
-    from datarax.sources.host_reader import WINDOW, EpochOrder
+    from datarax.sources.epoch_order import WINDOW, EpochOrder
 
     n = 3 * WINDOW + 123 + (1 << 16)
     order = EpochOrder(n, 11, 1, lo=5, hi=n - 7)

@@ -9,7 +9,8 @@ import pytest
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.samplers import index_shuffle_np
-from datarax.sources.host_reader import EpochOrder, HostReader
+from datarax.sources.host_reader import HostReader
+from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy
 
 

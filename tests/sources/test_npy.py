@@ -13,7 +13,7 @@ from flax import nnx
 from datarax.core.errors import ConfigError, RecordError
 from datarax.pipeline import Pipeline
 from datarax.sources import NpySource, NpySourceConfig, RandomAccessSource
-from datarax.sources.host_reader import EpochOrder
+from datarax.sources.epoch_order import EpochOrder
 from datarax.testing import check_resume_exact
 
 

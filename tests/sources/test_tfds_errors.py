@@ -23,7 +23,7 @@ from datarax.sources import (  # noqa: E402
     from_tfds,
 )
 from datarax.sources.tfds import streaming as tfds_streaming  # noqa: E402
-from datarax.sources.host_reader import EpochOrder  # noqa: E402
+from datarax.sources.epoch_order import EpochOrder  # noqa: E402
 from datarax.sources.skip_ledger import ErrorPolicy  # noqa: E402
 
 N = 24

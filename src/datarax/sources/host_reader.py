@@ -5,12 +5,9 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
 ``data.__getitems__(list_of_indices)``), plus a ``decode(raw) -> dict`` function.
 ``HostReader`` turns that into batches of numpy arrays:
 
-* **order** — :class:`EpochOrder` maps an epoch *position* (``0 .. size-1`` inside
-  this process's shard) to a *stable record index* (``0 .. length-1``): sequential, or
-  the Feistel permutation of ``datarax.samplers.index_shuffle_np`` keyed by
-  ``seed + epoch`` (bit-identical to ``grain.experimental.index_shuffle``), then the
-  shard's contiguous block ``[lo, hi)``. Nothing of size ``length`` is ever built;
-  :meth:`EpochOrder.describe` is a 3-int dict for a state.
+* **order** — an :class:`~datarax.sources.epoch_order.EpochOrder` maps each epoch
+  position of this shard to a stable record index (sequential or Feistel-shuffled by
+  ``seed + epoch``) in O(1) memory.
 * **reading ahead** — a pool of ``num_threads`` threads reads *chunks* of consecutive
   positions with one batched read each (``__getitems__``), decodes every record, checks
   it against the first record's structure and stacks the fields; at most
@@ -55,95 +52,20 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import functools
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import jax
 import numpy as np
 
-from datarax.core.dtypes import fit_value
-from datarax.core.errors import ConfigError, DataraxError, RecordError
-from datarax.core.spec import TextSpec
-from datarax.samplers.index_shuffle import index_shuffle_np, small_permutation, uses_small_table
+from datarax.core.errors import ConfigError, RecordError
+from datarax.sources.decoded_records import DecodedRecords, describe_cause, stack_values
+from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
 
-
-
-# --------------------------------------------------------------------------- order
-@dataclasses.dataclass(frozen=True)
-class EpochOrder:
-    """Which stable record each epoch position serves, in O(1) memory.
-
-    Args:
-        length: records in the whole data set (one unsharded epoch).
-        seed: ``None`` for file order; else the base seed, epoch ``e`` shuffled with
-            ``(seed + e) % 2**32``.
-        epoch: the pass number.
-        lo, hi: this shard's block ``[lo, hi)`` of the epoch's (shuffled) order
-            (``hi=None``: ``length``).
-
-    Example:
-        >>> EpochOrder(length=5, seed=None, epoch=3, lo=1, hi=4).indices(0, 3).tolist()
-        [1, 2, 3]
-        >>> EpochOrder(length=5, seed=7, epoch=1).describe()
-        {'seed': 7, 'epoch': 1, 'n': 5}
-    """
-
-    length: int
-    seed: int | None
-    epoch: int
-    lo: int = 0
-    hi: int | None = None
-
-    @property
-    def size(self) -> int:
-        """Positions in this shard's part of the epoch."""
-        hi = self.length if self.hi is None else self.hi
-        return hi - self.lo
-
-    def indices(self, start: int, stop: int) -> np.ndarray:
-        """Stable record indices served at positions ``[start, stop)`` (int64)."""
-        positions = np.arange(self.lo + start, self.lo + stop, dtype=np.int64)
-        if self.seed is None or self.length <= 1:
-            return positions
-        seed = (int(self.seed) + int(self.epoch)) % 2**32
-        if uses_small_table(self.length - 1):
-            return small_permutation(self.length, seed)[positions]
-        if len(positions) == 0 or len(positions) > 4 * WINDOW:
-            return index_shuffle_np(positions, self.length - 1, seed)
-        first, last = int(positions[0]), int(positions[-1])
-        windows = [shuffle_window(self.length, seed, w) for w in range(first // WINDOW, last // WINDOW + 1)]
-        joined = windows[0].copy() if len(windows) == 1 else np.concatenate(windows)
-        offset = (first // WINDOW) * WINDOW
-        return joined[first - offset : last - offset + 1]
-
-    def describe(self) -> dict[str, Any] | None:
-        """A compact, JSON-able description that regenerates the order (None: unshuffled)."""
-        if self.seed is None:
-            return None
-        return {"seed": int(self.seed), "epoch": int(self.epoch), "n": int(self.length)}
-
-
-WINDOW = 4096  # positions shuffled per vectorised call (amortises numpy overhead)
-
-
-@functools.lru_cache(maxsize=16)
-def shuffle_window(length: int, seed: int, window: int) -> np.ndarray:
-    """Stable indices of positions ``[window * WINDOW, (window + 1) * WINDOW)`` (clipped).
-
-    One vectorised Feistel call per 4,096 positions costs about as much as one per
-    256, so readers share these small cached windows (32 KiB each, 16 at most).
-    """
-    start = window * WINDOW
-    stop = min(start + WINDOW, length)
-    out = index_shuffle_np(np.arange(start, stop, dtype=np.int64), length - 1, seed)
-    out.setflags(write=False)
-    return out
 
 
 # ------------------------------------------------------------------------ batches
@@ -185,55 +107,6 @@ class _Chunk:
     @property
     def remaining(self) -> int:
         return int(self.indices.shape[0]) - self.offset
-
-
-def _spec_of(value: Any) -> Any:
-    """Per-record spec of one decoded field value."""
-    if isinstance(value, (str, bytes)):
-        return TextSpec(())
-    array = np.asarray(value)
-    if array.dtype.kind in "USO":
-        return TextSpec(tuple(array.shape))
-    return jax.ShapeDtypeStruct(tuple(array.shape), array.dtype)
-
-
-def _describe_spec(spec: Any) -> str:
-    if isinstance(spec, TextSpec):
-        return f"text{tuple(spec.shape)}"
-    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
-
-
-ALIGNMENT = 64  # bytes; JAX's CPU backend takes aligned host buffers about twice as fast
-
-
-def _stack(values: list[Any]) -> np.ndarray:
-    """Stack per-record values into one batch array, 64-byte aligned when numeric."""
-    first = np.asarray(values[0])
-    if first.dtype.kind in "USO":
-        return np.stack([np.asarray(v) for v in values])
-    shape = (len(values), *first.shape)
-    nbytes = int(np.prod(shape)) * first.dtype.itemsize
-    buffer = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-    offset = (-buffer.ctypes.data) % ALIGNMENT
-    out = buffer[offset : offset + nbytes].view(first.dtype).reshape(shape)
-    np.stack(values, out=out)
-    return out
-
-
-class RecordStructureError(ValueError):
-    """A decoded record whose structure differs from the first record's."""
-
-
-#: the fix a 64-bit message names last for a decoded value.
-_DECODE_FIX = "cast or drop the field in decode"
-
-
-def _describe_cause(cause: BaseException) -> str:
-    """A failure's cause for a message: datarax's own errors in their words (without a
-    closing period, the message goes on); others with their type."""
-    if isinstance(cause, (RecordStructureError, DataraxError)):
-        return str(cause).rstrip(".")
-    return f"{type(cause).__name__}: {cause}"
 
 
 # ------------------------------------------------------------------------ reader
@@ -279,18 +152,14 @@ class HostReader:
         if not callable(decode):
             raise ConfigError(f"{name} decode must be callable (bytes -> dict), got {decode!r}.")
         self.data = data
-        self.decode = decode
         self._locate = locate
         self.num_threads = num_threads
         self.read_ahead = read_ahead if read_ahead is not None else 2 * num_threads
         self.chunk_size = chunk_size
         self.policy = policy or ErrorPolicy()
         self.name = name
-        self.cast_float64 = cast_float64
         self._getitems = getattr(data, "__getitems__", None)
-        self._spec: dict[str, Any] | None = None
-        self._spec_index: int | None = None
-        self._fast_spec: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+        self._records = DecodedRecords(decode, cast_float64=cast_float64)
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: collections.deque[concurrent.futures.Future[_Chunk]] = collections.deque()
@@ -322,7 +191,7 @@ class HostReader:
     def record_error(self, index: int, cause: BaseException, *, epoch: int | None = None) -> RecordError:
         """The :class:`RecordError` for stable record ``index`` failing with ``cause``."""
         path, in_file = self.locate(index)
-        detail = _describe_cause(cause)
+        detail = describe_cause(cause)
         when = "" if epoch is None else f" (epoch {epoch})"
         hint = (
             "Fix or regenerate the file, or construct the source with on_error='skip' to "
@@ -338,7 +207,7 @@ class HostReader:
 
     def element_spec(self) -> dict[str, Any]:
         """Per-record spec from decoding the first readable record (cached)."""
-        if self._spec is None:
+        if self._records.spec is None:
             n = len(self.data)
             if n == 0:
                 raise RecordError(f"{self.name} holds no records.")
@@ -350,7 +219,7 @@ class HostReader:
             for index in range(limit):
                 try:
                     raw = self.data[index]
-                    record = self._decode_checked(raw, index, reference=None)
+                    self._records.learn(raw, index)
                 except ConfigError as err:  # a setting (cast_float64), not a bad record
                     raise ConfigError(
                         f"{self.name}: decoding {self.where(index)}: "
@@ -360,13 +229,6 @@ class HostReader:
                     if first_error is None:
                         first_error = self.record_error(index, err)
                     continue
-                self._spec = {k: _spec_of(v) for k, v in record.items()}
-                self._fast_spec = {
-                    k: (tuple(v.shape), np.dtype(v.dtype))
-                    for k, v in self._spec.items()
-                    if isinstance(v, jax.ShapeDtypeStruct)
-                }
-                self._spec_index = index
                 break
             else:
                 assert first_error is not None
@@ -379,59 +241,7 @@ class HostReader:
                         index=first_error.index,
                     ) from first_error
                 raise first_error
-        return dict(self._spec)
-
-    def _decode_checked(self, raw: Any, index: int, reference: dict[str, Any] | None) -> Mapping[str, Any]:
-        record = self.decode(raw)
-        fast = self._fast_spec
-        if reference is not None and type(record) is dict and len(record) == len(fast) == len(reference):
-            # Hot path: every field a numpy array of the first record's shape and dtype.
-            try:
-                for key, (shape, dtype) in fast.items():
-                    value = record[key]
-                    kind = type(value)
-                    if not (kind is np.ndarray or issubclass(kind, np.generic)) or (
-                        value.shape != shape or value.dtype != dtype
-                    ):
-                        break
-                else:
-                    return record
-            except KeyError:
-                pass
-        if not isinstance(record, Mapping):
-            raise RecordStructureError(
-                f"decode returned {type(record).__name__}, expected a dict of arrays "
-                "(e.g. {'image': np.frombuffer(record, np.uint8)})"
-            )
-        if not record:
-            raise RecordStructureError("decode returned an empty dict; return at least one field")
-        record = {
-            key: fit_value(key, value, cast_float64=self.cast_float64, drop_hint=_DECODE_FIX)
-            for key, value in record.items()
-        }
-        if reference is None:
-            return record
-        if list(record.keys()) != list(reference.keys()):
-            raise RecordStructureError(
-                f"decode returned fields {list(record.keys())}, the first record "
-                f"(record {self._spec_index}) has {list(reference.keys())}"
-            )
-        out = {}
-        for key, spec in reference.items():
-            value = record[key]
-            fast = self._fast_spec.get(key)
-            if fast is not None and type(value) is np.ndarray and value.shape == fast[0] and value.dtype == fast[1]:
-                out[key] = value
-                continue
-            got = _spec_of(value)
-            if got != spec:
-                raise RecordStructureError(
-                    f"field '{key}' decodes to {_describe_spec(got)}, the first record's is "
-                    f"{_describe_spec(spec)}; every record must decode to the same shapes and "
-                    "dtypes"
-                )
-            out[key] = value
-        return out
+        return dict(self._records.spec)
 
     # ---------------------------------------------------------------- reading
     def _fetch(self, indices: np.ndarray) -> tuple[list[Any], dict[int, BaseException]]:
@@ -455,7 +265,7 @@ class HostReader:
     def _read_chunk(self, order: EpochOrder, start: int, stop: int) -> _Chunk:
         indices = order.indices(start, stop)
         raw, fetch_failures = self._fetch(indices)
-        spec = self._spec
+        spec = self._records.spec
         assert spec is not None
         keep: list[int] = []
         decoded: list[dict[str, Any]] = []
@@ -465,7 +275,7 @@ class HostReader:
             cause = fetch_failures.get(slot)
             if cause is None:
                 try:
-                    decoded.append(self._decode_checked(record, slot, spec))
+                    decoded.append(self._records.check(record))
                     keep.append(slot)
                     continue
                 except Exception as err:  # noqa: BLE001
@@ -473,7 +283,7 @@ class HostReader:
             failures.append(_Failure(start + slot, int(indices[slot]), cause))
             if stop_early:
                 break
-        columns = {key: _stack([r[key] for r in decoded]) for key in spec} if decoded else {}
+        columns = {key: stack_values([r[key] for r in decoded]) for key in spec} if decoded else {}
         if len(keep) == len(raw):
             kept_indices = indices
             positions = np.arange(start, stop, dtype=np.int64)
@@ -552,7 +362,7 @@ class HostReader:
     def _skipped_record(self, epoch: int, failure: _Failure) -> SkippedRecord:
         path, in_file = self.locate(failure.index)
         cause = failure.cause
-        text = _describe_cause(cause)
+        text = describe_cause(cause)
         return SkippedRecord(epoch, failure.position, failure.index, path, in_file, text)
 
     def _commit(self, position: int) -> None:

@@ -47,7 +47,8 @@ from flax import nnx
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import Batch, DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources.host_reader import EpochOrder, HostReader, ReadBatch
+from datarax.sources.host_reader import HostReader, ReadBatch
+from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord, check_skip_state
 
 
@@ -63,7 +64,7 @@ class BadRecordFields:
     max_skipped_fraction: float | None
 
     def error_policy(self) -> ErrorPolicy:
-        """The :class:`~datarax.sources.host_reader.ErrorPolicy` these fields describe.
+        """The :class:`~datarax.sources.skip_ledger.ErrorPolicy` these fields describe.
 
         Raises:
             ConfigError: a field is invalid (the message names this config).

@@ -11,7 +11,8 @@ from datarax.core.dtypes import fit_column
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._columns import text_on_host
 from datarax.sources._dataset_config import check_config_type, empty_split
-from datarax.sources.host_reader import EpochOrder, HostReader
+from datarax.sources.host_reader import HostReader
+from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.memory import MemorySource
 from datarax.sources.tfds.config import TFDSConfig, TFDSEagerConfig
 from datarax.sources.tfds.features import Decoder, decode_text, flatten
