@@ -164,6 +164,12 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"target": "W9 tokenize+pack >= 1.5x Grain tokens/s at >= its efficiency",
                     "value": f"{speed:.2f}x tokens/s, {eff:.2f}x efficiency",
                     "met": speed >= 1.5 and eff >= 1.0})
+    w8 = ((ext.get("W8") or {}).get("data") or {}).get("ratios", {})
+    peers = [w8[k] for k in ("datarax / grain", "datarax / tf.data") if k in w8]
+    if peers:
+        worst = min(peers)  # against the best peer
+        out.append({"target": "W8 3-source mixture >= 2x the best peer (Grain mix, tf.data)",
+                    "value": f"{worst:.2f}x", "met": worst >= 2.0})
     return out
 
 
