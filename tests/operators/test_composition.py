@@ -248,7 +248,7 @@ def test_parallel_and_branching_composites_resume_exactly():
 # -- per record or whole batch -------------------------------------------------------------
 def test_composites_are_per_record_exactly_when_every_child_is():
     from datarax.operators import BatchMixOperator
-    from datarax.pipeline.steps import stages_per_record
+    from datarax.core.operator import all_per_record as stages_per_record
 
     mix = BatchMixOperator("mixup", alpha=1.0, num_classes=4)
     assert stages_per_record([add(1), noise()])

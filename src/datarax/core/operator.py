@@ -57,3 +57,13 @@ class OperatorModule(DataraxModule):
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         raise NotImplementedError
+
+
+def all_per_record(stages: Any) -> bool:
+    """True when every stage maps records independently (``per_record`` operators).
+
+    Plain callables and batch-level operators (mixup, batch statistics) read the batch as
+    a whole, so a chain holding one must never see padding records. Composites ask this of
+    their children.
+    """
+    return all(isinstance(s, OperatorModule) and s.per_record for s in stages)

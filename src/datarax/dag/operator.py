@@ -36,7 +36,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.operator import OperatorModule
+from datarax.core.operator import OperatorModule, all_per_record
 from datarax.dag.graph import SOURCE, plan_graph
 from datarax.dag.nodes import Merge, join_fields
 from datarax.operators._records import child_keys
@@ -109,9 +109,7 @@ class DagOperator(OperatorModule):
         super().__init__(config, name=name or f"Dag[{', '.join(order)} -> {sink}]")
         self.nodes = nnx.Dict({n: node for n, node in nodes.items()})
         self.order = tuple(order)
-        self.per_record = all(
-            isinstance(n, OperatorModule) and n.per_record for n in nodes.values()
-        )
+        self.per_record = all_per_record(nodes.values())
 
     @classmethod
     def chain(cls, stages: Sequence[Node], *, name: str | None = None) -> DagOperator:

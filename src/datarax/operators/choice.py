@@ -17,7 +17,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError
-from datarax.core.operator import OperatorModule
+from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
     apply_to_record,
     check_operators,
@@ -65,7 +65,7 @@ class ProbabilisticOperator(OperatorModule):
     @property
     def per_record(self) -> bool:  # type: ignore[override]
         """Per record when the wrapped operator is."""
-        return bool(getattr(self.operator, "per_record", False))
+        return all_per_record([self.operator])
 
     def __init__(
         self,
@@ -141,7 +141,7 @@ class SelectorOperator(OperatorModule):
     @property
     def per_record(self) -> bool:  # type: ignore[override]
         """Per record when every child is (a short last batch may then run padded)."""
-        return all(getattr(op, "per_record", False) for op in self.operators)
+        return all_per_record(self.operators)
 
     def __init__(
         self,

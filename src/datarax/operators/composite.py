@@ -31,7 +31,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.operator import OperatorModule
+from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
     apply_to_record,
     check_operators,
@@ -121,7 +121,7 @@ class CompositeOperatorModule(OperatorModule):
     @property
     def per_record(self) -> bool:  # type: ignore[override]
         """Per record when every child is (a short last batch may then run padded)."""
-        return all(getattr(op, "per_record", False) for op in self.operators)
+        return all_per_record(self.operators)
 
     def __init__(
         self,

@@ -33,9 +33,10 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import SpecMismatchError, StaleIteratorError
 from datarax.core.keys import draw
+from datarax.core.operator import all_per_record
 from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
 from datarax.pipeline.elastic import pieces_step
-from datarax.pipeline.steps import apply_stages, indexed_step, stage_step, stages_per_record
+from datarax.pipeline.steps import apply_stages, indexed_step, stage_step
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
@@ -249,7 +250,7 @@ class PipelineIterator:
         graphdef, state = nnx.split((source, [] if self._host_fields else stages))
         self._graphdef, self._state = graphdef, state
         self._step = indexed_step(graphdef, self._batch_size)
-        self._exact_short = not self._host_fields and not stages_per_record(stages)
+        self._exact_short = not self._host_fields and not all_per_record(stages)
         self._inputs = source.step_inputs()
         self._key = self._pipeline.key_pair()
         self._n = len(source)  # type: ignore[arg-type]

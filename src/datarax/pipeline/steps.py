@@ -86,15 +86,6 @@ def _not_stochastic_error(stage: OperatorModule, position: int) -> ConfigError:
     )
 
 
-def stages_per_record(stages: Sequence[Any]) -> bool:
-    """True when every stage maps records independently (``per_record`` operators).
-
-    Plain callables and batch-level operators (mixup, batch statistics) read the batch
-    as a whole, so they must never see padding records.
-    """
-    return all(isinstance(s, OperatorModule) and s.per_record for s in stages)
-
-
 def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
     fn = _CACHE.get(key)
     if fn is None:
