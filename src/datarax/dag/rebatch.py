@@ -1,0 +1,255 @@
+"""``Rebatch``: a Pipeline's batches grouped k into one, or each cut into k parts.
+
+Invariant: a Rebatch hands out exactly the records of its pipeline, in the same order,
+once each — only the batch boundaries move. Its state is the pipeline's own state
+(taken where the current group starts, or before the current underlying batch) plus
+the number of parts of that batch already handed out, so a resume re-computes that
+batch through the pipeline's own exact resume and skips what was handed out.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+from datarax.core.batch import batch_length
+from datarax.core.errors import ConfigError, StateError
+from datarax.core.spec import is_text_value
+
+if TYPE_CHECKING:
+    from datarax.pipeline.iterator import PipelineIterator
+    from datarax.pipeline.pipeline import Pipeline
+
+Batch = dict[str, Any]
+
+
+def _is_leaf(value: Any) -> bool:
+    return is_text_value(value) or isinstance(value, list)
+
+
+def _rows(batch: Batch, lo: int, hi: int) -> Batch:
+    """Records ``lo:hi`` of a batch (device arrays sliced on the device, text lists cut)."""
+    return jax.tree.map(lambda v: v[lo:hi], batch, is_leaf=_is_leaf)
+
+
+class Rebatch:
+    """Iterate ``pipeline`` with ``group=k`` batches joined into one, or each batch
+    cut into ``split=k`` equal parts.
+
+    * ``group=k``: each batch is the concatenation of ``k`` consecutive batches of the
+      pipeline; the epoch's last group holds what is left (fewer batches, and the
+      pipeline's short last batch if it keeps one). Groups never span two epochs.
+    * ``split=k``: each pipeline batch becomes ``k`` batches of ``batch_size // k``
+      records (``batch_size`` must divide by ``k``); the epoch's short last batch (if
+      kept) is cut into parts of that same size, the last part shorter.
+
+    ``for batch in rebatch`` is one pass (one epoch), like ``for batch in pipeline``;
+    ``len(rebatch)`` is the batches of one epoch when the pipeline's is known.
+    ``get_state()``/``set_state()`` are small JSON-able dicts and resume exactly.
+    Text and nested fields are cut and joined like arrays. The wrapped pipeline
+    should not be iterated directly while the Rebatch is in use.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.pipeline import Pipeline
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> def make():
+        ...     src = MemorySource(MemorySourceConfig(), {"x": np.arange(7, dtype=np.int32)})
+        ...     return Pipeline(source=src, stages=[], batch_size=2)
+        >>> [b["x"].tolist() for b in Rebatch(make(), group=3)]
+        [[0, 1, 2, 3, 4, 5], [6]]
+        >>> halves = Rebatch(make(), split=2)
+        >>> len(halves), [b["x"].tolist() for b in halves][:3]
+        (7, [[0], [1], [2]])
+    """
+
+    def __init__(self, pipeline: Pipeline, *, group: int | None = None,
+                 split: int | None = None) -> None:
+        if (group is None) == (split is None):
+            raise ConfigError(
+                f"Rebatch takes exactly one of group=k or split=k (got group={group!r}, "
+                f"split={split!r})."
+            )
+        mode, k = ("group", group) if group is not None else ("split", split)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"Rebatch {mode}= must be an int >= 1, got {k!r}.")
+        if mode == "split" and pipeline.batch_size % k:
+            raise ConfigError(
+                f"Rebatch split={k} needs a batch_size divisible by {k}; the pipeline's "
+                f"batch_size is {pipeline.batch_size}. Choose a batch_size that is a "
+                f"multiple of {k} or another split."
+            )
+        self.pipeline = pipeline
+        self.mode: str = mode
+        self.k: int = k
+        self._pending_part = 0  # parts to skip of the next underlying batch (a restore)
+        self._live: weakref.ref[RebatchIterator] | None = None
+
+    @property
+    def part_size(self) -> int | None:
+        """Records per batch in split mode (None in group mode)."""
+        return self.pipeline.batch_size // self.k if self.mode == "split" else None
+
+    @property
+    def epoch(self) -> int:
+        """The pass the pipeline's source stands in."""
+        return self.pipeline.epoch
+
+    def batches_for(self, records: int, underlying: int) -> int:
+        """Batches handed out for ``underlying`` pipeline batches holding ``records``."""
+        if self.mode == "group":
+            return math.ceil(underlying / self.k)
+        full, rest = divmod(records, self.pipeline.batch_size)
+        return full * self.k + math.ceil(rest / (self.pipeline.batch_size // self.k))
+
+    def __len__(self) -> int:
+        """Batches in one epoch; ``TypeError`` when the pipeline's length is unknown."""
+        underlying = len(self.pipeline)
+        records = self.pipeline.plan.served(self.pipeline.source.epoch_size() or 0)
+        return self.batches_for(records, underlying)
+
+    def _next_pass(self) -> tuple[int, int | None]:
+        """``(epoch, resume_at)`` of the next pass (the pipeline's; the resume harness
+        :func:`datarax.testing.check_resume_exact` asks it)."""
+        return self.pipeline._next_pass()
+
+    def __iter__(self) -> RebatchIterator:
+        """Start the next pass (or continue the one a restore left)."""
+        skip, self._pending_part = self._pending_part, 0
+        iterator = RebatchIterator(self, iter(self.pipeline), skip)
+        self._live = weakref.ref(iterator)
+        return iterator
+
+    # ------------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        """JSON-able state: the pipeline's state where the current group starts (group)
+        or before the current underlying batch, plus the parts of it handed out (split)."""
+        live = self._live() if self._live is not None else None
+        if live is not None and live.partial_state is not None:
+            pipeline_state, part = live.partial_state
+        else:
+            pipeline_state, part = self.pipeline.get_state(), self._pending_part
+        return {"rebatch": {"mode": self.mode, "k": self.k}, "part": part,
+                "pipeline": pipeline_state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter(rebatch)`` continue exactly where ``state`` was taken."""
+        if not isinstance(state, dict) or not {"rebatch", "part", "pipeline"} <= set(state):
+            raise StateError(
+                "Rebatch.set_state needs a dict from Rebatch.get_state() with keys "
+                f"'rebatch', 'part' and 'pipeline'; got {state!r:.200}.", field="rebatch"
+            )
+        saved = state["rebatch"]
+        if saved != {"mode": self.mode, "k": self.k}:
+            raise StateError(
+                f"state was saved by Rebatch({saved.get('mode')}={saved.get('k')}); this is "
+                f"Rebatch({self.mode}={self.k}). Restore into an identically built Rebatch.",
+                field="rebatch",
+            )
+        part = state["part"]
+        if not isinstance(part, int) or not 0 <= part < self.k:
+            raise StateError(
+                f"state part={part!r} is out of range for Rebatch({self.mode}={self.k}) "
+                f"(0..{self.k - 1}).", field="part",
+            )
+        live = self._live() if self._live is not None else None
+        if live is not None:
+            live.close()
+        self._live = None
+        self.pipeline.set_state(state["pipeline"])
+        self._pending_part = part
+
+
+class RebatchIterator:
+    """One pass of a :class:`Rebatch` (made by ``iter(rebatch)``)."""
+
+    def __init__(self, owner: Rebatch, inner: PipelineIterator, skip: int) -> None:
+        self._owner = owner
+        self._inner = inner
+        self._skip = skip
+        self._current: Batch | None = None  # the underlying batch being split
+        self._parts: list[tuple[int, int]] = []
+        self._before: dict[str, Any] | None = None
+        self._next_part = 0
+
+    @property
+    def epoch(self) -> int:
+        """The pass this iterator serves."""
+        return self._inner.epoch
+
+    @property
+    def partial_state(self) -> tuple[dict[str, Any], int] | None:
+        """``(pipeline state before the current batch, parts handed out)`` while a split
+        batch is partly handed out, else None (the pipeline's state is the boundary)."""
+        if self._current is not None and 0 < self._next_part < len(self._parts):
+            assert self._before is not None
+            return self._before, self._next_part
+        return None
+
+    def get_state(self) -> dict[str, Any]:
+        """The owning Rebatch's state (see :meth:`Rebatch.get_state`)."""
+        return self._owner.get_state()
+
+    def __len__(self) -> int:
+        """Batches left in this pass; ``TypeError`` when the pipeline's length is unknown."""
+        owner = self._owner
+        underlying = len(self._inner)
+        if owner.mode == "group":
+            return math.ceil(underlying / owner.k)
+        source = owner.pipeline.source
+        left = owner.pipeline.plan.served(source.epoch_size() or 0) - source.index
+        parts_left = len(self._parts) - self._next_part if self._current is not None else 0
+        return parts_left + owner.batches_for(max(left, 0), underlying) - (
+            self._skip if underlying else 0)
+
+    def __iter__(self) -> RebatchIterator:
+        return self
+
+    def __enter__(self) -> RebatchIterator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop this pass early (the pipeline's iterator is closed too)."""
+        self._current = None
+        self._inner.close()
+
+    def __next__(self) -> Batch:
+        if self._owner.mode == "group":
+            return self._next_group()
+        return self._next_part_of_batch()
+
+    def _next_group(self) -> Batch:
+        from datarax.pipeline.iterator import _join  # joins keeping arrays on the device
+
+        parts: list[Batch] = []
+        for _ in range(self._owner.k):
+            try:
+                parts.append(next(self._inner))
+            except StopIteration:
+                break
+        if not parts:
+            raise StopIteration
+        return parts[0] if len(parts) == 1 else _join(parts)
+
+    def _next_part_of_batch(self) -> Batch:
+        if self._current is None or self._next_part >= len(self._parts):
+            self._before = self._owner.pipeline.get_state()
+            self._current = None
+            batch = next(self._inner)  # StopIteration ends the pass
+            count = batch_length(batch)
+            size = self._owner.part_size
+            assert size is not None
+            self._parts = [(lo, min(lo + size, count)) for lo in range(0, count, size)]
+            self._current = batch
+            self._next_part, self._skip = min(self._skip, len(self._parts)), 0
+            if self._next_part >= len(self._parts):
+                return self._next_part_of_batch()
+        lo, hi = self._parts[self._next_part]
+        self._next_part += 1
+        return _rows(self._current, lo, hi)

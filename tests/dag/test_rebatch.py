@@ -1,0 +1,165 @@
+"""Rebatch: grouped and split batches hold the pipeline's records in order, once each;
+lengths, exact resume at every boundary, and refusals."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.errors import ConfigError, StateError
+from datarax.dag import Rebatch
+from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+from datarax.testing import check_resume_exact
+
+
+def jitter(element, key):
+    return {**element.data, "noise": jax.random.uniform(key, ())}
+
+
+def pipeline(n=11, batch_size=4, shuffle=True, drop_remainder=False, stochastic=True,
+             nested=True):
+    ids = np.arange(n, dtype=np.int32)
+    data = {"id": ids, "name": [f"r{i}" for i in ids]}
+    if nested:  # (check_resume_exact compares flat batches only)
+        data["meta"] = {"double": ids * 2}
+    src = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=7), data)
+    stages = [ElementOperator(ElementOperatorConfig(stochastic=True), fn=jitter)] if stochastic else []
+    return Pipeline(source=src, stages=stages, batch_size=batch_size,
+                    drop_remainder=drop_remainder, rngs=nnx.Rngs(1))
+
+
+def ids(batches):
+    return [np.asarray(b["id"]).tolist() for b in batches]
+
+
+def flat(batches, field):
+    out = []
+    for b in batches:
+        value = b[field]
+        out.extend(value if isinstance(value, list) else np.asarray(value).tolist())
+    return out
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_group_joins_k_consecutive_batches_with_a_short_last_group(drop):
+    plain = ids(pipeline(drop_remainder=drop, stochastic=False))  # 11 records, batch 4
+    grouped = Rebatch(pipeline(drop_remainder=drop, stochastic=False), group=2)
+    got = list(grouped)
+    if drop:  # batches of 4, 4 (3 dropped): one group of 8
+        assert [len(b) for b in ids(got)] == [8]
+    else:  # 4, 4, 3 -> 8 and 3
+        assert [len(b) for b in ids(got)] == [8, 3]
+    assert ids(got)[0] == plain[0] + plain[1]
+    assert flat(got, "id") == [i for b in plain for i in b]
+    assert flat(got, "name") == [f"r{i}" for b in plain for i in b]
+    assert np.asarray(got[0]["meta"]["double"]).tolist() == [2 * i for i in ids(got)[0]]
+    assert len(grouped) == len(got)
+
+
+def test_group_values_equal_the_pipeline_including_per_record_draws():
+    plain = list(pipeline())
+    got = list(Rebatch(pipeline(), group=3))
+    assert [len(b) for b in ids(got)] == [11]
+    assert flat(got, "noise") == flat(plain, "noise")
+    assert flat(got, "id") == flat(plain, "id")
+
+
+def test_split_cuts_each_batch_into_k_equal_parts_and_the_short_batch_into_that_size():
+    plain = ids(pipeline(stochastic=False))  # batches of 4, 4, 3
+    halves = Rebatch(pipeline(stochastic=False), split=2)
+    got = list(halves)
+    assert ids(got) == [plain[0][:2], plain[0][2:], plain[1][:2], plain[1][2:],
+                        plain[2][:2], plain[2][2:]]
+    assert [len(b) for b in ids(got)] == [2, 2, 2, 2, 2, 1]
+    assert flat(got, "name") == [f"r{i}" for b in plain for i in b]
+    assert len(halves) == 6
+    quarters = Rebatch(pipeline(stochastic=False), split=4)
+    assert len(quarters) == 11 and [len(b) for b in ids(quarters)] == [1] * 11
+
+
+def test_split_values_equal_the_pipeline_including_per_record_draws():
+    plain = list(pipeline())
+    got = list(Rebatch(pipeline(), split=2))
+    assert flat(got, "noise") == flat(plain, "noise")
+    assert flat(got, "id") == flat(plain, "id")
+
+
+def test_each_loop_is_one_epoch_and_epochs_differ_in_order():
+    grouped = Rebatch(pipeline(stochastic=False), group=2)
+    first, second = flat(list(grouped), "id"), flat(list(grouped), "id")
+    assert sorted(first) == sorted(second) == list(range(11))
+    assert first != second  # shuffled anew each epoch
+    assert grouped.epoch == 1
+
+
+def test_iterator_len_counts_what_is_left():
+    it = iter(Rebatch(pipeline(stochastic=False), split=2))
+    left = [len(it)]
+    for _ in it:
+        left.append(len(it))
+    assert left == [6, 5, 4, 3, 2, 1, 0]
+    it = iter(Rebatch(pipeline(stochastic=False), group=2))
+    left = [len(it)]
+    for _ in it:
+        left.append(len(it))
+    assert left == [2, 1, 0]
+
+
+def test_split_state_is_the_batch_before_plus_the_part():
+    halves = Rebatch(pipeline(), split=2)
+    it = iter(halves)
+    next(it)
+    state = halves.get_state()
+    assert state["part"] == 1 and state["pipeline"]["position"] == 0
+    assert state["rebatch"] == {"mode": "split", "k": 2}
+    next(it)
+    state = halves.get_state()
+    assert state["part"] == 0 and state["pipeline"]["position"] == 4
+
+
+@pytest.mark.parametrize("mode", [{"group": 2}, {"group": 3}, {"split": 2}, {"split": 4}])
+def test_resume_is_exact_at_every_boundary_over_three_epochs(mode):
+    def make():
+        return Rebatch(pipeline(nested=False), **mode)
+
+    per_epoch = len(make())
+    report = check_resume_exact(make, list(range(3 * per_epoch + 1)), num_epochs=3)
+    assert report.batches_per_epoch == (per_epoch,) * 3
+    assert report.num_records == 33
+
+
+def test_resume_by_hand_mid_split_batch_skips_the_parts_handed_out():
+    reference = [np.asarray(b["noise"]).tolist() for b in Rebatch(pipeline(), split=4)]
+    first = Rebatch(pipeline(), split=4)
+    it = iter(first)
+    seen = [np.asarray(next(it)["noise"]).tolist() for _ in range(6)]  # batch 1, part 2
+    state = json.loads(json.dumps(first.get_state()))
+    assert state["part"] == 2
+    again = Rebatch(pipeline(), split=4)
+    again.set_state(state)
+    rest = [np.asarray(b["noise"]).tolist() for b in again]
+    assert seen + rest == reference
+
+
+def test_refusals():
+    with pytest.raises(ConfigError, match=r"split=3 needs a batch_size divisible by 3; "
+                       r"the pipeline's batch_size is 4"):
+        Rebatch(pipeline(), split=3)
+    with pytest.raises(ConfigError, match="exactly one of group=k or split=k"):
+        Rebatch(pipeline(), group=2, split=2)
+    with pytest.raises(ConfigError, match="exactly one of group=k or split=k"):
+        Rebatch(pipeline())
+    with pytest.raises(ConfigError, match=r"group= must be an int >= 1, got 0"):
+        Rebatch(pipeline(), group=0)
+    state = Rebatch(pipeline(), group=2).get_state()
+    with pytest.raises(StateError, match=r"saved by Rebatch\(group=2\); this is Rebatch\(split=2\)"):
+        Rebatch(pipeline(), split=2).set_state(state)
+    with pytest.raises(StateError, match="keys 'rebatch', 'part' and 'pipeline'"):
+        Rebatch(pipeline(), group=2).set_state(state["pipeline"])
+    with pytest.raises(StateError, match=r"part=5 is out of range for Rebatch\(split=2\)"):
+        Rebatch(pipeline(), split=2).set_state({**state, "rebatch": {"mode": "split", "k": 2},
+                                                "part": 5})
