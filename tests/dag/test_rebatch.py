@@ -27,7 +27,8 @@ def pipeline(n=11, batch_size=4, shuffle=True, drop_remainder=False, stochastic=
     if nested:  # (check_resume_exact compares flat batches only)
         data["meta"] = {"double": ids * 2}
     src = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=7), data)
-    stages = [ElementOperator(ElementOperatorConfig(stochastic=True), fn=jitter)] if stochastic else []
+    noise = ElementOperator(ElementOperatorConfig(stochastic=True), fn=jitter)
+    stages = [noise] if stochastic else []
     return Pipeline(source=src, stages=stages, batch_size=batch_size,
                     drop_remainder=drop_remainder, rngs=nnx.Rngs(1))
 
@@ -156,10 +157,27 @@ def test_refusals():
     with pytest.raises(ConfigError, match=r"group= must be an int >= 1, got 0"):
         Rebatch(pipeline(), group=0)
     state = Rebatch(pipeline(), group=2).get_state()
-    with pytest.raises(StateError, match=r"saved by Rebatch\(group=2\); this is Rebatch\(split=2\)"):
+    with pytest.raises(StateError,
+                       match=r"saved by Rebatch\(group=2\); this is Rebatch\(split=2\)"):
         Rebatch(pipeline(), split=2).set_state(state)
     with pytest.raises(StateError, match="keys 'rebatch', 'part' and 'pipeline'"):
         Rebatch(pipeline(), group=2).set_state(state["pipeline"])
     with pytest.raises(StateError, match=r"part=5 is out of range for Rebatch\(split=2\)"):
         Rebatch(pipeline(), split=2).set_state({**state, "rebatch": {"mode": "split", "k": 2},
                                                 "part": 5})
+
+
+def test_a_state_taken_after_a_break_mid_batch_keeps_the_parts_left():
+    reference = flat(list(Rebatch(pipeline(), split=4)), "noise")
+    first = Rebatch(pipeline(), split=4)
+    seen = []
+    for batch in first:
+        seen.extend(np.asarray(batch["noise"]).tolist())
+        if len(seen) == 3:
+            break
+    state = json.loads(json.dumps(first.get_state()))
+    assert (state["part"], state["pipeline"]["position"]) == (3, 0)
+    again = Rebatch(pipeline(), split=4)
+    again.set_state(state)
+    assert seen + flat(list(again), "noise") == reference
+    assert again.get_state()["part"] == 0  # the pass ended on a batch boundary

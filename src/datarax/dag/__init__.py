@@ -7,4 +7,7 @@ from datarax.dag.nodes import Merge, SelectFields
 from datarax.dag.operator import DagOperator
 from datarax.dag.rebatch import Rebatch, RebatchIterator
 
-__all__ = ["SOURCE", "DagOperator", "Merge", "Rebatch", "RebatchIterator", "SelectFields", "plan_graph"]
+__all__ = [
+    "SOURCE", "DagOperator", "Merge", "Rebatch", "RebatchIterator", "SelectFields",
+    "plan_graph",
+]

@@ -86,7 +86,11 @@ class Rebatch:
         self.mode: str = mode
         self.k: int = k
         self._pending_part = 0  # parts to skip of the next underlying batch (a restore)
-        self._live: weakref.ref[RebatchIterator] | None = None
+        # (pipeline state before the batch being split, parts of it handed out) while a
+        # split batch is partly handed out — kept after a ``break``, so a state taken
+        # then still resumes with the rest of that batch.
+        self._partial: tuple[dict[str, Any], int] | None = None
+        self._live: weakref.ref[RebatchIterator] | None = None  # to close on restore
 
     @property
     def part_size(self) -> int | None:
@@ -119,17 +123,24 @@ class Rebatch:
     def __iter__(self) -> RebatchIterator:
         """Start the next pass (or continue the one a restore left)."""
         skip, self._pending_part = self._pending_part, 0
+        self._partial = None
+        self._close_live()
         iterator = RebatchIterator(self, iter(self.pipeline), skip)
         self._live = weakref.ref(iterator)
         return iterator
+
+    def _close_live(self) -> None:
+        live = self._live() if self._live is not None else None
+        if live is not None:
+            live.close()
+        self._live = None
 
     # ------------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
         """JSON-able state: the pipeline's state where the current group starts (group)
         or before the current underlying batch, plus the parts of it handed out (split)."""
-        live = self._live() if self._live is not None else None
-        if live is not None and live.partial_state is not None:
-            pipeline_state, part = live.partial_state
+        if self._partial is not None:
+            pipeline_state, part = self._partial
         else:
             pipeline_state, part = self.pipeline.get_state(), self._pending_part
         return {"rebatch": {"mode": self.mode, "k": self.k}, "part": part,
@@ -155,10 +166,8 @@ class Rebatch:
                 f"state part={part!r} is out of range for Rebatch({self.mode}={self.k}) "
                 f"(0..{self.k - 1}).", field="part",
             )
-        live = self._live() if self._live is not None else None
-        if live is not None:
-            live.close()
-        self._live = None
+        self._close_live()
+        self._partial = None
         self.pipeline.set_state(state["pipeline"])
         self._pending_part = part
 
@@ -174,20 +183,12 @@ class RebatchIterator:
         self._parts: list[tuple[int, int]] = []
         self._before: dict[str, Any] | None = None
         self._next_part = 0
+        self._closed = False
 
     @property
     def epoch(self) -> int:
         """The pass this iterator serves."""
         return self._inner.epoch
-
-    @property
-    def partial_state(self) -> tuple[dict[str, Any], int] | None:
-        """``(pipeline state before the current batch, parts handed out)`` while a split
-        batch is partly handed out, else None (the pipeline's state is the boundary)."""
-        if self._current is not None and 0 < self._next_part < len(self._parts):
-            assert self._before is not None
-            return self._before, self._next_part
-        return None
 
     def get_state(self) -> dict[str, Any]:
         """The owning Rebatch's state (see :meth:`Rebatch.get_state`)."""
@@ -215,8 +216,9 @@ class RebatchIterator:
         self.close()
 
     def close(self) -> None:
-        """Stop this pass early (the pipeline's iterator is closed too)."""
-        self._current = None
+        """Stop this pass early (the pipeline's iterator is closed too); a state taken
+        afterwards still continues with the parts not handed out."""
+        self._closed = True
         self._inner.close()
 
     def __next__(self) -> Batch:
@@ -238,6 +240,8 @@ class RebatchIterator:
         return parts[0] if len(parts) == 1 else _join(parts)
 
     def _next_part_of_batch(self) -> Batch:
+        if self._closed:
+            raise StopIteration
         if self._current is None or self._next_part >= len(self._parts):
             self._before = self._owner.pipeline.get_state()
             self._current = None
@@ -252,4 +256,7 @@ class RebatchIterator:
                 return self._next_part_of_batch()
         lo, hi = self._parts[self._next_part]
         self._next_part += 1
+        assert self._before is not None
+        done = self._next_part >= len(self._parts)
+        self._owner._partial = None if done else (self._before, self._next_part)
         return _rows(self._current, lo, hi)
