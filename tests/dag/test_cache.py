@@ -118,3 +118,27 @@ def test_refusals():
         CachedPrefix(memory, [], max_bytes=100)
     with pytest.raises(ConfigError, match=r"max_bytes must be an int >= 0, got -1"):
         CachedPrefix(Rows(), [], max_bytes=-1)
+
+
+def scale(element, key=None):
+    return {**element.data, "x": element.data["x"] * 2}
+
+
+def deterministic_op():
+    return ElementOperator(ElementOperatorConfig(stochastic=False), fn=scale)
+
+
+def test_a_deterministic_operator_prefix_and_nnx_state_resume():
+    cached = CachedPrefix(Rows(), [deterministic_op()], max_bytes=1 << 20)
+    pipeline = Pipeline(source=cached, stages=[], batch_size=4)
+    iterator = iter(pipeline)
+    head = np.asarray(next(iterator)["x"]).tolist()
+    saved = nnx.state(pipeline)
+    rest = [np.asarray(b["x"]).tolist() for b in iterator]
+    assert sorted(r[0] for b in [head, *rest] for r in b) == [2.0 * i for i in range(N)]
+    fresh = CachedPrefix(Rows(), [deterministic_op()], max_bytes=1 << 20)  # empty cache
+    restored = Pipeline(source=fresh, stages=[], batch_size=4)
+    nnx.update(restored, saved)
+    assert [np.asarray(b["x"]).tolist() for b in restored] == rest
+    cached.close()
+    fresh.close()

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 from datarax.core.batch import record_at, stack_records
 from datarax.core.errors import ConfigError
@@ -116,7 +117,7 @@ class CachedPrefix(RandomAccessSource):
                 )
         super().__init__(source.config, num_threads=num_threads, read_ahead=read_ahead)
         self.inner = source
-        self.__stages = tuple(stages)
+        self.stages = nnx.List(list(stages))
         self.__cache = _RecordCache(max_bytes)
 
     def __len__(self) -> int:
@@ -151,7 +152,7 @@ class CachedPrefix(RandomAccessSource):
         if missing:
             raw = self.inner.read_records(missing)
             batch = stack_records([dict(self.inner.decode(r)) for r in raw])
-            out = _to_host(apply_stages(self.__stages, batch, jnp.asarray(missing), 0, None))
+            out = _to_host(apply_stages(list(self.stages), batch, jnp.asarray(missing), 0, None))
             with cache.lock:
                 cache.misses += len(missing)
                 for row, index in enumerate(missing):
