@@ -133,12 +133,12 @@ def test_a_deterministic_operator_prefix_and_nnx_state_resume():
     pipeline = Pipeline(source=cached, stages=[], batch_size=4)
     iterator = iter(pipeline)
     head = np.asarray(next(iterator)["x"]).tolist()
-    saved = nnx.state(pipeline)
-    rest = [np.asarray(b["x"]).tolist() for b in iterator]
-    assert sorted(r[0] for b in [head, *rest] for r in b) == [2.0 * i for i in range(N)]
     fresh = CachedPrefix(Rows(), [deterministic_op()], max_bytes=1 << 20)  # empty cache
     restored = Pipeline(source=fresh, stages=[], batch_size=4)
-    nnx.update(restored, saved)
-    assert [np.asarray(b["x"]).tolist() for b in restored] == rest
+    nnx.update(restored, nnx.state(pipeline))
+    resumed = [np.asarray(b["x"]).tolist() for b in restored]
+    rest = [np.asarray(b["x"]).tolist() for b in iterator]
+    assert resumed == rest
+    assert sorted(r[0] for b in [head, *rest] for r in b) == [2.0 * i for i in range(N)]
     cached.close()
     fresh.close()
