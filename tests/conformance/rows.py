@@ -357,6 +357,26 @@ def _host_table(root: Path) -> SourceRow:
                      kind="HOST")
 
 
+def _cached_prefix(root: Path) -> SourceRow:
+    """The user random-access source behind a CachedPrefix with a deterministic stage
+    (first epoch computed and cached, later epochs served from memory)."""
+    from datarax.dag import CachedPrefix
+
+    def plus_thousand(batch: dict[str, Any]) -> dict[str, Any]:
+        return {**batch, "shifted": batch["id"] + 1000}
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        table = make_host_table_source(TableConfig(), root / "host.npy")
+        source = CachedPrefix(table, [plus_thousand], max_bytes=1 << 20)
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    def ids(batch: Any) -> Any:
+        assert (np.asarray(batch["shifted"]) == np.asarray(batch["id"]) + 1000).all()
+        return batch["id"]
+
+    return SourceRow("cached_prefix", make, N_HOST, ids, shuffled=True, kind="HOST")
+
+
 class OffsetStream(ShuffledStream):
     """:class:`ShuffledStream` whose ids start at ``offset`` (a part of the mixture row)."""
 
@@ -442,6 +462,7 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "mixture": (_mixture, None),
     "mixture_indexed": (_mixture_indexed, None),
     "npy_shards": (_npy, None),
+    "cached_prefix": (_cached_prefix, None),
 }
 
 # Rows whose source API is still being settled: name -> reason (run as xfail).

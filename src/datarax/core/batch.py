@@ -40,8 +40,9 @@ def take_records(batch: Batch, rows: Any) -> Batch:
     return out
 
 
-def concat_batches(parts: list[Batch]) -> Batch:
-    """Join batches field by field (arrays concatenated, lists of str extended).
+def concat_batches(parts: list[Batch], *, on_device: bool = False) -> Batch:
+    """Join batches field by field (arrays concatenated, lists of str extended);
+    ``on_device``: JAX arrays are joined with ``jnp.concatenate`` and stay on the device.
 
     Example:
         >>> concat_batches([{"x": np.arange(2)}, {"x": np.arange(1)}])["x"].tolist()
@@ -49,15 +50,21 @@ def concat_batches(parts: list[Batch]) -> Batch:
     """
     if len(parts) == 1:
         return parts[0]
+    if on_device:
+        import jax.numpy as jnp  # only device joins need it; host joins stay numpy
+
+        join: Any = jnp.concatenate
+    else:
+        join = lambda values: np.concatenate([np.asarray(v) for v in values])  # noqa: E731
     out: Batch = {}
     for key in parts[0]:
         values = [p[key] for p in parts]
         if all(isinstance(v, dict) for v in values):
-            out[key] = concat_batches(values)
+            out[key] = concat_batches(values, on_device=on_device)
         elif all(isinstance(v, (list, tuple)) for v in values):
             out[key] = [item for v in values for item in v]
         else:
-            out[key] = np.concatenate([np.asarray(v) for v in values])
+            out[key] = join(values)
     return out
 
 

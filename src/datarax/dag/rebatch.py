@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from datarax.core.batch import batch_length
+from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.spec import is_text_value
 
@@ -227,8 +227,6 @@ class RebatchIterator:
         return self._next_part_of_batch()
 
     def _next_group(self) -> Batch:
-        from datarax.pipeline.iterator import _join  # joins keeping arrays on the device
-
         parts: list[Batch] = []
         for _ in range(self._owner.k):
             try:
@@ -237,7 +235,7 @@ class RebatchIterator:
                 break
         if not parts:
             raise StopIteration
-        return parts[0] if len(parts) == 1 else _join(parts)
+        return concat_batches(parts, on_device=True)
 
     def _next_part_of_batch(self) -> Batch:
         if self._closed:

@@ -62,20 +62,6 @@ def _head(array: Any, count: int) -> Any:
     return array[:count]
 
 
-def _join(parts: list[Batch]) -> Batch:
-    """Batches joined field by field, device arrays staying on the device."""
-    out: Batch = {}
-    for key in parts[0]:
-        values = [p[key] for p in parts]
-        if isinstance(values[0], dict):
-            out[key] = _join(values)
-        elif isinstance(values[0], (list, tuple)):
-            out[key] = [item for v in values for item in v]
-        else:
-            out[key] = jnp.concatenate(values)
-    return out
-
-
 def _is_leaf(value: Any) -> bool:
     return is_text_value(value) or isinstance(value, list)
 
@@ -324,7 +310,7 @@ class PipelineIterator:
             parts.append(part)
             indices.append(np.asarray(idx))
             at += hi - lo
-        return _join(parts), np.concatenate(indices)
+        return concat_batches(parts, on_device=True), np.concatenate(indices)
 
     def _next_indexed(self) -> Batch:
         if not self._prepared:

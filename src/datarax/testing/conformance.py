@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 from datarax.core.spec import TextSpec
-from datarax.testing.resume import Batch, json_round_trip, to_host
+from datarax.testing.resume import Batch, compare_fields, json_round_trip, to_host
 
 Level = Literal["iterator", "pipeline", "source", "nnx"]
 
@@ -121,29 +121,8 @@ def check_epochs(row: SourceRow, num_epochs: int = 3) -> None:
 
 
 # ------------------------------------------------------------------ resume
-def _compare(
-    row: SourceRow, where: str, expected: Batch, got: Batch, prefix: str = ""
-) -> None:
-    if sorted(expected) != sorted(got):
-        raise AssertionError(
-            f"{row.name}, {where}: fields {sorted(got)}, expected {sorted(expected)}"
-        )
-    for key, e in expected.items():
-        g, name = got[key], f"{prefix}{key}"
-        if isinstance(e, dict) and isinstance(g, dict):
-            _compare(row, where, e, g, prefix=f"{name}/")
-            continue
-        if isinstance(e, list) or isinstance(g, list):
-            same = list(e) == list(g)
-        else:
-            same = e.shape == g.shape and e.dtype == g.dtype and np.array_equal(
-                e, g, equal_nan=e.dtype.kind in "fc"
-            )
-        if not same:
-            raise AssertionError(
-                f"{row.name}, {where}, field '{name}': resumed run gave {g!r}, the "
-                f"uninterrupted run {e!r}"
-            )
+def _compare(row: SourceRow, where: str, expected: Batch, got: Batch) -> None:
+    compare_fields(f"{row.name}, {where}", expected, got)
 
 
 def _take_state(level: Level, pipeline: Any, iterator: Any) -> Any:

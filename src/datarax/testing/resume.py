@@ -108,33 +108,43 @@ def _describe(value: Any) -> str:
 
 
 def compare_batches(expected: list[tuple[int, Batch]], got: list[tuple[int, Batch]]) -> None:
-    """Raise ``AssertionError`` at the first batch, epoch or field that differs."""
+    """Raise ``AssertionError`` at the first batch, epoch or field that differs (nested
+    fields named by path, ``meta/id``)."""
     for step, ((e_epoch, e_batch), (g_epoch, g_batch)) in enumerate(zip(expected, got)):
         where = f"batch {step} (epoch {e_epoch})"
         if e_epoch != g_epoch:
             raise AssertionError(f"{where}: resumed run is in epoch {g_epoch}")
-        if sorted(e_batch) != sorted(g_batch):
-            raise AssertionError(f"{where}: fields {sorted(g_batch)}, expected {sorted(e_batch)}")
-        for name, e_value in e_batch.items():
-            g_value = g_batch[name]
-            if isinstance(e_value, list) or isinstance(g_value, list):
-                same = list(e_value) == list(g_value)
-            else:
-                same = (
-                    e_value.shape == g_value.shape
-                    and e_value.dtype == g_value.dtype
-                    and np.array_equal(e_value, g_value, equal_nan=e_value.dtype.kind in "fc")
-                )
-            if not same:
-                raise AssertionError(
-                    f"{where}, field '{name}': resumed run gave {_describe(g_value)} "
-                    f"{g_value!r}, uninterrupted run {_describe(e_value)} {e_value!r}"
-                )
+        compare_fields(where, e_batch, g_batch)
     if len(expected) != len(got):
         raise AssertionError(
             f"resumed run handed out {len(got)} batches, the uninterrupted run "
             f"{len(expected)}"
         )
+
+
+def compare_fields(where: str, e_batch: Batch, g_batch: Batch, prefix: str = "") -> None:
+    """Raise ``AssertionError`` naming ``where`` and the first field (by path) whose
+    values, shape or dtype differ between two host batches."""
+    if sorted(e_batch) != sorted(g_batch):
+        raise AssertionError(f"{where}: fields {sorted(g_batch)}, expected {sorted(e_batch)}")
+    for key, e_value in e_batch.items():
+        g_value, name = g_batch[key], f"{prefix}{key}"
+        if isinstance(e_value, dict) and isinstance(g_value, dict):
+            compare_fields(where, e_value, g_value, prefix=f"{name}/")
+            continue
+        if isinstance(e_value, list) or isinstance(g_value, list):
+            same = list(e_value) == list(g_value)
+        else:
+            same = (
+                e_value.shape == g_value.shape
+                and e_value.dtype == g_value.dtype
+                and np.array_equal(e_value, g_value, equal_nan=e_value.dtype.kind in "fc")
+            )
+        if not same:
+            raise AssertionError(
+                f"{where}, field '{name}': resumed run gave {_describe(g_value)} "
+                f"{g_value!r}, uninterrupted run {_describe(e_value)} {e_value!r}"
+            )
 
 
 def _run_with_interrupts(
