@@ -1,4 +1,5 @@
-"""Memory + ArrayRecord + a stream in one mixture: exact epochs and resume at every level."""
+"""Memory + ArrayRecord + a stream (and memory + a Hugging Face stream) in one mixture:
+exact epochs and resume at every level."""
 
 from __future__ import annotations
 
@@ -90,3 +91,48 @@ def test_resume_is_exact_at_every_level(ar_glob, level):
     row = make_row(ar_glob)
     points = None if level == "iterator" else conformance.key_points(row, 3)
     assert conformance.check_resume(row, level, points=points) == 21  # 3 epochs of 7 batches
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    pytest.importorskip("datasets")
+    import json
+
+    folder = tmp_path_factory.mktemp("mix_hf")
+    with open(folder / "train.jsonl", "w") as f:
+        for i in range(300, 306):
+            f.write(json.dumps({"id": i}) + "\n")
+    return str(folder)
+
+
+def make_hf_row(hf_folder: str) -> SourceRow:
+    from datarax.sources import HFStreamingConfig, HFStreamingSource
+
+    def make(shard_index=0, shard_count=1, stages=()):
+        memory = MemorySource(MemorySourceConfig(shuffle=True, seed=2),
+                              {"id": np.arange(0, 5, dtype=np.int32)})
+        hf = HFStreamingSource(HFStreamingConfig(name=hf_folder, split="train", chunk_size=2))
+        mix = MixSource({"memory": memory, "hf": hf}, weights={"memory": 0.6, "hf": 0.4},
+                        seed=8, records_per_epoch=10)
+        return Pipeline(mix, list(stages), batch_size=3, rngs=nnx.Rngs(0),
+                        shard_index=shard_index, shard_count=shard_count)
+
+    return SourceRow("memory+hf_streaming", make, 10, lambda b: b["id"], kind="HOST")
+
+
+def test_a_hugging_face_stream_mixes_with_memory(hf_folder):
+    row = make_hf_row(hf_folder)
+    pipeline = row.make()
+    ids = [int(i) for b in pipeline for i in np.asarray(b["id"])]
+    memory = [i for i in ids if i < 100]
+    hf = [i for i in ids if i >= 300]
+    assert (len(memory), len(hf)) == (6, 4)
+    assert hf == [300, 301, 302, 303]  # the stream in its own order, first pass
+    assert len(set(memory[:5])) == 5  # memory: one whole epoch before any repeat
+
+
+@pytest.mark.parametrize("level", ["iterator", "pipeline", "source"])
+def test_a_hugging_face_stream_mixture_resumes_exactly(hf_folder, level):
+    row = make_hf_row(hf_folder)
+    points = None if level == "iterator" else conformance.key_points(row, 3)
+    assert conformance.check_resume(row, level, points=points) == 12  # 3 epochs of 4 batches
