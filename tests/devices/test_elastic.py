@@ -57,9 +57,9 @@ def test_a_second_elastic_restart_in_the_same_epoch_chains():
 
 
 # ------------------------------------------------------------------ pipelines
-def reference(n: int, batch: int, epoch: int) -> dict[int, dict]:
+def reference(n: int, batch: int, epoch: int, kind: str = "indexed") -> dict[int, dict]:
     """Stable index -> record of pass ``epoch`` of the unsharded pipeline."""
-    pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True)
+    pipeline = make_pipeline(kind, n, batch, shuffle=True, stochastic=True)
     for _ in range(epoch):
         list(pipeline)
     out = {}
@@ -74,33 +74,33 @@ def records(batches) -> list[dict]:
     return [{k: v[row] for k, v in host(b).items()} for b in batches for row in range(len(b["x"]))]
 
 
-def run(n, batch, shard, count, steps):
+def run(n, batch, shard, count, steps, kind="indexed"):
     """A pipeline of shard ``shard`` of ``count`` after ``steps`` batches, and what it served."""
-    pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+    pipeline = make_pipeline(kind, n, batch, shuffle=True, stochastic=True,
                              shard_index=shard, shard_count=count)
     iterator = iter(pipeline)
     served = [next(iterator) for _ in range(steps)]
     return pipeline, records(served)
 
 
-def check_exact(n, batch, old, steps, new):
+def check_exact(n, batch, old, steps, new, kind="indexed"):
     before = []
     states = []
     for i in range(old):
-        pipeline, served = run(n, batch, i, old, steps)
+        pipeline, served = run(n, batch, i, old, steps, kind)
         before += served
         states.append(pipeline.get_state())
     after, per_shard = [], []
     restored = []
     for j in range(new):
-        pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+        pipeline = make_pipeline(kind, n, batch, shuffle=True, stochastic=True,
                                  shard_index=j, shard_count=new)
         pipeline.set_state(states[j % old])  # any process's state says the same
         batches = list(pipeline)
         per_shard.append(len(batches))
         after += records(batches)
         restored.append(pipeline)
-    want = reference(n, batch, 0)
+    want = reference(n, batch, 0, kind)
     ids = [int(r["x"]) // 2 for r in before + after]
     assert sorted(ids) == list(range(n // old * old))  # every record once, none repeated
     assert len(set(per_shard)) == 1  # equal steps on every new process
@@ -110,26 +110,30 @@ def check_exact(n, batch, old, steps, new):
     return restored
 
 
-def test_two_processes_restore_on_three():
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_two_processes_restore_on_three(kind):
     # 42 records, batches of 3: each old share [0,21),[21,42) served 6; the rest (30)
     # splits 10/10/10, the middle share spanning both runs (a batch joins them)
-    restored = check_exact(42, 3, old=2, steps=2, new=3)
+    restored = check_exact(42, 3, old=2, steps=2, new=3, kind=kind)
     # the next epoch is the plain 3-process layout
     nxt = [int(r["x"]) // 2 for p in restored for r in records(p)]
     assert sorted(nxt) == list(range(42))
     assert restored[0].epoch == 1
 
 
-def test_four_processes_restore_on_two():
-    check_exact(48, 4, old=4, steps=1, new=2)
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_four_processes_restore_on_two(kind):
+    check_exact(48, 4, old=4, steps=1, new=2, kind=kind)
 
 
-def test_elastic_state_restores_again_on_another_count():
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_elastic_state_restores_again_on_another_count(kind):
     n, batch = 60, 2
-    states = [run(n, batch, i, 2, 3)[0].get_state() for i in range(2)]  # 12 of 60 served
+    # 12 of 60 served
+    states = [run(n, batch, i, 2, 3, kind=kind)[0].get_state() for i in range(2)]
     middle = []
     for j in range(3):  # 48 left: 16 each; serve 4 batches, save
-        pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+        pipeline = make_pipeline(kind, n, batch, shuffle=True, stochastic=True,
                                  shard_index=j, shard_count=3)
         pipeline.set_state(states[j % 2])
         iterator = iter(pipeline)
@@ -139,49 +143,52 @@ def test_elastic_state_restores_again_on_another_count():
         assert len(iterator) == 4
     last = []
     for j in range(4):  # 24 left: 6 each
-        pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+        pipeline = make_pipeline(kind, n, batch, shuffle=True, stochastic=True,
                                  shard_index=j, shard_count=4)
         pipeline.set_state(state)
         last += records(list(pipeline))
-    first = [r for i in range(2) for r in run(n, batch, i, 2, 3)[1]]
+    first = [r for i in range(2) for r in run(n, batch, i, 2, 3, kind=kind)[1]]
     ids = [int(r["x"]) // 2 for r in first + middle + last]
     assert sorted(ids) == list(range(60))
 
 
-def test_elastic_state_restored_on_the_same_count_continues_its_share():
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_elastic_state_restored_on_the_same_count_continues_its_share(kind):
     n, batch = 60, 2
-    state = run(n, batch, 0, 2, 3)[0].get_state()
-    pipeline = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+    state = run(n, batch, 0, 2, 3, kind=kind)[0].get_state()
+    pipeline = make_pipeline(kind, n, batch, shuffle=True, stochastic=True,
                              shard_index=1, shard_count=3)
     pipeline.set_state(state)
     iterator = iter(pipeline)
     next(iterator)
     mid = pipeline.get_state()
     rest = records(iterator)
-    again = make_pipeline("indexed", n, batch, shuffle=True, stochastic=True,
+    again = make_pipeline(kind, n, batch, shuffle=True, stochastic=True,
                           shard_index=1, shard_count=3)
     again.set_state(mid)
     assert [int(r["x"]) for r in records(again)] == [int(r["x"]) for r in rest]
 
 
-def test_a_finished_epoch_restores_into_the_next_one():
-    state = run(24, 4, 0, 2, 3)[0].get_state()  # 12 of 12: the share is done
-    pipeline = make_pipeline("indexed", 24, 4, shuffle=True, stochastic=True,
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_a_finished_epoch_restores_into_the_next_one(kind):
+    state = run(24, 4, 0, 2, 3, kind=kind)[0].get_state()  # 12 of 12: the share is done
+    pipeline = make_pipeline(kind, 24, 4, shuffle=True, stochastic=True,
                              shard_index=0, shard_count=3)
     pipeline.set_state(state)
     batches = list(pipeline)
     assert pipeline.epoch == 1 and len(batches) == 2
 
 
-def test_host_sources_refuse_another_process_count():
-    saver = make_pipeline("host", 24, 4, shard_index=0, shard_count=2)
+def test_streams_refuse_another_process_count():
+    saver = make_pipeline("stream", 24, 4, shard_index=0, shard_count=2)
     iterator = iter(saver)
     next(iterator)
     state = iterator.get_state()
-    restorer = make_pipeline("host", 24, 4, shard_index=0, shard_count=3)
+    restorer = make_pipeline("stream", 24, 4, shard_index=0, shard_count=3)
     with pytest.raises(StateError, match=r"this state was saved by 2 process\(es\), this "
-                       r"pipeline runs as shard 0 of 3\. Only indexed sources restore on "
-                       r"another process count .*restore it on 2 processes\."):
+                       r"pipeline runs as shard 0 of 3\. Only indexed and random-access "
+                       r"sources restore on another process count .*restore it on 2 "
+                       r"processes\."):
         restorer.set_state(state)
 
 

@@ -71,6 +71,8 @@ class _Session:
     def __init__(self) -> None:
         self.restores = 0  # set_state / seek calls from outside an iterator
         self.stream: Any = None  # core.stream.StreamPass of a stream-kind source
+        # (epoch, runs of global epoch positions) an elastic restore gave this process
+        self.share: tuple[int, tuple[tuple[int, int], ...]] | None = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Session)

@@ -13,8 +13,9 @@ few runs of positions; a batch spanning two runs is gathered by one compiled ste
 during an elastic epoch carries its history (``"elastic"``) so it restores exactly on
 any count again.
 
-Host sources (random-access or streams) restore only on the process count that saved
-them: their readers serve one block of positions per share.
+Random-access host sources (:class:`~datarax.sources.random_access.RandomAccessSource`)
+serve such a share through their reader's order (``use_share``). Streams restore only on
+the process count that saved them: they read in order, so what is left cannot be re-split.
 
 Example:
     >>> import numpy as np
@@ -129,12 +130,15 @@ def elastic_restore(pipeline: Pipeline, state: Any) -> ElasticEpoch | None:
     if saved is None or ("elastic" not in state and saved[1] == count):
         return None
     where = f"Pipeline over {type(source).__name__}"
-    if source.kind is not SourceKind.INDEXED:
+    if source.kind is SourceKind.STREAM or (
+        source.kind is SourceKind.HOST and not hasattr(source, "use_share")
+    ):
         raise StateError(
             f"{where}: this state was saved by {saved[1]} process(es), this pipeline runs "
-            f"as shard {index} of {count}. Only indexed sources restore on another process "
-            f"count (a {source.kind.value} source's reader serves one block per share); "
-            f"restore it on {saved[1]} processes.",
+            f"as shard {index} of {count}. Only indexed and random-access sources restore "
+            f"on another process count (a {source.kind.value} source reads its records in "
+            f"order, so it cannot re-split what is left); restore it on {saved[1]} "
+            "processes.",
             field="shard",
         )
     history = _history(state, where)

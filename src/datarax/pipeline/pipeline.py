@@ -432,7 +432,7 @@ class Pipeline(nnx.Module):
     def set_state(self, state: dict[str, Any]) -> None:
         """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken.
 
-        A state saved by another number of processes (indexed sources) continues
+        A state saved by another number of processes (indexed and random-access sources) continues
         that epoch from what is left, split over this pipeline's shards: see
         :mod:`datarax.pipeline.elastic`.
         """
@@ -442,6 +442,8 @@ class Pipeline(nnx.Module):
         self.__session.elastic = elastic
         if elastic is not None:
             if elastic.size:
+                if self.source.kind is SourceKind.HOST:  # its reader serves the share
+                    self.source.use_share(elastic.epoch, elastic.share)  # type: ignore[attr-defined]
                 self.source.seek(elastic.epoch, 0)
             else:  # nothing of that epoch is left for anyone: the next one starts
                 self.__session.elastic = None

@@ -34,10 +34,14 @@ class EpochOrder:
         epoch: the pass number.
         lo, hi: this shard's block ``[lo, hi)`` of the epoch's (shuffled) order
             (``hi=None``: ``length``).
+        runs: instead of one block, these runs ``((lo, hi), ...)`` of epoch positions,
+            in order (the share an elastic restore gives a process).
 
     Example:
         >>> EpochOrder(length=5, seed=None, epoch=3, lo=1, hi=4).indices(0, 3).tolist()
         [1, 2, 3]
+        >>> EpochOrder(length=6, seed=None, epoch=0, runs=((0, 2), (4, 6))).indices(1, 4).tolist()
+        [1, 4, 5]
         >>> EpochOrder(length=5, seed=7, epoch=1).describe()
         {'seed': 7, 'epoch': 1, 'n': 5}
     """
@@ -47,21 +51,37 @@ class EpochOrder:
     epoch: int
     lo: int = 0
     hi: int | None = None
+    runs: tuple[tuple[int, int], ...] | None = None
 
     @property
     def size(self) -> int:
         """Positions in this shard's part of the epoch."""
+        if self.runs is not None:
+            return sum(hi - lo for lo, hi in self.runs)
         hi = self.length if self.hi is None else self.hi
         return hi - self.lo
 
+    def _epoch_positions(self, start: int, stop: int) -> np.ndarray:
+        """Epoch positions of this share's positions ``[start, stop)``."""
+        if self.runs is None:
+            return np.arange(self.lo + start, self.lo + stop, dtype=np.int64)
+        lows = np.asarray([lo for lo, _ in self.runs], np.int64)
+        sizes = np.asarray([hi - lo for lo, hi in self.runs], np.int64)
+        firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        local = np.arange(start, stop, dtype=np.int64)
+        run = np.searchsorted(firsts, local, side="right") - 1
+        return lows[run] + (local - firsts[run])
+
     def indices(self, start: int, stop: int) -> np.ndarray:
         """Stable record indices served at positions ``[start, stop)`` (int64)."""
-        positions = np.arange(self.lo + start, self.lo + stop, dtype=np.int64)
+        positions = self._epoch_positions(start, stop)
         if self.seed is None or self.length <= 1:
             return positions
         seed = (int(self.seed) + int(self.epoch)) % 2**32
         if uses_small_table(self.length - 1):
             return small_permutation(self.length, seed)[positions]
+        if self.runs is not None:  # not one contiguous block: no window sharing
+            return index_shuffle_np(positions, self.length - 1, seed)
         if len(positions) == 0 or len(positions) > 4 * WINDOW:
             return index_shuffle_np(positions, self.length - 1, seed)
         first, last = int(positions[0]), int(positions[-1])

@@ -193,8 +193,24 @@ class RandomAccessSource(DataSourceModule):
     def epoch_order(self, epoch: int) -> EpochOrder:
         """Stable record index of every position of pass ``epoch`` in this shard."""
         n = len(self)
+        share = self._stream_session().share
+        if share is not None and share[0] == epoch:
+            return EpochOrder(n, self.shuffle_seed(), int(epoch), runs=share[1])
         lo, hi = self.shard_bounds(n)
         return EpochOrder(n, self.shuffle_seed(), int(epoch), lo, hi)
+
+    def epoch_size(self) -> int | None:
+        """Records this shard serves in the current epoch (its elastic share, if any)."""
+        share = self._stream_session().share
+        if share is not None and share[0] == self.epoch:
+            return sum(hi - lo for lo, hi in share[1])
+        return super().epoch_size()
+
+    def use_share(self, epoch: int, runs: Any) -> None:
+        """Serve pass ``epoch`` from ``runs`` of epoch positions instead of this shard's
+        block: the share an elastic restore (a state saved by another process count)
+        gives this process. Later epochs use the block again."""
+        self._stream_session().share = (int(epoch), tuple((int(a), int(b)) for a, b in runs))
 
     def _moved(self) -> None:
         reader = self.__reader
@@ -258,6 +274,7 @@ class RandomAccessSource(DataSourceModule):
         A state without ``"skipped"`` counts no skips before its position.
         """
         where = type(self).__name__
+        self._stream_session().share = None  # a plain state: this shard's own block
         epoch, index, skipped = check_skip_state(
             self.datarax_position, state, where=where, length=self.epoch_size()
         )
