@@ -6,9 +6,10 @@ asks the source to ``seek`` at the start of a pass, reports records handed out
 reads the position back for ``get_state()``. Two paths, chosen by ``source.kind``:
 
 * indexed — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
-  ``prefetch`` batches ahead; a source keeping text on the host (``has_host_fields``)
-  gets a step that gathers its device fields only, then ``with_host_fields`` adds the
-  text of the same records and the stages run on the host;
+  ``prefetch`` batches ahead on a dispatch thread (:mod:`datarax.pipeline.dispatch`);
+  a source keeping text on the host (``has_host_fields``) gets a step that gathers its
+  device fields only, then ``with_host_fields`` adds the text of the same records and
+  the stages run on the host (dispatched on the consumer's thread);
 * host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
   against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
 
@@ -21,7 +22,6 @@ see :mod:`datarax.pipeline.devices`. After an elastic restore
 from __future__ import annotations
 
 import collections
-import time
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -33,37 +33,14 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import SpecMismatchError, StaleIteratorError
 from datarax.core.keys import draw
-from datarax.core.operator import all_per_record
 from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
-from datarax.pipeline.elastic import pieces_step
-from datarax.pipeline.steps import apply_stages, indexed_step, stage_step
+from datarax.pipeline.dispatch import DispatchAhead, IndexedDispatch, host_leaf, start_ahead
+from datarax.pipeline.steps import apply_stages, stage_step
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
 Batch = dict[str, Any]
-_INT32_MAX = 2**31 - 1
-
-
-def _cache_size(step: Any) -> int:
-    """Executables a jitted function holds (0 where JAX does not say)."""
-    size = getattr(step, "_cache_size", None)
-    return int(size()) if callable(size) else 0
-
-
-def _head(array: Any, count: int) -> Any:
-    """The first ``count`` records of a batch field (the short last batch).
-
-    On the CPU backend this is a zero-copy host view put back as a JAX array, which
-    avoids compiling a slice per field; elsewhere it is an ordinary (cached) slice.
-    """
-    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
-        return jax.device_put(np.asarray(array)[:count])
-    return array[:count]
-
-
-def _is_leaf(value: Any) -> bool:
-    return is_text_value(value) or isinstance(value, list)
 
 
 class PipelineIterator:
@@ -87,6 +64,7 @@ class PipelineIterator:
         self._closed = False
         self._superseded = False
         self._stage_graph: tuple[Any, Any] | None = None
+        self._ahead: DispatchAhead | None = None
         self._stats = pipeline._stats
         self._begin(epoch, resume_at)
 
@@ -164,6 +142,9 @@ class PipelineIterator:
 
     def _release(self) -> None:
         self._queue.clear()
+        if self._ahead is not None:
+            self._ahead.stop()
+            self._ahead = None
         if self._kind is not SourceKind.INDEXED:
             closer = getattr(self._source, "close_epoch", None)
             if closer is not None:
@@ -227,99 +208,25 @@ class PipelineIterator:
 
     # ------------------------------------------------------------ indexed path
     def _prepare_indexed(self) -> None:
-        source = self._source
-        stages = list(self._pipeline.stages)
-        # A source keeping text on the host: the step gathers the device fields, the
-        # text joins them by the same record indices, and the stages run on the host.
-        self._host_fields = source.has_host_fields()
-        self._host_stages = stages if self._host_fields else []
-        graphdef, state = nnx.split((source, [] if self._host_fields else stages))
-        self._graphdef, self._state = graphdef, state
-        self._step = indexed_step(graphdef, self._batch_size)
-        self._exact_short = not self._host_fields and not all_per_record(stages)
-        self._inputs = source.step_inputs()
-        self._key = self._pipeline.key_pair()
-        self._n = len(source)  # type: ignore[arg-type]
-        self._lo = source.shard_bounds(self._n)[0]
-        self._total = self._plan.served(source.epoch_size() or 0)
-        self._elastic = self._pipeline.elastic_epoch(self._epoch)
-        if self._elastic is not None:  # this epoch's share is re-split runs
-            self._total = self._plan.served(self._elastic.size)
-        self._dispatched = source.index
+        self._dispatch = IndexedDispatch(self._pipeline, self._epoch)
+        self._ahead = start_ahead(self._dispatch, self._plan.prefetch)
         self._prepared = True
-
-    def _dispatch_one(self) -> bool:
-        if self._dispatched >= self._total:
-            return False
-        start = self._epoch * self._n + self._lo + self._dispatched
-        if start + self._batch_size > _INT32_MAX and not jax.config.jax_enable_x64:
-            raise OverflowError(
-                f"epoch {self._epoch} of a {self._n}-record source passes 2**31 global "
-                "record positions; enable jax_enable_x64 to continue."
-            )
-        count = min(self._batch_size, self._total - self._dispatched)
-        # Batch-level stages must see exactly the batch's records: the short last batch
-        # then runs at its own size; per-record stages run padded and are cut after.
-        exact = count < self._batch_size and self._exact_short
-        step = indexed_step(self._graphdef, count) if exact else self._step
-        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        where: Any = position_dtype(start)
-        pieces = None
-        if self._elastic is not None:
-            pieces = self._elastic.pieces(self._dispatched, count)
-            start = self._epoch * self._n + pieces[0][0]
-            where = position_dtype(start)
-            if len(pieces) > 1:  # the batch spans two runs of the share
-                exact = True
-                step = pieces_step(self._graphdef, tuple(hi - lo for lo, hi in pieces))
-                where = np.asarray([self._epoch * self._n + lo for lo, _ in pieces],
-                                   position_dtype)
-        cached = _cache_size(step)
-        began = time.perf_counter()
-        batch = step(self._state, self._inputs, where, np.int32(self._epoch), self._key)
-        # A call that added an executable to the step's cache traced and compiled it.
-        timer = "compile" if _cache_size(step) > cached else "step"
-        self._stats.seconds[timer] += time.perf_counter() - began
-        if count < self._batch_size and not exact:
-            batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=_is_leaf)
-        if self._host_fields:
-            batch, indices = self._join_host_fields(batch, start, count, pieces)
-            if self._host_stages:
-                with self._stats.timer("stages"):
-                    batch = apply_stages(
-                        self._host_stages, batch, jnp.asarray(indices),
-                        np.int32(self._epoch), draw(*self._key),
-                    )
-        if not self._plan.check_finite:  # queued batches wait already placed on the mesh
-            batch = self._place(batch, self._dispatched)
-        self._dispatched += count
-        self._queue.append((count, batch, start))
-        return True
-
-    def _join_host_fields(
-        self, batch: Batch, start: int, count: int, pieces: Any
-    ) -> tuple[Batch, np.ndarray]:
-        """The source's host fields added to ``batch`` (run by run for an elastic batch
-        that spans several runs of positions)."""
-        if not pieces or len(pieces) == 1:
-            return self._source.with_host_fields(batch, start, count)
-        parts, indices, at = [], [], 0
-        for lo, hi in pieces:
-            part = jax.tree.map(lambda v, a=at, b=at + hi - lo: v[a:b], batch, is_leaf=_is_leaf)
-            part, idx = self._source.with_host_fields(part, self._epoch * self._n + lo, hi - lo)
-            parts.append(part)
-            indices.append(np.asarray(idx))
-            at += hi - lo
-        return concat_batches(parts, on_device=True), np.concatenate(indices)
 
     def _next_indexed(self) -> Batch:
         if not self._prepared:
             self._prepare_indexed()
-        while len(self._queue) <= self._plan.prefetch and self._dispatch_one():
-            pass
-        if not self._queue:
+        if self._ahead is not None:  # batches prepared on the dispatch thread
+            item = self._ahead.get()
+        else:
+            while len(self._queue) <= self._plan.prefetch:
+                made = self._dispatch.dispatch_one()
+                if made is None:
+                    break
+                self._queue.append(made)
+            item = self._queue.popleft() if self._queue else None
+        if item is None:
             raise StopIteration
-        count, batch, start = self._queue.popleft()
+        count, batch, start = item
         if self._plan.check_finite:  # checked on this process's rows, then placed
             self._check_finite(
                 batch, lambda: self._source.record_indices_at(start, self._batch_size, None)
@@ -327,6 +234,8 @@ class PipelineIterator:
             batch = self._place(batch, self._source.index)
         self._source.advance(count)
         self._mark()
+        if self._ahead is not None:
+            self._ahead.resume()
         return batch
 
     # --------------------------------------------------------------- host path
@@ -361,7 +270,7 @@ class PipelineIterator:
                 batch = jax.tree.map(
                     lambda v: v if is_text_value(v) or isinstance(v, list) else jax.device_put(v),
                     batch,
-                    is_leaf=_is_leaf,
+                    is_leaf=host_leaf,
                 )
         self._mark()
         return batch
@@ -419,7 +328,7 @@ class PipelineIterator:
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
         epoch = np.int32(self._epoch)
         key = self._pipeline.key_pair()
-        if any(is_text_value(v) or isinstance(v, list) for v in jax.tree.leaves(batch, is_leaf=_is_leaf)):
+        if any(is_text_value(v) or isinstance(v, list) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
             return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
         if self._stage_graph is None:  # split once per pass, not per batch
             self._stage_graph = nnx.split(stages)

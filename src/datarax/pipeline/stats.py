@@ -1,6 +1,8 @@
 """``PipelineStats``: where a pipeline's time goes, stage by stage.
 
-Timers accumulate wall-clock seconds in the consumer's thread:
+Timers accumulate wall-clock seconds in the thread doing the work — the consumer's,
+or for indexed sources with ``prefetch >= 1`` the dispatch thread (``step``,
+``compile`` and their ``transfer``):
 
 * ``read`` — host sources: waiting for ``get_batch`` (reader threads, decode);
 * ``validate`` — host sources: checking batches against ``element_spec()``;

@@ -1,0 +1,306 @@
+"""Indexed batches prepared ahead: what one pass dispatches, and the thread that does it.
+
+Two pieces, one per idea:
+
+* :class:`IndexedDispatch` — everything one pass of an indexed source needs to compute
+  its batches (the split graph, the compiled step, positions, keys), and
+  :meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
+  never moves the source's position: the iterator advances it when it hands a batch out.
+* :class:`DispatchAhead` — one worker thread that keeps ``depth`` of those batches ready,
+  in order, so that the positions → gather → stages → placement of the next batches run
+  while the consumer's thread trains (on the CPU backend JAX runs a dispatch from an
+  idle state partly on the calling thread, so a loop that waits for its train step would
+  otherwise pay for the data step too).
+
+The invariant: items come out of :class:`DispatchAhead` in exactly the order
+:meth:`IndexedDispatch.dispatch_one` made them, and an error raised while making item
+``k`` is raised by ``get()`` after items ``0..k-1`` were taken — so a batch, an error
+and the position are the same as dispatching on the consumer's thread:
+
+    >>> records = iter([1, 2, 3])
+    >>> ahead = DispatchAhead(lambda: next(records, None), depth=2)
+    >>> taken = []
+    >>> for _ in range(4):
+    ...     taken.append(ahead.get())
+    ...     ahead.resume()
+    >>> taken
+    [1, 2, 3, None]
+    >>> ahead.stop()
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import concat_batches
+from datarax.core.keys import draw
+from datarax.core.operator import all_per_record
+from datarax.core.spec import is_text_value
+from datarax.pipeline.elastic import pieces_step
+from datarax.pipeline.steps import apply_stages, indexed_step
+
+if TYPE_CHECKING:
+    from datarax.pipeline.pipeline import Pipeline
+
+Batch = dict[str, Any]
+Item = tuple[int, Batch, int]  # (records, batch, global start position)
+_INT32_MAX = 2**31 - 1
+
+
+def _cache_size(step: Any) -> int:
+    """Executables a jitted function holds (0 where JAX does not say)."""
+    size = getattr(step, "_cache_size", None)
+    return int(size()) if callable(size) else 0
+
+
+def host_leaf(value: Any) -> bool:
+    """Whether ``value`` is one host leaf of a batch (text, or a list of values)."""
+    return is_text_value(value) or isinstance(value, list)
+
+
+def _head(array: Any, count: int) -> Any:
+    """The first ``count`` records of a batch field (the short last batch).
+
+    On the CPU backend this is a zero-copy host view put back as a JAX array, which
+    avoids compiling a slice per field; elsewhere it is an ordinary (cached) slice.
+    """
+    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
+        return jax.device_put(np.asarray(array)[:count])
+    return array[:count]
+
+
+class IndexedDispatch:
+    """The batches of one pass of an indexed source, computed from positions.
+
+    Starts at the source's current position of pass ``epoch``; each
+    :meth:`dispatch_one` computes the next batch (placed on the pipeline's mesh unless
+    ``check_finite`` wants it on the host first) and returns ``(records, batch, start)``,
+    or None after the pass's last batch.
+    """
+
+    def __init__(self, pipeline: Pipeline, epoch: int) -> None:
+        source = pipeline.source
+        stages = list(pipeline.stages)
+        self.source = source
+        self.plan = pipeline.plan
+        self.stats = pipeline._stats
+        self.epoch = epoch
+        self.batch_size = pipeline.plan.batch_size
+        # A source keeping text on the host: the step gathers the device fields, the
+        # text joins them by the same record indices, and the stages run on the host.
+        self.host_fields = source.has_host_fields()
+        self.host_stages = stages if self.host_fields else []
+        self.graphdef, self.state = nnx.split((source, [] if self.host_fields else stages))
+        self.step = indexed_step(self.graphdef, self.batch_size)
+        self.exact_short = not self.host_fields and not all_per_record(stages)
+        self.inputs = source.step_inputs()
+        self.key = pipeline.key_pair()
+        self.n = len(source)  # type: ignore[arg-type]
+        self.lo = source.shard_bounds(self.n)[0]
+        self.total = self.plan.served(source.epoch_size() or 0)
+        self.elastic = pipeline.elastic_epoch(epoch)
+        if self.elastic is not None:  # this epoch's share is re-split runs
+            self.total = self.plan.served(self.elastic.size)
+        self.dispatched = source.index
+
+    def dispatch_one(self) -> Item | None:
+        """Compute the next batch of the pass; None when the pass has no more."""
+        if self.dispatched >= self.total:
+            return None
+        start = self.epoch * self.n + self.lo + self.dispatched
+        if start + self.batch_size > _INT32_MAX and not jax.config.jax_enable_x64:
+            raise OverflowError(
+                f"epoch {self.epoch} of a {self.n}-record source passes 2**31 global "
+                "record positions; enable jax_enable_x64 to continue."
+            )
+        count = min(self.batch_size, self.total - self.dispatched)
+        # Batch-level stages must see exactly the batch's records: the short last batch
+        # then runs at its own size; per-record stages run padded and are cut after.
+        exact = count < self.batch_size and self.exact_short
+        step = indexed_step(self.graphdef, count) if exact else self.step
+        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
+        where: Any = position_dtype(start)
+        pieces = None
+        if self.elastic is not None:
+            pieces = self.elastic.pieces(self.dispatched, count)
+            start = self.epoch * self.n + pieces[0][0]
+            where = position_dtype(start)
+            if len(pieces) > 1:  # the batch spans two runs of the share
+                exact = True
+                step = pieces_step(self.graphdef, tuple(hi - lo for lo, hi in pieces))
+                where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], position_dtype)
+        cached = _cache_size(step)
+        began = time.perf_counter()
+        batch = step(self.state, self.inputs, where, np.int32(self.epoch), self.key)
+        # A call that added an executable to the step's cache traced and compiled it.
+        timer = "compile" if _cache_size(step) > cached else "step"
+        self.stats.seconds[timer] += time.perf_counter() - began
+        if count < self.batch_size and not exact:
+            batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=host_leaf)
+        if self.host_fields:
+            batch, indices = self._join_host_fields(batch, start, count, pieces)
+            if self.host_stages:
+                with self.stats.timer("stages"):
+                    batch = apply_stages(
+                        self.host_stages, batch, jnp.asarray(indices),
+                        np.int32(self.epoch), draw(*self.key),
+                    )
+        if not self.plan.check_finite and self.plan.placement is not None:
+            # queued batches wait already placed on the mesh
+            with self.stats.timer("transfer"):
+                batch = self.plan.placement.place(
+                    batch, f"batch at record {self.dispatched} of epoch {self.epoch}"
+                )
+        self.dispatched += count
+        return count, batch, start
+
+    def _join_host_fields(
+        self, batch: Batch, start: int, count: int, pieces: Any
+    ) -> tuple[Batch, np.ndarray]:
+        """The source's host fields added to ``batch`` (run by run for an elastic batch
+        that spans several runs of positions)."""
+        if not pieces or len(pieces) == 1:
+            return self.source.with_host_fields(batch, start, count)
+        parts, indices, at = [], [], 0
+        for lo, hi in pieces:
+            part = jax.tree.map(lambda v, a=at, b=at + hi - lo: v[a:b], batch, is_leaf=host_leaf)
+            part, idx = self.source.with_host_fields(part, self.epoch * self.n + lo, hi - lo)
+            parts.append(part)
+            indices.append(np.asarray(idx))
+            at += hi - lo
+        return concat_batches(parts, on_device=True), np.concatenate(indices)
+
+
+def _thread_local_jax_config() -> Callable[[], Callable[[], None]] | None:
+    """A function that, called in the worker, takes on the calling thread's JAX settings.
+
+    JAX keeps context-manager settings (``jax.enable_x64(...)``, ``jax.default_device``,
+    a mesh in use, ...) per thread, and a dispatch on the worker must see the consumer's.
+    This reaches into ``jax._src.config`` (``State.get_local``/``swap_local``, JAX 0.4.3x
+    to 0.10): why — there is no public way to copy them; what — every setting's
+    thread-local value is read here and set on the worker; fallback — where that API is
+    missing, this returns None and the pipeline dispatches on the consumer's thread.
+    """
+    try:
+        from jax._src import config as jax_config  # private: see the docstring
+
+        states = [
+            s for s in jax_config.config._value_holders.values()
+            if isinstance(s, jax_config.State)
+        ]
+        local = [(s, s.get_local()) for s in states]
+    except Exception:  # noqa: BLE001 - any change in JAX's internals: no worker
+        return None
+
+    def adopt() -> Callable[[], None]:
+        previous = [(s, s.swap_local(value)) for s, value in local]
+
+        def restore() -> None:
+            for s, value in reversed(previous):
+                s.swap_local(value)
+
+        return restore
+
+    return lambda: adopt()
+
+
+class DispatchAhead:
+    """Runs ``produce()`` on one worker thread, keeping up to ``depth`` results ready.
+
+    ``produce`` returns the next item, or None when there are no more. ``get()`` returns
+    items in order, then None (``resume()`` after each ``get()`` lets the worker refill); an exception raised by ``produce`` is raised by the
+    ``get()`` that would have returned its item. ``stop()`` ends the worker and waits
+    for it. The worker takes on the creating thread's JAX settings.
+    """
+
+    def __init__(self, produce: Callable[[], Any], depth: int,
+                 settings: Callable[[], Callable[[], None]] | None = None) -> None:
+        if depth < 1:
+            raise ValueError(f"DispatchAhead depth must be >= 1, got {depth}.")
+        self._produce = produce
+        self._depth = depth
+        self._settings = settings
+        self._items: collections.deque[Any] = collections.deque()
+        self._ready = threading.Condition()
+        self._done = False
+        self._stopped = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="datarax-dispatch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        restore = self._settings() if self._settings is not None else None
+        try:
+            while True:
+                with self._ready:
+                    while len(self._items) >= self._depth and not self._stopped:
+                        self._ready.wait()
+                    if self._stopped:
+                        return
+                try:
+                    item = self._produce()
+                except BaseException as err:  # noqa: BLE001 - handed to the consumer
+                    with self._ready:
+                        self._error = err
+                        self._ready.notify_all()
+                    return
+                with self._ready:
+                    if item is None:
+                        self._done = True
+                    else:
+                        self._items.append(item)
+                    self._ready.notify_all()
+                    if self._done:
+                        return
+        finally:
+            self._produce = None  # type: ignore[assignment] - drop references early
+            if restore is not None:
+                restore()
+
+    def get(self) -> Any:
+        """The next item; None once the producer had no more; re-raises its error."""
+        with self._ready:
+            while not self._items and not self._done and self._error is None:
+                self._ready.wait()
+            if self._items:
+                # The worker refills in resume(): waking it here would have it contend
+                # for the GIL with the rest of the consumer's next().
+                return self._items.popleft()
+            if self._error is not None:
+                raise self._error
+            return None
+
+    def resume(self) -> None:
+        """Let the worker make items again (call after taking one with ``get()``)."""
+        with self._ready:
+            self._ready.notify_all()
+
+    def stop(self) -> None:
+        """End the worker (after the item it is making, if any) and wait for it."""
+        with self._ready:
+            self._stopped = True
+            self._items.clear()
+            self._ready.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
+    """A worker preparing ``dispatch``'s batches, or None where they are dispatched on
+    the consumer's thread: ``prefetch=0``, text kept on the host (host stages run in
+    Python), or no way to copy the consumer's JAX settings."""
+    if depth < 1 or dispatch.host_fields:
+        return None
+    settings = _thread_local_jax_config()
+    if settings is None:
+        return None
+    return DispatchAhead(dispatch.dispatch_one, depth, settings)

@@ -1,0 +1,120 @@
+"""Indexed batches prepared on the dispatch thread: same batches, errors in place,
+the consumer's JAX settings honoured, the thread released."""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.pipeline.dispatch import DispatchAhead
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def _dispatch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "datarax-dispatch" and t.is_alive()]
+
+
+def _pipeline(prefetch: int, n: int = 50) -> Pipeline:
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                          {"x": np.arange(n, dtype=np.float32)})
+    noise = ElementOperator(
+        ElementOperatorConfig(stochastic=True),
+        fn=lambda e, key: e.update_data({"x": e.data["x"] + jax.random.uniform(key)}),
+    )
+    return Pipeline(source=source, stages=[noise], batch_size=8, prefetch=prefetch,
+                    rngs=nnx.Rngs(5))
+
+
+def _epochs(pipeline: Pipeline, count: int) -> list[list[float]]:
+    return [np.asarray(b["x"]).tolist() for _ in range(count) for b in pipeline]
+
+
+@pytest.mark.parametrize("prefetch", [1, 2, 5])
+def test_prefetched_batches_equal_on_demand_batches(prefetch: int) -> None:
+    # prefetch=0 dispatches each batch on the consumer's thread when asked for
+    assert _epochs(_pipeline(prefetch), 2) == _epochs(_pipeline(0), 2)
+
+
+def test_resume_mid_epoch_with_batches_dispatched_ahead() -> None:
+    pipeline = _pipeline(3)
+    it = iter(pipeline)
+    head = [np.asarray(next(it)["x"]).tolist() for _ in range(2)]
+    state = pipeline.get_state()  # two batches handed out, up to three more dispatched
+    assert pipeline.position == 16 and pipeline.source.get_state()["current_index"] == 16
+    rest = [np.asarray(b["x"]).tolist() for b in it]
+    fresh = _pipeline(3)
+    fresh.set_state(state)
+    assert [np.asarray(b["x"]).tolist() for b in fresh] == rest
+    assert head + rest == _epochs(_pipeline(0), 1)
+
+
+def test_dispatch_thread_released_at_pass_end_close_and_drop() -> None:
+    pipeline = _pipeline(2)
+    for _ in pipeline:
+        pass
+    assert _dispatch_threads() == []
+    it = iter(pipeline)
+    next(it)
+    assert len(_dispatch_threads()) == 1
+    it.close()
+    assert _dispatch_threads() == []
+    it = iter(pipeline)
+    next(it)
+    del it  # a dropped iterator releases its thread
+    assert _dispatch_threads() == []
+
+
+def test_batches_follow_the_consumers_jax_settings() -> None:
+    # enable_x64 is a per-thread setting: the dispatch thread must trace with the consumer's
+    def with_count(element, key=None):
+        return element.update_data({**element.data, "n": jnp.arange(2)})
+
+    with jax.enable_x64(True):
+        source = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int64) + 2**40})
+        pipeline = Pipeline(source=source, batch_size=4,
+                            stages=[ElementOperator(ElementOperatorConfig(), fn=with_count)])
+        batch = next(iter(pipeline))
+        assert batch["n"].dtype == np.int64
+        assert np.asarray(batch["x"]).tolist() == (np.arange(4) + 2**40).tolist()
+
+
+def test_errors_arrive_after_the_items_made_before_them() -> None:
+    made = iter([1, 2])
+
+    def produce() -> int | None:
+        try:
+            return next(made)
+        except StopIteration:
+            raise RuntimeError("record 3 is broken") from None
+
+    ahead = DispatchAhead(produce, depth=4)
+    got = []
+    for _ in range(2):
+        got.append(ahead.get())
+        ahead.resume()
+    assert got == [1, 2]
+    with pytest.raises(RuntimeError, match="record 3 is broken"):
+        ahead.get()
+    ahead.stop()
+
+
+def test_worker_keeps_at_most_depth_items_ready() -> None:
+    calls = []
+
+    def produce() -> int:
+        calls.append(len(calls))
+        return len(calls)
+
+    ahead = DispatchAhead(produce, depth=3)
+    assert ahead.get() == 1
+    ahead.stop()
+    assert len(calls) <= 4  # three ready plus the one it may have been making
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        DispatchAhead(produce, depth=0)
