@@ -118,3 +118,58 @@ def test_worker_keeps_at_most_depth_items_ready() -> None:
     assert len(calls) <= 4  # three ready plus the one it may have been making
     with pytest.raises(ValueError, match="depth must be >= 1"):
         DispatchAhead(produce, depth=0)
+
+
+def _mixed(n: int = 200, batch_size: int = 8) -> Pipeline:
+    """Small batches with a per-record stochastic stage and a batch-level mix."""
+    from datarax.operators import BatchMixOperator
+
+    source = MemorySource(
+        MemorySourceConfig(shuffle=True, seed=1),
+        {"image": np.arange(n * 4, dtype=np.float32).reshape(n, 2, 2, 1),
+         "label": np.arange(n, dtype=np.int32) % 3},
+    )
+    noise = ElementOperator(
+        ElementOperatorConfig(stochastic=True),
+        fn=lambda e, key: e.update_data({**e.data, "image": e.data["image"] + jax.random.uniform(key)}),
+    )
+    mix = BatchMixOperator(mode="mixup", alpha=0.4, data_field="image", label_field="label",
+                           num_classes=3)
+    return Pipeline(source=source, stages=[noise, mix], batch_size=batch_size,
+                    rngs=nnx.Rngs(2))
+
+
+def _values(pipeline: Pipeline) -> list[tuple[list, list]]:
+    return [(np.asarray(b["image"]).tolist(), np.asarray(b["label"]).tolist()) for b in pipeline]
+
+
+@pytest.fixture
+def group_short_passes(monkeypatch):
+    from datarax.pipeline import dispatch
+
+    monkeypatch.setattr(dispatch, "GROUP_MIN_BATCHES", 1)  # group passes of any length
+
+
+def test_small_batches_computed_several_per_dispatch_equal_one_by_one(
+    monkeypatch, group_short_passes
+) -> None:
+    from datarax.pipeline import dispatch
+
+    assert dispatch.group_size(8) == 8  # 25 batches of 8: three groups, then one alone
+    grouped = [_values(p) for p in [_mixed()] for _ in range(2)]
+    monkeypatch.setattr(dispatch, "GROUP_RECORDS", 1)  # one batch per dispatch
+    assert dispatch.group_size(8) == 1
+    single = [_values(p) for p in [_mixed()] for _ in range(2)]
+    assert grouped == single
+    assert len(grouped[0]) == 25 and grouped[0] != grouped[1]  # two epochs, reshuffled
+
+
+def test_resume_inside_a_group_of_small_batches(group_short_passes) -> None:
+    pipeline = _mixed()
+    it = iter(pipeline)
+    head = [next(it) for _ in range(3)]  # three of a group of eight handed out
+    state = pipeline.get_state()
+    rest = [(np.asarray(b["image"]).tolist(), np.asarray(b["label"]).tolist()) for b in it]
+    fresh = _mixed()
+    fresh.set_state(state)
+    assert _values(fresh) == rest and len(rest) == 22 and len(head) == 3

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 
 from datarax.core.errors import ConfigError
@@ -122,6 +123,28 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
         return jax.jit(step)
 
     return _cached(("indexed", graphdef, batch_size), build)
+
+
+def grouped_step(graphdef: Any, batch_size: int, count: int) -> Callable[..., tuple[Batch, ...]]:
+    """Compiled ``(state, inputs, start, epoch, key) -> (batch, ...)``: the ``count``
+    consecutive batches from ``start``, each computed exactly as :func:`indexed_step`
+    computes it (its own batch key, stages over exactly its records) — one dispatch
+    for several small batches."""
+
+    def build() -> Callable[..., tuple[Batch, ...]]:
+        def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, ...]:
+            source, stages = nnx.merge(graphdef, state)
+            starts = start + jnp.arange(count, dtype=start.dtype) * batch_size
+
+            def one(at: Any) -> Batch:
+                return indexed_batch(source, stages, inputs, at, epoch, key, batch_size)
+
+            stacked = jax.lax.map(one, starts)  # one copy of the step in the program
+            return tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(count))
+
+        return jax.jit(step)
+
+    return _cached(("grouped", graphdef, batch_size, count), build)
 
 
 def stage_step(graphdef: Any) -> Callable[..., Batch]:

@@ -6,7 +6,6 @@ import copy
 import time
 
 import jax
-
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
