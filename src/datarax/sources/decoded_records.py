@@ -53,16 +53,25 @@ def _describe_spec(spec: Any) -> str:
 ALIGNMENT = 64  # bytes; JAX's CPU backend takes aligned host buffers about twice as fast
 
 
+def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buffer = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    offset = (-buffer.ctypes.data) % ALIGNMENT
+    return buffer[offset : offset + nbytes].view(dtype).reshape(shape)
+
+
+def _aligned_copy(array: np.ndarray) -> np.ndarray:
+    out = _aligned_empty(array.shape, array.dtype)
+    out[...] = array
+    return out
+
+
 def stack_values(values: list[Any]) -> np.ndarray:
     """Stack per-record values into one batch array, 64-byte aligned when numeric."""
     first = np.asarray(values[0])
     if first.dtype.kind in "USO":
         return np.stack([np.asarray(v) for v in values])
-    shape = (len(values), *first.shape)
-    nbytes = int(np.prod(shape)) * first.dtype.itemsize
-    buffer = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-    offset = (-buffer.ctypes.data) % ALIGNMENT
-    out = buffer[offset : offset + nbytes].view(first.dtype).reshape(shape)
+    out = _aligned_empty((len(values), *first.shape), first.dtype)
     np.stack(values, out=out)
     return out
 
@@ -97,6 +106,29 @@ class DecodedRecords:
         self.spec: dict[str, Any] | None = None  # per-record spec, from the first record
         self.spec_index: int | None = None  # which record that was
         self._fast: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+
+    def check_batch(self, raws: list[Any], decode_batch: Callable[[list[Any]], Mapping[str, Any]]
+                    ) -> dict[str, np.ndarray] | None:
+        """``decode_batch(raws)`` as columns, or None where they do not match the first
+        record's structure (exactly its fields, one row per record of its shape and
+        dtype) — the caller then decodes record by record, which names a bad record."""
+        try:
+            columns = decode_batch(raws)
+        except Exception:  # noqa: BLE001 - narrowed down record by record
+            return None
+        if type(columns) is not dict or len(columns) != len(self._fast) or self.spec is None:
+            return None
+        if len(self._fast) != len(self.spec):  # text fields: the per-record path
+            return None
+        out = {}
+        for key, (shape, dtype) in self._fast.items():
+            value = columns.get(key)
+            if type(value) is not np.ndarray or value.shape != (len(raws), *shape) or value.dtype != dtype:
+                return None
+            if value.ctypes.data % ALIGNMENT or not value.flags.c_contiguous:
+                value = _aligned_copy(value)  # so that JAX can take it without a copy
+            out[key] = value
+        return out
 
     def check(self, raw: Any) -> Mapping[str, Any]:
         """Decode ``raw`` and check it against the first record (:meth:`learn` first)."""

@@ -63,6 +63,10 @@ from datarax.sources.decoded_records import DecodedRecords, describe_cause, stac
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
+#: a batched read covers about this many bytes of decoded records, in whole batches
+CHUNK_BYTES = 8 << 20
+MAX_CHUNK_BATCHES = 8
+
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
 
@@ -119,10 +123,11 @@ class HostReader:
         locate: stable index -> ``(path, index_in_file)`` for error messages
             (default: ``(None, index)``).
         num_threads: reader threads (>= 1).
-        read_ahead: chunks read and decoded ahead of the consumer (>= 1; default
-            ``2 * num_threads``).
-        chunk_size: positions per batched read (default: the first requested
-            ``batch_size``, at least 64).
+        read_ahead: batches read and decoded ahead of the consumer (>= 1; default
+            ``2 * num_threads``), and at least one chunk per thread.
+        chunk_size: positions per batched read (default: whole batches of the first
+            requested ``batch_size`` covering about ``CHUNK_BYTES``, at most
+            ``MAX_CHUNK_BATCHES``; 64 for batches under 64).
         policy: the :class:`ErrorPolicy` for bad records.
         name: how errors name the source (e.g. ``"ArrayRecordSourceModule"``).
         cast_float64: decoded ``float64`` values are cast to ``float32`` (else refused
@@ -142,6 +147,7 @@ class HostReader:
         policy: ErrorPolicy | None = None,
         name: str = "source",
         cast_float64: bool = False,
+        decode_batch: Callable[[list[Any]], Mapping[str, Any]] | None = None,
     ) -> None:
         for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
                                   ("chunk_size", chunk_size, 1)):
@@ -156,10 +162,17 @@ class HostReader:
         self.num_threads = num_threads
         self.read_ahead = read_ahead if read_ahead is not None else 2 * num_threads
         self.chunk_size = chunk_size
+        self._batch = 0  # the batch size chunk_size was chosen for (0: given)
         self.policy = policy or ErrorPolicy()
         self.name = name
         self._getitems = getattr(data, "__getitems__", None)
+        if decode_batch is not None and not callable(decode_batch):
+            raise ConfigError(
+                f"{name} decode_batch must be callable (list of raw records -> dict of "
+                f"arrays with one row per record), got {decode_batch!r}."
+            )
         self._records = DecodedRecords(decode, cast_float64=cast_float64)
+        self._decode_batch = decode_batch
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: collections.deque[concurrent.futures.Future[_Chunk]] = collections.deque()
@@ -267,6 +280,10 @@ class HostReader:
         raw, fetch_failures = self._fetch(indices)
         spec = self._records.spec
         assert spec is not None
+        if self._decode_batch is not None and not fetch_failures:
+            columns = self._records.check_batch(raw, self._decode_batch)
+            if columns is not None:  # the whole chunk at once; else record by record
+                return _Chunk(columns, indices, np.arange(start, stop, dtype=np.int64), stop, [])
         keep: list[int] = []
         decoded: list[dict[str, Any]] = []
         failures: list[_Failure] = []
@@ -334,7 +351,11 @@ class HostReader:
                 max_workers=self.num_threads, thread_name_prefix=f"{self.name}-reader"
             )
         size = self.chunk_size or 64
-        while len(self._pending) < self.read_ahead and self._next_read < order.size:
+        # read_ahead counts chunks of one batch; a chunk of several batches counts for
+        # them (memory stays bounded), but every thread keeps one chunk in flight
+        batches = max(size // self._batch, 1) if self._batch else 1
+        in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
+        while len(self._pending) < in_flight and self._next_read < order.size:
             stop = min(self._next_read + size, order.size)
             self._pending.append(self._pool.submit(self._read_chunk, order, self._next_read, stop))
             self._next_read = stop
@@ -375,12 +396,25 @@ class HostReader:
         """Records skipped at positions below :attr:`position` this epoch."""
         return self.ledger.skipped
 
+    def _chunk_for(self, batch_size: int) -> int:
+        """Positions per batched read: whole batches (so a batch is a view of one chunk)
+        of about ``CHUNK_BYTES``, at most ``MAX_CHUNK_BATCHES`` — a read of a few records
+        per file costs the reader more than the bytes."""
+        self._batch = batch_size
+        if batch_size < 64:
+            return 64
+        spec = self._records.spec or {}
+        record = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
+                     for s in spec.values() if hasattr(s, "shape") and hasattr(s, "dtype"))
+        batches = CHUNK_BYTES // max(record * batch_size, 1)
+        return batch_size * int(min(max(batches, 1), MAX_CHUNK_BATCHES))
+
     def next_batch(self, batch_size: int) -> ReadBatch | None:
         """The next ``batch_size`` records (fewer at the epoch's end), or None when done."""
         if self._order is None:
             raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
         if self.chunk_size is None:
-            self.chunk_size = max(int(batch_size), 64)
+            self.chunk_size = self._chunk_for(int(batch_size))
         buffered = sum(c.remaining for c in self._buffer)
         while buffered < batch_size and self._fatal is None and self._pull():
             buffered += self._buffer[-1].remaining
