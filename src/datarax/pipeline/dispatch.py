@@ -348,4 +348,15 @@ def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
     settings = _thread_local_jax_config()
     if settings is None:
         return None
-    return DispatchAhead(dispatch.dispatch_one, depth, settings)
+    if jax.default_backend() != "cpu":
+        return DispatchAhead(dispatch.dispatch_one, depth, settings)
+
+    def computed() -> Item | None:
+        # On the CPU backend each batch is finished here before the next is dispatched:
+        # XLA:CPU runs a queue of several cheap computations slower than one at a time.
+        item = dispatch.dispatch_one()
+        if item is not None:
+            jax.block_until_ready(item[1])
+        return item
+
+    return DispatchAhead(computed, depth, settings)
