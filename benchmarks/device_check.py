@@ -40,7 +40,7 @@ from flax import nnx
 SIZES = {
     "tiny": {"mib": 1, "reps": 1, "records": 1024, "batch": 256, "matmuls": 2, "width": 256,
              "steps": 8, "chunk": 4},
-    "full": {"mib": 256, "reps": 5, "records": 50_000, "batch": 256, "matmuls": 4, "width": 512,
+    "full": {"mib": 256, "reps": 3, "records": 50_000, "batch": 256, "matmuls": 4, "width": 256,
              "steps": 400, "chunk": 50},
 }
 

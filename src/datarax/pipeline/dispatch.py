@@ -30,9 +30,11 @@ and the position are the same as dispatching on the consumer's thread:
 
 from __future__ import annotations
 
+import atexit
 import collections
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -258,6 +260,17 @@ def _thread_local_jax_config() -> Callable[[], Callable[[], None]] | None:
     return lambda: adopt()
 
 
+_LIVE: weakref.WeakSet[DispatchAhead] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_workers() -> None:
+    # A worker inside a JAX call while the interpreter shuts down can crash the exit;
+    # end each one after the batch it is making.
+    for ahead in list(_LIVE):
+        ahead.stop()
+
+
 class DispatchAhead:
     """Runs ``produce()`` on one worker thread, keeping up to ``depth`` results ready.
 
@@ -281,6 +294,7 @@ class DispatchAhead:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="datarax-dispatch", daemon=True)
         self._thread.start()
+        _LIVE.add(self)
 
     def _run(self) -> None:
         restore = self._settings() if self._settings is not None else None
