@@ -173,3 +173,22 @@ def test_resume_inside_a_group_of_small_batches(group_short_passes) -> None:
     fresh = _mixed()
     fresh.set_state(state)
     assert _values(fresh) == rest and len(rest) == 22 and len(head) == 3
+
+
+def test_source_restored_mid_pass_the_live_iterator_continues_from_there() -> None:
+    import copy
+
+    pipeline = _pipeline(3)
+    source = pipeline.source
+    it = iter(pipeline)
+    start = source.get_state()
+    first = np.asarray(next(it)["x"]).tolist()
+    snapshot = copy.deepcopy(nnx.state(pipeline))
+    second = np.asarray(next(it)["x"]).tolist()
+    next(it)
+    source.set_state(start)  # batches dispatched ahead belong to the old position
+    assert np.asarray(next(it)["x"]).tolist() == first
+    assert source.get_state()["current_index"] == 8
+    nnx.update(pipeline, snapshot)
+    assert np.asarray(next(it)["x"]).tolist() == second
+    assert pipeline.position == 16

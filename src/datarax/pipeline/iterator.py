@@ -210,9 +210,16 @@ class PipelineIterator:
     def _prepare_indexed(self) -> None:
         self._dispatch = IndexedDispatch(self._pipeline, self._epoch)
         self._ahead = start_ahead(self._dispatch, self._plan.prefetch)
+        self._expect = (self._source.epoch, self._source.index)
         self._prepared = True
 
     def _next_indexed(self) -> Batch:
+        source = self._source
+        if self._prepared and (source.epoch, source.index) != self._expect:
+            # The source was moved from outside (its set_state, nnx.update): what was
+            # dispatched ahead belongs to the old position; continue from the new one.
+            self._release()
+            self._begin(source.epoch, source.index)
         if not self._prepared:
             self._prepare_indexed()
         if self._ahead is not None:  # batches prepared on the dispatch thread
@@ -233,6 +240,7 @@ class PipelineIterator:
             )
             batch = self._place(batch, self._source.index)
         self._source.advance(count)
+        self._expect = (self._expect[0], self._expect[1] + count)
         self._mark()
         if self._ahead is not None:
             self._ahead.resume()
