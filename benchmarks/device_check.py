@@ -105,10 +105,16 @@ def _per_step(make: Any, train: Any, reps: int) -> tuple[float, list[float]]:
 
 def _hidden(make: Any, train: Any, reps: int, data_step: Any) -> dict[str, Any]:
     """Data alone (``data_step``: what ``train`` does with a batch, without training),
-    train alone and both in one loop; the share of the data time hidden."""
+    train alone and both in one loop; the share of the data time hidden.
+
+    ``train`` is a step function, or a factory ``train(data_seconds) -> step`` for a
+    simulated step whose cost is set from the data time just measured."""
     fixed = next(iter(make()))
-    _per_step(make, data_step, 1), _per_step(make, train, 1)  # compile, warm
+    _per_step(make, data_step, 1)  # compile, warm
     t_data, sums = _per_step(make, data_step, reps)
+    if getattr(train, "from_data_time", False):
+        train = train(t_data)
+    _per_step(make, train, 1)
     t_both, outs = _per_step(make, train, reps)
     steps = len(sums)
 
@@ -128,9 +134,9 @@ def overlap(records: int, batch: int, matmuls: int, width: int, reps: int,
             train_ms: float = 5.0) -> dict[str, Any]:
     """Per-step seconds of data alone, train alone and both; the data time hidden.
 
-    ``simulated``: the train step is a wait of ``train_ms`` on the host after the batch
-    arrives (the loop reading a loss each step while the accelerator trains): the data
-    of the next batches must be prepared meanwhile. ``indexed`` is W1 (MemorySource,
+    ``simulated``: the train step is a wait on the host after the batch arrives (the
+    loop reading a loss each step while the accelerator trains) of ``train_ms`` or twice
+    the data time, the larger: the data of the next batches must be prepared meanwhile. ``indexed`` is W1 (MemorySource,
     /255, random flip), ``host`` the W2 ArrayRecord files through the same stages.
     ``compute``: W1 with a jitted train step of ``matmuls`` chained matmuls — on a
     device it runs there; on the CPU backend it runs on the same cores as the data.
@@ -143,10 +149,19 @@ def overlap(records: int, batch: int, matmuls: int, width: int, reps: int,
     def consume(b: dict[str, jax.Array]) -> Any:
         return np.asarray(b["label"]).sum()  # the step takes the batch from the device
 
-    def simulated(b: dict[str, jax.Array]) -> Any:
-        value = consume(b)
-        time.sleep(train_ms / 1000)  # ... and waits while the accelerator trains
-        return value
+    def simulated(data_seconds: float) -> Any:
+        # a step costing the larger of train_ms and twice the data time: the loop is
+        # bound by training (data slower than training can only be hidden up to it)
+        wait = max(train_ms / 1000, 2 * data_seconds)
+
+        def step(b: dict[str, jax.Array]) -> Any:
+            value = consume(b)
+            time.sleep(wait)  # ... and waits while the accelerator trains
+            return value
+
+        return step
+
+    simulated.from_data_time = True  # type: ignore[attr-defined]
 
     out["indexed"] = _hidden(lambda: _w1_pipeline(images, labels, batch), simulated, reps, consume)
     try:
