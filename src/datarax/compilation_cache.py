@@ -54,3 +54,15 @@ def enable_by_default() -> None:
         enable_compilation_cache()
     except OSError:  # read-only home: run without the cache
         pass
+
+
+def program_cache_dir() -> Path | None:
+    """Where compiled steps are stored (:mod:`datarax.pipeline.program_cache`):
+    ``datarax-programs/`` inside JAX's compilation cache directory, or ``None`` when
+    that cache is off, not a local path, or ``DATARAX_PROGRAM_CACHE=0``."""
+    if os.environ.get("DATARAX_PROGRAM_CACHE", "1").lower() in ("0", "false", "no", "off"):
+        return None
+    base = jax.config.jax_compilation_cache_dir
+    if not base or "://" in base or not jax.config.jax_enable_compilation_cache:
+        return None
+    return Path(base) / "datarax-programs"

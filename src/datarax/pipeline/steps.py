@@ -7,7 +7,9 @@
   the host, compiled as a function of (state, batch, record indices, epoch).
 
 Steps are cached by the NNX graph definition (structure, configs, functions) and
-batch size, so re-created iterators and equally built pipelines reuse compiled code.
+batch size, so re-created iterators and equally built pipelines reuse compiled code;
+across processes, :class:`~datarax.pipeline.program_cache.CachedStep` loads the
+executable an earlier run saved instead of tracing and lowering again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from flax import nnx
 from datarax.core.errors import ConfigError
 from datarax.core.keys import draw, record_keys
 from datarax.core.operator import OperatorModule
+from datarax.pipeline.program_cache import CachedStep
 
 Batch = dict[str, Any]
 _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
@@ -120,7 +123,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
             source, stages = nnx.merge(graphdef, state)
             return indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
 
-        return jax.jit(step)
+        return CachedStep(jax.jit(step), ("indexed", graphdef, batch_size))
 
     return _cached(("indexed", graphdef, batch_size), build)
 
@@ -155,6 +158,6 @@ def stage_step(graphdef: Any) -> Callable[..., Batch]:
             stages = nnx.merge(graphdef, state)
             return apply_stages(stages, dict(batch), indices, epoch, draw(*key))
 
-        return jax.jit(step)
+        return CachedStep(jax.jit(step), ("stages", graphdef))
 
     return _cached(("stages", graphdef), build)
