@@ -8,6 +8,10 @@ unless you configured a cache yourself (``JAX_COMPILATION_CACHE_DIR`` or
 ``jax.config.update("jax_compilation_cache_dir", ...)``) or set
 ``DATARAX_COMPILATION_CACHE=0``. Use :func:`enable_compilation_cache` to pick the
 directory explicitly.
+
+JAX's cache still leaves each process to trace and lower the step before it can look
+the executable up; datarax also stores its compiled steps whole, in
+:func:`program_cache_dir` (see :mod:`datarax.pipeline.program_cache`).
 """
 
 from __future__ import annotations
@@ -57,11 +61,23 @@ def enable_by_default() -> None:
 
 
 def program_cache_dir() -> Path | None:
-    """Where compiled steps are stored (:mod:`datarax.pipeline.program_cache`):
-    ``datarax-programs/`` inside JAX's compilation cache directory, or ``None`` when
-    that cache is off, not a local path, or ``DATARAX_PROGRAM_CACHE=0``."""
+    """Where compiled steps are stored (:mod:`datarax.pipeline.program_cache`).
+
+    ``$DATARAX_PROGRAM_CACHE_DIR`` if set, else ``datarax-programs/`` inside JAX's
+    compilation cache directory; ``None`` (nothing stored) when that cache is off or
+    not a local path, or with ``DATARAX_PROGRAM_CACHE=0``.
+
+    Example:
+        >>> import os
+        >>> os.environ["DATARAX_PROGRAM_CACHE"] = "0"
+        >>> program_cache_dir() is None
+        True
+        >>> del os.environ["DATARAX_PROGRAM_CACHE"]
+    """
     if os.environ.get("DATARAX_PROGRAM_CACHE", "1").lower() in ("0", "false", "no", "off"):
         return None
+    if os.environ.get("DATARAX_PROGRAM_CACHE_DIR"):
+        return Path(os.environ["DATARAX_PROGRAM_CACHE_DIR"])
     base = jax.config.jax_compilation_cache_dir
     if not base or "://" in base or not jax.config.jax_enable_compilation_cache:
         return None

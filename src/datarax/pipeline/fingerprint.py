@@ -192,26 +192,28 @@ class _Walker:
         code = fn.__code__
         used = _code_names(code)
         globals_ = tuple(
-            (name, self.walk(fn.__globals__[name], used))
+            (name, self.walk(_not_mutable(fn.__globals__[name], name, fn), used))
             for name in sorted(used)
             if name in fn.__globals__
         )
         builtins_ = tuple(
             sorted(n for n in used if n not in fn.__globals__ and n in vars(builtins))
         )
-        cells = tuple(self._cell(c) for c in fn.__closure__ or ())
+        cells = tuple(
+            self._cell(c, name, fn) for c, name in zip(fn.__closure__ or (), code.co_freevars)
+        )
         return (
             "function", fn.__module__, qualname, self._code(code),
             self.walk(fn.__defaults__), self.walk(fn.__kwdefaults__), cells, globals_, builtins_,
             self.walk(dict(fn.__dict__)) if fn.__dict__ else None,
         )
 
-    def _cell(self, cell: Any) -> Any:
+    def _cell(self, cell: Any, name: str, fn: Any) -> Any:
         try:
             content = cell.cell_contents
         except ValueError:  # an empty cell (a name assigned later)
             return ("empty-cell",)
-        return self.walk(content)
+        return self.walk(_not_mutable(content, name, fn))
 
     def _code(self, code: types.CodeType) -> Any:
         consts = tuple(
@@ -274,6 +276,26 @@ class _Walker:
         ):
             raise Unfingerprintable(f"an object of type {kind.__module__}.{kind.__qualname__}")
         return ("object", self._class(kind), self.walk(dict(state)))
+
+
+def _not_mutable(value: Any, name: str, fn: Any) -> Any:
+    """``value`` unless it is mutable state a function reads or changes as it runs
+    (a list, dict or set, an object of the user's): such a function may depend on when
+    it is traced (it counts traces, collects values), so its step is not stored."""
+    mutable = isinstance(value, (list, dict, set, bytearray))
+    if not mutable and not isinstance(
+        value, (type, types.FunctionType, types.MethodType, types.ModuleType, functools.partial,
+                np.ndarray, np.generic, enum.Enum, tuple, frozenset)
+    ):
+        kind = type(value)
+        mutable = hasattr(value, "__dict__") and not _versioned(kind.__module__) and not (
+            dataclasses.is_dataclass(value) and kind.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        )
+    if mutable:
+        raise Unfingerprintable(
+            f"mutable state: {fn.__qualname__} reads '{name}', a {type(value).__name__}"
+        )
+    return value
 
 
 def _code_names(code: types.CodeType) -> frozenset[str]:

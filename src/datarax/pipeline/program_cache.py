@@ -49,10 +49,15 @@ logger = logging.getLogger("datarax.program_cache")
 
 _FORMAT = b"datarax-program-v1\n"
 _MAX_ENTRIES = 256
+_FRESH_COMPILE_OPTIONS = {"xla_embed_ir_in_executable": False}  # XLA's default
 # What happened to steps this process: loaded, stored, missing, rejected,
 # unfingerprintable, not_stored. Read with :func:`counts`.
 _COUNTS: Counter[str] = Counter()
 _LOCK = threading.Lock()
+
+
+class _NotStorable(ValueError):
+    """A compiled step that cannot work in another process."""
 
 
 def counts() -> dict[str, int]:
@@ -104,6 +109,8 @@ class CachedStep:
 
     def __call__(self, *args: Any) -> Any:
         last = self._last
+        if last is self._jitted:  # not stored on disk: plain jit for every signature
+            return last(*args)
         if last is not None:
             try:
                 return last(*args)
@@ -215,23 +222,54 @@ def _decode(raw: bytes, key: str) -> Any:
     return deserialize_and_load(serialized, in_tree, out_tree, execution_devices=execution)
 
 
-def _encode(compiled: Any, key: str) -> tuple[bytes, Any]:
-    from jax.experimental.serialize_executable import deserialize_and_load, serialize
+def _encode(compiled: Any, key: str, executable_bytes: bytes | None = None) -> tuple[bytes, Any]:
+    """The entry for ``compiled`` and the executable loaded back from it.
+
+    ``executable_bytes``: the XLA executable as JAX's persistent cache held it, used in
+    place of serializing the loaded one again (which XLA:CPU cannot do faithfully).
+    """
+    from jax.experimental import serialize_executable as jax_serialize
 
     unloaded = compiled._executable._unloaded_executable
     if unloaded.host_callbacks or unloaded.keepalive or unloaded.ordered_effects or (
         unloaded.unordered_effects
     ):  # callbacks into this process (jax.debug.print, pure_callback) do not travel
-        raise ValueError("the step calls back into Python")
+        raise _NotStorable("the step calls back into Python")
+    if compiled._params.const_args:
+        raise _NotStorable("the step closes over constants JAX passes as arguments")
     devices = ",".join(str(d.id) for d in unloaded.device_list)
-    serialized, in_tree, out_tree = serialize(compiled)
+    if executable_bytes is None:
+        serialized, in_tree, out_tree = jax_serialize.serialize(compiled)
+    else:
+        serialized, in_tree, out_tree = _serialize_with(compiled, unloaded, executable_bytes)
     payload = pickle.dumps((serialized, in_tree, out_tree), protocol=pickle.HIGHEST_PROTOCOL)
     digest = hashlib.sha256(payload).hexdigest()
     raw = _FORMAT + f"{key} {digest} {devices}\n".encode() + payload
     by_id = {d.id: d for d in jax.devices()}
     execution = [by_id[int(i)] for i in devices.split(",")]
-    reloaded = deserialize_and_load(serialized, in_tree, out_tree, execution_devices=execution)
+    reloaded = jax_serialize.deserialize_and_load(
+        serialized, in_tree, out_tree, execution_devices=execution
+    )
     return raw, reloaded
+
+
+def _serialize_with(compiled: Any, unloaded: Any, executable_bytes: bytes) -> tuple[bytes, Any, Any]:
+    """``serialize_executable.serialize``'s format, with the executable's bytes given."""
+    import io
+
+    from jax._src.lib import xla_client
+    from jax.experimental.serialize_executable import _JaxPjrtPickler
+
+    class Pickler(_JaxPjrtPickler):
+        def persistent_id(self, obj: Any) -> Any:
+            if isinstance(obj, xla_client.LoadedExecutable):
+                return ("exec", executable_bytes)
+            return super().persistent_id(obj)
+
+    args_info_flat, in_tree = jax.tree_util.tree_flatten(compiled.args_info)
+    with io.BytesIO() as file:
+        Pickler(file).dump((unloaded, args_info_flat, compiled._no_kwargs))
+        return file.getvalue(), in_tree, compiled.out_tree
 
 
 def _same_batch(a: Any, b: Any) -> bool:
@@ -248,30 +286,34 @@ def _same_batch(a: Any, b: Any) -> bool:
 
 
 def _compile_and_store(jitted: Any, args: tuple[Any, ...], path: Path, key: str) -> tuple[Any, Any]:
-    """Compile, check the serialized form loads and gives the same batch, write it.
+    """Compile, check the entry loads back and gives the same batch, write it.
 
-    An executable JAX loaded from its own persistent cache cannot always be serialized
-    again (XLA:CPU keeps only the kernels it linked; reloading fails with "Function
-    ... not found"), so on CPU the step is compiled with that cache bypassed — once,
-    on the run that writes the entry — and elsewhere only when the check fails.
+    An executable JAX loaded from its own persistent cache cannot be serialized again
+    on XLA:CPU (it keeps only the kernels it linked; loading it later fails with
+    "Function ... not found"), so the entry takes the bytes that cache held; if they
+    cannot be had or fail the check, the step is compiled once more with that cache
+    bypassed (on the run that writes the entry only).
     """
-    cpu = jax.default_backend() == "cpu"
     compiled = batch = None
-    for fresh in (True,) if cpu else (False, True):
-        candidate = (
-            _compile_bypassing_persistent_cache(jitted, args) if fresh
-            else jitted.lower(*args).compile()
-        )
+    for fresh in (False, True):
+        captured: bytes | None = None
+        if fresh:
+            candidate = _compile_bypassing_persistent_cache(jitted, args)
+        else:
+            candidate, captured = _compile_capturing_cached_bytes(jitted, args)
         if candidate is None:
             break
         compiled, batch = candidate, candidate(*args)
         try:
-            raw, reloaded = _encode(compiled, key)
+            raw, reloaded = _encode(compiled, key, captured)
             if _same_batch(batch, reloaded(*args)):
                 _write(path, raw)
                 _count("stored")
                 logger.info("stored compiled step in %s", path)
                 return compiled, batch
+        except _NotStorable as err:
+            logger.info("compiled step not stored on disk: %s", err)
+            break
         except Exception as err:  # noqa: BLE001 - not storable: the step still runs
             logger.debug("compiled step not storable (%s)", err)
     _count("not_stored")
@@ -281,7 +323,34 @@ def _compile_and_store(jitted: Any, args: tuple[Any, ...], path: Path, key: str)
     return compiled, batch
 
 
+def _compile_capturing_cached_bytes(jitted: Any, args: tuple[Any, ...]) -> tuple[Any, bytes | None]:
+    """Compile; when JAX's persistent cache served the executable, also its bytes."""
+    try:
+        from jax._src import compilation_cache as jax_cache  # private: no public hook
+    except ImportError:
+        return jitted.lower(*args).compile(), None
+    original = getattr(jax_cache, "extract_executable_and_time", None)
+    if original is None:
+        return jitted.lower(*args).compile(), None
+    captured: list[bytes] = []
+
+    def spy(data: Any) -> Any:
+        out = original(data)
+        captured.append(out[0])
+        return out
+
+    jax_cache.extract_executable_and_time = spy
+    try:
+        compiled = jitted.lower(*args).compile()
+    finally:
+        jax_cache.extract_executable_and_time = original
+    # another thread's compile may have read the cache meanwhile: then not ours to know
+    return compiled, captured[0] if len(captured) == 1 else None
+
+
 def _compile_bypassing_persistent_cache(jitted: Any, args: tuple[Any, ...]) -> Any:
+    """A fresh compile: JAX's persistent cache off, and an option at its default value
+    that keys the compile apart from the one JAX already holds in memory."""
     try:
         from jax._src import compilation_cache as jax_cache  # private: no public switch
 
@@ -289,7 +358,7 @@ def _compile_bypassing_persistent_cache(jitted: Any, args: tuple[Any, ...]) -> A
         jax.config.update("jax_enable_compilation_cache", False)
         jax_cache.reset_cache()
         try:
-            return jitted.lower(*args).compile()
+            return jitted.lower(*args).compile(_FRESH_COMPILE_OPTIONS)
         finally:
             jax.config.update("jax_enable_compilation_cache", previous)
             jax_cache.reset_cache()
