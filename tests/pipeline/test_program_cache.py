@@ -331,3 +331,20 @@ def test_the_fingerprint_of_recursive_code_and_library_functions_is_stable():
     assert fingerprint(fact) == fingerprint(fact)
     assert fingerprint(jnp.sin) != fingerprint(jnp.cos)
     assert fingerprint((np.float32(1), np.dtype("int8"))) != fingerprint((np.float32(2), np.dtype("int8")))
+
+
+def test_datarax_code_patched_at_run_time_is_another_program(store, monkeypatch):
+    from datarax.core import keys
+
+    plain = epoch(make())
+    real = keys.record_keys
+
+    def shifted(base_key, epoch_, indices):
+        return real(base_key, epoch_ + 1, indices)
+
+    monkeypatch.setattr(keys, "record_keys", shifted)
+    monkeypatch.setattr(steps, "record_keys", shifted)
+    fresh_process(monkeypatch)
+    patched = epoch(make())
+    assert program_cache.counts() == {"missing": 2, "stored": 2}
+    assert [b["noise"].tolist() for b in patched] != [b["noise"].tolist() for b in plain]

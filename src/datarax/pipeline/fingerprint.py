@@ -228,7 +228,14 @@ class _Walker:
 
     def _class(self, cls: type) -> Any:
         if _versioned(cls.__module__) and "<" not in cls.__qualname__:
-            return ("class", cls.__module__, cls.__qualname__)
+            # methods patched in at run time (tests, hot fixes) are not in the package
+            patched = tuple(
+                (klass.__qualname__, name, self.walk(member))
+                for klass in cls.__mro__
+                for name, member in vars(klass).items()
+                if isinstance(member, types.FunctionType) and not _versioned(member.__module__)
+            )
+            return ("class", cls.__module__, cls.__qualname__, patched)
         body = []
         for klass in cls.__mro__:
             if klass is object or (_versioned(klass.__module__) and klass is not cls):
@@ -418,4 +425,19 @@ def environment() -> tuple[Any, ...]:
         for name, value in sorted(jax.config.values.items())
         if name not in _CONFIG_IGNORED
     )
-    return (*_process_environment(), config)
+    return (*_process_environment(), config, _foreign_code_in_datarax())
+
+
+def _foreign_code_in_datarax() -> Any:
+    """Functions from outside the versioned packages that sit in datarax's modules
+    (patched in at run time): the steps may call them, so they are part of the key."""
+    walker = _Walker()
+    found = []
+    for name, module in sorted(sys.modules.items()):
+        if _top(name) != "datarax" or module is None:
+            continue
+        for attr, value in vars(module).items():
+            function = value.func if isinstance(value, functools.partial) else value
+            if isinstance(function, types.FunctionType) and not _versioned(function.__module__):
+                found.append((name, attr, walker.walk(value)))
+    return tuple(found)
