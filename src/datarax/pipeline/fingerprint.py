@@ -40,6 +40,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import os
 import sys
 import types
 from pathlib import Path
@@ -87,12 +88,17 @@ def _versioned(module: str | None) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def datarax_source_hash() -> str:
-    """SHA-256 over datarax's ``.py`` files (paths and contents), once per process."""
-    root = Path(__file__).resolve().parents[1]
+    """SHA-256 over datarax's ``.py`` files (path, size, modification time), once per
+    process: the test Python itself uses to decide whether cached bytecode is current,
+    so it changes whenever the code that runs can have changed."""
+    root = str(Path(__file__).resolve().parents[1])
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
+    for directory, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                info = os.stat(os.path.join(directory, name))
+                digest.update(f"{directory[len(root):]}/{name} {info.st_size} "
+                              f"{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 
