@@ -134,6 +134,38 @@ def test_a_stale_or_corrupt_entry_is_ignored_and_replaced(store, monkeypatch, ca
     assert program_cache.counts()["loaded"] == 1
 
 
+def test_an_entry_that_loads_but_fails_to_run_is_replaced(store, monkeypatch, caplog):
+    first = epoch(make())
+    fresh_process(monkeypatch)
+
+    from jax.experimental import serialize_executable
+
+    real, calls = serialize_executable.deserialize_and_load, []
+
+    def broken(*loaded, **where):  # the load from disk; the store's check loads for real
+        calls.append(1)
+        if len(calls) > 1:
+            return real(*loaded, **where)
+
+        def run(*args):
+            raise RuntimeError("NOT_FOUND: Function fusion not found")
+
+        return run
+
+    # (patched in jax, not in datarax: code patched into datarax is part of the key)
+    with monkeypatch.context() as patch, caplog.at_level(logging.WARNING, "datarax.program_cache"):
+        patch.setattr(serialize_executable, "deserialize_and_load", broken)
+        same(first, epoch(make()))
+    assert program_cache.counts() == {"missing": 1, "stored": 2, "rejected": 1}
+    (warning,) = caplog.records
+    assert warning.getMessage().endswith(
+        "failed to run (NOT_FOUND: Function fusion not found); compiling it again"
+    )
+    fresh_process(monkeypatch)
+    same(first, epoch(make()))
+    assert program_cache.counts()["loaded"] == 1
+
+
 def test_steps_that_differ_only_in_a_closed_over_value_get_their_own_entries(store, monkeypatch):
     def build(factor):
         def times(element, key=None):

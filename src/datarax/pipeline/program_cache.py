@@ -165,15 +165,22 @@ class CachedStep:
     def _obtain(
         self, directory: Path, signature: tuple[Any, ...], args: tuple[Any, ...]
     ) -> tuple[Any, Any]:
-        """A loaded executable (batch None), or a freshly compiled one and its first
-        batch; ``(None, None)`` to use the plain jitted step."""
+        """An executable, loaded or freshly compiled, and its first batch; ``(None,
+        None)`` to use the plain jitted step."""
         key = self._key(signature)
         if key is None:
             return None, None
         path = directory / f"{key}.xla"
         loaded = _load(path, key)
         if loaded is not None:
-            return loaded, None
+            try:  # the first batch is waited for anyway; a failure to run is caught here
+                batch = jax.block_until_ready(loaded(*args))
+                _count("loaded")
+                logger.info("loaded compiled step from %s", path)
+                return loaded, batch
+            except Exception as err:  # noqa: BLE001 - the entry is replaced, never fatal
+                _count("rejected")
+                logger.warning("stored step %s failed to run (%s); compiling it again", path, err)
         return _compile_and_store(self._jitted, args, path, key)
 
 
@@ -199,8 +206,6 @@ def _load(path: Path, key: str) -> Any:
         os.utime(path)  # recently used: kept when the directory is trimmed
     except OSError:
         pass
-    _count("loaded")
-    logger.info("loaded compiled step from %s", path)
     return executable
 
 
