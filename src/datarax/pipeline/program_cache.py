@@ -16,8 +16,9 @@ header (stale, corrupt, another version), a step that cannot be fingerprinted (t
 nothing is written). A miss compiles, checks that the serialized executable loads and
 gives the same batch as the compiled one, and writes the entry atomically. Entries
 live in ``datarax-programs/`` inside JAX's compilation cache directory (see
-:mod:`datarax.compilation_cache`; ``DATARAX_PROGRAM_CACHE=0`` turns this off); like
-JAX's cache, loading an entry runs code from it, so keep that directory your own.
+:mod:`datarax.compilation_cache`; ``DATARAX_PROGRAM_CACHE=0`` turns this off, and
+it is off when several processes run together); like JAX's cache, loading an entry
+runs code from it, so keep that directory your own.
 
 Example:
     >>> import jax, numpy as np
@@ -128,7 +129,8 @@ class CachedStep:
     # ---------------------------------------------------------------- slow path
     def _slow_call(self, args: tuple[Any, ...]) -> Any:
         directory = program_cache_dir()
-        if directory is None:
+        if directory is None or jax.process_count() > 1:
+            # (several processes: each compiles for its own devices, as JAX places them)
             self._last = self._jitted
             return self._jitted(*args)
         try:
