@@ -49,7 +49,7 @@ from datarax.pipeline.fingerprint import Unfingerprintable, environment, fingerp
 logger = logging.getLogger("datarax.program_cache")
 
 _FORMAT = b"datarax-program-v1\n"
-_MAX_ENTRIES = 256
+_MAX_ENTRIES = 1024  # ~0.3 MB each for a W1 step
 _FRESH_COMPILE_OPTIONS = {"xla_embed_ir_in_executable": False}  # XLA's default
 # What happened to steps this process: loaded, stored, missing, rejected,
 # unfingerprintable, not_stored. Read with :func:`counts`.
