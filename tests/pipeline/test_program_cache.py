@@ -327,9 +327,11 @@ def test_the_fingerprint_follows_what_code_reads_from_a_user_module():
     caller = types.ModuleType("user_caller")
     caller.lib = lib
     exec("def g(x):\n    return x + lib.OFFSET\n", caller.__dict__)
-    before = fingerprint(caller.g)
+    exec("def h(x):\n    return lib.OTHER\n", caller.__dict__)
+    lib.OTHER = 0
+    before = fingerprint((caller.h, caller.g))  # lib seen first for h, then for g
     lib.OFFSET = 5
-    assert fingerprint(caller.g) != before
+    assert fingerprint((caller.h, caller.g)) != before
 
 
 def test_mutable_and_unknown_state_cannot_be_fingerprinted():

@@ -106,8 +106,8 @@ class _Walker:
     """One description: memo of finished objects, markers for objects in progress."""
 
     def __init__(self) -> None:
-        self._done: dict[int, Any] = {}
-        self._active: dict[int, int] = {}
+        self._done: dict[Any, Any] = {}
+        self._active: dict[Any, int] = {}
         self._keep: list[Any] = []  # keep walked objects alive so ids stay unique
         self._nodes = 0
 
@@ -118,6 +118,8 @@ class _Walker:
         if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
             return (type(value).__name__, value)
         key = id(value)
+        if isinstance(value, types.ModuleType):  # described by what the reader names
+            key = (key, names)  # type: ignore[assignment]
         if key in self._done:
             return self._done[key]
         if key in self._active:  # a cycle: refer back to the object being described
