@@ -21,7 +21,8 @@ not cached on disk: two different programs must never share one fingerprint.
 Invariant: equal fingerprints mean equal inputs to tracing (given the same package
 versions); a code or value change anywhere the step reads changes the fingerprint.
 A program that reads state its code does not name (environment variables, files) at
-trace time is outside what any jit cache can see.
+trace time is outside what any jit cache can see; so are constants (not functions)
+patched into jax, flax or datarax modules at run time.
 
 Example:
     >>> scale = 2.0
