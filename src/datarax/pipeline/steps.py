@@ -145,7 +145,7 @@ def grouped_step(graphdef: Any, batch_size: int, count: int) -> Callable[..., tu
             stacked = jax.lax.map(one, starts)  # one copy of the step in the program
             return tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(count))
 
-        return jax.jit(step)
+        return CachedStep(jax.jit(step), ("grouped", graphdef, batch_size, count))
 
     return _cached(("grouped", graphdef, batch_size, count), build)
 
