@@ -82,7 +82,7 @@ def summarize_case(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str,
                 sum(bad, []) or errors
             )
             for key in ("epoch_rate", "steady_rate", "first_batch_s", "spawn_to_first_batch_s",
-                        "epoch_s", "import_s", "cpu_s"):
+                        "epoch_s", "import_s", "cpu_s", "peak_rss_mb"):
                 row[key] = _median([r.get(key) for r in good])
             row["checksum"] = good[0]["check"]["checksum"]
             row["flip_fraction"] = _median([r["check"]["flip_fraction"] for r in good])
@@ -196,7 +196,8 @@ def markdown(report: dict[str, Any]) -> str:
         "the epoch used; *× floor (CPU)* = the floor's CPU time / this contender's (work per "
         "CPU second, which other load on the machine disturbs far less than wall time; "
         "child processes still running at the end, e.g. Grain's mp workers, are not "
-        "counted). *Load* = the "
+        "counted). *Peak RSS* = the process's peak resident memory (or its largest "
+        "finished child's), imports and data included. *Load* = the "
         "machine's 1-minute load average during the run (median of runs): above the CPU "
         "count, other work shared the cores and the numbers are noisier.",
         "",
@@ -213,19 +214,19 @@ def markdown(report: dict[str, Any]) -> str:
             f"{max((len(v) for v in case['runs'].values()), default=0)} repetitions",
             "",
             "| contender | whole epoch rec/s | × floor | steady rec/s | × floor | first batch s "
-            "| spawn→first s | CPU s | × floor (CPU) | load | check |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| spawn→first s | CPU s | × floor (CPU) | peak RSS MB | load | check |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for name, row in case["summary"].items():
             if "epoch_rate" not in row:
-                lines.append(f"| {name} | - | - | - | - | - | - | - | - | - | {row['status']} |")
+                lines.append(f"| {name} | - | - | - | - | - | - | - | - | - | - | {row['status']} |")
                 continue
             lines.append(
                 f"| {name} | {row['epoch_rate']:,.0f} | {_fmt(row.get('epoch_ratio'), '.2f')} "
                 f"| {row['steady_rate']:,.0f} | {_fmt(row.get('steady_ratio'), '.2f')} "
                 f"| {_fmt(row['first_batch_s'], '.3f')} | {_fmt(row['spawn_to_first_batch_s'], '.2f')} "
                 f"| {_fmt(row.get('cpu_s'), '.2f')} | {_fmt(row.get('cpu_ratio'), '.2f')} "
-                f"| {_fmt(row.get('load_avg_1m'), '.1f')} "
+                f"| {_fmt(row.get('peak_rss_mb'), '.0f')} | {_fmt(row.get('load_avg_1m'), '.1f')} "
                 f"| {row['status']} (flips {row['flip_fraction']:.3f}) |"
             )
         lines.append("")

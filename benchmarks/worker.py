@@ -31,6 +31,14 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _peak_rss_mb() -> float:
+    """Peak resident memory (MB) of this process, or of its largest finished child when
+    that is larger (DataLoader / Grain workers; Linux reports ``ru_maxrss`` in KiB)."""
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(me, kids) / 1024
+
+
 def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | None = None) -> dict:
     from benchmarks.contenders import CONTENDERS
 
@@ -76,6 +84,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | No
         "batches": len(digests),
         "epoch_s": epoch_s,
         "cpu_s": cpu_s,
+        "peak_rss_mb": _peak_rss_mb(),
         "first_batch_s": (first - t0) if first is not None else None,
         "epoch_rate": records / epoch_s if epoch_s > 0 else None,
         "steady_rate": (records - first_size) / steady_s if steady_s > 0 else None,
