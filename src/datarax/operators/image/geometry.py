@@ -30,6 +30,24 @@ def _method(owner: str, method: str) -> str:
     return {"bilinear": "linear", "bicubic": "cubic"}.get(method, method)
 
 
+def _centres_and_support(start: Any, length: Any, out: int, antialias: bool) -> tuple[Any, Any]:
+    start = jnp.asarray(start, jnp.float32)
+    length = jnp.asarray(length, jnp.float32)
+    scale = out / length
+    support = jnp.maximum(1.0, 1.0 / scale) if antialias else jnp.float32(1.0)
+    centres = start + (jnp.arange(out, dtype=jnp.float32) + 0.5) / scale - 0.5
+    return centres, support
+
+
+def _tent(taps: Any, centres: Any, support: Any, start: Any, length: Any) -> Any:
+    """Normalised triangle weights of ``taps`` (one row per output pixel), box-clamped."""
+    start = jnp.asarray(start, jnp.float32)
+    length = jnp.asarray(length, jnp.float32)
+    weights = jnp.maximum(0.0, 1.0 - jnp.abs(taps - centres[:, None]) / support)
+    weights = weights * ((taps >= start) & (taps < start + length))
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
 def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool) -> Any:
     """``(out, size)`` bilinear weights that resample ``[start, start + length)`` to ``out``.
 
@@ -37,16 +55,56 @@ def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool
     - 0.5`` (half-pixel centres); the triangle filter widens by ``length / out`` when
     shrinking with ``antialias``. Only pixels inside the box get weight (the box is cut
     out first, as torchvision and PIL do), so edges clamp to the box.
+
+    Example:
+        >>> resize_weights(0, 4, 2, 4, antialias=False).tolist()
+        [[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5]]
     """
-    start = jnp.asarray(start, jnp.float32)
-    length = jnp.asarray(length, jnp.float32)
-    scale = out / length
-    support = jnp.maximum(1.0, 1.0 / scale) if antialias else 1.0
-    centres = start + (jnp.arange(out, dtype=jnp.float32) + 0.5) / scale - 0.5
-    taps = jnp.arange(size, dtype=jnp.float32)
-    weights = jnp.maximum(0.0, 1.0 - jnp.abs(taps[None, :] - centres[:, None]) / support)
-    weights = weights * ((taps >= start) & (taps < start + length))[None, :]
-    return weights / weights.sum(axis=1, keepdims=True)
+    centres, support = _centres_and_support(start, length, out, antialias)
+    taps = jnp.arange(size, dtype=jnp.float32)[None, :]
+    return _tent(taps, centres, support, start, length)
+
+
+def tap_count(size: int, out: int, antialias: bool) -> int:
+    """The most input pixels with non-zero weight in one output pixel of :func:`resize_weights`.
+
+    A box of ``length <= size`` pixels has filter support ``S = max(1, length / out)``
+    (1 without ``antialias``); the open interval ``(c - S, c + S)`` around a centre holds
+    at most ``ceil(2 S)`` integers.
+
+    Example:
+        >>> tap_count(96, 64, antialias=True), tap_count(96, 64, antialias=False)
+        (3, 2)
+    """
+    support = max(1.0, size / out) if antialias else 1.0
+    return min(size, math.ceil(2 * support))
+
+
+def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
+                count: int) -> tuple[Any, Any]:
+    """The non-zero part of :func:`resize_weights`: ``(out, count)`` tap indices and weights.
+
+    Output pixel ``o`` reads input pixels ``first[o] .. first[o] + count - 1`` where
+    ``first[o]`` is the first pixel past ``centre - support`` (moved back inside the
+    image at the edges); every pixel of non-zero weight lies in that window when
+    ``count >= tap_count(size, out, antialias)``, so the weights equal the dense
+    ones, only without the zeros.
+
+    Example:
+        >>> idx, w = resize_taps(0, 4, 2, 4, antialias=False, count=2)
+        >>> idx.tolist(), w.tolist()
+        ([[0, 1], [2, 3]], [[0.5, 0.5], [0.5, 0.5]])
+    """
+    centres, support = _centres_and_support(start, length, out, antialias)
+    first = jnp.floor(centres - support).astype(jnp.int32) + 1
+    first = jnp.clip(first, 0, size - count)
+    index = first[:, None] + jnp.arange(count, dtype=jnp.int32)[None, :]
+    return index, _tent(index.astype(jnp.float32), centres, support, start, length)
+
+
+# Above this many taps per output pixel the dense matrix products win (and keep the
+# compiled program small); at or below it, a weighted sum of gathered rows does.
+MAX_SPARSE_TAPS = 16
 
 
 def crop_resize(
@@ -54,14 +112,34 @@ def crop_resize(
 ) -> Any:
     """The box ``(y, x, h, w)`` of ``image`` resized to ``size`` (the box may be traced).
 
-    Separable: two matrix products with :func:`resize_weights` (rows, then columns), so
-    each record can have its own box inside one compiled step.
+    Separable (rows, then columns), so each record can have its own box inside one
+    compiled step. Each output row is a weighted sum of the few input rows under its
+    filter (:func:`resize_taps`; whole rows are gathered, the sum is written out tap by
+    tap so XLA fuses it into one elementwise loop), then the same along the columns.
+    That touches ``out * taps`` pixels per axis instead of the ``out * size`` of the
+    dense weights of :func:`resize_weights`, which are used only for wide filters
+    (strong shrinking), where they are the cheaper form.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> img = jnp.arange(16.0).reshape(4, 4, 1)
+        >>> crop_resize(img, 0, 0, 4, 4, (2, 2), antialias=False)[..., 0].tolist()
+        [[2.5, 4.5], [10.5, 12.5]]
     """
     out_h, out_w = size
-    wy = resize_weights(y, h, out_h, image.shape[0], antialias)
-    wx = resize_weights(x, w, out_w, image.shape[1], antialias)
-    rows = jnp.einsum("oh,hwc->owc", wy, image.astype(jnp.float32))  # (out_h, W, C)
-    out = jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
+    height, width = image.shape[0], image.shape[1]
+    values = image.astype(jnp.float32)
+    ky, kx = tap_count(height, out_h, antialias), tap_count(width, out_w, antialias)
+    if max(ky, kx) > MAX_SPARSE_TAPS:
+        wy = resize_weights(y, h, out_h, height, antialias)
+        wx = resize_weights(x, w, out_w, width, antialias)
+        rows = jnp.einsum("oh,hwc->owc", wy, values)  # (out_h, W, C)
+        out = jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
+        return cast_like(out, image.dtype)
+    iy, wy = resize_taps(y, h, out_h, height, antialias, ky)
+    ix, wx = resize_taps(x, w, out_w, width, antialias, kx)
+    rows = sum(wy[:, k, None, None] * values[iy[:, k]] for k in range(ky))  # (out_h, W, C)
+    out = sum(wx[None, :, k, None] * rows[:, ix[:, k]] for k in range(kx))  # (out_h, out_w, C)
     return cast_like(out, image.dtype)
 
 
