@@ -111,6 +111,27 @@ def cast_like(values: Any, dtype: Any) -> Any:
     return values.astype(dtype)
 
 
+def materialized(fn: Any, images: Any, *rest: Any) -> Any:
+    """``fn(images, *rest)``, computed as its own XLA computation and written out whole.
+
+    XLA:CPU fuses a cheap-looking producer into each of its consumers. For a resampling
+    chain of gathers followed by a reverse (a flip) or a reduction (a contrast's
+    channel mean), the fused loop recomputes every gather per consumer element in
+    scalar code, 5-10x slower than computing the resampled images once. A conditional's
+    branches are separate computations, so its result is materialised; both branches
+    here are ``fn`` (the predicate only has to be something XLA cannot fold), so the
+    value never depends on it.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> materialized(lambda x, y: x + y, jnp.arange(3), 1).tolist()
+        [1, 2, 3]
+    """
+    images = jnp.asarray(images)
+    pred = jnp.ravel(images)[0] > 0 if images.size else jnp.asarray(True)
+    return jax.lax.cond(pred, fn, fn, images, *rest)
+
+
 @dataclass(frozen=True)
 class ImageOperatorConfig(StructuralConfig):
     """Configuration shared by image operators (built by each operator's constructor).
@@ -144,6 +165,10 @@ class ImageOperator(OperatorModule):
     config: ImageOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
     per_record = True  # transform sees one image (vmapped)
+    # Resampling operators split ``transform`` into a cheap per-record ``plan`` (which
+    # pixels to read, with what weights) and ``render`` (the reading), and have the
+    # batch's rendered images written out whole (see :func:`materialized`).
+    materialize = False
 
     def _setup(
         self,
@@ -166,6 +191,16 @@ class ImageOperator(OperatorModule):
         return dict(self.config.params)[name]
 
     def transform(self, image: Any, key: Any) -> Any:
+        if self.materialize:
+            return self.render(image, self.plan(tuple(image.shape), key))
+        raise NotImplementedError
+
+    def plan(self, shape: tuple[int, ...], key: Any) -> Any:
+        """What :meth:`render` needs for one record of ``shape`` (``materialize`` ops)."""
+        raise NotImplementedError
+
+    def render(self, image: Any, plan: Any) -> Any:
+        """One image transformed by its :meth:`plan` (``materialize`` ops)."""
         raise NotImplementedError
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
@@ -186,7 +221,15 @@ class ImageOperator(OperatorModule):
                     f"{type(self).__name__} '{self.name}' is stochastic but got no keys; run "
                     "it in a Pipeline or pass one key per record."
                 )
-            out = jax.vmap(self.transform)(images, keys)
-        else:
-            out = jax.vmap(lambda image: self.transform(image, None))(images)
-        return {**data, field: out}
+        if self.materialize:
+            shape = tuple(images.shape[1:])
+            if self.config.stochastic:
+                plans = jax.vmap(lambda key: self.plan(shape, key))(keys)
+                render = jax.vmap(self.render)
+            else:
+                plans = self.plan(shape, None)
+                render = jax.vmap(self.render, in_axes=(0, None))
+            return {**data, field: materialized(render, images, plans)}
+        if self.config.stochastic:
+            return {**data, field: jax.vmap(self.transform)(images, keys)}
+        return {**data, field: jax.vmap(lambda image: self.transform(image, None))(images)}

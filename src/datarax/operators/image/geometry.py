@@ -103,8 +103,54 @@ def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
 
 
 # Above this many taps per output pixel the dense matrix products win (and keep the
-# compiled program small); at or below it, a weighted sum of gathered rows does.
+# compiled program small); at or below it, a weighted sum of gathered pixels does.
 MAX_SPARSE_TAPS = 16
+
+
+def resize_plan(
+    y: Any, x: Any, h: Any, w: Any, shape: tuple[int, ...], size: tuple[int, int],
+    antialias: bool = True,
+) -> tuple[Any, Any, Any, Any]:
+    """What :func:`resample` needs to resize the box ``(y, x, h, w)`` of an image of
+    ``shape`` to ``size``: ``(rows, row_weights, cols, col_weights)``.
+
+    Sparse taps of :func:`resize_taps` (``(out, taps)`` indices and weights), or for
+    wide filters (over ``MAX_SPARSE_TAPS`` taps) the dense :func:`resize_weights` with
+    ``None`` indices.
+    """
+    (out_h, out_w), (height, width) = size, shape[:2]
+    ky, kx = tap_count(height, out_h, antialias), tap_count(width, out_w, antialias)
+    if max(ky, kx) > MAX_SPARSE_TAPS:
+        return (None, resize_weights(y, h, out_h, height, antialias), None,
+                resize_weights(x, w, out_w, width, antialias))
+    iy, wy = resize_taps(y, h, out_h, height, antialias, ky)
+    ix, wx = resize_taps(x, w, out_w, width, antialias, kx)
+    return iy, wy, ix, wx
+
+
+def resample(image: Any, plan: tuple[Any, Any, Any, Any]) -> Any:
+    """``image`` resampled by a :func:`resize_plan` (float32 result).
+
+    Sparse: output pixel ``(o, p)`` is ``sum_k wy[o, k] sum_l wx[p, l] image[iy[o, k],
+    ix[p, l]]``, written out tap by tap so XLA emits one elementwise loop of gathers
+    that reads ``taps**2`` pixels per output pixel (9 for a 96 -> 64 antialiased
+    shrink); the dense form's two matrix products touch every row and column of the
+    image for each output pixel instead. Dense: those two matrix products.
+    """
+    iy, wy, ix, wx = plan
+    values = image.astype(jnp.float32)
+    if iy is None:
+        rows = jnp.einsum("oh,hwc->owc", wy, values)  # (out_h, W, C)
+        return jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
+    out = None
+    for k in range(iy.shape[1]):
+        row = None
+        for j in range(ix.shape[1]):
+            term = wx[None, :, j, None] * values[iy[:, k, None], ix[None, :, j]]
+            row = term if row is None else row + term
+        term = wy[:, k, None, None] * row
+        out = term if out is None else out + term
+    return out
 
 
 def crop_resize(
@@ -112,13 +158,10 @@ def crop_resize(
 ) -> Any:
     """The box ``(y, x, h, w)`` of ``image`` resized to ``size`` (the box may be traced).
 
-    Separable (rows, then columns), so each record can have its own box inside one
-    compiled step. Each output row is a weighted sum of the few input rows under its
-    filter (:func:`resize_taps`; whole rows are gathered, the sum is written out tap by
-    tap so XLA fuses it into one elementwise loop), then the same along the columns.
-    That touches ``out * taps`` pixels per axis instead of the ``out * size`` of the
-    dense weights of :func:`resize_weights`, which are used only for wide filters
-    (strong shrinking), where they are the cheaper form.
+    Bilinear with half-pixel centres, the filter widened when shrinking with
+    ``antialias`` and clamped to the box (:func:`resize_weights`), computed from the
+    few input pixels under each output pixel's filter (:func:`resize_plan`,
+    :func:`resample`), so each record can have its own box inside one compiled step.
 
     Example:
         >>> import jax.numpy as jnp
@@ -126,21 +169,8 @@ def crop_resize(
         >>> crop_resize(img, 0, 0, 4, 4, (2, 2), antialias=False)[..., 0].tolist()
         [[2.5, 4.5], [10.5, 12.5]]
     """
-    out_h, out_w = size
-    height, width = image.shape[0], image.shape[1]
-    values = image.astype(jnp.float32)
-    ky, kx = tap_count(height, out_h, antialias), tap_count(width, out_w, antialias)
-    if max(ky, kx) > MAX_SPARSE_TAPS:
-        wy = resize_weights(y, h, out_h, height, antialias)
-        wx = resize_weights(x, w, out_w, width, antialias)
-        rows = jnp.einsum("oh,hwc->owc", wy, values)  # (out_h, W, C)
-        out = jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
-        return cast_like(out, image.dtype)
-    iy, wy = resize_taps(y, h, out_h, height, antialias, ky)
-    ix, wx = resize_taps(x, w, out_w, width, antialias, kx)
-    rows = sum(wy[:, k, None, None] * values[iy[:, k]] for k in range(ky))  # (out_h, W, C)
-    out = sum(wx[None, :, k, None] * rows[:, ix[:, k]] for k in range(kx))  # (out_h, out_w, C)
-    return cast_like(out, image.dtype)
+    plan = resize_plan(y, x, h, w, tuple(image.shape), size, antialias)
+    return cast_like(resample(image, plan), image.dtype)
 
 
 class Resize(ImageOperator):
@@ -228,6 +258,8 @@ class RandomCrop(Crop):
 class ResizedCrop(ImageOperator):
     """Crop the box ``(y, x, height, width)`` and resize it to ``size`` (deterministic)."""
 
+    materialize = True  # gathers (crop_resize)
+
     def __init__(self, size: int | tuple[int, int], box: tuple[int, int, int, int], *,
                  antialias: bool = True, field: str = "image", name: str | None = None) -> None:
         owner = "ResizedCrop"
@@ -242,15 +274,17 @@ class ResizedCrop(ImageOperator):
                      "antialias": bool(antialias)},
                     stochastic=False, field=field, stream_name=None, rngs=None, name=name)
 
-    def transform(self, image: Any, key: Any) -> Any:
+    def plan(self, shape: tuple[int, ...], key: Any) -> Any:
         y, x, h, w = self.param("box")
-        if y + h > image.shape[0] or x + w > image.shape[1]:
+        if y + h > shape[0] or x + w > shape[1]:
             raise ConfigError(
                 f"ResizedCrop '{self.name}': box {(y, x, h, w)} reaches past the images "
-                f"{tuple(image.shape[:2])}; keep y + height and x + width within them."
+                f"{tuple(shape[:2])}; keep y + height and x + width within them."
             )
-        return crop_resize(image, y, x, h, w, self.param("size"),
-                           antialias=self.param("antialias"))
+        return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
+
+    def render(self, image: Any, plan: Any) -> Any:
+        return cast_like(resample(image, plan), image.dtype)
 
 
 class RandomResizedCrop(ImageOperator):
@@ -262,6 +296,7 @@ class RandomResizedCrop(ImageOperator):
     """
 
     ATTEMPTS = 10
+    materialize = True  # gathers (crop_resize)
 
     def __init__(self, size: int | tuple[int, int], *, scale: Range = (0.08, 1.0),
                  ratio: Range = (3 / 4, 4 / 3), antialias: bool = True, field: str = "image",
@@ -295,10 +330,12 @@ class RandomResizedCrop(ImageOperator):
         x = jax.random.randint(k_x, (), 0, width - w + 1)
         return y, x, h, w
 
-    def transform(self, image: Any, key: Any) -> Any:
-        y, x, h, w = self.box(key, image.shape[0], image.shape[1])
-        return crop_resize(image, y, x, h, w, self.param("size"),
-                           antialias=self.param("antialias"))
+    def plan(self, shape: tuple[int, ...], key: Any) -> Any:
+        y, x, h, w = self.box(key, shape[0], shape[1])
+        return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
+
+    def render(self, image: Any, plan: Any) -> Any:
+        return cast_like(resample(image, plan), image.dtype)
 
 
 class _Flip(ImageOperator):
