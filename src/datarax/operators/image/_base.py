@@ -111,25 +111,26 @@ def cast_like(values: Any, dtype: Any) -> Any:
     return values.astype(dtype)
 
 
-def materialized(fn: Any, images: Any, *rest: Any) -> Any:
-    """``fn(images, *rest)``, computed as its own XLA computation and written out whole.
+def materialized(values: Any) -> Any:
+    """``values`` unchanged, but written out whole where XLA:CPU would fuse them onward.
 
-    XLA:CPU fuses a cheap-looking producer into each of its consumers. For a resampling
-    chain of gathers followed by a reverse (a flip) or a reduction (a contrast's
-    channel mean), the fused loop recomputes every gather per consumer element in
-    scalar code, 5-10x slower than computing the resampled images once. A conditional's
-    branches are separate computations, so its result is materialised; both branches
-    here are ``fn`` (the predicate only has to be something XLA cannot fold), so the
-    value never depends on it.
+    XLA:CPU fuses a cheap-looking producer into each of its consumers. For resampled
+    images (a loop of gathers) followed by a reverse (a flip) or a reduction (a
+    contrast's channel mean), the fused loops recompute every gather per consumer
+    element in scalar code, 5-10x slower than computing the images once. A
+    conditional's operand is stored before it runs, so ``values`` pass through one
+    whose branches add and subtract zero (the same values either way; branches that
+    are plain identities would be folded away). The producer's own inputs still fuse
+    into it, e.g. a uint8 -> float conversion is done inside the gathers.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> materialized(lambda x, y: x + y, jnp.arange(3), 1).tolist()
-        [1, 2, 3]
+        >>> materialized(jnp.array([1.0, -2.0])).tolist()
+        [1.0, -2.0]
     """
-    images = jnp.asarray(images)
-    pred = jnp.ravel(images)[0] > 0 if images.size else jnp.asarray(True)
-    return jax.lax.cond(pred, fn, fn, images, *rest)
+    values = jnp.asarray(values)
+    pred = jnp.ravel(values)[0] > 0 if values.size else jnp.asarray(True)
+    return jax.lax.cond(pred, lambda v: v + 0, lambda v: v - 0, values)
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,7 @@ class ImageOperator(OperatorModule):
             else:
                 plans = self.plan(shape, None)
                 render = jax.vmap(self.render, in_axes=(0, None))
-            return {**data, field: materialized(render, images, plans)}
+            return {**data, field: materialized(render(images, plans))}
         if self.config.stochastic:
             return {**data, field: jax.vmap(self.transform)(images, keys)}
         return {**data, field: jax.vmap(lambda image: self.transform(image, None))(images)}
