@@ -14,7 +14,9 @@ from PIL import Image
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.keys import record_keys
 from datarax.operators import CompositeOperatorConfig, CompositeOperatorModule
-from datarax.operators import image as I
+from datarax.operators import ProbabilisticOperator, image as I
+from datarax.operators.image import geometry as G
+from datarax.operators.image._base import materialized
 from datarax.operators.image.rand_augment import OPERATION_NAMES, operations
 from datarax.testing import check_resume_exact
 
@@ -97,6 +99,65 @@ def test_resized_crop_antialiased_matches_pil_on_the_cut_out_box():
         box = Image.fromarray(np.ascontiguousarray(FLOAT[0, 1:6, 0:6, c]), mode="F")
         pil = np.asarray(box.resize((4, 3), Image.BILINEAR))
         np.testing.assert_allclose(out[0, ..., c], pil, atol=2e-6)
+
+
+@pytest.mark.parametrize("size,out,antialias", [(96, 64, True), (96, 64, False), (40, 64, True),
+                                                (12, 5, True), (7, 7, True)])
+def test_sparse_taps_hold_every_nonzero_dense_weight(size, out, antialias):
+    count = G.tap_count(size, out, antialias)
+    rng = np.random.default_rng(size * out)
+    for _ in range(40):  # random boxes, including ones at the image's edges
+        length = int(rng.integers(1, size + 1))
+        start = int(rng.choice([0, size - length, rng.integers(0, size - length + 1)]))
+        dense = np.asarray(G.resize_weights(start, length, out, size, antialias))
+        index, weights = (np.asarray(a) for a in
+                          G.resize_taps(start, length, out, size, antialias, count))
+        assert (index >= 0).all() and (index < size).all()
+        rebuilt = np.zeros_like(dense)
+        np.add.at(rebuilt, (np.arange(out)[:, None], index), weights)
+        np.testing.assert_allclose(rebuilt, dense, atol=1e-6)
+
+
+def test_crop_resize_sparse_and_dense_forms_agree_with_pil():
+    big = RNG.random((1, 40, 36, 3)).astype(np.float32)
+    # 40 -> 2 rows is a 20-pixel-wide filter: past MAX_SPARSE_TAPS, the dense form runs.
+    assert G.tap_count(40, 2, True) > G.MAX_SPARSE_TAPS >= G.tap_count(36, 9, True)
+    for size, box in (((2, 9), (0, 0, 40, 36)), ((5, 9), (3, 2, 30, 33))):
+        out = run(I.ResizedCrop(size, box=box), big)
+        y, x, h, w = box
+        for c in range(3):
+            cut = Image.fromarray(np.ascontiguousarray(big[0, y:y + h, x:x + w, c]), mode="F")
+            pil = np.asarray(cut.resize(size[::-1], Image.BILINEAR))
+            np.testing.assert_allclose(out[0, ..., c], pil, atol=2e-6)
+
+
+def test_resized_crop_of_uint8_rounds_the_float_result():
+    data = images(3, size=12)
+    op = I.ResizedCrop((5, 7), box=(1, 2, 10, 9))
+    ref = np.clip(np.round(run(op, data.astype(np.float32))), 0, 255).astype(np.uint8)
+    out = run(op, data)
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_materialized_passes_values_through_unchanged():
+    values = jnp.asarray(RNG.standard_normal((3, 4, 5, 2)).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(jax.jit(materialized)(values)), np.asarray(values))
+    np.testing.assert_array_equal(np.asarray(jax.jit(materialized)(-values)), -np.asarray(values))
+    ints = jnp.arange(12, dtype=jnp.uint8).reshape(1, 2, 2, 3)
+    assert np.asarray(materialized(ints)).tolist() == np.asarray(ints).tolist()
+
+
+def test_random_resized_crop_inside_a_per_record_wrapper_matches_the_plain_operator():
+    data = RNG.random((16, 12, 12, 3)).astype(np.float32)
+    keys = keys_for(16)
+    plain = run(I.RandomResizedCrop(12), data, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys))
+    wrapped = ProbabilisticOperator(I.RandomResizedCrop(12), probability=0.5)
+    out = np.asarray(jax.jit(lambda d, k: wrapped.apply_batch({"image": d}, k)["image"])(
+        jnp.asarray(data), keys))
+    cropped = [np.allclose(o, p, atol=1e-6) for o, p in zip(out, plain)]
+    kept = [np.array_equal(o, d) for o, d in zip(out, data)]
+    assert all(c or k for c, k in zip(cropped, kept)) and 0 < sum(cropped) < 16
 
 
 def test_random_resized_crop_box_respects_scale_and_ratio_and_values_follow_box():
