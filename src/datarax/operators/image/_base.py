@@ -193,7 +193,7 @@ class ImageOperator(OperatorModule):
 
     def transform(self, image: Any, key: Any) -> Any:
         if self.materialize:
-            return self.render(image, self.plan(tuple(image.shape), key))
+            return cast_like(self.render(image, self.plan(tuple(image.shape), key)), image.dtype)
         raise NotImplementedError
 
     def plan(self, shape: tuple[int, ...], key: Any) -> Any:
@@ -201,7 +201,8 @@ class ImageOperator(OperatorModule):
         raise NotImplementedError
 
     def render(self, image: Any, plan: Any) -> Any:
-        """One image transformed by its :meth:`plan` (``materialize`` ops)."""
+        """One image transformed by its :meth:`plan`, as float32 (``materialize`` ops;
+        the result is cast back to the image's dtype after it is written out)."""
         raise NotImplementedError
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
@@ -230,7 +231,10 @@ class ImageOperator(OperatorModule):
             else:
                 plans = self.plan(shape, None)
                 render = jax.vmap(self.render, in_axes=(0, None))
-            return {**data, field: materialized(render(images, plans))}
+            # Stored as float, then cast: an integer result's rounding would pull the
+            # gathers apart into one stored array per tap.
+            out = cast_like(materialized(render(images, plans)), images.dtype)
+            return {**data, field: out}
         if self.config.stochastic:
             return {**data, field: jax.vmap(self.transform)(images, keys)}
         return {**data, field: jax.vmap(lambda image: self.transform(image, None))(images)}

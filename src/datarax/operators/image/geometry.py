@@ -284,7 +284,7 @@ class ResizedCrop(ImageOperator):
         return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
 
     def render(self, image: Any, plan: Any) -> Any:
-        return cast_like(resample(image, plan), image.dtype)
+        return resample(image, plan)
 
 
 class RandomResizedCrop(ImageOperator):
@@ -335,7 +335,7 @@ class RandomResizedCrop(ImageOperator):
         return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
 
     def render(self, image: Any, plan: Any) -> Any:
-        return cast_like(resample(image, plan), image.dtype)
+        return resample(image, plan)
 
 
 class _Flip(ImageOperator):
