@@ -12,6 +12,7 @@ not included).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -42,6 +43,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--trace", action="store_true",
+                        help="also list the whole chain's costliest XLA ops (jax.profiler)")
     args = parser.parse_args(argv)
     images, _ = make_data(args.batch)
     u8 = jnp.asarray(images)
@@ -79,7 +82,33 @@ def main(argv=None) -> int:
         call = (fn, keys) if x is None else (fn, x, keys)
         wall, cpu = _time(*call, repeats=args.repeats)
         print(f"  {name:34s} {wall:8.2f} {cpu:8.2f}  ({args.batch / wall * 1e3:9,.0f} rec/s wall)")
+    if args.trace:
+        print("whole chain, XLA ops by time (ms per batch, summed over threads):")
+        for name, ms in _trace(rows["whole chain"][0], u8, keys, repeats=args.repeats)[:8]:
+            print(f"  {name:34s} {ms:8.2f}")
     return 0
+
+
+def _trace(fn, *args, repeats: int) -> list[tuple[str, float]]:
+    """``(op, ms per call)`` of the compiled program's ops, from a jax.profiler trace."""
+    import collections
+    import glob
+    import gzip
+    import tempfile
+
+    jax.block_until_ready(fn(*args))
+    with tempfile.TemporaryDirectory() as tmp:
+        with jax.profiler.trace(tmp, create_perfetto_trace=True):
+            for _ in range(repeats):
+                jax.block_until_ready(fn(*args))
+        (path,) = glob.glob(f"{tmp}/**/*.trace.json.gz", recursive=True)
+        events = json.load(gzip.open(path))["traceEvents"]
+    total: collections.Counter = collections.Counter()
+    for event in events:
+        name = event.get("name", "")
+        if event.get("ph") == "X" and ("fusion" in name or name.startswith(("cond", "while"))):
+            total[name] += event.get("dur", 0) / 1e3 / repeats
+    return total.most_common()
 
 
 if __name__ == "__main__":
