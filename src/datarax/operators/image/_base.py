@@ -160,7 +160,9 @@ class ImageOperator(OperatorModule):
     """Base of image operators: ``transform(image, key)`` per record of one field.
 
     Subclasses call :meth:`_setup` from ``__init__`` and implement :meth:`transform`
-    (one ``(H, W, C)`` image and its key, ``None`` when deterministic).
+    (one ``(H, W, C)`` image and its key, ``None`` when deterministic), or, for
+    resampling by gathers, set ``materialize = True`` and implement :meth:`plan` and
+    :meth:`render` instead.
     """
 
     config: ImageOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
