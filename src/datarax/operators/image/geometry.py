@@ -96,7 +96,10 @@ def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
         ([[0, 1], [2, 3]], [[0.5, 0.5], [0.5, 0.5]])
     """
     centres, support = _centres_and_support(start, length, out, antialias)
-    first = jnp.floor(centres - support).astype(jnp.int32) + 1
+    # floor(centre - support) + 1, counted rather than rounded: as a reduction XLA stores
+    # it, where a floor would be recomputed for every pixel of every tap of the gathers.
+    pixels = jnp.arange(size, dtype=jnp.float32)
+    first = jnp.sum(pixels[None, :] <= (centres - support)[:, None], axis=1, dtype=jnp.int32)
     first = jnp.clip(first, 0, size - count)
     index = first[:, None] + jnp.arange(count, dtype=jnp.int32)[None, :]
     return index, _tent(index.astype(jnp.float32), centres, support, start, length)
@@ -142,11 +145,15 @@ def resample(image: Any, plan: tuple[Any, Any, Any, Any]) -> Any:
     if iy is None:
         rows = jnp.einsum("oh,hwc->owc", wy, values)  # (out_h, W, C)
         return jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
+    # The taps lie inside the image by construction: unsigned, promised in bounds, the
+    # gathers skip the wrapping of negative indices and the clamping.
+    iy, ix = iy.astype(jnp.uint32), ix.astype(jnp.uint32)
     out = None
     for k in range(iy.shape[1]):
         row = None
         for j in range(ix.shape[1]):
-            term = wx[None, :, j, None] * values[iy[:, k, None], ix[None, :, j]]
+            pixels = values.at[iy[:, k, None], ix[None, :, j]].get(mode="promise_in_bounds")
+            term = wx[None, :, j, None] * pixels
             row = term if row is None else row + term
         term = wy[:, k, None, None] * row
         out = term if out is None else out + term
