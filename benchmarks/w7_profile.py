@@ -1,6 +1,6 @@
 """W7 profile: each stage of the augmentation chain alone, jitted, on one batch.
 
-``python -m benchmarks.w7_profile [--batch 256] [--repeats 20]``
+``python -m benchmarks.w7_profile [--batch 256] [--repeats 30] [--trace]``
 
 Prints milliseconds per batch (median of ``--repeats`` calls after a warm-up) for
 the uint8 -> float conversion, the random resized crop (box sampling alone and the
