@@ -116,7 +116,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "note": CONTENDERS[name][3],
         }
     ok = {n: r for n, r in rows.items() if r.get("status") == "ok"}
-    peers = {n: r for n, r in ok.items() if n != "datarax" and not CONTENDERS[n][4]}
+    peers = {n: r for n, r in ok.items() if not n.startswith("datarax") and not CONTENDERS[n][4]}
     floor = next((r for n, r in ok.items() if CONTENDERS[n][4]), None)
     for key in ("epoch_rate", "steady_rate"):
         best = max(peers.items(), key=lambda kv: kv[1][key], default=None)
