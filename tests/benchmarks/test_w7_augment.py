@@ -45,3 +45,18 @@ def test_w7_tiny_run_reports_ratios():
     summary = result["summary"]
     assert summary["numpy"]["status"] == "ok" and summary["datarax-cold"]["status"] == "ok"
     assert "epoch_rate_vs_floor" in summary["datarax-cold"]
+
+
+def test_summary_ratios_take_peers_only_never_a_datarax_variant():
+    from benchmarks.w7_augment import summarize
+
+    def run(rate):
+        return [{"epoch_rate": rate, "steady_rate": 2 * rate, "first_batch_s": 0.1, "ok": True,
+                 "fixed_check": {"mean_abs_error": 0.0}}]
+
+    summary = summarize({"numpy": run(100.0), "datarax": run(600.0), "datarax-cold": run(900.0),
+                         "torch-2": run(300.0), "grain": run(200.0)})
+    assert summary["best_peer_steady_rate"] == "torch-2"
+    assert summary["datarax"]["steady_rate_vs_best_peer"] == 2.0
+    assert summary["datarax-cold"]["epoch_rate_vs_best_peer"] == 3.0
+    assert summary["datarax"]["epoch_rate_vs_floor"] == 6.0
