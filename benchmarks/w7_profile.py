@@ -19,7 +19,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 
 def _time(fn, *args, repeats: int) -> tuple[float, float]:
@@ -36,7 +35,9 @@ def _time(fn, *args, repeats: int) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-    from benchmarks.augment_data import BRIGHTNESS, CONTRAST, MEAN, OUT, RATIO, SCALE, STD, make_data
+    from benchmarks.augment_data import (
+        BRIGHTNESS, CONTRAST, MEAN, OUT, RATIO, SCALE, STD, make_data,
+    )
     from datarax.core.keys import record_keys
     from datarax.operators import image as I
 
