@@ -192,3 +192,13 @@ def test_source_restored_mid_pass_the_live_iterator_continues_from_there() -> No
     nnx.update(pipeline, snapshot)
     assert np.asarray(next(it)["x"]).tolist() == second
     assert pipeline.position == 16
+
+
+def test_last_group_with_a_short_batch_equals_one_by_one(monkeypatch, group_short_passes) -> None:
+    from datarax.pipeline import dispatch
+
+    grouped = _epochs(_pipeline(2, n=50), 2)  # 6 batches of 8 and one of 2, one group
+    monkeypatch.setattr(dispatch, "GROUP_RECORDS", 1)
+    single = _epochs(_pipeline(2, n=50), 2)
+    assert grouped == single
+    assert [len(b) for b in grouped[:7]] == [8] * 6 + [2]

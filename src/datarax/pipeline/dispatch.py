@@ -166,17 +166,25 @@ class IndexedDispatch:
             return None
         start = self.epoch * self.n + self.lo + self.dispatched
         whole = self.group * self.batch_size
-        if self.group > 1 and self.total - self.dispatched >= whole:
+        left = self.total - self.dispatched
+        # The pass's last group is the same program, its batches past the end dropped
+        # and a short last batch cut (padded, as one batch alone would be) — so the
+        # tail needs no second program — unless batch-level stages need its exact size.
+        if self.group > 1 and (left >= whole or not (self.exact_short and left % self.batch_size)):
             self._check_range(start, whole)
             position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
             step = grouped_step(self.graphdef, self.batch_size, self.group)
             batches = self._timed(step, self.state, self.inputs, position_dtype(start),
                                   np.int32(self.epoch), self.key)
             for i, batch in enumerate(batches):
+                count = min(self.batch_size, left - i * self.batch_size)
+                if count <= 0:
+                    break
+                if count < self.batch_size:
+                    batch = jax.tree.map(lambda v, c=count: _head(v, c), batch, is_leaf=host_leaf)
                 at = self.dispatched + i * self.batch_size
-                self.made.append((self.batch_size, self._placed(batch, at),
-                                  start + i * self.batch_size))
-            self.dispatched += whole
+                self.made.append((count, self._placed(batch, at), start + i * self.batch_size))
+            self.dispatched += min(whole, left)
             return self.made.popleft()
         self._check_range(start, self.batch_size)
         count = min(self.batch_size, self.total - self.dispatched)
