@@ -32,8 +32,10 @@ def run_suite(
     log=print,
     nice: int = 0,
     partial_out: Path | None = None,
+    cases: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run the selected workloads; return the report dict (see ``report.write``).
+    ``cases``: keep only the cases whose label contains one of these (e.g. ``"b32"``).
 
     With ``partial_out``, the report so far is written there after every workload
     case, so an interrupted run still leaves its finished parts.
@@ -41,12 +43,17 @@ def run_suite(
     names = list(contenders or CONTENDERS)
     cache_home = tempfile.mkdtemp(prefix="datarax-bench-cache-")
     try:
-        return _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, partial_out)
+        return _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, partial_out,
+                          cases)
     finally:
         shutil.rmtree(cache_home, ignore_errors=True)
 
 
-def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, partial_out) -> dict[str, Any]:
+def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, partial_out,
+               cases=None) -> dict[str, Any]:
+    def wanted(label: str) -> bool:
+        return not cases or any(c in label for c in cases)
+
     def checkpoint() -> None:
         if partial_out is not None:
             report_mod.write(result, partial_out)
@@ -63,6 +70,8 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, parti
         "external": {},
     }
     for case in vision_cases(workloads, scale):
+        if not wanted(case.label):
+            continue
         runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         warm_ups = {}
         for name in names:
@@ -102,6 +111,8 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, parti
             ("W6 arrayrecord b1024", ["--batch", "1024"]),
             ("W6 arrayrecord 4x data", ["--records", str(4 * records)]),
         ):
+            if not wanted(label):
+                continue
             ext = run_external("W2", scale, reps, extra=extra)
             ext["what"] = f"{label}: W2 with {' '.join(extra)}"
             result["external"][label] = ext
@@ -130,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="full: the issue's sizes; small: 1/5 of them; tiny: smoke test")
     parser.add_argument("--contenders", default=None,
                         help="comma-separated subset of " + ",".join(CONTENDERS))
+    parser.add_argument("--cases", default=None,
+                        help="comma-separated parts of case labels to keep, e.g. 'vision b32'")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--nice", type=int, default=0,
                         help="niceness added to every worker; negative (root only) shields "
@@ -147,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown contenders {bad}; choose from {', '.join(CONTENDERS)}")
     if args.reps < 1:
         parser.error("--reps must be >= 1")
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()] if args.cases else None
     report = run_suite(workloads, args.reps, args.scale, contenders, nice=args.nice,
-                       partial_out=Path(args.out))
+                       partial_out=Path(args.out), cases=cases)
     paths = report_mod.write(report, Path(args.out))
     for kind, path in paths.items():
         print(f"wrote {path}")

@@ -86,9 +86,9 @@ def test_batches_follow_the_consumers_jax_settings() -> None:
 
 
 def test_errors_arrive_after_the_items_made_before_them() -> None:
-    made = iter([1, 2])
+    made = iter([[1], [2]])
 
-    def produce() -> int | None:
+    def produce() -> list[int] | None:
         try:
             return next(made)
         except StopIteration:
@@ -108,9 +108,9 @@ def test_errors_arrive_after_the_items_made_before_them() -> None:
 def test_worker_keeps_at_most_depth_items_ready() -> None:
     calls = []
 
-    def produce() -> int:
+    def produce() -> list[int]:
         calls.append(len(calls))
-        return len(calls)
+        return [len(calls)]
 
     ahead = DispatchAhead(produce, depth=3)
     assert ahead.get() == 1
@@ -155,7 +155,7 @@ def test_small_batches_computed_several_per_dispatch_equal_one_by_one(
 ) -> None:
     from datarax.pipeline import dispatch
 
-    assert dispatch.group_size(8) == 8  # 25 batches of 8: three groups, then one alone
+    assert dispatch.group_size(8) == 16  # 25 batches of 8: one group of 16, then 9 in the next
     grouped = [_values(p) for p in [_mixed()] for _ in range(2)]
     monkeypatch.setattr(dispatch, "GROUP_RECORDS", 1)  # one batch per dispatch
     assert dispatch.group_size(8) == 1
@@ -167,7 +167,7 @@ def test_small_batches_computed_several_per_dispatch_equal_one_by_one(
 def test_resume_inside_a_group_of_small_batches(group_short_passes) -> None:
     pipeline = _mixed()
     it = iter(pipeline)
-    head = [next(it) for _ in range(3)]  # three of a group of eight handed out
+    head = [next(it) for _ in range(3)]  # three of a group of sixteen handed out
     state = pipeline.get_state()
     rest = [(np.asarray(b["image"]).tolist(), np.asarray(b["label"]).tolist()) for b in it]
     fresh = _mixed()
@@ -197,7 +197,7 @@ def test_source_restored_mid_pass_the_live_iterator_continues_from_there() -> No
 def test_last_group_with_a_short_batch_equals_one_by_one(monkeypatch, group_short_passes) -> None:
     from datarax.pipeline import dispatch
 
-    grouped = _epochs(_pipeline(2, n=50), 2)  # 6 batches of 8 and one of 2, one group
+    grouped = _epochs(_pipeline(2, n=50), 2)  # 6 batches of 8 and one of 2: one group
     monkeypatch.setattr(dispatch, "GROUP_RECORDS", 1)
     single = _epochs(_pipeline(2, n=50), 2)
     assert grouped == single
