@@ -106,8 +106,9 @@ class IndexedDispatch:
     :meth:`dispatch_one` computes the next batch (placed on the pipeline's mesh unless
     ``check_finite`` wants it on the host first) and returns ``(records, batch, start)``,
     or None after the pass's last batch. Small batches of a long pass (at least
-    ``GROUP_MIN_BATCHES``) are computed :func:`group_size` at a time by one dispatch (:func:`~datarax.pipeline.steps.grouped_step`),
-    each exactly as it would be alone; the rest wait here for the next calls.
+    ``GROUP_MIN_BATCHES``) are computed :func:`group_size` at a time by one dispatch
+    (:func:`~datarax.pipeline.steps.grouped_step`), each exactly as it would be alone;
+    :meth:`dispatch_some` returns a whole group.
     """
 
     def __init__(self, pipeline: Pipeline, epoch: int) -> None:
@@ -159,7 +160,8 @@ class IndexedDispatch:
         if not self.plan.check_finite and self.plan.placement is not None:
             # queued batches wait already placed on the mesh
             with self.stats.timer("transfer"):
-                return self.plan.placement.place(batch, f"batch at record {at} of epoch {self.epoch}")
+                where = f"batch at record {at} of epoch {self.epoch}"
+                return self.plan.placement.place(batch, where)
         return batch
 
     def dispatch_some(self) -> list[Item] | None:
@@ -297,9 +299,10 @@ class DispatchAhead:
 
     ``produce`` returns a list of the next items (one or several), or None when there are
     no more. ``get()`` returns items in order, then None (``resume()`` after each
-    ``get()`` lets the worker refill once fewer than ``depth`` wait); an exception raised by ``produce`` is raised by the
-    ``get()`` that would have returned its item. ``stop()`` ends the worker and waits
-    for it. The worker takes on the creating thread's JAX settings.
+    ``get()`` lets the worker refill once fewer than ``depth`` wait); an exception
+    raised by ``produce`` is raised by the ``get()`` that would have returned its item.
+    ``stop()`` ends the worker and waits for it. The worker takes on the creating
+    thread's JAX settings.
     """
 
     def __init__(self, produce: Callable[[], Any], depth: int,
