@@ -35,11 +35,16 @@ class Leftovers:
 
 
 def measure(body: Callable[[int], None], rounds: int, warmup: int = 50) -> Leftovers:
-    """Run ``body(i)`` ``warmup`` then ``rounds`` times; report threads and RSS."""
+    """Run ``body(i)`` ``warmup`` then ``rounds`` times; report threads and RSS.
+
+    ``threads_after`` counts the threads alive before the measured rounds that are still
+    alive, plus every thread the rounds started and left running: threads of earlier
+    work ending meanwhile (a dropped iterator collected late) do not count as a change.
+    """
     for i in range(warmup):
         body(i)
     gc.collect()
-    threads_before = threading.active_count()
+    before = set(threading.enumerate())
     rss_warm = rss_bytes()
     rss_mid = rss_warm
     for i in range(rounds):
@@ -48,15 +53,22 @@ def measure(body: Callable[[int], None], rounds: int, warmup: int = 50) -> Lefto
             gc.collect()
             rss_mid = rss_bytes()
     gc.collect()
-    settle_threads(threads_before)
-    return Leftovers(threads_before, threading.active_count(), rss_warm, rss_mid, rss_bytes())
+    settle_threads(before)
+    return Leftovers(len(before), len(before) + len(new_threads(before)), rss_warm, rss_mid,
+                     rss_bytes())
 
 
-def settle_threads(baseline: int, timeout: float = 2.0) -> None:
+def new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """Threads alive now that were not alive in ``before``."""
+    return [t for t in threading.enumerate() if t not in before]
+
+
+def settle_threads(before: set[threading.Thread], timeout: float = 2.0) -> None:
     """Give threads other libraries start and stop on their own (e.g. a thread pool
-    winding down on a loaded machine) up to ``timeout`` seconds to go back to ``baseline``."""
+    winding down on a loaded machine) up to ``timeout`` seconds to end: until no thread
+    is alive that was not in ``before``."""
     import time
 
     deadline = time.monotonic() + timeout
-    while threading.active_count() > baseline and time.monotonic() < deadline:
+    while new_threads(before) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -18,7 +18,7 @@ from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline, stages
-from resources import measure, settle_threads
+from resources import measure, new_threads, settle_threads
 
 MiB = 1 << 20
 NOISE = 8 * MiB
@@ -88,7 +88,7 @@ def test_host_reader_sessions_join_their_threads(rounds):
     """The shared reader of file-backed sources: many sessions, no thread left over."""
     data = [np.int32(i).tobytes() for i in range(64)]
     decode = lambda raw: {"x": np.frombuffer(raw, np.int32)[0]}  # noqa: E731
-    baseline = threading.active_count()
+    baseline = set(threading.enumerate())
 
     def body(i: int) -> None:
         with HostReader(data, decode, num_threads=2) as reader:
@@ -97,7 +97,7 @@ def test_host_reader_sessions_join_their_threads(rounds):
 
     result = measure(body, rounds=rounds, warmup=20)
     settle_threads(baseline)
-    assert threading.active_count() == baseline
+    assert new_threads(baseline) == []
     assert result.threads_after == result.threads_before
     assert result.growth_second_half < NOISE, result
 
@@ -116,7 +116,7 @@ def test_sources_are_context_managers(ar_glob, tmp_path):
     from reliability_arrayrecord import make_arrayrecord_pipeline
     from reliability_sources import CSVDataSource, CSVDataSourceConfig, write_csv
 
-    baseline = threading.active_count()
+    baseline = set(threading.enumerate())
     sources = [
         MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)}),
         CSVDataSource(CSVDataSourceConfig(file_path=write_csv(tmp_path / "a.csv", 4))),
@@ -130,8 +130,9 @@ def test_sources_are_context_managers(ar_glob, tmp_path):
             it = iter(pipeline)
             next(it)  # reader threads (ArrayRecord) are running now, mid-epoch
         source.close()  # closing twice is safe
+    del it
     settle_threads(baseline)
-    assert threading.active_count() == baseline
+    assert new_threads(baseline) == []
 
 
 @pytest.mark.parametrize("rounds", [200, pytest.param(1000, marks=pytest.mark.slow)])
@@ -145,13 +146,13 @@ def test_arrayrecord_iterators_leave_no_threads_and_no_rss_growth(ar_glob, round
             next(it)
             next(it)  # the reader reads ahead on its threads; close() must join them
 
-    baseline = threading.active_count()
+    baseline = set(threading.enumerate())
     result = measure(body, rounds=rounds, warmup=20)
-    assert result.threads_after == result.threads_before == baseline
+    assert result.threads_after == result.threads_before
     assert result.growth_second_half < NOISE, result
     pipeline.source.close()
     settle_threads(baseline)
-    assert threading.active_count() == baseline
+    assert new_threads(baseline) == []
 
 
 def test_long_arrayrecord_run_holds_memory_flat(ar_glob):

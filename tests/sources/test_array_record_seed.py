@@ -286,14 +286,14 @@ def test_shuffle_block_epochs_use_seed_plus_epoch(page):
 
 
 def test_example_script_prints_the_page_summary():
-    before = threading.active_count()
+    before = set(threading.enumerate())
     result = subprocess.run(
         [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=300,
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout == EXPECTED_OUTPUT
-    assert threading.active_count() == before
+    assert [t for t in threading.enumerate() if t not in before] == []
 
 
 def test_example_notebook_is_in_sync_with_the_script():

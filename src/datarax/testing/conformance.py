@@ -429,9 +429,13 @@ def check_kind(row: SourceRow) -> None:
 
 
 # ------------------------------------------------------------------ threads
-def _settle(baseline: int, timeout: float = 2.0) -> None:
+def _new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t not in before]
+
+
+def _settle(before: set[threading.Thread], timeout: float = 2.0) -> None:
     deadline = time.monotonic() + timeout
-    while threading.active_count() > baseline and time.monotonic() < deadline:
+    while _new_threads(before) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
@@ -449,15 +453,15 @@ def check_close_releases_threads(row: SourceRow) -> None:
 
     one_round()
     gc.collect()
-    baseline = threading.active_count()
+    before = set(threading.enumerate())
     for _ in range(2):
         one_round()
     gc.collect()
-    _settle(baseline)
-    left = threading.active_count() - baseline
-    if left > 0:
-        names = sorted(t.name for t in threading.enumerate())
+    _settle(before)
+    left = _new_threads(before)
+    if left:
+        names = sorted(t.name for t in left)
         raise AssertionError(
-            f"{row.name}: {left} thread(s) still alive after closing the iterator and the "
-            f"source (threads now: {names})"
+            f"{row.name}: {len(left)} thread(s) still alive after closing the iterator and the "
+            f"source (left: {names})"
         )
