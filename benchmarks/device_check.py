@@ -176,6 +176,8 @@ def overlap(records: int, batch: int, matmuls: int, width: int, reps: int,
                                simulated, reps, consume)
     try:
         out["host"] = _hidden(_host_pipeline(records, batch), simulated, reps, consume)
+        out["host_decode_batch"] = _hidden(_host_pipeline(records, batch, by_chunk=True),
+                                           simulated, reps, consume)
     except ImportError as err:  # array_record missing on this machine
         out["host"] = {"skipped": str(err)}
     weight = jnp.asarray(np.random.default_rng(1).standard_normal((32 * 32 * 3, width)) / 100,
@@ -205,8 +207,9 @@ def _augmented_pipeline(records: int, batch: int) -> Any:
     return lambda: _datarax_pipeline(images, labels, batch, 0, fixed=False)
 
 
-def _host_pipeline(records: int, batch: int) -> Any:
-    """A maker of W1-staged pipelines over W2's ArrayRecord files (a host source)."""
+def _host_pipeline(records: int, batch: int, by_chunk: bool = False) -> Any:
+    """A maker of W1-staged pipelines over W2's ArrayRecord files (a host source);
+    ``by_chunk``: the records are decoded a chunk at a time (``decode_batch``)."""
     from flax import nnx as _nnx
 
     from benchmarks import bench_array_record as w2
@@ -222,9 +225,14 @@ def _host_pipeline(records: int, batch: int) -> Any:
         image = np.frombuffer(record, dtype=np.uint8).reshape(w2.RECORD_SHAPE)
         return {"image": image, "label": np.int32(image[0, 0, 0])}
 
+    def decode_batch(raw: list[bytes]) -> dict[str, np.ndarray]:
+        images = np.frombuffer(b"".join(raw), np.uint8).reshape(-1, *w2.RECORD_SHAPE)
+        return {"image": images, "label": images[:, 0, 0, 0].astype(np.int32)}
+
     def make() -> Any:
         source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True),
-                                         paths, decode=decode)
+                                         paths, decode=decode,
+                                         decode_batch=decode_batch if by_chunk else None)
         stages = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
                   ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
         return Pipeline(source=source, stages=stages, batch_size=batch, rngs=_nnx.Rngs(0))

@@ -13,7 +13,7 @@ from flax import nnx
 
 from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
-from datarax.pipeline.dispatch import DispatchAhead
+from datarax.pipeline.ahead import DispatchAhead
 from datarax.sources import MemorySource, MemorySourceConfig
 
 

@@ -1,41 +1,18 @@
-"""Indexed batches prepared ahead: what one pass dispatches, and the thread that does it.
+"""Indexed batches computed from positions: what one pass dispatches.
 
-Two pieces, one per idea:
-
-* :class:`IndexedDispatch` — everything one pass of an indexed source needs to compute
-  its batches (the split graph, the compiled step, positions, keys), and
-  :meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
-  never moves the source's position: the iterator advances it when it hands a batch out.
-* :class:`DispatchAhead` — one worker thread that keeps ``depth`` of those batches ready,
-  in order, so that the positions → gather → stages → placement of the next batches run
-  while the consumer's thread trains (on the CPU backend JAX runs a dispatch from an
-  idle state partly on the calling thread, so a loop that waits for its train step would
-  otherwise pay for the data step too).
-
-The invariant: items come out of :class:`DispatchAhead` in exactly the order
-:meth:`IndexedDispatch.dispatch_one` made them, and an error raised while making item
-``k`` is raised by ``get()`` after items ``0..k-1`` were taken — so a batch, an error
-and the position are the same as dispatching on the consumer's thread:
-
-    >>> records = iter([[1], [2, 3]])
-    >>> ahead = DispatchAhead(lambda: next(records, None), depth=2)
-    >>> taken = []
-    >>> for _ in range(4):
-    ...     taken.append(ahead.get())
-    ...     ahead.resume()
-    >>> taken
-    [1, 2, 3, None]
-    >>> ahead.stop()
+:class:`IndexedDispatch` holds everything one pass of an indexed source needs to
+compute its batches (the split graph, the compiled step, positions, keys), and
+:meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
+never moves the source's position: the iterator advances it when it hands a batch out.
+:func:`start_ahead` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`,
+so that the positions → gather → stages → placement of the next batches run while the
+consumer's thread trains.
 """
 
 from __future__ import annotations
 
-import atexit
 import collections
-import threading
 import time
-import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -46,8 +23,9 @@ from flax import nnx
 from datarax.core.batch import concat_batches
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
-from datarax.core.spec import is_text_value
+from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.elastic import pieces_step
+from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.steps import apply_stages, grouped_step, indexed_step
 
 if TYPE_CHECKING:
@@ -81,11 +59,6 @@ def _cache_size(step: Any) -> int:
     """Executables a jitted function holds (0 where JAX does not say)."""
     size = getattr(step, "_cache_size", None)
     return int(size()) if callable(size) else 0
-
-
-def host_leaf(value: Any) -> bool:
-    """Whether ``value`` is one host leaf of a batch (text, or a list of values)."""
-    return is_text_value(value) or isinstance(value, list)
 
 
 def _head(array: Any, count: int) -> Any:
@@ -250,153 +223,10 @@ class IndexedDispatch:
         return concat_batches(parts, on_device=True), np.concatenate(indices)
 
 
-def _thread_local_jax_config() -> Callable[[], Callable[[], None]] | None:
-    """A function that, called in the worker, takes on the calling thread's JAX settings.
-
-    JAX keeps context-manager settings (``jax.enable_x64(...)``, ``jax.default_device``,
-    a mesh in use, ...) per thread, and a dispatch on the worker must see the consumer's.
-    This reaches into ``jax._src.config`` (``State.get_local``/``swap_local``, JAX 0.4.3x
-    to 0.10): why — there is no public way to copy them; what — every setting's
-    thread-local value is read here and set on the worker; fallback — where that API is
-    missing, this returns None and the pipeline dispatches on the consumer's thread.
-    """
-    try:
-        from jax._src import config as jax_config  # private: see the docstring
-
-        states = [
-            s for s in jax_config.config._value_holders.values()
-            if isinstance(s, jax_config.State)
-        ]
-        local = [(s, s.get_local()) for s in states]
-    except Exception:  # noqa: BLE001 - any change in JAX's internals: no worker
-        return None
-
-    def adopt() -> Callable[[], None]:
-        previous = [(s, s.swap_local(value)) for s, value in local]
-
-        def restore() -> None:
-            for s, value in reversed(previous):
-                s.swap_local(value)
-
-        return restore
-
-    return lambda: adopt()
-
-
-_LIVE: weakref.WeakSet[DispatchAhead] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_live_workers() -> None:
-    # A worker inside a JAX call while the interpreter shuts down can crash the exit;
-    # end each one after the batch it is making.
-    for ahead in list(_LIVE):
-        ahead.stop()
-
-
-class DispatchAhead:
-    """Runs ``produce()`` on one worker thread, keeping up to ``depth`` results ready.
-
-    ``produce`` returns a list of the next items (one or several), or None when there are
-    no more. ``get()`` returns items in order, then None (``resume()`` after each
-    ``get()`` lets the worker refill once fewer than ``depth`` wait); an exception
-    raised by ``produce`` is raised by the ``get()`` that would have returned its item.
-    ``stop()`` ends the worker and waits for it. The worker takes on the creating
-    thread's JAX settings.
-    """
-
-    def __init__(self, produce: Callable[[], Any], depth: int,
-                 settings: Callable[[], Callable[[], None]] | None = None) -> None:
-        if depth < 1:
-            raise ValueError(f"DispatchAhead depth must be >= 1, got {depth}.")
-        self._produce = produce
-        self._depth = depth
-        self._settings = settings
-        self._items: collections.deque[Any] = collections.deque()
-        self._ready = threading.Condition()
-        self._done = False
-        self._stopped = False
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="datarax-dispatch", daemon=True)
-        self._thread.start()
-        _LIVE.add(self)
-
-    def _run(self) -> None:
-        restore = self._settings() if self._settings is not None else None
-        try:
-            while True:
-                with self._ready:
-                    while len(self._items) >= self._depth and not self._stopped:
-                        self._ready.wait()
-                    if self._stopped:
-                        return
-                try:
-                    item = self._produce()
-                except BaseException as err:  # noqa: BLE001 - handed to the consumer
-                    with self._ready:
-                        self._error = err
-                        self._ready.notify_all()
-                    return
-                with self._ready:
-                    if item is None:
-                        self._done = True
-                    else:
-                        self._items.extend(item)
-                    self._ready.notify_all()
-                    if self._done:
-                        return
-        finally:
-            self._produce = None  # type: ignore[assignment] - drop references early
-            if restore is not None:
-                restore()
-
-    def get(self) -> Any:
-        """The next item; None once the producer had no more; re-raises its error."""
-        with self._ready:
-            while not self._items and not self._done and self._error is None:
-                self._ready.wait()
-            if self._items:
-                # The worker refills in resume(): waking it here would have it contend
-                # for the GIL with the rest of the consumer's next().
-                return self._items.popleft()
-            if self._error is not None:
-                raise self._error
-            return None
-
-    def resume(self) -> None:
-        """Let the worker make items again (call after taking one with ``get()``)."""
-        if len(self._items) < self._depth:  # else it would wake only to wait again
-            with self._ready:
-                self._ready.notify_all()
-
-    def stop(self) -> None:
-        """End the worker (after the item it is making, if any) and wait for it."""
-        with self._ready:
-            self._stopped = True
-            self._items.clear()
-            self._ready.notify_all()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
-
-
 def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
     """A worker preparing ``dispatch``'s batches, or None where they are dispatched on
     the consumer's thread: ``prefetch=0``, text kept on the host (host stages run in
     Python), or no way to copy the consumer's JAX settings."""
-    if depth < 1 or dispatch.host_fields:
+    if dispatch.host_fields:
         return None
-    settings = _thread_local_jax_config()
-    if settings is None:
-        return None
-    if jax.default_backend() != "cpu":
-        return DispatchAhead(dispatch.dispatch_some, depth, settings)
-
-    def computed() -> list[Item] | None:
-        # On the CPU backend each batch is finished here before the next is dispatched:
-        # XLA:CPU runs a queue of several cheap computations slower than one at a time.
-        items = dispatch.dispatch_some()
-        if items is not None:
-            jax.block_until_ready([batch for _, batch, _ in items])
-        return items
-
-    return DispatchAhead(computed, depth, settings)
+    return run_ahead(dispatch.dispatch_some, depth)

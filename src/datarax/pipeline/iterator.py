@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches
+from datarax.core.batch import batch_length
 from datarax.core.data_source import SourceKind
-from datarax.core.errors import SpecMismatchError, StaleIteratorError
+from datarax.core.errors import StaleIteratorError
 from datarax.core.keys import draw
-from datarax.core.spec import TextSpec, first_nonfinite, is_text_value, validate_batch
-from datarax.pipeline.dispatch import DispatchAhead, IndexedDispatch, host_leaf, start_ahead
-from datarax.pipeline.steps import apply_stages, stage_step
+from datarax.core.spec import TextSpec
+from datarax.pipeline.ahead import DispatchAhead, run_ahead
+from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
+from datarax.pipeline.host_pass import HostPass, check_finite
+from datarax.pipeline.steps import apply_stages
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
@@ -63,7 +63,6 @@ class PipelineIterator:
         self._queue: collections.deque[tuple[int, Batch, int]] = collections.deque()
         self._closed = False
         self._superseded = False
-        self._stage_graph: tuple[Any, Any] | None = None
         self._ahead: DispatchAhead | None = None
         self._stats = pipeline._stats
         self._begin(epoch, resume_at)
@@ -79,7 +78,6 @@ class PipelineIterator:
         self._handed_any = False
         self._queue.clear()
         self._prepared = False
-        self._pass_done = False
         self._finished = False
         self._mark()
 
@@ -235,8 +233,10 @@ class PipelineIterator:
             raise StopIteration
         count, batch, start = item
         if self._plan.check_finite:  # checked on this process's rows, then placed
-            self._check_finite(
-                batch, lambda: self._source.record_indices_at(start, self._batch_size, None)
+            check_finite(
+                self._source, self._epoch, batch,
+                lambda: self._source.record_indices_at(start, self._batch_size, None),
+                self._source.index,
             )
             batch = self._place(batch, self._source.index)
         self._source.advance(count)
@@ -247,40 +247,54 @@ class PipelineIterator:
         return batch
 
     # --------------------------------------------------------------- host path
+    def _prepare_host(self) -> None:
+        self._host = HostPass(self._pipeline, self._epoch)
+        cursor = getattr(self._source, "batch_cursor", None)
+        if callable(cursor) and self._plan.prefetch >= 1:
+            self._cursor = cursor()
+            self._ahead = run_ahead(self._host.produce_ahead(self._cursor), self._plan.prefetch)
+            if self._ahead is None:
+                self._source.close_epoch()  # no worker: read on this thread after all
+        self._expect = (self._source.epoch, self._source.index)
+        self._prepared = True
+
     def _next_host(self) -> Batch:
         source = self._source
+        if self._prepared and self._ahead is not None and (
+            (source.epoch, source.index) != self._expect or not self._cursor.current
+        ):
+            # The source was moved or read from outside (its set_state, nnx.update, a
+            # direct get_batch): the batches read ahead belong to the old position.
+            self._release()
+            self._begin(source.epoch, source.index)
+        if not self._prepared:
+            self._prepare_host()
+        if self._ahead is not None:
+            return self._next_host_ahead()
         position = source.index
         with self._stats.timer("read"):
-            batch, indices = self._read_full_batch()
+            batch, indices = self._host.read_full()
         if batch is None:
             raise StopIteration
-        count = batch_length(batch)
-        if count < self._batch_size and self._plan.drop_remainder:
+        if batch_length(batch) < self._batch_size and self._plan.drop_remainder:
             raise StopIteration
-        with self._stats.timer("validate"):
-            validate_batch(
-                batch,
-                source.checked_element_spec(),
-                batch_size=self._batch_size,
-                where=f"{type(source).__name__} batch at record {position} of epoch "
-                f"{self._epoch}",
-            )
-        stages = list(self._pipeline.stages)
-        if stages:
-            with self._stats.timer("stages"):
-                batch = self._run_stages(stages, batch, np.asarray(indices))
-        if self._plan.check_finite:  # on this process's rows, before they join a mesh
-            self._check_finite(batch, lambda: indices, position)
-        if self._plan.placement is not None:  # straight from host memory onto the mesh
-            batch = self._place(batch, position)
-        elif not stages:
-            with self._stats.timer("transfer"):
-                batch = jax.tree.map(
-                    lambda v: v if is_text_value(v) or isinstance(v, list) else jax.device_put(v),
-                    batch,
-                    is_leaf=host_leaf,
-                )
+        batch = self._host.prepare(batch, indices, position)
         self._mark()
+        return batch
+
+    def _next_host_ahead(self) -> Batch:
+        assert self._ahead is not None
+        item = self._ahead.get()
+        if item is None:  # the pass is over: the source stands at its end
+            self._cursor.commit(None)
+            raise StopIteration
+        end, batch, count = item
+        self._cursor.commit(end)  # handed out: the source's position moves past it
+        self._expect = (self._expect[0], end)
+        if batch is None:  # the short last batch, dropped (drop_remainder)
+            raise StopIteration
+        self._mark()
+        self._ahead.resume()
         return batch
 
     def _place(self, batch: Batch, position: int) -> Batch:
@@ -290,58 +304,6 @@ class PipelineIterator:
             return batch
         with self._stats.timer("transfer"):
             return placement.place(batch, f"batch at record {position} of epoch {self._epoch}")
-
-    def _check_finite(self, batch: Batch, stable_indices: Any, position: int | None = None) -> None:
-        found = first_nonfinite(batch)
-        if found is None:
-            return
-        field, row = found
-        stable = int(np.asarray(stable_indices())[row])
-        at = self._source.index if position is None else position
-        raise SpecMismatchError(
-            f"{type(self._source).__name__}: field '{field}' of the record at position "
-            f"{at + row} of epoch {self._epoch} (stable index {stable}) holds "
-            "NaN or inf (check_finite=True). Fix or filter that record in the source or "
-            "the stage that produced it.",
-            fields=[field],
-        )
-
-    def _read_full_batch(self) -> tuple[Batch | None, Any]:
-        """Exactly ``batch_size`` records, or fewer only where the pass ends.
-
-        A source may return short batches mid-pass (e.g. at a file boundary); they are
-        joined so that no record is lost and every batch but the last is full.
-        """
-        parts: list[tuple[Batch, np.ndarray]] = []
-        have = 0
-        source = self._source
-        while have < self._batch_size and not self._pass_done:
-            start = source.index
-            batch, indices = source.get_batch_with_indices(self._batch_size - have)
-            if batch is None:
-                self._pass_done = True  # ask nothing more of this pass
-                break
-            batch = dict(batch)
-            count = batch_length(batch)
-            if indices is None:
-                indices = np.arange(start, start + count)
-            parts.append((batch, np.asarray(indices)))
-            have += count
-        if not parts:
-            return None, None
-        if len(parts) == 1:
-            return parts[0]
-        return concat_batches([b for b, _ in parts]), np.concatenate([i for _, i in parts])
-
-    def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
-        epoch = np.int32(self._epoch)
-        key = self._pipeline.key_pair()
-        if any(is_text_value(v) or isinstance(v, list) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
-            return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
-        if self._stage_graph is None:  # split once per pass, not per batch
-            self._stage_graph = nnx.split(stages)
-        graphdef, state = self._stage_graph
-        return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
 
 
 def output_spec(pipeline: Pipeline) -> Any:

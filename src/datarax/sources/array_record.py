@@ -24,7 +24,6 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.data_source import Batch
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.extras import require
 from datarax.sources.host_reader import HostReader
@@ -252,14 +251,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
     def shuffle_seed(self) -> int | None:
         return self.config.seed if self.config.shuffle_files else None
 
-    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """The next ``batch_size`` records of this epoch and their stable indices.
-
-        Returns ``(None, None)`` when the epoch is done.
-        """
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
-        return super().get_batch_with_indices(batch_size)
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:

@@ -19,6 +19,13 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   consumed so far — the only thing a state needs). Restarting with
   ``start(order, position=end, skipped=...)`` continues exactly after the last record
   handed out; read-ahead is discarded, never counted.
+* **assembling ahead** — ``next_batch`` is :meth:`~HostReader.peek_batch` (assemble the
+  batch after the last one assembled; nothing is counted) then
+  :meth:`~HostReader.commit` (the consumer has it: the position and the skip count move
+  past it). A pipeline's read-ahead thread peeks whole batches while the consumer's
+  thread commits each as it hands it out, so :attr:`position` stays what was handed out.
+  Every :meth:`start` and :meth:`stop` opens a new :attr:`session`; a peek for an
+  ended session raises :class:`SessionEnded`.
 * **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
   :class:`~datarax.core.errors.RecordError` naming the file, the record index in that
   file (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the
@@ -70,6 +77,9 @@ MAX_CHUNK_BATCHES = 8
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
 
+
+class SessionEnded(RuntimeError):
+    """A peek for a reading session that was stopped or restarted meanwhile."""
 
 
 # ------------------------------------------------------------------------ batches
@@ -173,7 +183,9 @@ class HostReader:
             )
         self._records = DecodedRecords(decode, cast_float64=cast_float64)
         self._decode_batch = decode_batch
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the ledger and the queues: both threads touch them
+        self._session_lock = threading.Lock()  # a peek, start and stop: one at a time
+        self._session = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: collections.deque[concurrent.futures.Future[_Chunk]] = collections.deque()
         self._buffer: collections.deque[_Chunk] = collections.deque()
@@ -181,6 +193,7 @@ class HostReader:
         self._order: EpochOrder | None = None
         self._closed = False
         self.position = 0  # epoch positions consumed (handed out or skipped)
+        self.cursor = 0  # epoch positions assembled into batches (>= position)
         self._next_read = 0  # first position not yet submitted for reading
         self._fatal: _Failure | None = None  # first bad record under on_error='raise'
 
@@ -323,10 +336,17 @@ class HostReader:
         if not 0 <= position <= order.size:
             raise ValueError(f"position {position} outside the epoch's [0, {order.size}]")
         self.element_spec()
-        self._order = order
-        self.position = int(position)
-        self.ledger.begin(order.epoch, skipped)
-        self._next_read = int(position)
+        with self._session_lock:
+            self._session += 1
+            self._order = order
+            self.position = self.cursor = int(position)
+            self.ledger.begin(order.epoch, skipped)
+            self._next_read = int(position)
+
+    @property
+    def session(self) -> int:
+        """The open reading session (changes at every :meth:`start` and :meth:`stop`)."""
+        return self._session
 
     @property
     def active(self) -> bool:
@@ -340,8 +360,9 @@ class HostReader:
 
     def ready_chunks(self) -> int:
         """Chunks read and decoded but not yet handed out (the read-ahead cache)."""
-        done = sum(1 for f in self._pending if f.done())
-        return done + sum(1 for c in self._buffer if c.remaining > 0)
+        with self._lock:
+            done = sum(1 for f in self._pending if f.done())
+            return done + sum(1 for c in self._buffer if c.remaining > 0)
 
     def _submit(self) -> None:
         order = self._order
@@ -357,7 +378,9 @@ class HostReader:
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
         while len(self._pending) < in_flight and self._next_read < order.size:
             stop = min(self._next_read + size, order.size)
-            self._pending.append(self._pool.submit(self._read_chunk, order, self._next_read, stop))
+            future = self._pool.submit(self._read_chunk, order, self._next_read, stop)
+            with self._lock:
+                self._pending.append(future)
             self._next_read = stop
 
     def _pull(self) -> bool:
@@ -365,19 +388,23 @@ class HostReader:
         self._submit()
         if not self._pending:
             return False
-        chunk = self._pending.popleft().result()
+        chunk = self._pending[0].result()
+        with self._lock:
+            self._pending.popleft()
         self._submit()
         order = self._order
         assert order is not None
-        for failure in chunk.failures:
-            if not self.policy.skips:
-                # Records before the bad one are still handed out; the batch that
-                # would contain it raises.
-                self._fatal = failure
-                self._buffer.append(chunk)
-                return False
-            self.ledger.pull(self._skipped_record(order.epoch, failure), epoch_size=order.size)
-        self._buffer.append(chunk)
+        with self._lock:
+            for failure in chunk.failures:
+                if not self.policy.skips:
+                    # Records before the bad one are still handed out; the batch that
+                    # would contain it raises.
+                    self._fatal = failure
+                    self._buffer.append(chunk)
+                    return False
+                record = self._skipped_record(order.epoch, failure)
+                self.ledger.pull(record, epoch_size=order.size)
+            self._buffer.append(chunk)
         return True
 
     def _skipped_record(self, epoch: int, failure: _Failure) -> SkippedRecord:
@@ -386,10 +413,12 @@ class HostReader:
         text = describe_cause(cause)
         return SkippedRecord(epoch, failure.position, failure.index, path, in_file, text)
 
-    def _commit(self, position: int) -> None:
-        """The consumer has passed every position below ``position``."""
-        self.ledger.commit(position)
-        self.position = position
+    def commit(self, position: int) -> None:
+        """The consumer has received every position below ``position`` (at most
+        :attr:`cursor`): the bad records there count as skipped."""
+        with self._lock:
+            self.ledger.commit(position)
+            self.position = int(position)
 
     @property
     def skipped(self) -> int:
@@ -410,41 +439,74 @@ class HostReader:
         return batch_size * int(min(max(batches, 1), MAX_CHUNK_BATCHES))
 
     def next_batch(self, batch_size: int) -> ReadBatch | None:
-        """The next ``batch_size`` records (fewer at the epoch's end), or None when done."""
+        """The next ``batch_size`` records (fewer at the epoch's end), or None when done
+        (the session then ends): :meth:`peek_batch` and :meth:`commit` in one."""
         if self._order is None:
             raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
-        if self.chunk_size is None:
-            self.chunk_size = self._chunk_for(int(batch_size))
+        if self.cursor != self.position:  # batches were peeked and not handed out
+            self.start(self._order, self.position, self.skipped)
+        read = self.peek_batch(batch_size)
+        if read is None:
+            self.finish()
+            return None
+        self.commit(read.end)
+        return read
+
+    def finish(self) -> None:
+        """The consumer reached the end of the epoch: commit it and end the session."""
+        if self._order is not None:
+            self.commit(self._order.size)
+        self.stop()
+
+    def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None:
+        """The ``batch_size`` records after the last ones assembled (fewer at the epoch's
+        end), or None at the end; moves :attr:`cursor`, not :attr:`position`.
+
+        ``session``: raise :class:`SessionEnded` unless it is still the open one.
+        """
+        with self._session_lock:
+            if session is not None and session != self._session:
+                raise SessionEnded(f"{self.name}: the reading session ended (the source moved).")
+            if self._order is None:
+                raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
+            if self.chunk_size is None:
+                self.chunk_size = self._chunk_for(int(batch_size))
+            return self._assemble(int(batch_size))
+
+    def _assemble(self, batch_size: int) -> ReadBatch | None:
+        order = self._order
+        assert order is not None
         buffered = sum(c.remaining for c in self._buffer)
         while buffered < batch_size and self._fatal is None and self._pull():
             buffered += self._buffer[-1].remaining
         buffered = sum(c.remaining for c in self._buffer)
         if self._fatal is not None and buffered < batch_size:
             fatal = self._fatal
-            raise self.record_error(fatal.index, fatal.cause, epoch=self._order.epoch)
+            raise self.record_error(fatal.index, fatal.cause, epoch=order.epoch)
         if buffered == 0:
-            self._commit(self._order.size)
-            self.stop(keep_position=True)
+            self.cursor = order.size
             return None
         # Fast path: one whole chunk is exactly the batch.
         first = self._buffer[0]
         if first.offset == 0 and first.remaining == batch_size:
-            self._buffer.popleft()
-            self._commit(int(first.positions[-1]) + 1)
-            return ReadBatch(first.columns, first.indices, self.position)
+            with self._lock:
+                self._buffer.popleft()
+            self.cursor = int(first.positions[-1]) + 1
+            return ReadBatch(first.columns, first.indices, self.cursor)
         parts: list[tuple[_Chunk, int, int]] = []
         need = batch_size
-        while need > 0 and self._buffer:
-            chunk = self._buffer[0]
-            take = min(need, chunk.remaining)
-            if take > 0:
-                parts.append((chunk, chunk.offset, chunk.offset + take))
-                chunk.offset += take
-                need -= take
-            if chunk.remaining == 0:
-                self._buffer.popleft()
+        with self._lock:
+            while need > 0 and self._buffer:
+                chunk = self._buffer[0]
+                take = min(need, chunk.remaining)
+                if take > 0:
+                    parts.append((chunk, chunk.offset, chunk.offset + take))
+                    chunk.offset += take
+                    need -= take
+                if chunk.remaining == 0:
+                    self._buffer.popleft()
         last_chunk, _, last_stop = parts[-1]
-        end = int(last_chunk.positions[last_stop - 1]) + 1
+        self.cursor = int(last_chunk.positions[last_stop - 1]) + 1
         if len(parts) == 1:
             chunk, a, b = parts[0]
             columns = {k: v[a:b] for k, v in chunk.columns.items()}
@@ -454,8 +516,7 @@ class HostReader:
                 k: np.concatenate([c.columns[k][a:b] for c, a, b in parts]) for k in parts[0][0].columns
             }
             indices = np.concatenate([c.indices[a:b] for c, a, b in parts])
-        self._commit(end)
-        return ReadBatch(columns, indices, self.position)
+        return ReadBatch(columns, indices, self.cursor)
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
@@ -467,18 +528,23 @@ class HostReader:
         return self.ledger.total
 
     # -------------------------------------------------------------- closing
-    def stop(self, keep_position: bool = True) -> None:
-        """End the epoch session: cancel read-ahead and join the reader threads."""
-        for future in self._pending:
-            future.cancel()
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        self._pending.clear()
-        self._buffer.clear()
-        self.ledger.drop_pending()
-        self._fatal = None
-        self._order = None
+    def stop(self) -> None:
+        """End the epoch session: cancel read-ahead and join the reader threads (after
+        a peek in progress on another thread)."""
+        with self._session_lock:
+            self._session += 1
+            for future in self._pending:
+                future.cancel()
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+            with self._lock:
+                self._pending.clear()
+                self._buffer.clear()
+                self.ledger.drop_pending()
+            self._fatal = None
+            self._order = None
+            self.cursor = self.position
 
     def close(self) -> None:
         """Stop and refuse further reads."""

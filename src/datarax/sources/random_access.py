@@ -226,10 +226,13 @@ class RandomAccessSource(DataSourceModule):
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
+        self._check_open()
         reader = self.host_reader
         epoch, index = self.epoch, self.index
-        if reader.active and (reader.position, reader.epoch) != (index, epoch):
-            reader.stop()  # the position was changed from outside (e.g. nnx.update)
+        if reader.active and (reader.position, reader.cursor, reader.epoch) != (index, index, epoch):
+            # the position was changed from outside (e.g. nnx.update), or a pipeline's
+            # read-ahead assembled batches past it: continue from the position
+            reader.stop()
         if not reader.active:
             if index >= (self.epoch_size() or 0):
                 return None, None
@@ -250,6 +253,21 @@ class RandomAccessSource(DataSourceModule):
             if reworded is err:
                 raise
             raise reworded from err.__cause__
+
+    def batch_cursor(self) -> BatchCursor:
+        """Batches from the current position, read ahead without moving it (the
+        pipeline's read-ahead thread peeks them; its consumer commits each one it hands
+        out). Restarts the reader at the position."""
+        self._check_open()
+        reader = self.host_reader
+        epoch, index = self.epoch, self.index
+        reader.stop()
+        if index < (self.epoch_size() or 0):
+            reader.start(self.epoch_order(epoch), index, int(self.skipped.get_value()))
+        return BatchCursor(self, reader, epoch)
+
+    def _check_open(self) -> None:
+        """Raise if the source can no longer read (default: the reader says so)."""
 
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next batch of this epoch (None when it is done)."""
@@ -294,3 +312,78 @@ class RandomAccessSource(DataSourceModule):
 
 
 RandomAccessHostSource = RandomAccessSource  # the name before the kinds were public
+
+
+class BatchCursor:
+    """Batches of a :class:`RandomAccessSource` read ahead of its position.
+
+    :meth:`peek` (any one thread) returns the batch after the last one peeked, its
+    stable indices and its ``end`` — the source's position once it is handed out — and
+    moves nothing. :meth:`commit` (the consumer's thread, in order) hands a batch out:
+    the source's position and skip count move past it. So ``source.get_state()`` is at
+    every moment what was handed out, however far the peeks ran ahead. :attr:`current`
+    turns False once anything else moved the reader (``set_state``, a direct read).
+
+    Example:
+        >>> from datarax.sources import MemorySourceConfig
+        >>> class Rows(RandomAccessSource):
+        ...     def __len__(self):
+        ...         return 5
+        ...     def read_records(self, indices):
+        ...         return [{"x": np.int32(i)} for i in indices]
+        >>> src = Rows(MemorySourceConfig())
+        >>> cursor = src.batch_cursor()
+        >>> [cursor.peek(2)[2], cursor.peek(2)[2]], src.index
+        ([2, 4], 0)
+        >>> cursor.commit(2); src.index, src.get_batch(9)["x"].tolist()
+        (2, [2, 3, 4])
+        >>> src.close()
+    """
+
+    def __init__(self, source: RandomAccessSource, reader: HostReader, epoch: int) -> None:
+        self._source = source
+        self._reader = reader
+        self._epoch = epoch
+        self._session = reader.session if reader.active else None
+
+    @property
+    def current(self) -> bool:
+        """Whether the reader still serves this cursor's session."""
+        return self._session is None or self._session == self._reader.session
+
+    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
+        """``(columns, stable indices, end)`` of the next batch, or None at the epoch's end.
+
+        Raises :class:`~datarax.sources.host_reader.SessionEnded` once not
+        :attr:`current`; a bad record raises its ``RecordError`` here, at the batch
+        that would hold it.
+        """
+        if self._session is None:
+            return None
+        source = self._source
+        try:
+            read = self._reader.peek_batch(batch_size, self._session)
+        except RecordError as err:
+            reworded = source._reword_error(err)
+            if reworded is err:
+                raise
+            raise reworded from err.__cause__
+        if read is None:
+            return None
+        return source._host_columns(read.columns), read.indices, read.end
+
+    def commit(self, end: int | None) -> None:
+        """Hand out everything before epoch position ``end`` (None: the epoch's end,
+        which also ends the reading session)."""
+        source = self._source
+        reader = self._reader
+        if end is None:
+            end = source.epoch_size() or 0
+            if self._session is not None and self.current:
+                reader.finish()
+        elif self.current:
+            reader.commit(end)
+        if self._session is not None and int(source.skipped.get_raw_value()) != reader.skipped:
+            # raw: once per batch on the consumer's thread, outside any trace
+            source.skipped.set_raw_value(np.asarray(reader.skipped, np.int64))
+        source.datarax_position.move(self._epoch, int(end))

@@ -1,0 +1,168 @@
+"""One pass of a host source: read → check → stages → placement, here or read ahead.
+
+A host source (ArrayRecord files, a TFDS ``data_source``, a stream) hands out numpy
+batches; :class:`HostPass` turns each into what the pipeline yields: checked against
+``element_spec()``, run through the compiled stages
+(:func:`~datarax.pipeline.steps.stage_step`), checked for NaN/inf when asked, and put on
+the device or the mesh. Two ways to drive it:
+
+* on the consumer's thread — :meth:`HostPass.read_full` joins the source's batches into
+  full ones (a source may return short batches mid-pass) and :meth:`HostPass.prepare`
+  finishes each; the source moves as it serves;
+* read ahead — a source with a ``batch_cursor()`` (every
+  :class:`~datarax.sources.random_access.RandomAccessSource`) is peeked ``prefetch``
+  batches ahead on the worker of :mod:`datarax.pipeline.ahead`
+  (:meth:`HostPass.produce_ahead`); the consumer commits each batch as it hands it out,
+  so the source's position is always what was handed out.
+
+Both ways give the same batches, errors at the same batch, and the same position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import batch_length, concat_batches
+from datarax.core.errors import SpecMismatchError
+from datarax.core.keys import draw
+from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
+from datarax.pipeline.steps import apply_stages, stage_step
+
+if TYPE_CHECKING:
+    from datarax.pipeline.pipeline import Pipeline
+
+Batch = dict[str, Any]
+#: what the read-ahead worker hands over: (position after the batch, batch or None for
+#: a short last batch that drop_remainder drops, records read)
+AheadItem = tuple[int, Batch | None, int]
+
+
+def host_leaf(value: Any) -> bool:
+    """Whether ``value`` is one host leaf of a batch (text, or a list of values)."""
+    return is_text_value(value) or isinstance(value, list)
+
+
+def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int) -> None:
+    """Raise naming the first record of ``batch`` (epoch position ``at`` onwards) that
+    holds NaN or inf; ``stable()`` gives the batch's stable record indices."""
+    found = first_nonfinite(batch)
+    if found is None:
+        return
+    field, row = found
+    index = int(np.asarray(stable())[row])
+    raise SpecMismatchError(
+        f"{type(source).__name__}: field '{field}' of the record at position "
+        f"{at + row} of epoch {epoch} (stable index {index}) holds "
+        "NaN or inf (check_finite=True). Fix or filter that record in the source or "
+        "the stage that produced it.",
+        fields=[field],
+    )
+
+
+class HostPass:
+    """The batches of pass ``epoch`` of ``pipeline``'s host source; see the module."""
+
+    def __init__(self, pipeline: Pipeline, epoch: int) -> None:
+        self.pipeline = pipeline
+        self.source = pipeline.source
+        self.plan = pipeline.plan
+        self.stats = pipeline._stats
+        self.epoch = epoch
+        self.batch_size = self.plan.batch_size
+        self.done = False  # the source served its last batch of the pass
+        self._stage_graph: tuple[Any, Any] | None = None
+
+    # ------------------------------------------------------ the consumer's thread
+    def read_full(self) -> tuple[Batch | None, Any]:
+        """Exactly ``batch_size`` records, or fewer only where the pass ends.
+
+        A source may return short batches mid-pass (e.g. at a file boundary); they are
+        joined so that no record is lost and every batch but the last is full.
+        """
+        parts: list[tuple[Batch, np.ndarray]] = []
+        have = 0
+        source = self.source
+        while have < self.batch_size and not self.done:
+            start = source.index
+            batch, indices = source.get_batch_with_indices(self.batch_size - have)
+            if batch is None:
+                self.done = True  # ask nothing more of this pass
+                break
+            batch = dict(batch)
+            count = batch_length(batch)
+            if indices is None:
+                indices = np.arange(start, start + count)
+            parts.append((batch, np.asarray(indices)))
+            have += count
+        if not parts:
+            return None, None
+        if len(parts) == 1:
+            return parts[0]
+        return concat_batches([b for b, _ in parts]), np.concatenate([i for _, i in parts])
+
+    def prepare(self, batch: Batch, indices: Any, position: int) -> Batch:
+        """``batch`` (read at epoch ``position``) checked, staged and placed."""
+        source = self.source
+        with self.stats.timer("validate"):
+            validate_batch(
+                batch,
+                source.checked_element_spec(),
+                batch_size=self.batch_size,
+                where=f"{type(source).__name__} batch at record {position} of epoch "
+                f"{self.epoch}",
+            )
+        stages = list(self.pipeline.stages)
+        if stages:
+            with self.stats.timer("stages"):
+                batch = self._run_stages(stages, batch, np.asarray(indices))
+        if self.plan.check_finite:  # on this process's rows, before they join a mesh
+            check_finite(source, self.epoch, batch, lambda: indices, position)
+        if self.plan.placement is not None:  # straight from host memory onto the mesh
+            with self.stats.timer("transfer"):
+                return self.plan.placement.place(
+                    batch, f"batch at record {position} of epoch {self.epoch}"
+                )
+        if not stages:
+            with self.stats.timer("transfer"):
+                batch = jax.tree.map(
+                    lambda v: v if host_leaf(v) else jax.device_put(v), batch, is_leaf=host_leaf
+                )
+        return batch
+
+    def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
+        epoch = np.int32(self.epoch)
+        key = self.pipeline.key_pair()
+        if any(host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
+            return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
+        if self._stage_graph is None:  # split once per pass, not per batch
+            self._stage_graph = nnx.split(stages)
+        graphdef, state = self._stage_graph
+        return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
+
+    # ------------------------------------------------------------- read ahead
+    def produce_ahead(self, cursor: Any) -> Callable[[], list[AheadItem] | None]:
+        """The read-ahead worker's ``produce``: the next batch peeked from ``cursor``
+        (a source's ``batch_cursor()``) and prepared; None after the pass's last one."""
+        position = self.source.index
+
+        def produce() -> list[AheadItem] | None:
+            nonlocal position
+            with self.stats.timer("read"):
+                read = cursor.peek(self.batch_size)
+            if read is None:
+                return None
+            columns, indices, end = read
+            count = batch_length(columns)
+            batch = None
+            if count == self.batch_size or not self.plan.drop_remainder:
+                batch = self.prepare(dict(columns), indices, position)
+            position = end
+            return [(end, batch, count)]
+
+        return produce
