@@ -14,7 +14,8 @@ in the same run, and every section checks that the work was the same:
   ``hidden`` is the share of the data time the loop does not pay (1.0: fully
   overlapped). ``simulated``: a train step of known cost during which the host waits
   (as when the loop reads each step's loss), for an indexed source (W1: shuffle, /255,
-  random flip; batch 256) and a host one (W2's ArrayRecord files, same stages);
+  random flip; batch 256), W7's augmentation chain, and a host one (W2's ArrayRecord
+  files, same stages; ``host_decode_batch``: the records decoded a chunk at a time);
   ``compute``: a jitted train step of chained matmuls (on CPU, the data's own cores).
 * ``w1`` — one W1 epoch through datarax on the default device against the numpy floor
   (``benchmarks/contenders/numpy_floor.py``), both verified by ``vision_data.verify``.

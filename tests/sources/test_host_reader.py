@@ -316,3 +316,38 @@ def test_no_readable_record_under_skip():
     reader = HostReader(Table(3, bad=(0, 1, 2)), decode, locate=locate, policy=ErrorPolicy("skip"))
     with pytest.raises(RecordError, match="none of the first 3 records could be read and decoded"):
         reader.element_spec()
+
+
+def test_peeked_batches_move_the_cursor_and_commits_move_the_position():
+    reader = HostReader(Table(20, bad=(5,)), decode, locate=locate, num_threads=2,
+                        policy=ErrorPolicy("skip"))
+    reader.start(EpochOrder(length=20, seed=None, epoch=0))
+    peeked = [reader.peek_batch(4) for _ in range(3)]
+    assert [p.columns["x"].tolist() for p in peeked] == [[0, 1, 2, 3], [4, 6, 7, 8], [9, 10, 11, 12]]
+    assert (reader.cursor, reader.position, reader.skipped) == (13, 0, 0)  # nothing handed out
+    reader.commit(peeked[0].end)
+    assert (reader.position, reader.skipped) == (4, 0)
+    reader.commit(peeked[1].end)  # passes the bad record 5: counted now, once
+    assert (reader.position, reader.skipped, [r.index for r in reader.skipped_records()]) == (9, 1, [5])
+    # next_batch continues from the position, not from the batches peeked past it
+    assert reader.next_batch(4).columns["x"].tolist() == [9, 10, 11, 12]
+    assert reader.skipped_total == 1
+    reader.close()
+
+
+def test_a_peek_for_an_ended_session_is_refused():
+    from datarax.sources.host_reader import SessionEnded
+
+    reader = HostReader(Table(10), decode, num_threads=1)
+    reader.start(EpochOrder(length=10, seed=None, epoch=0))
+    session = reader.session
+    assert reader.peek_batch(4, session).columns["x"].tolist() == [0, 1, 2, 3]
+    reader.start(EpochOrder(length=10, seed=None, epoch=0), position=2)
+    with pytest.raises(SessionEnded, match="the reading session ended"):
+        reader.peek_batch(4, session)
+    assert reader.peek_batch(4, reader.session).columns["x"].tolist() == [2, 3, 4, 5]
+    reader.stop()
+    assert reader.session != session and not reader.active
+    with pytest.raises(RuntimeError, match=r"call start\(order\) before"):
+        reader.peek_batch(4)
+    reader.close()

@@ -1,10 +1,11 @@
 """``PipelineStats``: where a pipeline's time goes, stage by stage.
 
 Timers accumulate wall-clock seconds in the thread doing the work — the consumer's,
-or for indexed sources with ``prefetch >= 1`` the dispatch thread (``step``,
-``compile`` and their ``transfer``):
+or with ``prefetch >= 1`` the pipeline's read-ahead thread (indexed sources: ``step``,
+``compile`` and their ``transfer``; random-access host sources: ``read``,
+``validate``, ``stages`` and ``transfer``):
 
-* ``read`` — host sources: waiting for ``get_batch`` (reader threads, decode);
+* ``read`` — host sources: waiting for the next batch of records (reader threads, decode);
 * ``validate`` — host sources: checking batches against ``element_spec()``;
 * ``transfer`` — host sources without stages: host → device copies;
 * ``stages`` — host sources: dispatching the compiled stages;
