@@ -10,7 +10,8 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   ``seed + epoch``) in O(1) memory.
 * **reading ahead** — a pool of ``num_threads`` threads reads *chunks* of consecutive
   positions with one batched read each (``__getitems__``), decodes every record, checks
-  it against the first record's structure and stacks the fields; at most
+  it against the first record's structure and stacks the fields
+  (:class:`~datarax.sources.chunk_reads.ChunkReads`); at most
   ``read_ahead`` chunks are queued or ready at any time (bounded memory).
 * **handing out** — :meth:`HostReader.next_batch` assembles exactly ``batch_size``
   records (fewer only at the end of the epoch) in epoch order and returns a
@@ -66,7 +67,8 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources.decoded_records import DecodedRecords, describe_cause, stack_values
+from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure
+from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
@@ -98,29 +100,6 @@ class ReadBatch:
 
     def __len__(self) -> int:
         return int(self.indices.shape[0])
-
-
-@dataclasses.dataclass
-class _Failure:
-    position: int
-    index: int
-    cause: BaseException
-
-
-@dataclasses.dataclass
-class _Chunk:
-    """Decoded records of positions ``[start, stop)``, bad ones left out."""
-
-    columns: dict[str, np.ndarray]
-    indices: np.ndarray
-    positions: np.ndarray
-    stop: int
-    failures: list[_Failure]
-    offset: int = 0  # records of this chunk already handed out
-
-    @property
-    def remaining(self) -> int:
-        return int(self.indices.shape[0]) - self.offset
 
 
 # ------------------------------------------------------------------------ reader
@@ -175,27 +154,26 @@ class HostReader:
         self._batch = 0  # the batch size chunk_size was chosen for (0: given)
         self.policy = policy or ErrorPolicy()
         self.name = name
-        self._getitems = getattr(data, "__getitems__", None)
         if decode_batch is not None and not callable(decode_batch):
             raise ConfigError(
                 f"{name} decode_batch must be callable (list of raw records -> dict of "
                 f"arrays with one row per record), got {decode_batch!r}."
             )
         self._records = DecodedRecords(decode, cast_float64=cast_float64)
-        self._decode_batch = decode_batch
+        self._reads = ChunkReads(data, self._records, decode_batch, self.policy)
         self._lock = threading.Lock()  # the ledger and the queues: both threads touch them
         self._session_lock = threading.Lock()  # a peek, start and stop: one at a time
         self._session = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pending: collections.deque[concurrent.futures.Future[_Chunk]] = collections.deque()
-        self._buffer: collections.deque[_Chunk] = collections.deque()
+        self._pending: collections.deque[concurrent.futures.Future[Chunk]] = collections.deque()
+        self._buffer: collections.deque[Chunk] = collections.deque()
         self.ledger = SkipLedger(self.policy, name)  # bad records: pulled, then committed
         self._order: EpochOrder | None = None
         self._closed = False
         self.position = 0  # epoch positions consumed (handed out or skipped)
         self.cursor = 0  # epoch positions assembled into batches (>= position)
         self._next_read = 0  # first position not yet submitted for reading
-        self._fatal: _Failure | None = None  # first bad record under on_error='raise'
+        self._fatal: Failure | None = None  # first bad record under on_error='raise'
 
     # ------------------------------------------------------------ description
     def __len__(self) -> int:
@@ -270,59 +248,6 @@ class HostReader:
         return dict(self._records.spec)
 
     # ---------------------------------------------------------------- reading
-    def _fetch(self, indices: np.ndarray) -> tuple[list[Any], dict[int, BaseException]]:
-        """Raw records for ``indices``; failing ones reported by slot."""
-        keys = indices.tolist()
-        if self._getitems is not None:
-            try:
-                return list(self._getitems(keys)), {}
-            except Exception:  # noqa: BLE001 - narrow down to the failing record(s)
-                pass
-        records: list[Any] = []
-        failures: dict[int, BaseException] = {}
-        for slot, key in enumerate(keys):
-            try:
-                records.append(self.data[key])
-            except Exception as err:  # noqa: BLE001
-                records.append(None)
-                failures[slot] = err
-        return records, failures
-
-    def _read_chunk(self, order: EpochOrder, start: int, stop: int) -> _Chunk:
-        indices = order.indices(start, stop)
-        raw, fetch_failures = self._fetch(indices)
-        spec = self._records.spec
-        assert spec is not None
-        if self._decode_batch is not None and not fetch_failures:
-            columns = self._records.check_batch(raw, self._decode_batch)
-            if columns is not None:  # the whole chunk at once; else record by record
-                return _Chunk(columns, indices, np.arange(start, stop, dtype=np.int64), stop, [])
-        keep: list[int] = []
-        decoded: list[dict[str, Any]] = []
-        failures: list[_Failure] = []
-        stop_early = not self.policy.skips
-        for slot, record in enumerate(raw):
-            cause = fetch_failures.get(slot)
-            if cause is None:
-                try:
-                    decoded.append(self._records.check(record))
-                    keep.append(slot)
-                    continue
-                except Exception as err:  # noqa: BLE001
-                    cause = err
-            failures.append(_Failure(start + slot, int(indices[slot]), cause))
-            if stop_early:
-                break
-        columns = {key: stack_values([r[key] for r in decoded]) for key in spec} if decoded else {}
-        if len(keep) == len(raw):
-            kept_indices = indices
-            positions = np.arange(start, stop, dtype=np.int64)
-        else:
-            kept = np.asarray(keep, dtype=np.int64)
-            kept_indices = indices[kept]
-            positions = kept + start
-        return _Chunk(columns, kept_indices, positions, stop, failures)
-
     # ------------------------------------------------------------- sessions
     def start(self, order: EpochOrder, position: int = 0, skipped: int = 0) -> None:
         """Begin (or resume) handing out ``order`` at epoch ``position``.
@@ -378,7 +303,7 @@ class HostReader:
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
         while len(self._pending) < in_flight and self._next_read < order.size:
             stop = min(self._next_read + size, order.size)
-            future = self._pool.submit(self._read_chunk, order, self._next_read, stop)
+            future = self._pool.submit(self._reads.read, order, self._next_read, stop)
             with self._lock:
                 self._pending.append(future)
             self._next_read = stop
@@ -407,7 +332,7 @@ class HostReader:
             self._buffer.append(chunk)
         return True
 
-    def _skipped_record(self, epoch: int, failure: _Failure) -> SkippedRecord:
+    def _skipped_record(self, epoch: int, failure: Failure) -> SkippedRecord:
         path, in_file = self.locate(failure.index)
         cause = failure.cause
         text = describe_cause(cause)
@@ -493,7 +418,7 @@ class HostReader:
                 self._buffer.popleft()
             self.cursor = int(first.positions[-1]) + 1
             return ReadBatch(first.columns, first.indices, self.cursor)
-        parts: list[tuple[_Chunk, int, int]] = []
+        parts: list[tuple[Chunk, int, int]] = []
         need = batch_size
         with self._lock:
             while need > 0 and self._buffer:

@@ -1,0 +1,127 @@
+"""``ChunkReads``: one batched read of consecutive epoch positions, decoded and stacked.
+
+The unit of work of :class:`~datarax.sources.host_reader.HostReader`'s reader threads.
+:meth:`ChunkReads.read` maps positions ``[start, stop)`` of an epoch order to stable
+record indices, fetches the raw records with one ``data.__getitems__`` call (record by
+record where that fails, to find the failing ones), decodes each (or the whole chunk
+with ``decode_batch``), checks it against the first record's structure and stacks the
+fields. A record that cannot be read or decoded becomes a :class:`Failure` with its
+position, stable index and cause; the reader's bad-record policy decides what happens
+to it. Under ``on_error="raise"`` decoding stops at the first failure.
+
+Example:
+    >>> from datarax.sources.epoch_order import EpochOrder
+    >>> from datarax.sources.skip_ledger import ErrorPolicy
+    >>> records = DecodedRecords(lambda raw: {"x": np.int32(raw)})
+    >>> spec = records.learn(0, 0)  # the first record sets the structure
+    >>> chunk = ChunkReads(list(range(10)), records, None, ErrorPolicy()).read(
+    ...     EpochOrder(length=10, seed=None, epoch=0), 2, 6)
+    >>> chunk.columns["x"].tolist(), chunk.positions.tolist(), chunk.failures
+    ([2, 3, 4, 5], [2, 3, 4, 5], [])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from datarax.sources.decoded_records import DecodedRecords, stack_values
+from datarax.sources.epoch_order import EpochOrder
+from datarax.sources.skip_ledger import ErrorPolicy
+
+
+@dataclasses.dataclass
+class Failure:
+    position: int
+    index: int
+    cause: BaseException
+
+
+@dataclasses.dataclass
+class Chunk:
+    """Decoded records of positions ``[start, stop)``, bad ones left out."""
+
+    columns: dict[str, np.ndarray]
+    indices: np.ndarray
+    positions: np.ndarray
+    stop: int
+    failures: list[Failure]
+    offset: int = 0  # records of this chunk already handed out
+
+    @property
+    def remaining(self) -> int:
+        return int(self.indices.shape[0]) - self.offset
+
+
+class ChunkReads:
+    """Reads chunks of ``data`` (``len``, ``[i]``, ideally ``__getitems__``) through
+    ``records`` (the decoder that learned the first record's structure)."""
+
+    def __init__(
+        self,
+        data: Any,
+        records: DecodedRecords,
+        decode_batch: Callable[[list[Any]], Mapping[str, Any]] | None,
+        policy: ErrorPolicy,
+    ) -> None:
+        self.data = data
+        self.records = records
+        self.decode_batch = decode_batch
+        self.policy = policy
+        self._getitems = getattr(data, "__getitems__", None)
+
+    def fetch(self, indices: np.ndarray) -> tuple[list[Any], dict[int, BaseException]]:
+        """Raw records for ``indices``; failing ones reported by slot."""
+        keys = indices.tolist()
+        if self._getitems is not None:
+            try:
+                return list(self._getitems(keys)), {}
+            except Exception:  # noqa: BLE001 - narrow down to the failing record(s)
+                pass
+        records: list[Any] = []
+        failures: dict[int, BaseException] = {}
+        for slot, key in enumerate(keys):
+            try:
+                records.append(self.data[key])
+            except Exception as err:  # noqa: BLE001
+                records.append(None)
+                failures[slot] = err
+        return records, failures
+
+    def read(self, order: EpochOrder, start: int, stop: int) -> Chunk:
+        indices = order.indices(start, stop)
+        raw, fetch_failures = self.fetch(indices)
+        spec = self.records.spec
+        assert spec is not None
+        if self.decode_batch is not None and not fetch_failures:
+            columns = self.records.check_batch(raw, self.decode_batch)
+            if columns is not None:  # the whole chunk at once; else record by record
+                return Chunk(columns, indices, np.arange(start, stop, dtype=np.int64), stop, [])
+        keep: list[int] = []
+        decoded: list[dict[str, Any]] = []
+        failures: list[Failure] = []
+        stop_early = not self.policy.skips
+        for slot, record in enumerate(raw):
+            cause = fetch_failures.get(slot)
+            if cause is None:
+                try:
+                    decoded.append(self.records.check(record))
+                    keep.append(slot)
+                    continue
+                except Exception as err:  # noqa: BLE001
+                    cause = err
+            failures.append(Failure(start + slot, int(indices[slot]), cause))
+            if stop_early:
+                break
+        columns = {key: stack_values([r[key] for r in decoded]) for key in spec} if decoded else {}
+        if len(keep) == len(raw):
+            kept_indices = indices
+            positions = np.arange(start, stop, dtype=np.int64)
+        else:
+            kept = np.asarray(keep, dtype=np.int64)
+            kept_indices = indices[kept]
+            positions = kept + start
+        return Chunk(columns, kept_indices, positions, stop, failures)
