@@ -100,8 +100,11 @@ class Pipeline(nnx.Module):
         rngs: ``nnx.Rngs``; stochastic stages built without their own ``rngs`` draw
             their base key from it. Defaults to ``nnx.Rngs(0)``.
         drop_remainder: drop the short last batch of each epoch.
-        prefetch: batches prepared ahead of the one being consumed: for indexed
-            sources dispatched, computed and placed on the devices (``sharding``).
+        prefetch: batches prepared ahead of the one being consumed, on a worker
+            thread: for indexed sources computed and placed on the devices
+            (``sharding``); for random-access host sources read, checked, staged and
+            placed. 0 prepares each batch on the loop's thread when asked for. Either
+            way the position counts only the batches handed out.
         shard_index, shard_count: this process's share of every epoch; default
             ``jax.process_index()`` of ``jax.process_count()``. Each share is a disjoint,
             equally long block of the epoch's (globally shuffled) order; the last
