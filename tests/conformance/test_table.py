@@ -101,6 +101,11 @@ def test_resume_across_three_epochs_with_noise_at_every_level(row):
 
 
 @parametrize_rows
+def test_source_restored_under_a_live_iterator_continues_from_there(row):
+    conformance.check_restore_live(row, stages=noise_stages)
+
+
+@parametrize_rows
 def test_nnx_state_is_small_arrays(row):
     conformance.check_nnx_state_small(row)
 

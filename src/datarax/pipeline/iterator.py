@@ -81,6 +81,15 @@ class PipelineIterator:
         self._finished = False
         self._mark()
 
+    def _follow_source(self) -> None:
+        """Continue this loop from where the source was moved to. Unlike a fresh
+        restore, a loop that handed out batches ends at the end of the pass it now
+        serves rather than rolling into the next one."""
+        handed = self._handed_any
+        self._release()
+        self._begin(self._source.epoch, self._source.index)
+        self._handed_any = handed
+
     def _mark(self) -> None:
         self._pipeline._note_left(ended=self._finished)
 
@@ -216,8 +225,7 @@ class PipelineIterator:
         if self._prepared and (source.epoch, source.index) != self._expect:
             # The source was moved from outside (its set_state, nnx.update): what was
             # dispatched ahead belongs to the old position; continue from the new one.
-            self._release()
-            self._begin(source.epoch, source.index)
+            self._follow_source()
         if not self._prepared:
             self._prepare_indexed()
         if self._ahead is not None:  # batches prepared on the dispatch thread
@@ -260,13 +268,13 @@ class PipelineIterator:
 
     def _next_host(self) -> Batch:
         source = self._source
-        if self._prepared and self._ahead is not None and (
-            (source.epoch, source.index) != self._expect or not self._cursor.current
+        if self._prepared and (
+            (source.epoch, source.index) != self._expect
+            or (self._ahead is not None and not self._cursor.current)
         ):
             # The source was moved or read from outside (its set_state, nnx.update, a
             # direct get_batch): the batches read ahead belong to the old position.
-            self._release()
-            self._begin(source.epoch, source.index)
+            self._follow_source()
         if not self._prepared:
             self._prepare_host()
         if self._ahead is not None:
@@ -274,6 +282,7 @@ class PipelineIterator:
         position = source.index
         with self._stats.timer("read"):
             batch, indices = self._host.read_full()
+        self._expect = (source.epoch, source.index)
         if batch is None:
             raise StopIteration
         if batch_length(batch) < self._batch_size and self._plan.drop_remainder:

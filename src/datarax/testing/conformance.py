@@ -251,6 +251,41 @@ def check_resume(
     return total
 
 
+def check_restore_live(row: SourceRow, stages: Callable[[], Sequence[Any]] = tuple) -> None:
+    """``source.set_state`` on the source a live iterator is reading (its next batches
+    already read or dispatched ahead) makes that iterator continue from the restored
+    position: the batches after the state come again, and restoring the position it
+    stands at loses nothing — the first epoch is the uninterrupted one."""
+    reference = row.make(stages=stages())
+    try:
+        expected = run_epochs(reference, 1)[0]
+    finally:
+        row.close(reference)
+    if len(expected) < 3:
+        raise AssertionError(f"{row.name}: the table's epochs need 3 batches, got {len(expected)}")
+    pipeline = row.make(stages=stages())
+    try:
+        iterator = iter(pipeline)
+        got = [to_host(next(iterator))]
+        state = json_round_trip(pipeline.source.get_state(), "source.get_state()")
+        after = [to_host(b) for b in (next(iterator), next(iterator))]
+        pipeline.source.set_state(state)
+        for k, (first, again) in enumerate(zip(after, (next(iterator), next(iterator)))):
+            _compare(row, f"batch {1 + k}, again after source.set_state", first, to_host(again))
+        pipeline.source.set_state(pipeline.source.get_state())  # where it stands
+        got += after + [to_host(b) for b in iterator]
+        iterator.close()
+    finally:
+        row.close(pipeline)
+    if len(got) != len(expected):
+        raise AssertionError(
+            f"{row.name}: the epoch restored in place gave {len(got)} batches, the "
+            f"uninterrupted one {len(expected)}"
+        )
+    for k, (want, have) in enumerate(zip(expected, got)):
+        _compare(row, f"batch {k} of the epoch restored in place", want, have)
+
+
 def key_points(row: SourceRow, batch_size: int) -> list[int]:
     """Boundaries worth a costly check: 0, mid-epoch 0, the end of epoch 0, mid-epoch 1,
     the end of epoch 1 (for ``num_epochs=2`` and ``batch_size`` records per batch)."""
