@@ -102,6 +102,7 @@ def test_source_state_is_what_was_handed_out_while_batches_are_read_ahead(tmp_pa
     assert source.get_state()["skipped"] == 2
     assert _ahead_of(source, 18) > 0  # the worker did read on
     assert source.get_state()["current_index"] == 18  # ... without moving the position
+    assert source.get_state()["prefetch_cache"] >= source.host_reader.cursor - 18 > 0
     state = source.get_state()
     rest = [values(b) for b in it]
     source.close()

@@ -262,7 +262,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         ``current_index``: epoch positions consumed (records handed out plus records
         skipped); ``current_epoch``; ``shuffled_indices``: ``{"seed", "epoch", "n"}``
         regenerating the epoch's order (None without ``shuffle_files``);
-        ``prefetch_cache``: batches read ahead but not handed out (informative; a
+        ``prefetch_cache``: records read ahead but not handed out (informative; a
         restore always starts with an empty cache); ``skipped``: records skipped
         this epoch before ``current_index``.
         """

@@ -289,6 +289,17 @@ class HostReader:
             done = sum(1 for f in self._pending if f.done())
             return done + sum(1 for c in self._buffer if c.remaining > 0)
 
+    def read_ahead_records(self) -> int:
+        """Epoch positions read ahead of :attr:`position` and not handed out: decoded
+        records waiting in finished chunks, plus those already assembled into batches
+        (:attr:`cursor`) that the consumer has not taken."""
+        with self._lock:
+            ready = sum(c.remaining for c in self._buffer)
+            for future in self._pending:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    ready += len(future.result().indices)
+        return ready + max(self.cursor - self.position, 0)
+
     def _submit(self) -> None:
         order = self._order
         assert order is not None

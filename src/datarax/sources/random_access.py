@@ -277,13 +277,14 @@ class RandomAccessSource(DataSourceModule):
     def get_state(self) -> dict[str, Any]:
         """``current_index`` (epoch positions consumed: records handed out plus records
         skipped), ``current_epoch``, ``skipped`` (records skipped this epoch before
-        ``current_index``) and ``prefetch_cache`` (batches read ahead but not handed
+        ``current_index``) and ``prefetch_cache`` (records read ahead but not handed
         out: information only — they are not part of the position and a restore
         starts with an empty cache)."""
         state = super().get_state()
         state["skipped"] = int(self.skipped.get_value())
         reader = self.__reader
-        state["prefetch_cache"] = reader.ready_chunks() if reader is not None and reader.active else 0
+        active = reader is not None and reader.active
+        state["prefetch_cache"] = reader.read_ahead_records() if active else 0
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
