@@ -100,9 +100,10 @@ def test_resume_across_three_epochs_with_noise_at_every_level(row):
         conformance.check_resume(row, level, num_epochs=3, stages=noise_stages)
 
 
+@pytest.mark.parametrize("level", ["source", "nnx"])
 @parametrize_rows
-def test_source_restored_under_a_live_iterator_continues_from_there(row):
-    conformance.check_restore_live(row, stages=noise_stages)
+def test_source_restored_under_a_live_iterator_continues_from_there(row, level):
+    conformance.check_restore_live(row, level, stages=noise_stages)
 
 
 @parametrize_rows

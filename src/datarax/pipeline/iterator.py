@@ -87,7 +87,12 @@ class PipelineIterator:
         serves rather than rolling into the next one."""
         handed = self._handed_any
         self._release()
-        self._begin(self._source.epoch, self._source.index)
+        source = self._source
+        # seek where it stands: readers derived from the position (a stream's pass, a
+        # host reader) start over there, as after set_state (nnx.update moves only the
+        # Variables)
+        source.seek(source.epoch, source.index)
+        self._begin(source.epoch, source.index)
         self._handed_any = handed
 
     def _mark(self) -> None:

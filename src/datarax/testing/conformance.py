@@ -251,11 +251,28 @@ def check_resume(
     return total
 
 
-def check_restore_live(row: SourceRow, stages: Callable[[], Sequence[Any]] = tuple) -> None:
-    """``source.set_state`` on the source a live iterator is reading (its next batches
-    already read or dispatched ahead) makes that iterator continue from the restored
-    position: the batches after the state come again, and restoring the position it
-    stands at loses nothing — the first epoch is the uninterrupted one."""
+def check_restore_live(
+    row: SourceRow, level: Level = "source", stages: Callable[[], Sequence[Any]] = tuple
+) -> None:
+    """Restoring the source a live iterator is reading (its next batches already read
+    or dispatched ahead) makes that iterator continue from the restored position: the
+    batches after the state come again, and restoring the position it stands at loses
+    nothing — the first epoch is the uninterrupted one. ``level``: ``"source"``
+    (``source.get_state`` / ``set_state``) or ``"nnx"`` (``nnx.state`` /
+    ``nnx.update`` of the pipeline)."""
+    from flax import nnx
+
+    def save(pipeline: Any) -> Any:
+        if level == "nnx":
+            return _copy_tree(nnx.state(pipeline))
+        return json_round_trip(pipeline.source.get_state(), "source.get_state()")
+
+    def restore(pipeline: Any, state: Any) -> None:
+        if level == "nnx":
+            nnx.update(pipeline, state)
+        else:
+            pipeline.source.set_state(state)
+
     reference = row.make(stages=stages())
     try:
         expected = run_epochs(reference, 1)[0]
@@ -267,12 +284,12 @@ def check_restore_live(row: SourceRow, stages: Callable[[], Sequence[Any]] = tup
     try:
         iterator = iter(pipeline)
         got = [to_host(next(iterator))]
-        state = json_round_trip(pipeline.source.get_state(), "source.get_state()")
+        state = save(pipeline)
         after = [to_host(b) for b in (next(iterator), next(iterator))]
-        pipeline.source.set_state(state)
+        restore(pipeline, state)
         for k, (first, again) in enumerate(zip(after, (next(iterator), next(iterator)))):
-            _compare(row, f"batch {1 + k}, again after source.set_state", first, to_host(again))
-        pipeline.source.set_state(pipeline.source.get_state())  # where it stands
+            _compare(row, f"batch {1 + k}, again after the {level} restore", first, to_host(again))
+        restore(pipeline, save(pipeline))  # where it stands
         got += after + [to_host(b) for b in iterator]
         iterator.close()
     finally:
