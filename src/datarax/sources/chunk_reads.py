@@ -32,6 +32,27 @@ from datarax.sources.decoded_records import DecodedRecords, stack_values
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy
 
+#: a batched read covers about this many bytes of decoded records, in whole batches
+CHUNK_BYTES = 8 << 20
+MAX_CHUNK_BATCHES = 8
+
+
+def chunk_positions(batch_size: int, spec: Mapping[str, Any] | None) -> int:
+    """Positions per batched read for batches of ``batch_size`` records of ``spec``:
+    whole batches (so a batch is a view of one chunk) of about ``CHUNK_BYTES``, at most
+    ``MAX_CHUNK_BATCHES`` — a read of a few records per file costs the reader more than
+    the bytes; 64 for batches under 64.
+
+    >>> chunk_positions(256, {"x": np.zeros((32, 32, 3), np.uint8)})  # 768 KiB a batch
+    2048
+    """
+    if batch_size < 64:
+        return 64
+    record = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
+                 for s in (spec or {}).values() if hasattr(s, "shape") and hasattr(s, "dtype"))
+    batches = CHUNK_BYTES // max(record * batch_size, 1)
+    return batch_size * int(min(max(batches, 1), MAX_CHUNK_BATCHES))
+
 
 @dataclasses.dataclass
 class Failure:

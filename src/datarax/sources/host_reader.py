@@ -67,14 +67,10 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure
+from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
 from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
-
-#: a batched read covers about this many bytes of decoded records, in whole batches
-CHUNK_BYTES = 8 << 20
-MAX_CHUNK_BATCHES = 8
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
@@ -115,8 +111,8 @@ class HostReader:
         read_ahead: batches read and decoded ahead of the consumer (>= 1; default
             ``2 * num_threads``), and at least one chunk per thread.
         chunk_size: positions per batched read (default: whole batches of the first
-            requested ``batch_size`` covering about ``CHUNK_BYTES``, at most
-            ``MAX_CHUNK_BATCHES``; 64 for batches under 64).
+            requested ``batch_size``, see
+            :func:`~datarax.sources.chunk_reads.chunk_positions`).
         policy: the :class:`ErrorPolicy` for bad records.
         name: how errors name the source (e.g. ``"ArrayRecordSourceModule"``).
         cast_float64: decoded ``float64`` values are cast to ``float32`` (else refused
@@ -361,19 +357,6 @@ class HostReader:
         """Records skipped at positions below :attr:`position` this epoch."""
         return self.ledger.skipped
 
-    def _chunk_for(self, batch_size: int) -> int:
-        """Positions per batched read: whole batches (so a batch is a view of one chunk)
-        of about ``CHUNK_BYTES``, at most ``MAX_CHUNK_BATCHES`` — a read of a few records
-        per file costs the reader more than the bytes."""
-        self._batch = batch_size
-        if batch_size < 64:
-            return 64
-        spec = self._records.spec or {}
-        record = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
-                     for s in spec.values() if hasattr(s, "shape") and hasattr(s, "dtype"))
-        batches = CHUNK_BYTES // max(record * batch_size, 1)
-        return batch_size * int(min(max(batches, 1), MAX_CHUNK_BATCHES))
-
     def next_batch(self, batch_size: int) -> ReadBatch | None:
         """The next ``batch_size`` records (fewer at the epoch's end), or None when done
         (the session then ends): :meth:`peek_batch` and :meth:`commit` in one."""
@@ -406,7 +389,8 @@ class HostReader:
             if self._order is None:
                 raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
             if self.chunk_size is None:
-                self.chunk_size = self._chunk_for(int(batch_size))
+                self._batch = int(batch_size)
+                self.chunk_size = chunk_positions(self._batch, self._records.spec)
             return self._assemble(int(batch_size))
 
     def _assemble(self, batch_size: int) -> ReadBatch | None:

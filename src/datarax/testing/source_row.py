@@ -1,0 +1,59 @@
+"""``SourceRow``: one row of the source conformance table, and what every check needs.
+
+See :mod:`datarax.testing.conformance` for the checks and an example.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from datarax.testing.resume import Batch, compare_fields, to_host
+
+Level = Literal["iterator", "pipeline", "source", "nnx"]
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One row of the conformance table.
+
+    Attributes:
+        name: the row's test id.
+        make: ``make(shard_index=0, shard_count=1, stages=())`` builds a new source and
+            a Pipeline over it from scratch (``pipeline.source`` is the source);
+            nothing may be shared between calls.
+        num_records: records in the dataset.
+        record_ids: the identity of each record of a host batch (see
+            :func:`~datarax.testing.to_host`), as ints in ``range(num_records)``.
+        shuffled: the row shuffles, so consecutive epochs come in different orders.
+        kind: the ``SourceKind`` member name the source declares (``"INDEXED"``,
+            ``"HOST"`` or ``"STREAM"``); None: not checked.
+        data_in_state: the source's author keeps its records in ``nnx.data`` (as seed
+            002's CSV example does), so ``nnx.state`` holds them by the author's choice;
+            :func:`check_nnx_state_small` then checks only that leaves are arrays.
+    """
+
+    name: str
+    make: Callable[..., Any]
+    num_records: int
+    record_ids: Callable[[Batch], Sequence[int]]
+    shuffled: bool = False
+    kind: str | None = None
+    data_in_state: bool = False
+
+    def close(self, pipeline: Any) -> None:
+        """Release what ``pipeline``'s source holds."""
+        close = getattr(pipeline.source, "close", None)
+        if close is not None:
+            close()
+
+
+def run_epochs(pipeline: Any, num_epochs: int) -> list[list[Batch]]:
+    """The host batches of ``num_epochs`` ``for batch in pipeline`` loops in a row."""
+    return [[to_host(batch) for batch in pipeline] for _ in range(num_epochs)]
+
+
+def compare_row(row: SourceRow, where: str, expected: Batch, got: Batch) -> None:
+    """Raise naming ``row`` and ``where`` unless the two host batches are equal."""
+    compare_fields(f"{row.name}, {where}", expected, got)
