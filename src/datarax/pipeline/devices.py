@@ -17,10 +17,14 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from datarax.core.errors import ConfigError
 from datarax.sharding.placement import BatchPlacement
+
+if TYPE_CHECKING:
+    from datarax.pipeline.pipeline import PipelinePlan
+    from datarax.pipeline.stats import PipelineStats
 
 
 def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> BatchPlacement:
@@ -51,3 +55,14 @@ def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> B
             f"not split over this process's {split} device(s); set drop_remainder=True."
         )
     return placement
+
+
+def place_batch(
+    plan: PipelinePlan, stats: PipelineStats, batch: dict[str, Any], position: int, epoch: int
+) -> dict[str, Any]:
+    """``batch`` (from record ``position`` of pass ``epoch``) placed with the pipeline's
+    ``sharding=``, timed as ``transfer``; unchanged without one."""
+    if plan.placement is None:
+        return batch
+    with stats.timer("transfer"):
+        return plan.placement.place(batch, f"batch at record {position} of epoch {epoch}")

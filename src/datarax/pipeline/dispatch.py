@@ -24,6 +24,7 @@ from datarax.core.batch import concat_batches
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
+from datarax.pipeline.devices import place_batch
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.steps import apply_stages, grouped_step, indexed_step
@@ -130,12 +131,9 @@ class IndexedDispatch:
         return out
 
     def _placed(self, batch: Batch, at: int) -> Batch:
-        if not self.plan.check_finite and self.plan.placement is not None:
-            # queued batches wait already placed on the mesh
-            with self.stats.timer("transfer"):
-                where = f"batch at record {at} of epoch {self.epoch}"
-                return self.plan.placement.place(batch, where)
-        return batch
+        if self.plan.check_finite:  # checked on the host first, then placed
+            return batch
+        return place_batch(self.plan, self.stats, batch, at, self.epoch)  # queued placed
 
     def dispatch_some(self) -> list[Item] | None:
         """The next batch of the pass, or every batch of its next group; None at the end."""

@@ -32,15 +32,16 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
+from datarax.pipeline.devices import place_batch
 from datarax.pipeline.steps import apply_stages, stage_step
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
 Batch = dict[str, Any]
-#: what the read-ahead worker hands over: (position after the batch, batch or None for
-#: a short last batch that drop_remainder drops, records read)
-AheadItem = tuple[int, Batch | None, int]
+#: what the read-ahead worker hands over: (position after the batch, the batch, or None
+#: for a short last batch that drop_remainder drops)
+AheadItem = tuple[int, Batch | None]
 
 
 def host_leaf(value: Any) -> bool:
@@ -124,10 +125,7 @@ class HostPass:
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
             check_finite(source, self.epoch, batch, lambda: indices, position)
         if self.plan.placement is not None:  # straight from host memory onto the mesh
-            with self.stats.timer("transfer"):
-                return self.plan.placement.place(
-                    batch, f"batch at record {position} of epoch {self.epoch}"
-                )
+            return place_batch(self.plan, self.stats, batch, position, self.epoch)
         if not stages:
             with self.stats.timer("transfer"):
                 batch = jax.tree.map(
@@ -158,11 +156,10 @@ class HostPass:
             if read is None:
                 return None
             columns, indices, end = read
-            count = batch_length(columns)
             batch = None
-            if count == self.batch_size or not self.plan.drop_remainder:
+            if batch_length(columns) == self.batch_size or not self.plan.drop_remainder:
                 batch = self.prepare(dict(columns), indices, position)
             position = end
-            return [(end, batch, count)]
+            return [(end, batch)]
 
         return produce

@@ -33,6 +33,7 @@ from datarax.core.errors import StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.spec import TextSpec
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
+from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.host_pass import HostPass, check_finite
 from datarax.pipeline.steps import apply_stages
@@ -251,7 +252,7 @@ class PipelineIterator:
                 lambda: self._source.record_indices_at(start, self._batch_size, None),
                 self._source.index,
             )
-            batch = self._place(batch, self._source.index)
+            batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
         self._source.advance(count)
         self._expect = (self._expect[0], self._expect[1] + count)
         self._mark()
@@ -302,7 +303,7 @@ class PipelineIterator:
         if item is None:  # the pass is over: the source stands at its end
             self._cursor.commit(None)
             raise StopIteration
-        end, batch, count = item
+        end, batch = item
         self._cursor.commit(end)  # handed out: the source's position moves past it
         self._expect = (self._expect[0], end)
         if batch is None:  # the short last batch, dropped (drop_remainder)
@@ -310,14 +311,6 @@ class PipelineIterator:
         self._mark()
         self._ahead.resume()
         return batch
-
-    def _place(self, batch: Batch, position: int) -> Batch:
-        """``batch`` placed with the pipeline's ``sharding=`` (unchanged without one)."""
-        placement = self._plan.placement
-        if placement is None:
-            return batch
-        with self._stats.timer("transfer"):
-            return placement.place(batch, f"batch at record {position} of epoch {self._epoch}")
 
 
 def output_spec(pipeline: Pipeline) -> Any:
