@@ -208,9 +208,20 @@ class PipelineIterator:
         return batch
 
     def _next_batch(self) -> Batch:
-        if self._kind is SourceKind.INDEXED:
-            return self._next_indexed()
-        return self._next_host()
+        try:
+            if self._kind is SourceKind.INDEXED:
+                return self._next_indexed()
+            return self._next_host()
+        except StopIteration:
+            raise
+        except Exception:
+            # A batch failed (a bad record, NaN under check_finite): release the worker
+            # and the reader threads now rather than when this iterator is collected; a
+            # retry prepares again from the position, which the failing batch did not
+            # pass, and meets the same error.
+            self._release()
+            self._prepared = False
+            raise
 
     def _end_pass(self) -> None:
         """The pass is over: release its reader; the source stays at the pass's end, so
