@@ -3,7 +3,9 @@
 Shuffled MemorySource -> Normalize -> Translate and Cutout (per record, stochastic) -> a
 small Flax NNX classifier trained with Optax for a few epochs, with a progress bar.
 Midway through epoch 2 the pipeline state is saved as JSON; a freshly built pipeline
-restores it and must produce exactly the batches the uninterrupted run did.
+restores it and must produce exactly the batches the uninterrupted run did. With
+``--scan`` the same training runs as ``Pipeline.scan`` chunks (data + train steps in one
+compiled program) instead of a Python loop.
 """
 
 from __future__ import annotations
@@ -79,40 +81,59 @@ def build_pipeline(train: dict[str, np.ndarray], batch_size: int, seed: int) -> 
     )
 
 
-def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: bool = True) -> dict[str, float]:
-    """Train, checkpoint mid-epoch, verify the resume, evaluate; returns the metrics."""
+def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: bool = True,
+             scan: bool = False) -> dict[str, float]:
+    """Train, checkpoint mid-epoch, verify the resume, evaluate; returns the metrics.
+
+    ``scan``: train with :meth:`~datarax.pipeline.Pipeline.scan` — each epoch as two
+    compiled chunks of data + train steps (split where the checkpoint is taken) — in
+    place of a Python loop over the pipeline. Same batches, same steps.
+    """
     # Lazy: optax and tqdm are the optional ``demo`` extra.
     optax = require("optax", extra="demo", user="datarax demo")
     tqdm = require("tqdm", extra="demo", user="datarax demo").tqdm
 
     train, test = load_digits_split(seed)
-    print(f"datarax demo: digits, {len(train['label'])} train / {len(test['label'])} test records")
+    print(f"datarax demo: digits, {len(train['label'])} train / {len(test['label'])} test records"
+          + (" (Pipeline.scan)" if scan else ""))
     pipeline = build_pipeline(train, batch_size, seed)
     model = Classifier(nnx.Rngs(seed))
     optimizer = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
 
-    @nnx.jit
-    def train_step(model: Classifier, optimizer: nnx.Optimizer, batch: dict[str, jax.Array]) -> jax.Array:
+    def loss_step(model: Classifier, optimizer: nnx.Optimizer, batch: dict[str, jax.Array]) -> Any:
         def loss_fn(model: Classifier) -> jax.Array:
             logits = model(batch["image"])
             return optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
 
         loss, grads = nnx.value_and_grad(loss_fn)(model)
         optimizer.update(model, grads)
-        return loss
+        return loss, batch["image"]  # the images: to check the resume against
 
+    train_step = nnx.jit(loss_step)
     steps_per_epoch = len(train["label"]) // batch_size
+    midway = steps_per_epoch // 2  # the checkpoint: after `midway` batches of epoch 1
     checkpoint: str | None = None
     after_checkpoint: list[np.ndarray] = []
     records = 0
     started = time.perf_counter()
     bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, unit="batch")
     for epoch in range(epochs):
+        if scan:  # two chunks per epoch, the first ending where the checkpoint is taken
+            for length in (midway, steps_per_epoch - midway):
+                losses, images = pipeline.scan(loss_step, length=length, modules=(model, optimizer))
+                records += length * batch_size
+                if epoch == 1 and checkpoint is None:
+                    checkpoint = json.dumps(pipeline.get_state())
+                elif epoch == 1:
+                    after_checkpoint.extend(np.asarray(images))
+                bar.update(length)
+                bar.set_postfix(epoch=epoch, loss=f"{float(losses[-1]):.3f}")
+            continue
         iterator = iter(pipeline)
         for step, batch in enumerate(iterator):
-            loss = train_step(model, optimizer, batch)
+            loss, _ = train_step(model, optimizer, batch)
             records += int(batch["label"].shape[0])
-            if epoch == 1 and step == steps_per_epoch // 2:
+            if epoch == 1 and step == midway - 1:
                 checkpoint = json.dumps(iterator.get_state())
             elif checkpoint is not None and epoch == 1:
                 after_checkpoint.append(np.asarray(batch["image"]))
@@ -130,7 +151,7 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
         np.array_equal(a, b) for a, b in zip(replay, after_checkpoint)
     )
     print(
-        f"checkpoint: {len(checkpoint)} bytes of JSON at epoch 1, step {steps_per_epoch // 2}; "
+        f"checkpoint: {len(checkpoint)} bytes of JSON at epoch 1, step {midway}; "
         f"resumed run replayed {len(replay)} batches, identical: {exact}"
     )
     if not exact:

@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=int, default=64, help="records per batch (default 64)")
     demo.add_argument("--seed", type=int, default=0, help="shuffle/model seed (default 0)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    demo.add_argument("--scan", action="store_true",
+                      help="train with Pipeline.scan (data + train steps compiled together)")
 
     def source_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
@@ -117,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             seed=args.seed,
             progress=not args.no_progress,
+            scan=args.scan,
         )
         return 0
     if args.command == "bench":
