@@ -195,3 +195,20 @@ def test_the_worker_and_reader_threads_end_with_the_pass(tmp_path) -> None:
             break
         time.sleep(0.02)
     assert {t.name for t in set(threading.enumerate()) - before if t.is_alive()} == set()
+
+
+def test_a_source_serving_batches_its_own_way_is_read_through_its_method(tmp_path) -> None:
+    paths = write(tmp_path)
+
+    class Doubled(ArrayRecordSourceModule):  # post-processes every batch it serves
+        def get_batch_with_indices(self, batch_size):
+            batch, indices = super().get_batch_with_indices(batch_size)
+            return (None, None) if batch is None else ({"x": batch["x"] * 2}, indices)
+
+    config = ArrayRecordSourceConfig(seed=3, shuffle_files=True, on_error="skip")
+    source = Doubled(config, paths, decode=decode, num_threads=2)
+    assert source.batch_cursor() is None  # so the pipeline never bypasses the override
+    p = Pipeline(source=source, stages=[], batch_size=8, prefetch=2)
+    served = sorted(int(v) for b in p for v in np.asarray(b["x"]))
+    source.close()
+    assert served == [2 * i for i in range(N) if i not in BAD]

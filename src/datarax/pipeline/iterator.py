@@ -274,10 +274,11 @@ class PipelineIterator:
     # --------------------------------------------------------------- host path
     def _prepare_host(self) -> None:
         self._host = HostPass(self._pipeline, self._epoch)
-        cursor = getattr(self._source, "batch_cursor", None)
-        if callable(cursor) and self._plan.prefetch >= 1:
-            self._cursor = cursor()
-            self._ahead = run_ahead(self._host.produce_ahead(self._cursor), self._plan.prefetch)
+        open_cursor = getattr(self._source, "batch_cursor", None)
+        cursor = open_cursor() if callable(open_cursor) and self._plan.prefetch >= 1 else None
+        if cursor is not None:
+            self._cursor = cursor
+            self._ahead = run_ahead(self._host.produce_ahead(cursor), self._plan.prefetch)
             if self._ahead is None:
                 self._source.close_epoch()  # no worker: read on this thread after all
         self._expect = (self._source.epoch, self._source.index)

@@ -254,10 +254,17 @@ class RandomAccessSource(DataSourceModule):
                 raise
             raise reworded from err.__cause__
 
-    def batch_cursor(self) -> BatchCursor:
+    def batch_cursor(self) -> BatchCursor | None:
         """Batches from the current position, read ahead without moving it (the
         pipeline's read-ahead thread peeks them; its consumer commits each one it hands
-        out). Restarts the reader at the position."""
+        out). Restarts the reader at the position.
+
+        None when a subclass serves batches its own way (it overrides
+        ``get_batch_with_indices``): a pipeline then reads through that method on its
+        loop's thread, so the override is never bypassed.
+        """
+        if type(self).get_batch_with_indices is not RandomAccessSource.get_batch_with_indices:
+            return None
         self._check_open()
         reader = self.host_reader
         epoch, index = self.epoch, self.index
