@@ -24,3 +24,9 @@ def test_demo_trains_with_scan_and_resumes_exactly(capsys):
     assert 0.5 < metrics["accuracy"] <= 1.0
     assert "(Pipeline.scan)" in printed and "replayed 11 batches, identical: True" in printed
 
+
+
+def test_cli_runs_the_demo_with_scan(capsys):
+    assert main(["demo", "--epochs", "2", "--no-progress", "--scan"]) == 0
+    printed = capsys.readouterr().out
+    assert "(Pipeline.scan)" in printed and "identical: True" in printed
