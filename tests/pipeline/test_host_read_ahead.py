@@ -220,3 +220,24 @@ def test_a_source_serving_batches_its_own_way_is_read_through_its_method(tmp_pat
     served = sorted(int(v) for b in p for v in np.asarray(b["x"]))
     source.close()
     assert served == [2 * i for i in range(N) if i not in BAD]
+
+
+def test_check_finite_on_batches_read_ahead_names_the_record(tmp_path) -> None:
+    from datarax.core.errors import SpecMismatchError
+
+    paths = write(tmp_path)
+
+    def with_inf(record: bytes) -> dict[str, np.ndarray]:
+        value = int(np.frombuffer(record, np.int32)[0])
+        return {"x": np.float32(np.inf if value == 21 else value)}
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths, decode=with_inf,
+                                     num_threads=2)
+    p = Pipeline(source=source, stages=[], batch_size=8, prefetch=3, check_finite=True)
+    it = iter(p)
+    assert [values(next(it)) for _ in range(2)][1] == list(range(8, 16))
+    with pytest.raises(SpecMismatchError, match=r"field 'x' of the record at position 21 of "
+                       r"epoch 0 \(stable index 21\) holds NaN or inf"):
+        next(it)
+    assert source.get_state()["current_index"] == 16  # the failing batch not handed out
+    source.close()
