@@ -13,8 +13,15 @@ from datarax.sources._columns import as_text
 from datarax.sources.hf.config import HFConfig
 
 
-def _arrow_to_numpy(column: Any, name: str, where: str) -> np.ndarray:
-    """One Arrow column as a numpy array (text as an object array of str)."""
+def _arrow_to_numpy(
+    column: Any, name: str, where: str, first_record: int | None = 0
+) -> np.ndarray:
+    """One Arrow column as a numpy array (text as an object array of str).
+
+    ``first_record``: the stream position of the column's first value, so that errors
+    name records by their position in the split; None for the values inside lists
+    (their errors name the field only).
+    """
     import pyarrow as pa
 
     if isinstance(column, pa.ChunkedArray):
@@ -22,13 +29,13 @@ def _arrow_to_numpy(column: Any, name: str, where: str) -> np.ndarray:
     kind = column.type
     if column.null_count:
         first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        at = " inside a list" if first_record is None else f" at record {first_record + first}"
         raise DataraxError(
-            f"{where}: field '{name}' is missing a value (None) at record {first} of the "
-            "chunk being read; fill missing values (Dataset.map) or drop the field "
-            "(exclude_keys)."
+            f"{where}: field '{name}' is missing a value (None){at}; fill missing values "
+            "(Dataset.map) or drop the field (exclude_keys)."
         )
     if pa.types.is_dictionary(kind):
-        return _arrow_to_numpy(column.dictionary_decode(), name, where)
+        return _arrow_to_numpy(column.dictionary_decode(), name, where, first_record)
     if (
         pa.types.is_string(kind)
         or pa.types.is_large_string(kind)
@@ -46,10 +53,16 @@ def _arrow_to_numpy(column: Any, name: str, where: str) -> np.ndarray:
         lengths = np.diff(offsets)
         if n and (lengths != lengths[0]).any():
             bad = int(np.flatnonzero(lengths != lengths[0])[0])
+            which = (
+                f"record {first_record} has {int(lengths[0])}, record {first_record + bad} "
+                f"has {int(lengths[bad])}"
+                if first_record is not None
+                else f"inner lists of lengths {int(lengths[0])} and {int(lengths[bad])}"
+            )
             raise DataraxError(
-                f"{where}: field '{name}' holds lists of different lengths (record 0 has "
-                f"{int(lengths[0])}, record {bad} has {int(lengths[bad])}); batches need "
-                "one shape per field. Pad or truncate it first, or drop it (exclude_keys)."
+                f"{where}: field '{name}' holds lists of different lengths ({which}); "
+                "batches need one shape per field. Pad or truncate it first, or drop it "
+                "(exclude_keys)."
             )
         width = int(lengths[0]) if n else 0
         inner = column.flatten()
@@ -66,7 +79,14 @@ def _arrow_to_numpy(column: Any, name: str, where: str) -> np.ndarray:
                 "into an array; convert it first or drop it (exclude_keys)."
             )
         return array
-    values = _arrow_to_numpy(inner, name, where)
+    if first_record is not None and width and inner.null_count:
+        element = int(np.flatnonzero(inner.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DataraxError(
+            f"{where}: field '{name}' is missing a value (None) inside the list of record "
+            f"{first_record + element // width}; fill missing values (Dataset.map) or drop "
+            "the field (exclude_keys)."
+        )
+    values = _arrow_to_numpy(inner, name, where, None)
     return values.reshape((n, width) + values.shape[1:])
 
 
@@ -101,7 +121,7 @@ def table_to_columns(
         if _is_image(feature):
             array = _decode_images(table.column(key), feature, key, where, first_record)
         else:
-            array = _arrow_to_numpy(table.column(key), key, where)
+            array = _arrow_to_numpy(table.column(key), key, where, first_record)
         columns[key] = fit_column(
             key, array, where=where, cast_float64=config.cast_float64, first_record=first_record
         )

@@ -4,6 +4,7 @@ budget) applied to them."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
+from datarax.sources.host_reader import SessionEnded
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
 if TYPE_CHECKING:
@@ -24,7 +26,10 @@ class StreamReader:
     """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted.
 
     ``consumed`` counts this shard's records of the pass handed out or skipped;
-    ``skipped`` the bad records before ``consumed`` (``on_error="skip"``). With
+    ``skipped`` the bad records before ``consumed`` (``on_error="skip"``);
+    ``read_to`` where reading stands (past ``consumed`` while a pipeline reads ahead:
+    :meth:`start` a session, :meth:`peek` its batches on the read-ahead thread,
+    :meth:`commit` each on the consumer's thread as it is handed out). With
     ``count`` shards the stream is read in whole rounds of ``count`` records and
     shard ``index`` keeps record ``index`` of each round; a partial last round is left
     out, so every shard serves the same number of records (the rule of every stream).
@@ -48,6 +53,10 @@ class StreamReader:
         self.ledger = SkipLedger(policy, _WHERE)  # bad records: pulled, then committed
         self._tables: Any = None
         self.ended = False
+        # One thread reads at a time (a peek, a direct read, an open or close); a
+        # session ends with every close, so a peek of an ended one raises SessionEnded.
+        self.lock = threading.RLock()
+        self.session = 0
         self.close()
 
     @property
@@ -60,6 +69,13 @@ class StreamReader:
         return self._epoch
 
     def close(self) -> None:
+        """Drop the open stream; ends the reading session."""
+        with self.lock:
+            self.session += 1
+            self._reset()
+
+    def _reset(self) -> None:
+        self._open_at: tuple[int, int, int] | None = None  # a session's open, for its first peek
         tables, self._tables = self._tables, None
         if tables is not None and hasattr(tables, "close"):
             tables.close()
@@ -74,15 +90,20 @@ class StreamReader:
         self._ordinal = 0  # this shard's records pulled from the stream
         self._epoch = 0
         self.consumed = 0
+        self.read_to = 0
         self.ledger.begin(0)
         self.ended = False
 
     def open(self, epoch: int, *, skip: int, skipped: int = 0) -> None:
         """Open pass ``epoch``, drop its first ``skip`` records of this shard (of which
         ``skipped`` were bad records skipped before)."""
-        self.close()
+        with self.lock:
+            self.close()
+            self._load(epoch, skip, skipped)
+
+    def _load(self, epoch: int, skip: int, skipped: int) -> None:
         self._epoch = int(epoch)
-        self.consumed = int(skip)
+        self.consumed = self.read_to = int(skip)
         self.ledger.begin(epoch, skipped)
         config = self._source.config
         dataset = self._dataset
@@ -113,10 +134,66 @@ class StreamReader:
             skip = 0
 
     def read(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-        """Up to ``batch_size`` records of the pass (None at its end)."""
+        """Up to ``batch_size`` records of the pass (None at its end), handed out now."""
+        with self.lock:
+            got = self._take(batch_size)
+            if got is None:
+                self.finish()
+                return None
+            columns, indices, end = got
+            self._commit(end)
+            return columns, indices
+
+    # ------------------------------------------------------------- read-ahead
+    def start(self, epoch: int, skip: int, skipped: int) -> int:
+        """A new reading session at record ``skip`` of pass ``epoch`` (``skipped``
+        bad records before it); its first :meth:`peek` opens the stream there, unless
+        it is open there already. Returns the session."""
+        with self.lock:
+            if self.is_open and (self._epoch, self.consumed, self.read_to) == (epoch, skip, skip):
+                self.session += 1  # keep the open stream: it stands there
+            else:
+                self.close()
+                self._open_at = (int(epoch), int(skip), int(skipped))
+            return self.session
+
+    def peek(
+        self, batch_size: int, session: int
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, int] | None:
+        """The next ``batch_size`` records of ``session`` after those peeked before, their
+        stream positions and ``end`` (:attr:`consumed` once they are handed out); None
+        at the pass's end. Moves only :attr:`read_to`; bad records met are pulled, not
+        yet counted. Raises :class:`SessionEnded` once the session is over."""
+        with self.lock:
+            if session != self.session:
+                raise SessionEnded(f"{_WHERE}: the read-ahead session {session} was ended.")
+            if self._open_at is not None:
+                self._load(*self._open_at)
+                self._open_at = None
+            return self._take(batch_size)
+
+    def commit(self, end: int | None) -> None:
+        """Hand out the records before ordinal ``end`` (None: the rest of the pass).
+
+        The consumer's thread only; it may run while the read-ahead thread peeks:
+        it moves :attr:`consumed` and the ledger's committed skips, which a peek does
+        not touch."""
+        if end is None:
+            self.finish()
+        else:
+            self._commit(end)
+
+    def finish(self) -> None:
+        """The pass is over: count its last bad records, check the pass's skip share."""
+        self._commit(self._ordinal)
+        self._check_pass_fraction()
+        self.ended = True
+
+    def _take(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, int] | None:
+        """Up to ``batch_size`` records after :attr:`read_to`, their positions and end."""
         parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
         need = batch_size
-        end = self.consumed
+        end = self.read_to
         while need > 0:
             if self._chunk is None or self._offset >= len(self._indices):
                 got = self._next_table()
@@ -133,15 +210,12 @@ class StreamReader:
             self._offset += take
             need -= take
         if not parts:
-            self._commit(self._ordinal)
-            self._check_pass_fraction()
-            self.ended = True
             return None
-        self._commit(end)
+        self.read_to = end
         if len(parts) == 1:
-            return parts[0]
+            return parts[0][0], parts[0][1], end
         columns = {k: np.concatenate([p[0][k] for p in parts]) for k in self._keys}
-        return columns, np.concatenate([p[1] for p in parts])
+        return columns, np.concatenate([p[1] for p in parts]), end
 
     @property
     def skipped(self) -> int:
@@ -256,6 +330,7 @@ class StreamReader:
         """Count bad records before ordinal ``end`` as skipped; ``end`` is consumed."""
         self.ledger.commit(end)
         self.consumed = end
+        self.read_to = max(self.read_to, end)
 
     def _pull(self, count: int) -> Any:
         """The next Arrow table of the stream; with ``count > 1`` tables are pulled

@@ -103,18 +103,33 @@ class HFStreamingSource(StreamSource):
         """The next records of the pass (this shard's) and their positions in its stream."""
         reader = self._reader
         epoch, index = self.epoch, self.index
-        if reader.is_open and (reader.epoch, reader.consumed) != (epoch, index):
-            reader.close()  # the position was set from outside (e.g. nnx.update)
-        if not reader.is_open:
-            reader.open(epoch, skip=index, skipped=self._skipped())
-        got = reader.read(batch_size)
-        self.skipped.set_value(np.asarray(reader.skipped, np.int64))
-        self.datarax_position.move(epoch, reader.consumed)
+        with reader.lock:
+            if reader.is_open and (reader.epoch, reader.consumed, reader.read_to) != (
+                epoch, index, index
+            ):
+                # the position was set from outside (e.g. nnx.update), or a pipeline
+                # read ahead of it: start over where the position stands
+                reader.close()
+            if not reader.is_open:
+                reader.open(epoch, skip=index, skipped=self._skipped())
+            got = reader.read(batch_size)
+            self.skipped.set_value(np.asarray(reader.skipped, np.int64))
+            self.datarax_position.move(epoch, reader.consumed)
         if got is None:
             return None, None
         columns, indices = got
-        batch = {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
-        return batch, indices
+        return self._batch_of(columns), indices
+
+    def batch_cursor(self) -> StreamCursor:
+        """Batches from the current position, read ahead without moving it: a
+        pipeline's read-ahead thread peeks them and its consumer commits each one it
+        hands out (see :class:`StreamCursor`). Ends any earlier reading session."""
+        reader = self._reader
+        session = reader.start(self.epoch, self.index, self._skipped())
+        return StreamCursor(self, session)
+
+    def _batch_of(self, columns: dict[str, np.ndarray]) -> Batch:
+        return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Records dropped under ``on_error="skip"`` so far: pass, position and cause.
@@ -170,6 +185,50 @@ class HFStreamingSource(StreamSource):
         )
         self.seek(epoch, index)
         self.skipped.set_value(np.asarray(skipped, np.int64))
+
+
+class StreamCursor:
+    """Batches of an :class:`HFStreamingSource` read ahead of its position.
+
+    :meth:`peek` (the read-ahead thread) returns the batch after the last one peeked,
+    its stream positions and its ``end`` (the position once it is handed out), and
+    moves nothing the source's state carries. :meth:`commit` (the consumer's thread,
+    in order) hands a batch out: the position and the skip count move past it. So
+    ``source.get_state()`` is what was handed out, however far the peeks ran ahead.
+    :attr:`current` turns False once anything else moved or read the stream
+    (``set_state``, a direct ``get_batch``, ``close_epoch``).
+    """
+
+    def __init__(self, source: HFStreamingSource, session: int) -> None:
+        self._source = source
+        self._reader = source._reader
+        self._epoch = source.epoch
+        self._session = session
+
+    @property
+    def current(self) -> bool:
+        """Whether the reader still serves this cursor's session."""
+        return self._session == self._reader.session
+
+    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
+        """``(batch, stream positions, end)`` of the next batch, or None at the pass's
+        end; raises :class:`~datarax.sources.host_reader.SessionEnded` once not
+        :attr:`current`, and a bad record's error at the batch that would hold it."""
+        got = self._reader.peek(batch_size, self._session)
+        if got is None:
+            return None
+        columns, indices, end = got
+        return self._source._batch_of(columns), indices, end
+
+    def commit(self, end: int | None) -> None:
+        """Hand out everything before position ``end`` of the pass (None: its end)."""
+        source, reader = self._source, self._reader
+        if not self.current:  # moved from outside: the position is already set there
+            return
+        reader.commit(end)
+        if int(source.skipped.get_raw_value()) != reader.skipped:
+            source.skipped.set_value(np.asarray(reader.skipped, np.int64))
+        source.datarax_position.move(self._epoch, reader.consumed)
 
 
 def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:

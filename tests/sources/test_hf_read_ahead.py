@@ -1,0 +1,207 @@
+"""HFStreamingSource read ahead on the pipeline's worker thread: the same batches, errors
+and skips as reading on the consumer's thread, and the source's position (and skip
+count) is at every moment what was handed out."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+from flax import nnx
+
+datasets = pytest.importorskip("datasets")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from datarax.core.errors import DataraxError  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
+
+N = 60
+BAD = (13, 14, 41)  # lists of another length: skipped under on_error="skip"
+GOOD = [i for i in range(N) if i not in BAD]
+
+
+@pytest.fixture(autouse=True)
+def offline(tmp_path, monkeypatch):
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+    datasets.disable_progress_bars()
+
+
+@pytest.fixture
+def data(tmp_path) -> str:
+    vec = [[i, i] for i in range(N)]
+    for i in BAD:
+        vec[i] = [i, i, i]
+    table = pa.table({
+        "idx": pa.array(np.arange(N, dtype=np.int32)),
+        "vec": pa.array(vec, pa.list_(pa.int32())),
+        "text": [f"record {i}" for i in range(N)],
+    })
+    path = str(tmp_path / "train.parquet")
+    pq.write_table(table, path)
+    return path
+
+
+def pipeline(path: str, prefetch: int = 2, batch_size: int = 8, drop_remainder: bool = False,
+             **config) -> Pipeline:
+    config = {"chunk_size": 10, "on_error": "skip", **config}
+    source = HFStreamingSource(HFStreamingConfig(name="parquet", data_files=path, **config))
+    return Pipeline(source=source, stages=[], batch_size=batch_size, prefetch=prefetch,
+                    drop_remainder=drop_remainder, rngs=nnx.Rngs(0))
+
+
+def ids(batch) -> list[int]:
+    return np.asarray(batch["idx"]).tolist()
+
+
+def epochs(p: Pipeline, count: int = 2) -> list[list[int]]:
+    return [ids(b) for _ in range(count) for b in p]
+
+
+def _read_ahead_of(source, handed_out: int) -> int:
+    """Records the worker read past what was handed out (waits for it)."""
+    reader = source._reader
+    for _ in range(1000):  # up to 10 s on a loaded machine; usually at once
+        if reader.read_to > handed_out:
+            break
+        time.sleep(0.01)
+    return reader.read_to - handed_out
+
+
+def _workers(threads) -> set[str]:
+    return {t.name for t in threads if t.is_alive() and t.name == "datarax-dispatch"}
+
+
+@pytest.mark.parametrize("prefetch", [1, 3])
+@pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_read_ahead_serves_the_batches_read_on_the_consumers_thread(
+    data, prefetch, drop_remainder, shuffle
+) -> None:
+    kw = {"drop_remainder": drop_remainder, "shuffle": shuffle, "seed": 5,
+          "shuffle_buffer_size": 16}
+    ahead = epochs(pipeline(data, prefetch, **kw))
+    assert ahead == epochs(pipeline(data, 0, **kw))
+    first_pass = sorted(v for batch in ahead[: len(ahead) // 2] for v in batch)
+    if drop_remainder:
+        assert len(first_pass) == len(GOOD) // 8 * 8 and set(first_pass) <= set(GOOD)
+    else:
+        assert first_pass == GOOD
+
+
+def test_text_fields_are_lists_of_str_when_read_ahead(data) -> None:
+    batch = next(iter(pipeline(data, prefetch=2)))
+    assert batch["text"] == [f"record {i}" for i in range(8)]
+
+
+def test_source_state_is_what_was_handed_out_while_batches_are_read_ahead(data) -> None:
+    p = pipeline(data, prefetch=3)
+    source = p.source
+    it = iter(p)
+    head = [ids(next(it)) for _ in range(2)]
+    assert head[1] == [8, 9, 10, 11, 12, 15, 16, 17]  # passes the bad 13 and 14
+    assert source.get_state() == {"current_index": 18, "current_epoch": 0, "skipped": 2}
+    assert _read_ahead_of(source, 18) > 0  # the worker did read on ...
+    assert source.get_state() == {"current_index": 18, "current_epoch": 0, "skipped": 2}
+    state = json.loads(json.dumps(source.get_state()))
+    rest = [ids(b) for b in it]
+
+    fresh = pipeline(data, prefetch=3)
+    fresh.source.set_state(state)  # the seed's promise: the source's own state resumes
+    assert [ids(b) for b in fresh] == rest
+    assert fresh.source.get_state()["skipped"] == 3
+    assert head + rest == epochs(pipeline(data, 0), 1)
+
+
+def test_restoring_the_source_mid_pass_continues_from_the_restored_position(data) -> None:
+    reference = epochs(pipeline(data, 0), 1)
+    p = pipeline(data, prefetch=2)
+    it = iter(p)
+    first = ids(next(it))
+    state = p.source.get_state()
+    served = [ids(next(it)) for _ in range(3)]
+    p.source.set_state(state)  # back to after the first batch: the next three again
+    again = [ids(next(it)) for _ in range(3)]
+    assert again == served == reference[1:4]
+    p.source.set_state(p.source.get_state())  # restoring where it stands loses nothing
+    assert [first, *again, *(ids(b) for b in it)] == reference
+
+
+def test_nnx_update_under_a_live_iterator_continues_from_the_restored_position(data) -> None:
+    reference = epochs(pipeline(data, 0), 1)
+    p = pipeline(data, prefetch=2)
+    it = iter(p)
+    next(it)
+    saved = nnx.clone(nnx.state(p.source))  # a copy: nnx.state shares the Variables
+    served = [ids(next(it)) for _ in range(2)]
+    nnx.update(p.source, saved)
+    assert [ids(next(it)) for _ in range(2)] == served == reference[1:3]
+
+
+def test_a_direct_read_between_batches_is_not_served_again(data) -> None:
+    reference = [v for batch in epochs(pipeline(data, 0), 1) for v in batch]
+    p = pipeline(data, prefetch=2)
+    it = iter(p)
+    first = ids(next(it))
+    _read_ahead_of(p.source, 8)
+    direct = ids(p.source.get_batch(8))  # the source's own records, after the first batch
+    rest = [v for b in it for v in ids(b)]
+    assert first == reference[:8] and direct == reference[8:16]
+    assert first + direct + rest == reference
+
+
+def test_a_bad_record_raises_at_its_batch_after_the_batches_before_it(data) -> None:
+    for prefetch in (0, 3):
+        before = set(threading.enumerate())
+        p = pipeline(data, prefetch, on_error="raise", chunk_size=4, batch_size=4)
+        it = iter(p)
+        assert [ids(next(it)) for _ in range(3)][-1] == [8, 9, 10, 11]
+        for _ in range(2):  # a retry meets the same record again
+            with pytest.raises(DataraxError, match="field 'vec' holds lists of different "
+                               r"lengths \(record 12 has 2, record 13 has 3\)"):
+                next(it)
+            assert p.source.get_state()["current_index"] == 12  # the failing batch not handed out
+            assert _workers(set(threading.enumerate()) - before) == set()  # released at once
+
+
+def test_skips_read_ahead_are_counted_once_when_passed(data) -> None:
+    p = pipeline(data, prefetch=3)
+    source = p.source
+    it = iter(p)
+    next(it)  # records 0..7; the worker reads past 13 and 14, maybe 41
+    _read_ahead_of(source, 8)
+    assert source.get_state()["skipped"] == 0 and source.skipped_records() == []
+    next(it)  # passes 13 and 14
+    assert source.get_state()["skipped"] == 2
+    assert [r.index for r in source.skipped_records()] == [13, 14]
+    rest = list(it)
+    assert sum(len(ids(b)) for b in rest) == len(GOOD) - 16
+    assert [r.index for r in source.skipped_records()] == [13, 14, 41]
+    assert source.get_state() == {"current_index": N, "current_epoch": 0, "skipped": 3}
+
+
+def test_the_worker_ends_with_the_pass_and_with_a_closed_iterator(data) -> None:
+    before = set(threading.enumerate())
+    p = pipeline(data, prefetch=2)
+    for _ in p:
+        pass
+    it = iter(p)
+    next(it)
+    it.close()
+    assert p.source.get_state()["current_index"] == 8  # what was handed out, not read
+    it = iter(p)  # the next pass
+    assert ids(next(it)) == list(range(8))
+    del it
+    for _ in range(250):
+        if not _workers(set(threading.enumerate()) - before):
+            break
+        time.sleep(0.02)
+    assert _workers(set(threading.enumerate()) - before) == set()
