@@ -60,7 +60,8 @@ def bad_parquet(tmp_path) -> str:
 
 
 def source(path: str, **kw) -> HFStreamingSource:
-    return HFStreamingSource(HFStreamingConfig(name="parquet", data_files=path, chunk_size=8, **kw))
+    kw = {"chunk_size": 8, **kw}
+    return HFStreamingSource(HFStreamingConfig(name="parquet", data_files=path, **kw))
 
 
 def pipeline(path: str, **kw) -> Pipeline:
@@ -80,6 +81,30 @@ def test_raise_is_the_default_and_keeps_its_message(bad_parquet):
         "drop it (exclude_keys)."
     )
     assert "skipped" not in source(bad_parquet, exclude_keys=("vec",)).get_state()
+
+
+@pytest.mark.parametrize("chunk_size", [4, 8])
+def test_errors_name_the_record_by_its_position_in_the_stream(bad_parquet, chunk_size):
+    # record 5 is in the second chunk of 4: named 5, not by its row in the chunk
+    with pytest.raises(DataraxError, match=r"lengths \(record 4 has 2, record 5 has 3\)"
+                       if chunk_size == 4 else r"lengths \(record 0 has 2, record 5 has 3\)"):
+        list(pipeline(bad_parquet, chunk_size=chunk_size))
+
+
+@pytest.mark.parametrize("chunk_size", [4, 8])
+def test_errors_of_a_shard_name_the_record_by_its_position_in_the_stream(bad_parquet, chunk_size):
+    # shard 1 of 2 keeps the odd records: its rows of a chunk are 2 positions apart
+    def shard(**kw):
+        src = source(bad_parquet, chunk_size=chunk_size, **kw)
+        return Pipeline(source=src, stages=[], batch_size=4, shard_index=1, shard_count=2,
+                        rngs=nnx.Rngs(0))
+
+    # (with chunks of 8 the source's first chunk, read unsharded for the spec, holds it)
+    named = {4: r"\(record 5 has 3, record 7 has 2\)", 8: r"\(record 0 has 2, record 5 has 3\)"}
+    with pytest.raises(DataraxError, match=named[chunk_size]):
+        list(shard())
+    with pytest.raises(RecordError, match=r"field 'label' is int64 and record 21 holds"):
+        list(shard(exclude_keys=("vec",)))
 
 
 def test_skip_drops_counts_and_reports(bad_parquet):

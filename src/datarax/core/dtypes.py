@@ -38,7 +38,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Union
 
 import jax
 import numpy as np
@@ -92,20 +92,36 @@ def declared_64bit(dtypes: dict[str, Any]) -> list[str]:
     return [name for name, dtype in dtypes.items() if is_64bit(dtype)]
 
 
+Records = Union[int, np.ndarray]
+"""Which records a column's rows are, for messages: the number of row 0 (rows are
+consecutive), or each row's number (a shard's rows of a stream are not)."""
+
+
+def record_number(records: Records, row: int) -> int:
+    """The number of ``row``'s record.
+
+    >>> record_number(10, 2), record_number(np.array([3, 7, 11]), 2)
+    (12, 11)
+    """
+    if isinstance(records, np.ndarray):
+        return int(records[row])
+    return int(records) + row
+
+
 def fit_column(
     field: str,
     column: Any,
     *,
     where: str | None,
     cast_float64: bool,
-    first_record: int = 0,
+    first_record: Records = 0,
     drop_hint: str = DROP_FIELD,
 ) -> Any:
     """One field's values, records along axis 0, under the policy of this module.
 
     Text and non-64-bit values come back unchanged (JAX arrays too: they are never
-    64-bit while x64 is off). ``first_record`` is the record number of row 0, used to
-    name the record holding a value that does not fit.
+    64-bit while x64 is off). ``first_record`` names the rows' records
+    (:data:`Records`), used to name the record holding a value that does not fit.
     """
     return _fit(field, column, where, cast_float64, first_record, drop_hint)
 
@@ -132,7 +148,7 @@ def _fit(
     value: Any,
     where: str | None,
     cast_float64: bool,
-    first_record: int | None,
+    first_record: Records | None,
     drop_hint: str,
 ) -> Any:
     if isinstance(value, jax.Array):
@@ -156,7 +172,7 @@ def _fit(
                 at = ""
                 if first_record is not None and array.ndim:
                     row = flat // max(1, int(np.prod(array.shape[1:])))
-                    record = first_record + row
+                    record = record_number(first_record, row)
                     at = f"record {record} "
                 raise RecordError(
                     f"{prefix}field '{field}' is {dtype.name} and {at}holds {bad}, outside "

@@ -8,19 +8,19 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import DataraxError
-from datarax.core.dtypes import fit_column
+from datarax.core.dtypes import Records, fit_column, record_number
 from datarax.sources._columns import as_text
 from datarax.sources.hf.config import HFConfig
 
 
 def _arrow_to_numpy(
-    column: Any, name: str, where: str, first_record: int | None = 0
+    column: Any, name: str, where: str, first_record: Records | None = 0
 ) -> np.ndarray:
     """One Arrow column as a numpy array (text as an object array of str).
 
-    ``first_record``: the stream position of the column's first value, so that errors
-    name records by their position in the split; None for the values inside lists
-    (their errors name the field only).
+    ``first_record``: the rows' stream positions (:data:`~datarax.core.dtypes.Records`),
+    so that errors name records by their position in the split; None for the values
+    inside lists (their errors name the field only).
     """
     import pyarrow as pa
 
@@ -29,7 +29,8 @@ def _arrow_to_numpy(
     kind = column.type
     if column.null_count:
         first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        at = " inside a list" if first_record is None else f" at record {first_record + first}"
+        at = (" inside a list" if first_record is None
+              else f" at record {record_number(first_record, first)}")
         raise DataraxError(
             f"{where}: field '{name}' is missing a value (None){at}; fill missing values "
             "(Dataset.map) or drop the field (exclude_keys)."
@@ -54,8 +55,8 @@ def _arrow_to_numpy(
         if n and (lengths != lengths[0]).any():
             bad = int(np.flatnonzero(lengths != lengths[0])[0])
             which = (
-                f"record {first_record} has {int(lengths[0])}, record {first_record + bad} "
-                f"has {int(lengths[bad])}"
+                f"record {record_number(first_record, 0)} has {int(lengths[0])}, record "
+                f"{record_number(first_record, bad)} has {int(lengths[bad])}"
                 if first_record is not None
                 else f"inner lists of lengths {int(lengths[0])} and {int(lengths[bad])}"
             )
@@ -83,8 +84,8 @@ def _arrow_to_numpy(
         element = int(np.flatnonzero(inner.is_null().to_numpy(zero_copy_only=False))[0])
         raise DataraxError(
             f"{where}: field '{name}' is missing a value (None) inside the list of record "
-            f"{first_record + element // width}; fill missing values (Dataset.map) or drop "
-            "the field (exclude_keys)."
+            f"{record_number(first_record, element // width)}; fill missing values "
+            "(Dataset.map) or drop the field (exclude_keys)."
         )
     values = _arrow_to_numpy(inner, name, where, None)
     return values.reshape((n, width) + values.shape[1:])
@@ -112,9 +113,11 @@ def table_to_columns(
     keys: Sequence[str],
     config: HFConfig,
     where: str,
-    first_record: int = 0,
+    first_record: Records = 0,
     features: Any = None,
 ) -> dict[str, np.ndarray]:
+    """``table``'s ``keys`` as numpy columns (text as lists' arrays of str), checked and
+    fitted to 32 bits; errors name records by ``first_record`` (their stream positions)."""
     columns = {}
     for key in keys:
         feature = features.get(key) if features is not None else None
@@ -132,14 +135,17 @@ def _is_image(feature: Any) -> bool:
     return type(feature).__name__ == "Image" and type(feature).__module__.startswith("datasets")
 
 
-def _decode_images(column: Any, feature: Any, name: str, where: str, first_record: int) -> np.ndarray:
+def _decode_images(
+    column: Any, feature: Any, name: str, where: str, first_record: Records
+) -> np.ndarray:
     """An HF ``Image`` column (encoded bytes) as one stacked uint8 array."""
     images = []
     for i, value in enumerate(column.to_pylist()):
         if value is None:
             raise DataraxError(
                 f"{where}: field '{name}' is missing an image (None) at record "
-                f"{first_record + i}; fill or filter it first, or drop the field (exclude_keys)."
+                f"{record_number(first_record, i)}; fill or filter it first, or drop the "
+                "field (exclude_keys)."
             )
         images.append(np.asarray(feature.decode_example(value)))
     shapes = {im.shape for im in images}
@@ -147,8 +153,8 @@ def _decode_images(column: Any, feature: Any, name: str, where: str, first_recor
         bad = next(i for i, im in enumerate(images) if im.shape != images[0].shape)
         raise DataraxError(
             f"{where}: field '{name}' holds images of different shapes (record "
-            f"{first_record} is {images[0].shape}, record {first_record + bad} is "
-            f"{images[bad].shape}); resize them to one shape first (Dataset.map), or drop "
+            f"{record_number(first_record, 0)} is {images[0].shape}, record "
+            f"{record_number(first_record, bad)} is {images[bad].shape}); resize them to one shape first (Dataset.map), or drop "
             "the field (exclude_keys)."
         )
     return np.stack(images)

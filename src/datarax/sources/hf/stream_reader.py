@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datarax.core.dtypes import is_text_dtype
+from datarax.core.dtypes import Records, is_text_dtype, record_number
 from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
 from datarax.sources.hf.arrow import table_to_columns
@@ -259,7 +259,7 @@ class StreamReader:
                 self._keys,
                 source.config,
                 _WHERE,
-                first_record=int(positions[0]),
+                first_record=positions,
                 features=self._dataset.features,
             )
             if self._policy.skips:
@@ -273,7 +273,7 @@ class StreamReader:
                     self._keys,
                     source.config,
                     self._dataset.features,
-                    int(positions[0]),
+                    positions,
                     self._epoch,
                     err,
                 ) from err
@@ -379,18 +379,19 @@ def record_error(
     keys: Sequence[str],
     config: HFConfig,
     features: Any,
-    first_position: int,
+    positions: Records,
     epoch: int,
     err: BaseException,
 ) -> RecordError:
-    """``on_error="raise"``: the error naming the first record of ``table`` (whose
-    first record is at stream position ``first_position``) that fails alone."""
-    position, cause = first_position, err
+    """``on_error="raise"``: the error naming the first record of ``table`` (its rows at
+    stream ``positions``, see :data:`~datarax.core.dtypes.Records`) that fails alone."""
+    position, cause = record_number(positions, 0), err
     for i in range(table.num_rows):
+        at = record_number(positions, i)
         try:
-            table_to_columns(table.slice(i, 1), keys, config, _WHERE, first_position + i, features)
+            table_to_columns(table.slice(i, 1), keys, config, _WHERE, at, features)
         except Exception as one:  # noqa: BLE001 - reported with location
-            position, cause = first_position + i, one
+            position, cause = at, one
             break
     return RecordError(
         f"{_WHERE}: cannot convert record {position} of split {config.split!r} "
