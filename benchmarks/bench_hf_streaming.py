@@ -12,8 +12,14 @@ one process, after a warm-up pass of each (files in the page cache):
 * ``floor_records``: plain ``for example in ds`` (one dict per record), for scale;
 * ``pipeline``: ``Pipeline(HFStreamingSource(...), stages=[], batch_size=B)``:
   numeric fields as JAX arrays, text as lists of ``str``, spec-checked, with state;
+* ``pipeline_prefetch0``: the same with ``prefetch=0`` (batches read on the loop's
+  thread, as before the stream was read ahead);
 * ``pipeline_extract``: the same with the seed's ``extract_fields`` ElementOperator
   (per-record Python on text batches), for scale.
+
+``overlap``: a pass of each pipeline with a simulated train step per batch (a wait of
+twice the pipeline's own time per batch, as when the loop waits for the accelerator):
+``hidden`` is the share of the data time the loop does not pay (1.0: all of it).
 
 Reports records/s (median of ``--repeats`` passes) and the ratio pipeline / floor
 (target >= 0.8). Run: ``python benchmarks/bench_hf_streaming.py [--rows 100000]``.
@@ -109,13 +115,20 @@ def main(argv: list[str] | None = None) -> dict:
             n += 1
         return n
 
-    source = HFStreamingSource(HFStreamingConfig(name=folder, split="train", chunk_size=4096))
-    pipeline = Pipeline(source=source, stages=[], batch_size=B, rngs=nnx.Rngs(0))
+    def make_pipeline(prefetch: int) -> Pipeline:
+        source = HFStreamingSource(HFStreamingConfig(name=folder, split="train", chunk_size=4096))
+        return Pipeline(source=source, stages=[], batch_size=B, prefetch=prefetch,
+                        rngs=nnx.Rngs(0))
 
-    def run_pipeline() -> int:
+    pipelines = {2: make_pipeline(2), 0: make_pipeline(0)}
+
+    def run_pipeline(prefetch: int = 2, wait: float = 0.0) -> int:
         n = 0
-        for batch in pipeline:
+        for batch in pipelines[prefetch]:
             n += len(batch["sentence"])
+            if wait:
+                np.asarray(batch["label"])  # the step reads the batch, then waits
+                time.sleep(wait)
         jax.block_until_ready(batch["label"])
         return n
 
@@ -138,7 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     results: dict = {"rows": args.rows, "batch_size": B, "repeats": args.repeats}
     # floor and pipeline passes alternate, so load from other processes hits both alike
-    pairs = {"floor": floor, "pipeline": run_pipeline, "floor_numpy": floor_numpy}
+    pairs = {"floor": floor, "pipeline": run_pipeline, "floor_numpy": floor_numpy,
+             "pipeline_prefetch0": lambda: run_pipeline(0)}
     times: dict[str, list[float]] = {name: [] for name in pairs}
     for fn in pairs.values():
         fn()  # warm-up pass (page cache, compilation)
@@ -157,6 +171,17 @@ def main(argv: list[str] | None = None) -> dict:
         if count != args.rows:
             raise SystemExit(f"{name} served {count} records, expected {args.rows}")
         results[name] = {"seconds": round(seconds, 4), "records_per_s": round(count / seconds)}
+    batches = -(-args.rows // B)
+    wait = 2 * results["pipeline"]["seconds"] / batches
+    train = batches * wait
+    results["overlap"] = {"train_s_per_batch": round(wait, 6)}
+    for prefetch, name in ((2, "pipeline"), (0, "pipeline_prefetch0")):
+        both = timed(lambda p=prefetch: run_pipeline(p, wait), 3)[0]
+        data = results[name]["seconds"]
+        results["overlap"][name] = {
+            "both_s": round(both, 4),
+            "hidden": round(max(0.0, min(1.0, (data + train - both) / data)), 3),
+        }
     results["ratio_pipeline_vs_floor"] = round(
         results["pipeline"]["records_per_s"] / results["floor"]["records_per_s"], 3
     )

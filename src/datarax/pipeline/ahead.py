@@ -182,7 +182,10 @@ def run_ahead(produce: Callable[[], list[Any] | None], depth: int) -> DispatchAh
     def computed() -> list[Any] | None:
         items = produce()
         if items is not None:
-            jax.block_until_ready([a for a in jax.tree.leaves(items) if isinstance(a, jax.Array)])
+            # a list inside an item is host data (text): one leaf, not one per string
+            leaves = (leaf for item in items
+                      for leaf in jax.tree.leaves(item, is_leaf=lambda v: isinstance(v, list)))
+            jax.block_until_ready([a for a in leaves if isinstance(a, jax.Array)])
         return items
 
     return DispatchAhead(computed, depth, settings)
