@@ -34,6 +34,8 @@ from typing import Any
 
 import jax
 
+from datarax.core.threads import run_behind_consumer
+
 
 def _thread_local_jax_config() -> Callable[[], Callable[[], None]] | None:
     """A function that, called in the worker, takes on the calling thread's JAX settings.
@@ -107,6 +109,7 @@ class DispatchAhead:
         _LIVE.add(self)
 
     def _run(self) -> None:
+        run_behind_consumer()  # the loop's thread first when cores are short
         restore = self._settings() if self._settings is not None else None
         try:
             while True:

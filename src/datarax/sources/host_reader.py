@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
+from datarax.core.threads import run_behind_consumer
 from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
 from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
@@ -301,7 +302,8 @@ class HostReader:
         assert order is not None
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.num_threads, thread_name_prefix=f"{self.name}-reader"
+                max_workers=self.num_threads, thread_name_prefix=f"{self.name}-reader",
+                initializer=run_behind_consumer,  # the loop's thread first when cores are short
             )
         size = self.chunk_size or 64
         # read_ahead counts chunks of one batch; a chunk of several batches counts for

@@ -1,0 +1,67 @@
+"""Threads working ahead of the loop (the pipeline's worker, a host reader's threads)
+run at a lower OS priority than the loop's thread, so a loop waking from its train
+step is not kept waiting behind them on a busy machine."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.threads import BEHIND, run_behind_consumer
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="per-thread priorities are a Linux feature")
+
+
+def _priority(thread: threading.Thread) -> int:
+    return os.getpriority(os.PRIO_PROCESS, thread.native_id)
+
+
+def _ours(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+
+
+def test_run_behind_consumer_lowers_only_the_calling_thread() -> None:
+    loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = {}
+
+    def work() -> None:
+        seen["changed"] = run_behind_consumer()
+        seen["priority"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == {"changed": True, "priority": min(19, loop + BEHIND)}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == loop
+
+
+def test_the_pipelines_worker_runs_behind_the_loop() -> None:
+    loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(64, dtype=np.float32)})
+    iterator = iter(Pipeline(source=source, batch_size=8, prefetch=2, rngs=nnx.Rngs(0)))
+    assert np.asarray(next(iterator)["x"]).tolist() == list(range(8))
+    workers = _ours("datarax-dispatch")
+    assert workers and all(_priority(t) == min(19, loop + BEHIND) for t in workers)
+    iterator.close()
+
+
+def test_a_host_readers_threads_run_behind_the_loop(tmp_path) -> None:
+    loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(256, dtype=np.float32))
+    source = NpySource(NpySourceConfig(paths={"x": str(path)}))
+    pipeline = Pipeline(source=source, batch_size=8, prefetch=2, rngs=nnx.Rngs(0))
+    iterator = iter(pipeline)
+    assert np.asarray(next(iterator)["x"]).tolist() == list(range(8))
+    readers = [t for t in threading.enumerate() if "-reader" in t.name and t.is_alive()]
+    assert readers and all(_priority(t) == min(19, loop + BEHIND) for t in readers)
+    iterator.close()
+    source.close()
