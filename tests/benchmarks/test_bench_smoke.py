@@ -92,15 +92,8 @@ def test_external_workload_without_its_script_is_pending(monkeypatch):
     assert result["note"] == "benchmarks/no_such_bench_script.py has not landed yet"
 
 
-def test_w5_hf_streaming_tiny_serves_every_record_both_ways(tmp_path, monkeypatch):
-    datasets = pytest.importorskip("datasets")
-    import huggingface_hub.constants as hub_constants
-
+def test_w5_hf_streaming_tiny_serves_every_record_both_ways(tmp_path, hf_offline):
     from benchmarks import bench_hf_streaming
-
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # CI has no network
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
 
     out = bench_hf_streaming.main(
         ["--rows", "1200", "--repeats", "1", "--folder", str(tmp_path / "w5")]

@@ -116,17 +116,6 @@ def hf_folder(tmp_path_factory):
     return str(root)
 
 
-@pytest.fixture
-def hf_offline(monkeypatch, tmp_path):
-    datasets = pytest.importorskip("datasets")
-    import huggingface_hub.constants as hub_constants
-
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
-    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)
-
-
 def _hf_pipeline(folder: str, streaming: bool, bs: int, shuffle: bool, stochastic: bool,
                  drop: bool, shard: tuple[int, int] = (0, 1)) -> Pipeline:
     from datarax.sources import HFEagerConfig, HFEagerSource, HFStreamingConfig, HFStreamingSource

@@ -34,15 +34,7 @@ from datarax.core.errors import MissingExtraError  # noqa: E402
 N = 100
 
 
-@pytest.fixture(autouse=True)
-def offline(tmp_path, monkeypatch):
-    """No Hub access; datasets' cache inside tmp_path."""
-    import huggingface_hub.constants as hub_constants
-
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
-    datasets.disable_progress_bars()
+pytestmark = pytest.mark.usefixtures("hf_offline")
 
 
 def sst2_table(n: int = N) -> pa.Table:

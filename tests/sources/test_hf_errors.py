@@ -31,14 +31,7 @@ LABEL_CAUSE = (
 )
 
 
-@pytest.fixture(autouse=True)
-def offline(tmp_path, monkeypatch):
-    import huggingface_hub.constants as hub_constants
-
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
-    datasets.disable_progress_bars()
+pytestmark = pytest.mark.usefixtures("hf_offline")
 
 
 @pytest.fixture

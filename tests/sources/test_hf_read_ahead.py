@@ -1,6 +1,7 @@
 """HFStreamingSource read ahead on the pipeline's worker thread: the same batches, errors
 and skips as reading on the consumer's thread, and the source's position (and skip
-count) is at every moment what was handed out."""
+count) is at every moment what was handed out. (A restore under a live iterator, at
+the source and the nnx level, is in the conformance table's ``check_restore_live``.)"""
 
 from __future__ import annotations
 
@@ -25,14 +26,7 @@ BAD = (13, 14, 41)  # lists of another length: skipped under on_error="skip"
 GOOD = [i for i in range(N) if i not in BAD]
 
 
-@pytest.fixture(autouse=True)
-def offline(tmp_path, monkeypatch):
-    import huggingface_hub.constants as hub_constants
-
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
-    datasets.disable_progress_bars()
+pytestmark = pytest.mark.usefixtures("hf_offline")
 
 
 @pytest.fixture
@@ -119,31 +113,6 @@ def test_source_state_is_what_was_handed_out_while_batches_are_read_ahead(data) 
     assert [ids(b) for b in fresh] == rest
     assert fresh.source.get_state()["skipped"] == 3
     assert head + rest == epochs(pipeline(data, 0), 1)
-
-
-def test_restoring_the_source_mid_pass_continues_from_the_restored_position(data) -> None:
-    reference = epochs(pipeline(data, 0), 1)
-    p = pipeline(data, prefetch=2)
-    it = iter(p)
-    first = ids(next(it))
-    state = p.source.get_state()
-    served = [ids(next(it)) for _ in range(3)]
-    p.source.set_state(state)  # back to after the first batch: the next three again
-    again = [ids(next(it)) for _ in range(3)]
-    assert again == served == reference[1:4]
-    p.source.set_state(p.source.get_state())  # restoring where it stands loses nothing
-    assert [first, *again, *(ids(b) for b in it)] == reference
-
-
-def test_nnx_update_under_a_live_iterator_continues_from_the_restored_position(data) -> None:
-    reference = epochs(pipeline(data, 0), 1)
-    p = pipeline(data, prefetch=2)
-    it = iter(p)
-    next(it)
-    saved = nnx.clone(nnx.state(p.source))  # a copy: nnx.state shares the Variables
-    served = [ids(next(it)) for _ in range(2)]
-    nnx.update(p.source, saved)
-    assert [ids(next(it)) for _ in range(2)] == served == reference[1:3]
 
 
 def test_a_direct_read_between_batches_is_not_served_again(data) -> None:
