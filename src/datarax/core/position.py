@@ -70,6 +70,10 @@ class SourcePosition(nnx.Module):
     def index(self) -> int:
         return int(self.index_var.get_raw_value())
 
+    def where(self) -> tuple[int, int]:
+        """``(epoch, index)`` in one read (once per batch, on the consumer's thread)."""
+        return int(self.epoch_var.get_raw_value()), int(self.index_var.get_raw_value())
+
     def advance(self, count: int) -> None:
         """Count ``count`` more records as handed out in this pass."""
         _store(self.index_var, _scalar(self.index + int(count)))

@@ -66,6 +66,7 @@ class PipelineIterator:
         self._closed = False
         self._superseded = False
         self._ahead: DispatchAhead | None = None
+        self._count = 0  # records in the batch being handed out
         self._stats = pipeline._stats
         self._begin(epoch, resume_at)
 
@@ -207,7 +208,7 @@ class PipelineIterator:
             self._stats.seconds["wait"] += time.perf_counter() - began
         self._handed_any = True
         self._may_roll = False
-        self._stats.count(batch_length(batch))
+        self._stats.count(self._count)
         return batch
 
     def _next_batch(self) -> Batch:
@@ -241,8 +242,7 @@ class PipelineIterator:
         self._prepared = True
 
     def _next_indexed(self) -> Batch:
-        source = self._source
-        if self._prepared and (source.epoch, source.index) != self._expect:
+        if self._prepared and self._source.datarax_position.where() != self._expect:
             # The source was moved from outside (its set_state, nnx.update): what was
             # dispatched ahead belongs to the old position; continue from the new one.
             self._follow_source()
@@ -269,6 +269,7 @@ class PipelineIterator:
             batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
         self._source.advance(count)
         self._expect = (self._expect[0], self._expect[1] + count)
+        self._count = count
         self._mark()
         if self._ahead is not None:
             self._ahead.resume()
@@ -309,6 +310,7 @@ class PipelineIterator:
         if batch_length(batch) < self._batch_size and self._plan.drop_remainder:
             raise StopIteration
         batch = self._host.prepare(batch, indices, position)
+        self._count = batch_length(batch)
         self._mark()
         return batch
 
@@ -323,6 +325,7 @@ class PipelineIterator:
         self._expect = (self._expect[0], end)
         if batch is None:  # the short last batch, dropped (drop_remainder)
             raise StopIteration
+        self._count = batch_length(batch)
         self._mark()
         self._ahead.resume()
         return batch
