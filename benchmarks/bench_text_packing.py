@@ -145,7 +145,8 @@ def run_grain(docs: list[str], tok: Any, eos: int, seq_len: int, bins: int):
 
 
 def run_datarax(
-    docs: list[str], tok: Any, eos: int, seq_len: int, bins: int, packing: str = "first_fit"
+    docs: list[str], tok: Any, eos: int, seq_len: int, bins: int, packing: str = "first_fit",
+    prefetch: int = 2,
 ):
     from flax import nnx
 
@@ -154,7 +155,7 @@ def run_datarax(
 
     config = PackedTextConfig(seq_len=seq_len, packing=packing, open_rows=bins, tokenize_block=1024)
     source = PackedTextSource(config, lambda: docs, TextTokenizer(tok, eos_id=eos))
-    yield from Pipeline(source, batch_size=BATCH, rngs=nnx.Rngs(0))
+    yield from Pipeline(source, batch_size=BATCH, prefetch=prefetch, rngs=nnx.Rngs(0))
 
 
 CONTENDERS = {
@@ -162,6 +163,8 @@ CONTENDERS = {
     "grain": run_grain,
     "datarax": run_datarax,
     "datarax-concat": lambda *a: run_datarax(*a, packing="concat"),
+    # rows packed on the loop's thread (no read-ahead), for scale
+    "datarax-prefetch0": lambda *a: run_datarax(*a, prefetch=0),
 }
 
 
@@ -193,6 +196,26 @@ def timed_pass(name: str, docs, tok, eos: int, seq_len: int, bins: int) -> dict[
         "tokens_per_s": tokens / seconds,
         "efficiency": tokens / (rows * seq_len),
     }
+
+
+def overlap_pass(results: dict[str, Any], docs, tok, eos: int, seq_len: int,
+                 bins: int) -> dict[str, Any]:
+    """A pass of datarax with and without read-ahead where each batch is followed by
+    a simulated train step (a wait of twice the data time per batch, as when the loop
+    waits for the accelerator): the share of the data time hidden behind the steps."""
+    batches = -(-results["datarax"]["rows"] // BATCH)
+    wait = 2 * results["datarax"]["seconds"] / batches
+    out: dict[str, Any] = {"train_s_per_batch": wait}
+    for name, prefetch in (("datarax", 2), ("datarax-prefetch0", 0)):
+        began = time.perf_counter()
+        for batch in run_datarax(docs, tok, eos, seq_len, bins, prefetch=prefetch):
+            np.asarray(batch["tokens"])  # the step takes the batch, then waits
+            time.sleep(wait)
+        both = time.perf_counter() - began
+        data = results[name]["seconds"]
+        out[name] = {"seconds": both,
+                     "hidden": max(0.0, min(1.0, (data + batches * wait - both) / data))}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,6 +267,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
     for key, value in ratios.items():
         print(f"  {key}: {value:.2f}x")
+    overlap = {}
+    if "datarax" in results and "datarax-prefetch0" in results:
+        overlap = overlap_pass(results, docs, tok, eos, args.seq_len, args.bins)
+        for name, row in overlap.items():
+            if isinstance(row, dict):
+                print(f"  overlap {name}: {row['seconds']:.2f} s with the train steps, "
+                      f"{row['hidden']:.0%} of the data time hidden", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
@@ -255,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                     "tokens": want_tokens,
                     "results": results,
                     "ratios": ratios,
+                    "overlap": overlap,
                     "cpus": os.cpu_count(),
                 },
                 f,

@@ -158,6 +158,11 @@ class SkipLedger:
         self._pulled = int(skipped)  # committed + pending (the budget counts these)
         self._pending: collections.deque[SkippedRecord] = collections.deque()
 
+    @property
+    def pulled(self) -> int:
+        """Skips this epoch, committed or still pending (what the budget counts)."""
+        return self._pulled
+
     def drop_pending(self) -> None:
         """Forget skips read ahead but not reached (the read-ahead was discarded)."""
         self._pulled -= len(self._pending)
@@ -191,9 +196,10 @@ class SkipLedger:
             return
         budget = self.policy.budget(records)
         assert budget is not None
-        if self.skipped > budget:
-            latest = self.reports[-1] if self.reports else None
-            raise self.over_budget(self.skipped, budget, records, latest)
+        if self._pulled > budget:  # pending ones too: a reader may check before handing out
+            pending = self._pending[-1] if self._pending else None
+            latest = pending or (self.reports[-1] if self.reports else None)
+            raise self.over_budget(self._pulled, budget, records, latest)
 
     def over_budget(
         self, count: int, budget: int, epoch_size: int | None, latest: SkippedRecord | None

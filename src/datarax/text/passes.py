@@ -12,6 +12,7 @@ that row) it rebuilds the identical next rows.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -66,6 +67,11 @@ class TextPass:
         self.ledger = SkipLedger(policy, "PackedTextSource")  # bad documents of the pass
         self.snapshot: tuple[int, int, dict[str, Any]] | None = None
         self.at: tuple[int, int] | None = None
+        # One thread reads at a time (a pipeline's read-ahead, or a direct read); a
+        # reading session ends whenever the owner moves or reads the pass itself.
+        self.lock = threading.RLock()
+        self.session = 0
+        self.defer_skips = False  # read ahead: skips are counted as their rows are handed out
         self._reset(0)
         self.at = None
 
@@ -86,10 +92,17 @@ class TextPass:
         self._reset(epoch)
         self.at = (epoch, 0)
 
-    def suspend(self) -> None:
-        """Release the reader; keep a snapshot so the position is re-derived cheaply."""
-        if self.at is not None and self._it is not None:
-            self.snapshot = (*self.at, self._extra())
+    def suspend(self, at: tuple[int, int] | None = None) -> None:
+        """Release the reader; keep a snapshot so the position is re-derived cheaply
+        (``at``: the owner's position — read ahead of it, the snapshot committed there
+        is kept)."""
+        with self.lock:
+            self.session += 1
+            if self.at is not None and self._it is not None and (at is None or self.at == at):
+                self.snapshot = (*self.at, self._extra())
+            self._suspend()
+
+    def _suspend(self) -> None:
         self._reset(self._epoch)
         self.at = None
 
@@ -119,6 +132,40 @@ class TextPass:
                     field="current_index",
                 )
             left -= dropped
+
+    # ------------------------------------------------------------ read ahead
+    def start(self) -> int:
+        """A new read-ahead session (any other ends); returns it."""
+        with self.lock:
+            self.session += 1
+            return self.session
+
+    def peek(
+        self, session: int, epoch: int, index: int, count: int
+    ) -> tuple[Batch, int, dict[str, Any], int] | None:
+        """The next ``count`` rows after row ``index`` of pass ``epoch`` for read-ahead
+        ``session``: ``(rows, end, snapshot at end, documents passed)``, or None at the
+        pass's end. Bad documents met are pulled, counted once their rows are handed out
+        (the owner commits). Raises ``SessionEnded`` once the session is over."""
+        from datarax.sources.host_reader import SessionEnded
+
+        with self.lock:
+            if session != self.session:
+                raise SessionEnded(f"PackedTextSource: the read-ahead session {session} ended.")
+            self.defer_skips = True
+            self.follow(epoch, index)
+            rows = self.take(count)
+            if rows is None:
+                return None
+            end = index + len(rows["tokens"])
+            self.at = (epoch, end)
+            return rows, end, self._extra(), self.next_document
+
+    def direct(self) -> None:
+        """The owner reads the pass itself: any read-ahead session ends (call under
+        :attr:`lock`)."""
+        self.session += 1
+        self.defer_skips = False
 
     # -------------------------------------------------------------- reading
     def take(self, count: int) -> Batch | None:
@@ -216,7 +263,8 @@ class TextPass:
         self.ledger.pull(
             SkippedRecord(self._epoch, index, index, None, index, cause), epoch_size=None
         )
-        self.ledger.commit(index + 1)
+        if not self.defer_skips:
+            self.ledger.commit(index + 1)
 
     @property
     def skipped(self) -> int:
@@ -229,10 +277,16 @@ class TextPass:
         return self.ledger.reports
 
     # ---------------------------------------------------------------- state
-    def stats(self) -> dict[str, Any]:
-        extra = self._extra()
-        if self.at is None and self.snapshot is not None:  # suspended: its snapshot
-            extra = self.snapshot[2]
+    def stats(self, at: tuple[int, int] | None = None) -> dict[str, Any]:
+        """Rows, tokens, efficiency, documents and skips of the pass up to ``at`` (the
+        owner's position) where a snapshot knows it, else where this object stands."""
+        with self.lock:  # a read-ahead thread may be packing
+            extra = self._extra()
+            snapshot = self.snapshot
+            if snapshot is not None and (
+                self.at is None or (at is not None and self.at != at and snapshot[:2] == at)
+            ):
+                extra = snapshot[2]  # suspended, or read ahead of the position: its snapshot
         rows, tokens = extra["packer"]["rows_packed"], extra["packer"]["tokens_packed"]
         return {
             "rows": rows,
@@ -245,15 +299,18 @@ class TextPass:
     def _extra(self) -> dict[str, Any]:
         return {
             "next_document": self.next_document,
-            "skipped": self.skipped,
+            "skipped": self.ledger.pulled,  # passed by the packer (read ahead: not all counted yet)
             "documents": self.documents,
             "packer": self.packer.get_state(),
         }
 
     def snapshot_at(self, epoch: int, index: int) -> dict[str, Any]:
-        """The snapshot of row ``index`` of pass ``epoch`` if this object knows it."""
-        if self.at == (epoch, index):
-            return self._extra()
+        """The snapshot of row ``index`` of pass ``epoch`` if this object knows it
+        (under the lock: a read-ahead thread may be packing; once it read past the
+        position, the snapshot its consumer committed there is the one)."""
+        with self.lock:
+            if self.at == (epoch, index):
+                return self._extra()
         if self.snapshot is not None and self.snapshot[:2] == (epoch, index):
             return dict(self.snapshot[2])
         if index == 0:

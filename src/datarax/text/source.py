@@ -24,6 +24,7 @@ would have served.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,27 +175,37 @@ class PackedTextSource(StreamSource):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """Rows and their numbers in the pass (their stable index)."""
         text = self._text
-        first = self.index
-        text.follow(self.epoch, first)
-        rows = text.take(batch_size)
-        if rows is None:
-            return None, None
-        count = len(rows["tokens"])
-        self.advance(count)
-        text.at = (self.epoch, self.index)
+        with text.lock:
+            text.direct()
+            first = self.index
+            text.follow(self.epoch, first)
+            rows = text.take(batch_size)
+            if rows is None:
+                return None, None
+            count = len(rows["tokens"])
+            self.advance(count)
+            text.at = (self.epoch, self.index)
         return rows, np.arange(first, first + count)
+
+    def batch_cursor(self) -> TextCursor:
+        """Rows from the current position, packed ahead without moving it: a
+        pipeline's read-ahead thread peeks them and its consumer commits each batch it
+        hands out (see :class:`TextCursor`). Ends any earlier reading session."""
+        return TextCursor(self, self._text.start())
 
     def restart(self, epoch: int) -> None:
         """Stand at the first row of pass ``epoch`` (the reader opens lazily)."""
-        self.seek(epoch, 0)
-        self._text.open_fresh(epoch)
+        with self._text.lock:
+            self._text.direct()
+            self.seek(epoch, 0)
+            self._text.open_fresh(epoch)
 
     def close_epoch(self) -> None:
         """Release the reader; the position is kept (the next read re-derives the pass)."""
-        self._text.suspend()
+        self._text.suspend(at=(self.epoch, self.index))
 
     def close(self) -> None:
-        self._text.suspend()
+        self._text.suspend(at=(self.epoch, self.index))
 
     def __iter__(self) -> PackedTextSource:
         self.check_contract()
@@ -206,7 +217,7 @@ class PackedTextSource(StreamSource):
     def packing_stats(self) -> dict[str, Any]:
         """This pass so far: rows and tokens handed out, ``efficiency`` (non-padding
         share of the rows), documents packed and skipped."""
-        return self._text.stats()
+        return self._text.stats(at=(self.epoch, self.index))
 
     def skipped_documents(self) -> list[SkippedRecord]:
         """Documents skipped under ``on_error="skip"`` since the source was built:
@@ -244,6 +255,57 @@ class PackedTextSource(StreamSource):
                         field=key,
                     )
             self._text.check_snapshot(extra)
-        self._text.snapshot = (epoch, index, extra) if extra else None
-        self.seek(epoch, index)
-        self._text.follow(epoch, index)  # rebuild now: a foreign state fails here
+        with self._text.lock:
+            self._text.direct()
+            self._text.snapshot = (epoch, index, extra) if extra else None
+            self.seek(epoch, index)
+            self._text.follow(epoch, index)  # rebuild now: a foreign state fails here
+
+
+class TextCursor:
+    """Packed rows of a :class:`PackedTextSource` read ahead of its position.
+
+    :meth:`peek` (the read-ahead thread) packs the rows after the last ones peeked and
+    returns them with their row numbers and ``end`` (the position once they are handed
+    out), moving nothing the source's state carries. :meth:`commit` (the consumer's
+    thread, in order) hands a batch out: the position moves past it, the snapshot of
+    that position becomes the one ``get_state()`` reports, and the bad documents passed
+    before it are counted and reported. :attr:`current` turns False once the source
+    was moved or read otherwise (``set_state``, a direct ``get_batch``, ``close``).
+    """
+
+    def __init__(self, source: PackedTextSource, session: int) -> None:
+        self._source = source
+        self._text = source._text
+        self._session = session
+        self._epoch = source.epoch
+        self._read = source.index  # the row after the last one peeked
+        self._peeked: collections.deque[tuple[int, dict[str, Any], int]] = collections.deque()
+
+    @property
+    def current(self) -> bool:
+        """Whether the source's text pass still serves this cursor's session."""
+        return self._session == self._text.session
+
+    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
+        """``(rows, row numbers, end)`` of the next batch, or None at the pass's end."""
+        got = self._text.peek(self._session, self._epoch, self._read, batch_size)
+        if got is None:
+            return None
+        rows, end, snapshot, passed = got
+        indices = np.arange(self._read, end)
+        self._read = end
+        self._peeked.append((end, snapshot, passed))
+        return rows, indices, end
+
+    def commit(self, end: int | None) -> None:
+        """Hand out every row before ``end`` (None: the rest of the pass)."""
+        if not self.current:  # moved from outside: the position is already set there
+            return
+        end = self._read if end is None else int(end)
+        text = self._text
+        while self._peeked and self._peeked[0][0] <= end:
+            at, snapshot, passed = self._peeked.popleft()
+            text.ledger.commit(passed)  # the bad documents passed before these rows
+            text.snapshot = (self._epoch, at, snapshot)
+        self._source.datarax_position.move(self._epoch, end)

@@ -1,0 +1,129 @@
+"""PackedTextSource read ahead on the pipeline's worker thread: the same rows, errors and
+skips as packing on the consumer's thread, and the source's state (position, packer
+snapshot, skip count and reports, packing stats) is at every moment what was handed out.
+(A restore under a live iterator is in the conformance table's ``check_restore_live``.)"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+from flax import nnx
+from text_helpers import make_texts, word_ids
+
+from datarax.core.errors import RecordError
+from datarax.pipeline import Pipeline
+from datarax.text import PackedTextConfig, PackedTextSource
+
+TEXTS = make_texts(120, seed=7, high=30)
+BAD = {9, 10, 57}  # empty documents: skipped under on_error="skip"
+DOCS = ["" if i in BAD else t for i, t in enumerate(TEXTS)]
+
+
+def source(**config) -> PackedTextSource:
+    defaults = {"seq_len": 16, "open_rows": 3, "tokenize_block": 8,
+                "with_document_index": True, "on_error": "skip"}
+    return PackedTextSource(PackedTextConfig(**{**defaults, **config}), lambda epoch: DOCS,
+                            word_ids)
+
+
+def pipeline(prefetch: int = 2, **config) -> Pipeline:
+    return Pipeline(source(**config), batch_size=4, prefetch=prefetch, rngs=nnx.Rngs(0))
+
+
+def rows(batch) -> list[list[int]]:
+    return np.asarray(batch["tokens"]).tolist()
+
+
+def _read_ahead_of(src: PackedTextSource, handed_out: int) -> int:
+    """Rows the worker packed past what was handed out (waits for it)."""
+    text = src._text
+    for _ in range(1000):  # up to 10 s on a loaded machine; usually at once
+        at = text.at
+        if at is not None and at[1] > handed_out:
+            break
+        time.sleep(0.01)
+    return (text.at or (0, handed_out))[1] - handed_out
+
+
+@pytest.mark.parametrize("prefetch", [1, 3])
+def test_read_ahead_serves_the_rows_packed_on_the_consumers_thread(prefetch) -> None:
+    ahead = [rows(b) for _ in range(2) for b in pipeline(prefetch)]
+    assert ahead == [rows(b) for _ in range(2) for b in pipeline(0)]
+
+
+def test_state_is_what_was_handed_out_while_rows_are_packed_ahead() -> None:
+    reference = [rows(b) for b in pipeline(0)]
+    p = pipeline(3)
+    src = p.source
+    it = iter(p)
+    head = [rows(next(it)) for _ in range(3)]
+    assert _read_ahead_of(src, 12) > 0  # the worker did pack on ...
+    state = json.loads(json.dumps(src.get_state()))  # ... the state is at row 12
+    assert (state["current_epoch"], state["current_index"]) == (0, 12)
+    direct = source()
+    for _ in range(3):
+        direct.get_batch(4)
+    assert state == json.loads(json.dumps(direct.get_state()))  # the same snapshot
+    assert src.packing_stats() == direct.packing_stats()
+    rest = [rows(b) for b in it]
+
+    fresh = pipeline(3)
+    fresh.source.set_state(state)
+    assert [rows(b) for b in fresh] == rest
+    assert head + rest == reference
+
+
+def test_skips_packed_ahead_are_counted_once_their_rows_are_handed_out() -> None:
+    p = pipeline(3)
+    src = p.source
+    it = iter(p)
+    next(it)  # documents 0.. ; the worker packs on past the bad 9 and 10
+    _read_ahead_of(src, 4)
+    handed = 4
+    while src.skipped_documents() == []:
+        assert src.get_state()["skipped"] == 0
+        next(it)
+        handed += 4
+    direct = source()
+    for _ in range(handed // 4):
+        direct.get_batch(4)
+    assert src.get_state() == direct.get_state()
+    assert [r.index for r in src.skipped_documents()] == [
+        r.index for r in direct.skipped_documents()
+    ]
+    list(it)
+    assert [r.index for r in src.skipped_documents()] == sorted(BAD)
+    assert src.packing_stats()["skipped"] == 3
+
+
+def test_a_direct_read_between_batches_is_not_served_again() -> None:
+    reference = [row for b in pipeline(0) for row in rows(b)]
+    p = pipeline(2)
+    it = iter(p)
+    first = rows(next(it))
+    _read_ahead_of(p.source, 4)
+    direct = rows(p.source.get_batch(4))  # the source's own rows, after the first batch
+    rest = [row for b in it for row in rows(b)]
+    assert first == reference[:4] and direct == reference[4:8]
+    assert first + direct + rest == reference
+
+
+def test_a_bad_document_raises_at_its_batch_after_the_batches_before_it() -> None:
+    for prefetch in (0, 3):
+        before = set(threading.enumerate())
+        p = pipeline(prefetch, on_error="raise")
+        it = iter(p)
+        served = 0
+        with pytest.raises(RecordError, match="document 9 of pass 0 is empty"):
+            while True:
+                next(it)
+                served += 4
+        assert served > 0 and p.source.get_state()["current_index"] == served
+        with pytest.raises(RecordError, match="document 9 of pass 0 is empty"):
+            next(it)  # a retry meets the same document again
+        assert {t.name for t in set(threading.enumerate()) - before
+                if t.is_alive() and t.name == "datarax-dispatch"} == set()
