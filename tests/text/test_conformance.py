@@ -86,3 +86,9 @@ def test_orbax_round_trip_of_nnx_state(tmp_path) -> None:
     cf.check_resume(
         ROW, "nnx", points=cf.key_points(ROW, 4), nnx_round_trip=cf.orbax_round_trip(tmp_path)
     )
+
+
+@pytest.mark.parametrize("level", ["source", "nnx"])
+def test_a_restore_under_a_live_iterator_continues_from_there(level: str) -> None:
+    # the rows after the state come again, though the worker had packed ahead
+    cf.check_restore_live(ROW, level, stages=_noise)
