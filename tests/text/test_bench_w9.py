@@ -20,7 +20,9 @@ def test_w9_tiny_run_does_the_same_work_everywhere(tmp_path) -> None:
     )
     data = json.loads(out.read_text())
     assert code == 0
-    assert sorted(data["results"]) == ["datarax", "datarax-concat", "floor", "grain"]
+    assert sorted(data["results"]) == [
+        "datarax", "datarax-concat", "datarax-prefetch0", "floor", "grain"
+    ]
     for name, r in data["results"].items():
         assert r["same_work"] is True, name
         assert r["tokens"] == data["tokens"]
@@ -28,3 +30,6 @@ def test_w9_tiny_run_does_the_same_work_everywhere(tmp_path) -> None:
     # datarax and the floor use the same first-fit policy: identical rows
     assert data["results"]["datarax"]["rows"] == data["results"]["floor"]["rows"]
     assert set(data["ratios"]) >= {"datarax / grain tokens/s", "datarax / floor efficiency"}
+    # the read-ahead and the consumer's-thread packing side by side, with train steps
+    assert set(data["overlap"]) == {"train_s_per_batch", "datarax", "datarax-prefetch0"}
+    assert all(0.0 <= data["overlap"][n]["hidden"] <= 1.0 for n in ("datarax", "datarax-prefetch0"))
