@@ -127,3 +127,18 @@ def test_a_bad_document_raises_at_its_batch_after_the_batches_before_it() -> Non
             next(it)  # a retry meets the same document again
         assert {t.name for t in set(threading.enumerate()) - before
                 if t.is_alive() and t.name == "datarax-dispatch"} == set()
+
+
+def test_bad_documents_after_the_last_row_are_counted_when_the_pass_ends() -> None:
+    docs = TEXTS[:30] + ["", "   "]  # the pass ends with two bad documents
+
+    def build(prefetch: int) -> Pipeline:
+        src = PackedTextSource(PackedTextConfig(seq_len=16, on_error="skip"),
+                               lambda epoch: docs, word_ids)
+        return Pipeline(src, batch_size=4, prefetch=prefetch, rngs=nnx.Rngs(0))
+
+    ahead, direct = build(3), build(0)
+    assert [rows(b) for b in ahead] == [rows(b) for b in direct]
+    assert [r.index for r in ahead.source.skipped_documents()] == [30, 31]
+    assert ahead.source.get_state() == direct.source.get_state()
+    assert ahead.source.packing_stats() == direct.source.packing_stats()

@@ -302,10 +302,13 @@ class TextCursor:
         """Hand out every row before ``end`` (None: the rest of the pass)."""
         if not self.current:  # moved from outside: the position is already set there
             return
-        end = self._read if end is None else int(end)
         text = self._text
+        rest = end is None  # the pass is over: the worker stopped packing
+        end = self._read if end is None else int(end)
         while self._peeked and self._peeked[0][0] <= end:
             at, snapshot, passed = self._peeked.popleft()
             text.ledger.commit(passed)  # the bad documents passed before these rows
             text.snapshot = (self._epoch, at, snapshot)
+        if rest:  # ... and the bad documents after the last row
+            text.ledger.commit(text.next_document)
         self._source.datarax_position.move(self._epoch, end)
