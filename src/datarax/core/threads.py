@@ -11,7 +11,10 @@ data time hidden behind a simulated train step from 0-62% to 92% (see
 ``docs/devices.md``).
 
 Linux only, where ``setpriority`` applies to one thread; elsewhere (and where the OS
-refuses) the thread keeps its priority.
+refuses) the thread keeps its priority. A thread inherits its creator's priority, and
+XLA starts its compiler threads on first use: so the pipeline's worker lowers its own
+only once its first batch is made (that one may compile), lest the process's compiler
+threads run behind for good.
 """
 
 from __future__ import annotations

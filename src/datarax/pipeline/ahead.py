@@ -109,10 +109,15 @@ class DispatchAhead:
         _LIVE.add(self)
 
     def _run(self) -> None:
-        run_behind_consumer()  # the loop's thread first when cores are short
         restore = self._settings() if self._settings is not None else None
+        behind = False
         try:
             while True:
+                if not behind and self._items:
+                    # The loop's thread first when cores are short — from the second
+                    # item on: the first may compile, and XLA starts its compiler
+                    # threads on first use, which would inherit this thread's priority.
+                    behind = run_behind_consumer() or True
                 with self._ready:
                     while len(self._items) >= self._depth and not self._stopped:
                         self._ready.wait()
