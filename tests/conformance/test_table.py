@@ -107,6 +107,18 @@ def test_source_restored_under_a_live_iterator_continues_from_there(row, level):
 
 
 @parametrize_rows
+def test_a_direct_read_between_batches_is_served_once(row):
+    kind = row.kind
+    if kind is None:
+        pipeline = row.make()
+        kind = pipeline.source.kind.name
+        row.close(pipeline)
+    if kind == "INDEXED":
+        pytest.skip("an indexed source's batches are computed from positions, not read")
+    conformance.check_direct_read_live(row)
+
+
+@parametrize_rows
 def test_nnx_state_is_small_arrays(row):
     conformance.check_nnx_state_small(row)
 

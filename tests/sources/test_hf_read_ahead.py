@@ -1,7 +1,8 @@
 """HFStreamingSource read ahead on the pipeline's worker thread: the same batches, errors
 and skips as reading on the consumer's thread, and the source's position (and skip
-count) is at every moment what was handed out. (A restore under a live iterator, at
-the source and the nnx level, is in the conformance table's ``check_restore_live``.)"""
+count) is at every moment what was handed out. (A restore under a live iterator and
+a direct read between batches are in the conformance table: ``check_restore_live``,
+``check_direct_read_live``.)"""
 
 from __future__ import annotations
 
@@ -113,18 +114,6 @@ def test_source_state_is_what_was_handed_out_while_batches_are_read_ahead(data) 
     assert [ids(b) for b in fresh] == rest
     assert fresh.source.get_state()["skipped"] == 3
     assert head + rest == epochs(pipeline(data, 0), 1)
-
-
-def test_a_direct_read_between_batches_is_not_served_again(data) -> None:
-    reference = [v for batch in epochs(pipeline(data, 0), 1) for v in batch]
-    p = pipeline(data, prefetch=2)
-    it = iter(p)
-    first = ids(next(it))
-    _read_ahead_of(p.source, 8)
-    direct = ids(p.source.get_batch(8))  # the source's own records, after the first batch
-    rest = [v for b in it for v in ids(b)]
-    assert first == reference[:8] and direct == reference[8:16]
-    assert first + direct + rest == reference
 
 
 def test_a_bad_record_raises_at_its_batch_after_the_batches_before_it(data) -> None:

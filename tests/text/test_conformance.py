@@ -92,3 +92,7 @@ def test_orbax_round_trip_of_nnx_state(tmp_path) -> None:
 def test_a_restore_under_a_live_iterator_continues_from_there(level: str) -> None:
     # the rows after the state come again, though the worker had packed ahead
     cf.check_restore_live(ROW, level, stages=_noise)
+
+
+def test_a_direct_read_between_batches_is_served_once() -> None:
+    cf.check_direct_read_live(ROW)

@@ -1,7 +1,8 @@
 """PackedTextSource read ahead on the pipeline's worker thread: the same rows, errors and
 skips as packing on the consumer's thread, and the source's state (position, packer
 snapshot, skip count and reports, packing stats) is at every moment what was handed out.
-(A restore under a live iterator is in the conformance table's ``check_restore_live``.)"""
+(A restore under a live iterator and a direct read between batches are in the
+conformance checks: ``check_restore_live``, ``check_direct_read_live``.)"""
 
 from __future__ import annotations
 
@@ -98,18 +99,6 @@ def test_skips_packed_ahead_are_counted_once_their_rows_are_handed_out() -> None
     list(it)
     assert [r.index for r in src.skipped_documents()] == sorted(BAD)
     assert src.packing_stats()["skipped"] == 3
-
-
-def test_a_direct_read_between_batches_is_not_served_again() -> None:
-    reference = [row for b in pipeline(0) for row in rows(b)]
-    p = pipeline(2)
-    it = iter(p)
-    first = rows(next(it))
-    _read_ahead_of(p.source, 4)
-    direct = rows(p.source.get_batch(4))  # the source's own rows, after the first batch
-    rest = [row for b in it for row in rows(b)]
-    assert first == reference[:4] and direct == reference[4:8]
-    assert first + direct + rest == reference
 
 
 def test_a_bad_document_raises_at_its_batch_after_the_batches_before_it() -> None:

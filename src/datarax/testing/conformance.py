@@ -44,6 +44,7 @@ import numpy as np
 from datarax.core.spec import TextSpec
 from datarax.testing.resume import Batch
 from datarax.testing.resume_checks import (  # the resume clauses live there
+    check_direct_read_live,
     check_nnx_state_small,
     check_restore_live,
     check_resume,
@@ -53,7 +54,8 @@ from datarax.testing.resume_checks import (  # the resume clauses live there
 from datarax.testing.source_row import Level, SourceRow, run_epochs
 
 __all__ = [
-    "Level", "SourceRow", "check_close_releases_threads", "check_epochs", "check_kind",
+    "Level", "SourceRow", "check_close_releases_threads", "check_direct_read_live",
+    "check_epochs", "check_kind",
     "check_nnx_state_small", "check_restore_live", "check_resume", "check_shards",
     "check_spec", "key_points", "orbax_round_trip", "run_epochs",
 ]

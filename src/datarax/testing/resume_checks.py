@@ -12,6 +12,7 @@ See :mod:`datarax.testing.conformance` for the table and an example.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -198,6 +199,37 @@ def check_restore_live(
         )
     for k, (want, have) in enumerate(zip(expected, got)):
         compare_row(row, f"batch {k} of the epoch restored in place", want, have)
+
+
+def check_direct_read_live(row: SourceRow) -> None:
+    """A read of the source itself (``source.get_batch_with_indices``) between two
+    batches of a live iterator — whose next batches may be read ahead already — serves
+    the records right after the ones handed out, and the iterator goes on after those:
+    the epoch's records come once each, in the uninterrupted order. Host and stream
+    sources (an indexed source's batches are computed from positions, not read)."""
+    reference = row.make()
+    try:
+        if reference.source.kind.name == "INDEXED":
+            raise ValueError(f"{row.name}: check_direct_read_live is for host and stream sources")
+        expected = [i for b in run_epochs(reference, 1)[0] for i in row.record_ids(b)]
+    finally:
+        row.close(reference)
+    pipeline = row.make()
+    try:
+        iterator = iter(pipeline)
+        first = list(row.record_ids(to_host(next(iterator))))
+        time.sleep(0.05)  # a read-ahead worker reads on meanwhile: the case to cover
+        batch, _ = pipeline.source.get_batch_with_indices(pipeline.batch_size)
+        direct = list(row.record_ids(to_host(batch)))
+        rest = [i for b in iterator for i in row.record_ids(to_host(b))]
+        iterator.close()
+    finally:
+        row.close(pipeline)
+    if first + direct + rest != expected:
+        raise AssertionError(
+            f"{row.name}: with a direct read after the first batch the epoch served "
+            f"{first} + {direct} (direct) + {rest}; uninterrupted: {expected}"
+        )
 
 
 def key_points(row: SourceRow, batch_size: int) -> list[int]:
