@@ -29,6 +29,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
+from datarax.core.cursor import ReadAheadCursor
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
@@ -144,9 +145,10 @@ class HostPass:
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
 
     # ------------------------------------------------------------- read ahead
-    def produce_ahead(self, cursor: Any) -> Callable[[], list[AheadItem] | None]:
+    def produce_ahead(self, cursor: ReadAheadCursor) -> Callable[[], list[AheadItem] | None]:
         """The read-ahead worker's ``produce``: the next batch peeked from ``cursor``
-        (a source's ``batch_cursor()``) and prepared; None after the pass's last one."""
+        (a source's ``batch_cursor()``, see :mod:`datarax.core.cursor`) and prepared;
+        None after the pass's last one."""
         position = self.source.index
 
         def produce() -> list[AheadItem] | None:

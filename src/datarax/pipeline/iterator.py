@@ -278,6 +278,7 @@ class PipelineIterator:
     # --------------------------------------------------------------- host path
     def _prepare_host(self) -> None:
         self._host = HostPass(self._pipeline, self._epoch)
+        # a source that can be read ahead hands out a cursor (datarax.core.cursor)
         open_cursor = getattr(self._source, "batch_cursor", None)
         cursor = open_cursor() if callable(open_cursor) and self._plan.prefetch >= 1 else None
         if cursor is not None:

@@ -325,6 +325,8 @@ RandomAccessHostSource = RandomAccessSource  # the name before the kinds were pu
 class BatchCursor:
     """Batches of a :class:`RandomAccessSource` read ahead of its position.
 
+    A :class:`~datarax.core.cursor.ReadAheadCursor`.
+
     :meth:`peek` (any one thread) returns the batch after the last one peeked, its
     stable indices and its ``end`` — the source's position once it is handed out — and
     moves nothing. :meth:`commit` (the consumer's thread, in order) hands a batch out:

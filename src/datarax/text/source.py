@@ -265,6 +265,8 @@ class PackedTextSource(StreamSource):
 class TextCursor:
     """Packed rows of a :class:`PackedTextSource` read ahead of its position.
 
+    A :class:`~datarax.core.cursor.ReadAheadCursor`.
+
     :meth:`peek` (the read-ahead thread) packs the rows after the last ones peeked and
     returns them with their row numbers and ``end`` (the position once they are handed
     out), moving nothing the source's state carries. :meth:`commit` (the consumer's

@@ -190,6 +190,8 @@ class HFStreamingSource(StreamSource):
 class StreamCursor:
     """Batches of an :class:`HFStreamingSource` read ahead of its position.
 
+    A :class:`~datarax.core.cursor.ReadAheadCursor`.
+
     :meth:`peek` (the read-ahead thread) returns the batch after the last one peeked,
     its stream positions and its ``end`` (the position once it is handed out), and
     moves nothing the source's state carries. :meth:`commit` (the consumer's thread,

@@ -1,0 +1,56 @@
+"""``ReadAheadCursor``: how a pipeline reads a source's batches ahead of its position.
+
+Invariant: a source's position counts what its consumer has received
+(:mod:`datarax.core.position`), so batches read ahead must not move it. A source that
+can be read ahead returns a cursor from ``batch_cursor()``; a pipeline's worker thread
+*peeks* batches through it (moving only the cursor's own reading position) and the
+consumer's thread *commits* each batch as it hands it out (moving the source's
+position, and its skip count and reports, past it). A cursor belongs to one reading
+session: anything else that moves or reads the source (``set_state``, ``nnx.update``,
+a direct ``get_batch``, ``close``) ends the session, the cursor turns stale, and the
+pipeline starts a new one from the source's position.
+
+Implementations: :class:`~datarax.sources.random_access.BatchCursor` (host readers),
+:class:`~datarax.sources.hf.streaming.StreamCursor` (Hugging Face streams),
+:class:`~datarax.text.source.TextCursor` (packed text).
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import NpySource, NpySourceConfig
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(path, np.arange(5))
+    >>> src = NpySource(NpySourceConfig(paths=path))
+    >>> cursor: ReadAheadCursor = src.batch_cursor()
+    >>> [cursor.peek(2)[2], cursor.peek(2)[2]], src.index  # read ahead: position unmoved
+    ([2, 4], 0)
+    >>> cursor.commit(2); src.index, cursor.current
+    (2, True)
+    >>> src.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class ReadAheadCursor(Protocol):
+    """Batches of one reading session of a source, read ahead of its position."""
+
+    @property
+    def current(self) -> bool:
+        """False once something else moved or read the source (the session ended)."""
+        ...
+
+    def peek(self, batch_size: int) -> tuple[dict[str, Any], np.ndarray, int] | None:
+        """``(batch, stable indices, end)`` of the batch after the last one peeked —
+        ``end`` is the source's position once it is handed out — or None at the pass's
+        end. Any one thread; raises ``SessionEnded`` once not :attr:`current`, and a
+        bad record's error at the batch that would hold it."""
+        ...
+
+    def commit(self, end: int | None) -> None:
+        """Hand out everything before position ``end`` (None: the rest of the pass):
+        the consumer's thread, in order."""
+        ...
