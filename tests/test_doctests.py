@@ -20,6 +20,7 @@ MODULES = sorted(
 )
 # Public modules whose docstrings must keep a runnable example.
 WITH_EXAMPLES = {
+    "datarax.core.cursor",
     "datarax.core.keys",
     "datarax.core.position",
     "datarax.core.stream",
