@@ -131,3 +131,15 @@ def test_bad_documents_after_the_last_row_are_counted_when_the_pass_ends() -> No
     assert [r.index for r in ahead.source.skipped_documents()] == [30, 31]
     assert ahead.source.get_state() == direct.source.get_state()
     assert ahead.source.packing_stats() == direct.source.packing_stats()
+
+
+def test_packing_stats_count_only_the_rows_handed_out() -> None:
+    p = pipeline(3)
+    it = iter(p)
+    first = next(it)
+    _read_ahead_of(p.source, 4)
+    stats = p.source.packing_stats()
+    assert stats["rows"] >= len(rows(first))  # rows packed up to the position ...
+    direct = source()
+    direct.get_batch(4)
+    assert stats == direct.packing_stats()  # ... exactly as when packing on this thread

@@ -100,11 +100,8 @@ class TextPass:
             self.session += 1
             if self.at is not None and self._it is not None and (at is None or self.at == at):
                 self.snapshot = (*self.at, self._extra())
-            self._suspend()
-
-    def _suspend(self) -> None:
-        self._reset(self._epoch)
-        self.at = None
+            self._reset(self._epoch)
+            self.at = None
 
     def follow(self, epoch: int, index: int) -> None:
         """Stand at row ``index`` of pass ``epoch`` (the source's position)."""
@@ -281,12 +278,12 @@ class TextPass:
         """Rows, tokens, efficiency, documents and skips of the pass up to ``at`` (the
         owner's position) where a snapshot knows it, else where this object stands."""
         with self.lock:  # a read-ahead thread may be packing
-            extra = self._extra()
-            snapshot = self.snapshot
-            if snapshot is not None and (
-                self.at is None or (at is not None and self.at != at and snapshot[:2] == at)
-            ):
-                extra = snapshot[2]  # suspended, or read ahead of the position: its snapshot
+            if at is not None and self.at is not None and self.at != at:  # read ahead of it
+                extra = self.snapshot_at(*at) or self._extra()
+            elif self.at is None and self.snapshot is not None:  # suspended: its snapshot
+                extra = self.snapshot[2]
+            else:
+                extra = self._extra()
         rows, tokens = extra["packer"]["rows_packed"], extra["packer"]["tokens_packed"]
         return {
             "rows": rows,
