@@ -111,7 +111,7 @@ def cast_like(values: Any, dtype: Any) -> Any:
     return values.astype(dtype)
 
 
-def materialized(values: Any) -> Any:
+def materialized(values: Any, witness: Any = None) -> Any:
     """``values`` unchanged, but written out whole where XLA:CPU would fuse them onward.
 
     XLA:CPU fuses a cheap-looking producer into each of its consumers. For resampled
@@ -120,16 +120,25 @@ def materialized(values: Any) -> Any:
     element in scalar code, 5-10x slower than computing the images once. A
     conditional's operand is stored before it runs, so ``values`` pass through one
     whose branches add and subtract zero (the same values either way; branches that
-    are plain identities would be folded away). The producer's own inputs still fuse
-    into it, e.g. a uint8 -> float conversion is done inside the gathers.
+    are plain identities would be folded away, and ``optimization_barrier`` is
+    removed before fusion). The producer's own inputs still fuse into it, e.g. a
+    uint8 -> float conversion is done inside the gathers.
+
+    The conditional's predicate reads one element of ``witness`` (default: ``values``
+    themselves). Pass the producer's input instead: a predicate read from ``values``
+    is a second consumer of the producer, and XLA then stores each of its gathers as
+    an array of its own (4-5x slower for the separable resampling of :func:`resample`).
 
     Example:
         >>> import jax.numpy as jnp
         >>> materialized(jnp.array([1.0, -2.0])).tolist()
         [1.0, -2.0]
+        >>> materialized(jnp.array([1.0, -2.0]), witness=jnp.zeros(3)).tolist()
+        [1.0, -2.0]
     """
     values = jnp.asarray(values)
-    pred = jnp.ravel(values)[0] > 0 if values.size else jnp.asarray(True)
+    witness = values if witness is None else jnp.asarray(witness)
+    pred = jnp.ravel(witness)[0] > 0 if witness.size else jnp.asarray(True)
     return jax.lax.cond(pred, lambda v: v + 0, lambda v: v - 0, values)
 
 
@@ -234,8 +243,8 @@ class ImageOperator(OperatorModule):
                 plans = self.plan(shape, None)
                 render = jax.vmap(self.render, in_axes=(0, None))
             # Stored as float, then cast: an integer result's rounding would pull the
-            # gathers apart into one stored array per tap.
-            out = cast_like(materialized(render(images, plans)), images.dtype)
+            # gathers apart into one stored array per tap. The input is the witness.
+            out = cast_like(materialized(render(images, plans), images), images.dtype)
             return {**data, field: out}
         if self.config.stochastic:
             return {**data, field: jax.vmap(self.transform)(images, keys)}

@@ -96,10 +96,8 @@ def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
         ([[0, 1], [2, 3]], [[0.5, 0.5], [0.5, 0.5]])
     """
     centres, support = _centres_and_support(start, length, out, antialias)
-    # floor(centre - support) + 1, counted rather than rounded: as a reduction XLA stores
-    # it, where a floor would be recomputed for every pixel of every tap of the gathers.
-    pixels = jnp.arange(size, dtype=jnp.float32)
-    first = jnp.sum(pixels[None, :] <= (centres - support)[:, None], axis=1, dtype=jnp.int32)
+    # floor(centre - support) + 1: the first pixel past the filter's left edge
+    first = (jnp.floor(centres - support) + 1).astype(jnp.int32)
     first = jnp.clip(first, 0, size - count)
     index = first[:, None] + jnp.arange(count, dtype=jnp.int32)[None, :]
     return index, _tent(index.astype(jnp.float32), centres, support, start, length)
@@ -134,28 +132,31 @@ def resize_plan(
 def resample(image: Any, plan: tuple[Any, Any, Any, Any]) -> Any:
     """``image`` resampled by a :func:`resize_plan` (float32 result).
 
-    Sparse: output pixel ``(o, p)`` is ``sum_k wy[o, k] sum_l wx[p, l] image[iy[o, k],
-    ix[p, l]]``, written out tap by tap so XLA emits one elementwise loop of gathers
-    that reads ``taps**2`` pixels per output pixel (9 for a 96 -> 64 antialiased
-    shrink); the dense form's two matrix products touch every row and column of the
-    image for each output pixel instead. Dense: those two matrix products.
+    Sparse, separable: first the output rows, each the weighted sum of its ``taps``
+    whole input rows (``rows[o] = sum_k wy[o, k] image[iy[o, k]]``, contiguous reads),
+    then each output pixel the weighted sum of its ``taps`` pixels of that row
+    (``out[o, p] = sum_l wx[p, l] rows[o, ix[p, l]]``), written out tap by tap so XLA
+    fuses both passes into one elementwise loop. The dense form's two matrix products
+    touch every row and column of the image for each output pixel instead. Dense:
+    those two matrix products.
     """
     iy, wy, ix, wx = plan
-    values = image.astype(jnp.float32)
+    image = jnp.asarray(image)
     if iy is None:
+        values = image.astype(jnp.float32)
         rows = jnp.einsum("oh,hwc->owc", wy, values)  # (out_h, W, C)
         return jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
     # The taps lie inside the image by construction: unsigned, promised in bounds, the
     # gathers skip the wrapping of negative indices and the clamping.
     iy, ix = iy.astype(jnp.uint32), ix.astype(jnp.uint32)
-    out = None
+    rows = None  # (out_h, W, C): whole input rows, contiguous, weighted by their taps
     for k in range(iy.shape[1]):
-        row = None
-        for j in range(ix.shape[1]):
-            pixels = values.at[iy[:, k, None], ix[None, :, j]].get(mode="promise_in_bounds")
-            term = wx[None, :, j, None] * pixels
-            row = term if row is None else row + term
-        term = wy[:, k, None, None] * row
+        term = wy[:, k, None, None] * image.at[iy[:, k]].get(mode="promise_in_bounds").astype(
+            jnp.float32)
+        rows = term if rows is None else rows + term
+    out = None  # (out_h, out_w, C): the columns of those rows
+    for j in range(ix.shape[1]):
+        term = wx[None, :, j, None] * rows.at[:, ix[:, j]].get(mode="promise_in_bounds")
         out = term if out is None else out + term
     return out
 
