@@ -22,6 +22,7 @@ MODULES = sorted(
 WITH_EXAMPLES = {
     "datarax.core.cursor",
     "datarax.core.keys",
+    "datarax.core.owned",
     "datarax.core.position",
     "datarax.core.stream",
     "datarax.pipeline.pipeline",

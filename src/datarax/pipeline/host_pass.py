@@ -32,6 +32,7 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
+from datarax.core.owned import owned_device_put
 from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.steps import apply_stages, stage_step
@@ -130,7 +131,7 @@ class HostPass:
         if not stages:
             with self.stats.timer("transfer"):
                 batch = jax.tree.map(
-                    lambda v: v if host_leaf(v) else jax.device_put(v), batch, is_leaf=host_leaf
+                    lambda v: v if host_leaf(v) else owned_device_put(v), batch, is_leaf=host_leaf
                 )
         return batch
 

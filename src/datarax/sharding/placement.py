@@ -34,6 +34,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
+from datarax.core.owned import owned_device_put
 from datarax.core.spec import is_text_value
 
 Batch = dict[str, Any]
@@ -154,5 +155,5 @@ class BatchPlacement:
             if several:
                 out[name] = jax.make_array_from_process_local_data(sharding, np.asarray(value))
             else:
-                out[name] = jax.device_put(value, sharding)
+                out[name] = owned_device_put(value, sharding)
         return out

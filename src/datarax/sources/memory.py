@@ -26,6 +26,7 @@ from datarax.core.dtypes import fit_column, is_text_value
 from datarax.core.element import Element
 from datarax.core.errors import DataraxError
 from datarax.core.indexed import IndexedSource
+from datarax.core.owned import owned_device_put
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources._columns import as_text
@@ -89,6 +90,8 @@ class MemorySource(IndexedSource):
 
     The records are not NNX state: ``nnx.state(source)`` holds the position and the
     shuffle seed, not the dataset (the compiled step receives the arrays as arguments).
+    The source keeps its own copy of NumPy data: changing your arrays afterwards does
+    not change its records (:mod:`datarax.core.owned`).
 
     Example:
         >>> import numpy as np
@@ -433,8 +436,9 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
         name, array if isinstance(value, (jax.Array, np.ndarray)) else value, where="MemorySource", cast_float64=cast_float64,
         drop_hint="remove the field from data",
     )
-    # device_put, not jnp.asarray: the latter compiles a conversion per new shape.
-    return jax.device_put(array)
+    # device_put, not jnp.asarray: the latter compiles a conversion per new shape; a
+    # copy of the caller's buffer, never a view of it (core/owned.py).
+    return owned_device_put(array)
 
 
 def _text_column(name: str, value: Any) -> np.ndarray:

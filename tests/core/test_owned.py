@@ -1,0 +1,106 @@
+"""A caller's host buffer stays theirs: datarax's device arrays never share it.
+
+On the CPU backend JAX shares a 64-byte aligned NumPy buffer instead of copying it;
+these tests hand datarax such buffers and change them afterwards.
+"""
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from datarax.core.owned import CPU_SHARED_ALIGNMENT, owned_device_put
+from datarax.core.spec import array_to_spec_strip_leading
+from datarax.core.stream import StreamSource, StructuralConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def aligned(shape, dtype=np.float32, offset=0):
+    """A zeroed array whose data starts ``offset`` bytes past a 64-byte boundary."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(nbytes + 2 * CPU_SHARED_ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % CPU_SHARED_ALIGNMENT + offset
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("offset", [0, 16, 32, 48])
+def test_jax_shares_exactly_the_buffers_the_rule_names(offset):
+    # Guards CPU_SHARED_ALIGNMENT against the installed JAX: if JAX starts sharing
+    # buffers at other alignments, owned_device_put must copy those too.
+    host = aligned((256,), offset=offset)
+    device = jax.block_until_ready(jax.device_put(host))
+    host[:] = 1.0
+    shared = float(device.sum()) != 0.0
+    assert shared == (offset % CPU_SHARED_ALIGNMENT == 0)
+
+
+@pytest.mark.parametrize("offset", [0, 16])
+def test_owned_device_put_keeps_the_values_of_the_moment(offset):
+    host = aligned((4, 3), offset=offset)
+    host[:] = np.arange(12, dtype=np.float32).reshape(4, 3)
+    device = owned_device_put(host)
+    host[:] = -1.0
+    assert device.tolist() == np.arange(12, dtype=np.float32).reshape(4, 3).tolist()
+    assert device.dtype == np.float32 and device.shape == (4, 3)
+
+
+def test_owned_device_put_copies_strided_and_empty_arrays():
+    host = aligned((4, 4), dtype=np.int32)
+    host[:] = np.arange(16).reshape(4, 4)
+    column = owned_device_put(host[:, 1])
+    empty = owned_device_put(aligned((0, 3)))
+    host[:] = 0
+    assert column.tolist() == [1, 5, 9, 13]
+    assert empty.shape == (0, 3)
+
+
+def test_a_jax_array_passes_as_it_is():
+    value = jax.numpy.arange(3)
+    assert owned_device_put(value).tolist() == [0, 1, 2]
+
+
+def test_memory_source_keeps_its_records_when_the_callers_array_changes():
+    images = aligned((8, 2))
+    images[:] = np.arange(16, dtype=np.float32).reshape(8, 2)
+    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": images}), batch_size=4)
+    images[:] = -1.0  # e.g. the caller normalises their copy in place afterwards
+    batches = [np.asarray(b["x"]).tolist() for b in pipeline]
+    assert batches == [
+        np.arange(8, dtype=np.float32).reshape(4, 2).tolist(),
+        np.arange(8, 16, dtype=np.float32).reshape(4, 2).tolist(),
+    ]
+
+
+class RefilledBuffer(StreamSource):
+    """A stream that fills one preallocated (aligned) buffer per batch, as loaders
+    written for speed do."""
+
+    def __init__(self, batches=4, size=4):
+        super().__init__(StructuralConfig())
+        self.buffer = aligned((size, 2))
+        self.batches, self.served = batches, 0
+
+    def get_batch(self, batch_size):
+        if self.served >= self.batches:
+            return None
+        self.buffer[:] = self.served
+        self.served += 1
+        return {"x": self.buffer[:batch_size]}
+
+    def element_spec(self):
+        return {"x": array_to_spec_strip_leading(np.zeros((1, 2), np.float32))}
+
+
+def test_batches_handed_out_keep_their_values_when_the_source_refills_its_buffer():
+    held = [b["x"] for b in Pipeline(source=RefilledBuffer(), batch_size=4)]
+    assert [float(np.asarray(x)[0, 0]) for x in held] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_sharded_batches_keep_their_values_when_the_source_refills_its_buffer():
+    mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
+    pipeline = Pipeline(
+        source=RefilledBuffer(), batch_size=4, sharding=NamedSharding(mesh, PartitionSpec("batch"))
+    )
+    held = [b["x"] for b in pipeline]
+    assert [float(np.asarray(x)[0, 0]) for x in held] == [0.0, 1.0, 2.0, 3.0]
