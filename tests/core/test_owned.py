@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from datarax.core.owned import CPU_SHARED_ALIGNMENT, owned_device_put
+from datarax.core.owned import CPU_SHARED_ALIGNMENT, owned_device_put, unshared
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.stream import StreamSource, StructuralConfig
 from datarax.pipeline import Pipeline
@@ -104,3 +104,14 @@ def test_sharded_batches_keep_their_values_when_the_source_refills_its_buffer():
     )
     held = [b["x"] for b in pipeline]
     assert [float(np.asarray(x)[0, 0]) for x in held] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_unshared_arrays_keep_process_local_data_apart_from_the_callers_buffer():
+    sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("batch",)), PartitionSpec("batch"))
+    host = aligned((8, 2))
+    host[:] = 3.0
+    placed = jax.make_array_from_process_local_data(sharding, unshared(host, sharding))
+    host[:] = -1.0
+    assert np.asarray(placed).tolist() == [[3.0, 3.0]] * 8
+    unaligned = aligned((8, 2), offset=16)
+    assert unshared(unaligned, sharding) is unaligned  # JAX copies it anyway: no second copy

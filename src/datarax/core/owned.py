@@ -48,10 +48,18 @@ def owned_device_put(value: Any, device: Any = None) -> Any:
     """
     if isinstance(value, jax.Array):
         return jax.device_put(value, device)
+    return jax.device_put(unshared(value, device), device)
+
+
+def unshared(value: Any, device: Any = None) -> np.ndarray:
+    """``value`` as a NumPy array JAX will not share with the caller when placing it on
+    ``device``: the array itself where JAX copies anyway, else a fresh aligned copy.
+    For JAX's other ways in (``jax.make_array_from_process_local_data``).
+    """
     array = np.asarray(value)
     if array.nbytes and array.ctypes.data % CPU_SHARED_ALIGNMENT == 0 and _on_cpu(device):
-        array = _aligned_copy(array)
-    return jax.device_put(array, device)
+        return _aligned_copy(array)
+    return array
 
 
 def _on_cpu(device: Any) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
-from datarax.core.owned import owned_device_put
+from datarax.core.owned import owned_device_put, unshared
 from datarax.core.spec import is_text_value
 
 Batch = dict[str, Any]
@@ -153,7 +153,9 @@ class BatchPlacement:
             self.check_records(int(np.shape(value)[0]), f"{where}, field '{name}'")
             sharding = self.field_sharding(ndim)
             if several:
-                out[name] = jax.make_array_from_process_local_data(sharding, np.asarray(value))
+                out[name] = jax.make_array_from_process_local_data(
+                    sharding, unshared(value, sharding)
+                )
             else:
                 out[name] = owned_device_put(value, sharding)
         return out
