@@ -12,7 +12,9 @@ later in-place change leaked into the device array would depend on an address (a
 ``device_put(..., may_alias=False)`` does not change that for NumPy input, JAX 0.10).
 :func:`owned_device_put` copies such a buffer into one of its own first (64-byte
 aligned, so JAX shares *that* one: still one copy in all); buffers JAX copies anyway,
-and every transfer to a non-CPU device, go as they are. JAX arrays are immutable and
+and every transfer to a non-CPU device, go as they are. (JAX's copy is kept where it
+happens anyway: into fresh memory it beat a NumPy copy, 0.43 s against 1.7-1.9 s for
+553 MB in a new process on a 2-core VM, though NumPy wins into recycled memory.) JAX arrays are immutable and
 pass as ``jax.device_put`` would place them. ``tests/core/test_owned.py`` checks the
 alignment rule against the installed JAX.
 
