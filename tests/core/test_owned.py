@@ -115,3 +115,10 @@ def test_unshared_arrays_keep_process_local_data_apart_from_the_callers_buffer()
     assert np.asarray(placed).tolist() == [[3.0, 3.0]] * 8
     unaligned = aligned((8, 2), offset=16)
     assert unshared(unaligned, sharding) is unaligned  # JAX copies it anyway: no second copy
+
+
+def test_memory_source_keeps_its_text_when_the_callers_object_array_changes():
+    words = np.array(["cat", "dog", "emu"], dtype=object)
+    source = MemorySource(MemorySourceConfig(), {"id": np.arange(3), "word": words})
+    words[0] = "changed"
+    assert source.get_batch_at(0, 3)["word"] == ["cat", "dog", "emu"]

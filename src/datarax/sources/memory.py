@@ -449,6 +449,8 @@ def _text_column(name: str, value: Any) -> np.ndarray:
         )
     if isinstance(value, np.ndarray):
         array = as_text(value)
+        if array is value:  # the caller's object array: copied, as numbers are (core/owned.py)
+            array = value.copy()
     elif all(isinstance(v, (str, bytes)) for v in value):
         array = np.empty(len(value), dtype=object)
         array[:] = list(value)
