@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from datarax.core.owned import CPU_SHARED_ALIGNMENT, owned_device_put, unshared
+from datarax.core.owned import CPU_SHARED_ALIGNMENT, DEVICE_COPY_BYTES, owned_device_put, unshared
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.stream import StreamSource, StructuralConfig
 from datarax.pipeline import Pipeline
@@ -35,14 +35,16 @@ def test_jax_shares_exactly_the_buffers_the_rule_names(offset):
     assert shared == (offset % CPU_SHARED_ALIGNMENT == 0)
 
 
+@pytest.mark.parametrize("rows", [4, DEVICE_COPY_BYTES // 12 + 1])  # copied by NumPy / on the device
 @pytest.mark.parametrize("offset", [0, 16])
-def test_owned_device_put_keeps_the_values_of_the_moment(offset):
-    host = aligned((4, 3), offset=offset)
-    host[:] = np.arange(12, dtype=np.float32).reshape(4, 3)
+def test_owned_device_put_keeps_the_values_of_the_moment(offset, rows):
+    host = aligned((rows, 3), offset=offset)
+    want = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+    host[:] = want
     device = owned_device_put(host)
     host[:] = -1.0
-    assert device.tolist() == np.arange(12, dtype=np.float32).reshape(4, 3).tolist()
-    assert device.dtype == np.float32 and device.shape == (4, 3)
+    np.testing.assert_array_equal(np.asarray(device), want)
+    assert device.dtype == np.float32 and device.shape == (rows, 3)
 
 
 def test_owned_device_put_copies_strided_and_empty_arrays():
@@ -60,16 +62,16 @@ def test_a_jax_array_passes_as_it_is():
     assert owned_device_put(value).tolist() == [0, 1, 2]
 
 
-def test_memory_source_keeps_its_records_when_the_callers_array_changes():
-    images = aligned((8, 2))
-    images[:] = np.arange(16, dtype=np.float32).reshape(8, 2)
+@pytest.mark.parametrize("rows", [8, 2 * DEVICE_COPY_BYTES // 8])
+@pytest.mark.parametrize("offset", [0, 16])
+def test_memory_source_keeps_its_records_when_the_callers_array_changes(offset, rows):
+    images = aligned((rows, 2), offset=offset)
+    want = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
+    images[:] = want
     pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": images}), batch_size=4)
     images[:] = -1.0  # e.g. the caller normalises their copy in place afterwards
-    batches = [np.asarray(b["x"]).tolist() for b in pipeline]
-    assert batches == [
-        np.arange(8, dtype=np.float32).reshape(4, 2).tolist(),
-        np.arange(8, 16, dtype=np.float32).reshape(4, 2).tolist(),
-    ]
+    got = [np.asarray(b["x"]) for b in pipeline]
+    np.testing.assert_array_equal(np.concatenate(got), want)
 
 
 class RefilledBuffer(StreamSource):
@@ -106,15 +108,14 @@ def test_sharded_batches_keep_their_values_when_the_source_refills_its_buffer():
     assert [float(np.asarray(x)[0, 0]) for x in held] == [0.0, 1.0, 2.0, 3.0]
 
 
-def test_unshared_arrays_keep_process_local_data_apart_from_the_callers_buffer():
+@pytest.mark.parametrize("offset", [0, 16])
+def test_unshared_arrays_keep_process_local_data_apart_from_the_callers_buffer(offset):
     sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("batch",)), PartitionSpec("batch"))
-    host = aligned((8, 2))
+    host = aligned((8, 2), offset=offset)
     host[:] = 3.0
-    placed = jax.make_array_from_process_local_data(sharding, unshared(host, sharding))
+    placed = jax.make_array_from_process_local_data(sharding, unshared(host))
     host[:] = -1.0
     assert np.asarray(placed).tolist() == [[3.0, 3.0]] * 8
-    unaligned = aligned((8, 2), offset=16)
-    assert unshared(unaligned, sharding) is unaligned  # JAX copies it anyway: no second copy
 
 
 def test_memory_source_keeps_its_text_when_the_callers_object_array_changes():

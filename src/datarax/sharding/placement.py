@@ -154,7 +154,7 @@ class BatchPlacement:
             sharding = self.field_sharding(ndim)
             if several:
                 out[name] = jax.make_array_from_process_local_data(
-                    sharding, unshared(value, sharding)
+                    sharding, unshared(value)
                 )
             else:
                 out[name] = owned_device_put(value, sharding)
