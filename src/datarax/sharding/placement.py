@@ -153,9 +153,7 @@ class BatchPlacement:
             self.check_records(int(np.shape(value)[0]), f"{where}, field '{name}'")
             sharding = self.field_sharding(ndim)
             if several:
-                out[name] = jax.make_array_from_process_local_data(
-                    sharding, unshared(value)
-                )
+                out[name] = jax.make_array_from_process_local_data(sharding, unshared(value))
             else:
                 out[name] = owned_device_put(value, sharding)
         return out
