@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from datarax.core.owned import CPU_SHARED_ALIGNMENT, DEVICE_COPY_BYTES, owned_device_put, unshared
+from datarax.core import owned
+from datarax.core.owned import CPU_SHARED_ALIGNMENT, owned_device_put, unshared
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.stream import StreamSource, StructuralConfig
 from datarax.pipeline import Pipeline
@@ -35,9 +36,22 @@ def test_jax_shares_exactly_the_buffers_the_rule_names(offset):
     assert shared == (offset % CPU_SHARED_ALIGNMENT == 0)
 
 
-@pytest.mark.parametrize("rows", [4, DEVICE_COPY_BYTES // 12 + 1])  # copied by NumPy / on the device
+# Thresholds shrunk so that small arrays take each way: a private copy, a private
+# aligned copy (JAX shares it), and JAX's own copy waited for.
+WAYS = {"copy": (1 << 30, 1 << 31), "aligned copy": (0, 1 << 31), "waited": (0, 0)}
+
+
+@pytest.fixture(params=sorted(WAYS))
+def way(request, monkeypatch):
+    aligned_from, waited_from = WAYS[request.param]
+    monkeypatch.setattr(owned, "ALIGNED_COPY_BYTES", aligned_from)
+    monkeypatch.setattr(owned, "WAITED_COPY_BYTES", waited_from)
+    return request.param
+
+
 @pytest.mark.parametrize("offset", [0, 16])
-def test_owned_device_put_keeps_the_values_of_the_moment(offset, rows):
+def test_owned_device_put_keeps_the_values_of_the_moment(offset, way):
+    rows = 65536  # 768 KiB: JAX's own copy is still running when the buffer changes
     host = aligned((rows, 3), offset=offset)
     want = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
     host[:] = want
@@ -47,7 +61,7 @@ def test_owned_device_put_keeps_the_values_of_the_moment(offset, rows):
     assert device.dtype == np.float32 and device.shape == (rows, 3)
 
 
-def test_owned_device_put_copies_strided_and_empty_arrays():
+def test_owned_device_put_copies_strided_and_empty_arrays(way):
     host = aligned((4, 4), dtype=np.int32)
     host[:] = np.arange(16).reshape(4, 4)
     column = owned_device_put(host[:, 1])
@@ -62,9 +76,9 @@ def test_a_jax_array_passes_as_it_is():
     assert owned_device_put(value).tolist() == [0, 1, 2]
 
 
-@pytest.mark.parametrize("rows", [8, 2 * DEVICE_COPY_BYTES // 8])
+@pytest.mark.parametrize("rows", [8, 65536])
 @pytest.mark.parametrize("offset", [0, 16])
-def test_memory_source_keeps_its_records_when_the_callers_array_changes(offset, rows):
+def test_memory_source_keeps_its_records_when_the_callers_array_changes(offset, rows, way):
     images = aligned((rows, 2), offset=offset)
     want = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
     images[:] = want
@@ -94,12 +108,12 @@ class RefilledBuffer(StreamSource):
         return {"x": array_to_spec_strip_leading(np.zeros((1, 2), np.float32))}
 
 
-def test_batches_handed_out_keep_their_values_when_the_source_refills_its_buffer():
+def test_batches_handed_out_keep_their_values_when_the_source_refills_its_buffer(way):
     held = [b["x"] for b in Pipeline(source=RefilledBuffer(), batch_size=4)]
     assert [float(np.asarray(x)[0, 0]) for x in held] == [0.0, 1.0, 2.0, 3.0]
 
 
-def test_sharded_batches_keep_their_values_when_the_source_refills_its_buffer():
+def test_sharded_batches_keep_their_values_when_the_source_refills_its_buffer(way):
     mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
     pipeline = Pipeline(
         source=RefilledBuffer(), batch_size=4, sharding=NamedSharding(mesh, PartitionSpec("batch"))
