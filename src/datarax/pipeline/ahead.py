@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import queue
 import threading
 import weakref
 from collections.abc import Callable
@@ -99,8 +100,15 @@ class DispatchAhead:
         self._produce = produce
         self._depth = depth
         self._settings = settings
+        # Items go out through a deque the consumer pops without a lock (a deque's
+        # append and popleft are atomic); the consumer takes the condition only to wait
+        # for an empty deque to fill. The worker waits for room on a C-level queue of
+        # wake-ups the consumer posts: on the consumer's thread ``get()`` + ``resume()``
+        # run a handful of bytecodes, which matters because they run right after the
+        # train step's wait, when the thread is cold (see ``docs/devices.md``).
         self._items: collections.deque[Any] = collections.deque()
         self._ready = threading.Condition()
+        self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._done = False
         self._stopped = False
         self._error: BaseException | None = None
@@ -118,11 +126,15 @@ class DispatchAhead:
                     # item on: the first may compile, and XLA starts its compiler
                     # threads on first use, which would inherit this thread's priority.
                     behind = run_behind_consumer() or True
-                with self._ready:
-                    while len(self._items) >= self._depth and not self._stopped:
-                        self._ready.wait()
-                    if self._stopped:
-                        return
+                while True:  # drop the wake-ups of takes already seen (the check below)
+                    try:
+                        self._wake.get_nowait()
+                    except queue.Empty:
+                        break
+                while len(self._items) >= self._depth and not self._stopped:
+                    self._wake.get()  # a take (resume) or stop() posts a wake-up
+                if self._stopped:
+                    return
                 try:
                     item = self._produce()
                 except BaseException as err:  # noqa: BLE001 - handed to the consumer
@@ -145,12 +157,16 @@ class DispatchAhead:
 
     def get(self) -> Any:
         """The next item; None once the producer had no more; re-raises its error."""
+        try:
+            # The worker refills in resume(): waking it here would have it contend
+            # for the GIL with the rest of the consumer's next().
+            return self._items.popleft()
+        except IndexError:
+            pass
         with self._ready:
             while not self._items and not self._done and self._error is None:
                 self._ready.wait()
             if self._items:
-                # The worker refills in resume(): waking it here would have it contend
-                # for the GIL with the rest of the consumer's next().
                 return self._items.popleft()
             if self._error is not None:
                 raise self._error
@@ -158,9 +174,7 @@ class DispatchAhead:
 
     def resume(self) -> None:
         """Let the worker make items again (call after taking one with ``get()``)."""
-        if len(self._items) < self._depth:  # else it would wake only to wait again
-            with self._ready:
-                self._ready.notify_all()
+        self._wake.put(None)
 
     def stop(self) -> None:
         """End the worker (after the item it is making, if any) and wait for it."""
@@ -168,6 +182,7 @@ class DispatchAhead:
             self._stopped = True
             self._items.clear()
             self._ready.notify_all()
+        self._wake.put(None)
         if self._thread is not threading.current_thread():
             self._thread.join()
 
