@@ -22,8 +22,10 @@ in the same run, and every section checks that the work was the same:
 * ``fused`` — the demo's digits classifier trained ``steps`` steps with a Python loop
   (``pipeline.step()`` + a jitted train step) against ``Pipeline.scan`` chunks of the
   same steps; both must see the same batches (a per-step digest of the labels) and
-  agree on the first losses. ``fused_mlp``: the same with a convolution-free model
-  (XLA:CPU runs a convolution inside a loop body about half as fast as alone).
+  agree on the first losses. ``fused_nnx_conv``: the same classifier calling
+  ``nnx.Conv`` (XLA:CPU runs a convolution's kernel gradient inside a loop body about
+  3.6x slower than alone, jax-ml/jax#12868; the demo's computes it as a matrix
+  product); ``fused_mlp``: a convolution-free model.
 """
 
 from __future__ import annotations
@@ -301,12 +303,19 @@ class DigitsMLP(nnx.Module):
 
 def fused(steps: int, chunk: int, reps: int, model: str = "conv") -> dict[str, Any]:
     """Digits training: Python loop vs ``Pipeline.scan``, same steps. ``model``:
-    ``"conv"`` is the demo's classifier, ``"mlp"`` :class:`DigitsMLP`."""
+    ``"conv"`` is the demo's classifier (its convolution as patches times the kernel),
+    ``"nnx_conv"`` the same with ``nnx.Conv`` called directly, ``"mlp"``
+    :class:`DigitsMLP`."""
     import optax
 
     from datarax.cli.demo import Classifier, build_pipeline, load_digits_split
 
-    make_model = {"conv": Classifier, "mlp": DigitsMLP}[model]
+    class NnxConvClassifier(Classifier):
+        def __call__(self, x: jax.Array) -> jax.Array:
+            x = nnx.relu(self.conv(x))
+            return self.out(nnx.relu(self.hidden(x.reshape(x.shape[0], -1))))
+
+    make_model = {"conv": Classifier, "nnx_conv": NnxConvClassifier, "mlp": DigitsMLP}[model]
 
     train_data, _ = load_digits_split(0)
 
@@ -380,6 +389,7 @@ def run(size: str = "tiny", sections: tuple[str, ...] = ("h2d", "overlap", "w1",
         report["w1"] = w1(s["records"], s["batch"], s["reps"])
     if "fused" in sections:
         report["fused"] = fused(s["steps"], s["chunk"], s["reps"])
+        report["fused_nnx_conv"] = fused(s["steps"], s["chunk"], s["reps"], model="nnx_conv")
         report["fused_mlp"] = fused(s["steps"], s["chunk"], s["reps"], model="mlp")
     return report
 

@@ -1,6 +1,12 @@
 """The `make demo` job: trains, checkpoints mid-epoch and verifies the resume."""
 
-from datarax.cli.demo import run_demo
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.cli.demo import Classifier, conv_as_matmul, run_demo
 from datarax.cli.main import main
 
 
@@ -30,3 +36,28 @@ def test_cli_runs_the_demo_with_scan(capsys):
     assert main(["demo", "--epochs", "2", "--no-progress", "--scan"]) == 0
     printed = capsys.readouterr().out
     assert "(Pipeline.scan)" in printed and "identical: True" in printed
+
+
+@pytest.mark.parametrize(("channels", "features", "kernel", "bias"),
+                         [(1, 16, (3, 3), True), (3, 5, (3, 3), True), (2, 4, (5, 3), False)])
+def test_conv_as_matmul_is_the_convolution_and_its_gradient(channels, features, kernel, bias):
+    conv = nnx.Conv(channels, features, kernel_size=kernel, use_bias=bias, rngs=nnx.Rngs(3))
+    if bias:  # a non-zero bias, so that adding it is checked too
+        conv.bias[...] = jnp.arange(features, dtype=jnp.float32) / 10
+    x = jax.random.normal(jax.random.key(0), (4, 7, 6, channels))
+    np.testing.assert_allclose(conv_as_matmul(conv, x), conv(x), atol=1e-5)
+
+    def loss(module, f):
+        return jnp.sum(jnp.sin(f(module, x)))
+
+    want = nnx.grad(lambda m: loss(m, lambda mm, xx: mm(xx)))(conv)
+    got = nnx.grad(lambda m: loss(m, conv_as_matmul))(conv)
+    np.testing.assert_allclose(got["kernel"][...], want["kernel"][...], atol=1e-4)
+
+
+def test_the_demo_classifier_computes_what_its_layers_say():
+    model = Classifier(nnx.Rngs(0))
+    x = jax.random.uniform(jax.random.key(2), (3, 8, 8, 1))
+    h = nnx.relu(model.conv(x)).reshape(3, -1)
+    want = model.out(nnx.relu(model.hidden(h)))
+    np.testing.assert_allclose(model(x), want, atol=1e-5)

@@ -35,6 +35,7 @@ WITH_EXAMPLES = {
     "datarax.testing.resume",
     "datarax.cli.targets",
     "datarax.cli.charts",
+    "datarax.cli.demo",
     "datarax.cli.inspect_source",
     "datarax.metrics",
 }

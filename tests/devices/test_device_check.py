@@ -39,3 +39,5 @@ def test_device_check_fused_section_trains_the_same_steps_both_ways():
     assert fused["checks_ok"] is True  # the per-step losses of loop and scan agree
     assert fused["steps"] == 8 and fused["chunk"] == 4
     assert fused["loop_steps_per_s"] > 0 and fused["scan_steps_per_s"] > 0
+    for other in ("fused_nnx_conv", "fused_mlp"):  # nnx.Conv called directly; an MLP
+        assert report[other]["checks_ok"] is True, (other, report[other])
