@@ -61,3 +61,12 @@ def test_the_demo_classifier_computes_what_its_layers_say():
     h = nnx.relu(model.conv(x)).reshape(3, -1)
     want = model.out(nnx.relu(model.hidden(h)))
     np.testing.assert_allclose(model(x), want, atol=1e-5)
+
+
+@pytest.mark.parametrize("setting", [{"strides": 2}, {"padding": "VALID"},
+                                     {"kernel_dilation": 2}])
+def test_conv_as_matmul_refuses_a_convolution_it_does_not_compute(setting):
+    conv = nnx.Conv(1, 4, kernel_size=(3, 3), rngs=nnx.Rngs(0), **setting)
+    name = next(iter(setting))
+    with pytest.raises(ValueError, match=f"{name}={setting[name]!r}.*Call the nnx.Conv itself"):
+        conv_as_matmul(conv, jnp.ones((1, 8, 8, 1)))

@@ -68,6 +68,18 @@ def conv_as_matmul(conv: nnx.Conv, x: jax.Array) -> jax.Array:
         >>> bool(jnp.allclose(conv_as_matmul(conv, x), conv(x), atol=1e-5))
         True
     """
+    def ones(value: Any) -> bool:
+        return all(v == 1 for v in (value if isinstance(value, (tuple, list)) else (value,)))
+
+    if not (conv.padding == "SAME" and ones(conv.strides) and ones(conv.input_dilation)
+            and ones(conv.kernel_dilation) and conv.feature_group_count == 1):
+        raise ValueError(
+            "conv_as_matmul computes a stride-1, SAME-padded, undilated, ungrouped 2-D "
+            f"convolution; this nnx.Conv has padding={conv.padding!r}, "
+            f"strides={conv.strides!r}, input_dilation={conv.input_dilation!r}, "
+            f"kernel_dilation={conv.kernel_dilation!r}, "
+            f"feature_group_count={conv.feature_group_count}. Call the nnx.Conv itself."
+        )
     kernel = conv.kernel[...]  # (kh, kw, in, out)
     kh, kw, channels, features = kernel.shape
     height, width = x.shape[1:3]
