@@ -268,9 +268,9 @@ class PipelineIterator:
             )
             batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
         self._source.advance(count)
-        self._expect = expect = (self._expect[0], self._expect[1] + count)
+        self._expect = (self._expect[0], self._expect[1] + count)
         self._count = count
-        self._pipeline._note_left(False, expect)  # _mark(), the position known
+        self._mark()
         if self._ahead is not None:
             self._ahead.resume()
         return batch

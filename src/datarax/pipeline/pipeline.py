@@ -328,13 +328,11 @@ class Pipeline(nnx.Module):
         source = self.source
         return self.__session.left == (source.epoch, source.index, source.restores)
 
-    def _note_left(self, ended: bool = False, where: tuple[int, int] | None = None) -> None:
-        """An iterator of this pipeline moved the source: remember where it stands
-        (``where``, the ``(epoch, index)`` it just moved it to, if known) and whether
-        its pass ended there."""
+    def _note_left(self, ended: bool = False) -> None:
+        """An iterator of this pipeline moved the source: remember where it stands (and
+        whether its pass ended there)."""
         source = self.source
-        epoch, index = where if where is not None else (source.epoch, source.index)
-        self.__session.left = (epoch, index, source.restores)
+        self.__session.left = (source.epoch, source.index, source.restores)
         self.__session.left_ended = ended
 
     def _next_pass(self) -> tuple[int, int | None]:
