@@ -125,6 +125,61 @@ def test_worker_keeps_at_most_depth_items_ready() -> None:
         DispatchAhead(produce, depth=0)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_items_errors_and_stops_hold_under_random_timing(seed: int) -> None:
+    """The hand-out is lock-free on the consumer's side: under producer and consumer
+    delays drawn at random, items come out in order, none lost or repeated, an error
+    after exactly the items made before its call, ``stop()`` ends the worker, and the
+    worker's queue of wake-ups stays bounded."""
+    import random
+    import time
+
+    rng = random.Random(seed)
+    for _ in range(25):
+        count, depth = rng.randint(0, 30), rng.randint(1, 4)
+        per_call = rng.choice([1, 1, 3])  # several items from one produce() call
+        fail_at = rng.randint(0, 40) if rng.random() < 0.3 else None
+        stop_after = rng.randint(0, count) if rng.random() < 0.2 else None
+        values = iter(range(count))
+
+        def produce() -> list[int] | None:
+            if rng.random() < 0.3:
+                time.sleep(rng.random() / 2000)
+            items: list[int] = []
+            for _ in range(rng.randint(1, per_call)):
+                value = next(values, None)
+                if value is None:
+                    break
+                if value == fail_at:
+                    raise ValueError(items[0] if items else value)  # where this call began
+                items.append(value)
+            return items or None
+
+        ahead = DispatchAhead(produce, depth)
+        got: list[int] = []
+        failed_at = None
+        try:
+            while stop_after is None or len(got) < stop_after:
+                item = ahead.get()
+                if item is None:
+                    break
+                got.append(item)
+                if rng.random() < 0.3:
+                    time.sleep(rng.random() / 2000)
+                ahead.resume()
+                assert ahead._wake.qsize() <= len(got) + 1
+        except ValueError as err:
+            failed_at = err.args[0]
+        ahead.stop()
+        if failed_at is not None:
+            assert got == list(range(failed_at))
+        elif stop_after is not None:
+            assert got == list(range(len(got))) and len(got) == min(stop_after, count)
+        else:
+            assert got == list(range(count))
+    assert not _dispatch_threads()
+
+
 def _mixed(n: int = 200, batch_size: int = 8) -> Pipeline:
     """Small batches with a per-record stochastic stage and a batch-level mix."""
     from datarax.operators import BatchMixOperator
