@@ -140,16 +140,18 @@ def _hidden(make: Any, train: Any, reps: int, data_step: Any) -> dict[str, Any]:
     t_data, sums, _ = _per_step(make, data_step, reps)
     if getattr(train, "from_data_time", False):
         train = train(t_data)
-    _, _, next_both = _per_step(make, train, 1, probe=True)
-    t_both, outs, _ = _per_step(make, train, reps)
+    _, outs, next_both = _per_step(make, train, 1, probe=True)
     steps = len(sums)
 
     # Train alone reuses one batch (a new one per step would be cache-cold where the
     # pipeline's is warm) but gives each step labels it has not read yet: NumPy's
     # view of a jax.Array is cached, so a reused batch would skip the step's read of
-    # its labels, which every real step pays.
-    t_train = float("inf")
+    # its labels, which every real step pays. Both and train alone take turns, epoch
+    # by epoch, so that a change in the machine's speed meets both the same.
+    t_both = t_train = float("inf")
     for _ in range(reps):
+        both, outs, _ = _per_step(make, train, 1)
+        t_both = min(t_both, both)
         batches = [{**fixed, "label": jnp.array(fixed["label"])} for _ in range(steps)]
         jax.block_until_ready(batches)
         began = time.perf_counter()
