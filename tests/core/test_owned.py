@@ -37,8 +37,10 @@ def test_jax_shares_exactly_the_buffers_the_rule_names(offset):
 
 
 # Thresholds shrunk so that small arrays take each way: a private copy, a private
-# aligned copy (JAX shares it), and JAX's own copy waited for.
-WAYS = {"copy": (1 << 30, 1 << 31), "aligned copy": (0, 1 << 31), "waited": (0, 0)}
+# aligned copy (JAX shares it), a private copy into memory mapped up front (Linux; JAX
+# shares it), and JAX's own copy waited for (where there is no such mapping).
+WAYS = {"copy": (1 << 30, 1 << 31), "aligned copy": (0, 1 << 31), "populated": (0, 0),
+        "waited": (0, 0)}
 
 
 @pytest.fixture(params=sorted(WAYS))
@@ -46,7 +48,24 @@ def way(request, monkeypatch):
     aligned_from, waited_from = WAYS[request.param]
     monkeypatch.setattr(owned, "ALIGNED_COPY_BYTES", aligned_from)
     monkeypatch.setattr(owned, "WAITED_COPY_BYTES", waited_from)
+    if request.param == "waited":
+        monkeypatch.setattr(owned, "_populated_copy", lambda array: None)
     return request.param
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MAP_POPULATE"), reason="Linux only")
+def test_a_large_copy_is_shared_by_jax_and_outlives_every_python_reference(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(owned, "WAITED_COPY_BYTES", 0)
+    host = aligned((1 << 18,), offset=16)
+    host[:] = np.arange(1 << 18, dtype=np.float32)
+    device = owned_device_put(host)
+    host[:] = -1.0
+    gc.collect()
+    _ = [np.ones(1 << 16) for _ in range(64)]  # reuse freed memory, if any was freed
+    assert device.unsafe_buffer_pointer() % 4096 == 0  # JAX shares the page-aligned copy
+    assert float(device[-1]) == (1 << 18) - 1 and float(device[:1000].sum()) == 499500.0
 
 
 @pytest.mark.parametrize("offset", [0, 16])
