@@ -238,9 +238,10 @@ def _augmented_pipeline(records: int, batch: int) -> Any:
     return lambda: _datarax_pipeline(images, labels, batch, 0, fixed=False)
 
 
-def _host_pipeline(records: int, batch: int, by_chunk: bool = False) -> Any:
+def _host_pipeline(records: int, batch: int, by_chunk: bool = False, processes: int = 0) -> Any:
     """A maker of W1-staged pipelines over W2's ArrayRecord files (a host source);
-    ``by_chunk``: the records are decoded a chunk at a time (``decode_batch``)."""
+    ``by_chunk``: the records are decoded a chunk at a time (``decode_batch``);
+    ``processes``: by that many worker processes (``decode_processes``)."""
     from flax import nnx as _nnx
 
     from benchmarks import bench_array_record as w2
@@ -260,10 +261,17 @@ def _host_pipeline(records: int, batch: int, by_chunk: bool = False) -> Any:
         images = np.frombuffer(b"".join(raw), np.uint8).reshape(-1, *w2.RECORD_SHAPE)
         return {"image": images, "label": images[:, 0, 0, 0].astype(np.int32)}
 
+    kept: list[Any] = []  # with processes, one source: its workers live across epochs
+
     def make() -> Any:
-        source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True),
-                                         paths, decode=decode,
-                                         decode_batch=decode_batch if by_chunk else None)
+        if kept:
+            source = kept[0]
+        else:
+            source = ArrayRecordSourceModule(
+                ArrayRecordSourceConfig(seed=0, shuffle_files=True), paths, decode=decode,
+                decode_batch=decode_batch if by_chunk else None, decode_processes=processes)
+            if processes:
+                kept.append(source)
         stages = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
                   ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
         return Pipeline(source=source, stages=stages, batch_size=batch, rngs=_nnx.Rngs(0))

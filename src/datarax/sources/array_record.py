@@ -159,6 +159,13 @@ class ArrayRecordSourceModule(RandomAccessSource):
         name: module name for metadata and messages.
         num_threads: reader/decoder threads (array_record releases the GIL).
         read_ahead: batches read and decoded ahead of the consumer (bounded).
+        decode_processes: worker processes that run ``decode`` / ``decode_batch`` on
+            the chunks the threads read (default 0: the threads decode). For a decode
+            in Python that keeps one core busy: threads share Python's lock, processes
+            do not, and the training loop's thread no longer waits for the lock. The
+            workers start on the first batch (a second or two: each imports datarax)
+            and end at :meth:`close`; position, resume and bad-record handling are
+            the same (:mod:`datarax.sources.decode_processes`).
 
     It is a host source: a Pipeline calls :meth:`get_batch_with_indices`, which
     returns the next batch of the epoch and each record's stable index (its number
@@ -193,6 +200,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         name: str | None = None,
         num_threads: int = 4,
         read_ahead: int | None = None,
+        decode_processes: int = 0,
     ) -> None:
         if not isinstance(config, ArrayRecordSourceConfig):
             raise ConfigError(
@@ -227,6 +235,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             policy=config.error_policy(),
             name=type(self).__name__,
             cast_float64=config.cast_float64,
+            decode_processes=decode_processes,
         )
         self._use_reader(reader)
         self._length = total

@@ -12,6 +12,9 @@ to it. Under ``on_error="raise"`` decoding stops at the first failure.
 Example:
     >>> from datarax.sources.epoch_order import EpochOrder
     >>> from datarax.sources.skip_ledger import ErrorPolicy
+
+if TYPE_CHECKING:
+    from datarax.sources.decode_processes import DecodeProcesses
     >>> records = DecodedRecords(lambda raw: {"x": np.int32(raw)})
     >>> spec = records.learn(0, 0)  # the first record sets the structure
     >>> chunk = ChunkReads(list(range(10)), records, None, ErrorPolicy()).read(
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,7 +82,9 @@ class Chunk:
 
 class ChunkReads:
     """Reads chunks of ``data`` (``len``, ``[i]``, ideally ``__getitems__``) through
-    ``records`` (the decoder that learned the first record's structure)."""
+    ``records`` (the decoder that learned the first record's structure); with
+    ``processes`` (:class:`~datarax.sources.decode_processes.DecodeProcesses`) the raw
+    records are fetched here and decoded in worker processes."""
 
     def __init__(
         self,
@@ -87,11 +92,13 @@ class ChunkReads:
         records: DecodedRecords,
         decode_batch: Callable[[list[Any]], Mapping[str, Any]] | None,
         policy: ErrorPolicy,
+        processes: DecodeProcesses | None = None,
     ) -> None:
         self.data = data
         self.records = records
         self.decode_batch = decode_batch
         self.policy = policy
+        self.processes = processes
         self._getitems = getattr(data, "__getitems__", None)
 
     def fetch(self, indices: np.ndarray) -> tuple[list[Any], dict[int, BaseException]]:
@@ -113,8 +120,17 @@ class ChunkReads:
         return records, failures
 
     def read(self, order: EpochOrder, start: int, stop: int) -> Chunk:
+        """Positions ``[start, stop)`` of ``order``: fetched, decoded, checked, stacked."""
         indices = order.indices(start, stop)
         raw, fetch_failures = self.fetch(indices)
+        if self.processes is not None:
+            return self.processes.decode(self, raw, fetch_failures, indices, start, stop)
+        return self.decode(raw, fetch_failures, indices, start, stop)
+
+    def decode(self, raw: list[Any], fetch_failures: Mapping[int, BaseException],
+               indices: np.ndarray, start: int, stop: int) -> Chunk:
+        """The chunk of ``raw`` (records of ``indices``, at positions ``[start, stop)``);
+        the slots of ``fetch_failures`` could not be read."""
         spec = self.records.spec
         assert spec is not None
         if self.decode_batch is not None and not fetch_failures:
@@ -126,8 +142,9 @@ class ChunkReads:
         failures: list[Failure] = []
         stop_early = not self.policy.skips
         for slot, record in enumerate(raw):
-            cause = fetch_failures.get(slot)
-            if cause is None:
+            if slot in fetch_failures:
+                cause = fetch_failures[slot]
+            else:
                 try:
                     decoded.append(self.records.check(record))
                     keep.append(slot)
@@ -146,3 +163,8 @@ class ChunkReads:
             kept_indices = indices[kept]
             positions = kept + start
         return Chunk(columns, kept_indices, positions, stop, failures)
+
+    def close(self) -> None:
+        """End the worker processes, if any."""
+        if self.processes is not None:
+            self.processes.close()

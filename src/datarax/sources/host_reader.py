@@ -69,6 +69,7 @@ import numpy as np
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.threads import run_behind_consumer
 from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
+from datarax.sources.decode_processes import DecodeProcesses, portable
 from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
@@ -119,6 +120,9 @@ class HostReader:
         cast_float64: decoded ``float64`` values are cast to ``float32`` (else refused
             while x64 is off). Decoded values follow :mod:`datarax.core.dtypes`: 64-bit
             ints narrowed when they fit, Python ``int``/``float`` as JAX's defaults.
+        decode_batch: raw records of a chunk -> dict of stacked arrays (optional).
+        decode_processes: worker processes that decode the chunks the threads fetch
+            (0: the threads decode; see :mod:`datarax.sources.decode_processes`).
     """
 
     def __init__(
@@ -134,6 +138,7 @@ class HostReader:
         name: str = "source",
         cast_float64: bool = False,
         decode_batch: Callable[[list[Any]], Mapping[str, Any]] | None = None,
+        decode_processes: int = 0,
     ) -> None:
         for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
                                   ("chunk_size", chunk_size, 1)):
@@ -156,8 +161,13 @@ class HostReader:
                 f"{name} decode_batch must be callable (list of raw records -> dict of "
                 f"arrays with one row per record), got {decode_batch!r}."
             )
+        processes = None
+        if decode_processes != 0:
+            processes = DecodeProcesses(decode_processes, name)  # checks the count
+            portable(name, decode=decode, decode_batch=decode_batch)
+            self.num_threads = max(num_threads, decode_processes)  # one to feed each
         self._records = DecodedRecords(decode, cast_float64=cast_float64)
-        self._reads = ChunkReads(data, self._records, decode_batch, self.policy)
+        self._reads = ChunkReads(data, self._records, decode_batch, self.policy, processes)
         self._lock = threading.Lock()  # the ledger and the queues: both threads touch them
         self._session_lock = threading.Lock()  # a peek, start and stop: one at a time
         self._session = 0
@@ -469,8 +479,9 @@ class HostReader:
             self.cursor = self.position
 
     def close(self) -> None:
-        """Stop and refuse further reads."""
+        """Stop, end the decode processes (if any) and refuse further reads."""
         self.stop()
+        self._reads.close()
         self._closed = True
 
     def __enter__(self) -> HostReader:

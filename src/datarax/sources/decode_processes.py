@@ -1,0 +1,177 @@
+"""``DecodeProcesses``: chunks of raw records decoded in worker processes.
+
+A host source's reader threads fetch raw records (array_record reads without Python's
+lock) and decode them with the user's Python ``decode``, which holds the lock: with
+threads, decoding uses one core, and the training loop's thread waits for the lock
+whenever a reader thread is decoding. With ``decode_processes=n`` the reader threads
+still fetch, then hand each chunk's raw records to one of ``n`` worker processes,
+which decode, check and stack them exactly as a thread would
+(:meth:`~datarax.sources.chunk_reads.ChunkReads.decode`) and send the chunk back.
+
+What stays in the source's process: the epoch order, the position, the read-ahead
+bound and every decision about bad records (the skip budget and its counts, the
+error that names file and record) — a worker only reports which records failed and
+why, so resume and skip accounting are the same as with threads.
+
+The workers are started (``spawn``: a fresh interpreter, never a fork of a process
+running JAX's threads) on the first chunk and live until the source is closed, across
+epochs. ``decode`` and ``decode_batch`` travel to them with ``cloudpickle`` (a lambda
+or a function of a script works); :func:`portable` checks that at construction. Like
+every spawned worker, a script that builds the pipeline at its top level needs an
+``if __name__ == "__main__":`` guard (the workers import the script's module).
+A cause that cannot be pickled back (an exception holding a file handle) comes back
+as a ``RuntimeError`` with its type and message.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources.chunk_reads import ChunkReads
+    >>> from datarax.sources.decoded_records import DecodedRecords
+    >>> from datarax.sources.epoch_order import EpochOrder
+    >>> from datarax.sources.skip_ledger import ErrorPolicy
+    >>> records = DecodedRecords(lambda raw: {"x": np.int32(raw) * 2})
+    >>> _ = records.learn(0, 0)
+    >>> reads = ChunkReads(list(range(10)), records, None, ErrorPolicy(),
+    ...                    processes=DecodeProcesses(2, "example"))
+    >>> reads.read(EpochOrder(length=10, seed=None, epoch=0), 2, 6).columns["x"].tolist()
+    [4, 6, 8, 10]
+    >>> reads.close()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import pickle
+import threading
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from datarax.core.errors import ConfigError, DataraxError
+
+if TYPE_CHECKING:
+    from datarax.sources.chunk_reads import Chunk, ChunkReads
+
+__all__ = ["DecodeProcesses", "portable"]
+
+
+def portable(name: str, **functions: Callable[..., Any] | None) -> None:
+    """Refuse, naming it, a function that cannot travel to a worker process."""
+    import cloudpickle  # grain's dependency, so always installed with datarax
+
+    for label, fn in functions.items():
+        if fn is None:
+            continue
+        try:
+            cloudpickle.dumps(fn)
+        except Exception as err:  # noqa: BLE001 - any pickling failure, reported
+            raise ConfigError(
+                f"{name}: decode_processes needs {label} to be sent to worker processes, "
+                f"but it cannot be pickled ({type(err).__name__}: {err}). Use a function "
+                "that does not hold open files, locks or a source, or decode_processes=0 "
+                "(decode on reader threads)."
+            ) from err
+
+
+class DecodeProcesses:
+    """``count`` worker processes decoding chunks for one :class:`ChunkReads`.
+
+    Args:
+        count: worker processes (>= 1).
+        name: how errors name the source.
+    """
+
+    def __init__(self, count: int, name: str) -> None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"{name} decode_processes must be an int >= 1, got {count!r}.")
+        self.count = count
+        self.name = name
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def _started(self, reads: ChunkReads) -> concurrent.futures.ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                import cloudpickle
+
+                # the decoder as it stands now: the first record's structure is learned
+                decoder = cloudpickle.dumps((reads.records, reads.decode_batch, reads.policy))
+                self._pool = concurrent.futures.ProcessPoolExecutor(
+                    max_workers=self.count, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_install, initargs=(decoder,),
+                )
+            return self._pool
+
+    def decode(self, reads: ChunkReads, raw: list[Any], failed: dict[int, BaseException],
+               indices: np.ndarray, start: int, stop: int) -> Chunk:
+        """``reads.decode(...)`` of one chunk, run by a worker process."""
+        pool = self._started(reads)
+        try:
+            chunk = pool.submit(_decode, raw, sorted(failed), indices, start, stop).result()
+        except BrokenProcessPool as err:
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = None  # the next chunk starts new workers
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise DataraxError(
+                f"{self.name}: a decode worker process ended while decoding records at "
+                f"epoch positions {start}..{stop - 1} ({err}): it was killed (out of "
+                "memory?), crashed inside decode, or could not start (its error is printed "
+                "above; a script that builds the pipeline at its top level needs "
+                "`if __name__ == \"__main__\":`, since worker processes import the script). "
+                "Run with decode_processes=0 to decode on threads of this process and see "
+                "a failing record's error."
+            ) from err
+        for failure in chunk.failures:  # a fetch failure's cause stayed here
+            failure.cause = failed.get(failure.position - start, failure.cause)
+        return chunk
+
+    def close(self) -> None:
+        """End the worker processes (after the chunks they are decoding)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            pool = self._pool
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# ------------------------------------------------------------ in the worker process
+_READS: ChunkReads | None = None
+
+
+def _install(decoder: bytes) -> None:
+    """Worker initializer: the source's decoder, learned structure and policy."""
+    global _READS
+    from datarax.sources.chunk_reads import ChunkReads
+
+    records, decode_batch, policy = pickle.loads(decoder)
+    _READS = ChunkReads(None, records, decode_batch, policy)
+
+
+def _decode(raw: list[Any], failed: list[int], indices: np.ndarray, start: int,
+            stop: int) -> Chunk:
+    assert _READS is not None, "worker not initialized"
+    unread = RuntimeError("not read")  # the source's process puts the real cause back
+    chunk = _READS.decode(raw, dict.fromkeys(failed, unread), indices, start, stop)
+    for failure in chunk.failures:
+        failure.cause = _sendable(failure.cause)
+    return chunk
+
+
+def _sendable(cause: BaseException) -> BaseException:
+    """``cause``, or a ``RuntimeError`` with its type and message where it would not
+    pickle back (or not unpickle: an exception whose ``__init__`` wants other args)."""
+    try:
+        pickle.loads(pickle.dumps(cause))
+        return cause
+    except Exception:  # noqa: BLE001
+        return RuntimeError(f"{type(cause).__name__}: {cause}")

@@ -1,0 +1,174 @@
+"""ArrayRecordSourceModule(decode_processes=n): records decoded in worker processes.
+
+The same batches, resume and bad-record handling as decoding on reader threads; errors
+that say what happened. Decode functions are made inside the tests (cloudpickle sends
+them by value, as it does a script's functions).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pathlib
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("array_record")
+from array_record.python.array_record_module import ArrayRecordWriter  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from datarax.core.errors import ConfigError, DataraxError, RecordError  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule  # noqa: E402
+
+
+def write_files(directory: pathlib.Path, sizes: list[int]) -> list[str]:
+    paths, start = [], 0
+    for f, size in enumerate(sizes):
+        path = str(directory / f"part-{f}.array_record")
+        writer = ArrayRecordWriter(path, "group_size:1")
+        for i in range(start, start + size):
+            writer.write(np.asarray([i, 10 * i], np.int32).tobytes())
+        writer.close()
+        paths.append(path)
+        start += size
+    return paths
+
+
+def decoder(fail_on: frozenset[int] = frozenset(), error: type[BaseException] = ValueError,
+            exit_on: int | None = None):
+    """A decode made here (sent by value): fails on ids in ``fail_on``, ends its
+    process on ``exit_on``."""
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        values = np.frombuffer(record, np.int32)
+        if int(values[0]) == exit_on:
+            os._exit(3)
+        if int(values[0]) in fail_on:
+            raise error(f"record id {int(values[0])} is bad")
+        return {"id": values[0], "pair": values.copy()}
+    return decode
+
+
+def make(paths, processes: int, decode=None, **config):
+    return ArrayRecordSourceModule(
+        ArrayRecordSourceConfig(**{"seed": 3, "shuffle_files": True, **config}), paths,
+        decode=decode or decoder(), num_threads=2, decode_processes=processes)
+
+
+def pipeline(source, batch_size=4):
+    return Pipeline(source=source, stages=[], batch_size=batch_size, rngs=nnx.Rngs(0))
+
+
+def ids(batches) -> list[int]:
+    return [int(i) for b in batches for i in np.asarray(b["id"])]
+
+
+@pytest.fixture
+def files(tmp_path):
+    return write_files(tmp_path, [9, 6, 10])  # 25 records in 3 files
+
+
+def test_processes_serve_the_same_batches_as_threads_and_resume_exactly(files):
+    threads = pipeline(make(files, 0))
+    want = [ids(threads), ids(threads)]  # two epochs, shuffled
+    threads.source.close()
+    assert sorted(want[0]) == list(range(25)) and want[0] != want[1]
+
+    source = make(files, 2)
+    try:
+        got = pipeline(source)
+        first = [ids(got), ids(got)]
+        assert first == want
+        batch = next(iter(pipeline(make(files, 0))))
+        assert np.asarray(batch["pair"]).tolist() == [[i, 10 * i] for i in want[0][:4]]
+
+        # resume mid-epoch 0 from a state taken after two batches
+        again = pipeline(make(files, 2))
+        it = iter(again)
+        head = ids([next(it), next(it)])
+        state = again.get_state()
+        resumed = pipeline(source)
+        resumed.set_state(state)
+        assert head + ids(resumed) == want[0]
+        again.source.close()
+    finally:
+        source.close()
+
+
+def test_bad_records_are_skipped_counted_and_named_as_with_threads(files):
+    bad = frozenset({4, 11, 20})
+    source = make(files, 2, decode=decoder(bad), on_error="skip", max_skipped=3)
+    try:
+        served = ids(pipeline(source))
+        assert sorted(served) == sorted(set(range(25)) - bad)
+        reports = source.skipped_records()
+        assert sorted(r.index for r in reports) == sorted(bad)  # stable index = record id
+        assert sorted((pathlib.Path(r.path).name, r.index_in_file) for r in reports) == [
+            ("part-0.array_record", 4), ("part-1.array_record", 2), ("part-2.array_record", 5)]
+        assert all(r.cause == f"ValueError: record id {r.index} is bad" for r in reports)
+        threads = make(files, 0, decode=decoder(bad), on_error="skip", max_skipped=3)
+        assert ids(pipeline(threads)) == served
+        assert source.get_state() == threads.get_state() and source.get_state()["skipped"] == 3
+        threads.close()
+    finally:
+        source.close()
+
+    raising = make(files, 2, decode=decoder(frozenset({11})), shuffle_files=False)
+    try:
+        with pytest.raises(RecordError, match=r"record 2 of file '.*part-1\.array_record'.*"
+                                              r"ValueError: record id 11 is bad"):
+            ids(pipeline(raising))
+    finally:
+        raising.close()
+
+
+def test_an_error_that_cannot_travel_back_arrives_with_its_type_and_message(files):
+    class TwoArgs(Exception):  # unpicklable: __init__ wants two arguments
+        def __init__(self, what, where):
+            super().__init__(f"{what} at {where}")
+
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        values = np.frombuffer(record, np.int32)
+        if int(values[0]) == 7:
+            raise TwoArgs("broken", "id 7")
+        return {"id": values[0]}
+
+    source = make(files, 1, decode=decode, shuffle_files=False)
+    try:
+        with pytest.raises(RecordError, match=r"record 7 of file .*part-0.*TwoArgs: broken at id 7"):
+            ids(pipeline(source))
+    finally:
+        source.close()
+
+
+def test_a_worker_that_dies_is_reported_and_the_next_epoch_starts_new_workers(files):
+    source = make(files, 1, decode=decoder(exit_on=13), shuffle_files=False)
+    try:
+        with pytest.raises(DataraxError, match="decode worker process ended.*decode_processes=0"):
+            ids(pipeline(source))
+    finally:
+        source.close()
+
+
+def test_a_decode_that_cannot_be_sent_is_refused_at_construction(files):
+    lock = threading.Lock()
+
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        with lock:
+            return {"id": np.frombuffer(record, np.int32)[0]}
+
+    with pytest.raises(ConfigError, match="decode_processes needs decode .* cannot be pickled"):
+        make(files, 2, decode=decode)
+    for count in (-1, True, 1.5):
+        with pytest.raises(ConfigError, match=r"decode_processes must be an int >= 1"):
+            make(files, count)
+
+
+def test_no_worker_process_outlives_close(files):
+    source = make(files, 2)
+    assert len(ids(pipeline(source))) == 25
+    assert len(multiprocessing.active_children()) >= 1
+    source.close()
+    assert multiprocessing.active_children() == []
