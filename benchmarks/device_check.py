@@ -15,7 +15,9 @@ in the same run, and every section checks that the work was the same:
   overlapped). ``simulated``: a train step of known cost during which the host waits
   (as when the loop reads each step's loss), for an indexed source (W1: shuffle, /255,
   random flip; batch 256), W7's augmentation chain, and a host one (W2's ArrayRecord
-  files, same stages; ``host_decode_batch``: the records decoded a chunk at a time);
+  files, same stages; ``host_decode_batch``: the records decoded a chunk at a time;
+  ``host_processes``: decoded record by record in worker processes, ``decode_processes``
+  = the cores less one, 1 to 4);
   ``compute``: a jitted train step of chained matmuls (on CPU, the data's own cores).
 * ``w1`` — one W1 epoch through datarax on the default device against the numpy floor
   (``benchmarks/contenders/numpy_floor.py``), both verified by ``vision_data.verify``.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -209,6 +212,10 @@ def overlap(records: int, batch: int, matmuls: int, width: int, reps: int,
         out["host"] = _hidden(_host_pipeline(records, batch), simulated, reps, consume)
         out["host_decode_batch"] = _hidden(_host_pipeline(records, batch, by_chunk=True),
                                            simulated, reps, consume)
+        # decode in worker processes: one on a machine of 2 cores (a core for the loop)
+        processes = max(1, min(4, (os.cpu_count() or 2) - 1))
+        out["host_processes"] = {"decode_processes": processes, **_hidden(
+            _host_pipeline(records, batch, processes=processes), simulated, reps, consume)}
     except ImportError as err:  # array_record missing on this machine
         out["host"] = {"skipped": str(err)}
     weight = jnp.asarray(np.random.default_rng(1).standard_normal((32 * 32 * 3, width)) / 100,

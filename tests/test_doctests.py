@@ -31,6 +31,7 @@ WITH_EXAMPLES = {
     "datarax.sources.random_access",
     "datarax.sources.skip_ledger",
     "datarax.sources.decoded_records",
+    "datarax.sources.decode_processes",
     "datarax.sources.epoch_order",
     "datarax.testing.resume",
     "datarax.cli.targets",

@@ -25,10 +25,11 @@ def test_device_check_tiny_runs_its_sections_and_verifies_the_work(tmp_path):
         assert report[section]["checks_ok"] is True, (section, report[section])
     assert report["h2d"]["bytes"] == 1024 * 1024
     assert report["h2d"]["device_put_gbps"] > 0 and report["h2d"]["numpy_copy_gbps"] > 0
-    for kind in ("indexed", "augmented", "host", "compute"):  # 1,024 records, batches of 256
+    for kind in ("indexed", "augmented", "host", "host_processes", "compute"):  # 1,024 records, batches of 256
         overlap = report["overlap"][kind]
         assert overlap["steps"] == 4 and 0.0 <= overlap["hidden"] <= 1.0, (kind, overlap)
     assert report["overlap"]["train_ms"] == 5.0
+    assert report["overlap"]["host_processes"]["decode_processes"] >= 1
     assert report["w1"]["records"] == 1024 and report["w1"]["datarax_problems"] == []
 
 

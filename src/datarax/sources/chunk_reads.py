@@ -83,8 +83,8 @@ class Chunk:
 class ChunkReads:
     """Reads chunks of ``data`` (``len``, ``[i]``, ideally ``__getitems__``) through
     ``records`` (the decoder that learned the first record's structure); with
-    ``processes`` (:class:`~datarax.sources.decode_processes.DecodeProcesses`) the raw
-    records are fetched here and decoded in worker processes."""
+    ``processes`` (:class:`~datarax.sources.decode_processes.DecodeProcesses`) each
+    chunk is read by a worker process."""
 
     def __init__(
         self,
@@ -120,17 +120,12 @@ class ChunkReads:
         return records, failures
 
     def read(self, order: EpochOrder, start: int, stop: int) -> Chunk:
-        """Positions ``[start, stop)`` of ``order``: fetched, decoded, checked, stacked."""
+        """Positions ``[start, stop)`` of ``order``: fetched, decoded, checked, stacked
+        (by a worker process, with ``processes``)."""
+        if self.processes is not None:
+            return self.processes.read(self, order, start, stop)
         indices = order.indices(start, stop)
         raw, fetch_failures = self.fetch(indices)
-        if self.processes is not None:
-            return self.processes.decode(self, raw, fetch_failures, indices, start, stop)
-        return self.decode(raw, fetch_failures, indices, start, stop)
-
-    def decode(self, raw: list[Any], fetch_failures: Mapping[int, BaseException],
-               indices: np.ndarray, start: int, stop: int) -> Chunk:
-        """The chunk of ``raw`` (records of ``indices``, at positions ``[start, stop)``);
-        the slots of ``fetch_failures`` could not be read."""
         spec = self.records.spec
         assert spec is not None
         if self.decode_batch is not None and not fetch_failures:
@@ -142,9 +137,8 @@ class ChunkReads:
         failures: list[Failure] = []
         stop_early = not self.policy.skips
         for slot, record in enumerate(raw):
-            if slot in fetch_failures:
-                cause = fetch_failures[slot]
-            else:
+            cause = fetch_failures.get(slot)
+            if cause is None:
                 try:
                     decoded.append(self.records.check(record))
                     keep.append(slot)

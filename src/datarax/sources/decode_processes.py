@@ -1,12 +1,13 @@
-"""``DecodeProcesses``: chunks of raw records decoded in worker processes.
+"""``DecodeProcesses``: chunks of records read and decoded in worker processes.
 
-A host source's reader threads fetch raw records (array_record reads without Python's
-lock) and decode them with the user's Python ``decode``, which holds the lock: with
-threads, decoding uses one core, and the training loop's thread waits for the lock
-whenever a reader thread is decoding. With ``decode_processes=n`` the reader threads
-still fetch, then hand each chunk's raw records to one of ``n`` worker processes,
-which decode, check and stack them exactly as a thread would
-(:meth:`~datarax.sources.chunk_reads.ChunkReads.decode`) and send the chunk back.
+A host source's reader threads read chunks of records (array_record reads without
+Python's lock) and decode them with the user's Python ``decode``, which holds the lock:
+with threads, decoding uses one core, and the training loop's thread waits for the lock
+whenever a reader thread is decoding. With ``decode_processes=n`` each reader thread
+hands its chunk (positions ``[start, stop)`` of the epoch order) to one of ``n`` worker
+processes, which read, decode, check and stack it exactly as a thread would
+(:meth:`~datarax.sources.chunk_reads.ChunkReads.read`) and send the chunk back: only
+the decoded arrays cross between processes.
 
 What stays in the source's process: the epoch order, the position, the read-ahead
 bound and every decision about bad records (the skip budget and its counts, the
@@ -14,13 +15,14 @@ error that names file and record) — a worker only reports which records failed
 why, so resume and skip accounting are the same as with threads.
 
 The workers are started (``spawn``: a fresh interpreter, never a fork of a process
-running JAX's threads) on the first chunk and live until the source is closed, across
-epochs. ``decode`` and ``decode_batch`` travel to them with ``cloudpickle`` (a lambda
-or a function of a script works); :func:`portable` checks that at construction. Like
-every spawned worker, a script that builds the pipeline at its top level needs an
-``if __name__ == "__main__":`` guard (the workers import the script's module).
-A cause that cannot be pickled back (an exception holding a file handle) comes back
-as a ``RuntimeError`` with its type and message.
+running JAX's threads) once the first record's structure is known (when a Pipeline is
+built over the source, so they start while it compiles) and live until the source is
+closed, across epochs. The records' data object, ``decode`` and ``decode_batch`` travel
+to them with ``cloudpickle`` (a lambda or a function of a script works); :func:`portable`
+checks that at construction. Like every spawned worker, a script that builds the
+pipeline at its top level needs an ``if __name__ == "__main__":`` guard (the workers
+import the script's module). A cause that cannot be pickled back (an exception holding
+a file handle) comes back as a ``RuntimeError`` with its type and message.
 
 Example:
     >>> import numpy as np
@@ -53,6 +55,7 @@ from datarax.core.errors import ConfigError, DataraxError
 
 if TYPE_CHECKING:
     from datarax.sources.chunk_reads import Chunk, ChunkReads
+    from datarax.sources.epoch_order import EpochOrder
 
 __all__ = ["DecodeProcesses", "portable"]
 
@@ -91,32 +94,35 @@ class DecodeProcesses:
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
-    def _started(self, reads: ChunkReads) -> concurrent.futures.ProcessPoolExecutor:
+    def start(self, reads: ChunkReads) -> concurrent.futures.ProcessPoolExecutor:
+        """Start the workers (if not running) for ``reads``, whose decoder has learned
+        the first record's structure; returns at once, while they start."""
         with self._lock:
             if self._pool is None:
                 import cloudpickle
 
-                # the decoder as it stands now: the first record's structure is learned
-                decoder = cloudpickle.dumps((reads.records, reads.decode_batch, reads.policy))
+                reader = cloudpickle.dumps(
+                    (reads.data, reads.records, reads.decode_batch, reads.policy))
                 self._pool = concurrent.futures.ProcessPoolExecutor(
                     max_workers=self.count, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_install, initargs=(decoder,),
+                    initializer=_install, initargs=(reader,),
                 )
+                for _ in range(self.count):  # the pool starts one worker per task waiting
+                    self._pool.submit(_ready)
             return self._pool
 
-    def decode(self, reads: ChunkReads, raw: list[Any], failed: dict[int, BaseException],
-               indices: np.ndarray, start: int, stop: int) -> Chunk:
-        """``reads.decode(...)`` of one chunk, run by a worker process."""
-        pool = self._started(reads)
+    def read(self, reads: ChunkReads, order: EpochOrder, start: int, stop: int) -> Chunk:
+        """``reads.read(order, start, stop)``, run by a worker process."""
+        pool = self.start(reads)
         try:
-            chunk = pool.submit(_decode, raw, sorted(failed), indices, start, stop).result()
+            return pool.submit(_read, order, start, stop).result()
         except BrokenProcessPool as err:
             with self._lock:
                 if self._pool is pool:
                     self._pool = None  # the next chunk starts new workers
             pool.shutdown(wait=False, cancel_futures=True)
             raise DataraxError(
-                f"{self.name}: a decode worker process ended while decoding records at "
+                f"{self.name}: a decode worker process ended while reading records at "
                 f"epoch positions {start}..{stop - 1} ({err}): it was killed (out of "
                 "memory?), crashed inside decode, or could not start (its error is printed "
                 "above; a script that builds the pipeline at its top level needs "
@@ -124,9 +130,6 @@ class DecodeProcesses:
                 "Run with decode_processes=0 to decode on threads of this process and see "
                 "a failing record's error."
             ) from err
-        for failure in chunk.failures:  # a fetch failure's cause stayed here
-            failure.cause = failed.get(failure.position - start, failure.cause)
-        return chunk
 
     def close(self) -> None:
         """End the worker processes (after the chunks they are decoding)."""
@@ -148,20 +151,22 @@ class DecodeProcesses:
 _READS: ChunkReads | None = None
 
 
-def _install(decoder: bytes) -> None:
-    """Worker initializer: the source's decoder, learned structure and policy."""
+def _install(reader: bytes) -> None:
+    """Worker initializer: the source's data, decoder (its structure learned), policy."""
     global _READS
     from datarax.sources.chunk_reads import ChunkReads
 
-    records, decode_batch, policy = pickle.loads(decoder)
-    _READS = ChunkReads(None, records, decode_batch, policy)
+    data, records, decode_batch, policy = pickle.loads(reader)
+    _READS = ChunkReads(data, records, decode_batch, policy)
 
 
-def _decode(raw: list[Any], failed: list[int], indices: np.ndarray, start: int,
-            stop: int) -> Chunk:
+def _ready() -> None:
+    """A task that makes the pool start a worker (they start one per task waiting)."""
+
+
+def _read(order: EpochOrder, start: int, stop: int) -> Chunk:
     assert _READS is not None, "worker not initialized"
-    unread = RuntimeError("not read")  # the source's process puts the real cause back
-    chunk = _READS.decode(raw, dict.fromkeys(failed, unread), indices, start, stop)
+    chunk = _READS.read(order, start, stop)
     for failure in chunk.failures:
         failure.cause = _sendable(failure.cause)
     return chunk

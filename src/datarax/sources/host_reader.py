@@ -164,7 +164,7 @@ class HostReader:
         processes = None
         if decode_processes != 0:
             processes = DecodeProcesses(decode_processes, name)  # checks the count
-            portable(name, decode=decode, decode_batch=decode_batch)
+            portable(name, data=data, decode=decode, decode_batch=decode_batch)
             self.num_threads = max(num_threads, decode_processes)  # one to feed each
         self._records = DecodedRecords(decode, cast_float64=cast_float64)
         self._reads = ChunkReads(data, self._records, decode_batch, self.policy, processes)
@@ -252,6 +252,8 @@ class HostReader:
                         index=first_error.index,
                     ) from first_error
                 raise first_error
+            if self._reads.processes is not None:  # they start while the caller goes on
+                self._reads.processes.start(self._reads)
         return dict(self._records.spec)
 
     # ---------------------------------------------------------------- reading
