@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 
@@ -27,9 +28,12 @@ def decode(record: bytes) -> dict[str, np.ndarray]:
     return {"data": np.frombuffer(record, dtype=np.float32)}
 
 
-def make(paths, decode_fn=decode, **config):
+def make(paths, decode_fn=decode, processes=0, **config):
     return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), paths, decode=decode_fn,
-                                   rngs=nnx.Rngs(0), num_threads=2)
+                                   rngs=nnx.Rngs(0), num_threads=2, decode_processes=processes)
+
+
+make_source = make
 
 
 def read_all(source, batch_size=8):
@@ -136,11 +140,13 @@ def test_corrupt_record_names_file_index_and_cause(tmp_path):
     source.close()
 
 
-def test_corrupt_records_skipped_counted_and_resumed_exactly(tmp_path):
+@pytest.mark.parametrize("processes", [0, 1], ids=["threads", "decode_processes"])
+def test_corrupt_records_skipped_counted_and_resumed_exactly(tmp_path, processes):
     good = write(tmp_path / "a.array_record", 10)
     bad, failing = corrupt_copy(write(tmp_path / "b0.array_record", 100, start=10),
                                 tmp_path / "b.array_record")
     expected = [i for i in range(110) if i - 10 not in failing]
+    make = functools.partial(make_source, processes=processes)
     source = make([good, bad], on_error="skip", max_skipped=len(failing))
     assert read_all(source) == expected
     reports = source.skipped_records()
