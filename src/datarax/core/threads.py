@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import Any
 
 #: how much less priority (``nice`` steps) a thread working ahead gets
 BEHIND = 10
@@ -47,3 +48,13 @@ def run_behind_consumer() -> bool:
     except (AttributeError, OSError):  # no per-thread priority here, or not allowed
         return False
     return True
+
+
+def drop_pool(pool: Any) -> None:
+    """End a ``concurrent.futures`` pool without waiting (best effort, for ``__del__``:
+    at interpreter exit the pool's own machinery may already be gone)."""
+    try:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+    except Exception:  # noqa: BLE001
+        pass

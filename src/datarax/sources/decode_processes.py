@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.threads import drop_pool
 
 if TYPE_CHECKING:
     from datarax.sources.chunk_reads import Chunk, ChunkReads
@@ -139,12 +140,7 @@ class DecodeProcesses:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
-            pool = self._pool
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
-        except Exception:  # noqa: BLE001
-            pass
+        drop_pool(getattr(self, "_pool", None))
 
 
 # ------------------------------------------------------------ in the worker process

@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.core.threads import run_behind_consumer
+from datarax.core.threads import drop_pool, run_behind_consumer
 from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
 from datarax.sources.decode_processes import DecodeProcesses, portable
 from datarax.sources.decoded_records import DecodedRecords, describe_cause
@@ -493,9 +493,4 @@ class HostReader:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
-            pool = self._pool
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
-        except Exception:  # noqa: BLE001
-            pass
+        drop_pool(getattr(self, "_pool", None))
