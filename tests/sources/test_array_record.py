@@ -366,3 +366,31 @@ def test_nnx_state_round_trip_moves_the_position(files):
     assert first + second == shuffled(20, 42)[:8]
     assert int(saved["skipped"].get_value()) == 0
     it.close()
+
+
+@pytest.mark.parametrize("processes", [0, 1], ids=["threads", "decode_processes"])
+def test_a_dropped_iterator_collected_mid_epoch_of_the_next_pipeline(files, processes):
+    # Two pipelines over one source in turn: the first one's iterator, left mid-epoch
+    # in a reference cycle, is collected while the second reads — by whichever thread
+    # the garbage collector runs on (a process pool's manager thread deadlocked there,
+    # releasing in place). The second still serves exactly the rest of the epoch.
+    import gc
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=1, shuffle_files=True), files,
+                                     decode=decode, num_threads=2, decode_processes=processes)
+    first = Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0))
+    it = iter(first)
+    head = ids(next(it))
+    cycle = [it]
+    cycle.append(cycle)  # only the garbage collector frees it now
+    del it, cycle
+    state = first.get_state()
+    second = Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0))
+    second.set_state(state)
+    rest = []
+    for k, batch in enumerate(second):
+        rest += ids(batch)
+        if k == 1:
+            gc.collect()
+    assert head + rest == shuffled(20, 1)
+    source.close()

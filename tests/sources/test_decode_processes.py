@@ -38,12 +38,12 @@ def write_files(directory: pathlib.Path, sizes: list[int]) -> list[str]:
 
 
 def decoder(fail_on: frozenset[int] = frozenset(), error: type[BaseException] = ValueError,
-            exit_on: int | None = None):
+            exit_on: int | None = None, unless: str | None = None):
     """A decode made here (sent by value): fails on ids in ``fail_on``, ends its
-    process on ``exit_on``."""
+    process on ``exit_on`` (while the file ``unless`` does not exist)."""
     def decode(record: bytes) -> dict[str, np.ndarray]:
         values = np.frombuffer(record, np.int32)
-        if int(values[0]) == exit_on:
+        if int(values[0]) == exit_on and not (unless and os.path.exists(unless)):
             os._exit(3)
         if int(values[0]) in fail_on:
             raise error(f"record id {int(values[0])} is bad")
@@ -143,11 +143,21 @@ def test_an_error_that_cannot_travel_back_arrives_with_its_type_and_message(file
         source.close()
 
 
-def test_a_worker_that_dies_is_reported_and_the_next_epoch_starts_new_workers(files):
-    source = make(files, 1, decode=decoder(exit_on=13), shuffle_files=False)
+def test_a_worker_that_dies_is_reported_and_the_next_pass_starts_new_workers(files, tmp_path):
+    healed = tmp_path / "healed"
+    source = make(files, 1, decode=decoder(exit_on=13, unless=str(healed)), shuffle_files=False)
     try:
+        loop = pipeline(source)
+        served = []
         with pytest.raises(DataraxError, match="decode worker process ended.*decode_processes=0"):
-            ids(pipeline(source))
+            for batch in loop:
+                served += ids([batch])
+        assert served == list(range(len(served))) and len(served) <= 12  # before record 13
+        healed.touch()
+        state = loop.get_state()
+        again = pipeline(source)
+        again.set_state(state)  # the same position: nothing lost, nothing repeated
+        assert served + ids(again) == list(range(25))
     finally:
         source.close()
 

@@ -22,7 +22,9 @@ see :mod:`datarax.pipeline.devices`. After an elastic restore
 from __future__ import annotations
 
 import collections
+import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
 Batch = dict[str, Any]
+
+#: the iterator reading each host source now (both held weakly)
+_READING: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
 
 
 class PipelineIterator:
@@ -68,6 +73,7 @@ class PipelineIterator:
         self._ahead: DispatchAhead | None = None
         self._count = 0  # records in the batch being handed out
         self._stats = pipeline._stats
+        self._consumer = threading.get_ident()  # the thread that made it (the loop's)
         self._begin(epoch, resume_at)
 
     # ---------------------------------------------------------------- position
@@ -160,7 +166,12 @@ class PipelineIterator:
         if self._ahead is not None:
             self._ahead.stop()
             self._ahead = None
-        if self._kind is not SourceKind.INDEXED:
+        reading = _READING.get(self._source)
+        if self._kind is not SourceKind.INDEXED and reading is not None and reading() in (self, None):
+            # Only the iterator reading the source (or none, collected) ends its reading:
+            # a dropped iterator of another pipeline over the same source, collected
+            # later, must not end the reading of the one that took over.
+            _READING.pop(self._source, None)
             closer = getattr(self._source, "close_epoch", None)
             if closer is not None:
                 closer()
@@ -173,9 +184,16 @@ class PipelineIterator:
 
     def __del__(self) -> None:
         # A dropped iterator (``break`` out of a loop, ``del``) releases reader threads now.
+        # Collected on another thread (the garbage collector runs wherever memory is
+        # asked for: a reader thread, a process pool's manager), releasing there could
+        # wait for that very thread: release on a thread of its own instead.
         try:
-            if not self._closed and not self._superseded:
+            if self._closed or self._superseded:
+                return
+            if threading.get_ident() == self._consumer:
                 self._release()
+            else:
+                threading.Thread(target=self._release, name="datarax-release", daemon=True).start()
         except Exception:  # noqa: BLE001 - best effort during garbage collection
             pass
 
@@ -277,6 +295,7 @@ class PipelineIterator:
 
     # --------------------------------------------------------------- host path
     def _prepare_host(self) -> None:
+        _READING[self._source] = weakref.ref(self)
         self._host = HostPass(self._pipeline, self._epoch)
         # a source that can be read ahead hands out a cursor (datarax.core.cursor)
         open_cursor = getattr(self._source, "batch_cursor", None)

@@ -49,8 +49,6 @@ from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.threads import drop_pool
 

@@ -11,8 +11,9 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
 * **reading ahead** — a pool of ``num_threads`` threads reads *chunks* of consecutive
   positions with one batched read each (``__getitems__``), decodes every record, checks
   it against the first record's structure and stacks the fields
-  (:class:`~datarax.sources.chunk_reads.ChunkReads`); at most
-  ``read_ahead`` chunks are queued or ready at any time (bounded memory).
+  (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a
+  worker process reads and decodes each chunk, :mod:`datarax.sources.decode_processes`);
+  at most ``read_ahead`` chunks are queued or ready at any time (bounded memory).
 * **handing out** — :meth:`HostReader.next_batch` assembles exactly ``batch_size``
   records (fewer only at the end of the epoch) in epoch order and returns a
   :class:`ReadBatch`: ``columns`` (dict of stacked numpy arrays), ``indices`` (the
