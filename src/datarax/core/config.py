@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, StateError
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,59 @@ def check_seed(config: object, name: str = "seed") -> None:
             f"{type(config).__name__}.{name} must be < 2**32 (it seeds a 32-bit "
             f"permutation), got {value}."
         )
+
+
+# Config fields that switch a seed on: the seed is a setting only while one is on.
+SEED_SWITCHES = ("shuffle", "shuffle_files")
+# Config fields that never change which record a position serves.
+NOT_SETTINGS = ("num_epochs", "track_metadata", "cast_float64")
+
+
+def config_settings(config: StructuralConfig) -> dict[str, Any]:
+    """The scalar fields of ``config`` that decide an epoch's order and content,
+    switches (``shuffle``) first; a seed whose switch is off is left out.
+
+    Example:
+        >>> @dataclass(frozen=True)
+        ... class Cfg(StructuralConfig):
+        ...     shuffle: bool = False
+        ...     seed: int = 1
+        >>> config_settings(Cfg()), config_settings(Cfg(shuffle=True))
+        ({'shuffle': False}, {'shuffle': True, 'seed': 1})
+    """
+    fields = {
+        k: v
+        for k, v in config.to_dict().items()
+        if k not in NOT_SETTINGS and isinstance(v, (bool, int, float, str))
+    }
+    switches = [k for k in SEED_SWITCHES if k in fields]
+    if switches and not any(fields[k] for k in switches):
+        fields.pop("seed", None)
+    ordered = {k: fields[k] for k in switches}
+    ordered.update((k, v) for k, v in fields.items() if k not in ordered)
+    return ordered
+
+
+def check_settings(saved: Any, current: dict[str, Any], where: str) -> None:
+    """Refuse ``saved`` settings unless they equal ``current``, naming the first
+    setting (in ``current``'s order) that differs.
+
+    Example:
+        >>> check_settings({"seed": 1}, {"seed": 2}, "MySource")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.StateError: MySource state was saved with seed=1 but this source has seed=2; restore it into an identically built source.
+    """
+    if not isinstance(saved, dict):
+        raise StateError(
+            f"{where} state 'settings' must be the dict get_state() wrote, got "
+            f"{type(saved).__name__}; the state was tampered with.",
+            field="settings",
+        )
+    for key in [*current, *(k for k in saved if k not in current)]:
+        if saved.get(key) != current.get(key):
+            raise StateError(
+                f"{where} state was saved with {key}={saved.get(key)!r} but this source has "
+                f"{key}={current.get(key)!r}; restore it into an identically built source.",
+                field=key,
+            )

@@ -39,7 +39,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import record_at
-from datarax.core.config import StructuralConfig
+from datarax.core.config import StructuralConfig, config_settings
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import DataraxModule
@@ -288,6 +288,20 @@ class DataSourceModule(DataraxModule):
             return None
         lo, hi = self.shard_bounds(n)
         return hi - lo
+
+    def order_settings(self) -> dict[str, Any]:
+        """The settings that decide the order and content of an epoch, by name: a
+        saved state restores only where they are equal. Default: the config's scalar
+        fields (:func:`~datarax.core.config.config_settings`); a source built from
+        other sources adds theirs (``children[1].seed``).
+
+        Example:
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> config = MemorySourceConfig(shuffle=True, seed=3)
+            >>> MemorySource(config, {"x": np.arange(4)}).order_settings()
+            {'shuffle': True, 'seed': 3}
+        """
+        return config_settings(self.config)
 
     # ----------------------------------------------------------------- position
     @property

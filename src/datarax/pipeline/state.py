@@ -7,7 +7,7 @@ A state is a small JSON-able dict::
 ``epoch``/``position``: the pass and the records of it handed out (``position`` may
 equal the epoch's length: that pass is over and a restore continues with the next).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
-length, shard, the config fields that decide record order, and digests of the stages
+length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
 and rngs. They are compared in a fixed order (switches such as ``shuffle`` before the
 ``seed`` they enable; a seed whose switch is off is not saved), and the first that
 differs is named. ``source``: the source's own ``get_state()`` for host and stream
@@ -40,12 +40,6 @@ if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
 STATE_VERSION = 2
-# Config fields that switch a seed on: the seed is compared only while one is on.
-SEED_SWITCHES = ("shuffle", "shuffle_files")
-# Config fields that do not change what a position means (cast_float64 changes dtypes,
-# never which record a position serves).
-NOT_SETTINGS = ("num_epochs", "track_metadata", "cast_float64")
-
 _DIGEST_HINTS = {
     "stages": " (digests of the stages: their classes, names, configs and functions, in "
     "order; build the same stages)",
@@ -58,29 +52,6 @@ def digest(material: str | bytes) -> str:
     """First 12 hex digits of the SHA-256 of ``material``."""
     raw = material.encode() if isinstance(material, str) else material
     return hashlib.sha256(raw).hexdigest()[:12]
-
-
-def config_settings(config: Any) -> dict[str, Any]:
-    """The scalar config fields a position depends on, switches first.
-
-    Example:
-        >>> from datarax.sources import MemorySourceConfig
-        >>> config_settings(MemorySourceConfig(shuffle=False, seed=1))
-        {'shuffle': False}
-        >>> config_settings(MemorySourceConfig(shuffle=True, seed=1))
-        {'shuffle': True, 'seed': 1}
-    """
-    fields = {
-        k: v
-        for k, v in config.to_dict().items()
-        if k not in NOT_SETTINGS and isinstance(v, (bool, int, float, str))
-    }
-    switches = [k for k in SEED_SWITCHES if k in fields]
-    if switches and not any(fields[k] for k in switches):
-        fields.pop("seed", None)
-    ordered = {k: fields[k] for k in switches}
-    ordered.update((k, v) for k, v in fields.items() if k not in ordered)
-    return ordered
 
 
 def stages_fingerprint(stages: Any) -> str:
@@ -122,7 +93,7 @@ def settings(pipeline: Pipeline) -> dict[str, Any]:
         "num_records": source.length_or_none(),
         "shard": list(source.shard),
     }
-    for name, value in config_settings(source.config).items():
+    for name, value in source.order_settings().items():
         out[f"source.{name}"] = value
     out["stages"] = pipeline.stages_fingerprint()
     out["rngs"] = pipeline.rng_fingerprint()
