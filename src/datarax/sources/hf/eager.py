@@ -13,8 +13,7 @@ from datarax.sources.hf.locate import (
     check_split,
     datasets_module,
     open_splits,
-    relative_instructions,
-    to_absolute,
+    split_parts,
 )
 from datarax.sources.memory import MemorySource
 
@@ -56,10 +55,9 @@ def _load_eager_columns(config: HFEagerConfig, where: str) -> dict[str, np.ndarr
     check_split(splits, config, where)
     lengths = {k: len(v) for k, v in splits.items()}
     parts = []
-    for rel in relative_instructions(config.split, where):
-        absolute = to_absolute(rel, lengths)
-        part = splits[absolute.splitname]
-        lo, hi = absolute.from_, absolute.to
+    for spec in split_parts(config.split, where):
+        part = splits[spec.name]
+        lo, hi = spec.bounds(lengths[spec.name])
         if (lo, hi) != (0, len(part)):
             part = part.select(range(lo, hi))
         parts.append(part)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from datarax.core.errors import ConfigError, DataraxError
@@ -117,19 +119,53 @@ def check_split(splits: dict[str, Any], config: HFConfig, where: str) -> None:
             )
 
 
-def relative_instructions(split: str, where: str) -> list[Any]:
-    from datasets.arrow_reader import ReadInstruction
-
-    try:
-        return list(ReadInstruction.from_spec(split)._relative_instructions)
-    except (AssertionError, ValueError) as err:
-        raise ConfigError(f"{where}: cannot parse split {split!r}: {err}") from err
+_SPLIT_PART = re.compile(
+    r"^(?P<name>[\w.-]+)(\[(?P<lo>-?\d+)?(?P<lo_pct>%)?:(?P<hi>-?\d+)?(?P<hi_pct>%)?\])?"
+    r"(\((?P<rounding>[^)]*)\))?$"
+)
 
 
-def to_absolute(rel: Any, lengths: dict[str, int]) -> Any:
-    from datasets.arrow_reader import _rel_to_abs_instr
+@dataclass(frozen=True)
+class SplitPart:
+    """One ``+``-joined part of a split spec: ``train[:10%]`` is ``name="train"``, ``hi=10``,
+    ``percent=True``; ``lo``/``hi`` are None where the slice leaves them open."""
 
-    return _rel_to_abs_instr(rel, lengths)
+    name: str
+    spec: str
+    lo: int | None
+    hi: int | None
+    percent: bool
+
+    def bounds(self, length: int) -> tuple[int, int]:
+        """``[lo, hi)`` records of a split of ``length`` records, by the library's own
+        slice arithmetic (percent rounding included)."""
+        from datasets import ReadInstruction
+
+        (absolute,) = ReadInstruction.from_spec(self.spec).to_absolute({self.name: length})
+        return int(absolute.from_), int(absolute.to)
+
+
+def split_parts(split: str, where: str) -> list[SplitPart]:
+    """The parts of a split spec (HF slice syntax), e.g. ``"train[:90%]+test"``."""
+    parts = []
+    for spec in (p.replace(" ", "") for p in split.split("+")):
+        match = _SPLIT_PART.match(spec)
+        if match is None:
+            raise ConfigError(
+                f"{where}: cannot parse split {split!r}: {spec!r} is not a split name with an "
+                "optional slice, e.g. 'train', 'train[:1000]' or 'train[10%:20%]'."
+            )
+        lo, hi = match["lo"], match["hi"]
+        parts.append(
+            SplitPart(
+                name=match["name"],
+                spec=spec,
+                lo=None if lo is None else int(lo),
+                hi=None if hi is None else int(hi),
+                percent=bool(match["lo_pct"] or match["hi_pct"]),
+            )
+        )
+    return parts
 
 
 def known_length(dataset: Any, split: str) -> int | None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from datarax.core.data_source import DataSourceModule
 from datarax.core.dtypes import Records, is_text_dtype, record_number
 from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
@@ -18,12 +19,12 @@ from datarax.sources.hf.config import HFConfig
 from datarax.sources.host_reader import SessionEnded
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
-if TYPE_CHECKING:
-    from datarax.sources.hf.streaming import HFStreamingSource
-
 
 class StreamReader:
-    """The open pass of an :class:`HFStreamingSource`: Arrow chunks, sharded and converted.
+    """The open pass of a Hugging Face stream: Arrow chunks, sharded and converted.
+
+    ``source`` is the stream the pass belongs to: the reader reads its ``config``
+    (an ``HFStreamingConfig``), ``shard`` and ``element_spec()``.
 
     ``consumed`` counts this shard's records of the pass handed out or skipped;
     ``skipped`` the bad records before ``consumed`` (``on_error="skip"``);
@@ -37,7 +38,7 @@ class StreamReader:
 
     def __init__(
         self,
-        source: HFStreamingSource,
+        source: DataSourceModule,
         dataset: Any,
         keys: tuple[str, ...],
         by_shard: bool,

@@ -22,9 +22,8 @@ from datarax.sources.hf.locate import (
     datasets_module,
     known_length,
     open_splits,
-    relative_instructions,
+    split_parts,
     split_names,
-    to_absolute,
 )
 from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
 from datarax.sources.skip_ledger import SkippedRecord
@@ -240,14 +239,14 @@ def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], 
     splits = open_splits(config, streaming=True, where=where)
     check_split(splits, config, where)
     parts = []
-    for rel in relative_instructions(config.split, where):
-        part = splits[rel.splitname]
-        lo, hi, unit = rel.from_, rel.to, rel.unit
+    for spec in split_parts(config.split, where):
+        part = splits[spec.name]
+        lo, hi = spec.lo, spec.hi
         if lo is None and hi is None:
             parts.append(part)
             continue
-        if unit == "%" or (lo or 0) < 0 or (hi or 0) < 0:
-            length = known_length(part, rel.splitname)
+        if spec.percent or (lo or 0) < 0 or (hi or 0) < 0:
+            length = known_length(part, spec.name)
             if length is None:
                 raise ConfigError(
                     f"{where}: split {config.split!r} slices by percent or from the end, "
@@ -255,8 +254,7 @@ def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], 
                     "Slice with absolute record counts (e.g. 'train[:1000]') or use "
                     "HFEagerSource."
                 )
-            absolute = to_absolute(rel, {rel.splitname: length})
-            lo, hi = absolute.from_, absolute.to
+            lo, hi = spec.bounds(length)
         lo = lo or 0
         if lo:
             part = part.skip(lo)
