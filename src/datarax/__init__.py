@@ -1,7 +1,8 @@
 """datarax: data pipelines for JAX, built on Flax NNX.
 
-Importing datarax turns on JAX's persistent compilation cache unless you configured
-one or set ``DATARAX_COMPILATION_CACHE=0`` (see :mod:`datarax.compilation_cache`).
+Importing datarax changes nothing global: no JAX option, file or thread priority.
+:func:`enable_compilation_cache` turns JAX's persistent compilation cache on when
+you ask for it.
 
 Example:
     >>> import numpy as np
@@ -13,8 +14,6 @@ Example:
     [(4,), (2,)]
 """
 
-from datarax.compilation_cache import enable_by_default as _enable_compilation_cache
+from datarax.compilation_cache import enable_compilation_cache as enable_compilation_cache
 
 __version__ = "0.1.0"
-
-_enable_compilation_cache()

@@ -1,6 +1,7 @@
 """Threads working ahead of the loop (the pipeline's worker, a host reader's threads)
-run at a lower OS priority than the loop's thread, so a loop waking from its train
-step is not kept waiting behind them on a busy machine."""
+keep their priority unless the user asks (``lower_read_ahead_priority``); then they run
+at a lower OS priority than the loop's thread, so a loop waking from its train step is
+not kept waiting behind them on a busy machine."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.threads import BEHIND, run_behind_consumer
+from datarax.core import threads
+from datarax.core.threads import lower_read_ahead_priority, run_behind_consumer
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
 
@@ -29,7 +31,38 @@ def _ours(prefix: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
 
 
-def test_run_behind_consumer_lowers_only_the_calling_thread() -> None:
+BEHIND = 10
+
+
+@pytest.fixture
+def behind():
+    lower_read_ahead_priority(BEHIND)
+    yield
+    lower_read_ahead_priority(0)
+
+
+def test_by_default_read_ahead_threads_keep_the_loops_priority(tmp_path) -> None:
+    assert threads.BEHIND == 0
+    loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(256, dtype=np.float32))
+    source = NpySource(NpySourceConfig(paths={"x": str(path)}))
+    iterator = iter(Pipeline(source=source, batch_size=8, prefetch=2, rngs=nnx.Rngs(0)))
+    assert [np.asarray(next(iterator)["x"]).tolist()[0] for _ in range(4)] == [0, 8, 16, 24]
+    workers = _ours("datarax-dispatch") + [t for t in threading.enumerate() if "-reader" in t.name]
+    assert workers and all(_priority(t) == loop for t in workers if t.is_alive())
+    assert run_behind_consumer() is False
+    iterator.close()
+    source.close()
+
+
+def test_the_opt_in_takes_a_nice_step_count() -> None:
+    with pytest.raises(ValueError, match="from 0 to 19, got 25"):
+        lower_read_ahead_priority(25)
+    assert threads.BEHIND == 0
+
+
+def test_run_behind_consumer_lowers_only_the_calling_thread(behind) -> None:
     loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     seen = {}
 
@@ -44,7 +77,7 @@ def test_run_behind_consumer_lowers_only_the_calling_thread() -> None:
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == loop
 
 
-def test_the_pipelines_worker_runs_behind_the_loop() -> None:
+def test_the_pipelines_worker_runs_behind_the_loop(behind) -> None:
     loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     source = MemorySource(MemorySourceConfig(), {"x": np.arange(64, dtype=np.float32)})
     iterator = iter(Pipeline(source=source, batch_size=8, prefetch=2, rngs=nnx.Rngs(0)))
@@ -69,6 +102,8 @@ def test_compiler_threads_started_by_the_worker_keep_the_loops_priority() -> Non
         "from flax import nnx\n"
         "from datarax.sources import MemorySource, MemorySourceConfig\n"
         "from datarax.pipeline import Pipeline\n"
+        "from datarax.core.threads import lower_read_ahead_priority\n"
+        "lower_read_ahead_priority(10)\n"
         "src = MemorySource(MemorySourceConfig(), {'x': np.arange(64, dtype=np.float32)})\n"
         "it = iter(Pipeline(source=src, batch_size=8, prefetch=2))\n"
         "[next(it) for _ in range(3)]\n"
@@ -77,8 +112,7 @@ def test_compiler_threads_started_by_the_worker_keep_the_loops_priority() -> Non
         "    name = open(f'{task}/{tid}/comm').read().strip()\n"
         "    print(name, os.getpriority(os.PRIO_PROCESS, int(tid)))\n"
     )
-    env = {**os.environ, "DATARAX_COMPILATION_CACHE": "0", "DATARAX_PROGRAM_CACHE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=120, check=True).stdout.split("\n")
     compilers = [line for line in out if line.startswith("llvm-worker")]
     assert compilers, out  # the pipeline's step was compiled in that process
@@ -86,7 +120,7 @@ def test_compiler_threads_started_by_the_worker_keep_the_loops_priority() -> Non
     assert all(int(line.split()[-1]) == base for line in compilers), compilers
 
 
-def test_a_host_readers_threads_run_behind_the_loop(tmp_path) -> None:
+def test_a_host_readers_threads_run_behind_the_loop(tmp_path, behind) -> None:
     loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     path = tmp_path / "x.npy"
     np.save(path, np.arange(256, dtype=np.float32))

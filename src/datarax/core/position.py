@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import numpy as np
@@ -30,29 +29,6 @@ def _scalar(value: int) -> np.ndarray:
     return np.asarray(int(value), dtype=np.int64)
 
 
-def _store(variable: nnx.Variable, value: np.ndarray) -> None:
-    """Set ``variable``'s value (a 0-d NumPy array) without flax's trace-context checks.
-
-    Why: the position moves once per batch on the consumer's thread, on the host and
-    outside any trace; ``set_raw_value`` checks the trace context twice (itself and
-    ``Variable.__setattr__``), walking JAX's trace state. Hot that is a few µs; after
-    a train step's wait, with the consumer's caches cold, it was a large share of each
-    ``next()``. What: flax 0.12's ``Variable`` keeps the value in its ``_raw_value``
-    slot, which ``get_raw_value`` returns. Fallback: the checked ``set_raw_value``
-    where the slot is missing or holds anything but a NumPy array (a ``ref=True``
-    Variable's ref, a flax that stores it elsewhere).
-    """
-    if _RAW_SLOT is not None and isinstance(variable.get_raw_value(), np.ndarray):
-        _RAW_SLOT.__set__(variable, value)
-    else:
-        variable.set_raw_value(value)
-
-
-_RAW_SLOT = nnx.Variable.__dict__.get("_raw_value")
-if not isinstance(_RAW_SLOT, types.MemberDescriptorType):
-    _RAW_SLOT = None
-
-
 class SourcePosition(nnx.Module):
     """Which pass over a source is running and how many records it has handed out."""
 
@@ -61,7 +37,7 @@ class SourcePosition(nnx.Module):
         self.index_var = nnx.Variable(_scalar(index))
 
     # The raw accessors: the position is read and moved on the host, outside any trace,
-    # once per batch; get_value/set_value add tracing checks that cost 30x more here.
+    # once per batch; get_value/set_value add more tracing checks.
     @property
     def epoch(self) -> int:
         return int(self.epoch_var.get_raw_value())
@@ -76,12 +52,12 @@ class SourcePosition(nnx.Module):
 
     def advance(self, count: int) -> None:
         """Count ``count`` more records as handed out in this pass."""
-        _store(self.index_var, _scalar(self.index + int(count)))
+        self.index_var.set_raw_value(_scalar(self.index + int(count)))
 
     def move(self, epoch: int, index: int) -> None:
         """Stand at record ``index`` of pass ``epoch``."""
-        _store(self.epoch_var, _scalar(epoch))
-        _store(self.index_var, _scalar(index))
+        self.epoch_var.set_raw_value(_scalar(epoch))
+        self.index_var.set_raw_value(_scalar(index))
 
     def get_state(self) -> dict[str, int]:
         return {"current_index": self.index, "current_epoch": self.epoch}

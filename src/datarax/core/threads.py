@@ -1,20 +1,23 @@
-"""Threads that work ahead of the consumer yield the CPU to it.
+"""Threads that work ahead of the consumer, and an opt-in to let them yield the CPU.
 
-Invariant: every thread datarax starts to read, decode or compute ahead of the
-training loop (a pipeline's read-ahead worker, a host reader's threads) runs at a
-lower OS scheduling priority than the loop's own thread. When there are cores to
-spare this changes nothing; when there are not (a laptop, a 2-core VM, a host whose
-cores also feed an accelerator), the loop's thread runs as soon as it wakes from its
-train step instead of waiting for a slice of a core behind the read-ahead work, which
-is what lets that work hide behind the step. On 2 CPU cores it took the share of W1's
-data time hidden behind a simulated train step from 0-62% to 92% (see
-``docs/devices.md``).
+By default datarax's threads keep the priority they were started with. On a machine
+short of cores (a laptop, a 2-core VM, a host whose cores also feed an accelerator)
+the training loop's thread, waking from its train step, may wait for a slice of a core
+behind the read-ahead work; :func:`lower_read_ahead_priority` asks that every thread
+datarax starts to read, decode or compute ahead of the loop (a pipeline's read-ahead
+worker, a host reader's threads) run a few ``nice`` steps below the process's main
+thread. On 2 CPU cores that took the share of W1's data time hidden behind a simulated
+train step from 0-62% to 85-92% (see ``docs/devices.md``).
 
 Linux only, where ``setpriority`` applies to one thread; elsewhere (and where the OS
-refuses) the thread keeps its priority. A thread inherits its creator's priority, and
-XLA starts its compiler threads on first use: so the pipeline's worker lowers its own
-only once its first batch is made (that one may compile), lest the process's compiler
-threads run behind for good.
+refuses) a thread keeps its priority. A thread inherits its creator's priority, and XLA
+starts its compiler threads on first use: so the pipeline's worker lowers its own only
+once its first batch is made (that one may compile).
+
+Example:
+    >>> lower_read_ahead_priority(0)  # the default: threads keep their priority
+    >>> run_behind_consumer()
+    False
 """
 
 from __future__ import annotations
@@ -24,20 +27,29 @@ import sys
 import threading
 from typing import Any
 
-#: how much less priority (``nice`` steps) a thread working ahead gets
-BEHIND = 10
+#: how many ``nice`` steps below the main thread read-ahead threads run (0: unchanged)
+BEHIND = 0
+
+
+def lower_read_ahead_priority(steps: int = 10) -> None:
+    """Run the read-ahead threads datarax starts from now on ``steps`` nice steps below
+    the process's main thread (Linux; ``0`` turns it off again)."""
+    global BEHIND
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= 19:
+        raise ValueError(f"lower_read_ahead_priority takes an int from 0 to 19, got {steps!r}.")
+    BEHIND = steps
 
 
 def run_behind_consumer() -> bool:
-    """Run the calling thread :data:`BEHIND` nice steps below the process's main
-    thread (the training loop's, as a rule); never raise it.
+    """Lower the calling thread to :data:`BEHIND` nice steps below the process's main
+    thread, if :func:`lower_read_ahead_priority` asked for it; never raise it.
 
-    Call it first thing in a thread that works ahead of the consumer (also as a
+    Called first thing in a thread that works ahead of the consumer (also as a
     ``ThreadPoolExecutor`` ``initializer``). Relative to the process, not to the
-    calling thread, because a thread inherits its creator's priority (a host reader's
-    threads are started by the pipeline's worker). Returns whether it changed.
+    calling thread, because a thread inherits its creator's priority. Returns whether
+    it changed.
     """
-    if not sys.platform.startswith("linux"):  # elsewhere PRIO_PROCESS would name a process
+    if BEHIND == 0 or not sys.platform.startswith("linux"):
         return False
     try:
         thread = threading.get_native_id()

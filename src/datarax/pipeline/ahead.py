@@ -25,11 +25,10 @@ consumer's thread:
 
 from __future__ import annotations
 
-import atexit
 import collections
+import contextlib
 import queue
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,49 +36,43 @@ import jax
 
 from datarax.core.threads import run_behind_consumer
 
+# JAX settings a thread may set for itself (``with jax.enable_x64(True):``): the public
+# context manager of each and the ``jax.config`` option it sets.
+_THREAD_SETTINGS = (
+    "enable_x64", "default_device", "default_matmul_precision", "numpy_rank_promotion",
+    "numpy_dtype_promotion", "debug_nans", "debug_infs", "log_compiles",
+    "explain_cache_misses", "default_prng_impl", "debug_key_reuse", "enable_checks",
+    "threefry_partitionable", "softmax_custom_jvp",
+)
+# How often (seconds) a worker waiting for room checks that its consumer can still take.
+_POLL = 0.1
 
-def _thread_local_jax_config() -> Callable[[], Callable[[], None]] | None:
-    """A function that, called in the worker, takes on the calling thread's JAX settings.
+
+def consumer_settings() -> Callable[[], contextlib.ExitStack]:
+    """A function that, called in the worker, enters the calling thread's JAX settings.
 
     JAX keeps context-manager settings (``jax.enable_x64(...)``, ``jax.default_device``,
-    a mesh in use, ...) per thread, and a dispatch on the worker must see the consumer's.
-    This reaches into ``jax._src.config`` (``State.get_local``/``swap_local``, JAX 0.4.3x
-    to 0.10): why — there is no public way to copy them; what — every setting's
-    thread-local value is read here and set on the worker; fallback — where that API is
-    missing, this returns None and the pipeline dispatches on the consumer's thread.
+    ``jax.set_mesh``, ...) per thread, and a dispatch on the worker must see the
+    consumer's. Each setting's value is read here, on the consumer's thread, through
+    ``jax.config``, and entered in the worker with JAX's public context manager of it;
+    the returned stack leaves them again.
     """
-    try:
-        from jax._src import config as jax_config  # private: see the docstring
+    values = []
+    for name in _THREAD_SETTINGS:
+        manager = getattr(jax, name, None)
+        if callable(manager) and hasattr(jax.config, f"jax_{name}"):
+            values.append((manager, getattr(jax.config, f"jax_{name}")))
+    mesh = jax.sharding.get_mesh()
 
-        states = [
-            s for s in jax_config.config._value_holders.values()
-            if isinstance(s, jax_config.State)
-        ]
-        local = [(s, s.get_local()) for s in states]
-    except Exception:  # noqa: BLE001 - any change in JAX's internals: no worker
-        return None
+    def enter() -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        for manager, value in values:
+            stack.enter_context(manager(value))
+        if not mesh.empty:
+            stack.enter_context(jax.set_mesh(mesh))
+        return stack
 
-    def adopt() -> Callable[[], None]:
-        previous = [(s, s.swap_local(value)) for s, value in local]
-
-        def restore() -> None:
-            for s, value in reversed(previous):
-                s.swap_local(value)
-
-        return restore
-
-    return lambda: adopt()
-
-
-_LIVE: weakref.WeakSet[DispatchAhead] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_live_workers() -> None:
-    # A worker inside a JAX call while the interpreter shuts down can crash the exit;
-    # end each one after the batch it is making.
-    for ahead in list(_LIVE):
-        ahead.stop()
+    return enter
 
 
 class DispatchAhead:
@@ -90,11 +83,14 @@ class DispatchAhead:
     ``get()`` lets the worker refill once fewer than ``depth`` wait); an exception
     raised by ``produce`` is raised by the ``get()`` that would have returned its item.
     ``stop()`` ends the worker and waits for it. The worker takes on the creating
-    thread's JAX settings.
+    thread's JAX settings. It ends by itself, after the item it is making, once the
+    interpreter exits and no thread is left to take its items (the main thread ended,
+    and the creating thread is the main one, a daemon or gone); until then the
+    interpreter waits for it, so no JAX call of it is cut off by the exit.
     """
 
     def __init__(self, produce: Callable[[], Any], depth: int,
-                 settings: Callable[[], Callable[[], None]] | None = None) -> None:
+                 settings: Callable[[], contextlib.ExitStack] | None = None) -> None:
         if depth < 1:
             raise ValueError(f"DispatchAhead depth must be >= 1, got {depth}.")
         self._produce = produce
@@ -112,14 +108,23 @@ class DispatchAhead:
         self._done = False
         self._stopped = False
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="datarax-dispatch", daemon=True)
+        self._owner = threading.current_thread()
+        self._thread = threading.Thread(target=self._run, name="datarax-dispatch")
         self._thread.start()
-        _LIVE.add(self)
+
+    def _orphaned(self) -> bool:
+        """Whether the interpreter is exiting with no thread left to take items."""
+        if threading.main_thread().is_alive():
+            return False
+        owner = self._owner
+        return owner is threading.main_thread() or owner.daemon or not owner.is_alive()
 
     def _run(self) -> None:
-        restore = self._settings() if self._settings is not None else None
+        settings = contextlib.ExitStack()
         behind = False
         try:
+            if self._settings is not None:
+                settings = self._settings()
             while True:
                 if not behind and self._items:
                     # The loop's thread first when cores are short — from the second
@@ -132,16 +137,17 @@ class DispatchAhead:
                     except queue.Empty:
                         break
                 while len(self._items) >= self._depth and not self._stopped:
-                    self._wake.get()  # a take (resume) or stop() posts a wake-up
+                    try:
+                        self._wake.get(timeout=_POLL)  # a take (resume) or stop() posts one
+                    except queue.Empty:
+                        if self._orphaned():
+                            break
                 if self._stopped:
                     return
-                try:
-                    item = self._produce()
-                except BaseException as err:  # noqa: BLE001 - handed to the consumer
-                    with self._ready:
-                        self._error = err
-                        self._ready.notify_all()
-                    return
+                if self._orphaned():
+                    raise RuntimeError("the pipeline's read-ahead worker ended: the "
+                                       "interpreter is exiting")
+                item = self._produce()
                 with self._ready:
                     if item is None:
                         self._done = True
@@ -150,10 +156,13 @@ class DispatchAhead:
                     self._ready.notify_all()
                     if self._done:
                         return
+        except BaseException as err:  # noqa: BLE001 - handed to the consumer
+            with self._ready:
+                self._error = err
+                self._ready.notify_all()
         finally:
             self._produce = None  # type: ignore[assignment] - drop references early
-            if restore is not None:
-                restore()
+            settings.close()
 
     def get(self) -> Any:
         """The next item; None once the producer had no more; re-raises its error."""
@@ -188,17 +197,15 @@ class DispatchAhead:
 
 
 def run_ahead(produce: Callable[[], list[Any] | None], depth: int) -> DispatchAhead | None:
-    """A worker running ``produce`` ``depth`` items ahead, or None where the consumer's
-    thread should make them: ``depth`` 0, or no way to copy its JAX settings.
+    """A worker running ``produce`` ``depth`` items ahead, or None (``depth`` 0) where
+    the consumer's thread should make them.
 
     On the CPU backend each item's arrays are finished on the worker before the next
     is made: XLA:CPU runs a queue of several cheap computations slower than one at a time.
     """
     if depth < 1:
         return None
-    settings = _thread_local_jax_config()
-    if settings is None:
-        return None
+    settings = consumer_settings()
     if jax.default_backend() != "cpu":
         return DispatchAhead(produce, depth, settings)
 

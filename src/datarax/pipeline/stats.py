@@ -11,8 +11,8 @@ or with ``prefetch >= 1`` the pipeline's read-ahead thread (indexed sources: ``s
 * ``stages`` — host sources: dispatching the compiled stages;
 * ``step`` — indexed sources: dispatching the compiled step (positions → gather →
   stages); on the CPU backend this includes the computation itself;
-* ``compile`` — indexed sources: calls that traced and compiled (or loaded from the
-  persistent cache) a new executable — start-up, not steady-state cost;
+* ``compile`` — indexed sources: the first call of each compiled step in the process
+  (it traces and compiles, or loads from JAX's persistent cache) — start-up cost;
 * ``wait`` — total time the consumer spent inside ``next()``.
 
 Sources that keep their own timers (the threaded host reader) add them under

@@ -7,9 +7,9 @@
   the host, compiled as a function of (state, batch, record indices, epoch).
 
 Steps are cached by the NNX graph definition (structure, configs, functions) and
-batch size, so re-created iterators and equally built pipelines reuse compiled code;
-across processes, :class:`~datarax.pipeline.program_cache.CachedStep` loads the
-executable an earlier run saved instead of tracing and lowering again.
+batch size, so re-created iterators and equally built pipelines reuse compiled code.
+Each is a plain ``jax.jit``: across processes, JAX's persistent compilation cache (turn
+it on with :func:`datarax.enable_compilation_cache`) skips compiling again.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from flax import nnx
 
 from datarax.core.errors import ConfigError
 from datarax.core.keys import draw, record_keys
-from datarax.core.operator import OperatorModule
-from datarax.pipeline.program_cache import CachedStep
+from datarax.core.operator import OperatorModule, call_stage
 
 Batch = dict[str, Any]
 _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
@@ -40,19 +39,20 @@ def apply_stages(
     Stage ``i`` without its own ``rngs`` uses ``fold_in(pipeline_key, i + 1)``.
     """
     for position, stage in enumerate(stages, start=1):
+        where = f"Pipeline stage {position - 1}"
         if isinstance(stage, OperatorModule):
             keys = None
             if stage.stochastic:
                 keys = record_keys(stage.stage_key(pipeline_key, position), epoch, indices)
             try:
-                out = stage.apply_batch(batch, keys)
+                out = call_stage(stage, lambda: stage.apply_batch(batch, keys), where)
             except (TypeError, AttributeError) as err:
                 if keys is None and _needs_a_key(stage, batch, err):
                     raise _not_stochastic_error(stage, position) from err
                 raise
             batch = out
         else:
-            batch = stage(batch)
+            batch = call_stage(stage, lambda: stage(batch), where)
         if not isinstance(batch, dict):
             raise TypeError(
                 f"stage {stage!r} returned {type(batch).__name__}; stages must return a "
@@ -123,7 +123,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
             source, stages = nnx.merge(graphdef, state)
             return indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
 
-        return CachedStep(jax.jit(step), ("indexed", graphdef, batch_size))
+        return jax.jit(step)
 
     return _cached(("indexed", graphdef, batch_size), build)
 
@@ -145,7 +145,7 @@ def grouped_step(graphdef: Any, batch_size: int, count: int) -> Callable[..., tu
             stacked = jax.lax.map(one, starts)  # one copy of the step in the program
             return tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(count))
 
-        return CachedStep(jax.jit(step), ("grouped", graphdef, batch_size, count))
+        return jax.jit(step)
 
     return _cached(("grouped", graphdef, batch_size, count), build)
 
@@ -158,6 +158,6 @@ def stage_step(graphdef: Any) -> Callable[..., Batch]:
             stages = nnx.merge(graphdef, state)
             return apply_stages(stages, dict(batch), indices, epoch, draw(*key))
 
-        return CachedStep(jax.jit(step), ("stages", graphdef))
+        return jax.jit(step)
 
     return _cached(("stages", graphdef), build)
