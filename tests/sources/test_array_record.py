@@ -311,17 +311,19 @@ def test_shard_serves_its_block_of_the_shuffled_order(files):
 
 
 # ------------------------------------------------------------ reads and bench
-def test_batched_reads_match_grain_and_fall_back(files):
-    from datarax.sources.array_record import _BatchedReads
+def test_batched_reads_match_grain_and_travel_to_a_process(files):
+    import pickle
+
+    from grain.sources import ArrayRecordDataSource
 
     src = make(files)
     keys = [19, 0, 7, 6, 12, 7, 3]
-    grain_records = list(src._data.__getitems__(keys))
-    assert src.host_reader.data.__getitems__(keys) == grain_records
-    fallback = _BatchedReads(object.__new__(type("NoInternals", (), {
-        "__getitems__": lambda self, k: src._data.__getitems__(k),
-        "__len__": lambda self: 20})), [7, 5, 8])
-    assert fallback.__getitems__(keys) == grain_records
+    with ArrayRecordDataSource(files) as grain_source:
+        grain_records = list(grain_source.__getitems__(keys))
+    assert src.read_records(keys) == src.host_reader.data.__getitems__(keys) == grain_records
+    copy = pickle.loads(pickle.dumps(src.host_reader.data))  # as a decode worker gets it
+    assert copy.__getitems__(keys) == grain_records and len(copy) == 20
+    copy.close()
     src.close()
 
 

@@ -253,3 +253,29 @@ def test_file_removed_after_construction(tmp_path):
     os.remove(path)
     with pytest.raises(RecordError, match=f"record 0 of file '{path}'"):
         read_all(source)
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_closing_never_hides_the_error_that_named_the_file(tmp_path, damage):
+    first = write(tmp_path / "a.array_record", 400)
+    second = write(tmp_path / "b.array_record", 400, start=400)
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), [first, second], decode=decode,
+                                     num_threads=1, read_ahead=1)
+    source.start_epoch(0)
+    assert source.get_batch(8) is not None  # the first file's reader is open
+    for path in (first, second):
+        if damage == "delete":
+            os.remove(path)
+        else:
+            os.truncate(path, 1000)
+    with pytest.raises(RecordError) as info:
+        with source:  # closes on the way out, while the RecordError propagates
+            while source.get_batch(8) is not None:
+                pass
+    # a deleted file stays readable through the reader that has it open; a truncated
+    # one fails there (at the first record past the read-ahead)
+    bad, index = (second, 0) if damage == "delete" else (first, 64)
+    assert f"cannot read record {index} of file '{bad}'" in str(info.value)
+    assert (info.value.path, info.value.index) == (bad, index)
+    assert info.value.__context__ is None  # nothing raised while closing
+    source.close()  # again: nothing to raise

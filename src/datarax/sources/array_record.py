@@ -1,8 +1,9 @@
 """``ArrayRecordSourceModule``: records of ArrayRecord files, read on host threads.
 
-Built on Grain's ``ArrayRecordDataSource`` (its batched ``__getitems__`` reads) and the
-shared :class:`~datarax.sources.host_reader.HostReader` (reader threads, bounded
-read-ahead, O(1) position state). Record order is file order, or with
+Built on array_record's ``ArrayRecordReader`` (one per file, batched reads:
+:class:`ArrayRecordFiles`) and the shared
+:class:`~datarax.sources.host_reader.HostReader` (reader threads, bounded read-ahead,
+O(1) position state). Record order is file order, or with
 ``shuffle_files=True`` the Feistel permutation of ``grain.experimental.index_shuffle``
 keyed by ``seed + epoch``, computed per batch and never materialised.
 """
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
-import dataclasses
 import functools
 import glob
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,55 +77,98 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
         self.error_policy()
 
 
-@dataclasses.dataclass(frozen=True)
-class _FileSlice:
-    """A whole file, in the shape of Grain's ``FileInstruction`` (no reopening)."""
+class ArrayRecordFiles:
+    """Records of ArrayRecord files, numbered across the files, read in batches.
 
-    filename: str
-    skip: int
-    take: int
-    examples_in_shard: int
+    One array_record ``ArrayRecordReader`` per file (the options Grain's data source
+    uses), opened on first use and shared by the reader threads (its reads release
+    Python's lock). A batch's keys are grouped by file: one ``read(positions)`` per
+    file touched, on the calling thread. A file that cannot be opened raises at the
+    read (the source names it and the record); a later read tries again. It pickles
+    as its file list (a worker process opens its own readers).
 
-
-class _BatchedReads:
-    """Grain's ``ArrayRecordDataSource`` with batched reads that spawn no threads.
-
-    ``ArrayRecordDataSource.__getitems__`` starts a thread pool on every call (one
-    thread per file touched); with a shuffled batch touching every file that costs
-    more than the reads. Here a batch's keys are grouped by file and each group is
-    one ``read(positions)`` on the data source's own (thread-safe, lazily opened)
-    reader for that file, on the calling reader thread; ``HostReader``'s pool gives
-    the parallelism. If the data source's reader internals are not available (another
-    Grain version), it falls back to ``__getitems__``.
+    Example:
+        >>> import os, tempfile
+        >>> from array_record.python.array_record_module import ArrayRecordWriter
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.array_record")
+        >>> w = ArrayRecordWriter(path, "group_size:1")
+        >>> for i in range(3): w.write(bytes([i]))
+        >>> w.close()
+        >>> files = ArrayRecordFiles([path, path], [3, 3])
+        >>> len(files), files.__getitems__([4, 0, 5])
+        (6, [b'\\x01', b'\\x00', b'\\x02'])
+        >>> files.close()
     """
 
-    def __init__(self, source: Any, counts: Sequence[int]) -> None:
-        self.source = source
-        ends = np.cumsum(np.asarray(counts, dtype=np.int64))
-        self._ends = ends
-        self._starts = ends - np.asarray(counts, dtype=np.int64)
-        self._direct = hasattr(source, "_ensure_reader_exists") and hasattr(source, "_readers")
+    def __init__(self, files: Sequence[str], counts: Sequence[int]) -> None:
+        self.files = tuple(files)
+        self.counts = tuple(int(c) for c in counts)
+        self.__setstate__({"files": self.files, "counts": self.counts})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"files": self.files, "counts": self.counts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.files, self.counts = state["files"], state["counts"]
+        self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
+        self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
+        self._readers: list[Any] = [None] * len(self.files)
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self.source)
+        return int(self._ends[-1])
+
+    def _reader(self, f: int) -> Any:
+        reader = self._readers[f]
+        if reader is None:
+            with self._lock:
+                reader = self._readers[f]
+                if reader is None:
+                    reader = _open_reader(self.files[f])
+                    self._readers[f] = reader
+        return reader
 
     def __getitem__(self, index: int) -> bytes:
-        return self.source[index]
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, keys: Sequence[int]) -> list[bytes]:
-        if not self._direct:
-            return list(self.source.__getitems__(keys))
         keys_np = np.asarray(keys, dtype=np.int64)
         file_of = np.searchsorted(self._ends, keys_np, side="right")
         within = keys_np - self._starts[file_of]
         out: list[Any] = [None] * len(keys_np)
         for f in np.unique(file_of).tolist():
             slots = np.flatnonzero(file_of == f)
-            self.source._ensure_reader_exists(f)
-            records = self.source._readers[f].read(within[slots].tolist())
+            records = self._reader(f).read(within[slots].tolist())
             for slot, record in zip(slots.tolist(), records):
                 out[slot] = record
         return out
+
+    def close(self) -> None:
+        """Close the open readers. Never raises: a reader whose file was deleted or
+        truncated reports that again when closed, but each read of it already raised
+        an error naming the file, and nothing is written."""
+        with self._lock:
+            readers, self._readers = self._readers, [None] * len(self.files)
+        for reader in readers:
+            if reader is not None:
+                try:
+                    reader.close()
+                except Exception:  # noqa: BLE001, S110 - see the docstring
+                    pass
+
+
+def _open_reader(path: str) -> Any:
+    """An ``ArrayRecordReader`` for random access to ``path`` (no read-ahead buffer)."""
+    reader = _array_record_reader()(
+        path, options="readahead_buffer_size:0", file_reader_buffer_size=32768)
+    if reader.ok():
+        return reader
+    try:
+        reader.close()
+        cause = "the reader could not open it"
+    except Exception as err:  # noqa: BLE001 - the reader's reason, raised below
+        cause = str(err) or "the reader could not open it"
+    raise OSError(f"cannot open the file: {cause}")
 
 
 def _decode_one(decode_batch: Callable[[list[bytes]], Mapping[str, Any]], record: bytes) -> dict[str, Any]:
@@ -216,18 +260,15 @@ class ArrayRecordSourceModule(RandomAccessSource):
             raise RecordError(
                 f"ArrayRecordSourceModule: the files {files} hold no records.", path=files[0]
             )
-        from grain.sources import ArrayRecordDataSource
-
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
-        self._data = nnx.static(
-            ArrayRecordDataSource([_FileSlice(f, 0, c, c) for f, c in zip(files, counts)])
-        )
+        self._data = nnx.static(ArrayRecordFiles(files, counts))
         if decode is None and decode_batch is not None:  # one record: a batch of one
             decode = functools.partial(_decode_one, decode_batch)
+        self._decode = nnx.static(decode if decode is not None else default_decode)
         reader = HostReader(
-            _BatchedReads(self._data, counts),
-            decode if decode is not None else default_decode,
+            self._data,
+            self._decode,
             decode_batch=decode_batch,
             locate=self.locate,
             num_threads=num_threads,
@@ -257,6 +298,14 @@ class ArrayRecordSourceModule(RandomAccessSource):
         return self._files[f], int(index) - start
 
     # ---------------------------------------------------------------- hooks
+    def read_records(self, indices: Sequence[int]) -> list[bytes]:
+        """Raw records at stable ``indices`` (one batched read per file touched)."""
+        return self._data.__getitems__(indices)
+
+    def decode(self, raw: bytes) -> Mapping[str, Any]:
+        """One raw record through the ``decode`` this source was built with."""
+        return self._decode(raw)
+
     def shuffle_seed(self) -> int | None:
         return self.config.seed if self.config.shuffle_files else None
 
@@ -315,12 +364,19 @@ class ArrayRecordSourceModule(RandomAccessSource):
 
     # ------------------------------------------------------------- closing
     def close(self) -> None:
-        """Stop the reader threads and close the files."""
+        """Stop the reader threads and close the files.
+
+        Never raises a reader's error: a file deleted or truncated while open made its
+        reads raise a :class:`~datarax.core.errors.RecordError` naming it, and under
+        ``with source:`` that error is the one that propagates.
+        """
         if self._closed:
             return
         self._closed = True
-        super().close()
-        self._data.__exit__(None, None, None)
+        try:
+            super().close()
+        finally:
+            self._data.close()
 
 
 # ----------------------------------------------------------------------- paths

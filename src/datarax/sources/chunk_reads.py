@@ -12,9 +12,6 @@ to it. Under ``on_error="raise"`` decoding stops at the first failure.
 Example:
     >>> from datarax.sources.epoch_order import EpochOrder
     >>> from datarax.sources.skip_ledger import ErrorPolicy
-
-if TYPE_CHECKING:
-    from datarax.sources.decode_processes import DecodeProcesses
     >>> records = DecodedRecords(lambda raw: {"x": np.int32(raw)})
     >>> spec = records.learn(0, 0)  # the first record sets the structure
     >>> chunk = ChunkReads(list(range(10)), records, None, ErrorPolicy()).read(
@@ -27,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +89,7 @@ class ChunkReads:
         records: DecodedRecords,
         decode_batch: Callable[[list[Any]], Mapping[str, Any]] | None,
         policy: ErrorPolicy,
-        processes: DecodeProcesses | None = None,
+        processes: Any = None,  # a DecodeProcesses (which imports this module)
     ) -> None:
         self.data = data
         self.records = records
