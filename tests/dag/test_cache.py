@@ -142,3 +142,44 @@ def test_a_deterministic_operator_prefix_and_nnx_state_resume():
     assert sorted(r[0] for b in [head, *rest] for r in b) == [2.0 * i for i in range(N)]
     cached.close()
     fresh.close()
+
+
+def test_over_an_array_record_source(tmp_path):
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    paths = []
+    for f, ids in enumerate((range(0, 6), range(6, N))):
+        paths.append(str(tmp_path / f"part-{f}.array_record"))
+        writer = ArrayRecordWriter(paths[-1], "group_size:1")
+        for i in ids:
+            writer.write(np.asarray([i, -i], np.float32).tobytes())
+        writer.close()
+
+    def records():
+        return ArrayRecordSourceModule(
+            ArrayRecordSourceConfig(seed=3, shuffle_files=True), paths,
+            decode=lambda raw: {"x": np.frombuffer(raw, np.float32),
+                                "name": f"r{int(np.frombuffer(raw, np.float32)[0])}"})
+
+    stage = Expensive()
+    cached = CachedPrefix(records(), [stage], max_bytes=1 << 20)
+    got = epochs(Pipeline(source=cached, stages=[], batch_size=4), 2)
+    plain = records()
+    want = epochs(Pipeline(source=plain, stages=[Expensive()], batch_size=4), 2)
+    assert got == want and got[0] != got[1]
+    assert sorted(x[0] for b, _ in got[1] for x in b) == [3.0 * i + 1 for i in range(N)]
+    assert stage.calls == N and cached.cache_info()["records"] == N
+    cached.close()
+    plain.close()
+
+
+def test_a_source_without_read_records_is_refused():
+    class Own(RandomAccessSource):  # serves batches its own way
+        def __len__(self):
+            return 3
+
+    with pytest.raises(ConfigError, match="through read_records\\(indices\\), which Own does "
+                       "not implement: it cannot be cached"):
+        CachedPrefix(Own(RowsConfig()), [], max_bytes=100)

@@ -105,6 +105,12 @@ class CachedPrefix(RandomAccessSource):
                 f"CachedPrefix needs a RandomAccessSource (records read by stable index); "
                 f"got {type(source).__name__}. In-memory sources need no cache."
             )
+        if type(source).read_records is RandomAccessSource.read_records:
+            raise ConfigError(
+                f"CachedPrefix reads records by stable index through read_records(indices), "
+                f"which {type(source).__name__} does not implement: it cannot be cached. "
+                "Put its stages in the Pipeline instead."
+            )
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise ConfigError(f"CachedPrefix max_bytes must be an int >= 0, got {max_bytes!r}.")
         for position, stage in enumerate(stages):
@@ -131,6 +137,11 @@ class CachedPrefix(RandomAccessSource):
 
     def error_policy(self) -> ErrorPolicy:
         return self.inner.error_policy()
+
+    def close(self) -> None:
+        """Stop the reader threads and close ``source``."""
+        super().close()
+        self.inner.close()
 
     def cache_info(self) -> dict[str, Any]:
         """``records`` and ``bytes`` held, ``max_bytes``, ``full`` (records were left
