@@ -1,0 +1,225 @@
+"""datarax is a guest in its user's process.
+
+* ``import datarax`` and running a pipeline change nothing global: JAX's options, the
+  user's cache directories, thread priorities and ``atexit`` hooks stay as they were.
+* ``src/`` uses no private API of its dependencies (``jax._src``, an underscore
+  attribute of a JAX, Flax, Grain or array_record object).
+* A stage reading a value while tracing (through a module in a default argument) sees
+  the value of its own process: nothing compiled by an earlier process is reused
+  unless JAX's own persistent cache, keyed by the lowered program, finds it equal.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _run(code: str, env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
+    """Run ``code`` in a fresh interpreter (no compilation cache of the caller's) and
+    return what it printed."""
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], env={**environ, **env}, cwd=cwd,
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+# ------------------------------------------------------------------ global state
+GLOBALS = """
+    import atexit, json, multiprocessing.util, os, sys, weakref
+    import jax, numpy as np
+    from flax import nnx
+    # What the standard library and JAX register once, on first use, comes first:
+    # multiprocessing's exit function (on import) and weakref.finalize's (JAX's tracing).
+    weakref.finalize(nnx.Rngs(0), print)
+    jax.numpy.zeros(1).block_until_ready()
+
+    def tree(root):
+        return sorted(str(p.relative_to(root)) for p in __import__("pathlib").Path(root).rglob("*"))
+
+    def priorities():
+        if not sys.platform.startswith("linux"):
+            return {}
+        task = f"/proc/{os.getpid()}/task"
+        return sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir(task)})
+
+    def snapshot():
+        return {"config": {k: repr(v) for k, v in sorted(jax.config.values.items())},
+                "home": tree(os.environ["HOME"]), "atexit": atexit._ncallbacks(),
+                "process_priority": os.getpriority(os.PRIO_PROCESS, 0)}
+
+    before = snapshot()
+    import datarax
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+                          {"x": np.arange(40, dtype=np.float32)})
+    batches = [np.asarray(b["x"]).tolist() for b in
+               Pipeline(source=source, batch_size=8, prefetch=2, rngs=nnx.Rngs(0))]
+    after = snapshot()
+    print(json.dumps({"before": before, "after": after, "priorities": priorities(),
+                      "records": sorted(x for b in batches for x in b)}))
+"""
+
+
+def test_import_and_one_epoch_change_nothing_global(tmp_path):
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "JAX_PLATFORMS": "cpu"}
+    out = json.loads(_run(GLOBALS, env).strip().splitlines()[-1])
+    assert out["records"] == list(range(40))  # the epoch ran
+    before, after = out["before"], out["after"]
+    changed = {k: (v, after["config"].get(k)) for k, v in before["config"].items()
+               if after["config"].get(k) != v}
+    assert changed == {}, f"jax.config options changed: {changed}"
+    assert after["home"] == before["home"], "files written under $HOME / $XDG_CACHE_HOME"
+    assert after["atexit"] == before["atexit"], "atexit hooks added"
+    assert after["process_priority"] == before["process_priority"]
+    if sys.platform.startswith("linux"):  # every thread of the process at its priority
+        assert out["priorities"] == [before["process_priority"]]
+
+
+# --------------------------------------------------------------- private APIs
+DEPENDENCIES = {"jax", "jaxlib", "flax", "grain", "array_record"}
+
+# Underscore attributes of datarax's *own* objects read from another module. The
+# structural rework moves them behind public methods; entries are (file under
+# src/datarax, attribute). Nothing of a dependency may be listed here.
+OWN_PRIVATES = {
+    ("dag/rebatch.py", "_partial"), ("dag/rebatch.py", "_next_pass"),
+    ("pipeline/dispatch.py", "_stats"), ("pipeline/fused.py", "_stats"),
+    ("pipeline/host_pass.py", "_stats"), ("pipeline/iterator.py", "_stats"),
+    ("pipeline/iterator.py", "_note_left"), ("pipeline/iterator.py", "_adopt"),
+    ("pipeline/state.py", "_key_given"),
+    ("sources/hf/streaming.py", "_reader"), ("sources/hf/streaming.py", "_batch_of"),
+    ("sources/label_encoder.py", "_vocabulary"), ("sources/memory.py", "_signature"),
+    ("sources/random_access.py", "_host_columns"),
+    ("sources/random_access.py", "_reword_error"), ("text/source.py", "_text"),
+}
+
+
+# Underscore names the standard library documents as public API.
+STDLIB_PUBLIC = {"os._exit", "sys._getframe"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _reaches(path: Path) -> list[str]:
+    """Private imports of dependencies and underscore attributes of objects other than
+    ``self``/``cls`` in one file, as ``line: code``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [f"{node.module or ''}.{a.name}" for a in node.names])
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] in DEPENDENCIES and any(_private(p) for p in parts[1:]):
+                    found.append(f"{node.lineno}: import {module}")
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) \
+                    and ast.unparse(node) not in STDLIB_PUBLIC:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "hasattr", "setattr", "delattr")
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+              and isinstance(node.args[1].value, str) and _private(node.args[1].value)
+              and not (isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls"))):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_src_uses_no_private_api_of_its_dependencies():
+    package = SRC / "datarax"
+    bad = {}
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package).as_posix()
+        hits = [h for h in _reaches(path) if (where, h.rsplit(".", 1)[-1]) not in OWN_PRIVATES]
+        if hits:
+            bad[where] = hits
+    assert bad == {}, (
+        "private names reached from outside their object (use the public API, or for "
+        f"datarax's own objects a public method): {json.dumps(bad, indent=1)}"
+    )
+
+
+def test_the_scan_finds_private_reaches(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from jax._src import config\nimport flax.nnx._internal\n"
+        "def f(v, self=None):\n"
+        "    self._ok = v._raw_value\n    return getattr(v, '_cache_size', None), v.__dict__, os._exit\n"
+    )
+    assert _reaches(sample) == [
+        "1: import jax._src.config", "2: import flax.nnx._internal",
+        "4: v._raw_value", "5: getattr(v, '_cache_size', None)",
+    ]
+
+
+# ---------------------------------------------------------- stale programs (item 1)
+STAGE = """
+    import sys
+    import numpy as np
+    import datarax
+    from flax import nnx
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+    import cfgmod
+
+    datarax.enable_compilation_cache(sys.argv[1])
+
+    def fn(el, key=None, cfg=cfgmod):
+        return el.update_data({"x": el.data["x"] * cfg.SCALE})
+
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(8, dtype=np.int32)})
+    pipeline = Pipeline(source=source, batch_size=4, rngs=nnx.Rngs(0),
+                        stages=[ElementOperator(ElementOperatorConfig(), fn=fn)])
+    print([np.asarray(batch["x"]).tolist() for batch in pipeline])
+"""
+
+
+def _stage_run(folder: Path, cache: Path) -> list[list[int]]:
+    env = {"PYTHONPATH": os.pathsep.join([str(folder), str(SRC)]), "JAX_PLATFORMS": "cpu"}
+    return json.loads(_run(STAGE, env, str(cache), cwd=folder).strip().splitlines()[-1])
+
+
+def test_a_value_read_while_tracing_is_the_new_process_own(tmp_path):
+    cache = tmp_path / "jax-cache"
+    (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")
+    assert _stage_run(tmp_path, cache) == [[0, 2, 4, 6], [8, 10, 12, 14]]
+    assert any(cache.iterdir())  # the persistent cache was on and stored the step
+    (tmp_path / "cfgmod.py").write_text("SCALE = 3\n")
+    assert _stage_run(tmp_path, cache) == [[0, 3, 6, 9], [12, 15, 18, 21]]
+    (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")  # back: JAX's cache may serve it
+    assert _stage_run(tmp_path, cache) == [[0, 2, 4, 6], [8, 10, 12, 14]]
+
+
+@pytest.mark.parametrize("argument", [None, "given"])
+def test_enable_compilation_cache_creates_its_folder_only_when_called(tmp_path, argument):
+    home = tmp_path / "home"
+    home.mkdir()
+    target = tmp_path / "given" if argument else home / ".cache" / "datarax" / "jax"
+    code = f"""
+        import jax, datarax
+        assert jax.config.jax_compilation_cache_dir is None
+        path = datarax.enable_compilation_cache({str(target) if argument else None!r})
+        print(path, jax.config.jax_compilation_cache_dir)
+    """
+    env = {"HOME": str(home), "XDG_CACHE_HOME": "", "JAX_PLATFORMS": "cpu"}
+    assert _run(code, env).split() == [str(target), str(target)]
+    assert target.is_dir()
