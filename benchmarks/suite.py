@@ -83,7 +83,8 @@ def run_vision(
     """One epoch of ``contender`` in a fresh process; the worker's JSON result.
 
     ``nice`` is added to the worker's niceness (negative: higher priority, needs root);
-    ``cache_home`` becomes its ``XDG_CACHE_HOME`` (where datarax keeps its JAX cache).
+    ``cache_home`` becomes its ``XDG_CACHE_HOME``, and holds the JAX persistent cache of
+    the contenders that warm up.
     """
     entry = CONTENDERS[contender]
     missing = entry.missing()
@@ -104,6 +105,8 @@ def run_vision(
             env = worker_env(entry.env)
             if cache_home:
                 env["XDG_CACHE_HOME"] = cache_home
+                if entry.warm_up:  # JAX's persistent cache, turned on as a user would
+                    env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(cache_home, "jax")
             proc = subprocess.run(
                 cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
                 preexec_fn=_lower_priority_by(nice),

@@ -234,7 +234,7 @@ WARM_UP = {"datarax"}  # one untimed run first fills the compilation cache
 _ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # The floor is single-threaded by definition; Grain parallelises with its own threads
 # (BLAS threads on top of them only fight over the cores).
-ENV = {"datarax-cold": {"DATARAX_COMPILATION_CACHE": "0"}, "numpy": _ONE_BLAS_THREAD,
+ENV = {"datarax": {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}, "numpy": _ONE_BLAS_THREAD,
        "grain": _ONE_BLAS_THREAD}
 REQUIRES = {"numpy": "numpy", "datarax": "dm_pix", "datarax-cold": "dm_pix", "torch-0": "torch", "torch-2": "torch",
             "tf.data": "tensorflow", "grain": "grain"}
