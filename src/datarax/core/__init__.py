@@ -3,6 +3,8 @@
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule
 from datarax.core.element import Element, RecordMetadata
+from datarax.core.indexed import IndexedSource
+from datarax.core.stream import StreamSource
 from datarax.core.errors import (
     ConfigError,
     DataraxError,
@@ -20,11 +22,13 @@ __all__ = [
     "DataraxError",
     "DataraxModule",
     "Element",
+    "IndexedSource",
     "OperatorModule",
     "RecordError",
     "RecordMetadata",
     "SourceContractError",
     "SpecMismatchError",
     "StateError",
+    "StreamSource",
     "StructuralConfig",
 ]

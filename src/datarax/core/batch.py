@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 def batch_length(batch: Batch) -> int:

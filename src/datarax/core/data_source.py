@@ -1,7 +1,7 @@
-"""``DataSourceModule``: the contract every datarax source shares, and the three kinds.
+"""``DataSourceModule``: the contract every datarax source shares.
 
 Three kinds of source, named up front (:class:`SourceKind`); ``Pipeline`` picks its path
-from ``source.kind`` alone:
+from ``source.kind`` alone, and each kind has its base with the methods of that kind:
 
 * **indexed** (:class:`~datarax.core.indexed.IndexedSource`) — a stateless, JAX-traceable
   ``get_batch_at(start, size, key)`` and ``__len__``; Pipeline compiles index
@@ -13,11 +13,10 @@ from ``source.kind`` alone:
   ``get_batch(batch_size)``; ``None`` (or ``StopIteration``) ends the pass; an optional
   ``restart(epoch)`` begins another pass.
 
-A class that subclasses ``DataSourceModule`` directly, as seed 002's CSV example does,
-gets its kind once, when the class is defined, by the seed's documented rule: defining
-``get_batch_at`` makes it indexed (``supports_indexed_access()`` is then true),
-defining ``get_batch`` makes it a stream. A source of no kind is refused when iteration
-starts, naming both methods.
+A class that subclasses ``DataSourceModule`` directly gets its kind once, when the class
+is defined: defining ``get_batch_at`` makes it an indexed source (it then derives from
+``IndexedSource``), defining ``get_batch`` a stream (``StreamSource``). A source of no
+kind is refused when iteration starts, naming both methods.
 
 Shared contract: ``element_spec()``, ``get_state()`` / ``set_state()`` / ``seek()`` (the
 position, owned here once — see :mod:`datarax.core.position`), ``set_shard()``,
@@ -28,13 +27,10 @@ bookkeeping lives in name-mangled attributes, so a subclass may use any natural 
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import weakref
 from typing import Any, ClassVar
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -42,11 +38,10 @@ from datarax.core.batch import record_at
 from datarax.core.config import StructuralConfig, config_settings
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
-from datarax.core.module import DataraxModule
+from datarax.core.module import DataraxModule, HostState
 from datarax.core.position import SourcePosition
-from datarax.core.spec import array_to_spec_strip_leading, check_spec_x64, x64_enabled
-
-Batch = dict[str, Any]
+from datarax.core.spec import check_spec_x64, x64_enabled
+from datarax.typing import Batch
 
 _SPEC_CACHE: weakref.WeakKeyDictionary[Any, dict[bool, dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
@@ -61,24 +56,11 @@ class SourceKind(enum.Enum):
     STREAM = "stream"  # forward-only get_batch: read in order, fast-forward to resume
 
 
-class _Session:
-    """Python-only bookkeeping of one source object: never state, never structure.
-
-    It compares equal to every other ``_Session`` so that it does not split NNX graph
-    definitions (equally built sources share compiled steps).
-    """
+class _Moves(HostState):
+    """How many times a source's position was set from outside (never state)."""
 
     def __init__(self) -> None:
-        self.restores = 0  # set_state / seek calls from outside an iterator
-        self.stream: Any = None  # core.stream.StreamPass of a stream-kind source
-        # (epoch, runs of global epoch positions) an elastic restore gave this process
-        self.share: tuple[int, tuple[tuple[int, int], ...]] | None = None
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Session)
-
-    def __hash__(self) -> int:
-        return hash(_Session)
+        self.count = 0
 
 
 class DataSourceModule(DataraxModule):
@@ -101,16 +83,35 @@ class DataSourceModule(DataraxModule):
     """
 
     kind: ClassVar[SourceKind | None] = None
+    __kind_bases: ClassVar[dict[SourceKind, type[DataSourceModule]]] = {}
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, kind_base: SourceKind | None = None, **kwargs: Any) -> None:
+        """``kind_base=``: the class is the base of that kind. A class of no kind yet
+        that defines ``get_batch_at`` (``get_batch``) derives from the indexed (stream)
+        base from here on, which gives it that kind's methods."""
         super().__init_subclass__(**kwargs)
-        if "kind" in cls.__dict__ or cls.kind is not None:
+        bases = DataSourceModule.__kind_bases
+        if kind_base is not None:
+            cls.kind = kind_base
+            bases[kind_base] = cls
+            return
+        if cls.kind is not None:
             return  # declared by the class or inherited from a kind base
-        # Seed 002's rule for direct subclasses, applied once per class.
         if "get_batch_at" in cls.__dict__:
-            cls.kind = SourceKind.INDEXED
+            kind = SourceKind.INDEXED
         elif "get_batch" in cls.__dict__:
-            cls.kind = SourceKind.STREAM
+            kind = SourceKind.STREAM
+        else:
+            return
+        if kind not in bases:
+            raise SourceContractError(
+                f"{cls.__name__}: the {kind.value} source base is not loaded; import "
+                "datarax.core (it loads both kind bases) before defining the class."
+            )
+        if DataSourceModule in cls.__bases__:
+            cls.__bases__ = tuple(bases[kind] if b is DataSourceModule else b for b in cls.__bases__)
+        else:
+            cls.__bases__ = (*cls.__bases__, bases[kind])
 
     def __init__(
         self,
@@ -122,7 +123,7 @@ class DataSourceModule(DataraxModule):
         super().__init__(config, rngs=rngs, name=name)
         self.datarax_position = SourcePosition()
         self.__shard = (0, 1)  # (index, count): this process's share of every epoch
-        self.__session = _Session()
+        self.__moves = _Moves()
 
     # ------------------------------------------------------------------ contract
     def supports_indexed_access(self) -> bool:
@@ -142,96 +143,12 @@ class DataSourceModule(DataraxModule):
                 "streaming). Implement one of them to use it as a data source."
             )
 
-    def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
-        """``size`` records starting at global position ``start`` (stateless, traceable)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement get_batch_at")
-
-    def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
-        """Stable index of each record ``get_batch_at(start, size, key)`` serves.
-
-        The default names records by position (``(start + i) % len(self)``), right for
-        a source that serves records in order. Sources that shuffle, partition or mix
-        records override it.
-        """
-        positions = jnp.arange(size) + start
-        n = self.length_or_none()
-        return positions if n is None else positions % n
-
-    def get_batch_and_indices_at(
-        self, start: Any, size: int, key: Any | None = None
-    ) -> tuple[Batch, Any]:
-        """``(get_batch_at(...), record_indices_at(...))`` in one call (traceable).
-
-        Pipeline's compiled step calls this; a source that computes the indices to
-        gather anyway (a shuffled one) overrides it so they are traced once.
-        """
-        return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
-
-    def step_inputs(self) -> Any:
-        """Arrays the compiled step receives as arguments rather than as NNX state
-        (an indexed source keeping its records out of ``nnx.state``); default none."""
-        return None
-
-    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
-        """Inside the compiled step: make :meth:`step_inputs` read as ``inputs``."""
-        return contextlib.nullcontext()
-
-    def has_host_fields(self) -> bool:
-        """True for an indexed source that keeps some fields (text) on the host.
-
-        The compiled step then gathers the device fields only; Pipeline adds the host
-        fields with :meth:`with_host_fields` and runs the stages on the host.
-        """
-        return False
-
-    def with_host_fields(self, batch: Batch, start: int, size: int) -> tuple[Batch, Any]:
-        """``batch`` (the device fields of ``get_batch_at(start, size)``) with the host
-        fields of the same records added, and the records' stable indices."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no fields on the host")
-
-    def get_batch(self, batch_size: int) -> Batch | None:
-        """The next batch (at most ``batch_size`` records) of the current pass, or None."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement get_batch")
-
-    def restart(self, epoch: int) -> None:
-        """Begin pass ``epoch`` of a stream from its first record (stream kind).
-
-        Called before every pass. A stream that can rewind implements it (reopen a
-        file, re-create a generator); the default does nothing, which suits a stream
-        that rewinds itself. A stream that neither rewinds nor implements this serves
-        nothing on its second pass: that is refused with a
-        :class:`SourceContractError` naming this method, not served as an empty epoch.
-        """
-
-    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """The next batch of this pass and each record's stable index (host path).
-
-        For a stream-kind source this wraps ``get_batch`` (see
-        :mod:`datarax.core.stream`: this shard's records, position, fast-forward after a
-        restore, ``restart`` between passes). Host sources override it.
-        """
-        if self.kind is not SourceKind.STREAM:
-            raise SourceContractError(
-                f"{type(self).__name__} is a {self.kind.value if self.kind else 'kindless'} "
-                "source; get_batch_with_indices serves host and stream sources."
-            )
-        from datarax.core.stream import stream_pass
-
-        return stream_pass(self).read(batch_size)
-
     def element_spec(self) -> dict[str, Any]:
-        """Per-record keys, shapes and dtypes the source's batches carry.
-
-        The default traces ``get_batch_at(0, 1)`` abstractly; other kinds must
-        override it.
-        """
-        if self.kind is not SourceKind.INDEXED:
-            raise NotImplementedError(
-                f"{type(self).__name__} must implement element_spec() to declare what its "
-                "batches carry."
-            )
-        shapes = jax.eval_shape(lambda: self.get_batch_at(0, 1, None))
-        return jax.tree.map(array_to_spec_strip_leading, shapes)
+        """Per-record keys, shapes and dtypes the source's batches carry."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement element_spec() to declare what its "
+            "batches carry."
+        )
 
     def checked_element_spec(self) -> dict[str, Any]:
         """``element_spec()`` read once per source and x64 setting, 64-bit fields refused."""
@@ -317,7 +234,7 @@ class DataSourceModule(DataraxModule):
     @property
     def restores(self) -> int:
         """How many times the position was set from outside (``set_state`` / ``seek``)."""
-        return self.__session.restores
+        return self.__moves.count
 
     def seek(self, epoch: int, index: int = 0) -> None:
         """Stand at record ``index`` of pass ``epoch``: the next record served is that one.
@@ -326,7 +243,7 @@ class DataSourceModule(DataraxModule):
         on the next read.
         """
         self.datarax_position.move(epoch, index)
-        self.__session.restores += 1
+        self.__moves.count += 1
         self._moved()
 
     def start_epoch(self, epoch: int) -> None:
@@ -340,10 +257,6 @@ class DataSourceModule(DataraxModule):
 
     def _moved(self) -> None:
         """Hook: the position was set from outside; kinds drop what depended on it."""
-        if self.kind is SourceKind.STREAM:
-            from datarax.core.stream import stream_pass
-
-            stream_pass(self).reposition()
 
     def get_state(self) -> dict[str, Any]:
         """A small JSON-able dict of the position: what the consumer has received."""
@@ -398,20 +311,8 @@ class DataSourceModule(DataraxModule):
         return self
 
     def __next__(self) -> Any:
-        if self.kind is SourceKind.INDEXED:
-            record, index = self._next_indexed_record()
-        else:
-            self.check_contract()
-            batch, indices = self.get_batch_with_indices(1)
-            if batch is None:
-                if self.num_epochs >= 0 and self.epoch + 1 >= self.num_epochs:
-                    raise StopIteration
-                self.seek(self.epoch + 1, 0)
-                batch, indices = self.get_batch_with_indices(1)
-                if batch is None:
-                    raise StopIteration
-            record = record_at(batch, 0)
-            index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
+        self.check_contract()
+        record, index = self._next_record()
         if getattr(self.config, "track_metadata", False):
             return Element(
                 data=record,
@@ -419,27 +320,17 @@ class DataSourceModule(DataraxModule):
             )
         return record
 
-    def _next_indexed_record(self) -> tuple[Batch, int]:
-        n = len(self)  # type: ignore[arg-type]
-        lo, hi = self.shard_bounds(n)
-        if self.index >= hi - lo:
+    def _next_record(self) -> tuple[Batch, int]:
+        """The next record and its stable index, read through ``get_batch_with_indices``
+        (the host and stream kinds serve records with it; the indexed base overrides)."""
+        read = self.get_batch_with_indices  # type: ignore[attr-defined]
+        batch, indices = read(1)
+        if batch is None:
             if self.num_epochs >= 0 and self.epoch + 1 >= self.num_epochs:
                 raise StopIteration
-            self.datarax_position.move(self.epoch + 1, 0)
-        if hi == lo:
-            raise StopIteration
-        record, stable = self._read_record(self.epoch, lo + self.index)
-        self.advance(1)
-        return record, stable
-
-    def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:
-        """One record at ``index`` of pass ``epoch`` of an indexed source, and its stable index."""
-        n = len(self)  # type: ignore[arg-type]
-        start = epoch * n + index
-        batch = self.get_batch_at(start, 1, None)
-        stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
-        return record_at(batch, 0), stable
-
-    # ------------------------------------------------------------ for core.stream
-    def _stream_session(self) -> _Session:
-        return self.__session
+            self.seek(self.epoch + 1, 0)
+            batch, indices = read(1)
+            if batch is None:
+                raise StopIteration
+        index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
+        return record_at(batch, 0), index

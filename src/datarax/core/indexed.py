@@ -17,21 +17,99 @@ Example:
     ...         i = (jnp.arange(size) + start) % 4
     ...         return {"x": i * i}
     >>> src = Squares(StructuralConfig())
-    >>> src.kind.value, [int(r["x"]) for r in src]
-    ('indexed', [0, 1, 4, 9])
+    >>> src.kind.value, [int(r["x"]) for r in src], src.record_indices_at(3, 2).tolist()
+    ('indexed', [0, 1, 4, 9], [3, 0])
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import contextlib
+from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from datarax.core.batch import record_at
 from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.spec import array_to_spec_strip_leading
+from datarax.typing import Batch
 
 
-class IndexedSource(DataSourceModule):
+class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
     """An indexed (random access, traceable) source; see the module docstring."""
-
-    kind: ClassVar[SourceKind | None] = SourceKind.INDEXED
 
     def __len__(self) -> int:  # pragma: no cover - abstract
         raise TypeError(f"{type(self).__name__} must implement __len__")
+
+    def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
+        """``size`` records starting at global position ``start`` (stateless, traceable)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_batch_at")
+
+    def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
+        """Stable index of each record ``get_batch_at(start, size, key)`` serves.
+
+        The default names records by position (``(start + i) % len(self)``), right for
+        a source that serves records in order. Sources that shuffle, partition or mix
+        records override it.
+        """
+        positions = jnp.arange(size) + start
+        n = self.length_or_none()
+        return positions if n is None else positions % n
+
+    def get_batch_and_indices_at(
+        self, start: Any, size: int, key: Any | None = None
+    ) -> tuple[Batch, Any]:
+        """``(get_batch_at(...), record_indices_at(...))`` in one call (traceable).
+
+        Pipeline's compiled step calls this; a source that computes the indices to
+        gather anyway (a shuffled one) overrides it so they are traced once.
+        """
+        return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
+
+    def step_inputs(self) -> Any:
+        """Arrays the compiled step receives as arguments rather than as NNX state
+        (a source keeping its records out of ``nnx.state``); default none."""
+        return None
+
+    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
+        """Inside the compiled step: make :meth:`step_inputs` read as ``inputs``."""
+        return contextlib.nullcontext()
+
+    def has_host_fields(self) -> bool:
+        """True for a source that keeps some fields (text) on the host.
+
+        The compiled step then gathers the device fields only; Pipeline adds the host
+        fields with :meth:`with_host_fields` and runs the stages on the host.
+        """
+        return False
+
+    def with_host_fields(self, batch: Batch, start: int, size: int) -> tuple[Batch, Any]:
+        """``batch`` (the device fields of ``get_batch_at(start, size)``) with the host
+        fields of the same records added, and the records' stable indices."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no fields on the host")
+
+    def element_spec(self) -> dict[str, Any]:
+        """Per-record keys, shapes and dtypes: ``get_batch_at(0, 1)`` traced abstractly."""
+        shapes = jax.eval_shape(lambda: self.get_batch_at(0, 1, None))
+        return jax.tree.map(array_to_spec_strip_leading, shapes)
+
+    def _next_record(self) -> tuple[Batch, int]:
+        n = len(self)
+        lo, hi = self.shard_bounds(n)
+        if self.index >= hi - lo:
+            if self.num_epochs >= 0 and self.epoch + 1 >= self.num_epochs:
+                raise StopIteration
+            self.datarax_position.move(self.epoch + 1, 0)
+        if hi == lo:
+            raise StopIteration
+        record, stable = self._read_record(self.epoch, lo + self.index)
+        self.advance(1)
+        return record, stable
+
+    def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:
+        """One record at ``index`` of pass ``epoch`` and its stable index."""
+        start = epoch * len(self) + index
+        batch = self.get_batch_at(start, 1, None)
+        stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
+        return record_at(batch, 0), stable

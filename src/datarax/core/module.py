@@ -45,3 +45,27 @@ def _config_hint(cls_name: str) -> str:
         if cls_name.endswith(suffix):
             return cls_name[: -len(suffix)] + suffix.replace("Module", "") + "Config"
     return cls_name + "Config"
+
+
+class HostState:
+    """Base of a module's Python-only bookkeeping: never NNX state, never structure.
+
+    Every instance compares equal to every other instance of its class, so a module
+    holding one does not split NNX graph definitions (equally built modules share
+    compiled steps).
+
+    Example:
+        >>> class Seen(HostState):
+        ...     def __init__(self):
+        ...         self.count = 0
+        >>> a, b = Seen(), Seen()
+        >>> a.count = 3
+        >>> a == b, hash(a) == hash(b)
+        (True, True)
+    """
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))

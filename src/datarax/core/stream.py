@@ -2,8 +2,8 @@
 
 A stream hands out records in order with ``get_batch(batch_size)`` and cannot seek.
 :class:`StreamPass` turns that into what a Pipeline needs, for every stream-kind source
-(a :class:`StreamSource` subclass or a seed-style ``DataSourceModule`` defining
-``get_batch``):
+(a :class:`StreamSource` subclass, or a ``DataSourceModule`` subclass defining
+``get_batch``, which derives from ``StreamSource`` by that):
 
 * **position** — the source's :class:`~datarax.core.position.SourcePosition` counts the
   records handed out (this shard's); nothing else keeps a copy.
@@ -43,19 +43,22 @@ Example:
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any
 
 import numpy as np
+from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.config import StructuralConfig
-from datarax.core.data_source import Batch, DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import SourceContractError, StateError
+from datarax.core.module import HostState
+from datarax.typing import Batch
 
-__all__ = ["StreamSource", "StreamPass", "stream_pass", "StructuralConfig"]
+__all__ = ["StreamSource", "StreamPass", "StructuralConfig"]
 
 
-class StreamSource(DataSourceModule):
+class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
     """Base of forward-only streams: implement ``get_batch``, ``element_spec`` and,
     to serve more than one pass, ``restart(epoch)``.
 
@@ -64,18 +67,44 @@ class StreamSource(DataSourceModule):
     pass is over. See the module docstring for an example.
     """
 
-    kind: ClassVar[SourceKind | None] = SourceKind.STREAM
+    def __init__(
+        self,
+        config: StructuralConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(config, rngs=rngs, name=name)
+        self.__pass = StreamPass()
 
     def get_batch(self, batch_size: int) -> Batch | None:  # pragma: no cover - abstract
+        """The next batch (at most ``batch_size`` records) of the current pass, or None."""
         raise NotImplementedError(f"{type(self).__name__} must implement get_batch(batch_size)")
 
+    def restart(self, epoch: int) -> None:
+        """Begin pass ``epoch`` of the stream from its first record.
 
-class StreamPass:
+        Called before every pass. A stream that can rewind implements it (reopen a
+        file, re-create a generator); the default does nothing, which suits a stream
+        that rewinds itself. A stream that neither rewinds nor implements this serves
+        nothing on its second pass: that is refused with a
+        :class:`SourceContractError` naming this method, not served as an empty epoch.
+        """
+
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """This shard's next batch of the pass and each record's position in the pass
+        (its stable index): ``get_batch`` read by :class:`StreamPass`."""
+        return self.__pass.read(self, batch_size)
+
+    def _moved(self) -> None:
+        self.__pass.reposition()
+
+
+class StreamPass(HostState):
     """Reading state of one stream object in this process (never saved: it is derived
-    from the source's position on restore)."""
+    from the source's position on restore). The source is passed to each read."""
 
-    def __init__(self, source: DataSourceModule) -> None:
-        self._source = source
+    def __init__(self) -> None:
         self.read_in_pass = 0  # raw records read from the stream this pass (all shards)
         self.previous_pass: tuple[int, int] | None = None  # (epoch, records read) of the last pass
         self.opened_epoch: int | None = None  # the pass the stream was last opened for
@@ -86,8 +115,7 @@ class StreamPass:
         """The source's position was set from outside: reopen the pass on the next read."""
         self.needs_open = True
 
-    def _open(self) -> None:
-        source = self._source
+    def _open(self, source: StreamSource) -> None:
         epoch, index = source.epoch, source.index
         if self.opened_epoch is not None:
             self.previous_pass = (self.opened_epoch, self.read_in_pass)
@@ -97,25 +125,24 @@ class StreamPass:
         self.read_in_pass = 0
         self.to_skip = index * source.shard[1]
 
-    def _get(self, batch_size: int, *, mid_read: bool = False) -> Batch | None:
+    def _get(self, source: StreamSource, batch_size: int, *, mid_read: bool = False) -> Batch | None:
         """The stream's next batch, or None at the pass's end (``mid_read``: records of
         this read are already in hand, so the pass is not empty)."""
         try:
-            batch = self._source.get_batch(batch_size)
+            batch = source.get_batch(batch_size)
         except StopIteration:
             return None
         if batch is None or batch_length(batch) == 0:
             if not mid_read:
-                self._check_rewound()
+                self._check_rewound(source)
             return None
         return batch
 
-    def _check_rewound(self) -> None:
+    def _check_rewound(self, source: StreamSource) -> None:
         """Refuse a second pass that is empty from its first read (the stream did not rewind)."""
         previous = self.previous_pass
         if self.read_in_pass or previous is None or previous[1] == 0:
             return
-        source = self._source
         raise SourceContractError(
             f"{type(source).__name__} served {previous[1]} records in pass {previous[0]} and "
             f"none in pass {self.opened_epoch}: a forward-only stream must be rewound between "
@@ -123,14 +150,14 @@ class StreamPass:
             "file, re-create the generator), or build a new source for each pass."
         )
 
-    def read(self, batch_size: int) -> tuple[Batch | None, np.ndarray | None]:
-        """This shard's next records (at most ``batch_size``) and their positions in the pass."""
-        source = self._source
+    def read(self, source: StreamSource, batch_size: int) -> tuple[Batch | None, np.ndarray | None]:
+        """``source``'s next records of this shard (at most ``batch_size``) and their
+        positions in the pass."""
         if self.needs_open or self.opened_epoch != source.epoch:
-            self._open()
+            self._open(source)
         index, count = source.shard
         while self.to_skip > 0:
-            skipped = self._get(min(self.to_skip, max(batch_size, 256)))
+            skipped = self._get(source, min(self.to_skip, max(batch_size, 256)))
             if skipped is None:
                 raise StateError(
                     f"{type(source).__name__}: the restored position says {source.index} "
@@ -148,11 +175,11 @@ class StreamPass:
             self.to_skip -= read
             self.read_in_pass += read
         while True:
-            raw = self._get(batch_size * count)
+            raw = self._get(source, batch_size * count)
             if raw is None:
                 return None, None
             if count > 1:
-                raw = self._complete_rounds(raw, count)
+                raw = self._complete_rounds(source, raw, count)
                 if raw is None:
                     return None, None
             read = batch_length(raw)
@@ -166,14 +193,14 @@ class StreamPass:
                 source.advance(len(keep))
                 return take_records(raw, keep), positions[keep]
 
-    def _complete_rounds(self, raw: Batch, count: int) -> Batch | None:
+    def _complete_rounds(self, source: StreamSource, raw: Batch, count: int) -> Batch | None:
         """Extend ``raw`` to whole rounds of ``count`` records, or cut the last partial
         round where the stream ends, so every shard hands out the same number of records.
         """
         parts = [raw]
         have = batch_length(raw)
         while (self.read_in_pass + have) % count:
-            extra = self._get(count - (self.read_in_pass + have) % count, mid_read=True)
+            extra = self._get(source, count - (self.read_in_pass + have) % count, mid_read=True)
             if extra is None:  # the stream ended inside a round: no shard takes it
                 have -= (self.read_in_pass + have) % count
                 if have == 0:
@@ -182,11 +209,3 @@ class StreamPass:
             parts.append(extra)
             have += batch_length(extra)
         return concat_batches(parts)
-
-
-def stream_pass(source: DataSourceModule) -> StreamPass:
-    """The :class:`StreamPass` of a stream-kind source (made on first use)."""
-    session = source._stream_session()
-    if session.stream is None:
-        session.stream = StreamPass(source)
-    return session.stream

@@ -26,8 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
 from datarax.sharding.placement import BatchPlacement
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 def data_mesh(axis_name: str = "data", devices: Sequence[Any] | None = None) -> Mesh:

@@ -36,8 +36,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from datarax.core.errors import ConfigError
 from datarax.core.owned import owned_device_put, unshared
 from datarax.core.spec import is_text_value
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 def _axes(entry: Any) -> tuple[str, ...]:

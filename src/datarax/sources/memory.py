@@ -21,7 +21,6 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.data_source import Batch
 from datarax.core.dtypes import fit_column, is_text_value
 from datarax.core.element import Element
 from datarax.core.errors import DataraxError
@@ -30,6 +29,7 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources._columns import as_text
+from datarax.typing import Batch
 
 Path = tuple[str, ...]
 

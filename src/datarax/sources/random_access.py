@@ -47,6 +47,7 @@ from flax import nnx
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import Batch, DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
+from datarax.core.module import HostState
 from datarax.sources.host_reader import HostReader, ReadBatch
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord, check_skip_state
@@ -91,6 +92,13 @@ class _HookRecords:
         return list(self._source.read_records(list(indices)))
 
 
+class _ElasticShare(HostState):
+    """(epoch, runs of epoch positions) an elastic restore gave this process, or None."""
+
+    def __init__(self) -> None:
+        self.runs: tuple[int, tuple[tuple[int, int], ...]] | None = None
+
+
 class RandomAccessSource(DataSourceModule):
     """A host source that reads records by index; see the module docstring.
 
@@ -118,6 +126,7 @@ class RandomAccessSource(DataSourceModule):
         self.skipped = nnx.Variable(np.asarray(0, np.int64))  # skipped this epoch before the position
         self.__reader: HostReader | None = None
         self.__reader_options = (num_threads, read_ahead)
+        self.__share = _ElasticShare()
 
     # ------------------------------------------------------------------ hooks
     def __len__(self) -> int:  # pragma: no cover - abstract
@@ -193,7 +202,7 @@ class RandomAccessSource(DataSourceModule):
     def epoch_order(self, epoch: int) -> EpochOrder:
         """Stable record index of every position of pass ``epoch`` in this shard."""
         n = len(self)
-        share = self._stream_session().share
+        share = self.__share.runs
         if share is not None and share[0] == epoch:
             return EpochOrder(n, self.shuffle_seed(), int(epoch), runs=share[1])
         lo, hi = self.shard_bounds(n)
@@ -201,7 +210,7 @@ class RandomAccessSource(DataSourceModule):
 
     def epoch_size(self) -> int | None:
         """Records this shard serves in the current epoch (its elastic share, if any)."""
-        share = self._stream_session().share
+        share = self.__share.runs
         if share is not None and share[0] == self.epoch:
             return sum(hi - lo for lo, hi in share[1])
         return super().epoch_size()
@@ -210,7 +219,7 @@ class RandomAccessSource(DataSourceModule):
         """Serve pass ``epoch`` from ``runs`` of epoch positions instead of this shard's
         block: the share an elastic restore (a state saved by another process count)
         gives this process. Later epochs use the block again."""
-        self._stream_session().share = (int(epoch), tuple((int(a), int(b)) for a, b in runs))
+        self.__share.runs = (int(epoch), tuple((int(a), int(b)) for a, b in runs))
 
     def _moved(self) -> None:
         reader = self.__reader
@@ -300,7 +309,7 @@ class RandomAccessSource(DataSourceModule):
         A state without ``"skipped"`` counts no skips before its position.
         """
         where = type(self).__name__
-        self._stream_session().share = None  # a plain state: this shard's own block
+        self.__share.runs = None  # a plain state: this shard's own block
         epoch, index, skipped = check_skip_state(
             self.datarax_position, state, where=where, length=self.epoch_size()
         )

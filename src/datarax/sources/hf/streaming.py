@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.core.data_source import Batch
 from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.stream import StreamSource
@@ -28,6 +27,7 @@ from datarax.sources.hf.locate import (
 from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
 from datarax.sources.skip_ledger import SkippedRecord
 from datarax.sources.skip_ledger import check_skip_state
+from datarax.typing import Batch
 
 
 class HFStreamingSource(StreamSource):

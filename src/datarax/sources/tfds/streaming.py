@@ -6,7 +6,6 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.core.data_source import Batch
 from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._dataset_config import check_config_type, empty_split
@@ -21,6 +20,7 @@ from datarax.sources.tfds.opening import (
     record_error,
     tfrecord_message,
 )
+from datarax.typing import Batch
 
 
 class TFDSStreamingSource(RandomAccessSource):

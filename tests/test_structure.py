@@ -1,0 +1,275 @@
+"""The shape of ``src/datarax``, read from its source text (no datarax import).
+
+Three rules keep the dependencies pointing one way (docs/architecture.md, "Layers"):
+
+* no import cycle among datarax modules;
+* no upward import: a module imports only its own package or a lower layer of
+  :data:`LAYERS` (a package's ``__init__`` counts as the package);
+* no module touches another module's ``_private`` names.
+
+Every import counts: top-level, lazy (inside a function) and ``if TYPE_CHECKING:`` alike.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Lowest first. A unit is a sub-package of datarax or a top-level module; "datarax" is the
+# package's own __init__. A unit may import units of lower layers only: not its own layer's
+# other units, never a higher layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("typing", "compilation_cache"),
+    ("core",),
+    ("samplers", "sharding", "metrics"),
+    ("mixing",),  # source combinators over core's contracts; sources/__init__ re-exports them
+    ("sources",),
+    ("operators",),
+    ("text",),
+    ("pipeline",),
+    ("dag",),
+    ("checkpoint",),
+    ("cli", "testing"),
+    ("datarax", "__main__"),
+)
+RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+# The pipeline circle (pipeline.py, its pass helpers, dag/rebatch.py) is being untangled;
+# each entry names one known violation. Remove entries as they are fixed: an entry that no
+# longer matches a violation fails the test, so this list only shrinks.
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
+    {
+        frozenset(
+            {
+                "datarax.dag",
+                "datarax.dag.rebatch",
+                "datarax.pipeline",
+                "datarax.pipeline.devices",
+                "datarax.pipeline.dispatch",
+                "datarax.pipeline.elastic",
+                "datarax.pipeline.fused",
+                "datarax.pipeline.host_pass",
+                "datarax.pipeline.iterator",
+                "datarax.pipeline.pipeline",
+                "datarax.pipeline.state",
+            }
+        ),
+    }
+)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("datarax.pipeline.pipeline", "datarax.dag"),
+    }
+)
+KNOWN_PRIVATE: frozenset[tuple[str, str]] = frozenset(
+    {
+        # the pipeline circle: helpers reading Pipeline's and steps' private members
+        ("datarax.pipeline.dispatch", "_stats"),
+        ("datarax.pipeline.fused", "_stats"),
+        ("datarax.pipeline.host_pass", "_stats"),
+        ("datarax.pipeline.iterator", "_note_left"),
+        ("datarax.pipeline.iterator", "_adopt"),
+        ("datarax.pipeline.state", "_key_given"),
+        ("datarax.pipeline.elastic", "datarax.pipeline.steps._cached"),
+        ("datarax.pipeline.fused", "datarax.pipeline.steps._cached"),
+        # dag's operator reuses the operators package's private record helpers
+        ("datarax.dag.operator", "datarax.operators._records"),
+    }
+)
+
+# Underscore names that are public API of the standard library.
+STDLIB_UNDERSCORE = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults", "_exit"})
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in (SRC / "datarax").rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+def _package(name: str) -> str:
+    return name if MODULES[name].name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def _imports(name: str) -> list[tuple[int, str, ast.ImportFrom | ast.Import]]:
+    """``(line, imported datarax module, node)`` for every import in module ``name``."""
+    out = []
+    for node in ast.walk(TREES[name]):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = _package(name).split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for target in targets:
+            if target in MODULES and target != name:
+                out.append((node.lineno, target, node))
+    return out
+
+
+EDGES = {name: {target for _, target, _ in _imports(name)} for name in MODULES}
+
+
+def unit(name: str) -> str:
+    """The layer unit of a module: ``datarax.core.stream`` -> ``core``."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "datarax"
+
+
+def _where(name: str, line: int) -> str:
+    return f"{MODULES[name].relative_to(SRC.parent)}:{line}"
+
+
+def import_cycles() -> list[frozenset[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(EDGES[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(frozenset(group))
+
+    for v in sorted(MODULES):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def upward_imports() -> list[tuple[str, str, str]]:
+    """``(importer, imported, file:line)`` for each import of a unit not below the importer's."""
+    out = []
+    for name in sorted(MODULES):
+        for line, target, _ in _imports(name):
+            a, b = unit(name), unit(target)
+            if a != b and RANK[b] >= RANK[a]:
+                out.append((name, target, _where(name, line)))
+    return out
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    """Names a module defines: functions, classes, assigned names and attributes."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def _is_private(attr: str) -> bool:
+    return attr.startswith("_") and not attr.endswith("__") and attr not in STDLIB_UNDERSCORE
+
+
+def _is_own(value: ast.expr) -> bool:
+    """``self``, ``cls``, ``super()``, ``type(self)``."""
+    if isinstance(value, ast.Name):
+        return value.id in ("self", "cls")
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        if value.func.id == "super":
+            return True
+        if value.func.id == "type" and len(value.args) == 1:
+            return _is_own(value.args[0])
+    return False
+
+
+def private_reaches() -> list[tuple[str, str, str]]:
+    """``(module, name, file:line)`` for each use of another module's ``_private`` name.
+
+    Flags ``from x import _name`` (x another module), an import of a ``_private`` module
+    from outside its package, and ``obj._name`` where ``obj`` is not self/cls and the
+    module itself defines no ``_name`` (a practical reading of "another module's").
+    """
+    out = []
+    for name in sorted(MODULES):
+        tree = TREES[name]
+        own = _defined_names(tree)
+        for line, target, node in _imports(name):
+            owner = target.rsplit(".", 1)[0]  # the package a private module belongs to
+            inside = f"{_package(name)}.".startswith(f"{owner}.")
+            if _is_private(target.rsplit(".", 1)[-1]) and not inside:
+                out.append((name, target, _where(name, line)))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.startswith("datarax"):
+                    for alias in node.names:
+                        if _is_private(alias.name) and f"{node.module}.{alias.name}" not in MODULES:
+                            out.append((name, f"{node.module}.{alias.name}", _where(name, node.lineno)))
+            elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+                if not _is_own(node.value) and node.attr not in own:
+                    out.append((name, node.attr, _where(name, node.lineno)))
+    return out
+
+
+def test_every_layer_unit_is_known():
+    units = {unit(name) for name in MODULES}
+    assert units <= set(RANK), f"add these to LAYERS: {sorted(units - set(RANK))}"
+
+
+def test_no_import_cycles():
+    cycles = import_cycles()
+    new = [sorted(c) for c in cycles if c not in KNOWN_CYCLES]
+    assert not new, f"import cycles (lazy and TYPE_CHECKING imports count): {new}"
+    fixed = [sorted(c) for c in KNOWN_CYCLES if c not in cycles]
+    assert not fixed, f"no longer a cycle; remove it from KNOWN_CYCLES: {fixed}"
+
+
+def test_no_upward_imports():
+    found = upward_imports()
+    new = [f"{where}: {a} imports {b}" for a, b, where in found if (a, unit(b)) not in KNOWN_UPWARD
+           and (a, b) not in KNOWN_UPWARD]
+    assert not new, "imports pointing up the layers:\n" + "\n".join(new)
+    seen = {(a, b) for a, b, _ in found} | {(a, unit(b)) for a, b, _ in found}
+    seen |= {(a, f"datarax.{unit(b)}") for a, b, _ in found}
+    fixed = sorted(KNOWN_UPWARD - seen)
+    assert not fixed, f"no longer imported; remove from KNOWN_UPWARD: {fixed}"
+
+
+def test_no_reach_into_another_modules_private_names():
+    found = private_reaches()
+    new = [f"{where}: {name} uses {what}" for name, what, where in found
+           if (name, what) not in KNOWN_PRIVATE]
+    assert not new, "private names of another module:\n" + "\n".join(new)
+    fixed = sorted(KNOWN_PRIVATE - {(name, what) for name, what, _ in found})
+    assert not fixed, f"no longer used; remove from KNOWN_PRIVATE: {fixed}"
