@@ -7,6 +7,7 @@ them by value, as it does a script's functions).
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pathlib
@@ -110,7 +111,8 @@ def test_bad_records_are_skipped_counted_and_named_as_with_threads(files):
         assert all(r.cause == f"ValueError: record id {r.index} is bad" for r in reports)
         threads = make(files, 0, decode=decoder(bad), on_error="skip", max_skipped=3)
         assert ids(pipeline(threads)) == served
-        assert source.get_state() == threads.get_state() and source.get_state()["skipped"] == 3
+        assert source.get_state() == threads.get_state()
+        assert source.host_reader.skipped_total == threads.host_reader.skipped_total == 3
         threads.close()
     finally:
         source.close()
@@ -182,3 +184,72 @@ def test_no_worker_process_outlives_close(files):
     assert len(multiprocessing.active_children()) >= 1
     source.close()
     assert multiprocessing.active_children() == []
+
+
+ORPHAN_PARENT = '''
+import json, multiprocessing, os, sys, time
+import numpy as np
+
+def decode(record):
+    return {"id": np.frombuffer(record, np.int32)[0]}
+
+if __name__ == "__main__":
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), sys.argv[2:], decode=decode,
+                                     num_threads=2, decode_processes=2)
+    source.start_epoch(0)
+    assert source.get_batch(4)["id"].tolist() == [0, 1, 2, 3]
+    while len(multiprocessing.active_children()) < 2:
+        time.sleep(0.05)
+    pids = [p.pid for p in multiprocessing.active_children()]
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        json.dump(pids, f)
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    print("workers started", flush=True)
+    time.sleep(600)
+'''
+
+
+def alive(pid: int) -> bool:
+    """A process that runs (a zombie waiting for its new parent to reap it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
+def test_workers_end_when_their_parent_is_killed(files, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script, pid_file = tmp_path / "parent.py", tmp_path / "workers.json"
+    script.write_text(ORPHAN_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(pid_file), *files],
+                              env=dict(os.environ, JAX_PLATFORMS="cpu"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists():
+            assert parent.poll() is None, parent.stdout.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "the parent never started its workers"
+            time.sleep(0.05)
+        workers = json.loads(pid_file.read_text())
+        assert len(workers) == 2 and all(alive(pid) for pid in workers)
+        parent.send_signal(signal.SIGKILL)
+        # the output pipe ends once the workers, which share it, have ended too
+        output = parent.communicate(timeout=10)[0].decode()
+        assert parent.returncode == -signal.SIGKILL and "workers started" in output
+        deadline = time.monotonic() + 5
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in workers if alive(pid)] == []
+    finally:
+        parent.kill()
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -17,7 +17,10 @@ why, so resume and skip accounting are the same as with threads.
 The workers are started (``spawn``: a fresh interpreter, never a fork of a process
 running JAX's threads) once the first record's structure is known (when a Pipeline is
 built over the source, so they start while it compiles) and live until the source is
-closed, across epochs. The records' data object, ``decode`` and ``decode_batch`` travel
+closed, across epochs; a worker whose parent process is gone (killed with SIGKILL, as
+out-of-memory killers and preemption do) ends itself within a fraction of a second, so
+no worker outlives the training process or holds its output pipes open. The records'
+data object, ``decode`` and ``decode_batch`` travel
 to them with ``cloudpickle`` (a lambda or a function of a script works); :func:`portable`
 checks that at construction. Like every spawned worker, a script that builds the
 pipeline at its top level needs an ``if __name__ == "__main__":`` guard (the workers
@@ -43,8 +46,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 import pickle
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -104,7 +109,7 @@ class DecodeProcesses:
                     (reads.data, reads.records, reads.decode_batch, reads.policy))
                 self._pool = concurrent.futures.ProcessPoolExecutor(
                     max_workers=self.count, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_install, initargs=(reader,),
+                    initializer=_install, initargs=(reader, os.getpid()),
                 )
                 for _ in range(self.count):  # the pool starts one worker per task waiting
                     self._pool.submit(_ready)
@@ -145,13 +150,29 @@ class DecodeProcesses:
 _READS: ChunkReads | None = None
 
 
-def _install(reader: bytes) -> None:
-    """Worker initializer: the source's data, decoder (its structure learned), policy."""
+#: seconds between a worker's checks that its parent process is still there
+PARENT_CHECK_S = 0.2
+
+
+def _install(reader: bytes, parent: int) -> None:
+    """Worker initializer: the source's data, decoder (its structure learned), policy;
+    and a thread that ends this worker once ``parent`` (the source's process) is gone."""
     global _READS
     from datarax.sources.chunk_reads import ChunkReads
 
+    threading.Thread(target=_end_with, args=(parent,), name="datarax-parent-watch",
+                     daemon=True).start()
+
     data, records, decode_batch, policy = pickle.loads(reader)
     _READS = ChunkReads(data, records, decode_batch, policy)
+
+
+def _end_with(parent: int) -> None:
+    """End this process as soon as its parent is no longer ``parent`` (it died and the
+    worker was handed to another process): nobody is left to read what it sends."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)
 
 
 def _ready() -> None:
