@@ -311,3 +311,77 @@ def test_a_mixture_of_mixtures_serves_every_record_once_per_epoch():
     first, second = ids_of(Pipeline(outer, [], batch_size=5), 2)
     want = [0, 1, 2, 3, 10, 11, 12, 13, *range(100, 108)]
     assert sorted(first) == sorted(second) == want
+
+
+# ------------------------------------------------- restoring into another mixture
+def changed_mixture(weights=(4, 2, 2), seed=5, a_seed=3, b_shuffle=True, b_seed=1, inner_seed=7):
+    inner = MixSource([memory(200, 210, seed=inner_seed), memory(300, 306)], [1, 1], seed=1)
+    return MixSource({"a": memory(0, 30, seed=a_seed),
+                      "b": Rows(100, 120, RowsConfig(shuffle=b_shuffle, seed=b_seed)),
+                      "inner": inner}, list(weights), seed=seed)
+
+
+CHANGES = [
+    ({"weights": (1, 1, 1)}, r"weights=\[2, 1, 1\] but this", "weights"),
+    ({"seed": 6}, "seed=5 but this", "seed"),
+    ({"a_seed": 4}, r"children\[0\].seed=3 but this", "children[0].seed"),
+    ({"b_seed": 2}, r"children\[1\].seed=1 but this", "children[1].seed"),
+    ({"b_shuffle": False}, r"children\[1\].shuffle=True but this", "children[1].shuffle"),
+    ({"inner_seed": 8}, r"children\[2\].children\[0\].seed=7 but", "children[2].children[0].seed"),
+]
+
+
+@pytest.mark.parametrize(("change", "message", "field"), CHANGES)
+def test_a_state_restored_into_a_changed_mixture_is_refused_naming_the_setting(change, message, field):
+    saved = changed_mixture()
+    head = Pipeline(saved, [], batch_size=8)
+    it = iter(head)
+    next(it), next(it)
+    state, source_state = head.get_state(), saved.get_state()
+    other = changed_mixture(**change)
+    with pytest.raises(StateError, match=f"saved with source.{message}") as pipeline_err:
+        Pipeline(other, [], batch_size=8).set_state(state)
+    assert pipeline_err.value.field == f"source.{field}"
+    with pytest.raises(StateError, match=f"MixSource state was saved with {message}") as source_err:
+        other.set_state(source_state)
+    assert source_err.value.field == field
+    for source in (saved, other):
+        source.close()
+
+
+@pytest.mark.parametrize("weights", [(2, 1, 1), (0.4, 0.2, 0.2)])
+def test_equivalent_weights_continue_exactly(weights):
+    reference = Pipeline(changed_mixture(), [], batch_size=8)
+    flat = [i for epoch in ids_of(reference, 2) for i in epoch]
+    head = Pipeline(changed_mixture(), [], batch_size=8)
+    it = iter(head)
+    got = [int(i) for _ in range(5) for i in next(it)["id"]]
+    state, source_state = head.get_state(), head.source.get_state()
+    for restore in ("pipeline", "source"):
+        resumed = Pipeline(changed_mixture(weights=weights), [], batch_size=8)
+        if restore == "pipeline":
+            resumed.set_state(state)
+        else:
+            resumed.source.set_state(source_state)
+        rest = [i for epoch in ids_of(resumed, 2) for i in epoch]
+        assert got + rest[: len(flat) - len(got)] == flat, restore
+        resumed.source.close()
+    for p in (reference, head):
+        p.source.close()
+
+
+def test_unequal_weights_and_sizes_epoch_covers_what_the_docs_say():
+    # Two sources of 100 records weighted 0.8/0.2: a mixture epoch is 200 records
+    # (the sum of the sizes), 160 from "a" and 40 from "b", whatever is exhausted.
+    mix = MixSource({"a": memory(0, 100), "b": memory(1000, 1100, seed=4)}, {"a": 0.8, "b": 0.2})
+    epochs = ids_of(Pipeline(mix, [], batch_size=10), 3)
+    b_seen = []
+    for ids in epochs:
+        a = [i for i in ids if i < 1000]
+        b = [i for i in ids if i >= 1000]
+        assert (len(ids), len(a), len(b)) == (200, 160, 40)
+        b_seen.append(b)
+    assert len(set(i for i in epochs[0] if i < 1000)) == 100  # all of "a", 60 of them twice
+    # "b" is in its own first pass for 2.5 mixture epochs: its records 0..99 of that pass
+    # are the 40 of epoch 0, the 40 of epoch 1 and the first 20 of epoch 2.
+    assert sorted(b_seen[0] + b_seen[1] + b_seen[2][:20]) == list(range(1000, 1100))

@@ -11,12 +11,26 @@ that :class:`~datarax.mixing.schedule.MixSchedule` assigns it — a pure functio
 * ``"sampling"`` — a record drawn uniformly with replacement from ``(seed, source,
   t)``; the mixture is endless unless ``records_per_epoch`` is given.
 
+Which records an epoch holds: a mixture epoch is ``records_per_epoch`` records
+(default: the sum of the sources' sizes) and ends there — never when a source runs
+out. Each source serves its weight's share of it, whatever its size. Only weights
+proportional to the sizes serve every record exactly once per epoch; otherwise a
+heavy source goes on into its next pass within the epoch (some of its records appear
+twice) and a light one serves part of its pass, continuing where it stopped in the
+next epoch (its other records appear in later epochs). Below, two sources of 100
+records weighted 0.8/0.2: each epoch has 160 records of ``a`` (its whole pass, then 60
+of its next) and 40 of ``b``, whose pass takes 2.5 epochs.
+
 State is the mixture's position plus, for each stream child, the draw at which its
 current pass began: every other child's position is derived from the mixture's
-position (``MixSchedule.counts``), so a resume is a seek. Sources of any kind mix
-(in memory, host random access such as ArrayRecord, forward-only streams); the
-mixture itself is a host-kind source. Each record's stable index (what per-record
-keys are derived from) is ``draw * num_sources + source``: unique per appearance.
+position (``MixSchedule.counts``), so a resume is a seek. It also holds
+:meth:`MixSource.order_settings` (mode, weights in lowest terms, seed, epoch length,
+and every source's type, length and settings, recursively): a restore into a mixture
+where one differs is refused naming it (``weights``, ``children[1].seed``). Sources of
+any kind mix (in memory, host random access such as ArrayRecord, forward-only
+streams); the mixture itself is a host-kind source. Each record's stable index (what
+per-record keys are derived from) is ``draw * num_sources + source``: unique per
+appearance.
 
 Example:
     >>> import numpy as np
@@ -26,6 +40,17 @@ Example:
     >>> mix = MixSource({"a": a, "b": b}, weights={"a": 2, "b": 1}, seed=0)
     >>> len(mix), sorted(int(e["x"]) for e in mix)
     (6, [0, 1, 2, 3, 100, 101])
+    >>> a = MemorySource(MemorySourceConfig(), {"x": np.arange(100, dtype=np.int32)})
+    >>> b = MemorySource(MemorySourceConfig(), {"x": np.arange(1000, 1100, dtype=np.int32)})
+    >>> mix = MixSource({"a": a, "b": b}, weights={"a": 0.8, "b": 0.2})
+    >>> for epoch in range(3):  # records: total, of a; b's first and last two
+    ...     mix.seek(epoch, 0)
+    ...     x = mix.get_batch_with_indices(len(mix))[0]["x"]
+    ...     from_b = x[x >= 1000].tolist()
+    ...     print(len(x), len(x) - len(from_b), from_b[:2], from_b[-2:])
+    200 160 [1000, 1001] [1038, 1039]
+    200 160 [1040, 1041] [1078, 1079]
+    200 160 [1080, 1081] [1018, 1019]
 """
 
 from __future__ import annotations
@@ -40,7 +65,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
-from datarax.core.config import StructuralConfig, check_seed
+from datarax.core.config import StructuralConfig, check_seed, check_settings
 from datarax.core.data_source import Batch, DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.spec import TextSpec
@@ -61,7 +86,8 @@ class MixSourceConfig(StructuralConfig):
         mode: ``"epoch"`` (each source's records once per its own epoch) or
             ``"sampling"`` (with replacement).
         seed: decides the interleaving (and, sampling, the records drawn).
-        records_per_epoch: records in one mixture epoch; None: the sum of the sources'
+        records_per_epoch: records in one mixture epoch, each source serving its
+            weight's share of them whatever its size; None: the sum of the sources'
             epoch sizes (``"epoch"``) or endless (``"sampling"``).
     """
 
@@ -213,6 +239,9 @@ class MixSource(DataSourceModule):
     # ------------------------------------------------------- indexed (compiled)
     def step_inputs(self) -> Any:
         return tuple(c.step_inputs() for c in self.sources)
+
+    def has_host_fields(self) -> bool:
+        return False
 
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
         stack = contextlib.ExitStack()
@@ -366,8 +395,26 @@ class MixSource(DataSourceModule):
         return concat_batches(parts)
 
     # ------------------------------------------------------------------ state
+    def order_settings(self) -> dict[str, Any]:
+        """Mode, weights (as whole units per schedule period: 4:2 and 2:1 are both
+        ``[2, 1]``), seed, records per epoch, then each source's type, length and own
+        settings under ``children[i].``."""
+        out: dict[str, Any] = {
+            "mode": self.config.mode,
+            "weights": self.schedule.units.tolist(),
+            "seed": self.config.seed,
+            "records_per_epoch": self.__length,
+        }
+        for i, child in enumerate(self.sources):
+            prefix = f"children[{i}]."
+            out[prefix + "source"] = type(child).__name__
+            out[prefix + "num_records"] = self.__lengths[i]
+            out.update((prefix + k, v) for k, v in child.order_settings().items())
+        return out
+
     def get_state(self) -> dict[str, Any]:
-        """The mixture's position and, per stream child, ``[pass epoch, first draw]``."""
+        """The mixture's position, per stream child ``[pass epoch, first draw]``, and
+        the :meth:`order_settings` a restore must match."""
         state = super().get_state()
         passes = self.stream_passes.get_value()
         state["stream_passes"] = {
@@ -375,10 +422,21 @@ class MixSource(DataSourceModule):
             for i, c in enumerate(self.sources)
             if c.kind is SourceKind.STREAM
         }
+        state["settings"] = self.order_settings()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved mixture handed out."""
+        """Continue exactly after the last record the saved mixture handed out.
+
+        Raises:
+            StateError: the state was saved by a mixture with other settings (weights
+                not in the same ratio, another seed or mode, a source with another
+                type, length, shuffle or seed), naming the first that differs; or a
+                malformed state. A state without ``settings`` is taken as a bare
+                position.
+        """
+        if isinstance(state, dict) and "settings" in state:
+            check_settings(state["settings"], self.order_settings(), "MixSource")
         super().set_state(state)
         saved = state.get("stream_passes", {})
         updated = np.zeros((len(self.sources), 2), np.int64)
