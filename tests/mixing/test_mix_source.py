@@ -371,17 +371,15 @@ def test_equivalent_weights_continue_exactly(weights):
 
 
 def test_unequal_weights_and_sizes_epoch_covers_what_the_docs_say():
-    # Two sources of 100 records weighted 0.8/0.2: a mixture epoch is 200 records
-    # (the sum of the sizes), 160 from "a" and 40 from "b", whatever is exhausted.
-    mix = MixSource({"a": memory(0, 100), "b": memory(1000, 1100, seed=4)}, {"a": 0.8, "b": 0.2})
-    epochs = ids_of(Pipeline(mix, [], batch_size=10), 3)
-    b_seen = []
-    for ids in epochs:
-        a = [i for i in ids if i < 1000]
-        b = [i for i in ids if i >= 1000]
-        assert (len(ids), len(a), len(b)) == (200, 160, 40)
-        b_seen.append(b)
-    assert len(set(i for i in epochs[0] if i < 1000)) == 100  # all of "a", 60 of them twice
-    # "b" is in its own first pass for 2.5 mixture epochs: its records 0..99 of that pass
-    # are the 40 of epoch 0, the 40 of epoch 1 and the first 20 of epoch 2.
-    assert sorted(b_seen[0] + b_seen[1] + b_seen[2][:20]) == list(range(1000, 1100))
+    # docs/graphs.md's example: two sources of 100 records weighted 0.8/0.2. A mixture
+    # epoch is 200 records (the sum of the sizes), 160 from "web" and 40 from "books".
+    mix = MixSource({"web": memory(0, 100, seed=1), "books": memory(1000, 1100, seed=2)},
+                    weights={"web": 0.8, "books": 0.2}, seed=0)
+    pipeline = Pipeline(mix, [], batch_size=20)
+    books_seen, rows = set(), []
+    for _ in range(3):
+        ids = np.asarray(ids_of(pipeline)[0])
+        web, books = ids[ids < 1000], ids[ids >= 1000]
+        books_seen |= set(books.tolist())
+        rows.append((len(ids), len(web), len(set(web.tolist())), len(books), len(books_seen)))
+    assert rows == [(200, 160, 100, 40, 40), (200, 160, 100, 40, 80), (200, 160, 95, 40, 100)]
