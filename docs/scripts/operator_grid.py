@@ -58,8 +58,8 @@ def operators(size: int) -> list[tuple[str, object]]:
         ("Cutout(1/3)", I.Cutout(max(size // 3, 1))),
         ("PatchDropout", I.PatchDropout(max(size // 6, 1), 0.3)),
         ("RandAugment(2, 12)", I.RandAugment(2, 12.0)),
-        ("Mixup", BatchMixOperator("mixup", alpha=1.0, num_classes=2)),
-        ("Cutmix", BatchMixOperator("cutmix", alpha=1.0, num_classes=2)),
+        ("Mixup", BatchMixOperator(mode="mixup", alpha=1.0, num_classes=2)),
+        ("Cutmix", BatchMixOperator(mode="cutmix", alpha=1.0, num_classes=2)),
     ]
 
 

@@ -21,7 +21,7 @@ def augment(element, key):
     k_bright, k_flip = jax.random.split(key)
     image = element.data["image"] * jax.random.uniform(k_bright, (), minval=0.6, maxval=1.4)
     image = jax.numpy.where(jax.random.bernoulli(k_flip), image[:, ::-1], image)
-    return {"image": image}
+    return element.replace_data({"image": image})  # the view alone; "target" brings the label
 
 
 def build(batch_size: int) -> Pipeline:

@@ -26,7 +26,7 @@ def source(shuffle=True, lo=0, n=N):
 
 def jitter(element, key):
     noise = jax.random.uniform(key, (2,))
-    return {"image": element.data["image"] + noise}
+    return element.replace_data({"image": element.data["image"] + noise})  # the view alone
 
 
 def augment():

@@ -40,7 +40,7 @@ def partner_and_lam(soft, i):
 
 def test_mixup_blends_each_record_with_one_partner_from_its_batch():
     data = batch()
-    out = BatchMixOperator("mixup", alpha=1.0, num_classes=N).apply_batch(data, keys())
+    out = BatchMixOperator(mode="mixup", alpha=1.0, num_classes=N).apply_batch(data, keys())
     soft = np.asarray(out["label"])
     np.testing.assert_allclose(soft.sum(axis=1), 1.0, atol=1e-6)
     partners = []
@@ -55,7 +55,7 @@ def test_mixup_blends_each_record_with_one_partner_from_its_batch():
 
 def test_cutmix_pastes_a_box_of_the_partner_and_labels_by_area():
     data = batch()
-    out = BatchMixOperator("cutmix", alpha=1.0, num_classes=N).apply_batch(data, keys(seed=3))
+    out = BatchMixOperator(mode="cutmix", alpha=1.0, num_classes=N).apply_batch(data, keys(seed=3))
     out = {k: np.asarray(v) for k, v in out.items()}
     soft = out["label"]
     for i in range(N):
@@ -74,7 +74,7 @@ def test_cutmix_pastes_a_box_of_the_partner_and_labels_by_area():
 
 def test_lam_follows_beta_alpha():
     data = batch(400)
-    out = BatchMixOperator("mixup", alpha=0.5, num_classes=400).apply_batch(data, keys(400))
+    out = BatchMixOperator(mode="mixup", alpha=0.5, num_classes=400).apply_batch(data, keys(400))
     lam = np.array([partner_and_lam(out["label"], i)[1] for i in range(400)])
     assert abs(lam.mean() - 0.5) < 0.05
     assert abs(lam.var() - 0.125) < 0.02  # Beta(0.5, 0.5): variance 1/8
@@ -82,17 +82,17 @@ def test_lam_follows_beta_alpha():
 
 def test_soft_labels_mix_as_given_and_a_single_record_passes_unchanged():
     data = {"image": np.ones((2, 2, 2, 1), np.float32), "label": np.eye(3, dtype=np.float32)[[0, 2]]}
-    out = BatchMixOperator("mixup", alpha=1.0).apply_batch(data, keys(2))
+    out = BatchMixOperator(mode="mixup", alpha=1.0).apply_batch(data, keys(2))
     assert out["label"].shape == (2, 3) and np.asarray(out["label"])[:, 1].max() == 0
     one = batch(1)
-    out = BatchMixOperator("mixup", alpha=1.0, num_classes=4).apply_batch(one, keys(1))
+    out = BatchMixOperator(mode="mixup", alpha=1.0, num_classes=4).apply_batch(one, keys(1))
     np.testing.assert_array_equal(out["image"], one["image"])
     assert np.asarray(out["label"]).tolist() == [[1.0, 0.0, 0.0, 0.0]]
 
 
 def test_short_last_batch_mixes_only_its_own_records():
     data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
-    p = pipeline([BatchMixOperator("mixup", alpha=1.0, num_classes=10)], data, batch_size=4)
+    p = pipeline([BatchMixOperator(mode="mixup", alpha=1.0, num_classes=10)], data, batch_size=4)
     batches = list(p)
     assert [len(b["id"]) for b in batches] == [4, 4, 2]
     for b in batches:
@@ -104,7 +104,7 @@ def test_short_last_batch_mixes_only_its_own_records():
 
 def test_resume_is_exact():
     data = {**batch(11), "id": np.arange(11, dtype=np.int32)}
-    make = lambda: pipeline([BatchMixOperator("cutmix", alpha=1.0, num_classes=11)], data,
+    make = lambda: pipeline([BatchMixOperator(mode="cutmix", alpha=1.0, num_classes=11)], data,
                             batch_size=4, drop_remainder=True)
     report = check_resume_exact(make, [1, 2, 2, 3], num_epochs=2)
     assert report.num_batches == 4
@@ -138,7 +138,7 @@ def test_batch_errors_name_the_field():
 
 def test_mixup_resume_is_exact_with_a_short_last_batch():
     data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
-    make = lambda: pipeline([BatchMixOperator("mixup", alpha=0.4, num_classes=10)], data,
+    make = lambda: pipeline([BatchMixOperator(mode="mixup", alpha=0.4, num_classes=10)], data,
                             batch_size=4)
     report = check_resume_exact(make, [1, 2, 3, 3, 5], num_epochs=2)
     assert report.num_batches == 6 and report.num_records == 20

@@ -250,7 +250,7 @@ def test_composites_are_per_record_exactly_when_every_child_is():
     from datarax.operators import BatchMixOperator
     from datarax.core.operator import all_per_record as stages_per_record
 
-    mix = BatchMixOperator("mixup", alpha=1.0, num_classes=4)
+    mix = BatchMixOperator(mode="mixup", alpha=1.0, num_classes=4)
     assert stages_per_record([add(1), noise()])
     assert stages_per_record([composite("sequential", [add(1), mul(2)])])
     assert stages_per_record([ProbabilisticOperator(mul(-1), 0.5)])

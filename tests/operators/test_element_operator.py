@@ -9,6 +9,8 @@ from flax import nnx
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
 
 
 def scale(element, key=None):
@@ -34,13 +36,38 @@ def test_apply_batch_vmaps_fn_over_records():
     assert op.name == "scale" and not op.stochastic
 
 
-def test_fn_may_return_a_dict_but_nothing_else():
+def test_a_returned_dict_updates_only_its_fields_and_nothing_else_is_accepted():
     op = ElementOperator(ElementOperatorConfig(), fn=lambda e, k: {"y": e.data["x"] + 1})
     out = op.apply_batch({"x": jnp.arange(2)}, None)
-    assert list(out) == ["y"] and out["y"].tolist() == [1, 2]
+    assert list(out) == ["x", "y"]
+    assert out["x"].tolist() == [0, 1] and out["y"].tolist() == [1, 2]
     bad = ElementOperator(ElementOperatorConfig(), fn=lambda e, k: 1, name="bad")
     with pytest.raises(DataraxError, match="ElementOperator 'bad': fn must return an Element"):
         bad.apply_batch({"x": jnp.arange(2)}, None)
+
+
+def test_a_partial_dict_keeps_the_label_through_a_pipeline():
+    def brighten(element, key=None):
+        return {"image": element.data["image"] * 2.0}  # the label is not mentioned
+
+    source = MemorySource(
+        MemorySourceConfig(),
+        {"image": np.arange(6, dtype=np.float32), "label": np.arange(6, dtype=np.int32) + 10},
+    )
+    pipe = Pipeline(source=source, stages=[ElementOperator(fn=brighten)], batch_size=4,
+                    rngs=nnx.Rngs(0))
+    batches = list(pipe)
+    assert [sorted(b) for b in batches] == [["image", "label"]] * 2
+    np.testing.assert_array_equal(np.concatenate([b["image"] for b in batches]),
+                                  np.arange(6) * 2.0)
+    np.testing.assert_array_equal(np.concatenate([b["label"] for b in batches]),
+                                  np.arange(6) + 10)
+
+
+def test_replace_data_is_how_a_field_is_dropped():
+    op = ElementOperator(fn=lambda e, k: e.replace_data({"x": e.data["x"]}))
+    out = op.apply_batch({"x": jnp.arange(2), "y": jnp.arange(2)}, None)
+    assert list(out) == ["x"] and out["x"].tolist() == [0, 1]
 
 
 def test_stochastic_base_key_from_rngs_stream():

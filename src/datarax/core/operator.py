@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import jax
 import numpy as np
 from flax import nnx
 
+from datarax.core.config import StructuralConfig
+from datarax.core.errors import ConfigError
 from datarax.core.keys import draw, reserve_draw
 from datarax.core.module import DataraxModule
 
@@ -21,6 +28,11 @@ class OperatorModule(DataraxModule):
     Pipeline from :attr:`base_key`, the epoch and each record's stable index) and is
     ``None`` for deterministic ones.
 
+    Settings come as a config object, as keywords, or both when they agree: with
+    ``config_class = ElementOperatorConfig``, ``ElementOperator(fn=f, stochastic=True)``
+    and ``ElementOperator(ElementOperatorConfig(stochastic=True), fn=f)`` build equal
+    configs (see :meth:`build_config`).
+
     ``per_record`` (class attribute) says the operator maps each record on its own
     (e.g. vmapped): the compiled step may then pad a short last batch and cut the
     padding after. Operators reading the batch as a whole (mixup, batch statistics)
@@ -28,8 +40,17 @@ class OperatorModule(DataraxModule):
     """
 
     per_record: ClassVar[bool] = False
+    config_class: ClassVar[type[StructuralConfig] | None] = None
 
-    def __init__(self, config: Any, *, rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        config: StructuralConfig | None = None,
+        *,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+        **settings: Any,
+    ) -> None:
+        config = self.build_config(config, settings)
         super().__init__(config, rngs=rngs, name=name)
         self._key_given = self.stochastic and rngs is not None
         if self._key_given:
@@ -41,10 +62,57 @@ class OperatorModule(DataraxModule):
         self.base_key = nnx.Variable(key)
         self.base_count = nnx.Variable(count)
 
+    @classmethod
+    def build_config(cls, config: Any, settings: dict[str, Any]) -> Any:
+        """The operator's config: ``config``, or one built from keyword ``settings``.
+
+        Given both, every setting must agree with the config (after the config's own
+        normalisation); a disagreement, an unknown setting or a config of another
+        class is a :class:`ConfigError`.
+
+        Example:
+            >>> from datarax.operators import ElementOperator, ElementOperatorConfig
+            >>> ElementOperator.build_config(None, {"stochastic": True})
+            ElementOperatorConfig(stochastic=True, stream_name=None)
+        """
+        owner, config_cls = cls.__name__, cls.config_class
+        if config_cls is None:
+            if settings:
+                raise ConfigError(f"{owner} takes no settings {sorted(settings)}.")
+            return config
+        names = [f.name for f in dataclasses.fields(config_cls)]
+        unknown = sorted(set(settings) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"{owner} got unknown setting(s) {unknown}; its settings are {names}."
+            )
+        if config is None:
+            return config_cls(**settings)
+        if not isinstance(config, config_cls):
+            raise ConfigError(
+                f"{owner}'s first argument must be a {config_cls.__name__}, got "
+                f"{type(config).__name__} {config!r}. Pass the settings as keywords instead, "
+                f"e.g. {owner}({names[0]}=...), or build {config_cls.__name__}(...)."
+            )
+        merged = dataclasses.replace(config, **settings)
+        differ = [n for n in settings if getattr(merged, n) != getattr(config, n)]
+        if differ:
+            said = ", ".join(f"{n}={settings[n]!r} (config: {getattr(config, n)!r})" for n in differ)
+            raise ConfigError(
+                f"{owner} got a {config_cls.__name__} and keyword settings that disagree "
+                f"with it: {said}. Give each setting once, in the config or as a keyword."
+            )
+        return config
+
     @property
     def stochastic(self) -> bool:
         """Whether the stage draws random numbers (then it gets per-record keys)."""
         return bool(getattr(self.config, "stochastic", False))
+
+    @property
+    def owns_key(self) -> bool:
+        """Whether the stage drew its base key from its own ``rngs`` (else the Pipeline's)."""
+        return self._key_given
 
     def stage_key(self, pipeline_key: Any, position: int) -> Any:
         """This stage's base key: its own (from ``rngs``) or ``fold_in(pipeline_key, position)``.
@@ -67,3 +135,92 @@ def all_per_record(stages: Any) -> bool:
     their children.
     """
     return all(isinstance(s, OperatorModule) and s.per_record for s in stages)
+
+
+_STATEFUL_HINT = (
+    "Inside the compiled step a stage's state is not written back after a batch, so it "
+    "would run frozen: the same draws and values on every batch. For randomness use "
+    "ElementOperator(fn=f, stochastic=True): f(element, key) gets a key per record that "
+    "is the same after a resume."
+)
+
+
+def refuse_rng_state(stage: Any, where: str) -> None:
+    """Refuse a stage module holding its own ``nnx.Rngs`` / RNG streams, naming ``where``.
+
+    Example:
+        >>> from flax import nnx
+        >>> class Noisy(nnx.Module):
+        ...     def __init__(self):
+        ...         self.rngs = nnx.Rngs(0)
+        >>> refuse_rng_state(Noisy(), "stage 0")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: stage 0 (Noisy) holds RNG streams (rngs/default/count, rngs/default/key)...
+    """
+    if not isinstance(stage, nnx.Module):
+        return
+    paths = [
+        "/".join(map(str, path))
+        for path, node in nnx.iter_graph(stage)
+        if isinstance(node, nnx.RngState)
+    ]
+    if paths:
+        raise ConfigError(
+            f"{where} ({type(stage).__name__}) holds RNG streams ({', '.join(paths)}). "
+            + _STATEFUL_HINT
+        )
+
+
+def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
+    """``call()``, refused with a :class:`ConfigError` if it wrote a Variable of ``stage``.
+
+    Stages run inside a compiled step whose state is not written back, so a write
+    (a counter, batch statistics) would be lost after every batch.
+    """
+    if not isinstance(stage, nnx.Module):
+        return call()
+    before = [
+        (path, node, node.get_value())
+        for path, node in nnx.iter_graph(stage)
+        if isinstance(node, nnx.Variable)
+    ]
+    out = call()
+    written = ["/".join(map(str, p)) for p, node, value in before if node.get_value() is not value]
+    if written:
+        raise ConfigError(
+            f"{where} ({type(stage).__name__}) writes its nnx.Variable(s) {written} while "
+            "it runs. " + _STATEFUL_HINT + " Keep values a stage must update outside the "
+            "pipeline."
+        )
+    return out
+
+
+def warn_unseeded(stages: Sequence[Any]) -> None:
+    """Warn, naming them, about stochastic stages that would draw from the default seed.
+
+    Called by a Pipeline built without ``rngs``: its stochastic stages without their own
+    ``rngs`` then draw from ``nnx.Rngs(0)``, the same in every run.
+    """
+    named = [
+        f"{i} ({type(s).__name__} '{s.name}')"
+        for i, s in enumerate(stages)
+        if isinstance(s, OperatorModule) and s.stochastic and not s.owns_key
+    ]
+    if named:
+        warnings.warn(
+            f"Pipeline built without rngs: stochastic stage(s) {', '.join(named)} draw "
+            "from the default seed 0, the same in every run. Pass rngs=nnx.Rngs(seed) to "
+            "Pipeline to choose the seed.",
+            UserWarning,
+            stacklevel=_caller_level(),
+        )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside datarax and Flax (the user's call)."""
+    ours = (Path(__file__).parents[1], Path(nnx.__file__).parents[1])
+    frame, level = inspect.currentframe().f_back, 1  # type: ignore[union-attr]
+    while frame is not None and any(Path(frame.f_code.co_filename).is_relative_to(d) for d in ours):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -36,7 +36,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.operator import OperatorModule, all_per_record
+from datarax.core.operator import OperatorModule, all_per_record, call_stage, refuse_rng_state
 from datarax.dag.graph import SOURCE, plan_graph
 from datarax.dag.nodes import Merge, join_fields
 from datarax.operators._records import child_keys
@@ -70,7 +70,9 @@ class DagOperator(OperatorModule):
 
     Raises:
         ConfigError: a cycle, an unknown node, a missing sink, a node that never
-            reaches the sink, or a node built with its own ``rngs`` (each named).
+            reaches the sink, a node built with its own ``rngs`` or a module node
+            holding RNG streams (each named). A node that writes an ``nnx.Variable``
+            of its own while it runs is refused at the first batch.
     """
 
     def __init__(
@@ -88,8 +90,9 @@ class DagOperator(OperatorModule):
         names = [str(n) for n in nodes]
         order = plan_graph(names, edges, sink)
         for node_name, node in nodes.items():
+            refuse_rng_state(node, f"DagOperator node '{node_name}'")
             if isinstance(node, OperatorModule):
-                if node._key_given:
+                if node.owns_key:
                     raise ConfigError(
                         f"DagOperator node '{node_name}' was built with its own rngs; nodes "
                         "of a graph draw from the graph's per-record keys. Build it without rngs."
@@ -133,11 +136,12 @@ class DagOperator(OperatorModule):
                     batch = dict(outputs[preds[0]])
                 else:
                     batch = join_fields({p: outputs[p] for p in preds}, "{field}", f"node '{node_name}'")
+                where = f"DagOperator node '{node_name}'"
                 if isinstance(node, OperatorModule):
                     node_keys = child_keys(keys, position[node_name]) if node.stochastic else None
-                    out = node.apply_batch(batch, node_keys)
+                    out = call_stage(node, lambda: node.apply_batch(batch, node_keys), where)
                 else:
-                    out = node(batch)
+                    out = call_stage(node, lambda: node(batch), where)
             if not isinstance(out, dict):
                 raise DataraxError(
                     f"DagOperator node '{node_name}' returned {type(out).__name__}; nodes must "

@@ -18,7 +18,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
@@ -54,6 +53,8 @@ class BatchMixConfig(StructuralConfig):
         for name in ("data_field", "label_field"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"BatchMixOperator {name} must be a field name (str).")
+        if not self.stochastic:
+            raise ConfigError("BatchMixOperator is always stochastic; leave stochastic=True.")
         n = self.num_classes
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 2):
             raise ConfigError(f"BatchMixOperator num_classes must be an int >= 2, got {n!r}.")
@@ -69,7 +70,7 @@ def partners(batch_key: Any, size: int) -> Any:
 class BatchMixOperator(OperatorModule):
     """Mixup or cutmix of ``data_field`` and ``label_field`` within each batch.
 
-    Args:
+    Settings, as keywords or a :class:`BatchMixConfig`:
         mode: ``"mixup"`` (blend whole records) or ``"cutmix"`` (paste a box of the
             partner; ``data_field`` must be ``(batch, H, W, C)`` images).
         alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0).
@@ -88,24 +89,7 @@ class BatchMixOperator(OperatorModule):
     """
 
     config: BatchMixConfig  # pyright: ignore[reportIncompatibleVariableOverride]
-
-    def __init__(
-        self,
-        mode: str = "mixup",
-        alpha: float = 0.2,
-        data_field: str = "image",
-        label_field: str = "label",
-        *,
-        num_classes: int | None = None,
-        stream_name: str | None = None,
-        rngs: nnx.Rngs | None = None,
-        name: str | None = None,
-    ) -> None:
-        config = BatchMixConfig(
-            mode=mode, alpha=alpha, data_field=data_field, label_field=label_field,
-            num_classes=num_classes, stream_name=stream_name,
-        )
-        super().__init__(config, rngs=rngs, name=name)
+    config_class = BatchMixConfig
 
     def _soft_labels(self, labels: Any) -> Any:
         cfg = self.config

@@ -51,6 +51,10 @@ class ProbabilisticOperatorConfig(StructuralConfig):
 class ProbabilisticOperator(OperatorModule):
     """Apply ``operator`` to each record with probability ``probability``.
 
+    Settings come as keywords (``probability``, ``stream_name``) or as
+    ``config=ProbabilisticOperatorConfig(...)``; ``stochastic`` is derived (a
+    probability of 0 or 1 over a deterministic operator draws nothing).
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from datarax.operators.map import MapOperator, MapOperatorConfig
@@ -61,6 +65,7 @@ class ProbabilisticOperator(OperatorModule):
     """
 
     config: ProbabilisticOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+    config_class = ProbabilisticOperatorConfig
 
     @property
     def per_record(self) -> bool:  # type: ignore[override]
@@ -70,18 +75,18 @@ class ProbabilisticOperator(OperatorModule):
     def __init__(
         self,
         operator: OperatorModule,
-        probability: float = 0.5,
+        probability: float | None = None,
         *,
-        stream_name: str | None = None,
+        config: ProbabilisticOperatorConfig | None = None,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
         (op,) = check_operators([operator], "ProbabilisticOperator")
-        p = probability
-        config = ProbabilisticOperatorConfig(
-            probability=p, stochastic=True, stream_name=stream_name
-        )
-        stochastic = op.stochastic or 0.0 < float(p) < 1.0
+        if probability is not None:
+            settings["probability"] = probability
+        config = self.build_config(config, settings)
+        stochastic = op.stochastic or 0.0 < float(config.probability) < 1.0
         super().__init__(config.replace(stochastic=stochastic), rngs=rngs,
                          name=name or default_name("Probabilistic", [op]))
         self.operator = op
@@ -118,12 +123,24 @@ class SelectorOperatorConfig(StructuralConfig):
     stochastic: bool = True
     stream_name: str | None = None
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self, "stochastic")
+        try:
+            object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
+        except (TypeError, ValueError) as err:
+            raise ConfigError(
+                f"SelectorOperator weights must be a list of numbers, got {self.weights!r}."
+            ) from err
+
 
 class SelectorOperator(OperatorModule):
     """Pick one of ``operators`` per record, with probabilities proportional to ``weights``.
 
     Every operator must give the same fields, shapes and dtypes (one is picked per
-    record by ``lax.switch`` inside the compiled step).
+    record by ``lax.switch`` inside the compiled step). Settings come as keywords
+    (``weights``, ``stream_name``) or as ``config=SelectorOperatorConfig(...)``; no
+    weights (or ``()``) weigh every operator equally.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -137,6 +154,7 @@ class SelectorOperator(OperatorModule):
     """
 
     config: SelectorOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+    config_class = SelectorOperatorConfig
 
     @property
     def per_record(self) -> bool:  # type: ignore[override]
@@ -148,14 +166,17 @@ class SelectorOperator(OperatorModule):
         operators: Sequence[OperatorModule],
         weights: Sequence[float] | None = None,
         *,
-        stream_name: str | None = None,
+        config: SelectorOperatorConfig | None = None,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
         ops = check_operators(operators, "SelectorOperator")
-        w = check_weights([1.0] * len(ops) if weights is None else weights, len(ops),
-                          "SelectorOperator")
-        config = SelectorOperatorConfig(weights=w, stochastic=True, stream_name=stream_name)
+        if weights is not None:
+            settings["weights"] = check_weights(weights, len(ops), "SelectorOperator")
+        config = self.build_config(config, settings)
+        w = check_weights(config.weights or [1.0] * len(ops), len(ops), "SelectorOperator")
+        config = config.replace(weights=w, stochastic=True)
         super().__init__(config, rngs=rngs, name=name or default_name("Selector", ops))
         self.operators = nnx.List(ops)
 

@@ -99,7 +99,8 @@ class CompositeOperatorModule(OperatorModule):
     """Operators combined by a :class:`CompositionStrategy` (see the module docstring).
 
     Args:
-        config: a :class:`CompositeOperatorConfig`.
+        config: a :class:`CompositeOperatorConfig`, or its fields as keywords
+            (``strategy="parallel", merge="sum"``).
         operators: the child operators (at least one).
         conditions: for ``conditional_sequential``, one ``condition(record) -> bool``
             per operator (``record`` is a dict of one record's arrays).
@@ -123,21 +124,21 @@ class CompositeOperatorModule(OperatorModule):
         """Per record when every child is (a short last batch may then run padded)."""
         return all_per_record(self.operators)
 
+    config_class = CompositeOperatorConfig
+
     def __init__(
         self,
-        config: CompositeOperatorConfig,
+        config: CompositeOperatorConfig | None = None,
         *,
         operators: Sequence[OperatorModule],
         conditions: Sequence[Callable[[Batch], Any]] | None = None,
         router: Callable[[Batch], Any] | None = None,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
         owner = "CompositeOperatorModule"
-        if not isinstance(config, CompositeOperatorConfig):
-            raise ConfigError(
-                f"{owner} needs a CompositeOperatorConfig, got {type(config).__name__}."
-            )
+        config = self.build_config(config, settings)
         ops = check_operators(operators, owner)
         strategy = config.strategy
         if strategy == "weighted_parallel":

@@ -54,35 +54,48 @@ class ElementOperator(OperatorModule):
     """Apply ``fn(element, key)`` to every record of a batch.
 
     ``fn`` receives an :class:`~datarax.core.element.Element` (use ``element.data`` and
-    ``element.update_data``) and a PRNG key (``None`` when not stochastic), and returns
-    an Element (or a dict of fields). Numeric batches run under ``jax.vmap`` inside the
-    Pipeline's compiled step; batches with text fields run record by record on the host.
+    ``element.update_data``) and a PRNG key (``None`` when not stochastic). What it
+    returns becomes the record:
+
+    * an Element: its data is the whole record, so ``element.update_data({...})``
+      keeps the other fields and ``element.replace_data({...})`` keeps only those
+      given (the way to drop a field);
+    * a dict: an update of the fields it names, as ``update_data``; the other fields
+      pass unchanged (a field never disappears because ``fn`` did not mention it).
+
+    Numeric batches run under ``jax.vmap`` inside the Pipeline's compiled step;
+    batches with text fields run record by record on the host. Settings
+    (:class:`ElementOperatorConfig`) come as a config or as keywords.
 
     Example:
         >>> import jax.numpy as jnp
         >>> def double(element, key=None):
-        ...     return element.update_data({"x": element.data["x"] * 2})
-        >>> op = ElementOperator(ElementOperatorConfig(), fn=double)
-        >>> op.apply_batch({"x": jnp.arange(3)}, None)["x"].tolist()
-        [0, 2, 4]
+        ...     return {"x": element.data["x"] * 2}
+        >>> op = ElementOperator(fn=double)  # or ElementOperator(ElementOperatorConfig(), fn=double)
+        >>> out = op.apply_batch({"x": jnp.arange(3), "label": jnp.array([7, 8, 9])}, None)
+        >>> out["x"].tolist(), out["label"].tolist()
+        ([0, 2, 4], [7, 8, 9])
     """
 
     per_record = True  # fn sees one record at a time
-
+    config_class = ElementOperatorConfig
 
     config: ElementOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
     def __init__(
         self,
-        config: ElementOperatorConfig,
+        config: ElementOperatorConfig | None = None,
         *,
         fn: Callable[[Element, Any], Element | Batch],
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
         if not callable(fn):
             raise ConfigError(f"ElementOperator fn must be callable, got {type(fn).__name__}.")
-        super().__init__(config, rngs=rngs, name=name or getattr(fn, "__name__", None))
+        super().__init__(
+            config, rngs=rngs, name=name or getattr(fn, "__name__", None), **settings
+        )
         self.fn = nnx.static(fn)
 
     def _call(self, data: Batch, key: Any) -> Batch:
@@ -90,10 +103,11 @@ class ElementOperator(OperatorModule):
         if isinstance(out, Element):
             return dict(out.data)
         if isinstance(out, dict):
-            return out
+            return {**data, **out}
         raise DataraxError(
             f"ElementOperator '{self.name}': fn must return an Element (e.g. "
-            f"element.update_data(...)) or a dict of fields, got {type(out).__name__}."
+            f"element.update_data(...)) or a dict of the fields it changes, got "
+            f"{type(out).__name__}."
         )
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:

@@ -72,11 +72,12 @@ class MapOperator(OperatorModule):
     """Apply ``fn(array)`` (or ``fn(array, key)``) to chosen fields of each record.
 
     ``fn`` sees one record's array (no batch axis); it runs under ``jax.vmap`` inside
-    the Pipeline's compiled step. Fields not chosen pass through unchanged.
+    the Pipeline's compiled step. Fields not chosen pass through unchanged. Settings
+    (:class:`MapOperatorConfig`) come as a config or as keywords.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> op = MapOperator(MapOperatorConfig(subtree=["x"]), fn=lambda a: a * 10)
+        >>> op = MapOperator(subtree=["x"], fn=lambda a: a * 10)  # or MapOperatorConfig(...)
         >>> out = op.apply_batch({"x": jnp.arange(3), "y": jnp.arange(3)}, None)
         >>> out["x"].tolist(), out["y"].tolist()
         ([0, 10, 20], [0, 1, 2])
@@ -85,18 +86,22 @@ class MapOperator(OperatorModule):
     config: MapOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
     per_record = True  # fn sees one record (vmapped)
+    config_class = MapOperatorConfig
 
     def __init__(
         self,
-        config: MapOperatorConfig,
+        config: MapOperatorConfig | None = None,
         *,
         fn: Callable[..., Any],
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
         if not callable(fn):
             raise ConfigError(f"MapOperator fn must be callable, got {type(fn).__name__}.")
-        super().__init__(config, rngs=rngs, name=name or getattr(fn, "__name__", None))
+        super().__init__(
+            config, rngs=rngs, name=name or getattr(fn, "__name__", None), **settings
+        )
         self.fn = nnx.static(fn)
 
     def _fields(self, data: Batch) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from flax import nnx
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
-from datarax.core.operator import OperatorModule
+from datarax.core.operator import OperatorModule, refuse_rng_state, warn_unseeded
 from datarax.pipeline import state as state_format
 from datarax.pipeline.devices import placement_for
 from datarax.pipeline.stats import PipelineStats
@@ -98,7 +98,8 @@ class Pipeline(nnx.Module):
             callables mapping a batch dict to a batch dict, applied in order.
         batch_size: records per batch (>= 1).
         rngs: ``nnx.Rngs``; stochastic stages built without their own ``rngs`` draw
-            their base key from it. Defaults to ``nnx.Rngs(0)``.
+            their base key from it. Defaults to ``nnx.Rngs(0)``, with a warning naming the
+            stochastic stages that then draw from it.
         drop_remainder: drop the short last batch of each epoch.
         prefetch: batches prepared ahead of the one being consumed, on a worker
             thread: for indexed sources computed and placed on the devices
@@ -188,6 +189,7 @@ class Pipeline(nnx.Module):
             key, draws = reserve_draw(rngs, "default", "Pipeline")
         else:
             key, draws = default_key(), np.asarray(0, np.uint32)
+            warn_unseeded(stages)
         self.key = nnx.Variable(key)
         self.key_count = nnx.Variable(draws)
         self.__session = _Session()
@@ -474,6 +476,7 @@ def _check_stages(stages: Any) -> None:
                 "operator module (e.g. ElementOperator) nor a callable taking and "
                 "returning a batch dict."
             )
+        refuse_rng_state(stage, f"Pipeline stage {i}")
 
 
 def _check_source(source: DataSourceModule) -> None:
