@@ -223,7 +223,7 @@ simple("operator-fn-not-callable", "ElementOperatorConfig", "fn=5", ConfigError,
        lambda: ElementOperator(ElementOperatorConfig(), fn=5))
 simple("operator-fn-returns-int", "ElementOperatorConfig", "fn returning an int",
        DataraxError, "fn must return an Element (e.g. element.update_data(...)) or a dict of "
-       "fields, got int.",
+       "the fields it changes, got int.",
        lambda: first_batch(pipe(stages=[ElementOperator(ElementOperatorConfig(),
                                                         fn=lambda e, k: 1)])))
 
@@ -439,6 +439,24 @@ simple("checkpoint-data-not-dict", "Sharding and checkpoints",
        field="data")
 
 
+def _relative_checkpoint_folder() -> None:
+    import orbax.checkpoint as ocp
+
+    import datarax.checkpoint
+
+    options = ocp.CheckpointManagerOptions(create=False)
+    with ocp.CheckpointManager("ckpt", options=options) as manager:
+        datarax.checkpoint.save(manager, 1, pipe(), model=ocp.args.JsonSave({"w": 1}))
+
+
+simple("checkpoint-relative-folder", "Sharding and checkpoints",
+       "ocp.CheckpointManager('ckpt') (a relative folder) and a model item", ConfigError,
+       "Orbax saves and restores arrays only in an absolute folder, and this "
+       "CheckpointManager's is 'ckpt'. Build it with datarax.checkpoint.checkpoint_manager("
+       "'ckpt', ...), which resolves the folder", _relative_checkpoint_folder,
+       needs="orbax.checkpoint")
+
+
 # ----------------------------------------------------------------- ArrayRecord
 def _ar_file(path: Path, n: int = 8, width: int = 2) -> str:
     from array_record.python.array_record_module import ArrayRecordWriter
@@ -586,6 +604,18 @@ simple("arrayrecord-wrong-config", "ArrayRecord", "a MemorySourceConfig", Config
        "ArrayRecordSourceModule expects an ArrayRecordSourceConfig first, got MemorySourceConfig.",
        lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule(MemorySourceConfig(), "x"),
        needs=AR)
+
+
+def _ar_deleted(tmp: Path) -> Any:
+    path = _ar_file(tmp / "gone.array_record")
+    source = _ar(path)
+    os.remove(path)
+    _ar_read_all(source)  # closes it while the error propagates
+
+
+case("arrayrecord-file-deleted", "ArrayRecord", "the file deleted after construction",
+     RecordError, "cannot read record 0 of file '{tmp}/gone.array_record': OSError: "
+     "cannot open the file: open() failed: No such file or directory", needs=AR)(_ar_deleted)
 
 
 def _ar_tampered(tmp: Path, **change: Any) -> Any:
@@ -807,6 +837,24 @@ simple("npy-config-field-with-mapping", SOURCES_AND_STAGES, "field= with a mappi
        ConfigError, "NpySourceConfig: with a mapping of paths the field names are its keys; "
        "leave field unset (got field='y').",
        lambda: _npy_source(paths={"x": "x.npy"}, field="y"))
+
+
+def _cached_without_read_records() -> None:
+    from datarax.dag import CachedPrefix
+    from datarax.sources.random_access import RandomAccessSource
+
+    class Rows(RandomAccessSource):
+        def __len__(self) -> int:
+            return 4
+
+    CachedPrefix(Rows(MemorySourceConfig()), [], max_bytes=1 << 20)
+
+
+simple("cached-prefix-without-read-records", SOURCES_AND_STAGES,
+       "CachedPrefix over a source that does not implement read_records", ConfigError,
+       "CachedPrefix reads records by stable index through read_records(indices), which Rows "
+       "does not implement: it cannot be cached. Put its stages in the Pipeline instead.",
+       _cached_without_read_records)
 
 
 def _uses_key(element: Any, key: Any) -> Any:

@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 
 import datarax.checkpoint
-from datarax.core.errors import StateError
+from datarax.core.errors import ConfigError, StateError
 from datarax.testing import collect, to_host
 
 from reliability_sources import make_memory_pipeline
@@ -67,6 +67,41 @@ def test_data_and_model_state_round_trip_through_checkpoint_manager(tmp_path, wh
         assert e1 == e2
         for k in b1:
             np.testing.assert_array_equal(b1[k], b2[k])
+
+
+def test_a_relative_folder_is_resolved_and_a_relative_manager_is_explained(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(4))
+    pipeline = make()
+    it = iter(pipeline)
+    next(it)
+    with datarax.checkpoint.checkpoint_manager("ckpt") as manager:
+        assert str(manager.directory) == str(tmp_path / "ckpt")
+        assert datarax.checkpoint.save(manager, 1, pipeline,
+                                       model=ocp.args.StandardSave(nnx.state(model)))
+        manager.wait_until_finished()
+    it.close()
+    monkeypatch.chdir(tmp_path.parent)  # the checkpoint was written to tmp_path / "ckpt"
+    fresh, fresh_model = make(), nnx.Linear(3, 2, rngs=nnx.Rngs(9))
+    with datarax.checkpoint.checkpoint_manager(tmp_path / "ckpt") as manager:
+        restored = datarax.checkpoint.restore(
+            manager, None, fresh, model=ocp.args.StandardRestore(nnx.state(fresh_model)))
+    assert restored.data["position"] == 3 and fresh.get_state()["position"] == 3
+    monkeypatch.chdir(tmp_path)
+    with ocp.CheckpointManager("plain") as manager:  # Orbax's own, with a relative folder
+        with pytest.raises(ConfigError, match=r"only in an absolute folder, and this "
+                           r"CheckpointManager's is 'plain'. Build it with datarax.checkpoint."
+                           r"checkpoint_manager\('plain', ...\)"):
+            datarax.checkpoint.save(manager, 1, pipeline,
+                                    model=ocp.args.StandardSave(nnx.state(model)))
+        assert datarax.checkpoint.save(manager, 1, pipeline)  # the data alone: JSON, no arrays
+        manager.wait_until_finished()
+        with pytest.raises(ConfigError, match="only in an absolute folder"):
+            datarax.checkpoint.restore(manager, 1, make(),
+                                       model=ocp.args.StandardRestore(nnx.state(model)))
+        again = make()
+        datarax.checkpoint.restore(manager, 1, again)
+    assert again.get_state()["position"] == 3
 
 
 def test_restore_latest_from_empty_directory_is_refused(tmp_path):

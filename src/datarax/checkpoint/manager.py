@@ -6,6 +6,9 @@ The data state (``pipeline.get_state()``, ``iterator.get_state()`` or
 ``ocp.args.JsonSave`` and read back with ``ocp.args.JsonRestore``. Model and data
 are then always saved and restored together, at the same step.
 
+Orbax saves arrays only into an absolute folder: :func:`checkpoint_manager` builds the
+``CheckpointManager`` with a relative folder resolved against the current directory.
+
 Example:
     >>> import tempfile, numpy as np, orbax.checkpoint as ocp
     >>> from flax import nnx
@@ -16,21 +19,22 @@ Example:
     ...     return Pipeline(source=src, stages=[], batch_size=2, rngs=nnx.Rngs(0))
     >>> pipeline, directory = make(), tempfile.mkdtemp()
     >>> it = iter(pipeline); _ = next(it)
-    >>> with ocp.CheckpointManager(directory) as manager:
-    ...     save(manager, 1, pipeline)
+    >>> with checkpoint_manager(directory) as checkpoints:
+    ...     save(checkpoints, 1, pipeline)
     True
     >>> fresh = make()
-    >>> with ocp.CheckpointManager(directory) as manager:
-    ...     _ = restore(manager, 1, fresh)
+    >>> with checkpoint_manager(directory) as checkpoints:
+    ...     _ = restore(checkpoints, 1, fresh)
     >>> [b["x"].tolist() for b in fresh]
     [[2, 3], [4, 5]]
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Protocol
 
-from datarax.core.errors import StateError
+from datarax.core.errors import ConfigError, StateError
 from datarax.core.extras import require
 
 # Orbax is the `checkpoint` extra: a missing install says which pip command adds it.
@@ -45,6 +49,37 @@ class Stateful(Protocol):
     def get_state(self) -> dict[str, Any]: ...
 
     def set_state(self, state: dict[str, Any]) -> None: ...
+
+
+def checkpoint_manager(
+    directory: str | os.PathLike[str], /, **options: Any
+) -> ocp.CheckpointManager:
+    """``ocp.CheckpointManager(directory, **options)`` with ``directory`` made absolute.
+
+    A relative ``directory`` is resolved against the current directory now (Orbax
+    refuses to save arrays into a relative one), so a later ``os.chdir`` does not
+    move the checkpoints.
+
+    >>> import os
+    >>> options = ocp.CheckpointManagerOptions(create=False)
+    >>> with checkpoint_manager("checkpoints", options=options) as m:
+    ...     str(m.directory) == os.path.abspath("checkpoints")
+    True
+    """
+    return ocp.CheckpointManager(os.path.abspath(os.fspath(directory)), **options)
+
+
+def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> None:
+    """Refuse a relative folder for items beside the data: Orbax writes arrays only into
+    an absolute one, and fails in a background thread, leaving an unfinished step."""
+    folder = os.fspath(checkpoints.directory)
+    if items and not os.path.isabs(folder):
+        raise ConfigError(
+            f"Orbax saves and restores arrays only in an absolute folder, and this "
+            f"CheckpointManager's is '{folder}'. Build it with "
+            f"datarax.checkpoint.checkpoint_manager('{folder}', ...), which resolves the "
+            f"folder, or ocp.CheckpointManager(os.path.abspath('{folder}'), ...)."
+        )
 
 
 def data_save_args(data: Stateful) -> ocp.args.JsonSave:
@@ -69,7 +104,7 @@ def restore_data(data: Stateful, state: Any) -> None:
 
 
 def save(
-    manager: ocp.CheckpointManager,
+    checkpoints: ocp.CheckpointManager,
     step: int,
     data: Stateful,
     /,
@@ -79,18 +114,20 @@ def save(
 ) -> bool:
     """Save ``data``'s state as item ``"data"`` plus ``items`` (Orbax ``CheckpointArgs``).
 
-    ``items`` are e.g. ``model=ocp.args.StandardSave(nnx.state(model))``. Returns what
-    ``manager.save`` returns (whether a checkpoint was written at this step). The save
-    may be asynchronous; call ``manager.wait_until_finished()`` before exiting.
+    ``items`` are e.g. ``model=ocp.args.StandardSave(nnx.state(model))``; with items,
+    the manager's folder must be absolute (:func:`checkpoint_manager`). Returns what
+    ``checkpoints.save`` returns (whether a checkpoint was written at this step). The
+    save may be asynchronous; call ``checkpoints.wait_until_finished()`` before exiting.
     """
     if DATA_ITEM in items:
         raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
+    _check_folder(checkpoints, items)
     args = ocp.args.Composite(**{DATA_ITEM: data_save_args(data)}, **items)
-    return bool(manager.save(step, args=args, force=force))
+    return bool(checkpoints.save(step, args=args, force=force))
 
 
 def restore(
-    manager: ocp.CheckpointManager,
+    checkpoints: ocp.CheckpointManager,
     step: int | None,
     data: Stateful,
     /,
@@ -102,13 +139,14 @@ def restore(
     state is restored into ``data`` (``set_state``); the returned Orbax ``Composite``
     holds every item by name (``restored.model``, ``restored.data``).
     """
+    _check_folder(checkpoints, items)
     if step is None:
-        step = manager.latest_step()
+        step = checkpoints.latest_step()
         if step is None:
-            raise FileNotFoundError(f"no checkpoint in {manager.directory}")
+            raise FileNotFoundError(f"no checkpoint in {checkpoints.directory}")
     if DATA_ITEM in items:
         raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
     args = ocp.args.Composite(**{DATA_ITEM: data_restore_args()}, **items)
-    restored = manager.restore(step, args=args)
+    restored = checkpoints.restore(step, args=args)
     restore_data(data, restored[DATA_ITEM])
     return restored
