@@ -26,8 +26,7 @@ from typing import Any, ClassVar
 from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 @dataclass(frozen=True)

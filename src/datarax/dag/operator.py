@@ -40,8 +40,8 @@ from datarax.core.operator import OperatorModule, all_per_record, call_stage, re
 from datarax.dag.graph import SOURCE, plan_graph
 from datarax.dag.nodes import Merge, join_fields
 from datarax.operators._records import child_keys
+from datarax.typing import Batch
 
-Batch = dict[str, Any]
 Node = OperatorModule | Callable[[Batch], Batch]
 
 

@@ -18,12 +18,11 @@ import jax
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.spec import is_text_value
+from datarax.typing import Batch
 
 if TYPE_CHECKING:
     from datarax.pipeline.iterator import PipelineIterator
     from datarax.pipeline.pipeline import Pipeline
-
-Batch = dict[str, Any]
 
 
 def _is_leaf(value: Any) -> bool:

@@ -66,12 +66,13 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import StructuralConfig, check_seed, check_settings
-from datarax.core.data_source import Batch, DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.spec import TextSpec
 from datarax.mixing.checks import check_children
 from datarax.mixing.sampling import SampledOrder, sampled_records
 from datarax.mixing.schedule import MixSchedule
+from datarax.typing import Batch
 
 MODES = ("epoch", "sampling")
 

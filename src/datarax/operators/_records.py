@@ -15,8 +15,7 @@ import jax
 
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 def require_fields(data: Batch, fields: Iterable[str], owner: str) -> None:

@@ -23,8 +23,8 @@ from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
 from datarax.operators._records import require_fields
+from datarax.typing import Batch
 
-Batch = dict[str, Any]
 MODES = ("mixup", "cutmix")
 
 

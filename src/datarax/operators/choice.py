@@ -26,8 +26,7 @@ from datarax.operators._records import (
     child_key,
     default_name,
 )
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 @dataclass(frozen=True)

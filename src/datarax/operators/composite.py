@@ -41,8 +41,7 @@ from datarax.operators._records import (
     default_name,
     child_keys,
 )
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 class CompositionStrategy(str, enum.Enum):

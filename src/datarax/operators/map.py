@@ -13,8 +13,7 @@ from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
 from datarax.operators._records import require_fields
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 def _normalize_subtree(subtree: Any) -> tuple[str, ...] | None:

@@ -29,11 +29,11 @@ from datarax.pipeline.devices import place_batch
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.steps import apply_stages, grouped_step, indexed_step
+from datarax.typing import Batch
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
-Batch = dict[str, Any]
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
 _INT32_MAX = 2**31 - 1
 #: small batches (under GROUP_BELOW records) are computed several per dispatch, up to

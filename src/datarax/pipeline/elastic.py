@@ -48,11 +48,10 @@ from datarax.core.keys import draw
 from datarax.pipeline.state import check_state
 from datarax.pipeline.steps import _cached, apply_stages
 from datarax.sharding.shares import Share, elastic_share, share_size, take
+from datarax.typing import Batch
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
-
-Batch = dict[str, Any]
 
 
 @dataclass(frozen=True)

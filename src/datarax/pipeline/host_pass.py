@@ -36,11 +36,11 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.steps import apply_stages, stage_step
+from datarax.typing import Batch
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
-Batch = dict[str, Any]
 #: what the read-ahead worker hands over: (position after the batch, the batch, or None
 #: for a short last batch that drop_remainder drops)
 AheadItem = tuple[int, Batch | None]

@@ -25,8 +25,8 @@ from flax import nnx
 from datarax.core.errors import ConfigError
 from datarax.core.keys import draw, record_keys
 from datarax.core.operator import OperatorModule, call_stage
+from datarax.typing import Batch
 
-Batch = dict[str, Any]
 _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
 _CACHE_SIZE = 64
 

@@ -45,12 +45,13 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
-from datarax.core.data_source import Batch, DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
 from datarax.sources.host_reader import HostReader, ReadBatch
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord, check_skip_state
+from datarax.typing import Batch
 
 
 class BadRecordFields:

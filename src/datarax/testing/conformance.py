@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 
 from datarax.core.spec import TextSpec
-from datarax.testing.resume import Batch
 from datarax.testing.resume_checks import (  # the resume clauses live there
     check_direct_read_live,
     check_nnx_state_small,
@@ -52,6 +51,7 @@ from datarax.testing.resume_checks import (  # the resume clauses live there
     orbax_round_trip,
 )
 from datarax.testing.source_row import Level, SourceRow, run_epochs
+from datarax.typing import Batch
 
 __all__ = [
     "Level", "SourceRow", "check_close_releases_threads", "check_direct_read_live",

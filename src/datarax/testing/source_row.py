@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from datarax.testing.resume import Batch, compare_fields, to_host
+from datarax.testing.resume import compare_fields, to_host
+from datarax.typing import Batch
 
 Level = Literal["iterator", "pipeline", "source", "nnx"]
 

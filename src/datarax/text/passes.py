@@ -23,8 +23,8 @@ from datarax.core.errors import RecordError, StateError
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 from datarax.text.documents import BadDocument
 from datarax.text.packing import Packer
+from datarax.typing import Batch
 
-Batch = dict[str, Any]
 SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "packer")
 
 

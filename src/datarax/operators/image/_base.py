@@ -24,8 +24,8 @@ from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
 from datarax.core.operator import OperatorModule
 from datarax.operators._records import require_fields
+from datarax.typing import Batch
 
-Batch = dict[str, Any]
 Range = float | tuple[float, float]
 
 
