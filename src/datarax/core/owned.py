@@ -102,8 +102,8 @@ def _populated_copy(array: np.ndarray) -> np.ndarray | None:
     (``MAP_POPULATE``), page aligned so that JAX's CPU client shares it; None where
     the platform has no ``MAP_POPULATE`` (not Linux) or the mapping fails.
 
-    Why: a large copy's cost is mostly faulting its fresh pages in one by one. W7's
-    553 MB on a 2-core VM: JAX's own copy 0.43-0.48 s, this 0.21-0.36 s (NumPy's
+    Why: a large copy's cost is mostly faulting its fresh pages in one by one. A
+    553 MB array on a 2-core VM: JAX's own copy 0.43-0.48 s, this 0.21-0.36 s (NumPy's
     copy into ``np.empty``: 3.8-5.7 s). The mapping lives as long as the NumPy array
     over it, which JAX keeps for the device array's lifetime.
     """

@@ -6,8 +6,8 @@ the training loop's thread, waking from its train step, may wait for a slice of 
 behind the read-ahead work; :func:`lower_read_ahead_priority` asks that every thread
 datarax starts to read, decode or compute ahead of the loop (a pipeline's read-ahead
 worker, a host reader's threads) run a few ``nice`` steps below the process's main
-thread. On 2 CPU cores that took the share of W1's data time hidden behind a simulated
-train step from 0-62% to 85-92% (see ``docs/devices.md``).
+thread. On 2 CPU cores that took the share of a pipeline's data time hidden behind a
+simulated train step from 0-62% to 85-92% (see ``docs/devices.md``).
 
 Linux only, where ``setpriority`` applies to one thread; elsewhere (and where the OS
 refuses) a thread keeps its priority. A thread inherits its creator's priority, and XLA

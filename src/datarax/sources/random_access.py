@@ -329,8 +329,6 @@ class RandomAccessSource(DataSourceModule):
             self.__reader.close()
 
 
-RandomAccessHostSource = RandomAccessSource  # the name before the kinds were public
-
 
 class BatchCursor:
     """Batches of a :class:`RandomAccessSource` read ahead of its position.

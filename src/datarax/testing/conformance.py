@@ -5,8 +5,8 @@ A source joins the table by describing how to build a pipeline over a small data
 ``AssertionError`` naming what broke. The checks follow the sources contract:
 
 * resume exactly at *every* batch boundary (0 .. last, across epochs) from the
-  iterator's state, the pipeline's state, the *source's* state (seed 000,
-  "Checkpointing") and ``nnx.state(pipeline)``; a state taken at an epoch's end
+  iterator's state, the pipeline's state, the *source's* state and
+  ``nnx.state(pipeline)``; a state taken at an epoch's end
   continues with the next epoch, never with an empty pass; the source restored under a
   live iterator (its next batches read or dispatched ahead) continues from there
   (:mod:`datarax.testing.resume_checks`);
