@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from flax import nnx
 from text_helpers import word_ids
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, StateError
 from datarax.pipeline import Pipeline
-from datarax.text import MixedDocuments, PackedTextConfig, PackedTextSource
+from datarax.text import (
+    JsonlDocuments,
+    MixedDocuments,
+    PackedTextConfig,
+    PackedTextSource,
+    TextTokenizer,
+)
 
 
 def _corpus(tag: int, size: int):
@@ -125,3 +133,63 @@ def test_configuration_errors() -> None:
     with pytest.raises(ConfigError) as err:
         list(empty.read(0, 0))
     assert str(err.value) == "MixedDocuments corpus 'a' holds no documents but has weight 0.5."
+
+
+# --------------------------------------------- restoring into other documents
+def _jsonl(folder, name: str, tag: int, count: int) -> str:
+    path = folder / name
+    path.write_text("".join(
+        json.dumps({"text": " ".join(str(tag * 1000 + 10 * i + j) for j in range(i % 7 + 1))}) + "\n"
+        for i in range(count)))
+    return str(path)
+
+
+def _packed(folder, weights=(4, 2), seed=3, b_file="b.jsonl", eos_id=None) -> PackedTextSource:
+    mix = MixedDocuments(
+        {"a": JsonlDocuments(_jsonl(folder, "a.jsonl", 1, 30)),
+         "b": JsonlDocuments(_jsonl(folder, b_file, 2, 12))},
+        dict(zip("ab", weights)), documents_per_epoch=80, seed=seed)
+    return PackedTextSource(PackedTextConfig(seq_len=12, open_rows=2), mix,
+                            TextTokenizer(word_ids, eos_id=eos_id))
+
+
+TEXT_CHANGES = [
+    ({"weights": (1, 1)}, r"documents.weights=\[0.666666666667, 0.333333333333\] but"),
+    ({"seed": 4}, "documents.seed=3 but"),
+    ({"b_file": "c.jsonl"}, r"documents.corpora\[1\].files=\['b.jsonl'\] but"),
+    ({"eos_id": 0}, "tokenizer.eos_id=None but"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), TEXT_CHANGES)
+def test_a_packed_state_restored_into_other_documents_is_refused_naming_them(
+    tmp_path, change, message
+) -> None:
+    head = Pipeline(_packed(tmp_path), batch_size=3)
+    it = iter(head)
+    next(it), next(it)
+    state = json.loads(json.dumps(head.get_state()))
+    with pytest.raises(StateError, match=f"saved with source.{message}"):
+        Pipeline(_packed(tmp_path, **change), batch_size=3).set_state(state)
+    with pytest.raises(StateError, match=f"PackedTextSource state was saved with {message}"):
+        _packed(tmp_path, **change).set_state(state["source"])
+
+
+@pytest.mark.parametrize("weights", [(2, 1), (0.4, 0.2)])
+def test_packed_documents_with_equivalent_weights_continue_exactly(tmp_path, weights) -> None:
+    reference = [b["tokens"] for b in Pipeline(_packed(tmp_path), batch_size=3)]
+    head = Pipeline(_packed(tmp_path), batch_size=3)
+    it = iter(head)
+    for _ in range(4):
+        next(it)
+    state = json.loads(json.dumps(head.get_state()))
+    for level in ("pipeline", "source"):
+        resumed = Pipeline(_packed(tmp_path, weights=weights), batch_size=3)
+        if level == "pipeline":
+            resumed.set_state(state)
+        else:
+            resumed.source.set_state(state["source"])
+        rest = [b["tokens"] for b in resumed]
+        assert len(rest) == len(reference) - 4, level
+        for x, y in zip(rest, reference[4:]):
+            np.testing.assert_array_equal(x, y)

@@ -6,7 +6,10 @@ A reader is a plain host object with three methods:
   ``start`` on (a ``str``, ``bytes`` to decode as UTF-8, or a :class:`BadDocument`
   saying why an entry could not be read);
 * ``describe(epoch, index)`` — where document ``index`` comes from, for error messages;
-* ``num_documents()`` — documents per pass (mixing needs it to cycle a corpus).
+* ``num_documents()`` — documents per pass (mixing needs it to cycle a corpus);
+* optionally ``settings()`` — a JSON-able dict of what decides the documents of a pass
+  (files, field, seed ...): a saved state is restored only into a reader with equal
+  settings (:func:`reader_settings`; a reader without it is known by its class).
 
 Every pass must yield the same documents in the same order for the same ``epoch``
 (that is what makes resume exact): restoring re-reads from a document index.
@@ -80,6 +83,11 @@ class FunctionDocuments:
     def describe(self, epoch: int, index: int) -> str:
         return f"document {index} of pass {epoch}"
 
+    def settings(self) -> dict[str, Any]:
+        """The function's name (a state restores only under the same function)."""
+        name = getattr(self.fn, "__qualname__", type(self.fn).__qualname__)
+        return {"reader": "FunctionDocuments", "function": name}
+
     def num_documents(self) -> int:
         """Documents of pass 0, counted once by reading it through."""
         if self._count is None:
@@ -142,6 +150,10 @@ class JsonlDocuments:
 
     def num_documents(self) -> int:
         return sum(self._line_counts())
+
+    def settings(self) -> dict[str, Any]:
+        """The files' names, in order (not their folder: data may move), and the field."""
+        return {"reader": "JsonlDocuments", "files": _names(self.paths), "field": self.field}
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         skip = start
@@ -219,6 +231,11 @@ class ParquetDocuments:
     def num_documents(self) -> int:
         return sum(sum(g) for g in self._groups)
 
+    def settings(self) -> dict[str, Any]:
+        """The files' names in order, the column and the documents they hold."""
+        return {"reader": "ParquetDocuments", "files": _names(self.paths),
+                "column": self.column, "documents": self.num_documents()}
+
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         skip = start
         for path, groups in zip(self.paths, self._groups):
@@ -293,11 +310,33 @@ class HFStreamDocuments:
     def describe(self, epoch: int, index: int) -> str:
         return f"record {index} of pass {epoch} of the stream's field '{self.field}'"
 
+    def settings(self) -> dict[str, Any]:
+        """The field, the stream's class and its order settings (``source.shuffle`` ...)."""
+        out: dict[str, Any] = {"reader": "HFStreamDocuments", "field": self.field,
+                               "source": type(self.source).__name__}
+        out.update((f"source.{k}", v) for k, v in self.source.order_settings().items())
+        return out
+
     def num_documents(self) -> int:
         """Records of pass 0, counted once by reading it through."""
         if self._count is None:
             self._count = sum(1 for _ in self.read(0, 0))
         return self._count
+
+
+def _names(paths: list[str]) -> list[str]:
+    return [os.path.basename(p) for p in paths]
+
+
+def reader_settings(reader: Any) -> dict[str, Any]:
+    """What decides the documents of ``reader``'s passes: its ``settings()``, or its class.
+
+    Example:
+        >>> reader_settings(FunctionDocuments(lambda: ["a"]))
+        {'reader': 'FunctionDocuments', 'function': '<lambda>'}
+    """
+    own = getattr(reader, "settings", None)
+    return dict(own()) if callable(own) else {"reader": type(reader).__name__}
 
 
 def as_reader(documents: Any) -> Any:

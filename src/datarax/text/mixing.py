@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError
-from datarax.text.documents import as_reader
+from datarax.text.documents import as_reader, reader_settings
 
 BLOCK = 1 << 16
 
@@ -77,7 +77,7 @@ class MixedDocuments:
         self.names = list(corpora)
         self.readers = [as_reader(corpora[n]) for n in self.names]
         w = np.array([float(weights[n]) for n in self.names])
-        self.weights = w / w.sum()
+        self.weights = np.round(w / w.sum(), 12)  # shares: 4:2 and 2:1 draw alike
         self._edges = np.cumsum(self.weights)
         self._edges[-1] = 1.0
         self.documents_per_epoch = documents_per_epoch
@@ -135,6 +135,19 @@ class MixedDocuments:
     # ----------------------------------------------------------------- reader
     def num_documents(self) -> int:
         return self.documents_per_epoch
+
+    def settings(self) -> dict[str, Any]:
+        """Weights as shares of the total (4:2 and 2:1 are equal), documents per pass,
+        seed, then each corpus's reader settings under ``corpora[i].``."""
+        out: dict[str, Any] = {
+            "reader": "MixedDocuments",
+            "weights": self.weights.tolist(),
+            "documents_per_epoch": self.documents_per_epoch,
+            "seed": self.seed,
+        }
+        for i, reader in enumerate(self.readers):
+            out.update((f"corpora[{i}].{k}", v) for k, v in reader_settings(reader).items())
+        return out
 
     def locate(self, epoch: int, index: int) -> tuple[int, int, int]:
         """``(corpus, corpus pass, document in it)`` of document ``index`` of pass ``epoch``."""

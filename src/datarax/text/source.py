@@ -13,10 +13,12 @@ position moves from outside (``seek``, ``set_state``, ``nnx.update``, a new pass
 pass is rebuilt before the next read, from a snapshot when one matches, else by
 re-packing the pass up to that row (packing is deterministic).
 
-State (``get_state()``): ``current_epoch``, ``current_index``, and — the snapshot that
-makes a restore cheap — ``next_document`` (documents of the pass the packer consumed),
+State (``get_state()``): ``current_epoch``, ``current_index``, the snapshot that makes
+a restore cheap — ``next_document`` (documents of the pass the packer consumed),
 ``skipped``, ``documents`` and ``packer`` (references ``[doc, start, end, ...]`` of the
-rows still open or ready, never tokens). ``set_state`` re-reads the pass from the
+rows still open or ready, never tokens) — and ``settings``
+(:meth:`PackedTextSource.order_settings`: packing, documents, tokenizer; a restore
+where one differs is refused naming it). ``set_state`` re-reads the pass from the
 oldest referenced document, re-tokenizes the referenced ones to rebuild those rows, and
 continues at ``next_document``: the next batch is identical to the one the saved source
 would have served.
@@ -33,16 +35,21 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.config import StructuralConfig, check_bool, check_int
+from datarax.core.config import (
+    StructuralConfig,
+    check_bool,
+    check_int,
+    check_settings,
+    config_settings,
+)
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.stream import StreamSource
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
-from datarax.text.documents import as_reader
+from datarax.text.documents import as_reader, reader_settings
 from datarax.text.packing import FIELDS, MODES, Packer
 from datarax.text.passes import SNAPSHOT_KEYS, TextPass
 from datarax.text.tokenize import as_tokenizer
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 @dataclass(frozen=True)
@@ -226,17 +233,31 @@ class PackedTextSource(StreamSource):
         return list(self._text.reports)
 
     # ---------------------------------------------------------------- state
+    def order_settings(self) -> dict[str, Any]:
+        """The packing settings, the documents' (``documents.files``,
+        ``documents.corpora[1].seed`` ...) and the tokenizer's (``tokenizer.eos_id``)."""
+        out = config_settings(self.config)
+        out.pop("tokenize_block")  # how many documents are encoded at once: same ids
+        out.update((f"documents.{k}", v) for k, v in reader_settings(self._text.reader).items())
+        out.update((f"tokenizer.{k}", v) for k, v in self._text.tokenizer.settings().items())
+        return out
+
     def get_state(self) -> dict[str, Any]:
-        """Position, plus the packer snapshot of that position (module docstring)."""
+        """Position, the packer snapshot of that position (module docstring) and the
+        :meth:`order_settings` a restore must match."""
         state = super().get_state()
         state.update(self._text.snapshot_at(self.epoch, self.index))
+        state["settings"] = self.order_settings()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue at ``state`` (from :meth:`get_state` of an identically built source).
 
         A state with only ``current_epoch`` / ``current_index`` is accepted too: the
-        pass is then re-packed up to that row on the next read.
+        pass is then re-packed up to that row on the next read. A state whose
+        ``settings`` differ from :meth:`order_settings` (other documents, weights,
+        seed, tokenizer or packing) is refused with a :class:`StateError` naming the
+        first that differs.
         """
         where = "PackedTextSource"
         if not isinstance(state, dict):
@@ -244,6 +265,8 @@ class PackedTextSource(StreamSource):
                 f"{where}.set_state expects the dict get_state() returned, got "
                 f"{type(state).__name__}."
             )
+        if "settings" in state:
+            check_settings(state["settings"], self.order_settings(), where)
         epoch, index = self.datarax_position.check_state(state, where=where)
         extra = {k: state[k] for k in SNAPSHOT_KEYS if k in state}
         if extra:

@@ -89,6 +89,21 @@ class TextTokenizer:
         """What tokenizes (the class of the wrapped tokenizer or callable)."""
         return type(self.tokenizer).__name__
 
+    def settings(self) -> dict[str, Any]:
+        """What decides the ids: the tokenizer (a function's name, or the class and
+        vocabulary size of a ``tokenizers.Tokenizer``), BOS, EOS, ``max_tokens``.
+
+        Example:
+            >>> def words(text): return [len(w) for w in text.split()]
+            >>> TextTokenizer(words, eos_id=0).settings()
+            {'name': 'words', 'bos_id': None, 'eos_id': 0, 'max_tokens': None}
+        """
+        out: dict[str, Any] = {"name": getattr(self.tokenizer, "__qualname__", self.name)}
+        if self._fast:
+            out = {"name": self.name, "vocab_size": int(self.tokenizer.get_vocab_size())}
+        out.update(bos_id=self.bos_id, eos_id=self.eos_id, max_tokens=self.max_tokens)
+        return out
+
     def encode(self, text: str) -> np.ndarray:
         """The int32 ids of one document."""
         return self.encode_batch([text])[0]
