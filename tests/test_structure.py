@@ -72,7 +72,6 @@ KNOWN_PRIVATE: frozenset[tuple[str, str]] = frozenset(
         ("datarax.pipeline.host_pass", "_stats"),
         ("datarax.pipeline.iterator", "_note_left"),
         ("datarax.pipeline.iterator", "_adopt"),
-        ("datarax.pipeline.state", "_key_given"),
         ("datarax.pipeline.elastic", "datarax.pipeline.steps._cached"),
         ("datarax.pipeline.fused", "datarax.pipeline.steps._cached"),
         # dag's operator reuses the operators package's private record helpers
