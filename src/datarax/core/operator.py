@@ -17,8 +17,7 @@ from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError
 from datarax.core.keys import draw, reserve_draw
 from datarax.core.module import DataraxModule
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 class OperatorModule(DataraxModule):
@@ -90,17 +89,19 @@ class OperatorModule(DataraxModule):
             return config_cls(**settings)
         if not isinstance(config, config_cls):
             raise ConfigError(
-                f"{owner}'s first argument must be a {config_cls.__name__}, got "
+                f"{owner}'s config (its first argument) must be of type {config_cls.__name__}, got "
                 f"{type(config).__name__} {config!r}. Pass the settings as keywords instead, "
                 f"e.g. {owner}({names[0]}=...), or build {config_cls.__name__}(...)."
             )
         merged = dataclasses.replace(config, **settings)
         differ = [n for n in settings if getattr(merged, n) != getattr(config, n)]
         if differ:
-            said = ", ".join(f"{n}={settings[n]!r} (config: {getattr(config, n)!r})" for n in differ)
+            said = ", ".join(
+                f"{n}={settings[n]!r} (config: {getattr(config, n)!r})" for n in differ
+            )
             raise ConfigError(
-                f"{owner} got a {config_cls.__name__} and keyword settings that disagree "
-                f"with it: {said}. Give each setting once, in the config or as a keyword."
+                f"{owner} got keyword settings that disagree with its {config_cls.__name__}: "
+                f"{said}. Give each setting once, in the config or as a keyword."
             )
         return config
 
@@ -156,7 +157,7 @@ def refuse_rng_state(stage: Any, where: str) -> None:
         >>> refuse_rng_state(Noisy(), "stage 0")
         Traceback (most recent call last):
         ...
-        datarax.core.errors.ConfigError: stage 0 (Noisy) holds RNG streams (rngs/default/count, rngs/default/key)...
+        datarax.core.errors.ConfigError: stage 0 (Noisy) holds RNG streams (rngs/default/...
     """
     if not isinstance(stage, nnx.Module):
         return
@@ -221,6 +222,8 @@ def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside datarax and Flax (the user's call)."""
     ours = (Path(__file__).parents[1], Path(nnx.__file__).parents[1])
     frame, level = inspect.currentframe().f_back, 1  # type: ignore[union-attr]
-    while frame is not None and any(Path(frame.f_code.co_filename).is_relative_to(d) for d in ours):
+    while frame is not None and any(
+        Path(frame.f_code.co_filename).is_relative_to(d) for d in ours
+    ):
         frame, level = frame.f_back, level + 1
     return level

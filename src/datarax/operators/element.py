@@ -16,8 +16,7 @@ from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
 from datarax.core.spec import is_text_value
-
-Batch = dict[str, Any]
+from datarax.typing import Batch
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ class ElementOperator(OperatorModule):
         >>> import jax.numpy as jnp
         >>> def double(element, key=None):
         ...     return {"x": element.data["x"] * 2}
-        >>> op = ElementOperator(fn=double)  # or ElementOperator(ElementOperatorConfig(), fn=double)
+        >>> op = ElementOperator(fn=double)  # = ElementOperator(ElementOperatorConfig(), fn=double)
         >>> out = op.apply_batch({"x": jnp.arange(3), "label": jnp.array([7, 8, 9])}, None)
         >>> out["x"].tolist(), out["label"].tolist()
         ([0, 2, 4], [7, 8, 9])

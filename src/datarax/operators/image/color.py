@@ -24,15 +24,29 @@ from datarax.operators.image._base import (
 
 
 class _ColorOperator(ImageOperator):
-    """One parameter (number or range); ``adjust(values_in_unit_range, value)``."""
+    """One parameter ``PARAM`` (number or range), given by position or by its name;
+    ``adjust(values_in_unit_range, value)``."""
 
     PARAM = ""
     LOW: float | None = None
     HIGH: float | None = None
 
-    def __init__(self, value: Range, *, field: str = "image", stream_name: str | None = None,
-                 rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
-        v = check_range(type(self).__name__, self.PARAM, value, low=self.LOW, high=self.HIGH)
+    def __init__(self, value: Range | None = None, *, field: str = "image",
+                 stream_name: str | None = None, rngs: nnx.Rngs | None = None,
+                 name: str | None = None, **named: Range) -> None:
+        owner = type(self).__name__
+        if set(named) - {self.PARAM}:
+            raise ConfigError(
+                f"{owner} got unknown argument(s) {sorted(set(named) - {self.PARAM})}; its "
+                f"parameter is {self.PARAM}."
+            )
+        if (value is None) == (self.PARAM not in named):
+            raise ConfigError(
+                f"{owner} needs {self.PARAM} once: a number or a (low, high) range, e.g. "
+                f"{owner}({self.PARAM}=0.2)."
+            )
+        value = named.get(self.PARAM, value)
+        v = check_range(owner, self.PARAM, value, low=self.LOW, high=self.HIGH)
         self._setup({self.PARAM: v}, stochastic=is_range(v), field=field,
                     stream_name=stream_name, rngs=rngs, name=name)
 
