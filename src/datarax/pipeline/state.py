@@ -73,7 +73,7 @@ def rng_fingerprint(pipeline: Pipeline) -> str:
     """Digest of every key the pipeline and its stages draw from."""
     material = list(pipeline.key_pair())
     for stage in pipeline.stages:
-        if isinstance(stage, OperatorModule) and stage.stochastic and stage._key_given:
+        if isinstance(stage, OperatorModule) and stage.stochastic and stage.owns_key:
             material += [stage.base_key.get_value(), stage.base_count.get_value()]
     data = []
     for value in material:
