@@ -1,19 +1,91 @@
 """datarax: data pipelines for JAX, built on Flax NNX.
 
-Importing datarax changes nothing global: no JAX option, file or thread priority.
-:func:`enable_compilation_cache` turns JAX's persistent compilation cache on when
-you ask for it.
+The names a program starts with are here (``from datarax import Pipeline``); the rest
+live in the subpackages (:mod:`datarax.sources`, :mod:`datarax.operators`,
+:mod:`datarax.pipeline`, :mod:`datarax.checkpoint` for Orbax, ...), where these names
+are too. Each is imported on first use, so ``import datarax`` imports no part of the
+library the program does not use, and changes nothing global: no JAX option, file or
+thread priority. :func:`enable_compilation_cache` turns JAX's persistent compilation
+cache on when you ask for it.
 
 Example:
     >>> import numpy as np
     >>> from flax import nnx
-    >>> from datarax.pipeline import Pipeline
-    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> from datarax import MemorySource, MemorySourceConfig, Pipeline
     >>> source = MemorySource(MemorySourceConfig(), {"x": np.arange(6, dtype=np.int32)})
     >>> [b["x"].shape for b in Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0))]
     [(4,), (2,)]
 """
 
-from datarax.compilation_cache import enable_compilation_cache as enable_compilation_cache
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datarax.compilation_cache import enable_compilation_cache
+    from datarax.core.config import StructuralConfig
+    from datarax.core.data_source import DataSourceModule
+    from datarax.core.errors import DataraxError
+    from datarax.operators.element import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline.pipeline import Pipeline
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.sources.hf.factory import from_hf
+    from datarax.sources.memory import MemorySource, MemorySourceConfig
+    from datarax.sources.tfds.factory import from_tfds
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ArrayRecordSourceConfig",
+    "ArrayRecordSourceModule",
+    "DataSourceModule",
+    "DataraxError",
+    "ElementOperator",
+    "ElementOperatorConfig",
+    "MemorySource",
+    "MemorySourceConfig",
+    "Pipeline",
+    "StructuralConfig",
+    "enable_compilation_cache",
+    "from_hf",
+    "from_tfds",
+]
+
+# Each exported name and the module that defines it (imported on first access).
+_HOMES = {
+    "ArrayRecordSourceConfig": "datarax.sources.array_record",
+    "ArrayRecordSourceModule": "datarax.sources.array_record",
+    "DataSourceModule": "datarax.core.data_source",
+    "DataraxError": "datarax.core.errors",
+    "ElementOperator": "datarax.operators.element",
+    "ElementOperatorConfig": "datarax.operators.element",
+    "MemorySource": "datarax.sources.memory",
+    "MemorySourceConfig": "datarax.sources.memory",
+    "Pipeline": "datarax.pipeline.pipeline",
+    "StructuralConfig": "datarax.core.config",
+    "enable_compilation_cache": "datarax.compilation_cache",
+    "from_hf": "datarax.sources.hf.factory",
+    "from_tfds": "datarax.sources.tfds.factory",
+}
+
+# Modules reachable as attributes after a plain ``import datarax``.
+_MODULES = (
+    "checkpoint", "core", "dag", "metrics", "mixing", "operators", "pipeline", "samplers",
+    "sharding", "sources", "testing", "text",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+    elif name in _MODULES:
+        value = importlib.import_module(f"datarax.{name}")
+    else:
+        raise AttributeError(f"module 'datarax' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(_MODULES))

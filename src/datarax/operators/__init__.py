@@ -1,23 +1,46 @@
 """Operators: pipeline stages that transform batches.
 
 Image operators live in :mod:`datarax.operators.image` (they need the ``image`` extra,
-dm-pix, loaded on first use).
+dm-pix, loaded on first use). Each name here is imported on first use.
 """
 
-from datarax.operators.batch_mix import BatchMixConfig, BatchMixOperator
-from datarax.operators.choice import (
-    ProbabilisticOperator,
-    ProbabilisticOperatorConfig,
-    SelectorOperator,
-    SelectorOperatorConfig,
-)
-from datarax.operators.composite import (
-    CompositeOperatorConfig,
-    CompositeOperatorModule,
-    CompositionStrategy,
-)
-from datarax.operators.element import ElementOperator, ElementOperatorConfig
-from datarax.operators.map import MapOperator, MapOperatorConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datarax.operators.batch_mix import BatchMixConfig, BatchMixOperator
+    from datarax.operators.choice import (
+        ProbabilisticOperator,
+        ProbabilisticOperatorConfig,
+        SelectorOperator,
+        SelectorOperatorConfig,
+    )
+    from datarax.operators.composite import (
+        CompositeOperatorConfig,
+        CompositeOperatorModule,
+        CompositionStrategy,
+    )
+    from datarax.operators.element import ElementOperator, ElementOperatorConfig
+    from datarax.operators.map import MapOperator, MapOperatorConfig
+
+# Each exported name and the module that defines it.
+_HOMES = {
+    "BatchMixConfig": "datarax.operators.batch_mix",
+    "BatchMixOperator": "datarax.operators.batch_mix",
+    "CompositeOperatorConfig": "datarax.operators.composite",
+    "CompositeOperatorModule": "datarax.operators.composite",
+    "CompositionStrategy": "datarax.operators.composite",
+    "ElementOperator": "datarax.operators.element",
+    "ElementOperatorConfig": "datarax.operators.element",
+    "MapOperator": "datarax.operators.map",
+    "MapOperatorConfig": "datarax.operators.map",
+    "ProbabilisticOperator": "datarax.operators.choice",
+    "ProbabilisticOperatorConfig": "datarax.operators.choice",
+    "SelectorOperator": "datarax.operators.choice",
+    "SelectorOperatorConfig": "datarax.operators.choice",
+}
 
 __all__ = [
     "BatchMixConfig",
@@ -34,3 +57,15 @@ __all__ = [
     "SelectorOperator",
     "SelectorOperatorConfig",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'datarax.operators' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -4,36 +4,64 @@ The kind bases (see :mod:`datarax.core.data_source`) are exported here too, for
 writing your own source: :class:`IndexedSource` (traceable ``get_batch_at``),
 :class:`RandomAccessSource` (records read by index on host threads) and
 :class:`StreamSource` (forward-only ``get_batch``).
+
+Each name is imported on first use: ``from datarax.sources import MemorySource`` loads
+neither the ArrayRecord, Hugging Face nor TFDS sources.
 """
 
-from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.indexed import IndexedSource
-from datarax.core.stream import StreamSource
-from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
-from datarax.sources.hf import (
-    HFEagerConfig,
-    HFEagerSource,
-    HFStreamingConfig,
-    HFStreamingSource,
-    from_hf,
-)
-from datarax.sources.label_encoder import LabelEncoder
-from datarax.mixing import MixSource, MixSourceConfig
-from datarax.sources.memory import MemorySource, MemorySourceConfig
-from datarax.sources.npy import NpySource, NpySourceConfig
-from datarax.sources.random_access import RandomAccessSource
-from datarax.sources.tfds import (
-    TFDSEagerConfig,
-    TFDSEagerSource,
-    TFDSStreamingConfig,
-    TFDSStreamingSource,
-    from_tfds,
-)
+from __future__ import annotations
 
-ArrayRecordSource = ArrayRecordSourceModule  # shorter alias of the seed's name
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datarax.core.data_source import DataSourceModule, SourceKind
+    from datarax.core.indexed import IndexedSource
+    from datarax.core.stream import StreamSource
+    from datarax.mixing.source import MixSource, MixSourceConfig
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
+    from datarax.sources.hf.eager import HFEagerSource
+    from datarax.sources.hf.factory import from_hf
+    from datarax.sources.hf.streaming import HFStreamingSource
+    from datarax.sources.label_encoder import LabelEncoder
+    from datarax.sources.memory import MemorySource, MemorySourceConfig
+    from datarax.sources.npy import NpySource, NpySourceConfig
+    from datarax.sources.random_access import RandomAccessSource
+    from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
+    from datarax.sources.tfds.eager import TFDSEagerSource
+    from datarax.sources.tfds.factory import from_tfds
+    from datarax.sources.tfds.streaming import TFDSStreamingSource
+
+# Each exported name and the module that defines it.
+_HOMES = {
+    "ArrayRecordSourceConfig": "datarax.sources.array_record",
+    "ArrayRecordSourceModule": "datarax.sources.array_record",
+    "DataSourceModule": "datarax.core.data_source",
+    "HFEagerConfig": "datarax.sources.hf.config",
+    "HFEagerSource": "datarax.sources.hf.eager",
+    "HFStreamingConfig": "datarax.sources.hf.config",
+    "HFStreamingSource": "datarax.sources.hf.streaming",
+    "IndexedSource": "datarax.core.indexed",
+    "LabelEncoder": "datarax.sources.label_encoder",
+    "MemorySource": "datarax.sources.memory",
+    "MemorySourceConfig": "datarax.sources.memory",
+    "MixSource": "datarax.mixing.source",
+    "MixSourceConfig": "datarax.mixing.source",
+    "NpySource": "datarax.sources.npy",
+    "NpySourceConfig": "datarax.sources.npy",
+    "RandomAccessSource": "datarax.sources.random_access",
+    "SourceKind": "datarax.core.data_source",
+    "StreamSource": "datarax.core.stream",
+    "TFDSEagerConfig": "datarax.sources.tfds.config",
+    "TFDSEagerSource": "datarax.sources.tfds.eager",
+    "TFDSStreamingConfig": "datarax.sources.tfds.config",
+    "TFDSStreamingSource": "datarax.sources.tfds.streaming",
+    "from_hf": "datarax.sources.hf.factory",
+    "from_tfds": "datarax.sources.tfds.factory",
+}
 
 __all__ = [
-    "ArrayRecordSource",
     "ArrayRecordSourceConfig",
     "ArrayRecordSourceModule",
     "DataSourceModule",
@@ -59,3 +87,15 @@ __all__ = [
     "from_hf",
     "from_tfds",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'datarax.sources' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

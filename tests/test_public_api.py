@@ -1,0 +1,112 @@
+"""The public surface: the names ``datarax`` exports, loaded on first use, one name per class."""
+
+import importlib
+import inspect
+import json
+import subprocess
+import sys
+
+import pytest
+
+import datarax
+
+PACKAGES = ["datarax", "datarax.sources", "datarax.operators"]
+
+
+def test_the_top_level_holds_the_names_a_program_starts_with():
+    assert sorted(datarax.__all__) == [
+        "ArrayRecordSourceConfig",
+        "ArrayRecordSourceModule",
+        "DataSourceModule",
+        "DataraxError",
+        "ElementOperator",
+        "ElementOperatorConfig",
+        "MemorySource",
+        "MemorySourceConfig",
+        "Pipeline",
+        "StructuralConfig",
+        "enable_compilation_cache",
+        "from_hf",
+        "from_tfds",
+    ]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_exported_name_resolves_and_is_listed_by_dir(package):
+    module = importlib.import_module(package)
+    assert len(set(module.__all__)) == len(module.__all__)
+    for name in module.__all__:
+        value = getattr(module, name)
+        assert getattr(value, "__name__", name) == name, f"{package}.{name} is {value!r}"
+    assert set(module.__all__) <= set(dir(module))
+
+
+def test_top_level_names_are_the_subpackages_objects():
+    from datarax.core.errors import DataraxError
+    from datarax.operators import ElementOperator
+    from datarax.pipeline import Pipeline
+    from datarax.sources import ArrayRecordSourceModule, MemorySource, from_hf, from_tfds
+
+    assert datarax.Pipeline is Pipeline
+    assert datarax.MemorySource is MemorySource
+    assert datarax.ArrayRecordSourceModule is ArrayRecordSourceModule
+    assert datarax.ElementOperator is ElementOperator
+    assert datarax.DataraxError is DataraxError
+    assert datarax.from_hf is from_hf and datarax.from_tfds is from_tfds
+
+
+def test_a_name_it_does_not_have_raises_attribute_error_naming_it():
+    with pytest.raises(AttributeError, match="module 'datarax' has no attribute 'Pipe'"):
+        datarax.Pipe  # noqa: B018
+    with pytest.raises(
+        AttributeError, match="module 'datarax.sources' has no attribute 'ArrayRecordSource'"
+    ):
+        importlib.import_module("datarax.sources").ArrayRecordSource  # noqa: B018
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_class_is_exported_under_one_name(package):
+    module = importlib.import_module(package)
+    classes = [getattr(module, n) for n in module.__all__ if inspect.isclass(getattr(module, n))]
+    assert len(classes) == len(set(classes))
+
+
+def test_removed_aliases_are_gone():
+    import datarax.sources
+    import datarax.sources.random_access as random_access
+
+    assert "ArrayRecordSource" not in datarax.sources.__all__
+    assert not hasattr(datarax.sources, "ArrayRecordSource")
+    assert not hasattr(random_access, "RandomAccessHostSource")
+
+
+LOADED = """
+import json, sys
+before = set(sys.modules)
+{statement}
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def loaded_by(statement: str) -> set[str]:
+    """The modules that ``statement`` imports in a fresh interpreter (after jax and nnx)."""
+    code = "import jax, jax.numpy\nfrom flax import nnx\n" + LOADED.format(statement=statement)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_import_datarax_imports_nothing_else():
+    assert loaded_by("import datarax") == {"datarax"}
+
+
+def test_a_top_level_name_imports_only_what_it_needs():
+    loaded = loaded_by("from datarax import MemorySource, Pipeline")
+    assert "datarax.pipeline.pipeline" in loaded and "datarax.sources.memory" in loaded
+    assert not {
+        "datarax.sources.array_record", "datarax.sources.hf", "datarax.sources.tfds",
+        "datarax.mixing", "datarax.operators", "datarax.checkpoint",
+    } & loaded
+    heavy = {"tensorflow", "torch", "datasets", "tensorflow_datasets", "orbax", "array_record"}
+    assert not heavy & {name.split(".")[0] for name in loaded}
