@@ -252,7 +252,7 @@ def test_finite_epochs_block_runs_ten_epochs(page):
     ns["train_step"] = lambda batch: seen.append(int(batch["data"].shape[0]))
     page(FINITE_EPOCHS_BLOCK)
     assert seen == [32, 32, 6] * 10
-    assert ns["source"].get_state()["current_epoch"] == 9
+    assert ns["source"].get_state()["current_epoch"] == 10  # the ten passes ended
 
 
 def test_step_block_stops_at_the_budget_across_epochs(page):

@@ -190,8 +190,8 @@ def test_streaming_serves_every_record_once_per_pass(sst2_folder):
     assert first[0]["label"].dtype == np.int32
     second = all_batches(pipeline)  # a new pass without any manual reset
     assert ids(second) == list(range(N))
-    state = pipeline.get_state()  # two passes done: standing at the end of the second
-    assert (state["epoch"], state["position"]) == (1, N)
+    state = pipeline.get_state()  # two passes done: the start of the third
+    assert (state["epoch"], state["position"]) == (2, 0)
     hash(nnx.graphdef(pipeline))  # static structure stays hashable (compiled-step caches)
 
 

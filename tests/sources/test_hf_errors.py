@@ -109,9 +109,8 @@ def test_skip_drops_counts_and_reports(bad_parquet):
     assert src.get_state() == {"current_index": N, "current_epoch": 0, "skipped": 2}
     with pytest.raises(StopIteration):
         next(it)
-    # the pass is over: the source stays at its end (skips still counted); the next
-    # iter() or a restore of this state starts epoch 1
-    assert src.get_state() == {"current_index": N, "current_epoch": 0, "skipped": 2}
+    # the pass is over: the state is the start of epoch 1 (none skipped there yet)
+    assert src.get_state() == {"current_index": 0, "current_epoch": 1, "skipped": 0}
     reports = [r.as_dict() for r in src.skipped_records()]
     assert reports == [
         {"epoch": 0, "position": 5, "index": 5, "path": None, "index_in_file": 5, "cause": VEC_CAUSE},
@@ -161,8 +160,8 @@ def test_exact_resume_across_a_skipped_record(bad_parquet, stop, shuffle):
     resumed.set_state(state)
     tail = list(resumed)
     assert ids(head) + ids(tail) == reference
-    assert resumed.source.get_state() == {
-        "current_index": N, "current_epoch": 0, "skipped": len(BAD)}
+    assert resumed.source.get_state() == {  # the pass ended: the start of epoch 1
+        "current_index": 0, "current_epoch": 1, "skipped": 0}
     # each skipped record is reported once, by the run that passed it
     first_seen = {r.index for r in first.source.skipped_records()}
     resumed_seen = [r.index for r in resumed.source.skipped_records()]

@@ -156,10 +156,9 @@ def test_skip_drops_counts_and_reports(data_dir, split_ids):
     pipeline = Pipeline(source=source, stages=[], batch_size=5)
     good = [i for i in split_ids if i not in BAD]
     assert ids(list(pipeline)) == good
-    # the pass is over: the source stays at its end with its skips counted; the next
-    # iter() (or a restore of this state) starts epoch 1
+    # the pass is over: the state is the start of epoch 1 (none skipped there yet)
     assert source.get_state() == {
-        "current_index": N, "current_epoch": 0, "skipped": len(BAD), "prefetch_cache": 0
+        "current_index": 0, "current_epoch": 1, "skipped": 0, "prefetch_cache": 0
     }
     reports = source.skipped_records()
     positions = bad_positions(split_ids)
@@ -213,10 +212,10 @@ def test_resume_across_skipped_records_is_exact(data_dir, split_ids):
         resumed = build()
         resumed.set_state(state)
         assert ids(head) + ids(list(resumed)) == full[1]
-        # skips counted once (the budget is exactly len(BAD)); the source stands at the
-        # end of pass 1
-        assert (resumed.source.epoch, resumed.source.index) == (1, N)
-        assert resumed.source.get_state()["skipped"] == len(BAD)
+        # skips counted once (the budget is exactly len(BAD)); the pass ended, so the
+        # source stands at the start of pass 2
+        assert (resumed.source.epoch, resumed.source.index) == (2, 0)
+        assert resumed.source.get_state()["skipped"] == 0
     assert len(seen_skipped) > 1  # stop points before and after skipped records
 
 
