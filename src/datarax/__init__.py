@@ -37,19 +37,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArrayRecordSourceConfig",
-    "ArrayRecordSourceModule",
-    "DataSourceModule",
-    "DataraxError",
-    "ElementOperator",
-    "ElementOperatorConfig",
-    "MemorySource",
-    "MemorySourceConfig",
-    "Pipeline",
-    "StructuralConfig",
-    "enable_compilation_cache",
-    "from_hf",
-    "from_tfds",
+    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "DataSourceModule", "DataraxError",
+    "ElementOperator", "ElementOperatorConfig", "MemorySource", "MemorySourceConfig",
+    "Pipeline", "StructuralConfig", "enable_compilation_cache", "from_hf", "from_tfds",
 ]
 
 # Each exported name and the module that defines it (imported on first access).

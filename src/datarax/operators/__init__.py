@@ -11,17 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from datarax.operators.batch_mix import BatchMixConfig, BatchMixOperator
-    from datarax.operators.choice import (
-        ProbabilisticOperator,
-        ProbabilisticOperatorConfig,
-        SelectorOperator,
-        SelectorOperatorConfig,
-    )
-    from datarax.operators.composite import (
-        CompositeOperatorConfig,
-        CompositeOperatorModule,
-        CompositionStrategy,
-    )
+    from datarax.operators.choice import ProbabilisticOperator, ProbabilisticOperatorConfig
+    from datarax.operators.choice import SelectorOperator, SelectorOperatorConfig
+    from datarax.operators.composite import CompositeOperatorConfig, CompositeOperatorModule
+    from datarax.operators.composite import CompositionStrategy
     from datarax.operators.element import ElementOperator, ElementOperatorConfig
     from datarax.operators.map import MapOperator, MapOperatorConfig
 
@@ -43,19 +36,10 @@ _HOMES = {
 }
 
 __all__ = [
-    "BatchMixConfig",
-    "BatchMixOperator",
-    "CompositeOperatorConfig",
-    "CompositeOperatorModule",
-    "CompositionStrategy",
-    "ElementOperator",
-    "ElementOperatorConfig",
-    "MapOperator",
-    "MapOperatorConfig",
-    "ProbabilisticOperator",
-    "ProbabilisticOperatorConfig",
-    "SelectorOperator",
-    "SelectorOperatorConfig",
+    "BatchMixConfig", "BatchMixOperator", "CompositeOperatorConfig", "CompositeOperatorModule",
+    "CompositionStrategy", "ElementOperator", "ElementOperatorConfig", "MapOperator",
+    "MapOperatorConfig", "ProbabilisticOperator", "ProbabilisticOperatorConfig",
+    "SelectorOperator", "SelectorOperatorConfig",
 ]
 
 

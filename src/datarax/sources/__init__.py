@@ -62,30 +62,11 @@ _HOMES = {
 }
 
 __all__ = [
-    "ArrayRecordSourceConfig",
-    "ArrayRecordSourceModule",
-    "DataSourceModule",
-    "HFEagerConfig",
-    "HFEagerSource",
-    "HFStreamingConfig",
-    "HFStreamingSource",
-    "IndexedSource",
-    "LabelEncoder",
-    "MemorySource",
-    "MemorySourceConfig",
-    "MixSource",
-    "MixSourceConfig",
-    "NpySource",
-    "NpySourceConfig",
-    "RandomAccessSource",
-    "SourceKind",
-    "StreamSource",
-    "TFDSEagerConfig",
-    "TFDSEagerSource",
-    "TFDSStreamingConfig",
-    "TFDSStreamingSource",
-    "from_hf",
-    "from_tfds",
+    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "DataSourceModule", "HFEagerConfig",
+    "HFEagerSource", "HFStreamingConfig", "HFStreamingSource", "IndexedSource", "LabelEncoder",
+    "MemorySource", "MemorySourceConfig", "MixSource", "MixSourceConfig", "NpySource",
+    "NpySourceConfig", "RandomAccessSource", "SourceKind", "StreamSource", "TFDSEagerConfig",
+    "TFDSEagerSource", "TFDSStreamingConfig", "TFDSStreamingSource", "from_hf", "from_tfds",
 ]
 
 
