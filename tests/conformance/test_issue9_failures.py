@@ -96,7 +96,8 @@ def test_1_source_state_after_three_batches_resumes_the_pipeline(kind, request):
 
 
 # ------------------------------------------------- 2. a state taken at an epoch's end
-def test_2_iterator_state_after_the_last_batch_restores_into_the_next_epoch():
+# (the rule is issue 26's, which corrected issue 9's: docs/reliability.md, "Epoch ends")
+def test_2_iterator_state_after_the_last_batch_restores_to_an_empty_pass():
     reference = memory_pipeline()
     epoch0, epoch1 = [to_host(b) for b in reference], [to_host(b) for b in reference]
     assert ids(epoch0, "x") != ids(epoch1, "x")  # shuffled: a new order each epoch
@@ -106,12 +107,15 @@ def test_2_iterator_state_after_the_last_batch_restores_into_the_next_epoch():
     for _ in range(5):  # the last batch of 20 records in batches of 4
         next(iterator)
     state = json_round_trip(iterator.get_state())
-    fresh_iterator = iter(memory_pipeline())
+    assert (state["epoch"], state["position"]) == (0, 20)  # epoch 0, nothing left
+    fresh = memory_pipeline()
+    fresh_iterator = iter(fresh)
     fresh_iterator.set_state(state)
-    assert ids([to_host(b) for b in fresh_iterator], "x") == ids(epoch1, "x")
+    assert list(fresh_iterator) == []  # the saved for loop ends
+    assert ids([to_host(b) for b in fresh], "x") == ids(epoch1, "x")
 
 
-def test_2_pipeline_state_between_epochs_restores_into_the_next_epoch():
+def test_2_pipeline_state_between_epochs_says_and_restores_the_next_epoch():
     reference = memory_pipeline()
     [to_host(b) for b in reference]
     epoch1 = [to_host(b) for b in reference]
@@ -120,6 +124,7 @@ def test_2_pipeline_state_between_epochs_restores_into_the_next_epoch():
     for _ in pipeline:
         pass
     state = json_round_trip(pipeline.get_state())
+    assert (state["epoch"], state["position"]) == (1, 0)
     fresh = memory_pipeline()
     fresh.set_state(state)
     assert ids([to_host(b) for b in fresh], "x") == ids(epoch1, "x")

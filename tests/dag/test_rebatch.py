@@ -94,7 +94,27 @@ def test_each_loop_is_one_epoch_and_epochs_differ_in_order():
     first, second = flat(list(grouped), "id"), flat(list(grouped), "id")
     assert sorted(first) == sorted(second) == list(range(11))
     assert first != second  # shuffled anew each epoch
-    assert grouped.epoch == 1
+    assert grouped.epoch == 2  # two passes ended: the position is epoch 2's start
+
+
+@pytest.mark.parametrize("mode", [{"group": 2}, {"group": 3}, {"split": 2}])
+def test_a_state_after_the_last_batch_restores_to_an_empty_pass(mode):
+    # docs/reliability.md, "Epoch ends": inside the loop after its last batch the pass
+    # is open (epoch 0, nothing left); after the loop it is epoch 1's start.
+    reference = Rebatch(pipeline(stochastic=False), **mode)
+    list(reference)
+    second = ids(reference)
+    rebatch = Rebatch(pipeline(stochastic=False), **mode)
+    for _ in rebatch:
+        inside = json.loads(json.dumps(rebatch.get_state()))
+    after = json.loads(json.dumps(rebatch.get_state()))
+    assert (inside["pipeline"]["epoch"], after["pipeline"]["epoch"]) == (0, 1)
+    fresh = Rebatch(pipeline(stochastic=False), **mode)
+    fresh.set_state(inside)
+    assert list(fresh) == [] and ids(fresh) == second
+    fresh = Rebatch(pipeline(stochastic=False), **mode)
+    fresh.set_state(after)
+    assert ids(fresh) == second
 
 
 def test_iterator_len_counts_what_is_left():

@@ -118,7 +118,7 @@ def test_two_processes_restore_on_three(kind):
     # the next epoch is the plain 3-process layout
     nxt = [int(r["x"]) // 2 for p in restored for r in records(p)]
     assert sorted(nxt) == list(range(42))
-    assert restored[0].epoch == 1
+    assert restored[0].epoch == 2  # that epoch ended: the position is epoch 2's start
 
 
 @pytest.mark.parametrize("kind", ["indexed", "host"])
@@ -170,13 +170,15 @@ def test_elastic_state_restored_on_the_same_count_continues_its_share(kind):
 
 
 @pytest.mark.parametrize("kind", ["indexed", "host"])
-def test_a_finished_epoch_restores_into_the_next_one(kind):
+def test_a_finished_share_restores_to_an_empty_pass_then_the_next_epoch(kind):
+    # taken inside the for after the share's last batch: epoch 0, nothing left
     state = run(24, 4, 0, 2, 3, kind=kind)[0].get_state()  # 12 of 12: the share is done
     pipeline = make_pipeline(kind, 24, 4, shuffle=True, stochastic=True,
                              shard_index=0, shard_count=3)
     pipeline.set_state(state)
+    assert list(pipeline) == [] and (pipeline.epoch, pipeline.position) == (1, 0)
     batches = list(pipeline)
-    assert pipeline.epoch == 1 and len(batches) == 2
+    assert len(batches) == 2 and pipeline.epoch == 2
 
 
 def test_streams_refuse_another_process_count():

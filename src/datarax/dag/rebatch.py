@@ -87,7 +87,8 @@ class Rebatch:
         self._pending_part = 0  # parts to skip of the next underlying batch (a restore)
         # (pipeline state before the batch being split, parts of it handed out) while a
         # split batch is partly handed out — kept after a ``break``, so a state taken
-        # then still resumes with the rest of that batch.
+        # then still resumes with the rest of that batch; in group mode, the pipeline's
+        # state at its pass's end while the last (short) group is out.
         self._partial: tuple[dict[str, Any], int] | None = None
         self._live: weakref.ref[RebatchIterator] | None = None  # to close on restore
 
@@ -113,11 +114,6 @@ class Rebatch:
         underlying = len(self.pipeline)
         records = self.pipeline.plan.served(self.pipeline.source.epoch_size() or 0)
         return self.batches_for(records, underlying)
-
-    def _next_pass(self) -> tuple[int, int | None]:
-        """``(epoch, resume_at)`` of the next pass (the pipeline's; the resume harness
-        :func:`datarax.testing.check_resume_exact` asks it)."""
-        return self.pipeline._next_pass()
 
     def __iter__(self) -> RebatchIterator:
         """Start the next pass (or continue the one a restore left)."""
@@ -226,11 +222,16 @@ class RebatchIterator:
         return self._next_part_of_batch()
 
     def _next_group(self) -> Batch:
+        owner = self._owner
+        owner._partial = None
         parts: list[Batch] = []
-        for _ in range(self._owner.k):
+        for _ in range(owner.k):
+            before = owner.pipeline.get_state() if parts else None
             try:
                 parts.append(next(self._inner))
             except StopIteration:
+                if before is not None:  # this pass stays open: a state taken now
+                    owner._partial = (before, 0)  # says "nothing left" (an empty pass)
                 break
         if not parts:
             raise StopIteration

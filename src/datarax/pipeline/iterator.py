@@ -40,11 +40,11 @@ from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.host_pass import HostPass, check_finite
 from datarax.pipeline.steps import apply_stages
+from datarax.typing import Batch
 
 if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
 
-Batch = dict[str, Any]
 
 #: the iterator reading each host source now (both held weakly)
 _READING: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
@@ -83,18 +83,13 @@ class PipelineIterator:
         if resume_at is None:
             source.seek(epoch, 0)
         self._epoch = epoch
-        self._may_roll = bool(resume_at)  # a restored pass with nothing left rolls on
-        self._handed_any = False
         self._queue.clear()
         self._prepared = False
         self._finished = False
         self._mark()
 
     def _follow_source(self) -> None:
-        """Continue this loop from where the source was moved to. Unlike a fresh
-        restore, a loop that handed out batches ends at the end of the pass it now
-        serves rather than rolling into the next one."""
-        handed = self._handed_any
+        """Continue this loop from where the source was moved to."""
         self._release()
         source = self._source
         # seek where it stands: readers derived from the position (a stream's pass, a
@@ -102,10 +97,9 @@ class PipelineIterator:
         # Variables)
         source.seek(source.epoch, source.index)
         self._begin(source.epoch, source.index)
-        self._handed_any = handed
 
     def _mark(self) -> None:
-        self._pipeline._note_left(ended=self._finished)
+        self._pipeline._note_left()
 
     def supersede(self) -> None:
         """End this iterator because a newer ``iter(pipeline)`` took over."""
@@ -211,21 +205,10 @@ class PipelineIterator:
         try:
             batch = self._next_batch()
         except StopIteration:
-            if not (self._may_roll and not self._handed_any):
-                self._end_pass()
-                raise
-            # A restored position at the end of its pass: continue with the next pass.
-            self._release()
-            self._begin(self._epoch + 1, None)
-            try:
-                batch = self._next_batch()
-            except StopIteration:
-                self._end_pass()
-                raise
+            self._end_pass()
+            raise
         finally:
             self._stats.seconds["wait"] += time.perf_counter() - began
-        self._handed_any = True
-        self._may_roll = False
         self._stats.count(self._count)
         return batch
 
@@ -246,10 +229,12 @@ class PipelineIterator:
             raise
 
     def _end_pass(self) -> None:
-        """The pass is over: release its reader; the source stays at the pass's end, so
-        the next ``iter(pipeline)`` (or a restore of this position) starts the next pass."""
+        """The pass is over: release its reader and stand at the next epoch's start, so
+        a state taken now says so (one taken before, at the pass's end, restores to an
+        empty pass: docs/reliability.md, "Epoch ends")."""
         self._finished = True
         self._release()
+        self._source.seek(self._source.epoch + 1, 0)
         self._mark()
 
     # ------------------------------------------------------------ indexed path

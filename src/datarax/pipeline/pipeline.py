@@ -20,12 +20,11 @@ from datarax.pipeline import state as state_format
 from datarax.pipeline.devices import placement_for
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
+from datarax.typing import Batch
 
 if TYPE_CHECKING:
     from datarax.pipeline.elastic import ElasticEpoch
     from datarax.pipeline.iterator import PipelineIterator
-
-Batch = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,6 @@ class _Session:
     def __init__(self) -> None:
         self.live: weakref.ref[PipelineIterator] | None = None
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
-        self.left_ended = False  # ...and whether its pass had ended there (an empty pass too)
         self.stepper: PipelineIterator | None = None  # the iterator step() serves from
         self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
         self.stats = PipelineStats()
@@ -87,9 +85,11 @@ class Pipeline(nnx.Module):
     **Position and resume.** The source owns the position (``pipeline.epoch`` and
     ``pipeline.position`` read it). ``iter(pipeline)`` starts the next pass, or
     continues the pass the position was *restored* into — by ``pipeline.set_state``,
-    ``source.set_state`` or ``nnx.update(pipeline, saved_nnx_state)``. A state taken
-    at an epoch's end continues with the next epoch. One iterator per pipeline is live:
-    a new ``iter(pipeline)`` ends the previous one (using it then raises
+    ``source.set_state`` or ``nnx.update(pipeline, saved_nnx_state)``. A pass that ends
+    (``StopIteration``) moves the position to the start of the next epoch; a state taken
+    inside the ``for`` after its last batch restores to an empty pass (the rule and its
+    reasons: docs/reliability.md, "Epoch ends"). One iterator per pipeline is live: a
+    new ``iter(pipeline)`` ends the previous one (using it then raises
     :class:`~datarax.core.errors.StaleIteratorError`).
 
     Args:
@@ -128,8 +128,8 @@ class Pipeline(nnx.Module):
         >>> p = Pipeline(source=src, stages=[], batch_size=2, rngs=nnx.Rngs(0))
         >>> len(p), [b["x"].tolist() for b in p]
         (3, [[0, 1], [2, 3], [4]])
-        >>> p.epoch, p.position  # the pass is over: the next iter() starts epoch 1
-        (0, 5)
+        >>> p.epoch, p.position  # the pass ended: the position is epoch 1's start
+        (1, 0)
     """
 
     def __init__(
@@ -266,25 +266,29 @@ class Pipeline(nnx.Module):
         return output_spec(self)
 
     def peek(self) -> Batch:
-        """The first batch of the next pass, without moving the position."""
+        """The next batch a loop over this pipeline hands out (past an empty pass that a
+        restore at an epoch's end leaves), without moving the position."""
         from datarax.pipeline.iterator import PipelineIterator
 
         source = self.source
         epoch, index = source.epoch, source.index
-        previous = self.__session.live
-        left, left_ended = self.__session.left, self.__session.left_ended
+        previous, left = self.__session.live, self.__session.left
         was_left_here = self.fresh_pass_needed()
-        next_epoch, resume_at = self._next_pass()
-        iterator = PipelineIterator(self, epoch=next_epoch, resume_at=resume_at)
+        iterator = None
         try:
-            return next(iterator)
+            for _ in range(2):  # a restored pass may have nothing left: then the next
+                next_epoch, resume_at = self._next_pass()
+                iterator = PipelineIterator(self, epoch=next_epoch, resume_at=resume_at)
+                batch = next(iterator, None)
+                iterator.close()
+                if batch is not None:
+                    return batch
+            raise StopIteration(f"{type(source).__name__} served two empty passes in a row.")
         finally:
-            iterator.close()
             source.seek(epoch, index)
-            self.__session.live = previous
-            self.__session.left, self.__session.left_ended = left, left_ended
+            self.__session.live, self.__session.left = previous, left
             if was_left_here:  # the seek back counts as a restore; keep "left here" true
-                self._note_left(left_ended)
+                self._note_left()
 
     # ------------------------------------------------------------------ stats
     @property
@@ -330,22 +334,20 @@ class Pipeline(nnx.Module):
         source = self.source
         return self.__session.left == (source.epoch, source.index, source.restores)
 
-    def _note_left(self, ended: bool = False) -> None:
-        """An iterator of this pipeline moved the source: remember where it stands (and
-        whether its pass ended there)."""
+    def _note_left(self) -> None:
+        """An iterator of this pipeline moved the source: remember where it stands."""
         source = self.source
         self.__session.left = (source.epoch, source.index, source.restores)
-        self.__session.left_ended = ended
 
     def _next_pass(self) -> tuple[int, int | None]:
-        """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: the next epoch
-        after a pass an iterator of this pipeline left (a ``break`` before any batch
-        restarts the same epoch), else the source's position, continued."""
+        """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: after a
+        ``break`` the next epoch (a break before any batch restarts the same one), else
+        the source's position, continued (an ended pass left it at the next epoch's
+        start; a restore, where it was saved)."""
         source = self.source
         if not self.fresh_pass_needed():
             return source.epoch, source.index
-        moved_on = source.index > 0 or self.__session.left_ended
-        return source.epoch + (1 if moved_on else 0), None
+        return source.epoch + (1 if source.index > 0 else 0), None
 
     def __iter__(self) -> PipelineIterator:
         """Start the next pass (or continue the one a restore left the source in)."""
@@ -450,9 +452,9 @@ class Pipeline(nnx.Module):
                 if self.source.kind is SourceKind.HOST:  # its reader serves the share
                     self.source.use_share(elastic.epoch, elastic.share)  # type: ignore[attr-defined]
                 self.source.seek(elastic.epoch, 0)
-            else:  # nothing of that epoch is left for anyone: the next one starts
+            else:  # nothing of that epoch is left for anyone: an empty pass
                 self.__session.elastic = None
-                self.source.seek(elastic.epoch + 1, 0)
+                self.source.seek(elastic.epoch, self.source.epoch_size() or 0)
             return
         state_format.check_state(self, state)
         if self.source.kind is SourceKind.INDEXED:

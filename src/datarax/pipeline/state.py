@@ -5,7 +5,8 @@ A state is a small JSON-able dict::
     {"version": 2, "epoch": e, "position": k, "settings": {...}, "source": {...}}
 
 ``epoch``/``position``: the pass and the records of it handed out (``position`` may
-equal the epoch's length: that pass is over and a restore continues with the next).
+equal the epoch's length: taken inside the loop after its last batch, nothing is left
+of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
 and rngs. They are compared in a fixed order (switches such as ``shuffle`` before the

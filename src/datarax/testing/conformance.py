@@ -6,10 +6,10 @@ A source joins the table by describing how to build a pipeline over a small data
 
 * resume exactly at *every* batch boundary (0 .. last, across epochs) from the
   iterator's state, the pipeline's state, the *source's* state and
-  ``nnx.state(pipeline)``; a state taken at an epoch's end
-  continues with the next epoch, never with an empty pass; the source restored under a
-  live iterator (its next batches read or dispatched ahead) continues from there
-  (:mod:`datarax.testing.resume_checks`);
+  ``nnx.state(pipeline)``; at an epoch's end both ways (docs/reliability.md, "Epoch
+  ends": inside the loop, an empty pass; after it, the next epoch); the source restored
+  under a live iterator (its next batches read or dispatched ahead) continues from
+  there (:mod:`datarax.testing.resume_checks`);
 * ``nnx.state(pipeline)`` holds array leaves only, none as large as the dataset;
 * several ``for batch in pipeline`` loops in a row are epochs serving every record
   exactly once (a new order each epoch when the row shuffles);

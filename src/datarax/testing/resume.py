@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from datarax.typing import Batch
 
-Batch = dict[str, Any]
 Level = Literal["pipeline", "iterator"]
 
 
@@ -65,19 +65,15 @@ def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, B
     """Yield ``(epoch, iterator, batch)`` until epoch ``num_epochs - 1`` has ended.
 
     It calls ``iter(pipeline)`` again after each epoch, so a pipeline restored with
-    ``set_state`` first finishes the saved epoch (a state taken at an epoch's end
-    continues with the next epoch in that same iterator).
+    ``set_state`` first finishes the saved epoch (an empty pass for a state taken
+    after an epoch's last batch).
     """
     while True:
-        # Ask which pass comes next before starting it, so the source stays where the
-        # last pass left it (its state then still describes that pass).
-        if pipeline._next_pass()[0] >= num_epochs:
-            return
         iterator = iter(pipeline)
         with iterator:
+            if iterator.epoch >= num_epochs:
+                return
             for batch in iterator:
-                if iterator.epoch >= num_epochs:  # a restored epoch end rolled on
-                    return
                 yield iterator.epoch, iterator, batch
 
 
@@ -175,11 +171,6 @@ def _run_with_interrupts(
                 batch = next(iterator)
             except StopIteration:
                 break
-            if iterator.epoch >= num_epochs:  # a restored epoch end rolled on: done
-                iterator.close()
-                if close is not None:
-                    close(pipeline)
-                return out, largest
             out.append((iterator.epoch, to_host(batch)))
         if not due():  # the epoch ended
             iterator.close()

@@ -19,8 +19,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.testing.resume import Batch, json_round_trip, to_host
+from datarax.testing.resume import json_round_trip, to_host
 from datarax.testing.source_row import Level, SourceRow, compare_row, run_epochs
+from datarax.typing import Batch
 
 
 def _take_state(level: Level, pipeline: Any, iterator: Any) -> Any:
@@ -63,19 +64,22 @@ def check_resume(
 ) -> int:
     """Resume from a saved state at each of ``points`` (default: every batch boundary).
 
-    The reference run iterates ``num_epochs`` ``for`` loops. The interrupted run, at
-    each point (batches handed out so far, counted across epochs), saves the state of
-    ``level``, closes and drops everything, builds a new pipeline with ``row.make``,
-    restores and carries on. ``"iterator"``: ``iterator.get_state()`` into
-    ``iter(fresh).set_state``; ``"pipeline"``: ``pipeline.get_state()`` (at an epoch's
-    end, after the loop ended) into ``fresh.set_state``; ``"source"``:
+    The reference run iterates ``num_epochs`` ``for`` loops (and one more). The
+    interrupted run, at each point (batches handed out so far, counted across epochs),
+    saves the state of ``level``, closes and drops everything, builds a new pipeline
+    with ``row.make``, restores and carries on: the same batches must follow, and every
+    ``for`` loop must end exactly where an epoch of the reference ends.
+    ``"iterator"``: ``iterator.get_state()`` into ``iter(fresh).set_state``;
+    ``"pipeline"``: ``pipeline.get_state()`` into ``fresh.set_state``; ``"source"``:
     ``pipeline.source.get_state()`` into ``fresh.source.set_state``; ``"nnx"``:
     ``nnx.state(pipeline)`` (through ``nnx_round_trip(state, fresh, point)`` when
     given, e.g. Orbax) into ``nnx.update(fresh, ...)``. JSON states go through JSON
-    text. After a restore, the next ``iter(pipeline)`` (or the restored iterator) must
-    continue exactly: same batches, and every ``for`` loop ends exactly where an
-    epoch of the reference ends. A state taken at an epoch's end continues with the
-    next epoch.
+    text.
+
+    At an epoch's end the state is taken twice (docs/reliability.md, "Epoch ends"):
+    inside the ``for`` after its last batch — it must say epoch ``e`` and restore to a
+    loop with no batch, then epoch ``e + 1`` — and after that empty loop ended, when it
+    must say epoch ``e + 1`` at position 0 and restore to that epoch.
 
     Returns:
         The number of batches compared (``num_epochs`` epochs and one more).
@@ -92,7 +96,7 @@ def check_resume(
                 "every for loop over a pipeline is a full epoch"
             )
     expected = [batch for batches in epochs for batch in batches]
-    ends = set(np.cumsum([len(b) for b in epochs]).tolist())
+    ends = np.cumsum([len(b) for b in epochs]).tolist()
     total = len(expected)
     last = total - len(epochs[-1])  # the end of epoch num_epochs - 1
     pending = sorted(set(range(last + 1) if points is None else (int(p) for p in points)))
@@ -101,39 +105,70 @@ def check_resume(
     got: list[Batch] = []
     pipeline = row.make(stages=stages())
     iterator: Any = None
-    restored_from: int | None = None  # the point of the latest restore
+    restored: str | None = None  # what the latest restore was
+    empty_epoch: int | None = None  # the epoch whose restored loop must be empty
+
+    def save_and_restore(point: int, said: tuple[int, int | None], what: str) -> Any:
+        nonlocal pipeline, restored
+        state = _take_state(level, pipeline, iterator)
+        _check_said(row, level, state, said, f"the {level} state {what}")
+        if level == "nnx" and nnx_round_trip is None:
+            state = _copy_tree(state)
+        if iterator is not None:
+            iterator.close()
+        row.close(pipeline)
+        pipeline = row.make(stages=stages())
+        if level == "nnx" and nnx_round_trip is not None:
+            state = nnx_round_trip(state, pipeline, point)
+        restored = f"the {level} state {what}"
+        fresh = _restore(level, pipeline, state)
+        _check_said(row, "pipeline", pipeline, said, f"the pipeline restored from {restored}")
+        return fresh
+
     try:
         while len(got) < total:
             if iterator is None:
                 iterator = iter(pipeline)
                 loop_start = len(got)
-            if pending and pending[0] == len(got):
+            if pending and pending[0] == len(got) and empty_epoch is None:
                 point = pending.pop(0)
-                if level == "pipeline" and point in ends and point > 0 and point != loop_start:
-                    _expect_loop_end(row, iterator, point, restored_from)
-                    iterator = None  # the state is taken between the two epochs
-                state = _take_state(level, pipeline, iterator)
-                if level == "nnx" and nnx_round_trip is None:
-                    state = _copy_tree(state)
-                if iterator is not None:
-                    iterator.close()
-                row.close(pipeline)
-                pipeline = row.make(stages=stages())
-                if level == "nnx" and nnx_round_trip is not None:
-                    state = nnx_round_trip(state, pipeline, point)
-                iterator = _restore(level, pipeline, state)
+                if point in ends and len(got) > loop_start:  # the open pass's end
+                    epoch = ends.index(point)
+                    iterator = save_and_restore(
+                        point, (epoch, None), f"taken after epoch {epoch}'s last batch"
+                    )
+                    empty_epoch = epoch
+                else:
+                    iterator = save_and_restore(point, _epoch_at(ends, point), f"at batch {point}")
                 loop_start = len(got)
-                restored_from = point
                 continue
             batch = next(iterator, None)
             if batch is None:  # the for loop ended
-                _check_loop_end(row, len(got), loop_start, ends, restored_from)
+                if empty_epoch is not None:
+                    if len(got) != loop_start:
+                        raise AssertionError(
+                            f"{row.name}: the loop after restoring {restored} gave "
+                            f"{len(got) - loop_start} batch(es); a state taken inside the "
+                            "for after an epoch's last batch restores to an empty pass"
+                        )
+                    epoch, empty_epoch = empty_epoch + 1, None
+                    iterator = save_and_restore(
+                        len(got), (epoch, 0), f"taken after epoch {epoch - 1}'s loop ended"
+                    )
+                    loop_start = len(got)
+                    continue
+                _check_loop_end(row, len(got), loop_start, set(ends), restored)
                 iterator.close()
                 iterator = None
                 continue
             where = f"batch {len(got)}"
-            if restored_from is not None:
-                where += f" (restored at batch {restored_from} from the {level} state)"
+            if restored is not None:
+                where += f" (after restoring {restored})"
+            if empty_epoch is not None:
+                raise AssertionError(
+                    f"{row.name}: {where} was served by the loop that must be empty (a "
+                    f"state taken after epoch {empty_epoch}'s last batch has nothing left)"
+                )
             if len(got) >= total:
                 raise AssertionError(f"{row.name}: resumed run hands out more than {total} batches")
             if len(got) in ends and len(got) != loop_start:
@@ -147,6 +182,34 @@ def check_resume(
             iterator.close()
         row.close(pipeline)
     return total
+
+
+def _epoch_at(ends: list[int], point: int) -> tuple[int, int | None]:
+    """``(epoch, position or None)`` a state taken at the start of a loop or inside one
+    says: point 0 is epoch 0's start, else the epoch ``point`` falls in."""
+    if point == 0:
+        return 0, 0
+    return sum(1 for end in ends if end <= point), None
+
+
+def _check_said(
+    row: SourceRow, level: str, state: Any, said: tuple[int, int | None], what: str
+) -> None:
+    """Raise unless ``state`` (a JSON state of ``level``, or a pipeline) says ``said``."""
+    if level in ("iterator", "pipeline") and isinstance(state, dict):
+        where = state["epoch"], state["position"]
+    elif level == "source" and {"current_epoch", "current_index"} <= set(state):
+        where = state["current_epoch"], state["current_index"]
+    elif level == "pipeline":  # a pipeline object
+        where = state.epoch, state.position
+    else:
+        return  # an nnx state: checked on the pipeline it restores
+    epoch, position = said
+    if where[0] != epoch or (position is not None and where[1] != position):
+        raise AssertionError(
+            f"{row.name}: {what} says epoch {where[0]} at position {where[1]}, expected "
+            f"epoch {epoch}" + ("" if position is None else f" at position {position}")
+        )
 
 
 def check_restore_live(
@@ -239,30 +302,21 @@ def key_points(row: SourceRow, batch_size: int) -> list[int]:
     return sorted({0, min(2, per_epoch - 1), per_epoch, per_epoch + 1, 2 * per_epoch})
 
 
-def _expect_loop_end(row: SourceRow, iterator: Any, point: int, restored: int | None) -> None:
-    if next(iterator, None) is None:
-        iterator.close()
-        return
-    raise AssertionError(
-        f"{row.name}: the for loop gave a batch after batch {point}, the end of an epoch"
-        + (f" (restored at batch {restored})" if restored is not None else "")
-    )
-
-
 def _check_loop_end(
-    row: SourceRow, at: int, loop_start: int, ends: set[int], restored: int | None
+    row: SourceRow, at: int, loop_start: int, ends: set[int], restored: str | None
 ) -> None:
     if at == loop_start:
         raise AssertionError(
             f"{row.name}: a for loop after batch {at} gave no batch (an empty pass)"
-            + (f"; the state was restored at batch {restored}" if restored is not None else "")
-            + "; a state taken at an epoch's end must continue with the next epoch"
+            + (f"; after restoring {restored}" if restored is not None else "")
+            + "; every for loop over a pipeline is a full epoch, or empty right after "
+            "restoring a state taken inside the for after an epoch's last batch"
         )
     if at not in ends:
         raise AssertionError(
             f"{row.name}: a for loop ended after batch {at}, inside an epoch (epochs end "
             f"after batches {sorted(ends)})"
-            + (f"; the state was restored at batch {restored}" if restored is not None else "")
+            + (f"; after restoring {restored}" if restored is not None else "")
         )
 
 
@@ -277,8 +331,10 @@ def orbax_round_trip(directory: Any) -> Callable[[Any, Any, int], Any]:
     import orbax.checkpoint as ocp
     from flax import nnx
 
+    saves = iter(range(1 << 30))  # a point's state may be saved twice (an epoch's end)
+
     def round_trip(state: Any, fresh: Any, point: int) -> Any:
-        path = (directory / f"point_{point}").absolute()
+        path = (directory / f"point_{point}_{next(saves)}").absolute()
         with ocp.StandardCheckpointer() as checkpointer:
             checkpointer.save(path, state)
             checkpointer.wait_until_finished()
