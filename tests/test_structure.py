@@ -37,28 +37,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
-# The pipeline circle (pipeline.py, its pass helpers, dag/rebatch.py) is being untangled;
-# each entry names one known violation. Remove entries as they are fixed: an entry that no
+# Each entry names one known violation. Remove entries as they are fixed: an entry that no
 # longer matches a violation fails the test, so this list only shrinks.
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset(
-            {
-                "datarax.dag",
-                "datarax.dag.rebatch",
-                "datarax.pipeline",
-                "datarax.pipeline.devices",
-                "datarax.pipeline.dispatch",
-                "datarax.pipeline.elastic",
-                "datarax.pipeline.fused",
-                "datarax.pipeline.host_pass",
-                "datarax.pipeline.iterator",
-                "datarax.pipeline.pipeline",
-                "datarax.pipeline.state",
-            }
-        ),
-    }
-)
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset()
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
         ("datarax.pipeline.pipeline", "datarax.dag"),
@@ -66,14 +47,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
 )
 KNOWN_PRIVATE: frozenset[tuple[str, str]] = frozenset(
     {
-        # the pipeline circle: helpers reading Pipeline's and steps' private members
-        ("datarax.pipeline.dispatch", "_stats"),
-        ("datarax.pipeline.fused", "_stats"),
-        ("datarax.pipeline.host_pass", "_stats"),
-        ("datarax.pipeline.iterator", "_note_left"),
-        ("datarax.pipeline.iterator", "_adopt"),
-        ("datarax.pipeline.elastic", "datarax.pipeline.steps._cached"),
-        ("datarax.pipeline.fused", "datarax.pipeline.steps._cached"),
         # dag's operator reuses the operators package's private record helpers
         ("datarax.dag.operator", "datarax.operators._records"),
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
@@ -19,10 +19,6 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.spec import is_text_value
 from datarax.typing import Batch
-
-if TYPE_CHECKING:
-    from datarax.pipeline.iterator import PipelineIterator
-    from datarax.pipeline.pipeline import Pipeline
 
 
 def _is_leaf(value: Any) -> bool:
@@ -65,7 +61,7 @@ class Rebatch:
         (7, [[0], [1], [2]])
     """
 
-    def __init__(self, pipeline: Pipeline, *, group: int | None = None,
+    def __init__(self, pipeline: Any, *, group: int | None = None,
                  split: int | None = None) -> None:
         if (group is None) == (split is None):
             raise ConfigError(
@@ -170,7 +166,7 @@ class Rebatch:
 class RebatchIterator:
     """One pass of a :class:`Rebatch` (made by ``iter(rebatch)``)."""
 
-    def __init__(self, owner: Rebatch, inner: PipelineIterator, skip: int) -> None:
+    def __init__(self, owner: Rebatch, inner: Any, skip: int) -> None:
         self._owner = owner
         self._inner = inner
         self._skip = skip

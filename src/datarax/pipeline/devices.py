@@ -23,7 +23,7 @@ from datarax.core.errors import ConfigError
 from datarax.sharding.placement import BatchPlacement
 
 if TYPE_CHECKING:
-    from datarax.pipeline.pipeline import PipelinePlan
+    from datarax.pipeline.plan import PipelinePlan
     from datarax.pipeline.stats import PipelineStats
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -28,11 +28,9 @@ from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
+from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import apply_stages, grouped_step, indexed_step
 from datarax.typing import Batch
-
-if TYPE_CHECKING:
-    from datarax.pipeline.pipeline import Pipeline
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
 _INT32_MAX = 2**31 - 1
@@ -85,14 +83,14 @@ class IndexedDispatch:
     :meth:`dispatch_some` returns a whole group.
     """
 
-    def __init__(self, pipeline: Pipeline, epoch: int) -> None:
-        source = pipeline.source
-        stages = list(pipeline.stages)
+    def __init__(self, context: PassContext, epoch: int) -> None:
+        source = context.source
+        stages = list(context.stages)
         self.source = source
-        self.plan = pipeline.plan
-        self.stats = pipeline._stats
+        self.plan = context.plan
+        self.stats = context.stats
         self.epoch = epoch
-        self.batch_size = pipeline.plan.batch_size
+        self.batch_size = context.plan.batch_size
         # A source keeping text on the host: the step gathers the device fields, the
         # text joins them by the same record indices, and the stages run on the host.
         self.host_fields = source.has_host_fields()
@@ -101,11 +99,11 @@ class IndexedDispatch:
         self.step = indexed_step(self.graphdef, self.batch_size)
         self.exact_short = not self.host_fields and not all_per_record(stages)
         self.inputs = source.step_inputs()
-        self.key = pipeline.key_pair()
+        self.key = context.key_pair()
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard_bounds(self.n)[0]
         self.total = self.plan.served(source.epoch_size() or 0)
-        self.elastic = pipeline.elastic_epoch(epoch)
+        self.elastic = context.elastic_epoch(epoch)
         if self.elastic is not None:  # this epoch's share is re-split runs
             self.total = self.plan.served(self.elastic.size)
         self.dispatched = source.index

@@ -35,8 +35,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -45,13 +47,9 @@ from flax import nnx
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import StateError
 from datarax.core.keys import draw
-from datarax.pipeline.state import check_state
-from datarax.pipeline.steps import _cached, apply_stages
+from datarax.pipeline.steps import apply_stages
 from datarax.sharding.shares import Share, elastic_share, share_size, take
 from datarax.typing import Batch
-
-if TYPE_CHECKING:
-    from datarax.pipeline.pipeline import Pipeline
 
 
 @dataclass(frozen=True)
@@ -110,21 +108,22 @@ def _history(state: dict[str, Any], where: str) -> list[tuple[int, int]]:
     return out
 
 
-def elastic_restore(pipeline: Pipeline, state: Any) -> ElasticEpoch | None:
-    """The elastic epoch ``state`` restores into, or None for a plain restore.
+def elastic_restore(
+    source: Any, state: Any, check: Callable[[dict[str, Any]], None]
+) -> ElasticEpoch | None:
+    """The elastic epoch ``state`` restores ``source`` into, or None for a plain restore.
 
     A state is elastic when it was saved with another process count than this
-    pipeline's, or during an elastic epoch. Everything else it says must match, as
-    for any restore.
+    source's shard, or during an elastic epoch. Everything else it says must match, as
+    for any restore: ``check`` refuses the state with this shard (at position 0).
 
     Raises:
-        StateError: a host source, a tampered history, a position past the saved
-            share, or any setting that differs (as ``check_state`` names it).
+        StateError: a stream, a tampered history, a position past the saved share, or
+            what ``check`` refuses.
     """
     if not isinstance(state, dict):
         return None
     saved = _shard_of(state)
-    source = pipeline.source
     index, count = source.shard
     if saved is None or ("elastic" not in state and saved[1] == count):
         return None
@@ -144,7 +143,7 @@ def elastic_restore(pipeline: Pipeline, state: Any) -> ElasticEpoch | None:
     plain = {k: v for k, v in state.items() if k != "elastic"}
     plain["settings"] = dict(state["settings"], shard=[index, count])
     plain["position"] = 0  # the position is checked against the saved share below
-    check_state(pipeline, plain)
+    check(plain)
     n = len(source)  # type: ignore[arg-type]
     epoch, position = state["epoch"], state["position"]
     try:
@@ -165,25 +164,24 @@ def elastic_restore(pipeline: Pipeline, state: Any) -> ElasticEpoch | None:
     return ElasticEpoch(epoch, tuple(history), tuple(share))
 
 
+@functools.lru_cache(maxsize=64)
 def pieces_step(graphdef: Any, sizes: tuple[int, ...]) -> Any:
     """Compiled ``(state, inputs, starts, epoch, key) -> batch`` gathering runs of
     ``sizes`` records at global positions ``starts`` into one batch, then every stage
     (the batch of an elastic share that spans two runs)."""
 
-    def build() -> Any:
-        def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
-            source, stages = nnx.merge(graphdef, state)
-            key = draw(*key)
-            parts, indices = [], []
-            with source.bind_step_inputs(inputs):
-                for i, size in enumerate(sizes):
-                    batch_key = jax.random.fold_in(key, starts[i])
-                    part, idx = source.get_batch_and_indices_at(starts[i], size, batch_key)
-                    parts.append(dict(part))
-                    indices.append(idx)
-            batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
-            return apply_stages(stages, batch, jnp.concatenate(indices), epoch, key)
+    def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
+        source, stages = nnx.merge(graphdef, state)
+        key = draw(*key)
+        parts, indices = [], []
+        with source.bind_step_inputs(inputs):
+            for i, size in enumerate(sizes):
+                batch_key = jax.random.fold_in(key, starts[i])
+                part, idx = source.get_batch_and_indices_at(starts[i], size, batch_key)
+                parts.append(dict(part))
+                indices.append(idx)
+        batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
+        return apply_stages(stages, batch, jnp.concatenate(indices), epoch, key)
 
-        return jax.jit(step)
+    return jax.jit(step)
 
-    return _cached(("pieces", graphdef, sizes), build)

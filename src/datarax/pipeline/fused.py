@@ -31,7 +31,8 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import functools
+from typing import Any
 
 import jax
 import numpy as np
@@ -39,17 +40,15 @@ from flax import nnx
 
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError
-from datarax.pipeline.steps import _cached, indexed_batch
-
-if TYPE_CHECKING:
-    from datarax.pipeline.pipeline import Pipeline
+from datarax.pipeline.plan import PassContext
+from datarax.pipeline.steps import indexed_batch
 
 _INT32_MAX = 2**31 - 1
 
 
-def check_scan(pipeline: Pipeline, length: Any) -> None:
+def check_scan(context: PassContext, length: Any) -> None:
     """Refuse what ``Pipeline.scan`` cannot run, before anything moves."""
-    source = pipeline.source
+    source = context.source
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ConfigError(f"Pipeline.scan length must be an int >= 1, got {length!r}.")
     if source.kind is not SourceKind.INDEXED:
@@ -59,19 +58,19 @@ def check_scan(pipeline: Pipeline, length: Any) -> None:
             "it with a Python loop (for batch in pipeline) instead."
         )
     size = source.epoch_size() or 0
-    if size % pipeline.batch_size and not pipeline.drop_remainder:
+    if size % context.plan.batch_size and not context.plan.drop_remainder:
         raise ConfigError(
             f"Pipeline.scan runs full batches only, but an epoch of {size} records ends in a "
-            f"short batch of {size % pipeline.batch_size}; set drop_remainder=True (or a "
+            f"short batch of {size % context.plan.batch_size}; set drop_remainder=True (or a "
             "batch size dividing the epoch)."
         )
-    elastic = pipeline.elastic_epoch(source.epoch)
-    if elastic is not None and source.index < pipeline.plan.served(elastic.size):
+    elastic = context.elastic_epoch(source.epoch)
+    if elastic is not None and source.index < context.plan.served(elastic.size):
         raise ConfigError(
             f"Pipeline.scan cannot run inside epoch {source.epoch}, which an elastic restore "
             "re-split into runs; serve its rest with step() or a loop, then scan."
         )
-    if pipeline.plan.placement is not None and jax.process_count() > 1:
+    if context.plan.placement is not None and jax.process_count() > 1:
         raise ConfigError(
             "Pipeline.scan with sharding= runs in one process only; under several processes "
             "iterate the pipeline (each process contributes its share)."
@@ -79,15 +78,15 @@ def check_scan(pipeline: Pipeline, length: Any) -> None:
 
 
 def scan_positions(
-    pipeline: Pipeline, epoch: int, index: int, length: int
+    context: PassContext, epoch: int, index: int, length: int
 ) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     """Global start positions and epochs of the next ``length`` full batches from record
     ``index`` of pass ``epoch``, and the ``(epoch, index)`` standing after them."""
-    source = pipeline.source
+    source = context.source
     n = len(source)  # type: ignore[arg-type]
     lo = source.shard_bounds(n)[0]
-    batch = pipeline.batch_size
-    total = pipeline.plan.served(source.epoch_size() or 0)
+    batch = context.plan.batch_size
+    total = context.plan.served(source.epoch_size() or 0)
     starts, epochs = [], []
     for _ in range(length):
         if index + batch > total:  # the pass is over: the next batch opens the next one
@@ -104,47 +103,45 @@ def scan_positions(
     return np.asarray(starts, position_dtype), np.asarray(epochs, np.int32), (epoch, index)
 
 
+@functools.lru_cache(maxsize=16)
 def scan_program(train_step: Callable[..., Any], batch_size: int, placement: Any) -> Any:
     """The cached compiled ``(modules, data, inputs, starts, epochs, key) -> outputs``."""
 
-    def build() -> Callable[..., Any]:
-        def run(modules: Any, data: Any, inputs: Any, starts: Any, epochs: Any, key: Any) -> Any:
-            def body(modules: Any, data: Any, position: Any) -> tuple[Any, Any]:
-                source, stages = data
-                start, epoch = position
-                batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
-                if placement is not None:
-                    batch = {
-                        name: jax.lax.with_sharding_constraint(
-                            value, placement.field_sharding(value.ndim)
-                        )
-                        for name, value in batch.items()
-                    }
-                return modules, train_step(*modules, batch)
+    def run(modules: Any, data: Any, inputs: Any, starts: Any, epochs: Any, key: Any) -> Any:
+        def body(modules: Any, data: Any, position: Any) -> tuple[Any, Any]:
+            source, stages = data
+            start, epoch = position
+            batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
+            if placement is not None:
+                batch = {
+                    name: jax.lax.with_sharding_constraint(
+                        value, placement.field_sharding(value.ndim)
+                    )
+                    for name, value in batch.items()
+                }
+            return modules, train_step(*modules, batch)
 
-            scan = nnx.scan(body, in_axes=(nnx.Carry, None, 0), out_axes=(nnx.Carry, 0))
-            return scan(modules, data, (starts, epochs))[1]
+        scan = nnx.scan(body, in_axes=(nnx.Carry, None, 0), out_axes=(nnx.Carry, 0))
+        return scan(modules, data, (starts, epochs))[1]
 
-        return nnx.jit(run)
-
-    return _cached(("scan", train_step, batch_size, placement), build)
+    return nnx.jit(run)
 
 
 def run_scan(
-    pipeline: Pipeline, train_step: Callable[..., Any], length: int, modules: Any,
+    context: PassContext, train_step: Callable[..., Any], length: int, modules: Any,
     epoch: int, index: int,
 ) -> Any:
     """Run ``length`` fused steps from record ``index`` of pass ``epoch``; move the source
     past them and return ``train_step``'s outputs stacked along a leading axis."""
-    source = pipeline.source
-    starts, epochs, (end_epoch, end_index) = scan_positions(pipeline, epoch, index, length)
-    program = scan_program(train_step, pipeline.batch_size, pipeline.plan.placement)
-    data = (source, list(pipeline.stages))
-    with pipeline._stats.timer("step"):
+    source = context.source
+    starts, epochs, (end_epoch, end_index) = scan_positions(context, epoch, index, length)
+    program = scan_program(train_step, context.plan.batch_size, context.plan.placement)
+    data = (source, list(context.stages))
+    with context.stats.timer("step"):
         out = program(
-            tuple(modules), data, source.step_inputs(), starts, epochs, pipeline.key_pair()
+            tuple(modules), data, source.step_inputs(), starts, epochs, context.key_pair()
         )
     source.seek(end_epoch, end_index)
     for _ in range(length):
-        pipeline._stats.count(pipeline.batch_size)
+        context.stats.count(context.plan.batch_size)
     return out

@@ -21,7 +21,7 @@ Both ways give the same batches, errors at the same batch, and the same position
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -35,11 +35,9 @@ from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
 from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
 from datarax.pipeline.devices import place_batch
+from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import apply_stages, stage_step
 from datarax.typing import Batch
-
-if TYPE_CHECKING:
-    from datarax.pipeline.pipeline import Pipeline
 
 #: what the read-ahead worker hands over: (position after the batch, the batch, or None
 #: for a short last batch that drop_remainder drops)
@@ -69,13 +67,13 @@ def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any
 
 
 class HostPass:
-    """The batches of pass ``epoch`` of ``pipeline``'s host source; see the module."""
+    """The batches of pass ``epoch`` of a pipeline's host source; see the module."""
 
-    def __init__(self, pipeline: Pipeline, epoch: int) -> None:
-        self.pipeline = pipeline
-        self.source = pipeline.source
-        self.plan = pipeline.plan
-        self.stats = pipeline._stats
+    def __init__(self, context: PassContext, epoch: int) -> None:
+        self.context = context
+        self.source = context.source
+        self.plan = context.plan
+        self.stats = context.stats
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
         self.done = False  # the source served its last batch of the pass
@@ -120,7 +118,7 @@ class HostPass:
                 where=f"{type(source).__name__} batch at record {position} of epoch "
                 f"{self.epoch}",
             )
-        stages = list(self.pipeline.stages)
+        stages = list(self.context.stages)
         if stages:
             with self.stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices))
@@ -137,7 +135,7 @@ class HostPass:
 
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
         epoch = np.int32(self.epoch)
-        key = self.pipeline.key_pair()
+        key = self.context.key_pair()
         if any(host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
             return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
         if self._stage_graph is None:  # split once per pass, not per batch

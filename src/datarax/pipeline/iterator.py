@@ -25,7 +25,7 @@ import collections
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -39,11 +39,10 @@ from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.host_pass import HostPass, check_finite
+from datarax.pipeline.plan import PassContext
+from datarax.pipeline.state import get_state, restore
 from datarax.pipeline.steps import apply_stages
 from datarax.typing import Batch
-
-if TYPE_CHECKING:
-    from datarax.pipeline.pipeline import Pipeline
 
 
 #: the iterator reading each host source now (both held weakly)
@@ -61,10 +60,10 @@ class PipelineIterator:
     source's reader threads (the position is kept).
     """
 
-    def __init__(self, pipeline: Pipeline, epoch: int, resume_at: int | None = None) -> None:
-        self._pipeline = pipeline
-        self._source = pipeline.source
-        self._plan = pipeline.plan
+    def __init__(self, context: PassContext, epoch: int, resume_at: int | None = None) -> None:
+        self._context = context
+        self._source = context.source
+        self._plan = context.plan
         self._kind = self._source.kind
         self._batch_size = self._plan.batch_size
         self._queue: collections.deque[tuple[int, Batch, int]] = collections.deque()
@@ -72,7 +71,7 @@ class PipelineIterator:
         self._superseded = False
         self._ahead: DispatchAhead | None = None
         self._count = 0  # records in the batch being handed out
-        self._stats = pipeline._stats
+        self._stats = context.stats
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
         self._begin(epoch, resume_at)
 
@@ -99,7 +98,7 @@ class PipelineIterator:
         self._begin(source.epoch, source.index)
 
     def _mark(self) -> None:
-        self._pipeline._note_left()
+        self._context.session.note_left(self._source)
 
     def supersede(self) -> None:
         """End this iterator because a newer ``iter(pipeline)`` took over."""
@@ -128,22 +127,22 @@ class PipelineIterator:
             )
         if self._finished or self._closed:
             return 0
-        elastic = self._pipeline.elastic_epoch(self._epoch)
+        elastic = self._context.elastic_epoch(self._epoch)
         if elastic is not None:
             size = elastic.size
         return self._plan.batches(max(self._plan.served(size) - self._source.index, 0))
 
     def get_state(self) -> dict[str, Any]:
         """Small JSON-able state: epoch, records handed out, settings, source position."""
-        return self._pipeline.get_state()
+        return get_state(self._context)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
-        self._pipeline.set_state(state)
+        restore(self._context, state)
         self._closed = self._superseded = False
         self._release()
         self._begin(self._source.epoch, self._source.index)
-        self._pipeline._adopt(self)
+        self._context.session.adopt(self)
 
     # -------------------------------------------------------------- iteration
     def __iter__(self) -> PipelineIterator:
@@ -239,7 +238,7 @@ class PipelineIterator:
 
     # ------------------------------------------------------------ indexed path
     def _prepare_indexed(self) -> None:
-        self._dispatch = IndexedDispatch(self._pipeline, self._epoch)
+        self._dispatch = IndexedDispatch(self._context, self._epoch)
         self._ahead = start_ahead(self._dispatch, self._plan.prefetch)
         self._expect = (self._source.epoch, self._source.index)
         self._prepared = True
@@ -281,7 +280,7 @@ class PipelineIterator:
     # --------------------------------------------------------------- host path
     def _prepare_host(self) -> None:
         _READING[self._source] = weakref.ref(self)
-        self._host = HostPass(self._pipeline, self._epoch)
+        self._host = HostPass(self._context, self._epoch)
         # a source that can be read ahead hands out a cursor (datarax.core.cursor)
         open_cursor = getattr(self._source, "batch_cursor", None)
         cursor = open_cursor() if callable(open_cursor) and self._plan.prefetch >= 1 else None
@@ -336,21 +335,21 @@ class PipelineIterator:
         return batch
 
 
-def output_spec(pipeline: Pipeline) -> Any:
-    """Per-record structure of ``pipeline``'s batches after its stages (abstract).
+def output_spec(context: PassContext) -> Any:
+    """Per-record structure of a pipeline's batches after its stages (abstract).
 
     Text fields (host strings) are reported as :class:`TextSpec` from the source's
     spec; stages over text batches run on the host and are not traced here.
     """
-    source = pipeline.source
+    source = context.source
     spec = source.checked_element_spec()
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
     if any(isinstance(s, TextSpec) for s in leaves):
         return spec
-    stages = list(pipeline.stages)
-    size = pipeline.batch_size
+    stages = list(context.stages)
+    size = context.plan.batch_size
     batch = jax.tree.map(lambda s: jax.ShapeDtypeStruct((size, *s.shape), s.dtype), spec)
-    key = pipeline.key_pair()
+    key = context.key_pair()
 
     def run(batch: Batch) -> Batch:
         indices = jnp.arange(size, dtype=jnp.int32)

@@ -2,75 +2,23 @@
 
 from __future__ import annotations
 
-import math
-import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
 from flax import nnx
 
+import datarax.pipeline.state as state_format
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule, refuse_rng_state, warn_unseeded
-from datarax.pipeline import state as state_format
 from datarax.pipeline.devices import placement_for
-from datarax.pipeline.stats import PipelineStats
-from datarax.sharding.placement import BatchPlacement
+from datarax.pipeline.fused import check_scan, run_scan
+from datarax.pipeline.iterator import PipelineIterator, output_spec
+from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession
 from datarax.typing import Batch
-
-if TYPE_CHECKING:
-    from datarax.pipeline.elastic import ElasticEpoch
-    from datarax.pipeline.iterator import PipelineIterator
-
-
-@dataclass(frozen=True)
-class PipelinePlan:
-    """What an iterator needs to know of its pipeline (read-only).
-
-    Attributes:
-        batch_size: records per batch.
-        drop_remainder: drop each epoch's short last batch.
-        prefetch: compiled batches dispatched ahead of the one being consumed.
-        check_finite: refuse batches holding NaN or inf.
-        placement: where batches are placed (``sharding=``), None for the default device.
-    """
-
-    batch_size: int
-    drop_remainder: bool
-    prefetch: int
-    check_finite: bool
-    placement: BatchPlacement | None = None
-
-    def batches(self, records: int) -> int:
-        """Batches that ``records`` records make."""
-        if self.drop_remainder:
-            return records // self.batch_size
-        return math.ceil(records / self.batch_size)
-
-    def served(self, records: int) -> int:
-        """Records of ``records`` that are handed out (the dropped remainder excluded)."""
-        return records - records % self.batch_size if self.drop_remainder else records
-
-
-class _Session:
-    """Python-only bookkeeping of one Pipeline object: never state, never structure."""
-
-    def __init__(self) -> None:
-        self.live: weakref.ref[PipelineIterator] | None = None
-        self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
-        self.stepper: PipelineIterator | None = None  # the iterator step() serves from
-        self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
-        self.stats = PipelineStats()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Session)
-
-    def __hash__(self) -> int:
-        return hash(_Session)
 
 
 class Pipeline(nnx.Module):
@@ -192,7 +140,7 @@ class Pipeline(nnx.Module):
             warn_unseeded(stages)
         self.key = nnx.Variable(key)
         self.key_count = nnx.Variable(draws)
-        self.__session = _Session()
+        self.__session = PipelineSession()
 
     @classmethod
     def from_dag(
@@ -261,40 +209,34 @@ class Pipeline(nnx.Module):
     def element_spec(self) -> Any:
         """Per-record structure of the batches this pipeline hands out (after the stages),
         computed abstractly: nothing is read and no epoch is spent."""
-        from datarax.pipeline.iterator import output_spec
+        return output_spec(self._context())
 
-        return output_spec(self)
+    def _context(self) -> PassContext:
+        """What a pass reads of this pipeline (see :mod:`datarax.pipeline.plan`)."""
+        return PassContext(self.plan, self.source, self.stages, self.key, self.key_count,
+                           self.__session)
 
     def peek(self) -> Batch:
         """The next batch a loop over this pipeline hands out (past an empty pass that a
         restore at an epoch's end leaves), without moving the position."""
-        from datarax.pipeline.iterator import PipelineIterator
-
-        source = self.source
+        source, session = self.source, self.__session
         epoch, index = source.epoch, source.index
-        previous, left = self.__session.live, self.__session.left
-        was_left_here = self.fresh_pass_needed()
-        iterator = None
+        previous, left = session.live, session.left
+        was_left_here = session.next_pass(source)[1] is None
         try:
             for _ in range(2):  # a restored pass may have nothing left: then the next
-                next_epoch, resume_at = self._next_pass()
-                iterator = PipelineIterator(self, epoch=next_epoch, resume_at=resume_at)
-                batch = next(iterator, None)
-                iterator.close()
+                with PipelineIterator(self._context(), *session.next_pass(source)) as iterator:
+                    batch = next(iterator, None)
                 if batch is not None:
                     return batch
             raise StopIteration(f"{type(source).__name__} served two empty passes in a row.")
         finally:
             source.seek(epoch, index)
-            self.__session.live, self.__session.left = previous, left
+            session.live, session.left = previous, left
             if was_left_here:  # the seek back counts as a restore; keep "left here" true
-                self._note_left()
+                session.note_left(source)
 
     # ------------------------------------------------------------------ stats
-    @property
-    def _stats(self) -> PipelineStats:
-        return self.__session.stats
-
     def stats(self) -> dict[str, Any]:
         """Per-stage seconds (read, validate, transfer, stages, step, compile, wait),
         counts and the steady-state stage that took longest, accumulated since
@@ -304,11 +246,11 @@ class Pipeline(nnx.Module):
         ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.
         """
         source_stats = getattr(self.source, "stats", None)
-        return self._stats.as_dict(source_stats() if callable(source_stats) else None)
+        return self.__session.stats.as_dict(source_stats() if callable(source_stats) else None)
 
     def reset_stats(self) -> None:
         """Zero the counters :meth:`stats` reports."""
-        self._stats.reset()
+        self.__session.stats.reset()
 
     # ------------------------------------------------------------ fingerprints
     def stages_fingerprint(self) -> str:
@@ -317,49 +259,23 @@ class Pipeline(nnx.Module):
 
     def rng_fingerprint(self) -> str:
         """A short digest of every key the pipeline and its stages draw from."""
-        return state_format.rng_fingerprint(self)
+        return state_format.rng_fingerprint(self._context())
 
     def key_pair(self) -> tuple[Any, Any]:
         """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""
         return self.key.get_value(), self.key_count.get_value()
 
     # --------------------------------------------------------------- iteration
-    def fresh_pass_needed(self) -> bool:
-        """Whether the next ``iter()`` starts a new pass (else it continues the source's).
-
-        A pass is continued when the position stands inside it because it was restored
-        (``set_state``, ``nnx.update``) — not when an earlier iterator of this pipeline
-        simply stopped there (``break``): re-entering the loop then starts a new epoch.
-        """
-        source = self.source
-        return self.__session.left == (source.epoch, source.index, source.restores)
-
-    def _note_left(self) -> None:
-        """An iterator of this pipeline moved the source: remember where it stands."""
-        source = self.source
-        self.__session.left = (source.epoch, source.index, source.restores)
-
-    def _next_pass(self) -> tuple[int, int | None]:
-        """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: after a
-        ``break`` the next epoch (a break before any batch restarts the same one), else
-        the source's position, continued (an ended pass left it at the next epoch's
-        start; a restore, where it was saved)."""
-        source = self.source
-        if not self.fresh_pass_needed():
-            return source.epoch, source.index
-        return source.epoch + (1 if source.index > 0 else 0), None
-
     def __iter__(self) -> PipelineIterator:
         """Start the next pass (or continue the one a restore left the source in)."""
-        from datarax.pipeline.iterator import PipelineIterator
-
         self.source.check_contract()
-        live = self.__session.live() if self.__session.live is not None else None
-        epoch, resume_at = self._next_pass()
-        if live is not None:
+        session = self.__session
+        epoch, resume_at = session.next_pass(self.source)
+        live = session.live_iterator()
+        if live is not None:  # end it before the new pass moves the source
             live.supersede()
-        iterator = PipelineIterator(self, epoch=epoch, resume_at=resume_at)
-        self.__session.live = weakref.ref(iterator)
+        iterator = PipelineIterator(self._context(), epoch, resume_at)
+        session.adopt(iterator)
         return iterator
 
     # ----------------------------------------------------------- fused steps
@@ -376,7 +292,7 @@ class Pipeline(nnx.Module):
             >>> [p.step()["x"].tolist() for _ in range(3)], p.epoch
             ([[0, 1], [2], [0, 1]], 1)
         """
-        live = self.__session.live() if self.__session.live is not None else None
+        live = self.__session.live_iterator()
         for _ in range(2):  # the live pass may have just ended: then one new pass
             if live is None or live.exhausted:
                 live = iter(self)
@@ -399,42 +315,23 @@ class Pipeline(nnx.Module):
         position moves past the ``length`` batches, so states taken between scans
         resume exactly. Indexed sources only; see :mod:`datarax.pipeline.fused`.
         """
-        from datarax.pipeline.fused import check_scan, run_scan
-
-        check_scan(self, length)
+        context, session = self._context(), self.__session
+        check_scan(context, length)
         modules = modules if isinstance(modules, (tuple, list)) else (modules,)
-        live = self.__session.live() if self.__session.live is not None else None
+        live = session.live_iterator()
         if live is not None and not live.exhausted:  # continue the live pass
             epoch, resume_at = self.source.epoch, self.source.index
         else:
-            epoch, resume_at = self._next_pass()
+            epoch, resume_at = session.next_pass(self.source)
         if live is not None:
             live.supersede()
-        self.__session.live = None
-        self.__session.stepper = None
-        return run_scan(self, train_step, length, modules, epoch, resume_at or 0)
-
-    def _adopt(self, iterator: PipelineIterator) -> None:
-        """Make ``iterator`` the live one (an iterator restored with ``set_state``)."""
-        live = self.__session.live() if self.__session.live is not None else None
-        if live is not None and live is not iterator:
-            live.supersede()
-        self.__session.live = weakref.ref(iterator)
+        session.live = session.stepper = None
+        return run_scan(context, train_step, length, modules, epoch, resume_at or 0)
 
     # ------------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
         """State of the source's position: restore it with :meth:`set_state` to continue."""
-        state = state_format.make_state(self, self.source.epoch, self.source.index)
-        elastic = self.elastic_epoch(self.source.epoch)
-        if elastic is not None:
-            state["elastic"] = elastic.describe()
-        return state
-
-    def elastic_epoch(self, epoch: int) -> ElasticEpoch | None:
-        """This process's share of ``epoch`` when an elastic restore
-        (:mod:`datarax.pipeline.elastic`) made it, else None (the plain block)."""
-        elastic = self.__session.elastic
-        return elastic if elastic is not None and elastic.epoch == epoch else None
+        return state_format.get_state(self._context())
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken.
@@ -443,24 +340,7 @@ class Pipeline(nnx.Module):
         that epoch from what is left, split over this pipeline's shards: see
         :mod:`datarax.pipeline.elastic`.
         """
-        from datarax.pipeline.elastic import elastic_restore
-
-        elastic = elastic_restore(self, state)
-        self.__session.elastic = elastic
-        if elastic is not None:
-            if elastic.size:
-                if self.source.kind is SourceKind.HOST:  # its reader serves the share
-                    self.source.use_share(elastic.epoch, elastic.share)  # type: ignore[attr-defined]
-                self.source.seek(elastic.epoch, 0)
-            else:  # nothing of that epoch is left for anyone: an empty pass
-                self.__session.elastic = None
-                self.source.seek(elastic.epoch, self.source.epoch_size() or 0)
-            return
-        state_format.check_state(self, state)
-        if self.source.kind is SourceKind.INDEXED:
-            self.source.seek(state["epoch"], state["position"])
-        else:
-            self.source.set_state(state["source"])
+        state_format.restore(self._context(), state)
 
 
 def _check_stages(stages: Any) -> None:

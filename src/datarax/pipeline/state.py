@@ -20,15 +20,17 @@ Example:
     >>> from datarax.pipeline import Pipeline
     >>> from datarax.sources import MemorySource, MemorySourceConfig
     >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(6, dtype=np.int32)})
-    >>> state = make_state(Pipeline(source=src, batch_size=2), 0, 4)
+    >>> pipeline = Pipeline(source=src, batch_size=2)
+    >>> _ = next(iter(pipeline))  # one batch handed out
+    >>> state = pipeline.get_state()
     >>> state["epoch"], state["position"], state["settings"]["batch_size"]
-    (0, 4, 2)
+    (0, 2, 2)
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
@@ -36,9 +38,8 @@ import numpy as np
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
-
-if TYPE_CHECKING:
-    from datarax.pipeline.pipeline import Pipeline
+from datarax.pipeline.elastic import elastic_restore
+from datarax.pipeline.plan import PassContext
 
 STATE_VERSION = 2
 _DIGEST_HINTS = {
@@ -70,10 +71,10 @@ def stages_fingerprint(stages: Any) -> str:
     return digest("\n".join(parts))
 
 
-def rng_fingerprint(pipeline: Pipeline) -> str:
+def rng_fingerprint(context: PassContext) -> str:
     """Digest of every key the pipeline and its stages draw from."""
-    material = list(pipeline.key_pair())
-    for stage in pipeline.stages:
+    material = list(context.key_pair())
+    for stage in context.stages:
         if isinstance(stage, OperatorModule) and stage.stochastic and stage.owns_key:
             material += [stage.base_key.get_value(), stage.base_count.get_value()]
     data = []
@@ -84,37 +85,65 @@ def rng_fingerprint(pipeline: Pipeline) -> str:
     return digest(b"".join(data))
 
 
-def settings(pipeline: Pipeline) -> dict[str, Any]:
+def settings(context: PassContext) -> dict[str, Any]:
     """The settings a saved state must agree with to be restored here (compare order)."""
-    source = pipeline.source
+    source = context.source
     out: dict[str, Any] = {
-        "batch_size": pipeline.batch_size,
-        "drop_remainder": pipeline.drop_remainder,
+        "batch_size": context.plan.batch_size,
+        "drop_remainder": context.plan.drop_remainder,
         "source": type(source).__name__,
         "num_records": source.length_or_none(),
         "shard": list(source.shard),
     }
     for name, value in source.order_settings().items():
         out[f"source.{name}"] = value
-    out["stages"] = pipeline.stages_fingerprint()
-    out["rngs"] = pipeline.rng_fingerprint()
+    out["stages"] = stages_fingerprint(context.stages)
+    out["rngs"] = rng_fingerprint(context)
     return out
 
 
-def make_state(pipeline: Pipeline, epoch: int, position: int) -> dict[str, Any]:
-    """The state of ``pipeline`` standing at record ``position`` of pass ``epoch``."""
+def get_state(context: PassContext) -> dict[str, Any]:
+    """The state of the pipeline of ``context`` where its source stands."""
+    source = context.source
     state: dict[str, Any] = {
         "version": STATE_VERSION,
-        "epoch": int(epoch),
-        "position": int(position),
-        "settings": settings(pipeline),
+        "epoch": source.epoch,
+        "position": source.index,
+        "settings": settings(context),
     }
-    if pipeline.source.kind is not SourceKind.INDEXED:
-        state["source"] = pipeline.source.get_state()
+    if source.kind is not SourceKind.INDEXED:
+        state["source"] = source.get_state()
+    elastic = context.elastic_epoch(source.epoch)
+    if elastic is not None:
+        state["elastic"] = elastic.describe()
     return state
 
 
-def check_state(pipeline: Pipeline, state: Any) -> None:
+def restore(context: PassContext, state: Any) -> None:
+    """Move the source of ``context`` to where ``state`` was taken: the same position,
+    or after an elastic restore (a state of another process count) this process's
+    share of what is left of that epoch (:mod:`datarax.pipeline.elastic`)."""
+    source, session = context.source, context.session
+    session.elastic = elastic = elastic_restore(
+        source, state, lambda plain: check_state(context, plain)
+    )
+    if elastic is not None:
+        if not elastic.size:  # nothing of that epoch is left for anyone: an empty pass
+            session.elastic = None
+            source.seek(elastic.epoch, source.epoch_size() or 0)
+            return
+        if source.kind is SourceKind.HOST:  # its reader serves the share
+            source.use_share(elastic.epoch, elastic.share)  # type: ignore[attr-defined]
+        source.seek(elastic.epoch, 0)
+        return
+    check_state(context, state)
+    if source.kind is SourceKind.INDEXED:
+        source.seek(state["epoch"], state["position"])
+    else:
+        source.set_state(state["source"])
+
+
+def check_state(context: PassContext, state: Any) -> None:
     """Refuse a state from another configuration or a tampered one, naming the field."""
     if not isinstance(state, dict):
         raise StateError(
@@ -150,7 +179,7 @@ def check_state(pipeline: Pipeline, state: Any) -> None:
             f"{type(saved).__name__}; the state was tampered with.",
             field="settings",
         )
-    current = settings(pipeline)
+    current = settings(context)
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):
             raise StateError(
@@ -159,14 +188,14 @@ def check_state(pipeline: Pipeline, state: Any) -> None:
                 "into an identically configured pipeline.",
                 field=key,
             )
-    size = pipeline.source.epoch_size()
+    size = context.source.epoch_size()
     if size is not None and state["position"] > size:
         raise StateError(
             f"Pipeline state position={state['position']} is past the end of the epoch "
             f"({size} records).",
             field="position",
         )
-    if pipeline.source.kind is not SourceKind.INDEXED and not isinstance(state.get("source"), dict):
+    if context.source.kind is not SourceKind.INDEXED and not isinstance(state.get("source"), dict):
         raise StateError(
             "Pipeline state is missing 'source' (the source's position).", field="source"
         )

@@ -1,0 +1,131 @@
+"""What a pass reads of its pipeline, handed to it by argument.
+
+:class:`PipelinePlan` is the frozen description (batch size, remainder, prefetch,
+checks, placement); :class:`PipelineSession` the pipeline object's Python bookkeeping
+(live iterator, where the last one left the source, an elastic epoch, the timers);
+:class:`PassContext` bundles them with the source, the stages and the key Variables.
+``Pipeline`` builds a context for each call; the iterator and the passes
+(:mod:`~datarax.pipeline.dispatch`, :mod:`~datarax.pipeline.host_pass`,
+:mod:`~datarax.pipeline.fused`, :mod:`~datarax.pipeline.state`) take one and never
+import the pipeline module.
+
+Example:
+    >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
+    >>> plan.batches(10), plan.served(10)
+    (2, 8)
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from flax import nnx
+
+from datarax.pipeline.elastic import ElasticEpoch
+from datarax.pipeline.stats import PipelineStats
+from datarax.sharding.placement import BatchPlacement
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """What an iterator needs to know of its pipeline (read-only).
+
+    Attributes:
+        batch_size: records per batch.
+        drop_remainder: drop each epoch's short last batch.
+        prefetch: compiled batches dispatched ahead of the one being consumed.
+        check_finite: refuse batches holding NaN or inf.
+        placement: where batches are placed (``sharding=``), None for the default device.
+    """
+
+    batch_size: int
+    drop_remainder: bool
+    prefetch: int
+    check_finite: bool
+    placement: BatchPlacement | None = None
+
+    def batches(self, records: int) -> int:
+        """Batches that ``records`` records make."""
+        if self.drop_remainder:
+            return records // self.batch_size
+        return math.ceil(records / self.batch_size)
+
+    def served(self, records: int) -> int:
+        """Records of ``records`` that are handed out (the dropped remainder excluded)."""
+        return records - records % self.batch_size if self.drop_remainder else records
+
+
+class PipelineSession:
+    """Python-only bookkeeping of one Pipeline object: never state, never structure.
+
+    It compares equal to every other session, so it does not split NNX graph
+    definitions (equally built pipelines share compiled steps).
+    """
+
+    def __init__(self) -> None:
+        self.live: weakref.ref[Any] | None = None  # the live iterator
+        self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
+        self.stepper: Any = None  # the iterator step() serves from
+        self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
+        self.stats = PipelineStats()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PipelineSession)
+
+    def __hash__(self) -> int:
+        return hash(PipelineSession)
+
+    def live_iterator(self) -> Any:
+        """The live iterator, or None."""
+        return self.live() if self.live is not None else None
+
+    def adopt(self, iterator: Any) -> None:
+        """Make ``iterator`` the live one, ending the one it replaces."""
+        live = self.live_iterator()
+        if live is not None and live is not iterator:
+            live.supersede()
+        self.live = weakref.ref(iterator)
+
+    def note_left(self, source: Any) -> None:
+        """An iterator moved ``source``: remember where it stands."""
+        self.left = (source.epoch, source.index, source.restores)
+
+    def next_pass(self, source: Any) -> tuple[int, int | None]:
+        """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: the source's
+        position, continued (a pass that ended left it at the next epoch's start; a
+        restore, where it was saved) — unless an iterator of this pipeline stopped
+        there (``break``): then the next epoch (a break before any batch restarts it)."""
+        if self.left != (source.epoch, source.index, source.restores):
+            return source.epoch, source.index
+        return source.epoch + (1 if source.index > 0 else 0), None
+
+    def elastic_epoch(self, epoch: int) -> ElasticEpoch | None:
+        """This process's share of ``epoch`` when an elastic restore made it, else None."""
+        elastic = self.elastic
+        return elastic if elastic is not None and elastic.epoch == epoch else None
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """A pipeline's parts, as its passes read them (built by ``Pipeline`` per call)."""
+
+    plan: PipelinePlan
+    source: Any
+    stages: Any
+    key: nnx.Variable
+    key_count: nnx.Variable
+    session: PipelineSession
+
+    @property
+    def stats(self) -> PipelineStats:
+        return self.session.stats
+
+    def key_pair(self) -> tuple[Any, Any]:
+        """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""
+        return self.key.get_value(), self.key_count.get_value()
+
+    def elastic_epoch(self, epoch: int) -> ElasticEpoch | None:
+        return self.session.elastic_epoch(epoch)
