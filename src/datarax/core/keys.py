@@ -63,3 +63,10 @@ def draw(key: Any, count: Any) -> Any:
 def default_key() -> Any:
     """The raw data of ``jax.random.key(0)`` (``draw`` wraps it), built without device work."""
     return np.zeros((2,), np.uint32)
+
+
+def child_keys(keys: Any, position: int) -> Any:
+    """Per-record child keys for a whole batch of record keys."""
+    if keys is None:
+        return None
+    return jax.vmap(lambda k: jax.random.fold_in(k, position))(keys)

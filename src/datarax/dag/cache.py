@@ -23,7 +23,7 @@ from datarax.core.batch import record_at, stack_records
 from datarax.core.errors import ConfigError
 from datarax.core.operator import OperatorModule
 from datarax.core.spec import is_text_value
-from datarax.pipeline.steps import apply_stages
+from datarax.core.stages import apply_stages
 from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.skip_ledger import ErrorPolicy
 

@@ -36,10 +36,10 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record, call_stage, refuse_rng_state
 from datarax.dag.graph import SOURCE, plan_graph
 from datarax.dag.nodes import Merge, join_fields
-from datarax.operators._records import child_keys
 from datarax.typing import Batch
 
 Node = OperatorModule | Callable[[Batch], Batch]

@@ -76,13 +76,6 @@ def child_key(key: Any, position: int) -> Any:
     return None if key is None else jax.random.fold_in(key, position)
 
 
-def child_keys(keys: Any, position: int) -> Any:
-    """Per-record child keys for a whole batch of record keys."""
-    if keys is None:
-        return None
-    return jax.vmap(lambda k: jax.random.fold_in(k, position))(keys)
-
-
 def apply_to_record(op: OperatorModule, record: Batch, key: Any) -> Batch:
     """``op`` applied to one record (as a batch of one); traceable inside ``vmap``."""
     batch = {name: value[None] for name, value in record.items()}

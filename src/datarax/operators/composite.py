@@ -31,6 +31,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
     apply_to_record,
@@ -39,7 +40,6 @@ from datarax.operators._records import (
     check_weights,
     child_key,
     default_name,
-    child_keys,
 )
 from datarax.typing import Batch
 

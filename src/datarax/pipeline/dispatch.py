@@ -24,12 +24,13 @@ from flax import nnx
 from datarax.core.batch import concat_batches
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
+from datarax.core.stages import apply_stages
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import apply_stages, grouped_step, indexed_step
+from datarax.pipeline.steps import grouped_step, indexed_step
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)

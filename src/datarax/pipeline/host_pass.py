@@ -34,9 +34,10 @@ from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
 from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
+from datarax.core.stages import apply_stages
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import apply_stages, stage_step
+from datarax.pipeline.steps import stage_step
 from datarax.typing import Batch
 
 #: what the read-ahead worker hands over: (position after the batch, the batch, or None

@@ -35,13 +35,13 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.spec import TextSpec
+from datarax.core.stages import apply_stages
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.host_pass import HostPass, check_finite
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.state import get_state, restore
-from datarax.pipeline.steps import apply_stages
 from datarax.typing import Batch
 
 

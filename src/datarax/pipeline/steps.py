@@ -22,72 +22,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from datarax.core.errors import ConfigError
-from datarax.core.keys import draw, record_keys
-from datarax.core.operator import OperatorModule, call_stage
+from datarax.core.keys import draw
+from datarax.core.stages import apply_stages
 from datarax.typing import Batch
 
 _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
 _CACHE_SIZE = 64
-
-
-def apply_stages(
-    stages: Sequence[Any], batch: Batch, indices: Any, epoch: Any, pipeline_key: Any
-) -> Batch:
-    """Run every stage over ``batch``; stochastic stages get per-record keys.
-
-    Stage ``i`` without its own ``rngs`` uses ``fold_in(pipeline_key, i + 1)``.
-    """
-    for position, stage in enumerate(stages, start=1):
-        where = f"Pipeline stage {position - 1}"
-        if isinstance(stage, OperatorModule):
-            keys = None
-            if stage.stochastic:
-                keys = record_keys(stage.stage_key(pipeline_key, position), epoch, indices)
-            try:
-                out = call_stage(stage, lambda: stage.apply_batch(batch, keys), where)
-            except (TypeError, AttributeError) as err:
-                if keys is None and _needs_a_key(stage, batch, err):
-                    raise _not_stochastic_error(stage, position) from err
-                raise
-            batch = out
-        else:
-            batch = call_stage(stage, lambda: stage(batch), where)
-        if not isinstance(batch, dict):
-            raise TypeError(
-                f"stage {stage!r} returned {type(batch).__name__}; stages must return a "
-                "dict of fields."
-            )
-    return batch
-
-
-def _needs_a_key(stage: OperatorModule, batch: Batch, err: BaseException) -> bool:
-    """Whether ``stage`` failed because it used the ``None`` key of a deterministic
-    stage: the error is about ``None`` and the same call with real keys succeeds."""
-    if "NoneType" not in str(err):
-        return False
-    leaves = jax.tree.leaves(batch, is_leaf=lambda v: isinstance(v, list))
-    if not leaves:
-        return False
-    first = leaves[0]
-    size = len(first) if isinstance(first, list) else int(first.shape[0])
-    keys = record_keys(jax.random.key(0), 0, jax.numpy.arange(size))
-    try:
-        stage.apply_batch(batch, keys)
-    except Exception:  # noqa: BLE001 - it fails for another reason: not a key problem
-        return False
-    return True
-
-
-def _not_stochastic_error(stage: OperatorModule, position: int) -> ConfigError:
-    """``position`` counts from 1 (the key derivation's); the message names the index
-    in ``stages``, as the Pipeline's other stage messages do."""
-    config = type(stage.config).__name__
-    return ConfigError(
-        f"Pipeline stage {position - 1} ({type(stage).__name__} '{stage.name}') uses its random key, but "
-        f"it was built with stochastic=False, so its function gets key=None. Build it with "
-        f"{config}(stochastic=True) to give each record its own key."
-    )
 
 
 def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
