@@ -74,8 +74,9 @@ EXAMPLES: dict[str, Example] = {
     ),
     "graphs/mixture_resume.py": Example(
         ("realised shares web/books/captions: [0.5, 0.3, 0.2]",
-         "saved at record 350 source state: {'current_index': 350, 'current_epoch': 0, "
+         "saved at record 350 source position: {'current_index': 350, 'current_epoch': 0, "
          "'stream_passes': {'captions': [0, 0]}}",
+         "restore refuses other mixture settings, e.g. weights [5, 3, 2]",
          "resumed run matches the uninterrupted run: True"),
     ),
     "text/lm_pretraining.py": Example(
