@@ -171,7 +171,15 @@ class MemorySource(IndexedSource):
         return epoch_permutation_jnp(positions, self.__length, self.permutation_seed.get_value())
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
-        """Stable index (position in ``data``) of each record ``get_batch_at`` serves."""
+        """Stable index (position in ``data``) of each record ``get_batch_at`` serves.
+
+        Traced (inside a compiled step) the permutation runs in ``jnp``; called with a
+        concrete ``start`` (a mixture reading on the host) the same permutation runs in
+        NumPy, which compiles nothing per call.
+        """
+        if not isinstance(start, jax.core.Tracer):
+            dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+            return jnp.asarray(self._host_indices(int(start), size), dtype=dtype)
         return self._positions_to_indices(jnp.arange(size, dtype=jnp.int32) + start)
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
