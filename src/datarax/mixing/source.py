@@ -375,9 +375,11 @@ class MixSource(DataSourceModule):
         child = self.sources[i]
         records = sampled_records(self.config.seed, i, draws, self.__lengths[i])
         if child.kind is SourceKind.INDEXED:
-            starts = jax.numpy.asarray(records, jax.numpy.int32)
-            batch = jax.vmap(lambda s: child.get_batch_at(s, 1))(starts)
-            return {k: np.asarray(v)[:, 0] for k, v in batch.items()}
+            # Padded to a power of two: every read of up to that many records reuses
+            # the same traced shapes instead of compiling each primitive for a new one.
+            padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
+            batch = jax.vmap(lambda s: child.get_batch_at(s, 1))(jax.numpy.asarray(padded))
+            return {k: np.asarray(v)[: len(records), 0] for k, v in batch.items()}
         # A host child reads the sampled records through its own threaded reader.
         reader = child.host_reader
         order = self.__session.sampled_orders.get(i)
