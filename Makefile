@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(PY) -m datarax demo
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --durations=10
+	$(PY) -m pytest -n 2 --dist worksteal --durations=10
 
 test-all: $(STAMP)
 	$(PY) -m pytest -n 2 -m "" --durations=10

@@ -1,11 +1,42 @@
-"""Shared test set-up: small arrays, CPU only, one compiled-step cache per session."""
+"""Shared test set-up: CPU only, and one JAX persistent compilation cache per test run.
+
+The tests build thousands of small pipelines whose steps lower to the same few programs;
+JAX's own persistent cache (keyed by the lowered program, so never stale) lets each
+xdist worker and each subprocess reuse what another compiled. The run makes its own
+cache folder and removes it at the end; a ``JAX_COMPILATION_CACHE_DIR`` you set is used
+as is. This is the test suite's choice: datarax itself turns nothing on.
+"""
 
 import os
+import shutil
+import sys
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 
 import pytest  # noqa: E402
+
+_RUN_CACHE: list[str] = []  # the folder this run made (the controller's, not a worker's)
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return  # an xdist worker inherits the controller's folder through the environment
+    path = tempfile.mkdtemp(prefix="datarax-tests-xla-")
+    _RUN_CACHE.append(path)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    if "jax" in sys.modules:  # imported before this hook: tell it directly
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def pytest_unconfigure(config):
+    for path in _RUN_CACHE:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -39,7 +39,9 @@ def test_cli_runs_the_demo_with_scan(capsys):
 
 
 @pytest.mark.parametrize(("channels", "features", "kernel", "bias"),
-                         [(1, 16, (3, 3), True), (3, 5, (3, 3), True), (2, 4, (5, 3), False)])
+                         [(1, 16, (3, 3), True),
+                          pytest.param(3, 5, (3, 3), True, marks=pytest.mark.slow),
+                          pytest.param(2, 4, (5, 3), False, marks=pytest.mark.slow)])
 def test_conv_as_matmul_is_the_convolution_and_its_gradient(channels, features, kernel, bias):
     conv = nnx.Conv(channels, features, kernel_size=kernel, use_bias=bias, rngs=nnx.Rngs(3))
     if bias:  # a non-zero bias, so that adding it is checked too

@@ -15,6 +15,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import device_check  # noqa: E402
 
 
+@pytest.mark.slow  # every section of the device check at tiny sizes: ~9 s
 def test_device_check_tiny_runs_its_sections_and_verifies_the_work(tmp_path):
     out = tmp_path / "device_check.json"
     report = device_check.main(["--tiny", "--sections", "h2d,overlap,w1", "--out", str(out)])

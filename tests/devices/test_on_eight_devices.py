@@ -20,7 +20,13 @@ HERE = Path(__file__).resolve().parent
 CHECKS = sorted((HERE / "eight").glob("check_*.py"))
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=[c.stem for c in CHECKS])
+# The docs' and the fused-step checks are the heaviest (~6 s each): in the slow run.
+HEAVY = {"check_docs", "check_fused"}
+
+
+@pytest.mark.parametrize("check", [
+    pytest.param(c, marks=pytest.mark.slow) if c.stem in HEAVY else c for c in CHECKS
+], ids=[c.stem for c in CHECKS])
 def test_checks_on_eight_cpu_devices(check: Path) -> None:
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
     run = subprocess.run(

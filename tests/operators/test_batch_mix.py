@@ -72,6 +72,7 @@ def test_cutmix_pastes_a_box_of_the_partner_and_labels_by_area():
         assert lam == pytest.approx(own.mean(), abs=1e-6)
 
 
+@pytest.mark.slow  # a distribution test over many draws: ~3 s
 def test_lam_follows_beta_alpha():
     data = batch(400)
     out = BatchMixOperator(mode="mixup", alpha=0.5, num_classes=400).apply_batch(data, keys(400))

@@ -148,6 +148,7 @@ def test_materialized_passes_values_through_unchanged():
     assert np.asarray(materialized(ints)).tolist() == np.asarray(ints).tolist()
 
 
+@pytest.mark.slow  # ~6 s; the plain operator's box and values are checked by default
 def test_random_resized_crop_inside_a_per_record_wrapper_matches_the_plain_operator():
     data = RNG.random((16, 12, 12, 3)).astype(np.float32)
     keys = keys_for(16)
@@ -160,6 +161,7 @@ def test_random_resized_crop_inside_a_per_record_wrapper_matches_the_plain_opera
     assert all(c or k for c, k in zip(cropped, kept)) and 0 < sum(cropped) < 16
 
 
+@pytest.mark.slow  # many boxes through a pipeline: ~8 s
 def test_random_resized_crop_box_respects_scale_and_ratio_and_values_follow_box():
     op = I.RandomResizedCrop(8, scale=(0.25, 0.5), ratio=(0.5, 2.0), antialias=False)
     keys = keys_for(200)
@@ -410,6 +412,7 @@ def test_wrong_rank_and_too_large_crop_are_refused():
                               "images (4, 4); keep y + height and x + width within them.")
 
 
+@pytest.mark.slow  # every image operator through a resume: ~8 s
 def test_every_other_image_op_resumes_exactly_through_a_pipeline():
     data = {"image": images(10, size=8), "id": np.arange(10, dtype=np.int32)}
     chain = lambda: [

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "scripts" / "operator_grid.py"
@@ -18,6 +19,7 @@ def load_script():
     return module
 
 
+@pytest.mark.slow  # redraws the docs' picture: ~13 s
 def test_grid_regenerates_as_a_png_of_the_expected_size(tmp_path):
     grid = load_script()
     out = tmp_path / "operators.png"

@@ -135,7 +135,7 @@ def test_sources_are_context_managers(ar_glob, tmp_path):
     assert new_threads(baseline) == []
 
 
-@pytest.mark.parametrize("rounds", [200, pytest.param(1000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("rounds", [pytest.param(200, marks=pytest.mark.slow), pytest.param(1000, marks=pytest.mark.slow)])
 def test_arrayrecord_iterators_leave_no_threads_and_no_rss_growth(ar_glob, rounds):
     from reliability_arrayrecord import make_arrayrecord_pipeline
 
@@ -155,6 +155,7 @@ def test_arrayrecord_iterators_leave_no_threads_and_no_rss_growth(ar_glob, round
     assert new_threads(baseline) == []
 
 
+@pytest.mark.slow  # ~4 s
 def test_long_arrayrecord_run_holds_memory_flat(ar_glob):
     from reliability_arrayrecord import make_arrayrecord_pipeline
 

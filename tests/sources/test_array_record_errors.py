@@ -140,7 +140,8 @@ def test_corrupt_record_names_file_index_and_cause(tmp_path):
     source.close()
 
 
-@pytest.mark.parametrize("processes", [0, 1], ids=["threads", "decode_processes"])
+@pytest.mark.parametrize("processes", [0, pytest.param(1, marks=pytest.mark.slow)],
+                         ids=["threads", "decode_processes"])
 def test_corrupt_records_skipped_counted_and_resumed_exactly(tmp_path, processes):
     good = write(tmp_path / "a.array_record", 10)
     bad, failing = corrupt_copy(write(tmp_path / "b0.array_record", 100, start=10),
