@@ -284,7 +284,7 @@ def test_tampered_state_is_refused():
 
 
 # ------------------------------------------------------- the compiled path
-@pytest.mark.parametrize("mode", ["epoch", "sampling"])
+@pytest.mark.parametrize("mode", ["epoch", pytest.param("sampling", marks=pytest.mark.slow)])
 def test_all_indexed_mixture_compiles_and_matches_the_host_read(mode):
     def make():
         return MixSource({"a": memory(0, 7), "b": memory(100, 104, seed=9), "c": memory(200, 211)},
