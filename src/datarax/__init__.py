@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from datarax.exports import lazy_exports
 
 if TYPE_CHECKING:
     from datarax.compilation_cache import enable_compilation_cache
@@ -66,16 +67,4 @@ _MODULES = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        value = getattr(importlib.import_module(_HOMES[name]), name)
-    elif name in _MODULES:
-        value = importlib.import_module(f"datarax.{name}")
-    else:
-        raise AttributeError(f"module 'datarax' has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | set(_MODULES))
+__getattr__, __dir__ = lazy_exports(globals(), _HOMES, _MODULES)

@@ -6,8 +6,9 @@ dm-pix, loaded on first use). Each name here is imported on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from datarax.exports import lazy_exports
 
 if TYPE_CHECKING:
     from datarax.operators.batch_mix import BatchMixConfig, BatchMixOperator
@@ -43,13 +44,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'datarax.operators' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _HOMES)

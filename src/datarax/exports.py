@@ -1,0 +1,45 @@
+"""A package's curated names, each imported from its home module on first use.
+
+One mechanism for every curated ``__init__`` (PEP 562): the package lists ``__all__``
+and where each name lives; ``import package`` then imports none of those modules, and
+``from package import Name`` imports only ``Name``'s.
+
+Example:
+    >>> namespace = {"__name__": "demo", "__all__": ["sqrt"]}
+    >>> get, names = lazy_exports(namespace, {"sqrt": "math"})
+    >>> get("sqrt")(9.0), names()[-1], "sqrt" in namespace
+    (3.0, 'sqrt', True)
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+def lazy_exports(
+    namespace: dict[str, Any], homes: Mapping[str, str], modules: Sequence[str] = ()
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for the package whose ``globals()`` is ``namespace``.
+
+    ``homes`` maps each exported name to the module defining it; ``modules`` names
+    subpackages reachable as attributes. A name is looked up once, then kept in
+    ``namespace``; an unknown name raises ``AttributeError`` naming it.
+    """
+    package = namespace["__name__"]
+
+    def __getattr__(name: str) -> Any:
+        if name in homes:
+            value = getattr(importlib.import_module(homes[name]), name)
+        elif name in modules:
+            value = importlib.import_module(f"{package}.{name}")
+        else:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(namespace.get("__all__", ())) | set(modules))
+
+    return __getattr__, __dir__
