@@ -10,6 +10,7 @@ reported as *pending*, never dropped. A script is asked for JSON first
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,7 @@ def run_external(
             [],
         ]
         proc = None
+        load_before = os.getloadavg()[0]
         for extra in attempts:
             try:
                 proc = subprocess.run(
@@ -95,6 +97,7 @@ def run_external(
             if proc.returncode != 2:  # 2: argparse refused the options; try fewer
                 break
         assert proc is not None
+        base["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         if proc.returncode != 0:
             return {**base, "status": "error", "note": proc.stderr[-2000:]}
         result: dict[str, Any] = {

@@ -173,6 +173,70 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _cores(report: dict[str, Any]) -> int:
+    m = report.get("machine", {})
+    return int(m.get("usable_cpus") or m.get("nproc") or os.cpu_count() or 1)
+
+
+def run_loads(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every run's 1-minute load average before and after it, flagged above the cores.
+
+    One entry per vision run (case, contender, repetition), per external script run and
+    per import probe that recorded its load: ``what``, ``before``, ``after`` and
+    ``over`` (either reading exceeded the machine's usable core count).
+    """
+    cores = _cores(report)
+    out: list[dict[str, Any]] = []
+
+    def add(what: str, load: Any) -> None:
+        if not load:
+            return
+        before, after = (list(load) + [None, None])[:2]
+        peak = max(v for v in (before, after) if v is not None)
+        out.append({"what": what, "before": before, "after": after, "over": peak > cores})
+
+    for label, case in report.get("vision", {}).items():
+        for name, results in case.get("runs", {}).items():
+            for i, r in enumerate(results, 1):
+                add(f"{label} {name} rep {i}", r.get("load_avg_1m"))
+        for name, r in case.get("warm_ups", {}).items():
+            add(f"{label} {name} warm-up", r.get("load_avg_1m"))
+    for i, probe in enumerate((report.get("imports") or {}).get("probes", []), 1):
+        add(f"W3 import probe {i}", probe.get("load_avg_1m"))
+    for wl, ext in report.get("external", {}).items():
+        add(wl, ext.get("load_avg_1m"))
+    return out
+
+
+def load_lines(report: dict[str, Any]) -> list[str]:
+    """The report's "Load" section: the range seen and every run above the core count."""
+    loads = run_loads(report)
+    if not loads:
+        return []
+    cores = _cores(report)
+    values = [v for e in loads for v in (e["before"], e["after"]) if v is not None]
+    over = [e for e in loads if e["over"]]
+    lines = [
+        "## Load",
+        "",
+        f"The machine's 1-minute load average, read before and after each run: "
+        f"{min(values):.2f}–{max(values):.2f} over {len(loads)} runs on {cores} usable cores.",
+        "",
+    ]
+    if over:
+        lines += [
+            f"**{len(over)} run(s) ran with the load above the {cores} cores** (other work "
+            "shared them; their numbers are noisier and slower than the machine's best):",
+            "",
+        ]
+        lines += [f"- {e['what']}: {_fmt(e['before'], '.2f')} → {_fmt(e['after'], '.2f')}"
+                  for e in over]
+    else:
+        lines.append(f"No run's load exceeded the {cores} cores.")
+    lines.append("")
+    return lines
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -199,9 +263,12 @@ def markdown(report: dict[str, Any]) -> str:
         "counted). *Peak RSS* = the process's peak resident memory (or its largest "
         "finished child's), imports and data included. *Load* = the "
         "machine's 1-minute load average during the run (median of runs): above the CPU "
-        "count, other work shared the cores and the numbers are noisier.",
+        "count, other work shared the cores and the numbers are noisier (the Load "
+        "section lists every such run; a row's load is flagged with ⚠).",
         "",
     ]
+    lines += load_lines(report)
+    cores = _cores(report)
     if report.get("targets"):
         lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
         for t in report["targets"]:
@@ -226,7 +293,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {row['steady_rate']:,.0f} | {_fmt(row.get('steady_ratio'), '.2f')} "
                 f"| {_fmt(row['first_batch_s'], '.3f')} | {_fmt(row['spawn_to_first_batch_s'], '.2f')} "
                 f"| {_fmt(row.get('cpu_s'), '.2f')} | {_fmt(row.get('cpu_ratio'), '.2f')} "
-                f"| {_fmt(row.get('peak_rss_mb'), '.0f')} | {_fmt(row.get('load_avg_1m'), '.1f')} "
+                f"| {_fmt(row.get('peak_rss_mb'), '.0f')} | {_fmt(row.get('load_avg_1m'), '.1f')}"
+                f"{' ⚠' if (row.get('load_avg_1m') or 0) > cores else ''} "
                 f"| {row['status']} (flips {row['flip_fraction']:.3f}) |"
             )
         lines.append("")
@@ -250,6 +318,10 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append("")
     for wl, ext in report.get("external", {}).items():
         lines += [f"## {wl}: {ext['what']}", "", f"Status: **{ext['status']}** ({ext['script']})"]
+        if ext.get("load_avg_1m"):
+            before, after = ext["load_avg_1m"]
+            flag = " ⚠ above the core count" if max(before, after) > cores else ""
+            lines += ["", f"Load (1-minute average) before → after: {before:.2f} → {after:.2f}{flag}"]
         if ext.get("note"):
             lines += ["", ext["note"]]
         if ext.get("data") is not None:

@@ -95,7 +95,8 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, parti
         probes = [run_import_probe() for _ in range(max(reps, 3))]
         good = [p for p in probes if "error" not in p]
         result["imports"] = (
-            {k: statistics.median(p[k] for p in good) for k in good[0]} if good else probes[0]
+            {k: statistics.median(p[k] for p in good) for k in good[0] if k != "load_avg_1m"}
+            if good else probes[0]
         )
         result["imports"]["probes"] = probes
         log(f"W3 imports: {result['imports']}")

@@ -123,7 +123,8 @@ def run_vision(
 
 
 IMPORT_PROBE = r"""
-import json, time
+import json, os, time
+load0 = os.getloadavg()[0]
 w, c = time.perf_counter, time.process_time
 w0, c0 = w(), c()
 import jax, jax.numpy
@@ -134,7 +135,8 @@ import datarax, datarax.pipeline, datarax.sources, datarax.operators
 w3, c3 = w(), c()
 print(json.dumps({"jax_s": w1 - w0, "datarax_extra_s": w3 - w1, "flax_nnx_s": w2 - w1,
                   "datarax_own_s": w3 - w2, "jax_cpu_s": c1 - c0, "datarax_extra_cpu_s": c3 - c1,
-                  "flax_nnx_cpu_s": c2 - c1, "datarax_own_cpu_s": c3 - c2}))
+                  "flax_nnx_cpu_s": c2 - c1, "datarax_own_cpu_s": c3 - c2,
+                  "load_avg_1m": [round(load0, 2), round(os.getloadavg()[0], 2)]}))
 """
 
 

@@ -37,7 +37,10 @@ CONTENDERS: dict[str, Contender] = {
     c.name: c
     for c in (
         Contender("numpy", "numpy_floor", ("numpy",), floor=True,
-                  note="plain numpy, single thread: gather, flip uint8, /255"),
+                  note="plain numpy, single thread: gather, flip uint8 per channel, /255"),
+        Contender("numpy-whole-flip", "numpy_floor", ("numpy",),
+                  options={"per_channel": False},
+                  note="the floor before: whole-record flip (NumPy's inner loop 3 long)"),
         Contender("datarax", "datarax_pipeline", ("jax", "flax", "datarax"), warm_up=True,
                   env={"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
                   note="MemorySource + 2 ElementOperators, Pipeline; JAX's persistent "

@@ -103,3 +103,24 @@ def test_w5_hf_streaming_tiny_serves_every_record_both_ways(tmp_path, hf_offline
         assert out[name]["records_per_s"] > 0, name
     for name in ("pipeline", "pipeline_prefetch0"):
         assert 0.0 <= out["overlap"][name]["hidden"] <= 1.0
+
+
+def test_report_states_each_runs_load_and_flags_runs_above_the_cores():
+    runs = {"numpy": [{"load_avg_1m": [0.5, 0.9]}, {"load_avg_1m": [1.8, 2.6]}]}
+    rep = {
+        "machine": {"nproc": 2, "usable_cpus": 2},
+        "vision": {"W1 vision b256": {"runs": runs, "warm_ups": {}}},
+        "imports": {"probes": [{"load_avg_1m": [0.4, 0.5]}]},
+        "external": {"W4": {"load_avg_1m": [3.1, 2.0]}},
+    }
+    loads = report.run_loads(rep)
+    assert [(e["what"], e["over"]) for e in loads] == [
+        ("W1 vision b256 numpy rep 1", False),
+        ("W1 vision b256 numpy rep 2", True),
+        ("W3 import probe 1", False),
+        ("W4", True),
+    ]
+    text = "\n".join(report.load_lines(rep))
+    assert "0.40–3.10 over 4 runs on 2 usable cores" in text
+    assert "2 run(s) ran with the load above the 2 cores" in text
+    assert "- W1 vision b256 numpy rep 2: 1.80 → 2.60" in text and "- W4: 3.10 → 2.00" in text
