@@ -68,6 +68,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | No
             first_wall = time.time()
     end = time.perf_counter()
     cpu_s = _cpu_seconds() - cpu0
+    peak_rss_mb = _peak_rss_mb()  # before the check, whose copies are the harness's
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -84,7 +85,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | No
         "batches": len(digests),
         "epoch_s": epoch_s,
         "cpu_s": cpu_s,
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb,
         "first_batch_s": (first - t0) if first is not None else None,
         "epoch_rate": records / epoch_s if epoch_s > 0 else None,
         "steady_rate": (records - first_size) / steady_s if steady_s > 0 else None,
