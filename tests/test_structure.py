@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),
     ("samplers", "sharding", "metrics"),
     ("mixing",),  # source combinators over core's contracts; sources/__init__ re-exports them
+    ("dataset",),  # the self-describing ArrayRecord format and its writer; sources read it
     ("sources",),
     ("operators",),
     ("text",),

@@ -1,0 +1,468 @@
+"""``write_dataset``: records into ArrayRecord shards plus the metadata file.
+
+Rows are split into ``shards`` contiguous ranges (shard ``s`` of ``n`` rows holds rows
+``s*n//shards .. (s+1)*n//shards - 1``); a one-pass iterable of unknown length goes
+round-robin (row ``i`` to shard ``i % shards``). The same records and options give
+byte-identical shards and metadata, with any number of ``workers``.
+
+Crash safety: a shard is written under ``DST/.datarax-partial/`` and renamed to its
+final name only once it is complete and synced, after its summary (records, SHA-256,
+skipped rows) was saved beside it; the metadata file is written last. So a killed
+process or a full disk never leaves a shard that looks complete, and ``resume=True``
+skips the finished shards. An existing dataset in ``DST`` is refused unless
+``resume=True`` or ``overwrite=True``.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> dst = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> info, summary = write_dataset([{"x": np.float32([i, i]), "label": i % 2} for i in range(10)],
+    ...                      dst, shards=2)
+    >>> info.num_records, [s.records for s in info.shards], sorted(os.listdir(dst))
+    (10, [5, 5], ['data-00000-of-00002.array_record', 'data-00001-of-00002.array_record', 'datarax_dataset.json'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+import os
+import queue
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.extras import require
+from datarax.dataset.format import (
+    METADATA_FILE,
+    WRITER_OPTIONS,
+    DatasetInfo,
+    Features,
+    RecordMismatchError,
+    ShardInfo,
+    encode_record,
+    infer_features,
+    shard_info,
+    shard_name,
+    write_metadata,
+)
+from datarax.dataset.rows import Rows, as_rows
+
+__all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
+
+PARTIAL_DIR = ".datarax-partial"
+_PROGRESS_EVERY = 512
+
+
+class ConversionError(DataraxError):
+    """A conversion stopped: a bad record (its row and field named), a failed worker,
+    or a destination that is in the way."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteSummary:
+    """What a write did: records, bytes, shards written (and skipped as already done), time."""
+
+    records: int
+    bytes: int
+    shards: int
+    shards_resumed: int
+    skipped_rows: int
+    seconds: float
+
+    def __str__(self) -> str:
+        rate = self.records / self.seconds if self.seconds > 0 else float("inf")
+        return (f"{self.records} records, {self.bytes / 1e6:.1f} MB in {self.shards} shards "
+                f"({self.shards_resumed} resumed), {self.skipped_rows} rows skipped, "
+                f"{self.seconds:.1f} s ({rate:,.0f} records/s)")
+
+
+def _writer_class() -> Any:
+    module = require("array_record.python.array_record_module", extra="arrayrecord",
+                     user="write_dataset")
+    return module.ArrayRecordWriter
+
+
+# --------------------------------------------------------------------- features
+def _features_for(rows: Rows, features: Features | None,
+                  class_names: Mapping[str, Sequence[str]] | None) -> Features:
+    hints = rows.hints()
+    names = {k: v["class_names"] for k, v in hints.items() if "class_names" in v}
+    names.update(class_names or {})
+    if features is None:
+        first = next(iter(rows.iter_rows(0, 1)), None)
+        if first is None:
+            raise ConversionError(f"{rows.description} holds no records; nothing to write.")
+        try:
+            features = infer_features(first, class_names=names)
+        except RecordMismatchError as err:
+            raise ConversionError(f"row 0 of {rows.description}: {err}") from err
+        return features
+    if not isinstance(features, Features):
+        raise ConfigError(f"features must be a datarax.dataset.Features, got {type(features).__name__}.")
+    if names:
+        features = Features(tuple(
+            dataclasses.replace(f, class_names=tuple(names[f.name]))
+            if f.name in names and f.class_names is None else f for f in features.fields))
+    return features
+
+
+# ------------------------------------------------------------------ shard work
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    dst: str
+    features: Features
+    shards: int
+    on_error: str
+    bounds: tuple[int, ...] | None  # contiguous ranges; None: round-robin
+
+
+def _partial(dst: str, name: str) -> str:
+    return os.path.join(dst, PARTIAL_DIR, name)
+
+
+def _sync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json(path: str, data: Any) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(data, f, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+
+
+class _ShardWriter:
+    """One shard being written: temporary file, records, skipped rows."""
+
+    def __init__(self, job: _Job, index: int) -> None:
+        self.job = job
+        self.name = shard_name(index, job.shards)
+        self.tmp = _partial(job.dst, self.name + ".tmp")
+        self.writer = _writer_class()(self.tmp, WRITER_OPTIONS)
+        self.records = 0
+        self.skipped: list[dict[str, Any]] = []
+
+    def add(self, row: int, record: Any) -> None:
+        try:
+            data = encode_record(self.job.features, record, row=row)
+        except RecordMismatchError as err:
+            if self.job.on_error != "skip":
+                raise ConversionError(
+                    f"{err} Fix the source row, or pass on_error='skip' (--on-error skip) to "
+                    "leave it out and list it in the metadata.") from err
+            self.skipped.append({"row": row, "field": err.field, "error": str(err)})
+            return
+        self.writer.write(data)
+        self.records += 1
+
+    def finish(self) -> dict[str, Any]:
+        self.writer.close()
+        _sync(self.tmp)
+        info = shard_info(self.tmp, self.records)
+        summary = {"shard": dataclasses.replace(info, file=self.name).to_json(),
+                   "skipped": self.skipped}
+        _write_json(_partial(self.job.dst, self.name + ".json"), summary)
+        os.replace(self.tmp, os.path.join(self.job.dst, self.name))
+        return summary
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        with contextlib.suppress(OSError):
+            os.remove(self.tmp)
+
+
+def _write_ranges(job: _Job, rows: Rows, shards: Sequence[int],
+                  report: Callable[[str, Any], None]) -> None:
+    """Write the contiguous shards ``shards`` (in order), reporting progress and results."""
+    assert job.bounds is not None
+    for s in shards:
+        lo, hi = job.bounds[s], job.bounds[s + 1]
+        shard = _ShardWriter(job, s)
+        try:
+            row, pending = lo, 0
+            for record in rows.iter_rows(lo, hi):
+                shard.add(row, record)
+                row += 1
+                pending += 1
+                if pending == _PROGRESS_EVERY:
+                    report("rows", pending)
+                    pending = 0
+            if row != hi:
+                raise ConversionError(
+                    f"{rows.description} ended at row {row}, its length said {job.bounds[-1]}.")
+            report("rows", pending)
+            report("done", shard.finish())
+        except BaseException:
+            shard.abort()
+            raise
+
+
+def _write_round_robin(job: _Job, rows: Rows, report: Callable[[str, Any], None]) -> int:
+    writers = [_ShardWriter(job, s) for s in range(job.shards)]
+    try:
+        row = 0
+        for row, record in enumerate(rows.iter_rows(0, None)):
+            writers[row % job.shards].add(row, record)
+            if row % _PROGRESS_EVERY == _PROGRESS_EVERY - 1:
+                report("rows", _PROGRESS_EVERY)
+        total = row + 1 if writers else 0
+        report("rows", total % _PROGRESS_EVERY)
+        for w in writers:
+            report("done", w.finish())
+        return total
+    except BaseException:
+        for w in writers:
+            w.abort()
+        raise
+
+
+def _worker(job: _Job, rows: Rows, shards: list[int], messages: Any) -> None:
+    """A worker process: write ``shards``, report through ``messages``."""
+    try:
+        _write_ranges(job, rows, shards, lambda kind, value: messages.put((kind, value)))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent
+        messages.put(("error", f"{type(err).__name__}: {err}"))
+        raise SystemExit(1) from None
+
+
+# ------------------------------------------------------------------ destination
+def _fingerprint(job: _Job, rows: Rows) -> str:
+    data = {"features": job.features.to_json(), "shards": job.shards, "bounds": job.bounds,
+            "on_error": job.on_error, "rows": rows.length, "source": rows.description}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _dataset_files(dst: str) -> list[str]:
+    names = []
+    for name in os.listdir(dst):
+        if name == METADATA_FILE or name == PARTIAL_DIR or (
+                name.startswith("data-") and name.endswith(".array_record")):
+            names.append(name)
+    return names
+
+
+def _prepare(dst: str, fingerprint: str, *, resume: bool, overwrite: bool) -> bool:
+    """Make ``dst`` ready; True when a finished dataset with the same inputs is there."""
+    if resume and overwrite:
+        raise ConfigError("write_dataset: pass resume=True or overwrite=True, not both.")
+    os.makedirs(dst, exist_ok=True)
+    ours = _dataset_files(dst)
+    run_file = _partial(dst, "run.json")
+    if ours and overwrite:
+        for name in ours:
+            path = os.path.join(dst, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        ours = []
+    if ours and not resume:
+        state = "a finished dataset" if METADATA_FILE in ours else "an unfinished conversion"
+        raise ConversionError(
+            f"'{dst}' already holds {state}. Pass resume=True (--resume) to finish or keep it, "
+            "or overwrite=True (--overwrite) to replace it.")
+    if ours:
+        if METADATA_FILE in ours and PARTIAL_DIR not in ours:
+            with open(os.path.join(dst, METADATA_FILE), encoding="utf-8") as f:
+                if json.load(f).get("extra", {}).get("fingerprint") == fingerprint:
+                    return True
+            raise ConversionError(
+                f"'{dst}' holds a finished dataset written from other records or options; "
+                "pass overwrite=True (--overwrite) to replace it.")
+        try:
+            with open(run_file, encoding="utf-8") as f:
+                saved = json.load(f).get("fingerprint")
+        except (OSError, ValueError):
+            saved = None
+        if saved != fingerprint:
+            raise ConversionError(
+                f"'{dst}' holds an unfinished conversion of other records or options (features, "
+                "shards or source differ); resume it with the same inputs, or pass "
+                "overwrite=True (--overwrite).")
+        if METADATA_FILE in ours:
+            os.remove(os.path.join(dst, METADATA_FILE))
+    os.makedirs(os.path.join(dst, PARTIAL_DIR), exist_ok=True)
+    _write_json(run_file, {"fingerprint": fingerprint})
+    return False
+
+
+def _finished(dst: str, shards: int) -> dict[int, dict[str, Any]]:
+    done = {}
+    for s in range(shards):
+        name = shard_name(s, shards)
+        summary = _partial(dst, name + ".json")
+        if os.path.isfile(os.path.join(dst, name)) and os.path.isfile(summary):
+            with open(summary, encoding="utf-8") as f:
+                done[s] = json.load(f)
+    return done
+
+
+# -------------------------------------------------------------------- the face
+def write_dataset(
+    records: Any,
+    dst: str | os.PathLike[str],
+    *,
+    features: Features | None = None,
+    shards: int = 1,
+    workers: int = 1,
+    on_error: str = "raise",
+    resume: bool = False,
+    overwrite: bool = False,
+    class_names: Mapping[str, Sequence[str]] | None = None,
+    progress: bool = False,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[DatasetInfo, WriteSummary]:
+    """Write ``records`` as a self-describing ArrayRecord dataset in folder ``dst``.
+
+    Args:
+        records: a list / sequence / iterable of dicts (numpy arrays, numbers, ``str``,
+            ``bytes``, images), a Hugging Face ``Dataset`` split, a TFDS data source, a
+            datarax source, or a :class:`~datarax.dataset.rows.Rows`.
+        dst: the dataset folder (created).
+        features: the :class:`~datarax.dataset.format.Features`; default: inferred from
+            the first record (and the source's schema: class names, text).
+        shards: number of shard files.
+        workers: processes writing shards in parallel (random-access records only).
+        on_error: ``"raise"`` stops at a record that does not match the features,
+            naming its row and field; ``"skip"`` leaves it out and lists it in the
+            metadata's ``skipped``.
+        resume: finish an interrupted write (finished shards are kept).
+        overwrite: replace a dataset already in ``dst``.
+        class_names: class names per label field (stored in the metadata).
+        progress: show a progress bar (``tqdm``) with records/s and ETA.
+        extra: JSON stored under the metadata's ``extra`` (e.g. the source's name).
+
+    Returns:
+        The :class:`~datarax.dataset.format.DatasetInfo` written and a
+        :class:`WriteSummary`.
+
+    Raises:
+        ConversionError: a bad record (``on_error="raise"``), a failed worker, or a
+            ``dst`` holding a dataset without ``resume`` / ``overwrite``.
+    """
+    started = time.perf_counter()
+    dst = os.fspath(dst)
+    if not isinstance(shards, int) or shards < 1:
+        raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
+    if not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"write_dataset workers must be an int >= 1, got {workers!r}.")
+    if on_error not in ("raise", "skip"):
+        raise ConfigError(f"write_dataset on_error must be 'raise' or 'skip', got {on_error!r}.")
+    rows = as_rows(records)
+    if workers > 1 and not rows.random_access:
+        raise ConfigError(
+            f"write_dataset workers={workers} needs records every process can read by row "
+            f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
+    feats = _features_for(rows, features, class_names)
+    n = rows.length
+    bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
+    job = _Job(dst, feats, shards, on_error, bounds)
+    fingerprint = _fingerprint(job, rows)
+    if _prepare(dst, fingerprint, resume=resume, overwrite=overwrite):
+        from datarax.dataset.format import read_metadata
+
+        info = read_metadata(dst)
+        return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
+                                  shards, len(info.skipped), time.perf_counter() - started)
+    done = _finished(dst, shards) if bounds is not None else {}
+    todo = [s for s in range(shards) if s not in done]
+    results = dict(done)
+    bar = _progress_bar(progress, n, sum(bounds[s + 1] - bounds[s] for s in done) if bounds else 0)
+
+    def report(kind: str, value: Any) -> None:
+        if kind == "rows":
+            if bar is not None:
+                bar.update(value)
+        elif kind == "done":
+            index = int(value["shard"]["file"].split("-")[1])
+            results[index] = value
+
+    try:
+        if bounds is None:
+            _write_round_robin(job, rows, report)
+        elif workers == 1 or len(todo) <= 1:
+            _write_ranges(job, rows, todo, report)
+        else:
+            _run_workers(job, rows, todo, min(workers, len(todo)), report)
+    finally:
+        if bar is not None:
+            bar.close()
+    shard_list = tuple(ShardInfo(**results[s]["shard"]) for s in range(shards))
+    skipped = tuple(item for s in range(shards) for item in results[s]["skipped"])
+    info = DatasetInfo(feats, shard_list, skipped,
+                       {**dict(extra or {}), "fingerprint": fingerprint})
+    write_metadata(dst, info)
+    shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
+    return info, WriteSummary(info.num_records, sum(s.bytes for s in shard_list), shards,
+                              len(done), len(skipped), time.perf_counter() - started)
+
+
+def _progress_bar(progress: bool, total: int | None, initial: int) -> Any:
+    if not progress:
+        return None
+    tqdm = require("tqdm", extra="convert", user="write_dataset(progress=True)")
+    return tqdm.tqdm(total=total, initial=initial, unit=" records", unit_scale=True,
+                     dynamic_ncols=True, desc="writing")
+
+
+def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,
+                 report: Callable[[str, Any], None]) -> None:
+    """``workers`` spawned processes, shard ``todo[i]`` to process ``i % workers``."""
+    ctx = multiprocessing.get_context("spawn")
+    messages = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(job, rows, todo[w::workers], messages), daemon=True)
+             for w in range(workers)]
+    for p in procs:
+        p.start()
+    error: str | None = None
+    try:
+        while True:
+            try:
+                kind, value = messages.get(timeout=0.2)
+            except queue.Empty:
+                if all(not p.is_alive() for p in procs):
+                    error = _drain(messages, report) or error
+                    break
+                continue
+            if kind == "error":
+                error = error or value
+                for p in procs:
+                    p.terminate()
+            else:
+                report(kind, value)
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+    if error is None:
+        dead = [p.exitcode for p in procs if p.exitcode not in (0, None)]
+        if dead:
+            error = f"a worker process died (exit code {dead[0]})"
+    if error is not None:
+        raise ConversionError(
+            f"write_dataset: {error}. Finished shards are kept; after fixing the cause, "
+            "run it again with resume=True (--resume).")
+
+
+def _drain(messages: Any, report: Callable[[str, Any], None]) -> str | None:
+    error = None
+    while True:
+        try:
+            kind, value = messages.get(timeout=0.05)
+        except queue.Empty:
+            return error
+        if kind == "error":
+            error = error or value
+        else:
+            report(kind, value)
+

@@ -1,0 +1,118 @@
+"""write_dataset: shards, metadata, determinism, resume, refusals, bad rows."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from datarax.dataset.format import decode_records, read_metadata
+from datarax.dataset.writer import PARTIAL_DIR, ConversionError, write_dataset
+
+
+def _records(n: int = 20) -> list[dict]:
+    return [{"x": np.full((2,), i, np.float32), "label": i % 3, "name": f"r{i}"} for i in range(n)]
+
+
+def _read_all(dst) -> dict:
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    info = read_metadata(dst)
+    raws = []
+    for shard in info.shards:
+        reader = ArrayRecordReader(os.path.join(dst, shard.file))
+        raws += reader.read_all()
+        reader.close()
+    return decode_records(info.features, raws)
+
+
+def _shard_bytes(dst) -> dict[str, bytes]:
+    return {n: open(os.path.join(dst, n), "rb").read() for n in sorted(os.listdir(dst))}
+
+
+def test_write_read_back_and_deterministic(tmp_path) -> None:
+    info, summary = write_dataset(_records(), tmp_path / "a", shards=3,
+                                  class_names={"label": ["a", "b", "c"]}, extra={"source": "t"})
+    assert [s.records for s in info.shards] == [6, 7, 7]
+    assert summary.records == 20 and summary.shards == 3 and summary.skipped_rows == 0
+    meta = read_metadata(tmp_path / "a")
+    assert meta.features["label"].class_names == ("a", "b", "c")
+    assert meta.extra["source"] == "t"
+    out = _read_all(tmp_path / "a")
+    assert out["x"][:, 0].tolist() == list(range(20))
+    assert list(out["name"]) == [f"r{i}" for i in range(20)]
+    write_dataset(_records(), tmp_path / "b", shards=3, class_names={"label": ["a", "b", "c"]},
+                  extra={"source": "t"})
+    assert _shard_bytes(tmp_path / "a") == _shard_bytes(tmp_path / "b")
+    assert not os.path.exists(tmp_path / "a" / PARTIAL_DIR)
+
+
+def test_existing_destination_refused_unless_resume_or_overwrite(tmp_path) -> None:
+    write_dataset(_records(), tmp_path, shards=2)
+    with pytest.raises(ConversionError, match="already holds a finished dataset.*resume=True.*overwrite=True"):
+        write_dataset(_records(), tmp_path, shards=2)
+    info, summary = write_dataset(_records(), tmp_path, shards=2, resume=True)
+    assert summary.shards_resumed == 2 and info.num_records == 20
+    with pytest.raises(ConversionError, match="other records or options"):
+        write_dataset(_records(10), tmp_path, shards=2, resume=True)
+    info, _ = write_dataset(_records(10), tmp_path, shards=2, overwrite=True)
+    assert info.num_records == 10
+
+
+class _Crash(Exception):
+    pass
+
+
+class _CrashingRows(list):
+    """A list whose row ``crash_at`` raises once (a killed process, a full disk)."""
+
+    crash_at: int | None = None
+
+    def __getitem__(self, i):
+        if i == self.crash_at:
+            raise _Crash(f"crash at {i}")
+        return super().__getitem__(i)
+
+
+def test_crash_leaves_no_complete_looking_shard_and_resume_finishes(tmp_path) -> None:
+    rows = _CrashingRows(_records())
+    rows.crash_at = 15  # inside the last of 3 shards
+    with pytest.raises(_Crash):
+        write_dataset(rows, tmp_path / "a", shards=3)
+    names = sorted(os.listdir(tmp_path / "a"))
+    assert names == [PARTIAL_DIR, "data-00000-of-00003.array_record", "data-00001-of-00003.array_record"]
+    assert not any(n.endswith(".tmp") for n in os.listdir(tmp_path / "a" / PARTIAL_DIR))
+    with pytest.raises(ConversionError, match="unfinished conversion"):
+        write_dataset(_records(), tmp_path / "a", shards=3)
+    rows.crash_at = 2  # a finished shard's row: not read again on resume
+    info, summary = write_dataset(rows, tmp_path / "a", shards=3, resume=True)
+    assert summary.shards_resumed == 2 and info.num_records == 20
+    write_dataset(_records(), tmp_path / "fresh", shards=3)
+    assert _shard_bytes(tmp_path / "a") == _shard_bytes(tmp_path / "fresh")
+
+
+def test_bad_rows_raise_or_are_skipped_and_listed(tmp_path) -> None:
+    rows = _records(10)
+    rows[4] = {"x": np.zeros(3, np.float32), "label": 1, "name": "bad"}
+    rows[7] = {"x": np.zeros(2, np.float32), "label": 1, "name": b"\xff"}
+    with pytest.raises(ConversionError, match=r"row 4, field 'x': shape \(3,\).*on_error='skip'"):
+        write_dataset(rows, tmp_path / "a", shards=2)
+    assert [n for n in os.listdir(tmp_path / "a") if n.endswith(".array_record")] == []
+    info, summary = write_dataset(rows, tmp_path / "b", shards=2, on_error="skip")
+    assert summary.skipped_rows == 2 and info.num_records == 8
+    assert [(s["row"], s["field"]) for s in info.skipped] == [(4, "x"), (7, "name")]
+    assert "not valid UTF-8" in info.skipped[1]["error"]
+
+
+def test_iterable_of_unknown_length_goes_round_robin(tmp_path) -> None:
+    info, _ = write_dataset(iter(_records(7)), tmp_path, shards=2)
+    assert [s.records for s in info.shards] == [4, 3]
+    assert sorted(_read_all(tmp_path)["x"][:, 0].tolist()) == list(range(7))
+
+
+@pytest.mark.slow
+def test_two_worker_processes_write_the_same_bytes(tmp_path) -> None:
+    write_dataset(_records(200), tmp_path / "one", shards=4)
+    write_dataset(_records(200), tmp_path / "two", shards=4, workers=2)
+    assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
