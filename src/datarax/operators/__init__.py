@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from datarax.operators.composite import CompositeOperatorConfig, CompositeOperatorModule
     from datarax.operators.composite import CompositionStrategy
     from datarax.operators.element import ElementOperator, ElementOperatorConfig
+    from datarax.operators.filter import FilterOperator, FilterOperatorConfig
     from datarax.operators.map import MapOperator, MapOperatorConfig
 
 # Each exported name and the module that defines it.
@@ -28,6 +29,8 @@ _HOMES = {
     "CompositionStrategy": "datarax.operators.composite",
     "ElementOperator": "datarax.operators.element",
     "ElementOperatorConfig": "datarax.operators.element",
+    "FilterOperator": "datarax.operators.filter",
+    "FilterOperatorConfig": "datarax.operators.filter",
     "MapOperator": "datarax.operators.map",
     "MapOperatorConfig": "datarax.operators.map",
     "ProbabilisticOperator": "datarax.operators.choice",
@@ -38,7 +41,8 @@ _HOMES = {
 
 __all__ = [
     "BatchMixConfig", "BatchMixOperator", "CompositeOperatorConfig", "CompositeOperatorModule",
-    "CompositionStrategy", "ElementOperator", "ElementOperatorConfig", "MapOperator",
+    "CompositionStrategy", "ElementOperator", "ElementOperatorConfig", "FilterOperator",
+    "FilterOperatorConfig", "MapOperator",
     "MapOperatorConfig", "ProbabilisticOperator", "ProbabilisticOperatorConfig",
     "SelectorOperator", "SelectorOperatorConfig",
 ]

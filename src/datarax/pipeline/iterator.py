@@ -29,18 +29,21 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from datarax.core.batch import batch_length
 from datarax.core.data_source import SourceKind
-from datarax.core.errors import StaleIteratorError
+from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
+from datarax.core.owned import owned_device_put
 from datarax.core.spec import TextSpec
 from datarax.core.stages import apply_stages
+from datarax.operators.filter import FilterOperator
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.host_pass import HostPass, check_finite
-from datarax.pipeline.plan import PassContext
+from datarax.pipeline.plan import PassContext, passed
 from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
 
@@ -209,6 +212,8 @@ class PipelineIterator:
         finally:
             self._stats.seconds["wait"] += time.perf_counter() - began
         self._stats.count(self._count)
+        if self._plan.pad_remainder:
+            batch = pad_batch(batch, self._count, self._batch_size)
         return batch
 
     def _next_batch(self) -> Batch:
@@ -278,8 +283,12 @@ class PipelineIterator:
         return batch
 
     # --------------------------------------------------------------- host path
-    def _prepare_host(self) -> None:
+    def _read_here(self) -> None:
+        """Mark this iterator as the one reading its host source (see ``_release``)."""
         _READING[self._source] = weakref.ref(self)
+
+    def _prepare_host(self) -> None:
+        self._read_here()
         self._host = HostPass(self._context, self._epoch)
         # a source that can be read ahead hands out a cursor (datarax.core.cursor)
         open_cursor = getattr(self._source, "batch_cursor", None)
@@ -335,6 +344,31 @@ class PipelineIterator:
         return batch
 
 
+def pad_batch(batch: Batch, count: int, size: int) -> Batch:
+    """``batch`` (``count`` records) padded to ``size`` rows by repeating its last record,
+    with a boolean ``"valid"`` field that is False on the padding rows.
+
+    >>> out = pad_batch({"x": np.arange(3)}, 3, 4)
+    >>> out["x"].tolist(), out["valid"].tolist()
+    ([0, 1, 2, 2], [True, True, True, False])
+    """
+    if "valid" in batch:
+        raise ConfigError(
+            "Pipeline(pad_remainder=True) adds a 'valid' field, but the batch already has "
+            "one; rename that field in a stage before padding."
+        )
+    valid = np.arange(size) < count
+    if count < size:
+        def pad(value: Any) -> Any:
+            if isinstance(value, list):
+                return value + [value[-1]] * (size - count)
+            host = np.asarray(value)
+            return owned_device_put(np.concatenate([host, np.repeat(host[-1:], size - count, 0)]))
+
+        batch = jax.tree.map(pad, batch, is_leaf=lambda v: isinstance(v, list))
+    return {**batch, "valid": jax.device_put(valid)}
+
+
 def output_spec(context: PassContext) -> Any:
     """Per-record structure of a pipeline's batches after its stages (abstract).
 
@@ -346,7 +380,7 @@ def output_spec(context: PassContext) -> Any:
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
     if any(isinstance(s, TextSpec) for s in leaves):
         return spec
-    stages = list(context.stages)
+    stages = [passed if isinstance(s, FilterOperator) else s for s in context.stages]
     size = context.plan.batch_size
     batch = jax.tree.map(lambda s: jax.ShapeDtypeStruct((size, *s.shape), s.dtype), spec)
     key = context.key_pair()

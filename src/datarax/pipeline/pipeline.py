@@ -15,9 +15,10 @@ from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule, refuse_rng_state, warn_unseeded
 from datarax.pipeline.devices import placement_for
+from datarax.pipeline.filtered import FilteredIterator, check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec
-from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession
+from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
 from datarax.typing import Batch
 
 
@@ -67,6 +68,13 @@ class Pipeline(nnx.Module):
             spec's first entry; under several processes each contributes its own share
             (see :mod:`datarax.sharding.placement` and docs/devices.md). Not part of
             the saved state: a state restores onto another mesh.
+        pad_remainder: pad each epoch's short last batch to ``batch_size`` (repeating
+            its last record) and add a boolean ``"valid"`` field to every batch (False
+            on padding rows): an evaluation loop sees one shape and counts each record
+            once (docs/filtering.md).
+
+    A ``FilterOperator`` in ``stages`` makes the pipeline hand out full batches of the
+    records it keeps (docs/filtering.md); ``len()`` of such an epoch is unknown.
 
     Example:
         >>> import numpy as np
@@ -93,6 +101,7 @@ class Pipeline(nnx.Module):
         shard_count: int | None = None,
         check_finite: bool = False,
         sharding: Any = None,
+        pad_remainder: bool = False,
     ) -> None:
         if not isinstance(source, DataSourceModule):
             raise SourceContractError(
@@ -102,7 +111,8 @@ class Pipeline(nnx.Module):
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
-        for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite)):
+        for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),
+                             ("pad_remainder", pad_remainder)):
             if not isinstance(value, bool):
                 raise ConfigError(
                     f"Pipeline {label} must be a bool, got {type(value).__name__}."
@@ -111,6 +121,12 @@ class Pipeline(nnx.Module):
             raise ConfigError(f"Pipeline prefetch must be an int >= 0, got {prefetch!r}.")
         _check_stages(stages)
         _check_source(source)
+        if pad_remainder and (drop_remainder or sharding is not None):
+            raise ConfigError(
+                "Pipeline pad_remainder=True pads the short last batch; it cannot be "
+                "combined with " + ("drop_remainder=True, which drops it." if drop_remainder
+                else "sharding= (pad on each process, or place the padded batches yourself).")
+            )
         count = jax.process_count() if shard_count is None else shard_count
         index = jax.process_index() if shard_index is None else shard_index
         try:
@@ -130,7 +146,8 @@ class Pipeline(nnx.Module):
         )
         self.source = source
         self.stages = nnx.List(list(stages))
-        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement)
+        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
+                                 pad_remainder)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
         if rngs is not None:
@@ -141,6 +158,24 @@ class Pipeline(nnx.Module):
         self.key = nnx.Variable(key)
         self.key_count = nnx.Variable(draws)
         self.__session = PipelineSession()
+        at = filter_position(list(stages))
+        if at is not None:
+            check_filter(source, list(stages), at, self._spec_after)
+
+    def _spec_after(self, stages: list[Any]) -> Any:
+        """Per-record spec after ``stages`` (abstract), for build-time checks."""
+        context = self._context()
+        return output_spec(PassContext(context.plan, context.source, stages, context.key,
+                                       context.key_count, context.session))
+
+    @property
+    def filtered(self) -> bool:
+        """Whether a ``FilterOperator`` decides which records an epoch hands out."""
+        return filter_position(list(self.stages)) is not None
+
+    def _iterator(self, epoch: int, resume_at: int | None) -> PipelineIterator:
+        kind = FilteredIterator if self.filtered else PipelineIterator
+        return kind(self._context(), epoch, resume_at)
 
     @classmethod
     def from_dag(
@@ -196,8 +231,13 @@ class Pipeline(nnx.Module):
         return self.source.index
 
     def __len__(self) -> int:
-        """Batches in one epoch of this shard; ``TypeError`` when the source's length is
-        unknown (a stream)."""
+        """Batches in one epoch of this shard; ``TypeError`` when it is unknown: a stream's
+        length, or a filtered epoch (a ``FilterOperator`` stage)."""
+        if self.filtered:
+            raise TypeError(
+                "len(Pipeline) is unknown for a filtered epoch: how many records the "
+                "FilterOperator keeps is known only once they are read."
+            )
         size = self.source.epoch_size()
         if size is None:
             raise TypeError(
@@ -209,7 +249,10 @@ class Pipeline(nnx.Module):
     def element_spec(self) -> Any:
         """Per-record structure of the batches this pipeline hands out (after the stages),
         computed abstractly: nothing is read and no epoch is spent."""
-        return output_spec(self._context())
+        spec = output_spec(self._context())
+        if self.plan.pad_remainder:
+            spec = {**spec, "valid": jax.ShapeDtypeStruct((), np.bool_)}
+        return spec
 
     def _context(self) -> PassContext:
         """What a pass reads of this pipeline (see :mod:`datarax.pipeline.plan`)."""
@@ -225,7 +268,7 @@ class Pipeline(nnx.Module):
         was_left_here = session.next_pass(source)[1] is None
         try:
             for _ in range(2):  # a restored pass may have nothing left: then the next
-                with PipelineIterator(self._context(), *session.next_pass(source)) as iterator:
+                with self._iterator(*session.next_pass(source)) as iterator:
                     batch = next(iterator, None)
                 if batch is not None:
                     return batch
@@ -274,7 +317,7 @@ class Pipeline(nnx.Module):
         live = session.live_iterator()
         if live is not None:  # end it before the new pass moves the source
             live.supersede()
-        iterator = PipelineIterator(self._context(), epoch, resume_at)
+        iterator = self._iterator(epoch, resume_at)
         session.adopt(iterator)
         return iterator
 
@@ -316,6 +359,12 @@ class Pipeline(nnx.Module):
         resume exactly. Indexed sources only; see :mod:`datarax.pipeline.fused`.
         """
         context, session = self._context(), self.__session
+        if self.filtered:
+            raise ConfigError(
+                "Pipeline.scan runs a fixed number of batches at positions known before it "
+                "starts; a FilterOperator's batches end where the kept records run out. "
+                "Loop over the pipeline (or call step()) instead."
+            )
         check_scan(context, length)
         modules = modules if isinstance(modules, (tuple, list)) else (modules,)
         live = session.live_iterator()

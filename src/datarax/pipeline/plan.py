@@ -24,9 +24,32 @@ from typing import Any
 
 from flax import nnx
 
+from datarax.core.errors import ConfigError
+from datarax.operators.filter import FilterOperator
 from datarax.pipeline.elastic import ElasticEpoch
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
+
+
+def passed(batch: Any) -> Any:
+    """Stands in for a stage that already ran (or a filter), keeping the positions, and
+    so the keys, of the stages after it."""
+    return batch
+
+
+def filter_position(stages: Any) -> int | None:
+    """Where the one ``FilterOperator`` stands in ``stages`` (None without one).
+
+    >>> filter_position([passed, FilterOperator(predicate=lambda el: True)])
+    1
+    """
+    found = [i for i, s in enumerate(stages) if isinstance(s, FilterOperator)]
+    if len(found) > 1:
+        raise ConfigError(
+            f"Pipeline stages {found} are all FilterOperators; give one FilterOperator "
+            "whose predicate combines the conditions (e.g. a(el) & b(el))."
+        )
+    return found[0] if found else None
 
 
 @dataclass(frozen=True)
@@ -39,6 +62,8 @@ class PipelinePlan:
         prefetch: compiled batches dispatched ahead of the one being consumed.
         check_finite: refuse batches holding NaN or inf.
         placement: where batches are placed (``sharding=``), None for the default device.
+        pad_remainder: pad each epoch's short last batch to ``batch_size`` and add a
+            boolean ``"valid"`` field to every batch (False on padding rows).
     """
 
     batch_size: int
@@ -46,6 +71,7 @@ class PipelinePlan:
     prefetch: int
     check_finite: bool
     placement: BatchPlacement | None = None
+    pad_remainder: bool = False
 
     def batches(self, records: int) -> int:
         """Batches that ``records`` records make."""

@@ -51,6 +51,8 @@ class PipelineStats:
         self.seconds = dict.fromkeys(TIMERS, 0.0)
         self.batches = 0
         self.records = 0
+        self.kept = 0
+        self.dropped = 0
 
     @contextmanager
     def timer(self, name: str) -> Iterator[None]:
@@ -65,6 +67,12 @@ class PipelineStats:
         """Record one batch of ``batch_records`` records handed out."""
         self.batches += 1
         self.records += batch_records
+
+    def count_filtered(self, kept: int, dropped: int) -> None:
+        """A FilterOperator's tally for one batch handed out: records kept, and records
+        passed over since the previous batch."""
+        self.kept += kept
+        self.dropped += dropped
 
     def as_dict(self, source_stats: dict[str, Any] | None = None) -> dict[str, Any]:
         """Totals, per-batch milliseconds and the steady-state stage that took longest."""
@@ -82,6 +90,8 @@ class PipelineStats:
             "ms_per_batch": per_batch,
             "bottleneck": bottleneck,
         }
+        if self.kept or self.dropped:
+            out["filter"] = {"kept": self.kept, "dropped": self.dropped}
         if source_stats:
             out["source"] = source_stats
         return out

@@ -1,0 +1,144 @@
+"""``FilterOperator``: keep the records for which a predicate holds.
+
+A Pipeline holding a ``FilterOperator`` in its ``stages`` hands out full batches of kept
+records (see docs/filtering.md): the stages before it run over the source's records,
+the predicate decides per record, and the stages after it run over batches of kept
+records only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import batch_length, record_at, take_records
+from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.element import Element
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.operator import OperatorModule
+from datarax.core.spec import is_text_value
+from datarax.typing import Batch
+
+
+@dataclass(frozen=True)
+class FilterOperatorConfig(StructuralConfig):
+    """Configuration of :class:`FilterOperator`.
+
+    Attributes:
+        on_host: run the predicate in plain Python on each record's numpy values
+            (strings included) as records are read, before the batch is built. For
+            host sources and streams only; without it a numeric batch's predicate runs
+            compiled (``jax.vmap``), and a batch holding text runs record by record.
+    """
+
+    on_host: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self, "on_host")
+
+
+class FilterOperator(OperatorModule):
+    """Keep the records for which ``predicate(element)`` is true.
+
+    ``predicate`` gets one record as an :class:`~datarax.core.element.Element` and
+    returns one boolean (a Python bool, or a 0-d boolean array when written with
+    ``jax.numpy``). In a Pipeline's ``stages`` it splits the stages in two: those before
+    it run over the source's records, those after it over full batches of kept records.
+    Called directly on a batch outside a Pipeline, it returns the kept records.
+
+    Example:
+        >>> import numpy as np
+        >>> even = FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0)
+        >>> out = even.apply_batch({"label": np.arange(6)}, None)
+        >>> out["label"].tolist()
+        [0, 2, 4]
+    """
+
+    per_record = True
+    config_class = FilterOperatorConfig
+
+    config: FilterOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def __init__(
+        self,
+        config: FilterOperatorConfig | None = None,
+        *,
+        predicate: Callable[[Element], Any],
+        name: str | None = None,
+        **settings: Any,
+    ) -> None:
+        if not callable(predicate):
+            raise ConfigError(
+                f"FilterOperator predicate must be callable, got {type(predicate).__name__}."
+            )
+        super().__init__(
+            config, name=name or getattr(predicate, "__name__", None), **settings
+        )
+        self.predicate = nnx.static(predicate)
+
+    @property
+    def on_host(self) -> bool:
+        """Whether the predicate runs in Python on numpy records (host sources only)."""
+        return self.config.on_host
+
+    def keep(self, data: Batch) -> Any:
+        """One boolean per record of a numeric batch (traceable: ``jax.vmap``)."""
+        return jax.vmap(lambda record: jnp.asarray(self.predicate(Element(record))))(data)
+
+    def keep_records(self, data: Batch, where: str) -> np.ndarray:
+        """One boolean per record, ``predicate`` called in Python on each record."""
+        out = np.zeros(batch_length(data), bool)
+        for i in range(len(out)):
+            value = self.predicate(Element(record_at(data, i)))
+            shape = getattr(value, "shape", ())
+            if not isinstance(value, (bool, np.bool_)) and not (
+                shape == () and getattr(value, "dtype", None) == np.bool_
+            ):
+                raise ConfigError(
+                    f"{where} (FilterOperator '{self.name}'): the predicate must return one "
+                    f"boolean per record, got {type(value).__name__} {value!r} for record {i}. "
+                    "Return e.g. element.data['label'] == 1."
+                )
+            out[i] = bool(value)
+        return out
+
+    def check_output(self, spec: Batch, where: str) -> None:
+        """Refuse a predicate that does not give one boolean per record (abstractly,
+        from the per-record ``spec`` of the batch it sees)."""
+        batch = jax.tree.map(lambda s: jax.ShapeDtypeStruct((2, *s.shape), s.dtype), spec)
+        try:
+            out = jax.eval_shape(self.keep, batch)
+        except Exception as err:  # noqa: BLE001 - reported with the stage's name
+            raise ConfigError(
+                f"{where} (FilterOperator '{self.name}'): the predicate failed on the "
+                f"records it sees (fields {sorted(spec)}): {type(err).__name__}: {err}"
+            ) from err
+        if getattr(out, "shape", None) != (2,) or out.dtype != jnp.bool_:
+            got = jax.tree.map(lambda s: f"{s.dtype}{list(s.shape[1:])}", out)
+            raise ConfigError(
+                f"{where} (FilterOperator '{self.name}'): the predicate must return one "
+                f"boolean per record, got {got} per record. Return e.g. "
+                "element.data['label'] == 1 (compare, or cast with .astype(bool))."
+            )
+
+    def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
+        """The kept records of ``data`` (eager only: the count is not known in a trace)."""
+        leaves = jax.tree.leaves(data, is_leaf=is_text_value)
+        if any(isinstance(v, jax.core.Tracer) for v in leaves):
+            raise DataraxError(
+                f"FilterOperator '{self.name}' cannot run inside a traced function: how many "
+                "records it keeps is known only after it runs. Put it in a Pipeline's "
+                "stages, which hands out full batches of kept records."
+            )
+        if any(is_text_value(v) or isinstance(v, list) for v in leaves):
+            mask = self.keep_records(data, "FilterOperator.apply_batch")
+        else:
+            mask = np.asarray(self.keep(data)).astype(bool)
+        return take_records(data, np.flatnonzero(mask))

@@ -1,0 +1,382 @@
+"""A pass of a Pipeline whose stages hold a ``FilterOperator``: full batches of kept records.
+
+The source's position stays what it always is, records of the epoch the consumer has
+been handed — read here as *the epoch position just after the last kept record handed
+out*. Nothing kept but not yet handed out is held in a state: those records lie past
+the position and are computed again after a restore, so the state stays
+``{epoch, position}`` and a resume is exact.
+
+* indexed sources — :func:`filtered_step`, one compiled program: from a position it
+  reads chunks of ``batch_size`` records (chunk starts aligned to multiples of the batch
+  size, so the chunks, and every batch key, are the same from wherever a pass starts),
+  runs the stages before the filter and the predicate, and packs the kept records into
+  ``group`` full batches, returning where each batch ends in the epoch. The stages
+  after the filter run over the packed batches (in the same program when every one of
+  them works record by record; otherwise over exactly each batch's records).
+* host sources and streams — the filter must be the first stage: records are read
+  ``batch_size - kept so far`` at a time (never more than can be handed out, so the
+  source's position after a batch is exactly past its last kept record), the
+  predicate runs on the numpy records (in Python with ``on_host=True`` or for text,
+  compiled otherwise), and the kept ones are joined into a batch for the later stages.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import batch_length, concat_batches, take_records
+from datarax.core.data_source import SourceKind
+from datarax.core.errors import ConfigError
+from datarax.core.keys import draw
+from datarax.core.operator import all_per_record
+from datarax.core.spec import TextSpec, validate_batch
+from datarax.core.stages import apply_stages
+from datarax.operators.filter import FilterOperator
+from datarax.pipeline.ahead import run_ahead
+from datarax.pipeline.devices import place_batch
+from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
+from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
+from datarax.pipeline.iterator import PipelineIterator
+from datarax.pipeline.plan import PassContext, filter_position, passed
+from datarax.pipeline.steps import stage_step
+from datarax.typing import Batch
+
+
+def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any) -> None:
+    """Refuse, at build time, what a filtered pipeline cannot run (naming the stage).
+
+    ``spec_after(stages)`` is the per-record spec after ``stages`` (abstract).
+    """
+    filt: FilterOperator = stages[at]
+    where = f"Pipeline stage {at}"
+    if source.kind is not SourceKind.INDEXED:
+        if at != 0:
+            raise ConfigError(
+                f"{where} (FilterOperator '{filt.name}') comes after other stages, over a "
+                f"{source.kind.name.lower()} source ({type(source).__name__}): there the "
+                "predicate runs as records are read, before the batch is built. Make the "
+                "FilterOperator the first stage."
+            )
+    else:
+        if filt.on_host:
+            raise ConfigError(
+                f"{where} (FilterOperator '{filt.name}') has on_host=True, but "
+                f"{type(source).__name__} is an indexed source, read in one compiled step: "
+                "write the predicate with jax.numpy and leave on_host off."
+            )
+        if source.has_host_fields():
+            raise ConfigError(
+                f"{where} (FilterOperator '{filt.name}'): {type(source).__name__} keeps text "
+                "fields on the host, which the compiled filter cannot read. Filter on a "
+                "numeric field in a source without text, or read the data through a host "
+                "source (the filter then runs on the records as they are read)."
+            )
+    spec = spec_after(list(stages[:at]))
+    leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
+    if filt.on_host or any(isinstance(s, TextSpec) for s in leaves):
+        return  # checked on each record as it is read
+    filt.check_output(spec, where)
+
+
+# ------------------------------------------------------------------ indexed
+
+
+def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool) -> Any:
+    """Compiled ``(state, inputs, begin, end, base, epoch, key) -> (batches, indices,
+    kept, ends)``: the next ``group`` batches of kept records from epoch position
+    ``begin`` (records ``[begin, end)`` of the shard, which starts at global position
+    ``base``). ``kept`` counts the records packed (fewer than ``group * batch_size``
+    only where the pass ends); ``ends[k]`` is the epoch position after batch ``k``'s last
+    record. With ``fuse`` the stages after the filter run here too."""
+    rows = group * batch_size
+
+    def step(state: Any, inputs: Any, begin: Any, end: Any, base: Any, epoch: Any,
+             key: Any) -> Any:
+        source, stages = nnx.merge(graphdef, state)
+        stages = list(stages)
+        pre, filt = stages[:at], stages[at]
+        post = [passed] * (at + 1) + stages[at + 1:]
+        pipeline_key = draw(*key)
+
+        def chunk(p: Any) -> Any:
+            start = base + p
+            with source.bind_step_inputs(inputs):
+                batch, indices = source.get_batch_and_indices_at(
+                    start, batch_size, jax.random.fold_in(pipeline_key, start)
+                )
+            batch = apply_stages(pre, dict(batch), indices, epoch, pipeline_key)
+            pos = p + jnp.arange(batch_size, dtype=begin.dtype)
+            mask = filt.keep(batch) & (pos >= begin) & (pos < end)
+            return (batch, indices.astype(jnp.int32), pos), mask
+
+        first = (begin // batch_size) * batch_size
+        shapes = jax.eval_shape(chunk, first)[0]
+        empty = jax.tree.map(lambda s: jnp.zeros((rows, *s.shape[1:]), s.dtype), shapes)
+
+        def more(carry: Any) -> Any:
+            p, kept, _ = carry
+            return (kept < rows) & (p < end)
+
+        def body(carry: Any) -> Any:
+            p, kept, buffer = carry
+            values, mask = chunk(p)
+            rank = jnp.cumsum(mask.astype(jnp.int32)) - 1 + kept
+            dest = jnp.where(mask & (rank < rows), rank, rows)  # rows: out of range, dropped
+            buffer = jax.tree.map(lambda b, v: b.at[dest].set(v, mode="drop"), buffer, values)
+            return p + batch_size, jnp.minimum(kept + mask.sum(dtype=jnp.int32), rows), buffer
+
+        _, kept, (data, indices, pos) = jax.lax.while_loop(
+            more, body, (first, jnp.int32(0), empty)
+        )
+        full = kept >= (jnp.arange(group) + 1) * batch_size
+        ends = jnp.where(full, pos[batch_size - 1::batch_size] + 1, end)
+        stacked = jax.tree.map(lambda v: v.reshape(group, batch_size, *v.shape[1:]), data)
+        rows_of = indices.reshape(group, batch_size)
+        if fuse:
+            def staged(args: Any) -> Batch:
+                return apply_stages(post, dict(args[0]), args[1], epoch, pipeline_key)
+
+            stacked = jax.lax.map(staged, (stacked, rows_of)) if group > 1 else \
+                jax.tree.map(lambda v: v[None], staged(jax.tree.map(lambda v: v[0], (stacked, rows_of))))
+        batches = tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(group))
+        return batches, rows_of, kept, ends
+
+    return jax.jit(step)
+
+
+_STEPS: dict[Any, Any] = {}
+
+
+def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool) -> Any:
+    """:func:`filtered_step`, built once per graph definition and shape (a small LRU)."""
+    key = (graphdef, batch_size, group, at, fuse)
+    step = _STEPS.pop(key, None) or filtered_step(graphdef, batch_size, group, at, fuse)
+    _STEPS[key] = step
+    while len(_STEPS) > 16:
+        _STEPS.pop(next(iter(_STEPS)))
+    return step
+
+
+def head(array: Any, count: int) -> Any:
+    """The first ``count`` records of a field (a host view on the CPU: no slice compile)."""
+    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
+        return jax.device_put(np.asarray(array)[:count])
+    return array[:count]
+
+
+#: one handed-out batch: (epoch positions it covers, batch, kept records, stable indices)
+FilteredItem = tuple[int, Batch, int, Any]
+
+
+class FilteredDispatch:
+    """The batches of one filtered pass of an indexed source, from the source's position."""
+
+    def __init__(self, context: PassContext, epoch: int, at: int) -> None:
+        source = context.source
+        if context.elastic_epoch(epoch) is not None:
+            raise ConfigError(
+                "A Pipeline with a FilterOperator restores a state only on the number of "
+                "processes that saved it (the kept records' positions are not known ahead)."
+            )
+        self.context, self.source, self.plan = context, source, context.plan
+        self.stats, self.epoch, self.at = context.stats, epoch, at
+        self.batch_size = context.plan.batch_size
+        stages = list(context.stages)
+        post = stages[at + 1:]
+        self.fuse = all_per_record(post)
+        self.post_graph = None if self.fuse or not post else nnx.split(
+            [passed] * (at + 1) + post
+        )
+        self.graphdef, self.state = nnx.split((source, stages))
+        self.inputs = source.step_inputs()
+        self.key = context.key_pair()
+        self.n = len(source)
+        lo = source.shard_bounds(self.n)[0]
+        self.base = epoch * self.n + lo
+        self.total = source.epoch_size() or 0
+        self.position = source.index
+        long_pass = self.total - self.position >= GROUP_MIN_BATCHES * self.batch_size
+        self.group = group_size(self.batch_size) if long_pass else 1
+        self.done = False
+        wide = np.int64 if jax.config.jax_enable_x64 else np.int32
+        if not jax.config.jax_enable_x64 and self.base + self.total + self.batch_size > 2**31 - 1:
+            raise OverflowError(
+                f"epoch {epoch} of a {self.n}-record source passes 2**31 global record "
+                "positions; enable jax_enable_x64 to continue."
+            )
+        self.wide = wide
+
+    def dispatch_some(self) -> list[FilteredItem] | None:
+        """The next group's batches (fewer at the pass's end); None when none is left."""
+        if self.done or self.position >= self.total:
+            return None
+        step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at, self.fuse)
+        began = time.perf_counter()
+        batches, indices, kept, ends = step(
+            self.state, self.inputs, self.wide(self.position), self.wide(self.total),
+            self.wide(self.base), np.int32(self.epoch), self.key,
+        )
+        kept, ends, indices = int(kept), np.asarray(ends), np.asarray(indices)
+        self.stats.seconds["step"] += time.perf_counter() - began
+        size, items, before = self.batch_size, [], self.position
+        for k, batch in enumerate(batches):
+            count = min(size, kept - k * size)
+            if count <= 0:
+                break
+            rows = indices[k]
+            if count < size:
+                batch = jax.tree.map(lambda v, c=count: head(v, c), batch)
+                rows = rows[:count]
+            if self.post_graph is not None:
+                graph, state = self.post_graph
+                with self.stats.timer("stages"):
+                    batch = stage_step(graph)(state, batch, rows, np.int32(self.epoch), self.key)
+            if not self.plan.check_finite:
+                batch = place_batch(self.plan, self.stats, batch, before, self.epoch)
+            items.append((int(ends[k]) - before, batch, count, rows))
+            before = int(ends[k])
+        if kept < self.group * size:
+            self.done = True  # the pass's end was reached
+        self.position = before if items else self.total
+        return items or None
+
+
+# ------------------------------------------------------------------- iterator
+
+
+class FilteredIterator(PipelineIterator):
+    """One pass of a filtered Pipeline: full batches of kept records (see the module)."""
+
+    def __init__(self, context: PassContext, epoch: int, resume_at: int | None = None) -> None:
+        self._filter_at = filter_position(list(context.stages))
+        assert self._filter_at is not None
+        self._filter: FilterOperator = list(context.stages)[self._filter_at]
+        super().__init__(context, epoch, resume_at)
+
+    def __len__(self) -> int:
+        raise TypeError(
+            "len() of a filtered pass is unknown: how many records the FilterOperator "
+            "keeps is known only once they are read."
+        )
+
+    # ------------------------------------------------------------ indexed path
+    def _prepare_indexed(self) -> None:
+        assert self._filter_at is not None
+        self._dispatch = FilteredDispatch(self._context, self._epoch, self._filter_at)
+        self._ahead = run_ahead(self._dispatch.dispatch_some, self._plan.prefetch)
+        self._expect = (self._source.epoch, self._source.index)
+        self._prepared = True
+
+    def _next_indexed(self) -> Batch:
+        if self._prepared and self._source.datarax_position.where() != self._expect:
+            self._follow_source()  # moved from outside: continue from there
+        if not self._prepared:
+            self._prepare_indexed()
+        if self._ahead is not None:
+            item = self._ahead.get()
+        else:
+            if not self._queue:
+                self._queue.extend(self._dispatch.dispatch_some() or ())
+            item = self._queue.popleft() if self._queue else None
+        if item is None:
+            raise StopIteration
+        covered, batch, count, rows = item
+        if count < self._batch_size and self._plan.drop_remainder:
+            raise StopIteration
+        if self._plan.check_finite:
+            check_finite(self._source, self._epoch, batch, lambda: rows, self._source.index)
+            batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
+        self._hand_out(covered, count)
+        if self._ahead is not None:
+            self._ahead.resume()
+        return batch
+
+    def _hand_out(self, covered: int, count: int) -> None:
+        if self._kind is SourceKind.INDEXED:
+            self._source.advance(covered)
+        self._expect = (self._source.epoch, self._source.index)
+        self._count = count
+        self._stats.count_filtered(count, covered - count)
+        self._mark()
+
+    # --------------------------------------------------------------- host path
+    def _next_host(self) -> Batch:
+        source = self._source
+        if self._prepared and (source.epoch, source.index) != self._expect:
+            self._follow_source()
+        if not self._prepared:
+            self._read_here()
+            stages = list(self._context.stages)
+            post = [passed] + stages[1:] if len(stages) > 1 else []
+            context = PassContext(self._plan, source, post, self._context.key,
+                                  self._context.key_count, self._context.session)
+            self._host = HostPass(context, self._epoch)
+            self._expect = (source.epoch, source.index)
+            self._prepared = True
+        position = source.index
+        parts: list[tuple[Batch, np.ndarray]] = []
+        have = 0
+        with self._stats.timer("read"):
+            while have < self._batch_size and not self._host.done:
+                at = source.index
+                raw, indices = source.get_batch_with_indices(self._batch_size - have)
+                if raw is None:
+                    self._host.done = True
+                    break
+                raw = dict(raw)
+                count = batch_length(raw)
+                indices = np.arange(at, at + count) if indices is None else np.asarray(indices)
+                mask = self._keep_host(raw, at)
+                picked = np.flatnonzero(mask)
+                if len(picked):
+                    parts.append((take_records(raw, picked), indices[picked]))
+                    have += len(picked)
+        self._expect = (source.epoch, source.index)
+        if not parts or (have < self._batch_size and self._plan.drop_remainder):
+            raise StopIteration
+        if len(parts) == 1:
+            batch, indices = parts[0]
+        else:
+            batch = concat_batches([b for b, _ in parts])
+            indices = np.concatenate([i for _, i in parts])
+        batch = self._host.prepare(batch, indices, position)
+        self._hand_out(source.index - position, have)
+        return batch
+
+    def _keep_host(self, raw: Batch, at: int) -> np.ndarray:
+        """One boolean per record read (validated first: the predicate sees checked data)."""
+        source = self._source
+        where = f"{type(source).__name__} records at {at} of epoch {self._epoch}"
+        with self._stats.timer("validate"):
+            validate_batch(raw, source.checked_element_spec(), batch_size=self._batch_size,
+                           where=where)
+        text = any(host_leaf(v) for v in jax.tree.leaves(raw, is_leaf=host_leaf))
+        if self._filter.on_host or text:
+            return self._filter.keep_records(raw, "Pipeline stage 0")
+        count = batch_length(raw)
+        padded = jax.tree.map(
+            lambda v: np.concatenate([v, np.repeat(v[-1:], self._batch_size - count, 0)])
+            if count < self._batch_size else v, raw,
+        )
+        keep = host_keep(self._filter)
+        return np.asarray(keep(padded))[:count].astype(bool)
+
+
+_KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def host_keep(filt: FilterOperator) -> Any:
+    """The compiled predicate of ``filt`` over a numpy batch (one per operator)."""
+    fn = _KEEP.get(filt)
+    if fn is None:
+        fn = jax.jit(filt.keep)
+        _KEEP[filt] = fn
+    return fn
