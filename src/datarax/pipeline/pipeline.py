@@ -15,6 +15,7 @@ from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule, refuse_rng_state, warn_unseeded
 from datarax.pipeline.devices import placement_for
+from datarax.pipeline.epochs import Repeat, Take, check_count
 from datarax.pipeline.filtered import FilteredIterator, check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec
@@ -320,6 +321,62 @@ class Pipeline(nnx.Module):
         iterator = self._iterator(epoch, resume_at)
         session.adopt(iterator)
         return iterator
+
+    # ------------------------------------------------------ parts of passes
+    def take(self, batches: int) -> Take:
+        """An iterator over at most ``batches`` batches of the next pass (an evaluation
+        subset); ``get_state`` / ``set_state`` on it resume exactly.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(9, dtype=np.int32)})
+            >>> p = Pipeline(source=src, batch_size=2)
+            >>> [b["x"].tolist() for b in p.take(2)]
+            [[0, 1], [2, 3]]
+        """
+        return Take(self, batches)
+
+    def skip(self, batches: int) -> PipelineIterator:
+        """The next pass's iterator, ``batches`` batches in (an indexed source without a
+        filter moves there directly; otherwise they are read and dropped). The skipped
+        records count as handed out: the state resumes after them.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+            >>> [b["x"].tolist() for b in Pipeline(source=src, batch_size=2).skip(1)]
+            [[2, 3], [4]]
+        """
+        check_count(batches, "skip")
+        source, session = self.source, self.__session
+        epoch, at = session.next_pass(source)
+        size = source.epoch_size()
+        if (source.kind is SourceKind.INDEXED and not self.filtered and size is not None
+                and session.elastic_epoch(epoch) is None):
+            source.seek(epoch, min((at or 0) + batches * self.batch_size, self.plan.served(size)))
+            return iter(self)
+        iterator = iter(self)
+        for _ in range(batches):
+            if next(iterator, None) is None:
+                break
+        return iterator
+
+    def repeat(self, epochs: int | None = None) -> Repeat:
+        """One iterator over ``epochs`` passes in a row (``None``: without end), for
+        step-based training: each pass is a new epoch (new shuffle, new keys);
+        ``get_state`` / ``set_state`` on it resume exactly. Two empty passes in a row
+        (every record filtered out) end it with ``StopIteration``.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+            >>> [b["x"].tolist() for b in Pipeline(source=src, batch_size=2).repeat(2)]
+            [[0, 1], [2], [0, 1], [2]]
+        """
+        return Repeat(self, epochs)
 
     # ----------------------------------------------------------- fused steps
     def step(self) -> Batch:

@@ -1,0 +1,64 @@
+"""Pipeline.take / skip / repeat: parts of a pass and many passes, resumed exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError
+from datarax.operators import FilterOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def make(n=7, shuffle=True):
+    src = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=4),
+                       {"x": np.arange(n, dtype=np.int32)})
+    return Pipeline(src, batch_size=2)
+
+
+def xs(batches):
+    return [np.asarray(b["x"]).tolist() for b in batches]
+
+
+def test_take_and_skip_are_parts_of_one_pass():
+    whole = xs(make())
+    assert xs(make().take(2)) == whole[:2]
+    assert xs(make().skip(2)) == whole[2:]
+    assert xs(make().skip(9)) == []
+    keep = FilterOperator(predicate=lambda el: el.data["x"] > 1)
+    filtered = Pipeline(make().source, stages=[keep], batch_size=2)
+    assert xs(filtered.skip(1)) == xs(Pipeline(make().source, stages=[keep], batch_size=2))[1:]
+    with pytest.raises(ConfigError, match="int >= 0"):
+        make().take(-1)
+
+
+def test_repeat_advances_the_epochs_and_resumes_exactly():
+    p = make()
+    epochs = [xs(p) for _ in range(3)]
+    assert epochs[0] != epochs[1]  # a new shuffle each epoch
+    flat = sum(epochs, [])
+    assert xs(make().repeat(3)) == flat
+    for at in (1, 4, 8):  # 8: the end of the second epoch
+        first = make()
+        it = first.repeat(3)
+        for _ in range(at):
+            next(it)
+        state = it.get_state()
+        resumed = make().repeat()
+        resumed.set_state(state)
+        assert xs(resumed) == flat[at:]
+    take = make().take(3)
+    next(take)
+    state = take.get_state()
+    again = make().take(0)
+    again.set_state(state)
+    assert xs(again) == flat[1:3]
+
+
+def test_repeat_forever_stops_on_empty_passes():
+    src = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    none = Pipeline(src, stages=[FilterOperator(predicate=lambda el: el.data["x"] < 0)],
+                    batch_size=2)
+    with pytest.raises(StopIteration, match="two empty passes"):
+        next(none.repeat())
