@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-
 import jax.numpy as jnp
 from flax import nnx
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, DataraxError
 from datarax.operators.image._base import (
     ImageOperator,
     Range,
@@ -91,6 +90,7 @@ class Saturation(_ColorOperator):
     LOW = 0.0
 
     def adjust(self, values: Any, amount: Any) -> Any:
+        require_rgb(self, values)
         return pix().adjust_saturation(values, amount)
 
 
@@ -101,16 +101,42 @@ class Hue(_ColorOperator):
     LOW, HIGH = -0.5, 0.5
 
     def adjust(self, values: Any, amount: Any) -> Any:
+        require_rgb(self, values)
         return pix().adjust_hue(values, amount)
 
 
+def require_rgb(op: ImageOperator, image: Any) -> None:
+    """Refuse images without 3 channels, naming the operator, field and shape."""
+    if image.shape[-1] != 3:
+        raise DataraxError(
+            f"{type(op).__name__} '{op.name}': field '{op.config.field}' holds images with "
+            f"{image.shape[-1]} channel(s); it works on RGB images (3 channels). Leave it "
+            "out for one-channel images, or convert them to RGB first."
+        )
+
+
 class Grayscale(ImageOperator):
-    """Rec.601 luma (dm-pix ``rgb_to_grayscale``), kept as 3 equal channels."""
+    """Rec.601 luma (dm-pix ``rgb_to_grayscale``), kept as 3 equal channels.
+
+    One-channel images are already grey: they pass unchanged. Other channel counts
+    are refused.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> img = jnp.array([[[[255, 0, 0]]]], jnp.uint8)
+        >>> Grayscale().apply_batch({"image": img}, None)["image"].ravel().tolist()
+        [76, 76, 76]
+        >>> Grayscale().apply_batch({"image": img[..., :1]}, None)["image"].ravel().tolist()
+        [255]
+    """
 
     def __init__(self, *, field: str = "image", name: str | None = None) -> None:
         self._setup({}, stochastic=False, field=field, stream_name=None, rngs=None, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
+        if image.shape[-1] == 1:
+            return image
+        require_rgb(self, image)
         gray = pix().rgb_to_grayscale(to_unit(image), keep_dims=True)
         return from_unit(jnp.broadcast_to(gray, image.shape), image.dtype)
 

@@ -25,19 +25,17 @@ from datarax.operators.image._base import (
     sample,
     to_unit,
 )
-from datarax.operators.image.geometry import shift
+from datarax.operators.image.geometry import rotate, sample_at, shift
 
 
 def _shear(image: Any, amount: Any, axis: int, fill: float) -> Any:
+    """Shear about the centre: ``x_in = x + amount * (y - cy)`` (axis 1) or the transpose."""
     height, width = image.shape[0], image.shape[1]
-    matrix = jnp.eye(3)
-    if axis == 1:  # x_in = x + amount * (y - cy)
-        matrix = matrix.at[1, 0].set(amount)
-        offset = jnp.array([0.0, -amount * (height - 1) / 2, 0.0])
-    else:  # y_in = y + amount * (x - cx)
-        matrix = matrix.at[0, 1].set(amount)
-        offset = jnp.array([-amount * (width - 1) / 2, 0.0, 0.0])
-    return pix().affine_transform(image, matrix, offset=offset, mode="constant", cval=fill)
+    y = jnp.arange(height, dtype=jnp.float32)[:, None]
+    x = jnp.arange(width, dtype=jnp.float32)[None, :]
+    if axis == 1:
+        return sample_at(image, y, x + amount * (y - (height - 1) / 2.0), fill)
+    return sample_at(image, y + amount * (x - (width - 1) / 2.0), x, fill)
 
 
 def _autocontrast(image: Any) -> Any:
@@ -56,8 +54,13 @@ def operations(fill: float) -> list[tuple[str, Any]]:
     """``(name, fn(image_in_unit_range, m, sign))`` of every RandAugment operation."""
     px = pix
 
-    def rotate(im: Any, m: Any, s: Any) -> Any:
-        return px().rotate(im, s * 30.0 * m * jnp.pi / 180.0, mode="constant", cval=fill)
+    def rotate_by(im: Any, m: Any, s: Any) -> Any:
+        return rotate(im, s * 30.0 * m, fill)
+
+    def saturation(im: Any, m: Any, s: Any) -> Any:
+        if im.shape[-1] != 3:  # no colour to saturate: one-channel images pass
+            return im
+        return px().adjust_saturation(im, 1.0 + s * 0.9 * m)
 
     def translate(axis: int) -> Any:
         def fn(im: Any, m: Any, s: Any) -> Any:
@@ -70,8 +73,8 @@ def operations(fill: float) -> list[tuple[str, Any]]:
         ("identity", lambda im, m, s: im),
         ("brightness", lambda im, m, s: px().adjust_brightness(im, s * 0.4 * m)),
         ("contrast", lambda im, m, s: px().adjust_contrast(im, 1.0 + s * 0.9 * m)),
-        ("saturation", lambda im, m, s: px().adjust_saturation(im, 1.0 + s * 0.9 * m)),
-        ("rotate", rotate),
+        ("saturation", saturation),
+        ("rotate", rotate_by),
         ("translate_x", translate(1)),
         ("translate_y", translate(0)),
         ("shear_x", lambda im, m, s: _shear(im, s * 0.3 * m, 1, fill)),
@@ -89,7 +92,7 @@ class RandAugment(ImageOperator):
     """Apply ``num_ops`` operations, each drawn uniformly per record, at ``magnitude``.
 
     ``magnitude`` is in [0, 30]: a number, or a ``(low, high)`` range drawn per record.
-    RGB images (saturation needs 3 channels).
+    On images without 3 channels the saturation operation leaves them unchanged.
     """
 
     def __init__(self, num_ops: int = 2, magnitude: Range = 9.0, *, fill: float = 0.0,
