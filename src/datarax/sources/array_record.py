@@ -27,6 +27,8 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.extras import require
+from datarax.dataset.format import DatasetInfo, find_dataset
+from datarax.dataset.reading import DatasetDecoder, dataset_files
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 
@@ -187,7 +189,11 @@ class ArrayRecordSourceModule(RandomAccessSource):
     Args:
         config: an :class:`ArrayRecordSourceConfig`.
         paths: one file, a glob pattern (expanded and sorted), or a list of files
-            and/or patterns. Records are numbered across files in that order.
+            and/or patterns. Records are numbered across files in that order. A
+            dataset folder written by :func:`datarax.dataset.write_dataset` (or
+            ``datarax convert``), or a glob / list of its shards, needs no ``decode``:
+            its metadata gives the fields, and batches are decoded from it
+            (:attr:`dataset_info`).
         decode: ``bytes -> dict`` of arrays for one record; every record must decode
             to the same fields, shapes and dtypes as the first. Default: the raw bytes
             as a ``uint8`` vector under ``"record"``.
@@ -252,9 +258,19 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 f"{type(config).__name__}."
             )
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
-        files = resolve_paths(paths)
+        folder = find_dataset(paths) if decode is None and decode_batch is None else None
+        info = None
+        if folder is not None:  # a datarax dataset: its metadata says how to decode
+            files, info = dataset_files(paths, folder)
+            decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
+            decode, decode_batch = decoder.decode_one, decoder
+        else:
+            files = resolve_paths(paths)
+        self._dataset_info = nnx.static(info)
         _array_record_reader()  # the optional extra, refused by name before any thread runs
         counts = _count_records(files)
+        if info is not None:
+            _check_counts(files, counts, info)
         total = sum(counts)
         if total == 0:
             raise RecordError(
@@ -286,6 +302,12 @@ class ArrayRecordSourceModule(RandomAccessSource):
         return self._length
 
     # ------------------------------------------------------------ description
+    @property
+    def dataset_info(self) -> DatasetInfo | None:
+        """The metadata of the datarax dataset read (features, class names, shards), or
+        None for plain files read with ``decode``."""
+        return self._dataset_info
+
     @property
     def paths(self) -> list[str]:
         """The files read, in record-numbering order."""
@@ -464,6 +486,18 @@ def _not_array_record(path: str, cause: str) -> RecordError:
         "it with array_record's ArrayRecordWriter or remove it from paths.",
         path=path,
     )
+
+
+def _check_counts(files: list[str], counts: list[int], info: DatasetInfo) -> None:
+    expected = {shard.file: shard.records for shard in info.shards}
+    for path, count in zip(files, counts):
+        if expected[os.path.basename(path)] != count:
+            raise RecordError(
+                f"ArrayRecordSourceModule: the shard '{path}' holds {count} records, its "
+                f"dataset's metadata says {expected[os.path.basename(path)]}; the folder mixes "
+                "files of different conversions. Convert the data again.",
+                path=path,
+            )
 
 
 def _count_records(files: list[str]) -> list[int]:

@@ -1,0 +1,108 @@
+"""Reading a dataset folder back: its shard files and a batch decoder built from metadata.
+
+:func:`dataset_files` resolves what a reader was pointed at (the folder, a glob of its
+shards, or a list of them) into shard paths and the folder's
+:class:`~datarax.dataset.format.DatasetInfo`; :class:`DatasetDecoder` decodes a list of
+records into batch columns (fixed fields with no Python call per record) with the
+64-bit rule of the rest of datarax applied per column.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> from datarax.dataset.writer import write_dataset
+    >>> dst = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> _ = write_dataset([{"x": np.float32([i])} for i in range(4)], dst, shards=2)
+    >>> files, info = dataset_files(dst, dst)
+    >>> [os.path.basename(f) for f in files], info.num_records
+    (['data-00000-of-00002.array_record', 'data-00001-of-00002.array_record'], 4)
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax.core.dtypes import fit_value
+from datarax.core.errors import ConfigError, RecordError
+from datarax.dataset.format import METADATA_FILE, DatasetInfo, Features, decode_records, read_metadata
+
+__all__ = ["DatasetDecoder", "dataset_files"]
+
+
+def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
+    """The shard files ``paths`` names inside dataset ``folder``, and its metadata.
+
+    The folder itself means every shard, in order; a glob or a list must name shards
+    listed in the metadata (any subset, in the order given / sorted for a glob).
+
+    Raises:
+        RecordError: a shard is missing, or a named file is not one of the shards.
+    """
+    info = read_metadata(folder)
+    known = {s.file: s for s in info.shards}
+    if isinstance(paths, (str, os.PathLike)) and os.path.isdir(os.fspath(paths)):
+        names = [s.file for s in info.shards]
+    else:
+        items = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+        names = []
+        for item in items:
+            matches = [item] if os.path.exists(item) or not glob.has_magic(item) else sorted(glob.glob(item))
+            if not matches:
+                raise RecordError(f"the glob pattern '{item}' matches no shard of the dataset in "
+                                  f"'{folder}'.", path=item)
+            names += [os.path.basename(m) for m in matches]
+        stray = [n for n in names if n not in known]
+        if stray:
+            raise RecordError(
+                f"'{stray[0]}' is not a shard of the dataset in '{folder}' (its {METADATA_FILE} "
+                f"lists {len(known)} shards); point the reader at the folder or its shards only.",
+                path=os.path.join(folder, stray[0]))
+    files = [os.path.join(folder, n) for n in names]
+    for path in files:
+        if not os.path.isfile(path):
+            raise RecordError(
+                f"the dataset in '{folder}' lists the shard '{os.path.basename(path)}', which is "
+                "missing; copy the whole folder, or convert the data again.", path=path)
+    return files, info
+
+
+class DatasetDecoder:
+    """``list of records -> dict`` of batch columns for a dataset's features.
+
+    Args:
+        features: the dataset's features.
+        cast_float64: cast ``float64`` columns to ``float32`` (else they stay and the
+            reader refuses them while ``jax_enable_x64`` is off); 64-bit integers are
+            narrowed to 32 bits when they fit, as everywhere in datarax.
+
+    Raises:
+        ConfigError: a field has a variable shape (a batch needs one shape per field).
+    """
+
+    def __init__(self, features: Features, *, cast_float64: bool = False) -> None:
+        ragged = [f for f in features.fields if None in f.shape]
+        if ragged:
+            f = ragged[0]
+            raise ConfigError(
+                f"the dataset's field '{f.name}' has a variable shape "
+                f"{tuple('None' if d is None else d for d in f.shape)}, and a batch needs one shape "
+                "per field; read it with your own decode= (datarax.dataset.decode_records gives "
+                "the per-record arrays) or write the field with a fixed shape.")
+        self.features = features
+        self.cast_float64 = cast_float64
+
+    def __call__(self, records: Sequence[bytes]) -> dict[str, Any]:
+        columns = decode_records(self.features, list(records))
+        out: dict[str, Any] = {}
+        for name, column in columns.items():
+            if isinstance(column, np.ndarray) and column.dtype.kind in "iuf" and column.dtype.itemsize == 8:
+                column = fit_value(name, column, cast_float64=self.cast_float64)
+            out[name] = column
+        return out
+
+    def decode_one(self, record: bytes) -> dict[str, Any]:
+        """One record's fields (the batch decoder on a batch of one)."""
+        return {name: column[0] for name, column in self([record]).items()}
