@@ -181,6 +181,7 @@ class HostReader:
         self.position = 0  # epoch positions consumed (handed out or skipped)
         self.cursor = 0  # epoch positions assembled into batches (>= position)
         self._next_read = 0  # first position not yet submitted for reading
+        self._session_start = 0  # the position the open session started (or resumed) at
         self._fatal: Failure | None = None  # first bad record under on_error='raise'
 
     # ------------------------------------------------------------ description
@@ -276,7 +277,7 @@ class HostReader:
             self._order = order
             self.position = self.cursor = int(position)
             self.ledger.begin(order.epoch, skipped)
-            self._next_read = int(position)
+            self._next_read = self._session_start = int(position)
 
     @property
     def session(self) -> int:
@@ -324,7 +325,11 @@ class HostReader:
         batches = max(size // self._batch, 1) if self._batch else 1
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
         while len(self._pending) < in_flight and self._next_read < order.size:
-            stop = min(self._next_read + size, order.size)
+            step = size
+            if self._batch and self._next_read == self._session_start:
+                # a session's first batch waits for one batch's read, not a whole chunk's
+                step = min(size, self._batch)
+            stop = min(self._next_read + step, order.size)
             future = self._pool.submit(self._reads.read, order, self._next_read, stop)
             with self._lock:
                 self._pending.append(future)
