@@ -275,8 +275,9 @@ def test_closing_never_hides_the_error_that_named_the_file(tmp_path, damage):
             while source.get_batch(8) is not None:
                 pass
     # a deleted file stays readable through the reader that has it open; a truncated
-    # one fails there (at the first record past the read-ahead)
-    bad, index = (second, 0) if damage == "delete" else (first, 64)
+    # one fails there (at the first record past the read-ahead: the session's first
+    # read of one batch, 8, then one chunk of 64)
+    bad, index = (second, 0) if damage == "delete" else (first, 72)
     assert f"cannot read record {index} of file '{bad}'" in str(info.value)
     assert (info.value.path, info.value.index) == (bad, index)
     assert info.value.__context__ is None  # nothing raised while closing
