@@ -1,6 +1,7 @@
 """Argument parsing for ``datarax`` / ``python -m datarax``.
 
-Commands: ``demo``, ``inspect SOURCE``, ``scan SOURCE``, ``bench py:MODULE:FUNCTION``
+Commands: ``demo``, ``inspect SOURCE``, ``scan SOURCE``, ``convert SRC DST``,
+``bench py:MODULE:FUNCTION``
 (see ``datarax COMMAND --help`` and docs/cli.md). A bad argument or bad input ends
 with one line on stderr, ``datarax COMMAND: error: <what, where, what to do>``, and
 exit status 2; ``scan`` exits 1 when it found bad records.
@@ -71,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     source_options(scan)
     scan.add_argument("--batch-size", type=int, default=256, help="records per read (default 256)")
 
+    from datarax.cli.convert import add_arguments as convert_arguments
+
+    convert_arguments(commands.add_parser(
+        "convert", help="write data on disk as a self-describing ArrayRecord dataset"))
+
     bench = commands.add_parser(
         "bench", help="time a pipeline: rec/s, time to first batch, stage breakdown"
     )
@@ -99,7 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a datarax command; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # what follows goes to Beam (convert)
+    args = build_parser().parse_args(argv[:cut])
+    args.passthrough = argv[cut + 1:]
+    if args.passthrough and args.command != "convert":
+        build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
     try:
         return _run(args)
     except (ValueError, ImportError, OSError) as err:
@@ -122,6 +133,10 @@ def _run(args: argparse.Namespace) -> int:
             scan=args.scan,
         )
         return 0
+    if args.command == "convert":
+        from datarax.cli.convert import run_convert
+
+        return run_convert(args)
     if args.command == "bench":
         from datarax.cli.bench import run_bench
 

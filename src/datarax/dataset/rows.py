@@ -42,6 +42,10 @@ class Rows:
     def hints(self) -> dict[str, dict[str, Any]]:
         return {}
 
+    def row_name(self, row: int) -> str:
+        """How errors name ``row`` (a file reader may add the file)."""
+        return f"row {row}"
+
 
 class SequenceRows(Rows):
     """Rows of a sequence (a list of dicts, a TFDS data source, ...): ``rows[i]``."""

@@ -42,6 +42,7 @@ from datarax.dataset.format import (
     WRITER_OPTIONS,
     DatasetInfo,
     Features,
+    Field,
     RecordMismatchError,
     ShardInfo,
     encode_record,
@@ -75,6 +76,9 @@ class WriteSummary:
     seconds: float
 
     def __str__(self) -> str:
+        if self.shards and self.shards_resumed == self.shards:
+            return (f"{self.records} records, {self.bytes / 1e6:.1f} MB in {self.shards} shards, "
+                    "already complete (nothing written)")
         rate = self.records / self.seconds if self.seconds > 0 else float("inf")
         return (f"{self.records} records, {self.bytes / 1e6:.1f} MB in {self.shards} shards "
                 f"({self.shards_resumed} resumed), {self.skipped_rows} rows skipped, "
@@ -101,7 +105,7 @@ def _features_for(rows: Rows, features: Features | None,
             features = infer_features(first, class_names=names)
         except RecordMismatchError as err:
             raise ConversionError(f"row 0 of {rows.description}: {err}") from err
-        return features
+        return Features(tuple(_hinted(f, hints.get(f.name, {})) for f in features.fields))
     if not isinstance(features, Features):
         raise ConfigError(f"features must be a datarax.dataset.Features, got {type(features).__name__}.")
     if names:
@@ -109,6 +113,17 @@ def _features_for(rows: Rows, features: Features | None,
             dataclasses.replace(f, class_names=tuple(names[f.name]))
             if f.name in names and f.class_names is None else f for f in features.fields))
     return features
+
+
+def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
+    """``field`` as the source's schema describes it: text stored as bytes is ``utf8``,
+    a decoded image array is written as PNG."""
+    if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
+        return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
+    if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (
+            len(field.shape) == 3 and field.shape[2] in (1, 3, 4)):
+        return dataclasses.replace(field, encoding="png")
+    return field
 
 
 # ------------------------------------------------------------------ shard work
@@ -152,15 +167,17 @@ class _ShardWriter:
         self.records = 0
         self.skipped: list[dict[str, Any]] = []
 
-    def add(self, row: int, record: Any) -> None:
+    def add(self, row: int, record: Any, rows: Rows) -> None:
         try:
             data = encode_record(self.job.features, record, row=row)
         except RecordMismatchError as err:
+            name = rows.row_name(row)
+            message = str(err).replace(f"row {row}", name, 1)
             if self.job.on_error != "skip":
                 raise ConversionError(
-                    f"{err} Fix the source row, or pass on_error='skip' (--on-error skip) to "
-                    "leave it out and list it in the metadata.") from err
-            self.skipped.append({"row": row, "field": err.field, "error": str(err)})
+                    f"{rows.description}, {message} Fix the source row, or pass on_error='skip' "
+                    "(--on-error skip) to leave it out and list it in the metadata.") from err
+            self.skipped.append({"row": row, "field": err.field, "error": message})
             return
         self.writer.write(data)
         self.records += 1
@@ -192,7 +209,7 @@ def _write_ranges(job: _Job, rows: Rows, shards: Sequence[int],
         try:
             row, pending = lo, 0
             for record in rows.iter_rows(lo, hi):
-                shard.add(row, record)
+                shard.add(row, record, rows)
                 row += 1
                 pending += 1
                 if pending == _PROGRESS_EVERY:
@@ -213,7 +230,7 @@ def _write_round_robin(job: _Job, rows: Rows, report: Callable[[str, Any], None]
     try:
         row = 0
         for row, record in enumerate(rows.iter_rows(0, None)):
-            writers[row % job.shards].add(row, record)
+            writers[row % job.shards].add(row, record, rows)
             if row % _PROGRESS_EVERY == _PROGRESS_EVERY - 1:
                 report("rows", _PROGRESS_EVERY)
         total = row + 1 if writers else 0

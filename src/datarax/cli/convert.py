@@ -1,0 +1,57 @@
+"""``datarax convert SRC DST``: data on disk into a self-describing ArrayRecord dataset.
+
+The command face of :func:`datarax.dataset.convert` (SRC kinds are listed there): a
+progress bar with records/s and ETA while it runs, one summary line at the end (records,
+bytes, shards, time). Options after ``--`` go to Apache Beam with ``--runner beam``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``convert`` command's arguments."""
+    parser.add_argument("src", metavar="SRC", help=(
+        "Parquet / JSONL / CSV file, folder or glob; a Hugging Face dataset folder (save_to_disk "
+        "or load_dataset cache); a TFDS folder or tfds:NAME[:SPLIT]; an image folder (one "
+        "subfolder per class); .npy / .npz"))
+    parser.add_argument("dst", metavar="DST", help="the dataset folder to write")
+    parser.add_argument("--shards", type=int, help="shard files (default: one per 50,000 records)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes writing shards in parallel (default 1)")
+    parser.add_argument("--runner", choices=("local", "beam"), default="local",
+                        help="local processes, or Apache Beam (options after --)")
+    parser.add_argument("--on-error", choices=("raise", "skip"), default="raise",
+                        help="stop at a bad record (default) or skip it and list it in the metadata")
+    parser.add_argument("--resume", action="store_true",
+                        help="finish an interrupted conversion (finished shards are kept)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a dataset in DST")
+    parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset (default train)")
+    parser.add_argument("--data-dir", help="tfds:NAME only: the TFDS data directory")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Run the conversion; print the summary; exit status 0."""
+    from datarax.dataset.convert import convert
+
+    beam_args = list(getattr(args, "passthrough", []))
+    if beam_args and args.runner != "beam":
+        raise ValueError(f"options after -- ({' '.join(beam_args)}) go to Beam; add --runner beam.")
+    info, summary = convert(
+        args.src, args.dst, shards=args.shards, workers=args.workers, on_error=args.on_error,
+        resume=args.resume, overwrite=args.overwrite, split=args.split, data_dir=args.data_dir,
+        progress=not args.no_progress, runner=args.runner, beam_options=beam_args,
+    )
+    print(summary_line(info, summary, args.dst))
+    return 0
+
+
+def summary_line(info: Any, summary: Any, dst: str) -> str:
+    """``wrote DST: N records, X MB in S shards, ...``."""
+    line = f"wrote {dst}: {summary}"
+    if info.skipped:
+        line += f"; skipped rows are listed in {dst}/datarax_dataset.json"
+    return line

@@ -1,0 +1,374 @@
+"""``convert(SRC, DST)``: data on disk into a self-describing ArrayRecord dataset.
+
+:func:`open_rows` recognises ``SRC``:
+
+* ``tfds:NAME[:SPLIT]`` (with ``data_dir``) or a prepared TFDS folder (``features.json``
+  beside ``dataset_info.json``) — images, class labels and text from its features;
+* a Hugging Face dataset on disk: a ``save_to_disk`` folder (``state.json`` /
+  ``dataset_dict.json``), a ``load_dataset`` cache folder (``*.arrow`` files), or
+  Parquet / JSON Lines / CSV files (Parquet written by ``datasets`` keeps its image
+  columns, and its ``ClassLabel`` names go to the metadata);
+* Parquet, JSON Lines and CSV files (a file, a folder of them or a glob);
+* an image folder, one subfolder per class (labels ``0..k-1`` in sorted folder order;
+  the class names go to the metadata);
+* ``.npy`` files (one field per file, named after it) or an ``.npz`` (one per array).
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> np.save(os.path.join(d, "x.npy"), np.arange(12, dtype=np.float32).reshape(6, 2))
+    >>> info, summary = convert(os.path.join(d, "x.npy"), os.path.join(d, "out"), shards=2)
+    >>> info.num_records, [f.name for f in info.features.fields]
+    (6, ['x'])
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax.core.errors import ConfigError
+from datarax.core.extras import require
+from datarax.dataset.format import METADATA_FILE, DatasetInfo, Features
+from datarax.dataset.rows import HFRows, IterableRows, Rows, SequenceRows, hf_hints
+from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
+
+__all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "default_shards", "open_rows"]
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
+RECORDS_PER_SHARD = 50_000  # the default shard size
+
+
+# ------------------------------------------------------------------------ tables
+class TableRows(Rows):
+    """Rows of Parquet, JSON Lines or CSV files, read a row group / chunk at a time.
+
+    Parquet is read by row group (only the groups a range needs); JSON Lines and CSV
+    files are parsed whole by ``pyarrow`` (once per process). Pickles as its file list.
+    """
+
+    def __init__(self, files: Sequence[str], kind: str) -> None:
+        self.files = list(files)
+        self.kind = kind
+        self.description = f"{kind} files {self.files[0]}" + (
+            f" (+{len(self.files) - 1} more)" if len(self.files) > 1 else "")
+        self._tables: list[Any] | None = None
+        self._counts = self._count()
+        self.length = int(sum(self._counts))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"files": self.files, "kind": self.kind, "description": self.description,
+                "_counts": self._counts, "length": self.length, "_tables": None}
+
+    def _count(self) -> list[int]:
+        require("pyarrow", extra="convert", user="datarax convert")
+        if self.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return [pq.ParquetFile(f).metadata.num_rows for f in self.files]
+        return [t.num_rows for t in self._load()]
+
+    def _load(self) -> list[Any]:
+        if self._tables is None:
+            if self.kind == "json":
+                import pyarrow.json as pj
+
+                self._tables = [pj.read_json(f) for f in self.files]
+            else:
+                import pyarrow.csv as pc
+
+                self._tables = [pc.read_csv(f) for f in self.files]
+        return self._tables
+
+    def hints(self) -> dict[str, dict[str, Any]]:
+        if self.kind != "parquet":
+            return {}
+        import pyarrow.parquet as pq
+
+        meta = pq.read_schema(self.files[0]).metadata or {}
+        raw = meta.get(b"huggingface")
+        if not raw:
+            return {}
+        try:
+            features = json.loads(raw)["info"]["features"]
+        except (KeyError, ValueError):
+            return {}
+        return hf_hints(features)
+
+    def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
+        stop = self.length if stop is None else stop
+        offset = 0
+        for f, count in enumerate(self._counts):
+            lo, hi = max(start, offset), min(stop, offset + count)
+            if lo < hi:
+                yield from self._file_rows(f, lo - offset, hi - offset)
+            offset += count
+
+    def _file_rows(self, f: int, lo: int, hi: int) -> Iterator[Mapping[str, Any]]:
+        if self.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            reader = pq.ParquetFile(self.files[f])
+            offset = 0
+            for g in range(reader.num_row_groups):
+                n = reader.metadata.row_group(g).num_rows
+                a, b = max(lo, offset), min(hi, offset + n)
+                if a < b:
+                    yield from reader.read_row_group(g).slice(a - offset, b - a).to_pylist()
+                offset += n
+            return
+        table = self._load()[f]
+        for a in range(lo, hi, 1000):
+            yield from table.slice(a, min(hi, a + 1000) - a).to_pylist()
+
+
+# ------------------------------------------------------------------ image folders
+class ImageFolderRows(Rows):
+    """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``."""
+
+    def __init__(self, root: str) -> None:
+        classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+        self.root = root
+        self.items: list[tuple[str, int]] = []
+        for label, name in enumerate(classes):
+            for dirpath, dirnames, filenames in os.walk(os.path.join(root, name)):
+                dirnames.sort()
+                for file in sorted(filenames):
+                    if file.lower().endswith(IMAGE_SUFFIXES):
+                        self.items.append((os.path.relpath(os.path.join(dirpath, file), root), label))
+        if not self.items:
+            raise ConversionError(
+                f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
+                f"suffixes {', '.join(IMAGE_SUFFIXES)}).")
+        self.classes = classes
+        self.length = len(self.items)
+        self.description = f"the image folder {root}"
+
+    def hints(self) -> dict[str, dict[str, Any]]:
+        return {"label": {"class_names": list(self.classes)}}
+
+    def row_name(self, row: int) -> str:
+        return f"row {row} ({self.items[row][0]})"
+
+    def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
+        stop = self.length if stop is None else stop
+        for path, label in self.items[start:stop]:
+            with open(os.path.join(self.root, path), "rb") as f:
+                yield {"image": {"bytes": f.read()}, "label": label}
+
+
+# -------------------------------------------------------------------------- numpy
+class NpyRows(Rows):
+    """Rows of ``.npy`` files (field = file name) or one ``.npz`` (field = array name)."""
+
+    def __init__(self, files: Sequence[str]) -> None:
+        self.files = list(files)
+        self.description = f"numpy files {self.files[0]}" + (
+            f" (+{len(self.files) - 1} more)" if len(self.files) > 1 else "")
+        self._arrays: dict[str, np.ndarray] | None = None
+        lengths = {k: len(v) for k, v in self._load().items()}
+        if len(set(lengths.values())) != 1:
+            raise ConversionError(f"{self.description}: the arrays differ in length {lengths}; "
+                                  "each row takes one entry of every array.")
+        self.length = next(iter(lengths.values()))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"files": self.files, "description": self.description, "length": self.length,
+                "_arrays": None}
+
+    def _load(self) -> dict[str, np.ndarray]:
+        if self._arrays is None:
+            arrays: dict[str, np.ndarray] = {}
+            for path in self.files:
+                if path.endswith(".npz"):
+                    with np.load(path) as data:
+                        arrays.update({k: data[k] for k in data.files})
+                else:
+                    arrays[os.path.splitext(os.path.basename(path))[0]] = np.load(path, mmap_mode="r")
+            bad = [k for k, v in arrays.items() if v.ndim == 0]
+            if bad:
+                raise ConversionError(f"{self.description}: '{bad[0]}' is a scalar, not one entry per row.")
+            self._arrays = arrays
+        return self._arrays
+
+    def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
+        arrays = self._load()
+        stop = self.length if stop is None else stop
+        for i in range(start, stop):
+            yield {k: np.asarray(v[i]) for k, v in arrays.items()}
+
+
+# --------------------------------------------------------------------- HF / TFDS
+def _hf_rows(path: str, split: str | None) -> Rows:
+    datasets = require("datasets", extra="hf", user="datarax convert (Hugging Face)")
+    if os.path.isfile(os.path.join(path, "dataset_dict.json")) or os.path.isfile(
+            os.path.join(path, "state.json")):
+        loaded = datasets.load_from_disk(path)
+        if isinstance(loaded, datasets.DatasetDict):
+            loaded = loaded[_pick_split(list(loaded), split, path)]
+        return HFRows(loaded, f"the Hugging Face dataset {path}")
+    arrows = sorted(glob.glob(os.path.join(path, "**", "*.arrow"), recursive=True))
+    splits = sorted({_arrow_split(a) for a in arrows} - {None})
+    chosen = _pick_split(splits, split, path) if splits else None
+    files = [a for a in arrows if chosen is None or _arrow_split(a) == chosen]
+    parts = [datasets.Dataset.from_file(a) for a in files]
+    table = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    return HFRows(table, f"the Hugging Face cache {path}" + (f" ({chosen})" if chosen else ""))
+
+
+def _arrow_split(path: str) -> str | None:
+    stem = os.path.basename(path)[: -len(".arrow")]
+    parts = stem.split("-")
+    for i, part in enumerate(parts[1:], 1):
+        if part in ("train", "test", "validation", "valid", "dev") or (i == len(parts) - 1 and not part.isdigit()):
+            return part
+    return None
+
+
+def _pick_split(splits: list[str], split: str | None, where: str) -> str:
+    if split is not None:
+        if split not in splits:
+            raise ConversionError(f"'{where}' has no split '{split}'; it has {splits}.")
+        return split
+    if "train" in splits:
+        return "train"
+    if len(splits) == 1:
+        return splits[0]
+    raise ConversionError(f"'{where}' holds the splits {splits}; pick one with split= (--split).")
+
+
+def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Rows:
+    tfds = require("tensorflow_datasets", extra="tfds", user="datarax convert (TFDS)")
+    if os.path.isdir(name_or_dir):
+        builder = tfds.builder_from_directory(name_or_dir)
+    else:
+        builder = tfds.builder(name_or_dir, data_dir=data_dir)
+    splits = list(builder.info.splits)
+    split = _pick_split(splits, split, name_or_dir)
+    hints: dict[str, dict[str, Any]] = {}
+    for key, feature in builder.info.features.items():
+        kind = type(feature).__name__
+        if kind == "ClassLabel":
+            hints[key] = {"class_names": list(feature.names)}
+        elif kind == "Image":
+            hints[key] = {"image": True}
+        elif kind == "Text":
+            hints[key] = {"encoding": "utf8"}
+    try:
+        rows: Rows = SequenceRows(builder.as_data_source(split=split),
+                                  f"the TFDS dataset {builder.info.full_name} ({split})")
+    except Exception:  # noqa: BLE001 - TFRecord-format data: read it once, in order
+        rows = IterableRows(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)),
+                            length=builder.info.splits[split].num_examples,
+                            description=f"the TFDS dataset {builder.info.full_name} ({split})")
+    rows.hints = lambda: hints  # type: ignore[method-assign]
+    return rows
+
+
+# ------------------------------------------------------------------------- front
+def _files_of(src: str, suffixes: Sequence[str]) -> list[str]:
+    if os.path.isdir(src):
+        found = []
+        for dirpath, dirnames, files in os.walk(src):
+            if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
+                dirnames.clear()  # a datarax dataset (e.g. DST inside SRC): not input
+                continue
+            found += [os.path.join(dirpath, f) for f in files if f.lower().endswith(tuple(suffixes))]
+        return sorted(found)
+    found = sorted(glob.glob(src)) if glob.has_magic(src) else [src] if os.path.isfile(src) else []
+    return [f for f in found if f.lower().endswith(tuple(suffixes))]
+
+
+def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None) -> Rows:
+    """The :class:`~datarax.dataset.rows.Rows` of ``src`` (see the module docstring).
+
+    Raises:
+        ConversionError: ``src`` does not exist or is none of the known kinds.
+    """
+    src = os.fspath(src)
+    if src.startswith("tfds:"):
+        name, _, spl = src[5:].partition(":")
+        return _tfds_rows(name, split or spl or None, data_dir)
+    if os.path.isdir(src):
+        names = set(os.listdir(src))
+        if {"features.json", "dataset_info.json"} <= names:
+            return _tfds_rows(src, split, data_dir)
+        if names & {"state.json", "dataset_dict.json"} or _files_of(src, (".arrow",)):
+            return _hf_rows(src, split)
+    tables = _files_of(src, tuple(TABLE_SUFFIXES))
+    kinds = {TABLE_SUFFIXES[os.path.splitext(f)[1].lower()] for f in tables}
+    if len(kinds) > 1:
+        raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
+    if tables:
+        if split is not None:
+            chosen = [f for f in tables if split in os.path.basename(f).split("-")[0] or
+                      os.path.basename(os.path.dirname(f)) == split]
+            tables = chosen or tables
+        return TableRows(tables, kinds.pop())
+    arrays = _files_of(src, (".npy", ".npz"))
+    if arrays:
+        return NpyRows(arrays)
+    if os.path.isdir(src):
+        return ImageFolderRows(src)
+    raise ConversionError(
+        f"'{src}' does not exist or is not a known input: Parquet / JSON Lines / CSV files, a "
+        "Hugging Face dataset folder, a TFDS folder or tfds:NAME, an image folder, .npy / .npz.")
+
+
+def default_shards(records: int | None) -> int:
+    """Shards for ``records`` records: one per 50,000 (at least 1, at most 1,024)."""
+    if records is None:
+        return 1
+    return max(1, min(1024, -(-records // RECORDS_PER_SHARD)))
+
+
+def convert(
+    src: str | Any,
+    dst: str | os.PathLike[str],
+    *,
+    shards: int | None = None,
+    workers: int = 1,
+    on_error: str = "raise",
+    resume: bool = False,
+    overwrite: bool = False,
+    split: str | None = None,
+    data_dir: str | None = None,
+    features: Features | None = None,
+    progress: bool = False,
+    runner: str = "local",
+    beam_options: Sequence[str] = (),
+) -> tuple[DatasetInfo, WriteSummary]:
+    """Convert ``src`` (a path / ``tfds:NAME``, or any records) into a dataset in ``dst``.
+
+    The Python face of ``datarax convert``: ``shards`` (default: one per 50,000
+    records), ``workers`` processes, ``on_error`` ``"raise"`` / ``"skip"``, ``resume``,
+    ``overwrite`` and ``progress`` as in :func:`~datarax.dataset.writer.write_dataset`.
+    ``runner="beam"`` runs the conversion on Apache Beam (:mod:`datarax.beam`) with
+    ``beam_options`` (e.g. ``["--runner=DirectRunner"]``) passed to its pipeline.
+    """
+    if runner not in ("local", "beam"):
+        raise ConfigError(f"convert runner must be 'local' or 'beam', got {runner!r}.")
+    rows = open_rows(src, split=split, data_dir=data_dir) if isinstance(src, (str, os.PathLike)) else src
+    described = str(src) if isinstance(src, (str, os.PathLike)) else getattr(rows, "description", "records")
+    count = shards if shards is not None else default_shards(getattr(rows, "length", None) if
+                                                            isinstance(rows, Rows) else None)
+    extra = {"source": described}
+    if runner == "beam":
+        try:
+            import datarax.beam as beam  # type: ignore[import-not-found]  # noqa: PLC0415
+        except ImportError as err:
+            raise ConversionError(
+                f"convert runner='beam' needs datarax.beam and Apache Beam ({err}); install "
+                "'datarax[beam]', or use runner='local'.") from err
+        return beam.convert_rows(rows, os.fspath(dst), features=features, shards=shards,
+                                 on_error=on_error, resume=resume, overwrite=overwrite,
+                                 extra=extra, beam_options=list(beam_options))
+    return write_dataset(rows, dst, features=features, shards=count, workers=workers,
+                         on_error=on_error, resume=resume, overwrite=overwrite,
+                         progress=progress, extra=extra)
