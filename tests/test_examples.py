@@ -68,6 +68,10 @@ EXAMPLES: dict[str, Example] = {
          "soft labels sum to 1: True", "resumed batches identical: True"),
         needs="dm_pix",
     ),
+    "filtering/filter_and_padded_eval.py": Example(
+        ("resumed batches identical: True", "evaluated 158 records of 158, eval compiles: 1",
+         "accuracy above 0.9: True"),
+    ),
     "graphs/contrastive_views.py": Example(
         ("fields: ['target_label', 'view1_image', 'view2_image'] (16, 8, 8)",
          "views identical at batch size 16 and 8: True"),

@@ -81,7 +81,8 @@ def row(n, kind, shard=False):
     return SourceRow(f"filter-{kind}", make, n, lambda b: xs([b])[0])
 
 
-@pytest.mark.parametrize("level", ["iterator", "pipeline", "source", "nnx"])
+@pytest.mark.parametrize("level", [pytest.param("iterator", marks=pytest.mark.slow), "pipeline",
+                                   "source", pytest.param("nnx", marks=pytest.mark.slow)])
 def test_resume_at_every_boundary_indexed(level):
     compared = check_resume(row(17, "memory"), level,
                             stages=lambda: [FilterOperator(predicate=not_div3)])

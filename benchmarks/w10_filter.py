@@ -1,0 +1,216 @@
+"""W10: W1 (shuffle, /255, random flip, batch 256) with a filter keeping half the records.
+
+The predicate is on the label (W1's labels are the record ids: even ones are kept).
+Contenders: datarax (``FilterOperator`` as the first stage), Grain (``filter``),
+tf.data (``filter``), a torch ``IterableDataset`` with a ``DataLoader`` and the numpy
+floor (:mod:`benchmarks.contenders.filter_floor`). Each runs in a fresh process:
+``whole`` is the first epoch from building the loader to its last batch, ``steady``
+the second epoch; both as kept records per second. Every contender's first epoch is
+checked to hold exactly the even records, once each.
+
+Run: ``python -m benchmarks.w10_filter [--records 10000] [--out results/w10.json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor")
+Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
+
+
+def datarax_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from datarax.operators import ElementOperator, FilterOperator
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    def flip(el, key):
+        image = el.data["image"]
+        return {"image": jnp.where(jax.random.bernoulli(key), image[:, ::-1, :], image)}
+
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=seed),
+                          {"image": images, "label": labels})
+    stages = [FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0),
+              ElementOperator(fn=lambda el, key=None: {"image": el.data["image"] / 255.0}),
+              ElementOperator(fn=flip, stochastic=True)]
+    pipeline = Pipeline(source, stages=stages, batch_size=batch, rngs=nnx.Rngs(seed))
+
+    def epoch() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for b in pipeline:
+            yield np.asarray(b["image"]), np.asarray(b["label"])
+
+    return epoch
+
+
+def grain_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
+    import grain
+
+    class Records:
+        def __len__(self) -> int:
+            return images.shape[0]
+
+        def __getitem__(self, i: int) -> dict:
+            return {"image": images[i], "label": labels[i]}
+
+    def normalize(r: dict) -> dict:
+        return {"image": r["image"].astype(np.float32) / np.float32(255), "label": r["label"]}
+
+    def flip(r: dict, rng: np.random.Generator) -> dict:
+        return {"image": r["image"][:, ::-1], "label": r["label"]} if rng.random() < 0.5 else r
+
+    dataset = (grain.MapDataset.source(Records()).shuffle(seed=seed)
+               .filter(lambda r: r["label"] % 2 == 0)
+               .to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
+               .map(normalize).random_map(flip, seed=seed).batch(batch))
+
+    def epoch() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for b in dataset:
+            yield b["image"], b["label"]
+
+    return epoch
+
+
+def tf_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.random.set_seed(seed)
+
+    def transform(image, label):
+        image = tf.cast(image, tf.float32) / 255.0
+        image = tf.cond(tf.random.uniform([]) < 0.5, lambda: tf.reverse(image, [1]),
+                        lambda: image)
+        return image, label
+
+    auto = tf.data.AUTOTUNE
+    dataset = (tf.data.Dataset.from_tensor_slices((images, labels))
+               .shuffle(images.shape[0], seed=seed, reshuffle_each_iteration=True)
+               .filter(lambda image, label: label % 2 == 0)
+               .map(transform, num_parallel_calls=auto)
+               .batch(batch, num_parallel_calls=auto).prefetch(auto))
+
+    def epoch() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for image, label in dataset:
+            yield image.numpy(), label.numpy()
+
+    return epoch
+
+
+def torch_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+    class Kept(IterableDataset):
+        def __init__(self) -> None:
+            self.epoch = 0
+
+        def __iter__(self):
+            rng = np.random.default_rng(seed + self.epoch)
+            self.epoch += 1
+            for i in rng.permutation(images.shape[0]):
+                if labels[i] % 2 != 0:
+                    continue
+                image = torch.from_numpy(images[i]).float() / 255
+                if rng.random() < 0.5:
+                    image = image.flip(1)
+                yield image, int(labels[i])
+
+    loader = DataLoader(Kept(), batch_size=batch, num_workers=0)
+
+    def epoch() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for image, label in loader:
+            yield image.numpy(), label.numpy()
+
+    return epoch
+
+
+def floor_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
+    from benchmarks.contenders.filter_floor import filter_epoch
+
+    count = iter(range(1 << 30))
+    return lambda: filter_epoch(images, labels, batch, seed + next(count))
+
+
+BUILDERS = {"datarax": datarax_epochs, "grain": grain_epochs, "tf_data": tf_epochs,
+            "torch": torch_epochs, "numpy_floor": floor_epochs}
+
+
+def run_one(name: str, records: int, batch: int, seed: int) -> dict:
+    """One contender in this process: first epoch (with the build) and second epoch."""
+    from benchmarks.vision_data import make_data
+
+    images, labels = make_data(records, seed)
+    began = time.perf_counter()
+    epoch = BUILDERS[name](images, labels, batch, seed)
+    seen, sizes = [], []
+    for image, label in epoch():
+        image.sum()  # touch the rows, as a consumer would
+        seen.append(label)
+        sizes.append(len(label))
+    whole = time.perf_counter() - began
+    got = np.sort(np.concatenate(seen))
+    ok = got.tolist() == list(range(0, records, 2)) and all(s == batch for s in sizes[:-1])
+    began = time.perf_counter()
+    kept = sum(len(label) for image, label in epoch() if image.sum() is not None)
+    steady = time.perf_counter() - began
+    return {"contender": name, "ok": bool(ok), "kept": int(got.size),
+            "whole_rps": got.size / whole, "steady_rps": kept / steady}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--one", choices=CONTENDERS)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.records, args.batch, args.seed)))
+        return
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    rows = []
+    for name in CONTENDERS:
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.w10_filter", "--one", name, "--records",
+             str(args.records), "--batch", str(args.batch), "--seed", str(args.seed)],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=900,
+        )
+        if out.returncode:
+            rows.append({"contender": name, "error": out.stderr.strip().splitlines()[-1:]})
+            continue
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    by = {r["contender"]: r for r in rows if "whole_rps" in r}
+    report = {"workload": "W10 filter keep-half b%d" % args.batch, "records": args.records,
+              "rows": rows}
+    if "datarax" in by:
+        for mode in ("whole_rps", "steady_rps"):
+            peers = [by[p][mode] for p in ("grain", "tf_data", "torch") if p in by]
+            mine = by["datarax"][mode]
+            report[mode.replace("_rps", "")] = {
+                "vs_best_peer": round(mine / max(peers), 2) if peers else None,
+                "vs_floor": round(mine / by["numpy_floor"][mode], 2)
+                if "numpy_floor" in by else None,
+            }
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
