@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from datarax.cli.main import main
-from datarax.dataset.convert import convert
+from datarax.dataset.conversion import convert
 from datarax.dataset.format import read_metadata
 from datarax.dataset.reading import DatasetDecoder
 from datarax.dataset.writer import ConversionError

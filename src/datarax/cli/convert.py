@@ -1,6 +1,6 @@
 """``datarax convert SRC DST``: data on disk into a self-describing ArrayRecord dataset.
 
-The command face of :func:`datarax.dataset.convert` (SRC kinds are listed there): a
+The command face of :func:`datarax.dataset.convert` (SRC kinds: :mod:`datarax.dataset.conversion`): a
 progress bar with records/s and ETA while it runs, one summary line at the end (records,
 bytes, shards, time). Options after ``--`` go to Apache Beam with ``--runner beam``.
 """
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_convert(args: argparse.Namespace) -> int:
     """Run the conversion; print the summary; exit status 0."""
-    from datarax.dataset.convert import convert
+    from datarax.dataset.conversion import convert
 
     beam_args = list(getattr(args, "passthrough", []))
     if beam_args and args.runner != "beam":

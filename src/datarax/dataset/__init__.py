@@ -1,11 +1,13 @@
 """Self-describing datasets on ArrayRecord: the format, the writer and ``convert``.
 
 :mod:`datarax.dataset.format` defines the record layout and the metadata file;
-:mod:`datarax.dataset.writer` writes shards from any records; :mod:`datarax.dataset.convert`
-turns files on disk (Parquet, JSONL, CSV, Hugging Face, TFDS, image folders, ``.npy``)
-into a dataset. ``ArrayRecordSourceModule(config, paths=<dataset folder>)`` reads one back.
+:mod:`datarax.dataset.writer` writes shards from any records (:func:`write_dataset`);
+:mod:`datarax.dataset.conversion` turns files on disk (Parquet, JSONL, CSV, Hugging Face,
+TFDS, image folders, ``.npy``) into a dataset (:func:`convert`, ``datarax convert``).
+``ArrayRecordSourceModule(config, paths=<dataset folder>)`` reads one back.
 """
 
+from datarax.dataset.conversion import convert, open_rows
 from datarax.dataset.format import (
     FORMAT_VERSION,
     METADATA_FILE,
@@ -21,8 +23,14 @@ from datarax.dataset.format import (
     shard_name,
     write_metadata,
 )
+from datarax.dataset.writer import ConversionError, WriteSummary, write_dataset
 
 __all__ = [
+    "ConversionError",
+    "WriteSummary",
+    "convert",
+    "open_rows",
+    "write_dataset",
     "FORMAT_VERSION",
     "METADATA_FILE",
     "DatasetInfo",

@@ -7,7 +7,7 @@ number of rows (None when unknown until the end); ``hints`` gives per field an
 ``ClassLabel`` or ``Image``, a TFDS feature). :func:`as_rows` wraps a list, any
 random-access sequence (``__len__`` + ``__getitem__``), a Hugging Face ``Dataset``, a
 datarax source or a plain iterable; file readers (Parquet, image folders ...) live in
-:mod:`datarax.dataset.convert`.
+:mod:`datarax.dataset.conversion`.
 
 Example:
     >>> rows = as_rows([{"x": 1}, {"x": 2}, {"x": 3}])
