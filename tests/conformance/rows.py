@@ -446,6 +446,66 @@ def _npy(root: Path) -> SourceRow:
     return SourceRow("npy_shards", make, N_NPY, lambda b: b["id"], shuffled=True, kind="HOST")
 
 
+def _concat(root: Path) -> SourceRow:
+    """Records 0-5 in memory (shuffled) then 6-9 from a host table: a host source."""
+    from datarax.sources import ConcatSource
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        x = np.arange(6, dtype=np.int32)
+        memory = MemorySource(
+            MemorySourceConfig(shuffle=True, seed=7),
+            {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
+        )
+        host = make_host_table_source(TableConfig(num_records=4), root / "mix_host.npy")
+        return pipeline_over(ConcatSource([memory, host]), shard_index, shard_count, stages)
+
+    return SourceRow("concat", make, 10, lambda b: b["id"], shuffled=True, kind="HOST")
+
+
+def _concat_stream(root: Path) -> SourceRow:
+    """Records 0-5 in memory (shuffled) then 10-13 from a stream of unknown length,
+    ids 6-9 as the row counts them: a stream concatenation."""
+    from datarax.sources import ConcatSource
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        x = np.arange(6, dtype=np.int32)
+        memory = MemorySource(
+            MemorySourceConfig(shuffle=True, seed=7),
+            {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
+        )
+        stream = OffsetStream(ShuffledStreamConfig(num_records=4, seed=2))
+        return pipeline_over(ConcatSource([memory, stream]), shard_index, shard_count, stages)
+
+    def ids(batch: Any) -> Any:
+        raw = np.asarray(batch["id"])
+        return np.where(raw >= 10, raw - 4, raw)
+
+    return SourceRow("concat_stream", make, 10, ids, shuffled=True, kind="STREAM")
+
+
+def _flat_map(root: Path) -> SourceRow:
+    """A shuffled MemorySource of 12 records, record r turned into r % 3 records (0, 1
+    or 2: some records give none), 12 in all, numbered in record order."""
+    from datarax.sources import FlatMapSource
+
+    counts = np.arange(12) % 3
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+
+    def expand(record: Any) -> list[dict[str, Any]]:
+        r = int(record["r"])
+        return [{"id": np.int32(firsts[r] + k), "vec": np.asarray([r, k], np.float32)}
+                for k in range(int(counts[r]))]
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        parent = MemorySource(MemorySourceConfig(shuffle=True, seed=5),
+                              {"r": np.arange(12, dtype=np.int32)})
+        source = FlatMapSource(parent, expand, max_outputs=2)
+        return pipeline_over(source, shard_index, shard_count, stages)
+
+    return SourceRow("flat_map", make, int(counts.sum()), lambda b: b["id"], shuffled=True,
+                     kind="STREAM")
+
+
 # name -> (builder, module the row needs or None)
 ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "memory_dict": (_memory(False), None),
@@ -463,7 +523,24 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "mixture_indexed": (_mixture_indexed, None),
     "npy_shards": (_npy, None),
     "cached_prefix": (_cached_prefix, None),
+    "concat": (_concat, None),
+    "concat_stream": (_concat_stream, None),
+    "flat_map": (_flat_map, None),
 }
 
 # Rows whose source API is still being settled: name -> reason (run as xfail).
 PENDING: dict[str, str] = {}
+
+# The table's costly clauses (every boundary, Orbax, live restores, threads): for the
+# rows named here they run with -m slow only, the cheap clauses in the default run.
+HEAVY_CLAUSES = (
+    "test_resume_from_iterator_state_at_every_boundary",
+    "test_resume_from_nnx_state_through_orbax",
+    "test_source_restored_under_a_live_iterator_continues_from_there",
+    "test_close_releases_threads",
+)
+SLOW_CLAUSES: dict[str, tuple[str, ...]] = {
+    "concat": HEAVY_CLAUSES,
+    "concat_stream": HEAVY_CLAUSES,
+    "flat_map": HEAVY_CLAUSES,
+}

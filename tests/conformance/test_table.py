@@ -12,16 +12,14 @@ import pytest
 
 from datarax.testing import conformance
 
-from rows import BATCH, PENDING, ROWS, noise_stages
+from rows import BATCH, PENDING, ROWS, SLOW_CLAUSES, noise_stages
 
 
-def _marks(name: str) -> list[pytest.MarkDecorator]:
+def _marks(name: str, check: str = "") -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.slow] if check in SLOW_CLAUSES.get(name, ()) else []
     if name in PENDING:
-        return [pytest.mark.xfail(strict=False, reason=PENDING[name])]
-    return []
-
-
-ROW_PARAMS = [pytest.param(name, marks=_marks(name), id=name) for name in ROWS]
+        return [*marks, pytest.mark.xfail(strict=False, reason=PENDING[name])]
+    return marks
 
 
 @pytest.fixture
@@ -33,7 +31,8 @@ def row(request, table_dir):
 
 
 def parametrize_rows(test):
-    return pytest.mark.parametrize("row", ROW_PARAMS, indirect=True)(test)
+    params = [pytest.param(name, marks=_marks(name, test.__name__), id=name) for name in ROWS]
+    return pytest.mark.parametrize("row", params, indirect=True)(test)
 
 
 # ------------------------------------------------------------------ resume

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from datarax.core.stream import StreamSource
     from datarax.mixing.source import MixSource, MixSourceConfig
     from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.sources.concat import ConcatSource, ConcatSourceConfig
+    from datarax.sources.flat_map import FlatMapSource, FlatMapSourceConfig
     from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
     from datarax.sources.hf.eager import HFEagerSource
     from datarax.sources.hf.factory import from_hf
@@ -38,7 +40,11 @@ if TYPE_CHECKING:
 _HOMES = {
     "ArrayRecordSourceConfig": "datarax.sources.array_record",
     "ArrayRecordSourceModule": "datarax.sources.array_record",
+    "ConcatSource": "datarax.sources.concat",
+    "ConcatSourceConfig": "datarax.sources.concat",
     "DataSourceModule": "datarax.core.data_source",
+    "FlatMapSource": "datarax.sources.flat_map",
+    "FlatMapSourceConfig": "datarax.sources.flat_map",
     "HFEagerConfig": "datarax.sources.hf.config",
     "HFEagerSource": "datarax.sources.hf.eager",
     "HFStreamingConfig": "datarax.sources.hf.config",
@@ -63,7 +69,8 @@ _HOMES = {
 }
 
 __all__ = [
-    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "DataSourceModule", "HFEagerConfig",
+    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "ConcatSource", "ConcatSourceConfig",
+    "DataSourceModule", "FlatMapSource", "FlatMapSourceConfig", "HFEagerConfig",
     "HFEagerSource", "HFStreamingConfig", "HFStreamingSource", "IndexedSource", "LabelEncoder",
     "MemorySource", "MemorySourceConfig", "MixSource", "MixSourceConfig", "NpySource",
     "NpySourceConfig", "RandomAccessSource", "SourceKind", "StreamSource", "TFDSEagerConfig",

@@ -1,0 +1,397 @@
+"""``ConcatSource``: several sources one after another, usable wherever a source is.
+
+One epoch of the concatenation is each part's epoch in turn: epoch ``e`` serves part
+0's pass ``e`` (in its own order, shuffled or not), then part 1's pass ``e``, and so
+on. Parts must carry the same fields (names, per-record shapes, dtypes).
+
+The kind follows the parts:
+
+* every part indexed (in memory, fields on the device) — an indexed source: the
+  Pipeline compiles the whole concatenation into its step;
+* every part knows its length — a host source read part by part on the host; its
+  position is one number, each part's position derived from it, so a resume is a seek;
+* a part of unknown length (a forward-only stream) — a stream: a resume reads the
+  epoch again up to the saved position, as for any stream.
+
+Each record's stable index (what per-record keys come from) is the part's stable
+index plus the records of the parts before it (known lengths), or its position in
+the pass (a stream concatenation). The state holds :meth:`ConcatSource.order_settings`
+(every part's type, length and settings, recursively): a state saved by another
+concatenation is refused, naming the first setting that differs.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig
+    >>> a = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+    >>> b = MemorySource(MemorySourceConfig(), {"x": np.arange(10, 12, dtype=np.int32)})
+    >>> both = ConcatSource([a, b])
+    >>> both.kind.value, len(both), [int(r["x"]) for r in both]
+    ('indexed', 5, [0, 1, 2, 10, 11])
+    >>> both.get_state()["settings"]["parts[1].num_records"]
+    2
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import batch_length, concat_batches
+from datarax.core.config import StructuralConfig, check_int, check_settings
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError
+from datarax.core.module import HostState
+from datarax.core.spec import TextSpec, flatten_fields
+from datarax.core.stream import StreamPass
+from datarax.typing import Batch
+
+__all__ = ["ConcatSource", "ConcatSourceConfig"]
+
+
+@dataclass(frozen=True)
+class ConcatSourceConfig(StructuralConfig):
+    """Configuration of :class:`ConcatSource`.
+
+    Attributes:
+        num_parts: how many sources are concatenated.
+        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
+            unbounded. A Pipeline runs one pass per ``iter(pipeline)``.
+    """
+
+    num_parts: int = 1
+    num_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int(self, "num_parts", minimum=1)
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+
+
+class _Reading(HostState):
+    """Python-only bookkeeping of a stream concatenation's pass (never state)."""
+
+    def __init__(self) -> None:
+        self.part = 0  # the part the pass is reading
+
+
+class ConcatSource(DataSourceModule):
+    """Sources served one after another; see the module docstring.
+
+    Args:
+        parts: one or more distinct, unsharded sources with the same element spec.
+        num_epochs: passes that direct iteration makes (``-1`` unbounded).
+        name: the source's name.
+
+    Raises:
+        SpecMismatchError: a part carries other fields, shapes or dtypes than part 0
+            (the message names the part and the field).
+        SourceContractError: a part that is not a source, is sharded, or is given twice.
+        ConfigError: no parts, or every part is empty.
+    """
+
+    kind: ClassVar[SourceKind | None] = SourceKind.HOST
+
+    def __init__(
+        self,
+        parts: Sequence[DataSourceModule],
+        *,
+        num_epochs: int = 1,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(parts, (str, bytes, Mapping)) or not isinstance(parts, Sequence):
+            raise ConfigError(
+                f"ConcatSource takes a list of sources, got {type(parts).__name__}."
+            )
+        if not parts:
+            raise ConfigError("ConcatSource needs at least one source; got an empty list.")
+        super().__init__(ConcatSourceConfig(num_parts=len(parts), num_epochs=num_epochs), name=name)
+        _check_parts(list(parts))
+        self.parts = nnx.List(list(parts))
+        lengths = [p.epoch_size() for p in parts]
+        self.__lengths: tuple[int | None, ...] = tuple(lengths)
+        self.__reading = _Reading()
+        self.__pass: StreamPass | None = None
+        if any(n is None for n in lengths):
+            self.__length: int | None = None
+            self.__ends: tuple[int, ...] = ()
+            self.__pass = StreamPass()
+            self.kind = SourceKind.STREAM
+            return
+        self.__length = int(sum(lengths))  # type: ignore[arg-type]
+        if self.__length == 0:
+            raise ConfigError("ConcatSource: every part is empty; there is no record to serve.")
+        self.__ends = tuple(int(e) for e in np.cumsum(lengths))  # static, not NNX state
+        if all(p.kind is SourceKind.INDEXED and not p.has_host_fields() for p in parts):
+            self.kind = SourceKind.INDEXED  # the whole concatenation compiles into the step
+
+    # ------------------------------------------------------------ description
+    def __len__(self) -> int:
+        if self.__length is None:
+            unknown = [i for i, n in enumerate(self.__lengths) if n is None]
+            raise TypeError(f"ConcatSource has no length: parts {unknown} do not know theirs")
+        return self.__length
+
+    def element_spec(self) -> dict[str, Any]:
+        return dict(self.parts[0].checked_element_spec())
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """``(part, position in that part's epoch)`` of epoch position ``index``
+        (parts of known length)."""
+        if self.__length is None or not 0 <= index < self.__length:
+            raise IndexError(f"ConcatSource position {index} is outside its {self.__length} records")
+        part = int(np.searchsorted(np.asarray(self.__ends), index, side="right"))
+        return part, index - self._offset(part)
+
+    def _offset(self, part: int) -> int:
+        return self.__ends[part - 1] if part else 0
+
+    # ------------------------------------------------------- indexed (compiled)
+    def step_inputs(self) -> Any:
+        return tuple(p.step_inputs() for p in self.parts)
+
+    def has_host_fields(self) -> bool:
+        return False
+
+    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
+        stack = contextlib.ExitStack()
+        for part, part_inputs in zip(self.parts, inputs or (None,) * len(self.parts)):
+            stack.enter_context(part.bind_step_inputs(part_inputs))
+        return stack
+
+    def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
+        """Stable index of each record ``get_batch_at(start, size)`` serves (traceable)."""
+        return self.get_batch_and_indices_at(start, size, key)[1]
+
+    def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
+        return self.get_batch_and_indices_at(start, size, key)[0]
+
+    def get_batch_and_indices_at(
+        self, start: Any, size: int, key: Any | None = None
+    ) -> tuple[Batch, Any]:
+        """Records ``start .. start + size - 1`` (global positions: epoch ``e`` starts
+        at ``e * len(self)``) of indexed parts, and their stable indices (traceable)."""
+        jnp = jax.numpy
+        n = len(self)
+        positions = jnp.arange(size) + start
+        epoch, within = positions // n, positions % n
+        ends = jnp.asarray(np.asarray(self.__ends, np.int32 if n < 2**31 else np.int64))
+        owner = jnp.searchsorted(ends, within, side="right")
+        offsets = jnp.concatenate([jnp.zeros(1, ends.dtype), ends[:-1]])
+        # A part's records in any run of positions are consecutive in its own global
+        # positions (its epochs follow each other): one read of `size` covers them.
+        local = epoch * jnp.asarray(self.__lengths)[owner] + within - offsets[owner]
+        out: Any = None
+        stable: Any = None
+        for i, part in enumerate(self.parts):
+            if not self.__lengths[i]:
+                continue
+            mine = owner == i
+            first = jnp.min(jnp.where(mine, local, jnp.iinfo(local.dtype).max))
+            first = jnp.where(mine.any(), first, 0)
+            batch, indices = part.get_batch_and_indices_at(first, size)
+            rows = jnp.clip(local - first, 0, size - 1)
+            picked = jax.tree.map(lambda v, r=rows: jnp.take(v, r, axis=0), batch)
+            ids = jnp.take(jnp.asarray(indices), rows) + self._offset(i)
+            if out is None:
+                out, stable = picked, ids
+                continue
+
+            def choose(new: Any, old: Any, m: Any = mine) -> Any:
+                return jnp.where(m.reshape((size,) + (1,) * (new.ndim - 1)), new, old)
+
+            out = jax.tree.map(choose, picked, out)
+            stable = jnp.where(mine, ids, stable)
+        return out, stable
+
+    # ------------------------------------------------------------------ reads
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """The next records (at most ``batch_size``) of this epoch and their stable
+        indices; ``(None, None)`` at the epoch's end."""
+        if self.__pass is not None:
+            return self.__pass.read(self, batch_size)
+        size = self.epoch_size() or 0
+        index = self.index
+        if index >= size:
+            return None, None
+        count = min(batch_size, size - index)
+        position = self.shard_bounds(len(self))[0] + index
+        batches, stables = [], []
+        while count:
+            part, local = self.locate(position)
+            take = min(count, int(self.__lengths[part]) - local)  # type: ignore[operator]
+            batch, indices = self._read_part(part, self.epoch, local, take)
+            batches.append(batch)
+            stables.append(np.asarray(indices, np.int64) + self._offset(part))
+            position += take
+            count -= take
+        total = sum(len(s) for s in stables)
+        self.advance(total)
+        return concat_batches(batches), np.concatenate(stables)
+
+    def _read_part(self, i: int, epoch: int, local: int, count: int) -> tuple[Batch, np.ndarray]:
+        """``count`` records of part ``i`` from position ``local`` of its pass ``epoch``."""
+        part = self.parts[i]
+        if part.kind is SourceKind.INDEXED:
+            n = int(self.__lengths[i])  # type: ignore[arg-type]
+            # Read a power-of-two count (records past the part's epoch are its next
+            # epoch's, cut here): reads of up to that many reuse their traced shapes.
+            padded = 1 << max(count - 1, 0).bit_length()
+            batch, indices = part.get_batch_and_indices_at(epoch * n + local, padded)
+            return _to_host(batch, count), np.asarray(indices)[:count]
+        if (part.epoch, part.index) != (epoch, local):
+            part.seek(epoch, local)
+        batches, stables = [], []
+        have = 0
+        while have < count:
+            start = part.index
+            batch, indices = part.get_batch_with_indices(count - have)
+            if batch is None:
+                raise SourceContractError(
+                    f"ConcatSource part {i} ({type(part).__name__}) ended its pass {epoch} "
+                    f"after {part.index} records; its length says {self.__lengths[i]}."
+                )
+            got = batch_length(batch)
+            batches.append(dict(batch))
+            stables.append(np.arange(start, start + got) if indices is None else np.asarray(indices))
+            have += got
+        return concat_batches(batches), np.concatenate(stables)
+
+    # ------------------------------------------------ a stream concatenation
+    def restart(self, epoch: int) -> None:
+        """Begin pass ``epoch`` from part 0 (every part at the start of its pass ``epoch``)."""
+        for part in self.parts:
+            part.seek(epoch, 0)
+        self.__reading.part = 0
+
+    def get_batch(self, batch_size: int) -> Batch | None:
+        """The pass's next records (at most ``batch_size``), parts in turn, or None at
+        its end: the forward read a stream concatenation's pass is made of (use
+        :meth:`get_batch_with_indices`, which counts what it hands out)."""
+        while self.__reading.part < len(self.parts):
+            i = self.__reading.part
+            part = self.parts[i]
+            if part.kind is SourceKind.INDEXED:
+                n = int(self.__lengths[i])  # type: ignore[arg-type]
+                take = min(batch_size, n - part.index)
+                if take > 0:
+                    padded = 1 << max(take - 1, 0).bit_length()
+                    batch, _ = part.get_batch_and_indices_at(part.epoch * n + part.index, padded)
+                    part.advance(take)
+                    return _to_host(batch, take)
+            else:
+                batch, _ = part.get_batch_with_indices(batch_size)
+                if batch is not None:
+                    return dict(batch)
+            self.__reading.part += 1
+        return None
+
+    def _moved(self) -> None:
+        if self.__pass is not None:
+            self.__pass.reposition()
+
+    # ------------------------------------------------------------------ state
+    def order_settings(self) -> dict[str, Any]:
+        """The number of parts, then each part's type, length and own settings under
+        ``parts[i].``."""
+        out: dict[str, Any] = {"num_parts": len(self.parts)}
+        for i, part in enumerate(self.parts):
+            prefix = f"parts[{i}]."
+            out[prefix + "source"] = type(part).__name__
+            out[prefix + "num_records"] = self.__lengths[i]
+            out.update((prefix + k, v) for k, v in part.order_settings().items())
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        """The position and the :meth:`order_settings` a restore must match."""
+        state = super().get_state()
+        state["settings"] = self.order_settings()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly after the last record the saved concatenation handed out.
+
+        Raises:
+            StateError: the state was saved by a concatenation of other parts (count,
+                types, lengths, shuffle or seeds), naming the first setting that
+                differs; or a malformed state. A state without ``settings`` is taken as
+                a bare position.
+        """
+        if isinstance(state, dict) and "settings" in state:
+            check_settings(state["settings"], self.order_settings(), "ConcatSource")
+        super().set_state(state)
+
+    # ---------------------------------------------------------------- closing
+    def close_epoch(self) -> None:
+        """Stop the parts' read-ahead (positions are kept)."""
+        for part in self.parts:
+            closer = getattr(part, "close_epoch", None)
+            if closer is not None:
+                closer()
+
+    def close(self) -> None:
+        """Close every part."""
+        for part in self.parts:
+            part.close()
+
+
+# ---------------------------------------------------------------------- helpers
+def _to_host(batch: Any, count: int) -> Any:
+    """The first ``count`` records of a batch, device arrays as numpy (text lists and
+    nesting kept)."""
+    if isinstance(batch, Mapping):
+        return {k: _to_host(v, count) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return list(batch[:count])
+    return np.asarray(batch)[:count]
+
+
+def _check_parts(parts: list[Any]) -> None:
+    seen: dict[int, int] = {}
+    for i, part in enumerate(parts):
+        if not isinstance(part, DataSourceModule):
+            raise SourceContractError(
+                f"ConcatSource part {i} is {type(part).__name__}, not a data source (a "
+                "DataSourceModule such as MemorySource)."
+            )
+        part.check_contract()
+        if part.shard != (0, 1):
+            raise SourceContractError(
+                f"ConcatSource part {i} is sharded {part.shard}; shard the concatenation "
+                "(the Pipeline does), not its parts."
+            )
+        if id(part) in seen:
+            raise SourceContractError(
+                f"ConcatSource parts {seen[id(part)]} and {i} are the same object; each part "
+                "keeps its own position, so build one source per part."
+            )
+        seen[id(part)] = i
+    first = flatten_fields(parts[0].checked_element_spec())
+    for i, part in enumerate(parts[1:], start=1):
+        spec = flatten_fields(part.checked_element_spec())
+        for field in [*first, *(f for f in spec if f not in first)]:
+            if field not in spec or field not in first:
+                has, lacks = (0, i) if field in first else (i, 0)
+                raise SpecMismatchError(
+                    f"ConcatSource: field '{field}' is in part {has} but not in part {lacks}; "
+                    "concatenated sources must carry the same fields.",
+                    fields=[field],
+                )
+            if _describe(first[field]) != _describe(spec[field]):
+                raise SpecMismatchError(
+                    f"ConcatSource: field '{field}' is {_describe(first[field])} in part 0 but "
+                    f"{_describe(spec[field])} in part {i} ({type(part).__name__}); cast or "
+                    "reshape one of them (e.g. with an operator) before concatenating.",
+                    fields=[field],
+                )
+
+
+def _describe(field: Any) -> str:
+    if isinstance(field, TextSpec):
+        return f"text{tuple(field.shape)}"
+    return f"{np.dtype(field.dtype).name}{tuple(field.shape)}"

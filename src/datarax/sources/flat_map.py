@@ -1,0 +1,530 @@
+"""``FlatMapSource``: each record of a source turned into 0 .. k records.
+
+``fn(record)`` receives one record of the parent source (a dict of numpy values;
+text as ``str``) and returns a list of records (dicts of the same fields, shapes
+and dtypes each time): several crops of an image, the sliding windows of a long
+sequence, nothing for a record to drop. Output records are served in order, parent
+record by parent record, and batched like any source's.
+
+It runs on the host, for a parent of any kind (an indexed parent's records are
+gathered on the host): ``fn`` is plain Python and may return a different number of
+records for each input, so the flat-mapped source is a stream-kind source whose epoch
+length is unknown until it has been read. For a fixed fan-out on the compiled path,
+compute the ``k`` outputs in one operator instead and keep a validity field.
+
+* **Resume** is exact, with O(1) state: the position plus ``cursor`` =
+  ``[parent position, output offset]`` of the next output; a restore re-reads that
+  one parent record and skips ``offset`` of its outputs. ``fn`` must be a function of
+  the record alone (no randomness of its own; add a stochastic stage after it).
+* **Per-record keys** come from the stable index ``parent_stable * max_outputs +
+  offset``: the same output gets the same key at any batch size and after any resume.
+* **Shards**: every process reads the whole parent and keeps record ``i`` of each
+  round of ``P`` outputs (a partial last round is left out), so every process takes
+  the same number of steps.
+* **Checks**: an output whose fields, shapes or dtypes differ from the first output
+  is refused naming the parent record and the field; more than ``max_outputs``
+  outputs, or something that is not a list of dicts, is refused naming the record.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig
+    >>> parent = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    >>> def repeat(record):  # record x gives x copies of itself
+    ...     return [{"x": record["x"], "copy": np.int32(c)} for c in range(int(record["x"]))]
+    >>> source = FlatMapSource(parent, repeat, max_outputs=3)
+    >>> batch, stable = source.get_batch_with_indices(4)
+    >>> batch["x"].tolist(), batch["copy"].tolist(), stable.tolist()
+    ([1, 2, 2, 3], [0, 0, 1, 0], [3, 6, 7, 9])
+    >>> source.get_state()["cursor"]
+    [3, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import batch_length, record_at, stack_records
+from datarax.core.config import StructuralConfig, check_bool, check_int, check_settings
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.dtypes import fit_value
+from datarax.core.errors import DataraxError, SourceContractError, StateError
+from datarax.core.module import HostState
+from datarax.core.spec import TextSpec
+from datarax.typing import Batch
+
+__all__ = ["FlatMapSource", "FlatMapSourceConfig"]
+
+CHUNK = 64  # parent records read at once (an indexed parent: one gather shape)
+
+
+@dataclass(frozen=True)
+class FlatMapSourceConfig(StructuralConfig):
+    """Configuration of :class:`FlatMapSource`.
+
+    Attributes:
+        max_outputs: the most records ``fn`` returns for one record (>= 1); stable
+            indices are ``parent_stable * max_outputs + offset``.
+        fn_name: the qualified name of ``fn`` (a restore into another function is
+            refused).
+        cast_float64: cast ``float64`` output fields to ``float32`` while
+            ``jax_enable_x64`` is off (without it they are refused).
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
+    """
+
+    max_outputs: int = 1
+    fn_name: str = ""
+    cast_float64: bool = False
+    num_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int(self, "max_outputs", minimum=1)
+        check_bool(self, "cast_float64")
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+
+
+class _Reading(HostState):
+    """The pass being read in this process (never state: derived from the position
+    and the cursor on every restore)."""
+
+    def __init__(self) -> None:
+        self.valid = False
+        self.expect: tuple[int, int, int, int] = (-1, -1, -1, -1)  # epoch, index, cursor
+        self.epoch = 0
+        self.chunk: Batch | None = None  # parent records read, not yet expanded
+        self.chunk_stable: np.ndarray = np.zeros(0, np.int64)
+        self.chunk_start = 0  # parent position of the chunk's first record
+        self.parent_done = False  # the parent's pass ended after the chunk
+        self.parent_pos = 0  # the parent record whose outputs are pending
+        self.loaded = False  # whether `outputs` holds that record's outputs yet
+        self.outputs: list[Any] = []  # that record's outputs
+        self.stable = 0  # its stable index
+        self.offset = 0  # outputs of it already passed
+        self.spec: dict[str, Any] | None = None
+        self.spec_from = ""  # where the spec was learned
+
+
+class FlatMapSource(DataSourceModule):
+    """Records of ``source`` each turned into 0 .. ``max_outputs`` records by ``fn``;
+    see the module docstring.
+
+    Args:
+        source: the parent (any kind, unsharded: the flat-mapped source is sharded).
+        fn: ``fn(record) -> list of records`` (dicts of numpy values or ``str``).
+        max_outputs: the most records ``fn`` returns for one record.
+        cast_float64: cast ``float64`` outputs to ``float32`` (x64 off).
+        num_epochs: passes that direct iteration makes (``-1`` unbounded).
+        name: the source's name.
+    """
+
+    kind: ClassVar[SourceKind | None] = SourceKind.STREAM
+
+    def __init__(
+        self,
+        source: DataSourceModule,
+        fn: Callable[[Any], Sequence[Mapping[str, Any]]],
+        *,
+        max_outputs: int,
+        cast_float64: bool = False,
+        num_epochs: int = 1,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(source, DataSourceModule):
+            raise SourceContractError(
+                f"FlatMapSource source is {type(source).__name__}, not a data source (a "
+                "DataSourceModule such as MemorySource)."
+            )
+        if not callable(fn):
+            raise DataraxError(f"FlatMapSource fn must be callable, got {type(fn).__name__}.")
+        source.check_contract()
+        if source.shard != (0, 1):
+            raise SourceContractError(
+                f"FlatMapSource source is sharded {source.shard}; shard the flat-mapped "
+                "source (the Pipeline does), not its parent."
+            )
+        config = FlatMapSourceConfig(
+            max_outputs=max_outputs,
+            fn_name=getattr(fn, "__qualname__", type(fn).__qualname__),
+            cast_float64=cast_float64,
+            num_epochs=num_epochs,
+        )
+        super().__init__(config, name=name)
+        self.source = source
+        self.fn = nnx.static(fn)
+        self.__length = source.epoch_size()
+        # [epoch, index] the cursor belongs to, then [parent position, output offset]
+        # of the next output (the start of the next round of shards).
+        self.cursor = nnx.Variable(np.zeros(4, np.int64))
+        self.__reading = _Reading()
+
+    # ------------------------------------------------------------ description
+    def element_spec(self) -> dict[str, Any]:
+        """The first output's fields (the parent's pass 0 read until ``fn`` returns one)."""
+        reading = self.__reading
+        if reading.spec is None:
+            self._learn_spec()
+        assert reading.spec is not None
+        return dict(reading.spec)
+
+    def _learn_spec(self) -> None:
+        reading = self.__reading
+        position = 0
+        while True:
+            chunk, stable, done = self._read_parent(0, position)
+            count = 0 if chunk is None else batch_length(chunk)
+            for row in range(count):
+                outputs = self._expand(record_at(chunk, row), int(stable[row]), 0, position + row)
+                if outputs:
+                    reading.spec = _spec_tree(outputs[0])
+                    reading.spec_from = f"the first output of parent record {int(stable[row])}"
+                    reading.valid = False  # the parent was read: the next read reopens
+                    return
+            position += count
+            if done:
+                raise DataraxError(
+                    "FlatMapSource: fn returned no record for any record of the parent's "
+                    "first pass, so there is nothing to serve (and no element spec)."
+                )
+
+    # ------------------------------------------------------------------ reads
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """This shard's next records (at most ``batch_size``) and their stable
+        indices; ``(None, None)`` at the pass's end."""
+        spec = self.element_spec()
+        reading = self.__reading
+        if not reading.valid or reading.expect != self._where():
+            self._open()
+        try:
+            kept, stables = self._read_rounds(batch_size, spec)
+        except Exception:
+            reading.valid = False  # a retry reads again from the cursor (and fails alike)
+            raise
+        if not kept:
+            return None, None
+        self.advance(len(kept))
+        self._save_cursor()
+        return stack_records(kept), np.asarray(stables, np.int64)
+
+    def _read_rounds(self, batch_size: int, spec: dict[str, Any]) -> tuple[list[Any], list[int]]:
+        """This shard's record of each of up to ``batch_size`` whole rounds, checked."""
+        index, count = self.shard
+        kept: list[Any] = []
+        stables: list[int] = []
+        while len(kept) < batch_size:
+            round_ = []
+            for _ in range(count):
+                item = self._next_output()
+                if item is None:
+                    break
+                round_.append(item)
+            if len(round_) < count:  # the pass ended (a partial round is left out)
+                break
+            record, stable = round_[index]
+            _check_tree(record, spec, self._where_record(stable), self.__reading.spec_from)
+            kept.append(record)
+            stables.append(stable)
+        return kept, stables
+
+    def _where(self) -> tuple[int, int, int, int]:
+        cursor = np.asarray(self.cursor.get_value())
+        position = self.datarax_position.where()
+        return (*position, int(cursor[2]), int(cursor[3]))  # type: ignore[return-value]
+
+    def _save_cursor(self) -> None:
+        reading = self.__reading
+        position = self.datarax_position.where()
+        value = np.asarray([*position, reading.parent_pos, reading.offset], np.int64)
+        self.cursor.set_value(value)
+        reading.expect = (*position, reading.parent_pos, reading.offset)  # type: ignore[assignment]
+
+    def _open(self) -> None:
+        """Start reading where the position and the cursor say."""
+        reading = self.__reading
+        epoch, index = self.datarax_position.where()
+        cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
+        reading.epoch = epoch
+        reading.chunk = None
+        reading.parent_done = False
+        reading.outputs = []
+        reading.offset = 0
+        if cursor[:2] == [epoch, index]:
+            parent_pos, offset = cursor[2], cursor[3]
+        elif index == 0:
+            parent_pos, offset = 0, 0
+        else:  # moved by seek(epoch, index) alone: read the pass up to there
+            parent_pos, offset = 0, 0
+            self._set_pending(parent_pos)
+            for _ in range(index * self.shard[1]):
+                if self._next_output() is None:
+                    raise StateError(
+                        f"FlatMapSource: the position says {index} records of pass {epoch} "
+                        "were handed out, but the pass ends before that; the state comes "
+                        "from another source or fn.",
+                        field="current_index",
+                    )
+            reading.valid = True
+            self._save_cursor()
+            return
+        self._set_pending(parent_pos)
+        if offset:
+            self._load_outputs()
+            if offset > len(reading.outputs):
+                raise StateError(
+                    f"FlatMapSource state cursor says output {offset} of parent record at "
+                    f"position {parent_pos} of pass {epoch}, but fn returns "
+                    f"{len(reading.outputs)} records for it; the state comes from another "
+                    "source or fn.",
+                    field="cursor",
+                )
+            reading.offset = offset
+        reading.valid = True
+        self._save_cursor()
+
+    def _set_pending(self, parent_pos: int) -> None:
+        reading = self.__reading
+        reading.parent_pos = parent_pos
+        reading.outputs = []
+        reading.offset = 0
+        reading.loaded = False
+
+    def _load_outputs(self) -> bool:
+        """Expand the parent record at ``parent_pos``; False at the pass's end."""
+        reading = self.__reading
+        position = reading.parent_pos
+        if self.__length is not None and position >= self.__length:
+            return False
+        chunk = reading.chunk
+        if chunk is None or not reading.chunk_start <= position < reading.chunk_start + batch_length(chunk):
+            if chunk is not None and reading.parent_done and position >= reading.chunk_start + batch_length(chunk):
+                return False
+            reading.chunk, reading.chunk_stable, reading.parent_done = self._read_parent(
+                reading.epoch, position
+            )
+            reading.chunk_start = position
+            chunk = reading.chunk
+            if chunk is None:
+                return False
+        row = position - reading.chunk_start
+        stable = int(reading.chunk_stable[row])
+        reading.outputs = self._expand(record_at(chunk, row), stable, reading.epoch, position)
+        reading.stable = stable
+        reading.loaded = True
+        return True
+
+    def _next_output(self) -> tuple[Any, int] | None:
+        """The pass's next output (all shards) and its stable index, or None."""
+        reading = self.__reading
+        while True:
+            if not reading.loaded:
+                if not self._load_outputs():
+                    return None
+            if reading.offset < len(reading.outputs):
+                record = reading.outputs[reading.offset]
+                stable = reading.stable * self.config.max_outputs + reading.offset
+                reading.offset += 1
+                return record, stable
+            self._set_pending(reading.parent_pos + 1)
+
+    def _read_parent(self, epoch: int, position: int) -> tuple[Batch | None, np.ndarray, bool]:
+        """Parent records from ``position`` of its pass ``epoch``: ``(records, stable
+        indices, whether the pass ends after them)``."""
+        parent = self.source
+        n = self.__length
+        if n is not None and position >= n:
+            return None, np.zeros(0, np.int64), True
+        if parent.kind is SourceKind.INDEXED:
+            assert n is not None
+            # one gather shape (CHUNK) for every read: a short tail is cut on the host
+            batch, indices = parent.get_batch_and_indices_at(epoch * n + position, CHUNK)
+            keep = min(CHUNK, n - position)
+            host = _to_host(batch, keep)
+            return host, np.asarray(indices, np.int64)[:keep], position + keep >= n
+        if (parent.epoch, parent.index) != (epoch, position):
+            parent.seek(epoch, position)
+        start = parent.index
+        batch, indices = parent.get_batch_with_indices(CHUNK)
+        if batch is None:
+            return None, np.zeros(0, np.int64), True
+        got = batch_length(batch)
+        stable = np.arange(start, start + got) if indices is None else np.asarray(indices)
+        done = n is not None and position + got >= n
+        return _to_host(dict(batch), got), stable.astype(np.int64), done
+
+    def _expand(self, record: Any, stable: int, epoch: int, position: int) -> list[Any]:
+        """``fn(record)`` checked: a list of at most ``max_outputs`` dicts."""
+        where = f"parent record {stable} (position {position} of pass {epoch})"
+        try:
+            outputs = self.fn(record)
+        except Exception as err:  # noqa: BLE001 - re-raised naming the record
+            raise DataraxError(
+                f"FlatMapSource: fn raised {type(err).__name__} on {where}: {err}"
+            ) from err
+        if isinstance(outputs, Mapping) or isinstance(outputs, (str, bytes)) or outputs is None:
+            raise DataraxError(
+                f"FlatMapSource: fn returned {type(outputs).__name__} for {where}; return a "
+                "list of records (dicts), [] for none."
+            )
+        outputs = list(outputs)
+        if len(outputs) > self.config.max_outputs:
+            raise DataraxError(
+                f"FlatMapSource: fn returned {len(outputs)} records for {where}, more than "
+                f"max_outputs={self.config.max_outputs}; raise max_outputs."
+            )
+        fitted = []
+        for k, output in enumerate(outputs):
+            if not isinstance(output, Mapping) or not output:
+                raise DataraxError(
+                    f"FlatMapSource: output {k} of {where} is {type(output).__name__}; each "
+                    "output must be a non-empty dict of fields."
+                )
+            fitted.append(_fit_tree(output, self.config.cast_float64, f"output {k} of {where}"))
+        return fitted
+
+    def _where_record(self, stable: int) -> str:
+        parent, offset = divmod(stable, self.config.max_outputs)
+        return f"output {offset} of parent record {parent}"
+
+    # ------------------------------------------------------------------ state
+    def _moved(self) -> None:
+        self.__reading.valid = False
+
+    def seek(self, epoch: int, index: int = 0) -> None:
+        """Stand at output ``index`` of pass ``epoch`` (a position the cursor does not
+        describe is reached by reading the pass up to it)."""
+        super().seek(epoch, index)
+        cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
+        if cursor[:2] != [epoch, index] and index == 0:
+            self.cursor.set_value(np.asarray([epoch, 0, 0, 0], np.int64))
+
+    def order_settings(self) -> dict[str, Any]:
+        """``max_outputs``, ``fn``'s name, then the parent's type, length and settings
+        under ``parent.``."""
+        out: dict[str, Any] = {
+            "max_outputs": self.config.max_outputs,
+            "fn_name": self.config.fn_name,
+        }
+        out["parent.source"] = type(self.source).__name__
+        out["parent.num_records"] = self.__length
+        out.update((f"parent.{k}", v) for k, v in self.source.order_settings().items())
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        """The position, ``cursor`` = ``[parent position, output offset]`` of the next
+        output, and the :meth:`order_settings` a restore must match."""
+        state = super().get_state()
+        cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
+        state["cursor"] = cursor[2:] if cursor[:2] == [self.epoch, self.index] else None
+        state["settings"] = self.order_settings()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly after the last record the saved source handed out.
+
+        Raises:
+            StateError: another parent, ``fn`` or ``max_outputs`` (naming the first
+                setting that differs), or a malformed state.
+        """
+        if isinstance(state, dict) and "settings" in state:
+            check_settings(state["settings"], self.order_settings(), "FlatMapSource")
+        super().set_state(state)
+        cursor = state.get("cursor")
+        if cursor is None:
+            return  # a bare position: reached by reading the pass
+        if (
+            not isinstance(cursor, (list, tuple))
+            or len(cursor) != 2
+            or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in cursor)
+        ):
+            raise StateError(
+                f"FlatMapSource state 'cursor' must be [parent position, output offset], "
+                f"got {cursor!r}; pass the dict get_state() returned.",
+                field="cursor",
+            )
+        self.cursor.set_value(np.asarray([self.epoch, self.index, *cursor], np.int64))
+
+    # ---------------------------------------------------------------- closing
+    def close_epoch(self) -> None:
+        """Stop the parent's read-ahead (positions are kept)."""
+        closer = getattr(self.source, "close_epoch", None)
+        if closer is not None:
+            closer()
+
+    def close(self) -> None:
+        """Close the parent."""
+        self.source.close()
+
+
+# ---------------------------------------------------------------------- helpers
+def _to_host(batch: Any, count: int) -> Any:
+    """The first ``count`` records of a batch, device arrays as numpy."""
+    if isinstance(batch, Mapping):
+        return {k: _to_host(v, count) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return list(batch[:count])
+    return np.asarray(batch)[:count]
+
+
+def _fit_tree(record: Mapping[str, Any], cast_float64: bool, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping):
+            out[key] = _fit_tree(value, cast_float64, where)
+        elif isinstance(value, (str, bytes)):
+            out[key] = value
+        else:
+            out[key] = fit_value(str(key), value, cast_float64=cast_float64, where=f"FlatMapSource, {where}")
+    return out
+
+
+def _spec_of(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        return TextSpec(())
+    array = np.asarray(value)
+    if array.dtype.kind in "USO":
+        return TextSpec(tuple(array.shape))
+    return jax.ShapeDtypeStruct(tuple(array.shape), array.dtype)
+
+
+def _spec_tree(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _spec_tree(v) if isinstance(v, Mapping) else _spec_of(v) for k, v in record.items()}
+
+
+def _describe(spec: Any) -> str:
+    if isinstance(spec, TextSpec):
+        return f"text{tuple(spec.shape)}"
+    if isinstance(spec, dict):
+        return "a dict of fields"
+    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
+
+
+def _check_tree(record: Any, spec: dict[str, Any], where: str, first: str, prefix: str = "") -> None:
+    """Refuse ``record`` unless it has exactly ``spec``'s fields, shapes and dtypes."""
+    if list(record) != list(spec):
+        raise DataraxError(
+            f"FlatMapSource: {where} has fields {list(record)}{' under ' + prefix if prefix else ''}, "
+            f"{first} has {list(spec)}; fn must return the same fields every time."
+        )
+    for key, field in spec.items():
+        value = record[key]
+        name = f"{prefix}{key}"
+        if isinstance(field, dict):
+            if not isinstance(value, Mapping):
+                raise DataraxError(
+                    f"FlatMapSource: field '{name}' of {where} is {type(value).__name__}, "
+                    f"{first} has a dict of fields there."
+                )
+            _check_tree(value, field, where, first, f"{name}/")
+            continue
+        got = _spec_of(value) if not isinstance(value, Mapping) else {}
+        if _describe(got) != _describe(field):
+            raise DataraxError(
+                f"FlatMapSource: field '{name}' of {where} is {_describe(got)}, {first} has "
+                f"{_describe(field)}; fn must return records of one structure (pad, crop or "
+                "cast them to one shape and dtype)."
+            )
