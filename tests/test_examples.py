@@ -72,6 +72,11 @@ EXAMPLES: dict[str, Example] = {
         ("resumed batches identical: True", "evaluated 158 records of 158, eval compiles: 1",
          "accuracy above 0.9: True"),
     ),
+    "sliding_windows.py": Example(
+        ("documents: 64 windows in epoch 0: 325 batches: 41",
+         "batch: inputs (8, 16) targets shifted by one: True",
+         "resumed batches identical: True"),
+    ),
     "graphs/contrastive_views.py": Example(
         ("fields: ['target_label', 'view1_image', 'view2_image'] (16, 8, 8)",
          "views identical at batch size 16 and 8: True"),

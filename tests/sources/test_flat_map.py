@@ -1,0 +1,170 @@
+"""FlatMapSource: 0 .. k records per record, exact resume from an O(1) cursor, clear errors.
+
+The conformance table (tests/conformance) runs a flat-mapped source through every
+contract clause; these tests pin values and messages.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.errors import DataraxError, StateError
+from datarax.pipeline import Pipeline
+from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig, StreamSource
+
+
+def parent(n: int = 6, shuffle: bool = False) -> MemorySource:
+    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=3), {"r": np.arange(n, dtype=np.int32)})
+
+
+def copies(record):
+    """Record r gives r % 3 records: (r, 0), (r, 1)."""
+    r = int(record["r"])
+    return [{"r": np.int32(r), "k": np.int32(k)} for k in range(r % 3)]
+
+
+def pairs(batch) -> list[tuple[int, int]]:
+    return list(zip(np.asarray(batch["r"]).tolist(), np.asarray(batch["k"]).tolist()))
+
+
+def read_all(source, size):
+    out = []
+    while True:
+        batch, stable = source.get_batch_with_indices(size)
+        if batch is None:
+            return out
+        out.append((pairs(batch), stable.tolist()))
+
+
+def test_each_record_gives_its_outputs_in_order_with_stable_indices_from_parent_and_offset():
+    source = FlatMapSource(parent(), copies, max_outputs=2)
+    assert source.kind.name == "STREAM" and source.length_or_none() is None
+    assert {k: (v.shape, str(v.dtype)) for k, v in source.element_spec().items()} == {
+        "r": ((), "int32"), "k": ((), "int32")
+    }
+    served = read_all(source, 4)
+    assert [p for batch, _ in served for p in batch] == [(1, 0), (2, 0), (2, 1), (4, 0), (5, 0), (5, 1)]
+    assert [s for _, stable in served for s in stable] == [2, 4, 5, 8, 10, 11]  # r * 2 + k
+
+
+def test_a_state_saved_after_any_batch_resumes_exactly_with_a_two_number_cursor():
+    def build():
+        return FlatMapSource(parent(9, shuffle=True), copies, max_outputs=2)
+
+    expected = read_all(build(), 2)
+    for point in range(len(expected) + 1):
+        source = build()
+        for _ in range(point):
+            source.get_batch_with_indices(2)
+        state = json.loads(json.dumps(source.get_state()))
+        served = sum(len(batch) for batch, _ in expected[:point])
+        assert len(state["cursor"]) == 2 and state["current_index"] == served
+        fresh = build()
+        fresh.set_state(state)
+        assert read_all(fresh, 2) == expected[point:], f"resumed after batch {point}"
+
+
+def test_a_bare_position_is_reached_by_reading_the_pass_again():
+    expected = read_all(FlatMapSource(parent(), copies, max_outputs=2), 1)
+    source = FlatMapSource(parent(), copies, max_outputs=2)
+    source.set_state({"current_epoch": 0, "current_index": 4})  # no cursor
+    assert read_all(source, 1) == expected[4:]
+
+
+def test_a_pipeline_over_a_stream_parent_resumes_and_shards_in_whole_rounds():
+    class Docs(StreamSource):
+        """Documents of lengths 0 .. 5 (token i of document d is 10 * d + i)."""
+
+        def __init__(self) -> None:
+            super().__init__(MemorySourceConfig())
+            self.next_doc = 0
+
+        def restart(self, epoch: int) -> None:
+            self.next_doc = 0
+
+        def get_batch(self, batch_size: int):
+            if self.next_doc >= 6:
+                return None
+            docs = np.arange(self.next_doc, min(6, self.next_doc + batch_size), dtype=np.int32)
+            self.next_doc += len(docs)
+            return {"doc": docs}
+
+        def element_spec(self):
+            return {"doc": jax.ShapeDtypeStruct((), np.int32)}
+
+    def windows(record):  # windows of 2 tokens, stride 1, over a document of `doc` tokens
+        d = int(record["doc"])
+        tokens = 10 * d + np.arange(d, dtype=np.int32)
+        return [{"w": tokens[i : i + 2]} for i in range(max(d - 1, 0))]
+
+    def build(index=0, count=1):
+        source = FlatMapSource(Docs(), windows, max_outputs=4)
+        return Pipeline(source=source, stages=[], batch_size=3, rngs=nnx.Rngs(0),
+                        shard_index=index, shard_count=count)
+
+    whole = [np.asarray(b["w"]).tolist() for b in build()]
+    flat = [w for b in whole for w in b]
+    assert flat[:3] == [[20, 21], [30, 31], [31, 32]] and len(flat) == 10  # 0+0+1+2+3+4
+    iterator = iter(build())
+    next(iterator)
+    state = json.loads(json.dumps(iterator.get_state()))
+    assert state["source"]["cursor"] == [3, 2]  # document 3, past both its windows
+    resumed = iter(build())
+    resumed.set_state(state)
+    assert [np.asarray(b["w"]).tolist() for b in resumed] == whole[1:]
+    shares = [[w for b in build(i, 3) for w in np.asarray(b["w"]).tolist()] for i in range(3)]
+    assert shares == [flat[0:9:3], flat[1:9:3], flat[2:9:3]]  # whole rounds of 3; the 10th left out
+
+
+def test_an_output_of_another_structure_is_refused_naming_the_record_and_field():
+    def uneven(record):
+        r = int(record["r"])
+        return [{"r": np.zeros(2 if r < 3 else 3, np.int32)}]
+
+    source = FlatMapSource(parent(), uneven, max_outputs=1)
+    with pytest.raises(DataraxError, match=r"field 'r' of output 0 of parent record 3 is int32\(3,\), "
+                                           r"the first output of parent record 0 has int32\(2,\)"):
+        read_all(source, 4)
+
+    def renamed(record):
+        return [{"a" if int(record["r"]) == 0 else "b": np.int32(1)}]
+
+    with pytest.raises(DataraxError, match=r"output 0 of parent record 1 has fields \['b'\]"):
+        read_all(FlatMapSource(parent(), renamed, max_outputs=1), 4)
+
+
+def test_bad_returns_of_fn_are_refused_naming_the_parent_record():
+    too_many = FlatMapSource(parent(), lambda r: [{"x": np.int32(0)}] * 3, max_outputs=2)
+    with pytest.raises(DataraxError, match=r"returned 3 records for parent record 0 .*max_outputs=2"):
+        too_many.element_spec()
+    not_a_list = FlatMapSource(parent(), lambda r: {"x": np.int32(0)}, max_outputs=2)
+    with pytest.raises(DataraxError, match="fn returned dict for parent record 0"):
+        not_a_list.element_spec()
+
+    def fails(record):
+        if int(record["r"]) == 4:
+            raise KeyError("oops")
+        return [{"x": np.int32(0)}]
+
+    with pytest.raises(DataraxError, match=r"fn raised KeyError on parent record 4 \(position 4 of pass 0\)"):
+        read_all(FlatMapSource(parent(), fails, max_outputs=1), 8)
+    nothing = FlatMapSource(parent(), lambda r: [], max_outputs=1)
+    with pytest.raises(DataraxError, match="fn returned no record for any record"):
+        nothing.get_batch_with_indices(2)
+
+
+def test_a_state_of_another_flat_map_is_refused():
+    source = FlatMapSource(parent(), copies, max_outputs=2)
+    source.get_batch_with_indices(2)
+    state = source.get_state()
+    with pytest.raises(StateError, match="max_outputs=2 but this source has max_outputs=3"):
+        FlatMapSource(parent(), copies, max_outputs=3).set_state(state)
+    with pytest.raises(StateError, match="fn_name="):
+        FlatMapSource(parent(), lambda r: copies(r), max_outputs=2).set_state(state)
+    with pytest.raises(StateError, match=r"'cursor' must be \[parent position, output offset\]"):
+        FlatMapSource(parent(), copies, max_outputs=2).set_state({**state, "cursor": [1]})
