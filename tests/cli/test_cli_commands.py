@@ -485,4 +485,4 @@ def test_console_script_lists_the_commands(tmp_path):
         [str(script), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert "{demo,inspect,scan,bench}" in result.stdout
+    assert "{demo,inspect,scan,convert,bench}" in result.stdout

@@ -99,3 +99,20 @@ def test_cli_convert_summary_refusal_and_beam_error(tmp_path, capsys) -> None:
     assert "add --runner beam" in capsys.readouterr().err
     assert main(["convert", src, str(tmp_path / "nope"), "--shards", "0"]) == 2
     assert "shards must be an int >= 1" in capsys.readouterr().err
+
+
+def test_inspect_shows_metadata_and_captions_the_grid(tmp_path, capsys) -> None:
+    for c, name in enumerate(["ant", "bee"]):
+        os.makedirs(tmp_path / "src" / name)
+        for i in range(2):
+            (tmp_path / "src" / name / f"{i}.png").write_bytes(_png(10 * c + i, size=8))
+    dst, grid = str(tmp_path / "ds"), str(tmp_path / "g.png")
+    assert main(["convert", str(tmp_path / "src"), dst, "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", dst, "--grid", grid, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["metadata"]["features"]["label"] == "int64 () raw, 2 classes: ant, bee"
+    assert report["metadata"]["records"] == 4 and report["metadata"]["shards"] == 1
+    assert report["grid"]["captions"] == "label"
+    assert report["grid"]["caption_texts"] == ["ant", "ant", "bee", "bee"]
+    assert Image.open(grid).size == (report["grid"]["width"], report["grid"]["height"])

@@ -12,6 +12,7 @@ reading it once (``--no-count`` skips that).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 from datarax.cli.targets import Target, length_of
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec
+from datarax.dataset.format import DatasetInfo
 
 EXCERPT = 60
 
@@ -132,9 +134,14 @@ def run_inspect(
         {k: describe_value(record[k]) for k in _in_order(record, order)}
         for record in first[:records]
     ]
+    info = getattr(source, "dataset_info", None)
+    if not isinstance(info, DatasetInfo):
+        info = None
+    if info is not None:  # a datarax dataset: what its metadata says
+        report["metadata"] = dataset_summary(info)
     picture = None
     if grid is not None:
-        picture = _write_picture(first, spec, field, grid)
+        picture = _write_picture(first, spec, field, grid, info)
         report["grid"] = picture
     if as_json:
         print(json.dumps(report, indent=2))
@@ -151,6 +158,13 @@ def run_inspect(
     else:
         how = " (counted by reading the stream)" if counted else ""
         print(f"records: {report['records']}{how}")
+    if "metadata" in report:
+        meta = report["metadata"]
+        print(f"dataset: {meta['records']} records in {meta['shards']} shards (format "
+              f"version {meta['format_version']}), {meta['skipped']} rows skipped at conversion")
+        print("features:")
+        for name, text in meta["features"].items():
+            print(f"  {name}: {text}")
     print("element spec:")
     for name, text in report["element_spec"].items():
         print(f"  {name}: {text}")
@@ -165,9 +179,10 @@ def run_inspect(
             for name, text in record.items():
                 print(f"    {name}: {text}")
     if picture is not None:
+        captions = f", captioned by '{picture['captions']}'" if picture.get("captions") else ""
         print(
             f"wrote {picture['kind']} of '{picture['field']}' "
-            f"({picture['records']} records) to {grid}"
+            f"({picture['records']} records{captions}) to {grid}"
         )
     return 0
 
@@ -204,8 +219,69 @@ def _grid_field(spec: dict[str, Any], field: str | None) -> str:
     raise ConfigError(f"--grid needs a numeric field, and this source has none: {sorted(spec)}.")
 
 
+def dataset_summary(info: Any) -> dict[str, Any]:
+    """A datarax dataset's metadata for the report: features, counts, class names."""
+    features = {}
+    for f in info.features.fields:
+        shape = tuple("None" if d is None else d for d in f.shape)
+        text = f"{f.dtype} {shape} {f.encoding}"
+        if f.class_names is not None:
+            text += f", {len(f.class_names)} classes: " + ", ".join(f.class_names[:10]) + (
+                ", ..." if len(f.class_names) > 10 else "")
+        features[f.name] = text
+    return {"records": info.num_records, "shards": len(info.shards),
+            "format_version": info.to_json()["format_version"], "skipped": len(info.skipped),
+            "features": features}
+
+
+def caption_field(info: Any, first: list[dict[str, Any]]) -> str | None:
+    """The field whose class names caption a grid: the first with class names that the
+    records hold as integers."""
+    if info is None or not first:
+        return None
+    for f in info.features.fields:
+        if f.class_names and f.name in first[0] and np.asarray(first[0][f.name]).ndim == 0:
+            return f.name
+    return None
+
+
+def write_captioned_grid(images: np.ndarray, captions: list[str], path: str) -> tuple[int, int]:
+    """``uint8`` images ``N x H x W [x C]`` as one PNG grid, each tile with its caption
+    underneath; returns the grid's ``(height, width)``."""
+    from datarax.cli.charts import MIN_TILE, PAD
+    from datarax.core.extras import require
+
+    image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
+    draw_module = require("PIL.ImageDraw", extra="cli", user="datarax inspect --grid")
+    pixels = np.asarray(images)
+    if pixels.ndim == 3:
+        pixels = pixels[..., None]
+    if pixels.shape[-1] == 1:
+        pixels = np.repeat(pixels, 3, axis=-1)
+    pixels = pixels[..., :3]
+    n, height, width, _ = pixels.shape
+    cols = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    scale = max(1, math.ceil(MIN_TILE / max(height, width)))
+    tile_h, tile_w, caption_h = height * scale, width * scale, 12
+    canvas = image_module.new(
+        "RGB", (PAD + cols * (tile_w + PAD), PAD + rows * (tile_h + caption_h + PAD)), "white")
+    draw = draw_module.Draw(canvas)
+    chars = max(3, tile_w // 6)
+    for i in range(n):
+        row, col = divmod(i, cols)
+        left, top = PAD + col * (tile_w + PAD), PAD + row * (tile_h + caption_h + PAD)
+        tile = pixels[i].repeat(scale, axis=0).repeat(scale, axis=1)
+        canvas.paste(image_module.fromarray(np.ascontiguousarray(tile), "RGB"), (left, top))
+        text = captions[i] if len(captions[i]) <= chars else captions[i][: chars - 1] + "~"
+        draw.text((left + 1, top + tile_h), text, fill="black")
+    canvas.save(path, format="PNG")
+    return canvas.height, canvas.width
+
+
 def _write_picture(
-    first: list[dict[str, Any]], spec: dict[str, Any], field: str, path: str
+    first: list[dict[str, Any]], spec: dict[str, Any], field: str, path: str,
+    info: Any = None,
 ) -> dict[str, Any]:
     from datarax.cli import charts
 
@@ -213,6 +289,23 @@ def _write_picture(
         raise ConfigError("--grid: the source handed out no records to draw.")
     values = np.stack([np.asarray(r[field]) for r in first])
     s = spec[field]
+    label = caption_field(info, first)
+    if label is not None and values.dtype == np.uint8 and charts.is_image_field(s.shape, s.dtype):
+        names = info.features[label].class_names
+        captions = [
+            names[k] if 0 <= (k := int(np.asarray(r[label]))) < len(names) else str(k)
+            for r in first
+        ]
+        height, width = write_captioned_grid(values, captions, path)
+        return {
+            "kind": "image grid",
+            "field": field,
+            "records": len(first),
+            "height": height,
+            "width": width,
+            "captions": label,
+            "caption_texts": captions,
+        }
     if charts.is_image_field(s.shape, s.dtype):
         height, width = charts.write_image_grid(values, path)
         return {

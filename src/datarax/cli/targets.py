@@ -3,7 +3,8 @@
 Forms (the scheme decides; anything without one is an ArrayRecord path):
 
 * ``PATH`` or ``'GLOB'`` — ArrayRecord files, decoded by ``--decode module:function``
-  (default: each record's size and its first bytes);
+  (default: each record's size and its first bytes; a dataset folder written by
+  ``datarax convert`` decodes itself from its metadata);
 * ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset (Hub id, local folder or data
   files), streamed; split ``train`` unless given (HF slice syntax allowed);
 * ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``), never
@@ -179,9 +180,12 @@ def open_target(
         raise ConfigError(f"--data-dir applies to tfds: SOURCE only, not to '{spec}'.")
     policy = {"on_error": "skip"} if skip_bad else {}
     if kind == "arrayrecord":
+        from datarax.dataset.format import find_dataset
         from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
+        if decode is None and find_dataset(name) is not None:
+            fn = None  # a datarax dataset: its metadata says how to decode
         source = ArrayRecordSourceModule(
             ArrayRecordSourceConfig(num_epochs=1, **policy), name, decode=fn
         )
