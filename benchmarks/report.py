@@ -227,7 +227,10 @@ def load_lines(report: dict[str, Any]) -> list[str]:
         f"{min(values):.2f}–{max(values):.2f} over {len(loads)} runs on {cores} usable cores.",
         "",
     ]
-    if over:
+    if over and len(over) == len(loads):
+        lines.append(f"**Every run ran with the load above the {cores} cores** (other work shared "
+                     "them; the numbers are noisier and slower than the machine's best).")
+    elif over:
         lines += [
             f"**{len(over)} run(s) ran with the load above the {cores} cores** (other work "
             "shared them; their numbers are noisier and slower than the machine's best):",
