@@ -72,6 +72,11 @@ EXAMPLES: dict[str, Example] = {
         ("resumed batches identical: True", "evaluated 158 records of 158, eval compiles: 1",
          "accuracy above 0.9: True"),
     ),
+    "convert_and_train.py": Example(
+        ("converted: 1437 records in 4 shards; image (8, 8, 1) png; classes zero..nine",
+         "resumed batches identical: True", "test accuracy above 0.8: True"),
+        slow=True, needs="datasets",
+    ),
     "sliding_windows.py": Example(
         ("documents: 64 windows in epoch 0: 325 batches: 41",
          "batch: inputs (8, 16) targets shifted by one: True",
