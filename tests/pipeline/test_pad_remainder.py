@@ -3,10 +3,13 @@ counted once — indexed and host sources, with a filter, on every shard."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
-from datarax.core.errors import ConfigError
+from datarax.core.config import StructuralConfig
+from datarax.core.data_source import DataSourceModule
+from datarax.core.errors import ConfigError, StateError
 from datarax.operators import FilterOperator
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
@@ -29,12 +32,78 @@ def test_last_batch_padded_with_valid_rows_counted_once(tmp_path):
         assert p.element_spec()["valid"].dtype == np.bool_
 
 
-def test_every_shard_gets_the_same_number_of_full_batches():
-    shapes = []
-    for i in range(3):
-        p = Pipeline(memory(10), batch_size=2, pad_remainder=True, shard_index=i, shard_count=3)
-        shapes.append([np.asarray(b["x"]).shape for b in p])
-    assert shapes[0] == shapes[1] == shapes[2] == [(2,), (2,)]
+def shard_pipelines(make, count, batch_size):
+    return [Pipeline(make(), batch_size=batch_size, pad_remainder=True, shard_index=i,
+                     shard_count=count) for i in range(count)]
+
+
+def valid_records(batch, field):
+    return np.asarray(batch[field])[np.asarray(batch["valid"])].tolist()
+
+
+@pytest.mark.parametrize("n,count,size", [
+    (9, 4, 2),  # a shard of padding only, a short last batch
+    pytest.param(10, 3, 2, marks=pytest.mark.slow),
+    pytest.param(10, 4, 3, marks=pytest.mark.slow),
+    pytest.param(2, 4, 1, marks=pytest.mark.slow),
+])
+def test_shards_count_each_record_once_in_equal_batches(tmp_path, n, count, size):
+    np.save(tmp_path / "x.npy", np.arange(n, dtype=np.int32))
+    makers = {
+        "x": lambda: MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                                  {"x": np.arange(n, dtype=np.int32)}),
+        "data": lambda: NpySource(NpySourceConfig(paths=str(tmp_path / "x.npy"),
+                                                  shuffle=True, seed=3)),
+    }
+    for field, make in makers.items():
+        pipelines = shard_pipelines(make, count, size)
+        shards = [list(p) for p in pipelines]
+        counts = {len(batches) for batches in shards}
+        assert counts == {len(pipelines[0])}  # same number of batches on every shard
+        assert {np.asarray(b[field]).shape for bs in shards for b in bs} == {(size,)}
+        seen = [r for batches in shards for b in batches for r in valid_records(b, field)]
+        assert sorted(seen) == list(range(n)), (field, seen)
+        for p, batches in zip(pipelines, shards):  # stats count the valid records only
+            assert p.stats()["records"] == sum(len(valid_records(b, field)) for b in batches)
+
+
+def test_padded_shard_resumes_exactly_and_refuses_another_process_count():
+    def make(index, count=4):
+        source = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})
+        return Pipeline(source, batch_size=1, pad_remainder=True, shard_index=index,
+                        shard_count=count)
+
+    whole = [(valid_records(b, "x"), np.asarray(b["x"]).tolist()) for b in make(3)]
+    assert [v for v, _ in whole] == [[9], [], []]
+    p = make(3)
+    it = iter(p)
+    next(it)
+    state = p.get_state()
+    again = make(3)
+    again.set_state(state)
+    rest = [(valid_records(b, "x"), np.asarray(b["x"]).tolist()) for b in again]
+    assert rest == whole[1:]
+    with pytest.raises(StateError, match="pad_remainder"):
+        make(0, count=2).set_state(state)
+
+
+def test_padded_shards_refuse_streams_and_filters():
+    class Stream(DataSourceModule):
+        def __init__(self):
+            super().__init__(StructuralConfig())
+
+        def element_spec(self):
+            return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+        def get_batch(self, batch_size):
+            return None
+
+    with pytest.raises(ConfigError, match="stream"):
+        Pipeline(Stream(), batch_size=2, pad_remainder=True, shard_index=0, shard_count=2)
+    keep = FilterOperator(predicate=lambda el: el.data["x"] > 0)
+    with pytest.raises(ConfigError, match="FilterOperator"):
+        Pipeline(memory(10), stages=[keep], batch_size=2, pad_remainder=True, shard_index=0,
+                 shard_count=2)
 
 
 def test_with_a_filter_and_refused_combinations():

@@ -123,6 +123,7 @@ class DataSourceModule(DataraxModule):
         super().__init__(config, rngs=rngs, name=name)
         self.datarax_position = SourcePosition()
         self.__shard = (0, 1)  # (index, count): this process's share of every epoch
+        self.__padded = False  # shares rounded up (set_shard(padded=True))
         self.__moves = _Moves()
 
     # ------------------------------------------------------------------ contract
@@ -161,7 +162,7 @@ class DataSourceModule(DataraxModule):
         return per_source[x64]
 
     # -------------------------------------------------------------------- shard
-    def set_shard(self, index: int, count: int) -> None:
+    def set_shard(self, index: int, count: int, padded: bool = False) -> None:
         """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).
 
         Random-access sources serve the contiguous block ``shard_bounds(len)`` of each
@@ -169,6 +170,11 @@ class DataSourceModule(DataraxModule):
         ``len % count`` positions of each epoch are left out. Streams keep every
         ``count``-th record starting at ``index``, in whole rounds of ``count``
         records (a partial last round is left out), so shares are equally long.
+
+        ``padded=True`` (sources of known length; ``Pipeline(pad_remainder=True)``)
+        rounds each share up to ``ceil(len / count)`` positions instead, so every
+        record is in exactly one share; positions past the epoch's end are padding
+        slots (:meth:`shard_records` says how many of a share's positions are records).
         """
         valid = isinstance(count, int) and isinstance(index, int) and 0 <= index < count
         if not valid or isinstance(count, bool) or isinstance(index, bool):
@@ -177,6 +183,7 @@ class DataSourceModule(DataraxModule):
                 f"count={count!r}."
             )
         self.__shard = (index, count)
+        self.__padded = bool(padded) and count > 1
 
     @property
     def shard(self) -> tuple[int, int]:
@@ -188,8 +195,19 @@ class DataSourceModule(DataraxModule):
         index, count = self.__shard
         if count == 1:
             return 0, length
-        share = length // count
+        share = -(-length // count) if self.__padded else length // count
         return index * share, (index + 1) * share
+
+    @property
+    def shard_padded(self) -> bool:
+        """Whether the shares are rounded up, their last positions padding slots."""
+        return self.__padded
+
+    def shard_records(self, length: int) -> int:
+        """Positions of this shard's block that are records of a ``length``-record epoch
+        (the rest, in a padded layout, are padding slots at the block's end)."""
+        lo, hi = self.shard_bounds(length)
+        return max(min(hi, length) - lo, 0)
 
     def length_or_none(self) -> int | None:
         """``len(self)``, or None for a source that does not know its length."""

@@ -128,6 +128,16 @@ def elastic_restore(
     if saved is None or ("elastic" not in state and saved[1] == count):
         return None
     where = f"Pipeline over {type(source).__name__}"
+    saved_settings = state.get("settings")
+    if source.shard_padded or (
+        isinstance(saved_settings, dict) and saved_settings.get("padded_shards")
+    ):
+        raise StateError(
+            f"{where}: this state was saved by {saved[1]} process(es) and this pipeline "
+            f"runs as shard {index} of {count}, with pad_remainder=True (shares rounded "
+            f"up to whole padding slots), which restores only on {saved[1]} processes.",
+            field="shard",
+        )
     if source.kind is SourceKind.STREAM or (
         source.kind is SourceKind.HOST and not hasattr(source, "use_share")
     ):

@@ -211,9 +211,14 @@ class PipelineIterator:
             raise
         finally:
             self._stats.seconds["wait"] += time.perf_counter() - began
-        self._stats.count(self._count)
+        valid = self._count
+        if self._source.shard_padded:  # the share's last slots may be padding
+            n = self._source.length_or_none() or 0
+            after = self._source.index  # the slots served before this batch are real
+            valid = max(min(self._count, self._source.shard_records(n) - (after - self._count)), 0)
+        self._stats.count(valid)
         if self._plan.pad_remainder:
-            batch = pad_batch(batch, self._count, self._batch_size)
+            batch = pad_batch(batch, self._count, self._batch_size, valid)
         return batch
 
     def _next_batch(self) -> Batch:
@@ -344,9 +349,10 @@ class PipelineIterator:
         return batch
 
 
-def pad_batch(batch: Batch, count: int, size: int) -> Batch:
+def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> Batch:
     """``batch`` (``count`` records) padded to ``size`` rows by repeating its last record,
-    with a boolean ``"valid"`` field that is False on the padding rows.
+    with a boolean ``"valid"`` field that is False on the padding rows (and on rows
+    ``valid`` and after: a padded share's slots past the epoch's end).
 
     >>> out = pad_batch({"x": np.arange(3)}, 3, 4)
     >>> out["x"].tolist(), out["valid"].tolist()
@@ -357,7 +363,7 @@ def pad_batch(batch: Batch, count: int, size: int) -> Batch:
             "Pipeline(pad_remainder=True) adds a 'valid' field, but the batch already has "
             "one; rename that field in a stage before padding."
         )
-    valid = np.arange(size) < count
+    valid = np.arange(size) < (count if valid is None else valid)
     if count < size:
         def pad(value: Any) -> Any:
             if isinstance(value, list):

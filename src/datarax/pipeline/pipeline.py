@@ -60,7 +60,9 @@ class Pipeline(nnx.Module):
             ``jax.process_index()`` of ``jax.process_count()``. Each share is a disjoint,
             equally long block of the epoch's (globally shuffled) order; the last
             ``len(source) % shard_count`` positions of each epoch are left out so every
-            process takes the same number of steps. Per-record keys do not depend on it.
+            process takes the same number of steps (with ``pad_remainder`` the shares
+            are rounded up instead: every record is served once, the shares' extra
+            slots as padding rows). Per-record keys do not depend on it.
         check_finite: refuse batches holding NaN or inf in a floating field, naming the
             field, the record's position in the epoch and its stable index (copies each
             batch to the host: a debugging aid, off by default).
@@ -72,7 +74,8 @@ class Pipeline(nnx.Module):
         pad_remainder: pad each epoch's short last batch to ``batch_size`` (repeating
             its last record) and add a boolean ``"valid"`` field to every batch (False
             on padding rows): an evaluation loop sees one shape and counts each record
-            once (docs/filtering.md).
+            once (docs/filtering.md), on every shard: each gets the same number of
+            batches.
 
     A ``FilterOperator`` in ``stages`` makes the pipeline hand out full batches of the
     records it keeps (docs/filtering.md); ``len()`` of such an epoch is unknown.
@@ -130,8 +133,10 @@ class Pipeline(nnx.Module):
             )
         count = jax.process_count() if shard_count is None else shard_count
         index = jax.process_index() if shard_index is None else shard_index
+        if pad_remainder and isinstance(count, int) and count > 1:
+            _check_padded_shards(source, stages, count)
         try:
-            source.set_shard(index, count)
+            source.set_shard(index, count, padded=pad_remainder)
         except ValueError as err:
             raise ConfigError(f"Pipeline: {err}") from err
         size = source.epoch_size()
@@ -484,3 +489,22 @@ def _check_source(source: DataSourceModule) -> None:
             )
         if n == 0:
             raise ConfigError(f"Pipeline source {type(source).__name__} holds no records.")
+
+
+def _check_padded_shards(source: DataSourceModule, stages: Sequence[Any], count: int) -> None:
+    """Refuse ``pad_remainder`` over several shards where the shards' batch counts
+    cannot be known to be equal before the epoch is read."""
+    if source.kind is SourceKind.STREAM or source.length_or_none() is None:
+        raise ConfigError(
+            f"Pipeline pad_remainder=True with shard_count={count}: "
+            f"{type(source).__name__} is a stream (read in rounds, its length unknown ahead), so the shards "
+            "cannot be given the same number of batches. Pad on one process, or use a "
+            "source of known length."
+        )
+    if filter_position(list(stages)) is not None:
+        raise ConfigError(
+            f"Pipeline pad_remainder=True with shard_count={count} and a FilterOperator: "
+            "how many records each shard keeps is known only once they are read, so the "
+            "shards cannot be given the same number of batches. Filter on one process, "
+            "or pad without the filter and mask by the predicate in the evaluation step."
+        )

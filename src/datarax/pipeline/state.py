@@ -95,6 +95,8 @@ def settings(context: PassContext) -> dict[str, Any]:
         "num_records": source.length_or_none(),
         "shard": list(source.shard),
     }
+    if source.shard_padded:  # shares rounded up: positions mean other records
+        out["padded_shards"] = True
     for name, value in source.order_settings().items():
         out[f"source.{name}"] = value
     out["stages"] = stages_fingerprint(context.stages)

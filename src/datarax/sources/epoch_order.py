@@ -75,6 +75,13 @@ class EpochOrder:
     def indices(self, start: int, stop: int) -> np.ndarray:
         """Stable record indices served at positions ``[start, stop)`` (int64)."""
         positions = self._epoch_positions(start, stop)
+        if len(positions) and positions[-1] >= self.length > 0 and self.runs is None:
+            # a padded share's slots past the epoch's end (``set_shard(padded=True)``):
+            # they repeat records in file order and are handed out as padding rows
+            inside = positions[positions < self.length]
+            within = EpochOrder(self.length, self.seed, self.epoch).indices(
+                int(inside[0]), int(inside[-1]) + 1) if len(inside) else inside
+            return np.concatenate([within, positions[len(inside):] % self.length])
         if self.seed is None or self.length <= 1:
             return positions
         seed = (int(self.seed) + int(self.epoch)) % 2**32
