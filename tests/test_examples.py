@@ -81,6 +81,7 @@ EXAMPLES: dict[str, Example] = {
         ("documents: 64 windows in epoch 0: 325 batches: 41",
          "batch: inputs (8, 16) targets shifted by one: True",
          "resumed batches identical: True"),
+        slow=True,
     ),
     "graphs/contrastive_views.py": Example(
         ("fields: ['target_label', 'view1_image', 'view2_image'] (16, 8, 8)",

@@ -462,6 +462,24 @@ def _concat(root: Path) -> SourceRow:
     return SourceRow("concat", make, 10, lambda b: b["id"], shuffled=True, kind="HOST")
 
 
+def _concat_indexed(root: Path) -> SourceRow:
+    """Two shuffled in-memory parts, 0-5 and 6-13: the concatenation compiles into the step."""
+    from datarax.sources import ConcatSource
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        parts = []
+        for lo, hi, seed in ((0, 6, 7), (6, 14, 8)):
+            x = np.arange(lo, hi, dtype=np.int32)
+            parts.append(MemorySource(
+                MemorySourceConfig(shuffle=True, seed=seed),
+                {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
+            ))
+        return pipeline_over(ConcatSource(parts), shard_index, shard_count, stages)
+
+    return SourceRow("concat_indexed", make, 14, lambda b: b["id"], shuffled=True,
+                     kind="INDEXED")
+
+
 def _concat_stream(root: Path) -> SourceRow:
     """Records 0-5 in memory (shuffled) then 10-13 from a stream of unknown length,
     ids 6-9 as the row counts them: a stream concatenation."""
@@ -524,6 +542,7 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "npy_shards": (_npy, None),
     "cached_prefix": (_cached_prefix, None),
     "concat": (_concat, None),
+    "concat_indexed": (_concat_indexed, None),
     "concat_stream": (_concat_stream, None),
     "flat_map": (_flat_map, None),
 }
@@ -531,16 +550,18 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
 # Rows whose source API is still being settled: name -> reason (run as xfail).
 PENDING: dict[str, str] = {}
 
-# The table's costly clauses (every boundary, Orbax, live restores, threads): for the
+# The table's costly clauses (every boundary, nnx, Orbax, live restores, threads): for the
 # rows named here they run with -m slow only, the cheap clauses in the default run.
 HEAVY_CLAUSES = (
     "test_resume_from_iterator_state_at_every_boundary",
+    "test_resume_from_nnx_state",
     "test_resume_from_nnx_state_through_orbax",
     "test_source_restored_under_a_live_iterator_continues_from_there",
     "test_close_releases_threads",
 )
 SLOW_CLAUSES: dict[str, tuple[str, ...]] = {
     "concat": HEAVY_CLAUSES,
+    "concat_indexed": HEAVY_CLAUSES,
     "concat_stream": HEAVY_CLAUSES,
     "flat_map": HEAVY_CLAUSES,
 }

@@ -52,15 +52,19 @@ def xs(batches) -> list[int]:
 def test_indexed_parts_make_an_indexed_source_serving_each_part_epoch_in_turn():
     source = ConcatSource([memory(0, 5, shuffle=True), memory(100, 103)])
     assert source.kind.name == "INDEXED" and len(source) == 8
-    pipeline = Pipeline(source=source, stages=[], batch_size=3, rngs=nnx.Rngs(0))
-    epochs = [xs(pipeline) for _ in range(2)]
-    for epoch in epochs:  # part 0's records (its own shuffle), then part 1's in order
-        assert sorted(epoch[:5]) == [0, 1, 2, 3, 4] and epoch[5:] == [100, 101, 102]
-    assert epochs[0][:5] != epochs[1][:5]  # part 0 reshuffles every epoch
-    # Stable indices: the part's own stable index plus the records before the part.
-    _, stable = jax.jit(lambda start: source.get_batch_and_indices_at(start, 4))(3)
+    read = jax.jit(lambda start: source.get_batch_and_indices_at(start, 8))  # traced, as in a step
+    epochs = [read(8 * e) for e in range(2)]
+    for batch, _ in epochs:  # part 0's records (its own shuffle), then part 1's in order
+        x = batch["x"].tolist()
+        assert sorted(x[:5]) == [0, 1, 2, 3, 4] and x[5:] == [100, 101, 102]
+    assert epochs[0][0]["x"].tolist() != epochs[1][0]["x"].tolist()  # part 0 reshuffles
+    # Stable indices: the part's own stable index plus the records before the part; a
+    # read across the epoch's end goes on with the next epoch's records.
+    batch, stable = read(3)
     part0 = source.parts[0].record_indices_at(3, 2).tolist()
-    assert stable.tolist() == [*part0, 5, 6]
+    next0 = source.parts[0].record_indices_at(5, 3).tolist()
+    assert stable.tolist() == [*part0, 5, 6, 7, *next0]
+    assert batch["x"].tolist()[2:5] == [100, 101, 102]
 
 
 def test_a_part_with_text_fields_makes_a_host_concatenation_reading_part_by_part():
