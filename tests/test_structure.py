@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("samplers", "sharding", "metrics"),
     ("mixing",),  # source combinators over core's contracts; sources/__init__ re-exports them
     ("dataset",),  # the self-describing ArrayRecord format and its writer; sources read it
+    ("beam",),  # datarax.beam: the dataset writer as an Apache Beam PTransform
     ("sources",),
     ("operators",),
     ("text",),

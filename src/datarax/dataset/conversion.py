@@ -361,12 +361,12 @@ def convert(
     extra = {"source": described}
     if runner == "beam":
         try:
-            import datarax.beam as beam  # type: ignore[import-not-found]  # noqa: PLC0415
+            import datarax.dataset.beam as beam  # noqa: PLC0415 - needs the beam extra
         except ImportError as err:
             raise ConversionError(
                 f"convert runner='beam' needs datarax.beam and Apache Beam ({err}); install "
                 "'datarax[beam]', or use runner='local'.") from err
-        return beam.convert_rows(rows, os.fspath(dst), features=features, shards=shards,
+        return beam.convert_rows(rows, os.fspath(dst), features=features, shards=count,
                                  on_error=on_error, resume=resume, overwrite=overwrite,
                                  extra=extra, beam_options=list(beam_options))
     return write_dataset(rows, dst, features=features, shards=count, workers=workers,

@@ -53,7 +53,7 @@ from datarax.dataset.format import (
 )
 from datarax.dataset.rows import Rows, as_rows
 
-__all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
+__all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "resolve_features", "write_dataset"]
 
 PARTIAL_DIR = ".datarax-partial"
 _PROGRESS_EVERY = 512
@@ -483,3 +483,15 @@ def _drain(messages: Any, report: Callable[[str, Any], None]) -> str | None:
         else:
             report(kind, value)
 
+
+def resolve_features(records: Any, features: Features | None = None, *,
+                     class_names: Mapping[str, Sequence[str]] | None = None) -> Features:
+    """The :class:`~datarax.dataset.format.Features` :func:`write_dataset` writes
+    ``records`` with: ``features`` (plus ``class_names``), or inferred from the first
+    record and the source's schema. For writers other than :func:`write_dataset`.
+
+    Example:
+        >>> [f.encoding for f in resolve_features([{"t": "a", "x": 1.5}]).fields]
+        ['utf8', 'raw']
+    """
+    return _features_for(as_rows(records), features, class_names)

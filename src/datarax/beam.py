@@ -1,0 +1,25 @@
+"""Apache Beam for datasets bigger than one machine (``pip install "datarax[beam]"``).
+
+:class:`WriteDataset` writes a PCollection of records (dicts) into a self-describing
+ArrayRecord dataset, the same format as :func:`datarax.dataset.writer.write_dataset`;
+:func:`convert_rows` runs a whole conversion on a Beam runner (``datarax convert SRC DST
+--runner beam -- <beam options>``). The same code runs on the DirectRunner here and on
+Dataflow, Flink or Spark runners. See :mod:`datarax.dataset.beam` for placement rules.
+
+Example:
+    >>> import os, tempfile
+    >>> dst = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> info, summary = convert_rows([{"id": i, "name": f"r{i}"} for i in range(6)], dst, shards=2)
+    >>> info.num_records, [s.records for s in info.shards]
+    (6, [3, 3])
+"""
+
+from datarax.dataset.beam import (
+    RECORDS_PER_SHARD,
+    WriteDataset,
+    convert_rows,
+    direct_runner,
+    record_digest,
+)
+
+__all__ = ["RECORDS_PER_SHARD", "WriteDataset", "convert_rows", "direct_runner", "record_digest"]

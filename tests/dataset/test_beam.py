@@ -1,0 +1,138 @@
+"""datarax.beam: WriteDataset / convert on Beam's DirectRunner against the local writer."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+
+import numpy as np
+import pytest
+
+beam = pytest.importorskip("apache_beam")
+
+from PIL import Image  # noqa: E402
+
+from datarax.beam import WriteDataset, convert_rows, direct_runner  # noqa: E402
+from datarax.cli.main import main  # noqa: E402
+from datarax.core.errors import ConfigError  # noqa: E402
+from datarax.dataset.conversion import convert  # noqa: E402
+from datarax.dataset.format import decode_records, read_metadata  # noqa: E402
+from datarax.dataset.writer import PARTIAL_DIR, ConversionError, write_dataset  # noqa: E402
+
+# Beam's DirectRunner engine with two worker processes (never the Prism runner).
+MULTI = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+def _png(value: int) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(np.full((4, 4, 3), value, np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _records(n: int = 30) -> list[dict]:
+    return [{"id": i, "x": np.full((3,), i, np.float32), "name": f"r{i}", "image": _png(i),
+             "tokens": bytes(range(i % 5))} for i in range(n)]
+
+
+def _files(dst) -> dict[str, bytes]:
+    return {n: open(os.path.join(dst, n), "rb").read() for n in sorted(os.listdir(dst))
+            if n.endswith(".array_record")}
+
+
+def _read(dst) -> dict:
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    info = read_metadata(dst)
+    raws = []
+    for shard in info.shards:
+        reader = ArrayRecordReader(os.path.join(dst, shard.file))
+        raws += reader.read_all()
+        reader.close()
+    return decode_records(info.features, raws)
+
+
+def _same_records(a: dict, b: dict, order_a=None, order_b=None) -> None:
+    assert list(a) == list(b)
+    for name in a:
+        xa = a[name] if order_a is None else a[name][order_a]
+        xb = b[name] if order_b is None else b[name][order_b]
+        assert len(xa) == len(xb), name
+        for u, v in zip(xa, xb):
+            np.testing.assert_array_equal(np.asarray(u), np.asarray(v), err_msg=name)
+
+
+def _check_convert_matches_local_writer(tmp_path, options: list[str]) -> None:
+    records = _records()
+    local, _ = write_dataset(records, tmp_path / "local", shards=3)
+    info, summary = convert_rows(records, tmp_path / "beam", shards=3, beam_options=options)
+    assert summary.records == 30 and summary.shards == 3
+    assert _files(tmp_path / "beam") == _files(tmp_path / "local")
+    assert info.features == local.features and info.shards == local.shards
+    meta = read_metadata(tmp_path / "beam")
+    assert meta.features == local.features and meta.shards == local.shards
+    assert meta.extra["runner"] == "beam" and meta.skipped == ()
+    assert not os.path.exists(tmp_path / "beam" / PARTIAL_DIR)
+    _same_records(_read(tmp_path / "beam"), _read(tmp_path / "local"))
+
+
+def test_convert_on_beam_is_byte_identical_to_the_local_writer(tmp_path) -> None:
+    _check_convert_matches_local_writer(tmp_path, ["--runner=DirectRunner"])
+
+
+@pytest.mark.slow
+def test_convert_on_two_beam_worker_processes_is_byte_identical_to_the_local_writer(
+        tmp_path) -> None:
+    _check_convert_matches_local_writer(tmp_path, MULTI)
+
+
+@pytest.mark.slow
+def test_keyed_write_in_any_order_reads_back_as_the_local_writer_sorted_by_key(tmp_path) -> None:
+    records = _records(40)
+    shuffled = records[:]
+    random.Random(0).shuffle(shuffled)
+    write_dataset(records, tmp_path / "local", shards=2)
+    outs = []
+    for name, opts in (("a", MULTI), ("b", [])):
+        with beam.Pipeline(runner=direct_runner(),
+                           options=beam.options.pipeline_options.PipelineOptions(opts)) as p:
+            _ = (p | beam.Create(shuffled if name == "a" else records)
+                 | WriteDataset(tmp_path / name, key="id", records_per_shard=15))
+        outs.append(_read(tmp_path / name))
+        meta = read_metadata(tmp_path / name)
+        assert len(meta.shards) == 3 and meta.num_records == 40  # automatic: ceil(40 / 15)
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")  # input order does not matter
+    local = _read(tmp_path / "local")
+    _same_records(outs[0], local, np.argsort(outs[0]["id"], kind="stable"))
+
+
+def test_bad_records_are_named_or_skipped_as_by_the_local_writer(tmp_path) -> None:
+    records = [{"x": np.float32([i, i])} for i in range(8)]
+    records[5] = {"x": np.float32([1, 2, 3])}
+    with pytest.raises(ConversionError, match=r"row 5, field 'x'.*on_error='skip'"):
+        convert_rows(records, tmp_path / "a", shards=2)
+    info, summary = convert_rows(records, tmp_path / "b", shards=2, on_error="skip")
+    local, _ = write_dataset(records, tmp_path / "c", shards=2, on_error="skip")
+    assert summary.skipped_rows == 1 and info.num_records == 7
+    assert [s["row"] for s in info.skipped] == [5] and info.skipped[0]["field"] == "x"
+    assert info.shards == local.shards and _files(tmp_path / "b") == _files(tmp_path / "c")
+    with pytest.raises(ConversionError, match="already holds a finished dataset.*overwrite=True"):
+        convert_rows(records, tmp_path / "b", shards=2, on_error="skip")
+    with pytest.raises(ConfigError, match="does not resume.*overwrite=True"):
+        convert_rows(records, tmp_path / "b", shards=2, resume=True)
+    with pytest.raises(ConfigError, match="read once, in order.*runner='local'"):
+        convert_rows(iter(records), tmp_path / "d")
+    with pytest.raises(ConversionError, match="keys are int, str or bytes"):
+        with beam.Pipeline(runner=direct_runner()) as p:
+            _ = p | beam.Create([{"k": 1.5}]) | WriteDataset(tmp_path / "e", key=lambda r: r["k"])
+
+
+@pytest.mark.slow
+def test_datarax_convert_runner_beam_passes_beam_options(tmp_path, capsys) -> None:
+    np.save(tmp_path / "x.npy", np.arange(20, dtype=np.int64).reshape(10, 2))
+    assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "out"), "--shards", "2",
+                 "--runner", "beam", "--no-progress", "--", *MULTI]) == 0
+    assert "10 records" in capsys.readouterr().out
+    convert(str(tmp_path / "x.npy"), tmp_path / "local", shards=2)
+    assert _files(tmp_path / "out") == _files(tmp_path / "local")
+    assert read_metadata(tmp_path / "out").extra["source"] == str(tmp_path / "x.npy")
