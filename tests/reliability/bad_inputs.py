@@ -34,7 +34,7 @@ from datarax.core.errors import (  # noqa: E402
     SpecMismatchError,
     StateError,
 )
-from datarax.operators import ElementOperator, ElementOperatorConfig  # noqa: E402
+from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
 
@@ -870,6 +870,60 @@ simple("stage-key-without-stochastic", SOURCES_AND_STAGES,
        lambda: first_batch(pipe(
            source=MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.float32)}),
            stages=[ElementOperator(ElementOperatorConfig(), fn=_uses_key)])))
+
+
+FILTERING = "Filter, take/skip/repeat and padded evaluation"
+
+
+def _keep(el: Any) -> Any:
+    return el.data["x"] % 2 == 0
+
+
+def _padded_state_elsewhere() -> None:
+    saved = pipe(pad_remainder=True, shard_index=0, shard_count=4).get_state()
+    pipe(pad_remainder=True, shard_index=0, shard_count=2).set_state(saved)
+
+
+simple("filter-predicate-not-boolean", FILTERING, "a predicate returning the record's int",
+       ConfigError,
+       "Pipeline stage 0 (FilterOperator '<lambda>'): the predicate must return one boolean "
+       "per record, got int32[] per record.",
+       lambda: pipe(stages=[FilterOperator(predicate=lambda el: el.data["x"])]))
+simple("filter-two-filters", FILTERING, "two FilterOperators in one pipeline", ConfigError,
+       "Pipeline stages [0, 1] are all FilterOperators; give one FilterOperator whose "
+       "predicate combines the conditions",
+       lambda: pipe(stages=[FilterOperator(predicate=_keep), FilterOperator(predicate=_keep)]))
+simple("filter-after-a-stage-on-a-stream", FILTERING,
+       "a FilterOperator after another stage over a stream", ConfigError,
+       "Pipeline stage 1 (FilterOperator '_keep') comes after other stages, over a stream "
+       "source (CountingStream)",
+       lambda: pipe(source=CountingStream(CountingStreamConfig()),
+                    stages=[ElementOperator(fn=lambda el, key=None: el),
+                            FilterOperator(predicate=_keep)]))
+simple("filter-scan", FILTERING, "Pipeline.scan over a filtered pipeline", ConfigError,
+       "Pipeline.scan runs a fixed number of batches at positions known before it starts",
+       lambda: pipe(stages=[FilterOperator(predicate=_keep)]).scan(lambda b: None, 1))
+simple("take-negative", FILTERING, "Pipeline.take(-1)", ConfigError,
+       "Pipeline.take takes an int >= 0, got -1.", lambda: pipe().take(-1))
+simple("pad-remainder-with-drop-remainder", FILTERING,
+       "pad_remainder=True with drop_remainder=True", ConfigError,
+       "Pipeline pad_remainder=True pads the short last batch; it cannot be combined with "
+       "drop_remainder=True",
+       lambda: pipe(pad_remainder=True, drop_remainder=True))
+simple("pad-remainder-shards-stream", FILTERING,
+       "pad_remainder=True over 2 shards of a stream", ConfigError,
+       "Pipeline pad_remainder=True with shard_count=2: CountingStream is a stream",
+       lambda: pipe(source=CountingStream(CountingStreamConfig()), pad_remainder=True,
+                    shard_count=2))
+simple("pad-remainder-shards-filter", FILTERING,
+       "pad_remainder=True over 2 shards with a FilterOperator", ConfigError,
+       "Pipeline pad_remainder=True with shard_count=2 and a FilterOperator",
+       lambda: pipe(stages=[FilterOperator(predicate=_keep)], pad_remainder=True,
+                    shard_count=2))
+simple("pad-remainder-state-other-count", FILTERING,
+       "a padded 4-shard state restored on 2 shards", StateError,
+       "with pad_remainder=True (shares rounded up to whole padding slots), which restores "
+       "only on 4 processes", _padded_state_elsewhere, field="shard")
 
 
 # ----------------------------------------------------------- docs/errors.md

@@ -34,7 +34,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.data_source import SourceKind
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.core.spec import TextSpec, validate_batch
@@ -89,13 +89,24 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any) -
 # ------------------------------------------------------------------ indexed
 
 
-def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool) -> Any:
+def spec_key(spec: Any) -> Any:
+    """A hashable form of a per-record spec (None: not all numeric)."""
+    leaves, tree = jax.tree.flatten(spec)
+    if not all(isinstance(s, jax.ShapeDtypeStruct) for s in leaves):
+        return None
+    return tree, tuple((tuple(s.shape), np.dtype(s.dtype).str) for s in leaves)
+
+
+def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
+                  read_spec: Any = None) -> Any:
     """Compiled ``(state, inputs, begin, end, base, epoch, key) -> (batches, indices,
     kept, ends)``: the next ``group`` batches of kept records from epoch position
     ``begin`` (records ``[begin, end)`` of the shard, which starts at global position
     ``base``). ``kept`` counts the records packed (fewer than ``group * batch_size``
     only where the pass ends); ``ends[k]`` is the epoch position after batch ``k``'s last
-    record. With ``fuse`` the stages after the filter run here too."""
+    record. With ``fuse`` the stages after the filter run here too. ``read_spec``
+    (:func:`spec_key` of the source's records, for a filter standing first) spares
+    tracing the read a second time for the packing buffer's shapes."""
     rows = group * batch_size
 
     def step(state: Any, inputs: Any, begin: Any, end: Any, base: Any, epoch: Any,
@@ -118,7 +129,15 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             return (batch, indices.astype(jnp.int32), pos), mask
 
         first = (begin // batch_size) * batch_size
-        shapes = jax.eval_shape(chunk, first)[0]
+        if read_spec is None:
+            shapes = jax.eval_shape(chunk, first)[0]
+        else:
+            tree, leaves = read_spec
+            records = jax.tree.unflatten(tree, [
+                jax.ShapeDtypeStruct((batch_size, *shape), np.dtype(dtype))
+                for shape, dtype in leaves])
+            shapes = (records, jax.ShapeDtypeStruct((batch_size,), jnp.int32),
+                      jax.ShapeDtypeStruct((batch_size,), begin.dtype))
         empty = jax.tree.map(lambda s: jnp.zeros((rows, *s.shape[1:]), s.dtype), shapes)
 
         def more(carry: Any) -> Any:
@@ -128,6 +147,13 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         def body(carry: Any) -> Any:
             p, kept, buffer = carry
             values, mask = chunk(p)
+            got = jax.tree.map(lambda v: (v.shape[1:], v.dtype), values)
+            want = jax.tree.map(lambda v: (v.shape[1:], v.dtype), buffer)
+            if got != want:
+                raise SourceContractError(
+                    f"the records the source reads, {got}, differ from its element_spec() "
+                    f"(rows of {want}); make element_spec() describe get_batch_at()."
+                )
             rank = jnp.cumsum(mask.astype(jnp.int32)) - 1 + kept
             dest = jnp.where(mask & (rank < rows), rank, rows)  # rows: out of range, dropped
             buffer = jax.tree.map(lambda b, v: b.at[dest].set(v, mode="drop"), buffer, values)
@@ -157,10 +183,12 @@ _STEPS: dict[Any, Any] = {}
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool) -> Any:
+def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
+                         read_spec: Any = None) -> Any:
     """:func:`filtered_step`, built once per graph definition and shape (a small LRU)."""
-    key = (graphdef, batch_size, group, at, fuse)
-    step = _STEPS.pop(key, None) or filtered_step(graphdef, batch_size, group, at, fuse)
+    key = (graphdef, batch_size, group, at, fuse, read_spec)
+    step = _STEPS.pop(key, None) or filtered_step(graphdef, batch_size, group, at, fuse,
+                                                  read_spec)
     _STEPS[key] = step
     while len(_STEPS) > 16:
         _STEPS.pop(next(iter(_STEPS)))
@@ -199,6 +227,7 @@ class FilteredDispatch:
         )
         self.graphdef, self.state = nnx.split((source, stages))
         self.inputs = source.step_inputs()
+        self.read_spec = spec_key(source.checked_element_spec()) if at == 0 else None
         self.key = context.key_pair()
         self.n = len(source)
         lo = source.shard_bounds(self.n)[0]
@@ -220,7 +249,8 @@ class FilteredDispatch:
         """The next group's batches (fewer at the pass's end); None when none is left."""
         if self.done or self.position >= self.total:
             return None
-        step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at, self.fuse)
+        step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
+                                    self.fuse, self.read_spec)
         began = time.perf_counter()
         batches, indices, kept, ends = step(
             self.state, self.inputs, self.wide(self.position), self.wide(self.total),
