@@ -33,6 +33,7 @@ EXTRAS = {
     "cli": "the command line's pictures (Pillow, Matplotlib)",
     "metrics": "TensorBoard output of StatsLogger (tensorboardX)",
     "demo": "the training demo (optax, scikit-learn, tqdm)",
+    "convert": "writing datasets with datarax convert (array_record, pyarrow, Pillow, tqdm)",
     "beam": "conversion on Apache Beam (datarax.beam)",
 }
 
