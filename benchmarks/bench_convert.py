@@ -15,7 +15,7 @@ Reading W2 (one shuffled epoch, batch 256, best of ``--repeats``) over the *same
 the ones datarax wrote (a record of a fixed-shape field is exactly its bytes):
 ``floor`` (array_record's reader, see ``bench_array_record``), ``datarax_self_described``
 (``Pipeline`` over ``ArrayRecordSourceModule(config, paths=<folder>)``: no user code),
-and Grain (``MapDataset.source(ArrayRecordDataSource).shuffle.map(decode).batch``).
+``datarax_user_decode_batch`` (the same files with a hand-written ``decode_batch``), and Grain (``MapDataset.source(ArrayRecordDataSource).shuffle.map(decode).batch``).
 
 Run: ``python -m benchmarks.bench_convert [--records N] [--images N] [--json PATH]``.
 Data goes under ``data/bench_convert/`` (gitignored), rebuilt every run.
@@ -38,6 +38,7 @@ from benchmarks.bench_array_record import (
     RECORD_BYTES,
     RECORD_SHAPE,
     Check,
+    run_datarax_pipeline,
     run_floor,
     run_grain_threads,
     warm,
@@ -160,6 +161,7 @@ def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -
     contenders = {
         "floor": lambda: run_floor(paths, records, batch, 0),
         "datarax_self_described": lambda: run_self_described(str(folder), records, batch, 0),
+        "datarax_user_decode_batch": lambda: run_datarax_pipeline(paths, records, batch, 0, by_chunk=True),
         "grain_threads4": lambda: run_grain_threads(paths, records, batch, 0, num_threads=4),
         "grain_threads16": lambda: run_grain_threads(paths, records, batch, 0, num_threads=16),
     }
@@ -172,6 +174,7 @@ def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -
     return {
         "records_per_s": {k: round(v) for k, v in rate.items()},
         "self_described_vs_floor": round(rate["datarax_self_described"] / rate["floor"], 3),
+        "user_decode_batch_vs_floor": round(rate["datarax_user_decode_batch"] / rate["floor"], 3),
         "self_described_vs_grain": round(rate["datarax_self_described"] / rate[grain], 3),
         "grain_best": grain,
     }

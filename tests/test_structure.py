@@ -25,8 +25,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("typing", "compilation_cache", "exports"),
     ("core",),
     ("samplers", "sharding", "metrics"),
-    ("mixing",),  # source combinators over core's contracts; sources/__init__ re-exports them
-    ("dataset",),  # the self-describing ArrayRecord format and its writer; sources read it
+    # mixing: source combinators over core's contracts (sources/__init__ re-exports them);
+    # dataset: the self-describing ArrayRecord format and its writer (sources read it)
+    ("mixing", "dataset"),
     ("beam",),  # datarax.beam: the dataset writer as an Apache Beam PTransform
     ("sources",),
     ("operators",),

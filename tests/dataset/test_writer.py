@@ -116,3 +116,19 @@ def test_two_worker_processes_write_the_same_bytes(tmp_path) -> None:
     write_dataset(_records(200), tmp_path / "one", shards=4)
     write_dataset(_records(200), tmp_path / "two", shards=4, workers=2)
     assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_no_complete_looking_shard(tmp_path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(os.path.dirname(__file__))
+    import killer_rows
+
+    with pytest.raises(ConversionError, match=r"worker process died \(exit code -9\).*resume=True"):
+        write_dataset(killer_rows.KillerRows(40, kill_at=35), tmp_path / "a", shards=4, workers=2)
+    finished = sorted(n for n in os.listdir(tmp_path / "a") if n.endswith(".array_record"))
+    assert "data-00003-of-00004.array_record" not in finished
+    assert not os.path.exists(tmp_path / "a" / "datarax_dataset.json")
+    info, summary = write_dataset(killer_rows.KillerRows(40, kill_at=None), tmp_path / "a",
+                                  shards=4, resume=True)
+    assert info.num_records == 40 and summary.shards_resumed == len(finished)
+    assert _read_all(tmp_path / "a")["x"][:, 0].tolist() == list(range(40))

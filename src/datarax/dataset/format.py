@@ -95,6 +95,7 @@ _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _U32 = np.dtype("<u4")
 _ALIGNMENT = 64
+_BIG_ENDIAN = np.dtype("=u4").byteorder == ">" or np.little_endian is False
 
 
 class RecordMismatchError(DataraxError):
@@ -334,6 +335,9 @@ def _where(field: str, row: int | None) -> str:
 
 def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
     want = np.dtype(f.dtype)
+    if type(value) is np.ndarray and value.dtype == want and value.shape == f.shape and (
+            want.byteorder in "=|<" and not _BIG_ENDIAN):
+        return value  # the common case: already what the features say
     if isinstance(value, np.ndarray | np.generic):
         array = np.asarray(value)
         if array.dtype != want and not np.can_cast(array.dtype, want, "safe"):
@@ -351,7 +355,8 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
                 f"{_where(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
                 f"fit the features' {want}.", field=f.name, row=row)
     out = array.astype(want.newbyteorder("<"), copy=False)
-    if out.dtype.kind in "iu" and array.dtype.kind in "iu" and not np.array_equal(out, array):
+    if out.dtype != array.dtype and out.dtype.kind in "iu" and array.dtype.kind in "iu" and (
+            not np.array_equal(out, array)):
         raise RecordMismatchError(f"{_where(f.name, row)}: values do not fit {want}.",
                                   field=f.name, row=row)
     shape = out.shape
