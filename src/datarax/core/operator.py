@@ -128,6 +128,32 @@ class OperatorModule(DataraxModule):
         raise NotImplementedError
 
 
+class RecordFilter(OperatorModule):
+    """A stage that decides, one boolean per record, which records an epoch hands out.
+
+    A Pipeline that holds one hands out full batches of the kept records; this base is
+    what the pipeline knows of it (``datarax.operators.FilterOperator`` is the one to use).
+    """
+
+    @property
+    def on_host(self) -> bool:
+        """Whether the decision runs in Python on numpy records, as they are read."""
+        return False
+
+    def keep(self, data: Batch) -> Any:
+        """One boolean per record of a numeric batch (traceable)."""
+        raise NotImplementedError
+
+    def keep_records(self, data: Batch, where: str) -> np.ndarray:
+        """One boolean per record, decided in Python record by record."""
+        raise NotImplementedError
+
+    def check_output(self, spec: Batch, where: str) -> None:
+        """Refuse, before any record is read, a decision that is not one boolean per
+        record of a batch with this per-record ``spec``."""
+        raise NotImplementedError
+
+
 def all_per_record(stages: Any) -> bool:
     """True when every stage maps records independently (``per_record`` operators).
 

@@ -21,7 +21,7 @@ from datarax.core.batch import batch_length, record_at, take_records
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.operator import OperatorModule
+from datarax.core.operator import RecordFilter
 from datarax.core.spec import is_text_value
 from datarax.typing import Batch
 
@@ -44,7 +44,7 @@ class FilterOperatorConfig(StructuralConfig):
         check_bool(self, "on_host")
 
 
-class FilterOperator(OperatorModule):
+class FilterOperator(RecordFilter):
     """Keep the records for which ``predicate(element)`` is true.
 
     ``predicate`` gets one record as an :class:`~datarax.core.element.Element` and

@@ -39,7 +39,7 @@ from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.core.spec import TextSpec, validate_batch
 from datarax.core.stages import apply_stages
-from datarax.operators.filter import FilterOperator
+from datarax.core.operator import RecordFilter
 from datarax.pipeline.ahead import run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
@@ -55,7 +55,7 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any) -
 
     ``spec_after(stages)`` is the per-record spec after ``stages`` (abstract).
     """
-    filt: FilterOperator = stages[at]
+    filt: RecordFilter = stages[at]
     where = f"Pipeline stage {at}"
     if source.kind is not SourceKind.INDEXED:
         if at != 0:
@@ -292,7 +292,7 @@ class FilteredIterator(PipelineIterator):
     def __init__(self, context: PassContext, epoch: int, resume_at: int | None = None) -> None:
         self._filter_at = filter_position(list(context.stages))
         assert self._filter_at is not None
-        self._filter: FilterOperator = list(context.stages)[self._filter_at]
+        self._filter: RecordFilter = list(context.stages)[self._filter_at]
         super().__init__(context, epoch, resume_at)
 
     def __len__(self) -> int:
@@ -407,7 +407,7 @@ class FilteredIterator(PipelineIterator):
 _KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def host_keep(filt: FilterOperator) -> Any:
+def host_keep(filt: RecordFilter) -> Any:
     """The compiled predicate of ``filt`` over a numpy batch (one per operator)."""
     fn = _KEEP.get(filt)
     if fn is None:

@@ -25,7 +25,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
-from datarax.operators.filter import FilterOperator
+from datarax.core.operator import RecordFilter
 from datarax.pipeline.elastic import ElasticEpoch
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
@@ -40,10 +40,11 @@ def passed(batch: Any) -> Any:
 def filter_position(stages: Any) -> int | None:
     """Where the one ``FilterOperator`` stands in ``stages`` (None without one).
 
+    >>> from datarax.operators import FilterOperator
     >>> filter_position([passed, FilterOperator(predicate=lambda el: True)])
     1
     """
-    found = [i for i, s in enumerate(stages) if isinstance(s, FilterOperator)]
+    found = [i for i, s in enumerate(stages) if isinstance(s, RecordFilter)]
     if len(found) > 1:
         raise ConfigError(
             f"Pipeline stages {found} are all FilterOperators; give one FilterOperator "
