@@ -218,7 +218,7 @@ def test_small_batches_computed_several_per_dispatch_equal_one_by_one(
 
     assert dispatch.group_size(8) == 16  # 25 batches of 8: one group of 16, then 9 in the next
     grouped = [_values(p) for p in [_mixed()] for _ in range(2)]
-    monkeypatch.setattr(dispatch, "GROUP_RECORDS", 1)  # one batch per dispatch
+    monkeypatch.setattr(dispatch, "MAX_GROUP", 1)  # one batch per dispatch
     assert dispatch.group_size(8) == 1
     single = [_values(p) for p in [_mixed()] for _ in range(2)]
     assert grouped == single
@@ -259,7 +259,24 @@ def test_last_group_with_a_short_batch_equals_one_by_one(monkeypatch, group_shor
     from datarax.pipeline import dispatch
 
     grouped = _epochs(_pipeline(2, n=50), 2)  # 6 batches of 8 and one of 2: one group
-    monkeypatch.setattr(dispatch, "GROUP_RECORDS", 1)
+    monkeypatch.setattr(dispatch, "MAX_GROUP", 1)
     single = _epochs(_pipeline(2, n=50), 2)
     assert grouped == single
     assert [len(b) for b in grouped[:7]] == [8] * 6 + [2]
+
+
+def test_narrow_records_grouped_by_bytes_equal_one_by_one(monkeypatch, group_short_passes) -> None:
+    from datarax.pipeline import dispatch
+
+    def run() -> list[list[float]]:
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=4),
+                              {"x": np.arange(700, dtype=np.float32)})
+        return [np.asarray(b["x"]).tolist() for b in Pipeline(source, [], batch_size=128)]
+
+    assert dispatch.record_bytes(MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.float32)})) == 4
+    assert dispatch.group_size(128, 4) == 16  # 128-record batches of 4-byte records
+    grouped = run()  # 5 batches of 128 and one of 60, in one dispatch
+    monkeypatch.setattr(dispatch, "MAX_GROUP", 1)
+    assert grouped == run()
+    assert [len(b) for b in grouped] == [128] * 5 + [60]
+    assert sorted(v for b in grouped for v in b) == list(range(700))
