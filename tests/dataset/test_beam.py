@@ -84,6 +84,14 @@ def test_convert_on_beam_is_byte_identical_to_the_local_writer(tmp_path) -> None
 def test_convert_on_two_beam_worker_processes_is_byte_identical_to_the_local_writer(
         tmp_path) -> None:
     _check_convert_matches_local_writer(tmp_path, MULTI)
+    records = [{"x": np.float32([i, i])} for i in range(8)]
+    records[5] = {"x": np.float32([1, 2, 3])}
+    with pytest.raises(ConversionError) as err:
+        write_dataset(records, tmp_path / "local_bad", shards=2)
+    with pytest.raises(ConversionError) as beam_err:
+        convert_rows(records, tmp_path / "bad", shards=2, beam_options=MULTI)
+    assert str(beam_err.value) == str(err.value)  # the worker's message, as the local writer's
+    assert not os.path.exists(tmp_path / "bad" / "datarax_dataset.json")
 
 
 @pytest.mark.slow
@@ -109,8 +117,11 @@ def test_keyed_write_in_any_order_reads_back_as_the_local_writer_sorted_by_key(t
 def test_bad_records_are_named_or_skipped_as_by_the_local_writer(tmp_path) -> None:
     records = [{"x": np.float32([i, i])} for i in range(8)]
     records[5] = {"x": np.float32([1, 2, 3])}
-    with pytest.raises(ConversionError, match=r"row 5, field 'x'.*on_error='skip'"):
+    with pytest.raises(ConversionError) as local_err:
+        write_dataset(records, tmp_path / "local", shards=2)
+    with pytest.raises(ConversionError, match=r"row 5, field 'x'.*on_error='skip'") as err:
         convert_rows(records, tmp_path / "a", shards=2)
+    assert str(err.value) == str(local_err.value)
     info, summary = convert_rows(records, tmp_path / "b", shards=2, on_error="skip")
     local, _ = write_dataset(records, tmp_path / "c", shards=2, on_error="skip")
     assert summary.skipped_rows == 1 and info.num_records == 7

@@ -249,8 +249,9 @@ class _Encode(beam.DoFn):
                 message = f"the record with key {key!r}: {message}"
             if self.on_error != "skip":
                 raise ConversionError(
-                    f"{message} Fix the source record, or pass on_error='skip' (--on-error skip) "
-                    "to leave it out and list it in the metadata.") from err
+                    f"{message} Fix the source {'row' if self.numbered else 'record'}, or pass "
+                    "on_error='skip' (--on-error skip) to leave it out and list it in the "
+                    "metadata.") from err
             yield shard, (key, None, {"row": row, "field": err.field, "error": message})
             return
         yield shard, (key, data, None)
@@ -469,16 +470,21 @@ def _read_chunk(bounds: tuple[int, int], rows: Rows) -> Iterator[tuple[int, Any]
         raise ConversionError(f"{rows.description} ended at row {row}, its length said {hi} or more.")
 
 
-def _beam_error(err: BaseException) -> ConversionError:
-    """The runner's failure as a :class:`ConversionError`, keeping datarax's own message."""
+def _beam_error(err: BaseException) -> Exception:
+    """The runner's failure as datarax's own error and message (the runner appends the
+    step's name, or wraps a worker's error in its traceback text)."""
     text = str(err)
-    marker = "ConversionError: "
-    if marker in text:
-        line = text[text.rindex(marker) + len(marker):].strip().splitlines()[0]
-        if " [while running" in line:
-            line = line[: line.index(" [while running")]
-        return ConversionError(line)
-    return ConversionError(f"the Beam pipeline failed: {type(err).__name__}: {text}")
+    kind = type(err) if isinstance(err, (ConversionError, ConfigError)) else None
+    for cls in (ConversionError, ConfigError):
+        marker = f"{cls.__name__}: "
+        if kind is None and marker in text:
+            kind = cls
+            text = text[text.rindex(marker) + len(marker):].strip().splitlines()[0]
+    if kind is None:
+        return ConversionError(f"the Beam pipeline failed: {type(err).__name__}: {text}")
+    if " [while running" in text:
+        text = text[: text.index(" [while running")]
+    return kind(text)
 
 
 def convert_rows(
@@ -546,8 +552,6 @@ def convert_rows(
                                            on_error=on_error, overwrite=overwrite,
                                            extra={**dict(extra or {}), "runner": "beam"},
                                            rows=rows))
-    except (ConversionError, ConfigError):
-        raise
     except Exception as err:  # noqa: BLE001 - the runner wraps worker errors in its own types
         raise _beam_error(err) from err
     with FileSystems.open(FileSystems.join(dst, METADATA_FILE), compression_type=_RAW) as f:
