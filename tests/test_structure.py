@@ -28,8 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # mixing: source combinators over core's contracts (sources/__init__ re-exports them);
     # dataset: the self-describing ArrayRecord format and its writer (sources read it)
     ("mixing", "dataset"),
-    ("beam",),  # datarax.beam: the dataset writer as an Apache Beam PTransform
-    ("sources",),
+    ("beam", "sources"),  # beam: the dataset writer as an Apache Beam PTransform
     ("operators",),
     ("text",),
     ("dag",),  # graphs of operators, a cached prefix, rebatching: over sources and operators
