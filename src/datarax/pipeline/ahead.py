@@ -183,7 +183,11 @@ class DispatchAhead:
 
     def resume(self) -> None:
         """Let the worker make items again (call after taking one with ``get()``)."""
-        self._wake.put(None)
+        # Only a take that leaves room wakes it: the worker waits for exactly this
+        # condition, and a wake-up per take of a group of small batches costs a thread
+        # switch each.
+        if len(self._items) < self._depth:
+            self._wake.put(None)
 
     def stop(self) -> None:
         """End the worker (after the item it is making, if any) and wait for it."""

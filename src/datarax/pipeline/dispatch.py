@@ -241,4 +241,5 @@ def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
     Python), or no way to copy the consumer's JAX settings."""
     if dispatch.host_fields:
         return None
-    return run_ahead(dispatch.dispatch_some, depth)
+    # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
+    return run_ahead(dispatch.dispatch_some, depth * dispatch.group)
