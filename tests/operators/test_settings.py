@@ -12,6 +12,8 @@ from datarax.operators import (
     CompositeOperatorModule,
     ElementOperator,
     ElementOperatorConfig,
+    FilterOperator,
+    FilterOperatorConfig,
     MapOperator,
     MapOperatorConfig,
     ProbabilisticOperator,
@@ -61,6 +63,10 @@ BOTH_WAYS = {
     "BatchMixOperator": (
         lambda: BatchMixOperator(BatchMixConfig(mode="cutmix", alpha=0.4, num_classes=5)),
         lambda: BatchMixOperator(mode="cutmix", alpha=0.4, num_classes=5),
+    ),
+    "FilterOperator": (
+        lambda: FilterOperator(FilterOperatorConfig(on_host=True), predicate=bool),
+        lambda: FilterOperator(predicate=bool, on_host=True),
     ),
 }
 
