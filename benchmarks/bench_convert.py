@@ -185,7 +185,6 @@ def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: 
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
     w2 = make_w2_npy(records, data_dir)
-    png = make_png_folder(images, data_dir)
     out = data_dir / "out"
     result: dict[str, Any] = {
         "cpus": os.cpu_count(),
@@ -193,13 +192,15 @@ def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: 
         "convert_w2": {"workload": f"{records} x {RECORD_BYTES} B uint8{RECORD_SHAPE} from .npy "
                                    f"into {SHARDS} shards",
                        **time_conversion(w2, out / "w2", records, SHARDS, floor_write_npy)},
-        "convert_png": {"workload": f"{images} PNG files 64x64 RGB, 10 class folders, 2 shards",
-                        **time_conversion(png, out / "png", images, 2,
-                                          lambda s, d: floor_write_files(s, d, 2))},
         "read_w2": {"workload": f"one shuffled epoch of the {records} W2 records datarax wrote, "
                                 f"batch {batch}, best of {repeats}",
                     **time_reading(out / "w2" / "datarax_w1", records, batch, repeats)},
     }
+    if images:  # --images 0 skips the PNG conversion
+        png = make_png_folder(images, data_dir)
+        result["convert_png"] = {
+            "workload": f"{images} PNG files 64x64 RGB, 10 class folders, 2 shards",
+            **time_conversion(png, out / "png", images, 2, lambda s, d: floor_write_files(s, d, 2))}
     return result
 
 

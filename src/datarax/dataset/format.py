@@ -544,9 +544,13 @@ def decode_records(features: Features, records: Sequence[bytes]) -> dict[str, np
     for f in features.raw_fields:
         dtype = np.dtype(f.dtype)
         little = dtype.newbyteorder("<")
-        column = _aligned((n, *f.shape), little)  # type: ignore[arg-type]
-        if f.nbytes:
-            column.view(np.uint8).reshape(n, f.nbytes)[...] = block[:, offset:offset + f.nbytes]
+        if f.nbytes == head and n and block.ctypes.data % max(_ALIGNMENT, dtype.itemsize) == 0:
+            # the only field, and the joined records happen to be aligned: a view, no copy
+            column = block.view(little).reshape(n, *f.shape)  # type: ignore[arg-type]
+        else:
+            column = _aligned((n, *f.shape), little)  # type: ignore[arg-type]
+            if f.nbytes:
+                column.view(np.uint8).reshape(n, f.nbytes)[...] = block[:, offset:offset + f.nbytes]
         if not little.isnative:
             column = column.astype(dtype)
         out[f.name] = column
