@@ -152,6 +152,7 @@ class _SourceRows(Rows):
         self.source = source
         self.length = len(source)
         self.description = f"the datarax source {type(source).__name__}"
+        self._pass: IterableRows | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a datarax source is read in this process")
@@ -162,9 +163,12 @@ class _SourceRows(Rows):
             for i in range(start, stop):  # a random-access source: stable order
                 yield self.source.decode(self.source.read_records([i])[0])
             return
-        for record in itertools.islice(iter(self.source), start, stop):
-            yield {k: (v if isinstance(v, (str, bytes)) else np.asarray(v))
-                   for k, v in record.items()}
+        if self._pass is None:  # one pass of its records, in its order, read forward
+            records = itertools.islice(iter(self.source), self.length)
+            self._pass = IterableRows(
+                ({k: (v if isinstance(v, (str, bytes)) else np.asarray(v)) for k, v in r.items()}
+                 for r in records), self.length, self.description)
+        yield from self._pass.iter_rows(start, stop)
 
 
 def as_rows(records: Any) -> Rows:
