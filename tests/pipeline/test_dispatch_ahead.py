@@ -280,3 +280,29 @@ def test_narrow_records_grouped_by_bytes_equal_one_by_one(monkeypatch, group_sho
     assert grouped == run()
     assert [len(b) for b in grouped] == [128] * 5 + [60]
     assert sorted(v for b in grouped for v in b) == list(range(700))
+
+
+def test_group_with_a_stage_vmap_cannot_batch_runs_one_after_the_other(
+    monkeypatch, group_short_passes
+) -> None:
+    from datarax.core.config import StructuralConfig
+    from datarax.core.operator import OperatorModule
+    from datarax.pipeline import dispatch
+
+    class HostDouble(OperatorModule):  # a host callback without a vmap rule
+        def apply_batch(self, data, keys):
+            x = data["x"]
+            doubled = jax.pure_callback(lambda a: np.asarray(a) * 2,
+                                        jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+            return {**data, "x": doubled}
+
+    def run() -> list[list[float]]:
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=6),
+                              {"x": np.arange(40, dtype=np.float32)})
+        return [np.asarray(b["x"]).tolist()
+                for b in Pipeline(source, [HostDouble(StructuralConfig())], batch_size=8)]
+
+    grouped = run()  # vmap raises on the first group: the loop computes it
+    monkeypatch.setattr(dispatch, "MAX_GROUP", 1)
+    assert grouped == run()
+    assert sorted(v for b in grouped for v in b) == [2.0 * i for i in range(40)]

@@ -68,11 +68,15 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
     return _cached(("indexed", graphdef, batch_size), build)
 
 
-def grouped_step(graphdef: Any, batch_size: int, count: int) -> Callable[..., tuple[Batch, ...]]:
+def grouped_step(
+    graphdef: Any, batch_size: int, count: int, vectorized: bool = True
+) -> Callable[..., tuple[Batch, ...]]:
     """Compiled ``(state, inputs, start, epoch, key) -> (batch, ...)``: the ``count``
     consecutive batches from ``start``, each computed exactly as :func:`indexed_step`
     computes it (its own batch key, stages over exactly its records) — one dispatch
-    for several small batches."""
+    for several small batches. ``vectorized``: the batches side by side
+    (``jax.vmap``, on CPU ~1.5-2x faster for per-record work); otherwise one after the
+    other (``jax.lax.map``, for steps ``vmap`` cannot batch)."""
 
     def build() -> Callable[..., tuple[Batch, ...]]:
         def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, ...]:
@@ -82,12 +86,13 @@ def grouped_step(graphdef: Any, batch_size: int, count: int) -> Callable[..., tu
             def one(at: Any) -> Batch:
                 return indexed_batch(source, stages, inputs, at, epoch, key, batch_size)
 
-            stacked = jax.lax.map(one, starts)  # one copy of the step in the program
+            # one copy of the step in the program either way
+            stacked = jax.vmap(one)(starts) if vectorized else jax.lax.map(one, starts)
             return tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(count))
 
         return jax.jit(step)
 
-    return _cached(("grouped", graphdef, batch_size, count), build)
+    return _cached(("grouped", graphdef, batch_size, count, vectorized), build)
 
 
 def stage_step(graphdef: Any) -> Callable[..., Batch]:
