@@ -12,7 +12,7 @@ import pytest
 from PIL import Image, ImageEnhance
 
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.operators import BatchMixConfig, BatchMixOperator
+from datarax.operators import BatchMixOperatorConfig, BatchMixOperator
 from datarax.operators import image as I
 from datarax.operators.image.rand_augment import _posterize
 
@@ -97,7 +97,7 @@ def test_grayscale_passes_one_channel_images_and_colour_ops_refuse_them():
 
 
 def test_batch_mix_alpha_defaults_to_one():
-    assert BatchMixOperator().config.alpha == 1.0 == BatchMixConfig().alpha
+    assert BatchMixOperator().config.alpha == 1.0 == BatchMixOperatorConfig().alpha
 
 
 def test_a_config_given_where_a_setting_is_expected_is_named_as_such():
@@ -110,10 +110,10 @@ def test_a_config_given_where_a_setting_is_expected_is_named_as_such():
         BatchMixOperator(mode=BatchMixOperatorConfig())
     message = str(err.value)
     assert "got a config object, BatchMixOperatorConfig(...), as its setting mode=" in message
-    assert "BatchMixOperator(BatchMixConfig(mode=..., alpha=...))" in message
+    assert "BatchMixOperator(BatchMixOperatorConfig(mode=..., alpha=...))" in message
     assert "must be one of" not in message
-    with pytest.raises(ConfigError, match="got a config object, BatchMixConfig"):
-        BatchMixOperator(alpha=BatchMixConfig())
+    with pytest.raises(ConfigError, match="got a config object, BatchMixOperatorConfig"):
+        BatchMixOperator(alpha=BatchMixOperatorConfig())
     with pytest.raises(ConfigError, match="config \\(its first argument\\) must be of type "
-                                          "BatchMixConfig, got BatchMixOperatorConfig"):
+                                          "BatchMixOperatorConfig, got BatchMixOperatorConfig"):
         BatchMixOperator(BatchMixOperatorConfig())

@@ -6,7 +6,7 @@ import pytest
 
 from datarax.core.errors import ConfigError
 from datarax.operators import (
-    BatchMixConfig,
+    BatchMixOperatorConfig,
     BatchMixOperator,
     CompositeOperatorConfig,
     CompositeOperatorModule,
@@ -61,7 +61,7 @@ BOTH_WAYS = {
         lambda: SelectorOperator([child(), child()], weights=[1, 3]),
     ),
     "BatchMixOperator": (
-        lambda: BatchMixOperator(BatchMixConfig(mode="cutmix", alpha=0.4, num_classes=5)),
+        lambda: BatchMixOperator(BatchMixOperatorConfig(mode="cutmix", alpha=0.4, num_classes=5)),
         lambda: BatchMixOperator(mode="cutmix", alpha=0.4, num_classes=5),
     ),
     "FilterOperator": (
@@ -116,7 +116,7 @@ def test_agreeing_keywords_next_to_a_config_are_accepted():
      "ElementOperator's config (its first argument) must be of type ElementOperatorConfig, "
      "got MapOperatorConfig"),
     (lambda: BatchMixOperator("mixup"),
-     "BatchMixOperator's config (its first argument) must be of type BatchMixConfig, got "
+     "BatchMixOperator's config (its first argument) must be of type BatchMixOperatorConfig, got "
      "str 'mixup'. Pass the "
      "settings as keywords instead, e.g. BatchMixOperator(mode=...)"),
     (lambda: BatchMixOperator(stochastic=False), "BatchMixOperator is always stochastic"),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from datarax.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from datarax.operators.batch_mix import BatchMixConfig, BatchMixOperator
+    from datarax.operators.batch_mix import BatchMixOperatorConfig, BatchMixOperator
     from datarax.operators.choice import ProbabilisticOperator, ProbabilisticOperatorConfig
     from datarax.operators.choice import SelectorOperator, SelectorOperatorConfig
     from datarax.operators.composite import CompositeOperatorConfig, CompositeOperatorModule
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # Each exported name and the module that defines it.
 _HOMES = {
-    "BatchMixConfig": "datarax.operators.batch_mix",
+    "BatchMixOperatorConfig": "datarax.operators.batch_mix",
     "BatchMixOperator": "datarax.operators.batch_mix",
     "CompositeOperatorConfig": "datarax.operators.composite",
     "CompositeOperatorModule": "datarax.operators.composite",
@@ -40,7 +40,7 @@ _HOMES = {
 }
 
 __all__ = [
-    "BatchMixConfig", "BatchMixOperator", "CompositeOperatorConfig", "CompositeOperatorModule",
+    "BatchMixOperatorConfig", "BatchMixOperator", "CompositeOperatorConfig", "CompositeOperatorModule",
     "CompositionStrategy", "ElementOperator", "ElementOperatorConfig", "FilterOperator",
     "FilterOperatorConfig", "MapOperator",
     "MapOperatorConfig", "ProbabilisticOperator", "ProbabilisticOperatorConfig",

@@ -35,7 +35,7 @@ FIELD_KINDS = {
 
 
 @dataclass(frozen=True)
-class BatchMixConfig(StructuralConfig):
+class BatchMixOperatorConfig(StructuralConfig):
     """Configuration of :class:`BatchMixOperator` (see its arguments)."""
 
     mode: str = "mixup"
@@ -55,7 +55,7 @@ class BatchMixConfig(StructuralConfig):
                     f"BatchMixOperator got a config object, {type(value).__name__}(...), as "
                     f"its setting {f.name}={value!r}, where {f.name} expects "
                     f"{FIELD_KINDS.get(f.name, 'a plain value')}. Pass a config as the first "
-                    "argument, BatchMixOperator(BatchMixConfig(mode=..., alpha=...)), or the "
+                    "argument, BatchMixOperator(BatchMixOperatorConfig(mode=..., alpha=...)), or the "
                     "settings as keywords, BatchMixOperator(mode='cutmix', alpha=1.0)."
                 )
         check_bool(self, "stochastic")
@@ -86,7 +86,7 @@ def partners(batch_key: Any, size: int) -> Any:
 class BatchMixOperator(OperatorModule):
     """Mixup or cutmix of ``data_field`` and ``label_field`` within each batch.
 
-    Settings, as keywords or a :class:`BatchMixConfig`:
+    Settings, as keywords or a :class:`BatchMixOperatorConfig`:
         mode: ``"mixup"`` (blend whole records) or ``"cutmix"`` (paste a box of the
             partner; ``data_field`` must be ``(batch, H, W, C)`` images).
         alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0;
@@ -109,8 +109,8 @@ class BatchMixOperator(OperatorModule):
         [1.0, 1.0]
     """
 
-    config: BatchMixConfig  # pyright: ignore[reportIncompatibleVariableOverride]
-    config_class = BatchMixConfig
+    config: BatchMixOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+    config_class = BatchMixOperatorConfig
 
     def _soft_labels(self, labels: Any) -> Any:
         cfg = self.config
