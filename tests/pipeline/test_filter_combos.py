@@ -40,3 +40,33 @@ def test_filter_per_shard_and_placed_on_a_mesh():
                            sharding=sharding))
     assert [np.asarray(b["x"]).tolist() for b in placed] == [[0, 2], [4, 6]]
     assert all(b["x"].sharding == sharding for b in placed)
+
+
+def test_filter_over_packed_text_keeps_the_packed_rows_it_names_and_resumes():
+    from datarax.text import PackedTextConfig, PackedTextSource
+
+    texts = [" ".join(str(100 * i + j) for j in range(1 + (7 * i) % 11)) for i in range(40)]
+
+    def packed():
+        return PackedTextSource(PackedTextConfig(seq_len=8, open_rows=2), lambda epoch: texts,
+                                lambda text: [int(w) for w in text.split()])
+
+    def rows(batches):
+        return [r for b in batches for r in np.asarray(b["tokens"]).tolist()]
+
+    several_documents = FilterOperator(predicate=lambda el: el.data["segment_ids"].max() > 1)
+    every = [b for b in Pipeline(packed(), batch_size=3)]
+    kept = [r for b in every for r, s in zip(np.asarray(b["tokens"]).tolist(),
+                                             np.asarray(b["segment_ids"]).max(axis=1)) if s > 1]
+    every = rows(every)
+    assert 0 < len(kept) < len(every)
+    pipeline = Pipeline(packed(), stages=[several_documents], batch_size=3)
+    it = iter(pipeline)
+    head = [next(it), next(it)]
+    state = it.get_state()
+    tail = list(it)
+    assert rows(head + tail) == kept
+    assert all(len(b["tokens"]) == 3 for b in (head + tail)[:-1])
+    again = iter(Pipeline(packed(), stages=[several_documents], batch_size=3))
+    again.set_state(state)
+    assert rows(list(again)) == rows(tail)
