@@ -156,3 +156,26 @@ def test_memory_source_keeps_its_text_when_the_callers_object_array_changes():
     source = MemorySource(MemorySourceConfig(), {"id": np.arange(3), "word": words})
     words[0] = "changed"
     assert source.get_batch_at(0, 3)["word"] == ["cat", "dog", "emu"]
+
+
+def test_a_sealed_fresh_array_passes_to_jax_as_it_is_and_others_are_copied():
+    from datarax.core.owned import fresh_aligned, seal
+
+    out = fresh_aligned((512, 64), np.float32)  # 128 KiB
+    out[:] = np.arange(64, dtype=np.float32)
+    assert out.ctypes.data % CPU_SHARED_ALIGNMENT == 0
+    seal(out)
+    with pytest.raises(ValueError):
+        out[0, 0] = 1.0
+    view = out[256:]
+    with pytest.raises(ValueError):
+        view.flags.writeable = True  # its memory is read-only too
+    device = owned_device_put(view)
+    assert device.unsafe_buffer_pointer() == view.ctypes.data  # no private copy
+    np.testing.assert_array_equal(np.asarray(device), view)
+    # an array fresh_aligned did not make, read-only or not, is copied as before
+    theirs = np.array(out)
+    theirs.flags.writeable = False
+    assert owned_device_put(theirs).unsafe_buffer_pointer() != theirs.ctypes.data
+    with pytest.raises(ValueError, match="fresh_aligned"):
+        seal(np.zeros(4))

@@ -52,11 +52,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -494,9 +495,10 @@ def _decode_image(f: Field, data: bytes, index: int) -> np.ndarray:
     return array.reshape(array.shape[0], array.shape[1], f.shape[2])
 
 
-def _stack(f: Field, values: list[np.ndarray]) -> np.ndarray:
+def _stack(f: Field, values: list[np.ndarray],
+           empty: Callable[[tuple[int, ...], np.dtype], np.ndarray]) -> np.ndarray:
     if None not in f.shape:
-        out = _aligned((len(values), *f.shape), np.dtype(f.dtype))
+        out = empty((len(values), *f.shape), np.dtype(f.dtype))
         for i, v in enumerate(values):
             out[i] = v
         return out
@@ -506,30 +508,65 @@ def _stack(f: Field, values: list[np.ndarray]) -> np.ndarray:
     return arrays
 
 
-def decode_records(features: Features, records: Sequence[bytes]) -> dict[str, np.ndarray]:
+def _native(column: np.ndarray, dtype: np.dtype,
+            empty: Callable[[tuple[int, ...], np.dtype], np.ndarray]) -> np.ndarray:
+    """``column`` (little-endian) in the host's byte order, in an array from ``empty``."""
+    if column.dtype == dtype:
+        return column
+    out = empty(column.shape, dtype)
+    out[...] = column
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _raw_layout(features: Features) -> tuple[tuple[str, int, int, np.dtype, np.dtype, tuple[int, ...]], ...]:
+    """Per raw field, worked out once per features: name, head offset, bytes, stored
+    (little-endian) dtype, native dtype, shape."""
+    out = []
+    offset = 0
+    for f in features.raw_fields:
+        dtype = np.dtype(f.dtype)
+        out.append((f.name, offset, f.nbytes, dtype.newbyteorder("<"), dtype, f.shape))
+        offset += f.nbytes
+    return tuple(out)
+
+
+def decode_records(features: Features, records: Sequence[bytes], *,
+                   empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None
+                   ) -> dict[str, np.ndarray]:
     """A batch of encoded records as one array per field, one row per record.
 
     ``raw`` fields come out as ``(n, *shape)`` arrays of their dtype (64-byte aligned),
-    cut from the joined records with no Python call per record; images of a fixed shape
-    as ``(n, h, w, c)`` ``uint8``; text as an object array of ``str``; ``varlen`` fields
-    and images with a variable dimension as object arrays of per-record arrays.
+    cut from the records with no Python call per record (a record that is one raw field
+    is copied once, straight into its row); images of a fixed shape as ``(n, h, w, c)``
+    ``uint8``; text as an object array of ``str``; ``varlen`` fields and images with a
+    variable dimension as object arrays of per-record arrays. ``empty(shape, dtype)``
+    allocates each numeric output array (default: a fresh 64-byte aligned one).
 
     Raises:
         RecordError: a record's length does not match its layout, or an image cannot
             be decoded (the message names the record's place in the batch).
     """
+    empty = empty or _aligned
     n = len(records)
     head = features.head_size
     lengths = np.fromiter(map(len, records), np.int64, n)
     variable = features.variable_fields
+    layout = _raw_layout(features)
+    out: dict[str, Any] = {}
     if not variable:
         bad = np.flatnonzero(lengths != head)
         if bad.size:
             raise RecordError(
                 f"record {int(bad[0])} of the batch has {int(lengths[bad[0]])} bytes, the "
                 f"features' layout {head}; the files do not match their metadata.")
+        if len(layout) == 1 and head and n:  # the record is the field: one copy into rows
+            name, _, _, little, dtype, shape = layout[0]
+            column = empty((n, *shape), little)
+            column.view(np.uint8).reshape(n, head).view(f"S{head}").reshape(n)[:] = records
+            out[name] = _native(column, dtype, empty)
+            return out
         block = np.frombuffer(b"".join(records), np.uint8).reshape(n, head)
-        starts = None
     else:
         bad = np.flatnonzero(lengths < head)
         if bad.size:
@@ -539,22 +576,12 @@ def decode_records(features: Features, records: Sequence[bytes]) -> dict[str, np
         joined = np.frombuffer(b"".join(records), np.uint8)
         starts = np.cumsum(lengths) - lengths
         block = joined[starts[:, None] + np.arange(head)] if n else np.zeros((0, head), np.uint8)
-    out: dict[str, Any] = {}
-    offset = 0
-    for f in features.raw_fields:
-        dtype = np.dtype(f.dtype)
-        little = dtype.newbyteorder("<")
-        if f.nbytes == head and n and block.ctypes.data % max(_ALIGNMENT, dtype.itemsize) == 0:
-            # the only field, and the joined records happen to be aligned: a view, no copy
-            column = block.view(little).reshape(n, *f.shape)  # type: ignore[arg-type]
-        else:
-            column = _aligned((n, *f.shape), little)  # type: ignore[arg-type]
-            if f.nbytes:
-                column.view(np.uint8).reshape(n, f.nbytes)[...] = block[:, offset:offset + f.nbytes]
-        if not little.isnative:
-            column = column.astype(dtype)
-        out[f.name] = column
-        offset += f.nbytes
+    for name, offset, nbytes, little, dtype, shape in layout:
+        column = empty((n, *shape), little)
+        if nbytes:
+            column.view(np.uint8).reshape(n, nbytes)[...] = block[:, offset:offset + nbytes]
+        out[name] = _native(column, dtype, empty)
+    offset = head - 4 * len(variable)
     if variable:
         sizes = np.ascontiguousarray(block[:, offset:head]).view(_U32).reshape(n, len(variable))
         ends = np.cumsum(sizes.astype(np.int64), axis=1)
@@ -584,7 +611,7 @@ def decode_records(features: Features, records: Sequence[bytes]) -> dict[str, np
                 text[:] = values
                 out[f.name] = text
             else:
-                out[f.name] = _stack(f, values)
+                out[f.name] = _stack(f, values, empty)
     return {name: out[name] for name in features.names}
 
 

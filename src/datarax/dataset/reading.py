@@ -27,6 +27,7 @@ import numpy as np
 
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import ConfigError, RecordError
+from datarax.core.owned import fresh_aligned, seal
 from datarax.dataset.format import METADATA_FILE, DatasetInfo, Features, decode_records, read_metadata
 
 __all__ = ["DatasetDecoder", "dataset_files"]
@@ -95,10 +96,12 @@ class DatasetDecoder:
         self.cast_float64 = cast_float64
 
     def __call__(self, records: Sequence[bytes]) -> dict[str, Any]:
-        columns = decode_records(self.features, list(records))
+        columns = decode_records(self.features, records, empty=fresh_aligned)
         out: dict[str, Any] = {}
         for name, column in columns.items():
-            if isinstance(column, np.ndarray) and column.dtype.kind in "iuf" and column.dtype.itemsize == 8:
+            if column.dtype.kind != "O" and column.dtype.isnative:
+                column = seal(column)  # the reader's own batch: to JAX with no other copy
+            if column.dtype.kind in "iuf" and column.dtype.itemsize == 8:
                 column = fit_value(name, column, cast_float64=self.cast_float64)
             out[name] = column
         return out
