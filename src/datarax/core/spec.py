@@ -68,6 +68,50 @@ def flatten_fields(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def describe_field(spec: Any) -> str:
+    """A field's per-record spec in a few characters.
+
+    >>> describe_field(jax.ShapeDtypeStruct((3,), np.int32)), describe_field(TextSpec(()))
+    ('int32(3,)', 'text()')
+    """
+    if isinstance(spec, TextSpec):
+        return f"text{tuple(spec.shape)}"
+    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
+
+
+def check_same_fields(owner: str, labels: list[str], specs: list[Mapping[str, Any]],
+                      joined: str, action: str) -> None:
+    """Refuse children of ``owner`` whose (nested) fields differ, naming the field and the
+    two children (``labels``: how the message names each); ``joined`` says what the
+    children are ("mixed"), ``action`` what the user does before it ("mixing").
+
+    >>> x = {"x": jax.ShapeDtypeStruct((), np.int32)}
+    >>> check_same_fields("MixSource", ["source 'a'", "source 'b'"], [x, x], "mixed", "mixing")
+    >>> check_same_fields("MixSource", ["source 'a'", "source 'b'"], [x, {}], "mixed", "mixing")
+    Traceback (most recent call last):
+    ...
+    datarax.core.errors.SpecMismatchError: MixSource: field 'x' is in source 'a' but not in source 'b'; mixed sources must carry the same fields.
+    """
+    first = flatten_fields(specs[0])
+    for label, spec in zip(labels[1:], specs[1:]):
+        spec = flatten_fields(spec)
+        for field in [*first, *(f for f in spec if f not in first)]:
+            if field not in spec or field not in first:
+                has, lacks = (labels[0], label) if field in first else (label, labels[0])
+                raise SpecMismatchError(
+                    f"{owner}: field '{field}' is in {has} but not in {lacks}; {joined} "
+                    "sources must carry the same fields.",
+                    fields=[field],
+                )
+            a, b = describe_field(first[field]), describe_field(spec[field])
+            if a != b:
+                raise SpecMismatchError(
+                    f"{owner}: field '{field}' is {a} in {labels[0]} but {b} in {label}; "
+                    f"cast or reshape one of them (e.g. with an operator) before {action}.",
+                    fields=[field],
+                )
+
+
 def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:
     """Refuse declared 64-bit fields while ``jax_enable_x64`` is off (never narrow silently).
 

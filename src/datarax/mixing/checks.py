@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError
-from datarax.core.spec import TextSpec
+from datarax.core.errors import ConfigError, SourceContractError
+from datarax.core.spec import check_same_fields
 
 
 def check_children(names: list[str], children: list[Any], mode: str) -> None:
@@ -58,32 +56,5 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
                 "each source keeps its own position, so build one per entry."
             )
         seen[id(child)] = name
-    _check_specs(names, children)
-
-
-def _check_specs(names: list[str], children: list[Any]) -> None:
-    first = children[0].checked_element_spec()
-    for name, child in zip(names[1:], children[1:]):
-        spec = child.checked_element_spec()
-        for field in sorted(set(first) | set(spec)):
-            if field not in spec or field not in first:
-                has, lacks = (names[0], name) if field in first else (name, names[0])
-                raise SpecMismatchError(
-                    f"MixSource: field '{field}' is in source '{has}' but not in source "
-                    f"'{lacks}'; mixed sources must carry the same fields.",
-                    fields=[field],
-                )
-            a, b = first[field], spec[field]
-            if _describe(a) != _describe(b):
-                raise SpecMismatchError(
-                    f"MixSource: field '{field}' is {_describe(a)} in source '{names[0]}' but "
-                    f"{_describe(b)} in source '{name}'; cast or reshape one of them "
-                    "(e.g. with an operator) before mixing.",
-                    fields=[field],
-                )
-
-
-def _describe(field: Any) -> str:
-    if isinstance(field, TextSpec):
-        return f"text{tuple(field.shape)}"
-    return f"{np.dtype(field.dtype).name}{tuple(field.shape)}"
+    check_same_fields("MixSource", [f"source '{n}'" for n in names],
+                      [c.checked_element_spec() for c in children], "mixed", "mixing")

@@ -45,9 +45,9 @@ from flax import nnx
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import StructuralConfig, check_int, check_settings
 from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError
+from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.module import HostState
-from datarax.core.spec import TextSpec, flatten_fields
+from datarax.core.spec import check_same_fields
 from datarax.core.stream import StreamPass
 from datarax.typing import Batch
 
@@ -371,27 +371,5 @@ def _check_parts(parts: list[Any]) -> None:
                 "keeps its own position, so build one source per part."
             )
         seen[id(part)] = i
-    first = flatten_fields(parts[0].checked_element_spec())
-    for i, part in enumerate(parts[1:], start=1):
-        spec = flatten_fields(part.checked_element_spec())
-        for field in [*first, *(f for f in spec if f not in first)]:
-            if field not in spec or field not in first:
-                has, lacks = (0, i) if field in first else (i, 0)
-                raise SpecMismatchError(
-                    f"ConcatSource: field '{field}' is in part {has} but not in part {lacks}; "
-                    "concatenated sources must carry the same fields.",
-                    fields=[field],
-                )
-            if _describe(first[field]) != _describe(spec[field]):
-                raise SpecMismatchError(
-                    f"ConcatSource: field '{field}' is {_describe(first[field])} in part 0 but "
-                    f"{_describe(spec[field])} in part {i} ({type(part).__name__}); cast or "
-                    "reshape one of them (e.g. with an operator) before concatenating.",
-                    fields=[field],
-                )
-
-
-def _describe(field: Any) -> str:
-    if isinstance(field, TextSpec):
-        return f"text{tuple(field.shape)}"
-    return f"{np.dtype(field.dtype).name}{tuple(field.shape)}"
+    check_same_fields("ConcatSource", [f"part {i}" for i in range(len(parts))],
+                      [p.checked_element_spec() for p in parts], "concatenated", "concatenating")
