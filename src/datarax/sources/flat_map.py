@@ -45,7 +45,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import jax
 import numpy as np
 from flax import nnx
 
@@ -56,6 +55,7 @@ from datarax.core.dtypes import fit_value
 from datarax.core.errors import DataraxError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import TextSpec
+from datarax.sources.decoded_records import spec_of
 from datarax.typing import Batch
 
 __all__ = ["FlatMapSource", "FlatMapSourceConfig"]
@@ -482,17 +482,8 @@ def _fit_tree(record: Mapping[str, Any], cast_float64: bool, where: str) -> dict
     return out
 
 
-def _spec_of(value: Any) -> Any:
-    if isinstance(value, (str, bytes)):
-        return TextSpec(())
-    array = np.asarray(value)
-    if array.dtype.kind in "USO":
-        return TextSpec(tuple(array.shape))
-    return jax.ShapeDtypeStruct(tuple(array.shape), array.dtype)
-
-
 def _spec_tree(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _spec_tree(v) if isinstance(v, Mapping) else _spec_of(v) for k, v in record.items()}
+    return {k: _spec_tree(v) if isinstance(v, Mapping) else spec_of(v) for k, v in record.items()}
 
 
 def _describe(spec: Any) -> str:
@@ -521,7 +512,7 @@ def _check_tree(record: Any, spec: dict[str, Any], where: str, first: str, prefi
                 )
             _check_tree(value, field, where, first, f"{name}/")
             continue
-        got = _spec_of(value) if not isinstance(value, Mapping) else {}
+        got = spec_of(value) if not isinstance(value, Mapping) else {}
         if _describe(got) != _describe(field):
             raise DataraxError(
                 f"FlatMapSource: field '{name}' of {where} is {_describe(got)}, {first} has "
