@@ -22,7 +22,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # package's own __init__. A unit may import units of lower layers only: not its own layer's
 # other units, never a higher layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("typing", "compilation_cache", "exports"),
+    ("errors",),  # the error types: importable with nothing else (no JAX)
+    ("typing", "compilation_cache", "exports", "extras"),
     ("core",),
     ("samplers", "sharding", "metrics"),
     # mixing: source combinators over core's contracts (sources/__init__ re-exports them);

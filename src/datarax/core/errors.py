@@ -2,69 +2,30 @@
 
 Every error says what was wrong, where (file, record index, field or setting) and what
 to do about it. All derive from :class:`DataraxError`, itself a ``ValueError`` so code
-that already catches ``ValueError`` keeps working.
+that already catches ``ValueError`` keeps working. They are defined in
+:mod:`datarax.errors` (which imports nothing else) and named here.
 """
 
 from __future__ import annotations
 
+from datarax.errors import (
+    DataraxError,
+    ConfigError,
+    SpecMismatchError,
+    StateError,
+    StaleIteratorError,
+    SourceContractError,
+    RecordError,
+    MissingExtraError,
+)
 
-class DataraxError(ValueError):
-    """Base class of every error datarax raises on bad input."""
-
-
-class ConfigError(DataraxError):
-    """A config field has a wrong type or value."""
-
-
-class SpecMismatchError(DataraxError):
-    """A batch does not match the ``element_spec()`` its source declares.
-
-    ``fields`` lists the names of the fields that disagree.
-    """
-
-    def __init__(self, message: str, fields: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.fields = list(fields or [])
-
-
-class StateError(DataraxError):
-    """A state dict cannot be restored here: from another configuration, or tampered.
-
-    ``field`` names the setting or key that differs.
-    """
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class StaleIteratorError(DataraxError):
-    """An iterator was used after a newer ``iter(pipeline)`` ended it (one live
-    iterator per pipeline)."""
-
-
-class SourceContractError(DataraxError, TypeError):
-    """An object used as a source or stage does not implement the required contract."""
-
-
-class RecordError(DataraxError):
-    """A record could not be read or decoded.
-
-    ``path`` and ``index`` say where (file and record index within the file).
-    """
-
-    def __init__(
-        self, message: str, *, path: str | None = None, index: int | None = None
-    ) -> None:
-        super().__init__(message)
-        self.path = path
-        self.index = index
-
-
-class MissingExtraError(DataraxError, ImportError):
-    """An optional package a feature needs is not installed.
-
-    The message names the package and the ``pip install "datarax[extra]"`` command that
-    adds it (see :func:`datarax.core.extras.require`). It is also an ``ImportError``, so
-    code guarding an optional import keeps working.
-    """
+__all__ = [
+    "DataraxError",
+    "ConfigError",
+    "SpecMismatchError",
+    "StateError",
+    "StaleIteratorError",
+    "SourceContractError",
+    "RecordError",
+    "MissingExtraError",
+]

@@ -52,8 +52,6 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.errors import ConfigError
-from datarax.core.extras import require
 from datarax.dataset.format import (
     METADATA_FILE,
     WRITER_OPTIONS,
@@ -68,6 +66,8 @@ from datarax.dataset.format import (
 )
 from datarax.dataset.rows import Rows, as_rows
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, resolve_features
+from datarax.errors import ConfigError
+from datarax.extras import require
 
 beam = require("apache_beam", extra="beam", user="datarax.beam")
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402

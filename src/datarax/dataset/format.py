@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.errors import DataraxError, RecordError
+from datarax.errors import DataraxError, RecordError
 
 __all__ = [
     "ENCODINGS",
@@ -198,19 +198,19 @@ class Features:
         if len(set(names)) != len(names):
             raise DataraxError(f"Features: field names repeat: {names}.")
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
 
-    @property
+    @functools.cached_property
     def raw_fields(self) -> tuple[Field, ...]:
         return tuple(f for f in self.fields if f.fixed)
 
-    @property
+    @functools.cached_property
     def variable_fields(self) -> tuple[Field, ...]:
         return tuple(f for f in self.fields if not f.fixed)
 
-    @property
+    @functools.cached_property
     def head_size(self) -> int:
         """Bytes of a record's fixed head: raw fields, then one uint32 per variable field."""
         return sum(f.nbytes for f in self.raw_fields) + 4 * len(self.variable_fields)

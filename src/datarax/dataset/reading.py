@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from datarax.core.dtypes import fit_value
-from datarax.core.errors import ConfigError, RecordError
 from datarax.core.owned import fresh_aligned, seal
 from datarax.dataset.format import METADATA_FILE, DatasetInfo, Features, decode_records, read_metadata
+from datarax.errors import ConfigError, RecordError
 
 __all__ = ["DatasetDecoder", "dataset_files"]
 

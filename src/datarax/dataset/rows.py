@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.errors import ConfigError
+from datarax.errors import ConfigError
 
 __all__ = ["HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows", "hf_hints"]
 

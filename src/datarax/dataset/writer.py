@@ -35,8 +35,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.extras import require
 from datarax.dataset.format import (
     METADATA_FILE,
     WRITER_OPTIONS,
@@ -52,6 +50,8 @@ from datarax.dataset.format import (
     write_metadata,
 )
 from datarax.dataset.rows import Rows, as_rows
+from datarax.errors import ConfigError, DataraxError
+from datarax.extras import require
 
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "resolve_features", "write_dataset"]
 
