@@ -132,3 +132,14 @@ def test_a_killed_worker_leaves_no_complete_looking_shard(tmp_path, monkeypatch)
                                   shards=4, resume=True)
     assert info.num_records == 40 and summary.shards_resumed == len(finished)
     assert _read_all(tmp_path / "a")["x"][:, 0].tolist() == list(range(40))
+
+
+def test_a_writer_worker_process_imports_no_jax_or_flax():
+    # a spawned worker imports these modules (and the rows it writes); JAX/Flax cost ~2 s
+    import subprocess
+    import sys
+
+    code = ("import sys, datarax.dataset.writer, datarax.dataset.conversion; "
+            "print(sorted(m for m in ('jax', 'flax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
