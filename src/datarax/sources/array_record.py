@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
+import dataclasses
 import functools
 import glob
 import os
@@ -29,6 +30,7 @@ from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.extras import require
 from datarax.dataset.format import DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files
+from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 
@@ -46,6 +48,11 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
             is unbounded. A Pipeline runs one pass per ``for batch in pipeline``.
         shuffle_files: serve records in a new global Feistel permutation each epoch
             (across all files) instead of file order.
+        shuffle_window: with ``shuffle_files``, shuffle within windows of this many
+            files instead (files in a new random order each epoch, records shuffled
+            within each window: :mod:`datarax.samplers.shard_window`), so a reader needs
+            only a window's files at a time — for a data set larger than its local
+            cache. None (default): one global permutation.
         on_error: ``"raise"`` (default) stops at a record that cannot be read or
             decoded, naming file, record index and cause; ``"skip"`` drops it, counts
             it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
@@ -65,6 +72,7 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
     seed: int = 42
     num_epochs: int = -1
     shuffle_files: bool = False
+    shuffle_window: int | None = None
     on_error: str = "raise"
     max_skipped: int | None = None
     max_skipped_fraction: float | None = None
@@ -75,6 +83,14 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
         check_seed(self, "seed")
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "shuffle_files")
+        if self.shuffle_window is not None:
+            check_int(self, "shuffle_window", minimum=1)
+            if not self.shuffle_files:
+                raise ConfigError(
+                    f"{type(self).__name__}.shuffle_window={self.shuffle_window} shuffles "
+                    "within windows of files and needs shuffle_files=True; set it, or drop "
+                    "shuffle_window for file order."
+                )
         check_bool(self, "cast_float64")
         self.error_policy()
 
@@ -331,6 +347,15 @@ class ArrayRecordSourceModule(RandomAccessSource):
     def shuffle_seed(self) -> int | None:
         return self.config.seed if self.config.shuffle_files else None
 
+    def epoch_order(self, epoch: int) -> EpochOrder:
+        """Stable record index of every position of pass ``epoch`` in this shard
+        (within windows of files with ``shuffle_window``)."""
+        order = super().epoch_order(epoch)
+        window = self.config.shuffle_window
+        if window is None or order.seed is None:
+            return order
+        return dataclasses.replace(order, shard_window=(tuple(self._data.counts), int(window)))
+
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
@@ -341,7 +366,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
 
         ``current_index``: epoch positions consumed (records handed out plus records
         skipped); ``current_epoch``; ``shuffled_indices``: ``{"seed", "epoch", "n"}``
-        regenerating the epoch's order (None without ``shuffle_files``);
+        regenerating the epoch's order (None without ``shuffle_files``; with
+        ``shuffle_window``, also ``"window"``);
         ``prefetch_cache``: records read ahead but not handed out (informative; a
         restore always starts with an empty cache); ``skipped``: records skipped
         this epoch before ``current_index``.
@@ -368,11 +394,18 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 field="shuffle_files",
             )
         if shuffled is not None:
-            if not isinstance(shuffled, dict) or set(shuffled) != {"seed", "epoch", "n"}:
+            if not isinstance(shuffled, dict) or set(shuffled) - {"window"} != {"seed", "epoch", "n"}:
                 raise StateError(
                     f"{where} state 'shuffled_indices' must be the {{'seed', 'epoch', 'n'}} "
                     f"dict get_state() returned, got {shuffled!r}.",
                     field="shuffled_indices",
+                )
+            if shuffled.get("window") != expected.get("window"):
+                raise StateError(
+                    f"{where} state was saved with shuffle_window={shuffled.get('window')!r} "
+                    f"but this source has shuffle_window={expected.get('window')!r}; restore "
+                    "it into an identically configured source.",
+                    field="shuffle_window",
                 )
             for key, label in (("n", "records"), ("seed", "seed"), ("epoch", "epoch")):
                 if shuffled[key] != expected[key]:

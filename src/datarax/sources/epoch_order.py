@@ -5,7 +5,9 @@ Every reader-backed source (ArrayRecord, TFDS streaming, NpySource, your own
 (``0 .. size-1`` inside this process's shard) to a *stable record index*
 (``0 .. length-1``): sequential, or the Feistel permutation of
 ``datarax.samplers.index_shuffle_np`` keyed by ``seed + epoch`` (bit-identical to
-``grain.experimental.index_shuffle``), then the shard's contiguous block ``[lo, hi)``.
+``grain.experimental.index_shuffle``) or, with ``shard_window``, the window shuffle of
+:mod:`datarax.samplers.shard_window` (shards in a random order, records shuffled within
+windows of ``W`` shards), then the shard's contiguous block ``[lo, hi)``.
 Nothing of size ``length`` is ever built; :meth:`EpochOrder.describe` is a 3-int dict
 for a state.
 """
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from datarax.samplers.index_shuffle import index_shuffle_np, small_permutation, uses_small_table
+from datarax.samplers.shard_window import shard_windows
 
 __all__ = ["EpochOrder", "WINDOW", "shuffle_window"]
 
@@ -36,6 +39,8 @@ class EpochOrder:
             (``hi=None``: ``length``).
         runs: instead of one block, these runs ``((lo, hi), ...)`` of epoch positions,
             in order (the share an elastic restore gives a process).
+        shard_window: ``(counts, W)``: shuffle within windows of ``W`` files of
+            ``counts`` records each instead of over the whole data set (needs a seed).
 
     Example:
         >>> EpochOrder(length=5, seed=None, epoch=3, lo=1, hi=4).indices(0, 3).tolist()
@@ -44,6 +49,8 @@ class EpochOrder:
         [1, 4, 5]
         >>> EpochOrder(length=5, seed=7, epoch=1).describe()
         {'seed': 7, 'epoch': 1, 'n': 5}
+        >>> EpochOrder(length=4, seed=7, epoch=0, shard_window=((2, 2), 1)).indices(0, 4).tolist()
+        [3, 2, 0, 1]
     """
 
     length: int
@@ -52,6 +59,7 @@ class EpochOrder:
     lo: int = 0
     hi: int | None = None
     runs: tuple[tuple[int, int], ...] | None = None
+    shard_window: tuple[tuple[int, ...], int] | None = None
 
     @property
     def size(self) -> int:
@@ -79,12 +87,16 @@ class EpochOrder:
             # a padded share's slots past the epoch's end (``set_shard(padded=True)``):
             # they repeat records in file order and are handed out as padding rows
             inside = positions[positions < self.length]
-            within = EpochOrder(self.length, self.seed, self.epoch).indices(
+            whole = dataclasses.replace(self, lo=0, hi=None, runs=None)
+            within = whole.indices(
                 int(inside[0]), int(inside[-1]) + 1) if len(inside) else inside
             return np.concatenate([within, positions[len(inside):] % self.length])
         if self.seed is None or self.length <= 1:
             return positions
         seed = (int(self.seed) + int(self.epoch)) % 2**32
+        if self.shard_window is not None:
+            counts, window = self.shard_window
+            return shard_windows(counts, window, seed).indices(positions)
         if uses_small_table(self.length - 1):
             return small_permutation(self.length, seed)[positions]
         if self.runs is not None:  # not one contiguous block: no window sharing
@@ -101,7 +113,10 @@ class EpochOrder:
         """A compact, JSON-able description that regenerates the order (None: unshuffled)."""
         if self.seed is None:
             return None
-        return {"seed": int(self.seed), "epoch": int(self.epoch), "n": int(self.length)}
+        out = {"seed": int(self.seed), "epoch": int(self.epoch), "n": int(self.length)}
+        if self.shard_window is not None:
+            out["window"] = int(self.shard_window[1])
+        return out
 
 
 WINDOW = 4096  # positions shuffled per vectorised call (amortises numpy overhead)
