@@ -290,6 +290,8 @@ def test_group_with_a_stage_vmap_cannot_batch_runs_one_after_the_other(
     from datarax.pipeline import dispatch
 
     class HostDouble(OperatorModule):  # a host callback without a vmap rule
+        per_record = True  # (per-record stages are the ones grouped side by side)
+
         def apply_batch(self, data, keys):
             x = data["x"]
             doubled = jax.pure_callback(lambda a: np.asarray(a) * 2,
@@ -303,6 +305,7 @@ def test_group_with_a_stage_vmap_cannot_batch_runs_one_after_the_other(
                 for b in Pipeline(source, [HostDouble(StructuralConfig())], batch_size=8)]
 
     grouped = run()  # vmap raises on the first group: the loop computes it
+    assert len(dispatch._NOT_VECTORIZED) >= 1
     monkeypatch.setattr(dispatch, "MAX_GROUP", 1)
     assert grouped == run()
     assert sorted(v for b in grouped for v in b) == [2.0 * i for i in range(40)]

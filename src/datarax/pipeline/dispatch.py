@@ -127,10 +127,11 @@ class IndexedDispatch:
         long_pass = (self.total - self.dispatched) >= GROUP_MIN_BATCHES * self.batch_size
         self.group = (group_size(self.batch_size, record_bytes(source))
                       if simple and long_pass else 1)
-        # looked up once: hashing the graph definition costs ~0.7 ms a lookup. Stages
-        # run faster side by side (vmap: W6-like per-record work ~1.9x on CPU); a bare
-        # gather one after the other (vmap's batched gather ~1.25x slower).
-        self.vectorized = bool(stages)
+        # looked up once: hashing the graph definition costs ~0.7 ms a lookup.
+        # Per-record stages run faster side by side (vmap: W6-like work ~1.9x on CPU);
+        # a bare gather (vmap's batched gather ~1.25x slower) and batch-level stages
+        # (mixup: compiling side by side took 2.6x as long) one after the other.
+        self.vectorized = bool(stages) and all_per_record(stages)
         self.grouped = (grouped_step(self.graphdef, self.batch_size, self.group,
                                      vectorized=self.vectorized)
                         if self.group > 1 else None)
