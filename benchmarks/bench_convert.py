@@ -11,7 +11,8 @@ Conversion (records/s and MB/s of input, one run each, same process):
   (10 classes), into 2 shards: ``floor`` writes each file's bytes; ``datarax_w1`` /
   ``datarax_w2`` convert the folder (each image is decoded once to check it).
 
-Reading W2 (one shuffled epoch, batch 256, best of ``--repeats``) over the *same* files,
+Reading W2 (one shuffled epoch, batch 256, best of ``--repeats`` rounds, each round running the
+datarax contenders and the floor in turn; Grain once) over the *same* files,
 the ones datarax wrote (a record of a fixed-shape field is exactly its bytes):
 ``floor`` (array_record's reader, see ``bench_array_record``), ``datarax_self_described``
 (``Pipeline`` over ``ArrayRecordSourceModule(config, paths=<folder>)``: no user code),
@@ -153,6 +154,9 @@ def run_self_described(folder: str, records: int, batch: int, seed: int) -> tupl
 
 
 def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -> dict[str, Any]:
+    """``repeats`` rounds of floor / self-described / hand-written decode_batch, in turn
+    (so each round's ratio compares runs made at the same time); Grain once (it is an
+    order of magnitude slower, a best-of would not change the picture)."""
     from datarax.dataset import read_metadata
 
     info = read_metadata(folder)
@@ -162,25 +166,33 @@ def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -
         "floor": lambda: run_floor(paths, records, batch, 0),
         "datarax_self_described": lambda: run_self_described(str(folder), records, batch, 0),
         "datarax_user_decode_batch": lambda: run_datarax_pipeline(paths, records, batch, 0, by_chunk=True),
-        "grain_threads4": lambda: run_grain_threads(paths, records, batch, 0, num_threads=4),
-        "grain_threads16": lambda: run_grain_threads(paths, records, batch, 0, num_threads=16),
     }
-    best: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, run in contenders.items():
-            best[name] = min(best.get(name, float("inf")), run()[0])
-    rate = {k: records / v for k, v in best.items()}
+            seconds[name].append(run()[0])
+    for threads in (4, 16):
+        seconds[f"grain_threads{threads}"] = [
+            run_grain_threads(paths, records, batch, 0, num_threads=threads)[0]]
+    rate = {k: records / min(v) for k, v in seconds.items()}
     grain = max((k for k in rate if k.startswith("grain")), key=rate.__getitem__)
+
+    def per_round(name: str) -> list[float]:
+        return sorted(round(f / s, 3) for f, s in zip(seconds["floor"], seconds[name]))
+
     return {
         "records_per_s": {k: round(v) for k, v in rate.items()},
+        "seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
         "self_described_vs_floor": round(rate["datarax_self_described"] / rate["floor"], 3),
         "user_decode_batch_vs_floor": round(rate["datarax_user_decode_batch"] / rate["floor"], 3),
+        "self_described_vs_floor_per_round": per_round("datarax_self_described"),
+        "user_decode_batch_vs_floor_per_round": per_round("datarax_user_decode_batch"),
         "self_described_vs_grain": round(rate["datarax_self_described"] / rate[grain], 3),
         "grain_best": grain,
     }
 
 
-def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: int = 2,
+def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: int = 5,
         data_dir: pathlib.Path = DATA_DIR) -> dict[str, Any]:
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
@@ -193,7 +205,7 @@ def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: 
                                    f"into {SHARDS} shards",
                        **time_conversion(w2, out / "w2", records, SHARDS, floor_write_npy)},
         "read_w2": {"workload": f"one shuffled epoch of the {records} W2 records datarax wrote, "
-                                f"batch {batch}, best of {repeats}",
+                                f"batch {batch}, best of {repeats} rounds (Grain: one run)",
                     **time_reading(out / "w2" / "datarax_w1", records, batch, repeats)},
     }
     if images:  # --images 0 skips the PNG conversion
@@ -201,6 +213,7 @@ def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: 
         result["convert_png"] = {
             "workload": f"{images} PNG files 64x64 RGB, 10 class folders, 2 shards",
             **time_conversion(png, out / "png", images, 2, lambda s, d: floor_write_files(s, d, 2))}
+    result["load_average_1m_end"] = round(os.getloadavg()[0], 2)
     return result
 
 
@@ -208,7 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--images", type=int, default=2_000)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     result = run(args.records, args.images, repeats=args.repeats)

@@ -421,6 +421,11 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
         RecordMismatchError: a field is missing or extra, or has the wrong dtype or
             shape; an image cannot be decoded; text is not UTF-8.
     """
+    if type(record) is dict and len(record) == len(features.fields) and not features.variable_fields:
+        try:  # the common case: exactly the features' raw fields (no per-record checks of keys)
+            return b"".join([_numeric(f, record[f.name], row).tobytes() for f in features.fields])
+        except KeyError:
+            pass  # a field is missing: the checks below name it
     if not isinstance(record, Mapping):
         raise RecordMismatchError(
             f"row {row}: a record is a dict of fields, got {type(record).__name__}.", row=row)
