@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the error types: importable with nothing else (no JAX)
     ("typing", "compilation_cache", "exports", "extras"),
     ("core",),
-    ("samplers", "sharding", "metrics"),
+    ("samplers", "sharding", "metrics", "storage"),  # storage: remote paths, the shard cache
     # mixing: source combinators over core's contracts (sources/__init__ re-exports them);
     # dataset: the self-describing ArrayRecord format and its writer (sources read it)
     ("mixing", "dataset"),

@@ -35,6 +35,7 @@ EXTRAS = {
     "demo": "the training demo (optax, scikit-learn, tqdm)",
     "convert": "writing datasets with datarax convert (array_record, pyarrow, Pillow, tqdm)",
     "beam": "conversion on Apache Beam (datarax.beam)",
+    "remote": "reading s3://, gs:// and other fsspec URLs (fsspec, s3fs, gcsfs)",
 }
 
 

@@ -1,0 +1,350 @@
+"""``ShardCache``: a bounded local folder of downloaded files, shared by processes.
+
+Layout of the folder (``DATARAX_CACHE_DIR``, default ``~/.cache/datarax`` or
+``$XDG_CACHE_HOME/datarax``; created on first use, never on import)::
+
+    shards/<key>-<name>   # complete, verified files only
+    locks/<key>-<name>.lock
+    tmp/<...>.part        # downloads in progress (each locked by its writer)
+    cache.lock            # held while space is reserved or freed
+
+``key`` is the file's SHA-256 when the dataset's metadata gives one (so the same content
+is cached once, whatever its URL), else a hash of URL, size and version tag — a file
+changed in the store gets a new entry.
+
+* **Several processes** on one host share a folder: a download holds the entry's lock
+  (``fcntl.flock``, exclusive) so a second process waits for it rather than fetching the
+  same file; a file in use is held with a shared lock, which eviction never breaks.
+* **Atomic**: a download goes to ``tmp/``, is verified, then renamed into ``shards/``. A
+  crash leaves only a ``.part`` file, removed by the next process that reserves space.
+* **Bounded**: before a download its full size is reserved (``posix_fallocate``) under
+  ``cache.lock``; least recently used entries no process holds are evicted to make room.
+  If the entries in use fill the limit, or the disk is full, :class:`CacheFullError`
+  says so and nothing partial stays behind.
+
+``DATARAX_CACHE_BYTES`` sets the default limit (``"20G"``, ``"512M"`` or a number of
+bytes; default 64 GiB).
+
+Example:
+    >>> import os, tempfile
+    >>> from datarax.storage.urls import RemoteObject
+    >>> cache = ShardCache(tempfile.mkdtemp(), max_bytes=1000)
+    >>> obj = RemoteObject("memory://b/a.bin", 3, etag="1")
+    >>> def download(part):
+    ...     with open(part, "r+b") as f:
+    ...         f.write(b"abc")
+    >>> with cache.acquire(obj, download) as entry:
+    ...     open(entry.path, "rb").read()
+    b'abc'
+    >>> cache.usage(), parse_bytes("2K")
+    (3, 2048)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from datarax.errors import ConfigError
+from datarax.storage.errors import CacheFullError
+from datarax.storage.retry import StorageStats
+from datarax.storage.urls import RemoteObject
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["DEFAULT_CACHE_BYTES", "CacheEntry", "ShardCache", "default_cache_dir", "parse_bytes"]
+
+DEFAULT_CACHE_BYTES = 64 << 30
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.I)
+
+
+def parse_bytes(text: str | int) -> int:
+    """Bytes from ``"20G"``, ``"512MiB"``, ``"1.5T"`` or a plain number.
+
+    Example:
+        >>> parse_bytes("1.5K"), parse_bytes(10)
+        (1536, 10)
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ConfigError(f"cannot read {text!r} as a size; write e.g. 20G, 512M or 1000000.")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def default_cache_dir() -> str:
+    """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``."""
+    env = os.environ.get("DATARAX_CACHE_DIR")
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "datarax")
+
+
+def _key(obj: RemoteObject) -> str:
+    if obj.sha256:
+        return obj.sha256[:40]
+    text = f"{obj.url}\0{obj.size}\0{obj.etag}"
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:] or "file"
+
+
+class CacheEntry:
+    """A complete file in the cache, held (shared lock) until :meth:`release`."""
+
+    def __init__(self, path: str, lock_fd: int) -> None:
+        self.path = path
+        self._fd: int | None = lock_fd
+
+    def release(self) -> None:
+        """Let eviction remove the file again (its bytes stay until then)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops its flock
+
+    def __enter__(self) -> CacheEntry:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self.release()
+
+
+class ShardCache:
+    """A local folder of remote files, at most ``max_bytes`` big; see the module docstring.
+
+    Args:
+        directory: the folder (default :func:`default_cache_dir`); created on first use.
+        max_bytes: the size limit (an int or ``"20G"``; default ``DATARAX_CACHE_BYTES`` or
+            64 GiB).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None,
+                 max_bytes: int | str | None = None) -> None:
+        if fcntl is None:  # pragma: no cover
+            raise ConfigError("ShardCache needs POSIX file locks (fcntl); this platform has none.")
+        self.directory = os.path.abspath(os.fspath(directory)) if directory else default_cache_dir()
+        if max_bytes is None:
+            max_bytes = os.environ.get("DATARAX_CACHE_BYTES") or DEFAULT_CACHE_BYTES
+        self.max_bytes = parse_bytes(max_bytes)
+        if self.max_bytes <= 0:
+            raise ConfigError(f"ShardCache max_bytes must be > 0, got {self.max_bytes}.")
+        self._made = False
+        self._guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ShardCache({self.directory!r}, max_bytes={self.max_bytes})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ShardCache, (self.directory, self.max_bytes))
+
+    # ----------------------------------------------------------------- paths
+    def _dir(self, part: str) -> str:
+        return os.path.join(self.directory, part)
+
+    def _ensure(self) -> None:
+        if not self._made:
+            for part in ("shards", "locks", "tmp"):
+                os.makedirs(self._dir(part), exist_ok=True)
+            self._made = True
+
+    def entry_name(self, obj: RemoteObject) -> str:
+        """The file name ``obj`` has in ``shards/``."""
+        return f"{_key(obj)}-{_safe_name(obj.name)}"
+
+    def path_of(self, obj: RemoteObject) -> str | None:
+        """The cached file of ``obj`` (complete and verified), or None."""
+        path = os.path.join(self._dir("shards"), self.entry_name(obj))
+        try:
+            return path if os.stat(path).st_size == obj.size else None
+        except FileNotFoundError:
+            return None
+
+    # ------------------------------------------------------------------- use
+    def acquire(self, obj: RemoteObject, download: Callable[[str], None], *,
+                stats: StorageStats | None = None) -> CacheEntry:
+        """The cached file of ``obj``, downloaded by ``download(part_path)`` when absent, held
+        until the entry is released.
+
+        ``download`` writes ``obj.size`` bytes into ``part_path`` (already that size, opened
+        with ``"r+b"``) and verifies them; whatever it raises propagates, and the partial
+        file is removed.
+
+        Raises:
+            CacheFullError: ``obj`` does not fit next to the entries in use, or the disk is full.
+        """
+        self._ensure()
+        name = self.entry_name(obj)
+        final = os.path.join(self._dir("shards"), name)
+        fd = os.open(os.path.join(self._dir("locks"), name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # another process may be downloading it: wait
+            try:
+                present = os.stat(final).st_size == obj.size
+            except FileNotFoundError:
+                present = False
+            if present:
+                if stats is not None:
+                    stats.add("cache_hits")
+            else:
+                self._fill(obj, final, download, stats)
+            with contextlib.suppress(OSError):
+                os.utime(final)  # most recently used
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        return CacheEntry(final, fd)
+
+    def _fill(self, obj: RemoteObject, final: str, download: Callable[[str], None],
+              stats: StorageStats | None) -> None:
+        part = os.path.join(self._dir("tmp"), f"{secrets.token_hex(6)}-{os.path.basename(final)}.part")
+        part_fd = self._reserve(obj, part, stats)
+        try:
+            try:
+                download(part)
+                with open(part, "rb+") as f:
+                    os.fsync(f.fileno())
+            except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise self._disk_full(obj, err) from err
+                raise
+            os.replace(part, final)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+            raise
+        finally:
+            os.close(part_fd)
+
+    def _disk_full(self, obj: RemoteObject, err: OSError) -> CacheFullError:
+        return CacheFullError(
+            f"the local disk of the cache '{self.directory}' is full ({err.strerror or err}) "
+            f"while storing '{obj.url}' ({obj.size} bytes); nothing partial was kept. Free "
+            "space, point DATARAX_CACHE_DIR at a larger disk, or lower DATARAX_CACHE_BYTES.")
+
+    def _reserve(self, obj: RemoteObject, part: str, stats: StorageStats | None) -> int:
+        """Make room for ``obj`` and create ``part`` at its full size (locked by us)."""
+        if obj.size > self.max_bytes:
+            raise CacheFullError(
+                f"'{obj.url}' ({obj.size} bytes) is larger than the cache limit of "
+                f"{self.max_bytes} bytes ('{self.directory}'); raise DATARAX_CACHE_BYTES or "
+                "the source's cache max_bytes.")
+        with self._global_lock():
+            self._drop_stale_parts()
+            self._make_room(obj.size, obj, stats)
+            fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                try:
+                    os.posix_fallocate(fd, 0, obj.size) if obj.size else None
+                except OSError as err:
+                    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                        raise self._disk_full(obj, err) from err
+                    os.ftruncate(fd, obj.size)  # no fallocate on this filesystem
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(part)
+                raise
+        return fd
+
+    @contextlib.contextmanager
+    def _global_lock(self) -> Iterator[None]:
+        with self._guard:
+            fd = os.open(os.path.join(self.directory, "cache.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
+    def _drop_stale_parts(self) -> None:
+        for entry in os.scandir(self._dir("tmp")):
+            with contextlib.suppress(OSError):
+                fd = os.open(entry.path, os.O_RDWR)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # its writer is gone
+                    os.unlink(entry.path)
+                except BlockingIOError:
+                    pass
+                finally:
+                    os.close(fd)
+
+    def _entries(self) -> list[tuple[float, int, str]]:
+        out = []
+        for folder in ("shards", "tmp"):
+            for entry in os.scandir(self._dir(folder)):
+                with contextlib.suppress(FileNotFoundError):
+                    st = entry.stat()
+                    out.append((st.st_mtime, st.st_size, entry.path if folder == "shards" else ""))
+        return out
+
+    def usage(self) -> int:
+        """Bytes the cache holds now (complete entries and reserved downloads)."""
+        if not os.path.isdir(self._dir("shards")):
+            return 0
+        return sum(size for _, size, _ in self._entries())
+
+    def _make_room(self, need: int, obj: RemoteObject, stats: StorageStats | None) -> None:
+        entries = self._entries()
+        used = sum(size for _, size, _ in entries)
+        if used + need <= self.max_bytes:
+            return
+        for _, size, path in sorted(e for e in entries if e[2]):
+            if self._evict(path):
+                if stats is not None:
+                    stats.add("evicted")
+                used -= size
+                if used + need <= self.max_bytes:
+                    return
+        raise CacheFullError(
+            f"the cache '{self.directory}' (limit {self.max_bytes} bytes) cannot hold "
+            f"'{obj.url}' ({obj.size} bytes): {used} bytes are files in use or being "
+            "downloaded. Raise the limit (DATARAX_CACHE_BYTES or the source's cache), or read "
+            "ahead fewer shards.")
+
+    def _evict(self, path: str) -> bool:
+        """Remove one complete entry if no process holds it."""
+        lock = os.path.join(self._dir("locks"), os.path.basename(path) + ".lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        try:
+            os.unlink(path)
+            return True
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(fd)
+
+    def clear(self) -> int:
+        """Remove every entry no process holds; returns how many were removed."""
+        if not os.path.isdir(self._dir("shards")):
+            return 0
+        with self._global_lock():
+            self._drop_stale_parts()
+            return sum(self._evict(e.path) for e in list(os.scandir(self._dir("shards"))))

@@ -1,0 +1,201 @@
+"""Remote paths through fsspec: which paths are remote, listing, small reads.
+
+A path is *remote* when it is a URL with a scheme (``s3://``, ``gs://``, ``https://``,
+``memory://``, ``file://`` ...); every fsspec protocol works, each filesystem reading its
+own credentials and endpoints (for S3 the ``AWS_*`` variables, ``AWS_ENDPOINT_URL``
+included). ``storage_options`` are passed to the filesystem unchanged.
+
+For S3, datarax turns off the retries inside s3fs and botocore (unless
+``storage_options`` sets them): the fetcher retries itself, with backoff, and counts each
+retry in the source's ``stats()``.
+
+Example:
+    >>> is_remote("s3://bucket/data"), is_remote("/data/train"), is_remote("C:/data")
+    (True, False, False)
+    >>> join_url("s3://bucket/ds", "a.array_record")
+    's3://bucket/ds/a.array_record'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from datarax.errors import ConfigError, RecordError
+from datarax.extras import require
+from datarax.storage.retry import RetryPolicy, StorageStats, with_retries
+
+__all__ = ["RemoteObject", "filesystem", "is_remote", "join_url", "list_objects", "object_of",
+           "read_json", "version_tag"]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
+_GLOB = re.compile(r"[*?\[]")
+
+
+def is_remote(paths: Any) -> bool:
+    """Whether ``paths`` (a path or a list of paths) names URLs read through fsspec.
+
+    A list is remote when its first entry is (mixing local and remote entries raises
+    where the list is read).
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        return bool(_SCHEME.match(os.fspath(paths)))
+    if isinstance(paths, Sequence) and not isinstance(paths, bytes) and paths:
+        first = paths[0]
+        return isinstance(first, (str, os.PathLike)) and bool(_SCHEME.match(os.fspath(first)))
+    return False
+
+
+def join_url(base: str, name: str) -> str:
+    """``base/name`` for a URL (one slash between)."""
+    return base.rstrip("/") + "/" + name.lstrip("/")
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteObject:
+    """One remote file: its URL and what identifies its content.
+
+    Attributes:
+        url: the full URL (``s3://bucket/key``).
+        size: bytes.
+        etag: the store's version tag (ETag, generation, mtime), when it gives one.
+        sha256: the expected SHA-256 (from a dataset's metadata), when known.
+        records: records it holds (from a dataset's metadata), when known.
+    """
+
+    url: str
+    size: int
+    etag: str | None = None
+    sha256: str | None = None
+    records: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The file name (last part of the URL)."""
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:
+    options.setdefault("retries", 1)
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
+    options["config_kwargs"] = config
+    return options
+
+
+def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem for ``url`` and the path inside it.
+
+    Raises:
+        MissingExtraError: fsspec, or the protocol's package (s3fs, gcsfs), is missing.
+        ConfigError: the URL's protocol is unknown to fsspec.
+    """
+    fsspec = require("fsspec", extra="remote", user=f"reading '{url}'")
+    match = _SCHEME.match(url)
+    protocol = match.group(1).lower() if match else "file"
+    options = dict(storage_options or {})
+    if protocol in ("s3", "s3a"):
+        require("s3fs", extra="remote", user=f"reading '{url}'")
+        options = _s3_defaults(options)
+    elif protocol in ("gs", "gcs"):
+        require("gcsfs", extra="remote", user=f"reading '{url}'")
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **options)
+    except ValueError as err:
+        raise ConfigError(f"cannot read '{url}': {err} (a protocol fsspec knows, e.g. s3://, "
+                          "gs://, https://).") from err
+    return fs, path
+
+
+def version_tag(info: Mapping[str, Any]) -> str | None:
+    """The version tag (ETag, GCS generation, mtime ...) in an fsspec ``info`` dict."""
+    for key in ("ETag", "etag", "generation", "md5Hash"):
+        value = info.get(key)
+        if value is not None:
+            return str(value).strip('"')
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if isinstance(value, datetime.datetime):
+            return repr(value.timestamp())
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return repr(float(value))
+        if value is not None:
+            return str(value)
+    return None
+
+
+def object_of(fs: Any, path: str, url: str, info: Mapping[str, Any]) -> RemoteObject:
+    """A :class:`RemoteObject` from an fsspec ``info`` dict."""
+    size = info.get("size")
+    if size is None:
+        raise RecordError(f"'{url}': the store does not report its size; datarax needs it to "
+                          "cache the file.", path=url)
+    return RemoteObject(url, int(size), version_tag(info))
+
+
+def _url_of(fs: Any, url: str, path: str) -> str:
+    protocol = _SCHEME.match(url)
+    unstripped = fs.unstrip_protocol(path)
+    if protocol and not unstripped.startswith(protocol.group(0)):
+        return protocol.group(0) + path.lstrip("/")
+    return unstripped
+
+
+def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None,
+                 *, retry: RetryPolicy | None = None, stats: StorageStats | None = None,
+                 ) -> list[RemoteObject]:
+    """The files ``paths`` names: one URL, a glob pattern (sorted matches) or a list of
+    URLs / patterns, each with its size and version tag.
+
+    Raises:
+        RecordError: a file is missing or a pattern matches nothing (naming it).
+        ConfigError: ``paths`` is empty or mixes remote and local paths.
+    """
+    retry = retry or RetryPolicy()
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise ConfigError("paths is an empty list; name at least one file.")
+    out: list[RemoteObject] = []
+    for item in items:
+        url = os.fspath(item)
+        if not _SCHEME.match(url):
+            raise ConfigError(f"paths mixes remote URLs and the local path '{url}'; give one kind.")
+        fs, path = filesystem(url, storage_options)
+        if _GLOB.search(path):
+            found = with_retries(lambda: fs.glob(path, detail=True), url, retry, stats)
+            files = sorted((p, i) for p, i in found.items() if i.get("type", "file") != "directory")
+            if not files:
+                raise RecordError(f"the glob pattern '{url}' matches no files; check the bucket, "
+                                  "the prefix and the pattern.", path=url)
+            out += [object_of(fs, p, _url_of(fs, url, p), i) for p, i in files]
+            continue
+        try:
+            info = with_retries(lambda: fs.info(path), url, retry, stats)
+        except FileNotFoundError as err:
+            raise RecordError(f"'{url}' does not exist; check the bucket and the key (a glob "
+                              "pattern such as 's3://bucket/data-*.array_record' is expanded).",
+                              path=url) from err
+        if info.get("type") == "directory":
+            raise RecordError(f"'{url}' is a folder, not a file, and holds no dataset metadata; "
+                              "name its files (a glob pattern works).", path=url)
+        out.append(object_of(fs, path, url, info))
+    return out
+
+
+def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,
+              retry: RetryPolicy | None = None, stats: StorageStats | None = None) -> Any | None:
+    """The JSON file at ``url``, or None when it does not exist."""
+    fs, path = filesystem(url, storage_options)
+    try:
+        text = with_retries(lambda: fs.cat_file(path), url, retry or RetryPolicy(), stats)
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"'{url}' is not valid JSON ({err}).") from err
