@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,8 +29,9 @@ from datarax.core.dtypes import fit_value
 from datarax.core.owned import fresh_aligned, seal
 from datarax.dataset.format import METADATA_FILE, DatasetInfo, Features, decode_records, read_metadata
 from datarax.errors import ConfigError, RecordError
+from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
 
-__all__ = ["DatasetDecoder", "dataset_files"]
+__all__ = ["DatasetDecoder", "dataset_files", "remote_dataset"]
 
 
 def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
@@ -109,3 +110,53 @@ class DatasetDecoder:
     def decode_one(self, record: bytes) -> dict[str, Any]:
         """One record's fields (the batch decoder on a batch of one)."""
         return {name: column[0] for name, column in self([record]).items()}
+
+
+def remote_dataset(paths: Any, *, dataset: bool = True,
+                   storage_options: Mapping[str, Any] | None = None,
+                   ) -> tuple[list[RemoteObject], DatasetInfo | None]:
+    """The remote files ``paths`` (URLs) names, and their dataset's metadata if any.
+
+    With ``dataset``, a URL of a folder holding :data:`METADATA_FILE`, or a glob / list of
+    that folder's shards, is a dataset: its files come with the SHA-256, size and record
+    count the metadata gives, and nothing is listed. Otherwise (plain files, or
+    ``dataset=False``) the URLs and globs are listed with their sizes and version tags.
+
+    Example:
+        >>> import fsspec, numpy as np, os, tempfile
+        >>> from datarax.dataset.writer import write_dataset
+        >>> local = os.path.join(tempfile.mkdtemp(), "ds")
+        >>> _ = write_dataset([{"x": np.float32([i])} for i in range(4)], local, shards=2)
+        >>> fsspec.filesystem("memory").put(local, "/remote-doc/ds", recursive=True)
+        >>> objects, info = remote_dataset("memory://remote-doc/ds")
+        >>> [(o.name, o.records) for o in objects], info.num_records
+        ([('data-00000-of-00002.array_record', 2), ('data-00001-of-00002.array_record', 2)], 4)
+
+    Raises:
+        RecordError: a file is missing, or a named file is not a shard of the dataset.
+    """
+    items = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    if dataset and items:
+        single = len(items) == 1 and not glob.has_magic(items[0])
+        folder = items[0].rstrip("/") if single else items[0].rsplit("/", 1)[0]
+        data = read_json(join_url(folder, METADATA_FILE), storage_options)
+        if data is None and single:  # a file of a dataset?
+            folder = folder.rsplit("/", 1)[0]
+            data = read_json(join_url(folder, METADATA_FILE), storage_options)
+            single = False
+        if data is not None and (single or all(i.rsplit("/", 1)[0] == folder for i in items)):
+            info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
+            known = {s.file: s for s in info.shards}
+            if single:
+                names = [s.file for s in info.shards]
+            else:
+                names = [o.name for o in list_objects(items, storage_options)]
+                stray = [n for n in names if n not in known]
+                if stray:
+                    raise RecordError(
+                        f"'{stray[0]}' is not a shard of the dataset in '{folder}' (its "
+                        f"{METADATA_FILE} lists {len(known)} shards); point the reader at the "
+                        "folder or its shards only.", path=join_url(folder, stray[0]))
+            return [RemoteObject(join_url(folder, n), known[n].bytes, None, known[n].sha256,
+                                 known[n].records) for n in names], info
+    return list_objects(items, storage_options), None

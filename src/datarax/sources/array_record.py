@@ -29,10 +29,11 @@ from datarax.core.config import StructuralConfig, check_bool, check_int, check_s
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.extras import require
 from datarax.dataset.format import DatasetInfo, find_dataset
-from datarax.dataset.reading import DatasetDecoder, dataset_files
+from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+from datarax.storage import RemoteShards, ShardCache, is_remote
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -118,16 +119,18 @@ class ArrayRecordFiles:
         >>> files.close()
     """
 
-    def __init__(self, files: Sequence[str], counts: Sequence[int]) -> None:
+    def __init__(self, files: Sequence[str], counts: Sequence[int],
+                 remote: RemoteShards | None = None) -> None:
         self.files = tuple(files)
         self.counts = tuple(int(c) for c in counts)
-        self.__setstate__({"files": self.files, "counts": self.counts})
+        self.__setstate__({"files": self.files, "counts": self.counts, "remote": remote})
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "counts": self.counts}
+        return {"files": self.files, "counts": self.counts, "remote": self.remote}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.files, self.counts = state["files"], state["counts"]
+        self.remote = state.get("remote")  # remote files: read through the local shard cache
         self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
         self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
         self._readers: list[Any] = [None] * len(self.files)
@@ -156,7 +159,11 @@ class ArrayRecordFiles:
         out: list[Any] = [None] * len(keys_np)
         for f in np.unique(file_of).tolist():
             slots = np.flatnonzero(file_of == f)
-            records = self._reader(f).read(within[slots].tolist())
+            if self.remote is not None:  # the cached copy, fetched (or read ahead) first
+                with self.remote.open(f, _open_reader) as reader:
+                    records = reader.read(within[slots].tolist())
+            else:
+                records = self._reader(f).read(within[slots].tolist())
             for slot, record in zip(slots.tolist(), records):
                 out[slot] = record
         return out
@@ -165,6 +172,8 @@ class ArrayRecordFiles:
         """Close the open readers. Never raises: a reader whose file was deleted or
         truncated reports that again when closed, but each read of it already raised
         an error naming the file, and nothing is written."""
+        if self.remote is not None:
+            self.remote.close()
         with self._lock:
             readers, self._readers = self._readers, [None] * len(self.files)
         for reader in readers:
@@ -209,7 +218,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
             dataset folder written by :func:`datarax.dataset.write_dataset` (or
             ``datarax convert``), or a glob / list of its shards, needs no ``decode``:
             its metadata gives the fields, and batches are decoded from it
-            (:attr:`dataset_info`).
+            (:attr:`dataset_info`). Any of these may be a URL (``s3://bucket/dataset``,
+            ``gs://...``, ``https://...``, any fsspec protocol; ``pip install
+            "datarax[remote]"``): the files are fetched into a local shard cache, read
+            ahead in the order each epoch uses them (see :mod:`datarax.storage`).
         decode: ``bytes -> dict`` of arrays for one record; every record must decode
             to the same fields, shapes and dtypes as the first. Default: the raw bytes
             as a ``uint8`` vector under ``"record"``.
@@ -232,6 +244,11 @@ class ArrayRecordSourceModule(RandomAccessSource):
             workers start on the first batch (a second or two: each imports datarax)
             and end at :meth:`close`; position, resume and bad-record handling are
             the same (:mod:`datarax.sources.decode_processes`).
+        cache: for remote ``paths``, the :class:`~datarax.storage.ShardCache` (folder and
+            size limit; default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
+        storage_options: for remote ``paths``, options of the fsspec filesystem
+            (credentials, endpoint); by default each filesystem reads its own
+            (``AWS_*`` variables for S3, ``AWS_ENDPOINT_URL`` included).
 
     It is a host source: a Pipeline calls :meth:`get_batch_with_indices`, which
     returns the next batch of the epoch and each record's stable index (its number
@@ -267,6 +284,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
         num_threads: int = 4,
         read_ahead: int | None = None,
         decode_processes: int = 0,
+        cache: ShardCache | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(config, ArrayRecordSourceConfig):
             raise ConfigError(
@@ -274,18 +293,32 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 f"{type(config).__name__}."
             )
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
-        folder = find_dataset(paths) if decode is None and decode_batch is None else None
-        info = None
+        remote = None
+        if is_remote(paths):  # s3://, gs://, ...: files fetched into a local shard cache
+            objects, info = remote_dataset(paths, dataset=decode is None and decode_batch is None,
+                                           storage_options=storage_options)
+            window = config.shuffle_window if config.shuffle_files else None
+            remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
+                                  ahead=max(8, 2 * (window or 0)))
+            files = [o.url for o in objects]
+            if info is not None:
+                decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
+                decode, decode_batch = decoder.decode_one, decoder
+            folder = None
+        else:
+            folder = find_dataset(paths) if decode is None and decode_batch is None else None
+            info = None
         if folder is not None:  # a datarax dataset: its metadata says how to decode
             files, info = dataset_files(paths, folder)
             decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
             decode, decode_batch = decoder.decode_one, decoder
-        else:
+        elif remote is None:
             files = resolve_paths(paths)
         self._dataset_info = nnx.static(info)
+        self._remote = nnx.static(remote)
         _array_record_reader()  # the optional extra, refused by name before any thread runs
-        counts = _count_records(files)
-        if info is not None:
+        counts = _count_records(files) if remote is None else _remote_counts(remote)
+        if info is not None and remote is None:
             _check_counts(files, counts, info)
         total = sum(counts)
         if total == 0:
@@ -294,7 +327,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             )
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
-        self._data = nnx.static(ArrayRecordFiles(files, counts))
+        self._data = nnx.static(ArrayRecordFiles(files, counts, remote))
         if decode is None and decode_batch is not None:  # one record: a batch of one
             decode = functools.partial(_decode_one, decode_batch)
         self._decode = nnx.static(decode if decode is not None else default_decode)
@@ -352,9 +385,21 @@ class ArrayRecordSourceModule(RandomAccessSource):
         (within windows of files with ``shuffle_window``)."""
         order = super().epoch_order(epoch)
         window = self.config.shuffle_window
-        if window is None or order.seed is None:
-            return order
-        return dataclasses.replace(order, shard_window=(tuple(self._data.counts), int(window)))
+        if window is not None and order.seed is not None:
+            order = dataclasses.replace(order, shard_window=(tuple(self._data.counts), int(window)))
+        if self._remote is not None:  # read ahead the files this pass needs, in its order
+            start = self.index if epoch == self.epoch else 0
+            self._remote.plan(order.indices, start, order.size, self._ends)
+        return order
+
+    def stats(self) -> dict[str, Any] | None:
+        """The reader's timers, and for remote files ``"storage"``: downloads, cache hits,
+        retries (``throttled`` of them), resumed downloads, evictions, failed files and
+        seconds waited (:meth:`datarax.storage.RemoteShards.stats`)."""
+        out = super().stats()
+        if self._remote is None:
+            return out
+        return {**(out or {}), "storage": self._remote.stats()}
 
     def _check_open(self) -> None:
         if self._closed:
@@ -531,6 +576,32 @@ def _check_counts(files: list[str], counts: list[int], info: DatasetInfo) -> Non
                 "files of different conversions. Convert the data again.",
                 path=path,
             )
+
+
+def _remote_counts(remote: RemoteShards) -> list[int]:
+    """Record count of each remote file: from the dataset's metadata, else counted in the
+    cached copy (plain files are fetched once for it; a restart finds them cached)."""
+    missing = [i for i, o in enumerate(remote.objects) if o.records is None]
+
+    def count(i: int) -> int:
+        path = remote.local_path(i)
+        try:
+            return _count_one(path)
+        except RecordError as err:
+            url = remote.objects[i].url
+            raise RecordError(str(err).replace(path, url), path=url) from err
+        finally:
+            remote.release_unused()
+
+    counted = dict(zip(missing, _parallel(count, missing)))
+    return [o.records if o.records is not None else counted[i] for i, o in enumerate(remote.objects)]
+
+
+def _parallel(fn: Callable[[Any], int], items: list[Any]) -> list[int]:
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with concurrent.futures.ThreadPoolExecutor(min(16, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def _count_records(files: list[str]) -> list[int]:

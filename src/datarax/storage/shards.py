@@ -188,6 +188,11 @@ class RemoteShards:
         for i in [i for i in self._entries if i not in keep]:
             self._entries.pop(i).release()
 
+    def release_unused(self) -> None:
+        """Let the cache evict the files held outside the read-ahead window and not open."""
+        with self._lock:
+            self._release_passed()
+
     def touch(self, i: int) -> None:
         """Note that a reader reached file ``i``: read-ahead moves on past it."""
         with self._lock:
@@ -318,7 +323,8 @@ class RemoteShards:
                 record[1] += 1
                 self._handles.move_to_end(i)
             if handle is not None:
-                (closer or _close)(handle)
+                with contextlib.suppress(Exception):
+                    (closer or _close)(handle)
         self.touch(i)
         try:
             yield record[0]
@@ -327,7 +333,8 @@ class RemoteShards:
                 record[1] -= 1
                 idle = self._trim_handles()
             for close, handle in idle:
-                close(handle)
+                with contextlib.suppress(Exception):  # its reads already raised what was wrong
+                    close(handle)
 
     def _trim_handles(self) -> list[tuple[Callable[[Any], None], Any]]:
         out = []
