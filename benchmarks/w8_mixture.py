@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
           f"weights {WEIGHTS}, dim {args.dim}, batch {args.batch}", flush=True)
     names = [c.strip() for c in args.contenders.split(",") if c.strip()]
     import_contenders(names)
+    load_before = os.getloadavg()[0]
     results: dict[str, Any] = {}
     for name in names:
         try:
@@ -192,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"records": args.records, "dim": args.dim, "batch": args.batch,
                        "weights": WEIGHTS, "results": results, "ratios": ratios,
-                       "cpus": os.cpu_count()}, f, indent=2)
+                       "cpus": os.cpu_count(), "load_average_1m_before": round(load_before, 2),
+                       "load_average_1m_after": round(os.getloadavg()[0], 2)}, f, indent=2)
     done = [r for r in results.values() if "missing" not in r]
     return 0 if all(r["same_work"] for r in done) else 1
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import DataraxError
+from datarax.core.owned import fresh_aligned, seal
 from datarax.core.spec import TextSpec
 
 __all__ = ["DecodedRecords", "RecordStructureError", "describe_cause", "spec_of", "stack_values"]
@@ -53,27 +54,21 @@ def _describe_spec(spec: Any) -> str:
 ALIGNMENT = 64  # bytes; JAX's CPU backend takes aligned host buffers about twice as fast
 
 
-def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    buffer = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-    offset = (-buffer.ctypes.data) % ALIGNMENT
-    return buffer[offset : offset + nbytes].view(dtype).reshape(shape)
-
-
 def _aligned_copy(array: np.ndarray) -> np.ndarray:
-    out = _aligned_empty(array.shape, array.dtype)
+    out = fresh_aligned(array.shape, array.dtype)
     out[...] = array
-    return out
+    return seal(out)
 
 
 def stack_values(values: list[Any]) -> np.ndarray:
-    """Stack per-record values into one batch array, 64-byte aligned when numeric."""
+    """Stack per-record values into one batch array, 64-byte aligned and read-only
+    when numeric (datarax's own: the pipeline places it without another copy)."""
     first = np.asarray(values[0])
     if first.dtype.kind in "USO":
         return np.stack([np.asarray(v) for v in values])
-    out = _aligned_empty((len(values), *first.shape), first.dtype)
+    out = fresh_aligned((len(values), *first.shape), first.dtype)
     np.stack(values, out=out)
-    return out
+    return seal(out)
 
 
 class RecordStructureError(ValueError):
