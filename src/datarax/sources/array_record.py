@@ -299,7 +299,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
                                            storage_options=storage_options)
             window = config.shuffle_window if config.shuffle_files else None
             remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
-                                  ahead=max(8, 2 * (window or 0)))
+                                  ahead=max(8, 2 * (window or 0)), behind=max(1, window or 0))
             files = [o.url for o in objects]
             if info is not None:
                 decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)

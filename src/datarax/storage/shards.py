@@ -72,6 +72,8 @@ class RemoteShards:
         storage_options: passed to the fsspec filesystem.
         threads: parallel downloads.
         ahead: files fetched ahead of the reader, in the order the epoch uses them.
+        behind: the files last reached that stay held (a window shuffle of ``W`` files
+            reads ``W`` files at once: pass ``W``).
         handles: open handles kept at most (default: all when the files fit in the cache,
             else ``threads + ahead``).
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
@@ -79,11 +81,11 @@ class RemoteShards:
 
     def __init__(self, objects: Sequence[RemoteObject], *, cache: ShardCache | None = None,
                  storage_options: Mapping[str, Any] | None = None, threads: int = 4,
-                 ahead: int = 8, handles: int | None = None,
+                 ahead: int = 8, behind: int = 1, handles: int | None = None,
                  retry: RetryPolicy | None = None) -> None:
         if not objects:
             raise ConfigError("RemoteShards needs at least one file.")
-        for name, value in (("threads", threads), ("ahead", ahead)):
+        for name, value in (("threads", threads), ("ahead", ahead), ("behind", behind)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"RemoteShards {name} must be an int >= 1, got {value!r}.")
         self.objects = tuple(objects)
@@ -91,10 +93,12 @@ class RemoteShards:
         self.storage_options = dict(storage_options or {})
         self.threads = threads
         self.ahead = ahead
+        self.behind = behind
         self.retry = retry or RetryPolicy()
         self._stats = StorageStats()
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats)
         fits = sum(o.size for o in self.objects) <= self.cache.max_bytes
+        self._largest = max(o.size for o in self.objects)
         self.handle_limit = handles if handles is not None else (
             len(self.objects) if fits else threads + ahead)
         self._lock = threading.RLock()
@@ -111,7 +115,7 @@ class RemoteShards:
     def __reduce__(self) -> tuple[Any, ...]:
         # a worker process gets its own downloads into the same cache (shared safely)
         return (_rebuild, (self.objects, self.cache, self.storage_options, self.threads,
-                           self.ahead, self.handle_limit, self.retry))
+                           self.ahead, self.behind, self.handle_limit, self.retry))
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -163,11 +167,17 @@ class RemoteShards:
         if self._closed or self._progress <= self._full_at:
             return
         running = sum(1 for f in self._inflight.values() if not f.done())
+        # read ahead within the limit, leaving room for one file a reader asks for
+        used = sum(self.objects[i].size for i in set(self._entries) | set(self._inflight))
+        budget = self.cache.max_bytes - self._largest
         for i in self.upcoming():
             if running >= self.threads:
                 break
             if i in self._entries or i in self._inflight or i in self._failed:
                 continue
+            used += self.objects[i].size
+            if used > budget:
+                break
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     self.threads, thread_name_prefix="datarax-fetch")
@@ -177,30 +187,40 @@ class RemoteShards:
             running += 1
 
     def _keep(self) -> set[int]:
-        """Files to hold: the window around the reader's progress, and open handles."""
+        """Files to hold: the ``behind`` last reached, the next ``ahead``, and those a
+        reader is using."""
+        busy = {i for i, (_, users) in self._handles.items() if users}
         if self._indices is None:
-            return set(self._handles)
-        lo = max(0, self._progress - self.ahead)
-        return set(self._seq[lo:self._progress + 1 + self.ahead]) | set(self._handles)
+            return set(self._handles) | busy
+        lo = max(0, self._progress + 1 - self.behind)
+        return set(self._seq[lo:self._progress + 1 + self.ahead]) | busy
 
-    def _release_passed(self) -> None:
+    def _release_passed(self) -> list[tuple[Callable[[Any], None], Any]]:
+        """Release the files outside :meth:`_keep` (their idle handles are returned, to be
+        closed outside the lock)."""
         keep = self._keep()
+        idle = [(self._closers.pop(i), self._handles.pop(i)[0])
+                for i in [i for i in self._handles if i not in keep]]
         for i in [i for i in self._entries if i not in keep]:
             self._entries.pop(i).release()
+        return idle
 
     def release_unused(self) -> None:
-        """Let the cache evict the files held outside the read-ahead window and not open."""
+        """Let the cache evict the files held outside the read-ahead window and not in use."""
         with self._lock:
-            self._release_passed()
+            idle = self._release_passed()
+        _close_all(idle)
 
     def touch(self, i: int) -> None:
         """Note that a reader reached file ``i``: read-ahead moves on past it."""
+        idle = []
         with self._lock:
             pos = self._seq_pos.get(i)
             if pos is not None and pos > self._progress:
                 self._progress = pos
-                self._release_passed()
+                idle = self._release_passed()
                 self._schedule()
+        _close_all(idle)
 
     # ----------------------------------------------------------------- fetch
     def _prefetch(self, i: int, future: concurrent.futures.Future[str]) -> None:
@@ -294,11 +314,13 @@ class RemoteShards:
     def _drop_furthest(self, wanted: int) -> bool:
         """Release held files furthest ahead (no handle open) to make room for ``wanted``."""
         with self._lock:
+            idle = self._release_passed()
             order = sorted((i for i in self._entries if i not in self._handles and i != wanted),
                            key=lambda i: -self._seq_pos.get(i, len(self._seq)))
             for i in order[:max(1, len(order) // 2)]:
                 self._entries.pop(i).release()
-            return bool(order)
+        _close_all(idle)
+        return bool(order or idle)
 
     # --------------------------------------------------------------- handles
     @contextlib.contextmanager
@@ -332,9 +354,7 @@ class RemoteShards:
             with self._lock:
                 record[1] -= 1
                 idle = self._trim_handles()
-            for close, handle in idle:
-                with contextlib.suppress(Exception):  # its reads already raised what was wrong
-                    close(handle)
+            _close_all(idle)
 
     def _trim_handles(self) -> list[tuple[Callable[[Any], None], Any]]:
         out = []
@@ -346,7 +366,7 @@ class RemoteShards:
                 del self._handles[i]
                 out.append((self._closers.pop(i), handle))
         if out:
-            self._release_passed()
+            out += self._release_passed()
         return out
 
     # ----------------------------------------------------------------- state
@@ -387,7 +407,14 @@ def _close(handle: Any) -> None:
     handle.close()
 
 
+def _close_all(handles: list[tuple[Callable[[Any], None], Any]]) -> None:
+    for close, handle in handles:
+        with contextlib.suppress(Exception):  # its reads already raised what was wrong
+            close(handle)
+
+
 def _rebuild(objects: Sequence[RemoteObject], cache: ShardCache, storage_options: dict[str, Any],
-             threads: int, ahead: int, handles: int, retry: RetryPolicy) -> RemoteShards:
+             threads: int, ahead: int, behind: int, handles: int, retry: RetryPolicy,
+             ) -> RemoteShards:
     return RemoteShards(objects, cache=cache, storage_options=storage_options, threads=threads,
-                        ahead=ahead, handles=handles, retry=retry)
+                        ahead=ahead, behind=behind, handles=handles, retry=retry)

@@ -81,7 +81,6 @@ class RemoteObject:
 
 
 def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:
-    options.setdefault("retries", 1)
     config = dict(options.get("config_kwargs") or {})
     config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
     options["config_kwargs"] = config
@@ -99,8 +98,11 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
     match = _SCHEME.match(url)
     protocol = match.group(1).lower() if match else "file"
     options = dict(storage_options or {})
+    s3_retries = None
     if protocol in ("s3", "s3a"):
         require("s3fs", extra="remote", user=f"reading '{url}'")
+        # s3fs's own retry loop is an attribute, not a constructor option
+        s3_retries = int(options.pop("retries", 1))
         options = _s3_defaults(options)
     elif protocol in ("gs", "gcs"):
         require("gcsfs", extra="remote", user=f"reading '{url}'")
@@ -109,6 +111,8 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
     except ValueError as err:
         raise ConfigError(f"cannot read '{url}': {err} (a protocol fsspec knows, e.g. s3://, "
                           "gs://, https://).") from err
+    if s3_retries is not None:
+        fs.retries = s3_retries
     return fs, path
 
 
