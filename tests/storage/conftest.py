@@ -6,8 +6,8 @@ injects latency and faults.
 * ``s3_proxy`` (session): a threaded HTTP proxy in front of it. Clients talk to the proxy;
   each test sets what it injects (``FaultyProxy.reset()`` runs before every test):
   ``latency`` seconds per request, ``throttle(key, n)`` (the first ``n`` GETs of an
-  object answer 503 SlowDown), ``reset_mid_body(key, n)`` (the first ``n`` GETs send
-  half the body, then drop the connection). Requests are counted per (method, key).
+  object answer 503 SlowDown), ``reset_mid_body(key, n, after=k)`` (after ``k`` GETs
+  pass, the next ``n`` send half the body, then drop the connection). Requests are counted per (method, key).
 * ``s3`` (per test): a fresh bucket, the client environment set with ``monkeypatch``
   (``AWS_ENDPOINT_URL`` = the proxy, ``AWS_ACCESS_KEY_ID=testing`` ...), a boto3
   client that talks to moto directly (uploads and changes bypass the faults), and
@@ -77,6 +77,7 @@ class FaultyProxy:
             self.latency = 0.0
             self.throttles: dict[str, int] = {}
             self.resets: dict[str, int] = {}
+            self.passes: dict[str, int] = {}
             self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def throttle(self, key: str, count: int) -> None:
@@ -84,10 +85,12 @@ class FaultyProxy:
         with self.lock:
             self.throttles[key] = count
 
-    def reset_mid_body(self, key: str, count: int = 1) -> None:
-        """The next ``count`` GETs of ``key`` send half the body, then drop the connection."""
+    def reset_mid_body(self, key: str, count: int = 1, after: int = 0) -> None:
+        """After ``after`` GETs of ``key`` pass, the next ``count`` send half the body, then
+        drop the connection."""
         with self.lock:
             self.resets[key] = count
+            self.passes[key] = after
 
     def count(self, method: str, key: str) -> int:
         """Requests seen so far of ``method`` on paths ending with ``key``."""
@@ -129,15 +132,17 @@ class FaultyProxy:
         finally:
             conn.close()
         cut = req.command == "GET" and resp.status in (200, 206) and len(data) > 1 \
-            and self._take(self.resets, path)
+            and not self._take(self.passes, path) and self._take(self.resets, path)
         req.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in _HOP_HEADERS and k.lower() != "content-length":
                 req.send_header(k, v)
+        if req.command == "HEAD":  # no body: the object's length as the server said it
+            req.send_header("Content-Length", resp.getheader("Content-Length") or "0")
+            req.end_headers()
+            return
         req.send_header("Content-Length", str(len(data)))
         req.end_headers()
-        if req.command == "HEAD":
-            return
         if cut:  # half the body, then a dropped connection
             req.wfile.write(data[: len(data) // 2])
             req.wfile.flush()

@@ -3,9 +3,16 @@ user does: ``s3fs`` with the standard ``AWS_*`` environment."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import errno
+import json
+import os
+import pathlib
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
+
+from datarax.core.errors import RecordError
 
 if TYPE_CHECKING:
     from tests.storage.conftest import S3
@@ -30,3 +37,187 @@ def test_the_local_server_serves_through_the_proxy_with_faults(s3: S3) -> None:
         once.get_object(Bucket=s3.bucket, Key="probe/a.bin")["Body"].read()
     assert fs.cat(s3.url("probe/a.bin")) == data
     assert s3.proxy.count("GET", "probe/a.bin") == 4
+
+
+# --------------------------------------------------------------- datasets on S3
+SHARDS, PER_SHARD = 6, 20
+
+
+@pytest.fixture(scope="module")
+def local_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    pytest.importorskip("array_record")
+    from datarax.dataset import write_dataset
+
+    folder = tmp_path_factory.mktemp("s3data") / "ds"
+    n = SHARDS * PER_SHARD
+    records = [{"i": np.int32(i), "v": np.full(3, i, np.float32)} for i in range(n)]
+    write_dataset(records, folder, shards=SHARDS)
+    return str(folder)
+
+
+def shard_names(folder: str) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if n.endswith(".array_record"))
+
+
+def source(paths: str, tmp_path: pathlib.Path | None = None, max_bytes: int | str = "64M",
+           **config: Any) -> Any:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    kwargs: dict[str, Any] = {}
+    if tmp_path is not None:
+        kwargs["cache"] = ShardCache(tmp_path / "cache", max_bytes=max_bytes)
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), paths, **kwargs)
+
+
+def read(src: Any, batches: int | None = None, size: int = 16) -> list[int]:
+    out: list[int] = []
+    while batches is None or batches > 0:
+        batch = src.get_batch(size)
+        if batch is None:
+            break
+        assert (np.asarray(batch["v"])[:, 0] == np.asarray(batch["i"])).all()
+        out += np.asarray(batch["i"]).tolist()
+        batches = None if batches is None else batches - 1
+    return out
+
+
+def test_an_s3_dataset_reads_like_the_local_one_and_is_cached(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    s3.proxy.latency = 0.05
+    with source(local_dataset, shuffle_files=True, seed=1) as local:
+        expected = read(local)
+    with source(url, tmp_path, shuffle_files=True, seed=1) as remote:
+        assert read(remote) == expected
+        stats = remote.stats()["storage"]
+        assert stats["fetched"] == SHARDS and stats["retries"] == 0
+    gets = sum(s3.proxy.count("GET", name) for name in shard_names(local_dataset))
+    with source(url, tmp_path, shuffle_files=True, seed=1) as again:  # a restart: cached
+        assert read(again) == expected
+        assert again.stats()["storage"]["fetched"] == 0
+        assert again.stats()["storage"]["cache_hits"] >= SHARDS
+    assert sum(s3.proxy.count("GET", name) for name in shard_names(local_dataset)) == gets
+
+
+@pytest.mark.parametrize("cached", [
+    4, pytest.param(3, marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, raises=RecordError, reason=(
+        "at the epoch boundary the files held from the last epoch and the next epoch's "
+        "read-ahead fill a 3-file cache: CacheFullError on epoch 1"))])])
+def test_a_cache_smaller_than_the_dataset_with_window_shuffle(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path, cached: int) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    shard = os.path.getsize(os.path.join(local_dataset, shard_names(local_dataset)[0]))
+    limit = cached * shard + 100
+    with source(url, tmp_path, max_bytes=limit, shuffle_files=True, shuffle_window=1, seed=2) as src:
+        first = read(src)
+        src.start_epoch(1)
+        second = read(src)
+        stats = src.stats()["storage"]
+        assert src.get_state()["shuffled_indices"]["window"] == 1
+    n = SHARDS * PER_SHARD
+    assert sorted(first) == sorted(second) == list(range(n)) and first != second
+    for epoch in (first, second):  # window 1: each shard's records together
+        assert [len({i // PER_SHARD for i in epoch[k:k + PER_SHARD]}) for k in range(0, n, PER_SHARD)] \
+            == [1] * SHARDS
+    assert stats["evicted"] > 0 and stats["fetched"] > SHARDS
+    from datarax.storage import ShardCache
+
+    assert ShardCache(tmp_path / "cache", max_bytes=limit).usage() <= limit
+
+
+def test_resume_mid_epoch_from_a_state_is_exact(s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    with source(url, tmp_path, shuffle_files=True, shuffle_window=2, seed=3) as src:
+        whole = read(src)
+    with source(url, tmp_path, shuffle_files=True, shuffle_window=2, seed=3) as src:
+        head = read(src, batches=3)
+        state = json.loads(json.dumps(src.get_state()))
+    with source(url, tmp_path, shuffle_files=True, shuffle_window=2, seed=3) as src:
+        src.set_state(state)
+        assert head + read(src) == whole
+
+
+def test_throttling_is_retried_and_counted(s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    name = shard_names(local_dataset)[2]
+    s3.proxy.throttle(name, 2)
+    with source(url, tmp_path) as src:
+        assert read(src) == list(range(SHARDS * PER_SHARD))
+        stats = src.stats()["storage"]
+    assert stats["throttled"] >= 2 and stats["retries"] >= 2
+    assert s3.proxy.throttles[name] == 0
+
+
+def test_a_connection_reset_mid_file_resumes_the_download(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    from datarax.storage import Fetcher, list_objects
+
+    url = s3.upload_folder(local_dataset, "ds")
+    name = shard_names(local_dataset)[1]
+    (obj,) = list_objects(f"{url}/{name}")
+    assert obj.size == os.path.getsize(os.path.join(local_dataset, name))
+    part = tmp_path / "part"
+    part.write_bytes(b"\0" * obj.size)
+    s3.proxy.reset_mid_body(name, 1, after=2)  # the third of 8 range requests is cut
+    fetcher = Fetcher(chunk=obj.size // 8)
+    fetcher.download(obj, str(part))
+    assert part.read_bytes() == pathlib.Path(local_dataset, name).read_bytes()
+    stats = fetcher.stats.snapshot()
+    assert stats["resumed"] == 1 and stats["retries"] == 1 and stats["throttled"] == 0
+    assert s3.proxy.count("GET", name) == 9 and s3.proxy.resets[name] == 0
+    s3.proxy.reset_mid_body(name, 1)  # through a source: the file is read whole all the same
+    with source(url, tmp_path) as src:
+        assert read(src) == list(range(SHARDS * PER_SHARD))
+        assert src.stats()["storage"]["retries"] == 1
+    assert not list((tmp_path / "cache").glob("tmp/*.part"))
+
+
+@pytest.mark.parametrize("change", ["rewritten", pytest.param("deleted", marks=pytest.mark.slow)])
+def test_an_object_changed_mid_epoch_is_named_or_skipped(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path, change: str) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    name = shard_names(local_dataset)[4]
+    with open(os.path.join(local_dataset, name), "rb") as f:
+        original = f.read()
+
+    def spoil() -> None:
+        if change == "deleted":
+            s3.delete(f"ds/{name}")
+        else:  # same size, other bytes
+            s3.put(f"ds/{name}", original[:-8] + b"changed!")
+
+    with source(url, tmp_path / "a") as src:  # listed; then the object changes
+        spoil()
+        with pytest.raises(RecordError, match=f"{name}.*(changed in the store|was deleted)") as err:
+            read(src)
+        assert err.value.path == f"{url}/{name}"
+    s3.put(f"ds/{name}", original)
+    with source(url, tmp_path / "b", on_error="skip") as src:
+        spoil()
+        got = read(src)
+        state = src.get_state()
+    lost = set(range(4 * PER_SHARD, 5 * PER_SHARD))
+    assert got == [i for i in range(SHARDS * PER_SHARD) if i not in lost]
+    assert state["skipped"] == PER_SHARD or src.stats()["storage"]["failed"] == 1
+
+
+def test_a_full_disk_or_cache_is_a_clear_error_and_leaves_nothing_partial(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datarax.storage import CacheFullError
+
+    url = s3.upload_folder(local_dataset, "ds")
+    with source(url, tmp_path / "tiny", max_bytes=100) as src:
+        with pytest.raises((CacheFullError, RecordError), match=r"larger than the cache limit of 100 bytes"):
+            read(src)
+
+    def no_space(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_space)
+    with source(url, tmp_path / "full") as src:
+        with pytest.raises((CacheFullError, RecordError), match="the local disk .* is full"):
+            read(src)
+    for folder in (tmp_path / "tiny", tmp_path / "full"):
+        leftovers = [p for p in folder.rglob("*") if p.is_file() and p.suffix not in (".lock",)]
+        assert leftovers == []
