@@ -448,6 +448,13 @@ def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,
                 if all(not p.is_alive() for p in procs):
                     error = _drain(messages, report) or error
                     break
+                killed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
+                if killed:  # it may have died holding the queue's lock: the others would hang
+                    error = _drain(messages, report) or error or (
+                        f"a worker process died (exit code {killed[0]})")
+                    for p in procs:
+                        p.terminate()
+                    break
                 continue
             if kind == "error":
                 error = error or value
