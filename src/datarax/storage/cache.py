@@ -100,6 +100,13 @@ def _key(obj: RemoteObject) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def _complete(path: str, size: int) -> bool:
+    try:
+        return os.stat(path).st_size == size
+    except FileNotFoundError:
+        return False
+
+
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:] or "file"
 
@@ -195,11 +202,13 @@ class ShardCache:
         final = os.path.join(self._dir("shards"), name)
         fd = os.open(os.path.join(self._dir("locks"), name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # another process may be downloading it: wait
-            try:
-                present = os.stat(final).st_size == obj.size
-            except FileNotFoundError:
-                present = False
+            # shared first: a file another process is reading (it holds a shared lock) is
+            # used at once; only a missing one waits for the exclusive lock (a download)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            present = _complete(final, obj.size)
+            if not present:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # another process may be downloading it: wait
+                present = _complete(final, obj.size)
             if present:
                 if stats is not None:
                     stats.add("cache_hits")
