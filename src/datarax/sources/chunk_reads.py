@@ -129,15 +129,21 @@ class ChunkReads:
             columns = self.records.check_batch(raw, self.decode_batch)
             if columns is not None:  # the whole chunk at once; else record by record
                 return Chunk(columns, indices, np.arange(start, stop, dtype=np.int64), stop, [])
+        decoded_all = None
+        if not fetch_failures:  # the whole chunk at once, checked field by field
+            columns, decoded_all = self.records.decode_all(raw)
+            if columns is not None:
+                return Chunk(columns, indices, np.arange(start, stop, dtype=np.int64), stop, [])
         keep: list[int] = []
-        decoded: list[dict[str, Any]] = []
+        decoded: list[Mapping[str, Any]] = []
         failures: list[Failure] = []
         stop_early = not self.policy.skips
         for slot, record in enumerate(raw):
             cause = fetch_failures.get(slot)
             if cause is None:
                 try:
-                    decoded.append(self.records.check(record))
+                    decoded.append(self.records.check(record) if decoded_all is None
+                                   else self.records.check_decoded(decoded_all[slot]))
                     keep.append(slot)
                     continue
                 except Exception as err:  # noqa: BLE001

@@ -125,14 +125,54 @@ class DecodedRecords:
             out[key] = value
         return out
 
+    def decode_all(self, raws: list[Any]) -> tuple[dict[str, np.ndarray] | None, list[Any] | None]:
+        """Every record of a chunk decoded, and — where each is exactly the first
+        record's structure as numpy values — stacked into columns, checked per field
+        at once rather than record by record.
+
+        Returns ``(columns, decoded)``: columns None where some record differs
+        (:meth:`check_decoded` then checks ``decoded`` one by one, naming the record);
+        ``decoded`` None where ``decode`` raised (the caller decodes one by one).
+        """
+        decode = self.decode
+        try:
+            decoded = [decode(raw) for raw in raws]
+        except Exception:  # noqa: BLE001 - narrowed down record by record
+            return None, None
+        fast = self._fast
+        if self.spec is None or not decoded or len(fast) != len(self.spec):
+            return None, decoded  # text fields: the per-record path
+        if set(map(type, decoded)) != {dict} or set(map(len, decoded)) != {len(fast)}:
+            return None, decoded
+        out = {}
+        for key, (shape, dtype) in fast.items():
+            try:
+                values = [record[key] for record in decoded]
+            except KeyError:
+                return None, decoded
+            if not all(kind is np.ndarray or issubclass(kind, np.generic)
+                       for kind in set(map(type, values))):
+                return None, decoded
+            column = fresh_aligned((len(values), *shape), dtype)
+            try:  # same shapes as the first record's, same dtype exactly
+                np.stack(values, out=column, casting="no")
+            except (ValueError, TypeError):
+                return None, decoded
+            out[key] = seal(column)
+        return out, decoded
+
     def check(self, raw: Any) -> Mapping[str, Any]:
         """Decode ``raw`` and check it against the first record (:meth:`learn` first)."""
-        return self._decode_checked(raw, self.spec)
+        return self._checked(self.decode(raw), self.spec)
+
+    def check_decoded(self, record: Any) -> Mapping[str, Any]:
+        """Check a record ``decode`` returned against the first record."""
+        return self._checked(record, self.spec)
 
     def learn(self, raw: Any, index: int) -> Mapping[str, Any]:
         """Decode record ``index``, the first readable one: its fields, shapes and dtypes
         become the structure every later record must have."""
-        record = self._decode_checked(raw, None)
+        record = self._checked(self.decode(raw), None)
         self.spec = {k: spec_of(v) for k, v in record.items()}
         self._fast = {
             k: (tuple(v.shape), np.dtype(v.dtype))
@@ -142,8 +182,7 @@ class DecodedRecords:
         self.spec_index = index
         return record
 
-    def _decode_checked(self, raw: Any, reference: dict[str, Any] | None) -> Mapping[str, Any]:
-        record = self.decode(raw)
+    def _checked(self, record: Any, reference: dict[str, Any] | None) -> Mapping[str, Any]:
         fast = self._fast
         if reference is not None and type(record) is dict and len(record) == len(fast) == len(reference):
             # Hot path: every field a numpy array of the first record's shape and dtype.
