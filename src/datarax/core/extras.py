@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from datarax.errors import MissingExtraError
 from datarax.extras import EXTRAS, missing_extra, require
 
-__all__ = ["EXTRAS", "missing_extra", "require"]
+__all__ = ["EXTRAS", "MissingExtraError", "missing_extra", "require"]
