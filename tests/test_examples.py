@@ -45,10 +45,10 @@ EXAMPLES: dict[str, Example] = {
         ("records: 512 batches per epoch: 8",
          "element spec: {'features': ((8,), 'float32'), 'label': ((), 'int32')}",
          "resumed at batch 3 of 8; identical batches: True"),
-        env={"NUM_RECORDS": "512"},
+        env={"NUM_RECORDS": "512"}, slow=True,
     ),
     "checkpoint/orbax_manager.py": Example(
-        ("resumed run matches the uninterrupted run: True",), needs="orbax"
+        ("resumed run matches the uninterrupted run: True",), needs="orbax", slow=True,
     ),
     "integration/arrayrecord/01_arrayrecord_quickref.py": Example(
         ("Quick reference completed!",), needs="array_record"
@@ -57,7 +57,8 @@ EXAMPLES: dict[str, Example] = {
         ("Batch 0: (32, 28, 28, 1)", "Batch 2: (32, 28, 28, 1)"), needs="tensorflow_datasets"
     ),
     "sources/hf_streaming_sst2.py": Example(
-        ("Batch 0: ['local sentence number 0', 'local sentence number 1']...",), needs="datasets"
+        ("Batch 0: ['local sentence number 0', 'local sentence number 1']...",), needs="datasets",
+        slow=True,
     ),
     "sources/hf_local_resume.py": Example(
         ("eager: 800 {'label': ((), 'int32'), 'features': ((8,), 'float32')}",),
@@ -66,7 +67,7 @@ EXAMPLES: dict[str, Example] = {
     "vision/image_classification.py": Example(
         ("batch: {'image': ((64, 32, 32, 3), 'float32'), 'label': ((64, 3), 'float32')}",
          "soft labels sum to 1: True", "resumed batches identical: True"),
-        needs="dm_pix",
+        needs="dm_pix", slow=True,
     ),
     "filtering/filter_and_padded_eval.py": Example(
         ("resumed batches identical: True", "evaluated 158 records of 158, eval compiles: 1",

@@ -71,6 +71,7 @@ def test_contrastive_two_views_are_the_record_plus_its_own_draws():
     assert batch["labels_label"].tolist() == (ids % 3).tolist()
 
 
+@pytest.mark.slow
 def test_views_are_the_same_at_any_batch_size_and_on_the_host_path():
     small, large = rows(two_views(source(), 3)), rows(two_views(source(), 7))
     assert sorted(small) == list(range(N))

@@ -16,7 +16,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.mark.parametrize("processes", [2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [2, 4])
 def test_processes_contribute_their_shares_to_one_global_batch(tmp_path, processes):
     port = portpicker.pick_unused_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")

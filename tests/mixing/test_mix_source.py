@@ -121,6 +121,7 @@ def test_realised_proportions_in_every_window_of_10000_through_the_source():
     mix.close()
 
 
+@pytest.mark.slow
 def test_sampling_mode_draws_with_replacement_endlessly_and_deterministically():
     def make():
         return MixSource({"a": memory(0, 50), "b": Rows(100, 150)}, {"a": 3, "b": 1},

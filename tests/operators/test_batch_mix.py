@@ -91,6 +91,7 @@ def test_soft_labels_mix_as_given_and_a_single_record_passes_unchanged():
     assert np.asarray(out["label"]).tolist() == [[1.0, 0.0, 0.0, 0.0]]
 
 
+@pytest.mark.slow
 def test_short_last_batch_mixes_only_its_own_records():
     data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
     p = pipeline([BatchMixOperator(mode="mixup", alpha=1.0, num_classes=10)], data, batch_size=4)
@@ -137,6 +138,7 @@ def test_batch_errors_name_the_field():
     )
 
 
+@pytest.mark.slow
 def test_mixup_resume_is_exact_with_a_short_last_batch():
     data = {**batch(10), "id": np.arange(10, dtype=np.int32)}
     make = lambda: pipeline([BatchMixOperator(mode="mixup", alpha=0.4, num_classes=10)], data,

@@ -118,6 +118,7 @@ def test_sparse_taps_hold_every_nonzero_dense_weight(size, out, antialias):
         np.testing.assert_allclose(rebuilt, dense, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_crop_resize_sparse_and_dense_forms_agree_with_pil():
     big = RNG.random((1, 40, 36, 3)).astype(np.float32)
     # 40 -> 2 rows is a 20-pixel-wide filter: past MAX_SPARSE_TAPS, the dense form runs.
@@ -337,6 +338,7 @@ def test_stochastic_ops_are_per_record_and_invariant_to_batching_and_order(name)
     assert len({o.tobytes() for o in same_image}) > 1, f"{name}: one draw for every record"
 
 
+@pytest.mark.slow
 def test_a_chain_in_a_pipeline_gives_each_record_the_same_output_at_any_batching():
     data = {"image": images(12, size=8), "id": np.arange(12, dtype=np.int32)}
     assert_key_invariant(

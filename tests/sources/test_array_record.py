@@ -336,6 +336,7 @@ def test_large_shuffled_order_resumes_across_shuffle_windows(tmp_path):
         np.testing.assert_array_equal(order.indices(a, b), ref[a:b])
 
 
+@pytest.mark.slow
 def test_w2_benchmark_runs_and_checks_its_epochs(tmp_path):
     import subprocess
     import sys

@@ -98,6 +98,7 @@ def test_processes_serve_the_same_batches_as_threads_and_resume_exactly(files):
         source.close()
 
 
+@pytest.mark.slow
 def test_bad_records_are_skipped_counted_and_named_as_with_threads(files):
     bad = frozenset({4, 11, 20})
     source = make(files, 2, decode=decoder(bad), on_error="skip", max_skipped=3)
