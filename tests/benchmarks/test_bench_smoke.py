@@ -24,6 +24,7 @@ from benchmarks.vision_data import digest, expected_checksum, make_data, verify 
 QUICK = ["numpy", "datarax-cold", "grain", "torch-0"]  # quick starters; no cache warm-up run
 
 
+@pytest.mark.slow
 def test_w1_tiny_checksums_agree_and_report_is_written(tmp_path):
     result = run.run_suite(["W1"], reps=1, scale="tiny", contenders=QUICK, log=lambda s: None)
     paths = report.write(result, tmp_path)

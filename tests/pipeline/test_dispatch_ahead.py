@@ -211,6 +211,7 @@ def group_short_passes(monkeypatch):
     monkeypatch.setattr(dispatch, "GROUP_MIN_BATCHES", 1)  # group passes of any length
 
 
+@pytest.mark.slow
 def test_small_batches_computed_several_per_dispatch_equal_one_by_one(
     monkeypatch, group_short_passes
 ) -> None:

@@ -42,6 +42,7 @@ def test_iterators_are_context_managers_and_close_ends_the_epoch():
 
 
 @pytest.mark.parametrize("kind", ["memory", "stream"])
+@pytest.mark.slow
 def test_thousand_iterators_leave_no_threads_and_no_rss_growth(kind):
     pipeline = (
         make_memory_pipeline(64, 8, shuffle=True, stochastic=True, shard_index=0, shard_count=1)

@@ -214,6 +214,7 @@ def _close(pipeline: Pipeline) -> None:
 @FEW
 @given(streaming=st.booleans(), bs=st.integers(2, 6), shuffle=st.booleans(),
        stochastic=st.booleans(), drop=st.booleans(), epochs=st.integers(1, 2), data=st.data())
+@pytest.mark.slow
 def test_tfds_eager_and_streaming_resume_exactly(tfds_dir, streaming, bs, shuffle, stochastic,
                                                  drop, epochs, data):
     count = data.draw(st.sampled_from([1, 1, 2]), label="shard_count")
