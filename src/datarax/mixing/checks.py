@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.distinct import check_distinct
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.spec import check_same_fields
 
@@ -48,13 +49,6 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
             )
         if child.epoch_size() == 0:
             raise ConfigError(f"MixSource source '{name}' holds no records.")
-    seen: dict[int, str] = {}
-    for name, child in zip(names, children):
-        if id(child) in seen:
-            raise SourceContractError(
-                f"MixSource sources '{seen[id(child)]}' and '{name}' are the same object; "
-                "each source keeps its own position, so build one per entry."
-            )
-        seen[id(child)] = name
+    check_distinct("MixSource", "source", [f"'{n}'" for n in names], children)
     check_same_fields("MixSource", [f"source '{n}'" for n in names],
                       [c.checked_element_spec() for c in children], "mixed", "mixing")

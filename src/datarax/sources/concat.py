@@ -45,6 +45,7 @@ from flax import nnx
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import StructuralConfig, check_int, check_settings
 from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.distinct import check_distinct
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields
@@ -352,7 +353,6 @@ def _to_host(batch: Any, count: int) -> Any:
 
 
 def _check_parts(parts: list[Any]) -> None:
-    seen: dict[int, int] = {}
     for i, part in enumerate(parts):
         if not isinstance(part, DataSourceModule):
             raise SourceContractError(
@@ -365,11 +365,6 @@ def _check_parts(parts: list[Any]) -> None:
                 f"ConcatSource part {i} is sharded {part.shard}; shard the concatenation "
                 "(the Pipeline does), not its parts."
             )
-        if id(part) in seen:
-            raise SourceContractError(
-                f"ConcatSource parts {seen[id(part)]} and {i} are the same object; each part "
-                "keeps its own position, so build one source per part."
-            )
-        seen[id(part)] = i
+    check_distinct("ConcatSource", "part", [str(i) for i in range(len(parts))], parts)
     check_same_fields("ConcatSource", [f"part {i}" for i in range(len(parts))],
                       [p.checked_element_spec() for p in parts], "concatenated", "concatenating")
