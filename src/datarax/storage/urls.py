@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from datarax.errors import ConfigError, RecordError
+from datarax.errors import ConfigError, MissingExtraError, RecordError
 from datarax.extras import require
 from datarax.storage.retry import RetryPolicy, StorageStats, with_retries
 
@@ -108,6 +108,11 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
         require("gcsfs", extra="remote", user=f"reading '{url}'")
     try:
         fs, path = fsspec.core.url_to_fs(url, **options)
+    except ImportError as err:  # fsspec knows the protocol; its package is not installed
+        raise MissingExtraError(
+            f"reading '{url}' needs the fsspec filesystem of '{protocol}://', which is not "
+            f"installed ({err}). pip install \"datarax[remote]\" adds s3://, gs:// and "
+            "https://; install the package fsspec names for other protocols.") from err
     except ValueError as err:
         raise ConfigError(f"cannot read '{url}': {err} (a protocol fsspec knows, e.g. s3://, "
                           "gs://, https://).") from err
