@@ -1,6 +1,6 @@
 """A picklable Rows whose row ``kill_at`` kills the process reading it (SIGKILL):
 what a worker process killed mid-shard looks like. Imported by module name in the
-spawned worker (the test puts this folder on sys.path)."""
+spawned worker (conftest.py puts this folder on sys.path)."""
 
 from __future__ import annotations
 

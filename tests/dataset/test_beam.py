@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import random
 
@@ -11,45 +10,27 @@ import pytest
 
 beam = pytest.importorskip("apache_beam")
 
-from PIL import Image  # noqa: E402
+from dataset_helpers import png, read_dataset  # noqa: E402
 
 from datarax.beam import WriteDataset, convert_rows, direct_runner  # noqa: E402
 from datarax.cli.main import main  # noqa: E402
 from datarax.core.errors import ConfigError  # noqa: E402
 from datarax.dataset.conversion import convert  # noqa: E402
-from datarax.dataset.format import decode_records, read_metadata  # noqa: E402
+from datarax.dataset.format import read_metadata  # noqa: E402
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, write_dataset  # noqa: E402
 
 # Beam's DirectRunner engine with two worker processes (never the Prism runner).
 MULTI = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
 
-def _png(value: int) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(np.full((4, 4, 3), value, np.uint8)).save(buf, format="PNG")
-    return buf.getvalue()
-
-
 def _records(n: int = 30) -> list[dict]:
-    return [{"id": i, "x": np.full((3,), i, np.float32), "name": f"r{i}", "image": _png(i),
+    return [{"id": i, "x": np.full((3,), i, np.float32), "name": f"r{i}", "image": png(i),
              "tokens": bytes(range(i % 5))} for i in range(n)]
 
 
 def _files(dst) -> dict[str, bytes]:
     return {n: open(os.path.join(dst, n), "rb").read() for n in sorted(os.listdir(dst))
             if n.endswith(".array_record")}
-
-
-def _read(dst) -> dict:
-    from array_record.python.array_record_module import ArrayRecordReader
-
-    info = read_metadata(dst)
-    raws = []
-    for shard in info.shards:
-        reader = ArrayRecordReader(os.path.join(dst, shard.file))
-        raws += reader.read_all()
-        reader.close()
-    return decode_records(info.features, raws)
 
 
 def _same_records(a: dict, b: dict, order_a=None, order_b=None) -> None:
@@ -73,7 +54,7 @@ def _check_convert_matches_local_writer(tmp_path, options: list[str]) -> None:
     assert meta.features == local.features and meta.shards == local.shards
     assert meta.extra["runner"] == "beam" and meta.skipped == ()
     assert not os.path.exists(tmp_path / "beam" / PARTIAL_DIR)
-    _same_records(_read(tmp_path / "beam"), _read(tmp_path / "local"))
+    _same_records(read_dataset(tmp_path / "beam"), read_dataset(tmp_path / "local"))
 
 
 def test_convert_on_beam_is_byte_identical_to_the_local_writer(tmp_path) -> None:
@@ -106,11 +87,11 @@ def test_keyed_write_in_any_order_reads_back_as_the_local_writer_sorted_by_key(t
                            options=beam.options.pipeline_options.PipelineOptions(opts)) as p:
             _ = (p | beam.Create(shuffled if name == "a" else records)
                  | WriteDataset(tmp_path / name, key="id", records_per_shard=15))
-        outs.append(_read(tmp_path / name))
+        outs.append(read_dataset(tmp_path / name))
         meta = read_metadata(tmp_path / name)
         assert len(meta.shards) == 3 and meta.num_records == 40  # automatic: ceil(40 / 15)
     assert _files(tmp_path / "a") == _files(tmp_path / "b")  # input order does not matter
-    local = _read(tmp_path / "local")
+    local = read_dataset(tmp_path / "local")
     _same_records(outs[0], local, np.argsort(outs[0]["id"], kind="stable"))
 
 

@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 
 import numpy as np
 import pytest
+from dataset_helpers import png, read_dataset
 from PIL import Image
 
 from datarax.cli.main import main
 from datarax.dataset.conversion import convert
-from datarax.dataset.format import read_metadata
-from datarax.dataset.reading import DatasetDecoder
 from datarax.dataset.writer import ConversionError
-
-
-def _png(value: int, size: int = 4) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(np.full((size, size, 3), value, np.uint8)).save(buf, format="PNG")
-    return buf.getvalue()
-
-
-def _read(dst) -> dict:
-    from array_record.python.array_record_module import ArrayRecordReader
-
-    info = read_metadata(dst)
-    raws = []
-    for shard in info.shards:
-        reader = ArrayRecordReader(os.path.join(dst, shard.file))
-        raws += reader.read_all()
-        reader.close()
-    return DatasetDecoder(info.features)(raws)
 
 
 def test_hf_parquet_with_images_and_class_labels(tmp_path) -> None:
@@ -41,7 +21,7 @@ def test_hf_parquet_with_images_and_class_labels(tmp_path) -> None:
                                   "label": datasets.ClassLabel(names=["cat", "dog"]),
                                   "caption": datasets.Value("string")})
     ds = datasets.Dataset.from_dict(
-        {"image": [{"bytes": _png(i), "path": None} for i in range(6)],
+        {"image": [{"bytes": png(i), "path": None} for i in range(6)],
          "label": [i % 2 for i in range(6)], "caption": [f"c{i}" for i in range(6)]},
         features=features)
     ds.to_parquet(str(tmp_path / "train.parquet"))
@@ -50,7 +30,7 @@ def test_hf_parquet_with_images_and_class_labels(tmp_path) -> None:
     assert info.features["image"].encoding == "png" and info.features["image"].shape == (4, 4, 3)
     assert info.features["label"].class_names == ("cat", "dog")
     assert info.features["caption"].encoding == "utf8"
-    out = _read(tmp_path / "out")
+    out = read_dataset(tmp_path / "out")
     assert out["image"][:, 0, 0, 0].tolist() == list(range(6))
     assert list(out["caption"]) == [f"c{i}" for i in range(6)]
 
@@ -59,10 +39,10 @@ def test_image_folder_labels_and_bad_image(tmp_path) -> None:
     for c, name in enumerate(["ant", "bee"]):
         os.makedirs(tmp_path / "src" / name)
         for i in range(3):
-            (tmp_path / "src" / name / f"{i}.png").write_bytes(_png(10 * c + i))
+            (tmp_path / "src" / name / f"{i}.png").write_bytes(png(10 * c + i))
     info, _ = convert(str(tmp_path / "src"), tmp_path / "out")
     assert info.features["label"].class_names == ("ant", "bee")
-    out = _read(tmp_path / "out")
+    out = read_dataset(tmp_path / "out")
     assert out["label"].tolist() == [0, 0, 0, 1, 1, 1]
     assert out["image"][:, 0, 0, 0].tolist() == [0, 1, 2, 10, 11, 12]
     (tmp_path / "src" / "bee" / "3.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
@@ -77,14 +57,14 @@ def test_jsonl_csv_and_npz(tmp_path) -> None:
         for i in range(5):
             f.write(json.dumps({"x": i, "text": f"t{i}"}) + "\n")
     info, _ = convert(str(tmp_path / "a.jsonl"), tmp_path / "j")
-    assert list(_read(tmp_path / "j")["text"]) == [f"t{i}" for i in range(5)]
+    assert list(read_dataset(tmp_path / "j")["text"]) == [f"t{i}" for i in range(5)]
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "a.csv").write_text("x,y\n1,0.5\n2,1.5\n")
     info, _ = convert(str(tmp_path / "c"), tmp_path / "cv")
-    assert _read(tmp_path / "cv")["y"].tolist() == [0.5, 1.5]
+    assert read_dataset(tmp_path / "cv")["y"].tolist() == [0.5, 1.5]
     np.savez(tmp_path / "d.npz", a=np.arange(8).reshape(4, 2), b=np.arange(4, dtype=np.uint8))
     info, _ = convert(str(tmp_path / "d.npz"), tmp_path / "n", shards=2)
-    out = _read(tmp_path / "n")
+    out = read_dataset(tmp_path / "n")
     assert out["a"].tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]] and out["b"].dtype == np.uint8
 
 
@@ -105,7 +85,7 @@ def test_inspect_shows_metadata_and_captions_the_grid(tmp_path, capsys) -> None:
     for c, name in enumerate(["ant", "bee"]):
         os.makedirs(tmp_path / "src" / name)
         for i in range(2):
-            (tmp_path / "src" / name / f"{i}.png").write_bytes(_png(10 * c + i, size=8))
+            (tmp_path / "src" / name / f"{i}.png").write_bytes(png(10 * c + i, size=8))
     dst, grid = str(tmp_path / "ds"), str(tmp_path / "g.png")
     assert main(["convert", str(tmp_path / "src"), dst, "--no-progress"]) == 0
     capsys.readouterr()

@@ -6,25 +6,15 @@ import os
 
 import numpy as np
 import pytest
+from dataset_helpers import read_dataset
+from killer_rows import KillerRows
 
-from datarax.dataset.format import decode_records, read_metadata
+from datarax.dataset.format import read_metadata
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, write_dataset
 
 
 def _records(n: int = 20) -> list[dict]:
     return [{"x": np.full((2,), i, np.float32), "label": i % 3, "name": f"r{i}"} for i in range(n)]
-
-
-def _read_all(dst) -> dict:
-    from array_record.python.array_record_module import ArrayRecordReader
-
-    info = read_metadata(dst)
-    raws = []
-    for shard in info.shards:
-        reader = ArrayRecordReader(os.path.join(dst, shard.file))
-        raws += reader.read_all()
-        reader.close()
-    return decode_records(info.features, raws)
 
 
 def _shard_bytes(dst) -> dict[str, bytes]:
@@ -39,7 +29,7 @@ def test_write_read_back_and_deterministic(tmp_path) -> None:
     meta = read_metadata(tmp_path / "a")
     assert meta.features["label"].class_names == ("a", "b", "c")
     assert meta.extra["source"] == "t"
-    out = _read_all(tmp_path / "a")
+    out = read_dataset(tmp_path / "a")
     assert out["x"][:, 0].tolist() == list(range(20))
     assert list(out["name"]) == [f"r{i}" for i in range(20)]
     write_dataset(_records(), tmp_path / "b", shards=3, class_names={"label": ["a", "b", "c"]},
@@ -108,7 +98,7 @@ def test_bad_rows_raise_or_are_skipped_and_listed(tmp_path) -> None:
 def test_iterable_of_unknown_length_goes_round_robin(tmp_path) -> None:
     info, _ = write_dataset(iter(_records(7)), tmp_path, shards=2)
     assert [s.records for s in info.shards] == [4, 3]
-    assert sorted(_read_all(tmp_path)["x"][:, 0].tolist()) == list(range(7))
+    assert sorted(read_dataset(tmp_path)["x"][:, 0].tolist()) == list(range(7))
 
 
 @pytest.mark.slow
@@ -119,19 +109,16 @@ def test_two_worker_processes_write_the_same_bytes(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_a_killed_worker_leaves_no_complete_looking_shard(tmp_path, monkeypatch) -> None:
-    monkeypatch.syspath_prepend(os.path.dirname(__file__))
-    import killer_rows
-
+def test_a_killed_worker_leaves_no_complete_looking_shard(tmp_path) -> None:
     with pytest.raises(ConversionError, match=r"worker process died \(exit code -9\).*resume=True"):
-        write_dataset(killer_rows.KillerRows(40, kill_at=35), tmp_path / "a", shards=4, workers=2)
+        write_dataset(KillerRows(40, kill_at=35), tmp_path / "a", shards=4, workers=2)
     finished = sorted(n for n in os.listdir(tmp_path / "a") if n.endswith(".array_record"))
     assert "data-00003-of-00004.array_record" not in finished
     assert not os.path.exists(tmp_path / "a" / "datarax_dataset.json")
-    info, summary = write_dataset(killer_rows.KillerRows(40, kill_at=None), tmp_path / "a",
+    info, summary = write_dataset(KillerRows(40, kill_at=None), tmp_path / "a",
                                   shards=4, resume=True)
     assert info.num_records == 40 and summary.shards_resumed == len(finished)
-    assert _read_all(tmp_path / "a")["x"][:, 0].tolist() == list(range(40))
+    assert read_dataset(tmp_path / "a")["x"][:, 0].tolist() == list(range(40))
 
 
 def test_a_writer_worker_process_imports_no_jax_or_flax():
