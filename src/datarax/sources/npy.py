@@ -12,6 +12,12 @@ default ``"data"``); a mapping ``{field: file or list of shards}`` makes one fie
 entry, every field holding the same number of records. The shards of a field must
 share the per-record shape and dtype.
 
+A path may be a URL (``s3://``, ``gs://``, ``https://``, any fsspec protocol; a glob
+pattern such as ``s3://bucket/x-*.npy`` is expanded, sorted): the files are listed and
+fetched into the local shard cache (:class:`~datarax.storage.ShardCache`) once, when
+the source is built, held there while it reads, and memory-mapped from there exactly
+as local files.
+
 Example:
     >>> import numpy as np, os, tempfile
     >>> folder = tempfile.mkdtemp()
@@ -40,7 +46,9 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.dtypes import fit_column, fit_value, is_64bit
 from datarax.core.errors import ConfigError, RecordError
+from datarax.sources._remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+from datarax.storage import ShardCache, is_remote, list_objects
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
@@ -53,7 +61,9 @@ class NpySourceConfig(BadRecordFields, StructuralConfig):
     Attributes:
         paths: one ``.npy`` file, a list of shards (records numbered across them in
             that order), or a mapping ``{field: file or list of shards}``. Stored as a
-            tuple of paths, or a tuple of ``(field, paths)`` pairs for a mapping.
+            tuple of paths, or a tuple of ``(field, paths)`` pairs for a mapping. A
+            path may be a URL (``s3://bucket/x.npy``, or a glob pattern of URLs),
+            read through the local shard cache (see the module docstring).
         field: the field name of a single file or list (default ``"data"``); with a
             mapping the names come from its keys and ``field`` stays None.
         shuffle, seed: serve records in a Feistel permutation, new each epoch
@@ -151,10 +161,11 @@ def _normalize_paths(paths: Any, field: str | None) -> Any:
 class _Shards:
     """The memory-mapped files of one field, records numbered across them."""
 
-    def __init__(self, field: str, files: tuple[str, ...], cast_float64: bool) -> None:
+    def __init__(self, field: str, files: tuple[str, ...], cast_float64: bool,
+                 local: Sequence[str] | None = None) -> None:
         self.field = field
-        self.files = files
-        self.arrays = [_open(path) for path in files]
+        self.files = files  # as the user named them (URLs for remote files)
+        self.arrays = [_open(path, name) for path, name in zip(local or files, files)]
         first = self.arrays[0]
         for path, array in zip(files, self.arrays):
             if array.ndim == 0:
@@ -196,7 +207,10 @@ class _Shards:
         return self.files[f], int(index - self.starts[f])
 
 
-def _open(path: str) -> np.ndarray:
+def _open(path: str, name: str | None = None) -> np.ndarray:
+    """``path`` memory-mapped; ``name`` (default ``path``) names it in errors: the URL
+    of a remote file read from its cached copy."""
+    name = name or path
     if not os.path.isfile(path):
         what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
         raise RecordError(f"{_WHERE}: the file '{path}' {what}. Check the path.", path=path)
@@ -204,10 +218,59 @@ def _open(path: str) -> np.ndarray:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as err:  # noqa: BLE001 - reported with the file name
         raise RecordError(
-            f"{_WHERE}: '{path}' is not a readable .npy file ({type(err).__name__}: {err}). "
+            f"{_WHERE}: '{name}' is not a readable .npy file ({type(err).__name__}: {err}). "
             "Write each shard with numpy.save (one array per file, no object dtype).",
-            path=path,
+            path=name,
         ) from err
+
+
+def _remote_fields(
+    fields: dict[str, tuple[str, ...]],
+    cache: ShardCache | None,
+    storage_options: Mapping[str, Any] | None,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, list[str]], RemoteFiles | None]:
+    """For fields named by URLs: their files listed (globs expanded), every file
+    fetched into the shard cache and held. Returns ``{field: file URLs}``,
+    ``{field: local paths}`` (empty for local fields) and the held files."""
+    listed: dict[str, list[Any]] = {}
+    for name, files in fields.items():
+        remote = [is_remote(f) for f in files]
+        if any(remote) and not all(remote):
+            raise ConfigError(
+                f"{_WHERE}: field '{name}' mixes local paths and URLs ({list(files)}); give "
+                "one kind per field."
+            )
+        if all(remote):
+            listed[name] = list_objects(files, storage_options)
+    if not listed:
+        return fields, {}, None
+    objects = [o for field in listed.values() for o in field]
+    held = RemoteFiles(objects, where=_WHERE, cache=cache, storage_options=storage_options)
+    paths = iter(held.local_paths())
+    local = {name: [next(paths) for _ in objs] for name, objs in listed.items()}
+    names = {name: tuple(o.url for o in listed[name]) if name in listed else files
+             for name, files in fields.items()}
+    return names, local, held
+
+
+def _open_fields(fields: dict[str, tuple[str, ...]], local: dict[str, list[str]],
+                 cast_float64: bool) -> list[_Shards]:
+    """Every field's shards, memory-mapped (remote ones from ``local`` copies),
+    checked to hold the same number of records, at least one."""
+    shards = [_Shards(f, files, cast_float64, local.get(f)) for f, files in fields.items()]
+    lengths = {s.field: s.length for s in shards}
+    if len(set(lengths.values())) > 1:
+        counts = ", ".join(f"'{s.field}' {s.length} ({', '.join(s.files)})" for s in shards)
+        raise RecordError(
+            f"{_WHERE}: the fields hold different numbers of records: {counts}; every "
+            "field needs exactly one value per record."
+        )
+    if shards[0].length == 0:
+        raise RecordError(
+            f"{_WHERE}: the files {list(shards[0].files)} hold no records.",
+            path=shards[0].files[0],
+        )
+    return shards
 
 
 def _describe(array: np.ndarray) -> str:
@@ -227,12 +290,19 @@ class NpySource(RandomAccessSource):
         name: module name for metadata and messages.
         num_threads: reader threads.
         read_ahead: batches read ahead of the consumer (bounded).
+        cache: for URLs, the :class:`~datarax.storage.ShardCache` (folder and size limit;
+            default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``). Every file is held
+            in it while the source is open, so they must fit together.
+        storage_options: for URLs, options of the fsspec filesystem (credentials and
+            endpoints are otherwise read as the filesystem reads them, e.g. ``AWS_*``).
 
     Raises:
         RecordError: a file is missing or not a ``.npy`` array, shards of a field
             disagree on the per-record shape or dtype (naming the file), or the fields
-            hold different numbers of records.
+            hold different numbers of records. A missing remote file is named by URL.
         ConfigError: a float64 shard without ``cast_float64=True`` (x64 off).
+        MissingExtraError: a URL's filesystem is not installed (``datarax[remote]``).
+        CacheFullError: the remote files do not fit the shard cache together.
     """
 
     config: NpySourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -245,23 +315,20 @@ class NpySource(RandomAccessSource):
         name: str | None = None,
         num_threads: int = 4,
         read_ahead: int | None = None,
+        cache: ShardCache | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(config, NpySourceConfig):
             raise ConfigError(f"NpySource needs an NpySourceConfig, got {type(config).__name__}.")
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
-        shards = [_Shards(f, files, config.cast_float64) for f, files in config.fields().items()]
-        lengths = {s.field: s.length for s in shards}
-        if len(set(lengths.values())) > 1:
-            counts = ", ".join(f"'{s.field}' {s.length} ({', '.join(s.files)})" for s in shards)
-            raise RecordError(
-                f"{_WHERE}: the fields hold different numbers of records: {counts}; every "
-                "field needs exactly one value per record."
-            )
-        if shards[0].length == 0:
-            raise RecordError(
-                f"{_WHERE}: the files {list(shards[0].files)} hold no records.",
-                path=shards[0].files[0],
-            )
+        fields, local, remote = _remote_fields(config.fields(), cache, storage_options)
+        self._remote = nnx.static(remote)
+        try:
+            shards = _open_fields(fields, local, config.cast_float64)
+        except BaseException:
+            if remote is not None:
+                remote.release()
+            raise
         self._shards = nnx.static(tuple(shards))
         self._wide = nnx.static(tuple(s.field for s in shards if is_64bit(s.dtype)))
         self._length = shards[0].length
@@ -291,8 +358,24 @@ class NpySource(RandomAccessSource):
         """``(file, row in file)`` of stable record ``index`` (the first field's file)."""
         return self._shards[0].locate(int(index))
 
+    def stats(self) -> dict[str, Any] | None:
+        """The reader's timers, and for URLs ``"storage"``: downloads, cache hits,
+        retries ... (:meth:`datarax.storage.RemoteShards.stats`)."""
+        out = super().stats()
+        if self._remote is None:
+            return out
+        return {**(out or {}), "storage": self._remote.stats()}
+
+    def close(self) -> None:
+        """Stop the reader threads and let the shard cache evict the remote files
+        (open memory maps stay readable)."""
+        super().close()
+        if self._remote is not None:
+            self._remote.release()
+
     # ------------------------------------------------------------ description
     @property
     def paths(self) -> dict[str, list[str]]:
-        """``{field: its files}``, in record-numbering order."""
+        """``{field: its files}`` (URLs for remote files, globs expanded), in
+        record-numbering order."""
         return {s.field: list(s.files) for s in self._shards}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 from flax import nnx
 
@@ -15,7 +19,9 @@ from datarax.sources.hf.locate import (
     open_splits,
     split_parts,
 )
+from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.memory import MemorySource
+from datarax.storage import ShardCache
 
 
 class HFEagerSource(MemorySource):
@@ -26,6 +32,11 @@ class HFEagerSource(MemorySource):
     split), ``len``, ``element_spec`` and ``{"current_index", "current_epoch"}`` state.
     Text fields are kept on the host (``object`` arrays of ``str``) and served with
     the records they belong to.
+
+    ``name`` / ``data_files`` may be URLs (``s3://bucket/data/train-*.parquet``, any
+    fsspec protocol): the files are fetched into the local shard cache (``cache``;
+    default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``), loaded from there, and
+    released once loaded; ``storage_options`` go to the fsspec filesystem.
 
     Example:
         >>> from datarax.sources import HFEagerSource, HFEagerConfig
@@ -42,16 +53,31 @@ class HFEagerSource(MemorySource):
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        cache: ShardCache | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         check_config_type("HFEagerSource", config, HFEagerConfig)
         where = "HFEagerSource"
-        columns = _load_eager_columns(config, where)
+        files = remote_files(config, where, cache=cache, storage_options=storage_options)
+        if files is None:
+            columns = _load_eager_columns(config, where)
+        else:
+            try:
+                # datasets fingerprints local files by their mtime, which the shard cache
+                # renews on each use: prepare in a folder of our own, dropped once loaded,
+                # rather than a new copy in datasets' cache at every build
+                with tempfile.TemporaryDirectory(prefix="datarax-hf-",
+                                                 ignore_cleanup_errors=True) as prepared:
+                    columns = _load_eager_columns(local_config(config, files), where, prepared)
+            finally:
+                files.release()
         super().__init__(config, columns, rngs=rngs, name=name)  # type: ignore[arg-type]
 
 
-def _load_eager_columns(config: HFEagerConfig, where: str) -> dict[str, np.ndarray]:
+def _load_eager_columns(config: HFEagerConfig, where: str,
+                        cache_dir: str | None = None) -> dict[str, np.ndarray]:
     datasets = datasets_module(where)
-    splits = open_splits(config, streaming=False, where=where)
+    splits = open_splits(config, streaming=False, where=where, cache_dir=cache_dir)
     check_split(splits, config, where)
     lengths = {k: len(v) for k, v in splits.items()}
     parts = []

@@ -7,6 +7,7 @@ is constructed, the chosen one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from flax import nnx
@@ -15,7 +16,9 @@ from datarax.core.errors import ConfigError
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
 from datarax.sources.hf.locate import split_bytes
+from datarax.sources.hf.remote import remote_files
 from datarax.sources.hf.streaming import HFStreamingSource, open_stream
+from datarax.storage import ShardCache
 
 #: ``from_hf`` picks the eager source for splits known to be at most this many bytes.
 EAGER_MAX_BYTES = 256 * 2**20
@@ -29,6 +32,8 @@ def from_hf(
     *,
     streaming: bool | None = None,
     rngs: nnx.Rngs | None = None,
+    cache: ShardCache | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **config: Any,
 ) -> HFEagerSource | HFStreamingSource:
     """An HF source for ``name``/``split``: eager or streaming.
@@ -38,14 +43,17 @@ def from_hf(
     it is loaded eagerly (:class:`HFEagerSource`):
 
     * its size is known and at most :data:`EAGER_MAX_BYTES` (256 MiB): the size the
-      dataset declares for the split, else the bytes of its local files;
+      dataset declares for the split, else the bytes of its local files (of its remote
+      files, listed, for URLs);
     * (text fields do not matter: an eager source keeps them on the host, gathered by
       the same record indices as the device fields);
     * no streaming-only option (``chunk_size``, ``shuffle_buffer_size``, ``on_error``,
       ``max_skipped``, ``max_skipped_fraction``) is given.
 
     ``config`` holds further config fields (``shuffle``, ``seed``, ``include_keys``,
-    ``data_files``, ...).
+    ``data_files``, ...). ``name`` / ``data_files`` may be URLs (``s3://...``), read
+    through the shard cache ``cache`` with the filesystem's ``storage_options`` (see
+    :class:`HFStreamingSource`).
 
     Example:
         >>> from flax import nnx
@@ -55,25 +63,33 @@ def from_hf(
     if streaming not in (None, True, False):
         raise ConfigError(f"from_hf streaming must be True, False or None, got {streaming!r}.")
     stream_only = sorted(_STREAM_ONLY & set(config))
+    remote: dict[str, Any] = {"cache": cache, "storage_options": storage_options}
     if streaming is False:
         if stream_only:
             raise ConfigError(
                 f"from_hf: {stream_only} apply only to streaming (HFStreamingSource); drop "
                 "them or pass streaming=True."
             )
-        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
+        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs,
+                             **remote)
     stream_config = HFStreamingConfig(name=name, split=split, **config)
-    if streaming is None and not stream_only and _fits_eager(stream_config):
-        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs)
-    return HFStreamingSource(stream_config, rngs=rngs)
+    if streaming is None and not stream_only and _fits_eager(stream_config, storage_options):
+        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs,
+                             **remote)
+    return HFStreamingSource(stream_config, rngs=rngs, **remote)
 
 
-def _fits_eager(config: HFStreamingConfig) -> bool:
+def _fits_eager(config: HFStreamingConfig,
+                storage_options: Mapping[str, Any] | None = None) -> bool:
     """Whether the split's size is known and small enough to load eagerly.
 
     Text fields fit: the eager source keeps them on the host (see
-    :class:`~datarax.sources.MemorySource`).
+    :class:`~datarax.sources.MemorySource`). Remote files are listed for their sizes
+    (not fetched).
     """
+    files = remote_files(config, "from_hf", storage_options=storage_options)
+    if files is not None:
+        return sum(o.size for o in files.objects) <= EAGER_MAX_BYTES
     dataset, _, _ = open_stream(config, "from_hf")
     size = split_bytes(config, dataset)
     return size is not None and size <= EAGER_MAX_BYTES

@@ -38,7 +38,8 @@ def _is_saved_to_disk(path: str) -> bool:
     )
 
 
-def _builder_for(path: str) -> str | None:
+def builder_for(path: str) -> str | None:
+    """The ``datasets`` builder of a data file, from its extension (None: unknown)."""
     for suffix, builder in _BUILDER_BY_SUFFIX.items():
         if path.endswith(suffix) or path.endswith(suffix + ".gz"):
             return builder
@@ -58,12 +59,16 @@ def _not_found(where: str, config: HFConfig) -> DataraxError:
     )
 
 
-def open_splits(config: HFConfig, *, streaming: bool, where: str) -> dict[str, Any]:
-    """All splits of the dataset ``config`` names (lazy for streams), keyed by name."""
+def open_splits(config: HFConfig, *, streaming: bool, where: str,
+                cache_dir: str | None = None) -> dict[str, Any]:
+    """All splits of the dataset ``config`` names (lazy for streams), keyed by name;
+    ``cache_dir``: where ``datasets`` prepares them (default its own cache)."""
     datasets = datasets_module(where)
     name = config.name
     base = split_names(config.split)[0]
     kwargs: dict[str, Any] = {"streaming": streaming}
+    if cache_dir is not None:
+        kwargs["cache_dir"] = cache_dir
     if config.data_dir is not None:
         kwargs["data_dir"] = config.data_dir
     if name is not None and _is_saved_to_disk(name):
@@ -79,7 +84,7 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str) -> dict[str, A
     if files is None and name is not None and (
         os.path.isfile(name) or (glob.has_magic(name) and glob.glob(name))
     ):
-        path, files = _builder_for(name), name
+        path, files = builder_for(name), name
         if path is None:
             raise ConfigError(
                 f"{where}: cannot tell the format of {name!r} from its extension; pass "
@@ -89,7 +94,7 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str) -> dict[str, A
         kwargs["data_files"] = {base: list(files) if isinstance(files, tuple) else files}
         if path is None:
             first = files if isinstance(files, str) else files[0]
-            path = _builder_for(first)
+            path = builder_for(first)
             if path is None:
                 raise ConfigError(
                     f"{where}: cannot tell the format of {first!r} from its extension; "

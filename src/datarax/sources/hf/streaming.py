@@ -4,6 +4,7 @@ Also how the stream is opened: the split sliced as asked, its fields chosen."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,9 +25,11 @@ from datarax.sources.hf.locate import (
     split_parts,
     split_names,
 )
+from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
 from datarax.sources.skip_ledger import SkippedRecord
 from datarax.sources.skip_ledger import check_skip_state
+from datarax.storage import ShardCache
 from datarax.typing import Batch
 
 
@@ -42,6 +45,13 @@ class HFStreamingSource(StreamSource):
     ``on_error="skip"`` bad records are dropped within the ``max_skipped`` /
     ``max_skipped_fraction`` budget, reported by :meth:`skipped_records` and counted
     in the state (``"skipped"``), so resume re-skips them without counting them twice.
+
+    ``name`` / ``data_files`` may be URLs (``s3://bucket/data/train-*.parquet``, any
+    fsspec protocol): the files are listed once and fetched into the local shard cache
+    (``cache``; default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``) when the source
+    is built, and every pass reads those local copies (held in the cache until
+    :meth:`close`), so epochs and resumes read the same bytes in the same order;
+    ``storage_options`` go to the fsspec filesystem.
 
     Example:
         >>> from flax import nnx
@@ -60,11 +70,21 @@ class HFStreamingSource(StreamSource):
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        cache: ShardCache | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         check_config_type("HFStreamingSource", config, HFStreamingConfig)
         super().__init__(config, rngs=rngs, name=name)
         where = "HFStreamingSource"
-        dataset, keys, by_shard = open_stream(config, where)
+        files = remote_files(config, where, cache=cache, storage_options=storage_options)
+        self._remote = nnx.static(files)
+        try:
+            read = config if files is None else local_config(config, files)
+            dataset, keys, by_shard = open_stream(read, where)
+        except BaseException:
+            if files is not None:
+                files.release()
+            raise
         self._dataset = nnx.static(dataset)
         first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
         if first is None or first.num_rows == 0:
@@ -110,6 +130,7 @@ class HFStreamingSource(StreamSource):
                 # read ahead of it: start over where the position stands
                 reader.close()
             if not reader.is_open:
+                self._hold()
                 reader.open(epoch, skip=index, skipped=self._skipped())
             got = reader.read(batch_size)
             self.skipped.set_value(np.asarray(reader.skipped, np.int64))
@@ -124,8 +145,20 @@ class HFStreamingSource(StreamSource):
         pipeline's read-ahead thread peeks them and its consumer commits each one it
         hands out (see :class:`StreamCursor`). Ends any earlier reading session."""
         reader = self._reader
+        self._hold()
         session = reader.start(self.epoch, self.index, self._skipped())
         return StreamCursor(self, session)
+
+    def _hold(self) -> None:
+        """Remote files: hold the cached copies again after :meth:`close` (fetched
+        again, the same verified bytes, if the cache evicted them meanwhile)."""
+        if self._remote is not None:
+            self._remote.local_paths()
+
+    def stats(self) -> dict[str, Any] | None:
+        """For remote files ``{"storage": ...}``: downloads, cache hits, retries ...
+        (:meth:`datarax.storage.RemoteShards.stats`); None for local files."""
+        return None if self._remote is None else {"storage": self._remote.stats()}
 
     def _batch_of(self, columns: dict[str, np.ndarray]) -> Batch:
         return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
@@ -162,8 +195,10 @@ class HFStreamingSource(StreamSource):
         self._reader.close()
 
     def close(self) -> None:
-        """Release the open stream."""
+        """Release the open stream (and let the shard cache evict remote files)."""
         self._reader.close()
+        if self._remote is not None:
+            self._remote.release()
 
     def get_state(self) -> dict[str, Any]:
         """``current_index`` (records of the pass handed out or skipped) and

@@ -1,0 +1,147 @@
+"""Remote files a source reads whole: listed once, fetched into the shard cache, held.
+
+Sources that hand their files to a reader working on local paths (memory-mapped
+``.npy``, Hugging Face ``datasets`` over Parquet or JSON Lines) read a remote URL by
+fetching every file into the :class:`~datarax.storage.ShardCache` when the source is
+built and holding them there while it reads: each later epoch, and a resume, reads the
+same local bytes (no listing, no download), so the record order is exactly the local
+file's. The download, its retries, the verification and the cache's limits are
+:class:`~datarax.storage.RemoteShards`'.
+
+Example:
+    >>> import fsspec, tempfile
+    >>> from datarax.storage import ShardCache
+    >>> fsspec.filesystem("memory").pipe("/remote-files-doc/a.txt", b"abc")
+    >>> files = RemoteFiles.listed("memory://remote-files-doc/a.txt", where="doc",
+    ...                          cache=ShardCache(tempfile.mkdtemp(), max_bytes="1K"))
+    >>> files.urls, open(files.local_paths()[0], "rb").read()
+    (['memory://remote-files-doc/a.txt'], b'abc')
+    >>> files.release()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from datarax.storage import CacheFullError, RemoteObject, RemoteShards, ShardCache, list_objects
+
+__all__ = ["RemoteFiles"]
+
+
+class RemoteFiles:
+    """Remote files fetched into a :class:`~datarax.storage.ShardCache` and held there,
+    all at once, until :meth:`release` (see the module docstring).
+
+    Args:
+        objects: the files (from :func:`~datarax.storage.list_objects`), in reading order.
+        where: the source's name, for messages.
+        cache: the shard cache (default: ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
+        storage_options: passed to the fsspec filesystem.
+        threads: downloads at a time.
+    """
+
+    def __init__(self, objects: Sequence[RemoteObject], *, where: str,
+                 cache: ShardCache | None = None,
+                 storage_options: Mapping[str, Any] | None = None, threads: int = 4) -> None:
+        self.objects = tuple(objects)
+        self.where = where
+        self.cache = cache if cache is not None else ShardCache()
+        self.storage_options = dict(storage_options or {})
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._shards: RemoteShards | None = None
+        self._paths: list[str] | None = None
+        self._past: dict[str, float] = {}  # counters of released holds
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a copy (another process) holds its own copies of the files when it reads
+        return (_rebuild, (self.objects, self.where, self.cache, self.storage_options,
+                           self.threads))
+
+    @classmethod
+    def listed(cls, paths: str | Sequence[str], *, where: str, cache: ShardCache | None = None,
+             storage_options: Mapping[str, Any] | None = None) -> RemoteFiles:
+        """The files ``paths`` names (a URL, a glob pattern or a list), listed now.
+
+        Raises:
+            RecordError: a file is missing or a pattern matches nothing (naming the URL).
+            MissingExtraError: the URL's fsspec filesystem is not installed.
+        """
+        return cls(list_objects(paths, storage_options), where=where, cache=cache,
+                   storage_options=storage_options)
+
+    @property
+    def urls(self) -> list[str]:
+        """The files' URLs, in reading order."""
+        return [o.url for o in self.objects]
+
+    def local_paths(self) -> list[str]:
+        """Local paths of every file (fetched first when not cached), held in the cache
+        until :meth:`release`.
+
+        Raises:
+            CacheFullError: the files together do not fit the cache's limit.
+            RemoteObjectError: a file was deleted or changed since it was listed.
+        """
+        with self._lock:
+            if self._paths is not None:
+                return list(self._paths)
+            total = sum(o.size for o in self.objects)
+            if total > self.cache.max_bytes:
+                raise CacheFullError(
+                    f"{self.where} reads all its {len(self.objects)} remote files at once "
+                    f"({total} bytes), more than the shard cache's limit of "
+                    f"{self.cache.max_bytes} bytes ('{self.cache.directory}'); raise "
+                    "DATARAX_CACHE_BYTES or the source's cache max_bytes.")
+            shards = RemoteShards(self.objects, cache=self.cache,
+                                  storage_options=self.storage_options, threads=self.threads)
+            try:
+                workers = max(1, min(self.threads, len(self.objects)))
+                with concurrent.futures.ThreadPoolExecutor(
+                        workers, thread_name_prefix="datarax-fetch") as pool:
+                    paths = list(pool.map(shards.local_path, range(len(self.objects))))
+            except BaseException:
+                self._add(shards.stats())
+                shards.close()
+                raise
+            self._shards, self._paths = shards, paths
+            return list(paths)
+
+    def _add(self, stats: Mapping[str, Any]) -> None:
+        for key, value in stats.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "held":
+                self._past[key] = self._past.get(key, 0) + value
+
+    def stats(self) -> dict[str, Any]:
+        """Downloads, cache hits, retries ... (:meth:`datarax.storage.RemoteShards.stats`)
+        since this object was made, ``held`` files and ``cache_dir``."""
+        with self._lock:
+            out: dict[str, Any] = dict(self._past)
+            held = 0
+            if self._shards is not None:
+                now = self._shards.stats()
+                held = now.get("held", 0)
+                for key, value in now.items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "held":
+                        out[key] = out.get(key, 0) + value
+        out["held"] = held
+        out["cache_dir"] = self.cache.directory
+        return out
+
+    def release(self) -> None:
+        """Let the cache evict the files again (they stay until it needs the room); a
+        later :meth:`local_paths` holds them again."""
+        with self._lock:
+            shards, self._shards, self._paths = self._shards, None, None
+            if shards is not None:
+                self._add(shards.stats())
+                shards.close()
+
+
+def _rebuild(objects: tuple[RemoteObject, ...], where: str, cache: ShardCache,
+             storage_options: dict[str, Any], threads: int) -> RemoteFiles:
+    return RemoteFiles(objects, where=where, cache=cache, storage_options=storage_options,
+                       threads=threads)
