@@ -22,7 +22,7 @@ import numpy as np
 from datarax.cli.targets import Target, length_of
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec
-from datarax.dataset.format import DatasetInfo
+from datarax.dataset.metadata import DatasetInfo
 
 EXCERPT = 60
 

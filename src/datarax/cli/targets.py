@@ -180,7 +180,7 @@ def open_target(
         raise ConfigError(f"--data-dir applies to tfds: SOURCE only, not to '{spec}'.")
     policy = {"on_error": "skip"} if skip_bad else {}
     if kind == "arrayrecord":
-        from datarax.dataset.format import find_dataset
+        from datarax.dataset.metadata import find_dataset
         from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary

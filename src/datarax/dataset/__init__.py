@@ -1,6 +1,8 @@
 """Self-describing datasets on ArrayRecord: the format, the writer and ``convert``.
 
-:mod:`datarax.dataset.format` defines the record layout and the metadata file;
+:mod:`datarax.dataset.format` describes the format, defined by
+:mod:`~datarax.dataset.fields` (what each field is), :mod:`~datarax.dataset.layout` (one
+record's bytes) and :mod:`~datarax.dataset.metadata` (the shards and the metadata file);
 :mod:`datarax.dataset.writer` writes shards from any records (:func:`write_dataset`);
 :mod:`datarax.dataset.conversion` turns files on disk (Parquet, JSONL, CSV, Hugging Face,
 TFDS, image folders, ``.npy``) into a dataset (:func:`convert`, ``datarax convert``).
@@ -18,18 +20,16 @@ from datarax.exports import lazy_exports
 
 if TYPE_CHECKING:
     from datarax.dataset.conversion import convert, open_rows
-    from datarax.dataset.format import (
+    from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
+    from datarax.dataset.layout import decode_records, encode_record
+    from datarax.dataset.metadata import (
         FORMAT_VERSION,
         METADATA_FILE,
+        WRITER_OPTIONS,
         DatasetInfo,
-        Features,
-        Field,
-        RecordMismatchError,
         ShardInfo,
-        decode_records,
-        encode_record,
-        infer_features,
         read_metadata,
+        shard_info,
         shard_name,
         write_metadata,
     )
@@ -43,6 +43,7 @@ __all__ = [
     "write_dataset",
     "FORMAT_VERSION",
     "METADATA_FILE",
+    "WRITER_OPTIONS",
     "DatasetInfo",
     "Features",
     "Field",
@@ -52,6 +53,7 @@ __all__ = [
     "encode_record",
     "infer_features",
     "read_metadata",
+    "shard_info",
     "shard_name",
     "write_metadata",
 ]
@@ -60,11 +62,13 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(("convert", "open_rows"), "datarax.dataset.conversion"),
     **dict.fromkeys(("ConversionError", "WriteSummary", "write_dataset"), "datarax.dataset.writer"),
+    **dict.fromkeys(("Features", "Field", "RecordMismatchError", "infer_features"),
+                    "datarax.dataset.fields"),
+    **dict.fromkeys(("decode_records", "encode_record"), "datarax.dataset.layout"),
     **dict.fromkeys(
-        ("FORMAT_VERSION", "METADATA_FILE", "DatasetInfo", "Features", "Field", "RecordMismatchError",
-         "ShardInfo", "decode_records", "encode_record", "infer_features", "read_metadata",
-         "shard_name", "write_metadata"),
-        "datarax.dataset.format"),
+        ("FORMAT_VERSION", "METADATA_FILE", "WRITER_OPTIONS", "DatasetInfo", "ShardInfo",
+         "read_metadata", "shard_info", "shard_name", "write_metadata"),
+        "datarax.dataset.metadata"),
 }
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -2,7 +2,7 @@
 
 :class:`WriteDataset` is a ``PTransform`` that writes records (dicts, as for
 :func:`~datarax.dataset.writer.write_dataset`) into the same format: shards named by
-:func:`~datarax.dataset.format.shard_name`, each written under a temporary name in
+:func:`~datarax.dataset.metadata.shard_name`, each written under a temporary name in
 ``DST/.datarax-partial/`` and renamed when complete, per-shard record counts and
 SHA-256, the metadata file written last. Files go through Beam's ``FileSystems``, so
 ``DST`` may be a local folder or a ``gs://`` / ``s3://`` / ``hdfs://`` path the runner
@@ -29,7 +29,7 @@ Example:
     >>> with beam.Pipeline(runner=FnApiRunner()) as p:
     ...     _ = (p | beam.Create([{"id": i, "x": np.float32([i, i])} for i in range(10)])
     ...            | WriteDataset(dst, shards=2, key="id"))
-    >>> from datarax.dataset.format import read_metadata
+    >>> from datarax.dataset.metadata import read_metadata
     >>> info = read_metadata(dst)
     >>> info.num_records, len(info.shards), sorted(os.listdir(dst))[-1]
     (10, 2, 'datarax_dataset.json')
@@ -52,14 +52,13 @@ from typing import Any
 
 import numpy as np
 
-from datarax.dataset.format import (
+from datarax.dataset.fields import Features, RecordMismatchError
+from datarax.dataset.layout import encode_record
+from datarax.dataset.metadata import (
     METADATA_FILE,
     WRITER_OPTIONS,
     DatasetInfo,
-    Features,
-    RecordMismatchError,
     ShardInfo,
-    encode_record,
     shard_info,
     shard_name,
     write_metadata,
@@ -365,7 +364,7 @@ class WriteDataset(beam.PTransform):
 
     Args:
         dst: the dataset folder (any path Beam's ``FileSystems`` writes).
-        features: the :class:`~datarax.dataset.format.Features`; default: inferred from
+        features: the :class:`~datarax.dataset.fields.Features`; default: inferred from
             the record with the smallest key.
         shards: number of shard files; ``None``: one per :data:`RECORDS_PER_SHARD`
             records (``records_per_shard``), at most 1,024.
@@ -381,7 +380,7 @@ class WriteDataset(beam.PTransform):
         records_per_shard: the automatic shard size.
         rows: the :class:`~datarax.dataset.rows.Rows` the rows come from (names them in errors).
 
-    The output is a PCollection of one :class:`~datarax.dataset.format.DatasetInfo`,
+    The output is a PCollection of one :class:`~datarax.dataset.metadata.DatasetInfo`,
     after the metadata file is written. The destination is checked (and, with
     ``overwrite``, cleared) when the transform is applied to its input.
     """

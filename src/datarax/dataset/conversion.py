@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from datarax.dataset.format import METADATA_FILE, DatasetInfo, Features
+from datarax.dataset.fields import Features
+from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.rows import HFRows, IterableRows, Rows, SequenceRows, hf_hints
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
 from datarax.errors import ConfigError

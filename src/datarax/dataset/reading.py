@@ -2,7 +2,7 @@
 
 :func:`dataset_files` resolves what a reader was pointed at (the folder, a glob of its
 shards, or a list of them) into shard paths and the folder's
-:class:`~datarax.dataset.format.DatasetInfo`; :class:`DatasetDecoder` decodes a list of
+:class:`~datarax.dataset.metadata.DatasetInfo`; :class:`DatasetDecoder` decodes a list of
 records into batch columns (fixed fields with no Python call per record) with the
 64-bit rule of the rest of datarax applied per column.
 
@@ -27,7 +27,9 @@ import numpy as np
 
 from datarax.core.dtypes import fit_value
 from datarax.core.owned import fresh_aligned, seal
-from datarax.dataset.format import METADATA_FILE, DatasetInfo, Features, decode_records, read_metadata
+from datarax.dataset.fields import Features
+from datarax.dataset.layout import decode_records
+from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
 from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
 

@@ -35,16 +35,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from datarax.dataset.format import (
+from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
+from datarax.dataset.layout import encode_record
+from datarax.dataset.metadata import (
     METADATA_FILE,
     WRITER_OPTIONS,
     DatasetInfo,
-    Features,
-    Field,
-    RecordMismatchError,
     ShardInfo,
-    encode_record,
-    infer_features,
     shard_info,
     shard_name,
     write_metadata,
@@ -344,7 +341,7 @@ def write_dataset(
             ``bytes``, images), a Hugging Face ``Dataset`` split, a TFDS data source, a
             datarax source, or a :class:`~datarax.dataset.rows.Rows`.
         dst: the dataset folder (created).
-        features: the :class:`~datarax.dataset.format.Features`; default: inferred from
+        features: the :class:`~datarax.dataset.fields.Features`; default: inferred from
             the first record (and the source's schema: class names, text).
         shards: number of shard files.
         workers: processes writing shards in parallel (random-access records only).
@@ -358,7 +355,7 @@ def write_dataset(
         extra: JSON stored under the metadata's ``extra`` (e.g. the source's name).
 
     Returns:
-        The :class:`~datarax.dataset.format.DatasetInfo` written and a
+        The :class:`~datarax.dataset.metadata.DatasetInfo` written and a
         :class:`WriteSummary`.
 
     Raises:
@@ -384,7 +381,7 @@ def write_dataset(
     job = _Job(dst, feats, shards, on_error, bounds)
     fingerprint = _fingerprint(job, rows)
     if _prepare(dst, fingerprint, resume=resume, overwrite=overwrite):
-        from datarax.dataset.format import read_metadata
+        from datarax.dataset.metadata import read_metadata
 
         info = read_metadata(dst)
         return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
@@ -493,7 +490,7 @@ def _drain(messages: Any, report: Callable[[str, Any], None]) -> str | None:
 
 def resolve_features(records: Any, features: Features | None = None, *,
                      class_names: Mapping[str, Sequence[str]] | None = None) -> Features:
-    """The :class:`~datarax.dataset.format.Features` :func:`write_dataset` writes
+    """The :class:`~datarax.dataset.fields.Features` :func:`write_dataset` writes
     ``records`` with: ``features`` (plus ``class_names``), or inferred from the first
     record and the source's schema. For writers other than :func:`write_dataset`.
 

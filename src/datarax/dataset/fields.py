@@ -1,0 +1,227 @@
+"""Field descriptions: what each field of a record is and how it is stored.
+
+:class:`Features` lists :class:`Field` s in order; :func:`infer_features` works them out
+from one record. The encodings (:data:`ENCODINGS`):
+
+* ``raw`` — fixed-shape numbers, their little-endian bytes;
+* ``varlen`` — numbers with variable dimensions (``None`` in the shape);
+* ``png`` / ``jpeg`` — a ``uint8`` image of shape ``(height, width, channels)``, stored encoded;
+* ``utf8`` — a ``str``, stored as UTF-8.
+
+A field may carry ``class_names`` (the label ``i`` means ``class_names[i]``).
+
+Example:
+    >>> import numpy as np
+    >>> feats = infer_features({"x": np.float32([1, 2]), "label": 3, "name": "a"})
+    >>> [(f.name, f.dtype, f.shape, f.encoding) for f in feats.fields]
+    [('x', 'float32', (2,), 'raw'), ('label', 'int64', (), 'raw'), ('name', 'str', (), 'utf8')]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax.dataset.images import (
+    IMAGE_MODES,
+    channels_of,
+    encoded_image_bytes,
+    image_format,
+    open_image,
+    pil_image,
+)
+from datarax.errors import DataraxError
+
+__all__ = ["ENCODINGS", "Features", "Field", "RecordMismatchError", "infer_features", "infer_field"]
+
+ENCODINGS = ("raw", "varlen", "png", "jpeg", "utf8")
+
+
+class RecordMismatchError(DataraxError):
+    """A record does not match the features: ``row`` (source row, when known) and
+    ``field`` say where."""
+
+    def __init__(self, message: str, *, field: str | None = None, row: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.row = row
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One field of a record.
+
+    Attributes:
+        name: the field's key in a record.
+        dtype: numpy dtype name (``"uint8"``, ``"float32"`` ...); ``"str"`` for ``utf8``.
+        shape: per-record shape; ``None`` marks a variable dimension (``varlen``, images).
+        encoding: one of :data:`ENCODINGS`.
+        class_names: for a label field, the name of each class index.
+
+    Example:
+        >>> Field("image", "uint8", (32, 32, 3), "png").fixed
+        False
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int | None, ...]
+    encoding: str
+    class_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ENCODINGS:
+            raise DataraxError(
+                f"field '{self.name}': encoding '{self.encoding}' is not one of {ENCODINGS}.")
+        object.__setattr__(self, "shape", tuple(None if d is None else int(d) for d in self.shape))
+        if self.encoding == "utf8":
+            if self.dtype != "str" or self.shape != ():
+                raise DataraxError(f"field '{self.name}': utf8 text has dtype 'str' and shape ().")
+        else:
+            np.dtype(self.dtype)  # a known dtype, or numpy's error
+        if self.encoding == "raw" and None in self.shape:
+            raise DataraxError(
+                f"field '{self.name}': a raw field has a fixed shape, got {self.shape}; use "
+                "encoding 'varlen' for variable dimensions.")
+        if self.encoding in ("png", "jpeg") and (
+                self.dtype != "uint8" or len(self.shape) != 3 or self.shape[2] not in IMAGE_MODES):
+            raise DataraxError(
+                f"field '{self.name}': a {self.encoding} image is uint8 of shape (height, width, "
+                f"channels) with 1, 3 or 4 channels, got {self.dtype}{self.shape}.")
+        if self.class_names is not None:
+            object.__setattr__(self, "class_names", tuple(str(c) for c in self.class_names))
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the field lives in the fixed-size head (``raw``)."""
+        return self.encoding == "raw"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of a ``raw`` field in the head."""
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "dtype": self.dtype, "shape": list(self.shape),
+                               "encoding": self.encoding}
+        if self.class_names is not None:
+            out["class_names"] = list(self.class_names)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Field:
+        names = data.get("class_names")
+        return cls(str(data["name"]), str(data["dtype"]), tuple(data["shape"]),
+                   str(data["encoding"]), tuple(names) if names is not None else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Features:
+    """The ordered fields of every record, and the record layout they imply.
+
+    Example:
+        >>> f = Features((Field("x", "float32", (4,), "raw"), Field("t", "str", (), "utf8")))
+        >>> f.head_size, f.names
+        (20, ('x', 't'))
+    """
+
+    fields: tuple[Field, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", tuple(self.fields))
+        if not self.fields:
+            raise DataraxError("Features needs at least one field.")
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise DataraxError(f"Features: field names repeat: {names}.")
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    @functools.cached_property
+    def raw_fields(self) -> tuple[Field, ...]:
+        return tuple(f for f in self.fields if f.fixed)
+
+    @functools.cached_property
+    def variable_fields(self) -> tuple[Field, ...]:
+        return tuple(f for f in self.fields if not f.fixed)
+
+    @functools.cached_property
+    def head_size(self) -> int:
+        """Bytes of a record's fixed head: raw fields, then one uint32 per variable field."""
+        return sum(f.nbytes for f in self.raw_fields) + 4 * len(self.variable_fields)
+
+    def __getitem__(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [f.to_json() for f in self.fields]
+
+    @classmethod
+    def from_json(cls, data: Sequence[Mapping[str, Any]]) -> Features:
+        return cls(tuple(Field.from_json(d) for d in data))
+
+
+def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = None) -> Field:
+    """The :class:`Field` a value of one record implies.
+
+    Numbers and numpy arrays are ``raw`` (Python ``int`` → ``int64``, ``float`` →
+    ``float32``, ``bool`` → ``bool``); ``str`` is ``utf8``; PNG / JPEG bytes, Hugging
+    Face image dicts (``{"bytes", "path"}``) and PIL images are ``png`` / ``jpeg`` of the
+    image's shape (PIL images and arrays are written as PNG); other bytes are ``varlen``
+    ``uint8``.
+
+    Example:
+        >>> infer_field("t", b"\\x00\\x01")
+        Field(name='t', dtype='uint8', shape=(None,), encoding='varlen', class_names=None)
+    """
+    names = tuple(class_names) if class_names is not None else None
+    if isinstance(value, (str, np.str_)):
+        return Field(name, "str", (), "utf8", names)
+    data = encoded_image_bytes(value)
+    if data is not None:
+        image = open_image(data)
+        return Field(name, "uint8", (image.height, image.width, channels_of(image)),
+                     image_format(data) or "png", names)
+    image = pil_image(value)
+    if image is not None:
+        return Field(name, "uint8", (image.height, image.width, channels_of(image)), "png", names)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return Field(name, "uint8", (None,), "varlen", names)
+    if isinstance(value, bool):
+        return Field(name, "bool", (), "raw", names)
+    if isinstance(value, int):
+        return Field(name, "int64", (), "raw", names)
+    if isinstance(value, float):
+        return Field(name, "float32", (), "raw", names)
+    array = np.asarray(value)
+    if array.dtype.kind not in "biufc":
+        raise RecordMismatchError(
+            f"field '{name}': cannot store a value of type {type(value).__name__} "
+            f"(dtype {array.dtype}); give numbers, numpy arrays, str, bytes or images.",
+            field=name)
+    if array.dtype == np.float64 and not isinstance(value, np.ndarray | np.generic):
+        array = array.astype(np.float32)  # Python floats in a list
+    return Field(name, array.dtype.name, tuple(array.shape), "raw", names)
+
+
+def infer_features(record: Mapping[str, Any], *,
+                   class_names: Mapping[str, Sequence[str]] | None = None) -> Features:
+    """:class:`Features` from one record (a dict of field values), in its key order.
+
+    ``class_names`` maps a label field to its class names (stored in the metadata).
+    """
+    if not isinstance(record, Mapping) or not record:
+        raise RecordMismatchError(
+            f"a record is a non-empty dict of fields, got {type(record).__name__}.")
+    class_names = class_names or {}
+    return Features(tuple(infer_field(str(k), v, class_names=class_names.get(k))
+                          for k, v in record.items()))

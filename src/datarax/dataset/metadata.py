@@ -1,0 +1,180 @@
+"""The dataset folder: its shard files and the metadata file that describes them.
+
+A dataset is a folder::
+
+    DST/data-00000-of-00004.array_record   # shards (shard_name), written with WRITER_OPTIONS
+    DST/...
+    DST/datarax_dataset.json               # metadata (METADATA_FILE), written last
+
+The metadata (:class:`DatasetInfo`, :func:`write_metadata` / :func:`read_metadata`) holds
+``format`` and ``format_version``, the features, per shard its file name, record count,
+size in bytes and SHA-256 (:func:`shard_info`), the rows skipped by a conversion
+(``{"row", "field", "error"}``) and free-form ``extra``. A folder without the metadata
+file is not a dataset yet.
+
+Example:
+    >>> shard_name(0, 4), METADATA_FILE
+    ('data-00000-of-00004.array_record', 'datarax_dataset.json')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from datarax.dataset.fields import Features
+from datarax.errors import DataraxError
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "METADATA_FILE",
+    "WRITER_OPTIONS",
+    "DatasetInfo",
+    "ShardInfo",
+    "find_dataset",
+    "read_metadata",
+    "shard_info",
+    "shard_name",
+    "write_metadata",
+]
+
+FORMAT_NAME = "datarax.array_record"
+FORMAT_VERSION = 1
+METADATA_FILE = "datarax_dataset.json"
+#: array_record writer options of every shard (random access: one record per chunk).
+WRITER_OPTIONS = "group_size:1"
+
+
+def shard_name(index: int, count: int, prefix: str = "data") -> str:
+    """File name of shard ``index`` of ``count``.
+
+    Example:
+        >>> shard_name(3, 16)
+        'data-00003-of-00016.array_record'
+    """
+    return f"{prefix}-{index:05d}-of-{count:05d}.array_record"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """A finished shard: file name (relative to the dataset folder), records, bytes, SHA-256."""
+
+    file: str
+    records: int
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def shard_info(path: str | os.PathLike[str], records: int) -> ShardInfo:
+    """The :class:`ShardInfo` of a finished shard file holding ``records`` records."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+            size += len(chunk)
+    return ShardInfo(os.path.basename(os.fspath(path)), int(records), size, digest.hexdigest())
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """What the metadata file holds.
+
+    Attributes:
+        features: the records' :class:`Features`.
+        shards: the shards in record-numbering order.
+        skipped: rows left out by a conversion, ``{"row", "field", "error"}`` each.
+        extra: free-form JSON (the conversion's source and options).
+    """
+
+    features: Features
+    shards: tuple[ShardInfo, ...]
+    skipped: tuple[dict[str, Any], ...] = ()
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_records(self) -> int:
+        return sum(s.records for s in self.shards)
+
+    def class_names(self, field: str) -> tuple[str, ...] | None:
+        return self.features[field].class_names
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
+                "num_records": self.num_records, "features": self.features.to_json(),
+                "shards": [s.to_json() for s in self.shards], "skipped": list(self.skipped),
+                "extra": dict(self.extra)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, where: str = "metadata") -> DatasetInfo:
+        if data.get("format") != FORMAT_NAME:
+            raise DataraxError(f"{where}: not a {FORMAT_NAME} dataset (format {data.get('format')!r}).")
+        version = data.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise DataraxError(
+                f"{where}: format_version {version!r}; this datarax reads up to "
+                f"{FORMAT_VERSION} (upgrade datarax).")
+        return cls(Features.from_json(data["features"]),
+                   tuple(ShardInfo(**s) for s in data["shards"]),
+                   tuple(data.get("skipped", ())), dict(data.get("extra", {})))
+
+
+def write_metadata(directory: str | os.PathLike[str], info: DatasetInfo) -> str:
+    """Write ``info`` as the folder's metadata file (temporary name, then rename)."""
+    path = os.path.join(os.fspath(directory), METADATA_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(info.to_json(), f, indent=1, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def read_metadata(directory: str | os.PathLike[str]) -> DatasetInfo:
+    """The :class:`DatasetInfo` of a dataset folder."""
+    path = os.path.join(os.fspath(directory), METADATA_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError as err:
+        raise DataraxError(f"'{directory}' holds no {METADATA_FILE}: not a finished dataset "
+                           "(convert it, or resume an interrupted conversion).") from err
+    except json.JSONDecodeError as err:
+        raise DataraxError(f"'{path}' is not valid JSON ({err}).") from err
+    return DatasetInfo.from_json(data, where=path)
+
+
+def find_dataset(paths: Any) -> str | None:
+    """The dataset folder ``paths`` names, or None for plain files.
+
+    ``paths`` names a dataset when it is a folder holding :data:`METADATA_FILE`, or a
+    glob pattern / list of files whose folder holds it and whose files are all shards.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        path = os.fspath(paths)
+        if os.path.isdir(path):
+            return path if os.path.isfile(os.path.join(path, METADATA_FILE)) else None
+        items = [path]
+    elif isinstance(paths, Sequence) and paths and not isinstance(paths, bytes):
+        items = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
+        if len(items) != len(paths):
+            return None
+    else:
+        return None
+    folders = {os.path.dirname(os.path.abspath(p)) for p in items}
+    if len(folders) != 1:
+        return None
+    folder = folders.pop()
+    if not os.path.isfile(os.path.join(folder, METADATA_FILE)):
+        return None
+    return folder
