@@ -6,6 +6,12 @@ image; bilinear with antialiasing) -> horizontal flip with p=0.5 -> brightness
 ``+ U(-0.2, 0.2)`` -> contrast ``(x - channel mean) * U(0.8, 1.2) + channel mean`` ->
 normalize with MEAN/STD. Labels are record ids, so the check can tell records apart.
 
+torchvision's ``ColorJitter`` defines the two colour steps otherwise, and its contenders
+run it as it is (``color="torchvision"`` below): brightness multiplies by a factor
+U(0.8, 1.2) (:data:`JITTER_BRIGHTNESS`, 1 + the chain's shift range), contrast blends
+each pixel with the image's mean luma (one grey level, not each channel's own mean),
+each result is clipped to [0, 1], and the two steps run in a random order per record.
+
 The timed run cannot be compared value by value (each library draws its own random
 numbers), so "same work" is checked two ways: every contender pushes
 :data:`FIXED` parameters through its own transform code and must match the numpy
@@ -33,6 +39,11 @@ BRIGHTNESS, CONTRAST = (-0.2, 0.2), (0.8, 1.2)
 # The deterministic parameters of the same-work check: box (y, x, h, w) as shares of
 # the side, flipped, brightness, contrast.
 FIXED = {"box": (1 / 12, 1 / 24, 5 / 6, 11 / 12), "flip": True, "brightness": 0.1, "contrast": 1.2}
+# torchvision's brightness factor range and its luma weights (ITU-R 601, as its
+# rgb_to_grayscale); with ``color="torchvision"`` a brightness ``b`` means the factor 1 + b.
+JITTER_BRIGHTNESS = (1 + BRIGHTNESS[0], 1 + BRIGHTNESS[1])
+LUMA = np.array([0.2989, 0.587, 0.114], np.float32)
+COLORS = ("chain", "torchvision")
 
 
 def make_data(records: int, seed: int = 0, size: int = SIZE) -> tuple[np.ndarray, np.ndarray]:
@@ -71,8 +82,14 @@ def sample_box(rng: np.random.Generator, height: int, width: int) -> tuple[int, 
 
 
 def transform(image: np.ndarray, box, flip: bool, brightness: float, contrast: float,
-              out: int = OUT) -> np.ndarray:
-    """The chain on one uint8 image with the given parameters (numpy, float32)."""
+              out: int = OUT, color: str = "chain") -> np.ndarray:
+    """The chain on one uint8 image with the given parameters (numpy, float32).
+
+    ``color="torchvision"`` takes brightness and contrast as torchvision's ColorJitter
+    defines them (brightness ``b`` as the factor ``1 + b``; see the module docstring).
+    """
+    if color not in COLORS:
+        raise ValueError(f"color must be one of {COLORS}, got {color!r}")
     y, x, h, w = box
     crop = image[y:y + h, x:x + w].astype(np.float32) * np.float32(1 / 255)
     wy, wx = resize_weights(h, out), resize_weights(w, out)
@@ -81,22 +98,27 @@ def transform(image: np.ndarray, box, flip: bool, brightness: float, contrast: f
     resized = cols.reshape(out, out, 3).transpose(1, 0, 2)
     if flip:
         resized = resized[:, ::-1]
-    resized = resized + np.float32(brightness)
-    mean = resized.mean(axis=(0, 1), keepdims=True)
-    resized = (resized - mean) * np.float32(contrast) + mean
+    if color == "torchvision":
+        resized = np.clip(resized * np.float32(1 + brightness), 0, 1)
+        grey = (resized @ LUMA).mean()
+        resized = np.clip((resized - grey) * np.float32(contrast) + grey, 0, 1)
+    else:
+        resized = resized + np.float32(brightness)
+        mean = resized.mean(axis=(0, 1), keepdims=True)
+        resized = (resized - mean) * np.float32(contrast) + mean
     return ((resized - MEAN) / STD).astype(np.float32)
 
 
-def reference_fixed(images: np.ndarray, size: int = OUT) -> np.ndarray:
+def reference_fixed(images: np.ndarray, size: int = OUT, color: str = "chain") -> np.ndarray:
     """The chain with :data:`FIXED` parameters over ``images`` (numpy)."""
     box = fixed_box(images.shape[1])
-    return np.stack([transform(im, box, FIXED["flip"], FIXED["brightness"], FIXED["contrast"], size)
-                     for im in images])
+    return np.stack([transform(im, box, FIXED["flip"], FIXED["brightness"], FIXED["contrast"], size,
+                               color) for im in images])
 
 
-def check_fixed(got: np.ndarray, images: np.ndarray) -> dict[str, Any]:
+def check_fixed(got: np.ndarray, images: np.ndarray, color: str = "chain") -> dict[str, Any]:
     """Compare a contender's fixed-parameter output with the numpy reference."""
-    want = reference_fixed(images)
+    want = reference_fixed(images, color=color)
     got = np.asarray(got, np.float32)
     if got.shape != want.shape:
         return {"ok": False, "problem": f"shape {got.shape}, expected {want.shape}"}

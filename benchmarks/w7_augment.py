@@ -7,10 +7,14 @@ fixed-parameter images through its own transform code (the same-work check again
 the numpy reference, see ``benchmarks/augment_data.py``), then times one shuffled
 epoch of batch 256 where the consumer only takes per-record channel means. The
 report gives records/s over the whole epoch and after the first batch, and ratios to
-the best peer and to the numpy floor from the same run. torchvision is not among the
-peers here: the only torchvision wheels this machine's index carries are CUDA builds
-that do not load against the CPU torch, so the torch contenders use the same ops
-through ``torch.nn.functional`` (what torchvision.transforms.v2 calls underneath).
+the best peer and to the numpy floor from the same run. Torch runs twice: hand-written
+per-record ops (``torch-*``: the chain's own definitions through
+``torch.nn.functional``) and ``torchvision.transforms.v2`` as a user writes it
+(``torchvision-v2*``; its ColorJitter brightness and contrast differ from the chain's,
+so its fixed-parameter check takes torchvision's definitions, see
+``benchmarks/augment_data.py``). The torchvision wheel here is a CUDA build; it runs
+against the CPU torch (``import_torchvision`` in ``w7_contenders``), installed by the
+Makefile's bench set-up.
 """
 
 from __future__ import annotations
@@ -36,12 +40,13 @@ def worker(name: str, records: int, batch_size: int, seed: int, out: str) -> Non
     import numpy as np
 
     from benchmarks.augment_data import check_fixed, digest, make_data, verify
-    from benchmarks.w7_contenders import CONTENDERS
+    from benchmarks.w7_contenders import COLOR, CONTENDERS
 
     try:
         epoch, fixed, options, _, _ = CONTENDERS[name]
         images, labels = make_data(records, seed)
-        check = check_fixed(fixed(images[:CHECK_RECORDS]), images[:CHECK_RECORDS])
+        check = check_fixed(fixed(images[:CHECK_RECORDS]), images[:CHECK_RECORDS],
+                            color=COLOR.get(name, "chain"))
         seen: list[Any] = []
         t0 = time.perf_counter()
         first = None

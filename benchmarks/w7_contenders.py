@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.augment_data import (
-    BRIGHTNESS, CONTRAST, FIXED, MEAN, OUT, RATIO, SCALE, STD, fixed_box, sample_box, transform,
+    BRIGHTNESS, CONTRAST, FIXED, JITTER_BRIGHTNESS, MEAN, OUT, RATIO, SCALE, STD, fixed_box,
+    sample_box, transform,
 )
 
 Batches = Iterator[tuple[np.ndarray, np.ndarray]]
@@ -135,6 +136,97 @@ def torch_fixed(images: np.ndarray) -> np.ndarray:
                                       FIXED["contrast"]).numpy() for im in images])
 
 
+# -- torchvision.transforms.v2: its own transforms on uint8 tensors, DataLoader ------------
+def import_torchvision() -> Any:
+    """``import torchvision`` against the CPU torch.
+
+    The torchvision wheel on this machine's index is a CUDA build. Its CPU kernels work
+    with the CPU torch, but importing it runs ``torchvision._meta_registrations``, which
+    registers shape functions for ``torchvision::nms`` and the other compiled ops that
+    the CUDA-linked extension failed to define (``operator torchvision::nms does not
+    exist``). An empty module in that name's place skips them; the transforms here call
+    only torch ops. The empty module is set only if torchvision is not imported yet.
+    """
+    import sys
+    import types
+
+    name = "torchvision._meta_registrations"
+    if "torchvision" not in sys.modules and name not in sys.modules:
+        sys.modules[name] = types.ModuleType(name)
+    import torchvision
+
+    return torchvision
+
+
+def _torchvision_chain() -> Any:
+    import torch
+
+    import_torchvision()
+    from torchvision.transforms import v2
+
+    return v2.Compose([
+        v2.RandomResizedCrop(OUT, scale=SCALE, ratio=RATIO, antialias=True),
+        v2.RandomHorizontalFlip(0.5),
+        v2.ColorJitter(brightness=JITTER_BRIGHTNESS, contrast=CONTRAST),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(MEAN.tolist(), STD.tolist()),
+    ])
+
+
+class _TorchvisionAugment:
+    """Dataset: record -> (v2 chain over the uint8 CHW view, label); the chain is built in
+    the process that uses it (torch's RNG, which DataLoader seeds per worker)."""
+
+    def __init__(self, images, labels):
+        import torch
+
+        self.images, self.labels = torch.from_numpy(images), torch.from_numpy(labels)
+        self.chain = None
+
+    def __len__(self):
+        return self.images.shape[0]
+
+    def __getitem__(self, index):
+        if self.chain is None:
+            self.chain = _torchvision_chain()
+        # A CHW view of the HWC record (channels-last strides): torch's uint8 antialiased
+        # resize has its fast path for that layout (a contiguous copy, as ToImage makes,
+        # ran at ~0.65x per record here).
+        image = self.chain(self.images[index].permute(2, 0, 1))
+        return image.permute(1, 2, 0), self.labels[index]
+
+
+def torchvision_epoch(images, labels, batch_size, seed, workers: int = 2) -> Batches:
+    import torch
+    from torch.utils.data import DataLoader
+
+    import_torchvision()
+    torch.manual_seed(seed)
+    loader = DataLoader(_TorchvisionAugment(images, labels), batch_size=batch_size, shuffle=True,
+                        num_workers=workers, generator=torch.Generator().manual_seed(seed))
+    for image, label in loader:
+        yield image.numpy(), label.numpy()
+
+
+def torchvision_fixed(images: np.ndarray) -> np.ndarray:
+    """The kernels the v2 transforms call (``v2.functional``), with FIXED parameters."""
+    import torch
+
+    import_torchvision()
+    from torchvision.transforms.v2 import functional as F
+
+    y, x, h, w = fixed_box(images.shape[1])
+    out = []
+    for im in images:
+        t = F.resized_crop(torch.from_numpy(im).permute(2, 0, 1), y, x, h, w, [OUT, OUT],
+                           antialias=True)
+        t = F.horizontal_flip(t) if FIXED["flip"] else t
+        t = F.adjust_contrast(F.adjust_brightness(t, 1 + FIXED["brightness"]), FIXED["contrast"])
+        t = F.normalize(F.to_dtype(t, torch.float32, scale=True), MEAN.tolist(), STD.tolist())
+        out.append(t.permute(1, 2, 0).numpy())
+    return np.stack(out)
+
+
 # -- tf.data ------------------------------------------------------------------------------
 def _tf_transform(image, box, flip, brightness, contrast):
     import tensorflow as tf
@@ -225,6 +317,13 @@ CONTENDERS: dict[str, tuple[Any, Any, dict[str, Any], str, bool]] = {
     "torch-0": (torch_epoch, torch_fixed, {"workers": 0}, "Dataset of torch ops "
                 "(F.interpolate antialias) + DataLoader(num_workers=0)", False),
     "torch-2": (torch_epoch, torch_fixed, {"workers": 2}, "same, DataLoader(num_workers=2)", False),
+    "torchvision-v2-0": (torchvision_epoch, torchvision_fixed, {"workers": 0},
+                         "torchvision.transforms.v2 (RandomResizedCrop antialias, "
+                         "RandomHorizontalFlip, ColorJitter, ToDtype, Normalize) on uint8 "
+                         "CHW views + DataLoader(num_workers=0), one torch thread",
+                         False),
+    "torchvision-v2": (torchvision_epoch, torchvision_fixed, {"workers": 2},
+                       "same, DataLoader(num_workers=2)", False),
     "tf.data": (tf_epoch, tf_fixed, {}, "sample_distorted_bounding_box, tf.image, "
                 "map/batch/prefetch AUTOTUNE", False),
     "grain": (grain_epoch, grain_fixed, {}, "MapDataset.random_map(numpy chain), 2 read "
@@ -234,7 +333,15 @@ WARM_UP = {"datarax"}  # one untimed run first fills the compilation cache
 _ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # The floor is single-threaded by definition; Grain parallelises with its own threads
 # (BLAS threads on top of them only fight over the cores).
+# torchvision in the main process gets one torch thread, its best here: with torch's
+# default of one per core, ColorJitter's contrast on a uint8 image (a grey image and its
+# mean, split over threads) ran at 283 records/s against 5,007 with one thread, on
+# this shared 2-core machine. DataLoader's workers take one thread each on their own.
 ENV = {"datarax": {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}, "numpy": _ONE_BLAS_THREAD,
-       "grain": _ONE_BLAS_THREAD}
+       "grain": _ONE_BLAS_THREAD, "torchvision-v2-0": _ONE_BLAS_THREAD}
 REQUIRES = {"numpy": "numpy", "datarax": "dm_pix", "datarax-cold": "dm_pix", "torch-0": "torch", "torch-2": "torch",
+            "torchvision-v2-0": "torchvision", "torchvision-v2": "torchvision",
             "tf.data": "tensorflow", "grain": "grain"}
+# The reference each contender's fixed-parameter output is checked against: torchvision's
+# ColorJitter is run as torchvision defines it (augment_data's module docstring).
+COLOR = {"torchvision-v2-0": "torchvision", "torchvision-v2": "torchvision"}
