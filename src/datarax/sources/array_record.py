@@ -28,7 +28,7 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.extras import require
-from datarax.dataset.format import DatasetInfo, find_dataset
+from datarax.dataset.metadata import DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
