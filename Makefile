@@ -24,8 +24,12 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -n 2 -m "" --durations=10
 
+# torchvision 0.28.0 is the release built with torch 2.13 (the bench extra's pin), for
+# W7's torchvision.transforms.v2 peer. The index's wheel is a CUDA build: --no-deps keeps
+# the CPU torch, and benchmarks/w7_contenders.py imports it past its CUDA-only parts.
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e ".[all,bench]"
+	$(PY) -m pip install -q --no-deps "torchvision==0.28.0"
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
