@@ -46,7 +46,7 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.dtypes import fit_column, fit_value, is_64bit
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources._remote_files import RemoteFiles
+from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.storage import ShardCache, is_remote, list_objects
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from datarax.core.errors import ConfigError
-from datarax.sources._remote_files import RemoteFiles
+from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.hf.config import HFConfig, HFStreamingConfig  # noqa: F401 - the example
 from datarax.sources.hf.locate import builder_for
 from datarax.storage import ShardCache, is_remote

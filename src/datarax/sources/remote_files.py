@@ -1,7 +1,8 @@
 """Remote files a source reads whole: listed once, fetched into the shard cache, held.
 
 Sources that hand their files to a reader working on local paths (memory-mapped
-``.npy``, Hugging Face ``datasets`` over Parquet or JSON Lines) read a remote URL by
+``.npy``, Hugging Face ``datasets`` over Parquet or JSON Lines, the file readers of
+:mod:`datarax.text.documents`) read a remote URL by
 fetching every file into the :class:`~datarax.storage.ShardCache` when the source is
 built and holding them there while it reads: each later epoch, and a resume, reads the
 same local bytes (no listing, no download), so the record order is exactly the local
