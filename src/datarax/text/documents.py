@@ -13,6 +13,14 @@ A reader is a plain host object with three methods:
 
 Every pass must yield the same documents in the same order for the same ``epoch``
 (that is what makes resume exact): restoring re-reads from a document index.
+
+The file readers (:class:`JsonlDocuments`, :class:`ParquetDocuments`) take local paths
+or URLs (``s3://``, ``gs://``, ``https://``, any fsspec protocol; a glob pattern such as
+``s3://bucket/c-*.jsonl`` is expanded, sorted). Remote files are listed once, when the
+reader is built, fetched into the local shard cache
+(:class:`~datarax.storage.ShardCache`) and held there until the reader's ``close()``:
+every pass, and a restore, reads the same local bytes, named by their URLs in messages
+and in ``settings()``.
 """
 
 from __future__ import annotations
@@ -21,12 +29,14 @@ import inspect
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
+from datarax.sources.remote_files import RemoteFiles
+from datarax.storage import ShardCache, is_remote
 
 
 @dataclass(frozen=True)
@@ -108,26 +118,78 @@ def _takes_argument(fn: Callable[..., Any]) -> bool:
     return bool(positional)
 
 
+PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
 def _paths(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], user: str
-) -> list[str]:
+    paths: PathsLike, user: str, cache: ShardCache | None,
+    storage_options: Mapping[str, Any] | None,
+) -> tuple[list[str], RemoteFiles | None]:
+    """The files ``paths`` names (URLs listed, globs expanded) and, for URLs, the files
+    fetched into the shard cache and held."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = [os.fspath(p) for p in paths]
     if not out:
         raise ConfigError(f"{user} needs at least one file path.")
+    remote = [is_remote(p) for p in out]
+    if any(remote):
+        if not all(remote):
+            raise ConfigError(
+                f"{user}: paths mixes local paths and URLs ({out}); give one kind."
+            )
+        files = RemoteFiles.listed(out, where=user, cache=cache, storage_options=storage_options)
+        files.local_paths()  # fetched and held now
+        return files.urls, files
     for path in out:
         if not os.path.isfile(path):
             raise ConfigError(f"{user}: {path!r} does not exist or is not a file.")
-    return out
+    return out, None
 
 
-class JsonlDocuments:
+class _FileReader:
+    """What the file readers share: ``paths`` as named (URLs for remote files), the
+    local files they read, ``close`` and ``storage_stats``."""
+
+    paths: list[str]
+    _remote: RemoteFiles | None
+
+    def _local(self) -> list[str]:
+        """The files to open: the cached copies of remote files (held again when
+        :meth:`close` released them)."""
+        return self.paths if self._remote is None else self._remote.local_paths()
+
+    def close(self) -> None:
+        """Let the shard cache evict the remote files (a later read holds them again,
+        from the cache or downloaded); nothing to do for local files."""
+        if self._remote is not None:
+            self._remote.release()
+
+    def storage_stats(self) -> dict[str, Any] | None:
+        """For URLs: downloads (``fetched``), ``cache_hits``, retries ... since the
+        reader was built (:meth:`datarax.storage.RemoteShards.stats`); None for local files."""
+        return None if self._remote is None else self._remote.stats()
+
+
+class JsonlDocuments(_FileReader):
     """Documents from the ``field`` of each line of JSON Lines files, in file order.
 
     A line that is not JSON, is not an object, lacks ``field`` or holds a non-string
     there becomes a :class:`BadDocument` naming the file and line (the source's
     ``on_error`` policy decides what happens to it).
+
+    Args:
+        paths: a file, a list of files, or URLs / glob patterns of URLs (fetched into
+            the shard cache when the reader is built; see the module docstring).
+        field: the text field of each line's object.
+        cache: for URLs, the :class:`~datarax.storage.ShardCache` (default:
+            ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
+        storage_options: for URLs, options of the fsspec filesystem (credentials ...).
+
+    Raises:
+        ConfigError: no path, a local file is missing, or paths mixes files and URLs.
+        RecordError: a remote file is missing or a pattern matches nothing (naming the URL).
+        CacheFullError: the remote files do not fit the shard cache together.
 
     Example:
         >>> import json, tempfile, os
@@ -138,33 +200,36 @@ class JsonlDocuments:
         (['b', 'c'], True)
     """
 
-    def __init__(self, paths: Any, field: str = "text") -> None:
-        self.paths = _paths(paths, "JsonlDocuments")
+    def __init__(self, paths: PathsLike, field: str = "text", *,
+                 cache: ShardCache | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
+        self.paths, self._remote = _paths(paths, "JsonlDocuments", cache, storage_options)
         self.field = field
         self._counts: list[int] | None = None
 
     def _line_counts(self) -> list[int]:
         if self._counts is None:
-            self._counts = [sum(1 for _ in _lines(p)) for p in self.paths]
+            self._counts = [sum(1 for _ in _lines(p)) for p in self._local()]
         return self._counts
 
     def num_documents(self) -> int:
         return sum(self._line_counts())
 
     def settings(self) -> dict[str, Any]:
-        """The files' names, in order (not their folder: data may move), and the field."""
+        """The files' names, in order (not their folder or bucket: data may move), and
+        the field."""
         return {"reader": "JsonlDocuments", "files": _names(self.paths), "field": self.field}
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         skip = start
-        for path in self.paths:
-            for number, line in enumerate(_lines(path), 1):
+        for path in self._local():
+            for line in _lines(path):
                 if skip:
                     skip -= 1
                     continue
-                yield self._parse(line, path, number)
+                yield self._parse(line)
 
-    def _parse(self, line: bytes, path: str, number: int) -> Any:
+    def _parse(self, line: bytes) -> Any:
         try:
             record = json.loads(line)
         except UnicodeDecodeError as err:
@@ -196,11 +261,26 @@ def _lines(path: str) -> Iterator[bytes]:
                 yield line
 
 
-class ParquetDocuments:
+class ParquetDocuments(_FileReader):
     """Documents from the string (or binary) ``column`` of Parquet files, in file order.
 
     Restoring skips whole row groups from the file metadata, reading only the one the
     resume point falls in. Needs ``pyarrow`` (``pip install "datarax[hf]"``).
+
+    Args:
+        paths: a file, a list of files, or URLs / glob patterns of URLs (fetched into
+            the shard cache when the reader is built; see the module docstring).
+        column: the text column.
+        cache: for URLs, the :class:`~datarax.storage.ShardCache` (default:
+            ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
+        storage_options: for URLs, options of the fsspec filesystem (credentials ...).
+
+    Raises:
+        ConfigError: no path, a local file is missing, paths mixes files and URLs, or a
+            file has no ``column``.
+        RecordError: a remote file is missing, a pattern matches nothing, or a file is
+            not Parquet (naming the path or URL).
+        CacheFullError: the remote files do not fit the shard cache together.
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -210,23 +290,36 @@ class ParquetDocuments:
         (['c'], 3)
     """
 
-    def __init__(self, paths: Any, column: str = "text") -> None:
+    def __init__(self, paths: PathsLike, column: str = "text", *,
+                 cache: ShardCache | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
         # Imported lazily: pyarrow is part of the `hf` extra, not the core install.
         self._pq = require("pyarrow.parquet", extra="hf", user="ParquetDocuments")
-        self.paths = _paths(paths, "ParquetDocuments")
+        self.paths, self._remote = _paths(paths, "ParquetDocuments", cache, storage_options)
         self.column = column
-        self._groups: list[list[int]] = []
-        for path in self.paths:
+        try:
+            self._groups = [self._row_groups(name, path)
+                            for name, path in zip(self.paths, self._local())]
+        except BaseException:
+            self.close()
+            raise
+
+    def _row_groups(self, name: str, path: str) -> list[int]:
+        """Rows per row group of the file at ``path`` (``name`` in messages)."""
+        try:
             meta = self._pq.ParquetFile(path)
-            names = meta.schema_arrow.names
-            if column not in names:
-                raise ConfigError(
-                    f"ParquetDocuments: {path} has no column '{column}' (columns: {names}); "
-                    "pass column= naming the text column."
-                )
-            self._groups.append(
-                [meta.metadata.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        except Exception as err:  # noqa: BLE001 - reported with the file's name
+            raise RecordError(
+                f"ParquetDocuments: {name} is not a readable Parquet file "
+                f"({type(err).__name__}: {err}).", path=name
+            ) from err
+        names = meta.schema_arrow.names
+        if self.column not in names:
+            raise ConfigError(
+                f"ParquetDocuments: {name} has no column '{self.column}' (columns: {names}); "
+                "pass column= naming the text column."
             )
+        return [meta.metadata.row_group(g).num_rows for g in range(meta.num_row_groups)]
 
     def num_documents(self) -> int:
         return sum(sum(g) for g in self._groups)
@@ -238,7 +331,7 @@ class ParquetDocuments:
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         skip = start
-        for path, groups in zip(self.paths, self._groups):
+        for path, groups in zip(self._local(), self._groups):
             if skip >= sum(groups):
                 skip -= sum(groups)
                 continue
