@@ -24,6 +24,7 @@ WITH_EXAMPLES = {
     "datarax.core.keys",
     "datarax.core.owned",
     "datarax.core.position",
+    "datarax.core.share",
     "datarax.core.stream",
     "datarax.pipeline.pipeline",
     "datarax.pipeline.state",

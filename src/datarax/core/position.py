@@ -13,6 +13,8 @@ Example:
     (3, 0)
     >>> pos.move(1, 0); pos.get_state()
     {'current_index': 0, 'current_epoch': 1}
+    >>> pos.seek(0, 2); pos.where(), pos.restores
+    ((0, 2), 1)
 """
 
 from __future__ import annotations
@@ -23,10 +25,18 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.errors import StateError
+from datarax.core.module import HostState
 
 
 def _scalar(value: int) -> np.ndarray:
     return np.asarray(int(value), dtype=np.int64)
+
+
+class _Seeks(HostState):
+    """How many times a position was set from outside (never state)."""
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 class SourcePosition(nnx.Module):
@@ -35,6 +45,7 @@ class SourcePosition(nnx.Module):
     def __init__(self, epoch: int = 0, index: int = 0) -> None:
         self.epoch_var = nnx.Variable(_scalar(epoch))
         self.index_var = nnx.Variable(_scalar(index))
+        self.__seeks = _Seeks()
 
     # The raw accessors: the position is read and moved on the host, outside any trace,
     # once per batch; get_value/set_value add more tracing checks.
@@ -58,6 +69,18 @@ class SourcePosition(nnx.Module):
         """Stand at record ``index`` of pass ``epoch``."""
         self.epoch_var.set_raw_value(_scalar(epoch))
         self.index_var.set_raw_value(_scalar(index))
+
+    def seek(self, epoch: int, index: int) -> None:
+        """Stand at record ``index`` of pass ``epoch``, set from outside the reading
+        (a restore or a seek): counted in :attr:`restores`."""
+        self.move(epoch, index)
+        self.__seeks.count += 1
+
+    @property
+    def restores(self) -> int:
+        """How many times the position was set from outside (:meth:`seek`); a reader
+        that left the position somewhere tells by it whether anyone moved it since."""
+        return self.__seeks.count
 
     def get_state(self) -> dict[str, int]:
         return {"current_index": self.index, "current_epoch": self.epoch}

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -132,6 +133,30 @@ def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:
             "jax.config.update('jax_enable_x64', True).",
             fields=bad,
         )
+
+
+_CHECKED: weakref.WeakKeyDictionary[Any, dict[bool, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def checked_spec(source: Any) -> dict[str, Any]:
+    """``source.element_spec()``, read once per source and x64 setting, with declared
+    64-bit fields refused while x64 is off (:func:`check_spec_x64`).
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> source = MemorySource(MemorySourceConfig(), {"x": np.zeros((4, 2), np.float32)})
+        >>> checked_spec(source)["x"].shape, checked_spec(source) is checked_spec(source)
+        ((2,), True)
+    """
+    per_source = _CHECKED.setdefault(source, {})
+    x64 = x64_enabled()
+    if x64 not in per_source:
+        spec = dict(source.element_spec())
+        check_spec_x64(spec, where=f"{type(source).__name__}.element_spec()")
+        per_source[x64] = spec
+    return per_source[x64]
 
 
 def _leading(value: Any) -> int | None:
