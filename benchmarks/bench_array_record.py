@@ -160,7 +160,7 @@ def run_datarax(paths: list[str], records: int, batch: int, seed: int,
     source.element_spec()
     check = Check(records)
     start, cpu_start = time.perf_counter(), time.process_time()
-    source.start_epoch(0)
+    source.seek(0)
     while True:
         out, _ = source.get_batch_with_indices(batch)
         if out is None:

@@ -106,7 +106,7 @@ def _epoch(source: Any, records: int, batch: int, name: str, epoch: int = 0) -> 
     """(seconds to the first batch, seconds for the whole pass) of epoch ``epoch``."""
     check = Check(records)
     start = time.perf_counter()
-    source.start_epoch(epoch)
+    source.seek(epoch)
     first = None
     while True:
         out, _ = source.get_batch_with_indices(batch)

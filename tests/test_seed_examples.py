@@ -86,7 +86,7 @@ def test_custom_csv_source_config_requires_file_path(csv_example):
 def test_custom_csv_source_contract_and_pipeline(csv_example):
     ns, path, rows = csv_example
     source = ns["CSVDataSource"](ns["CSVDataSourceConfig"](file_path=path))
-    assert source.supports_indexed_access() and not source.supports_streaming()
+    assert source.supports_indexed_access() and source.kind.value == "indexed"
     assert len(source) == 10
     spec = source.element_spec()
     assert spec["features"].shape == (3,) and spec["features"].dtype == np.float32

@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
-from datarax.core.data_source import DataSourceModule
+from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.pipeline import Pipeline
@@ -77,8 +77,8 @@ def test_source_with_neither_method_is_refused_at_iteration_not_construction():
 
 
 def test_kinds_are_detected_from_the_methods_implemented():
-    assert Indexed().supports_indexed_access() and not Indexed().supports_streaming()
-    assert Stream().supports_streaming() and not Stream().supports_indexed_access()
+    assert Indexed().kind is SourceKind.INDEXED and Indexed().supports_indexed_access()
+    assert Stream().kind is SourceKind.STREAM and not Stream().supports_indexed_access()
 
 
 def test_default_element_spec_and_record_indices_of_indexed_source():

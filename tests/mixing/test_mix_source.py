@@ -8,6 +8,7 @@ import pytest
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
+from datarax.core.data_source import length_or_none
 from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
 from datarax.mixing import MixSource
 from datarax.operators import ElementOperator, ElementOperatorConfig
@@ -129,7 +130,7 @@ def test_sampling_mode_draws_with_replacement_endlessly_and_deterministically():
 
     mix = make()
     ids = read(mix, 400, chunk=64)
-    assert mix.length_or_none() is None and mix.epoch_size() is None
+    assert length_or_none(mix) is None and mix.epoch_size() is None
     a = ids[ids < 100]
     assert len(a) == 300 and len(ids) - len(a) == 100
     assert len(set(a.tolist())) < len(a)  # with replacement: repeats inside one pass of 50

@@ -43,7 +43,8 @@ def main() -> None:
         )
 
     out: dict = {"process_index": jax.process_index(), "process_count": jax.process_count()}
-    out["shard"] = list(make().source.shard)
+    share = make().source.shard
+    out["shard"] = [share.index, share.count]
     epochs = collect(make(), 2)
     out["epochs"] = [
         {
@@ -92,7 +93,7 @@ def main() -> None:
             )
 
         ar = make_ar()
-        out["ar_shard"] = list(ar.source.shard)
+        out["ar_shard"] = [ar.source.shard.index, ar.source.shard.count]
         out["ar_epochs"] = [
             {"epoch": e, "id": b["id"].tolist(), "noise": b["noise"].tolist()}
             for e, b in collect(ar, 2)

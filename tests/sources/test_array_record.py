@@ -292,7 +292,7 @@ def test_no_threads_left_after_close_and_context_manager(files):
 
 def test_batches_are_numpy_with_stable_indices(files):
     src = make(files, shuffle_files=True)
-    src.start_epoch(0)
+    src.seek(0)
     batch, indices = src.get_batch_with_indices(8)
     assert isinstance(batch["data"], np.ndarray) and batch["data"].shape == (8, 2)
     assert indices.tolist() == ids(batch) == shuffled(20, 42)[:8]

@@ -37,7 +37,7 @@ make_source = make
 
 
 def read_all(source, batch_size=8):
-    source.start_epoch(0)
+    source.seek(0)
     out = []
     while (batch := source.get_batch(batch_size)) is not None:
         out.extend(np.asarray(batch["data"])[:, 0].astype(int).tolist())
@@ -240,7 +240,7 @@ def test_batches_before_a_bad_record_are_handed_out(tmp_path):
         return {"data": value}
 
     source = make(path, fussy)
-    source.start_epoch(0)
+    source.seek(0)
     assert source.get_batch(6) is not None and source.get_batch(6) is not None
     assert source.get_state()["current_index"] == 12
     with pytest.raises(RecordError, match="record 13"):
@@ -263,7 +263,7 @@ def test_closing_never_hides_the_error_that_named_the_file(tmp_path, damage):
     second = write(tmp_path / "b.array_record", 400, start=400)
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), [first, second], decode=decode,
                                      num_threads=1, read_ahead=1)
-    source.start_epoch(0)
+    source.seek(0)
     assert source.get_batch(8) is not None  # the first file's reader is open
     for path in (first, second):
         if damage == "delete":

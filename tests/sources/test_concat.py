@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from datarax.core.data_source import length_or_none
 from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig, StreamSource
@@ -87,7 +88,7 @@ def test_a_part_of_unknown_length_makes_a_stream_that_resumes_by_reading_again()
         return ConcatSource([memory(0, 3), Count(4, offset=50)])
 
     source = build()
-    assert source.kind.name == "STREAM" and source.length_or_none() is None
+    assert source.kind.name == "STREAM" and length_or_none(source) is None
     with pytest.raises(TypeError, match=r"parts \[1\] do not know theirs"):
         len(source)
     pipeline = Pipeline(source=source, stages=[], batch_size=2, rngs=nnx.Rngs(0))
@@ -133,7 +134,7 @@ def test_parts_that_cannot_be_concatenated_are_refused():
         ConcatSource([a, a])
     sharded = memory(0, 4)
     sharded.set_shard(0, 2)
-    with pytest.raises(SourceContractError, match=r"part 1 is sharded \(0, 2\)"):
+    with pytest.raises(SourceContractError, match=r"part 1 is sharded \(share 0 of 2\)"):
         ConcatSource([memory(0, 3), sharded])
     with pytest.raises(SourceContractError, match="part 0 is list, not a data source"):
         ConcatSource([[1, 2]])  # type: ignore[list-item]

@@ -198,7 +198,7 @@ if __name__ == "__main__":
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), sys.argv[2:], decode=decode,
                                      num_threads=2, decode_processes=2)
-    source.start_epoch(0)
+    source.seek(0)
     assert source.get_batch(4)["id"].tolist() == [0, 1, 2, 3]
     while len(multiprocessing.active_children()) < 2:
         time.sleep(0.05)

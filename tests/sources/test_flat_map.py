@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from datarax.core.data_source import length_or_none
 from datarax.core.errors import DataraxError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig, StreamSource
@@ -43,7 +44,7 @@ def read_all(source, size):
 
 def test_each_record_gives_its_outputs_in_order_with_stable_indices_from_parent_and_offset():
     source = FlatMapSource(parent(), copies, max_outputs=2)
-    assert source.kind.name == "STREAM" and source.length_or_none() is None
+    assert source.kind.name == "STREAM" and length_or_none(source) is None
     assert {k: (v.shape, str(v.dtype)) for k, v in source.element_spec().items()} == {
         "r": ((), "int32"), "k": ((), "int32")
     }

@@ -117,7 +117,7 @@ def test_a_cache_smaller_than_the_dataset_with_window_shuffle(
     limit = cached * shard + 100
     with source(url, tmp_path, max_bytes=limit, shuffle_files=True, shuffle_window=1, seed=2) as src:
         first = read(src)
-        src.start_epoch(1)
+        src.seek(1)
         second = read(src)
         stats = src.stats()["storage"]
         assert src.get_state()["shuffled_indices"]["window"] == 1

@@ -125,7 +125,7 @@ def test_source_serves_windows_with_global_indices_and_resumes_exactly(dataset: 
         assert ids == expected
         for w in range(3):  # each 20 records come from 2 shards
             assert len(set(i // 10 for i in ids[w * 20 : (w + 1) * 20])) == 2
-        src.start_epoch(1)
+        src.seek(1)
         next_epoch = _read(src)[0]
         assert next_epoch == ShardWindows(counts, 2, seed=4).indices(np.arange(60)).tolist()
     with _source(dataset, shuffle_files=True, shuffle_window=2, seed=3) as src:

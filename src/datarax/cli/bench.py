@@ -24,6 +24,7 @@ from typing import Any
 import jax
 
 from datarax.cli.targets import Target, length_of, open_target
+from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError
 
 
@@ -88,7 +89,7 @@ def _plain_batches(source: Any, batch_size: int) -> Iterator[dict[str, Any]]:
     ``get_batch_with_indices`` for a host or streaming one (``seek`` starts each pass)."""
     source.set_shard(0, 1)
     n = length_of(source)
-    if source.supports_indexed_access() and n is not None:
+    if source.kind is SourceKind.INDEXED and n is not None:
         from flax import nnx
 
         graphdef, state = nnx.split(source)

@@ -18,17 +18,19 @@ is defined: defining ``get_batch_at`` makes it an indexed source (it then derive
 ``IndexedSource``), defining ``get_batch`` a stream (``StreamSource``). A source of no
 kind is refused when iteration starts, naming both methods.
 
-Shared contract: ``element_spec()``, ``get_state()`` / ``set_state()`` / ``seek()`` (the
-position, owned here once — see :mod:`datarax.core.position`), ``set_shard()``,
-``close()`` and record-by-record iteration (``for element in source``). Base-class
-bookkeeping lives in name-mangled attributes, so a subclass may use any natural name
-(``self._shard``, ``self._cursor``, ``self._length`` ...) for its own fields.
+Shared contract, and nothing else: ``kind``, ``element_spec()``; the share of each epoch
+(``set_shard()``, ``shard``, a :class:`~datarax.core.share.Share`; ``epoch_size()``);
+``order_settings()``; the position (``epoch``, ``index``, ``seek()``, ``get_state()`` /
+``set_state()``, owned here once — see :mod:`datarax.core.position`); ``close()`` (and
+``with``); record-by-record iteration (``for element in source``). Each kind's own
+methods live on its base. Base-class bookkeeping lives in name-mangled attributes, so a
+subclass may use any natural name (``self._shard``, ``self._cursor``, ``self._length``
+...) for its own fields.
 """
 
 from __future__ import annotations
 
 import enum
-import weakref
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,14 +40,10 @@ from datarax.core.batch import record_at
 from datarax.core.config import StructuralConfig, config_settings
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
-from datarax.core.module import DataraxModule, HostState
+from datarax.core.module import DataraxModule
 from datarax.core.position import SourcePosition
-from datarax.core.spec import check_spec_x64, x64_enabled
+from datarax.core.share import Share
 from datarax.typing import Batch
-
-_SPEC_CACHE: weakref.WeakKeyDictionary[Any, dict[bool, dict[str, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 class SourceKind(enum.Enum):
@@ -54,13 +52,6 @@ class SourceKind(enum.Enum):
     INDEXED = "indexed"  # traceable get_batch_at: one compiled step per batch
     HOST = "host"  # random access on the host: get_batch_with_indices, read ahead
     STREAM = "stream"  # forward-only get_batch: read in order, fast-forward to resume
-
-
-class _Moves(HostState):
-    """How many times a source's position was set from outside (never state)."""
-
-    def __init__(self) -> None:
-        self.count = 0
 
 
 class DataSourceModule(DataraxModule):
@@ -122,28 +113,9 @@ class DataSourceModule(DataraxModule):
     ) -> None:
         super().__init__(config, rngs=rngs, name=name)
         self.datarax_position = SourcePosition()
-        self.__shard = (0, 1)  # (index, count): this process's share of every epoch
-        self.__padded = False  # shares rounded up (set_shard(padded=True))
-        self.__moves = _Moves()
+        self.__shard = Share()  # this process's share of every epoch
 
     # ------------------------------------------------------------------ contract
-    def supports_indexed_access(self) -> bool:
-        """True for an indexed source (``get_batch_at``: the compiled path)."""
-        return self.kind is SourceKind.INDEXED
-
-    def supports_streaming(self) -> bool:
-        """True for host and stream sources (read on the host)."""
-        return self.kind in (SourceKind.HOST, SourceKind.STREAM)
-
-    def check_contract(self) -> None:
-        """Raise unless the source is of a kind (implements ``get_batch_at`` or ``get_batch``)."""
-        if self.kind is None:
-            raise SourceContractError(
-                f"{type(self).__name__} implements neither get_batch_at(start, size, key) "
-                "(random access, compiled path) nor get_batch(batch_size) (forward-only "
-                "streaming). Implement one of them to use it as a data source."
-            )
-
     def element_spec(self) -> dict[str, Any]:
         """Per-record keys, shapes and dtypes the source's batches carry."""
         raise NotImplementedError(
@@ -151,21 +123,11 @@ class DataSourceModule(DataraxModule):
             "batches carry."
         )
 
-    def checked_element_spec(self) -> dict[str, Any]:
-        """``element_spec()`` read once per source and x64 setting, 64-bit fields refused."""
-        per_source = _SPEC_CACHE.setdefault(self, {})
-        x64 = x64_enabled()
-        if x64 not in per_source:
-            spec = dict(self.element_spec())
-            check_spec_x64(spec, where=f"{type(self).__name__}.element_spec()")
-            per_source[x64] = spec
-        return per_source[x64]
-
     # -------------------------------------------------------------------- shard
     def set_shard(self, index: int, count: int, padded: bool = False) -> None:
         """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).
 
-        Random-access sources serve the contiguous block ``shard_bounds(len)`` of each
+        Random-access sources serve the contiguous block ``shard.bounds(len)`` of each
         epoch's (shuffled) order, so shares are disjoint and equally long; the last
         ``len % count`` positions of each epoch are left out. Streams keep every
         ``count``-th record starting at ``index``, in whole rounds of ``count``
@@ -174,55 +136,29 @@ class DataSourceModule(DataraxModule):
         ``padded=True`` (sources of known length; ``Pipeline(pad_remainder=True)``)
         rounds each share up to ``ceil(len / count)`` positions instead, so every
         record is in exactly one share; positions past the epoch's end are padding
-        slots (:meth:`shard_records` says how many of a share's positions are records).
+        slots (``shard.records(len)`` says how many of a share's positions are records).
+        See :class:`~datarax.core.share.Share`.
         """
-        valid = isinstance(count, int) and isinstance(index, int) and 0 <= index < count
-        if not valid or isinstance(count, bool) or isinstance(index, bool):
-            raise ValueError(
-                f"shard index must satisfy 0 <= index < count, got index={index!r}, "
-                f"count={count!r}."
-            )
-        self.__shard = (index, count)
-        self.__padded = bool(padded) and count > 1
+        share = Share(index, count)
+        self.__shard = Share(index, count, True) if padded and count > 1 else share
 
     @property
-    def shard(self) -> tuple[int, int]:
-        """``(index, count)`` of the share of each epoch this source serves."""
+    def shard(self) -> Share:
+        """The :class:`~datarax.core.share.Share` of each epoch this source serves.
+
+        Example:
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> source = MemorySource(MemorySourceConfig(), {"x": np.arange(10)})
+            >>> source.set_shard(1, 4)
+            >>> source.shard.index, source.shard.count, source.shard.bounds(len(source))
+            (1, 4, (2, 4))
+        """
         return self.__shard
-
-    def shard_bounds(self, length: int) -> tuple[int, int]:
-        """``[lo, hi)`` epoch positions of this shard for a source of ``length`` records."""
-        index, count = self.__shard
-        if count == 1:
-            return 0, length
-        share = -(-length // count) if self.__padded else length // count
-        return index * share, (index + 1) * share
-
-    @property
-    def shard_padded(self) -> bool:
-        """Whether the shares are rounded up, their last positions padding slots."""
-        return self.__padded
-
-    def shard_records(self, length: int) -> int:
-        """Positions of this shard's block that are records of a ``length``-record epoch
-        (the rest, in a padded layout, are padding slots at the block's end)."""
-        lo, hi = self.shard_bounds(length)
-        return max(min(hi, length) - lo, 0)
-
-    def length_or_none(self) -> int | None:
-        """``len(self)``, or None for a source that does not know its length."""
-        try:
-            return len(self)  # type: ignore[arg-type]
-        except TypeError:
-            return None
 
     def epoch_size(self) -> int | None:
         """Records this shard serves per epoch (None when the length is unknown)."""
-        n = self.length_or_none()
-        if n is None:
-            return None
-        lo, hi = self.shard_bounds(n)
-        return hi - lo
+        n = length_or_none(self)
+        return None if n is None else self.__shard.size(n)
 
     def order_settings(self) -> dict[str, Any]:
         """The settings that decide the order and content of an epoch, by name: a
@@ -249,29 +185,14 @@ class DataSourceModule(DataraxModule):
         """Records of that pass the consumer has received."""
         return self.datarax_position.index
 
-    @property
-    def restores(self) -> int:
-        """How many times the position was set from outside (``set_state`` / ``seek``)."""
-        return self.__moves.count
-
     def seek(self, epoch: int, index: int = 0) -> None:
         """Stand at record ``index`` of pass ``epoch``: the next record served is that one.
 
         Host sources drop their read-ahead; streams re-read the pass up to ``index``
-        on the next read.
+        on the next read. ``seek(epoch)`` stands at the start of pass ``epoch``.
         """
-        self.datarax_position.move(epoch, index)
-        self.__moves.count += 1
+        self.datarax_position.seek(epoch, index)
         self._moved()
-
-    def start_epoch(self, epoch: int) -> None:
-        """Stand at the start of pass ``epoch`` (``seek(epoch, 0)``)."""
-        self.seek(epoch, 0)
-
-    def advance(self, count: int) -> None:
-        """Count ``count`` more records as received by the consumer (Pipeline calls this
-        for indexed sources, whose batches it computes itself)."""
-        self.datarax_position.advance(count)
 
     def _moved(self) -> None:
         """Hook: the position was set from outside; kinds drop what depended on it."""
@@ -309,8 +230,7 @@ class DataSourceModule(DataraxModule):
         self.close()
 
     # ---------------------------------------------------------- record iteration
-    @property
-    def num_epochs(self) -> int:
+    def _direct_passes(self) -> int:
         """Passes that direct iteration makes (``config.num_epochs``; -1 unbounded)."""
         return int(getattr(self.config, "num_epochs", 1))
 
@@ -318,18 +238,18 @@ class DataSourceModule(DataraxModule):
         size = self.epoch_size()
         if size is None:
             return False
-        epochs = self.num_epochs
+        epochs = self._direct_passes()
         return epochs >= 0 and self.epoch >= epochs - 1 and self.index >= size
 
     def __iter__(self) -> DataSourceModule:
         """Iterate records from the current position; restarts a finished source."""
-        self.check_contract()
+        check_contract(self)
         if self._exhausted():
             self.seek(0, 0)
         return self
 
     def __next__(self) -> Any:
-        self.check_contract()
+        check_contract(self)
         record, index = self._next_record()
         if getattr(self.config, "track_metadata", False):
             return Element(
@@ -344,7 +264,8 @@ class DataSourceModule(DataraxModule):
         read = self.get_batch_with_indices  # type: ignore[attr-defined]
         batch, indices = read(1)
         if batch is None:
-            if self.num_epochs >= 0 and self.epoch + 1 >= self.num_epochs:
+            epochs = self._direct_passes()
+            if epochs >= 0 and self.epoch + 1 >= epochs:
                 raise StopIteration
             self.seek(self.epoch + 1, 0)
             batch, indices = read(1)
@@ -352,3 +273,36 @@ class DataSourceModule(DataraxModule):
                 raise StopIteration
         index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
         return record_at(batch, 0), index
+
+
+def check_contract(source: DataSourceModule) -> None:
+    """Raise unless ``source`` is of a kind (implements ``get_batch_at`` or ``get_batch``).
+
+    Example:
+        >>> from datarax.core.config import StructuralConfig
+        >>> class Nothing(DataSourceModule):
+        ...     pass
+        >>> check_contract(Nothing(StructuralConfig()))
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.SourceContractError: Nothing implements neither get_batch_at(...) ...
+    """
+    if source.kind is None:
+        raise SourceContractError(
+            f"{type(source).__name__} implements neither get_batch_at(start, size, key) "
+            "(random access, compiled path) nor get_batch(batch_size) (forward-only "
+            "streaming). Implement one of them to use it as a data source."
+        )
+
+
+def length_or_none(source: Any) -> int | None:
+    """``len(source)``, or None for a source that does not know its length.
+
+    Example:
+        >>> length_or_none([1, 2, 3]), length_or_none(iter([1, 2, 3]))
+        (3, None)
+    """
+    try:
+        return len(source)
+    except TypeError:
+        return None

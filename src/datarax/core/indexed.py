@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from datarax.core.batch import record_at
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.typing import Batch
 
@@ -41,6 +41,11 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
 
     def __len__(self) -> int:  # pragma: no cover - abstract
         raise TypeError(f"{type(self).__name__} must implement __len__")
+
+    def supports_indexed_access(self) -> bool:
+        """True: defining ``get_batch_at`` is what makes a source indexed (also
+        ``source.kind is SourceKind.INDEXED``)."""
+        return True
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
         """``size`` records starting at global position ``start`` (stateless, traceable)."""
@@ -54,7 +59,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         records override it.
         """
         positions = jnp.arange(size) + start
-        n = self.length_or_none()
+        n = length_or_none(self)
         return positions if n is None else positions % n
 
     def get_batch_and_indices_at(
@@ -96,15 +101,16 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
 
     def _next_record(self) -> tuple[Batch, int]:
         n = len(self)
-        lo, hi = self.shard_bounds(n)
+        lo, hi = self.shard.bounds(n)
         if self.index >= hi - lo:
-            if self.num_epochs >= 0 and self.epoch + 1 >= self.num_epochs:
+            epochs = self._direct_passes()
+            if epochs >= 0 and self.epoch + 1 >= epochs:
                 raise StopIteration
             self.datarax_position.move(self.epoch + 1, 0)
         if hi == lo:
             raise StopIteration
         record, stable = self._read_record(self.epoch, lo + self.index)
-        self.advance(1)
+        self.datarax_position.advance(1)
         return record, stable
 
     def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:

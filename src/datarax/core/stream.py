@@ -91,6 +91,10 @@ class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
         :class:`SourceContractError` naming this method, not served as an empty epoch.
         """
 
+    def supports_indexed_access(self) -> bool:
+        """False: a stream is read forward only (``source.kind is SourceKind.STREAM``)."""
+        return False
+
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """This shard's next batch of the pass and each record's position in the pass
         (its stable index): ``get_batch`` read by :class:`StreamPass`."""
@@ -123,7 +127,7 @@ class StreamPass(HostState):
         self.opened_epoch = epoch
         self.needs_open = False
         self.read_in_pass = 0
-        self.to_skip = index * source.shard[1]
+        self.to_skip = index * source.shard.count
 
     def _get(self, source: StreamSource, batch_size: int, *, mid_read: bool = False) -> Batch | None:
         """The stream's next batch, or None at the pass's end (``mid_read``: records of
@@ -155,7 +159,7 @@ class StreamPass(HostState):
         positions in the pass."""
         if self.needs_open or self.opened_epoch != source.epoch:
             self._open(source)
-        index, count = source.shard
+        index, count = source.shard.index, source.shard.count
         while self.to_skip > 0:
             skipped = self._get(source, min(self.to_skip, max(batch_size, 256)))
             if skipped is None:
@@ -186,11 +190,11 @@ class StreamPass(HostState):
             positions = np.arange(self.read_in_pass, self.read_in_pass + read)
             self.read_in_pass += read
             if count == 1:
-                source.advance(read)
+                source.datarax_position.advance(read)
                 return raw, positions
             keep = np.flatnonzero(positions % count == index)
             if len(keep):
-                source.advance(len(keep))
+                source.datarax_position.advance(len(keep))
                 return take_records(raw, keep), positions[keep]
 
     def _complete_rounds(self, source: StreamSource, raw: Batch, count: int) -> Batch | None:

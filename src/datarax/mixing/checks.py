@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
 from datarax.core.distinct import check_distinct
 from datarax.core.errors import ConfigError, SourceContractError
-from datarax.core.spec import check_same_fields
+from datarax.core.spec import check_same_fields, checked_spec
 
 
 def check_children(names: list[str], children: list[Any], mode: str) -> None:
@@ -29,10 +29,11 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
                 f"MixSource source '{name}' is {type(child).__name__}, not a data source "
                 "(a DataSourceModule such as MemorySource)."
             )
-        child.check_contract()
-        if child.shard != (0, 1):
+        check_contract(child)
+        if child.shard.count > 1:
             raise SourceContractError(
-                f"MixSource source '{name}' is sharded {child.shard}; shard the mixture "
+                f"MixSource source '{name}' is sharded (share {child.shard.index} of "
+                f"{child.shard.count}); shard the mixture "
                 "(the Pipeline does), not its sources."
             )
         on_error = getattr(child.config, "on_error", "raise")
@@ -51,4 +52,4 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
             raise ConfigError(f"MixSource source '{name}' holds no records.")
     check_distinct("MixSource", "source", [f"'{n}'" for n in names], children)
     check_same_fields("MixSource", [f"source '{n}'" for n in names],
-                      [c.checked_element_spec() for c in children], "mixed", "mixing")
+                      [checked_spec(c) for c in children], "mixed", "mixing")

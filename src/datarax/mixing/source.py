@@ -68,7 +68,7 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import StructuralConfig, check_seed, check_settings
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
-from datarax.core.spec import TextSpec
+from datarax.core.spec import TextSpec, checked_spec
 from datarax.mixing.checks import check_children
 from datarax.mixing.sampling import SampledOrder, sampled_records
 from datarax.mixing.schedule import MixSchedule
@@ -224,7 +224,7 @@ class MixSource(DataSourceModule):
         return self.__length
 
     def element_spec(self) -> dict[str, Any]:
-        return dict(self.sources[0].checked_element_spec())
+        return dict(checked_spec(self.sources[0]))
 
     def locate(self, record: int, epoch: int | None = None) -> tuple[str, int]:
         """``(source name, draw of that source)`` of record ``record`` of epoch ``epoch``
@@ -234,7 +234,7 @@ class MixSource(DataSourceModule):
 
     def _global(self, epoch: int | None, index: int) -> int:
         epoch = self.epoch if epoch is None else epoch
-        lo = self.shard_bounds(self.__length)[0] if self.__length is not None else 0
+        lo = self.shard.bounds(self.__length)[0] if self.__length is not None else 0
         return epoch * (self.__length or 0) + lo + index
 
     # ------------------------------------------------------- indexed (compiled)
@@ -304,7 +304,7 @@ class MixSource(DataSourceModule):
         for i in np.unique(owners).tolist():
             mine = draws[owners == i]
             parts[i] = self._read(i, int(mine[0]), len(mine), mine)
-        self.advance(count)
+        self.datarax_position.advance(count)
         return _interleave(parts, owners, self.element_spec()), draws * len(self.sources) + owners
 
     def _read(self, i: int, first: int, count: int, draws: np.ndarray) -> Batch:

@@ -24,6 +24,7 @@ from flax import nnx
 from datarax.core.batch import concat_batches
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
+from datarax.core.spec import checked_spec
 from datarax.core.stages import apply_stages
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
@@ -62,7 +63,7 @@ def group_size(batch_size: int, record_bytes: int = 0) -> int:
 def record_bytes(source: Any) -> int:
     """Bytes one record of ``source`` declares in its ``element_spec()`` (0 if unknown)."""
     try:
-        spec = source.checked_element_spec()
+        spec = checked_spec(source)
         return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
                    for v in jax.tree.leaves(spec))
     except Exception:  # noqa: BLE001 - a spec that cannot say: group by records only
@@ -117,7 +118,7 @@ class IndexedDispatch:
         self.inputs = source.step_inputs()
         self.key = context.key_pair()
         self.n = len(source)  # type: ignore[arg-type]
-        self.lo = source.shard_bounds(self.n)[0]
+        self.lo = source.shard.bounds(self.n)[0]
         self.total = self.plan.served(source.epoch_size() or 0)
         self.elastic = context.elastic_epoch(epoch)
         if self.elastic is not None:  # this epoch's share is re-split runs

@@ -124,12 +124,12 @@ def elastic_restore(
     if not isinstance(state, dict):
         return None
     saved = _shard_of(state)
-    index, count = source.shard
+    index, count = source.shard.index, source.shard.count
     if saved is None or ("elastic" not in state and saved[1] == count):
         return None
     where = f"Pipeline over {type(source).__name__}"
     saved_settings = state.get("settings")
-    if source.shard_padded or (
+    if source.shard.padded or (
         isinstance(saved_settings, dict) and saved_settings.get("padded_shards")
     ):
         raise StateError(

@@ -37,7 +37,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
-from datarax.core.spec import TextSpec, validate_batch
+from datarax.core.spec import TextSpec, checked_spec, validate_batch
 from datarax.core.stages import apply_stages
 from datarax.core.operator import RecordFilter
 from datarax.pipeline.ahead import run_ahead
@@ -227,10 +227,10 @@ class FilteredDispatch:
         )
         self.graphdef, self.state = nnx.split((source, stages))
         self.inputs = source.step_inputs()
-        self.read_spec = spec_key(source.checked_element_spec()) if at == 0 else None
+        self.read_spec = spec_key(checked_spec(source)) if at == 0 else None
         self.key = context.key_pair()
         self.n = len(source)
-        lo = source.shard_bounds(self.n)[0]
+        lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo
         self.total = source.epoch_size() or 0
         self.position = source.index
@@ -335,7 +335,7 @@ class FilteredIterator(PipelineIterator):
 
     def _hand_out(self, covered: int, count: int) -> None:
         if self._kind is SourceKind.INDEXED:
-            self._source.advance(covered)
+            self._source.datarax_position.advance(covered)
         self._expect = (self._source.epoch, self._source.index)
         self._count = count
         self._stats.count_filtered(count, covered - count)
@@ -390,7 +390,7 @@ class FilteredIterator(PipelineIterator):
         source = self._source
         where = f"{type(source).__name__} records at {at} of epoch {self._epoch}"
         with self._stats.timer("validate"):
-            validate_batch(raw, source.checked_element_spec(), batch_size=self._batch_size,
+            validate_batch(raw, checked_spec(source), batch_size=self._batch_size,
                            where=where)
         text = any(host_leaf(v) for v in jax.tree.leaves(raw, is_leaf=host_leaf))
         if self._filter.on_host or text:

@@ -84,7 +84,7 @@ def scan_positions(
     ``index`` of pass ``epoch``, and the ``(epoch, index)`` standing after them."""
     source = context.source
     n = len(source)  # type: ignore[arg-type]
-    lo = source.shard_bounds(n)[0]
+    lo = source.shard.bounds(n)[0]
     batch = context.plan.batch_size
     total = context.plan.served(source.epoch_size() or 0)
     starts, epochs = [], []

@@ -33,7 +33,7 @@ from datarax.core.cursor import ReadAheadCursor
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
-from datarax.core.spec import first_nonfinite, is_text_value, validate_batch
+from datarax.core.spec import checked_spec, first_nonfinite, is_text_value, validate_batch
 from datarax.core.stages import apply_stages
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.plan import PassContext
@@ -114,7 +114,7 @@ class HostPass:
         with self.stats.timer("validate"):
             validate_batch(
                 batch,
-                source.checked_element_spec(),
+                checked_spec(source),
                 batch_size=self.batch_size,
                 where=f"{type(source).__name__} batch at record {position} of epoch "
                 f"{self.epoch}",

@@ -32,11 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from datarax.core.batch import batch_length
-from datarax.core.data_source import SourceKind
+from datarax.core.data_source import SourceKind, length_or_none
 from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
-from datarax.core.spec import TextSpec
+from datarax.core.spec import TextSpec, checked_spec
 from datarax.core.stages import apply_stages
 from datarax.core.operator import RecordFilter
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
@@ -212,10 +212,10 @@ class PipelineIterator:
         finally:
             self._stats.seconds["wait"] += time.perf_counter() - began
         valid = self._count
-        if self._source.shard_padded:  # the share's last slots may be padding
-            n = self._source.length_or_none() or 0
+        if self._source.shard.padded:  # the share's last slots may be padding
+            n = length_or_none(self._source) or 0
             after = self._source.index  # the slots served before this batch are real
-            valid = max(min(self._count, self._source.shard_records(n) - (after - self._count)), 0)
+            valid = max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
         self._stats.count(valid)
         if self._plan.pad_remainder:
             batch = pad_batch(batch, self._count, self._batch_size, valid)
@@ -279,7 +279,7 @@ class PipelineIterator:
                 self._source.index,
             )
             batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
-        self._source.advance(count)
+        self._source.datarax_position.advance(count)
         self._expect = (self._expect[0], self._expect[1] + count)
         self._count = count
         self._mark()
@@ -382,7 +382,7 @@ def output_spec(context: PassContext) -> Any:
     spec; stages over text batches run on the host and are not traced here.
     """
     source = context.source
-    spec = source.checked_element_spec()
+    spec = checked_spec(source)
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
     if any(isinstance(s, TextSpec) for s in leaves):
         return spec

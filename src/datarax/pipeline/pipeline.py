@@ -10,7 +10,7 @@ import numpy as np
 from flax import nnx
 
 import datarax.pipeline.state as state_format
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind, check_contract, length_or_none
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule, refuse_rng_state, warn_unseeded
@@ -317,7 +317,7 @@ class Pipeline(nnx.Module):
     # --------------------------------------------------------------- iteration
     def __iter__(self) -> PipelineIterator:
         """Start the next pass (or continue the one a restore left the source in)."""
-        self.source.check_contract()
+        check_contract(self.source)
         session = self.__session
         epoch, resume_at = session.next_pass(self.source)
         live = session.live_iterator()
@@ -481,7 +481,7 @@ def _check_source(source: DataSourceModule) -> None:
             "check every batch."
         )
     if source.kind is SourceKind.INDEXED:
-        n = source.length_or_none()
+        n = length_or_none(source)
         if n is None:
             raise SourceContractError(
                 f"{type(source).__name__} implements get_batch_at but not __len__; an "
@@ -494,7 +494,7 @@ def _check_source(source: DataSourceModule) -> None:
 def _check_padded_shards(source: DataSourceModule, stages: Sequence[Any], count: int) -> None:
     """Refuse ``pad_remainder`` over several shards where the shards' batch counts
     cannot be known to be equal before the epoch is read."""
-    if source.kind is SourceKind.STREAM or source.length_or_none() is None:
+    if source.kind is SourceKind.STREAM or length_or_none(source) is None:
         raise ConfigError(
             f"Pipeline pad_remainder=True with shard_count={count}: "
             f"{type(source).__name__} is a stream (read in rounds, its length unknown ahead), so the shards "

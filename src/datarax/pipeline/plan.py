@@ -118,14 +118,14 @@ class PipelineSession:
 
     def note_left(self, source: Any) -> None:
         """An iterator moved ``source``: remember where it stands."""
-        self.left = (source.epoch, source.index, source.restores)
+        self.left = (source.epoch, source.index, source.datarax_position.restores)
 
     def next_pass(self, source: Any) -> tuple[int, int | None]:
         """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: the source's
         position, continued (a pass that ended left it at the next epoch's start; a
         restore, where it was saved) — unless an iterator of this pipeline stopped
         there (``break``): then the next epoch (a break before any batch restarts it)."""
-        if self.left != (source.epoch, source.index, source.restores):
+        if self.left != (source.epoch, source.index, source.datarax_position.restores):
             return source.epoch, source.index
         return source.epoch + (1 if source.index > 0 else 0), None
 

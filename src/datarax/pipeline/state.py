@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.data_source import SourceKind
+from datarax.core.data_source import SourceKind, length_or_none
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.pipeline.elastic import elastic_restore
@@ -92,10 +92,10 @@ def settings(context: PassContext) -> dict[str, Any]:
         "batch_size": context.plan.batch_size,
         "drop_remainder": context.plan.drop_remainder,
         "source": type(source).__name__,
-        "num_records": source.length_or_none(),
-        "shard": list(source.shard),
+        "num_records": length_or_none(source),
+        "shard": [source.shard.index, source.shard.count],
     }
-    if source.shard_padded:  # shares rounded up: positions mean other records
+    if source.shard.padded:  # shares rounded up: positions mean other records
         out["padded_shards"] = True
     for name, value in source.order_settings().items():
         out[f"source.{name}"] = value

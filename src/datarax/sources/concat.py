@@ -44,11 +44,11 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import StructuralConfig, check_int, check_settings
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
 from datarax.core.distinct import check_distinct
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.module import HostState
-from datarax.core.spec import check_same_fields
+from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
 from datarax.typing import Batch
 
@@ -139,7 +139,7 @@ class ConcatSource(DataSourceModule):
         return self.__length
 
     def element_spec(self) -> dict[str, Any]:
-        return dict(self.parts[0].checked_element_spec())
+        return dict(checked_spec(self.parts[0]))
 
     def locate(self, index: int) -> tuple[int, int]:
         """``(part, position in that part's epoch)`` of epoch position ``index``
@@ -221,7 +221,7 @@ class ConcatSource(DataSourceModule):
         if index >= size:
             return None, None
         count = min(batch_size, size - index)
-        position = self.shard_bounds(len(self))[0] + index
+        position = self.shard.bounds(len(self))[0] + index
         batches, stables = [], []
         while count:
             part, local = self.locate(position)
@@ -232,7 +232,7 @@ class ConcatSource(DataSourceModule):
             position += take
             count -= take
         total = sum(len(s) for s in stables)
-        self.advance(total)
+        self.datarax_position.advance(total)
         return concat_batches(batches), np.concatenate(stables)
 
     def _read_part(self, i: int, epoch: int, local: int, count: int) -> tuple[Batch, np.ndarray]:
@@ -283,7 +283,7 @@ class ConcatSource(DataSourceModule):
                 if take > 0:
                     padded = 1 << max(take - 1, 0).bit_length()
                     batch, _ = part.get_batch_and_indices_at(part.epoch * n + part.index, padded)
-                    part.advance(take)
+                    part.datarax_position.advance(take)
                     return _to_host(batch, take)
             else:
                 batch, _ = part.get_batch_with_indices(batch_size)
@@ -359,12 +359,13 @@ def _check_parts(parts: list[Any]) -> None:
                 f"ConcatSource part {i} is {type(part).__name__}, not a data source (a "
                 "DataSourceModule such as MemorySource)."
             )
-        part.check_contract()
-        if part.shard != (0, 1):
+        check_contract(part)
+        if part.shard.count > 1:
             raise SourceContractError(
-                f"ConcatSource part {i} is sharded {part.shard}; shard the concatenation "
+                f"ConcatSource part {i} is sharded (share {part.shard.index} of "
+                f"{part.shard.count}); shard the concatenation "
                 "(the Pipeline does), not its parts."
             )
     check_distinct("ConcatSource", "part", [str(i) for i in range(len(parts))], parts)
     check_same_fields("ConcatSource", [f"part {i}" for i in range(len(parts))],
-                      [p.checked_element_spec() for p in parts], "concatenated", "concatenating")
+                      [checked_spec(p) for p in parts], "concatenated", "concatenating")

@@ -50,7 +50,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_settings
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import DataraxError, SourceContractError, StateError
 from datarax.core.module import HostState
@@ -142,10 +142,11 @@ class FlatMapSource(DataSourceModule):
             )
         if not callable(fn):
             raise DataraxError(f"FlatMapSource fn must be callable, got {type(fn).__name__}.")
-        source.check_contract()
-        if source.shard != (0, 1):
+        check_contract(source)
+        if source.shard.count > 1:
             raise SourceContractError(
-                f"FlatMapSource source is sharded {source.shard}; shard the flat-mapped "
+                f"FlatMapSource source is sharded (share {source.shard.index} of "
+                f"{source.shard.count}); shard the flat-mapped "
                 "source (the Pipeline does), not its parent."
             )
         config = FlatMapSourceConfig(
@@ -207,13 +208,13 @@ class FlatMapSource(DataSourceModule):
             raise
         if not kept:
             return None, None
-        self.advance(len(kept))
+        self.datarax_position.advance(len(kept))
         self._save_cursor()
         return stack_records(kept), np.asarray(stables, np.int64)
 
     def _read_rounds(self, batch_size: int, spec: dict[str, Any]) -> tuple[list[Any], list[int]]:
         """This shard's record of each of up to ``batch_size`` whole rounds, checked."""
-        index, count = self.shard
+        index, count = self.shard.index, self.shard.count
         kept: list[Any] = []
         stables: list[int] = []
         while len(kept) < batch_size:
@@ -260,7 +261,7 @@ class FlatMapSource(DataSourceModule):
         else:  # moved by seek(epoch, index) alone: read the pass up to there
             parent_pos, offset = 0, 0
             self._set_pending(parent_pos)
-            for _ in range(index * self.shard[1]):
+            for _ in range(index * self.shard.count):
                 if self._next_output() is None:
                     raise StateError(
                         f"FlatMapSource: the position says {index} records of pass {epoch} "

@@ -163,6 +163,10 @@ class RandomAccessSource(DataSourceModule):
         """The batch handed out for the reader's stacked columns (default: as read)."""
         return columns
 
+    def supports_indexed_access(self) -> bool:
+        """False: records are read on the host (``source.kind is SourceKind.HOST``)."""
+        return False
+
     # ----------------------------------------------------------------- reader
     def _use_reader(self, reader: HostReader, length: int | None = None) -> None:
         """Serve records read by ``reader`` (a source with its own data object)."""
@@ -206,7 +210,7 @@ class RandomAccessSource(DataSourceModule):
         share = self.__share.runs
         if share is not None and share[0] == epoch:
             return EpochOrder(n, self.shuffle_seed(), int(epoch), runs=share[1])
-        lo, hi = self.shard_bounds(n)
+        lo, hi = self.shard.bounds(n)
         return EpochOrder(n, self.shuffle_seed(), int(epoch), lo, hi)
 
     def epoch_size(self) -> int | None:

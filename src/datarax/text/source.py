@@ -42,6 +42,7 @@ from datarax.core.config import (
     check_settings,
     config_settings,
 )
+from datarax.core.data_source import check_contract
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.stream import StreamSource
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
@@ -164,7 +165,7 @@ class PackedTextSource(StreamSource):
                 as_tokenizer(tokenizer),
                 packer,
                 config.error_policy(),
-                shard=lambda: self.shard,
+                shard=lambda: (self.shard.index, self.shard.count),
                 block=config.tokenize_block,
             )
         )
@@ -190,7 +191,7 @@ class PackedTextSource(StreamSource):
             if rows is None:
                 return None, None
             count = len(rows["tokens"])
-            self.advance(count)
+            self.datarax_position.advance(count)
             text.at = (self.epoch, self.index)
         return rows, np.arange(first, first + count)
 
@@ -215,7 +216,7 @@ class PackedTextSource(StreamSource):
         self._text.suspend(at=(self.epoch, self.index))
 
     def __iter__(self) -> PackedTextSource:
-        self.check_contract()
+        check_contract(self)
         if self._text.ended and self._text.at == (self.epoch, self.index):
             self.seek(0, 0)
         return self

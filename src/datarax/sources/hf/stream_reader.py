@@ -232,7 +232,7 @@ class StreamReader:
         ordinals among this shard's records."""
         import pyarrow as pa
 
-        index, count = self._source.shard
+        index, count = self._source.shard.index, self._source.shard.count
         while True:
             table = self._pull(count)
             if table is None:
@@ -362,7 +362,7 @@ class StreamReader:
         """Records of this shard in one pass, when the split declares its size."""
         if self._length is None:
             return None
-        return self._length // self._source.shard[1]
+        return self._length // self._source.shard.count
 
 
 _WHERE = "HFStreamingSource"

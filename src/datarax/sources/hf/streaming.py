@@ -187,7 +187,7 @@ class HFStreamingSource(StreamSource):
 
     def _exhausted(self) -> bool:
         """Direct iteration (``for record in source``) over a finished source restarts it."""
-        epochs = self.num_epochs
+        epochs = self._direct_passes()
         return self._reader.ended and epochs >= 0 and self.epoch >= epochs - 1
 
     def close_epoch(self) -> None:
