@@ -204,6 +204,69 @@ def test_retries_give_up_naming_the_file(tmp_path, monkeypatch):
     assert fetcher.stats.snapshot()["retries"] == 3
 
 
+class NoCredentialsError(Exception):  # what botocore raises without credentials
+    pass
+
+
+class ClientError(Exception):  # botocore's, with the store's answer
+    def __init__(self, status, code):
+        super().__init__(f"An error occurred ({code}) when calling the GetObject operation")
+        self.response = {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+
+
+class ClientPayloadError(Exception):  # aiohttp's, a body cut short
+    pass
+
+
+@pytest.mark.parametrize("error,transient", [
+    (ConnectionResetError("Connection reset by peer"), True),
+    (TimeoutError("read timed out"), True),
+    (OSError(errno.EBUSY, "Please reduce your request rate."), True),  # s3fs's SlowDown
+    (OSError("An error occurred (502) when calling GetObject: Bad Gateway"), True),
+    (ClientError(503, "SlowDown"), True),
+    (ClientError(500, "InternalError"), True),
+    (ClientPayloadError("Response payload is not completed"), True),
+    (TypeError("cat_file() got an unexpected keyword argument 'x'"), False),
+    (ValueError("503 is not a valid offset"), False),
+    (AttributeError("'NoneType' object has no attribute 'read'"), False),
+    (PermissionError(errno.EACCES, "Access Denied"), False),
+    (FileNotFoundError("NoSuchBucket"), False),
+    (NoCredentialsError("Unable to locate credentials"), False),
+    (ClientError(403, "InvalidAccessKeyId"), False),
+    (OSError(errno.EIO, "checksum mismatch"), False),
+    (RemoteObjectError("'s3://b/a' changed", url="s3://b/a"), False),
+])
+def test_only_transient_failures_of_the_store_are_retried(tmp_path, monkeypatch, error, transient):
+    from datarax.storage import is_transient
+
+    assert is_transient(error) is transient
+    _put("transient", {"a.bin": b"abcd"})
+    calls = []
+
+    def cat_file(path, start=None, end=None, **kw):
+        calls.append(start)
+        if len(calls) == 1:
+            raise error
+        return _read(path, start, end)
+
+    monkeypatch.setattr(MEM, "cat_file", cat_file)
+    part = tmp_path / "a.part"
+    part.write_bytes(b"\0" * 4)
+    fetcher = Fetcher(retry=RetryPolicy(max_retries=3, initial_delay=0.0))
+    obj = RemoteObject("memory://transient/a.bin", 4)
+    if transient:
+        fetcher.download(obj, str(part))
+        assert part.read_bytes() == b"abcd" and fetcher.stats.snapshot()["retries"] == 1
+        assert len(calls) == 2
+        return
+    # the store's OSErrors become a RemoteObjectError naming the file; others keep their type
+    with pytest.raises(RemoteObjectError if isinstance(error, OSError) else type(error)) as raised:
+        fetcher.download(obj, str(part))
+    assert len(calls) == 1 and fetcher.stats.snapshot()["retries"] == 0  # one attempt
+    named = str(raised.value) + " ".join(getattr(raised.value, "__notes__", []))
+    assert "memory://transient/a.bin" in named
+
+
 # --------------------------------------------------------- files and read-ahead
 def _shards(tmp_path, prefix, n=6, size=10, **kw):
     _put(prefix, {f"{i}.bin": bytes([i]) * size for i in range(n)})
@@ -329,3 +392,68 @@ def test_a_remote_shard_changed_mid_run_is_skipped_and_counted(tmp_path):
     with pytest.raises(Exception, match=r"data-00001-of-00004.array_record' changed"):
         list(strict)
     strict.close()
+
+
+@pytest.mark.parametrize("full", ["limit", "disk"])
+def test_a_full_cache_stops_the_read_even_when_bad_records_are_skipped(tmp_path, monkeypatch, full):
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    url, shard = _remote_dataset(tmp_path, f"src-full-{full}")
+    folder, limit = tmp_path / "cache", 2 * shard
+    config = ArrayRecordSourceConfig(num_epochs=1, on_error="skip")
+    other = ShardCache(folder, max_bytes=limit)  # another reader of the folder
+    held = None
+    if full == "limit":  # it holds all but half a shard of the limit from the start
+        held = other.acquire(RemoteObject("memory://elsewhere/big.bin", limit - shard // 2,
+                                          etag="1"), _writer(b"x"))
+    src = None
+    with pytest.raises(CacheFullError) as err:
+        src = ArrayRecordSourceModule(config, url, cache=ShardCache(folder, max_bytes=limit))
+        first = src.get_batch(10)  # the first file
+        assert np.asarray(first["x"])[:, 0].tolist() == list(range(10))
+
+        def no_space(fd, offset, length):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "posix_fallocate", no_space)  # then the disk fills up
+        while src.get_batch(10) is not None:
+            pass
+    if src is not None:
+        src.close()
+    message = str(err.value)
+    if full == "limit":
+        assert f"'{folder}' (limit {limit} bytes, {limit - shard // 2} bytes used)" in message
+        assert "data-00000-of-00004.array_record" in message
+        assert "DATARAX_CACHE_BYTES" in message and not err.value.disk_full
+        held.release()
+    else:
+        assert f"the local disk of the cache '{folder}' is full" in message
+        assert f"of its limit of {limit}" in message and "Free space" in message
+        assert err.value.disk_full and not list((folder / "tmp").iterdir())
+
+
+def test_a_cache_too_small_for_the_files_read_at_once_is_refused_when_built(tmp_path):
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    url, shard = _remote_dataset(tmp_path, "src-window", records=40, shards=4)
+
+    def build(limit, **config):
+        cache = ShardCache(tmp_path / f"cache-{limit}", max_bytes=limit)
+        return ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=1, **config), url, cache=cache)
+
+    window = {"shuffle_files": True, "shuffle_window": 2}
+    with pytest.raises(CacheFullError, match=rf"limit {2 * shard - 1} bytes\) cannot hold the 2 "
+                                             rf"files a reader uses at once.*take {2 * shard} "
+                                             r"bytes.*at least .*DATARAX_CACHE_BYTES"):
+        build(2 * shard - 1, **window)
+    with pytest.raises(CacheFullError, match=rf"cannot hold the 4 files.*take {4 * shard} bytes"
+                                             r".*shuffle_window=W instead of a global shuffle"):
+        build(4 * shard - 1, shuffle_files=True)  # a global shuffle reads every file at once
+    src = build(2 * shard, num_epochs=2, **window)  # exactly one window: works, two epochs
+    got = [int(r["x"][0]) for r in src]
+    for epoch in (got[:40], got[40:]):
+        assert sorted(epoch) == list(range(40))
+        assert len({i // 10 for i in epoch[:20]}) == 2  # a window: 2 files
+    assert got[:40] != got[40:] and src.stats()["storage"]["evicted"] > 0
+    assert ShardCache(tmp_path / f"cache-{2 * shard}").usage() <= 2 * shard
+    src.close()

@@ -298,8 +298,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
             objects, info = remote_dataset(paths, dataset=decode is None and decode_batch is None,
                                            storage_options=storage_options)
             window = config.shuffle_window if config.shuffle_files else None
+            # files read at once (the cache must hold them): a window's; all for a global shuffle
+            at_once = window or (len(objects) if config.shuffle_files else 1)
             remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
-                                  ahead=max(8, 2 * (window or 0)), behind=max(1, window or 0))
+                                  ahead=max(8, 2 * (window or 0)), behind=at_once)
             files = [o.url for o in objects]
             if info is not None:
                 decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
@@ -584,12 +586,13 @@ def _remote_counts(remote: RemoteShards) -> list[int]:
     missing = [i for i, o in enumerate(remote.objects) if o.records is None]
 
     def count(i: int) -> int:
-        path = remote.local_path(i)
         try:
-            return _count_one(path)
-        except RecordError as err:
-            url = remote.objects[i].url
-            raise RecordError(str(err).replace(path, url), path=url) from err
+            with remote.hold(i) as path:  # kept while counted, whatever other threads need
+                try:
+                    return _count_one(path)
+                except RecordError as err:
+                    url = remote.objects[i].url
+                    raise RecordError(str(err).replace(path, url), path=url) from err
         finally:
             remote.release_unused()
 

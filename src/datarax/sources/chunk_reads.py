@@ -31,6 +31,11 @@ import numpy as np
 from datarax.sources.decoded_records import DecodedRecords, stack_values
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy
+from datarax.storage.errors import CacheFullError
+
+# failures of this machine, not of a record (a full shard cache or local disk): they stop
+# the read under every on_error policy, never become a skipped record
+NOT_A_RECORD: tuple[type[Exception], ...] = (CacheFullError,)
 
 #: a batched read covers about this many bytes of decoded records, in whole batches
 CHUNK_BYTES = 8 << 20
@@ -104,6 +109,8 @@ class ChunkReads:
         if self._getitems is not None:
             try:
                 return list(self._getitems(keys)), {}
+            except NOT_A_RECORD:
+                raise
             except Exception:  # noqa: BLE001 - narrow down to the failing record(s)
                 pass
         records: list[Any] = []
@@ -111,6 +118,8 @@ class ChunkReads:
         for slot, key in enumerate(keys):
             try:
                 records.append(self.data[key])
+            except NOT_A_RECORD:
+                raise
             except Exception as err:  # noqa: BLE001
                 records.append(None)
                 failures[slot] = err

@@ -69,7 +69,7 @@ import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.threads import drop_pool, run_behind_consumer
-from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
+from datarax.sources.chunk_reads import NOT_A_RECORD, Chunk, ChunkReads, Failure, chunk_positions
 from datarax.sources.decode_processes import DecodeProcesses, portable
 from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
@@ -233,6 +233,8 @@ class HostReader:
                 try:
                     raw = self.data[index]
                     self._records.learn(raw, index)
+                except NOT_A_RECORD:
+                    raise
                 except ConfigError as err:  # a setting (cast_float64), not a bad record
                     raise ConfigError(
                         f"{self.name}: decoding {self.where(index)}: "

@@ -14,17 +14,20 @@ to a source, and perhaps ``cache=ShardCache(...)``):
   (``DATARAX_CACHE_BYTES``, default 64 GiB); shared safely by processes (file locks,
   atomic renames), reused across restarts, least recently used files evicted first, files
   in use never; ``acquire(obj, download) -> CacheEntry``, ``usage()``, ``clear()``.
-* :class:`RemoteShards` ``(objects, cache=None, storage_options=None, threads=4, ahead=8)``:
+* :class:`RemoteShards` ``(objects, cache=None, storage_options=None, threads=4, ahead=8,
+  behind=1)``:
   ``local_path(i)``, ``open(i, opener)`` (a kept-open handle), ``plan(indices, start, stop,
   ends)`` (read ahead in the epoch's order, ``ahead`` files, ``threads`` downloads at a
   time), ``stats()``, ``failed()``, ``close()``.
 * :class:`Fetcher`: one download, in ranges, resumed after a dropped connection, retried
-  with backoff on throttling (:class:`RetryPolicy`), verified (SHA-256 from the dataset's
+  with backoff on transient failures only (:func:`is_transient`: throttling, a store's
+  5xx, a timeout, a dropped connection; :class:`RetryPolicy`), verified (SHA-256 from the dataset's
   metadata, else size and ETag); counted in :class:`StorageStats` (``fetched``,
   ``fetched_bytes``, ``cache_hits``, ``retries``, ``throttled``, ``resumed``, ``evicted``,
   ``failed``, ``wait_s``).
 * Errors: :class:`RemoteObjectError` (a ``RecordError`` naming the URL: deleted, changed,
-  unreadable), :class:`CacheFullError` (limit reached by files in use, or disk full).
+  unreadable), :class:`CacheFullError` (limit reached by files in use, or disk full; never
+  skipped as a bad record).
 
 fsspec, s3fs and gcsfs come with ``pip install "datarax[remote]"``; they are imported when
 a remote path is read, and nothing is created on disk before that.
@@ -52,7 +55,7 @@ from datarax.storage.cache import (
 )
 from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
-from datarax.storage.retry import RetryPolicy, StorageStats
+from datarax.storage.retry import RetryPolicy, StorageStats, is_transient
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject, is_remote, join_url, list_objects, read_json
 
@@ -69,6 +72,7 @@ __all__ = [
     "StorageStats",
     "default_cache_dir",
     "is_remote",
+    "is_transient",
     "join_url",
     "list_objects",
     "parse_bytes",

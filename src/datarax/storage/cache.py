@@ -246,8 +246,10 @@ class ShardCache:
     def _disk_full(self, obj: RemoteObject, err: OSError) -> CacheFullError:
         return CacheFullError(
             f"the local disk of the cache '{self.directory}' is full ({err.strerror or err}) "
-            f"while storing '{obj.url}' ({obj.size} bytes); nothing partial was kept. Free "
-            "space, point DATARAX_CACHE_DIR at a larger disk, or lower DATARAX_CACHE_BYTES.")
+            f"while storing '{obj.url}' ({obj.size} bytes); the cache uses {self.usage()} bytes "
+            f"of its limit of {self.max_bytes}, and nothing partial was kept. Free space on "
+            "that disk, point DATARAX_CACHE_DIR at a larger disk, or lower DATARAX_CACHE_BYTES "
+            "to what the disk can hold.", disk_full=True)
 
     def _reserve(self, obj: RemoteObject, part: str, stats: StorageStats | None) -> int:
         """Make room for ``obj`` and create ``part`` at its full size (locked by us)."""
@@ -327,8 +329,8 @@ class ShardCache:
         raise CacheFullError(
             f"the cache '{self.directory}' (limit {self.max_bytes} bytes) cannot hold "
             f"'{obj.url}' ({obj.size} bytes): {used} bytes are files in use or being "
-            "downloaded. Raise the limit (DATARAX_CACHE_BYTES or the source's cache), or read "
-            "ahead fewer shards.")
+            "downloaded. Raise the limit (DATARAX_CACHE_BYTES or the source's cache "
+            "max_bytes), or free space by ending other readers of the folder.")
 
     def _evict(self, path: str) -> bool:
         """Remove one complete entry if no process holds it."""

@@ -27,5 +27,20 @@ class RemoteObjectError(RecordError):
 
 
 class CacheFullError(DataraxError):
-    """The shard cache cannot hold a file: its size limit is reached by shards in use, or
-    the local disk is full. Nothing partial is left in the cache."""
+    """The shard cache cannot hold a file: its size limit is reached by files in use, or
+    the local disk is full (``disk_full``). Nothing partial is left in the cache.
+
+    Not a problem of a record: a source's ``on_error="skip"`` never skips it, it stops the
+    read. The message names the cache folder, its limit and usage, and what to do.
+    """
+
+    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
+
+    def __reduce__(self) -> tuple[object, ...]:  # keeps disk_full across processes
+        return (_cache_full, (str(self), self.disk_full))
+
+
+def _cache_full(message: str, disk_full: bool) -> CacheFullError:
+    return CacheFullError(message, disk_full=disk_full)

@@ -1,8 +1,11 @@
 """Retrying a store's transient failures with exponential backoff, and counting them.
 
-A failure is *transient* when the store throttles (HTTP 503 / 429, ``SlowDown``,
-``Throttling``, ``reduce your request rate``), times out or drops the connection; a
-missing object or a refused permission is not (it raises at once).
+A failure is *transient* — worth another try — only when it says so: the store throttles
+or is briefly unavailable (HTTP 503 / 429 / 500 / 502 / 504, ``SlowDown``,
+``Throttling``), a request timed out, or the connection was refused, reset or dropped
+mid-object. Anything else (a missing object or bucket, a refused permission or
+credential, a checksum mismatch, a programming error such as ``TypeError``) raises at
+once, after one attempt, with the URL added to its notes.
 
 Example:
     >>> stats = StorageStats()
@@ -16,11 +19,14 @@ Example:
     'ok'
     >>> stats.snapshot()["retries"], stats.snapshot()["throttled"]
     (2, 2)
+    >>> is_transient(ConnectionResetError()), is_transient(TypeError("bad argument"))
+    (True, False)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import random
 import re
 import threading
@@ -28,15 +34,52 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from datarax.errors import ConfigError
+from datarax.errors import DataraxError
 
 __all__ = ["RetryPolicy", "StorageStats", "is_throttle", "is_transient", "with_retries"]
 
 T = TypeVar("T")
 _THROTTLE = re.compile(r"SlowDown|Throttl|TooManyRequests|reduce your request rate|"
                        r"\b503\b|\b429\b|ServiceUnavailable|RequestLimitExceeded", re.I)
-_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-              ConfigError, KeyboardInterrupt)
+# what a store or an HTTP stack says when trying again later may work
+_TRANSIENT_TEXT = re.compile(
+    r"\b(500|502|503|504|429|408)\b|SlowDown|Throttl|TooManyRequests|reduce your request rate|"
+    r"ServiceUnavailable|Service Unavailable|InternalError|Internal Server Error|Bad Gateway|"
+    r"Gateway Time-?out|RequestTimeout|RequestLimitExceeded|timed out|"
+    r"connection (was )?(reset|aborted|closed|refused|dropped)|payload is not completed|"
+    r"incomplete read", re.I)
+# exception classes (matched by name along the class hierarchy, so the optional HTTP
+# stacks need not be imported) that mean a dropped connection or a timeout
+_TRANSIENT_CLASSES = frozenset({
+    "ConnectionError",        # builtins (reset, aborted, refused, broken pipe), botocore, requests
+    "TimeoutError",           # builtins / asyncio, s3fs RequestTimeout, aiohttp ServerTimeoutError
+    "Timeout",                # requests
+    "HTTPClientError",        # botocore: connection closed, read timeout, response streaming
+    "IncompleteReadError",    # botocore
+    "IncompleteRead",         # http.client
+    "ClientConnectionError",  # aiohttp: server disconnected, connector errors
+    "ClientPayloadError",     # aiohttp: body cut short
+    "FSTimeoutError",         # fsspec
+    "ProtocolError",          # urllib3
+    "ChunkedEncodingError",   # requests
+    "TransportError",         # google-auth
+})
+_NEVER_CLASSES = frozenset({"SSLError", "SSLCertVerificationError", "CertificateError"})
+_TRANSIENT_ERRNO = frozenset(
+    getattr(errno, name) for name in (
+        "EAGAIN", "EBUSY", "ETIMEDOUT", "ECONNRESET", "ECONNABORTED", "ECONNREFUSED", "EPIPE",
+        "ENETDOWN", "ENETUNREACH", "ENETRESET", "EHOSTDOWN", "EHOSTUNREACH", "EREMOTEIO")
+    if hasattr(errno, name))
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+                              "RequestTimeoutException", "InternalError", "ServiceUnavailable",
+                              "RequestLimitExceeded", "TooManyRequestsException",
+                              "TooManyRequests"})
+_PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+              NotADirectoryError, DataraxError)
+# programming errors: never a store's transient state, whatever their message says
+_PROGRAMMING = (TypeError, ValueError, AttributeError, LookupError, AssertionError,
+                ArithmeticError, NameError, ImportError, NotImplementedError, RecursionError)
 
 
 def is_throttle(err: BaseException) -> bool:
@@ -44,13 +87,60 @@ def is_throttle(err: BaseException) -> bool:
     return bool(_THROTTLE.search(f"{type(err).__name__}: {err}"))
 
 
+def _status(err: BaseException) -> tuple[int | None, str | None]:
+    """The HTTP status and the store's error code ``err`` carries, when it carries them."""
+    response = getattr(err, "response", None)
+    if isinstance(response, dict):  # botocore ClientError
+        meta = response.get("ResponseMetadata") or {}
+        code = (response.get("Error") or {}).get("Code")
+        status = meta.get("HTTPStatusCode")
+        return (status if isinstance(status, int) else None), (str(code) if code else None)
+    for name in ("status", "status_code", "code"):  # aiohttp, requests, gcsfs HttpError
+        value = getattr(err, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value < 600:
+            return value, None
+    return None, None
+
+
+def _transient_one(err: BaseException) -> bool | None:
+    """True / False when ``err`` itself decides, None when it says nothing either way."""
+    names = {cls.__name__ for cls in type(err).__mro__}
+    if isinstance(err, _PERMANENT) or names & _NEVER_CLASSES:
+        return False
+    if names & _TRANSIENT_CLASSES:
+        return True
+    status, code = _status(err)
+    if status is not None or code is not None:
+        return status in _TRANSIENT_STATUS or code in _TRANSIENT_CODES
+    if isinstance(err, _PROGRAMMING):
+        return False
+    if isinstance(err, OSError) and err.errno in _TRANSIENT_ERRNO:
+        return True
+    return None
+
+
 def is_transient(err: BaseException) -> bool:
-    """Whether retrying ``err`` may succeed (not a missing object or a refused permission)."""
-    if isinstance(err, _PERMANENT) or not isinstance(err, Exception):
+    """Whether retrying ``err`` may succeed: only throttling, a store's 5xx, a timeout or
+    a dropped connection (see the module docstring); anything else is not retried.
+
+    Example:
+        >>> is_transient(OSError("503 SlowDown")), is_transient(PermissionError("denied"))
+        (True, False)
+    """
+    if not isinstance(err, Exception):  # KeyboardInterrupt, SystemExit
         return False
-    if isinstance(err, OSError) and getattr(err, "errno", None) in (2, 13):  # ENOENT, EACCES
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:  # a wrapper, then its causes
+        seen.add(id(current))
+        verdict = _transient_one(current)
+        if verdict is not None:
+            return verdict
+        current = current.__cause__
+    if isinstance(err, _PROGRAMMING) or type(err).__module__ == "builtins" \
+            and not isinstance(err, OSError):
         return False
-    return True
+    return bool(_TRANSIENT_TEXT.search(str(err)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +197,8 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: S
                  *, on_retry: Callable[[BaseException], None] | None = None) -> T:
     """``call()``, retried on transient failures per ``policy`` (counted in ``stats``).
 
-    ``what`` (the URL) names the request in the error raised after the last retry;
+    ``what`` (the URL) names the request: in the error raised after the last retry, and
+    in the notes of an error that is not transient (raised at once, after one attempt);
     ``on_retry(err)`` runs before each retry.
     """
     attempt = 0
@@ -115,11 +206,17 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: S
         try:
             return call()
         except Exception as err:
-            if not is_transient(err) or attempt >= policy.max_retries:
-                if attempt and is_transient(err):
-                    raise OSError(f"'{what}': still failing after {attempt} retries "
-                                  f"({type(err).__name__}: {err}).") from err
+            transient = is_transient(err)
+            if not transient:
+                err.add_note(f"datarax: while reading '{what}' (not retried: "
+                             f"{type(err).__name__} is not a transient failure of the store)")
                 raise
+            if attempt >= policy.max_retries:
+                if not attempt:  # retries turned off
+                    err.add_note(f"datarax: while reading '{what}' (retries are off)")
+                    raise
+                raise OSError(f"'{what}': still failing after {attempt} retries "
+                              f"({type(err).__name__}: {err}).") from err
             attempt += 1
             if stats is not None:
                 stats.add("retries")

@@ -13,6 +13,16 @@ Files in use or coming up are held in the cache (shared locks): eviction removes
 already passed, least recently used first. Open handles (e.g. array_record readers) are
 kept for at most ``handles`` files; the rest are closed when idle.
 
+**Room.** The cache must hold the ``behind`` largest files together (the files a reader
+uses at once: a window's, or all of them for a global shuffle); a smaller limit is
+refused when the ``RemoteShards`` is made. Read-ahead only takes room that leaves space
+for one more file beside those held, and stands back while a reader waits for room.
+When the file a reader needs does not fit, the files held for later are released first
+(those the plan needs last go first), then the reader waits for the files other readers
+are using; it fails (:class:`~datarax.storage.errors.CacheFullError`, naming the folder,
+its limit and usage) only when nothing this object holds can make room — the rest is held
+by other processes sharing the folder — or the local disk is full.
+
 A file that is deleted or changed while the epoch runs raises
 :class:`~datarax.storage.errors.RemoteObjectError` naming it, every time it is asked for
 (so a source's ``on_error="skip"`` skips its records without fetching it again).
@@ -59,6 +69,11 @@ from datarax.storage.urls import RemoteObject, list_objects
 __all__ = ["RemoteShards"]
 
 _SCAN_BLOCK = 1 << 16
+_ROOM_WAIT_S = 300.0  # a reader waits at most this long for other readers to free room
+
+
+class _NoRoom(CacheFullError):
+    """A read-ahead stood back (a reader needs the room); the reader fetches the file."""
 
 
 class RemoteShards:
@@ -72,11 +87,15 @@ class RemoteShards:
         storage_options: passed to the fsspec filesystem.
         threads: parallel downloads.
         ahead: files fetched ahead of the reader, in the order the epoch uses them.
-        behind: the files last reached that stay held (a window shuffle of ``W`` files
-            reads ``W`` files at once: pass ``W``).
+        behind: the files a reader uses at once, held after they are reached (a window
+            shuffle of ``W`` files: ``W``; a global shuffle: all of them). The cache
+            must hold the ``behind`` largest files together.
         handles: open handles kept at most (default: all when the files fit in the cache,
             else ``threads + ahead``).
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
+
+    Raises:
+        CacheFullError: the cache's limit is smaller than the ``behind`` largest files.
     """
 
     def __init__(self, objects: Sequence[RemoteObject], *, cache: ShardCache | None = None,
@@ -93,8 +112,9 @@ class RemoteShards:
         self.storage_options = dict(storage_options or {})
         self.threads = threads
         self.ahead = ahead
-        self.behind = behind
+        self.behind = min(behind, len(self.objects))
         self.retry = retry or RetryPolicy()
+        self._check_room()
         self._stats = StorageStats()
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats)
         fits = sum(o.size for o in self.objects) <= self.cache.max_bytes
@@ -102,15 +122,40 @@ class RemoteShards:
         self.handle_limit = handles if handles is not None else (
             len(self.objects) if fits else threads + ahead)
         self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)  # a file released, fetched or unpinned
         self._entries: dict[int, CacheEntry] = {}
         self._inflight: dict[int, concurrent.futures.Future[str]] = {}
         self._failed: dict[int, RemoteObjectError] = {}
+        self._pins: collections.Counter[int] = collections.Counter()  # readers on a file
         self._handles: collections.OrderedDict[int, list[Any]] = collections.OrderedDict()
         self._closers: dict[int, Callable[[Any], None]] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
-        self._full_at = -2  # progress at which a read-ahead found the cache full
+        self._full_at = -2  # progress at which the cache was found full (read-ahead waits)
+        self._wanting_room = 0  # readers waiting for room: read-ahead stands back
         self._reset_plan(None, 0, 0, None)
+
+    def _check_room(self) -> None:
+        """Refuse a cache too small for the files a reader uses at once."""
+        sizes = sorted((o.size for o in self.objects), reverse=True)
+        need = sum(sizes[:self.behind])
+        if need <= self.cache.max_bytes:
+            return
+        limit, folder = self.cache.max_bytes, self.cache.directory
+        if self.behind == 1:
+            largest = max(self.objects, key=lambda o: o.size)
+            what = (f"'{largest.url}' ({largest.size} bytes) is larger than the cache limit of "
+                    f"{limit} bytes ('{folder}')")
+        else:
+            what = (f"the cache '{folder}' (limit {limit} bytes) cannot hold the {self.behind} "
+                    f"files a reader uses at once (a window of {self.behind} files, or every "
+                    f"file for a global shuffle): the largest {self.behind} take {need} bytes")
+        comfortable = need + sum(sizes[self.behind:2 * self.behind])
+        raise CacheFullError(
+            f"{what}. Raise the limit to at least {need} bytes ({comfortable} lets the next "
+            "files download while these are read) with DATARAX_CACHE_BYTES or the source's "
+            "cache=ShardCache(..., max_bytes=...), or read fewer files at once (a smaller "
+            "shuffle_window, or shuffle_window=W instead of a global shuffle).")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a worker process gets its own downloads into the same cache (shared safely)
@@ -141,7 +186,10 @@ class RemoteShards:
         with self._lock:
             self._reset_plan(indices, start, stop, ends)
             self._full_at = -2
+            self._extend(self.ahead)
+            idle = self._release_passed()  # files of the last plan this one does not start with
             self._schedule()
+        _close_all(idle)
 
     def _extend(self, want: int) -> None:
         """Scan the plan until ``want`` files are known (or the positions end)."""
@@ -163,20 +211,27 @@ class RemoteShards:
             self._extend(lo + self.ahead)
             return self._seq[lo:lo + self.ahead]
 
+    def _held_bytes(self) -> int:
+        return sum(self.objects[i].size for i in set(self._entries) | set(self._inflight))
+
+    def _may_read_ahead(self, extra: int) -> bool:
+        """Whether a read-ahead of ``extra`` more bytes fits beside the files held, still
+        leaving room for one file a reader asks for out of turn."""
+        return (not self._closed and not self._wanting_room and self._progress > self._full_at
+                and self._held_bytes() + extra <= self.cache.max_bytes - self._largest)
+
     def _schedule(self) -> None:
-        if self._closed or self._progress <= self._full_at:
+        if not self._may_read_ahead(0):
             return
         running = sum(1 for f in self._inflight.values() if not f.done())
-        # read ahead within the limit, leaving room for one file a reader asks for
-        used = sum(self.objects[i].size for i in set(self._entries) | set(self._inflight))
-        budget = self.cache.max_bytes - self._largest
+        extra = 0
         for i in self.upcoming():
             if running >= self.threads:
                 break
             if i in self._entries or i in self._inflight or i in self._failed:
                 continue
-            used += self.objects[i].size
-            if used > budget:
+            extra += self.objects[i].size
+            if not self._may_read_ahead(extra):
                 break
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -186,29 +241,45 @@ class RemoteShards:
             self._pool.submit(self._prefetch, i, future)
             running += 1
 
-    def _keep(self) -> set[int]:
-        """Files to hold: the ``behind`` last reached, the next ``ahead``, and those a
-        reader is using."""
-        busy = {i for i, (_, users) in self._handles.items() if users}
-        if self._indices is None:
-            return set(self._handles) | busy
-        lo = max(0, self._progress + 1 - self.behind)
-        return set(self._seq[lo:self._progress + 1 + self.ahead]) | busy
+    def _busy(self) -> set[int]:
+        """Files a reader is using or waiting for (never released)."""
+        return {i for i, n in self._pins.items() if n > 0}
 
-    def _release_passed(self) -> list[tuple[Callable[[Any], None], Any]]:
+    def _keep(self, *, asked: bool = False) -> set[int]:
+        """Files to hold: the ``behind`` last reached, the next ``ahead``, and those a
+        reader is using. Before any plan: every file fetched, until :meth:`release_unused`
+        (``asked``) lets go of those not open or in use."""
+        if self._indices is None:
+            held = set() if asked else set(self._entries)
+            return held | set(self._handles) | self._busy()
+        lo = max(0, self._progress + 1 - self.behind)
+        return set(self._seq[lo:self._progress + 1 + self.ahead]) | self._busy()
+
+    def _drop(self, i: int) -> list[tuple[Callable[[Any], None], Any]]:
+        """Release file ``i`` (not in use); its idle handle is returned, to be closed
+        outside the lock."""
+        idle = []
+        if i in self._handles:
+            idle.append((self._closers.pop(i), self._handles.pop(i)[0]))
+        entry = self._entries.pop(i, None)
+        if entry is not None:
+            entry.release()
+        self._changed.notify_all()
+        return idle
+
+    def _release_passed(self, *, asked: bool = False) -> list[tuple[Callable[[Any], None], Any]]:
         """Release the files outside :meth:`_keep` (their idle handles are returned, to be
         closed outside the lock)."""
-        keep = self._keep()
-        idle = [(self._closers.pop(i), self._handles.pop(i)[0])
-                for i in [i for i in self._handles if i not in keep]]
-        for i in [i for i in self._entries if i not in keep]:
-            self._entries.pop(i).release()
+        keep = self._keep(asked=asked)
+        idle = []
+        for i in [i for i in set(self._handles) | set(self._entries) if i not in keep]:
+            idle += self._drop(i)
         return idle
 
     def release_unused(self) -> None:
         """Let the cache evict the files held outside the read-ahead window and not in use."""
         with self._lock:
-            idle = self._release_passed()
+            idle = self._release_passed(asked=True)
         _close_all(idle)
 
     def touch(self, i: int) -> None:
@@ -225,10 +296,15 @@ class RemoteShards:
     # ----------------------------------------------------------------- fetch
     def _prefetch(self, i: int, future: concurrent.futures.Future[str]) -> None:
         try:
+            with self._lock:  # the room may have gone to a reader since it was queued
+                if not self._may_read_ahead(0) or i not in self._keep():
+                    raise _NoRoom(f"read-ahead of '{self.objects[i].url}' stood back")
             future.set_result(self._acquire(i))
+        except _NoRoom as err:
+            future.set_exception(err)
         except CacheFullError as err:
             with self._lock:
-                self._full_at = self._progress  # wait for the reader to move on
+                self._full_at = max(self._full_at, self._progress)  # until the reader moves on
             future.set_exception(err)
         except BaseException as err:  # noqa: BLE001 - the reader re-raises it
             future.set_exception(err)
@@ -236,6 +312,7 @@ class RemoteShards:
             with self._lock:
                 if self._inflight.get(i) is future:
                     del self._inflight[i]
+                self._changed.notify_all()
                 if not future.exception():
                     self._schedule()
 
@@ -259,68 +336,152 @@ class RemoteShards:
             self._entries[i] = entry
         return entry.path
 
+    @contextlib.contextmanager
+    def hold(self, i: int) -> Iterator[str]:
+        """The local path of file ``i`` (:meth:`local_path`), never released inside the
+        block, whatever other readers need."""
+        if not 0 <= i < len(self.objects):
+            raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
+        with self._lock:
+            self._pins[i] += 1
+        try:
+            yield self._claim(i)
+        finally:
+            self._unpin(i)
+
     def local_path(self, i: int) -> str:
-        """The local path of file ``i``, downloaded first if needed (held in the cache
-        while it is in the read-ahead window or open).
+        """The local path of file ``i``, downloaded first if needed; held in the cache
+        while it is in the read-ahead window or open, and, before any :meth:`plan`, until
+        :meth:`release_unused` or :meth:`close`. Use :meth:`hold` (or :meth:`open`) to
+        keep a file whatever other readers need.
+
+        When the cache cannot take it, files read ahead for later are released first,
+        then the reader waits for files other readers are using; it fails only when
+        nothing this source holds can make room.
 
         Raises:
             RemoteObjectError: the file was deleted or changed, or cannot be read.
-            CacheFullError: the cache cannot hold it next to the files in use.
+            CacheFullError: the cache cannot hold it next to the files in use (held by
+                other processes sharing the folder), or the local disk is full.
         """
         if not 0 <= i < len(self.objects):
             raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
-        for attempt in range(3):
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError("RemoteShards is closed.")
-                if i in self._failed:
-                    raise self._failed[i]
-                entry = self._entries.get(i)
-                if entry is not None:
-                    return entry.path
-                future = self._inflight.get(i)
-                mine = future is None
-                if mine:
-                    future = concurrent.futures.Future()
-                    self._inflight[i] = future
-            assert future is not None
-            if not mine:
-                began = time.perf_counter()
-                try:
-                    return future.result()
-                except CacheFullError:
-                    continue  # a read-ahead found no room: fetch it ourselves
-                finally:
-                    self._stats.add("wait_s", time.perf_counter() - began)
-            began = time.perf_counter()
-            try:
-                path = self._acquire(i)
-                future.set_result(path)
-                return path
-            except CacheFullError as err:
-                future.set_exception(err)
-                if attempt == 2 or not self._drop_furthest(i):
-                    raise
-            except BaseException as err:
-                future.set_exception(err)
-                raise
-            finally:
-                self._stats.add("wait_s", time.perf_counter() - began)
-                with self._lock:
-                    if self._inflight.get(i) is future:
-                        del self._inflight[i]
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _drop_furthest(self, wanted: int) -> bool:
-        """Release held files furthest ahead (no handle open) to make room for ``wanted``."""
         with self._lock:
+            self._pins[i] += 1
+        try:
+            return self._claim(i)
+        finally:
+            self._unpin(i)
+
+    def _unpin(self, i: int) -> None:
+        with self._lock:
+            self._pins[i] -= 1
+            if self._pins[i] <= 0:
+                del self._pins[i]
+            self._changed.notify_all()
+
+    def _claim(self, i: int) -> str:
+        """:meth:`local_path` of a file the caller has pinned."""
+        began = time.perf_counter()
+        deadline = time.monotonic() + _ROOM_WAIT_S
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        raise RuntimeError("RemoteShards is closed.")
+                    if i in self._failed:
+                        raise self._failed[i]
+                    entry = self._entries.get(i)
+                    if entry is not None:
+                        return entry.path
+                    future = self._inflight.get(i)
+                    mine = future is None
+                    if mine:
+                        future = concurrent.futures.Future()
+                        self._inflight[i] = future
+                assert future is not None
+                if not mine:
+                    try:
+                        future.result()
+                    except CacheFullError:
+                        pass  # no room for a read-ahead (or it stood back): fetch it here
+                    continue
+                try:
+                    path = self._acquire(i)
+                    future.set_result(path)
+                    return path
+                except CacheFullError as err:
+                    future.set_exception(err)
+                    full = err
+                except BaseException as err:
+                    future.set_exception(err)
+                    raise
+                finally:
+                    with self._lock:
+                        if self._inflight.get(i) is future:
+                            del self._inflight[i]
+                        self._changed.notify_all()
+                self._make_room(i, full, deadline)
+        finally:
+            self._stats.add("wait_s", time.perf_counter() - began)
+
+    def _make_room(self, wanted: int, full: CacheFullError, deadline: float) -> None:
+        """After the cache refused ``wanted`` (``full``): release files held for later, or
+        wait for the files other readers are using; raise when neither can help."""
+        with self._lock:
+            if full.disk_full:  # the local disk, not the limit: its message says what to do
+                raise full
+            self._full_at = max(self._full_at, self._progress)  # read-ahead waits
+            held = set(self._entries)
             idle = self._release_passed()
-            order = sorted((i for i in self._entries if i not in self._handles and i != wanted),
-                           key=lambda i: -self._seq_pos.get(i, len(self._seq)))
-            for i in order[:max(1, len(order) // 2)]:
-                self._entries.pop(i).release()
+            need = self.objects[wanted].size
+            size = sum(self.objects[j].size for j in self._entries)
+            for j in self._victims(wanted):
+                if len(self._entries) < len(held) and size + need <= self.cache.max_bytes:
+                    break
+                size -= self.objects[j].size
+                idle += self._drop(j)
+            if len(self._entries) == len(held):  # nothing released: wait for other readers
+                others = ({j for j in self._busy() if j in self._entries}
+                          | set(self._inflight)) - {wanted}
+                if not others or time.monotonic() > deadline:
+                    raise self._too_full(wanted) from full
+                self._wanting_room += 1
+                try:  # until a reader finishes with a file, or a download ends
+                    self._changed.wait(timeout=0.5)
+                finally:
+                    self._wanting_room -= 1
         _close_all(idle)
-        return bool(order or idle)
+
+    def _victims(self, wanted: int) -> list[int]:
+        """Held files nobody is using, in the order to release them for ``wanted``: those
+        the plan no longer needs, then those it needs after ``wanted`` (furthest first),
+        then those it needs before (earliest first)."""
+        if self._indices is None:  # no plan: whoever fetched a file may still use its path
+            return []
+        busy = self._busy()
+        here = self._seq_pos.get(wanted, self._progress)
+
+        def order(j: int) -> tuple[int, int]:
+            pos = self._seq_pos.get(j)
+            if pos is None:
+                return (0, 0)
+            return (1, -pos) if pos > here else (2, pos)
+
+        return sorted((j for j in self._entries if j not in busy and j != wanted), key=order)
+
+    def _too_full(self, wanted: int) -> CacheFullError:
+        obj = self.objects[wanted]
+        ours = sum(self.objects[j].size for j in self._entries)
+        used = self.cache.usage()
+        return CacheFullError(
+            f"the cache '{self.cache.directory}' (limit {self.cache.max_bytes} bytes, "
+            f"{used} bytes used) cannot hold '{obj.url}' ({obj.size} bytes): this source holds "
+            f"{ours} bytes of files in use, and {max(0, used - ours)} bytes are held by other "
+            "readers of the folder (other processes) or being downloaded. Raise the limit "
+            "(DATARAX_CACHE_BYTES, or the source's cache=ShardCache(..., max_bytes=...)) so "
+            "it holds the files every reader of the folder uses at once, or free space by "
+            "ending other readers of the folder.")
 
     # --------------------------------------------------------------- handles
     @contextlib.contextmanager
@@ -328,32 +489,38 @@ class RemoteShards:
              closer: Callable[[Any], None] | None = None) -> Iterator[Any]:
         """A handle on file ``i`` (``opener(local_path)``), kept open for later calls and
         closed (``closer(handle)``, default ``handle.close()``) when idle and over the
-        handle limit, or at :meth:`close`."""
+        handle limit, or at :meth:`close`. The file stays in the cache while it is open."""
+        if not 0 <= i < len(self.objects):
+            raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
         with self._lock:
+            self._pins[i] += 1
             record = self._handles.get(i)
             if record is not None:
                 record[1] += 1
                 self._handles.move_to_end(i)
-        if record is None:
-            handle = opener(self.local_path(i))
-            with self._lock:
-                record = self._handles.get(i)
-                if record is None:
-                    record = self._handles[i] = [handle, 0]
-                    self._closers[i] = closer or _close
-                    handle = None
-                record[1] += 1
-                self._handles.move_to_end(i)
-            if handle is not None:
-                with contextlib.suppress(Exception):
-                    (closer or _close)(handle)
-        self.touch(i)
         try:
+            if record is None:
+                handle = opener(self._claim(i))
+                with self._lock:
+                    record = self._handles.get(i)
+                    if record is None:
+                        record = self._handles[i] = [handle, 0]
+                        self._closers[i] = closer or _close
+                        handle = None
+                    record[1] += 1
+                    self._handles.move_to_end(i)
+                if handle is not None:
+                    with contextlib.suppress(Exception):
+                        (closer or _close)(handle)
+            self.touch(i)
             yield record[0]
         finally:
+            idle: list[tuple[Callable[[Any], None], Any]] = []
             with self._lock:
-                record[1] -= 1
-                idle = self._trim_handles()
+                if record is not None:
+                    record[1] -= 1
+                    idle = self._trim_handles()
+            self._unpin(i)
             _close_all(idle)
 
     def _trim_handles(self) -> list[tuple[Callable[[Any], None], Any]]:
@@ -392,6 +559,7 @@ class RemoteShards:
             pool, self._pool = self._pool, None
             handles = [(self._closers.pop(i), h) for i, (h, _) in self._handles.items()]
             self._handles.clear()
+            self._changed.notify_all()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         for close, handle in handles:
