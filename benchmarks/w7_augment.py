@@ -145,6 +145,7 @@ def run(records: int, repeats: int, batch_size: int = 256, seed: int = 0,
 
     names = contenders or list(CONTENDERS)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    load_start, started = os.getloadavg(), time.gmtime()
     cache_home = tempfile.mkdtemp(prefix="datarax-w7-cache-")
     try:
         for name in names:
@@ -154,7 +155,9 @@ def run(records: int, repeats: int, batch_size: int = 256, seed: int = 0,
     finally:
         shutil.rmtree(cache_home, ignore_errors=True)
     return {"workload": "W7", "records": records, "batch_size": batch_size, "repeats": repeats,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", started),
+            "cpus": os.cpu_count(), "load_at_start": [round(x, 2) for x in load_start],
+            "load_at_end": [round(x, 2) for x in os.getloadavg()],
             "summary": summarize(runs), "runs": runs}
 
 
