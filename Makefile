@@ -4,8 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-all
 BENCH_STAMP := $(VENV)/.installed-bench
+# MosaicML Streaming, the peer of benchmarks/w2_remote.py: it needs torch and numpy<2.2,
+# so it gets a venv of its own (never needed by `make test`).
+STREAMING_VENV := .venv-streaming
 
-.PHONY: demo test test-all bench docs install clean
+.PHONY: demo test test-all bench bench-streaming-env docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +38,20 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.run
 
+# torch==2.13.0 is the CPU build where pip finds its wheel locally (as for `bench`);
+# torchvision 0.28.0 (its release, which mosaicml-streaming requires) is the index's CUDA
+# build, imported past its CUDA-only parts by benchmarks/streaming_peer.py.
+bench-streaming-env: $(STREAMING_VENV)/.installed
+$(STREAMING_VENV)/.installed:
+	$(PYTHON) -m venv $(STREAMING_VENV)
+	$(STREAMING_VENV)/bin/python -m pip install -q "torch==2.13.0" "torchvision==0.28.0" \
+		"mosaicml-streaming==0.13.0" "numpy<2.2" boto3
+	touch $@
+
 # The documentation site (mkdocs.yml) into site/; --strict turns broken links and
 # missing API references into errors.
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(STREAMING_VENV) build dist site src/*.egg-info .pytest_cache

@@ -21,11 +21,17 @@ Contenders (one process, one after another):
   fetches again; its second epoch, against ``local`` in the same window mode.
 * ``copy_then_read`` — download every file (s3fs ``get``, parallel), then read locally;
   the time of both.
+* ``streaming_cold`` / ``streaming_steady`` — MosaicML Streaming, the peer: the same
+  records written in its own MDS format (``MDSWriter``, as many shards as the datarax
+  dataset), uploaded to the same server under ``w2-mds/``, read through the same proxy
+  by ``StreamingDataset(remote="s3://...", local=<tmp>, shuffle=True, batch_size=...)``
+  in a ``torch`` ``DataLoader`` (``--streaming-workers``, default 2, persistent): its
+  first epoch from an empty local folder, then its second. ``mosaicml-streaming`` needs
+  PyTorch and pins ``numpy<2.2``, so it runs as a subprocess in its own venv,
+  ``.venv-streaming`` (build it with ``make bench-streaming-env``), through
+  ``benchmarks/streaming_peer.py``. Without that venv the peer is reported as not run.
 
-MosaicML Streaming is not run: ``mosaicml-streaming`` needs PyTorch and pins
-``numpy<2.2`` (installing it would downgrade this venv's NumPy 2.4).
-
-Run: ``python -m benchmarks.w2_remote [--records N] [--latency S] [--json PATH]``.
+Run: ``python -m benchmarks.w2_remote [--records N] [--latency S] [--json PATH] [--md PATH]``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ import os
 import pathlib
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -48,6 +56,18 @@ from benchmarks.bench_array_record import RECORD_BYTES, RECORD_SHAPE, Check
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA_DIR = ROOT / "data" / "bench_remote"
 BUCKET = "datarax-bench"
+STREAMING_PYTHON = ROOT / ".venv-streaming" / "bin" / "python"
+STREAMING_PEER = ROOT / "benchmarks" / "streaming_peer.py"
+STREAMING_NOT_RUN = "not run (make bench-streaming-env)"
+
+
+def _images(records: int) -> Any:
+    """W2's records in order: ``uint8 (32, 32, 3)``, record ``i`` starting with ``uint32(i)``."""
+    rng = np.random.default_rng(0)
+    for i in range(records):
+        payload = rng.integers(0, 256, RECORD_BYTES, dtype=np.uint8)
+        payload[:4] = np.frombuffer(np.uint32(i).tobytes(), np.uint8)
+        yield payload.reshape(RECORD_SHAPE)
 
 
 def make_dataset(records: int, shards: int) -> pathlib.Path:
@@ -59,21 +79,57 @@ def make_dataset(records: int, shards: int) -> pathlib.Path:
         return folder / "ds"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-
-    def rows() -> Any:
-        for i in range(records):
-            payload = rng.integers(0, 256, RECORD_BYTES, dtype=np.uint8)
-            payload[:4] = np.frombuffer(np.uint32(i).tobytes(), np.uint8)
-            yield {"image": payload.reshape(RECORD_SHAPE)}
-
-    write_dataset(rows(), folder / "ds", shards=shards)
+    write_dataset(({"image": image} for image in _images(records)), folder / "ds", shards=shards)
     (folder / "DONE").write_text("ok\n")
     return folder / "ds"
 
 
-def _serve(folder: str, latency: float, ready: Any) -> None:
-    """Child process: moto's server, the dataset uploaded, the latency proxy in front."""
+def make_mds(records: int, shards: int) -> pathlib.Path:
+    """The same records in MosaicML Streaming's MDS format, written once by the peer
+    (``streaming_peer.py write``, in ``.venv-streaming``) from an ``.npy`` export."""
+    folder = DATA_DIR / f"n{records}_s{shards}"
+    if (folder / "MDS_DONE").exists():
+        return folder / "mds"
+    folder.mkdir(parents=True, exist_ok=True)
+    npy = folder / "records.npy"
+    out = np.lib.format.open_memmap(npy, mode="w+", dtype=np.uint8, shape=(records, *RECORD_SHAPE))
+    for i, image in enumerate(_images(records)):
+        out[i] = image
+    out.flush()
+    del out
+    proc = subprocess.run([str(STREAMING_PYTHON), str(STREAMING_PEER), "write", str(npy),
+                           str(folder / "mds"), "--shards", str(shards)],
+                          capture_output=True, text=True, cwd=ROOT)
+    npy.unlink()
+    if proc.returncode != 0:
+        raise RuntimeError(f"streaming_peer.py write failed (exit {proc.returncode}):\n"
+                           f"{proc.stderr[-2000:]}")
+    (folder / "MDS_DONE").write_text(proc.stdout)
+    return folder / "mds"
+
+
+def run_streaming(url: str, endpoint: str, records: int, batch: int, workers: int,
+                  seed: int) -> dict[str, Any]:
+    """The peer's two epochs (``streaming_peer.py read`` in its venv) against ``url``."""
+    env = {**os.environ, "S3_ENDPOINT_URL": endpoint}
+    with tempfile.TemporaryDirectory(prefix="w2-peer-") as tmp:
+        result = pathlib.Path(tmp) / "result.json"
+        proc = subprocess.run([str(STREAMING_PYTHON), str(STREAMING_PEER), "read", url,
+                               "--records", str(records), "--batch", str(batch),
+                               "--workers", str(workers), "--seed", str(seed),
+                               "--json", str(result)],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800)
+        if proc.returncode != 0 or not result.exists():
+            last = [line.strip() for line in proc.stderr.splitlines() if line.strip()][-3:]
+            return {"error": f"streaming_peer.py read failed (exit {proc.returncode}): "
+                             + " | ".join(last)[-600:]}
+        out: dict[str, Any] = json.loads(result.read_text())
+        return out
+
+
+def _serve(uploads: list[tuple[str, str]], latency: float, ready: Any) -> None:
+    """Child process: moto's server, each (folder, prefix) uploaded, the latency proxy in
+    front."""
     import logging
 
     import boto3
@@ -91,9 +147,10 @@ def _serve(folder: str, latency: float, ready: Any) -> None:
     client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
     client.create_bucket(Bucket=BUCKET)
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as f:
-            client.put_object(Bucket=BUCKET, Key=f"w2/{name}", Body=f.read())
+    for folder, prefix in uploads:
+        for name in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, name), "rb") as f:
+                client.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}", Body=f.read())
     proxy = FaultyProxy(("127.0.0.1", port))
     proxy.latency = latency
     ready.send(proxy.url)
@@ -132,16 +189,28 @@ def _rate(records: int, seconds: float) -> float:
 
 
 def run(records: int = 100_000, shards: int = 8, batch: int = 256, latency: float = 0.05,
-        seed: int = 0) -> dict[str, Any]:
+        seed: int = 0, streaming_workers: int = 2) -> dict[str, Any]:
     """Run every contender once; records/s, first-batch seconds and the ratios."""
     from datarax.storage import ShardCache
 
     folder = make_dataset(records, shards)
     for name in os.listdir(folder):  # warm the page cache for the local reference
         pathlib.Path(folder, name).read_bytes()
+    uploads = [(str(folder), "w2")]
+    mds, streaming_note = None, STREAMING_NOT_RUN
+    if STREAMING_PYTHON.exists():
+        try:
+            mds = make_mds(records, shards)
+            uploads.append((str(mds), "w2-mds"))
+        except (OSError, RuntimeError) as err:  # reported beside the other results
+            streaming_note = f"not run: {err}"[:600]
+    else:
+        print(f"MosaicML Streaming peer not run: {STREAMING_PYTHON.parent.parent.name} is missing; "
+              "`make bench-streaming-env` builds it (torch CPU, mosaicml-streaming, numpy<2.2)",
+              file=sys.stderr)
     parent, child = multiprocessing.get_context("spawn").Pipe()
     server = multiprocessing.get_context("spawn").Process(
-        target=_serve, args=(str(folder), latency, child), daemon=True)
+        target=_serve, args=(uploads, latency, child), daemon=True)
     server.start()
     endpoint = parent.recv()
     os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
@@ -151,6 +220,8 @@ def run(records: int = 100_000, shards: int = 8, batch: int = 256, latency: floa
         "workload": f"W2 as a datarax dataset: {records} records x {RECORD_BYTES} B in {shards} "
                     f"shards, shuffled epoch, batch {batch}; S3 = moto server + {latency * 1000:.0f} ms "
                     "per request (proxy)",
+        "machine": {"cpus": os.cpu_count(),
+                    "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
     }
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="w2-remote-"))
     try:
@@ -200,6 +271,17 @@ def run(records: int = 100_000, shards: int = 8, batch: int = 256, latency: floa
             first, secs = _epoch(src, records, batch, "copy then read")
         out["copy_then_read"] = {"records_per_s": _rate(records, copied + secs),
                                  "copy_s": round(copied, 3), "first_batch_s": round(copied + first, 3)}
+
+        if mds is None:
+            out["mosaicml_streaming"] = streaming_note
+        else:
+            peer = run_streaming(f"s3://{BUCKET}/w2-mds", endpoint, records, batch,
+                                 streaming_workers, seed)
+            if "error" in peer:
+                out["mosaicml_streaming"] = peer["error"]
+            else:
+                out.update(peer)
+        out["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         parent.send("done")
         server.join(timeout=30)
@@ -216,9 +298,52 @@ def run(records: int = 100_000, shards: int = 8, batch: int = 256, latency: floa
         "remote_cold/copy_then_read": round(out["remote_cold"]["records_per_s"]
                                             / out["copy_then_read"]["records_per_s"], 3),
     }
-    out["mosaicml_streaming"] = ("not run: mosaicml-streaming needs torch and numpy<2.2 "
-                                 "(it would downgrade this venv's numpy 2.4)")
+    if "streaming_steady" in out:
+        out["ratios"].update({
+            "streaming_steady/local": round(out["streaming_steady"]["records_per_s"] / local, 3),
+            "streaming_cold/local": round(out["streaming_cold"]["records_per_s"] / local, 3),
+            "remote_steady/streaming_steady": round(out["remote_steady"]["records_per_s"]
+                                                    / out["streaming_steady"]["records_per_s"], 3),
+            "remote_cold/streaming_cold": round(out["remote_cold"]["records_per_s"]
+                                                / out["streaming_cold"]["records_per_s"], 3),
+        })
     return out
+
+
+_ROWS = (("local", "local disk"),
+         ("remote_steady", "datarax `s3://`, cache warm (the next epoch)"),
+         ("remote_cold", "datarax `s3://`, empty cache"),
+         ("copy_then_read", "copy everything, then read"),
+         ("streaming_steady", "MosaicML Streaming, shards local (the next epoch)"),
+         ("streaming_cold", "MosaicML Streaming, empty local folder"))
+
+
+def table(result: dict[str, Any]) -> str:
+    """The results as a markdown table: records/s, the ratio to local disk, first batch."""
+    local = result["local"]["records_per_s"]
+    lines = ["| contender | records/s | vs local | first batch |", "|---|---|---|---|"]
+    for key, label in _ROWS:
+        row = result.get(key)
+        if not isinstance(row, dict) or "records_per_s" not in row:
+            continue
+        first = f"{row['first_batch_s']:.2f} s"
+        if "open_s" in row:
+            first += f" (+{row['open_s']:.2f} s to open)"
+        lines.append(f"| {label} | {row['records_per_s']:,.0f} | "
+                     f"{row['records_per_s'] / local:.2f} | {first} |")
+    if isinstance(result.get("mosaicml_streaming"), str):
+        note = " ".join(result["mosaicml_streaming"].split()).replace("|", "/")[:300]
+        lines.append(f"| MosaicML Streaming | {note} | | |")
+    return "\n".join(lines)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The workload, the machine's load and the table, for ``--md``."""
+    machine = result.get("machine", {})
+    load = (f"{machine.get('cpus')} CPUs; load average (1, 5, 15 min) "
+            f"{machine.get('load_average_at_start')} at the start, "
+            f"{machine.get('load_average_at_end')} at the end.")
+    return f"{result['workload']}\n\n{load}\n\n{table(result)}\n"
 
 
 def main() -> None:
@@ -227,13 +352,20 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--streaming-workers", type=int, default=2,
+                        help="DataLoader workers of the MosaicML Streaming peer")
     parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--md", type=pathlib.Path, help="also write the table here")
     args = parser.parse_args()
-    result = run(args.records, args.shards, args.batch, args.latency)
+    result = run(args.records, args.shards, args.batch, args.latency,
+                 streaming_workers=args.streaming_workers)
     text = json.dumps(result, indent=2)
     print(text)
+    print(table(result))
     if args.json:
         args.json.write_text(text + "\n")
+    if args.md:
+        args.md.write_text(markdown(result))
 
 
 if __name__ == "__main__":
