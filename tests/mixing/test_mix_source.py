@@ -275,6 +275,11 @@ def test_sources_that_cannot_mix_are_refused():
         MixSource([memory(0, 3), skipping], [1, 1])
     with pytest.raises(SourceContractError, match="'source1' is int, not a data source"):
         MixSource([memory(0, 3), 5], [1, 1])
+    sharded = memory(0, 4)
+    sharded.set_shard(0, 2)
+    with pytest.raises(SourceContractError, match=r"MixSource source 'source0' is sharded \(share 0 of 2\); "
+                       r"shard the mixture \(the Pipeline does\), not its sources"):
+        MixSource([sharded, memory(0, 3)], [1, 1])
 
 
 def test_tampered_state_is_refused():

@@ -134,7 +134,8 @@ def test_parts_that_cannot_be_concatenated_are_refused():
         ConcatSource([a, a])
     sharded = memory(0, 4)
     sharded.set_shard(0, 2)
-    with pytest.raises(SourceContractError, match=r"part 1 is sharded \(share 0 of 2\)"):
+    with pytest.raises(SourceContractError, match=r"part 1 is sharded \(share 0 of 2\); shard the "
+                       r"concatenation \(the Pipeline does\), not its parts"):
         ConcatSource([memory(0, 3), sharded])
     with pytest.raises(SourceContractError, match="part 0 is list, not a data source"):
         ConcatSource([[1, 2]])  # type: ignore[list-item]
@@ -151,3 +152,22 @@ def test_shards_of_a_host_concatenation_are_disjoint_blocks_across_parts():
         batch, _ = source.get_batch_with_indices(10)
         served.append(batch["x"].tolist())
     assert served == [[0, 1, 2, 3], [4, 5, 6, 7]]  # 9 // 2 each; the last left out
+
+
+def test_close_closes_every_part_even_when_one_fails_and_raises_that_error():
+    closed: list[str] = []
+
+    class Failing(MemorySource):
+        def close(self) -> None:
+            closed.append("failing")
+            raise OSError("disk gone")
+
+    class Counted(MemorySource):
+        def close(self) -> None:
+            closed.append("counted")
+
+    data = {"x": np.arange(3, dtype=np.int32)}
+    concat = ConcatSource([Failing(MemorySourceConfig(), data), Counted(MemorySourceConfig(), data)])
+    with pytest.raises(OSError, match="disk gone"):
+        concat.close()
+    assert closed == ["failing", "counted"]

@@ -169,3 +169,15 @@ def test_a_state_of_another_flat_map_is_refused():
         FlatMapSource(parent(), lambda r: copies(r), max_outputs=2).set_state(state)
     with pytest.raises(StateError, match=r"'cursor' must be \[parent position, output offset\]"):
         FlatMapSource(parent(), copies, max_outputs=2).set_state({**state, "cursor": [1]})
+
+
+def test_a_parent_that_is_not_an_unsharded_source_is_refused_saying_what_to_do():
+    from datarax.core.errors import SourceContractError
+
+    with pytest.raises(SourceContractError, match="FlatMapSource source is list, not a data source"):
+        FlatMapSource([1, 2], copies, max_outputs=2)  # type: ignore[arg-type]
+    sharded = parent()
+    sharded.set_shard(1, 2)
+    with pytest.raises(SourceContractError, match=r"FlatMapSource source is sharded \(share 1 of 2\); "
+                       r"shard the flat-mapped source \(the Pipeline does\), not its parent"):
+        FlatMapSource(sharded, copies, max_outputs=2)

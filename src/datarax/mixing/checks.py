@@ -15,27 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
-from datarax.core.distinct import check_distinct
+from datarax.core import children as common
+from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.spec import check_same_fields, checked_spec
 
 
 def check_children(names: list[str], children: list[Any], mode: str) -> None:
     """Refuse sources that cannot be mixed (see :class:`~datarax.mixing.MixSource`)."""
+    common.check_children("MixSource", "source", [f"'{n}'" for n in names], children,
+                          whole="the mixture")
     for name, child in zip(names, children):
-        if not isinstance(child, DataSourceModule):
-            raise SourceContractError(
-                f"MixSource source '{name}' is {type(child).__name__}, not a data source "
-                "(a DataSourceModule such as MemorySource)."
-            )
-        check_contract(child)
-        if child.shard.count > 1:
-            raise SourceContractError(
-                f"MixSource source '{name}' is sharded (share {child.shard.index} of "
-                f"{child.shard.count}); shard the mixture "
-                "(the Pipeline does), not its sources."
-            )
         on_error = getattr(child.config, "on_error", "raise")
         if child.kind is SourceKind.HOST and on_error != "raise":
             raise SourceContractError(
@@ -50,6 +40,5 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
             )
         if child.epoch_size() == 0:
             raise ConfigError(f"MixSource source '{name}' holds no records.")
-    check_distinct("MixSource", "source", [f"'{n}'" for n in names], children)
     check_same_fields("MixSource", [f"source '{n}'" for n in names],
                       [checked_spec(c) for c in children], "mixed", "mixing")

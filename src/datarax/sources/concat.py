@@ -43,9 +43,9 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
+from datarax.core.children import check_children, close_each
 from datarax.core.config import StructuralConfig, check_int, check_settings
-from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
-from datarax.core.distinct import check_distinct
+from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields, checked_spec
@@ -336,9 +336,8 @@ class ConcatSource(DataSourceModule):
                 closer()
 
     def close(self) -> None:
-        """Close every part."""
-        for part in self.parts:
-            part.close()
+        """Close every part (all of them even when one fails: its error is raised after)."""
+        close_each(part.close for part in self.parts)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -353,19 +352,7 @@ def _to_host(batch: Any, count: int) -> Any:
 
 
 def _check_parts(parts: list[Any]) -> None:
-    for i, part in enumerate(parts):
-        if not isinstance(part, DataSourceModule):
-            raise SourceContractError(
-                f"ConcatSource part {i} is {type(part).__name__}, not a data source (a "
-                "DataSourceModule such as MemorySource)."
-            )
-        check_contract(part)
-        if part.shard.count > 1:
-            raise SourceContractError(
-                f"ConcatSource part {i} is sharded (share {part.shard.index} of "
-                f"{part.shard.count}); shard the concatenation "
-                "(the Pipeline does), not its parts."
-            )
-    check_distinct("ConcatSource", "part", [str(i) for i in range(len(parts))], parts)
+    check_children("ConcatSource", "part", [str(i) for i in range(len(parts))], parts,
+                   whole="the concatenation")
     check_same_fields("ConcatSource", [f"part {i}" for i in range(len(parts))],
                       [checked_spec(p) for p in parts], "concatenated", "concatenating")

@@ -49,10 +49,11 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, record_at, stack_records
+from datarax.core.children import check_child
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_settings
-from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
+from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.dtypes import fit_value
-from datarax.core.errors import DataraxError, SourceContractError, StateError
+from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import TextSpec
 from datarax.sources.decoded_records import spec_of
@@ -135,20 +136,10 @@ class FlatMapSource(DataSourceModule):
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
-        if not isinstance(source, DataSourceModule):
-            raise SourceContractError(
-                f"FlatMapSource source is {type(source).__name__}, not a data source (a "
-                "DataSourceModule such as MemorySource)."
-            )
+        check_child("FlatMapSource", "source", source, whole="the flat-mapped source",
+                    children="parent")
         if not callable(fn):
             raise DataraxError(f"FlatMapSource fn must be callable, got {type(fn).__name__}.")
-        check_contract(source)
-        if source.shard.count > 1:
-            raise SourceContractError(
-                f"FlatMapSource source is sharded (share {source.shard.index} of "
-                f"{source.shard.count}); shard the flat-mapped "
-                "source (the Pipeline does), not its parent."
-            )
         config = FlatMapSourceConfig(
             max_outputs=max_outputs,
             fn_name=getattr(fn, "__qualname__", type(fn).__qualname__),

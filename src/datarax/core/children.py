@@ -1,0 +1,135 @@
+"""What a source built from other sources checks of them, and how it closes them.
+
+A composite source (a concatenation, a mixture, a flat map) reads child sources through
+their public API, each at its own position. So each child must be a data source keeping
+the source contract, unsharded (the Pipeline shards the composite as a whole, not its
+children), and a separate object: one object in two places would share one position,
+and reading either place would move the other.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> a = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    >>> check_children("ConcatSource", "part", ["0", "1"], [a, [1, 2]], whole="the concatenation")
+    Traceback (most recent call last):
+    ...
+    datarax.core.errors.SourceContractError: ConcatSource part 1 is list, not a data source (a DataSourceModule such as MemorySource).
+    >>> check_children("ConcatSource", "part", ["0", "1", "2"], [a, a, a], whole="the concatenation")
+    Traceback (most recent call last):
+    ...
+    datarax.core.errors.SourceContractError: ConcatSource parts 0 and 1 are the same object; each part keeps its own position, so build a separate source for each entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from datarax.core.data_source import DataSourceModule, check_contract
+from datarax.core.errors import SourceContractError
+
+__all__ = ["check_child", "check_children", "check_distinct", "close_each"]
+
+
+def check_child(owner: str, name: str, child: Any, *, whole: str, children: str) -> None:
+    """Refuse a child that is not a data source, breaks the contract, or is sharded.
+
+    Args:
+        owner: the composite source's class name, first in the message.
+        name: how the message names the child (``"part 0"``, ``"source 'a'"``).
+        child: the child object.
+        whole: what to shard instead (``"the concatenation"``).
+        children: what the composite's children are called, after "not its"
+            (``"parts"``, ``"parent"``).
+
+    Raises:
+        SourceContractError: naming the owner, the child and what to do.
+
+    Example:
+        >>> check_child("FlatMapSource", "source", 3, whole="the flat-mapped source",
+        ...             children="parent")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.SourceContractError: FlatMapSource source is int, not a data source (a DataSourceModule such as MemorySource).
+    """
+    if not isinstance(child, DataSourceModule):
+        raise SourceContractError(
+            f"{owner} {name} is {type(child).__name__}, not a data source "
+            "(a DataSourceModule such as MemorySource)."
+        )
+    check_contract(child)
+    if child.shard.count > 1:
+        raise SourceContractError(
+            f"{owner} {name} is sharded (share {child.shard.index} of {child.shard.count}); "
+            f"shard {whole} (the Pipeline does), not its {children}."
+        )
+
+
+def check_children(owner: str, kind: str, labels: Sequence[str], children: Sequence[Any], *,
+                   whole: str) -> None:
+    """:func:`check_child` for each child (named ``f"{kind} {label}"``), then
+    :func:`check_distinct` (see the module docstring for an example).
+
+    Args:
+        owner: the composite source's class name.
+        kind: what one child is called (``"part"``, ``"source"``).
+        labels: how the messages name each child (``"0"``, ``"'a'"``), in order.
+        children: the child objects.
+        whole: what to shard instead of a child (``"the mixture"``).
+    """
+    for label, child in zip(labels, children):
+        check_child(owner, f"{kind} {label}", child, whole=whole, children=f"{kind}s")
+    check_distinct(owner, kind, labels, children)
+
+
+def check_distinct(owner: str, kind: str, labels: Sequence[str], children: Sequence[Any]) -> None:
+    """Refuse a child object that appears twice in ``children``.
+
+    Args:
+        owner: the composite source's class name, first in the message.
+        kind: what one child is called ("source", "part").
+        labels: how the message names each child (``"'a'"``, ``"0"``), in order.
+        children: the child objects, compared by identity.
+
+    Raises:
+        SourceContractError: naming both places the object stands in.
+
+    Example:
+        >>> a, b = object(), object()
+        >>> check_distinct("MixSource", "source", ["'a'", "'b'"], [a, b])  # distinct: passes
+    """
+    seen: dict[int, str] = {}
+    for label, child in zip(labels, children):
+        if id(child) in seen:
+            raise SourceContractError(
+                f"{owner} {kind}s {seen[id(child)]} and {label} are the same object; each {kind} "
+                "keeps its own position, so build a separate source for each entry."
+            )
+        seen[id(child)] = label
+
+
+def close_each(closers: Iterable[Callable[[], object]]) -> None:
+    """Call every closer, even after one raised; then raise the first error, the later
+    ones added to it as notes (nothing is left open, nothing is hidden).
+
+    Example:
+        >>> closed = []
+        >>> def fail():
+        ...     raise OSError("disk gone")
+        >>> try:
+        ...     close_each([fail, lambda: closed.append("b")])
+        ... except OSError as err:
+        ...     print(err, closed)
+        disk gone ['b']
+    """
+    first: BaseException | None = None
+    for closer in closers:
+        try:
+            closer()
+        except BaseException as err:  # noqa: BLE001 - re-raised below, after the others
+            if first is None:
+                first = err
+            else:
+                first.add_note(f"closing another part also failed: {type(err).__name__}: {err}")
+    if first is not None:
+        raise first
