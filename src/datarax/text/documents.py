@@ -7,6 +7,13 @@ A reader is a plain host object with three methods:
   saying why an entry could not be read);
 * ``describe(epoch, index)`` — where document ``index`` comes from, for error messages;
 * ``num_documents()`` — documents per pass (mixing needs it to cycle a corpus);
+* ``close()`` — release what the reader holds (remote files held in the shard cache,
+  an open stream). Closing twice is safe, and it ends nothing for good: a later read
+  takes what it needs again. A :class:`~datarax.text.PackedTextSource` closes its
+  reader when it is closed (or leaves a ``with`` block), a
+  :class:`~datarax.text.MixedDocuments` closes its corpora.
+  The readers here all have it; a reader of your own may leave it out (closing it
+  then does nothing, :func:`close_reader`);
 * optionally ``settings()`` — a JSON-able dict of what decides the documents of a pass
   (files, field, seed ...): a saved state is restored only into a reader with equal
   settings (:func:`reader_settings`; a reader without it is known by its class).
@@ -18,7 +25,7 @@ The file readers (:class:`JsonlDocuments`, :class:`ParquetDocuments`) take local
 or URLs (``s3://``, ``gs://``, ``https://``, any fsspec protocol; a glob pattern such as
 ``s3://bucket/c-*.jsonl`` is expanded, sorted). Remote files are listed once, when the
 reader is built, fetched into the local shard cache
-(:class:`~datarax.storage.ShardCache`) and held there until the reader's ``close()``:
+(:class:`~datarax.storage.ShardCache`) and held there until the reader is closed:
 every pass, and a restore, reads the same local bytes, named by their URLs in messages
 and in ``settings()``.
 """
@@ -54,6 +61,8 @@ class DocumentReader(Protocol):
     def describe(self, epoch: int, index: int) -> str: ...
 
     def num_documents(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class FunctionDocuments:
@@ -103,6 +112,9 @@ class FunctionDocuments:
         if self._count is None:
             self._count = sum(1 for _ in self._open(0))
         return self._count
+
+    def close(self) -> None:
+        """Nothing to release: the function's iterables are dropped with their pass."""
 
 
 def _takes_argument(fn: Callable[..., Any]) -> bool:
@@ -416,6 +428,11 @@ class HFStreamDocuments:
             self._count = sum(1 for _ in self.read(0, 0))
         return self._count
 
+    def close(self) -> None:
+        """Close the stream source (its open stream, its held remote files); a later
+        read re-opens it."""
+        self.source.close()
+
 
 def _names(paths: list[str]) -> list[str]:
     return [os.path.basename(p) for p in paths]
@@ -430,6 +447,17 @@ def reader_settings(reader: Any) -> dict[str, Any]:
     """
     own = getattr(reader, "settings", None)
     return dict(own()) if callable(own) else {"reader": type(reader).__name__}
+
+
+def close_reader(reader: Any) -> None:
+    """Call ``reader.close()``; a reader without one holds nothing to release.
+
+    Example:
+        >>> close_reader(FunctionDocuments(lambda: ["a"]))  # nothing held: a no-op
+    """
+    closer = getattr(reader, "close", None)
+    if callable(closer):
+        closer()
 
 
 def as_reader(documents: Any) -> Any:

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.children import close_each
 from datarax.core.config import (
     StructuralConfig,
     check_bool,
@@ -46,7 +47,7 @@ from datarax.core.data_source import check_contract
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.stream import StreamSource
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
-from datarax.text.documents import as_reader, reader_settings
+from datarax.text.documents import as_reader, close_reader, reader_settings
 from datarax.text.packing import FIELDS, MODES, Packer
 from datarax.text.passes import SNAPSHOT_KEYS, TextPass
 from datarax.text.tokenize import as_tokenizer
@@ -213,7 +214,31 @@ class PackedTextSource(StreamSource):
         self._text.suspend(at=(self.epoch, self.index))
 
     def close(self) -> None:
-        self._text.suspend(at=(self.epoch, self.index))
+        """Release the reader and close it (remote files it holds may then be evicted
+        from the shard cache); the position is kept. Closing twice is safe, and a later
+        read opens the reader again.
+
+        Example:
+            >>> with PackedTextSource(PackedTextConfig(seq_len=4), lambda: ["a b"],
+            ...                       lambda text: [1] * len(text.split())) as source:
+            ...     source.get_batch(1)["tokens"].tolist()
+            [[1, 1, 0, 0]]
+        """
+        at = (self.epoch, self.index)
+        close_each([lambda: self._text.suspend(at=at), lambda: close_reader(self._text.reader)])
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close; an error raised in the ``with`` block is never replaced by one raised
+        while closing (that one is added to it as a note)."""
+        error = exc[1] if len(exc) > 1 else None
+        if not isinstance(error, BaseException):
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception as err:  # noqa: BLE001 - the block's own error goes on
+            error.add_note(f"closing the PackedTextSource also failed: "
+                           f"{type(err).__name__}: {err}")
 
     def __iter__(self) -> PackedTextSource:
         check_contract(self)
