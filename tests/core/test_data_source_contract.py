@@ -14,6 +14,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
 
 
 @dataclass(frozen=True)
@@ -225,3 +226,20 @@ def test_check_finite_on_the_host_path():
 
     with pytest.raises(SpecMismatchError, match="field 'x' of the record at position 6 of epoch 0 \\(stable index 6\\) holds NaN or inf"):
         list(Pipeline(source=Floats(10), stages=[], batch_size=4, check_finite=True))
+
+
+class _CloseFails(MemorySource):
+    def close(self) -> None:
+        raise OSError("reader gone")
+
+
+def test_a_failing_close_never_hides_the_with_blocks_error() -> None:
+    source = _CloseFails(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    with pytest.raises(KeyError) as caught:
+        with source:
+            raise KeyError("the block's own error")
+    assert caught.value.args == ("the block's own error",)
+    assert caught.value.__notes__ == ["closing the _CloseFails also failed: OSError: reader gone"]
+    with pytest.raises(OSError, match="reader gone"):  # with no error in the block it is raised
+        with source:
+            pass

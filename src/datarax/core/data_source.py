@@ -227,7 +227,17 @@ class DataSourceModule(DataraxModule):
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        """Close; an error raised in the ``with`` block is never replaced by one raised
+        while closing (that one is added to it as a note)."""
+        error = exc[1] if len(exc) > 1 else None
+        if not isinstance(error, BaseException):
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception as err:  # noqa: BLE001 - the block's own error goes on
+            error.add_note(f"closing the {type(self).__name__} also failed: "
+                           f"{type(err).__name__}: {err}")
 
     # ---------------------------------------------------------- record iteration
     def _direct_passes(self) -> int:

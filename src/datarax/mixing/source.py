@@ -65,6 +65,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
+from datarax.core.children import close_each
 from datarax.core.config import StructuralConfig, check_seed, check_settings
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
@@ -471,9 +472,8 @@ class MixSource(DataSourceModule):
                 closer()
 
     def close(self) -> None:
-        """Close every child."""
-        for child in self.sources:
-            child.close()
+        """Close every child (all of them, even after one fails; the first error is raised)."""
+        close_each(child.close for child in self.sources)
 
 
 # ---------------------------------------------------------------------- helpers

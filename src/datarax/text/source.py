@@ -227,19 +227,6 @@ class PackedTextSource(StreamSource):
         at = (self.epoch, self.index)
         close_each([lambda: self._text.suspend(at=at), lambda: close_reader(self._text.reader)])
 
-    def __exit__(self, *exc: Any) -> None:
-        """Close; an error raised in the ``with`` block is never replaced by one raised
-        while closing (that one is added to it as a note)."""
-        error = exc[1] if len(exc) > 1 else None
-        if not isinstance(error, BaseException):
-            self.close()
-            return
-        try:
-            self.close()
-        except Exception as err:  # noqa: BLE001 - the block's own error goes on
-            error.add_note(f"closing the PackedTextSource also failed: "
-                           f"{type(err).__name__}: {err}")
-
     def __iter__(self) -> PackedTextSource:
         check_contract(self)
         if self._text.ended and self._text.at == (self.epoch, self.index):
