@@ -189,6 +189,32 @@ def test_throttling_is_retried_and_a_reset_resumes_from_the_bytes_written(tmp_pa
     assert (s["retries"], s["throttled"], s["resumed"], s["fetched"]) == (2, 1, 1, 1)
 
 
+def test_ranges_in_parallel_are_retried_on_their_own_and_verified(tmp_path, monkeypatch):
+    data = bytes(range(50))
+    _put("ranges", {"a.bin": data})
+    ranges: list[tuple[int, int]] = []
+
+    def cat_file(path, start=None, end=None, **kw):
+        ranges.append((start, end))
+        if (start, end) == (16, 24) and ranges.count((16, 24)) == 1:
+            raise ConnectionResetError("Connection reset by peer")
+        return _read(path, start, end)
+
+    monkeypatch.setattr(MEM, "cat_file", cat_file)
+    fetcher = Fetcher(retry=FAST, chunk=8, parallel=3)
+    good = hashlib.sha256(data).hexdigest()
+    part = tmp_path / "a.part"
+    part.write_bytes(b"\0" * 50)
+    fetcher.download(RemoteObject("memory://ranges/a.bin", 50, sha256=good), str(part))
+    assert part.read_bytes() == data
+    assert sorted(set(ranges)) == [(a, min(50, a + 8)) for a in range(0, 50, 8)]
+    assert len(ranges) == 8 and ranges.count((16, 24)) == 2  # only the cut range again
+    s = fetcher.stats.snapshot()
+    assert (s["retries"], s["resumed"], s["fetched"]) == (1, 1, 1)
+    with pytest.raises(RemoteObjectError, match="SHA-256 is " + good):
+        fetcher.download(RemoteObject("memory://ranges/a.bin", 50, sha256="0" * 64), str(part))
+
+
 def test_retries_give_up_naming_the_file(tmp_path, monkeypatch):
     _put("giveup", {"a.bin": b"abcd"})
 

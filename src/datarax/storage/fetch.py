@@ -1,8 +1,10 @@
 """Downloading one remote file into a cache entry: chunked, resumed, retried, verified.
 
-The file is read in ranges of ``CHUNK`` bytes. A transient failure (throttling, a timeout,
-a connection dropped mid-object) is retried with backoff from the first byte not yet
-written — a range request, never a restart from zero. At the end the bytes are checked
+The file is read in ranges of ``CHUNK`` bytes (16 MiB), ``parallel`` of them in flight at
+once (which hides the store's latency per request when few files are needed). A transient
+failure (throttling, a timeout, a connection dropped mid-object) is retried with backoff
+from the first byte of its range not yet written — a range request, never a restart from
+zero. At the end the bytes are checked
 against what the listing or the dataset's metadata said: SHA-256 when known, else the
 size and, after the download, the version tag (ETag) again.
 
@@ -22,7 +24,10 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import hashlib
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +37,7 @@ from datarax.storage.urls import RemoteObject, filesystem, version_tag
 
 __all__ = ["CHUNK", "Fetcher"]
 
-CHUNK = 8 << 20
+CHUNK = 16 << 20  # a request per 16 MiB: few round trips, bounded memory per request
 
 
 class Fetcher:
@@ -43,18 +48,22 @@ class Fetcher:
         retry: the :class:`RetryPolicy` of each request.
         stats: counters to add to (a fresh :class:`StorageStats` by default).
         chunk: bytes per range request.
+        parallel: range requests of one file in flight at once (1: one after another).
+            Several hide the store's latency per request; each range is retried and
+            resumed on its own.
     """
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *,
                  retry: RetryPolicy | None = None, stats: StorageStats | None = None,
-                 chunk: int = CHUNK) -> None:
+                 chunk: int = CHUNK, parallel: int = 1) -> None:
         self.storage_options = dict(storage_options or {})
         self.retry = retry or RetryPolicy()
         self.stats = stats if stats is not None else StorageStats()
         self.chunk = int(chunk)
+        self.parallel = max(1, int(parallel))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Fetcher, (self.storage_options, self.retry, None, self.chunk))
+        return (_rebuild, (self.storage_options, self.retry, self.chunk, self.parallel))
 
     def _missing(self, url: str, err: BaseException) -> RemoteObjectError:
         self.stats.add("failed")
@@ -70,38 +79,25 @@ class Fetcher:
                 or still failing after the retries.
         """
         fs, path = filesystem(obj.url, self.storage_options)
-        digest = hashlib.sha256() if obj.sha256 else None
-        written = 0
-        interrupted = False
-
-        def on_retry(err: BaseException) -> None:
-            nonlocal interrupted
-            if written and not is_throttle(err):
-                interrupted = True
-
-        with open(part, "r+b") as out:
-            while written < obj.size:
-                end = min(obj.size, written + self.chunk)
-                start = written
-                try:
-                    data = with_retries(lambda: fs.cat_file(path, start=start, end=end),
-                                        obj.url, self.retry, self.stats, on_retry=on_retry)
-                except FileNotFoundError as err:
-                    raise self._missing(obj.url, err) from err
-                except OSError as err:
-                    self.stats.add("failed")
-                    raise RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url) from err
-                if interrupted:
-                    self.stats.add("resumed")
-                    interrupted = False
-                if len(data) > end - start or (not data and end > start):
-                    raise self._changed(obj, f"a read of bytes {start}-{end} returned {len(data)}")
-                out.write(data)
-                if digest is not None:
-                    digest.update(data)
-                written += len(data)
-        if digest is not None:
-            got = digest.hexdigest()
+        ranges = [(a, min(obj.size, a + self.chunk)) for a in range(0, obj.size, self.chunk)]
+        parallel = min(self.parallel, len(ranges))
+        # in order, one range at a time: the digest follows the bytes as they come
+        digest = hashlib.sha256() if obj.sha256 and parallel <= 1 else None
+        fd = os.open(part, os.O_RDWR)
+        try:
+            fetch = functools.partial(self._fetch_range, fs, path, obj, fd, digest)
+            if parallel <= 1:
+                for start, end in ranges:
+                    fetch(start, end)
+            else:
+                with concurrent.futures.ThreadPoolExecutor(
+                        parallel, thread_name_prefix="datarax-range") as pool:
+                    for future in [pool.submit(fetch, a, b) for a, b in ranges]:
+                        future.result()  # the first failure, once every range has ended
+        finally:
+            os.close(fd)
+        if obj.sha256:
+            got = digest.hexdigest() if digest is not None else _sha256_of(part)
             if got != obj.sha256:
                 raise self._changed(obj, f"its SHA-256 is {got}, the dataset's metadata says "
                                          f"{obj.sha256}")
@@ -117,9 +113,57 @@ class Fetcher:
         self.stats.add("fetched")
         self.stats.add("fetched_bytes", obj.size)
 
+    def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int,
+                     digest: Any, start: int, end: int) -> None:
+        """Bytes ``[start, end)`` of ``obj`` written at their offset in ``fd``; a dropped
+        connection is retried from the first byte of the range not yet written."""
+        written = start
+        interrupted = False
+
+        def on_retry(err: BaseException) -> None:
+            nonlocal interrupted
+            if written > 0 and not is_throttle(err):
+                interrupted = True
+
+        while written < end:
+            at = written
+            try:
+                data = with_retries(lambda: fs.cat_file(path, start=at, end=end),
+                                    obj.url, self.retry, self.stats, on_retry=on_retry)
+            except FileNotFoundError as err:
+                raise self._missing(obj.url, err) from err
+            except OSError as err:
+                self.stats.add("failed")
+                raise RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url) from err
+            if interrupted:
+                self.stats.add("resumed")
+                interrupted = False
+            if len(data) > end - at or not data:
+                raise self._changed(obj, f"a read of bytes {at}-{end} returned {len(data)}")
+            view, offset = memoryview(data), at
+            while view:  # pwrite may write less than asked
+                done = os.pwrite(fd, view, offset)
+                view, offset = view[done:], offset + done
+            if digest is not None:
+                digest.update(data)
+            written = at + len(data)
+
     def _changed(self, obj: RemoteObject, detail: str) -> RemoteObjectError:
         self.stats.add("failed")
         return RemoteObjectError(
             f"'{obj.url}' changed in the store since the dataset was listed ({detail}); the "
             "dataset was rewritten while being read. Rebuild the source (it lists the files "
             "again), or read with on_error='skip'.", url=obj.url)
+
+
+def _sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _rebuild(storage_options: dict[str, Any], retry: RetryPolicy, chunk: int,
+             parallel: int) -> Fetcher:
+    return Fetcher(storage_options, retry=retry, chunk=chunk, parallel=parallel)

@@ -93,6 +93,8 @@ class RemoteShards:
         handles: open handles kept at most (default: all when the files fit in the cache,
             else ``threads + ahead``).
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
+        parallel: range requests of one file in flight at once (they hide the store's
+            latency per request; see :class:`~datarax.storage.fetch.Fetcher`).
 
     Raises:
         CacheFullError: the cache's limit is smaller than the ``behind`` largest files.
@@ -101,10 +103,11 @@ class RemoteShards:
     def __init__(self, objects: Sequence[RemoteObject], *, cache: ShardCache | None = None,
                  storage_options: Mapping[str, Any] | None = None, threads: int = 4,
                  ahead: int = 8, behind: int = 1, handles: int | None = None,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, parallel: int = 2) -> None:
         if not objects:
             raise ConfigError("RemoteShards needs at least one file.")
-        for name, value in (("threads", threads), ("ahead", ahead), ("behind", behind)):
+        for name, value in (("threads", threads), ("ahead", ahead), ("behind", behind),
+                            ("parallel", parallel)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"RemoteShards {name} must be an int >= 1, got {value!r}.")
         self.objects = tuple(objects)
@@ -116,7 +119,9 @@ class RemoteShards:
         self.retry = retry or RetryPolicy()
         self._check_room()
         self._stats = StorageStats()
-        self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats)
+        self.parallel = parallel
+        self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats,
+                               parallel=parallel)
         fits = sum(o.size for o in self.objects) <= self.cache.max_bytes
         self._largest = max(o.size for o in self.objects)
         self.handle_limit = handles if handles is not None else (
@@ -160,7 +165,8 @@ class RemoteShards:
     def __reduce__(self) -> tuple[Any, ...]:
         # a worker process gets its own downloads into the same cache (shared safely)
         return (_rebuild, (self.objects, self.cache, self.storage_options, self.threads,
-                           self.ahead, self.behind, self.handle_limit, self.retry))
+                           self.ahead, self.behind, self.handle_limit, self.retry,
+                           self.parallel))
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -583,6 +589,7 @@ def _close_all(handles: list[tuple[Callable[[Any], None], Any]]) -> None:
 
 def _rebuild(objects: Sequence[RemoteObject], cache: ShardCache, storage_options: dict[str, Any],
              threads: int, ahead: int, behind: int, handles: int, retry: RetryPolicy,
-             ) -> RemoteShards:
+             parallel: int) -> RemoteShards:
     return RemoteShards(objects, cache=cache, storage_options=storage_options, threads=threads,
-                        ahead=ahead, behind=behind, handles=handles, retry=retry)
+                        ahead=ahead, behind=behind, handles=handles, retry=retry,
+                        parallel=parallel)
