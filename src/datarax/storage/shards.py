@@ -128,6 +128,7 @@ class RemoteShards:
             len(self.objects) if fits else threads + ahead)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # a file released, fetched or unpinned
+        self._generation = 0  # counts those changes (a reader refused room retries after one)
         self._entries: dict[int, CacheEntry] = {}
         self._inflight: dict[int, concurrent.futures.Future[str]] = {}
         self._failed: dict[int, RemoteObjectError] = {}
@@ -247,6 +248,11 @@ class RemoteShards:
             self._pool.submit(self._prefetch, i, future)
             running += 1
 
+    def _notify(self) -> None:
+        """Wake the readers waiting for room (called with the lock held)."""
+        self._generation += 1
+        self._changed.notify_all()
+
     def _busy(self) -> set[int]:
         """Files a reader is using or waiting for (never released)."""
         return {i for i, n in self._pins.items() if n > 0}
@@ -270,7 +276,7 @@ class RemoteShards:
         entry = self._entries.pop(i, None)
         if entry is not None:
             entry.release()
-        self._changed.notify_all()
+        self._notify()
         return idle
 
     def _release_passed(self, *, asked: bool = False) -> list[tuple[Callable[[Any], None], Any]]:
@@ -318,7 +324,7 @@ class RemoteShards:
             with self._lock:
                 if self._inflight.get(i) is future:
                     del self._inflight[i]
-                self._changed.notify_all()
+                self._notify()
                 if not future.exception():
                     self._schedule()
 
@@ -384,7 +390,7 @@ class RemoteShards:
             self._pins[i] -= 1
             if self._pins[i] <= 0:
                 del self._pins[i]
-            self._changed.notify_all()
+            self._notify()
 
     def _claim(self, i: int) -> str:
         """:meth:`local_path` of a file the caller has pinned."""
@@ -405,6 +411,7 @@ class RemoteShards:
                     if mine:
                         future = concurrent.futures.Future()
                         self._inflight[i] = future
+                    generation = self._generation
                 assert future is not None
                 if not mine:
                     try:
@@ -426,14 +433,16 @@ class RemoteShards:
                     with self._lock:
                         if self._inflight.get(i) is future:
                             del self._inflight[i]
-                        self._changed.notify_all()
-                self._make_room(i, full, deadline)
+                        self._changed.notify_all()  # waiters on this file fetch it themselves
+                self._make_room(i, full, deadline, generation)
         finally:
             self._stats.add("wait_s", time.perf_counter() - began)
 
-    def _make_room(self, wanted: int, full: CacheFullError, deadline: float) -> None:
+    def _make_room(self, wanted: int, full: CacheFullError, deadline: float,
+                   generation: int) -> None:
         """After the cache refused ``wanted`` (``full``): release files held for later, or
-        wait for the files other readers are using; raise when neither can help."""
+        wait for the files other readers are using; raise when neither can help and
+        nothing changed since the refusal (``generation``)."""
         with self._lock:
             if full.disk_full:  # the local disk, not the limit: its message says what to do
                 raise full
@@ -447,7 +456,8 @@ class RemoteShards:
                     break
                 size -= self.objects[j].size
                 idle += self._drop(j)
-            if len(self._entries) == len(held):  # nothing released: wait for other readers
+            if len(self._entries) == len(held) and self._generation == generation:
+                # nothing released, here or by other readers since the refusal: wait for them
                 others = ({j for j in self._busy() if j in self._entries}
                           | set(self._inflight)) - {wanted}
                 if not others or time.monotonic() > deadline:
@@ -565,7 +575,7 @@ class RemoteShards:
             pool, self._pool = self._pool, None
             handles = [(self._closers.pop(i), h) for i, (h, _) in self._handles.items()]
             self._handles.clear()
-            self._changed.notify_all()
+            self._notify()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         for close, handle in handles:
