@@ -48,6 +48,10 @@ CONTENDERS: dict[str, Contender] = {
         Contender("datarax-cold", "datarax_pipeline", ("jax", "flax", "datarax"),
                   note="the same without a persistent compilation cache (datarax's "
                   "default; a user's first run)"),
+        Contender("jax-floor", "jax_floor", ("jax",), warm_up=True,
+                  env={"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
+                  note="plain jax.jit of the work, host gather + device_put per batch, "
+                  "persistent cache warm: the first batch any jitted loader pays"),
         Contender("grain", "grain_loader", ("grain",), options={"workers": 0},
                   note="MapDataset.batch, to_iter_dataset(ReadOptions(num_threads=2))"),
         Contender("grain-mp", "grain_loader", ("grain",), options={"workers": 2},
