@@ -103,6 +103,22 @@ def test_an_s3_dataset_reads_like_the_local_one_and_is_cached(
     assert sum(s3.proxy.count("GET", name) for name in shard_names(local_dataset)) == gets
 
 
+def test_a_dataset_is_opened_with_one_request_and_never_listed_again(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    metadata = f"/{s3.bucket}/ds/datarax_dataset.json"
+    s3.proxy.reset()
+    with source(url, tmp_path, shuffle_files=True, seed=4) as src:
+        assert dict(s3.proxy.requests) == {("GET", metadata): 1}  # no HEAD, no listing
+        for epoch in range(3):
+            src.seek(epoch)
+            assert sorted(read(src)) == list(range(SHARDS * PER_SHARD))
+    shards = {f"/{s3.bucket}/ds/{name}" for name in shard_names(local_dataset)}
+    assert {path for _, path in s3.proxy.requests} == shards | {metadata}
+    assert s3.proxy.requests[("GET", metadata)] == 1
+    assert all(s3.proxy.requests[("GET", path)] == 1 for path in shards)  # once, then cached
+
+
 @pytest.mark.parametrize("cached", [1, 3, 4])  # 1: the smallest that works (the window)
 def test_a_cache_smaller_than_the_dataset_with_window_shuffle(
         s3: S3, local_dataset: str, tmp_path: pathlib.Path, cached: int) -> None:

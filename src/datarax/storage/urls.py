@@ -198,10 +198,10 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
 
 def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,
               retry: RetryPolicy | None = None, stats: StorageStats | None = None) -> Any | None:
-    """The JSON file at ``url``, or None when it does not exist."""
+    """The JSON file at ``url``, or None when it does not exist (one request)."""
     fs, path = filesystem(url, storage_options)
-    try:
-        text = with_retries(lambda: fs.cat_file(path), url, retry or RetryPolicy(), stats)
+    try:  # start=0: one GET (without it s3fs asks for the size first, a second round trip)
+        text = with_retries(lambda: fs.cat_file(path, start=0), url, retry or RetryPolicy(), stats)
     except FileNotFoundError:
         return None
     try:
