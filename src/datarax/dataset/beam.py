@@ -64,7 +64,13 @@ from datarax.dataset.metadata import (
     write_metadata,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, resolve_features
+from datarax.dataset.writer import (
+    PARTIAL_DIR,
+    ConversionError,
+    WriteSummary,
+    bad_record_message,
+    resolve_features,
+)
 from datarax.errors import ConfigError
 from datarax.extras import require
 
@@ -240,17 +246,16 @@ class _Encode(beam.DoFn):
         try:
             data = encode_record(features, record, row=row)
         except RecordMismatchError as err:
-            message = str(err)
+            message = str(err)  # as the local writer words it, in errors and in the metadata
+            where = message
             if self.rows is not None and row is not None:
-                message = f"{self.rows.description}, " + message.replace(
-                    f"row {row}", self.rows.row_name(row), 1)
+                message = message.replace(f"row {row}", self.rows.row_name(row), 1)
+                where = f"{self.rows.description}, {message}"
             elif row is None:
-                message = f"the record with key {key!r}: {message}"
+                message = where = f"the record with key {key!r}: {message}"
             if self.on_error != "skip":
-                raise ConversionError(
-                    f"{message} Fix the source {'row' if self.numbered else 'record'}, or pass "
-                    "on_error='skip' (--on-error skip) to leave it out and list it in the "
-                    "metadata.") from err
+                raise ConversionError(bad_record_message(
+                    where, err, "row" if self.numbered else "record")) from err
             yield shard, (key, None, {"row": row, "field": err.field, "error": message})
             return
         yield shard, (key, data, None)
@@ -533,7 +538,7 @@ def convert_rows(
             f"convert with runner='beam' reads rows in parallel workers, which "
             f"{rows.description} does not allow (it is read once, in order); use runner='local'.")
     dst = os.fspath(dst)
-    feats = resolve_features(rows, features, class_names=class_names)
+    feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
     n = rows.length
     if n == 0:
         raise ConversionError(f"{rows.description} holds no records; nothing to write.")

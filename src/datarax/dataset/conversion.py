@@ -34,7 +34,15 @@ import numpy as np
 
 from datarax.dataset.fields import Features
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
-from datarax.dataset.rows import HFRows, IterableRows, Rows, SequenceRows, hf_hints
+from datarax.dataset.rows import (
+    HFRows,
+    IterableRows,
+    Rows,
+    SequenceRows,
+    hf_hints,
+    list_hint,
+    list_hint_wanted,
+)
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
 from datarax.errors import ConfigError
 from datarax.extras import require
@@ -60,19 +68,29 @@ class TableRows(Rows):
         self.description = f"{kind} files {self.files[0]}" + (
             f" (+{len(self.files) - 1} more)" if len(self.files) > 1 else "")
         self._tables: list[Any] | None = None
+        self._hints: dict[str, dict[str, Any]] | None = None
         self._counts = self._count()
         self.length = int(sum(self._counts))
 
     def __getstate__(self) -> dict[str, Any]:
         return {"files": self.files, "kind": self.kind, "description": self.description,
-                "_counts": self._counts, "length": self.length, "_tables": None}
+                "_counts": self._counts, "length": self.length, "_tables": None,
+                "_hints": self._hints}
 
     def _count(self) -> list[int]:
         require("pyarrow", extra="convert", user="datarax convert")
         if self.kind == "parquet":
             import pyarrow.parquet as pq
 
-            return [pq.ParquetFile(f).metadata.num_rows for f in self.files]
+            counts = []
+            for f in self.files:
+                try:
+                    counts.append(pq.ParquetFile(f).metadata.num_rows)
+                except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+                    raise ConversionError(
+                        f"cannot read the parquet file '{f}': {err}. Fix or replace the file, or "
+                        "leave it out of SRC.") from err
+            return counts
         return [t.num_rows for t in self._load()]
 
     def _load(self) -> list[Any]:
@@ -80,14 +98,31 @@ class TableRows(Rows):
             if self.kind == "json":
                 import pyarrow.json as pj
 
-                self._tables = [pj.read_json(f) for f in self.files]
+                read = pj.read_json
             else:
                 import pyarrow.csv as pc
 
-                self._tables = [pc.read_csv(f) for f in self.files]
+                read = pc.read_csv
+            tables = []
+            for f in self.files:
+                try:
+                    tables.append(read(f))
+                except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+                    raise ConversionError(
+                        f"cannot read the {self.kind} file '{f}': {err}. Fix the file (every row "
+                        "needs the same columns, each of one type), or leave it out of SRC."
+                    ) from err
+            self._tables = tables
         return self._tables
 
     def hints(self) -> dict[str, dict[str, Any]]:
+        if self._hints is None:
+            self._hints = self._hf_hints()
+            for name, hint in self._list_hints().items():
+                self._hints[name] = {**self._hints.get(name, {}), **hint}
+        return self._hints
+
+    def _hf_hints(self) -> dict[str, dict[str, Any]]:
         if self.kind != "parquet":
             return {}
         import pyarrow.parquet as pq
@@ -101,6 +136,34 @@ class TableRows(Rows):
         except (KeyError, ValueError):
             return {}
         return hf_hints(features)
+
+    def _list_hints(self) -> dict[str, dict[str, Any]]:
+        """Shape and dtype of each list-of-numbers column, over every row of every file."""
+        if self.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(self.files[0])
+        else:
+            schema = self._load()[0].schema
+        out: dict[str, dict[str, Any]] = {}
+        for field in schema:
+            if not list_hint_wanted(field.type):
+                continue
+            if self.kind == "parquet":
+                import pyarrow.parquet as pq
+
+                arrays = (batch.column(0) for f in self.files
+                          for batch in pq.ParquetFile(f).iter_batches(columns=[field.name]))
+            else:
+                arrays = (t.column(field.name) for t in self._load())
+            try:
+                hint = list_hint(field.type, arrays)
+            except Exception as err:  # noqa: BLE001 - named with the files
+                raise ConversionError(f"{self.description}: cannot read the list column "
+                                      f"'{field.name}' ({type(err).__name__}: {err}).") from err
+            if hint is not None:
+                out[field.name] = hint
+        return out
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,12 +44,15 @@ ENCODINGS = ("raw", "varlen", "png", "jpeg", "utf8")
 
 class RecordMismatchError(DataraxError):
     """A record does not match the features: ``row`` (source row, when known) and
-    ``field`` say where."""
+    ``field`` say where; ``mismatch`` is True when the value has another shape or type than
+    the field (not a missing value or undecodable data)."""
 
-    def __init__(self, message: str, *, field: str | None = None, row: int | None = None) -> None:
+    def __init__(self, message: str, *, field: str | None = None, row: int | None = None,
+                 mismatch: bool = False) -> None:
         super().__init__(message)
         self.field = field
         self.row = row
+        self.mismatch = mismatch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,11 +188,21 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         Field(name='t', dtype='uint8', shape=(None,), encoding='varlen', class_names=None)
     """
     names = tuple(class_names) if class_names is not None else None
+    if value is None:
+        raise RecordMismatchError(
+            f"field '{name}': no value (None, or a null / empty cell in the source); every record "
+            "needs a value for every field.", field=name)
     if isinstance(value, (str, np.str_)):
         return Field(name, "str", (), "utf8", names)
     data = encoded_image_bytes(value)
     if data is not None:
-        image = open_image(data)
+        try:
+            image = open_image(data)
+        except Exception as err:  # noqa: BLE001 - named with the field
+            text = re.sub(r"\s*<[^<>]*? at 0x[0-9a-fA-F]+>", "", str(err))
+            raise RecordMismatchError(
+                f"field '{name}': undecodable image ({type(err).__name__}: {text}).",
+                field=name) from err
         return Field(name, "uint8", (image.height, image.width, channels_of(image)),
                      image_format(data) or "png", names)
     image = pil_image(value)
@@ -222,6 +236,11 @@ def infer_features(record: Mapping[str, Any], *,
     if not isinstance(record, Mapping) or not record:
         raise RecordMismatchError(
             f"a record is a non-empty dict of fields, got {type(record).__name__}.")
+    keys = [k for k in record if not isinstance(k, str)]
+    if keys:
+        raise RecordMismatchError(
+            f"field names are str, got the key {keys[0]!r} ({type(keys[0]).__name__}); name "
+            "every field with a str.", field=str(keys[0]))
     class_names = class_names or {}
     return Features(tuple(infer_field(str(k), v, class_names=class_names.get(k))
                           for k, v in record.items()))

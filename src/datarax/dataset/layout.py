@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -50,8 +51,23 @@ def _where(field: str, row: int | None) -> str:
     return f"row {row}, field '{field}'" if row is not None else f"field '{field}'"
 
 
+def _no_value(f: Field, row: int | None) -> RecordMismatchError:
+    return RecordMismatchError(
+        f"{_where(f.name, row)}: no value (None, or a null / empty cell in the source); every "
+        "record needs a value for every field.", field=f.name, row=row)
+
+
+def _error_text(err: BaseException) -> str:
+    """``type: message`` of an exception, without object addresses (messages stay the same
+    from run to run, as the metadata listing skipped rows must)."""
+    text = re.sub(r"\s*<[^<>]*? at 0x[0-9a-fA-F]+>", "", str(err))
+    return f"{type(err).__name__}: {text}"
+
+
 def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
     want = np.dtype(f.dtype)
+    if value is None:
+        raise _no_value(f, row)
     if type(value) is np.ndarray and value.dtype == want and value.shape == f.shape and (
             want.byteorder in "=|<" and not _BIG_ENDIAN):
         return value  # the common case: already what the features say
@@ -60,27 +76,29 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
         if array.dtype != want and not np.can_cast(array.dtype, want, "safe"):
             raise RecordMismatchError(
                 f"{_where(f.name, row)}: dtype {array.dtype}, the features say {want} (cast the "
-                f"value, or declare the field {array.dtype}).", field=f.name, row=row)
+                f"value, or declare the field {array.dtype}).", field=f.name, row=row, mismatch=True)
     else:
         try:
             array = np.asarray(value)
         except Exception as err:  # noqa: BLE001 - reported with the row and field
             raise RecordMismatchError(f"{_where(f.name, row)}: not an array ({err}).",
                                       field=f.name, row=row) from err
+        if array.size == 0 and array.dtype.kind in "biuf":
+            array = array.astype(want)  # an empty list: no values to check
         if array.dtype.kind not in "biuf" or (array.dtype.kind == "f" and want.kind in "biu"):
             raise RecordMismatchError(
                 f"{_where(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
-                f"fit the features' {want}.", field=f.name, row=row)
+                f"fit the features' {want}.", field=f.name, row=row, mismatch=True)
     out = array.astype(want.newbyteorder("<"), copy=False)
     if out.dtype != array.dtype and out.dtype.kind in "iu" and array.dtype.kind in "iu" and (
             not np.array_equal(out, array)):
         raise RecordMismatchError(f"{_where(f.name, row)}: values do not fit {want}.",
-                                  field=f.name, row=row)
+                                  field=f.name, row=row, mismatch=True)
     shape = out.shape
     if len(shape) != len(f.shape) or any(d is not None and d != s for d, s in zip(f.shape, shape)):
         raise RecordMismatchError(
             f"{_where(f.name, row)}: shape {shape}, the features say "
-            f"{tuple('None' if d is None else d for d in f.shape)}.", field=f.name, row=row)
+            f"{tuple('None' if d is None else d for d in f.shape)}.", field=f.name, row=row, mismatch=True)
     return out
 
 
@@ -91,7 +109,7 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
             image = open_image(data)
         except Exception as err:  # noqa: BLE001 - reported with the row and field
             raise RecordMismatchError(
-                f"{_where(f.name, row)}: undecodable image ({type(err).__name__}: {err}).",
+                f"{_where(f.name, row)}: undecodable image ({_error_text(err)}).",
                 field=f.name, row=row) from err
         kind = image_format(data)
         keep = kind == f.encoding and channels_of(image) == f.shape[2] and image.mode in (
@@ -105,7 +123,7 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
             if array is None or array.dtype != np.uint8 or array.ndim not in (2, 3):
                 raise RecordMismatchError(
                     f"{_where(f.name, row)}: expected an image (PNG/JPEG bytes, a PIL image or a "
-                    f"uint8 array), got {type(value).__name__}.", field=f.name, row=row)
+                    f"uint8 array), got {type(value).__name__}.", field=f.name, row=row, mismatch=True)
             if array.ndim == 3 and array.shape[2] == 1:
                 array = array[:, :, 0]
             image = Image.fromarray(array)
@@ -115,7 +133,7 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
         raise RecordMismatchError(
             f"{_where(f.name, row)}: image of height x width {size[0]}x{size[1]}, the features "
             f"say {f.shape[0]}x{f.shape[1]} (resize the images, or declare None dimensions).",
-            field=f.name, row=row)
+            field=f.name, row=row, mismatch=True)
     if keep:
         return data  # type: ignore[return-value]
     image = image.convert(IMAGE_MODES[f.shape[2]])
@@ -159,6 +177,8 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
                 f"{_where(f.name, row)}: missing (the features name {list(features.names)}).",
                 field=f.name, row=row)
         value = record[f.name]
+        if value is None:
+            raise _no_value(f, row)
         if f.encoding == "raw":
             head.append(_numeric(f, value, row).tobytes())
             continue
@@ -181,7 +201,7 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
             else:
                 raise RecordMismatchError(
                     f"{_where(f.name, row)}: expected str, got {type(value).__name__}.",
-                    field=f.name, row=row)
+                    field=f.name, row=row, mismatch=True)
         elif f.encoding == "varlen":
             if isinstance(value, (bytes, bytearray, memoryview)):
                 value = np.frombuffer(bytes(value), np.uint8)
@@ -207,7 +227,7 @@ def _decode_image(f: Field, data: bytes, index: int) -> np.ndarray:
         image = open_image(data)
     except Exception as err:  # noqa: BLE001 - named by record
         raise RecordError(f"record {index} of the batch, field '{f.name}': undecodable "
-                          f"{f.encoding} image ({type(err).__name__}: {err}).") from err
+                          f"{f.encoding} image ({_error_text(err)}).") from err
     mode = IMAGE_MODES[f.shape[2]]
     if image.mode != mode:
         image = image.convert(mode)

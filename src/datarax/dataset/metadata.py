@@ -33,6 +33,7 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "METADATA_FILE",
+    "PARTIAL_DIR",
     "WRITER_OPTIONS",
     "DatasetInfo",
     "ShardInfo",
@@ -46,6 +47,8 @@ __all__ = [
 FORMAT_NAME = "datarax.array_record"
 FORMAT_VERSION = 1
 METADATA_FILE = "datarax_dataset.json"
+#: where a conversion keeps its unfinished shards (a folder holding it is not a dataset yet)
+PARTIAL_DIR = ".datarax-partial"
 #: array_record writer options of every shard (random access: one record per chunk).
 WRITER_OPTIONS = "group_size:1"
 
@@ -159,11 +162,21 @@ def find_dataset(paths: Any) -> str | None:
 
     ``paths`` names a dataset when it is a folder holding :data:`METADATA_FILE`, or a
     glob pattern / list of files whose folder holds it and whose files are all shards.
+
+    Raises:
+        DataraxError: ``paths`` is a folder holding an unfinished conversion.
     """
     if isinstance(paths, (str, os.PathLike)):
         path = os.fspath(paths)
         if os.path.isdir(path):
-            return path if os.path.isfile(os.path.join(path, METADATA_FILE)) else None
+            if os.path.isfile(os.path.join(path, METADATA_FILE)):
+                return path
+            if os.path.isdir(os.path.join(path, PARTIAL_DIR)):
+                raise DataraxError(
+                    f"'{path}' holds an unfinished conversion (no {METADATA_FILE} yet): finish "
+                    "it with the same input and options and resume=True (datarax convert SRC "
+                    "DST --resume), then read it.")
+            return None
         items = [path]
     elif isinstance(paths, Sequence) and paths and not isinstance(paths, bytes):
         items = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]

@@ -92,9 +92,11 @@ class DatasetDecoder:
             f = ragged[0]
             raise ConfigError(
                 f"the dataset's field '{f.name}' has a variable shape "
-                f"{tuple('None' if d is None else d for d in f.shape)}, and a batch needs one shape "
-                "per field; read it with your own decode= (datarax.dataset.decode_records gives "
-                "the per-record arrays) or write the field with a fixed shape.")
+                f"({', '.join('None' if d is None else str(d) for d in f.shape)},), and a batch "
+                "needs one shape per field; read the dataset's shards (a glob such as "
+                "'DST/data-*.array_record') with your own decode= "
+                "(datarax.dataset.decode_records gives the per-record arrays), or write the field "
+                "with a fixed shape.")
         self.features = features
         self.cast_float64 = cast_float64
 

@@ -25,7 +25,9 @@ import numpy as np
 
 from datarax.errors import ConfigError
 
-__all__ = ["HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows", "hf_hints"]
+__all__ = ["HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows", "hf_hints",
+           "list_hint",
+           "list_hint_wanted"]
 
 
 class Rows:
@@ -56,7 +58,7 @@ class SequenceRows(Rows):
         self.description = description
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
-        stop = self.length if stop is None else stop
+        stop = self.length if stop is None else min(stop, self.length)
         for i in range(start, stop):
             yield self.rows[i]
 
@@ -116,6 +118,60 @@ def hf_hints(features: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _list_levels(kind: Any) -> tuple[list[int | None], Any]:
+    """Per nesting level of an Arrow list type its fixed size (None: varies), and the leaf type."""
+    import pyarrow as pa
+
+    levels: list[int | None] = []
+    while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        levels.append(kind.list_size if pa.types.is_fixed_size_list(kind) else None)
+        kind = kind.value_type
+    return levels, kind
+
+
+def list_hint_wanted(kind: Any) -> bool:
+    """Whether an Arrow column type is a list, whose shape :func:`list_hint` works out."""
+    return bool(_list_levels(kind)[0])
+
+
+def list_hint(kind: Any, arrays: Iterable[Any]) -> dict[str, Any] | None:
+    """The shape and dtype of an Arrow list column of numbers, from all its values.
+
+    ``kind`` is the column's Arrow type, ``arrays`` its values (Arrow arrays, in pieces).
+    A level whose lists all have one length gets that length, else ``None`` (a
+    variable dimension); the dtype is the leaf's. None when ``kind`` is not a list of
+    numbers.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> col = pa.array([[1, 2], [3], []], pa.list_(pa.int32()))
+        >>> list_hint(col.type, [col])
+        {'shape': (None,), 'dtype': 'int32'}
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    levels, leaf = _list_levels(kind)
+    if not levels or not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf)
+                          or pa.types.is_boolean(leaf)):
+        return None
+    low: list[int | None] = [None] * len(levels)
+    high: list[int | None] = [None] * len(levels)
+    for array in arrays:
+        for k, size in enumerate(levels):
+            if size is None:
+                bounds = pc.min_max(pc.list_value_length(array))
+                lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+                if lo is not None:
+                    low[k] = lo if low[k] is None else min(low[k], lo)
+                    high[k] = hi if high[k] is None else max(high[k], hi)
+            array = pc.list_flatten(array)
+    shape = tuple(size if size is not None else (low[k] if low[k] is not None and low[k] == high[k]
+                                                   else None)
+                  for k, size in enumerate(levels))
+    return {"shape": shape, "dtype": np.dtype(leaf.to_pandas_dtype()).name}
+
+
 class HFRows(Rows):
     """Rows of a Hugging Face ``datasets.Dataset`` (images kept as their encoded bytes)."""
 
@@ -129,6 +185,7 @@ class HFRows(Rows):
         self.dataset = dataset
         self.length = len(dataset)
         self.description = description
+        self._lists_done = False
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
@@ -138,6 +195,32 @@ class HFRows(Rows):
             names = list(batch)
             for values in zip(*(batch[n] for n in names)):
                 yield dict(zip(names, values))
+
+    def hints(self) -> dict[str, dict[str, Any]]:
+        if not self._lists_done:  # list columns: their shapes over every row
+            self._lists_done = True
+            schema = self.dataset.features.arrow_schema
+            table = None
+            for field in schema:
+                if list_hint_wanted(field.type):
+                    table = table if table is not None else self.dataset.with_format("arrow")
+                    hint = list_hint(field.type, table[field.name].chunks)
+                    if hint is not None:
+                        self._hints[field.name] = {**self._hints.get(field.name, {}), **hint}
+        return self._hints
+
+
+class HFIterableRows(IterableRows):
+    """Rows of a Hugging Face ``IterableDataset`` (one pass; images as encoded bytes)."""
+
+    def __init__(self, dataset: Any, description: str = "a Hugging Face IterableDataset") -> None:
+        import datasets
+
+        self._hints = hf_hints(dataset.features) if dataset.features is not None else {}
+        for name, hint in self._hints.items():
+            if hint.get("image"):
+                dataset = dataset.cast_column(name, datasets.Image(decode=False))
+        super().__init__(dataset, None, description)
 
     def hints(self) -> dict[str, dict[str, Any]]:
         return self._hints
@@ -177,7 +260,7 @@ def as_rows(records: Any) -> Rows:
         return records
     module = type(records).__module__ or ""
     if module.startswith("datasets.") and hasattr(records, "features") and hasattr(records, "cast_column"):
-        return HFRows(records)
+        return HFRows(records) if hasattr(records, "__len__") else HFIterableRows(records)
     if module.startswith("datasets."):
         raise ConfigError(
             f"write_dataset takes a Hugging Face Dataset (one split), got {type(records).__name__}; "

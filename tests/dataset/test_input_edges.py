@@ -1,0 +1,130 @@
+"""Inputs a new user hands the writer first: empty or odd records, missing values, list
+columns whose length varies, broken files. Each is written right or refused with the row,
+the field and what to do."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from dataset_helpers import png, read_dataset
+
+from datarax.dataset import ConversionError, convert, write_dataset
+from datarax.dataset.conversion import open_rows
+from datarax.dataset.reading import DatasetDecoder
+from datarax.errors import ConfigError, DataraxError
+
+
+def test_no_records_and_odd_records_are_refused_by_name(tmp_path) -> None:
+    with pytest.raises(ConversionError, match="holds no records; nothing to write"):
+        write_dataset([], tmp_path / "a")
+    with pytest.raises(ConversionError, match=r"row 0 .*field names are str, got the key 1 \(int\)"):
+        write_dataset([{1: 2}], tmp_path / "b")
+    with pytest.raises(ConfigError, match="class_names names the field 'lable'.*\\['x', 'label'\\]"):
+        write_dataset([{"x": 1.0, "label": 0}], tmp_path / "c", class_names={"lable": ["a"]})
+
+
+def test_a_missing_value_is_named_not_a_nonetype_dtype(tmp_path) -> None:
+    with pytest.raises(ConversionError, match=r"row 0 .*field 'y': no value \(None"):
+        write_dataset([{"x": 1, "y": None}], tmp_path / "a")
+    with pytest.raises(ConversionError, match=r"row 1, field 'y': no value \(None") as err:
+        write_dataset([{"x": 1, "y": "a"}, {"x": 2, "y": None}], tmp_path / "b")
+    assert "inferred from the first row" not in str(err.value)  # not a shape or dtype question
+    (tmp_path / "gap.csv").write_text("a,b\n1,2\n3,\n")
+    with pytest.raises(ConversionError, match=r"gap.csv, row 1, field 'b': no value"):
+        convert(str(tmp_path / "gap.csv"), tmp_path / "c")
+
+
+def test_a_shape_that_varies_says_how_to_declare_it(tmp_path) -> None:
+    records = [{"x": np.zeros(i + 1, np.float32)} for i in range(3)]
+    with pytest.raises(ConversionError, match=r"row 1, field 'x': shape \(2,\).*None for a "
+                                              r"dimension that varies.*on_error='skip'"):
+        write_dataset(records, tmp_path / "a")
+
+
+def test_list_columns_take_their_shape_from_every_row(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    toks = [list(range(i % 4)) for i in range(10)]  # row 0 is an empty list
+    table = pa.table({"toks": pa.array(toks, pa.list_(pa.int32())),
+                      "emb": [[float(i)] * 3 for i in range(10)],
+                      "label": list(range(10))})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=4)
+    info, _ = convert(str(tmp_path / "t.parquet"), tmp_path / "out", shards=2)
+    feats = {f.name: (f.dtype, f.shape, f.encoding) for f in info.features.fields}
+    assert feats == {"toks": ("int32", (None,), "varlen"), "emb": ("float32", (3,), "raw"),
+                     "label": ("int64", (), "raw")}
+    back = read_dataset(tmp_path / "out")
+    assert [t.tolist() for t in back["toks"]] == toks and back["toks"][5].dtype == np.int32
+    assert back["emb"][:, 0].tolist() == list(range(10))
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"v": [1] * (i % 2 + 1)}) + "\n"
+                                              for i in range(4)))
+    info, _ = convert(str(tmp_path / "t.jsonl"), tmp_path / "json")
+    assert info.features["v"].shape == (None,)
+
+
+def test_hugging_face_sequences_and_iterable_datasets(tmp_path) -> None:
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict(
+        {"toks": [list(range(i + 1)) for i in range(4)], "label": [0, 1, 0, 1]},
+        features=datasets.Features({"toks": datasets.Sequence(datasets.Value("int32")),
+                                    "label": datasets.ClassLabel(names=["no", "yes"])}))
+    info, _ = write_dataset(ds, tmp_path / "a")
+    assert info.features["toks"].shape == (None,) and info.features["toks"].dtype == "int32"
+    assert [len(t) for t in read_dataset(tmp_path / "a")["toks"]] == [1, 2, 3, 4]
+    info, _ = write_dataset(ds.remove_columns("toks").to_iterable_dataset(), tmp_path / "b")
+    assert info.num_records == 4 and info.features["label"].class_names == ("no", "yes")
+
+
+def _image_folder(root, names: list[str]) -> None:
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"not an image" if "broken" in name else png(7))
+
+
+def test_a_broken_image_is_named_the_same_every_run(tmp_path) -> None:
+    _image_folder(tmp_path / "imgs", ["a/0.png", "a/1.png", "b/0_broken.png", "b/2.png"])
+    with pytest.raises(ConversionError, match=r"row 2 \(b/0_broken.png\), field 'image': "
+                                              r"undecodable image") as err:
+        convert(str(tmp_path / "imgs"), tmp_path / "x")
+    assert " at 0x" not in str(err.value)
+    first, _ = convert(str(tmp_path / "imgs"), tmp_path / "one", on_error="skip")
+    convert(str(tmp_path / "imgs"), tmp_path / "two", on_error="skip")
+    assert [s["row"] for s in first.skipped] == [2]
+    metadata = [(tmp_path / d / "datarax_dataset.json").read_bytes() for d in ("one", "two")]
+    assert metadata[0] == metadata[1]
+
+
+def test_a_broken_first_row_is_skipped_when_asked(tmp_path) -> None:
+    _image_folder(tmp_path / "imgs", ["a/0_broken.png", "a/1.png"])
+    with pytest.raises(ConversionError, match=r"row 0 \(a/0_broken.png\) \(the features are "
+                                              r"inferred from the first row\).*--on-error skip"):
+        convert(str(tmp_path / "imgs"), tmp_path / "x")
+    info, _ = convert(str(tmp_path / "imgs"), tmp_path / "y", on_error="skip")
+    assert info.num_records == 1 and [s["row"] for s in info.skipped] == [0]
+    assert info.features["image"].shape == (4, 4, 3)
+
+
+def test_an_unreadable_table_file_is_named(tmp_path) -> None:
+    (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{"a": "two"}\n')
+    with pytest.raises(ConversionError, match=r"cannot read the json file '.*bad.jsonl'"):
+        open_rows(str(tmp_path / "bad.jsonl"))
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(ConversionError, match=r"cannot read the parquet file '.*bad.parquet'"):
+        open_rows(str(tmp_path / "bad.parquet"))
+
+
+def test_reading_an_unfinished_conversion_says_resume(tmp_path) -> None:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    (tmp_path / "ds" / ".datarax-partial").mkdir(parents=True)
+    with pytest.raises(DataraxError, match="unfinished conversion.*--resume"):
+        ArrayRecordSourceModule(ArrayRecordSourceConfig(), tmp_path / "ds")
+
+
+def test_a_variable_field_is_refused_with_its_shape_and_a_way_out(tmp_path) -> None:
+    info, _ = write_dataset([{"b": b"ab"}, {"b": b"c"}], tmp_path / "a")
+    with pytest.raises(ConfigError, match=r"field 'b' has a variable shape \(None,\).*decode="):
+        DatasetDecoder(info.features)
