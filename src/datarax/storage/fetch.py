@@ -133,6 +133,9 @@ class Fetcher:
             except FileNotFoundError as err:
                 raise self._missing(obj.url, err) from err
             except OSError as err:
+                changed = self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
+                if changed:
+                    raise self._changed(obj, changed) from err
                 self.stats.add("failed")
                 raise RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url) from err
             if interrupted:
@@ -147,6 +150,21 @@ class Fetcher:
             if digest is not None:
                 digest.update(data)
             written = at + len(data)
+
+    def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:
+        """How ``obj`` differs in the store now from when it was listed (size, or version
+        tag when one was listed), or None when it does not or cannot be told (one request,
+        after a read failed)."""
+        try:
+            info = fs.info(path)
+        except Exception:  # noqa: BLE001 - the read's own error is reported instead
+            return None
+        size, now = info.get("size"), version_tag(info)
+        if size is not None and int(size) != obj.size:
+            return f"it holds {size} bytes now, {obj.size} when listed"
+        if obj.etag is not None and now is not None and now != obj.etag:
+            return f"version {now!r} now, {obj.etag!r} when listed"
+        return None
 
     def _changed(self, obj: RemoteObject, detail: str) -> RemoteObjectError:
         self.stats.add("failed")

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime
 import json
@@ -35,6 +36,7 @@ __all__ = ["RemoteObject", "filesystem", "is_remote", "join_url", "list_objects"
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
 _GLOB = re.compile(r"[*?\[]")
+_LISTING_THREADS = 16  # requests in flight when a list of URLs is listed
 
 
 def is_remote(paths: Any) -> bool:
@@ -159,21 +161,23 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                  *, retry: RetryPolicy | None = None, stats: StorageStats | None = None,
                  ) -> list[RemoteObject]:
     """The files ``paths`` names: one URL, a glob pattern (sorted matches) or a list of
-    URLs / patterns, each with its size and version tag.
+    URLs / patterns, each with its size and version tag. The entries of a list are
+    listed concurrently (one request each, up to 16 in flight).
 
     Raises:
-        RecordError: a file is missing or a pattern matches nothing (naming it).
+        RecordError: a file is missing or a pattern matches nothing (naming it; the first
+            such entry of a list).
         ConfigError: ``paths`` is empty or mixes remote and local paths.
     """
     retry = retry or RetryPolicy()
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
     if not items:
         raise ConfigError("paths is an empty list; name at least one file.")
-    out: list[RemoteObject] = []
-    for item in items:
-        url = os.fspath(item)
+    for url in items:
         if not _SCHEME.match(url):
             raise ConfigError(f"paths mixes remote URLs and the local path '{url}'; give one kind.")
+
+    def one(url: str) -> list[RemoteObject]:
         fs, path = filesystem(url, storage_options)
         if _GLOB.search(path):
             found = with_retries(lambda: fs.glob(path, detail=True), url, retry, stats)
@@ -181,8 +185,7 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
             if not files:
                 raise RecordError(f"the glob pattern '{url}' matches no files; check the bucket, "
                                   "the prefix and the pattern.", path=url)
-            out += [object_of(fs, p, _url_of(fs, url, p), i) for p, i in files]
-            continue
+            return [object_of(fs, p, _url_of(fs, url, p), i) for p, i in files]
         try:
             info = with_retries(lambda: fs.info(path), url, retry, stats)
         except FileNotFoundError as err:
@@ -190,10 +193,17 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                               "pattern such as 's3://bucket/data-*.array_record' is expanded).",
                               path=url) from err
         if info.get("type") == "directory":
-            raise RecordError(f"'{url}' is a folder, not a file, and holds no dataset metadata; "
-                              "name its files (a glob pattern works).", path=url)
-        out.append(object_of(fs, path, url, info))
-    return out
+            raise RecordError(f"'{url}' is a folder, not a file; name its files (a glob pattern "
+                              f"such as '{url.rstrip('/')}/*' works).", path=url)
+        return [object_of(fs, path, url, info)]
+
+    if len(items) == 1:
+        return one(items[0])
+    # one request per entry, in flight together (a list of many files is listed in about
+    # one round trip); the first failure in list order is raised
+    with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
+                                               thread_name_prefix="datarax-list") as pool:
+        return [obj for found in pool.map(one, items) for obj in found]
 
 
 def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,
