@@ -128,3 +128,42 @@ def test_a_variable_field_is_refused_with_its_shape_and_a_way_out(tmp_path) -> N
     info, _ = write_dataset([{"b": b"ab"}, {"b": b"c"}], tmp_path / "a")
     with pytest.raises(ConfigError, match=r"field 'b' has a variable shape \(None,\).*decode="):
         DatasetDecoder(info.features)
+
+
+def test_table_splits_are_picked_by_file_name_or_refused(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"x": [1, 2, 3]}), tmp_path / "data" / "train-00000-of-00001.parquet")
+    pq.write_table(pa.table({"x": [7]}), tmp_path / "data" / "test-00000-of-00001.parquet")
+    assert open_rows(str(tmp_path)).length == 3  # several splits: train, as for Hugging Face folders
+    assert open_rows(str(tmp_path), split="test").length == 1
+    with pytest.raises(ConversionError, match=r"no files of the split 'valid'.*\['test', 'train'\]"):
+        open_rows(str(tmp_path), split="valid")
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "rows.parquet")
+    with pytest.raises(ConversionError, match=r"no files of the split 'test'.*leave out split="):
+        open_rows(str(tmp_path / "rows.parquet"), split="test")
+
+
+def test_destinations_and_sources_that_are_not_what_convert_takes(tmp_path) -> None:
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConversionError, match="'.*file' is a file; the destination is the folder"):
+        convert(str(tmp_path / "x.npy"), tmp_path / "file")
+    convert(str(tmp_path / "x.npy"), tmp_path / "ds")
+    with pytest.raises(ConversionError, match="is a datarax dataset already; read it with "
+                                              "ArrayRecordSourceModule"):
+        convert(str(tmp_path / "ds"), tmp_path / "again")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConversionError, match="not a known input"):
+        convert(str(tmp_path / "empty"), tmp_path / "out")
+
+
+def test_a_bad_row_in_a_worker_reads_as_with_one_process(tmp_path) -> None:
+    records = [{"x": np.float32([i, i])} for i in range(40)]
+    records[30] = {"x": np.float32([1])}
+    with pytest.raises(ConversionError) as one:
+        write_dataset(records, tmp_path / "one", shards=4)
+    with pytest.raises(ConversionError) as two:
+        write_dataset(records, tmp_path / "two", shards=4, workers=2)
+    assert str(two.value).startswith(str(one.value)) and "resume=True" in str(two.value)

@@ -52,6 +52,8 @@ __all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "default_shards
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
 RECORDS_PER_SHARD = 50_000  # the default shard size
+#: split names recognised in table file names (``train-00000-of-00002.parquet``) and folders
+SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
 
 # ------------------------------------------------------------------------ tables
@@ -357,6 +359,11 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         ConversionError: ``src`` does not exist or is none of the known kinds.
     """
     src = os.fspath(src)
+    if os.path.isfile(os.path.join(src, METADATA_FILE)):
+        raise ConversionError(
+            f"'{src}' is a datarax dataset already; read it with "
+            f"ArrayRecordSourceModule(ArrayRecordSourceConfig(), '{src}') (to write it again with "
+            "other shards, pass that source to datarax.dataset.write_dataset).")
     if src.startswith("tfds:"):
         name, _, spl = src[5:].partition(":")
         return _tfds_rows(name, split or spl or None, data_dir)
@@ -371,19 +378,45 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     if len(kinds) > 1:
         raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
     if tables:
-        if split is not None:
-            chosen = [f for f in tables if split in os.path.basename(f).split("-")[0] or
-                      os.path.basename(os.path.dirname(f)) == split]
-            tables = chosen or tables
-        return TableRows(tables, kinds.pop())
+        return TableRows(_split_files(src, tables, split), kinds.pop())
     arrays = _files_of(src, (".npy", ".npz"))
     if arrays:
         return NpyRows(arrays)
-    if os.path.isdir(src):
+    if os.path.isdir(src) and any(os.path.isdir(os.path.join(src, d)) for d in os.listdir(src)):
         return ImageFolderRows(src)
     raise ConversionError(
         f"'{src}' does not exist or is not a known input: Parquet / JSON Lines / CSV files, a "
         "Hugging Face dataset folder, a TFDS folder or tfds:NAME, an image folder, .npy / .npz.")
+
+
+def _file_split(path: str, names: Sequence[str]) -> str | None:
+    """The split a table file belongs to: ``<split>-*.ext`` / ``<split>.ext``, or a file in a
+    ``<split>/`` folder, for a split in ``names``."""
+    stem = os.path.basename(path).split(".")[0].split("-")[0]
+    if stem in names:
+        return stem
+    parent = os.path.basename(os.path.dirname(path))
+    return parent if parent in names else None
+
+
+def _split_files(src: str, tables: list[str], split: str | None) -> list[str]:
+    """The files of ``split``; with none asked for and files of several splits, ``train``'s."""
+    if split is not None:
+        chosen = [f for f in tables if _file_split(f, (split,)) == split]
+        if not chosen:
+            found = sorted({s for f in tables if (s := _file_split(f, SPLIT_NAMES))})
+            raise ConversionError(
+                f"'{src}' has no files of the split '{split}' (files named '{split}-*' or "
+                f"'{split}.*', or in a '{split}' folder); "
+                + (f"the splits found: {found}, pick one of those." if found else
+                   "no file names a split: leave out split= (--split)."))
+        return chosen
+    splits = {f: _file_split(f, SPLIT_NAMES) for f in tables}
+    found = sorted({s for s in splits.values() if s})
+    if len(found) > 1:
+        chosen_split = _pick_split(found, None, src)
+        return [f for f in tables if splits[f] == chosen_split]
+    return tables
 
 
 def default_shards(records: int | None) -> int:

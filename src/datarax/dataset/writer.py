@@ -286,7 +286,9 @@ def _worker(job: _Job, rows: Rows, shards: list[int], messages: Any) -> None:
     try:
         _write_ranges(job, rows, shards, lambda kind, value: messages.put((kind, value)))
     except BaseException as err:  # noqa: BLE001 - reported to the parent
-        messages.put(("error", f"{type(err).__name__}: {err}"))
+        # a bad record's error reads as with one process; anything else names its type
+        text = str(err) if isinstance(err, ConversionError) else f"{type(err).__name__}: {err}"
+        messages.put(("error", text))
         raise SystemExit(1) from None
 
 
@@ -310,6 +312,10 @@ def _prepare(dst: str, fingerprint: str, *, resume: bool, overwrite: bool) -> bo
     """Make ``dst`` ready; True when a finished dataset with the same inputs is there."""
     if resume and overwrite:
         raise ConfigError("write_dataset: pass resume=True or overwrite=True, not both.")
+    if os.path.exists(dst) and not os.path.isdir(dst):
+        raise ConversionError(
+            f"'{dst}' is a file; the destination is the folder the dataset is written into "
+            "(created when missing). Pick another path.")
     os.makedirs(dst, exist_ok=True)
     ours = _dataset_files(dst)
     run_file = _partial(dst, "run.json")
@@ -488,7 +494,7 @@ def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,
                 killed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
                 if killed:  # it may have died holding the queue's lock: the others would hang
                     error = _drain(messages, report) or error or (
-                        f"a worker process died (exit code {killed[0]})")
+                        f"write_dataset: a worker process died (exit code {killed[0]})")
                     for p in procs:
                         p.terminate()
                     break
@@ -508,11 +514,11 @@ def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,
     if error is None:
         dead = [p.exitcode for p in procs if p.exitcode not in (0, None)]
         if dead:
-            error = f"a worker process died (exit code {dead[0]})"
+            error = f"write_dataset: a worker process died (exit code {dead[0]})"
     if error is not None:
         raise ConversionError(
-            f"write_dataset: {error}. Finished shards are kept; after fixing the cause, "
-            "run it again with resume=True (--resume).")
+            f"{error.rstrip('.')}. (Finished shards are kept: after fixing "
+            "the cause, run it again with resume=True (--resume).)")
 
 
 def _drain(messages: Any, report: Callable[[str, Any], None]) -> str | None:
