@@ -135,6 +135,24 @@ def test_a_list_of_urls_is_listed_in_its_order_and_a_missing_one_named(
         list_objects(urls)
 
 
+def test_the_cache_folder_and_limit_come_from_the_environment(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datarax.storage import CacheFullError, ShardCache
+
+    url = s3.upload_folder(local_dataset, "ds")
+    folder = tmp_path / "from-env"
+    monkeypatch.setenv("DATARAX_CACHE_DIR", str(folder))
+    monkeypatch.setenv("DATARAX_CACHE_BYTES", "300K")  # two shards of 128 KiB, not all six
+    with pytest.raises(CacheFullError, match=f"'{folder}' \\(limit 307200 bytes\\).*DATARAX_CACHE_BYTES"):
+        source(url, shuffle_files=True, seed=0)  # a global shuffle needs every shard
+    with source(url, shuffle_files=True, shuffle_window=1, seed=0) as src:
+        assert sorted(read(src)) == list(range(SHARDS * PER_SHARD))
+        stats = src.stats()["storage"]
+    assert stats["cache_dir"] == str(folder) and stats["evicted"] > 0
+    assert len(list((folder / "shards").iterdir())) <= 2
+    assert ShardCache().usage() <= 300 << 10
+
+
 @pytest.mark.parametrize("cached", [1, 3, 4])  # 1: the smallest that works (the window)
 def test_a_cache_smaller_than_the_dataset_with_window_shuffle(
         s3: S3, local_dataset: str, tmp_path: pathlib.Path, cached: int) -> None:

@@ -2,9 +2,10 @@
 
 The file is read in ranges of ``CHUNK`` bytes (16 MiB), ``parallel`` of them in flight at
 once (which hides the store's latency per request when few files are needed). A transient
-failure (throttling, a timeout, a connection dropped mid-object) is retried with backoff
-from the first byte of its range not yet written — a range request, never a restart from
-zero. At the end the bytes are checked
+failure (throttling, a timeout, a connection dropped mid-object) is retried with backoff:
+the range that failed is requested again (at most one range, 16 MiB, is fetched twice),
+never the file from its first byte; a range answered short is continued from its first
+missing byte. At the end the bytes are checked
 against what the listing or the dataset's metadata said: SHA-256 when known, else the
 size and, after the download, the version tag (ETag) again.
 
@@ -116,7 +117,7 @@ class Fetcher:
     def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int,
                      digest: Any, start: int, end: int) -> None:
         """Bytes ``[start, end)`` of ``obj`` written at their offset in ``fd``; a dropped
-        connection is retried from the first byte of the range not yet written."""
+        connection retries the range, a short answer is continued after its last byte."""
         written = start
         interrupted = False
 

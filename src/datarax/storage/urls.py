@@ -193,8 +193,8 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                               "pattern such as 's3://bucket/data-*.array_record' is expanded).",
                               path=url) from err
         if info.get("type") == "directory":
-            raise RecordError(f"'{url}' is a folder, not a file; name its files (a glob pattern "
-                              f"such as '{url.rstrip('/')}/*' works).", path=url)
+            raise RecordError(f"'{url}' is a folder, not a file; name its files (a glob "
+                              "pattern of them works).", path=url)
         return [object_of(fs, path, url, info)]
 
     if len(items) == 1:
