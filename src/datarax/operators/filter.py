@@ -26,6 +26,15 @@ from datarax.core.spec import is_text_value
 from datarax.typing import Batch
 
 
+#: what JAX raises when traced code needs a concrete value (Python control flow, int())
+_TRACER_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
+
 @dataclass(frozen=True)
 class FilterOperatorConfig(StructuralConfig):
     """Configuration of :class:`FilterOperator`.
@@ -116,9 +125,16 @@ class FilterOperator(RecordFilter):
         try:
             out = jax.eval_shape(self.keep, batch)
         except Exception as err:  # noqa: BLE001 - reported with the stage's name
+            hint = ""
+            if isinstance(err, _TRACER_ERRORS):
+                hint = (
+                    "\nThe predicate runs compiled (traced over a batch): write it with "
+                    "jax.numpy — & | ~ instead of and / or / not, jnp.where instead of if, "
+                    "no int(), float() or np.asarray() of a field."
+                )
             raise ConfigError(
                 f"{where} (FilterOperator '{self.name}'): the predicate failed on the "
-                f"records it sees (fields {sorted(spec)}): {type(err).__name__}: {err}"
+                f"records it sees (fields {sorted(spec)}): {type(err).__name__}: {err}{hint}"
             ) from err
         if getattr(out, "shape", None) != (2,) or out.dtype != jnp.bool_:
             got = jax.tree.map(lambda s: f"{s.dtype}{list(s.shape[1:])}", out)

@@ -34,7 +34,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.data_source import SourceKind
-from datarax.core.errors import ConfigError, SourceContractError
+from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.core.spec import TextSpec, checked_spec, validate_batch
@@ -83,7 +83,17 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any) -
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
     if filt.on_host or any(isinstance(s, TextSpec) for s in leaves):
         return  # checked on each record as it is read
-    filt.check_output(spec, where)
+    try:
+        filt.check_output(spec, where)
+    except ConfigError as err:
+        traced = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                  jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError)
+        if source.kind is SourceKind.INDEXED or not isinstance(err.__cause__, traced):
+            raise
+        raise ConfigError(
+            f"{err}\nOver a {source.kind.value} source, FilterOperator(predicate=fn, "
+            "on_host=True) calls fn in plain Python on each record's numpy values instead."
+        ) from err.__cause__
 
 
 # ------------------------------------------------------------------ indexed
@@ -211,11 +221,7 @@ class FilteredDispatch:
 
     def __init__(self, context: PassContext, epoch: int, at: int) -> None:
         source = context.source
-        if context.elastic_epoch(epoch) is not None:
-            raise ConfigError(
-                "A Pipeline with a FilterOperator restores a state only on the number of "
-                "processes that saved it (the kept records' positions are not known ahead)."
-            )
+        refuse_elastic(context, epoch)
         self.context, self.source, self.plan = context, source, context.plan
         self.stats, self.epoch, self.at = context.stats, epoch, at
         self.batch_size = context.plan.batch_size
@@ -286,6 +292,26 @@ class FilteredDispatch:
 # ------------------------------------------------------------------- iterator
 
 
+def refuse_elastic(context: PassContext, epoch: int) -> None:
+    """Refuse a filtered pass of an epoch that an elastic restore (a state saved on
+    another number of processes) re-split: each process kept records up to its own
+    position, so what is left of the epoch is not known from one process's state."""
+    elastic = context.elastic_epoch(epoch)
+    if elastic is None:
+        return
+    saved = elastic.history[-1][0]
+    shard = context.source.shard
+    raise StateError(
+        f"Pipeline with a FilterOperator: the state restored into epoch {epoch} was saved "
+        f"by {saved} process(es), and this pipeline runs as shard {shard.index} of "
+        f"{shard.count}. A filtered epoch cannot be re-split over another number of "
+        "processes (each process's position counts the records it filtered, so what is "
+        f"left is unknown). Restore the state on {saved} processes, or start the next "
+        f"epoch here: pipeline.source.seek({epoch + 1}, 0).",
+        field="shard",
+    )
+
+
 class FilteredIterator(PipelineIterator):
     """One pass of a filtered Pipeline: full batches of kept records (see the module)."""
 
@@ -293,7 +319,14 @@ class FilteredIterator(PipelineIterator):
         self._filter_at = filter_position(list(context.stages))
         assert self._filter_at is not None
         self._filter: RecordFilter = list(context.stages)[self._filter_at]
+        refuse_elastic(context, epoch)
         super().__init__(context, epoch, resume_at)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``get_state()`` of an identical pipeline, on
+        the same number of processes)."""
+        super().set_state(state)
+        refuse_elastic(self._context, self._source.epoch)
 
     def __len__(self) -> int:
         raise TypeError(
@@ -321,9 +354,12 @@ class FilteredIterator(PipelineIterator):
                 self._queue.extend(self._dispatch.dispatch_some() or ())
             item = self._queue.popleft() if self._queue else None
         if item is None:
+            # the records past the last batch handed out were all dropped
+            self._stats.count_filtered(0, max(self._dispatch.total - self._source.index, 0))
             raise StopIteration
         covered, batch, count, rows = item
         if count < self._batch_size and self._plan.drop_remainder:
+            self._stats.count_filtered(count, covered - count)  # the predicate's verdicts
             raise StopIteration
         if self._plan.check_finite:
             check_finite(self._source, self._epoch, batch, lambda: rows, self._source.index)
@@ -375,6 +411,8 @@ class FilteredIterator(PipelineIterator):
                     have += len(picked)
         self._expect = (source.epoch, source.index)
         if not parts or (have < self._batch_size and self._plan.drop_remainder):
+            # the predicate's verdicts on the records read for no batch handed out
+            self._stats.count_filtered(have, source.index - position - have)
             raise StopIteration
         if len(parts) == 1:
             batch, indices = parts[0]

@@ -1,0 +1,79 @@
+"""FilterOperator edge cases: stats() counts every record of the pass read (the dropped
+tail and a dropped short last batch included), a state from another number of
+processes is refused on every kind of source (never a silently skipped record), and a
+predicate that is not traceable is refused saying how to write it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError, StateError
+from datarax.operators import FilterOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
+
+
+def source(kind, tmp_path, n=20):
+    if kind == "indexed":
+        return MemorySource(MemorySourceConfig(), {"data": np.arange(n, dtype=np.int32)})
+    path = tmp_path / f"x{n}.npy"
+    np.save(path, np.arange(n, dtype=np.int32))
+    return NpySource(NpySourceConfig(paths=str(path)))
+
+
+def values(batches):
+    return [np.asarray(b["data"]).tolist() for b in batches]
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_stats_count_every_record_of_the_pass(kind, tmp_path):
+    below8 = FilterOperator(predicate=lambda el: el.data["data"] < 8)
+    p = Pipeline(source(kind, tmp_path), stages=[below8], batch_size=4)
+    assert values(p) == [[0, 1, 2, 3], [4, 5, 6, 7]]  # the 12 records after: dropped
+    assert p.stats()["filter"] == {"kept": 8, "dropped": 12}
+    dropped_last = Pipeline(source(kind, tmp_path), stages=[below8], batch_size=3,
+                            drop_remainder=True)
+    assert values(dropped_last) == [[0, 1, 2], [3, 4, 5]]
+    # the predicate kept 6 and 7 too; drop_remainder dropped their short batch
+    assert dropped_last.stats()["filter"] == {"kept": 8, "dropped": 12}
+    assert dropped_last.stats()["records"] == 6
+    none = Pipeline(source(kind, tmp_path), batch_size=4,
+                    stages=[FilterOperator(predicate=lambda el: el.data["data"] < 0)])
+    assert values(none) == [] and none.stats()["filter"] == {"kept": 0, "dropped": 20}
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_a_state_from_another_process_count_is_refused(kind, tmp_path):
+    def make(**shards):
+        even = FilterOperator(predicate=lambda el: el.data["data"] % 2 == 0)
+        return Pipeline(source(kind, tmp_path, 40), stages=[even], batch_size=3, **shards)
+
+    saved = make(shard_index=0, shard_count=2)
+    next(iter(saved))
+    state = saved.get_state()
+    one = make()
+    one.set_state(state)
+    with pytest.raises(StateError, match=r"saved by 2 process\(es\).*shard 0 of 1.*"
+                                         r"Restore the state on 2 processes"):
+        next(iter(one))
+    it = iter(make())
+    with pytest.raises(StateError, match="cannot be re-split"):
+        it.set_state(state)
+    one.source.seek(1, 0)  # what the message offers: the next epoch, whole
+    assert sum(values(one), []) == list(range(0, 40, 2))
+
+
+def test_an_untraceable_predicate_is_refused_saying_how_to_write_it(tmp_path):
+    python_and = FilterOperator(predicate=lambda el: el.data["data"] > 3 and el.data["data"] < 8)
+    with pytest.raises(ConfigError, match=r"(?s)stage 0 .*TracerBoolConversionError.*"
+                                          r"& \| ~ instead of and") as err:
+        Pipeline(source("indexed", tmp_path), stages=[python_and])
+    assert "on_host=True" not in str(err.value)  # an indexed source has no host filter
+    with pytest.raises(ConfigError, match=r"(?s)& \| ~ instead.*host source, "
+                                          r"FilterOperator\(predicate=fn, on_host=True\)"):
+        Pipeline(source("host", tmp_path), stages=[python_and])
+    python = FilterOperator(predicate=lambda el: el.data["data"] > 3 and el.data["data"] < 8,
+                            on_host=True)
+    p = Pipeline(source("host", tmp_path), stages=[python], batch_size=4)
+    assert values(p) == [[4, 5, 6, 7]]
