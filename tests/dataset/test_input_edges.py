@@ -167,3 +167,13 @@ def test_a_bad_row_in_a_worker_reads_as_with_one_process(tmp_path) -> None:
     with pytest.raises(ConversionError) as two:
         write_dataset(records, tmp_path / "two", shards=4, workers=2)
     assert str(two.value).startswith(str(one.value)) and "resume=True" in str(two.value)
+
+
+def test_npz_text_entries_are_str_and_object_arrays_are_named(tmp_path) -> None:
+    np.savez(tmp_path / "a.npz", x=np.arange(3, dtype=np.float32), name=np.array(["a", "bb", "c"]))
+    info, _ = convert(str(tmp_path / "a.npz"), tmp_path / "out")
+    assert info.features["name"].encoding == "utf8"
+    assert list(read_dataset(tmp_path / "out")["name"]) == ["a", "bb", "c"]
+    np.save(tmp_path / "obj.npy", np.array([[1], [1, 2]], dtype=object))
+    with pytest.raises(ConversionError, match=r"cannot read the numpy file '.*obj.npy'.*object arrays"):
+        convert(str(tmp_path / "obj.npy"), tmp_path / "out2")

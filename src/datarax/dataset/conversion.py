@@ -252,11 +252,18 @@ class NpyRows(Rows):
         if self._arrays is None:
             arrays: dict[str, np.ndarray] = {}
             for path in self.files:
-                if path.endswith(".npz"):
-                    with np.load(path) as data:
-                        arrays.update({k: data[k] for k in data.files})
-                else:
-                    arrays[os.path.splitext(os.path.basename(path))[0]] = np.load(path, mmap_mode="r")
+                try:
+                    if path.endswith(".npz"):
+                        with np.load(path) as data:
+                            arrays.update({k: data[k] for k in data.files})
+                    else:
+                        name = os.path.splitext(os.path.basename(path))[0]
+                        arrays[name] = np.load(path, mmap_mode="r")
+                except (OSError, ValueError, EOFError) as err:
+                    raise ConversionError(
+                        f"cannot read the numpy file '{path}': {str(err).rstrip('.')}. Save "
+                        "numbers, str or bytes arrays (object arrays are not read: loading them "
+                        "runs pickle).") from err
             bad = [k for k, v in arrays.items() if v.ndim == 0]
             if bad:
                 raise ConversionError(f"{self.description}: '{bad[0]}' is a scalar, not one entry per row.")
@@ -266,9 +273,10 @@ class NpyRows(Rows):
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         # plain ndarray views of the memory maps: a row of a np.memmap costs ~3 us more
         arrays = {k: np.asarray(v) for k, v in self._load().items()}
+        text = {k for k, v in arrays.items() if v.ndim == 1 and v.dtype.kind in "US"}
         stop = self.length if stop is None else stop
-        for i in range(start, stop):
-            yield {k: np.asarray(v[i]) for k, v in arrays.items()}
+        for i in range(start, stop):  # a str / bytes entry as str / bytes, the rest as arrays
+            yield {k: (v[i].item() if k in text else np.asarray(v[i])) for k, v in arrays.items()}
 
 
 # --------------------------------------------------------------------- HF / TFDS
