@@ -77,3 +77,10 @@ def test_an_untraceable_predicate_is_refused_saying_how_to_write_it(tmp_path):
                             on_host=True)
     p = Pipeline(source("host", tmp_path), stages=[python], batch_size=4)
     assert values(p) == [[4, 5, 6, 7]]
+
+
+def test_the_predicate_given_positionally_is_refused_saying_how_to_pass_it():
+    with pytest.raises(ConfigError, match=r"predicate as a keyword \(the first argument, "
+                                          r"function, is the config\): "
+                                          r"FilterOperator\(predicate=fn\)"):
+        FilterOperator(lambda el: el.data["data"] > 3)

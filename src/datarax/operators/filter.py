@@ -79,10 +79,19 @@ class FilterOperator(RecordFilter):
         self,
         config: FilterOperatorConfig | None = None,
         *,
-        predicate: Callable[[Element], Any],
+        predicate: Callable[[Element], Any] | None = None,
         name: str | None = None,
         **settings: Any,
     ) -> None:
+        if predicate is None:
+            given = "" if config is None or isinstance(config, FilterOperatorConfig) else (
+                f" (the first argument, {type(config).__name__}, is the config)"
+            )
+            raise ConfigError(
+                f"FilterOperator needs the predicate as a keyword{given}: "
+                "FilterOperator(predicate=fn), or FilterOperator(FilterOperatorConfig(), "
+                "predicate=fn)."
+            )
         if not callable(predicate):
             raise ConfigError(
                 f"FilterOperator predicate must be callable, got {type(predicate).__name__}."
