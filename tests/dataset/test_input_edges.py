@@ -177,3 +177,24 @@ def test_npz_text_entries_are_str_and_object_arrays_are_named(tmp_path) -> None:
     np.save(tmp_path / "obj.npy", np.array([[1], [1, 2]], dtype=object))
     with pytest.raises(ConversionError, match=r"cannot read the numpy file '.*obj.npy'.*object arrays"):
         convert(str(tmp_path / "obj.npy"), tmp_path / "out2")
+
+
+@pytest.mark.slow
+def test_workers_end_with_their_killed_main_process(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = (f"import sys; sys.path.insert(0, {here!r})\n"
+              "from killer_rows import ParentKillerRows\n"
+              "from datarax.dataset import write_dataset\n"
+              "if __name__ == '__main__':\n"
+              f"    write_dataset(ParentKillerRows(40, 3, 0.05), {str(tmp_path / 'ds')!r}, "
+              "shards=2, workers=2)\n")
+    (tmp_path / "run.py").write_text(script)
+    done = subprocess.run([sys.executable, str(tmp_path / "run.py")], timeout=60)
+    assert done.returncode == -9
+    time.sleep(1.5)  # a worker left running would finish its 20-row shard (1 s) by now
+    assert sorted(n for n in os.listdir(tmp_path / "ds") if n.endswith(".array_record")) == []

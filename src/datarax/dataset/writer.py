@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import queue
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -55,6 +56,7 @@ __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "bad_record_message
            "write_dataset"]
 
 _PROGRESS_EVERY = 512
+_PARENT_CHECK_S = 0.2  # how often a worker checks that its parent lives
 _INFER_TRIES = 100  # rows tried for the features with on_error="skip"
 
 
@@ -281,8 +283,17 @@ def _write_round_robin(job: _Job, rows: Rows, report: Callable[[str, Any], None]
         raise
 
 
-def _worker(job: _Job, rows: Rows, shards: list[int], messages: Any) -> None:
+def _end_with(parent: int) -> None:
+    """End this process once its parent is no longer ``parent`` (killed: nobody would
+    finish the dataset, and a resumed run must not find it still writing a shard)."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_CHECK_S)
+    os._exit(1)
+
+
+def _worker(job: _Job, rows: Rows, shards: list[int], messages: Any, parent: int) -> None:
     """A worker process: write ``shards``, report through ``messages``."""
+    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     try:
         _write_ranges(job, rows, shards, lambda kind, value: messages.put((kind, value)))
     except BaseException as err:  # noqa: BLE001 - reported to the parent
@@ -478,7 +489,8 @@ def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,
     """``workers`` spawned processes, shard ``todo[i]`` to process ``i % workers``."""
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(job, rows, todo[w::workers], messages), daemon=True)
+    procs = [ctx.Process(target=_worker, args=(job, rows, todo[w::workers], messages, os.getpid()),
+                         daemon=True)
              for w in range(workers)]
     for p in procs:
         p.start()
