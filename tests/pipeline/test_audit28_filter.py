@@ -84,3 +84,40 @@ def test_the_predicate_given_positionally_is_refused_saying_how_to_pass_it():
                                           r"function, is the config\): "
                                           r"FilterOperator\(predicate=fn\)"):
         FilterOperator(lambda el: el.data["data"] > 3)
+
+
+ON_TWO_DEVICES = """
+import numpy as np, jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from datarax.core.errors import ConfigError
+from datarax.operators import FilterOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+assert jax.device_count() == 2
+sharding = NamedSharding(Mesh(np.asarray(jax.devices()), ("data",)), PartitionSpec("data"))
+def make(**options):
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(12, dtype=np.int32)})
+    keep = FilterOperator(predicate=lambda el: el.data["x"] < 5)  # 5 kept: 2 + 2 + 1
+    return Pipeline(source, stages=[keep], batch_size=2, sharding=sharding, **options)
+try:
+    make()
+    raise SystemExit("a filter over 2 devices without drop_remainder was accepted")
+except ConfigError as err:
+    assert "sharding= over 2 devices" in str(err) and "drop_remainder=True" in str(err), err
+batches = [np.asarray(b["x"]).tolist() for b in make(drop_remainder=True)]
+assert batches == [[0, 1], [2, 3]], batches  # the short [4] dropped, never placed
+print("ok")
+"""
+
+
+@pytest.mark.slow  # a child process with two CPU devices (~4 s)
+def test_a_filter_over_several_devices_needs_drop_remainder_and_drops_the_short_batch():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    run = subprocess.run([sys.executable, "-c", ON_TWO_DEVICES], env=env, capture_output=True,
+                         text=True, timeout=240)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr[-3000:]

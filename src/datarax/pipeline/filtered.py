@@ -45,18 +45,26 @@ from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
 from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
 from datarax.pipeline.iterator import PipelineIterator
-from datarax.pipeline.plan import PassContext, filter_position, passed
+from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
 from datarax.pipeline.steps import stage_step
 from datarax.typing import Batch
 
 
-def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any) -> None:
+def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
+                 plan: PipelinePlan | None = None) -> None:
     """Refuse, at build time, what a filtered pipeline cannot run (naming the stage).
 
     ``spec_after(stages)`` is the per-record spec after ``stages`` (abstract).
     """
     filt: RecordFilter = stages[at]
     where = f"Pipeline stage {at}"
+    split = plan.placement.local_split if plan is not None and plan.placement else 1
+    if split > 1 and not plan.drop_remainder:  # type: ignore[union-attr]
+        raise ConfigError(
+            f"{where} (FilterOperator '{filt.name}') with sharding= over {split} devices: "
+            "a filtered epoch's last batch holds however many records are kept, which may "
+            f"not split over the {split} devices. Set drop_remainder=True."
+        )
     if source.kind is not SourceKind.INDEXED:
         if at != 0:
             raise ConfigError(
@@ -279,7 +287,8 @@ class FilteredDispatch:
                 graph, state = self.post_graph
                 with self.stats.timer("stages"):
                     batch = stage_step(graph)(state, batch, rows, np.int32(self.epoch), self.key)
-            if not self.plan.check_finite:
+            dropped = count < size and self.plan.drop_remainder  # never handed out
+            if not self.plan.check_finite and not dropped:
                 batch = place_batch(self.plan, self.stats, batch, before, self.epoch)
             items.append((int(ends[k]) - before, batch, count, rows))
             before = int(ends[k])

@@ -166,7 +166,7 @@ class Pipeline(nnx.Module):
         self.__session = PipelineSession()
         at = filter_position(list(stages))
         if at is not None:
-            check_filter(source, list(stages), at, self._spec_after)
+            check_filter(source, list(stages), at, self._spec_after, self.plan)
 
     def _spec_after(self, stages: list[Any]) -> Any:
         """Per-record spec after ``stages`` (abstract), for build-time checks."""
