@@ -56,7 +56,8 @@ def build_pipeline(folder: str) -> Pipeline:
 
 def main() -> None:
     write_parquet("digits.parquet")
-    info, summary = convert("digits.parquet", "digits_ds", shards=4)
+    # overwrite: a second run replaces the folder (an existing dataset is refused otherwise)
+    info, summary = convert("digits.parquet", "digits_ds", shards=4, overwrite=True)
     label = info.features["label"]
     print(f"converted: {summary.records} records in {summary.shards} shards; "
           f"image {info.features['image'].shape} {info.features['image'].encoding}; "
