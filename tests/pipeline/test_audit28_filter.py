@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError, DataraxError, StateError
 from datarax.operators import FilterOperator
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
@@ -121,3 +121,24 @@ def test_a_filter_over_several_devices_needs_drop_remainder_and_drops_the_short_
     run = subprocess.run([sys.executable, "-c", ON_TWO_DEVICES], env=env, capture_output=True,
                          text=True, timeout=240)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr[-3000:]
+
+
+def test_a_failing_host_predicate_names_the_records_and_a_retry_fails_alike(tmp_path):
+    def third_char(el):  # fails on the short words
+        return el.data["word"][2] == "c"
+
+    words = ["abc", "ab", "abcd", "xyc"]
+    source = MemorySource(MemorySourceConfig(), {"word": words, "i": np.arange(4, dtype=np.int32)})
+    from datarax.sources import ConcatSource  # a host source holding text
+
+    p = Pipeline(ConcatSource([source]), batch_size=2,
+                 stages=[FilterOperator(predicate=third_char, on_host=True, name="third")])
+    it = iter(p)
+    with pytest.raises(DataraxError, match=r"FilterOperator 'third' \(Pipeline stage 0, the 2 "
+                                        r"records ConcatSource read from position 0 of epoch 0\)"
+                                        r": the predicate raised IndexError on record 1"):
+        next(it)
+    with pytest.raises(DataraxError, match="raised IndexError"):  # not skipped past the record
+        next(it)
+    assert p.position == 0
+

@@ -114,13 +114,19 @@ class FilterOperator(RecordFilter):
         """One boolean per record, ``predicate`` called in Python on each record."""
         out = np.zeros(batch_length(data), bool)
         for i in range(len(out)):
-            value = self.predicate(Element(record_at(data, i)))
+            try:
+                value = self.predicate(Element(record_at(data, i)))
+            except Exception as err:  # noqa: BLE001 - re-raised naming the record
+                raise DataraxError(
+                    f"FilterOperator '{self.name}' ({where}): the predicate raised "
+                    f"{type(err).__name__} on record {i} (fields {sorted(data)}): {err}"
+                ) from err
             shape = getattr(value, "shape", ())
             if not isinstance(value, (bool, np.bool_)) and not (
                 shape == () and getattr(value, "dtype", None) == np.bool_
             ):
                 raise ConfigError(
-                    f"{where} (FilterOperator '{self.name}'): the predicate must return one "
+                    f"FilterOperator '{self.name}' ({where}): the predicate must return one "
                     f"boolean per record, got {type(value).__name__} {value!r} for record {i}. "
                     "Return e.g. element.data['label'] == 1."
                 )
@@ -163,7 +169,7 @@ class FilterOperator(RecordFilter):
                 "stages, which hands out full batches of kept records."
             )
         if any(is_text_value(v) or isinstance(v, list) for v in leaves):
-            mask = self.keep_records(data, "FilterOperator.apply_batch")
+            mask = self.keep_records(data, "apply_batch")
         else:
             mask = np.asarray(self.keep(data)).astype(bool)
         return take_records(data, np.flatnonzero(mask))

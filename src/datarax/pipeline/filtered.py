@@ -401,6 +401,33 @@ class FilteredIterator(PipelineIterator):
             self._expect = (source.epoch, source.index)
             self._prepared = True
         position = source.index
+        try:
+            parts, have = self._read_kept(position)
+            if parts and not (have < self._batch_size and self._plan.drop_remainder):
+                if len(parts) == 1:
+                    batch, indices = parts[0]
+                else:
+                    batch = concat_batches([b for b, _ in parts])
+                    indices = np.concatenate([i for _, i in parts])
+                batch = self._host.prepare(batch, indices, position)
+        except Exception:
+            # A retry reads these records again and meets the same error (the failing
+            # batch moved the source on; it was not handed out).
+            source.seek(self._epoch, position)
+            self._expect = (source.epoch, source.index)
+            raise
+        self._expect = (source.epoch, source.index)
+        if not parts or (have < self._batch_size and self._plan.drop_remainder):
+            # the predicate's verdicts on the records read for no batch handed out
+            self._stats.count_filtered(have, source.index - position - have)
+            raise StopIteration
+        self._hand_out(source.index - position, have)
+        return batch
+
+    def _read_kept(self, position: int) -> tuple[list[tuple[Batch, np.ndarray]], int]:
+        """Records read from ``position`` until a batch's worth is kept (or the pass
+        ends): the kept records of each read with their stable indices, and their count."""
+        source = self._source
         parts: list[tuple[Batch, np.ndarray]] = []
         have = 0
         with self._stats.timer("read"):
@@ -418,19 +445,7 @@ class FilteredIterator(PipelineIterator):
                 if len(picked):
                     parts.append((take_records(raw, picked), indices[picked]))
                     have += len(picked)
-        self._expect = (source.epoch, source.index)
-        if not parts or (have < self._batch_size and self._plan.drop_remainder):
-            # the predicate's verdicts on the records read for no batch handed out
-            self._stats.count_filtered(have, source.index - position - have)
-            raise StopIteration
-        if len(parts) == 1:
-            batch, indices = parts[0]
-        else:
-            batch = concat_batches([b for b, _ in parts])
-            indices = np.concatenate([i for _, i in parts])
-        batch = self._host.prepare(batch, indices, position)
-        self._hand_out(source.index - position, have)
-        return batch
+        return parts, have
 
     def _keep_host(self, raw: Batch, at: int) -> np.ndarray:
         """One boolean per record read (validated first: the predicate sees checked data)."""
@@ -441,7 +456,9 @@ class FilteredIterator(PipelineIterator):
                            where=where)
         text = any(host_leaf(v) for v in jax.tree.leaves(raw, is_leaf=host_leaf))
         if self._filter.on_host or text:
-            return self._filter.keep_records(raw, "Pipeline stage 0")
+            return self._filter.keep_records(
+                raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
+                f"read from position {at} of epoch {self._epoch}")
         count = batch_length(raw)
         padded = jax.tree.map(
             lambda v: np.concatenate([v, np.repeat(v[-1:], self._batch_size - count, 0)])
