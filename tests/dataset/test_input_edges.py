@@ -198,3 +198,25 @@ def test_workers_end_with_their_killed_main_process(tmp_path) -> None:
     assert done.returncode == -9
     time.sleep(1.5)  # a worker left running would finish its 20-row shard (1 s) by now
     assert sorted(n for n in os.listdir(tmp_path / "ds") if n.endswith(".array_record")) == []
+
+
+def test_convert_of_python_records_names_them_and_sizes_shards(tmp_path) -> None:
+    datasets = pytest.importorskip("datasets")
+    info, _ = convert(datasets.Dataset.from_dict({"a": [1, 2]}), tmp_path / "hf")
+    assert info.extra["source"] == "a Hugging Face dataset"
+    info, summary = convert([{"a": i} for i in range(60_001)], tmp_path / "list")
+    assert info.extra["source"] == "a sequence of records" and summary.shards == 2
+
+
+def test_a_beam_record_with_a_digest_key_is_named_in_hex(tmp_path) -> None:
+    beam = pytest.importorskip("apache_beam")
+    from datarax.beam import WriteDataset, direct_runner
+    from datarax.dataset import read_metadata
+
+    records = [{"v": np.float32([i, i])} for i in range(6)]
+    records[4] = {"v": np.float32([1])}
+    with beam.Pipeline(runner=direct_runner()) as p:
+        _ = p | beam.Create(records) | WriteDataset(str(tmp_path / "b"), on_error="skip")
+    (skipped,) = read_metadata(tmp_path / "b").skipped
+    assert skipped["field"] == "v" and "\\x" not in skipped["error"]
+    assert skipped["error"].startswith("the record with key 0x")

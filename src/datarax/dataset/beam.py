@@ -231,6 +231,13 @@ def _infer(smallest: Any, class_names: Mapping[str, Sequence[str]] | None) -> Fe
 
 
 # ------------------------------------------------------------------------ encode
+def _shown_key(key: Any) -> str:
+    """A key as errors show it: bytes (a content digest, by default) in hex."""
+    if isinstance(key, bytes):
+        return "0x" + key.hex()
+    return repr(key)
+
+
 class _Encode(beam.DoFn):
     """``(key, record) -> (shard, (key, bytes | None, skipped | None))``."""
 
@@ -252,7 +259,7 @@ class _Encode(beam.DoFn):
                 message = message.replace(f"row {row}", self.rows.row_name(row), 1)
                 where = f"{self.rows.description}, {message}"
             elif row is None:
-                message = where = f"the record with key {key!r}: {message}"
+                message = where = f"the record with key {_shown_key(key)}: {message}"
             if self.on_error != "skip":
                 raise ConversionError(bad_record_message(
                     where, err, "row" if self.numbered else "record")) from err

@@ -39,6 +39,7 @@ from datarax.dataset.rows import (
     IterableRows,
     Rows,
     SequenceRows,
+    as_rows,
     hf_hints,
     list_hint,
     list_hint_wanted,
@@ -460,10 +461,10 @@ def convert(
     """
     if runner not in ("local", "beam"):
         raise ConfigError(f"convert runner must be 'local' or 'beam', got {runner!r}.")
-    rows = open_rows(src, split=split, data_dir=data_dir) if isinstance(src, (str, os.PathLike)) else src
-    described = str(src) if isinstance(src, (str, os.PathLike)) else getattr(rows, "description", "records")
-    count = shards if shards is not None else default_shards(getattr(rows, "length", None) if
-                                                            isinstance(rows, Rows) else None)
+    path = isinstance(src, (str, os.PathLike))
+    rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
+    described = os.fspath(src) if path else rows.description
+    count = shards if shards is not None else default_shards(rows.length)
     extra = {"source": described}
     if runner == "beam":
         try:
