@@ -142,3 +142,16 @@ def test_a_failing_host_predicate_names_the_records_and_a_retry_fails_alike(tmp_
         next(it)
     assert p.position == 0
 
+
+
+def test_text_in_memory_is_refused_naming_the_host_source_that_filters_it():
+    from datarax.sources import ConcatSource
+
+    words = MemorySource(MemorySourceConfig(), {"t": [f"w{i}" for i in range(6)],
+                                                "label": np.arange(6, dtype=np.int32) % 3})
+    keep = FilterOperator(predicate=lambda el: el.data["label"] == 1)
+    with pytest.raises(ConfigError, match=r"keeps text fields on the host.*"
+                                          r"ConcatSource\(\[source\]\)"):
+        Pipeline(words, stages=[keep])
+    p = Pipeline(ConcatSource([words]), stages=[keep], batch_size=2)
+    assert [b["t"] for b in p] == [["w1", "w4"]]

@@ -83,9 +83,10 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
         if source.has_host_fields():
             raise ConfigError(
                 f"{where} (FilterOperator '{filt.name}'): {type(source).__name__} keeps text "
-                "fields on the host, which the compiled filter cannot read. Filter on a "
-                "numeric field in a source without text, or read the data through a host "
-                "source (the filter then runs on the records as they are read)."
+                "fields on the host, which the compiled filter cannot read. Read it as a "
+                "host source, where the filter runs on the records as they are read (text "
+                "included): ConcatSource([source]), or a streaming source "
+                "(HFStreamingSource, TFDS streaming)."
             )
     spec = spec_after(list(stages[:at]))
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
