@@ -220,3 +220,28 @@ def test_a_beam_record_with_a_digest_key_is_named_in_hex(tmp_path) -> None:
     (skipped,) = read_metadata(tmp_path / "b").skipped
     assert skipped["field"] == "v" and "\\x" not in skipped["error"]
     assert skipped["error"].startswith("the record with key 0x")
+
+
+def test_a_full_disk_is_named_and_leaves_no_complete_looking_shard(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("resource")  # POSIX file size limits
+
+    # RLIMIT_FSIZE stands in for a full disk: a write past 1 MB fails
+    script = ("import resource, signal, numpy as np\n"
+              "from datarax.dataset import ConversionError, write_dataset\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))\n"
+              "rng = np.random.default_rng(0)\n"
+              "records = [{'x': rng.random(1000, dtype=np.float32)} for _ in range(400)]\n"
+              "try:\n"
+              f"    write_dataset(records, {str(tmp_path / 'ds')!r})\n"
+              "except ConversionError as err:\n"
+              "    print(err)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert "writing the shard 'data-00000-of-00001.array_record'" in done.stdout, done.stderr
+    assert "resume=True" in done.stdout
+    assert sorted(os.listdir(tmp_path / "ds")) == [".datarax-partial"]

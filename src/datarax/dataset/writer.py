@@ -197,6 +197,13 @@ def _write_json(path: str, data: Any) -> None:
     os.replace(path + ".tmp", path)
 
 
+def _write_failed(dst: str, what: str, err: BaseException) -> ConversionError:
+    return ConversionError(
+        f"writing {what} in '{dst}' failed ({type(err).__name__}: {err}). Free disk space or "
+        "fix the destination, then run it again with resume=True (--resume): finished shards "
+        "are kept, and no unfinished one looks complete.")
+
+
 class _ShardWriter:
     """One shard being written: temporary file, records, skipped rows."""
 
@@ -218,16 +225,22 @@ class _ShardWriter:
                 raise ConversionError(bad_record_message(f"{rows.description}, {message}", err)) from err
             self.skipped.append({"row": row, "field": err.field, "error": message})
             return
-        self.writer.write(data)
+        try:
+            self.writer.write(data)
+        except (OSError, RuntimeError) as err:  # array_record raises RuntimeError (disk full)
+            raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
         self.records += 1
 
     def finish(self) -> dict[str, Any]:
-        self.writer.close()
-        _sync(self.tmp)
-        info = shard_info(self.tmp, self.records)
-        summary = {"shard": dataclasses.replace(info, file=self.name).to_json(),
-                   "skipped": self.skipped}
-        _write_json(_partial(self.job.dst, self.name + ".json"), summary)
+        try:
+            self.writer.close()
+            _sync(self.tmp)
+            info = shard_info(self.tmp, self.records)
+            summary = {"shard": dataclasses.replace(info, file=self.name).to_json(),
+                       "skipped": self.skipped}
+            _write_json(_partial(self.job.dst, self.name + ".json"), summary)
+        except (OSError, RuntimeError) as err:
+            raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
         os.replace(self.tmp, os.path.join(self.job.dst, self.name))
         return summary
 
@@ -470,7 +483,10 @@ def write_dataset(
     skipped = tuple(item for s in range(shards) for item in results[s]["skipped"])
     info = DatasetInfo(feats, shard_list, skipped,
                        {**dict(extra or {}), "fingerprint": fingerprint})
-    write_metadata(dst, info)
+    try:
+        write_metadata(dst, info)
+    except OSError as err:
+        raise _write_failed(dst, f"the metadata file {METADATA_FILE}", err) from err
     shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
     return info, WriteSummary(info.num_records, sum(s.bytes for s in shard_list), shards,
                               len(done), len(skipped), time.perf_counter() - started)
