@@ -245,3 +245,19 @@ def test_a_full_disk_is_named_and_leaves_no_complete_looking_shard(tmp_path) -> 
     assert "writing the shard 'data-00000-of-00001.array_record'" in done.stdout, done.stderr
     assert "resume=True" in done.stdout
     assert sorted(os.listdir(tmp_path / "ds")) == [".datarax-partial"]
+
+
+def test_cli_convert_interrupted_says_how_to_finish(tmp_path, capsys, monkeypatch) -> None:
+    import datarax.dataset.conversion as conversion
+    from datarax.cli.main import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(conversion, "convert", interrupted)
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
+    assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "--resume to finish" in err
+    assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--runner", "beam"]) == 130
+    assert "--overwrite to start again" in capsys.readouterr().err

@@ -8,6 +8,7 @@ bytes, shards, time). Options after ``--`` go to Apache Beam with ``--runner bea
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -34,17 +35,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    """Run the conversion; print the summary; exit status 0."""
+    """Run the conversion; print the summary; exit status 0 (130 when interrupted)."""
     from datarax.dataset.conversion import convert
 
     beam_args = list(getattr(args, "passthrough", []))
     if beam_args and args.runner != "beam":
         raise ValueError(f"options after -- ({' '.join(beam_args)}) go to Beam; add --runner beam.")
-    info, summary = convert(
-        args.src, args.dst, shards=args.shards, workers=args.workers, on_error=args.on_error,
-        resume=args.resume, overwrite=args.overwrite, split=args.split, data_dir=args.data_dir,
-        progress=not args.no_progress, runner=args.runner, beam_options=beam_args,
-    )
+    try:
+        info, summary = convert(
+            args.src, args.dst, shards=args.shards, workers=args.workers, on_error=args.on_error,
+            resume=args.resume, overwrite=args.overwrite, split=args.split,
+            data_dir=args.data_dir, progress=not args.no_progress, runner=args.runner,
+            beam_options=beam_args,
+        )
+    except KeyboardInterrupt:
+        again = ("run the same command with --overwrite to start again" if args.runner == "beam"
+                 else "run the same command with --resume to finish it (finished shards are kept)")
+        print(f"datarax convert: interrupted; {args.dst} is not a dataset yet: {again}.",
+              file=sys.stderr)
+        return 130
     print(summary_line(info, summary, args.dst))
     return 0
 
