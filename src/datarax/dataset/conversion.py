@@ -111,10 +111,12 @@ class TableRows(Rows):
                 try:
                     tables.append(read(f))
                 except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+                    form = ("JSON Lines: one object a line, not a JSON array; "
+                            if self.kind == "json" else "")
                     raise ConversionError(
-                        f"cannot read the {self.kind} file '{f}': {err}. Fix the file (every row "
-                        "needs the same columns, each of one type), or leave it out of SRC."
-                    ) from err
+                        f"cannot read the {self.kind} file '{f}': {str(err).rstrip('.')}. Fix the "
+                        f"file ({form}every row with the same columns, each of one type), or "
+                        "leave it out of SRC.") from err
             self._tables = tables
         return self._tables
 
