@@ -261,3 +261,10 @@ def test_cli_convert_interrupted_says_how_to_finish(tmp_path, capsys, monkeypatc
     assert "interrupted" in err and "--resume to finish" in err
     assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--runner", "beam"]) == 130
     assert "--overwrite to start again" in capsys.readouterr().err
+
+
+def test_a_ragged_nested_list_is_named_with_a_way_out(tmp_path) -> None:
+    with pytest.raises(ConversionError, match=r"row 0 .*field 'm': not an array .*rectangular"):
+        write_dataset([{"m": [[1, 2], [3]]}], tmp_path / "a")
+    with pytest.raises(ConversionError, match=r"row 1, field 'm': not an array .*rectangular"):
+        write_dataset([{"m": [[1, 2], [3, 4]]}, {"m": [[1, 2], [3]]}], tmp_path / "b")

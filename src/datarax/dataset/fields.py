@@ -216,7 +216,12 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         return Field(name, "int64", (), "raw", names)
     if isinstance(value, float):
         return Field(name, "float32", (), "raw", names)
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except ValueError as err:  # a ragged nested list
+        raise RecordMismatchError(
+            f"field '{name}': not an array ({err}); a nested list is stored when it is "
+            "rectangular (pad the inner lists to one length).", field=name) from err
     if array.dtype.kind not in "biufc":
         raise RecordMismatchError(
             f"field '{name}': cannot store a value of type {type(value).__name__} "

@@ -81,7 +81,9 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
         try:
             array = np.asarray(value)
         except Exception as err:  # noqa: BLE001 - reported with the row and field
-            raise RecordMismatchError(f"{_where(f.name, row)}: not an array ({err}).",
+            raise RecordMismatchError(f"{_where(f.name, row)}: not an array ({err}); a nested "
+                                      "list is stored when it is rectangular (pad the inner "
+                                      "lists to one length).",
                                       field=f.name, row=row) from err
         if array.size == 0 and array.dtype.kind in "biuf":
             array = array.astype(want)  # an empty list: no values to check
