@@ -268,3 +268,13 @@ def test_a_ragged_nested_list_is_named_with_a_way_out(tmp_path) -> None:
         write_dataset([{"m": [[1, 2], [3]]}], tmp_path / "a")
     with pytest.raises(ConversionError, match=r"row 1, field 'm': not an array .*rectangular"):
         write_dataset([{"m": [[1, 2], [3, 4]]}, {"m": [[1, 2], [3]]}], tmp_path / "b")
+
+
+def test_an_image_dict_naming_a_missing_file_is_named(tmp_path) -> None:
+    records = [{"image": {"bytes": png(1), "path": None}},
+               {"image": {"bytes": None, "path": str(tmp_path / "gone.png")}}]
+    with pytest.raises(ConversionError, match=r"row 1, field 'image': cannot read the image file "
+                                              r".*gone.png"):
+        write_dataset(records, tmp_path / "a")
+    with pytest.raises(ConversionError, match=r"row 0 .*field 'image': cannot read the image"):
+        write_dataset(records[1:], tmp_path / "b")

@@ -194,7 +194,11 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
             "needs a value for every field.", field=name)
     if isinstance(value, (str, np.str_)):
         return Field(name, "str", (), "utf8", names)
-    data = encoded_image_bytes(value)
+    try:
+        data = encoded_image_bytes(value)
+    except OSError as err:  # an image dict naming a file that is not there
+        raise RecordMismatchError(f"field '{name}': cannot read the image file ({err}).",
+                                  field=name) from err
     if data is not None:
         try:
             image = open_image(data)

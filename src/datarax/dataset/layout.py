@@ -105,7 +105,11 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
 
 
 def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
-    data = encoded_image_bytes(value)
+    try:
+        data = encoded_image_bytes(value)
+    except OSError as err:  # an image dict naming a file that is not there
+        raise RecordMismatchError(f"{_where(f.name, row)}: cannot read the image file ({err}).",
+                                  field=f.name, row=row) from err
     if data is not None:
         try:
             image = open_image(data)
