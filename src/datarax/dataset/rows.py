@@ -4,9 +4,11 @@ A :class:`Rows` hands out records (dicts of field values) by row number:
 ``iter_rows(start, stop)`` yields rows ``start .. stop - 1`` in order; ``length`` is the
 number of rows (None when unknown until the end); ``hints`` gives per field an
 ``encoding`` and/or ``class_names`` the data's own schema declares (a Hugging Face
-``ClassLabel`` or ``Image``, a TFDS feature). :func:`as_rows` wraps a list, any
-random-access sequence (``__len__`` + ``__getitem__``), a Hugging Face ``Dataset``, a
-datarax source or a plain iterable; file readers (Parquet, image folders ...) live in
+``ClassLabel`` or ``Image``, a TFDS feature), and for a list column its ``shape`` over
+every row (``None`` where the lengths vary) and ``dtype`` (:func:`list_hint`).
+:func:`as_rows` wraps a list, any random-access sequence (``__len__`` +
+``__getitem__``), a Hugging Face ``Dataset`` or ``IterableDataset``, a datarax source or
+a plain iterable; file readers (Parquet, image folders ...) live in
 :mod:`datarax.dataset.conversion`.
 
 Example:
