@@ -278,3 +278,9 @@ def test_an_image_dict_naming_a_missing_file_is_named(tmp_path) -> None:
         write_dataset(records, tmp_path / "a")
     with pytest.raises(ConversionError, match=r"row 0 .*field 'image': cannot read the image"):
         write_dataset(records[1:], tmp_path / "b")
+
+
+def test_hidden_folders_of_an_image_folder_are_no_class(tmp_path) -> None:
+    _image_folder(tmp_path / "imgs", ["ant/0.png", "bee/1.png", ".ipynb_checkpoints/x.png"])
+    info, _ = convert(str(tmp_path / "imgs"), tmp_path / "imgs" / "ds")
+    assert info.features["label"].class_names == ("ant", "bee") and info.num_records == 2

@@ -199,10 +199,13 @@ class TableRows(Rows):
 
 # ------------------------------------------------------------------ image folders
 class ImageFolderRows(Rows):
-    """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``."""
+    """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
+    (hidden folders, named ``.*``, are not classes)."""
 
     def __init__(self, root: str) -> None:
-        classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+        # hidden folders (.git, .ipynb_checkpoints, a conversion's partial folder) are no class
+        classes = sorted(d for d in os.listdir(root)
+                         if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
         self.root = root
         self.items: list[tuple[str, int]] = []
         for label, name in enumerate(classes):
@@ -393,7 +396,8 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     arrays = _files_of(src, (".npy", ".npz"))
     if arrays:
         return NpyRows(arrays)
-    if os.path.isdir(src) and any(os.path.isdir(os.path.join(src, d)) for d in os.listdir(src)):
+    if os.path.isdir(src) and any(os.path.isdir(os.path.join(src, d)) and not d.startswith(".")
+                                  for d in os.listdir(src)):
         return ImageFolderRows(src)
     raise ConversionError(
         f"'{src}' does not exist or is not a known input: Parquet / JSON Lines / CSV files, a "
