@@ -284,3 +284,5 @@ def test_hidden_folders_of_an_image_folder_are_no_class(tmp_path) -> None:
     _image_folder(tmp_path / "imgs", ["ant/0.png", "bee/1.png", ".ipynb_checkpoints/x.png"])
     info, _ = convert(str(tmp_path / "imgs"), tmp_path / "imgs" / "ds")
     assert info.features["label"].class_names == ("ant", "bee") and info.num_records == 2
+    _, summary = convert(str(tmp_path / "imgs"), tmp_path / "imgs" / "ds", resume=True)
+    assert summary.shards_resumed == 1  # the dataset written inside is not a class either

@@ -198,14 +198,21 @@ class TableRows(Rows):
 
 
 # ------------------------------------------------------------------ image folders
+def _class_folder(root: str, name: str) -> bool:
+    """Whether ``root/name`` is a class of an image folder: a folder, not hidden (``.git``,
+    ``.ipynb_checkpoints``), and not a datarax dataset (DST written inside SRC)."""
+    path = os.path.join(root, name)
+    return os.path.isdir(path) and not name.startswith(".") and not (
+        os.path.exists(os.path.join(path, METADATA_FILE))
+        or os.path.exists(os.path.join(path, PARTIAL_DIR)))
+
+
 class ImageFolderRows(Rows):
     """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
-    (hidden folders, named ``.*``, are not classes)."""
+    (hidden folders, named ``.*``, and dataset folders are not classes)."""
 
     def __init__(self, root: str) -> None:
-        # hidden folders (.git, .ipynb_checkpoints, a conversion's partial folder) are no class
-        classes = sorted(d for d in os.listdir(root)
-                         if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
+        classes = sorted(d for d in os.listdir(root) if _class_folder(root, d))
         self.root = root
         self.items: list[tuple[str, int]] = []
         for label, name in enumerate(classes):
@@ -396,8 +403,7 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     arrays = _files_of(src, (".npy", ".npz"))
     if arrays:
         return NpyRows(arrays)
-    if os.path.isdir(src) and any(os.path.isdir(os.path.join(src, d)) and not d.startswith(".")
-                                  for d in os.listdir(src)):
+    if os.path.isdir(src) and any(_class_folder(src, d) for d in os.listdir(src)):
         return ImageFolderRows(src)
     raise ConversionError(
         f"'{src}' does not exist or is not a known input: Parquet / JSON Lines / CSV files, a "
