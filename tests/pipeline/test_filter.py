@@ -160,13 +160,17 @@ def test_every_record_dropped_is_an_empty_epoch_and_step_says_so():
 
 @pytest.mark.slow
 def test_long_pass_grouped_and_sharded_resume():
+    from datarax.pipeline.dispatch import GROUP_MIN_BATCHES
+
+    n = 4 * GROUP_MIN_BATCHES  # each share >= GROUP_MIN_BATCHES batches of 2: grouped steps
+
     def make():
-        return Pipeline(memory(1200, shuffle=True, seed=2),
+        return Pipeline(memory(n, shuffle=True, seed=2),
                         stages=[FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0)],
                         batch_size=2, shard_index=1, shard_count=2)
 
     whole = xs(make())
-    share = np.asarray(make().source.record_indices_at(600, 600, None)).tolist()
+    share = np.asarray(make().source.record_indices_at(n // 2, n // 2, None)).tolist()
     assert sum(whole, []) == [x for x in share if x % 2 == 0]
     p = make()
     it = iter(p)
