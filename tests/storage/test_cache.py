@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import fsspec
@@ -343,6 +344,29 @@ def test_read_ahead_fetches_the_next_files_in_epoch_order(tmp_path):
     _wait(lambda: cached() == {3, 4, 5}, "the next file read ahead")
     assert shards.upcoming() == [4, 3] and shards.stats()["fetched"] == 3
     assert shards.stats()["cache_hits"] == 0
+    shards.close()
+
+
+def test_the_files_a_plan_reads_first_are_fetched_before_any_read_ahead(tmp_path):
+    shards = _shards(tmp_path, "head", threads=4, ahead=4, behind=2)  # a window of 2 files
+    started, gate = [], threading.Event()
+    download = shards.fetcher.download
+
+    def held_back(obj, part):
+        started.append(obj.name)
+        gate.wait(10)
+        download(obj, part)
+
+    shards.fetcher.download = held_back
+    order = np.array([3, 1, 5, 0, 2, 4])  # the files in the order the epoch reads them
+    shards.plan(lambda a, b: order[np.arange(a, b) // 10] * 10 + np.arange(a, b) % 10, 0, 60,
+                np.arange(1, 7) * 10)
+    _wait(lambda: len(started) == 2, "the first window's files requested")
+    time.sleep(0.05)
+    assert sorted(started) == ["1.bin", "3.bin"]  # nothing else shares the bandwidth yet
+    gate.set()
+    _wait(lambda: len(started) == 4, "read-ahead after them")
+    assert sorted(started[2:]) == ["0.bin", "5.bin"]
     shards.close()
 
 

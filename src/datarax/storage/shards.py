@@ -6,8 +6,11 @@ A source holds one ``RemoteShards`` for its files. Readers call :meth:`RemoteSha
 the file is cached, else waits for the download (one per file, whichever thread or process
 asked first). :meth:`RemoteShards.plan` tells it which records an epoch serves, from where:
 it works out the files in the order their first record comes up and downloads the next
-``ahead`` of them in parallel (``threads`` at a time), so the reader rarely waits. In a
-multi-host run each process plans only its own positions, so it fetches only its share.
+``ahead`` of them in parallel (``threads`` at a time), so the reader rarely waits. At
+the start of a plan the ``behind`` files read first (a window's, or the first file) are
+fetched alone, and read-ahead goes on once they are cached: the first batch does not
+share the bandwidth with files needed later. In a multi-host run each process plans
+only its own positions, so it fetches only its share.
 
 Files in use or coming up are held in the cache (shared locks): eviction removes files
 already passed, least recently used first. Open handles (e.g. array_record readers) are
@@ -232,7 +235,12 @@ class RemoteShards:
             return
         running = sum(1 for f in self._inflight.values() if not f.done())
         extra = 0
-        for i in self.upcoming():
+        upcoming = self.upcoming()
+        if self._progress < self.behind:  # the start of a plan: its first files come first
+            head = self._seq[:self.behind]
+            if any(i not in self._entries and i not in self._failed for i in head):
+                upcoming = [i for i in upcoming if i in head]
+        for i in upcoming:
             if running >= self.threads:
                 break
             if i in self._entries or i in self._inflight or i in self._failed:
