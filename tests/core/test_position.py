@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
-from datarax.core.position import SourcePosition
+from datarax.core.errors import StateError
+from datarax.core.position import DIGEST_SIZE, SourcePosition, differing_settings, settings_digest
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 
@@ -21,7 +24,10 @@ def test_advance_and_move_are_what_nnx_state_carries():
     assert int(state["index_var"].get_value()) == 7
     assert int(state["epoch_var"].get_value()) == 4
     values = {k: np.asarray(v.get_value()).copy() for k, v in state.flat_state()}
-    assert all(v.dtype == np.int64 and v.shape == () for v in values.values())
+    assert all(values[(k,)].dtype == np.int64 and values[(k,)].shape == ()
+               for k in ("epoch_var", "index_var"))
+    assert values[("settings_var",)].shape == (DIGEST_SIZE,)  # small: a digest, not data
+    assert not values[("settings_var",)].any()  # not taken until an owner positions it
 
 
 def test_a_copied_state_restores_the_pipeline_exactly():
@@ -48,3 +54,55 @@ def test_a_position_restored_as_a_jax_array_moves_on():
     pos.index_var.set_raw_value(jnp.asarray(5))  # what a restore (Orbax, nnx.update) may leave
     pos.advance(1)
     assert pos.get_state() == {"current_index": 6, "current_epoch": 0}
+
+
+def _memory_pipeline(seed: int = 3, shuffle: bool = True) -> Pipeline:
+    src = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=seed),
+                       {"x": np.arange(20, dtype=np.int32)})
+    return Pipeline(source=src, batch_size=4, rngs=nnx.Rngs(0))
+
+
+def _saved_after_two_batches() -> nnx.State:
+    pipeline = _memory_pipeline()
+    iterator = iter(pipeline)
+    next(iterator), next(iterator)
+    return nnx.clone(nnx.state(pipeline))
+
+
+@pytest.mark.parametrize(("change", "named"), [({"seed": 4}, "seed=4"),
+                                               ({"shuffle": False}, "shuffle=False")])
+def test_an_nnx_state_restored_into_other_order_settings_is_refused(change, named):
+    fresh = _memory_pipeline(**change)
+    nnx.update(fresh, _saved_after_two_batches())
+    with pytest.raises(StateError, match=f"MemorySource: the position restored .*{named}"):
+        next(iter(fresh))
+    with pytest.raises(StateError, match=named):  # the source's own reads refuse too
+        _ = fresh.source.epoch
+
+
+def test_an_nnx_state_restored_as_jax_arrays_is_checked_too():
+    """Orbax restores nnx state leaves as jax Arrays: the digest is compared the same."""
+    saved = jax.tree.map(jnp.asarray, _saved_after_two_batches())
+    same, other = _memory_pipeline(), _memory_pipeline(seed=9)
+    nnx.update(same, saved)
+    nnx.update(other, saved)
+    assert (same.source.epoch, same.source.index) == (0, 8)
+    with pytest.raises(StateError, match="seed=9"):
+        iter(other)
+
+
+def test_a_position_saved_before_its_settings_were_taken_still_restores():
+    pos = SourcePosition()
+    pos.move(0, 8)
+    fresh = _memory_pipeline(seed=9)
+    nnx.update(fresh.source.datarax_position, nnx.state(pos))  # an all-zero digest
+    assert (fresh.source.epoch, fresh.source.index) == (0, 8)
+
+
+def test_settings_digest_names_what_differs():
+    settings = {f"children[{i}].seed": i for i in range(6)} | {"weights": (1, 2)}
+    saved = settings_digest(settings)
+    assert differing_settings(settings, saved) == []
+    changed = {**settings, "children[4].seed": 40}
+    assert "children[4].seed" in differing_settings(changed, saved)
+    assert saved.shape == (DIGEST_SIZE,) and saved[-1] == 1

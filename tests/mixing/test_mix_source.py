@@ -356,6 +356,25 @@ def test_a_state_restored_into_a_changed_mixture_is_refused_naming_the_setting(c
         source.close()
 
 
+@pytest.mark.parametrize(("change", "message", "field"), CHANGES)
+def test_an_nnx_state_restored_into_a_changed_mixture_is_refused_naming_the_setting(
+    change, message, field
+):
+    """nnx.update writes the saved position and its settings digest: the next read of
+    the position refuses, naming the setting, before any record is served."""
+    head = Pipeline(changed_mixture(), [], batch_size=8)
+    it = iter(head)
+    next(it), next(it)
+    state = nnx.clone(nnx.state(head))
+    other = Pipeline(changed_mixture(**change), [], batch_size=8)
+    nnx.update(other, state)
+    with pytest.raises(StateError, match="MixSource: the position restored into it") as err:
+        next(iter(other))
+    assert f"{field}=" in str(err.value)
+    for pipeline in (head, other):
+        pipeline.source.close()
+
+
 @pytest.mark.parametrize("weights", [(2, 1, 1), (0.4, 0.2, 0.2)])
 def test_equivalent_weights_continue_exactly(weights):
     reference = Pipeline(changed_mixture(), [], batch_size=8)
@@ -364,12 +383,15 @@ def test_equivalent_weights_continue_exactly(weights):
     it = iter(head)
     got = [int(i) for _ in range(5) for i in next(it)["id"]]
     state, source_state = head.get_state(), head.source.get_state()
-    for restore in ("pipeline", "source"):
+    nnx_state = nnx.clone(nnx.state(head))
+    for restore in ("pipeline", "source", "nnx"):
         resumed = Pipeline(changed_mixture(weights=weights), [], batch_size=8)
         if restore == "pipeline":
             resumed.set_state(state)
-        else:
+        elif restore == "source":
             resumed.source.set_state(source_state)
+        else:
+            nnx.update(resumed, nnx_state)
         rest = [i for epoch in ids_of(resumed, 2) for i in epoch]
         assert got + rest[: len(flat) - len(got)] == flat, restore
         resumed.source.close()

@@ -141,6 +141,7 @@ class DataSourceModule(DataraxModule):
         """
         share = Share(index, count)
         self.__shard = Share(index, count, True) if padded and count > 1 else share
+        self.datarax_position.note_settings(self._state_settings)
 
     @property
     def shard(self) -> Share:
@@ -174,15 +175,22 @@ class DataSourceModule(DataraxModule):
         """
         return config_settings(self.config)
 
+    def _state_settings(self) -> dict[str, Any]:
+        """:meth:`order_settings` and the source's class: what a position restored with
+        ``nnx.update`` must have been saved under."""
+        return {"class": type(self).__name__, **self.order_settings()}
+
     # ----------------------------------------------------------------- position
     @property
     def epoch(self) -> int:
         """The pass the source stands in."""
+        self.datarax_position.check_settings(self._state_settings, type(self).__name__)
         return self.datarax_position.epoch
 
     @property
     def index(self) -> int:
         """Records of that pass the consumer has received."""
+        self.datarax_position.check_settings(self._state_settings, type(self).__name__)
         return self.datarax_position.index
 
     def seek(self, epoch: int, index: int = 0) -> None:
@@ -192,6 +200,7 @@ class DataSourceModule(DataraxModule):
         on the next read. ``seek(epoch)`` stands at the start of pass ``epoch``.
         """
         self.datarax_position.seek(epoch, index)
+        self.datarax_position.note_settings(self._state_settings)
         self._moved()
 
     def _moved(self) -> None:

@@ -19,8 +19,11 @@ Example:
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import jax
 import numpy as np
 from flax import nnx
 
@@ -39,13 +42,106 @@ class _Seeks(HostState):
         self.count = 0
 
 
+# A settings digest: each ``name=value`` adds its CRC-32 to one of SLOTS slots in each of
+# HASHES rows (a row's slot comes from the name), so a digest that differs names the
+# settings whose slot differs in every row. Small on purpose: it is nnx state.
+SLOTS, HASHES = 4, 2
+DIGEST_SIZE = SLOTS * HASHES + 1
+
+
+def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:
+    """A fixed-size digest of a source's order settings (``DIGEST_SIZE`` uint32 values).
+
+    The last value is 1, so an all-zero array is a digest not taken yet.
+
+    Example:
+        >>> a = settings_digest({"seed": 1, "shuffle": True})
+        >>> b = settings_digest({"shuffle": True, "seed": 1})
+        >>> bool((a == b).all()), a.shape, differing_settings({"seed": 2, "shuffle": True}, a)
+        (True, (9,), ['seed'])
+    """
+    out = np.zeros(DIGEST_SIZE, dtype=np.uint64)
+    for name, value in settings.items():
+        out[_slots(name)] += zlib.crc32(f"{name}={value!r}".encode())
+    out[-1] = 1
+    return (out % (1 << 32)).astype(np.uint32)
+
+
+def _slots(name: str) -> list[int]:
+    return [row * SLOTS + zlib.crc32(f"{row}:{name}".encode()) % SLOTS for row in range(HASHES)]
+
+
+def differing_settings(settings: Mapping[str, Any], saved: np.ndarray) -> list[str]:
+    """Names of ``settings`` whose slots all differ between their digest and ``saved``
+    (each setting that differs is among them)."""
+    slots = {int(i) for i in np.flatnonzero(settings_digest(settings) != saved)}
+    return [name for name in settings if slots.issuperset(_slots(name))]
+
+
+class _Settings(HostState):
+    """The digest this position last found equal to its owner's settings (never state)."""
+
+    def __init__(self, placeholder: np.ndarray) -> None:
+        self.placeholder = placeholder
+        self.checked: Any = placeholder
+
+
 class SourcePosition(nnx.Module):
-    """Which pass over a source is running and how many records it has handed out."""
+    """Which pass over a source is running and how many records it has handed out.
+
+    ``settings_var`` holds a digest of the owner's order settings (taken when the
+    owner is first positioned), so a position restored with ``nnx.update`` from a
+    source built with other settings is refused (:meth:`check_settings`).
+    """
 
     def __init__(self, epoch: int = 0, index: int = 0) -> None:
         self.epoch_var = nnx.Variable(_scalar(epoch))
         self.index_var = nnx.Variable(_scalar(index))
+        placeholder = np.zeros(DIGEST_SIZE, dtype=np.uint32)
+        self.settings_var = nnx.Variable(placeholder)
         self.__seeks = _Seeks()
+        self.__settings = _Settings(placeholder)
+
+    def note_settings(self, settings: Callable[[], Mapping[str, Any]]) -> None:
+        """Take the digest of ``settings()`` unless one is held already (taken, or
+        restored with ``nnx.update``)."""
+        if self.settings_var.get_raw_value() is self.__settings.placeholder:
+            digest = settings_digest(settings())
+            self.settings_var.set_raw_value(digest)
+            self.__settings.checked = digest
+
+    def check_settings(self, settings: Callable[[], Mapping[str, Any]], where: str) -> None:
+        """Refuse, naming them, settings that differ from those of the digest held.
+
+        Cheap when nothing was restored (the digest is the one last checked); after an
+        ``nnx.update`` the restored digest is compared with ``settings()`` once.
+        """
+        value = self.settings_var.get_raw_value()
+        if value is self.__settings.checked or value is self.__settings.placeholder:
+            return
+        try:
+            saved = np.asarray(value)
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            return  # read inside a compiled step: checked on the host
+        if saved.shape != (DIGEST_SIZE,) or not saved.any():
+            self.__settings.checked = value  # saved before its settings were taken
+            return
+        current = settings()
+        if np.array_equal(saved, settings_digest(current)):
+            self.__settings.checked = value
+            return
+        names = differing_settings(current, saved)
+        values = ", ".join(f"{n}={current[n]!r}" for n in names)
+        what = (f"{values} differs" if len(names) == 1
+                else f"one or more of {values} differ" if names
+                else "a setting this source does not have differs")
+        raise StateError(
+            f"{where}: the position restored into it (nnx.update, or an Orbax restore of "
+            f"nnx.state) was saved from a source built with other settings: {what} (this "
+            "source's values). Rebuild the source as it was when the state was saved "
+            "(a pipeline.get_state() dict restored with set_state names the saved values).",
+            field=names[0] if names else None,
+        )
 
     # The raw accessors: the position is read and moved on the host, outside any trace,
     # once per batch; get_value/set_value add more tracing checks.
