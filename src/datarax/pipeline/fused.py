@@ -57,6 +57,11 @@ def check_scan(context: PassContext, length: Any) -> None:
             f"its position); {type(source).__name__} is a {source.kind.value} source. Iterate "
             "it with a Python loop (for batch in pipeline) instead."
         )
+    if context.plan.pad_remainder:
+        raise ConfigError(
+            "Pipeline.scan runs full batches without the 'valid' field pad_remainder=True "
+            "adds; evaluate a padded pipeline with a loop (for batch in pipeline) or step()."
+        )
     size = source.epoch_size() or 0
     if size % context.plan.batch_size and not context.plan.drop_remainder:
         raise ConfigError(
