@@ -7,7 +7,8 @@ Three rules keep the dependencies pointing one way (docs/architecture.md, "Layer
   :data:`LAYERS` (a package's ``__init__`` counts as the package);
 * no module touches another module's ``_private`` names.
 
-Every import counts: top-level, lazy (inside a function) and ``if TYPE_CHECKING:`` alike.
+Every import counts: top-level, lazy (inside a function), ``if TYPE_CHECKING:`` and the
+modules a package's lazy exports name (``_HOMES``, ``_MODULES``) alike.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset()
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 KNOWN_PRIVATE: frozenset[tuple[str, str]] = frozenset()
 
+# Module-level tables of lazy_exports (datarax.exports): their strings name the modules a
+# package imports on first access, so they count as imports.
+LAZY_EXPORTS = frozenset({"_HOMES", "_MODULES"})
+
 # Underscore names that are public API of the standard library.
 STDLIB_UNDERSCORE = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults", "_exit"})
 
@@ -82,6 +87,13 @@ def _imports(name: str) -> list[tuple[int, str, ast.ImportFrom | ast.Import]]:
                 parts = parts[: len(parts) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in LAZY_EXPORTS for t in node.targets
+        ):  # datarax.exports.lazy_exports: names imported on first access, by string
+            package = _package(name)
+            for const in ast.walk(node.value):
+                if isinstance(const, ast.Constant) and isinstance(const.value, str):
+                    targets += [const.value, f"{package}.{const.value}"]
         for target in targets:
             if target in MODULES and target != name:
                 out.append((node.lineno, target, node))
@@ -239,3 +251,48 @@ def test_no_reach_into_another_modules_private_names():
     assert not new, "private names of another module:\n" + "\n".join(new)
     fixed = sorted(KNOWN_PRIVATE - {(name, what) for name, what, _ in found})
     assert not fixed, f"no longer used; remove from KNOWN_PRIVATE: {fixed}"
+
+
+# ------------------------------------------------------------ the checks themselves
+SAMPLE = {
+    "datarax/__init__.py": "",
+    "datarax/core/__init__.py": "",
+    "datarax/core/a.py": (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from datarax.core.b import B\n"  # a type-only import counts
+    ),
+    "datarax/core/b.py": "def f():\n    from datarax.core import a\n",  # a lazy one too
+    "datarax/core/c.py": "_HOMES = {'Top': 'datarax.pipeline.top'}\n",  # lazy export: upward
+    "datarax/core/low.py": (
+        "def g(p):\n    from datarax.pipeline.top import T\n"  # upward
+        "    return p._stats, T._adopt(p)\n"  # another module's private names
+    ),
+    "datarax/core/_hidden.py": "",
+    "datarax/pipeline/__init__.py": "",
+    "datarax/pipeline/top.py": (
+        "from datarax.core import _hidden\nfrom datarax.core.b import _helper\n"
+        "class T:\n    def _own(self, other):\n        return self._x, other._own\n"
+    ),
+}
+
+
+def test_the_checks_find_cycles_upward_imports_and_private_reaches(tmp_path, monkeypatch):
+    import sys
+
+    for name, text in SAMPLE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "SRC", tmp_path)
+    monkeypatch.setattr(module, "MODULES", _modules())
+    monkeypatch.setattr(module, "TREES", {n: ast.parse(p.read_text()) for n, p in MODULES.items()})
+    monkeypatch.setattr(module, "EDGES", {n: {t for _, t, _ in _imports(n)} for n in MODULES})
+    assert import_cycles() == [frozenset({"datarax.core.a", "datarax.core.b"})]
+    assert [(a, b) for a, b, _ in upward_imports()] == [
+        ("datarax.core.c", "datarax.pipeline.top"), ("datarax.core.low", "datarax.pipeline.top"),
+    ]
+    assert sorted((a, b) for a, b, _ in private_reaches()) == [
+        ("datarax.core.low", "_adopt"), ("datarax.core.low", "_stats"),
+        ("datarax.pipeline.top", "datarax.core._hidden"),
+        ("datarax.pipeline.top", "datarax.core.b._helper"),
+    ]
