@@ -135,6 +135,13 @@ def _reaches(path: Path) -> list[str]:
             if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) \
                     and ast.unparse(node) not in STDLIB_PUBLIC:
                 found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and ast.unparse(node.func) in ("importlib.import_module", "import_module",
+                                             "__import__")):
+            parts = node.args[0].value.split(".")
+            if parts[0] in DEPENDENCIES and any(_private(p) for p in parts[1:]):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id in ("getattr", "hasattr", "setattr", "delattr")
               and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
@@ -164,10 +171,12 @@ def test_the_scan_finds_private_reaches(tmp_path):
         "from jax._src import config\nimport flax.nnx._internal\n"
         "def f(v, self=None):\n"
         "    self._ok = v._raw_value\n    return getattr(v, '_cache_size', None), v.__dict__, os._exit\n"
+        "importlib.import_module('jax._src.mesh')\nimportlib.import_module('jax.numpy')\n"
     )
-    assert _reaches(sample) == [
+    assert sorted(_reaches(sample), key=lambda hit: int(hit.split(":")[0])) == [
         "1: import jax._src.config", "2: import flax.nnx._internal",
         "4: v._raw_value", "5: getattr(v, '_cache_size', None)",
+        "6: importlib.import_module('jax._src.mesh')",
     ]
 
 
