@@ -12,11 +12,14 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -233,3 +236,32 @@ def test_enable_compilation_cache_creates_its_folder_only_when_called(tmp_path, 
     env = {"HOME": str(home), "XDG_CACHE_HOME": "", "JAX_PLATFORMS": "cpu"}
     assert _run(code, env).split() == [str(target), str(target)]
     assert target.is_dir()
+
+
+# ------------------------------------------------------ words of the project's history
+HISTORY = re.compile(r"\bseeds?'?\s+0\d\d\b|\bW\d{1,2}\b|\bissue\s*#?\s*\d+|\bround \d+\b", re.I)
+
+
+def _history_words(text: str) -> list[str]:
+    """``line: words`` of project-history words in the comments and strings of ``text``."""
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type in (tokenize.COMMENT, tokenize.STRING):
+            for match in HISTORY.finditer(token.string):
+                line = token.start[0] + token.string[: match.start()].count("\n")
+                found.append(f"{line}: {' '.join(match.group().split())}")
+    return found
+
+
+def test_library_text_has_no_words_of_the_project_history():
+    bad = {}
+    for path in sorted((SRC / "datarax").rglob("*.py")):
+        hits = _history_words(path.read_text())
+        if hits:
+            bad[path.relative_to(SRC).as_posix()] = hits
+    assert bad == {}, f"say what the code does, not which issue or benchmark asked: {bad}"
+
+
+def test_the_history_scan_finds_its_words():
+    text = '"""As seed\n    002 does."""\nx = 1  # W7: faster\nprint("see issue #26")\nW = 2\n'
+    assert _history_words(text) == ["1: seed 002", "3: W7", "4: issue #26"]

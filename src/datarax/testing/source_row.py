@@ -30,8 +30,8 @@ class SourceRow:
         shuffled: the row shuffles, so consecutive epochs come in different orders.
         kind: the ``SourceKind`` member name the source declares (``"INDEXED"``,
             ``"HOST"`` or ``"STREAM"``); None: not checked.
-        data_in_state: the source's author keeps its records in ``nnx.data`` (as seed
-            002's CSV example does), so ``nnx.state`` holds them by the author's choice;
+        data_in_state: the source's author keeps its records in ``nnx.data`` (as a
+            CSV source may), so ``nnx.state`` holds them by the author's choice;
             :func:`check_nnx_state_small` then checks only that leaves are arrays.
     """
 
