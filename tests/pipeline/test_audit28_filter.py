@@ -155,3 +155,16 @@ def test_text_in_memory_is_refused_naming_the_host_source_that_filters_it():
         Pipeline(words, stages=[keep])
     p = Pipeline(ConcatSource([words]), stages=[keep], batch_size=2)
     assert [b["t"] for b in p] == [["w1", "w4"]]
+
+
+def test_a_python_predicate_of_the_wrong_type_is_refused_when_built(tmp_path):
+    length = FilterOperator(predicate=lambda el: int(el.data["data"]), on_host=True, name="n")
+    with pytest.raises(ConfigError, match=r"FilterOperator 'n' \(Pipeline stage 0, called when "
+                                          r"the Pipeline is built.*got int 0"):
+        Pipeline(source("host", tmp_path), stages=[length])
+    # one that fails on a record of zeros is left to the checks on the real records
+    inverse = FilterOperator(predicate=lambda el: 12 // int(el.data["data"]) > 2, on_host=True)
+    p = Pipeline(source("host", tmp_path, 12),
+                 stages=[inverse], batch_size=4)
+    with pytest.raises(DataraxError, match="raised ZeroDivisionError on record 0"):
+        next(iter(p))  # the real record 0

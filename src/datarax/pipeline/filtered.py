@@ -91,7 +91,8 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
     spec = spec_after(list(stages[:at]))
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
     if filt.on_host or any(isinstance(s, TextSpec) for s in leaves):
-        return  # checked on each record as it is read
+        probe_python_predicate(filt, spec, where)
+        return  # and checked on each record as it is read
     try:
         filt.check_output(spec, where)
     except ConfigError as err:
@@ -103,6 +104,32 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
             f"{err}\nOver a {source.kind.value} source, FilterOperator(predicate=fn, "
             "on_host=True) calls fn in plain Python on each record's numpy values instead."
         ) from err.__cause__
+
+
+def probe_python_predicate(filt: RecordFilter, spec: Any, where: str) -> None:
+    """Call a predicate that runs in Python once, on a record of zeros and empty strings
+    shaped like the source's, and refuse it now when it does not return one boolean. A
+    predicate that fails on such a record is left to the checks on each real record."""
+    def zeros(s: Any) -> Any:
+        if isinstance(s, TextSpec):
+            if s.shape:
+                raise LookupError  # text arrays: no probe
+            return [""]
+        return np.zeros((1, *s.shape), s.dtype)
+
+    try:
+        record = jax.tree.map(zeros, spec, is_leaf=lambda s: isinstance(s, TextSpec))
+    except LookupError:
+        return
+    try:
+        with np.errstate(all="ignore"):  # zeros may divide by zero: no warning for a probe
+            filt.keep_records(record, f"{where}, called when the Pipeline is built on a "
+                                      "record of zeros and empty strings shaped like the "
+                                      "source's")
+    except ConfigError:
+        raise
+    except Exception:  # noqa: BLE001 - it may need real data: checked on each record read
+        return
 
 
 # ------------------------------------------------------------------ indexed
