@@ -3,6 +3,7 @@ a concatenation padded on one process count each record once."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -42,3 +43,22 @@ def test_padded_stream_and_concatenation_count_each_record_once():
                     pad_remainder=True)
     assert len(both) == 3
     assert valid_values(both) == [0, 1, 2, 3, 4, 100, 101, 102]
+
+
+def test_len_of_a_flat_mapped_source_says_why_it_is_unknown():
+    source = FlatMapSource(memory(0, 3), lambda record: [record], max_outputs=1)
+    with pytest.raises(TypeError, match="FlatMapSource has no length: fn returns 0 .. "
+                                        "max_outputs records"):
+        len(source)
+    assert source.epoch_size() is None and bool(source)
+    from datarax.core.config import StructuralConfig
+    from datarax.core.data_source import DataSourceModule
+
+    class Stream(DataSourceModule):
+        def element_spec(self):
+            return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+        def get_batch(self, batch_size):
+            return None
+
+    assert bool(ConcatSource([memory(0, 2), Stream(StructuralConfig())]))

@@ -132,6 +132,9 @@ class ConcatSource(DataSourceModule):
             self.kind = SourceKind.INDEXED  # the whole concatenation compiles into the step
 
     # ------------------------------------------------------------ description
+    def __bool__(self) -> bool:
+        return True  # a source, even without a known length (not len() > 0)
+
     def __len__(self) -> int:
         if self.__length is None:
             unknown = [i for i, n in enumerate(self.__lengths) if n is None]

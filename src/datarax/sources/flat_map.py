@@ -156,6 +156,15 @@ class FlatMapSource(DataSourceModule):
         self.__reading = _Reading()
 
     # ------------------------------------------------------------ description
+    def __bool__(self) -> bool:
+        return True  # a source, even without a known length (not len() > 0)
+
+    def __len__(self) -> int:
+        raise TypeError(
+            "FlatMapSource has no length: fn returns 0 .. max_outputs records for each "
+            "parent record, so an epoch's length is known only once it is read."
+        )
+
     def element_spec(self) -> dict[str, Any]:
         """The first output's fields (the parent's pass 0 read until ``fn`` returns one)."""
         reading = self.__reading
