@@ -15,12 +15,14 @@ import fsspec
 import numpy as np
 import pytest
 
+from datarax.core.errors import RecordError
 from datarax.storage import (
     CacheFullError,
     Fetcher,
     RemoteObject,
     RemoteObjectError,
     RemoteShards,
+    RemoteStoreError,
     RetryPolicy,
     ShardCache,
     StorageStats,
@@ -226,9 +228,11 @@ def test_retries_give_up_naming_the_file(tmp_path, monkeypatch):
     part = tmp_path / "a.part"
     part.write_bytes(b"\0" * 4)
     fetcher = Fetcher(retry=RetryPolicy(max_retries=3, initial_delay=0.0))
-    with pytest.raises(RemoteObjectError, match=r"memory://giveup/a.bin.*after 3 retries"):
+    with pytest.raises(RemoteStoreError, match=r"memory://giveup/a.bin.*after 3 retries "
+                       r"\(TimeoutError: read timed out\)\. The store is down") as err:
         fetcher.download(RemoteObject("memory://giveup/a.bin", 4), str(part))
-    assert fetcher.stats.snapshot()["retries"] == 3
+    assert fetcher.stats.snapshot()["retries"] == 3 and err.value.url == "memory://giveup/a.bin"
+    assert not isinstance(err.value, RecordError)  # the store's failure, never a skipped record
 
 
 class NoCredentialsError(Exception):  # what botocore raises without credentials
@@ -286,8 +290,11 @@ def test_only_transient_failures_of_the_store_are_retried(tmp_path, monkeypatch,
         assert part.read_bytes() == b"abcd" and fetcher.stats.snapshot()["retries"] == 1
         assert len(calls) == 2
         return
-    # the store's OSErrors become a RemoteObjectError naming the file; others keep their type
-    with pytest.raises(RemoteObjectError if isinstance(error, OSError) else type(error)) as raised:
+    # the store's OSErrors become a RemoteObjectError naming the file (a refused access: a
+    # RemoteStoreError, not the file's fault); others keep their type
+    expected = (RemoteStoreError if isinstance(error, PermissionError) else
+                RemoteObjectError if isinstance(error, OSError) else type(error))
+    with pytest.raises(expected) as raised:
         fetcher.download(obj, str(part))
     assert len(calls) == 1 and fetcher.stats.snapshot()["retries"] == 0  # one attempt
     named = str(raised.value) + " ".join(getattr(raised.value, "__notes__", []))
@@ -480,6 +487,32 @@ def test_a_full_cache_stops_the_read_even_when_bad_records_are_skipped(tmp_path,
         assert f"the local disk of the cache '{folder}' is full" in message
         assert f"of its limit of {limit}" in message and "Free space" in message
         assert err.value.disk_full and not list((folder / "tmp").iterdir())
+
+
+def test_a_store_refusing_access_stops_the_read_even_when_bad_records_are_skipped(
+        tmp_path, monkeypatch):
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    url, shard = _remote_dataset(tmp_path, "src-denied")
+    config = ArrayRecordSourceConfig(num_epochs=1, on_error="skip")
+    src = ArrayRecordSourceModule(config, url, cache=ShardCache(tmp_path / "c", max_bytes=8 * shard))
+    read = type(MEM).cat_file
+
+    def denied(fs, path, start=None, end=None, **kw):  # refused from the second file on
+        if path.endswith("data-00001-of-00004.array_record"):
+            raise PermissionError(errno.EACCES, "Access Denied")
+        return read(fs, path, start=start, end=end, **kw)
+
+    # on the class: fsspec makes a memory filesystem per thread, read-ahead has its own
+    monkeypatch.setattr(type(MEM), "cat_file", denied)
+    first = src.get_batch(10)  # the first file
+    assert np.asarray(first["x"])[:, 0].tolist() == list(range(10))
+    with pytest.raises(RemoteStoreError, match=r"data-00001-of-00004.array_record': access "
+                       r"refused .*Check the credentials"):
+        while src.get_batch(10) is not None:
+            pass
+    assert src.get_state()["skipped"] == 0  # nothing was skipped
+    src.close()
 
 
 def test_a_cache_too_small_for_the_files_read_at_once_is_refused_when_built(tmp_path):

@@ -31,11 +31,12 @@ import numpy as np
 from datarax.sources.decoded_records import DecodedRecords, stack_values
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy
-from datarax.storage.errors import CacheFullError
+from datarax.storage.errors import CacheFullError, RemoteStoreError
 
-# failures of this machine, not of a record (a full shard cache or local disk): they stop
-# the read under every on_error policy, never become a skipped record
-NOT_A_RECORD: tuple[type[Exception], ...] = (CacheFullError,)
+# failures of this machine or the store, not of a record (a full shard cache or local
+# disk, a store down or refusing access): they stop the read under every on_error
+# policy, never become a skipped record
+NOT_A_RECORD: tuple[type[Exception], ...] = (CacheFullError, RemoteStoreError)
 
 #: a batched read covers about this many bytes of decoded records, in whole batches
 CHUNK_BYTES = 8 << 20

@@ -26,8 +26,9 @@ to a source, and perhaps ``cache=ShardCache(...)``):
   ``fetched_bytes``, ``cache_hits``, ``retries``, ``throttled``, ``resumed``, ``evicted``,
   ``failed``, ``wait_s``).
 * Errors: :class:`RemoteObjectError` (a ``RecordError`` naming the URL: deleted, changed,
-  unreadable), :class:`CacheFullError` (limit reached by files in use, or disk full; never
-  skipped as a bad record).
+  refused for a reason of its own), :class:`RemoteStoreError` (the store still failing
+  after every retry, or access refused) and :class:`CacheFullError` (limit reached by
+  files in use, or disk full); the last two are never skipped as bad records.
 
 fsspec, s3fs and gcsfs come with ``pip install "datarax[remote]"``; they are imported when
 a remote path is read, and nothing is created on disk before that.
@@ -53,7 +54,7 @@ from datarax.storage.cache import (
     default_cache_dir,
     parse_bytes,
 )
-from datarax.storage.errors import CacheFullError, RemoteObjectError
+from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStoreError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.retry import RetryPolicy, StorageStats, is_transient
 from datarax.storage.shards import RemoteShards
@@ -66,6 +67,7 @@ __all__ = [
     "Fetcher",
     "RemoteObject",
     "RemoteObjectError",
+    "RemoteStoreError",
     "RemoteShards",
     "RetryPolicy",
     "ShardCache",

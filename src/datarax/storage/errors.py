@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from datarax.errors import DataraxError, RecordError
 
-__all__ = ["CacheFullError", "RemoteObjectError"]
+__all__ = ["CacheFullError", "RemoteObjectError", "RemoteStoreError"]
 
 
 class RemoteObjectError(RecordError):
     """A remote file cannot be used: deleted, changed since it was listed (size, version
-    tag or SHA-256 differ), or unreadable after every retry. ``url`` names it.
+    tag or SHA-256 differ), or refused by the store for a reason of its own (not a
+    transient failure, not a refused access). ``url`` names it.
 
     A subclass of :class:`~datarax.core.errors.RecordError`: a source's
     ``on_error="skip"`` skips (and counts) the records of such a file.
@@ -24,6 +25,32 @@ class RemoteObjectError(RecordError):
     def __init__(self, message: str, *, url: str) -> None:
         super().__init__(message, path=url)
         self.url = url
+
+
+class RemoteStoreError(DataraxError):
+    """The store cannot be read: a request still failing after every retry (the store
+    is down, unreachable or throttling for minutes), or access refused (credentials
+    missing, expired or without the permission). ``url`` names the file being read.
+
+    Not a problem of a record: a source's ``on_error="skip"`` never skips it (a store
+    that stays down would otherwise skip every file left), it stops the read.
+
+    Example:
+        >>> err = RemoteStoreError("cannot read 's3://b/a': still failing", url="s3://b/a")
+        >>> err.url, isinstance(err, RecordError)
+        ('s3://b/a', False)
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+
+    def __reduce__(self) -> tuple[object, ...]:  # keeps url across processes
+        return (_store_error, (str(self), self.url))
+
+
+def _store_error(message: str, url: str) -> RemoteStoreError:
+    return RemoteStoreError(message, url=url)
 
 
 class CacheFullError(DataraxError):

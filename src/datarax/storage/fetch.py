@@ -32,8 +32,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from datarax.storage.errors import RemoteObjectError
-from datarax.storage.retry import RetryPolicy, StorageStats, is_throttle, with_retries
+from datarax.storage.errors import RemoteObjectError, RemoteStoreError
+from datarax.storage.retry import (
+    RetriesExhaustedError,
+    RetryPolicy,
+    StorageStats,
+    is_throttle,
+    with_retries,
+)
 from datarax.storage.urls import RemoteObject, filesystem, version_tag
 
 __all__ = ["CHUNK", "Fetcher"]
@@ -107,6 +113,8 @@ class Fetcher:
                 info = with_retries(lambda: fs.info(path), obj.url, self.retry, self.stats)
             except FileNotFoundError as err:
                 raise self._missing(obj.url, err) from err
+            except OSError as err:
+                raise self._unreadable(fs, path, obj, err) from err
             now = version_tag(info)
             if int(info.get("size", obj.size)) != obj.size or (now is not None and now != obj.etag):
                 raise self._changed(obj, f"size {info.get('size')} / version {now!r} now, "
@@ -134,11 +142,7 @@ class Fetcher:
             except FileNotFoundError as err:
                 raise self._missing(obj.url, err) from err
             except OSError as err:
-                changed = self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
-                if changed:
-                    raise self._changed(obj, changed) from err
-                self.stats.add("failed")
-                raise RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url) from err
+                raise self._unreadable(fs, path, obj, err) from err
             if interrupted:
                 self.stats.add("resumed")
                 interrupted = False
@@ -151,6 +155,30 @@ class Fetcher:
             if digest is not None:
                 digest.update(data)
             written = at + len(data)
+
+    def _unreadable(self, fs: Any, path: str, obj: RemoteObject,
+                    err: OSError) -> RemoteObjectError | RemoteStoreError:
+        """The error of a read of ``obj`` that failed with ``err`` (not a missing object):
+        the store's (still failing after the retries, access refused), or the file's
+        (changed since listed, or refused for a reason of its own)."""
+        changed = None if isinstance(err, (RetriesExhaustedError, PermissionError)) \
+            else self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
+        if changed:
+            return self._changed(obj, changed)
+        self.stats.add("failed")
+        if isinstance(err, RetriesExhaustedError):
+            return RemoteStoreError(
+                f"cannot read '{obj.url}': {str(err).removeprefix(repr(obj.url) + ': ')} "
+                "The store is down, unreachable or throttling for longer than the retries "
+                "wait; the read stops (on_error='skip' does not skip it). Try again later.",
+                url=obj.url)
+        if isinstance(err, PermissionError):
+            return RemoteStoreError(
+                f"cannot read '{obj.url}': access refused ({err}). Check the credentials "
+                "(for S3 the AWS_* variables or profile; they may have expired) and their "
+                "permission to read the bucket; the read stops (on_error='skip' does not "
+                "skip it).", url=obj.url)
+        return RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
 
     def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:
         """How ``obj`` differs in the store now from when it was listed (size, or version

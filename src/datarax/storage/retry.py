@@ -36,7 +36,8 @@ from typing import Any, TypeVar
 
 from datarax.errors import DataraxError
 
-__all__ = ["RetryPolicy", "StorageStats", "is_throttle", "is_transient", "with_retries"]
+__all__ = ["RetriesExhaustedError", "RetryPolicy", "StorageStats", "is_throttle", "is_transient",
+           "with_retries"]
 
 T = TypeVar("T")
 _THROTTLE = re.compile(r"SlowDown|Throttl|TooManyRequests|reduce your request rate|"
@@ -193,6 +194,10 @@ class StorageStats:
             return {k: (round(v, 6) if k == "wait_s" else int(v)) for k, v in self._values.items()}
 
 
+class RetriesExhaustedError(OSError):
+    """A transient failure that outlasted every retry of :func:`with_retries`."""
+
+
 def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: StorageStats | None,
                  *, on_retry: Callable[[BaseException], None] | None = None) -> T:
     """``call()``, retried on transient failures per ``policy`` (counted in ``stats``).
@@ -215,8 +220,8 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: S
                 if not attempt:  # retries turned off
                     err.add_note(f"datarax: while reading '{what}' (retries are off)")
                     raise
-                raise OSError(f"'{what}': still failing after {attempt} retries "
-                              f"({type(err).__name__}: {err}).") from err
+                raise RetriesExhaustedError(f"'{what}': still failing after {attempt} "
+                                            f"retries ({type(err).__name__}: {err}).") from err
             attempt += 1
             if stats is not None:
                 stats.add("retries")
