@@ -94,7 +94,9 @@ class FilterOperator(RecordFilter):
             )
         if not callable(predicate):
             raise ConfigError(
-                f"FilterOperator predicate must be callable, got {type(predicate).__name__}."
+                f"FilterOperator predicate must be callable, got {type(predicate).__name__}; "
+                "pass a function of one element returning one boolean, e.g. "
+                "predicate=lambda el: el.data['label'] < 3."
             )
         super().__init__(
             config, name=name or getattr(predicate, "__name__", None), **settings

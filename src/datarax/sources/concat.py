@@ -107,7 +107,8 @@ class ConcatSource(DataSourceModule):
     ) -> None:
         if isinstance(parts, (str, bytes, Mapping)) or not isinstance(parts, Sequence):
             raise ConfigError(
-                f"ConcatSource takes a list of sources, got {type(parts).__name__}."
+                f"ConcatSource takes a list of sources, got {type(parts).__name__}; pass "
+                "ConcatSource([a, b, ...]) (a single source as ConcatSource([source]))."
             )
         if not parts:
             raise ConfigError("ConcatSource needs at least one source; got an empty list.")
