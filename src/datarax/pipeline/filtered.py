@@ -438,9 +438,9 @@ class FilteredIterator(PipelineIterator):
                     batch = concat_batches([b for b, _ in parts])
                     indices = np.concatenate([i for _, i in parts])
                 batch = self._host.prepare(batch, indices, position)
-        except Exception:
-            # A retry reads these records again and meets the same error (the failing
-            # batch moved the source on; it was not handed out).
+        except BaseException:  # an error, or Ctrl-C in a notebook's loop
+            # A retry reads these records again (and meets the same error): the failing
+            # batch moved the source on, but it was not handed out.
             source.seek(self._epoch, position)
             self._expect = (source.epoch, source.index)
             raise
