@@ -86,6 +86,7 @@ class RemoteFiles:
         Raises:
             CacheFullError: the files together do not fit the cache's limit.
             RemoteObjectError: a file was deleted or changed since it was listed.
+            RemoteStoreError: the store still fails after every retry, or refuses access.
         """
         with self._lock:
             if self._paths is not None:

@@ -381,6 +381,7 @@ class RemoteShards:
 
         Raises:
             RemoteObjectError: the file was deleted or changed, or cannot be read.
+            RemoteStoreError: the store still fails after every retry, or refuses access.
             CacheFullError: the cache cannot hold it next to the files in use (held by
                 other processes sharing the folder), or the local disk is full.
         """
