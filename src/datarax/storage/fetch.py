@@ -83,7 +83,8 @@ class Fetcher:
 
         Raises:
             RemoteObjectError: the object is gone, changed (size, version tag or SHA-256),
-                or still failing after the retries.
+                or refused by the store for a reason of its own.
+            RemoteStoreError: the store still fails after the retries, or refuses access.
         """
         fs, path = filesystem(obj.url, self.storage_options)
         ranges = [(a, min(obj.size, a + self.chunk)) for a in range(0, obj.size, self.chunk)]
