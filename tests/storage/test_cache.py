@@ -235,6 +235,21 @@ def test_retries_give_up_naming_the_file(tmp_path, monkeypatch):
     assert not isinstance(err.value, RecordError)  # the store's failure, never a skipped record
 
 
+def test_a_server_ignoring_ranges_still_gives_the_right_bytes(tmp_path, monkeypatch):
+    data = bytes(range(256)) * 4
+    _put("norange", {"a.bin": data})
+
+    def whole(path, start=None, end=None, **kw):  # e.g. python -m http.server: no Range
+        return _read(path, None, None)
+
+    monkeypatch.setattr(MEM, "cat_file", whole)
+    part = tmp_path / "a.part"
+    part.write_bytes(b"\0" * len(data))
+    fetcher = Fetcher(chunk=300, parallel=1)
+    fetcher.download(RemoteObject("memory://norange/a.bin", len(data)), str(part))
+    assert part.read_bytes() == data
+
+
 class NoCredentialsError(Exception):  # what botocore raises without credentials
     pass
 
