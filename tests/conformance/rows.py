@@ -32,6 +32,7 @@ N_HF = 10
 N_STREAM = 10
 N_HOST = 12
 N_NPY = 14
+N_FILTER_HOST = 16  # pipeline_rows.py
 
 
 def noise_stages() -> list[Any]:
@@ -87,6 +88,7 @@ def write_table_data(root: Path) -> None:
     np.save(root / "host.npy", np.arange(N_HOST, dtype=np.int32))
     np.save(root / "mix_host.npy", np.arange(6, 10, dtype=np.int32))  # the mixture's host part
     write_npy_shards(root / "npy")
+    np.save(root / "filter_host.npy", np.arange(N_FILTER_HOST, dtype=np.int32))
     try:
         from reliability_arrayrecord import write_files
 
