@@ -429,21 +429,17 @@ class FilteredIterator(PipelineIterator):
             self._expect = (source.epoch, source.index)
             self._prepared = True
         position = source.index
-        try:
-            parts, have = self._read_kept(position)
-            if parts and not (have < self._batch_size and self._plan.drop_remainder):
-                if len(parts) == 1:
-                    batch, indices = parts[0]
-                else:
-                    batch = concat_batches([b for b, _ in parts])
-                    indices = np.concatenate([i for _, i in parts])
-                batch = self._host.prepare(batch, indices, position)
-        except BaseException:  # an error, or Ctrl-C in a notebook's loop
-            # A retry reads these records again (and meets the same error): the failing
-            # batch moved the source on, but it was not handed out.
-            source.seek(self._epoch, position)
-            self._expect = (source.epoch, source.index)
-            raise
+        # A read or prepare that fails (or Ctrl-C) moved the source on without handing
+        # the batch out: PipelineIterator._failed puts it back where the batch began, so
+        # a retry reads these records again (and meets the same error).
+        parts, have = self._read_kept(position)
+        if parts and not (have < self._batch_size and self._plan.drop_remainder):
+            if len(parts) == 1:
+                batch, indices = parts[0]
+            else:
+                batch = concat_batches([b for b, _ in parts])
+                indices = np.concatenate([i for _, i in parts])
+            batch = self._host.prepare(batch, indices, position)
         self._expect = (source.epoch, source.index)
         if not parts or (have < self._batch_size and self._plan.drop_remainder):
             # the predicate's verdicts on the records read for no batch handed out

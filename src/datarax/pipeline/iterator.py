@@ -30,6 +30,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 from datarax.core.batch import batch_length
 from datarax.core.data_source import SourceKind, length_or_none
@@ -47,6 +48,9 @@ from datarax.pipeline.plan import PassContext, passed
 from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
 
+
+#: where a source stood before a batch: (epoch, index, its ``skipped`` value or None)
+BatchStart = tuple[int, int, Any]
 
 #: the iterator reading each host source now (both held weakly)
 _READING: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
@@ -75,6 +79,11 @@ class PipelineIterator:
         self._ahead: DispatchAhead | None = None
         self._count = 0  # records in the batch being handed out
         self._stats = context.stats
+        # a source that counts the records it skipped as bad (on_error="skip") keeps the
+        # count of this epoch in a ``skipped`` Variable, which a failed batch puts back
+        skipped = getattr(self._source, "skipped", None)
+        self._skipped: nnx.Variable[Any] | None = (
+            skipped if isinstance(skipped, nnx.Variable) else None)
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
         self._begin(epoch, resume_at)
 
@@ -203,39 +212,57 @@ class PipelineIterator:
             )
         if self._closed or self._finished:
             raise StopIteration
+        start = self._batch_start()
         began = time.perf_counter()  # the "wait" timer (inline: this runs per batch)
         try:
             batch = self._next_batch()
         except StopIteration:
             self._end_pass()
             raise
+        except BaseException:  # an error, or Ctrl-C in a notebook's loop
+            self._failed(start)
+            raise
         finally:
             self._stats.seconds["wait"] += time.perf_counter() - began
-        valid = self._count
-        if self._source.shard.padded:  # the share's last slots may be padding
-            n = length_or_none(self._source) or 0
-            after = self._source.index  # the slots served before this batch are real
-            valid = max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
+        try:
+            valid = self._count
+            if self._source.shard.padded:  # the share's last slots may be padding
+                n = length_or_none(self._source) or 0
+                after = self._source.index  # the slots served before this batch are real
+                valid = max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
+            if self._plan.pad_remainder:
+                batch = pad_batch(batch, self._count, self._batch_size, valid)
+        except BaseException:
+            self._failed(start)
+            raise
         self._stats.count(valid)
-        if self._plan.pad_remainder:
-            batch = pad_batch(batch, self._count, self._batch_size, valid)
         return batch
 
     def _next_batch(self) -> Batch:
-        try:
-            if self._kind is SourceKind.INDEXED:
-                return self._next_indexed()
-            return self._next_host()
-        except StopIteration:
-            raise
-        except Exception:
-            # A batch failed (a bad record, NaN under check_finite): release the worker
-            # and the reader threads now rather than when this iterator is collected; a
-            # retry prepares again from the position, which the failing batch did not
-            # pass, and meets the same error.
-            self._release()
-            self._prepared = False
-            raise
+        if self._kind is SourceKind.INDEXED:
+            return self._next_indexed()
+        return self._next_host()
+
+    def _batch_start(self) -> BatchStart:
+        """Where the source stands before a batch is prepared (see :meth:`_failed`)."""
+        skipped = self._skipped
+        return (*self._source.datarax_position.where(),
+                None if skipped is None else skipped.get_raw_value())
+
+    def _failed(self, start: BatchStart) -> None:
+        """A batch failed before it was handed out (a bad record, NaN under check_finite,
+        a stage raising, an interrupt): nothing of it was served, so the source goes
+        back to where the batch began (its position and skip count; reading it may have
+        moved them) and a retry — ``next()`` again, a new ``iter(pipeline)``, or a state
+        saved now — reads the same records again (and meets the same error). The
+        read-ahead worker and reader threads are released now rather than when this
+        iterator is collected."""
+        self._release()
+        self._prepared = False
+        rewind(self._source, start, self._skipped)
+        # not "left here": the next iter(pipeline) continues this pass at the failed
+        # batch (a break after a batch handed out starts the next epoch)
+        self._context.session.left = None
 
     def _end_pass(self) -> None:
         """The pass is over: release its reader and stand at the next epoch's start, so
@@ -347,6 +374,28 @@ class PipelineIterator:
         self._mark()
         self._ahead.resume()
         return batch
+
+
+def rewind(source: Any, start: BatchStart, skipped: nnx.Variable[Any] | None) -> None:
+    """Put ``source`` back at ``start`` (from before a batch that failed) where reading
+    moved it: its position, and the ``skipped`` count Variable of a source that skips
+    bad records. A source that did not move is left alone (a stream would re-read its
+    pass up to the position after a seek).
+
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(8)})
+    >>> src.seek(0, 2); start = (*src.datarax_position.where(), None)
+    >>> src.seek(0, 6); rewind(src, start, None); src.index
+    2
+    """
+    epoch, index, count = start
+    moved = source.datarax_position.where() != (epoch, index)
+    recount = skipped is not None and not np.array_equal(skipped.get_raw_value(), count)
+    if moved or recount:
+        source.seek(epoch, index)  # readers restart there
+    if recount:
+        assert skipped is not None
+        skipped.set_value(np.asarray(count, np.int64))
 
 
 def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> Batch:
