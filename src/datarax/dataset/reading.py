@@ -31,6 +31,7 @@ from datarax.dataset.fields import Features
 from datarax.dataset.layout import decode_records
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
+from datarax.storage.retry import StorageStats
 from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
 
 __all__ = ["DatasetDecoder", "dataset_files", "remote_dataset"]
@@ -93,8 +94,8 @@ class DatasetDecoder:
             raise ConfigError(
                 f"the dataset's field '{f.name}' has a variable shape "
                 f"({', '.join('None' if d is None else str(d) for d in f.shape)},), and a batch "
-                "needs one shape per field; read the dataset's shards (a glob such as "
-                "'DST/data-*.array_record') with your own decode= "
+                "needs one shape per field; read the dataset (its folder, or its shards) "
+                "with your own decode= "
                 "(datarax.dataset.decode_records gives the per-record arrays), or write the field "
                 "with a fixed shape.")
         self.features = features
@@ -118,13 +119,17 @@ class DatasetDecoder:
 
 def remote_dataset(paths: Any, *, dataset: bool = True,
                    storage_options: Mapping[str, Any] | None = None,
+                   stats: StorageStats | None = None,
                    ) -> tuple[list[RemoteObject], DatasetInfo | None]:
     """The remote files ``paths`` (URLs) names, and their dataset's metadata if any.
 
     With ``dataset``, a URL of a folder holding :data:`METADATA_FILE`, or a glob / list of
     that folder's shards, is a dataset: its files come with the SHA-256, size and record
     count the metadata gives, and nothing is listed. Otherwise (plain files, or
-    ``dataset=False``) the URLs and globs are listed with their sizes and version tags.
+    ``dataset=False``) the URLs and globs are listed with their sizes and version tags;
+    with ``dataset=False`` a single URL that names no file but a dataset folder still
+    gives that dataset's shards (a reader with its own ``decode`` pointed at the folder).
+    The requests made are retried, and the retries counted in ``stats`` when given.
 
     Example:
         >>> import fsspec, numpy as np, os, tempfile
@@ -140,13 +145,13 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
         RecordError: a file is missing, or a named file is not a shard of the dataset.
     """
     items = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    single = len(items) == 1 and not glob.has_magic(items[0])
     if dataset and items:
-        single = len(items) == 1 and not glob.has_magic(items[0])
         folder = items[0].rstrip("/") if single else items[0].rsplit("/", 1)[0]
-        data = read_json(join_url(folder, METADATA_FILE), storage_options)
+        data = read_json(join_url(folder, METADATA_FILE), storage_options, stats=stats)
         if data is None and single:  # a file of a dataset?
             folder = folder.rsplit("/", 1)[0]
-            data = read_json(join_url(folder, METADATA_FILE), storage_options)
+            data = read_json(join_url(folder, METADATA_FILE), storage_options, stats=stats)
             single = False
         if data is not None and (single or all(i.rsplit("/", 1)[0] == folder for i in items)):
             info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
@@ -154,13 +159,30 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
             if single:
                 names = [s.file for s in info.shards]
             else:
-                names = [o.name for o in list_objects(items, storage_options)]
+                names = [o.name for o in list_objects(items, storage_options, stats=stats)]
                 stray = [n for n in names if n not in known]
                 if stray:
                     raise RecordError(
                         f"'{stray[0]}' is not a shard of the dataset in '{folder}' (its "
                         f"{METADATA_FILE} lists {len(known)} shards); point the reader at the "
                         "folder or its shards only.", path=join_url(folder, stray[0]))
-            return [RemoteObject(join_url(folder, n), known[n].bytes, None, known[n].sha256,
-                                 known[n].records) for n in names], info
-    return list_objects(items, storage_options), None
+            return _shards_of(folder, names, known), info
+        return list_objects(items, storage_options, stats=stats), None
+    try:
+        return list_objects(items, storage_options, stats=stats), None
+    except RecordError:
+        if not single:
+            raise
+        folder = items[0].rstrip("/")  # not a file: a dataset folder?
+        data = read_json(join_url(folder, METADATA_FILE), storage_options, stats=stats)
+        if data is None:
+            raise
+    info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
+    known = {s.file: s for s in info.shards}
+    return _shards_of(folder, [s.file for s in info.shards], known), info
+
+
+def _shards_of(folder: str, names: list[str], known: Mapping[str, Any]) -> list[RemoteObject]:
+    """The remote shards ``names`` of the dataset in ``folder``, as its metadata lists them."""
+    return [RemoteObject(join_url(folder, n), known[n].bytes, None, known[n].sha256,
+                         known[n].records) for n in names]

@@ -28,12 +28,12 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.extras import require
-from datarax.dataset.metadata import DatasetInfo, find_dataset
+from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
-from datarax.storage import RemoteShards, ShardCache, is_remote
+from datarax.storage import RemoteShards, ShardCache, StorageStats, is_remote
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -218,7 +218,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
             dataset folder written by :func:`datarax.dataset.write_dataset` (or
             ``datarax convert``), or a glob / list of its shards, needs no ``decode``:
             its metadata gives the fields, and batches are decoded from it
-            (:attr:`dataset_info`). Any of these may be a URL (``s3://bucket/dataset``,
+            (:attr:`dataset_info`). Given ``decode`` (or ``decode_batch``), a dataset
+            folder is its shards, in the metadata's order, each record passed to your
+            decode (e.g. for a field of variable shape). Any of these may be a URL (``s3://bucket/dataset``,
             ``gs://...``, ``https://...``, any fsspec protocol; ``pip install
             "datarax[remote]"``): the files are fetched into a local shard cache, read
             ahead in the order each epoch uses them (see :mod:`datarax.storage`).
@@ -294,26 +296,33 @@ class ArrayRecordSourceModule(RandomAccessSource):
             )
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
         remote = None
+        own_decode = decode is not None or decode_batch is not None
         if is_remote(paths):  # s3://, gs://, ...: files fetched into a local shard cache
-            objects, info = remote_dataset(paths, dataset=decode is None and decode_batch is None,
-                                           storage_options=storage_options)
+            storage_stats = StorageStats()  # counts the listing's retries and the downloads'
+            objects, info = remote_dataset(paths, dataset=not own_decode,
+                                           storage_options=storage_options, stats=storage_stats)
             window = config.shuffle_window if config.shuffle_files else None
             # files read at once (the cache must hold them): a window's; all for a global shuffle
             at_once = window or (len(objects) if config.shuffle_files else 1)
             remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
-                                  ahead=max(8, 2 * (window or 0)), behind=at_once)
+                                  ahead=max(8, 2 * (window or 0)), behind=at_once,
+                                  stats=storage_stats)
             files = [o.url for o in objects]
-            if info is not None:
+            if info is not None and not own_decode:
                 decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
                 decode, decode_batch = decoder.decode_one, decoder
             folder = None
-        else:
-            folder = find_dataset(paths) if decode is None and decode_batch is None else None
+        elif own_decode:  # a dataset folder still lists its shards; the user's decode reads them
+            folder = find_dataset(paths) if _is_folder(paths) else None
             info = None
-        if folder is not None:  # a datarax dataset: its metadata says how to decode
+        else:
+            folder = find_dataset(paths)
+            info = None
+        if folder is not None:  # a datarax dataset: its metadata names the shards
             files, info = dataset_files(paths, folder)
-            decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
-            decode, decode_batch = decoder.decode_one, decoder
+            if not own_decode:  # ... and says how to decode them
+                decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
+                decode, decode_batch = decoder.decode_one, decoder
         elif remote is None:
             files = resolve_paths(paths)
         self._dataset_info = nnx.static(info)
@@ -355,8 +364,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
     # ------------------------------------------------------------ description
     @property
     def dataset_info(self) -> DatasetInfo | None:
-        """The metadata of the datarax dataset read (features, class names, shards), or
-        None for plain files read with ``decode``."""
+        """The metadata of the datarax dataset read (features, class names, shards), also
+        when its folder is read with your ``decode``; None for plain files, or shards named
+        by a glob or a list, read with ``decode``."""
         return self._dataset_info
 
     @property
@@ -520,7 +530,8 @@ def resolve_paths(paths: PathsLike) -> list[str]:
                 )
             files.extend(matches)
         elif not os.path.isfile(path):
-            what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
+            what = ("is a directory, not a file (a folder is read only when it holds a "
+                    f"datarax dataset's {METADATA_FILE})") if os.path.isdir(path) else "does not exist"
             raise RecordError(
                 f"ArrayRecordSourceModule: the file '{path}' {what}. Check the path (a "
                 "glob pattern such as 'data-*.array_record' is expanded).",
@@ -529,6 +540,11 @@ def resolve_paths(paths: PathsLike) -> list[str]:
         else:
             files.append(path)
     return files
+
+
+def _is_folder(paths: PathsLike) -> bool:
+    """Whether ``paths`` is one local folder (not a file, a glob or a list)."""
+    return isinstance(paths, (str, os.PathLike)) and os.path.isdir(os.fspath(paths))
 
 
 def _array_record_reader() -> Any:

@@ -98,6 +98,8 @@ class RemoteShards:
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
         parallel: range requests of one file in flight at once (they hide the store's
             latency per request; see :class:`~datarax.storage.fetch.Fetcher`).
+        stats: the :class:`~datarax.storage.retry.StorageStats` to count in (default: a
+            new one); pass the one the listing used, so that its retries are counted too.
 
     Raises:
         CacheFullError: the cache's limit is smaller than the ``behind`` largest files.
@@ -106,7 +108,8 @@ class RemoteShards:
     def __init__(self, objects: Sequence[RemoteObject], *, cache: ShardCache | None = None,
                  storage_options: Mapping[str, Any] | None = None, threads: int = 4,
                  ahead: int = 8, behind: int = 1, handles: int | None = None,
-                 retry: RetryPolicy | None = None, parallel: int = 2) -> None:
+                 retry: RetryPolicy | None = None, parallel: int = 2,
+                 stats: StorageStats | None = None) -> None:
         if not objects:
             raise ConfigError("RemoteShards needs at least one file.")
         for name, value in (("threads", threads), ("ahead", ahead), ("behind", behind),
@@ -121,7 +124,7 @@ class RemoteShards:
         self.behind = min(behind, len(self.objects))
         self.retry = retry or RetryPolicy()
         self._check_room()
-        self._stats = StorageStats()
+        self._stats = stats if stats is not None else StorageStats()
         self.parallel = parallel
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats,
                                parallel=parallel)

@@ -1,0 +1,82 @@
+"""Requests made while a remote source is built (the dataset's metadata, the listing of a
+glob) are retried and counted in ``stats()["storage"]`` like the downloads; a dataset
+folder on S3 read with the user's ``decode``."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+if TYPE_CHECKING:
+    from tests.storage.conftest import S3
+
+N, SHARDS = 12, 3
+
+
+@pytest.fixture(scope="module")
+def local_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    pytest.importorskip("array_record")
+    from datarax.dataset import write_dataset
+
+    folder = tmp_path_factory.mktemp("buildstats") / "ds"
+    write_dataset([{"i": np.int32(i)} for i in range(N)], folder, shards=SHARDS)
+    return str(folder)
+
+
+def _source(paths: str, tmp_path: pathlib.Path, **kwargs: Any) -> Any:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), paths,
+                                   cache=ShardCache(tmp_path / "cache", max_bytes="16M"), **kwargs)
+
+
+def _decode(record: bytes) -> dict[str, np.ndarray]:
+    return {"i": np.frombuffer(record, np.int32)[0]}
+
+
+def test_metadata_retries_while_building_are_counted(s3: S3, local_dataset: str,
+                                                     tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    s3.proxy.throttle("ds/datarax_dataset.json", 2)
+    src = _source(url, tmp_path)
+    try:
+        built = src.stats()["storage"]
+        assert (built["retries"], built["throttled"], built["fetched"]) == (2, 2, 0)
+        assert s3.proxy.throttles["ds/datarax_dataset.json"] == 0
+        assert sorted(int(r["i"]) for r in src) == list(range(N))
+        read = src.stats()["storage"]
+        assert (read["retries"], read["throttled"], read["fetched"]) == (2, 2, SHARDS)
+    finally:
+        src.close()
+
+
+def test_listing_retries_while_building_are_counted(s3: S3, local_dataset: str,
+                                                    tmp_path: pathlib.Path) -> None:
+    s3.upload_folder(local_dataset, "plain")  # read as plain files: decode= and a glob
+    s3.proxy.throttle(f"/{s3.bucket}", 1)  # the bucket listing the glob asks for
+    src = _source(s3.url("plain/data-*.array_record"), tmp_path, decode=_decode)
+    try:
+        built = src.stats()["storage"]
+        assert (built["retries"], built["throttled"]) == (1, 1)
+        assert [int(r["i"]) for r in src] == list(range(N))
+        assert src.dataset_info is None
+    finally:
+        src.close()
+
+
+def test_s3_dataset_folder_with_decode_reads_its_metadata_shards(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "withdecode")
+    s3.put("withdecode/README.txt", b"not a shard")
+    src = _source(url, tmp_path, decode=_decode)
+    try:
+        assert [p.rsplit("/", 1)[1] for p in src.paths] == [
+            f"data-0000{k}-of-0000{SHARDS}.array_record" for k in range(SHARDS)]
+        assert [int(r["i"]) for r in src] == list(range(N))
+        assert src.dataset_info is not None and src.dataset_info.num_records == N
+    finally:
+        src.close()
