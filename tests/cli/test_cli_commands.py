@@ -486,3 +486,135 @@ def test_console_script_lists_the_commands(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "{demo,inspect,scan,convert,bench}" in result.stdout
+
+
+# ------------------------------------------- a dataset with fields of variable shape
+VARLEN_CODECS = '''
+import numpy as np
+from datarax.dataset import decode_records, read_metadata
+
+FEATURES = read_metadata("varlen_ds").features
+
+def length(record):
+    """The number of tokens of a record of varlen_ds."""
+    return {"n": np.int32(len(decode_records(FEATURES, [record])["tokens"][0]))}
+'''
+
+
+@pytest.fixture(scope="module")
+def varlen_data(tmp_path_factory) -> pathlib.Path:
+    """``varlen_ds``: a dataset with a bytes field and token lists of varying length (5
+    records in 2 shards); ``badvarlen_ds``: the same with record 1 of shard 0 cut short."""
+    from datarax.dataset import Features, Field, write_dataset
+
+    root = tmp_path_factory.mktemp("varlen")
+    features = Features((Field("blob", "uint8", (None,), "varlen"),
+                         Field("tokens", "int32", (None,), "varlen"),
+                         Field("label", "int32", (), "raw"),
+                         Field("text", "str", (), "utf8")))
+    rows = [{"blob": bytes([i]) * (i + 1), "tokens": np.arange(i + 1, dtype=np.int32) * 10,
+             "label": np.int32(i), "text": f"row {i}"} for i in range(5)]
+    for name in ("varlen_ds", "badvarlen_ds"):
+        write_dataset(rows, root / name, features=features, shards=2)
+    shard = root / "badvarlen_ds" / "data-00000-of-00002.array_record"
+    reader = ArrayRecordReader(str(shard))
+    records = reader.read(list(range(reader.num_records())))
+    reader.close()
+    records[1] = records[1][:3]
+    writer = ArrayRecordWriter(str(shard), "group_size:1")
+    for record in records:
+        writer.write(record)
+    writer.close()
+    (root / "varlen_codecs.py").write_text(VARLEN_CODECS)
+    return root
+
+
+def test_inspect_dataset_with_variable_shapes_shows_metadata_and_records(
+        varlen_data, capsys, monkeypatch):
+    folder = varlen_data / "varlen_ds"
+    code, out, err = datarax_in_process("inspect", str(folder), "--records", "2",
+                                        cwd=varlen_data, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert out.splitlines() == [
+        "source: ArrayRecordSourceModule",
+        "files: 2",
+        f"  {folder / 'data-00000-of-00002.array_record'}",
+        f"  {folder / 'data-00001-of-00002.array_record'}",
+        "records: 5",
+        "dataset: 5 records in 2 shards (format version 1), 0 rows skipped at conversion",
+        "features:",
+        "  blob: uint8 (None,) varlen",
+        "  tokens: int32 (None,) varlen",
+        "  label: int32 () raw",
+        "  text: str () utf8",
+        "element spec (no batches: a field has a variable shape, so the reader needs decode=; "
+        "records below decoded one by one):",
+        "  blob: uint8 (None,) varlen",
+        "  tokens: int32 (None,) varlen",
+        "  label: int32 ()",
+        "  text: text ()",
+        "first 2 records:",
+        "  [0]",
+        "    blob: uint8 (1,) min 0 max 0",
+        "    tokens: int32 (1,) min 0 max 0",
+        "    label: int32 0",
+        "    text: 'row 0'",
+        "  [1]",
+        "    blob: uint8 (2,) min 1 max 1",
+        "    tokens: int32 (2,) min 0 max 10",
+        "    label: int32 1",
+        "    text: 'row 1'",
+    ]
+
+
+def test_inspect_dataset_with_variable_shapes_as_json_with_a_histogram(
+        varlen_data, capsys, monkeypatch):
+    grid = varlen_data / "labels.png"
+    code, out, err = datarax_in_process(
+        "inspect", str(varlen_data / "varlen_ds" / "data-*.array_record"), "--records", "5",
+        "--grid", str(grid), "--field", "label", "--json",
+        cwd=varlen_data, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["records"] == 5 and report["metadata"]["records"] == 5
+    assert report["metadata"]["features"]["tokens"] == "int32 (None,) varlen"
+    assert "field 'blob' has a variable shape" in report["decoded_one_by_one"]
+    assert [r["tokens"] for r in report["first_records"]] == [
+        f"int32 ({n},) min 0 max {10 * (n - 1)}" for n in range(1, 6)]
+    assert [r["label"] for r in report["first_records"]] == [f"int32 {i}" for i in range(5)]
+    assert report["grid"] == {"kind": "histogram", "field": "label", "records": 5}
+    assert png_size(grid)[0] > 0
+    code, _, err = datarax_in_process(
+        "inspect", str(varlen_data / "varlen_ds"), "--grid", str(grid), "--field", "tokens",
+        cwd=varlen_data, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2 and "--field 'tokens' is int32 (None,) varlen" in err
+
+
+def test_scan_and_inspect_name_a_record_that_does_not_match_the_metadata(
+        varlen_data, capsys, monkeypatch):
+    folder = varlen_data / "badvarlen_ds"
+    shard = folder / "data-00000-of-00002.array_record"
+    code, out, err = datarax_in_process("scan", str(folder), cwd=varlen_data, capsys=capsys,
+                                        monkeypatch=monkeypatch)
+    assert code == 1, err
+    lines = out.splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == [f"BAD {shard} record 1"]
+    assert "the record has 3 bytes, shorter than the features' head" in lines[0]
+    assert lines[-1] == f"scanned 5 records of {folder}: 4 good, 1 bad"
+    code, out, err = datarax_in_process("inspect", str(folder), cwd=varlen_data, capsys=capsys,
+                                        monkeypatch=monkeypatch)
+    assert code == 2 and out == ""
+    assert err.startswith(f"datarax inspect: error: record 1 of '{shard}' does not match its "
+                          "dataset's metadata:")
+
+
+def test_inspect_dataset_folder_with_decode(varlen_data, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(varlen_data))
+    code, out, err = datarax_in_process(
+        "inspect", "varlen_ds", "--decode", "varlen_codecs:length", "--records", "5", "--json",
+        cwd=varlen_data, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["element_spec"] == {"n": "int32 ()"}
+    assert [r["n"] for r in report["first_records"]] == [f"int32 {n}" for n in range(1, 6)]
+    assert report["files"] == [f"varlen_ds/data-0000{k}-of-00002.array_record" for k in range(2)]

@@ -35,6 +35,8 @@ def describe_spec(spec: Any) -> str:
         >>> describe_spec(jax.ShapeDtypeStruct((8, 8, 3), np.uint8))
         'uint8 (8, 8, 3)'
     """
+    if isinstance(spec, str):  # already described (a field of variable shape)
+        return spec
     if isinstance(spec, TextSpec):
         return f"text {tuple(spec.shape)}"
     if isinstance(spec, jax.ShapeDtypeStruct):
@@ -81,6 +83,55 @@ def host_batches(target: Target, batch_size: int) -> Iterator[dict[str, Any]]:
         yield {k: (v if isinstance(v, list) else np.asarray(v)) for k, v in batch.items()}
 
 
+def features_spec(features: Any) -> dict[str, Any]:
+    """A dataset's per-record spec from its metadata: an array spec per fixed field, a
+    text spec per text field, a description (``'int32 (None,) varlen'``) per field of
+    variable shape.
+
+    Example:
+        >>> from datarax.dataset import Features, Field
+        >>> spec = features_spec(Features((Field("ids", "int32", (None,), "varlen"),
+        ...                                Field("label", "int32", (), "raw"))))
+        >>> {k: describe_spec(v) for k, v in spec.items()}
+        {'ids': 'int32 (None,) varlen', 'label': 'int32 ()'}
+    """
+    out: dict[str, Any] = {}
+    for f in features.fields:
+        if f.encoding == "utf8":
+            out[f.name] = TextSpec(tuple(d for d in f.shape if d is not None))
+        elif None in f.shape:
+            out[f.name] = f"{f.dtype} {_shape_text(f.shape)} {f.encoding}"
+        else:
+            out[f.name] = jax.ShapeDtypeStruct(tuple(int(d) for d in f.shape), np.dtype(f.dtype))
+    return out
+
+
+def _shape_text(shape: tuple[int | None, ...]) -> str:
+    """``(None, 3)``: a shape as Python writes a tuple, ``None`` for a variable dimension."""
+    return str(tuple(shape))
+
+
+def decode_one_by_one(source: Any, features: Any, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` records of a dataset source, each decoded alone from its bytes
+    (:func:`~datarax.dataset.decode_records`; fields of variable shape as their arrays).
+
+    Raises:
+        RecordError: a record does not match the metadata (naming its file and index).
+    """
+    from datarax.cli.targets import decode_alone
+    from datarax.core.errors import RecordError
+
+    out = []
+    for index, raw in enumerate(source.read_records(list(range(n))) if n else []):
+        try:
+            out.append(decode_alone(features, raw))
+        except RecordError as err:
+            path, within = source.locate(index)
+            raise RecordError(f"record {within} of '{path}' does not match its dataset's "
+                              f"metadata: {err}", path=path, index=within) from err
+    return out
+
+
 def records_of(batch: dict[str, Any]) -> list[dict[str, Any]]:
     """Split a batch into per-record dicts."""
     n = len(next(iter(batch.values())))
@@ -101,21 +152,28 @@ def run_inspect(
     if records < 0 or grid_records < 1:
         raise ConfigError("--records must be >= 0 and --grid-records >= 1.")
     source = target.source
-    spec = source.element_spec()
+    info = getattr(source, "dataset_info", None)
+    if not isinstance(info, DatasetInfo):
+        info = target.info if isinstance(target.info, DatasetInfo) else None
+    one_by_one = target.per_record is not None and info is not None
+    spec = features_spec(info.features) if one_by_one else source.element_spec()
     if grid is not None:
         field = _grid_field(spec, field)
     length = length_of(source)
     wanted = max(records, grid_records if grid is not None else 0)
     first: list[dict[str, Any]] = []
     seen = 0
-    for batch in host_batches(
-        target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256
-    ):
-        if len(first) < wanted:
-            first.extend(records_of(batch)[: wanted - len(first)])
-        seen += len(next(iter(batch.values())))
-        if len(first) >= wanted and (length is not None or not count):
-            break
+    if one_by_one:  # no batch for this dataset: its first records, decoded one at a time
+        first = decode_one_by_one(source, info.features, min(wanted, length or 0))
+    else:
+        for batch in host_batches(
+            target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256
+        ):
+            if len(first) < wanted:
+                first.extend(records_of(batch)[: wanted - len(first)])
+            seen += len(next(iter(batch.values())))
+            if len(first) >= wanted and (length is not None or not count):
+                break
     counted = length is None and count
     report: dict[str, Any] = {
         "source": type(source).__name__,
@@ -126,6 +184,8 @@ def run_inspect(
         "records_counted_by_reading": counted,
         "element_spec": {k: describe_spec(v) for k, v in spec.items()},
     }
+    if one_by_one:
+        report["decoded_one_by_one"] = target.per_record
     batch_spec = getattr(target.pipeline, "element_spec", None)
     if callable(batch_spec):  # a Pipeline says what its stages hand out, without reading
         report["pipeline_spec"] = {k: describe_spec(v) for k, v in batch_spec().items()}
@@ -134,9 +194,6 @@ def run_inspect(
         {k: describe_value(record[k]) for k in _in_order(record, order)}
         for record in first[:records]
     ]
-    info = getattr(source, "dataset_info", None)
-    if not isinstance(info, DatasetInfo):
-        info = None
     if info is not None:  # a datarax dataset: what its metadata says
         report["metadata"] = dataset_summary(info)
     picture = None
@@ -165,7 +222,11 @@ def run_inspect(
         print("features:")
         for name, text in meta["features"].items():
             print(f"  {name}: {text}")
-    print("element spec:")
+    if one_by_one:
+        print("element spec (no batches: a field has a variable shape, so the reader needs "
+              "decode=; records below decoded one by one):")
+    else:
+        print("element spec:")
     for name, text in report["element_spec"].items():
         print(f"  {name}: {text}")
     if "pipeline_spec" in report:
@@ -223,8 +284,7 @@ def dataset_summary(info: Any) -> dict[str, Any]:
     """A datarax dataset's metadata for the report: features, counts, class names."""
     features = {}
     for f in info.features.fields:
-        shape = tuple("None" if d is None else d for d in f.shape)
-        text = f"{f.dtype} {shape} {f.encoding}"
+        text = f"{f.dtype} {_shape_text(f.shape)} {f.encoding}"
         if f.class_names is not None:
             text += f", {len(f.class_names)} classes: " + ", ".join(f.class_names[:10]) + (
                 ", ..." if len(f.class_names) > 10 else "")

@@ -4,7 +4,8 @@ Forms (the scheme decides; anything without one is an ArrayRecord path):
 
 * ``PATH`` or ``'GLOB'`` — ArrayRecord files, decoded by ``--decode module:function``
   (default: each record's size and its first bytes; a dataset folder written by
-  ``datarax convert`` decodes itself from its metadata);
+  ``datarax convert`` decodes itself from its metadata; one with a field of variable
+  shape, which makes no batch, is read record by record: :attr:`Target.per_record`);
 * ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset (Hub id, local folder or data
   files), streamed; split ``train`` unless given (HF slice syntax allowed);
 * ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``), never
@@ -25,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import os
@@ -53,6 +55,8 @@ class Target:
     pipeline: Any | None = None
     where: list[str] = dataclasses.field(default_factory=list)
     where_label: str = "files"
+    info: Any | None = None  # a datarax dataset's DatasetInfo, when SOURCE names one
+    per_record: str | None = None  # why a dataset's batch decoder refused it (see open_target)
 
     def close(self) -> None:
         """Stop the source's reader threads, if it has any."""
@@ -165,6 +169,42 @@ def raw_record_summary(record: bytes) -> dict[str, Any]:
     return {"num_bytes": np.int32(len(record)), "head": bytes(record[:16]).hex(" ")}
 
 
+def batch_refusal(features: Any) -> str | None:
+    """Why a dataset's batch decoder refuses ``features`` (a field of variable shape), or
+    None when it reads them."""
+    from datarax.dataset.reading import DatasetDecoder
+
+    try:
+        DatasetDecoder(features)
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
+def decode_alone(features: Any, record: bytes) -> dict[str, Any]:
+    """One dataset record's fields, decoded per ``features`` (a field of variable shape as
+    its array).
+
+    Raises:
+        RecordError: the record does not match ``features`` (saying how).
+    """
+    from datarax.core.errors import RecordError
+    from datarax.dataset.layout import decode_records
+
+    try:
+        columns = decode_records(features, [record])
+    except RecordError as err:  # a batch of one: "record 0 of the batch" is this record
+        raise RecordError(str(err).replace("record 0 of the batch", "the record")) from err
+    return {name: column[0] for name, column in columns.items()}
+
+
+def checked_summary(features: Any, record: bytes) -> dict[str, Any]:
+    """:func:`raw_record_summary` of a dataset record that decodes per ``features`` (a bad
+    record raises, named by the source)."""
+    decode_alone(features, record)
+    return raw_record_summary(record)
+
+
 def open_target(
     spec: str,
     *,
@@ -180,16 +220,21 @@ def open_target(
         raise ConfigError(f"--data-dir applies to tfds: SOURCE only, not to '{spec}'.")
     policy = {"on_error": "skip"} if skip_bad else {}
     if kind == "arrayrecord":
-        from datarax.dataset.metadata import find_dataset
+        from datarax.dataset.metadata import find_dataset, read_metadata
         from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
-        if decode is None and find_dataset(name) is not None:
-            fn = None  # a datarax dataset: its metadata says how to decode
+        info, refused = None, None
+        folder = find_dataset(name) if decode is None else None
+        if folder is not None:  # a datarax dataset: its metadata says how to decode
+            info = read_metadata(folder)
+            refused = batch_refusal(info.features)
+            # a field of variable shape: each record checked against the metadata, summarised
+            fn = None if refused is None else functools.partial(checked_summary, info.features)
         source = ArrayRecordSourceModule(
             ArrayRecordSourceConfig(num_epochs=1, **policy), name, decode=fn
         )
-        return Target(spec, kind, source, where=source.paths)
+        return Target(spec, kind, source, where=source.paths, info=info, per_record=refused)
     if kind == "hf":
         from datarax.sources import HFStreamingConfig, HFStreamingSource
 
