@@ -6,7 +6,9 @@ summarised (shapes, dtypes, min/max, text excerpts); ``--grid out.png`` draws
 an image field as a grid, or a numeric field as a histogram.
 
 The record count is ``len(source)`` when the source knows it; a stream is counted by
-reading it once (``--no-count`` skips that).
+reading it once (``--no-count`` skips that). A datarax dataset with a field of variable
+shape (which the reader batches only through a ``decode=``) is shown from its metadata,
+its first records decoded one by one.
 """
 
 from __future__ import annotations
@@ -155,16 +157,18 @@ def run_inspect(
     info = getattr(source, "dataset_info", None)
     if not isinstance(info, DatasetInfo):
         info = target.info if isinstance(target.info, DatasetInfo) else None
-    one_by_one = target.per_record is not None and info is not None
-    spec = features_spec(info.features) if one_by_one else source.element_spec()
+    # a dataset the batch decoder refuses (a field of variable shape): read record by record
+    features = info.features if target.per_record is not None and info is not None else None
+    one_by_one = features is not None
+    spec = features_spec(features) if features is not None else source.element_spec()
     if grid is not None:
         field = _grid_field(spec, field)
     length = length_of(source)
     wanted = max(records, grid_records if grid is not None else 0)
     first: list[dict[str, Any]] = []
     seen = 0
-    if one_by_one:  # no batch for this dataset: its first records, decoded one at a time
-        first = decode_one_by_one(source, info.features, min(wanted, length or 0))
+    if features is not None:  # no batch for this dataset: its first records, one at a time
+        first = decode_one_by_one(source, features, min(wanted, length or 0))
     else:
         for batch in host_batches(
             target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256
