@@ -15,7 +15,7 @@ import pytest
 
 from datarax.core.config import StructuralConfig
 from datarax.core.errors import RecordError, SpecMismatchError
-from datarax.operators import ElementOperator, ElementOperatorConfig
+from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator
 from datarax.pipeline import Pipeline
 from datarax.pipeline.plan import PipelineSession
 from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
@@ -222,3 +222,35 @@ def test_an_interrupt_after_the_batch_was_taken_serves_it_again(kind, prefetch, 
         next(it)
     assert source.index == 4 and it.get_state()["position"] == 4
     assert rest(it) == [[4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+# ------------------------------------------------------------------ filtered
+@pytest.mark.parametrize("kind,prefetch", PATHS)
+def test_a_filtered_pipeline_retries_alike(kind, prefetch, tmp_path):
+    data = np.arange(16, dtype=np.float32)
+    data[7] = np.nan
+    source = array_source(kind, tmp_path, data)
+    not2 = FilterOperator(predicate=lambda el: el.data["data"] != 2)
+    it = iter(Pipeline(source=source, stages=[not2], batch_size=4, check_finite=True,
+                       prefetch=prefetch))
+    assert values(next(it)) == [0, 1, 3, 4]
+    for _ in range(2):
+        with pytest.raises(SpecMismatchError, match="NaN"):
+            next(it)
+        assert source.index == 5 and it.get_state()["position"] == 5
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_filtered_host_pipeline_counts_a_retried_skip_once(prefetch):
+    source = Rows(RowsConfig(on_error="skip", max_skipped=1), bad={5}, nan={7})
+    not2 = FilterOperator(predicate=lambda el: el.data["x"] != 2)
+    it = iter(Pipeline(source=source, stages=[not2], batch_size=4, check_finite=True,
+                       prefetch=prefetch))
+    assert values(next(it), "x") == [0, 1, 3, 4]
+    for _ in range(3):
+        with pytest.raises(SpecMismatchError, match="NaN"):
+            next(it)
+        assert source.get_state()["current_index"] == 5
+        assert source.get_state()["skipped"] == 0
+    source.nan.clear()
+    assert rest(it, "x") == [[6, 7, 8, 9], [10, 11, 12, 13], [14, 15]]
