@@ -2,7 +2,9 @@
 
 Each row's records are numbered ``0 .. n-1`` and carry their number, so a check can
 tell which records a batch holds. A new source joins the table with one entry in
-:data:`ROWS` (a builder taking the data folder and returning a ``SourceRow``).
+:data:`ROWS` (a builder taking the data folder and returning a ``SourceRow``). What a
+pipeline does to an epoch's records (a filter stage, take / skip / repeat) has its own
+rows in pipeline_rows.py, run by test_pipeline_table.py.
 """
 
 from __future__ import annotations

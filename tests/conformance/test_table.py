@@ -2,6 +2,7 @@
 
 Test ids are ``check[row]``. A new source joins with one row in ``rows.ROWS``; a new
 contract clause with one check here (and its function in datarax.testing.conformance).
+Filter, take, skip and repeat rows: test_pipeline_table.py.
 """
 
 from __future__ import annotations
