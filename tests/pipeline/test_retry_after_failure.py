@@ -7,13 +7,16 @@ a read-ahead cursor) and read ahead, indexed sources dispatched here and ahead."
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 
 from datarax.core.config import StructuralConfig
+from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import RecordError, SpecMismatchError
 from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator
 from datarax.pipeline import Pipeline
@@ -254,3 +257,49 @@ def test_a_filtered_host_pipeline_counts_a_retried_skip_once(prefetch):
         assert source.get_state()["skipped"] == 0
     source.nan.clear()
     assert rest(it, "x") == [[6, 7, 8, 9], [10, 11, 12, 13], [14, 15]]
+
+
+# ------------------------------------------------------------------ a stream
+@dataclass(frozen=True)
+class StreamConfig(StructuralConfig):
+    num_records: int = 12
+
+
+class Stream(DataSourceModule):
+    """A forward-only stream (``get_batch`` and ``restart``); ``nan`` records hold NaN."""
+
+    def __init__(self, config: StreamConfig, nan=()) -> None:
+        super().__init__(config)
+        self.nan = set(nan)
+        self.opened = 0
+        self._rows: Any = None
+
+    def restart(self, epoch: int) -> None:
+        self.opened += 1
+        self._rows = iter(range(self.config.num_records))
+
+    def get_batch(self, batch_size: int):
+        if self._rows is None:
+            self.restart(self.epoch)
+        ids = list(itertools.islice(self._rows, batch_size))
+        if not ids:
+            return None
+        return {"x": np.asarray([np.nan if i in self.nan else i for i in ids], np.float32)}
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), np.float32)}
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_stream_reads_the_failed_batch_again(prefetch):
+    source = Stream(StreamConfig(), nan={6})
+    pipeline = Pipeline(source=source, stages=[], batch_size=4, check_finite=True,
+                        prefetch=prefetch)
+    it = iter(pipeline)
+    assert values(next(it), "x") == [0, 1, 2, 3]
+    for _ in range(2):
+        with pytest.raises(SpecMismatchError, match="position 6 of epoch 0"):
+            next(it)
+        assert source.index == 4 and it.get_state()["position"] == 4
+    source.nan.clear()
+    assert rest(it, "x") == [[4, 5, 6, 7], [8, 9, 10, 11]]
