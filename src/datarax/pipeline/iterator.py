@@ -216,6 +216,9 @@ class PipelineIterator:
         began = time.perf_counter()  # the "wait" timer (inline: this runs per batch)
         try:
             batch = self._next_batch()
+            valid = self._valid_rows()
+            if self._plan.pad_remainder:
+                batch = pad_batch(batch, self._count, self._batch_size, valid)
         except StopIteration:
             self._end_pass()
             raise
@@ -224,19 +227,17 @@ class PipelineIterator:
             raise
         finally:
             self._stats.seconds["wait"] += time.perf_counter() - began
-        try:
-            valid = self._count
-            if self._source.shard.padded:  # the share's last slots may be padding
-                n = length_or_none(self._source) or 0
-                after = self._source.index  # the slots served before this batch are real
-                valid = max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
-            if self._plan.pad_remainder:
-                batch = pad_batch(batch, self._count, self._batch_size, valid)
-        except BaseException:
-            self._failed(start)
-            raise
         self._stats.count(valid)
         return batch
+
+    def _valid_rows(self) -> int:
+        """Records of the batch just read that are real (a padded share's last slots are
+        padding)."""
+        if not self._source.shard.padded:
+            return self._count
+        n = length_or_none(self._source) or 0
+        after = self._source.index  # the slots served before this batch are real
+        return max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
 
     def _next_batch(self) -> Batch:
         if self._kind is SourceKind.INDEXED:
