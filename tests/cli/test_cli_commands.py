@@ -178,6 +178,7 @@ def test_inspect_raw_records_without_decode_as_json(data):
     assert report["first_records"] == [{"num_bytes": "int32 64", "head": repr("00 " * 15 + "00")}]
 
 
+@pytest.mark.slow  # heavy; the default run covers this path in lighter tests
 def test_inspect_hf_split_counts_the_stream_and_draws_a_histogram(data):
     hist = data / "hist.png"
     result = datarax(
@@ -271,6 +272,7 @@ def test_inspect_hf_image_dataset_draws_its_images(tmp_path):
 
 
 # ------------------------------------------------------------------------ scan
+@pytest.mark.slow  # heavy; the default run covers this path in lighter tests
 def test_scan_lists_every_bad_record_with_file_index_and_cause(data):
     corrupt = data / "corrupt.array_record"
     unreadable = unreadable_records(corrupt)

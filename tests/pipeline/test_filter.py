@@ -3,6 +3,10 @@ exact resume at every boundary, counts in stats(), unknown len, refused predicat
 
 from __future__ import annotations
 
+import functools
+import os
+import tempfile
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,12 +71,20 @@ def test_config_form_and_stages_before_and_after_keep_their_keys():
     assert all(len(b["x"]) == 4 for b in filtered[:-1])
 
 
+@functools.cache
+def host_file(n):
+    """``arange(n)`` saved once per test process in its own folder: never rewritten while
+    an earlier source of the same row may still have it memory-mapped (a rewrite under a
+    mapping is a bus error), never shared with another process's tests."""
+    path = os.path.join(tempfile.mkdtemp(prefix="datarax-filter-"), f"x{n}.npy")
+    np.save(path, np.arange(n, dtype=np.int32))
+    return path
+
+
 def row(n, kind, shard=False):
     def make(shard_index=0, shard_count=1, stages=()):
         if kind == "host":
-            path = f"/tmp/datarax_filter_{n}.npy"
-            np.save(path, np.arange(n, dtype=np.int32))
-            source = NpySource(NpySourceConfig(paths=path))
+            source = NpySource(NpySourceConfig(paths=host_file(n)))
         else:
             source = memory(n, shuffle=True, seed=1)
         return Pipeline(source, stages=list(stages), batch_size=3, rngs=nnx.Rngs(0),

@@ -228,6 +228,7 @@ def test_tfds_eager_and_streaming_resume_exactly(tfds_dir, streaming, bs, shuffl
     assert report.num_records == (share - (share % bs if drop else 0)) * epochs
 
 
+@pytest.mark.slow  # heavy; the default run covers this path in lighter tests
 def test_tfds_eager_and_streaming_agree_after_resume(tfds_dir):
     """Both TFDS modes serve the same shuffled order; a resumed stream still agrees."""
     eager = collect(_tfds_pipeline(tfds_dir, False, 4, True, True, False), 2)

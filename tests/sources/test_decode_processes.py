@@ -71,6 +71,7 @@ def files(tmp_path):
     return write_files(tmp_path, [9, 6, 10])  # 25 records in 3 files
 
 
+@pytest.mark.slow  # heavy; the default run covers this path in lighter tests
 def test_processes_serve_the_same_batches_as_threads_and_resume_exactly(files):
     threads = pipeline(make(files, 0))
     want = [ids(threads), ids(threads)]  # two epochs, shuffled
