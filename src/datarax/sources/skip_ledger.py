@@ -15,6 +15,11 @@ it. The ledger keeps the two moments apart, which is what makes a resume exact:
 Invariant: ``skipped`` equals the number of bad records at positions below the last
 committed position of the epoch, whatever the read-ahead.
 
+A record is reported once: a reader that goes back over positions it already passed (a
+batch that failed and is read again, a restored earlier position of the same epoch)
+counts its bad records in ``skipped`` again, since the count restarts with the
+position, but does not list them again in ``reports`` or add them to ``total``.
+
 Example:
     >>> ledger = SkipLedger(ErrorPolicy("skip", max_skipped=1), name="MySource")
     >>> ledger.begin(epoch=0)
@@ -147,7 +152,13 @@ class SkipLedger:
         self.policy = policy
         self.name = name
         self.reports: list[SkippedRecord] = []  # the first MAX_REPORTS committed skips
-        self.total = 0  # every committed skip since the ledger was made
+        self.total = 0  # every distinct committed skip since the ledger was made
+        # Positions already reported, per epoch: one closed range per reading session
+        # that committed a skip. A session reads its positions in order, so every bad
+        # record between the first and last one it committed was committed by it.
+        self._seen: dict[int, list[list[int]]] = {}
+        self._span: list[int] | None = None  # [first, last] this session committed
+        self._span_epoch = 0
         self.begin(0)
 
     def begin(self, epoch: int, skipped: int = 0) -> None:
@@ -157,6 +168,9 @@ class SkipLedger:
         self.skipped = int(skipped)  # committed skips this epoch
         self._pulled = int(skipped)  # committed + pending (the budget counts these)
         self._pending: collections.deque[SkippedRecord] = collections.deque()
+        self._span = None
+        for old in [e for e in self._seen if e < self.epoch - 1]:  # keep this and the last
+            del self._seen[old]
 
     @property
     def pulled(self) -> int:
@@ -185,9 +199,22 @@ class SkipLedger:
         while self._pending and self._pending[0].position < position:
             record = self._pending.popleft()
             self.skipped += 1
+            if self._reported(record):
+                continue
             self.total += 1
             if len(self.reports) < MAX_REPORTS:
                 self.reports.append(record)
+
+    def _reported(self, record: SkippedRecord) -> bool:
+        """Whether an earlier session committed ``record`` (same epoch and position);
+        notes it as committed by this session either way."""
+        spans = self._seen.setdefault(record.epoch, [])
+        seen = any(first <= record.position <= last for first, last in spans)
+        if self._span is None or self._span_epoch != record.epoch:
+            self._span, self._span_epoch = [record.position, record.position], record.epoch
+            spans.append(self._span)
+        self._span[1] = record.position
+        return seen
 
     def check_pass_end(self, records: int) -> None:
         """At the end of a pass of unknown size: check ``max_skipped_fraction`` against

@@ -1,0 +1,94 @@
+"""A record skipped under on_error="skip" is listed once in ``skipped_records()``, however
+often a failed batch is read again; the saved count restarts with the position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from datarax.core.config import StructuralConfig
+from datarax.core.errors import SpecMismatchError
+from datarax.pipeline import Pipeline
+from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
+
+
+def bad(epoch: int, position: int) -> SkippedRecord:
+    return SkippedRecord(epoch, position, position, None, position, "bad bytes")
+
+
+def test_the_ledger_lists_a_record_read_again_once():
+    ledger = SkipLedger(ErrorPolicy("skip"), name="T")
+    for _ in range(3):  # the same batch read three times (a rewind begins it again)
+        ledger.begin(0)
+        ledger.pull(bad(0, 5), epoch_size=20)
+        ledger.commit(8)
+        assert ledger.skipped == 1
+    assert [r.position for r in ledger.reports] == [5] and ledger.total == 1
+    ledger.pull(bad(0, 9), epoch_size=20)  # a new one in the same session is listed
+    ledger.commit(12)
+    assert [r.position for r in ledger.reports] == [5, 9] and ledger.total == 2
+    ledger.begin(1)  # the next epoch meets the same record: a new skip
+    ledger.pull(bad(1, 5), epoch_size=20)
+    ledger.commit(20)
+    assert [(r.epoch, r.position) for r in ledger.reports] == [(0, 5), (0, 9), (1, 5)]
+
+
+def test_positions_a_session_jumped_over_are_not_taken_as_reported():
+    ledger = SkipLedger(ErrorPolicy("skip"), name="T")
+    ledger.begin(0, skipped=0)  # resumed at position 10 (a restored state)
+    ledger.pull(bad(0, 12), epoch_size=20)
+    ledger.commit(14)
+    ledger.begin(0)  # back to the start: 3 was never read, 12 was
+    for p in (3, 12):
+        ledger.pull(bad(0, p), epoch_size=20)
+    ledger.commit(20)
+    assert [r.position for r in ledger.reports] == [12, 3]
+    assert ledger.skipped == 2 and ledger.total == 2
+
+
+@dataclass(frozen=True)
+class RowsConfig(BadRecordFields, StructuralConfig):
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
+
+
+class Rows(RandomAccessSource):
+    """Records ``{"x": i}``: ``bad`` ones do not decode, ``nan`` ones hold NaN."""
+
+    def __init__(self, config: RowsConfig, n: int = 16, bad=(), nan=()) -> None:
+        super().__init__(config, num_threads=1)
+        self.n, self.bad, self.nan = n, set(bad), set(nan)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def read_records(self, indices):
+        return list(indices)
+
+    def decode(self, raw):
+        if raw in self.bad:
+            raise ValueError(f"record {raw} is broken")
+        return {"x": np.float32(np.nan if raw in self.nan else raw)}
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_retried_batch_lists_its_skipped_record_once(prefetch):
+    source = Rows(RowsConfig(on_error="skip", max_skipped=1), bad={5}, nan={7})
+    it = iter(Pipeline(source=source, stages=[], batch_size=4, check_finite=True,
+                       prefetch=prefetch))
+    assert np.asarray(next(it)["x"]).tolist() == [0, 1, 2, 3]
+    for _ in range(3):
+        with pytest.raises(SpecMismatchError, match="NaN"):
+            next(it)
+        assert source.get_state()["skipped"] == 0
+    source.nan.clear()
+    assert [np.asarray(b["x"]).tolist() for b in it] == [[4, 6, 7, 8], [9, 10, 11, 12],
+                                                         [13, 14, 15]]
+    assert [(r.epoch, r.position, r.cause) for r in source.skipped_records()] == [
+        (0, 5, "ValueError: record 5 is broken")
+    ]
+    assert source.host_reader.skipped_total == 1
