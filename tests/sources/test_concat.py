@@ -7,16 +7,27 @@ through every contract clause; these tests pin the values.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import jax
 import numpy as np
 import pytest
+from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
 
+from datarax.core.config import StructuralConfig
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
 from datarax.pipeline import Pipeline
-from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig, StreamSource
+from datarax.sources import (
+    ArrayRecordSourceConfig,
+    ArrayRecordSourceModule,
+    ConcatSource,
+    MemorySource,
+    MemorySourceConfig,
+    StreamSource,
+)
+from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 
 
 def memory(lo: int, hi: int, *, shuffle: bool = False, seed: int = 7, **extra) -> MemorySource:
@@ -171,3 +182,127 @@ def test_close_closes_every_part_even_when_one_fails_and_raises_that_error():
     with pytest.raises(OSError, match="disk gone"):
         concat.close()
     assert closed == ["failing", "counted"]
+
+
+# ------------------------------------------------ parts that skip bad records
+@dataclass(frozen=True)
+class RowsConfig(BadRecordFields, StructuralConfig):
+    on_error: str = "raise"
+    max_skipped: int | None = None
+    max_skipped_fraction: float | None = None
+
+
+class Rows(RandomAccessSource):
+    """Records ``x = offset + i``; ``bad`` ones do not decode, ``nan`` ones hold NaN."""
+
+    def __init__(self, n: int, offset: int = 0, bad=(), nan=(), **policy) -> None:
+        super().__init__(RowsConfig(**policy), num_threads=1)
+        self.n, self.offset, self.bad, self.nan = n, offset, set(bad), set(nan)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def read_records(self, indices):
+        return list(indices)
+
+    def decode(self, raw):
+        if raw in self.bad:
+            raise ValueError(f"record {raw} is broken")
+        return {"x": np.float32(np.nan if raw in self.nan else self.offset + raw)}
+
+
+def skipping_pair(**kw) -> ConcatSource:
+    return ConcatSource([Rows(10, bad={2, 3, 9}, on_error="skip", max_skipped=3, **kw),
+                         Rows(6, offset=100)])
+
+
+EXPECTED = [0, 1, 4, 5, 6, 7, 8, 100, 101, 102, 103, 104, 105]
+
+
+def test_a_part_that_skips_bad_records_is_read_to_its_end_and_resumed_exactly():
+    pipeline = Pipeline(source=skipping_pair(), stages=[], batch_size=4)
+    batches, states = [], []
+    for batch in pipeline:
+        batches.append(xs([batch]))
+        states.append(json.loads(json.dumps(pipeline.get_state())))
+    assert sum(batches, []) == EXPECTED
+    assert [len(b) for b in batches] == [4, 4, 4, 1]
+    # positions count the skipped records: 2 and 3 before batch 1 ends, 9 in batch 2
+    assert [(s["source"]["current_index"], s["source"]["skipped"],
+             s["source"]["skipped_by_part"]) for s in states] == [
+        (6, 2, [2, 0]), (11, 3, [3, 0]), (15, 3, [3, 0]), (16, 3, [3, 0])]
+    for k in range(3):  # resume from every batch boundary: the same records
+        fresh = skipping_pair()
+        resumed = Pipeline(source=fresh, stages=[], batch_size=4)
+        resumed.set_state(states[k])
+        assert sum(batches[: k + 1], []) + xs(resumed) == EXPECTED
+        assert fresh.parts[0].get_state()["skipped"] in (0, 3)  # within the budget of 3
+    assert [r.index for r in pipeline.source.parts[0].skipped_records()] == [2, 3, 9]
+
+
+def test_a_retried_batch_across_a_skipping_part_keeps_the_part_budget():
+    source = ConcatSource([Rows(10, bad={2, 3, 9}, on_error="skip", max_skipped=3),
+                           Rows(6, offset=100, nan={1})])
+    it = iter(Pipeline(source=source, stages=[], batch_size=4, check_finite=True))
+    assert xs([next(it), next(it)]) == EXPECTED[:8]
+    for _ in range(3):  # record 9 of part 0 skipped again each time, not over budget
+        with pytest.raises(SpecMismatchError, match="NaN"):
+            next(it)
+        assert (source.index, source.get_state()["skipped"]) == (11, 3)
+    source.parts[1].nan.clear()
+    assert xs(it) == EXPECTED[8:]
+    assert [r.index for r in source.parts[0].skipped_records()] == [2, 3, 9]
+
+
+def test_a_shard_end_inside_a_skipping_part_is_not_read_past():
+    served = []
+    for index in range(2):  # 16 positions: shard 0 is 0-7 (in part 0), shard 1 is 8-15
+        source = ConcatSource([Rows(10, bad={6, 7}, on_error="skip"), Rows(6, offset=100)])
+        source.set_shard(index, 2)
+        batches = []
+        while (batch := source.get_batch_with_indices(8)[0]) is not None:
+            batches.append(batch)
+        served.append(xs(batches))
+    assert served == [[0, 1, 2, 3, 4, 5], [8, 9, 100, 101, 102, 103, 104, 105]]
+
+
+def test_a_state_with_a_wrong_count_by_part_is_refused():
+    source = skipping_pair()
+    state = {"current_epoch": 0, "current_index": 6, "skipped": 2, "skipped_by_part": [1, 0]}
+    with pytest.raises(StateError, match=r"'skipped_by_part' must list 2 non-negative ints "
+                       r"\(one a part\) adding up to 'skipped' \(2\), got \[1, 0\]"):
+        source.set_state(state)
+
+
+def test_a_corrupt_array_record_part_is_skipped_within_a_concatenation(tmp_path):
+    writer = ArrayRecordWriter(str(tmp_path / "a.array_record"), "group_size:1")
+    for i in range(30):
+        writer.write(np.full(64, i, np.float32).tobytes())
+    writer.close()
+    data = bytearray((tmp_path / "a.array_record").read_bytes())
+    for k in range(1000, 1200):  # inside the record chunks: some records unreadable
+        data[k] ^= 0xFF
+    (tmp_path / "bad.array_record").write_bytes(bytes(data))
+
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        return {"x": np.frombuffer(record, np.float32)[:1].astype(np.int32).reshape(())}
+
+    def part(name: str, **config) -> ArrayRecordSourceModule:
+        return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config),
+                                       str(tmp_path / name), decode=decode, num_threads=1)
+
+    def build() -> ConcatSource:
+        return ConcatSource([part("bad.array_record", on_error="skip"),
+                             part("a.array_record")])
+
+    source = build()
+    pipeline = Pipeline(source=source, stages=[], batch_size=8)
+    it = iter(pipeline)
+    first = xs([next(it)])
+    state = json.loads(json.dumps(it.get_state()))
+    rest = xs(it)
+    bad = sorted({r.index_in_file for r in source.parts[0].skipped_records()})
+    assert bad and first + rest == [i for i in range(30) if i not in bad] + list(range(30))
+    resumed = Pipeline(source=build(), stages=[], batch_size=8)
+    resumed.set_state(state)
+    assert xs(resumed) == rest

@@ -9,7 +9,9 @@ The kind follows the parts:
 * every part indexed (in memory, fields on the device) — an indexed source: the
   Pipeline compiles the whole concatenation into its step;
 * every part knows its length — a host source read part by part on the host; its
-  position is one number, each part's position derived from it, so a resume is a seek;
+  position is one number, each part's position derived from it, so a resume is a seek
+  (positions count the records a part skips as bad, ``on_error="skip"``, as the part's
+  own do: the state adds ``skipped`` and ``skipped_by_part``);
 * a part of unknown length (a forward-only stream) — a stream: a resume reads the
   epoch again up to the saved position, as for any stream.
 
@@ -46,10 +48,11 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import check_children, close_each
 from datarax.core.config import StructuralConfig, check_int, check_settings
 from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.errors import ConfigError, SourceContractError
+from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
+from datarax.sources.skip_ledger import check_skip_state
 from datarax.typing import Batch
 
 __all__ = ["ConcatSource", "ConcatSourceConfig"]
@@ -131,6 +134,11 @@ class ConcatSource(DataSourceModule):
         self.__ends = tuple(int(e) for e in np.cumsum(lengths))  # static, not NNX state
         if all(p.kind is SourceKind.INDEXED and not p.has_host_fields() for p in parts):
             self.kind = SourceKind.INDEXED  # the whole concatenation compiles into the step
+            return
+        # Records the parts skipped as bad this epoch before the position, in all and
+        # by part (a part's skip budget continues exactly after a rewind or restore).
+        self.skipped = nnx.Variable(np.asarray(0, np.int64))
+        self.skipped_by_part = nnx.Variable(np.zeros(len(parts), np.int64))
 
     # ------------------------------------------------------------ description
     def __bool__(self) -> bool:
@@ -221,26 +229,39 @@ class ConcatSource(DataSourceModule):
         if self.__pass is not None:
             return self.__pass.read(self, batch_size)
         size = self.epoch_size() or 0
-        index = self.index
+        epoch, index = self.epoch, self.index
         if index >= size:
             return None, None
-        count = min(batch_size, size - index)
-        position = self.shard.bounds(len(self))[0] + index
+        lo = self.shard.bounds(len(self))[0]
+        position, end = lo + index, lo + size
         batches, stables = [], []
-        while count:
+        have = skipped = 0
+        while have < batch_size and position < end:
             part, local = self.locate(position)
-            take = min(count, int(self.__lengths[part]) - local)  # type: ignore[operator]
-            batch, indices = self._read_part(part, self.epoch, local, take)
-            batches.append(batch)
-            stables.append(np.asarray(indices, np.int64) + self._offset(part))
-            position += take
-            count -= take
-        total = sum(len(s) for s in stables)
-        self.datarax_position.advance(total)
+            room = min(end, self.__ends[part]) - position  # this part's positions left
+            batch, indices, passed = self._read_part(
+                part, epoch, local, min(batch_size - have, room), room
+            )
+            got = 0 if batch is None else batch_length(batch)
+            if got:
+                batches.append(batch)
+                stables.append(np.asarray(indices, np.int64) + self._offset(part))
+                have += got
+            position += passed
+            skipped += passed - got
+            self._note_skips(part, passed - got)
+        self.datarax_position.advance(position - lo - index)
+        if not have:  # every record left in the epoch was bad (skipped)
+            return None, None
         return concat_batches(batches), np.concatenate(stables)
 
-    def _read_part(self, i: int, epoch: int, local: int, count: int) -> tuple[Batch, np.ndarray]:
-        """``count`` records of part ``i`` from position ``local`` of its pass ``epoch``."""
+    def _read_part(
+        self, i: int, epoch: int, local: int, count: int, room: int
+    ) -> tuple[Batch | None, np.ndarray | None, int]:
+        """Up to ``count`` records of part ``i`` from position ``local`` of its pass
+        ``epoch``, passing at most ``room`` positions: ``(batch, stable indices,
+        positions passed)``. A part that skips bad records passes more positions than
+        it hands out records; ``batch`` is None when all it passed were skipped."""
         part = self.parts[i]
         if part.kind is SourceKind.INDEXED:
             n = int(self.__lengths[i])  # type: ignore[arg-type]
@@ -248,24 +269,86 @@ class ConcatSource(DataSourceModule):
             # epoch's, cut here): reads of up to that many reuse their traced shapes.
             padded = 1 << max(count - 1, 0).bit_length()
             batch, indices = part.get_batch_and_indices_at(epoch * n + local, padded)
-            return _to_host(batch, count), np.asarray(indices)[:count]
-        if (part.epoch, part.index) != (epoch, local):
-            part.seek(epoch, local)
-        batches, stables = [], []
-        have = 0
-        while have < count:
-            start = part.index
-            batch, indices = part.get_batch_with_indices(count - have)
-            if batch is None:
+            return _to_host(batch, count), np.asarray(indices)[:count], count
+        self._place_part(i, epoch, local)
+        batch, indices, passed = self._read_host_part(i, count)
+        if passed <= room:
+            return batch, indices, passed
+        # A part cut by a shard's end skipped past that end while filling the read:
+        # read the positions again one record at a time, keeping those before the end.
+        self._place_part(i, epoch, local)
+        batches, stables, passed = [], [], 0
+        while passed < room:
+            batch, indices, step = self._read_host_part(i, 1)
+            if passed + step > room:  # the record found lies past the end
+                break
+            passed += step
+            if batch is not None:
+                batches.append(batch)
+                stables.append(indices)
+        if not batches:
+            return None, None, room
+        return concat_batches(batches), np.concatenate(stables), room
+
+    def _read_host_part(self, i: int, count: int) -> tuple[Batch | None, np.ndarray | None, int]:
+        """At most ``count`` records from host part ``i``'s position, their stable
+        indices and the positions passed (records plus skipped ones)."""
+        part = self.parts[i]
+        start = part.index
+        batch, indices = part.get_batch_with_indices(count)
+        length = int(self.__lengths[i])  # type: ignore[arg-type]
+        if batch is None:
+            if part.epoch != self.epoch:  # a part that moved itself to its next pass
+                return None, None, length - start
+            if part.index < length:
                 raise SourceContractError(
-                    f"ConcatSource part {i} ({type(part).__name__}) ended its pass {epoch} "
-                    f"after {part.index} records; its length says {self.__lengths[i]}."
+                    f"ConcatSource part {i} ({type(part).__name__}) ended its pass "
+                    f"{self.epoch} at position {part.index}; its length says "
+                    f"{self.__lengths[i]}. A part must pass every position of its length "
+                    "(records it hands out plus records it skips as bad)."
                 )
-            got = batch_length(batch)
-            batches.append(dict(batch))
-            stables.append(np.arange(start, start + got) if indices is None else np.asarray(indices))
-            have += got
-        return concat_batches(batches), np.concatenate(stables)
+            return None, None, length - start
+        passed = part.index - start
+        got = batch_length(batch)
+        if passed < got:
+            raise SourceContractError(
+                f"ConcatSource part {i} ({type(part).__name__}) handed out {got} records "
+                f"but its position moved by {passed}; a part's position must count the "
+                "records it hands out."
+            )
+        stable = np.arange(start, start + got) if indices is None else np.asarray(indices)
+        return dict(batch), stable, passed
+
+    # ------------------------------------------------------- bad records (skips)
+    def _place_part(self, i: int, epoch: int, local: int) -> None:
+        """Stand part ``i`` at ``local`` of its pass ``epoch`` with the skip count it
+        had there (so its skip budget continues exactly after a rewind or restore)."""
+        part = self.parts[i]
+        count = self._part_skips(i)
+        variable = getattr(part, "skipped", None)
+        counts = isinstance(variable, nnx.Variable)
+        if (part.epoch, part.index) != (epoch, local) or (
+            counts and int(variable.get_value()) != count
+        ):
+            part.seek(epoch, local)
+            if counts:
+                variable.set_value(np.asarray(count, np.int64))
+
+    def _part_skips(self, i: int) -> int:
+        """Records part ``i`` skipped this epoch before the position (part ``i`` holds
+        it): the epoch's count less the parts' before it."""
+        by_part = np.asarray(self.skipped_by_part.get_value())
+        return max(int(self.skipped.get_value()) - int(by_part[:i].sum()), 0)
+
+    def _note_skips(self, i: int, count: int) -> None:
+        """``count`` more records of part ``i`` skipped; parts after it none yet."""
+        if not count and not isinstance(getattr(self, "skipped", None), nnx.Variable):
+            return  # an indexed concatenation read on the host: its parts never skip
+        by_part = np.asarray(self.skipped_by_part.get_value()).copy()
+        by_part[i] = self._part_skips(i) + count
+        by_part[i + 1:] = 0
+        self.skipped_by_part.set_value(by_part)
+        self.skipped.set_value(np.asarray(int(by_part.sum()), np.int64))
 
     # ------------------------------------------------ a stream concatenation
     def restart(self, epoch: int) -> None:
@@ -299,6 +382,9 @@ class ConcatSource(DataSourceModule):
     def _moved(self) -> None:
         if self.__pass is not None:
             self.__pass.reposition()
+        if self.index == 0 and isinstance(getattr(self, "skipped", None), nnx.Variable):
+            self.skipped.set_value(np.asarray(0, np.int64))
+            self.skipped_by_part.set_value(np.zeros(len(self.parts), np.int64))
 
     # ------------------------------------------------------------------ state
     def order_settings(self) -> dict[str, Any]:
@@ -313,8 +399,13 @@ class ConcatSource(DataSourceModule):
         return out
 
     def get_state(self) -> dict[str, Any]:
-        """The position and the :meth:`order_settings` a restore must match."""
+        """The position and the :meth:`order_settings` a restore must match; a host
+        concatenation adds ``skipped`` (records its parts skipped as bad this epoch
+        before the position, counted in it) and ``skipped_by_part``."""
         state = super().get_state()
+        if self.kind is SourceKind.HOST:
+            state["skipped"] = int(self.skipped.get_value())
+            state["skipped_by_part"] = [int(v) for v in self.skipped_by_part.get_value()]
         state["settings"] = self.order_settings()
         return state
 
@@ -329,7 +420,28 @@ class ConcatSource(DataSourceModule):
         """
         if isinstance(state, dict) and "settings" in state:
             check_settings(state["settings"], self.order_settings(), "ConcatSource")
-        super().set_state(state)
+        if self.kind is not SourceKind.HOST:
+            super().set_state(state)
+            return
+        epoch, index, skipped = check_skip_state(
+            self.datarax_position, state, where="ConcatSource", length=self.epoch_size()
+        )
+        by_part = state.get("skipped_by_part", [skipped] + [0] * (len(self.parts) - 1))
+        if (
+            not isinstance(by_part, list)
+            or len(by_part) != len(self.parts)
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in by_part)
+            or sum(by_part) != skipped
+        ):
+            raise StateError(
+                f"ConcatSource state 'skipped_by_part' must list {len(self.parts)} "
+                f"non-negative ints (one a part) adding up to 'skipped' ({skipped}), got "
+                f"{by_part!r}; pass the dict get_state() returned.",
+                field="skipped_by_part",
+            )
+        self.seek(epoch, index)
+        self.skipped.set_value(np.asarray(skipped, np.int64))
+        self.skipped_by_part.set_value(np.asarray(by_part, np.int64))
 
     # ---------------------------------------------------------------- closing
     def close_epoch(self) -> None:
