@@ -31,7 +31,9 @@ class HFEagerSource(MemorySource):
     shuffle keyed by ``seed + epoch``, ``record_indices_at`` (stable index = row in the
     split), ``len``, ``element_spec`` and ``{"current_index", "current_epoch"}`` state.
     Text fields are kept on the host (``object`` arrays of ``str``) and served with
-    the records they belong to.
+    the records they belong to. The shuffle is seeded by ``config.seed`` whether or not
+    ``rngs`` is given (unlike a plain ``MemorySource``, whose ``rngs`` draws the seed), so
+    ``HFEagerConfig(shuffle=True, seed=42)`` means seed 42 alongside ``rngs=nnx.Rngs(0)``.
 
     ``name`` / ``data_files`` may be URLs (``s3://bucket/data/train-*.parquet``, any
     fsspec protocol): the files are fetched into the local shard cache (``cache``;
@@ -71,7 +73,9 @@ class HFEagerSource(MemorySource):
                     columns = _load_eager_columns(local_config(config, files), where, prepared)
             finally:
                 files.release()
-        super().__init__(config, columns, rngs=rngs, name=name)  # type: ignore[arg-type]
+        # The order is seeded by config.seed, as for HFStreamingSource (and ArrayRecord):
+        # rngs is accepted, as by every NNX module, but does not reseed the shuffle.
+        super().__init__(config, columns, rngs=None, name=name)  # type: ignore[arg-type]
 
 
 def _load_eager_columns(config: HFEagerConfig, where: str,

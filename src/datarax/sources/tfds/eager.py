@@ -33,7 +33,10 @@ class TFDSEagerSource(MemorySource):
 
     Serving is :class:`~datarax.sources.MemorySource`'s: Feistel shuffle keyed by
     ``seed + epoch``, ``record_indices_at`` (stable index = record of the split), ``len``,
-    ``element_spec`` and ``{"current_index", "current_epoch"}`` state.
+    ``element_spec`` and ``{"current_index", "current_epoch"}`` state. The shuffle is
+    seeded by ``config.seed`` whether or not ``rngs`` is given (unlike a plain
+    ``MemorySource``, whose ``rngs`` draws the seed), so eager and streaming serve the
+    same order for the same config.
 
     Example:
         >>> from datarax.sources import TFDSEagerSource, TFDSEagerConfig
@@ -63,7 +66,9 @@ class TFDSEagerSource(MemorySource):
             columns = _load_with_tensorflow(config, where)
         else:
             columns = _load_all(data, info, config, where, num_threads)
-        super().__init__(config, text_on_host(columns), rngs=rngs, name=name)  # type: ignore[arg-type]
+        # The order is seeded by config.seed, as for TFDSStreamingSource (the same order):
+        # rngs is accepted, as by every NNX module, but does not reseed the shuffle.
+        super().__init__(config, text_on_host(columns), rngs=None, name=name)  # type: ignore[arg-type]
 
 
 def _load_all(data: Any, info: Any, config: TFDSConfig, where: str, num_threads: int) -> dict[str, np.ndarray]:
