@@ -8,12 +8,31 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from datarax.errors import DataraxError, RecordError
 
 __all__ = ["CacheFullError", "RemoteObjectError", "RemoteStoreError"]
 
 
-class RemoteObjectError(RecordError):
+class _PickledByFields:
+    """Mixin of errors built as ``cls(message, **fields)``: a pickle (an error sent back
+    from a worker process) rebuilds them that way, keeping the keyword ``fields``
+    (plain ``Exception`` pickling passes the message alone, which such an ``__init__``
+    refuses or which loses the fields)."""
+
+    fields: ClassVar[tuple[str, ...]] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        values = {name: getattr(self, name) for name in self.fields}
+        return (_rebuild, (type(self), str(self), values))
+
+
+def _rebuild(cls: type[Exception], message: str, values: dict[str, Any]) -> Exception:
+    return cls(message, **values)
+
+
+class RemoteObjectError(_PickledByFields, RecordError):
     """A remote file cannot be used: deleted, changed since it was listed (size, version
     tag or SHA-256 differ), or refused by the store for a reason of its own (not a
     transient failure, not a refused access). ``url`` names it.
@@ -22,12 +41,14 @@ class RemoteObjectError(RecordError):
     ``on_error="skip"`` skips (and counts) the records of such a file.
     """
 
+    fields = ("url",)
+
     def __init__(self, message: str, *, url: str) -> None:
         super().__init__(message, path=url)
         self.url = url
 
 
-class RemoteStoreError(DataraxError):
+class RemoteStoreError(_PickledByFields, DataraxError):
     """The store cannot be read: a request still failing after every retry (the store
     is down, unreachable or throttling for minutes), or access refused (credentials
     missing, expired or without the permission). ``url`` names the file being read.
@@ -41,19 +62,14 @@ class RemoteStoreError(DataraxError):
         ('s3://b/a', False)
     """
 
+    fields = ("url",)
+
     def __init__(self, message: str, *, url: str) -> None:
         super().__init__(message)
         self.url = url
 
-    def __reduce__(self) -> tuple[object, ...]:  # keeps url across processes
-        return (_store_error, (str(self), self.url))
 
-
-def _store_error(message: str, url: str) -> RemoteStoreError:
-    return RemoteStoreError(message, url=url)
-
-
-class CacheFullError(DataraxError):
+class CacheFullError(_PickledByFields, DataraxError):
     """The shard cache cannot hold a file: its size limit is reached by files in use, or
     the local disk is full (``disk_full``). Nothing partial is left in the cache.
 
@@ -61,13 +77,8 @@ class CacheFullError(DataraxError):
     read. The message names the cache folder, its limit and usage, and what to do.
     """
 
+    fields = ("disk_full",)
+
     def __init__(self, message: str, *, disk_full: bool = False) -> None:
         super().__init__(message)
         self.disk_full = disk_full
-
-    def __reduce__(self) -> tuple[object, ...]:  # keeps disk_full across processes
-        return (_cache_full, (str(self), self.disk_full))
-
-
-def _cache_full(message: str, disk_full: bool) -> CacheFullError:
-    return CacheFullError(message, disk_full=disk_full)
