@@ -325,6 +325,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 decode, decode_batch = decoder.decode_one, decoder
         elif remote is None:
             files = resolve_paths(paths)
+        if remote is None:  # files are opened on first read: a later os.chdir must not move them
+            files = [os.path.abspath(f) for f in files]
         self._dataset_info = nnx.static(info)
         self._remote = nnx.static(remote)
         _array_record_reader()  # the optional extra, refused by name before any thread runs
