@@ -80,3 +80,50 @@ def test_s3_dataset_folder_with_decode_reads_its_metadata_shards(
         assert src.dataset_info is not None and src.dataset_info.num_records == N
     finally:
         src.close()
+
+
+# ------------------------------------- sources that fetch their files whole when built
+def test_npy_listing_and_download_retries_while_building_are_counted(
+        s3: S3, tmp_path: pathlib.Path) -> None:
+    from datarax.sources import NpySource, NpySourceConfig
+    from datarax.storage import ShardCache
+
+    folder = tmp_path / "npy"
+    folder.mkdir()
+    for k in range(2):
+        np.save(folder / f"x-{k}.npy", np.arange(5 * k, 5 * k + 5, dtype=np.int32))
+    s3.upload_folder(folder, "npy")
+    s3.proxy.throttle(f"/{s3.bucket}", 1)  # the bucket listing the glob asks for
+    s3.proxy.throttle("npy/x-1.npy", 2)  # its download, while the source is built
+    src = NpySource(NpySourceConfig(paths={"x": s3.url("npy/x-*.npy")}),
+                    cache=ShardCache(tmp_path / "cache", max_bytes="16M"))
+    try:
+        built = src.stats()["storage"]
+        assert (built["retries"], built["throttled"], built["fetched"]) == (3, 3, 2)
+        assert [int(r["x"]) for r in src] == list(range(10))
+    finally:
+        src.close()
+
+
+def test_parquet_listing_retries_while_building_are_counted(
+        s3: S3, tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("datasets")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from datarax.sources import HFStreamingConfig, HFStreamingSource
+    from datarax.storage import ShardCache
+
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    pq.write_table(pa.table({"i": pa.array(range(6), pa.int32())}), folder / "train-0.parquet")
+    s3.upload_folder(folder, "pq")
+    s3.proxy.throttle(f"/{s3.bucket}", 1)
+    src = HFStreamingSource(HFStreamingConfig(name=s3.url("pq/train-*.parquet")),
+                            cache=ShardCache(tmp_path / "cache", max_bytes="16M"))
+    try:
+        built = src.stats()["storage"]
+        assert (built["retries"], built["throttled"]) == (1, 1)
+        assert [int(v) for v in src.get_batch(6)["i"]] == list(range(6))
+    finally:
+        src.close()

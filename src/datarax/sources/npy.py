@@ -48,7 +48,7 @@ from datarax.core.dtypes import fit_column, fit_value, is_64bit
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
-from datarax.storage import ShardCache, is_remote, list_objects
+from datarax.storage import ShardCache, StorageStats, is_remote, list_objects
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
@@ -233,6 +233,7 @@ def _remote_fields(
     fetched into the shard cache and held. Returns ``{field: file URLs}``,
     ``{field: local paths}`` (empty for local fields) and the held files."""
     listed: dict[str, list[Any]] = {}
+    stats = StorageStats()  # the listing's retries, then the downloads'
     for name, files in fields.items():
         remote = [is_remote(f) for f in files]
         if any(remote) and not all(remote):
@@ -241,11 +242,12 @@ def _remote_fields(
                 "one kind per field."
             )
         if all(remote):
-            listed[name] = list_objects(files, storage_options)
+            listed[name] = list_objects(files, storage_options, stats=stats)
     if not listed:
         return fields, {}, None
     objects = [o for field in listed.values() for o in field]
-    held = RemoteFiles(objects, where=_WHERE, cache=cache, storage_options=storage_options)
+    held = RemoteFiles(objects, where=_WHERE, cache=cache, storage_options=storage_options,
+                       stats=stats)
     paths = iter(held.local_paths())
     local = {name: [next(paths) for _ in objs] for name, objs in listed.items()}
     names = {name: tuple(o.url for o in listed[name]) if name in listed else files

@@ -7,7 +7,8 @@ fetching every file into the :class:`~datarax.storage.ShardCache` when the sourc
 built and holding them there while it reads: each later epoch, and a resume, reads the
 same local bytes (no listing, no download), so the record order is exactly the local
 file's. The download, its retries, the verification and the cache's limits are
-:class:`~datarax.storage.RemoteShards`'.
+:class:`~datarax.storage.RemoteShards`'. Every request is counted in :meth:`RemoteFiles.stats`,
+the listing's and the downloads' made while the source is built included.
 
 Example:
     >>> import fsspec, tempfile
@@ -27,7 +28,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from datarax.storage import CacheFullError, RemoteObject, RemoteShards, ShardCache, list_objects
+from datarax.storage import (
+    CacheFullError,
+    RemoteObject,
+    RemoteShards,
+    ShardCache,
+    StorageStats,
+    list_objects,
+)
 
 __all__ = ["RemoteFiles"]
 
@@ -42,11 +50,14 @@ class RemoteFiles:
         cache: the shard cache (default: ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
         storage_options: passed to the fsspec filesystem.
         threads: downloads at a time.
+        stats: the :class:`~datarax.storage.StorageStats` to count in (default: new),
+            e.g. the one the listing of ``objects`` counted its retries in.
     """
 
     def __init__(self, objects: Sequence[RemoteObject], *, where: str,
                  cache: ShardCache | None = None,
-                 storage_options: Mapping[str, Any] | None = None, threads: int = 4) -> None:
+                 storage_options: Mapping[str, Any] | None = None, threads: int = 4,
+                 stats: StorageStats | None = None) -> None:
         self.objects = tuple(objects)
         self.where = where
         self.cache = cache if cache is not None else ShardCache()
@@ -55,7 +66,7 @@ class RemoteFiles:
         self._lock = threading.Lock()
         self._shards: RemoteShards | None = None
         self._paths: list[str] | None = None
-        self._past: dict[str, float] = {}  # counters of released holds
+        self._stats = stats if stats is not None else StorageStats()  # every hold's, and the listing's
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a copy (another process) holds its own copies of the files when it reads
@@ -65,14 +76,16 @@ class RemoteFiles:
     @classmethod
     def listed(cls, paths: str | Sequence[str], *, where: str, cache: ShardCache | None = None,
              storage_options: Mapping[str, Any] | None = None) -> RemoteFiles:
-        """The files ``paths`` names (a URL, a glob pattern or a list), listed now.
+        """The files ``paths`` names (a URL, a glob pattern or a list), listed now (the
+        listing's retries counted in :meth:`stats`).
 
         Raises:
             RecordError: a file is missing or a pattern matches nothing (naming the URL).
             MissingExtraError: the URL's fsspec filesystem is not installed.
         """
-        return cls(list_objects(paths, storage_options), where=where, cache=cache,
-                   storage_options=storage_options)
+        stats = StorageStats()
+        return cls(list_objects(paths, storage_options, stats=stats), where=where, cache=cache,
+                   storage_options=storage_options, stats=stats)
 
     @property
     def urls(self) -> list[str]:
@@ -99,39 +112,26 @@ class RemoteFiles:
                     f"{self.cache.max_bytes} bytes ('{self.cache.directory}'); raise "
                     "DATARAX_CACHE_BYTES or the source's cache max_bytes.")
             shards = RemoteShards(self.objects, cache=self.cache,
-                                  storage_options=self.storage_options, threads=self.threads)
+                                  storage_options=self.storage_options, threads=self.threads,
+                                  stats=self._stats)
             try:
                 workers = max(1, min(self.threads, len(self.objects)))
                 with concurrent.futures.ThreadPoolExecutor(
                         workers, thread_name_prefix="datarax-fetch") as pool:
                     paths = list(pool.map(shards.local_path, range(len(self.objects))))
             except BaseException:
-                self._add(shards.stats())
                 shards.close()
                 raise
             self._shards, self._paths = shards, paths
             return list(paths)
 
-    def _add(self, stats: Mapping[str, Any]) -> None:
-        for key, value in stats.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "held":
-                self._past[key] = self._past.get(key, 0) + value
-
     def stats(self) -> dict[str, Any]:
-        """Downloads, cache hits, retries ... (:meth:`datarax.storage.RemoteShards.stats`)
-        since this object was made, ``held`` files and ``cache_dir``."""
+        """Downloads, cache hits, retries ... (:class:`~datarax.storage.StorageStats`)
+        since this object was made, the listing's included; ``held`` files and
+        ``cache_dir``."""
         with self._lock:
-            out: dict[str, Any] = dict(self._past)
-            held = 0
-            if self._shards is not None:
-                now = self._shards.stats()
-                held = now.get("held", 0)
-                for key, value in now.items():
-                    if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "held":
-                        out[key] = out.get(key, 0) + value
-        out["held"] = held
-        out["cache_dir"] = self.cache.directory
-        return out
+            held = self._shards.stats()["held"] if self._shards is not None else 0
+        return {**self._stats.snapshot(), "held": held, "cache_dir": self.cache.directory}
 
     def release(self) -> None:
         """Let the cache evict the files again (they stay until it needs the room); a
@@ -139,7 +139,6 @@ class RemoteFiles:
         with self._lock:
             shards, self._shards, self._paths = self._shards, None, None
             if shards is not None:
-                self._add(shards.stats())
                 shards.close()
 
 
