@@ -54,27 +54,51 @@ def round_keys(seed: int, rounds: int = ROUNDS) -> list[int]:
 def _seed_seq(seed: Any, n: int, xp: Any) -> list[Any]:
     """C++ ``std::seed_seq`` with one input word, for uint32 arrays of module ``xp``.
 
-    ``xp`` is ``np`` (values held in uint64 and masked) or ``jnp`` (uint32 wraps).
+    ``xp`` is ``np`` (values held in uint64 and masked) or ``jnp`` (uint32 wraps). A value
+    that does not depend on ``seed`` stays a Python int, computed here, so a traced call
+    stages only the steps that read the seed.
     """
-    u32 = xp.uint32
     if xp is np:
-        def w(x: Any) -> Any:
-            return np.asarray(x, dtype=np.uint64) & np.uint64(_MASK32)
+        seed = np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32)
+        const: Any = np.uint64
+
+        def wrap(x: Any) -> Any:
+            return x & np.uint64(_MASK32)
     else:
-        def w(x: Any) -> Any:
-            return jnp.asarray(x).astype(jnp.uint32)
+        seed = jnp.asarray(seed).astype(jnp.uint32)
+        const = np.uint32  # a NumPy scalar: not staged, and uint32 arithmetic wraps
+
+        def wrap(x: Any) -> Any:
+            return x
+
+    def lift(x: Any) -> Any:
+        return const(x) if isinstance(x, int) else x
+
+    def add(x: Any, y: Any) -> Any:
+        if isinstance(x, int) and isinstance(y, int):
+            return (x + y) & _MASK32
+        return wrap(lift(x) + lift(y))
+
+    def sub(x: Any, c: int) -> Any:
+        if isinstance(x, int):
+            return (x - c) & _MASK32
+        return wrap(x - const(c))
+
+    def xor(x: Any, y: Any) -> Any:
+        if isinstance(x, int) and isinstance(y, int):
+            return x ^ y
+        return lift(x) ^ lift(y)
 
     def mul(c: int, x: Any) -> Any:
-        return w(w(x) * (np.uint64(c) if xp is np else u32(c)))
+        if isinstance(x, int):
+            return (x * c) & _MASK32
+        return wrap(x * const(c))
 
     def tmix(x: Any) -> Any:
-        x = w(x)
-        return x ^ (x >> (np.uint64(27) if xp is np else u32(27)))
+        return xor(x, x >> 27 if isinstance(x, int) else x >> const(27))
 
     s = 1
-    seed = w(seed)
-    zero = seed * (np.uint64(0) if xp is np else u32(0))
-    out = [zero + (np.uint64(0x8B8B8B8B) if xp is np else u32(0x8B8B8B8B)) for _ in range(n)]
+    out: list[Any] = [0x8B8B8B8B] * n
     if n >= 623:
         t = 11
     elif n >= 68:
@@ -89,27 +113,25 @@ def _seed_seq(seed: Any, n: int, xp: Any) -> list[Any]:
     q = p + t
     m = max(s + 1, n)
 
-    def const(c: int) -> Any:
-        return np.uint64(c) if xp is np else u32(c)
-
     for k in range(m):
-        r1 = mul(1664525, tmix(out[k % n] ^ out[(k + p) % n] ^ out[(k - 1) % n]))
+        r1 = mul(1664525, tmix(xor(xor(out[k % n], out[(k + p) % n]), out[(k - 1) % n])))
         if k == 0:
-            r2 = w(r1 + const(s))
+            r2 = add(r1, s)
         elif k <= s:
-            r2 = w(w(r1 + const(k % n)) + seed)
+            r2 = add(add(r1, k % n), seed)
         else:
-            r2 = w(r1 + const(k % n))
-        out[(k + p) % n] = w(out[(k + p) % n] + r1)
-        out[(k + q) % n] = w(out[(k + q) % n] + r2)
+            r2 = add(r1, k % n)
+        out[(k + p) % n] = add(out[(k + p) % n], r1)
+        out[(k + q) % n] = add(out[(k + q) % n], r2)
         out[k % n] = r2
     for k in range(m, m + n):
-        r3 = mul(1566083941, tmix(w(w(out[k % n] + out[(k + p) % n]) + out[(k - 1) % n])))
-        r4 = w(r3 - const(k % n)) if xp is np else r3 - u32(k % n)
-        out[(k + p) % n] = out[(k + p) % n] ^ r3
-        out[(k + q) % n] = out[(k + q) % n] ^ r4
+        r3 = mul(1566083941, tmix(add(add(out[k % n], out[(k + p) % n]), out[(k - 1) % n])))
+        r4 = sub(r3, k % n)
+        out[(k + p) % n] = xor(out[(k + p) % n], r3)
+        out[(k + q) % n] = xor(out[(k + q) % n], r4)
         out[k % n] = r4
-    return out
+    zero = seed * const(0)  # a word the seed never reached: still one per seed
+    return [add(zero, v) if isinstance(v, int) else v for v in out]
 
 
 def _encrypt(value: Any, keys: list[Any], half: int, xp: Any, one: Any) -> Any:
@@ -118,6 +140,8 @@ def _encrypt(value: Any, keys: list[Any], half: int, xp: Any, one: Any) -> Any:
     h = one * half
 
     def rotl(x: Any, r: int) -> Any:
+        if r % half == 0:  # a whole turn: x itself (x holds ``half`` bits)
+            return x
         return ((x << (one * r)) | (x >> (h - one * r))) & mask
 
     def f(x: Any) -> Any:
@@ -243,29 +267,37 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
     else:
         seed32 = jnp.asarray(seed).astype(jnp.uint32)
     keys = _seed_seq(seed32, rounds, jnp)
-    one = jnp.uint32(1)
-    limit = jnp.uint32(max_index)
+    one = np.uint32(1)  # NumPy constants: computed here, not staged
+    limit = np.uint32(max_index)
 
-    def body(value: Any) -> Any:
-        return jnp.where(value > limit, _encrypt(value, keys, half, jnp, one), value)
+    def body(carry: Any) -> Any:
+        value, pending = carry
+        value = jnp.where(pending, _encrypt(value, keys, half, jnp, one), value)
+        return value, value > limit
 
     from jax import lax
 
-    # Cycle walking: encrypt once, then again wherever the value is still out of range.
-    value = _encrypt(idx, keys, half, jnp, one)
-    value = lax.while_loop(lambda v: jnp.any(v > limit), body, value)
+    # Cycle walking: encrypt every index once, then again wherever the value is still
+    # out of range (one copy of the cipher in the program).
+    value, _ = lax.while_loop(lambda c: jnp.any(c[1]), body,
+                              (idx, jnp.ones(idx.shape, jnp.bool_)))
     return value.astype(out_dtype)
 
 
 def epoch_permutation_jnp(positions: Any, length: int, seed: Any) -> Any:
-    """Record index served at each global position (epoch ``p // length`` uses ``seed + epoch``).
+    """Record index served at each global position ``p >= 0`` (epoch ``p // length`` uses
+    ``seed + epoch``).
 
     Compiled cycle walking is fast even for tiny data sets (XLA runs the loop; a
     successor table measured 5-10x slower per batch), so there is one code path.
     """
+    from jax import lax
+
     positions = jnp.asarray(positions)
-    within = positions % length
-    epoch = positions // length
+    # positions are >= 0: C division is floor division (fewer ops than jnp's % and //)
+    size = np.asarray(length, positions.dtype)
+    within = lax.rem(positions, size)
+    epoch = lax.div(positions, size)
     if isinstance(seed, (int, np.integer)):
         base = jnp.uint32(int(seed) & _MASK32)
     else:
