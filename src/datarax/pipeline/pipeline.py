@@ -62,7 +62,8 @@ class Pipeline(nnx.Module):
             ``len(source) % shard_count`` positions of each epoch are left out so every
             process takes the same number of steps (with ``pad_remainder`` the shares
             are rounded up instead: every record is served once, the shares' extra
-            slots as padding rows). Per-record keys do not depend on it.
+            slots as padding rows). Per-record keys do not depend on it. More
+            processes than records (shares of 0) is refused unless ``pad_remainder``.
         check_finite: refuse batches holding NaN or inf in a floating field, naming the
             field, the record's position in the epoch and its stable index (copies each
             batch to the host: a debugging aid, off by default).
@@ -140,6 +141,14 @@ class Pipeline(nnx.Module):
         except ValueError as err:
             raise ConfigError(f"Pipeline: {err}") from err
         size = source.epoch_size()
+        if size == 0 and isinstance(count, int) and count > 1:
+            raise ConfigError(
+                f"Pipeline shard_count={count} over {type(source).__name__}'s "
+                f"{len(source)} records: each process's share is {len(source)} // {count} = 0 "
+                "records, so no process would serve any. Pass pad_remainder=True (every "
+                "record served once, the extra slots as padding rows marked by 'valid'), "
+                "use fewer processes, or more records."
+            )
         if drop_remainder and size is not None and size < batch_size:
             raise ConfigError(
                 f"Pipeline batch_size={batch_size} with drop_remainder=True would serve no "
