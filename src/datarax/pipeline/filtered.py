@@ -174,7 +174,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             mask = filt.keep(batch) & (pos >= begin) & (pos < end)
             return (batch, indices.astype(jnp.int32), pos), mask
 
-        first = (begin // batch_size) * batch_size
+        first = begin - jax.lax.rem(begin, np.asarray(batch_size, begin.dtype))  # begin >= 0
         if read_spec is None:
             shapes = jax.eval_shape(chunk, first)[0]
         else:
@@ -202,7 +202,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                 )
             rank = jnp.cumsum(mask.astype(jnp.int32)) - 1 + kept
             dest = jnp.where(mask & (rank < rows), rank, rows)  # rows: out of range, dropped
-            buffer = jax.tree.map(lambda b, v: b.at[dest].set(v, mode="drop"), buffer, values)
+            buffer = jax.tree.map(lambda b, v: _put_rows(b, dest, v), buffer, values)
             return p + batch_size, jnp.minimum(kept + mask.sum(dtype=jnp.int32), rows), buffer
 
         _, kept, (data, indices, pos) = jax.lax.while_loop(
@@ -222,6 +222,17 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         return batches, rows_of, kept, ends
 
     return jax.jit(step)
+
+
+def _put_rows(buffer: Any, dest: Any, values: Any) -> Any:
+    """``buffer`` with row ``dest[i]`` set to ``values[i]``; a ``dest`` past the buffer's
+    end (never negative here) is dropped. One scatter: ``.at[].set`` would also wrap
+    negative indices, ops that every step would trace and compile for nothing."""
+    dims = jax.lax.ScatterDimensionNumbers(
+        update_window_dims=tuple(range(1, values.ndim)), inserted_window_dims=(0,),
+        scatter_dims_to_operand_dims=(0,))
+    return jax.lax.scatter(buffer, dest[:, None], values, dims,
+                           mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
 
 
 _STEPS: dict[Any, Any] = {}

@@ -197,7 +197,7 @@ class MemorySource(IndexedSource):
         if type(self).get_batch_at is not MemorySource.get_batch_at:  # a subclass reads
             return super().get_batch_and_indices_at(start, size, key)
         indices = self.record_indices_at(start, size, key)
-        batch = _map(lambda v: jnp.take(v, indices, axis=0), self.data)
+        batch = _map(lambda v: _rows(v, indices), self.data)
         if self.__store.host and not isinstance(indices, jax.core.Tracer):
             batch = self.__store.merge(batch, np.asarray(indices))
         return batch, indices
@@ -215,6 +215,20 @@ class MemorySource(IndexedSource):
             stable = index
         record = _map(lambda v: v[stable], self.data)
         return self.__store.merge(record, stable, single=True), stable
+
+
+def _rows(column: Any, indices: Any) -> Any:
+    """``column[indices]`` for record indices known to lie in ``[0, len(column))`` (a
+    shuffle's or a sequence's): one gather, no wrapping of negative indices and no
+    bounds handling to compile. Concrete indices (outside a compiled step) take
+    ``jnp.take``, which checks them."""
+    if not isinstance(indices, jax.core.Tracer):
+        return jnp.take(column, indices, axis=0)
+    dims = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(1, column.ndim)), collapsed_slice_dims=(0,),
+        start_index_map=(0,))
+    return jax.lax.gather(column, indices[:, None], dims, (1, *column.shape[1:]),
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 def _map(fn: Any, tree: Mapping[str, Any]) -> dict[str, Any]:
