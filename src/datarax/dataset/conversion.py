@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.fields import Features
+from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.rows import (
     HFRows,
@@ -470,6 +471,11 @@ def convert(
     ``overwrite`` and ``progress`` as in :func:`~datarax.dataset.writer.write_dataset`.
     ``runner="beam"`` runs the conversion on Apache Beam (:mod:`datarax.beam`) with
     ``beam_options`` (e.g. ``["--runner=DirectRunner"]``) passed to its pipeline.
+
+    One conversion writes into ``dst`` at a time: while one runs (in another process
+    on this machine, or another thread) a second is refused with a
+    :class:`~datarax.dataset.writer.ConversionError` naming the folder
+    (:mod:`datarax.dataset.lock`).
     """
     if runner not in ("local", "beam"):
         raise ConfigError(f"convert runner must be 'local' or 'beam', got {runner!r}.")
@@ -478,7 +484,11 @@ def convert(
     described = os.fspath(src) if path else rows.description
     count = shards if shards is not None else default_shards(rows.length)
     extra = {"source": described}
-    if runner == "beam":
+    with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
+        if runner == "local":
+            return write_dataset(rows, dst, features=features, shards=count, workers=workers,
+                                 on_error=on_error, resume=resume, overwrite=overwrite,
+                                 progress=progress, extra=extra)
         try:
             import datarax.dataset.beam as beam  # noqa: PLC0415 - needs the beam extra
         except ImportError as err:
@@ -488,6 +498,3 @@ def convert(
         return beam.convert_rows(rows, os.fspath(dst), features=features, shards=count,
                                  on_error=on_error, resume=resume, overwrite=overwrite,
                                  extra=extra, beam_options=list(beam_options))
-    return write_dataset(rows, dst, features=features, shards=count, workers=workers,
-                         on_error=on_error, resume=resume, overwrite=overwrite,
-                         progress=progress, extra=extra)

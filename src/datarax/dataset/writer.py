@@ -38,6 +38,7 @@ from typing import Any
 
 from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
 from datarax.dataset.layout import encode_record
+from datarax.dataset.lock import one_writer
 from datarax.dataset.metadata import (
     METADATA_FILE,
     PARTIAL_DIR,
@@ -390,6 +391,7 @@ def _finished(dst: str, shards: int) -> dict[int, dict[str, Any]]:
 
 
 # -------------------------------------------------------------------- the face
+@one_writer(ConversionError, "this write")  # one writer per folder at a time
 def write_dataset(
     records: Any,
     dst: str | os.PathLike[str],

@@ -1,0 +1,147 @@
+"""One writer at a time per dataset folder: a file lock in the destination.
+
+Two conversions writing into the same folder at once would interleave their shards and
+metadata. A write holds an exclusive lock (``fcntl.flock``) on ``DST/.datarax-lock``
+while it runs; a second one, from another process or another thread, is refused at
+once with an error naming the folder and the process that holds it. The operating
+system drops the lock when its process ends, however it ends, so a killed conversion
+never leaves a stale lock; the lock file is removed when the write finishes. Calls in
+the same thread nest (``convert`` holds the lock around ``write_dataset``).
+
+Example:
+    >>> import os, tempfile
+    >>> dst = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> with folder_lock(dst, error=RuntimeError):
+    ...     with folder_lock(dst, error=RuntimeError):  # nested in this thread
+    ...         os.listdir(dst)
+    ['.datarax-lock']
+    >>> os.path.exists(dst)  # created for the lock, removed again: nothing was written
+    False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["LOCK_FILE", "folder_lock", "one_writer"]
+
+LOCK_FILE = ".datarax-lock"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_held: dict[str, tuple[int, int]] = {}  # folder -> (holding thread, nesting depth)
+_held_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def folder_lock(dst: str | os.PathLike[str], *, error: type[Exception],
+                what: str = "this write") -> Iterator[None]:
+    """Hold the write lock of folder ``dst`` (created when missing) for the block.
+
+    Raises ``error`` naming ``dst``, the process that holds the lock and what to do
+    when another process or thread holds it. A ``dst`` that is a file is not locked
+    (the writer refuses it with its own message). Without POSIX file locks (Windows)
+    only writers in this process are kept apart.
+    """
+    dst = os.fspath(dst)
+    if os.path.exists(dst) and not os.path.isdir(dst):
+        yield
+        return
+    key = os.path.realpath(dst)
+    me = threading.get_ident()
+    with _held_lock:
+        holder = _held.get(key)
+        if holder is not None and holder[0] == me:  # nested in this thread
+            _held[key] = (me, holder[1] + 1)
+            nested = True
+        elif holder is not None:
+            raise error(_busy(dst, what, f"another thread of this process ({os.getpid()})"))
+        else:
+            nested = False
+            _held[key] = (me, 1)
+    if nested:
+        try:
+            yield
+        finally:
+            with _held_lock:
+                _held[key] = (me, _held[key][1] - 1)
+        return
+    created = not os.path.exists(dst)
+    fd: int | None = None
+    try:
+        os.makedirs(dst, exist_ok=True)
+        fd = _acquire(dst, what, error)
+        yield
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(dst, LOCK_FILE))
+            os.close(fd)  # drops the flock
+        if created:  # nothing written (e.g. refused options): leave no empty folder
+            with contextlib.suppress(OSError):
+                os.rmdir(dst)
+        with _held_lock:
+            del _held[key]
+
+
+def _acquire(dst: str, what: str, error: type[Exception]) -> int:
+    """The descriptor of ``DST/.datarax-lock``, locked; raises ``error`` when held."""
+    path = os.path.join(dst, LOCK_FILE)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:  # pragma: no cover
+            return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise error(_busy(dst, what, f"process {holder}")) from None
+        try:  # the file may have been removed by a writer that just finished: lock anew
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} on {socket.gethostname()}".encode())
+        return fd
+
+
+def _busy(dst: str, what: str, holder: str) -> str:
+    return (f"'{dst}' is being written by another conversion ({holder} holds "
+            f"'{os.path.join(dst, LOCK_FILE)}'), so {what} was refused: two writers in one "
+            "folder would mix their shards. Wait for that conversion to finish (its lock goes "
+            "when its process ends), or write into another folder.")
+
+
+def one_writer(error: type[Exception], what: str) -> Callable[[F], F]:
+    """Decorator: the call holds :func:`folder_lock` of its ``dst`` argument."""
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            dst = signature.bind(*args, **kwargs).arguments["dst"]
+            with folder_lock(dst, error=error, what=what):
+                return fn(*args, **kwargs)
+
+        return locked  # type: ignore[return-value]
+
+    return decorate
