@@ -156,17 +156,25 @@ class ArrayRecordFiles:
         keys_np = np.asarray(keys, dtype=np.int64)
         file_of = np.searchsorted(self._ends, keys_np, side="right")
         within = keys_np - self._starts[file_of]
-        out: list[Any] = [None] * len(keys_np)
-        for f in np.unique(file_of).tolist():
-            slots = np.flatnonzero(file_of == f)
-            if self.remote is not None:  # the cached copy, fetched (or read ahead) first
-                with self.remote.open(f, _open_reader) as reader:
-                    records = reader.read(within[slots].tolist())
-            else:
-                records = self._reader(f).read(within[slots].tolist())
-            for slot, record in zip(slots.tolist(), records):
-                out[slot] = record
-        return out
+        if len(keys_np) and file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
+            return list(self._read(int(file_of[0]), within.tolist()))  # one file: in order
+        # each file's records (in key order) scattered into their slots at C speed
+        by_file = np.argsort(file_of, kind="stable")
+        bounds = np.searchsorted(file_of[by_file], np.arange(len(self.files) + 1)).tolist()
+        out = np.empty(len(keys_np), dtype=object)
+        for f in range(len(self.files)):
+            if bounds[f] == bounds[f + 1]:
+                continue
+            slots = by_file[bounds[f]:bounds[f + 1]]
+            out[slots] = self._read(f, within[slots].tolist())
+        return out.tolist()
+
+    def _read(self, f: int, positions: list[int]) -> list[bytes]:
+        """Records at ``positions`` of file ``f`` (one batched read)."""
+        if self.remote is not None:  # the cached copy, fetched (or read ahead) first
+            with self.remote.open(f, _open_reader) as reader:
+                return reader.read(positions)
+        return self._reader(f).read(positions)
 
     def close(self) -> None:
         """Close the open readers. Never raises: a reader whose file was deleted or
@@ -184,10 +192,16 @@ class ArrayRecordFiles:
                     pass
 
 
+#: bytes each read of a file pulls in at least. One page: a random record of a few KB
+#: costs the reader a fraction of the CPU it does with 32 KiB (W2, 3 KB records: 0.74 ->
+#: 0.62-0.66 CPU s per 100,000), and sequential reads or large records read no slower.
+READ_BUFFER_BYTES = 4096
+
+
 def _open_reader(path: str) -> Any:
     """An ``ArrayRecordReader`` for random access to ``path`` (no read-ahead buffer)."""
     reader = _array_record_reader()(
-        path, options="readahead_buffer_size:0", file_reader_buffer_size=32768)
+        path, options="readahead_buffer_size:0", file_reader_buffer_size=READ_BUFFER_BYTES)
     if reader.ok():
         return reader
     try:
