@@ -22,6 +22,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from datarax.core.errors import ConfigError, StateError
 
 
@@ -50,10 +52,14 @@ def check_int(
 ) -> None:
     """Raise :class:`ConfigError` unless ``config.name`` is an int >= ``minimum``.
 
-    Values listed in ``allowed`` (e.g. ``-1`` for "unbounded") pass as well.
+    Values listed in ``allowed`` (e.g. ``-1`` for "unbounded") pass as well. A NumPy
+    integer is taken as (and stored as) the same Python int.
     """
     value = getattr(config, name)
     cls = type(config).__name__
+    if isinstance(value, np.integer):  # a NumPy integer is kept as the same Python int
+        value = int(value)
+        object.__setattr__(config, name, value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(
             f"{cls}.{name} must be an int, got {type(value).__name__} {value!r}."

@@ -114,6 +114,11 @@ class Pipeline(nnx.Module):
                 f"{type(source).__name__}. Wrap in-memory data with "
                 "MemorySource(MemorySourceConfig(), data)."
             )
+        # NumPy integers (a batch size computed with NumPy) are the same Python ints.
+        batch_size, prefetch, shard_index, shard_count = (
+            int(v) if isinstance(v, np.integer) else v
+            for v in (batch_size, prefetch, shard_index, shard_count)
+        )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
         for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),

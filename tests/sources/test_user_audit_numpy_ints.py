@@ -1,0 +1,42 @@
+"""NumPy integers where the API takes an int.
+
+Batch sizes, shard counts and seeds are often computed with NumPy
+(``global_batch // n``, ``np.random.default_rng().integers(...)``); a NumPy integer is
+an integer and is taken as the same Python int, in configs and in the Pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError
+from datarax.pipeline import Pipeline
+from datarax.sources import ArrayRecordSourceConfig, MemorySource, MemorySourceConfig
+
+
+def test_pipeline_takes_numpy_ints_for_batch_size_prefetch_and_shards():
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})
+    pipeline = Pipeline(source=source, stages=[], batch_size=np.int64(3), prefetch=np.int32(1),
+                        shard_index=np.int64(1), shard_count=np.int64(2))
+    assert type(pipeline.batch_size) is int and len(pipeline) == 2
+    assert [b["x"].tolist() for b in pipeline] == [[5, 6, 7], [8, 9]]
+    json.dumps(pipeline.get_state())  # the state stays JSON-able
+
+
+def test_configs_take_numpy_ints_as_python_ints():
+    config = MemorySourceConfig(shuffle=True, seed=np.uint32(7), num_epochs=np.int64(2))
+    assert config == MemorySourceConfig(shuffle=True, seed=7, num_epochs=2)
+    assert type(config.seed) is int and type(config.num_epochs) is int
+    assert type(ArrayRecordSourceConfig(seed=np.int64(5)).seed) is int
+
+
+@pytest.mark.parametrize("value", [2.0, True, "3", np.float32(2)])
+def test_non_integers_are_still_refused(value):
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    with pytest.raises(ConfigError, match="batch_size must be an int >= 1"):
+        Pipeline(source=source, stages=[], batch_size=value)
+    with pytest.raises(ConfigError, match="seed must be an int"):
+        MemorySourceConfig(seed=value)
