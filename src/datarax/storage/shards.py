@@ -10,7 +10,8 @@ it works out the files in the order their first record comes up and downloads th
 the start of a plan the ``behind`` files read first (a window's, or the first file) are
 fetched alone, and read-ahead goes on once they are cached: the first batch does not
 share the bandwidth with files needed later. In a multi-host run each process plans
-only its own positions, so it fetches only its share.
+only its own positions, so it fetches only its share. (The order of the files and the
+reader's place in it are kept by :class:`~datarax.storage.file_order.FileOrder`.)
 
 Files in use or coming up are held in the cache (shared locks): eviction removes files
 already passed, least recently used first. Open handles (e.g. array_record readers) are
@@ -66,12 +67,12 @@ from datarax.errors import ConfigError
 from datarax.storage.cache import CacheEntry, ShardCache
 from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
+from datarax.storage.file_order import FileOrder
 from datarax.storage.retry import RetryPolicy, StorageStats
 from datarax.storage.urls import RemoteObject, list_objects
 
 __all__ = ["RemoteShards"]
 
-_SCAN_BLOCK = 1 << 16
 _ROOM_WAIT_S = 300.0  # a reader waits at most this long for other readers to free room
 
 
@@ -145,7 +146,7 @@ class RemoteShards:
         self._closed = False
         self._full_at = -2  # progress at which the cache was found full (read-ahead waits)
         self._wanting_room = 0  # readers waiting for room: read-ahead stands back
-        self._reset_plan(None, 0, 0, None)
+        self._order = FileOrder(len(self.objects))  # no plan yet
 
     def _check_room(self) -> None:
         """Refuse a cache too small for the files a reader uses at once."""
@@ -179,15 +180,6 @@ class RemoteShards:
         return len(self.objects)
 
     # ------------------------------------------------------------------ plan
-    def _reset_plan(self, indices: Callable[[int, int], np.ndarray] | None, start: int,
-                    stop: int, ends: Sequence[int] | None) -> None:
-        self._indices = indices
-        self._scan, self._stop = int(start), int(stop)
-        self._ends = np.asarray(ends, np.int64) if ends is not None else None
-        self._seq: list[int] = []
-        self._seq_pos: dict[int, int] = {}
-        self._progress = -1
-
     def plan(self, indices: Callable[[int, int], np.ndarray], start: int, stop: int,
              ends: Sequence[int]) -> None:
         """Read ahead for positions ``[start, stop)``: ``indices(a, b)`` gives the record
@@ -197,32 +189,17 @@ class RemoteShards:
             raise ConfigError(f"RemoteShards.plan: {len(ends)} record ends for "
                               f"{len(self.objects)} files.")
         with self._lock:
-            self._reset_plan(indices, start, stop, ends)
+            self._order = FileOrder(len(self.objects), indices, start, stop, ends)
             self._full_at = -2
-            self._extend(self.ahead)
+            self._order.extend(self.ahead)
             idle = self._release_passed()  # files of the last plan this one does not start with
             self._schedule()
         _close_all(idle)
 
-    def _extend(self, want: int) -> None:
-        """Scan the plan until ``want`` files are known (or the positions end)."""
-        while len(self._seq) < want and self._indices is not None and self._scan < self._stop:
-            end = min(self._stop, self._scan + _SCAN_BLOCK)
-            records = np.asarray(self._indices(self._scan, end), np.int64)
-            self._scan = end
-            files = np.searchsorted(self._ends, records, side="right")
-            uniq, first = np.unique(files, return_index=True)
-            for f in uniq[np.argsort(first)].tolist():
-                if f not in self._seq_pos and 0 <= f < len(self.objects):
-                    self._seq_pos[f] = len(self._seq)
-                    self._seq.append(f)
-
     def upcoming(self) -> list[int]:
         """The files the plan reads next, in order (what read-ahead fetches and keeps)."""
         with self._lock:
-            lo = self._progress + 1
-            self._extend(lo + self.ahead)
-            return self._seq[lo:lo + self.ahead]
+            return self._order.upcoming(self.ahead)
 
     def _held_bytes(self) -> int:
         return sum(self.objects[i].size for i in set(self._entries) | set(self._inflight))
@@ -230,7 +207,7 @@ class RemoteShards:
     def _may_read_ahead(self, extra: int) -> bool:
         """Whether a read-ahead of ``extra`` more bytes fits beside the files held, still
         leaving room for one file a reader asks for out of turn."""
-        return (not self._closed and not self._wanting_room and self._progress > self._full_at
+        return (not self._closed and not self._wanting_room and self._order.progress > self._full_at
                 and self._held_bytes() + extra <= self.cache.max_bytes - self._largest)
 
     def _schedule(self) -> None:
@@ -239,8 +216,8 @@ class RemoteShards:
         running = sum(1 for f in self._inflight.values() if not f.done())
         extra = 0
         upcoming = self.upcoming()
-        if self._progress < self.behind:  # the start of a plan: its first files come first
-            head = self._seq[:self.behind]
+        if self._order.progress < self.behind:  # the start of a plan: its first files come first
+            head = self._order.head(self.behind)
             if any(i not in self._entries and i not in self._failed for i in head):
                 upcoming = [i for i in upcoming if i in head]
         for i in upcoming:
@@ -272,11 +249,10 @@ class RemoteShards:
         """Files to hold: the ``behind`` last reached, the next ``ahead``, and those a
         reader is using. Before any plan: every file fetched, until :meth:`release_unused`
         (``asked``) lets go of those not open or in use."""
-        if self._indices is None:
+        if not self._order.planned:
             held = set() if asked else set(self._entries)
             return held | set(self._handles) | self._busy()
-        lo = max(0, self._progress + 1 - self.behind)
-        return set(self._seq[lo:self._progress + 1 + self.ahead]) | self._busy()
+        return self._order.window(self.behind, self.ahead) | self._busy()
 
     def _drop(self, i: int) -> list[tuple[Callable[[Any], None], Any]]:
         """Release file ``i`` (not in use); its idle handle is returned, to be closed
@@ -309,9 +285,7 @@ class RemoteShards:
         """Note that a reader reached file ``i``: read-ahead moves on past it."""
         idle = []
         with self._lock:
-            pos = self._seq_pos.get(i)
-            if pos is not None and pos > self._progress:
-                self._progress = pos
+            if self._order.reach(i):
                 idle = self._release_passed()
                 self._schedule()
         _close_all(idle)
@@ -327,7 +301,7 @@ class RemoteShards:
             future.set_exception(err)
         except CacheFullError as err:
             with self._lock:
-                self._full_at = max(self._full_at, self._progress)  # until the reader moves on
+                self._full_at = max(self._full_at, self._order.progress)  # until the reader moves on
             future.set_exception(err)
         except BaseException as err:  # noqa: BLE001 - the reader re-raises it
             future.set_exception(err)
@@ -458,7 +432,7 @@ class RemoteShards:
         with self._lock:
             if full.disk_full:  # the local disk, not the limit: its message says what to do
                 raise full
-            self._full_at = max(self._full_at, self._progress)  # read-ahead waits
+            self._full_at = max(self._full_at, self._order.progress)  # read-ahead waits
             held = set(self._entries)
             idle = self._release_passed()
             need = self.objects[wanted].size
@@ -485,13 +459,14 @@ class RemoteShards:
         """Held files nobody is using, in the order to release them for ``wanted``: those
         the plan no longer needs, then those it needs after ``wanted`` (furthest first),
         then those it needs before (earliest first)."""
-        if self._indices is None:  # no plan: whoever fetched a file may still use its path
+        if not self._order.planned:  # no plan: whoever fetched a file may still use its path
             return []
         busy = self._busy()
-        here = self._seq_pos.get(wanted, self._progress)
+        place = self._order.place(wanted)
+        here = self._order.progress if place is None else place
 
         def order(j: int) -> tuple[int, int]:
-            pos = self._seq_pos.get(j)
+            pos = self._order.place(j)
             if pos is None:
                 return (0, 0)
             return (1, -pos) if pos > here else (2, pos)
