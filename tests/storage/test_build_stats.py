@@ -105,6 +105,31 @@ def test_npy_listing_and_download_retries_while_building_are_counted(
         src.close()
 
 
+def test_remote_files_count_their_listing_retries(s3: S3, tmp_path: pathlib.Path) -> None:
+    """What the Parquet / JSON Lines and text-file sources list their files with."""
+    from datarax.sources.remote_files import RemoteFiles
+    from datarax.storage import ShardCache
+
+    for k in range(2):
+        s3.put(f"jl/part-{k}.jsonl", b'{"i": %d}\n' % k)
+    s3.proxy.throttle(f"/{s3.bucket}", 2)
+    files = RemoteFiles.listed(s3.url("jl/*.jsonl"), where="test",
+                               cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+    try:
+        assert files.urls == [s3.url(f"jl/part-{k}.jsonl") for k in range(2)]
+        listed = files.stats()
+        assert (listed["retries"], listed["throttled"], listed["fetched"]) == (2, 2, 0)
+        assert [open(p, "rb").read() for p in files.local_paths()] == [b'{"i": 0}\n',
+                                                                       b'{"i": 1}\n']
+        fetched = files.stats()
+        assert (fetched["retries"], fetched["fetched"], fetched["held"]) == (2, 2, 2)
+        files.release()  # the counts outlive the hold
+        assert (files.stats()["retries"], files.stats()["fetched"], files.stats()["held"]) == (2, 2, 0)
+    finally:
+        files.release()
+
+
+@pytest.mark.slow  # loads Hugging Face datasets
 def test_parquet_listing_retries_while_building_are_counted(
         s3: S3, tmp_path: pathlib.Path) -> None:
     pytest.importorskip("datasets")
