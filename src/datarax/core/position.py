@@ -35,6 +35,36 @@ def _scalar(value: int) -> np.ndarray:
     return np.asarray(int(value), dtype=np.int64)
 
 
+def refuse_pipeline_state(state: Any, where: str) -> None:
+    """Raise :class:`StateError` when ``state`` is a Pipeline's state, not a source's.
+
+    A ``pipeline.get_state()`` / ``iterator.get_state()`` dict (``epoch``, ``position``,
+    ``settings``) handed to ``source.set_state`` is named as such, with the call that
+    restores it, instead of a missing-key message.
+
+    Example:
+        >>> refuse_pipeline_state({"current_index": 0, "current_epoch": 0}, "MySource")
+        >>> refuse_pipeline_state({"version": 2, "epoch": 0, "position": 3, "settings": {}},
+        ...                       "MySource")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.StateError: MySource.set_state got a Pipeline's state (the dict of pipeline.get_state() / iterator.get_state(): epoch, position, settings), not this source's. Restore it with pipeline.set_state(state) (or iterator.set_state(state)) on a pipeline built as before, or save source.get_state() to restore a source.
+    """
+    if not isinstance(state, Mapping) or "current_index" in state:
+        return
+    if not {"epoch", "position", "settings"} <= set(state):
+        return
+    hint = (" (its 'source' entry is the source's own state)"
+            if isinstance(state.get("source"), Mapping) else "")
+    raise StateError(
+        f"{where}.set_state got a Pipeline's state (the dict of pipeline.get_state() / "
+        f"iterator.get_state(): epoch, position, settings), not this source's. Restore it "
+        f"with pipeline.set_state(state) (or iterator.set_state(state)) on a pipeline "
+        f"built as before, or save source.get_state() to restore a source{hint}.",
+        field="current_index",
+    )
+
+
 class _Seeks(HostState):
     """How many times a position was set from outside (never state)."""
 
@@ -185,6 +215,7 @@ class SourcePosition(nnx.Module):
         self, state: dict[str, Any], *, length: int | None = None, where: str = "source"
     ) -> tuple[int, int]:
         """``(epoch, index)`` of a :meth:`get_state` dict, refusing missing or impossible values."""
+        refuse_pipeline_state(state, where)
         for key in ("current_index", "current_epoch"):
             if key not in state:
                 raise StateError(

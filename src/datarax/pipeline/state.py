@@ -148,9 +148,19 @@ def restore(context: PassContext, state: Any) -> None:
 def check_state(context: PassContext, state: Any) -> None:
     """Refuse a state from another configuration or a tampered one, naming the field."""
     if not isinstance(state, dict):
+        nnx_hint = (" An nnx.state(pipeline) is restored with nnx.update(pipeline, state)."
+                    if type(state).__name__ == "State" else "")
         raise StateError(
             f"Pipeline.set_state expects the dict get_state() returned, got "
-            f"{type(state).__name__}."
+            f"{type(state).__name__}.{nnx_hint}"
+        )
+    if "version" not in state and "current_index" in state:
+        raise StateError(
+            "Pipeline.set_state got a source's state (the dict of source.get_state(): "
+            f"keys {sorted(state)}), not the pipeline's. Restore it with "
+            "pipeline.source.set_state(state) (the next iter(pipeline) continues from "
+            "there), or save pipeline.get_state() to restore a pipeline.",
+            field="version",
         )
     for key in ("version", "epoch", "position", "settings"):
         if key not in state:

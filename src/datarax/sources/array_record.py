@@ -28,6 +28,7 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.extras import require
+from datarax.core.position import refuse_pipeline_state
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
 from datarax.sources.epoch_order import EpochOrder
@@ -457,6 +458,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 f"{where}.set_state expects the dict get_state() returned, got "
                 f"{type(state).__name__}."
             )
+        refuse_pipeline_state(state, where)  # a pipeline's state: named, not a shuffle mismatch
         shuffled = state.get("shuffled_indices")
         expected = self.epoch_order(int(state.get("current_epoch", 0) or 0)).describe()
         if (shuffled is None) != (expected is None):
