@@ -240,6 +240,15 @@ def index_shuffle_np(
     keys = _seed_seq(np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32), rounds, np)
     one = np.uint64(1)
     limit = np.uint64(max_index)
+    if np.ndim(seed) == 0:  # cycle-walk only the values still out of range
+        value = _encrypt(idx, keys, half, np, one)
+        flat = value.reshape(-1)
+        pending = np.flatnonzero(flat > limit)
+        while pending.size:
+            walked = _encrypt(flat[pending], keys, half, np, one)
+            flat[pending] = walked
+            pending = pending[walked > limit]
+        return value.astype(np.int64)
     value = idx
     pending = np.ones(value.shape, dtype=bool)
     while True:
