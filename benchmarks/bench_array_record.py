@@ -4,7 +4,7 @@ Workload: 100,000 records of 3,072 bytes in 8 files, global shuffle, decode each
 record to ``uint8 (32, 32, 3)``, batch 256, one epoch. Files are generated once under
 ``data/bench_arrayrecord/`` (gitignored) and warmed into the page cache.
 
-Contenders (all in this one process, one after another, best of ``--repeats``):
+Contenders (all in this one process, one after another):
 
 * ``floor`` — array_record's own ``ArrayRecordReader`` per file (the options Grain's
   data source uses), the same shuffled order precomputed, the reads for 8 batches
@@ -15,14 +15,23 @@ Contenders (all in this one process, one after another, best of ``--repeats``):
   ``decode``, batches via ``get_batch_with_indices(256)`` (numpy batches + stable
   indices, the host path's work without the device transfer).
 * ``datarax_pipeline`` — the same through ``Pipeline(batch_size=256)`` (adds the
-  ``jnp.asarray`` per batch the host path does).
+  device placement per batch the host path does).
+* ``datarax_self_described`` — the same records written once as a datarax dataset
+  (``write_dataset``, 8 shards, under ``data/bench_arrayrecord/``; a record of a
+  fixed-shape field is exactly its bytes) read through a Pipeline with no user code:
+  ``ArrayRecordSourceModule(config, paths=<folder>)``.
 * ``grain_*`` — ``grain.MapDataset.source(ArrayRecordDataSource).shuffle(seed)
   .map(decode).batch(256)`` iterated with ``to_iter_dataset(ReadOptions(num_threads))``
   for several thread counts, and with ``mp_prefetch``; the best one is "Grain".
 
-Every contender's epoch is checked: 100,000 distinct records, each intact.
+Every contender's epoch is checked: 100,000 distinct records, each intact. The
+contenders run in turn, ``--repeats`` rounds; besides each one's best round, the JSON
+has every round's seconds and CPU seconds (user + sys of the process, which other jobs
+on a shared machine disturb less than the wall clock) and the median over rounds of
+each round's ratio to the floor's run of the same round.
 
-Run: ``python -m benchmarks.bench_array_record [--records N] [--repeats R]``; prints
+Run: ``env -u PYTHONDONTWRITEBYTECODE python -m benchmarks.bench_array_record
+[--records N] [--repeats R] [--only NAME ...]``; prints
 records/s and the ratios, and ``--json PATH`` writes them. ``run_w2(...)`` returns the
 same dict for the full suite.
 """
@@ -74,6 +83,13 @@ def make_files(records: int = 100_000, files: int = 8, directory: pathlib.Path =
         writer.close()
     done.write_text("ok\n")
     return paths
+
+
+def read_metadata_paths(folder: str) -> list[str]:
+    """The shard files of the dataset in ``folder``."""
+    from datarax.dataset import read_metadata
+
+    return [str(pathlib.Path(folder) / s.file) for s in read_metadata(folder).shards]
 
 
 def warm(paths: list[str]) -> None:
@@ -177,6 +193,47 @@ def decode_batch(records: list[bytes]) -> dict[str, np.ndarray]:
     return {"image": np.frombuffer(b"".join(records), dtype=np.uint8).reshape(-1, *RECORD_SHAPE)}
 
 
+def make_dataset(paths: list[str], records: int) -> str:
+    """Write (once) the records of ``paths`` as a datarax dataset beside them, in the
+    same order and as many shards; return its folder."""
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    from datarax.dataset import write_dataset
+    from datarax.dataset.metadata import METADATA_FILE
+
+    folder = pathlib.Path(paths[0]).parent / "dataset"
+    if (folder / METADATA_FILE).exists():
+        return str(folder)
+
+    def rows() -> Any:
+        for path in paths:
+            reader = ArrayRecordReader(path)
+            for raw in reader.read_all():
+                yield decode(raw)
+            reader.close()
+
+    write_dataset(rows(), folder, shards=len(paths), overwrite=True)
+    return str(folder)
+
+
+def run_self_described(folder: str, records: int, batch: int, seed: int) -> tuple[float, float]:
+    """A Pipeline over a dataset folder: no decode, no user code."""
+    from datarax.pipeline import Pipeline
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True), folder)
+    pipeline = Pipeline(source=source, stages=[], batch_size=batch)
+    source.element_spec()
+    check = Check(records)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for out in pipeline:
+        check.add(out["image"])
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    source.close()
+    check.verify("datarax_self_described")
+    return elapsed, cpu
+
+
 def run_datarax_pipeline(paths: list[str], records: int, batch: int, seed: int,
                          by_chunk: bool = False, processes: int = 0) -> tuple[float, float]:
     """The source read by a Pipeline; ``by_chunk``: records decoded a chunk at a time
@@ -250,6 +307,7 @@ CONTENDERS: dict[str, Callable[..., tuple[float, float]]] = {
     "floor": run_floor,
     "datarax": run_datarax,
     "datarax_pipeline": run_datarax_pipeline,
+    "datarax_self_described": lambda p, *a: run_self_described(make_dataset(p, a[0]), *a),
     "datarax_decode_batch": lambda *a: run_datarax_pipeline(*a, by_chunk=True),
     "datarax_processes2": lambda *a: run_datarax_pipeline(*a, processes=2),
     "grain_threads4": lambda *a: run_grain_threads(*a, num_threads=4),
@@ -263,32 +321,49 @@ def run_w2(records: int = 100_000, files: int = 8, batch: int = 256, seed: int =
            data_dir: pathlib.Path | str = DATA_DIR) -> dict[str, Any]:
     """Run W2 and return records/s per contender plus the headline ratios."""
     paths = make_files(records, files, pathlib.Path(data_dir))
-    warm(paths)
     names = contenders or list(CONTENDERS)
-    seconds: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    for _ in range(repeats):  # interleaved repeats; best of each
+    if "datarax_self_described" in names:
+        make_dataset(paths, records)
+        warm(read_metadata_paths(make_dataset(paths, records)))
+    warm(paths)
+    load_start = round(os.getloadavg()[0], 2)
+    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for _ in range(repeats):  # interleaved rounds
         for name in names:
-            elapsed, cpu_used = CONTENDERS[name](paths, records, batch, seed)
-            if elapsed < seconds.get(name, float("inf")):
-                seconds[name], cpu[name] = elapsed, cpu_used
+            rounds[name].append(CONTENDERS[name](paths, records, batch, seed))
+    best = {name: min(runs) for name, runs in rounds.items()}
+    seconds = {name: b[0] for name, b in best.items()}
+    cpu = {name: b[1] for name, b in best.items()}
     rate = {name: records / s for name, s in seconds.items()}
     grain_names = [n for n in rate if n.startswith("grain")]
     result: dict[str, Any] = {
         "workload": f"W2: {records} records x {RECORD_BYTES} B in {files} ArrayRecord files, "
                     f"global shuffle, decode uint8{RECORD_SHAPE}, batch {batch}, one epoch",
         "cpus": os.cpu_count(),
-        "load_average_1m": round(os.getloadavg()[0], 2),
+        "load_average_1m": load_start,
+        "load_average_1m_end": round(os.getloadavg()[0], 2),
         "repeats": repeats,
         "records_per_s": {k: round(v) for k, v in rate.items()},
         # CPU seconds of this process during the timed epoch (all its threads,
         # array_record's C++ read threads included; Grain's worker processes excluded).
         "process_cpu_s": {k: round(v, 3) for k, v in cpu.items()},
+        "seconds_per_round": {k: [round(r[0], 3) for r in v] for k, v in rounds.items()},
+        "process_cpu_s_per_round": {k: [round(r[1], 3) for r in v] for k, v in rounds.items()},
     }
+    if "floor" in rounds:
+        floor = [r[0] for r in rounds["floor"]]
+        result["median_round_ratio_vs_floor"] = {
+            k: round(float(np.median([f / r[0] for f, r in zip(floor, v)])), 3)
+            for k, v in rounds.items() if k != "floor"}
+        result["median_cpu_s"] = {k: round(float(np.median([r[1] for r in v])), 3)
+                                  for k, v in rounds.items()}
     if "floor" in rate and "datarax" in rate:
         result["datarax_vs_floor"] = round(rate["datarax"] / rate["floor"], 3)
     if "floor" in rate and "datarax_pipeline" in rate:
         result["datarax_pipeline_vs_floor"] = round(rate["datarax_pipeline"] / rate["floor"], 3)
+    if "floor" in rate and "datarax_self_described" in rate:
+        result["datarax_self_described_vs_floor"] = round(
+            rate["datarax_self_described"] / rate["floor"], 3)
     if "floor" in rate and "datarax_processes2" in rate:
         result["datarax_processes2_vs_floor"] = round(rate["datarax_processes2"] / rate["floor"], 3)
     if "floor" in rate and "datarax_decode_batch" in rate:

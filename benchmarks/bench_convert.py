@@ -25,14 +25,13 @@ Data goes under ``data/bench_convert/`` (gitignored), rebuilt every run.
 from __future__ import annotations
 
 import pathlib
-import time
 from typing import Any
 
 from benchmarks.bench_array_record import (
-    Check,
     run_datarax_pipeline,
     run_floor,
     run_grain_threads,
+    run_self_described,
     warm,
 )
 from benchmarks.convert_inputs import (
@@ -71,24 +70,6 @@ def time_conversion(src: pathlib.Path, out: pathlib.Path, records: int, shards: 
     rates["w1_w2_byte_identical"] = (
         folder_bytes(out / "datarax_w1") == folder_bytes(out / "datarax_w2"))
     return rates
-
-
-def run_self_described(folder: str, records: int, batch: int, seed: int) -> tuple[float, float]:
-    """A Pipeline over the dataset folder: no decode, no user code."""
-    from datarax.pipeline import Pipeline
-    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
-
-    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True), folder)
-    pipeline = Pipeline(source=source, stages=[], batch_size=batch)
-    source.element_spec()
-    check = Check(records)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for out in pipeline:
-        check.add(out["image"])
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    source.close()
-    check.verify("datarax_self_described")
-    return elapsed, cpu
 
 
 def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -> dict[str, Any]:
