@@ -179,3 +179,18 @@ def test_a_sealed_fresh_array_passes_to_jax_as_it_is_and_others_are_copied():
     assert owned_device_put(theirs).unsafe_buffer_pointer() != theirs.ctypes.data
     with pytest.raises(ValueError, match="fresh_aligned"):
         seal(np.zeros(4))
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MAP_POPULATE"), reason="Linux only")
+@pytest.mark.parametrize("advice", ["populate", "refused", "no libc"])
+def test_the_two_threaded_copy_holds_every_row(monkeypatch, advice):
+    # rows of 5 float32: the halves' split is not on a page boundary; a strided source
+    monkeypatch.setattr(owned, "_free_cpus", lambda: 2)
+    if advice == "refused":
+        monkeypatch.setattr(owned, "_MADV_POPULATE_WRITE", -1)  # EINVAL: faulted by the copy
+    if advice == "no libc":
+        monkeypatch.setattr(owned, "_madvise", lambda: None)
+    source = np.arange(2 * 100_001 * 5, dtype=np.float32).reshape(100_001, 10)[:, ::2]
+    copy = owned._populated_copy(source)
+    assert copy is not None and copy.flags.c_contiguous and copy.ctypes.data % 4096 == 0
+    np.testing.assert_array_equal(copy, source)
