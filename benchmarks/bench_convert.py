@@ -19,7 +19,9 @@ the ones datarax wrote (a record of a fixed-shape field is exactly its bytes):
 ``datarax_user_decode_batch`` (the same files with a hand-written ``decode_batch``), and Grain (``MapDataset.source(ArrayRecordDataSource).shuffle.map(decode).batch``).
 
 Run: ``python -m benchmarks.bench_convert [--records N] [--images N] [--json PATH]``.
-Data goes under ``data/bench_convert/`` (gitignored), rebuilt every run.
+Data goes under ``data/bench_convert/`` (gitignored), rebuilt every run. ``--read-only
+FOLDER`` runs the reading rows alone over an existing dataset of the W2 records (such as
+``data/bench_arrayrecord/n100000_f8/dataset``, which ``bench_array_record`` writes).
 """
 
 from __future__ import annotations
@@ -136,7 +138,19 @@ def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: 
 def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--read-only", default=None, metavar="FOLDER",
+                        help="only the reading rows, over this dataset folder of W2 records "
+                             "(e.g. the one bench_array_record writes)")
     args = parser.parse_args()
+    if args.read_only:
+        folder = pathlib.Path(args.read_only)
+        result = {**host(), "read_w2": {
+            "workload": f"one shuffled epoch of the {args.records} W2 records in {folder}, "
+                        f"batch 256, best of {args.repeats} rounds (Grain: one run)",
+            **time_reading(folder, args.records, 256, args.repeats)}}
+        result["load_average_1m_end"] = host()["load_average_1m"]
+        report(result, args.json)
+        return
     report(run(args.records, args.images, repeats=args.repeats), args.json)
 
 
