@@ -194,8 +194,8 @@ class ArrayRecordFiles:
 
 
 #: bytes each read of a file pulls in at least. One page: a random record of a few KB
-#: costs the reader a fraction of the CPU it does with 32 KiB (W2, 3 KB records: 0.74 ->
-#: 0.62-0.66 CPU s per 100,000), and sequential reads or large records read no slower.
+#: costs the reader a fraction of the CPU it does with 32 KiB (3 KB records read at random:
+#: 0.74 -> 0.62-0.66 CPU s per 100,000), and sequential reads or large records read no slower.
 READ_BUFFER_BYTES = 4096
 
 
