@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.extras import require
+from datarax.storage.urls import expand_user, is_remote
 
 # Orbax is the `checkpoint` extra: a missing install says which pip command adds it.
 ocp = require("orbax.checkpoint", extra="checkpoint", user="datarax.checkpoint")
@@ -54,7 +55,8 @@ class Stateful(Protocol):
 def checkpoint_manager(
     directory: str | os.PathLike[str], /, **options: Any
 ) -> ocp.CheckpointManager:
-    """``ocp.CheckpointManager(directory, **options)`` with ``directory`` made absolute.
+    """``ocp.CheckpointManager(directory, **options)`` with a local ``directory`` made
+    absolute (a leading ``~`` is the home folder; a URL such as ``gs://`` is kept).
 
     A relative ``directory`` is resolved against the current directory now (Orbax
     refuses to save arrays into a relative one), so a later ``os.chdir`` does not
@@ -66,14 +68,15 @@ def checkpoint_manager(
     ...     str(m.directory) == os.path.abspath("checkpoints")
     True
     """
-    return ocp.CheckpointManager(os.path.abspath(os.fspath(directory)), **options)
+    folder = expand_user(directory)
+    return ocp.CheckpointManager(folder if is_remote(folder) else os.path.abspath(folder), **options)
 
 
 def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> None:
     """Refuse a relative folder for items beside the data: Orbax writes arrays only into
     an absolute one, and fails in a background thread, leaving an unfinished step."""
     folder = os.fspath(checkpoints.directory)
-    if items and not os.path.isabs(folder):
+    if items and not os.path.isabs(folder) and not is_remote(folder):
         raise ConfigError(
             f"Orbax saves and restores arrays only in an absolute folder, and this "
             f"CheckpointManager's is '{folder}'. Build it with "

@@ -73,6 +73,7 @@ from datarax.dataset.writer import (
 )
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.storage.urls import expand_user
 
 beam = require("apache_beam", extra="beam", user="datarax.beam")
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
@@ -419,7 +420,7 @@ class WriteDataset(beam.PTransform):
         if numbered and key is not None:
             raise ConfigError("WriteDataset: numbered=True places records by row; drop key=.")
         json.dumps(dict(extra or {}))  # JSON, or the error now rather than at the end
-        self.dst = os.fspath(dst)
+        self.dst = expand_user(dst)  # a local '~/ds' is the home folder's
         self.features = features
         self.shards = shards
         self.key = key
@@ -544,7 +545,7 @@ def convert_rows(
         raise ConfigError(
             f"convert with runner='beam' reads rows in parallel workers, which "
             f"{rows.description} does not allow (it is read once, in order); use runner='local'.")
-    dst = os.fspath(dst)
+    dst = expand_user(dst)
     feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
     n = rows.length
     if n == 0:

@@ -48,6 +48,7 @@ from datarax.dataset.rows import (
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.storage.urls import expand_user
 
 __all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "default_shards", "open_rows"]
 
@@ -380,7 +381,7 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     Raises:
         ConversionError: ``src`` does not exist or is none of the known kinds.
     """
-    src = os.fspath(src)
+    src = expand_user(src)  # '~/data' is the home folder's
     if os.path.isfile(os.path.join(src, METADATA_FILE)):
         raise ConversionError(
             f"'{src}' is a datarax dataset already; read it with "
@@ -480,6 +481,7 @@ def convert(
     if runner not in ("local", "beam"):
         raise ConfigError(f"convert runner must be 'local' or 'beam', got {runner!r}.")
     path = isinstance(src, (str, os.PathLike))
+    src, dst = expand_user(src) if path else src, expand_user(dst)
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
     described = os.fspath(src) if path else rows.description
     count = shards if shards is not None else default_shards(rows.length)

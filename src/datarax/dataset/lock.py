@@ -30,6 +30,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from datarax.storage.urls import expand_user
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -55,7 +57,7 @@ def folder_lock(dst: str | os.PathLike[str], *, error: type[Exception],
     (the writer refuses it with its own message). Without POSIX file locks (Windows)
     only writers in this process are kept apart.
     """
-    dst = os.fspath(dst)
+    dst = expand_user(dst)
     if os.path.exists(dst) and not os.path.isdir(dst):
         yield
         return

@@ -28,6 +28,7 @@ from typing import Any
 
 from datarax.dataset.fields import Features
 from datarax.errors import DataraxError
+from datarax.storage.urls import expand_user
 
 __all__ = [
     "FORMAT_NAME",
@@ -145,7 +146,8 @@ def write_metadata(directory: str | os.PathLike[str], info: DatasetInfo) -> str:
 
 def read_metadata(directory: str | os.PathLike[str]) -> DatasetInfo:
     """The :class:`DatasetInfo` of a dataset folder."""
-    path = os.path.join(os.fspath(directory), METADATA_FILE)
+    directory = expand_user(directory)
+    path = os.path.join(directory, METADATA_FILE)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -166,6 +168,7 @@ def find_dataset(paths: Any) -> str | None:
     Raises:
         DataraxError: ``paths`` is a folder holding an unfinished conversion.
     """
+    paths = expand_user(paths)
     if isinstance(paths, (str, os.PathLike)):
         path = os.fspath(paths)
         if os.path.isdir(path):

@@ -52,6 +52,7 @@ from datarax.dataset.metadata import (
 from datarax.dataset.rows import Rows, as_rows
 from datarax.errors import ConfigError, DataraxError
 from datarax.extras import require
+from datarax.storage.urls import expand_user
 
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "bad_record_message", "resolve_features",
            "write_dataset"]
@@ -435,7 +436,7 @@ def write_dataset(
             ``dst`` holding a dataset without ``resume`` / ``overwrite``.
     """
     started = time.perf_counter()
-    dst = os.fspath(dst)
+    dst = expand_user(dst)  # '~/ds' is the home folder's
     if not isinstance(shards, int) or shards < 1:
         raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
     if not isinstance(workers, int) or workers < 1:

@@ -34,7 +34,7 @@ from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_datase
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
-from datarax.storage import RemoteShards, ShardCache, StorageStats, is_remote
+from datarax.storage import RemoteShards, ShardCache, StorageStats, expand_user, is_remote
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -310,6 +310,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 f"{type(config).__name__}."
             )
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
+        paths = expand_user(paths)  # '~/data' is the home folder's; URLs unchanged
         remote = None
         own_decode = decode is not None or decode_batch is not None
         if is_remote(paths):  # s3://, gs://, ...: files fetched into a local shard cache

@@ -48,7 +48,7 @@ from datarax.core.dtypes import fit_column, fit_value, is_64bit
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
-from datarax.storage import ShardCache, StorageStats, is_remote, list_objects
+from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
@@ -108,7 +108,7 @@ class NpySourceConfig(BadRecordFields, StructuralConfig):
 
 def _one_path(value: Any, where: str) -> str:
     if isinstance(value, (str, os.PathLike)):
-        return os.fspath(value)
+        return expand_user(value)
     raise ConfigError(
         f"{where} must be a path (str or os.PathLike) or a list of them, got "
         f"{type(value).__name__} {value!r}."
@@ -117,7 +117,7 @@ def _one_path(value: Any, where: str) -> str:
 
 def _path_list(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, (str, os.PathLike)):
-        return (os.fspath(value),)
+        return (expand_user(value),)
     if isinstance(value, Sequence) and not isinstance(value, bytes):
         if not value:
             raise ConfigError(f"{where} is an empty list; name at least one .npy file.")

@@ -3,6 +3,8 @@
 Public API (a source uses these; users usually only pass ``paths="s3://bucket/dataset"``
 to a source, and perhaps ``cache=ShardCache(...)``):
 
+* :func:`expand_user` ``(paths)``: a local path's leading ``~`` expanded (URLs untouched);
+  every path a user names goes through it.
 * :func:`is_remote` ``(paths) -> bool``: a URL with a scheme (``s3://``, ``gs://``,
   ``https://``, ``memory://``, ``file://`` ... any fsspec protocol).
 * :func:`list_objects` ``(paths, storage_options=None) -> list[RemoteObject]``: one URL, a
@@ -58,7 +60,7 @@ from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStor
 from datarax.storage.fetch import Fetcher
 from datarax.storage.retry import RetryPolicy, StorageStats, is_transient
 from datarax.storage.shards import RemoteShards
-from datarax.storage.urls import RemoteObject, is_remote, join_url, list_objects, read_json
+from datarax.storage.urls import RemoteObject, expand_user, is_remote, join_url, list_objects, read_json
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -73,6 +75,7 @@ __all__ = [
     "ShardCache",
     "StorageStats",
     "default_cache_dir",
+    "expand_user",
     "is_remote",
     "is_transient",
     "join_url",

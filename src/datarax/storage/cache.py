@@ -55,7 +55,7 @@ from typing import Any
 from datarax.errors import ConfigError
 from datarax.storage.errors import CacheFullError
 from datarax.storage.retry import StorageStats
-from datarax.storage.urls import RemoteObject
+from datarax.storage.urls import RemoteObject, expand_user
 
 try:
     import fcntl
@@ -88,7 +88,7 @@ def default_cache_dir() -> str:
     """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``."""
     env = os.environ.get("DATARAX_CACHE_DIR")
     if env:
-        return os.path.abspath(os.path.expanduser(env))
+        return os.path.abspath(expand_user(env))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "datarax")
 
@@ -147,7 +147,7 @@ class ShardCache:
                  max_bytes: int | str | None = None) -> None:
         if fcntl is None:  # pragma: no cover
             raise ConfigError("ShardCache needs POSIX file locks (fcntl); this platform has none.")
-        self.directory = os.path.abspath(os.fspath(directory)) if directory else default_cache_dir()
+        self.directory = os.path.abspath(expand_user(directory)) if directory else default_cache_dir()
         if max_bytes is None:
             max_bytes = os.environ.get("DATARAX_CACHE_BYTES") or DEFAULT_CACHE_BYTES
         self.max_bytes = parse_bytes(max_bytes)

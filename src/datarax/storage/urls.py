@@ -14,6 +14,9 @@ Example:
     (True, False, False)
     >>> join_url("s3://bucket/ds", "a.array_record")
     's3://bucket/ds/a.array_record'
+
+Every path a user names goes through :func:`expand_user` first: a local path's leading
+``~`` is the home folder, as in a shell; a URL is left as it is.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from datarax.errors import ConfigError, MissingExtraError, RecordError
 from datarax.extras import require
 from datarax.storage.retry import RetryPolicy, StorageStats, with_retries
 
-__all__ = ["RemoteObject", "filesystem", "is_remote", "join_url", "list_objects", "object_of",
+__all__ = ["RemoteObject", "expand_user", "filesystem", "is_remote", "join_url", "list_objects", "object_of",
            "read_json", "version_tag"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
@@ -51,6 +54,30 @@ def is_remote(paths: Any) -> bool:
         first = paths[0]
         return isinstance(first, (str, os.PathLike)) and bool(_SCHEME.match(os.fspath(first)))
     return False
+
+
+def expand_user(paths: Any) -> Any:
+    """``paths`` (one path, or a list / tuple of paths) with the leading ``~`` of every
+    local path expanded to the home folder (``os.path.expanduser``); a path becomes a
+    ``str``. URLs (``s3://``, ``gs://``, ``https://`` ...) and anything that is not a path
+    are returned unchanged (the caller refuses them with its own message).
+
+    Example:
+        >>> import os
+        >>> expand_user("~/data/x.array_record") == os.path.expanduser("~/data/x.array_record")
+        True
+        >>> expand_user(["s3://bucket/~/x", "/data/y"])
+        ['s3://bucket/~/x', '/data/y']
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        path = os.fspath(paths)
+        if not isinstance(path, str) or _SCHEME.match(path):
+            return path
+        return os.path.expanduser(path)
+    if isinstance(paths, (list, tuple)):
+        items = [expand_user(p) if isinstance(p, (str, os.PathLike)) else p for p in paths]
+        return items if isinstance(paths, list) else tuple(items)
+    return paths
 
 
 def join_url(base: str, name: str) -> str:

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
-from datarax.storage import ShardCache, is_remote
+from datarax.storage import ShardCache, expand_user, is_remote
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def _paths(
     fetched into the shard cache and held."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    out = [os.fspath(p) for p in paths]
+    out = [expand_user(os.fspath(p)) for p in paths]
     if not out:
         raise ConfigError(f"{user} needs at least one file path.")
     remote = [is_remote(p) for p in out]

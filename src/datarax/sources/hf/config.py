@@ -9,6 +9,7 @@ from datarax.core.config import check_int
 from datarax.core.errors import ConfigError
 from datarax.sources._dataset_config import DatasetConfig
 from datarax.sources.random_access import BadRecordFields
+from datarax.storage.urls import expand_user
 
 
 @dataclass(frozen=True)
@@ -22,12 +23,14 @@ class HFConfig(DatasetConfig):
         cls = type(self).__name__
         if self.name is not None and not (isinstance(self.name, str) and self.name):
             raise ConfigError(f"{cls}.name must be a non-empty str or None, got {self.name!r}.")
+        if self.name is not None:  # a local folder or file: '~/data' is the home folder's
+            object.__setattr__(self, "name", expand_user(self.name))
         files = self.data_files
         if files is not None:
             if isinstance(files, str):
-                pass
+                object.__setattr__(self, "data_files", expand_user(files))
             elif isinstance(files, Sequence) and files and all(isinstance(f, str) for f in files):
-                object.__setattr__(self, "data_files", tuple(files))
+                object.__setattr__(self, "data_files", tuple(expand_user(list(files))))
             else:
                 raise ConfigError(
                     f"{cls}.data_files must be a path/glob or a list of them (the files of "
