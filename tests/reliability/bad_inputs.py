@@ -170,8 +170,35 @@ simple("memory-config-track-metadata-int", "MemorySourceConfig", "track_metadata
 
 # --------------------------------------------------------------- MemorySource data
 simple("memory-config-missing", "MemorySource data", "MemorySource(None, data)", ConfigError,
-       "MemorySource needs a StructuralConfig instance as its first argument, got NoneType.",
+       "MemorySource needs a MemorySourceConfig as its first argument, got None. Call "
+       "MemorySource(MemorySourceConfig(), data=...).",
        lambda: MemorySource(None, data()))
+simple("memory-data-as-config", "MemorySource data", "MemorySource([...]) without a config",
+       ConfigError,
+       "MemorySource got list [{'x': 0}, {'x': 1}] where its MemorySourceConfig goes, and no "
+       "data: the config comes first, the data second. Call "
+       "MemorySource(MemorySourceConfig(), data=...).",
+       lambda: MemorySource([{"x": 0}, {"x": 1}]))
+simple("memory-arguments-swapped", "MemorySource data", "MemorySource(data, config)",
+       ConfigError,
+       "MemorySource got the data (dict {'x': array([0, 1, 2, 3, 4, 5], dtype=int32)}) first and "
+       "the MemorySourceConfig second; the config comes first. Call "
+       "MemorySource(MemorySourceConfig(), data=...).",
+       lambda: MemorySource(data(), MemorySourceConfig()))
+simple("memory-data-missing", "MemorySource data", "MemorySource(config) without data",
+       ConfigError,
+       "MemorySource needs its data after the config. Call MemorySource(MemorySourceConfig(), "
+       "data=...).",
+       lambda: MemorySource(MemorySourceConfig()))
+simple("memory-config-keyword-missing", "MemorySource data", "MemorySource(data=data) without a config",
+       ConfigError,
+       "MemorySource needs a MemorySourceConfig first, then the data. Call "
+       "MemorySource(MemorySourceConfig(), data=...).",
+       lambda: MemorySource(data=data()))
+simple("memory-other-config", "MemorySource data", "another source's config", ConfigError,
+       "MemorySource needs a MemorySourceConfig, got CountingStreamConfig (the config of another "
+       "kind of module). Call MemorySource(MemorySourceConfig(), data=...).",
+       lambda: MemorySource(CountingStreamConfig(), data()))
 simple("memory-empty-list", "MemorySource data", "an empty list", DataraxError,
        "MemorySource got an empty sequence; pass at least one record.",
        lambda: MemorySource(MemorySourceConfig(), []))
@@ -601,8 +628,22 @@ simple("arrayrecord-config-num-epochs", "ArrayRecord", "num_epochs=0", ConfigErr
        "ArrayRecordSourceConfig.num_epochs must be >= 1 (or one of [-1]), got 0.",
        lambda: _ar_config(num_epochs=0), needs=AR)
 simple("arrayrecord-wrong-config", "ArrayRecord", "a MemorySourceConfig", ConfigError,
-       "ArrayRecordSourceModule expects an ArrayRecordSourceConfig first, got MemorySourceConfig.",
+       "ArrayRecordSourceModule needs an ArrayRecordSourceConfig, got MemorySourceConfig (the "
+       "config of another kind of module). Call ArrayRecordSourceModule(ArrayRecordSourceConfig(), "
+       "paths='data-*.array_record').",
        lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule(MemorySourceConfig(), "x"),
+       needs=AR)
+simple("arrayrecord-paths-as-config", "ArrayRecord", "ArrayRecordSourceModule('x.array_record')",
+       ConfigError,
+       "ArrayRecordSourceModule got str 'x.array_record' where its ArrayRecordSourceConfig goes, "
+       "and no paths: the config comes first, the paths second. Call "
+       "ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record').",
+       lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule("x.array_record"),
+       needs=AR)
+simple("arrayrecord-config-missing", "ArrayRecord", "paths= without a config", ConfigError,
+       "ArrayRecordSourceModule needs an ArrayRecordSourceConfig first, then the paths. Call "
+       "ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record').",
+       lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule(paths="x.array_record"),
        needs=AR)
 
 
@@ -642,8 +683,8 @@ HF = "datarax.sources.hf"
 TFDS = "datarax.sources.tfds"
 
 
-def _hf(cls: str, /, **kw: Any) -> Any:
-    return getattr(__import__(HF, fromlist=["x"]), cls)(**kw)
+def _hf(cls: str, /, *args: Any, **kw: Any) -> Any:
+    return getattr(__import__(HF, fromlist=["x"]), cls)(*args, **kw)
 
 
 simple("hf-config-no-name", "Hugging Face", "HFEagerConfig() without name or data_files",
@@ -667,6 +708,10 @@ simple("hf-config-seed", "Hugging Face", "seed=-5", ConfigError,
 simple("hf-config-on-error", "Hugging Face", "HFStreamingConfig(on_error='ignore')", ConfigError,
        "HFStreamingConfig: on_error must be one of ['raise', 'skip'], got 'ignore'.",
        lambda: _hf("HFStreamingConfig", name="x", on_error="ignore"), needs=HF)
+simple("hf-name-as-config", "Hugging Face", "HFEagerSource('mnist')", ConfigError,
+       "HFEagerSource needs an HFEagerConfig, got str 'mnist'. Call "
+       "HFEagerSource(HFEagerConfig(name='mnist')).",
+       lambda: _hf("HFEagerSource", "mnist"), needs=HF)
 
 
 def _hf_skip_budget(tmp: Path) -> Any:
@@ -829,6 +874,10 @@ case("npy-int64-overflow", SOURCES_AND_STAGES, "an int64 value outside the int32
      "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "
      "regenerate the file, or construct the source with on_error='skip' to drop bad records "
      "(they are counted and reported).")(_npy_int64_overflow)
+simple("npy-paths-as-config", SOURCES_AND_STAGES, "NpySource('x.npy')", ConfigError,
+       "NpySource needs an NpySourceConfig, got str 'x.npy'; its files go in the config. Call "
+       "NpySource(NpySourceConfig(paths='x.npy')).",
+       lambda: __import__("datarax.sources.npy", fromlist=["x"]).NpySource("x.npy"))
 simple("npy-config-paths-empty", SOURCES_AND_STAGES, "NpySourceConfig() without paths",
        ConfigError, "NpySourceConfig.paths is empty; name a .npy file, a list of shards or a "
        "mapping {field: files}.",

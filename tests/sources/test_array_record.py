@@ -89,7 +89,8 @@ def test_config_skip_budget_validation():
 
 
 def test_config_must_come_first(files):
-    with pytest.raises(ConfigError, match="expects an ArrayRecordSourceConfig first"):
+    with pytest.raises(ConfigError, match="first and the ArrayRecordSourceConfig second; the "
+                       "config comes first"):
         ArrayRecordSourceModule(files, ArrayRecordSourceConfig())  # type: ignore[arg-type]
 
 

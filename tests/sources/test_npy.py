@@ -240,5 +240,7 @@ def test_config_is_normalized_hashable_and_replaceable(tmp_path):
     assert hash(a) == hash(NpySourceConfig(paths=("x.npy", str(tmp_path / "y.npy"))))
     b = NpySourceConfig(paths={"x": "x.npy"})
     assert b.replace(seed=3).paths == (("x", ("x.npy",)),)
-    with pytest.raises(ConfigError, match="^NpySource needs an NpySourceConfig, got dict.$"):
+    with pytest.raises(ConfigError, match=r"^NpySource needs an NpySourceConfig, got dict "
+                       r"\{'paths': 'x.npy'\}; its files go in the config. Call "
+                       r"NpySource\(NpySourceConfig\(paths='data.npy'\)\).$"):
         NpySource({"paths": "x.npy"})

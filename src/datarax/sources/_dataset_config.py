@@ -78,9 +78,10 @@ def check_config_type(source: str, config: Any, expected: type) -> None:
     """
     if not isinstance(config, expected):
         article = "an" if expected.__name__[:1] in "AEFHILMNORSX" else "a"
-        raise ConfigError(
-            f"{source} needs {article} {expected.__name__}, got {type(config).__name__}."
-        )
+        got = type(config).__name__
+        if isinstance(config, str):  # the dataset's name where the config goes
+            got = f"str {config!r}. Call {source}({expected.__name__}(name={config!r}))"
+        raise ConfigError(f"{source} needs {article} {expected.__name__}, got {got}.")
 
 
 def empty_split(config: Any, where: str) -> DataraxError:

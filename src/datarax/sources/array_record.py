@@ -34,6 +34,7 @@ from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_datase
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+from datarax.sources.source_call import MISSING, check_config_and_data
 from datarax.storage import RemoteShards, ShardCache, StorageStats, expand_user, is_remote
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -291,8 +292,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
 
     def __init__(
         self,
-        config: ArrayRecordSourceConfig,
-        paths: PathsLike,
+        config: ArrayRecordSourceConfig = MISSING,
+        paths: PathsLike = MISSING,
         *,
         decode: Callable[[bytes], Mapping[str, Any]] | None = None,
         decode_batch: Callable[[list[bytes]], Mapping[str, np.ndarray]] | None = None,
@@ -304,11 +305,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        if not isinstance(config, ArrayRecordSourceConfig):
-            raise ConfigError(
-                "ArrayRecordSourceModule expects an ArrayRecordSourceConfig first, got "
-                f"{type(config).__name__}."
-            )
+        check_config_and_data(
+            "ArrayRecordSourceModule", config, ArrayRecordSourceConfig, paths, data_name="paths",
+            call="ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record')")
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
         paths = expand_user(paths)  # '~/data' is the home folder's; URLs unchanged
         remote = None

@@ -29,6 +29,7 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources._columns import as_text
+from datarax.sources.source_call import MISSING, check_config_and_data
 from datarax.typing import Batch
 
 Path = tuple[str, ...]
@@ -108,12 +109,16 @@ class MemorySource(IndexedSource):
 
     def __init__(
         self,
-        config: MemorySourceConfig,
-        data: Mapping[str, Any] | Sequence[Any],
+        config: MemorySourceConfig = MISSING,
+        data: Mapping[str, Any] | Sequence[Any] = MISSING,
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ) -> None:
+        # a subclass (HFEagerSource ...) checks its own config and passes it on
+        expected = MemorySourceConfig if type(self) is MemorySource else StructuralConfig
+        check_config_and_data("MemorySource", config, expected, data, data_name="data",
+                              call="MemorySource(MemorySourceConfig(), data=...)")
         if rngs is not None and config.shuffle:
             # rngs seeds the order: the drawn seed becomes config.seed, so a saved state
             # names it and a restore into a source seeded otherwise is refused.

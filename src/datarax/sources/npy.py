@@ -48,6 +48,7 @@ from datarax.core.dtypes import fit_column, fit_value, is_64bit
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+from datarax.sources.source_call import describe
 from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
 
 DEFAULT_FIELD = "data"
@@ -104,6 +105,11 @@ class NpySourceConfig(BadRecordFields, StructuralConfig):
         if self.paths and isinstance(self.paths[0], tuple):
             return dict(self.paths)
         return {self.field or DEFAULT_FIELD: self.paths}
+
+
+def _example_path(value: Any) -> str:
+    """``value`` when it is a path (passed where the config goes), else an example."""
+    return os.fspath(value) if isinstance(value, (str, os.PathLike)) else "data.npy"
 
 
 def _one_path(value: Any, where: str) -> str:
@@ -321,7 +327,9 @@ class NpySource(RandomAccessSource):
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(config, NpySourceConfig):
-            raise ConfigError(f"NpySource needs an NpySourceConfig, got {type(config).__name__}.")
+            raise ConfigError(
+                f"NpySource needs an NpySourceConfig, got {describe(config)}; its files go in the "
+                f"config. Call NpySource(NpySourceConfig(paths={_example_path(config)!r})).")
         super().__init__(config, rngs=rngs, name=name, num_threads=num_threads, read_ahead=read_ahead)
         fields, local, remote = _remote_fields(config.fields(), cache, storage_options)
         self._remote = nnx.static(remote)
