@@ -98,3 +98,39 @@ def test_a_refused_or_failed_write_leaves_no_folder_it_created(tmp_path):
     with pytest.raises(Exception, match="shards must be an int >= 1"):
         write_dataset(ROWS, dst, shards=0)
     assert not dst.exists()
+
+
+def _held_by_another_process(dst) -> int:
+    """``dst`` locked as a running writer in another process holds it; the descriptor."""
+    dst.mkdir()
+    fd = os.open(dst / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"4242 on otherhost")
+    return fd
+
+
+def test_a_beam_conversion_into_a_folder_another_process_writes_is_refused(tmp_path):
+    pytest.importorskip("apache_beam")
+    from datarax.beam import convert_rows
+
+    dst = tmp_path / "out"
+    fd = _held_by_another_process(dst)
+    try:  # refused before the pipeline is built: nothing of Beam runs
+        with pytest.raises(ConversionError) as err:
+            convert_rows(ROWS, dst, shards=2)
+        message = str(err.value)
+        assert f"'{dst}' is being written by another conversion (process 4242 on otherhost" in message
+        assert "this conversion was refused" in message
+        assert os.listdir(dst) == [LOCK_FILE]  # nothing written
+    finally:
+        os.close(fd)
+
+
+def test_a_url_destination_is_not_locked(tmp_path, monkeypatch):
+    from datarax.dataset.lock import folder_lock
+
+    monkeypatch.chdir(tmp_path)
+    with folder_lock("gs://bucket/ds", error=ConversionError):
+        with folder_lock("gs://bucket/ds", error=ConversionError):
+            pass
+    assert os.listdir(tmp_path) == []  # no local folder named after the URL

@@ -975,6 +975,53 @@ simple("pad-remainder-state-other-count", FILTERING,
        "only on 4 processes", _padded_state_elsewhere, field="shard")
 
 
+# ------------------------------------------------------------ writing datasets
+WRITING = "Writing datasets"
+
+
+def _into_a_held_folder(write: Callable[[Path], Any]) -> Callable[[Path], Any]:
+    """``write(dst)`` while another writer holds ``dst``'s lock (as a running conversion)."""
+
+    def action(tmp: Path) -> Any:
+        import fcntl
+
+        from datarax.dataset.lock import LOCK_FILE
+
+        dst = tmp / "ds"
+        dst.mkdir()
+        fd = os.open(dst / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, b"4242 on otherhost")
+            return write(dst)
+        finally:
+            os.close(fd)
+
+    return action
+
+
+def _write_dataset(dst: Path) -> Any:
+    from datarax.dataset.writer import write_dataset
+
+    return write_dataset([{"x": 1}], dst)
+
+
+def _beam_convert(dst: Path) -> Any:
+    from datarax.beam import convert_rows
+
+    return convert_rows([{"x": 1}], dst)
+
+
+_BUSY = ("'{tmp}/ds' is being written by another conversion (process 4242 on otherhost holds "
+         "'{tmp}/ds/.datarax-lock'), so this %s was refused: two writers in one folder would "
+         "mix their shards. Wait for that conversion to finish (its lock goes when its process "
+         "ends), or write into another folder.")
+case("write-dataset-folder-busy", WRITING, "write_dataset into a folder another process writes",
+     DataraxError, _BUSY % "write", needs="array_record")(_into_a_held_folder(_write_dataset))
+case("beam-convert-folder-busy", WRITING, "convert_rows (Beam) into a folder another process writes",
+     DataraxError, _BUSY % "conversion", needs="apache_beam")(_into_a_held_folder(_beam_convert))
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

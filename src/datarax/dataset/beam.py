@@ -54,6 +54,7 @@ import numpy as np
 
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import encode_record
+from datarax.dataset.lock import one_writer
 from datarax.dataset.metadata import (
     METADATA_FILE,
     WRITER_OPTIONS,
@@ -499,6 +500,7 @@ def _beam_error(err: BaseException) -> Exception:
     return kind(text)
 
 
+@one_writer(ConversionError, "this conversion")  # one writer per local folder at a time
 def convert_rows(
     records: Any,
     dst: str | os.PathLike[str],
@@ -524,9 +526,15 @@ def convert_rows(
     :func:`direct_runner` (add ``--direct_running_mode=multi_processing
     --direct_num_workers=N`` for N processes).
 
+    A local ``dst`` is held as :func:`~datarax.dataset.writer.write_dataset` holds it
+    (:mod:`datarax.dataset.lock`): while another conversion writes there, this one is
+    refused before the pipeline starts. (A :class:`WriteDataset` in a pipeline of your
+    own is not held: the runner runs it later, possibly on other machines.)
+
     Raises:
         ConversionError: a bad record (its row and field named), a ``dst`` holding a
-            dataset without ``overwrite``, or a failed pipeline.
+            dataset without ``overwrite``, another conversion writing into ``dst``, or a
+            failed pipeline.
         ConfigError: records that cannot be read by row, or ``resume=True`` (Beam runners
             retry failed work themselves; a failed run is started again with
             ``overwrite=True``).

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from datarax.storage.urls import expand_user
+from datarax.storage.urls import expand_user, is_remote
 
 try:
     import fcntl
@@ -54,11 +54,12 @@ def folder_lock(dst: str | os.PathLike[str], *, error: type[Exception],
 
     Raises ``error`` naming ``dst``, the process that holds the lock and what to do
     when another process or thread holds it. A ``dst`` that is a file is not locked
-    (the writer refuses it with its own message). Without POSIX file locks (Windows)
-    only writers in this process are kept apart.
+    (the writer refuses it with its own message), nor is a URL (``gs://``, ``s3://``: a
+    bucket has no file locks). Without POSIX file locks (Windows) only writers in this
+    process are kept apart.
     """
     dst = expand_user(dst)
-    if os.path.exists(dst) and not os.path.isdir(dst):
+    if is_remote(dst) or (os.path.exists(dst) and not os.path.isdir(dst)):
         yield
         return
     key = os.path.realpath(dst)
