@@ -10,6 +10,10 @@ session: anything else that moves or reads the source (``set_state``, ``nnx.upda
 a direct ``get_batch``, ``close``) ends the session, the cursor turns stale, and the
 pipeline starts a new one from the source's position.
 
+A cursor may also have ``ready(batch_size) -> bool``: whether ``peek(batch_size)``
+would return without waiting for a read. A pipeline then takes every batch that is
+ready in one go (their device copies made by one call); without it, one at a time.
+
 Implementations: :class:`~datarax.sources.random_access.BatchCursor` (host readers),
 :class:`~datarax.sources.hf.streaming.StreamCursor` (Hugging Face streams),
 :class:`~datarax.text.source.TextCursor` (packed text).

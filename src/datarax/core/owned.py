@@ -136,6 +136,29 @@ def owned_device_put(value: Any, device: Any = None) -> Any:
     return jax.block_until_ready(jax.device_put(array, device))
 
 
+def owned_device_put_all(values: list[Any], device: Any = None) -> list[Any]:
+    """:func:`owned_device_put` of each of ``values``, datarax's own sealed arrays (a
+    reader's batches) put by one ``jax.device_put`` call: the same arrays, one call's
+    overhead (on the CPU ~75 us an array alone, ~36 us each in a call of 8)."""
+    out: list[Any] = [None] * len(values)
+    own: list[np.ndarray] = []
+    slots: list[int] = []
+    on_cpu: bool | None = None
+    for slot, value in enumerate(values):
+        if isinstance(value, np.ndarray) and _sealed(value):
+            if on_cpu is None:
+                on_cpu = _on_cpu(device)
+            if value.ctypes.data % CPU_SHARED_ALIGNMENT == 0 or not on_cpu:
+                own.append(value)
+                slots.append(slot)
+                continue
+        out[slot] = owned_device_put(value, device)
+    if own:
+        for slot, array in zip(slots, jax.device_put(own, device)):
+            out[slot] = array
+    return out
+
+
 def unshared(value: Any) -> np.ndarray:
     """A private copy of ``value`` for JAX to place as it likes (share or read later)."""
     return np.array(value, copy=True)

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from datarax.core.dtypes import fit_value
-from datarax.core.errors import DataraxError
+from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.owned import fresh_aligned, seal
 from datarax.core.spec import TextSpec
 
@@ -89,6 +89,28 @@ def describe_cause(cause: BaseException) -> str:
     if isinstance(cause, (RecordStructureError, DataraxError)):
         return str(cause).rstrip(".")
     return f"{type(cause).__name__}: {cause}"
+
+
+def _nested(key: str, value: Mapping[str, Any], *, first: bool) -> Exception:
+    """The error for field ``key`` of a decoded record holding a dict: a decode that
+    returns one from its first record is set up wrong (a ConfigError, never skipped as a
+    bad record); a later record that does differs from the first."""
+    path = str(key)
+    while isinstance(value, Mapping) and value:
+        inner, value = next(iter(value.items()))
+        path += f"/{inner}"
+    if path == str(key):
+        where, fix = f"field '{key}' holds an empty dict", f"drop '{key}'"
+    else:
+        where = f"field '{path}' is inside the dict under '{key}'"
+        fix = f"return each field at the top level, e.g. '{path.replace('/', '_')}' for '{path}'"
+    if first:
+        return ConfigError(
+            f"decode returned a nested dict ({where}), and a reader's records are flat dicts "
+            f"of arrays, numbers or strings: {fix}")
+    return RecordStructureError(
+        f"decode returned a nested dict ({where}), the first record's fields are flat "
+        f"arrays, numbers or strings: {fix}")
 
 
 class DecodedRecords:
@@ -213,6 +235,9 @@ class DecodedRecords:
             )
         if not record:
             raise RecordStructureError("decode returned an empty dict; return at least one field")
+        for key, value in record.items():
+            if isinstance(value, Mapping):
+                raise _nested(key, value, first=reference is None)
         record = {
             key: fit_value(key, value, cast_float64=self.cast_float64, drop_hint=_DECODE_FIX)
             for key, value in record.items()

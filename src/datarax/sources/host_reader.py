@@ -313,6 +313,22 @@ class HostReader:
                     ready += len(future.result().indices)
         return ready + max(self.cursor - self.position, 0)
 
+    def ready(self, batch_size: int) -> bool:
+        """Whether :meth:`peek_batch` of ``batch_size`` would return without waiting for
+        a read: that many records after :attr:`cursor` are read and decoded (or a read
+        failed, which it raises at once). False where no session is open."""
+        if self._order is None:
+            return False
+        with self._lock:
+            have = sum(c.remaining for c in self._buffer)
+            for future in self._pending:
+                if have >= batch_size or not future.done():
+                    break
+                if future.cancelled() or future.exception() is not None:
+                    return True
+                have += len(future.result().indices)
+        return have >= batch_size
+
     def _submit(self) -> None:
         order = self._order
         assert order is not None

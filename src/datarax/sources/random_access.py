@@ -394,6 +394,11 @@ class BatchCursor:
             return None
         return source._host_columns(read.columns), read.indices, read.end
 
+    def ready(self, batch_size: int) -> bool:
+        """Whether :meth:`peek` of ``batch_size`` would return without waiting for a
+        read (the reader holds that many records read and decoded)."""
+        return self.current and self._session is not None and self._reader.ready(batch_size)
+
     def commit(self, end: int | None) -> None:
         """Hand out everything before epoch position ``end`` (None: the epoch's end,
         which also ends the reading session)."""
