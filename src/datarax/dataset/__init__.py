@@ -33,7 +33,8 @@ if TYPE_CHECKING:
         shard_name,
         write_metadata,
     )
-    from datarax.dataset.writer import ConversionError, WriteSummary, write_dataset
+    from datarax.dataset.write_outcome import ConversionError, WriteSummary
+    from datarax.dataset.writer import write_dataset
 
 __all__ = [
     "ConversionError",
@@ -61,7 +62,8 @@ __all__ = [
 # Each exported name and the module that defines it.
 _HOMES = {
     **dict.fromkeys(("convert", "open_rows"), "datarax.dataset.conversion"),
-    **dict.fromkeys(("ConversionError", "WriteSummary", "write_dataset"), "datarax.dataset.writer"),
+    **dict.fromkeys(("ConversionError", "WriteSummary"), "datarax.dataset.write_outcome"),
+    "write_dataset": "datarax.dataset.writer",
     **dict.fromkeys(("Features", "Field", "RecordMismatchError", "infer_features"),
                     "datarax.dataset.fields"),
     **dict.fromkeys(("decode_records", "encode_record"), "datarax.dataset.layout"),

@@ -18,6 +18,8 @@ Placement is deterministic, whatever order the runner delivers records in:
   record, or by default a digest of its contents); a record goes to shard
   ``sha256(key) mod shards`` and a shard holds its records in key order.
 
+(The placement rules are :mod:`datarax.dataset.placement`'s; this module runs them on Beam.)
+
 :func:`convert_rows` runs a whole conversion (the ``runner="beam"`` of
 :func:`~datarax.dataset.convert.convert`): rows are read in chunks by the workers,
 encoded, placed by row number and written.
@@ -37,9 +39,6 @@ Example:
 
 from __future__ import annotations
 
-import bisect
-import dataclasses
-import hashlib
 import io
 import json
 import os
@@ -57,6 +56,7 @@ from datarax.dataset.layout import encode_record
 from datarax.dataset.lock import one_writer
 from datarax.dataset.metadata import (
     METADATA_FILE,
+    PARTIAL_DIR,
     WRITER_OPTIONS,
     DatasetInfo,
     ShardInfo,
@@ -64,14 +64,18 @@ from datarax.dataset.metadata import (
     shard_name,
     write_metadata,
 )
-from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.writer import (
-    PARTIAL_DIR,
-    ConversionError,
-    WriteSummary,
-    bad_record_message,
-    resolve_features,
+from datarax.dataset.placement import (
+    RECORDS_PER_SHARD,
+    Keyer,
+    ShardPlan,
+    automatic_shards,
+    key_order,
+    make_plan,
+    record_digest,
 )
+from datarax.dataset.rows import Rows, as_rows
+from datarax.dataset.write_features import resolve_features
+from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.storage.urls import expand_user
@@ -82,123 +86,8 @@ from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 __all__ = ["RECORDS_PER_SHARD", "WriteDataset", "convert_rows", "direct_runner", "record_digest"]
 
-#: automatic shard count: one shard per this many records (as ``datarax convert``), at most 1,024
-RECORDS_PER_SHARD = 50_000
-MAX_SHARDS = 1024
 _COPY_CHUNK = 1 << 22
 _RAW = CompressionTypes.UNCOMPRESSED
-
-
-# ------------------------------------------------------------------------ keys
-def _value_bytes(value: Any) -> bytes:
-    """A stable byte form of one field value (type-tagged, length-prefixed parts)."""
-    if isinstance(value, (str, np.str_)):
-        parts = [b"s", str(value).encode("utf-8", "surrogatepass")]
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        parts = [b"b", bytes(value)]
-    elif isinstance(value, Mapping):
-        parts = [b"m"] + [str(k).encode() + _value_bytes(value[k]) for k in sorted(value, key=str)]
-    elif type(value).__module__.startswith("PIL."):
-        parts = [b"i", value.mode.encode(), repr(value.size).encode(), value.tobytes()]
-    else:
-        array = np.asarray(value)
-        parts = [b"a", array.dtype.str.encode(), repr(array.shape).encode(),
-                 np.ascontiguousarray(array).tobytes()]
-    return b"".join(len(p).to_bytes(8, "little") + p for p in parts)
-
-
-def record_digest(record: Mapping[str, Any]) -> bytes:
-    """A stable key of a record's contents (SHA-256 over its fields, in name order).
-
-    Example:
-        >>> record_digest({"a": 1, "b": "x"}) == record_digest({"b": "x", "a": 1})
-        True
-    """
-    if not isinstance(record, Mapping):
-        raise ConversionError(f"a record is a dict of fields, got {type(record).__name__}.")
-    digest = hashlib.sha256()
-    for name in sorted(record, key=str):
-        digest.update(_value_bytes(str(name)) + _value_bytes(record[name]))
-    return digest.digest()
-
-
-def _key_bytes(key: int | str | bytes) -> bytes:
-    if isinstance(key, bytes):
-        return b"b" + key
-    if isinstance(key, str):
-        return b"s" + key.encode("utf-8", "surrogatepass")
-    return b"i" + str(key).encode()
-
-
-def _sort_key(key: int | str | bytes) -> tuple[int, int, bytes]:
-    if isinstance(key, bytes):
-        return (2, 0, key)
-    if isinstance(key, str):
-        return (1, 0, key.encode("utf-8", "surrogatepass"))
-    return (0, key, b"")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Keyer:
-    """``record -> (key, record)``; a key is an ``int``, ``str`` or ``bytes``."""
-
-    key: str | Callable[[Mapping[str, Any]], Any] | None
-    numbered: bool
-
-    def __call__(self, element: Any) -> tuple[int | str | bytes, Any]:
-        if self.numbered:
-            if (not isinstance(element, tuple) or len(element) != 2
-                    or not isinstance(element[0], (int, np.integer))):
-                raise ConversionError(
-                    "WriteDataset(numbered=True) takes (row, record) pairs with int rows, got "
-                    f"{type(element).__name__}.")
-            return int(element[0]), element[1]
-        if self.key is None:
-            return record_digest(element), element
-        if isinstance(self.key, str):
-            if not isinstance(element, Mapping) or self.key not in element:
-                raise ConversionError(
-                    f"WriteDataset(key={self.key!r}): a record has no field {self.key!r} "
-                    f"(fields: {sorted(element) if isinstance(element, Mapping) else element!r}).")
-            value = element[self.key]
-        else:
-            value = self.key(element)
-        if isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, bool) or not isinstance(value, (int, str, bytes)):
-            raise ConversionError(
-                f"WriteDataset key: a record's key is {value!r} ({type(value).__name__}); keys "
-                "are int, str or bytes (stable across processes and runs).")
-        return value, element
-
-
-# ---------------------------------------------------------------------- planning
-@dataclasses.dataclass(frozen=True)
-class _Plan:
-    """Shard count and, for numbered rows, the contiguous row ranges."""
-
-    shards: int
-    bounds: tuple[int, ...] | None
-
-    def shard_of(self, key: int | str | bytes) -> int:
-        if self.bounds is None:
-            digest = hashlib.sha256(_key_bytes(key)).digest()
-            return int.from_bytes(digest[:8], "little") % self.shards
-        if not isinstance(key, int) or not 0 <= key < self.bounds[-1]:
-            raise ConversionError(
-                f"WriteDataset(numbered=True): row {key!r} is outside 0..{self.bounds[-1] - 1} "
-                f"(there are {self.bounds[-1]} records; rows number them 0..n-1).")
-        return bisect.bisect_right(self.bounds, key) - 1
-
-
-def _automatic(count: int, per_shard: int) -> int:
-    return max(1, min(MAX_SHARDS, -(-count // per_shard)))
-
-
-def _make_plan(count: int | None, shards: int | None, numbered: bool, per_shard: int) -> _Plan:
-    n = shards if shards is not None else _automatic(int(count or 0), per_shard)
-    bounds = tuple(s * int(count) // n for s in range(n + 1)) if numbered else None
-    return _Plan(n, bounds)
 
 
 # ----------------------------------------------------------------------- features
@@ -209,7 +98,7 @@ class _Smallest(beam.CombineFn):
         return None
 
     def add_input(self, best: Any, item: Any) -> Any:
-        return item if best is None or _sort_key(item[0]) < _sort_key(best[0]) else best
+        return item if best is None or key_order(item[0]) < key_order(best[0]) else best
 
     def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
         best = None
@@ -248,7 +137,7 @@ class _Encode(beam.DoFn):
         self.numbered = numbered
         self.rows = rows
 
-    def process(self, item: tuple[Any, Any], features: Features, plan: _Plan) -> Iterator[Any]:
+    def process(self, item: tuple[Any, Any], features: Features, plan: ShardPlan) -> Iterator[Any]:
         key, record = item
         shard = plan.shard_of(key)
         row = key if self.numbered else None
@@ -288,10 +177,10 @@ class _WriteShard(beam.DoFn):
         self.dst = dst
         self.numbered = numbered
 
-    def process(self, group: tuple[int, Iterable[Any]], plan: _Plan) -> Iterator[dict[str, Any]]:
+    def process(self, group: tuple[int, Iterable[Any]], plan: ShardPlan) -> Iterator[dict[str, Any]]:
         index, values = group
         items = sorted((v for v in values if v is not None),
-                       key=lambda v: (_sort_key(v[0]), v[1] or b""))
+                       key=lambda v: (key_order(v[0]), v[1] or b""))
         if self.numbered:
             assert plan.bounds is not None
             lo, hi = plan.bounds[index], plan.bounds[index + 1]
@@ -326,7 +215,7 @@ class _WriteShard(beam.DoFn):
                "skipped": [v[2] for v in items if v[2] is not None]}
 
 
-def _finish(results: list[dict[str, Any]], dst: str, features: Features, plan: _Plan,
+def _finish(results: list[dict[str, Any]], dst: str, features: Features, plan: ShardPlan,
             extra: Mapping[str, Any]) -> DatasetInfo:
     """Check every shard came once, then write the metadata (last) and drop the partials."""
     by_index = {r["index"]: r for r in results}
@@ -436,7 +325,7 @@ class WriteDataset(beam.PTransform):
     def expand(self, records: Any) -> Any:
         _prepare(self.dst, self.overwrite)
         p = records.pipeline
-        keyed = records | "Key" >> beam.Map(_Keyer(self.key, self.numbered))
+        keyed = records | "Key" >> beam.Map(Keyer(self.key, self.numbered))
         if self.features is not None:
             feats = resolve_features([{}], self.features, class_names=self.class_names) \
                 if self.class_names else self.features
@@ -446,10 +335,10 @@ class WriteDataset(beam.PTransform):
                         | "Infer" >> beam.Map(_infer, self.class_names))
         if self.numbered or self.shards is None:
             count = keyed | "Count" >> beam.combiners.Count.Globally()
-            plan = count | "Plan" >> beam.Map(_make_plan, self.shards, self.numbered,
+            plan = count | "Plan" >> beam.Map(make_plan, self.shards, self.numbered,
                                               self.records_per_shard)
         else:
-            plan = p | "Plan" >> beam.Create([_Plan(self.shards, None)])
+            plan = p | "Plan" >> beam.Create([ShardPlan(self.shards, None)])
         encoded = keyed | "Encode" >> beam.ParDo(
             _Encode(self.on_error, self.numbered, self.rows),
             beam.pvalue.AsSingleton(features), beam.pvalue.AsSingleton(plan))
@@ -558,7 +447,7 @@ def convert_rows(
     n = rows.length
     if n == 0:
         raise ConversionError(f"{rows.description} holds no records; nothing to write.")
-    count = shards if shards is not None else _automatic(n, RECORDS_PER_SHARD)
+    count = shards if shards is not None else automatic_shards(n, RECORDS_PER_SHARD)
     chunks = [(lo, min(n, lo + rows_per_read)) for lo in range(0, n, rows_per_read)]
     options = PipelineOptions(list(beam_options))
     runner_name = options.view_as(StandardOptions).runner

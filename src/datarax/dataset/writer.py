@@ -12,6 +12,10 @@ process or a full disk never leaves a shard that looks complete, and ``resume=Tr
 skips the finished shards. An existing dataset in ``DST`` is refused unless
 ``resume=True`` or ``overwrite=True``.
 
+The features come from :mod:`~datarax.dataset.write_features`, the summary and the error
+from :mod:`~datarax.dataset.write_outcome` (both shared with the Beam writer; their names
+are importable from here too).
+
 Example:
     >>> import numpy as np, tempfile, os
     >>> dst = os.path.join(tempfile.mkdtemp(), "ds")
@@ -36,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
+from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import encode_record
 from datarax.dataset.lock import one_writer
 from datarax.dataset.metadata import (
@@ -50,7 +54,9 @@ from datarax.dataset.metadata import (
     write_metadata,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.errors import ConfigError, DataraxError
+from datarax.dataset.write_features import resolve_features, rows_features
+from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
+from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.storage.urls import expand_user
 
@@ -59,114 +65,12 @@ __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "bad_record_message
 
 _PROGRESS_EVERY = 512
 _PARENT_CHECK_S = 0.2  # how often a worker checks that its parent lives
-_INFER_TRIES = 100  # rows tried for the features with on_error="skip"
-
-
-class ConversionError(DataraxError):
-    """A conversion stopped: a bad record (its row and field named), a failed worker,
-    or a destination that is in the way."""
-
-
-@dataclasses.dataclass(frozen=True)
-class WriteSummary:
-    """What a write did: records, bytes, shards written (and skipped as already done), time."""
-
-    records: int
-    bytes: int
-    shards: int
-    shards_resumed: int
-    skipped_rows: int
-    seconds: float
-
-    def __str__(self) -> str:
-        if self.shards and self.shards_resumed == self.shards:
-            return (f"{self.records} records, {self.bytes / 1e6:.1f} MB in {self.shards} shards, "
-                    "already complete (nothing written)")
-        rate = self.records / self.seconds if self.seconds > 0 else float("inf")
-        return (f"{self.records} records, {self.bytes / 1e6:.1f} MB in {self.shards} shards "
-                f"({self.shards_resumed} resumed), {self.skipped_rows} rows skipped, "
-                f"{self.seconds:.1f} s ({rate:,.0f} records/s)")
-
-
-def bad_record_message(message: str, err: RecordMismatchError, what: str = "row") -> str:
-    """The error for a record that does not match the features: ``message`` (where and
-    what), how to declare a field whose shape or dtype varies, and how to skip it."""
-    hint = (" (The features are inferred from the first row unless given with features=: "
-            "declare a field whose shape or dtype varies, with None for a dimension that varies.)"
-            if err.mismatch else "")
-    return (f"{message}{hint} Fix the source {what}, or pass on_error='skip' (--on-error skip) "
-            "to leave it out and list it in the metadata.")
 
 
 def _writer_class() -> Any:
     module = require("array_record.python.array_record_module", extra="arrayrecord",
                      user="write_dataset")
     return module.ArrayRecordWriter
-
-
-# --------------------------------------------------------------------- features
-def _features_for(rows: Rows, features: Features | None,
-                  class_names: Mapping[str, Sequence[str]] | None, *, skip: bool = False) -> Features:
-    hints = rows.hints()
-    names = {k: v["class_names"] for k, v in hints.items() if "class_names" in v}
-    names.update(class_names or {})
-    if features is None:
-        # the first row, or with skip the first of the first rows that describes its fields
-        tries = _INFER_TRIES if skip and rows.random_access else 1
-        first_error: ConversionError | None = None
-        for row, first in enumerate(rows.iter_rows(0, tries)):
-            try:
-                features = infer_features(first, class_names=names)
-                break
-            except RecordMismatchError as err:
-                first_error = first_error or ConversionError(
-                    f"{rows.description}, {rows.row_name(row)} (the features are inferred from "
-                    f"the first row): {err} Fix the row, or pass features= (a "
-                    "datarax.dataset.Features) to declare every field"
-                    + (", or on_error='skip' (--on-error skip) to infer them from the next good "
-                       "row." if not skip else "."))
-                first_error.__cause__ = err
-        if features is None:
-            if first_error is not None:
-                raise first_error
-            raise ConversionError(f"{rows.description} holds no records; nothing to write.")
-        _check_class_names(class_names, features)
-        return Features(tuple(_hinted(f, hints.get(f.name, {})) for f in features.fields))
-    if not isinstance(features, Features):
-        raise ConfigError(f"features must be a datarax.dataset.Features, got {type(features).__name__}.")
-    _check_class_names(class_names, features)
-    if names:
-        features = Features(tuple(
-            dataclasses.replace(f, class_names=tuple(names[f.name]))
-            if f.name in names and f.class_names is None else f for f in features.fields))
-    return features
-
-
-def _check_class_names(class_names: Mapping[str, Sequence[str]] | None, features: Features) -> None:
-    unknown = [k for k in (class_names or {}) if k not in features.names]
-    if unknown:
-        raise ConfigError(
-            f"class_names names the field '{unknown[0]}', which the records do not have (their "
-            f"fields: {list(features.names)}); name a label field.")
-
-
-def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
-    """``field`` as the source's schema describes it: text stored as bytes is ``utf8``,
-    a decoded image array is written as PNG, a list column has the shape (``None`` where
-    the lengths vary) and dtype its values have over every row."""
-    if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
-        return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
-    shape = hint.get("shape")
-    if shape is not None and field.encoding in ("raw", "varlen") and len(shape) == len(field.shape):
-        dtype = hint.get("dtype", field.dtype)
-        if dtype == "float64" and field.dtype == "float32":
-            dtype = "float32"  # Python floats are written as float32, as everywhere
-        return dataclasses.replace(field, dtype=dtype, shape=tuple(shape),
-                                   encoding="varlen" if None in shape else "raw")
-    if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (
-            len(field.shape) == 3 and field.shape[2] in (1, 3, 4)):
-        return dataclasses.replace(field, encoding="png")
-    return field
 
 
 # ------------------------------------------------------------------ shard work
@@ -448,7 +352,7 @@ def write_dataset(
         raise ConfigError(
             f"write_dataset workers={workers} needs records every process can read by row "
             f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
-    feats = _features_for(rows, features, class_names, skip=on_error == "skip")
+    feats = rows_features(rows, features, class_names, skip=on_error == "skip")
     n = rows.length
     bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
     job = _Job(dst, feats, shards, on_error, bounds)
@@ -563,19 +467,3 @@ def _drain(messages: Any, report: Callable[[str, Any], None]) -> str | None:
             error = error or value
         else:
             report(kind, value)
-
-
-def resolve_features(records: Any, features: Features | None = None, *,
-                     class_names: Mapping[str, Sequence[str]] | None = None,
-                     skip: bool = False) -> Features:
-    """The :class:`~datarax.dataset.fields.Features` :func:`write_dataset` writes
-    ``records`` with: ``features`` (plus ``class_names``), or inferred from the first
-    record and the source's schema (with ``skip``, as for ``on_error="skip"``: the first
-    of the first 100 rows that describes its fields). For writers other than
-    :func:`write_dataset`.
-
-    Example:
-        >>> [f.encoding for f in resolve_features([{"t": "a", "x": 1.5}]).fields]
-        ['utf8', 'raw']
-    """
-    return _features_for(as_rows(records), features, class_names, skip=skip)

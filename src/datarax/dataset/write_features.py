@@ -1,0 +1,104 @@
+"""The features a dataset is written with: given, or inferred from the records.
+
+:func:`resolve_features` gives the :class:`~datarax.dataset.fields.Features` of a write:
+``features=`` as given (with ``class_names`` added), or inferred from the first record
+and completed from the source's schema (class names, text stored as bytes, image
+columns, the shape of list columns over every row). Both writers use it, so a local
+write and a Beam write of the same records describe them alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
+from datarax.dataset.rows import Rows, as_rows
+from datarax.dataset.write_outcome import ConversionError
+from datarax.errors import ConfigError
+
+__all__ = ["resolve_features", "rows_features"]
+
+_INFER_TRIES = 100  # rows tried for the features with on_error="skip"
+
+
+def rows_features(rows: Rows, features: Features | None,
+                  class_names: Mapping[str, Sequence[str]] | None, *, skip: bool = False) -> Features:
+    hints = rows.hints()
+    names = {k: v["class_names"] for k, v in hints.items() if "class_names" in v}
+    names.update(class_names or {})
+    if features is None:
+        # the first row, or with skip the first of the first rows that describes its fields
+        tries = _INFER_TRIES if skip and rows.random_access else 1
+        first_error: ConversionError | None = None
+        for row, first in enumerate(rows.iter_rows(0, tries)):
+            try:
+                features = infer_features(first, class_names=names)
+                break
+            except RecordMismatchError as err:
+                first_error = first_error or ConversionError(
+                    f"{rows.description}, {rows.row_name(row)} (the features are inferred from "
+                    f"the first row): {err} Fix the row, or pass features= (a "
+                    "datarax.dataset.Features) to declare every field"
+                    + (", or on_error='skip' (--on-error skip) to infer them from the next good "
+                       "row." if not skip else "."))
+                first_error.__cause__ = err
+        if features is None:
+            if first_error is not None:
+                raise first_error
+            raise ConversionError(f"{rows.description} holds no records; nothing to write.")
+        _check_class_names(class_names, features)
+        return Features(tuple(_hinted(f, hints.get(f.name, {})) for f in features.fields))
+    if not isinstance(features, Features):
+        raise ConfigError(f"features must be a datarax.dataset.Features, got {type(features).__name__}.")
+    _check_class_names(class_names, features)
+    if names:
+        features = Features(tuple(
+            dataclasses.replace(f, class_names=tuple(names[f.name]))
+            if f.name in names and f.class_names is None else f for f in features.fields))
+    return features
+
+
+def _check_class_names(class_names: Mapping[str, Sequence[str]] | None, features: Features) -> None:
+    unknown = [k for k in (class_names or {}) if k not in features.names]
+    if unknown:
+        raise ConfigError(
+            f"class_names names the field '{unknown[0]}', which the records do not have (their "
+            f"fields: {list(features.names)}); name a label field.")
+
+
+def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
+    """``field`` as the source's schema describes it: text stored as bytes is ``utf8``,
+    a decoded image array is written as PNG, a list column has the shape (``None`` where
+    the lengths vary) and dtype its values have over every row."""
+    if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
+        return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
+    shape = hint.get("shape")
+    if shape is not None and field.encoding in ("raw", "varlen") and len(shape) == len(field.shape):
+        dtype = hint.get("dtype", field.dtype)
+        if dtype == "float64" and field.dtype == "float32":
+            dtype = "float32"  # Python floats are written as float32, as everywhere
+        return dataclasses.replace(field, dtype=dtype, shape=tuple(shape),
+                                   encoding="varlen" if None in shape else "raw")
+    if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (
+            len(field.shape) == 3 and field.shape[2] in (1, 3, 4)):
+        return dataclasses.replace(field, encoding="png")
+    return field
+
+
+
+def resolve_features(records: Any, features: Features | None = None, *,
+                     class_names: Mapping[str, Sequence[str]] | None = None,
+                     skip: bool = False) -> Features:
+    """The :class:`~datarax.dataset.fields.Features` :func:`write_dataset` writes
+    ``records`` with: ``features`` (plus ``class_names``), or inferred from the first
+    record and the source's schema (with ``skip``, as for ``on_error="skip"``: the first
+    of the first 100 rows that describes its fields). For writers other than
+    :func:`write_dataset`.
+
+    Example:
+        >>> [f.encoding for f in resolve_features([{"t": "a", "x": 1.5}]).fields]
+        ['utf8', 'raw']
+    """
+    return rows_features(as_rows(records), features, class_names, skip=skip)
