@@ -72,3 +72,15 @@ def test_bad_weights_are_refused(weights, message):
     with pytest.raises(ConfigError) as err:
         integer_weights(weights, "ab")
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("weights", [[0.5, 0.3, 0.2], [0.123, 0.456, 0.421], [7, 1, 1, 3, 0.5]])
+@pytest.mark.parametrize("count", [1, 3, 10, 256, 1000])
+def test_max_counts_is_the_most_of_each_source_in_any_window(weights, count):
+    schedule = MixSchedule(weights, seed=4)
+    span = schedule.period + count  # every window start within a period, and beyond
+    owners, _ = schedule.owners_and_draws(0, span)
+    one_hot = np.eye(len(weights), dtype=np.int64)[owners]
+    prefix = np.concatenate([np.zeros((1, len(weights)), np.int64), np.cumsum(one_hot, 0)])
+    most = (prefix[count:] - prefix[:-count]).max(axis=0)
+    assert schedule.max_counts(count).tolist() == most.tolist()

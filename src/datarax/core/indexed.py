@@ -72,6 +72,13 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         """
         return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
 
+    def reads_by_position(self) -> bool:
+        """Whether records depend on their global positions alone (never on ``key``),
+        so that one read of ``k * size`` records equals ``k`` consecutive reads of
+        ``size``: a Pipeline without stages then reads a group of small batches at once.
+        Default False; a source whose ``get_batch_at`` is such a function returns True."""
+        return False
+
     def step_inputs(self) -> Any:
         """Arrays the compiled step receives as arguments rather than as NNX state
         (a source keeping its records out of ``nnx.state``); default none."""

@@ -103,6 +103,7 @@ class MixSchedule:
         entries.sort()
         self.owner = np.asarray([i for _, i, _ in entries], np.int64)
         self.rank = np.asarray([t for _, _, t in entries], np.int64)
+        self._max_counts: dict[int, np.ndarray] = {}
 
     @property
     def num_sources(self) -> int:
@@ -135,6 +136,27 @@ class MixSchedule:
         p = g % self.period
         owner = self.owner[p]
         return owner, (g // self.period) * self.units[owner] + self.rank[p]
+
+    def max_counts(self, count: int) -> np.ndarray:
+        """Most records each source serves among any ``count`` consecutive records
+        (exact: every window start within a period is looked at).
+
+        >>> MixSchedule([0.5, 0.3, 0.2], seed=0).max_counts(256).tolist()
+        [129, 77, 52]
+        """
+        key = int(count)
+        cached = self._max_counts.get(key)
+        if cached is not None:
+            return cached
+        whole, rest = divmod(key, self.period)
+        out = whole * self.units
+        if rest:
+            ring = np.concatenate([self.owner, self.owner[:rest]])
+            for i in range(len(self.units)):
+                prefix = np.concatenate([[0], np.cumsum(ring == i)])
+                out[i] += int((prefix[rest : rest + self.period] - prefix[: self.period]).max())
+        self._max_counts[key] = out
+        return out
 
     def counts(self, g: int) -> np.ndarray:
         """Draws of each source among the first ``g`` records (exact, O(sources))."""

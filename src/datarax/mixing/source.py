@@ -245,6 +245,11 @@ class MixSource(DataSourceModule):
     def has_host_fields(self) -> bool:
         return False
 
+    def reads_by_position(self) -> bool:
+        """True when every source's records depend on their positions alone: the
+        mixture's then do too."""
+        return all(bool(getattr(c, "reads_by_position", lambda: False)()) for c in self.sources)
+
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
         stack = contextlib.ExitStack()
         for child, child_inputs in zip(self.sources, inputs or (None,) * len(self.sources)):
@@ -266,22 +271,33 @@ class MixSource(DataSourceModule):
         (traceable: the Pipeline compiles it into its step)."""
         jnp = jax.numpy
         owners, draws = self.schedule.owners_and_draws_jnp(start, size)
+        indices = draws * len(self.sources) + owners
+        if self.config.mode == "sampling":
+            return self._sampled_batch_at(owners, draws, size), indices
+        # Each source's draws in the batch are consecutive: read each source's run (no
+        # longer than its most records in any window of ``size``), lay the runs end to
+        # end and pick every record from them by one gather.
+        runs = np.minimum(self.schedule.max_counts(size), size).tolist()
+        sources = jnp.arange(len(self.sources), dtype=owners.dtype)
+        mine = owners[None, :] == sources[:, None]
+        none = jnp.iinfo(draws.dtype).max
+        firsts = jnp.min(jnp.where(mine, draws[None, :], none), axis=1)
+        firsts = jnp.where(firsts == none, 0, firsts)  # a source absent from the batch
+        offsets = jnp.asarray(np.cumsum([0, *runs[:-1]]), draws.dtype)
+        at = draws + (offsets - firsts)[owners]
+        parts = [child.get_batch_at(firsts[i], runs[i]) for i, child in enumerate(self.sources)]
+        out = jax.tree.map(lambda *columns: _rows(jnp.concatenate(columns), at), *parts)
+        return out, indices
+
+    def _sampled_batch_at(self, owners: Any, draws: Any, size: int) -> Batch:
+        """Sampling mode, traced: each record read alone from its sampled source record."""
+        jnp = jax.numpy
         out: Batch | None = None
         for i, child in enumerate(self.sources):
             mine = owners == i
-            if self.config.mode == "sampling":
-                length = self.__lengths[i]
-                records = sampled_records(self.config.seed, i, draws, length, xp=jnp)
-                part = jax.vmap(lambda r, c=child: c.get_batch_at(r, 1))(records)
-                part = {k: v[:, 0] for k, v in part.items()}
-                local = jnp.arange(size)
-            else:
-                # This source's draws in the batch are consecutive: read them as one run.
-                first = jnp.min(jnp.where(mine, draws, jnp.iinfo(jnp.int32).max))
-                first = jnp.where(mine.any(), first, 0)
-                part = child.get_batch_at(first, size)
-                local = jnp.clip(draws - first, 0, size - 1)
-            picked = {k: jnp.take(v, local, axis=0) for k, v in part.items()}
+            records = sampled_records(self.config.seed, i, draws, self.__lengths[i], xp=jnp)
+            part = jax.vmap(lambda r, c=child: c.get_batch_at(r, 1))(records)
+            picked = {k: v[:, 0] for k, v in part.items()}
             if out is None:
                 out = picked
             else:
@@ -290,7 +306,7 @@ class MixSource(DataSourceModule):
                     for k, v in out.items()
                 }
         assert out is not None
-        return out, draws * len(self.sources) + owners
+        return out
 
     # ------------------------------------------------------------------ reads
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
@@ -479,6 +495,16 @@ class MixSource(DataSourceModule):
 # ---------------------------------------------------------------------- helpers
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _rows(column: Any, at: Any) -> Any:
+    """``column[at]`` for row numbers known to lie in ``[0, len(column))``: one gather
+    with no wrapping of negatives and no bounds handling."""
+    dims = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(1, column.ndim)), collapsed_slice_dims=(0,), start_index_map=(0,)
+    )
+    return jax.lax.gather(column, at[:, None], dims, (1, *column.shape[1:]),
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 def _interleave(parts: dict[int, Batch], owners: np.ndarray, spec: dict[str, Any]) -> Batch:

@@ -86,6 +86,14 @@ def grouped_step(
             def one(at: Any) -> Batch:
                 return indexed_batch(source, stages, inputs, at, epoch, key, batch_size)
 
+            if not stages and reads_by_position(source):
+                # the group's records are one read: a run of positions, cut into batches
+                with source.bind_step_inputs(inputs):
+                    run, _ = source.get_batch_and_indices_at(start, count * batch_size, None)
+                return tuple(
+                    jax.tree.map(lambda v, i=i: v[i * batch_size : (i + 1) * batch_size], run)
+                    for i in range(count)
+                )
             # one copy of the step in the program either way
             stacked = jax.vmap(one)(starts) if vectorized else jax.lax.map(one, starts)
             return tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(count))
@@ -93,6 +101,14 @@ def grouped_step(
         return jax.jit(step)
 
     return _cached(("grouped", graphdef, batch_size, count, vectorized), build)
+
+
+def reads_by_position(source: Any) -> bool:
+    """Whether ``source`` says its records depend on their positions alone (not on the
+    batch key or on how positions are cut into batches): a read of ``k * size`` records
+    is then ``k`` consecutive reads of ``size``."""
+    says = getattr(source, "reads_by_position", None)
+    return bool(says()) if callable(says) else False
 
 
 def stage_step(graphdef: Any) -> Callable[..., Batch]:

@@ -207,6 +207,15 @@ class MemorySource(IndexedSource):
             batch = self.__store.merge(batch, np.asarray(indices))
         return batch, indices
 
+    def reads_by_position(self) -> bool:
+        """True: a record is a function of its position (a subclass reading otherwise: False)."""
+        cls = type(self)
+        return all(
+            getattr(cls, name) is getattr(MemorySource, name)
+            for name in ("get_batch_at", "get_batch_and_indices_at", "record_indices_at",
+                         "_positions_to_indices")
+        )
+
     def element_spec(self) -> dict[str, Any]:
         device = _map(array_to_spec_strip_leading, self.__store.columns)
         return self.__store.merge_specs(device)
