@@ -75,9 +75,18 @@ def test_cli_convert_and_inspect_take_home_paths(home, tmp_path, capsys):
     assert (home / "out" / "datarax_dataset.json").is_file()
     _no_tilde_folder(tmp_path)
     capsys.readouterr()
-    assert main(["inspect", "~/out", "--json", "--records", "1"]) == 0
+    assert main(["inspect", "~/out", "--json", "--records", "1", "--grid=~/grid.png"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["records"] == 4
+    assert (home / "grid.png").read_bytes()[:4] == b"\x89PNG"
+    _no_tilde_folder(tmp_path)
+    (home / "make.py").write_text(
+        "import numpy as np\n"
+        "from datarax.sources import MemorySource, MemorySourceConfig\n"
+        "def source():\n"
+        "    return MemorySource(MemorySourceConfig(), {'x': np.arange(3)})\n")
+    assert main(["inspect", "py:~/make.py:source", "--json", "--records", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["records"] == 3
 
 
 def test_npy_jsonl_and_hf_paths_take_the_home_folder(home):

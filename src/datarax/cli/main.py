@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)  # what follows goes to Beam (convert)
     args = build_parser().parse_args(argv[:cut])
     args.passthrough = argv[cut + 1:]
+    _expand_output_paths(args)
     if args.passthrough and args.command != "convert":
         build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
     try:
@@ -119,6 +120,17 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split()) or type(err).__name__
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _expand_output_paths(args: argparse.Namespace) -> None:
+    """A leading ``~`` of the files and folders options name is the home folder, also
+    where no shell expanded it (``--grid=~/grid.png``, a quoted path)."""
+    from datarax.storage.urls import expand_user
+
+    for option in ("grid", "png", "data_dir"):
+        value = getattr(args, option, None)
+        if value is not None:
+            setattr(args, option, expand_user(value))
 
 
 def _run(args: argparse.Namespace) -> int:

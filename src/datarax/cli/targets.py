@@ -134,6 +134,9 @@ def load_callable(reference: str, *, what: str) -> Callable[..., Any]:
 
 def _import(module_name: str, *, what: str) -> Any:
     if module_name.endswith(".py") or os.sep in module_name:
+        from datarax.storage.urls import expand_user
+
+        module_name = expand_user(module_name)  # '~/f.py' is the home folder's
         if not os.path.isfile(module_name):
             raise ConfigError(f"{what}: the file '{module_name}' does not exist.")
         name = "_datarax_cli_" + re.sub(
