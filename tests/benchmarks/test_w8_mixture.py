@@ -33,7 +33,36 @@ def test_main_reports_same_work_and_ratios(tmp_path):
     data = json.loads(out.read_text())
     assert data["results"]["floor"]["same_work"] and data["results"]["datarax"]["same_work"]
     assert data["results"]["datarax"]["records"] == 2000
-    assert set(data["ratios"]) == {"datarax / floor"}
+    assert set(data["ratios"]) == {"datarax / floor", "datarax / floor, median of repetitions",
+                                   "datarax / floor, per repetition"}
+
+
+def test_repetitions_alternate_and_each_gets_a_ratio(tmp_path, monkeypatch):
+    order: list[str] = []
+    real = W.timed_pass
+
+    def noting(name, sources, batch):
+        order.append(name)
+        return real(name, sources, batch)
+
+    monkeypatch.setattr(W, "timed_pass", noting)
+    out = tmp_path / "w8.json"
+    assert W.main(["--records", "1000", "--contenders", "floor,datarax", "--repeats", "3",
+                   "--json", str(out)]) == 0
+    assert order == ["floor", "datarax", "datarax", "floor", "floor", "datarax"]
+    data = json.loads(out.read_text())
+    per_rep = data["ratios"]["datarax / floor, per repetition"]
+    seconds = [data["results"][n]["seconds_all"] for n in ("floor", "datarax")]
+    assert per_rep == [f / d for f, d in zip(*seconds)]
+    assert data["ratios"]["datarax / floor, median of repetitions"] == float(np.median(per_rep[1:]))
+
+
+def test_paired_rounds_read_a_dotted_metric():
+    from benchmarks.paired_ab import metric_of
+
+    result = {"ratios": {"datarax / floor, median of repetitions": 0.75}, "a": {"b": 2}}
+    assert metric_of(result, "ratios.datarax / floor, median of repetitions") == 0.75
+    assert metric_of(result, "a.b") == 2.0
 
 
 def test_same_work_and_window_checks_catch_wrong_passes(monkeypatch):
