@@ -11,8 +11,9 @@ Conversion (records/s and MB/s of input, one run each, same process):
   (10 classes), into 2 shards: ``floor`` writes each file's bytes; ``datarax_w1`` /
   ``datarax_w2`` convert the folder (each image is decoded once to check it).
 
-Reading W2 (one shuffled epoch, batch 256, best of ``--repeats`` rounds, each round running the
-datarax contenders and the floor in turn; Grain once) over the *same* files,
+Reading W2 (one shuffled epoch, batch 256, ``--repeats`` rounds, each round running the
+floor and the datarax contenders in turn; records/s of the best round, each round's ratio
+to that round's floor and their median, CPU seconds per round; Grain once) over the *same* files,
 the ones datarax wrote (a record of a fixed-shape field is exactly its bytes):
 ``floor`` (array_record's reader, see ``bench_array_record``), ``datarax_self_described``
 (``Pipeline`` over ``ArrayRecordSourceModule(config, paths=<folder>)``: no user code),
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import pathlib
 from typing import Any
+
+import numpy as np
 
 from benchmarks.bench_array_record import (
     run_datarax_pipeline,
@@ -89,9 +92,12 @@ def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -
         "datarax_user_decode_batch": lambda: run_datarax_pipeline(paths, records, batch, 0, by_chunk=True),
     }
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, run in contenders.items():
-            seconds[name].append(run()[0])
+            wall, used = run()
+            seconds[name].append(wall)
+            cpu[name].append(used)
     for threads in (4, 16):
         seconds[f"grain_threads{threads}"] = [
             run_grain_threads(paths, records, batch, 0, num_threads=threads)[0]]
@@ -99,15 +105,22 @@ def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -
     grain = max((k for k in rate if k.startswith("grain")), key=rate.__getitem__)
 
     def per_round(name: str) -> list[float]:
-        return sorted(round(f / s, 3) for f, s in zip(seconds["floor"], seconds[name]))
+        return [round(f / s, 3) for f, s in zip(seconds["floor"], seconds[name])]
 
     return {
         "records_per_s": {k: round(v) for k, v in rate.items()},
         "seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
+        # process CPU seconds (user + sys, all threads) of each round's epoch
+        "cpu_seconds": {k: [round(x, 3) for x in v] for k, v in cpu.items()},
         "self_described_vs_floor": round(rate["datarax_self_described"] / rate["floor"], 3),
         "user_decode_batch_vs_floor": round(rate["datarax_user_decode_batch"] / rate["floor"], 3),
+        # each round's floor seconds / the contender's, in round order, and their median
         "self_described_vs_floor_per_round": per_round("datarax_self_described"),
         "user_decode_batch_vs_floor_per_round": per_round("datarax_user_decode_batch"),
+        "self_described_vs_floor_median_round": round(
+            float(np.median(per_round("datarax_self_described"))), 3),
+        "user_decode_batch_vs_floor_median_round": round(
+            float(np.median(per_round("datarax_user_decode_batch"))), 3),
         "self_described_vs_grain": round(rate["datarax_self_described"] / rate[grain], 3),
         "grain_best": grain,
     }
@@ -146,7 +159,7 @@ def main() -> None:
         folder = pathlib.Path(args.read_only)
         result = {**host(), "read_w2": {
             "workload": f"one shuffled epoch of the {args.records} W2 records in {folder}, "
-                        f"batch 256, best of {args.repeats} rounds (Grain: one run)",
+                        f"batch 256, {args.repeats} rounds (records/s: the best; Grain: one run)",
             **time_reading(folder, args.records, 256, args.repeats)}}
         result["load_average_1m_end"] = host()["load_average_1m"]
         report(result, args.json)
