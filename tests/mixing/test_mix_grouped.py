@@ -39,9 +39,12 @@ def group_short_passes(monkeypatch):
 @pytest.mark.parametrize("nested", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_group_of_mixture_batches_equals_one_by_one(monkeypatch, group_short_passes, nested) -> None:
     assert mixture(nested).reads_by_position()
-    assert dispatch.group_size(4, 12) == 16  # 20 batches of 4 (the last of 2): a group of 16, then 4
+    # 20 batches of 4 (the last of 2): one group, read as one run
+    assert dispatch.group_size(4, 12, one_read=True) == 32
     grouped = values(Pipeline(mixture(nested), [], batch_size=4))
     monkeypatch.setattr(dispatch, "MAX_GROUP", 1)
+    monkeypatch.setattr(dispatch, "ONE_READ_SCALE", 1)
+    assert dispatch.group_size(4, 12, one_read=True) == 1
     single = values(Pipeline(mixture(nested), [], batch_size=4))
     assert grouped == single
     assert [len(ids) for ids, _ in grouped[:20]] == [4] * 19 + [2]
@@ -51,7 +54,7 @@ def test_a_group_of_mixture_batches_equals_one_by_one(monkeypatch, group_short_p
 def test_resume_inside_a_group_of_mixture_batches(group_short_passes) -> None:
     pipeline = Pipeline(mixture(), [], batch_size=4)
     it = iter(pipeline)
-    head = [np.asarray(next(it)["id"]).tolist() for _ in range(5)]  # 5 of a group of 16
+    head = [np.asarray(next(it)["id"]).tolist() for _ in range(5)]  # 5 of a group of 20
     state = pipeline.get_state()
     rest = [np.asarray(b["id"]).tolist() for b in it]
     fresh = Pipeline(mixture(), [], batch_size=4)
@@ -79,6 +82,7 @@ def test_a_source_reading_by_key_is_grouped_batch_by_batch(monkeypatch, group_sh
     assert not KeyedRows(StructuralConfig()).reads_by_position()
     grouped = run()
     monkeypatch.setattr(dispatch, "MAX_GROUP", 1)
+    monkeypatch.setattr(dispatch, "ONE_READ_SCALE", 1)
     assert grouped == run()
     assert len({x[0] % 1000 for x in grouped}) > 1  # each batch its own key
 

@@ -31,7 +31,7 @@ from datarax.pipeline.devices import place_batch
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import grouped_step, indexed_step
+from datarax.pipeline.steps import grouped_step, indexed_step, reads_by_position
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
@@ -46,18 +46,24 @@ MAX_GROUP = 16
 #: ... in passes of at least this many batches, where the saved dispatches (~0.2 ms
 #: each on CPU) repay compiling the grouped program once
 GROUP_MIN_BATCHES = 512
+#: a group read as one run of positions (no stages: one gather cut into batches) goes
+#: up to this many times those limits (its program grows by two small cuts a batch)
+ONE_READ_SCALE = 2
 
 
-def group_size(batch_size: int, record_bytes: int = 0) -> int:
+def group_size(batch_size: int, record_bytes: int = 0, one_read: bool = False) -> int:
     """How many consecutive batches of ``batch_size`` one dispatch computes, for records
-    of ``record_bytes`` bytes (0: unknown).
+    of ``record_bytes`` bytes (0: unknown); ``one_read``: the group is one read.
 
     >>> group_size(32), group_size(100), group_size(256), group_size(256, 132)
     (16, 5, 1, 15)
+    >>> group_size(256, 132, one_read=True)
+    31
     """
-    by_records = GROUP_RECORDS // batch_size if batch_size < GROUP_BELOW else 1
-    by_bytes = GROUP_BYTES // (batch_size * record_bytes) if record_bytes > 0 else 1
-    return max(1, min(MAX_GROUP, max(by_records, by_bytes)))
+    scale = ONE_READ_SCALE if one_read else 1
+    by_records = GROUP_RECORDS * scale // batch_size if batch_size < GROUP_BELOW else 1
+    by_bytes = GROUP_BYTES * scale // (batch_size * record_bytes) if record_bytes > 0 else 1
+    return max(1, min(MAX_GROUP * scale, max(by_records, by_bytes)))
 
 
 def record_bytes(source: Any) -> int:
@@ -126,7 +132,8 @@ class IndexedDispatch:
         self.dispatched = source.index
         simple = not self.host_fields and self.elastic is None
         long_pass = (self.total - self.dispatched) >= GROUP_MIN_BATCHES * self.batch_size
-        self.group = (group_size(self.batch_size, record_bytes(source))
+        one_read = not stages and reads_by_position(source)
+        self.group = (group_size(self.batch_size, record_bytes(source), one_read)
                       if simple and long_pass else 1)
         # looked up once: hashing the graph definition costs ~0.7 ms a lookup.
         # Per-record stages run faster side by side (vmap: per-image scaling and flips ~1.9x on CPU);
