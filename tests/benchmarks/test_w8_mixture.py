@@ -34,7 +34,9 @@ def test_main_reports_same_work_and_ratios(tmp_path):
     assert data["results"]["floor"]["same_work"] and data["results"]["datarax"]["same_work"]
     assert data["results"]["datarax"]["records"] == 2000
     assert set(data["ratios"]) == {"datarax / floor", "datarax / floor, median of repetitions",
-                                   "datarax / floor, per repetition"}
+                                   "datarax / floor, per repetition",
+                                   "datarax / floor CPU, median of repetitions"}
+    assert data["results"]["datarax"]["cpu_seconds"] > 0
 
 
 def test_repetitions_alternate_and_each_gets_a_ratio(tmp_path, monkeypatch):
