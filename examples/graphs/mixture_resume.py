@@ -66,9 +66,9 @@ if __name__ == "__main__":
     iterator = iter(pipeline)
     head = ids(next(iterator) for _ in range(7))
     state = json.loads(json.dumps(pipeline.get_state()))  # e.g. written next to a checkpoint
-    position = {k: v for k, v in state["source"].items() if k != "settings"}
-    print("saved at record", state["position"], "source position:", position)
-    print("restore refuses other mixture settings, e.g. weights", state["source"]["settings"]["weights"])
+    print("saved at record", state["position"], "source position:", state["source"])
+    print("restore refuses other mixture settings, e.g. weights",
+          state["settings"]["source.weights"])
 
     resumed = build()  # a new process: rebuild, restore, continue
     resumed.set_state(state)

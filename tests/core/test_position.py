@@ -45,7 +45,8 @@ def test_a_copied_state_restores_the_pipeline_exactly():
 
     fresh = build()
     nnx.update(fresh, saved)
-    assert fresh.source.get_state() == {"current_index": 8, "current_epoch": 0}
+    assert fresh.source.get_state() == {"current_index": 8, "current_epoch": 0,
+                                        "settings": {"shuffle": True, "seed": 3}}
     assert [b["x"].tolist() for b in fresh] == expected
 
 

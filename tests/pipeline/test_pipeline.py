@@ -237,7 +237,8 @@ def test_a_state_taken_after_the_loop_ended_says_and_restores_the_next_epoch(rou
     if route in ("iterator", "pipeline"):
         assert (state["epoch"], state["position"]) == (1, 0)
     elif route == "source":
-        assert state == {"current_index": 0, "current_epoch": 1}
+        assert state == {"current_index": 0, "current_epoch": 1,
+                         "settings": {"shuffle": True, "seed": 7}}
     fresh = make(23, 5)
     assert _restore(route, fresh, state) == second
 

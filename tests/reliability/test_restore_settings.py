@@ -13,7 +13,14 @@ from flax import nnx
 from datarax.core.errors import StateError
 from datarax.dag import CachedPrefix
 from datarax.pipeline import Pipeline
-from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+from datarax.sources import (
+    ArrayRecordSourceConfig,
+    ArrayRecordSourceModule,
+    MemorySource,
+    MemorySourceConfig,
+    NpySource,
+    NpySourceConfig,
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +74,58 @@ def test_a_cached_prefix_state_continues_in_an_identical_one(records):
     fresh = _cached(records)
     fresh.set_state(state)
     assert got + _ids(Pipeline(source=fresh, batch_size=3, rngs=nnx.Rngs(0))) == epoch
-    with pytest.raises(StateError, match="with 'settings'"):
-        fresh.set_state({"current_index": 3, "current_epoch": 0})
+    fresh.set_state({"current_index": 3, "current_epoch": 0})  # a bare position: taken as is
+    assert _ids(Pipeline(source=fresh, batch_size=3, rngs=nnx.Rngs(0))) == epoch[3:]
     for source in (reference.source, head_source, fresh):
+        source.close()
+
+
+def _memory(**config) -> MemorySource:
+    return MemorySource(MemorySourceConfig(**config), {"id": np.arange(12, dtype=np.int32)})
+
+
+def _array_record(path: str, **config) -> ArrayRecordSourceModule:
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), path, decode=_decode)
+
+
+def _npy(folder, **config) -> NpySource:
+    return NpySource(NpySourceConfig(paths={"id": str(folder / "a.npy")}, **config))
+
+
+@pytest.fixture(scope="module")
+def npy_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("npy")
+    np.save(folder / "a.npy", np.arange(12, dtype=np.int32))
+    return folder
+
+
+@pytest.mark.parametrize(("kind", "saved", "changed", "message"), [
+    ("memory", {"shuffle": True, "seed": 1}, {"shuffle": True, "seed": 2},
+     "MemorySource state was saved with seed=1 but this source has seed=2"),
+    ("memory", {"shuffle": True, "seed": 1}, {"shuffle": False},
+     "MemorySource state was saved with shuffle=True but this source has shuffle=False"),
+    ("array_record", {"shuffle_files": True, "seed": 1}, {"shuffle_files": True, "seed": 2},
+     r"ArrayRecordSourceModule state was saved with seed=1 \(shuffled_indices.seed\) but "
+     "this source has 2"),
+    ("npy", {"shuffle": True, "seed": 1}, {"shuffle": True, "seed": 2},
+     "NpySource state was saved with seed=1 but this source has seed=2"),
+])
+def test_a_source_state_restored_into_another_seed_is_refused(
+    records, npy_folder, kind, saved, changed, message
+):
+    build = {"memory": _memory, "array_record": lambda **c: _array_record(records, **c),
+             "npy": lambda **c: _npy(npy_folder, **c)}[kind]
+    head = build(**saved)
+    iterator = iter(Pipeline(source=head, batch_size=5, rngs=nnx.Rngs(0)))
+    first = [int(i) for i in np.asarray(next(iterator)["id"])]
+    state = json.loads(json.dumps(head.get_state()))  # the seed page's checkpoint route
+    with pytest.raises(StateError, match=message):
+        build(**changed).set_state(state)
+    # the same settings continue exactly: the rest of the saved epoch, each record once
+    same = build(**saved)
+    same.set_state(state)
+    rest = [int(i) for b in Pipeline(source=same, batch_size=5, rngs=nnx.Rngs(0))
+            for i in np.asarray(b["id"])]
+    assert sorted(first + rest) == list(range(12))
+    for source in (head, same):
         source.close()

@@ -152,11 +152,13 @@ def test_state_keys_and_size(tmp_path):
     it = iter(src)
     next(it)
     state = src.get_state()
-    assert set(state) == {"current_index", "current_epoch", "shuffled_indices", "prefetch_cache", "skipped"}
+    assert set(state) == {"current_index", "current_epoch", "shuffled_indices", "prefetch_cache",
+                          "skipped", "settings"}
     assert state["current_index"] == 1 and state["current_epoch"] == 0
     assert state["shuffled_indices"] == {"seed": 42, "epoch": 0, "n": 3000}
+    assert state["settings"] == {"shuffle_files": True, "seed": 42, "on_error": "raise"}
     assert isinstance(state["prefetch_cache"], int)
-    assert len(json.dumps(state)) < 200
+    assert len(json.dumps(state)) < 300
     assert make(big).get_state()["shuffled_indices"] is None
     src.close()
 

@@ -19,6 +19,12 @@ from datarax.core.errors import ConfigError, DataraxError, RecordError, StateErr
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
 
+
+def position_of(state: dict) -> dict:
+    """A source state less its ``settings`` (the config's, checked by other tests)."""
+    assert state["settings"]["name"] == "parquet"
+    return {k: v for k, v in state.items() if k != "settings"}
+
 N = 40
 BAD = (5, 21)  # record 5: a list of another length; record 21: an int64 past int32
 GOOD = [i for i in range(N) if i not in BAD]
@@ -106,11 +112,11 @@ def test_skip_drops_counts_and_reports(bad_parquet):
     batches = [next(it) for _ in range(len(GOOD) // 4 + 1)]  # every good record
     assert ids(batches) == GOOD
     src = p.source
-    assert src.get_state() == {"current_index": N, "current_epoch": 0, "skipped": 2}
+    assert position_of(src.get_state()) == {"current_index": N, "current_epoch": 0, "skipped": 2}
     with pytest.raises(StopIteration):
         next(it)
     # the pass is over: the state is the start of epoch 1 (none skipped there yet)
-    assert src.get_state() == {"current_index": 0, "current_epoch": 1, "skipped": 0}
+    assert position_of(src.get_state()) == {"current_index": 0, "current_epoch": 1, "skipped": 0}
     reports = [r.as_dict() for r in src.skipped_records()]
     assert reports == [
         {"epoch": 0, "position": 5, "index": 5, "path": None, "index_in_file": 5, "cause": VEC_CAUSE},
@@ -160,7 +166,7 @@ def test_exact_resume_across_a_skipped_record(bad_parquet, stop, shuffle):
     resumed.set_state(state)
     tail = list(resumed)
     assert ids(head) + ids(tail) == reference
-    assert resumed.source.get_state() == {  # the pass ended: the start of epoch 1
+    assert position_of(resumed.source.get_state()) == {  # the pass ended: the start of epoch 1
         "current_index": 0, "current_epoch": 1, "skipped": 0}
     # each skipped record is reported once, by the run that passed it
     first_seen = {r.index for r in first.source.skipped_records()}

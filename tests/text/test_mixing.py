@@ -171,8 +171,9 @@ def test_a_packed_state_restored_into_other_documents_is_refused_naming_them(
     state = json.loads(json.dumps(head.get_state()))
     with pytest.raises(StateError, match=f"saved with source.{message}"):
         Pipeline(_packed(tmp_path, **change), batch_size=3).set_state(state)
+    source_state = json.loads(json.dumps(head.source.get_state()))
     with pytest.raises(StateError, match=f"PackedTextSource state was saved with {message}"):
-        _packed(tmp_path, **change).set_state(state["source"])
+        _packed(tmp_path, **change).set_state(source_state)
 
 
 @pytest.mark.parametrize("weights", [(2, 1), (0.4, 0.2)])

@@ -94,8 +94,10 @@ def check_seed(config: object, name: str = "seed") -> None:
 
 # Config fields that switch a seed on: the seed is a setting only while one is on.
 SEED_SWITCHES = ("shuffle", "shuffle_files")
-# Config fields that never change which record a position serves.
-NOT_SETTINGS = ("num_epochs", "track_metadata", "cast_float64")
+# Config fields that never change which record a position serves (how many passes,
+# what is reported, how fast it is read, how many bad records are tolerated).
+NOT_SETTINGS = ("num_epochs", "track_metadata", "cast_float64", "num_threads", "read_ahead",
+                "download", "max_skipped", "max_skipped_fraction")
 
 
 def config_settings(config: StructuralConfig) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import record_at
-from datarax.core.config import StructuralConfig, config_settings
+from datarax.core.config import SEED_SWITCHES, StructuralConfig, config_settings
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import DataraxModule
@@ -207,8 +207,26 @@ class DataSourceModule(DataraxModule):
         """Hook: the position was set from outside; kinds drop what depended on it."""
 
     def get_state(self) -> dict[str, Any]:
-        """A small JSON-able dict of the position: what the consumer has received."""
-        return self.datarax_position.get_state()
+        """A small JSON-able dict: the position (what the consumer has received) and
+        ``settings``, the :meth:`order_settings` a restore must match — left out when
+        there are none but a shuffle switched off (the position alone then).
+
+        Example:
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> data = {"x": np.arange(4)}
+            >>> state = MemorySource(MemorySourceConfig(shuffle=True, seed=1), data).get_state()
+            >>> state
+            {'current_index': 0, 'current_epoch': 0, 'settings': {'shuffle': True, 'seed': 1}}
+            >>> MemorySource(MemorySourceConfig(shuffle=True, seed=2), data).set_state(state)
+            Traceback (most recent call last):
+            ...
+            datarax.core.errors.StateError: MemorySource state was saved with seed=1 but this source has seed=2; restore it into an identically built source.
+        """
+        state: dict[str, Any] = self.datarax_position.get_state()
+        settings = self.order_settings()
+        if any(k not in SEED_SWITCHES or v for k, v in settings.items()):
+            state["settings"] = settings
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`get_state` dict (on this or a freshly built source).
@@ -221,7 +239,8 @@ class DataSourceModule(DataraxModule):
                 f"got {type(state).__name__}."
             )
         epoch, index = self.datarax_position.check_state(
-            state, length=self.epoch_size(), where=type(self).__name__
+            state, length=self.epoch_size(), where=type(self).__name__,
+            settings=self.order_settings(),
         )
         self.seek(epoch, index)
 

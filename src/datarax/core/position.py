@@ -27,6 +27,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from datarax.core.config import check_settings
 from datarax.core.errors import StateError
 from datarax.core.module import HostState
 
@@ -212,10 +213,19 @@ class SourcePosition(nnx.Module):
         return {"current_index": self.index, "current_epoch": self.epoch}
 
     def check_state(
-        self, state: dict[str, Any], *, length: int | None = None, where: str = "source"
+        self,
+        state: dict[str, Any],
+        *,
+        length: int | None = None,
+        where: str = "source",
+        settings: Mapping[str, Any] | None = None,
     ) -> tuple[int, int]:
-        """``(epoch, index)`` of a :meth:`get_state` dict, refusing missing or impossible values."""
+        """``(epoch, index)`` of a :meth:`get_state` dict, refusing missing or impossible
+        values, and ``settings`` (the owner's order settings) unless they equal the
+        state's own ``"settings"`` (a state without them is a bare position)."""
         refuse_pipeline_state(state, where)
+        if settings is not None and "settings" in state:
+            check_settings(state["settings"], dict(settings), where)
         for key in ("current_index", "current_epoch"):
             if key not in state:
                 raise StateError(

@@ -20,8 +20,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import record_at, stack_records
-from datarax.core.config import check_settings
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError
 from datarax.core.operator import OperatorModule
 from datarax.core.spec import is_text_value
 from datarax.core.stages import apply_stages
@@ -133,23 +132,6 @@ class CachedPrefix(RandomAccessSource):
     def order_settings(self) -> dict[str, Any]:
         """The cached source's order settings (its seed and shuffle decide the epoch)."""
         return self.inner.order_settings()
-
-    def get_state(self) -> dict[str, Any]:
-        """The position (see ``RandomAccessSource.get_state``) and ``settings``: the
-        cached source's :meth:`order_settings`, which a restore must match."""
-        return {**super().get_state(), "settings": self.order_settings()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`get_state` dict; one saved over a source with other
-        order settings (seed, shuffle) is refused, naming the setting."""
-        if not isinstance(state, dict) or "settings" not in state:
-            raise StateError(
-                "CachedPrefix.set_state expects the dict its get_state() returned, with "
-                "'settings' (the cached source's seed and shuffle); pass that dict.",
-                field="settings",
-            )
-        check_settings(state["settings"], self.order_settings(), "CachedPrefix")
-        super().set_state(state)
 
     def shuffle_seed(self) -> int | None:
         return self.inner.shuffle_seed()

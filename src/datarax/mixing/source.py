@@ -66,7 +66,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import close_each
-from datarax.core.config import StructuralConfig, check_seed, check_settings
+from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.spec import TextSpec, checked_spec
@@ -442,7 +442,6 @@ class MixSource(DataSourceModule):
             for i, c in enumerate(self.sources)
             if c.kind is SourceKind.STREAM
         }
-        state["settings"] = self.order_settings()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -455,8 +454,6 @@ class MixSource(DataSourceModule):
                 malformed state. A state without ``settings`` is taken as a bare
                 position.
         """
-        if isinstance(state, dict) and "settings" in state:
-            check_settings(state["settings"], self.order_settings(), "MixSource")
         super().set_state(state)
         saved = state.get("stream_passes", {})
         updated = np.zeros((len(self.sources), 2), np.int64)

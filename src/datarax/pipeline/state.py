@@ -12,7 +12,8 @@ length, shard, its ``order_settings()`` (nested sources' too), and digests of th
 and rngs. They are compared in a fixed order (switches such as ``shuffle`` before the
 ``seed`` they enable; a seed whose switch is off is not saved), and the first that
 differs is named. ``source``: the source's own ``get_state()`` for host and stream
-sources (bad-record counts, shuffle description), absent for indexed ones.
+sources (bad-record counts, shuffle description) less its ``settings`` (those are
+among the pipeline's), absent for indexed ones.
 
 Example:
     >>> import numpy as np
@@ -114,7 +115,8 @@ def get_state(context: PassContext) -> dict[str, Any]:
         "settings": settings(context),
     }
     if source.kind is not SourceKind.INDEXED:
-        state["source"] = source.get_state()
+        # its settings are in the pipeline's own (``source.*``), checked before it
+        state["source"] = {k: v for k, v in source.get_state().items() if k != "settings"}
     elastic = context.elastic_epoch(source.epoch)
     if elastic is not None:
         state["elastic"] = elastic.describe()

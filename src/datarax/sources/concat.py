@@ -46,7 +46,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import check_children, close_each
-from datarax.core.config import StructuralConfig, check_int, check_settings
+from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
@@ -406,7 +406,6 @@ class ConcatSource(DataSourceModule):
         if self.kind is SourceKind.HOST:
             state["skipped"] = int(self.skipped.get_value())
             state["skipped_by_part"] = [int(v) for v in self.skipped_by_part.get_value()]
-        state["settings"] = self.order_settings()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -418,13 +417,12 @@ class ConcatSource(DataSourceModule):
                 differs; or a malformed state. A state without ``settings`` is taken as
                 a bare position.
         """
-        if isinstance(state, dict) and "settings" in state:
-            check_settings(state["settings"], self.order_settings(), "ConcatSource")
         if self.kind is not SourceKind.HOST:
             super().set_state(state)
             return
         epoch, index, skipped = check_skip_state(
-            self.datarax_position, state, where="ConcatSource", length=self.epoch_size()
+            self.datarax_position, state, where="ConcatSource", length=self.epoch_size(),
+            settings=self.order_settings(),
         )
         by_part = state.get("skipped_by_part", [skipped] + [0] * (len(self.parts) - 1))
         if (

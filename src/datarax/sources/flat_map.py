@@ -50,7 +50,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.children import check_child
-from datarax.core.config import StructuralConfig, check_bool, check_int, check_settings
+from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import DataraxError, StateError
@@ -421,7 +421,6 @@ class FlatMapSource(DataSourceModule):
         state = super().get_state()
         cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
         state["cursor"] = cursor[2:] if cursor[:2] == [self.epoch, self.index] else None
-        state["settings"] = self.order_settings()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -431,8 +430,6 @@ class FlatMapSource(DataSourceModule):
             StateError: another parent, ``fn`` or ``max_outputs`` (naming the first
                 setting that differs), or a malformed state.
         """
-        if isinstance(state, dict) and "settings" in state:
-            check_settings(state["settings"], self.order_settings(), "FlatMapSource")
         super().set_state(state)
         cursor = state.get("cursor")
         if cursor is None:

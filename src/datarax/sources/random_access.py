@@ -316,7 +316,8 @@ class RandomAccessSource(DataSourceModule):
         where = type(self).__name__
         self.__share.runs = None  # a plain state: this shard's own block
         epoch, index, skipped = check_skip_state(
-            self.datarax_position, state, where=where, length=self.epoch_size()
+            self.datarax_position, state, where=where, length=self.epoch_size(),
+            settings=self.order_settings(),
         )
         self.seek(epoch, index)
         self.skipped.set_value(np.asarray(skipped, np.int64))

@@ -250,13 +250,19 @@ class SkipLedger:
 
 
 def check_skip_state(
-    position: Any, state: Any, *, where: str, length: int | None = None
+    position: Any,
+    state: Any,
+    *,
+    where: str,
+    length: int | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[int, int, int]:
     """``(epoch, index, skipped)`` of a skipping source's saved ``state``, checked.
 
     ``position`` is the source's :class:`~datarax.core.position.SourcePosition` (it
     checks epoch and index); ``"skipped"`` (absent: 0) must be an int in
-    ``[0, index]`` — a source cannot have skipped more records than it passed.
+    ``[0, index]`` — a source cannot have skipped more records than it passed;
+    ``settings`` as in ``check_state``.
     """
     if not isinstance(state, dict):
         raise StateError(
@@ -269,7 +275,7 @@ def check_skip_state(
             f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
             field="skipped",
         )
-    epoch, index = position.check_state(state, length=length, where=where)
+    epoch, index = position.check_state(state, length=length, where=where, settings=settings)
     if skipped > index:
         raise StateError(
             f"{where} state says {skipped} records were skipped before position "

@@ -40,7 +40,6 @@ from datarax.core.config import (
     StructuralConfig,
     check_bool,
     check_int,
-    check_settings,
     config_settings,
 )
 from datarax.core.data_source import check_contract
@@ -260,7 +259,6 @@ class PackedTextSource(StreamSource):
         :meth:`order_settings` a restore must match."""
         state = super().get_state()
         state.update(self._text.snapshot_at(self.epoch, self.index))
-        state["settings"] = self.order_settings()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -278,9 +276,9 @@ class PackedTextSource(StreamSource):
                 f"{where}.set_state expects the dict get_state() returned, got "
                 f"{type(state).__name__}."
             )
-        if "settings" in state:
-            check_settings(state["settings"], self.order_settings(), where)
-        epoch, index = self.datarax_position.check_state(state, where=where)
+        epoch, index = self.datarax_position.check_state(
+            state, where=where, settings=self.order_settings()
+        )
         extra = {k: state[k] for k in SNAPSHOT_KEYS if k in state}
         if extra:
             for key in ("next_document", "skipped", "packer"):

@@ -215,7 +215,7 @@ class HFStreamingSource(StreamSource):
         ``"skipped"`` counts no skips."""
         where = "HFStreamingSource"
         epoch, index, skipped = check_skip_state(
-            self.datarax_position, state, where=where
+            self.datarax_position, state, where=where, settings=self.order_settings()
         )
         self.seek(epoch, index)
         self.skipped.set_value(np.asarray(skipped, np.int64))
