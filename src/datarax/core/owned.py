@@ -18,8 +18,9 @@ it rather than copying it again: JAX's own copy of an unaligned buffer is slower
 NumPy's, 3 MB: 0.84 ms against 0.17 ms). From 64 MiB on (a MemorySource's columns)
 NumPy is slow to fill fresh memory (553 MB in a new process on a 2-core VM: 1.7-5 s,
 against 0.43 s for JAX's copy), so for one CPU device on Linux the copy goes into memory
-the kernel maps in one go (``MAP_POPULATE``, 0.21-0.36 s), which JAX shares; elsewhere
-datarax waits for JAX's own copy. :func:`unshared` gives a private copy for JAX's
+whose pages the kernel puts in place up front (``MAP_POPULATE``, 0.21-0.36 s; with two
+CPUs free, two halves side by side), which JAX shares; elsewhere datarax waits for JAX's
+own copy. :func:`unshared` gives a private copy for JAX's
 other ways in (``jax.make_array_from_process_local_data``). JAX arrays are immutable
 and pass as ``jax.device_put`` would place them. An array datarax allocated itself
 (:func:`fresh_aligned`), filled once and :func:`seal` ed (a reader's decoded batch) is no
