@@ -107,3 +107,12 @@ def test_metadata_round_trip(tmp_path) -> None:
     assert find_dataset(str(tmp_path)) == str(tmp_path)
     assert find_dataset(str(tmp_path / "data-*.array_record")) == str(tmp_path)
     assert find_dataset(str(tmp_path.parent)) is None
+
+
+def test_features_read_like_a_mapping_of_names() -> None:
+    features = Features((Field("x", "float32", (3,), "raw"), Field("t", "str", (), "utf8")))
+    assert list(features) == ["x", "t"] and len(features) == 2
+    assert "t" in features and "y" not in features
+    assert [features[name].encoding for name in features] == ["raw", "utf8"]
+    with pytest.raises(KeyError, match=r"no field 'y'; the fields are \['x', 't'\]"):
+        features["y"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,10 +127,13 @@ class Field:
 class Features:
     """The ordered fields of every record, and the record layout they imply.
 
+    Read like a mapping of field name to :class:`Field`: ``features["x"]``, ``"x" in
+    features``, ``list(features)`` (the names); ``features.fields`` holds the fields.
+
     Example:
         >>> f = Features((Field("x", "float32", (4,), "raw"), Field("t", "str", (), "utf8")))
-        >>> f.head_size, f.names
-        (20, ('x', 't'))
+        >>> f.head_size, f.names, list(f), "t" in f, len(f)
+        (20, ('x', 't'), ['x', 't'], True, 2)
     """
 
     fields: tuple[Field, ...]
@@ -164,7 +167,17 @@ class Features:
         for f in self.fields:
             if f.name == name:
                 return f
-        raise KeyError(name)
+        raise KeyError(f"no field {name!r}; the fields are {list(self.names)}")
+
+    def __iter__(self) -> Iterator[str]:
+        """The field names, in order (as a mapping of name to :class:`Field`)."""
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
 
     def to_json(self) -> list[dict[str, Any]]:
         return [f.to_json() for f in self.fields]
