@@ -258,6 +258,11 @@ simple("operator-fn-returns-int", "ElementOperatorConfig", "fn returning an int"
 simple("pipeline-source-not-module", "Pipeline arguments", "source=a list", SourceContractError,
        "Pipeline source must be a DataSourceModule (e.g. MemorySource), got list.",
        lambda: Pipeline(source=[1, 2], stages=[], batch_size=2))
+simple("pipeline-more-shards-than-records", "Pipeline arguments",
+       "shard_count=4 over 3 records", ConfigError,
+       "Pipeline shard_count=4 over MemorySource's 3 records: each process's share is "
+       "3 // 4 = 0 records, so no process would serve any. Pass pad_remainder=True",
+       lambda: pipe(source=MemorySource(MemorySourceConfig(), data(3)), shard_count=4))
 simple("pipeline-batch-size-zero", "Pipeline arguments", "batch_size=0", ConfigError,
        "Pipeline batch_size must be an int >= 1, got 0.", lambda: pipe(batch_size=0))
 simple("pipeline-batch-size-float", "Pipeline arguments", "batch_size=2.0", ConfigError,
@@ -397,6 +402,10 @@ simple("state-iterator-other-pipeline", "Pipeline state",
        "iterator.set_state with another pipeline's state", StateError,
        "Pipeline state was saved with batch_size=3 but this pipeline has batch_size=2",
        lambda: iter(pipe()).set_state(state_of()), field="batch_size")
+simple("state-pipeline-given-source-state", "Pipeline state",
+       "pipeline.set_state given a source's state", StateError,
+       "Pipeline.set_state got a source's state",
+       lambda: restore({"current_index": 3, "current_epoch": 0}))
 
 
 def _stream_state() -> dict[str, Any]:
@@ -444,6 +453,24 @@ simple("state-source-past-end", "Source state", "source.set_state index past the
        StateError, "MemorySource state current_index=50 is past the end of the source (6 records)",
        lambda: MemorySource(MemorySourceConfig(), data()).set_state(
            {"current_index": 50, "current_epoch": 0}), field="current_index")
+
+
+def _shuffled_source_state(seed: int) -> dict[str, Any]:
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=seed), data())
+    first_batch(Pipeline(source=source, stages=[], batch_size=2, rngs=nnx.Rngs(0)))
+    return json.loads(json.dumps(source.get_state()))
+
+
+simple("state-source-other-seed", "Source state",
+       "source.set_state with a state saved under another seed", StateError,
+       "MemorySource state was saved with seed=1 but this source has seed=2; restore it into "
+       "an identically built source.",
+       lambda: MemorySource(MemorySourceConfig(shuffle=True, seed=2), data()).set_state(
+           _shuffled_source_state(1)), field="seed")
+simple("state-source-given-pipeline-state", "Source state",
+       "source.set_state given a pipeline's state", StateError,
+       "MemorySource.set_state got a Pipeline's state",
+       lambda: MemorySource(MemorySourceConfig(), data()).set_state(state_of()))
 
 
 # --------------------------------------------------------- sharding / checkpoint
