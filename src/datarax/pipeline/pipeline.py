@@ -54,8 +54,10 @@ class Pipeline(nnx.Module):
         prefetch: batches prepared ahead of the one being consumed, on a worker
             thread: for indexed sources computed and placed on the devices
             (``sharding``); for random-access host sources read, checked, staged and
-            placed. 0 prepares each batch on the loop's thread when asked for. Either
-            way the position counts only the batches handed out.
+            placed (batches the reader already holds are placed together, so up to
+            8 more, at most 8 MiB, may wait placed). 0 prepares each batch on the
+            loop's thread when asked for. Either way the position counts only the
+            batches handed out.
         shard_index, shard_count: this process's share of every epoch; default
             ``jax.process_index()`` of ``jax.process_count()``. Each share is a disjoint,
             equally long block of the epoch's (globally shuffled) order; the last
