@@ -116,3 +116,8 @@ def test_features_read_like_a_mapping_of_names() -> None:
     assert [features[name].encoding for name in features] == ["raw", "utf8"]
     with pytest.raises(KeyError, match=r"no field 'y'; the fields are \['x', 't'\]"):
         features["y"]
+
+
+def test_numpy_float64_scalar_keeps_its_dtype_python_float_is_float32() -> None:
+    features = infer_features({"a": np.float64(0.1), "b": 0.1, "c": np.float32(0.1)})
+    assert [features[n].dtype for n in features] == ["float64", "float32", "float32"]

@@ -191,7 +191,7 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
     """The :class:`Field` a value of one record implies.
 
     Numbers and numpy arrays are ``raw`` (Python ``int`` → ``int64``, ``float`` →
-    ``float32``, ``bool`` → ``bool``); ``str`` is ``utf8``; PNG / JPEG bytes, Hugging
+    ``float32``, ``bool`` → ``bool``; numpy scalars and arrays keep their dtype); ``str`` is ``utf8``; PNG / JPEG bytes, Hugging
     Face image dicts (``{"bytes", "path"}``) and PIL images are ``png`` / ``jpeg`` of the
     image's shape (PIL images and arrays are written as PNG); other bytes are ``varlen``
     ``uint8``.
@@ -231,7 +231,7 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         return Field(name, "bool", (), "raw", names)
     if isinstance(value, int):
         return Field(name, "int64", (), "raw", names)
-    if isinstance(value, float):
+    if isinstance(value, float) and not isinstance(value, np.generic):  # not np.float64
         return Field(name, "float32", (), "raw", names)
     try:
         array = np.asarray(value)
