@@ -703,6 +703,11 @@ case("arrayrecord-state-other-seed", "ArrayRecord", "state shuffled with another
 case("arrayrecord-state-unshuffled", "ArrayRecord", "a state saved without shuffle_files",
      StateError, "was saved with shuffle_files=False but this source has shuffle_files=True",
      field="shuffle_files", needs=AR)(lambda tmp: _ar_tampered(tmp, shuffled_indices=None))
+case("arrayrecord-decode-nested-dict", "ArrayRecord", "decode returning {'a': {'b': array}}",
+     ConfigError, "decode returned a nested dict (field 'a/b' is inside the dict under 'a')",
+     needs=AR)(lambda tmp: _ar_read_all(_ar(
+         _ar_file(tmp / "n.array_record"),
+         decode=lambda r: {"a": {"b": np.frombuffer(r, np.float32)}})))
 
 
 # ------------------------------------------------------------------- HF / TFDS
