@@ -10,7 +10,7 @@ from dataset_helpers import read_dataset
 from killer_rows import KillerRows
 
 from datarax.dataset.format import read_metadata
-from datarax.dataset.writer import PARTIAL_DIR, ConversionError, write_dataset
+from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
 
 
 def _records(n: int = 20) -> list[dict]:
@@ -130,3 +130,10 @@ def test_a_writer_worker_process_imports_no_jax_or_flax():
             "print(sorted(m for m in ('jax', 'flax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_summary_counts_read_as_words() -> None:
+    assert str(WriteSummary(1, 2_000_000, 1, 0, 1, 0.5)) == (
+        "1 record, 2.0 MB in 1 shard (0 resumed), 1 row skipped, 0.5 s (2 records/s)")
+    assert str(WriteSummary(10, 0, 2, 2, 0, 0.1)) == (
+        "10 records, 0.0 MB in 2 shards, already complete (nothing written)")

@@ -6,7 +6,7 @@ does not match the features with :func:`bad_record_message`.
 
 Example:
     >>> print(WriteSummary(10, 2_000_000, 2, 0, 1, 0.5))
-    10 records, 2.0 MB in 2 shards (0 resumed), 1 rows skipped, 0.5 s (20 records/s)
+    10 records, 2.0 MB in 2 shards (0 resumed), 1 row skipped, 0.5 s (20 records/s)
 """
 
 from __future__ import annotations
@@ -36,13 +36,17 @@ class WriteSummary:
     seconds: float
 
     def __str__(self) -> str:
+        head = (f"{_count(self.records, 'record')}, {self.bytes / 1e6:.1f} MB in "
+                f"{_count(self.shards, 'shard')}")
         if self.shards and self.shards_resumed == self.shards:
-            return (f"{self.records} records, {self.bytes / 1e6:.1f} MB in {self.shards} shards, "
-                    "already complete (nothing written)")
+            return f"{head}, already complete (nothing written)"
         rate = self.records / self.seconds if self.seconds > 0 else float("inf")
-        return (f"{self.records} records, {self.bytes / 1e6:.1f} MB in {self.shards} shards "
-                f"({self.shards_resumed} resumed), {self.skipped_rows} rows skipped, "
-                f"{self.seconds:.1f} s ({rate:,.0f} records/s)")
+        return (f"{head} ({self.shards_resumed} resumed), {_count(self.skipped_rows, 'row')} "
+                f"skipped, {self.seconds:.1f} s ({rate:,.0f} records/s)")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def bad_record_message(message: str, err: RecordMismatchError, what: str = "row") -> str:
