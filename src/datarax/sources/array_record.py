@@ -1,7 +1,9 @@
 """``ArrayRecordSourceModule``: records of ArrayRecord files, read on host threads.
 
 Built on array_record's ``ArrayRecordReader`` (one per file, batched reads:
-:class:`ArrayRecordFiles`) and the shared
+:class:`~datarax.sources.array_record_files.ArrayRecordFiles`; the files named by
+:func:`~datarax.sources.array_record_paths.resolve_paths`, counted by
+:mod:`~datarax.sources.array_record_counts`) and the shared
 :class:`~datarax.sources.host_reader.HostReader` (reader threads, bounded read-ahead,
 O(1) position state). Record order is file order, or with
 ``shuffle_files=True`` the Feistel permutation of ``grain.experimental.index_shuffle``
@@ -11,13 +13,9 @@ keyed by ``seed + epoch``, computed per batch and never materialised.
 from __future__ import annotations
 
 import bisect
-import concurrent.futures
 import dataclasses
 import functools
-import glob
 import os
-import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,18 +25,17 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, RecordError, StateError
-from datarax.core.extras import require
 from datarax.core.position import refuse_pipeline_state
-from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, find_dataset
+from datarax.dataset.metadata import DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
+from datarax.sources.array_record_counts import check_counts, count_records, remote_counts
+from datarax.sources.array_record_files import ArrayRecordFiles, array_record_reader
+from datarax.sources.array_record_paths import PathsLike, is_folder, resolve_paths
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import MISSING, check_config_and_data
-from datarax.storage import RemoteShards, ShardCache, StorageStats, expand_user, is_remote
-
-PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-_GLOB_CHARS = re.compile(r"[*?\[]")
+from datarax.storage import ShardCache, StorageStats, expand_user, is_remote
 
 
 @dataclass(frozen=True)
@@ -97,121 +94,6 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
         check_bool(self, "cast_float64")
         self.error_policy()
 
-
-class ArrayRecordFiles:
-    """Records of ArrayRecord files, numbered across the files, read in batches.
-
-    One array_record ``ArrayRecordReader`` per file (the options Grain's data source
-    uses), opened on first use and shared by the reader threads (its reads release
-    Python's lock). A batch's keys are grouped by file: one ``read(positions)`` per
-    file touched, on the calling thread. A file that cannot be opened raises at the
-    read (the source names it and the record); a later read tries again. It pickles
-    as its file list (a worker process opens its own readers).
-
-    Example:
-        >>> import os, tempfile
-        >>> from array_record.python.array_record_module import ArrayRecordWriter
-        >>> path = os.path.join(tempfile.mkdtemp(), "a.array_record")
-        >>> w = ArrayRecordWriter(path, "group_size:1")
-        >>> for i in range(3): w.write(bytes([i]))
-        >>> w.close()
-        >>> files = ArrayRecordFiles([path, path], [3, 3])
-        >>> len(files), files.__getitems__([4, 0, 5])
-        (6, [b'\\x01', b'\\x00', b'\\x02'])
-        >>> files.close()
-    """
-
-    def __init__(self, files: Sequence[str], counts: Sequence[int],
-                 remote: RemoteShards | None = None) -> None:
-        self.files = tuple(files)
-        self.counts = tuple(int(c) for c in counts)
-        self.__setstate__({"files": self.files, "counts": self.counts, "remote": remote})
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "counts": self.counts, "remote": self.remote}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.files, self.counts = state["files"], state["counts"]
-        self.remote = state.get("remote")  # remote files: read through the local shard cache
-        self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
-        self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
-        self._readers: list[Any] = [None] * len(self.files)
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return int(self._ends[-1])
-
-    def _reader(self, f: int) -> Any:
-        reader = self._readers[f]
-        if reader is None:
-            with self._lock:
-                reader = self._readers[f]
-                if reader is None:
-                    reader = _open_reader(self.files[f])
-                    self._readers[f] = reader
-        return reader
-
-    def __getitem__(self, index: int) -> bytes:
-        return self.__getitems__([index])[0]
-
-    def __getitems__(self, keys: Sequence[int]) -> list[bytes]:
-        keys_np = np.asarray(keys, dtype=np.int64)
-        file_of = np.searchsorted(self._ends, keys_np, side="right")
-        within = keys_np - self._starts[file_of]
-        if len(keys_np) and file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
-            return list(self._read(int(file_of[0]), within.tolist()))  # one file: in order
-        # each file's records (in key order) scattered into their slots at C speed
-        by_file = np.argsort(file_of, kind="stable")
-        bounds = np.searchsorted(file_of[by_file], np.arange(len(self.files) + 1)).tolist()
-        out = np.empty(len(keys_np), dtype=object)
-        for f in range(len(self.files)):
-            if bounds[f] == bounds[f + 1]:
-                continue
-            slots = by_file[bounds[f]:bounds[f + 1]]
-            out[slots] = self._read(f, within[slots].tolist())
-        return out.tolist()
-
-    def _read(self, f: int, positions: list[int]) -> list[bytes]:
-        """Records at ``positions`` of file ``f`` (one batched read)."""
-        if self.remote is not None:  # the cached copy, fetched (or read ahead) first
-            with self.remote.open(f, _open_reader) as reader:
-                return reader.read(positions)
-        return self._reader(f).read(positions)
-
-    def close(self) -> None:
-        """Close the open readers. Never raises: a reader whose file was deleted or
-        truncated reports that again when closed, but each read of it already raised
-        an error naming the file, and nothing is written."""
-        if self.remote is not None:
-            self.remote.close()
-        with self._lock:
-            readers, self._readers = self._readers, [None] * len(self.files)
-        for reader in readers:
-            if reader is not None:
-                try:
-                    reader.close()
-                except Exception:  # noqa: BLE001, S110 - see the docstring
-                    pass
-
-
-#: bytes each read of a file pulls in at least. One page: a random record of a few KB
-#: costs the reader a fraction of the CPU it does with 32 KiB (3 KB records read at random:
-#: 0.74 -> 0.62-0.66 CPU s per 100,000), and sequential reads or large records read no slower.
-READ_BUFFER_BYTES = 4096
-
-
-def _open_reader(path: str) -> Any:
-    """An ``ArrayRecordReader`` for random access to ``path`` (no read-ahead buffer)."""
-    reader = _array_record_reader()(
-        path, options="readahead_buffer_size:0", file_reader_buffer_size=READ_BUFFER_BYTES)
-    if reader.ok():
-        return reader
-    try:
-        reader.close()
-        cause = "the reader could not open it"
-    except Exception as err:  # noqa: BLE001 - the reader's reason, raised below
-        cause = str(err) or "the reader could not open it"
-    raise OSError(f"cannot open the file: {cause}")
 
 
 def _decode_one(decode_batch: Callable[[list[bytes]], Mapping[str, Any]], record: bytes) -> dict[str, Any]:
@@ -328,7 +210,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 decode, decode_batch = decoder.decode_one, decoder
             folder = None
         elif own_decode:  # a dataset folder still lists its shards; the user's decode reads them
-            folder = find_dataset(paths) if _is_folder(paths) else None
+            folder = find_dataset(paths) if is_folder(paths) else None
             info = None
         else:
             folder = find_dataset(paths)
@@ -344,10 +226,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
             files = [os.path.abspath(f) for f in files]
         self._dataset_info = nnx.static(info)
         self._remote = nnx.static(remote)
-        _array_record_reader()  # the optional extra, refused by name before any thread runs
-        counts = _count_records(files) if remote is None else _remote_counts(remote)
+        array_record_reader()  # the optional extra, refused by name before any thread runs
+        counts = count_records(files) if remote is None else remote_counts(remote)
         if info is not None and remote is None:
-            _check_counts(files, counts, info)
+            check_counts(files, counts, info)
         total = sum(counts)
         if total == 0:
             raise RecordError(
@@ -507,143 +389,3 @@ class ArrayRecordSourceModule(RandomAccessSource):
             super().close()
         finally:
             self._data.close()
-
-
-# ----------------------------------------------------------------------- paths
-def resolve_paths(paths: PathsLike) -> list[str]:
-    """Files named by one path, a glob pattern, or a list of paths / patterns.
-
-    Patterns expand to their sorted matches; every file must exist.
-
-    Raises:
-        RecordError: a file is missing or a pattern matches nothing.
-        ConfigError: ``paths`` is empty or of the wrong type.
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        items = [paths]
-    elif isinstance(paths, Sequence) and not isinstance(paths, bytes):
-        items = list(paths)
-        if not items:
-            raise ConfigError("ArrayRecordSourceModule paths is an empty list; name at least one file.")
-    else:
-        raise ConfigError(
-            "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of "
-            f"paths, got {type(paths).__name__}."
-        )
-    files: list[str] = []
-    for item in items:
-        if not isinstance(item, (str, os.PathLike)):
-            raise ConfigError(
-                f"ArrayRecordSourceModule paths entries must be str or os.PathLike, got "
-                f"{type(item).__name__} {item!r}."
-            )
-        path = os.fspath(item)
-        if _GLOB_CHARS.search(path) and not os.path.exists(path):
-            matches = sorted(glob.glob(path))
-            if not matches:
-                raise RecordError(
-                    f"ArrayRecordSourceModule: the glob pattern '{path}' matches no files. "
-                    "Check the directory and the pattern.",
-                    path=path,
-                )
-            files.extend(matches)
-        elif not os.path.isfile(path):
-            what = ("is a directory, not a file (a folder is read only when it holds a "
-                    f"datarax dataset's {METADATA_FILE})") if os.path.isdir(path) else "does not exist"
-            raise RecordError(
-                f"ArrayRecordSourceModule: the file '{path}' {what}. Check the path (a "
-                "glob pattern such as 'data-*.array_record' is expanded).",
-                path=path,
-            )
-        else:
-            files.append(path)
-    return files
-
-
-def _is_folder(paths: PathsLike) -> bool:
-    """Whether ``paths`` is one local folder (not a file, a glob or a list)."""
-    return isinstance(paths, (str, os.PathLike)) and os.path.isdir(os.fspath(paths))
-
-
-def _array_record_reader() -> Any:
-    # array_record is an optional extra (Linux wheels only): imported on first use.
-    module = require(
-        "array_record.python.array_record_module", extra="arrayrecord",
-        user="ArrayRecordSourceModule",
-    )
-    return module.ArrayRecordReader
-
-
-def _count_one(path: str) -> int:
-    ArrayRecordReader = _array_record_reader()  # noqa: N806
-
-    try:
-        reader = ArrayRecordReader(path)
-    except Exception as err:  # noqa: BLE001 - reported with the file name
-        raise _not_array_record(path, f"{type(err).__name__}: {err}") from err
-    if not reader.ok():
-        try:
-            reader.close()
-            cause = "the reader could not open it"
-        except Exception as err:  # noqa: BLE001
-            cause = str(err) or "the reader could not open it"
-        raise _not_array_record(path, cause)
-    count = int(reader.num_records())
-    reader.close()
-    return count
-
-
-def _not_array_record(path: str, cause: str) -> RecordError:
-    return RecordError(
-        f"ArrayRecordSourceModule: '{path}' is not a readable ArrayRecord file ({cause}); "
-        "it may be truncated (an interrupted write), empty or in another format. Rewrite "
-        "it with array_record's ArrayRecordWriter or remove it from paths.",
-        path=path,
-    )
-
-
-def _check_counts(files: list[str], counts: list[int], info: DatasetInfo) -> None:
-    expected = {shard.file: shard.records for shard in info.shards}
-    for path, count in zip(files, counts):
-        if expected[os.path.basename(path)] != count:
-            raise RecordError(
-                f"ArrayRecordSourceModule: the shard '{path}' holds {count} records, its "
-                f"dataset's metadata says {expected[os.path.basename(path)]}; the folder mixes "
-                "files of different conversions. Convert the data again.",
-                path=path,
-            )
-
-
-def _remote_counts(remote: RemoteShards) -> list[int]:
-    """Record count of each remote file: from the dataset's metadata, else counted in the
-    cached copy (plain files are fetched once for it; a restart finds them cached)."""
-    missing = [i for i, o in enumerate(remote.objects) if o.records is None]
-
-    def count(i: int) -> int:
-        try:
-            with remote.hold(i) as path:  # kept while counted, whatever other threads need
-                try:
-                    return _count_one(path)
-                except RecordError as err:
-                    url = remote.objects[i].url
-                    raise RecordError(str(err).replace(path, url), path=url) from err
-        finally:
-            remote.release_unused()
-
-    counted = dict(zip(missing, _parallel(count, missing)))
-    return [o.records if o.records is not None else counted[i] for i, o in enumerate(remote.objects)]
-
-
-def _parallel(fn: Callable[[Any], int], items: list[Any]) -> list[int]:
-    if len(items) <= 1:
-        return [fn(i) for i in items]
-    with concurrent.futures.ThreadPoolExecutor(min(16, len(items))) as pool:
-        return list(pool.map(fn, items))
-
-
-def _count_records(files: list[str]) -> list[int]:
-    """Record count of each file, opened in parallel; bad files raise RecordError."""
-    if len(files) == 1:
-        return [_count_one(files[0])]
-    with concurrent.futures.ThreadPoolExecutor(min(16, len(files))) as pool:
-        return list(pool.map(_count_one, files))

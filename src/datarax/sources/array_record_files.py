@@ -1,0 +1,148 @@
+"""``ArrayRecordFiles``: the records of a set of ArrayRecord files, read in batches.
+
+One random-access ``ArrayRecordReader`` per file, opened on first use; records are
+numbered across the files in their order. :mod:`datarax.sources.array_record` reads
+through it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax.core.extras import require
+from datarax.storage import RemoteShards
+
+__all__ = ["READ_BUFFER_BYTES", "ArrayRecordFiles", "array_record_reader"]
+
+
+def array_record_reader() -> Any:
+    """array_record's ``ArrayRecordReader`` class, imported on first use (the optional
+    ``arrayrecord`` extra, Linux wheels only; refused by name when missing)."""
+    module = require(
+        "array_record.python.array_record_module", extra="arrayrecord",
+        user="ArrayRecordSourceModule",
+    )
+    return module.ArrayRecordReader
+
+
+
+class ArrayRecordFiles:
+    """Records of ArrayRecord files, numbered across the files, read in batches.
+
+    One array_record ``ArrayRecordReader`` per file (the options Grain's data source
+    uses), opened on first use and shared by the reader threads (its reads release
+    Python's lock). A batch's keys are grouped by file: one ``read(positions)`` per
+    file touched, on the calling thread. A file that cannot be opened raises at the
+    read (the source names it and the record); a later read tries again. It pickles
+    as its file list (a worker process opens its own readers).
+
+    Example:
+        >>> import os, tempfile
+        >>> from array_record.python.array_record_module import ArrayRecordWriter
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.array_record")
+        >>> w = ArrayRecordWriter(path, "group_size:1")
+        >>> for i in range(3): w.write(bytes([i]))
+        >>> w.close()
+        >>> files = ArrayRecordFiles([path, path], [3, 3])
+        >>> len(files), files.__getitems__([4, 0, 5])
+        (6, [b'\\x01', b'\\x00', b'\\x02'])
+        >>> files.close()
+    """
+
+    def __init__(self, files: Sequence[str], counts: Sequence[int],
+                 remote: RemoteShards | None = None) -> None:
+        self.files = tuple(files)
+        self.counts = tuple(int(c) for c in counts)
+        self.__setstate__({"files": self.files, "counts": self.counts, "remote": remote})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"files": self.files, "counts": self.counts, "remote": self.remote}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.files, self.counts = state["files"], state["counts"]
+        self.remote = state.get("remote")  # remote files: read through the local shard cache
+        self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
+        self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
+        self._readers: list[Any] = [None] * len(self.files)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return int(self._ends[-1])
+
+    def _reader(self, f: int) -> Any:
+        reader = self._readers[f]
+        if reader is None:
+            with self._lock:
+                reader = self._readers[f]
+                if reader is None:
+                    reader = _open_reader(self.files[f])
+                    self._readers[f] = reader
+        return reader
+
+    def __getitem__(self, index: int) -> bytes:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, keys: Sequence[int]) -> list[bytes]:
+        keys_np = np.asarray(keys, dtype=np.int64)
+        file_of = np.searchsorted(self._ends, keys_np, side="right")
+        within = keys_np - self._starts[file_of]
+        if len(keys_np) and file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
+            return list(self._read(int(file_of[0]), within.tolist()))  # one file: in order
+        # each file's records (in key order) scattered into their slots at C speed
+        by_file = np.argsort(file_of, kind="stable")
+        bounds = np.searchsorted(file_of[by_file], np.arange(len(self.files) + 1)).tolist()
+        out = np.empty(len(keys_np), dtype=object)
+        for f in range(len(self.files)):
+            if bounds[f] == bounds[f + 1]:
+                continue
+            slots = by_file[bounds[f]:bounds[f + 1]]
+            out[slots] = self._read(f, within[slots].tolist())
+        return out.tolist()
+
+    def _read(self, f: int, positions: list[int]) -> list[bytes]:
+        """Records at ``positions`` of file ``f`` (one batched read)."""
+        if self.remote is not None:  # the cached copy, fetched (or read ahead) first
+            with self.remote.open(f, _open_reader) as reader:
+                return reader.read(positions)
+        return self._reader(f).read(positions)
+
+    def close(self) -> None:
+        """Close the open readers. Never raises: a reader whose file was deleted or
+        truncated reports that again when closed, but each read of it already raised
+        an error naming the file, and nothing is written."""
+        if self.remote is not None:
+            self.remote.close()
+        with self._lock:
+            readers, self._readers = self._readers, [None] * len(self.files)
+        for reader in readers:
+            if reader is not None:
+                try:
+                    reader.close()
+                except Exception:  # noqa: BLE001, S110 - see the docstring
+                    pass
+
+
+
+#: bytes each read of a file pulls in at least. One page: a random record of a few KB
+#: costs the reader a fraction of the CPU it does with 32 KiB (3 KB records read at random:
+#: 0.74 -> 0.62-0.66 CPU s per 100,000), and sequential reads or large records read no slower.
+READ_BUFFER_BYTES = 4096
+
+
+def _open_reader(path: str) -> Any:
+    """An ``ArrayRecordReader`` for random access to ``path`` (no read-ahead buffer)."""
+    reader = array_record_reader()(
+        path, options="readahead_buffer_size:0", file_reader_buffer_size=READ_BUFFER_BYTES)
+    if reader.ok():
+        return reader
+    try:
+        reader.close()
+        cause = "the reader could not open it"
+    except Exception as err:  # noqa: BLE001 - the reader's reason, raised below
+        cause = str(err) or "the reader could not open it"
+    raise OSError(f"cannot open the file: {cause}")
+

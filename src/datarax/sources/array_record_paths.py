@@ -1,0 +1,76 @@
+"""The files an ArrayRecord source reads: one path, a glob pattern or a list of them.
+
+``resolve_paths`` expands patterns (sorted) and checks that every file exists;
+``is_folder`` tells one local folder (a datarax dataset) from files.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Sequence
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.dataset.metadata import METADATA_FILE
+
+__all__ = ["PathsLike", "is_folder", "resolve_paths"]
+
+PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def resolve_paths(paths: PathsLike) -> list[str]:
+    """Files named by one path, a glob pattern, or a list of paths / patterns.
+
+    Patterns expand to their sorted matches; every file must exist.
+
+    Raises:
+        RecordError: a file is missing or a pattern matches nothing.
+        ConfigError: ``paths`` is empty or of the wrong type.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        items = [paths]
+    elif isinstance(paths, Sequence) and not isinstance(paths, bytes):
+        items = list(paths)
+        if not items:
+            raise ConfigError("ArrayRecordSourceModule paths is an empty list; name at least one file.")
+    else:
+        raise ConfigError(
+            "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of "
+            f"paths, got {type(paths).__name__}."
+        )
+    files: list[str] = []
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise ConfigError(
+                f"ArrayRecordSourceModule paths entries must be str or os.PathLike, got "
+                f"{type(item).__name__} {item!r}."
+            )
+        path = os.fspath(item)
+        if _GLOB_CHARS.search(path) and not os.path.exists(path):
+            matches = sorted(glob.glob(path))
+            if not matches:
+                raise RecordError(
+                    f"ArrayRecordSourceModule: the glob pattern '{path}' matches no files. "
+                    "Check the directory and the pattern.",
+                    path=path,
+                )
+            files.extend(matches)
+        elif not os.path.isfile(path):
+            what = ("is a directory, not a file (a folder is read only when it holds a "
+                    f"datarax dataset's {METADATA_FILE})") if os.path.isdir(path) else "does not exist"
+            raise RecordError(
+                f"ArrayRecordSourceModule: the file '{path}' {what}. Check the path (a "
+                "glob pattern such as 'data-*.array_record' is expanded).",
+                path=path,
+            )
+        else:
+            files.append(path)
+    return files
+
+
+def is_folder(paths: PathsLike) -> bool:
+    """Whether ``paths`` is one local folder (not a file, a glob or a list)."""
+    return isinstance(paths, (str, os.PathLike)) and os.path.isdir(os.fspath(paths))
+
