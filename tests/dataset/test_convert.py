@@ -52,6 +52,20 @@ def test_image_folder_labels_and_bad_image(tmp_path) -> None:
     assert info.num_records == 6 and [s["row"] for s in info.skipped] == [6]
 
 
+def test_dst_in_a_class_folder_or_the_src_itself_is_refused(tmp_path) -> None:
+    for name in ["ant", "bee"]:
+        os.makedirs(tmp_path / "src" / name)
+        (tmp_path / "src" / name / "0.png").write_bytes(png(1))
+    src = str(tmp_path / "src")
+    with pytest.raises(ConversionError, match="inside the class folder 'ant' of the image folder"):
+        convert(src, tmp_path / "src" / "ant" / "ds")
+    with pytest.raises(ConversionError, match="is the input folder itself"):
+        convert(src, src)
+    assert sorted(os.listdir(tmp_path / "src" / "ant")) == ["0.png"]  # nothing written
+    info, _ = convert(src, tmp_path / "src" / "ds")  # beside the classes: fine
+    assert info.features["label"].class_names == ("ant", "bee")
+
+
 def test_jsonl_csv_and_npz(tmp_path) -> None:
     with open(tmp_path / "a.jsonl", "w") as f:
         for i in range(5):

@@ -442,6 +442,25 @@ def _split_files(src: str, tables: list[str], split: str | None) -> list[str]:
     return tables
 
 
+def _check_dst_outside(src: str, dst: str, rows: Rows) -> None:
+    """Refuse a ``dst`` that is the ``src`` folder itself, or inside a class folder of an
+    image folder (the class would stop being one once it holds the dataset)."""
+    if not os.path.isdir(src):
+        return
+    root, target = os.path.realpath(src), os.path.realpath(dst)
+    if target == root:
+        raise ConversionError(
+            f"'{dst}' is the input folder itself; write the dataset into another folder "
+            "(a new subfolder of it is fine).")
+    if isinstance(rows, ImageFolderRows):
+        for name in rows.classes:
+            folder = os.path.join(root, name)
+            if target == folder or target.startswith(folder + os.sep):
+                raise ConversionError(
+                    f"'{dst}' is inside the class folder '{name}' of the image folder '{src}'; "
+                    "write the dataset outside the class folders (next to them, or elsewhere).")
+
+
 def default_shards(records: int | None) -> int:
     """Shards for ``records`` records: one per 50,000 (at least 1, at most 1,024)."""
     if records is None:
@@ -483,6 +502,8 @@ def convert(
     path = isinstance(src, (str, os.PathLike))
     src, dst = expand_user(src) if path else src, expand_user(dst)
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
+    if path:
+        _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
     described = os.fspath(src) if path else rows.description
     count = shards if shards is not None else default_shards(rows.length)
     extra = {"source": described}
