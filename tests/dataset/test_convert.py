@@ -110,3 +110,11 @@ def test_inspect_shows_metadata_and_captions_the_grid(tmp_path, capsys) -> None:
     assert report["grid"]["captions"] == "label"
     assert report["grid"]["caption_texts"] == ["ant", "ant", "bee", "bee"]
     assert Image.open(grid).size == (report["grid"]["width"], report["grid"]["height"])
+
+
+def test_cli_progress_bar_counts_records_and_summary_sums_up(tmp_path, capsys) -> None:
+    np.save(tmp_path / "x.npy", np.arange(40, dtype=np.int32).reshape(20, 2))
+    assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--shards", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "20/20" in err and "records/s" in err  # whole counts under 10,000, not '20.0/20.0'
+    assert "20 records, " in out and " in 2 shards (0 resumed), 0 rows skipped, " in out

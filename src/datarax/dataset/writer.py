@@ -403,7 +403,8 @@ def _progress_bar(progress: bool, total: int | None, initial: int) -> Any:
     if not progress:
         return None
     tqdm = require("tqdm", extra="convert", user="write_dataset(progress=True)")
-    return tqdm.tqdm(total=total, initial=initial, unit=" records", unit_scale=True,
+    scale = total is None or total >= 10_000  # '12.0/30.0' for small counts otherwise
+    return tqdm.tqdm(total=total, initial=initial, unit=" records", unit_scale=scale,
                      dynamic_ncols=True, desc="writing")
 
 
