@@ -17,6 +17,10 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 
 import pytest  # noqa: E402
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:  # helpers several test folders share (bad_rows.py, int_record_files.py)
+    sys.path.insert(0, _HERE)
+
 _RUN_CACHE: list[str] = []  # the folder this run made (the controller's, not a worker's)
 
 

@@ -1,11 +1,13 @@
-"""A picklable Rows whose row ``kill_at`` kills the process reading it (SIGKILL):
-what a worker process killed mid-shard looks like. Imported by module name in the
-spawned worker (conftest.py puts this folder on sys.path)."""
+"""Picklable Rows whose row ``kill_at`` kills a process (SIGKILL): what a worker process
+killed mid-shard, or a conversion whose main process is killed while its workers write,
+looks like. Imported by module name in the spawned worker (conftest.py puts this folder
+on sys.path)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 import numpy as np
 
@@ -13,34 +15,30 @@ from datarax.dataset.rows import Rows
 
 
 class KillerRows(Rows):
-    def __init__(self, n: int, kill_at: int | None) -> None:
-        self.length = n
-        self.kill_at = kill_at
-        self.description = "killer rows"
+    """Rows ``{"x": [i, i]}``, each read after ``delay`` s, whose row ``kill_at`` kills the
+    process reading it, or with ``parent=True`` that process's parent."""
 
-    def iter_rows(self, start, stop):
-        for i in range(start, self.length if stop is None else stop):
-            if i == self.kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            yield {"x": np.full((2,), i, np.float32)}
-
-
-class ParentKillerRows(Rows):
-    """Rows read slowly (``delay`` s each) whose row ``kill_at`` kills the reading
-    process's parent (SIGKILL): a conversion whose main process is killed while its
-    worker processes write."""
-
-    def __init__(self, n: int, kill_at: int, delay: float) -> None:
+    def __init__(self, n: int, kill_at: int | None, *, delay: float = 0.0,
+                 parent: bool = False) -> None:
         self.length = n
         self.kill_at = kill_at
         self.delay = delay
-        self.description = "parent killer rows"
+        self.parent = parent
+        self.description = "parent killer rows" if parent else "killer rows"
 
     def iter_rows(self, start, stop):
-        import time
-
         for i in range(start, self.length if stop is None else stop):
             if i == self.kill_at:
-                os.kill(os.getppid(), signal.SIGKILL)
-            time.sleep(self.delay)
+                os.kill(os.getppid() if self.parent else os.getpid(), signal.SIGKILL)
+            if self.delay:
+                time.sleep(self.delay)
             yield {"x": np.full((2,), i, np.float32)}
+
+
+class ParentKillerRows(KillerRows):
+    """Rows read slowly (``delay`` s each) whose row ``kill_at`` kills the reading
+    process's parent: a conversion whose main process is killed while its worker
+    processes write."""
+
+    def __init__(self, n: int, kill_at: int, delay: float) -> None:
+        super().__init__(n, kill_at, delay=delay, parent=True)

@@ -8,7 +8,6 @@ import pathlib
 import jax
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
 
 from datarax.core.errors import RecordError
 from datarax.core.owned import fresh_aligned, owned_device_put_all, seal
@@ -17,19 +16,13 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 
+from int_record_files import write_int_parts
+
 N = 200
 
 
 def write(tmp: pathlib.Path) -> list[str]:
-    paths = []
-    for f, (lo, hi) in enumerate([(0, 90), (90, N)]):
-        path = str(tmp / f"part-{f}.array_record")
-        writer = ArrayRecordWriter(path, "group_size:1")
-        for i in range(lo, hi):
-            writer.write(np.int32(i).tobytes())
-        writer.close()
-        paths.append(path)
-    return paths
+    return write_int_parts(tmp, (90, N))
 
 
 def make_decode(bad: int | None):
@@ -40,6 +33,18 @@ def make_decode(bad: int | None):
         return {"x": np.float32([value, -value]), "y": np.int32(value)}
 
     return decode
+
+
+def count_group_sizes(monkeypatch) -> list[int]:
+    """The number of values each grouped device copy is given, appended as they are made."""
+    sizes: list[int] = []
+
+    def counted(values, device=None):
+        sizes.append(len(values))
+        return owned_device_put_all(values, device)
+
+    monkeypatch.setattr(host_pass, "owned_device_put_all", counted)
+    return sizes
 
 
 def serve(paths, prefetch: int, bad: int | None = None, stop_after: int | None = None):
@@ -64,13 +69,7 @@ def serve(paths, prefetch: int, bad: int | None = None, stop_after: int | None =
 
 def test_batches_are_the_same_taken_in_groups_or_one_by_one(tmp_path, monkeypatch) -> None:
     paths = write(tmp_path)
-    sizes: list[int] = []
-
-    def counted(values, device=None):
-        sizes.append(len(values))
-        return owned_device_put_all(values, device)
-
-    monkeypatch.setattr(host_pass, "owned_device_put_all", counted)
+    sizes = count_group_sizes(monkeypatch)
     grouped = serve(paths, prefetch=2)
     assert max(sizes) > 2  # several batches' fields in one call
     assert grouped == serve(paths, prefetch=0)  # on the consumer's thread, one by one
@@ -129,13 +128,7 @@ def test_owned_device_put_all_puts_each_value_as_owned_device_put_does() -> None
 @pytest.mark.parametrize("limit", [1, 3])
 def test_a_group_is_at_most_the_batches_its_bytes_allow(tmp_path, monkeypatch, limit) -> None:
     paths = write(tmp_path)
-    sizes: list[int] = []
-
-    def counted(values, device=None):
-        sizes.append(len(values))
-        return owned_device_put_all(values, device)
-
-    monkeypatch.setattr(host_pass, "owned_device_put_all", counted)
+    sizes = count_group_sizes(monkeypatch)
     # a record is 12 bytes (float32 x2 + int32), a batch 96: ``limit`` batches' bytes
     monkeypatch.setattr(host_pass, "AHEAD_GROUP_BYTES", 96 * limit)
     assert serve(paths, prefetch=2)[0] == serve(paths, prefetch=0)[0]

@@ -11,7 +11,6 @@ import time
 import jax
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
 
 from datarax.core.errors import RecordError
@@ -19,20 +18,14 @@ from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
+from int_record_files import write_int_parts
+
 N = 100
 BAD = {13, 14, 57}  # records whose decode fails
 
 
 def write(tmp: pathlib.Path, n: int = N) -> list[str]:
-    paths = []
-    for f, (lo, hi) in enumerate([(0, 40), (40, n)]):
-        path = str(tmp / f"part-{f}.array_record")
-        writer = ArrayRecordWriter(path, "group_size:1")
-        for i in range(lo, hi):
-            writer.write(np.int32(i).tobytes())
-        writer.close()
-        paths.append(path)
-    return paths
+    return write_int_parts(tmp, (40, n))
 
 
 def decode(record: bytes) -> dict[str, np.ndarray]:

@@ -22,7 +22,8 @@ from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOper
 from datarax.pipeline import Pipeline
 from datarax.pipeline.plan import PipelineSession
 from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
-from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+
+from bad_rows import Rows, RowsConfig
 
 PATHS = [("host", 0), ("host", 2), ("indexed", 0), ("indexed", 2)]
 
@@ -113,39 +114,15 @@ def test_a_stage_that_raised_once_serves_the_same_batch_on_retry(kind, prefetch,
 
 
 # ----------------------------------------------- records that do not decode, skips
-@dataclass(frozen=True)
-class RowsConfig(BadRecordFields, StructuralConfig):
-    on_error: str = "raise"
-    max_skipped: int | None = None
-    max_skipped_fraction: float | None = None
-
-
-class Rows(RandomAccessSource):
-    """Records ``{"x": i}``; ``bad`` ones do not decode, ``nan`` ones hold NaN, and a
-    read in ``interrupt`` (by its number) is cut off by Ctrl-C."""
-
-    def __init__(self, config: RowsConfig, n: int = 16, bad=(), nan=()) -> None:
-        super().__init__(config, num_threads=1)
-        self.n = n
-        self.bad, self.nan = set(bad), set(nan)
-        self.interrupt: set[int] = set()
-        self.reads = 0
-
-    def __len__(self) -> int:
-        return self.n
-
-    def read_records(self, indices):
-        return list(indices)
-
-    def decode(self, raw):
-        if raw in self.bad:
-            raise ValueError(f"record {raw} is broken")
-        return {"x": np.float32(np.nan if raw in self.nan else raw)}
-
-
 class ShortReads(Rows):
     """At most 3 records a read (short batches mid-pass, which the pipeline joins);
-    no read-ahead cursor, so the pipeline reads on its loop's thread."""
+    no read-ahead cursor, so the pipeline reads on its loop's thread. A read in
+    ``interrupt`` (by its number) is cut off by Ctrl-C."""
+
+    def __init__(self, config: RowsConfig, **kw: Any) -> None:
+        super().__init__(config, **kw)
+        self.interrupt: set[int] = set()
+        self.reads = 0
 
     def get_batch_with_indices(self, batch_size):
         self.reads += 1

@@ -7,7 +7,6 @@ through every contract clause; these tests pin the values.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import jax
 import numpy as np
@@ -15,7 +14,6 @@ import pytest
 from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
 
-from datarax.core.config import StructuralConfig
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
 from datarax.pipeline import Pipeline
@@ -27,7 +25,8 @@ from datarax.sources import (
     MemorySourceConfig,
     StreamSource,
 )
-from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+
+from bad_rows import Rows, RowsConfig
 
 
 def memory(lo: int, hi: int, *, shuffle: bool = False, seed: int = 7, **extra) -> MemorySource:
@@ -185,35 +184,14 @@ def test_close_closes_every_part_even_when_one_fails_and_raises_that_error():
 
 
 # ------------------------------------------------ parts that skip bad records
-@dataclass(frozen=True)
-class RowsConfig(BadRecordFields, StructuralConfig):
-    on_error: str = "raise"
-    max_skipped: int | None = None
-    max_skipped_fraction: float | None = None
-
-
-class Rows(RandomAccessSource):
-    """Records ``x = offset + i``; ``bad`` ones do not decode, ``nan`` ones hold NaN."""
-
-    def __init__(self, n: int, offset: int = 0, bad=(), nan=(), **policy) -> None:
-        super().__init__(RowsConfig(**policy), num_threads=1)
-        self.n, self.offset, self.bad, self.nan = n, offset, set(bad), set(nan)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def read_records(self, indices):
-        return list(indices)
-
-    def decode(self, raw):
-        if raw in self.bad:
-            raise ValueError(f"record {raw} is broken")
-        return {"x": np.float32(np.nan if raw in self.nan else self.offset + raw)}
+def rows(n: int, offset: int = 0, bad=(), nan=(), **policy) -> Rows:
+    """``n`` records ``x = offset + i`` under the error policy ``policy``."""
+    return Rows(RowsConfig(**policy), n, bad=bad, nan=nan, offset=offset)
 
 
 def skipping_pair(**kw) -> ConcatSource:
-    return ConcatSource([Rows(10, bad={2, 3, 9}, on_error="skip", max_skipped=3, **kw),
-                         Rows(6, offset=100)])
+    return ConcatSource([rows(10, bad={2, 3, 9}, on_error="skip", max_skipped=3, **kw),
+                         rows(6, offset=100)])
 
 
 EXPECTED = [0, 1, 4, 5, 6, 7, 8, 100, 101, 102, 103, 104, 105]
@@ -241,8 +219,8 @@ def test_a_part_that_skips_bad_records_is_read_to_its_end_and_resumed_exactly():
 
 
 def test_a_retried_batch_across_a_skipping_part_keeps_the_part_budget():
-    source = ConcatSource([Rows(10, bad={2, 3, 9}, on_error="skip", max_skipped=3),
-                           Rows(6, offset=100, nan={1})])
+    source = ConcatSource([rows(10, bad={2, 3, 9}, on_error="skip", max_skipped=3),
+                           rows(6, offset=100, nan={1})])
     it = iter(Pipeline(source=source, stages=[], batch_size=4, check_finite=True))
     assert xs([next(it), next(it)]) == EXPECTED[:8]
     for _ in range(3):  # record 9 of part 0 skipped again each time, not over budget
@@ -257,7 +235,7 @@ def test_a_retried_batch_across_a_skipping_part_keeps_the_part_budget():
 def test_a_shard_end_inside_a_skipping_part_is_not_read_past():
     served = []
     for index in range(2):  # 16 positions: shard 0 is 0-7 (in part 0), shard 1 is 8-15
-        source = ConcatSource([Rows(10, bad={6, 7}, on_error="skip"), Rows(6, offset=100)])
+        source = ConcatSource([rows(10, bad={6, 7}, on_error="skip"), rows(6, offset=100)])
         source.set_shard(index, 2)
         batches = []
         while (batch := source.get_batch_with_indices(8)[0]) is not None:

@@ -3,16 +3,14 @@ often a failed batch is read again; the saved count restarts with the position."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
-from datarax.core.config import StructuralConfig
 from datarax.core.errors import SpecMismatchError
 from datarax.pipeline import Pipeline
-from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
+
+from bad_rows import Rows, RowsConfig
 
 
 def bad(epoch: int, position: int) -> SkippedRecord:
@@ -47,32 +45,6 @@ def test_positions_a_session_jumped_over_are_not_taken_as_reported():
     ledger.commit(20)
     assert [r.position for r in ledger.reports] == [12, 3]
     assert ledger.skipped == 2 and ledger.total == 2
-
-
-@dataclass(frozen=True)
-class RowsConfig(BadRecordFields, StructuralConfig):
-    on_error: str = "raise"
-    max_skipped: int | None = None
-    max_skipped_fraction: float | None = None
-
-
-class Rows(RandomAccessSource):
-    """Records ``{"x": i}``: ``bad`` ones do not decode, ``nan`` ones hold NaN."""
-
-    def __init__(self, config: RowsConfig, n: int = 16, bad=(), nan=()) -> None:
-        super().__init__(config, num_threads=1)
-        self.n, self.bad, self.nan = n, set(bad), set(nan)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def read_records(self, indices):
-        return list(indices)
-
-    def decode(self, raw):
-        if raw in self.bad:
-            raise ValueError(f"record {raw} is broken")
-        return {"x": np.float32(np.nan if raw in self.nan else raw)}
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])
