@@ -34,6 +34,7 @@ WITH_EXAMPLES = {
     "datarax.sources.decoded_records",
     "datarax.sources.decode_processes",
     "datarax.sources.epoch_order",
+    "datarax.sources.array_record_files",
     "datarax.testing.resume",
     "datarax.cli.targets",
     "datarax.cli.charts",
