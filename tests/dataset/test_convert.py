@@ -118,3 +118,16 @@ def test_cli_progress_bar_counts_records_and_summary_sums_up(tmp_path, capsys) -
     out, err = capsys.readouterr()
     assert "20/20" in err and "records/s" in err  # whole counts under 10,000, not '20.0/20.0'
     assert "20 records, " in out and " in 2 shards (0 resumed), 0 rows skipped, " in out
+
+
+def test_image_folder_of_several_sizes_gets_none_dimensions(tmp_path) -> None:
+    sizes = {"a": [(8, 8), (8, 5)], "b": [(8, 6)]}  # one height, widths vary
+    for name, shapes in sizes.items():
+        os.makedirs(tmp_path / "src" / name)
+        for i, (h, w) in enumerate(shapes):
+            Image.fromarray(np.full((h, w, 3), i, np.uint8)).save(tmp_path / "src" / name / f"{i}.png")
+    (tmp_path / "src" / "b" / "9.png").write_bytes(b"not an image")  # skipped, not measured
+    info, _ = convert(str(tmp_path / "src"), tmp_path / "out", on_error="skip")
+    assert info.features["image"].shape == (8, None, 3) and info.num_records == 3
+    images = read_dataset(tmp_path / "out")["image"]
+    assert [im.shape for im in images] == [(8, 8, 3), (8, 5, 3), (8, 6, 3)]

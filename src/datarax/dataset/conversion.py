@@ -211,7 +211,8 @@ def _class_folder(root: str, name: str) -> bool:
 
 class ImageFolderRows(Rows):
     """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
-    (hidden folders, named ``.*``, and dataset folders are not classes)."""
+    (hidden folders, named ``.*``, and dataset folders are not classes). Images of
+    different sizes make an ``image`` field with ``None`` for the height or width."""
 
     def __init__(self, root: str) -> None:
         classes = sorted(d for d in os.listdir(root) if _class_folder(root, d))
@@ -232,7 +233,29 @@ class ImageFolderRows(Rows):
         self.description = f"the image folder {root}"
 
     def hints(self) -> dict[str, dict[str, Any]]:
-        return {"label": {"class_names": list(self.classes)}}
+        """The class names, and the image size over every file (``None`` where it varies)."""
+        hints: dict[str, dict[str, Any]] = {"label": {"class_names": list(self.classes)}}
+        size = self._image_size()
+        if None in size:
+            hints["image"] = {"image_size": size}
+        return hints
+
+    def _image_size(self) -> tuple[int | None, int | None]:
+        """Height and width every image has, ``None`` for one that varies (headers only)."""
+        from PIL import Image
+
+        heights, widths = set(), set()
+        for path, _ in self.items:
+            try:
+                with Image.open(os.path.join(self.root, path)) as image:
+                    heights.add(image.height)
+                    widths.add(image.width)
+            except (OSError, ValueError):  # reported with its row when it is written
+                continue
+            if len(heights) > 1 and len(widths) > 1:
+                break
+        return (heights.pop() if len(heights) == 1 else None,
+                widths.pop() if len(widths) == 1 else None)
 
     def row_name(self, row: int) -> str:
         return f"row {row} ({self.items[row][0]})"
