@@ -109,6 +109,8 @@ def test_inspect_shows_metadata_and_captions_the_grid(tmp_path, capsys) -> None:
     assert report["metadata"]["records"] == 4 and report["metadata"]["shards"] == 1
     assert report["grid"]["captions"] == "label"
     assert report["grid"]["caption_texts"] == ["ant", "ant", "bee", "bee"]
+    assert [r["label"] for r in report["first_records"]] == ["int32 0 (ant)", "int32 0 (ant)",
+                                                              "int32 1 (bee)"]
     assert Image.open(grid).size == (report["grid"]["width"], report["grid"]["height"])
 
 

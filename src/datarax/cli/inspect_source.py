@@ -195,7 +195,8 @@ def run_inspect(
         report["pipeline_spec"] = {k: describe_spec(v) for k, v in batch_spec().items()}
     order = list(report.get("pipeline_spec", report["element_spec"]))  # fields in spec order
     report["first_records"] = [
-        {k: describe_value(record[k]) for k in _in_order(record, order)}
+        {k: _with_class_name(info, k, record[k], describe_value(record[k]))
+         for k in _in_order(record, order)}
         for record in first[:records]
     ]
     if info is not None:  # a datarax dataset: what its metadata says
@@ -250,6 +251,15 @@ def run_inspect(
             f"({picture['records']} records{captions}) to {grid}"
         )
     return 0
+
+
+def _with_class_name(info: Any, name: str, value: Any, text: str) -> str:
+    """``text`` with the class name of a label ``value`` when the metadata names classes."""
+    names = info.features[name].class_names if info is not None and name in info.features else None
+    value = np.asarray(value)
+    if names and value.ndim == 0 and value.dtype.kind in "iu" and 0 <= int(value) < len(names):
+        return f"{text} ({names[int(value)]})"
+    return text
 
 
 def _in_order(record: dict[str, Any], order: list[str]) -> list[str]:
