@@ -122,7 +122,7 @@ def test_cli_progress_bar_counts_records_and_summary_sums_up(tmp_path, capsys) -
     assert "20 records, " in out and " in 2 shards (0 resumed), 0 rows skipped, " in out
 
 
-def test_image_folder_of_several_sizes_gets_none_dimensions(tmp_path) -> None:
+def test_image_folder_of_several_sizes_gets_none_dimensions(tmp_path, capsys) -> None:
     sizes = {"a": [(8, 8), (8, 5)], "b": [(8, 6)]}  # one height, widths vary
     for name, shapes in sizes.items():
         os.makedirs(tmp_path / "src" / name)
@@ -133,3 +133,9 @@ def test_image_folder_of_several_sizes_gets_none_dimensions(tmp_path) -> None:
     assert info.features["image"].shape == (8, None, 3) and info.num_records == 3
     images = read_dataset(tmp_path / "out")["image"]
     assert [im.shape for im in images] == [(8, 8, 3), (8, 5, 3), (8, 6, 3)]
+    capsys.readouterr()
+    grid = str(tmp_path / "g.png")
+    assert main(["inspect", str(tmp_path / "out"), "--grid", grid, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)  # padded to 8x8 for the grid
+    assert report["grid"]["kind"] == "image grid" and report["grid"]["field"] == "image"
+    assert report["grid"]["caption_texts"] == ["a", "a", "b"]

@@ -161,7 +161,7 @@ def run_inspect(
     features = info.features if target.per_record is not None and info is not None else None
     one_by_one = features is not None
     spec = features_spec(features) if features is not None else source.element_spec()
-    if grid is not None:
+    if grid is not None and not one_by_one:  # one by one: chosen once images are padded
         field = _grid_field(spec, field)
     length = length_of(source)
     wanted = max(records, grid_records if grid is not None else 0)
@@ -203,7 +203,10 @@ def run_inspect(
         report["metadata"] = dataset_summary(info)
     picture = None
     if grid is not None:
-        picture = _write_picture(first, spec, field, grid, info)
+        drawn, drawn_spec = _padded_images(first, spec, features) if one_by_one else (first, spec)
+        if one_by_one:
+            field = _grid_field(drawn_spec, field)
+        picture = _write_picture(drawn, drawn_spec, field, grid, info)
         report["grid"] = picture
     if as_json:
         print(json.dumps(report, indent=2))
@@ -260,6 +263,26 @@ def _with_class_name(info: Any, name: str, value: Any, text: str) -> str:
     if names and value.ndim == 0 and value.dtype.kind in "iu" and 0 <= int(value) < len(names):
         return f"{text} ({names[int(value)]})"
     return text
+
+
+def _padded_images(first: list[dict[str, Any]], spec: dict[str, Any],
+                   features: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``first`` and ``spec`` with each image field of several sizes padded (black, at the
+    bottom and right) to its largest image among ``first``, so a grid can draw it."""
+    varied = [f for f in features.fields if f.encoding in ("png", "jpeg") and None in f.shape]
+    if not varied or not first:
+        return first, spec
+    first, spec = [dict(r) for r in first], dict(spec)
+    for f in varied:
+        height = max(np.shape(r[f.name])[0] for r in first)
+        width = max(np.shape(r[f.name])[1] for r in first)
+        for r in first:
+            image = np.asarray(r[f.name])
+            padded = np.zeros((height, width, *image.shape[2:]), image.dtype)
+            padded[:image.shape[0], :image.shape[1]] = image
+            r[f.name] = padded
+        spec[f.name] = jax.ShapeDtypeStruct((height, width, *f.shape[2:]), np.dtype(f.dtype))
+    return first, spec
 
 
 def _in_order(record: dict[str, Any], order: list[str]) -> list[str]:
