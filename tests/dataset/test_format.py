@@ -81,10 +81,13 @@ def test_fixed_records_decode_as_one_block() -> None:
         ({"x": np.zeros(3, np.float32)}, "row 7, field 't': missing"),
         ({"x": np.zeros(3, np.float32), "t": "a", "z": 1}, "row 7: field 'z' is not in the features"),
         ({"x": np.zeros(3, np.float32), "t": b"\xff\xfe"}, "row 7, field 't': text is not valid UTF-8"),
+        ({"x": np.zeros(3, np.float32), "t": "a", "n": 2**70},
+         "row 7, field 'n': the integer 1180591620717411303424 does not fit the features' int64"),
     ],
 )
 def test_mismatch_names_row_and_field(record: dict, match: str) -> None:
-    features = Features((Field("x", "float32", (3,), "raw"), Field("t", "str", (), "utf8")))
+    features = Features((Field("x", "float32", (3,), "raw"), Field("t", "str", (), "utf8"))
+                        + ((Field("n", "int64", (), "raw"),) if "n" in record else ()))
     with pytest.raises(RecordMismatchError, match=match) as info:
         encode_record(features, record, row=7)
     assert info.value.row == 7

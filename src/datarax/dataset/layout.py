@@ -87,6 +87,10 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
                                       field=f.name, row=row) from err
         if array.size == 0 and array.dtype.kind in "biuf":
             array = array.astype(want)  # an empty list: no values to check
+        if isinstance(value, int) and array.dtype.kind == "O":  # beyond 64 bits
+            raise RecordMismatchError(
+                f"{_where(f.name, row)}: the integer {value} does not fit the features' {want}.",
+                field=f.name, row=row, mismatch=True)
         if array.dtype.kind not in "biuf" or (array.dtype.kind == "f" and want.kind in "biu"):
             raise RecordMismatchError(
                 f"{_where(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
