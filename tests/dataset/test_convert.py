@@ -139,3 +139,16 @@ def test_image_folder_of_several_sizes_gets_none_dimensions(tmp_path, capsys) ->
     report = json.loads(capsys.readouterr().out)  # padded to 8x8 for the grid
     assert report["grid"]["kind"] == "image grid" and report["grid"]["field"] == "image"
     assert report["grid"]["caption_texts"] == ["a", "a", "b"]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("t.csv", b"a,s\n1,ok\n2,caf\xe9\n3,fine\n"),
+    ("t.jsonl", b'{"a": 1, "s": "ok"}\n{"a": 2, "s": "caf\xe9"}\n{"a": 3, "s": "fine"}\n'),
+])
+def test_text_that_is_not_utf8_in_csv_or_jsonl_is_named_or_skipped(tmp_path, name, text) -> None:
+    (tmp_path / name).write_bytes(text)
+    with pytest.raises(ConversionError, match="row 1, field 's': text is not valid UTF-8"):
+        convert(str(tmp_path / name), tmp_path / "out")
+    info, _ = convert(str(tmp_path / name), tmp_path / "skip", on_error="skip")
+    assert info.features["s"].encoding == "utf8" and [s["row"] for s in info.skipped] == [1]
+    assert list(read_dataset(tmp_path / "skip")["s"]) == ["ok", "fine"]

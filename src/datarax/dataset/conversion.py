@@ -60,6 +60,20 @@ SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
 
 # ------------------------------------------------------------------------ tables
+def _bad_text_as_bytes(table: Any) -> Any:
+    """``table`` with each text column that holds bytes that are not UTF-8 (``pyarrow``'s
+    JSON reader does not check) as a bytes column, whose bad rows are then named."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            try:
+                table.column(i).validate(full=True)
+            except pa.ArrowInvalid:
+                table = table.set_column(i, field.name, table.column(i).cast(pa.binary()))
+    return table
+
+
 class TableRows(Rows):
     """Rows of Parquet, JSON Lines or CSV files, read a row group / chunk at a time.
 
@@ -111,7 +125,7 @@ class TableRows(Rows):
             tables = []
             for f in self.files:
                 try:
-                    tables.append(read(f))
+                    tables.append(_bad_text_as_bytes(read(f)))
                 except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
                     form = ("JSON Lines: one object a line, not a JSON array; "
                             if self.kind == "json" else "")
@@ -124,7 +138,7 @@ class TableRows(Rows):
 
     def hints(self) -> dict[str, dict[str, Any]]:
         if self._hints is None:
-            self._hints = self._hf_hints()
+            self._hints = self._hf_hints() if self.kind == "parquet" else self._text_hints()
             for name, hint in self._list_hints().items():
                 self._hints[name] = {**self._hints.get(name, {}), **hint}
         return self._hints
@@ -143,6 +157,14 @@ class TableRows(Rows):
         except (KeyError, ValueError):
             return {}
         return hf_hints(features)
+
+    def _text_hints(self) -> dict[str, dict[str, Any]]:
+        """A JSON Lines / CSV column that ``pyarrow`` reads as bytes holds text that is not
+        UTF-8: it stays a text field, so its bad rows are named (or skipped)."""
+        import pyarrow as pa
+
+        return {field.name: {"encoding": "utf8"} for table in self._load() for field in table.schema
+                if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)}
 
     def _list_hints(self) -> dict[str, dict[str, Any]]:
         """Shape and dtype of each list-of-numbers column, over every row of every file."""
