@@ -35,7 +35,7 @@ from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import MISSING, check_config_and_data
-from datarax.storage import ShardCache, StorageStats, expand_user, is_remote
+from datarax.storage import RemoteShards, ShardCache, StorageStats, expand_user, is_remote
 
 
 @dataclass(frozen=True)
