@@ -152,3 +152,23 @@ def test_text_that_is_not_utf8_in_csv_or_jsonl_is_named_or_skipped(tmp_path, nam
     info, _ = convert(str(tmp_path / name), tmp_path / "skip", on_error="skip")
     assert info.features["s"].encoding == "utf8" and [s["row"] for s in info.skipped] == [1]
     assert list(read_dataset(tmp_path / "skip")["s"]) == ["ok", "fine"]
+
+
+def test_jsonl_whose_column_changes_type_names_the_row_or_skips_it(tmp_path) -> None:
+    # pyarrow cannot read this file as one table: its rows are then checked one by one
+    src = tmp_path / "mixed.jsonl"
+    src.write_text('{"x": 1, "t": "a"}\n{"x": "abc", "t": "b"}\n\n{"x": 3, "t": "c"}\n')
+    with pytest.raises(ConversionError, match=r"row 1, field 'x': a str .* does not fit the "
+                                              r"features' int64"):
+        convert(str(src), tmp_path / "out")
+    info, _ = convert(str(src), tmp_path / "skip", on_error="skip")
+    assert [(s["row"], s["field"]) for s in info.skipped] == [(1, "x")]
+    records = read_dataset(tmp_path / "skip")
+    assert list(records["x"]) == [1, 3] and list(records["t"]) == ["a", "c"]
+
+
+def test_a_json_array_file_is_still_refused_as_not_json_lines(tmp_path) -> None:
+    src = tmp_path / "array.json"
+    src.write_text('[{"x": 1}, {"x": 2}]\n')
+    with pytest.raises(ConversionError, match="JSON Lines: one object a line, not a JSON array"):
+        convert(str(src), tmp_path / "out")

@@ -108,7 +108,7 @@ def test_a_broken_first_row_is_skipped_when_asked(tmp_path) -> None:
 
 
 def test_an_unreadable_table_file_is_named(tmp_path) -> None:
-    (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{"a": "two"}\n')
+    (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{"a": \n')  # line 2 is not JSON
     with pytest.raises(ConversionError, match=r"cannot read the json file '.*bad.jsonl'"):
         open_rows(str(tmp_path / "bad.jsonl"))
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")

@@ -74,6 +74,58 @@ def _bad_text_as_bytes(table: Any) -> Any:
     return table
 
 
+class ParsedJsonLines:
+    """The rows of a JSON Lines file that ``pyarrow`` cannot read as one table (a column
+    whose type changes from row to row), parsed one line at a time, so that the writer's
+    checks name each row that does not fit the features (or skip it). It offers the
+    parts of a table :class:`TableRows` reads: ``num_rows``, ``schema`` (empty: no column
+    hints), ``column``, ``slice`` and ``to_pylist``.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "mixed.jsonl")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write('{"x": 1}\\n{"x": "one"}\\n\\n{"x": 3}\\n')
+        >>> rows = ParsedJsonLines.read(path)
+        >>> rows.num_rows, rows.slice(1, 2).to_pylist()
+        (3, [{'x': 'one'}, {'x': 3}])
+    """
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        import pyarrow as pa
+
+        self.rows = rows
+        self.num_rows = len(rows)
+        self.schema = pa.schema([])
+
+    @classmethod
+    def read(cls, path: str) -> ParsedJsonLines | None:
+        """The file's rows, or None where a line is not a JSON object."""
+        rows = []
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        row = json.loads(line)
+                        if not isinstance(row, dict):
+                            return None
+                        rows.append(row)
+        except (OSError, ValueError):  # not UTF-8, not JSON
+            return None
+        return cls(rows)
+
+    def column(self, name: str) -> Any:
+        import pyarrow as pa
+
+        return pa.array([row.get(name) for row in self.rows])
+
+    def slice(self, start: int, length: int) -> ParsedJsonLines:
+        return ParsedJsonLines(self.rows[start:start + length])
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        return list(self.rows)
+
+
 class TableRows(Rows):
     """Rows of Parquet, JSON Lines or CSV files, read a row group / chunk at a time.
 
@@ -127,6 +179,10 @@ class TableRows(Rows):
                 try:
                     tables.append(_bad_text_as_bytes(read(f)))
                 except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+                    parsed = ParsedJsonLines.read(f) if self.kind == "json" else None
+                    if parsed is not None:  # a column's type changes: rows checked one by one
+                        tables.append(parsed)
+                        continue
                     form = ("JSON Lines: one object a line, not a JSON array; "
                             if self.kind == "json" else "")
                     raise ConversionError(
