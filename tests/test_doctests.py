@@ -35,6 +35,7 @@ WITH_EXAMPLES = {
     "datarax.sources.decode_processes",
     "datarax.sources.epoch_order",
     "datarax.sources.array_record_files",
+    "datarax.dataset.table_rows",
     "datarax.testing.resume",
     "datarax.cli.targets",
     "datarax.cli.charts",
