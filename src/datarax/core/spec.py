@@ -159,6 +159,18 @@ def checked_spec(source: Any) -> dict[str, Any]:
     return per_source[x64]
 
 
+def record_bytes(spec: Any) -> int:
+    """Bytes of one record of a per-record ``spec`` (text fields count 0).
+
+    Example:
+        >>> record_bytes({"image": jax.ShapeDtypeStruct((4, 4, 3), np.uint8),
+        ...               "label": jax.ShapeDtypeStruct((), np.int32)})
+        52
+    """
+    return sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
+               for s in jax.tree.leaves(spec) if isinstance(s, jax.ShapeDtypeStruct))
+
+
 def _leading(value: Any) -> int | None:
     if isinstance(value, (list, tuple)):
         return len(value)

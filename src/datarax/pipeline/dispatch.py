@@ -24,7 +24,7 @@ from flax import nnx
 from datarax.core.batch import concat_batches
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
-from datarax.core.spec import checked_spec
+from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes
 from datarax.core.stages import apply_stages
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
@@ -67,11 +67,10 @@ def group_size(batch_size: int, record_bytes: int = 0, one_read: bool = False) -
 
 
 def record_bytes(source: Any) -> int:
-    """Bytes one record of ``source`` declares in its ``element_spec()`` (0 if unknown)."""
+    """Bytes one record of ``source`` declares in its ``element_spec()`` (0 if unknown;
+    text fields count 0)."""
     try:
-        spec = checked_spec(source)
-        return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
-                   for v in jax.tree.leaves(spec))
+        return spec_record_bytes(checked_spec(source))
     except Exception:  # noqa: BLE001 - a spec that cannot say: group by records only
         return 0
 

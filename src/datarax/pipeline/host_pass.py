@@ -33,7 +33,13 @@ from datarax.core.cursor import ReadAheadCursor
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put_all
-from datarax.core.spec import checked_spec, first_nonfinite, is_text_value, validate_batch
+from datarax.core.spec import (
+    checked_spec,
+    first_nonfinite,
+    is_text_value,
+    record_bytes,
+    validate_batch,
+)
 from datarax.core.stages import apply_stages
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.plan import PassContext
@@ -215,8 +221,3 @@ class HostPass:
 
         return produce
 
-
-def record_bytes(spec: Any) -> int:
-    """Bytes of one record of a per-record ``spec`` (text fields count 0)."""
-    return sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
-               for s in jax.tree.leaves(spec) if isinstance(s, jax.ShapeDtypeStruct))
