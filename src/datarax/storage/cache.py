@@ -8,22 +8,18 @@ Layout of the folder (``DATARAX_CACHE_DIR``, default ``~/.cache/datarax`` or
     tmp/<...>.part        # downloads in progress (each locked by its writer)
     cache.lock            # held while space is reserved or freed
 
-``key`` is the file's SHA-256 when the dataset's metadata gives one (so the same content
-is cached once, whatever its URL), else a hash of URL, size and version tag — a file
-changed in the store gets a new entry.
+``key`` is the file's SHA-256 when known, else a hash of URL, size and version tag (a
+file changed in the store gets a new entry).
 
-* **Several processes** on one host share a folder: a download holds the entry's lock
-  (``fcntl.flock``, exclusive) so a second process waits for it rather than fetching the
-  same file; a file in use is held with a shared lock, which eviction never breaks.
-* **Atomic**: a download goes to ``tmp/``, is verified, then renamed into ``shards/``. A
-  crash leaves only a ``.part`` file, removed by the next process that reserves space.
-* **Bounded**: before a download its full size is reserved (``posix_fallocate``) under
-  ``cache.lock``; least recently used entries no process holds are evicted to make room.
-  If the entries in use fill the limit, or the disk is full, :class:`CacheFullError`
-  says so and nothing partial stays behind.
+* **Shared**: a download holds the entry's exclusive ``flock`` (a second process waits
+  for it); a file in use holds a shared lock, which eviction never breaks.
+* **Atomic**: a download goes to ``tmp/``, is verified, then renamed into ``shards/``; a
+  crash's ``.part`` file is removed by the next process that reserves space.
+* **Bounded**: a download's full size is reserved (``posix_fallocate``) under
+  ``cache.lock``, evicting least recently used entries no process holds; else
+  :class:`CacheFullError`, with nothing partial left.
 
-``DATARAX_CACHE_BYTES`` sets the default limit (``"20G"``, ``"512M"`` or a number of
-bytes; default 64 GiB).
+``DATARAX_CACHE_BYTES`` sets the default limit (``"20G"``, ``"512M"``, bytes; 64 GiB).
 
 Example:
     >>> import os, tempfile
@@ -179,20 +175,14 @@ class ShardCache:
     def path_of(self, obj: RemoteObject) -> str | None:
         """The cached file of ``obj`` (complete and verified), or None."""
         path = os.path.join(self._dir("shards"), self.entry_name(obj))
-        try:
-            return path if os.stat(path).st_size == obj.size else None
-        except FileNotFoundError:
-            return None
+        return path if _complete(path, obj.size) else None
 
     # ------------------------------------------------------------------- use
     def acquire(self, obj: RemoteObject, download: Callable[[str], None], *,
                 stats: StorageStats | None = None) -> CacheEntry:
-        """The cached file of ``obj``, downloaded by ``download(part_path)`` when absent, held
-        until the entry is released.
-
-        ``download`` writes ``obj.size`` bytes into ``part_path`` (already that size, opened
-        with ``"r+b"``) and verifies them; whatever it raises propagates, and the partial
-        file is removed.
+        """The cached file of ``obj``, held until the entry is released; when absent,
+        ``download(part_path)`` writes and verifies its bytes into ``part_path`` (already
+        ``obj.size`` long; whatever it raises propagates, the partial file removed).
 
         Raises:
             CacheFullError: ``obj`` does not fit next to the entries in use, or the disk is full.

@@ -16,10 +16,8 @@ __all__ = ["CacheFullError", "RemoteObjectError", "RemoteStoreError"]
 
 
 class _PickledByFields:
-    """Mixin of errors built as ``cls(message, **fields)``: a pickle (an error sent back
-    from a worker process) rebuilds them that way, keeping the keyword ``fields``
-    (plain ``Exception`` pickling passes the message alone, which such an ``__init__``
-    refuses or which loses the fields)."""
+    """Errors built as ``cls(message, **fields)`` pickle (from a worker process) that way,
+    keeping their keyword ``fields``."""
 
     fields: ClassVar[tuple[str, ...]] = ()
 
@@ -33,13 +31,8 @@ def _rebuild(cls: type[Exception], message: str, values: dict[str, Any]) -> Exce
 
 
 class RemoteObjectError(_PickledByFields, RecordError):
-    """A remote file cannot be used: deleted, changed since it was listed (size, version
-    tag or SHA-256 differ), or refused by the store for a reason of its own (not a
-    transient failure, not a refused access). ``url`` names it.
-
-    A subclass of :class:`~datarax.core.errors.RecordError`: a source's
-    ``on_error="skip"`` skips (and counts) the records of such a file.
-    """
+    """A remote file ``url`` cannot be used: deleted, changed since it was listed, or refused
+    for a reason of its own. A ``RecordError``: ``on_error="skip"`` skips its records."""
 
     fields = ("url",)
 
@@ -49,12 +42,8 @@ class RemoteObjectError(_PickledByFields, RecordError):
 
 
 class RemoteStoreError(_PickledByFields, DataraxError):
-    """The store cannot be read: a request still failing after every retry (the store
-    is down, unreachable or throttling for minutes), or access refused (credentials
-    missing, expired or without the permission). ``url`` names the file being read.
-
-    Not a problem of a record: a source's ``on_error="skip"`` never skips it (a store
-    that stays down would otherwise skip every file left), it stops the read.
+    """The store cannot be read (still failing after every retry, or access refused) while
+    reading ``url``. Never skipped by ``on_error="skip"``: it stops the read.
 
     Example:
         >>> err = RemoteStoreError("cannot read 's3://b/a': still failing", url="s3://b/a")
@@ -70,12 +59,8 @@ class RemoteStoreError(_PickledByFields, DataraxError):
 
 
 class CacheFullError(_PickledByFields, DataraxError):
-    """The shard cache cannot hold a file: its size limit is reached by files in use, or
-    the local disk is full (``disk_full``). Nothing partial is left in the cache.
-
-    Not a problem of a record: a source's ``on_error="skip"`` never skips it, it stops the
-    read. The message names the cache folder, its limit and usage, and what to do.
-    """
+    """The shard cache cannot hold a file: its limit is reached by files in use, or the disk
+    is full (``disk_full``). Never skipped by ``on_error="skip"``: it stops the read."""
 
     fields = ("disk_full",)
 

@@ -1,13 +1,9 @@
 """Downloading one remote file into a cache entry: chunked, resumed, retried, verified.
 
-The file is read in ranges of ``CHUNK`` bytes (16 MiB), ``parallel`` of them in flight at
-once (which hides the store's latency per request when few files are needed). A transient
-failure (throttling, a timeout, a connection dropped mid-object) is retried with backoff:
-the range that failed is requested again (at most one range, 16 MiB, is fetched twice),
-never the file from its first byte; a range answered short is continued from its first
-missing byte. At the end the bytes are checked
-against what the listing or the dataset's metadata said: SHA-256 when known, else the
-size and, after the download, the version tag (ETag) again.
+The file is read in ranges of ``CHUNK`` bytes, ``parallel`` of them in flight. A transient
+failure is retried with backoff from the failed range (a short answer is continued from
+its first missing byte), never from the file's first byte. The bytes are then checked
+against the listing or the dataset's metadata: SHA-256 when known, else size and ETag.
 
 Example:
     >>> import fsspec, os, tempfile
@@ -56,8 +52,6 @@ class Fetcher:
         stats: counters to add to (a fresh :class:`StorageStats` by default).
         chunk: bytes per range request.
         parallel: range requests of one file in flight at once (1: one after another).
-            Several hide the store's latency per request; each range is retried and
-            resumed on its own.
     """
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *,
@@ -105,7 +99,10 @@ class Fetcher:
         finally:
             os.close(fd)
         if obj.sha256:
-            got = digest.hexdigest() if digest is not None else _sha256_of(part)
+            if digest is None:
+                with open(part, "rb") as f:
+                    digest = hashlib.file_digest(f, "sha256")
+            got = digest.hexdigest()
             if got != obj.sha256:
                 raise self._changed(obj, f"its SHA-256 is {got}, the dataset's metadata says "
                                          f"{obj.sha256}")
@@ -125,8 +122,7 @@ class Fetcher:
 
     def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int,
                      digest: Any, start: int, end: int) -> None:
-        """Bytes ``[start, end)`` of ``obj`` written at their offset in ``fd``; a dropped
-        connection retries the range, a short answer is continued after its last byte."""
+        """Bytes ``[start, end)`` of ``obj`` written at their offset in ``fd``."""
         written = start
         interrupted = False
 
@@ -161,9 +157,7 @@ class Fetcher:
 
     def _unreadable(self, fs: Any, path: str, obj: RemoteObject,
                     err: OSError) -> RemoteObjectError | RemoteStoreError:
-        """The error of a read of ``obj`` that failed with ``err`` (not a missing object):
-        the store's (still failing after the retries, access refused), or the file's
-        (changed since listed, or refused for a reason of its own)."""
+        """The error of a read of ``obj`` that failed with ``err`` (not a missing object)."""
         changed = None if isinstance(err, (RetriesExhaustedError, PermissionError)) \
             else self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
         if changed:
@@ -184,9 +178,7 @@ class Fetcher:
         return RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
 
     def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:
-        """How ``obj`` differs in the store now from when it was listed (size, or version
-        tag when one was listed), or None when it does not or cannot be told (one request,
-        after a read failed)."""
+        """How ``obj`` differs in the store now from when it was listed (one request), or None."""
         try:
             info = fs.info(path)
         except Exception:  # noqa: BLE001 - the read's own error is reported instead
@@ -204,14 +196,6 @@ class Fetcher:
             f"'{obj.url}' changed in the store since the dataset was listed ({detail}); the "
             "dataset was rewritten while being read. Rebuild the source (it lists the files "
             "again), or read with on_error='skip'.", url=obj.url)
-
-
-def _sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _rebuild(storage_options: dict[str, Any], retry: RetryPolicy, chunk: int,

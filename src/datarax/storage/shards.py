@@ -1,35 +1,24 @@
 """``RemoteShards``: remote files made local through a :class:`ShardCache`, read ahead in
 the order an epoch will use them.
 
-A source holds one ``RemoteShards`` for its files. Readers call :meth:`RemoteShards.open`
-(or :meth:`RemoteShards.local_path`) for the file a record lives in: it returns at once when
-the file is cached, else waits for the download (one per file, whichever thread or process
-asked first). :meth:`RemoteShards.plan` tells it which records an epoch serves, from where:
-it works out the files in the order their first record comes up and downloads the next
-``ahead`` of them in parallel (``threads`` at a time), so the reader rarely waits. At
-the start of a plan the ``behind`` files read first (a window's, or the first file) are
-fetched alone, and read-ahead goes on once they are cached: the first batch does not
-share the bandwidth with files needed later. In a multi-host run each process plans
-only its own positions, so it fetches only its share. (The order of the files and the
-reader's place in it are kept by :class:`~datarax.storage.file_order.FileOrder`.)
+Readers call :meth:`RemoteShards.open` (or :meth:`RemoteShards.local_path`) for the file
+a record lives in: at once when it is cached, else after its one download.
+:meth:`RemoteShards.plan` tells which records an epoch serves; the next ``ahead`` files in
+the order their first record comes up (:class:`~datarax.storage.file_order.FileOrder`)
+are downloaded ``threads`` at a time, the ``behind`` files read first alone. Each process
+plans only its own positions, so it fetches only its share.
 
-Files in use or coming up are held in the cache (shared locks): eviction removes files
-already passed, least recently used first. Open handles (e.g. array_record readers) are
-kept for at most ``handles`` files; the rest are closed when idle.
+Files in use or coming up are held in the cache (shared locks); at most ``handles`` open
+handles are kept, the rest closed when idle.
 
-**Room.** The cache must hold the ``behind`` largest files together (the files a reader
-uses at once: a window's, or all of them for a global shuffle); a smaller limit is
-refused when the ``RemoteShards`` is made. Read-ahead only takes room that leaves space
-for one more file beside those held, and stands back while a reader waits for room.
-When the file a reader needs does not fit, the files held for later are released first
-(those the plan needs last go first), then the reader waits for the files other readers
-are using; it fails (:class:`~datarax.storage.errors.CacheFullError`, naming the folder,
-its limit and usage) only when nothing this object holds can make room — the rest is held
-by other processes sharing the folder — or the local disk is full.
+**Room.** The cache must hold the ``behind`` largest files together (refused otherwise
+when built). Read-ahead leaves room for one more file and stands back while a reader
+waits. A file that does not fit first releases the files held for later, then waits for
+other readers; :class:`~datarax.storage.errors.CacheFullError` only when nothing held
+here can make room, or the disk is full.
 
-A file that is deleted or changed while the epoch runs raises
-:class:`~datarax.storage.errors.RemoteObjectError` naming it, every time it is asked for
-(so a source's ``on_error="skip"`` skips its records without fetching it again).
+A file deleted or changed mid-epoch raises :class:`~datarax.storage.errors.RemoteObjectError`
+every time it is asked for (so ``on_error="skip"`` skips it without fetching it again).
 
 Example:
     >>> import fsspec, tempfile
@@ -84,23 +73,18 @@ class RemoteShards:
     """Remote files, fetched into a local cache ahead of the readers; see the module docstring.
 
     Args:
-        objects: the files, in record-numbering order (from
-            :func:`~datarax.storage.urls.list_objects`, or a dataset's metadata).
-        cache: the :class:`ShardCache` (default: one at ``DATARAX_CACHE_DIR`` limited by
-            ``DATARAX_CACHE_BYTES``).
+        objects: the files, in record-numbering order.
+        cache: the :class:`ShardCache` (default: ``DATARAX_CACHE_DIR``, ``DATARAX_CACHE_BYTES``).
         storage_options: passed to the fsspec filesystem.
         threads: parallel downloads.
         ahead: files fetched ahead of the reader, in the order the epoch uses them.
-        behind: the files a reader uses at once, held after they are reached (a window
-            shuffle of ``W`` files: ``W``; a global shuffle: all of them). The cache
-            must hold the ``behind`` largest files together.
+        behind: the files a reader uses at once (a window of ``W`` files: ``W``; a global
+            shuffle: all of them).
         handles: open handles kept at most (default: all when the files fit in the cache,
             else ``threads + ahead``).
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
-        parallel: range requests of one file in flight at once (they hide the store's
-            latency per request; see :class:`~datarax.storage.fetch.Fetcher`).
-        stats: the :class:`~datarax.storage.retry.StorageStats` to count in (default: a
-            new one); pass the one the listing used, so that its retries are counted too.
+        parallel: range requests of one file in flight at once (:class:`Fetcher`).
+        stats: the :class:`~datarax.storage.retry.StorageStats` to count in (default: new).
 
     Raises:
         CacheFullError: the cache's limit is smaller than the ``behind`` largest files.
@@ -182,9 +166,8 @@ class RemoteShards:
     # ------------------------------------------------------------------ plan
     def plan(self, indices: Callable[[int, int], np.ndarray], start: int, stop: int,
              ends: Sequence[int]) -> None:
-        """Read ahead for positions ``[start, stop)``: ``indices(a, b)`` gives the record
-        numbers served at positions ``[a, b)``; ``ends[i]`` is the number of records in
-        files ``0..i`` (file ``i`` holds records ``ends[i-1] .. ends[i]-1``)."""
+        """Read ahead for positions ``[start, stop)`` (``indices(a, b)``: the records they
+        serve; ``ends[i]``: records in files ``0..i``)."""
         if len(ends) != len(self.objects):
             raise ConfigError(f"RemoteShards.plan: {len(ends)} record ends for "
                               f"{len(self.objects)} files.")
@@ -205,8 +188,7 @@ class RemoteShards:
         return sum(self.objects[i].size for i in set(self._entries) | set(self._inflight))
 
     def _may_read_ahead(self, extra: int) -> bool:
-        """Whether a read-ahead of ``extra`` more bytes fits beside the files held, still
-        leaving room for one file a reader asks for out of turn."""
+        """Whether ``extra`` more bytes fit beside the files held and one more file."""
         return (not self._closed and not self._wanting_room and self._order.progress > self._full_at
                 and self._held_bytes() + extra <= self.cache.max_bytes - self._largest)
 
@@ -246,17 +228,15 @@ class RemoteShards:
         return {i for i, n in self._pins.items() if n > 0}
 
     def _keep(self, *, asked: bool = False) -> set[int]:
-        """Files to hold: the ``behind`` last reached, the next ``ahead``, and those a
-        reader is using. Before any plan: every file fetched, until :meth:`release_unused`
-        (``asked``) lets go of those not open or in use."""
+        """Files to hold: the ``behind`` last reached, the next ``ahead``, those in use; before
+        any plan every file fetched, unless ``asked`` (:meth:`release_unused`)."""
         if not self._order.planned:
             held = set() if asked else set(self._entries)
             return held | set(self._handles) | self._busy()
         return self._order.window(self.behind, self.ahead) | self._busy()
 
     def _drop(self, i: int) -> list[tuple[Callable[[Any], None], Any]]:
-        """Release file ``i`` (not in use); its idle handle is returned, to be closed
-        outside the lock."""
+        """Release file ``i``; returns its idle handle, to close outside the lock."""
         idle = []
         if i in self._handles:
             idle.append((self._closers.pop(i), self._handles.pop(i)[0]))
@@ -267,8 +247,7 @@ class RemoteShards:
         return idle
 
     def _release_passed(self, *, asked: bool = False) -> list[tuple[Callable[[Any], None], Any]]:
-        """Release the files outside :meth:`_keep` (their idle handles are returned, to be
-        closed outside the lock)."""
+        """Release the files outside :meth:`_keep`; returns their idle handles."""
         keep = self._keep(asked=asked)
         idle = []
         for i in [i for i in set(self._handles) | set(self._entries) if i not in keep]:
@@ -347,29 +326,17 @@ class RemoteShards:
             self._unpin(i)
 
     def local_path(self, i: int) -> str:
-        """The local path of file ``i``, downloaded first if needed; held in the cache
-        while it is in the read-ahead window or open, and, before any :meth:`plan`, until
-        :meth:`release_unused` or :meth:`close`. Use :meth:`hold` (or :meth:`open`) to
-        keep a file whatever other readers need.
-
-        When the cache cannot take it, files read ahead for later are released first,
-        then the reader waits for files other readers are using; it fails only when
-        nothing this source holds can make room.
+        """The local path of file ``i``, downloaded first if needed; held while it is in the
+        read-ahead window or open (before any :meth:`plan`: until :meth:`release_unused`).
+        Use :meth:`hold` or :meth:`open` to keep it whatever other readers need.
 
         Raises:
             RemoteObjectError: the file was deleted or changed, or cannot be read.
             RemoteStoreError: the store still fails after every retry, or refuses access.
-            CacheFullError: the cache cannot hold it next to the files in use (held by
-                other processes sharing the folder), or the local disk is full.
+            CacheFullError: nothing held here can make room for it, or the disk is full.
         """
-        if not 0 <= i < len(self.objects):
-            raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
-        with self._lock:
-            self._pins[i] += 1
-        try:
-            return self._claim(i)
-        finally:
-            self._unpin(i)
+        with self.hold(i) as path:
+            return path
 
     def _unpin(self, i: int) -> None:
         with self._lock:

@@ -1,22 +1,15 @@
 """Remote paths through fsspec: which paths are remote, listing, small reads.
 
 A path is *remote* when it is a URL with a scheme (``s3://``, ``gs://``, ``https://``,
-``memory://``, ``file://`` ...); every fsspec protocol works, each filesystem reading its
-own credentials and endpoints (for S3 the ``AWS_*`` variables, ``AWS_ENDPOINT_URL``
-included). ``storage_options`` are passed to the filesystem unchanged.
-
-For S3, datarax turns off the retries inside s3fs and botocore (unless
-``storage_options`` sets them): the fetcher retries itself, with backoff, and counts each
-retry in the source's ``stats()``.
+``memory://`` ... any fsspec protocol, with its own credentials; ``storage_options`` are
+passed to the filesystem unchanged). For S3 the retries inside s3fs and botocore are
+off unless ``storage_options`` sets them: the fetcher retries itself, and counts it.
 
 Example:
     >>> is_remote("s3://bucket/data"), is_remote("/data/train"), is_remote("C:/data")
     (True, False, False)
     >>> join_url("s3://bucket/ds", "a.array_record")
     's3://bucket/ds/a.array_record'
-
-Every path a user names goes through :func:`expand_user` first: a local path's leading
-``~`` is the home folder, as in a shell; a URL is left as it is.
 """
 
 from __future__ import annotations
@@ -43,11 +36,7 @@ _LISTING_THREADS = 16  # requests in flight when a list of URLs is listed
 
 
 def is_remote(paths: Any) -> bool:
-    """Whether ``paths`` (a path or a list of paths) names URLs read through fsspec.
-
-    A list is remote when its first entry is (mixing local and remote entries raises
-    where the list is read).
-    """
+    """Whether ``paths`` (a path, or a list judged by its first entry) names URLs."""
     if isinstance(paths, (str, os.PathLike)):
         return bool(_SCHEME.match(os.fspath(paths)))
     if isinstance(paths, Sequence) and not isinstance(paths, bytes) and paths:
@@ -57,10 +46,8 @@ def is_remote(paths: Any) -> bool:
 
 
 def expand_user(paths: Any) -> Any:
-    """``paths`` (one path, or a list / tuple of paths) with the leading ``~`` of every
-    local path expanded to the home folder (``os.path.expanduser``); a path becomes a
-    ``str``. URLs (``s3://``, ``gs://``, ``https://`` ...) and anything that is not a path
-    are returned unchanged (the caller refuses them with its own message).
+    """``paths`` (one path, or a list / tuple of them) with each local path's leading ``~``
+    expanded, as ``str``; URLs and anything that is not a path are returned unchanged.
 
     Example:
         >>> import os
@@ -167,7 +154,7 @@ def version_tag(info: Mapping[str, Any]) -> str | None:
     return None
 
 
-def object_of(fs: Any, path: str, url: str, info: Mapping[str, Any]) -> RemoteObject:
+def object_of(url: str, info: Mapping[str, Any]) -> RemoteObject:
     """A :class:`RemoteObject` from an fsspec ``info`` dict."""
     size = info.get("size")
     if size is None:
@@ -187,9 +174,8 @@ def _url_of(fs: Any, url: str, path: str) -> str:
 def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None,
                  *, retry: RetryPolicy | None = None, stats: StorageStats | None = None,
                  ) -> list[RemoteObject]:
-    """The files ``paths`` names: one URL, a glob pattern (sorted matches) or a list of
-    URLs / patterns, each with its size and version tag. The entries of a list are
-    listed concurrently (one request each, up to 16 in flight).
+    """The files ``paths`` names (a URL, a glob pattern, or a list of them, listed
+    concurrently), sorted within a pattern, each with its size and version tag.
 
     Raises:
         RecordError: a file is missing or a pattern matches nothing (naming it; the first
@@ -212,7 +198,7 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
             if not files:
                 raise RecordError(f"the glob pattern '{url}' matches no files; check the bucket, "
                                   "the prefix and the pattern.", path=url)
-            return [object_of(fs, p, _url_of(fs, url, p), i) for p, i in files]
+            return [object_of(_url_of(fs, url, p), i) for p, i in files]
         try:
             info = with_retries(lambda: fs.info(path), url, retry, stats)
         except FileNotFoundError as err:
@@ -222,12 +208,10 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
         if info.get("type") == "directory":
             raise RecordError(f"'{url}' is a folder, not a file; name its files (a glob "
                               "pattern of them works).", path=url)
-        return [object_of(fs, path, url, info)]
+        return [object_of(url, info)]
 
     if len(items) == 1:
         return one(items[0])
-    # one request per entry, in flight together (a list of many files is listed in about
-    # one round trip); the first failure in list order is raised
     with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
                                                thread_name_prefix="datarax-list") as pool:
         return [obj for found in pool.map(one, items) for obj in found]

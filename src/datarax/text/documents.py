@@ -1,33 +1,19 @@
 """Document readers: where the text a :class:`PackedTextSource` packs comes from.
 
-A reader is a plain host object with three methods:
+A reader is a plain host object with ``read(epoch, start)`` (the documents of pass
+``epoch`` from document ``start`` on: ``str``, UTF-8 ``bytes`` or a :class:`BadDocument`),
+``describe(epoch, index)`` (where a document comes from, for messages), ``num_documents()``
+(per pass), ``close()`` (release held files or streams; safe twice, a later read takes them
+again; optional, :func:`close_reader`) and optionally ``settings()`` (a JSON-able dict of
+what decides a pass's documents: a saved state restores only into a reader with equal
+settings, :func:`reader_settings`).
 
-* ``read(epoch, start)`` — iterator over the documents of pass ``epoch`` from document
-  ``start`` on (a ``str``, ``bytes`` to decode as UTF-8, or a :class:`BadDocument`
-  saying why an entry could not be read);
-* ``describe(epoch, index)`` — where document ``index`` comes from, for error messages;
-* ``num_documents()`` — documents per pass (mixing needs it to cycle a corpus);
-* ``close()`` — release what the reader holds (remote files held in the shard cache,
-  an open stream). Closing twice is safe, and it ends nothing for good: a later read
-  takes what it needs again. A :class:`~datarax.text.PackedTextSource` closes its
-  reader when it is closed (or leaves a ``with`` block), a
-  :class:`~datarax.text.MixedDocuments` closes its corpora.
-  The readers here all have it; a reader of your own may leave it out (closing it
-  then does nothing, :func:`close_reader`);
-* optionally ``settings()`` — a JSON-able dict of what decides the documents of a pass
-  (files, field, seed ...): a saved state is restored only into a reader with equal
-  settings (:func:`reader_settings`; a reader without it is known by its class).
+Invariant: every pass yields the same documents in the same order for the same ``epoch``,
+so a restore re-reads from a document index.
 
-Every pass must yield the same documents in the same order for the same ``epoch``
-(that is what makes resume exact): restoring re-reads from a document index.
-
-The file readers (:class:`JsonlDocuments`, :class:`ParquetDocuments`) take local paths
-or URLs (``s3://``, ``gs://``, ``https://``, any fsspec protocol; a glob pattern such as
-``s3://bucket/c-*.jsonl`` is expanded, sorted). Remote files are listed once, when the
-reader is built, fetched into the local shard cache
-(:class:`~datarax.storage.ShardCache`) and held there until the reader is closed:
-every pass, and a restore, reads the same local bytes, named by their URLs in messages
-and in ``settings()``.
+The file readers take local paths or URLs (any fsspec protocol; a glob is expanded,
+sorted). Remote files are listed once, fetched into the shard cache
+(:class:`~datarax.storage.ShardCache`) and held there until the reader is closed.
 """
 
 from __future__ import annotations
@@ -137,8 +123,7 @@ def _paths(
     paths: PathsLike, user: str, cache: ShardCache | None,
     storage_options: Mapping[str, Any] | None,
 ) -> tuple[list[str], RemoteFiles | None]:
-    """The files ``paths`` names (URLs listed, globs expanded) and, for URLs, the files
-    fetched into the shard cache and held."""
+    """The files ``paths`` names and, for URLs, those files fetched into the cache and held."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = [expand_user(os.fspath(p)) for p in paths]
@@ -160,26 +145,22 @@ def _paths(
 
 
 class _FileReader:
-    """What the file readers share: ``paths`` as named (URLs for remote files), the
-    local files they read, ``close`` and ``storage_stats``."""
+    """``paths`` as named (URLs for remote files), the local files read, ``close``, ``storage_stats``."""
 
     paths: list[str]
     _remote: RemoteFiles | None
 
     def _local(self) -> list[str]:
-        """The files to open: the cached copies of remote files (held again when
-        :meth:`close` released them)."""
+        """The files to open (cached copies of remote files, held again after :meth:`close`)."""
         return self.paths if self._remote is None else self._remote.local_paths()
 
     def close(self) -> None:
-        """Let the shard cache evict the remote files (a later read holds them again,
-        from the cache or downloaded); nothing to do for local files."""
+        """Let the shard cache evict the remote files (a later read holds them again)."""
         if self._remote is not None:
             self._remote.release()
 
     def storage_stats(self) -> dict[str, Any] | None:
-        """For URLs: downloads (``fetched``), ``cache_hits``, retries ... since the
-        reader was built (:meth:`datarax.storage.RemoteShards.stats`); None for local files."""
+        """For URLs, :meth:`datarax.storage.RemoteShards.stats` since the reader was built; else None."""
         return None if self._remote is None else self._remote.stats()
 
 
@@ -191,8 +172,7 @@ class JsonlDocuments(_FileReader):
     ``on_error`` policy decides what happens to it).
 
     Args:
-        paths: a file, a list of files, or URLs / glob patterns of URLs (fetched into
-            the shard cache when the reader is built; see the module docstring).
+        paths: a file, a list of files, or URLs / glob patterns of URLs.
         field: the text field of each line's object.
         cache: for URLs, the :class:`~datarax.storage.ShardCache` (default:
             ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
@@ -228,8 +208,7 @@ class JsonlDocuments(_FileReader):
         return sum(self._line_counts())
 
     def settings(self) -> dict[str, Any]:
-        """The files' names, in order (not their folder or bucket: data may move), and
-        the field."""
+        """The files' names in order (not their folder: data may move), and the field."""
         return {"reader": "JsonlDocuments", "files": _names(self.paths), "field": self.field}
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
@@ -276,23 +255,9 @@ def _lines(path: str) -> Iterator[bytes]:
 class ParquetDocuments(_FileReader):
     """Documents from the string (or binary) ``column`` of Parquet files, in file order.
 
-    Restoring skips whole row groups from the file metadata, reading only the one the
-    resume point falls in. Needs ``pyarrow`` (``pip install "datarax[hf]"``).
-
-    Args:
-        paths: a file, a list of files, or URLs / glob patterns of URLs (fetched into
-            the shard cache when the reader is built; see the module docstring).
-        column: the text column.
-        cache: for URLs, the :class:`~datarax.storage.ShardCache` (default:
-            ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
-        storage_options: for URLs, options of the fsspec filesystem (credentials ...).
-
-    Raises:
-        ConfigError: no path, a local file is missing, paths mixes files and URLs, or a
-            file has no ``column``.
-        RecordError: a remote file is missing, a pattern matches nothing, or a file is
-            not Parquet (naming the path or URL).
-        CacheFullError: the remote files do not fit the shard cache together.
+    Arguments and errors as :class:`JsonlDocuments` (``column`` for ``field``); a file
+    without ``column`` is a ConfigError, one that is not Parquet a RecordError. Restoring
+    skips whole row groups by the file metadata. Needs ``pyarrow`` (the ``hf`` extra).
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -305,7 +270,6 @@ class ParquetDocuments(_FileReader):
     def __init__(self, paths: PathsLike, column: str = "text", *,
                  cache: ShardCache | None = None,
                  storage_options: Mapping[str, Any] | None = None) -> None:
-        # Imported lazily: pyarrow is part of the `hf` extra, not the core install.
         self._pq = require("pyarrow.parquet", extra="hf", user="ParquetDocuments")
         self.paths, self._remote = _paths(paths, "ParquetDocuments", cache, storage_options)
         self.column = column
@@ -374,11 +338,9 @@ def _cell(value: Any, column: str) -> Any:
 class HFStreamDocuments:
     """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`.
 
-    Uses the source's public API: ``seek(epoch, 0)`` opens pass ``epoch`` (shuffled by
-    the source when its config says so) and ``get_batch_with_indices`` reads it;
-    resuming at document ``start`` reads and passes over the ``start`` before it. Give
-    the source to this reader only (not also to a Pipeline); shard with
-    ``PackedTextSource``, which packs every ``count``-th document per process.
+    ``seek(epoch, 0)`` opens a pass and ``get_batch_with_indices`` reads it; resuming at
+    document ``start`` reads past the ones before it. Give the source to this reader only
+    (not also to a Pipeline); ``PackedTextSource`` shards the documents per process.
 
     Example:
         >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
@@ -429,8 +391,7 @@ class HFStreamDocuments:
         return self._count
 
     def close(self) -> None:
-        """Close the stream source (its open stream, its held remote files); a later
-        read re-opens it."""
+        """Close the stream source; a later read re-opens it."""
         self.source.close()
 
 

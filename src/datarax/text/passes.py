@@ -1,9 +1,5 @@
-"""``TextPass``: one pass of packed text — read, check, tokenize, pack — on the host.
-
-A plain host object behind :class:`~datarax.text.source.PackedTextSource`. It reads
-documents from a reader (:mod:`datarax.text.documents`), routes bad ones through the
-bad-record policy, tokenizes blocks with a :class:`~datarax.text.tokenize.TextTokenizer`
-and packs them with a :class:`~datarax.text.packing.Packer`.
+"""``TextPass``: one pass of packed text — read, check, tokenize, pack — on the host,
+behind :class:`~datarax.text.source.PackedTextSource`.
 
 Invariant: its snapshot (:meth:`TextPass.snapshot_at`) holds references, never tokens;
 from a snapshot or from a bare ``(epoch, row)`` position (re-packing the pass up to
@@ -93,9 +89,7 @@ class TextPass:
         self.at = (epoch, 0)
 
     def suspend(self, at: tuple[int, int] | None = None) -> None:
-        """Release the reader; keep a snapshot so the position is re-derived cheaply
-        (``at``: the owner's position — read ahead of it, the snapshot committed there
-        is kept)."""
+        """Release the reader, keeping a snapshot of ``at`` (the owner's position)."""
         with self.lock:
             self.session += 1
             if self.at is not None and self._it is not None and (at is None or self.at == at):
@@ -140,10 +134,9 @@ class TextPass:
     def peek(
         self, session: int, epoch: int, index: int, count: int
     ) -> tuple[Batch, int, dict[str, Any], int] | None:
-        """The next ``count`` rows after row ``index`` of pass ``epoch`` for read-ahead
-        ``session``: ``(rows, end, snapshot at end, documents passed)``, or None at the
-        pass's end. Bad documents met are pulled, counted once their rows are handed out
-        (the owner commits). Raises ``SessionEnded`` once the session is over."""
+        """``(rows, end, snapshot at end, documents passed)`` of the ``count`` rows after
+        row ``index`` of pass ``epoch``, or None at its end; ``SessionEnded`` once
+        ``session`` is over. Bad documents are counted when the owner commits."""
         from datarax.sources.host_reader import SessionEnded
 
         with self.lock:
@@ -159,8 +152,7 @@ class TextPass:
             return rows, end, self._extra(), self.next_document
 
     def direct(self) -> None:
-        """The owner reads the pass itself: any read-ahead session ends (call under
-        :attr:`lock`)."""
+        """The owner reads the pass itself: any read-ahead session ends (under :attr:`lock`)."""
         self.session += 1
         self.defer_skips = False
 
@@ -263,20 +255,9 @@ class TextPass:
         if not self.defer_skips:
             self.ledger.commit(index + 1)
 
-    @property
-    def skipped(self) -> int:
-        """Bad documents the packer passed this pass."""
-        return self.ledger.skipped
-
-    @property
-    def reports(self) -> list[SkippedRecord]:
-        """Reports of the bad documents skipped so far (every pass), in order."""
-        return self.ledger.reports
-
     # ---------------------------------------------------------------- state
     def stats(self, at: tuple[int, int] | None = None) -> dict[str, Any]:
-        """Rows, tokens, efficiency, documents and skips of the pass up to ``at`` (the
-        owner's position) where a snapshot knows it, else where this object stands."""
+        """Rows, tokens, efficiency, documents and skips up to ``at`` (the owner's position)."""
         with self.lock:  # a read-ahead thread may be packing
             if at is not None and self.at is not None and self.at != at:  # read ahead of it
                 extra = self.snapshot_at(*at) or self._extra()
@@ -302,9 +283,7 @@ class TextPass:
         }
 
     def snapshot_at(self, epoch: int, index: int) -> dict[str, Any]:
-        """The snapshot of row ``index`` of pass ``epoch`` if this object knows it
-        (under the lock: a read-ahead thread may be packing; once it read past the
-        position, the snapshot its consumer committed there is the one)."""
+        """The snapshot of row ``index`` of pass ``epoch`` if known here, else ``{}``."""
         with self.lock:
             if self.at == (epoch, index):
                 return self._extra()
@@ -350,8 +329,8 @@ class TextPass:
                 )
 
     def _restore(self, epoch: int, state: dict[str, Any]) -> None:
-        """Rebuild pass ``epoch`` at a snapshot: re-read and re-tokenize the documents
-        the open and ready rows reference, then continue reading at ``next_document``."""
+        """Rebuild pass ``epoch`` at a snapshot: re-tokenize the documents its rows
+        reference, then read on at ``next_document``."""
         where = "PackedTextSource"
         packer_state = state["packer"]
         needed = sorted(Packer.documents_in(packer_state))

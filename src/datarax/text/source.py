@@ -1,27 +1,20 @@
 """``PackedTextSource``: documents -> tokens -> packed ``seq_len`` rows, as a stream.
 
-Packing changes the number of records (many documents become fewer fixed-length rows),
-so it is a source, not a per-batch stage: Pipeline reads packed rows from it like from
-any forward-only stream. This module is only the adapter; the work is done by plain
-host objects: a :class:`~datarax.text.passes.TextPass` driving a document reader
-(:mod:`datarax.text.documents`, or :class:`~datarax.text.mixing.MixedDocuments`), a
+Packing changes the number of records, so it is a source, not a per-batch stage. This
+module is the adapter; the work is done by host objects: a
+:class:`~datarax.text.passes.TextPass` driving a document reader, a
 :class:`~datarax.text.tokenize.TextTokenizer` and a :class:`~datarax.text.packing.Packer`.
 
-Position: like every source, the base's ``(epoch, index)`` — here rows handed out of
-the pass — is the one truth. The packer's progress is derived from it: when the
-position moves from outside (``seek``, ``set_state``, ``nnx.update``, a new pass) the
-pass is rebuilt before the next read, from a snapshot when one matches, else by
-re-packing the pass up to that row (packing is deterministic).
+Invariant: the base's ``(epoch, index)`` (rows handed out of the pass) is the one truth.
+When it moves from outside (``seek``, ``set_state``, ``nnx.update``, a new pass) the pass
+is rebuilt before the next read: from a snapshot when one matches, else by re-packing
+the pass up to that row (packing is deterministic).
 
-State (``get_state()``): ``current_epoch``, ``current_index``, the snapshot that makes
-a restore cheap — ``next_document`` (documents of the pass the packer consumed),
-``skipped``, ``documents`` and ``packer`` (references ``[doc, start, end, ...]`` of the
-rows still open or ready, never tokens) — and ``settings``
-(:meth:`PackedTextSource.order_settings`: packing, documents, tokenizer; a restore
-where one differs is refused naming it). ``set_state`` re-reads the pass from the
-oldest referenced document, re-tokenizes the referenced ones to rebuild those rows, and
-continues at ``next_document``: the next batch is identical to the one the saved source
-would have served.
+State (``get_state()``): the position, the snapshot that makes a restore cheap
+(``next_document``, ``skipped``, ``documents``, ``packer``: references of the open and
+ready rows, never tokens) and ``settings`` (:meth:`PackedTextSource.order_settings`; a
+restore where one differs is refused naming it). After ``set_state`` the next batch is
+identical to the one the saved source would have served.
 """
 
 from __future__ import annotations
@@ -196,9 +189,7 @@ class PackedTextSource(StreamSource):
         return rows, np.arange(first, first + count)
 
     def batch_cursor(self) -> TextCursor:
-        """Rows from the current position, packed ahead without moving it: a
-        pipeline's read-ahead thread peeks them and its consumer commits each batch it
-        hands out (see :class:`TextCursor`). Ends any earlier reading session."""
+        """A :class:`TextCursor` reading ahead of the current position (ends any earlier one)."""
         return TextCursor(self, self._text.start())
 
     def restart(self, epoch: int) -> None:
@@ -213,9 +204,8 @@ class PackedTextSource(StreamSource):
         self._text.suspend(at=(self.epoch, self.index))
 
     def close(self) -> None:
-        """Release the reader and close it (remote files it holds may then be evicted
-        from the shard cache); the position is kept. Closing twice is safe, and a later
-        read opens the reader again.
+        """Release and close the reader; the position is kept. Safe twice; a later read
+        opens the reader again.
 
         Example:
             >>> with PackedTextSource(PackedTextConfig(seq_len=4), lambda: ["a b"],
@@ -234,15 +224,12 @@ class PackedTextSource(StreamSource):
 
     # ------------------------------------------------------------ reporting
     def packing_stats(self) -> dict[str, Any]:
-        """This pass so far: rows and tokens handed out, ``efficiency`` (non-padding
-        share of the rows), documents packed and skipped."""
+        """This pass so far: rows, tokens, ``efficiency`` (non-padding share), documents, skips."""
         return self._text.stats(at=(self.epoch, self.index))
 
     def skipped_documents(self) -> list[SkippedRecord]:
-        """Documents skipped under ``on_error="skip"`` since the source was built:
-        pass, document number (``position`` and ``index``) and cause (``path`` names
-        where the document is)."""
-        return list(self._text.reports)
+        """Documents skipped under ``on_error="skip"`` since the source was built."""
+        return list(self._text.ledger.reports)
 
     # ---------------------------------------------------------------- state
     def order_settings(self) -> dict[str, Any]:
@@ -255,8 +242,7 @@ class PackedTextSource(StreamSource):
         return out
 
     def get_state(self) -> dict[str, Any]:
-        """Position, the packer snapshot of that position (module docstring) and the
-        :meth:`order_settings` a restore must match."""
+        """Position, its packer snapshot and the :meth:`order_settings` a restore must match."""
         state = super().get_state()
         state.update(self._text.snapshot_at(self.epoch, self.index))
         return state
@@ -264,11 +250,8 @@ class PackedTextSource(StreamSource):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue at ``state`` (from :meth:`get_state` of an identically built source).
 
-        A state with only ``current_epoch`` / ``current_index`` is accepted too: the
-        pass is then re-packed up to that row on the next read. A state whose
-        ``settings`` differ from :meth:`order_settings` (other documents, weights,
-        seed, tokenizer or packing) is refused with a :class:`StateError` naming the
-        first that differs.
+        A bare ``current_epoch`` / ``current_index`` is re-packed up to that row. Other
+        ``settings`` than :meth:`order_settings` are refused naming the first that differs.
         """
         where = "PackedTextSource"
         if not isinstance(state, dict):
@@ -297,17 +280,12 @@ class PackedTextSource(StreamSource):
 
 
 class TextCursor:
-    """Packed rows of a :class:`PackedTextSource` read ahead of its position.
+    """A :class:`~datarax.core.cursor.ReadAheadCursor` over a :class:`PackedTextSource`.
 
-    A :class:`~datarax.core.cursor.ReadAheadCursor`.
-
-    :meth:`peek` (the read-ahead thread) packs the rows after the last ones peeked and
-    returns them with their row numbers and ``end`` (the position once they are handed
-    out), moving nothing the source's state carries. :meth:`commit` (the consumer's
-    thread, in order) hands a batch out: the position moves past it, the snapshot of
-    that position becomes the one ``get_state()`` reports, and the bad documents passed
-    before it are counted and reported. :attr:`current` turns False once the source
-    was moved or read otherwise (``set_state``, a direct ``get_batch``, ``close``).
+    :meth:`peek` (read-ahead thread) packs the next rows without moving the source's
+    state; :meth:`commit` (consumer, in order) moves the position past them, makes that
+    position's snapshot the reported one and counts the bad documents passed before.
+    :attr:`current` turns False once the source was moved or read otherwise.
     """
 
     def __init__(self, source: PackedTextSource, session: int) -> None:

@@ -20,11 +20,6 @@ from datarax.core.extras import require
 _INT32_MAX = 2**31 - 1
 
 
-def _tokenizers(user: str) -> Any:
-    # Imported lazily: the `tokenizers` Rust wheel is an extra, not a core dependency.
-    return require("tokenizers", extra="tokenizers", user=user)
-
-
 class TextTokenizer:
     """Encode blocks of documents to int32 ids, with optional BOS/EOS and truncation.
 
@@ -72,7 +67,8 @@ class TextTokenizer:
                 f"ids it must hold plus one), got {max_tokens!r}."
             )
         if isinstance(tokenizer, (str, os.PathLike)):
-            tokenizer = _tokenizers("TextTokenizer").Tokenizer.from_file(os.fspath(tokenizer))
+            hf = require("tokenizers", extra="tokenizers", user="TextTokenizer")
+            tokenizer = hf.Tokenizer.from_file(os.fspath(tokenizer))
         self._fast = _is_hf_tokenizer(tokenizer)
         if not self._fast and not callable(tokenizer):
             raise ConfigError(
@@ -86,12 +82,12 @@ class TextTokenizer:
 
     @property
     def name(self) -> str:
-        """What tokenizes (the class of the wrapped tokenizer or callable)."""
+        """The class of the wrapped tokenizer or callable."""
         return type(self.tokenizer).__name__
 
     def settings(self) -> dict[str, Any]:
-        """What decides the ids: the tokenizer (a function's name, or the class and
-        vocabulary size of a ``tokenizers.Tokenizer``), BOS, EOS, ``max_tokens``.
+        """What decides the ids: the tokenizer (a function's name, or a ``tokenizers.Tokenizer``'s
+        class and vocabulary size), BOS, EOS, ``max_tokens``.
 
         Example:
             >>> def words(text): return [len(w) for w in text.split()]
@@ -111,11 +107,8 @@ class TextTokenizer:
     def encode_batch(
         self, texts: Sequence[str], *, where: Callable[[int], str] | None = None
     ) -> list[np.ndarray]:
-        """The int32 ids of each document in ``texts`` (one array per document).
-
-        ``where(i)`` names document ``i`` in errors (a custom tokenizer that returns
-        something other than ids raises :class:`RecordError` naming it).
-        """
+        """The int32 ids of each document in ``texts``; ``where(i)`` names document ``i`` in
+        the :class:`RecordError` of a custom tokenizer returning something other than ids."""
         if self._fast:
             encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
             raw: list[Any] = [e.ids for e in encodings]
@@ -157,13 +150,9 @@ class TextTokenizer:
             ids = ids[:room]
         if self.bos_id is None and self.eos_id is None:
             return ids
-        parts = []
-        if self.bos_id is not None:
-            parts.append(np.array([self.bos_id], np.int32))
-        parts.append(ids)
-        if self.eos_id is not None:
-            parts.append(np.array([self.eos_id], np.int32))
-        return np.concatenate(parts)
+        bos = [] if self.bos_id is None else [self.bos_id]
+        eos = [] if self.eos_id is None else [self.eos_id]
+        return np.concatenate([np.array(bos, np.int32), ids, np.array(eos, np.int32)])
 
 
 def _is_hf_tokenizer(obj: Any) -> bool:
