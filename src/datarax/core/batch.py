@@ -3,6 +3,7 @@ or nested dicts of such fields."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,21 @@ def take_records(batch: Batch, rows: Any) -> Batch:
         else:
             out[key] = np.asarray(value)[np.asarray(rows, dtype=np.int64)]
     return out
+
+
+def head_on_host(batch: Any, count: int) -> Any:
+    """The first ``count`` records of a batch, device arrays as numpy (text lists and
+    nesting kept).
+
+    Example:
+        >>> head_on_host({"x": np.arange(4), "meta": {"t": ("a", "b", "c", "d")}}, 2)
+        {'x': array([0, 1]), 'meta': {'t': ['a', 'b']}}
+    """
+    if isinstance(batch, Mapping):
+        return {k: head_on_host(v, count) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return list(batch[:count])
+    return np.asarray(batch)[:count]
 
 
 def concat_batches(parts: list[Batch], *, on_device: bool = False) -> Batch:

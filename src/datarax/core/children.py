@@ -1,4 +1,4 @@
-"""What a source built from other sources checks of them, and how it closes them.
+"""What a source built from other sources checks of them, and what it does to all of them.
 
 A composite source (a concatenation, a mixture, a flat map) reads child sources through
 their public API, each at its own position. So each child must be a data source keeping
@@ -22,13 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import SourceContractError
 
-__all__ = ["check_child", "check_children", "check_distinct", "close_each"]
+__all__ = ["ChildSources", "check_child", "check_children", "check_distinct", "close_each"]
 
 
 def check_child(owner: str, name: str, child: Any, *, whole: str, children: str) -> None:
@@ -133,3 +134,35 @@ def close_each(closers: Iterable[Callable[[], object]]) -> None:
                 first.add_note(f"closing another part also failed: {type(err).__name__}: {err}")
     if first is not None:
         raise first
+
+
+class ChildSources:
+    """Mixin of a source built from the sources ``_children()`` returns: their step
+    inputs (every child indexed: the whole source compiles into the step), and closing."""
+
+    def _children(self) -> Sequence[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def step_inputs(self) -> Any:
+        return tuple(c.step_inputs() for c in self._children())
+
+    def has_host_fields(self) -> bool:
+        return False
+
+    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
+        children = self._children()
+        stack = contextlib.ExitStack()
+        for child, child_inputs in zip(children, inputs or (None,) * len(children)):
+            stack.enter_context(child.bind_step_inputs(child_inputs))
+        return stack
+
+    def close_epoch(self) -> None:
+        """Stop the children's read-ahead (positions are kept)."""
+        for child in self._children():
+            closer = getattr(child, "close_epoch", None)
+            if closer is not None:
+                closer()
+
+    def close(self) -> None:
+        """Close every child (all of them, even after one fails; the first error is raised)."""
+        close_each(child.close for child in self._children())

@@ -55,7 +55,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -65,10 +64,11 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
-from datarax.core.children import close_each
+from datarax.core.children import ChildSources
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.core.module import HostState
 from datarax.core.spec import TextSpec, checked_spec
 from datarax.mixing.checks import check_children
 from datarax.mixing.sampling import SampledOrder, sampled_records
@@ -118,7 +118,7 @@ class MixSourceConfig(StructuralConfig):
             raise ConfigError(f"MixSource records_per_epoch must be an int >= 1 or None, got {n!r}.")
 
 
-class _Session:
+class _Session(HostState):
     """Python-only bookkeeping (never state): the next draw each stream child serves."""
 
     def __init__(self, count: int) -> None:
@@ -126,14 +126,8 @@ class _Session:
         self.sampled_orders: dict[int, Any] = {}
         self.sampled_next: dict[int, int] = {}  # next draw each host child's reader is at
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Session)
 
-    def __hash__(self) -> int:
-        return hash(_Session)
-
-
-class MixSource(DataSourceModule):
+class MixSource(ChildSources, DataSourceModule):
     """Records of several sources interleaved by weight; see the module docstring.
 
     Args:
@@ -239,22 +233,13 @@ class MixSource(DataSourceModule):
         return epoch * (self.__length or 0) + lo + index
 
     # ------------------------------------------------------- indexed (compiled)
-    def step_inputs(self) -> Any:
-        return tuple(c.step_inputs() for c in self.sources)
-
-    def has_host_fields(self) -> bool:
-        return False
+    def _children(self) -> Any:
+        return self.sources
 
     def reads_by_position(self) -> bool:
         """True when every source's records depend on their positions alone: the
         mixture's then do too."""
         return all(bool(getattr(c, "reads_by_position", lambda: False)()) for c in self.sources)
-
-    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
-        stack = contextlib.ExitStack()
-        for child, child_inputs in zip(self.sources, inputs or (None,) * len(self.sources)):
-            stack.enter_context(child.bind_step_inputs(child_inputs))
-        return stack
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
         """``draw * num_sources + source`` of each record (traceable)."""
@@ -475,18 +460,6 @@ class MixSource(DataSourceModule):
             updated[i] = value
         self.stream_passes.set_value(updated)
         self.__session.next_draw = [None] * len(self.sources)
-
-    # ---------------------------------------------------------------- closing
-    def close_epoch(self) -> None:
-        """Stop the children's read-ahead (positions are kept)."""
-        for child in self.sources:
-            closer = getattr(child, "close_epoch", None)
-            if closer is not None:
-                closer()
-
-    def close(self) -> None:
-        """Close every child (all of them, even after one fails; the first error is raised)."""
-        close_each(child.close for child in self.sources)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -35,7 +35,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,8 +43,8 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches
-from datarax.core.children import check_children, close_each
+from datarax.core.batch import batch_length, concat_batches, head_on_host
+from datarax.core.children import ChildSources, check_children
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
@@ -84,7 +83,7 @@ class _Reading(HostState):
         self.part = 0  # the part the pass is reading
 
 
-class ConcatSource(DataSourceModule):
+class ConcatSource(ChildSources, DataSourceModule):
     """Sources served one after another; see the module docstring.
 
     Args:
@@ -116,7 +115,10 @@ class ConcatSource(DataSourceModule):
         if not parts:
             raise ConfigError("ConcatSource needs at least one source; got an empty list.")
         super().__init__(ConcatSourceConfig(num_parts=len(parts), num_epochs=num_epochs), name=name)
-        _check_parts(list(parts))
+        labels = [str(i) for i in range(len(parts))]
+        check_children("ConcatSource", "part", labels, parts, whole="the concatenation")
+        check_same_fields("ConcatSource", [f"part {i}" for i in labels],
+                          [checked_spec(p) for p in parts], "concatenated", "concatenating")
         self.parts = nnx.List(list(parts))
         lengths = [p.epoch_size() for p in parts]
         self.__lengths: tuple[int | None, ...] = tuple(lengths)
@@ -165,17 +167,8 @@ class ConcatSource(DataSourceModule):
         return self.__ends[part - 1] if part else 0
 
     # ------------------------------------------------------- indexed (compiled)
-    def step_inputs(self) -> Any:
-        return tuple(p.step_inputs() for p in self.parts)
-
-    def has_host_fields(self) -> bool:
-        return False
-
-    def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
-        stack = contextlib.ExitStack()
-        for part, part_inputs in zip(self.parts, inputs or (None,) * len(self.parts)):
-            stack.enter_context(part.bind_step_inputs(part_inputs))
-        return stack
+    def _children(self) -> Any:
+        return self.parts
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
         """Stable index of each record ``get_batch_at(start, size)`` serves (traceable)."""
@@ -269,7 +262,7 @@ class ConcatSource(DataSourceModule):
             # epoch's, cut here): reads of up to that many reuse their traced shapes.
             padded = 1 << max(count - 1, 0).bit_length()
             batch, indices = part.get_batch_and_indices_at(epoch * n + local, padded)
-            return _to_host(batch, count), np.asarray(indices)[:count], count
+            return head_on_host(batch, count), np.asarray(indices)[:count], count
         self._place_part(i, epoch, local)
         batch, indices, passed = self._read_host_part(i, count)
         if passed <= room:
@@ -371,7 +364,7 @@ class ConcatSource(DataSourceModule):
                     padded = 1 << max(take - 1, 0).bit_length()
                     batch, _ = part.get_batch_and_indices_at(part.epoch * n + part.index, padded)
                     part.datarax_position.advance(take)
-                    return _to_host(batch, take)
+                    return head_on_host(batch, take)
             else:
                 batch, _ = part.get_batch_with_indices(batch_size)
                 if batch is not None:
@@ -441,32 +434,3 @@ class ConcatSource(DataSourceModule):
         self.skipped.set_value(np.asarray(skipped, np.int64))
         self.skipped_by_part.set_value(np.asarray(by_part, np.int64))
 
-    # ---------------------------------------------------------------- closing
-    def close_epoch(self) -> None:
-        """Stop the parts' read-ahead (positions are kept)."""
-        for part in self.parts:
-            closer = getattr(part, "close_epoch", None)
-            if closer is not None:
-                closer()
-
-    def close(self) -> None:
-        """Close every part (all of them even when one fails: its error is raised after)."""
-        close_each(part.close for part in self.parts)
-
-
-# ---------------------------------------------------------------------- helpers
-def _to_host(batch: Any, count: int) -> Any:
-    """The first ``count`` records of a batch, device arrays as numpy (text lists and
-    nesting kept)."""
-    if isinstance(batch, Mapping):
-        return {k: _to_host(v, count) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return list(batch[:count])
-    return np.asarray(batch)[:count]
-
-
-def _check_parts(parts: list[Any]) -> None:
-    check_children("ConcatSource", "part", [str(i) for i in range(len(parts))], parts,
-                   whole="the concatenation")
-    check_same_fields("ConcatSource", [f"part {i}" for i in range(len(parts))],
-                      [checked_spec(p) for p in parts], "concatenated", "concatenating")

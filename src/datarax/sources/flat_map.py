@@ -48,14 +48,14 @@ from typing import Any, ClassVar
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, record_at, stack_records
+from datarax.core.batch import batch_length, head_on_host, record_at, stack_records
 from datarax.core.children import check_child
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
-from datarax.core.spec import TextSpec
+from datarax.core.spec import describe_field
 from datarax.sources.decoded_records import spec_of
 from datarax.typing import Batch
 
@@ -344,7 +344,7 @@ class FlatMapSource(DataSourceModule):
             # one gather shape (CHUNK) for every read: a short tail is cut on the host
             batch, indices = parent.get_batch_and_indices_at(epoch * n + position, CHUNK)
             keep = min(CHUNK, n - position)
-            host = _to_host(batch, keep)
+            host = head_on_host(batch, keep)
             return host, np.asarray(indices, np.int64)[:keep], position + keep >= n
         if (parent.epoch, parent.index) != (epoch, position):
             parent.seek(epoch, position)
@@ -355,7 +355,7 @@ class FlatMapSource(DataSourceModule):
         got = batch_length(batch)
         stable = np.arange(start, start + got) if indices is None else np.asarray(indices)
         done = n is not None and position + got >= n
-        return _to_host(dict(batch), got), stable.astype(np.int64), done
+        return head_on_host(dict(batch), got), stable.astype(np.int64), done
 
     def _expand(self, record: Any, stable: int, epoch: int, position: int) -> list[Any]:
         """``fn(record)`` checked: a list of at most ``max_outputs`` dicts."""
@@ -459,15 +459,6 @@ class FlatMapSource(DataSourceModule):
 
 
 # ---------------------------------------------------------------------- helpers
-def _to_host(batch: Any, count: int) -> Any:
-    """The first ``count`` records of a batch, device arrays as numpy."""
-    if isinstance(batch, Mapping):
-        return {k: _to_host(v, count) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return list(batch[:count])
-    return np.asarray(batch)[:count]
-
-
 def _fit_tree(record: Mapping[str, Any], cast_float64: bool, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in record.items():
@@ -485,11 +476,7 @@ def _spec_tree(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _describe(spec: Any) -> str:
-    if isinstance(spec, TextSpec):
-        return f"text{tuple(spec.shape)}"
-    if isinstance(spec, dict):
-        return "a dict of fields"
-    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
+    return "a dict of fields" if isinstance(spec, dict) else describe_field(spec)
 
 
 def _check_tree(record: Any, spec: dict[str, Any], where: str, first: str, prefix: str = "") -> None:

@@ -112,26 +112,19 @@ def _example_path(value: Any) -> str:
     return os.fspath(value) if isinstance(value, (str, os.PathLike)) else "data.npy"
 
 
-def _one_path(value: Any, where: str) -> str:
-    if isinstance(value, (str, os.PathLike)):
-        return expand_user(value)
-    raise ConfigError(
-        f"{where} must be a path (str or os.PathLike) or a list of them, got "
-        f"{type(value).__name__} {value!r}."
-    )
-
-
 def _path_list(value: Any, where: str) -> tuple[str, ...]:
-    if isinstance(value, (str, os.PathLike)):
-        return (expand_user(value),)
-    if isinstance(value, Sequence) and not isinstance(value, bytes):
-        if not value:
-            raise ConfigError(f"{where} is an empty list; name at least one .npy file.")
-        return tuple(_one_path(v, where) for v in value)
-    raise ConfigError(
-        f"{where} must be a path (str or os.PathLike) or a list of them, got "
-        f"{type(value).__name__} {value!r}."
-    )
+    values = value
+    if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, Sequence):
+        values = [value]
+    elif not value:
+        raise ConfigError(f"{where} is an empty list; name at least one .npy file.")
+    for v in values:
+        if not isinstance(v, (str, os.PathLike)):
+            raise ConfigError(
+                f"{where} must be a path (str or os.PathLike) or a list of them, got "
+                f"{type(v).__name__} {v!r}."
+            )
+    return tuple(expand_user(v) for v in values)
 
 
 def _normalize_paths(paths: Any, field: str | None) -> Any:

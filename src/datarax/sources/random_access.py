@@ -38,7 +38,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -168,7 +168,7 @@ class RandomAccessSource(DataSourceModule):
         return False
 
     # ----------------------------------------------------------------- reader
-    def _use_reader(self, reader: HostReader, length: int | None = None) -> None:
+    def _use_reader(self, reader: HostReader) -> None:
         """Serve records read by ``reader`` (a source with its own data object)."""
         self.__reader = reader
 
@@ -251,22 +251,13 @@ class RandomAccessSource(DataSourceModule):
             if index >= (self.epoch_size() or 0):
                 return None, None
             reader.start(self.epoch_order(epoch), index, int(self.skipped.get_value()))
-        read = self._next_batch(reader, batch_size)
+        read = _reworded(self, lambda: reader.next_batch(batch_size))
         self.skipped.set_value(np.asarray(reader.skipped, np.int64))
         if read is None:
             self.datarax_position.move(epoch, self.epoch_size() or 0)
             return None, None
         self.datarax_position.move(epoch, read.end)
         return self._host_columns(read.columns), read.indices
-
-    def _next_batch(self, reader: HostReader, batch_size: int) -> ReadBatch | None:
-        try:
-            return reader.next_batch(batch_size)
-        except RecordError as err:
-            reworded = self._reword_error(err)
-            if reworded is err:
-                raise
-            raise reworded from err.__cause__
 
     def batch_cursor(self) -> BatchCursor | None:
         """Batches from the current position, read ahead without moving it (the
@@ -334,6 +325,16 @@ class RandomAccessSource(DataSourceModule):
             self.__reader.close()
 
 
+def _reworded(source: RandomAccessSource, read: Callable[[], ReadBatch | None]) -> ReadBatch | None:
+    """``read()``, a bad record's error as ``source._reword_error`` words it."""
+    try:
+        return read()
+    except RecordError as err:
+        reworded = source._reword_error(err)
+        if reworded is err:
+            raise
+        raise reworded from err.__cause__
+
 
 class BatchCursor:
     """Batches of a :class:`RandomAccessSource` read ahead of its position.
@@ -383,14 +384,8 @@ class BatchCursor:
         """
         if self._session is None:
             return None
-        source = self._source
-        try:
-            read = self._reader.peek_batch(batch_size, self._session)
-        except RecordError as err:
-            reworded = source._reword_error(err)
-            if reworded is err:
-                raise
-            raise reworded from err.__cause__
+        source, session = self._source, self._session
+        read = _reworded(source, lambda: self._reader.peek_batch(batch_size, session))
         if read is None:
             return None
         return source._host_columns(read.columns), read.indices, read.end

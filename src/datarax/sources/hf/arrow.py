@@ -91,23 +91,6 @@ def _arrow_to_numpy(
     return values.reshape((n, width) + values.shape[1:])
 
 
-def is_text_type(kind: Any) -> bool:
-    """Whether an Arrow type becomes text (``str``/``bytes`` values, or lists of them)."""
-    import pyarrow as pa
-
-    if pa.types.is_dictionary(kind):
-        return is_text_type(kind.value_type)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        return is_text_type(kind.value_type)
-    return (
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-        or getattr(pa.types, "is_string_view", lambda t: False)(kind)
-    )
-
-
 def table_to_columns(
     table: Any,
     keys: Sequence[str],

@@ -406,24 +406,16 @@ def check_spec(columns: dict[str, np.ndarray], spec: dict[str, Any]) -> None:
     """Refuse converted columns whose per-record shape or dtype differs from ``spec``."""
     for key, want in spec.items():
         got = columns[key]
-        if isinstance(want, TextSpec):
-            if is_text_dtype(got.dtype) and tuple(got.shape[1:]) == tuple(want.shape):
-                continue
-            have = "text" if is_text_dtype(got.dtype) else f"{got.dtype}"
-            raise DataraxError(
-                f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
-                f"first record's is text of shape {tuple(want.shape)}."
-            )
-        if (
-            not is_text_dtype(got.dtype)
-            and tuple(got.shape[1:]) == tuple(want.shape)
-            and got.dtype == want.dtype
+        text, want_text = is_text_dtype(got.dtype), isinstance(want, TextSpec)
+        if tuple(got.shape[1:]) == tuple(want.shape) and text == want_text and (
+            text or got.dtype == want.dtype
         ):
             continue
-        have = "text" if is_text_dtype(got.dtype) else f"{got.dtype}"
+        have = "text" if text else f"{got.dtype}"
         raise DataraxError(
             f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
-            f"first record's is {want.dtype} of shape {tuple(want.shape)}."
+            f"first record's is {'text' if want_text else want.dtype} of shape "
+            f"{tuple(want.shape)}."
         )
 
 

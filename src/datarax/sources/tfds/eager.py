@@ -9,13 +9,14 @@ from flax import nnx
 
 from datarax.core.dtypes import fit_column
 from datarax.core.errors import DataraxError, RecordError
+from datarax.core.spec import flatten_fields
 from datarax.sources._columns import text_on_host
 from datarax.sources._dataset_config import check_config_type, empty_split
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.memory import MemorySource
 from datarax.sources.tfds.config import TFDSConfig, TFDSEagerConfig
-from datarax.sources.tfds.features import Decoder, decode_text, flatten
+from datarax.sources.tfds.features import Decoder, decode_text
 from datarax.sources.tfds.opening import (
     TFRecordOnly,
     open_builder,
@@ -98,7 +99,7 @@ def _load_with_tensorflow(config: TFDSConfig, where: str) -> dict[str, np.ndarra
         if "split" in str(err).lower():
             raise unknown_split(tfds, config, where) from err
         raise
-    arrays = flatten(tfds.as_numpy(dataset))
+    arrays = flatten_fields(tfds.as_numpy(dataset))
     decoder = Decoder(builder.info, config, where)
     columns: dict[str, np.ndarray] = {}
     for key in decoder.keys:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
-from datarax.core.spec import TextSpec
+from datarax.core.spec import flatten_fields
 from datarax.sources._columns import select_keys
 from datarax.sources.tfds.config import TFDSConfig
 
@@ -21,7 +21,7 @@ class Decoder:
         self.cast_float64 = config.cast_float64
         self.dtypes: dict[str, np.dtype] = {}
         self.text: set[str] = set()
-        infos = flatten(info.features.get_tensor_info())
+        infos = flatten_fields(info.features.get_tensor_info())
         for key, tensor_info in infos.items():
             dtype = _np_dtype(getattr(tensor_info, "np_dtype", None) or tensor_info.dtype)
             if is_text_dtype(dtype):
@@ -36,7 +36,7 @@ class Decoder:
                 fit_column(key, np.zeros(1, dtype), where=where, cast_float64=config.cast_float64)
 
     def __call__(self, example: Mapping[str, Any]) -> dict[str, Any]:
-        flat = flatten(example)
+        flat = flatten_fields(example)
         out: dict[str, Any] = {}
         for key in self.keys:
             value = flat[key]
@@ -46,10 +46,6 @@ class Decoder:
             array = np.asarray(value, dtype=self.dtypes.get(key))
             out[key] = fit_value(key, array, cast_float64=self.cast_float64)
         return out
-
-    def declared_spec(self) -> dict[str, Any]:
-        """What the decoded records carry, from the dataset's feature declaration."""
-        return {k: TextSpec(()) for k in self.keys if k in self.text}
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
@@ -67,13 +63,3 @@ def decode_text(value: Any) -> Any:
         return np.array([decode_text(v) for v in value.ravel()], dtype=object).reshape(value.shape)
     return value
 
-
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, name + "/"))
-        else:
-            flat[name] = value
-    return flat
