@@ -1,9 +1,8 @@
 """PNG pictures the command line writes: an image grid, a histogram, a bench chart.
 
-The image grid is assembled with numpy and written by Pillow, so its size is exact:
-``cols = ceil(sqrt(n))``, ``rows = ceil(n / cols)``, each ``H x W`` image upscaled
-(nearest neighbour) by ``scale = max(1, ceil(64 / max(H, W)))`` and tiles separated
-by ``PAD`` pixels. Histograms and the bench chart are Matplotlib figures of
+The image grid's size is exact: ``cols = ceil(sqrt(n))``, ``rows = ceil(n / cols)``,
+each ``H x W`` image upscaled (nearest neighbour) by ``scale = max(1, ceil(64 / max(H,
+W)))``, tiles separated by ``PAD`` pixels (and a caption line under each, if any). Histograms and the bench chart are Matplotlib figures of
 ``FIGSIZE`` inches at ``DPI`` (640 x 400 pixels).
 
 Pillow and Matplotlib come with the ``cli`` extra (``pip install "datarax[cli]"``);
@@ -25,16 +24,18 @@ from datarax.core.extras import require
 
 PAD = 2
 MIN_TILE = 64
+CAPTION_HEIGHT = 12
 FIGSIZE = (6.4, 4.0)
 DPI = 100
 
 
-def grid_size(n: int, height: int, width: int) -> tuple[int, int]:
+def grid_size(n: int, height: int, width: int, caption_height: int = 0) -> tuple[int, int]:
     """``(pixel_height, pixel_width)`` of the grid of ``n`` images of ``height x width``."""
     cols = math.ceil(math.sqrt(n))
     rows = math.ceil(n / cols)
     scale = max(1, math.ceil(MIN_TILE / max(height, width)))
-    return rows * height * scale + (rows + 1) * PAD, cols * width * scale + (cols + 1) * PAD
+    return (rows * (height * scale + caption_height) + (rows + 1) * PAD,
+            cols * width * scale + (cols + 1) * PAD)
 
 
 def is_image_field(shape: Sequence[int], dtype: np.dtype) -> bool:
@@ -54,27 +55,40 @@ def _to_uint8(images: np.ndarray) -> np.ndarray:
     return np.round((values - lo) / span * 255.0).astype(np.uint8)
 
 
-def write_image_grid(images: np.ndarray, path: str) -> tuple[int, int]:
-    """Write ``images`` (``N x H x W [x C]``) as one PNG grid; returns its ``(height, width)``."""
+def write_image_grid(images: np.ndarray, path: str, captions: Sequence[str] | None = None
+                     ) -> tuple[int, int]:
+    """Write ``images`` (``N x H x W [x C]``) as one PNG grid, with each tile's caption
+    underneath when ``captions`` are given; returns the grid's ``(height, width)``."""
     image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
     pixels = _to_uint8(np.asarray(images))
     if pixels.ndim == 3:
         pixels = pixels[..., None]
     if pixels.shape[-1] == 1:
         pixels = np.repeat(pixels, 3, axis=-1)
+    if captions is not None:
+        pixels = pixels[..., :3]
     n, height, width, channels = pixels.shape
     cols = math.ceil(math.sqrt(n))
     scale = max(1, math.ceil(MIN_TILE / max(height, width)))
-    out_h, out_w = grid_size(n, height, width)
-    canvas = np.full((out_h, out_w, channels), 255, np.uint8)
     tile_h, tile_w = height * scale, width * scale
+    caption_h = CAPTION_HEIGHT if captions is not None else 0
+    mode = "RGBA" if channels == 4 else "RGB"
+    grid_h, grid_w = grid_size(n, height, width, caption_h)
+    canvas = image_module.new(mode, (grid_w, grid_h), "white")
+    draw = None
+    if captions is not None:
+        draw = require("PIL.ImageDraw", extra="cli", user="datarax inspect --grid").Draw(canvas)
+    chars = max(3, tile_w // 6)
     for i in range(n):
         row, col = divmod(i, cols)
-        top, left = PAD + row * (tile_h + PAD), PAD + col * (tile_w + PAD)
+        left, top = PAD + col * (tile_w + PAD), PAD + row * (tile_h + caption_h + PAD)
         tile = pixels[i].repeat(scale, axis=0).repeat(scale, axis=1)
-        canvas[top : top + tile_h, left : left + tile_w] = tile
-    image_module.fromarray(canvas, "RGBA" if channels == 4 else "RGB").save(path, format="PNG")
-    return out_h, out_w
+        canvas.paste(image_module.fromarray(np.ascontiguousarray(tile), mode), (left, top))
+        if draw is not None:
+            text = captions[i] if len(captions[i]) <= chars else captions[i][: chars - 1] + "~"
+            draw.text((left + 1, top + tile_h), text, fill="black")
+    canvas.save(path, format="PNG")
+    return grid_h, grid_w
 
 
 def _pyplot():

@@ -42,18 +42,6 @@ def load_digits_split(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.nd
     )
 
 
-def normalize(element: Any, key: Any = None) -> Any:
-    """uint8 pixels -> float32 in [0, 1]."""
-    return element.update_data({"image": element.data["image"].astype(jnp.float32) / 255.0})
-
-
-def random_shift(element: Any, key: Any) -> Any:
-    """Shift the image by up to one pixel in each direction (per-record key)."""
-    dy, dx = jax.random.randint(key, (2,), -1, 2)
-    image = jnp.roll(element.data["image"], (dy, dx), axis=(0, 1))
-    return element.update_data({"image": image})
-
-
 def conv_as_matmul(conv: nnx.Conv, x: jax.Array) -> jax.Array:
     """``conv(x)`` for a stride-1, ``SAME``-padded, ungrouped ``nnx.Conv`` over NHWC
     images, computed as image patches times the kernel (im2col).

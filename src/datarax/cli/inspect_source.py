@@ -14,7 +14,6 @@ its first records decoded one by one.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +23,7 @@ import numpy as np
 from datarax.cli.targets import Target, length_of
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec
-from datarax.dataset.metadata import DatasetInfo
+from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
 
 EXCERPT = 60
 
@@ -102,15 +101,10 @@ def features_spec(features: Any) -> dict[str, Any]:
         if f.encoding == "utf8":
             out[f.name] = TextSpec(tuple(d for d in f.shape if d is not None))
         elif None in f.shape:
-            out[f.name] = f"{f.dtype} {_shape_text(f.shape)} {f.encoding}"
+            out[f.name] = f"{f.dtype} {f.shape} {f.encoding}"
         else:
             out[f.name] = jax.ShapeDtypeStruct(tuple(int(d) for d in f.shape), np.dtype(f.dtype))
     return out
-
-
-def _shape_text(shape: tuple[int | None, ...]) -> str:
-    """``(None, 3)``: a shape as Python writes a tuple, ``None`` for a variable dimension."""
-    return str(tuple(shape))
 
 
 def decode_one_by_one(source: Any, features: Any, n: int) -> list[dict[str, Any]]:
@@ -321,13 +315,13 @@ def dataset_summary(info: Any) -> dict[str, Any]:
     """A datarax dataset's metadata for the report: features, counts, class names."""
     features = {}
     for f in info.features.fields:
-        text = f"{f.dtype} {_shape_text(f.shape)} {f.encoding}"
+        text = f"{f.dtype} {f.shape} {f.encoding}"
         if f.class_names is not None:
             text += f", {len(f.class_names)} classes: " + ", ".join(f.class_names[:10]) + (
                 ", ..." if len(f.class_names) > 10 else "")
         features[f.name] = text
     return {"records": info.num_records, "shards": len(info.shards),
-            "format_version": info.to_json()["format_version"], "skipped": len(info.skipped),
+            "format_version": FORMAT_VERSION, "skipped": len(info.skipped),
             "features": features}
 
 
@@ -342,40 +336,6 @@ def caption_field(info: Any, first: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def write_captioned_grid(images: np.ndarray, captions: list[str], path: str) -> tuple[int, int]:
-    """``uint8`` images ``N x H x W [x C]`` as one PNG grid, each tile with its caption
-    underneath; returns the grid's ``(height, width)``."""
-    from datarax.cli.charts import MIN_TILE, PAD
-    from datarax.core.extras import require
-
-    image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
-    draw_module = require("PIL.ImageDraw", extra="cli", user="datarax inspect --grid")
-    pixels = np.asarray(images)
-    if pixels.ndim == 3:
-        pixels = pixels[..., None]
-    if pixels.shape[-1] == 1:
-        pixels = np.repeat(pixels, 3, axis=-1)
-    pixels = pixels[..., :3]
-    n, height, width, _ = pixels.shape
-    cols = math.ceil(math.sqrt(n))
-    rows = math.ceil(n / cols)
-    scale = max(1, math.ceil(MIN_TILE / max(height, width)))
-    tile_h, tile_w, caption_h = height * scale, width * scale, 12
-    canvas = image_module.new(
-        "RGB", (PAD + cols * (tile_w + PAD), PAD + rows * (tile_h + caption_h + PAD)), "white")
-    draw = draw_module.Draw(canvas)
-    chars = max(3, tile_w // 6)
-    for i in range(n):
-        row, col = divmod(i, cols)
-        left, top = PAD + col * (tile_w + PAD), PAD + row * (tile_h + caption_h + PAD)
-        tile = pixels[i].repeat(scale, axis=0).repeat(scale, axis=1)
-        canvas.paste(image_module.fromarray(np.ascontiguousarray(tile), "RGB"), (left, top))
-        text = captions[i] if len(captions[i]) <= chars else captions[i][: chars - 1] + "~"
-        draw.text((left + 1, top + tile_h), text, fill="black")
-    canvas.save(path, format="PNG")
-    return canvas.height, canvas.width
-
-
 def _write_picture(
     first: list[dict[str, Any]], spec: dict[str, Any], field: str, path: str,
     info: Any = None,
@@ -386,31 +346,18 @@ def _write_picture(
         raise ConfigError("--grid: the source handed out no records to draw.")
     values = np.stack([np.asarray(r[field]) for r in first])
     s = spec[field]
-    label = caption_field(info, first)
-    if label is not None and values.dtype == np.uint8 and charts.is_image_field(s.shape, s.dtype):
+    if not charts.is_image_field(s.shape, s.dtype):
+        charts.write_histogram(values, field, path)
+        return {"kind": "histogram", "field": field, "records": len(first)}
+    label = caption_field(info, first) if values.dtype == np.uint8 else None
+    captions = None
+    if label is not None:
         names = info.features[label].class_names
-        captions = [
-            names[k] if 0 <= (k := int(np.asarray(r[label]))) < len(names) else str(k)
-            for r in first
-        ]
-        height, width = write_captioned_grid(values, captions, path)
-        return {
-            "kind": "image grid",
-            "field": field,
-            "records": len(first),
-            "height": height,
-            "width": width,
-            "captions": label,
-            "caption_texts": captions,
-        }
-    if charts.is_image_field(s.shape, s.dtype):
-        height, width = charts.write_image_grid(values, path)
-        return {
-            "kind": "image grid",
-            "field": field,
-            "records": len(first),
-            "height": height,
-            "width": width,
-        }
-    charts.write_histogram(values, field, path)
-    return {"kind": "histogram", "field": field, "records": len(first)}
+        captions = [names[k] if 0 <= (k := int(np.asarray(r[label]))) < len(names) else str(k)
+                    for r in first]
+    height, width = charts.write_image_grid(values, path, captions)
+    picture = {"kind": "image grid", "field": field, "records": len(first), "height": height,
+               "width": width}
+    if captions is not None:
+        picture.update(captions=label, caption_texts=captions)
+    return picture
