@@ -1,11 +1,17 @@
-"""W2 read path, before / after: a datarax dataset of the W2 records read through a
-``Pipeline`` with no user code, by two source trees side by side, beside the raw floor.
+"""W2 read path, before / after: the W2 records read through a ``Pipeline`` by two
+source trees side by side, beside the raw floor.
 
-Workload: the W2 records (100,000 x 3,072 B, see ``bench_array_record``) written once as
-a datarax dataset (8 shards), one shuffled epoch (seed 0), batch 256:
-``ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True), folder)``
-in a ``Pipeline(batch_size=256)``; ``floor``: array_record's reader in a plain chunked
-loop (``bench_array_record.run_floor``).
+Workload: the W2 records (100,000 x 3,072 B, see ``bench_array_record``), one shuffled
+epoch (seed 0), batch 256, through a ``Pipeline(batch_size=256)``; ``--contender``:
+
+* ``dataset`` (default) — the records written once as a datarax dataset (8 shards), read
+  with no user code: ``ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0,
+  shuffle_files=True), folder)``;
+* ``decode`` — the 8 ArrayRecord files with the benchmark's per-record ``decode``
+  (``bench_array_record.decode``: ``np.frombuffer(record, np.uint8).reshape(32, 32, 3)``);
+* ``decode_batch`` — the same files with ``bench_array_record.decode_batch``.
+
+``floor``: array_record's reader in a plain chunked loop (``bench_array_record.run_floor``).
 
 Fresh processes alternate, before, after, before, after... (``--pairs`` each); each one
 runs ``--rounds`` rounds of floor then Pipeline (ratio: that round's floor seconds /
@@ -37,15 +43,54 @@ BATCH = 256
 SAVED_AFTER = 37  # batches before the pipeline's state is saved and restored
 
 
-def _pipeline(folder: str) -> Any:
+CONTENDERS = ("dataset", "decode", "decode_batch")
+
+
+def _paths(folder: str, contender: str) -> list[str]:
+    """The files ``contender`` reads: the dataset's shards, or the ArrayRecord files the
+    dataset folder was written from (beside it)."""
+    from benchmarks.bench_array_record import make_files, read_metadata_paths
+
+    if contender == "dataset":
+        return read_metadata_paths(folder)
+    return make_files(RECORDS, directory=pathlib.Path(folder).parents[1])
+
+
+def _pipeline(folder: str, contender: str = "dataset") -> Any:
+    from benchmarks import bench_array_record as w2
     from datarax.pipeline import Pipeline
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
-    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True), folder)
+    config = ArrayRecordSourceConfig(seed=0, shuffle_files=True)
+    if contender == "dataset":
+        source = ArrayRecordSourceModule(config, folder)
+    else:  # the ArrayRecord files the dataset was written from, with the user's decode
+        paths = _paths(folder, contender)
+        decoding = ({"decode": w2.decode} if contender == "decode"
+                    else {"decode_batch": w2.decode_batch})
+        source = ArrayRecordSourceModule(config, paths, **decoding)
     return source, Pipeline(source=source, stages=[], batch_size=BATCH)
 
 
-def _digests(folder: str) -> dict[str, str]:
+def _epoch(folder: str, contender: str) -> tuple[float, float]:
+    """Seconds and process CPU seconds of one checked epoch through the Pipeline."""
+    import time
+
+    from benchmarks.bench_array_record import Check
+
+    source, pipeline = _pipeline(folder, contender)
+    source.element_spec()
+    check = Check(RECORDS)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for out in pipeline:
+        check.add(out["image"])
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    source.close()
+    check.verify(contender)
+    return elapsed, cpu
+
+
+def _digests(folder: str, contender: str = "dataset") -> dict[str, str]:
     """sha256 of every batch of one epoch, and of the same epoch saved after
     ``SAVED_AFTER`` batches and restored into a fresh pipeline (state included)."""
     import numpy as np
@@ -56,19 +101,19 @@ def _digests(folder: str) -> dict[str, str]:
             h.update(f"{key}{value.dtype}{value.shape}".encode())
             h.update(value.tobytes())
 
-    source, pipeline = _pipeline(folder)
+    source, pipeline = _pipeline(folder, contender)
     whole = hashlib.sha256()
     for batch in pipeline:
         add(whole, batch)
     source.close()
-    source, pipeline = _pipeline(folder)
+    source, pipeline = _pipeline(folder, contender)
     resumed = hashlib.sha256()
     iterator = iter(pipeline)
     for _ in range(SAVED_AFTER):
         add(resumed, next(iterator))
     state = pipeline.get_state()
     source.close()
-    source, pipeline = _pipeline(folder)
+    source, pipeline = _pipeline(folder, contender)
     pipeline.set_state(state)
     for batch in pipeline:
         add(resumed, batch)
@@ -81,16 +126,17 @@ def _digests(folder: str) -> dict[str, str]:
             "state": hashlib.sha256(saved).hexdigest()}
 
 
-def worker(folder: str, rounds: int) -> dict[str, Any]:
-    """``rounds`` rounds of floor then Pipeline, then the value digests."""
-    from benchmarks.bench_array_record import read_metadata_paths, run_floor, run_self_described
+def worker(folder: str, rounds: int, contender: str = "dataset") -> dict[str, Any]:
+    """``rounds`` rounds of floor then Pipeline (the floor reads the same files), then
+    the value digests."""
+    from benchmarks.bench_array_record import run_floor
 
-    paths = read_metadata_paths(folder)
+    paths = _paths(folder, contender)
     load = round(os.getloadavg()[0], 2)
     floor, pipe = [], []
     for _ in range(rounds):
         floor.append(run_floor(paths, RECORDS, BATCH, 0))
-        pipe.append(run_self_described(folder, RECORDS, BATCH, 0))
+        pipe.append(_epoch(folder, contender))
     return {
         "load": load,
         "ratio": [round(f[0] / p[0], 3) for f, p in zip(floor, pipe)],
@@ -98,17 +144,18 @@ def worker(folder: str, rounds: int) -> dict[str, Any]:
         "pipeline_cpu": [round(p[1], 3) for p in pipe],
         "floor_wall": [round(f[0], 3) for f in floor],
         "floor_cpu": [round(f[1], 3) for f in floor],
-        "digests": _digests(folder),
+        "digests": _digests(folder, contender),
     }
 
 
-def _run_tree(tree: pathlib.Path, folder: str, rounds: int) -> dict[str, Any]:
+def _run_tree(tree: pathlib.Path, folder: str, rounds: int,
+              contender: str = "dataset") -> dict[str, Any]:
     """One fresh process importing datarax from ``tree``'s ``src`` (this file's helpers
     from this checkout)."""
     code = (f"import sys, json; sys.path[:0] = [{str(tree / 'src')!r}, {str(ROOT)!r}]\n"
             "import datarax; assert datarax.__file__.startswith(sys.path[0]), datarax.__file__\n"
             "from benchmarks.w2_read_ab import worker\n"
-            f"print(json.dumps(worker({folder!r}, {rounds})))")
+            f"print(json.dumps(worker({folder!r}, {rounds}, {contender!r})))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, cwd=str(tree))
@@ -118,14 +165,14 @@ def _run_tree(tree: pathlib.Path, folder: str, rounds: int) -> dict[str, Any]:
 
 
 def run(before: pathlib.Path, after: pathlib.Path, pairs: int, rounds: int,
-        folder: str) -> dict[str, Any]:
-    from benchmarks.bench_array_record import read_metadata_paths, warm
+        folder: str, contender: str = "dataset") -> dict[str, Any]:
+    from benchmarks.bench_array_record import warm
 
-    warm(read_metadata_paths(folder))
+    warm(_paths(folder, contender))
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for _ in range(pairs):
         for name, tree in (("before", before), ("after", after)):
-            runs[name].append(_run_tree(tree, folder, rounds))
+            runs[name].append(_run_tree(tree, folder, rounds, contender))
             print(name, runs[name][-1]["ratio"], runs[name][-1]["pipeline_cpu"],
                   runs[name][-1]["load"], file=sys.stderr, flush=True)
 
@@ -146,9 +193,10 @@ def run(before: pathlib.Path, after: pathlib.Path, pairs: int, rounds: int,
         for name in runs
     }
     return {
-        "workload": f"one shuffled epoch (seed 0) of the {RECORDS} W2 records as a datarax "
-                    f"dataset ({folder}), batch {BATCH}, through a Pipeline with no user code; "
-                    "floor: bench_array_record.run_floor",
+        "workload": f"one shuffled epoch (seed 0) of the {RECORDS} W2 records, batch {BATCH}, "
+                    f"through a Pipeline: {WORKLOADS[contender]}; floor: "
+                    "bench_array_record.run_floor",
+        "contender": contender,
         "cpus": os.cpu_count(),
         "before": str(before), "after": str(after),
         "pairs": pairs, "rounds_per_process": rounds,
@@ -160,6 +208,13 @@ def run(before: pathlib.Path, after: pathlib.Path, pairs: int, rounds: int,
     }
 
 
+WORKLOADS = {
+    "dataset": "the records as a datarax dataset (8 shards), no user code",
+    "decode": "the 8 ArrayRecord files, the per-record decode bench_array_record.decode",
+    "decode_batch": "the 8 ArrayRecord files, bench_array_record.decode_batch",
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="checkout of the older revision")
@@ -169,6 +224,7 @@ def main() -> None:
     parser.add_argument("--folder", default=None,
                         help="dataset folder of the W2 records (default: written once by "
                              "bench_array_record under data/bench_arrayrecord/)")
+    parser.add_argument("--contender", choices=CONTENDERS, default="dataset")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     folder = args.folder
@@ -177,7 +233,7 @@ def main() -> None:
 
         folder = make_dataset(make_files(RECORDS), RECORDS)
     result = run(pathlib.Path(args.before).resolve(), pathlib.Path(args.after).resolve(),
-                 args.pairs, args.rounds, str(pathlib.Path(folder).resolve()))
+                 args.pairs, args.rounds, str(pathlib.Path(folder).resolve()), args.contender)
     print(json.dumps(result["summary"], indent=2), "identical:", result["identical"])
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

@@ -184,6 +184,34 @@ def test_decode_errors_and_structure_changes_are_record_errors():
     reader.close()
 
 
+def test_a_record_differing_after_its_first_axis_is_named():
+    """A chunk's records are checked as a whole (the first axis of each, the rest by the
+    stacking): one that differs only in a later axis, holds a scalar, a 0-d array or an
+    extra axis is still found and named, and the others are stacked as decoded."""
+    odd = {3: np.zeros((2, 4), np.int32), 5: np.int32(7), 6: np.array(7, np.int32),
+           8: np.zeros((2, 3, 1), np.int32), 9: np.zeros((3, 3), np.int32)}
+
+    def grid_decode(raw):
+        i = int(np.frombuffer(raw, np.int32)[0])
+        return {"x": np.int32(i), "grid": odd.get(i, np.full((2, 3), i, np.int32))}
+
+    reader = HostReader(Table(10), grid_decode, locate=locate, policy=ErrorPolicy("skip"))
+    reader.start(EpochOrder(10, None, 0))
+    read = reader.next_batch(10)
+    assert read.indices.tolist() == [0, 1, 2, 4, 7]
+    assert read.columns["grid"].tolist() == [np.full((2, 3), i).tolist() for i in (0, 1, 2, 4, 7)]
+    assert reader.next_batch(10) is None  # the end: the skips after record 7 count
+    causes = {r.index: r.cause for r in reader.skipped_records()}
+    assert {i: causes[i].split(";")[0] for i in causes} == {
+        3: "field 'grid' decodes to int32(2, 4), the first record's is int32(2, 3)",
+        5: "field 'grid' decodes to int32(), the first record's is int32(2, 3)",
+        6: "field 'grid' decodes to int32(), the first record's is int32(2, 3)",
+        8: "field 'grid' decodes to int32(2, 3, 1), the first record's is int32(2, 3)",
+        9: "field 'grid' decodes to int32(3, 3), the first record's is int32(2, 3)",
+    }
+    reader.close()
+
+
 def test_skip_policy_counts_reports_and_resumes_exactly():
     bad = (2, 3, 11, 19)
     order = EpochOrder(20, None, 0)

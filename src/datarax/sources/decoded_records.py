@@ -181,11 +181,20 @@ class DecodedRecords:
             if not all(kind is np.ndarray or issubclass(kind, np.generic)
                        for kind in set(map(type, values))):
                 return None, decoded
-            if set(map(_SHAPE, values)) != {shape} or set(map(_DTYPE, values)) != {dtype}:
+            if set(map(_DTYPE, values)) != {dtype}:
                 return None, decoded
             column = fresh_aligned((n, *shape), dtype)
             if shape:  # one copy of every record into its row, no view per record
-                np.concatenate(values, out=column.reshape(n * shape[0], *shape[1:]))
+                # the shape: every first axis here (len, cheaper than a shape tuple
+                # each), the other axes by concatenate, which refuses any other
+                try:
+                    if set(map(len, values)) != {shape[0]}:
+                        return None, decoded
+                    np.concatenate(values, out=column.reshape(n * shape[0], *shape[1:]))
+                except (TypeError, ValueError):  # a scalar among them; another shape
+                    return None, decoded
+            elif set(map(_SHAPE, values)) != {()}:
+                return None, decoded
             else:
                 column[...] = values
             out[key] = seal(column)
