@@ -194,6 +194,49 @@ def test_long_pass_grouped_and_sharded_resume():
     assert xs(fresh) == whole[37:]
 
 
+class _ReadsItsOwnWay(MemorySource):
+    """The same records as MemorySource, through an overridden read: the pipeline can no
+    longer assume records depend on their positions alone, and filters chunk by chunk."""
+
+    def get_batch_at(self, start, size, key=None):
+        return super().get_batch_at(start, size, key)
+
+
+@pytest.mark.parametrize("batch_size, n", [(3, 50), (16, 700), (256, 5000)])
+def test_filter_reading_kept_positions_only_equals_reading_every_chunk(batch_size, n):
+    """A source whose records depend on their positions alone has only the kept records
+    read after the predicate; the batches, their keys and states equal the general path's."""
+
+    def make(cls, pad=False):
+        data = {"x": np.arange(n, dtype=np.int32),
+                "image": np.arange(n * 6, dtype=np.uint8).reshape(n, 2, 3)}
+        source = cls(MemorySourceConfig(shuffle=True, seed=4), data)
+        stages = [FilterOperator(predicate=lambda el: el.data["x"] % 3 == 1),
+                  ElementOperator(fn=lambda el, key: {
+                      "image": el.data["image"] + jax.random.randint(key, (), 0, 9).astype(jnp.uint8)},
+                      stochastic=True)]
+        return Pipeline(source, stages=stages, batch_size=batch_size, rngs=nnx.Rngs(7),
+                        pad_remainder=pad)
+
+    assert make(MemorySource).source.reads_by_position()
+    assert not make(_ReadsItsOwnWay).source.reads_by_position()
+    for pad in (False, True):
+        fast, general = make(MemorySource, pad), make(_ReadsItsOwnWay, pad)
+        for _ in range(2):  # two epochs: another order, other keys
+            a = [{k: np.asarray(v) for k, v in b.items()} for b in fast]
+            b = [{k: np.asarray(v) for k, v in b.items()} for b in general]
+            assert len(a) == len(b) == -(-len(range(1, n, 3)) // batch_size)
+            for x, y in zip(a, b):
+                assert x.keys() == y.keys()
+                for k in x:
+                    np.testing.assert_array_equal(x[k], y[k])
+            assert sorted(np.concatenate([x["x"][x.get("valid", np.ones(len(x["x"]), bool))]
+                                          for x in a]).tolist()) == list(range(1, n, 3))
+            states = [p.get_state() for p in (fast, general)]
+            for state in states:
+                state["settings"].pop("source")  # the class names differ
+            assert states[0] == states[1]
+
 def test_refused_at_build_time_naming_the_stage(tmp_path):
     with pytest.raises(ConfigError, match=r"stage 1 \(FilterOperator 'bad'\).*one boolean"):
         Pipeline(memory(), stages=[ElementOperator(fn=lambda el, key=None: el),

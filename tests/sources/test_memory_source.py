@@ -159,3 +159,27 @@ def test_pipeline_mirrors_position_into_source_state():
     next(iterator)
     assert source.get_state() == {"current_index": 4, "current_epoch": 0}
     assert jax.tree.leaves(source.data)[0].shape == (10,)
+
+
+def test_a_subclass_read_calling_super_serves_its_records():
+    """A subclass that overrides get_batch_at and calls MemorySource's own read (to add a
+    field) gets it, directly and through a Pipeline; no recursion between the two reads."""
+
+    class WithDouble(MemorySource):
+        def get_batch_at(self, start, size, key=None):
+            batch = dict(super().get_batch_at(start, size, key))
+            return {**batch, "double": batch["x"] * 2}
+
+        def element_spec(self):
+            spec = dict(super().element_spec())
+            return {**spec, "double": spec["x"]}
+
+    source = WithDouble(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(10, dtype=np.int32)})
+    direct = source.get_batch_at(0, 4)
+    np.testing.assert_array_equal(np.asarray(direct["double"]), 2 * np.asarray(direct["x"]))
+    assert not source.reads_by_position()
+    batches = list(Pipeline(source, stages=[], batch_size=4))
+    xs = np.concatenate([np.asarray(b["x"]) for b in batches])
+    assert sorted(xs.tolist()) == list(range(10))
+    for b in batches:
+        np.testing.assert_array_equal(np.asarray(b["double"]), 2 * np.asarray(b["x"]))

@@ -46,7 +46,7 @@ from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
 from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
 from datarax.pipeline.iterator import PipelineIterator
 from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
-from datarax.pipeline.steps import stage_step
+from datarax.pipeline.steps import reads_by_position, stage_step
 from datarax.typing import Batch
 
 
@@ -184,30 +184,58 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                 for shape, dtype in leaves])
             shapes = (records, jax.ShapeDtypeStruct((batch_size,), jnp.int32),
                       jax.ShapeDtypeStruct((batch_size,), begin.dtype))
-        empty = jax.tree.map(lambda s: jnp.zeros((rows, *s.shape[1:]), s.dtype), shapes)
 
         def more(carry: Any) -> Any:
             p, kept, _ = carry
             return (kept < rows) & (p < end)
 
-        def body(carry: Any) -> Any:
-            p, kept, buffer = carry
-            values, mask = chunk(p)
-            got = jax.tree.map(lambda v: (v.shape[1:], v.dtype), values)
-            want = jax.tree.map(lambda v: (v.shape[1:], v.dtype), buffer)
-            if got != want:
-                raise SourceContractError(
-                    f"the records the source reads, {got}, differ from its element_spec() "
-                    f"(rows of {want}); make element_spec() describe get_batch_at()."
-                )
+        def packed(p: Any, kept: Any, buffer: Any, values: Any, mask: Any) -> Any:
+            """``buffer`` with the kept ``values`` of the chunk at ``p`` appended."""
             rank = jnp.cumsum(mask.astype(jnp.int32)) - 1 + kept
             dest = jnp.where(mask & (rank < rows), rank, rows)  # rows: out of range, dropped
             buffer = jax.tree.map(lambda b, v: _put_rows(b, dest, v), buffer, values)
             return p + batch_size, jnp.minimum(kept + mask.sum(dtype=jnp.int32), rows), buffer
 
-        _, kept, (data, indices, pos) = jax.lax.while_loop(
-            more, body, (first, jnp.int32(0), empty)
-        )
+        def checked_chunk(p: Any) -> Any:
+            values, mask = chunk(p)
+            got = jax.tree.map(lambda v: (v.shape[1:], v.dtype), values)
+            want = jax.tree.map(lambda v: (v.shape[1:], v.dtype), shapes)
+            if got != want:
+                raise SourceContractError(
+                    f"the records the source reads, {got}, differ from its element_spec() "
+                    f"(rows of {want}); make element_spec() describe get_batch_at()."
+                )
+            return values, mask
+
+        if at == 0 and reads_by_position(source):
+            # Records are functions of their positions alone: pack the kept positions
+            # (the loop reads only what the predicate uses; XLA drops the rest of each
+            # chunk's read), then read just those records, one gather.
+            def body(carry: Any) -> Any:
+                p, kept, buffer = carry
+                (_, _, pos), mask = checked_chunk(p)
+                return packed(p, kept, buffer, pos, mask)
+
+            _, kept, pos = jax.lax.while_loop(
+                more, body, (first, jnp.int32(0), jnp.zeros(rows, begin.dtype))
+            )
+
+            def read_one(q: Any) -> Any:  # the record at shard position q (rows past kept: 0)
+                batch, indices = source.get_batch_and_indices_at(base + q, 1, pipeline_key)
+                return jax.tree.map(lambda v: v[0], dict(batch)), indices[0].astype(jnp.int32)
+
+            with source.bind_step_inputs(inputs):
+                data, indices = jax.vmap(read_one)(pos)
+        else:
+            def body(carry: Any) -> Any:
+                p, kept, buffer = carry
+                values, mask = checked_chunk(p)
+                return packed(p, kept, buffer, values, mask)
+
+            empty = jax.tree.map(lambda s: jnp.zeros((rows, *s.shape[1:]), s.dtype), shapes)
+            _, kept, (data, indices, pos) = jax.lax.while_loop(
+                more, body, (first, jnp.int32(0), empty)
+            )
         full = kept >= (jnp.arange(group) + 1) * batch_size
         ends = jnp.where(full, pos[batch_size - 1::batch_size] + 1, end)
         stacked = jax.tree.map(lambda v: v.reshape(group, batch_size, *v.shape[1:]), data)

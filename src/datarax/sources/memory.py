@@ -193,7 +193,7 @@ class MemorySource(IndexedSource):
         Inside a compiled step only the device fields are gathered (the pipeline adds
         the text fields on the host); called directly, text fields come too.
         """
-        return self.get_batch_and_indices_at(start, size, key)[0]
+        return self.__read(start, size, key)[0]
 
     def get_batch_and_indices_at(
         self, start: Any, size: int, key: Any | None = None
@@ -201,6 +201,10 @@ class MemorySource(IndexedSource):
         """The batch and its stable indices, the shuffle computed once."""
         if type(self).get_batch_at is not MemorySource.get_batch_at:  # a subclass reads
             return super().get_batch_and_indices_at(start, size, key)
+        return self.__read(start, size, key)
+
+    def __read(self, start: Any, size: int, key: Any | None) -> tuple[Batch, Any]:
+        # MemorySource's own read: a subclass's get_batch_at may call super() into it
         indices = self.record_indices_at(start, size, key)
         batch = _map(lambda v: _rows(v, indices), self.data)
         if self.__store.host and not isinstance(indices, jax.core.Tracer):
