@@ -1,17 +1,10 @@
 """``StatsLogger``: write ``pipeline.stats()`` every k batches to JSON lines or TensorBoard.
 
-The logger counts the batches your loop consumes (call :meth:`StatsLogger.step` once
-per batch, or wrap the loop in :meth:`StatsLogger.track`) and, every ``every``
-batches, writes one snapshot of :meth:`~datarax.pipeline.Pipeline.stats`:
-
-* JSON lines (``jsonl_path``): one object per snapshot, ``{"step", "time",
-  "records_per_s", **stats}`` — ``step`` is the logger's batch count across epochs,
-  ``records_per_s`` the rate since the previous snapshot;
-* TensorBoard (``tensorboard_dir``, needs ``pip install "datarax[metrics]"`` for
-  tensorboardX): every number of the snapshot as a scalar under ``prefix/...``
-  (``datarax/ms_per_batch/read``, ``datarax/records_per_s``, ``datarax/source/...``).
-
-It only reads the pipeline's public ``stats()``; it never changes the pipeline.
+The logger counts the batches your loop consumes (:meth:`StatsLogger.step` once per
+batch, or :meth:`StatsLogger.track` around the loop) and every ``every`` batches writes
+``{"step", "time", "records_per_s", **pipeline.stats()}``: a JSON line (``jsonl_path``)
+and/or every number as a TensorBoard scalar under ``prefix/...`` (``tensorboard_dir``;
+tensorboardX, the ``metrics`` extra). It only reads the pipeline's public ``stats()``.
 
 Example:
     >>> import json, os, tempfile
@@ -61,16 +54,8 @@ def flatten_numbers(tree: dict[str, Any], prefix: str) -> dict[str, float]:
 class StatsLogger:
     """Snapshots of ``pipeline.stats()`` every ``every`` batches.
 
-    Args:
-        pipeline: anything with a ``stats()`` method returning a dict (a Pipeline).
-        every: batches between snapshots (>= 1).
-        jsonl_path: append one JSON object per snapshot to this file.
-        tensorboard_dir: write scalars to a TensorBoard event file in this folder
-            (tensorboardX, from the ``metrics`` extra).
-        prefix: TensorBoard tag prefix.
-
-    At least one of ``jsonl_path`` and ``tensorboard_dir`` is needed. Call
-    :meth:`close` (or use ``with``) to flush the files.
+    ``pipeline``: anything with a ``stats()`` dict; at least one of ``jsonl_path`` (appended)
+    and ``tensorboard_dir`` is needed. :meth:`close` (or ``with``) flushes the files.
     """
 
     def __init__(
@@ -103,7 +88,6 @@ class StatsLogger:
         if tensorboard_dir is not None:
             from datarax.core.extras import require
 
-            # Lazy: tensorboardX is an optional extra, needed only for TensorBoard output.
             tensorboardx = require(
                 "tensorboardX", extra="metrics", user="StatsLogger(tensorboard_dir=...)"
             )

@@ -2,10 +2,9 @@
 deterministic stage prefix, computed once and kept in host memory by stable index.
 
 Invariant: a record's prefix output depends only on its stable index (the stages are
-deterministic: ``stochastic=False``), so serving it from the cache or computing it again
-gives the same values — the epoch order, the position and the saved state are those of
-an ordinary :class:`~datarax.sources.random_access.RandomAccessSource`, and resume stays
-exact whether the cache is full, partly filled or empty (a new process).
+deterministic), so the cache or a recomputation give the same values: order, position and
+state are an ordinary :class:`~datarax.sources.random_access.RandomAccessSource`'s, and
+resume is exact whether the cache is full, partly filled or empty.
 """
 
 from __future__ import annotations
@@ -64,19 +63,16 @@ class _RecordCache:
 class CachedPrefix(RandomAccessSource):
     """``source``'s records through deterministic ``stages``, cached in host memory.
 
-    The first epoch reads each record from ``source`` and runs the stages on it (a
-    batched call per read); the output is kept by stable index, so later epochs read
-    it from memory in their own (shuffled) order. Put the expensive deterministic
-    stages (decode, resize, tokenize) here and the random ones in the Pipeline.
+    The first epoch runs the stages on each record read; the outputs are kept by stable
+    index and later epochs read them from memory. Put the expensive deterministic stages
+    here and the random ones in the Pipeline.
 
     Args:
-        source: a :class:`~datarax.sources.random_access.RandomAccessSource` (its
-            length, epoch order, shuffle seed and bad-record policy are used).
-        stages: deterministic operators (``stochastic=False``) or plain callables
-            mapping a batch dict to a batch dict; a stochastic stage is refused.
-        max_bytes: host memory the cache may hold. Past it the cache stops adding
-            records and keeps serving those it holds; the rest are computed again
-            each epoch. This is not an error; ``cache_info()["full"]`` says so.
+        source: a :class:`~datarax.sources.random_access.RandomAccessSource` (its length,
+            order, seed and bad-record policy are used).
+        stages: deterministic operators or callables ``batch -> batch``.
+        max_bytes: host memory the cache may hold; past it the rest are computed again
+            each epoch (not an error; ``cache_info()["full"]``).
 
     Example:
         >>> import numpy as np
@@ -148,16 +144,14 @@ class CachedPrefix(RandomAccessSource):
         self.inner.close()
 
     def cache_info(self) -> dict[str, Any]:
-        """``records`` and ``bytes`` held, ``max_bytes``, ``full`` (records were left
-        out for lack of room), ``hits`` and ``misses`` (records computed)."""
+        """``records``, ``bytes``, ``max_bytes``, ``full``, ``hits`` and ``misses``."""
         c = self.__cache
         with c.lock:
             return {"records": len(c.records), "bytes": c.bytes, "max_bytes": c.max_bytes,
                     "full": c.full, "hits": c.hits, "misses": c.misses}
 
     def read_records(self, indices: Sequence[int]) -> list[dict[str, Any]]:
-        """Prefix outputs of the records at stable ``indices`` (from the cache, or read
-        from the source and computed, one batched call for the missing ones)."""
+        """Prefix outputs of the records at ``indices`` (the missing ones in one batched call)."""
         cache = self.__cache
         wanted = [int(i) for i in indices]
         with cache.lock:

@@ -1,13 +1,9 @@
 """``plan_graph``: check a graph of named nodes and put it in the order it runs.
 
-``edges[name]`` lists the predecessors of node ``name``; the reserved name
-``"source"`` stands for the batch the source hands out. Refused at construction, each
-with an error naming the nodes: a node without an ``edges`` entry, an edge naming an
-unknown node, a cycle, a sink that is not a node, and a node whose output never
-reaches the sink (dead work is a wiring mistake).
-
-Nodes run in topological order; among nodes ready at the same time, the order they
-were given in ``nodes`` wins, so the order is deterministic.
+``edges[name]`` lists the predecessors of node ``name`` (``"source"``: the source's batch).
+Refused, naming the nodes: a node without an ``edges`` entry, an edge to an unknown node,
+a cycle, a sink that is not a node, a node whose output never reaches the sink. Nodes run
+in topological order, ties in the order given.
 
 Example:
     >>> plan_graph(["b", "a", "m"], {"a": ["source"], "b": ["source"], "m": ["a", "b"]}, "m")
@@ -24,11 +20,7 @@ SOURCE = "source"
 
 
 def plan_graph(names: Sequence[str], edges: Mapping[str, Sequence[str]], sink: str) -> list[str]:
-    """The nodes in the order they run (every one of them reaches ``sink``).
-
-    Raises:
-        ConfigError: naming the nodes at fault (see the module docstring).
-    """
+    """The nodes in the order they run; ``ConfigError`` naming the nodes at fault."""
     known = list(names)
     if SOURCE in known:
         raise ConfigError(

@@ -1,12 +1,9 @@
 """Nodes that split a batch's fields into branches and merge branches back.
 
-* :class:`SelectFields` — one branch: the named fields of its input (optionally renamed).
-* :class:`Merge` — several inputs into one batch: field ``f`` of input node ``n``
-  becomes ``naming.format(node=n, field=f)`` (default ``"{node}_{field}"``, so two
-  views of one record stay apart); two inputs giving the same name are refused.
-
-Both are deterministic and per record. A graph node that is an ordinary operator with
-several predecessors receives their fields joined the same way as ``Merge(naming="{field}")``.
+:class:`SelectFields` keeps (and renames) the named fields of its input; :class:`Merge`
+joins several inputs, field ``f`` of node ``n`` named ``naming.format(node=n, field=f)``
+(default ``"{node}_{field}"``), a name given twice refused. An operator node with several
+predecessors gets their fields joined as by ``Merge(naming="{field}")``.
 
 Example:
     >>> import numpy as np

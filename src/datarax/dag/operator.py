@@ -1,17 +1,12 @@
 """``DagOperator``: a graph of operators run as one pipeline stage.
 
-The graph runs inside the Pipeline's one compiled step like any stage: each node, in
-topological order (:func:`~datarax.dag.graph.plan_graph`), receives its predecessor's
-output (several predecessors: their fields joined, or ``{node: batch}`` for a
-:class:`~datarax.dag.nodes.Merge`), and the sink's output is the stage's output.
+Each node runs in topological order (:func:`~datarax.dag.graph.plan_graph`) on its
+predecessor's output (several: their fields joined, or ``{node: batch}`` for a
+:class:`~datarax.dag.nodes.Merge`); the sink's output is the stage's.
 
-Randomness keeps the per-record invariant (:mod:`datarax.core.keys`): the graph gets
-one key per record from the Pipeline, and node ``i`` (its place in ``nodes``, from 0)
-gets ``fold_in(record_key, i)`` — so two nodes applying the same augmentation draw
-different views, and every draw is the same at any batch size or resume point. Nodes
-therefore take no ``rngs`` of their own.
-
-A linear list of stages is the graph ``stage_i <- stage_{i-1}`` (:meth:`DagOperator.chain`).
+Invariant: node ``i`` (its place in ``nodes``) gets ``fold_in(record_key, i)``, so two
+nodes applying the same augmentation draw different views, and every draw is the same at
+any batch size or resume point. Nodes therefore take no ``rngs`` of their own.
 
 Example:
     >>> import jax.numpy as jnp
@@ -70,9 +65,7 @@ class DagOperator(OperatorModule):
 
     Raises:
         ConfigError: a cycle, an unknown node, a missing sink, a node that never
-            reaches the sink, a node built with its own ``rngs`` or a module node
-            holding RNG streams (each named). A node that writes an ``nnx.Variable``
-            of its own while it runs is refused at the first batch.
+            reaches the sink, or a node with its own ``rngs`` or RNG streams (named).
     """
 
     def __init__(

@@ -34,18 +34,11 @@ class Rebatch:
     """Iterate ``pipeline`` with ``group=k`` batches joined into one, or each batch
     cut into ``split=k`` equal parts.
 
-    * ``group=k``: each batch is the concatenation of ``k`` consecutive batches of the
-      pipeline; the epoch's last group holds what is left (fewer batches, and the
-      pipeline's short last batch if it keeps one). Groups never span two epochs.
-    * ``split=k``: each pipeline batch becomes ``k`` batches of ``batch_size // k``
-      records (``batch_size`` must divide by ``k``); the epoch's short last batch (if
-      kept) is cut into parts of that same size, the last part shorter.
-
-    ``for batch in rebatch`` is one pass (one epoch), like ``for batch in pipeline``;
-    ``len(rebatch)`` is the batches of one epoch when the pipeline's is known.
-    ``get_state()``/``set_state()`` are small JSON-able dicts and resume exactly.
-    Text and nested fields are cut and joined like arrays. The wrapped pipeline
-    should not be iterated directly while the Rebatch is in use.
+    ``group=k`` joins ``k`` consecutive batches (the epoch's last group holds what is left;
+    groups never span two epochs). ``split=k`` cuts each batch into parts of
+    ``batch_size // k`` records (a short last batch: the last part shorter). One
+    ``for`` is one epoch; ``get_state()``/``set_state()`` are JSON-able and resume
+    exactly. Do not iterate the wrapped pipeline directly meanwhile.
 
     Example:
         >>> import numpy as np
@@ -81,10 +74,8 @@ class Rebatch:
         self.mode: str = mode
         self.k: int = k
         self._pending_part = 0  # parts to skip of the next underlying batch (a restore)
-        # (pipeline state before the batch being split, parts of it handed out) while a
-        # split batch is partly handed out — kept after a ``break``, so a state taken
-        # then still resumes with the rest of that batch; in group mode, the pipeline's
-        # state at its pass's end while the last (short) group is out.
+        # (pipeline state before the batch being split, parts handed out) while a split
+        # batch is partly out, kept after a ``break``; group mode: the state at a pass's end.
         self._partial: tuple[dict[str, Any], int] | None = None
         self._live: weakref.ref[RebatchIterator] | None = None  # to close on restore
 
@@ -128,8 +119,7 @@ class Rebatch:
 
     # ------------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
-        """JSON-able state: the pipeline's state where the current group starts (group)
-        or before the current underlying batch, plus the parts of it handed out (split)."""
+        """The pipeline's state before the current batch or group, and the parts handed out."""
         if self._partial is not None:
             pipeline_state, part = self._partial
         else:
@@ -207,8 +197,7 @@ class RebatchIterator:
         self.close()
 
     def close(self) -> None:
-        """Stop this pass early (the pipeline's iterator is closed too); a state taken
-        afterwards still continues with the parts not handed out."""
+        """Stop this pass early; a state taken afterwards still continues with the rest."""
         self._closed = True
         self._inner.close()
 

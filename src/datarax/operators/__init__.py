@@ -39,13 +39,7 @@ _HOMES = {
     "SelectorOperatorConfig": "datarax.operators.choice",
 }
 
-__all__ = [
-    "BatchMixOperatorConfig", "BatchMixOperator", "CompositeOperatorConfig", "CompositeOperatorModule",
-    "CompositionStrategy", "ElementOperator", "ElementOperatorConfig", "FilterOperator",
-    "FilterOperatorConfig", "MapOperator",
-    "MapOperatorConfig", "ProbabilisticOperator", "ProbabilisticOperatorConfig",
-    "SelectorOperator", "SelectorOperatorConfig",
-]
+__all__ = list(_HOMES)
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -107,3 +107,29 @@ def check_same_outputs(
                 f"{first} but {name} gives {describe(shape)}. Make them agree (e.g. cast "
                 "dtypes, resize to one size)."
             )
+
+
+def apply_where(pred: Any, op: OperatorModule, record: Batch, key: Any, label: str,
+                owner: str) -> Batch:
+    """``op`` applied to one record (with ``key``) where ``pred`` holds, else the record."""
+
+    def apply(r: Batch, k: Any) -> Batch:
+        return apply_to_record(op, r, k)
+
+    def keep(r: Batch, k: Any) -> Batch:
+        return r
+
+    check_same_outputs([apply, keep], [label, "the unchanged record"], record, key, owner)
+    return jax.lax.cond(pred, apply, keep, record, key)
+
+
+def switch_branches(ops: Sequence[OperatorModule], record: Batch, key: Any, owner: str,
+                    offset: int = 0) -> list[Callable[[Batch, Any], Batch]]:
+    """One ``lax.switch`` branch per operator (child key ``i + offset``), checked alike."""
+    branches = [
+        (lambda r, k, op=op, i=i: apply_to_record(op, r, child_key(k, i + offset)))
+        for i, op in enumerate(ops)
+    ]
+    check_same_outputs(branches, [f"operator {i} ({op.name})" for i, op in enumerate(ops)],
+                       record, key, owner)
+    return branches

@@ -1,14 +1,10 @@
 """``BatchMixOperator``: mixup and cutmix across the records of one batch.
 
-Each record is paired with a partner from the same batch: a random cyclic order of
-the batch (keyed by the batch's first record key, so no record is paired with
-itself) pairs every record with the next one in that order. Each record draws its
-own mixing weight ``lam ~ Beta(alpha, alpha)`` (and, for cutmix, its own box) from
-its own key. Labels become soft labels ``lam * onehot(y) + (1 - lam) * onehot(y')``
-(cutmix: ``lam`` is the share of the record's pixels it keeps).
-
-Everything comes from the batch's record keys, so a resumed pipeline mixes exactly
-as the uninterrupted one did. A batch of one record passes unchanged.
+Each record is paired with the next one in a random cyclic order of the batch (never
+itself) and draws its own weight ``lam ~ Beta(alpha, alpha)`` (cutmix: its own box; ``lam``
+the share of pixels kept) from its own key. Labels become ``lam * onehot(y) + (1 - lam) *
+onehot(y')``. Everything comes from the record keys, so a resumed pipeline mixes exactly
+as the uninterrupted one. A batch of one record passes unchanged.
 """
 
 from __future__ import annotations
@@ -88,16 +84,13 @@ class BatchMixOperator(OperatorModule):
 
     Settings, as keywords or a :class:`BatchMixOperatorConfig`:
         mode: ``"mixup"`` (blend whole records) or ``"cutmix"`` (paste a box of the
-            partner; ``data_field`` must be ``(batch, H, W, C)`` images).
-        alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0;
-            default 1.0, a uniform weight; 0.2-0.4 is usual for mixup on ImageNet).
-        data_field, label_field: the fields mixed. Integer labels become one-hot of
-            ``num_classes`` classes first; float labels ``(batch, classes)`` mix as is.
-        num_classes: classes of integer labels (required for them).
+            partner into ``(batch, H, W, C)`` images).
+        alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0).
+        data_field, label_field: the fields mixed; float labels ``(batch, classes)`` mix
+            as is, integer labels as one-hot of ``num_classes`` (required for them).
 
-    Dtypes: mixup blends values, so integer data comes out float32 (rounding it back
-    would break the shares the soft labels state) and float data keeps its dtype;
-    cutmix copies whole pixels, so the data keeps its dtype. Nothing is clipped.
+    Mixup turns integer data into float32 (float data keeps its dtype); cutmix keeps the
+    dtype. Nothing is clipped.
 
     Example:
         >>> import jax, jax.numpy as jnp

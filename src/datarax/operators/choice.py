@@ -17,14 +17,15 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError
+from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
-    apply_to_record,
+    apply_where,
     check_operators,
-    check_same_outputs,
     check_weights,
     child_key,
     default_name,
+    switch_branches,
 )
 from datarax.typing import Batch
 
@@ -91,17 +92,10 @@ class ProbabilisticOperator(OperatorModule):
         self.operator = op
 
     def _record(self, record: Batch, key: Any) -> Batch:
-        def apply(r: Batch, k: Any) -> Batch:
-            return apply_to_record(self.operator, r, child_key(k, 1))
-
-        def keep(r: Batch, k: Any) -> Batch:
-            return r
-
-        owner = f"ProbabilisticOperator '{self.name}'"
-        check_same_outputs([apply, keep], [self.operator.name, "the unchanged record"],
-                           record, key, owner)
         draw = jax.random.uniform(child_key(key, 0))
-        return jax.lax.cond(draw < self.config.probability, apply, keep, record, key)
+        return apply_where(draw < self.config.probability, self.operator, record,
+                           child_key(key, 1), self.operator.name,
+                           f"ProbabilisticOperator '{self.name}'")
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Apply the operator to the records whose draw falls under ``probability``."""
@@ -109,7 +103,7 @@ class ProbabilisticOperator(OperatorModule):
         if p == 0.0:
             return data
         if p == 1.0:
-            sub = None if keys is None else jax.vmap(lambda k: child_key(k, 1))(keys)
+            sub = child_keys(keys, 1)
             return self.operator.apply_batch(data, sub if self.operator.stochastic else None)
         return jax.vmap(self._record)(data, keys)
 
@@ -180,14 +174,8 @@ class SelectorOperator(OperatorModule):
         self.operators = nnx.List(ops)
 
     def _record(self, record: Batch, key: Any) -> Batch:
-        branches = [
-            (lambda r, k, op=op, i=i: apply_to_record(op, r, child_key(k, i + 1)))
-            for i, op in enumerate(self.operators)
-        ]
-        check_same_outputs(
-            branches, [f"operator {i} ({op.name})" for i, op in enumerate(self.operators)],
-            record, key, f"SelectorOperator '{self.name}'",
-        )
+        branches = switch_branches(self.operators, record, key,
+                                   f"SelectorOperator '{self.name}'", offset=1)
         logits = jnp.log(jnp.asarray(self.config.weights, jnp.float32))
         index = jax.random.categorical(child_key(key, 0), logits)
         return jax.lax.switch(index, branches, record, key)

@@ -3,17 +3,13 @@
 Strategies:
 
 * ``sequential`` — each operator in turn on the whole batch.
-* ``conditional_sequential`` — each operator in turn, applied to a record only where
-  its condition ``condition(record) -> bool`` holds on the record as it stands before
-  that operator (``lax.cond`` per record).
-* ``parallel`` — every operator on the same input; outputs merged field by field by
-  ``merge``: ``concat`` (along the record's first axis), ``stack`` (new axis after
-  the batch axis), ``sum``, ``mean`` or ``dict`` (field ``name`` of operator ``i``
-  becomes ``name_i``).
-* ``weighted_parallel`` — every operator on the same input, outputs summed with
-  ``weights``.
-* ``branching`` — ``router(record) -> int`` picks one operator per record
-  (``lax.switch`` per record).
+* ``conditional_sequential`` — each operator in turn, on the records where its
+  ``condition(record) -> bool`` holds before it (``lax.cond`` per record).
+* ``parallel`` — every operator on the same input, outputs merged by ``merge``:
+  ``concat`` (the record's first axis), ``stack`` (a new axis after the batch axis),
+  ``sum``, ``mean`` or ``dict`` (field ``name`` of operator ``i`` becomes ``name_i``).
+* ``weighted_parallel`` — every operator on the same input, outputs summed by ``weights``.
+* ``branching`` — ``router(record) -> int`` picks one operator per record (``lax.switch``).
 
 Child ``i`` of a stochastic composite gets ``fold_in(record_key, i)``.
 """
@@ -34,12 +30,12 @@ from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
-    apply_to_record,
+    apply_where,
     check_operators,
-    check_same_outputs,
     check_weights,
     child_key,
     default_name,
+    switch_branches,
 )
 from datarax.typing import Batch
 
@@ -63,8 +59,7 @@ class CompositeOperatorConfig(StructuralConfig):
 
     Attributes:
         strategy: a :class:`CompositionStrategy` or its value (``"sequential"``...).
-        merge: how ``parallel`` merges outputs: ``concat``, ``stack``, ``sum``,
-            ``mean`` or ``dict``.
+        merge: how ``parallel`` merges outputs (see the module docstring).
         weights: one weight per operator for ``weighted_parallel``.
         stochastic: set automatically when any child is stochastic.
         stream_name: the ``nnx.Rngs`` stream of the base key when ``rngs`` is given.
@@ -101,10 +96,8 @@ class CompositeOperatorModule(OperatorModule):
         config: a :class:`CompositeOperatorConfig`, or its fields as keywords
             (``strategy="parallel", merge="sum"``).
         operators: the child operators (at least one).
-        conditions: for ``conditional_sequential``, one ``condition(record) -> bool``
-            per operator (``record`` is a dict of one record's arrays).
-        router: for ``branching``, ``router(record) -> int`` in ``[0, len(operators))``;
-            out-of-range indices are clamped by ``lax.switch``.
+        conditions: for ``conditional_sequential``, one ``condition(record) -> bool`` each.
+        router: for ``branching``, ``router(record) -> int`` (clamped by ``lax.switch``).
 
     Example:
         >>> import jax.numpy as jnp
@@ -210,30 +203,14 @@ class CompositeOperatorModule(OperatorModule):
     # -- per-record strategies ---------------------------------------------------------
     def _conditional(self, record: Batch, key: Any) -> Batch:
         for i, (op, condition) in enumerate(zip(self.operators, self.conditions or ())):
-            k = child_key(key, i)
-            before = record
-            check_same_outputs(
-                [lambda r, kk, op=op: apply_to_record(op, r, kk), lambda r, kk: r],
-                [f"operator {i} ({op.name})", "the unchanged record"],
-                record, k, f"CompositeOperatorModule '{self.name}'",
-            )
-            record = jax.lax.cond(
-                jnp.asarray(condition(before), bool),
-                lambda r, kk, op=op: apply_to_record(op, r, kk),
-                lambda r, kk: r,
-                before, k,
-            )
+            record = apply_where(jnp.asarray(condition(record), bool), op, record,
+                                 child_key(key, i), f"operator {i} ({op.name})",
+                                 f"CompositeOperatorModule '{self.name}'")
         return record
 
     def _branch(self, record: Batch, key: Any) -> Batch:
-        branches = [
-            (lambda r, kk, op=op, i=i: apply_to_record(op, r, child_key(kk, i)))
-            for i, op in enumerate(self.operators)
-        ]
-        check_same_outputs(
-            branches, [f"operator {i} ({op.name})" for i, op in enumerate(self.operators)],
-            record, key, f"CompositeOperatorModule '{self.name}'",
-        )
+        branches = switch_branches(self.operators, record, key,
+                                   f"CompositeOperatorModule '{self.name}'")
         index = jnp.asarray(self.router(record), jnp.int32)
         return jax.lax.switch(index, branches, record, key)
 

@@ -24,14 +24,9 @@ class ElementOperatorConfig(StructuralConfig):
     """Configuration of :class:`ElementOperator`.
 
     Attributes:
-        stochastic: ``fn`` draws random numbers from its ``key`` argument. Each record
-            then gets its own key from the stage's base key, the epoch and the
-            record's stable index. Without it ``fn`` gets ``key=None``; a Pipeline
-            whose deterministic stage uses its key stops with a ``ConfigError`` naming
-            the stage and this setting.
-        stream_name: the ``nnx.Rngs`` stream the base key is drawn from when ``rngs``
-            is given (default: the ``default`` stream). Without ``rngs`` the Pipeline
-            derives the base key from its own ``rngs`` and the stage's position.
+        stochastic: ``fn`` draws from its ``key`` argument (one per record, from the
+            stage's base key, the epoch and the record's stable index); else ``key=None``.
+        stream_name: the ``nnx.Rngs`` stream of the base key when ``rngs`` is given.
     """
 
     stochastic: bool = False
@@ -52,19 +47,11 @@ class ElementOperatorConfig(StructuralConfig):
 class ElementOperator(OperatorModule):
     """Apply ``fn(element, key)`` to every record of a batch.
 
-    ``fn`` receives an :class:`~datarax.core.element.Element` (use ``element.data`` and
-    ``element.update_data``) and a PRNG key (``None`` when not stochastic). What it
-    returns becomes the record:
-
-    * an Element: its data is the whole record, so ``element.update_data({...})``
-      keeps the other fields and ``element.replace_data({...})`` keeps only those
-      given (the way to drop a field);
-    * a dict: an update of the fields it names, as ``update_data``; the other fields
-      pass unchanged (a field never disappears because ``fn`` did not mention it).
-
-    Numeric batches run under ``jax.vmap`` inside the Pipeline's compiled step;
-    batches with text fields run record by record on the host. Settings
-    (:class:`ElementOperatorConfig`) come as a config or as keywords.
+    ``fn`` receives an :class:`~datarax.core.element.Element` and a PRNG key (``None`` when
+    not stochastic). It returns an Element (its data is the whole record:
+    ``replace_data`` is the way to drop a field) or a dict updating the fields it names.
+    Numeric batches run under ``jax.vmap``; batches with text fields run record by record
+    on the host. Settings (:class:`ElementOperatorConfig`) come as a config or keywords.
 
     Example:
         >>> import jax.numpy as jnp
@@ -118,8 +105,7 @@ class ElementOperator(OperatorModule):
         return jax.vmap(self._call)(data, keys)
 
     def _apply_per_record(self, data: Batch, keys: Any | None) -> Batch:
-        """Batches holding text run record by record on the host (operators may read and
-        route strings); the outputs are stacked again, one device transfer per field."""
+        """Text batches run record by record on the host, stacked again after."""
         n = batch_length(data)
         if n == 0:
             return data

@@ -1,10 +1,4 @@
-"""``FilterOperator``: keep the records for which a predicate holds.
-
-A Pipeline holding a ``FilterOperator`` in its ``stages`` hands out full batches of kept
-records (see docs/filtering.md): the stages before it run over the source's records,
-the predicate decides per record, and the stages after it run over batches of kept
-records only.
-"""
+"""``FilterOperator``: keep the records for which a predicate holds (docs/filtering.md)."""
 
 from __future__ import annotations
 
@@ -40,10 +34,9 @@ class FilterOperatorConfig(StructuralConfig):
     """Configuration of :class:`FilterOperator`.
 
     Attributes:
-        on_host: run the predicate in plain Python on each record's numpy values
-            (strings included) as records are read, before the batch is built. For
-            host sources and streams only; without it a numeric batch's predicate runs
-            compiled (``jax.vmap``), and a batch holding text runs record by record.
+        on_host: run the predicate in Python on each record's numpy values as records
+            are read (host sources and streams only); else it runs compiled
+            (``jax.vmap``), or record by record for a batch holding text.
     """
 
     on_host: bool = False
@@ -56,11 +49,9 @@ class FilterOperatorConfig(StructuralConfig):
 class FilterOperator(RecordFilter):
     """Keep the records for which ``predicate(element)`` is true.
 
-    ``predicate`` gets one record as an :class:`~datarax.core.element.Element` and
-    returns one boolean (a Python bool, or a 0-d boolean array when written with
-    ``jax.numpy``). In a Pipeline's ``stages`` it splits the stages in two: those before
-    it run over the source's records, those after it over full batches of kept records.
-    Called directly on a batch outside a Pipeline, it returns the kept records.
+    ``predicate`` gets one record as an :class:`~datarax.core.element.Element` and returns
+    one boolean. In a Pipeline the stages after it run over full batches of kept records;
+    called directly on a batch, it returns the kept records.
 
     Example:
         >>> import numpy as np
@@ -136,8 +127,7 @@ class FilterOperator(RecordFilter):
         return out
 
     def check_output(self, spec: Batch, where: str) -> None:
-        """Refuse a predicate that does not give one boolean per record (abstractly,
-        from the per-record ``spec`` of the batch it sees)."""
+        """Refuse a predicate that does not give one boolean per record of ``spec``."""
         batch = jax.tree.map(lambda s: jax.ShapeDtypeStruct((2, *s.shape), s.dtype), spec)
         try:
             out = jax.eval_shape(self.keep, batch)

@@ -46,11 +46,10 @@ class MapOperatorConfig(StructuralConfig):
     """Configuration of :class:`MapOperator`.
 
     Attributes:
-        subtree: the fields ``fn`` applies to: ``None`` (every field), a field name, a
-            list of names, or a ``{field: bool}`` mask. Kept as a tuple of names.
-        stochastic: ``fn`` takes a second argument, the record's PRNG key. Every chosen
-            field of a record gets the same key, so e.g. an image and its mask get the
-            same random flip.
+        subtree: the fields ``fn`` applies to: ``None`` (every field), a name, a list of
+            names, or a ``{field: bool}`` mask (kept as a tuple of names).
+        stochastic: ``fn`` takes the record's PRNG key too, the same for every chosen
+            field (an image and its mask get the same random flip).
         stream_name: the ``nnx.Rngs`` stream of the base key when ``rngs`` is given.
     """
 
@@ -70,9 +69,8 @@ class MapOperatorConfig(StructuralConfig):
 class MapOperator(OperatorModule):
     """Apply ``fn(array)`` (or ``fn(array, key)``) to chosen fields of each record.
 
-    ``fn`` sees one record's array (no batch axis); it runs under ``jax.vmap`` inside
-    the Pipeline's compiled step. Fields not chosen pass through unchanged. Settings
-    (:class:`MapOperatorConfig`) come as a config or as keywords.
+    ``fn`` sees one record's array, under ``jax.vmap``; fields not chosen pass unchanged.
+    Settings (:class:`MapOperatorConfig`) come as a config or as keywords.
 
     Example:
         >>> import jax.numpy as jnp

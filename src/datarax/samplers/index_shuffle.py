@@ -5,15 +5,12 @@ Simon-style Feistel cipher over the smallest even bit width >= 16 that holds the
 largest index, with cycle walking, round keys from C++'s ``std::seed_seq``) three ways
 that agree bit for bit:
 
-* :func:`index_shuffle` — one Python int, the reference;
-* :func:`index_shuffle_np` — vectorised NumPy, for host readers;
-* :func:`index_shuffle_jnp` — ``jax.numpy``, traceable under ``jit``/``vmap`` with a
-  traced seed (so ``seed + epoch`` can be computed inside a compiled step).
+(:func:`index_shuffle`, one Python int, the reference; :func:`index_shuffle_np`,
+vectorised NumPy; :func:`index_shuffle_jnp`, traceable with a traced seed).
 
-One deliberate difference from Grain: when ``max_index`` is an even power of two
->= 2**16, Grain's bit width cannot hold ``max_index`` and its output is not a
-permutation; we widen the block by two bits there so every record still appears
-exactly once.
+One deliberate difference from Grain: when ``max_index`` is an even power of two >= 2**16,
+Grain's block cannot hold it and its output is not a permutation; the block is widened
+by two bits there so every record still appears exactly once.
 
 Example:
     >>> perm = [index_shuffle(i, max_index=9, seed=42) for i in range(10)]
@@ -29,6 +26,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 ROUNDS = 4
 _MASK32 = 0xFFFFFFFF
@@ -52,12 +50,9 @@ def round_keys(seed: int, rounds: int = ROUNDS) -> list[int]:
 
 
 def _seed_seq(seed: Any, n: int, xp: Any) -> list[Any]:
-    """C++ ``std::seed_seq`` with one input word, for uint32 arrays of module ``xp``.
-
-    ``xp`` is ``np`` (values held in uint64 and masked) or ``jnp`` (uint32 wraps). A value
-    that does not depend on ``seed`` stays a Python int, computed here, so a traced call
-    stages only the steps that read the seed.
-    """
+    """C++ ``std::seed_seq`` with one input word, for uint32 arrays of ``xp`` (``np``: held in
+    uint64 and masked; ``jnp``: uint32 wraps). Values not depending on ``seed`` stay Python
+    ints, so a traced call stages only the steps that read the seed."""
     if xp is np:
         seed = np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32)
         const: Any = np.uint64
@@ -134,8 +129,8 @@ def _seed_seq(seed: Any, n: int, xp: Any) -> list[Any]:
     return [add(zero, v) if isinstance(v, int) else v for v in out]
 
 
-def _encrypt(value: Any, keys: list[Any], half: int, xp: Any, one: Any) -> Any:
-    """One pass of the Feistel cipher on ``2*half``-bit blocks (``one`` = dtype's 1)."""
+def _encrypt(value: Any, keys: list[Any], half: int, one: Any) -> Any:
+    """One pass of the Feistel cipher on ``2*half``-bit blocks (``one``: the dtype's 1)."""
     mask = (one << half) - one
     h = one * half
 
@@ -164,24 +159,10 @@ def index_shuffle(index: int, max_index: int, seed: int, rounds: int = ROUNDS) -
     half = block_bits(max_index) // 2
     keys = round_keys(seed, rounds)
     value = index
-    mask = (1 << half) - 1
     while True:
-        left, right = (value >> half) & mask, value & mask
-        for i in range(0, rounds, 2):
-            left ^= _f_int(right, half) ^ (keys[i] & mask)
-            right ^= _f_int(left, half) ^ (keys[i + 1] & mask)
-        value = (left << half) | right
+        value = _encrypt(value, keys, half, 1)
         if value <= max_index:
             return value
-
-
-def _f_int(x: int, half: int) -> int:
-    mask = (1 << half) - 1
-
-    def rotl(v: int, r: int) -> int:
-        return ((v << r) | (v >> (half - r))) & mask
-
-    return (rotl(x, 1) & rotl(x, 8)) ^ rotl(x, 2)
 
 
 SMALL_DOMAIN = 1 << _MIN_BLOCK_BITS
@@ -189,27 +170,18 @@ _TABLE_RATIO = 4  # use successor tables when cycle walking averages > 4 encrypt
 
 
 def uses_small_table(max_index: int) -> bool:
-    """Whether ``[0, max_index]`` is small enough that walking the 16-bit cipher is slow.
-
-    Below 2**16 records the cipher still permutes a 16-bit block, so cycle walking
-    costs about ``2**16 / n`` encryptions per index. There the permutation is
-    resolved through a table over the 16-bit block instead (constant size: 2**16
-    entries, independent of the data set).
-    """
+    """Whether ``[0, max_index]`` is so small that cycle walking the 16-bit block (about
+    ``2**16 / n`` encryptions per index) is slower than a 2**16-entry table."""
     return 0 < max_index and SMALL_DOMAIN > _TABLE_RATIO * (max_index + 1)
 
 
 @functools.lru_cache(maxsize=8)
 def small_permutation(length: int, seed: int) -> np.ndarray:
-    """The whole permutation of ``[0, length)`` for small ``length`` (cached, read-only).
-
-    Encrypts every 16-bit block value once, then resolves each cycle walk by pointer
-    jumping: ``target[v]`` jumps ``2**k`` cipher steps at round ``k`` until it lands
-    below ``length`` — at most 16 vectorised rounds.
-    """
+    """The whole permutation of ``[0, length)`` for small ``length`` (cached, read-only):
+    every 16-bit block encrypted once, cycle walks resolved by pointer jumping."""
     keys = _seed_seq(np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32), ROUNDS, np)
     domain = np.arange(SMALL_DOMAIN, dtype=np.uint64)
-    target = _encrypt(domain, keys, _MIN_BLOCK_BITS // 2, np, np.uint64(1)).astype(np.int64)
+    target = _encrypt(domain, keys, _MIN_BLOCK_BITS // 2, np.uint64(1)).astype(np.int64)
     found = target < length
     while not found[:length].all():
         target, found = np.where(found, target, target[target]), found | found[target]
@@ -241,18 +213,18 @@ def index_shuffle_np(
     one = np.uint64(1)
     limit = np.uint64(max_index)
     if np.ndim(seed) == 0:  # cycle-walk only the values still out of range
-        value = _encrypt(idx, keys, half, np, one)
+        value = _encrypt(idx, keys, half, one)
         flat = value.reshape(-1)
         pending = np.flatnonzero(flat > limit)
         while pending.size:
-            walked = _encrypt(flat[pending], keys, half, np, one)
+            walked = _encrypt(flat[pending], keys, half, one)
             flat[pending] = walked
             pending = pending[walked > limit]
         return value.astype(np.int64)
     value = idx
     pending = np.ones(value.shape, dtype=bool)
     while True:
-        value = np.where(pending, _encrypt(value, keys, half, np, one), value)
+        value = np.where(pending, _encrypt(value, keys, half, one), value)
         pending = value > limit
         if not pending.any():
             return value.astype(np.int64)
@@ -281,13 +253,10 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
 
     def body(carry: Any) -> Any:
         value, pending = carry
-        value = jnp.where(pending, _encrypt(value, keys, half, jnp, one), value)
+        value = jnp.where(pending, _encrypt(value, keys, half, one), value)
         return value, value > limit
 
-    from jax import lax
-
-    # Cycle walking: encrypt every index once, then again wherever the value is still
-    # out of range (one copy of the cipher in the program).
+    # cycle walking, with one copy of the cipher in the program
     value, _ = lax.while_loop(lambda c: jnp.any(c[1]), body,
                               (idx, jnp.ones(idx.shape, jnp.bool_)))
     return value.astype(out_dtype)
@@ -295,12 +264,8 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
 
 def epoch_permutation_jnp(positions: Any, length: int, seed: Any) -> Any:
     """Record index served at each global position ``p >= 0`` (epoch ``p // length`` uses
-    ``seed + epoch``).
-
-    Compiled cycle walking is fast even for tiny data sets (XLA runs the loop; a
-    successor table measured 5-10x slower per batch), so there is one code path.
-    """
-    from jax import lax
+    ``seed + epoch``). Compiled cycle walking beats a successor table here even for tiny
+    data sets (5-10x), so there is one code path."""
 
     positions = jnp.asarray(positions)
     # positions are >= 0: C division is floor division (fewer ops than jnp's % and //)

@@ -1,17 +1,8 @@
 """Samplers for users who drive record access themselves: which index to read next.
 
-Each sampler iterates items (record indices, or windows of indices) epoch after epoch
-and keeps its position in two ints, so it saves and restores exactly:
-``get_state()`` -> ``{"epoch": e, "index": i}`` and ``set_state(state)``. Item ``i`` of
-epoch ``e`` is a pure function of ``(e, i)`` (:meth:`Sampler.item`), so a restore is a
-seek.
-
-* :class:`SequentialSampler` — ``0 .. n-1`` every epoch;
-* :class:`ShuffledSampler` — a Feistel permutation of ``0 .. n-1`` keyed by
-  ``seed + epoch`` (the order ``MemorySource(shuffle=True)`` and host sources use);
-* :class:`RangeSampler` — ``start, start + step, ... < stop`` every epoch;
-* :class:`SlidingWindowSampler` — windows ``[s, s + window)`` for
-  ``s = 0, stride, ...`` while the window fits.
+Each sampler iterates items (record indices, or windows of them) epoch after epoch. Item
+``i`` of epoch ``e`` is a pure function of ``(e, i)`` (:meth:`Sampler.item`), so the state
+is two ints, ``{"epoch": e, "index": i}``, and a restore is a seek.
 
 Example:
     >>> sampler = ShuffledSampler(5, seed=1, num_epochs=2)

@@ -1,18 +1,11 @@
 """Window shuffle: an epoch that visits shards in a random order and shuffles records
 within a window of ``W`` shards — for data sets larger than the local cache.
 
-A global shuffle needs every shard at hand all epoch long. Here an epoch is:
-
-1. the shards in a permutation keyed by the epoch's seed (the Feistel
-   :func:`~datarax.samplers.index_shuffle.index_shuffle_np`);
-2. cut, in that order, into windows of ``W`` consecutive shards (the last may hold fewer);
-3. each window's records in their own Feistel permutation (its seed derived from the
-   epoch's seed and the window's number).
-
-So a reader needs at most the ``W`` shards of the current window (plus the next, to read
-ahead), the order is a pure function of ``(counts, W, seed)`` computed per position in
-O(1) state, and each position still names the record's *global* index (file order over
-all shards), so per-record keys and skip bookkeeping are those of a global shuffle.
+An epoch is the shards in a Feistel permutation keyed by the epoch's seed, cut in that
+order into windows of ``W`` shards, each window's records in their own permutation (seed
+from the epoch's seed and the window's number). A reader needs only the current window's
+shards; the order is a pure function of ``(counts, W, seed)``, and each position names the
+record's *global* index, so per-record keys and skips are those of a global shuffle.
 ``W >= len(counts)`` is one window: every record in one permutation.
 
 Example:
@@ -23,8 +16,6 @@ Example:
     [0, 2, 8, 7, 6, 1, 5, 10, 9, 3, 4, 11]
     >>> order.window_shards(0), order.window_bounds.tolist()
     ((2, 0), [0, 6, 12])
-    >>> order.shards_for(4, 8)  # positions 4..7 span both windows
-    (2, 0, 3, 1)
 """
 
 from __future__ import annotations
@@ -56,8 +47,7 @@ def permute(positions: np.ndarray, length: int, seed: int) -> np.ndarray:
 
 
 def window_seed(seed: int, window: int) -> int:
-    """The 32-bit seed of window ``window``'s record permutation (NumPy ``SeedSequence``
-    of ``(seed, window)``: stable across NumPy versions).
+    """The 32-bit seed of window ``window``'s record permutation (``SeedSequence((seed, window))``).
 
     Example:
         >>> window_seed(7, 0) != window_seed(7, 1)
@@ -131,15 +121,6 @@ class ShardWindows:
     def window_of(self, positions: np.ndarray) -> np.ndarray:
         """The window serving each epoch position."""
         return np.searchsorted(self.window_bounds, np.asarray(positions, np.int64), side="right") - 1
-
-    def shards_for(self, start: int, stop: int) -> tuple[int, ...]:
-        """The shards positions ``[start, stop)`` read, in the order the epoch first
-        needs them (whole windows: a window's records are spread over its shards) —
-        what a cache fetches ahead."""
-        if stop <= start:
-            return ()
-        first, last = (int(w) for w in self.window_of(np.asarray([start, stop - 1])))
-        return tuple(s for w in range(first, last + 1) for s in self.window_shards(w))
 
     def indices(self, positions: np.ndarray) -> np.ndarray:
         """Global record index served at each epoch position (int64)."""

@@ -1,11 +1,9 @@
 """Global batches: per-process batches assembled into globally sharded ``jax.Array``s.
 
-Under ``jax.distributed`` each process's Pipeline hands out its own share of every
-batch (``Pipeline`` shards each epoch by ``jax.process_index()``). A jitted train step
-over a mesh that spans every process wants one global array per field, its leading
-(batch) axis split over the mesh. :func:`global_batch` builds it with
-``jax.make_array_from_process_local_data``: no data leaves the process, each process
-contributes the rows it holds.
+Under ``jax.distributed`` each process's Pipeline hands out its own share of every batch;
+:func:`global_batch` makes one global array per field, its batch axis split over a mesh
+of every process's devices (``jax.make_array_from_process_local_data``: no data leaves
+the process).
 
 Example (one process; with several, every process runs the same code):
     >>> import numpy as np
@@ -43,20 +41,9 @@ def global_batch(
     *,
     axis: str | None = None,
 ) -> Batch:
-    """Turn this process's batch into global arrays sharded along the batch axis.
-
-    Args:
-        local_batch: a dict of arrays whose leading axis holds this process's records
-            (what ``next(iter(pipeline))`` returns on this process). Every process
-            must pass the same fields and the same number of records.
-        mesh: a mesh over the devices of every process (see :func:`data_mesh`).
-        axis: the mesh axis the batch axis is split over (default: the mesh's first
-            axis). Other axes replicate.
-
-    Returns:
-        A dict of ``jax.Array`` of global shape ``(local_rows * process_count, ...)``.
-        Text fields (host strings) cannot become device arrays and are returned
-        unchanged, still per process.
+    """This process's batch (the same fields and record count on every process) as global
+    arrays of shape ``(local_rows * process_count, ...)``, the batch axis split over mesh
+    axis ``axis`` (default: the first; other axes replicate). Text fields stay per process.
 
     Raises:
         ConfigError: an unknown axis, or a local batch that does not split evenly over

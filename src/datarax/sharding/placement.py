@@ -1,16 +1,12 @@
 """Batch placement: where a Pipeline's batches live on the devices, and how they get there.
 
-A :class:`BatchPlacement` holds one ``NamedSharding``. Its partition spec's first
-entry names the mesh axis (or axes) the batch axis is split over; further entries
-apply to the field's next dimensions (entries past a field's rank are ignored, so
-``PartitionSpec("data", "model")`` splits a ``(batch, features)`` field on both and a
-``(batch,)`` label on ``data`` only). Mesh axes the spec does not name replicate.
+A :class:`BatchPlacement` holds one ``NamedSharding``: its spec's first entry names the
+mesh axes the batch axis is split over, further entries the field's next dimensions (cut
+to each field's rank); mesh axes not named replicate.
 
-Invariant: with one process the placed array holds exactly the local batch
-(``jax.device_put``); with several, each process contributes its own rows
-(``jax.make_array_from_process_local_data``) and the global batch is the processes'
-batches in process order along the batch axis. Text fields (host strings) stay on
-the host unchanged.
+Invariant: with one process the placed array is exactly the local batch; with several,
+the global batch is the processes' batches in process order along the batch axis. Text
+fields stay on the host unchanged.
 
 Example:
     >>> import jax, numpy as np
@@ -24,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,12 +49,8 @@ class BatchPlacement:
 
     @classmethod
     def of(cls, sharding: Any) -> BatchPlacement:
-        """From a ``NamedSharding`` or a ``(Mesh, PartitionSpec)`` pair.
-
-        Raises:
-            ConfigError: anything else, an empty spec, or a spec naming an axis the
-                mesh lacks.
-        """
+        """From a ``NamedSharding`` or a ``(Mesh, PartitionSpec)`` pair (else ``ConfigError``,
+        as for an empty spec or an axis the mesh lacks)."""
         if isinstance(sharding, tuple) and len(sharding) == 2:
             mesh, spec = sharding
             if not isinstance(mesh, Mesh) or not isinstance(spec, PartitionSpec):
@@ -100,8 +91,8 @@ class BatchPlacement:
 
     @property
     def local_split(self) -> int:
-        """Pieces this process's rows are cut into: the distinct positions its devices
-        hold along the batch axes (every local batch must divide by it)."""
+        """Distinct positions this process's devices hold along the batch axes (every
+        local batch must divide by it)."""
         mesh = self.sharding.mesh
         where = [list(mesh.axis_names).index(a) for a in self.batch_axes]
         here = jax.process_index()
@@ -112,15 +103,8 @@ class BatchPlacement:
         }
         return max(len(rows), 1)
 
-    @property
-    def global_split(self) -> int:
-        """Pieces the global batch axis is cut into (the product of the batch axes)."""
-        mesh = self.sharding.mesh
-        return math.prod(mesh.shape[a] for a in self.batch_axes)
-
     def check_records(self, records: int, where: str) -> None:
-        """Refuse a local batch of ``records`` that does not split over this process's
-        devices, naming ``where`` it comes from."""
+        """Refuse a local batch of ``records`` that does not split over this process's devices."""
         split = self.local_split
         if records % split:
             raise ConfigError(

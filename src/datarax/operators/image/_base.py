@@ -1,13 +1,10 @@
 """``ImageOperator``: the base of the image operators, and the helpers they share.
 
-An image operator transforms one field of ``(batch, H, W, C)`` images, record by
-record under ``jax.vmap``. A parameter given as a number is fixed (the operator is
-deterministic); given as a ``(low, high)`` pair it is drawn uniformly per record from
-the record's key (the operator is stochastic).
-
-Colour operators work on values in [0, 1]: uint8 images are divided by 255, changed,
-then rounded and clipped back to uint8; float images are taken to be in [0, 1] and
-are not clipped. Geometric operators keep the image's dtype.
+An image operator transforms one field of ``(batch, H, W, C)`` images record by record
+under ``jax.vmap``. A parameter given as a number is fixed; a ``(low, high)`` pair is drawn
+per record from its key (the operator is then stochastic). Colour operators work in
+[0, 1] (uint8 / 255, rounded and clipped back; floats not clipped); geometric operators
+keep the dtype.
 """
 
 from __future__ import annotations
@@ -114,20 +111,12 @@ def cast_like(values: Any, dtype: Any) -> Any:
 def materialized(values: Any, witness: Any = None) -> Any:
     """``values`` unchanged, but written out whole where XLA:CPU would fuse them onward.
 
-    XLA:CPU fuses a cheap-looking producer into each of its consumers. For resampled
-    images (a loop of gathers) followed by a reverse (a flip) or a reduction (a
-    contrast's channel mean), the fused loops recompute every gather per consumer
-    element in scalar code, 5-10x slower than computing the images once. A
-    conditional's operand is stored before it runs, so ``values`` pass through one
-    whose branches add and subtract zero (the same values either way; branches that
-    are plain identities would be folded away, and ``optimization_barrier`` is
-    removed before fusion). The producer's own inputs still fuse into it, e.g. a
-    uint8 -> float conversion is done inside the gathers.
-
-    The conditional's predicate reads one element of ``witness`` (default: ``values``
-    themselves). Pass the producer's input instead: a predicate read from ``values``
-    is a second consumer of the producer, and XLA then stores each of its gathers as
-    an array of its own (4-5x slower for the separable resampling of :func:`resample`).
+    XLA:CPU would recompute resampled images (gathers) inside each consumer (a flip, a
+    channel mean), 5-10x slower; a conditional's operand is stored before it runs, so
+    ``values`` pass through one whose branches add and subtract zero (identities and
+    ``optimization_barrier`` are removed before fusion). Its predicate reads one element
+    of ``witness``: pass the producer's input, since reading ``values`` makes a second
+    consumer and XLA then stores each gather apart (4-5x slower).
 
     Example:
         >>> import jax.numpy as jnp
@@ -168,18 +157,15 @@ class ImageOperatorConfig(StructuralConfig):
 class ImageOperator(OperatorModule):
     """Base of image operators: ``transform(image, key)`` per record of one field.
 
-    Subclasses call :meth:`_setup` from ``__init__`` and implement :meth:`transform`
-    (one ``(H, W, C)`` image and its key, ``None`` when deterministic), or, for
-    resampling by gathers, set ``materialize = True`` and implement :meth:`plan` and
-    :meth:`render` instead.
+    Subclasses call :meth:`_setup` from ``__init__`` and implement :meth:`transform` (one
+    ``(H, W, C)`` image and its key, ``None`` when deterministic), or set ``materialize``
+    and implement :meth:`plan` (cheap, per record) and :meth:`render` (the gathers; the
+    batch's result is stored whole, :func:`materialized`).
     """
 
     config: ImageOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
     per_record = True  # transform sees one image (vmapped)
-    # Resampling operators split ``transform`` into a cheap per-record ``plan`` (which
-    # pixels to read, with what weights) and ``render`` (the reading), and have the
-    # batch's rendered images written out whole (see :func:`materialized`).
     materialize = False
 
     def _setup(
@@ -212,8 +198,7 @@ class ImageOperator(OperatorModule):
         raise NotImplementedError
 
     def render(self, image: Any, plan: Any) -> Any:
-        """One image transformed by its :meth:`plan`, as float32 (``materialize`` ops;
-        the result is cast back to the image's dtype after it is written out)."""
+        """One image transformed by its :meth:`plan`, as float32 (``materialize`` ops)."""
         raise NotImplementedError
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:

@@ -51,10 +51,8 @@ def _tent(taps: Any, centres: Any, support: Any, start: Any, length: Any) -> Any
 def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool) -> Any:
     """``(out, size)`` bilinear weights that resample ``[start, start + length)`` to ``out``.
 
-    Output pixel ``o`` is centred on input coordinate ``start + (o + 0.5) * length / out
-    - 0.5`` (half-pixel centres); the triangle filter widens by ``length / out`` when
-    shrinking with ``antialias``. Only pixels inside the box get weight (the box is cut
-    out first, as torchvision and PIL do), so edges clamp to the box.
+    Half-pixel centres; the triangle filter widens by ``length / out`` when shrinking with
+    ``antialias``; only pixels inside the box get weight (as torchvision and PIL).
 
     Example:
         >>> resize_weights(0, 4, 2, 4, antialias=False).tolist()
@@ -66,11 +64,8 @@ def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool
 
 
 def tap_count(size: int, out: int, antialias: bool) -> int:
-    """The most input pixels with non-zero weight in one output pixel of :func:`resize_weights`.
-
-    A box of ``length <= size`` pixels has filter support ``S = max(1, length / out)``
-    (1 without ``antialias``); the open interval ``(c - S, c + S)`` around a centre holds
-    at most ``ceil(2 S)`` integers.
+    """The most input pixels with non-zero weight in one output pixel of :func:`resize_weights`
+    (support ``S = max(1, length / out)``: at most ``ceil(2 S)`` integers in ``(c - S, c + S)``).
 
     Example:
         >>> tap_count(96, 64, antialias=True), tap_count(96, 64, antialias=False)
@@ -82,13 +77,8 @@ def tap_count(size: int, out: int, antialias: bool) -> int:
 
 def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
                 count: int) -> tuple[Any, Any]:
-    """The non-zero part of :func:`resize_weights`: ``(out, count)`` tap indices and weights.
-
-    Output pixel ``o`` reads input pixels ``first[o] .. first[o] + count - 1`` where
-    ``first[o]`` is the first pixel past ``centre - support`` (moved back inside the
-    image at the edges); every pixel of non-zero weight lies in that window when
-    ``count >= tap_count(size, out, antialias)``, so the weights equal the dense
-    ones, only without the zeros.
+    """The non-zero part of :func:`resize_weights`: ``(out, count)`` tap indices and weights,
+    equal to the dense ones when ``count >= tap_count(size, out, antialias)``.
 
     Example:
         >>> idx, w = resize_taps(0, 4, 2, 4, antialias=False, count=2)
@@ -112,13 +102,8 @@ def resize_plan(
     y: Any, x: Any, h: Any, w: Any, shape: tuple[int, ...], size: tuple[int, int],
     antialias: bool = True,
 ) -> tuple[Any, Any, Any, Any]:
-    """What :func:`resample` needs to resize the box ``(y, x, h, w)`` of an image of
-    ``shape`` to ``size``: ``(rows, row_weights, cols, col_weights)``.
-
-    Sparse taps of :func:`resize_taps` (``(out, taps)`` indices and weights), or for
-    wide filters (over ``MAX_SPARSE_TAPS`` taps) the dense :func:`resize_weights` with
-    ``None`` indices.
-    """
+    """``(rows, row_weights, cols, col_weights)`` resizing the box ``(y, x, h, w)`` to ``size``:
+    sparse taps (:func:`resize_taps`), or past ``MAX_SPARSE_TAPS`` dense weights with ``None`` indices."""
     (out_h, out_w), (height, width) = size, shape[:2]
     ky, kx = tap_count(height, out_h, antialias), tap_count(width, out_w, antialias)
     if max(ky, kx) > MAX_SPARSE_TAPS:
@@ -130,16 +115,9 @@ def resize_plan(
 
 
 def resample(image: Any, plan: tuple[Any, Any, Any, Any]) -> Any:
-    """``image`` resampled by a :func:`resize_plan` (float32 result).
-
-    Sparse, separable: first the output rows, each the weighted sum of its ``taps``
-    whole input rows (``rows[o] = sum_k wy[o, k] image[iy[o, k]]``, contiguous reads),
-    then each output pixel the weighted sum of its ``taps`` pixels of that row
-    (``out[o, p] = sum_l wx[p, l] rows[o, ix[p, l]]``), written out tap by tap so XLA
-    fuses both passes into one elementwise loop. The dense form's two matrix products
-    touch every row and column of the image for each output pixel instead. Dense:
-    those two matrix products.
-    """
+    """``image`` resampled by a :func:`resize_plan` (float32): sparse plans sum whole input
+    rows, then pixels of those rows, tap by tap (XLA fuses both into one loop); dense plans
+    are two matrix products."""
     iy, wy, ix, wx = plan
     image = jnp.asarray(image)
     if iy is None:
@@ -161,28 +139,8 @@ def resample(image: Any, plan: tuple[Any, Any, Any, Any]) -> Any:
     return out
 
 
-def crop_resize(
-    image: Any, y: Any, x: Any, h: Any, w: Any, size: tuple[int, int], antialias: bool = True
-) -> Any:
-    """The box ``(y, x, h, w)`` of ``image`` resized to ``size`` (the box may be traced).
-
-    Bilinear with half-pixel centres, the filter widened when shrinking with
-    ``antialias`` and clamped to the box (:func:`resize_weights`), computed from the
-    few input pixels under each output pixel's filter (:func:`resize_plan`,
-    :func:`resample`), so each record can have its own box inside one compiled step.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> img = jnp.arange(16.0).reshape(4, 4, 1)
-        >>> crop_resize(img, 0, 0, 4, 4, (2, 2), antialias=False)[..., 0].tolist()
-        [[2.5, 4.5], [10.5, 12.5]]
-    """
-    plan = resize_plan(y, x, h, w, tuple(image.shape), size, antialias)
-    return cast_like(resample(image, plan), image.dtype)
-
-
 class Resize(ImageOperator):
-    """Resize every image to ``size`` (``jax.image.resize``; ints round and clip).
+    """Resize every image to ``size`` (``jax.image.resize``).
 
     Example:
         >>> import jax.numpy as jnp
@@ -263,10 +221,17 @@ class RandomCrop(Crop):
                          rngs=rngs, name=name)
 
 
-class ResizedCrop(ImageOperator):
-    """Crop the box ``(y, x, height, width)`` and resize it to ``size`` (deterministic)."""
+class _BoxResize(ImageOperator):
+    """A box of each image resized by gathers (:func:`resample` of a :func:`resize_plan`)."""
 
-    materialize = True  # gathers (crop_resize)
+    materialize = True
+
+    def render(self, image: Any, plan: Any) -> Any:
+        return resample(image, plan)
+
+
+class ResizedCrop(_BoxResize):
+    """Crop the box ``(y, x, height, width)`` and resize it to ``size`` (deterministic)."""
 
     def __init__(self, size: int | tuple[int, int], box: tuple[int, int, int, int], *,
                  antialias: bool = True, field: str = "image", name: str | None = None) -> None:
@@ -291,11 +256,8 @@ class ResizedCrop(ImageOperator):
             )
         return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
 
-    def render(self, image: Any, plan: Any) -> Any:
-        return resample(image, plan)
 
-
-class RandomResizedCrop(ImageOperator):
+class RandomResizedCrop(_BoxResize):
     """Crop a random box of random area share and aspect ratio; resize it to ``size``.
 
     Per record: area share ``s ~ U(scale)`` and ``log(ratio) ~ U(log ratio)``; of ten
@@ -304,7 +266,6 @@ class RandomResizedCrop(ImageOperator):
     """
 
     ATTEMPTS = 10
-    materialize = True  # gathers (crop_resize)
 
     def __init__(self, size: int | tuple[int, int], *, scale: Range = (0.08, 1.0),
                  ratio: Range = (3 / 4, 4 / 3), antialias: bool = True, field: str = "image",
@@ -341,9 +302,6 @@ class RandomResizedCrop(ImageOperator):
     def plan(self, shape: tuple[int, ...], key: Any) -> Any:
         y, x, h, w = self.box(key, shape[0], shape[1])
         return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
-
-    def render(self, image: Any, plan: Any) -> Any:
-        return resample(image, plan)
 
 
 class _Flip(ImageOperator):
@@ -386,11 +344,8 @@ SNAP = 1e-3  # source coordinates this close to a pixel centre read that pixel e
 
 
 def _cos_sin(degrees: Any) -> tuple[Any, Any]:
-    """``cos`` and ``sin`` of ``degrees``, exactly 0 and ±1 at multiples of 90°.
-
-    The angle is split into whole quarter turns (exact swaps and sign changes) and a
-    remainder in [-45°, 45°], whose cosine and sine are computed in float32.
-    """
+    """``cos`` and ``sin`` of ``degrees``, exactly 0 and ±1 at multiples of 90° (quarter
+    turns are exact; the remainder in [-45°, 45°] is computed in float32)."""
     degrees = jnp.asarray(degrees, jnp.float32)
     quarters = jnp.round(degrees / 90.0)
     rest = (degrees - 90.0 * quarters) * (math.pi / 180.0)
@@ -402,16 +357,9 @@ def _cos_sin(degrees: Any) -> tuple[Any, Any]:
 
 
 def rotate(image: Any, degrees: Any, fill: float = 0.0) -> Any:
-    """``image`` (H, W, C) rotated counter-clockwise by ``degrees`` about its centre (float32).
-
-    Bilinear: output pixel ``(y, x)`` reads the input at ``(cy + cos·dy + sin·dx,
-    cx - sin·dy + cos·dx)``, ``(dy, dx)`` its offset from the centre ``((H-1)/2,
-    (W-1)/2)``. A tap outside the image reads ``fill`` (the edge blends into it, as
-    torchvision's bilinear rotation does); a source coordinate within ``SNAP`` of a
-    pixel centre reads that pixel alone, so a border pixel whose source lies on the
-    border keeps its value. Multiples of 90° move pixels exactly: a square image, or
-    one whose height and width have the same parity, gives ``np.rot90`` of it centred
-    on the same ``H × W`` canvas, the uncovered part ``fill``.
+    """``image`` (H, W, C) rotated counter-clockwise by ``degrees`` about its centre (float32),
+    read bilinearly by :func:`sample_at`. Multiples of 90° move pixels exactly (``np.rot90``
+    when height and width have the same parity), the uncovered part ``fill``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -431,10 +379,8 @@ def rotate(image: Any, degrees: Any, fill: float = 0.0) -> Any:
 def sample_at(image: Any, sy: Any, sx: Any, fill: float = 0.0) -> Any:
     """``image`` (H, W, C) read bilinearly at source coordinates ``(sy, sx)`` (float32).
 
-    Output pixel ``(i, j)`` is the input at ``(sy[i, j], sx[i, j])`` (pixel centres at
-    integers). A tap outside the image reads ``fill``, so the edge blends into it; a
-    coordinate within ``SNAP`` of an integer is taken as that integer, so a pixel whose
-    source lies on the border (up to float rounding) keeps its value.
+    A tap outside the image reads ``fill`` (the edge blends into it, as in torchvision); a
+    coordinate within ``SNAP`` of an integer reads that pixel alone.
 
     Example:
         >>> import jax.numpy as jnp
@@ -465,11 +411,8 @@ def sample_at(image: Any, sy: Any, sx: Any, fill: float = 0.0) -> Any:
 
 
 class Rotate(ImageOperator):
-    """Rotate by ``degrees`` (counter-clockwise; number or range) about the centre.
-
-    Bilinear (:func:`rotate`); pixels from outside the image take ``fill``. Multiples
-    of 90° are exact (a square image gives ``np.rot90``); the output keeps the
-    input's height and width.
+    """Rotate by ``degrees`` (counter-clockwise; number or range) about the centre
+    (:func:`rotate`; pixels from outside take ``fill``; height and width are kept).
 
     Example:
         >>> import jax.numpy as jnp
