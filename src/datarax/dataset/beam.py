@@ -91,30 +91,11 @@ _RAW = CompressionTypes.UNCOMPRESSED
 
 
 # ----------------------------------------------------------------------- features
-class _Smallest(beam.CombineFn):
-    """The ``(key, record)`` with the smallest key (features are inferred from it)."""
-
-    def create_accumulator(self) -> Any:
-        return None
-
-    def add_input(self, best: Any, item: Any) -> Any:
-        return item if best is None or key_order(item[0]) < key_order(best[0]) else best
-
-    def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
-        best = None
-        for item in accumulators:
-            if item is not None:
-                best = self.add_input(best, item)
-        return best
-
-    def extract_output(self, best: Any) -> Any:
-        return best
-
-
-def _infer(smallest: Any, class_names: Mapping[str, Sequence[str]] | None) -> Features:
-    if smallest is None:
+def _infer(smallest: list[Any], class_names: Mapping[str, Sequence[str]] | None) -> Features:
+    """The features of the ``(key, record)`` with the smallest key."""
+    if not smallest:
         raise ConversionError("WriteDataset got no records; nothing to write.")
-    key, record = smallest
+    key, record = smallest[0]
     try:
         return resolve_features([record], None, class_names=class_names)
     except ConversionError as err:
@@ -122,13 +103,6 @@ def _infer(smallest: Any, class_names: Mapping[str, Sequence[str]] | None) -> Fe
 
 
 # ------------------------------------------------------------------------ encode
-def _shown_key(key: Any) -> str:
-    """A key as errors show it: bytes (a content digest, by default) in hex."""
-    if isinstance(key, bytes):
-        return "0x" + key.hex()
-    return repr(key)
-
-
 class _Encode(beam.DoFn):
     """``(key, record) -> (shard, (key, bytes | None, skipped | None))``."""
 
@@ -149,8 +123,9 @@ class _Encode(beam.DoFn):
             if self.rows is not None and row is not None:
                 message = message.replace(f"row {row}", self.rows.row_name(row), 1)
                 where = f"{self.rows.description}, {message}"
-            elif row is None:
-                message = where = f"the record with key {_shown_key(key)}: {message}"
+            elif row is None:  # a bytes key (a content digest, by default) in hex
+                shown = "0x" + key.hex() if isinstance(key, bytes) else repr(key)
+                message = where = f"the record with key {shown}: {message}"
             if self.on_error != "skip":
                 raise ConversionError(bad_record_message(
                     where, err, "row" if self.numbered else "record")) from err
@@ -160,14 +135,14 @@ class _Encode(beam.DoFn):
 
 
 # ------------------------------------------------------------------- shard files
-def _upload(local: str, remote: str) -> None:
-    with open(local, "rb") as src, FileSystems.create(remote, compression_type=_RAW) as out:
+def _publish(local: str, dst: str, name: str) -> None:
+    """Copy the local file to ``dst/name``: written under a temporary name in the partial
+    folder, then renamed (a file with its final name is complete)."""
+    tmp = FileSystems.join(dst, PARTIAL_DIR, f"{name}.{uuid.uuid4().hex}.tmp")
+    with open(local, "rb") as src, FileSystems.create(tmp, compression_type=_RAW) as out:
         while chunk := src.read(_COPY_CHUNK):
             out.write(chunk)
-
-
-def _partial(dst: str, name: str) -> str:
-    return FileSystems.join(dst, PARTIAL_DIR, name)
+    FileSystems.rename([tmp], [FileSystems.join(dst, name)])
 
 
 class _WriteShard(beam.DoFn):
@@ -206,9 +181,7 @@ class _WriteShard(beam.DoFn):
                     count += 1
             writer.close()
             info = shard_info(local, count)
-            tmp = _partial(self.dst, f"{name}.{uuid.uuid4().hex}.tmp")
-            _upload(local, tmp)
-            FileSystems.rename([tmp], [FileSystems.join(self.dst, name)])
+            _publish(local, self.dst, name)
         finally:
             shutil.rmtree(local_dir, ignore_errors=True)
         yield {"index": index, "shard": info.to_json(),
@@ -228,20 +201,13 @@ def _finish(results: list[dict[str, Any]], dst: str, features: Features, plan: S
                        tuple(item for r in ordered for item in r["skipped"]), dict(extra))
     local_dir = tempfile.mkdtemp(prefix="datarax-beam-")
     try:
-        local = write_metadata(local_dir, info)
-        tmp = _partial(dst, f"{METADATA_FILE}.{uuid.uuid4().hex}.tmp")
-        _upload(local, tmp)
-        FileSystems.rename([tmp], [FileSystems.join(dst, METADATA_FILE)])
+        _publish(write_metadata(local_dir, info), dst, METADATA_FILE)
     finally:
         shutil.rmtree(local_dir, ignore_errors=True)
-    _remove_partial(dst)
-    return info
-
-
-def _remove_partial(dst: str) -> None:
     partial = FileSystems.join(dst, PARTIAL_DIR)
     if FileSystems.exists(partial):
         FileSystems.delete([partial])
+    return info
 
 
 def _prepare(dst: str, overwrite: bool) -> None:
@@ -331,7 +297,8 @@ class WriteDataset(beam.PTransform):
                 if self.class_names else self.features
             features = p | "Features" >> beam.Create([feats])
         else:
-            features = (keyed | "Smallest" >> beam.CombineGlobally(_Smallest())
+            smallest = beam.combiners.Top.Smallest(1, key=lambda item: key_order(item[0]))
+            features = (keyed | "Smallest" >> smallest
                         | "Infer" >> beam.Map(_infer, self.class_names))
         if self.numbered or self.shards is None:
             count = keyed | "Count" >> beam.combiners.Count.Globally()

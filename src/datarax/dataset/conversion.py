@@ -35,6 +35,7 @@ import numpy as np
 from datarax.dataset.fields import Features
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
+from datarax.dataset.placement import RECORDS_PER_SHARD, automatic_shards
 from datarax.dataset.rows import HFRows, IterableRows, Rows, SequenceRows, as_rows
 from datarax.dataset.table_rows import TableRows
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
@@ -42,11 +43,10 @@ from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.storage.urls import expand_user
 
-__all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "default_shards", "open_rows"]
+__all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
-RECORDS_PER_SHARD = 50_000  # the default shard size
 #: split names recognised in table file names (``train-00000-of-00002.parquet``) and folders
 SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
@@ -336,13 +336,6 @@ def _check_dst_outside(src: str, dst: str, rows: Rows) -> None:
                     "write the dataset outside the class folders (next to them, or elsewhere).")
 
 
-def default_shards(records: int | None) -> int:
-    """Shards for ``records`` records: one per 50,000 (at least 1, at most 1,024)."""
-    if records is None:
-        return 1
-    return max(1, min(1024, -(-records // RECORDS_PER_SHARD)))
-
-
 def convert(
     src: str | Any,
     dst: str | os.PathLike[str],
@@ -380,7 +373,7 @@ def convert(
     if path:
         _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
     described = os.fspath(src) if path else rows.description
-    count = shards if shards is not None else default_shards(rows.length)
+    count = shards if shards is not None else automatic_shards(rows.length or 0, RECORDS_PER_SHARD)
     extra = {"source": described}
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
         if runner == "local":

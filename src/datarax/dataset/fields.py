@@ -55,6 +55,47 @@ class RecordMismatchError(DataraxError):
         self.mismatch = mismatch
 
 
+def located(field: str, row: int | None) -> str:
+    """Where a bad value is, as errors name it: ``row 3, field 'x'`` (or ``field 'x'``)."""
+    return f"row {row}, field '{field}'" if row is not None else f"field '{field}'"
+
+
+def no_value(field: str, row: int | None = None) -> RecordMismatchError:
+    return RecordMismatchError(
+        f"{located(field, row)}: no value (None, or a null / empty cell in the source); every "
+        "record needs a value for every field.", field=field, row=row)
+
+
+def not_an_array(field: str, row: int | None, err: BaseException) -> RecordMismatchError:
+    return RecordMismatchError(
+        f"{located(field, row)}: not an array ({err}); a nested list is stored when it is "
+        "rectangular (pad the inner lists to one length).", field=field, row=row)
+
+
+def error_text(err: BaseException) -> str:
+    """``type: message`` of an exception, without object addresses (messages stay the same
+    from run to run, as the metadata listing skipped rows must)."""
+    text = re.sub(r"\s*<[^<>]*? at 0x[0-9a-fA-F]+>", "", str(err))
+    return f"{type(err).__name__}: {text}"
+
+
+def read_encoded_image(field: str, value: Any, row: int | None = None) -> tuple[bytes, Any] | None:
+    """``(bytes, PIL image)`` of an encoded image value (PNG / JPEG bytes, an HF image
+    dict), or None for any other value."""
+    try:
+        data = encoded_image_bytes(value)
+    except OSError as err:  # an image dict naming a file that is not there
+        raise RecordMismatchError(f"{located(field, row)}: cannot read the image file ({err}).",
+                                  field=field, row=row) from err
+    if data is None:
+        return None
+    try:
+        return data, open_image(data)
+    except Exception as err:  # noqa: BLE001 - reported with the row and field
+        raise RecordMismatchError(f"{located(field, row)}: undecodable image ({error_text(err)}).",
+                                  field=field, row=row) from err
+
+
 @dataclasses.dataclass(frozen=True)
 class Field:
     """One field of a record.
@@ -202,24 +243,12 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
     """
     names = tuple(class_names) if class_names is not None else None
     if value is None:
-        raise RecordMismatchError(
-            f"field '{name}': no value (None, or a null / empty cell in the source); every record "
-            "needs a value for every field.", field=name)
+        raise no_value(name)
     if isinstance(value, (str, np.str_)):
         return Field(name, "str", (), "utf8", names)
-    try:
-        data = encoded_image_bytes(value)
-    except OSError as err:  # an image dict naming a file that is not there
-        raise RecordMismatchError(f"field '{name}': cannot read the image file ({err}).",
-                                  field=name) from err
-    if data is not None:
-        try:
-            image = open_image(data)
-        except Exception as err:  # noqa: BLE001 - named with the field
-            text = re.sub(r"\s*<[^<>]*? at 0x[0-9a-fA-F]+>", "", str(err))
-            raise RecordMismatchError(
-                f"field '{name}': undecodable image ({type(err).__name__}: {text}).",
-                field=name) from err
+    encoded = read_encoded_image(name, value)
+    if encoded is not None:
+        data, image = encoded
         return Field(name, "uint8", (image.height, image.width, channels_of(image)),
                      image_format(data) or "png", names)
     image = pil_image(value)
@@ -236,9 +265,7 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
     try:
         array = np.asarray(value)
     except ValueError as err:  # a ragged nested list
-        raise RecordMismatchError(
-            f"field '{name}': not an array ({err}); a nested list is stored when it is "
-            "rectangular (pad the inner lists to one length).", field=name) from err
+        raise not_an_array(name, None, err) from err
     if array.dtype.kind not in "biufc":
         raise RecordMismatchError(
             f"field '{name}': cannot store a value of type {type(value).__name__} "

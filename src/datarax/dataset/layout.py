@@ -23,21 +23,22 @@ from __future__ import annotations
 
 import functools
 import io
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from datarax.dataset.fields import Features, Field, RecordMismatchError
-from datarax.dataset.images import (
-    IMAGE_MODES,
-    channels_of,
-    encoded_image_bytes,
-    image_format,
-    open_image,
-    pil_image,
+from datarax.dataset.fields import (
+    Features,
+    Field,
+    RecordMismatchError,
+    error_text,
+    located,
+    no_value,
+    not_an_array,
+    read_encoded_image,
 )
+from datarax.dataset.images import IMAGE_MODES, channels_of, image_format, open_image, pil_image
 from datarax.errors import RecordError
 
 __all__ = ["decode_records", "encode_record"]
@@ -47,27 +48,10 @@ _ALIGNMENT = 64
 _BIG_ENDIAN = np.dtype("=u4").byteorder == ">" or np.little_endian is False
 
 
-def _where(field: str, row: int | None) -> str:
-    return f"row {row}, field '{field}'" if row is not None else f"field '{field}'"
-
-
-def _no_value(f: Field, row: int | None) -> RecordMismatchError:
-    return RecordMismatchError(
-        f"{_where(f.name, row)}: no value (None, or a null / empty cell in the source); every "
-        "record needs a value for every field.", field=f.name, row=row)
-
-
-def _error_text(err: BaseException) -> str:
-    """``type: message`` of an exception, without object addresses (messages stay the same
-    from run to run, as the metadata listing skipped rows must)."""
-    text = re.sub(r"\s*<[^<>]*? at 0x[0-9a-fA-F]+>", "", str(err))
-    return f"{type(err).__name__}: {text}"
-
-
 def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
     want = np.dtype(f.dtype)
     if value is None:
-        raise _no_value(f, row)
+        raise no_value(f.name, row)
     if type(value) is np.ndarray and value.dtype == want and value.shape == f.shape and (
             want.byteorder in "=|<" and not _BIG_ENDIAN):
         return value  # the common case: already what the features say
@@ -75,55 +59,42 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
         array = np.asarray(value)
         if array.dtype != want and not np.can_cast(array.dtype, want, "safe"):
             raise RecordMismatchError(
-                f"{_where(f.name, row)}: dtype {array.dtype}, the features say {want} (cast the "
+                f"{located(f.name, row)}: dtype {array.dtype}, the features say {want} (cast the "
                 f"value, or declare the field {array.dtype}).", field=f.name, row=row, mismatch=True)
     else:
         try:
             array = np.asarray(value)
         except Exception as err:  # noqa: BLE001 - reported with the row and field
-            raise RecordMismatchError(f"{_where(f.name, row)}: not an array ({err}); a nested "
-                                      "list is stored when it is rectangular (pad the inner "
-                                      "lists to one length).",
-                                      field=f.name, row=row) from err
+            raise not_an_array(f.name, row, err) from err
         if array.size == 0 and array.dtype.kind in "biuf":
             array = array.astype(want)  # an empty list: no values to check
         if isinstance(value, int) and array.dtype.kind == "O":  # beyond 64 bits
             raise RecordMismatchError(
-                f"{_where(f.name, row)}: the integer {value} does not fit the features' {want}.",
+                f"{located(f.name, row)}: the integer {value} does not fit the features' {want}.",
                 field=f.name, row=row, mismatch=True)
         if array.dtype.kind not in "biuf" or (array.dtype.kind == "f" and want.kind in "biu"):
             raise RecordMismatchError(
-                f"{_where(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
+                f"{located(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
                 f"fit the features' {want}.", field=f.name, row=row, mismatch=True)
     out = array.astype(want.newbyteorder("<"), copy=False)
     if out.dtype != array.dtype and out.dtype.kind in "iu" and array.dtype.kind in "iu" and (
             not np.array_equal(out, array)):
-        raise RecordMismatchError(f"{_where(f.name, row)}: values do not fit {want}.",
+        raise RecordMismatchError(f"{located(f.name, row)}: values do not fit {want}.",
                                   field=f.name, row=row, mismatch=True)
     shape = out.shape
     if len(shape) != len(f.shape) or any(d is not None and d != s for d, s in zip(f.shape, shape)):
         raise RecordMismatchError(
-            f"{_where(f.name, row)}: shape {shape}, the features say "
+            f"{located(f.name, row)}: shape {shape}, the features say "
             f"{tuple('None' if d is None else d for d in f.shape)}.", field=f.name, row=row, mismatch=True)
     return out
 
 
 def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
-    try:
-        data = encoded_image_bytes(value)
-    except OSError as err:  # an image dict naming a file that is not there
-        raise RecordMismatchError(f"{_where(f.name, row)}: cannot read the image file ({err}).",
-                                  field=f.name, row=row) from err
-    if data is not None:
-        try:
-            image = open_image(data)
-        except Exception as err:  # noqa: BLE001 - reported with the row and field
-            raise RecordMismatchError(
-                f"{_where(f.name, row)}: undecodable image ({_error_text(err)}).",
-                field=f.name, row=row) from err
-        kind = image_format(data)
-        keep = kind == f.encoding and channels_of(image) == f.shape[2] and image.mode in (
-            "L", "RGB", "RGBA")
+    encoded = read_encoded_image(f.name, value, row)
+    if encoded is not None:
+        data, image = encoded
+        keep = image_format(data) == f.encoding and channels_of(image) == f.shape[2] and (
+            image.mode in ("L", "RGB", "RGBA"))
     else:
         image = pil_image(value)
         if image is None:
@@ -132,7 +103,7 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
             array = np.asarray(value) if not isinstance(value, (bytes, str)) else None
             if array is None or array.dtype != np.uint8 or array.ndim not in (2, 3):
                 raise RecordMismatchError(
-                    f"{_where(f.name, row)}: expected an image (PNG/JPEG bytes, a PIL image or a "
+                    f"{located(f.name, row)}: expected an image (PNG/JPEG bytes, a PIL image or a "
                     f"uint8 array), got {type(value).__name__}.", field=f.name, row=row, mismatch=True)
             if array.ndim == 3 and array.shape[2] == 1:
                 array = array[:, :, 0]
@@ -141,7 +112,7 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
     size = (image.height, image.width)
     if any(d is not None and d != s for d, s in zip(f.shape[:2], size)):
         raise RecordMismatchError(
-            f"{_where(f.name, row)}: image of height x width {size[0]}x{size[1]}, the features "
+            f"{located(f.name, row)}: image of height x width {size[0]}x{size[1]}, the features "
             f"say {f.shape[0]}x{f.shape[1]} (resize the images, or declare None dimensions).",
             field=f.name, row=row, mismatch=True)
     if keep:
@@ -184,11 +155,11 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
     for f in features.fields:
         if f.name not in record:
             raise RecordMismatchError(
-                f"{_where(f.name, row)}: missing (the features name {list(features.names)}).",
+                f"{located(f.name, row)}: missing (the features name {list(features.names)}).",
                 field=f.name, row=row)
         value = record[f.name]
         if value is None:
-            raise _no_value(f, row)
+            raise no_value(f.name, row)
         if f.encoding == "raw":
             head.append(_numeric(f, value, row).tobytes())
             continue
@@ -198,7 +169,7 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
                     bytes(value).decode("utf-8")
                 except UnicodeDecodeError as err:
                     raise RecordMismatchError(
-                        f"{_where(f.name, row)}: text is not valid UTF-8 ({err}).",
+                        f"{located(f.name, row)}: text is not valid UTF-8 ({err}).",
                         field=f.name, row=row) from err
                 payload = bytes(value)
             elif isinstance(value, str):
@@ -206,11 +177,11 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
                     payload = value.encode("utf-8")
                 except UnicodeEncodeError as err:
                     raise RecordMismatchError(
-                        f"{_where(f.name, row)}: text cannot be written as UTF-8 ({err}).",
+                        f"{located(f.name, row)}: text cannot be written as UTF-8 ({err}).",
                         field=f.name, row=row) from err
             else:
                 raise RecordMismatchError(
-                    f"{_where(f.name, row)}: expected str, got {type(value).__name__}.",
+                    f"{located(f.name, row)}: expected str, got {type(value).__name__}.",
                     field=f.name, row=row, mismatch=True)
         elif f.encoding == "varlen":
             if isinstance(value, (bytes, bytearray, memoryview)):
@@ -237,7 +208,7 @@ def _decode_image(f: Field, data: bytes, index: int) -> np.ndarray:
         image = open_image(data)
     except Exception as err:  # noqa: BLE001 - named by record
         raise RecordError(f"record {index} of the batch, field '{f.name}': undecodable "
-                          f"{f.encoding} image ({_error_text(err)}).") from err
+                          f"{f.encoding} image ({error_text(err)}).") from err
     mode = IMAGE_MODES[f.shape[2]]
     if image.mode != mode:
         image = image.convert(mode)

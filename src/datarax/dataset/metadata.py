@@ -42,6 +42,7 @@ __all__ = [
     "read_metadata",
     "shard_info",
     "shard_name",
+    "write_json",
     "write_metadata",
 ]
 
@@ -108,9 +109,6 @@ class DatasetInfo:
     def num_records(self) -> int:
         return sum(s.records for s in self.shards)
 
-    def class_names(self, field: str) -> tuple[str, ...] | None:
-        return self.features[field].class_names
-
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
                 "num_records": self.num_records, "features": self.features.to_json(),
@@ -131,16 +129,21 @@ class DatasetInfo:
                    tuple(data.get("skipped", ())), dict(data.get("extra", {})))
 
 
-def write_metadata(directory: str | os.PathLike[str], info: DatasetInfo) -> str:
-    """Write ``info`` as the folder's metadata file (temporary name, then rename)."""
-    path = os.path.join(os.fspath(directory), METADATA_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(info.to_json(), f, indent=1, sort_keys=True)
+def write_json(path: str, data: Any, *, indent: int | None = None) -> None:
+    """Write ``data`` to ``path`` as JSON, synced, under a temporary name then renamed (a
+    crash never leaves half a file)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=indent, sort_keys=True)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+    os.replace(path + ".tmp", path)
+
+
+def write_metadata(directory: str | os.PathLike[str], info: DatasetInfo) -> str:
+    """Write ``info`` as the folder's metadata file."""
+    path = os.path.join(os.fspath(directory), METADATA_FILE)
+    write_json(path, info.to_json(), indent=1)
     return path
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,24 @@ from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
 __all__ = ["DatasetDecoder", "dataset_files", "remote_dataset"]
 
 
+def _path_list(paths: Any) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+def _check_shards(names: list[str], info: DatasetInfo, folder: str,
+                  join: Callable[[str, str], str]) -> None:
+    """Refuse a name in ``names`` that is not one of the dataset's shards."""
+    known = {s.file for s in info.shards}
+    stray = [n for n in names if n not in known]
+    if stray:
+        raise RecordError(
+            f"'{stray[0]}' is not a shard of the dataset in '{folder}' (its {METADATA_FILE} "
+            f"lists {len(info.shards)} shards); point the reader at the folder or its shards only.",
+            path=join(folder, stray[0]))
+
+
 def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
     """The shard files ``paths`` names inside dataset ``folder``, and its metadata.
 
@@ -47,24 +65,17 @@ def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
         RecordError: a shard is missing, or a named file is not one of the shards.
     """
     info = read_metadata(folder)
-    known = {s.file: s for s in info.shards}
     if isinstance(paths, (str, os.PathLike)) and os.path.isdir(os.fspath(paths)):
         names = [s.file for s in info.shards]
     else:
-        items = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
         names = []
-        for item in items:
+        for item in _path_list(paths):
             matches = [item] if os.path.exists(item) or not glob.has_magic(item) else sorted(glob.glob(item))
             if not matches:
                 raise RecordError(f"the glob pattern '{item}' matches no shard of the dataset in "
                                   f"'{folder}'.", path=item)
             names += [os.path.basename(m) for m in matches]
-        stray = [n for n in names if n not in known]
-        if stray:
-            raise RecordError(
-                f"'{stray[0]}' is not a shard of the dataset in '{folder}' (its {METADATA_FILE} "
-                f"lists {len(known)} shards); point the reader at the folder or its shards only.",
-                path=os.path.join(folder, stray[0]))
+        _check_shards(names, info, folder, os.path.join)
     files = [os.path.join(folder, n) for n in names]
     for path in files:
         if not os.path.isfile(path):
@@ -144,7 +155,7 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
     Raises:
         RecordError: a file is missing, or a named file is not a shard of the dataset.
     """
-    items = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    items = _path_list(paths)
     single = len(items) == 1 and not glob.has_magic(items[0])
     if dataset and items:
         folder = items[0].rstrip("/") if single else items[0].rsplit("/", 1)[0]
@@ -155,18 +166,11 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
             single = False
         if data is not None and (single or all(i.rsplit("/", 1)[0] == folder for i in items)):
             info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
-            known = {s.file: s for s in info.shards}
             if single:
-                names = [s.file for s in info.shards]
-            else:
-                names = [o.name for o in list_objects(items, storage_options, stats=stats)]
-                stray = [n for n in names if n not in known]
-                if stray:
-                    raise RecordError(
-                        f"'{stray[0]}' is not a shard of the dataset in '{folder}' (its "
-                        f"{METADATA_FILE} lists {len(known)} shards); point the reader at the "
-                        "folder or its shards only.", path=join_url(folder, stray[0]))
-            return _shards_of(folder, names, known), info
+                return _shards_of(folder, info), info
+            names = [o.name for o in list_objects(items, storage_options, stats=stats)]
+            _check_shards(names, info, folder, join_url)
+            return _shards_of(folder, info, names), info
         return list_objects(items, storage_options, stats=stats), None
     try:
         return list_objects(items, storage_options, stats=stats), None
@@ -178,11 +182,12 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
         if data is None:
             raise
     info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
+    return _shards_of(folder, info), info
+
+
+def _shards_of(folder: str, info: DatasetInfo, names: list[str] | None = None) -> list[RemoteObject]:
+    """The remote shards ``names`` (default: all) of the dataset in ``folder``, as its
+    metadata lists them."""
     known = {s.file: s for s in info.shards}
-    return _shards_of(folder, [s.file for s in info.shards], known), info
-
-
-def _shards_of(folder: str, names: list[str], known: Mapping[str, Any]) -> list[RemoteObject]:
-    """The remote shards ``names`` of the dataset in ``folder``, as its metadata lists them."""
     return [RemoteObject(join_url(folder, n), known[n].bytes, None, known[n].sha256,
-                         known[n].records) for n in names]
+                         known[n].records) for n in (known if names is None else names)]

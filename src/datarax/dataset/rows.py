@@ -28,8 +28,7 @@ import numpy as np
 from datarax.errors import ConfigError
 
 __all__ = ["HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows", "hf_hints",
-           "list_hint",
-           "list_hint_wanted"]
+           "list_hint", "list_hint_wanted"]
 
 
 class Rows:
@@ -174,17 +173,22 @@ def list_hint(kind: Any, arrays: Iterable[Any]) -> dict[str, Any] | None:
     return {"shape": shape, "dtype": np.dtype(leaf.to_pandas_dtype()).name}
 
 
+def _undecoded_images(dataset: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """A Hugging Face dataset with its image columns left encoded, and its :func:`hf_hints`."""
+    import datasets
+
+    hints = hf_hints(dataset.features) if dataset.features is not None else {}
+    for name, hint in hints.items():
+        if hint.get("image"):
+            dataset = dataset.cast_column(name, datasets.Image(decode=False))
+    return dataset, hints
+
+
 class HFRows(Rows):
     """Rows of a Hugging Face ``datasets.Dataset`` (images kept as their encoded bytes)."""
 
     def __init__(self, dataset: Any, description: str = "a Hugging Face dataset") -> None:
-        import datasets
-
-        self._hints = hf_hints(dataset.features)
-        for name, hint in self._hints.items():
-            if hint.get("image"):
-                dataset = dataset.cast_column(name, datasets.Image(decode=False))
-        self.dataset = dataset
+        self.dataset, self._hints = _undecoded_images(dataset)
         self.length = len(dataset)
         self.description = description
         self._lists_done = False
@@ -216,12 +220,7 @@ class HFIterableRows(IterableRows):
     """Rows of a Hugging Face ``IterableDataset`` (one pass; images as encoded bytes)."""
 
     def __init__(self, dataset: Any, description: str = "a Hugging Face IterableDataset") -> None:
-        import datasets
-
-        self._hints = hf_hints(dataset.features) if dataset.features is not None else {}
-        for name, hint in self._hints.items():
-            if hint.get("image"):
-                dataset = dataset.cast_column(name, datasets.Image(decode=False))
+        dataset, self._hints = _undecoded_images(dataset)
         super().__init__(dataset, None, description)
 
     def hints(self) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,7 @@ chunk at a time through ``pyarrow``) and :class:`ParsedJsonLines` (a JSON Lines 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.rows import Rows, hf_hints, list_hint, list_hint_wanted
@@ -155,8 +155,6 @@ class TableRows(Rows):
         return self._hints
 
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
-        if self.kind != "parquet":
-            return {}
         import pyarrow.parquet as pq
 
         meta = pq.read_schema(self.files[0]).metadata or {}
@@ -179,19 +177,14 @@ class TableRows(Rows):
 
     def _list_hints(self) -> dict[str, dict[str, Any]]:
         """Shape and dtype of each list-of-numbers column, over every row of every file."""
-        if self.kind == "parquet":
-            import pyarrow.parquet as pq
+        import pyarrow.parquet as pq
 
-            schema = pq.read_schema(self.files[0])
-        else:
-            schema = self._load()[0].schema
+        schema = pq.read_schema(self.files[0]) if self.kind == "parquet" else self._load()[0].schema
         out: dict[str, dict[str, Any]] = {}
         for field in schema:
             if not list_hint_wanted(field.type):
                 continue
             if self.kind == "parquet":
-                import pyarrow.parquet as pq
-
                 arrays = (batch.column(0) for f in self.files
                           for batch in pq.ParquetFile(f).iter_batches(columns=[field.name]))
             else:

@@ -13,8 +13,7 @@ skips the finished shards. An existing dataset in ``DST`` is refused unless
 ``resume=True`` or ``overwrite=True``.
 
 The features come from :mod:`~datarax.dataset.write_features`, the summary and the error
-from :mod:`~datarax.dataset.write_outcome` (both shared with the Beam writer; their names
-are importable from here too).
+from :mod:`~datarax.dataset.write_outcome` (both shared with the Beam writer).
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -49,28 +48,23 @@ from datarax.dataset.metadata import (
     WRITER_OPTIONS,
     DatasetInfo,
     ShardInfo,
+    read_metadata,
     shard_info,
     shard_name,
+    write_json,
     write_metadata,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.write_features import resolve_features, rows_features
+from datarax.dataset.write_features import rows_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.storage.urls import expand_user
 
-__all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "bad_record_message", "resolve_features",
-           "write_dataset"]
+__all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
 
 _PROGRESS_EVERY = 512
 _PARENT_CHECK_S = 0.2  # how often a worker checks that its parent lives
-
-
-def _writer_class() -> Any:
-    module = require("array_record.python.array_record_module", extra="arrayrecord",
-                     user="write_dataset")
-    return module.ArrayRecordWriter
 
 
 # ------------------------------------------------------------------ shard work
@@ -95,14 +89,6 @@ def _sync(path: str) -> None:
         os.close(fd)
 
 
-def _write_json(path: str, data: Any) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(data, f, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(path + ".tmp", path)
-
-
 def _write_failed(dst: str, what: str, err: BaseException) -> ConversionError:
     return ConversionError(
         f"writing {what} in '{dst}' failed ({type(err).__name__}: {err}). Free disk space or "
@@ -117,7 +103,8 @@ class _ShardWriter:
         self.job = job
         self.name = shard_name(index, job.shards)
         self.tmp = _partial(job.dst, self.name + ".tmp")
-        self.writer = _writer_class()(self.tmp, WRITER_OPTIONS)
+        self.writer = require("array_record.python.array_record_module", extra="arrayrecord",
+                              user="write_dataset").ArrayRecordWriter(self.tmp, WRITER_OPTIONS)
         self.records = 0
         self.skipped: list[dict[str, Any]] = []
 
@@ -144,7 +131,7 @@ class _ShardWriter:
             info = shard_info(self.tmp, self.records)
             summary = {"shard": dataclasses.replace(info, file=self.name).to_json(),
                        "skipped": self.skipped}
-            _write_json(_partial(self.job.dst, self.name + ".json"), summary)
+            write_json(_partial(self.job.dst, self.name + ".json"), summary)
         except (OSError, RuntimeError) as err:
             raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
         os.replace(self.tmp, os.path.join(self.job.dst, self.name))
@@ -229,15 +216,6 @@ def _fingerprint(job: _Job, rows: Rows) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def _dataset_files(dst: str) -> list[str]:
-    names = []
-    for name in os.listdir(dst):
-        if name == METADATA_FILE or name == PARTIAL_DIR or (
-                name.startswith("data-") and name.endswith(".array_record")):
-            names.append(name)
-    return names
-
-
 def _prepare(dst: str, fingerprint: str, *, resume: bool, overwrite: bool) -> bool:
     """Make ``dst`` ready; True when a finished dataset with the same inputs is there."""
     if resume and overwrite:
@@ -247,7 +225,8 @@ def _prepare(dst: str, fingerprint: str, *, resume: bool, overwrite: bool) -> bo
             f"'{dst}' is a file; the destination is the folder the dataset is written into "
             "(created when missing). Pick another path.")
     os.makedirs(dst, exist_ok=True)
-    ours = _dataset_files(dst)
+    ours = [name for name in os.listdir(dst) if name in (METADATA_FILE, PARTIAL_DIR)
+            or (name.startswith("data-") and name.endswith(".array_record"))]
     run_file = _partial(dst, "run.json")
     if ours and overwrite:
         for name in ours:
@@ -280,7 +259,7 @@ def _prepare(dst: str, fingerprint: str, *, resume: bool, overwrite: bool) -> bo
         if METADATA_FILE in ours:
             os.remove(os.path.join(dst, METADATA_FILE))
     os.makedirs(os.path.join(dst, PARTIAL_DIR), exist_ok=True)
-    _write_json(run_file, {"fingerprint": fingerprint})
+    write_json(run_file, {"fingerprint": fingerprint})
     return False
 
 
@@ -358,8 +337,6 @@ def write_dataset(
     job = _Job(dst, feats, shards, on_error, bounds)
     fingerprint = _fingerprint(job, rows)
     if _prepare(dst, fingerprint, resume=resume, overwrite=overwrite):
-        from datarax.dataset.metadata import read_metadata
-
         info = read_metadata(dst)
         return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
                                   shards, len(info.skipped), time.perf_counter() - started)
