@@ -33,18 +33,9 @@ __all__ = ["ChildSources", "check_child", "check_children", "check_distinct", "c
 
 
 def check_child(owner: str, name: str, child: Any, *, whole: str, children: str) -> None:
-    """Refuse a child that is not a data source, breaks the contract, or is sharded.
-
-    Args:
-        owner: the composite source's class name, first in the message.
-        name: how the message names the child (``"part 0"``, ``"source 'a'"``).
-        child: the child object.
-        whole: what to shard instead (``"the concatenation"``).
-        children: what the composite's children are called, after "not its"
-            (``"parts"``, ``"parent"``).
-
-    Raises:
-        SourceContractError: naming the owner, the child and what to do.
+    """Refuse a child that is not a data source, breaks the contract, or is sharded
+    (``SourceContractError`` naming ``owner``, the child as ``name``, and to shard
+    ``whole`` rather than its ``children``).
 
     Example:
         >>> check_child("FlatMapSource", "source", 3, whole="the flat-mapped source",
@@ -69,31 +60,15 @@ def check_child(owner: str, name: str, child: Any, *, whole: str, children: str)
 def check_children(owner: str, kind: str, labels: Sequence[str], children: Sequence[Any], *,
                    whole: str) -> None:
     """:func:`check_child` for each child (named ``f"{kind} {label}"``), then
-    :func:`check_distinct` (see the module docstring for an example).
-
-    Args:
-        owner: the composite source's class name.
-        kind: what one child is called (``"part"``, ``"source"``).
-        labels: how the messages name each child (``"0"``, ``"'a'"``), in order.
-        children: the child objects.
-        whole: what to shard instead of a child (``"the mixture"``).
-    """
+    :func:`check_distinct` (see the module docstring for an example)."""
     for label, child in zip(labels, children):
         check_child(owner, f"{kind} {label}", child, whole=whole, children=f"{kind}s")
     check_distinct(owner, kind, labels, children)
 
 
 def check_distinct(owner: str, kind: str, labels: Sequence[str], children: Sequence[Any]) -> None:
-    """Refuse a child object that appears twice in ``children``.
-
-    Args:
-        owner: the composite source's class name, first in the message.
-        kind: what one child is called ("source", "part").
-        labels: how the message names each child (``"'a'"``, ``"0"``), in order.
-        children: the child objects, compared by identity.
-
-    Raises:
-        SourceContractError: naming both places the object stands in.
+    """Refuse a child object that appears twice in ``children`` (by identity), naming
+    both places it stands in (``labels``).
 
     Example:
         >>> a, b = object(), object()

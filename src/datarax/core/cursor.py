@@ -1,14 +1,12 @@
 """``ReadAheadCursor``: how a pipeline reads a source's batches ahead of its position.
 
 Invariant: a source's position counts what its consumer has received
-(:mod:`datarax.core.position`), so batches read ahead must not move it. A source that
-can be read ahead returns a cursor from ``batch_cursor()``; a pipeline's worker thread
-*peeks* batches through it (moving only the cursor's own reading position) and the
-consumer's thread *commits* each batch as it hands it out (moving the source's
-position, and its skip count and reports, past it). A cursor belongs to one reading
-session: anything else that moves or reads the source (``set_state``, ``nnx.update``,
-a direct ``get_batch``, ``close``) ends the session, the cursor turns stale, and the
-pipeline starts a new one from the source's position.
+(:mod:`datarax.core.position`), so batches read ahead must not move it. A pipeline's
+worker thread *peeks* batches through the cursor ``batch_cursor()`` returns, and the
+consumer's thread *commits* each one it hands out (moving the source's position and
+skip count past it). Anything else that moves or reads the source (``set_state``,
+``nnx.update``, a direct ``get_batch``, ``close``) ends the cursor's session: it turns
+stale and the pipeline starts a new one from the source's position.
 
 A cursor may also have ``ready(batch_size) -> bool``: whether ``peek(batch_size)``
 would return without waiting for a read. A pipeline then takes every batch that is

@@ -1,31 +1,20 @@
 """``DataSourceModule``: the contract every datarax source shares.
 
-Three kinds of source, named up front (:class:`SourceKind`); ``Pipeline`` picks its path
-from ``source.kind`` alone, and each kind has its base with the methods of that kind:
+Three kinds of source (:class:`SourceKind`); ``Pipeline`` picks its path from
+``source.kind`` alone, and each kind has its base with that kind's methods:
+:class:`~datarax.core.indexed.IndexedSource` (a traceable ``get_batch_at``, compiled
+into the step), :class:`~datarax.sources.random_access.RandomAccessSource` (records read
+by index on host threads) and :class:`~datarax.core.stream.StreamSource` (forward-only
+``get_batch``). A class that subclasses ``DataSourceModule`` directly gets its kind when
+it is defined, from the method it defines (``get_batch_at`` or ``get_batch``); a source
+of neither is refused when iteration starts, naming both.
 
-* **indexed** (:class:`~datarax.core.indexed.IndexedSource`) — a stateless, JAX-traceable
-  ``get_batch_at(start, size, key)`` and ``__len__``; Pipeline compiles index
-  computation, gather and every stage into one step. ``start`` is a global record
-  position counted across epochs (epoch ``e`` starts at ``e * len(source)``).
-* **host** (:class:`~datarax.sources.random_access.RandomAccessSource`) — records read by
-  index on the host (threaded read-ahead), served through ``get_batch_with_indices``.
-* **stream** (:class:`~datarax.core.stream.StreamSource`) — forward-only
-  ``get_batch(batch_size)``; ``None`` (or ``StopIteration``) ends the pass; an optional
-  ``restart(epoch)`` begins another pass.
-
-A class that subclasses ``DataSourceModule`` directly gets its kind once, when the class
-is defined: defining ``get_batch_at`` makes it an indexed source (it then derives from
-``IndexedSource``), defining ``get_batch`` a stream (``StreamSource``). A source of no
-kind is refused when iteration starts, naming both methods.
-
-Shared contract, and nothing else: ``kind``, ``element_spec()``; the share of each epoch
-(``set_shard()``, ``shard``, a :class:`~datarax.core.share.Share`; ``epoch_size()``);
-``order_settings()``; the position (``epoch``, ``index``, ``seek()``, ``get_state()`` /
-``set_state()``, owned here once — see :mod:`datarax.core.position`); ``close()`` (and
-``with``); record-by-record iteration (``for element in source``). Each kind's own
-methods live on its base. Base-class bookkeeping lives in name-mangled attributes, so a
-subclass may use any natural name (``self._shard``, ``self._cursor``, ``self._length``
-...) for its own fields.
+The shared contract: ``kind``, ``element_spec()``, the share of each epoch
+(``set_shard()``, ``shard``, ``epoch_size()``), ``order_settings()``, the position
+(``epoch``, ``index``, ``seek()``, ``get_state()`` / ``set_state()``; see
+:mod:`datarax.core.position`), ``close()`` (and ``with``) and ``for element in source``.
+Base-class bookkeeping lives in name-mangled attributes, so a subclass may name its own
+fields freely (``self._shard``, ``self._cursor``, ``self._length`` ...).
 """
 
 from __future__ import annotations
@@ -127,17 +116,11 @@ class DataSourceModule(DataraxModule):
     def set_shard(self, index: int, count: int, padded: bool = False) -> None:
         """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).
 
-        Random-access sources serve the contiguous block ``shard.bounds(len)`` of each
-        epoch's (shuffled) order, so shares are disjoint and equally long; the last
-        ``len % count`` positions of each epoch are left out. Streams keep every
-        ``count``-th record starting at ``index``, in whole rounds of ``count``
-        records (a partial last round is left out), so shares are equally long.
-
-        ``padded=True`` (sources of known length; ``Pipeline(pad_remainder=True)``)
-        rounds each share up to ``ceil(len / count)`` positions instead, so every
-        record is in exactly one share; positions past the epoch's end are padding
-        slots (``shard.records(len)`` says how many of a share's positions are records).
-        See :class:`~datarax.core.share.Share`.
+        A source of known length serves the block ``shard.bounds(len)`` of each epoch's
+        order; a stream keeps record ``index`` of each whole round of ``count``. So shares
+        are disjoint and equally long, a remainder left out; ``padded=True``
+        (``Pipeline(pad_remainder=True)``) rounds them up instead, so every record is in
+        exactly one share (see :class:`~datarax.core.share.Share`).
         """
         share = Share(index, count)
         self.__shard = Share(index, count, True) if padded and count > 1 else share

@@ -110,11 +110,11 @@ def record_number(records: Records, row: int) -> int:
 
 def fit_column(
     field: str,
-    column: Any,
+    value: Any,
     *,
     where: str | None,
     cast_float64: bool,
-    first_record: Records = 0,
+    first_record: Records | None = 0,
     drop_hint: str = DROP_FIELD,
 ) -> Any:
     """One field's values, records along axis 0, under the policy of this module.
@@ -123,34 +123,6 @@ def fit_column(
     64-bit while x64 is off). ``first_record`` names the rows' records
     (:data:`Records`), used to name the record holding a value that does not fit.
     """
-    return _fit(field, column, where, cast_float64, first_record, drop_hint)
-
-
-def fit_value(
-    field: str,
-    value: Any,
-    *,
-    cast_float64: bool,
-    where: str | None = None,
-    drop_hint: str = DROP_FIELD,
-) -> Any:
-    """One record's value of ``field`` under the policy of this module.
-
-    For decoders that do not know the record's number: the message names the field and
-    the value, and the caller (e.g. the host reader) adds the record's location, so it
-    is a clause without a closing period.
-    """
-    return _fit(field, value, where, cast_float64, None, drop_hint)
-
-
-def _fit(
-    field: str,
-    value: Any,
-    where: str | None,
-    cast_float64: bool,
-    first_record: Records | None,
-    drop_hint: str,
-) -> Any:
     if isinstance(value, jax.Array):
         return value
     weak = not isinstance(value, (np.ndarray, np.generic))  # Python numbers (or lists)
@@ -190,3 +162,21 @@ def _fit(
             f"{drop_hint}{end}"
         )
     return array.astype(target)
+
+
+def fit_value(
+    field: str,
+    value: Any,
+    *,
+    cast_float64: bool,
+    where: str | None = None,
+    drop_hint: str = DROP_FIELD,
+) -> Any:
+    """One record's value of ``field`` under the policy of this module.
+
+    For decoders that do not know the record's number: the message names the field and
+    the value, and the caller (e.g. the host reader) adds the record's location, so it
+    is a clause without a closing period.
+    """
+    return fit_column(field, value, where=where, cast_float64=cast_float64,
+                      first_record=None, drop_hint=drop_hint)

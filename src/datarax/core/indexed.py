@@ -65,18 +65,13 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
     def get_batch_and_indices_at(
         self, start: Any, size: int, key: Any | None = None
     ) -> tuple[Batch, Any]:
-        """``(get_batch_at(...), record_indices_at(...))`` in one call (traceable).
-
-        Pipeline's compiled step calls this; a source that computes the indices to
-        gather anyway (a shuffled one) overrides it so they are traced once.
-        """
+        """``(get_batch_at(...), record_indices_at(...))`` in one call (traceable); a source
+        that computes the indices anyway (a shuffled one) overrides it to trace them once."""
         return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
 
     def reads_by_position(self) -> bool:
-        """Whether records depend on their global positions alone (never on ``key``),
-        so that one read of ``k * size`` records equals ``k`` consecutive reads of
-        ``size``: a Pipeline without stages then reads a group of small batches at once.
-        Default False; a source whose ``get_batch_at`` is such a function returns True."""
+        """Whether records depend on their global positions alone (never on ``key``), so a
+        Pipeline without stages may read ``k`` small batches as one (default False)."""
         return False
 
     def step_inputs(self) -> Any:
@@ -89,11 +84,8 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         return contextlib.nullcontext()
 
     def has_host_fields(self) -> bool:
-        """True for a source that keeps some fields (text) on the host.
-
-        The compiled step then gathers the device fields only; Pipeline adds the host
-        fields with :meth:`with_host_fields` and runs the stages on the host.
-        """
+        """True for a source that keeps some fields (text) on the host: the compiled step
+        gathers the device fields, Pipeline adds the others with :meth:`with_host_fields`."""
         return False
 
     def with_host_fields(self, batch: Batch, start: int, size: int) -> tuple[Batch, Any]:

@@ -66,13 +66,6 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
     )
 
 
-class _Seeks(HostState):
-    """How many times a position was set from outside (never state)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-
 # A settings digest: each ``name=value`` adds its CRC-32 to one of SLOTS slots in each of
 # HASHES rows (a row's slot comes from the name), so a digest that differs names the
 # settings whose slot differs in every row. Small on purpose: it is nnx state.
@@ -109,10 +102,12 @@ def differing_settings(settings: Mapping[str, Any], saved: np.ndarray) -> list[s
     return [name for name in settings if slots.issuperset(_slots(name))]
 
 
-class _Settings(HostState):
-    """The digest this position last found equal to its owner's settings (never state)."""
+class _HostSide(HostState):
+    """What a position keeps off NNX state: how many times it was set from outside, and
+    the digest it last found equal to its owner's settings."""
 
     def __init__(self, placeholder: np.ndarray) -> None:
+        self.seeks = 0
         self.placeholder = placeholder
         self.checked: Any = placeholder
 
@@ -130,16 +125,15 @@ class SourcePosition(nnx.Module):
         self.index_var = nnx.Variable(_scalar(index))
         placeholder = np.zeros(DIGEST_SIZE, dtype=np.uint32)
         self.settings_var = nnx.Variable(placeholder)
-        self.__seeks = _Seeks()
-        self.__settings = _Settings(placeholder)
+        self.__host = _HostSide(placeholder)
 
     def note_settings(self, settings: Callable[[], Mapping[str, Any]]) -> None:
         """Take the digest of ``settings()`` unless one is held already (taken, or
         restored with ``nnx.update``)."""
-        if self.settings_var.get_raw_value() is self.__settings.placeholder:
+        if self.settings_var.get_raw_value() is self.__host.placeholder:
             digest = settings_digest(settings())
             self.settings_var.set_raw_value(digest)
-            self.__settings.checked = digest
+            self.__host.checked = digest
 
     def check_settings(self, settings: Callable[[], Mapping[str, Any]], where: str) -> None:
         """Refuse, naming them, settings that differ from those of the digest held.
@@ -148,18 +142,18 @@ class SourcePosition(nnx.Module):
         ``nnx.update`` the restored digest is compared with ``settings()`` once.
         """
         value = self.settings_var.get_raw_value()
-        if value is self.__settings.checked or value is self.__settings.placeholder:
+        if value is self.__host.checked or value is self.__host.placeholder:
             return
         try:
             saved = np.asarray(value)
         except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
             return  # read inside a compiled step: checked on the host
         if saved.shape != (DIGEST_SIZE,) or not saved.any():
-            self.__settings.checked = value  # saved before its settings were taken
+            self.__host.checked = value  # saved before its settings were taken
             return
         current = settings()
         if np.array_equal(saved, settings_digest(current)):
-            self.__settings.checked = value
+            self.__host.checked = value
             return
         names = differing_settings(current, saved)
         values = ", ".join(f"{n}={current[n]!r}" for n in names)
@@ -201,13 +195,13 @@ class SourcePosition(nnx.Module):
         """Stand at record ``index`` of pass ``epoch``, set from outside the reading
         (a restore or a seek): counted in :attr:`restores`."""
         self.move(epoch, index)
-        self.__seeks.count += 1
+        self.__host.seeks += 1
 
     @property
     def restores(self) -> int:
         """How many times the position was set from outside (:meth:`seek`); a reader
         that left the position somewhere tells by it whether anyone moved it since."""
-        return self.__seeks.count
+        return self.__host.seeks
 
     def get_state(self) -> dict[str, int]:
         return {"current_index": self.index, "current_epoch": self.epoch}

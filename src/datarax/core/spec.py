@@ -201,52 +201,40 @@ def validate_batch(
     batch, spec = flatten_fields(batch), flatten_fields(spec)
     problems: list[str] = []
     fields: list[str] = []
+
+    def bad(name: str, problem: str) -> None:
+        problems.append(f"field '{name}' {problem}")
+        fields.append(name)
+
     for name in spec:
         if name not in batch:
-            problems.append(f"field '{name}' is declared in element_spec() but missing")
-            fields.append(name)
+            bad(name, "is declared in element_spec() but missing")
     for name in batch:
         if name not in spec:
-            problems.append(f"field '{name}' is not declared in element_spec()")
-            fields.append(name)
+            bad(name, "is not declared in element_spec()")
     leading: dict[str, int | None] = {}
     for name, s in spec.items():
         if name not in batch:
             continue
         value = batch[name]
-        n = _leading(value)
-        leading[name] = n
+        n = leading[name] = _leading(value)
         if n is None:
-            problems.append(f"field '{name}' has no leading record axis (got a scalar)")
-            fields.append(name)
+            bad(name, "has no leading record axis (got a scalar)")
             continue
         if isinstance(s, TextSpec):
             if not is_text_value(value):
-                problems.append(
-                    f"field '{name}' is declared text but holds "
-                    f"{getattr(value, 'dtype', type(value).__name__)}"
-                )
-                fields.append(name)
+                bad(name, f"is declared text but holds "
+                          f"{getattr(value, 'dtype', type(value).__name__)}")
             continue
         if is_text_value(value):
-            problems.append(
-                f"field '{name}' is declared {np.dtype(s.dtype).name}{tuple(s.shape)} "
-                "but holds strings"
-            )
-            fields.append(name)
+            bad(name, f"is declared {np.dtype(s.dtype).name}{tuple(s.shape)} but holds strings")
             continue
         shape = tuple(np.shape(value))[1:]
         dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
         if shape != tuple(s.shape):
-            problems.append(
-                f"field '{name}' has per-record shape {shape}, declared {tuple(s.shape)}"
-            )
-            fields.append(name)
+            bad(name, f"has per-record shape {shape}, declared {tuple(s.shape)}")
         if dtype != np.dtype(s.dtype):
-            problems.append(
-                f"field '{name}' has dtype {dtype.name}, declared {np.dtype(s.dtype).name}"
-            )
-            fields.append(name)
+            bad(name, f"has dtype {dtype.name}, declared {np.dtype(s.dtype).name}")
     sizes = {n for n in leading.values() if n is not None}
     if len(sizes) > 1:
         detail = ", ".join(f"'{k}': {v}" for k, v in leading.items())

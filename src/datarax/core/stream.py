@@ -82,14 +82,9 @@ class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
         raise NotImplementedError(f"{type(self).__name__} must implement get_batch(batch_size)")
 
     def restart(self, epoch: int) -> None:
-        """Begin pass ``epoch`` of the stream from its first record.
-
-        Called before every pass. A stream that can rewind implements it (reopen a
-        file, re-create a generator); the default does nothing, which suits a stream
-        that rewinds itself. A stream that neither rewinds nor implements this serves
-        nothing on its second pass: that is refused with a
-        :class:`SourceContractError` naming this method, not served as an empty epoch.
-        """
+        """Begin pass ``epoch`` from the stream's first record (reopen a file, re-create a
+        generator). Called before every pass; the default does nothing, for a stream that
+        rewinds itself (one that does not is refused on its second pass, naming this)."""
 
     def supports_indexed_access(self) -> bool:
         """False: a stream is read forward only (``source.kind is SourceKind.STREAM``)."""

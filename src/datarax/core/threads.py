@@ -1,18 +1,13 @@
 """Threads that work ahead of the consumer, and an opt-in to let them yield the CPU.
 
 By default datarax's threads keep the priority they were started with. On a machine
-short of cores (a laptop, a 2-core VM, a host whose cores also feed an accelerator)
-the training loop's thread, waking from its train step, may wait for a slice of a core
-behind the read-ahead work; :func:`lower_read_ahead_priority` asks that every thread
-datarax starts to read, decode or compute ahead of the loop (a pipeline's read-ahead
-worker, a host reader's threads) run a few ``nice`` steps below the process's main
-thread. On 2 CPU cores that took the share of a pipeline's data time hidden behind a
-simulated train step from 0-62% to 85-92% (see ``docs/devices.md``).
-
-Linux only, where ``setpriority`` applies to one thread; elsewhere (and where the OS
-refuses) a thread keeps its priority. A thread inherits its creator's priority, and XLA
-starts its compiler threads on first use: so the pipeline's worker lowers its own only
-once its first batch is made (that one may compile).
+short of cores the training loop's thread may wait behind read-ahead work;
+:func:`lower_read_ahead_priority` makes every thread datarax starts to read, decode or
+compute ahead of the loop run a few ``nice`` steps below the process's main thread
+(Linux only; elsewhere, or where the OS refuses, nothing changes; measurements in
+``docs/devices.md``). A thread inherits its creator's priority, and XLA starts its
+compiler threads on first use, so a pipeline's worker lowers its own only once its
+first batch is made.
 
 Example:
     >>> lower_read_ahead_priority(0)  # the default: threads keep their priority
@@ -41,14 +36,9 @@ def lower_read_ahead_priority(steps: int = 10) -> None:
 
 
 def run_behind_consumer() -> bool:
-    """Lower the calling thread to :data:`BEHIND` nice steps below the process's main
-    thread, if :func:`lower_read_ahead_priority` asked for it; never raise it.
-
-    Called first thing in a thread that works ahead of the consumer (also as a
-    ``ThreadPoolExecutor`` ``initializer``). Relative to the process, not to the
-    calling thread, because a thread inherits its creator's priority. Returns whether
-    it changed.
-    """
+    """Lower the calling thread (one that works ahead of the consumer) to :data:`BEHIND`
+    nice steps below the process's main thread, if :func:`lower_read_ahead_priority`
+    asked for it; never raise it. Returns whether it changed."""
     if BEHIND == 0 or not sys.platform.startswith("linux"):
         return False
     try:

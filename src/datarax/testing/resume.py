@@ -1,14 +1,9 @@
 """``check_resume_exact``: prove a pipeline resumes exactly after checkpoint/restore.
 
-The check runs a pipeline twice. The *reference* run iterates ``num_epochs`` epochs
-without interruption. The *interrupted* run stops after each of the given numbers of
-batches, takes the state, round-trips it through JSON text, throws every object away,
-builds a new pipeline from scratch with ``make_pipeline()``, restores the state and
-carries on. The two runs must hand out the same batches: same epochs, same number
-of batches, same fields, shapes, dtypes and values bit for bit (so record order and
-augmentation draws match too).
-
-Any new source can be run through it::
+A *reference* run iterates ``num_epochs`` epochs uninterrupted; an *interrupted* run
+stops after each given number of batches, takes the state through JSON text, builds
+everything anew with ``make_pipeline()``, restores and carries on. Both must hand out
+the same batches bit for bit (so record order and augmentation draws match too)::
 
     check_resume_exact(lambda: Pipeline(source=MySource(...), stages=[...],
                                         batch_size=8, rngs=nnx.Rngs(0)),

@@ -64,17 +64,12 @@ def check_resume(
 ) -> int:
     """Resume from a saved state at each of ``points`` (default: every batch boundary).
 
-    The reference run iterates ``num_epochs`` ``for`` loops (and one more). The
-    interrupted run, at each point (batches handed out so far, counted across epochs),
-    saves the state of ``level``, closes and drops everything, builds a new pipeline
-    with ``row.make``, restores and carries on: the same batches must follow, and every
-    ``for`` loop must end exactly where an epoch of the reference ends.
-    ``"iterator"``: ``iterator.get_state()`` into ``iter(fresh).set_state``;
-    ``"pipeline"``: ``pipeline.get_state()`` into ``fresh.set_state``; ``"source"``:
-    ``pipeline.source.get_state()`` into ``fresh.source.set_state``; ``"nnx"``:
-    ``nnx.state(pipeline)`` (through ``nnx_round_trip(state, fresh, point)`` when
-    given, e.g. Orbax) into ``nnx.update(fresh, ...)``. JSON states go through JSON
-    text.
+    At each point (batches handed out, counted across epochs) the state of ``level``
+    (``"iterator"``, ``"pipeline"``, ``"source"``: their ``get_state()`` through JSON
+    text; ``"nnx"``: ``nnx.state(pipeline)``, through ``nnx_round_trip(state, fresh,
+    point)`` when given, e.g. Orbax) is restored into a freshly built pipeline: the same
+    batches as the uninterrupted run must follow, each ``for`` loop ending where one of
+    its epochs ends.
 
     At an epoch's end the state is taken twice (docs/reliability.md, "Epoch ends"):
     inside the ``for`` after its last batch — it must say epoch ``e`` and restore to a
@@ -221,18 +216,10 @@ def check_restore_live(
     nothing — the first epoch is the uninterrupted one. ``level``: ``"source"``
     (``source.get_state`` / ``set_state``) or ``"nnx"`` (``nnx.state`` /
     ``nnx.update`` of the pipeline)."""
-    from flax import nnx
 
     def save(pipeline: Any) -> Any:
-        if level == "nnx":
-            return _copy_tree(nnx.state(pipeline))
-        return json_round_trip(pipeline.source.get_state(), "source.get_state()")
-
-    def restore(pipeline: Any, state: Any) -> None:
-        if level == "nnx":
-            nnx.update(pipeline, state)
-        else:
-            pipeline.source.set_state(state)
+        state = _take_state(level, pipeline, None)
+        return _copy_tree(state) if level == "nnx" else state
 
     reference = row.make(stages=stages())
     try:
@@ -247,10 +234,10 @@ def check_restore_live(
         got = [to_host(next(iterator))]
         state = save(pipeline)
         after = [to_host(b) for b in (next(iterator), next(iterator))]
-        restore(pipeline, state)
+        _restore(level, pipeline, state)
         for k, (first, again) in enumerate(zip(after, (next(iterator), next(iterator)))):
             compare_row(row, f"batch {1 + k}, again after the {level} restore", first, to_host(again))
-        restore(pipeline, save(pipeline))  # where it stands
+        _restore(level, pipeline, save(pipeline))  # where it stands
         got += after + [to_host(b) for b in iterator]
         iterator.close()
     finally:
