@@ -1,36 +1,24 @@
 """``MixSource``: several sources mixed by weight, usable wherever a source is.
 
-Record ``g`` of the mixture (counted across its epochs: epoch ``e`` holds records
-``e * L .. e * L + L - 1``, ``L = records_per_epoch``) comes from the source and draw
-that :class:`~datarax.mixing.schedule.MixSchedule` assigns it — a pure function of
-``(weights, seed, g)``. What a source's draw ``t`` serves depends on the mode:
+Record ``g`` of the mixture (counted across its epochs) comes from the source and draw
+that :class:`~datarax.mixing.schedule.MixSchedule` assigns it, a pure function of
+``(weights, seed, g)``. Draw ``t`` of a source serves, in mode ``"epoch"``, the source's
+own record ``t % n`` of its own pass ``t // n`` (each record once per that source's
+epoch, at its own pace); in mode ``"sampling"``, a record drawn with replacement from
+``(seed, source, t)`` (endless unless ``records_per_epoch`` is given).
 
-* ``"epoch"`` — the source's own record ``t % n`` of its own pass ``t // n`` (its
-  order, shuffled or not, is its own), so each source's records are each visited once
-  per that source's epoch, at the source's own pace; no sampling with replacement;
-* ``"sampling"`` — a record drawn uniformly with replacement from ``(seed, source,
-  t)``; the mixture is endless unless ``records_per_epoch`` is given.
-
-Which records an epoch holds: a mixture epoch is ``records_per_epoch`` records
-(default: the sum of the sources' sizes) and ends there — never when a source runs
-out. Each source serves its weight's share of it, whatever its size. Only weights
-proportional to the sizes serve every record exactly once per epoch; otherwise a
-heavy source goes on into its next pass within the epoch (some of its records appear
-twice) and a light one serves part of its pass, continuing where it stopped in the
-next epoch (its other records appear in later epochs). Below, two sources of 100
+A mixture epoch is ``records_per_epoch`` records (default: the sum of the sources'
+sizes), each source serving its weight's share whatever its size: only weights
+proportional to the sizes serve every record once per epoch. Below, two sources of 100
 records weighted 0.8/0.2: each epoch has 160 records of ``a`` (its whole pass, then 60
 of its next) and 40 of ``b``, whose pass takes 2.5 epochs.
 
 State is the mixture's position plus, for each stream child, the draw at which its
-current pass began: every other child's position is derived from the mixture's
-position (``MixSchedule.counts``), so a resume is a seek. It also holds
-:meth:`MixSource.order_settings` (mode, weights in lowest terms, seed, epoch length,
-and every source's type, length and settings, recursively): a restore into a mixture
-where one differs is refused naming it (``weights``, ``children[1].seed``). Sources of
-any kind mix (in memory, host random access such as ArrayRecord, forward-only
-streams); the mixture itself is a host-kind source. Each record's stable index (what
-per-record keys are derived from) is ``draw * num_sources + source``: unique per
-appearance.
+current pass began: every other child's position is derived (``MixSchedule.counts``),
+so a resume is a seek. A restore into a mixture whose :meth:`MixSource.order_settings`
+differ is refused naming the setting (``weights``, ``children[1].seed``). Sources of
+any kind mix; the mixture is a host-kind source (indexed when every source is and the
+epoch has a length). Each record's stable index is ``draw * num_sources + source``.
 
 Example:
     >>> import numpy as np
@@ -134,9 +122,7 @@ class MixSource(ChildSources, DataSourceModule):
         sources: a dict ``{name: source}`` or a list (named ``source0``, ``source1`` ...);
             2 or more distinct sources with the same element spec.
         weights: relative weights, a dict by name or a list in the sources' order.
-        mode: ``"epoch"`` or ``"sampling"``.
-        seed: an int in ``[0, 2**32)``.
-        records_per_epoch: records per mixture epoch (see :class:`MixSourceConfig`).
+        mode, seed, records_per_epoch: as in :class:`MixSourceConfig`.
 
     Raises:
         ConfigError: bad weights, mode, names or counts.
@@ -430,15 +416,8 @@ class MixSource(ChildSources, DataSourceModule):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved mixture handed out.
-
-        Raises:
-            StateError: the state was saved by a mixture with other settings (weights
-                not in the same ratio, another seed or mode, a source with another
-                type, length, shuffle or seed), naming the first that differs; or a
-                malformed state. A state without ``settings`` is taken as a bare
-                position.
-        """
+        """Continue exactly after the last record the saved mixture handed out (a
+        ``StateError`` names the first of :meth:`order_settings` that differs)."""
         super().set_state(state)
         saved = state.get("stream_passes", {})
         updated = np.zeros((len(self.sources), 2), np.int64)

@@ -68,14 +68,7 @@ _HOMES = {
     "from_tfds": "datarax.sources.tfds.factory",
 }
 
-__all__ = [
-    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "ConcatSource", "ConcatSourceConfig",
-    "DataSourceModule", "FlatMapSource", "FlatMapSourceConfig", "HFEagerConfig",
-    "HFEagerSource", "HFStreamingConfig", "HFStreamingSource", "IndexedSource", "LabelEncoder",
-    "MemorySource", "MemorySourceConfig", "MixSource", "MixSourceConfig", "NpySource",
-    "NpySourceConfig", "RandomAccessSource", "SourceKind", "StreamSource", "TFDSEagerConfig",
-    "TFDSEagerSource", "TFDSStreamingConfig", "TFDSStreamingSource", "from_hf", "from_tfds",
-]
+__all__ = sorted(_HOMES)
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -1,10 +1,6 @@
-"""Turn columns read from TFDS / Hugging Face into what a datarax batch carries.
-
-Which fields to keep (``include_keys`` / ``exclude_keys``), the host form of text
-fields (a numpy ``object`` array of ``str``; ``bytes`` are kept as bytes) and the spec
-of a dict of columns. The dtype policy (64-bit values, what counts as text) lives in
-:mod:`datarax.core.dtypes`.
-"""
+"""Columns read from TFDS / Hugging Face as a datarax batch carries them: the fields to
+keep, text on the host (``object`` arrays of ``str``; ``bytes`` kept), and their spec.
+The dtype policy lives in :mod:`datarax.core.dtypes`."""
 
 from __future__ import annotations
 

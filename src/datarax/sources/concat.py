@@ -4,22 +4,14 @@ One epoch of the concatenation is each part's epoch in turn: epoch ``e`` serves 
 0's pass ``e`` (in its own order, shuffled or not), then part 1's pass ``e``, and so
 on. Parts must carry the same fields (names, per-record shapes, dtypes).
 
-The kind follows the parts:
-
-* every part indexed (in memory, fields on the device) — an indexed source: the
-  Pipeline compiles the whole concatenation into its step;
-* every part knows its length — a host source read part by part on the host; its
-  position is one number, each part's position derived from it, so a resume is a seek
-  (positions count the records a part skips as bad, ``on_error="skip"``, as the part's
-  own do: the state adds ``skipped`` and ``skipped_by_part``);
-* a part of unknown length (a forward-only stream) — a stream: a resume reads the
-  epoch again up to the saved position, as for any stream.
-
-Each record's stable index (what per-record keys come from) is the part's stable
-index plus the records of the parts before it (known lengths), or its position in
-the pass (a stream concatenation). The state holds :meth:`ConcatSource.order_settings`
-(every part's type, length and settings, recursively): a state saved by another
-concatenation is refused, naming the first setting that differs.
+The kind follows the parts: every part indexed (fields on the device) — indexed, the
+whole concatenation compiled into the step; every part of known length — a host source
+whose position is one number, each part's derived from it, so a resume is a seek (the
+state adds ``skipped`` and ``skipped_by_part`` for parts that skip bad records); a
+part of unknown length — a stream, resumed by reading the epoch again up to the
+position. A record's stable index is its part's plus the records of the parts before
+it (or its position in the pass, for a stream). A state saved by another concatenation
+is refused, naming the first of :meth:`ConcatSource.order_settings` that differs.
 
 Example:
     >>> import numpy as np
@@ -84,12 +76,8 @@ class _Reading(HostState):
 
 
 class ConcatSource(ChildSources, DataSourceModule):
-    """Sources served one after another; see the module docstring.
-
-    Args:
-        parts: one or more distinct, unsharded sources with the same element spec.
-        num_epochs: passes that direct iteration makes (``-1`` unbounded).
-        name: the source's name.
+    """Sources (``parts``: distinct, unsharded, one element spec) served one after
+    another; see the module docstring. ``num_epochs``: passes direct iteration makes.
 
     Raises:
         SpecMismatchError: a part carries other fields, shapes or dtypes than part 0
@@ -402,14 +390,8 @@ class ConcatSource(ChildSources, DataSourceModule):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved concatenation handed out.
-
-        Raises:
-            StateError: the state was saved by a concatenation of other parts (count,
-                types, lengths, shuffle or seeds), naming the first setting that
-                differs; or a malformed state. A state without ``settings`` is taken as
-                a bare position.
-        """
+        """Continue exactly after the last record the saved concatenation handed out (a
+        ``StateError`` names the first of :meth:`order_settings` that differs)."""
         if self.kind is not SourceKind.HOST:
             super().set_state(state)
             return

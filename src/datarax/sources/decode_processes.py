@@ -1,31 +1,17 @@
 """``DecodeProcesses``: chunks of records read and decoded in worker processes.
 
-A host source's reader threads read chunks of records (array_record reads without
-Python's lock) and decode them with the user's Python ``decode``, which holds the lock:
-with threads, decoding uses one core, and the training loop's thread waits for the lock
-whenever a reader thread is decoding. With ``decode_processes=n`` each reader thread
-hands its chunk (positions ``[start, stop)`` of the epoch order) to one of ``n`` worker
-processes, which read, decode, check and stack it exactly as a thread would
-(:meth:`~datarax.sources.chunk_reads.ChunkReads.read`) and send the chunk back: only
-the decoded arrays cross between processes.
+With threads, a user's Python ``decode`` holds the interpreter lock, so decoding uses
+one core and the training loop waits for it. With ``decode_processes=n`` each reader
+thread hands its chunk (positions ``[start, stop)`` of the epoch order) to one of ``n``
+worker processes, which read, decode, check and stack it exactly as a thread would
+(:meth:`~datarax.sources.chunk_reads.ChunkReads.read`); only the decoded arrays come back.
 
-What stays in the source's process: the epoch order, the position, the read-ahead
-bound and every decision about bad records (the skip budget and its counts, the
-error that names file and record) — a worker only reports which records failed and
-why, so resume and skip accounting are the same as with threads.
-
-The workers are started (``spawn``: a fresh interpreter, never a fork of a process
-running JAX's threads) once the first record's structure is known (when a Pipeline is
-built over the source, so they start while it compiles) and live until the source is
-closed, across epochs; a worker whose parent process is gone (killed with SIGKILL, as
-out-of-memory killers and preemption do) ends itself within a fraction of a second, so
-no worker outlives the training process or holds its output pipes open. The records'
-data object, ``decode`` and ``decode_batch`` travel
-to them with ``cloudpickle`` (a lambda or a function of a script works); :func:`portable`
-checks that at construction. Like every spawned worker, a script that builds the
-pipeline at its top level needs an ``if __name__ == "__main__":`` guard (the workers
-import the script's module). A cause that cannot be pickled back (an exception holding
-a file handle) comes back as a ``RuntimeError`` with its type and message.
+Invariant: the epoch order, the position, the read-ahead bound and every decision about
+bad records stay in the source's process (a worker only reports which records failed
+and why), so resume and skip accounting are those of threads. Workers are ``spawn``-ed
+once the first record's structure is known, live until the source is closed, and end
+themselves when their parent process is gone; ``docs/sources/array_record.md`` says
+what travels to them (``cloudpickle``) and why a script needs a ``__main__`` guard.
 
 Example:
     >>> import numpy as np

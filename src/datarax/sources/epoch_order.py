@@ -1,15 +1,9 @@
 """``EpochOrder``: which stable record each epoch position serves, in O(1) memory.
 
-Every reader-backed source (ArrayRecord, TFDS streaming, NpySource, your own
-:class:`~datarax.sources.random_access.RandomAccessSource`) maps an epoch *position*
-(``0 .. size-1`` inside this process's shard) to a *stable record index*
-(``0 .. length-1``): sequential, or the Feistel permutation of
-``datarax.samplers.index_shuffle_np`` keyed by ``seed + epoch`` (bit-identical to
-``grain.experimental.index_shuffle``) or, with ``shard_window``, the window shuffle of
-:mod:`datarax.samplers.shard_window` (shards in a random order, records shuffled within
-windows of ``W`` shards), then the shard's contiguous block ``[lo, hi)``.
-Nothing of size ``length`` is ever built; :meth:`EpochOrder.describe` is a 3-int dict
-for a state.
+Positions of this process's shard map to stable record indices: in order, by the
+Feistel permutation keyed by ``seed + epoch`` (:mod:`datarax.samplers.index_shuffle`,
+bit-identical to ``grain.experimental.index_shuffle``), or by the window shuffle of
+:mod:`datarax.samplers.shard_window`. Nothing of size ``length`` is ever built.
 """
 
 from __future__ import annotations

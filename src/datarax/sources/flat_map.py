@@ -6,11 +6,10 @@ and dtypes each time): several crops of an image, the sliding windows of a long
 sequence, nothing for a record to drop. Output records are served in order, parent
 record by parent record, and batched like any source's.
 
-It runs on the host, for a parent of any kind (an indexed parent's records are
-gathered on the host): ``fn`` is plain Python and may return a different number of
-records for each input, so the flat-mapped source is a stream-kind source whose epoch
-length is unknown until it has been read. For a fixed fan-out on the compiled path,
-compute the ``k`` outputs in one operator instead and keep a validity field.
+It runs on the host for a parent of any kind, and is a stream-kind source: ``fn`` is
+plain Python and may return any number of records, so an epoch's length is unknown
+until it is read. For a fixed fan-out on the compiled path, compute the ``k`` outputs in
+one operator instead and keep a validity field.
 
 * **Resume** is exact, with O(1) state: the position plus ``cursor`` =
   ``[parent position, output offset]`` of the next output; a restore re-reads that
@@ -112,17 +111,8 @@ class _Reading(HostState):
 
 
 class FlatMapSource(DataSourceModule):
-    """Records of ``source`` each turned into 0 .. ``max_outputs`` records by ``fn``;
-    see the module docstring.
-
-    Args:
-        source: the parent (any kind, unsharded: the flat-mapped source is sharded).
-        fn: ``fn(record) -> list of records`` (dicts of numpy values or ``str``).
-        max_outputs: the most records ``fn`` returns for one record.
-        cast_float64: cast ``float64`` outputs to ``float32`` (x64 off).
-        num_epochs: passes that direct iteration makes (``-1`` unbounded).
-        name: the source's name.
-    """
+    """Records of ``source`` (any kind, unsharded) each turned into 0 .. ``max_outputs``
+    records by ``fn``; see the module docstring and :class:`FlatMapSourceConfig`."""
 
     kind: ClassVar[SourceKind | None] = SourceKind.STREAM
 
@@ -252,15 +242,10 @@ class FlatMapSource(DataSourceModule):
         reading.epoch = epoch
         reading.chunk = None
         reading.parent_done = False
-        reading.outputs = []
-        reading.offset = 0
-        if cursor[:2] == [epoch, index]:
-            parent_pos, offset = cursor[2], cursor[3]
-        elif index == 0:
-            parent_pos, offset = 0, 0
-        else:  # moved by seek(epoch, index) alone: read the pass up to there
-            parent_pos, offset = 0, 0
-            self._set_pending(parent_pos)
+        described = cursor[:2] == [epoch, index]
+        parent_pos, offset = (cursor[2], cursor[3]) if described else (0, 0)
+        self._set_pending(parent_pos)
+        if not described and index:  # moved by seek(epoch, index) alone: read up to there
             for _ in range(index * self.shard.count):
                 if self._next_output() is None:
                     raise StateError(
@@ -269,11 +254,7 @@ class FlatMapSource(DataSourceModule):
                         "from another source or fn.",
                         field="current_index",
                     )
-            reading.valid = True
-            self._save_cursor()
-            return
-        self._set_pending(parent_pos)
-        if offset:
+        elif offset:
             self._load_outputs()
             if offset > len(reading.outputs):
                 raise StateError(
@@ -424,12 +405,8 @@ class FlatMapSource(DataSourceModule):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved source handed out.
-
-        Raises:
-            StateError: another parent, ``fn`` or ``max_outputs`` (naming the first
-                setting that differs), or a malformed state.
-        """
+        """Continue exactly after the last record the saved source handed out (a
+        ``StateError`` names the first of :meth:`order_settings` that differs)."""
         super().set_state(state)
         cursor = state.get("cursor")
         if cursor is None:

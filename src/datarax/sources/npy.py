@@ -287,10 +287,7 @@ class NpySource(RandomAccessSource):
 
     Args:
         config: an :class:`NpySourceConfig`.
-        rngs: ``nnx.Rngs`` (unused by reading; kept for the module contract).
-        name: module name for metadata and messages.
-        num_threads: reader threads.
-        read_ahead: batches read ahead of the consumer (bounded).
+        num_threads, read_ahead: reader threads; batches read ahead of the consumer.
         cache: for URLs, the :class:`~datarax.storage.ShardCache` (folder and size limit;
             default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``). Every file is held
             in it while the source is open, so they must fit together.

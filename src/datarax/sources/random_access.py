@@ -1,12 +1,11 @@
 """``RandomAccessSource``: records read by index on the host, in threads, in any order.
 
-The base of every host source (ArrayRecord files, a TFDS ``data_source``, memory-mapped
-``.npy`` shards, your own format). A subclass says how to read records; the base serves
-them: each epoch's order (record order, or the Feistel permutation keyed by
-``seed + epoch``) restricted to this process's shard, threaded read-ahead and decode
-(:class:`~datarax.sources.host_reader.HostReader`), the position a state saves (what the
-consumer received, never the read-ahead), the bad-record policy and its skip count, and
-closing the threads.
+The base of every host source (ArrayRecord, a TFDS ``data_source``, ``.npy`` shards,
+your own format). A subclass says how to read records; the base serves them: each
+epoch's order (record order, or the Feistel permutation keyed by ``seed + epoch``) in
+this process's shard, threaded read-ahead and decode
+(:class:`~datarax.sources.host_reader.HostReader`), the position (what the consumer
+received, never the read-ahead), the bad-record policy and its skip count.
 
 Write your own by implementing ``__len__`` and ``read_records(indices)`` (raw records
 at those stable indices, one batched read); optionally ``decode(raw)`` (raw record ->
@@ -103,13 +102,9 @@ class _ElasticShare(HostState):
 class RandomAccessSource(DataSourceModule):
     """A host source that reads records by index; see the module docstring.
 
-    Args (keyword, for subclasses to pass on):
-        num_threads: reader/decoder threads.
-        read_ahead: batches read and decoded ahead of the consumer (bounded).
-
-    Records skipped under ``on_error="skip"`` are counted per epoch in the ``skipped``
-    variable and the ``"skipped"`` state key, so a restored source continues the
-    epoch's skip budget exactly.
+    ``num_threads`` / ``read_ahead`` (keywords a subclass passes on): reader threads and
+    batches read ahead. Records skipped under ``on_error="skip"`` are counted per epoch
+    (``skipped``, saved in the state), so a restore continues the epoch's skip budget.
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.HOST
@@ -260,14 +255,9 @@ class RandomAccessSource(DataSourceModule):
         return self._host_columns(read.columns), read.indices
 
     def batch_cursor(self) -> BatchCursor | None:
-        """Batches from the current position, read ahead without moving it (the
-        pipeline's read-ahead thread peeks them; its consumer commits each one it hands
-        out). Restarts the reader at the position.
-
-        None when a subclass serves batches its own way (it overrides
-        ``get_batch_with_indices``): a pipeline then reads through that method on its
-        loop's thread, so the override is never bypassed.
-        """
+        """A :class:`BatchCursor` from the current position (the reader restarts there);
+        None when a subclass overrides ``get_batch_with_indices``, so that a pipeline
+        reads through the override."""
         if type(self).get_batch_with_indices is not RandomAccessSource.get_batch_with_indices:
             return None
         self._check_open()
@@ -337,16 +327,9 @@ def _reworded(source: RandomAccessSource, read: Callable[[], ReadBatch | None]) 
 
 
 class BatchCursor:
-    """Batches of a :class:`RandomAccessSource` read ahead of its position.
-
-    A :class:`~datarax.core.cursor.ReadAheadCursor`.
-
-    :meth:`peek` (any one thread) returns the batch after the last one peeked, its
-    stable indices and its ``end`` — the source's position once it is handed out — and
-    moves nothing. :meth:`commit` (the consumer's thread, in order) hands a batch out:
-    the source's position and skip count move past it. So ``source.get_state()`` is at
-    every moment what was handed out, however far the peeks ran ahead. :attr:`current`
-    turns False once anything else moved the reader (``set_state``, a direct read).
+    """Batches of a :class:`RandomAccessSource` read ahead of its position, a
+    :class:`~datarax.core.cursor.ReadAheadCursor`: :meth:`peek` moves nothing,
+    :meth:`commit` moves the source's position and skip count past a batch handed out.
 
     Example:
         >>> from datarax.sources import MemorySourceConfig

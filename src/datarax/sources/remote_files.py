@@ -1,14 +1,10 @@
 """Remote files a source reads whole: listed once, fetched into the shard cache, held.
 
-Sources that hand their files to a reader working on local paths (memory-mapped
-``.npy``, Hugging Face ``datasets`` over Parquet or JSON Lines, the file readers of
-:mod:`datarax.text.documents`) read a remote URL by
-fetching every file into the :class:`~datarax.storage.ShardCache` when the source is
-built and holding them there while it reads: each later epoch, and a resume, reads the
-same local bytes (no listing, no download), so the record order is exactly the local
-file's. The download, its retries, the verification and the cache's limits are
-:class:`~datarax.storage.RemoteShards`'. Every request is counted in :meth:`RemoteFiles.stats`,
-the listing's and the downloads' made while the source is built included.
+Sources whose reader works on local paths (memory-mapped ``.npy``, Hugging Face
+``datasets``, :mod:`datarax.text.documents`) fetch every remote file into the
+:class:`~datarax.storage.ShardCache` when built and hold it while they read, so every
+epoch and resume reads the same local bytes in the same order. Downloads, retries,
+verification and the cache's limits are :class:`~datarax.storage.RemoteShards`'.
 
 Example:
     >>> import fsspec, tempfile

@@ -44,18 +44,13 @@ class HFConfig(DatasetConfig):
 
 @dataclass(frozen=True)
 class HFEagerConfig(HFConfig):
-    """Configuration of :class:`HFEagerSource`.
+    """Configuration of :class:`HFEagerSource`: the fields of
+    :class:`~datarax.sources._dataset_config.DatasetConfig`, and
 
     Attributes:
         name: Hub id, local folder (data files or ``save_to_disk`` output) or data file/glob.
-        split: split with optional HF slicing, e.g. ``"train[:80%]"``.
         data_files: path/glob or list of them holding split ``split`` (``name`` then
             names the builder, e.g. ``"parquet"``, or may be omitted).
-        data_dir: sub-folder of the dataset to read (``load_dataset(data_dir=...)``).
-        include_keys / exclude_keys: fields to keep / drop (unknown names are refused).
-        shuffle, seed: Feistel permutation per epoch (``seed + epoch``), O(1) memory.
-        cast_float64: cast float64 fields to float32 while x64 is off (else refused).
-        track_metadata, num_epochs: as in :class:`~datarax.sources.MemorySourceConfig`.
         streaming: must stay False (use :class:`HFStreamingConfig` to stream).
     """
 

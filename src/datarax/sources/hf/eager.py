@@ -27,18 +27,11 @@ from datarax.storage import ShardCache
 class HFEagerSource(MemorySource):
     """A Hugging Face split loaded once into device arrays (indexed, compiled path).
 
-    Everything about serving is :class:`~datarax.sources.MemorySource`'s: Feistel
-    shuffle keyed by ``seed + epoch``, ``record_indices_at`` (stable index = row in the
-    split), ``len``, ``element_spec`` and ``{"current_index", "current_epoch"}`` state.
-    Text fields are kept on the host (``object`` arrays of ``str``) and served with
-    the records they belong to. The shuffle is seeded by ``config.seed`` whether or not
-    ``rngs`` is given (unlike a plain ``MemorySource``, whose ``rngs`` draws the seed), so
-    ``HFEagerConfig(shuffle=True, seed=42)`` means seed 42 alongside ``rngs=nnx.Rngs(0)``.
-
-    ``name`` / ``data_files`` may be URLs (``s3://bucket/data/train-*.parquet``, any
-    fsspec protocol): the files are fetched into the local shard cache (``cache``;
-    default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``), loaded from there, and
-    released once loaded; ``storage_options`` go to the fsspec filesystem.
+    Serving is :class:`~datarax.sources.MemorySource`'s (stable index = row in the
+    split; text fields kept on the host), except that the shuffle is seeded by
+    ``config.seed`` whether or not ``rngs`` is given. ``name`` / ``data_files`` may be
+    URLs: the files are fetched into the shard cache (``cache``, with the filesystem's
+    ``storage_options``), loaded from there and released once loaded.
 
     Example:
         >>> from datarax.sources import HFEagerSource, HFEagerConfig
@@ -73,8 +66,7 @@ class HFEagerSource(MemorySource):
                     columns = _load_eager_columns(local_config(config, files), where, prepared)
             finally:
                 files.release()
-        # The order is seeded by config.seed, as for HFStreamingSource (and ArrayRecord):
-        # rngs is accepted, as by every NNX module, but does not reseed the shuffle.
+        # rngs is accepted, as by every NNX module, but config.seed seeds the shuffle
         super().__init__(config, columns, rngs=None, name=name)  # type: ignore[arg-type]
 
 

@@ -1,9 +1,5 @@
-"""``from_hf``: pick the eager or the streaming source for a split.
-
-The choice is made from what the dataset declares (its schema and the split's size),
-read through a lazily opened stream, before any source is built: exactly one source
-is constructed, the chosen one.
-"""
+"""``from_hf``: pick the eager or the streaming source for a split, from what the
+dataset declares (its split's size), before building exactly one of them."""
 
 from __future__ import annotations
 
@@ -39,16 +35,12 @@ def from_hf(
     """An HF source for ``name``/``split``: eager or streaming.
 
     ``streaming=True`` / ``False`` chooses explicitly and always wins. With
-    ``streaming=None`` the split is streamed unless all of these hold, in which case
-    it is loaded eagerly (:class:`HFEagerSource`):
-
-    * its size is known and at most :data:`EAGER_MAX_BYTES` (256 MiB): the size the
-      dataset declares for the split, else the bytes of its local files (of its remote
-      files, listed, for URLs);
-    * (text fields do not matter: an eager source keeps them on the host, gathered by
-      the same record indices as the device fields);
-    * no streaming-only option (``chunk_size``, ``shuffle_buffer_size``, ``on_error``,
-      ``max_skipped``, ``max_skipped_fraction``) is given.
+    ``streaming=None`` the split is loaded eagerly (:class:`HFEagerSource`) when its size
+    is known and at most :data:`EAGER_MAX_BYTES` (256 MiB) — the size the dataset
+    declares for the split, else the bytes of its local files (listed remote files for
+    URLs) — and no streaming-only option (``chunk_size``, ``shuffle_buffer_size``,
+    ``on_error``, ``max_skipped``, ``max_skipped_fraction``) is given; otherwise it is
+    streamed. Text fields do not matter: an eager source keeps them on the host.
 
     ``config`` holds further config fields (``shuffle``, ``seed``, ``include_keys``,
     ``data_files``, ...). ``name`` / ``data_files`` may be URLs (``s3://...``), read
@@ -81,12 +73,8 @@ def from_hf(
 
 def _fits_eager(config: HFStreamingConfig,
                 storage_options: Mapping[str, Any] | None = None) -> bool:
-    """Whether the split's size is known and small enough to load eagerly.
-
-    Text fields fit: the eager source keeps them on the host (see
-    :class:`~datarax.sources.MemorySource`). Remote files are listed for their sizes
-    (not fetched).
-    """
+    """Whether the split's size is known and small enough to load eagerly (remote
+    files are listed for their sizes, not fetched)."""
     files = remote_files(config, "from_hf", storage_options=storage_options)
     if files is not None:
         return sum(o.size for o in files.objects) <= EAGER_MAX_BYTES

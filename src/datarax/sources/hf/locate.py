@@ -185,15 +185,9 @@ def split_bytes(config: HFConfig, dataset: Any) -> int | None:
     """Declared bytes of the split, else the bytes of its local files (None: unknown)."""
     info = getattr(dataset, "info", None)
     splits = getattr(info, "splits", None) or {}
-    total = 0
-    for base in split_names(config.split):
-        if base in splits and splits[base].num_bytes:
-            total += int(splits[base].num_bytes)
-        else:
-            total = -1
-            break
-    if total >= 0:
-        return total
+    bases = split_names(config.split)
+    if all(base in splits and splits[base].num_bytes for base in bases):
+        return sum(int(splits[base].num_bytes) for base in bases)
     paths: list[str] = []
     if config.data_files is not None:
         files = [config.data_files] if isinstance(config.data_files, str) else list(config.data_files)

@@ -21,19 +21,13 @@ from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
 
 class StreamReader:
-    """The open pass of a Hugging Face stream: Arrow chunks, sharded and converted.
+    """The open pass of ``source`` (its ``config``, ``shard`` and ``element_spec()``):
+    Arrow chunks, sharded in whole rounds as every stream is, and converted.
 
-    ``source`` is the stream the pass belongs to: the reader reads its ``config``
-    (an ``HFStreamingConfig``), ``shard`` and ``element_spec()``.
-
-    ``consumed`` counts this shard's records of the pass handed out or skipped;
-    ``skipped`` the bad records before ``consumed`` (``on_error="skip"``);
-    ``read_to`` where reading stands (past ``consumed`` while a pipeline reads ahead:
-    :meth:`start` a session, :meth:`peek` its batches on the read-ahead thread,
-    :meth:`commit` each on the consumer's thread as it is handed out). With
-    ``count`` shards the stream is read in whole rounds of ``count`` records and
-    shard ``index`` keeps record ``index`` of each round; a partial last round is left
-    out, so every shard serves the same number of records (the rule of every stream).
+    ``consumed`` counts this shard's records of the pass handed out or skipped,
+    ``skipped`` the bad ones before it; ``read_to`` is where reading stands (past
+    ``consumed`` while a pipeline reads ahead: :meth:`start` a session, :meth:`peek` on
+    the read-ahead thread, :meth:`commit` on the consumer's).
     """
 
     def __init__(
@@ -187,7 +181,8 @@ class StreamReader:
     def finish(self) -> None:
         """The pass is over: count its last bad records, check the pass's skip share."""
         self._commit(self._ordinal)
-        self._check_pass_fraction()
+        if self._shard_length() is None:  # an unknown pass size: the fraction is checked now
+            self.ledger.check_pass_end(self.consumed)
         self.ended = True
 
     def _take(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, int] | None:
@@ -285,47 +280,36 @@ class StreamReader:
         self._ordinals = ordinals
         self._offset = 0
 
-    def _convert_one(self, table: Any, i: int, position: int) -> dict[str, np.ndarray]:
-        source = self._source
-        columns = table_to_columns(
-            table.slice(i, 1),
-            self._keys,
-            source.config,
-            _WHERE,
-            first_record=position,
-            features=self._dataset.features,
-        )
-        check_spec(columns, source.element_spec())
-        return columns
-
     def _convert_records(
         self, table: Any, positions: np.ndarray, ordinals: np.ndarray
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Convert record by record, skipping (and counting) the ones that fail."""
+        source = self._source
         good: list[dict[str, np.ndarray]] = []
         keep = np.zeros(len(positions), bool)
         for i, (position, ordinal) in enumerate(zip(positions.tolist(), ordinals.tolist())):
             try:
-                good.append(self._convert_one(table, i, position))
+                columns = table_to_columns(
+                    table.slice(i, 1),
+                    self._keys,
+                    source.config,
+                    _WHERE,
+                    first_record=position,
+                    features=self._dataset.features,
+                )
+                check_spec(columns, source.element_spec())
             except Exception as err:  # noqa: BLE001 - counted and reported
-                self._fail(ordinal, position, _cause(err))
+                # past the skip budget the ledger raises
+                self.ledger.pull(
+                    SkippedRecord(self._epoch, ordinal, position, None, position, _cause(err)),
+                    epoch_size=self._shard_length(),
+                )
                 continue
+            good.append(columns)
             keep[i] = True
         if not good:
             return {}, keep
         return {k: np.concatenate([g[k] for g in good]) for k in self._keys}, keep
-
-    def _fail(self, ordinal: int, position: int, cause: str) -> None:
-        """Count a bad record pulled from the stream; raise past the skip budget."""
-        self.ledger.pull(
-            SkippedRecord(self._epoch, ordinal, position, None, position, cause),
-            epoch_size=self._shard_length(),
-        )
-
-    def _check_pass_fraction(self) -> None:
-        """With an unknown pass size, ``max_skipped_fraction`` is checked at its end."""
-        if self._shard_length() is None:
-            self.ledger.check_pass_end(self.consumed)
 
     def _commit(self, end: int) -> None:
         """Count bad records before ordinal ``end`` as skipped; ``end`` is consumed."""

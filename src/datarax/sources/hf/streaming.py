@@ -36,22 +36,13 @@ from datarax.typing import Batch
 class HFStreamingSource(StreamSource):
     """A Hugging Face ``IterableDataset`` read chunk by chunk on the host.
 
-    One pass per ``for batch in pipeline`` (the Pipeline seeks to its start), memory
-    bounded by ``chunk_size`` (+ ``shuffle_buffer_size``), text fields served as lists
-    of ``str``, exact mid-epoch resume from ``{"current_index", "current_epoch"}``.
-    With several processes (``Pipeline(shard_count=...)``) each keeps every
-    ``count``-th record of the stream. The stable index of a record is its position
-    in the pass's stream (in the shuffled stream when ``shuffle=True``). With
-    ``on_error="skip"`` bad records are dropped within the ``max_skipped`` /
-    ``max_skipped_fraction`` budget, reported by :meth:`skipped_records` and counted
-    in the state (``"skipped"``), so resume re-skips them without counting them twice.
-
-    ``name`` / ``data_files`` may be URLs (``s3://bucket/data/train-*.parquet``, any
-    fsspec protocol): the files are listed once and fetched into the local shard cache
-    (``cache``; default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``) when the source
-    is built, and every pass reads those local copies (held in the cache until
-    :meth:`close`), so epochs and resumes read the same bytes in the same order;
-    ``storage_options`` go to the fsspec filesystem.
+    One pass per ``for batch in pipeline``, memory bounded by ``chunk_size`` (+
+    ``shuffle_buffer_size``), text fields as lists of ``str``, exact mid-epoch resume.
+    A record's stable index is its position in the pass's (shuffled) stream. With
+    ``on_error="skip"`` bad records are dropped within the budget, reported by
+    :meth:`skipped_records` and counted in the state (``"skipped"``). ``name`` /
+    ``data_files`` may be URLs, fetched once into the shard cache (``cache``) with the
+    filesystem's ``storage_options`` and held until :meth:`close`.
 
     Example:
         >>> from flax import nnx
@@ -93,14 +84,13 @@ class HFStreamingSource(StreamSource):
         policy = config.error_policy()
         try:
             columns = table_to_columns(first, keys, config, where, features=features)
-        except DataraxError:
-            if not policy.skips:
-                raise
-            columns = first_good_record(first, keys, config, where, features)
         except Exception as err:  # e.g. an image that does not decode
-            if not policy.skips:
+            if policy.skips:
+                columns = first_good_record(first, keys, config, where, features)
+            elif isinstance(err, DataraxError):
+                raise
+            else:
                 raise record_error(first, keys, config, features, 0, 0, err) from err
-            columns = first_good_record(first, keys, config, where, features)
         spec = spec_of_columns(columns)
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
         length = known_length(dataset, split_names(config.split)[0]) if by_shard else None
@@ -222,18 +212,10 @@ class HFStreamingSource(StreamSource):
 
 
 class StreamCursor:
-    """Batches of an :class:`HFStreamingSource` read ahead of its position.
-
-    A :class:`~datarax.core.cursor.ReadAheadCursor`.
-
-    :meth:`peek` (the read-ahead thread) returns the batch after the last one peeked,
-    its stream positions and its ``end`` (the position once it is handed out), and
-    moves nothing the source's state carries. :meth:`commit` (the consumer's thread,
-    in order) hands a batch out: the position and the skip count move past it. So
-    ``source.get_state()`` is what was handed out, however far the peeks ran ahead.
-    :attr:`current` turns False once anything else moved or read the stream
-    (``set_state``, a direct ``get_batch``, ``close_epoch``).
-    """
+    """Batches of an :class:`HFStreamingSource` read ahead of its position, a
+    :class:`~datarax.core.cursor.ReadAheadCursor`: :meth:`peek` moves nothing the
+    source's state carries, :meth:`commit` moves the position and skip count past a
+    batch handed out."""
 
     def __init__(self, source: HFStreamingSource, session: int) -> None:
         self._source = source

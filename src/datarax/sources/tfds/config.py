@@ -29,17 +29,13 @@ class TFDSConfig(DatasetConfig):
 
 @dataclass(frozen=True)
 class TFDSEagerConfig(TFDSConfig):
-    """Configuration of :class:`TFDSEagerSource`.
+    """Configuration of :class:`TFDSEagerSource`: the fields of
+    :class:`~datarax.sources._dataset_config.DatasetConfig`, and
 
     Attributes:
         name: TFDS dataset name (``"mnist"``, ``"cifar10/config:1.0.0"``).
-        split: split with optional TFDS slicing, e.g. ``"train[:80%]"``.
         data_dir: folder of prepared TFDS datasets (default: TFDS's own default).
         download: download and prepare (as ArrayRecord) when missing; False: read only.
-        include_keys / exclude_keys: fields to keep / drop (unknown names are refused).
-        shuffle, seed: Feistel permutation per epoch (``seed + epoch``), O(1) memory.
-        cast_float64: cast float64 fields to float32 while x64 is off (else refused).
-        track_metadata, num_epochs: as in :class:`~datarax.sources.MemorySourceConfig`.
     """
 
 

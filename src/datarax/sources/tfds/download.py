@@ -1,12 +1,7 @@
 """Downloading a TFDS dataset that is not prepared yet, and saying "offline" when the
-network is not there.
-
-TFDS retries a failed download for minutes and then raises ``requests``' error. Before a
-download starts, :func:`check_download_reachable` tries one connection to the
-dataset's download server (its URLs are in the checksums TFDS ships, read without
-network) and, when that fails, raises at once an error that says the dataset is not
-prepared and the server cannot be reached (offline), and what to do. A network failure
-during the download itself is reworded the same way (:func:`offline_error`).
+network is not there: rather than let TFDS retry for minutes, one connection to the
+dataset's download server is tried first (:func:`check_download_reachable`), and a
+network failure during the download is reworded the same way (:func:`offline_error`).
 """
 
 from __future__ import annotations

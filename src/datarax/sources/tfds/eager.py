@@ -32,12 +32,9 @@ from datarax.sources.tfds.opening import (
 class TFDSEagerSource(MemorySource):
     """A TFDS split loaded once into device arrays (indexed, compiled path).
 
-    Serving is :class:`~datarax.sources.MemorySource`'s: Feistel shuffle keyed by
-    ``seed + epoch``, ``record_indices_at`` (stable index = record of the split), ``len``,
-    ``element_spec`` and ``{"current_index", "current_epoch"}`` state. The shuffle is
-    seeded by ``config.seed`` whether or not ``rngs`` is given (unlike a plain
-    ``MemorySource``, whose ``rngs`` draws the seed), so eager and streaming serve the
-    same order for the same config.
+    Serving is :class:`~datarax.sources.MemorySource`'s (stable index = record of the
+    split), except that the shuffle is seeded by ``config.seed`` whether or not
+    ``rngs`` is given, so eager and streaming serve the same order for one config.
 
     Example:
         >>> from datarax.sources import TFDSEagerSource, TFDSEagerConfig
@@ -67,8 +64,7 @@ class TFDSEagerSource(MemorySource):
             columns = _load_with_tensorflow(config, where)
         else:
             columns = _load_all(data, info, config, where, num_threads)
-        # The order is seeded by config.seed, as for TFDSStreamingSource (the same order):
-        # rngs is accepted, as by every NNX module, but does not reseed the shuffle.
+        # rngs is accepted, as by every NNX module, but config.seed seeds the shuffle
         super().__init__(config, text_on_host(columns), rngs=None, name=name)  # type: ignore[arg-type]
 
 

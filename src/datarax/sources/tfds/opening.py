@@ -117,18 +117,15 @@ def tfrecord_message(config: TFDSConfig, where: str, *, eager: bool) -> str:
         "--out_file_format=array_record`), or prepare it afresh with "
         f"tfds.builder({config.name!r}).download_and_prepare(file_format='array_record')"
     )
+    prepared = f"{where}: dataset {config.name!r} is prepared only as TFRecord, which has no "
     if not tensorflow_installed():
         return (
-            f"{where}: dataset {config.name!r} is prepared only as TFRecord, which has no "
-            "random access and needs TensorFlow to read, and TensorFlow is not installed. "
-            f"Either {convert}, or install TensorFlow (pip install tensorflow)"
+            f"{prepared}random access and needs TensorFlow to read, and TensorFlow is not "
+            f"installed. Either {convert}, or install TensorFlow (pip install tensorflow)"
             + (" so TFDSEagerSource can read TFRecord." if eager else " and use TFDSEagerSource.")
         )
-    return (
-        f"{where}: dataset {config.name!r} is prepared only as TFRecord, which has no "
-        f"random access. Either {convert}, or use TFDSEagerSource, which reads TFRecord "
-        "through TensorFlow."
-    )
+    return (f"{prepared}random access. Either {convert}, or use TFDSEagerSource, which reads "
+            "TFRecord through TensorFlow.")
 
 
 def record_error(err: RecordError, config: TFDSConfig, where: str, hint: str = "") -> RecordError:

@@ -26,17 +26,11 @@ from datarax.typing import Batch
 class TFDSStreamingSource(RandomAccessSource):
     """A TFDS split read by index on host threads (``tfds.data_source``, no TensorFlow).
 
-    Each ``for batch in pipeline`` is one pass (the Pipeline seeks to its start);
-    with ``shuffle=True`` pass ``e`` follows the Feistel permutation keyed by
-    ``seed + e`` (the same order :class:`TFDSEagerSource` serves). Memory is bounded by
-    the reader's read-ahead. ``get_state()`` is ``{"current_index", "current_epoch",
-    "skipped"}``; ``set_state`` continues exactly after the last record handed out.
-
-    With ``on_error="skip"`` a record that cannot be read or decoded is dropped and
-    counted (:meth:`skipped_records`; ``"skipped"``: skips this epoch before
-    ``current_index``), so a restored source skips exactly the same records; more
-    skips in one epoch than ``max_skipped`` / ``max_skipped_fraction`` allow raise
-    :class:`~datarax.core.errors.RecordError`.
+    With ``shuffle=True`` pass ``e`` follows the Feistel permutation keyed by
+    ``seed + e`` (the order :class:`TFDSEagerSource` serves); memory is bounded by the
+    read-ahead; resume is exact. With ``on_error="skip"`` a record that cannot be read or
+    decoded is dropped and counted (:meth:`skipped_records`, state ``"skipped"``)
+    within the ``max_skipped`` / ``max_skipped_fraction`` budget.
 
     Example:
         >>> from datarax.sources import TFDSStreamingSource, TFDSStreamingConfig
