@@ -1,10 +1,6 @@
 """``FileOrder``: the files an epoch reads, in the order their first record comes up, and
-how far the reader has got in that order.
-
-:class:`~datarax.storage.shards.RemoteShards` fetches ahead by it and keeps the files
-around the reader's place; this module only does the bookkeeping (no files, no cache).
-The order is found lazily, scanning the epoch's record numbers a block at a time, so a
-long epoch costs only what read-ahead needs.
+how far the reader has got (bookkeeping for :class:`~datarax.storage.shards.RemoteShards`,
+found lazily a block of positions at a time).
 
 Example:
     >>> import numpy as np
@@ -29,12 +25,8 @@ _SCAN_BLOCK = 1 << 16  # positions scanned at a time
 class FileOrder:
     """Files ``0 .. files-1`` in the order positions ``[start, stop)`` first use them.
 
-    Args:
-        files: how many files there are.
-        indices: ``indices(a, b)`` gives the record numbers served at positions
-            ``[a, b)``; None: no plan (nothing is known about the order).
-        start, stop: the positions planned.
-        ends: ``ends[i]`` is the number of records in files ``0..i``.
+    ``indices(a, b)`` gives the records served at positions ``[a, b)`` (None: no plan);
+    ``ends[i]`` is the number of records in files ``0..i``.
     """
 
     def __init__(self, files: int, indices: Callable[[int, int], np.ndarray] | None = None,

@@ -1,11 +1,8 @@
 """Retrying a store's transient failures with exponential backoff, and counting them.
 
-A failure is *transient* — worth another try — only when it says so: the store throttles
-or is briefly unavailable (HTTP 503 / 429 / 500 / 502 / 504, ``SlowDown``,
-``Throttling``), a request timed out, or the connection was refused, reset or dropped
-mid-object. Anything else (a missing object or bucket, a refused permission or
-credential, a checksum mismatch, a programming error such as ``TypeError``) raises at
-once, after one attempt, with the URL added to its notes.
+A failure is *transient* only when it says so: throttling or a store's 5xx, a timeout, or a
+connection refused, reset or dropped. Anything else (a missing object, a refused
+permission, a programming error) raises after one attempt, the URL in its notes.
 
 Example:
     >>> stats = StorageStats()
@@ -121,8 +118,7 @@ def _transient_one(err: BaseException) -> bool | None:
 
 
 def is_transient(err: BaseException) -> bool:
-    """Whether retrying ``err`` may succeed: only throttling, a store's 5xx, a timeout or
-    a dropped connection (see the module docstring); anything else is not retried.
+    """Whether retrying ``err`` may succeed (see the module docstring).
 
     Example:
         >>> is_transient(OSError("503 SlowDown")), is_transient(PermissionError("denied"))
@@ -146,11 +142,8 @@ def is_transient(err: BaseException) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long to retry a transient failure.
-
-    Attempt ``k`` (from 1) waits ``min(max_delay, initial_delay * multiplier**(k-1))``,
-    with up to 25 % random jitter, before trying again; after ``max_retries`` retries
-    of one request the failure is raised.
+    """Retry ``k`` (from 1) waits ``min(max_delay, initial_delay * multiplier**(k-1))`` plus up
+    to 25 % jitter; after ``max_retries`` retries of one request the failure is raised.
 
     Example:
         >>> RetryPolicy().max_retries
@@ -168,14 +161,10 @@ class RetryPolicy:
 
 
 class StorageStats:
-    """Thread-safe counters of remote reading (a source's ``stats()["storage"]``).
-
-    ``fetched`` / ``fetched_bytes``: files downloaded; ``cache_hits``: files found in the
-    cache; ``retries``: requests retried (``throttled`` of them throttled); ``resumed``:
-    downloads continued from the bytes already written after a dropped connection;
-    ``evicted``: cache entries this process removed; ``failed``: files that could not be
-    used (deleted, changed, unreadable); ``wait_s``: seconds readers waited for a file.
-    """
+    """Thread-safe counters of remote reading (a source's ``stats()["storage"]``): files
+    ``fetched`` (``fetched_bytes``), ``cache_hits``, requests ``retries`` (``throttled``),
+    downloads ``resumed`` mid-range, entries ``evicted``, files ``failed``, and ``wait_s``
+    readers waited."""
 
     FIELDS = ("fetched", "fetched_bytes", "cache_hits", "retries", "throttled", "resumed",
               "evicted", "failed", "wait_s")
@@ -200,12 +189,8 @@ class RetriesExhaustedError(OSError):
 
 def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: StorageStats | None,
                  *, on_retry: Callable[[BaseException], None] | None = None) -> T:
-    """``call()``, retried on transient failures per ``policy`` (counted in ``stats``).
-
-    ``what`` (the URL) names the request: in the error raised after the last retry, and
-    in the notes of an error that is not transient (raised at once, after one attempt);
-    ``on_retry(err)`` runs before each retry.
-    """
+    """``call()``, retried on transient failures per ``policy`` (counted in ``stats``);
+    ``what`` (the URL) names the request in errors, ``on_retry(err)`` runs before a retry."""
     attempt = 0
     while True:
         try:

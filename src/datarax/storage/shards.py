@@ -34,6 +34,7 @@ Example:
     >>> with shards.open(1, lambda p: open(p, "rb")) as f:
     ...     f.read(2)
     b'\\x01\\x01'
+    >>> _ = shards.local_path(0)  # read ahead by now, or fetched here: one download each
     >>> shards.stats()["fetched"]
     3
     >>> shards.close()
@@ -479,9 +480,8 @@ class RemoteShards:
                         handle = None
                     record[1] += 1
                     self._handles.move_to_end(i)
-                if handle is not None:
-                    with contextlib.suppress(Exception):
-                        (closer or _close)(handle)
+                if handle is not None:  # another thread opened it meanwhile
+                    _close_all([(closer or _close, handle)])
             self.touch(i)
             yield record[0]
         finally:
@@ -532,9 +532,7 @@ class RemoteShards:
             self._notify()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        for close, handle in handles:
-            with contextlib.suppress(Exception):
-                close(handle)
+        _close_all(handles)
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
         for entry in entries:

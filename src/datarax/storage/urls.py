@@ -74,15 +74,8 @@ def join_url(base: str, name: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RemoteObject:
-    """One remote file: its URL and what identifies its content.
-
-    Attributes:
-        url: the full URL (``s3://bucket/key``).
-        size: bytes.
-        etag: the store's version tag (ETag, generation, mtime), when it gives one.
-        sha256: the expected SHA-256 (from a dataset's metadata), when known.
-        records: records it holds (from a dataset's metadata), when known.
-    """
+    """One remote file: its URL, size in bytes, and when known the store's version tag
+    (``etag``), and the SHA-256 and record count a dataset's metadata gives."""
 
     url: str
     size: int
@@ -94,13 +87,6 @@ class RemoteObject:
     def name(self) -> str:
         """The file name (last part of the URL)."""
         return self.url.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:
-    config = dict(options.get("config_kwargs") or {})
-    config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
-    options["config_kwargs"] = config
-    return options
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
@@ -119,7 +105,9 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
         require("s3fs", extra="remote", user=f"reading '{url}'")
         # s3fs's own retry loop is an attribute, not a constructor option
         s3_retries = int(options.pop("retries", 1))
-        options = _s3_defaults(options)
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
+        options["config_kwargs"] = config
     elif protocol in ("gs", "gcs"):
         require("gcsfs", extra="remote", user=f"reading '{url}'")
     try:

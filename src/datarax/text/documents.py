@@ -163,6 +163,15 @@ class _FileReader:
         """For URLs, :meth:`datarax.storage.RemoteShards.stats` since the reader was built; else None."""
         return None if self._remote is None else self._remote.stats()
 
+    def _where(self, index: int, counts: Sequence[int], unit: str, first: int) -> str:
+        """``"<path> <unit> <n>"`` of document ``index`` (``counts``: documents per file)."""
+        left = index
+        for path, count in zip(self.paths, counts):
+            if left < count:
+                return f"{path} {unit} {left + first}"
+            left -= count
+        return f"document {index} (past the end of the files)"
+
 
 class JsonlDocuments(_FileReader):
     """Documents from the ``field`` of each line of JSON Lines files, in file order.
@@ -174,13 +183,12 @@ class JsonlDocuments(_FileReader):
     Args:
         paths: a file, a list of files, or URLs / glob patterns of URLs.
         field: the text field of each line's object.
-        cache: for URLs, the :class:`~datarax.storage.ShardCache` (default:
-            ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
+        cache: for URLs, the :class:`~datarax.storage.ShardCache` (default: the default one).
         storage_options: for URLs, options of the fsspec filesystem (credentials ...).
 
     Raises:
-        ConfigError: no path, a local file is missing, or paths mixes files and URLs.
-        RecordError: a remote file is missing or a pattern matches nothing (naming the URL).
+        ConfigError: no path, a missing local file, or files and URLs mixed.
+        RecordError: a remote file is missing or a pattern matches nothing.
         CacheFullError: the remote files do not fit the shard cache together.
 
     Example:
@@ -236,12 +244,7 @@ class JsonlDocuments(_FileReader):
         return value
 
     def describe(self, epoch: int, index: int) -> str:
-        left = index
-        for path, count in zip(self.paths, self._line_counts()):
-            if left < count:
-                return f"{path} line {left + 1}"
-            left -= count
-        return f"document {index} (past the end of the files)"
+        return self._where(index, self._line_counts(), "line", 1)
 
 
 def _lines(path: str) -> Iterator[bytes]:
@@ -321,12 +324,7 @@ class ParquetDocuments(_FileReader):
                 skip = 0
 
     def describe(self, epoch: int, index: int) -> str:
-        left = index
-        for path, groups in zip(self.paths, self._groups):
-            if left < sum(groups):
-                return f"{path} row {left}"
-            left -= sum(groups)
-        return f"document {index} (past the end of the files)"
+        return self._where(index, [sum(g) for g in self._groups], "row", 0)
 
 
 def _cell(value: Any, column: str) -> Any:

@@ -1,12 +1,10 @@
 """``MixedDocuments``: several corpora drawn by weight into one document stream.
 
-Draw ``g`` (counted across passes: pass ``e`` holds draws ``e * D .. e * D + D - 1``
-for ``D = documents_per_epoch``) picks corpus ``searchsorted(cumulative weights, u_g)``
-with ``u_g`` from ``numpy.random.default_rng([seed, g // BLOCK])``: a pure function of
-``(seed, g)``. A corpus's ``k``-th draw is its document ``k % n`` of its own pass
-``k // n`` (``n`` its documents per pass), so each corpus runs through its own epochs
-at its own pace, and any position is recomputed from ``(seed, g)`` alone: the mix
-keeps no state of its own.
+Draw ``g`` (pass ``e`` holds draws ``e * D .. e * D + D - 1``, ``D = documents_per_epoch``)
+picks a corpus by a uniform from ``numpy.random.default_rng([seed, g // BLOCK])``. A
+corpus's ``k``-th draw is its document ``k % n`` of its own pass ``k // n``, so each corpus
+runs through its own epochs, and any position is a pure function of ``(seed, g)``: the
+mix keeps no state of its own.
 """
 
 from __future__ import annotations
@@ -139,8 +137,7 @@ class MixedDocuments:
         return self.documents_per_epoch
 
     def settings(self) -> dict[str, Any]:
-        """Weights as shares of the total (4:2 and 2:1 are equal), documents per pass,
-        seed, then each corpus's reader settings under ``corpora[i].``."""
+        """Weights as shares, documents per pass, seed, each corpus's settings (``corpora[i].``)."""
         out: dict[str, Any] = {
             "reader": "MixedDocuments",
             "weights": self.weights.tolist(),
@@ -191,6 +188,5 @@ class MixedDocuments:
         return f"corpus '{self.names[corpus]}' {inner}"
 
     def close(self) -> None:
-        """Close every corpus's reader (each one even when another fails; the first
-        error is raised after). A later read opens them again."""
+        """Close every corpus's reader (all, then the first error); a later read reopens them."""
         close_each(functools.partial(close_reader, r) for r in self.readers)

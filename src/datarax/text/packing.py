@@ -7,14 +7,12 @@ Modes:
 * ``"concat"`` — documents are concatenated and cut every ``seq_len`` tokens (one
   open row; a document may continue in the next row).
 
-In the fit modes a document longer than ``seq_len`` is cut into ``seq_len`` pieces
-plus a remainder; nothing is dropped. At most ``open_rows`` rows are open: when a piece
-fits none and all are open, the fullest open row is emitted (oldest on ties). A row
-that becomes full is emitted at once, so the pieces of one document leave in order.
+In the fit modes a document longer than ``seq_len`` is cut into ``seq_len`` pieces plus a
+remainder; nothing is dropped. When a piece fits none of ``open_rows`` open rows, the
+fullest (oldest on ties) is emitted; a full row is emitted at once.
 
-Invariant: the packer's state is only *references* — ``(document, start, end)`` per
-piece of each open or ready row — so it stays small; the tokens are looked up again
-by document index on restore (:meth:`Packer.restore`).
+Invariant: the state is only *references* ``(document, start, end)`` per piece of each
+open or ready row; the tokens are looked up again by document on restore.
 """
 
 from __future__ import annotations

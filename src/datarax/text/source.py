@@ -52,19 +52,15 @@ class PackedTextConfig(StructuralConfig):
 
     Attributes:
         seq_len: tokens per packed row.
-        packing: ``"first_fit"``, ``"best_fit"`` or ``"concat"`` (see
-            :mod:`datarax.text.packing`).
-        open_rows: rows the fit modes keep open at once (more: fuller rows, a larger
-            state); ``"concat"`` uses one.
+        packing: ``"first_fit"``, ``"best_fit"`` or ``"concat"`` (:mod:`datarax.text.packing`).
+        open_rows: rows the fit modes keep open at once (more: fuller rows, a larger state).
         pad_id: id of padding in ``tokens`` and ``targets``.
-        tokenize_block: documents encoded per tokenizer call (the Rust batch encoder
-            spreads a block over its threads).
+        tokenize_block: documents encoded per tokenizer call.
         on_error: ``"raise"`` stops at a bad document (invalid UTF-8, not text, empty)
-            with a :class:`RecordError` naming it; ``"skip"`` skips and counts it
-            (``skipped_documents()``, ``get_state()["skipped"]``).
+            with a :class:`RecordError` naming it; ``"skip"`` skips and counts it.
         max_skipped: with ``"skip"``, most documents one pass may skip (None: no limit).
-        with_document_index: also serve ``document_index`` (the pass's document
-            number of each token, -1 on padding).
+        with_document_index: also serve ``document_index`` (each token's document
+            number in the pass, -1 on padding).
         num_epochs: passes direct iteration makes (-1: unbounded).
     """
 
@@ -104,16 +100,13 @@ class PackedTextSource(StreamSource):
 
     Args:
         config: a :class:`PackedTextConfig`.
-        documents: a reader (``JsonlDocuments``, ``ParquetDocuments``, ``MixedDocuments``,
-            ``HFStreamDocuments``, ``FunctionDocuments``) or a function returning the
-            documents of a pass (``fn(epoch)`` or ``fn()``), the same ones in the same
-            order every call.
+        documents: a reader (:mod:`datarax.text.documents`, ``MixedDocuments``) or a
+            function returning the same documents of a pass each call (``fn(epoch)`` or ``fn()``).
         tokenizer: a :class:`TextTokenizer`, a ``tokenizers.Tokenizer`` or a callable
             ``str -> list of ints``.
 
-    With several processes (``Pipeline(shard_count=...)``) process ``i`` of ``n``
-    tokenizes and packs documents ``i, i + n, i + 2n, ...`` of each pass into its own
-    rows (hosts may serve different numbers of rows per pass).
+    Process ``i`` of ``n`` (``Pipeline(shard_count=...)``) packs documents ``i, i + n, ...``
+    of each pass into its own rows (hosts may serve different numbers of rows).
 
     Example:
         >>> from datarax.text import PackedTextSource, PackedTextConfig

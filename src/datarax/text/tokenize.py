@@ -1,9 +1,7 @@
 """``TextTokenizer``: documents to int32 token ids, a block at a time, on the host.
 
-It wraps a Hugging Face ``tokenizers.Tokenizer`` (its batch encoder runs in Rust
-threads) or any callable ``str -> sequence of ints``, adds optional BOS/EOS ids and
-truncates to ``max_tokens``. The ids of a document never depend on the block it was
-encoded in, so re-tokenizing a document on restore gives the same ids.
+Invariant: a document's ids never depend on the block it was encoded in, so
+re-tokenizing it on restore gives the same ids.
 """
 
 from __future__ import annotations
