@@ -22,12 +22,12 @@ from datarax.core.errors import RecordError
 def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
     """Read one pass of ``target``; returns counts and the bad records."""
     good = 0
-    stopped: dict[str, Any] | None = None
+    stopped: dict[str, Any] | None = None  # the error of a source that raises
     try:
         for batch in host_batches(target, batch_size):
             good += len(next(iter(batch.values())))
     except RecordError as err:
-        stopped = {"path": err.path, "index": err.index, "cause": str(err)}
+        stopped = {"path": err.path, "index": err.index, "stable_index": None, "cause": str(err)}
     reports = getattr(target.source, "skipped_records", None)
     skipped = [r.as_dict() for r in reports()] if callable(reports) else []
     bad = [
@@ -38,16 +38,7 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
             "cause": r["cause"],
         }
         for r in skipped
-    ]
-    if stopped is not None:
-        bad.append(
-            {
-                "path": stopped["path"],
-                "index": stopped["index"],
-                "stable_index": None,
-                "cause": stopped["cause"],
-            }
-        )
+    ] + ([stopped] if stopped is not None else [])
     return {
         "target": target.spec,
         "source": type(target.source).__name__,

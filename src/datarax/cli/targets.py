@@ -1,20 +1,16 @@
 """What a ``SOURCE`` argument of the command line names, opened as a datarax source.
 
-Forms (the scheme decides; anything without one is an ArrayRecord path):
+The scheme decides; anything without one is an ArrayRecord path or glob:
 
 * ``PATH`` or ``'GLOB'`` — ArrayRecord files, decoded by ``--decode module:function``
-  (default: each record's size and its first bytes; a dataset folder written by
-  ``datarax convert`` decodes itself from its metadata; one with a field of variable
-  shape, which makes no batch, is read record by record: :attr:`Target.per_record`);
-* ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset (Hub id, local folder or data
-  files), streamed; split ``train`` unless given (HF slice syntax allowed);
-* ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``), never
-  downloaded;
-* ``py:MODULE:FUNCTION`` — ``FUNCTION()`` from an importable module or a ``.py`` file,
-  returning a source or a :class:`~datarax.pipeline.Pipeline`.
-
-``skip_bad=True`` opens file-backed sources with ``on_error="skip"`` (what ``datarax
-scan`` uses); a ``py:`` target keeps the policy its function chose.
+  (default: each record's size and first bytes); a dataset folder written by ``datarax
+  convert`` decodes itself from its metadata (record by record when a field has a
+  variable shape: :attr:`Target.per_record`);
+* ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset, streamed (split ``train``
+  unless given; HF slice syntax allowed);
+* ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``);
+* ``py:MODULE:FUNCTION`` — ``FUNCTION()`` from a module or a ``.py`` file, returning a
+  source or a :class:`~datarax.pipeline.Pipeline`.
 
 Example:
     >>> split_spec("hf:stanfordnlp/sst2:train[:10%]")
@@ -172,18 +168,6 @@ def raw_record_summary(record: bytes) -> dict[str, Any]:
     return {"num_bytes": np.int32(len(record)), "head": bytes(record[:16]).hex(" ")}
 
 
-def batch_refusal(features: Any) -> str | None:
-    """Why a dataset's batch decoder refuses ``features`` (a field of variable shape), or
-    None when it reads them."""
-    from datarax.dataset.reading import DatasetDecoder
-
-    try:
-        DatasetDecoder(features)
-    except ConfigError as err:
-        return str(err)
-    return None
-
-
 def decode_alone(features: Any, record: bytes) -> dict[str, Any]:
     """One dataset record's fields, decoded per ``features`` (a field of variable shape as
     its array).
@@ -215,7 +199,8 @@ def open_target(
     data_dir: str | None = None,
     skip_bad: bool = False,
 ) -> Target:
-    """Open ``spec`` (see the module docstring) as a :class:`Target`."""
+    """Open ``spec`` (see the module docstring) as a :class:`Target`; with ``skip_bad``
+    (``datarax scan``) a source it opens skips bad records (a ``py:`` one keeps its policy)."""
     kind, name, split = split_spec(spec)
     if decode is not None and kind != "arrayrecord":
         raise ConfigError(f"--decode applies to ArrayRecord files only, not to a {kind}: SOURCE.")
@@ -224,6 +209,7 @@ def open_target(
     policy = {"on_error": "skip"} if skip_bad else {}
     if kind == "arrayrecord":
         from datarax.dataset.metadata import find_dataset, read_metadata
+        from datarax.dataset.reading import DatasetDecoder
         from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
@@ -231,9 +217,12 @@ def open_target(
         folder = find_dataset(name) if decode is None else None
         if folder is not None:  # a datarax dataset: its metadata says how to decode
             info = read_metadata(folder)
-            refused = batch_refusal(info.features)
-            # a field of variable shape: each record checked against the metadata, summarised
-            fn = None if refused is None else functools.partial(checked_summary, info.features)
+            fn = None
+            try:
+                DatasetDecoder(info.features)
+            except ConfigError as err:  # a field of variable shape: records checked one by one
+                refused = str(err)
+                fn = functools.partial(checked_summary, info.features)
         source = ArrayRecordSourceModule(
             ArrayRecordSourceConfig(num_epochs=1, **policy), name, decode=fn
         )

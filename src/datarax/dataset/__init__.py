@@ -36,29 +36,6 @@ if TYPE_CHECKING:
     from datarax.dataset.write_outcome import ConversionError, WriteSummary
     from datarax.dataset.writer import write_dataset
 
-__all__ = [
-    "ConversionError",
-    "WriteSummary",
-    "convert",
-    "open_rows",
-    "write_dataset",
-    "FORMAT_VERSION",
-    "METADATA_FILE",
-    "WRITER_OPTIONS",
-    "DatasetInfo",
-    "Features",
-    "Field",
-    "RecordMismatchError",
-    "ShardInfo",
-    "decode_records",
-    "encode_record",
-    "infer_features",
-    "read_metadata",
-    "shard_info",
-    "shard_name",
-    "write_metadata",
-]
-
 # Each exported name and the module that defines it.
 _HOMES = {
     **dict.fromkeys(("convert", "open_rows"), "datarax.dataset.conversion"),
@@ -72,5 +49,7 @@ _HOMES = {
          "read_metadata", "shard_info", "shard_name", "write_metadata"),
         "datarax.dataset.metadata"),
 }
+
+__all__ = list(_HOMES)
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -1,28 +1,12 @@
 """Apache Beam: write a PCollection of records as a self-describing ArrayRecord dataset.
 
-:class:`WriteDataset` is a ``PTransform`` that writes records (dicts, as for
-:func:`~datarax.dataset.writer.write_dataset`) into the same format: shards named by
-:func:`~datarax.dataset.metadata.shard_name`, each written under a temporary name in
-``DST/.datarax-partial/`` and renamed when complete, per-shard record counts and
-SHA-256, the metadata file written last. Files go through Beam's ``FileSystems``, so
-``DST`` may be a local folder or a ``gs://`` / ``s3://`` / ``hdfs://`` path the runner
-can write.
-
-Placement is deterministic, whatever order the runner delivers records in:
-
-* ``numbered=True``: elements are ``(row, record)`` with rows ``0 .. n-1``; shard ``s``
-  holds the contiguous rows ``s*n//shards .. (s+1)*n//shards - 1`` in row order, as
-  :func:`~datarax.dataset.writer.write_dataset` does, so the shards are byte-identical
-  to the local writer's for the same records and features.
-* otherwise each record has a stable key (``key``: a field name, a function of the
-  record, or by default a digest of its contents); a record goes to shard
-  ``sha256(key) mod shards`` and a shard holds its records in key order.
-
-(The placement rules are :mod:`datarax.dataset.placement`'s; this module runs them on Beam.)
-
-:func:`convert_rows` runs a whole conversion (the ``runner="beam"`` of
-:func:`~datarax.dataset.convert.convert`): rows are read in chunks by the workers,
-encoded, placed by row number and written.
+:class:`WriteDataset` is a ``PTransform`` writing records (dicts, as for
+:func:`~datarax.dataset.writer.write_dataset`) in the same format and with the same crash
+safety (shards renamed into place when complete, the metadata file last), placed
+deterministically whatever order the runner delivers them in
+(:mod:`datarax.dataset.placement`). Files go through Beam's ``FileSystems``, so ``DST``
+may be a local folder or a ``gs://`` / ``s3://`` / ``hdfs://`` path the runner can write.
+:func:`convert_rows` runs a whole conversion (``convert(..., runner="beam")``).
 
 Example:
     >>> import apache_beam as beam, numpy as np, os, tempfile

@@ -1,11 +1,5 @@
 """The self-describing dataset format: records on ArrayRecord shards plus one JSON file.
 
-A dataset is a folder::
-
-    DST/data-00000-of-00004.array_record   # shards (shard_name)
-    DST/...
-    DST/datarax_dataset.json               # metadata (METADATA_FILE), written last
-
 Three modules define it, and this one names all of their parts in one place:
 
 * :mod:`datarax.dataset.fields` — what each field is (:class:`Features` of
