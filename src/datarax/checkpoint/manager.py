@@ -1,13 +1,8 @@
 """Pipeline state in Orbax checkpoints, next to the model state.
 
-The data state (``pipeline.get_state()``, ``iterator.get_state()`` or
-``source.get_state()``) is a small JSON dict; it goes into an Orbax
-``CheckpointManager`` step as one more item of an ``ocp.args.Composite``, saved with
-``ocp.args.JsonSave`` and read back with ``ocp.args.JsonRestore``. Model and data
-are then always saved and restored together, at the same step.
-
-Orbax saves arrays only into an absolute folder: :func:`checkpoint_manager` builds the
-``CheckpointManager`` with a relative folder resolved against the current directory.
+The data state (``get_state()`` of a pipeline, iterator or source, a small JSON dict)
+is one more item of an Orbax ``ocp.args.Composite`` (``JsonSave`` / ``JsonRestore``), so
+model and data are saved and restored together, at the same step.
 
 Example:
     >>> import tempfile, numpy as np, orbax.checkpoint as ocp
@@ -56,11 +51,8 @@ def checkpoint_manager(
     directory: str | os.PathLike[str], /, **options: Any
 ) -> ocp.CheckpointManager:
     """``ocp.CheckpointManager(directory, **options)`` with a local ``directory`` made
-    absolute (a leading ``~`` is the home folder; a URL such as ``gs://`` is kept).
-
-    A relative ``directory`` is resolved against the current directory now (Orbax
-    refuses to save arrays into a relative one), so a later ``os.chdir`` does not
-    move the checkpoints.
+    absolute now (Orbax saves arrays only into an absolute one; ``~`` is the home
+    folder; a URL such as ``gs://`` is kept).
 
     >>> import os
     >>> options = ocp.CheckpointManagerOptions(create=False)

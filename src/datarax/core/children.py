@@ -1,10 +1,9 @@
 """What a source built from other sources checks of them, and what it does to all of them.
 
-A composite source (a concatenation, a mixture, a flat map) reads child sources through
-their public API, each at its own position. So each child must be a data source keeping
-the source contract, unsharded (the Pipeline shards the composite as a whole, not its
-children), and a separate object: one object in two places would share one position,
-and reading either place would move the other.
+A composite source (a concatenation, a mixture, a flat map) reads its children through
+their public API, each at its own position. So each must be a data source, unsharded
+(the Pipeline shards the composite), and a separate object (one object in two places
+would share one position).
 
 Example:
     >>> import numpy as np

@@ -212,10 +212,8 @@ class DataSourceModule(DataraxModule):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`get_state` dict (on this or a freshly built source).
-
-        A Pipeline fed by this source continues from here on its next ``iter()``.
-        """
+        """Continue from a :meth:`get_state` dict (on this or a freshly built source); a
+        Pipeline fed by this source continues from here on its next ``iter()``."""
         if not isinstance(state, dict):
             raise StateError(
                 f"{type(self).__name__}.set_state expects the dict get_state() returned, "
@@ -229,10 +227,7 @@ class DataSourceModule(DataraxModule):
 
     # ---------------------------------------------------------------- resources
     def close(self) -> None:
-        """Release what the source holds (reader threads, open files or streams).
-
-        Calling it twice is safe.
-        """
+        """Release what the source holds (reader threads, open files); safe to call twice."""
 
     def __enter__(self) -> DataSourceModule:
         return self

@@ -15,10 +15,8 @@ class DataraxModule(nnx.Module):
     structure (``nnx.static``); array data lives in ``nnx.data`` / ``nnx.Variable``
     attributes so ``nnx.state(module)`` sees it.
 
-    Args:
-        config: a ``StructuralConfig`` instance.
-        rngs: optional ``nnx.Rngs`` for modules that need randomness.
-        name: optional human-readable name (defaults to the class name).
+    ``rngs`` (optional) is for modules that need randomness; ``name`` defaults to the
+    class name.
     """
 
     config: StructuralConfig

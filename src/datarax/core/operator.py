@@ -116,10 +116,8 @@ class OperatorModule(DataraxModule):
         return self._key_given
 
     def stage_key(self, pipeline_key: Any, position: int) -> Any:
-        """This stage's base key: its own (from ``rngs``) or ``fold_in(pipeline_key, position)``.
-
-        Traceable; the Pipeline calls it inside its compiled step.
-        """
+        """This stage's base key (traceable): its own (from ``rngs``) or
+        ``fold_in(pipeline_key, position)``."""
         if self._key_given:
             return draw(self.base_key.get_value(), self.base_count.get_value())
         return jax.random.fold_in(pipeline_key, position)
@@ -155,12 +153,8 @@ class RecordFilter(OperatorModule):
 
 
 def all_per_record(stages: Any) -> bool:
-    """True when every stage maps records independently (``per_record`` operators).
-
-    Plain callables and batch-level operators (mixup, batch statistics) read the batch as
-    a whole, so a chain holding one must never see padding records. Composites ask this of
-    their children.
-    """
+    """True when every stage maps records independently (``per_record`` operators): only
+    such a chain may see padding records (never plain callables or batch-level ones)."""
     return all(isinstance(s, OperatorModule) and s.per_record for s in stages)
 
 
@@ -200,11 +194,8 @@ def refuse_rng_state(stage: Any, where: str) -> None:
 
 
 def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
-    """``call()``, refused with a :class:`ConfigError` if it wrote a Variable of ``stage``.
-
-    Stages run inside a compiled step whose state is not written back, so a write
-    (a counter, batch statistics) would be lost after every batch.
-    """
+    """``call()``, refused with a :class:`ConfigError` if it wrote a Variable of ``stage``
+    (inside a compiled step the write would be lost after every batch)."""
     if not isinstance(stage, nnx.Module):
         return call()
     before = [
@@ -224,11 +215,8 @@ def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
 
 
 def warn_unseeded(stages: Sequence[Any]) -> None:
-    """Warn, naming them, about stochastic stages that would draw from the default seed.
-
-    Called by a Pipeline built without ``rngs``: its stochastic stages without their own
-    ``rngs`` then draw from ``nnx.Rngs(0)``, the same in every run.
-    """
+    """Warn, naming them, about the stochastic stages without ``rngs`` of a Pipeline
+    built without ``rngs``: they draw from ``nnx.Rngs(0)``, the same in every run."""
     named = [
         f"{i} ({type(s).__name__} '{s.name}')"
         for i, s in enumerate(stages)

@@ -114,12 +114,8 @@ def check_same_fields(owner: str, labels: list[str], specs: list[Mapping[str, An
 
 
 def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:
-    """Refuse declared 64-bit fields while ``jax_enable_x64`` is off (never narrow silently).
-
-    The values behind a declared spec are not seen here, so nothing is narrowed (see
-    :mod:`datarax.core.dtypes` for the policy on values a source does see). Nested
-    fields are named by path (``"meta/id"``).
-    """
+    """Refuse declared 64-bit fields while ``jax_enable_x64`` is off, naming nested ones
+    by path: the values behind a declared spec are not seen, so nothing is narrowed."""
     flat = flatten_fields(spec)
     bad = declared_64bit(
         {name: s.dtype for name, s in flat.items() if isinstance(s, jax.ShapeDtypeStruct)}

@@ -1,19 +1,16 @@
 """Forward-only streams: :class:`StreamSource` and the one way datarax reads them.
 
 A stream hands out records in order with ``get_batch(batch_size)`` and cannot seek.
-:class:`StreamPass` turns that into what a Pipeline needs, for every stream-kind source
-(a :class:`StreamSource` subclass, or a ``DataSourceModule`` subclass defining
-``get_batch``, which derives from ``StreamSource`` by that):
+:class:`StreamPass` turns that into what a Pipeline needs, for every stream-kind source:
 
 * **position** — the source's :class:`~datarax.core.position.SourcePosition` counts the
   records handed out (this shard's); nothing else keeps a copy.
 * **shards** — with ``set_shard(i, P)`` the pass is read in whole rounds of ``P``
-  records and record ``i`` of each round is kept, so every process takes the same
-  number of steps (a partial last round is left out).
+  records and record ``i`` of each round is kept (a partial last round is left out).
 * **resume** — after ``set_state`` / ``seek(e, k)`` the next read restarts the pass and
-  reads and discards the ``k * P`` records the saved position covers.
-* **passes** — before every pass ``restart(epoch)`` is called. A stream that served
-  records in one pass and nothing at all in the next did not rewind: that is refused
+  discards the ``k * P`` records the saved position covers.
+* **passes** — ``restart(epoch)`` is called before every pass; a stream that served
+  records in one pass and none in the next did not rewind, and is refused
   (``SourceContractError`` naming ``restart``) rather than served as an empty epoch.
 
 Example:
@@ -59,13 +56,9 @@ __all__ = ["StreamSource", "StreamPass", "StructuralConfig"]
 
 
 class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
-    """Base of forward-only streams: implement ``get_batch``, ``element_spec`` and,
-    to serve more than one pass, ``restart(epoch)``.
-
-    ``get_batch(batch_size)`` returns the next batch (a dict of arrays with at most
-    ``batch_size`` records; lists or arrays of ``str`` for text) or ``None`` when the
-    pass is over. See the module docstring for an example.
-    """
+    """Base of forward-only streams: implement ``get_batch(batch_size)`` (the next batch
+    of at most ``batch_size`` records, text as lists of ``str``; ``None`` at the pass's
+    end), ``element_spec`` and, for more than one pass, ``restart(epoch)``."""
 
     def __init__(
         self,

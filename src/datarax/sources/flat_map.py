@@ -20,9 +20,8 @@ one operator instead and keep a validity field.
 * **Shards**: every process reads the whole parent and keeps record ``i`` of each
   round of ``P`` outputs (a partial last round is left out), so every process takes
   the same number of steps.
-* **Checks**: an output whose fields, shapes or dtypes differ from the first output
-  is refused naming the parent record and the field; more than ``max_outputs``
-  outputs, or something that is not a list of dicts, is refused naming the record.
+* **Checks**: an output unlike the first one (fields, shapes, dtypes), more than
+  ``max_outputs`` outputs, or anything but a list of dicts is refused naming the record.
 
 Example:
     >>> import numpy as np

@@ -1,14 +1,10 @@
 """``LabelEncoder``: string labels to ``int32`` ids with a stable, saved vocabulary.
 
-Text stays on the host; an ``int32`` field rides the compiled path. Encoding a label
-field moves a dataset with string labels (``"cat"``, ``"dog"``) onto it.
-
-The vocabulary order is the contract: :meth:`LabelEncoder.fit` sorts the distinct
-labels (Python string order, so the ids do not depend on the order records arrive in,
-on shuffling, or on the process), and id ``i`` is ``vocabulary[i]``. Save it with the
-model (:meth:`~LabelEncoder.save` / :meth:`~LabelEncoder.load`, a small JSON file), so
-evaluation and serving decode the same ids. A label outside the vocabulary is refused
-with an error naming it, never mapped to a made-up id.
+Text stays on the host; an ``int32`` label field rides the compiled path. The
+vocabulary order is the contract: :meth:`LabelEncoder.fit` sorts the distinct labels
+(so ids depend neither on record order nor on the process) and id ``i`` is
+``vocabulary[i]``. Save it with the model (:meth:`~LabelEncoder.save`, a small JSON
+file) so evaluation decodes the same ids. An unknown label is refused, naming it.
 
 Example:
     >>> import numpy as np

@@ -12,11 +12,8 @@ default ``"data"``); a mapping ``{field: file or list of shards}`` makes one fie
 entry, every field holding the same number of records. The shards of a field must
 share the per-record shape and dtype.
 
-A path may be a URL (``s3://``, ``gs://``, ``https://``, any fsspec protocol; a glob
-pattern such as ``s3://bucket/x-*.npy`` is expanded, sorted): the files are listed and
-fetched into the local shard cache (:class:`~datarax.storage.ShardCache`) once, when
-the source is built, held there while it reads, and memory-mapped from there exactly
-as local files.
+A path may be a URL (any fsspec protocol; a glob is expanded, sorted): the files are
+fetched into the shard cache once, when the source is built, and memory-mapped from there.
 
 Example:
     >>> import numpy as np, os, tempfile
@@ -62,9 +59,8 @@ class NpySourceConfig(BadRecordFields, StructuralConfig):
     Attributes:
         paths: one ``.npy`` file, a list of shards (records numbered across them in
             that order), or a mapping ``{field: file or list of shards}``. Stored as a
-            tuple of paths, or a tuple of ``(field, paths)`` pairs for a mapping. A
-            path may be a URL (``s3://bucket/x.npy``, or a glob pattern of URLs),
-            read through the local shard cache (see the module docstring).
+            tuple of paths, or a tuple of ``(field, paths)`` pairs for a mapping;
+            paths may be URLs (see the module docstring).
         field: the field name of a single file or list (default ``"data"``); with a
             mapping the names come from its keys and ``field`` stays None.
         shuffle, seed: serve records in a Feistel permutation, new each epoch

@@ -277,11 +277,9 @@ class RandomAccessSource(DataSourceModule):
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
-        """``current_index`` (epoch positions consumed: records handed out plus records
-        skipped), ``current_epoch``, ``skipped`` (records skipped this epoch before
-        ``current_index``) and ``prefetch_cache`` (records read ahead but not handed
-        out: information only — they are not part of the position and a restore
-        starts with an empty cache)."""
+        """The position (records handed out plus skipped), ``skipped`` (of those, this
+        epoch) and ``prefetch_cache`` (records read ahead: information only, not part of
+        the position)."""
         state = super().get_state()
         state["skipped"] = int(self.skipped.get_value())
         reader = self.__reader

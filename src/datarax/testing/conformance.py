@@ -1,21 +1,11 @@
 """The source conformance checks: one table of sources, every row through every check.
 
 A source joins the table by describing how to build a pipeline over a small dataset
-(a :class:`SourceRow`); each check below is a function of a row that raises
-``AssertionError`` naming what broke. The checks follow the sources contract:
-
-* resume exactly at *every* batch boundary (0 .. last, across epochs) from the
-  iterator's state, the pipeline's state, the *source's* state and
-  ``nnx.state(pipeline)``; at an epoch's end both ways (docs/reliability.md, "Epoch
-  ends": inside the loop, an empty pass; after it, the next epoch); the source restored
-  under a live iterator (its next batches read or dispatched ahead) continues from
-  there (:mod:`datarax.testing.resume_checks`);
-* ``nnx.state(pipeline)`` holds array leaves only, none as large as the dataset;
-* several ``for batch in pipeline`` loops in a row are epochs serving every record
-  exactly once (a new order each epoch when the row shuffles);
-* ``shard_count`` shares are disjoint, equally long and within the dataset;
-* every batch matches ``element_spec()``;
-* closing the iterator and the source gives back every thread they started.
+(a :class:`SourceRow`); each check is a function of a row that raises
+``AssertionError`` naming what broke: exact resume at every batch boundary from every
+kind of state (:mod:`datarax.testing.resume_checks`), small ``nnx.state``, epochs that
+serve every record once, disjoint equal shards, batches matching ``element_spec()``,
+and no thread left after closing.
 
 Example:
     >>> import numpy as np

@@ -1,13 +1,8 @@
 """Resume checks of the source conformance table: every restore path continues exactly.
 
-* :func:`check_resume` — a state saved at every batch boundary (iterator, pipeline,
-  source or ``nnx.state``) restored into a freshly built pipeline continues with the
-  same batches, and every ``for`` loop ends where an epoch of the uninterrupted run ends;
-* :func:`check_restore_live` — the source restored under a live iterator (batches read
-  or dispatched ahead) makes that iterator continue from the restored position;
-* :func:`check_nnx_state_small` — ``nnx.state(pipeline)`` holds small array leaves.
-
-See :mod:`datarax.testing.conformance` for the table and an example.
+:func:`check_resume` (a state saved at any batch boundary, restored into a fresh
+pipeline), :func:`check_restore_live` (the source restored under a live iterator) and
+:func:`check_nnx_state_small`; see :mod:`datarax.testing.conformance` for an example.
 """
 
 from __future__ import annotations

@@ -72,14 +72,12 @@ class HFStreamingConfig(BadRecordFields, HFConfig):
     Attributes:
         streaming: must stay True (use :class:`HFEagerConfig` to load eagerly).
         chunk_size: records read per Arrow chunk; bounds memory with the buffer below.
-        shuffle_buffer_size: with ``shuffle=True`` a stream cannot be permuted globally
-            (no random access); pass ``e`` reads the shards (files) in an order drawn
-            from ``seed + e`` and mixes records through a rolling buffer of this many
-            records (same seed, same order).
+        shuffle_buffer_size: with ``shuffle=True``, pass ``e`` reads the shards (files)
+            in an order drawn from ``seed + e`` and mixes records through a rolling
+            buffer of this many records.
         on_error: ``"raise"`` (default) stops at a record that cannot be converted to
-            the declared fields (an image that does not decode, a value that cannot be
-            cast, a field shaped unlike the first record's); ``"skip"`` drops it, counts
-            it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
+            the declared fields; ``"skip"`` drops it, counts it
+            (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
         max_skipped: with ``"skip"``, most records one pass may skip (None: no limit).
         max_skipped_fraction: with ``"skip"``, most records one pass may skip as a
             fraction of the pass (checked as it goes when the split declares its size,

@@ -1,11 +1,10 @@
 """Remote data files (``s3://``, ``gs://``, ``https://``, any fsspec URL) for the Hugging
 Face sources.
 
-A ``name`` or ``data_files`` that is a URL (a file, a glob pattern or a list) is listed
-once when the source is built and every file is fetched into the local shard cache
-(:class:`~datarax.storage.ShardCache`: ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``,
-verified, atomic) and held there; ``datasets`` then reads the cached copies as local
-files. The source's config keeps the URLs; only the reading uses the local paths.
+A ``name`` or ``data_files`` that is a URL (a file, a glob or a list) is listed once
+when the source is built and fetched into the shard cache
+(:mod:`datarax.sources.remote_files`); ``datasets`` reads the cached copies, while the
+source's config keeps the URLs.
 
 Example:
     >>> config = HFStreamingConfig(name="s3://bucket/data/train-*.parquet")

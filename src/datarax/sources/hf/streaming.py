@@ -27,8 +27,7 @@ from datarax.sources.hf.locate import (
 )
 from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
-from datarax.sources.skip_ledger import SkippedRecord
-from datarax.sources.skip_ledger import check_skip_state
+from datarax.sources.skip_ledger import SkippedRecord, check_skip_state
 from datarax.storage import ShardCache
 from datarax.typing import Batch
 
@@ -203,9 +202,8 @@ class HFStreamingSource(StreamSource):
         """Continue at ``state``: the pass is re-opened and the records it covers
         (handed out or skipped) are passed over unread. A state without
         ``"skipped"`` counts no skips."""
-        where = "HFStreamingSource"
         epoch, index, skipped = check_skip_state(
-            self.datarax_position, state, where=where, settings=self.order_settings()
+            self.datarax_position, state, where="HFStreamingSource", settings=self.order_settings()
         )
         self.seek(epoch, index)
         self.skipped.set_value(np.asarray(skipped, np.int64))

@@ -48,8 +48,7 @@ class TFDSStreamingConfig(BadRecordFields, TFDSConfig):
         read_ahead: chunks read ahead of the consumer (None: ``2 * num_threads``);
             with the chunk size (the batch size, at least 64) it bounds memory.
         on_error: ``"raise"`` (default) stops at a record that cannot be read or
-            decoded, naming split, record index and cause; ``"skip"`` drops it, counts
-            it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
+            decoded; ``"skip"`` drops it, counts it and goes on.
         max_skipped: with ``"skip"``, most records one epoch may skip (None: no limit).
         max_skipped_fraction: with ``"skip"``, most records one epoch may skip as a
             fraction of its records (None: no limit).

@@ -35,9 +35,7 @@ def from_tfds(
     ``streaming=None`` the split is loaded eagerly (:class:`TFDSEagerSource`) when the
     dataset declares its size at most :data:`EAGER_MAX_BYTES` (256 MiB) and no
     streaming-only option (``num_threads``, ``read_ahead``, ``on_error``,
-    ``max_skipped``, ``max_skipped_fraction``) is given; otherwise it is streamed
-    (:class:`TFDSStreamingSource`). Text fields do not matter: the eager source keeps
-    them on the host, gathered with their records.
+    ``max_skipped``, ``max_skipped_fraction``) is given; otherwise it is streamed.
 
     ``config`` holds further config fields (``data_dir``, ``shuffle``, ``seed``, ...).
 
