@@ -45,9 +45,8 @@ def measure_pipeline(pipeline: Any, *, batches: int | None, epochs: int | None) 
     started = time.perf_counter()
     steady_start = started
     while True:
-        iterator = iter(pipeline)
         got_any = False
-        for batch in iterator:
+        for batch in pipeline:
             _ready(batch)
             got_any = True
             count = _records_in(batch)

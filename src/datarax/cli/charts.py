@@ -1,9 +1,10 @@
 """PNG pictures the command line writes: an image grid, a histogram, a bench chart.
 
-The image grid's size is exact: ``cols = ceil(sqrt(n))``, ``rows = ceil(n / cols)``,
-each ``H x W`` image upscaled (nearest neighbour) by ``scale = max(1, ceil(64 / max(H,
-W)))``, tiles separated by ``PAD`` pixels (and a caption line under each, if any). Histograms and the bench chart are Matplotlib figures of
-``FIGSIZE`` inches at ``DPI`` (640 x 400 pixels).
+The image grid's size is exact (:func:`grid_size`): ``cols = ceil(sqrt(n))``, ``rows =
+ceil(n / cols)``, each ``H x W`` image upscaled (nearest neighbour) by ``scale = max(1,
+ceil(64 / max(H, W)))``, tiles separated by ``PAD`` pixels (and a caption line under
+each, if any). Histograms and the bench chart are Matplotlib figures of ``FIGSIZE``
+inches at ``DPI`` (640 x 400 pixels).
 
 Pillow and Matplotlib come with the ``cli`` extra (``pip install "datarax[cli]"``);
 they are imported only when a picture is asked for.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,13 +53,6 @@ def run_convert(args: argparse.Namespace) -> int:
         print(f"datarax convert: interrupted; {args.dst} is not a dataset yet: {again}.",
               file=sys.stderr)
         return 130
-    print(summary_line(info, summary, args.dst))
+    listed = f"; skipped rows are listed in {args.dst}/datarax_dataset.json" if info.skipped else ""
+    print(f"wrote {args.dst}: {summary}{listed}")
     return 0
-
-
-def summary_line(info: Any, summary: Any, dst: str) -> str:
-    """``wrote DST: N records, X MB in S shards, ...``."""
-    line = f"wrote {dst}: {summary}"
-    if info.skipped:
-        line += f"; skipped rows are listed in {dst}/datarax_dataset.json"
-    return line

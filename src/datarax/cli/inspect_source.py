@@ -150,7 +150,7 @@ def run_inspect(
     source = target.source
     info = getattr(source, "dataset_info", None)
     if not isinstance(info, DatasetInfo):
-        info = target.info if isinstance(target.info, DatasetInfo) else None
+        info = target.info
     # a dataset the batch decoder refuses (a field of variable shape): read record by record
     features = info.features if target.per_record is not None and info is not None else None
     one_by_one = features is not None
@@ -221,20 +221,12 @@ def run_inspect(
         meta = report["metadata"]
         print(f"dataset: {meta['records']} records in {meta['shards']} shards (format "
               f"version {meta['format_version']}), {meta['skipped']} rows skipped at conversion")
-        print("features:")
-        for name, text in meta["features"].items():
-            print(f"  {name}: {text}")
-    if one_by_one:
-        print("element spec (no batches: a field has a variable shape, so the reader needs "
-              "decode=; records below decoded one by one):")
-    else:
-        print("element spec:")
-    for name, text in report["element_spec"].items():
-        print(f"  {name}: {text}")
+        _print_fields("features:", meta["features"])
+    _print_fields("element spec (no batches: a field has a variable shape, so the reader needs "
+                  "decode=; records below decoded one by one):" if one_by_one else "element spec:",
+                  report["element_spec"])
     if "pipeline_spec" in report:
-        print("after the stages:")
-        for name, text in report["pipeline_spec"].items():
-            print(f"  {name}: {text}")
+        _print_fields("after the stages:", report["pipeline_spec"])
     if report["first_records"]:
         print(f"first {len(report['first_records'])} records:")
         for i, record in enumerate(report["first_records"]):
@@ -248,6 +240,12 @@ def run_inspect(
             f"({picture['records']} records{captions}) to {grid}"
         )
     return 0
+
+
+def _print_fields(title: str, fields: dict[str, str]) -> None:
+    print(title)
+    for name, text in fields.items():
+        print(f"  {name}: {text}")
 
 
 def _with_class_name(info: Any, name: str, value: Any, text: str) -> str:

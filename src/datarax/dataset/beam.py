@@ -71,6 +71,8 @@ from apache_beam.io.filesystems import FileSystems  # noqa: E402
 __all__ = ["RECORDS_PER_SHARD", "WriteDataset", "convert_rows", "direct_runner", "record_digest"]
 
 _COPY_CHUNK = 1 << 22
+#: rows a worker of convert_rows reads at a time
+ROWS_PER_READ = 1000
 _RAW = CompressionTypes.UNCOMPRESSED
 
 
@@ -233,9 +235,8 @@ class WriteDataset(beam.PTransform):
         records_per_shard: the automatic shard size.
         rows: the :class:`~datarax.dataset.rows.Rows` the rows come from (names them in errors).
 
-    The output is a PCollection of one :class:`~datarax.dataset.metadata.DatasetInfo`,
-    after the metadata file is written. The destination is checked (and, with
-    ``overwrite``, cleared) when the transform is applied to its input.
+    The output is a PCollection of the one :class:`~datarax.dataset.metadata.DatasetInfo`
+    written. ``dst`` is checked (or cleared) when the transform is applied to its input.
     """
 
     def __init__(self, dst: str | os.PathLike[str], *, features: Features | None = None,
@@ -353,31 +354,21 @@ def convert_rows(
     class_names: Mapping[str, Sequence[str]] | None = None,
     extra: Mapping[str, Any] | None = None,
     beam_options: Sequence[str] = (),
-    rows_per_read: int = 1000,
 ) -> tuple[DatasetInfo, WriteSummary]:
-    """Convert random-access ``records`` into a dataset in ``dst`` on Apache Beam.
+    """Convert random-access ``records`` (as for :func:`~datarax.dataset.writer.write_dataset`)
+    into a dataset in ``dst`` on Apache Beam.
 
-    ``records`` as for :func:`~datarax.dataset.writer.write_dataset` (a list, a Hugging
-    Face split, a :class:`~datarax.dataset.rows.Rows` of files ...). Workers read
-    ``rows_per_read`` rows at a time; the shards are byte-identical to
-    ``write_dataset``'s with the same ``features`` and ``shards``. ``beam_options`` are
-    Beam pipeline options (``["--runner=DataflowRunner", "--project=...", ...]``); with
-    no runner, or ``--runner=DirectRunner``, the pipeline runs here on
-    :func:`direct_runner` (add ``--direct_running_mode=multi_processing
-    --direct_num_workers=N`` for N processes).
-
-    A local ``dst`` is held as :func:`~datarax.dataset.writer.write_dataset` holds it
-    (:mod:`datarax.dataset.lock`): while another conversion writes there, this one is
-    refused before the pipeline starts. (A :class:`WriteDataset` in a pipeline of your
-    own is not held: the runner runs it later, possibly on other machines.)
+    Workers read :data:`ROWS_PER_READ` rows at a time; the shards are byte-identical to
+    ``write_dataset``'s with the same ``features`` and ``shards``. ``beam_options`` are Beam
+    pipeline options (``["--runner=DataflowRunner", ...]``); with no runner, or
+    ``--runner=DirectRunner``, it runs here on :func:`direct_runner`. A local ``dst`` is
+    locked as ``write_dataset`` locks it (:mod:`datarax.dataset.lock`).
 
     Raises:
-        ConversionError: a bad record (its row and field named), a ``dst`` holding a
-            dataset without ``overwrite``, another conversion writing into ``dst``, or a
-            failed pipeline.
+        ConversionError: a bad record, a ``dst`` holding a dataset without ``overwrite``,
+            another conversion writing into ``dst``, or a failed pipeline.
         ConfigError: records that cannot be read by row, or ``resume=True`` (Beam runners
-            retry failed work themselves; a failed run is started again with
-            ``overwrite=True``).
+            retry failed work themselves).
     """
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
@@ -386,8 +377,6 @@ def convert_rows(
         raise ConfigError(
             "convert with runner='beam' does not resume: the Beam runner retries failed work "
             "itself. Run it again with overwrite=True (--overwrite), or use runner='local'.")
-    if not isinstance(rows_per_read, int) or rows_per_read < 1:
-        raise ConfigError(f"convert_rows rows_per_read must be an int >= 1, got {rows_per_read!r}.")
     rows = as_rows(records)
     if not rows.random_access or rows.length is None:
         raise ConfigError(
@@ -399,7 +388,7 @@ def convert_rows(
     if n == 0:
         raise ConversionError(f"{rows.description} holds no records; nothing to write.")
     count = shards if shards is not None else automatic_shards(n, RECORDS_PER_SHARD)
-    chunks = [(lo, min(n, lo + rows_per_read)) for lo in range(0, n, rows_per_read)]
+    chunks = [(lo, min(n, lo + ROWS_PER_READ)) for lo in range(0, n, ROWS_PER_READ)]
     options = PipelineOptions(list(beam_options))
     runner_name = options.view_as(StandardOptions).runner
     runner = direct_runner() if runner_name in (None, "DirectRunner", "direct") else None

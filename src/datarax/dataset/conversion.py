@@ -36,7 +36,7 @@ from datarax.dataset.fields import Features
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.placement import RECORDS_PER_SHARD, automatic_shards
-from datarax.dataset.rows import HFRows, IterableRows, Rows, SequenceRows, as_rows
+from datarax.dataset.rows import HFRows, IterableRows, Rows, SequenceRows, as_rows, files_description
 from datarax.dataset.table_rows import TableRows
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
 from datarax.errors import ConfigError
@@ -125,8 +125,7 @@ class NpyRows(Rows):
 
     def __init__(self, files: Sequence[str]) -> None:
         self.files = list(files)
-        self.description = f"numpy files {self.files[0]}" + (
-            f" (+{len(self.files) - 1} more)" if len(self.files) > 1 else "")
+        self.description = files_description("numpy", self.files)
         self._arrays: dict[str, np.ndarray] | None = None
         lengths = {k: len(v) for k, v in self._load().items()}
         if len(set(lengths.values())) != 1:
@@ -135,8 +134,7 @@ class NpyRows(Rows):
         self.length = next(iter(lengths.values()))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "description": self.description, "length": self.length,
-                "_arrays": None}
+        return {**self.__dict__, "_arrays": None}
 
     def _load(self) -> dict[str, np.ndarray]:
         if self._arrays is None:
@@ -360,10 +358,7 @@ def convert(
     ``runner="beam"`` runs the conversion on Apache Beam (:mod:`datarax.beam`) with
     ``beam_options`` (e.g. ``["--runner=DirectRunner"]``) passed to its pipeline.
 
-    One conversion writes into ``dst`` at a time: while one runs (in another process
-    on this machine, or another thread) a second is refused with a
-    :class:`~datarax.dataset.writer.ConversionError` naming the folder
-    (:mod:`datarax.dataset.lock`).
+    A second conversion into ``dst`` while one runs is refused (:mod:`datarax.dataset.lock`).
     """
     if runner not in ("local", "beam"):
         raise ConfigError(f"convert runner must be 'local' or 'beam', got {runner!r}.")

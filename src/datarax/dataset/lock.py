@@ -43,7 +43,7 @@ LOCK_FILE = ".datarax-lock"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_held: dict[str, tuple[int, int]] = {}  # folder -> (holding thread, nesting depth)
+_held: dict[str, int] = {}  # folder -> the thread holding its lock
 _held_lock = threading.Lock()
 
 
@@ -66,20 +66,11 @@ def folder_lock(dst: str | os.PathLike[str], *, error: type[Exception],
     me = threading.get_ident()
     with _held_lock:
         holder = _held.get(key)
-        if holder is not None and holder[0] == me:  # nested in this thread
-            _held[key] = (me, holder[1] + 1)
-            nested = True
-        elif holder is not None:
+        if holder is not None and holder != me:
             raise error(_busy(dst, what, f"another thread of this process ({os.getpid()})"))
-        else:
-            nested = False
-            _held[key] = (me, 1)
-    if nested:
-        try:
-            yield
-        finally:
-            with _held_lock:
-                _held[key] = (me, _held[key][1] - 1)
+        _held[key] = me
+    if holder == me:  # nested in this thread: the outer call holds the lock
+        yield
         return
     created = not os.path.exists(dst)
     fd: int | None = None

@@ -1,15 +1,11 @@
 """Rows: what the writer reads records from, whatever holds them.
 
-A :class:`Rows` hands out records (dicts of field values) by row number:
-``iter_rows(start, stop)`` yields rows ``start .. stop - 1`` in order; ``length`` is the
-number of rows (None when unknown until the end); ``hints`` gives per field an
-``encoding`` and/or ``class_names`` the data's own schema declares (a Hugging Face
-``ClassLabel`` or ``Image``, a TFDS feature), and for a list column its ``shape`` over
-every row (``None`` where the lengths vary) and ``dtype`` (:func:`list_hint`).
-:func:`as_rows` wraps a list, any random-access sequence (``__len__`` +
-``__getitem__``), a Hugging Face ``Dataset`` or ``IterableDataset``, a datarax source or
-a plain iterable; file readers (Parquet, image folders ...) live in
-:mod:`datarax.dataset.conversion`.
+A :class:`Rows` yields records (dicts of field values) by row number
+(``iter_rows(start, stop)``), knows its ``length`` (None until the end, for a stream) and
+gives ``hints`` per field from the data's own schema: an ``encoding``, ``class_names``,
+and for a list column its ``shape`` and ``dtype`` over every row (:func:`list_hint`).
+:func:`as_rows` wraps a sequence, a Hugging Face ``Dataset`` or ``IterableDataset``, a
+datarax source or a plain iterable; file readers live in :mod:`datarax.dataset.conversion`.
 
 Example:
     >>> rows = as_rows([{"x": 1}, {"x": 2}, {"x": 3}])
@@ -27,8 +23,8 @@ import numpy as np
 
 from datarax.errors import ConfigError
 
-__all__ = ["HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows", "hf_hints",
-           "list_hint", "list_hint_wanted"]
+__all__ = ["HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows",
+           "files_description", "hf_hints", "list_hint", "list_hint_wanted"]
 
 
 class Rows:
@@ -98,6 +94,12 @@ class IterableRows(Rows):
                 self._first = row
             self._at += 1
             yield row
+
+
+def files_description(kind: str, files: Sequence[str]) -> str:
+    """``parquet files a.parquet (+2 more)``: how errors name the files rows come from."""
+    more = f" (+{len(files) - 1} more)" if len(files) > 1 else ""
+    return f"{kind} files {files[0]}{more}"
 
 
 def hf_hints(features: Any) -> dict[str, dict[str, Any]]:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from datarax.dataset.rows import Rows, hf_hints, list_hint, list_hint_wanted
+from datarax.dataset.rows import Rows, files_description, hf_hints, list_hint, list_hint_wanted
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
 
@@ -91,17 +91,14 @@ class TableRows(Rows):
     def __init__(self, files: Sequence[str], kind: str) -> None:
         self.files = list(files)
         self.kind = kind
-        self.description = f"{kind} files {self.files[0]}" + (
-            f" (+{len(self.files) - 1} more)" if len(self.files) > 1 else "")
+        self.description = files_description(kind, self.files)
         self._tables: list[Any] | None = None
         self._hints: dict[str, dict[str, Any]] | None = None
         self._counts = self._count()
         self.length = int(sum(self._counts))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "kind": self.kind, "description": self.description,
-                "_counts": self._counts, "length": self.length, "_tables": None,
-                "_hints": self._hints}
+        return {**self.__dict__, "_tables": None}
 
     def _count(self) -> list[int]:
         require("pyarrow", extra="convert", user="datarax convert")

@@ -1,19 +1,13 @@
 """``write_dataset``: records into ArrayRecord shards plus the metadata file.
 
-Rows are split into ``shards`` contiguous ranges (shard ``s`` of ``n`` rows holds rows
-``s*n//shards .. (s+1)*n//shards - 1``); a one-pass iterable of unknown length goes
-round-robin (row ``i`` to shard ``i % shards``). The same records and options give
-byte-identical shards and metadata, with any number of ``workers``.
+Shard ``s`` of ``n`` rows holds the contiguous rows ``s*n//shards .. (s+1)*n//shards - 1``
+(a one-pass iterable of unknown length goes round-robin); the same records and options
+give byte-identical shards and metadata with any number of ``workers``.
 
-Crash safety: a shard is written under ``DST/.datarax-partial/`` and renamed to its
-final name only once it is complete and synced, after its summary (records, SHA-256,
-skipped rows) was saved beside it; the metadata file is written last. So a killed
-process or a full disk never leaves a shard that looks complete, and ``resume=True``
-skips the finished shards. An existing dataset in ``DST`` is refused unless
-``resume=True`` or ``overwrite=True``.
-
-The features come from :mod:`~datarax.dataset.write_features`, the summary and the error
-from :mod:`~datarax.dataset.write_outcome` (both shared with the Beam writer).
+Crash safety: a shard is written under ``DST/.datarax-partial/`` and renamed to its final
+name only once complete and synced, after its summary was saved beside it; the metadata
+file is written last. So a killed process or a full disk never leaves a shard that looks
+complete, and ``resume=True`` skips the finished shards.
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -293,30 +287,24 @@ def write_dataset(
     """Write ``records`` as a self-describing ArrayRecord dataset in folder ``dst``.
 
     Args:
-        records: a list / sequence / iterable of dicts (numpy arrays, numbers, ``str``,
+        records: a sequence or iterable of dicts (numpy arrays, numbers, ``str``,
             ``bytes``, images), a Hugging Face ``Dataset`` split, a TFDS data source, a
             datarax source, or a :class:`~datarax.dataset.rows.Rows`.
         dst: the dataset folder (created).
         features: the :class:`~datarax.dataset.fields.Features`; default: inferred from
-            the first record (and the source's schema: class names, text).
+            the first record and the source's schema (class names, text).
         shards: number of shard files.
         workers: processes writing shards in parallel (random-access records only).
-        on_error: ``"raise"`` stops at a record that does not match the features,
-            naming its row and field; ``"skip"`` leaves it out and lists it in the
-            metadata's ``skipped``.
+        on_error: ``"raise"`` stops at a record that does not match the features, naming
+            its row and field; ``"skip"`` leaves it out and lists it in the metadata.
         resume: finish an interrupted write (finished shards are kept).
-        overwrite: replace a dataset already in ``dst``.
+        overwrite: replace a dataset already in ``dst`` (else it is refused).
         class_names: class names per label field (stored in the metadata).
-        progress: show a progress bar (``tqdm``) with records/s and ETA.
-        extra: JSON stored under the metadata's ``extra`` (e.g. the source's name).
+        progress: show a progress bar (``tqdm``).
+        extra: JSON stored under the metadata's ``extra``.
 
     Returns:
-        The :class:`~datarax.dataset.metadata.DatasetInfo` written and a
-        :class:`WriteSummary`.
-
-    Raises:
-        ConversionError: a bad record (``on_error="raise"``), a failed worker, or a
-            ``dst`` holding a dataset without ``resume`` / ``overwrite``.
+        The :class:`~datarax.dataset.metadata.DatasetInfo` written and a :class:`WriteSummary`.
     """
     started = time.perf_counter()
     dst = expand_user(dst)  # '~/ds' is the home folder's
