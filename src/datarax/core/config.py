@@ -29,11 +29,8 @@ from datarax.core.errors import ConfigError, StateError
 
 @dataclass(frozen=True)
 class StructuralConfig:
-    """Frozen dataclass base for configs; fields fix a module's structure.
-
-    Being frozen and hashable, a config can key compiled-function caches and be
-    compared field by field when a saved state is restored.
-    """
+    """Frozen dataclass base for configs; fields fix a module's structure (hashable, so a
+    config can key compiled-function caches)."""
 
     def __post_init__(self) -> None:
         """Validate fields. Subclasses call ``super().__post_init__()`` first."""

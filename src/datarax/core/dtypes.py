@@ -1,8 +1,7 @@
 """One dtype policy for the values datarax sees, and one answer to "is this text".
 
-**Text.** A field is text when its values are ``str``/``bytes``: a numpy array of kind
-``U``/``S``/``O``/``T`` (an ``object`` array is taken to hold strings), a ``str``, or a
-non-empty sequence whose first item is a ``str``/``bytes``. Text stays on the host.
+**Text** (kept on the host): ``str``/``bytes``, a numpy array of kind ``U``/``S``/``O``/``T``,
+or a non-empty sequence whose first item is a ``str``/``bytes``.
 
 **64-bit values seen by a source** (memory, eager HF/TFDS, decoded records), while
 ``jax_enable_x64`` is off — JAX would otherwise narrow them silently:
@@ -17,9 +16,8 @@ non-empty sequence whose first item is a ``str``/``bytes``. Text stays on the ho
   JAX's defaults, ``int32`` (range checked) and ``float32``, as ``jnp.asarray`` does.
 * With ``jax_enable_x64`` on, every value keeps its dtype.
 
-**64-bit fields declared** by a custom source's ``element_spec()`` are values datarax
-has not seen, so nothing is narrowed: :func:`declared_64bit` lists them and the spec
-check refuses them while x64 is off (:func:`datarax.core.spec.check_spec_x64`).
+**64-bit fields declared** by a source's ``element_spec()`` are refused while x64 is
+off (:func:`declared_64bit`, :func:`datarax.core.spec.check_spec_x64`).
 
 Example:
     >>> import numpy as np

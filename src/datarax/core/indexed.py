@@ -52,12 +52,8 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         raise NotImplementedError(f"{type(self).__name__} does not implement get_batch_at")
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
-        """Stable index of each record ``get_batch_at(start, size, key)`` serves.
-
-        The default names records by position (``(start + i) % len(self)``), right for
-        a source that serves records in order. Sources that shuffle, partition or mix
-        records override it.
-        """
+        """Stable index of each record ``get_batch_at(start, size, key)`` serves: by
+        default its position (``(start + i) % len(self)``), right for records in order."""
         positions = jnp.arange(size) + start
         n = length_or_none(self)
         return positions if n is None else positions % n

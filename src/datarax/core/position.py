@@ -113,12 +113,9 @@ class _HostSide(HostState):
 
 
 class SourcePosition(nnx.Module):
-    """Which pass over a source is running and how many records it has handed out.
-
-    ``settings_var`` holds a digest of the owner's order settings (taken when the
-    owner is first positioned), so a position restored with ``nnx.update`` from a
-    source built with other settings is refused (:meth:`check_settings`).
-    """
+    """Which pass over a source is running and how many records it has handed out;
+    ``settings_var`` holds a digest of the owner's order settings, so a position
+    restored with ``nnx.update`` into a source built otherwise is refused."""
 
     def __init__(self, epoch: int = 0, index: int = 0) -> None:
         self.epoch_var = nnx.Variable(_scalar(epoch))
@@ -136,11 +133,8 @@ class SourcePosition(nnx.Module):
             self.__host.checked = digest
 
     def check_settings(self, settings: Callable[[], Mapping[str, Any]], where: str) -> None:
-        """Refuse, naming them, settings that differ from those of the digest held.
-
-        Cheap when nothing was restored (the digest is the one last checked); after an
-        ``nnx.update`` the restored digest is compared with ``settings()`` once.
-        """
+        """Refuse, naming them, settings that differ from those of the digest held (a
+        restored digest is compared with ``settings()`` once; otherwise this is cheap)."""
         value = self.settings_var.get_raw_value()
         if value is self.__host.checked or value is self.__host.placeholder:
             return

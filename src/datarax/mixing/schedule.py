@@ -43,12 +43,9 @@ _PHASE_SCALE = 1 << 20  # phases are integers in [0, _PHASE_SCALE): exact compar
 
 
 def integer_weights(weights: Sequence[float], names: Sequence[str]) -> np.ndarray:
-    """``W_i`` with ``W_i / sum(W)`` equal to the normalised weights (or within 1/65536).
-
-    Raises:
-        ConfigError: a weight that is not a finite number > 0, or one too small to
-            receive any record in a period of 65536.
-    """
+    """``W_i`` with ``W_i / sum(W)`` equal to the normalised weights (or within 1/65536);
+    a weight that is not a finite number > 0, or too small for any record in a period of
+    65536, is a ``ConfigError``."""
     for name, w in zip(names, weights):
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
             raise ConfigError(f"MixSource weight of '{name}' must be a number, got {w!r}.")

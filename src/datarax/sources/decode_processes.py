@@ -69,12 +69,8 @@ def portable(name: str, **functions: Callable[..., Any] | None) -> None:
 
 
 class DecodeProcesses:
-    """``count`` worker processes decoding chunks for one :class:`ChunkReads`.
-
-    Args:
-        count: worker processes (>= 1).
-        name: how errors name the source.
-    """
+    """``count`` (>= 1) worker processes decoding chunks for one :class:`ChunkReads`;
+    errors name the source ``name``."""
 
     def __init__(self, count: int, name: str) -> None:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:

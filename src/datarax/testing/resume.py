@@ -57,12 +57,8 @@ def to_host(batch: Batch) -> Batch:
 
 
 def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, Batch]]:
-    """Yield ``(epoch, iterator, batch)`` until epoch ``num_epochs - 1`` has ended.
-
-    It calls ``iter(pipeline)`` again after each epoch, so a pipeline restored with
-    ``set_state`` first finishes the saved epoch (an empty pass for a state taken
-    after an epoch's last batch).
-    """
+    """Yield ``(epoch, iterator, batch)`` until epoch ``num_epochs - 1`` has ended, one
+    ``iter(pipeline)`` per epoch (a restored pipeline first finishes the saved one)."""
     while True:
         iterator = iter(pipeline)
         with iterator:
@@ -275,13 +271,10 @@ def check_source_resume_exact(
     close: Callable[[Any], None] | None = None,
     max_records: int = 100_000,
 ) -> int:
-    """The direct-iteration counterpart of :func:`check_resume_exact`, for a source.
-
-    Iterates ``for record in source`` (as many passes as the source's ``num_epochs``)
-    uninterrupted, then again, after each number of records in ``interrupt_points``
-    saving ``source.get_state()`` as JSON, building a new source with
-    ``make_source()`` and restoring it with ``set_state``. The records must agree.
-    Points at or past the last record are ignored.
+    """:func:`check_resume_exact` for ``for record in source`` (as many passes as the
+    source's ``num_epochs``), restoring ``source.get_state()`` through JSON into
+    ``make_source()`` after each number of records in ``interrupt_points`` (points at or
+    past the last record are ignored).
 
     Returns:
         The number of records compared.

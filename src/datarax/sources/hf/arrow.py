@@ -16,12 +16,8 @@ from datarax.sources.hf.config import HFConfig
 def _arrow_to_numpy(
     column: Any, name: str, where: str, first_record: Records | None = 0
 ) -> np.ndarray:
-    """One Arrow column as a numpy array (text as an object array of str).
-
-    ``first_record``: the rows' stream positions (:data:`~datarax.core.dtypes.Records`),
-    so that errors name records by their position in the split; None for the values
-    inside lists (their errors name the field only).
-    """
+    """One Arrow column as a numpy array (text as an object array of str); errors name
+    records by ``first_record`` (:data:`~datarax.core.dtypes.Records`; None inside lists)."""
     import pyarrow as pa
 
     if isinstance(column, pa.ChunkedArray):
@@ -48,7 +44,6 @@ def _arrow_to_numpy(
     n = len(column)
     if pa.types.is_fixed_size_list(kind):
         width = kind.list_size
-        inner = column.flatten()
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         offsets = column.offsets.to_numpy()
         lengths = np.diff(offsets)
@@ -66,7 +61,6 @@ def _arrow_to_numpy(
                 "(exclude_keys)."
             )
         width = int(lengths[0]) if n else 0
-        inner = column.flatten()
     elif pa.types.is_struct(kind):
         raise DataraxError(
             f"{where}: field '{name}' is a nested struct ({kind}); datarax batches hold "
@@ -80,6 +74,7 @@ def _arrow_to_numpy(
                 "into an array; convert it first or drop it (exclude_keys)."
             )
         return array
+    inner = column.flatten()
     if first_record is not None and width and inner.null_count:
         element = int(np.flatnonzero(inner.is_null().to_numpy(zero_copy_only=False))[0])
         raise DataraxError(

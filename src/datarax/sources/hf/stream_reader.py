@@ -58,11 +58,6 @@ class StreamReader:
     def is_open(self) -> bool:
         return self._tables is not None
 
-    @property
-    def epoch(self) -> int:
-        """The pass that is open."""
-        return self._epoch
-
     def close(self) -> None:
         """Drop the open stream; ends the reading session."""
         with self.lock:
@@ -83,7 +78,7 @@ class StreamReader:
         self._ahead_rows = 0
         self._stream_ended = False
         self._ordinal = 0  # this shard's records pulled from the stream
-        self._epoch = 0
+        self.epoch = 0  # the pass that is open
         self.consumed = 0
         self.read_to = 0
         self.ledger.begin(0)
@@ -97,7 +92,7 @@ class StreamReader:
             self._load(epoch, skip, skipped)
 
     def _load(self, epoch: int, skip: int, skipped: int) -> None:
-        self._epoch = int(epoch)
+        self.epoch = int(epoch)
         self.consumed = self.read_to = int(skip)
         self.ledger.begin(epoch, skipped)
         config = self._source.config
@@ -145,7 +140,7 @@ class StreamReader:
         bad records before it); its first :meth:`peek` opens the stream there, unless
         it is open there already. Returns the session."""
         with self.lock:
-            if self.is_open and (self._epoch, self.consumed, self.read_to) == (epoch, skip, skip):
+            if self.is_open and (self.epoch, self.consumed, self.read_to) == (epoch, skip, skip):
                 self.session += 1  # keep the open stream: it stands there
             else:
                 self.close()
@@ -168,11 +163,9 @@ class StreamReader:
             return self._take(batch_size)
 
     def commit(self, end: int | None) -> None:
-        """Hand out the records before ordinal ``end`` (None: the rest of the pass).
-
-        The consumer's thread only; it may run while the read-ahead thread peeks:
-        it moves :attr:`consumed` and the ledger's committed skips, which a peek does
-        not touch."""
+        """Hand out the records before ordinal ``end`` (None: the rest of the pass). The
+        consumer's thread only: it moves what a peek does not touch (:attr:`consumed`,
+        the ledger's committed skips)."""
         if end is None:
             self.finish()
         else:
@@ -270,7 +263,7 @@ class StreamReader:
                     source.config,
                     self._dataset.features,
                     positions,
-                    self._epoch,
+                    self.epoch,
                     err,
                 ) from err
             columns, keep = self._convert_records(table, positions, ordinals)
@@ -301,7 +294,7 @@ class StreamReader:
             except Exception as err:  # noqa: BLE001 - counted and reported
                 # past the skip budget the ledger raises
                 self.ledger.pull(
-                    SkippedRecord(self._epoch, ordinal, position, None, position, _cause(err)),
+                    SkippedRecord(self.epoch, ordinal, position, None, position, _cause(err)),
                     epoch_size=self._shard_length(),
                 )
                 continue
@@ -318,10 +311,8 @@ class StreamReader:
         self.read_to = max(self.read_to, end)
 
     def _pull(self, count: int) -> Any:
-        """The next Arrow table of the stream; with ``count > 1`` tables are pulled
-        ahead until ``count`` records follow the one served (or the stream ends), so a
-        table reaching into the partial last round is served only once the stream's
-        length is known."""
+        """The next Arrow table of the stream; with ``count > 1`` tables are pulled ahead
+        until ``count`` records follow it, so the partial last round is known in time."""
         if count > 1:
             while not self._stream_ended and (
                 not self._ahead or self._ahead_rows - self._ahead[0].num_rows < count
