@@ -177,11 +177,8 @@ class DataSourceModule(DataraxModule):
         return self.datarax_position.index
 
     def seek(self, epoch: int, index: int = 0) -> None:
-        """Stand at record ``index`` of pass ``epoch``: the next record served is that one.
-
-        Host sources drop their read-ahead; streams re-read the pass up to ``index``
-        on the next read. ``seek(epoch)`` stands at the start of pass ``epoch``.
-        """
+        """Stand at record ``index`` of pass ``epoch`` (the next record served); host
+        sources drop their read-ahead, streams re-read the pass up to there."""
         self.datarax_position.seek(epoch, index)
         self.datarax_position.note_settings(self._state_settings)
         self._moved()

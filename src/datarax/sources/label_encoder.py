@@ -93,10 +93,8 @@ class LabelEncoder:
 
     # ------------------------------------------------------------ mapping
     def encode(self, values: Any, *, field: str | None = None) -> np.ndarray:
-        """``int32`` ids of ``values`` (same shape); an unknown label is refused.
-
-        ``field`` names the field in the error message.
-        """
+        """``int32`` ids of ``values`` (same shape); an unknown label is refused, naming
+        ``field``."""
         array = _as_array(values)
         flat = _flatten(array, "encode")
         ids = np.empty(len(flat), np.int32)

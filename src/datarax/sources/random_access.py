@@ -55,21 +55,15 @@ from datarax.typing import Batch
 
 class BadRecordFields:
     """Mixin of source configs that declare ``on_error``, ``max_skipped`` and
-    ``max_skipped_fraction`` (defaults ``"raise"``, None, None).
-
-    Call :meth:`error_policy` in ``__post_init__`` to validate them.
-    """
+    ``max_skipped_fraction``; call :meth:`error_policy` in ``__post_init__`` to check them."""
 
     on_error: str
     max_skipped: int | None
     max_skipped_fraction: float | None
 
     def error_policy(self) -> ErrorPolicy:
-        """The :class:`~datarax.sources.skip_ledger.ErrorPolicy` these fields describe.
-
-        Raises:
-            ConfigError: a field is invalid (the message names this config).
-        """
+        """The :class:`~datarax.sources.skip_ledger.ErrorPolicy` these fields describe (a
+        ``ConfigError`` naming this config when one is invalid)."""
         try:
             return ErrorPolicy(self.on_error, self.max_skipped, self.max_skipped_fraction)
         except ConfigError as err:
@@ -357,12 +351,8 @@ class BatchCursor:
         return self._session is None or self._session == self._reader.session
 
     def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
-        """``(columns, stable indices, end)`` of the next batch, or None at the epoch's end.
-
-        Raises :class:`~datarax.sources.host_reader.SessionEnded` once not
-        :attr:`current`; a bad record raises its ``RecordError`` here, at the batch
-        that would hold it.
-        """
+        """``(columns, stable indices, end)`` of the next batch, or None at the epoch's end
+        (raises as :meth:`~datarax.core.cursor.ReadAheadCursor.peek` says)."""
         if self._session is None:
             return None
         source, session = self._source, self._session

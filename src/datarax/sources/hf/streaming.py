@@ -153,12 +153,8 @@ class HFStreamingSource(StreamSource):
         return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
 
     def skipped_records(self) -> list[SkippedRecord]:
-        """Records dropped under ``on_error="skip"`` so far: pass, position and cause.
-
-        ``position`` counts this process's records of the pass (handed out or
-        skipped), ``index`` is the record's position in the pass's stream (also in
-        ``index_in_file``); ``path`` is None (a stream does not say which file).
-        """
+        """Records dropped under ``on_error="skip"`` so far: pass, position (this process's
+        records of the pass), ``index`` (position in the pass's stream) and cause."""
         return self._reader.skipped_records()
 
     def _skipped(self) -> int:
