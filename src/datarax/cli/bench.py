@@ -1,17 +1,9 @@
 """``datarax bench py:MODULE:FUNCTION``: is the loader the bottleneck?
 
-Runs the user's pipeline for ``--batches`` batches (or ``--epochs`` passes),
-blocking on every batch so the work is really done, and reports
-
-* time to first batch (``iter()`` to the first ready batch: start-up and compilation),
-* records/s over the batches after the first (steady state),
-* ``pipeline.stats()``: milliseconds per batch of each stage and the bottleneck,
-* with ``--compare-floor``: records/s of a plain read-only pass over a fresh copy of
-  the same source (``get_batch`` / ``get_batch_at`` in a loop, no stages, no
-  pipeline) and the pipeline's rate as a fraction of it.
-
-This measures one configuration on this machine; comparisons with other loaders are
-made by ``benchmarks/`` (same work, peers and a numpy floor in one run).
+Runs the pipeline for ``--batches`` batches (or ``--epochs`` passes), blocking on every
+batch, and reports the time to the first batch (start-up and compilation), records/s
+after it, ``pipeline.stats()`` per stage and, with ``--compare-floor``, the rate of a
+plain read of a fresh copy of the source (no stages, no pipeline) for comparison.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``convert`` command's arguments."""
+    from datarax.storage.urls import expand_user
     parser.add_argument("src", metavar="SRC", help=(
         "Parquet / JSONL / CSV file, folder or glob; a Hugging Face dataset folder (save_to_disk "
         "or load_dataset cache); a TFDS folder or tfds:NAME[:SPLIT]; an image folder (one "
@@ -29,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="finish an interrupted conversion (finished shards are kept)")
     parser.add_argument("--overwrite", action="store_true", help="replace a dataset in DST")
     parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset (default train)")
-    parser.add_argument("--data-dir", help="tfds:NAME only: the TFDS data directory")
+    parser.add_argument("--data-dir", type=expand_user,
+                        help="tfds:NAME only: the TFDS data directory")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 

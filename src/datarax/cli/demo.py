@@ -28,7 +28,6 @@ from datarax.sources import MemorySource, MemorySourceConfig
 
 def load_digits_split(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Digits (1,797 8x8 images) as uint8 images + int32 labels, 80/20 split."""
-    # Lazy: scikit-learn (the digits data) is the optional ``demo`` extra.
     datasets = require("sklearn.datasets", extra="demo", user="datarax demo")
     digits = datasets.load_digits()
     images = (digits.images * 16).clip(0, 255).astype(np.uint8)[..., None]  # (N, 8, 8, 1)
@@ -118,7 +117,6 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
     compiled chunks of data + train steps (split where the checkpoint is taken) — in
     place of a Python loop over the pipeline. Same batches, same steps.
     """
-    # Lazy: optax and tqdm are the optional ``demo`` extra.
     optax = require("optax", extra="demo", user="datarax demo")
     tqdm = require("tqdm", extra="demo", user="datarax demo").tqdm
 

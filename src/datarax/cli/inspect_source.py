@@ -1,14 +1,10 @@
 """``datarax inspect SOURCE``: what is in a data set.
 
-Prints the source class, its files, the record count, the element spec (and, for a
-``py:`` target returning a Pipeline, the spec after its stages) and the first records
-summarised (shapes, dtypes, min/max, text excerpts); ``--grid out.png`` draws
-an image field as a grid, or a numeric field as a histogram.
-
-The record count is ``len(source)`` when the source knows it; a stream is counted by
-reading it once (``--no-count`` skips that). A datarax dataset with a field of variable
-shape (which the reader batches only through a ``decode=``) is shown from its metadata,
-its first records decoded one by one.
+Prints the source class, its files, the record count (a stream is counted by reading
+it, unless ``--no-count``), the element spec (and a ``py:`` Pipeline's after its stages)
+and the first records summarised; ``--grid out.png`` draws an image field as a grid, or
+a numeric field as a histogram. A datarax dataset with a field of variable shape is
+shown from its metadata, its first records decoded one by one.
 """
 
 from __future__ import annotations

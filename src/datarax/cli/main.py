@@ -20,6 +20,8 @@ SOURCE_HELP = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``datarax`` argument parser."""
+    from datarax.storage.urls import expand_user  # a path option's '~' (also unexpanded by a shell)
+
     parser = argparse.ArgumentParser(prog="datarax", description="Data pipelines for JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
@@ -40,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="ArrayRecord only: bytes -> dict of arrays for one record "
             "(default: each record's size and first bytes)",
         )
-        sub.add_argument("--data-dir", help="tfds only: the TFDS data directory")
+        sub.add_argument("--data-dir", type=expand_user, help="tfds only: the TFDS data directory")
         sub.add_argument(
             "--json", action="store_true", help="print one JSON object instead of text"
         )
@@ -53,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--grid",
         metavar="OUT.png",
+        type=expand_user,
         help="write an image grid of an image field (or a histogram of a numeric one)",
     )
     inspect.add_argument(
@@ -98,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also time a plain read-only pass of the same source",
     )
-    bench.add_argument("--png", metavar="OUT.png", help="write a chart of the numbers")
+    bench.add_argument("--png", metavar="OUT.png", type=expand_user,
+                       help="write a chart of the numbers")
     bench.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return parser
 
@@ -109,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)  # what follows goes to Beam (convert)
     args = build_parser().parse_args(argv[:cut])
     args.passthrough = argv[cut + 1:]
-    _expand_output_paths(args)
     if args.passthrough and args.command != "convert":
         build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
     try:
@@ -120,17 +123,6 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split()) or type(err).__name__
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)
         return 2
-
-
-def _expand_output_paths(args: argparse.Namespace) -> None:
-    """A leading ``~`` of the files and folders options name is the home folder, also
-    where no shell expanded it (``--grid=~/grid.png``, a quoted path)."""
-    from datarax.storage.urls import expand_user
-
-    for option in ("grid", "png", "data_dir"):
-        value = getattr(args, option, None)
-        if value is not None:
-            setattr(args, option, expand_user(value))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,12 +1,8 @@
 """``datarax scan SOURCE``: read every record once and list the ones that are broken.
 
-File-backed sources are opened with ``on_error="skip"`` and no skip budget, so one
-pass reads every record, drops the unreadable or undecodable ones and reports each
-(``source.skipped_records()``: file, index in the file, cause). A ``py:`` target keeps
-the policy its function chose; if its source stops at a bad record (``on_error="raise"``)
-that error is reported as the one bad record found.
-
-Exit status: 0 when every record is good, 1 when any is bad.
+File-backed sources are opened with ``on_error="skip"``, so one pass reads every
+record and reports each bad one (``source.skipped_records()``); a ``py:`` source that
+raises at a bad record reports that one. Exit status 1 when any record is bad.
 """
 
 from __future__ import annotations

@@ -76,7 +76,6 @@ ROWS_PER_READ = 1000
 _RAW = CompressionTypes.UNCOMPRESSED
 
 
-# ----------------------------------------------------------------------- features
 def _infer(smallest: list[Any], class_names: Mapping[str, Sequence[str]] | None) -> Features:
     """The features of the ``(key, record)`` with the smallest key."""
     if not smallest:
@@ -88,7 +87,6 @@ def _infer(smallest: list[Any], class_names: Mapping[str, Sequence[str]] | None)
         raise ConversionError(f"the record with key {key!r}: {err}") from err
 
 
-# ------------------------------------------------------------------------ encode
 class _Encode(beam.DoFn):
     """``(key, record) -> (shard, (key, bytes | None, skipped | None))``."""
 
@@ -120,7 +118,6 @@ class _Encode(beam.DoFn):
         yield shard, (key, data, None)
 
 
-# ------------------------------------------------------------------- shard files
 def _publish(local: str, dst: str, name: str) -> None:
     """Copy the local file to ``dst/name``: written under a temporary name in the partial
     folder, then renamed (a file with its final name is complete)."""
@@ -213,7 +210,6 @@ def _prepare(dst: str, overwrite: bool) -> None:
         FileSystems.mkdirs(dst)
 
 
-# ------------------------------------------------------------------- the transform
 class WriteDataset(beam.PTransform):
     """Write a PCollection of records as a self-describing ArrayRecord dataset in ``dst``.
 
@@ -304,7 +300,6 @@ class WriteDataset(beam.PTransform):
                                          beam.pvalue.AsSingleton(plan), self.extra))
 
 
-# -------------------------------------------------------------------- convert_rows
 def direct_runner() -> Any:
     """Beam's DirectRunner engine for this machine (``FnApiRunner``), which honours
     ``--direct_running_mode`` and ``--direct_num_workers``; unlike ``DirectRunner`` by

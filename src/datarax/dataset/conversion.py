@@ -51,7 +51,6 @@ TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".cs
 SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
 
-# ------------------------------------------------------------------ image folders
 def _class_folder(root: str, name: str) -> bool:
     """Whether ``root/name`` is a class of an image folder: a folder, not hidden (``.git``,
     ``.ipynb_checkpoints``), and not a datarax dataset (DST written inside SRC)."""
@@ -119,7 +118,6 @@ class ImageFolderRows(Rows):
                 yield {"image": {"bytes": f.read()}, "label": label}
 
 
-# -------------------------------------------------------------------------- numpy
 class NpyRows(Rows):
     """Rows of ``.npy`` files (field = file name) or one ``.npz`` (field = array name)."""
 
@@ -167,7 +165,6 @@ class NpyRows(Rows):
             yield {k: (v[i].item() if k in text else np.asarray(v[i])) for k, v in arrays.items()}
 
 
-# --------------------------------------------------------------------- HF / TFDS
 def _hf_rows(path: str, split: str | None) -> Rows:
     datasets = require("datasets", extra="hf", user="datarax convert (Hugging Face)")
     if os.path.isfile(os.path.join(path, "dataset_dict.json")) or os.path.isfile(
@@ -234,7 +231,6 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
     return rows
 
 
-# ------------------------------------------------------------------------- front
 def _files_of(src: str, suffixes: Sequence[str]) -> list[str]:
     if os.path.isdir(src):
         found = []

@@ -39,10 +39,8 @@ def encoded_image_bytes(value: Any) -> bytes | None:
             with open(value["path"], "rb") as f:
                 data = f.read()
         return bytes(data) if data is not None else None
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-        if data.startswith(_PNG_MAGIC) or data.startswith(_JPEG_MAGIC):
-            return data
+    if isinstance(value, (bytes, bytearray, memoryview)) and image_format(bytes(value)):
+        return bytes(value)
     return None
 
 

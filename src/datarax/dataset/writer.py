@@ -61,7 +61,6 @@ _PROGRESS_EVERY = 512
 _PARENT_CHECK_S = 0.2  # how often a worker checks that its parent lives
 
 
-# ------------------------------------------------------------------ shard work
 @dataclasses.dataclass(frozen=True)
 class _Job:
     dst: str
@@ -203,7 +202,6 @@ def _worker(job: _Job, rows: Rows, shards: list[int], messages: Any, parent: int
         raise SystemExit(1) from None
 
 
-# ------------------------------------------------------------------ destination
 def _fingerprint(job: _Job, rows: Rows) -> str:
     data = {"features": job.features.to_json(), "shards": job.shards, "bounds": job.bounds,
             "on_error": job.on_error, "rows": rows.length, "source": rows.description}
@@ -268,7 +266,6 @@ def _finished(dst: str, shards: int) -> dict[int, dict[str, Any]]:
     return done
 
 
-# -------------------------------------------------------------------- the face
 @one_writer(ConversionError, "this write")  # one writer per folder at a time
 def write_dataset(
     records: Any,
