@@ -75,6 +75,20 @@ def stack_values(values: list[Any]) -> np.ndarray:
     return seal(out)
 
 
+def _stack_into(column: np.ndarray, values: list[np.ndarray]) -> None:
+    """Fill ``column`` (one row per value; shapes and dtypes already checked) with
+    ``values``: their bytes joined in one pass when each is C-contiguous (one copy, which
+    releases Python's lock once; a copy value by value releases it for each, and each
+    release wakes the threads waiting for it), else by ``np.concatenate``."""
+    try:
+        joined = b"".join(values)
+    except TypeError:  # a value that is not C-contiguous
+        rows, first, *rest = column.shape
+        np.concatenate(values, out=column.reshape(rows * first, *rest))
+        return
+    column[...] = np.frombuffer(joined, column.dtype).reshape(column.shape)
+
+
 class RecordStructureError(ValueError):
     """A decoded record whose structure differs from the first record's."""
 
@@ -181,20 +195,11 @@ class DecodedRecords:
             if not all(kind is np.ndarray or issubclass(kind, np.generic)
                        for kind in set(map(type, values))):
                 return None, decoded
-            if set(map(_DTYPE, values)) != {dtype}:
+            if set(map(_SHAPE, values)) != {shape} or set(map(_DTYPE, values)) != {dtype}:
                 return None, decoded
             column = fresh_aligned((n, *shape), dtype)
             if shape:  # one copy of every record into its row, no view per record
-                # the shape: every first axis here (len, cheaper than a shape tuple
-                # each), the other axes by concatenate, which refuses any other
-                try:
-                    if set(map(len, values)) != {shape[0]}:
-                        return None, decoded
-                    np.concatenate(values, out=column.reshape(n * shape[0], *shape[1:]))
-                except (TypeError, ValueError):  # a scalar among them; another shape
-                    return None, decoded
-            elif set(map(_SHAPE, values)) != {()}:
-                return None, decoded
+                _stack_into(column, values)
             else:
                 column[...] = values
             out[key] = seal(column)
