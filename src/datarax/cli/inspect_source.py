@@ -104,12 +104,8 @@ def features_spec(features: Any) -> dict[str, Any]:
 
 
 def decode_one_by_one(source: Any, features: Any, n: int) -> list[dict[str, Any]]:
-    """The first ``n`` records of a dataset source, each decoded alone from its bytes
-    (:func:`~datarax.dataset.decode_records`; fields of variable shape as their arrays).
-
-    Raises:
-        RecordError: a record does not match the metadata (naming its file and index).
-    """
+    """The first ``n`` records of a dataset source, each decoded alone (a bad one raises
+    RecordError naming its file and index)."""
     from datarax.cli.targets import decode_alone
     from datarax.core.errors import RecordError
 

@@ -60,11 +60,8 @@ class Target:
 
 
 def split_spec(spec: str) -> tuple[str, str, str | None]:
-    """``(kind, name, split)`` of a SOURCE argument (no file is touched).
-
-    Raises:
-        ConfigError: an unknown ``scheme:`` prefix or an empty name.
-    """
+    """``(kind, name, split)`` of a SOURCE argument (no file is touched); ConfigError for
+    an unknown ``scheme:`` or an empty name."""
     match = _SCHEME.match(spec)
     if match is None or len(match.group(1)) == 1:  # no scheme (a Windows drive letter is a path)
         if not spec:
@@ -107,13 +104,8 @@ def _name_and_split(rest: str) -> tuple[str, str | None]:
 
 
 def load_callable(reference: str, *, what: str) -> Callable[..., Any]:
-    """The function named by ``module:function`` or ``path/to/file.py:function``.
-
-    The current directory is importable, as with ``python -m``.
-
-    Raises:
-        ConfigError: the module cannot be imported or has no such function.
-    """
+    """The function named by ``module:function`` or ``path/to/file.py:function`` (the
+    current directory importable, as with ``python -m``), or ConfigError."""
     module_name, sep, function = reference.rpartition(":")
     if not sep or not module_name or not function.isidentifier():
         raise ConfigError(f"{what} '{reference}' is not MODULE:FUNCTION (e.g. my_codecs:decode).")
@@ -169,12 +161,8 @@ def raw_record_summary(record: bytes) -> dict[str, Any]:
 
 
 def decode_alone(features: Any, record: bytes) -> dict[str, Any]:
-    """One dataset record's fields, decoded per ``features`` (a field of variable shape as
-    its array).
-
-    Raises:
-        RecordError: the record does not match ``features`` (saying how).
-    """
+    """One dataset record's fields, decoded per ``features`` (RecordError when it does not
+    match them)."""
     from datarax.core.errors import RecordError
     from datarax.dataset.layout import decode_records
 

@@ -209,8 +209,8 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
         builder = tfds.builder_from_directory(name_or_dir)
     else:
         builder = tfds.builder(name_or_dir, data_dir=data_dir)
-    splits = list(builder.info.splits)
-    split = _pick_split(splits, split, name_or_dir)
+    split = _pick_split(list(builder.info.splits), split, name_or_dir)
+    description = f"the TFDS dataset {builder.info.full_name} ({split})"
     hints: dict[str, dict[str, Any]] = {}
     for key, feature in builder.info.features.items():
         kind = type(feature).__name__
@@ -221,12 +221,11 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
         elif kind == "Text":
             hints[key] = {"encoding": "utf8"}
     try:
-        rows: Rows = SequenceRows(builder.as_data_source(split=split),
-                                  f"the TFDS dataset {builder.info.full_name} ({split})")
+        rows: Rows = SequenceRows(builder.as_data_source(split=split), description)
     except Exception:  # noqa: BLE001 - TFRecord-format data: read it once, in order
         rows = IterableRows(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)),
                             length=builder.info.splits[split].num_examples,
-                            description=f"the TFDS dataset {builder.info.full_name} ({split})")
+                            description=description)
     rows.hints = lambda: hints  # type: ignore[method-assign]
     return rows
 

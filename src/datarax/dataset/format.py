@@ -20,8 +20,6 @@ WRITER_OPTIONS)``; collect :func:`shard_info` of each finished shard and finish 
 Example:
     >>> import numpy as np
     >>> feats = infer_features({"x": np.float32([1, 2]), "label": 3, "name": "a"})
-    >>> [(f.name, f.dtype, f.shape, f.encoding) for f in feats.fields]
-    [('x', 'float32', (2,), 'raw'), ('label', 'int64', (), 'raw'), ('name', 'str', (), 'utf8')]
     >>> recs = [encode_record(feats, {"x": np.float32([i, i]), "label": i, "name": f"r{i}"})
     ...         for i in range(3)]
     >>> out = decode_records(feats, recs)

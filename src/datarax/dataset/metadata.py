@@ -194,6 +194,4 @@ def find_dataset(paths: Any) -> str | None:
     if len(folders) != 1:
         return None
     folder = folders.pop()
-    if not os.path.isfile(os.path.join(folder, METADATA_FILE)):
-        return None
-    return folder
+    return folder if os.path.isfile(os.path.join(folder, METADATA_FILE)) else None

@@ -85,7 +85,7 @@ class TableRows(Rows):
     """Rows of Parquet, JSON Lines or CSV files, read a row group / chunk at a time.
 
     Parquet is read by row group (only the groups a range needs); JSON Lines and CSV
-    files are parsed whole by ``pyarrow`` (once per process). Pickles as its file list.
+    files are parsed whole by ``pyarrow`` (once per process).
     """
 
     def __init__(self, files: Sequence[str], kind: str) -> None:

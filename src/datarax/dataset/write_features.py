@@ -14,17 +14,28 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
-from datarax.dataset.rows import Rows, as_rows
+from datarax.dataset.rows import as_rows
 from datarax.dataset.write_outcome import ConversionError
 from datarax.errors import ConfigError
 
-__all__ = ["resolve_features", "rows_features"]
+__all__ = ["resolve_features"]
 
 _INFER_TRIES = 100  # rows tried for the features with on_error="skip"
 
 
-def rows_features(rows: Rows, features: Features | None,
-                  class_names: Mapping[str, Sequence[str]] | None, *, skip: bool = False) -> Features:
+def resolve_features(records: Any, features: Features | None = None, *,
+                     class_names: Mapping[str, Sequence[str]] | None = None,
+                     skip: bool = False) -> Features:
+    """The :class:`~datarax.dataset.fields.Features` ``records`` are written with:
+    ``features`` (plus ``class_names``), or inferred from the first record and the
+    source's schema (with ``skip``, as for ``on_error="skip"``: the first of the first 100
+    rows that describes its fields).
+
+    Example:
+        >>> [f.encoding for f in resolve_features([{"t": "a", "x": 1.5}]).fields]
+        ['utf8', 'raw']
+    """
+    rows = as_rows(records)
     hints = rows.hints()
     names = {k: v["class_names"] for k, v in hints.items() if "class_names" in v}
     names.update(class_names or {})
@@ -89,20 +100,3 @@ def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
             len(field.shape) == 3 and field.shape[2] in (1, 3, 4)):
         return dataclasses.replace(field, encoding="png")
     return field
-
-
-
-def resolve_features(records: Any, features: Features | None = None, *,
-                     class_names: Mapping[str, Sequence[str]] | None = None,
-                     skip: bool = False) -> Features:
-    """The :class:`~datarax.dataset.fields.Features` :func:`write_dataset` writes
-    ``records`` with: ``features`` (plus ``class_names``), or inferred from the first
-    record and the source's schema (with ``skip``, as for ``on_error="skip"``: the first
-    of the first 100 rows that describes its fields). For writers other than
-    :func:`write_dataset`.
-
-    Example:
-        >>> [f.encoding for f in resolve_features([{"t": "a", "x": 1.5}]).fields]
-        ['utf8', 'raw']
-    """
-    return rows_features(as_rows(records), features, class_names, skip=skip)

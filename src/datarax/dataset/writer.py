@@ -49,7 +49,7 @@ from datarax.dataset.metadata import (
     write_metadata,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.write_features import rows_features
+from datarax.dataset.write_features import resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
@@ -316,7 +316,7 @@ def write_dataset(
         raise ConfigError(
             f"write_dataset workers={workers} needs records every process can read by row "
             f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
-    feats = rows_features(rows, features, class_names, skip=on_error == "skip")
+    feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
     n = rows.length
     bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
     job = _Job(dst, feats, shards, on_error, bounds)
@@ -386,13 +386,12 @@ def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,
             try:
                 kind, value = messages.get(timeout=0.2)
             except queue.Empty:
-                if all(not p.is_alive() for p in procs):
-                    error = _drain(messages, report) or error
-                    break
+                # a killed worker may hold the queue's lock: the others would hang
                 killed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
-                if killed:  # it may have died holding the queue's lock: the others would hang
+                if killed or all(not p.is_alive() for p in procs):
                     error = _drain(messages, report) or error or (
-                        f"write_dataset: a worker process died (exit code {killed[0]})")
+                        f"write_dataset: a worker process died (exit code {killed[0]})"
+                        if killed else None)
                     for p in procs:
                         p.terminate()
                     break
