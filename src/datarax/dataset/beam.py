@@ -37,7 +37,7 @@ import numpy as np
 
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import encode_record
-from datarax.dataset.lock import one_writer
+from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import (
     METADATA_FILE,
     PARTIAL_DIR,
@@ -336,7 +336,6 @@ def _beam_error(err: BaseException) -> Exception:
     return kind(text)
 
 
-@one_writer(ConversionError, "this conversion")  # one writer per local folder at a time
 def convert_rows(
     records: Any,
     dst: str | os.PathLike[str],
@@ -365,41 +364,44 @@ def convert_rows(
         ConfigError: records that cannot be read by row, or ``resume=True`` (Beam runners
             retry failed work themselves).
     """
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer per folder
+        from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-    started = time.perf_counter()
-    if resume:
-        raise ConfigError(
-            "convert with runner='beam' does not resume: the Beam runner retries failed work "
-            "itself. Run it again with overwrite=True (--overwrite), or use runner='local'.")
-    rows = as_rows(records)
-    if not rows.random_access or rows.length is None:
-        raise ConfigError(
-            f"convert with runner='beam' reads rows in parallel workers, which "
-            f"{rows.description} does not allow (it is read once, in order); use runner='local'.")
-    dst = expand_user(dst)
-    feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
-    n = rows.length
-    if n == 0:
-        raise ConversionError(f"{rows.description} holds no records; nothing to write.")
-    count = shards if shards is not None else automatic_shards(n, RECORDS_PER_SHARD)
-    chunks = [(lo, min(n, lo + ROWS_PER_READ)) for lo in range(0, n, ROWS_PER_READ)]
-    options = PipelineOptions(list(beam_options))
-    runner_name = options.view_as(StandardOptions).runner
-    runner = direct_runner() if runner_name in (None, "DirectRunner", "direct") else None
-    try:
-        with beam.Pipeline(runner=runner, options=options) as p:
-            _ = (p | "Chunks" >> beam.Create(chunks)
-                 | "Spread" >> beam.Reshuffle()
-                 | "Read" >> beam.FlatMap(_read_chunk, rows)
-                 | "Write" >> WriteDataset(dst, features=feats, shards=count, numbered=True,
-                                           on_error=on_error, overwrite=overwrite,
-                                           extra={**dict(extra or {}), "runner": "beam"},
-                                           rows=rows))
-    except Exception as err:  # noqa: BLE001 - the runner wraps worker errors in its own types
-        raise _beam_error(err) from err
-    with FileSystems.open(FileSystems.join(dst, METADATA_FILE), compression_type=_RAW) as f:
-        info = DatasetInfo.from_json(json.load(io.TextIOWrapper(f, encoding="utf-8")),
-                                     where=FileSystems.join(dst, METADATA_FILE))
-    return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), len(info.shards),
-                              0, len(info.skipped), time.perf_counter() - started)
+        started = time.perf_counter()
+        if resume:
+            raise ConfigError(
+                "convert with runner='beam' does not resume: the Beam runner retries failed work "
+                "itself. Run it again with overwrite=True (--overwrite), or use runner='local'.")
+        rows = as_rows(records)
+        if not rows.random_access or rows.length is None:
+            raise ConfigError(
+                f"convert with runner='beam' reads rows in parallel workers, which "
+                f"{rows.description} does not allow (it is read once, in order); use "
+                "runner='local'.")
+        dst = expand_user(dst)
+        feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
+        n = rows.length
+        if n == 0:
+            raise ConversionError(f"{rows.description} holds no records; nothing to write.")
+        count = shards if shards is not None else automatic_shards(n, RECORDS_PER_SHARD)
+        chunks = [(lo, min(n, lo + ROWS_PER_READ)) for lo in range(0, n, ROWS_PER_READ)]
+        options = PipelineOptions(list(beam_options))
+        runner_name = options.view_as(StandardOptions).runner
+        runner = direct_runner() if runner_name in (None, "DirectRunner", "direct") else None
+        try:
+            with beam.Pipeline(runner=runner, options=options) as p:
+                _ = (p | "Chunks" >> beam.Create(chunks)
+                     | "Spread" >> beam.Reshuffle()
+                     | "Read" >> beam.FlatMap(_read_chunk, rows)
+                     | "Write" >> WriteDataset(dst, features=feats, shards=count, numbered=True,
+                                               on_error=on_error, overwrite=overwrite,
+                                               extra={**dict(extra or {}), "runner": "beam"},
+                                               rows=rows))
+        except Exception as err:  # noqa: BLE001 - the runner wraps worker errors in its own types
+            raise _beam_error(err) from err
+        with FileSystems.open(FileSystems.join(dst, METADATA_FILE), compression_type=_RAW) as f:
+            info = DatasetInfo.from_json(json.load(io.TextIOWrapper(f, encoding="utf-8")),
+                                         where=FileSystems.join(dst, METADATA_FILE))
+        return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards),
+                                  len(info.shards), 0, len(info.skipped),
+                                  time.perf_counter() - started)

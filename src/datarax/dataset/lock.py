@@ -6,7 +6,7 @@ while it runs; a second one, from another process or another thread, is refused 
 once with an error naming the folder and the process that holds it. The operating
 system drops the lock when its process ends, however it ends, so a killed conversion
 never leaves a stale lock; the lock file is removed when the write finishes. Calls in
-the same thread nest (``convert`` holds the lock around ``write_dataset``).
+the same thread nest (``convert`` holds the lock around ``write_dataset``'s).
 
 Example:
     >>> import os, tempfile
@@ -22,13 +22,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
 
 from datarax.storage.urls import expand_user, is_remote
 
@@ -37,11 +34,9 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "folder_lock", "one_writer"]
+__all__ = ["LOCK_FILE", "folder_lock"]
 
 LOCK_FILE = ".datarax-lock"
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 _held: dict[str, int] = {}  # folder -> the thread holding its lock
 _held_lock = threading.Lock()
@@ -122,20 +117,3 @@ def _busy(dst: str, what: str, holder: str) -> str:
             f"'{os.path.join(dst, LOCK_FILE)}'), so {what} was refused: two writers in one "
             "folder would mix their shards. Wait for that conversion to finish (its lock goes "
             "when its process ends), or write into another folder.")
-
-
-def one_writer(error: type[Exception], what: str) -> Callable[[F], F]:
-    """Decorator: the call holds :func:`folder_lock` of its ``dst`` argument."""
-
-    def decorate(fn: F) -> F:
-        signature = inspect.signature(fn)
-
-        @functools.wraps(fn)
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            dst = signature.bind(*args, **kwargs).arguments["dst"]
-            with folder_lock(dst, error=error, what=what):
-                return fn(*args, **kwargs)
-
-        return locked  # type: ignore[return-value]
-
-    return decorate

@@ -35,7 +35,7 @@ from typing import Any
 
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import encode_record
-from datarax.dataset.lock import one_writer
+from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import (
     METADATA_FILE,
     PARTIAL_DIR,
@@ -266,7 +266,6 @@ def _finished(dst: str, shards: int) -> dict[int, dict[str, Any]]:
     return done
 
 
-@one_writer(ConversionError, "this write")  # one writer per folder at a time
 def write_dataset(
     records: Any,
     dst: str | os.PathLike[str],
@@ -303,62 +302,65 @@ def write_dataset(
     Returns:
         The :class:`~datarax.dataset.metadata.DatasetInfo` written and a :class:`WriteSummary`.
     """
-    started = time.perf_counter()
-    dst = expand_user(dst)  # '~/ds' is the home folder's
-    if not isinstance(shards, int) or shards < 1:
-        raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
-    if not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"write_dataset workers must be an int >= 1, got {workers!r}.")
-    if on_error not in ("raise", "skip"):
-        raise ConfigError(f"write_dataset on_error must be 'raise' or 'skip', got {on_error!r}.")
-    rows = as_rows(records)
-    if workers > 1 and not rows.random_access:
-        raise ConfigError(
-            f"write_dataset workers={workers} needs records every process can read by row "
-            f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
-    feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
-    n = rows.length
-    bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
-    job = _Job(dst, feats, shards, on_error, bounds)
-    fingerprint = _fingerprint(job, rows)
-    if _prepare(dst, fingerprint, resume=resume, overwrite=overwrite):
-        info = read_metadata(dst)
-        return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
-                                  shards, len(info.skipped), time.perf_counter() - started)
-    done = _finished(dst, shards) if bounds is not None else {}
-    todo = [s for s in range(shards) if s not in done]
-    results = dict(done)
-    bar = _progress_bar(progress, n, sum(bounds[s + 1] - bounds[s] for s in done) if bounds else 0)
+    with folder_lock(dst, error=ConversionError, what="this write"):  # one writer per folder
+        started = time.perf_counter()
+        dst = expand_user(dst)  # '~/ds' is the home folder's
+        if not isinstance(shards, int) or shards < 1:
+            raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
+        if not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"write_dataset workers must be an int >= 1, got {workers!r}.")
+        if on_error not in ("raise", "skip"):
+            raise ConfigError(
+                f"write_dataset on_error must be 'raise' or 'skip', got {on_error!r}.")
+        rows = as_rows(records)
+        if workers > 1 and not rows.random_access:
+            raise ConfigError(
+                f"write_dataset workers={workers} needs records every process can read by row "
+                f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
+        feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
+        n = rows.length
+        bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
+        job = _Job(dst, feats, shards, on_error, bounds)
+        fingerprint = _fingerprint(job, rows)
+        if _prepare(dst, fingerprint, resume=resume, overwrite=overwrite):
+            info = read_metadata(dst)
+            return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
+                                      shards, len(info.skipped), time.perf_counter() - started)
+        done = _finished(dst, shards) if bounds is not None else {}
+        todo = [s for s in range(shards) if s not in done]
+        results = dict(done)
+        bar = _progress_bar(progress, n,
+                            sum(bounds[s + 1] - bounds[s] for s in done) if bounds else 0)
 
-    def report(kind: str, value: Any) -> None:
-        if kind == "rows":
+        def report(kind: str, value: Any) -> None:
+            if kind == "rows":
+                if bar is not None:
+                    bar.update(value)
+            elif kind == "done":
+                index = int(value["shard"]["file"].split("-")[1])
+                results[index] = value
+
+        try:
+            if bounds is None:
+                _write_round_robin(job, rows, report)
+            elif workers == 1 or len(todo) <= 1:
+                _write_ranges(job, rows, todo, report)
+            else:
+                _run_workers(job, rows, todo, min(workers, len(todo)), report)
+        finally:
             if bar is not None:
-                bar.update(value)
-        elif kind == "done":
-            index = int(value["shard"]["file"].split("-")[1])
-            results[index] = value
-
-    try:
-        if bounds is None:
-            _write_round_robin(job, rows, report)
-        elif workers == 1 or len(todo) <= 1:
-            _write_ranges(job, rows, todo, report)
-        else:
-            _run_workers(job, rows, todo, min(workers, len(todo)), report)
-    finally:
-        if bar is not None:
-            bar.close()
-    shard_list = tuple(ShardInfo(**results[s]["shard"]) for s in range(shards))
-    skipped = tuple(item for s in range(shards) for item in results[s]["skipped"])
-    info = DatasetInfo(feats, shard_list, skipped,
-                       {**dict(extra or {}), "fingerprint": fingerprint})
-    try:
-        write_metadata(dst, info)
-    except OSError as err:
-        raise _write_failed(dst, f"the metadata file {METADATA_FILE}", err) from err
-    shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
-    return info, WriteSummary(info.num_records, sum(s.bytes for s in shard_list), shards,
-                              len(done), len(skipped), time.perf_counter() - started)
+                bar.close()
+        shard_list = tuple(ShardInfo(**results[s]["shard"]) for s in range(shards))
+        skipped = tuple(item for s in range(shards) for item in results[s]["skipped"])
+        info = DatasetInfo(feats, shard_list, skipped,
+                           {**dict(extra or {}), "fingerprint": fingerprint})
+        try:
+            write_metadata(dst, info)
+        except OSError as err:
+            raise _write_failed(dst, f"the metadata file {METADATA_FILE}", err) from err
+        shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
+        return info, WriteSummary(info.num_records, sum(s.bytes for s in shard_list), shards,
+                                  len(done), len(skipped), time.perf_counter() - started)
 
 
 def _progress_bar(progress: bool, total: int | None, initial: int) -> Any:
