@@ -1,10 +1,8 @@
 """Optional dependencies: import one, or fail naming the ``pip install`` command.
 
-datarax's core install is lean; integrations (Hugging Face, TFDS, ArrayRecord, Orbax)
-live in pyproject extras and are imported lazily, where they are used, through
-:func:`require`. A missing one always raises the same
-:class:`~datarax.core.errors.MissingExtraError`, naming the missing package and the
-extra that installs it.
+Integrations live in pyproject extras and are imported where they are used, through
+:func:`require`; a missing one raises :class:`~datarax.core.errors.MissingExtraError`
+naming the package and the extra that installs it.
 
 Example:
     >>> require("json", extra="hf", user="HFEagerSource").__name__
@@ -51,12 +49,8 @@ def missing_extra(package: str, *, extra: str, user: str, via: str | None = None
 
 
 def require(module: str, *, extra: str, user: str) -> ModuleType:
-    """``import module`` for ``user``, or raise :class:`MissingExtraError` naming
-    ``pip install "datarax[extra]"``.
-
-    When ``module`` is installed but a package it imports is not, the error names that
-    package (the extra installs it too).
-    """
+    """``import module`` for ``user``, or raise :class:`MissingExtraError` naming the
+    missing package (``module``, or one it imports) and ``pip install "datarax[extra]"``."""
     try:
         return importlib.import_module(module)
     except ImportError as err:

@@ -120,12 +120,6 @@ def decode_one_by_one(source: Any, features: Any, n: int) -> list[dict[str, Any]
     return out
 
 
-def records_of(batch: dict[str, Any]) -> list[dict[str, Any]]:
-    """Split a batch into per-record dicts."""
-    n = len(next(iter(batch.values())))
-    return [{k: v[i] for k, v in batch.items()} for i in range(n)]
-
-
 def run_inspect(
     target: Target,
     *,
@@ -159,9 +153,10 @@ def run_inspect(
         for batch in host_batches(
             target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256
         ):
-            if len(first) < wanted:
-                first.extend(records_of(batch)[: wanted - len(first)])
-            seen += len(next(iter(batch.values())))
+            n = len(next(iter(batch.values())))
+            first.extend({k: v[i] for k, v in batch.items()}
+                         for i in range(min(n, wanted - len(first))))
+            seen += n
             if len(first) >= wanted and (length is not None or not count):
                 break
     counted = length is None and count

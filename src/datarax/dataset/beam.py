@@ -26,7 +26,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import tempfile
 import time
 import uuid
@@ -153,9 +152,8 @@ class _WriteShard(beam.DoFn):
         name = shard_name(index, plan.shards)
         writer_class = require("array_record.python.array_record_module", extra="arrayrecord",
                                user="datarax.beam.WriteDataset").ArrayRecordWriter
-        local_dir = tempfile.mkdtemp(prefix="datarax-beam-")
-        try:
-            local = os.path.join(local_dir, name)
+        with tempfile.TemporaryDirectory(prefix="datarax-beam-", ignore_cleanup_errors=True) as tmp:
+            local = os.path.join(tmp, name)
             writer = writer_class(local, WRITER_OPTIONS)
             count = 0
             for _, data, _ in items:
@@ -165,8 +163,6 @@ class _WriteShard(beam.DoFn):
             writer.close()
             info = shard_info(local, count)
             _publish(local, self.dst, name)
-        finally:
-            shutil.rmtree(local_dir, ignore_errors=True)
         yield {"index": index, "shard": info.to_json(),
                "skipped": [v[2] for v in items if v[2] is not None]}
 
@@ -182,11 +178,8 @@ def _finish(results: list[dict[str, Any]], dst: str, features: Features, plan: S
     ordered = [by_index[s] for s in range(plan.shards)]
     info = DatasetInfo(features, tuple(ShardInfo(**r["shard"]) for r in ordered),
                        tuple(item for r in ordered for item in r["skipped"]), dict(extra))
-    local_dir = tempfile.mkdtemp(prefix="datarax-beam-")
-    try:
-        _publish(write_metadata(local_dir, info), dst, METADATA_FILE)
-    finally:
-        shutil.rmtree(local_dir, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="datarax-beam-", ignore_cleanup_errors=True) as tmp:
+        _publish(write_metadata(tmp, info), dst, METADATA_FILE)
     partial = FileSystems.join(dst, PARTIAL_DIR)
     if FileSystems.exists(partial):
         FileSystems.delete([partial])
@@ -274,8 +267,7 @@ class WriteDataset(beam.PTransform):
         p = records.pipeline
         keyed = records | "Key" >> beam.Map(Keyer(self.key, self.numbered))
         if self.features is not None:
-            feats = resolve_features([{}], self.features, class_names=self.class_names) \
-                if self.class_names else self.features
+            feats = resolve_features([{}], self.features, class_names=self.class_names)
             features = p | "Features" >> beam.Create([feats])
         else:
             smallest = beam.combiners.Top.Smallest(1, key=lambda item: key_order(item[0]))

@@ -30,11 +30,9 @@ def _bad_text_as_bytes(table: Any) -> Any:
 
 
 class ParsedJsonLines:
-    """The rows of a JSON Lines file that ``pyarrow`` cannot read as one table (a column
-    whose type changes from row to row), parsed one line at a time, so that the writer's
-    checks name each row that does not fit the features (or skip it). It offers the
-    parts of a table :class:`TableRows` reads: ``num_rows``, ``schema`` (empty: no column
-    hints), ``column``, ``slice`` and ``to_pylist``.
+    """The rows of a JSON Lines file ``pyarrow`` cannot read as one table (a column whose
+    type changes from row to row), parsed line by line so the writer names each row that
+    does not fit; it offers the parts of a table :class:`TableRows` reads.
 
     Example:
         >>> import os, tempfile
