@@ -1,10 +1,9 @@
 """Apache Beam for datasets bigger than one machine (``pip install "datarax[beam]"``).
 
-:class:`WriteDataset` writes a PCollection of records (dicts) into a self-describing
-ArrayRecord dataset, the same format as :func:`datarax.dataset.writer.write_dataset`;
-:func:`convert_rows` runs a whole conversion on a Beam runner (``datarax convert SRC DST
---runner beam -- <beam options>``). The same code runs on the DirectRunner here and on
-Dataflow, Flink or Spark runners. See :mod:`datarax.dataset.beam` for placement rules.
+:class:`WriteDataset` writes a PCollection of records (dicts) as a self-describing
+ArrayRecord dataset; :func:`convert_rows` runs a whole conversion on a Beam runner
+(``datarax convert SRC DST --runner beam -- <beam options>``). See
+:mod:`datarax.dataset.beam`.
 
 Example:
     >>> import os, tempfile

@@ -112,11 +112,8 @@ def build_pipeline(train: dict[str, np.ndarray], batch_size: int, seed: int) -> 
 def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: bool = True,
              scan: bool = False) -> dict[str, float]:
     """Train, checkpoint mid-epoch, verify the resume, evaluate; returns the metrics.
-
-    ``scan``: train with :meth:`~datarax.pipeline.Pipeline.scan` — each epoch as two
-    compiled chunks of data + train steps (split where the checkpoint is taken) — in
-    place of a Python loop over the pipeline. Same batches, same steps.
-    """
+    ``scan``: each epoch as two :meth:`~datarax.pipeline.Pipeline.scan` chunks (split at
+    the checkpoint) in place of a Python loop; same batches, same steps."""
     optax = require("optax", extra="demo", user="datarax demo")
     tqdm = require("tqdm", extra="demo", user="datarax demo").tqdm
 

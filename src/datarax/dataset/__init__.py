@@ -8,8 +8,7 @@ record's bytes) and :mod:`~datarax.dataset.metadata` (the shards and the metadat
 TFDS, image folders, ``.npy``) into a dataset (:func:`convert`, ``datarax convert``).
 ``ArrayRecordSourceModule(config, paths=<dataset folder>)`` reads one back.
 
-Each name is imported from its module on first use, so a writer's worker process that
-imports :mod:`datarax.dataset.writer` loads NumPy and array_record, not JAX or Flax.
+Each name is imported on first use (a writer's worker process loads no JAX or Flax).
 """
 
 from __future__ import annotations

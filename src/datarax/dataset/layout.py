@@ -1,13 +1,11 @@
 """The record layout: one record's bytes, and a batch of records decoded into columns.
 
-A record (:func:`encode_record`) is a fixed-size head followed by a variable tail: the
-head holds every ``raw`` field's little-endian bytes in field order, then one
-little-endian ``uint32`` payload length per variable field (``varlen``, ``png``, ``jpeg``,
-``utf8``), in field order; the tail holds those payloads in the same order (a ``varlen``
-payload starts with one ``uint32`` per ``None`` dimension). So :func:`decode_records`
-decodes a batch's fixed fields with one ``np.frombuffer`` over the joined records (or one
-gather when records differ in length) and views, with no Python call per record; only
-variable fields (images, text) are decoded record by record.
+A record (:func:`encode_record`) is a fixed-size head, then a variable tail. The head
+holds every ``raw`` field's little-endian bytes, then one little-endian ``uint32`` payload
+length per variable field (``varlen``, ``png``, ``jpeg``, ``utf8``); the tail holds those
+payloads (a ``varlen`` one starts with one ``uint32`` per ``None`` dimension), all in field
+order. So :func:`decode_records` cuts a batch's fixed fields with no Python call per
+record; only variable fields (images, text) are decoded record by record.
 
 Example:
     >>> import numpy as np

@@ -47,11 +47,9 @@ def folder_lock(dst: str | os.PathLike[str], *, error: type[Exception],
                 what: str = "this write") -> Iterator[None]:
     """Hold the write lock of folder ``dst`` (created when missing) for the block.
 
-    Raises ``error`` naming ``dst``, the process that holds the lock and what to do
-    when another process or thread holds it. A ``dst`` that is a file is not locked
-    (the writer refuses it with its own message), nor is a URL (``gs://``, ``s3://``: a
-    bucket has no file locks). Without POSIX file locks (Windows) only writers in this
-    process are kept apart.
+    Raises ``error`` naming ``dst`` and the holder when another process or thread holds
+    it. A file (refused by the writer) and a URL (a bucket has no file locks) are not
+    locked; without POSIX file locks only writers in this process are kept apart.
     """
     dst = expand_user(dst)
     if is_remote(dst) or (os.path.exists(dst) and not os.path.isdir(dst)):

@@ -163,14 +163,9 @@ def read_metadata(directory: str | os.PathLike[str]) -> DatasetInfo:
 
 
 def find_dataset(paths: Any) -> str | None:
-    """The dataset folder ``paths`` names, or None for plain files.
-
-    ``paths`` names a dataset when it is a folder holding :data:`METADATA_FILE`, or a
-    glob pattern / list of files whose folder holds it and whose files are all shards.
-
-    Raises:
-        DataraxError: ``paths`` is a folder holding an unfinished conversion.
-    """
+    """The dataset folder ``paths`` names (a folder holding :data:`METADATA_FILE`, or a
+    glob / list of files in one), or None for plain files; DataraxError for a folder
+    holding an unfinished conversion."""
     paths = expand_user(paths)
     if isinstance(paths, (str, os.PathLike)):
         path = os.fspath(paths)

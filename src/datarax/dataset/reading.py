@@ -86,16 +86,12 @@ def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
 
 
 class DatasetDecoder:
-    """``list of records -> dict`` of batch columns for a dataset's features.
+    """``list of records -> dict`` of batch columns for a dataset's ``features``.
 
-    Args:
-        features: the dataset's features.
-        cast_float64: cast ``float64`` columns to ``float32`` (else they stay and the
-            reader refuses them while ``jax_enable_x64`` is off); 64-bit integers are
-            narrowed to 32 bits when they fit, as everywhere in datarax.
-
-    Raises:
-        ConfigError: a field has a variable shape (a batch needs one shape per field).
+    64-bit integers are narrowed to 32 bits when they fit, as everywhere in datarax;
+    ``float64`` columns are cast to ``float32`` with ``cast_float64`` (else refused while
+    ``jax_enable_x64`` is off). A field of variable shape is a ConfigError (a batch needs
+    one shape per field).
     """
 
     def __init__(self, features: Features, *, cast_float64: bool = False) -> None:
@@ -134,13 +130,11 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
                    ) -> tuple[list[RemoteObject], DatasetInfo | None]:
     """The remote files ``paths`` (URLs) names, and their dataset's metadata if any.
 
-    With ``dataset``, a URL of a folder holding :data:`METADATA_FILE`, or a glob / list of
-    that folder's shards, is a dataset: its files come with the SHA-256, size and record
-    count the metadata gives, and nothing is listed. Otherwise (plain files, or
-    ``dataset=False``) the URLs and globs are listed with their sizes and version tags;
-    with ``dataset=False`` a single URL that names no file but a dataset folder still
-    gives that dataset's shards (a reader with its own ``decode`` pointed at the folder).
-    The requests made are retried, and the retries counted in ``stats`` when given.
+    With ``dataset``, a URL of a folder holding :data:`METADATA_FILE` (or a glob / list of
+    its shards) is a dataset: its files come with the SHA-256, size and record count of
+    the metadata, unlisted. Otherwise the URLs and globs are listed (sizes, version tags),
+    a single URL of a dataset folder still giving its shards. Requests are retried, the
+    retries counted in ``stats``.
 
     Example:
         >>> import fsspec, numpy as np, os, tempfile
