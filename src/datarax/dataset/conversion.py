@@ -2,17 +2,15 @@
 
 :func:`open_rows` recognises ``SRC``:
 
-* ``tfds:NAME[:SPLIT]`` (with ``data_dir``) or a prepared TFDS folder (``features.json``
-  beside ``dataset_info.json``) — images, class labels and text from its features;
-* a Hugging Face dataset on disk: a ``save_to_disk`` folder (``state.json`` /
-  ``dataset_dict.json``), a ``load_dataset`` cache folder (``*.arrow`` files), or
-  Parquet / JSON Lines / CSV files (Parquet written by ``datasets`` keeps its image
-  columns, and its ``ClassLabel`` names go to the metadata);
+* ``tfds:NAME[:SPLIT]`` (with ``data_dir``) or a prepared TFDS folder;
+* a Hugging Face dataset on disk: a ``save_to_disk`` or ``load_dataset`` cache folder;
 * Parquet, JSON Lines and CSV files (a file, a folder of them or a glob;
-  :mod:`datarax.dataset.table_rows`);
-* an image folder, one subfolder per class (labels ``0..k-1`` in sorted folder order;
-  the class names go to the metadata);
+  :mod:`datarax.dataset.table_rows`; Parquet written by ``datasets`` keeps its image
+  columns and class names);
+* an image folder, one subfolder per class (labels ``0..k-1`` in sorted folder order);
 * ``.npy`` files (one field per file, named after it) or an ``.npz`` (one per array).
+
+Class names (of a schema or an image folder) go to the metadata.
 
 Example:
     >>> import numpy as np, tempfile, os

@@ -80,13 +80,9 @@ class ShardInfo:
 
 def shard_info(path: str | os.PathLike[str], records: int) -> ShardInfo:
     """The :class:`ShardInfo` of a finished shard file holding ``records`` records."""
-    digest = hashlib.sha256()
-    size = 0
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-            size += len(chunk)
-    return ShardInfo(os.path.basename(os.fspath(path)), int(records), size, digest.hexdigest())
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return ShardInfo(os.path.basename(os.fspath(path)), int(records), os.path.getsize(path), digest)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,10 +1,8 @@
 """The features a dataset is written with: given, or inferred from the records.
 
-:func:`resolve_features` gives the :class:`~datarax.dataset.fields.Features` of a write:
-``features=`` as given (with ``class_names`` added), or inferred from the first record
-and completed from the source's schema (class names, text stored as bytes, image
-columns, the shape of list columns over every row). Both writers use it, so a local
-write and a Beam write of the same records describe them alike.
+Both writers use :func:`resolve_features`, so a local write and a Beam write of the
+same records describe them alike; a source's schema completes what the first record
+says (class names, text stored as bytes, image columns, list columns' shapes).
 """
 
 from __future__ import annotations

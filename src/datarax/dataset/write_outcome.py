@@ -1,8 +1,5 @@
-"""What a dataset write gives back: a :class:`WriteSummary`, or a :class:`ConversionError`.
-
-Both writers (:func:`~datarax.dataset.writer.write_dataset` on local processes,
-:mod:`datarax.dataset.beam` on Apache Beam) report with these, and word a record that
-does not match the features with :func:`bad_record_message`.
+"""What a dataset write gives back: a :class:`WriteSummary`, or a :class:`ConversionError`
+(a bad record worded by :func:`bad_record_message`), for the local and the Beam writer.
 
 Example:
     >>> print(WriteSummary(10, 2_000_000, 2, 0, 1, 0.5))
