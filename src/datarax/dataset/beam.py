@@ -208,21 +208,17 @@ class WriteDataset(beam.PTransform):
 
     Args:
         dst: the dataset folder (any path Beam's ``FileSystems`` writes).
-        features: the :class:`~datarax.dataset.fields.Features`; default: inferred from
-            the record with the smallest key.
-        shards: number of shard files; ``None``: one per :data:`RECORDS_PER_SHARD`
-            records (``records_per_shard``), at most 1,024.
+        features: default: inferred from the record with the smallest key.
+        shards: number of shard files; ``None``: one per ``records_per_shard`` records,
+            at most 1,024.
         key: a record's stable key (placement and order in its shard): a field name, a
-            function of the record (returning ``int``, ``str`` or ``bytes``), or ``None``
-            for :func:`record_digest`.
-        numbered: elements are ``(row, record)``, rows ``0 .. n-1``: contiguous row
-            ranges per shard, byte-identical to ``write_dataset``'s shards.
-        on_error: ``"raise"`` or ``"skip"`` (listed in the metadata's ``skipped``).
-        overwrite: replace a dataset already in ``dst`` (else it is refused).
-        class_names: class names per label field (stored in the metadata).
-        extra: JSON stored under the metadata's ``extra``.
-        records_per_shard: the automatic shard size.
-        rows: the :class:`~datarax.dataset.rows.Rows` the rows come from (names them in errors).
+            function of the record (``int``, ``str`` or ``bytes``), or ``None`` for
+            :func:`record_digest`.
+        numbered: elements are ``(row, record)``, rows ``0 .. n-1``, placed as
+            ``write_dataset`` places them (byte-identical shards).
+        rows: the :class:`~datarax.dataset.rows.Rows` the rows come from (named in errors).
+
+    ``on_error``, ``overwrite``, ``class_names`` and ``extra`` are as for ``write_dataset``.
 
     The output is a PCollection of the one :class:`~datarax.dataset.metadata.DatasetInfo`
     written. ``dst`` is checked (or cleared) when the transform is applied to its input.

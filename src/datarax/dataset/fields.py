@@ -231,11 +231,9 @@ class Features:
 def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = None) -> Field:
     """The :class:`Field` a value of one record implies.
 
-    Numbers and numpy arrays are ``raw`` (Python ``int`` → ``int64``, ``float`` →
-    ``float32``, ``bool`` → ``bool``; numpy scalars and arrays keep their dtype); ``str`` is ``utf8``; PNG / JPEG bytes, Hugging
-    Face image dicts (``{"bytes", "path"}``) and PIL images are ``png`` / ``jpeg`` of the
-    image's shape (PIL images and arrays are written as PNG); other bytes are ``varlen``
-    ``uint8``.
+    Numbers are ``raw`` (``int`` → ``int64``, ``float`` → ``float32``; numpy values keep
+    their dtype); ``str`` is ``utf8``; PNG / JPEG bytes, Hugging Face image dicts and PIL
+    images (as PNG) are ``png`` / ``jpeg``; other bytes are ``varlen`` ``uint8``.
 
     Example:
         >>> infer_field("t", b"\\x00\\x01")

@@ -125,10 +125,8 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
 
 
 def encode_record(features: Features, record: Mapping[str, Any], *, row: int | None = None) -> bytes:
-    """One record's bytes in the layout of ``features`` (see the module docstring).
-
-    Deterministic: the same record gives the same bytes. ``row`` (the source row) is
-    named in errors.
+    """One record's bytes in the layout of ``features`` (the same record, the same bytes);
+    ``row`` (the source row) is named in errors.
 
     Raises:
         RecordMismatchError: a field is missing or extra, or has the wrong dtype or
@@ -255,12 +253,9 @@ def decode_records(features: Features, records: Sequence[bytes], *,
                    ) -> dict[str, np.ndarray]:
     """A batch of encoded records as one array per field, one row per record.
 
-    ``raw`` fields come out as ``(n, *shape)`` arrays of their dtype (64-byte aligned),
-    cut from the records with no Python call per record (a record that is one raw field
-    is copied once, straight into its row); images of a fixed shape as ``(n, h, w, c)``
-    ``uint8``; text as an object array of ``str``; ``varlen`` fields and images with a
-    variable dimension as object arrays of per-record arrays. ``empty(shape, dtype)``
-    allocates each numeric output array (default: a fresh 64-byte aligned one).
+    ``raw`` fields and fixed-shape images come out as ``(n, *shape)`` arrays, allocated by
+    ``empty(shape, dtype)`` (default: 64-byte aligned); text as an object array of
+    ``str``; fields with a variable dimension as object arrays of per-record arrays.
 
     Raises:
         RecordError: a record's length does not match its layout, or an image cannot

@@ -56,10 +56,8 @@ def _check_shards(names: list[str], info: DatasetInfo, folder: str,
 
 
 def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
-    """The shard files ``paths`` names inside dataset ``folder``, and its metadata.
-
-    The folder itself means every shard, in order; a glob or a list must name shards
-    listed in the metadata (any subset, in the order given / sorted for a glob).
+    """The shard files ``paths`` names inside dataset ``folder`` (the folder: every shard;
+    a glob or list: those shards, in that order), and its metadata.
 
     Raises:
         RecordError: a shard is missing, or a named file is not one of the shards.

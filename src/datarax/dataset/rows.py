@@ -140,9 +140,8 @@ def list_hint_wanted(kind: Any) -> bool:
 def list_hint(kind: Any, arrays: Iterable[Any]) -> dict[str, Any] | None:
     """The shape and dtype of an Arrow list column of numbers, from all its values.
 
-    ``kind`` is the column's Arrow type, ``arrays`` its values (Arrow arrays, in pieces).
-    A level whose lists all have one length gets that length, else ``None`` (a
-    variable dimension); the dtype is the leaf's. None when ``kind`` is not a list of
+    ``kind`` is the column's Arrow type, ``arrays`` its values in pieces. A level whose
+    lists all have one length gets it, else ``None``; None when ``kind`` is not a list of
     numbers.
 
     Example:
