@@ -6,8 +6,7 @@ ceil(64 / max(H, W)))``, tiles separated by ``PAD`` pixels (and a caption line u
 each, if any). Histograms and the bench chart are Matplotlib figures of ``FIGSIZE``
 inches at ``DPI`` (640 x 400 pixels).
 
-Pillow and Matplotlib come with the ``cli`` extra (``pip install "datarax[cli]"``);
-they are imported only when a picture is asked for.
+Pillow and Matplotlib (the ``cli`` extra) are imported only when a picture is asked for.
 
 Example:
     >>> grid_size(n=10, height=8, width=8)

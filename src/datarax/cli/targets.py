@@ -243,8 +243,7 @@ def _open_py(spec: str, module: str, function: str) -> Target:
     fn = load_callable(f"{module}:{function}", what=spec)
     made = fn()
     if isinstance(made, Pipeline):
-        source = made.source
-        return Target(spec, "py", source, pipeline=made, where=_paths_of(source))
+        return Target(spec, "py", made.source, pipeline=made, where=_paths_of(made.source))
     if isinstance(made, DataSourceModule):
         return Target(spec, "py", made, where=_paths_of(made))
     raise ConfigError(

@@ -1,8 +1,6 @@
 """Self-describing datasets on ArrayRecord: the format, the writer and ``convert``.
 
-:mod:`datarax.dataset.format` describes the format, defined by
-:mod:`~datarax.dataset.fields` (what each field is), :mod:`~datarax.dataset.layout` (one
-record's bytes) and :mod:`~datarax.dataset.metadata` (the shards and the metadata file);
+:mod:`datarax.dataset.format` describes the format;
 :mod:`datarax.dataset.writer` writes shards from any records (:func:`write_dataset`);
 :mod:`datarax.dataset.conversion` turns files on disk (Parquet, JSONL, CSV, Hugging Face,
 TFDS, image folders, ``.npy``) into a dataset (:func:`convert`, ``datarax convert``).

@@ -2,12 +2,10 @@
 
 Three modules define it, and this one names all of their parts in one place:
 
-* :mod:`datarax.dataset.fields` — what each field is (:class:`Features` of
-  :class:`Field` s, :func:`infer_features`) and its encoding: ``raw``, ``varlen``,
-  ``png`` / ``jpeg`` or ``utf8``;
+* :mod:`datarax.dataset.fields` — what each field is and how it is encoded
+  (:class:`Features` of :class:`Field` s, :func:`infer_features`);
 * :mod:`datarax.dataset.layout` — one record's bytes (:func:`encode_record`) and a batch
-  decoded into columns (:func:`decode_records`): a fixed-size head of ``raw`` fields and
-  payload lengths, then the variable payloads;
+  decoded into columns (:func:`decode_records`);
 * :mod:`datarax.dataset.metadata` — the shards' names (:func:`shard_name`) and the
   metadata file (:class:`DatasetInfo`, :func:`write_metadata` / :func:`read_metadata`).
 

@@ -26,9 +26,7 @@ _JPEG_MAGIC = b"\xff\xd8\xff"
 
 def pil_image(value: Any) -> Any:
     """``value`` when it is a PIL image, else None."""
-    if type(value).__module__.startswith("PIL."):
-        return value
-    return None
+    return value if type(value).__module__.startswith("PIL.") else None
 
 
 def encoded_image_bytes(value: Any) -> bytes | None:

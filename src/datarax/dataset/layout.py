@@ -216,13 +216,11 @@ def _stack(f: Field, values: list[np.ndarray],
            empty: Callable[[tuple[int, ...], np.dtype], np.ndarray]) -> np.ndarray:
     if None not in f.shape:
         out = empty((len(values), *f.shape), np.dtype(f.dtype))
-        for i, v in enumerate(values):
-            out[i] = v
-        return out
-    arrays = np.empty(len(values), dtype=object)
+    else:  # an array per record
+        out = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):
-        arrays[i] = v
-    return arrays
+        out[i] = v
+    return out
 
 
 def _native(column: np.ndarray, dtype: np.dtype,
