@@ -153,8 +153,7 @@ def run_bench(
         raise ConfigError("--batches and --epochs must be >= 1.")
     from datarax.pipeline import Pipeline
 
-    target = open_target(spec)
-    try:
+    with open_target(spec) as target:
         pipeline = target.pipeline or Pipeline(
             source=target.source, stages=[], batch_size=batch_size
         )
@@ -166,14 +165,9 @@ def run_bench(
             source=type(target.source).__name__,
             batches_per_epoch=length_of(pipeline),
         )
-    finally:
-        target.close()
     if compare_floor:
-        fresh = open_target(spec)
-        try:
+        with open_target(spec) as fresh:
             floor = measure_floor(fresh, result["batch_size"], max(result["records"], 1))
-        finally:
-            fresh.close()
         result["floor"] = floor
         if floor["records_per_s"] and result["records_per_s"]:
             result["fraction_of_floor"] = float(

@@ -155,10 +155,9 @@ def _run(args: argparse.Namespace) -> int:
         )
     from datarax.cli.targets import open_target
 
-    target = open_target(
+    with open_target(
         args.source, decode=args.decode, data_dir=args.data_dir, skip_bad=args.command == "scan"
-    )
-    try:
+    ) as target:
         if args.command == "inspect":
             from datarax.cli.inspect_source import run_inspect
 
@@ -174,5 +173,3 @@ def _run(args: argparse.Namespace) -> int:
         from datarax.cli.scan import run_scan
 
         return run_scan(target, batch_size=args.batch_size, as_json=args.json)
-    finally:
-        target.close()

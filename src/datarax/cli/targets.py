@@ -42,8 +42,8 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
 
 @dataclasses.dataclass
 class Target:
-    """An opened ``SOURCE``: the source, the pipeline a ``py:`` function returned, and
-    a one-line description of where the records come from."""
+    """An opened ``SOURCE`` (a context manager; leaving it closes the source): the source,
+    the pipeline a ``py:`` function returned, and where the records come from."""
 
     spec: str
     kind: str
@@ -54,7 +54,10 @@ class Target:
     info: Any | None = None  # a datarax dataset's DatasetInfo, when SOURCE names one
     per_record: str | None = None  # why a dataset's batch decoder refused it (see open_target)
 
-    def close(self) -> None:
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         """Stop the source's reader threads, if it has any."""
         self.source.close()
 
