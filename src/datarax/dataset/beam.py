@@ -344,13 +344,9 @@ def convert_rows(
     ``write_dataset``'s with the same ``features`` and ``shards``. ``beam_options`` are Beam
     pipeline options (``["--runner=DataflowRunner", ...]``); with no runner, or
     ``--runner=DirectRunner``, it runs here on :func:`direct_runner`. A local ``dst`` is
-    locked as ``write_dataset`` locks it (:mod:`datarax.dataset.lock`).
-
-    Raises:
-        ConversionError: a bad record, a ``dst`` holding a dataset without ``overwrite``,
-            another conversion writing into ``dst``, or a failed pipeline.
-        ConfigError: records that cannot be read by row, or ``resume=True`` (Beam runners
-            retry failed work themselves).
+    locked as ``write_dataset`` locks it (:mod:`datarax.dataset.lock`). ``resume=True``
+    is a ConfigError (Beam runners retry failed work themselves), as are records that
+    cannot be read by row.
     """
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer per folder
         from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions

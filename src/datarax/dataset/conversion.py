@@ -345,11 +345,9 @@ def convert(
 ) -> tuple[DatasetInfo, WriteSummary]:
     """Convert ``src`` (a path / ``tfds:NAME``, or any records) into a dataset in ``dst``.
 
-    The Python face of ``datarax convert``: ``shards`` (default: one per 50,000
-    records), ``workers`` processes, ``on_error`` ``"raise"`` / ``"skip"``, ``resume``,
-    ``overwrite`` and ``progress`` as in :func:`~datarax.dataset.writer.write_dataset`.
-    ``runner="beam"`` runs the conversion on Apache Beam (:mod:`datarax.beam`) with
-    ``beam_options`` (e.g. ``["--runner=DirectRunner"]``) passed to its pipeline.
+    The Python face of ``datarax convert``; ``shards`` (default: one per 50,000 records)
+    and the other options as in :func:`~datarax.dataset.writer.write_dataset`.
+    ``runner="beam"`` runs it on Apache Beam (:mod:`datarax.beam`) with ``beam_options``.
 
     A second conversion into ``dst`` while one runs is refused (:mod:`datarax.dataset.lock`).
     """

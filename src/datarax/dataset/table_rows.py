@@ -116,14 +116,10 @@ class TableRows(Rows):
 
     def _load(self) -> list[Any]:
         if self._tables is None:
-            if self.kind == "json":
-                import pyarrow.json as pj
+            import pyarrow.csv
+            import pyarrow.json
 
-                read = pj.read_json
-            else:
-                import pyarrow.csv as pc
-
-                read = pc.read_csv
+            read = pyarrow.json.read_json if self.kind == "json" else pyarrow.csv.read_csv
             tables = []
             for f in self.files:
                 try:
