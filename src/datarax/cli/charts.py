@@ -15,8 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,43 +93,41 @@ def write_image_grid(images: np.ndarray, path: str, captions: Sequence[str] | No
     return grid_h, grid_w
 
 
-def _pyplot():
+@contextlib.contextmanager
+def _figure(path: str, *grid: int) -> Iterator[Any]:
+    """A Matplotlib figure's axes (``plt.subplots(*grid)``), saved as a PNG at ``path``."""
     require("matplotlib", extra="cli", user="datarax (PNG charts)")
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt
 
-    return plt
+    fig, axes = plt.subplots(*grid, figsize=FIGSIZE, dpi=DPI)
+    yield axes
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=DPI)
+    plt.close(fig)
 
 
 def write_histogram(values: np.ndarray, field: str, path: str, bins: int = 30) -> None:
     """Histogram of every value of a numeric field (all records, all elements)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     flat = np.asarray(values).astype(np.float64).ravel()
-    ax.hist(flat, bins=bins, color="#4c72b0")
-    ax.set_title(f"{field}: {flat.size} values, min {flat.min():g}, max {flat.max():g}")
-    ax.set_xlabel(field)
-    ax.set_ylabel("count")
-    fig.tight_layout()
-    fig.savefig(path, format="png", dpi=DPI)
-    plt.close(fig)
+    with _figure(path) as ax:
+        ax.hist(flat, bins=bins, color="#4c72b0")
+        ax.set_title(f"{field}: {flat.size} values, min {flat.min():g}, max {flat.max():g}")
+        ax.set_xlabel(field)
+        ax.set_ylabel("count")
 
 
 def write_bench_chart(
     ms_per_batch: Mapping[str, float], rates: Mapping[str, float], path: str
 ) -> None:
     """Two panels: per-stage milliseconds per batch, and records/s of each measured pass."""
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=FIGSIZE, dpi=DPI)
     stages = [k for k, v in ms_per_batch.items() if v > 0] or list(ms_per_batch)
-    left.barh(stages, [ms_per_batch[k] for k in stages], color="#4c72b0")
-    left.set_xlabel("ms per batch")
-    left.set_title("pipeline.stats()")
-    right.bar(list(rates), list(rates.values()), color="#55a868")
-    right.set_ylabel("records/s")
-    right.set_title("throughput")
-    fig.tight_layout()
-    fig.savefig(path, format="png", dpi=DPI)
-    plt.close(fig)
+    with _figure(path, 1, 2) as (left, right):
+        left.barh(stages, [ms_per_batch[k] for k in stages], color="#4c72b0")
+        left.set_xlabel("ms per batch")
+        left.set_title("pipeline.stats()")
+        right.bar(list(rates), list(rates.values()), color="#55a868")
+        right.set_ylabel("records/s")
+        right.set_title("throughput")

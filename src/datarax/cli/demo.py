@@ -1,11 +1,9 @@
 """The end-to-end demo: scikit-learn's bundled digits through a datarax pipeline.
 
-Shuffled MemorySource -> Normalize -> Translate and Cutout (per record, stochastic) -> a
-small Flax NNX classifier trained with Optax for a few epochs, with a progress bar.
-Midway through epoch 2 the pipeline state is saved as JSON; a freshly built pipeline
-restores it and must produce exactly the batches the uninterrupted run did. With
-``--scan`` the same training runs as ``Pipeline.scan`` chunks (data + train steps in one
-compiled program) instead of a Python loop.
+Shuffled MemorySource -> Normalize -> Translate and Cutout (per record) -> a small Flax
+NNX classifier trained with Optax. Midway through epoch 2 the pipeline state is saved as
+JSON; a fresh pipeline restored from it must give exactly the batches the run did.
+``--scan`` trains with ``Pipeline.scan`` chunks instead of a Python loop.
 """
 
 from __future__ import annotations

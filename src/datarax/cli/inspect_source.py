@@ -81,9 +81,8 @@ def host_batches(target: Target, batch_size: int) -> Iterator[dict[str, Any]]:
 
 
 def features_spec(features: Any) -> dict[str, Any]:
-    """A dataset's per-record spec from its metadata: an array spec per fixed field, a
-    text spec per text field, a description (``'int32 (None,) varlen'``) per field of
-    variable shape.
+    """A dataset's per-record spec from its metadata (a field of variable shape described
+    in words).
 
     Example:
         >>> from datarax.dataset import Features, Field

@@ -1,11 +1,8 @@
 """One writer at a time per dataset folder: a file lock in the destination.
 
-Two conversions writing into the same folder at once would interleave their shards and
-metadata. A write holds an exclusive lock (``fcntl.flock``) on ``DST/.datarax-lock``
-while it runs; a second one, from another process or another thread, is refused at
-once with an error naming the folder and the process that holds it. The operating
-system drops the lock when its process ends, however it ends, so a killed conversion
-never leaves a stale lock; the lock file is removed when the write finishes. Calls in
+A write holds an exclusive lock (``fcntl.flock``) on ``DST/.datarax-lock``; a second one
+(another process or thread) is refused at once, naming the holder, rather than mixing
+its shards in. The lock goes with its process, however it ends (never stale); calls in
 the same thread nest (``convert`` holds the lock around ``write_dataset``'s).
 
 Example:
