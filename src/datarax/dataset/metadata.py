@@ -87,14 +87,8 @@ def shard_info(path: str | os.PathLike[str], records: int) -> ShardInfo:
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    """What the metadata file holds.
-
-    Attributes:
-        features: the records' :class:`Features`.
-        shards: the shards in record-numbering order.
-        skipped: rows left out by a conversion, ``{"row", "field", "error"}`` each.
-        extra: free-form JSON (the conversion's source and options).
-    """
+    """What the metadata file holds (see the module docstring); ``shards`` in
+    record-numbering order, ``extra`` the conversion's source and options."""
 
     features: Features
     shards: tuple[ShardInfo, ...]

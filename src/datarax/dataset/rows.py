@@ -107,17 +107,15 @@ def hf_hints(features: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     items = features.items() if isinstance(features, Mapping) else []
     for name, feature in items:
-        kind = feature.get("_type") if isinstance(feature, Mapping) else type(feature).__name__
-        if kind == "ClassLabel":
-            names = feature.get("names") if isinstance(feature, Mapping) else feature.names
-            if names:
-                out[name] = {"class_names": list(names)}
+        spec = feature if isinstance(feature, Mapping) else {
+            **getattr(feature, "__dict__", {}), "_type": type(feature).__name__}
+        kind = spec.get("_type")
+        if kind == "ClassLabel" and spec.get("names"):
+            out[name] = {"class_names": list(spec["names"])}
         elif kind == "Image":
             out[name] = {"image": True}
-        elif kind == "Value":
-            dtype = feature.get("dtype") if isinstance(feature, Mapping) else feature.dtype
-            if dtype in ("string", "large_string"):
-                out[name] = {"encoding": "utf8"}
+        elif kind == "Value" and spec.get("dtype") in ("string", "large_string"):
+            out[name] = {"encoding": "utf8"}
     return out
 
 
@@ -206,12 +204,10 @@ class HFRows(Rows):
     def hints(self) -> dict[str, dict[str, Any]]:
         if not self._lists_done:  # list columns: their shapes over every row
             self._lists_done = True
-            schema = self.dataset.features.arrow_schema
-            table = None
-            for field in schema:
+            for field in self.dataset.features.arrow_schema:
                 if list_hint_wanted(field.type):
-                    table = table if table is not None else self.dataset.with_format("arrow")
-                    hint = list_hint(field.type, table[field.name].chunks)
+                    column = self.dataset.with_format("arrow")[field.name]
+                    hint = list_hint(field.type, column.chunks)
                     if hint is not None:
                         self._hints[field.name] = {**self._hints.get(field.name, {}), **hint}
         return self._hints
