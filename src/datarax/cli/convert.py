@@ -1,8 +1,7 @@
 """``datarax convert SRC DST``: data on disk into a self-describing ArrayRecord dataset.
 
-The command face of :func:`datarax.dataset.convert` (SRC kinds: :mod:`datarax.dataset.conversion`): a
-progress bar with records/s and ETA while it runs, one summary line at the end (records,
-bytes, shards, time). Options after ``--`` go to Apache Beam with ``--runner beam``.
+The command face of :func:`datarax.dataset.convert`: a progress bar while it runs, one
+summary line at the end; options after ``--`` go to Apache Beam (``--runner beam``).
 """
 
 from __future__ import annotations

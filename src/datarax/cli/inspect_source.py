@@ -1,10 +1,8 @@
 """``datarax inspect SOURCE``: what is in a data set.
 
-Prints the source class, its files, the record count (a stream is counted by reading
-it, unless ``--no-count``), the element spec (and a ``py:`` Pipeline's after its stages)
-and the first records summarised; ``--grid out.png`` draws an image field as a grid, or
-a numeric field as a histogram. A datarax dataset with a field of variable shape is
-shown from its metadata, its first records decoded one by one.
+Prints the source, its files, record count, element spec and first records; ``--grid``
+draws a field as an image grid or a histogram. A dataset with a field of variable shape
+is shown from its metadata, its first records decoded one by one.
 """
 
 from __future__ import annotations

@@ -25,15 +25,9 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
     except RecordError as err:
         stopped = {"path": err.path, "index": err.index, "stable_index": None, "cause": str(err)}
     reports = getattr(target.source, "skipped_records", None)
-    skipped = [r.as_dict() for r in reports()] if callable(reports) else []
     bad = [
-        {
-            "path": r["path"],
-            "index": r["index_in_file"],
-            "stable_index": r["index"],
-            "cause": r["cause"],
-        }
-        for r in skipped
+        {"path": r.path, "index": r.index_in_file, "stable_index": r.index, "cause": r.cause}
+        for r in (reports() if callable(reports) else [])
     ] + ([stopped] if stopped is not None else [])
     return {
         "target": target.spec,

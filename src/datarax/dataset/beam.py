@@ -319,9 +319,7 @@ def _beam_error(err: BaseException) -> Exception:
             text = text[text.rindex(marker) + len(marker):].strip().splitlines()[0]
     if kind is None:
         return ConversionError(f"the Beam pipeline failed: {type(err).__name__}: {text}")
-    if " [while running" in text:
-        text = text[: text.index(" [while running")]
-    return kind(text)
+    return kind(text.split(" [while running")[0])
 
 
 def convert_rows(

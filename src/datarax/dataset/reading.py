@@ -1,10 +1,8 @@
 """Reading a dataset folder back: its shard files and a batch decoder built from metadata.
 
-:func:`dataset_files` resolves what a reader was pointed at (the folder, a glob of its
-shards, or a list of them) into shard paths and the folder's
-:class:`~datarax.dataset.metadata.DatasetInfo`; :class:`DatasetDecoder` decodes a list of
-records into batch columns (fixed fields with no Python call per record) with the
-64-bit rule of the rest of datarax applied per column.
+:func:`dataset_files` (and :func:`remote_dataset` for URLs) resolves what a reader was
+pointed at into shard paths and the metadata; :class:`DatasetDecoder` decodes a list of
+records into batch columns.
 
 Example:
     >>> import numpy as np, tempfile, os
