@@ -21,12 +21,9 @@ from typing import Any
 def lazy_exports(
     namespace: dict[str, Any], homes: Mapping[str, str], modules: Sequence[str] = ()
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for the package whose ``globals()`` is ``namespace``.
-
-    ``homes`` maps each exported name to the module defining it; ``modules`` names
-    subpackages reachable as attributes. A name is looked up once, then kept in
-    ``namespace``; an unknown name raises ``AttributeError`` naming it.
-    """
+    """``(__getattr__, __dir__)`` for the package whose ``globals()`` is ``namespace``:
+    ``homes`` maps each exported name to its module, ``modules`` names subpackages; a name
+    is looked up once, then kept in ``namespace``."""
     package = namespace["__name__"]
 
     def __getattr__(name: str) -> Any:

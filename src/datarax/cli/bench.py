@@ -1,9 +1,8 @@
 """``datarax bench py:MODULE:FUNCTION``: is the loader the bottleneck?
 
-Runs the pipeline for ``--batches`` batches (or ``--epochs`` passes), blocking on every
-batch, and reports the time to the first batch (start-up and compilation), records/s
-after it, ``pipeline.stats()`` per stage and, with ``--compare-floor``, the rate of a
-plain read of a fresh copy of the source (no stages, no pipeline) for comparison.
+Runs the pipeline, blocking on every batch, and reports the time to the first batch,
+records/s after it, ``pipeline.stats()`` per stage and, with ``--compare-floor``, the
+rate of a plain read of the source (no stages, no pipeline) for comparison.
 """
 
 from __future__ import annotations

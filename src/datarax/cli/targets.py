@@ -3,11 +3,9 @@
 The scheme decides; anything without one is an ArrayRecord path or glob:
 
 * ``PATH`` or ``'GLOB'`` — ArrayRecord files, decoded by ``--decode module:function``
-  (default: each record's size and first bytes); a dataset folder written by ``datarax
-  convert`` decodes itself from its metadata (record by record when a field has a
-  variable shape: :attr:`Target.per_record`);
-* ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset, streamed (split ``train``
-  unless given; HF slice syntax allowed);
+  (default: each record's size and first bytes); a dataset folder decodes itself from
+  its metadata;
+* ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset, streamed (split ``train``);
 * ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``);
 * ``py:MODULE:FUNCTION`` — ``FUNCTION()`` from a module or a ``.py`` file, returning a
   source or a :class:`~datarax.pipeline.Pipeline`.

@@ -60,8 +60,7 @@ def _class_folder(root: str, name: str) -> bool:
 
 class ImageFolderRows(Rows):
     """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
-    (hidden folders, named ``.*``, and dataset folders are not classes). Images of
-    different sizes make an ``image`` field with ``None`` for the height or width."""
+    (not hidden or dataset folders); images of several sizes get ``None`` dimensions."""
 
     def __init__(self, root: str) -> None:
         classes = sorted(d for d in os.listdir(root) if _class_folder(root, d))
@@ -242,11 +241,8 @@ def _files_of(src: str, suffixes: Sequence[str]) -> list[str]:
 
 
 def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None) -> Rows:
-    """The :class:`~datarax.dataset.rows.Rows` of ``src`` (see the module docstring).
-
-    Raises:
-        ConversionError: ``src`` does not exist or is none of the known kinds.
-    """
+    """The :class:`~datarax.dataset.rows.Rows` of ``src`` (see the module docstring), or a
+    ConversionError when it does not exist or is none of the known kinds."""
     src = expand_user(src)  # '~/data' is the home folder's
     if os.path.isfile(os.path.join(src, METADATA_FILE)):
         raise ConversionError(

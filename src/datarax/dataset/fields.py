@@ -43,9 +43,8 @@ ENCODINGS = ("raw", "varlen", "png", "jpeg", "utf8")
 
 
 class RecordMismatchError(DataraxError):
-    """A record does not match the features: ``row`` (source row, when known) and
-    ``field`` say where; ``mismatch`` is True when the value has another shape or type than
-    the field (not a missing value or undecodable data)."""
+    """A record does not match the features at ``row`` / ``field`` (when known);
+    ``mismatch``: the value has another shape or type (not missing, not undecodable)."""
 
     def __init__(self, message: str, *, field: str | None = None, row: int | None = None,
                  mismatch: bool = False) -> None:
@@ -276,10 +275,8 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
 
 def infer_features(record: Mapping[str, Any], *,
                    class_names: Mapping[str, Sequence[str]] | None = None) -> Features:
-    """:class:`Features` from one record (a dict of field values), in its key order.
-
-    ``class_names`` maps a label field to its class names (stored in the metadata).
-    """
+    """:class:`Features` from one record (a dict of field values), in its key order;
+    ``class_names`` maps a label field to its class names."""
     if not isinstance(record, Mapping) or not record:
         raise RecordMismatchError(
             f"a record is a non-empty dict of fields, got {type(record).__name__}.")

@@ -78,10 +78,8 @@ def _check_class_names(class_names: Mapping[str, Sequence[str]] | None, features
 
 
 def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
-    """``field`` as the source's schema describes it: text stored as bytes is ``utf8``,
-    a decoded image array is written as PNG, images of several sizes have ``None`` for
-    the dimension that varies, a list column has the shape (``None`` where
-    the lengths vary) and dtype its values have over every row."""
+    """``field`` as the source's schema describes it (text, image, image sizes, a list
+    column's shape and dtype over every row)."""
     if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
         return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
     size = hint.get("image_size")
