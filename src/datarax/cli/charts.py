@@ -77,9 +77,8 @@ def write_image_grid(images: np.ndarray, path: str, captions: Sequence[str] | No
     mode = "RGBA" if channels == 4 else "RGB"
     grid_h, grid_w = grid_size(n, height, width, caption_h)
     canvas = image_module.new(mode, (grid_w, grid_h), "white")
-    draw = None
-    if captions is not None:
-        draw = require("PIL.ImageDraw", extra="cli", user="datarax inspect --grid").Draw(canvas)
+    image_draw = require("PIL.ImageDraw", extra="cli", user="datarax inspect --grid")
+    draw = image_draw.Draw(canvas) if captions is not None else None
     chars = max(3, tile_w // 6)
     for i in range(n):
         row, col = divmod(i, cols)

@@ -80,8 +80,7 @@ def conv_as_matmul(conv: nnx.Conv, x: jax.Array) -> jax.Array:
 
 
 class Classifier(nnx.Module):
-    """A small convolutional classifier for 8x8 digits (the 3x3 convolution computed by
-    :func:`conv_as_matmul`, fast inside ``Pipeline.scan`` on CPU too)."""
+    """A small convolutional classifier for 8x8 digits (convolving by :func:`conv_as_matmul`)."""
 
     def __init__(self, rngs: nnx.Rngs) -> None:
         self.conv = nnx.Conv(1, 16, kernel_size=(3, 3), rngs=rngs)

@@ -34,7 +34,14 @@ from datarax.dataset.fields import Features
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.placement import RECORDS_PER_SHARD, automatic_shards
-from datarax.dataset.rows import HFRows, IterableRows, Rows, SequenceRows, as_rows, files_description
+from datarax.dataset.rows import (
+    HFRows,
+    IterableRows,
+    Rows,
+    SequenceRows,
+    as_rows,
+    files_description,
+)
 from datarax.dataset.table_rows import TableRows
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
 from datarax.errors import ConfigError
@@ -164,8 +171,7 @@ class NpyRows(Rows):
 
 def _hf_rows(path: str, split: str | None) -> Rows:
     datasets = require("datasets", extra="hf", user="datarax convert (Hugging Face)")
-    if os.path.isfile(os.path.join(path, "dataset_dict.json")) or os.path.isfile(
-            os.path.join(path, "state.json")):
+    if any(os.path.isfile(os.path.join(path, n)) for n in ("dataset_dict.json", "state.json")):
         loaded = datasets.load_from_disk(path)
         if isinstance(loaded, datasets.DatasetDict):
             loaded = loaded[_pick_split(list(loaded), split, path)]

@@ -105,8 +105,7 @@ class _ShardWriter:
         try:
             data = encode_record(self.job.features, record, row=row)
         except RecordMismatchError as err:
-            name = rows.row_name(row)
-            message = str(err).replace(f"row {row}", name, 1)
+            message = str(err).replace(f"row {row}", rows.row_name(row), 1)
             if self.job.on_error != "skip":
                 raise ConversionError(bad_record_message(f"{rows.description}, {message}", err)) from err
             self.skipped.append({"row": row, "field": err.field, "error": message})
@@ -280,7 +279,8 @@ def write_dataset(
     progress: bool = False,
     extra: Mapping[str, Any] | None = None,
 ) -> tuple[DatasetInfo, WriteSummary]:
-    """Write ``records`` as a self-describing ArrayRecord dataset in folder ``dst``.
+    """Write ``records`` as a self-describing ArrayRecord dataset in folder ``dst``; returns
+    the :class:`~datarax.dataset.metadata.DatasetInfo` written and a :class:`WriteSummary`.
 
     Args:
         records: a sequence or iterable of dicts (numpy arrays, numbers, ``str``,
@@ -298,9 +298,6 @@ def write_dataset(
         class_names: class names per label field (stored in the metadata).
         progress: show a progress bar (``tqdm``).
         extra: JSON stored under the metadata's ``extra``.
-
-    Returns:
-        The :class:`~datarax.dataset.metadata.DatasetInfo` written and a :class:`WriteSummary`.
     """
     with folder_lock(dst, error=ConversionError, what="this write"):  # one writer per folder
         started = time.perf_counter()
