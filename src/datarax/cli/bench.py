@@ -153,9 +153,9 @@ def run_bench(
     from datarax.pipeline import Pipeline
 
     with open_target(spec) as target:
-        pipeline = target.pipeline or Pipeline(
-            source=target.source, stages=[], batch_size=batch_size
-        )
+        pipeline = target.pipeline  # never `or`: len() of a filtered pipeline raises
+        if pipeline is None:
+            pipeline = Pipeline(source=target.source, stages=[], batch_size=batch_size)
         result = measure_pipeline(pipeline, batches=None if epochs else batches, epochs=epochs)
         result.update(
             target=spec,
