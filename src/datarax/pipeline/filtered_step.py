@@ -1,0 +1,179 @@
+"""The compiled step of a filtered pass over an indexed source: full batches of kept
+records from an epoch position (see :mod:`datarax.pipeline.filtered` for the pass)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.core.errors import SourceContractError
+from datarax.core.keys import draw
+from datarax.core.stages import apply_stages
+from datarax.pipeline.plan import passed
+from datarax.pipeline.steps import reads_by_position
+from datarax.typing import Batch
+
+
+def spec_key(spec: Any) -> Any:
+    """A hashable form of a per-record spec (None: not all numeric)."""
+    leaves, tree = jax.tree.flatten(spec)
+    if not all(isinstance(s, jax.ShapeDtypeStruct) for s in leaves):
+        return None
+    return tree, tuple((tuple(s.shape), np.dtype(s.dtype).str) for s in leaves)
+
+
+def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
+                  read_spec: Any = None) -> Any:
+    """Compiled ``(state, inputs, begin, end, base, epoch, key) -> (batches, indices,
+    kept, ends)``: the next ``group`` batches of kept records from epoch position
+    ``begin`` (records ``[begin, end)`` of the shard, which starts at global position
+    ``base``). ``kept`` counts the records packed (fewer than ``group * batch_size``
+    only where the pass ends); ``ends[k]`` is the epoch position after batch ``k``'s last
+    record. With ``fuse`` the stages after the filter run here too. ``read_spec``
+    (:func:`spec_key` of the source's records, for a filter standing first) spares
+    tracing the read a second time for the packing buffer's shapes."""
+    rows = group * batch_size
+
+    def step(state: Any, inputs: Any, begin: Any, end: Any, base: Any, epoch: Any,
+             key: Any) -> Any:
+        source, stages = nnx.merge(graphdef, state)
+        stages = list(stages)
+        pre, filt = stages[:at], stages[at]
+        post = [passed] * (at + 1) + stages[at + 1:]
+        pipeline_key = draw(*key)
+
+        def chunk(p: Any) -> Any:
+            start = base + p
+            with source.bind_step_inputs(inputs):
+                batch, indices = source.get_batch_and_indices_at(
+                    start, batch_size, jax.random.fold_in(pipeline_key, start)
+                )
+            batch = apply_stages(pre, dict(batch), indices, epoch, pipeline_key)
+            pos = p + jnp.arange(batch_size, dtype=begin.dtype)
+            mask = filt.keep(batch) & (pos >= begin) & (pos < end)
+            return (batch, indices.astype(jnp.int32), pos), mask
+
+        first = begin - jax.lax.rem(begin, np.asarray(batch_size, begin.dtype))  # begin >= 0
+        if read_spec is None:
+            shapes = jax.eval_shape(chunk, first)[0]
+        else:
+            tree, leaves = read_spec
+            records = jax.tree.unflatten(tree, [
+                jax.ShapeDtypeStruct((batch_size, *shape), np.dtype(dtype))
+                for shape, dtype in leaves])
+            shapes = (records, jax.ShapeDtypeStruct((batch_size,), jnp.int32),
+                      jax.ShapeDtypeStruct((batch_size,), begin.dtype))
+
+        def more(carry: Any) -> Any:
+            p, kept, _ = carry
+            return (kept < rows) & (p < end)
+
+        def packed(p: Any, kept: Any, buffer: Any, values: Any, mask: Any) -> Any:
+            """``buffer`` with the kept ``values`` of the chunk at ``p`` appended."""
+            rank = jnp.cumsum(mask.astype(jnp.int32)) - 1 + kept
+            dest = jnp.where(mask & (rank < rows), rank, rows)  # rows: out of range, dropped
+            buffer = jax.tree.map(lambda b, v: _put_rows(b, dest, v), buffer, values)
+            return p + batch_size, jnp.minimum(kept + mask.sum(dtype=jnp.int32), rows), buffer
+
+        def checked_chunk(p: Any) -> Any:
+            values, mask = chunk(p)
+            got = jax.tree.map(lambda v: (v.shape[1:], v.dtype), values)
+            want = jax.tree.map(lambda v: (v.shape[1:], v.dtype), shapes)
+            if got != want:
+                raise SourceContractError(
+                    f"the records the source reads, {got}, differ from its element_spec() "
+                    f"(rows of {want}); make element_spec() describe get_batch_at()."
+                )
+            return values, mask
+
+        if at == 0 and reads_by_position(source):
+            # Records are functions of their positions alone: pack the kept positions
+            # (the loop reads only what the predicate uses; XLA drops the rest of each
+            # chunk's read), then read just those records, one gather.
+            def body(carry: Any) -> Any:
+                p, kept, buffer = carry
+                (_, _, pos), mask = checked_chunk(p)
+                return packed(p, kept, buffer, pos, mask)
+
+            _, kept, pos = jax.lax.while_loop(
+                more, body, (first, jnp.int32(0), jnp.zeros(rows, begin.dtype))
+            )
+
+            def read_one(q: Any) -> Any:  # the record at shard position q (rows past kept: 0)
+                batch, indices = source.get_batch_and_indices_at(base + q, 1, pipeline_key)
+                return jax.tree.map(lambda v: v[0], dict(batch)), indices[0].astype(jnp.int32)
+
+            with source.bind_step_inputs(inputs):
+                data, indices = jax.vmap(read_one)(pos)
+        else:
+            def body(carry: Any) -> Any:
+                p, kept, buffer = carry
+                values, mask = checked_chunk(p)
+                return packed(p, kept, buffer, values, mask)
+
+            empty = jax.tree.map(lambda s: jnp.zeros((rows, *s.shape[1:]), s.dtype), shapes)
+            _, kept, (data, indices, pos) = jax.lax.while_loop(
+                more, body, (first, jnp.int32(0), empty)
+            )
+        full = kept >= (jnp.arange(group) + 1) * batch_size
+        ends = jnp.where(full, pos[batch_size - 1::batch_size] + 1, end)
+        stacked = jax.tree.map(lambda v: v.reshape(group, batch_size, *v.shape[1:]), data)
+        rows_of = indices.reshape(group, batch_size)
+        if fuse:
+            def staged(args: Any) -> Batch:
+                return apply_stages(post, dict(args[0]), args[1], epoch, pipeline_key)
+
+            stacked = jax.lax.map(staged, (stacked, rows_of)) if group > 1 else \
+                jax.tree.map(lambda v: v[None], staged(jax.tree.map(lambda v: v[0], (stacked, rows_of))))
+        batches = tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(group))
+        return batches, rows_of, kept, ends
+
+    return jax.jit(step)
+
+
+def _put_rows(buffer: Any, dest: Any, values: Any) -> Any:
+    """``buffer`` with row ``dest[i]`` set to ``values[i]``; a ``dest`` past the buffer's
+    end (never negative here) is dropped. One scatter: ``.at[].set`` would also wrap
+    negative indices, ops that every step would trace and compile for nothing."""
+    dims = jax.lax.ScatterDimensionNumbers(
+        update_window_dims=tuple(range(1, values.ndim)), inserted_window_dims=(0,),
+        scatter_dims_to_operand_dims=(0,))
+    return jax.lax.scatter(buffer, dest[:, None], values, dims,
+                           mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
+
+
+_STEPS: dict[Any, Any] = {}
+#: the compiled steps called at least once in this process
+_CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def call_timer(step: Any) -> str:
+    """The stats timer a call of ``step`` counts under: ``"compile"`` for its first call
+    in this process (it traces and compiles), ``"step"`` after."""
+    timer = "step" if step in _CALLED else "compile"
+    _CALLED.add(step)
+    return timer
+
+
+def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
+                         read_spec: Any = None) -> Any:
+    """:func:`filtered_step`, built once per graph definition and shape (a small LRU)."""
+    key = (graphdef, batch_size, group, at, fuse, read_spec)
+    step = _STEPS.pop(key, None) or filtered_step(graphdef, batch_size, group, at, fuse,
+                                                  read_spec)
+    _STEPS[key] = step
+    while len(_STEPS) > 16:
+        _STEPS.pop(next(iter(_STEPS)))
+    return step
+
+
+def head(array: Any, count: int) -> Any:
+    """The first ``count`` records of a field (a host view on the CPU: no slice compile)."""
+    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
+        return jax.device_put(np.asarray(array)[:count])
+    return array[:count]
