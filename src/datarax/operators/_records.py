@@ -1,4 +1,5 @@
-"""Helpers the operators share: field checks, per-record application, child keys.
+"""Helpers the operators share: the function-wrapping base, field checks, per-record
+application, child keys.
 
 Operators that decide per record (``lax.cond``/``lax.switch`` inside ``jax.vmap``)
 apply a child operator to one record by giving it a batch of one; every child key is
@@ -12,10 +13,38 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
+from flax import nnx
 
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.config import StructuralConfig
 from datarax.core.operator import OperatorModule
 from datarax.typing import Batch
+
+
+class FunctionOperator(OperatorModule):
+    """An operator around one user function ``fn`` (``ElementOperator``, ``MapOperator``).
+
+    ``fn`` must be callable; it is kept static (not traced as module state) and names
+    the stage unless ``name`` is given. Settings come as a config or as keywords.
+    """
+
+    def __init__(
+        self,
+        config: StructuralConfig | None = None,
+        *,
+        fn: Callable[..., Any],
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+        **settings: Any,
+    ) -> None:
+        if not callable(fn):
+            raise ConfigError(
+                f"{type(self).__name__} fn must be callable, got {type(fn).__name__}."
+            )
+        super().__init__(
+            config, rngs=rngs, name=name or getattr(fn, "__name__", None), **settings
+        )
+        self.fn = nnx.static(fn)
 
 
 def require_fields(data: Batch, fields: Iterable[str], owner: str) -> None:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.operator import OperatorModule
 from datarax.core.spec import is_text_value
+from datarax.operators._records import FunctionOperator
 from datarax.typing import Batch
 
 
@@ -44,7 +42,7 @@ class ElementOperatorConfig(StructuralConfig):
             )
 
 
-class ElementOperator(OperatorModule):
+class ElementOperator(FunctionOperator):
     """Apply ``fn(element, key)`` to every record of a batch.
 
     ``fn`` receives an :class:`~datarax.core.element.Element` and a PRNG key (``None`` when
@@ -67,22 +65,6 @@ class ElementOperator(OperatorModule):
     config_class = ElementOperatorConfig
 
     config: ElementOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
-
-    def __init__(
-        self,
-        config: ElementOperatorConfig | None = None,
-        *,
-        fn: Callable[[Element, Any], Element | Batch],
-        rngs: nnx.Rngs | None = None,
-        name: str | None = None,
-        **settings: Any,
-    ) -> None:
-        if not callable(fn):
-            raise ConfigError(f"ElementOperator fn must be callable, got {type(fn).__name__}.")
-        super().__init__(
-            config, rngs=rngs, name=name or getattr(fn, "__name__", None), **settings
-        )
-        self.fn = nnx.static(fn)
 
     def _call(self, data: Batch, key: Any) -> Batch:
         out = self.fn(Element(data), key)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jax
-from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.operator import OperatorModule
-from datarax.operators._records import require_fields
+from datarax.operators._records import FunctionOperator, require_fields
 from datarax.typing import Batch
 
 
@@ -66,7 +64,7 @@ class MapOperatorConfig(StructuralConfig):
         object.__setattr__(self, "subtree", names)
 
 
-class MapOperator(OperatorModule):
+class MapOperator(FunctionOperator):
     """Apply ``fn(array)`` (or ``fn(array, key)``) to chosen fields of each record.
 
     ``fn`` sees one record's array, under ``jax.vmap``; fields not chosen pass unchanged.
@@ -84,22 +82,6 @@ class MapOperator(OperatorModule):
 
     per_record = True  # fn sees one record (vmapped)
     config_class = MapOperatorConfig
-
-    def __init__(
-        self,
-        config: MapOperatorConfig | None = None,
-        *,
-        fn: Callable[..., Any],
-        rngs: nnx.Rngs | None = None,
-        name: str | None = None,
-        **settings: Any,
-    ) -> None:
-        if not callable(fn):
-            raise ConfigError(f"MapOperator fn must be callable, got {type(fn).__name__}.")
-        super().__init__(
-            config, rngs=rngs, name=name or getattr(fn, "__name__", None), **settings
-        )
-        self.fn = nnx.static(fn)
 
     def _fields(self, data: Batch) -> tuple[str, ...]:
         if self.config.subtree is None:
