@@ -122,3 +122,23 @@ def test_no_warning_with_rngs_a_stage_of_its_own_rngs_or_no_stochastic_stage():
     own = ElementOperator(fn=noise, stochastic=True, rngs=nnx.Rngs(2))
     assert build([own])[0] == []
     assert build([MapOperator(fn=lambda a: a + 1)])[0] == []
+
+
+def test_an_error_raised_by_user_code_in_a_stage_names_the_stage():
+    def broken(element, key=None):
+        return {"y": element.data["missing"]}
+
+    stages = [ElementOperator(fn=lambda el, key=None: el, name="fine"),
+              ElementOperator(fn=broken, name="reads-missing")]
+    pipeline = Pipeline(source(), stages=stages, batch_size=4)
+    with pytest.raises(KeyError, match="missing") as info:
+        next(iter(pipeline))
+    assert "raised in Pipeline stage 1 (ElementOperator 'reads-missing')" in info.value.__notes__
+
+
+def test_a_datarax_error_from_a_stage_gets_no_extra_note():
+    pipeline = Pipeline(source(), stages=[ElementOperator(fn=lambda el, key=None: 3, name="three")],
+                        batch_size=4)
+    with pytest.raises(Exception, match="fn must return an Element") as info:
+        next(iter(pipeline))
+    assert not [n for n in getattr(info.value, "__notes__", []) if "raised in" in n]

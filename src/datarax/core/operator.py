@@ -14,7 +14,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.keys import draw, reserve_draw
 from datarax.core.module import DataraxModule
 from datarax.typing import Batch
@@ -195,15 +195,16 @@ def refuse_rng_state(stage: Any, where: str) -> None:
 
 def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
     """``call()``, refused with a :class:`ConfigError` if it wrote a Variable of ``stage``
-    (inside a compiled step the write would be lost after every batch)."""
+    (inside a compiled step the write would be lost after every batch). An error the
+    stage's own code raises gets a note naming the stage."""
     if not isinstance(stage, nnx.Module):
-        return call()
+        return _noted(stage, call, where)
     before = [
         (path, node, node.get_value())
         for path, node in nnx.iter_graph(stage)
         if isinstance(node, nnx.Variable)
     ]
-    out = call()
+    out = _noted(stage, call, where)
     written = ["/".join(map(str, p)) for p, node, value in before if node.get_value() is not value]
     if written:
         raise ConfigError(
@@ -212,6 +213,20 @@ def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
             "pipeline."
         )
     return out
+
+
+def _noted(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
+    """``call()``; an error raised by user code in it (not one of datarax's own, which
+    name the stage already) gets a note saying which stage raised it."""
+    try:
+        return call()
+    except DataraxError:
+        raise
+    except Exception as err:
+        name = getattr(stage, "name", None)
+        label = f"{type(stage).__name__} '{name}'" if name else repr(stage)
+        err.add_note(f"raised in {where} ({label})")
+        raise
 
 
 def warn_unseeded(stages: Sequence[Any]) -> None:
