@@ -305,9 +305,10 @@ def test_only_transient_failures_of_the_store_are_retried(tmp_path, monkeypatch,
         assert part.read_bytes() == b"abcd" and fetcher.stats.snapshot()["retries"] == 1
         assert len(calls) == 2
         return
-    # the store's OSErrors become a RemoteObjectError naming the file (a refused access: a
-    # RemoteStoreError, not the file's fault); others keep their type
-    expected = (RemoteStoreError if isinstance(error, PermissionError) else
+    # the store's OSErrors become a RemoteObjectError naming the file (a refused access or
+    # missing credentials: a RemoteStoreError, not the file's fault); others keep their type
+    refused = isinstance(error, (PermissionError, NoCredentialsError, ClientError))  # a 403 here
+    expected = (RemoteStoreError if refused else
                 RemoteObjectError if isinstance(error, OSError) else type(error))
     with pytest.raises(expected) as raised:
         fetcher.download(obj, str(part))

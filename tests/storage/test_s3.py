@@ -135,6 +135,56 @@ def test_a_list_of_urls_is_listed_in_its_order_and_a_missing_one_named(
         list_objects(urls)
 
 
+@pytest.mark.parametrize("first", ["local", "url"])
+def test_a_list_mixing_local_files_and_urls_is_refused_by_name(local_dataset: str, first: str) -> None:
+    from datarax.core.errors import ConfigError
+
+    local = os.path.join(local_dataset, shard_names(local_dataset)[0])
+    url = "s3://some-bucket/ds/data-00001-of-00006.array_record"
+    paths = [local, url] if first == "local" else [url, local]
+    with pytest.raises(ConfigError, match=r"paths mixes (local paths and URLs|remote URLs and the "
+                                          r"local path).*give one kind"):
+        source(paths)  # type: ignore[arg-type]
+
+
+def test_missing_credentials_or_a_store_down_when_the_source_is_built_name_the_url(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import s3fs
+
+    from datarax.storage import RemoteStoreError, RetryPolicy, list_objects
+
+    url = s3.upload_folder(local_dataset, "ds")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    s3fs.S3FileSystem.clear_instance_cache()
+    for paths in (url, f"{url}/data-*.array_record"):  # the metadata's request, a listing
+        with pytest.raises(RemoteStoreError, match=r"cannot read 's3://.*': access refused "
+                           r"\(NoCredentialsError.*Check the credentials") as info:
+            source(paths, tmp_path)
+        assert info.value.url.startswith(url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", closed)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", closed)
+    s3fs.S3FileSystem.clear_instance_cache()
+    with pytest.raises(RemoteStoreError, match=r"cannot read 's3://.*/ds/data-00000-of-00006.array_record'"
+                       r": still failing after 1 retries .*The store is down"):
+        list_objects(f"{url}/data-00000-of-00006.array_record",
+                     retry=RetryPolicy(max_retries=1, initial_delay=0.0))
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def test_the_cache_folder_and_limit_come_from_the_environment(
         s3: S3, local_dataset: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datarax.storage import CacheFullError, ShardCache

@@ -194,6 +194,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
         paths = expand_user(paths)  # '~/data' is the home folder's; URLs unchanged
         remote = None
         own_decode = decode is not None or decode_batch is not None
+        if isinstance(paths, (list, tuple)) and len({is_remote(p) for p in paths}) > 1:
+            raise ConfigError(
+                f"ArrayRecordSourceModule: paths mixes local paths and URLs ({list(paths)}); give "
+                "one kind: the files' URLs (copy the local ones to the store), or local paths.")
         if is_remote(paths):  # s3://, gs://, ...: files fetched into a local shard cache
             storage_stats = StorageStats()  # counts the listing's retries and the downloads'
             objects, info = remote_dataset(paths, dataset=not own_decode,

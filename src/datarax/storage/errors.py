@@ -67,3 +67,21 @@ class CacheFullError(_PickledByFields, DataraxError):
     def __init__(self, message: str, *, disk_full: bool = False) -> None:
         super().__init__(message)
         self.disk_full = disk_full
+
+
+def refused_error(url: str, err: BaseException) -> RemoteStoreError:
+    """The error of a request for ``url`` that the store refused (``err``: access denied,
+    credentials missing or expired)."""
+    return RemoteStoreError(
+        f"cannot read '{url}': access refused ({type(err).__name__}: {err}). Check the "
+        "credentials (for S3 the AWS_* variables or profile; they may be missing or expired) "
+        "and their permission to read the bucket; the read stops (on_error='skip' does not "
+        "skip it).", url=url)
+
+
+def store_down_error(url: str, err: BaseException) -> RemoteStoreError:
+    """The error of a request for ``url`` still failing after every retry (``err``)."""
+    return RemoteStoreError(
+        f"cannot read '{url}': {str(err).removeprefix(repr(url) + ': ')} The store is down, "
+        "unreachable or throttling for longer than the retries wait; the read stops "
+        "(on_error='skip' does not skip it). Try again later.", url=url)

@@ -28,11 +28,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from datarax.storage.errors import RemoteObjectError, RemoteStoreError
+from datarax.storage.errors import RemoteObjectError, RemoteStoreError, refused_error, store_down_error
 from datarax.storage.retry import (
     RetriesExhaustedError,
     RetryPolicy,
     StorageStats,
+    is_access_refused,
     is_throttle,
     with_retries,
 )
@@ -113,6 +114,10 @@ class Fetcher:
                 raise self._missing(obj.url, err) from err
             except OSError as err:
                 raise self._unreadable(fs, path, obj, err) from err
+            except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
+                if is_access_refused(err):
+                    raise refused_error(obj.url, err) from err
+                raise
             now = version_tag(info)
             if int(info.get("size", obj.size)) != obj.size or (now is not None and now != obj.etag):
                 raise self._changed(obj, f"size {info.get('size')} / version {now!r} now, "
@@ -140,6 +145,10 @@ class Fetcher:
                 raise self._missing(obj.url, err) from err
             except OSError as err:
                 raise self._unreadable(fs, path, obj, err) from err
+            except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
+                if is_access_refused(err):
+                    raise refused_error(obj.url, err) from err
+                raise
             if interrupted:
                 self.stats.add("resumed")
                 interrupted = False
@@ -158,23 +167,15 @@ class Fetcher:
     def _unreadable(self, fs: Any, path: str, obj: RemoteObject,
                     err: OSError) -> RemoteObjectError | RemoteStoreError:
         """The error of a read of ``obj`` that failed with ``err`` (not a missing object)."""
-        changed = None if isinstance(err, (RetriesExhaustedError, PermissionError)) \
+        changed = None if isinstance(err, RetriesExhaustedError) or is_access_refused(err) \
             else self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
         if changed:
             return self._changed(obj, changed)
         self.stats.add("failed")
         if isinstance(err, RetriesExhaustedError):
-            return RemoteStoreError(
-                f"cannot read '{obj.url}': {str(err).removeprefix(repr(obj.url) + ': ')} "
-                "The store is down, unreachable or throttling for longer than the retries "
-                "wait; the read stops (on_error='skip' does not skip it). Try again later.",
-                url=obj.url)
-        if isinstance(err, PermissionError):
-            return RemoteStoreError(
-                f"cannot read '{obj.url}': access refused ({err}). Check the credentials "
-                "(for S3 the AWS_* variables or profile; they may have expired) and their "
-                "permission to read the bucket; the read stops (on_error='skip' does not "
-                "skip it).", url=obj.url)
+            return store_down_error(obj.url, err)
+        if is_access_refused(err):
+            return refused_error(obj.url, err)
         return RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
 
     def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:

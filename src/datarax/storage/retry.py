@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 
 from datarax.errors import DataraxError
 
-__all__ = ["RetriesExhaustedError", "RetryPolicy", "StorageStats", "is_throttle", "is_transient",
-           "with_retries"]
+__all__ = ["RetriesExhaustedError", "RetryPolicy", "StorageStats", "is_access_refused", "is_throttle",
+           "is_transient", "with_retries"]
 
 T = TypeVar("T")
 _THROTTLE = re.compile(r"SlowDown|Throttl|TooManyRequests|reduce your request rate|"
@@ -78,6 +78,41 @@ _PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryE
 # programming errors: never a store's transient state, whatever their message says
 _PROGRAMMING = (TypeError, ValueError, AttributeError, LookupError, AssertionError,
                 ArithmeticError, NameError, ImportError, NotImplementedError, RecursionError)
+
+
+# a client that cannot sign or authenticate (credentials missing, partial, expired), by class
+# name along the hierarchy: botocore, google-auth
+_CREDENTIAL_CLASSES = frozenset({
+    "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
+    "NoAuthTokenError", "TokenRetrievalError", "UnauthorizedSSOTokenError", "SSOTokenLoadError",
+    "DefaultCredentialsError", "RefreshError",
+})
+# a store's answer that it refuses the request's identity or signature
+_REFUSED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "InvalidAccessKeyId",
+                            "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException",
+                            "InvalidToken", "AllAccessDisabled", "Forbidden", "Unauthorized"})
+
+
+def is_access_refused(err: BaseException) -> bool:
+    """Whether ``err`` (or an error it was raised from) says access is refused: permission
+    denied (401 / 403, ``AccessDenied``), or credentials missing, partial or expired.
+
+    Example:
+        >>> is_access_refused(PermissionError("Access Denied")), is_access_refused(OSError("503"))
+        (True, False)
+    """
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, PermissionError) \
+                or {cls.__name__ for cls in type(current).__mro__} & _CREDENTIAL_CLASSES:
+            return True
+        status, code = _status(current)
+        if status in (401, 403) or code in _REFUSED_CODES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def is_throttle(err: BaseException) -> bool:

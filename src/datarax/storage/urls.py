@@ -20,16 +20,24 @@ import datetime
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from datarax.errors import ConfigError, MissingExtraError, RecordError
 from datarax.extras import require
-from datarax.storage.retry import RetryPolicy, StorageStats, with_retries
+from datarax.storage.errors import refused_error, store_down_error
+from datarax.storage.retry import (
+    RetriesExhaustedError,
+    RetryPolicy,
+    StorageStats,
+    is_access_refused,
+    with_retries,
+)
 
 __all__ = ["RemoteObject", "expand_user", "filesystem", "is_remote", "join_url", "list_objects", "object_of",
            "read_json", "version_tag"]
 
+T = TypeVar("T")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
 _GLOB = re.compile(r"[*?\[]")
 _LISTING_THREADS = 16  # requests in flight when a list of URLs is listed
@@ -159,6 +167,21 @@ def _url_of(fs: Any, url: str, path: str) -> str:
     return unstripped
 
 
+def _ask(call: Callable[[], T], url: str, retry: RetryPolicy, stats: StorageStats | None) -> T:
+    """``with_retries(call)``; a store still failing after the retries, or refusing access
+    (credentials missing or expired), is a :class:`RemoteStoreError` naming ``url``."""
+    try:
+        return with_retries(call, url, retry, stats)
+    except RetriesExhaustedError as err:
+        raise store_down_error(url, err) from err
+    except FileNotFoundError:
+        raise
+    except Exception as err:
+        if is_access_refused(err):
+            raise refused_error(url, err) from err
+        raise
+
+
 def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None,
                  *, retry: RetryPolicy | None = None, stats: StorageStats | None = None,
                  ) -> list[RemoteObject]:
@@ -169,6 +192,8 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
         RecordError: a file is missing or a pattern matches nothing (naming it; the first
             such entry of a list).
         ConfigError: ``paths`` is empty or mixes remote and local paths.
+        RemoteStoreError: the store still fails after every retry, or refuses access
+            (credentials missing or expired), naming the URL.
     """
     retry = retry or RetryPolicy()
     items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
@@ -181,14 +206,14 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
     def one(url: str) -> list[RemoteObject]:
         fs, path = filesystem(url, storage_options)
         if _GLOB.search(path):
-            found = with_retries(lambda: fs.glob(path, detail=True), url, retry, stats)
+            found = _ask(lambda: fs.glob(path, detail=True), url, retry, stats)
             files = sorted((p, i) for p, i in found.items() if i.get("type", "file") != "directory")
             if not files:
                 raise RecordError(f"the glob pattern '{url}' matches no files; check the bucket, "
                                   "the prefix and the pattern.", path=url)
             return [object_of(_url_of(fs, url, p), i) for p, i in files]
         try:
-            info = with_retries(lambda: fs.info(path), url, retry, stats)
+            info = _ask(lambda: fs.info(path), url, retry, stats)
         except FileNotFoundError as err:
             raise RecordError(f"'{url}' does not exist; check the bucket and the key (a glob "
                               "pattern such as 's3://bucket/data-*.array_record' is expanded).",
@@ -210,7 +235,7 @@ def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,
     """The JSON file at ``url``, or None when it does not exist (one request)."""
     fs, path = filesystem(url, storage_options)
     try:  # start=0: one GET (without it s3fs asks for the size first, a second round trip)
-        text = with_retries(lambda: fs.cat_file(path, start=0), url, retry or RetryPolicy(), stats)
+        text = _ask(lambda: fs.cat_file(path, start=0), url, retry or RetryPolicy(), stats)
     except FileNotFoundError:
         return None
     try:
