@@ -85,6 +85,22 @@ def test_a_mapping_makes_one_field_per_entry_aligned_by_record(tmp_path):
     source.close()
 
 
+def test_a_local_glob_pattern_is_expanded_sorted_as_a_urls_is(tmp_path):
+    for k in (2, 0, 1):  # written out of order: the pattern's files are taken sorted
+        save(tmp_path, f"image-{k}.npy", np.full((3, 2), k, np.int32))
+        save(tmp_path, f"label-{k}.npy", np.arange(3 * k, 3 * k + 3, dtype=np.int32))
+    source = NpySource(NpySourceConfig(paths={"image": str(tmp_path / "image-*.npy"),
+                                              "label": str(tmp_path / "label-*.npy")}))
+    assert source.paths["label"] == [str(tmp_path / f"label-{k}.npy") for k in range(3)]
+    batch = source.get_batch(9)
+    assert np.asarray(batch["label"]).tolist() == list(range(9))
+    assert np.asarray(batch["image"])[:, 0].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    source.close()
+    with pytest.raises(RecordError, match=r"NpySource: the glob pattern '.*absent-\*\.npy' "
+                                          r"matches no files"):
+        NpySource(NpySourceConfig(paths=str(tmp_path / "absent-*.npy")))
+
+
 def test_shards_split_between_processes_and_resume_exactly(shards):
     table, paths = shards
 

@@ -12,7 +12,7 @@ default ``"data"``); a mapping ``{field: file or list of shards}`` makes one fie
 entry, every field holding the same number of records. The shards of a field must
 share the per-record shape and dtype.
 
-A path may be a URL (any fsspec protocol; a glob is expanded, sorted): the files are
+A glob pattern is expanded (sorted). A path may be a URL (any fsspec protocol): the files are
 fetched into the shard cache once, when the source is built, and memory-mapped from there.
 
 Example:
@@ -32,7 +32,9 @@ Example:
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +52,7 @@ from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, li
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
+_GLOB = re.compile(r"[*?\[]")
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,21 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
         ) from err
 
 
+def _expand_local(files: tuple[str, ...]) -> tuple[str, ...]:
+    """Local ``files`` with each glob pattern expanded (sorted), as a URL's is."""
+    out: list[str] = []
+    for path in files:
+        if not _GLOB.search(path):
+            out.append(path)
+            continue
+        found = sorted(glob.glob(path))
+        if not found:
+            raise RecordError(f"{_WHERE}: the glob pattern '{path}' matches no files. Check the "
+                              "path.", path=path)
+        out += found
+    return tuple(out)
+
+
 def _remote_fields(
     fields: dict[str, tuple[str, ...]],
     cache: ShardCache | None,
@@ -238,6 +256,8 @@ def _remote_fields(
             )
         if all(remote):
             listed[name] = list_objects(files, storage_options, stats=stats)
+        else:
+            fields = {**fields, name: _expand_local(files)}
     if not listed:
         return fields, {}, None
     objects = [o for field in listed.values() for o in field]
