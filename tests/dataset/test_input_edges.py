@@ -159,6 +159,43 @@ def test_destinations_and_sources_that_are_not_what_convert_takes(tmp_path) -> N
         convert(str(tmp_path / "empty"), tmp_path / "out")
 
 
+def test_a_destination_that_cannot_be_created_is_named_with_what_to_do(tmp_path, capsys) -> None:
+    from datarax.cli.main import main
+
+    (tmp_path / "file").write_text("")
+    rows = [{"a": np.int32(1)}]
+    with pytest.raises(ConversionError, match=r"cannot write the dataset folder '.*file/ds': Not a "
+                                              r"directory\. Pick a destination whose parent"):
+        write_dataset(rows, tmp_path / "file" / "ds")
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
+    assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "file" / "sub" / "ds"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "datarax convert: error: cannot write the dataset folder" in err
+    assert "Not a directory" in err and "Pick a destination" in err
+
+
+def test_a_data_dir_for_a_source_that_is_not_tfds_is_refused_not_ignored(tmp_path) -> None:
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
+    with pytest.raises(ConfigError, match=r"data_dir \(--data-dir\) '.*tfds' names the TFDS data "
+                                          r"directory of a tfds:NAME source; '.*x\.npy' is read as"):
+        convert(str(tmp_path / "x.npy"), tmp_path / "ds", data_dir=str(tmp_path / "tfds"))
+    assert not (tmp_path / "ds").exists()
+
+
+def test_a_url_destination_of_the_local_writer_is_refused_not_written_as_a_local_folder(
+        tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a URL taken as a relative path would land here, in 's3:/'
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
+    with pytest.raises(ConfigError, match=r"write_dataset writes a local folder, and "
+                                          r"'s3://bucket/ds' is a URL\. .*runner='beam'"):
+        write_dataset([{"a": np.int32(1)}], "s3://bucket/ds")
+    with pytest.raises(ConfigError, match=r"convert with runner='local' writes a local folder, "
+                                          r"and 'gs://bucket/ds' is a URL"):
+        convert(str(tmp_path / "x.npy"), "gs://bucket/ds")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
 def test_a_bad_row_in_a_worker_reads_as_with_one_process(tmp_path) -> None:
     records = [{"x": np.float32([i, i])} for i in range(40)]
     records[30] = {"x": np.float32([1])}

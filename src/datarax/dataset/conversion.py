@@ -43,7 +43,13 @@ from datarax.dataset.rows import (
     files_description,
 )
 from datarax.dataset.table_rows import TableRows
-from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
+from datarax.dataset.writer import (
+    PARTIAL_DIR,
+    ConversionError,
+    WriteSummary,
+    refuse_url_destination,
+    write_dataset,
+)
 from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.storage.urls import expand_user
@@ -255,6 +261,10 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
             f"'{src}' is a datarax dataset already; read it with "
             f"ArrayRecordSourceModule(ArrayRecordSourceConfig(), '{src}') (to write it again with "
             "other shards, pass that source to datarax.dataset.write_dataset).")
+    if data_dir is not None and not src.startswith("tfds:"):
+        raise ConfigError(
+            f"data_dir (--data-dir) '{data_dir}' names the TFDS data directory of a tfds:NAME "
+            f"source; '{src}' is read as it is. Leave data_dir out, or convert tfds:NAME.")
     if src.startswith("tfds:"):
         name, _, spl = src[5:].partition(":")
         return _tfds_rows(name, split or spl or None, data_dir)
@@ -355,6 +365,8 @@ def convert(
     """
     if runner not in ("local", "beam"):
         raise ConfigError(f"convert runner must be 'local' or 'beam', got {runner!r}.")
+    if runner == "local":
+        refuse_url_destination(dst, "convert with runner='local'")
     path = isinstance(src, (str, os.PathLike))
     src, dst = expand_user(src) if path else src, expand_user(dst)
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)

@@ -65,8 +65,11 @@ def folder_lock(dst: str | os.PathLike[str], *, error: type[Exception],
     created = not os.path.exists(dst)
     fd: int | None = None
     try:
-        os.makedirs(dst, exist_ok=True)
-        fd = _acquire(dst, what, error)
+        try:
+            os.makedirs(dst, exist_ok=True)
+            fd = _acquire(dst, what, error)
+        except OSError as err:
+            raise error(_unwritable(dst, err)) from err
         yield
     finally:
         if fd is not None:
@@ -105,6 +108,15 @@ def _acquire(dst: str, what: str, error: type[Exception]) -> int:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()} on {socket.gethostname()}".encode())
         return fd
+
+
+def _unwritable(dst: str, err: OSError) -> str:
+    """Why the folder ``dst`` cannot be created or written (``err``), and what to do."""
+    reason = err.strerror or str(err)
+    where = f" ('{err.filename}')" if err.filename and os.fspath(err.filename) != dst else ""
+    return (f"cannot write the dataset folder '{dst}': {reason}{where}. Pick a destination "
+            "whose parent folders exist as folders (or can be created) and that you may "
+            "write to, on a disk with free space.")
 
 
 def _busy(dst: str, what: str, holder: str) -> str:

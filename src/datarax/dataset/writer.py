@@ -53,7 +53,7 @@ from datarax.dataset.write_features import resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
-from datarax.storage.urls import expand_user
+from datarax.storage.urls import expand_user, is_remote
 
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
 
@@ -265,6 +265,17 @@ def _finished(dst: str, shards: int) -> dict[int, dict[str, Any]]:
     return done
 
 
+def refuse_url_destination(dst: Any, where: str) -> None:
+    """A ConfigError when ``dst`` is a URL: the local writer writes local folders only (a
+    URL taken as a relative path would land in a folder named after its scheme)."""
+    if is_remote(dst):
+        raise ConfigError(
+            f"{where} writes a local folder, and '{os.fspath(dst)}' is a URL. Write the dataset "
+            "to a local folder and copy it to the store (e.g. `aws s3 cp --recursive`, `gcloud "
+            "storage cp -r`), or convert on Apache Beam, which writes to a bucket: "
+            "convert(..., runner='beam') (datarax convert SRC DST --runner beam).")
+
+
 def write_dataset(
     records: Any,
     dst: str | os.PathLike[str],
@@ -298,7 +309,13 @@ def write_dataset(
         class_names: class names per label field (stored in the metadata).
         progress: show a progress bar (``tqdm``).
         extra: JSON stored under the metadata's ``extra``.
+
+    Raises:
+        ConfigError: ``dst`` is a URL (``s3://``, ``gs://`` ...): this writer writes a local
+            folder (:func:`~datarax.dataset.conversion.convert` with ``runner="beam"``
+            writes to a bucket).
     """
+    refuse_url_destination(dst, "write_dataset")
     with folder_lock(dst, error=ConversionError, what="this write"):  # one writer per folder
         started = time.perf_counter()
         dst = expand_user(dst)  # '~/ds' is the home folder's
