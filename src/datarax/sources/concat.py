@@ -43,7 +43,7 @@ from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
-from datarax.sources.skip_ledger import check_skip_state
+from datarax.sources.skip_ledger import SkipCounts
 from datarax.typing import Batch
 
 __all__ = ["ConcatSource", "ConcatSourceConfig"]
@@ -75,7 +75,7 @@ class _Reading(HostState):
         self.part = 0  # the part the pass is reading
 
 
-class ConcatSource(ChildSources, DataSourceModule):
+class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
     """Sources (``parts``: distinct, unsharded, one element spec) served one after
     another; see the module docstring. ``num_epochs``: passes direct iteration makes.
 
@@ -127,7 +127,7 @@ class ConcatSource(ChildSources, DataSourceModule):
             return
         # Records the parts skipped as bad this epoch before the position, in all and
         # by part (a part's skip budget continues exactly after a rewind or restore).
-        self.skipped = nnx.Variable(np.asarray(0, np.int64))
+        self._init_skips()
         self.skipped_by_part = nnx.Variable(np.zeros(len(parts), np.int64))
 
     # ------------------------------------------------------------ description
@@ -319,7 +319,7 @@ class ConcatSource(ChildSources, DataSourceModule):
         """Records part ``i`` skipped this epoch before the position (part ``i`` holds
         it): the epoch's count less the parts' before it."""
         by_part = np.asarray(self.skipped_by_part.get_value())
-        return max(int(self.skipped.get_value()) - int(by_part[:i].sum()), 0)
+        return max(self._skips() - int(by_part[:i].sum()), 0)
 
     def _note_skips(self, i: int, count: int) -> None:
         """``count`` more records of part ``i`` skipped; parts after it none yet."""
@@ -329,7 +329,7 @@ class ConcatSource(ChildSources, DataSourceModule):
         by_part[i] = self._part_skips(i) + count
         by_part[i + 1:] = 0
         self.skipped_by_part.set_value(by_part)
-        self.skipped.set_value(np.asarray(int(by_part.sum()), np.int64))
+        self._set_skips(int(by_part.sum()))
 
     # ------------------------------------------------ a stream concatenation
     def restart(self, epoch: int) -> None:
@@ -364,7 +364,7 @@ class ConcatSource(ChildSources, DataSourceModule):
         if self.__pass is not None:
             self.__pass.reposition()
         if self.index == 0 and isinstance(getattr(self, "skipped", None), nnx.Variable):
-            self.skipped.set_value(np.asarray(0, np.int64))
+            self._set_skips(0)
             self.skipped_by_part.set_value(np.zeros(len(self.parts), np.int64))
 
     # ------------------------------------------------------------------ state
@@ -385,7 +385,7 @@ class ConcatSource(ChildSources, DataSourceModule):
         before the position, counted in it) and ``skipped_by_part``."""
         state = super().get_state()
         if self.kind is SourceKind.HOST:
-            state["skipped"] = int(self.skipped.get_value())
+            state["skipped"] = self._skips()
             state["skipped_by_part"] = [int(v) for v in self.skipped_by_part.get_value()]
         return state
 
@@ -395,9 +395,8 @@ class ConcatSource(ChildSources, DataSourceModule):
         if self.kind is not SourceKind.HOST:
             super().set_state(state)
             return
-        epoch, index, skipped = check_skip_state(
-            self.datarax_position, state, where="ConcatSource", length=self.epoch_size(),
-            settings=self.order_settings(),
+        epoch, index, skipped = self._checked_skips(
+            state, where="ConcatSource", length=self.epoch_size()
         )
         by_part = state.get("skipped_by_part", [skipped] + [0] * (len(self.parts) - 1))
         if (
@@ -412,7 +411,6 @@ class ConcatSource(ChildSources, DataSourceModule):
                 f"{by_part!r}; pass the dict get_state() returned.",
                 field="skipped_by_part",
             )
-        self.seek(epoch, index)
-        self.skipped.set_value(np.asarray(skipped, np.int64))
+        self._resume(epoch, index, skipped)
         self.skipped_by_part.set_value(np.asarray(by_part, np.int64))
 

@@ -49,7 +49,7 @@ from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
 from datarax.sources.host_reader import HostReader, ReadBatch
 from datarax.sources.epoch_order import EpochOrder
-from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord, check_skip_state
+from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord
 from datarax.typing import Batch
 
 
@@ -93,7 +93,7 @@ class _ElasticShare(HostState):
         self.runs: tuple[int, tuple[tuple[int, int], ...]] | None = None
 
 
-class RandomAccessSource(DataSourceModule):
+class RandomAccessSource(SkipCounts, DataSourceModule):
     """A host source that reads records by index; see the module docstring.
 
     ``num_threads`` / ``read_ahead`` (keywords a subclass passes on): reader threads and
@@ -113,7 +113,7 @@ class RandomAccessSource(DataSourceModule):
         read_ahead: int | None = None,
     ) -> None:
         super().__init__(config, rngs=rngs, name=name)
-        self.skipped = nnx.Variable(np.asarray(0, np.int64))  # skipped this epoch before the position
+        self._init_skips()  # skipped this epoch before the position
         self.__reader: HostReader | None = None
         self.__reader_options = (num_threads, read_ahead)
         self.__share = _ElasticShare()
@@ -219,8 +219,7 @@ class RandomAccessSource(DataSourceModule):
         reader = self.__reader
         if reader is not None:
             reader.stop()  # read-ahead belongs to the old position
-        if self.index == 0:
-            self.skipped.set_value(np.asarray(0, np.int64))
+        self._skips_at_start()
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this epoch and their stable indices.
@@ -239,9 +238,9 @@ class RandomAccessSource(DataSourceModule):
         if not reader.active:
             if index >= (self.epoch_size() or 0):
                 return None, None
-            reader.start(self.epoch_order(epoch), index, int(self.skipped.get_value()))
+            reader.start(self.epoch_order(epoch), index, self._skips())
         read = _reworded(self, lambda: reader.next_batch(batch_size))
-        self.skipped.set_value(np.asarray(reader.skipped, np.int64))
+        self._set_skips(reader.skipped)
         if read is None:
             self.datarax_position.move(epoch, self.epoch_size() or 0)
             return None, None
@@ -259,7 +258,7 @@ class RandomAccessSource(DataSourceModule):
         epoch, index = self.epoch, self.index
         reader.stop()
         if index < (self.epoch_size() or 0):
-            reader.start(self.epoch_order(epoch), index, int(self.skipped.get_value()))
+            reader.start(self.epoch_order(epoch), index, self._skips())
         return BatchCursor(self, reader, epoch)
 
     def _check_open(self) -> None:
@@ -275,7 +274,7 @@ class RandomAccessSource(DataSourceModule):
         epoch) and ``prefetch_cache`` (records read ahead: information only, not part of
         the position)."""
         state = super().get_state()
-        state["skipped"] = int(self.skipped.get_value())
+        state["skipped"] = self._skips()
         reader = self.__reader
         active = reader is not None and reader.active
         state["prefetch_cache"] = reader.read_ahead_records() if active else 0
@@ -286,14 +285,10 @@ class RandomAccessSource(DataSourceModule):
 
         A state without ``"skipped"`` counts no skips before its position.
         """
-        where = type(self).__name__
         self.__share.runs = None  # a plain state: this shard's own block
-        epoch, index, skipped = check_skip_state(
-            self.datarax_position, state, where=where, length=self.epoch_size(),
-            settings=self.order_settings(),
-        )
-        self.seek(epoch, index)
-        self.skipped.set_value(np.asarray(skipped, np.int64))
+        self._resume(*self._checked_skips(
+            state, where=type(self).__name__, length=self.epoch_size()
+        ))
 
     # ---------------------------------------------------------------- closing
     def close_epoch(self) -> None:

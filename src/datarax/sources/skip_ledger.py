@@ -1,5 +1,8 @@
 """The one bad-record ledger of every reading source: policy, budget, skip counts, reports.
 
+:class:`SkipCounts` is the source's side: the ``skipped`` count a source's state
+carries (RandomAccessSource, HFStreamingSource, a host ConcatSource).
+
 A source that reads ahead (threads of a :class:`~datarax.sources.host_reader.HostReader`,
 Arrow chunks of a Hugging Face stream) meets a bad record *before* the consumer reaches
 it. The ledger keeps the two moments apart, which is what makes a resume exact:
@@ -41,6 +44,9 @@ import dataclasses
 import math
 from typing import Any
 
+import numpy as np
+from flax import nnx
+
 from datarax.core.errors import ConfigError, RecordError, StateError
 
 __all__ = [
@@ -49,6 +55,7 @@ __all__ = [
     "ErrorPolicy",
     "SkippedRecord",
     "SkipLedger",
+    "SkipCounts",
     "check_skip_state",
 ]
 
@@ -283,3 +290,44 @@ def check_skip_state(
             field="skipped",
         )
     return epoch, index, skipped
+
+
+class SkipCounts:
+    """Mixin of a source that skips bad records: ``skipped``, the records of the current
+    epoch skipped before the position (an ``nnx.Variable``: the ``"skipped"`` of the
+    source's state, which a pipeline puts back after a failed batch); zero at an
+    epoch's start. The source's reader keeps the :class:`SkipLedger` the count follows.
+    """
+
+    skipped: nnx.Variable[Any]
+
+    def _init_skips(self) -> None:
+        """Make the count (zero); in ``__init__``."""
+        self.skipped = nnx.Variable(np.asarray(0, np.int64))
+
+    def _skips(self) -> int:
+        return int(self.skipped.get_value())
+
+    def _set_skips(self, count: int) -> None:
+        self.skipped.set_value(np.asarray(count, np.int64))
+
+    def _skips_at_start(self) -> None:
+        """The position was set from outside (``_moved``): at an epoch's start nothing
+        is skipped yet."""
+        if self.index == 0:  # type: ignore[attr-defined]
+            self._set_skips(0)
+
+    def _checked_skips(
+        self, state: Any, *, where: str, length: int | None = None
+    ) -> tuple[int, int, int]:
+        """``(epoch, index, skipped)`` of a saved ``state``, checked
+        (:func:`check_skip_state`) against this source's position and settings."""
+        return check_skip_state(
+            self.datarax_position, state, where=where, length=length,  # type: ignore[attr-defined]
+            settings=self.order_settings(),  # type: ignore[attr-defined]
+        )
+
+    def _resume(self, epoch: int, index: int, skipped: int) -> None:
+        """Stand at ``index`` of pass ``epoch`` with ``skipped`` records skipped before."""
+        self.seek(epoch, index)  # type: ignore[attr-defined]
+        self._set_skips(skipped)

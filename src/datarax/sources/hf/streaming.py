@@ -27,12 +27,12 @@ from datarax.sources.hf.locate import (
 )
 from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
-from datarax.sources.skip_ledger import SkippedRecord, check_skip_state
+from datarax.sources.skip_ledger import SkipCounts, SkippedRecord
 from datarax.storage import ShardCache
 from datarax.typing import Batch
 
 
-class HFStreamingSource(StreamSource):
+class HFStreamingSource(SkipCounts, StreamSource):
     """A Hugging Face ``IterableDataset`` read chunk by chunk on the host.
 
     One pass per ``for batch in pipeline``, memory bounded by ``chunk_size`` (+
@@ -93,7 +93,7 @@ class HFStreamingSource(StreamSource):
         spec = spec_of_columns(columns)
         self._spec = nnx.static(tuple(spec.items()))  # hashable static structure
         length = known_length(dataset, split_names(config.split)[0]) if by_shard else None
-        self.skipped = nnx.Variable(np.asarray(0, np.int64))  # this pass, before the position
+        self._init_skips()  # this pass, before the position
         self._reader = nnx.static(
             StreamReader(self, dataset, tuple(keys), by_shard, policy, length)
         )
@@ -120,9 +120,9 @@ class HFStreamingSource(StreamSource):
                 reader.close()
             if not reader.is_open:
                 self._hold()
-                reader.open(epoch, skip=index, skipped=self._skipped())
+                reader.open(epoch, skip=index, skipped=self._skips())
             got = reader.read(batch_size)
-            self.skipped.set_value(np.asarray(reader.skipped, np.int64))
+            self._set_skips(reader.skipped)
             self.datarax_position.move(epoch, reader.consumed)
         if got is None:
             return None, None
@@ -135,7 +135,7 @@ class HFStreamingSource(StreamSource):
         hands out (see :class:`StreamCursor`). Ends any earlier reading session."""
         reader = self._reader
         self._hold()
-        session = reader.start(self.epoch, self.index, self._skipped())
+        session = reader.start(self.epoch, self.index, self._skips())
         return StreamCursor(self, session)
 
     def _hold(self) -> None:
@@ -157,9 +157,6 @@ class HFStreamingSource(StreamSource):
         records of the pass), ``index`` (position in the pass's stream) and cause."""
         return self._reader.skipped_records()
 
-    def _skipped(self) -> int:
-        return int(self.skipped.get_value())
-
     def restart(self, epoch: int) -> None:
         """Begin pass ``epoch``: the stream is re-opened on the next read."""
         self._reader.close()
@@ -167,8 +164,7 @@ class HFStreamingSource(StreamSource):
     def _moved(self) -> None:
         """The position was set from outside: re-open (and fast-forward) on the next read."""
         self._reader.close()
-        if self.index == 0:
-            self.skipped.set_value(np.asarray(0, np.int64))
+        self._skips_at_start()
 
     def _exhausted(self) -> bool:
         """Direct iteration (``for record in source``) over a finished source restarts it."""
@@ -191,18 +187,14 @@ class HFStreamingSource(StreamSource):
         before ``current_index``)."""
         state = super().get_state()
         if self.config.on_error == "skip":
-            state["skipped"] = self._skipped()
+            state["skipped"] = self._skips()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue at ``state``: the pass is re-opened and the records it covers
         (handed out or skipped) are passed over unread. A state without
         ``"skipped"`` counts no skips."""
-        epoch, index, skipped = check_skip_state(
-            self.datarax_position, state, where="HFStreamingSource", settings=self.order_settings()
-        )
-        self.seek(epoch, index)
-        self.skipped.set_value(np.asarray(skipped, np.int64))
+        self._resume(*self._checked_skips(state, where="HFStreamingSource"))
 
 
 class StreamCursor:
