@@ -78,6 +78,27 @@ def test_nothing_created_before_first_use(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_cache_folder_that_cannot_be_created_is_named_when_the_source_is_built(
+        tmp_path, monkeypatch, on_error):
+    import io
+
+    import numpy as np
+
+    from datarax.errors import ConfigError
+    from datarax.sources import NpySource, NpySourceConfig
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(4, dtype=np.int32))
+    _put("unwritable-cache", {"x.npy": buffer.getvalue()})
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("DATARAX_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    # not a bad record of 'memory://.../x.npy': the folder, and how to point elsewhere
+    with pytest.raises(ConfigError, match=r"the shard cache folder '.*file/cache' cannot be "
+                                          r"created or written: Not a directory.*DATARAX_CACHE_DIR"):
+        NpySource(NpySourceConfig(paths="memory://unwritable-cache/x.npy", on_error=on_error))
+
+
 def test_eviction_is_lru_and_never_removes_held_entries(tmp_path):
     cache = ShardCache(tmp_path, max_bytes=12)
     objs = [RemoteObject(f"memory://x/{i}.bin", 4, etag="1") for i in range(5)]

@@ -185,6 +185,23 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def test_cli_inspect_and_scan_decode_a_dataset_in_a_bucket_as_a_local_one(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from datarax.cli.main import main
+
+    url = s3.upload_folder(local_dataset, "ds")
+    monkeypatch.setenv("DATARAX_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["inspect", url, "--json", "--records", "2"]) == 0  # decoded, as a local folder
+    report = json.loads(capsys.readouterr().out)
+    assert report["element_spec"] == {"i": "int32 ()", "v": "float32 (3,)"}
+    assert report["first_records"] == [{"i": "int32 0", "v": "float32 (3,) min 0.0 max 0.0"},
+                                       {"i": "int32 1", "v": "float32 (3,) min 1.0 max 1.0"}]
+    assert report["metadata"]["records"] == SHARDS * PER_SHARD
+    assert main(["scan", url]) == 0
+    assert f"{SHARDS * PER_SHARD} good, 0 bad" in capsys.readouterr().out
+
+
 def test_the_cache_folder_and_limit_come_from_the_environment(
         s3: S3, local_dataset: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datarax.storage import CacheFullError, ShardCache

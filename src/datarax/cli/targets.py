@@ -33,6 +33,7 @@ import numpy as np
 
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import ConfigError
+from datarax.storage.urls import is_remote
 
 SCHEMES = ("hf", "tfds", "py")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
@@ -204,8 +205,13 @@ def open_target(
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
         info, refused = None, None
         folder = find_dataset(name) if decode is None else None
-        if folder is not None:  # a datarax dataset: its metadata says how to decode
+        if folder is not None:
             info = read_metadata(folder)
+        elif decode is None and is_remote(name):  # a dataset in a bucket: its metadata, if any
+            from datarax.dataset.reading import remote_dataset
+
+            info = remote_dataset(name)[1]
+        if info is not None:  # a datarax dataset: its metadata says how to decode
             fn = None
             try:
                 DatasetDecoder(info.features)

@@ -162,10 +162,22 @@ class ShardCache:
     def _dir(self, part: str) -> str:
         return os.path.join(self.directory, part)
 
-    def _ensure(self) -> None:
+    def ensure(self) -> None:
+        """Create the folder and its parts; a ConfigError naming the folder when it cannot
+        be created or written (a file in its path, no permission, a read-only disk)."""
         if not self._made:
-            for part in ("shards", "locks", "tmp"):
-                os.makedirs(self._dir(part), exist_ok=True)
+            try:
+                for part in ("shards", "locks", "tmp"):
+                    os.makedirs(self._dir(part), exist_ok=True)
+                    if not os.access(self._dir(part), os.W_OK | os.X_OK):
+                        raise PermissionError(errno.EACCES, "Permission denied", self._dir(part))
+            except OSError as err:
+                where = f" ('{err.filename}')" if err.filename else ""
+                raise ConfigError(
+                    f"the shard cache folder '{self.directory}' cannot be created or written: "
+                    f"{err.strerror or err}{where}. Point DATARAX_CACHE_DIR (or the source's "
+                    "cache=ShardCache(directory, ...)) at a folder you can write, on a local "
+                    "disk with room for the files read at once.") from err
             self._made = True
 
     def entry_name(self, obj: RemoteObject) -> str:
@@ -187,7 +199,7 @@ class ShardCache:
         Raises:
             CacheFullError: ``obj`` does not fit next to the entries in use, or the disk is full.
         """
-        self._ensure()
+        self.ensure()
         name = self.entry_name(obj)
         final = os.path.join(self._dir("shards"), name)
         fd = os.open(os.path.join(self._dir("locks"), name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)

@@ -110,6 +110,7 @@ class RemoteShards:
         self.behind = min(behind, len(self.objects))
         self.retry = retry or RetryPolicy()
         self._check_room()
+        self.cache.ensure()  # an unusable folder is named now, not as a file that fails to read
         self._stats = stats if stats is not None else StorageStats()
         self.parallel = parallel
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats,
