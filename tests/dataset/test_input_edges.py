@@ -194,6 +194,9 @@ def test_a_url_destination_of_the_local_writer_is_refused_not_written_as_a_local
                                           r"and 'gs://bucket/ds' is a URL"):
         convert(str(tmp_path / "x.npy"), "gs://bucket/ds")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+    with pytest.raises(ConversionError, match=r"convert reads local files, and "
+                                              r"'s3://bucket/x\.parquet' is a URL\. Copy the files"):
+        convert("s3://bucket/x.parquet", tmp_path / "ds")
 
 
 def test_a_bad_row_in_a_worker_reads_as_with_one_process(tmp_path) -> None:

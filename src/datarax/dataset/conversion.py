@@ -52,7 +52,7 @@ from datarax.dataset.writer import (
 )
 from datarax.errors import ConfigError
 from datarax.extras import require
-from datarax.storage.urls import expand_user
+from datarax.storage.urls import expand_user, is_remote
 
 __all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
 
@@ -265,6 +265,10 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         raise ConfigError(
             f"data_dir (--data-dir) '{data_dir}' names the TFDS data directory of a tfds:NAME "
             f"source; '{src}' is read as it is. Leave data_dir out, or convert tfds:NAME.")
+    if is_remote(src):
+        raise ConversionError(
+            f"convert reads local files, and '{src}' is a URL. Copy the files to a local folder "
+            "first (e.g. `aws s3 cp --recursive`, `gcloud storage cp -r`), then convert that.")
     if src.startswith("tfds:"):
         name, _, spl = src[5:].partition(":")
         return _tfds_rows(name, split or spl or None, data_dir)
