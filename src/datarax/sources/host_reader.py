@@ -383,9 +383,13 @@ class HostReader:
         text = describe_cause(cause)
         return SkippedRecord(epoch, failure.position, failure.index, path, in_file, text)
 
-    def commit(self, position: int) -> None:
+    def commit(self, position: int | None) -> None:
         """The consumer has received every position below ``position`` (at most
-        :attr:`cursor`): the bad records there count as skipped."""
+        :attr:`cursor`): the bad records there count as skipped. None: the epoch's end
+        (:meth:`finish`)."""
+        if position is None:
+            self.finish()
+            return
         with self._lock:
             self.ledger.commit(position)
             self.position = int(position)

@@ -49,6 +49,7 @@ from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
 from datarax.sources.host_reader import HostReader, ReadBatch
 from datarax.sources.epoch_order import EpochOrder
+from datarax.sources.reader_cursor import ReaderCursor
 from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord
 from datarax.typing import Batch
 
@@ -313,7 +314,7 @@ def _reworded(source: RandomAccessSource, read: Callable[[], ReadBatch | None]) 
         raise reworded from err.__cause__
 
 
-class BatchCursor:
+class BatchCursor(ReaderCursor):
     """Batches of a :class:`RandomAccessSource` read ahead of its position, a
     :class:`~datarax.core.cursor.ReadAheadCursor`: :meth:`peek` moves nothing,
     :meth:`commit` moves the source's position and skip count past a batch handed out.
@@ -335,15 +336,7 @@ class BatchCursor:
     """
 
     def __init__(self, source: RandomAccessSource, reader: HostReader, epoch: int) -> None:
-        self._source = source
-        self._reader = reader
-        self._epoch = epoch
-        self._session = reader.session if reader.active else None
-
-    @property
-    def current(self) -> bool:
-        """Whether the reader still serves this cursor's session."""
-        return self._session is None or self._session == self._reader.session
+        super().__init__(source, reader, epoch, reader.session if reader.active else None)
 
     def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
         """``(columns, stable indices, end)`` of the next batch, or None at the epoch's end
@@ -361,18 +354,5 @@ class BatchCursor:
         read (the reader holds that many records read and decoded)."""
         return self.current and self._session is not None and self._reader.ready(batch_size)
 
-    def commit(self, end: int | None) -> None:
-        """Hand out everything before epoch position ``end`` (None: the epoch's end,
-        which also ends the reading session)."""
-        source = self._source
-        reader = self._reader
-        if end is None:
-            end = source.epoch_size() or 0
-            if self._session is not None and self.current:
-                reader.finish()
-        elif self.current:
-            reader.commit(end)
-        if self._session is not None and int(source.skipped.get_raw_value()) != reader.skipped:
-            # raw: once per batch on the consumer's thread, outside any trace
-            source.skipped.set_raw_value(np.asarray(reader.skipped, np.int64))
-        source.datarax_position.move(self._epoch, int(end))
+    def _reader_position(self) -> int:
+        return self._reader.position

@@ -27,6 +27,7 @@ from datarax.sources.hf.locate import (
 )
 from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
+from datarax.sources.reader_cursor import ReaderCursor
 from datarax.sources.skip_ledger import SkipCounts, SkippedRecord
 from datarax.storage import ShardCache
 from datarax.typing import Batch
@@ -197,22 +198,14 @@ class HFStreamingSource(SkipCounts, StreamSource):
         self._resume(*self._checked_skips(state, where="HFStreamingSource"))
 
 
-class StreamCursor:
+class StreamCursor(ReaderCursor):
     """Batches of an :class:`HFStreamingSource` read ahead of its position, a
     :class:`~datarax.core.cursor.ReadAheadCursor`: :meth:`peek` moves nothing the
     source's state carries, :meth:`commit` moves the position and skip count past a
     batch handed out."""
 
     def __init__(self, source: HFStreamingSource, session: int) -> None:
-        self._source = source
-        self._reader = source._reader
-        self._epoch = source.epoch
-        self._session = session
-
-    @property
-    def current(self) -> bool:
-        """Whether the reader still serves this cursor's session."""
-        return self._session == self._reader.session
+        super().__init__(source, source._reader, source.epoch, session)
 
     def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
         """``(batch, stream positions, end)`` of the next batch, or None at the pass's
@@ -224,15 +217,8 @@ class StreamCursor:
         columns, indices, end = got
         return self._source._batch_of(columns), indices, end
 
-    def commit(self, end: int | None) -> None:
-        """Hand out everything before position ``end`` of the pass (None: its end)."""
-        source, reader = self._source, self._reader
-        if not self.current:  # moved from outside: the position is already set there
-            return
-        reader.commit(end)
-        if int(source.skipped.get_raw_value()) != reader.skipped:
-            source.skipped.set_value(np.asarray(reader.skipped, np.int64))
-        source.datarax_position.move(self._epoch, reader.consumed)
+    def _reader_position(self) -> int:
+        return self._reader.consumed
 
 
 def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:

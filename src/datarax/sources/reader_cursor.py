@@ -1,0 +1,59 @@
+"""``ReaderCursor``: a :class:`~datarax.core.cursor.ReadAheadCursor` over one reading
+session of a source's reader.
+
+The base of :class:`~datarax.sources.random_access.BatchCursor` (a
+:class:`~datarax.sources.host_reader.HostReader`) and
+:class:`~datarax.sources.hf.streaming.StreamCursor` (a Hugging Face stream). Each says
+how it peeks; they commit alike: the reader counts the batch handed out (its bad
+records become skipped), the source's ``skipped`` follows the reader's count and its
+position moves to where the reader then stands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class ReaderCursor:
+    """Batches of reading session ``session`` of ``reader`` (None: the pass was over
+    when the cursor was made) for ``source`` standing in pass ``epoch``.
+
+    ``reader``: ``session``, ``skipped`` (bad records before what was handed out) and
+    ``commit(end)`` (None: the rest of the pass, which ends the session). A subclass
+    defines ``peek`` and :meth:`_reader_position`.
+    """
+
+    def __init__(self, source: Any, reader: Any, epoch: int, session: int | None) -> None:
+        self._source = source
+        self._reader = reader
+        self._epoch = epoch
+        self._session = session
+
+    @property
+    def current(self) -> bool:
+        """Whether the reader still serves this cursor's session."""
+        return self._session is None or self._session == self._reader.session
+
+    def _reader_position(self) -> int:
+        """Where the reader's consumer stands in the pass (after a commit)."""
+        raise NotImplementedError
+
+    def commit(self, end: int | None) -> None:
+        """Hand out everything before position ``end`` of the pass (None: its end,
+        which also ends the reading session)."""
+        source, reader = self._source, self._reader
+        if self._session is None:  # nothing was left to read
+            source.datarax_position.move(
+                self._epoch, (source.epoch_size() or 0) if end is None else int(end)
+            )
+            return
+        if not self.current:  # moved from outside: the position is already set there
+            return
+        reader.commit(end)
+        skipped = source.skipped
+        if int(skipped.get_raw_value()) != reader.skipped:
+            # raw: once per batch on the consumer's thread, outside any trace
+            skipped.set_raw_value(np.asarray(reader.skipped, np.int64))
+        source.datarax_position.move(self._epoch, self._reader_position())
