@@ -107,3 +107,28 @@ def test_settings_digest_names_what_differs():
     changed = {**settings, "children[4].seed": 40}
     assert "children[4].seed" in differing_settings(changed, saved)
     assert saved.shape == (DIGEST_SIZE,) and saved[-1] == 1
+
+
+@pytest.mark.parametrize("first_read", ["for", "next"])
+def test_an_nnx_state_of_a_directly_iterated_source_is_refused_by_other_settings(first_read):
+    """Records read with ``for r in source`` / ``next(source)`` (no Pipeline) carry the
+    settings too: the position is not restored into a source shuffled otherwise."""
+
+    def source(seed):
+        return MemorySource(MemorySourceConfig(shuffle=True, seed=seed),
+                            {"x": np.arange(20, dtype=np.int32)})
+
+    used = source(3)
+    if first_read == "for":
+        for _, _ in zip(range(5), used):
+            pass
+    else:
+        for _ in range(5):
+            next(used)
+    saved = nnx.clone(nnx.state(used))
+    same, other = source(3), source(4)
+    nnx.update(same, saved)
+    nnx.update(other, saved)
+    assert [int(r["x"]) for r in same] == [int(r["x"]) for r in used]  # the rest of the pass
+    with pytest.raises(StateError, match="MemorySource: the position restored .*seed=4"):
+        next(iter(other))

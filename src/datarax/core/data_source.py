@@ -257,12 +257,16 @@ class DataSourceModule(DataraxModule):
     def __iter__(self) -> DataSourceModule:
         """Iterate records from the current position; restarts a finished source."""
         check_contract(self)
+        # the position a record read moves carries the settings it was read under, so an
+        # nnx.state taken after direct iteration is refused by a source built otherwise
+        self.datarax_position.note_settings(self._state_settings)
         if self._exhausted():
             self.seek(0, 0)
         return self
 
     def __next__(self) -> Any:
         check_contract(self)
+        self.datarax_position.note_settings(self._state_settings)  # next() without iter()
         record, index = self._next_record()
         if getattr(self.config, "track_metadata", False):
             return Element(
