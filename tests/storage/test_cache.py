@@ -182,6 +182,19 @@ def test_parse_bytes():
         parse_bytes("lots")
 
 
+@pytest.mark.parametrize("value,message", [("lots", r"cannot read 'lots' as a size; write e\.g\. 20G"),
+                                           ("0", r"must be > 0, got '0'")])
+def test_a_bad_cache_size_names_where_it_was_set(tmp_path, monkeypatch, value, message):
+    from datarax.errors import ConfigError
+
+    monkeypatch.setenv("DATARAX_CACHE_BYTES", value)
+    with pytest.raises(ConfigError, match=f"^DATARAX_CACHE_BYTES:? {message}"):
+        ShardCache(tmp_path)
+    monkeypatch.delenv("DATARAX_CACHE_BYTES")
+    with pytest.raises(ConfigError, match=f"^ShardCache max_bytes:? {message}"):
+        ShardCache(tmp_path, max_bytes=value)
+
+
 # ---------------------------------------------------------------- the fetcher
 def _read(path, start, end):
     with MEM.open(path, "rb") as f:

@@ -144,11 +144,17 @@ class ShardCache:
         if fcntl is None:  # pragma: no cover
             raise ConfigError("ShardCache needs POSIX file locks (fcntl); this platform has none.")
         self.directory = os.path.abspath(expand_user(directory)) if directory else default_cache_dir()
+        setting = "ShardCache max_bytes"
         if max_bytes is None:
             max_bytes = os.environ.get("DATARAX_CACHE_BYTES") or DEFAULT_CACHE_BYTES
-        self.max_bytes = parse_bytes(max_bytes)
+            if "DATARAX_CACHE_BYTES" in os.environ:
+                setting = "DATARAX_CACHE_BYTES"
+        try:
+            self.max_bytes = parse_bytes(max_bytes)
+        except ConfigError as err:
+            raise ConfigError(f"{setting}: {err}") from err
         if self.max_bytes <= 0:
-            raise ConfigError(f"ShardCache max_bytes must be > 0, got {self.max_bytes}.")
+            raise ConfigError(f"{setting} must be > 0, got {max_bytes!r}.")
         self._made = False
         self._guard = threading.Lock()
 
