@@ -3,7 +3,8 @@
 Numeric fields live on the device and are gathered inside the compiled step; text
 fields (numpy ``str``/``object`` arrays, lists of ``str``) stay on the host and are
 gathered by the same record indices (shuffle, shards and resume cover them alike).
-Nested dicts of fields are nested fields, named by path (``"meta/id"``) in messages.
+Nested dicts of fields are nested fields, named by path (``"meta/id"``) in messages
+(the data is turned into columns by :mod:`datarax.sources.memory_columns`).
 """
 
 from __future__ import annotations
@@ -21,18 +22,12 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.dtypes import fit_column, is_text_value
-from datarax.core.element import Element
-from datarax.core.errors import DataraxError
 from datarax.core.indexed import IndexedSource
-from datarax.core.owned import owned_device_put
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
-from datarax.sources._columns import as_text
+from datarax.sources.memory_columns import Path, flatten, to_columns, unflatten
 from datarax.sources.source_call import MISSING, check_config_and_data
 from datarax.typing import Batch
-
-Path = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -124,10 +119,10 @@ class MemorySource(IndexedSource):
             # names it and a restore into a source seeded otherwise is refused.
             config = dataclasses.replace(config, seed=_draw_seed(rngs))
         super().__init__(config, rngs=rngs, name=name)
-        flat = _to_columns(data, config.cast_float64)
+        flat = to_columns(data, config.cast_float64)
         device = {p: v for p, v in flat.items() if not isinstance(v, np.ndarray)}
         host = {p: v for p, v in flat.items() if isinstance(v, np.ndarray)}
-        self.__store = _ColumnStore(_unflatten(device), host, list(flat))
+        self.__store = _ColumnStore(unflatten(device), host, list(flat))
         self.__length = int(next(iter(flat.values())).shape[0])
         # The seed travels as data, not as a constant baked into the compiled step.
         self.permutation_seed = nnx.Variable(np.asarray(config.seed, np.uint32))
@@ -274,7 +269,7 @@ class _ColumnStore:
         self.columns = columns
         self.host = host
         self.order = order
-        device = _flatten(columns)
+        device = flatten(columns)
         self._signature = tuple(
             (p, tuple(v.shape), str(v.dtype)) for p, v in sorted({**device, **host}.items())
         )
@@ -299,222 +294,19 @@ class _ColumnStore:
         A batch carries text as lists (of ``str``, or of arrays for shaped text); one
         record (``single``) carries the value itself.
         """
-        flat = _flatten(device)
+        flat = flatten(device)
         for path, column in self.host.items():
             flat[path] = column[indices] if single else list(column[np.asarray(indices)])
-        return _unflatten({p: flat[p] for p in self.order if p in flat})
+        return unflatten({p: flat[p] for p in self.order if p in flat})
 
     def merge_specs(self, device: dict[str, Any]) -> dict[str, Any]:
-        flat = _flatten(device)
+        flat = flatten(device)
         for path, column in self.host.items():
             flat[path] = TextSpec(tuple(column.shape[1:]))
-        return _unflatten({p: flat[p] for p in self.order})
+        return unflatten({p: flat[p] for p in self.order})
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _ColumnStore) and other._signature == self._signature
 
     def __hash__(self) -> int:
         return hash(self._signature)
-
-
-def _flatten(tree: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
-    flat: dict[Path, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, (*prefix, key)))
-        else:
-            flat[(*prefix, key)] = value
-    return flat
-
-
-def _unflatten(flat: Mapping[Path, Any]) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for path, value in flat.items():
-        node = tree
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = value
-    return tree
-
-
-def _name(path: Path) -> str:
-    return "/".join(path)
-
-
-def _to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
-    """Turn a dict of arrays or a sequence of records into columns by field path:
-    device arrays for numbers, ``object`` arrays (host) for text."""
-    if isinstance(data, Mapping):
-        if not data:
-            raise DataraxError("MemorySource got an empty dict; pass at least one field.")
-        columns = _columns_of_dict(data, (), cast_float64)
-    elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
-        if len(data) == 0:
-            raise DataraxError("MemorySource got an empty sequence; pass at least one record.")
-        records = [r.data if isinstance(r, Element) else r for r in data]
-        if not isinstance(records[0], Mapping):
-            raise DataraxError(
-                f"MemorySource records must be dicts of fields, record 0 is "
-                f"{type(records[0]).__name__}. Wrap it, e.g. [{{'x': r}} for r in data], or pass "
-                "a dict of arrays."
-            )
-        columns = _columns_of_records(records, (), cast_float64)
-    else:
-        raise DataraxError(
-            f"MemorySource data must be a dict of arrays or a sequence of records, got "
-            f"{type(data).__name__}."
-        )
-    lengths = {_name(p): int(v.shape[0]) for p, v in columns.items()}
-    if len(set(lengths.values())) > 1:
-        raise DataraxError(
-            f"MemorySource fields have different numbers of records: {lengths}; every field "
-            "needs one entry per record."
-        )
-    if next(iter(lengths.values())) == 0:
-        raise DataraxError("MemorySource data holds no records.")
-    return columns
-
-
-def _columns_of_dict(data: Mapping[Any, Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
-    columns: dict[Path, Any] = {}
-    for key, value in data.items():
-        path = (*prefix, str(key))
-        if isinstance(value, Mapping):
-            if not value:
-                raise DataraxError(
-                    f"MemorySource field '{_name(path)}' is an empty dict; give it at least "
-                    "one field or remove it."
-                )
-            columns.update(_columns_of_dict(value, path, cast_float64))
-        else:
-            columns[path] = _column(path, value, cast_float64)
-    return columns
-
-
-def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
-    keys = list(records[0].keys())
-    where = f" field '{_name(prefix)}'" if prefix else ""
-    for i, record in enumerate(records):
-        if not isinstance(record, Mapping) or list(record.keys()) != keys:
-            got = list(record.keys()) if isinstance(record, Mapping) else type(record).__name__
-            raise DataraxError(
-                f"MemorySource record {i}{where} has fields {got}, record 0 has {keys}; every "
-                "record needs the same fields."
-            )
-    if not keys:
-        raise DataraxError(
-            f"MemorySource record 0{where} has no fields; give it at least one field."
-        )
-    columns: dict[Path, Any] = {}
-    for key in keys:
-        path = (*prefix, str(key))
-        values = [record[key] for record in records]
-        if isinstance(values[0], Mapping):
-            columns.update(_columns_of_records(values, path, cast_float64))
-            continue
-        shapes = [_record_shape(v) for v in values]
-        bad = next((i for i, s in enumerate(shapes) if s != shapes[0]), None)
-        if bad is not None:
-            if isinstance(shapes[bad], tuple) and isinstance(shapes[0], tuple):
-                got, first = f"shape {shapes[bad]}", str(shapes[0])
-            else:
-                got, first = _describe(shapes[bad]), _describe(shapes[0])
-            raise DataraxError(
-                f"MemorySource field '{_name(path)}': record {bad} has {got}, record 0 has "
-                f"{first}; every record needs the same fields and shapes (pad or resize "
-                "records to one shape)."
-            )
-        if all(isinstance(v, (jax.Array, np.ndarray, np.generic)) for v in values):
-            columns[path] = _column(path, np.stack([np.asarray(v) for v in values]), cast_float64)
-        else:
-            columns[path] = _column(path, values, cast_float64, records=True)
-    return columns
-
-
-def _record_shape(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return "a dict"
-    if isinstance(value, (str, bytes)):
-        return ()
-    try:
-        return np.shape(value)
-    except ValueError:  # ragged nested lists
-        return "a ragged list"
-
-
-def _describe(shape: Any) -> str:
-    return shape if isinstance(shape, str) else f"shape {shape}"
-
-
-def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -> Any:
-    """One field: a device array for numbers (under the dtype policy), an ``object``
-    array on the host for text."""
-    name = _name(path)
-    if is_text_value(value) or (records and any(isinstance(v, (str, bytes)) for v in value)):
-        return _text_column(name, value)
-    if isinstance(value, jax.Array):
-        array = value
-    else:
-        try:
-            array = np.asarray(value)
-        except (TypeError, ValueError) as err:
-            raise DataraxError(
-                f"MemorySource field '{name}' cannot be turned into an array: {err}"
-            ) from err
-        if array.dtype.kind not in "biufc":
-            raise DataraxError(
-                f"MemorySource field '{name}' holds {array.dtype} values; MemorySource keeps "
-                "numbers (bool, int, float, complex) on the device and text (str/bytes) on "
-                "the host. Convert the field to one of those."
-            )
-    if array.ndim == 0:
-        raise DataraxError(
-            f"MemorySource field '{name}' is a scalar; a dict of arrays needs one entry "
-            "per record along axis 0."
-        )
-    array = fit_column(  # Python numbers (value a list) take JAX's defaults
-        name, array if isinstance(value, (jax.Array, np.ndarray)) else value, where="MemorySource", cast_float64=cast_float64,
-        drop_hint="remove the field from data",
-    )
-    # device_put, not jnp.asarray: the latter compiles a conversion per new shape; a
-    # copy of the caller's buffer, never a view of it (core/owned.py).
-    return owned_device_put(array)
-
-
-def _text_column(name: str, value: Any) -> np.ndarray:
-    if isinstance(value, (str, bytes)):
-        raise DataraxError(
-            f"MemorySource field '{name}' is a single string; a dict of arrays needs one "
-            "entry per record along axis 0 (e.g. a list of str)."
-        )
-    if isinstance(value, np.ndarray):
-        array = as_text(value)
-        if array is value:  # the caller's object array: copied, as numbers are (core/owned.py)
-            array = value.copy()
-    elif all(isinstance(v, (str, bytes)) for v in value):
-        array = np.empty(len(value), dtype=object)
-        array[:] = list(value)
-        return array
-    else:
-        first = next(v for v in value if not isinstance(v, (str, bytes)))
-        if not isinstance(first, (Sequence, np.ndarray)) or not is_text_value(first):
-            raise DataraxError(
-                f"MemorySource field '{name}' mixes text with {type(first).__name__} "
-                f"values ({first!r}); a field holds either text or numbers."
-            )
-        array = as_text(np.asarray(value))  # records each holding a list of str
-        return array
-    if array.ndim == 0:
-        raise DataraxError(
-            f"MemorySource field '{name}' is a scalar; a dict of arrays needs one entry "
-            "per record along axis 0."
-        )
-    for bad in array.reshape(-1):
-        if isinstance(bad, (str, bytes)):
-            continue
-        raise DataraxError(
-            f"MemorySource field '{name}' is an object array holding {type(bad).__name__} "
-            f"values ({bad!r}); MemorySource keeps numbers on the device and str/bytes on "
-            "the host. Convert the field to a numeric array or to text."
-        )
-    return array
