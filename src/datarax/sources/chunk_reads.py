@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.decoded_records import DecodedRecords, stack_values
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy
@@ -87,9 +88,10 @@ class Chunk:
 
 class ChunkReads:
     """Reads chunks of ``data`` (``len``, ``[i]``, ideally ``__getitems__``) through
-    ``records`` (the decoder that learned the first record's structure); with
-    ``processes`` (:class:`~datarax.sources.decode_processes.DecodeProcesses`) each
-    chunk is read by a worker process."""
+    ``records`` (the decoder that learns the first readable record's structure,
+    :meth:`learn_first`); with ``processes``
+    (:class:`~datarax.sources.decode_processes.DecodeProcesses`) each chunk is read by
+    a worker process."""
 
     def __init__(
         self,
@@ -105,6 +107,51 @@ class ChunkReads:
         self.policy = policy
         self.processes = processes
         self._getitems = getattr(data, "__getitems__", None)
+
+    def learn_first(
+        self, name: str, where: Callable[[int], str],
+        error: Callable[[int, BaseException], RecordError],
+    ) -> None:
+        """Learn the structure from the first record that reads and decodes, trying as
+        many as the skip budget allows (one under ``on_error="raise"``); ``error(index,
+        cause)`` is a bad record's error, ``where(index)`` names a record whose decode a
+        setting refuses (``cast_float64``). The worker processes, if any, start then."""
+        n = len(self.data)
+        if n == 0:
+            raise RecordError(f"{name} holds no records.")
+        limit = 1 if not self.policy.skips else n
+        budget = self.policy.budget(n)
+        if budget is not None:
+            limit = min(n, budget + 1)
+        first_error: RecordError | None = None
+        for index in range(limit):
+            try:
+                raw = self.data[index]
+                self.records.learn(raw, index)
+            except NOT_A_RECORD:
+                raise
+            except ConfigError as err:  # a setting (cast_float64), not a bad record
+                raise ConfigError(
+                    f"{name}: decoding {where(index)}: {str(err).rstrip('.')}."
+                ) from err
+            except Exception as err:  # noqa: BLE001 - reported with location
+                if first_error is None:
+                    first_error = error(index, err)
+                continue
+            break
+        else:
+            assert first_error is not None
+            if limit > 1:
+                raise RecordError(
+                    f"{name}: none of the first {limit} records could be read and "
+                    "decoded, so the fields are unknown. The first failure: "
+                    f"{first_error.args[0]}",
+                    path=first_error.path,
+                    index=first_error.index,
+                ) from first_error
+            raise first_error
+        if self.processes is not None:  # they start while the caller goes on
+            self.processes.start(self)
 
     def fetch(self, indices: np.ndarray) -> tuple[list[Any], dict[int, BaseException]]:
         """Raw records for ``indices``; failing ones reported by slot."""

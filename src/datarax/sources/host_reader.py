@@ -69,7 +69,7 @@ import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.threads import drop_pool, run_behind_consumer
-from datarax.sources.chunk_reads import NOT_A_RECORD, Chunk, ChunkReads, Failure, chunk_positions
+from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
 from datarax.sources.decode_processes import DecodeProcesses, portable
 from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
@@ -221,43 +221,7 @@ class HostReader:
     def element_spec(self) -> dict[str, Any]:
         """Per-record spec from decoding the first readable record (cached)."""
         if self._records.spec is None:
-            n = len(self.data)
-            if n == 0:
-                raise RecordError(f"{self.name} holds no records.")
-            limit = 1 if not self.policy.skips else n
-            budget = self.policy.budget(n)
-            if budget is not None:
-                limit = min(n, budget + 1)
-            first_error: BaseException | None = None
-            for index in range(limit):
-                try:
-                    raw = self.data[index]
-                    self._records.learn(raw, index)
-                except NOT_A_RECORD:
-                    raise
-                except ConfigError as err:  # a setting (cast_float64), not a bad record
-                    raise ConfigError(
-                        f"{self.name}: decoding {self.where(index)}: "
-                        f"{str(err).rstrip('.')}."
-                    ) from err
-                except Exception as err:  # noqa: BLE001 - reported with location
-                    if first_error is None:
-                        first_error = self.record_error(index, err)
-                    continue
-                break
-            else:
-                assert first_error is not None
-                if limit > 1:
-                    raise RecordError(
-                        f"{self.name}: none of the first {limit} records could be read and "
-                        "decoded, so the fields are unknown. The first failure: "
-                        f"{first_error.args[0]}",
-                        path=first_error.path,
-                        index=first_error.index,
-                    ) from first_error
-                raise first_error
-            if self._reads.processes is not None:  # they start while the caller goes on
-                self._reads.processes.start(self._reads)
+            self._reads.learn_first(self.name, self.where, self.record_error)
         return dict(self._records.spec)
 
     # ---------------------------------------------------------------- reading
