@@ -243,3 +243,37 @@ def test_a_failing_close_never_hides_the_with_blocks_error() -> None:
     with pytest.raises(OSError, match="reader gone"):  # with no error in the block it is raised
         with source:
             pass
+
+
+class Labeled(DataSourceModule):
+    """An indexed source keeping plain Python containers as attributes, as custom sources
+    do (file names, class names): they make its NNX graph definition unhashable."""
+
+    def __init__(self, files, classes):
+        super().__init__(EmptyConfig())
+        self.values = nnx.data(jnp.arange(6, dtype=jnp.int32))
+        self.files, self.classes = files, classes
+
+    def __len__(self):
+        return 6
+
+    def get_batch_at(self, start, size, key=None):
+        return {"x": self.values[(jnp.arange(size) + start) % 6]}
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), jnp.int32)}
+
+
+def test_a_source_with_list_and_dict_attributes_runs_in_a_pipeline():
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+
+    def plus_one(element, key=None):
+        return element.update_data({"x": element.data["x"] + 1})
+
+    source = Labeled(["a.csv", "b.csv"], {"cat": 0, "dog": 1})
+    op = ElementOperator(ElementOperatorConfig(stochastic=False), fn=plus_one)
+    pipeline = Pipeline(source=source, stages=[op], batch_size=4, rngs=nnx.Rngs(0))
+    for _ in range(2):  # a second pass reuses the compiled step
+        assert [b["x"].tolist() for b in pipeline] == [[1, 2, 3, 4], [5, 6]]
+    bare = Pipeline(source=Labeled(["a.csv"], {"cat": 0}), stages=[], batch_size=4)
+    assert [b["x"].tolist() for b in bare] == [[0, 1, 2, 3], [4, 5]]

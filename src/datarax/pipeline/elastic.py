@@ -35,7 +35,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +47,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import StateError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages
+from datarax.pipeline.steps import cached
 from datarax.sharding.shares import Share, elastic_share, share_size, take
 from datarax.typing import Batch
 
@@ -174,24 +174,26 @@ def elastic_restore(
     return ElasticEpoch(epoch, tuple(history), tuple(share))
 
 
-@functools.lru_cache(maxsize=64)
 def pieces_step(graphdef: Any, sizes: tuple[int, ...]) -> Any:
     """Compiled ``(state, inputs, starts, epoch, key) -> batch`` gathering runs of
     ``sizes`` records at global positions ``starts`` into one batch, then every stage
     (the batch of an elastic share that spans two runs)."""
 
-    def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
-        source, stages = nnx.merge(graphdef, state)
-        key = draw(*key)
-        parts, indices = [], []
-        with source.bind_step_inputs(inputs):
-            for i, size in enumerate(sizes):
-                batch_key = jax.random.fold_in(key, starts[i])
-                part, idx = source.get_batch_and_indices_at(starts[i], size, batch_key)
-                parts.append(dict(part))
-                indices.append(idx)
-        batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
-        return apply_stages(stages, batch, jnp.concatenate(indices), epoch, key)
+    def build() -> Callable[..., Batch]:
+        def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
+            source, stages = nnx.merge(graphdef, state)
+            key = draw(*key)
+            parts, indices = [], []
+            with source.bind_step_inputs(inputs):
+                for i, size in enumerate(sizes):
+                    batch_key = jax.random.fold_in(key, starts[i])
+                    part, idx = source.get_batch_and_indices_at(starts[i], size, batch_key)
+                    parts.append(dict(part))
+                    indices.append(idx)
+            batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
+            return apply_stages(stages, batch, jnp.concatenate(indices), epoch, key)
 
-    return jax.jit(step)
+        return jax.jit(step)
+
+    return cached(("pieces", graphdef, sizes), build)
 

@@ -28,6 +28,44 @@ from datarax.typing import Batch
 
 _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
 _CACHE_SIZE = 64
+# keys that cannot be hashed, most recent last: found by equality
+_UNHASHABLE: list[tuple[Any, Callable[..., Any]]] = []
+_UNHASHABLE_SIZE = 16
+
+
+def cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """The step cached under ``key`` (a tuple holding a graph definition), built by
+    ``build()`` the first time. A module attribute that cannot be hashed (a list of
+    file names, a dict of class names on a custom source) makes its graph definition
+    unhashable: such keys are found by equality instead.
+
+    Example:
+        >>> def build():
+        ...     return lambda: "built"
+        >>> cached(("example", ["a.csv"]), build) is cached(("example", ["a.csv"]), build)
+        True
+    """
+    try:
+        hash(key)
+    except TypeError:
+        for i, (known, fn) in enumerate(_UNHASHABLE):
+            if _equal(known, key):
+                _UNHASHABLE.append(_UNHASHABLE.pop(i))
+                return fn
+        fn = build()
+        _UNHASHABLE.append((key, fn))
+        del _UNHASHABLE[:-_UNHASHABLE_SIZE]
+        return fn
+    return _cached(key, build)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b`` as one bool; False where the comparison has no single answer (an
+    attribute holding arrays compares element-wise)."""
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
@@ -65,7 +103,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
 
         return jax.jit(step)
 
-    return _cached(("indexed", graphdef, batch_size), build)
+    return cached(("indexed", graphdef, batch_size), build)
 
 
 def grouped_step(
@@ -100,7 +138,7 @@ def grouped_step(
 
         return jax.jit(step)
 
-    return _cached(("grouped", graphdef, batch_size, count, vectorized), build)
+    return cached(("grouped", graphdef, batch_size, count, vectorized), build)
 
 
 def reads_by_position(source: Any) -> bool:
@@ -121,4 +159,4 @@ def stage_step(graphdef: Any) -> Callable[..., Batch]:
 
         return jax.jit(step)
 
-    return _cached(("stages", graphdef), build)
+    return cached(("stages", graphdef), build)
