@@ -1,0 +1,147 @@
+"""What ``Pipeline(...)`` refuses when it is built: its arguments, stages and source
+checked, each refusal naming the argument and what to pass instead."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none
+from datarax.core.errors import ConfigError, SourceContractError
+from datarax.core.operator import OperatorModule, refuse_rng_state
+from datarax.pipeline.plan import filter_position
+
+
+def check_arguments(
+    source: Any,
+    stages: Any,
+    batch_size: Any,
+    prefetch: Any,
+    shard_index: Any,
+    shard_count: Any,
+    *,
+    drop_remainder: Any,
+    check_finite: Any,
+    sharding: Any,
+    pad_remainder: Any,
+) -> tuple[int, int, Any, Any]:
+    """``(batch_size, prefetch, shard_index, shard_count)`` checked (NumPy integers as
+    ints; the shard by default this process of ``jax.process_count()``), and the stages
+    and the source with them."""
+    if not isinstance(source, DataSourceModule):
+        raise SourceContractError(
+            f"Pipeline source must be a DataSourceModule (e.g. MemorySource), got "
+            f"{type(source).__name__}. Wrap in-memory data with "
+            "MemorySource(MemorySourceConfig(), data)."
+        )
+    # NumPy integers (a batch size computed with NumPy) are the same Python ints.
+    batch_size, prefetch, shard_index, shard_count = (
+        int(v) if isinstance(v, np.integer) else v
+        for v in (batch_size, prefetch, shard_index, shard_count)
+    )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
+    for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),
+                         ("pad_remainder", pad_remainder)):
+        if not isinstance(value, bool):
+            raise ConfigError(
+                f"Pipeline {label} must be a bool, got {type(value).__name__}."
+            )
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+        raise ConfigError(f"Pipeline prefetch must be an int >= 0, got {prefetch!r}.")
+    _check_stages(stages)
+    _check_source(source)
+    if pad_remainder and (drop_remainder or sharding is not None):
+        raise ConfigError(
+            "Pipeline pad_remainder=True pads the short last batch; it cannot be "
+            "combined with " + ("drop_remainder=True, which drops it." if drop_remainder
+            else "sharding= (pad on each process, or place the padded batches yourself).")
+        )
+    count = jax.process_count() if shard_count is None else shard_count
+    index = jax.process_index() if shard_index is None else shard_index
+    if pad_remainder and isinstance(count, int) and count > 1:
+        _check_padded_shards(source, stages, count)
+    return batch_size, prefetch, index, count
+
+
+def check_share(
+    source: DataSourceModule, count: Any, batch_size: int, drop_remainder: bool
+) -> int | None:
+    """This shard's records per epoch (``source.epoch_size()`` once the shard is set),
+    refused where no process, or no batch, would be served."""
+    size = source.epoch_size()
+    if size == 0 and isinstance(count, int) and count > 1:
+        raise ConfigError(
+            f"Pipeline shard_count={count} over {type(source).__name__}'s "
+            f"{len(source)} records: each process's share is {len(source)} // {count} = 0 "
+            "records, so no process would serve any. Pass pad_remainder=True (every "
+            "record served once, the extra slots as padding rows marked by 'valid'), "
+            "use fewer processes, or more records."
+        )
+    if drop_remainder and size is not None and size < batch_size:
+        raise ConfigError(
+            f"Pipeline batch_size={batch_size} with drop_remainder=True would serve no "
+            f"batch: an epoch of {type(source).__name__} holds {size} records"
+            f"{' in this shard' if count > 1 else ''}. Lower batch_size or set "
+            "drop_remainder=False."
+        )
+    return size
+
+
+def _check_stages(stages: Any) -> None:
+    if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence):
+        raise SourceContractError(
+            f"Pipeline stages must be a list of operators, got {type(stages).__name__}; "
+            "wrap a single stage in a list: stages=[op]."
+        )
+    for i, stage in enumerate(stages):
+        if isinstance(stage, DataSourceModule) or not callable(stage) and not isinstance(
+            stage, OperatorModule
+        ):
+            raise SourceContractError(
+                f"Pipeline stage {i} is {type(stage).__name__}, which is neither an "
+                "operator module (e.g. ElementOperator) nor a callable taking and "
+                "returning a batch dict."
+            )
+        refuse_rng_state(stage, f"Pipeline stage {i}")
+
+
+def _check_source(source: DataSourceModule) -> None:
+    if source.kind is SourceKind.STREAM and type(source).element_spec is DataSourceModule.element_spec:
+        raise SourceContractError(
+            f"{type(source).__name__} implements get_batch but not element_spec(); a "
+            "streaming source must declare what its batches carry (a dict of "
+            "jax.ShapeDtypeStruct per record, or TextSpec for strings) so Pipeline can "
+            "check every batch."
+        )
+    if source.kind is SourceKind.INDEXED:
+        n = length_or_none(source)
+        if n is None:
+            raise SourceContractError(
+                f"{type(source).__name__} implements get_batch_at but not __len__; an "
+                "indexed source must say how many records one epoch holds."
+            )
+        if n == 0:
+            raise ConfigError(f"Pipeline source {type(source).__name__} holds no records.")
+
+
+def _check_padded_shards(source: DataSourceModule, stages: Sequence[Any], count: int) -> None:
+    """Refuse ``pad_remainder`` over several shards where the shards' batch counts
+    cannot be known to be equal before the epoch is read."""
+    if source.kind is SourceKind.STREAM or length_or_none(source) is None:
+        raise ConfigError(
+            f"Pipeline pad_remainder=True with shard_count={count}: "
+            f"{type(source).__name__} is a stream (read in rounds, its length unknown ahead), so the shards "
+            "cannot be given the same number of batches. Pad on one process, or use a "
+            "source of known length."
+        )
+    if filter_position(list(stages)) is not None:
+        raise ConfigError(
+            f"Pipeline pad_remainder=True with shard_count={count} and a FilterOperator: "
+            "how many records each shard keeps is known only once they are read, so the "
+            "shards cannot be given the same number of batches. Filter on one process, "
+            "or pad without the filter and mask by the predicate in the evaluation step."
+        )
