@@ -53,15 +53,15 @@ def test_config_form_and_stages_before_and_after_keep_their_keys():
     def noise(el, key):
         return {"y": el.data["x"] + jax.random.randint(key, (), 0, 1000)}
 
-    def make(stage):
+    def make(*stage):
         before = ElementOperator(fn=noise, stochastic=True)
         after = ElementOperator(fn=lambda el, key: {"z": jax.random.randint(key, (), 0, 1000)},
                                 stochastic=True)
-        return Pipeline(memory(30, shuffle=True, seed=3), stages=[before, stage, after],
+        return Pipeline(memory(30, shuffle=True, seed=3), stages=[before, *stage, after],
                         batch_size=4, rngs=nnx.Rngs(5))
 
     keep = FilterOperator(FilterOperatorConfig(), predicate=lambda el: el.data["y"] % 2 == 0)
-    plain = [{k: np.asarray(v) for k, v in b.items()} for b in make(lambda b: b)]
+    plain = [{k: np.asarray(v) for k, v in b.items()} for b in make()]
     filtered = [{k: np.asarray(v) for k, v in b.items()} for b in make(keep)]
     want = {k: np.concatenate([b[k] for b in plain]) for k in ("x", "y", "z")}
     got = {k: np.concatenate([b[k] for b in filtered]) for k in ("x", "y", "z")}
@@ -69,6 +69,28 @@ def test_config_form_and_stages_before_and_after_keep_their_keys():
     for k in ("x", "y", "z"):  # the same records, each with its own keys' values
         np.testing.assert_array_equal(got[k], want[k][rows])
     assert all(len(b["x"]) == 4 for b in filtered[:-1])
+
+
+@pytest.mark.parametrize("kind", ["memory", "host"])
+def test_adding_a_filter_leaves_the_draws_of_the_other_stages_as_they_are(kind):
+    def noise():
+        return ElementOperator(fn=lambda el, key: {**el.data, "u": jax.random.uniform(key)},
+                               stochastic=True)
+
+    def drawn(*stages):
+        if kind == "host":
+            source = NpySource(NpySourceConfig(paths=host_file(15), shuffle=True, seed=2))
+        else:
+            source = memory(15, shuffle=True, seed=2)
+        batches = list(Pipeline(source, stages=list(stages), batch_size=4, rngs=nnx.Rngs(1)))
+        return {int(x): float(u) for b in batches
+                for x, u in zip(np.asarray(b["x" if "x" in b else "data"]), np.asarray(b["u"]))}
+
+    unfiltered = drawn(noise())
+    want = {x: u for x, u in unfiltered.items() if x % 3}
+    assert drawn(FilterOperator(predicate=not_div3), noise()) == want
+    if kind == "memory":  # stages may stand before the filter over an indexed source
+        assert drawn(noise(), FilterOperator(predicate=not_div3)) == want
 
 
 @functools.cache

@@ -1,7 +1,10 @@
 """Running a pipeline's stages over one batch: the one loop every path shares.
 
 Stage ``i`` (counting from 1) that is stochastic gets one key per record,
-``record_keys(stage_key, epoch, indices)``; a deterministic stage gets ``None``. The
+``record_keys(stage_key, epoch, indices)``; a deterministic stage gets ``None``. A
+filter (a :class:`~datarax.core.operator.RecordFilter`, or :func:`filtered` standing
+where one stood) draws no key and is not counted: adding or moving a filter leaves
+every other stage's keys as they are. The
 compiled steps (indexed and host), the host path for text, ``CachedPrefix`` and
 ``Pipeline.element_spec`` all call :func:`apply_stages`, so a record is transformed the
 same way whichever path serves it.
@@ -24,8 +27,14 @@ import jax
 
 from datarax.core.errors import ConfigError
 from datarax.core.keys import record_keys
-from datarax.core.operator import OperatorModule, call_stage
+from datarax.core.operator import OperatorModule, RecordFilter, call_stage
 from datarax.typing import Batch
+
+
+def filtered(batch: Batch) -> Batch:
+    """Stands where a filter stood in a list of stages that runs after it: it keeps the
+    stage indices that messages name and, like the filter, takes no key position."""
+    return batch
 
 
 def apply_stages(
@@ -33,10 +42,14 @@ def apply_stages(
 ) -> Batch:
     """Run every stage over ``batch``; stochastic stages get per-record keys.
 
-    Stage ``i`` without its own ``rngs`` uses ``fold_in(pipeline_key, i + 1)``.
+    Stage ``i`` without its own ``rngs`` uses ``fold_in(pipeline_key, i + 1 - f)``,
+    ``f`` the filters before it.
     """
-    for position, stage in enumerate(stages, start=1):
-        where = f"Pipeline stage {position - 1}"
+    position = 0  # the key position: stages counted from 1, filters left out
+    for index, stage in enumerate(stages):
+        where = f"Pipeline stage {index}"
+        if not (stage is filtered or isinstance(stage, RecordFilter)):
+            position += 1
         if isinstance(stage, OperatorModule):
             keys = None
             if stage.stochastic:
@@ -45,7 +58,7 @@ def apply_stages(
                 out = call_stage(stage, lambda: stage.apply_batch(batch, keys), where)
             except (TypeError, AttributeError) as err:
                 if keys is None and _needs_a_key(stage, batch, err):
-                    raise _not_stochastic_error(stage, position) from err
+                    raise _not_stochastic_error(stage, index) from err
                 raise
             batch = out
         else:
@@ -76,12 +89,12 @@ def _needs_a_key(stage: OperatorModule, batch: Batch, err: BaseException) -> boo
     return True
 
 
-def _not_stochastic_error(stage: OperatorModule, position: int) -> ConfigError:
-    """``position`` counts from 1 (the key derivation's); the message names the index
-    in ``stages``, as the Pipeline's other stage messages do."""
+def _not_stochastic_error(stage: OperatorModule, index: int) -> ConfigError:
+    """The message names the stage's index in ``stages``, as the Pipeline's other stage
+    messages do."""
     config = type(stage.config).__name__
     return ConfigError(
-        f"Pipeline stage {position - 1} ({type(stage).__name__} '{stage.name}') uses its random key, but "
+        f"Pipeline stage {index} ({type(stage).__name__} '{stage.name}') uses its random key, but "
         f"it was built with stochastic=False, so its function gets key=None. Build it with "
         f"{config}(stochastic=True) to give each record its own key."
     )

@@ -36,6 +36,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.spec import TextSpec, checked_spec, validate_batch
+from datarax.core.stages import filtered
 from datarax.pipeline.ahead import run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
@@ -149,7 +150,7 @@ class FilteredDispatch:
         post = stages[at + 1:]
         self.fuse = all_per_record(post)
         self.post_graph = None if self.fuse or not post else nnx.split(
-            [passed] * (at + 1) + post
+            [passed] * at + [filtered] + post
         )
         self.graphdef, self.state = nnx.split((source, stages))
         self.inputs = source.step_inputs()
@@ -305,7 +306,7 @@ class FilteredIterator(PipelineIterator):
         if not self._prepared:
             self._read_here()
             stages = list(self._context.stages)
-            post = [passed] + stages[1:] if len(stages) > 1 else []
+            post = [filtered] + stages[1:] if len(stages) > 1 else []
             context = PassContext(self._plan, source, post, self._context.key,
                                   self._context.key_count, self._context.session)
             self._host = HostPass(context, self._epoch)

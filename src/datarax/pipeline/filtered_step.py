@@ -13,7 +13,7 @@ from flax import nnx
 
 from datarax.core.errors import SourceContractError
 from datarax.core.keys import draw
-from datarax.core.stages import apply_stages
+from datarax.core.stages import apply_stages, filtered
 from datarax.pipeline.plan import passed
 from datarax.pipeline.steps import reads_by_position
 from datarax.typing import Batch
@@ -44,7 +44,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         source, stages = nnx.merge(graphdef, state)
         stages = list(stages)
         pre, filt = stages[:at], stages[at]
-        post = [passed] * (at + 1) + stages[at + 1:]
+        post = [passed] * at + [filtered] + stages[at + 1:]
         pipeline_key = draw(*key)
 
         def chunk(p: Any) -> Any:

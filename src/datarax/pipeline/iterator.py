@@ -38,13 +38,13 @@ from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
 from datarax.core.spec import TextSpec, checked_spec
-from datarax.core.stages import apply_stages
+from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.host_pass import HostPass, check_finite
-from datarax.pipeline.plan import PassContext, passed
+from datarax.pipeline.plan import PassContext
 from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
 
@@ -436,7 +436,7 @@ def output_spec(context: PassContext) -> Any:
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
     if any(isinstance(s, TextSpec) for s in leaves):
         return spec
-    stages = [passed if isinstance(s, RecordFilter) else s for s in context.stages]
+    stages = [filtered if isinstance(s, RecordFilter) else s for s in context.stages]
     size = context.plan.batch_size
     batch = jax.tree.map(lambda s: jax.ShapeDtypeStruct((size, *s.shape), s.dtype), spec)
     key = context.key_pair()

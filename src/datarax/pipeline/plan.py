@@ -32,8 +32,8 @@ from datarax.sharding.placement import BatchPlacement
 
 
 def passed(batch: Any) -> Any:
-    """Stands in for a stage that already ran (or a filter), keeping the positions, and
-    so the keys, of the stages after it."""
+    """Stands in for a stage that already ran, keeping the positions, and so the keys,
+    of the stages after it (``datarax.core.stages.filtered`` stands in for a filter)."""
     return batch
 
 
