@@ -199,6 +199,17 @@ def test_set_state_refuses_other_configuration(tmp_path, files):
         make(files).set_state({"current_index": 21, "current_epoch": 0})
 
 
+def test_a_bare_position_restores_into_a_shuffled_source(files):
+    """``{"current_index", "current_epoch"}`` alone (the quick reference's state, its
+    other keys left out) is a position: it restores as is, shuffled or not."""
+    src = make(files, shuffle_files=True)
+    src.set_state({"current_index": 3, "current_epoch": 1})
+    assert [int(r["data"][0]) for r in itertools.islice(src, 17)] == shuffled(20, 43)[3:]
+    saved = make(files, shuffle_files=True).get_state()
+    with pytest.raises(StateError, match="'current_epoch' must be a non-negative int, got 'a'"):
+        make(files, shuffle_files=True).set_state({**saved, "current_epoch": "a"})
+
+
 # --------------------------------------------------------------------- pipeline
 def test_pipeline_each_loop_is_one_epoch(files):
     src = make(files, shuffle_files=True)

@@ -345,8 +345,18 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 f"{type(state).__name__}."
             )
         refuse_pipeline_state(state, where)  # a pipeline's state: named, not a shuffle mismatch
-        shuffled = state.get("shuffled_indices")
-        expected = self.epoch_order(int(state.get("current_epoch", 0) or 0)).describe()
+        if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
+            self._check_shuffled(state, where)
+        super().set_state(state)
+
+    def _check_shuffled(self, state: dict[str, Any], where: str) -> None:
+        """Refuse a state whose ``shuffled_indices`` describe another order than this
+        source's at the saved epoch."""
+        shuffled = state["shuffled_indices"]
+        epoch = state.get("current_epoch", 0)
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            epoch = 0  # the position's own check names the bad value
+        expected = self.epoch_order(int(epoch)).describe()
         if (shuffled is None) != (expected is None):
             raise StateError(
                 f"{where} state was saved with shuffle_files={shuffled is not None} but this "
@@ -376,7 +386,6 @@ class ArrayRecordSourceModule(RandomAccessSource):
                         "it comes from a different dataset or configuration.",
                         field="seed" if key == "seed" else f"shuffled_indices.{key}",
                     )
-        super().set_state(state)
 
     # ------------------------------------------------------------- closing
     def close(self) -> None:
