@@ -28,7 +28,14 @@ from typing import Any
 from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import SourceContractError
 
-__all__ = ["ChildSources", "check_child", "check_children", "check_distinct", "close_each"]
+__all__ = [
+    "ChildSources",
+    "check_child",
+    "check_children",
+    "check_distinct",
+    "child_settings",
+    "close_each",
+]
 
 
 def check_child(owner: str, name: str, child: Any, *, whole: str, children: str) -> None:
@@ -81,6 +88,22 @@ def check_distinct(owner: str, kind: str, labels: Sequence[str], children: Seque
                 "keeps its own position, so build a separate source for each entry."
             )
         seen[id(child)] = label
+
+
+def child_settings(prefix: str, child: Any, length: int | None) -> dict[str, Any]:
+    """A child's type, length and own :meth:`order_settings`, each named under ``prefix``
+    (``"parts[1]."``): what a composite source's ``order_settings`` holds of a child.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> a = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+        >>> child_settings("parts[0].", a, 4)
+        {'parts[0].source': 'MemorySource', 'parts[0].num_records': 4, 'parts[0].shuffle': False}
+    """
+    out: dict[str, Any] = {prefix + "source": type(child).__name__, prefix + "num_records": length}
+    out.update((prefix + k, v) for k, v in child.order_settings().items())
+    return out
 
 
 def close_each(closers: Iterable[Callable[[], object]]) -> None:

@@ -52,7 +52,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
-from datarax.core.children import ChildSources
+from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
@@ -397,10 +397,7 @@ class MixSource(ChildSources, DataSourceModule):
             "records_per_epoch": self.__length,
         }
         for i, child in enumerate(self.sources):
-            prefix = f"children[{i}]."
-            out[prefix + "source"] = type(child).__name__
-            out[prefix + "num_records"] = self.__lengths[i]
-            out.update((prefix + k, v) for k, v in child.order_settings().items())
+            out.update(child_settings(f"children[{i}].", child, self.__lengths[i]))
         return out
 
     def get_state(self) -> dict[str, Any]:

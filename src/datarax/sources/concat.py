@@ -36,7 +36,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, head_on_host
-from datarax.core.children import ChildSources, check_children
+from datarax.core.children import ChildSources, check_children, child_settings
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
@@ -373,10 +373,7 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         ``parts[i].``."""
         out: dict[str, Any] = {"num_parts": len(self.parts)}
         for i, part in enumerate(self.parts):
-            prefix = f"parts[{i}]."
-            out[prefix + "source"] = type(part).__name__
-            out[prefix + "num_records"] = self.__lengths[i]
-            out.update((prefix + k, v) for k, v in part.order_settings().items())
+            out.update(child_settings(f"parts[{i}].", part, self.__lengths[i]))
         return out
 
     def get_state(self) -> dict[str, Any]:

@@ -47,7 +47,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, head_on_host, record_at, stack_records
-from datarax.core.children import check_child
+from datarax.core.children import check_child, child_settings
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.dtypes import fit_value
@@ -390,9 +390,7 @@ class FlatMapSource(DataSourceModule):
             "max_outputs": self.config.max_outputs,
             "fn_name": self.config.fn_name,
         }
-        out["parent.source"] = type(self.source).__name__
-        out["parent.num_records"] = self.__length
-        out.update((f"parent.{k}", v) for k, v in self.source.order_settings().items())
+        out.update(child_settings("parent.", self.source, self.__length))
         return out
 
     def get_state(self) -> dict[str, Any]:
