@@ -99,6 +99,25 @@ def test_a_cache_folder_that_cannot_be_created_is_named_when_the_source_is_built
         NpySource(NpySourceConfig(paths="memory://unwritable-cache/x.npy", on_error=on_error))
 
 
+def test_remote_files_for_decode_processes_must_all_fit_the_cache(tmp_path):
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    pytest.importorskip("array_record")
+    local = tmp_path / "ds"
+    write_dataset([{"x": np.int32(i)} for i in range(40)], local, shards=4)
+    MEM.put(str(local), "/processes-cache/ds", recursive=True)
+    sizes = [p.stat().st_size for p in local.glob("*.array_record")]
+    small = ShardCache(tmp_path / "cache", max_bytes=sum(sizes) - 1)  # threads: fine
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), "memory://processes-cache/ds", cache=small).close()
+    # worker processes keep the files they read: every file must fit, said when built
+    with pytest.raises(CacheFullError, match=rf"decode_processes=1 reads the remote files in "
+                                             rf"worker processes.*must hold all 4 files "
+                                             rf"\({sum(sizes)} bytes\).*decode_processes=0"):
+        ArrayRecordSourceModule(ArrayRecordSourceConfig(), "memory://processes-cache/ds",
+                                cache=small, decode_processes=1)
+
+
 def test_eviction_is_lru_and_never_removes_held_entries(tmp_path):
     cache = ShardCache(tmp_path, max_bytes=12)
     objs = [RemoteObject(f"memory://x/{i}.bin", 4, etag="1") for i in range(5)]

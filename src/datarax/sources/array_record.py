@@ -35,7 +35,14 @@ from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import MISSING, check_config_and_data
-from datarax.storage import RemoteShards, ShardCache, StorageStats, expand_user, is_remote
+from datarax.storage import (
+    CacheFullError,
+    RemoteShards,
+    ShardCache,
+    StorageStats,
+    expand_user,
+    is_remote,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,23 @@ def _decode_one(decode_batch: Callable[[list[bytes]], Mapping[str, Any]], record
 def default_decode(record: bytes) -> dict[str, np.ndarray]:
     """The record's bytes as a ``uint8`` vector under ``"record"``."""
     return {"record": np.frombuffer(record, dtype=np.uint8)}
+
+
+def _check_cache_for_processes(remote: RemoteShards, processes: int) -> None:
+    """Refuse remote files read by worker processes through a cache smaller than all of
+    them: a worker holds the files it has read until the source is closed."""
+    total = sum(o.size for o in remote.objects)
+    if not processes or total <= remote.cache.max_bytes:
+        return
+    limit, folder = remote.cache.max_bytes, remote.cache.directory
+    remote.close()
+    raise CacheFullError(
+        f"ArrayRecordSourceModule: decode_processes={processes} reads the remote files in "
+        f"worker processes, which keep each file they read in the cache until the source is "
+        f"closed, so the cache '{folder}' (limit {limit} bytes) must hold all "
+        f"{len(remote.objects)} files ({total} bytes). Raise the limit to at least {total} "
+        "bytes with DATARAX_CACHE_BYTES or the source's cache=ShardCache(..., max_bytes=...), "
+        "or read a data set larger than the cache with decode_processes=0 (reader threads).")
 
 
 class ArrayRecordSourceModule(RandomAccessSource):
@@ -208,6 +232,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
                                   ahead=max(8, 2 * (window or 0)), behind=at_once,
                                   stats=storage_stats)
+            _check_cache_for_processes(remote, decode_processes)
             files = [o.url for o in objects]
             if info is not None and not own_decode:
                 decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
