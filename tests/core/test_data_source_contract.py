@@ -277,3 +277,13 @@ def test_a_source_with_list_and_dict_attributes_runs_in_a_pipeline():
         assert [b["x"].tolist() for b in pipeline] == [[1, 2, 3, 4], [5, 6]]
     bare = Pipeline(source=Labeled(["a.csv"], {"cat": 0}), stages=[], batch_size=4)
     assert [b["x"].tolist() for b in bare] == [[0, 1, 2, 3], [4, 5]]
+
+
+def test_a_source_with_list_and_dict_attributes_runs_under_a_filter():
+    from datarax.operators import FilterOperator
+
+    source = Labeled(["a.csv", "b.csv"], {"cat": 0, "dog": 1})
+    keep_even = FilterOperator(predicate=lambda element: element.data["x"] % 2 == 0)
+    pipeline = Pipeline(source=source, stages=[keep_even], batch_size=2)
+    for _ in range(2):
+        assert [b["x"].tolist() for b in pipeline] == [[0, 2], [4]]

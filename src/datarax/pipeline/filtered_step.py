@@ -15,7 +15,7 @@ from datarax.core.errors import SourceContractError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages, filtered
 from datarax.pipeline.plan import passed
-from datarax.pipeline.steps import reads_by_position
+from datarax.pipeline.steps import cached, reads_by_position
 from datarax.typing import Batch
 
 
@@ -164,6 +164,11 @@ def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fu
                          read_spec: Any = None) -> Any:
     """:func:`filtered_step`, built once per graph definition and shape (a small LRU)."""
     key = (graphdef, batch_size, group, at, fuse, read_spec)
+    try:
+        hash(key)
+    except TypeError:  # a list/dict attribute of a custom source: found by equality
+        return cached(("filtered", *key), lambda: filtered_step(graphdef, batch_size, group,
+                                                                at, fuse, read_spec))
     step = _STEPS.pop(key, None) or filtered_step(graphdef, batch_size, group, at, fuse,
                                                   read_spec)
     _STEPS[key] = step
