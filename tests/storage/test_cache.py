@@ -118,6 +118,24 @@ def test_remote_files_for_decode_processes_must_all_fit_the_cache(tmp_path):
                                 cache=small, decode_processes=1)
 
 
+def test_a_shard_the_metadata_names_but_never_uploaded_says_to_upload_it(tmp_path):
+    from datarax.core.errors import RecordError
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    pytest.importorskip("array_record")
+    local = tmp_path / "ds"
+    write_dataset([{"x": np.int32(i)} for i in range(20)], local, shards=2)
+    for path in sorted(local.iterdir())[1:]:  # every file but data-00000-of-00002
+        MEM.pipe(f"/half-uploaded/ds/{path.name}", path.read_bytes())
+    with ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), "memory://half-uploaded/ds",
+                                 cache=ShardCache(tmp_path / "cache", "1M")) as source:
+        with pytest.raises(RecordError, match=r"data-00000-of-00002.array_record' is missing from "
+                                              r"the store, though the dataset's metadata names it.*"
+                                              r"Upload it \(copy the whole dataset folder"):
+            source.get_batch(20)
+
+
 def test_eviction_is_lru_and_never_removes_held_entries(tmp_path):
     cache = ShardCache(tmp_path, max_bytes=12)
     objs = [RemoteObject(f"memory://x/{i}.bin", 4, etag="1") for i in range(5)]

@@ -308,7 +308,7 @@ def test_an_object_changed_mid_epoch_is_named_or_skipped(
 
     with source(url, tmp_path / "a") as src:  # listed; then the object changes
         spoil()
-        with pytest.raises(RecordError, match=f"{name}.*(changed in the store|was deleted)") as err:
+        with pytest.raises(RecordError, match=f"{name}.*(changed in the store|is missing from the store)") as err:
             read(src)
         assert err.value.path == f"{url}/{name}"
         if change == "truncated":

@@ -67,11 +67,19 @@ class Fetcher:
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.storage_options, self.retry, self.chunk, self.parallel))
 
-    def _missing(self, url: str, err: BaseException) -> RemoteObjectError:
+    def _missing(self, obj: RemoteObject, err: BaseException) -> RemoteObjectError:
         self.stats.add("failed")
+        if obj.sha256 is not None:  # named by a dataset's metadata, never listed
+            return RemoteObjectError(
+                f"'{obj.url}' is missing from the store, though the dataset's metadata names it "
+                f"(not uploaded with the rest of the folder, or deleted since; "
+                f"{type(err).__name__}: {err}). Upload it (copy the whole dataset folder: its "
+                "datarax_dataset.json and every shard), or read with on_error='skip'.",
+                url=obj.url)
         return RemoteObjectError(
-            f"'{url}' was deleted from the store after the dataset was listed "
-            f"({type(err).__name__}: {err}); restore it, or read with on_error='skip'.", url=url)
+            f"'{obj.url}' was deleted from the store after the dataset was listed "
+            f"({type(err).__name__}: {err}); restore it, or read with on_error='skip'.",
+            url=obj.url)
 
     def download(self, obj: RemoteObject, part: str) -> None:
         """Write ``obj``'s bytes into ``part`` (a file of ``obj.size`` bytes) and verify them.
@@ -111,7 +119,7 @@ class Fetcher:
             try:
                 info = with_retries(lambda: fs.info(path), obj.url, self.retry, self.stats)
             except FileNotFoundError as err:
-                raise self._missing(obj.url, err) from err
+                raise self._missing(obj, err) from err
             except OSError as err:
                 raise self._unreadable(fs, path, obj, err) from err
             except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
@@ -142,7 +150,7 @@ class Fetcher:
                 data = with_retries(lambda: fs.cat_file(path, start=at, end=end),
                                     obj.url, self.retry, self.stats, on_retry=on_retry)
             except FileNotFoundError as err:
-                raise self._missing(obj.url, err) from err
+                raise self._missing(obj, err) from err
             except OSError as err:
                 raise self._unreadable(fs, path, obj, err) from err
             except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
