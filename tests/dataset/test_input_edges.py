@@ -199,6 +199,19 @@ def test_a_url_destination_of_the_local_writer_is_refused_not_written_as_a_local
         convert("s3://bucket/x.parquet", tmp_path / "ds")
 
 
+@pytest.mark.parametrize("args,message", [
+    (("a", "int32", (-1,), "raw"), r"field 'a': shape \(-1,\) has a negative dimension"),
+    (("", "int32", (), "raw"), r"a field's name is a non-empty str, got ''"),
+    (("a", "int33", (), "raw"), r"field 'a': dtype 'int33' is not a NumPy dtype"),
+    (("a", "U5", (), "raw"), r"field 'a': dtype 'U5' is not a number type; text is dtype 'str'"),
+])
+def test_a_declared_field_that_cannot_be_stored_is_refused_by_name(args, message) -> None:
+    from datarax.dataset import Field
+
+    with pytest.raises(DataraxError, match=message):
+        Field(*args)
+
+
 def test_a_bad_row_in_a_worker_reads_as_with_one_process(tmp_path) -> None:
     records = [{"x": np.float32([i, i])} for i in range(40)]
     records[30] = {"x": np.float32([1])}

@@ -118,15 +118,29 @@ class Field:
     class_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise DataraxError(f"a field's name is a non-empty str, got {self.name!r}.")
         if self.encoding not in ENCODINGS:
             raise DataraxError(
                 f"field '{self.name}': encoding '{self.encoding}' is not one of {ENCODINGS}.")
         object.__setattr__(self, "shape", tuple(None if d is None else int(d) for d in self.shape))
+        if any(d is not None and d < 0 for d in self.shape):
+            raise DataraxError(
+                f"field '{self.name}': shape {self.shape} has a negative dimension; give sizes "
+                ">= 0, or None for a dimension that varies (encoding 'varlen').")
         if self.encoding == "utf8":
             if self.dtype != "str" or self.shape != ():
                 raise DataraxError(f"field '{self.name}': utf8 text has dtype 'str' and shape ().")
         else:
-            np.dtype(self.dtype)  # a known dtype, or numpy's error
+            try:
+                dtype = np.dtype(self.dtype)
+            except TypeError as err:
+                raise DataraxError(f"field '{self.name}': dtype {self.dtype!r} is not a NumPy "
+                                   f"dtype ({err}); e.g. 'uint8', 'int32', 'float32'.") from err
+            if dtype.kind in "OUSMm" or dtype.name.startswith("void"):  # bfloat16 ... pass
+                raise DataraxError(
+                    f"field '{self.name}': dtype {self.dtype!r} is not a number type; text is "
+                    "dtype 'str' with encoding 'utf8', bytes a 'uint8' 'varlen' field.")
         if self.encoding == "raw" and None in self.shape:
             raise DataraxError(
                 f"field '{self.name}': a raw field has a fixed shape, got {self.shape}; use "
