@@ -138,3 +138,19 @@ def test_random_access_decode_follows_the_same_policy():
         "Table: cannot read record 3 (epoch 0): field 'id' is int64 and holds 1099511627776, "
     )
     assert ".." not in str(err.value)
+
+
+def test_bytes_from_decode_keep_their_trailing_zero_bytes(tmp_path):
+    """A ``bytes`` field comes back byte for byte (numpy's bytes dtype would drop
+    trailing NUL bytes: the int64 0 would be b"")."""
+    path = write(tmp_path / "a.array_record", n=6)
+    raw = [np.int64(i).tobytes() for i in range(6)]
+
+    def decode(record):
+        return {"raw": record, "id": int(np.frombuffer(record, np.int64)[0])}
+
+    with make(path, decode, num_epochs=1) as source:
+        assert [r["raw"] for r in source] == raw
+    with make(path, decode) as source:
+        pipeline = Pipeline(source=source, stages=[], batch_size=4)
+        assert [v for b in pipeline for v in b["raw"]] == raw

@@ -67,6 +67,10 @@ def _aligned_copy(array: np.ndarray) -> np.ndarray:
 def stack_values(values: list[Any]) -> np.ndarray:
     """Stack per-record values into one batch array, 64-byte aligned and read-only
     when numeric (datarax's own: the pipeline places it without another copy)."""
+    if all(isinstance(v, bytes) for v in values):
+        column = np.empty(len(values), dtype=object)  # numpy's bytes dtype drops trailing
+        column[:] = values  # NUL bytes: b"\x05\x00" would come back as b"\x05"
+        return column
     first = np.asarray(values[0])
     if first.dtype.kind in "USO":
         return np.stack([np.asarray(v) for v in values])
