@@ -136,3 +136,23 @@ def test_a_hugging_face_stream_mixture_resumes_exactly(hf_folder, level):
     row = make_hf_row(hf_folder)
     points = None if level == "iterator" else conformance.key_points(row, 3)
     assert conformance.check_resume(row, level, points=points) == 12  # 3 epochs of 4 batches
+
+
+def sharded_stream_mixture(shard_index=0, shard_count=1, stages=()):
+    memory = MemorySource(MemorySourceConfig(shuffle=True, seed=7),
+                          {"id": np.arange(6, dtype=np.int32)})
+    mix = MixSource({"memory": memory, "stream": Stream(10, 14)},
+                    weights={"memory": 6, "stream": 4}, seed=1, records_per_epoch=10)
+    return Pipeline(mix, list(stages), batch_size=2, shard_index=shard_index,
+                    shard_count=shard_count)
+
+
+def test_a_shard_of_a_mixture_with_a_stream_reads_across_the_stream_passes():
+    whole = sharded_stream_mixture()
+    epochs = [[int(i) for b in whole for i in np.asarray(b["id"])] for _ in range(3)]
+    shards = [sharded_stream_mixture(i, 2) for i in range(2)]
+    for epoch in epochs:  # each shard skips the other's draws of the stream, passes and all
+        assert [int(i) for s in shards for b in s for i in np.asarray(b["id"])] == epoch
+    row = SourceRow("stream mixture, shard 1 of 2", lambda **kw: sharded_stream_mixture(
+        1, 2, kw.get("stages", ())), 5, lambda b: b["id"])
+    assert conformance.check_resume(row, "pipeline", num_epochs=3) == 12

@@ -330,6 +330,7 @@ class MixSource(ChildSources, DataSourceModule):
         child = self.sources[i]
         passes = self.stream_passes.get_value()
         pass_epoch, pass_start = int(passes[i, 0]), int(passes[i, 1])
+        skip = 0
         if self.__session.next_draw[i] != first:
             if first < pass_start:
                 raise StateError(
@@ -337,11 +338,16 @@ class MixSource(ChildSources, DataSourceModule):
                     f"{pass_start}; going back to draw {first} would need its earlier pass. "
                     "Restore a state saved at or after that point."
                 )
-            child.seek(pass_epoch, first - pass_start)
+            # Read from the pass's start: draw ``first`` may lie in a later pass (a shard
+            # skips the draws of the other shards), whose start is known only once the
+            # passes before it are read to their ends.
+            child.seek(pass_epoch, 0)
+            skip = first - pass_start
         parts = []
-        have = 0
+        have = -skip  # records read past ``first`` (negative: still skipping)
         while have < count:
-            batch, _ = child.get_batch_with_indices(count - have)
+            want = count - have if have >= 0 else min(-have, max(count, 1024))
+            batch, _ = child.get_batch_with_indices(want)
             if batch is None:
                 if child.index == 0:
                     raise SourceContractError(
@@ -354,7 +360,8 @@ class MixSource(ChildSources, DataSourceModule):
                 self.stream_passes.set_value(updated)
                 child.seek(pass_epoch, 0)
                 continue
-            parts.append(dict(batch))
+            if have >= 0:
+                parts.append(dict(batch))
             have += batch_length(batch)
         self.__session.next_draw[i] = first + count
         return concat_batches(parts)
