@@ -287,3 +287,19 @@ def test_a_source_with_list_and_dict_attributes_runs_under_a_filter():
     pipeline = Pipeline(source=source, stages=[keep_even], batch_size=2)
     for _ in range(2):
         assert [b["x"].tolist() for b in pipeline] == [[0, 2], [4]]
+
+
+class Wide(Indexed):
+    """An indexed source whose declared spec says float64 (e.g. numpy rows of a CSV)."""
+
+    def element_spec(self):
+        return {"v": jax.ShapeDtypeStruct((), np.float64)}
+
+
+def test_indexed_sixty_four_bit_declaration_is_refused_not_narrowed():
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 is on: 64-bit fields are kept")
+    pipeline = Pipeline(source=Wide(), stages=[], batch_size=2)
+    with pytest.raises(SpecMismatchError, match=r"Wide.element_spec\(\) declares 64-bit "
+                                                r"field\(s\) 'v' \(float64\) but jax_enable_x64"):
+        next(iter(pipeline))

@@ -22,6 +22,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches
+from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes
@@ -66,6 +67,19 @@ def group_size(batch_size: int, record_bytes: int = 0, one_read: bool = False) -
     return max(1, min(MAX_GROUP * scale, max(by_records, by_bytes)))
 
 
+def refuse_declared_64bit(source: Any) -> None:
+    """Raise :class:`~datarax.core.errors.SpecMismatchError` where ``source`` declares a
+    64-bit field while ``jax_enable_x64`` is off: its step would narrow the values to 32
+    bits, and datarax never narrows silently. A spec that cannot be read is not checked
+    (the default ``element_spec`` of an indexed source traces ``get_batch_at``)."""
+    try:
+        checked_spec(source)
+    except SpecMismatchError:
+        raise
+    except Exception:  # noqa: BLE001 - nothing declared to check
+        return
+
+
 def record_bytes(source: Any) -> int:
     """Bytes one record of ``source`` declares in its ``element_spec()`` (0 if unknown;
     text fields count 0)."""
@@ -108,6 +122,7 @@ class IndexedDispatch:
     def __init__(self, context: PassContext, epoch: int) -> None:
         source = context.source
         stages = list(context.stages)
+        refuse_declared_64bit(source)
         self.source = source
         self.plan = context.plan
         self.stats = context.stats
