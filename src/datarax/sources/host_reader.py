@@ -73,7 +73,7 @@ from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positi
 from datarax.sources.decode_processes import DecodeProcesses, portable
 from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
-from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
+from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord, record_place
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
@@ -196,10 +196,7 @@ class HostReader:
 
     def where(self, index: int) -> str:
         """Human-readable location of stable record ``index``."""
-        path, in_file = self.locate(index)
-        if path is None:
-            return f"record {in_file}"
-        return f"record {in_file} of file '{path}'"
+        return record_place(*self.locate(index))
 
     def record_error(self, index: int, cause: BaseException, *, epoch: int | None = None) -> RecordError:
         """The :class:`RecordError` for stable record ``index`` failing with ``cause``."""

@@ -57,6 +57,7 @@ __all__ = [
     "SkipLedger",
     "SkipCounts",
     "check_skip_state",
+    "record_place",
 ]
 
 ON_ERROR_CHOICES = ("raise", "skip")
@@ -120,6 +121,14 @@ class ErrorPolicy:
         return min(limits) if limits else None
 
 
+def record_place(path: str | None, index_in_file: int) -> str:
+    """Where a record is, as messages name it: ``record 7`` (a source without files) or
+    ``record 7 of file 'x.array_record'``."""
+    if path is None:
+        return f"record {index_in_file}"
+    return f"record {index_in_file} of file '{path}'"
+
+
 @dataclasses.dataclass(frozen=True)
 class SkippedRecord:
     """One record dropped under ``on_error="skip"``: where it is and why.
@@ -139,9 +148,7 @@ class SkippedRecord:
     @property
     def where(self) -> str:
         """``record 7`` or ``record 7 of file 'x.array_record'``."""
-        if self.path is None:
-            return f"record {self.index_in_file}"
-        return f"record {self.index_in_file} of file '{self.path}'"
+        return record_place(self.path, self.index_in_file)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
