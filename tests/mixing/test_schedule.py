@@ -66,6 +66,8 @@ def test_simple_ratios_are_exact_and_others_rounded():
         ([1, float("nan")], "MixSource weight of 'b' must be a finite number > 0, got nan"),
         ([1, "x"], "MixSource weight of 'b' must be a number, got 'x'"),
         ([1, 1e-9], "MixSource weight of 'b' is 1e-09 of the total, below the 1/65536"),
+        ([1, 1e-12], "MixSource weight of 'b' is 1e-12 of the total, below the 1/65536"),
+        ([1e-10, 1], "MixSource weight of 'a' is 1e-10 of the total, below the 1/65536"),
     ],
 )
 def test_bad_weights_are_refused(weights, message):

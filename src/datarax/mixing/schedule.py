@@ -57,7 +57,11 @@ def integer_weights(weights: Sequence[float], names: Sequence[str]) -> np.ndarra
     total = float(sum(float(w) for w in weights))
     shares = [float(w) / total for w in weights]
     fractions = [Fraction(s).limit_denominator(_EXACT_DENOMINATOR) for s in shares]
-    if sum(fractions) == 1 and all(abs(float(f) - s) <= 1e-9 for f, s in zip(fractions, shares)):
+    if (
+        sum(fractions) == 1
+        and all(f > 0 for f in fractions)
+        and all(abs(float(f) - s) <= 1e-9 for f, s in zip(fractions, shares))
+    ):
         period = math.lcm(*(f.denominator for f in fractions))
         if period <= MAX_PERIOD:
             return np.asarray([int(f * period) for f in fractions], np.int64)
