@@ -303,3 +303,5 @@ def test_indexed_sixty_four_bit_declaration_is_refused_not_narrowed():
     with pytest.raises(SpecMismatchError, match=r"Wide.element_spec\(\) declares 64-bit "
                                                 r"field\(s\) 'v' \(float64\) but jax_enable_x64"):
         next(iter(pipeline))
+    with pytest.raises(SpecMismatchError, match=r"Wide.element_spec\(\) declares 64-bit"):
+        pipeline.scan(lambda batch: batch["v"].sum(), 3)

@@ -155,6 +155,24 @@ def checked_spec(source: Any) -> dict[str, Any]:
     return per_source[x64]
 
 
+def refuse_declared_64bit(source: Any) -> None:
+    """Raise :class:`~datarax.core.errors.SpecMismatchError` where ``source`` declares a
+    64-bit field while ``jax_enable_x64`` is off: a compiled step would narrow the values
+    to 32 bits, and datarax never narrows silently. A spec that cannot be read is not
+    checked (the default ``element_spec`` of an indexed source traces ``get_batch_at``).
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> refuse_declared_64bit(MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))
+    """
+    try:
+        checked_spec(source)
+    except SpecMismatchError:
+        raise
+    except Exception:  # noqa: BLE001 - nothing declared to check
+        return
+
+
 def record_bytes(spec: Any) -> int:
     """Bytes of one record of a per-record ``spec`` (text fields count 0).
 

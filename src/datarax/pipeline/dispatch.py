@@ -22,10 +22,9 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches
-from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
-from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes
+from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes, refuse_declared_64bit
 from datarax.core.stages import apply_stages
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
@@ -65,19 +64,6 @@ def group_size(batch_size: int, record_bytes: int = 0, one_read: bool = False) -
     by_records = GROUP_RECORDS * scale // batch_size if batch_size < GROUP_BELOW else 1
     by_bytes = GROUP_BYTES * scale // (batch_size * record_bytes) if record_bytes > 0 else 1
     return max(1, min(MAX_GROUP * scale, max(by_records, by_bytes)))
-
-
-def refuse_declared_64bit(source: Any) -> None:
-    """Raise :class:`~datarax.core.errors.SpecMismatchError` where ``source`` declares a
-    64-bit field while ``jax_enable_x64`` is off: its step would narrow the values to 32
-    bits, and datarax never narrows silently. A spec that cannot be read is not checked
-    (the default ``element_spec`` of an indexed source traces ``get_batch_at``)."""
-    try:
-        checked_spec(source)
-    except SpecMismatchError:
-        raise
-    except Exception:  # noqa: BLE001 - nothing declared to check
-        return
 
 
 def record_bytes(source: Any) -> int:

@@ -40,6 +40,7 @@ from flax import nnx
 
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError
+from datarax.core.spec import refuse_declared_64bit
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
 
@@ -51,6 +52,7 @@ def check_scan(context: PassContext, length: Any) -> None:
     source = context.source
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ConfigError(f"Pipeline.scan length must be an int >= 1, got {length!r}.")
+    refuse_declared_64bit(source)
     if source.kind is not SourceKind.INDEXED:
         raise ConfigError(
             f"Pipeline.scan needs an indexed source (a batch computed on the device from "
