@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,36 @@ def test_repeat_forever_stops_on_empty_passes():
                     batch_size=2)
     with pytest.raises(StopIteration, match="two empty passes"):
         next(none.repeat())
+
+
+def random_subset():
+    """6 records, each kept with probability 0.2 by a fresh draw every epoch: epochs
+    1, 3 and 7 keep none of them (0, 2, 4, 5, 6 keep one batch each)."""
+    import jax
+    from flax import nnx
+
+    from datarax.operators import ElementOperator
+
+    draw = ElementOperator(fn=lambda el, key: {**el.data, "u": jax.random.uniform(key)},
+                           stochastic=True)
+    src = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+                       {"x": np.arange(6, dtype=np.int32)})
+    keep = FilterOperator(predicate=lambda el: el.data["u"] < 0.2)
+    return Pipeline(src, stages=[draw, keep], batch_size=4, rngs=nnx.Rngs(3))
+
+
+def test_one_empty_epoch_neither_ends_repeat_nor_step_nor_a_resumed_repeat():
+    p = random_subset()
+    per_epoch = [len(xs(p)) for _ in range(8)]
+    assert per_epoch == [1, 0, 1, 0, 1, 1, 1, 0]
+    whole = xs(itertools.islice(random_subset().repeat(), 6))
+    assert len(whole) == 6
+    stepper = random_subset()
+    assert [np.asarray(stepper.step()["x"]).tolist() for _ in range(6)] == whole
+    for at in range(1, 6):  # each state taken after the last batch of its epoch
+        it = random_subset().repeat()
+        for _ in range(at):
+            next(it)
+        resumed = random_subset().repeat()
+        resumed.set_state(it.get_state())
+        assert xs(itertools.islice(resumed, 6 - at)) == whole[at:]

@@ -63,6 +63,7 @@ class Repeat:
         self._pipeline, self._left = pipeline, epochs
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
+        self._whole = False  # the current pass began at its epoch's start
 
     def __iter__(self) -> Repeat:
         return self
@@ -72,10 +73,12 @@ class Repeat:
         while self._left is None or self._left > 0:
             if self._iterator is None:
                 self._iterator, self._served = iter(self._pipeline), False
+                # a pass begun at its epoch's start (not the rest of a restored one)
+                self._whole = self._pipeline.position == 0
             try:
                 batch = next(self._iterator)
             except StopIteration:
-                empty = empty + 1 if not self._served else 0
+                empty = empty + 1 if self._whole and not self._served else 0
                 self._iterator = None
                 if self._left is not None:
                     self._left -= 1

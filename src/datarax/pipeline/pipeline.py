@@ -372,13 +372,17 @@ class Pipeline(nnx.Module):
             ([[0, 1], [2], [0, 1]], 1)
         """
         live = self.__session.live_iterator()
-        for _ in range(2):  # the live pass may have just ended: then one new pass
+        empty = 0  # passes begun at their epoch's start that served nothing, in a row
+        while empty < 2:  # the live pass may have just ended: then new passes
+            whole = False
             if live is None or live.exhausted:
                 live = iter(self)
                 self.__session.stepper = live  # keep it alive between calls
+                whole = self.position == 0  # not the rest of a restored pass
             try:
                 return next(live)
             except StopIteration:
+                empty = empty + 1 if whole else 0
                 live = None
         raise StopIteration(f"{type(self.source).__name__} served two empty passes in a row.")
 
