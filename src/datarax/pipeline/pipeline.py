@@ -265,8 +265,8 @@ class Pipeline(nnx.Module):
         counts and the steady-state stage that took longest, accumulated since
         construction or :meth:`reset_stats`.
 
-        Sources with their own timers (the threaded host reader) report under
-        ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.
+        A source with counters of its own (remote files: ``{"storage": ...}``) reports
+        them under ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.
         """
         source_stats = getattr(self.source, "stats", None)
         return self.__session.stats.as_dict(source_stats() if callable(source_stats) else None)
