@@ -366,6 +366,18 @@ def test_64bit_policy(data_dir):
     assert int(data[index]["big"]) == 2**40
 
 
+def test_a_catalog_dataset_not_prepared_in_data_dir_says_not_prepared(tmp_path):
+    # TFDS answers as for a TFRecord-only copy; there is no copy at all here
+    with pytest.raises(DataraxError) as err:
+        TFDSStreamingSource(TFDSStreamingConfig(name="datarax_tiny", data_dir=str(tmp_path), download=False))
+    assert str(err.value) == (
+        f"TFDSStreamingSource: dataset 'datarax_tiny' is not prepared in data_dir={str(tmp_path)!r}, "
+        "and download=False reads only what is prepared. Point data_dir= at the folder holding "
+        "it, or prepare it there (tfds.builder('datarax_tiny').download_and_prepare("
+        "file_format='array_record'))."
+    )
+
+
 def test_tfrecord_only_dataset(tfrecord_dir):
     with pytest.raises(DataraxError) as err:
         TFDSStreamingSource(TFDSStreamingConfig(name="datarax_tiny", data_dir=tfrecord_dir, download=False))

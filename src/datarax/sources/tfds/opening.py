@@ -69,6 +69,8 @@ def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
     except tfds.core.registered.DatasetNotFoundError as err:
         raise _unknown_name(config, where) from err
     except NotImplementedError as err:
+        if not config.download and not open_builder(tfds, config, where).is_prepared():
+            raise not_prepared(config, where) from err
         raise TFRecordOnly(str(err)) from err
     except (ValueError, KeyError) as err:
         if "split" in str(err).lower():
@@ -92,6 +94,17 @@ def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
             raise offline_error(config, where, None, err) from err
         raise
     return source, open_builder(tfds, config, where).info
+
+
+def not_prepared(config: TFDSConfig, where: str) -> DataraxError:
+    """The dataset has no prepared copy where it was looked for (``download=False``)."""
+    place = f"data_dir={config.data_dir!r}" if config.data_dir else "the default data_dir"
+    return DataraxError(
+        f"{where}: dataset {config.name!r} is not prepared in {place}, and download=False "
+        "reads only what is prepared. Point data_dir= at the folder holding it, or prepare "
+        f"it there (tfds.builder({config.name!r}).download_and_prepare("
+        "file_format='array_record'))."
+    )
 
 
 def _split_is_empty(tfds: Any, config: TFDSConfig, where: str) -> bool:
