@@ -48,14 +48,21 @@ def valid_records(batch, field):
     pytest.param(2, 4, 1, marks=pytest.mark.slow),
 ])
 def test_shards_count_each_record_once_in_equal_batches(tmp_path, n, count, size):
+    from datarax.sources import ConcatSource
+
     np.save(tmp_path / "x.npy", np.arange(n, dtype=np.int32))
-    makers = {
-        "x": lambda: MemorySource(MemorySourceConfig(shuffle=True, seed=3),
-                                  {"x": np.arange(n, dtype=np.int32)}),
-        "data": lambda: NpySource(NpySourceConfig(paths=str(tmp_path / "x.npy"),
-                                                  shuffle=True, seed=3)),
-    }
-    for field, make in makers.items():
+    np.save(tmp_path / "head.npy", np.arange(n // 2, dtype=np.int32))
+    makers = [
+        ("x", lambda: MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                                   {"x": np.arange(n, dtype=np.int32)})),
+        ("data", lambda: NpySource(NpySourceConfig(paths=str(tmp_path / "x.npy"),
+                                                   shuffle=True, seed=3))),
+        ("data", lambda: ConcatSource([  # a host concatenation
+            NpySource(NpySourceConfig(paths=str(tmp_path / "head.npy"))),
+            MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                         {"data": np.arange(n // 2, n, dtype=np.int32)})])),
+    ]
+    for field, make in makers:
         pipelines = shard_pipelines(make, count, size)
         shards = [list(p) for p in pipelines]
         counts = {len(batches) for batches in shards}

@@ -213,13 +213,17 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         epoch, index = self.epoch, self.index
         if index >= size:
             return None, None
-        lo = self.shard.bounds(len(self))[0]
+        n = len(self)
+        lo = self.shard.bounds(n)[0]
         position, end = lo + index, lo + size
         batches, stables = [], []
         have = skipped = 0
         while have < batch_size and position < end:
-            part, local = self.locate(position)
-            room = min(end, self.__ends[part]) - position  # this part's positions left
+            # a padded share's slots past the epoch's end (set_shard(padded=True)) read
+            # the epoch's records again from its start: the Pipeline hands them out as
+            # padding rows
+            part, local = self.locate(position % n)
+            room = min(end - position, self.__ends[part] - position % n)  # part's positions left
             batch, indices, passed = self._read_part(
                 part, epoch, local, min(batch_size - have, room), room
             )
