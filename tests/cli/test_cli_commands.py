@@ -316,6 +316,27 @@ def test_scan_hf_stream_lists_records_that_do_not_convert(data):
     assert lines[-1] == f"scanned 20 records of {target}: 18 good, 2 bad"
 
 
+def test_inspect_and_scan_hf_data_with_float_columns(tmp_path, capsys, monkeypatch):
+    """JSON numbers and Parquet doubles are float64: the CLI looks at them as float32
+    instead of refusing the dataset for want of jax_enable_x64 (an option it has not)."""
+    (tmp_path / "scores.jsonl").write_text(
+        "".join(json.dumps({"text": f"t{i}", "score": i / 4}) + "\n" for i in range(5))
+    )
+    target = f"hf:{tmp_path / 'scores.jsonl'}"
+    code, out, err = datarax_in_process(
+        "inspect", target, "--records", "1", "--no-count", cwd=tmp_path, capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    assert "  score: float32 ()" in out.splitlines()
+    assert "    score: float32 0.0" in out.splitlines()
+    code, out, err = datarax_in_process(
+        "scan", target, cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"scanned 5 records of {target}: 5 good, 0 bad"
+
+
 @pytest.mark.slow  # a second HF stream start-up; the test above covers scan on hf: by default
 def test_scan_clean_sources_exit_zero(data):
     result = datarax("scan", f"hf:{data / 'hfds'}", cwd=data)

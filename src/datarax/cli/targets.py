@@ -225,13 +225,22 @@ def open_target(
     if kind == "hf":
         from datarax.sources import HFStreamingConfig, HFStreamingSource
 
-        config = HFStreamingConfig(name=name, split=split or "train", **policy)
+        # float64 (every float column of a JSON/Parquet dataset) is shown as float32: a
+        # look at the data should not need jax_enable_x64
+        config = HFStreamingConfig(
+            name=name, split=split or "train", cast_float64=True, **policy
+        )
         return Target(spec, kind, HFStreamingSource(config), where=[name], where_label="dataset")
     if kind == "tfds":
         from datarax.sources import TFDSStreamingConfig, TFDSStreamingSource
 
         config = TFDSStreamingConfig(
-            name=name, split=split or "train", data_dir=data_dir, download=False, **policy
+            name=name,
+            split=split or "train",
+            data_dir=data_dir,
+            download=False,
+            cast_float64=True,
+            **policy,
         )
         return Target(
             spec,
