@@ -172,6 +172,20 @@ def test_bad_jsonl_lines_name_file_and_line(tmp_path) -> None:
     assert source.packing_stats()["documents"] == 2
 
 
+def test_a_bad_jsonl_line_is_named_by_its_line_number_with_blank_lines_before_it(tmp_path) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text('\n{"text": "1 2"}\n\n\n{"body": "x"}\n')
+    second.write_text('{"text": "3"}\n\n{"text": 4}\n\n')
+    source = PackedTextSource(
+        PackedTextConfig(seq_len=4, on_error="skip"), JsonlDocuments([first, second]), word_ids
+    )
+    drain(source, 2)
+    assert [r.cause for r in source.skipped_documents()] == [
+        f"{first} line 5 has no field 'text' (found ['body'])",
+        f"{second} line 3 field 'text' holds int, not a string",
+    ]
+
+
 def test_parquet_missing_column_is_named(tmp_path) -> None:
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "c.parquet")
     with pytest.raises(ConfigError) as err:

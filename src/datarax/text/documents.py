@@ -206,10 +206,22 @@ class JsonlDocuments(_FileReader):
         self.paths, self._remote = _paths(paths, "JsonlDocuments", cache, storage_options)
         self.field = field
         self._counts: list[int] | None = None
+        self._blanks: list[list[int]] = []
 
     def _line_counts(self) -> list[int]:
         if self._counts is None:
-            self._counts = [sum(1 for _ in _lines(p)) for p in self._local()]
+            counts, blanks = [], []
+            for path in self._local():
+                count, blank = 0, []
+                with open(path, "rb") as f:
+                    for number, line in enumerate(f, 1):
+                        if line.strip():
+                            count += 1
+                        else:
+                            blank.append(number)
+                counts.append(count)
+                blanks.append(blank)
+            self._counts, self._blanks = counts, blanks
         return self._counts
 
     def num_documents(self) -> int:
@@ -244,7 +256,18 @@ class JsonlDocuments(_FileReader):
         return value
 
     def describe(self, epoch: int, index: int) -> str:
-        return self._where(index, self._line_counts(), "line", 1)
+        """``"<path> line <n>"``: the line's number in its file, blank lines counted."""
+        left = index
+        for path, count, blanks in zip(self.paths, self._line_counts(), self._blanks):
+            if left < count:
+                number = left + 1
+                for blank in blanks:  # ascending: each blank at or before it pushes it down
+                    if blank > number:
+                        break
+                    number += 1
+                return f"{path} line {number}"
+            left -= count
+        return f"document {index} (past the end of the files)"
 
 
 def _lines(path: str) -> Iterator[bytes]:
