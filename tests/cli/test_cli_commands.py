@@ -443,6 +443,12 @@ def test_bad_arguments_are_one_line_and_exit_2(data, args, message):
             "DataSourceModule) or a Pipeline.",
         ),
         (
+            ["bench", "py:codecs_cli:decode"],
+            "py:codecs_cli:decode: decode() cannot be called without arguments (missing a "
+            "required argument: 'record'); SOURCE names a function that takes none and returns "
+            "a source or a Pipeline.",
+        ),
+        (
             ["inspect", "py:missing_file.py:make"],
             "py:missing_file.py:make: the file 'missing_file.py' does not exist.",
         ),

@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -257,6 +258,15 @@ def _open_py(spec: str, module: str, function: str) -> Target:
     from datarax.pipeline import Pipeline
 
     fn = load_callable(f"{module}:{function}", what=spec)
+    try:
+        inspect.signature(fn).bind()
+    except TypeError as err:
+        raise ConfigError(
+            f"{spec}: {function}() cannot be called without arguments ({err}); SOURCE names "
+            "a function that takes none and returns a source or a Pipeline."
+        ) from err
+    except ValueError:  # no signature to check (a builtin): call it and see
+        pass
     made = fn()
     if isinstance(made, Pipeline):
         return Target(spec, "py", made.source, pipeline=made, where=_paths_of(made.source))
