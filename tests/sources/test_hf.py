@@ -355,6 +355,23 @@ def test_eager_serves_text_with_its_records(sst2_folder, shuffle):
     assert isinstance(batches[0]["idx"], jax.Array)  # numeric fields stay compiled
 
 
+def test_fixed_size_lists_of_text_are_served_by_both_sources(tmp_path):
+    folder = tmp_path / "tags"
+    folder.mkdir()
+    pq.write_table(
+        pa.table({"tags": [["a", "b"], ["c", "d"], ["e", "f"]], "y": [0, 1, 2]}),
+        folder / "train.parquet",
+    )
+    for cls, config in ((HFEagerSource, HFEagerConfig), (HFStreamingSource, HFStreamingConfig)):
+        source = cls(config(name=str(folder), split="train"))
+        assert source.element_spec()["tags"] == TextSpec((2,))
+        batches = all_batches(Pipeline(source=source, stages=[], batch_size=2, rngs=nnx.Rngs(0)))
+        assert [[list(tags) for tags in b["tags"]] for b in batches] == [
+            [["a", "b"], ["c", "d"]],
+            [["e", "f"]],
+        ], cls.__name__
+
+
 # ------------------------------------------------------------------ bad input
 def test_unknown_dataset_name():
     for cls, config in ((HFEagerSource, HFEagerConfig), (HFStreamingSource, HFStreamingConfig)):

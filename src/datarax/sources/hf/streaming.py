@@ -151,7 +151,11 @@ class HFStreamingSource(SkipCounts, StreamSource):
         return None if self._remote is None else {"storage": self._remote.stats()}
 
     def _batch_of(self, columns: dict[str, np.ndarray]) -> Batch:
-        return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
+        # one str per record: a list; fixed-size lists of text: the object array itself
+        return {
+            k: (v.tolist() if is_text_dtype(v.dtype) and v.ndim == 1 else v)
+            for k, v in columns.items()
+        }
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Records dropped under ``on_error="skip"`` so far: pass, position (this process's
