@@ -156,3 +156,40 @@ def test_a_shard_of_a_mixture_with_a_stream_reads_across_the_stream_passes():
     row = SourceRow("stream mixture, shard 1 of 2", lambda **kw: sharded_stream_mixture(
         1, 2, kw.get("stages", ())), 5, lambda b: b["id"])
     assert conformance.check_resume(row, "pipeline", num_epochs=3) == 12
+
+
+def _text_mixture(mode: str, records_per_epoch: int | None) -> MixSource:
+    words = MemorySource(
+        MemorySourceConfig(shuffle=mode == "epoch", seed=2),
+        {"t": np.asarray([f"w{i}" for i in range(6)]), "x": np.arange(6, dtype=np.int32)},
+    )
+    other = MemorySource(
+        MemorySourceConfig(), {"t": np.asarray(["a", "b"]), "x": np.arange(100, 102, dtype=np.int32)}
+    )
+    return MixSource(
+        {"words": words, "other": other},
+        weights={"words": 3, "other": 1},
+        mode=mode,
+        records_per_epoch=records_per_epoch,
+    )
+
+
+@pytest.mark.parametrize(("mode", "records_per_epoch"), [("epoch", None), ("sampling", 9)])
+def test_in_memory_sources_with_text_fields_mix_with_their_text(mode, records_per_epoch):
+    from datarax.testing import check_resume_exact
+
+    pipeline = Pipeline(source=_text_mixture(mode, records_per_epoch), stages=[], batch_size=4)
+    batches = [batch for _ in range(2) for batch in pipeline]
+    text = {"w0": 0, "w1": 1, "w2": 2, "w3": 3, "w4": 4, "w5": 5, "a": 100, "b": 101}
+    for batch in batches:
+        assert isinstance(batch["t"], list) and all(type(t) is str for t in batch["t"])
+        assert [text[t] for t in batch["t"]] == np.asarray(batch["x"]).tolist()
+    served = sum(len(batch["t"]) for batch in batches)
+    assert served == 2 * (records_per_epoch or 8)
+    if mode == "sampling":
+        return  # (resume of a sampled host mixture: tests/mixing/test_mix_source.py)
+    check_resume_exact(
+        lambda: Pipeline(source=_text_mixture(mode, records_per_epoch), stages=[], batch_size=3),
+        [1, 2, 4],
+        num_epochs=2,
+    )

@@ -191,7 +191,9 @@ class MixSource(ChildSources, DataSourceModule):
         # Per child: (epoch, first draw) of the pass a stream child is in (unused for others).
         self.stream_passes = nnx.Variable(np.zeros((len(children), 2), np.int64))
         self.__session = _Session(len(children))
-        if records_per_epoch is not None and all(c.kind is SourceKind.INDEXED for c in children):
+        if records_per_epoch is not None and all(
+            c.kind is SourceKind.INDEXED and not c.has_host_fields() for c in children
+        ):
             self.kind = SourceKind.INDEXED  # the whole mixture compiles into the step
 
     # ------------------------------------------------------------ description
@@ -303,7 +305,7 @@ class MixSource(ChildSources, DataSourceModule):
             batch, _ = child.get_batch_and_indices_at(first, count)
             n = self.__lengths[i]
             child.datarax_position.move(*divmod(first + count, n))
-            return {k: np.asarray(v) for k, v in batch.items()}
+            return {k: v if isinstance(v, list) else np.asarray(v) for k, v in batch.items()}
         if child.kind is SourceKind.HOST:
             return self._read_host(child, self.__lengths[i], first, count)
         return self._read_stream(i, first, count)
@@ -374,7 +376,12 @@ class MixSource(ChildSources, DataSourceModule):
             # the same traced shapes instead of compiling each primitive for a new one.
             padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
             batch = jax.vmap(lambda s: child.get_batch_at(s, 1))(jax.numpy.asarray(padded))
-            return {k: np.asarray(v)[: len(records), 0] for k, v in batch.items()}
+            out = {k: np.asarray(v)[: len(records), 0] for k, v in batch.items()}
+            if child.has_host_fields():  # text: read on the host, record by record
+                host = [child.with_host_fields({}, int(r), 1)[0] for r in records.tolist()]
+                for key in host[0].keys() - out.keys():
+                    out[key] = [part[key][0] for part in host]
+            return out
         # A host child reads the sampled records through its own threaded reader.
         reader = child.host_reader
         order = self.__session.sampled_orders.get(i)
@@ -467,7 +474,9 @@ def _interleave(parts: dict[int, Batch], owners: np.ndarray, spec: dict[str, Any
         if isinstance(field, TextSpec):
             column: list[Any] = [None] * len(owners)
             for i, part in parts.items():
-                for slot, value in zip(np.flatnonzero(owners == i).tolist(), list(part[key])):
+                values = part[key]
+                values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+                for slot, value in zip(np.flatnonzero(owners == i).tolist(), values):
                     column[slot] = value
             out[key] = column
             continue
