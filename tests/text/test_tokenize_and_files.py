@@ -186,6 +186,33 @@ def test_a_bad_jsonl_line_is_named_by_its_line_number_with_blank_lines_before_it
     ]
 
 
+def test_local_glob_patterns_name_their_files_sorted(tmp_path) -> None:
+    for name, words in (("b.jsonl", "3 4"), ("a.jsonl", "1 2")):
+        (tmp_path / name).write_text(json.dumps({"text": words}) + "\n")
+    docs = JsonlDocuments(str(tmp_path / "*.jsonl"))
+    assert docs.paths == [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]
+    assert list(docs.read(0, 0)) == ["1 2", "3 4"]
+    with pytest.raises(ConfigError) as err:
+        ParquetDocuments(str(tmp_path / "*.parquet"))
+    assert str(err.value) == (
+        f"ParquetDocuments: the glob pattern {str(tmp_path / '*.parquet')!r} matches no files. "
+        "Check the folder and the pattern."
+    )
+
+
+def test_a_missing_or_broken_tokenizer_file_is_named(tmp_path) -> None:
+    missing = tmp_path / "tokenizer.json"
+    with pytest.raises(ConfigError) as err:
+        TextTokenizer(missing)
+    assert str(err.value) == (
+        f"TextTokenizer: the tokenizer file {str(missing)!r} does not exist or is not a file. "
+        "Pass the path of a tokenizer.json (Tokenizer.save writes one)."
+    )
+    missing.write_text("not json")
+    with pytest.raises(ConfigError, match=f"TextTokenizer: cannot load the tokenizer file {str(missing)!r}: "):
+        TextTokenizer(missing)
+
+
 def test_parquet_missing_column_is_named(tmp_path) -> None:
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "c.parquet")
     with pytest.raises(ConfigError) as err:

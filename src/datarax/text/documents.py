@@ -18,6 +18,7 @@ sorted). Remote files are listed once, fetched into the shard cache
 
 from __future__ import annotations
 
+import glob
 import inspect
 import itertools
 import json
@@ -138,10 +139,21 @@ def _paths(
         files = RemoteFiles.listed(out, where=user, cache=cache, storage_options=storage_options)
         files.local_paths()  # fetched and held now
         return files.urls, files
+    files = []
     for path in out:
+        if not os.path.isfile(path) and any(c in path for c in "*?["):  # a local glob, sorted
+            matched = sorted(p for p in glob.glob(path) if os.path.isfile(p))
+            if not matched:
+                raise ConfigError(
+                    f"{user}: the glob pattern {path!r} matches no files. Check the folder "
+                    "and the pattern."
+                )
+            files.extend(matched)
+            continue
         if not os.path.isfile(path):
             raise ConfigError(f"{user}: {path!r} does not exist or is not a file.")
-    return out, None
+        files.append(path)
+    return files, None
 
 
 class _FileReader:
@@ -181,7 +193,7 @@ class JsonlDocuments(_FileReader):
     ``on_error`` policy decides what happens to it).
 
     Args:
-        paths: a file, a list of files, or URLs / glob patterns of URLs.
+        paths: a file, a glob pattern, a list of them, or URLs / glob patterns of URLs.
         field: the text field of each line's object.
         cache: for URLs, the :class:`~datarax.storage.ShardCache` (default: the default one).
         storage_options: for URLs, options of the fsspec filesystem (credentials ...).

@@ -66,7 +66,19 @@ class TextTokenizer:
             )
         if isinstance(tokenizer, (str, os.PathLike)):
             hf = require("tokenizers", extra="tokenizers", user="TextTokenizer")
-            tokenizer = hf.Tokenizer.from_file(os.fspath(tokenizer))
+            path = os.fspath(tokenizer)
+            if not os.path.isfile(path):
+                raise ConfigError(
+                    f"TextTokenizer: the tokenizer file {path!r} does not exist or is not a "
+                    "file. Pass the path of a tokenizer.json (Tokenizer.save writes one)."
+                )
+            try:
+                tokenizer = hf.Tokenizer.from_file(path)
+            except Exception as err:  # the Rust library raises a bare Exception
+                raise ConfigError(
+                    f"TextTokenizer: cannot load the tokenizer file {path!r}: {err}. Pass "
+                    "the path of a tokenizer.json (Tokenizer.save writes one)."
+                ) from err
         self._fast = _is_hf_tokenizer(tokenizer)
         if not self._fast and not callable(tokenizer):
             raise ConfigError(
