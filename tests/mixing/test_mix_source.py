@@ -227,6 +227,21 @@ def test_locate_names_the_source_and_draw():
         assert int(indices[k]) == draw * 2 + (0 if name == "a" else 1)
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((8,), "record 8 is not a record of the epoch; records are numbered 0 .. 7"),
+        ((-1,), "record -1 is not a record of the epoch; records are numbered 0 .. 7"),
+        ((0, -1), "epoch must be an int >= 0, got -1"),
+    ],
+)
+def test_locate_refuses_a_record_outside_the_epoch(args, message):
+    mix = MixSource({"a": memory(0, 4, shuffle=False), "b": memory(10, 14, shuffle=False)},
+                    [1, 1], seed=0)
+    with pytest.raises(IndexError, match=message.replace(".", r"\.")):
+        mix.locate(*args)
+
+
 # ------------------------------------------------------------------ refusals
 def test_spec_mismatch_names_the_field_and_the_sources():
     other = MemorySource(MemorySourceConfig(), {"id": np.arange(3, dtype=np.float32)})

@@ -211,7 +211,28 @@ class MixSource(ChildSources, DataSourceModule):
 
     def locate(self, record: int, epoch: int | None = None) -> tuple[str, int]:
         """``(source name, draw of that source)`` of record ``record`` of epoch ``epoch``
-        (default: the current one) in this shard."""
+        (default: the current one) in this shard.
+
+        Raises:
+            IndexError: ``record`` is not a record of the epoch (``0 <= record <``
+                the records this shard serves per epoch), or ``epoch`` is negative.
+        """
+        size = self.epoch_size()
+        if (
+            isinstance(record, bool)
+            or not isinstance(record, (int, np.integer))
+            or record < 0
+            or (size is not None and record >= size)
+        ):
+            span = f"0 .. {size - 1}" if size is not None else "0 or more"
+            raise IndexError(
+                f"MixSource.locate: record {record!r} is not a record of the epoch; "
+                f"records are numbered {span} in this shard."
+            )
+        if epoch is not None and (
+            isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0
+        ):
+            raise IndexError(f"MixSource.locate: epoch must be an int >= 0, got {epoch!r}.")
         owner, draws = self.schedule.owners_and_draws(self._global(epoch, record), 1)
         return self.names[int(owner[0])], int(draws[0])
 
