@@ -316,6 +316,24 @@ def test_scan_hf_stream_lists_records_that_do_not_convert(data):
     assert lines[-1] == f"scanned 20 records of {target}: 18 good, 2 bad"
 
 
+def test_scan_lists_the_documents_a_packed_text_source_skips(tmp_path, capsys, monkeypatch):
+    (tmp_path / "docs.jsonl").write_text('{"text": "a b"}\n{"body": "x"}\n{"text": "c"}\n')
+    (tmp_path / "text_cli.py").write_text(
+        "from datarax.text import JsonlDocuments, PackedTextConfig, PackedTextSource\n"
+        "def source():\n"
+        "    return PackedTextSource(PackedTextConfig(seq_len=8, on_error='skip'),\n"
+        "                            JsonlDocuments('docs.jsonl'), lambda t: [1] * len(t.split()))\n"
+    )
+    code, out, err = datarax_in_process(
+        "scan", "py:text_cli.py:source", cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert code == 1, err
+    assert out.splitlines() == [
+        "BAD py:text_cli.py:source record 1: docs.jsonl line 2 has no field 'text' (found ['body'])",
+        "scanned 2 records of py:text_cli.py:source: 1 good, 1 bad",
+    ]
+
+
 def test_inspect_and_scan_hf_data_with_float_columns(tmp_path, capsys, monkeypatch):
     """JSON numbers and Parquet doubles are float64: the CLI looks at them as float32
     instead of refusing the dataset for want of jax_enable_x64 (an option it has not)."""

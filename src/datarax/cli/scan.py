@@ -24,7 +24,10 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
             good += len(next(iter(batch.values())))
     except RecordError as err:
         stopped = {"path": err.path, "index": err.index, "stable_index": None, "cause": str(err)}
-    reports = getattr(target.source, "skipped_records", None)
+    # a source's skip reports; PackedTextSource reports the documents it skipped
+    reports = getattr(target.source, "skipped_records", None) or getattr(
+        target.source, "skipped_documents", None
+    )
     bad = [
         {"path": r.path, "index": r.index_in_file, "stable_index": r.index, "cause": r.cause}
         for r in (reports() if callable(reports) else [])
