@@ -285,6 +285,17 @@ def test_streaming_from_save_to_disk(numeric_folder):
     np.testing.assert_array_equal(np.asarray(batch["x"]), np.arange(12, dtype=np.float32).reshape(4, 3))
 
 
+def test_streaming_a_save_to_disk_folder_slices_by_percent_and_from_the_end(numeric_folder):
+    # the folder knows each split's size, so the stream takes the same records as eager
+    split = "test[50%:]+train[-2:]"
+    served = {}
+    for cls, config in ((HFEagerSource, HFEagerConfig), (HFStreamingSource, HFStreamingConfig)):
+        source = cls(config(name=numeric_folder, split=split))
+        batches = all_batches(Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0)))
+        served[cls] = [int(row[0]) // 3 for b in batches for row in np.asarray(b["x"])]
+    assert served[HFStreamingSource] == served[HFEagerSource] == [5, 6, 7, 8, 9, N - 2, N - 1]
+
+
 def test_streaming_state_from_longer_stream_is_refused(sst2_folder):
     source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="validation"))
     source.set_state({"current_index": 50, "current_epoch": 0})

@@ -60,9 +60,12 @@ def _not_found(where: str, config: HFConfig) -> DataraxError:
 
 
 def open_splits(config: HFConfig, *, streaming: bool, where: str,
-                cache_dir: str | None = None) -> dict[str, Any]:
+                cache_dir: str | None = None,
+                lengths: dict[str, int] | None = None) -> dict[str, Any]:
     """All splits of the dataset ``config`` names (lazy for streams), keyed by name;
-    ``cache_dir``: where ``datasets`` prepares them (default its own cache)."""
+    ``cache_dir``: where ``datasets`` prepares them (default its own cache); ``lengths``,
+    when given, receives the record count of each split known without reading it (a
+    folder written by ``save_to_disk``, whose streams do not declare their size)."""
     datasets = datasets_module(where)
     name = config.name
     base = split_names(config.split)[0]
@@ -76,6 +79,8 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
         if isinstance(loaded, datasets.Dataset):
             loaded = {str(loaded.split or "train"): loaded}
         splits = dict(loaded)
+        if lengths is not None:
+            lengths.update((k, len(v)) for k, v in splits.items())
         if streaming:
             splits = {k: v.to_iterable_dataset(num_shards=_shards_for(len(v))) for k, v in splits.items()}
         return splits

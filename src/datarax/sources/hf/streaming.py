@@ -229,7 +229,8 @@ def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], 
     """The split (sliced as asked) as one ``IterableDataset``, the fields to keep, and
     whether its shards (files) can be read one by one (unsliced, one split)."""
     datasets = datasets_module(where)
-    splits = open_splits(config, streaming=True, where=where)
+    lengths: dict[str, int] = {}
+    splits = open_splits(config, streaming=True, where=where, lengths=lengths)
     check_split(splits, config, where)
     parts = []
     for spec in split_parts(config.split, where):
@@ -240,6 +241,8 @@ def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], 
             continue
         if spec.percent or (lo or 0) < 0 or (hi or 0) < 0:
             length = known_length(part, spec.name)
+            if length is None:
+                length = lengths.get(spec.name)
             if length is None:
                 raise ConfigError(
                     f"{where}: split {config.split!r} slices by percent or from the end, "
