@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError, DataraxError, StateError
 from datarax.core.keys import draw, record_keys
 from datarax.dag import DagOperator, Merge, SelectFields, plan_graph
 from datarax.mixing import MixSource
@@ -90,6 +90,30 @@ def test_resume_through_a_dag_at_every_batch_boundary():
     for level in ("pipeline", "iterator"):
         report = check_resume_exact(make, range(9), num_epochs=2, level=level)
         assert report.batches_per_epoch == (4, 4) and report.num_records == 2 * N
+
+
+def _pair_with(labels_node, view2_node):
+    return Pipeline.from_dag(
+        source=source(),
+        nodes={"view1": augment(), "view2": view2_node, "labels": labels_node, "pair": Merge()},
+        edges={"view1": ["source"], "view2": ["source"], "labels": ["source"],
+               "pair": ["view1", "view2", "labels"]},
+        sink="pair",
+        batch_size=4,
+        rngs=nnx.Rngs(3),
+    )
+
+
+def test_a_state_is_refused_by_a_graph_whose_nodes_differ():
+    saved = iter(two_views(source()))
+    next(saved)
+    state = saved.get_state()
+    _pair_with(SelectFields("label"), augment()).set_state(state)  # the same graph
+    steady = ElementOperator(ElementOperatorConfig(), fn=lambda element, key=None: element)
+    for other in (_pair_with(SelectFields("image"), augment()),
+                  _pair_with(SelectFields("label"), steady)):
+        with pytest.raises(StateError, match="Pipeline state was saved with stages="):
+            other.set_state(state)
 
 
 def test_nodes_run_in_topological_order_with_joined_inputs():

@@ -35,6 +35,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from flax import nnx
 
 from datarax.core.data_source import SourceKind, length_or_none
 from datarax.core.errors import StateError
@@ -58,18 +59,23 @@ def digest(material: str | bytes) -> str:
 
 
 def stages_fingerprint(stages: Any) -> str:
-    """Digest of the stages: types, names, configs, functions, in order."""
-    parts = []
-    for stage in stages:
-        if isinstance(stage, OperatorModule):
-            fn = getattr(stage, "fn", None)
-            parts.append(
-                f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
-                f"|{getattr(fn, '__qualname__', '')}"
-            )
-        else:
-            parts.append(f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}")
-    return digest("\n".join(parts))
+    """Digest of the stages: types, names, configs, functions, in order (a graph's
+    nodes included, by name)."""
+    return digest("\n".join(_stage_part(stage) for stage in stages))
+
+
+def _stage_part(stage: Any) -> str:
+    if not isinstance(stage, OperatorModule):
+        return f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}"
+    fn = getattr(stage, "fn", None)
+    part = (
+        f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
+        f"|{getattr(fn, '__qualname__', '')}"
+    )
+    nodes = getattr(stage, "nodes", None)  # a graph (DagOperator): its nodes count too
+    if isinstance(nodes, nnx.Dict):
+        part += "".join(f"|node {name}:[{_stage_part(node)}]" for name, node in nodes.items())
+    return part
 
 
 def rng_fingerprint(context: PassContext) -> str:
