@@ -316,6 +316,35 @@ def test_scan_hf_stream_lists_records_that_do_not_convert(data):
     assert lines[-1] == f"scanned 20 records of {target}: 18 good, 2 bad"
 
 
+def test_exclude_leaves_out_fields_batches_cannot_hold(tmp_path, capsys, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "ragged").mkdir()
+    pq.write_table(
+        pa.table({"ids": [[1, 2], [3], [4, 5, 6]], "y": [1, 2, 3]}),
+        tmp_path / "ragged" / "train.parquet",
+    )
+    target = f"hf:{tmp_path / 'ragged'}"
+    code, out, err = datarax_in_process(
+        "inspect", target, cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert code == 2 and err.strip().endswith("Pad or truncate it first, or drop it (--exclude FIELD).")
+    code, out, err = datarax_in_process(
+        "scan", target, "--exclude", "ids", cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert code == 0, err
+    assert out.splitlines() == [f"scanned 3 records of {target}: 3 good, 0 bad"]
+    code, out, err = datarax_in_process(
+        "inspect", str(tmp_path / "x.array_record"), "--exclude", "ids", cwd=tmp_path,
+        capsys=capsys, monkeypatch=monkeypatch,
+    )
+    assert code == 2 and err.splitlines() == [
+        f"datarax inspect: error: --exclude applies to hf: and tfds: SOURCEs only, not to "
+        f"'{tmp_path / 'x.array_record'}'."
+    ]
+
+
 def test_scan_lists_the_documents_a_packed_text_source_skips(tmp_path, capsys, monkeypatch):
     (tmp_path / "docs.jsonl").write_text('{"text": "a b"}\n{"body": "x"}\n{"text": "c"}\n')
     (tmp_path / "text_cli.py").write_text(

@@ -44,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--data-dir", type=expand_user, help="tfds only: the TFDS data directory")
         sub.add_argument(
+            "--exclude",
+            metavar="FIELD",
+            action="append",
+            help="hf: and tfds: only: leave this field out (repeatable), e.g. one of "
+            "variable-length lists or structs",
+        )
+        sub.add_argument(
             "--json", action="store_true", help="print one JSON object instead of text"
         )
 
@@ -121,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         # DataraxError is a ValueError; a missing extra is an ImportError. Both carry
         # what went wrong and what to do, so the user sees that line, not a traceback.
         message = " ".join(str(err).split()) or type(err).__name__
+        if args.command in ("inspect", "scan"):  # the config field, as this command spells it
+            message = message.replace("(exclude_keys)", "(--exclude FIELD)")
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)
         return 2
 
@@ -156,7 +165,11 @@ def _run(args: argparse.Namespace) -> int:
     from datarax.cli.targets import open_target
 
     with open_target(
-        args.source, decode=args.decode, data_dir=args.data_dir, skip_bad=args.command == "scan"
+        args.source,
+        decode=args.decode,
+        data_dir=args.data_dir,
+        skip_bad=args.command == "scan",
+        exclude=args.exclude,
     ) as target:
         if args.command == "inspect":
             from datarax.cli.inspect_source import run_inspect

@@ -189,15 +189,21 @@ def open_target(
     decode: str | None = None,
     data_dir: str | None = None,
     skip_bad: bool = False,
+    exclude: list[str] | None = None,
 ) -> Target:
     """Open ``spec`` (see the module docstring) as a :class:`Target`; with ``skip_bad``
-    (``datarax scan``) a source it opens skips bad records (a ``py:`` one keeps its policy)."""
+    (``datarax scan``) a source it opens skips bad records (a ``py:`` one keeps its policy);
+    ``exclude``: fields an ``hf:`` / ``tfds:`` source leaves out."""
     kind, name, split = split_spec(spec)
+    if exclude and kind not in ("hf", "tfds"):
+        raise ConfigError(f"--exclude applies to hf: and tfds: SOURCEs only, not to '{spec}'.")
     if decode is not None and kind != "arrayrecord":
         raise ConfigError(f"--decode applies to ArrayRecord files only, not to a {kind}: SOURCE.")
     if data_dir is not None and kind != "tfds":
         raise ConfigError(f"--data-dir applies to tfds: SOURCE only, not to '{spec}'.")
-    policy = {"on_error": "skip"} if skip_bad else {}
+    policy: dict[str, Any] = {"on_error": "skip"} if skip_bad else {}
+    if exclude:
+        policy["exclude_keys"] = tuple(exclude)
     if kind == "arrayrecord":
         from datarax.dataset.metadata import find_dataset, read_metadata
         from datarax.dataset.reading import DatasetDecoder
