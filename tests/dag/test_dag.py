@@ -186,6 +186,8 @@ def test_bad_nodes_are_refused():
         DagOperator({"a": own}, {"a": ["source"]}, "a")
     with pytest.raises(ConfigError, match="node 'a' is int, neither an operator"):
         DagOperator({"a": 3}, {"a": ["source"]}, "a")
+    with pytest.raises(ConfigError, match=r"node names must be strings .*, got 1 \(int\)"):
+        DagOperator({1: SelectFields("image")}, {1: ["source"]}, 1)
     clash = DagOperator({"a": SelectFields("image"), "b": SelectFields("image"),
                          "c": lambda b: b}, {"a": ["source"], "b": ["source"], "c": ["a", "b"]}, "c")
     with pytest.raises(DataraxError, match="field 'image' comes from both 'a' and 'b'"):

@@ -80,7 +80,13 @@ class DagOperator(OperatorModule):
             raise ConfigError(f"DagOperator nodes must be a non-empty dict {{name: operator}}, got {nodes!r}.")
         if not isinstance(edges, Mapping):
             raise ConfigError(f"DagOperator edges must be a dict {{name: [predecessors]}}, got {edges!r}.")
-        names = [str(n) for n in nodes]
+        bad = [n for n in nodes if not isinstance(n, str)]
+        if bad:
+            raise ConfigError(
+                f"DagOperator node names must be strings (edges and sink name them), got "
+                f"{bad[0]!r} ({type(bad[0]).__name__})."
+            )
+        names = list(nodes)
         order = plan_graph(names, edges, sink)
         for node_name, node in nodes.items():
             refuse_rng_state(node, f"DagOperator node '{node_name}'")
