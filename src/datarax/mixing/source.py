@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -396,7 +397,8 @@ class MixSource(ChildSources, DataSourceModule):
             # Padded to a power of two: every read of up to that many records reuses
             # the same traced shapes instead of compiling each primitive for a new one.
             padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
-            batch = jax.vmap(lambda s: child.get_batch_at(s, 1))(jax.numpy.asarray(padded))
+            graphdef, state = nnx.split(child)
+            batch = _sampled_read(graphdef)(state, child.step_inputs(), jax.numpy.asarray(padded))
             out = {k: np.asarray(v)[: len(records), 0] for k, v in batch.items()}
             if child.has_host_fields():  # text: read on the host, record by record
                 host = [child.with_host_fields({}, int(r), 1)[0] for r in records.tolist()]
@@ -474,6 +476,19 @@ class MixSource(ChildSources, DataSourceModule):
 
 
 # ---------------------------------------------------------------------- helpers
+@functools.lru_cache(maxsize=64)
+def _sampled_read(graphdef: Any) -> Any:
+    """Compiled ``(state, inputs, records) -> batch``: record ``records[k]`` of an
+    indexed source as row ``k`` (one program per source structure and size)."""
+
+    def read(state: Any, inputs: Any, records: Any) -> Batch:
+        child = nnx.merge(graphdef, state)
+        with child.bind_step_inputs(inputs):
+            return jax.vmap(lambda start: child.get_batch_at(start, 1))(records)
+
+    return jax.jit(read)
+
+
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
 
