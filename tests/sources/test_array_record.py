@@ -414,3 +414,25 @@ def test_a_dropped_iterator_collected_mid_epoch_of_the_next_pipeline(files, proc
             gc.collect()
     assert head + rest == shuffled(20, 1)
     source.close()
+
+
+def test_text_a_decode_returns_comes_through_a_pipeline_as_lists_of_str(files):
+    def with_text(record: bytes) -> dict:
+        i = int(np.frombuffer(record, dtype=np.float32)[0])
+        return {"id": np.int32(i), "name": f"record-{i}", "tags": np.array([f"t{i}", "x"])}
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), files, decode=with_text)
+    batches = list(Pipeline(source=source, stages=[], batch_size=8))
+    names = [n for b in batches for n in b["name"]]
+    assert all(isinstance(b["name"], list) for b in batches)
+    assert names == [f"record-{i}" for i in range(20)]
+    assert [n.tolist() for n in batches[0]["tags"][:2]] == [["t0", "x"], ["t1", "x"]]
+    assert np.asarray(batches[0]["id"]).tolist() == list(range(8))
+
+    def name_only(record: bytes) -> dict:
+        return {"name": f"record-{int(np.frombuffer(record, dtype=np.float32)[0])}"}
+
+    named = ArrayRecordSourceModule(ArrayRecordSourceConfig(), files, decode=name_only)
+    upper = ElementOperator(fn=lambda el, key=None: {"name": el.data["name"].upper()})
+    first = next(iter(Pipeline(source=named, stages=[upper], batch_size=4)))
+    assert first["name"] == ["RECORD-0", "RECORD-1", "RECORD-2", "RECORD-3"]

@@ -61,6 +61,22 @@ def host_leaf(value: Any) -> bool:
     return is_text_value(value) or isinstance(value, list)
 
 
+def text_as_lists(batch: Batch) -> Batch:
+    """``batch`` with each numpy text field as batches carry text: a list, of ``str`` for
+    a field of one string per record, of each record's array of strings otherwise.
+
+    Example:
+        >>> text_as_lists({"word": np.array(["a", "b"]), "x": np.arange(2)})["word"]
+        ['a', 'b']
+    """
+    def as_list(value: Any) -> Any:
+        if isinstance(value, np.ndarray) and is_text_value(value):
+            return value.tolist() if value.ndim == 1 else list(value)
+        return value
+
+    return jax.tree.map(as_list, batch, is_leaf=host_leaf)
+
+
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int) -> None:
     """Raise naming the first record of ``batch`` (epoch position ``at`` onwards) that
     holds NaN or inf; ``stable()`` gives the batch's stable record indices."""
@@ -136,6 +152,7 @@ class HostPass:
                 where=f"{type(source).__name__} batch at record {position} of epoch "
                 f"{self.epoch}",
             )
+        batch = text_as_lists(batch)
         stages = list(self.context.stages)
         if stages:
             with self.stats.timer("stages"):
