@@ -56,7 +56,13 @@ GLOBALS = """
         if not sys.platform.startswith("linux"):
             return {}
         task = f"/proc/{os.getpid()}/task"
-        return sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir(task)})
+        found = set()
+        for t in os.listdir(task):
+            try:
+                found.add(os.getpriority(os.PRIO_PROCESS, int(t)))
+            except ProcessLookupError:  # a thread that ended since the listing
+                pass
+        return sorted(found)
 
     def snapshot():
         return {"config": {k: repr(v) for k, v in sorted(jax.config.values.items())},

@@ -110,8 +110,11 @@ def test_compiler_threads_started_by_the_worker_keep_the_loops_priority() -> Non
         "[next(it) for _ in range(3)]\n"
         "task = f'/proc/{os.getpid()}/task'\n"
         "for tid in os.listdir(task):\n"
-        "    name = open(f'{task}/{tid}/comm').read().strip()\n"
-        "    print(name, os.getpriority(os.PRIO_PROCESS, int(tid)))\n"
+        "    try:  # a thread may end after the listing\n"
+        "        name = open(f'{task}/{tid}/comm').read().strip()\n"
+        "        print(name, os.getpriority(os.PRIO_PROCESS, int(tid)))\n"
+        "    except (FileNotFoundError, ProcessLookupError):\n"
+        "        pass\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=120, check=True).stdout.split("\n")
