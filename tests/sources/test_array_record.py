@@ -429,10 +429,8 @@ def test_text_a_decode_returns_comes_through_a_pipeline_as_lists_of_str(files):
     assert [n.tolist() for n in batches[0]["tags"][:2]] == [["t0", "x"], ["t1", "x"]]
     assert np.asarray(batches[0]["id"]).tolist() == list(range(8))
 
-    def name_only(record: bytes) -> dict:
-        return {"name": f"record-{int(np.frombuffer(record, dtype=np.float32)[0])}"}
-
-    named = ArrayRecordSourceModule(ArrayRecordSourceConfig(), files, decode=name_only)
-    upper = ElementOperator(fn=lambda el, key=None: {"name": el.data["name"].upper()})
-    first = next(iter(Pipeline(source=named, stages=[upper], batch_size=4)))
+    upper = ElementOperator(fn=lambda el, key=None: {"name": el.data["name"].upper(),
+                                                     "tag": el.data["tags"][0]})
+    first = next(iter(Pipeline(source=source, stages=[upper], batch_size=4)))
     assert first["name"] == ["RECORD-0", "RECORD-1", "RECORD-2", "RECORD-3"]
+    assert first["tag"] == ["t0", "t1", "t2", "t3"]

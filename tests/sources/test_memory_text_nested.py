@@ -213,3 +213,21 @@ def test_a_text_only_source_serves_and_resumes():
     assert [sorted(e) for e in epochs] == [list("abcde")] * 2 and epochs[0] != epochs[1]
     report = check_resume_exact(make, [1, 2, 4], num_epochs=2)
     assert report.num_records == 10
+
+
+def test_a_field_of_several_strings_per_record_reaches_operators_and_comes_back():
+    tags = np.array([[f"t{i}", "x"] for i in range(N)], dtype=object)
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+                          {"id": np.arange(N, dtype=np.int32), "tags": tags})
+
+    def joined(element, key=None):
+        return {"joined": "+".join(element.data["tags"]),
+                "count": np.int32(len(element.data["tags"]))}
+
+    batches = list(Pipeline(source=source, stages=[ElementOperator(fn=joined)], batch_size=4))
+    ids = [int(i) for b in batches for i in np.asarray(b["id"])]
+    assert sorted(ids) == list(range(N))
+    assert [j for b in batches for j in b["joined"]] == [f"t{i}+x" for i in ids]
+    assert [t.tolist() for b in batches for t in b["tags"]] == [[f"t{i}", "x"] for i in ids]
+    assert all(isinstance(b["joined"], list) for b in batches)
+    assert [int(c) for b in batches for c in np.asarray(b["count"])] == [2] * N

@@ -68,14 +68,31 @@ def is_text_dtype(dtype: Any) -> bool:
 
 
 def is_text_value(value: Any) -> bool:
-    """True for host string data: ``str``/``bytes``, a text array, a sequence of ``str``."""
+    """True for host string data: ``str``/``bytes``, a text array, a sequence of ``str``
+    or of text arrays (a field of several strings per record)."""
     if isinstance(value, (str, bytes)):
         return True
     if isinstance(value, np.ndarray):
         return value.dtype.kind in TEXT_KINDS
     if isinstance(value, Sequence) and len(value) > 0:
-        return isinstance(value[0], (str, bytes))
+        first = value[0]
+        return isinstance(first, (str, bytes)) or (
+            isinstance(first, np.ndarray) and first.dtype.kind in TEXT_KINDS)
     return False
+
+
+def text_as_list(value: Any) -> Any:
+    """A numpy text field of a batch as batches carry text: a list, of ``str`` for one
+    string per record, of each record's array of strings otherwise; any other value as
+    it is.
+
+    Example:
+        >>> text_as_list(np.array(["a", "b"])), len(text_as_list(np.array([["a", "b"]])))
+        (['a', 'b'], 1)
+    """
+    if isinstance(value, np.ndarray) and value.dtype.kind in TEXT_KINDS:
+        return value.tolist() if value.ndim == 1 else list(value)
+    return value
 
 
 def is_64bit(dtype: Any) -> bool:

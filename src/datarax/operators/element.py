@@ -12,6 +12,7 @@ from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.dtypes import text_as_list
 from datarax.core.spec import is_text_value
 from datarax.operators._records import FunctionOperator
 from datarax.typing import Batch
@@ -96,7 +97,9 @@ class ElementOperator(FunctionOperator):
         ]
         stacked = stack_records(outputs)
         return jax.tree.map(
-            lambda v: v if isinstance(v, list) else jnp.asarray(v), stacked, is_leaf=_is_text_leaf
+            lambda v: v if isinstance(v, list) else (
+                text_as_list(v) if is_text_value(v) else jnp.asarray(v)),
+            stacked, is_leaf=_is_text_leaf,
         )
 
 

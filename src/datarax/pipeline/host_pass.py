@@ -30,6 +30,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.cursor import ReadAheadCursor
+from datarax.core.dtypes import text_as_list
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put_all
@@ -62,19 +63,13 @@ def host_leaf(value: Any) -> bool:
 
 
 def text_as_lists(batch: Batch) -> Batch:
-    """``batch`` with each numpy text field as batches carry text: a list, of ``str`` for
-    a field of one string per record, of each record's array of strings otherwise.
+    """``batch`` with each numpy text field as batches carry text (:func:`text_as_list`).
 
     Example:
         >>> text_as_lists({"word": np.array(["a", "b"]), "x": np.arange(2)})["word"]
         ['a', 'b']
     """
-    def as_list(value: Any) -> Any:
-        if isinstance(value, np.ndarray) and is_text_value(value):
-            return value.tolist() if value.ndim == 1 else list(value)
-        return value
-
-    return jax.tree.map(as_list, batch, is_leaf=host_leaf)
+    return jax.tree.map(text_as_list, batch, is_leaf=host_leaf)
 
 
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int) -> None:
