@@ -382,6 +382,11 @@ def test_epochs_draw_differently():
     (lambda: I.RandAugment(2, 31), "RandAugment: magnitude must lie in [0.0, 30.0], got 31."),
     (lambda: I.ResizedCrop(4, box=(0, 0, 0, 4)), "ResizedCrop: box must be (y, x, height, width) "
      "ints with y, x >= 0 and height, width >= 1, got (0, 0, 0, 4)."),
+    (lambda: I.Brightness(float("nan")), "Brightness: delta must be finite, got nan."),
+    (lambda: I.Rotate((0.0, float("inf"))), "Rotate: degrees must be finite, got (0.0, inf)."),
+    (lambda: I.Cutout(2, fill="white"), "Cutout: fill must be a finite number, got 'white'."),
+    (lambda: I.Rotate(10.0, fill=None), "Rotate: fill must be a finite number, got None."),
+    (lambda: I.RandAugment(fill=float("nan")), "RandAugment: fill must be a finite number, got nan."),
 ])
 def test_construction_errors(make, message):
     with pytest.raises(ConfigError) as err:
@@ -408,6 +413,10 @@ def test_wrong_rank_and_too_large_crop_are_refused():
     with pytest.raises(ConfigError) as err:
         I.Crop(8, offset="center").apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
     assert str(err.value) == "Crop 'Crop': crop size (8, 8) is larger than the images (4, 4)."
+    with pytest.raises(ConfigError) as err:  # a fixed offset is not moved back inside
+        I.Crop(2, offset=(3, 1)).apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
+    assert str(err.value) == ("Crop 'Crop': crop (2, 2) at offset (3, 1) reaches past the "
+                              "images (4, 4); keep y + height and x + width within them.")
     with pytest.raises(ConfigError) as err:
         I.ResizedCrop(2, box=(1, 0, 4, 4)).apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
     assert str(err.value) == ("ResizedCrop 'ResizedCrop': box (1, 0, 4, 4) reaches past the "
@@ -435,3 +444,9 @@ def test_rand_augment_resumes_exactly_through_a_pipeline():
         lambda: pipeline([I.RandAugment(2, (5.0, 15.0))], data, batch_size=4), [1, 3],
         num_epochs=2)
     assert report.num_batches == 6
+
+
+def test_rand_augment_keeps_float16_images_float16():
+    image = jnp.asarray(FLOAT[:1, :5], jnp.float16)  # 5 x 6: odd height
+    out = I.RandAugment(3).apply_batch({"image": image}, keys_for(1))["image"]
+    assert out.dtype == jnp.float16 and out.shape == (1, 5, 6, 3)

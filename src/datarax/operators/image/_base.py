@@ -9,6 +9,7 @@ keep the dtype.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +54,20 @@ def check_range(
             f"record), got {value!r}."
         )
     for v in values:
+        if not math.isfinite(v):
+            raise ConfigError(f"{owner}: {name} must be finite, got {value!r}.")
         if (low is not None and v < low) or (high is not None and v > high):
             raise ConfigError(
                 f"{owner}: {name} must lie in [{low}, {high}], got {value!r}."
             )
     return out
+
+
+def check_fill(owner: str, value: Any) -> float:
+    """``fill``: a finite number (the value uncovered or filled pixels take)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise ConfigError(f"{owner}: fill must be a finite number, got {value!r}.")
 
 
 def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:

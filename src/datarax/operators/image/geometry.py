@@ -14,6 +14,7 @@ from datarax.operators.image._base import (
     ImageOperator,
     Range,
     cast_like,
+    check_fill,
     check_range,
     check_size,
     is_range,
@@ -208,6 +209,12 @@ class Crop(ImageOperator):
             y, x = (height - h) // 2, (width - w) // 2
         else:
             y, x = offset
+            if y + h > height or x + w > width:
+                raise ConfigError(
+                    f"{type(self).__name__} '{self.name}': crop {(h, w)} at offset {(y, x)} "
+                    f"reaches past the images {(height, width)}; keep y + height and "
+                    "x + width within them."
+                )
         return jax.lax.dynamic_slice(image, (y, x, 0), (h, w, image.shape[2]))
 
 
@@ -425,7 +432,7 @@ class Rotate(ImageOperator):
                  stream_name: str | None = None, rngs: nnx.Rngs | None = None,
                  name: str | None = None) -> None:
         d = check_range("Rotate", "degrees", degrees)
-        self._setup({"degrees": d, "fill": float(fill)}, stochastic=is_range(d), field=field,
+        self._setup({"degrees": d, "fill": check_fill("Rotate", fill)}, stochastic=is_range(d), field=field,
                     stream_name=stream_name, rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
@@ -451,7 +458,7 @@ class Translate(ImageOperator):
                  name: str | None = None) -> None:
         dy = check_range("Translate", "dy", dy)
         dx = check_range("Translate", "dx", dx)
-        self._setup({"dy": dy, "dx": dx, "fill": float(fill)},
+        self._setup({"dy": dy, "dx": dx, "fill": check_fill("Translate", fill)},
                     stochastic=is_range(dy) or is_range(dx), field=field,
                     stream_name=stream_name, rngs=rngs, name=name)
 

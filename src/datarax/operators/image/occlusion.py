@@ -13,6 +13,7 @@ from datarax.operators.image._base import (
     ImageOperator,
     Range,
     cast_like,
+    check_fill,
     check_range,
     check_size,
     from_unit,
@@ -70,7 +71,8 @@ class Cutout(ImageOperator):
         ):
             raise ConfigError(f"Cutout: offset must be 'random' or (y, x) ints, got {offset!r}.")
         offset = offset if offset == "random" else (int(offset[0]), int(offset[1]))
-        self._setup({"size": check_size("Cutout", size), "offset": offset, "fill": float(fill)},
+        self._setup({"size": check_size("Cutout", size), "offset": offset,
+                     "fill": check_fill("Cutout", fill)},
                     stochastic=offset == "random", field=field, stream_name=stream_name,
                     rngs=rngs, name=name)
 
@@ -98,7 +100,7 @@ class PatchDropout(ImageOperator):
                  rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
         r = check_range("PatchDropout", "rate", rate, low=0.0, high=1.0)
         self._setup({"patch_size": check_size("PatchDropout", patch_size, "patch_size"),
-                     "rate": r, "fill": float(fill)},
+                     "rate": r, "fill": check_fill("PatchDropout", fill)},
                     stochastic=True, field=field, stream_name=stream_name, rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:

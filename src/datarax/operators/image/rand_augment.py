@@ -19,6 +19,7 @@ from datarax.core.errors import ConfigError
 from datarax.operators.image._base import (
     ImageOperator,
     Range,
+    check_fill,
     check_range,
     from_unit,
     pix,
@@ -101,13 +102,13 @@ class RandAugment(ImageOperator):
         if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
             raise ConfigError(f"RandAugment: num_ops must be an int >= 0, got {num_ops!r}.")
         mag = check_range("RandAugment", "magnitude", magnitude, low=0.0, high=30.0)
-        self._setup({"num_ops": num_ops, "magnitude": mag, "fill": float(fill)},
+        self._setup({"num_ops": num_ops, "magnitude": mag, "fill": check_fill("RandAugment", fill)},
                     stochastic=True, field=field, stream_name=stream_name, rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
         ops = [fn for _, fn in operations(self.param("fill"))]
         m = sample(jax.random.fold_in(key, 0), self.param("magnitude")) / 30.0
-        values = to_unit(image)
+        values = to_unit(image).astype(jnp.float32)  # every operation's branch in float32
         for n in range(self.param("num_ops")):
             k = jax.random.fold_in(key, n + 1)
             index = jax.random.randint(jax.random.fold_in(k, 0), (), 0, len(ops))
