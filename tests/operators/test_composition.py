@@ -173,7 +173,9 @@ def test_selector_resumes_exactly_in_a_pipeline():
     (lambda: SelectorOperator([add(1), add(2)], weights=[0, 0]),
      "SelectorOperator: weights sum to 0; at least one must be positive."),
     (lambda: SelectorOperator([add(1), add(2)], weights=[2, -1]),
-     "SelectorOperator: weights must be >= 0, got [2.0, -1.0]."),
+     "SelectorOperator: weights must be finite numbers >= 0, got [2.0, -1.0]."),
+    (lambda: SelectorOperator([add(1), add(2)], weights=[float("inf"), 1]),
+     "SelectorOperator: weights must be finite numbers >= 0, got [inf, 1.0]."),
     (lambda: SelectorOperator([add(1), lambda b: b]),
      "SelectorOperator: operator 1 is function, not an operator module (wrap a function in "
      "ElementOperator or MapOperator)."),

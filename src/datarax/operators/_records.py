@@ -87,8 +87,8 @@ def check_weights(weights: Any, count: int, owner: str) -> tuple[float, ...]:
             f"{owner}: got {len(values)} weights for {count} operators; give one weight "
             "per operator."
         )
-    if any(not w >= 0 for w in values):
-        raise ConfigError(f"{owner}: weights must be >= 0, got {list(values)}.")
+    if any(not 0 <= w < float("inf") for w in values):
+        raise ConfigError(f"{owner}: weights must be finite numbers >= 0, got {list(values)}.")
     if sum(values) <= 0:
         raise ConfigError(f"{owner}: weights sum to 0; at least one must be positive.")
     return values
