@@ -448,5 +448,17 @@ def test_rand_augment_resumes_exactly_through_a_pipeline():
 
 def test_rand_augment_keeps_float16_images_float16():
     image = jnp.asarray(FLOAT[:1, :5], jnp.float16)  # 5 x 6: odd height
-    out = I.RandAugment(3).apply_batch({"image": image}, keys_for(1))["image"]
+    op = I.RandAugment(1)
+    out = jax.jit(lambda k: op.apply_batch({"image": image}, k)["image"])(keys_for(1))
     assert out.dtype == jnp.float16 and out.shape == (1, 5, 6, 3)
+
+
+def test_fill_is_on_the_image_scale_rounded_and_clipped_and_rand_augment_fill_is_unit():
+    image = jnp.full((1, 2, 3, 1), 50, jnp.uint8)
+    for fill, expected in [(127.6, 128), (-1, 0), (300, 255)]:
+        out = run(I.Translate(dx=1, fill=fill), image)[0, :, 0, 0]
+        assert out.tolist() == [expected, expected]
+    # RandAugment's operations work in [0, 1]: key 12 draws translate_x right one pixel
+    op = I.RandAugment(1, 30.0, fill=0.5)
+    out = jax.jit(lambda k: op.apply_batch({"image": image}, k)["image"])(keys_for(1, 12))
+    assert np.asarray(out)[0, ..., 0].tolist() == [[128, 50, 50], [128, 50, 50]]

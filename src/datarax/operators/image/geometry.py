@@ -447,7 +447,7 @@ def shift(image: Any, dy: Any, dx: Any, fill: float = 0.0) -> Any:
     cols = jnp.arange(width) - dx
     inside = ((rows >= 0) & (rows < height))[:, None] & ((cols >= 0) & (cols < width))[None, :]
     moved = image[jnp.clip(rows, 0, height - 1)][:, jnp.clip(cols, 0, width - 1)]
-    return jnp.where(inside[..., None], moved, jnp.asarray(fill, image.dtype))
+    return jnp.where(inside[..., None], moved, cast_like(jnp.float32(fill), image.dtype))
 
 
 class Translate(ImageOperator):

@@ -93,7 +93,8 @@ class RandAugment(ImageOperator):
     """Apply ``num_ops`` operations, each drawn uniformly per record, at ``magnitude``.
 
     ``magnitude`` is in [0, 30]: a number, or a ``(low, high)`` range drawn per record.
-    On images without 3 channels the saturation operation leaves them unchanged.
+    On images without 3 channels the saturation operation leaves them unchanged. The
+    operations work on values in [0, 1], so ``fill`` is in [0, 1] for uint8 images too.
     """
 
     def __init__(self, num_ops: int = 2, magnitude: Range = 9.0, *, fill: float = 0.0,
