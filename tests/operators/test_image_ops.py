@@ -462,3 +462,16 @@ def test_fill_is_on_the_image_scale_rounded_and_clipped_and_rand_augment_fill_is
     op = I.RandAugment(1, 30.0, fill=0.5)
     out = jax.jit(lambda k: op.apply_batch({"image": image}, k)["image"])(keys_for(1, 12))
     assert np.asarray(out)[0, ..., 0].tolist() == [[128, 50, 50], [128, 50, 50]]
+
+
+def test_value_operators_refuse_integer_images_other_than_uint8_geometry_keeps_them():
+    image = jnp.full((1, 2, 2, 3), 1000, jnp.uint16)
+    for op in [I.Brightness(0.2), I.Normalize(0.5, 0.5), I.GaussianNoise(0.1)]:
+        with pytest.raises(DataraxError) as err:
+            op.apply_batch({"image": image}, keys_for(1))
+        assert str(err.value) == (
+            f"{type(op).__name__} '{op.name}': field 'image' holds uint16 images; it works on "
+            "uint8 images (0-255) or float images in [0, 1]. Convert them first, e.g. "
+            "MapOperator(subtree=[...], fn=lambda a: a / 65535.0) for 16-bit images.")
+    out = I.HorizontalFlip(1.0).apply_batch({"image": image}, None)["image"]
+    assert out.dtype == jnp.uint16 and out.tolist() == image.tolist()

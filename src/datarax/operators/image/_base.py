@@ -177,6 +177,7 @@ class ImageOperator(OperatorModule):
 
     per_record = True  # transform sees one image (vmapped)
     materialize = False
+    unit_values = False  # works on values in [0, 1]: uint8 or float images only
 
     def _setup(
         self,
@@ -223,6 +224,14 @@ class ImageOperator(OperatorModule):
                 f"{tuple(getattr(images, 'shape', ()))}."
             )
         images = jnp.asarray(images)
+        if self.unit_values and jnp.issubdtype(images.dtype, jnp.integer) \
+                and images.dtype != jnp.uint8:
+            raise DataraxError(
+                f"{type(self).__name__} '{self.name}': field '{field}' holds {images.dtype} "
+                "images; it works on uint8 images (0-255) or float images in [0, 1]. Convert "
+                "them first, e.g. MapOperator(subtree=[...], fn=lambda a: a / 65535.0) for "
+                "16-bit images."
+            )
         if self.config.stochastic:
             if keys is None:
                 raise DataraxError(

@@ -26,6 +26,8 @@ class _ColorOperator(ImageOperator):
     """One parameter ``PARAM`` (number or range), given by position or by its name;
     ``adjust(values_in_unit_range, value)``."""
 
+    unit_values = True
+
     PARAM = ""
     LOW: float | None = None
     HIGH: float | None = None
@@ -130,6 +132,8 @@ class Grayscale(ImageOperator):
         [255]
     """
 
+    unit_values = True
+
     def __init__(self, *, field: str = "image", name: str | None = None) -> None:
         self._setup({}, stochastic=False, field=field, stream_name=None, rngs=None, name=name)
 
@@ -171,6 +175,8 @@ class Normalize(ImageOperator):
         >>> Normalize(mean=[0.5], std=[0.25]).apply_batch({"image": img}, None)["image"].item()
         2.0
     """
+
+    unit_values = True
 
     def __init__(self, mean: Any, std: Any, *, field: str = "image",
                  name: str | None = None) -> None:

@@ -25,6 +25,8 @@ from datarax.operators.image._base import (
 class GaussianNoise(ImageOperator):
     """Add ``N(0, std**2)`` noise per value (``std`` a number or range; values in [0, 1])."""
 
+    unit_values = True
+
     def __init__(self, std: Range, *, field: str = "image", stream_name: str | None = None,
                  rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
         s = check_range("GaussianNoise", "std", std, low=0.0)
@@ -39,6 +41,8 @@ class GaussianNoise(ImageOperator):
 
 class SaltPepperNoise(ImageOperator):
     """Set a share ``amount`` of pixels (all channels) to 0 or to the maximum, half each."""
+
+    unit_values = True
 
     def __init__(self, amount: Range, *, field: str = "image", stream_name: str | None = None,
                  rngs: nnx.Rngs | None = None, name: str | None = None) -> None:

@@ -97,6 +97,8 @@ class RandAugment(ImageOperator):
     operations work on values in [0, 1], so ``fill`` is in [0, 1] for uint8 images too.
     """
 
+    unit_values = True
+
     def __init__(self, num_ops: int = 2, magnitude: Range = 9.0, *, fill: float = 0.0,
                  field: str = "image", stream_name: str | None = None,
                  rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
