@@ -379,6 +379,8 @@ def test_epochs_draw_differently():
     (lambda: I.GaussianBlur(1.0, kernel_size=4), "GaussianBlur: kernel_size must be an odd int >= 1, got 4."),
     (lambda: I.Normalize([0.5, 0.5], [0.2]), "Normalize: mean has 2 values but std has 1."),
     (lambda: I.Normalize([0.5], [0.0]), "Normalize: every std must be > 0, got [0.0]."),
+    (lambda: I.Normalize([], []), "Normalize: mean and std need at least one value (one per "
+                                  "channel, or one for all), got [], []."),
     (lambda: I.RandAugment(2, 31), "RandAugment: magnitude must lie in [0.0, 30.0], got 31."),
     (lambda: I.ResizedCrop(4, box=(0, 0, 0, 4)), "ResizedCrop: box must be (y, x, height, width) "
      "ints with y, x >= 0 and height, width >= 1, got (0, 0, 0, 4)."),

@@ -187,6 +187,11 @@ class Normalize(ImageOperator):
             raise ConfigError(
                 f"Normalize: mean and std must be numbers or lists, got {mean!r}, {std!r}."
             ) from err
+        if not m or not s:
+            raise ConfigError(
+                "Normalize: mean and std need at least one value (one per channel, or one "
+                f"for all), got {mean!r}, {std!r}."
+            )
         if len(m) != len(s):
             raise ConfigError(f"Normalize: mean has {len(m)} values but std has {len(s)}.")
         if any(not v > 0 for v in s):
