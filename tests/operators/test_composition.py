@@ -196,6 +196,8 @@ def test_selector_resumes_exactly_in_a_pipeline():
      "operator: 2 operators, 1 conditions."),
     (lambda: MapOperatorConfig(subtree=[]), "MapOperatorConfig.subtree selects no field; name at least one."),
     (lambda: MapOperator(MapOperatorConfig(), fn=3), "MapOperator fn must be callable, got int."),
+    (lambda: MapOperator(subtree=["x"]), "MapOperator needs fn=...: the function it applies, "
+                                         "e.g. MapOperator(fn=my_function)."),
 ])
 def test_construction_errors(make, message):
     with pytest.raises(ConfigError) as err:

@@ -32,11 +32,16 @@ class FunctionOperator(OperatorModule):
         self,
         config: StructuralConfig | None = None,
         *,
-        fn: Callable[..., Any],
+        fn: Callable[..., Any] | None = None,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         **settings: Any,
     ) -> None:
+        if fn is None:
+            raise ConfigError(
+                f"{type(self).__name__} needs fn=...: the function it applies, e.g. "
+                f"{type(self).__name__}(fn=my_function)."
+            )
         if not callable(fn):
             raise ConfigError(
                 f"{type(self).__name__} fn must be callable, got {type(fn).__name__}."
