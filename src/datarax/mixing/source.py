@@ -43,7 +43,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -59,6 +58,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import TextSpec, checked_spec
+from datarax.core.step_cache import cached
 from datarax.mixing.checks import check_children
 from datarax.mixing.sampling import SampledOrder, sampled_records
 from datarax.mixing.schedule import MixSchedule
@@ -476,17 +476,19 @@ class MixSource(ChildSources, DataSourceModule):
 
 
 # ---------------------------------------------------------------------- helpers
-@functools.lru_cache(maxsize=64)
 def _sampled_read(graphdef: Any) -> Any:
     """Compiled ``(state, inputs, records) -> batch``: record ``records[k]`` of an
     indexed source as row ``k`` (one program per source structure and size)."""
 
-    def read(state: Any, inputs: Any, records: Any) -> Batch:
-        child = nnx.merge(graphdef, state)
-        with child.bind_step_inputs(inputs):
-            return jax.vmap(lambda start: child.get_batch_at(start, 1))(records)
+    def build() -> Any:
+        def read(state: Any, inputs: Any, records: Any) -> Batch:
+            child = nnx.merge(graphdef, state)
+            with child.bind_step_inputs(inputs):
+                return jax.vmap(lambda start: child.get_batch_at(start, 1))(records)
 
-    return jax.jit(read)
+        return jax.jit(read)
+
+    return cached(("mix-sampled-read", graphdef), build)
 
 
 def _is_number(value: Any) -> bool:

@@ -47,7 +47,7 @@ from datarax.core.data_source import SourceKind
 from datarax.core.errors import StateError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages
-from datarax.pipeline.steps import cached
+from datarax.core.step_cache import cached
 from datarax.sharding.shares import Share, elastic_share, share_size, take
 from datarax.typing import Batch
 

@@ -14,8 +14,9 @@ from flax import nnx
 from datarax.core.errors import SourceContractError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages, filtered
+from datarax.core.step_cache import cached
 from datarax.pipeline.plan import passed
-from datarax.pipeline.steps import cached, reads_by_position
+from datarax.pipeline.steps import reads_by_position
 from datarax.typing import Batch
 
 
@@ -147,7 +148,6 @@ def _put_rows(buffer: Any, dest: Any, values: Any) -> Any:
                            mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
 
 
-_STEPS: dict[Any, Any] = {}
 #: the compiled steps called at least once in this process
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -162,19 +162,9 @@ def call_timer(step: Any) -> str:
 
 def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
                          read_spec: Any = None) -> Any:
-    """:func:`filtered_step`, built once per graph definition and shape (a small LRU)."""
-    key = (graphdef, batch_size, group, at, fuse, read_spec)
-    try:
-        hash(key)
-    except TypeError:  # a list/dict attribute of a custom source: found by equality
-        return cached(("filtered", *key), lambda: filtered_step(graphdef, batch_size, group,
-                                                                at, fuse, read_spec))
-    step = _STEPS.pop(key, None) or filtered_step(graphdef, batch_size, group, at, fuse,
-                                                  read_spec)
-    _STEPS[key] = step
-    while len(_STEPS) > 16:
-        _STEPS.pop(next(iter(_STEPS)))
-    return step
+    """:func:`filtered_step`, built once per graph definition and shape."""
+    return cached(("filtered", graphdef, batch_size, group, at, fuse, read_spec),
+                  lambda: filtered_step(graphdef, batch_size, group, at, fuse, read_spec))
 
 
 def head(array: Any, count: int) -> Any:

@@ -14,7 +14,6 @@ it on with :func:`datarax.enable_compilation_cache`) skips compiling again.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,62 +22,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from datarax.core.keys import draw
+from datarax.core.step_cache import cached
 from datarax.core.stages import apply_stages
 from datarax.typing import Batch
-
-_CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
-_CACHE_SIZE = 64
-# keys that cannot be hashed, most recent last: found by equality
-_UNHASHABLE: list[tuple[Any, Callable[..., Any]]] = []
-_UNHASHABLE_SIZE = 16
-
-
-def cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
-    """The step cached under ``key`` (a tuple holding a graph definition), built by
-    ``build()`` the first time. A module attribute that cannot be hashed (a list of
-    file names, a dict of class names on a custom source) makes its graph definition
-    unhashable: such keys are found by equality instead.
-
-    Example:
-        >>> def build():
-        ...     return lambda: "built"
-        >>> cached(("example", ["a.csv"]), build) is cached(("example", ["a.csv"]), build)
-        True
-    """
-    try:
-        hash(key)
-    except TypeError:
-        for i, (known, fn) in enumerate(_UNHASHABLE):
-            if _equal(known, key):
-                _UNHASHABLE.append(_UNHASHABLE.pop(i))
-                return fn
-        fn = build()
-        _UNHASHABLE.append((key, fn))
-        del _UNHASHABLE[:-_UNHASHABLE_SIZE]
-        return fn
-    return _cached(key, build)
-
-
-def _equal(a: Any, b: Any) -> bool:
-    """``a == b`` as one bool; False where the comparison has no single answer (an
-    attribute holding arrays compares element-wise)."""
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):
-        return False
-
-
-def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
-    fn = _CACHE.get(key)
-    if fn is None:
-        fn = build()
-        _CACHE[key] = fn
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
-    return fn
-
 
 def indexed_batch(
     source: Any, stages: Any, inputs: Any, start: Any, epoch: Any, key: Any, batch_size: int
