@@ -310,3 +310,42 @@ def test_group_with_a_stage_vmap_cannot_batch_runs_one_after_the_other(
     monkeypatch.setattr(dispatch, "MAX_GROUP", 1)
     assert grouped == run()
     assert sorted(v for b in grouped for v in b) == [2.0 * i for i in range(40)]
+
+
+def test_worker_does_not_hold_an_item_the_consumer_dropped() -> None:
+    # A batch the loop has dropped is freed while the next one is being made: the
+    # worker keeps no reference to what it handed over (memory, and on the CPU a
+    # warm allocation for the next batch).
+    import gc
+    import weakref
+
+    class Item:  # a stand-in for a batch
+        pass
+
+    made: list[weakref.ref[Item]] = []
+    alive_while_making: list[bool] = []
+    dropped = threading.Semaphore(0)
+
+    def produce() -> list[Item] | None:
+        if made:
+            assert dropped.acquire(timeout=10)  # the loop dropped the last item
+            gc.collect()
+            alive_while_making.append(made[-1]() is not None)
+        if len(made) == 3:
+            return None
+        item = Item()
+        made.append(weakref.ref(item))
+        return [item]
+
+    ahead = DispatchAhead(produce, depth=1)
+    try:
+        for _ in range(3):
+            item = ahead.get()
+            assert isinstance(item, Item)
+            del item  # the loop is done with it before asking for the next
+            dropped.release()
+            ahead.resume()
+        assert ahead.get() is None
+    finally:
+        ahead.stop()
+    assert alive_while_making == [False, False, False]

@@ -156,6 +156,9 @@ class DispatchAhead:
                     self._ready.notify_all()
                     if self._done:
                         return
+                # not held while the next item is made: a batch the consumer dropped
+                # frees its memory now (on CPU the allocator then reuses it, warm)
+                item = None
         except BaseException as err:  # noqa: BLE001 - handed to the consumer
             with self._ready:
                 self._error = err
