@@ -145,3 +145,32 @@ def test_mixup_resume_is_exact_with_a_short_last_batch():
                             batch_size=4)
     report = check_resume_exact(make, [1, 2, 3, 3, 5], num_epochs=2)
     assert report.num_batches == 6 and report.num_records == 20
+
+
+@pytest.mark.parametrize("bad", [3, -1])
+def test_integer_label_outside_num_classes_is_nan_not_zero(bad):
+    # a label with no one-hot row must not mix in as a silent row of zeros
+    data = batch(4)
+    data["label"] = np.array([0, 1, bad, 2], np.int32)
+    mix = BatchMixOperator(mode="mixup", alpha=0.4, num_classes=3)
+    out = mix.apply_batch(data, keys(4))
+    soft = np.asarray(out["label"])
+    good = np.isfinite(soft).all(axis=1)
+    assert not good[2]  # the bad record's own label
+    np.testing.assert_allclose(soft[good].sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_label_outside_num_classes_refused_by_check_finite():
+    from flax import nnx
+
+    from datarax.core.errors import SpecMismatchError
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    data = batch(8)
+    data["label"] = np.array([0, 1, 2, 1, 9, 0, 2, 1], np.int32)  # record 4 is out of range
+    source = MemorySource(MemorySourceConfig(), data)
+    pipe = Pipeline(source=source, stages=[BatchMixOperator(mode="cutmix", num_classes=3)],
+                    batch_size=8, rngs=nnx.Rngs(0), check_finite=True)
+    with pytest.raises(SpecMismatchError, match="field 'label'.*NaN or inf"):
+        next(iter(pipe))

@@ -87,7 +87,9 @@ class BatchMixOperator(OperatorModule):
             partner into ``(batch, H, W, C)`` images).
         alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0).
         data_field, label_field: the fields mixed; float labels ``(batch, classes)`` mix
-            as is, integer labels as one-hot of ``num_classes`` (required for them).
+            as is, integer labels as one-hot of ``num_classes`` (required for them). An
+            integer label outside ``[0, num_classes)`` gives a NaN soft label (with
+            ``Pipeline(check_finite=True)`` that batch is refused).
 
     Mixup turns integer data into float32 (float data keeps its dtype); cutmix keeps the
     dtype. Nothing is clipped.
@@ -113,7 +115,11 @@ class BatchMixOperator(OperatorModule):
                     f"BatchMixOperator '{self.name}': field '{cfg.label_field}' holds integer "
                     "labels; pass num_classes=... so they can be mixed as one-hot labels."
                 )
-            return jax.nn.one_hot(labels, cfg.num_classes, dtype=jnp.float32)
+            # A label outside [0, num_classes) has no one-hot row: it becomes NaN (as
+            # JAX fills an out-of-range gather of floats), never a silent row of zeros.
+            known = (labels >= 0) & (labels < cfg.num_classes)
+            one_hot = jax.nn.one_hot(labels, cfg.num_classes, dtype=jnp.float32)
+            return jnp.where(known[..., None], one_hot, jnp.nan)
         if labels.ndim != 2:
             raise DataraxError(
                 f"BatchMixOperator '{self.name}': float labels in '{cfg.label_field}' must be "
