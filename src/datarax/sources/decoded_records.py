@@ -73,7 +73,12 @@ def stack_values(values: list[Any]) -> np.ndarray:
         return column
     first = np.asarray(values[0])
     if first.dtype.kind in "USO":
-        return np.stack([np.asarray(v) for v in values])
+        # an object column, value by value: numpy's str dtype drops trailing NULs too
+        # ("a\x00" would come back as "a")
+        text = np.empty((len(values), *first.shape), dtype=object)
+        for row, value in enumerate(values):
+            text[row] = value.item() if isinstance(value, np.ndarray) and not value.ndim else value
+        return text
     out = fresh_aligned((len(values), *first.shape), first.dtype)
     np.stack(values, out=out)
     return seal(out)
