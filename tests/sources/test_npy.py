@@ -195,6 +195,22 @@ def test_missing_and_unreadable_files_are_named(tmp_path):
     )
 
 
+
+def test_an_npz_archive_or_a_structured_array_is_refused_naming_the_file(tmp_path):
+    archive = str(tmp_path / "pair.npz")
+    np.savez(archive, a=np.arange(3), b=np.arange(3))
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths=archive))
+    assert str(err.value) == (
+        f"NpySource: '{archive}' is an .npz archive (arrays ['a', 'b']), not a .npy file. Save "
+        "each array with numpy.save and pass paths={field: file}."
+    )
+    table = save(tmp_path, "table.npy", np.zeros(3, dtype=[("a", np.int32), ("b", np.float32)]))
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths=table))
+    assert str(err.value).startswith(f"NpySource: '{table}' holds a structured dtype (")
+    assert err.value.path == table
+
 def test_shards_that_disagree_are_refused_naming_the_file(tmp_path):
     first = save(tmp_path, "a.npy", np.zeros((4, 3), np.float32))
     wide = save(tmp_path, "b.npy", np.zeros((2, 5), np.float32))

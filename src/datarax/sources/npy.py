@@ -213,13 +213,28 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
         what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
         raise RecordError(f"{_WHERE}: the file '{path}' {what}. Check the path.", path=path)
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as err:  # noqa: BLE001 - reported with the file name
         raise RecordError(
             f"{_WHERE}: '{name}' is not a readable .npy file ({type(err).__name__}: {err}). "
             "Write each shard with numpy.save (one array per file, no object dtype).",
             path=name,
         ) from err
+    if not isinstance(array, np.ndarray):  # an .npz archive
+        keys = list(array.keys())
+        array.close()
+        raise RecordError(
+            f"{_WHERE}: '{name}' is an .npz archive (arrays {keys}), not a .npy file. Save "
+            "each array with numpy.save and pass paths={field: file}.",
+            path=name,
+        )
+    if array.dtype.names is not None or array.dtype.kind == "V":
+        raise RecordError(
+            f"{_WHERE}: '{name}' holds a structured dtype ({array.dtype}), which a batch "
+            "cannot carry. Save each column with numpy.save and pass paths={field: file}.",
+            path=name,
+        )
+    return array
 
 
 def _expand_local(files: tuple[str, ...]) -> tuple[str, ...]:
