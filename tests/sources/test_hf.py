@@ -424,13 +424,14 @@ def test_missing_column_in_keys(sst2_folder, streaming):
     )
 
 
+@pytest.mark.parametrize("split", ["train[:0]", "train[1000000:]"])  # empty; past the end
 @pytest.mark.parametrize("streaming", [False, True])
-def test_empty_split(sst2_folder, streaming):
+def test_empty_split(sst2_folder, streaming, split):
     cls, config = (HFStreamingSource, HFStreamingConfig) if streaming else (HFEagerSource, HFEagerConfig)
     with pytest.raises(DataraxError) as err:
-        cls(config(name=sst2_folder, split="train[:0]", exclude_keys=("sentence",)))
+        cls(config(name=sst2_folder, split=split, exclude_keys=("sentence",)))
     assert str(err.value) == (
-        f"{cls.__name__}: split 'train[:0]' of dataset {sst2_folder!r} holds no records; "
+        f"{cls.__name__}: split '{split}' of dataset {sst2_folder!r} holds no records; "
         "pick a split (or slice) that has some."
     )
 

@@ -80,8 +80,8 @@ def _load_eager_columns(config: HFEagerConfig, where: str,
     for spec in split_parts(config.split, where):
         part = splits[spec.name]
         lo, hi = spec.bounds(lengths[spec.name])
-        if (lo, hi) != (0, len(part)):
-            part = part.select(range(lo, hi))
+        if (lo, hi) != (0, len(part)):  # a slice past the end holds no records
+            part = part.select(range(lo, hi) if lo < hi else [])
         parts.append(part)
     ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     keys = select_keys(list(ds.column_names), config.include_keys, config.exclude_keys, where=where)
