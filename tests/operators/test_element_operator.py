@@ -30,6 +30,13 @@ def test_fn_must_be_callable():
         ElementOperator(ElementOperatorConfig(), fn=3)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_rngs_that_is_not_an_nnx_rngs_is_refused_naming_the_operator(stochastic):
+    with pytest.raises(ConfigError, match=r"ElementOperator rngs must be an nnx.Rngs or None, "
+                       r"got int 0\. Pass rngs=nnx.Rngs\(seed\)"):
+        ElementOperator(ElementOperatorConfig(stochastic=stochastic), fn=scale, rngs=0)
+
+
 def test_apply_batch_vmaps_fn_over_records():
     op = ElementOperator(ElementOperatorConfig(), fn=scale)
     assert op.apply_batch({"x": jnp.arange(4)}, None)["x"].tolist() == [0, 3, 6, 9]

@@ -327,6 +327,8 @@ def test_tampered_state_is_refused(tamper, message):
         ({"stages": [3]}, SourceContractError, "stage 0 is int, which is neither an operator"),
         ({"stages": NOISE}, SourceContractError, "stages must be a list of operators"),
         ({"shard_index": 2, "shard_count": 2}, ConfigError, "shard index must satisfy 0 <= index < count"),
+        ({"rngs": 0}, ConfigError, r"Pipeline rngs must be an nnx.Rngs or None, got int 0\. Pass rngs=nnx.Rngs\(seed\)"),
+        ({"rngs": {"default": 0}}, ConfigError, "Pipeline rngs must be an nnx.Rngs or None, got dict"),
     ],
 )
 def test_bad_arguments(kwargs, error, message):

@@ -183,3 +183,9 @@ def test_a_subclass_read_calling_super_serves_its_records():
     assert sorted(xs.tolist()) == list(range(10))
     for b in batches:
         np.testing.assert_array_equal(np.asarray(b["double"]), 2 * np.asarray(b["x"]))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rngs_that_is_not_an_nnx_rngs_is_refused_naming_the_source(shuffle):
+    with pytest.raises(ConfigError, match="MemorySource rngs must be an nnx.Rngs or None, got str '0'"):
+        MemorySource(MemorySourceConfig(shuffle=shuffle), {"x": np.arange(3, dtype=np.int32)}, rngs="0")

@@ -20,6 +20,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+
+from datarax.core.errors import ConfigError
 
 
 def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
@@ -27,6 +30,16 @@ def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
     epoch_key = jax.random.fold_in(base_key, jnp.asarray(epoch, jnp.uint32))
     indices = jnp.asarray(record_indices).astype(jnp.uint32)
     return jax.vmap(lambda i: jax.random.fold_in(epoch_key, i))(indices)
+
+
+def check_rngs(rngs: Any, owner: str) -> None:
+    """Refuse, naming ``owner`` and the value, an ``rngs`` that is neither None nor an
+    ``nnx.Rngs``."""
+    if rngs is not None and not isinstance(rngs, nnx.Rngs):
+        raise ConfigError(
+            f"{owner} rngs must be an nnx.Rngs or None, got {type(rngs).__name__} "
+            f"{repr(rngs)[:80]}. Pass rngs=nnx.Rngs(seed), e.g. rngs=nnx.Rngs(0)."
+        )
 
 
 def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
@@ -37,6 +50,7 @@ def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
     advances as if it had been called. Deferring the ``fold_in`` into a compiled step
     keeps pipeline construction free of eager JAX compilations.
     """
+    check_rngs(rngs, owner)
     try:
         rng_stream = rngs[stream]
     except (KeyError, AttributeError) as err:

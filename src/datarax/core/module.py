@@ -6,6 +6,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError
+from datarax.core.keys import check_rngs
 
 
 class DataraxModule(nnx.Module):
@@ -34,6 +35,7 @@ class DataraxModule(nnx.Module):
                 f"argument, got {type(config).__name__}. Build one, e.g. "
                 f"{type(self).__name__}({_config_hint(type(self).__name__)}(), ...)."
             )
+        check_rngs(rngs, type(self).__name__)
         self.config = nnx.static(config)
         self.name = nnx.static(name if name is not None else type(self).__name__)
 

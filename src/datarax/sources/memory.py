@@ -23,6 +23,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.indexed import IndexedSource
+from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import Path, flatten, to_columns, unflatten
@@ -251,6 +252,7 @@ def _map(fn: Any, tree: Mapping[str, Any]) -> dict[str, Any]:
 
 def _draw_seed(rngs: nnx.Rngs) -> int:
     """A permutation seed drawn from ``rngs`` (its ``shuffle`` stream, else ``default``)."""
+    check_rngs(rngs, "MemorySource")
     stream = rngs.shuffle if "shuffle" in rngs else rngs.default
     return int(jax.random.bits(stream(), (), jnp.uint32))
 
