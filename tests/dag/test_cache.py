@@ -118,6 +118,11 @@ def test_refusals():
         CachedPrefix(memory, [], max_bytes=100)
     with pytest.raises(ConfigError, match=r"max_bytes must be an int >= 0, got -1"):
         CachedPrefix(Rows(), [], max_bytes=-1)
+    with pytest.raises(ConfigError, match="CachedPrefix stages must be a list of deterministic "
+                       r"stages, got NoneType; pass \[\] for none"):
+        CachedPrefix(Rows(), None, max_bytes=100)
+    with pytest.raises(ConfigError, match="CachedPrefix stage 0 is int, neither an operator"):
+        CachedPrefix(Rows(), [3], max_bytes=100)
 
 
 def scale(element, key=None):

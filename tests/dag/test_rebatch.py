@@ -176,6 +176,11 @@ def test_refusals():
         Rebatch(pipeline())
     with pytest.raises(ConfigError, match=r"group= must be an int >= 1, got 0"):
         Rebatch(pipeline(), group=0)
+    source = MemorySource(MemorySourceConfig(), {"id": np.arange(4, dtype=np.int32)})
+    for not_a_pipeline, name in ((source, "MemorySource"), (None, "NoneType")):
+        with pytest.raises(ConfigError, match=f"Rebatch regroups the batches of a Pipeline, "
+                           f"got {name}; pass Rebatch\\(Pipeline\\(source="):
+            Rebatch(not_a_pipeline, group=2)
     state = Rebatch(pipeline(), group=2).get_state()
     with pytest.raises(StateError,
                        match=r"saved by Rebatch\(group=2\); this is Rebatch\(split=2\)"):

@@ -109,7 +109,17 @@ class CachedPrefix(RandomAccessSource):
             )
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise ConfigError(f"CachedPrefix max_bytes must be an int >= 0, got {max_bytes!r}.")
+        if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence):
+            raise ConfigError(
+                f"CachedPrefix stages must be a list of deterministic stages, got "
+                f"{type(stages).__name__}; pass [] for none, or wrap one stage: [stage]."
+            )
         for position, stage in enumerate(stages):
+            if not callable(stage) and not isinstance(stage, OperatorModule):
+                raise ConfigError(
+                    f"CachedPrefix stage {position} is {type(stage).__name__}, neither an "
+                    "operator module nor a callable taking and returning a batch dict."
+                )
             if isinstance(stage, OperatorModule) and stage.stochastic:
                 raise ConfigError(
                     f"CachedPrefix stage {position} ({type(stage).__name__}) is stochastic: "

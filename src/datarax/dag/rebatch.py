@@ -56,6 +56,12 @@ class Rebatch:
 
     def __init__(self, pipeline: Any, *, group: int | None = None,
                  split: int | None = None) -> None:
+        if not all(hasattr(pipeline, a) for a in ("batch_size", "plan", "get_state", "set_state")):
+            raise ConfigError(
+                f"Rebatch regroups the batches of a Pipeline, got {type(pipeline).__name__}; "
+                "pass Rebatch(Pipeline(source=..., stages=..., batch_size=...), group=k) "
+                "(or split=k)."
+            )
         if (group is None) == (split is None):
             raise ConfigError(
                 f"Rebatch takes exactly one of group=k or split=k (got group={group!r}, "
