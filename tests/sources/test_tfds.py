@@ -326,14 +326,29 @@ def test_missing_column_in_keys(data_dir, streaming):
     )
 
 
+@pytest.mark.parametrize("split", ["train[:0]", "train[4:2]"])  # empty; ends before it starts
 @pytest.mark.parametrize("streaming", [False, True])
-def test_empty_split(data_dir, streaming):
+def test_empty_split(data_dir, streaming, split):
     make, name = (stream, "TFDSStreamingSource") if streaming else (eager, "TFDSEagerSource")
     with pytest.raises(DataraxError) as err:
-        make(data_dir, split="train[:0]")
+        make(data_dir, split=split)
     assert str(err.value) == (
-        f"{name}: split 'train[:0]' of dataset 'datarax_tiny' holds no records; pick a "
+        f"{name}: split '{split}' of dataset 'datarax_tiny' holds no records; pick a "
         "split (or slice) that has some."
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_slice_past_the_split_end_is_named(data_dir, streaming):
+    make, name = (stream, "TFDSStreamingSource") if streaming else (eager, "TFDSEagerSource")
+    with pytest.raises(DataraxError) as err:
+        make(data_dir, split="train[2:100000]")
+    assert str(err.value).startswith(
+        f"{name}: cannot slice split 'train[2:100000]' of dataset 'datarax_tiny': "
+    )
+    assert str(err.value).endswith(
+        "TFDS slices must lie within the split: end the slice at its size or before (or use "
+        "percent slices, e.g. 'train[:80%]')."
     )
 
 

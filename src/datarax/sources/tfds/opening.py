@@ -77,6 +77,12 @@ def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
             raise unknown_split(tfds, config, where) from err
         if _split_is_empty(tfds, config, where):
             raise empty_split(config, where) from err
+        if "slice" in str(err).lower():  # TFDS refuses a slice reaching past the split
+            raise DataraxError(
+                f"{where}: cannot slice split {config.split!r} of dataset {config.name!r}: "
+                f"{err} TFDS slices must lie within the split: end the slice at its size "
+                "or before (or use percent slices, e.g. 'train[:80%]')."
+            ) from err
         raise
     except AssertionError as err:  # TFDS asserts on data missing with download=False
         raise DataraxError(
@@ -93,6 +99,10 @@ def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
         if config.download and is_network_error(err):
             raise offline_error(config, where, None, err) from err
         raise
+    try:
+        len(source)
+    except ValueError as err:  # a slice that ends before it starts ('train[4:2]')
+        raise empty_split(config, where) from err
     return source, open_builder(tfds, config, where).info
 
 
