@@ -14,6 +14,8 @@ from datarax.operators import (
     CompositeOperatorConfig,
     CompositeOperatorModule,
     CompositionStrategy,
+    ElementOperator,
+    ElementOperatorConfig,
     MapOperator,
     MapOperatorConfig,
     ProbabilisticOperator,
@@ -196,8 +198,17 @@ def test_selector_resumes_exactly_in_a_pipeline():
      "operator: 2 operators, 1 conditions."),
     (lambda: MapOperatorConfig(subtree=[]), "MapOperatorConfig.subtree selects no field; name at least one."),
     (lambda: MapOperator(MapOperatorConfig(), fn=3), "MapOperator fn must be callable, got int."),
-    (lambda: MapOperator(subtree=["x"]), "MapOperator needs fn=...: the function it applies, "
-                                         "e.g. MapOperator(fn=my_function)."),
+    (lambda: MapOperator(subtree=["x"]), "MapOperator needs fn=... as a keyword: the function "
+     "it applies, e.g. MapOperator(fn=my_function) or MapOperator(MapOperatorConfig(), "
+     "fn=my_function)."),
+    (lambda: ElementOperator(ElementOperatorConfig(), lambda e, k=None: e),
+     "ElementOperator needs fn=... as a keyword (got 2 positional arguments; only the config "
+     "is positional): the function it applies, e.g. ElementOperator(fn=my_function) or "
+     "ElementOperator(ElementOperatorConfig(), fn=my_function)."),
+    (lambda: ElementOperator(lambda e, k=None: e),
+     "ElementOperator needs fn=... as a keyword (the first argument, function, is the config): "
+     "the function it applies, e.g. ElementOperator(fn=my_function) or "
+     "ElementOperator(ElementOperatorConfig(), fn=my_function)."),
 ])
 def test_construction_errors(make, message):
     with pytest.raises(ConfigError) as err:

@@ -31,16 +31,22 @@ class FunctionOperator(OperatorModule):
     def __init__(
         self,
         config: StructuralConfig | None = None,
-        *,
+        *positional: Any,
         fn: Callable[..., Any] | None = None,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         **settings: Any,
     ) -> None:
-        if fn is None:
+        if fn is None or positional:
+            cls = type(self).__name__
+            given = "" if config is None or isinstance(config, StructuralConfig) else (
+                f" (the first argument, {type(config).__name__}, is the config)")
+            if positional:
+                given = (f" (got {len(positional) + 1} positional arguments; only the "
+                         "config is positional)")
             raise ConfigError(
-                f"{type(self).__name__} needs fn=...: the function it applies, e.g. "
-                f"{type(self).__name__}(fn=my_function)."
+                f"{cls} needs fn=... as a keyword{given}: the function it applies, e.g. "
+                f"{cls}(fn=my_function) or {cls}({cls}Config(), fn=my_function)."
             )
         if not callable(fn):
             raise ConfigError(
