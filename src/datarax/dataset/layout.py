@@ -74,9 +74,13 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
             raise RecordMismatchError(
                 f"{located(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
                 f"fit the features' {want}.", field=f.name, row=row, mismatch=True)
-    out = array.astype(want.newbyteorder("<"), copy=False)
-    if out.dtype != array.dtype and out.dtype.kind in "iu" and array.dtype.kind in "iu" and (
-            not np.array_equal(out, array)):
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below, named by row
+        out = array.astype(want.newbyteorder("<"), copy=False)
+    if out.dtype != array.dtype and (
+        # integers (and bools: 2 is not True) kept exactly; finite floats kept finite
+        (out.dtype.kind in "biu" and array.dtype.kind in "biu" and not np.array_equal(out, array))
+        or (out.dtype.kind == "f" and bool((np.isinf(out) & ~np.isinf(array)).any()))
+    ):
         raise RecordMismatchError(f"{located(f.name, row)}: values do not fit {want}.",
                                   field=f.name, row=row, mismatch=True)
     shape = out.shape

@@ -1,0 +1,45 @@
+"""A dataset written with ``write_dataset`` reads back the values it was given: a value
+that its field's dtype (inferred from the first record) cannot hold exactly is refused
+naming the row and field, never stored changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("array_record.python.array_record_module")
+
+from datarax.dataset import ConversionError, write_dataset  # noqa: E402
+from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "dtype"),
+    [
+        (True, 2, "bool"),  # 2 would have been stored as True
+        (False, -1, "bool"),
+        (1.5, 1e300, "float32"),  # 1e300 would have been stored as inf
+        (np.uint8(1), 256, "uint8"),
+        (np.int8(1), -129, "int8"),
+    ],
+)
+def test_a_value_its_field_cannot_hold_is_refused(tmp_path, first, later, dtype):
+    with pytest.raises(ConversionError) as err:
+        write_dataset([{"x": first}, {"x": later}], str(tmp_path / "ds"))
+    assert f"row 1, field 'x': values do not fit {dtype}." in str(err.value)
+
+
+def test_values_that_fit_read_back_exactly(tmp_path):
+    rows = [{"flag": True, "score": 1.5, "small": np.uint8(7)},
+            {"flag": 0, "score": -3.0e38, "small": 255},
+            {"flag": 1, "score": float("inf"), "small": 0}]
+    write_dataset(rows, str(tmp_path / "ds"))
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "ds"))
+    try:
+        batch = source.get_batch(3)
+    finally:
+        source.close()
+    assert batch["flag"].dtype == np.bool_ and batch["flag"].tolist() == [True, False, True]
+    assert batch["score"].dtype == np.float32
+    assert batch["score"].tolist() == [1.5, float(np.float32(-3.0e38)), float("inf")]
+    assert batch["small"].dtype == np.uint8 and batch["small"].tolist() == [7, 255, 0]
