@@ -61,7 +61,8 @@ EXAMPLES: dict[str, Example] = {
         slow=True,
     ),
     "sources/hf_local_resume.py": Example(
-        ("eager: 800 {'label': ((), 'int32'), 'features': ((8,), 'float32')}",),
+        ("eager: 800 {'label': ((), 'int32'), 'features': ((8,), 'float32')}",
+         "HFEagerSource HFStreamingSource"),
         slow=True, needs="datasets",
     ),
     "vision/image_classification.py": Example(

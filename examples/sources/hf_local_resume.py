@@ -38,6 +38,7 @@ resumed = build()
 resumed.set_state(json.loads(state))
 print("resumed batch starts with:", next(iter(resumed))["text"][:2])
 
-# from_hf: text kept -> streaming; explicit streaming= always wins.
+# from_hf: a split of known size up to 256 MiB loads eagerly (text fields stay on the
+# host); an explicit streaming=True / False always wins.
 print(type(from_hf(folder, "train")).__name__,
-      type(from_hf(folder, "train", streaming=False, exclude_keys=("text",))).__name__)
+      type(from_hf(folder, "train", streaming=True)).__name__)
