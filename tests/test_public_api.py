@@ -110,3 +110,17 @@ def test_a_top_level_name_imports_only_what_it_needs():
     } & loaded
     heavy = {"tensorflow", "torch", "datasets", "tensorflow_datasets", "orbax", "array_record"}
     assert not heavy & {name.split(".")[0] for name in loaded}
+
+
+def test_each_top_level_name_is_in_the_subpackages_the_api_page_names():
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    rows = re.findall(r"^\| (`[^|]+`) \| (`[^|]+`) \| .*\|$", page, re.MULTILINE)
+    assert len(rows) >= 8
+    for names, homes in rows:
+        for name in re.findall(r"`([^`]+)`", names):
+            for home in re.findall(r"`([^`]+)`", homes):
+                assert getattr(importlib.import_module(home), name) is getattr(datarax, name), (
+                    f"docs/api.md says {name} is in {home}")

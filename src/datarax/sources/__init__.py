@@ -1,7 +1,8 @@
 """Data sources: in memory, ArrayRecord files, TensorFlow Datasets, Hugging Face.
 
 The kind bases (see :mod:`datarax.core.data_source`) are exported here too, for
-writing your own source: :class:`IndexedSource` (traceable ``get_batch_at``),
+writing your own source (with :class:`StructuralConfig`, the base of its config):
+:class:`IndexedSource` (traceable ``get_batch_at``),
 :class:`RandomAccessSource` (records read by index on host threads) and
 :class:`StreamSource` (forward-only ``get_batch``).
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from datarax.exports import lazy_exports
 
 if TYPE_CHECKING:
+    from datarax.core.config import StructuralConfig
     from datarax.core.data_source import DataSourceModule, SourceKind
     from datarax.core.indexed import IndexedSource
     from datarax.core.stream import StreamSource
@@ -60,6 +62,7 @@ _HOMES = {
     "RandomAccessSource": "datarax.sources.random_access",
     "SourceKind": "datarax.core.data_source",
     "StreamSource": "datarax.core.stream",
+    "StructuralConfig": "datarax.core.config",
     "TFDSEagerConfig": "datarax.sources.tfds.config",
     "TFDSEagerSource": "datarax.sources.tfds.eager",
     "TFDSStreamingConfig": "datarax.sources.tfds.config",
