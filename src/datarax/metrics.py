@@ -108,10 +108,13 @@ class StatsLogger:
         return None
 
     def track(self, batches: Iterable[T]) -> Iterator[T]:
-        """Yield from ``batches`` (e.g. a pipeline), counting each one with :meth:`step`."""
+        """Yield from ``batches`` (e.g. a pipeline), counting each one with :meth:`step`
+        once the loop is done with it (the batch a loop ``break``-s on included)."""
         for batch in batches:
-            yield batch
-            self.step()
+            try:
+                yield batch
+            finally:
+                self.step()
 
     def write(self) -> dict[str, Any]:
         """Write a snapshot now (at the current step) and return it."""

@@ -65,6 +65,21 @@ def test_jsonl_snapshot_every_k_batches_across_epochs(tmp_path):
     }
 
 
+def test_track_counts_the_batch_a_loop_breaks_on(tmp_path):
+    pipeline = make_pipeline()
+    path = tmp_path / "stats.jsonl"
+    with StatsLogger(pipeline, every=4, jsonl_path=path) as logger:
+        for i, _batch in enumerate(logger.track(pipeline)):
+            if i == 5:  # the loop got six batches
+                break
+        assert logger.steps == 6
+        for _batch in logger.track(pipeline):  # the next epoch: ten more
+            pass
+        assert logger.steps == 16
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["step"] for line in lines] == [4, 8, 12, 16]
+
+
 def test_step_counts_several_batches_and_write_forces_a_snapshot(tmp_path):
     pipeline = make_pipeline()
     path = tmp_path / "s.jsonl"
