@@ -554,3 +554,23 @@ def test_x64_on_keeps_64bit_fields(numeric_folder):
         assert source.element_spec()["label"] == jax.ShapeDtypeStruct((), np.int64)
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.mark.parametrize("arrow_type", ["date32", "timestamp", "decimal"])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_column_that_is_not_numbers_or_text_is_refused_naming_it(tmp_path, streaming,
+                                                                    arrow_type):
+    column = {"date32": pa.array([0, 1, 2], pa.date32()),
+              "timestamp": pa.array([0, 1, 2], pa.timestamp("ms")),
+              "decimal": pa.array([1, 2, 3], pa.decimal128(5, 2))}[arrow_type]
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"id": [0, 1, 2], "when": column}),
+                   tmp_path / "data" / "train-00000-of-00001.parquet")
+    cls, config = (HFStreamingSource, HFStreamingConfig) if streaming else (HFEagerSource, HFEagerConfig)
+    with pytest.raises(DataraxError) as err:  # a stream's was JAX's TypeError at the first batch
+        cls(config(name=str(tmp_path), split="train"))
+    assert str(err.value).startswith(f"{cls.__name__}: field 'when' has Arrow type {column.type}")
+    assert str(err.value).endswith(
+        "which datarax cannot turn into an array of numbers; convert it first (e.g. dates "
+        "and times to int64 counts) or drop it (exclude_keys)."
+    )

@@ -68,10 +68,11 @@ def _arrow_to_numpy(
         )
     else:
         array = column.to_numpy(zero_copy_only=False)
-        if array.dtype == object:
+        if array.dtype.kind not in "biufc":  # decimals (object), dates and times, ...
             raise DataraxError(
                 f"{where}: field '{name}' has Arrow type {kind}, which datarax cannot turn "
-                "into an array; convert it first or drop it (exclude_keys)."
+                "into an array of numbers; convert it first (e.g. dates and times to int64 "
+                "counts) or drop it (exclude_keys)."
             )
         return array
     inner = column.flatten()
