@@ -31,7 +31,7 @@ from datarax.pipeline.devices import place_batch
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import grouped_step, indexed_step, reads_by_position
+from datarax.pipeline.steps import grouped_step, indexed_step, pass_constants, reads_by_position
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
@@ -118,11 +118,11 @@ class IndexedDispatch:
         # text joins them by the same record indices, and the stages run on the host.
         self.host_fields = source.has_host_fields()
         self.host_stages = stages if self.host_fields else []
-        self.graphdef, self.state = nnx.split((source, [] if self.host_fields else stages))
+        self.graphdef, state = nnx.split((source, [] if self.host_fields else stages))
         self.step = indexed_step(self.graphdef, self.batch_size)
         self.exact_short = not self.host_fields and not all_per_record(stages)
         self.inputs = source.step_inputs()
-        self.key = context.key_pair()
+        self.state, self.key = pass_constants(state, context.key_pair())
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
         self.total = self.plan.served(source.epoch_size() or 0)

@@ -44,7 +44,7 @@ from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, hea
 from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
 from datarax.pipeline.iterator import PipelineIterator
 from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
-from datarax.pipeline.steps import stage_step
+from datarax.pipeline.steps import pass_constants, stage_step
 from datarax.typing import Batch
 
 
@@ -152,10 +152,10 @@ class FilteredDispatch:
         self.post_graph = None if self.fuse or not post else nnx.split(
             [passed] * at + [filtered] + post
         )
-        self.graphdef, self.state = nnx.split((source, stages))
+        self.graphdef, state = nnx.split((source, stages))
         self.inputs = source.step_inputs()
         self.read_spec = spec_key(checked_spec(source)) if at == 0 else None
-        self.key = context.key_pair()
+        self.state, self.key = pass_constants(state, context.key_pair())
         self.n = len(source)
         lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo

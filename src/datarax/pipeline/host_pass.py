@@ -44,7 +44,7 @@ from datarax.core.spec import (
 from datarax.core.stages import apply_stages
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import stage_step
+from datarax.pipeline.steps import pass_constants, stage_step
 from datarax.typing import Batch
 
 #: what the read-ahead worker hands over: (position after the batch, the batch, or None
@@ -100,7 +100,7 @@ class HostPass:
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
         self.done = False  # the source served its last batch of the pass
-        self._stage_graph: tuple[Any, Any] | None = None
+        self._stage_graph: tuple[Any, Any, Any] | None = None
 
     # ------------------------------------------------------ the consumer's thread
     def read_full(self) -> tuple[Batch | None, Any]:
@@ -171,12 +171,13 @@ class HostPass:
 
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
         epoch = np.int32(self.epoch)
-        key = self.context.key_pair()
         if any(host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
+            key = self.context.key_pair()
             return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
-        if self._stage_graph is None:  # split once per pass, not per batch
-            self._stage_graph = nnx.split(stages)
-        graphdef, state = self._stage_graph
+        if self._stage_graph is None:  # split and placed once per pass, not per batch
+            graphdef, state = nnx.split(stages)
+            self._stage_graph = (graphdef, *pass_constants(state, self.context.key_pair()))
+        graphdef, state, key = self._stage_graph
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
 
     # ------------------------------------------------------------- read ahead

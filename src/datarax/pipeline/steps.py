@@ -38,6 +38,19 @@ def indexed_batch(
     return apply_stages(stages, dict(batch), indices, epoch, key)
 
 
+def pass_constants(*values: Any) -> Any:
+    """``values`` (a pass's NNX state, key pair, ...: what every call of its step gets
+    unchanged) with their host arrays put on the default device once: a NumPy argument of
+    a compiled function is copied to the device on every call.
+
+    >>> import numpy as np
+    >>> state, key = pass_constants({"seed": np.uint32(3)}, (np.zeros(2, np.uint32),))
+    >>> type(state["seed"]).__name__, key[0].shape
+    ('ArrayImpl', (2,))
+    """
+    return jax.device_put(values)
+
+
 def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
     """Compiled ``(state, inputs, start, epoch, key) -> batch`` for an indexed source +
     stages; ``inputs`` are the source's ``step_inputs()`` (arrays kept out of NNX state)."""
