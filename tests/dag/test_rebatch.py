@@ -206,3 +206,8 @@ def test_a_state_taken_after_a_break_mid_batch_keeps_the_parts_left():
     again.set_state(state)
     assert seen + flat(list(again), "noise") == reference
     assert again.get_state()["part"] == 0  # the pass ended on a batch boundary
+
+
+def test_repr_names_the_mode_source_and_batch_size():
+    assert repr(Rebatch(pipeline(), split=2)) == (
+        "Rebatch(split=2) of a Pipeline over MemorySource with batch_size 4")

@@ -338,6 +338,19 @@ def test_bad_arguments(kwargs, error, message):
         Pipeline(**args)
 
 
+def test_iterator_repr_says_source_epoch_records_handed_out_and_whether_it_is_live():
+    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)}),
+                        stages=[], batch_size=4)
+    it = iter(pipeline)
+    next(it), next(it)
+    assert repr(it) == ("<PipelineIterator over MemorySource: epoch 0, batch_size 4, live, "
+                        "8 records handed out>")
+    newer = iter(pipeline)
+    assert repr(it).endswith("superseded by a newer iter(pipeline)>")
+    list(newer)
+    assert repr(newer) == "<PipelineIterator over MemorySource: epoch 1, batch_size 4, ended>"
+
+
 def test_context_manager_and_close_end_the_epoch():
     pipeline = make(23, 5)
     with iter(pipeline) as it:

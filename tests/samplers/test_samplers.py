@@ -93,3 +93,11 @@ def test_bad_state_is_refused():
         sampler.set_state({"epoch": 0, "index": 5})
     with pytest.raises(StateError, match="expects the dict get_state\\(\\) returned, got list"):
         sampler.set_state([0, 0])
+
+
+def test_repr_shows_settings_and_position():
+    sampler = ShuffledSampler(5, seed=1, num_epochs=2)
+    next(sampler), next(sampler)
+    assert repr(sampler) == "ShuffledSampler(num_epochs=2, num_records=5, seed=1) at epoch 0, index 2"
+    assert repr(SlidingWindowSampler(5, window=3, stride=2)) == (
+        "SlidingWindowSampler(num_epochs=1, num_records=5, window=3, stride=2) at epoch 0, index 0")

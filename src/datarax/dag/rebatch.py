@@ -85,6 +85,11 @@ class Rebatch:
         self._partial: tuple[dict[str, Any], int] | None = None
         self._live: weakref.ref[RebatchIterator] | None = None  # to close on restore
 
+    def __repr__(self) -> str:
+        return (f"Rebatch({self.mode}={self.k}) of a Pipeline over "
+                f"{type(self.pipeline.source).__name__} with batch_size "
+                f"{self.pipeline.batch_size}")
+
     @property
     def part_size(self) -> int | None:
         """Records per batch in split mode (None in group mode)."""

@@ -129,6 +129,12 @@ class PipelineIterator:
         """The pass this iterator serves."""
         return self._epoch
 
+    def __repr__(self) -> str:
+        state = ("superseded by a newer iter(pipeline)" if self._superseded else "ended"
+                 if self.exhausted else f"live, {self._source.index} records handed out")
+        return (f"<PipelineIterator over {type(self._source).__name__}: epoch {self._epoch}, "
+                f"batch_size {self._batch_size}, {state}>")
+
     def __len__(self) -> int:
         """Batches left in this pass; ``TypeError`` when the source's length is unknown."""
         size = self._source.epoch_size()

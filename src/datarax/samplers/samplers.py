@@ -41,6 +41,11 @@ class Sampler:
         self.epoch = 0
         self.index = 0
 
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
+                             if k not in ("epoch", "index") and not k.startswith("_"))
+        return f"{type(self).__name__}({settings}) at epoch {self.epoch}, index {self.index}"
+
     def __len__(self) -> int:
         """Items in one epoch."""
         raise NotImplementedError
