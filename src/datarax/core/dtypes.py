@@ -11,7 +11,9 @@ or a non-empty sequence whose first item is a ``str``/``bytes``.
   record (when known) and the value.
 * ``float64`` (``complex128``) is refused (:class:`~datarax.core.errors.ConfigError`)
   unless the user opts in with ``cast_float64=True``, which casts to ``float32``
-  (``complex64``) on purpose.
+  (``complex64``) on purpose; a finite value beyond ``float32``'s range, which the cast
+  would make ``inf``, is refused (:class:`~datarax.core.errors.RecordError`) naming the
+  field, the record and the value.
 * Python numbers (not numpy/JAX arrays) carry no precision of their own: they take
   JAX's defaults, ``int32`` (range checked) and ``float32``, as ``jnp.asarray`` does.
 * With ``jax_enable_x64`` on, every value keeps its dtype.
@@ -155,12 +157,7 @@ def fit_column(
             if too_big.any():
                 flat = int(np.flatnonzero(too_big.reshape(-1))[0])
                 bad = array.reshape(-1)[flat]
-                record = None
-                at = ""
-                if first_record is not None and array.ndim:
-                    row = flat // max(1, int(np.prod(array.shape[1:])))
-                    record = record_number(first_record, row)
-                    at = f"record {record} "
+                record, at = _record_of(array, flat, first_record)
                 raise RecordError(
                     f"{prefix}field '{field}' is {dtype.name} and {at}holds {bad}, outside "
                     "the int32 range, so it cannot be cast to int32 without loss while "
@@ -176,7 +173,29 @@ def fit_column(
             f"{target.name}, enable x64 with jax.config.update('jax_enable_x64', True), or "
             f"{drop_hint}{end}"
         )
-    return array.astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = array.astype(target)
+    overflow = np.isinf(out) & ~np.isinf(array)
+    if overflow.any():  # a finite value past float32's range would become inf
+        flat = int(np.flatnonzero(overflow.reshape(-1))[0])
+        record, at = _record_of(array, flat, first_record)
+        raise RecordError(
+            f"{prefix}field '{field}' is {dtype.name} and {at}holds "
+            f"{array.reshape(-1)[flat]}, beyond the {target.name} range, so casting it to "
+            f"{target.name} would make it inf. Enable x64 with "
+            f"jax.config.update('jax_enable_x64', True), scale the values, or {drop_hint}{end}",
+            index=record,
+        )
+    return out
+
+
+def _record_of(array: np.ndarray, flat: int, first_record: Records | None) -> tuple[int | None, str]:
+    """The record holding flat element ``flat`` of ``array`` and its words for a message
+    (``(None, "")`` where records are not known)."""
+    if first_record is None or not array.ndim:
+        return None, ""
+    record = record_number(first_record, flat // max(1, int(np.prod(array.shape[1:]))))
+    return record, f"record {record} "
 
 
 def fit_value(
