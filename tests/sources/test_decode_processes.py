@@ -175,8 +175,9 @@ def test_a_decode_that_cannot_be_sent_is_refused_at_construction(files):
 
     with pytest.raises(ConfigError, match="decode_processes needs decode .* cannot be pickled"):
         make(files, 2, decode=decode)
-    for count in (-1, True, 1.5):
-        with pytest.raises(ConfigError, match=r"decode_processes must be an int >= 1"):
+    for count in (-1, True, 1.5, None):
+        with pytest.raises(ConfigError, match=r"ArrayRecordSourceModule decode_processes must "
+                           r"be an int >= 0 \(0: the reader threads decode\), got "):
             make(files, count)
 
 

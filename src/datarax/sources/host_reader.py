@@ -142,11 +142,13 @@ class HostReader:
         decode_processes: int = 0,
     ) -> None:
         for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
-                                  ("chunk_size", chunk_size, 1)):
-            if value is None and label != "num_threads":
+                                  ("chunk_size", chunk_size, 1),
+                                  ("decode_processes", decode_processes, 0)):
+            if value is None and label not in ("num_threads", "decode_processes"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} {label} must be an int >= {low}, got {value!r}.")
+                hint = " (0: the reader threads decode)" if label == "decode_processes" else ""
+                raise ConfigError(f"{name} {label} must be an int >= {low}{hint}, got {value!r}.")
         if not callable(decode):
             raise ConfigError(f"{name} decode must be callable (bytes -> dict), got {decode!r}.")
         self.data = data
