@@ -43,3 +43,27 @@ def test_values_that_fit_read_back_exactly(tmp_path):
     assert batch["score"].dtype == np.float32
     assert batch["score"].tolist() == [1.5, float(np.float32(-3.0e38)), float("inf")]
     assert batch["small"].dtype == np.uint8 and batch["small"].tolist() == [7, 255, 0]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_source_part_way_through_a_pass_is_written_whole(tmp_path, shuffle):
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    def build():
+        return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=3, num_epochs=-1),
+                            {"x": np.arange(10, dtype=np.int32)})
+
+    fresh = build()
+    write_dataset(fresh, str(tmp_path / "fresh"))
+    used = build()
+    with iter(Pipeline(source=used, stages=[], batch_size=3)) as it:
+        next(it)  # 3 records of the pass handed out
+    write_dataset(used, str(tmp_path / "used"))  # was: the pass's last 7, then 3 of the next
+    written = []
+    for name in ("fresh", "used"):
+        source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / name))
+        written.append(source.get_batch(10)["x"].tolist())
+        source.close()
+    assert written[1] == written[0]
+    assert sorted(written[1]) == list(range(10))

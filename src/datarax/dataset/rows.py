@@ -245,6 +245,8 @@ class _SourceRows(Rows):
                 yield self.source.decode(self.source.read_records([i])[0])
             return
         if self._pass is None:  # one pass of its records, in its order, read forward
+            if self.source.index:  # a pass under way: the whole of it, from its first record
+                self.source.seek(self.source.epoch, 0)
             records = itertools.islice(iter(self.source), self.length)
             self._pass = IterableRows(
                 ({k: (v if isinstance(v, (str, bytes)) else np.asarray(v)) for k, v in r.items()}
