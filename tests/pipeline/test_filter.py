@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -93,12 +92,22 @@ def test_adding_a_filter_leaves_the_draws_of_the_other_stages_as_they_are(kind):
         assert drawn(noise(), FilterOperator(predicate=not_div3)) == want
 
 
+HOST_FOLDER = []  # this module's folder under pytest's temporary root (removed by pytest)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _host_folder(tmp_path_factory):
+    HOST_FOLDER[:] = [tmp_path_factory.mktemp("datarax-filter")]
+    yield
+    host_file.cache_clear()
+
+
 @functools.cache
 def host_file(n):
-    """``arange(n)`` saved once per test process in its own folder: never rewritten while
+    """``arange(n)`` saved once per test module in its own folder: never rewritten while
     an earlier source of the same row may still have it memory-mapped (a rewrite under a
     mapping is a bus error), never shared with another process's tests."""
-    path = os.path.join(tempfile.mkdtemp(prefix="datarax-filter-"), f"x{n}.npy")
+    path = os.path.join(HOST_FOLDER[0], f"x{n}.npy")
     np.save(path, np.arange(n, dtype=np.int32))
     return path
 
