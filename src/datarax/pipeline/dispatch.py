@@ -122,7 +122,8 @@ class IndexedDispatch:
         self.step = indexed_step(self.graphdef, self.batch_size)
         self.exact_short = not self.host_fields and not all_per_record(stages)
         self.inputs = source.step_inputs()
-        self.state, self.key = pass_constants(state, context.key_pair())
+        self.state, self.key, self.epoch_arg = pass_constants(
+            state, context.key_pair(), np.int32(epoch))
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
         self.total = self.plan.served(source.epoch_size() or 0)
@@ -163,7 +164,7 @@ class IndexedDispatch:
     def _grouped_batches(self, start: Any) -> tuple[Batch, ...]:
         """The next group's batches: side by side, or — where the step cannot be
         vectorized (``jax.vmap`` raised on its first call) — one after the other."""
-        args = (self.state, self.inputs, start, np.int32(self.epoch), self.key)
+        args = (self.state, self.inputs, start, self.epoch_arg, self.key)
         if self.vectorized and self.grouped not in _CALLED:
             if self.grouped not in _NOT_VECTORIZED:
                 try:
@@ -232,7 +233,7 @@ class IndexedDispatch:
                 exact = True
                 step = pieces_step(self.graphdef, tuple(hi - lo for lo, hi in pieces))
                 where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], position_dtype)
-        batch = self._timed(step, self.state, self.inputs, where, np.int32(self.epoch), self.key)
+        batch = self._timed(step, self.state, self.inputs, where, self.epoch_arg, self.key)
         if count < self.batch_size and not exact:
             batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=host_leaf)
         if self.host_fields:
