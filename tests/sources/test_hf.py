@@ -574,3 +574,35 @@ def test_a_column_that_is_not_numbers_or_text_is_refused_naming_it(tmp_path, str
         "which datarax cannot turn into an array of numbers; convert it first (e.g. dates "
         "and times to int64 counts) or drop it (exclude_keys)."
     )
+
+
+def _folder_with_a_corrupt_shard(tmp_path):
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"x": np.arange(8)}), tmp_path / "data" / "train-00000-of-00002.parquet")
+    (tmp_path / "data" / "train-00001-of-00002.parquet").write_bytes(b"not parquet" * 20)
+    return str(tmp_path)
+
+
+def test_eager_a_corrupt_data_file_is_named_as_such_not_as_a_missing_dataset(tmp_path):
+    folder = _folder_with_a_corrupt_shard(tmp_path)
+    with pytest.raises(DataraxError) as err:
+        HFEagerSource(HFEagerConfig(name=folder, split="train"))
+    message = str(err.value)
+    assert message.startswith(f"HFEagerSource: cannot load dataset {folder!r}: ArrowInvalid: ")
+    assert message.endswith("A data file may be corrupt, truncated or not in the format its "
+                            "extension says; fix or remove it.")
+    assert "was not found" not in message
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_streaming_a_corrupt_data_file_is_a_record_error_naming_the_split(tmp_path, on_error):
+    folder = _folder_with_a_corrupt_shard(tmp_path)
+    source = HFStreamingSource(HFStreamingConfig(name=folder, split="train", chunk_size=4,
+                                                 on_error=on_error))
+    with pytest.raises(RecordError) as err:  # was pyarrow's ArrowInvalid
+        list(Pipeline(source=source, stages=[], batch_size=4))
+    message = str(err.value)
+    assert message.startswith(
+        f"HFStreamingSource: cannot read split 'train' of dataset {folder!r} (epoch 0) after "
+    )
+    assert "ArrowInvalid: " in message

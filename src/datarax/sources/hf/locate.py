@@ -112,8 +112,28 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
     except Exception as err:  # datasets raises many types for "not here, not on the Hub"
         if isinstance(err, ValueError) and "Unknown split" in str(err):
             raise DataraxError(f"{where}: {err}") from err
+        if _is_local(name, files):  # here, but datasets cannot read it
+            raise _unreadable(where, config, err) from err
         raise _not_found(where, config) from err
     return dict(loaded)
+
+
+def _is_local(name: str | None, files: Any) -> bool:
+    """True where ``name`` is a local folder or file, or every data file is local."""
+    if name is not None and os.path.exists(name):
+        return True
+    paths = [files] if isinstance(files, str) else list(files or ())
+    return bool(paths) and all(os.path.exists(p) or glob.glob(p) for p in paths)
+
+
+def _unreadable(where: str, config: HFConfig, err: BaseException) -> DataraxError:
+    """A local dataset that ``datasets`` fails to load: its own cause, named."""
+    what = repr(config.name) if config.name is not None else f"data_files={config.data_files!r}"
+    cause = err.__cause__ or err
+    return DataraxError(
+        f"{where}: cannot load dataset {what}: {type(cause).__name__}: {cause} A data file "
+        "may be corrupt, truncated or not in the format its extension says; fix or remove it."
+    )
 
 
 def _shards_for(length: int) -> int:

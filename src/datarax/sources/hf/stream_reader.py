@@ -317,7 +317,7 @@ class StreamReader:
             while not self._stream_ended and (
                 not self._ahead or self._ahead_rows - self._ahead[0].num_rows < count
             ):
-                table = next(self._tables, None)
+                table = self._next_arrow()
                 if table is None:
                     self._stream_ended = True
                 elif table.num_rows:
@@ -328,10 +328,27 @@ class StreamReader:
             table = self._ahead.pop(0)
             self._ahead_rows -= table.num_rows
             return table
-        table = next(self._tables, None)
+        table = self._next_arrow()
         if table is None:
             self._stream_ended = True
         return table
+
+    def _next_arrow(self) -> Any:
+        """The stream's next Arrow table (None at its end); a file that ``datasets``
+        cannot read is a RecordError saying where the pass stands."""
+        try:
+            return next(self._tables, None)
+        except DataraxError:
+            raise
+        except Exception as err:  # a data file that is corrupt, truncated or of another format
+            config = self._source.config
+            raise RecordError(
+                f"{_WHERE}: cannot read split {config.split!r} of dataset "
+                f"{config.name if config.name is not None else config.data_files!r} (epoch "
+                f"{self.epoch}) after {self._stream_position + self._ahead_rows} records: "
+                f"{type(err).__name__}: {err} A data file may be corrupt, truncated or not in "
+                "the format its extension says; fix or remove it."
+            ) from err
 
     def _shard_length(self) -> int | None:
         """Records of this shard in one pass, when the split declares its size."""
