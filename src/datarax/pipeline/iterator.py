@@ -136,7 +136,8 @@ class PipelineIterator:
                 f"batch_size {self._batch_size}, {state}>")
 
     def __len__(self) -> int:
-        """Batches left in this pass; ``TypeError`` when the source's length is unknown."""
+        """Batches left in this pass; ``TypeError`` when the source's length is unknown.
+        Records a source will skip as bad (``on_error="skip"``) count until skipped."""
         size = self._source.epoch_size()
         if size is None:
             raise TypeError(

@@ -212,7 +212,9 @@ class Pipeline(nnx.Module):
 
     def __len__(self) -> int:
         """Batches in one epoch of this shard; ``TypeError`` when it is unknown: a stream's
-        length, or a filtered epoch (a ``FilterOperator`` stage)."""
+        length, or a filtered epoch (a ``FilterOperator`` stage). It counts every record
+        of the epoch: a source that skips bad records (``on_error="skip"``) serves fewer
+        batches when it skips some."""
         if self.filtered:
             raise TypeError(
                 "len(Pipeline) is unknown for a filtered epoch: how many records the "
