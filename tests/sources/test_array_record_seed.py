@@ -142,7 +142,7 @@ ArrayRecord Source Quick Reference
 ============================================================
 
 This quick reference demonstrates the ArrayRecordSourceModule API.
-Actual usage requires ArrayRecord files (*.riegeli format).
+It read ArrayRecord files it wrote itself (any file name works).
 
 Key API Summary:
 
@@ -156,7 +156,7 @@ Key API Summary:
   2. Source Creation:
      source = ArrayRecordSourceModule(
          config,
-         paths="/path/to/*.riegeli",
+         paths="/path/to/*.array_record",
          decode=decode,
          rngs=nnx.Rngs(0),
      )
