@@ -37,6 +37,33 @@ def test_rngs_that_is_not_an_nnx_rngs_is_refused_naming_the_operator(stochastic)
         ElementOperator(ElementOperatorConfig(stochastic=stochastic), fn=scale, rngs=0)
 
 
+def test_fn_that_cannot_take_element_and_key_is_refused_when_built():
+    def normalize(element):
+        return element
+
+    with pytest.raises(ConfigError) as err:
+        ElementOperator(fn=normalize)
+    assert str(err.value) == (
+        "ElementOperator 'normalize' calls fn(element, key), but fn(element) cannot take that "
+        "(too many positional arguments). Give fn 2 positional parameter(s), e.g. "
+        "def normalize(element, key=None).")
+    with pytest.raises(ConfigError, match=r"e\.g\. lambda element, key=None: element\.$"):
+        ElementOperator(fn=lambda e: e)
+    ElementOperator(fn=lambda *args: args[0])  # anything that takes (element, key) is fine
+
+
+def test_map_fn_is_checked_against_the_arguments_it_gets():
+    from datarax.operators import MapOperator
+
+    with pytest.raises(ConfigError, match=r"MapOperator '<lambda>' calls fn\(array, key\), but "
+                       r"fn\(a\) cannot take that"):
+        MapOperator(fn=lambda a: a, stochastic=True)
+    with pytest.raises(ConfigError, match=r"calls fn\(array\), but fn\(a, k\) cannot take that .*"
+                       r"\(a fn that takes a key needs stochastic=True\)\.$"):
+        MapOperator(fn=lambda a, k: a)
+    MapOperator(fn=jnp.sqrt)  # a function without a readable signature is called as is
+
+
 def test_apply_batch_vmaps_fn_over_records():
     op = ElementOperator(ElementOperatorConfig(), fn=scale)
     assert op.apply_batch({"x": jnp.arange(4)}, None)["x"].tolist() == [0, 3, 6, 9]

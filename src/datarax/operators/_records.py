@@ -9,6 +9,7 @@ parent's per-record key and stay the same at any batch size, order or resume poi
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -55,7 +56,35 @@ class FunctionOperator(OperatorModule):
         super().__init__(
             config, rngs=rngs, name=name or getattr(fn, "__name__", None), **settings
         )
+        self._check_arguments(fn)
         self.fn = nnx.static(fn)
+
+    def fn_arguments(self) -> tuple[str, ...]:
+        """The positional arguments ``fn`` is called with (their names, for messages)."""
+        raise NotImplementedError
+
+    def _check_arguments(self, fn: Callable[..., Any]) -> None:
+        """Refuse, when it is built, an ``fn`` that cannot take the arguments it is called with."""
+        arguments = self.fn_arguments()
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # no signature to read (a builtin): called as is
+            return
+        try:
+            signature.bind(*arguments)
+        except TypeError as err:
+            params = ", ".join(a + "=None" if a == "key" else a for a in arguments)
+            fn_name = getattr(fn, "__name__", "fn")
+            example = (f"lambda {params}: {arguments[0]}" if fn_name == "<lambda>"
+                       else f"def {fn_name}({params})")
+            hint = (" (a fn that takes a key needs stochastic=True)"
+                    if "key" not in arguments and len(signature.parameters) > len(arguments)
+                    else "")
+            raise ConfigError(
+                f"{type(self).__name__} '{self.name}' calls fn({', '.join(arguments)}), but "
+                f"fn{signature} cannot take that ({err}). Give fn {len(arguments)} "
+                f"positional parameter(s), e.g. {example}{hint}."
+            ) from None
 
 
 def require_fields(data: Batch, fields: Iterable[str], owner: str) -> None:

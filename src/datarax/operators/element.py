@@ -67,6 +67,10 @@ class ElementOperator(FunctionOperator):
 
     config: ElementOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    def fn_arguments(self) -> tuple[str, ...]:
+        """``fn(element, key)``."""
+        return ("element", "key")
+
     def _call(self, data: Batch, key: Any) -> Batch:
         out = self.fn(Element(data), key)
         if isinstance(out, Element):

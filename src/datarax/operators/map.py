@@ -83,6 +83,10 @@ class MapOperator(FunctionOperator):
     per_record = True  # fn sees one record (vmapped)
     config_class = MapOperatorConfig
 
+    def fn_arguments(self) -> tuple[str, ...]:
+        """``fn(array, key)`` when stochastic, else ``fn(array)``."""
+        return ("array", "key") if self.config.stochastic else ("array",)
+
     def _fields(self, data: Batch) -> tuple[str, ...]:
         if self.config.subtree is None:
             return tuple(data)
