@@ -326,7 +326,7 @@ def test_tampered_state_is_refused(tamper, message):
         ({"source": [1, 2, 3]}, SourceContractError, "source must be a DataSourceModule .*got list"),
         ({"stages": [3]}, SourceContractError, "stage 0 is int, which is neither an operator"),
         ({"stages": NOISE}, SourceContractError, "stages must be a list of operators"),
-        ({"shard_index": 2, "shard_count": 2}, ConfigError, "shard index must satisfy 0 <= index < count"),
+        ({"shard_index": 2, "shard_count": 2}, ConfigError, "0 <= shard_index < shard_count"),
         ({"rngs": 0}, ConfigError, r"Pipeline rngs must be an nnx.Rngs or None, got int 0\. Pass rngs=nnx.Rngs\(seed\)"),
         ({"rngs": {"default": 0}}, ConfigError, "Pipeline rngs must be an nnx.Rngs or None, got dict"),
     ],
@@ -406,3 +406,18 @@ def records_of(source):
 def test_check_finite_must_be_bool():
     with pytest.raises(ConfigError, match="check_finite must be a bool"):
         make().__class__(source=make().source, stages=[], batch_size=2, check_finite=1)
+
+
+def test_a_shard_index_given_alone_names_the_defaulted_shard_count():
+    """shard_index=1 without shard_count: the count defaults to jax.process_count() (1
+    here), and the error says so and what to pass."""
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    with pytest.raises(ConfigError, match=r"got shard_index=1 \(shard_count defaulted to "
+                       r"jax.process_count\(\) = 1; pass shard_count= as well\)"):
+        Pipeline(source=source, stages=[], batch_size=2, shard_index=1)
+
+
+def test_a_zero_shard_count_says_it_must_be_at_least_one():
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    with pytest.raises(ConfigError, match=r"shard_count must be an int >= 1 .* got 0\."):
+        Pipeline(source=source, stages=[], batch_size=2, shard_index=0, shard_count=0)

@@ -284,10 +284,12 @@ simple("pipeline-stage-is-source", "Pipeline arguments", "a source among the sta
        SourceContractError, "Pipeline stage 0 is MemorySource, which is neither",
        lambda: pipe(stages=[MemorySource(MemorySourceConfig(), data())]))
 simple("pipeline-shard-index-out-of-range", "Pipeline arguments", "shard_index=2, shard_count=2",
-       ConfigError, "Pipeline: shard index must satisfy 0 <= index < count, got index=2, count=2.",
+       ConfigError, "Pipeline shard_index must be an int with 0 <= shard_index < shard_count (this "
+       "process's share), got shard_index=2 (shard_count=2).",
        lambda: pipe(shard_index=2, shard_count=2))
 simple("pipeline-shard-count-zero", "Pipeline arguments", "shard_count=0", ConfigError,
-       "Pipeline: shard index must satisfy 0 <= index < count, got index=0, count=0.",
+       "Pipeline shard_count must be an int >= 1 (the number of processes reading the data), "
+       "got 0.",
        lambda: pipe(shard_index=0, shard_count=0))
 simple("pipeline-source-without-contract", "Pipeline arguments",
        "a source implementing neither get_batch_at nor get_batch", SourceContractError,
@@ -406,6 +408,10 @@ simple("state-pipeline-given-source-state", "Pipeline state",
        "pipeline.set_state given a source's state", StateError,
        "Pipeline.set_state got a source's state",
        lambda: restore({"current_index": 3, "current_epoch": 0}))
+simple("state-pipeline-given-take-state", "Pipeline state",
+       "pipeline.set_state given the state of pipeline.take(n)", StateError,
+       "Pipeline.set_state got the state of pipeline.take(...)",
+       lambda: pipe().set_state(pipe().take(2).get_state()), field="version")
 
 
 def _stream_state() -> dict[str, Any]:
@@ -441,7 +447,7 @@ simple("state-stream-negative-index", "Pipeline state", "source current_index=-1
        field="current_index")
 simple("state-stream-wrong-keys", "Pipeline state", "source state with wrong keys", StateError,
        "CountingStream state is missing 'current_index'; pass the dict that get_state() returned "
-       "(keys: ['index'])",
+       "(got keys ['index'])",
        lambda: _restore_stream(dict(_stream_state(), source={"index": 3})), field="current_index")
 simple("state-stream-past-its-end", "Pipeline state",
        "a stream state handing out more records than the stream holds", StateError,

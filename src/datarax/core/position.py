@@ -218,7 +218,7 @@ class SourcePosition(nnx.Module):
             if key not in state:
                 raise StateError(
                     f"{where} state is missing '{key}'; pass the dict that get_state() "
-                    f"returned (keys: {sorted(state)}).",
+                    f"returned (got keys {sorted(state)}).",
                     field=key,
                 )
             value = state[key]

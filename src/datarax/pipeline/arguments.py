@@ -62,6 +62,7 @@ def check_arguments(
         )
     count = jax.process_count() if shard_count is None else shard_count
     index = jax.process_index() if shard_index is None else shard_index
+    _check_shard(index, count, shard_index is None, shard_count is None)
     if pad_remainder and isinstance(count, int) and count > 1:
         _check_padded_shards(source, stages, count)
     return batch_size, prefetch, index, count
@@ -89,6 +90,28 @@ def check_share(
             "drop_remainder=False."
         )
     return size
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_shard(index: Any, count: Any, index_default: bool, count_default: bool) -> None:
+    """Refuse a shard that is not ``0 <= shard_index < shard_count`` (ints), naming the
+    argument and, where one was left out, the value it defaulted to."""
+    if not _is_int(count) or count < 1:
+        raise ConfigError(f"Pipeline shard_count must be an int >= 1 (the number of "
+                          f"processes reading the data), got {count!r}.")
+    if _is_int(index) and 0 <= index < count:
+        return
+    given = (f"shard_count defaulted to jax.process_count() = {count}; pass shard_count= "
+             "as well" if count_default else f"shard_count={count}")
+    if index_default:
+        given = f"shard_index defaulted to jax.process_index() = {index}; {given}"
+    raise ConfigError(
+        f"Pipeline shard_index must be an int with 0 <= shard_index < shard_count "
+        f"(this process's share), got shard_index={index!r} ({given})."
+    )
 
 
 def _check_stages(stages: Any) -> None:
