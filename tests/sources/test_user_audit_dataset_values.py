@@ -67,3 +67,59 @@ def test_a_source_part_way_through_a_pass_is_written_whole(tmp_path, shuffle):
         source.close()
     assert written[1] == written[0]
     assert sorted(written[1]) == list(range(10))
+
+
+def _png(array: np.ndarray) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _read_images(folder) -> list:
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(folder))
+    try:
+        return np.asarray(source.get_batch(len(source))["image"])[:, 0, 0].tolist()
+    finally:
+        source.close()
+
+
+def test_an_image_that_would_lose_colour_or_transparency_is_refused(tmp_path):
+    pytest.importorskip("PIL")
+    grey = np.full((4, 4), 77, np.uint8)
+    colour = np.dstack([grey, grey + 1, grey + 2])
+    see_through = np.dstack([colour, np.full((4, 4), 5, np.uint8)])
+    with pytest.raises(ConversionError) as err:  # was stored grey: [[77], [78]]
+        write_dataset([{"image": _png(grey)}, {"image": _png(colour)}], str(tmp_path / "a"))
+    assert ("row 1, field 'image': a RGB image, the features say 1 channel(s); storing it so "
+            "would lose its colours. Declare the field with 3 channels (features=), or convert "
+            "the images first.") in str(err.value)
+    with pytest.raises(ConversionError, match="would lose its transparency"):
+        write_dataset([{"image": _png(colour)}, {"image": _png(see_through)}], str(tmp_path / "b"))
+    # nothing lost: grey into colour, an opaque alpha dropped, a grey RGB image into grey
+    opaque = np.dstack([colour, np.full((4, 4), 255, np.uint8)])
+    write_dataset([{"image": _png(colour)}, {"image": _png(grey)}, {"image": _png(opaque)}],
+                  str(tmp_path / "c"))
+    assert _read_images(tmp_path / "c") == [[77, 78, 79], [77, 77, 77], [77, 78, 79]]
+    write_dataset([{"image": _png(grey)}, {"image": _png(np.dstack([grey] * 3))}], str(tmp_path / "d"))
+    assert _read_images(tmp_path / "d") == [[77], [77]]
+
+
+def test_an_image_folder_whose_first_image_is_grey_keeps_the_colour_of_the_rest(tmp_path):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    from datarax.dataset import convert
+
+    for name in ("cat", "dog"):
+        (tmp_path / "images" / name).mkdir(parents=True)
+    Image.fromarray(np.full((4, 4), 50, np.uint8)).save(tmp_path / "images" / "cat" / "a.png")
+    colour = np.dstack([np.full((4, 4), v, np.uint8) for v in (10, 20, 30)])
+    Image.fromarray(colour).save(tmp_path / "images" / "cat" / "b.png")
+    Image.fromarray(colour + 1).save(tmp_path / "images" / "dog" / "c.png")
+    info, _ = convert(str(tmp_path / "images"), str(tmp_path / "out"))
+    assert info.features["image"].shape == (4, 4, 3)  # was (4, 4, 1): every image stored grey
+    assert _read_images(tmp_path / "out") == [[50, 50, 50], [10, 20, 30], [11, 21, 31]]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.fields import Features
+from datarax.dataset.images import channels_of
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.placement import RECORDS_PER_SHARD, automatic_shards
@@ -94,29 +95,41 @@ class ImageFolderRows(Rows):
         self.description = f"the image folder {root}"
 
     def hints(self) -> dict[str, dict[str, Any]]:
-        """The class names, and the image size over every file (``None`` where it varies)."""
+        """The class names, the image size over every file (``None`` where it varies),
+        and colour where the first image is grey but others are not."""
         hints: dict[str, dict[str, Any]] = {"label": {"class_names": list(self.classes)}}
-        size = self._image_size()
+        size, colour = self._image_size()
+        image: dict[str, Any] = {}
         if None in size:
-            hints["image"] = {"image_size": size}
+            image["image_size"] = size
+        if colour:
+            image["image_channels"] = 3
+        if image:
+            hints["image"] = image
         return hints
 
-    def _image_size(self) -> tuple[int | None, int | None]:
-        """Height and width every image has, ``None`` for one that varies (headers only)."""
+    def _image_size(self) -> tuple[tuple[int | None, int | None], bool]:
+        """Height and width every image has, ``None`` for one that varies, and whether
+        the first image is grey while a later one has colour (headers only)."""
         from PIL import Image
 
         heights, widths = set(), set()
+        first_grey: bool | None = None
+        colour = False
         for path, _ in self.items:
             try:
                 with Image.open(os.path.join(self.root, path)) as image:
                     heights.add(image.height)
                     widths.add(image.width)
+                    grey = channels_of(image) == 1
             except (OSError, ValueError):  # reported with its row when it is written
                 continue
-            if len(heights) > 1 and len(widths) > 1:
+            first_grey = grey if first_grey is None else first_grey
+            colour = colour or (first_grey and not grey)
+            if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
                 break
         return (heights.pop() if len(heights) == 1 else None,
-                widths.pop() if len(widths) == 1 else None)
+                widths.pop() if len(widths) == 1 else None), colour
 
     def row_name(self, row: int) -> str:
         return f"row {row} ({self.items[row][0]})"

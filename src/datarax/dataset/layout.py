@@ -91,6 +91,21 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
     return out
 
 
+def _lost_in_conversion(image: Any, channels: int) -> str | None:
+    """What converting ``image`` to ``channels`` channels would lose: its colours (to
+    grey) or its transparency (alpha dropped); None when nothing (grey to colour, an
+    opaque alpha, colour that is grey)."""
+    has_alpha = image.mode in ("RGBA", "LA", "PA") or (
+        image.mode == "P" and "transparency" in image.info)
+    if channels != 4 and has_alpha and (np.asarray(image.convert("RGBA"))[..., 3] != 255).any():
+        return "transparency (alpha channel)"
+    if channels == 1 and channels_of(image) != 1:
+        rgb = np.asarray(image.convert("RGB"))
+        if (rgb[..., 0] != rgb[..., 1]).any() or (rgb[..., 1] != rgb[..., 2]).any():
+            return "colours"
+    return None
+
+
 def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
     encoded = read_encoded_image(f.name, value, row)
     if encoded is not None:
@@ -119,7 +134,15 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
             field=f.name, row=row, mismatch=True)
     if keep:
         return data  # type: ignore[return-value]
-    image = image.convert(IMAGE_MODES[f.shape[2]])
+    converted = image.convert(IMAGE_MODES[f.shape[2]])
+    lost = _lost_in_conversion(image, f.shape[2])
+    if lost:
+        raise RecordMismatchError(
+            f"{located(f.name, row)}: a {image.mode} image, the features say {f.shape[2]} "
+            f"channel(s); storing it so would lose its {lost}. Declare the field with "
+            f"{channels_of(image)} channels (features=), or convert the images first.",
+            field=f.name, row=row, mismatch=True)
+    image = converted
     buffer = io.BytesIO()
     if f.encoding == "png":
         image.save(buffer, format="PNG")

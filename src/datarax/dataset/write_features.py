@@ -82,9 +82,10 @@ def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
     column's shape and dtype over every row)."""
     if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
         return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
-    size = hint.get("image_size")
-    if size is not None and field.encoding in ("png", "jpeg"):
-        return dataclasses.replace(field, shape=(*size, field.shape[2]))
+    size, channels = hint.get("image_size"), hint.get("image_channels")
+    if (size is not None or channels is not None) and field.encoding in ("png", "jpeg"):
+        return dataclasses.replace(field, shape=(*(size or field.shape[:2]),
+                                                 max(field.shape[2], channels or 0)))
     shape = hint.get("shape")
     if shape is not None and field.encoding in ("raw", "varlen") and len(shape) == len(field.shape):
         dtype = hint.get("dtype", field.dtype)
