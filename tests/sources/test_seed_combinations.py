@@ -136,3 +136,41 @@ def test_len_counts_every_record_and_a_skipping_epoch_serves_fewer_batches(tmp_p
     assert len(iterator) == 0
     assert source.get_state()["current_epoch"] == 1
     source.close()
+
+
+def test_an_unshuffled_state_checks_on_error_and_the_position(tmp_path):
+    from datarax.core.errors import StateError
+
+    paths = write(tmp_path)
+
+    def source(**config):
+        return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), paths, decode=decode)
+
+    saved = source(seed=1)
+    saved.get_batch(5)
+    state = saved.get_state()
+    assert state["settings"] == {"shuffle_files": False, "on_error": "raise"}
+    assert state["shuffled_indices"] is None
+    fresh = source(seed=2, num_epochs=3)  # neither changes an unshuffled epoch
+    fresh.set_state(state)
+    assert np.asarray(fresh.get_batch(2)["data"])[:, 0].tolist() == [5.0, 6.0]
+    with pytest.raises(StateError, match="saved with on_error='raise' but this source has "
+                       "on_error='skip'"):
+        source(on_error="skip").set_state(state)
+    with pytest.raises(StateError, match="current_index=33 is past the end"):
+        source().set_state({**state, "current_index": 33})
+    for s in (saved, fresh):
+        s.close()
+
+
+def test_read_ahead_counts_whole_chunks_and_prefetch_cache_shows_them(tmp_path):
+    paths = write(tmp_path)
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths, decode=decode,
+                                     num_threads=1, read_ahead=1)
+    source.get_batch(4)  # batches under 64 records: chunks of 64 positions
+    ahead = source.get_state()["prefetch_cache"]
+    assert 0 <= ahead <= N - 4  # bounded by the chunks, never past the epoch
+    rest = source.get_batch(N)
+    assert np.asarray(rest["data"])[:, 0].tolist() == list(range(4, N))
+    assert source.get_state()["prefetch_cache"] == 0
+    source.close()

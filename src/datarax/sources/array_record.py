@@ -160,7 +160,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
         rngs: ``nnx.Rngs`` (unused by reading; kept for the module contract).
         name: module name for metadata and messages.
         num_threads: reader/decoder threads (array_record releases the GIL).
-        read_ahead: batches read and decoded ahead of the consumer (bounded).
+        read_ahead: how far the reader threads read and decode ahead of the consumer,
+            in batches rounded up to whole chunks (up to 16 batches, about 16 MiB each)
+            and at least one chunk per thread (docs/sources/array_record.md, "Reading
+            ahead"); default ``2 * num_threads``.
         decode_processes: worker processes that run ``decode`` / ``decode_batch`` on
             the chunks the threads read (default 0: the threads decode). For a decode
             in Python that keeps one core busy: threads share Python's lock, processes
