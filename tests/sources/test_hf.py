@@ -606,3 +606,11 @@ def test_streaming_a_corrupt_data_file_is_a_record_error_naming_the_split(tmp_pa
         f"HFStreamingSource: cannot read split 'train' of dataset {folder!r} (epoch 0) after "
     )
     assert "ArrowInvalid: " in message
+
+
+def test_from_hf_names_an_unknown_option(tmp_path):
+    with pytest.raises(ConfigError) as err:  # was TypeError naming HFStreamingConfig.__init__
+        from_hf(str(tmp_path), "train", chunksize=4)
+    assert str(err.value).startswith(
+        "from_hf got unknown option(s) ['chunksize']; the config options are ['cast_float64', "
+        "'chunk_size', ")

@@ -487,3 +487,11 @@ def test_from_tfds_chooses(data_dir):
     assert isinstance(from_tfds("datarax_tiny", "train", data_dir=data_dir), TFDSEagerSource)
     auto = from_tfds("datarax_tiny", "train", data_dir=data_dir, exclude_keys=("text",), rngs=nnx.Rngs(0))
     assert isinstance(auto, TFDSEagerSource)
+
+
+def test_from_tfds_names_an_unknown_option():
+    with pytest.raises(ConfigError) as err:  # was TypeError naming TFDSEagerConfig.__init__
+        from_tfds("mnist", "train", chunk_size=4)
+    assert str(err.value).startswith(
+        "from_tfds got unknown option(s) ['chunk_size']; the config options are ['cast_float64', "
+        "'data_dir', ")

@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
@@ -90,3 +90,15 @@ def empty_split(config: Any, where: str) -> DataraxError:
         f"{where}: split {config.split!r} of dataset {config.name!r} holds no records; "
         "pick a split (or slice) that has some."
     )
+
+
+def check_options(where: str, config_class: type, options: Any) -> None:
+    """Refuse keyword ``options`` of a factory (``from_hf``, ``from_tfds``) that
+    ``config_class`` (the streaming config: every field of either mode) has no field for."""
+    known = {f.name for f in fields(config_class)} - {"name", "split", "streaming"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where} got unknown option(s) {unknown}; the config options are "
+            f"{sorted(known)}."
+        )

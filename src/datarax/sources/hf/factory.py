@@ -9,6 +9,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
+from datarax.sources._dataset_config import check_options
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
 from datarax.sources.hf.locate import split_bytes
@@ -54,6 +55,7 @@ def from_hf(
     """
     if streaming not in (None, True, False):
         raise ConfigError(f"from_hf streaming must be True, False or None, got {streaming!r}.")
+    check_options("from_hf", HFStreamingConfig, config)
     stream_only = sorted(_STREAM_ONLY & set(config))
     remote: dict[str, Any] = {"cache": cache, "storage_options": storage_options}
     if streaming is False:

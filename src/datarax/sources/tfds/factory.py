@@ -7,6 +7,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
+from datarax.sources._dataset_config import check_options
 from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
 from datarax.sources.tfds.eager import TFDSEagerSource
 from datarax.sources.tfds.features import Decoder
@@ -45,6 +46,7 @@ def from_tfds(
     """
     if streaming not in (None, True, False):
         raise ConfigError(f"from_tfds streaming must be True, False or None, got {streaming!r}.")
+    check_options("from_tfds", TFDSStreamingConfig, config)
     if streaming is False:
         if _STREAM_ONLY & set(config):
             raise ConfigError(
