@@ -589,17 +589,20 @@ def test_eager_a_corrupt_data_file_is_named_as_such_not_as_a_missing_dataset(tmp
         HFEagerSource(HFEagerConfig(name=folder, split="train"))
     message = str(err.value)
     assert message.startswith(f"HFEagerSource: cannot load dataset {folder!r}: ArrowInvalid: ")
-    assert message.endswith("A data file may be corrupt, truncated or not in the format its "
-                            "extension says; fix or remove it.")
+    assert message.endswith("A data file may be corrupt, truncated, not in the format its "
+                            "extension says, or hold a column of another type than the first "
+                            "file's; fix or remove it.")
     assert "was not found" not in message
 
 
+@pytest.mark.parametrize("chunk_size", [4, 100])  # the bad file met in a pass / when built
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
-def test_streaming_a_corrupt_data_file_is_a_record_error_naming_the_split(tmp_path, on_error):
+def test_streaming_a_corrupt_data_file_is_a_record_error_naming_the_split(tmp_path, on_error,
+                                                                          chunk_size):
     folder = _folder_with_a_corrupt_shard(tmp_path)
-    source = HFStreamingSource(HFStreamingConfig(name=folder, split="train", chunk_size=4,
-                                                 on_error=on_error))
     with pytest.raises(RecordError) as err:  # was pyarrow's ArrowInvalid
+        source = HFStreamingSource(HFStreamingConfig(
+            name=folder, split="train", chunk_size=chunk_size, on_error=on_error))
         list(Pipeline(source=source, stages=[], batch_size=4))
     message = str(err.value)
     assert message.startswith(

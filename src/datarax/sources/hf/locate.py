@@ -132,7 +132,8 @@ def _unreadable(where: str, config: HFConfig, err: BaseException) -> DataraxErro
     cause = err.__cause__ or err
     return DataraxError(
         f"{where}: cannot load dataset {what}: {type(cause).__name__}: {cause} A data file "
-        "may be corrupt, truncated or not in the format its extension says; fix or remove it."
+        "may be corrupt, truncated, not in the format its extension says, or hold a column "
+        "of another type than the first file's; fix or remove it."
     )
 
 

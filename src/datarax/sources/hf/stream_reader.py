@@ -341,14 +341,8 @@ class StreamReader:
         except DataraxError:
             raise
         except Exception as err:  # a data file that is corrupt, truncated or of another format
-            config = self._source.config
-            raise RecordError(
-                f"{_WHERE}: cannot read split {config.split!r} of dataset "
-                f"{config.name if config.name is not None else config.data_files!r} (epoch "
-                f"{self.epoch}) after {self._stream_position + self._ahead_rows} records: "
-                f"{type(err).__name__}: {err} A data file may be corrupt, truncated or not in "
-                "the format its extension says; fix or remove it."
-            ) from err
+            raise unreadable(self._source.config, self.epoch,
+                             self._stream_position + self._ahead_rows, err) from err
 
     def _shard_length(self) -> int | None:
         """Records of this shard in one pass, when the split declares its size."""
@@ -365,6 +359,21 @@ def _cause(err: BaseException) -> str:
     if isinstance(err, DataraxError):
         return str(err).removeprefix(f"{_WHERE}: ")
     return f"{type(err).__name__}: {err}"
+
+
+#: what to check when ``datasets`` cannot read a local data file
+UNREADABLE_HINT = ("A data file may be corrupt, truncated, not in the format its extension "
+                   "says, or hold a column of another type than the first file's; fix or "
+                   "remove it.")
+
+
+def unreadable(config: HFConfig, epoch: int, records: int, err: BaseException) -> RecordError:
+    """The stream could not read on after ``records`` records of pass ``epoch``."""
+    name = config.name if config.name is not None else config.data_files
+    return RecordError(
+        f"{_WHERE}: cannot read split {config.split!r} of dataset {name!r} (epoch {epoch}) "
+        f"after {records} records: {type(err).__name__}: {err} {UNREADABLE_HINT}"
+    )
 
 
 def record_error(

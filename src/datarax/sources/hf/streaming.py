@@ -26,7 +26,12 @@ from datarax.sources.hf.locate import (
     split_names,
 )
 from datarax.sources.hf.remote import local_config, remote_files
-from datarax.sources.hf.stream_reader import StreamReader, first_good_record, record_error
+from datarax.sources.hf.stream_reader import (
+    StreamReader,
+    first_good_record,
+    record_error,
+    unreadable,
+)
 from datarax.sources.reader_cursor import ReaderCursor
 from datarax.sources.skip_ledger import SkipCounts, SkippedRecord
 from datarax.storage import ShardCache
@@ -77,7 +82,13 @@ class HFStreamingSource(SkipCounts, StreamSource):
                 files.release()
             raise
         self._dataset = nnx.static(dataset)
-        first = next(iter(dataset.with_format("arrow").iter(batch_size=min(config.chunk_size, 64))), None)
+        try:
+            first = next(iter(dataset.with_format("arrow").iter(
+                batch_size=min(config.chunk_size, 64))), None)
+        except DataraxError:
+            raise
+        except Exception as err:  # a data file datasets cannot read
+            raise unreadable(config, 0, 0, err) from err
         if first is None or first.num_rows == 0:
             raise empty_split(config, where)
         features = dataset.features
