@@ -51,16 +51,14 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.errors import ConfigError, SourceContractError, StateError
-from datarax.core.module import HostState
-from datarax.core.spec import TextSpec, checked_spec
-from datarax.core.step_cache import cached
+from datarax.core.errors import ConfigError, StateError
+from datarax.core.spec import checked_spec
 from datarax.mixing.checks import check_children
-from datarax.mixing.sampling import SampledOrder, sampled_records
+from datarax.mixing.child_reads import ChildReads, interleave
+from datarax.mixing.sampling import sampled_records
 from datarax.mixing.schedule import MixSchedule
 from datarax.typing import Batch
 
@@ -105,15 +103,6 @@ class MixSourceConfig(StructuralConfig):
         n = self.records_per_epoch
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigError(f"MixSource records_per_epoch must be an int >= 1 or None, got {n!r}.")
-
-
-class _Session(HostState):
-    """Python-only bookkeeping (never state): the next draw each stream child serves."""
-
-    def __init__(self, count: int) -> None:
-        self.next_draw: list[int | None] = [None] * count
-        self.sampled_orders: dict[int, Any] = {}
-        self.sampled_next: dict[int, int] = {}  # next draw each host child's reader is at
 
 
 class MixSource(ChildSources, DataSourceModule):
@@ -191,7 +180,7 @@ class MixSource(ChildSources, DataSourceModule):
         self.__lengths = tuple(lengths)
         # Per child: (epoch, first draw) of the pass a stream child is in (unused for others).
         self.stream_passes = nnx.Variable(np.zeros((len(children), 2), np.int64))
-        self.__session = _Session(len(children))
+        self.__reads = ChildReads(names, lengths, seed)
         if records_per_epoch is not None and all(
             c.kind is SourceKind.INDEXED and not c.has_host_fields() for c in children
         ):
@@ -315,112 +304,10 @@ class MixSource(ChildSources, DataSourceModule):
         parts: dict[int, Batch] = {}
         for i in np.unique(owners).tolist():
             mine = draws[owners == i]
-            parts[i] = self._read(i, int(mine[0]), len(mine), mine)
+            parts[i] = self.__reads.read(i, self.sources[i], self.config.mode, mine,
+                                         self.stream_passes)
         self.datarax_position.advance(count)
-        return _interleave(parts, owners, self.element_spec()), draws * len(self.sources) + owners
-
-    def _read(self, i: int, first: int, count: int, draws: np.ndarray) -> Batch:
-        child = self.sources[i]
-        if self.config.mode == "sampling":
-            return self._read_sampled(i, draws)
-        if child.kind is SourceKind.INDEXED:
-            batch, _ = child.get_batch_and_indices_at(first, count)
-            n = self.__lengths[i]
-            child.datarax_position.move(*divmod(first + count, n))
-            return {k: v if isinstance(v, list) else np.asarray(v) for k, v in batch.items()}
-        if child.kind is SourceKind.HOST:
-            return self._read_host(child, self.__lengths[i], first, count)
-        return self._read_stream(i, first, count)
-
-    def _read_host(self, child: DataSourceModule, n: int, first: int, count: int) -> Batch:
-        epoch, index = divmod(first, n)
-        if (child.epoch, child.index) != (epoch, index):
-            child.seek(epoch, index)
-        parts = []
-        have = 0
-        while have < count:
-            if child.index >= n:
-                child.seek(child.epoch + 1, 0)
-            batch, _ = child.get_batch_with_indices(min(count - have, n - child.index))
-            if batch is None:  # pragma: no cover - the position said records were left
-                raise SourceContractError(
-                    f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
-                )
-            parts.append(dict(batch))
-            have += batch_length(batch)
-        return concat_batches(parts)
-
-    def _read_stream(self, i: int, first: int, count: int) -> Batch:
-        child = self.sources[i]
-        passes = self.stream_passes.get_value()
-        pass_epoch, pass_start = int(passes[i, 0]), int(passes[i, 1])
-        skip = 0
-        if self.__session.next_draw[i] != first:
-            if first < pass_start:
-                raise StateError(
-                    f"MixSource: stream '{self.names[i]}' began pass {pass_epoch} at its draw "
-                    f"{pass_start}; going back to draw {first} would need its earlier pass. "
-                    "Restore a state saved at or after that point."
-                )
-            # Read from the pass's start: draw ``first`` may lie in a later pass (a shard
-            # skips the draws of the other shards), whose start is known only once the
-            # passes before it are read to their ends.
-            child.seek(pass_epoch, 0)
-            skip = first - pass_start
-        parts = []
-        have = -skip  # records read past ``first`` (negative: still skipping)
-        while have < count:
-            want = count - have if have >= 0 else min(-have, max(count, 1024))
-            batch, _ = child.get_batch_with_indices(want)
-            if batch is None:
-                if child.index == 0:
-                    raise SourceContractError(
-                        f"MixSource: stream '{self.names[i]}' served no record in pass "
-                        f"{child.epoch}; a mixed stream must serve records in every pass."
-                    )
-                pass_epoch, pass_start = child.epoch + 1, first + have
-                updated = np.array(self.stream_passes.get_value())
-                updated[i] = (pass_epoch, pass_start)
-                self.stream_passes.set_value(updated)
-                child.seek(pass_epoch, 0)
-                continue
-            if have >= 0:
-                parts.append(dict(batch))
-            have += batch_length(batch)
-        self.__session.next_draw[i] = first + count
-        return concat_batches(parts)
-
-    def _read_sampled(self, i: int, draws: np.ndarray) -> Batch:
-        child = self.sources[i]
-        records = sampled_records(self.config.seed, i, draws, self.__lengths[i])
-        if child.kind is SourceKind.INDEXED:
-            # Padded to a power of two: every read of up to that many records reuses
-            # the same traced shapes instead of compiling each primitive for a new one.
-            padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
-            graphdef, state = nnx.split(child)
-            batch = _sampled_read(graphdef)(state, child.step_inputs(), jax.numpy.asarray(padded))
-            out = {k: np.asarray(v)[: len(records), 0] for k, v in batch.items()}
-            if child.has_host_fields():  # text: read on the host, record by record
-                host = [child.with_host_fields({}, int(r), 1)[0] for r in records.tolist()]
-                for key in host[0].keys() - out.keys():
-                    out[key] = [part[key][0] for part in host]
-            return out
-        # A host child reads the sampled records through its own threaded reader.
-        reader = child.host_reader
-        order = self.__session.sampled_orders.get(i)
-        first = int(draws[0])
-        if order is None:
-            order = self.__session.sampled_orders[i] = SampledOrder(self.config.seed, i, self.__lengths[i])
-        if not (reader.active and self.__session.sampled_next.get(i) == first):
-            reader.start(order, first)
-        parts = []
-        have = 0
-        while have < len(draws):
-            read = reader.next_batch(len(draws) - have)
-            parts.append(dict(read.columns))
-            have += len(read)
-        self.__session.sampled_next[i] = first + len(draws)
-        return concat_batches(parts)
+        return interleave(parts, owners, self.element_spec()), draws * len(self.sources) + owners
 
     # ------------------------------------------------------------------ state
     def order_settings(self) -> dict[str, Any]:
@@ -472,25 +359,10 @@ class MixSource(ChildSources, DataSourceModule):
                 )
             updated[i] = value
         self.stream_passes.set_value(updated)
-        self.__session.next_draw = [None] * len(self.sources)
+        self.__reads.forget_streams()
 
 
 # ---------------------------------------------------------------------- helpers
-def _sampled_read(graphdef: Any) -> Any:
-    """Compiled ``(state, inputs, records) -> batch``: record ``records[k]`` of an
-    indexed source as row ``k`` (one program per source structure and size)."""
-
-    def build() -> Any:
-        def read(state: Any, inputs: Any, records: Any) -> Batch:
-            child = nnx.merge(graphdef, state)
-            with child.bind_step_inputs(inputs):
-                return jax.vmap(lambda start: child.get_batch_at(start, 1))(records)
-
-        return jax.jit(read)
-
-    return cached(("mix-sampled-read", graphdef), build)
-
-
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
 
@@ -503,23 +375,3 @@ def _rows(column: Any, at: Any) -> Any:
     )
     return jax.lax.gather(column, at[:, None], dims, (1, *column.shape[1:]),
                           mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
-
-
-def _interleave(parts: dict[int, Batch], owners: np.ndarray, spec: dict[str, Any]) -> Batch:
-    """One batch whose record ``k`` is the next record of ``parts[owners[k]]``."""
-    out: Batch = {}
-    for key, field in spec.items():
-        if isinstance(field, TextSpec):
-            column: list[Any] = [None] * len(owners)
-            for i, part in parts.items():
-                values = part[key]
-                values = values.tolist() if isinstance(values, np.ndarray) else list(values)
-                for slot, value in zip(np.flatnonzero(owners == i).tolist(), values):
-                    column[slot] = value
-            out[key] = column
-            continue
-        array = np.empty((len(owners), *field.shape), np.dtype(field.dtype))
-        for i, part in parts.items():
-            array[owners == i] = np.asarray(part[key])
-        out[key] = array
-    return out

@@ -1,0 +1,197 @@
+"""A mixture's reads on the host: the records one child serves for a run of its draws.
+
+Draw ``t`` of a child is, in mode ``"epoch"``, its own record ``t % n`` of its own pass
+``t // n``; in mode ``"sampling"``, the record :func:`~datarax.mixing.sampling.sampled_records`
+picks for ``(seed, child, t)``. :class:`ChildReads` reads a run of consecutive draws of
+one child, whatever its kind: an indexed child by positions, a host child through its own
+reader (seeking only where the run does not continue the last one), a stream child by
+reading on from where it stands (its pass boundaries kept in the mixture's
+``stream_passes`` Variable, so that a resume is a seek). What it keeps between reads is
+Python-only bookkeeping, never state: a restored mixture reads again from its position.
+
+:func:`interleave` lays the children's runs into one batch in the mixture's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import batch_length, concat_batches
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.errors import SourceContractError, StateError
+from datarax.core.module import HostState
+from datarax.core.spec import TextSpec
+from datarax.core.step_cache import cached
+from datarax.mixing.sampling import SampledOrder, sampled_records
+from datarax.typing import Batch
+
+
+class ChildReads(HostState):
+    """The host reads of one mixture's children (see the module docstring).
+
+    Args:
+        names: the children's names (for messages).
+        lengths: each child's records per pass (None for a stream).
+        seed: the mixture's seed (sampling mode).
+    """
+
+    def __init__(self, names: Sequence[str], lengths: Sequence[int | None], seed: int) -> None:
+        self.names = tuple(names)
+        self.lengths = tuple(lengths)
+        self.seed = seed
+        self.next_draw: list[int | None] = [None] * len(names)  # where each stream stands
+        self.sampled_orders: dict[int, SampledOrder] = {}
+        self.sampled_next: dict[int, int] = {}  # next draw each host child's reader is at
+
+    def forget_streams(self) -> None:
+        """The streams were moved from outside (a restore): read each from its pass again."""
+        self.next_draw = [None] * len(self.names)
+
+    def read(self, i: int, child: DataSourceModule, mode: str, draws: np.ndarray,
+             stream_passes: nnx.Variable[Any]) -> Batch:
+        """Child ``i``'s records for its consecutive ``draws`` (host arrays, text as lists)."""
+        first, count = int(draws[0]), len(draws)
+        if mode == "sampling":
+            return self._sampled(i, child, draws)
+        if child.kind is SourceKind.INDEXED:
+            batch, _ = child.get_batch_and_indices_at(first, count)
+            child.datarax_position.move(*divmod(first + count, self.lengths[i]))
+            return {k: v if isinstance(v, list) else np.asarray(v) for k, v in batch.items()}
+        if child.kind is SourceKind.HOST:
+            return self._host(child, self.lengths[i], first, count)
+        return self._stream(i, child, first, count, stream_passes)
+
+    def _host(self, child: DataSourceModule, n: int, first: int, count: int) -> Batch:
+        epoch, index = divmod(first, n)
+        if (child.epoch, child.index) != (epoch, index):
+            child.seek(epoch, index)
+        parts = []
+        have = 0
+        while have < count:
+            if child.index >= n:
+                child.seek(child.epoch + 1, 0)
+            batch, _ = child.get_batch_with_indices(min(count - have, n - child.index))
+            if batch is None:  # pragma: no cover - the position said records were left
+                raise SourceContractError(
+                    f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
+                )
+            parts.append(dict(batch))
+            have += batch_length(batch)
+        return concat_batches(parts)
+
+    def _stream(self, i: int, child: DataSourceModule, first: int, count: int,
+                stream_passes: nnx.Variable[Any]) -> Batch:
+        passes = stream_passes.get_value()
+        pass_epoch, pass_start = int(passes[i, 0]), int(passes[i, 1])
+        skip = 0
+        if self.next_draw[i] != first:
+            if first < pass_start:
+                raise StateError(
+                    f"MixSource: stream '{self.names[i]}' began pass {pass_epoch} at its draw "
+                    f"{pass_start}; going back to draw {first} would need its earlier pass. "
+                    "Restore a state saved at or after that point."
+                )
+            # Read from the pass's start: draw ``first`` may lie in a later pass (a shard
+            # skips the draws of the other shards), whose start is known only once the
+            # passes before it are read to their ends.
+            child.seek(pass_epoch, 0)
+            skip = first - pass_start
+        parts = []
+        have = -skip  # records read past ``first`` (negative: still skipping)
+        while have < count:
+            want = count - have if have >= 0 else min(-have, max(count, 1024))
+            batch, _ = child.get_batch_with_indices(want)
+            if batch is None:
+                if child.index == 0:
+                    raise SourceContractError(
+                        f"MixSource: stream '{self.names[i]}' served no record in pass "
+                        f"{child.epoch}; a mixed stream must serve records in every pass."
+                    )
+                pass_epoch, pass_start = child.epoch + 1, first + have
+                updated = np.array(stream_passes.get_value())
+                updated[i] = (pass_epoch, pass_start)
+                stream_passes.set_value(updated)
+                child.seek(pass_epoch, 0)
+                continue
+            if have >= 0:
+                parts.append(dict(batch))
+            have += batch_length(batch)
+        self.next_draw[i] = first + count
+        return concat_batches(parts)
+
+    def _sampled(self, i: int, child: DataSourceModule, draws: np.ndarray) -> Batch:
+        records = sampled_records(self.seed, i, draws, self.lengths[i])
+        if child.kind is SourceKind.INDEXED:
+            # Padded to a power of two: every read of up to that many records reuses
+            # the same traced shapes instead of compiling each primitive for a new one.
+            padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
+            graphdef, state = nnx.split(child)
+            batch = sampled_read(graphdef)(state, child.step_inputs(), jax.numpy.asarray(padded))
+            out = {k: np.asarray(v)[: len(records), 0] for k, v in batch.items()}
+            if child.has_host_fields():  # text: read on the host, record by record
+                host = [child.with_host_fields({}, int(r), 1)[0] for r in records.tolist()]
+                for key in host[0].keys() - out.keys():
+                    out[key] = [part[key][0] for part in host]
+            return out
+        # A host child reads the sampled records through its own threaded reader.
+        reader = child.host_reader
+        order = self.sampled_orders.get(i)
+        first = int(draws[0])
+        if order is None:
+            order = self.sampled_orders[i] = SampledOrder(self.seed, i, self.lengths[i])
+        if not (reader.active and self.sampled_next.get(i) == first):
+            reader.start(order, first)
+        parts = []
+        have = 0
+        while have < len(draws):
+            read = reader.next_batch(len(draws) - have)
+            parts.append(dict(read.columns))
+            have += len(read)
+        self.sampled_next[i] = first + len(draws)
+        return concat_batches(parts)
+
+
+def sampled_read(graphdef: Any) -> Any:
+    """Compiled ``(state, inputs, records) -> batch``: record ``records[k]`` of an
+    indexed source as row ``k`` (one program per source structure and size)."""
+
+    def build() -> Any:
+        def read(state: Any, inputs: Any, records: Any) -> Batch:
+            child = nnx.merge(graphdef, state)
+            with child.bind_step_inputs(inputs):
+                return jax.vmap(lambda start: child.get_batch_at(start, 1))(records)
+
+        return jax.jit(read)
+
+    return cached(("mix-sampled-read", graphdef), build)
+
+
+def interleave(parts: dict[int, Batch], owners: np.ndarray, spec: dict[str, Any]) -> Batch:
+    """One batch whose record ``k`` is the next record of ``parts[owners[k]]``.
+
+    >>> parts = {0: {"x": np.array([1, 2])}, 1: {"x": np.array([10])}}
+    >>> spec = {"x": jax.ShapeDtypeStruct((), np.int64)}
+    >>> interleave(parts, np.array([0, 1, 0]), spec)["x"].tolist()
+    [1, 10, 2]
+    """
+    out: Batch = {}
+    for key, field in spec.items():
+        if isinstance(field, TextSpec):
+            column: list[Any] = [None] * len(owners)
+            for i, part in parts.items():
+                values = part[key]
+                values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+                for slot, value in zip(np.flatnonzero(owners == i).tolist(), values):
+                    column[slot] = value
+            out[key] = column
+            continue
+        array = np.empty((len(owners), *field.shape), np.dtype(field.dtype))
+        for i, part in parts.items():
+            array[owners == i] = np.asarray(part[key])
+        out[key] = array
+    return out
