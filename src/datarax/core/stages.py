@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.keys import record_keys
 from datarax.core.operator import OperatorModule, RecordFilter, call_stage
 from datarax.typing import Batch
@@ -48,8 +48,10 @@ def apply_stages(
     position = 0  # the key position: stages counted from 1, filters left out
     for index, stage in enumerate(stages):
         where = f"Pipeline stage {index}"
-        if not (stage is filtered or isinstance(stage, RecordFilter)):
+        is_filter = stage is filtered or isinstance(stage, RecordFilter)
+        if not is_filter:
             position += 1
+        records = None if is_filter else _records(batch)
         if isinstance(stage, OperatorModule):
             keys = None
             if stage.stochastic:
@@ -68,7 +70,36 @@ def apply_stages(
                 f"stage {stage!r} returned {type(batch).__name__}; stages must return a "
                 "dict of fields."
             )
+        _check_records(stage, index, records, batch)
     return batch
+
+
+def _leading_sizes(batch: Batch) -> list[int]:
+    """The leading (record) axis of every field that has one; text lists count."""
+    leaves = jax.tree.leaves(batch, is_leaf=lambda v: isinstance(v, list))
+    return [len(v) if isinstance(v, list) else int(v.shape[0])
+            for v in leaves if isinstance(v, list) or len(getattr(v, "shape", ())) >= 1]
+
+
+def _records(batch: Batch) -> int | None:
+    sizes = _leading_sizes(batch)
+    return sizes[0] if sizes else None
+
+
+def _check_records(stage: Any, index: int, records: int | None, out: Batch) -> None:
+    """Refuse a stage that changed how many records the batch holds (naming it)."""
+    if records is None:
+        return
+    other = sorted(set(_leading_sizes(out)) - {records})
+    if other:
+        name = (f"{type(stage).__name__} '{stage.name}'" if isinstance(stage, OperatorModule)
+                else getattr(stage, "__name__", type(stage).__name__))
+        raise DataraxError(
+            f"Pipeline stage {index} ({name}) was given a batch of {records} records and "
+            f"returned fields with {other[0]} along the first axis; a stage maps each record "
+            "to one record. Drop records with FilterOperator, and turn one record into "
+            "several with FlatMapSource."
+        )
 
 
 def _needs_a_key(stage: OperatorModule, batch: Batch, err: BaseException) -> bool:
