@@ -45,6 +45,7 @@ from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
 from datarax.pipeline.iterator import PipelineIterator
 from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
 from datarax.pipeline.steps import pass_constants, stage_step
+from datarax.sources.skip_ledger import skipped_in_epoch
 from datarax.typing import Batch
 
 
@@ -312,7 +313,7 @@ class FilteredIterator(PipelineIterator):
             self._host = HostPass(context, self._epoch)
             self._expect = (source.epoch, source.index)
             self._prepared = True
-        position = source.index
+        position, skips = source.index, skipped_in_epoch(source)
         # A read or prepare that fails (or Ctrl-C) moved the source on without handing
         # the batch out: PipelineIterator._failed puts it back where the batch began, so
         # a retry reads these records again (and meets the same error).
@@ -325,11 +326,13 @@ class FilteredIterator(PipelineIterator):
                 indices = np.concatenate([i for _, i in parts])
             batch = self._host.prepare(batch, indices, position)
         self._expect = (source.epoch, source.index)
+        # positions covered, less the records the source skipped as bad (no verdict)
+        covered = source.index - position - max(skipped_in_epoch(source) - skips, 0)
         if not parts or (have < self._batch_size and self._plan.drop_remainder):
             # the predicate's verdicts on the records read for no batch handed out
-            self._stats.count_filtered(have, source.index - position - have)
+            self._stats.count_filtered(have, covered - have)
             raise StopIteration
-        self._hand_out(source.index - position, have)
+        self._hand_out(covered, have)
         return batch
 
     def _read_kept(self, position: int) -> tuple[list[tuple[Batch, np.ndarray]], int]:

@@ -338,3 +338,9 @@ class SkipCounts:
         """Stand at ``index`` of pass ``epoch`` with ``skipped`` records skipped before."""
         self.seek(epoch, index)  # type: ignore[attr-defined]
         self._set_skips(skipped)
+
+
+def skipped_in_epoch(source: Any) -> int:
+    """Records of ``source``'s current epoch skipped as bad (``on_error="skip"``) before
+    its position; 0 for a source that skips none."""
+    return source._skips() if isinstance(source, SkipCounts) else 0
