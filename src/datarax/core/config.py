@@ -30,7 +30,24 @@ from datarax.core.errors import ConfigError, StateError
 @dataclass(frozen=True)
 class StructuralConfig:
     """Frozen dataclass base for configs; fields fix a module's structure (hashable, so a
-    config can key compiled-function caches)."""
+    config can key compiled-function caches).
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class RowsConfig(StructuralConfig):
+        ...     shuffle: bool = False
+        ...     seed: int = 0
+        ...     def __post_init__(self):
+        ...         super().__post_init__()
+        ...         check_bool(self, "shuffle")
+        >>> RowsConfig(shuffle=True).replace(seed=3).to_dict()
+        {'shuffle': True, 'seed': 3}
+        >>> RowsConfig(shuffle="yes")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: RowsConfig.shuffle must be a bool (True/False), got str 'yes'.
+    """
 
     def __post_init__(self) -> None:
         """Validate fields. Subclasses call ``super().__post_init__()`` first."""

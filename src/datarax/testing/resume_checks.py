@@ -73,6 +73,20 @@ def check_resume(
 
     Returns:
         The number of batches compared (``num_epochs`` epochs and one more).
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.pipeline import Pipeline
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> from datarax.testing import SourceRow
+        >>> def make(shard_index=0, shard_count=1, stages=()):
+        ...     source = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+        ...                           {"id": np.arange(7, dtype=np.int32)})
+        ...     return Pipeline(source=source, stages=list(stages), batch_size=3,
+        ...                     shard_index=shard_index, shard_count=shard_count)
+        >>> row = SourceRow("memory", make, 7, lambda batch: np.asarray(batch["id"]).tolist())
+        >>> check_resume(row, "pipeline")  # every boundary of 2 epochs, and one more epoch
+        9
     """
     reference = row.make(stages=stages())
     try:  # one more epoch: a state saved at the end of the last one must continue there
