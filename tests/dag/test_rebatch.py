@@ -211,3 +211,19 @@ def test_a_state_taken_after_a_break_mid_batch_keeps_the_parts_left():
 def test_repr_names_the_mode_source_and_batch_size():
     assert repr(Rebatch(pipeline(), split=2)) == (
         "Rebatch(split=2) of a Pipeline over MemorySource with batch_size 4")
+
+
+def test_split_of_a_padded_pipeline_cuts_the_padded_batch_and_len_counts_every_part():
+    source = MemorySource(MemorySourceConfig(), {"id": np.arange(10, dtype=np.int32)})
+    rebatch = Rebatch(Pipeline(source=source, stages=[], batch_size=4, pad_remainder=True),
+                      split=4)
+    it = iter(rebatch)
+    assert len(rebatch) == len(it) == 12
+    parts = [(b["id"].tolist(), b["valid"].tolist()) for b in it]
+    assert len(parts) == 12  # every process takes as many steps: padding parts stay
+    assert [p for p, v in parts if v[0]] == [[i] for i in range(10)]
+    assert [v for _, v in parts[-2:]] == [[False], [False]]
+    it = iter(rebatch)
+    for _ in range(9):
+        next(it)
+    assert len(it) == 3

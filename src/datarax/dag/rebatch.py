@@ -104,6 +104,8 @@ class Rebatch:
         """Batches handed out for ``underlying`` pipeline batches holding ``records``."""
         if self.mode == "group":
             return math.ceil(underlying / self.k)
+        if self.pipeline.plan.pad_remainder:  # every batch is full: padding is cut too
+            return underlying * self.k
         full, rest = divmod(records, self.pipeline.batch_size)
         return full * self.k + math.ceil(rest / (self.pipeline.batch_size // self.k))
 
