@@ -74,3 +74,24 @@ class _Texts(RandomAccessSource):
 
 def test_own_random_access_source_keeps_trailing_nuls():
     assert served(_Texts(_Config(), num_threads=1), batch_size=3) == TEXTS
+
+
+def test_a_concatenation_of_memory_and_files_keeps_trailing_nuls(tmp_path):
+    pytest.importorskip("array_record.python.array_record_module")
+    from datarax.dataset import write_dataset
+    from datarax.sources import (
+        ArrayRecordSourceConfig,
+        ArrayRecordSourceModule,
+        ConcatSource,
+        MemorySource,
+        MemorySourceConfig,
+    )
+
+    write_dataset([{"i": np.int32(i), "t": f"r{i}\x00"} for i in range(3, 6)], str(tmp_path / "ds"))
+    memory = MemorySource(MemorySourceConfig(),
+                          {"i": np.arange(3, dtype=np.int32), "t": [f"r{i}\x00" for i in range(3)]})
+    files = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "ds"))
+    batches = list(Pipeline(source=ConcatSource([memory, files]), stages=[], batch_size=4))
+    files.close()
+    served = [(int(i), t) for b in batches for i, t in zip(np.asarray(b["i"]), b["t"])]
+    assert served == [(i, f"r{i}\x00") for i in range(6)]  # a batch across both parts was "r0"

@@ -77,7 +77,9 @@ def concat_batches(parts: list[Batch], *, on_device: bool = False) -> Batch:
         values = [p[key] for p in parts]
         if all(isinstance(v, dict) for v in values):
             out[key] = concat_batches(values, on_device=on_device)
-        elif all(isinstance(v, (list, tuple)) for v in values):
+        elif any(isinstance(v, (list, tuple)) for v in values):
+            # text, some parts as lists: extended as a list (numpy's str dtype would
+            # drop trailing NULs: "a\x00" would come back as "a")
             out[key] = [item for v in values for item in v]
         else:
             out[key] = join(values)
