@@ -124,3 +124,9 @@ def test_each_top_level_name_is_in_the_subpackages_the_api_page_names():
             for home in re.findall(r"`([^`]+)`", homes):
                 assert getattr(importlib.import_module(home), name) is getattr(datarax, name), (
                     f"docs/api.md says {name} is in {home}")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_dir_offers_the_package_names_not_the_helpers_its_init_imports(package):
+    listed = set(dir(importlib.import_module(package)))
+    assert not {"TYPE_CHECKING", "annotations", "lazy_exports"} & listed

@@ -37,6 +37,10 @@ def lazy_exports(
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(namespace.get("__all__", ())) | set(modules))
+        # the package's names and its submodules, not the helpers its __init__ imports
+        # (TYPE_CHECKING, annotations, lazy_exports)
+        own = {name for name, value in namespace.items() if name.startswith("__") or (
+            getattr(value, "__name__", None) == f"{package}.{name}")}
+        return sorted(own | set(namespace.get("__all__", ())) | set(modules))
 
     return __getattr__, __dir__
