@@ -3,6 +3,8 @@ counted once — indexed and host sources, with a filter, on every shard."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -121,3 +123,28 @@ def test_with_a_filter_and_refused_combinations():
     assert np.asarray(last["valid"]).tolist() == [True, False, False, False]
     with pytest.raises(ConfigError, match="drop_remainder"):
         Pipeline(memory(10), batch_size=4, pad_remainder=True, drop_remainder=True)
+
+
+@pytest.mark.parametrize("concat", [False, True])
+def test_padded_shards_over_a_source_that_skips_bad_records_are_refused(tmp_path, concat):
+    """A shard that skips a bad record serves fewer batches than the others, so
+    pad_remainder could not keep the processes' batch counts equal: refused, naming the
+    setting (a concatenation's part too)."""
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule, ConcatSource
+
+    from int_record_files import write_int_parts
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(on_error="skip"),
+                                     paths=write_int_parts(tmp_path, [8]),
+                                     decode=lambda r: {"x": np.frombuffer(r, np.int32)[0]})
+    name = "on_error"
+    if concat:
+        source = ConcatSource([source, MemorySource(MemorySourceConfig(),
+                                                    {"x": np.arange(4, dtype=np.int32)})])
+        name = "parts[0].on_error"
+    with pytest.raises(ConfigError, match=rf"shard_count=2 over \w+ with {re.escape(name)}='skip'"):
+        Pipeline(source=source, stages=[], batch_size=2, pad_remainder=True, shard_index=1,
+                 shard_count=2)
+    # one process pads as before
+    pipeline = Pipeline(source=source, stages=[], batch_size=3, pad_remainder=True)
+    assert sum(int(np.asarray(b["valid"]).sum()) for b in pipeline) == len(source)

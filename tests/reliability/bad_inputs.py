@@ -1007,6 +1007,20 @@ simple("pad-remainder-shards-filter", FILTERING,
        "Pipeline pad_remainder=True with shard_count=2 and a FilterOperator",
        lambda: pipe(stages=[FilterOperator(predicate=_keep)], pad_remainder=True,
                     shard_count=2))
+def _padded_shards_skipping(tmp: Path) -> Any:
+    source = _ar(_ar_file(tmp / "p.array_record"), lambda raw: {"x": np.frombuffer(raw, np.float32)},
+                 on_error="skip")
+    try:
+        Pipeline(source=source, stages=[], batch_size=2, pad_remainder=True, shard_index=0,
+                 shard_count=2)
+    finally:
+        source.close()
+
+
+case("pad-remainder-shards-skipping", FILTERING,
+     "pad_remainder=True over 2 shards of an ArrayRecord source with on_error='skip'",
+     ConfigError, "Pipeline pad_remainder=True with shard_count=2 over ArrayRecordSourceModule "
+     "with on_error='skip'", needs=AR)(_padded_shards_skipping)
 simple("pad-remainder-state-other-count", FILTERING,
        "a padded 4-shard state restored on 2 shards", StateError,
        "with pad_remainder=True (shares rounded up to whole padding slots), which restores "

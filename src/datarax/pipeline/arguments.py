@@ -161,6 +161,16 @@ def _check_padded_shards(source: DataSourceModule, stages: Sequence[Any], count:
             "cannot be given the same number of batches. Pad on one process, or use a "
             "source of known length."
         )
+    skipping = sorted(name for name, value in source.order_settings().items()
+                      if name.split(".")[-1] == "on_error" and value == "skip")
+    if skipping:
+        raise ConfigError(
+            f"Pipeline pad_remainder=True with shard_count={count} over "
+            f"{type(source).__name__} with {skipping[0]}='skip': the records a shard skips "
+            "as bad are known only once they are read, so the shards cannot be given the "
+            "same number of batches. Pad on one process, or read with on_error='raise' "
+            "(after fixing or removing the bad records)."
+        )
     if filter_position(list(stages)) is not None:
         raise ConfigError(
             f"Pipeline pad_remainder=True with shard_count={count} and a FilterOperator: "
