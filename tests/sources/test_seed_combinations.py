@@ -174,3 +174,48 @@ def test_read_ahead_counts_whole_chunks_and_prefetch_cache_shows_them(tmp_path):
     assert np.asarray(rest["data"])[:, 0].tolist() == list(range(4, N))
     assert source.get_state()["prefetch_cache"] == 0
     source.close()
+
+
+@pytest.mark.parametrize("declared, message", [
+    ({"features": ((2,), np.float32)},
+     "field 'features' has per-record shape (3,), declared (2,)"),
+    ({"features": ((3,), np.int32)}, "field 'features' has dtype float32, declared int32"),
+    ({"rows": ((3,), np.float32)}, "field 'rows' is declared in element_spec() but missing"),
+])
+def test_an_indexed_source_declaring_another_spec_than_it_serves_is_refused(declared, message):
+    # The guide's custom-source contract: element_spec() describes exactly what
+    # get_batch_at emits; a declaration that does not is named, not passed on.
+    import re
+    from dataclasses import dataclass
+
+    import jax.numpy as jnp
+
+    from datarax.core.config import StructuralConfig
+    from datarax.core.data_source import DataSourceModule
+    from datarax.core.errors import SpecMismatchError
+
+    @dataclass(frozen=True)
+    class RowsConfig(StructuralConfig):
+        pass
+
+    class Rows(DataSourceModule):
+        def __init__(self, config):
+            super().__init__(config)
+            self.data = nnx.data(jnp.arange(12, dtype=jnp.float32).reshape(4, 3))
+
+        def __len__(self):
+            return 4
+
+        def get_batch_at(self, start, size, key=None):
+            return {"features": self.data[(jnp.arange(size) + start) % 4]}
+
+        def element_spec(self):
+            return {k: jax.ShapeDtypeStruct(s, d) for k, (s, d) in declared.items()}
+
+    pipeline = Pipeline(source=Rows(RowsConfig()), stages=[], batch_size=3, rngs=nnx.Rngs(0))
+    expected = rf"Rows\.get_batch_at \(traced\) does not match element_spec\(\): .*{re.escape(message)}"
+    with pytest.raises(SpecMismatchError, match=expected):
+        pipeline.element_spec()
+    with pytest.raises(SpecMismatchError, match=expected):
+        next(iter(pipeline))
+    assert pipeline.position == 0

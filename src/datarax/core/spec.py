@@ -151,8 +151,28 @@ def checked_spec(source: Any) -> dict[str, Any]:
     if x64 not in per_source:
         spec = dict(source.element_spec())
         check_spec_x64(spec, where=f"{type(source).__name__}.element_spec()")
+        _check_indexed_declaration(source, spec)
         per_source[x64] = spec
     return per_source[x64]
+
+
+def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
+    """Refuse an indexed source whose declared ``element_spec()`` differs from what its
+    ``get_batch_at`` emits (one record, traced abstractly: nothing is read), naming the
+    field. A spec with text fields (gathered on the host) or a ``get_batch_at`` that
+    cannot be traced here is not compared."""
+    kind = getattr(getattr(source, "kind", None), "value", None)
+    if kind != "indexed" or not callable(getattr(source, "get_batch_at", None)):
+        return
+    if any(isinstance(s, TextSpec)
+           for s in jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))):
+        return
+    try:
+        traced = jax.eval_shape(lambda: source.get_batch_at(0, 1, None))
+    except Exception:  # noqa: BLE001 - the pass reports what is wrong with get_batch_at
+        return
+    validate_batch(traced, spec, batch_size=1,
+                   where=f"{type(source).__name__}.get_batch_at (traced)")
 
 
 def refuse_declared_64bit(source: Any) -> None:
