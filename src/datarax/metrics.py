@@ -55,7 +55,8 @@ class StatsLogger:
     """Snapshots of ``pipeline.stats()`` every ``every`` batches.
 
     ``pipeline``: anything with a ``stats()`` dict; at least one of ``jsonl_path`` (appended)
-    and ``tensorboard_dir`` is needed. :meth:`close` (or ``with``) flushes the files.
+    and ``tensorboard_dir`` is needed. :meth:`close` (or ``with``) flushes the files; a
+    logger dropped without it closes them (and the TensorBoard writer's thread) when collected.
     """
 
     def __init__(
@@ -148,6 +149,13 @@ class StatsLogger:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def __del__(self) -> None:
+        # A logger dropped without close() ends the TensorBoard writer's thread too.
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - best effort during garbage collection
+            pass
 
     def __enter__(self) -> StatsLogger:
         return self

@@ -158,3 +158,21 @@ def test_missing_tensorboardx_names_the_extra(tmp_path, monkeypatch):
         "StatsLogger(tensorboard_dir=...) needs the optional package 'tensorboardX', which is "
         'not installed. Install it with: pip install "datarax[metrics]"'
     )
+
+
+def test_a_dropped_logger_ends_its_tensorboard_thread(tmp_path):
+    pytest.importorskip("tensorboardX")
+    import gc
+    import threading
+
+    before = set(threading.enumerate())
+    pipeline = make_pipeline()
+    logger = StatsLogger(pipeline, every=1, tensorboard_dir=tmp_path / "tb")
+    logger.step()
+    started = set(threading.enumerate()) - before
+    assert started  # the writer's thread
+    del logger
+    gc.collect()
+    for thread in started:
+        thread.join(timeout=10)
+    assert not [t for t in started if t.is_alive()]
