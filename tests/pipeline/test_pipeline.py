@@ -325,6 +325,8 @@ def test_tampered_state_is_refused(tamper, message):
         ({"drop_remainder": 1}, ConfigError, "drop_remainder must be a bool"),
         ({"source": [1, 2, 3]}, SourceContractError, "source must be a DataSourceModule .*got list"),
         ({"stages": [3]}, SourceContractError, "stage 0 is int, which is neither an operator"),
+        ({"stages": [ElementOperator]}, SourceContractError,
+         r"stage 0 is the class ElementOperator, not an operator: build it first"),
         ({"stages": NOISE}, SourceContractError, "stages must be a list of operators"),
         ({"shard_index": 2, "shard_count": 2}, ConfigError, "0 <= shard_index < shard_count"),
         ({"rngs": 0}, ConfigError, r"Pipeline rngs must be an nnx.Rngs or None, got int 0\. Pass rngs=nnx.Rngs\(seed\)"),

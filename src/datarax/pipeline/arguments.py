@@ -121,6 +121,11 @@ def _check_stages(stages: Any) -> None:
             "wrap a single stage in a list: stages=[op]."
         )
     for i, stage in enumerate(stages):
+        if isinstance(stage, type) and issubclass(stage, (OperatorModule, DataSourceModule)):
+            raise SourceContractError(
+                f"Pipeline stage {i} is the class {stage.__name__}, not an operator: build "
+                f"it first, e.g. {stage.__name__}(...) with its settings."
+            )
         if isinstance(stage, DataSourceModule) or not callable(stage) and not isinstance(
             stage, OperatorModule
         ):
