@@ -233,3 +233,41 @@ def test_text_fields_follow_their_records_across_joined_runs():
     names = [n for b in served + rest for n in b["name"]]
     assert sorted(xs) == list(range(42))
     assert names == [f"r{x}" for x in xs]
+
+
+def test_a_source_that_skips_bad_records_refuses_another_process_count(tmp_path):
+    """Shards of an on_error='skip' source skip different numbers of records, so after
+    the same steps they stand at different positions and one state cannot say what is
+    left: restoring it on another count is refused (it served records twice before)."""
+    from datarax.pipeline import Pipeline
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    from int_record_files import write_int_parts
+
+    paths = write_int_parts(tmp_path, [12])
+
+    def decode(record):
+        i = int(np.frombuffer(record, np.int32)[0])
+        if i == 1:
+            raise ValueError("bad record 1")
+        return {"x": np.int32(i)}
+
+    def build(index, count):
+        source = ArrayRecordSourceModule(ArrayRecordSourceConfig(on_error="skip"),
+                                         paths=paths, decode=decode)
+        return Pipeline(source=source, stages=[], batch_size=2, shard_index=index,
+                        shard_count=count, prefetch=0)
+
+    old = [build(i, 2) for i in range(2)]
+    assert [np.asarray(next(iter(p))["x"]).tolist() for p in old] == [[0, 2], [6, 7]]
+    states = [p.get_state() for p in old]
+    assert [s["position"] for s in states] == [3, 2]  # the same step, other positions
+    new = build(0, 1)
+    with pytest.raises(StateError, match=r"shard 0 of 1, over a source that skips bad "
+                       r"records \(on_error='skip'\).*Restore it on 2 processes"):
+        new.set_state(states[0])
+    same = build(0, 2)  # the count that saved it restores as before
+    same.set_state(states[0])
+    assert [np.asarray(b["x"]).tolist() for b in same] == [[3, 4], [5]]
+    for p in [*old, new, same]:
+        p.source.close()
