@@ -329,6 +329,9 @@ def test_tampered_state_is_refused(tamper, message):
          r"stage 0 is the class ElementOperator, not an operator: build it first"),
         ({"stages": NOISE}, SourceContractError, "stages must be a list of operators"),
         ({"shard_index": 2, "shard_count": 2}, ConfigError, "0 <= shard_index < shard_count"),
+        ({"shard_count": 2}, ConfigError,
+         r"shard_count=2 without shard_index: .* jax.process_count\(\) = 1, so some shares "
+         r"would never be read\. Pass shard_index="),
         ({"rngs": 0}, ConfigError, r"Pipeline rngs must be an nnx.Rngs or None, got int 0\. Pass rngs=nnx.Rngs\(seed\)"),
         ({"rngs": {"default": 0}}, ConfigError, "Pipeline rngs must be an nnx.Rngs or None, got dict"),
     ],

@@ -102,6 +102,14 @@ def _check_shard(index: Any, count: Any, index_default: bool, count_default: boo
     if not _is_int(count) or count < 1:
         raise ConfigError(f"Pipeline shard_count must be an int >= 1 (the number of "
                           f"processes reading the data), got {count!r}.")
+    if index_default and not count_default and count != jax.process_count():
+        # this process's index only names a share when there is one share per process
+        raise ConfigError(
+            f"Pipeline shard_count={count} without shard_index: the share would default "
+            f"to jax.process_index() = {index}, but jax.process_count() = "
+            f"{jax.process_count()}, so some shares would never be read. Pass shard_index= "
+            "(this reader's share) as well."
+        )
     if _is_int(index) and 0 <= index < count:
         return
     given = (f"shard_count defaulted to jax.process_count() = {count}; pass shard_count= "
