@@ -64,3 +64,47 @@ def test_a_retried_batch_lists_its_skipped_record_once(prefetch):
         (0, 5, "ValueError: record 5 is broken")
     ]
     assert source.host_reader.skipped_total == 1
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_broken_skip_budget_raises_at_the_batch_that_passes_the_record(tmp_path, prefetch):
+    """The reader reads ahead of the loop; the over-budget error still comes with the
+    batch that would pass the bad record, after every batch before it (it came as soon
+    as the read-ahead met the record, batches early), and a retry or a resume meets it
+    there again."""
+    import json
+
+    from datarax.core.errors import RecordError
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    from int_record_files import write_int_parts
+
+    paths = write_int_parts(tmp_path, [10, 24])
+
+    def decode(record):
+        i = int(np.frombuffer(record, np.int32)[0])
+        if i in (5, 17):
+            raise ValueError(f"bad record {i}")
+        return {"x": np.int32(i)}
+
+    def build():
+        source = ArrayRecordSourceModule(ArrayRecordSourceConfig(on_error="skip", max_skipped=1),
+                                         paths=paths, decode=decode)
+        return Pipeline(source=source, stages=[], batch_size=3, prefetch=prefetch)
+
+    pipeline, served = build(), []
+    with pytest.raises(RecordError, match=r"skipped 2 bad records in epoch 0, over the "
+                       r"budget of 1 .* Latest: record 7 of file '.*part-1.array_record'"):
+        for batch in pipeline:
+            served.append(np.asarray(batch["x"]).tolist())
+    assert served == [[0, 1, 2], [3, 4, 6], [7, 8, 9], [10, 11, 12], [13, 14, 15]]
+    state = json.loads(json.dumps(pipeline.get_state()))
+    assert (state["position"], state["source"]["skipped"]) == (16, 1)
+    with pytest.raises(RecordError, match="over the budget of 1"):
+        next(iter(pipeline))  # a retry meets it at the same batch
+    resumed = build()
+    resumed.set_state(state)
+    with pytest.raises(RecordError, match="skipped 2 bad records"):
+        next(iter(resumed))
+    pipeline.source.close()
+    resumed.source.close()

@@ -185,6 +185,7 @@ class HostReader:
         self._next_read = 0  # first position not yet submitted for reading
         self._session_start = 0  # the position the open session started (or resumed) at
         self._fatal: Failure | None = None  # first bad record under on_error='raise'
+        self._over_budget: RecordError | None = None  # the skip that broke the budget
 
     # ------------------------------------------------------------ description
     def __len__(self) -> int:
@@ -336,7 +337,14 @@ class HostReader:
                     self._buffer.append(chunk)
                     return False
                 record = self._skipped_record(order.epoch, failure)
-                self.ledger.pull(record, epoch_size=order.size)
+                try:
+                    self.ledger.pull(record, epoch_size=order.size)
+                except RecordError as err:
+                    # As under 'raise': the records before it are still handed out; the
+                    # batch that would pass it raises (not the read ahead of the loop).
+                    self._over_budget = err
+                    self._buffer.append(_before(chunk, failure.position))
+                    return False
             self._buffer.append(chunk)
         return True
 
@@ -402,12 +410,15 @@ class HostReader:
         order = self._order
         assert order is not None
         buffered = sum(c.remaining for c in self._buffer)
-        while buffered < batch_size and self._fatal is None and self._pull():
+        while (buffered < batch_size and self._fatal is None and self._over_budget is None
+               and self._pull()):
             buffered += self._buffer[-1].remaining
         buffered = sum(c.remaining for c in self._buffer)
         if self._fatal is not None and buffered < batch_size:
             fatal = self._fatal
             raise self.record_error(fatal.index, fatal.cause, epoch=order.epoch)
+        if self._over_budget is not None and buffered < batch_size:
+            raise self._over_budget
         if buffered == 0:
             self.cursor = order.size
             return None
@@ -467,7 +478,7 @@ class HostReader:
                 self._pending.clear()
                 self._buffer.clear()
                 self.ledger.drop_pending()
-            self._fatal = None
+            self._fatal = self._over_budget = None
             self._order = None
             self.cursor = self.position
 
@@ -485,3 +496,14 @@ class HostReader:
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         drop_pool(getattr(self, "_pool", None))
+
+
+def _before(chunk: Chunk, position: int) -> Chunk:
+    """The records of ``chunk`` at positions below ``position``."""
+    keep = int(np.searchsorted(chunk.positions, position))
+    if keep == chunk.positions.shape[0]:
+        return chunk
+    columns = {key: value[:keep] for key, value in chunk.columns.items()}
+    return dataclasses.replace(chunk, columns=columns, indices=chunk.indices[:keep],
+                               positions=chunk.positions[:keep], stop=int(position),
+                               failures=[f for f in chunk.failures if f.position < position])
