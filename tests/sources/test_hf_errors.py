@@ -217,3 +217,29 @@ def test_config_and_state_are_checked(bad_parquet):
         src.set_state({"current_index": 2, "current_epoch": 0, "skipped": 3})
     with pytest.raises(StateError, match="'skipped' must be a non-negative int, got -1"):
         src.set_state({"current_index": 2, "current_epoch": 0, "skipped": -1})
+
+
+@pytest.mark.parametrize("chunk_size", [8, 64])
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_broken_skip_budget_raises_at_the_batch_that_passes_the_record(
+        bad_parquet, chunk_size, prefetch):
+    """Every batch before the over-budget record (21) is handed out, whatever the
+    chunk the stream reads ahead; the batch that would pass it raises, and so does a
+    retry or a resume of the state taken then."""
+    p = Pipeline(source=source(bad_parquet, on_error="skip", max_skipped=1,
+                               chunk_size=chunk_size),
+                 stages=[], batch_size=4, rngs=nnx.Rngs(0), prefetch=prefetch)
+    served = []
+    with pytest.raises(RecordError, match="skipped 2 bad records in epoch 0, over the budget"):
+        for batch in p:
+            served.append(batch)
+    assert ids(served) == [i for i in GOOD if i < 21][:20]
+    state = json.loads(json.dumps(p.get_state()))
+    with pytest.raises(RecordError, match="over the budget of 1"):
+        next(iter(p))
+    resumed = Pipeline(source=source(bad_parquet, on_error="skip", max_skipped=1,
+                                     chunk_size=chunk_size),
+                       stages=[], batch_size=4, rngs=nnx.Rngs(0), prefetch=prefetch)
+    resumed.set_state(state)
+    with pytest.raises(RecordError, match="over the budget of 1"):
+        next(iter(resumed))

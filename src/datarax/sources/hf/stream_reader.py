@@ -83,6 +83,7 @@ class StreamReader:
         self.read_to = 0
         self.ledger.begin(0)
         self.ended = False
+        self._over_budget: RecordError | None = None  # the skip that broke the budget
 
     def open(self, epoch: int, *, skip: int, skipped: int = 0) -> None:
         """Open pass ``epoch``, drop its first ``skip`` records of this shard (of which
@@ -185,6 +186,8 @@ class StreamReader:
         end = self.read_to
         while need > 0:
             if self._chunk is None or self._offset >= len(self._indices):
+                if self._over_budget is not None:  # this batch would pass that record
+                    raise self._over_budget
                 got = self._next_table()
                 if got is None:
                     self._chunk = None
@@ -292,11 +295,16 @@ class StreamReader:
                 )
                 check_spec(columns, source.element_spec())
             except Exception as err:  # noqa: BLE001 - counted and reported
-                # past the skip budget the ledger raises
-                self.ledger.pull(
-                    SkippedRecord(self.epoch, ordinal, position, None, position, _cause(err)),
-                    epoch_size=self._shard_length(),
-                )
+                try:  # past the skip budget the ledger raises
+                    self.ledger.pull(
+                        SkippedRecord(self.epoch, ordinal, position, None, position, _cause(err)),
+                        epoch_size=self._shard_length(),
+                    )
+                except RecordError as over:
+                    # the records before it are still handed out; the batch that would
+                    # pass it raises (see _take), not the read ahead of the loop
+                    self._over_budget = over
+                    break
                 continue
             good.append(columns)
             keep[i] = True
