@@ -305,3 +305,47 @@ def test_indexed_sixty_four_bit_declaration_is_refused_not_narrowed():
         next(iter(pipeline))
     with pytest.raises(SpecMismatchError, match=r"Wide.element_spec\(\) declares 64-bit"):
         pipeline.scan(lambda batch: batch["v"].sum(), 3)
+
+
+class _Squares(DataSourceModule):
+    """An indexed source defined on DataSourceModule (its kind comes from get_batch_at)."""
+
+    def __init__(self):
+        super().__init__(EmptyConfig())
+
+    def __len__(self):
+        return 4
+
+    def get_batch_at(self, start, size, key=None):
+        i = (jnp.arange(size) + start) % 4
+        return {"x": i * i}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: MemorySource(MemorySourceConfig(), [{"x": i} for i in range(5)]),
+    _Squares,
+])
+@pytest.mark.parametrize("method", ["get_batch_at", "get_batch_and_indices_at"])
+@pytest.mark.parametrize("start", [-1, np.int64(-3), 2**31 - 1])
+def test_concrete_start_outside_global_positions_is_refused(make, method, start):
+    source = make()
+    with pytest.raises(ConfigError) as err:
+        getattr(source, method)(start, 2)
+    message = str(err.value)
+    name = type(source).__name__
+    assert f"{name}.{method}: start={int(start)} is not a global record position" in message
+    assert "valid starts are 0 .. 2147483646" in message
+
+
+def test_concrete_start_inside_global_positions_still_reads_and_wraps():
+    source = MemorySource(MemorySourceConfig(), [{"x": i} for i in range(5)])
+    assert source.get_batch_at(3, 4)["x"].tolist() == [3, 4, 0, 1]  # into epoch 1
+    assert source.get_batch_at(np.int32(7), 2)["x"].tolist() == [2, 3]
+    batch, indices = _Squares().get_batch_and_indices_at(2, 3)
+    assert batch["x"].tolist() == [4, 9, 0] and indices.tolist() == [2, 3, 0]
+
+
+def test_traced_start_is_not_checked():
+    source = MemorySource(MemorySourceConfig(), [{"x": i} for i in range(5)])
+    read = jax.jit(lambda start: source.get_batch_at(start, 2)["x"])
+    assert read(jnp.int32(-1)).tolist() == [4, 0]  # the compiled step's own positions

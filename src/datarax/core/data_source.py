@@ -75,23 +75,28 @@ class DataSourceModule(DataraxModule):
             cls.kind = kind_base
             bases[kind_base] = cls
             return
-        if cls.kind is not None:
-            return  # declared by the class or inherited from a kind base
-        if "get_batch_at" in cls.__dict__:
-            kind = SourceKind.INDEXED
-        elif "get_batch" in cls.__dict__:
-            kind = SourceKind.STREAM
-        else:
-            return
-        if kind not in bases:
-            raise SourceContractError(
-                f"{cls.__name__}: the {kind.value} source base is not loaded; import "
-                "datarax.core (it loads both kind bases) before defining the class."
-            )
-        if DataSourceModule in cls.__bases__:
-            cls.__bases__ = tuple(bases[kind] if b is DataSourceModule else b for b in cls.__bases__)
-        else:
-            cls.__bases__ = (*cls.__bases__, bases[kind])
+        if cls.kind is None:  # neither declared by the class nor inherited from a kind base
+            if "get_batch_at" in cls.__dict__:
+                kind = SourceKind.INDEXED
+            elif "get_batch" in cls.__dict__:
+                kind = SourceKind.STREAM
+            else:
+                return
+            if kind not in bases:
+                raise SourceContractError(
+                    f"{cls.__name__}: the {kind.value} source base is not loaded; import "
+                    "datarax.core (it loads both kind bases) before defining the class."
+                )
+            if DataSourceModule in cls.__bases__:
+                cls.__bases__ = tuple(
+                    bases[kind] if b is DataSourceModule else b for b in cls.__bases__)
+            else:
+                cls.__bases__ = (*cls.__bases__, bases[kind])
+        cls._adopt_subclass()
+
+    @classmethod
+    def _adopt_subclass(cls) -> None:
+        """Hook of the kind bases, run for each class of their kind as it is defined."""
 
     def __init__(
         self,

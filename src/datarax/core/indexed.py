@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import jax
@@ -33,11 +34,28 @@ import numpy as np
 from datarax.core.batch import record_at
 from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none
 from datarax.core.spec import array_to_spec_strip_leading
+from datarax.core.errors import ConfigError
 from datarax.typing import Batch
 
 
 class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
-    """An indexed (random access, traceable) source; see the module docstring."""
+    """An indexed (random access, traceable) source; see the module docstring.
+
+    A concrete ``start`` (a Python or NumPy integer, not a traced value) given to
+    ``get_batch_at`` or ``get_batch_and_indices_at`` must be a global position: ``>= 0``
+    and, while ``jax_enable_x64`` is off, ``start + size <= 2**31``; another is refused
+    with a :class:`~datarax.errors.ConfigError` naming the method and the valid range
+    (a negative ``start`` would otherwise wrap to the end of the source). A traced
+    ``start`` (inside a compiled step) is not checked.
+    """
+
+    @classmethod
+    def _adopt_subclass(cls) -> None:
+        # a source's own get_batch_at / get_batch_and_indices_at check a concrete start
+        for name in _READS:
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_checks_start", False):
+                setattr(cls, name, _checking_start(method, name))
 
     def __len__(self) -> int:  # pragma: no cover - abstract
         raise TypeError(f"{type(self).__name__} must implement __len__")
@@ -63,6 +81,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
     ) -> tuple[Batch, Any]:
         """``(get_batch_at(...), record_indices_at(...))`` in one call (traceable); a source
         that computes the indices anyway (a shuffled one) overrides it to trace them once."""
+        check_start(self, "get_batch_and_indices_at", start, size)
         return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
 
     def reads_by_position(self) -> bool:
@@ -114,3 +133,48 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         batch = self.get_batch_at(start, 1, None)
         stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
         return record_at(batch, 0), stable
+
+
+_READS = ("get_batch_at", "get_batch_and_indices_at")
+
+
+def _checking_start(method: Any, name: str) -> Any:
+    """``method`` that first refuses a concrete ``start`` outside the global positions."""
+
+    @functools.wraps(method)
+    def read(self: IndexedSource, start: Any, size: int, *args: Any, **kwargs: Any) -> Any:
+        check_start(self, name, start, size)
+        return method(self, start, size, *args, **kwargs)
+
+    read._checks_start = True  # type: ignore[attr-defined]
+    return read
+
+
+def check_start(source: Any, method: str, start: Any, size: Any) -> None:
+    """Refuse a concrete ``start`` below 0 or (int32 positions) with ``start + size`` past
+    ``2**31``; a traced ``start`` passes unchecked."""
+    if isinstance(start, jax.core.Tracer) or isinstance(start, (bool, np.bool_)):
+        return
+    if isinstance(start, (int, np.integer)):
+        value = int(start)
+    elif (isinstance(start, (np.ndarray, jax.Array)) and start.ndim == 0
+          and np.issubdtype(start.dtype, np.integer)):
+        value = int(start)
+    else:
+        return
+    count = int(size) if isinstance(size, (int, np.integer)) else 0
+    limit = None if jax.config.jax_enable_x64 else 2**31 - max(count, 0)
+    if value >= 0 and (limit is None or value <= limit):
+        return
+    valid = "0 or more" if limit is None else f"0 .. {limit} (start + size <= 2**31 int32 positions)"
+    raise ConfigError(
+        f"{type(source).__name__}.{method}: start={value} is not a global record position; "
+        f"valid starts are {valid}. Epoch e of this {_length(source)}-record source starts "
+        f"at e * {_length(source)}; pass the position of the first record you want "
+        "(a record from the end of the source: len(source) - k)."
+    )
+
+
+def _length(source: Any) -> str:
+    n = length_or_none(source)
+    return "?" if n is None else str(n)
