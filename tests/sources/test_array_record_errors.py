@@ -230,6 +230,46 @@ def test_record_with_a_different_shape(tmp_path):
     assert info.value.index == 0 and info.value.path == second
 
 
+@pytest.mark.parametrize("processes", [0, pytest.param(1, marks=pytest.mark.slow)],
+                         ids=["threads", "decode_processes"])
+@pytest.mark.parametrize(("first", "other", "fix"), [
+    ("str", "bytes", "bytes.decode('utf-8') turns bytes into str"),
+    ("bytes", "str", "str.encode('utf-8') turns str into bytes"),
+], ids=["str-first", "bytes-first"])
+def test_text_field_mixing_str_and_bytes_is_refused(tmp_path, processes, first, other, fix):
+    path = write(tmp_path / "a.array_record", 5)
+
+    def decode_text(record):
+        i = int(np.frombuffer(record, np.float32)[0])
+        kind = first if i != 3 else other
+        name = f"r{i}" if kind == "str" else f"r{i}".encode()
+        return {"data": np.frombuffer(record, np.float32), "name": name}
+
+    source = make(path, decode_text, processes)
+    with pytest.raises(RecordError) as info:
+        read_all(source)
+    assert str(info.value).startswith(
+        f"ArrayRecordSourceModule: cannot read record 3 of file '{path}' (epoch 0): field "
+        f"'name' decodes to {other}, the first record's (record 0) is {first}; a text field "
+        f"holds {first} in every record: return {first} for it from decode ({fix})."
+    )
+    assert info.value.index == 3 and info.value.path == path
+    source.close()
+
+
+def test_text_field_of_one_kind_reads_every_record(tmp_path):
+    path = write(tmp_path / "a.array_record", 4)
+
+    def decode_text(record):
+        value = np.frombuffer(record, np.float32)
+        return {"data": value, "name": f"r{int(value[0])}".encode()}
+
+    source = make(path, decode_text)
+    source.seek(0)
+    assert source.get_batch(4)["name"].tolist() == [b"r0", b"r1", b"r2", b"r3"]
+    source.close()
+
+
 def test_batches_before_a_bad_record_are_handed_out(tmp_path):
     path = write(tmp_path / "a.array_record", 20)
 

@@ -147,8 +147,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
             "datarax[remote]"``): the files are fetched into a local shard cache, read
             ahead in the order each epoch uses them (see :mod:`datarax.storage`).
         decode: ``bytes -> dict`` of arrays for one record; every record must decode
-            to the same fields, shapes and dtypes as the first. Default: the raw bytes
-            as a ``uint8`` vector under ``"record"``.
+            to the same fields, shapes and dtypes as the first, and a text field to the
+            same ``str`` or ``bytes`` (a record that differs is a ``RecordError``).
+            Default: the raw bytes as a ``uint8`` vector under ``"record"``.
         decode_batch: optional ``list of bytes -> dict`` of arrays with one row per
             record — the same arrays ``decode`` gives, stacked — for records of a fixed
             layout that decode faster all at once (e.g. ``np.frombuffer(b"".join(raw),

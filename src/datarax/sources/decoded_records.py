@@ -3,7 +3,8 @@
 A random-access source's ``decode(raw) -> dict`` runs on reader threads for every
 record. :class:`DecodedRecords` learns the structure (fields, shapes, dtypes — after
 the one dtype policy of :mod:`datarax.core.dtypes`) from the first readable record and
-refuses a later record that differs, naming the field; a hot path accepts records that
+refuses a later record that differs, naming the field (a text field holds ``str`` in every
+record or ``bytes`` in every record, as the first does); a hot path accepts records that
 are already numpy arrays of the learned shapes without re-checking them.
 :func:`stack_values` stacks a field's per-record values into one 64-byte aligned
 batch array.
@@ -44,6 +45,30 @@ def spec_of(value: Any) -> Any:
     if array.dtype.kind in "USO":
         return TextSpec(tuple(array.shape))
     return jax.ShapeDtypeStruct(tuple(array.shape), array.dtype)
+
+
+_TEXT_FIX = {"str": "bytes.decode('utf-8') turns bytes into str",
+             "bytes": "str.encode('utf-8') turns str into bytes"}
+
+
+def _text_kind(value: Any) -> str | None:
+    """``"str"`` or ``"bytes"`` for a text value (a scalar or an array of one of them),
+    ``""`` for an array mixing both, None for a value that is not text."""
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, bytes):
+        return "bytes"
+    if not isinstance(value, (np.ndarray, list, tuple)):
+        return None
+    array = np.asarray(value)
+    if array.dtype.kind == "U":
+        return "str"
+    if array.dtype.kind == "S":
+        return "bytes"
+    if array.dtype.kind != "O":
+        return None
+    kinds = {_text_kind(v) for v in array.reshape(-1)}
+    return kinds.pop() if len(kinds) == 1 else ""
 
 
 def _describe_spec(spec: Any) -> str:
@@ -149,6 +174,7 @@ class DecodedRecords:
         self.cast_float64 = cast_float64
         self.spec: dict[str, Any] | None = None  # per-record spec, from the first record
         self.spec_index: int | None = None  # which record that was
+        self._text: dict[str, str] = {}  # text field -> "str" or "bytes", from the first record
         self._fast: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
 
     def check_batch(self, raws: list[Any], decode_batch: Callable[[list[Any]], Mapping[str, Any]]
@@ -233,6 +259,7 @@ class DecodedRecords:
             if isinstance(v, jax.ShapeDtypeStruct)
         }
         self.spec_index = index
+        self._text = {k: kind for k, v in record.items() if (kind := _text_kind(v)) is not None}
         return record
 
     def _checked(self, record: Any, reference: dict[str, Any] | None) -> Mapping[str, Any]:
@@ -285,6 +312,14 @@ class DecodedRecords:
                     f"field '{key}' decodes to {_describe_spec(got)}, the first record's is "
                     f"{_describe_spec(spec)}; every record must decode to the same shapes and "
                     "dtypes"
+                )
+            declared = self._text.get(key)
+            if declared is not None and (kind := _text_kind(value)) != declared:
+                raise RecordStructureError(
+                    f"field '{key}' decodes to {kind or 'mixed str and bytes'}, the first "
+                    f"record's (record {self.spec_index}) is {declared}; a text field holds "
+                    f"{declared} in every record: return {declared} for it from decode "
+                    f"({_TEXT_FIX[declared]})"
                 )
             out[key] = value
         return out
