@@ -131,3 +131,29 @@ def test_element_passed_to_fn_has_data():
 
     ElementOperator(ElementOperatorConfig(), fn=record).apply_batch({"x": jnp.zeros(2)}, None)
     assert seen and all(t is Element for t in seen)
+
+
+def test_metadata_is_none_in_a_pipeline_stage_and_filled_by_direct_iteration():
+    """track_metadata fills element.metadata when the source is iterated directly; a
+    Pipeline's stage sees the record's fields alone (docs/operators.md says so), and
+    the documented way to know a record's origin there is a field of the data."""
+    data = {"x": np.arange(6, dtype=np.int32) * 10, "index": np.arange(6, dtype=np.int32)}
+
+    def source():
+        return MemorySource(MemorySourceConfig(shuffle=True, seed=3, track_metadata=True),
+                            data)
+
+    def mark(element, key=None):
+        return {"has_metadata": jnp.int32(element.metadata is not None)}
+
+    pipe = Pipeline(source=source(), stages=[ElementOperator(fn=mark)], batch_size=3,
+                    rngs=nnx.Rngs(0))
+    batches = list(pipe)
+    assert np.concatenate([b["has_metadata"] for b in batches]).tolist() == [0] * 6
+    served = np.concatenate([b["index"] for b in batches]).tolist()
+    assert sorted(served) == list(range(6))
+    assert np.concatenate([b["x"] for b in batches]).tolist() == [10 * i for i in served]
+
+    elements = list(source())
+    assert [e.metadata.index for e in elements] == [int(e.data["index"]) for e in elements]
+    assert {e.metadata.epoch for e in elements} == {0}

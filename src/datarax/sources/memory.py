@@ -39,8 +39,10 @@ class MemorySourceConfig(StructuralConfig):
         shuffle: serve records in a Feistel permutation, new each epoch (``seed + epoch``).
         seed: the permutation seed (an int in ``[0, 2**32)``), used when the source is
             built without ``rngs``; with ``rngs`` the order is seeded from ``rngs``.
-        track_metadata: iterating the source yields :class:`~datarax.core.element.Element`
-            objects carrying ``RecordMetadata`` (stable index, epoch, source name).
+        track_metadata: iterating the source directly (``for e in source``) yields
+            :class:`~datarax.core.element.Element` objects carrying ``RecordMetadata``
+            (stable index, epoch, source name). A Pipeline's batches and its stages'
+            elements carry no metadata (``element.metadata`` is None in an operator).
         num_epochs: passes that direct iteration (``for e in source``) makes; ``-1`` is
             unbounded. A Pipeline always runs one pass per ``iter(pipeline)``.
         cast_float64: cast ``float64`` (``complex128``) fields to ``float32``
