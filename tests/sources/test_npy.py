@@ -225,10 +225,11 @@ def test_shards_that_disagree_are_refused_naming_the_file(tmp_path):
     with pytest.raises(RecordError, match=rf"'{ints}' holds records of int32\(3,\), but"):
         NpySource(NpySourceConfig(paths=[first, ints]))
     short = save(tmp_path, "short.npy", np.zeros(3, np.int32))
+    again = save(tmp_path, "again.npy", np.zeros((4, 3), np.float32))
     with pytest.raises(RecordError) as err:
-        NpySource(NpySourceConfig(paths={"x": [first, first], "y": short}))
+        NpySource(NpySourceConfig(paths={"x": [first, again], "y": short}))
     assert str(err.value) == (
-        f"NpySource: the fields hold different numbers of records: 'x' 8 ({first}, {first}), "
+        f"NpySource: the fields hold different numbers of records: 'x' 8 ({first}, {again}), "
         f"'y' 3 ({short}); every field needs exactly one value per record."
     )
     empty = save(tmp_path, "empty.npy", np.zeros((0, 2), np.float32))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.dataset.metadata import METADATA_FILE
+from datarax.storage.urls import check_named_once
 
 __all__ = ["PathsLike", "is_folder", "resolve_paths"]
 
@@ -27,7 +28,8 @@ def resolve_paths(paths: PathsLike) -> list[str]:
 
     Raises:
         RecordError: a file is missing or a pattern matches nothing.
-        ConfigError: ``paths`` is empty or of the wrong type.
+        ConfigError: ``paths`` is empty or of the wrong type, or names a file twice
+            (a glob pattern and a path it matches too, say).
     """
     if isinstance(paths, (str, os.PathLike)):
         items = [paths]
@@ -40,7 +42,7 @@ def resolve_paths(paths: PathsLike) -> list[str]:
             "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of "
             f"paths, got {type(paths).__name__}."
         )
-    files: list[str] = []
+    named: list[tuple[str, list[str]]] = []
     for item in items:
         if not isinstance(item, (str, os.PathLike)):
             raise ConfigError(
@@ -56,7 +58,7 @@ def resolve_paths(paths: PathsLike) -> list[str]:
                     "Check the directory and the pattern.",
                     path=path,
                 )
-            files.extend(matches)
+            named.append((path, matches))
         elif not os.path.isfile(path):
             what = ("is a directory, not a file (a folder is read only when it holds a "
                     f"datarax dataset's {METADATA_FILE})") if os.path.isdir(path) else "does not exist"
@@ -66,8 +68,9 @@ def resolve_paths(paths: PathsLike) -> list[str]:
                 path=path,
             )
         else:
-            files.append(path)
-    return files
+            named.append((path, [path]))
+    check_named_once(named, "ArrayRecordSourceModule")
+    return [file for _, matches in named for file in matches]
 
 
 def is_folder(paths: PathsLike) -> bool:

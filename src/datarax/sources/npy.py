@@ -49,6 +49,7 @@ from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import describe
 from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
+from datarax.storage.urls import check_named_once
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
@@ -237,19 +238,21 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
     return array
 
 
-def _expand_local(files: tuple[str, ...]) -> tuple[str, ...]:
-    """Local ``files`` with each glob pattern expanded (sorted), as a URL's is."""
-    out: list[str] = []
+def _expand_local(files: tuple[str, ...], field: str) -> tuple[str, ...]:
+    """Local ``files`` with each glob pattern expanded (sorted), as a URL's is; a file
+    named twice is refused."""
+    named: list[tuple[str, list[str]]] = []
     for path in files:
         if not _GLOB.search(path):
-            out.append(path)
+            named.append((path, [path]))
             continue
         found = sorted(glob.glob(path))
         if not found:
             raise RecordError(f"{_WHERE}: the glob pattern '{path}' matches no files. Check the "
                               "path.", path=path)
-        out += found
-    return tuple(out)
+        named.append((path, found))
+    check_named_once(named, f"{_WHERE}: field '{field}'")
+    return tuple(file for _, found in named for file in found)
 
 
 def _remote_fields(
@@ -272,7 +275,7 @@ def _remote_fields(
         if all(remote):
             listed[name] = list_objects(files, storage_options, stats=stats)
         else:
-            fields = {**fields, name: _expand_local(files)}
+            fields = {**fields, name: _expand_local(files, name)}
     if not listed:
         return fields, {}, None
     objects = [o for field in listed.values() for o in field]

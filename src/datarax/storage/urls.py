@@ -34,7 +34,8 @@ from datarax.storage.retry import (
     with_retries,
 )
 
-__all__ = ["RemoteObject", "expand_user", "filesystem", "is_remote", "join_url", "list_objects", "object_of",
+__all__ = ["RemoteObject", "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
+           "list_objects", "object_of",
            "read_json", "version_tag"]
 
 T = TypeVar("T")
@@ -191,7 +192,8 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
     Raises:
         RecordError: a file is missing or a pattern matches nothing (naming it; the first
             such entry of a list).
-        ConfigError: ``paths`` is empty or mixes remote and local paths.
+        ConfigError: ``paths`` is empty, mixes remote and local paths, or names a file
+            twice (a glob pattern and a URL it matches too, say).
         RemoteStoreError: the store still fails after every retry, or refuses access
             (credentials missing or expired), naming the URL.
     """
@@ -224,10 +226,49 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
         return [object_of(url, info)]
 
     if len(items) == 1:
-        return one(items[0])
-    with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
-                                               thread_name_prefix="datarax-list") as pool:
-        return [obj for found in pool.map(one, items) for obj in found]
+        found = [one(items[0])]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
+                                                   thread_name_prefix="datarax-list") as pool:
+            found = list(pool.map(one, items))
+    check_named_once([(url, [o.url for o in objs]) for url, objs in zip(items, found)])
+    return [obj for objs in found for obj in objs]
+
+
+def _same_file_key(file: str) -> str:
+    """What two names of one file share: a URL without its scheme's extra slashes
+    (``memory:///a`` is ``memory://a``), a local path resolved to its real path."""
+    scheme = _SCHEME.match(file)
+    if scheme:
+        return scheme.group(0) + file[scheme.end():].lstrip("/")
+    return os.path.realpath(file)
+
+
+def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = "") -> None:
+    """Refuse a file that ``paths`` names twice (each entry as given, with the files it
+    names: itself, or a glob pattern's matches), which each epoch would read twice.
+
+    Raises:
+        ConfigError: naming the file, the two entries that name it and what to do.
+    """
+    first: dict[str, str] = {}
+    for entry, files in named:
+        for file in files:
+            key = _same_file_key(file)
+            if key not in first:
+                first[key] = entry
+                continue
+            earlier = first[key]
+            if earlier == entry and not _GLOB.search(entry):
+                how = "listed twice"
+            else:
+                how = "by " + " and again by ".join(
+                    f"the glob pattern '{e}'" if _GLOB.search(e) and e != file else f"'{e}'"
+                    for e in (earlier, entry))
+            raise ConfigError(
+                f"{where + ': ' if where else ''}paths names the file '{file}' twice ({how}), "
+                "so each epoch would read it twice. List each file once; to read a file more "
+                "often than the others, mix sources with MixSource weights.")
 
 
 def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,

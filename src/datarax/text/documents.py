@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
+from datarax.storage.urls import check_named_once
 from datarax.storage import ShardCache, expand_user, is_remote
 
 
@@ -139,7 +140,7 @@ def _paths(
         files = RemoteFiles.listed(out, where=user, cache=cache, storage_options=storage_options)
         files.local_paths()  # fetched and held now
         return files.urls, files
-    files = []
+    named: list[tuple[str, list[str]]] = []
     for path in out:
         if not os.path.isfile(path) and any(c in path for c in "*?["):  # a local glob, sorted
             matched = sorted(p for p in glob.glob(path) if os.path.isfile(p))
@@ -148,12 +149,13 @@ def _paths(
                     f"{user}: the glob pattern {path!r} matches no files. Check the folder "
                     "and the pattern."
                 )
-            files.extend(matched)
+            named.append((path, matched))
             continue
         if not os.path.isfile(path):
             raise ConfigError(f"{user}: {path!r} does not exist or is not a file.")
-        files.append(path)
-    return files, None
+        named.append((path, [path]))
+    check_named_once(named, user)
+    return [file for _, matched in named for file in matched], None
 
 
 class _FileReader:
