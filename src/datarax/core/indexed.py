@@ -54,7 +54,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         # a source's own get_batch_at / get_batch_and_indices_at check a concrete start
         for name in _READS:
             method = cls.__dict__.get(name)
-            if method is not None and not getattr(method, "_checks_start", False):
+            if method is not None:
                 setattr(cls, name, _checking_start(method, name))
 
     def __len__(self) -> int:  # pragma: no cover - abstract
@@ -146,7 +146,6 @@ def _checking_start(method: Any, name: str) -> Any:
         check_start(self, name, start, size)
         return method(self, start, size, *args, **kwargs)
 
-    read._checks_start = True  # type: ignore[attr-defined]
     return read
 
 
