@@ -64,7 +64,7 @@ def test_every_dataset_config_keeps_its_keywords_and_defaults():
     "field, value, message",
     [
         ("split", "", "{cls}.split must be a non-empty str such as 'train', got ''."),
-        ("data_dir", 3, "{cls}.data_dir must be a str or None, got 3."),
+        ("data_dir", 3, "{cls}.data_dir must be a str, a pathlib.Path or None, got 3."),
         ("seed", -1, "{cls}.seed must be >= 0, got -1."),
         ("shuffle", 1, "{cls}.shuffle must be a bool (True/False), got int 1."),
         ("cast_float64", "yes", "{cls}.cast_float64 must be a bool (True/False), got str 'yes'."),

@@ -617,3 +617,22 @@ def test_from_hf_names_an_unknown_option(tmp_path):
     assert str(err.value).startswith(
         "from_hf got unknown option(s) ['chunksize']; the config options are ['cast_float64', "
         "'chunk_size', ")
+
+
+def test_local_paths_may_be_pathlib_paths(sst2_folder, numeric_folder):
+    import pathlib
+
+    folder = pathlib.Path(sst2_folder)
+    config = HFEagerConfig(name=folder, split="train[:3]", data_dir=pathlib.Path("data"))
+    assert (config.name, config.data_dir) == (sst2_folder, "data")
+    assert config == HFEagerConfig(name=sst2_folder, split="train[:3]", data_dir="data")
+    assert np.asarray(HFEagerSource(config).get_batch_at(0, 3)["idx"]).tolist() == [0, 1, 2]
+
+    files = sorted((folder / "data").glob("train-*.parquet"))
+    stream = HFStreamingConfig(name="parquet", data_files=files)
+    assert stream.data_files == tuple(str(f) for f in files)
+    source = HFStreamingSource(stream)
+    assert sorted(int(r["idx"]) for r in source) == list(range(N))
+
+    eager = from_hf(pathlib.Path(numeric_folder), "test", streaming=False)
+    assert len(eager) == 10 and eager.config.name == numeric_folder

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -28,7 +29,8 @@ class DatasetConfig(StructuralConfig):
     Attributes:
         name: which dataset (its meaning and whether it may be None is the subclass's).
         split: split name with optional slicing, e.g. ``"train[:80%]"``.
-        data_dir: where the dataset lives (the subclass says exactly what it means).
+        data_dir: where the dataset lives (the subclass says exactly what it means); a
+            ``str`` or any ``os.PathLike`` (``pathlib.Path``), stored as ``str``.
         include_keys / exclude_keys: names of the fields to keep / drop, any iterable of
             ``str`` (a list, tuple or set); unknown names are refused when the source opens.
         shuffle, seed: serve records in a seeded order, new each epoch (``seed + epoch``).
@@ -55,8 +57,10 @@ class DatasetConfig(StructuralConfig):
             raise ConfigError(
                 f"{cls}.split must be a non-empty str such as 'train', got {self.split!r}."
             )
+        object.__setattr__(self, "data_dir", local_path(self.data_dir))
         if self.data_dir is not None and not isinstance(self.data_dir, str):
-            raise ConfigError(f"{cls}.data_dir must be a str or None, got {self.data_dir!r}.")
+            raise ConfigError(
+                f"{cls}.data_dir must be a str, a pathlib.Path or None, got {self.data_dir!r}.")
         normalize_keys(self, "include_keys")
         normalize_keys(self, "exclude_keys")
         check_bool(self, "shuffle")
@@ -64,6 +68,21 @@ class DatasetConfig(StructuralConfig):
         check_bool(self, "cast_float64")
         check_bool(self, "track_metadata")
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+
+
+def local_path(value: Any) -> Any:
+    """``value`` as ``str`` where it is an ``os.PathLike`` naming a local path
+    (``os.fspath``); anything else unchanged (the caller checks it).
+
+    Example:
+        >>> import pathlib
+        >>> local_path(pathlib.PurePosixPath("data/train")), local_path(None)
+        ('data/train', None)
+    """
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        return path if isinstance(path, str) else value
+    return value
 
 
 def check_config_type(source: str, config: Any, expected: type) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from datarax.core.config import check_int
 from datarax.core.errors import ConfigError
-from datarax.sources._dataset_config import DatasetConfig
+from datarax.sources._dataset_config import DatasetConfig, local_path
 from datarax.sources.random_access import BadRecordFields
 from datarax.storage.urls import expand_user
 
@@ -21,11 +22,18 @@ class HFConfig(DatasetConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         cls = type(self).__name__
+        object.__setattr__(self, "name", local_path(self.name))
         if self.name is not None and not (isinstance(self.name, str) and self.name):
-            raise ConfigError(f"{cls}.name must be a non-empty str or None, got {self.name!r}.")
+            raise ConfigError(
+                f"{cls}.name must be a non-empty str (a Hub id, a local folder or file; a "
+                f"pathlib.Path is taken too) or None, got {self.name!r}.")
         if self.name is not None:  # a local folder or file: '~/data' is the home folder's
             object.__setattr__(self, "name", expand_user(self.name))
         files = self.data_files
+        if isinstance(files, os.PathLike):
+            files = local_path(files)
+        elif isinstance(files, Sequence) and not isinstance(files, str):
+            files = [local_path(f) for f in files]
         if files is not None:
             if isinstance(files, str):
                 object.__setattr__(self, "data_files", expand_user(files))
@@ -34,7 +42,7 @@ class HFConfig(DatasetConfig):
             else:
                 raise ConfigError(
                     f"{cls}.data_files must be a path/glob or a list of them (the files of "
-                    f"split '{self.split}'), got {files!r}."
+                    f"split '{self.split}'), got {self.data_files!r}."
                 )
         if self.name is None and files is None:
             raise ConfigError(
@@ -48,8 +56,10 @@ class HFEagerConfig(HFConfig):
     :class:`~datarax.sources._dataset_config.DatasetConfig`, and
 
     Attributes:
-        name: Hub id, local folder (data files or ``save_to_disk`` output) or data file/glob.
-        data_files: path/glob or list of them holding split ``split`` (``name`` then
+        name: Hub id, local folder (data files or ``save_to_disk`` output) or data file/glob;
+            a local path may be any ``os.PathLike`` (``pathlib.Path``), stored as ``str``.
+        data_files: path/glob or list of them (``str`` or ``os.PathLike``, stored as
+            ``str``) holding split ``split`` (``name`` then
             names the builder, e.g. ``"parquet"``, or may be omitted).
         streaming: must stay False (use :class:`HFStreamingConfig` to stream).
     """
