@@ -144,8 +144,10 @@ class TextPass:
                 raise SessionEnded(f"PackedTextSource: the read-ahead session {session} ended.")
             self.defer_skips = True
             self.follow(epoch, index)
+            self.at = None  # packing: a take that raises leaves no position to report
             rows = self.take(count)
             if rows is None:
+                self.at = (epoch, index)
                 return None
             end = index + len(rows["tokens"])
             self.at = (epoch, end)

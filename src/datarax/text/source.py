@@ -173,8 +173,10 @@ class PackedTextSource(StreamSource):
             text.direct()
             first = self.index
             text.follow(self.epoch, first)
-            rows = text.take(batch_size)
-            if rows is None:
+            text.at = None  # packing: a take that raises (a broken skip budget) leaves no
+            rows = text.take(batch_size)  # position, so a state or a retry re-packs from
+            if rows is None:  # the last handed-out rows and meets the same error there
+                text.at = (self.epoch, first)
                 return None, None
             count = len(rows["tokens"])
             self.datarax_position.advance(count)
