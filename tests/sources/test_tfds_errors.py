@@ -287,3 +287,78 @@ def test_unreadable_record_raise_or_skip(data_dir, split_ids, unreadable):
     assert [(r.index, r.cause) for r in source.skipped_records()] == [
         (9, "OSError: checksum mismatch in the chunk holding record 9")
     ]
+
+
+# ------------------------------------------------ resume anywhere, record by record
+def _epochs(pipeline: Pipeline, count: int) -> list[list[int]]:
+    """``count`` epochs of ``pipeline``, batch by batch (ids of each batch)."""
+    return [[ids([b]) for b in pipeline] for _ in range(count)]
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+@pytest.mark.parametrize("shard_index", [0, 1])
+def test_resume_at_every_batch_of_three_shuffled_sharded_epochs(data_dir, streaming, shard_index):
+    """A state saved after any batch of any epoch (shuffled, one of two shares, bad
+    records skipped when streaming) resumes with exactly the batches an uninterrupted
+    run serves next, through the following epochs."""
+    extra = dict(on_error="skip", max_skipped=len(BAD)) if streaming else {}
+
+    def build(index: int = shard_index) -> Pipeline:
+        source = from_tfds("datarax_flaky", streaming=streaming, data_dir=data_dir,
+                           download=False, shuffle=True, seed=SEED,
+                           **({"exclude_keys": ("big",)} if not streaming else extra))
+        return Pipeline(source=source, stages=[], batch_size=5, shard_index=index,
+                        shard_count=2)
+
+    other = _epochs(build(1 - shard_index), 3)  # the other share: together, every record
+    reference = _epochs(build(), 3)
+    flat = [b for epoch in reference for b in epoch]
+    assert reference[0] != reference[1] != reference[2]  # reshuffled each epoch
+    good = sorted(set(range(N)) - set(BAD)) if streaming else list(range(N))
+    for mine, theirs in zip(reference, other):  # every good record once per epoch
+        assert sorted(i for b in mine + theirs for i in b) == good
+    for stop in range(len(flat)):
+        pipeline = build()
+        epoch, done = 0, stop
+        while done >= len(reference[epoch]):  # whole epochs first
+            list(pipeline)
+            done -= len(reference[epoch])
+            epoch += 1
+        it = iter(pipeline)
+        head = [ids([next(it)]) for _ in range(done)]
+        assert head == reference[epoch][:done]
+        state = json.loads(json.dumps(it.get_state()))
+        resumed = build()
+        resumed.set_state(state)
+        rest = [ids([b]) for b in resumed]
+        assert rest == reference[epoch][done:], (epoch, done)
+        following = [[ids([b]) for b in resumed] for _ in range(epoch + 1, 3)]
+        assert following == reference[epoch + 1:], (epoch, done)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_broken_budget_stops_at_the_batch_passing_the_record_and_again_on_resume(
+        data_dir, split_ids, prefetch):
+    """With max_skipped=2 the third bad record breaks the budget: every batch before the
+    one that would pass it is served, and a state saved before that batch meets the same
+    error on resume."""
+    def build() -> Pipeline:
+        return Pipeline(source=make(data_dir, on_error="skip", max_skipped=2), stages=[],
+                        batch_size=2, prefetch=prefetch)
+
+    third = bad_positions(split_ids)[2]
+    good_before = [i for i in split_ids[:third] if i not in BAD]
+    it = iter(build())
+    served, states = [], []
+    with pytest.raises(RecordError, match="skipped 3 bad records") as err:
+        while True:
+            states.append(json.loads(json.dumps(it.get_state())))
+            served.append(ids([next(it)]))
+    assert [i for b in served for i in b] == good_before[:len(good_before) // 2 * 2]
+    assert len(served) == len(good_before) // 2
+    message = str(err.value)
+    resumed = build()
+    resumed.set_state(states[-1])
+    with pytest.raises(RecordError) as again:
+        list(resumed)
+    assert str(again.value) == message
