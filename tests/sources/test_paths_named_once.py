@@ -89,3 +89,17 @@ def test_text_documents_naming_a_file_twice_are_refused(tmp_path) -> None:
         JsonlDocuments([str(tmp_path / "*.jsonl"), str(path)])
     assert str(err.value).startswith(f"JsonlDocuments: paths names the file '{path}' twice")
     assert str(err.value).endswith(_WHAT_TO_DO)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hf_data_files_naming_a_file_twice_are_refused(tmp_path, streaming) -> None:
+    pytest.importorskip("datasets")
+    from datarax.sources import from_hf
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"x": 1}\n{"x": 2}\n')
+    pattern = str(tmp_path / "*.jsonl")
+    with pytest.raises(ConfigError) as err:
+        from_hf("json", data_files=[pattern, str(path)], split="train", streaming=streaming)
+    assert f"data_files names the file '{path}' twice (by the glob pattern '{pattern}' and again by '{path}')" in str(err.value)
+    assert str(err.value).endswith(_WHAT_TO_DO)

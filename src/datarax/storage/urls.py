@@ -244,8 +244,9 @@ def _same_file_key(file: str) -> str:
     return os.path.realpath(file)
 
 
-def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = "") -> None:
-    """Refuse a file that ``paths`` names twice (each entry as given, with the files it
+def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = "",
+                     field: str = "paths") -> None:
+    """Refuse a file that ``paths`` (the argument ``field``) names twice (each entry as given, with the files it
     names: itself, or a glob pattern's matches), which each epoch would read twice.
 
     Raises:
@@ -266,7 +267,7 @@ def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = ""
                     f"the glob pattern '{e}'" if _GLOB.search(e) and e != file else f"'{e}'"
                     for e in (earlier, entry))
             raise ConfigError(
-                f"{where + ': ' if where else ''}paths names the file '{file}' twice ({how}), "
+                f"{where + ': ' if where else ''}{field} names the file '{file}' twice ({how}), "
                 "so each epoch would read it twice. List each file once; to read a file more "
                 "often than the others, mix sources with MixSource weights.")
 

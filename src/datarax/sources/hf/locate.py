@@ -14,6 +14,7 @@ from typing import Any
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
 from datarax.sources.hf.config import HFConfig
+from datarax.storage.urls import check_named_once, is_remote
 
 
 _BUILDER_BY_SUFFIX = {
@@ -96,6 +97,7 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
                 f"name='parquet' (or json, csv, arrow, text) and data_files={name!r}."
             )
     if files is not None:
+        _check_files_named_once(files, where)
         kwargs["data_files"] = {base: list(files) if isinstance(files, tuple) else files}
         if path is None:
             first = files if isinstance(files, str) else files[0]
@@ -116,6 +118,14 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
             raise _unreadable(where, config, err) from err
         raise _not_found(where, config) from err
     return dict(loaded)
+
+
+def _check_files_named_once(files: Any, where: str) -> None:
+    """Refuse a local data file named twice (``datasets`` would read it twice)."""
+    entries = [files] if isinstance(files, str) else list(files)
+    named = [(f, sorted(glob.glob(f)) if glob.has_magic(f) else [f])
+             for f in entries if isinstance(f, str) and not is_remote(f)]
+    check_named_once(named, where, "data_files")
 
 
 def _is_local(name: str | None, files: Any) -> bool:
