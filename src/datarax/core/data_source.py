@@ -328,3 +328,17 @@ def length_or_none(source: Any) -> int | None:
         return len(source)
     except TypeError:
         return None
+
+
+def skipping_setting(source: Any) -> str | None:
+    """The name of the first of ``source``'s order settings that makes it skip bad
+    records (``on_error="skip"``, its own or a child's), or None.
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> skipping_setting(MemorySource(MemorySourceConfig(), {"x": np.arange(3)})) is None
+        True
+    """
+    names = sorted(name for name, value in source.order_settings().items()
+                   if name.split(".")[-1] == "on_error" and value == "skip")
+    return names[0] if names else None

@@ -9,7 +9,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none
+from datarax.core.data_source import (
+    DataSourceModule, SourceKind, length_or_none, skipping_setting,
+)
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.operator import OperatorModule, refuse_rng_state
 from datarax.pipeline.plan import filter_position
@@ -174,12 +176,11 @@ def _check_padded_shards(source: DataSourceModule, stages: Sequence[Any], count:
             "cannot be given the same number of batches. Pad on one process, or use a "
             "source of known length."
         )
-    skipping = sorted(name for name, value in source.order_settings().items()
-                      if name.split(".")[-1] == "on_error" and value == "skip")
+    skipping = skipping_setting(source)
     if skipping:
         raise ConfigError(
             f"Pipeline pad_remainder=True with shard_count={count} over "
-            f"{type(source).__name__} with {skipping[0]}='skip': the records a shard skips "
+            f"{type(source).__name__} with {skipping}='skip': the records a shard skips "
             "as bad are known only once they are read, so the shards cannot be given the "
             "same number of batches. Pad on one process, or read with on_error='raise' "
             "(after fixing or removing the bad records)."

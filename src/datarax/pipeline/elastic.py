@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from datarax.core.data_source import SourceKind
+from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import StateError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages
@@ -138,13 +138,12 @@ def elastic_restore(
             f"up to whole padding slots), which restores only on {saved[1]} processes.",
             field="shard",
         )
-    skipping = sorted(name for name, value in source.order_settings().items()
-                      if name.split(".")[-1] == "on_error" and value == "skip")
+    skipping = skipping_setting(source)
     if skipping:
         raise StateError(
             f"{where}: this state was saved by {saved[1]} process(es) and this pipeline "
             f"runs as shard {index} of {count}, over a source that skips bad records "
-            f"({skipping[0]}='skip'): each process's position counts the records it "
+            f"({skipping}='skip'): each process's position counts the records it "
             "skipped, so the shares stood at different positions and what is left cannot "
             f"be re-split. Restore it on {saved[1]} processes.",
             field="shard",
