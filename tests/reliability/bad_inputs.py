@@ -238,6 +238,10 @@ simple("memory-scalar-field", "MemorySource data", "a scalar in a dict of arrays
        "MemorySource field 'x' is a scalar",
        lambda: MemorySource(MemorySourceConfig(), {"x": 3}))
 
+simple("source-negative-start", "MemorySource data", "MemorySource.get_batch_at(-1, 2)", ConfigError,
+       "MemorySource.get_batch_at: start=-1",
+       lambda: MemorySource(MemorySourceConfig(), data()).get_batch_at(-1, 2))
+
 # ----------------------------------------------------------- ElementOperator
 simple("operator-config-stochastic-str", "ElementOperatorConfig", "stochastic='no'", ConfigError,
        "ElementOperatorConfig.stochastic must be a bool (True/False), got str 'no'.",
@@ -287,6 +291,16 @@ simple("pipeline-shard-index-out-of-range", "Pipeline arguments", "shard_index=2
        ConfigError, "Pipeline shard_index must be an int with 0 <= shard_index < shard_count (this "
        "process's share), got shard_index=2 (shard_count=2).",
        lambda: pipe(shard_index=2, shard_count=2))
+simple("pipeline-shard-count-without-index", "Pipeline arguments",
+       "shard_count=2 without shard_index (one process)", ConfigError,
+       "Pipeline shard_count=2 without shard_index: the share would default to "
+       "jax.process_index() = 0, but jax.process_count() = 1, so some shares would never be "
+       "read. Pass shard_index= (this reader's share) as well.",
+       lambda: Pipeline(source=MemorySource(MemorySourceConfig(), data()), stages=[],
+                        batch_size=2, shard_count=2))
+simple("pipeline-stage-is-class", "Pipeline arguments", "stages=[ElementOperator] (the class)",
+       SourceContractError, "Pipeline stage 0 is the class ElementOperator, not an operator: "
+       "build it first", lambda: pipe(stages=[ElementOperator]))
 simple("pipeline-shard-count-zero", "Pipeline arguments", "shard_count=0", ConfigError,
        "Pipeline shard_count must be an int >= 1 (the number of processes reading the data), "
        "got 0.",
