@@ -172,6 +172,29 @@ def test_bad_jsonl_lines_name_file_and_line(tmp_path) -> None:
     assert source.packing_stats()["documents"] == 2
 
 
+def test_a_jsonl_line_with_a_lone_surrogate_is_a_bad_document_not_a_crash(tmp_path) -> None:
+    # JSON may escape half a surrogate pair ("\\ud800"): json gives a str that has no UTF-8
+    # form, which no tokenizer can encode.
+    path = tmp_path / "scraped.jsonl"
+    path.write_text('{"text": "1 2"}\n{"text": "3 \\ud800 4"}\n{"text": "5"}\n')
+    with pytest.raises(RecordError) as err:
+        drain(PackedTextSource(PackedTextConfig(seq_len=4), JsonlDocuments(path), word_ids), 2)
+    cause = (
+        f"{path} line 2 holds a lone surrogate (U+D800 at character 2), "
+        "which is not valid Unicode text"
+    )
+    assert str(err.value) == (
+        f"PackedTextSource: {cause}. Fix or remove that document, or pass on_error='skip' "
+        "to skip and count bad documents."
+    )
+    source = PackedTextSource(
+        PackedTextConfig(seq_len=4, on_error="skip"), JsonlDocuments(path), word_ids
+    )
+    rows = drain(source, 2)
+    assert [r.cause for r in source.skipped_documents()] == [cause]
+    assert sorted(t for b in rows for t in b["tokens"].ravel().tolist() if t) == [1, 2, 5]
+
+
 def test_a_bad_jsonl_line_is_named_by_its_line_number_with_blank_lines_before_it(tmp_path) -> None:
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text('\n{"text": "1 2"}\n\n\n{"body": "x"}\n')

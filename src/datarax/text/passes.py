@@ -237,6 +237,16 @@ class TextPass:
         if not raw.strip():
             self._bad(index, "is empty (no text)")
             return None
+        if not raw.isascii():
+            try:
+                raw.encode("utf-8")
+            except UnicodeEncodeError as err:
+                self._bad(
+                    index,
+                    f"holds a lone surrogate (U+{ord(raw[err.start]):04X} at character "
+                    f"{err.start}), which is not valid Unicode text",
+                )
+                return None
         return raw
 
     def _bad(self, index: int, reason: str) -> None:
