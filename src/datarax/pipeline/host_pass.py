@@ -33,6 +33,7 @@ from datarax.core.cursor import ReadAheadCursor
 from datarax.core.dtypes import text_as_list
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
+from datarax.core.operator import all_per_record
 from datarax.core.owned import owned_device_put_all
 from datarax.core.spec import (
     checked_spec,
@@ -55,6 +56,21 @@ AheadItem = tuple[int, Batch | None]
 #: made by one call (on the CPU ~40 us a batch less), and the worker wakes once for them
 AHEAD_GROUP_BATCHES = 8
 AHEAD_GROUP_BYTES = 8 << 20
+
+
+def _padded(array: Any, size: int) -> np.ndarray:
+    """``array`` (a host field of a short batch) with its last row repeated up to
+    ``size`` rows."""
+    array = np.asarray(array)
+    return np.concatenate([array, np.repeat(array[-1:], size - len(array), axis=0)])
+
+
+def _head(array: jax.Array, count: int) -> jax.Array:
+    """The first ``count`` rows of a stage output: on the CPU a zero-copy host view put
+    back as a JAX array (no slice compiled per field), elsewhere a (cached) slice."""
+    if all(d.platform == "cpu" for d in array.devices()):
+        return jax.device_put(np.asarray(array)[:count])
+    return array[:count]
 
 
 def host_leaf(value: Any) -> bool:
@@ -178,6 +194,15 @@ class HostPass:
             graphdef, state = nnx.split(stages)
             self._stage_graph = (graphdef, *pass_constants(state, self.context.key_pair()))
         graphdef, state, key = self._stage_graph
+        count = len(indices)
+        if 0 < count < self.batch_size and all_per_record(stages):
+            # A short batch runs padded (its last record repeated) and is cut after, so
+            # one compiled step serves every batch of the epoch; per-record stages give
+            # each record the same values whatever the rows beside it.
+            batch = jax.tree.map(lambda v: _padded(v, self.batch_size), batch)
+            indices = _padded(indices, self.batch_size)
+            out = stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
+            return jax.tree.map(lambda v: _head(v, count), out)
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
 
     # ------------------------------------------------------------- read ahead
