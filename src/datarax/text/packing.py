@@ -30,18 +30,25 @@ FIELDS = ("tokens", "segment_ids", "positions", "targets", "loss_mask")
 
 
 class _Row:
-    __slots__ = ("pieces", "used")
+    __slots__ = ("pieces", "used", "_refs")
 
     def __init__(self) -> None:
         self.pieces: list[tuple[int, int, int, np.ndarray]] = []  # (doc, start, end, ids)
         self.used = 0
+        self._refs: tuple[int, ...] | None = None
 
     def add(self, doc: int, start: int, ids: np.ndarray) -> None:
         self.pieces.append((doc, start, start + len(ids), ids))
         self.used += len(ids)
+        self._refs = None
 
-    def refs(self) -> list[int]:
-        return [x for doc, s, e, _ in self.pieces for x in (doc, s, e)]
+    def refs(self) -> tuple[int, ...]:
+        # Built once per row and shared (a tuple): the read-ahead snapshots the packer after
+        # every batch, and a long document leaves thousands of ready rows in each snapshot;
+        # new objects per row per snapshot made the pass quadratic in garbage collection.
+        if self._refs is None:
+            self._refs = tuple(x for doc, s, e, _ in self.pieces for x in (doc, s, e))
+        return self._refs
 
 
 class Packer:
@@ -208,11 +215,28 @@ class Packer:
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """References of open and ready rows: ``[doc, start, end, ...]`` per row."""
+        return self.as_lists(self.snapshot())
+
+    def snapshot(self) -> dict[str, Any]:
+        """:meth:`get_state` with each row's references as a tuple shared with the row.
+
+        Taken after every batch read ahead: nothing is built per row, so a long document's
+        thousands of ready rows cost one list per snapshot. :meth:`as_lists` makes it JSON's.
+        """
         return {
             "open": [row.refs() for row in self._open],
             "ready": [row.refs() for row in self._ready],
             "tokens_packed": self.tokens_packed,
             "rows_packed": self.rows_packed,
+        }
+
+    @staticmethod
+    def as_lists(state: dict[str, Any]) -> dict[str, Any]:
+        """A :meth:`snapshot` with lists for tuples (what JSON reads back)."""
+        return {
+            **state,
+            "open": [list(refs) for refs in state["open"]],
+            "ready": [list(refs) for refs in state["ready"]],
         }
 
     @staticmethod

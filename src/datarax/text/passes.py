@@ -291,16 +291,18 @@ class TextPass:
             "next_document": self.next_document,
             "skipped": self.ledger.pulled,  # passed by the packer (read ahead: not all counted yet)
             "documents": self.documents,
-            "packer": self.packer.get_state(),
+            "packer": self.packer.snapshot(),  # shared tuples: see snapshot_at
         }
 
     def snapshot_at(self, epoch: int, index: int) -> dict[str, Any]:
         """The snapshot of row ``index`` of pass ``epoch`` if known here, else ``{}``."""
         with self.lock:
             if self.at == (epoch, index):
-                return self._extra()
+                extra = self._extra()
+                return {**extra, "packer": Packer.as_lists(extra["packer"])}
         if self.snapshot is not None and self.snapshot[:2] == (epoch, index):
-            return dict(self.snapshot[2])
+            extra = self.snapshot[2]
+            return {**extra, "packer": Packer.as_lists(extra["packer"])}
         if index == 0:
             return {
                 "next_document": 0,
