@@ -9,10 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from flax import nnx
 from text_helpers import drain, make_texts, unpack, word_ids
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import MissingExtraError
+from datarax.pipeline import Pipeline
 from datarax.text import (
     JsonlDocuments,
     PackedTextConfig,
@@ -297,3 +299,26 @@ def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
         "HFStreamDocuments: the stream has no field 'body' (fields: ['id', 'text']); pass "
         "field= naming the text field."
     )
+
+
+def test_a_pass_whose_every_document_is_bad_is_an_error_even_with_skip(tmp_path) -> None:
+    # A misspelt field skips every line: a loop that counts steps would wait forever for a
+    # batch. Skipping passes over bad documents among good ones, not over a whole pass.
+    path = tmp_path / "web.jsonl"
+    path.write_text('{"text": "1 2"}\n{"text": "3"}\n')
+    config = PackedTextConfig(seq_len=4, on_error="skip")
+    expected = (
+        "PackedTextSource: every document of pass 0 was bad: 2 skipped and none packed (the "
+        f"last: {path} line 2 has no field 'body' (found ['text'])). Check the reader's field "
+        "or column and the documents; on_error='skip' passes over bad documents among good ones."
+    )
+    for prefetch in (0, 2):
+        source = PackedTextSource(config, JsonlDocuments(path, field="body"), word_ids)
+        pipeline = Pipeline(source, batch_size=2, rngs=nnx.Rngs(0), prefetch=prefetch)
+        with pytest.raises(RecordError) as err:
+            list(pipeline)
+        assert str(err.value) == expected
+    mixed = ["", "1 2", "", "3"]  # some bad among good ones: skipped as before
+    source = PackedTextSource(config, lambda: mixed, word_ids)
+    assert [r.tolist() for r in drain(source, 2)[0]["tokens"]] == [[1, 2, 3, 0]]
+    assert source.packing_stats()["skipped"] == 2

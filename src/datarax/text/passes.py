@@ -62,6 +62,7 @@ class TextPass:
         self._block = block
         self.ledger = SkipLedger(policy, "PackedTextSource")  # bad documents of the pass
         self.snapshot: tuple[int, int, dict[str, Any]] | None = None
+        self._last_bad = ""  # the cause of the last bad document the packer passed
         self.at: tuple[int, int] | None = None
         # One thread reads at a time (a pipeline's read-ahead, or a direct read); a
         # reading session ends whenever the owner moves or reads the pass itself.
@@ -174,6 +175,13 @@ class TextPass:
                 packer.flush()
                 self.ended = True  # the pass is read; the rows left are ready
                 self.ledger.check_pass_end(self.next_document)
+                if self.documents == 0 and self.ledger.pulled:
+                    raise RecordError(
+                        f"PackedTextSource: every document of pass {self._epoch} was bad: "
+                        f"{self.ledger.pulled} skipped and none packed (the last: "
+                        f"{self._last_bad}). Check the reader's field or column and the "
+                        "documents; on_error='skip' passes over bad documents among good ones."
+                    )
                 break
             doc, ids = self._buffer.popleft()
             self.next_document = doc + 1
@@ -261,6 +269,7 @@ class TextPass:
 
     def _skip(self, index: int, cause: str) -> None:
         """The packer passes bad document ``index``: count it (the budget may stop the pass)."""
+        self._last_bad = cause
         self.ledger.pull(
             SkippedRecord(self._epoch, index, index, None, index, cause), epoch_size=None
         )

@@ -57,7 +57,8 @@ class PackedTextConfig(StructuralConfig):
         pad_id: id of padding in ``tokens`` and ``targets``.
         tokenize_block: documents encoded per tokenizer call.
         on_error: ``"raise"`` stops at a bad document (invalid UTF-8, not text, empty)
-            with a :class:`RecordError` naming it; ``"skip"`` skips and counts it.
+            with a :class:`RecordError` naming it; ``"skip"`` skips and counts it (a pass
+            whose every document is bad is still a :class:`RecordError`).
         max_skipped: with ``"skip"``, most documents one pass may skip (None: no limit).
         with_document_index: also serve ``document_index`` (each token's document
             number in the pass, -1 on padding).
