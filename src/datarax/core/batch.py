@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
 from datarax.typing import Batch
@@ -54,6 +55,20 @@ def head_on_host(batch: Any, count: int) -> Any:
     if isinstance(batch, (list, tuple)):
         return list(batch[:count])
     return np.asarray(batch)[:count]
+
+
+def head_rows(array: Any, count: int) -> Any:
+    """The first ``count`` records of one field of a batch (the short last batch cut from
+    a full-size result). On the CPU backend a zero-copy host view put back as a JAX array,
+    which compiles no slice per field and size; elsewhere an ordinary (cached) slice.
+
+    Example:
+        >>> head_rows(jax.numpy.arange(4), 2).tolist(), head_rows(np.arange(4), 3).tolist()
+        ([0, 1], [0, 1, 2])
+    """
+    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
+        return jax.device_put(np.asarray(array)[:count])
+    return array[:count]
 
 
 def concat_batches(parts: list[Batch], *, on_device: bool = False) -> Batch:

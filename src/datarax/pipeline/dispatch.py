@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import concat_batches
+from datarax.core.batch import concat_batches, head_rows
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes, refuse_declared_64bit
@@ -80,17 +80,6 @@ def record_bytes(source: Any) -> int:
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
 #: vectorized grouped steps whose first call raised (computed by a loop instead)
 _NOT_VECTORIZED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _head(array: Any, count: int) -> Any:
-    """The first ``count`` records of a batch field (the short last batch).
-
-    On the CPU backend this is a zero-copy host view put back as a JAX array, which
-    avoids compiling a slice per field; elsewhere it is an ordinary (cached) slice.
-    """
-    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
-        return jax.device_put(np.asarray(array)[:count])
-    return array[:count]
 
 
 class IndexedDispatch:
@@ -211,7 +200,7 @@ class IndexedDispatch:
                 if count <= 0:
                     break
                 if count < self.batch_size:
-                    batch = jax.tree.map(lambda v, c=count: _head(v, c), batch, is_leaf=host_leaf)
+                    batch = jax.tree.map(lambda v, c=count: head_rows(v, c), batch, is_leaf=host_leaf)
                 at = self.dispatched + i * self.batch_size
                 self.made.append((count, self._placed(batch, at), start + i * self.batch_size))
             self.dispatched += min(whole, left)
@@ -235,7 +224,7 @@ class IndexedDispatch:
                 where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], position_dtype)
         batch = self._timed(step, self.state, self.inputs, where, self.epoch_arg, self.key)
         if count < self.batch_size and not exact:
-            batch = jax.tree.map(lambda v: _head(v, count), batch, is_leaf=host_leaf)
+            batch = jax.tree.map(lambda v: head_rows(v, count), batch, is_leaf=host_leaf)
         if self.host_fields:
             batch, indices = self._join_host_fields(batch, start, count, pieces)
             if self.host_stages:

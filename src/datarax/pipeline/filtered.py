@@ -31,7 +31,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches, take_records
+from datarax.core.batch import batch_length, concat_batches, head_rows, take_records
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.operator import RecordFilter, all_per_record
@@ -40,7 +40,7 @@ from datarax.core.stages import filtered
 from datarax.pipeline.ahead import run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
-from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, head, spec_key
+from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, spec_key
 from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
 from datarax.pipeline.iterator import PipelineIterator
 from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
@@ -194,7 +194,7 @@ class FilteredDispatch:
                 break
             rows = indices[k]
             if count < size:
-                batch = jax.tree.map(lambda v, c=count: head(v, c), batch)
+                batch = jax.tree.map(lambda v, c=count: head_rows(v, c), batch)
                 rows = rows[:count]
             if self.post_graph is not None:
                 graph, state = self.post_graph

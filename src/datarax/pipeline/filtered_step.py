@@ -165,10 +165,3 @@ def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fu
     """:func:`filtered_step`, built once per graph definition and shape."""
     return cached(("filtered", graphdef, batch_size, group, at, fuse, read_spec),
                   lambda: filtered_step(graphdef, batch_size, group, at, fuse, read_spec))
-
-
-def head(array: Any, count: int) -> Any:
-    """The first ``count`` records of a field (a host view on the CPU: no slice compile)."""
-    if isinstance(array, jax.Array) and all(d.platform == "cpu" for d in array.devices()):
-        return jax.device_put(np.asarray(array)[:count])
-    return array[:count]

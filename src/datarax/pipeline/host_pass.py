@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches
+from datarax.core.batch import batch_length, concat_batches, head_rows
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.dtypes import text_as_list
 from datarax.core.errors import SpecMismatchError
@@ -63,14 +63,6 @@ def _padded(array: Any, size: int) -> np.ndarray:
     ``size`` rows."""
     array = np.asarray(array)
     return np.concatenate([array, np.repeat(array[-1:], size - len(array), axis=0)])
-
-
-def _head(array: jax.Array, count: int) -> jax.Array:
-    """The first ``count`` rows of a stage output: on the CPU a zero-copy host view put
-    back as a JAX array (no slice compiled per field), elsewhere a (cached) slice."""
-    if all(d.platform == "cpu" for d in array.devices()):
-        return jax.device_put(np.asarray(array)[:count])
-    return array[:count]
 
 
 def host_leaf(value: Any) -> bool:
@@ -202,7 +194,7 @@ class HostPass:
             batch = jax.tree.map(lambda v: _padded(v, self.batch_size), batch)
             indices = _padded(indices, self.batch_size)
             out = stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
-            return jax.tree.map(lambda v: _head(v, count), out)
+            return jax.tree.map(lambda v: head_rows(v, count), out)
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
 
     # ------------------------------------------------------------- read ahead
