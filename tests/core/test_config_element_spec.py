@@ -17,6 +17,7 @@ from datarax.core.spec import (
     check_spec_x64,
     validate_batch,
 )
+from datarax.sources import ArrayRecordSourceConfig, MemorySourceConfig
 
 
 @dataclass(frozen=True)
@@ -128,3 +129,17 @@ def test_sixty_four_bit_declarations_refused_without_x64():
     assert "jax_enable_x64 is off" in str(info.value)
     assert info.value.fields == ["a", "b"]
     check_spec_x64({"a": jax.ShapeDtypeStruct((), np.float32)})
+
+
+
+@pytest.mark.parametrize(
+    ("config", "wrong", "suggested"),
+    [(ArrayRecordSourceConfig, "shuffle", "shuffle_files"), (MemorySourceConfig, "sed", "seed")],
+)
+def test_an_unknown_config_option_names_the_closest_option_and_all_options(config, wrong, suggested):
+    with pytest.raises(TypeError) as info:
+        config(**{wrong: True})
+    message = str(info.value)
+    assert f"{config.__name__} got an unexpected keyword argument {wrong!r}" in message
+    assert f"did you mean {suggested!r}?" in message
+    assert "its options are: " in message and "num_epochs" in message

@@ -19,6 +19,7 @@ Subclasses are frozen dataclasses that add fields with defaults and validate the
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +28,33 @@ import numpy as np
 from datarax.core.errors import ConfigError, StateError
 
 
+class _ConfigType(type):
+    """Names a config's options when it is given one it does not have (Python's own
+    error names only the unknown keyword)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        options = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+        unknown = [name for name in kwargs if name not in options]
+        if unknown:
+            raise TypeError(unknown_option_message(cls.__name__, unknown[0], options))
+        return super().__call__(*args, **kwargs)
+
+
+def unknown_option_message(owner: str, name: str, options: list[str]) -> str:
+    """The message for option ``name``, which ``owner`` does not have: the closest
+    of ``options`` first, then all of them.
+
+    >>> unknown_option_message("SourceConfig", "shuffle", ["seed", "shuffle_files"])
+    "SourceConfig got an unexpected keyword argument 'shuffle' (did you mean 'shuffle_files'?); its options are: seed, shuffle_files."
+    """
+    close = difflib.get_close_matches(name, options, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (f"{owner} got an unexpected keyword argument {name!r}{hint}; its options "
+            f"are: {', '.join(options) or 'none'}.")
+
+
 @dataclass(frozen=True)
-class StructuralConfig:
+class StructuralConfig(metaclass=_ConfigType):
     """Frozen dataclass base for configs; fields fix a module's structure (hashable, so a
     config can key compiled-function caches).
 
