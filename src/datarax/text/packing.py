@@ -12,7 +12,10 @@ remainder; nothing is dropped. When a piece fits none of ``open_rows`` open rows
 fullest (oldest on ties) is emitted; a full row is emitted at once.
 
 Invariant: the state is only *references* ``(document, start, end)`` per piece of each
-open or ready row; the tokens are looked up again by document on restore.
+open or ready row; the tokens are looked up again by document on restore. Consecutive
+ready rows that are each one cut of the same document (a long document's ``seq_len``
+pieces) are saved as one run ``{"document", "start", "rows", "row_tokens"}``, so the
+state stays a few hundred bytes whatever the documents' length.
 """
 
 from __future__ import annotations
@@ -214,7 +217,17 @@ class Packer:
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
-        """References of open and ready rows: ``[doc, start, end, ...]`` per row."""
+        """References of open and ready rows: ``[doc, start, end, ...]`` per row; a run of
+        ready rows each cut from one document as ``{"document", "start", "rows", "row_tokens"}``.
+
+        Example:
+            >>> p = Packer(seq_len=4, open_rows=1)
+            >>> p.add(0, np.arange(2, dtype=np.int32)); p.add(1, np.arange(13, dtype=np.int32))
+            >>> p.get_state()["ready"]
+            [[0, 0, 2], {'document': 1, 'start': 0, 'rows': 3, 'row_tokens': 4}]
+            >>> p.get_state()["open"]
+            [[1, 12, 13]]
+        """
         return self.as_lists(self.snapshot())
 
     def snapshot(self) -> dict[str, Any]:
@@ -232,17 +245,21 @@ class Packer:
 
     @staticmethod
     def as_lists(state: dict[str, Any]) -> dict[str, Any]:
-        """A :meth:`snapshot` with lists for tuples (what JSON reads back)."""
+        """A :meth:`snapshot` as JSON's lists, consecutive one-piece ready rows of a
+        document joined into runs (what :meth:`get_state` returns)."""
         return {
             **state,
             "open": [list(refs) for refs in state["open"]],
-            "ready": [list(refs) for refs in state["ready"]],
+            "ready": _as_runs(state["ready"]),
         }
 
     @staticmethod
     def documents_in(state: dict[str, Any]) -> set[int]:
         """The documents a state's rows hold pieces of (to re-read on restore)."""
-        return {refs[i] for refs in state["open"] + state["ready"] for i in range(0, len(refs), 3)}
+        return {
+            refs[i] for refs in _expand(state["open"] + state["ready"])
+            for i in range(0, len(refs), 3)
+        }
 
     def restore(self, state: dict[str, Any], ids_of: Callable[[int], np.ndarray]) -> None:
         """Rebuild rows from :meth:`get_state` output; ``ids_of(doc)`` re-tokenizes."""
@@ -250,7 +267,7 @@ class Packer:
         self.tokens_packed = int(state["tokens_packed"])
         self.rows_packed = int(state["rows_packed"])
         for key, target in (("open", self._open), ("ready", self._ready)):
-            for refs in state[key]:
+            for refs in _expand(state[key]):
                 row = _Row()
                 for i in range(0, len(refs), 3):
                     doc, start, end = refs[i : i + 3]
@@ -270,3 +287,50 @@ class Packer:
                         field="packer",
                     )
                 target.append(row)
+
+
+RUN_KEYS = ("document", "start", "rows", "row_tokens")
+
+
+def _as_runs(rows: Any) -> list[Any]:
+    """Ready rows as JSON: ``[doc, start, end, ...]`` lists, with rows that each hold one
+    piece of the same document, of equal length and back to back, joined into a run."""
+    out: list[Any] = []
+    for refs in rows:
+        if isinstance(refs, dict):  # already a run (a state read back from JSON)
+            out.append(dict(refs))
+            continue
+        if len(refs) == 3 and out:
+            doc, start, end = refs
+            last = out[-1]
+            if isinstance(last, dict):
+                if (last["document"] == doc and end - start == last["row_tokens"]
+                        and last["start"] + last["rows"] * last["row_tokens"] == start):
+                    last["rows"] += 1
+                    continue
+            elif len(last) == 3 and last[0] == doc and last[2] == start and (
+                    last[2] - last[1] == end - start):
+                out[-1] = {"document": doc, "start": last[1], "rows": 2, "row_tokens": end - start}
+                continue
+        out.append(list(refs))
+    return out
+
+
+def _expand(rows: Any) -> Any:
+    """Each row's references, runs of :func:`_as_runs` given back row by row."""
+    for refs in rows:
+        if not isinstance(refs, dict):
+            yield refs
+            continue
+        if sorted(refs) != sorted(RUN_KEYS) or not all(
+            isinstance(refs[k], int) and not isinstance(refs[k], bool) for k in RUN_KEYS
+        ) or refs["rows"] < 1 or refs["row_tokens"] < 1:
+            raise StateError(
+                f"Packer state holds a malformed run of rows {refs!r}; a run is "
+                f"{{'document', 'start', 'rows', 'row_tokens'}} of ints (rows and row_tokens "
+                ">= 1), as get_state() returns it.",
+                field="packer",
+            )
+        doc, start, step = refs["document"], refs["start"], refs["row_tokens"]
+        for r in range(refs["rows"]):
+            yield (doc, start + r * step, start + (r + 1) * step)

@@ -334,6 +334,8 @@ class TextPass:
         try:
             needed = Packer.documents_in(packer_state)
             int(packer_state["tokens_packed"]), int(packer_state["rows_packed"])
+        except StateError as err:  # a malformed run of rows names itself
+            raise StateError(f"{where}: {err}", field="packer") from None
         except (KeyError, TypeError, ValueError, IndexError) as err:
             raise StateError(
                 f"{where} state 'packer' is malformed ({err!r}); pass the dict get_state() "
