@@ -305,6 +305,14 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         return dict(batch), stable, passed
 
     # ------------------------------------------------------- bad records (skips)
+    def _skips(self) -> int:
+        """Records skipped as bad this epoch before the position: counted by a host
+        concatenation only (an indexed one's parts skip none; a stream's position
+        counts the records handed out)."""
+        if not isinstance(getattr(self, "skipped", None), nnx.Variable):
+            return 0
+        return super()._skips()
+
     def _place_part(self, i: int, epoch: int, local: int) -> None:
         """Stand part ``i`` at ``local`` of its pass ``epoch`` with the skip count it
         had there (so its skip budget continues exactly after a rewind or restore)."""
