@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 from text_helpers import word_ids
 
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.pipeline import Pipeline
 from datarax.text import (
     JsonlDocuments,
@@ -194,3 +194,55 @@ def test_packed_documents_with_equivalent_weights_continue_exactly(tmp_path, wei
         assert len(rest) == len(reference) - 4, level
         for x, y in zip(rest, reference[4:]):
             np.testing.assert_array_equal(x, y)
+
+
+def _half_bad_mix(bad: str = "books") -> MixedDocuments:
+    """Web: good documents; books: every document lacks its text (a misspelt field)."""
+    web = lambda epoch: [f"{10 + i} {20 + i}" for i in range(50)]
+    books = lambda epoch: [b"\xff" for _ in range(30)]
+    corpora = {"web": web, "books": books} if bad == "books" else {"web": books, "books": web}
+    return MixedDocuments(corpora, {"web": 1, "books": 1}, documents_per_epoch=200, seed=0)
+
+
+def _half_bad_source(**config) -> PackedTextSource:
+    config = {"seq_len": 8, "on_error": "skip", **config}
+    return PackedTextSource(PackedTextConfig(**config), _half_bad_mix(), word_ids)
+
+
+def test_a_corpus_whose_every_document_is_bad_is_an_error_naming_it_not_a_silent_reweighting():
+    # Weights 1:1 asked; skipping every 'books' document would serve web only. Once books
+    # was drawn 16 times in the pass with none served, the read stops naming it.
+    draws = _half_bad_mix().choices(0, 200)
+    sixteenth = int(np.flatnonzero(draws == 1)[15])  # the 16th draw of 'books'
+    source = _half_bad_source(tokenize_block=4)
+    served = [source.get_batch(1)]
+    early = source.get_state()
+    assert early["corpus_documents"][0] > 0 == early["corpus_documents"][1]  # packed per corpus
+    with pytest.raises(RecordError) as err:
+        while (batch := source.get_batch(1)) is not None:
+            served.append(batch)
+    message = str(err.value)
+    assert "corpus 'books' of the mixture served none of the 16 documents" in message
+    assert "corpus 'books' document" in message and "give it weight 0" in message
+    assert 1 < len(served) <= sixteenth  # web's rows before that document were served
+    for state in (early, source.get_state()):  # a restore meets the same error
+        fresh = _half_bad_source(tokenize_block=4)
+        fresh.set_state(json.loads(json.dumps(state)))
+        with pytest.raises(RecordError, match="corpus 'books' of the mixture served none"):
+            while fresh.get_batch(1) is not None:
+                pass
+
+
+def test_a_corpus_with_some_bad_documents_is_skipped_and_counted_per_corpus() -> None:
+    web = lambda epoch: [f"{10 + i} {20 + i}" for i in range(50)]
+    books = lambda epoch: [b"\xff" if i % 2 else f"{500 + i}" for i in range(30)]
+    mix = MixedDocuments({"web": web, "books": books}, {"web": 1, "books": 1},
+                         documents_per_epoch=200, seed=0)
+    source = PackedTextSource(PackedTextConfig(seq_len=8, on_error="skip"), mix, word_ids)
+    rows = 0
+    while (batch := source.get_batch(16)) is not None:
+        rows += len(batch["tokens"])
+    stats = source.packing_stats()
+    drawn = np.bincount(mix.choices(0, 200), minlength=2)
+    assert stats["corpus_documents"]["web"] == drawn[0]
+    assert stats["corpus_documents"]["books"] + stats["skipped"] == drawn[1]

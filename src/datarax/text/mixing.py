@@ -156,6 +156,18 @@ class MixedDocuments:
         size = self.sizes()[corpus]
         return corpus, k // size, k % size
 
+    def corpus_of(self, epoch: int, index: int) -> int:
+        """The corpus number of document ``index`` of pass ``epoch`` (one draw, no reading)."""
+        g = epoch * self.documents_per_epoch + index
+        return int(self.choices(g, g + 1)[0])
+
+    def draws_in(self, epoch: int, stop: int, shard: int = 0, count: int = 1) -> list[int]:
+        """Draws per corpus among documents ``shard, shard + count, ...`` below ``stop``
+        of pass ``epoch`` (a host's share of the pass so far)."""
+        g = epoch * self.documents_per_epoch
+        picked = self.choices(g, g + stop)[shard::count]
+        return np.bincount(picked, minlength=len(self.names)).tolist()
+
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         sizes = self.sizes()
         g0 = epoch * self.documents_per_epoch + start

@@ -21,7 +21,10 @@ from datarax.text.documents import BadDocument
 from datarax.text.packing import Packer
 from datarax.typing import Batch
 
-SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "packer")
+SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "corpus_documents", "packer")
+# A corpus of a mixture drawn this many times in a pass (or as many times as it holds
+# documents, if fewer) and serving none of them is refused: its weight would be ignored.
+CORPUS_EVIDENCE = 16
 
 
 class TextPass:
@@ -63,6 +66,8 @@ class TextPass:
         self.ledger = SkipLedger(policy, "PackedTextSource")  # bad documents of the pass
         self.snapshot: tuple[int, int, dict[str, Any]] | None = None
         self._last_bad = ""  # the cause of the last bad document the packer passed
+        # A mixture's corpora (``MixedDocuments``): documents packed per corpus this pass.
+        self._mix = reader if callable(getattr(reader, "corpus_of", None)) else None
         self.at: tuple[int, int] | None = None
         # One thread reads at a time (a pipeline's read-ahead, or a direct read); a
         # reading session ends whenever the owner moves or reads the pass itself.
@@ -81,6 +86,9 @@ class TextPass:
         self.next_document = 0  # documents of the pass consumed by the packer
         self.ledger.begin(epoch)
         self.documents = 0
+        corpora = len(self._mix.names) if self._mix is not None else 0
+        self.corpus_documents: list[int] | None = [0] * corpora if corpora else None
+        self._corpus_drawn = [0] * corpora  # this shard's draws of each corpus (good or bad)
         self.ended = False
         self.packer.reset()
 
@@ -190,6 +198,11 @@ class TextPass:
             else:
                 packer.add(doc, ids)
                 self.documents += 1
+                if self._mix is not None:
+                    corpus = self._mix.corpus_of(self._epoch, doc)
+                    self._corpus_drawn[corpus] += 1
+                    if self.corpus_documents is not None:
+                        self.corpus_documents[corpus] += 1
         if packer.ready:
             self.ended = False
 
@@ -275,6 +288,29 @@ class TextPass:
         )
         if not self.defer_skips:
             self.ledger.commit(index + 1)
+        if self._mix is not None:
+            self._check_corpus(index, cause)
+
+    def _check_corpus(self, index: int, cause: str) -> None:
+        """A mixture's corpus drawn :data:`CORPUS_EVIDENCE` times this pass (or as often as
+        it holds documents) with every document bad is an error, not a silent re-weighting."""
+        mix = self._mix
+        corpus = mix.corpus_of(self._epoch, index)
+        self._corpus_drawn[corpus] += 1
+        drawn = self._corpus_drawn[corpus]
+        if self.corpus_documents is None or self.corpus_documents[corpus] > 0:
+            return
+        if drawn < min(CORPUS_EVIDENCE, mix.sizes()[corpus]):
+            return
+        shares = dict(zip(mix.names, (round(float(w), 6) for w in mix.weights)))
+        raise RecordError(
+            f"PackedTextSource: corpus '{mix.names[corpus]}' of the mixture served none of "
+            f"the {drawn} documents drawn from it in pass {self._epoch}: every one was bad "
+            f"(the last: {cause}). Skipping them all would ignore its weight (weights "
+            f"{shares}). Check that corpus's field or column and its documents, or give it "
+            "weight 0.",
+            index=index,
+        )
 
     # ---------------------------------------------------------------- state
     def stats(self, at: tuple[int, int] | None = None) -> dict[str, Any]:
@@ -293,15 +329,26 @@ class TextPass:
             "efficiency": tokens / (rows * self.packer.seq_len) if rows else 1.0,
             "documents": extra.get("documents", 0),
             "skipped": extra["skipped"],
+            **self._corpus_stats(extra.get("corpus_documents")),
         }
+
+    def _corpus_stats(self, counts: list[int] | None) -> dict[str, Any]:
+        if self._mix is None or counts is None:
+            return {}
+        return {"corpus_documents": dict(zip(self._mix.names, counts))}
 
     def _extra(self) -> dict[str, Any]:
         return {
             "next_document": self.next_document,
             "skipped": self.ledger.pulled,  # passed by the packer (read ahead: not all counted yet)
             "documents": self.documents,
+            **self._corpus_extra(self.corpus_documents),
             "packer": self.packer.snapshot(),  # shared tuples: see snapshot_at
         }
+
+    @staticmethod
+    def _corpus_extra(counts: list[int] | None) -> dict[str, Any]:
+        return {} if counts is None else {"corpus_documents": list(counts)}
 
     def snapshot_at(self, epoch: int, index: int) -> dict[str, Any]:
         """The snapshot of row ``index`` of pass ``epoch`` if known here, else ``{}``."""
@@ -317,6 +364,7 @@ class TextPass:
                 "next_document": 0,
                 "skipped": 0,
                 "documents": 0,
+                **self._corpus_extra([0] * len(self._mix.names) if self._mix else None),
                 "packer": Packer(1).get_state(),
             }
         return {}  # unknown here: a restore re-packs the pass up to the position
@@ -330,6 +378,19 @@ class TextPass:
                 raise StateError(
                     f"{where} state '{key}' must be an int >= 0, got {value!r}.", field=key
                 )
+        corpus_documents = state.get("corpus_documents")
+        corpora = len(self._mix.names) if self._mix is not None else 0
+        if corpus_documents is not None and not (
+            isinstance(corpus_documents, list)
+            and len(corpus_documents) == corpora
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                    for n in corpus_documents)
+        ):
+            raise StateError(
+                f"{where} state 'corpus_documents' must be a list of {corpora} ints >= 0 "
+                f"(documents packed per corpus of the mixture), got {corpus_documents!r}.",
+                field="corpus_documents",
+            )
         packer_state = state["packer"]
         try:
             needed = Packer.documents_in(packer_state)
@@ -391,6 +452,11 @@ class TextPass:
         self.next_document = next_document
         self.ledger.begin(epoch, state["skipped"])
         self.documents = state.get("documents", 0)
+        if self._mix is not None:
+            counts = state.get("corpus_documents")  # absent: a hand-made state, not checked
+            self.corpus_documents = None if counts is None else list(counts)
+            shard, count = self._shard()
+            self._corpus_drawn = self._mix.draws_in(epoch, next_document, shard, count)
 
 
 _END = object()
