@@ -115,11 +115,12 @@ class IndexedDispatch:
             state, context.key_pair(), np.int32(epoch))
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
-        self.total = self.plan.served(source.epoch_size() or 0)
         self.elastic = context.elastic_epoch(epoch)
+        size = source.epoch_size() or 0
         if self.elastic is not None:  # this epoch's share is re-split runs
-            self.total = self.plan.served(self.elastic.size)
+            size = self.elastic.size
         self.dispatched = source.index
+        self.total = self.plan.end(size, self.dispatched)
         simple = not self.host_fields and self.elastic is None
         long_pass = (self.total - self.dispatched) >= GROUP_MIN_BATCHES * self.batch_size
         one_read = not stages and reads_by_position(source)

@@ -93,10 +93,10 @@ def scan_positions(
     n = len(source)  # type: ignore[arg-type]
     lo = source.shard.bounds(n)[0]
     batch = context.plan.batch_size
-    total = context.plan.served(source.epoch_size() or 0)
+    size = source.epoch_size() or 0
     starts, epochs = [], []
     for _ in range(length):
-        if index + batch > total:  # the pass is over: the next batch opens the next one
+        if index + batch > size:  # the pass is over: the next batch opens the next one
             epoch, index = epoch + 1, 0
         starts.append(epoch * n + lo + index)
         epochs.append(epoch)

@@ -149,7 +149,8 @@ class PipelineIterator:
         elastic = self._context.elastic_epoch(self._epoch)
         if elastic is not None:
             size = elastic.size
-        return self._plan.batches(max(self._plan.served(size) - self._source.index, 0))
+        at = self._source.index
+        return self._plan.batches(max(self._plan.end(size, at) - at, 0))
 
     def get_state(self) -> dict[str, Any]:
         """Small JSON-able state: epoch, records handed out, settings, source position."""

@@ -336,7 +336,8 @@ class Pipeline(nnx.Module):
         size = source.epoch_size()
         if (source.kind is SourceKind.INDEXED and not self.filtered and size is not None
                 and session.elastic_epoch(epoch) is None):
-            source.seek(epoch, min((at or 0) + batches * self.batch_size, self.plan.served(size)))
+            at = at or 0
+            source.seek(epoch, min(at + batches * self.batch_size, self.plan.end(size, at)))
             return iter(self)
         iterator = iter(self)
         for _ in range(batches):

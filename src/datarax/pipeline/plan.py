@@ -84,6 +84,20 @@ class PipelinePlan:
         """Records of ``records`` that are handed out (the dropped remainder excluded)."""
         return records - records % self.batch_size if self.drop_remainder else records
 
+    def end(self, records: int, at: int) -> int:
+        """Where a pass over ``records`` positions, read from position ``at``, stops
+        handing out: ``records``, or with ``drop_remainder`` the end of the last full
+        batch from ``at`` (a pass begun between batch boundaries, after a seek or over a
+        source another loop read, still hands out full batches only).
+
+        >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
+        >>> plan.end(10, 0), plan.end(10, 1), plan.end(12, 1)
+        (8, 9, 9)
+        """
+        if not self.drop_remainder or at >= records:
+            return records
+        return at + (records - at) // self.batch_size * self.batch_size
+
 
 class PipelineSession:
     """Python-only bookkeeping of one Pipeline object: never state, never structure.
