@@ -322,3 +322,33 @@ def test_a_pass_whose_every_document_is_bad_is_an_error_even_with_skip(tmp_path)
     source = PackedTextSource(config, lambda: mixed, word_ids)
     assert [r.tolist() for r in drain(source, 2)[0]["tokens"]] == [[1, 2, 3, 0]]
     assert source.packing_stats()["skipped"] == 2
+
+
+def test_a_tokenizer_that_pads_gives_each_document_its_own_ids_and_is_left_untouched(
+    hf_tokenizer, tmp_path
+) -> None:
+    # Padding to the longest document of a block would pack pad ids as tokens.
+    from tokenizers import Tokenizer
+
+    padded = Tokenizer.from_str(hf_tokenizer.to_str())
+    padded.enable_padding(pad_id=0, pad_token="[PAD]")
+    plain = [hf_tokenizer.encode(t, add_special_tokens=False).ids for t in CORPUS[:3]]
+    path = tmp_path / "padded.json"
+    padded.save(str(path))
+    for given in (padded, str(path)):
+        got = TextTokenizer(given, eos_id=3).encode_batch(["the dog", *CORPUS[:3]])[1:]
+        assert [ids.tolist() for ids in got] == [ids + [3] for ids in plain]
+    assert padded.padding is not None  # the caller's tokenizer keeps its own setting
+
+
+def test_a_tokenizer_that_truncates_is_refused_naming_its_length(hf_tokenizer, tmp_path) -> None:
+    from tokenizers import Tokenizer
+
+    cutting = Tokenizer.from_str(hf_tokenizer.to_str())
+    cutting.enable_truncation(max_length=5)
+    with pytest.raises(ConfigError, match="truncates every document to 5 tokens.*max_tokens="):
+        TextTokenizer(cutting)
+    path = tmp_path / "cutting.json"
+    cutting.save(str(path))
+    with pytest.raises(ConfigError, match=r"tokenizer file .*cutting.json' truncates"):
+        TextTokenizer(str(path))

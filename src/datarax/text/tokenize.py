@@ -23,7 +23,10 @@ class TextTokenizer:
 
     Args:
         tokenizer: a ``tokenizers.Tokenizer``, a path to a ``tokenizer.json``, or a
-            callable mapping one ``str`` to a sequence of non-negative ints.
+            callable mapping one ``str`` to a sequence of non-negative ints. A
+            ``Tokenizer``'s own padding is not used (rows are padded by packing), its
+            post-processor's special tokens are not added (use ``bos_id`` / ``eos_id``),
+            and one that truncates is refused (use ``max_tokens``).
         bos_id: id put before every document (None: none).
         eos_id: id put after every document (None: none).
         max_tokens: keep at most this many ids per document, BOS/EOS included (the
@@ -64,6 +67,7 @@ class TextTokenizer:
                 f"TextTokenizer max_tokens must be None or an int > {specials} (the BOS/EOS "
                 f"ids it must hold plus one), got {max_tokens!r}."
             )
+        path: str | None = None
         if isinstance(tokenizer, (str, os.PathLike)):
             hf = require("tokenizers", extra="tokenizers", user="TextTokenizer")
             path = os.fspath(tokenizer)
@@ -80,6 +84,8 @@ class TextTokenizer:
                     "the path of a tokenizer.json (Tokenizer.save writes one)."
                 ) from err
         self._fast = _is_hf_tokenizer(tokenizer)
+        if self._fast:
+            tokenizer = _for_packing(tokenizer, source=path)
         if not self._fast and not callable(tokenizer):
             raise ConfigError(
                 f"TextTokenizer needs a tokenizers.Tokenizer, a path to a tokenizer.json or a "
@@ -163,6 +169,30 @@ class TextTokenizer:
         bos = [] if self.bos_id is None else [self.bos_id]
         eos = [] if self.eos_id is None else [self.eos_id]
         return np.concatenate([np.array(bos, np.int32), ids, np.array(eos, np.int32)])
+
+
+def _for_packing(tokenizer: Any, source: str | None) -> Any:
+    """A ``tokenizers.Tokenizer`` whose ids of a document are the document's alone.
+
+    Its own padding (pad ids to the longest document of a call) would pack pad ids as
+    tokens and make a document's ids depend on its block: a copy without it is used
+    (packing pads rows itself, with ``pad_id``). Its own truncation would cut every longer
+    document in silence: refused, naming the length (``max_tokens`` truncates on request).
+    """
+    truncation = tokenizer.truncation
+    if truncation is not None:
+        where = f"the tokenizer file {source!r}" if source else "the tokenizers.Tokenizer"
+        raise ConfigError(
+            f"TextTokenizer: {where} truncates every document to "
+            f"{truncation.get('max_length')} tokens (its truncation setting); packing would "
+            "drop the rest of each longer document in silence. Call no_truncation() on the "
+            "Tokenizer (for a file: tokenizers.Tokenizer.from_file(path) first) and pass "
+            "max_tokens= to TextTokenizer to cut documents on purpose (it keeps the EOS last)."
+        )
+    if tokenizer.padding is not None:
+        tokenizer = type(tokenizer).from_str(tokenizer.to_str())  # the caller's is untouched
+        tokenizer.no_padding()
+    return tokenizer
 
 
 def _is_hf_tokenizer(obj: Any) -> bool:
