@@ -241,6 +241,27 @@ class Features:
         return cls(tuple(Field.from_json(d) for d in data))
 
 
+class NestedValueError(RecordMismatchError):
+    """A field's value is an object (a dict) or a list of them, which no field holds."""
+
+
+def _nested_object(name: str, value: Any) -> NestedValueError | None:
+    """The error for a dict (or a list of dicts) as a field's value, saying how to flatten it."""
+    items = value if isinstance(value, (list, tuple)) and value else None
+    inner = items[0] if items is not None else value
+    if not isinstance(inner, Mapping):
+        return None
+    keys = [str(k) for k in inner][:5]
+    listed = ", ".join(f"'{k}'" for k in keys) + (", ..." if len(inner) > 5 else "")
+    first = keys[0] if keys else "key"
+    what = ("a list of objects" if items is not None else "a nested object") + f" (keys {listed})"
+    way = (f"one list field per key (e.g. '{name}.{first}' holding every object's '{first}')"
+           if items is not None else f"one field per key (e.g. '{name}.{first}')")
+    return NestedValueError(
+        f"field '{name}' holds {what}; a field holds numbers, an array, text, bytes or an image. "
+        f"Flatten it into {way} before converting, or leave the field out.", field=name)
+
+
 def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = None) -> Field:
     """The :class:`Field` a value of one record implies.
 
@@ -273,6 +294,9 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         return Field(name, "int64", (), "raw", names)
     if isinstance(value, float) and not isinstance(value, np.generic):  # not np.float64
         return Field(name, "float32", (), "raw", names)
+    nested = _nested_object(name, value)
+    if nested is not None:
+        raise nested
     try:
         array = np.asarray(value)
     except ValueError as err:  # a ragged nested list

@@ -29,6 +29,128 @@ def _bad_text_as_bytes(table: Any) -> Any:
     return table
 
 
+#: cells ``pyarrow`` reads as a missing value by default that are a float's NaN as
+#: Python's ``csv`` module and ``numpy.savetxt`` write it
+_NAN_CELLS = frozenset({"nan", "NaN", "-nan", "-NaN"})
+
+
+def _check_header(table: Any, path: str) -> None:
+    """Refuse a CSV header that would lose a column: a blank or repeated name."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(table.schema.names, start=1):
+        if not name.strip():
+            raise ConversionError(
+                f"cannot read the csv file '{path}': column {i} of the header has no name. Name "
+                "every column in the first line of the file.")
+        if name in seen:
+            raise ConversionError(
+                f"cannot read the csv file '{path}': the header names the column '{name}' twice "
+                f"(columns {seen[name]} and {i}); one would hide the other. Give every column "
+                "its own name in the first line of the file.")
+        seen[name] = i
+
+
+def _short_csv_row(path: str) -> str | None:
+    """Which data row of a CSV file has another number of columns than its header."""
+    import pyarrow.csv
+
+    found: list[Any] = []
+
+    def first_bad(row: Any) -> str:
+        found.append(row)
+        return "error"
+
+    try:
+        pyarrow.csv.read_csv(path, read_options=pyarrow.csv.ReadOptions(use_threads=False),
+                             parse_options=pyarrow.csv.ParseOptions(invalid_row_handler=first_bad))
+    except (OSError, ValueError):
+        pass
+    if not found or found[0].number is None:
+        return None
+    row = found[0]
+    text = row.text if len(row.text) <= 60 else row.text[:57] + "..."
+    plural = "" if row.actual_columns == 1 else "s"
+    return (f"row {row.number - 2} ({text!r}) has {row.actual_columns} column{plural} where "
+            f"the header has {row.expected_columns} (rows count from 0, after the header)")
+
+
+def _nan_cells_as_nan(table: Any, path: str) -> Any:
+    """``table`` with the ``nan`` cells of its float columns as NaN, not missing values."""
+    import pyarrow as pa
+    import pyarrow.csv
+
+    floats = [i for i, field in enumerate(table.schema)
+              if pa.types.is_floating(field.type) and table.column(i).null_count]
+    if not floats:
+        return table
+    nulls = [v for v in pyarrow.csv.ConvertOptions().null_values if v not in _NAN_CELLS]
+    options = pyarrow.csv.ConvertOptions(null_values=nulls)
+    again = pyarrow.csv.read_csv(path, convert_options=options)
+    for i in floats:
+        if pa.types.is_floating(again.schema.field(i).type):
+            table = table.set_column(i, table.schema.field(i).name, again.column(i))
+    return table
+
+
+def _whole_numbers_beyond_int64(table: Any, path: str, kind: str) -> Any:
+    """``table`` with each column of whole numbers that ``pyarrow`` read as floats because
+    one is beyond ``int64`` as exact ``uint64`` (rounding every value to a float would lose
+    digits); one no 64-bit integer holds is refused by row and column."""
+    import math
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for i, field in enumerate(table.schema):
+        if not pa.types.is_floating(field.type):
+            continue
+        top = pc.max(pc.abs(pc.if_else(pc.is_nan(table.column(i)), 0, table.column(i)))).as_py()
+        if top is None or math.isinf(top) or top < 2.0**63:
+            continue
+        values = _literal_values(path, kind, field.name)
+        if values is None or len(values) != table.num_rows:
+            continue
+        for row, value in enumerate(values):
+            if value is not None and not 0 <= value < 2**64:
+                raise ConversionError(
+                    f"cannot read the {kind} file '{path}', row {row}, column '{field.name}': the "
+                    f"integer {value} fits neither int64 nor uint64. Store such a number as text"
+                    + (" (a JSON string)" if kind == "json" else "")
+                    + ", or leave the column out of SRC.")
+        table = table.set_column(i, field.name, pa.array(values, pa.uint64()))
+    return table
+
+
+def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
+    """The column ``name`` of a CSV / JSON Lines file as Python ints (None: missing), or
+    None when a value is not a whole number as written."""
+    import re
+
+    if kind == "json":
+        parsed = ParsedJsonLines.read(path)
+        if parsed is None:
+            return None
+        cells: list[Any] = [row.get(name) for row in parsed.rows]
+        if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in cells):
+            return cells
+        return None
+    import pyarrow as pa
+    import pyarrow.csv
+
+    column = pyarrow.csv.read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+        include_columns=[name], column_types={name: pa.string()})).column(0).to_pylist()
+    nulls = set(pyarrow.csv.ConvertOptions().null_values)
+    out: list[int | None] = []
+    for text in column:
+        if text is None or text.strip() in nulls:
+            out.append(None)
+        elif re.fullmatch(r"\s*[+-]?\d+\s*", text):
+            out.append(int(text))
+        else:
+            return None
+    return out
+
+
 class ParsedJsonLines:
     """The rows of a JSON Lines file ``pyarrow`` cannot read as one table (a column whose
     type changes from row to row), parsed line by line so the writer names each row that
@@ -123,7 +245,7 @@ class TableRows(Rows):
             tables = []
             for f in self.files:
                 try:
-                    tables.append(_bad_text_as_bytes(read(f)))
+                    table = read(f)
                 except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
                     parsed = ParsedJsonLines.read(f) if self.kind == "json" else None
                     if parsed is not None:  # a column's type changes: rows checked one by one
@@ -131,19 +253,36 @@ class TableRows(Rows):
                         continue
                     form = ("JSON Lines: one object a line, not a JSON array; "
                             if self.kind == "json" else "")
+                    short = _short_csv_row(f) if self.kind == "csv" else None
                     raise ConversionError(
-                        f"cannot read the {self.kind} file '{f}': {str(err).rstrip('.')}. Fix the "
-                        f"file ({form}every row with the same columns, each of one type), or "
-                        "leave it out of SRC.") from err
+                        f"cannot read the {self.kind} file '{f}': "
+                        f"{short or str(err).rstrip('.')}. Fix the file ({form}every row with "
+                        "the same columns, each of one type), or leave it out of SRC.") from err
+                if self.kind == "csv":
+                    _check_header(table, f)
+                    table = _nan_cells_as_nan(table, f)
+                table = _whole_numbers_beyond_int64(table, f, self.kind)
+                tables.append(_bad_text_as_bytes(table))
             self._tables = tables
         return self._tables
 
     def hints(self) -> dict[str, dict[str, Any]]:
         if self._hints is None:
             self._hints = self._hf_hints() if self.kind == "parquet" else self._text_hints()
-            for name, hint in self._list_hints().items():
+            for name, hint in {**self._uint64_hints(), **self._list_hints()}.items():
                 self._hints[name] = {**self._hints.get(name, {}), **hint}
         return self._hints
+
+    def _uint64_hints(self) -> dict[str, dict[str, Any]]:
+        """A ``uint64`` column stays ``uint64`` (a Python int would infer ``int64``, which
+        does not hold its values from 2**63 on)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schemas = ([pq.read_schema(self.files[0])] if self.kind == "parquet"
+                   else [t.schema for t in self._load()])
+        return {field.name: {"shape": (), "dtype": "uint64"} for schema in schemas
+                for field in schema if pa.types.is_uint64(field.type)}
 
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
         import pyarrow.parquet as pq

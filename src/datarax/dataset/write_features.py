@@ -11,7 +11,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
+from datarax.dataset.fields import (
+    Features,
+    Field,
+    NestedValueError,
+    RecordMismatchError,
+    infer_features,
+)
 from datarax.dataset.rows import as_rows
 from datarax.dataset.write_outcome import ConversionError
 from datarax.errors import ConfigError
@@ -46,12 +52,13 @@ def resolve_features(records: Any, features: Features | None = None, *,
                 features = infer_features(first, class_names=names)
                 break
             except RecordMismatchError as err:
+                way = ("" if isinstance(err, NestedValueError) else  # features= cannot hold it
+                       " Fix the row, or pass features= (a datarax.dataset.Features) to declare "
+                       "every field" + (", or on_error='skip' (--on-error skip) to infer them "
+                                        "from the next good row." if not skip else "."))
                 first_error = first_error or ConversionError(
                     f"{rows.description}, {rows.row_name(row)} (the features are inferred from "
-                    f"the first row): {err} Fix the row, or pass features= (a "
-                    "datarax.dataset.Features) to declare every field"
-                    + (", or on_error='skip' (--on-error skip) to infer them from the next good "
-                       "row." if not skip else "."))
+                    f"the first row): {err}{way}")
                 first_error.__cause__ = err
         if features is None:
             if first_error is not None:

@@ -1,0 +1,82 @@
+"""Values of CSV / JSON Lines / Parquet cells as a user writes them: each comes back
+exactly, or the conversion stops naming the file, the row or column and what to do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dataset_helpers import read_dataset
+
+from datarax.dataset import ConversionError, convert
+
+
+def test_a_nan_cell_of_a_csv_float_column_is_nan_not_a_missing_value(tmp_path) -> None:
+    # "nan" is what Python's csv module and numpy.savetxt write for a float NaN
+    (tmp_path / "t.csv").write_text("x,n\n1.5,1\nnan,2\nNaN,3\n-inf,4\n")
+    info, _ = convert(str(tmp_path / "t.csv"), tmp_path / "d")
+    data = read_dataset(tmp_path / "d")
+    assert info.num_records == 4 and info.features["x"].dtype == "float32"
+    np.testing.assert_array_equal(data["x"], np.float32([1.5, np.nan, np.nan, -np.inf]))
+    assert data["n"].tolist() == [1, 2, 3, 4]
+    # a missing-value marker stays a missing value, named by row and field
+    (tmp_path / "na.csv").write_text("x\n1.5\nNA\n")
+    with pytest.raises(ConversionError, match=r"na.csv, row 1, field 'x': no value"):
+        convert(str(tmp_path / "na.csv"), tmp_path / "e")
+
+
+@pytest.mark.parametrize("suffix, text", [
+    ("csv", "id,h\n1,18446744073709551615\n2,1099511627777\n"),
+    ("jsonl", '{"id": 1, "h": 18446744073709551615}\n{"id": 2, "h": 1099511627777}\n'),
+])
+def test_integers_beyond_int64_keep_every_digit_as_uint64(tmp_path, suffix, text) -> None:
+    (tmp_path / f"t.{suffix}").write_text(text)
+    info, _ = convert(str(tmp_path / f"t.{suffix}"), tmp_path / "d")
+    assert info.features["h"].dtype == "uint64"
+    assert read_dataset(tmp_path / "d")["h"].tolist() == [2**64 - 1, 1099511627777]
+
+
+@pytest.mark.parametrize("suffix, text", [
+    ("csv", "id,h\n1,5\n2,-18446744073709551615\n"),
+    ("jsonl", '{"id": 1, "h": 5}\n{"id": 2, "h": -18446744073709551615}\n'),
+])
+def test_integers_no_64_bit_type_holds_are_refused_by_row_and_field(tmp_path, suffix, text) -> None:
+    (tmp_path / f"t.{suffix}").write_text(text)
+    with pytest.raises(ConversionError, match=rf"t.{suffix}', row 1, column 'h': the integer "
+                                              r"-18446744073709551615 fits neither int64 nor "
+                                              r"uint64"):
+        convert(str(tmp_path / f"t.{suffix}"), tmp_path / "d")
+
+
+def test_a_parquet_uint64_column_keeps_its_values(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"h": pa.array([5, 2**64 - 1], pa.uint64())}), tmp_path / "u.parquet")
+    info, _ = convert(str(tmp_path / "u.parquet"), tmp_path / "d")
+    assert info.features["h"].dtype == "uint64"
+    assert read_dataset(tmp_path / "d")["h"].tolist() == [5, 2**64 - 1]
+
+
+def test_csv_header_names_that_would_lose_a_column_are_refused(tmp_path) -> None:
+    (tmp_path / "dup.csv").write_text("a,a,b\n1,2,3\n")
+    with pytest.raises(ConversionError, match=r"dup.csv': the header names the column 'a' twice "
+                                              r"\(columns 1 and 2\).*own name"):
+        convert(str(tmp_path / "dup.csv"), tmp_path / "d")
+    (tmp_path / "blank.csv").write_text("a,\n1,2\n")
+    with pytest.raises(ConversionError, match=r"blank.csv': column 2 of the header has no name"):
+        convert(str(tmp_path / "blank.csv"), tmp_path / "e")
+
+
+def test_a_short_csv_row_is_named_by_its_row_number(tmp_path) -> None:
+    (tmp_path / "r.csv").write_text('a,b\n1,2\n"x\ny",3\n4\n5,6\n')  # row 1 spans two lines
+    with pytest.raises(ConversionError, match=r"r.csv': row 2 \('4'\) has 1 column where the "
+                                              r"header has 2"):
+        convert(str(tmp_path / "r.csv"), tmp_path / "d")
+
+
+def test_a_nested_json_object_says_to_flatten_it(tmp_path) -> None:
+    (tmp_path / "n.jsonl").write_text('{"id": 1, "meta": {"lang": "en", "n": 2}}\n')
+    with pytest.raises(ConversionError, match=r"row 0.*field 'meta' holds a nested object "
+                                              r"\(keys 'lang', 'n'\).*'meta.lang'") as err:
+        convert(str(tmp_path / "n.jsonl"), tmp_path / "d")
+    assert "on_error='skip'" not in str(err.value)  # skipping rows cannot help
