@@ -97,3 +97,15 @@ def test_one_empty_epoch_neither_ends_repeat_nor_step_nor_a_resumed_repeat():
         resumed = random_subset().repeat()
         resumed.set_state(it.get_state())
         assert xs(itertools.islice(resumed, 6 - at)) == whole[at:]
+
+
+def test_a_take_longer_than_its_pass_resumes_to_its_end_not_into_the_next_epoch():
+    whole = xs(make())  # 4 batches
+    p = make()
+    take = p.take(6)
+    assert xs(take) == whole  # the pass ended before 6 batches
+    state = take.get_state()
+    resumed = make().take(6)
+    resumed.set_state(state)
+    assert xs(resumed) == []
+    assert xs(take) == []

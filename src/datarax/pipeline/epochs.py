@@ -38,7 +38,11 @@ class Take:
             raise StopIteration
         if self._iterator is None:
             self._iterator = iter(self._pipeline)
-        batch = next(self._iterator)
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            self._left = 0  # the pass ended first: a state taken now resumes to the end
+            raise
         self._left -= 1
         return batch
 
