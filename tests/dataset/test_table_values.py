@@ -80,3 +80,14 @@ def test_a_nested_json_object_says_to_flatten_it(tmp_path) -> None:
                                               r"\(keys 'lang', 'n'\).*'meta.lang'") as err:
         convert(str(tmp_path / "n.jsonl"), tmp_path / "d")
     assert "on_error='skip'" not in str(err.value)  # skipping rows cannot help
+
+
+def test_a_bad_row_of_several_files_names_its_file(tmp_path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "1.csv").write_text("a\n1\n2\n")
+    (tmp_path / "in" / "2.csv").write_text("a\n3\n4.5\n")  # a float column
+    with pytest.raises(ConversionError, match=r"row 2 \(.*2.csv, row 0\), field 'a'"):
+        convert(str(tmp_path / "in"), tmp_path / "d")
+    info, _ = convert(str(tmp_path / "in"), tmp_path / "e", on_error="skip")
+    assert [s["row"] for s in info.skipped] == [2, 3]
+    assert "2.csv, row 1)" in info.skipped[1]["error"]

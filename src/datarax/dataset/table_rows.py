@@ -328,6 +328,17 @@ class TableRows(Rows):
                 out[field.name] = hint
         return out
 
+    def row_name(self, row: int) -> str:
+        """``row 7 (b.csv, row 2)``: with several files, the file and its own row."""
+        if len(self.files) == 1:
+            return f"row {row}"
+        offset = 0
+        for path, count in zip(self.files, self._counts, strict=True):
+            if row < offset + count:
+                return f"row {row} ({path}, row {row - offset})"
+            offset += count
+        return f"row {row}"
+
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
         offset = 0
