@@ -91,3 +91,12 @@ def test_a_bad_row_of_several_files_names_its_file(tmp_path) -> None:
     info, _ = convert(str(tmp_path / "in"), tmp_path / "e", on_error="skip")
     assert [s["row"] for s in info.skipped] == [2, 3]
     assert "2.csv, row 1)" in info.skipped[1]["error"]
+
+
+def test_a_json_lines_line_that_is_not_an_object_is_named_by_line(tmp_path) -> None:
+    (tmp_path / "t.jsonl").write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n')
+    with pytest.raises(ConversionError, match=r"t.jsonl': line 4 is not JSON \(Expecting value"):
+        convert(str(tmp_path / "t.jsonl"), tmp_path / "d")
+    (tmp_path / "u.jsonl").write_text('{"a": 1}\n[1, 2]\n')
+    with pytest.raises(ConversionError, match=r"u.jsonl': line 2 is a JSON list, not an object"):
+        convert(str(tmp_path / "u.jsonl"), tmp_path / "e")

@@ -74,6 +74,24 @@ def _short_csv_row(path: str) -> str | None:
             f"the header has {row.expected_columns} (rows count from 0, after the header)")
 
 
+def _bad_json_line(path: str) -> str | None:
+    """The first line of a JSON Lines file that is not a JSON object, and why."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as err:
+                    return f"line {number} is not JSON ({err})"
+                if not isinstance(row, dict):
+                    return f"line {number} is a JSON {type(row).__name__}, not an object"
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def _nan_cells_as_nan(table: Any, path: str) -> Any:
     """``table`` with the ``nan`` cells of its float columns as NaN, not missing values."""
     import pyarrow as pa
@@ -253,7 +271,7 @@ class TableRows(Rows):
                         continue
                     form = ("JSON Lines: one object a line, not a JSON array; "
                             if self.kind == "json" else "")
-                    short = _short_csv_row(f) if self.kind == "csv" else None
+                    short = _short_csv_row(f) if self.kind == "csv" else _bad_json_line(f)
                     raise ConversionError(
                         f"cannot read the {self.kind} file '{f}': "
                         f"{short or str(err).rstrip('.')}. Fix the file ({form}every row with "
