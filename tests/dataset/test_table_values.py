@@ -100,3 +100,15 @@ def test_a_json_lines_line_that_is_not_an_object_is_named_by_line(tmp_path) -> N
     (tmp_path / "u.jsonl").write_text('{"a": 1}\n[1, 2]\n')
     with pytest.raises(ConversionError, match=r"u.jsonl': line 2 is a JSON list, not an object"):
         convert(str(tmp_path / "u.jsonl"), tmp_path / "e")
+
+
+def test_a_hugging_face_uint64_column_keeps_its_values(tmp_path) -> None:
+    datasets = pytest.importorskip("datasets")
+    pa = pytest.importorskip("pyarrow")
+    from datarax.dataset import write_dataset
+
+    ds = datasets.Dataset.from_dict({"u": pa.array([1, 2**64 - 1], pa.uint64())},
+                                    features=datasets.Features({"u": datasets.Value("uint64")}))
+    info, _ = write_dataset(ds, tmp_path / "d")
+    assert info.features["u"].dtype == "uint64"
+    assert read_dataset(tmp_path / "d")["u"].tolist() == [1, 2**64 - 1]

@@ -116,6 +116,8 @@ def hf_hints(features: Any) -> dict[str, dict[str, Any]]:
             out[name] = {"image": True}
         elif kind == "Value" and spec.get("dtype") in ("string", "large_string"):
             out[name] = {"encoding": "utf8"}
+        elif kind == "Value" and spec.get("dtype") == "uint64":  # a Python int infers int64
+            out[name] = {"shape": (), "dtype": "uint64"}
     return out
 
 
