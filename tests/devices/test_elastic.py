@@ -269,5 +269,44 @@ def test_a_source_that_skips_bad_records_refuses_another_process_count(tmp_path)
     same = build(0, 2)  # the count that saved it restores as before
     same.set_state(states[0])
     assert [np.asarray(b["x"]).tolist() for b in same] == [[3, 4], [5]]
-    for p in [*old, new, same]:
+    other = build(1, 2)  # but only into the shard that saved it
+    with pytest.raises(StateError, match=r"\(shard 1 of 2\) was given the state of shard 0 "
+                       r"of 2; its source skips bad records \(on_error='skip'\).*Save and "
+                       r"restore each process's own state"):
+        other.set_state(states[0])
+    for p in [*old, new, same, other]:
         p.source.close()
+
+
+# ------------------------------------------- another process's state, same count
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_a_process_restores_another_process_state_of_the_same_count(kind):
+    """A multi-process Orbax checkpoint holds the primary process's data state only
+    (Orbax writes JSON items from process 0): every process restores it. Saved at the
+    same step, it says where every share stands, so shard 1 serves its own rest."""
+    def build(index):
+        return make_pipeline(kind, 22, 3, shuffle=True, stochastic=True,
+                             shard_index=index, shard_count=2)
+
+    old = [build(i) for i in range(2)]
+    iterators = [iter(p) for p in old]
+    for iterator in iterators:
+        next(iterator), next(iterator)
+    state = old[0].get_state()
+    want = [int(r["x"]) for r in records(iterators[1])]  # shard 1's rest, uninterrupted
+    restored = build(1)
+    restored.set_state(state)
+    assert [int(r["x"]) for r in records(restored)] == want
+    assert len(want) == 5 and restored.epoch == 1
+
+
+def test_a_stream_refuses_another_process_state_naming_both_shards():
+    def build(index):
+        return make_pipeline("stream", 24, 4, shard_index=index, shard_count=2)
+
+    iterator = iter(build(0))
+    next(iterator)
+    with pytest.raises(StateError, match=r"\(shard 1 of 2\) was given the state of shard 0 "
+                       r"of 2; a stream source's position is its own share's, so restore "
+                       r"each process's own state"):
+        build(1).set_state(iterator.get_state())

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import portpicker
+import pytest
 
 from datarax.testing import collect
 
@@ -25,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 NUM_RECORDS, BATCH = 24, 4
 
 
-def _run_two_processes(tmp_path: Path, extra: list[str]) -> list[dict]:
+def _run_two_processes(tmp_path: Path, extra: list[str],
+                       worker: str = "multihost_worker.py") -> list[dict]:
     port = portpicker.pick_unused_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
@@ -35,7 +37,7 @@ def _run_two_processes(tmp_path: Path, extra: list[str]) -> list[dict]:
         outs.append(out)
         procs.append(
             subprocess.Popen(
-                [sys.executable, str(HERE / "multihost_worker.py"), str(port), str(pid), str(out),
+                [sys.executable, str(HERE / worker), str(port), str(pid), str(out),
                  *extra],
                 env=env,
                 stdout=subprocess.PIPE,
@@ -135,3 +137,21 @@ def _check_arrayrecord_shares(results: list[dict], paths: str) -> None:
         close_source(local)
         assert [(b["epoch"], b["id"], b["noise"]) for b in r["ar_epochs"]] == expected
     assert [r["ar_resume_batches"] for r in results] == [8, 8]
+
+
+@pytest.mark.slow
+def test_an_orbax_checkpoint_of_two_processes_resumes_each_share(tmp_path):
+    """Orbax writes the data item from process 0 only; both processes restore it and
+    each serves exactly the rest of its own share."""
+    pytest.importorskip("orbax.checkpoint")
+    directory = str(tmp_path / "checkpoints")
+    (tmp_path / "save").mkdir()
+    (tmp_path / "restore").mkdir()
+    saved = _run_two_processes(tmp_path / "save", [directory, "save"],
+                               worker="multihost_orbax_worker.py")
+    restored = _run_two_processes(tmp_path / "restore", [directory, "restore"],
+                                  worker="multihost_orbax_worker.py")
+    assert [r["shard"] for r in restored] == [[0, 2], [1, 2]]
+    assert [r["rest"] for r in restored] == [r["rest"] for r in saved]
+    ids = [x for r in saved for b in r["served"] + r["rest"] for x in b]
+    assert sorted(ids) == list(range(24)) and [len(r["rest"]) for r in saved] == [2, 2]

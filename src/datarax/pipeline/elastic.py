@@ -108,6 +108,47 @@ def _history(state: dict[str, Any], where: str) -> list[tuple[int, int]]:
     return out
 
 
+def own_share_state(source: Any, state: Any) -> Any:
+    """``state`` as this process's own when another process of the same count saved it.
+
+    Every process of a run saves at the same step, so every share stands at the same
+    position: a state of shard ``j`` of ``count`` says where shard ``i`` stands too. This
+    is what a multi-process Orbax checkpoint hands every process (its JSON items are
+    written by the primary process only). Anything else is returned unchanged.
+
+    Raises:
+        StateError: a source whose shares stand at different positions after the same
+            steps (one that skips bad records), or whose position is its share's own
+            (a stream, a host source without ``use_share``).
+    """
+    saved = _shard_of(state) if isinstance(state, dict) else None
+    index, count = source.shard.index, source.shard.count
+    if saved is None or saved[1] != count or saved[0] == index or "elastic" in state:
+        return state
+    where = (f"Pipeline over {type(source).__name__} (shard {index} of {count}) was given "
+             f"the state of shard {saved[0]} of {count}")
+    skipping = skipping_setting(source)
+    if skipping:
+        raise StateError(
+            f"{where}; its source skips bad records ({skipping}='skip'), so each "
+            "process's position counts the records it skipped and another process's "
+            "state does not say where this one stands. Save and restore each process's "
+            "own state (e.g. a JSON file named by jax.process_index()).",
+            field="shard",
+        )
+    if source.kind is SourceKind.STREAM or (
+        source.kind is SourceKind.HOST and not hasattr(source, "use_share")
+    ):
+        raise StateError(
+            f"{where}; a {source.kind.value} source's position is its own share's, so "
+            "restore each process's own state (e.g. a JSON file named by "
+            "jax.process_index()). Only indexed and random-access sources take another "
+            "process's state.",
+            field="shard",
+        )
+    return dict(state, settings=dict(state["settings"], shard=[index, count]))
+
+
 def elastic_restore(
     source: Any, state: Any, check: Callable[[dict[str, Any]], None]
 ) -> ElasticEpoch | None:

@@ -40,7 +40,7 @@ from flax import nnx
 from datarax.core.data_source import SourceKind, length_or_none
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
-from datarax.pipeline.elastic import elastic_restore
+from datarax.pipeline.elastic import elastic_restore, own_share_state
 from datarax.pipeline.plan import PassContext
 
 STATE_VERSION = 2
@@ -130,10 +130,12 @@ def get_state(context: PassContext) -> dict[str, Any]:
 
 
 def restore(context: PassContext, state: Any) -> None:
-    """Move the source of ``context`` to where ``state`` was taken: the same position,
-    or after an elastic restore (a state of another process count) this process's
+    """Move the source of ``context`` to where ``state`` was taken: the same position
+    (in this process's share, when another process of the same count saved it), or
+    after an elastic restore (a state of another process count) this process's
     share of what is left of that epoch (:mod:`datarax.pipeline.elastic`)."""
     source, session = context.source, context.session
+    state = own_share_state(source, state)  # another process's state, at the same step
     session.elastic = elastic = elastic_restore(
         source, state, lambda plain: check_state(context, plain)
     )
