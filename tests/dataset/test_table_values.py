@@ -112,3 +112,19 @@ def test_a_hugging_face_uint64_column_keeps_its_values(tmp_path) -> None:
     info, _ = write_dataset(ds, tmp_path / "d")
     assert info.features["u"].dtype == "uint64"
     assert read_dataset(tmp_path / "d")["u"].tolist() == [1, 2**64 - 1]
+
+
+def test_convert_help_describes_the_command_and_bad_counts_name_the_option(capsys) -> None:
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", "--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    assert "self-describing ArrayRecord dataset" in out and "datarax convert train.csv" in out
+    assert "table files named SPLIT-*" in out
+    for option in ("--shards", "--workers"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["convert", "a.csv", "ds", option, "0"])
+        assert exit_.value.code == 2
+        assert f"argument {option}: must be 1 or more, got 0" in capsys.readouterr().err

@@ -10,25 +10,61 @@ import argparse
 import sys
 
 
+_DESCRIPTION = """\
+Write data on disk as a self-describing ArrayRecord dataset: shards plus
+datarax_dataset.json, which ArrayRecordSourceModule reads with no decode function.
+Records keep the source's order; a bad record stops the conversion naming its file,
+row and field (or is skipped and listed with --on-error skip)."""
+
+_EXAMPLES = """\
+examples:
+  datarax convert train.csv data/train
+  datarax convert 'raw/*.parquet' data/train --shards 16 --workers 4
+  datarax convert photos/ data/photos          (photos/<class>/<image>)
+  datarax convert hf_saved/ data/test --split test
+  datarax convert raw/ data/train --resume     (finish an interrupted run)"""
+
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``convert`` command's arguments."""
     from datarax.storage.urls import expand_user
+
+    parser.description = _DESCRIPTION
+    parser.epilog = _EXAMPLES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("src", metavar="SRC", help=(
         "Parquet / JSONL / CSV file, folder or glob; a Hugging Face dataset folder (save_to_disk "
         "or load_dataset cache); a TFDS folder or tfds:NAME[:SPLIT]; an image folder (one "
         "subfolder per class); .npy / .npz"))
     parser.add_argument("dst", metavar="DST", help="the dataset folder to write")
-    parser.add_argument("--shards", type=int, help="shard files (default: one per 50,000 records)")
-    parser.add_argument("--workers", type=int, default=1,
+    parser.add_argument("--shards", type=_at_least_one,
+                        help="shard files (default: one per 50,000 records); shard s holds "
+                             "a contiguous run of rows, in order")
+    parser.add_argument("--workers", type=_at_least_one, default=1,
                         help="processes writing shards in parallel (default 1)")
     parser.add_argument("--runner", choices=("local", "beam"), default="local",
                         help="local processes, or Apache Beam (options after --)")
     parser.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                         help="stop at a bad record (default) or skip it and list it in the metadata")
     parser.add_argument("--resume", action="store_true",
-                        help="finish an interrupted conversion (finished shards are kept)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a dataset in DST")
-    parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset (default train)")
+                        help="finish an interrupted conversion with the same SRC and options "
+                             "(finished shards are kept)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a dataset, finished or not, in DST (refused otherwise)")
+    parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset, or of table "
+                                        "files named SPLIT-* / SPLIT.* or in SPLIT/ (default "
+                                        "train)")
     parser.add_argument("--data-dir", type=expand_user,
                         help="tfds:NAME only: the TFDS data directory")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
