@@ -155,8 +155,21 @@ def test_destinations_and_sources_that_are_not_what_convert_takes(tmp_path) -> N
                                               "ArrayRecordSourceModule"):
         convert(str(tmp_path / "ds"), tmp_path / "again")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConversionError, match="not a known input"):
+    with pytest.raises(ConversionError, match="the folder '.*empty' is empty; SRC is the folder"):
         convert(str(tmp_path / "empty"), tmp_path / "out")
+    (tmp_path / "x.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(ConversionError, match=r"'.*x.tsv' is a .tsv file, which convert does not "
+                                              r"read; it reads Parquet"):
+        convert(str(tmp_path / "x.tsv"), tmp_path / "out")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("hi")
+    with pytest.raises(ConversionError, match=r"the folder '.*notes' holds nothing convert reads "
+                                              r"\(it holds a.txt\)"):
+        convert(str(tmp_path / "notes"), tmp_path / "out")
+    with pytest.raises(ConversionError, match=r"'.*missing.csv' does not exist. Check the path"):
+        convert(str(tmp_path / "missing.csv"), tmp_path / "out")
+    with pytest.raises(ConversionError, match=r"the pattern '.*\*.parquet' matches nothing"):
+        convert(str(tmp_path / "*.parquet"), tmp_path / "out")
 
 
 def test_a_destination_that_cannot_be_created_is_named_with_what_to_do(tmp_path, capsys) -> None:

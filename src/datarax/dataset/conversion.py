@@ -302,9 +302,37 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         return NpyRows(arrays)
     if os.path.isdir(src) and any(_class_folder(src, d) for d in os.listdir(src)):
         return ImageFolderRows(src)
-    raise ConversionError(
-        f"'{src}' does not exist or is not a known input: Parquet / JSON Lines / CSV files, a "
-        "Hugging Face dataset folder, a TFDS folder or tfds:NAME, an image folder, .npy / .npz.")
+    raise ConversionError(_unknown_input(src))
+
+
+_KNOWN_INPUTS = ("Parquet / JSON Lines / CSV files (.parquet, .jsonl / .json, .csv), a Hugging "
+                 "Face dataset folder, a TFDS folder or tfds:NAME, an image folder "
+                 "(<class>/<image>), .npy / .npz")
+
+
+def _unknown_input(src: str) -> str:
+    """Why ``src`` is none of the inputs convert reads: it is missing, an empty folder, or
+    holds files of other kinds (named)."""
+    if os.path.isfile(src):
+        suffix = os.path.splitext(src)[1] or "suffix-less"
+        return (f"'{src}' is a {suffix} file, which convert does not read; it reads "
+                f"{_KNOWN_INPUTS}, known by their suffix. Save the data as one of them.")
+    if os.path.isdir(src):
+        entries = sorted(e for e in os.listdir(src) if not e.startswith("."))
+        if not entries:
+            return (f"the folder '{src}' is empty; SRC is the folder or files that hold the data: "
+                    f"{_KNOWN_INPUTS}.")
+        shown = ", ".join(entries[:5]) + (f" (+{len(entries) - 5} more)" if len(entries) > 5 else "")
+        return (f"the folder '{src}' holds nothing convert reads (it holds {shown}); it reads "
+                f"{_KNOWN_INPUTS}.")
+    if glob.has_magic(src):
+        matched = sorted(glob.glob(src))
+        what = (f"matches {len(matched)} paths ({', '.join(matched[:3])}"
+                f"{', ...' if len(matched) > 3 else ''}), none of them" if matched
+                else "matches nothing:")
+        return f"the pattern '{src}' {what} {_KNOWN_INPUTS}. Check the pattern."
+    return (f"'{src}' does not exist. Check the path; SRC is one of {_KNOWN_INPUTS}, or a glob "
+            "pattern of files (quoted in the shell).")
 
 
 def _file_split(path: str, names: Sequence[str]) -> str | None:
