@@ -322,7 +322,8 @@ def _unknown_input(src: str) -> str:
         if not entries:
             return (f"the folder '{src}' is empty; SRC is the folder or files that hold the data: "
                     f"{_KNOWN_INPUTS}.")
-        shown = ", ".join(entries[:5]) + (f" (+{len(entries) - 5} more)" if len(entries) > 5 else "")
+        more = f" (+{len(entries) - 5} more)" if len(entries) > 5 else ""
+        shown = ", ".join(entries[:5]) + more
         return (f"the folder '{src}' holds nothing convert reads (it holds {shown}); it reads "
                 f"{_KNOWN_INPUTS}.")
     if glob.has_magic(src):
