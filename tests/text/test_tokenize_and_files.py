@@ -352,3 +352,24 @@ def test_a_tokenizer_that_truncates_is_refused_naming_its_length(hf_tokenizer, t
     cutting.save(str(path))
     with pytest.raises(ConfigError, match=r"tokenizer file .*cutting.json' truncates"):
         TextTokenizer(str(path))
+
+
+def test_a_tokenizer_that_raises_is_a_record_error_naming_the_document() -> None:
+    vocab = {"the": 1, "cat": 2}
+    source = PackedTextSource(PackedTextConfig(seq_len=8, on_error="skip"),
+                              lambda: ["the cat", "the dog"], lambda t: [vocab[w] for w in t.split()])
+    with pytest.raises(RecordError) as err:
+        source.get_batch(1)
+    assert str(err.value) == (
+        "TextTokenizer: the tokenizer function raised KeyError ('dog') on document 1 of "
+        "pass 0; fix the tokenizer, or the document."
+    )
+    assert isinstance(err.value.__cause__, KeyError)
+
+
+def test_a_documents_function_of_two_arguments_is_refused_at_construction() -> None:
+    def two(epoch, shard):
+        return ["a"]
+
+    with pytest.raises(ConfigError, match=r"function .*two needs 2 arguments \(epoch, shard\)"):
+        PackedTextSource(PackedTextConfig(seq_len=8), two, word_ids)

@@ -115,6 +115,14 @@ def _takes_argument(fn: Callable[..., Any]) -> bool:
         for p in params
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
+    required = [p for p in positional if p.default is p.empty and p.kind is not p.VAR_POSITIONAL]
+    if len(required) > 1:
+        name = getattr(fn, "__qualname__", type(fn).__qualname__)
+        raise ConfigError(
+            f"FunctionDocuments: the function {name} needs {len(required)} arguments "
+            f"({', '.join(p.name for p in required)}); it is called as fn(epoch) or fn(). "
+            "Bind the others first (functools.partial) or give them defaults."
+        )
     return bool(positional)
 
 

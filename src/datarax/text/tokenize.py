@@ -129,7 +129,7 @@ class TextTokenizer:
             encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
             raw: list[Any] = [e.ids for e in encodings]
         else:
-            raw = [self.tokenizer(t) for t in texts]
+            raw = [self._call(t, i, where) for i, t in enumerate(texts)]
         out = []
         for i, ids in enumerate(raw):
             array = np.asarray(ids)
@@ -137,6 +137,16 @@ class TextTokenizer:
                 array = self._checked(array, ids, i, where)
             out.append(self._finish(array))
         return out
+
+    def _call(self, text: str, i: int, where: Callable[[int], str] | None) -> Any:
+        try:
+            return self.tokenizer(text)
+        except Exception as err:
+            label = where(i) if where is not None else f"document {i} of the block"
+            raise RecordError(
+                f"TextTokenizer: the tokenizer {self.name} raised {type(err).__name__} "
+                f"({err}) on {label}; fix the tokenizer, or the document."
+            ) from err
 
     def _checked(
         self, array: np.ndarray, ids: Any, i: int, where: Callable[[int], str] | None
