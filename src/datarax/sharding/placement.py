@@ -114,6 +114,21 @@ class BatchPlacement:
                 "last batch divides too)."
             )
 
+    def check_dims(self, shape: tuple[int, ...], where: str) -> None:
+        """Refuse a field whose dimensions after the batch axis do not split over the
+        mesh axes the spec names for them."""
+        mesh = self.sharding.mesh
+        for dim, entry in enumerate(tuple(self.sharding.spec)[1:len(shape)], start=1):
+            axes = _axes(entry)
+            split = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
+            if shape[dim] % split:
+                raise ConfigError(
+                    f"{where}: dimension {dim} has size {shape[dim]} (shape {tuple(shape)}), "
+                    f"which does not split over the {split} devices of mesh axes "
+                    f"{list(axes)} that sharding spec {tuple(self.sharding.spec)} names for "
+                    f"it; use a size divisible by {split}, or None at that spec entry."
+                )
+
     def field_sharding(self, ndim: int) -> NamedSharding:
         """The sharding of a field of rank ``ndim`` (spec cut to the field's rank)."""
         spec = tuple(self.sharding.spec)[:ndim]
@@ -134,6 +149,7 @@ class BatchPlacement:
             if ndim == 0:
                 raise ConfigError(f"{where}: field '{name}' is a scalar; it needs a batch axis.")
             self.check_records(int(np.shape(value)[0]), f"{where}, field '{name}'")
+            self.check_dims(np.shape(value), f"{where}, field '{name}'")
             sharding = self.field_sharding(ndim)
             if several:
                 out[name] = jax.make_array_from_process_local_data(sharding, unshared(value))

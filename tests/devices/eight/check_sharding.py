@@ -180,3 +180,15 @@ def test_a_sharded_pipeline_splits_and_restores_its_nnx_state():
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g["x"], w["x"])
     assert hash(graphdef) == hash(nnx.split(other)[0])
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_a_field_dimension_that_does_not_split_over_its_mesh_axis_is_named(kind):
+    # y is (batch, 4): over a 'model' axis of 2 it splits; over 8 devices it does not
+    mesh = Mesh(np.asarray(jax.devices()).reshape(1, 8), ("data", "model"))
+    pipeline = make_pipeline(kind, 16, 8, sharding=(mesh, P("data", "model")))
+    with pytest.raises(ConfigError, match=r"batch at record 0 of epoch 0, field 'y': dimension 1 "
+                       r"has size 4 \(shape \(8, 4\)\), which does not split over the 8 devices "
+                       r"of mesh axes \['model'\] that sharding spec \('data', 'model'\) names "
+                       r"for it; use a size divisible by 8, or None at that spec entry\."):
+        next(iter(pipeline))
