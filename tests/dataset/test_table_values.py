@@ -128,3 +128,17 @@ def test_convert_help_describes_the_command_and_bad_counts_name_the_option(capsy
             main(["convert", "a.csv", "ds", option, "0"])
         assert exit_.value.code == 2
         assert f"argument {option}: must be 1 or more, got 0" in capsys.readouterr().err
+
+
+def test_an_image_deeper_than_8_bits_is_refused_not_clipped(tmp_path) -> None:
+    from PIL import Image
+
+    (tmp_path / "im" / "a").mkdir(parents=True)
+    Image.fromarray(np.uint16([[0, 1000], [255, 7]])).save(tmp_path / "im" / "a" / "deep.png")
+    with pytest.raises(ConversionError, match=r"row 0 \(a/deep.png\), field 'image': a I;16 "
+                                              r"\(values 0..1000\) image; image fields hold 8 bits"):
+        convert(str(tmp_path / "im"), tmp_path / "d")
+    # a 16-bit grey PNG whose values fit 8 bits is stored exactly
+    Image.fromarray(np.uint16([[0, 200], [255, 7]])).save(tmp_path / "im" / "a" / "deep.png")
+    convert(str(tmp_path / "im"), tmp_path / "e")
+    assert read_dataset(tmp_path / "e")["image"][0, :, :, 0].tolist() == [[0, 200], [255, 7]]

@@ -106,6 +106,21 @@ def _lost_in_conversion(image: Any, channels: int) -> str | None:
     return None
 
 
+def _deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
+    """What an image holds beyond 8 bits per channel (a 16-bit PNG, whose colour PIL reads
+    as 8 bits; a 16-bit or 32-bit grey image with a value beyond 255 or a fraction);
+    None when 8 bits hold it exactly."""
+    if image.mode in ("I", "F") or image.mode.startswith("I;16"):
+        pixels = np.asarray(image)
+        if pixels.size and (pixels.min() < 0 or pixels.max() > 255
+                            or (pixels.dtype.kind == "f" and (pixels != np.floor(pixels)).any())):
+            return f"{image.mode} (values {pixels.min():g}..{pixels.max():g})"
+        return None
+    if data is not None and image_format(data) == "png" and len(data) > 24 and data[24] == 16:
+        return "16-bit PNG"  # IHDR bit depth: PIL has already cut its colour to 8 bits
+    return None
+
+
 def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
     encoded = read_encoded_image(f.name, value, row)
     if encoded is not None:
@@ -126,6 +141,13 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
                 array = array[:, :, 0]
             image = Image.fromarray(array)
         keep = False
+    deep = _deeper_than_8_bits(image, data if encoded is not None else None)
+    if deep:
+        raise RecordMismatchError(
+            f"{located(f.name, row)}: a {deep} image; image fields hold 8 bits per channel "
+            "(0..255), so storing it would lose its values. Scale the images to 8 bits first, "
+            "or store the pixels as an array field (e.g. uint16, from .npy files).",
+            field=f.name, row=row)
     size = (image.height, image.width)
     if any(d is not None and d != s for d, s in zip(f.shape[:2], size)):
         raise RecordMismatchError(
