@@ -91,8 +91,10 @@ def test_cli_convert_summary_refusal_and_beam_error(tmp_path, capsys) -> None:
     assert "already holds a finished dataset" in capsys.readouterr().err
     assert main(["convert", src, dst, "--no-progress", "--", "--direct_num_workers=2"]) == 2
     assert "add --runner beam" in capsys.readouterr().err
-    assert main(["convert", src, str(tmp_path / "nope"), "--shards", "0"]) == 2
-    assert "shards must be an int >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # argparse's usage error, naming the option
+        main(["convert", src, str(tmp_path / "nope"), "--shards", "0"])
+    assert exit_.value.code == 2
+    assert "argument --shards: must be 1 or more, got 0" in capsys.readouterr().err
 
 
 def test_inspect_shows_metadata_and_captions_the_grid(tmp_path, capsys) -> None:
