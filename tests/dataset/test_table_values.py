@@ -142,3 +142,11 @@ def test_an_image_deeper_than_8_bits_is_refused_not_clipped(tmp_path) -> None:
     Image.fromarray(np.uint16([[0, 200], [255, 7]])).save(tmp_path / "im" / "a" / "deep.png")
     convert(str(tmp_path / "im"), tmp_path / "e")
     assert read_dataset(tmp_path / "e")["image"][0, :, :, 0].tolist() == [[0, 200], [255, 7]]
+
+
+def test_a_csv_column_empty_in_every_row_is_text(tmp_path) -> None:
+    (tmp_path / "t.csv").write_text("id,notes,名前\n1,,山田\n2,,\"x, y\"\n")
+    info, _ = convert(str(tmp_path / "t.csv"), tmp_path / "d")
+    data = read_dataset(tmp_path / "d")
+    assert info.features["notes"].encoding == "utf8"
+    assert list(data["notes"]) == ["", ""] and list(data["名前"]) == ["山田", "x, y"]

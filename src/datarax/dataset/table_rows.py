@@ -110,6 +110,23 @@ def _nan_cells_as_nan(table: Any, path: str) -> Any:
     return table
 
 
+def _blank_columns_as_text(table: Any, path: str) -> Any:
+    """``table`` with each column that holds no value in any row (``pyarrow``'s null
+    type) as text, its cells as written (``""`` for an empty one), as an empty cell of a
+    text column is."""
+    import pyarrow as pa
+    import pyarrow.csv
+
+    blank = [field.name for field in table.schema if pa.types.is_null(field.type)]
+    if not blank or not table.num_rows:
+        return table
+    again = pyarrow.csv.read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+        include_columns=blank, column_types={name: pa.string() for name in blank}))
+    for name in blank:
+        table = table.set_column(table.schema.get_field_index(name), name, again.column(name))
+    return table
+
+
 def _whole_numbers_beyond_int64(table: Any, path: str, kind: str) -> Any:
     """``table`` with each column of whole numbers that ``pyarrow`` read as floats because
     one is beyond ``int64`` as exact ``uint64`` (rounding every value to a float would lose
@@ -278,7 +295,7 @@ class TableRows(Rows):
                         "the same columns, each of one type), or leave it out of SRC.") from err
                 if self.kind == "csv":
                     _check_header(table, f)
-                    table = _nan_cells_as_nan(table, f)
+                    table = _blank_columns_as_text(_nan_cells_as_nan(table, f), f)
                 table = _whole_numbers_beyond_int64(table, f, self.kind)
                 tables.append(_bad_text_as_bytes(table))
             self._tables = tables
