@@ -426,3 +426,17 @@ def test_state_saved_inside_a_long_document_is_small_and_resumes_to_the_token(
     assert sorted(served[served != 0].tolist()) == sorted(
         [1, 2, 3, *range(10, 20_010), 4, 5, 6, 7, 8, 9]
     )
+
+
+def test_packing_stats_after_a_seek_count_the_rows_before_it() -> None:
+    # A seek moves the position only; the stats of the pass so far are those of a source
+    # that read up to that row, not the zeros of an unread pass.
+    read = _source()
+    for _ in range(4):
+        read.get_batch(3)
+    expected = read.packing_stats()
+    assert expected["rows"] == 12 and expected["tokens"] > 0
+    sought = _source()
+    sought.seek(0, 12)
+    assert sought.packing_stats() == expected
+    _assert_same(drain(sought, 3), drain(read, 3))

@@ -222,8 +222,16 @@ class PackedTextSource(StreamSource):
 
     # ------------------------------------------------------------ reporting
     def packing_stats(self) -> dict[str, Any]:
-        """This pass so far: rows, tokens, ``efficiency`` (non-padding share), documents, skips."""
-        return self._text.stats(at=(self.epoch, self.index))
+        """This pass so far: rows, tokens, ``efficiency`` (non-padding share), documents,
+        skips (and, for a mixture, ``corpus_documents``). After a :meth:`seek` to a row whose
+        snapshot is unknown here, the pass is re-packed up to it first (as the next read would)."""
+        text = self._text
+        at = (self.epoch, self.index)
+        with text.lock:
+            if text.at != at and not text.snapshot_at(*at):
+                text.direct()
+                text.follow(*at)
+            return text.stats(at=at)
 
     def skipped_documents(self) -> list[SkippedRecord]:
         """Documents skipped under ``on_error="skip"`` since the source was built."""
