@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, StateError
 from datarax.operators import FilterOperator
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
@@ -109,3 +109,17 @@ def test_a_take_longer_than_its_pass_resumes_to_its_end_not_into_the_next_epoch(
     resumed.set_state(state)
     assert xs(resumed) == []
     assert xs(take) == []
+
+
+def test_counts_may_be_numpy_ints_and_a_tampered_count_is_refused():
+    whole = xs(make())
+    steps = np.int64(2)  # e.g. computed with numpy from len(pipeline)
+    assert xs(make().take(steps)) == whole[:2]
+    assert xs(make().skip(steps)) == whole[2:]
+    assert xs(make().repeat(np.int64(1))) == whole
+    take = make().take(2)
+    with pytest.raises(StateError, match="take_left"):
+        take.set_state({"pipeline": make().get_state(), "take_left": -3})
+    repeat = make().repeat(2)
+    with pytest.raises(StateError, match="epochs_left"):
+        repeat.set_state({"pipeline": make().get_state(), "epochs_left": "2"})

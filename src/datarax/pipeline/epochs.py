@@ -10,24 +10,44 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from datarax.core.errors import ConfigError, StateError
 from datarax.typing import Batch
 
 
-def check_count(value: Any, what: str, allow_none: bool = False) -> None:
-    """Refuse a count that is not an int >= 0 (or None when ``allow_none``)."""
+def check_count(value: Any, what: str, allow_none: bool = False) -> Any:
+    """The count ``value`` as an int (a NumPy integer taken as the same int); refuse one
+    that is not an int >= 0 (or None when ``allow_none``)."""
     if value is None and allow_none:
-        return
+        return None
+    if isinstance(value, np.integer):
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"Pipeline.{what} takes an int >= 0, got {value!r}.")
+    return value
+
+
+def saved_count(state: dict[str, Any], name: str, where: str, allow_none: bool = False) -> Any:
+    """``state[name]``, a count saved by ``get_state()`` (an int >= 0, or None when
+    ``allow_none``); anything else is refused naming it."""
+    value = state[name]
+    if (value is None and allow_none) or (
+        not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 0
+    ):
+        return None if value is None else int(value)
+    raise StateError(
+        f"{where}.set_state: '{name}' must be an int >= 0{' or None' if allow_none else ''}, "
+        f"got {value!r}; pass the dict {where}.get_state() returned.",
+        field=name,
+    )
 
 
 class Take:
     """At most ``batches`` batches of the pipeline's next pass (see ``Pipeline.take``)."""
 
     def __init__(self, pipeline: Any, batches: int) -> None:
-        check_count(batches, "take")
-        self._pipeline, self._left = pipeline, batches
+        self._pipeline, self._left = pipeline, check_count(batches, "take")
         self._iterator: Any = None
 
     def __iter__(self) -> Take:
@@ -54,8 +74,9 @@ class Take:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
         if not isinstance(state, dict) or "take_left" not in state:
             raise StateError("Take.set_state expects a state from Take.get_state().")
+        left = saved_count(state, "take_left", "Take")
         self._pipeline.set_state(state["pipeline"])
-        self._left, self._iterator = int(state["take_left"]), None
+        self._left, self._iterator = left, None
 
 
 class Repeat:
@@ -63,8 +84,7 @@ class Repeat:
     ``Pipeline.repeat``."""
 
     def __init__(self, pipeline: Any, epochs: int | None) -> None:
-        check_count(epochs, "repeat", allow_none=True)
-        self._pipeline, self._left = pipeline, epochs
+        self._pipeline, self._left = pipeline, check_count(epochs, "repeat", allow_none=True)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
         self._whole = False  # the current pass began at its epoch's start
@@ -105,6 +125,6 @@ class Repeat:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
         if not isinstance(state, dict) or "epochs_left" not in state:
             raise StateError("Repeat.set_state expects a state from Repeat.get_state().")
+        left = saved_count(state, "epochs_left", "Repeat", allow_none=True)
         self._pipeline.set_state(state["pipeline"])
-        left = state["epochs_left"]
-        self._left, self._iterator = None if left is None else int(left), None
+        self._left, self._iterator = left, None

@@ -330,7 +330,7 @@ class Pipeline(nnx.Module):
             >>> [b["x"].tolist() for b in Pipeline(source=src, batch_size=2).skip(1)]
             [[2, 3], [4]]
         """
-        check_count(batches, "skip")
+        batches = check_count(batches, "skip")
         source, session = self.source, self.__session
         epoch, at = session.next_pass(source)
         size = source.epoch_size()
