@@ -246,3 +246,20 @@ def test_a_corpus_with_some_bad_documents_is_skipped_and_counted_per_corpus() ->
     drawn = np.bincount(mix.choices(0, 200), minlength=2)
     assert stats["corpus_documents"]["web"] == drawn[0]
     assert stats["corpus_documents"]["books"] + stats["skipped"] == drawn[1]
+
+
+def test_a_small_corpus_all_bad_is_named_after_its_documents_and_half_bad_is_not() -> None:
+    # On one host 3 draws of a 3-document corpus tried them all; on one of two hosts, the
+    # draws it sees of a corpus half bad may all be its bad document: only counted there.
+    web = lambda epoch: [f"{10 + i}" for i in range(50)]
+    mix = lambda small: MixedDocuments({"web": web, "small": small}, {"web": 1, "small": 1},
+                                       documents_per_epoch=60, seed=0)
+    config = PackedTextConfig(seq_len=8, on_error="skip")
+    source = PackedTextSource(config, mix(lambda e: [b"\xff"] * 3), word_ids)
+    with pytest.raises(RecordError, match="corpus 'small' of the mixture served none of the 3 "):
+        source.get_batch(64)
+    for shard in (0, 1):
+        half = PackedTextSource(config, mix(lambda e: [b"\xff", "7"]), word_ids)
+        pipeline = Pipeline(half, batch_size=64, rngs=nnx.Rngs(0), shard_index=shard,
+                            shard_count=2)
+        assert sum(len(b["tokens"]) for b in pipeline) > 0

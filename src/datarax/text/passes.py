@@ -22,8 +22,8 @@ from datarax.text.packing import Packer
 from datarax.typing import Batch
 
 SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "corpus_documents", "packer")
-# A corpus of a mixture drawn this many times in a pass (or as many times as it holds
-# documents, if fewer) and serving none of them is refused: its weight would be ignored.
+# A corpus of a mixture drawn this many times in a pass (or, on one host, as many times as
+# it holds documents, if fewer) and serving none of them is refused: its weight would be ignored.
 CORPUS_EVIDENCE = 16
 
 
@@ -292,15 +292,20 @@ class TextPass:
             self._check_corpus(index, cause)
 
     def _check_corpus(self, index: int, cause: str) -> None:
-        """A mixture's corpus drawn :data:`CORPUS_EVIDENCE` times this pass (or as often as
-        it holds documents) with every document bad is an error, not a silent re-weighting."""
+        """A mixture's corpus drawn :data:`CORPUS_EVIDENCE` times this pass (or, on one host, as
+        often as it holds documents) with every document bad is an error, not a silent
+        re-weighting."""
         mix = self._mix
         corpus = mix.corpus_of(self._epoch, index)
         self._corpus_drawn[corpus] += 1
         drawn = self._corpus_drawn[corpus]
         if self.corpus_documents is None or self.corpus_documents[corpus] > 0:
             return
-        if drawn < min(CORPUS_EVIDENCE, mix.sizes()[corpus]):
+        # One host meets a corpus's documents in turn: as many draws as it holds cover them
+        # all. A host of several sees only some of each corpus's draws.
+        count = self._shard()[1]
+        needed = CORPUS_EVIDENCE if count > 1 else min(CORPUS_EVIDENCE, mix.sizes()[corpus])
+        if drawn < needed:
             return
         shares = dict(zip(mix.names, (round(float(w), 6) for w in mix.weights)))
         raise RecordError(

@@ -59,8 +59,8 @@ class PackedTextConfig(StructuralConfig):
         on_error: ``"raise"`` stops at a bad document (invalid UTF-8, not text, empty)
             with a :class:`RecordError` naming it; ``"skip"`` skips and counts it (a pass
             whose every document is bad is still a :class:`RecordError`, and so is a
-            mixture's corpus drawn 16 times in a pass, or as often as it holds documents,
-            without serving one).
+            mixture's corpus drawn 16 times in a pass, or on one host as often as it holds
+            documents, without serving one).
         max_skipped: with ``"skip"``, most documents one pass may skip (None: no limit).
         with_document_index: also serve ``document_index`` (each token's document
             number in the pass, -1 on padding).
