@@ -150,3 +150,13 @@ def test_a_csv_column_empty_in_every_row_is_text(tmp_path) -> None:
     data = read_dataset(tmp_path / "d")
     assert info.features["notes"].encoding == "utf8"
     assert list(data["notes"]) == ["", ""] and list(data["名前"]) == ["山田", "x, y"]
+
+
+def test_an_integer_float32_cannot_hold_is_refused_not_rounded(tmp_path) -> None:
+    from datarax.dataset import write_dataset
+
+    with pytest.raises(ConversionError, match=r"row 1, field 'x': an integer float32 does not "
+                                              r"hold exactly \(it would be stored as 1.09951163e\+12\)"):
+        write_dataset([{"x": 1.5}, {"x": 2**40 + 1}], tmp_path / "a")
+    write_dataset([{"x": 1.5}, {"x": 2**24}, {"x": -7}], tmp_path / "b")
+    assert read_dataset(tmp_path / "b")["x"].tolist() == [1.5, 2.0**24, -7.0]

@@ -83,6 +83,11 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
     ):
         raise RecordMismatchError(f"{located(f.name, row)}: values do not fit {want}.",
                                   field=f.name, row=row, mismatch=True)
+    if out.dtype.kind == "f" and array.dtype.kind in "iu" and not np.array_equal(out, array):
+        raise RecordMismatchError(
+            f"{located(f.name, row)}: an integer {want} does not hold exactly (it would be "
+            f"stored as {out.flat[np.argmax(out != array)]:.9g}); declare the field int64 "
+            "(features=), or give the value as a float.", field=f.name, row=row, mismatch=True)
     shape = out.shape
     if len(shape) != len(f.shape) or any(d is not None and d != s for d, s in zip(f.shape, shape)):
         raise RecordMismatchError(
