@@ -158,8 +158,8 @@ class MixedDocuments:
 
     def corpus_of(self, epoch: int, index: int) -> int:
         """The corpus number of document ``index`` of pass ``epoch`` (one draw, no reading)."""
-        g = epoch * self.documents_per_epoch + index
-        return int(self.choices(g, g + 1)[0])
+        block, offset = divmod(epoch * self.documents_per_epoch + index, BLOCK)
+        return int(self._block(block)[offset])
 
     def draws_in(self, epoch: int, stop: int, shard: int = 0, count: int = 1) -> list[int]:
         """Draws per corpus among documents ``shard, shard + count, ...`` below ``stop``
