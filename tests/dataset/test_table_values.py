@@ -80,6 +80,10 @@ def test_a_nested_json_object_says_to_flatten_it(tmp_path) -> None:
                                               r"\(keys 'lang', 'n'\).*'meta.lang'") as err:
         convert(str(tmp_path / "n.jsonl"), tmp_path / "d")
     assert "on_error='skip'" not in str(err.value)  # skipping rows cannot help
+    (tmp_path / "l.jsonl").write_text('{"id": 1, "tags": ["a", "b"]}\n')
+    with pytest.raises(ConversionError, match=r"field 'tags' holds a list of str \('a', 'b'\); "
+                                              r"a text field holds one text. Join"):
+        convert(str(tmp_path / "l.jsonl"), tmp_path / "e")
 
 
 def test_a_bad_row_of_several_files_names_its_file(tmp_path) -> None:

@@ -242,13 +242,21 @@ class Features:
 
 
 class NestedValueError(RecordMismatchError):
-    """A field's value is an object (a dict) or a list of them, which no field holds."""
+    """A field's value is an object (a dict), a list of them or a list of text, which no
+    field holds."""
 
 
 def _nested_object(name: str, value: Any) -> NestedValueError | None:
-    """The error for a dict (or a list of dicts) as a field's value, saying how to flatten it."""
+    """The error for a dict, a list of dicts or a list of text as a field's value, saying
+    how to flatten it; None for any other value."""
     items = value if isinstance(value, (list, tuple)) and value else None
     inner = items[0] if items is not None else value
+    if items is not None and isinstance(inner, str):
+        shown = ", ".join(repr(v) for v in items[:3]) + (", ..." if len(items) > 3 else "")
+        return NestedValueError(
+            f"field '{name}' holds a list of {type(inner).__name__} ({shown}); a text field holds "
+            "one text. Join the list into one text (e.g. comma-separated or as JSON) before "
+            "converting, or leave the field out.", field=name)
     if not isinstance(inner, Mapping):
         return None
     keys = [str(k) for k in inner][:5]
