@@ -164,3 +164,10 @@ def test_an_integer_float32_cannot_hold_is_refused_not_rounded(tmp_path) -> None
         write_dataset([{"x": 1.5}, {"x": 2**40 + 1}], tmp_path / "a")
     write_dataset([{"x": 1.5}, {"x": 2**24}, {"x": -7}], tmp_path / "b")
     assert read_dataset(tmp_path / "b")["x"].tolist() == [1.5, 2.0**24, -7.0]
+
+
+def test_numpy_arrays_of_no_entries_hold_no_records(tmp_path) -> None:
+    np.savez(tmp_path / "e.npz", x=np.zeros((0, 3), np.float32), y=np.zeros(0, np.int64))
+    with pytest.raises(ConversionError, match=r"numpy files .*e.npz holds no records; nothing to "
+                                              r"write"):
+        convert(str(tmp_path / "e.npz"), tmp_path / "d")

@@ -183,7 +183,7 @@ class NpyRows(Rows):
         # plain ndarray views of the memory maps: a row of a np.memmap costs ~3 us more
         arrays = {k: np.asarray(v) for k, v in self._load().items()}
         text = {k for k, v in arrays.items() if v.ndim == 1 and v.dtype.kind in "US"}
-        stop = self.length if stop is None else stop
+        stop = self.length if stop is None else min(stop, self.length)
         for i in range(start, stop):  # a str / bytes entry as str / bytes, the rest as arrays
             yield {k: (v[i].item() if k in text else np.asarray(v[i])) for k, v in arrays.items()}
 
