@@ -373,3 +373,16 @@ def test_a_documents_function_of_two_arguments_is_refused_at_construction() -> N
 
     with pytest.raises(ConfigError, match=r"function .*two needs 2 arguments \(epoch, shard\)"):
         PackedTextSource(PackedTextConfig(seq_len=8), two, word_ids)
+
+
+def test_a_transformers_style_tokenizer_is_refused_pointing_at_its_backend(hf_tokenizer) -> None:
+    class PreTrainedTokenizerFast:  # the shape of a transformers tokenizer: a dict per call
+        backend_tokenizer = hf_tokenizer
+
+        def __call__(self, text):
+            return {"input_ids": [1, 2], "attention_mask": [1, 1]}
+
+    with pytest.raises(ConfigError, match=r"PreTrainedTokenizerFast \(a transformers tokenizer\)"
+                       r".*Pass its .backend_tokenizer"):
+        TextTokenizer(PreTrainedTokenizerFast())
+    assert TextTokenizer(PreTrainedTokenizerFast().backend_tokenizer, eos_id=3).encode("the")[-1] == 3

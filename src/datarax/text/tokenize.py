@@ -84,6 +84,13 @@ class TextTokenizer:
                     "the path of a tokenizer.json (Tokenizer.save writes one)."
                 ) from err
         self._fast = _is_hf_tokenizer(tokenizer)
+        if not self._fast and _is_hf_tokenizer(getattr(tokenizer, "backend_tokenizer", None)):
+            raise ConfigError(
+                f"TextTokenizer: {type(tokenizer).__name__} (a transformers tokenizer) returns "
+                "a dict per call, not ids. Pass its .backend_tokenizer (the tokenizers.Tokenizer "
+                "inside) with bos_id= / eos_id= for the special tokens, or a function "
+                "returning tokenizer(text)['input_ids']."
+            )
         if self._fast:
             tokenizer = _for_packing(tokenizer, source=path)
         if not self._fast and not callable(tokenizer):
