@@ -18,6 +18,10 @@ def test_a_nan_cell_of_a_csv_float_column_is_nan_not_a_missing_value(tmp_path) -
     assert info.num_records == 4 and info.features["x"].dtype == "float32"
     np.testing.assert_array_equal(data["x"], np.float32([1.5, np.nan, np.nan, -np.inf]))
     assert data["n"].tolist() == [1, 2, 3, 4]
+    (tmp_path / "all.csv").write_text("x,n\nnan,1\nNaN,2\n")  # no other value in the column
+    info, _ = convert(str(tmp_path / "all.csv"), tmp_path / "f")
+    assert info.features["x"].dtype == "float32"
+    assert np.isnan(read_dataset(tmp_path / "f")["x"]).tolist() == [True, True]
     # a missing-value marker stays a missing value, named by row and field
     (tmp_path / "na.csv").write_text("x\n1.5\nNA\n")
     with pytest.raises(ConversionError, match=r"na.csv, row 1, field 'x': no value"):

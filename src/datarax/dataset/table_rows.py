@@ -5,6 +5,7 @@ chunk at a time through ``pyarrow``) and :class:`ParsedJsonLines` (a JSON Lines 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -113,7 +114,7 @@ def _nan_cells_as_nan(table: Any, path: str) -> Any:
 def _blank_columns_as_text(table: Any, path: str) -> Any:
     """``table`` with each column that holds no value in any row (``pyarrow``'s null
     type) as text, its cells as written (``""`` for an empty one), as an empty cell of a
-    text column is."""
+    text column is; one with a ``nan`` cell is a float column (NaN, and missing values)."""
     import pyarrow as pa
     import pyarrow.csv
 
@@ -123,7 +124,12 @@ def _blank_columns_as_text(table: Any, path: str) -> Any:
     again = pyarrow.csv.read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
         include_columns=blank, column_types={name: pa.string() for name in blank}))
     for name in blank:
-        table = table.set_column(table.schema.get_field_index(name), name, again.column(name))
+        column = again.column(name)
+        cells = column.to_pylist()
+        if any(cell in _NAN_CELLS for cell in cells):  # NaN and missing values: a float column
+            column = pa.array([math.nan if cell in _NAN_CELLS else None for cell in cells],
+                              pa.float64())
+        table = table.set_column(table.schema.get_field_index(name), name, column)
     return table
 
 
