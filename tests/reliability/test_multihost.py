@@ -141,17 +141,32 @@ def _check_arrayrecord_shares(results: list[dict], paths: str) -> None:
 
 @pytest.mark.slow
 def test_an_orbax_checkpoint_of_two_processes_resumes_each_share(tmp_path):
-    """Orbax writes the data item from process 0 only; both processes restore it and
-    each serves exactly the rest of its own share."""
+    """Orbax writes a JSON item from process 0 only: datarax.checkpoint gathers every
+    process's data state into it, and each process resumes its own share exactly
+    (in-memory, a stream, ArrayRecord whose shares skipped different numbers of
+    records and so stood at different positions)."""
     pytest.importorskip("orbax.checkpoint")
     directory = str(tmp_path / "checkpoints")
+    extra = [directory]
+    try:
+        from reliability_arrayrecord import write_files
+
+        import datarax.sources.array_record  # noqa: F401
+
+        paths = [write_files(tmp_path / "ar", 26, num_files=3)]
+    except ImportError:
+        paths = []
     (tmp_path / "save").mkdir()
     (tmp_path / "restore").mkdir()
-    saved = _run_two_processes(tmp_path / "save", [directory, "save"],
+    saved = _run_two_processes(tmp_path / "save", [*extra, "save", *paths],
                                worker="multihost_orbax_worker.py")
-    restored = _run_two_processes(tmp_path / "restore", [directory, "restore"],
+    restored = _run_two_processes(tmp_path / "restore", [*extra, "restore", *paths],
                                   worker="multihost_orbax_worker.py")
-    assert [r["shard"] for r in restored] == [[0, 2], [1, 2]]
-    assert [r["rest"] for r in restored] == [r["rest"] for r in saved]
-    ids = [x for r in saved for b in r["served"] + r["rest"] for x in b]
-    assert sorted(ids) == list(range(24)) and [len(r["rest"]) for r in saved] == [2, 2]
+    for name in saved[0]:
+        assert [r[name]["shard"] for r in restored] == [[0, 2], [1, 2]], name
+        assert [r[name]["rest"] for r in restored] == [r[name]["rest"] for r in saved], name
+        assert all(r[name]["rest"] for r in saved), name  # each share had more to serve
+    ids = [x for r in saved for b in r["memory"]["served"] + r["memory"]["rest"] for x in b]
+    assert sorted(ids) == list(range(24))
+    if paths:
+        assert [r["arrayrecord"]["position"] for r in saved] == [6, 7]  # record 7 skipped

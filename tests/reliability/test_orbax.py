@@ -115,6 +115,20 @@ def test_restore_data_refuses_a_non_dict():
         datarax.checkpoint.restore_data(make(), [1, 2])
 
 
+def test_restore_data_takes_this_process_state_from_every_process_states():
+    """A several-process checkpoint's data item holds every process's state; one
+    process restoring it (another count) takes process 0's, the same count its own."""
+    pipeline = make()
+    next(iter(pipeline))
+    state = pipeline.get_state()
+    fresh = make()
+    datarax.checkpoint.restore_data(fresh, {"process_states": [state]})
+    assert (fresh.epoch, fresh.position) == (0, 3)
+    with pytest.raises(StateError, match=r"'data' item has 'process_states' dict, not the "
+                       r"list of every process's state dict .*tampered with"):
+        datarax.checkpoint.restore_data(fresh, {"process_states": state})
+
+
 def test_save_refuses_an_item_named_data(tmp_path):
     with ocp.CheckpointManager(tmp_path / "c") as manager:
         with pytest.raises(ValueError, match="item name 'data' is taken"):

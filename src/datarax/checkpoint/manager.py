@@ -4,6 +4,12 @@ The data state (``get_state()`` of a pipeline, iterator or source, a small JSON 
 is one more item of an Orbax ``ocp.args.Composite`` (``JsonSave`` / ``JsonRestore``), so
 model and data are saved and restored together, at the same step.
 
+Under several processes (``jax.distributed``) Orbax writes a JSON item from the
+primary process only, so the item holds every process's state,
+``{"process_states": [state of process 0, ...]}`` (gathered when the step is saved),
+and each process restores its own; on another process count, process 0's (an elastic
+restore: :mod:`datarax.pipeline.elastic`).
+
 Example:
     >>> import tempfile, numpy as np, orbax.checkpoint as ocp
     >>> from flax import nnx
@@ -26,8 +32,12 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Protocol
+
+import jax
+import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.extras import require
@@ -37,6 +47,7 @@ from datarax.storage.urls import expand_user, is_remote
 ocp = require("orbax.checkpoint", extra="checkpoint", user="datarax.checkpoint")
 
 DATA_ITEM = "data"
+PROCESS_STATES = "process_states"
 
 
 class Stateful(Protocol):
@@ -77,9 +88,27 @@ def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> 
         )
 
 
+def _every_process_state(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """``state`` of every process, in process order (a collective: every process calls it)."""
+    from jax.experimental import multihost_utils
+
+    raw = np.frombuffer(json.dumps(state).encode(), np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.asarray([raw.size], np.int32)))
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: raw.size] = raw
+    every = np.asarray(multihost_utils.process_allgather(padded))
+    return [json.loads(every[i, : int(sizes[i, 0])].tobytes()) for i in range(len(every))]
+
+
 def data_save_args(data: Stateful) -> ocp.args.JsonSave:
-    """``ocp.args.JsonSave`` of ``data.get_state()``, for a ``Composite`` item."""
-    return ocp.args.JsonSave(data.get_state())
+    """``ocp.args.JsonSave`` of ``data.get_state()``, for a ``Composite`` item.
+
+    Under several processes every process must call it at the same step: the item
+    gathers every process's state (``{"process_states": [...]}``)."""
+    state = data.get_state()
+    if jax.process_count() > 1:
+        state = {PROCESS_STATES: _every_process_state(state)}
+    return ocp.args.JsonSave(state)
 
 
 def data_restore_args() -> ocp.args.JsonRestore:
@@ -88,13 +117,25 @@ def data_restore_args() -> ocp.args.JsonRestore:
 
 
 def restore_data(data: Stateful, state: Any) -> None:
-    """``data.set_state(state)`` for a state read back from a checkpoint."""
+    """``data.set_state(state)`` for a state read back from a checkpoint (of several
+    processes: this process's own, or on another process count process 0's)."""
     if not isinstance(state, dict):
         raise StateError(
             f"the checkpoint's '{DATA_ITEM}' item holds {type(state).__name__}, not the "
             "state dict get_state() returned; was it saved with datarax.checkpoint.save?",
             field=DATA_ITEM,
         )
+    if PROCESS_STATES in state:
+        states = state[PROCESS_STATES]
+        if not (isinstance(states, list) and states and all(isinstance(s, dict) for s in states)):
+            raise StateError(
+                f"the checkpoint's '{DATA_ITEM}' item has '{PROCESS_STATES}' "
+                f"{type(states).__name__}, not the list of every process's state dict "
+                "datarax.checkpoint.save wrote; the checkpoint was tampered with.",
+                field=DATA_ITEM,
+            )
+        own = len(states) == jax.process_count()
+        state = states[jax.process_index() if own else 0]
     data.set_state(state)
 
 
@@ -113,10 +154,14 @@ def save(
     the manager's folder must be absolute (:func:`checkpoint_manager`). Returns what
     ``checkpoints.save`` returns (whether a checkpoint was written at this step). The
     save may be asynchronous; call ``checkpoints.wait_until_finished()`` before exiting.
+    Under several processes every process calls it at the same step, as Orbax asks:
+    the data item holds every process's state.
     """
     if DATA_ITEM in items:
         raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
     _check_folder(checkpoints, items)
+    if jax.process_count() > 1 and not force and not checkpoints.should_save(step):
+        return False  # no step written: nothing to gather from the processes
     args = ocp.args.Composite(**{DATA_ITEM: data_save_args(data)}, **items)
     return bool(checkpoints.save(step, args=args, force=force))
 
