@@ -175,3 +175,38 @@ def test_numpy_arrays_of_no_entries_hold_no_records(tmp_path) -> None:
     with pytest.raises(ConversionError, match=r"numpy files .*e.npz holds no records; nothing to "
                                               r"write"):
         convert(str(tmp_path / "e.npz"), tmp_path / "d")
+
+
+@pytest.mark.parametrize("suffix, text", [
+    ("csv", "d,t,x\n2024-01-01,12:30:00,1\n2024-01-02,13:00:05,2\n"),
+    ("jsonl", '{"d": "2024-01-01", "t": "2024-01-01 10:00:00", "x": 1}\n'
+              '{"d": "2024-01-02", "t": "2024-01-02T11:00:00", "x": 2}\n'),
+])
+def test_dates_in_csv_and_json_lines_are_kept_as_their_text(tmp_path, suffix, text) -> None:
+    (tmp_path / f"t.{suffix}").write_text(text)
+    info, _ = convert(str(tmp_path / f"t.{suffix}"), tmp_path / "d")
+    data = read_dataset(tmp_path / "d")
+    assert info.features["d"].encoding == info.features["t"].encoding == "utf8"
+    rows = [line.split(",") for line in text.splitlines()[1:]] if suffix == "csv" else None
+    expected_t = [r[1] for r in rows] if rows else ["2024-01-01 10:00:00", "2024-01-02T11:00:00"]
+    assert list(data["d"]) == ["2024-01-01", "2024-01-02"] and list(data["t"]) == expected_t
+    assert data["x"].tolist() == [1, 2]
+
+
+def test_a_parquet_timestamp_or_decimal_says_how_to_store_it(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import datetime
+    import decimal
+
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"t": pa.array([datetime.datetime(2024, 1, 2)]),
+                             "d": pa.array([decimal.Decimal("1.10")])}), tmp_path / "x.parquet")
+    with pytest.raises(ConversionError, match=r"row 0.*field 't' holds a datetime \(2024-01-02 "
+                                              r"00:00:00\).*Store it as text \(ISO 8601") as err:
+        convert(str(tmp_path / "x.parquet"), tmp_path / "d")
+    assert "features=" not in str(err.value)  # no field holds it
+    pq.write_table(pa.table({"d": pa.array([decimal.Decimal("1.10")])}), tmp_path / "y.parquet")
+    with pytest.raises(ConversionError, match=r"field 'd' holds a decimal \(1.10\).*a float, or "
+                                              r"text"):
+        convert(str(tmp_path / "y.parquet"), tmp_path / "e")

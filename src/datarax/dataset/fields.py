@@ -20,6 +20,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -241,22 +243,31 @@ class Features:
         return cls(tuple(Field.from_json(d) for d in data))
 
 
-class NestedValueError(RecordMismatchError):
-    """A field's value is an object (a dict), a list of them or a list of text, which no
-    field holds."""
+class UnstorableValueError(RecordMismatchError):
+    """A field's value is of a kind no field holds, whatever the features: an object (a
+    dict), a list of them, a list of text, a date or time, a decimal."""
 
 
-def _nested_object(name: str, value: Any) -> NestedValueError | None:
+def _nested_object(name: str, value: Any) -> UnstorableValueError | None:
     """The error for a dict, a list of dicts or a list of text as a field's value, saying
     how to flatten it; None for any other value."""
     items = value if isinstance(value, (list, tuple)) and value else None
     inner = items[0] if items is not None else value
     if items is not None and isinstance(inner, str):
         shown = ", ".join(repr(v) for v in items[:3]) + (", ..." if len(items) > 3 else "")
-        return NestedValueError(
+        return UnstorableValueError(
             f"field '{name}' holds a list of {type(inner).__name__} ({shown}); a text field holds "
             "one text. Join the list into one text (e.g. comma-separated or as JSON) before "
             "converting, or leave the field out.", field=name)
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, decimal.Decimal,
+                          np.datetime64, np.timedelta64)):
+        kind = "a decimal" if isinstance(value, decimal.Decimal) else f"a {type(value).__name__}"
+        way = ("a float, or text" if isinstance(value, decimal.Decimal) else
+               "text (ISO 8601, e.g. df[col].astype(str)) or a number (e.g. seconds since 1970)")
+        return UnstorableValueError(
+            f"field '{name}' holds {kind} ({value}); a field holds numbers, an array, text, "
+            f"bytes or an image. Store it as {way} before converting, or leave the field out.",
+            field=name)
     if not isinstance(inner, Mapping):
         return None
     keys = [str(k) for k in inner][:5]
@@ -265,7 +276,7 @@ def _nested_object(name: str, value: Any) -> NestedValueError | None:
     what = ("a list of objects" if items is not None else "a nested object") + f" (keys {listed})"
     way = (f"one list field per key (e.g. '{name}.{first}' holding every object's '{first}')"
            if items is not None else f"one field per key (e.g. '{name}.{first}')")
-    return NestedValueError(
+    return UnstorableValueError(
         f"field '{name}' holds {what}; a field holds numbers, an array, text, bytes or an image. "
         f"Flatten it into {way} before converting, or leave the field out.", field=name)
 

@@ -111,6 +111,29 @@ def _nan_cells_as_nan(table: Any, path: str) -> Any:
     return table
 
 
+def _dates_as_text(table: Any, path: str, kind: str) -> Any:
+    """``table`` with each column ``pyarrow`` read as dates, times or timestamps from text
+    as that text, as written (no field holds a date; text keeps every digit)."""
+    import pyarrow as pa
+
+    dated = [field.name for field in table.schema if pa.types.is_temporal(field.type)]
+    if not dated:
+        return table
+    if kind == "csv":
+        import pyarrow.csv
+
+        again = pyarrow.csv.read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+            include_columns=dated, column_types={name: pa.string() for name in dated}))
+    else:
+        import pyarrow.json
+
+        again = pyarrow.json.read_json(path, parse_options=pyarrow.json.ParseOptions(
+            explicit_schema=pa.schema([(name, pa.string()) for name in dated])))
+    for name in dated:
+        table = table.set_column(table.schema.get_field_index(name), name, again.column(name))
+    return table
+
+
 def _blank_columns_as_text(table: Any, path: str) -> Any:
     """``table`` with each column that holds no value in any row (``pyarrow``'s null
     type) as text, its cells as written (``""`` for an empty one), as an empty cell of a
@@ -302,7 +325,8 @@ class TableRows(Rows):
                 if self.kind == "csv":
                     _check_header(table, f)
                     table = _blank_columns_as_text(_nan_cells_as_nan(table, f), f)
-                table = _whole_numbers_beyond_int64(table, f, self.kind)
+                table = _whole_numbers_beyond_int64(_dates_as_text(table, f, self.kind), f,
+                                                    self.kind)
                 tables.append(_bad_text_as_bytes(table))
             self._tables = tables
         return self._tables

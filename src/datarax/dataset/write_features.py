@@ -14,7 +14,7 @@ from typing import Any
 from datarax.dataset.fields import (
     Features,
     Field,
-    NestedValueError,
+    UnstorableValueError,
     RecordMismatchError,
     infer_features,
 )
@@ -52,7 +52,7 @@ def resolve_features(records: Any, features: Features | None = None, *,
                 features = infer_features(first, class_names=names)
                 break
             except RecordMismatchError as err:
-                way = ("" if isinstance(err, NestedValueError) else  # features= cannot hold it
+                way = ("" if isinstance(err, UnstorableValueError) else  # features= cannot hold it
                        " Fix the row, or pass features= (a datarax.dataset.Features) to declare "
                        "every field" + (", or on_error='skip' (--on-error skip) to infer them "
                                         "from the next good row." if not skip else "."))
