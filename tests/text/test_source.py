@@ -440,3 +440,14 @@ def test_packing_stats_after_a_seek_count_the_rows_before_it() -> None:
     sought.seek(0, 12)
     assert sought.packing_stats() == expected
     _assert_same(drain(sought, 3), drain(read, 3))
+
+
+def test_a_pass_with_no_documents_is_an_error_not_an_empty_loop() -> None:
+    endless = PackedTextSource(PackedTextConfig(seq_len=8, num_epochs=-1), lambda: [], word_ids)
+    with pytest.raises(RecordError, match="pass 0 holds no documents: the reader "
+                                          r"\(FunctionDocuments\) gave none"):
+        next(iter(Pipeline(endless, batch_size=2, rngs=nnx.Rngs(0))))
+    few = PackedTextSource(PackedTextConfig(seq_len=8), lambda: ["1 2", "3"], word_ids)
+    with pytest.raises(RecordError, match=r"pass 0 holds 2 documents, none for this process "
+                                          r"\(shard 2 of 3 packs documents 2, 2 \+ 3, ...\)"):
+        next(iter(Pipeline(few, batch_size=2, rngs=nnx.Rngs(0), shard_index=2, shard_count=3)))

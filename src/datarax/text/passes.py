@@ -190,6 +190,8 @@ class TextPass:
                         f"{self._last_bad}). Check the reader's field or column and the "
                         "documents; on_error='skip' passes over bad documents among good ones."
                     )
+                if self.next_document == 0:
+                    raise RecordError(self._no_documents())
                 break
             doc, ids = self._buffer.popleft()
             self.next_document = doc + 1
@@ -205,6 +207,23 @@ class TextPass:
                         self.corpus_documents[corpus] += 1
         if packer.ready:
             self.ended = False
+
+    def _no_documents(self) -> str:
+        """What a pass holding no document for this process says (an empty pass packs
+        nothing: a loop over it would end, or wait, without a word)."""
+        shard, count = self._shard()
+        if count == 1 or self._read_at == 0:
+            return (
+                f"PackedTextSource: pass {self._epoch} holds no documents: the reader "
+                f"({type(self.reader).__name__}) gave none. Check the documents function, "
+                "the files (an empty file?) and their paths."
+            )
+        return (
+            f"PackedTextSource: pass {self._epoch} holds {self._read_at} documents, none for "
+            f"this process (shard {shard} of {count} packs documents {shard}, "
+            f"{shard} + {count}, ...). Give every process documents: fewer processes or "
+            "more documents."
+        )
 
     def _read_block(self) -> bool:
         """Read, check and tokenize the next block of this shard's documents."""
