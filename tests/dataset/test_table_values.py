@@ -210,3 +210,44 @@ def test_a_parquet_timestamp_or_decimal_says_how_to_store_it(tmp_path) -> None:
     with pytest.raises(ConversionError, match=r"field 'd' holds a decimal \(1.10\).*a float, or "
                                               r"text"):
         convert(str(tmp_path / "y.parquet"), tmp_path / "e")
+
+
+def test_tfds_images_and_sequences_of_varying_shape_are_written(tmp_path, monkeypatch) -> None:
+    import sys
+    import types
+
+    class Image:  # TFDS feature classes are told apart by name
+        shape, np_dtype = (None, None, 3), np.uint8
+
+    class Sequence:
+        shape, np_dtype = (None,), np.int32
+
+    class ClassLabel:
+        shape, names = (), ["a", "b"]
+
+    records = [{"image": np.full((2 + i, 3, 3), i, np.uint8), "seq": np.arange(i, dtype=np.int32),
+                "label": i % 2} for i in range(3)]
+    info = types.SimpleNamespace(
+        features={"image": Image(), "seq": Sequence(), "label": ClassLabel()},
+        splits={"train": types.SimpleNamespace(num_examples=3)}, full_name="fake/1.0.0")
+    builder = types.SimpleNamespace(info=info, as_data_source=lambda split: records)
+    fake = types.SimpleNamespace(builder_from_directory=lambda path: builder)
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", fake)
+    (tmp_path / "tf").mkdir()
+    (tmp_path / "tf" / "features.json").write_text("{}")
+    (tmp_path / "tf" / "dataset_info.json").write_text("{}")
+    info_out, _ = convert(str(tmp_path / "tf"), tmp_path / "d")
+    assert info_out.features["image"].shape == (None, None, 3)
+    assert info_out.features["image"].encoding == "png"
+    assert info_out.features["seq"].shape == (None,) and info_out.features["seq"].dtype == "int32"
+    from datarax.dataset import decode_records, read_metadata
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    meta = read_metadata(tmp_path / "d")
+    reader = ArrayRecordReader(str(tmp_path / "d" / meta.shards[0].file))
+    got = decode_records(meta.features, reader.read_all())
+    reader.close()
+    for i, record in enumerate(records):
+        np.testing.assert_array_equal(got["image"][i], record["image"])
+        np.testing.assert_array_equal(got["seq"][i], record["seq"])
+    assert list(got["label"]) == [0, 1, 0]

@@ -240,8 +240,16 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
             hints[key] = {"class_names": list(feature.names)}
         elif kind == "Image":
             hints[key] = {"image": True}
+            if None in tuple(feature.shape)[:2]:  # images of several sizes
+                hints[key]["image_size"] = tuple(feature.shape)[:2]
         elif kind == "Text":
             hints[key] = {"encoding": "utf8"}
+        elif isinstance(getattr(feature, "shape", None), tuple) and None in feature.shape:
+            try:  # a dimension that varies (a Sequence, a Tensor of shape (None, ...))
+                dtype = np.dtype(feature.np_dtype).name
+            except (AttributeError, TypeError):
+                continue
+            hints[key] = {"shape": tuple(feature.shape), "dtype": dtype}
     try:
         rows: Rows = SequenceRows(builder.as_data_source(split=split), description)
     except Exception:  # noqa: BLE001 - TFRecord-format data: read it once, in order

@@ -89,6 +89,9 @@ def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
     column's shape and dtype over every row)."""
     if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
         return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
+    if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (
+            len(field.shape) == 3 and field.shape[2] in (1, 3, 4)):
+        field = dataclasses.replace(field, encoding="png")  # decoded pixels of an image column
     size, channels = hint.get("image_size"), hint.get("image_channels")
     if (size is not None or channels is not None) and field.encoding in ("png", "jpeg"):
         return dataclasses.replace(field, shape=(*(size or field.shape[:2]),
@@ -100,7 +103,4 @@ def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
             dtype = "float32"  # Python floats are written as float32, as everywhere
         return dataclasses.replace(field, dtype=dtype, shape=tuple(shape),
                                    encoding="varlen" if None in shape else "raw")
-    if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (
-            len(field.shape) == 3 and field.shape[2] in (1, 3, 4)):
-        return dataclasses.replace(field, encoding="png")
     return field
