@@ -168,3 +168,25 @@ def test_a_python_predicate_of_the_wrong_type_is_refused_when_built(tmp_path):
                  stages=[inverse], batch_size=4)
     with pytest.raises(DataraxError, match="raised ZeroDivisionError on record 0"):
         next(iter(p))  # the real record 0
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_check_finite_names_a_kept_record_by_its_stable_index_not_a_wrong_position(kind, tmp_path):
+    x = np.arange(8, dtype=np.float32)
+    x[3] = np.nan
+    if kind == "indexed":
+        data = MemorySource(MemorySourceConfig(), {"data": np.arange(8, dtype=np.int32), "x": x})
+    else:
+        np.save(tmp_path / "d.npy", np.arange(8, dtype=np.int32))
+        np.save(tmp_path / "x.npy", x)
+        data = NpySource(NpySourceConfig(paths={"data": str(tmp_path / "d.npy"),
+                                                "x": str(tmp_path / "x.npy")}))
+    keep = FilterOperator(predicate=lambda el: el.data["data"] != 1)
+    pipeline = Pipeline(data, stages=[keep], batch_size=3, check_finite=True)
+    # the first batch holds records 0, 2 and 3: record 3 (epoch position 3) is its row 2
+    with pytest.raises(DataraxError) as caught:
+        list(pipeline)
+    message = str(caught.value)
+    assert "field 'x'" in message and "stable index 3" in message
+    assert "row 2 of a filtered batch read from position 0 of epoch 0" in message
+    assert "position 2" not in message

@@ -284,7 +284,8 @@ class FilteredIterator(PipelineIterator):
             self._stats.count_filtered(count, covered - count)  # the predicate's verdicts
             raise StopIteration
         if self._plan.check_finite:
-            check_finite(self._source, self._epoch, batch, lambda: rows, self._source.index)
+            check_finite(self._source, self._epoch, batch, lambda: rows, self._source.index,
+                         filtered=True)
             batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
         self._hand_out(covered, count)
         if self._ahead is not None:
@@ -311,6 +312,7 @@ class FilteredIterator(PipelineIterator):
             context = PassContext(self._plan, source, post, self._context.key,
                                   self._context.key_count, self._context.session)
             self._host = HostPass(context, self._epoch)
+            self._host.filtered = True
             self._expect = (source.epoch, source.index)
             self._prepared = True
         position, skips = source.index, skipped_in_epoch(source)

@@ -80,17 +80,22 @@ def text_as_lists(batch: Batch) -> Batch:
     return jax.tree.map(text_as_list, batch, is_leaf=host_leaf)
 
 
-def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int) -> None:
+def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int,
+                 filtered: bool = False) -> None:
     """Raise naming the first record of ``batch`` (epoch position ``at`` onwards) that
-    holds NaN or inf; ``stable()`` gives the batch's stable record indices."""
+    holds NaN or inf; ``stable()`` gives the batch's stable record indices. A
+    ``filtered`` batch's rows are the kept records read from ``at`` on (their epoch
+    positions are not ``at + row``): the record is named by its stable index and row."""
     found = first_nonfinite(batch)
     if found is None:
         return
     field, row = found
     index = int(np.asarray(stable())[row])
+    where = (f"the record with stable index {index} (row {row} of a filtered batch read "
+             f"from position {at} of epoch {epoch} on)" if filtered else
+             f"the record at position {at + row} of epoch {epoch} (stable index {index})")
     raise SpecMismatchError(
-        f"{type(source).__name__}: field '{field}' of the record at position "
-        f"{at + row} of epoch {epoch} (stable index {index}) holds "
+        f"{type(source).__name__}: field '{field}' of {where} holds "
         "NaN or inf (check_finite=True). Fix or filter that record in the source or "
         "the stage that produced it.",
         fields=[field],
@@ -108,6 +113,7 @@ class HostPass:
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
         self.done = False  # the source served its last batch of the pass
+        self.filtered = False  # the batches hold a FilterOperator's kept records
         self._stage_graph: tuple[Any, Any, Any] | None = None
 
     # ------------------------------------------------------ the consumer's thread
@@ -161,7 +167,7 @@ class HostPass:
             with self.stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices))
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
-            check_finite(source, self.epoch, batch, lambda: indices, position)
+            check_finite(source, self.epoch, batch, lambda: indices, position, self.filtered)
         if self.plan.placement is not None:  # straight from host memory onto the mesh
             return place_batch(self.plan, self.stats, batch, position, self.epoch), False
         return batch, not stages
