@@ -1,7 +1,8 @@
 """FilterOperator edge cases: stats() counts every record of the pass read (the dropped
 tail and a dropped short last batch included), a state from another number of
-processes is refused on every kind of source (never a silently skipped record), and a
-predicate that is not traceable is refused saying how to write it."""
+processes is refused on every kind of source (never a silently skipped record), a
+predicate that is not traceable is refused saying how to write it, and check_finite
+names a kept record by its stable index."""
 
 from __future__ import annotations
 
