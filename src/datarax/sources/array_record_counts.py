@@ -65,14 +65,18 @@ def remote_counts(remote: RemoteShards) -> list[int]:
     cached copy (plain files are fetched once for it; a restart finds them cached)."""
     missing = [i for i, o in enumerate(remote.objects) if o.records is None]
 
+    def count_held(i: int) -> int:
+        with remote.hold(i) as path:  # kept while counted, whatever other threads need
+            return _count_one(path)
+
     def count(i: int) -> int:
         try:
-            with remote.hold(i) as path:  # kept while counted, whatever other threads need
-                try:
-                    return _count_one(path)
-                except RecordError as err:
-                    url = remote.objects[i].url
-                    raise RecordError(str(err).replace(path, url), path=url) from err
+            return remote.reading(i, lambda: count_held(i))  # a damaged copy: fetched again
+        except RecordError as err:
+            url = remote.objects[i].url
+            if err.path is None or err.path == url:
+                raise
+            raise RecordError(str(err).replace(err.path, url), path=url) from err
         finally:
             remote.release_unused()
 

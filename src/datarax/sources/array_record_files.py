@@ -106,8 +106,13 @@ class ArrayRecordFiles:
     def _read(self, f: int, positions: list[int]) -> list[bytes]:
         """Records at ``positions`` of file ``f`` (one batched read)."""
         if self.remote is not None:  # the cached copy, fetched (or read ahead) first
-            with self.remote.open(f, _open_reader) as reader:
-                return reader.read(positions)
+            remote = self.remote
+
+            def read() -> list[bytes]:
+                with remote.open(f, _open_reader) as reader:
+                    return reader.read(positions)
+
+            return remote.reading(f, read)  # a copy damaged on the local disk: fetched again
         return self._reader(f).read(positions)
 
     def close(self) -> None:

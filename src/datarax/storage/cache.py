@@ -360,6 +360,24 @@ class ShardCache:
         finally:
             os.close(fd)
 
+    def discard(self, path: str, digest_of: Callable[[str], str] | None = None,
+                expected: str | None = None) -> bool:
+        """Remove the cached file at ``path`` (an entry's path) as damaged; with
+        ``digest_of`` and ``expected``, only when ``digest_of(path) != expected``. Processes
+        reading it keep their open handles; the next :meth:`acquire` downloads it again.
+        Returns whether it was removed."""
+        try:
+            before = os.stat(path)
+            if digest_of is not None and digest_of(path) == expected:
+                return False
+            after = os.stat(path)
+            if (before.st_ino, before.st_size) != (after.st_ino, after.st_size):
+                return False  # replaced meanwhile (another process fetched it again)
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
     def clear(self) -> int:
         """Remove every entry no process holds; returns how many were removed."""
         if not os.path.isdir(self._dir("shards")):

@@ -19,6 +19,8 @@ here can make room, or the disk is full.
 
 A file deleted or changed mid-epoch raises :class:`~datarax.storage.errors.RemoteObjectError`
 every time it is asked for (so ``on_error="skip"`` skips it without fetching it again).
+A read that fails on a cached copy damaged on the local disk fetches the file again, once
+(:meth:`RemoteShards.reading`).
 
 Example:
     >>> import fsspec, tempfile
@@ -46,22 +48,25 @@ import collections
 import concurrent.futures
 import contextlib
 import functools
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from datarax.errors import ConfigError
 from datarax.storage.cache import CacheEntry, ShardCache
-from datarax.storage.errors import CacheFullError, RemoteObjectError
+from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStoreError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.file_order import FileOrder
 from datarax.storage.retry import RetryPolicy, StorageStats
 from datarax.storage.urls import RemoteObject, list_objects
 
 __all__ = ["RemoteShards"]
+
+T = TypeVar("T")
 
 _ROOM_WAIT_S = 300.0  # a reader waits at most this long for other readers to free room
 
@@ -128,6 +133,8 @@ class RemoteShards:
         self._pins: collections.Counter[int] = collections.Counter()  # readers on a file
         self._handles: collections.OrderedDict[int, list[Any]] = collections.OrderedDict()
         self._closers: dict[int, Callable[[Any], None]] = {}
+        self._orphans: list[tuple[Callable[[Any], None], Any]] = []  # handles of damaged copies
+        self._rechecked: set[int] = set()  # files whose cached copy a failed read checked
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
         self._full_at = -2  # progress at which the cache was found full (read-ahead waits)
@@ -507,6 +514,53 @@ class RemoteShards:
             out += self._release_passed()
         return out
 
+    # ---------------------------------------------------------------- damage
+    def reading(self, i: int, attempt: Callable[[], T]) -> T:
+        """``attempt()``, a read of file ``i``'s cached copy (through :meth:`open` or
+        :meth:`hold`). When it fails on the copy itself (not on the store: a
+        :class:`RemoteObjectError`, :class:`RemoteStoreError` or :class:`CacheFullError`
+        propagates as is), :meth:`recheck` the copy and, when it was removed, read once more
+        from a fresh download."""
+        try:
+            return attempt()
+        except (RemoteObjectError, RemoteStoreError, CacheFullError):
+            raise
+        except Exception:
+            if not self.recheck(i):
+                raise
+        return attempt()
+
+    def recheck(self, i: int) -> bool:
+        """After a read of file ``i``'s cached copy failed: remove the copy when it is
+        damaged (its SHA-256 differs from the dataset's metadata; a file without one, on
+        its first failure), so the next use downloads it again. Once per file; returns
+        whether the copy was removed."""
+        obj = self.objects[i]
+        with self._lock:
+            if self._closed or i in self._rechecked:
+                return False
+            self._rechecked.add(i)
+            entry = self._entries.get(i)
+        path = entry.path if entry is not None else self.cache.path_of(obj)
+        if path is None:
+            return False
+        if not self.cache.discard(path, _sha256 if obj.sha256 else None, obj.sha256):
+            return False
+        with self._lock:
+            record = self._handles.pop(i, None)
+            if record is not None:
+                closer = self._closers.pop(i)
+                if record[1]:  # another thread reads it now: closed with the source
+                    self._orphans.append((closer, record[0]))
+                    record = None
+            entry = self._entries.pop(i, None)
+            self._notify()
+        if record is not None:
+            _close_all([(closer, record[0])])
+        if entry is not None:
+            entry.release()
+        return True
+
     # ----------------------------------------------------------------- state
     def failed(self) -> dict[str, str]:
         """URL -> reason of each file found deleted or changed."""
@@ -529,7 +583,9 @@ class RemoteShards:
             self._closed = True
             pool, self._pool = self._pool, None
             handles = [(self._closers.pop(i), h) for i, (h, _) in self._handles.items()]
+            handles += self._orphans
             self._handles.clear()
+            self._orphans = []
             self._notify()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -538,6 +594,11 @@ class RemoteShards:
             entries, self._entries = list(self._entries.values()), {}
         for entry in entries:
             entry.release()
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _close(handle: Any) -> None:
