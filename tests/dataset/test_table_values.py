@@ -251,3 +251,30 @@ def test_tfds_images_and_sequences_of_varying_shape_are_written(tmp_path, monkey
         np.testing.assert_array_equal(got["image"][i], record["image"])
         np.testing.assert_array_equal(got["seq"][i], record["seq"])
     assert list(got["label"]) == [0, 1, 0]
+
+
+def test_hugging_face_images_of_several_sizes_are_written(tmp_path) -> None:
+    datasets = pytest.importorskip("datasets")
+    from PIL import Image
+
+    from datarax.dataset import write_dataset
+
+    pixels = [np.full((4, 4), 7, np.uint8), np.full((5, 4, 3), 8, np.uint8),
+              np.full((6, 4, 3), 9, np.uint8)]  # grey first, then colour of other heights
+    ds = datasets.Dataset.from_dict(
+        {"img": [Image.fromarray(p) for p in pixels]},
+        features=datasets.Features({"img": datasets.Image()}))
+    ds.to_parquet(str(tmp_path / "hf.parquet"))
+    for name, (info, _) in {"dataset": write_dataset(ds, tmp_path / "a"),
+                            "parquet": convert(str(tmp_path / "hf.parquet"), tmp_path / "b")}.items():
+        assert info.features["img"].shape == (None, 4, 3), name
+    for folder in ("a", "b"):
+        from datarax.dataset import decode_records, read_metadata
+        from array_record.python.array_record_module import ArrayRecordReader
+
+        meta = read_metadata(tmp_path / folder)
+        reader = ArrayRecordReader(str(tmp_path / folder / meta.shards[0].file))
+        got = decode_records(meta.features, reader.read_all())["img"]
+        reader.close()
+        assert [g.shape for g in got] == [(4, 4, 3), (5, 4, 3), (6, 4, 3)]
+        assert [int(g[0, 0, 0]) for g in got] == [7, 8, 9]

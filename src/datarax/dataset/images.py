@@ -12,11 +12,11 @@ Example:
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["IMAGE_MODES", "channels_of", "encoded_image_bytes", "image_format", "open_image",
-           "pil_image"]
+__all__ = ["IMAGE_MODES", "channels_of", "encoded_image_bytes", "image_format", "image_shape_hint",
+           "open_image", "pil_image"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -63,3 +63,51 @@ def open_image(data: bytes) -> Any:
 def channels_of(image: Any) -> int:
     """The channels a PIL image is stored with: 1 (grey), 4 (with alpha) or 3."""
     return {"L": 1, "1": 1, "I": 1, "I;16": 1, "F": 1, "LA": 4, "RGBA": 4, "PA": 4}.get(image.mode, 3)
+
+
+def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
+    """What an image column's field needs beyond its first image, from every image's
+    header: ``image_size`` (height, width; ``None`` for one that varies) when the sizes
+    vary, ``image_channels`` 3 when the first image is grey and a later one has colour.
+
+    ``images`` are encoded bytes, Hugging Face image dicts or file paths; one that cannot
+    be opened is left to the writer, which names its row.
+
+    Example:
+        >>> from PIL import Image
+        >>> def png(h, w, mode="RGB"):
+        ...     out = io.BytesIO(); Image.new(mode, (w, h)).save(out, format="PNG")
+        ...     return out.getvalue()
+        >>> image_shape_hint([png(4, 4), png(4, 4)]), image_shape_hint([png(4, 4, "L"), png(5, 4)])
+        ({}, {'image_size': (None, 4), 'image_channels': 3})
+    """
+    from PIL import Image
+
+    heights: set[int] = set()
+    widths: set[int] = set()
+    first_grey: bool | None = None
+    colour = False
+    for item in images:
+        if isinstance(item, Mapping):
+            item = item.get("bytes") or item.get("path")
+        if item is None:
+            continue
+        try:
+            opened = io.BytesIO(item) if isinstance(item, (bytes, bytearray, memoryview)) else item
+            with Image.open(opened) as image:
+                heights.add(image.height)
+                widths.add(image.width)
+                grey = channels_of(image) == 1
+        except (OSError, ValueError):
+            continue
+        first_grey = grey if first_grey is None else first_grey
+        colour = colour or bool(first_grey and not grey)
+        if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
+            break
+    hint: dict[str, Any] = {}
+    if len(heights) > 1 or len(widths) > 1:
+        hint["image_size"] = (heights.pop() if len(heights) == 1 else None,
+                              widths.pop() if len(widths) == 1 else None)
+    if colour:
+        hint["image_channels"] = 3
+    return hint

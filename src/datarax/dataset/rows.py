@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.dataset.images import image_shape_hint
 from datarax.errors import ConfigError
 
 __all__ = ["HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows",
@@ -204,8 +205,13 @@ class HFRows(Rows):
                 yield dict(zip(names, values))
 
     def hints(self) -> dict[str, dict[str, Any]]:
-        if not self._lists_done:  # list columns: their shapes over every row
+        if not self._lists_done:  # list and image columns: their shapes over every row
             self._lists_done = True
+            for name, hint in list(self._hints.items()):
+                if hint.get("image"):
+                    column = self.dataset.with_format("arrow")[name]
+                    self._hints[name] = {**hint, **image_shape_hint(
+                        item for chunk in column.chunks for item in chunk.to_pylist())}
             for field in self.dataset.features.arrow_schema:
                 if list_hint_wanted(field.type):
                     column = self.dataset.with_format("arrow")[field.name]

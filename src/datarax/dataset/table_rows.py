@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from datarax.dataset.images import image_shape_hint
 from datarax.dataset.rows import Rows, files_description, hf_hints, list_hint, list_hint_wanted
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
@@ -360,7 +361,14 @@ class TableRows(Rows):
             features = json.loads(raw)["info"]["features"]
         except (KeyError, ValueError):
             return {}
-        return hf_hints(features)
+        hints = hf_hints(features)
+        for name, hint in hints.items():
+            if hint.get("image"):  # the image sizes over every row
+                hints[name] = {**hint, **image_shape_hint(
+                    item for f in self.files
+                    for batch in pq.ParquetFile(f).iter_batches(columns=[name])
+                    for item in batch.column(0).to_pylist())}
+        return hints
 
     def _text_hints(self) -> dict[str, dict[str, Any]]:
         """A JSON Lines / CSV column that ``pyarrow`` reads as bytes holds text that is not
