@@ -278,3 +278,12 @@ def test_hugging_face_images_of_several_sizes_are_written(tmp_path) -> None:
         reader.close()
         assert [g.shape for g in got] == [(4, 4, 3), (5, 4, 3), (6, 4, 3)]
         assert [int(g[0, 0, 0]) for g in got] == [7, 8, 9]
+
+
+def test_resume_and_overwrite_together_name_both_options(tmp_path) -> None:
+    from datarax.errors import ConfigError
+
+    np.save(tmp_path / "x.npy", np.arange(3))
+    with pytest.raises(ConfigError, match=r"resume=True \(--resume\) or overwrite=True "
+                                          r"\(--overwrite\), not both"):
+        convert(str(tmp_path / "x.npy"), tmp_path / "d", resume=True, overwrite=True)

@@ -210,7 +210,9 @@ def _fingerprint(job: _Job, rows: Rows) -> str:
 def _prepare(dst: str, fingerprint: str, *, resume: bool, overwrite: bool) -> bool:
     """Make ``dst`` ready; True when a finished dataset with the same inputs is there."""
     if resume and overwrite:
-        raise ConfigError("write_dataset: pass resume=True or overwrite=True, not both.")
+        raise ConfigError("write_dataset: pass resume=True (--resume) or overwrite=True "
+                          "(--overwrite), not both: resume keeps the finished shards, overwrite "
+                          "replaces them.")
     if os.path.exists(dst) and not os.path.isdir(dst):
         raise ConversionError(
             f"'{dst}' is a file; the destination is the folder the dataset is written into "
