@@ -108,6 +108,17 @@ def test_a_json_lines_line_that_is_not_an_object_is_named_by_line(tmp_path) -> N
     (tmp_path / "u.jsonl").write_text('{"a": 1}\n[1, 2]\n')
     with pytest.raises(ConversionError, match=r"u.jsonl': line 2 is a JSON list, not an object"):
         convert(str(tmp_path / "u.jsonl"), tmp_path / "e")
+    (tmp_path / "v.json").write_text('[{"a": 1}, 2]')
+    with pytest.raises(ConversionError, match=r"v.json': item 1 of its JSON array is a JSON int"):
+        convert(str(tmp_path / "v.json"), tmp_path / "f")
+
+
+def test_a_json_file_holding_one_array_of_objects_is_read(tmp_path) -> None:
+    text = '\ufeff[\n  {"a": 1, "t": "x\u2028y"},\n  {"a": 2, "t": "z"}\n]\n'  # a BOM, U+2028
+    (tmp_path / "t.json").write_text(text, encoding="utf-8")
+    convert(str(tmp_path / "t.json"), tmp_path / "d")
+    data = read_dataset(tmp_path / "d")
+    assert data["a"].tolist() == [1, 2] and list(data["t"]) == ["x\u2028y", "z"]
 
 
 def test_a_hugging_face_uint64_column_keeps_its_values(tmp_path) -> None:
@@ -144,7 +155,8 @@ def test_an_image_deeper_than_8_bits_is_refused_not_clipped(tmp_path) -> None:
     (tmp_path / "im" / "a").mkdir(parents=True)
     Image.fromarray(np.uint16([[0, 1000], [255, 7]])).save(tmp_path / "im" / "a" / "deep.png")
     with pytest.raises(ConversionError, match=r"row 0 \(a/deep.png\), field 'image': a I;16 "
-                                              r"\(values 0..1000\) image; image fields hold 8 bits"):
+                                              r"\(values 0..1000\) image; image fields hold "
+                                              r"8 bits"):
         convert(str(tmp_path / "im"), tmp_path / "d")
     # a 16-bit grey PNG whose values fit 8 bits is stored exactly
     Image.fromarray(np.uint16([[0, 200], [255, 7]])).save(tmp_path / "im" / "a" / "deep.png")
@@ -164,7 +176,8 @@ def test_an_integer_float32_cannot_hold_is_refused_not_rounded(tmp_path) -> None
     from datarax.dataset import write_dataset
 
     with pytest.raises(ConversionError, match=r"row 1, field 'x': an integer float32 does not "
-                                              r"hold exactly \(it would be stored as 1.09951163e\+12\)"):
+                                              r"hold exactly \(it would be stored as "
+                                              r"1.09951163e\+12\)"):
         write_dataset([{"x": 1.5}, {"x": 2**40 + 1}], tmp_path / "a")
     write_dataset([{"x": 1.5}, {"x": 2**24}, {"x": -7}], tmp_path / "b")
     assert read_dataset(tmp_path / "b")["x"].tolist() == [1.5, 2.0**24, -7.0]
@@ -265,8 +278,9 @@ def test_hugging_face_images_of_several_sizes_are_written(tmp_path) -> None:
         {"img": [Image.fromarray(p) for p in pixels]},
         features=datasets.Features({"img": datasets.Image()}))
     ds.to_parquet(str(tmp_path / "hf.parquet"))
-    for name, (info, _) in {"dataset": write_dataset(ds, tmp_path / "a"),
-                            "parquet": convert(str(tmp_path / "hf.parquet"), tmp_path / "b")}.items():
+    written = {"dataset": write_dataset(ds, tmp_path / "a"),
+               "parquet": convert(str(tmp_path / "hf.parquet"), tmp_path / "b")}
+    for name, (info, _) in written.items():
         assert info.features["img"].shape == (None, 4, 3), name
     for folder in ("a", "b"):
         from datarax.dataset import decode_records, read_metadata

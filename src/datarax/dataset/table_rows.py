@@ -76,21 +76,47 @@ def _short_csv_row(path: str) -> str | None:
             f"the header has {row.expected_columns} (rows count from 0, after the header)")
 
 
+def _json_text(path: str) -> str:
+    with open(path, encoding="utf-8-sig") as f:
+        return f.read()
+
+
+def _json_rows(path: str) -> list[Any]:
+    """The values of a JSON Lines file (one a line), or the items of a file that is one
+    JSON array; ValueError (with its line) where the text is not JSON."""
+    text = _json_text(path)
+    if text.lstrip().startswith("["):
+        rows = json.loads(text)
+        return rows if isinstance(rows, list) else [rows]
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
+
+
 def _bad_json_line(path: str) -> str | None:
-    """The first line of a JSON Lines file that is not a JSON object, and why."""
+    """The first line of a JSON Lines file (or item of a JSON array) that is not a JSON
+    object, and why."""
     try:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as err:
-                    return f"line {number} is not JSON ({err})"
-                if not isinstance(row, dict):
-                    return f"line {number} is a JSON {type(row).__name__}, not an object"
+        text = _json_text(path)
     except (OSError, UnicodeDecodeError):
         return None
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as err:
+            return f"the file is not one JSON array ({err})"
+        for number, item in enumerate(items):
+            if not isinstance(item, dict):
+                return (f"item {number} of its JSON array is a JSON {type(item).__name__}, not "
+                        "an object")
+        return None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            return f"line {number} is not JSON ({err})"
+        if not isinstance(row, dict):
+            return f"line {number} is a JSON {type(row).__name__}, not an object"
     return None
 
 
@@ -240,19 +266,13 @@ class ParsedJsonLines:
 
     @classmethod
     def read(cls, path: str) -> ParsedJsonLines | None:
-        """The file's rows, or None where a line is not a JSON object."""
-        rows = []
+        """The file's rows: one JSON object a line, or one JSON array of objects (a
+        ``.json`` file as many tools write it); None where it is neither."""
         try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        row = json.loads(line)
-                        if not isinstance(row, dict):
-                            return None
-                        rows.append(row)
+            rows = _json_rows(path)
         except (OSError, ValueError):  # not UTF-8, not JSON
             return None
-        return cls(rows)
+        return cls(rows) if all(isinstance(row, dict) for row in rows) else None
 
     def column(self, name: str) -> Any:
         import pyarrow as pa
@@ -316,7 +336,7 @@ class TableRows(Rows):
                     if parsed is not None:  # a column's type changes: rows checked one by one
                         tables.append(parsed)
                         continue
-                    form = ("JSON Lines: one object a line, not a JSON array; "
+                    form = ("JSON Lines: one object a line, or one JSON array of objects; "
                             if self.kind == "json" else "")
                     short = _short_csv_row(f) if self.kind == "csv" else _bad_json_line(f)
                     raise ConversionError(
