@@ -370,10 +370,26 @@ simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a
        "source='CountingStream'",
        lambda: Pipeline(source=CountingStream(CountingStreamConfig()), stages=[], batch_size=3,
                         shard_index=0, shard_count=1).set_state(state_of()), field="source")
-simple("state-other-shard", "Pipeline state", "a state from shard 0 of 2 into shard 1 of 2",
-       StateError, "Pipeline state was saved with shard=[0, 2] but this pipeline has shard=[1, 2]",
-       lambda: make_memory_pipeline(12, 3, shard_index=1, shard_count=2).set_state(
-           dict(state_of(), settings=dict(state_of()["settings"], shard=[0, 2]))), field="shard")
+simple("state-other-shard", "Pipeline state", "a stream's state from shard 0 of 2 into shard "
+       "1 of 2 (an indexed or random-access source takes it as its own share's)",
+       StateError, "Pipeline over CountingStream (shard 1 of 2) was given the state of shard 0 "
+       "of 2; a stream source's position is its own share's, so restore each process's own "
+       "state (e.g. a JSON file named by jax.process_index()). Only indexed and random-access "
+       "sources take another process's state.",
+       lambda: _stream_of_shard(1).set_state(_stream_state_of_shard(0)), field="shard")
+
+
+def _stream_of_shard(index: int) -> Pipeline:
+    return Pipeline(source=CountingStream(CountingStreamConfig(num_records=12)), stages=[],
+                    batch_size=3, shard_index=index, shard_count=2)
+
+
+def _stream_state_of_shard(index: int) -> dict[str, Any]:
+    with iter(_stream_of_shard(index)) as it:
+        next(it)
+        return it.get_state()
+
+
 def _state_stochastic() -> dict[str, Any]:
     return state_of(stochastic=True)
 
