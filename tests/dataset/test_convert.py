@@ -169,8 +169,12 @@ def test_jsonl_whose_column_changes_type_names_the_row_or_skips_it(tmp_path) -> 
     assert list(records["x"]) == [1, 3] and list(records["t"]) == ["a", "c"]
 
 
-def test_a_json_array_file_is_still_refused_as_not_json_lines(tmp_path) -> None:
+def test_a_json_array_file_is_read_and_a_broken_one_refused(tmp_path) -> None:
     src = tmp_path / "array.json"
     src.write_text('[{"x": 1}, {"x": 2}]\n')
-    with pytest.raises(ConversionError, match="JSON Lines: one object a line, not a JSON array"):
-        convert(str(src), tmp_path / "out")
+    info, _ = convert(str(src), tmp_path / "out")
+    assert info.num_records == 2
+    src.write_text('[{"x": 1}, {"x": 2}\n')  # the closing bracket missing
+    with pytest.raises(ConversionError, match="the file is not one JSON array .*JSON Lines: one "
+                                              "object a line, or one JSON array of objects"):
+        convert(str(src), tmp_path / "out2")
