@@ -154,6 +154,10 @@ def test_text_in_memory_is_refused_naming_the_host_source_that_filters_it():
     with pytest.raises(ConfigError, match=r"keeps text fields on the host.*"
                                           r"ConcatSource\(\[source\]\)"):
         Pipeline(words, stages=[keep])
+    on_text = FilterOperator(predicate=lambda el: el.data["t"] != "w0", on_host=True)
+    with pytest.raises(ConfigError, match=r"keeps text fields on the host.*"
+                                          r"ConcatSource\(\[source\]\)"):
+        Pipeline(words, stages=[on_text])  # not "write the predicate with jax.numpy"
     p = Pipeline(ConcatSource([words]), stages=[keep], batch_size=2)
     assert [b["t"] for b in p] == [["w1", "w4"]]
 

@@ -73,19 +73,19 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
                 "FilterOperator the first stage."
             )
     else:
-        if filt.on_host:
-            raise ConfigError(
-                f"{where} (FilterOperator '{filt.name}') has on_host=True, but "
-                f"{type(source).__name__} is an indexed source, read in one compiled step: "
-                "write the predicate with jax.numpy and leave on_host off."
-            )
-        if source.has_host_fields():
+        if source.has_host_fields():  # first: on_host=True cannot read them here either
             raise ConfigError(
                 f"{where} (FilterOperator '{filt.name}'): {type(source).__name__} keeps text "
                 "fields on the host, which the compiled filter cannot read. Read it as a "
                 "host source, where the filter runs on the records as they are read (text "
                 "included): ConcatSource([source]), or a streaming source "
                 "(HFStreamingSource, TFDS streaming)."
+            )
+        if filt.on_host:
+            raise ConfigError(
+                f"{where} (FilterOperator '{filt.name}') has on_host=True, but "
+                f"{type(source).__name__} is an indexed source, read in one compiled step: "
+                "write the predicate with jax.numpy and leave on_host off."
             )
     spec = spec_after(list(stages[:at]))
     leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
