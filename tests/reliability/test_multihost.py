@@ -170,3 +170,18 @@ def test_an_orbax_checkpoint_of_two_processes_resumes_each_share(tmp_path):
     assert sorted(ids) == list(range(24))
     if paths:
         assert [r["arrayrecord"]["position"] for r in saved] == [6, 7]  # record 7 skipped
+    # One process restores the two processes' step: process 0's state, an elastic restore
+    # that serves the rest of both shares.
+    import datarax.checkpoint
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+    from flax import nnx
+
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                          {"x": np.arange(24, dtype=np.int32)})
+    alone = Pipeline(source=source, batch_size=3, drop_remainder=True, rngs=nnx.Rngs(0),
+                     shard_index=0, shard_count=1)
+    with datarax.checkpoint.checkpoint_manager(f"{directory}/memory") as checkpoints:
+        datarax.checkpoint.restore(checkpoints, 2, alone)
+    rest = [x for b in alone for x in np.asarray(b["x"]).tolist()]
+    assert sorted(rest) == sorted(x for r in saved for b in r["memory"]["rest"] for x in b)
