@@ -301,3 +301,11 @@ def test_resume_and_overwrite_together_name_both_options(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"resume=True \(--resume\) or overwrite=True "
                                           r"\(--overwrite\), not both"):
         convert(str(tmp_path / "x.npy"), tmp_path / "d", resume=True, overwrite=True)
+
+
+def test_after_a_bad_row_the_same_command_runs_again_with_skip(tmp_path) -> None:
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n3,\n5,6\n")
+    with pytest.raises(ConversionError, match=r"row 1, field 'b': no value"):
+        convert(str(tmp_path / "t.csv"), tmp_path / "d")
+    info, _ = convert(str(tmp_path / "t.csv"), tmp_path / "d", on_error="skip")  # as it says
+    assert info.num_records == 2 and [s["row"] for s in info.skipped] == [1]

@@ -363,6 +363,13 @@ def write_dataset(
                 _write_ranges(job, rows, todo, report)
             else:
                 _run_workers(job, rows, todo, min(workers, len(todo)), report)
+        except ConversionError as err:
+            if not results and isinstance(err.__cause__, RecordMismatchError):
+                # a bad row before any shard was finished: nothing to resume, so DST is left
+                # as it was, and the command runs again as it is once the row is fixed or
+                # with on_error='skip' (as the error says)
+                shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
+            raise
         finally:
             if bar is not None:
                 bar.close()
