@@ -136,9 +136,10 @@ def restore(context: PassContext, state: Any) -> None:
     share of what is left of that epoch (:mod:`datarax.pipeline.elastic`)."""
     source, session = context.source, context.session
     state = own_share_state(source, state)  # another process's state, at the same step
-    session.elastic = elastic = elastic_restore(
-        source, state, lambda plain: check_state(context, plain)
-    )
+    elastic = elastic_restore(source, state, lambda plain: check_state(context, plain))
+    if elastic is not None:
+        _check_elastic_placement(context, elastic.epoch, elastic.size)
+    session.elastic = elastic
     if elastic is not None:
         if not elastic.size:  # nothing of that epoch is left for anyone: an empty pass
             session.elastic = None
@@ -153,6 +154,26 @@ def restore(context: PassContext, state: Any) -> None:
         source.seek(state["epoch"], state["position"])
     else:
         source.set_state(state["source"])
+
+
+def _check_elastic_placement(context: PassContext, epoch: int, size: int) -> None:
+    """Refuse an elastic share whose short last batch would not split over this
+    process's devices (``sharding=`` without ``drop_remainder``), before it is served."""
+    plan = context.plan
+    short = size % plan.batch_size
+    if plan.placement is None or plan.drop_remainder or not short:
+        return
+    split = plan.placement.local_split
+    if short % split:
+        shard = context.source.shard
+        raise StateError(
+            f"Pipeline state (an elastic restore) gives shard {shard.index} of {shard.count} "
+            f"a share of {size} records of epoch {epoch}, whose last batch of {short} does "
+            f"not split over this process's {split} device(s) (sharding=); the state's "
+            "drop_remainder=False keeps that batch. Restore it on another process count, "
+            "or into a pipeline without sharding= to serve the rest of that epoch.",
+            field="shard",
+        )
 
 
 def check_state(context: PassContext, state: Any) -> None:

@@ -192,3 +192,27 @@ def test_a_field_dimension_that_does_not_split_over_its_mesh_axis_is_named(kind)
                        r"of mesh axes \['model'\] that sharding spec \('data', 'model'\) names "
                        r"for it; use a size divisible by 8, or None at that spec entry\."):
         next(iter(pipeline))
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_an_elastic_share_whose_short_batch_does_not_split_is_refused_by_set_state(kind):
+    # 96 records on 2 processes, batches of 8 (no short batch in the plain layout); after
+    # 3 steps 48 are left: 12 each on 4 processes, a last batch of 4 that 8 devices cannot split
+    from datarax.core.errors import StateError
+
+    old = [make_pipeline(kind, 96, 8, shard_index=i, shard_count=2) for i in range(2)]
+    iterators = [iter(p) for p in old]
+    for iterator in iterators:
+        for _ in range(3):
+            next(iterator)
+    new = make_pipeline(kind, 96, 8, shard_index=0, shard_count=4,
+                        sharding=(mesh_1d(), P("data")))
+    with pytest.raises(StateError, match=r"an elastic restore\) gives shard 0 of 4 a share of "
+                       r"12 records of epoch 0, whose last batch of 4 does not split over this "
+                       r"process's 8 device\(s\) \(sharding=\); the state's drop_remainder=False "
+                       r"keeps that batch\. Restore it on another process count"):
+        new.set_state(old[0].get_state())
+    assert (new.epoch, new.position) == (0, 0)  # nothing moved
+    plain = make_pipeline(kind, 96, 8, shard_index=0, shard_count=4)  # without sharding=
+    plain.set_state(old[0].get_state())
+    assert [len(host(b)["x"]) for b in plain] == [8, 4]
