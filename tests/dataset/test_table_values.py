@@ -309,3 +309,18 @@ def test_after_a_bad_row_the_same_command_runs_again_with_skip(tmp_path) -> None
         convert(str(tmp_path / "t.csv"), tmp_path / "d")
     info, _ = convert(str(tmp_path / "t.csv"), tmp_path / "d", on_error="skip")  # as it says
     assert info.num_records == 2 and [s["row"] for s in info.skipped] == [1]
+
+
+def test_labels_outside_their_class_names_are_refused(tmp_path) -> None:
+    from datarax.dataset import write_dataset
+    from datarax.errors import ConfigError
+
+    names = {"label": ["a", "b"]}
+    with pytest.raises(ConversionError, match=r"row 1, field 'label': the label 2 is outside its "
+                                              r"2 class names \(0..1, or -1 for no label\)"):
+        write_dataset([{"label": 1}, {"label": 2}], tmp_path / "a", class_names=names)
+    info, _ = write_dataset([{"label": 0}, {"label": -1}], tmp_path / "b", class_names=names)
+    assert read_dataset(tmp_path / "b")["label"].tolist() == [0, -1]  # -1: no label (HF's)
+    with pytest.raises(ConfigError, match=r"class_names names the field 'label', which holds str "
+                                          r"utf8 values; class names go with integer labels"):
+        write_dataset([{"label": "a"}], tmp_path / "c", class_names=names)

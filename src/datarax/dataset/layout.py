@@ -47,6 +47,19 @@ _BIG_ENDIAN = np.dtype("=u4").byteorder == ">" or np.little_endian is False
 
 
 def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
+    out = _fitted(f, value, row)
+    if f.class_names is not None and out.dtype.kind in "iu" and out.size:
+        count = len(f.class_names)
+        bad = out[(out < -1) | (out >= count)]
+        if bad.size:
+            raise RecordMismatchError(
+                f"{located(f.name, row)}: the label {bad.flat[0]} is outside its {count} class "
+                f"names (0..{count - 1}, or -1 for no label). Fix the label, or give the field "
+                "every class name.", field=f.name, row=row)
+    return out
+
+
+def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
     want = np.dtype(f.dtype)
     if value is None:
         raise no_value(f.name, row)

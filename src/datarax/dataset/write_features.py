@@ -11,11 +11,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from datarax.dataset.fields import (
     Features,
     Field,
-    UnstorableValueError,
     RecordMismatchError,
+    UnstorableValueError,
     infer_features,
 )
 from datarax.dataset.rows import as_rows
@@ -82,6 +84,13 @@ def _check_class_names(class_names: Mapping[str, Sequence[str]] | None, features
         raise ConfigError(
             f"class_names names the field '{unknown[0]}', which the records do not have (their "
             f"fields: {list(features.names)}); name a label field.")
+    for name in class_names or {}:
+        field = features[name]
+        if field.encoding != "raw" or np.dtype(field.dtype).kind not in "iu":
+            raise ConfigError(
+                f"class_names names the field '{name}', which holds {field.dtype} "
+                f"{field.encoding} values; class names go with integer labels 0..k-1. Store "
+                "each label as the index of its name (names.index(value)).")
 
 
 def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
