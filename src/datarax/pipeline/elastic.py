@@ -112,9 +112,9 @@ def own_share_state(source: Any, state: Any) -> Any:
     """``state`` as this process's own when another process of the same count saved it.
 
     Every process of a run saves at the same step, so every share stands at the same
-    position: a state of shard ``j`` of ``count`` says where shard ``i`` stands too. This
-    is what a multi-process Orbax checkpoint hands every process (its JSON items are
-    written by the primary process only). Anything else is returned unchanged.
+    position: a state of shard ``j`` of ``count`` says where shard ``i`` stands too (a
+    state written by process 0 only, restored by every process). Anything else is
+    returned unchanged.
 
     Raises:
         StateError: a source whose shares stand at different positions after the same
