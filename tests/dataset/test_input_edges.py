@@ -170,6 +170,9 @@ def test_destinations_and_sources_that_are_not_what_convert_takes(tmp_path) -> N
         convert(str(tmp_path / "missing.csv"), tmp_path / "out")
     with pytest.raises(ConversionError, match=r"the pattern '.*\*.parquet' matches nothing"):
         convert(str(tmp_path / "*.parquet"), tmp_path / "out")
+    with pytest.raises(ConversionError, match=r"not 'hf:user/data' \(a Hub name\): save it "
+                                              r"first, e.g. datasets.load_dataset\('user/data'"):
+        convert("hf:user/data", tmp_path / "out")
 
 
 def test_a_destination_that_cannot_be_created_is_named_with_what_to_do(tmp_path, capsys) -> None:

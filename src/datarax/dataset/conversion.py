@@ -334,6 +334,11 @@ def _unknown_input(src: str) -> str:
         shown = ", ".join(entries[:5]) + more
         return (f"the folder '{src}' holds nothing convert reads (it holds {shown}); it reads "
                 f"{_KNOWN_INPUTS}.")
+    if src.startswith("hf:"):
+        name = src[3:].split(":")[0]
+        return (f"convert reads a Hugging Face dataset from disk, not '{src}' (a Hub name): save "
+                f"it first, e.g. datasets.load_dataset('{name}', split='train')"
+                f".save_to_disk('{name.replace('/', '_')}_train'), and convert that folder.")
     if glob.has_magic(src):
         matched = sorted(glob.glob(src))
         what = (f"matches {len(matched)} paths ({', '.join(matched[:3])}"
