@@ -181,3 +181,16 @@ def test_a_parent_that_is_not_an_unsharded_source_is_refused_saying_what_to_do()
     with pytest.raises(SourceContractError, match=r"FlatMapSource source is sharded \(share 1 of 2\); "
                        r"shard the flat-mapped source \(the Pipeline does\), not its parent"):
         FlatMapSource(sharded, copies, max_outputs=2)
+
+
+def test_iterating_a_finished_stream_directly_again_starts_it_over():
+    from datarax.sources import ConcatSource
+
+    def values(source):
+        return [int(record["r"]) for record in source]
+
+    flat = FlatMapSource(parent(3), lambda record: [record], max_outputs=1, num_epochs=2)
+    both = ConcatSource([parent(2), FlatMapSource(parent(2), lambda r: [r], max_outputs=1)])
+    for source, once in ((flat, [0, 1, 2, 0, 1, 2]), (both, [0, 1, 0, 1])):
+        assert values(source) == once
+        assert values(source) == once  # as a finished source of known length does

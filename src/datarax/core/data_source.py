@@ -29,7 +29,7 @@ from datarax.core.batch import record_at
 from datarax.core.config import SEED_SWITCHES, StructuralConfig, config_settings
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError, StateError
-from datarax.core.module import DataraxModule
+from datarax.core.module import DataraxModule, HostState
 from datarax.core.position import SourcePosition
 from datarax.core.share import Share
 from datarax.typing import Batch
@@ -108,6 +108,7 @@ class DataSourceModule(DataraxModule):
         super().__init__(config, rngs=rngs, name=name)
         self.datarax_position = SourcePosition()
         self.__shard = Share()  # this process's share of every epoch
+        self.__direct_end = _DirectEnd()
 
     # ------------------------------------------------------------------ contract
     def element_spec(self) -> dict[str, Any]:
@@ -254,8 +255,9 @@ class DataSourceModule(DataraxModule):
 
     def _exhausted(self) -> bool:
         size = self.epoch_size()
-        if size is None:
-            return False
+        if size is None:  # known finished only where direct iteration read to the end
+            ended = getattr(self, "_DataSourceModule__direct_end", None)
+            return ended is not None and ended.at == self.datarax_position.where()
         epochs = self._direct_passes()
         return epochs >= 0 and self.epoch >= epochs - 1 and self.index >= size
 
@@ -288,6 +290,9 @@ class DataSourceModule(DataraxModule):
         if batch is None:
             epochs = self._direct_passes()
             if epochs >= 0 and self.epoch + 1 >= epochs:
+                ended = getattr(self, "_DataSourceModule__direct_end", None)
+                if ended is not None:  # the next iter() starts over (see _exhausted)
+                    ended.at = self.datarax_position.where()
                 raise StopIteration
             self.seek(self.epoch + 1, 0)
             batch, indices = read(1)
@@ -295,6 +300,14 @@ class DataSourceModule(DataraxModule):
                 raise StopIteration
         index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
         return record_at(batch, 0), index
+
+
+class _DirectEnd(HostState):
+    """Where direct iteration (``for record in source``) found the last pass over: a
+    source of unknown length knows it has finished only by reading to the end."""
+
+    def __init__(self) -> None:
+        self.at: tuple[int, int] | None = None
 
 
 def check_contract(source: DataSourceModule) -> None:
