@@ -219,6 +219,10 @@ def test_a_parquet_timestamp_or_decimal_says_how_to_store_it(tmp_path) -> None:
                                               r"00:00:00\).*Store it as text \(ISO 8601") as err:
         convert(str(tmp_path / "x.parquet"), tmp_path / "d")
     assert "features=" not in str(err.value)  # no field holds it
+    np.save(tmp_path / "when.npy", np.array(["2024-01-01"], "datetime64[D]"))
+    with pytest.raises(ConversionError, match=r"field 'when' holds a datetime64\[D\] value \(2024-01-01\).*"
+                                              r"Store it as text \(ISO 8601"):
+        convert(str(tmp_path / "when.npy"), tmp_path / "w")
     pq.write_table(pa.table({"d": pa.array([decimal.Decimal("1.10")])}), tmp_path / "y.parquet")
     with pytest.raises(ConversionError, match=r"field 'd' holds a decimal \(1.10\).*a float, or "
                                               r"text"):

@@ -260,8 +260,11 @@ def _nested_object(name: str, value: Any) -> UnstorableValueError | None:
             "one text. Join the list into one text (e.g. comma-separated or as JSON) before "
             "converting, or leave the field out.", field=name)
     if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, decimal.Decimal,
-                          np.datetime64, np.timedelta64)):
-        kind = "a decimal" if isinstance(value, decimal.Decimal) else f"a {type(value).__name__}"
+                          np.datetime64, np.timedelta64)) or (
+            isinstance(value, np.ndarray) and value.dtype.kind in "mM"):
+        kind = ("a decimal" if isinstance(value, decimal.Decimal) else
+                f"a {value.dtype} value" if isinstance(value, np.ndarray | np.generic) else
+                f"a {type(value).__name__}")
         way = ("a float, or text" if isinstance(value, decimal.Decimal) else
                "text (ISO 8601, e.g. df[col].astype(str)) or a number (e.g. seconds since 1970)")
         return UnstorableValueError(
