@@ -49,6 +49,13 @@ def test_integers_no_64_bit_type_holds_are_refused_by_row_and_field(tmp_path, su
                                               r"-18446744073709551615 fits neither int64 nor "
                                               r"uint64"):
         convert(str(tmp_path / f"t.{suffix}"), tmp_path / "d")
+    big = "18446744073709551615"
+    mixed = text.replace(": 5}", f": {big}}}").replace(",5\n", f",{big}\n")
+    (tmp_path / f"u.{suffix}").write_text(mixed.replace("-18446744073709551615", "-5"))
+    with pytest.raises(ConversionError, match=rf"u.{suffix}', column 'h': row 0 holds "
+                                              r"18446744073709551615 \(beyond int64\) and row 1 "
+                                              r"holds -5 \(below uint64\)"):
+        convert(str(tmp_path / f"u.{suffix}"), tmp_path / "e")
 
 
 def test_a_parquet_uint64_column_keeps_its_values(tmp_path) -> None:
@@ -220,7 +227,8 @@ def test_a_parquet_timestamp_or_decimal_says_how_to_store_it(tmp_path) -> None:
         convert(str(tmp_path / "x.parquet"), tmp_path / "d")
     assert "features=" not in str(err.value)  # no field holds it
     np.save(tmp_path / "when.npy", np.array(["2024-01-01"], "datetime64[D]"))
-    with pytest.raises(ConversionError, match=r"field 'when' holds a datetime64\[D\] value \(2024-01-01\).*"
+    with pytest.raises(ConversionError, match=r"field 'when' holds a datetime64\[D\] value "
+                                              r"\(2024-01-01\).*"
                                               r"Store it as text \(ISO 8601"):
         convert(str(tmp_path / "when.npy"), tmp_path / "w")
     pq.write_table(pa.table({"d": pa.array([decimal.Decimal("1.10")])}), tmp_path / "y.parquet")

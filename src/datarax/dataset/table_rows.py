@@ -187,8 +187,6 @@ def _whole_numbers_beyond_int64(table: Any, path: str, kind: str) -> Any:
     """``table`` with each column of whole numbers that ``pyarrow`` read as floats because
     one is beyond ``int64`` as exact ``uint64`` (rounding every value to a float would lose
     digits); one no 64-bit integer holds is refused by row and column."""
-    import math
-
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -201,13 +199,21 @@ def _whole_numbers_beyond_int64(table: Any, path: str, kind: str) -> Any:
         values = _literal_values(path, kind, field.name)
         if values is None or len(values) != table.num_rows:
             continue
+        where = f"cannot read the {kind} file '{path}'"
+        way = (" Store such numbers as text" + (" (JSON strings)" if kind == "json" else "")
+               + ", or leave the column out of SRC.")
         for row, value in enumerate(values):
-            if value is not None and not 0 <= value < 2**64:
+            if value is not None and not -2**63 <= value < 2**64:
                 raise ConversionError(
-                    f"cannot read the {kind} file '{path}', row {row}, column '{field.name}': the "
-                    f"integer {value} fits neither int64 nor uint64. Store such a number as text"
-                    + (" (a JSON string)" if kind == "json" else "")
-                    + ", or leave the column out of SRC.")
+                    f"{where}, row {row}, column '{field.name}': the integer {value} fits neither "
+                    f"int64 nor uint64.{way}")
+        negative = next((r for r, v in enumerate(values) if v is not None and v < 0), None)
+        if negative is not None:
+            big = next(r for r, v in enumerate(values) if v is not None and v >= 2**63)
+            raise ConversionError(
+                f"{where}, column '{field.name}': row {big} holds {values[big]} (beyond int64) "
+                f"and row {negative} holds {values[negative]} (below uint64); no 64-bit integer "
+                f"type holds both.{way}")
         table = table.set_column(i, field.name, pa.array(values, pa.uint64()))
     return table
 
