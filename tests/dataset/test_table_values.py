@@ -336,3 +336,10 @@ def test_labels_outside_their_class_names_are_refused(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"class_names names the field 'label', which holds str "
                                           r"utf8 values; class names go with integer labels"):
         write_dataset([{"label": "a"}], tmp_path / "c", class_names=names)
+
+
+def test_a_csv_row_longer_than_a_read_block_is_read(tmp_path) -> None:
+    text = "word " * 300_000  # 1.5 MB: longer than pyarrow's 1 MB block
+    (tmp_path / "t.csv").write_text(f'id,t\n1,"{text}"\n2,short\n')
+    convert(str(tmp_path / "t.csv"), tmp_path / "d")
+    assert list(read_dataset(tmp_path / "d")["t"]) == [text, "short"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,21 @@ def _bad_text_as_bytes(table: Any) -> Any:
             except pa.ArrowInvalid:
                 table = table.set_column(i, field.name, table.column(i).cast(pa.binary()))
     return table
+
+
+def _read_csv(path: str, **options: Any) -> Any:
+    """``pyarrow.csv.read_csv``, in blocks as large as the file where a row is longer
+    than ``pyarrow``'s default block (1 MB: a long text cell)."""
+    import pyarrow.csv
+
+    try:
+        return pyarrow.csv.read_csv(path, **options)
+    except ValueError as err:  # pyarrow's ArrowInvalid
+        if "straddl" not in str(err):
+            raise
+    read = options.pop("read_options", None) or pyarrow.csv.ReadOptions()
+    read.block_size = max(read.block_size, min(os.path.getsize(path) + 1, 2**31 - 1))
+    return pyarrow.csv.read_csv(path, read_options=read, **options)
 
 
 #: cells ``pyarrow`` reads as a missing value by default that are a float's NaN as
@@ -63,8 +79,8 @@ def _short_csv_row(path: str) -> str | None:
         return "error"
 
     try:
-        pyarrow.csv.read_csv(path, read_options=pyarrow.csv.ReadOptions(use_threads=False),
-                             parse_options=pyarrow.csv.ParseOptions(invalid_row_handler=first_bad))
+        _read_csv(path, read_options=pyarrow.csv.ReadOptions(use_threads=False),
+                  parse_options=pyarrow.csv.ParseOptions(invalid_row_handler=first_bad))
     except (OSError, ValueError):
         pass
     if not found or found[0].number is None:
@@ -131,7 +147,7 @@ def _nan_cells_as_nan(table: Any, path: str) -> Any:
         return table
     nulls = [v for v in pyarrow.csv.ConvertOptions().null_values if v not in _NAN_CELLS]
     options = pyarrow.csv.ConvertOptions(null_values=nulls)
-    again = pyarrow.csv.read_csv(path, convert_options=options)
+    again = _read_csv(path, convert_options=options)
     for i in floats:
         if pa.types.is_floating(again.schema.field(i).type):
             table = table.set_column(i, table.schema.field(i).name, again.column(i))
@@ -149,7 +165,7 @@ def _dates_as_text(table: Any, path: str, kind: str) -> Any:
     if kind == "csv":
         import pyarrow.csv
 
-        again = pyarrow.csv.read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+        again = _read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
             include_columns=dated, column_types={name: pa.string() for name in dated}))
     else:
         import pyarrow.json
@@ -171,7 +187,7 @@ def _blank_columns_as_text(table: Any, path: str) -> Any:
     blank = [field.name for field in table.schema if pa.types.is_null(field.type)]
     if not blank or not table.num_rows:
         return table
-    again = pyarrow.csv.read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+    again = _read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
         include_columns=blank, column_types={name: pa.string() for name in blank}))
     for name in blank:
         column = again.column(name)
@@ -234,7 +250,7 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
     import pyarrow as pa
     import pyarrow.csv
 
-    column = pyarrow.csv.read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+    column = _read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
         include_columns=[name], column_types={name: pa.string()})).column(0).to_pylist()
     nulls = set(pyarrow.csv.ConvertOptions().null_values)
     out: list[int | None] = []
@@ -332,7 +348,7 @@ class TableRows(Rows):
             import pyarrow.csv
             import pyarrow.json
 
-            read = pyarrow.json.read_json if self.kind == "json" else pyarrow.csv.read_csv
+            read = pyarrow.json.read_json if self.kind == "json" else _read_csv
             tables = []
             for f in self.files:
                 try:
