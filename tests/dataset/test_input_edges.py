@@ -157,10 +157,10 @@ def test_destinations_and_sources_that_are_not_what_convert_takes(tmp_path) -> N
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConversionError, match="the folder '.*empty' is empty; SRC is the folder"):
         convert(str(tmp_path / "empty"), tmp_path / "out")
-    (tmp_path / "x.tsv").write_text("a\tb\n1\t2\n")
-    with pytest.raises(ConversionError, match=r"'.*x.tsv' is a .tsv file, which convert does not "
-                                              r"read; it reads Parquet"):
-        convert(str(tmp_path / "x.tsv"), tmp_path / "out")
+    (tmp_path / "x.xlsx").write_bytes(b"PK\x03\x04")
+    with pytest.raises(ConversionError, match=r"'.*x.xlsx' is a .xlsx file, which convert does "
+                                              r"not read; it reads Parquet"):
+        convert(str(tmp_path / "x.xlsx"), tmp_path / "out")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("hi")
     with pytest.raises(ConversionError, match=r"the folder '.*notes' holds nothing convert reads "

@@ -343,3 +343,14 @@ def test_a_csv_row_longer_than_a_read_block_is_read(tmp_path) -> None:
     (tmp_path / "t.csv").write_text(f'id,t\n1,"{text}"\n2,short\n')
     convert(str(tmp_path / "t.csv"), tmp_path / "d")
     assert list(read_dataset(tmp_path / "d")["t"]) == [text, "short"]
+
+
+@pytest.mark.parametrize("name, text", [("t.tsv", "a\tb\n1\tx, y\n"),
+                                        ("t.csv", "a;b\n1;x, y\n")])
+def test_tab_and_semicolon_separated_files_are_split_by_their_separator(tmp_path, name,
+                                                                         text) -> None:
+    (tmp_path / name).write_text(text)
+    info, _ = convert(str(tmp_path / name), tmp_path / "d")
+    assert info.features.names == ("a", "b")
+    data = read_dataset(tmp_path / "d")
+    assert data["a"].tolist() == [1] and list(data["b"]) == ["x, y"]

@@ -44,9 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = _EXAMPLES
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("src", metavar="SRC", help=(
-        "Parquet / JSONL / CSV file, folder or glob; a Hugging Face dataset folder (save_to_disk "
-        "or load_dataset cache); a TFDS folder or tfds:NAME[:SPLIT]; an image folder (one "
-        "subfolder per class); .npy / .npz"))
+        "Parquet / JSONL / JSON / CSV / TSV file, folder or glob; a Hugging Face dataset "
+        "folder (save_to_disk or load_dataset cache); a TFDS folder or tfds:NAME[:SPLIT]; an "
+        "image folder (one subfolder per class); .npy / .npz"))
     parser.add_argument("dst", metavar="DST", help="the dataset folder to write")
     parser.add_argument("--shards", type=_at_least_one,
                         help="shard files (default: one per 50,000 records); shard s holds "

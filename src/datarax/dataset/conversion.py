@@ -58,7 +58,8 @@ from datarax.storage.urls import expand_user, is_remote
 __all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
+TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv",
+                  ".tsv": "csv"}
 #: split names recognised in table file names (``train-00000-of-00002.parquet``) and folders
 SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
@@ -313,8 +314,8 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     raise ConversionError(_unknown_input(src))
 
 
-_KNOWN_INPUTS = ("Parquet / JSON Lines / CSV files (.parquet, .jsonl / .json, .csv), a Hugging "
-                 "Face dataset folder, a TFDS folder or tfds:NAME, an image folder "
+_KNOWN_INPUTS = ("Parquet / JSON Lines / CSV files (.parquet, .jsonl / .json, .csv / .tsv), a "
+                 "Hugging Face dataset folder, a TFDS folder or tfds:NAME, an image folder "
                  "(<class>/<image>), .npy / .npz")
 
 

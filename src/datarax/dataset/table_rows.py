@@ -32,11 +32,32 @@ def _bad_text_as_bytes(table: Any) -> Any:
     return table
 
 
+def _delimiter(path: str) -> str:
+    """What separates a CSV file's values: a tab in a ``.tsv`` file; else a comma, or a
+    tab / semicolon / bar where the header holds one of them and no comma (a spreadsheet
+    saved in a locale whose decimal mark is the comma)."""
+    if path.lower().endswith(".tsv"):
+        return "\t"
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            header = f.readline()
+    except OSError:
+        return ","
+    if "," in header:
+        return ","
+    return next((d for d in ("\t", ";", "|") if d in header), ",")
+
+
 def _read_csv(path: str, **options: Any) -> Any:
     """``pyarrow.csv.read_csv``, in blocks as large as the file where a row is longer
     than ``pyarrow``'s default block (1 MB: a long text cell)."""
     import pyarrow.csv
 
+    delimiter = _delimiter(path)
+    if delimiter != ",":
+        parse = options.pop("parse_options", None) or pyarrow.csv.ParseOptions()
+        parse.delimiter = delimiter
+        options["parse_options"] = parse
     try:
         return pyarrow.csv.read_csv(path, **options)
     except ValueError as err:  # pyarrow's ArrowInvalid
