@@ -31,6 +31,7 @@ def test_a_nan_cell_of_a_csv_float_column_is_nan_not_a_missing_value(tmp_path) -
 @pytest.mark.parametrize("suffix, text", [
     ("csv", "id,h\n1,18446744073709551615\n2,1099511627777\n"),
     ("jsonl", '{"id": 1, "h": 18446744073709551615}\n{"id": 2, "h": 1099511627777}\n'),
+    ("jsonl", '{"id": 1.0, "h": 18446744073709551615}\n{"id": NaN, "h": 1099511627777}\n'),
 ])
 def test_integers_beyond_int64_keep_every_digit_as_uint64(tmp_path, suffix, text) -> None:
     (tmp_path / f"t.{suffix}").write_text(text)

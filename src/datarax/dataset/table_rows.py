@@ -322,6 +322,19 @@ class ParsedJsonLines:
 
         return pa.array([row.get(name) for row in self.rows])
 
+    def uint64_columns(self) -> list[str]:
+        """The keys whose integers need ``uint64``: one is beyond ``int64``, none negative."""
+        big: set[str] = set()
+        negative: set[str] = set()
+        for row in self.rows:
+            for key, value in row.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    if value >= 2**63:
+                        big.add(key)
+                    elif value < 0:
+                        negative.add(key)
+        return sorted(big - negative)
+
     def slice(self, start: int, length: int) -> ParsedJsonLines:
         return ParsedJsonLines(self.rows[start:start + length])
 
@@ -410,8 +423,12 @@ class TableRows(Rows):
 
         schemas = ([pq.read_schema(self.files[0])] if self.kind == "parquet"
                    else [t.schema for t in self._load()])
-        return {field.name: {"shape": (), "dtype": "uint64"} for schema in schemas
-                for field in schema if pa.types.is_uint64(field.type)}
+        names = {field.name for schema in schemas for field in schema
+                 if pa.types.is_uint64(field.type)}
+        if self.kind == "json":
+            names.update(name for t in self._load() if isinstance(t, ParsedJsonLines)
+                         for name in t.uint64_columns())
+        return {name: {"shape": (), "dtype": "uint64"} for name in sorted(names)}
 
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
         import pyarrow.parquet as pq
