@@ -310,3 +310,30 @@ def test_a_stream_refuses_another_process_state_naming_both_shards():
                        r"of 2; a stream source's position is its own share's, so restore "
                        r"each process's own state"):
         build(1).set_state(iterator.get_state())
+
+
+def test_a_filtered_pipeline_refuses_another_process_state_of_the_same_count():
+    """Filtered shares read different numbers of records to fill the same steps (shard
+    0 keeps half of its records, shard 1 all): shard 0's position would skip records of
+    shard 1, so its state is refused there."""
+    from datarax.operators.filter import FilterOperator
+    from datarax.pipeline import Pipeline
+    from devices_sources import make_source
+
+    def build(index):
+        keep = FilterOperator(predicate=lambda el: (el.data["x"] >= 20) | (el.data["x"] % 2 == 0))
+        return Pipeline(source=make_source("indexed", 40), stages=[keep], batch_size=2,
+                        shard_index=index, shard_count=2)
+
+    old = [build(i) for i in range(2)]
+    iterators = [iter(p) for p in old]
+    for iterator in iterators:
+        next(iterator), next(iterator)
+    assert [p.position for p in old] == [7, 4]
+    with pytest.raises(StateError, match=r"\(shard 1 of 2\) was given the state of shard 0 of "
+                       r"2, and it has a FilterOperator: each process's position counts the "
+                       r"records it read"):
+        build(1).set_state(old[0].get_state())
+    own = build(1)
+    own.set_state(old[1].get_state())
+    assert [int(x) for b in own for x in np.asarray(b["x"])] == list(range(24, 40))

@@ -108,7 +108,7 @@ def _history(state: dict[str, Any], where: str) -> list[tuple[int, int]]:
     return out
 
 
-def own_share_state(source: Any, state: Any) -> Any:
+def own_share_state(source: Any, state: Any, *, filtered: bool = False) -> Any:
     """``state`` as this process's own when another process of the same count saved it.
 
     Every process of a run saves at the same step, so every share stands at the same
@@ -117,9 +117,10 @@ def own_share_state(source: Any, state: Any) -> Any:
     returned unchanged.
 
     Raises:
-        StateError: a source whose shares stand at different positions after the same
-            steps (one that skips bad records), or whose position is its share's own
-            (a stream, a host source without ``use_share``).
+        StateError: shares that stand at different positions after the same steps
+            (a ``filtered`` pipeline, a source that skips bad records), or a source
+            whose position is its share's own (a stream, a host source without
+            ``use_share``).
     """
     saved = _shard_of(state) if isinstance(state, dict) else None
     index, count = source.shard.index, source.shard.count
@@ -127,6 +128,14 @@ def own_share_state(source: Any, state: Any) -> Any:
         return state
     where = (f"Pipeline over {type(source).__name__} (shard {index} of {count}) was given "
              f"the state of shard {saved[0]} of {count}")
+    if filtered:
+        raise StateError(
+            f"{where}, and it has a FilterOperator: each process's position counts the "
+            "records it read to fill its batches, so another process's state does not say "
+            "where this one stands. Save and restore each process's own state (e.g. a "
+            "JSON file named by jax.process_index()).",
+            field="shard",
+        )
     skipping = skipping_setting(source)
     if skipping:
         raise StateError(

@@ -41,7 +41,7 @@ from datarax.core.data_source import SourceKind, length_or_none
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.pipeline.elastic import elastic_restore, own_share_state
-from datarax.pipeline.plan import PassContext
+from datarax.pipeline.plan import PassContext, filter_position
 
 STATE_VERSION = 2
 _DIGEST_HINTS = {
@@ -135,7 +135,8 @@ def restore(context: PassContext, state: Any) -> None:
     after an elastic restore (a state of another process count) this process's
     share of what is left of that epoch (:mod:`datarax.pipeline.elastic`)."""
     source, session = context.source, context.session
-    state = own_share_state(source, state)  # another process's state, at the same step
+    # another process's state, at the same step
+    state = own_share_state(source, state, filtered=filter_position(context.stages) is not None)
     elastic = elastic_restore(source, state, lambda plain: check_state(context, plain))
     if elastic is not None:
         _check_elastic_placement(context, elastic.epoch, elastic.size)
