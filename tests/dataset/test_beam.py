@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
@@ -128,3 +129,13 @@ def test_datarax_convert_runner_beam_passes_beam_options(tmp_path, capsys) -> No
     convert(str(tmp_path / "x.npy"), tmp_path / "local", shards=2)
     assert _files(tmp_path / "out") == _files(tmp_path / "local")
     assert read_metadata(tmp_path / "out").extra["source"] == str(tmp_path / "x.npy")
+
+
+def test_cli_beam_bad_row_is_one_named_line_not_a_beam_traceback(tmp_path, capsys, caplog) -> None:
+    (tmp_path / "gap.csv").write_text("a,b\n1,2\n3,\n")
+    assert main(["convert", str(tmp_path / "gap.csv"), str(tmp_path / "out"), "--runner", "beam",
+                 "--no-progress"]) == 2
+    assert "gap.csv, row 1, field 'b': no value" in capsys.readouterr().err
+    assert not [r for r in caplog.records if r.name.startswith("apache_beam") and
+                r.levelno >= logging.ERROR]
+    assert logging.getLogger("apache_beam.runners.common").level == logging.NOTSET  # restored

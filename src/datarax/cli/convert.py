@@ -7,6 +7,7 @@ summary line at the end; options after ``--`` go to Apache Beam (``--runner beam
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 
@@ -77,6 +78,11 @@ def run_convert(args: argparse.Namespace) -> int:
     beam_args = list(getattr(args, "passthrough", []))
     if beam_args and args.runner != "beam":
         raise ValueError(f"options after -- ({' '.join(beam_args)}) go to Beam; add --runner beam.")
+    # Beam logs a bad record's traceback before the error reaches here, named and short
+    beam_log = logging.getLogger("apache_beam.runners.common")
+    level = beam_log.level
+    if args.runner == "beam":
+        beam_log.setLevel(logging.CRITICAL)
     try:
         info, summary = convert(
             args.src, args.dst, shards=args.shards, workers=args.workers, on_error=args.on_error,
@@ -90,6 +96,8 @@ def run_convert(args: argparse.Namespace) -> int:
         print(f"datarax convert: interrupted; {args.dst} is not a dataset yet: {again}.",
               file=sys.stderr)
         return 130
+    finally:
+        beam_log.setLevel(level)
     listed = f"; skipped rows are listed in {args.dst}/datarax_dataset.json" if info.skipped else ""
     print(f"wrote {args.dst}: {summary}{listed}")
     return 0
