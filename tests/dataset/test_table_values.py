@@ -172,6 +172,13 @@ def test_an_image_deeper_than_8_bits_is_refused_not_clipped(tmp_path) -> None:
     assert read_dataset(tmp_path / "e")["image"][0, :, :, 0].tolist() == [[0, 200], [255, 7]]
 
 
+def test_a_csv_file_in_another_encoding_says_to_save_it_as_utf8(tmp_path) -> None:
+    (tmp_path / "t.csv").write_bytes("id,name\n1,café\n".encode("cp1252"))
+    with pytest.raises(ConversionError, match=r"row 0, field 'name': text is not valid UTF-8 .*"
+                                              r"is saved as UTF-8 first"):
+        convert(str(tmp_path / "t.csv"), tmp_path / "d")
+
+
 def test_a_csv_column_empty_in_every_row_is_text(tmp_path) -> None:
     (tmp_path / "t.csv").write_text("id,notes,名前\n1,,山田\n2,,\"x, y\"\n")
     info, _ = convert(str(tmp_path / "t.csv"), tmp_path / "d")

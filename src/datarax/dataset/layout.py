@@ -232,7 +232,8 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
                     bytes(value).decode("utf-8")
                 except UnicodeDecodeError as err:
                     raise RecordMismatchError(
-                        f"{located(f.name, row)}: text is not valid UTF-8 ({err}).",
+                        f"{located(f.name, row)}: text is not valid UTF-8 ({err}); a file in "
+                        "another encoding (Latin-1, Windows-1252) is saved as UTF-8 first.",
                         field=f.name, row=row) from err
                 payload = bytes(value)
             elif isinstance(value, str):
