@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 from flax import nnx
 
 from datarax.core.errors import ConfigError, DataraxError
@@ -85,6 +86,57 @@ class FunctionOperator(OperatorModule):
                 f"fn{signature} cannot take that ({err}). Give fn {len(arguments)} "
                 f"positional parameter(s), e.g. {example}{hint}."
             ) from None
+
+
+#: what JAX raises when traced code needs a concrete value (Python control flow, int())
+TRACER_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
+#: what a compiled ``fn`` should use instead (shared by the messages that need it)
+TRACED_HINT = (
+    "fn runs compiled, traced under jax.vmap (its values are abstract arrays, not numbers): "
+    "write it with jax.numpy: jnp.where(...) or jax.lax.cond(...) instead of if, & | ~ "
+    "instead of and / or / not, x.astype(jnp.float32) instead of float(x) or int(x), "
+    "jnp.asarray(table)[x] to index a NumPy array with a field; print values with "
+    "jax.debug.print(\"{}\", x)."
+)
+
+
+def traced_fn_error(op: OperatorModule, err: BaseException) -> ConfigError:
+    """The error for a user ``fn`` that needed a concrete value of a traced array."""
+    first = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
+    return ConfigError(
+        f"{type(op).__name__} '{op.name}': fn needs a concrete value of a traced array "
+        f"({type(err).__name__}: {first}). {TRACED_HINT}"
+    )
+
+
+def check_fields_out(op: OperatorModule, out: dict[str, Any], traced: bool) -> None:
+    """Refuse fields ``fn`` returned as ``None`` (or, when traced, as a non-array such as a
+    string), naming the operator, the fields and what to return instead."""
+    none = sorted(str(k) for k, v in out.items() if v is None)
+    if none:
+        drop = ("return element.replace_data({...}) with the fields to keep"
+                if type(op).__name__ == "ElementOperator"
+                else "use ElementOperator(fn=lambda el, key=None: el.replace_data({...}))")
+        raise DataraxError(
+            f"{type(op).__name__} '{op.name}': fn returned None for field(s) {none}; every "
+            f"field must be an array or a number. To drop a field, {drop}."
+        )
+    if not traced:
+        return
+    for path, leaf in jax.tree_util.tree_leaves_with_path(out):
+        if not isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+            raise DataraxError(
+                f"{type(op).__name__} '{op.name}': fn returned field "
+                f"{jax.tree_util.keystr(path)} as {type(leaf).__name__} {leaf!r:.60}; in the "
+                "compiled step every field must be an array or a number. Return "
+                "jnp.asarray(...) of it, or make the value a field of the source."
+            )
 
 
 def require_fields(data: Batch, fields: Iterable[str], owner: str) -> None:

@@ -14,7 +14,12 @@ from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.dtypes import text_as_list
 from datarax.core.spec import is_text_value
-from datarax.operators._records import FunctionOperator
+from datarax.operators._records import (
+    TRACER_ERRORS,
+    FunctionOperator,
+    check_fields_out,
+    traced_fn_error,
+)
 from datarax.typing import Batch
 
 
@@ -73,11 +78,14 @@ class ElementOperator(FunctionOperator):
         """``fn(element, key)``."""
         return ("element", "key")
 
-    def _call(self, data: Batch, key: Any) -> Batch:
+    def _call(self, data: Batch, key: Any, traced: bool = False) -> Batch:
         out = self.fn(Element(data), key)
         if isinstance(out, Element):
-            return dict(out.data)
+            out = dict(out.data)
+            check_fields_out(self, out, traced)
+            return out
         if isinstance(out, dict):
+            check_fields_out(self, out, traced)
             return {**data, **out}
         raise DataraxError(
             f"ElementOperator '{self.name}': fn must return an Element (e.g. "
@@ -89,9 +97,12 @@ class ElementOperator(FunctionOperator):
         """Apply ``fn`` to each record (``keys``: one key per record or None)."""
         if any(is_text_value(v) for v in jax.tree.leaves(data, is_leaf=_is_text_leaf)):
             return self._apply_per_record(data, keys)
-        if keys is None:
-            return jax.vmap(lambda d: self._call(d, None))(data)
-        return jax.vmap(self._call)(data, keys)
+        try:
+            if keys is None:
+                return jax.vmap(lambda d: self._call(d, None, traced=True))(data)
+            return jax.vmap(lambda d, k: self._call(d, k, traced=True))(data, keys)
+        except TRACER_ERRORS as err:
+            raise traced_fn_error(self, err) from err
 
     def _apply_per_record(self, data: Batch, keys: Any | None) -> Batch:
         """Text batches run record by record on the host, stacked again after."""

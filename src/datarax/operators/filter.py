@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,22 @@ class FilterOperatorConfig(StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool(self, "on_host")
+
+
+def _check_one_argument(predicate: Callable[..., Any], name: str) -> None:
+    """Refuse, when it is built, a predicate that cannot be called with one element."""
+    try:
+        signature = inspect.signature(predicate)
+    except (TypeError, ValueError):  # no signature to read (a builtin): called as is
+        return
+    try:
+        signature.bind(None)
+    except TypeError as err:
+        raise ConfigError(
+            f"FilterOperator '{name}' calls predicate(element), but predicate{signature} "
+            f"cannot take that ({err}). Give it one positional parameter, e.g. "
+            "predicate=lambda element: element.data['label'] < 3 (a filter draws no key)."
+        ) from None
 
 
 class FilterOperator(RecordFilter):
@@ -92,6 +109,7 @@ class FilterOperator(RecordFilter):
         super().__init__(
             config, name=name or getattr(predicate, "__name__", None), **settings
         )
+        _check_one_argument(predicate, self.name)
         self.predicate = nnx.static(predicate)
 
     @property

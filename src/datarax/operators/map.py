@@ -10,7 +10,13 @@ import jax
 
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.operators._records import FunctionOperator, require_fields
+from datarax.operators._records import (
+    TRACER_ERRORS,
+    FunctionOperator,
+    check_fields_out,
+    require_fields,
+    traced_fn_error,
+)
 from datarax.typing import Batch
 
 
@@ -97,15 +103,26 @@ class MapOperator(FunctionOperator):
         """Apply ``fn`` to the chosen fields of each record (``keys``: one per record)."""
         fields = self._fields(data)
         chosen = {f: data[f] for f in fields}
+        try:
+            out = self._map(chosen, keys)
+        except TRACER_ERRORS as err:
+            raise traced_fn_error(self, err) from err
+        return {**data, **out}
+
+    def _map(self, chosen: Batch, keys: Any | None) -> Batch:
+        """``fn`` over each chosen field of each record (vmapped), its outputs checked."""
+
+        def checked(out: Batch) -> Batch:
+            check_fields_out(self, out, traced=True)
+            return out
+
         if self.config.stochastic:
             if keys is None:
                 raise DataraxError(
                     f"MapOperator '{self.name}' is stochastic but got no keys; run it in a "
                     "Pipeline or pass one key per record."
                 )
-            out = jax.vmap(
-                lambda record, key: {f: self.fn(v, key) for f, v in record.items()}
+            return jax.vmap(
+                lambda record, key: checked({f: self.fn(v, key) for f, v in record.items()})
             )(chosen, keys)
-        else:
-            out = jax.vmap(lambda record: {f: self.fn(v) for f, v in record.items()})(chosen)
-        return {**data, **out}
+        return jax.vmap(lambda record: checked({f: self.fn(v) for f, v in record.items()}))(chosen)

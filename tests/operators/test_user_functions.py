@@ -1,0 +1,92 @@
+"""What a user sees when an ElementOperator / MapOperator / FilterOperator function does
+something the compiled step cannot run: the operator named, and what to write instead."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.operators import ElementOperator, FilterOperator, MapOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+DATA = {"x": np.arange(6, dtype=np.float32), "label": np.arange(6, dtype=np.int32) % 3}
+
+
+def first_batch(stage):
+    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), DATA), stages=[stage],
+                        batch_size=3)
+    return next(iter(pipeline))
+
+
+def python_if(element, key=None):
+    if element.data["label"] > 1:
+        return {"label": element.data["label"] * 0}
+    return {}
+
+
+def float_of_field(element, key=None):
+    return {"y": float(element.data["x"])}
+
+
+TABLE = np.array([10.0, 20.0, 30.0], np.float32)
+
+
+def numpy_lookup(element, key=None):
+    return {"y": TABLE[element.data["label"]]}
+
+
+@pytest.mark.parametrize("fn, jax_error", [
+    (python_if, "TracerBoolConversionError"),
+    (float_of_field, "ConcretizationTypeError"),
+    (numpy_lookup, "TracerArrayConversionError"),
+])
+def test_python_control_flow_on_a_traced_field_names_the_operator_and_the_fix(fn, jax_error):
+    with pytest.raises(ConfigError) as info:
+        first_batch(ElementOperator(fn=fn))
+    message = str(info.value)
+    assert message.startswith(f"ElementOperator '{fn.__name__}': fn needs a concrete value "
+                              f"of a traced array ({jax_error}: ")
+    for advice in ("jnp.where(...) or jax.lax.cond(...) instead of if",
+                   "instead of float(x) or int(x)", "jnp.asarray(table)[x]", "jax.debug.print"):
+        assert advice in message
+
+
+def test_map_operator_python_if_names_the_operator_and_the_fix():
+    op = MapOperator(subtree="x", fn=lambda a: a if a > 2 else a * 0)
+    with pytest.raises(ConfigError, match=r"^MapOperator '<lambda>': fn needs a concrete value "
+                       r"of a traced array \(TracerBoolConversionError: .*instead of if"):
+        first_batch(op)
+
+
+def test_the_numpy_lookup_written_with_jnp_runs():
+    out = first_batch(ElementOperator(
+        fn=lambda el, key=None: {"y": jnp.asarray(TABLE)[el.data["label"]]}))
+    assert out["y"].tolist() == [10.0, 20.0, 30.0]
+
+
+def test_a_field_returned_as_none_is_refused_saying_how_to_drop_a_field():
+    with pytest.raises(DataraxError, match=r"ElementOperator '<lambda>': fn returned None for "
+                       r"field\(s\) \['label'\]; .*To drop a field, return "
+                       r"element\.replace_data"):
+        first_batch(ElementOperator(fn=lambda el, key=None: {"label": None}))
+    with pytest.raises(DataraxError, match=r"MapOperator '<lambda>': fn returned None for "
+                       r"field\(s\) \['x'\]"):
+        first_batch(MapOperator(subtree="x", fn=lambda a: None))
+
+
+def test_a_string_field_in_the_compiled_step_is_refused_naming_it():
+    with pytest.raises(DataraxError, match=r"ElementOperator '<lambda>': fn returned field "
+                       r"\['tag'\] as str 'cat'; in the compiled step every field must be "
+                       r"an array or a number"):
+        first_batch(ElementOperator(fn=lambda el, key=None: {"tag": "cat"}))
+    with pytest.raises(DataraxError, match=r"MapOperator '<lambda>': fn returned field "
+                       r"\['x'\] as str"):
+        first_batch(MapOperator(subtree="x", fn=lambda a: "s"))
+
+
+def test_filter_predicate_taking_a_key_is_refused_when_built():
+    with pytest.raises(ConfigError, match=r"FilterOperator '<lambda>' calls predicate\(element\), "
+                       r"but predicate\(el, key\) cannot take that .*one positional parameter"):
+        FilterOperator(predicate=lambda el, key: True)
+    assert FilterOperator(predicate=lambda el, key=None: True).name == "<lambda>"
