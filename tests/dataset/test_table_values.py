@@ -150,6 +150,10 @@ def test_convert_help_describes_the_command_and_bad_counts_name_the_option(capsy
     assert exit_.value.code == 0
     assert "self-describing ArrayRecord dataset" in out and "datarax convert train.csv" in out
     assert "table files named SPLIT-*" in out
+    with pytest.raises(SystemExit):  # a glob the shell expanded: more than one SRC
+        main(["convert", "a.csv", "b.csv", "ds"])
+    assert "unrecognized arguments: ds; convert takes one SRC and one DST: quote a glob" in (
+        capsys.readouterr().err)
     for option in ("--shards", "--workers"):
         with pytest.raises(SystemExit) as exit_:
             main(["convert", "a.csv", "ds", option, "0"])

@@ -118,7 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run a datarax command; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # what follows goes to Beam (convert)
-    args = build_parser().parse_args(argv[:cut])
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv[:cut])
+    if unknown:
+        hint = ("; convert takes one SRC and one DST: quote a glob ('data/*.csv') so the shell "
+                "passes it to datarax, or give the folder" if args.command == "convert" and
+                not any(u.startswith("-") for u in unknown) else "")
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
         build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
