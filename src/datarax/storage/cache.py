@@ -316,6 +316,19 @@ class ShardCache:
                     out.append((st.st_mtime, st.st_size, entry.path if folder == "shards" else ""))
         return out
 
+    def snapshot(self) -> tuple[tuple[str, int, int], ...]:
+        """Name, size and modification time of every entry and download in progress: two
+        equal snapshots mean no reader of the folder took, fetched or used a file between
+        them (releasing one shows only as room for the next)."""
+        out = []
+        for folder in ("shards", "tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                for entry in os.scandir(self._dir(folder)):
+                    with contextlib.suppress(FileNotFoundError):
+                        st = entry.stat()
+                        out.append((entry.path, st.st_size, st.st_mtime_ns))
+        return tuple(sorted(out))
+
     def usage(self) -> int:
         """Bytes the cache holds now (complete entries and reserved downloads)."""
         if not os.path.isdir(self._dir("shards")):

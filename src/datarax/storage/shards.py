@@ -8,14 +8,17 @@ the order their first record comes up (:class:`~datarax.storage.file_order.FileO
 are downloaded ``threads`` at a time, the ``behind`` files read first alone. Each process
 plans only its own positions, so it fetches only its share.
 
-Files in use or coming up are held in the cache (shared locks); at most ``handles`` open
-handles are kept, the rest closed when idle.
+Files in use are held in the cache (shared locks); files read ahead are not: a reader
+that needs the room (of this source, another one or another process) evicts them, and
+they are fetched again when reached. At most ``handles`` open handles are kept, the rest
+closed when idle.
 
 **Room.** The cache must hold the ``behind`` largest files together (refused otherwise
 when built). Read-ahead leaves room for one more file and stands back while a reader
 waits. A file that does not fit first releases the files held for later, then waits for
-other readers; :class:`~datarax.storage.errors.CacheFullError` only when nothing held
-here can make room, or the disk is full.
+other readers (of this source, or of the folder while the folder changes);
+:class:`~datarax.storage.errors.CacheFullError` only when nothing can make room, or the
+disk is full.
 
 A file deleted or changed mid-epoch raises :class:`~datarax.storage.errors.RemoteObjectError`
 every time it is asked for (so ``on_error="skip"`` skips it without fetching it again).
@@ -69,10 +72,22 @@ __all__ = ["RemoteShards"]
 T = TypeVar("T")
 
 _ROOM_WAIT_S = 300.0  # a reader waits at most this long for other readers to free room
+_POLL_S = 0.2  # a reader waiting on other readers of the folder looks again after this long
 
 
 class _NoRoom(CacheFullError):
     """A read-ahead stood back (a reader needs the room); the reader fetches the file."""
+
+
+class _NoHits:
+    """The counters of a source, but for ``cache_hits`` (taking a file read ahead)."""
+
+    def __init__(self, stats: StorageStats) -> None:
+        self.stats = stats
+
+    def add(self, field: str, amount: float = 1) -> None:
+        if field != "cache_hits":
+            self.stats.add(field, amount)
 
 
 class RemoteShards:
@@ -127,8 +142,10 @@ class RemoteShards:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # a file released, fetched or unpinned
         self._generation = 0  # counts those changes (a reader refused room retries after one)
-        self._entries: dict[int, CacheEntry] = {}
+        self._entries: dict[int, CacheEntry] = {}  # held (shared lock)
+        self._ahead: dict[int, str] = {}  # read ahead, not held: others may evict them
         self._inflight: dict[int, concurrent.futures.Future[str]] = {}
+        self._prefetching: set[int] = set()  # of those, the read-ahead downloads
         self._failed: dict[int, RemoteObjectError] = {}
         self._pins: collections.Counter[int] = collections.Counter()  # readers on a file
         self._handles: collections.OrderedDict[int, list[Any]] = collections.OrderedDict()
@@ -194,7 +211,8 @@ class RemoteShards:
             return self._order.upcoming(self.ahead)
 
     def _held_bytes(self) -> int:
-        return sum(self.objects[i].size for i in set(self._entries) | set(self._inflight))
+        files = set(self._entries) | set(self._inflight) | set(self._ahead)
+        return sum(self.objects[i].size for i in files)
 
     def _may_read_ahead(self, extra: int) -> bool:
         """Whether ``extra`` more bytes fit beside the files held and one more file."""
@@ -209,12 +227,13 @@ class RemoteShards:
         upcoming = self.upcoming()
         if self._order.progress < self.behind:  # the start of a plan: its first files come first
             head = self._order.head(self.behind)
-            if any(i not in self._entries and i not in self._failed for i in head):
+            if any(i not in self._entries and i not in self._ahead and i not in self._failed
+                   for i in head):
                 upcoming = [i for i in upcoming if i in head]
         for i in upcoming:
             if running >= self.threads:
                 break
-            if i in self._entries or i in self._inflight or i in self._failed:
+            if i in self._entries or i in self._ahead or i in self._inflight or i in self._failed:
                 continue
             extra += self.objects[i].size
             if not self._may_read_ahead(extra):
@@ -224,6 +243,7 @@ class RemoteShards:
                     self.threads, thread_name_prefix="datarax-fetch")
             future: concurrent.futures.Future[str] = concurrent.futures.Future()
             self._inflight[i] = future
+            self._prefetching.add(i)
             self._pool.submit(self._prefetch, i, future)
             running += 1
 
@@ -249,6 +269,7 @@ class RemoteShards:
         idle = []
         if i in self._handles:
             idle.append((self._closers.pop(i), self._handles.pop(i)[0]))
+        self._ahead.pop(i, None)
         entry = self._entries.pop(i, None)
         if entry is not None:
             entry.release()
@@ -256,11 +277,20 @@ class RemoteShards:
         return idle
 
     def _release_passed(self, *, asked: bool = False) -> list[tuple[Callable[[Any], None], Any]]:
-        """Release the files outside :meth:`_keep`; returns their idle handles."""
+        """Release the files outside :meth:`_keep`, and those held only for later (the plan
+        reads them again after others) to the read-ahead files others may evict; returns
+        their idle handles."""
         keep = self._keep(asked=asked)
         idle = []
-        for i in [i for i in set(self._handles) | set(self._entries) if i not in keep]:
+        for i in [i for i in set(self._handles) | set(self._entries) | set(self._ahead)
+                  if i not in keep]:
             idle += self._drop(i)
+        if self._order.planned:
+            hold = self._order.window(self.behind, 0) | self._busy()
+            for i in [i for i in self._entries if i not in hold]:
+                path = self._entries[i].path
+                idle += self._drop(i)
+                self._ahead[i] = path
         return idle
 
     def release_unused(self) -> None:
@@ -284,7 +314,7 @@ class RemoteShards:
             with self._lock:  # the room may have gone to a reader since it was queued
                 if not self._may_read_ahead(0) or i not in self._keep():
                     raise _NoRoom(f"read-ahead of '{self.objects[i].url}' stood back")
-            future.set_result(self._acquire(i))
+            future.set_result(self._acquire(i, ahead=True))
         except _NoRoom as err:
             future.set_exception(err)
         except CacheFullError as err:
@@ -297,27 +327,31 @@ class RemoteShards:
             with self._lock:
                 if self._inflight.get(i) is future:
                     del self._inflight[i]
+                self._prefetching.discard(i)
                 self._notify()
                 if not future.exception():
                     self._schedule()
 
-    def _acquire(self, i: int) -> str:
+    def _acquire(self, i: int, *, ahead: bool = False) -> str:
+        """File ``i`` from the cache (downloaded first when absent): held, or for a
+        read-ahead (``ahead``) noted in ``_ahead`` and not held."""
         obj = self.objects[i]
-        try:
+        with self._lock:
+            was_ahead = self._ahead.pop(i, None) is not None
+        try:  # a file read ahead is no cache hit when its reader takes it
             entry = self.cache.acquire(obj, functools.partial(self.fetcher.download, obj),
-                                       stats=self._stats)
+                                       stats=_NoHits(self._stats) if was_ahead else self._stats)
         except RemoteObjectError as err:
             with self._lock:
                 self._failed[i] = err
             raise
         with self._lock:
-            if self._closed:
-                entry.release()
-                return entry.path
             old = self._entries.get(i)
-            if old is not None:
+            if self._closed or old is not None or ahead:
                 entry.release()
-                return old.path
+                if ahead and not self._closed and old is None:
+                    self._ahead[i] = entry.path
+                return entry.path if old is None else old.path
             self._entries[i] = entry
         return entry.path
 
@@ -348,16 +382,21 @@ class RemoteShards:
             return path
 
     def _unpin(self, i: int) -> None:
+        idle = []
         with self._lock:
             self._pins[i] -= 1
             if self._pins[i] <= 0:
                 del self._pins[i]
+                if self._order.planned and i not in self._keep():
+                    idle = self._drop(i)  # read after the reader moved past it: not kept
             self._notify()
+        _close_all(idle)
 
     def _claim(self, i: int) -> str:
         """:meth:`local_path` of a file the caller has pinned."""
         began = time.perf_counter()
         deadline = time.monotonic() + _ROOM_WAIT_S
+        seen: object = None  # the folder when the cache last refused, waiting on others
         try:
             while True:
                 with self._lock:
@@ -396,15 +435,18 @@ class RemoteShards:
                         if self._inflight.get(i) is future:
                             del self._inflight[i]
                         self._changed.notify_all()  # waiters on this file fetch it themselves
-                self._make_room(i, full, deadline, generation)
+                seen = self._make_room(i, full, deadline, generation, seen)
         finally:
             self._stats.add("wait_s", time.perf_counter() - began)
 
     def _make_room(self, wanted: int, full: CacheFullError, deadline: float,
-                   generation: int) -> None:
+                   generation: int, seen: object) -> object:
         """After the cache refused ``wanted`` (``full``): release files held for later, or
         wait for the files other readers are using; raise when neither can help and
-        nothing changed since the refusal (``generation``)."""
+        nothing changed since the refusal (``generation``). With none of this source's
+        readers to wait for, wait for other readers of the folder while it changes (one
+        moving to its next file frees one right after taking it); raise when it was the
+        same (``seen``, returned for the next refusal) at the last refusal."""
         with self._lock:
             if full.disk_full:  # the local disk, not the limit: its message says what to do
                 raise full
@@ -413,7 +455,10 @@ class RemoteShards:
             idle = self._release_passed()
             need = self.objects[wanted].size
             size = sum(self.objects[j].size for j in self._entries)
-            for j in self._victims(wanted):
+            # downloads of this source end soon, read-ahead ones evictable then: wait for
+            # them before releasing what the reader may still read
+            victims = [] if self._prefetching - {wanted} else self._victims(wanted)
+            for j in victims:
                 if len(self._entries) < len(held) and size + need <= self.cache.max_bytes:
                     break
                 size -= self.objects[j].size
@@ -422,14 +467,23 @@ class RemoteShards:
                 # nothing released, here or by other readers since the refusal: wait for them
                 others = ({j for j in self._busy() if j in self._entries}
                           | set(self._inflight)) - {wanted}
-                if not others or time.monotonic() > deadline:
+                if time.monotonic() > deadline:
                     raise self._too_full(wanted) from full
+                wait = 0.5
+                if not others:  # only other readers of the folder can free room
+                    now = self.cache.snapshot()
+                    if now == seen:
+                        raise self._too_full(wanted) from full
+                    seen, wait = now, _POLL_S
                 self._wanting_room += 1
                 try:  # until a reader finishes with a file, or a download ends
-                    self._changed.wait(timeout=0.5)
+                    self._changed.wait(timeout=wait)
                 finally:
                     self._wanting_room -= 1
+            else:
+                seen = None
         _close_all(idle)
+        return seen
 
     def _victims(self, wanted: int) -> list[int]:
         """Held files nobody is using, in the order to release them for ``wanted``: those
@@ -592,6 +646,7 @@ class RemoteShards:
         _close_all(handles)
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
+            self._ahead.clear()
         for entry in entries:
             entry.release()
 

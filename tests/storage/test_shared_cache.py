@@ -1,0 +1,110 @@
+"""Readers sharing one cache folder (several sources in a process, or processes): one
+reader's read-ahead never takes the room another reader needs for the files it reads."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import fsspec
+import numpy as np
+
+from datarax.storage import RemoteShards, RetryPolicy, ShardCache, list_objects
+
+MEM = fsspec.filesystem("memory")
+FAST = RetryPolicy(initial_delay=0.0, max_delay=0.0)
+
+
+def _reader(tmp_path, prefix: str, limit: int, behind: int = 2, plan: bool = True) -> RemoteShards:
+    """Six files of 10 bytes (file ``i`` holds ``prefix[0]`` and ``i``), read in order, a
+    window of ``behind`` files."""
+    for i in range(6):
+        MEM.pipe(f"/{prefix}/{i}.bin", prefix[:1].encode() * 5 + bytes([i]) * 5)
+    shards = RemoteShards(list_objects(f"memory://{prefix}/*.bin"),
+                          cache=ShardCache(tmp_path / "cache", max_bytes=limit),
+                          behind=behind, ahead=4, threads=2, retry=FAST)
+    if plan:
+        _plan(shards)
+    return shards
+
+
+def _plan(shards: RemoteShards) -> None:
+    shards.plan(lambda a, b: np.arange(a, b), 0, 60, np.arange(1, 7) * 10)
+
+
+def _read(shards: RemoteShards, i: int) -> bytes:
+    with shards.open(i, lambda p: open(p, "rb")) as f:  # a handle kept open between reads
+        return os.pread(f.fileno(), 100, 0)
+
+
+def _settle(shards: RemoteShards, fetched: int) -> None:
+    end = time.monotonic() + 10
+    while shards.stats()["fetched"] < fetched:
+        assert time.monotonic() < end, "read-ahead never finished"
+        time.sleep(0.005)
+
+
+def test_another_readers_read_ahead_gives_way_to_the_files_a_reader_needs(tmp_path):
+    # the documented minimum for two readers with a window of 2 files: 2 + 2 + 1 files
+    first = _reader(tmp_path, "ahead-first", limit=50)
+    assert [_read(first, i) for i in (0, 1)] == [b"a" * 5 + bytes([i]) * 5 for i in (0, 1)]
+    _settle(first, 4)  # its window and two files read ahead: 40 of the 50 bytes
+    second = _reader(tmp_path, "ahead-second", limit=50, plan=False)
+    downloads: list[str] = []
+    download = second.fetcher.download
+
+    def counted(obj, part):
+        downloads.append(obj.name)
+        download(obj, part)
+
+    second.fetcher.download = counted
+    _plan(second)
+    # the window's two files, records taken from both in turn: each fetched once, both kept
+    got = [_read(second, i) for i in (0, 1, 0, 1, 0, 1)]
+    assert got == [b"a" * 5 + bytes([i]) * 5 for i in (0, 1)] * 3
+    assert (downloads.count("0.bin"), downloads.count("1.bin")) == (1, 1)
+    assert second.stats()["held"] == 2
+    # the first reader fetches again what it had read ahead, and reads the right bytes
+    assert [_read(first, i) for i in range(2, 6)] == [b"a" * 5 + bytes([i]) * 5
+                                                     for i in range(2, 6)]
+    first.close()
+    second.close()
+
+
+def test_two_readers_moving_through_their_windows_at_once_share_the_minimum(tmp_path):
+    readers = [_reader(tmp_path, f"{name}-together", limit=50) for name in ("x", "y")]
+    got: dict[int, list[bytes]] = {}
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            out = []
+            for epoch in range(3):
+                _plan(readers[k])
+                for w in range(3):  # the windows (0, 1), (2, 3), (4, 5), records in turn
+                    out += [_read(readers[k], i) for i in (2 * w, 2 * w + 1) * 2]
+            got[k] = out
+        except BaseException as err:  # noqa: BLE001 - asserted below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k, name in enumerate("xy"):
+        want = [name.encode() * 5 + bytes([i]) * 5
+                for w in range(3) for i in (2 * w, 2 * w + 1) * 2]
+        assert got[k] == want * 3, k
+        readers[k].close()
+
+
+def test_a_file_read_after_the_reader_moved_past_it_is_not_held_after_the_read(tmp_path):
+    shards = _reader(tmp_path, "late", limit=1000, behind=1)
+    assert _read(shards, 1) == b"l" * 5 + bytes([1]) * 5  # the reader is at file 1
+    assert _read(shards, 0) == b"l" * 5 + bytes([0]) * 5  # a late record of file 0
+    # file 0 is behind the window: it does not keep room from other readers of the folder
+    assert shards.stats()["held"] == 1
+    shards.close()
