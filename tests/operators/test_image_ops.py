@@ -410,8 +410,11 @@ def test_missing_field_is_named_at_the_first_batch_with_the_fields_present():
 def test_wrong_rank_and_too_large_crop_are_refused():
     with pytest.raises(DataraxError) as err:
         I.Brightness(0.1).apply_batch({"image": jnp.zeros((2, 4, 4))}, None)
-    assert str(err.value) == ("Brightness 'Brightness': field 'image' must hold (batch, height, "
-                              "width, channels) images, got shape (2, 4, 4).")
+    assert str(err.value) == (
+        "Brightness 'Brightness': field 'image' must hold (batch, height, width, channels) "
+        "images, got shape (2, 4, 4). One-channel images stored as (batch, height, width) need "
+        "a channel axis: add MapOperator(subtree='image', fn=lambda a: a[..., None]) before it; "
+        "one image called directly needs a batch axis, image[None].")
     with pytest.raises(ConfigError) as err:
         I.Crop(8, offset="center").apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
     assert str(err.value) == "Crop 'Crop': crop size (8, 8) is larger than the images (4, 4)."
@@ -474,6 +477,7 @@ def test_value_operators_refuse_integer_images_other_than_uint8_geometry_keeps_t
         assert str(err.value) == (
             f"{type(op).__name__} '{op.name}': field 'image' holds uint16 images; it works on "
             "uint8 images (0-255) or float images in [0, 1]. Convert them first, e.g. "
-            "MapOperator(subtree=[...], fn=lambda a: a / 65535.0) for 16-bit images.")
+            "MapOperator(subtree=[...], fn=lambda a: a / 65535.0) for 16-bit images, "
+            "a.astype(jnp.float32) for masks of True/False.")
     out = I.HorizontalFlip(1.0).apply_batch({"image": image}, None)["image"]
     assert out.dtype == jnp.uint16 and out.tolist() == image.tolist()

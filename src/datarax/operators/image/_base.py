@@ -70,6 +70,13 @@ def check_fill(owner: str, value: Any) -> float:
     raise ConfigError(f"{owner}: fill must be a finite number, got {value!r}.")
 
 
+def check_flag(owner: str, name: str, value: Any) -> bool:
+    """A setting that must be ``True`` or ``False`` (``antialias``)."""
+    if isinstance(value, bool):
+        return value
+    raise ConfigError(f"{owner}: {name} must be True or False, got {value!r}.")
+
+
 def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:
     """An ``int`` or ``(height, width)`` pair of positive ints."""
     pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
@@ -189,6 +196,11 @@ class ImageOperator(OperatorModule):
         rngs: nnx.Rngs | None,
         name: str | None,
     ) -> None:
+        if not isinstance(field, str) or not field:
+            raise ConfigError(
+                f"{type(self).__name__}: field must be the name of the batch field holding the "
+                f"images (a non-empty string, e.g. field='image'), got {field!r}."
+            )
         config = ImageOperatorConfig(
             field=field, params=tuple(params.items()), stochastic=bool(stochastic),
             stream_name=stream_name,
@@ -217,20 +229,26 @@ class ImageOperator(OperatorModule):
         field = self.config.field
         require_fields(data, [field], f"{type(self).__name__} '{self.name}'")
         images = data[field]
-        if getattr(images, "ndim", 0) != 4:
+        if jnp.ndim(images) != 4:
+            hint = (
+                " One-channel images stored as (batch, height, width) need a channel axis: "
+                f"add MapOperator(subtree='{field}', fn=lambda a: a[..., None]) before it; "
+                "one image called directly needs a batch axis, image[None]."
+                if jnp.ndim(images) == 3 else ""
+            )
             raise DataraxError(
                 f"{type(self).__name__} '{self.name}': field '{field}' must hold "
                 f"(batch, height, width, channels) images, got shape "
-                f"{tuple(getattr(images, 'shape', ()))}."
+                f"{tuple(jnp.shape(images))}.{hint}"
             )
         images = jnp.asarray(images)
-        if self.unit_values and jnp.issubdtype(images.dtype, jnp.integer) \
-                and images.dtype != jnp.uint8:
+        if self.unit_values and images.dtype != jnp.uint8 \
+                and not jnp.issubdtype(images.dtype, jnp.floating):
             raise DataraxError(
                 f"{type(self).__name__} '{self.name}': field '{field}' holds {images.dtype} "
                 "images; it works on uint8 images (0-255) or float images in [0, 1]. Convert "
                 "them first, e.g. MapOperator(subtree=[...], fn=lambda a: a / 65535.0) for "
-                "16-bit images."
+                "16-bit images, a.astype(jnp.float32) for masks of True/False."
             )
         if self.config.stochastic:
             if keys is None:

@@ -3,6 +3,7 @@ gaussian blur, and normalize."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax.numpy as jnp
@@ -194,6 +195,8 @@ class Normalize(ImageOperator):
             )
         if len(m) != len(s):
             raise ConfigError(f"Normalize: mean has {len(m)} values but std has {len(s)}.")
+        if not all(math.isfinite(v) for v in m + s):
+            raise ConfigError(f"Normalize: mean and std must be finite, got {mean!r}, {std!r}.")
         if any(not v > 0 for v in s):
             raise ConfigError(f"Normalize: every std must be > 0, got {list(s)}.")
         self._setup({"mean": m, "std": s}, stochastic=False, field=field, stream_name=None,
@@ -205,7 +208,8 @@ class Normalize(ImageOperator):
         if mean.shape[0] not in (1, image.shape[-1]):
             raise ConfigError(
                 f"Normalize '{self.name}': {mean.shape[0]} mean/std values for images with "
-                f"{image.shape[-1]} channels."
+                f"{image.shape[-1]} channel(s) in field '{self.config.field}'; give one value "
+                f"per channel ({image.shape[-1]}) or one value for all."
             )
         return (to_unit(image) - mean) / std
 

@@ -15,6 +15,7 @@ from datarax.operators.image._base import (
     Range,
     cast_like,
     check_fill,
+    check_flag,
     check_range,
     check_size,
     is_range,
@@ -153,7 +154,7 @@ class Resize(ImageOperator):
                  antialias: bool = True, field: str = "image", name: str | None = None) -> None:
         owner = "Resize"
         params = {"size": check_size(owner, size), "method": _method(owner, method),
-                  "antialias": bool(antialias)}
+                  "antialias": check_flag(owner, "antialias", antialias)}
         self._setup(params, stochastic=False, field=field, stream_name=None, rngs=None, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
@@ -251,7 +252,7 @@ class ResizedCrop(_BoxResize):
                 f"height, width >= 1, got {box!r}."
             )
         self._setup({"size": check_size(owner, size), "box": tuple(box),
-                     "antialias": bool(antialias)},
+                     "antialias": check_flag(owner, "antialias", antialias)},
                     stochastic=False, field=field, stream_name=None, rngs=None, name=name)
 
     def plan(self, shape: tuple[int, ...], key: Any) -> Any:
@@ -282,7 +283,7 @@ class RandomResizedCrop(_BoxResize):
         scale = check_range(owner, "scale", scale, low=1e-6, high=1.0)
         ratio = check_range(owner, "ratio", ratio, low=1e-6)
         self._setup({"size": check_size(owner, size), "scale": scale, "ratio": ratio,
-                     "antialias": bool(antialias)},
+                     "antialias": check_flag(owner, "antialias", antialias)},
                     stochastic=True, field=field, stream_name=stream_name, rngs=rngs, name=name)
 
     def box(self, key: Any, height: int, width: int) -> tuple[Any, Any, Any, Any]:

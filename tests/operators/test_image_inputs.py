@@ -1,0 +1,63 @@
+"""Image operators on the inputs users give them: (batch, H, W) grayscale, bool masks,
+channel counts Normalize was not given, and settings of the wrong type."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError, DataraxError
+from datarax.operators import MapOperator
+from datarax.operators import image as I
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def test_grayscale_without_a_channel_axis_runs_after_the_stage_the_error_suggests():
+    gray = np.arange(2 * 3 * 5, dtype=np.uint8).reshape(2, 3, 5)
+    with pytest.raises(DataraxError, match=r"got shape \(2, 3, 5\)\. One-channel images .* "
+                       r"add MapOperator\(subtree='image', fn=lambda a: a\[\.\.\., None\]\)"):
+        I.HorizontalFlip(1.0).apply_batch({"image": gray}, None)
+    source = MemorySource(MemorySourceConfig(), {"image": gray})
+    stages = [MapOperator(subtree="image", fn=lambda a: a[..., None]), I.HorizontalFlip(1.0)]
+    out = next(iter(Pipeline(source=source, stages=stages, batch_size=2)))["image"]
+    assert out.shape == (2, 3, 5, 1) and out.dtype == jnp.uint8
+    np.testing.assert_array_equal(np.asarray(out)[..., 0], gray[:, :, ::-1])
+
+
+def test_colour_operators_refuse_bool_images_geometry_keeps_them():
+    mask = jnp.zeros((1, 2, 3, 1), bool).at[0, 0, 0, 0].set(True)
+    with pytest.raises(DataraxError, match=r"Brightness 'Brightness': field 'image' holds bool "
+                       r"images; .* a\.astype\(jnp\.float32\) for masks of True/False\."):
+        I.Brightness(0.2).apply_batch({"image": mask}, None)
+    out = I.HorizontalFlip(1.0).apply_batch({"image": mask}, None)["image"]
+    assert out.dtype == jnp.bool_ and out[0, 0, 2, 0] and int(out.sum()) == 1
+
+
+def test_normalize_channel_mismatch_says_what_to_give():
+    with pytest.raises(ConfigError, match=r"^Normalize 'Normalize': 3 mean/std values for images "
+                       r"with 1 channel\(s\) in field 'image'; give one value per channel \(1\) "
+                       r"or one value for all\."):
+        I.Normalize([0.5] * 3, [0.2] * 3).apply_batch({"image": jnp.zeros((1, 2, 2, 1))}, None)
+    with pytest.raises(ConfigError, match=r"Normalize: mean and std must be finite"):
+        I.Normalize(float("nan"), 1.0)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: I.Brightness(0.1, field=""), "Brightness: field must be the name of the batch field "
+     "holding the images (a non-empty string, e.g. field='image'), got ''."),
+    (lambda: I.RandomCrop(4, field=3), "RandomCrop: field must be the name of the batch field "
+     "holding the images (a non-empty string, e.g. field='image'), got 3."),
+    (lambda: I.Resize(4, antialias="yes"), "Resize: antialias must be True or False, got 'yes'."),
+    (lambda: I.ResizedCrop(4, (0, 0, 2, 2), antialias=1),
+     "ResizedCrop: antialias must be True or False, got 1."),
+    (lambda: I.RandomResizedCrop(4, antialias=None),
+     "RandomResizedCrop: antialias must be True or False, got None."),
+])
+def test_settings_of_the_wrong_type_name_the_operator(make, message):
+    with pytest.raises(ConfigError) as err:
+        make()
+    assert str(err.value) == message
+
+
+def test_resize_antialias_false_is_kept():
+    assert dict(I.Resize(4, antialias=False).config.params)["antialias"] is False
