@@ -366,3 +366,16 @@ def test_tab_and_semicolon_separated_files_are_split_by_their_separator(tmp_path
     assert info.features.names == ("a", "b")
     data = read_dataset(tmp_path / "d")
     assert data["a"].tolist() == [1] and list(data["b"]) == ["x, y"]
+
+
+def test_the_splits_left_out_are_named(tmp_path, capsys) -> None:
+    from datarax.cli.main import main
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "train.csv").write_text("a\n1\n2\n")
+    (tmp_path / "in" / "test.csv").write_text("a\n3\n")
+    assert main(["convert", str(tmp_path / "in"), str(tmp_path / "d"), "--no-progress"]) == 0
+    assert ("split 'train' of SRC; its other splits (test) were not converted: --split NAME"
+            in capsys.readouterr().out)
+    info, _ = convert(str(tmp_path / "in"), tmp_path / "e", split="test")
+    assert info.num_records == 1 and "other_splits" not in info.extra

@@ -100,4 +100,8 @@ def run_convert(args: argparse.Namespace) -> int:
         beam_log.setLevel(level)
     listed = f"; skipped rows are listed in {args.dst}/datarax_dataset.json" if info.skipped else ""
     print(f"wrote {args.dst}: {summary}{listed}")
+    others = info.extra.get("other_splits")
+    if others:
+        print(f"  split '{info.extra.get('split')}' of SRC; its other splits "
+              f"({', '.join(others)}) were not converted: --split NAME converts one of them.")
     return 0

@@ -194,7 +194,10 @@ def _hf_rows(path: str, split: str | None) -> Rows:
     if any(os.path.isfile(os.path.join(path, n)) for n in ("dataset_dict.json", "state.json")):
         loaded = datasets.load_from_disk(path)
         if isinstance(loaded, datasets.DatasetDict):
-            loaded = loaded[_pick_split(list(loaded), split, path)]
+            names = list(loaded)
+            chosen = _pick_split(names, split, path)
+            return _note_split(HFRows(loaded[chosen], f"the Hugging Face dataset {path}"),
+                               names, split, chosen)
         return HFRows(loaded, f"the Hugging Face dataset {path}")
     arrows = sorted(glob.glob(os.path.join(path, "**", "*.arrow"), recursive=True))
     splits = sorted({_arrow_split(a) for a in arrows} - {None})
@@ -202,7 +205,9 @@ def _hf_rows(path: str, split: str | None) -> Rows:
     files = [a for a in arrows if chosen is None or _arrow_split(a) == chosen]
     parts = [datasets.Dataset.from_file(a) for a in files]
     table = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-    return HFRows(table, f"the Hugging Face cache {path}" + (f" ({chosen})" if chosen else ""))
+    return _note_split(
+        HFRows(table, f"the Hugging Face cache {path}" + (f" ({chosen})" if chosen else "")),
+        splits, split, chosen)
 
 
 def _arrow_split(path: str) -> str | None:
@@ -212,6 +217,15 @@ def _arrow_split(path: str) -> str | None:
         if part in ("train", "test", "validation", "valid", "dev") or (i == len(parts) - 1 and not part.isdigit()):
             return part
     return None
+
+
+def _note_split(rows: Rows, splits: Sequence[str], asked: str | None, chosen: str | None) -> Rows:
+    """``rows``, noting the split taken when none was asked for and SRC holds others
+    (``rows.split_choice``: the split and the others, which the CLI names)."""
+    if asked is None and chosen is not None and len(splits) > 1:
+        others = sorted(s for s in splits if s != chosen)
+        rows.split_choice = (chosen, others)  # type: ignore[attr-defined]
+    return rows
 
 
 def _pick_split(splits: list[str], split: str | None, where: str) -> str:
@@ -232,7 +246,8 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
         builder = tfds.builder_from_directory(name_or_dir)
     else:
         builder = tfds.builder(name_or_dir, data_dir=data_dir)
-    split = _pick_split(list(builder.info.splits), split, name_or_dir)
+    asked, names = split, list(builder.info.splits)
+    split = _pick_split(names, split, name_or_dir)
     description = f"the TFDS dataset {builder.info.full_name} ({split})"
     hints: dict[str, dict[str, Any]] = {}
     for key, feature in builder.info.features.items():
@@ -258,7 +273,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
                             length=builder.info.splits[split].num_examples,
                             description=description)
     rows.hints = lambda: hints  # type: ignore[method-assign]
-    return rows
+    return _note_split(rows, names, asked, split)
 
 
 def _files_of(src: str, suffixes: Sequence[str]) -> list[str]:
@@ -305,7 +320,10 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     if len(kinds) > 1:
         raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
     if tables:
-        return TableRows(_split_files(src, tables, split), kinds.pop())
+        files = _split_files(src, tables, split)
+        splits = sorted({s for f in tables if (s := _file_split(f, SPLIT_NAMES))})
+        chosen = _file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
+        return _note_split(TableRows(files, kinds.pop()), splits, split, chosen)
     arrays = _files_of(src, (".npy", ".npz"))
     if arrays:
         return NpyRows(arrays)
@@ -434,7 +452,10 @@ def convert(
         _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
     described = os.fspath(src) if path else rows.description
     count = shards if shards is not None else automatic_shards(rows.length or 0, RECORDS_PER_SHARD)
-    extra = {"source": described}
+    extra: dict[str, Any] = {"source": described}
+    choice = getattr(rows, "split_choice", None)
+    if choice is not None:  # SRC holds other splits, left out
+        extra["split"], extra["other_splits"] = choice[0], list(choice[1])
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
         if runner == "local":
             return write_dataset(rows, dst, features=features, shards=count, workers=workers,
