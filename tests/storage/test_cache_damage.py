@@ -68,3 +68,20 @@ def test_a_damaged_cached_shard_is_fetched_again_and_the_values_are_right(tmp_pa
     again, stats = read()  # the copy in the store is fine: the same values, one file fetched again
     assert again == first
     assert stats["fetched"] == 1 and stats["cache_hits"] >= 3
+
+
+def test_a_shard_replaced_without_its_metadata_says_to_write_the_whole_folder(tmp_path):
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    url = _remote_dataset(tmp_path, "replaced")
+    other = MEM.cat("/replaced/ds/data-00003-of-00004.array_record")
+    MEM.pipe("/replaced/ds/data-00000-of-00004.array_record", other)  # the metadata says otherwise
+    src = ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), url,
+                                  cache=ShardCache(tmp_path / "cache"))
+    with pytest.raises(Exception, match=r"'memory:///?replaced/ds/data-00000-of-00004.array_record' "
+                                        r"changed in the store: its SHA-256 is [0-9a-f]{64}, the "
+                                        r"dataset's metadata \(datarax_dataset.json\) says "
+                                        r"[0-9a-f]{64}.*shard replaced without rewriting the "
+                                        r"metadata.*Write the whole dataset folder again"):
+        list(src)
+    src.close()

@@ -113,8 +113,14 @@ class Fetcher:
                     digest = hashlib.file_digest(f, "sha256")
             got = digest.hexdigest()
             if got != obj.sha256:
-                raise self._changed(obj, f"its SHA-256 is {got}, the dataset's metadata says "
-                                         f"{obj.sha256}")
+                self.stats.add("failed")
+                raise RemoteObjectError(
+                    f"'{obj.url}' changed in the store: its SHA-256 is {got}, the dataset's "
+                    f"metadata (datarax_dataset.json) says {obj.sha256} (a shard replaced "
+                    "without rewriting the metadata, or the dataset rewritten while being "
+                    "read). Write the whole dataset folder again (datarax_dataset.json with "
+                    "every shard) and rebuild the source, or read with on_error='skip'.",
+                    url=obj.url)
         elif obj.etag is not None:
             try:
                 info = with_retries(lambda: fs.info(path), obj.url, self.retry, self.stats)
