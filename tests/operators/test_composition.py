@@ -91,6 +91,23 @@ def test_parallel_merges(merge, expected):
     np.testing.assert_allclose(out["x"], expected(np.asarray(X) + 1, np.asarray(X) * 10))
 
 
+def test_parallel_sum_and_mean_of_uint8_images_do_not_wrap():
+    images = jnp.full((2, 2, 2, 3), 200, jnp.uint8)
+    same = [MapOperator(subtree="image", fn=lambda a: a, name=f"id{i}") for i in range(2)]
+    summed = composite("parallel", same, merge="sum").apply_batch({"image": images}, None)
+    assert summed["image"].dtype == jnp.uint32 and set(summed["image"].ravel().tolist()) == {400}
+    mean = composite("parallel", same, merge="mean").apply_batch({"image": images}, None)
+    assert mean["image"].dtype == jnp.float32 and set(mean["image"].ravel().tolist()) == {200.0}
+
+
+def test_parallel_concat_of_a_field_with_one_value_per_record_says_what_to_use():
+    op = composite("parallel", [add(1), mul(10)], merge="concat")
+    with pytest.raises(DataraxError, match=r"parallel merge 'concat' joins each record's first "
+                       r"axis, but field 'label' holds one value per record \(shapes "
+                       r"\[\(3,\), \(3,\)\]\)\. Use merge='stack'"):
+        op.apply_batch({"x": X, "label": jnp.arange(3)}, None)
+
+
 def test_parallel_dict_merge_keeps_outputs_apart():
     out = composite("parallel", [add(1), mul(10)], merge="dict").apply_batch({"x": X}, None)
     assert sorted(out) == ["x_0", "x_1"]

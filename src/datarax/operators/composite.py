@@ -7,7 +7,9 @@ Strategies:
   ``condition(record) -> bool`` holds before it (``lax.cond`` per record).
 * ``parallel`` — every operator on the same input, outputs merged by ``merge``:
   ``concat`` (the record's first axis), ``stack`` (a new axis after the batch axis),
-  ``sum``, ``mean`` or ``dict`` (field ``name`` of operator ``i`` becomes ``name_i``).
+  ``sum`` (as ``jnp.sum``: uint8 adds as uint32, no wrap), ``mean`` (as ``jnp.mean``:
+  integer fields give float32) or ``dict`` (field ``name`` of operator ``i`` becomes
+  ``name_i``).
 * ``weighted_parallel`` — every operator on the same input, outputs summed by ``weights``.
 * ``branching`` — ``router(record) -> int`` picks one operator per record (``lax.switch``).
 
@@ -184,13 +186,20 @@ class CompositeOperatorModule(OperatorModule):
         for name in fields:
             values = [out[name] for out in outputs]
             if merge == "concat":
+                if any(jnp.ndim(v) < 2 for v in values):
+                    raise DataraxError(
+                        f"CompositeOperatorModule '{self.name}': parallel merge 'concat' joins "
+                        f"each record's first axis, but field '{name}' holds one value per "
+                        f"record (shapes {[tuple(jnp.shape(v)) for v in values]}). Use "
+                        "merge='stack' (a new axis) or merge='dict' (the fields kept apart)."
+                    )
                 result[name] = jnp.concatenate(values, axis=1)
             elif merge == "stack":
                 result[name] = jnp.stack(values, axis=1)
-            elif merge == "sum":
-                result[name] = sum(values[1:], values[0])
-            else:
-                result[name] = sum(values[1:], values[0]) / len(values)
+            elif merge == "sum":  # as jnp.sum: small integers add in 32 bits, never wrap
+                result[name] = jnp.sum(jnp.stack(values), axis=0)
+            else:  # as jnp.mean: integer fields average as float32
+                result[name] = jnp.mean(jnp.stack(values), axis=0)
         return result
 
     def _weighted(self, outputs: list[Batch]) -> Batch:
