@@ -367,3 +367,18 @@ def test_the_splits_left_out_are_named(tmp_path, capsys) -> None:
             in capsys.readouterr().out)
     info, _ = convert(str(tmp_path / "in"), tmp_path / "e", split="test")
     assert info.num_records == 1 and "other_splits" not in info.extra
+
+
+def test_a_pandas_data_frame_is_written_row_by_row(tmp_path) -> None:
+    pd = pytest.importorskip("pandas")
+    from datarax.dataset import write_dataset
+    from datarax.errors import ConfigError
+
+    frame = pd.DataFrame({"a": [1, 2**40 + 1], "t": ["x", "é"], "f": [0.5, np.nan]})
+    info, _ = write_dataset(frame, tmp_path / "d", shards=2)
+    data = read_dataset(tmp_path / "d")
+    assert info.features.names == ("a", "t", "f")
+    assert data["a"].tolist() == [1, 2**40 + 1] and list(data["t"]) == ["x", "é"]
+    np.testing.assert_array_equal(data["f"], np.float32([0.5, np.nan]))
+    with pytest.raises(ConfigError, match="got a pandas Series; give a DataFrame"):
+        write_dataset(frame["a"], tmp_path / "e")

@@ -24,7 +24,8 @@ import numpy as np
 from datarax.dataset.images import image_shape_hint
 from datarax.errors import ConfigError
 
-__all__ = ["HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows", "as_rows",
+__all__ = ["DataFrameRows", "HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows",
+           "as_rows",
            "files_description", "hf_hints", "list_hint", "list_hint_wanted"]
 
 
@@ -262,10 +263,30 @@ class _SourceRows(Rows):
         yield from self._pass.iter_rows(start, stop)
 
 
+class DataFrameRows(Rows):
+    """Rows of a pandas ``DataFrame``: one record a row, its columns the fields (values as
+    Python numbers and ``str``, as a table file's)."""
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+        self.length = len(frame)
+        self.description = "a pandas DataFrame"
+
+    def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
+        stop = self.length if stop is None else min(stop, self.length)
+        for lo in range(start, stop, 1000):
+            yield from self.frame.iloc[lo:min(stop, lo + 1000)].to_dict("records")
+
+
 def as_rows(records: Any) -> Rows:
     """The :class:`Rows` for ``records`` (see the module docstring)."""
     if isinstance(records, Rows):
         return records
+    if (type(records).__module__ or "").split(".")[0] == "pandas" and hasattr(records, "iloc"):
+        if not hasattr(records, "columns"):  # a Series
+            raise ConfigError("write_dataset takes records, got a pandas Series; give a "
+                              "DataFrame (series.to_frame()).")
+        return DataFrameRows(records)
     module = type(records).__module__ or ""
     if module.startswith("datasets.") and hasattr(records, "features") and hasattr(records, "cast_column"):
         return HFRows(records) if hasattr(records, "__len__") else HFIterableRows(records)
