@@ -382,3 +382,6 @@ def test_a_pandas_data_frame_is_written_row_by_row(tmp_path) -> None:
     np.testing.assert_array_equal(data["f"], np.float32([0.5, np.nan]))
     with pytest.raises(ConfigError, match="got a pandas Series; give a DataFrame"):
         write_dataset(frame["a"], tmp_path / "e")
+    with pytest.raises(ConfigError, match=r"got one dict: wrap one record in a list .*columns "
+                                          r"\(a dict of equal-length arrays\) as a pandas"):
+        write_dataset({"a": np.arange(3), "b": np.arange(3)}, tmp_path / "f")

@@ -298,7 +298,10 @@ def as_rows(records: Any) -> Rows:
         return _SourceRows(records)
     if isinstance(records, Mapping):
         raise ConfigError(
-            "write_dataset takes records (an iterable of dicts), got one dict; wrap it in a list.")
+            "write_dataset takes records (an iterable of dicts), got one dict: wrap one record "
+            "in a list ([record]); give columns (a dict of equal-length arrays) as a pandas "
+            "DataFrame, or as records: [dict(zip(columns, row)) for row in zip(*columns."
+            "values())].")
     if isinstance(records, Sequence) or (hasattr(records, "__len__") and hasattr(records, "__getitem__")):
         return SequenceRows(records)
     if isinstance(records, Iterable):
