@@ -87,7 +87,8 @@ class BatchMixOperator(OperatorModule):
             partner into ``(batch, H, W, C)`` images).
         alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0).
         data_field, label_field: the fields mixed; float labels ``(batch, classes)`` mix
-            as is, integer labels as one-hot of ``num_classes`` (required for them). An
+            as is, integer labels (``(batch,)`` or ``(batch, 1)``) as one-hot of
+            ``num_classes`` (required for them). An
             integer label outside ``[0, num_classes)`` gives a NaN soft label (with
             ``Pipeline(check_finite=True)`` that batch is refused).
 
@@ -114,6 +115,15 @@ class BatchMixOperator(OperatorModule):
                 raise DataraxError(
                     f"BatchMixOperator '{self.name}': field '{cfg.label_field}' holds integer "
                     "labels; pass num_classes=... so they can be mixed as one-hot labels."
+                )
+            if labels.ndim == 2 and labels.shape[1] == 1:
+                labels = labels[:, 0]  # (batch, 1) class ids, as read from a column
+            if labels.ndim != 1:
+                raise DataraxError(
+                    f"BatchMixOperator '{self.name}': integer labels in '{cfg.label_field}' "
+                    f"must be one class id per record, shape (batch,) or (batch, 1), got "
+                    f"shape {tuple(labels.shape)}. Give (batch, classes) soft labels as "
+                    "floats (e.g. .astype(jnp.float32) of one-hot rows)."
                 )
             # A label outside [0, num_classes) has no one-hot row: it becomes NaN (as
             # JAX fills an out-of-range gather of floats), never a silent row of zeros.
