@@ -108,3 +108,30 @@ def test_a_file_read_after_the_reader_moved_past_it_is_not_held_after_the_read(t
     # file 0 is behind the window: it does not keep room from other readers of the folder
     assert shards.stats()["held"] == 1
     shards.close()
+
+
+def test_close_stops_a_download_at_its_next_range_and_keeps_nothing_partial(tmp_path,
+                                                                               monkeypatch):
+    MEM.pipe("/close-mid/big.bin", bytes(range(100)))
+    shards = RemoteShards(list_objects("memory://close-mid/big.bin"),
+                          cache=ShardCache(tmp_path / "cache", max_bytes=1000), retry=FAST)
+    shards.fetcher.chunk = 10  # ten range requests, one at a time
+    shards.fetcher.parallel = 1
+    requests, closing = [], threading.Event()
+    cat_file = type(MEM).cat_file  # each thread has its own memory filesystem object
+
+    def slow_cat_file(fs, path, start=None, end=None, **kw):
+        requests.append((start, end))
+        closing.set()
+        end_wait = time.monotonic() + 10
+        while not shards._closed and time.monotonic() < end_wait:  # until close() begins
+            time.sleep(0.005)
+        return cat_file(fs, path, start=start, end=end, **kw)
+
+    monkeypatch.setattr(type(MEM), "cat_file", slow_cat_file)
+    shards.plan(lambda a, b: np.arange(a, b), 0, 1, [1])  # read ahead: the download starts
+    assert closing.wait(10)
+    shards.close()  # returns once the download stopped, after the range in flight
+    assert requests == [(0, 10)]
+    assert os.listdir(tmp_path / "cache" / "tmp") == []
+    assert os.listdir(tmp_path / "cache" / "shards") == []

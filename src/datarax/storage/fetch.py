@@ -25,7 +25,7 @@ import concurrent.futures
 import functools
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from datarax.storage.errors import RemoteObjectError, RemoteStoreError, refused_error, store_down_error
@@ -39,9 +39,14 @@ from datarax.storage.retry import (
 )
 from datarax.storage.urls import RemoteObject, filesystem, version_tag
 
-__all__ = ["CHUNK", "Fetcher"]
+__all__ = ["CHUNK", "DownloadStopped", "Fetcher"]
 
 CHUNK = 16 << 20  # a request per 16 MiB: few round trips, bounded memory per request
+
+
+class DownloadStopped(RuntimeError):
+    """A download stopped at a range boundary because its reader was closed (``cancelled()``
+    of :meth:`Fetcher.download` turned true); nothing partial is kept."""
 
 
 class Fetcher:
@@ -53,16 +58,20 @@ class Fetcher:
         stats: counters to add to (a fresh :class:`StorageStats` by default).
         chunk: bytes per range request.
         parallel: range requests of one file in flight at once (1: one after another).
+        cancelled: when it returns True, downloads stop before their next request (a
+            reader closed).
     """
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *,
                  retry: RetryPolicy | None = None, stats: StorageStats | None = None,
-                 chunk: int = CHUNK, parallel: int = 1) -> None:
+                 chunk: int = CHUNK, parallel: int = 1,
+                 cancelled: Callable[[], bool] | None = None) -> None:
         self.storage_options = dict(storage_options or {})
         self.retry = retry or RetryPolicy()
         self.stats = stats if stats is not None else StorageStats()
         self.chunk = int(chunk)
         self.parallel = max(1, int(parallel))
+        self.cancelled = cancelled
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.storage_options, self.retry, self.chunk, self.parallel))
@@ -82,7 +91,8 @@ class Fetcher:
             url=obj.url)
 
     def download(self, obj: RemoteObject, part: str) -> None:
-        """Write ``obj``'s bytes into ``part`` (a file of ``obj.size`` bytes) and verify them.
+        """Write ``obj``'s bytes into ``part`` (a file of ``obj.size`` bytes) and verify them;
+        once ``cancelled()`` is true, stop before the next request (:class:`DownloadStopped`).
 
         Raises:
             RemoteObjectError: the object is gone, changed (size, version tag or SHA-256),
@@ -139,18 +149,25 @@ class Fetcher:
         self.stats.add("fetched")
         self.stats.add("fetched_bytes", obj.size)
 
-    def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int,
-                     digest: Any, start: int, end: int) -> None:
+    def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int, digest: Any,
+                     start: int, end: int) -> None:
         """Bytes ``[start, end)`` of ``obj`` written at their offset in ``fd``."""
         written = start
         interrupted = False
 
+        def stop_if_cancelled() -> None:
+            if self.cancelled is not None and self.cancelled():
+                raise DownloadStopped(f"the download of '{obj.url}' stopped: its reader was "
+                                      "closed.")
+
         def on_retry(err: BaseException) -> None:
             nonlocal interrupted
+            stop_if_cancelled()
             if written > 0 and not is_throttle(err):
                 interrupted = True
 
         while written < end:
+            stop_if_cancelled()
             at = written
             try:
                 data = with_retries(lambda: fs.cat_file(path, start=at, end=end),

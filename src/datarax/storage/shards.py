@@ -134,7 +134,7 @@ class RemoteShards:
         self._stats = stats if stats is not None else StorageStats()
         self.parallel = parallel
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats,
-                               parallel=parallel)
+                               parallel=parallel, cancelled=self._closing)
         fits = sum(o.size for o in self.objects) <= self.cache.max_bytes
         self._largest = max(o.size for o in self.objects)
         self.handle_limit = handles if handles is not None else (
@@ -354,6 +354,10 @@ class RemoteShards:
                 return entry.path if old is None else old.path
             self._entries[i] = entry
         return entry.path
+
+    def _closing(self) -> bool:
+        """Whether :meth:`close` began (downloads stop at their next request)."""
+        return self._closed
 
     @contextlib.contextmanager
     def hold(self, i: int) -> Iterator[str]:
@@ -631,8 +635,9 @@ class RemoteShards:
         return out
 
     def close(self) -> None:
-        """Stop read-ahead, close the handles and release the cached files (they stay in
-        the cache for the next run)."""
+        """Stop read-ahead (a download in progress stops at its next range request, nothing
+        partial kept), close the handles and release the cached files (they stay in the
+        cache for the next run)."""
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
