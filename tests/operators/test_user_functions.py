@@ -90,3 +90,9 @@ def test_filter_predicate_taking_a_key_is_refused_when_built():
                        r"but predicate\(el, key\) cannot take that .*one positional parameter"):
         FilterOperator(predicate=lambda el, key: True)
     assert FilterOperator(predicate=lambda el, key=None: True).name == "<lambda>"
+
+
+def test_reading_a_field_the_records_lack_names_it_and_the_fields_present():
+    with pytest.raises(DataraxError, match=r"ElementOperator '<lambda>': fn read field 'image', "
+                       r"which the records do not have; they have fields \['label', 'x'\]\."):
+        first_batch(ElementOperator(fn=lambda el, key=None: {"y": el.data["image"] * 2}))

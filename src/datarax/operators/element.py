@@ -79,7 +79,18 @@ class ElementOperator(FunctionOperator):
         return ("element", "key")
 
     def _call(self, data: Batch, key: Any, traced: bool = False) -> Batch:
-        out = self.fn(Element(data), key)
+        try:
+            out = self.fn(Element(data), key)
+        except KeyError as err:
+            missing = err.args[0] if len(err.args) == 1 else None
+            nested = any(isinstance(v, dict) for v in data.values())
+            if not isinstance(missing, str) or missing in data or nested:
+                raise  # a key of a nested field, or not a field at all
+            raise DataraxError(
+                f"ElementOperator '{self.name}': fn read field '{missing}', which the records "
+                f"do not have; they have fields {sorted(data)}. Read one of those (an earlier "
+                "stage may have renamed or dropped it)."
+            ) from err
         if isinstance(out, Element):
             out = dict(out.data)
             check_fields_out(self, out, traced)
