@@ -114,7 +114,8 @@ def test_resume_is_exact():
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"mode": "blend"}, "BatchMixOperator mode must be one of ['mixup', 'cutmix'], got 'blend'."),
-    ({"alpha": 0}, "BatchMixOperator alpha must be a number > 0, got 0."),
+    ({"alpha": 0}, "BatchMixOperator alpha must be a finite number > 0, got 0."),
+    ({"alpha": float("inf")}, "BatchMixOperator alpha must be a finite number > 0, got inf."),
     ({"num_classes": 1}, "BatchMixOperator num_classes must be an int >= 2, got 1."),
 ])
 def test_construction_errors(kwargs, message):

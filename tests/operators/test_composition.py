@@ -108,6 +108,12 @@ def test_parallel_concat_of_a_field_with_one_value_per_record_says_what_to_use()
         op.apply_batch({"x": X, "label": jnp.arange(3)}, None)
 
 
+def test_weights_that_are_not_numbers_are_a_config_error():
+    with pytest.raises(ConfigError, match=r"^CompositeOperatorConfig\.weights must be a list of "
+                       r"numbers, one per operator, got \['a'\]\.$"):
+        CompositeOperatorConfig(strategy="weighted_parallel", weights=["a"])
+
+
 def test_parallel_dict_merge_keeps_outputs_apart():
     out = composite("parallel", [add(1), mul(10)], merge="dict").apply_batch({"x": X}, None)
     assert sorted(out) == ["x_0", "x_1"]

@@ -10,6 +10,7 @@ as the uninterrupted one. A batch of one record passes unchanged.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,8 +61,8 @@ class BatchMixOperatorConfig(StructuralConfig):
                 f"BatchMixOperator mode must be one of {list(MODES)}, got {self.mode!r}."
             )
         a = self.alpha
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not a > 0:
-            raise ConfigError(f"BatchMixOperator alpha must be a number > 0, got {a!r}.")
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < math.inf:
+            raise ConfigError(f"BatchMixOperator alpha must be a finite number > 0, got {a!r}.")
         for name in ("data_field", "label_field"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"BatchMixOperator {name} must be a field name (str).")

@@ -88,7 +88,14 @@ class CompositeOperatorConfig(StructuralConfig):
                 f"CompositeOperatorConfig.merge must be one of {list(MERGES)}, got {self.merge!r}."
             )
         if self.weights is not None:
-            object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
+            try:
+                weights = tuple(float(w) for w in self.weights)
+            except (TypeError, ValueError) as err:
+                raise ConfigError(
+                    "CompositeOperatorConfig.weights must be a list of numbers, one per "
+                    f"operator, got {self.weights!r}."
+                ) from err
+            object.__setattr__(self, "weights", weights)
 
 
 class CompositeOperatorModule(OperatorModule):
