@@ -64,6 +64,7 @@ from datarax.storage.cache import CacheEntry, ShardCache
 from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStoreError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.file_order import FileOrder
+from datarax.storage.handles import Closer, OpenHandles, close_all
 from datarax.storage.retry import RetryPolicy, StorageStats
 from datarax.storage.urls import RemoteObject, list_objects
 
@@ -148,9 +149,7 @@ class RemoteShards:
         self._prefetching: set[int] = set()  # of those, the read-ahead downloads
         self._failed: dict[int, RemoteObjectError] = {}
         self._pins: collections.Counter[int] = collections.Counter()  # readers on a file
-        self._handles: collections.OrderedDict[int, list[Any]] = collections.OrderedDict()
-        self._closers: dict[int, Callable[[Any], None]] = {}
-        self._orphans: list[tuple[Callable[[Any], None], Any]] = []  # handles of damaged copies
+        self._handles = OpenHandles(self.handle_limit)
         self._rechecked: set[int] = set()  # files whose cached copy a failed read checked
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
@@ -203,7 +202,7 @@ class RemoteShards:
             self._order.extend(self.ahead)
             idle = self._release_passed()  # files of the last plan this one does not start with
             self._schedule()
-        _close_all(idle)
+        close_all(idle)
 
     def upcoming(self) -> list[int]:
         """The files the plan reads next, in order (what read-ahead fetches and keeps)."""
@@ -261,14 +260,12 @@ class RemoteShards:
         any plan every file fetched, unless ``asked`` (:meth:`release_unused`)."""
         if not self._order.planned:
             held = set() if asked else set(self._entries)
-            return held | set(self._handles) | self._busy()
+            return held | self._handles.files() | self._busy()
         return self._order.window(self.behind, self.ahead) | self._busy()
 
-    def _drop(self, i: int) -> list[tuple[Callable[[Any], None], Any]]:
+    def _drop(self, i: int) -> list[tuple[Closer, Any]]:
         """Release file ``i``; returns its idle handle, to close outside the lock."""
-        idle = []
-        if i in self._handles:
-            idle.append((self._closers.pop(i), self._handles.pop(i)[0]))
+        idle = self._handles.pop(i)
         self._ahead.pop(i, None)
         entry = self._entries.pop(i, None)
         if entry is not None:
@@ -276,13 +273,13 @@ class RemoteShards:
         self._notify()
         return idle
 
-    def _release_passed(self, *, asked: bool = False) -> list[tuple[Callable[[Any], None], Any]]:
+    def _release_passed(self, *, asked: bool = False) -> list[tuple[Closer, Any]]:
         """Release the files outside :meth:`_keep`, and those held only for later (the plan
         reads them again after others) to the read-ahead files others may evict; returns
         their idle handles."""
         keep = self._keep(asked=asked)
         idle = []
-        for i in [i for i in set(self._handles) | set(self._entries) | set(self._ahead)
+        for i in [i for i in self._handles.files() | set(self._entries) | set(self._ahead)
                   if i not in keep]:
             idle += self._drop(i)
         if self._order.planned:
@@ -297,7 +294,7 @@ class RemoteShards:
         """Let the cache evict the files held outside the read-ahead window and not in use."""
         with self._lock:
             idle = self._release_passed(asked=True)
-        _close_all(idle)
+        close_all(idle)
 
     def touch(self, i: int) -> None:
         """Note that a reader reached file ``i``: read-ahead moves on past it."""
@@ -306,7 +303,7 @@ class RemoteShards:
             if self._order.reach(i):
                 idle = self._release_passed()
                 self._schedule()
-        _close_all(idle)
+        close_all(idle)
 
     # ----------------------------------------------------------------- fetch
     def _prefetch(self, i: int, future: concurrent.futures.Future[str]) -> None:
@@ -394,7 +391,7 @@ class RemoteShards:
                 if self._order.planned and i not in self._keep():
                     idle = self._drop(i)  # read after the reader moved past it: not kept
             self._notify()
-        _close_all(idle)
+        close_all(idle)
 
     def _claim(self, i: int) -> str:
         """:meth:`local_path` of a file the caller has pinned."""
@@ -486,7 +483,7 @@ class RemoteShards:
                     self._wanting_room -= 1
             else:
                 seen = None
-        _close_all(idle)
+        close_all(idle)
         return seen
 
     def _victims(self, wanted: int) -> list[int]:
@@ -531,46 +528,25 @@ class RemoteShards:
             raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
         with self._lock:
             self._pins[i] += 1
-            record = self._handles.get(i)
-            if record is not None:
-                record[1] += 1
-                self._handles.move_to_end(i)
+            record = self._handles.take(i)
         try:
             if record is None:
                 handle = opener(self._claim(i))
                 with self._lock:
-                    record = self._handles.get(i)
-                    if record is None:
-                        record = self._handles[i] = [handle, 0]
-                        self._closers[i] = closer or _close
-                        handle = None
-                    record[1] += 1
-                    self._handles.move_to_end(i)
-                if handle is not None:  # another thread opened it meanwhile
-                    _close_all([(closer or _close, handle)])
+                    record, extra = self._handles.add(i, handle, closer)
+                close_all(extra)  # another thread opened it meanwhile
             self.touch(i)
-            yield record[0]
+            yield record.value
         finally:
-            idle: list[tuple[Callable[[Any], None], Any]] = []
+            idle: list[tuple[Closer, Any]] = []
             with self._lock:
                 if record is not None:
-                    record[1] -= 1
-                    idle = self._trim_handles()
+                    self._handles.done(record)
+                    idle = self._handles.trim()
+                    if idle:
+                        idle += self._release_passed()
             self._unpin(i)
-            _close_all(idle)
-
-    def _trim_handles(self) -> list[tuple[Callable[[Any], None], Any]]:
-        out = []
-        for i in list(self._handles):
-            if len(self._handles) <= self.handle_limit:
-                break
-            handle, users = self._handles[i]
-            if users == 0:
-                del self._handles[i]
-                out.append((self._closers.pop(i), handle))
-        if out:
-            out += self._release_passed()
-        return out
+            close_all(idle)
 
     # ---------------------------------------------------------------- damage
     def reading(self, i: int, attempt: Callable[[], T]) -> T:
@@ -605,18 +581,8 @@ class RemoteShards:
         if not self.cache.discard(path, _sha256 if obj.sha256 else None, obj.sha256):
             return False
         with self._lock:
-            record = self._handles.pop(i, None)
-            if record is not None:
-                closer = self._closers.pop(i)
-                if record[1]:  # another thread reads it now: closed with the source
-                    self._orphans.append((closer, record[0]))
-                    record = None
-            entry = self._entries.pop(i, None)
-            self._notify()
-        if record is not None:
-            _close_all([(closer, record[0])])
-        if entry is not None:
-            entry.release()
+            idle = self._drop(i)  # a handle another thread reads now: closed with the source
+        close_all(idle)
         return True
 
     # ----------------------------------------------------------------- state
@@ -641,14 +607,11 @@ class RemoteShards:
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
-            handles = [(self._closers.pop(i), h) for i, (h, _) in self._handles.items()]
-            handles += self._orphans
-            self._handles.clear()
-            self._orphans = []
+            handles = self._handles.close()
             self._notify()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        _close_all(handles)
+        close_all(handles)
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
             self._ahead.clear()
@@ -659,16 +622,6 @@ class RemoteShards:
 def _sha256(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _close(handle: Any) -> None:
-    handle.close()
-
-
-def _close_all(handles: list[tuple[Callable[[Any], None], Any]]) -> None:
-    for close, handle in handles:
-        with contextlib.suppress(Exception):  # its reads already raised what was wrong
-            close(handle)
 
 
 def _rebuild(objects: Sequence[RemoteObject], cache: ShardCache, storage_options: dict[str, Any],
