@@ -96,3 +96,12 @@ def test_reading_a_field_the_records_lack_names_it_and_the_fields_present():
     with pytest.raises(DataraxError, match=r"ElementOperator '<lambda>': fn read field 'image', "
                        r"which the records do not have; they have fields \['label', 'x'\]\."):
         first_batch(ElementOperator(fn=lambda el, key=None: {"y": el.data["image"] * 2}))
+
+
+def test_filter_predicate_without_a_return_says_it_returned_none():
+    def no_return(element):
+        element.data["label"] > 0  # noqa: B015 - the missing return is the point
+
+    with pytest.raises(ConfigError, match=r"^Pipeline stage 0: FilterOperator 'no_return': the "
+                       r"predicate returned None; it must return one boolean per record"):
+        first_batch(FilterOperator(predicate=no_return))

@@ -119,7 +119,17 @@ class FilterOperator(RecordFilter):
 
     def keep(self, data: Batch) -> Any:
         """One boolean per record of a numeric batch (traceable: ``jax.vmap``)."""
-        return jax.vmap(lambda record: jnp.asarray(self.predicate(Element(record))))(data)
+        return jax.vmap(lambda record: jnp.asarray(self._verdict(record)))(data)
+
+    def _verdict(self, record: Batch) -> Any:
+        value = self.predicate(Element(record))
+        if value is None:
+            raise ConfigError(
+                f"FilterOperator '{self.name}': the predicate returned None; it must return "
+                "one boolean per record, e.g. return element.data['label'] == 1 (a function "
+                "without a return statement gives None)."
+            )
+        return value
 
     def keep_records(self, data: Batch, where: str) -> np.ndarray:
         """One boolean per record, ``predicate`` called in Python on each record."""
@@ -149,6 +159,8 @@ class FilterOperator(RecordFilter):
         batch = jax.tree.map(lambda s: jax.ShapeDtypeStruct((2, *s.shape), s.dtype), spec)
         try:
             out = jax.eval_shape(self.keep, batch)
+        except ConfigError as err:  # the predicate's result, already explained
+            raise ConfigError(f"{where}: {err}") from err
         except Exception as err:  # noqa: BLE001 - reported with the stage's name
             hint = ""
             if isinstance(err, _TRACER_ERRORS):
