@@ -863,8 +863,8 @@ case("decode-int-does-not-fit", VD, "ArrayRecord decode returns a Python int out
      RecordError, "ArrayRecordSourceModule: cannot read record 5 of file '{tmp}/v.array_record' "
      "(epoch 0): field 'x' is int64 and holds 8589934592, outside the int32 range, so it cannot "
      "be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
-     "jax.config.update('jax_enable_x64', True), or cast or drop the field in decode. Fix or "
-     "regenerate the file", needs=AR)(
+     "jax.config.update('jax_enable_x64', True), or cast or drop the field in decode. The "
+     "record is otherwise readable: do as above", needs=AR)(
     lambda tmp: _ar_decoded(tmp, lambda i: 2**33 if i == 5 else i))
 case("decode-float64-without-cast", VD, "ArrayRecord decode returns float64 (x64 off)",
      ConfigError, "ArrayRecordSourceModule: decoding record 0 of file '{tmp}/v.array_record': "
@@ -939,9 +939,9 @@ case("npy-int64-overflow", SOURCES_AND_STAGES, "an int64 value outside the int32
      "NpySource: cannot read record 1 of file '{tmp}/x.npy' (epoch 0): field "
      "'data' is int64 and holds 1099511627776, outside the int32 range, so it cannot be cast "
      "to int32 without loss while jax_enable_x64 is off. Enable x64 with "
-     "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "
-     "regenerate the file, or construct the source with on_error='skip' to drop bad records "
-     "(they are counted and reported).")(_npy_int64_overflow)
+     "jax.config.update('jax_enable_x64', True), or save the shards as int32. The "
+     "record is otherwise readable: do as above, or construct the source with on_error='skip' "
+     "to drop such records (they are counted and reported).")(_npy_int64_overflow)
 simple("npy-paths-as-config", SOURCES_AND_STAGES, "NpySource('x.npy')", ConfigError,
        "NpySource needs an NpySourceConfig, got str 'x.npy'; its files go in the config. Call "
        "NpySource(NpySourceConfig(paths='x.npy')).",
@@ -1130,7 +1130,9 @@ def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
         "`ConfigError` (a config field or argument), `SourceContractError` (also a",
         "`TypeError`: an object that is not a source or stage), `SpecMismatchError`",
         "(`.fields`: batch vs `element_spec()`), `StateError` (`.field`: a state from",
-        "elsewhere or tampered), `RecordError` (`.path`, `.index`: a file or record).",
+        "elsewhere or tampered), `RecordError` (`.path`, `.index`: a file or record;",
+        "its `datarax.core.dtypes.NarrowingError`: a value the 32-bit types JAX uses",
+        "while `jax_enable_x64` is off cannot hold, the data itself fine).",
         "Paths below show `<tmp>` for the test's temporary directory.",
         "",
     ]

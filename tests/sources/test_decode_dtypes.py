@@ -71,8 +71,9 @@ def test_an_int_from_decode_that_does_not_fit_is_refused_naming_file_record_and_
         values(make(path, decode))
     assert str(err.value) == (
         f"ArrayRecordSourceModule: cannot read record 7 of file '{path}' (epoch 0): field 'id' "
-        f"is int64 and holds {big}, {INT_FIX}. Fix or regenerate the file, or construct the "
-        "source with on_error='skip' to drop bad records (they are counted and reported)."
+        f"is int64 and holds {big}, {INT_FIX}. The record is otherwise readable: do as above, "
+        "or construct the source with on_error='skip' to drop such records (they are "
+        "counted and reported)."
     )
     assert (err.value.path, err.value.index) == (path, 7)
     skipping = make(path, decode, on_error="skip")

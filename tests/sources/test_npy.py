@@ -139,9 +139,9 @@ def test_int64_records_are_narrowed_or_refused_naming_file_record_and_value(tmp_
         f"NpySource: cannot read record 1 of file '{big}' (epoch 0): field "
         "'data' is int64 and holds 1099511627776, outside the int32 range, so it cannot be "
         "cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
-        "jax.config.update('jax_enable_x64', True), or save the shards as int32. Fix or "
-        "regenerate the file, or construct the source with on_error='skip' to drop bad "
-        "records (they are counted and reported)."
+        "jax.config.update('jax_enable_x64', True), or save the shards as int32. The record is "
+        "otherwise readable: do as above, or construct the source with on_error='skip' to "
+        "drop such records (they are counted and reported)."
     )
     assert (err.value.path, err.value.index) == (big, 1)
     source.close()

@@ -28,7 +28,7 @@ Example:
     >>> fit_column("id", np.array([1, 2**40]), where="MySource", cast_float64=False)
     Traceback (most recent call last):
     ...
-    datarax.core.errors.RecordError: MySource: field 'id' is int64 and record 1 holds 1099511627776, outside the int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), or drop the field (exclude_keys).
+    datarax.core.dtypes.NarrowingError: MySource: field 'id' is int64 and record 1 holds 1099511627776, outside the int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), or drop the field (exclude_keys).
     >>> fit_value("score", 0.5, cast_float64=False).dtype  # a Python float: JAX's default
     dtype('float32')
     >>> is_text_value(np.array(["a", "b"])), is_text_value(np.zeros(2))
@@ -51,6 +51,13 @@ TEXT_KINDS = "USOT"
 DROP_FIELD = "drop the field (exclude_keys)"
 
 _INT32 = np.iinfo(np.int32)
+
+
+class NarrowingError(RecordError):
+    """A record holds a value that the 32-bit type JAX uses while ``jax_enable_x64`` is
+    off cannot hold. The data may well be right: the message names the setting to change
+    (x64 on, or the field dropped), not a fault in the file."""
+
 _NARROW = {
     np.dtype(np.int64): np.dtype(np.int32),
     np.dtype(np.uint64): np.dtype(np.int32),
@@ -158,7 +165,7 @@ def fit_column(
                 flat = int(np.flatnonzero(too_big.reshape(-1))[0])
                 bad = array.reshape(-1)[flat]
                 record, at = _record_of(array, flat, first_record)
-                raise RecordError(
+                raise NarrowingError(
                     f"{prefix}field '{field}' is {dtype.name} and {at}holds {bad}, outside "
                     "the int32 range, so it cannot be cast to int32 without loss while "
                     "jax_enable_x64 is off. Enable x64 with "
@@ -179,7 +186,7 @@ def fit_column(
     if overflow.any():  # a finite value past float32's range would become inf
         flat = int(np.flatnonzero(overflow.reshape(-1))[0])
         record, at = _record_of(array, flat, first_record)
-        raise RecordError(
+        raise NarrowingError(
             f"{prefix}field '{field}' is {dtype.name} and {at}holds "
             f"{array.reshape(-1)[flat]}, beyond the {target.name} range, so casting it to "
             f"{target.name} would make it inf. Enable x64 with "

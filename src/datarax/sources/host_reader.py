@@ -67,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.threads import drop_pool, run_behind_consumer
 from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
@@ -206,10 +207,12 @@ class HostReader:
         path, in_file = self.locate(index)
         detail = describe_cause(cause)
         when = "" if epoch is None else f" (epoch {epoch})"
-        hint = (
-            "Fix or regenerate the file, or construct the source with on_error='skip' to "
-            "drop bad records (they are counted and reported)."
-        )
+        if isinstance(cause, NarrowingError):  # a setting to change, not a broken file
+            hint = ("The record is otherwise readable: do as above, or construct the source "
+                    "with on_error='skip' to drop such records (they are counted and reported).")
+        else:
+            hint = ("Fix or regenerate the file, or construct the source with on_error='skip' "
+                    "to drop bad records (they are counted and reported).")
         err = RecordError(
             f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
             path=path,
