@@ -93,9 +93,14 @@ def test_filter_predicate_taking_a_key_is_refused_when_built():
 
 
 def test_reading_a_field_the_records_lack_names_it_and_the_fields_present():
-    with pytest.raises(DataraxError, match=r"ElementOperator '<lambda>': fn read field 'image', "
-                       r"which the records do not have; they have fields \['label', 'x'\]\."):
+    with pytest.raises(KeyError, match="image") as info:
         first_batch(ElementOperator(fn=lambda el, key=None: {"y": el.data["image"] * 2}))
+    assert info.value.__notes__[:2] == [
+        "ElementOperator '<lambda>': fn read field 'image', which the records do not have; "
+        "they have fields ['label', 'x']. Read one of those (an earlier stage may have renamed "
+        "or dropped it).",
+        "raised in Pipeline stage 0 (ElementOperator '<lambda>')",
+    ]
 
 
 def test_filter_predicate_without_a_return_says_it_returned_none():

@@ -86,11 +86,12 @@ class ElementOperator(FunctionOperator):
             nested = any(isinstance(v, dict) for v in data.values())
             if not isinstance(missing, str) or missing in data or nested:
                 raise  # a key of a nested field, or not a field at all
-            raise DataraxError(
+            err.add_note(
                 f"ElementOperator '{self.name}': fn read field '{missing}', which the records "
                 f"do not have; they have fields {sorted(data)}. Read one of those (an earlier "
                 "stage may have renamed or dropped it)."
-            ) from err
+            )
+            raise
         if isinstance(out, Element):
             out = dict(out.data)
             check_fields_out(self, out, traced)
