@@ -9,6 +9,7 @@ import time
 
 import fsspec
 import numpy as np
+import pytest
 
 from datarax.storage import RemoteShards, RetryPolicy, ShardCache, list_objects
 
@@ -135,3 +136,37 @@ def test_close_stops_a_download_at_its_next_range_and_keeps_nothing_partial(tmp_
     assert requests == [(0, 10)]
     assert os.listdir(tmp_path / "cache" / "tmp") == []
     assert os.listdir(tmp_path / "cache" / "shards") == []
+
+
+def test_two_window_shuffled_sources_on_threads_read_through_the_documented_minimum(tmp_path):
+    from datarax import Pipeline
+    from datarax.dataset.writer import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    pytest.importorskip("array_record")
+    write_dataset([{"x": np.int32(i)} for i in range(160)], tmp_path / "ds", shards=8)
+    MEM.put(str(tmp_path / "ds"), "/two-sources/ds", recursive=True)
+    shard = max(p.stat().st_size for p in (tmp_path / "ds").glob("*.array_record"))
+    got: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def run(seed: int) -> None:  # docs/object-storage.md: two sources, W=2, five files
+        source = ArrayRecordSourceModule(
+            ArrayRecordSourceConfig(shuffle_files=True, shuffle_window=2, seed=seed),
+            "memory://two-sources/ds", cache=ShardCache(tmp_path / "cache", max_bytes=5 * shard))
+        try:
+            got[seed] = [int(x) for _ in range(2)
+                         for batch in Pipeline(source=source, stages=[], batch_size=20)
+                         for x in np.asarray(batch["x"])]
+        except BaseException as err:  # noqa: BLE001 - asserted below
+            errors.append(err)
+        finally:
+            source.close()
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(got[1]) == sorted(got[2]) == sorted(list(range(160)) * 2)
