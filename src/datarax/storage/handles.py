@@ -63,7 +63,8 @@ class OpenHandles:
             self._open.move_to_end(i)
         return record
 
-    def add(self, i: int, value: Any, closer: Closer | None) -> tuple[Handle, list[tuple[Closer, Any]]]:
+    def add(self, i: int, value: Any,
+            closer: Closer | None) -> tuple[Handle, list[tuple[Closer, Any]]]:
         """Keep ``value`` as file ``i``'s handle, with one user; when another reader opened
         it meanwhile, that handle instead, and ``value`` handed back to close."""
         record = self.take(i)
