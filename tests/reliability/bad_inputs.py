@@ -34,6 +34,7 @@ from datarax.core.errors import (  # noqa: E402
     SpecMismatchError,
     StateError,
 )
+from datarax.dataset import ConversionError  # noqa: E402
 from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
@@ -545,6 +546,13 @@ simple("checkpoint-relative-folder", "Sharding and checkpoints",
        "CheckpointManager's is 'ckpt'. Build it with datarax.checkpoint.checkpoint_manager("
        "'ckpt', ...), which resolves the folder", _relative_checkpoint_folder,
        needs="orbax.checkpoint")
+simple("checkpoint-process-states-malformed", "Sharding and checkpoints",
+       "a checkpoint whose data item's 'process_states' is a dict, not a list", StateError,
+       "the checkpoint's 'data' item has 'process_states' dict, not the list of every "
+       "process's state dict datarax.checkpoint.save wrote; the checkpoint was tampered with.",
+       lambda: __import__("datarax.checkpoint").checkpoint.restore_data(
+           pipe(), {"process_states": {"0": state_of()}}),
+       field="data", needs="orbax.checkpoint")
 
 
 # ----------------------------------------------------------------- ArrayRecord
@@ -690,6 +698,11 @@ simple("arrayrecord-config-shuffle-files", "ArrayRecord", "shuffle_files='yes'",
 simple("arrayrecord-config-num-epochs", "ArrayRecord", "num_epochs=0", ConfigError,
        "ArrayRecordSourceConfig.num_epochs must be >= 1 (or one of [-1]), got 0.",
        lambda: _ar_config(num_epochs=0), needs=AR)
+simple("arrayrecord-config-unknown-option", "ArrayRecord", "ArrayRecordSourceConfig(shuffle=True)",
+       TypeError, "ArrayRecordSourceConfig got an unexpected keyword argument 'shuffle' (did you "
+       "mean 'shuffle_files'?); its options are: seed, num_epochs, shuffle_files, "
+       "shuffle_window, on_error, max_skipped, max_skipped_fraction, cast_float64.",
+       lambda: _ar_config(shuffle=True), needs=AR)
 simple("arrayrecord-wrong-config", "ArrayRecord", "a MemorySourceConfig", ConfigError,
        "ArrayRecordSourceModule needs an ArrayRecordSourceConfig, got MemorySourceConfig (the "
        "config of another kind of module). Call ArrayRecordSourceModule(ArrayRecordSourceConfig(), "
@@ -1057,6 +1070,25 @@ simple("pad-remainder-state-other-count", FILTERING,
        "only on 4 processes", _padded_state_elsewhere, field="shard")
 
 
+def _epochs_state(make: Callable[[Pipeline], Any], **change: Any) -> None:
+    """``make(pipeline)`` (a take or repeat) after one batch, its state changed by
+    ``change``, restored into a fresh one."""
+    batches = make(pipe())
+    next(batches)
+    state = json.loads(json.dumps(batches.get_state()))
+    make(pipe()).set_state(dict(state, **change))
+
+
+simple("take-state-negative-left", FILTERING, "Take.set_state with take_left=-3", StateError,
+       "Take.set_state: 'take_left' must be an int >= 0, got -3; pass the dict "
+       "Take.get_state() returned.",
+       lambda: _epochs_state(lambda p: p.take(2), take_left=-3), field="take_left")
+simple("repeat-state-bad-epochs-left", FILTERING, "Repeat.set_state with epochs_left='two'",
+       StateError, "Repeat.set_state: 'epochs_left' must be an int >= 0 or None, got 'two'; "
+       "pass the dict Repeat.get_state() returned.",
+       lambda: _epochs_state(lambda p: p.repeat(2), epochs_left="two"), field="epochs_left")
+
+
 # ------------------------------------------------------------ writing datasets
 WRITING = "Writing datasets"
 
@@ -1102,6 +1134,291 @@ case("write-dataset-folder-busy", WRITING, "write_dataset into a folder another 
      DataraxError, _BUSY % "write", needs="array_record")(_into_a_held_folder(_write_dataset))
 case("beam-convert-folder-busy", WRITING, "convert_rows (Beam) into a folder another process writes",
      DataraxError, _BUSY % "conversion", needs="apache_beam")(_into_a_held_folder(_beam_convert))
+
+
+def _write(records: Any, **options: Any) -> Callable[[Path], Any]:
+    def action(tmp: Path) -> Any:
+        from datarax.dataset import write_dataset
+
+        return write_dataset(records, tmp / "ds", **options)
+
+    return action
+
+
+_SKIP_ROW = ("Fix the source row, or pass on_error='skip' (--on-error skip) to leave it out and "
+             "list it in the metadata.")
+case("write-int-not-exact-in-float32", WRITING,
+     "write_dataset: 16777217 in a field the first record made float32", ConversionError,
+     "a sequence of records, row 1, field 'x': an integer float32 does not hold exactly (it "
+     "would be stored as 16777216); declare the field int64 (features=), or give the value as "
+     "a float.", needs="array_record")(_write([{"x": 0.5}, {"x": 16777217}]))
+case("write-label-outside-class-names", WRITING,
+     "write_dataset: label 2 with class_names ['cat', 'dog']", ConversionError,
+     "a sequence of records, row 1, field 'label': the label 2 is outside its 2 class names "
+     "(0..1, or -1 for no label). Fix the label, or give the field every class name. " + _SKIP_ROW,
+     needs="array_record")(
+    _write([{"label": 0}, {"label": 2}], class_names={"label": ["cat", "dog"]}))
+case("write-class-names-on-text", WRITING, "write_dataset: class_names for a text field",
+     ConfigError, "class_names names the field 'text', which holds str utf8 values; class names "
+     "go with integer labels 0..k-1. Store each label as the index of its name "
+     "(names.index(value)).")(_write([{"text": "hi"}], class_names={"text": ["hi", "bye"]}))
+case("write-nested-object", WRITING, "write_dataset: a field holding a dict", ConversionError,
+     "a sequence of records, row 0 (the features are inferred from the first row): field 'meta' "
+     "holds a nested object (keys 'source', 'lang'); a field holds numbers, an array, text, "
+     "bytes or an image. Flatten it into one field per key (e.g. 'meta.source') before "
+     "converting, or leave the field out.")(
+    _write([{"id": 1, "meta": {"source": "web", "lang": "en"}}]))
+case("write-datetime", WRITING, "write_dataset: a field holding a datetime", ConversionError,
+     "a sequence of records, row 0 (the features are inferred from the first row): field 'when' "
+     "holds a datetime (2024-05-01 12:00:00); a field holds numbers, an array, text, bytes or an "
+     "image. Store it as text (ISO 8601, e.g. df[col].astype(str)) or a number (e.g. seconds "
+     "since 1970) before converting, or leave the field out.")(
+    _write([{"id": 1, "when": __import__("datetime").datetime(2024, 5, 1, 12, 0)}]))
+case("write-pandas-series", WRITING, "write_dataset(a pandas Series)", ConfigError,
+     "write_dataset takes records, got a pandas Series; give a DataFrame (series.to_frame()).",
+     needs="pandas")(lambda tmp: _write(__import__("pandas").Series([1, 2]))(tmp))
+case("write-resume-and-overwrite", WRITING, "write_dataset(resume=True, overwrite=True)",
+     ConfigError, "write_dataset: pass resume=True (--resume) or overwrite=True (--overwrite), "
+     "not both: resume keeps the finished shards, overwrite replaces them.")(
+    _write([{"x": 1}], resume=True, overwrite=True))
+
+
+# ------------------------------------------------------------ converting files
+CONVERTING = "Converting files (convert, datarax convert)"
+_KNOWN_INPUTS = ("Parquet / JSON Lines / CSV files (.parquet, .jsonl / .json, .csv / .tsv), a "
+                 "Hugging Face dataset folder, a TFDS folder or tfds:NAME, an image folder "
+                 "(<class>/<image>), .npy / .npz")
+_FIX_TABLE = ("Fix the file (every row with the same columns, each of one type), or leave it "
+              "out of SRC.")
+_FIX_JSONL = ("Fix the file (JSON Lines: one object a line, or one JSON array of objects; every "
+              "row with the same columns, each of one type), or leave it out of SRC.")
+
+
+def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
+    """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
+    (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""
+
+    def action(tmp: Path) -> Any:
+        from datarax.dataset import convert
+
+        src = name if ":" in name else str(tmp / name)
+        if isinstance(content, bytes):
+            (tmp / name).write_bytes(content)
+        elif content is not None:
+            (tmp / name).write_text(content, encoding="utf-8")
+        return convert(src, str(tmp / "out"))
+
+    return action
+
+
+def _convert_folder(files: dict[str, bytes]) -> Callable[[Path], Any]:
+    """convert(``tmp/src``) into ``tmp/out``, ``tmp/src`` holding ``files`` (maybe none)."""
+
+    def action(tmp: Path) -> Any:
+        from datarax.dataset import convert
+
+        (tmp / "src").mkdir()
+        for name, data in files.items():
+            (tmp / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / "src" / name).write_bytes(data)
+        return convert(str(tmp / "src"), str(tmp / "out"))
+
+    return action
+
+
+def _png_16_bit() -> bytes:
+    """A 2x2 RGB PNG of 16 bits per channel (PIL writes none: built from its chunks)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    pixels = b"".join(b"\x00" + struct.pack(">HHH", 1000, 2000, 3000) * 2 for _ in range(2))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 16, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(pixels)) + chunk(b"IEND", b""))
+
+
+case("convert-csv-column-named-twice", CONVERTING, "a CSV header naming a column twice",
+     ConversionError, "cannot read the csv file '{tmp}/d.csv': the header names the column "
+     "'label' twice (columns 2 and 3); one would hide the other. Give every column its own "
+     "name in the first line of the file.", needs="pyarrow")(
+    _convert("d.csv", "id,label,label\n1,2,3\n"))
+case("convert-csv-column-without-name", CONVERTING, "a CSV header column with no name",
+     ConversionError, "cannot read the csv file '{tmp}/d.csv': column 2 of the header has no "
+     "name. Name every column in the first line of the file.", needs="pyarrow")(
+    _convert("d.csv", "id,,label\n1,2,3\n"))
+case("convert-csv-short-row", CONVERTING, "a CSV row of 2 columns under a header of 3",
+     ConversionError, "cannot read the csv file '{tmp}/d.csv': row 1 ('2,b') has 2 columns "
+     "where the header has 3 (rows count from 0, after the header). " + _FIX_TABLE,
+     needs="pyarrow")(_convert("d.csv", "id,text,label\n1,a,0\n2,b\n"))
+case("convert-jsonl-line-not-json", CONVERTING, "a JSON Lines line that is not JSON",
+     ConversionError, "cannot read the json file '{tmp}/d.jsonl': line 2 is not JSON (Expecting "
+     "property name enclosed in double quotes: line 1 column 9 (char 8)). " + _FIX_JSONL,
+     needs="pyarrow")(_convert("d.jsonl", '{"x": 1}\n{"x": 2,}\n'))
+case("convert-jsonl-line-a-list", CONVERTING, "a JSON Lines line that is a list, not an object",
+     ConversionError, "cannot read the json file '{tmp}/d.jsonl': line 2 is a JSON list, not an "
+     "object. " + _FIX_JSONL, needs="pyarrow")(_convert("d.jsonl", '{"x": 1}\n[1, 2]\n'))
+case("convert-csv-integer-beyond-uint64", CONVERTING,
+     "a CSV integer that fits neither int64 nor uint64", ConversionError,
+     "cannot read the csv file '{tmp}/d.csv', row 1, column 'id': the integer "
+     "123456789012345678901234567890 fits neither int64 nor uint64. Store such numbers as "
+     "text, or leave the column out of SRC.", needs="pyarrow")(
+    _convert("d.csv", "id\n1\n123456789012345678901234567890\n"))
+case("convert-csv-not-utf8", CONVERTING, "a CSV file saved in Latin-1 (text not UTF-8)",
+     ConversionError, "csv files {tmp}/d.csv, row 0, field 'name': text is not valid UTF-8 "
+     "('utf-8' codec can't decode byte 0xe9 in position 3: unexpected end of data); a file in "
+     "another encoding (Latin-1, Windows-1252) is saved as UTF-8 first. " + _SKIP_ROW,
+     needs="pyarrow")(_convert("d.csv", "id,name\n1,caf\xe9\n".encode("latin-1")))
+case("convert-image-16-bit-png", CONVERTING, "a 16-bit PNG in an image folder", ConversionError,
+     "the image folder {tmp}/src, row 0 (cat/a.png), field 'image': a 16-bit PNG image; image "
+     "fields hold 8 bits per channel (0..255), so storing it would lose its values. Scale the "
+     "images to 8 bits first, or store the pixels as an array field (e.g. uint16, from .npy "
+     "files). " + _SKIP_ROW, needs="PIL")(_convert_folder({"cat/a.png": _png_16_bit()}))
+case("convert-empty-folder", CONVERTING, "convert SRC an empty folder", ConversionError,
+     f"the folder '{{tmp}}/src' is empty; SRC is the folder or files that hold the data: "
+     f"{_KNOWN_INPUTS}.")(_convert_folder({}))
+case("convert-folder-of-other-files", CONVERTING, "a folder holding nothing convert reads",
+     ConversionError, "the folder '{tmp}/src' holds nothing convert reads (it holds notes.txt, "
+     f"sales.xlsx); it reads {_KNOWN_INPUTS}.")(
+    _convert_folder({"notes.txt": b"x", "sales.xlsx": b"PK\x03\x04"}))
+case("convert-xlsx-file", CONVERTING, "an .xlsx file", ConversionError,
+     f"'{{tmp}}/sales.xlsx' is a .xlsx file, which convert does not read; it reads "
+     f"{_KNOWN_INPUTS}, known by their suffix. Save the data as one of them.")(
+    _convert("sales.xlsx", b"PK\x03\x04"))
+case("convert-glob-matches-nothing", CONVERTING, "a glob pattern matching nothing",
+     ConversionError, f"the pattern '{{tmp}}/data-*.csv' matches nothing: {_KNOWN_INPUTS}. "
+     "Check the pattern.")(_convert("data-*.csv"))
+case("convert-hf-hub-name", CONVERTING, "convert('hf:imdb', ...) (a Hub name)", ConversionError,
+     "convert reads a Hugging Face dataset from disk, not 'hf:imdb' (a Hub name): save it first, "
+     "e.g. datasets.load_dataset('imdb', split='train').save_to_disk('imdb_train'), and convert "
+     "that folder.")(_convert("hf:imdb"))
+
+
+# ------------------------------------------------------------------------ text
+TEXT = "Text (PackedTextSource, TextTokenizer)"
+
+
+def _words(text: str) -> list[int]:
+    return [len(w) for w in text.split()]
+
+
+def _docs(epoch: int) -> list[str]:
+    return ["a bb ccc dddd", "ee ff", "g h i j k l m n"]
+
+
+def _read_text(source: Any) -> None:
+    for _ in Pipeline(source=source, stages=[], batch_size=2, shard_index=0, shard_count=1):
+        pass
+
+
+def _packed(documents: Any = _docs, tokenizer: Any = _words, **config: Any) -> Any:
+    from datarax.text import PackedTextConfig, PackedTextSource
+
+    return PackedTextSource(PackedTextConfig(**{"seq_len": 4, **config}), documents, tokenizer)
+
+
+def _mixture() -> Any:
+    from datarax.text import MixedDocuments
+
+    return MixedDocuments({"web": _docs, "code": lambda epoch: ["x y"]}, {"web": 1, "code": 1},
+                          documents_per_epoch=6)
+
+
+def _restore_text(make: Callable[[], Any], change: Callable[[dict[str, Any]], Any]) -> None:
+    """A state of ``make()`` after one row, changed by ``change``, restored into another."""
+    source = make()
+    source.get_batch(1)
+    state = json.loads(json.dumps(source.get_state()))
+    change(state)
+    make().set_state(state)
+
+
+def _tokenizer(**setting: Any) -> Any:
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    tokenizer = Tokenizer(WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    if "truncation" in setting:
+        tokenizer.enable_truncation(setting["truncation"])
+    return tokenizer
+
+
+class BertTokenizerFast:
+    """A stand-in for a transformers tokenizer: a call gives a dict; ``backend_tokenizer``
+    is the ``tokenizers.Tokenizer`` inside."""
+
+    def __init__(self) -> None:
+        self.backend_tokenizer = _tokenizer()
+
+    def __call__(self, text: str) -> dict[str, list[int]]:
+        return {"input_ids": [0], "attention_mask": [1]}
+
+
+def _fails_on_ee(text: str) -> list[int]:
+    if "ee" in text:
+        raise KeyError("ee")
+    return _words(text)
+
+
+def _shard_documents(epoch: int, shard: int) -> list[str]:
+    return []
+
+
+simple("text-state-malformed-run", TEXT, "a PackedTextSource state with a run of 0 rows",
+       StateError, "PackedTextSource: Packer state holds a malformed run of rows {'document': 0, "
+       "'start': 0, 'rows': 0, 'row_tokens': 2}; a run is {'document', 'start', 'rows', "
+       "'row_tokens'} of ints (rows and row_tokens >= 1), as get_state() returns it.",
+       lambda: _restore_text(lambda: _packed(seq_len=2, open_rows=1), lambda s: s["packer"].update(
+           ready=[{"document": 0, "start": 0, "rows": 0, "row_tokens": 2}])), field="packer")
+simple("text-state-corpus-documents", TEXT,
+       "a mixture's state with 'corpus_documents' of 1 count for 2 corpora", StateError,
+       "PackedTextSource state 'corpus_documents' must be a list of 2 ints >= 0 (documents "
+       "packed per corpus of the mixture), got [1].",
+       lambda: _restore_text(lambda: _packed(_mixture()),
+                             lambda s: s.update(corpus_documents=[1])),
+       field="corpus_documents")
+simple("text-mixture-corpus-all-bad", TEXT,
+       "a mixture corpus whose every document is bad, on_error='skip'", RecordError,
+       "PackedTextSource: corpus 'code' of the mixture served none of the 2 documents drawn from "
+       "it in pass 0: every one was bad (the last: corpus 'code' document 1 of pass 0 is not "
+       "valid UTF-8 (invalid start byte at byte 0)). Skipping them all would ignore its weight "
+       "(weights {'web': 0.5, 'code': 0.5}). Check that corpus's field or column and its "
+       "documents, or give it weight 0.",
+       lambda: _read_text(_packed(__import__("datarax.text", fromlist=["x"]).MixedDocuments(
+           {"web": _docs, "code": lambda epoch: [b"\xff\xfe", b"\xff"]}, {"web": 1, "code": 1},
+           documents_per_epoch=40), on_error="skip")))
+simple("text-pass-without-documents", TEXT, "a documents function returning []", RecordError,
+       "PackedTextSource: pass 0 holds no documents: the reader (FunctionDocuments) gave none. "
+       "Check the documents function, the files (an empty file?) and their paths.",
+       lambda: _read_text(_packed(lambda epoch: [])))
+simple("text-tokenizer-truncates", TEXT, "a tokenizers.Tokenizer with truncation on",
+       ConfigError, "TextTokenizer: the tokenizers.Tokenizer truncates every document to 128 "
+       "tokens (its truncation setting); packing would drop the rest of each longer document in "
+       "silence. Call no_truncation() on the Tokenizer (for a file: "
+       "tokenizers.Tokenizer.from_file(path) first) and pass max_tokens= to TextTokenizer to cut "
+       "documents on purpose (it keeps the EOS last).",
+       lambda: __import__("datarax.text", fromlist=["x"]).TextTokenizer(
+           _tokenizer(truncation=128)), needs="tokenizers")
+simple("text-transformers-tokenizer", TEXT,
+       "a transformers tokenizer (returns a dict; a stand-in with .backend_tokenizer)",
+       ConfigError, "TextTokenizer: BertTokenizerFast (a transformers tokenizer) returns a dict "
+       "per call, not ids. Pass its .backend_tokenizer (the tokenizers.Tokenizer inside) with "
+       "bos_id= / eos_id= for the special tokens, or a function returning "
+       "tokenizer(text)['input_ids'].",
+       lambda: __import__("datarax.text", fromlist=["x"]).TextTokenizer(BertTokenizerFast()),
+       needs="tokenizers")
+simple("text-tokenizer-raises", TEXT, "a custom tokenizer raising on document 1", RecordError,
+       "TextTokenizer: the tokenizer function raised KeyError ('ee') on document 1 of pass 0; "
+       "fix the tokenizer, or the document.",
+       lambda: _read_text(_packed(tokenizer=_fails_on_ee)))
+simple("text-documents-function-two-arguments", TEXT,
+       "FunctionDocuments(fn(epoch, shard))", ConfigError,
+       "FunctionDocuments: the function _shard_documents needs 2 arguments (epoch, shard); it is "
+       "called as fn(epoch) or fn(). Bind the others first (functools.partial) or give them "
+       "defaults.",
+       lambda: __import__("datarax.text", fromlist=["x"]).FunctionDocuments(_shard_documents))
 
 
 # ----------------------------------------------------------- docs/errors.md
