@@ -59,7 +59,8 @@ def test_map_fn_is_checked_against_the_arguments_it_gets():
                        r"fn\(a\) cannot take that"):
         MapOperator(fn=lambda a: a, stochastic=True)
     with pytest.raises(ConfigError, match=r"calls fn\(array\), but fn\(a, k\) cannot take that .*"
-                       r"\(a fn that takes a key needs stochastic=True\)\.$"):
+                       r"\(a fn that draws from a key needs stochastic=True; one that ignores it can "
+                       r"default it, lambda array, key=None: \.\.\.\)\.$"):
         MapOperator(fn=lambda a, k: a)
     MapOperator(fn=jnp.sqrt)  # a function without a readable signature is called as is
 

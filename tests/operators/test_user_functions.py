@@ -110,3 +110,12 @@ def test_filter_predicate_without_a_return_says_it_returned_none():
     with pytest.raises(ConfigError, match=r"^Pipeline stage 0: FilterOperator 'no_return': the "
                        r"predicate returned None; it must return one boolean per record"):
         first_batch(FilterOperator(predicate=no_return))
+
+
+def test_upstream_none_leaf_subtree_mask_says_how_to_name_the_fields():
+    from datarax.operators import MapOperatorConfig
+
+    with pytest.raises(ConfigError, match=r"A None leaf is upstream datarax's mask form; here "
+                       r"name the fields: subtree=\['image', 'mask'\] \(or \{'image': True, "
+                       r"'mask': True\}\)\."):
+        MapOperatorConfig(subtree={"image": None, "mask": None, "label": False})

@@ -78,7 +78,8 @@ class FunctionOperator(OperatorModule):
             fn_name = getattr(fn, "__name__", "fn")
             example = (f"lambda {params}: {arguments[0]}" if fn_name == "<lambda>"
                        else f"def {fn_name}({params})")
-            hint = (" (a fn that takes a key needs stochastic=True)"
+            hint = (" (a fn that draws from a key needs stochastic=True; one that ignores "
+                    f"it can default it, lambda {arguments[0]}, key=None: ...)"
                     if "key" not in arguments and len(signature.parameters) > len(arguments)
                     else "")
             raise ConfigError(

@@ -28,9 +28,15 @@ def _normalize_subtree(subtree: Any) -> tuple[str, ...] | None:
     if isinstance(subtree, Mapping):
         bad = {k: v for k, v in subtree.items() if not isinstance(v, bool)}
         if bad:
+            chosen = sorted(str(k) for k, v in subtree.items() if v is None or v is True)
+            hint = (
+                f" A None leaf is upstream datarax's mask form; here name the fields: "
+                f"subtree={chosen!r} (or {dict.fromkeys(chosen, True)!r})."
+                if any(v is None for v in bad.values()) and chosen else ""
+            )
             raise ConfigError(
                 f"MapOperatorConfig.subtree as a mask must map field names to True/False, "
-                f"got {bad!r}."
+                f"got {bad!r}.{hint}"
             )
         return tuple(sorted(k for k, v in subtree.items() if v))
     try:
