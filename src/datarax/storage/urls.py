@@ -213,6 +213,15 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
             if not files:
                 raise RecordError(f"the glob pattern '{url}' matches no files; check the bucket, "
                                   "the prefix and the pattern.", path=url)
+            unsized = [p for p, i in files if i.get("size") is None]  # e.g. an HTTP listing
+            if unsized:
+                threads = min(_LISTING_THREADS, len(unsized))
+                with concurrent.futures.ThreadPoolExecutor(
+                        threads, thread_name_prefix="datarax-list") as pool:
+                    infos = dict(zip(unsized, pool.map(
+                        lambda p: _ask(lambda: fs.info(p), _url_of(fs, url, p), retry, stats),
+                        unsized)))
+                files = [(p, infos.get(p, i)) for p, i in files]
             return [object_of(_url_of(fs, url, p), i) for p, i in files]
         try:
             info = _ask(lambda: fs.info(path), url, retry, stats)
