@@ -201,6 +201,13 @@ class ImageOperator(OperatorModule):
                 f"{type(self).__name__}: field must be the name of the batch field holding the "
                 f"images (a non-empty string, e.g. field='image'), got {field!r}."
             )
+        if stream_name is not None and not (
+            isinstance(stream_name, str) and stream_name.isidentifier()
+        ):
+            raise ConfigError(
+                f"{type(self).__name__}: stream_name must be None or an identifier string (the "
+                f"nnx.Rngs stream to draw from, e.g. stream_name='augment'), got {stream_name!r}."
+            )
         config = ImageOperatorConfig(
             field=field, params=tuple(params.items()), stochastic=bool(stochastic),
             stream_name=stream_name,
