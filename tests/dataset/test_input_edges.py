@@ -168,7 +168,7 @@ def test_destinations_and_sources_that_are_not_what_convert_takes(tmp_path) -> N
         convert(str(tmp_path / "notes"), tmp_path / "out")
     with pytest.raises(ConversionError, match=r"'.*missing.csv' does not exist. Check the path"):
         convert(str(tmp_path / "missing.csv"), tmp_path / "out")
-    with pytest.raises(ConversionError, match=r"the pattern '.*\*.parquet' matches nothing"):
+    with pytest.raises(ConversionError, match=r"the pattern '.*\*.parquet' matches no file"):
         convert(str(tmp_path / "*.parquet"), tmp_path / "out")
     with pytest.raises(ConversionError, match=r"not 'hf:user/data' \(a Hub name\): save it "
                                               r"first, e.g. datasets.load_dataset\('user/data'"):

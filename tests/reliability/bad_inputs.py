@@ -1149,13 +1149,14 @@ _SKIP_ROW = ("Fix the source row, or pass on_error='skip' (--on-error skip) to l
              "list it in the metadata.")
 case("write-int-not-exact-in-float32", WRITING,
      "write_dataset: 16777217 in a field the first record made float32", ConversionError,
-     "a sequence of records, row 1, field 'x': an integer float32 does not hold exactly (it "
-     "would be stored as 16777216); declare the field int64 (features=), or give the value as "
-     "a float.", needs="array_record")(_write([{"x": 0.5}, {"x": 16777217}]))
+     "a sequence of records, row 1, field 'x': the integer 16777217 has no exact float32 value "
+     "(it would be stored as 16777216); declare the field int64 (features=), or give the value "
+     "as a float. " + _SKIP_ROW, needs="array_record")(_write([{"x": 0.5}, {"x": 16777217}]))
 case("write-label-outside-class-names", WRITING,
      "write_dataset: label 2 with class_names ['cat', 'dog']", ConversionError,
      "a sequence of records, row 1, field 'label': the label 2 is outside its 2 class names "
-     "(0..1, or -1 for no label). Fix the label, or give the field every class name. " + _SKIP_ROW,
+     "(0..1, or -1 for no label): correct the label, or give the field every class name. "
+     + _SKIP_ROW,
      needs="array_record")(
     _write([{"label": 0}, {"label": 2}], class_names={"label": ["cat", "dog"]}))
 case("write-class-names-on-text", WRITING, "write_dataset: class_names for a text field",
@@ -1288,7 +1289,7 @@ case("convert-xlsx-file", CONVERTING, "an .xlsx file", ConversionError,
      f"{_KNOWN_INPUTS}, known by their suffix. Save the data as one of them.")(
     _convert("sales.xlsx", b"PK\x03\x04"))
 case("convert-glob-matches-nothing", CONVERTING, "a glob pattern matching nothing",
-     ConversionError, f"the pattern '{{tmp}}/data-*.csv' matches nothing: {_KNOWN_INPUTS}. "
+     ConversionError, f"the pattern '{{tmp}}/data-*.csv' matches no file; convert reads {_KNOWN_INPUTS}. "
      "Check the pattern.")(_convert("data-*.csv"))
 case("convert-hf-hub-name", CONVERTING, "convert('hf:imdb', ...) (a Hub name)", ConversionError,
      "convert reads a Hugging Face dataset from disk, not 'hf:imdb' (a Hub name): save it first, "
@@ -1410,7 +1411,7 @@ simple("text-transformers-tokenizer", TEXT,
        lambda: __import__("datarax.text", fromlist=["x"]).TextTokenizer(BertTokenizerFast()),
        needs="tokenizers")
 simple("text-tokenizer-raises", TEXT, "a custom tokenizer raising on document 1", RecordError,
-       "TextTokenizer: the tokenizer function raised KeyError ('ee') on document 1 of pass 0; "
+       "TextTokenizer: the tokenizer function '_fails_on_ee' raised KeyError ('ee') on document 1 of pass 0; "
        "fix the tokenizer, or the document.",
        lambda: _read_text(_packed(tokenizer=_fails_on_ee)))
 simple("text-documents-function-two-arguments", TEXT,

@@ -362,7 +362,7 @@ def _unknown_input(src: str) -> str:
         matched = sorted(glob.glob(src))
         what = (f"matches {len(matched)} paths ({', '.join(matched[:3])}"
                 f"{', ...' if len(matched) > 3 else ''}), none of them" if matched
-                else "matches nothing:")
+                else "matches no file; convert reads")
         return f"the pattern '{src}' {what} {_KNOWN_INPUTS}. Check the pattern."
     return (f"'{src}' does not exist. Check the path; SRC is one of {_KNOWN_INPUTS}, or a glob "
             "pattern of files (quoted in the shell).")

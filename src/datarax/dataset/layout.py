@@ -54,7 +54,7 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
         if bad.size:
             raise RecordMismatchError(
                 f"{located(f.name, row)}: the label {bad.flat[0]} is outside its {count} class "
-                f"names (0..{count - 1}, or -1 for no label). Fix the label, or give the field "
+                f"names (0..{count - 1}, or -1 for no label): correct the label, or give the field "
                 "every class name.", field=f.name, row=row)
     return out
 
@@ -98,9 +98,10 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
                                   field=f.name, row=row, mismatch=True)
     if out.dtype.kind == "f" and array.dtype.kind in "iu" and not np.array_equal(out, array):
         raise RecordMismatchError(
-            f"{located(f.name, row)}: an integer {want} does not hold exactly (it would be "
-            f"stored as {out.flat[np.argmax(out != array)]:.9g}); declare the field int64 "
-            "(features=), or give the value as a float.", field=f.name, row=row, mismatch=True)
+            f"{located(f.name, row)}: the integer {array.flat[np.argmax(out != array)]} has "
+            f"no exact {want} value (it would be stored as "
+            f"{out.flat[np.argmax(out != array)]:.9g}); declare the field int64 (features=), "
+            "or give the value as a float.", field=f.name, row=row)
     shape = out.shape
     if len(shape) != len(f.shape) or any(d is not None and d != s for d, s in zip(f.shape, shape)):
         raise RecordMismatchError(
@@ -132,10 +133,12 @@ def _deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
         pixels = np.asarray(image)
         if pixels.size and (pixels.min() < 0 or pixels.max() > 255
                             or (pixels.dtype.kind == "f" and (pixels != np.floor(pixels)).any())):
-            return f"{image.mode} (values {pixels.min():g}..{pixels.max():g})"
+            kind = "32-bit float" if image.mode == "F" else (
+                "32-bit integer" if image.mode == "I" else "16-bit")
+            return f"{kind} grey image (values {pixels.min():g}..{pixels.max():g})"
         return None
     if data is not None and image_format(data) == "png" and len(data) > 24 and data[24] == 16:
-        return "16-bit PNG"  # IHDR bit depth: PIL has already cut its colour to 8 bits
+        return "16-bit PNG image"  # IHDR bit depth: PIL has already cut its colour to 8 bits
     return None
 
 
@@ -162,7 +165,7 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
     deep = _deeper_than_8_bits(image, data if encoded is not None else None)
     if deep:
         raise RecordMismatchError(
-            f"{located(f.name, row)}: a {deep} image; image fields hold 8 bits per channel "
+            f"{located(f.name, row)}: a {deep}; image fields hold 8 bits per channel "
             "(0..255), so storing it would lose its values. Scale the images to 8 bits first, "
             "or store the pixels as an array field (e.g. uint16, from .npy files).",
             field=f.name, row=row)

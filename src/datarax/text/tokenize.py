@@ -108,6 +108,15 @@ class TextTokenizer:
         """The class of the wrapped tokenizer or callable."""
         return type(self.tokenizer).__name__
 
+    @property
+    def described(self) -> str:
+        """The tokenizer as a message names it: ``function 'words'`` (a lambda: ``function``),
+        or the class of a tokenizer object."""
+        name = getattr(self.tokenizer, "__name__", None)
+        if isinstance(name, str) and name != "<lambda>" and callable(self.tokenizer):
+            return f"{self.name} {name!r}"
+        return self.name
+
     def settings(self) -> dict[str, Any]:
         """What decides the ids: the tokenizer (a function's name, or a ``tokenizers.Tokenizer``'s
         class and vocabulary size), BOS, EOS, ``max_tokens``.
@@ -151,7 +160,7 @@ class TextTokenizer:
         except Exception as err:
             label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
-                f"TextTokenizer: the tokenizer {self.name} raised {type(err).__name__} "
+                f"TextTokenizer: the tokenizer {self.described} raised {type(err).__name__} "
                 f"({err}) on {label}; fix the tokenizer, or the document."
             ) from err
 
@@ -163,14 +172,14 @@ class TextTokenizer:
         if array.ndim != 1 or array.dtype.kind not in "iu":
             label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
-                f"TextTokenizer: the tokenizer {self.name} returned {type(ids).__name__} "
+                f"TextTokenizer: the tokenizer {self.described} returned {type(ids).__name__} "
                 f"with dtype {array.dtype} and shape {array.shape} for {label}; it must "
                 "return a flat sequence of int ids."
             )
         if array.min() < 0 or array.max() > _INT32_MAX:
             label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
-                f"TextTokenizer: the tokenizer {self.name} returned ids outside "
+                f"TextTokenizer: the tokenizer {self.described} returned ids outside "
                 f"[0, {_INT32_MAX}] for {label} (min {array.min()}, max {array.max()}); "
                 "token ids must fit int32."
             )
