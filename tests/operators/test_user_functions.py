@@ -119,3 +119,15 @@ def test_upstream_none_leaf_subtree_mask_says_how_to_name_the_fields():
                        r"name the fields: subtree=\['image', 'mask'\] \(or \{'image': True, "
                        r"'mask': True\}\)\."):
         MapOperatorConfig(subtree={"image": None, "mask": None, "label": False})
+
+
+@pytest.mark.parametrize("config", ["MapOperatorConfig", "CompositeOperatorConfig",
+                                    "BatchMixOperatorConfig", "ProbabilisticOperatorConfig",
+                                    "SelectorOperatorConfig"])
+def test_a_stream_name_that_is_not_an_identifier_is_refused_naming_the_config(config):
+    import datarax.operators as operators
+
+    with pytest.raises(ConfigError, match=rf"^{config}\.stream_name must be None or an "
+                       r"identifier string \(the nnx\.Rngs stream to draw from, e\.g\. "
+                       r"'augment'\), got 'a b'\.$"):
+        getattr(operators, config)(stream_name="a b")

@@ -140,6 +140,16 @@ def check_fields_out(op: OperatorModule, out: dict[str, Any], traced: bool) -> N
             )
 
 
+def check_stream_name(config: Any) -> None:
+    """Refuse a config's ``stream_name`` unless it is None or an identifier string."""
+    name = config.stream_name
+    if name is not None and not (isinstance(name, str) and name.isidentifier()):
+        raise ConfigError(
+            f"{type(config).__name__}.stream_name must be None or an identifier string (the "
+            f"nnx.Rngs stream to draw from, e.g. 'augment'), got {name!r}."
+        )
+
+
 def require_fields(data: Batch, fields: Iterable[str], owner: str) -> None:
     """Raise :class:`DataraxError` naming the fields ``data`` lacks and those it has."""
     missing = [f for f in fields if f not in data]

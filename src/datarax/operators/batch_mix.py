@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
-from datarax.operators._records import require_fields
+from datarax.operators._records import check_stream_name, require_fields
 from datarax.typing import Batch
 
 MODES = ("mixup", "cutmix")
@@ -45,6 +45,7 @@ class BatchMixOperatorConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_stream_name(self)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -22,6 +22,7 @@ from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
     apply_where,
     check_operators,
+    check_stream_name,
     check_weights,
     child_key,
     default_name,
@@ -41,6 +42,7 @@ class ProbabilisticOperatorConfig(StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool(self, "stochastic")
+        check_stream_name(self)
         p = self.probability
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise ConfigError(
@@ -119,6 +121,7 @@ class SelectorOperatorConfig(StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool(self, "stochastic")
+        check_stream_name(self)
         try:
             object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
         except (TypeError, ValueError) as err:

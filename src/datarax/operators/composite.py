@@ -34,6 +34,7 @@ from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
     apply_where,
     check_operators,
+    check_stream_name,
     check_weights,
     child_key,
     default_name,
@@ -76,6 +77,7 @@ class CompositeOperatorConfig(StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool(self, "stochastic")
+        check_stream_name(self)
         values = [s.value for s in CompositionStrategy]
         strategy = getattr(self.strategy, "value", self.strategy)
         if strategy not in values:

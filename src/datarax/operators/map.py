@@ -14,6 +14,7 @@ from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
     check_fields_out,
+    check_stream_name,
     require_fields,
     traced_fn_error,
 )
@@ -70,6 +71,7 @@ class MapOperatorConfig(StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool(self, "stochastic")
+        check_stream_name(self)
         names = _normalize_subtree(self.subtree)
         if names is not None and not names:
             raise ConfigError("MapOperatorConfig.subtree selects no field; name at least one.")
