@@ -108,6 +108,19 @@ def test_parallel_concat_of_a_field_with_one_value_per_record_says_what_to_use()
         op.apply_batch({"x": X, "label": jnp.arange(3)}, None)
 
 
+def test_a_python_if_in_a_router_or_condition_says_what_to_write():
+    data = {"x": X, "kind": jnp.array([0, 1, 1])}
+    routed = composite("branching", [add(1), mul(10)], router=lambda r: 0 if r["kind"] else 1)
+    with pytest.raises(ConfigError, match=r"CompositeOperatorModule 'Composite\[add1, mul10\]': "
+                       r"the router needs a concrete value of a traced array "
+                       r"\(TracerBoolConversionError: .*jnp\.where\(r\['kind'\] > 0, 0, 1\)"):
+        routed.apply_batch(data, None)
+    gated = composite("conditional_sequential", [add(1)],
+                      conditions=[lambda r: r["kind"] > 0 and r["kind"] < 2])
+    with pytest.raises(ConfigError, match=r"a condition needs a concrete value"):
+        gated.apply_batch(data, None)
+
+
 def test_weights_that_are_not_numbers_are_a_config_error():
     with pytest.raises(ConfigError, match=r"^CompositeOperatorConfig\.weights must be a list of "
                        r"numbers, one per operator, got \['a'\]\.$"):

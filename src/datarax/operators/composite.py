@@ -32,6 +32,7 @@ from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
+    TRACER_ERRORS,
     apply_where,
     check_operators,
     check_stream_name,
@@ -244,6 +245,17 @@ class CompositeOperatorModule(OperatorModule):
         if strategy == "weighted_parallel":
             return self._weighted(self._outputs(data, keys))
         per_record = self._conditional if strategy == "conditional_sequential" else self._branch
-        if keys is None:
-            return jax.vmap(lambda r: per_record(r, None))(data)
-        return jax.vmap(per_record)(data, keys)
+        try:
+            if keys is None:
+                return jax.vmap(lambda r: per_record(r, None))(data)
+            return jax.vmap(per_record)(data, keys)
+        except TRACER_ERRORS as err:
+            what = "a condition" if strategy == "conditional_sequential" else "the router"
+            first = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
+            raise ConfigError(
+                f"CompositeOperatorModule '{self.name}': {what} needs a concrete value of a "
+                f"traced array ({type(err).__name__}: {first}). It runs compiled, once per "
+                "record under jax.vmap: write it with jax.numpy, e.g. "
+                "jnp.where(r['kind'] > 0, 0, 1) instead of 0 if ... else 1, & | ~ instead "
+                "of and / or / not."
+            ) from err
