@@ -131,3 +131,23 @@ def test_a_stream_name_that_is_not_an_identifier_is_refused_naming_the_config(co
                        r"identifier string \(the nnx\.Rngs stream to draw from, e\.g\. "
                        r"'augment'\), got 'a b'\.$"):
         getattr(operators, config)(stream_name="a b")
+
+
+def test_keys_that_are_not_one_per_record_are_refused_naming_the_operator():
+    import jax
+
+    from datarax.operators import image as I
+
+    batch = {"image": jnp.zeros((3, 4, 4, 3), jnp.uint8), "label": jnp.arange(3)}
+    one_key = jax.random.key(0)
+    for op in [I.RandomCrop(2), ElementOperator(fn=lambda el, key: {}, stochastic=True)]:
+        with pytest.raises(DataraxError, match=rf"^{type(op).__name__} '{op.name}': got keys of "
+                           r"shape \(\) for a batch of 3 records; it needs one key per record, "
+                           r"e\.g\. datarax\.core\.keys\.record_keys\(key, epoch, "
+                           r"jnp\.arange\(3\)\)"):
+            op.apply_batch(batch, one_key)
+    two = jax.random.split(one_key, 2)
+    with pytest.raises(DataraxError, match=r"got keys of shape \(2,\) for a batch of 3 records"):
+        MapOperator(subtree="label", fn=lambda a, k: a, stochastic=True).apply_batch(batch, two)
+    out = I.RandomCrop(2).apply_batch(batch, jax.random.split(one_key, 3))
+    assert out["image"].shape == (3, 2, 2, 3)

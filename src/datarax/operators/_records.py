@@ -150,6 +150,21 @@ def check_stream_name(config: Any) -> None:
         )
 
 
+def check_keys(op: OperatorModule, keys: Any, records: int) -> None:
+    """Refuse ``keys`` that are not one PRNG key per record, naming the operator."""
+    if keys is None:
+        return
+    shape = tuple(np.shape(keys))
+    typed = jax.dtypes.issubdtype(getattr(keys, "dtype", None), jax.dtypes.prng_key)
+    if shape[:1] != (records,) or len(shape) != (1 if typed else 2):
+        raise DataraxError(
+            f"{type(op).__name__} '{op.name}': got keys of shape {shape} for a batch of "
+            f"{records} records; it needs one key per record, e.g. "
+            f"datarax.core.keys.record_keys(key, epoch, jnp.arange({records})) (what a "
+            f"Pipeline passes) or jax.random.split(key, {records})."
+        )
+
+
 def require_fields(data: Batch, fields: Iterable[str], owner: str) -> None:
     """Raise :class:`DataraxError` naming the fields ``data`` lacks and those it has."""
     missing = [f for f in fields if f not in data]

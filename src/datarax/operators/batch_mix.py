@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
-from datarax.operators._records import check_stream_name, require_fields
+from datarax.operators._records import check_keys, check_stream_name, require_fields
 from datarax.typing import Batch
 
 MODES = ("mixup", "cutmix")
@@ -168,6 +168,7 @@ class BatchMixOperator(OperatorModule):
             )
         x, labels = data[cfg.data_field], self._soft_labels(data[cfg.label_field])
         size = x.shape[0]
+        check_keys(self, keys, size)
         if size < 2:
             return {**data, cfg.label_field: labels}
         batch_key = jax.random.fold_in(keys[0], size)

@@ -15,12 +15,14 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from datarax.core.batch import batch_length
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError
 from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
     apply_where,
+    check_keys,
     check_operators,
     check_stream_name,
     check_weights,
@@ -107,6 +109,7 @@ class ProbabilisticOperator(OperatorModule):
         if p == 1.0:
             sub = child_keys(keys, 1)
             return self.operator.apply_batch(data, sub if self.operator.stochastic else None)
+        check_keys(self, keys, batch_length(data))
         return jax.vmap(self._record)(data, keys)
 
 
@@ -185,4 +188,5 @@ class SelectorOperator(OperatorModule):
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Apply one operator, drawn per record, to each record."""
+        check_keys(self, keys, batch_length(data))
         return jax.vmap(self._record)(data, keys)

@@ -18,6 +18,7 @@ from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
     check_fields_out,
+    check_keys,
     traced_fn_error,
 )
 from datarax.typing import Batch
@@ -107,6 +108,7 @@ class ElementOperator(FunctionOperator):
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Apply ``fn`` to each record (``keys``: one key per record or None)."""
+        check_keys(self, keys, batch_length(data))
         if any(is_text_value(v) for v in jax.tree.leaves(data, is_leaf=_is_text_leaf)):
             return self._apply_per_record(data, keys)
         try:

@@ -8,12 +8,14 @@ from typing import Any
 
 import jax
 
+from datarax.core.batch import batch_length
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
     check_fields_out,
+    check_keys,
     check_stream_name,
     require_fields,
     traced_fn_error,
@@ -111,6 +113,8 @@ class MapOperator(FunctionOperator):
         """Apply ``fn`` to the chosen fields of each record (``keys``: one per record)."""
         fields = self._fields(data)
         chosen = {f: data[f] for f in fields}
+        if self.config.stochastic:
+            check_keys(self, keys, batch_length(chosen))
         try:
             out = self._map(chosen, keys)
         except TRACER_ERRORS as err:

@@ -21,7 +21,7 @@ from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
 from datarax.core.operator import OperatorModule
-from datarax.operators._records import require_fields
+from datarax.operators._records import check_keys, require_fields
 from datarax.typing import Batch
 
 Range = float | tuple[float, float]
@@ -263,6 +263,7 @@ class ImageOperator(OperatorModule):
                     f"{type(self).__name__} '{self.name}' is stochastic but got no keys; run "
                     "it in a Pipeline or pass one key per record."
                 )
+            check_keys(self, keys, images.shape[0])
         if self.materialize:
             shape = tuple(images.shape[1:])
             if self.config.stochastic:
