@@ -71,3 +71,10 @@ def test_the_same_function_runs_in_a_stochastic_stage():
     noise = np.asarray(batch["x"]) - np.arange(4, dtype=np.float32)
     assert noise.shape == (4,) and ((noise >= 0) & (noise < 1)).all()
     assert len(set(noise.tolist())) == 4  # one key per record
+
+
+def test_a_stage_rngs_without_its_stream_is_a_config_error_naming_the_stream() -> None:
+    with pytest.raises(ConfigError, match=r"ElementOperator: rngs has no stream 'augment' and no "
+                                          r"'default' stream; pass nnx.Rngs\(augment=seed\)"):
+        ElementOperator(fn=lambda e, k: e, stochastic=True, stream_name="augment",
+                        rngs=nnx.Rngs(params=0))

@@ -54,7 +54,7 @@ def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
     try:
         rng_stream = rngs[stream]
     except (KeyError, AttributeError) as err:
-        raise ValueError(
+        raise ConfigError(
             f"{owner}: rngs has no stream '{stream}' and no 'default' stream; pass "
             f"nnx.Rngs({stream}=seed) or nnx.Rngs(seed)."
         ) from err
