@@ -259,6 +259,162 @@ simple("operator-fn-returns-int", "ElementOperatorConfig", "fn returning an int"
        lambda: first_batch(pipe(stages=[ElementOperator(ElementOperatorConfig(),
                                                         fn=lambda e, k: 1)])))
 
+
+def _doubles_if_big(element: Any, key: Any) -> Any:
+    if element.data["x"] > 2:  # Python `if` on a traced value
+        return {"x": element.data["x"] * 2}
+    return element
+
+
+def _drops_x(element: Any, key: Any) -> Any:
+    return {"x": None}
+
+
+def _names_x(element: Any, key: Any) -> Any:
+    return {"x": "a"}
+
+
+def _same(element: Any, key: Any) -> Any:
+    return element
+
+
+simple("operator-fn-python-if", "ElementOperatorConfig",
+       "fn with a Python `if` on a field (traced under jax.vmap)", ConfigError,
+       "ElementOperator '_doubles_if_big': fn needs a concrete value of a traced array "
+       "(TracerBoolConversionError",
+       lambda: first_batch(pipe(stages=[ElementOperator(fn=_doubles_if_big)])))
+simple("operator-fn-returns-none-field", "ElementOperatorConfig", "fn returning {'x': None}",
+       DataraxError, "ElementOperator '_drops_x': fn returned None for field(s) ['x']; every "
+       "field must be an array or a number. To drop a field, return "
+       "element.replace_data({...}) with the fields to keep.",
+       lambda: first_batch(pipe(stages=[ElementOperator(fn=_drops_x)])))
+simple("operator-fn-returns-str-field", "ElementOperatorConfig",
+       "fn returning a str field over a numeric batch (compiled step)", DataraxError,
+       "ElementOperator '_names_x': fn returned field ['x'] as str 'a'; in the compiled step "
+       "every field must be an array or a number. Return jnp.asarray(...) of it, or make the "
+       "value a field of the source.",
+       lambda: first_batch(pipe(stages=[ElementOperator(fn=_names_x)])))
+simple("operator-keys-not-per-record", "ElementOperatorConfig",
+       "apply_batch(batch of 4, one key) on a stochastic ElementOperator", DataraxError,
+       "ElementOperator '_same': got keys of shape () for a batch of 4 records; it needs one "
+       "key per record, e.g. datarax.core.keys.record_keys(key, epoch, jnp.arange(4)) (what a "
+       "Pipeline passes) or jax.random.split(key, 4).",
+       lambda: ElementOperator(fn=_same, stochastic=True).apply_batch(
+           {"x": jax.numpy.arange(4)}, jax.random.key(0)))
+simple("operator-rngs-without-stream", "ElementOperatorConfig",
+       "stream_name='augment' with nnx.Rngs(params=0) (no such stream, no default)",
+       ConfigError, "ElementOperator: rngs has no stream 'augment' and no 'default' stream; "
+       "pass nnx.Rngs(augment=seed) or nnx.Rngs(seed).",
+       lambda: ElementOperator(fn=_same, stochastic=True, stream_name="augment",
+                               rngs=nnx.Rngs(params=0)))
+
+# ---------------------------------------------------- other operators
+OPERATORS = "Operators (composite, map, image, batch mix)"
+
+
+def _images(dtype: Any, n: int = 4) -> MemorySource:
+    return MemorySource(MemorySourceConfig(), {"image": np.zeros((n, 2, 2, 3), dtype),
+                                               "label": np.arange(n, dtype=np.int32)})
+
+
+def _image_pipe(dtype: Any, stage: Any) -> Any:
+    return first_batch(pipe(source=_images(dtype), stages=[stage]))
+
+
+def _add_one(a: Any) -> Any:
+    return a + 1
+
+
+def _double(a: Any) -> Any:
+    return a * 2
+
+
+def _route_if(record: Any) -> Any:
+    return 0 if record["x"] > 2 else 1  # Python control flow on a traced field
+
+
+def _composite(**kw: Any) -> Any:
+    from datarax.operators import CompositeOperatorModule, MapOperator
+
+    return CompositeOperatorModule(operators=[MapOperator(fn=_add_one), MapOperator(fn=_double)],
+                                   name="both", **kw)
+
+
+def _image_op(name: str, **kw: Any) -> Any:
+    from datarax.operators import image
+
+    return getattr(image, name)(**kw)
+
+
+def _mix_int_labels(classes_per_record: int) -> None:
+    from datarax.operators import BatchMixOperator
+
+    source = MemorySource(MemorySourceConfig(), {
+        "image": np.zeros((4, 2, 2, 3), np.float32),
+        "label": np.zeros((4, classes_per_record), np.int32)})
+    first_batch(pipe(source=source, stages=[BatchMixOperator(mode="mixup", num_classes=3)]))
+
+
+_BOOL_IMAGES = ("field 'image' holds bool images; it works on uint8 images (0-255) or float "
+                "images in [0, 1]. Convert them first")
+
+simple("composite-router-python-if", OPERATORS,
+       "a branching router with Python `0 if ... else 1` on a field", ConfigError,
+       "CompositeOperatorModule 'both': the router needs a concrete value of a traced array "
+       "(TracerBoolConversionError",
+       lambda: first_batch(pipe(stages=[_composite(strategy="branching", router=_route_if)])))
+simple("composite-concat-one-value-per-record", OPERATORS,
+       "parallel merge='concat' over a field of one value per record", DataraxError,
+       "CompositeOperatorModule 'both': parallel merge 'concat' joins each record's first "
+       "axis, but field 'x' holds one value per record (shapes [(2,), (2,)]). Use "
+       "merge='stack' (a new axis) or merge='dict' (the fields kept apart).",
+       lambda: first_batch(pipe(stages=[_composite(strategy="parallel", merge="concat")])))
+simple("composite-config-weights-not-numbers", OPERATORS,
+       "CompositeOperatorConfig(weights=['a', 'b'])", ConfigError,
+       "CompositeOperatorConfig.weights must be a list of numbers, one per operator, got "
+       "['a', 'b'].",
+       lambda: __import__("datarax.operators", fromlist=["x"]).CompositeOperatorConfig(
+           strategy="weighted_parallel", weights=["a", "b"]))
+simple("map-config-stream-name", OPERATORS, "MapOperatorConfig(stream_name='my stream')",
+       ConfigError, "MapOperatorConfig.stream_name must be None or an identifier string (the "
+       "nnx.Rngs stream to draw from, e.g. 'augment'), got 'my stream'.",
+       lambda: __import__("datarax.operators", fromlist=["x"]).MapOperatorConfig(
+           stream_name="my stream"))
+simple("image-colour-bool-images", OPERATORS, "Brightness on bool images", DataraxError,
+       "Brightness 'Brightness': " + _BOOL_IMAGES,
+       lambda: _image_pipe(bool, _image_op("Brightness", delta=0.1)))
+simple("image-noise-bool-images", OPERATORS, "GaussianNoise on bool images", DataraxError,
+       "GaussianNoise 'GaussianNoise': " + _BOOL_IMAGES,
+       lambda: _image_pipe(bool, _image_op("GaussianNoise", std=0.1)))
+simple("image-normalize-bool-images", OPERATORS, "Normalize on bool images", DataraxError,
+       "Normalize 'Normalize': " + _BOOL_IMAGES,
+       lambda: _image_pipe(bool, _image_op("Normalize", mean=0.5, std=0.5)))
+simple("image-antialias-str", OPERATORS, "Resize(size=2, antialias='yes')", ConfigError,
+       "Resize: antialias must be True or False, got 'yes'.",
+       lambda: _image_op("Resize", size=2, antialias="yes"))
+simple("image-stream-name", OPERATORS, "HorizontalFlip(stream_name='my stream')", ConfigError,
+       "HorizontalFlip: stream_name must be None or an identifier string (the nnx.Rngs stream "
+       "to draw from, e.g. stream_name='augment'), got 'my stream'.",
+       lambda: _image_op("HorizontalFlip", stream_name="my stream"))
+simple("image-normalize-channel-count", OPERATORS,
+       "Normalize with 2 mean/std values over 3-channel images", ConfigError,
+       "Normalize 'Normalize': 2 mean/std values for images with 3 channel(s) in field "
+       "'image'; give one value per channel (3) or one value for all.",
+       lambda: _image_pipe(np.float32, _image_op("Normalize", mean=[0.5, 0.5], std=[0.2, 0.2])))
+simple("image-normalize-nan-mean", OPERATORS, "Normalize(mean=nan, std=1.0)", ConfigError,
+       "Normalize: mean and std must be finite, got nan, 1.0.",
+       lambda: _image_op("Normalize", mean=float("nan"), std=1.0))
+simple("batch-mix-int-labels-bad-shape", OPERATORS,
+       "BatchMixOperator over integer labels of shape (batch, 3)", DataraxError,
+       "BatchMixOperator 'BatchMixOperator': integer labels in 'label' must be one class id "
+       "per record, shape (batch,) or (batch, 1), got shape (2, 3). Give (batch, classes) "
+       "soft labels as floats",
+       lambda: _mix_int_labels(3))
+simple("batch-mix-alpha-inf", OPERATORS, "BatchMixOperator(alpha=inf)", ConfigError,
+       "BatchMixOperator alpha must be a finite number > 0, got inf.",
+       lambda: __import__("datarax.operators", fromlist=["x"]).BatchMixOperator(
+           alpha=float("inf")))
+
 # ------------------------------------------------------------------- Pipeline
 simple("pipeline-source-not-module", "Pipeline arguments", "source=a list", SourceContractError,
        "Pipeline source must be a DataSourceModule (e.g. MemorySource), got list.",
@@ -1019,6 +1175,23 @@ simple("filter-predicate-not-boolean", FILTERING, "a predicate returning the rec
        "Pipeline stage 0 (FilterOperator '<lambda>'): the predicate must return one boolean "
        "per record, got int32[] per record.",
        lambda: pipe(stages=[FilterOperator(predicate=lambda el: el.data["x"])]))
+
+
+def _forgets_return(element: Any) -> Any:
+    element.data["x"] > 1  # noqa: B015 - no return statement: gives None
+
+
+simple("filter-predicate-two-arguments", FILTERING, "a predicate taking (el, key)", ConfigError,
+       "FilterOperator '<lambda>' calls predicate(element), but predicate(el, key) "
+       "cannot take that (missing a required argument: 'key'). Give it one positional "
+       "parameter, e.g. predicate=lambda element: element.data['label'] < 3 (a filter draws "
+       "no key).",
+       lambda: FilterOperator(predicate=lambda el, key: el.data["x"] > 1))
+simple("filter-predicate-returns-none", FILTERING, "a predicate without a return statement",
+       ConfigError, "Pipeline stage 0: FilterOperator '_forgets_return': the predicate "
+       "returned None; it must return one boolean per record, e.g. return "
+       "element.data['label'] == 1 (a function without a return statement gives None).",
+       lambda: pipe(stages=[FilterOperator(predicate=_forgets_return)]))
 simple("filter-two-filters", FILTERING, "two FilterOperators in one pipeline", ConfigError,
        "Pipeline stages [0, 1] are all FilterOperators; give one FilterOperator whose "
        "predicate combines the conditions",
