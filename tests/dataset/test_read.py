@@ -60,3 +60,15 @@ def test_variable_shape_field_refused_with_the_fix(tmp_path) -> None:
     write_dataset([{"ids": b"ab"}, {"ids": b"c"}], tmp_path / "v")
     with pytest.raises(ConfigError, match="field 'ids' has a variable shape.*decode="):
         ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "v"))
+
+
+
+def test_decoded_fields_carry_the_native_dtype(tmp_path) -> None:
+    """Fields stored little-endian decode to the native dtype object: one spelt '<i4' (equal
+    to int32) would be what JAX's dtype cache hands back for every later int32 array."""
+    from datarax.dataset import decode_records, encode_record, read_metadata
+
+    write_dataset([{"x": np.int32(i), "f": np.float32(i)} for i in range(2)], tmp_path / "d")
+    features = read_metadata(tmp_path / "d").features
+    out = decode_records(features, [encode_record(features, {"x": 3, "f": 0.5})])
+    assert [repr(out[k].dtype) for k in ("x", "f")] == ["dtype('int32')", "dtype('float32')"]

@@ -42,6 +42,14 @@ from datarax.errors import RecordError
 __all__ = ["decode_records", "encode_record"]
 
 _U32 = np.dtype("<u4")
+
+
+def little_endian(dtype: Any) -> np.dtype:
+    """``dtype`` stored little-endian, as the native dtype itself where the machine is
+    little-endian (``newbyteorder("<")`` would give an equal dtype spelt ``'<i4'``, which
+    JAX's dtype cache then hands back for every later ``int32``)."""
+    dtype = np.dtype(dtype)
+    return dtype if np.little_endian else dtype.newbyteorder("<")
 _ALIGNMENT = 64
 _BIG_ENDIAN = np.dtype("=u4").byteorder == ">" or np.little_endian is False
 
@@ -88,7 +96,7 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
                 f"{located(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
                 f"fit the features' {want}.", field=f.name, row=row, mismatch=True)
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, named by row
-        out = array.astype(want.newbyteorder("<"), copy=False)
+        out = array.astype(little_endian(want), copy=False)
     if out.dtype != array.dtype and (
         # integers (and bools: 2 is not True) kept exactly; finite floats kept finite
         (out.dtype.kind in "biu" and array.dtype.kind in "biu" and not np.array_equal(out, array))
@@ -312,7 +320,7 @@ def _raw_layout(features: Features) -> tuple[tuple[str, int, int, np.dtype, np.d
     offset = 0
     for f in features.raw_fields:
         dtype = np.dtype(f.dtype)
-        out.append((f.name, offset, f.nbytes, dtype.newbyteorder("<"), dtype, f.shape))
+        out.append((f.name, offset, f.nbytes, little_endian(dtype), dtype, f.shape))
         offset += f.nbytes
     return tuple(out)
 
@@ -385,7 +393,7 @@ def decode_records(features: Features, records: Sequence[bytes], *,
                     dims = np.frombuffer(payload[:4 * k], _U32).tolist()
                     it = iter(dims)
                     shape = tuple(next(it) if d is None else d for d in f.shape)
-                    values.append(np.frombuffer(payload[4 * k:], np.dtype(f.dtype).newbyteorder("<"))
+                    values.append(np.frombuffer(payload[4 * k:], little_endian(f.dtype))
                                   .astype(f.dtype).reshape(shape))
                 else:
                     values.append(_decode_image(f, bytes(payload), i))
