@@ -697,3 +697,17 @@ def test_inspect_dataset_folder_with_decode(varlen_data, capsys, monkeypatch):
     # files that stay right after a chdir
     assert report["files"] == [str(varlen_data / f"varlen_ds/data-0000{k}-of-00002.array_record")
                                for k in range(2)]
+
+
+def test_decode_module_in_the_current_folder_wins_over_a_same_named_imported_module(
+    data, tmp_path, capsys, monkeypatch
+):
+    # docs/cli.md's example: a codecs.py next to the data, --decode codecs:decode; the
+    # standard library's codecs (imported by every interpreter) must not shadow it.
+    (tmp_path / "codecs.py").write_text(CODECS)
+    code, out, err = datarax_in_process(
+        "inspect", str(data / "d0.array_record"), "--decode", "codecs:decode", "--records", "1",
+        cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch,
+    )
+    assert (code, err) == (0, "")
+    assert "  label: int32 ()" in out.splitlines() and "    label: int32 0" in out.splitlines()

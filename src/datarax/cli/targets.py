@@ -124,6 +124,12 @@ def load_callable(reference: str, *, what: str) -> Callable[..., Any]:
 
 
 def _import(module_name: str, *, what: str) -> Any:
+    local = os.path.join(os.getcwd(), module_name + ".py")
+    loaded = getattr(sys.modules.get(module_name), "__file__", None)
+    if os.path.isfile(local) and loaded is not None and loaded != local:
+        # MODULE.py in the current folder is meant, also when a module of that name is
+        # already imported (the standard library's codecs, io, ...) and would shadow it.
+        module_name = local
     if module_name.endswith(".py") or os.sep in module_name:
         from datarax.storage.urls import expand_user
 
