@@ -711,3 +711,19 @@ def test_decode_module_in_the_current_folder_wins_over_a_same_named_imported_mod
     )
     assert (code, err) == (0, "")
     assert "  label: int32 ()" in out.splitlines() and "    label: int32 0" in out.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--epochs", "1"], "--epochs 1: the demo checkpoints in epoch 1 (the second) and "
+         "checks the resume against it; give --epochs 2 or more."),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0."),
+    ],
+)
+def test_demo_refuses_settings_it_cannot_run(tmp_path, capsys, monkeypatch, args, message):
+    code, out, err = datarax_in_process(
+        "demo", "--no-progress", *args, cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [f"datarax demo: error: {message}"]

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.errors import ConfigError
 from datarax.core.extras import require
 from datarax.operators import ProbabilisticOperator
 from datarax.operators.image import Cutout, Normalize, Translate
@@ -111,10 +112,23 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
     """Train, checkpoint mid-epoch, verify the resume, evaluate; returns the metrics.
     ``scan``: each epoch as two :meth:`~datarax.pipeline.Pipeline.scan` chunks (split at
     the checkpoint) in place of a Python loop; same batches, same steps."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 2:
+        raise ConfigError(
+            f"--epochs {epochs}: the demo checkpoints in epoch 1 (the second) and checks "
+            "the resume against it; give --epochs 2 or more."
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}.")
     optax = require("optax", extra="demo", user="datarax demo")
     tqdm = require("tqdm", extra="demo", user="datarax demo").tqdm
 
     train, test = load_digits_split(seed)
+    if len(train["label"]) // batch_size < 2:
+        raise ConfigError(
+            f"--batch-size {batch_size} leaves fewer than 2 batches per epoch of the "
+            f"{len(train['label'])} training records, and the demo checkpoints half-way "
+            f"through an epoch; give --batch-size {len(train['label']) // 2} or less."
+        )
     print(f"datarax demo: digits, {len(train['label'])} train / {len(test['label'])} test records"
           + (" (Pipeline.scan)" if scan else ""))
     pipeline = build_pipeline(train, batch_size, seed)

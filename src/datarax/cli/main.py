@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="train a small classifier on scikit-learn's digits through a datarax pipeline"
     )
-    demo.add_argument("--epochs", type=int, default=8, help="training epochs (default 8)")
+    demo.add_argument("--epochs", type=int, default=8,
+                      help="training epochs, 2 or more: the resume is checked in the second "
+                      "(default 8)")
     demo.add_argument("--batch-size", type=int, default=64, help="records per batch (default 64)")
     demo.add_argument("--seed", type=int, default=0, help="shuffle/model seed (default 0)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
