@@ -526,6 +526,10 @@ def test_bad_arguments_are_one_line_and_exit_2(data, args, message):
             ["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "nope"],
             "--field 'nope' is not a field of this source; fields: ['label', 'text'].",
         ),
+        (["scan", "{data}/good.array_record", "--batch-size", "0"],
+         "--batch-size must be >= 1, got 0."),
+        (["bench", "py:pipelines_cli:source", "--batch-size", "-2"],
+         "--batch-size must be >= 1, got -2."),
         (
             ["bench", "py:pipelines_cli:pipeline", "--batches", "0"],
             "--batches and --epochs must be >= 1.",

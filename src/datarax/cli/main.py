@@ -143,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from datarax.core.errors import ConfigError
+
+    if getattr(args, "batch_size", 1) < 1:  # before a source is opened or data is loaded
+        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}.")
     if args.command == "demo":
         from datarax.cli.demo import run_demo
 
