@@ -237,6 +237,25 @@ def test_shards_that_disagree_are_refused_naming_the_file(tmp_path):
         NpySource(NpySourceConfig(paths=empty))
 
 
+def test_text_shards_of_different_widths_and_byte_orders_serve_every_value(tmp_path):
+    # numpy.save gives each shard of strings its own width (<U3, <U5), and a shard
+    # saved big-endian holds the same int32 values: neither is a different record type.
+    cats = save(tmp_path, "t0.npy", np.array(["cat", "dog"]))
+    longer = save(tmp_path, "t1.npy", np.array(["zebra"]))
+    little = save(tmp_path, "i0.npy", np.array([1, 2], "<i4"))
+    big = save(tmp_path, "i1.npy", np.array([3], ">i4"))
+    source = NpySource(NpySourceConfig(paths={"name": [cats, longer], "id": [little, big]}))
+    batch = next(iter(Pipeline(source=source, stages=[], batch_size=3)))
+    assert list(batch["name"]) == ["cat", "dog", "zebra"]
+    assert np.asarray(batch["id"]).tolist() == [1, 2, 3]
+    assert np.asarray(batch["id"]).dtype == np.int32
+    source.close()
+    ints = save(tmp_path, "i2.npy", np.array([4], "<i2"))
+    with pytest.raises(RecordError, match=rf"'{ints}' holds records of int16\(\), but '{little}' "
+                                          r"holds int32\(\)"):
+        NpySource(NpySourceConfig(paths=[little, ints]))
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

@@ -10,7 +10,7 @@ exact resume and the bad-record policy.
 Records lie along axis 0. One file or a list of shards makes one field (``field``,
 default ``"data"``); a mapping ``{field: file or list of shards}`` makes one field per
 entry, every field holding the same number of records. The shards of a field must
-share the per-record shape and dtype.
+share the per-record shape and dtype (byte order aside; strings of any width).
 
 A glob pattern is expanded (sorted). A path may be a URL (any fsspec protocol): the files are
 fetched into the shard cache once, when the source is built, and memory-mapped from there.
@@ -173,7 +173,7 @@ class _Shards:
                     "axis 0, so a shard needs at least one dimension.",
                     path=path,
                 )
-            if array.shape[1:] != first.shape[1:] or array.dtype != first.dtype:
+            if array.shape[1:] != first.shape[1:] or _kind(array.dtype) != _kind(first.dtype):
                 raise RecordError(
                     f"{_WHERE}: field '{field}': '{path}' holds records of "
                     f"{_describe(array)}, but '{files[0]}' holds {_describe(first)}; every "
@@ -186,7 +186,8 @@ class _Shards:
             field, np.zeros((0,), first.dtype), where=f"{_WHERE} file '{files[0]}'",
             cast_float64=cast_float64, drop_hint=f"save the shards as {_narrow_name(first.dtype)}",
         )
-        self.dtype = first.dtype
+        # served in native byte order; text as wide as the widest shard's strings
+        self.dtype = np.result_type(*(_native(a.dtype) for a in self.arrays))
         self.row_shape = tuple(first.shape[1:])
         self.ends = np.cumsum([a.shape[0] for a in self.arrays]).astype(np.int64)
         self.starts = self.ends - np.asarray([a.shape[0] for a in self.arrays], np.int64)
@@ -308,8 +309,18 @@ def _open_fields(fields: dict[str, tuple[str, ...]], local: dict[str, list[str]]
     return shards
 
 
+def _native(dtype: np.dtype) -> np.dtype:
+    return dtype.newbyteorder("=")
+
+
+def _kind(dtype: np.dtype) -> Any:
+    """What shards of one field must share: the dtype in native byte order, and for
+    strings only their kind (``numpy.save`` gives each shard its own width)."""
+    return dtype.kind if dtype.kind in "US" else _native(dtype)
+
+
 def _describe(array: np.ndarray) -> str:
-    return f"{array.dtype}{tuple(array.shape[1:])}"
+    return f"{_native(array.dtype)}{tuple(array.shape[1:])}"
 
 
 def _narrow_name(dtype: np.dtype) -> str:
