@@ -20,9 +20,14 @@ import json
 
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
-from PIL import Image
+
+try:
+    import datasets
+    import optax
+    from PIL import Image
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(f'{err}; this example needs: pip install "datarax[convert,hf,demo]"') from err
 
 from datarax.cli.demo import Classifier, load_digits_split, normalize_images
 from datarax.dataset import convert
@@ -35,8 +40,6 @@ BATCH = 64
 
 def write_parquet(path: str) -> None:
     """The training split as Parquet written by Hugging Face ``datasets``."""
-    import datasets
-
     train, _ = load_digits_split(seed=0)
     pngs = []
     for image in train["image"]:

@@ -10,7 +10,10 @@ in process and asserts their values).
 
 from __future__ import annotations
 
+import ast
+import importlib.abc
 import os
+import runpy
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -140,3 +143,63 @@ def test_example_runs_as_is(name, example, tmp_path):
     for line in example.lines:
         assert line in printed[at:], f"{name} did not print {line!r} (after line {at}):\n{out.stdout[-3000:]}"
         at = printed.index(line, at) + 1
+
+
+# Packages every install has (pyproject's dependencies); any other import in an example
+# is optional and must fail with the `pip install "datarax[...]"` that adds it.
+CORE = {"numpy", "jax", "flax", "grain", "datarax"}
+
+
+def _unguarded_optional_imports(tree: ast.AST) -> list[str]:
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in {"ModuleNotFoundError", "ImportError"}
+            for h in node.handlers
+        ):
+            guarded.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top not in CORE and top not in sys.stdlib_module_names and id(node) not in guarded:
+                found.append(f"line {node.lineno}: {name}")
+    return found
+
+
+def test_every_optional_import_of_an_example_names_its_extra():
+    unguarded = {
+        path.relative_to(ROOT / "examples").as_posix(): found
+        for path in sorted((ROOT / "examples").rglob("*.py"))
+        if (found := _unguarded_optional_imports(ast.parse(path.read_text())))
+    }
+    assert unguarded == {}, "wrap these imports: try/except ModuleNotFoundError -> SystemExit naming the extra"
+
+
+class _Missing(importlib.abc.MetaPathFinder):
+    """Makes ``array_record`` look uninstalled."""
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "array_record":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def test_an_example_without_its_optional_package_says_which_extra(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    for name in [m for m in sys.modules if m.split(".")[0] == "array_record"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_Missing(), *sys.meta_path])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "examples" / "data_sources" / "array_record_source.py"),
+                       run_name="__main__")
+    assert str(exit_.value.code) == (
+        "No module named 'array_record'; this example needs: pip install \"datarax[arrayrecord]\""
+    )
+    assert list(tmp_path.iterdir()) == []  # it stopped before writing anything

@@ -16,8 +16,11 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-import orbax.checkpoint as ocp
+try:
+    import optax
+    import orbax.checkpoint as ocp
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(f'{err}; this example needs: pip install "datarax[checkpoint,demo]"') from err
 from flax import nnx
 
 import datarax.checkpoint

@@ -11,7 +11,10 @@ import os
 import tempfile
 
 import numpy as np
-from array_record.python.array_record_module import ArrayRecordWriter
+try:
+    from array_record.python.array_record_module import ArrayRecordWriter
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(f'{err}; this example needs: pip install "datarax[arrayrecord]"') from err
 
 if not os.path.isfile("path/to/arrayrecord/file"):
     os.chdir(tempfile.mkdtemp(prefix="datarax_arrayrecord_"))

@@ -4,7 +4,10 @@ import json
 import os
 import tempfile
 
-import datasets
+try:
+    import datasets
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(f'{err}; this example needs: pip install "datarax[hf]"') from err
 import numpy as np
 from flax import nnx
 

@@ -14,8 +14,12 @@ import tempfile
 
 if "--hub" not in sys.argv:
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError as err:  # an optional package
+        raise SystemExit(f'{err}; this example needs: pip install "datarax[hf]"') from err
 
     workdir = tempfile.mkdtemp(prefix="datarax_sst2_")
     os.makedirs(os.path.join(workdir, "stanfordnlp", "sst2", "data"))

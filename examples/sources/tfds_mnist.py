@@ -5,13 +5,23 @@ MNIST-shaped records (28x28x1 uint8 images, int64 labels) through ``tfds.data_so
 — the random-access path TFDSEagerSource reads — so nothing is downloaded. Run with
 ``--real`` to load the real MNIST (downloaded and prepared as ArrayRecord into
 ``~/tensorflow_datasets`` on first use).
+
+Needs ``pip install "datarax[tfds]"`` and, to build the mock data or prepare MNIST,
+TensorFlow (``pip install tensorflow-cpu``; datarax reads prepared TFDS data without it).
 """
 
 import contextlib
+import importlib.util
 import sys
 
-import tensorflow_datasets as tfds
+try:
+    import tensorflow_datasets as tfds
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(f'{err}; this example needs: pip install "datarax[tfds]"') from err
 
+if "--real" not in sys.argv and importlib.util.find_spec("tensorflow") is None:
+    # TFDS builds its mock (and prepares the real MNIST) with TensorFlow; datarax reads without it.
+    raise SystemExit('tfds.testing.mock_data needs TensorFlow: pip install tensorflow-cpu')
 offline = (
     contextlib.nullcontext() if "--real" in sys.argv else tfds.testing.mock_data(num_examples=256)
 )

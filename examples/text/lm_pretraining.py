@@ -22,12 +22,18 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-import orbax.checkpoint as ocp
-import pyarrow as pa
-import pyarrow.parquet as pq
 from flax import nnx
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+try:
+    import optax
+    import orbax.checkpoint as ocp
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(
+        f'{err}; this example needs: pip install "datarax[tokenizers,hf,checkpoint,demo]"'
+    ) from err
 
 import datarax.checkpoint
 from datarax.pipeline import Pipeline
@@ -74,7 +80,7 @@ def train_tokenizer(directory: str, files: tuple[str, str]) -> str:
     tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     trainer = trainers.BpeTrainer(
-        vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[BOS]", "[EOS]"]
+        vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[BOS]", "[EOS]"], show_progress=False
     )
     tokenizer.train_from_iterator(texts, trainer)
     path = os.path.join(directory, "tokenizer.json")

@@ -13,9 +13,15 @@ import os
 import tempfile
 
 import numpy as np
-from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
-from PIL import Image
+
+try:
+    from array_record.python.array_record_module import ArrayRecordWriter
+    from PIL import Image
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(
+        f'{err}; this example needs: pip install "datarax[arrayrecord,image]"'
+    ) from err
 
 from datarax.operators import BatchMixOperator, ProbabilisticOperator
 from datarax.operators import image as I

@@ -27,7 +27,10 @@ import shutil
 import tempfile
 
 import numpy as np
-from array_record.python.array_record_module import ArrayRecordWriter
+try:
+    from array_record.python.array_record_module import ArrayRecordWriter
+except ModuleNotFoundError as err:  # an optional package
+    raise SystemExit(f'{err}; this example needs: pip install "datarax[arrayrecord]"') from err
 from flax import nnx
 
 from datarax.operators.element import ElementOperator, ElementOperatorConfig
@@ -184,7 +187,7 @@ print("ArrayRecord Source Quick Reference")
 print("=" * 60)
 print()
 print("This quick reference demonstrates the ArrayRecordSourceModule API.")
-print("It read ArrayRecord files it wrote itself (any file name works).")
+print("It reads ArrayRecord files it wrote itself (any file name works).")
 print()
 print("Key API Summary:")
 print()
