@@ -54,8 +54,8 @@ def flatten_numbers(tree: dict[str, Any], prefix: str) -> dict[str, float]:
 class StatsLogger:
     """Snapshots of ``pipeline.stats()`` every ``every`` batches.
 
-    ``pipeline``: anything with a ``stats()`` dict; at least one of ``jsonl_path`` (appended)
-    and ``tensorboard_dir`` is needed. :meth:`close` (or ``with``) flushes the files; a
+    ``pipeline``: anything with a ``stats()`` dict; at least one of ``jsonl_path`` (appended;
+    its folders made if missing) and ``tensorboard_dir`` is needed. :meth:`close` (or ``with``) flushes the files; a
     logger dropped without it closes them (and the TensorBoard writer's thread) when collected.
     """
 
@@ -84,7 +84,12 @@ class StatsLogger:
         self.every = every
         self.prefix = prefix
         self.steps = 0
-        self._jsonl = open(jsonl_path, "a", encoding="utf-8") if jsonl_path is not None else None  # noqa: SIM115
+        self._jsonl = None
+        if jsonl_path is not None:
+            folder = os.path.dirname(os.fspath(jsonl_path))
+            if folder:  # as tensorboard_dir is: the folders of the path are made
+                os.makedirs(folder, exist_ok=True)
+            self._jsonl = open(jsonl_path, "a", encoding="utf-8")  # noqa: SIM115
         self._writer = None
         if tensorboard_dir is not None:
             from datarax.core.extras import require
@@ -94,6 +99,7 @@ class StatsLogger:
             )
             self._writer = tensorboardx.SummaryWriter(logdir=os.fspath(tensorboard_dir))
         self._last = (time.perf_counter(), self._records())
+        self._closed = False
 
     def _records(self) -> int:
         return int(self.pipeline.stats().get("records", 0))
@@ -102,6 +108,7 @@ class StatsLogger:
         """Count ``batches`` consumed batches; returns the snapshot when one was written."""
         if isinstance(batches, bool) or not isinstance(batches, int) or batches < 0:
             raise ConfigError(f"StatsLogger.step batches must be an int >= 0, got {batches!r}.")
+        self._check_open()
         before = self.steps // self.every
         self.steps += batches
         if self.steps // self.every > before:
@@ -119,6 +126,7 @@ class StatsLogger:
 
     def write(self) -> dict[str, Any]:
         """Write a snapshot now (at the current step) and return it."""
+        self._check_open()
         stats = self.pipeline.stats()
         now = time.perf_counter()
         records = int(stats.get("records", 0))
@@ -141,8 +149,16 @@ class StatsLogger:
             self._writer.flush()
         return snapshot
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(
+                "StatsLogger is closed (close() or the end of its with block); build a new "
+                "StatsLogger to log again."
+            )
+
     def close(self) -> None:
-        """Flush and close the files."""
+        """Flush and close the files; :meth:`step` and :meth:`write` then raise."""
+        self._closed = True
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None

@@ -176,3 +176,23 @@ def test_a_dropped_logger_ends_its_tensorboard_thread(tmp_path):
     for thread in started:
         thread.join(timeout=10)
     assert not [t for t in started if t.is_alive()]
+
+
+def test_a_closed_logger_refuses_to_count_instead_of_writing_nowhere(tmp_path):
+    path = tmp_path / "stats.jsonl"
+    with StatsLogger(make_pipeline(), every=1, jsonl_path=path) as logger:
+        logger.step()
+    for call in (logger.step, logger.write):
+        with pytest.raises(RuntimeError, match=r"^StatsLogger is closed \(close\(\) or the end "
+                           r"of its with block\); build a new StatsLogger to log again\.$"):
+            call()
+    assert len(path.read_text().splitlines()) == 1 and logger.steps == 1
+    logger.close()  # closing again is harmless
+
+
+def test_jsonl_path_in_a_folder_not_made_yet(tmp_path):
+    path = tmp_path / "logs" / "run1" / "stats.jsonl"
+    with StatsLogger(make_pipeline(), every=1, jsonl_path=path) as logger:
+        logger.step()
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["logs", "run1", "stats.jsonl"]
