@@ -427,3 +427,17 @@ def test_unequal_weights_and_sizes_epoch_covers_what_the_docs_say():
         books_seen |= set(books.tolist())
         rows.append((len(ids), len(web), len(set(web.tolist())), len(books), len(books_seen)))
     assert rows == [(200, 160, 100, 40, 40), (200, 160, 100, 40, 80), (200, 160, 95, 40, 100)]
+
+
+def test_numpy_weights_and_records_per_epoch_are_taken_like_python_numbers():
+    sizes = np.array([20, 10])
+    mix = MixSource({"a": memory(0, 20), "b": memory(100, 110)}, weights=sizes / sizes.sum(),
+                    records_per_epoch=np.int64(sizes.sum()))
+    same = MixSource({"a": memory(0, 20), "b": memory(100, 110)}, weights=[2, 1],
+                     records_per_epoch=30)
+    ids = [int(i) for b in Pipeline(source=mix, stages=[], batch_size=8) for i in b["id"]]
+    assert len(mix) == 30
+    assert ids == [int(i) for b in Pipeline(source=same, stages=[], batch_size=8) for i in b["id"]]
+    assert mix.order_settings() == same.order_settings()
+    with pytest.raises(ConfigError, match="one weight per source"):
+        MixSource([memory(0, 5), memory(10, 15)], weights=np.ones((2, 1)))

@@ -111,7 +111,7 @@ class MixSource(ChildSources, DataSourceModule):
     Args:
         sources: a dict ``{name: source}`` or a list (named ``source0``, ``source1`` ...);
             2 or more distinct sources with the same element spec.
-        weights: relative weights, a dict by name or a list in the sources' order.
+        weights: relative weights, a dict by name, or a list or 1-D array in the sources' order.
         mode, seed, records_per_epoch: as in :class:`MixSourceConfig`.
 
     Raises:
@@ -150,12 +150,22 @@ class MixSource(ChildSources, DataSourceModule):
                     f"{sorted(names)}; give one weight per source."
                 )
             weight_list = [weights[n] for n in names]
+        elif isinstance(weights, np.ndarray) and weights.ndim == 1:
+            weight_list = weights.tolist()
         elif isinstance(weights, Sequence) and not isinstance(weights, (str, bytes)):
             weight_list = list(weights)
+        elif isinstance(weights, np.ndarray):
+            raise ConfigError(
+                f"MixSource weights must be one weight per source, got an array of shape "
+                f"{weights.shape}; pass a 1-D array, a list or a dict by name."
+            )
         else:
             raise ConfigError(
-                f"MixSource weights must be a dict by name or a list, got {type(weights).__name__}."
+                f"MixSource weights must be a dict by name, a list or a 1-D array, got "
+                f"{type(weights).__name__}."
             )
+        if isinstance(records_per_epoch, np.integer):
+            records_per_epoch = int(records_per_epoch)
         config = MixSourceConfig(
             names=tuple(names),
             weights=tuple(float(w) if _is_number(w) else w for w in weight_list),
