@@ -92,7 +92,7 @@ EXAMPLES: dict[str, Example] = {
     ),
     "graphs/contrastive_views.py": Example(
         ("fields: ['target_label', 'view1_image', 'view2_image'] (16, 8, 8)",
-         "views identical at batch size 16 and 8: True"),
+         "views identical at batch size 16 and 8: True", "views identical after a resume: True"),
     ),
     "graphs/mixture_resume.py": Example(
         ("realised shares web/books/captions: [0.5, 0.3, 0.2]",
