@@ -313,6 +313,8 @@ def test_scan_hf_stream_lists_records_that_do_not_convert(data):
         f"BAD {target} record 13",
     ]
     assert all("field 'label' is missing a value (None)" in line for line in lines[:-1])
+    # the option as the command spells it, not the source's config field (exclude_keys)
+    assert all(line.endswith("drop the field (--exclude FIELD).") for line in lines[:-1])
     assert lines[-1] == f"scanned 20 records of {target}: 18 good, 2 bad"
 
 

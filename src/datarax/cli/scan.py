@@ -32,6 +32,8 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
         {"path": r.path, "index": r.index_in_file, "stable_index": r.index, "cause": r.cause}
         for r in (reports() if callable(reports) else [])
     ] + ([stopped] if stopped is not None else [])
+    for record in bad:  # the config field, as this command spells it
+        record["cause"] = record["cause"].replace("(exclude_keys)", "(--exclude FIELD)")
     return {
         "target": target.spec,
         "source": type(target.source).__name__,
