@@ -95,12 +95,39 @@ class DataraxWide(tfds.core.GeneratorBasedBuilder):
             yield i, {"big": 2**40 if i == 2 else i, "small": i, "f64": i / 4}
 
 
+class DataraxRagged(tfds.core.GeneratorBasedBuilder):
+    """A Sequence feature whose length varies by record (0, 1, 2), beside a fixed one."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
+
+    def _info(self):
+        return tfds.core.DatasetInfo(
+            builder=self,
+            features=tfds.features.FeaturesDict(
+                {
+                    "seq": tfds.features.Sequence(tfds.features.Tensor(shape=(), dtype=np.int32)),
+                    "id": tfds.features.Tensor(shape=(), dtype=np.int32),
+                }
+            ),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples()}
+
+    def _generate_examples(self):
+        for i in range(3):
+            yield i, {"seq": list(range(i)), "id": i}
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     pytest.importorskip("tensorflow")  # preparing datasets uses TF; reading them does not
     root = tmp_path_factory.mktemp("tfds_data")
     DataraxTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
     DataraxWide(data_dir=str(root), file_format="array_record").download_and_prepare()
+    DataraxRagged(data_dir=str(root), file_format="array_record").download_and_prepare()
     return str(root)
 
 
@@ -324,6 +351,28 @@ def test_missing_column_in_keys(data_dir, streaming):
         f"{name}: exclude_keys names field(s) ['txt'] that the dataset does not have; "
         "its fields are ['image', 'label', 'text', 'meta/w']."
     )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_field_of_varying_length_is_named_with_the_fix(data_dir, streaming):
+    # a TFDS Sequence declares shape (None,): the records cannot be batched, and
+    # skipping them (the usual advice for a bad record) would drop most of the split
+    cls, cfg = ((TFDSStreamingSource, TFDSStreamingConfig) if streaming
+                else (TFDSEagerSource, TFDSEagerConfig))
+    with pytest.raises(RecordError) as err:
+        next(iter(Pipeline(source=cls(cfg(name="datarax_ragged", data_dir=data_dir)),
+                           stages=[], batch_size=3)))
+    message = str(err.value)
+    assert message.startswith(f"{cls.__name__}: cannot read record ")
+    assert message.endswith(
+        "The dataset declares 'seq' with shape (None,), which varies by record, and a batch "
+        "needs one shape per field: pad or resize it to one shape when preparing the dataset, "
+        "or drop it (exclude_keys=('seq',))."
+    )
+    assert "on_error='skip'" not in message
+    source = cls(cfg(name="datarax_ragged", data_dir=data_dir, exclude_keys=("seq",)))
+    batch = next(iter(Pipeline(source=source, stages=[], batch_size=3)))
+    assert sorted(np.asarray(batch["id"]).tolist()) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("split", ["train[:0]", "train[4:2]"])  # empty; ends before it starts

@@ -78,7 +78,8 @@ def _load_all(data: Any, info: Any, config: TFDSConfig, where: str, num_threads:
         reader.start(EpochOrder(length=n, seed=None, epoch=0))
         read = reader.next_batch(n)
     except RecordError as err:
-        raise record_error(err, config, where) from err.__cause__
+        hint = decoder.varying_hint(err.__cause__) or ""
+        raise record_error(err, config, where, hint) from err.__cause__
     finally:
         reader.close()
     assert read is not None

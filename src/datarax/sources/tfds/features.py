@@ -21,9 +21,14 @@ class Decoder:
         self.cast_float64 = config.cast_float64
         self.dtypes: dict[str, np.dtype] = {}
         self.text: set[str] = set()
+        # fields declared with a length that varies by record (a None in their shape)
+        self.varying: dict[str, tuple[Any, ...]] = {}
         infos = flatten_fields(info.features.get_tensor_info())
         for key, tensor_info in infos.items():
             dtype = _np_dtype(getattr(tensor_info, "np_dtype", None) or tensor_info.dtype)
+            shape = tuple(getattr(tensor_info, "shape", None) or ())
+            if any(d is None for d in shape):
+                self.varying[key] = shape
             if is_text_dtype(dtype):
                 self.text.add(key)
             else:
@@ -34,6 +39,20 @@ class Decoder:
             if dtype is not None and is_64bit(dtype) and dtype.kind in "fc":
                 # refuse float64 up front (never narrowed unless cast_float64=True)
                 fit_column(key, np.zeros(1, dtype), where=where, cast_float64=config.cast_float64)
+
+    def varying_hint(self, cause: BaseException | None) -> str | None:
+        """What to do when ``cause`` is a record whose field, declared with a varying
+        shape, differs from the first record's; None for any other cause."""
+        text = str(cause) if cause is not None else ""
+        for key, shape in self.varying.items():
+            if key in self.keys and text.startswith(f"field '{key}' decodes to"):
+                return (
+                    f" The dataset declares '{key}' with shape {_shape_text(shape)}, which "
+                    "varies by record, and a batch needs one shape per field: pad or resize "
+                    f"it to one shape when preparing the dataset, or drop it "
+                    f"(exclude_keys=({key!r},))."
+                )
+        return None
 
     def __call__(self, example: Mapping[str, Any]) -> dict[str, Any]:
         flat = flatten_fields(example)
@@ -46,6 +65,10 @@ class Decoder:
             array = np.asarray(value, dtype=self.dtypes.get(key))
             out[key] = fit_value(key, array, cast_float64=self.cast_float64)
         return out
+
+
+def _shape_text(shape: tuple[Any, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _np_dtype(dtype: Any) -> np.dtype:

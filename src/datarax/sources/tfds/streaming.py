@@ -59,6 +59,7 @@ class TFDSStreamingSource(RandomAccessSource):
         if length == 0:
             raise empty_split(config, where)
         decoder = Decoder(info, config, where)
+        self._decoder = nnx.static(decoder)
         reader = HostReader(
             data,
             decoder,
@@ -82,7 +83,9 @@ class TFDSStreamingSource(RandomAccessSource):
                 path=err.path,
                 index=err.index,
             )
-        return record_error(err, config, where, SKIP_HINT)
+        # a field of varying shape fails most records: skipping them is no fix
+        hint = self._decoder.varying_hint(err.__cause__) or SKIP_HINT
+        return record_error(err, config, where, hint)
 
     def _host_columns(self, columns: dict[str, Any]) -> Batch:
         return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
