@@ -194,3 +194,18 @@ def test_bad_nodes_are_refused():
         clash.apply_batch({"image": jnp.ones(2)}, None)
     with pytest.raises(ConfigError, match="Merge naming must contain"):
         Merge(naming="{node}")
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: SelectFields("a", "b", rename={"a": "b"}), "both 'a' and 'b' would be named 'b'"),
+        (lambda: SelectFields("a", "a"), "selects 'a' twice"),
+        (lambda: SelectFields("a", rename={"a": 3}), "rename 'a' to a string, got 3"),
+        (lambda: Merge(naming="{nod}_{field}"), r"\{nod\}"),
+        (lambda: Merge(naming="{node}_{field}_{0}"), r"\{0\}"),
+    ],
+)
+def test_select_and_merge_settings_that_would_lose_or_garble_fields_are_refused(build, message):
+    with pytest.raises(ConfigError, match=message):
+        build()

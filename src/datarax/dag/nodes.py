@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -37,9 +38,25 @@ class SelectFieldsConfig(StructuralConfig):
         super().__post_init__()
         if not self.fields or not all(isinstance(f, str) for f in self.fields):
             raise ConfigError(f"SelectFields needs one or more field names, got {self.fields!r}.")
+        twice = sorted({f for f in self.fields if self.fields.count(f) > 1})
+        if twice:
+            raise ConfigError(f"SelectFields selects {twice[0]!r} twice; list each field once.")
         unknown = [old for old, _ in self.rename if old not in self.fields]
         if unknown:
             raise ConfigError(f"SelectFields rename names {unknown}, which are not selected.")
+        rename = dict(self.rename)
+        for old, new in self.rename:
+            if not isinstance(new, str):
+                raise ConfigError(f"SelectFields: rename {old!r} to a string, got {new!r}.")
+        named: dict[str, str] = {}
+        for f in self.fields:
+            out = rename.get(f, f)
+            if out in named:
+                raise ConfigError(
+                    f"SelectFields: both {named[out]!r} and {f!r} would be named {out!r}, and "
+                    "one would be lost; give each output field its own name."
+                )
+            named[out] = f
 
 
 class SelectFields(OperatorModule):
@@ -69,10 +86,20 @@ class MergeConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if "{field}" not in self.naming:
+        if not isinstance(self.naming, str) or "{field}" not in self.naming:
             raise ConfigError(
                 f"Merge naming must contain '{{field}}', got {self.naming!r}; e.g. "
                 "'{node}_{field}' or '{field}'."
+            )
+        try:
+            names = [n for _, n, _, _ in string.Formatter().parse(self.naming) if n is not None]
+        except ValueError as err:
+            raise ConfigError(f"Merge naming {self.naming!r} is not a valid format: {err}.") from None
+        bad = [n for n in names if n not in ("node", "field")]
+        if bad:
+            raise ConfigError(
+                f"Merge naming {self.naming!r} uses {{{bad[0]}}}; it can use only {{node}} "
+                "and {field} (write a literal brace as '{{' or '}}')."
             )
 
 
