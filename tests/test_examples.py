@@ -37,10 +37,16 @@ class Example:
 EXAMPLES: dict[str, Example] = {
     # The guide's data-source examples print little; test_seed_examples.py asserts values.
     "data_sources/memory_source.py": Example(("Batch shape: (10, 28, 28)",) * 3),
-    "data_sources/pipeline_with_operator.py": Example(),
-    "data_sources/metadata.py": Example(),
-    "data_sources/state_management.py": Example(),
-    "data_sources/custom_csv_source.py": Example(),
+    "data_sources/pipeline_with_operator.py": Example(("batch sizes: [32, 32, 32, 4]",)),
+    "data_sources/metadata.py": Example(
+        ("last element: RecordMetadata(index=9, epoch=0, source='MemorySource')",)
+    ),
+    "data_sources/state_management.py": Example(
+        ("after 10 elements: {'current_index': 10, 'current_epoch': 0}",)
+    ),
+    "data_sources/custom_csv_source.py": Example(
+        ("element spec: {'features': ((3,), 'float32')}", "batch shapes: [(4, 3), (4, 3), (2, 3)]")
+    ),
     "data_sources/array_record_source.py": Example(
         ("batch 0: features (32, 3)", "batch 3: features (4, 3)"), needs="array_record"
     ),

@@ -61,3 +61,17 @@ class CSVDataSource(DataSourceModule):
     def element_spec(self) -> dict[str, Any]:
         # Declare exactly what get_batch_at emits: one row of float32 features.
         return {"features": array_to_spec_strip_leading(self.data)}
+
+
+if __name__ == "__main__":  # run as a script: a small CSV file, read through a Pipeline
+    import os
+    import tempfile
+
+    from datarax.pipeline import Pipeline
+
+    path = os.path.join(tempfile.mkdtemp(prefix="datarax_csv_"), "rows.csv")
+    with open(path, "w") as f:
+        f.write("a,b,c\n" + "".join(f"{i},{i / 2},{-i}\n" for i in range(10)))
+    source = CSVDataSource(CSVDataSourceConfig(file_path=path))
+    print("element spec:", {k: (v.shape, str(v.dtype)) for k, v in source.element_spec().items()})
+    print("batch shapes:", [batch["features"].shape for batch in Pipeline(source=source, stages=[], batch_size=4)])

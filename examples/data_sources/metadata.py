@@ -17,3 +17,6 @@ source = MemorySource(config, data)
 for element in source:
     # Element has associated metadata (index, source info, etc.)
     pass
+
+if __name__ == "__main__":  # run as a script: show what the last element carries
+    print("last element:", element.metadata)

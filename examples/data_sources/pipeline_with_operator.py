@@ -19,3 +19,6 @@ op = ElementOperator(ElementOperatorConfig(stochastic=False), fn=identity)
 # Build pipeline
 pipeline = (
     Pipeline(source=source, stages=[op], batch_size=32, rngs=nnx.Rngs(0)))
+
+if __name__ == "__main__":  # run as a script: one epoch of batches
+    print("batch sizes:", [int(batch["x"].shape[0]) for batch in pipeline])

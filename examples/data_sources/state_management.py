@@ -14,3 +14,6 @@ for i in range(10):
 
 # Source maintains iteration state
 # Can be used for checkpointing
+
+if __name__ == "__main__":  # run as a script: show the state a checkpoint would hold
+    print("after 10 elements:", source.get_state())
