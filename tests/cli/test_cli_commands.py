@@ -261,6 +261,7 @@ def test_inspect_hf_image_dataset_draws_its_images(tmp_path):
         "records": 9,
         "height": 206,
         "width": 206,
+        "path": str(grid),
     }
     with Image.open(grid) as image:
         pixels = np.asarray(image)
@@ -664,7 +665,8 @@ def test_inspect_dataset_with_variable_shapes_as_json_with_a_histogram(
     assert [r["tokens"] for r in report["first_records"]] == [
         f"int32 ({n},) min 0 max {10 * (n - 1)}" for n in range(1, 6)]
     assert [r["label"] for r in report["first_records"]] == [f"int32 {i}" for i in range(5)]
-    assert report["grid"] == {"kind": "histogram", "field": "label", "records": 5}
+    assert report["grid"] == {"kind": "histogram", "field": "label", "records": 5,
+                              "path": str(grid)}  # where --grid wrote it, as the text says
     assert png_size(grid)[0] > 0
     code, _, err = datarax_in_process(
         "inspect", str(varlen_data / "varlen_ds"), "--grid", str(grid), "--field", "tokens",

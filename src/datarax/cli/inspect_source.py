@@ -185,7 +185,7 @@ def run_inspect(
         if one_by_one:
             field = _grid_field(drawn_spec, field)
         picture = _write_picture(drawn, drawn_spec, field, grid, info)
-        report["grid"] = picture
+        report["grid"] = {**picture, "path": grid}
     if as_json:
         print(json.dumps(report, indent=2))
         return 0
