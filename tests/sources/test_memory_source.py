@@ -189,3 +189,16 @@ def test_a_subclass_read_calling_super_serves_its_records():
 def test_rngs_that_is_not_an_nnx_rngs_is_refused_naming_the_source(shuffle):
     with pytest.raises(ConfigError, match="MemorySource rngs must be an nnx.Rngs or None, got str '0'"):
         MemorySource(MemorySourceConfig(shuffle=shuffle), {"x": np.arange(3, dtype=np.int32)}, rngs="0")
+
+
+def test_a_deep_copy_of_a_memory_source_continues_from_the_same_position_on_its_own() -> None:
+    import copy
+
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                          {"x": np.arange(10, dtype=np.int32), "name": [str(i) for i in range(10)]})
+    iterator = iter(Pipeline(source=source, stages=[], batch_size=4))
+    first = next(iterator)["x"].tolist()
+    twin = copy.deepcopy(source)
+    rest = [b["x"].tolist() for b in Pipeline(source=twin, stages=[], batch_size=4)]
+    assert rest == [b["x"].tolist() for b in iterator]
+    assert sorted(first + sum(rest, [])) == list(range(10))

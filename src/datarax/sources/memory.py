@@ -279,6 +279,11 @@ class _ColumnStore:
         )
         self._bound = threading.local()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        """The records never change (device arrays, text arrays no one writes), so a
+        copy of the source shares them."""
+        return self
+
     def current(self) -> dict[str, Any]:
         bound = getattr(self._bound, "inputs", None)
         return self.columns if bound is None else bound
