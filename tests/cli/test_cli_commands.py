@@ -735,3 +735,19 @@ def test_demo_refuses_settings_it_cannot_run(tmp_path, capsys, monkeypatch, args
     )
     assert (code, out) == (2, "")
     assert err.splitlines() == [f"datarax demo: error: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        ("scan", "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input."),
+        ("inspect", "Exit status: 0 done, 2 a bad argument or input (one line on stderr)."),
+    ],
+)
+def test_command_help_says_what_it_does_and_its_exit_status(command, status, capsys):
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    assert status in " ".join(capsys.readouterr().out.split())

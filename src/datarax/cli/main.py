@@ -18,6 +18,9 @@ SOURCE_HELP = (
 )
 
 
+EXIT_STATUS = "Exit status: 0 done, 2 a bad argument or input (one line on stderr)."
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``datarax`` argument parser."""
     from datarax.storage.urls import expand_user  # a path option's '~' (also unexpanded by a shell)
@@ -25,7 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="datarax", description="Data pipelines for JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
-        "demo", help="train a small classifier on scikit-learn's digits through a datarax pipeline"
+        "demo", help="train a small classifier on scikit-learn's digits through a datarax pipeline",
+        description="Train a small classifier on scikit-learn's digits through a datarax "
+        "pipeline, checkpoint half-way through the second epoch and check that a resumed "
+        "pipeline replays the same batches. " + EXIT_STATUS,
     )
     demo.add_argument("--epochs", type=int, default=8,
                       help="training epochs, 2 or more: the resume is checked in the second "
@@ -57,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     inspect = commands.add_parser(
-        "inspect", help="record count, files, element spec and first records"
+        "inspect", help="record count, files, element spec and first records",
+        description="Print a source's record count, files, element spec and first records; "
+        "--grid draws a field. " + EXIT_STATUS,
     )
     source_options(inspect)
     inspect.add_argument("--records", type=int, default=3, help="records to summarise (default 3)")
@@ -79,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     scan = commands.add_parser(
-        "scan", help="read every record once; list bad records; exit 1 if any"
+        "scan", help="read every record once; list bad records; exit 1 if any",
+        description="Read every record once and list each bad one (file, index, cause). "
+        "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input.",
     )
     source_options(scan)
     scan.add_argument("--batch-size", type=int, default=256, help="records per read (default 256)")
@@ -90,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         "convert", help="write data on disk as a self-describing ArrayRecord dataset"))
 
     bench = commands.add_parser(
-        "bench", help="time a pipeline: rec/s, time to first batch, stage breakdown"
+        "bench", help="time a pipeline: rec/s, time to first batch, stage breakdown",
+        description="Run a pipeline, waiting for every batch, and report the time to the "
+        "first batch, records/s after it and pipeline.stats() per stage. " + EXIT_STATUS,
     )
     bench.add_argument(
         "target",
