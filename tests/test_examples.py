@@ -209,3 +209,13 @@ def test_an_example_without_its_optional_package_says_which_extra(monkeypatch, t
         "No module named 'array_record'; this example needs: pip install \"datarax[arrayrecord]\""
     )
     assert list(tmp_path.iterdir()) == []  # it stopped before writing anything
+
+
+def test_npy_example_refuses_a_size_too_small_for_its_resume(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NUM_RECORDS", "10")
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "examples" / "data_sources" / "npy_source.py"), run_name="__main__")
+    assert str(exit_.value.code) == (
+        "NUM_RECORDS=10 is too small: this example needs at least 256 records (4 batches of 64)"
+    )

@@ -7,7 +7,7 @@
 3. Saves the pipeline's position mid-epoch, rebuilds everything and checks that the
    resumed run hands out exactly the batches the uninterrupted one did.
 
-``NUM_RECORDS`` (environment variable, default 2000) sets the data set's size.
+``NUM_RECORDS`` (environment variable, default 2000, at least 256) sets the data set's size.
 """
 
 import os
@@ -24,6 +24,9 @@ from datarax.sources import NpySource, NpySourceConfig
 
 NUM_RECORDS = int(os.environ.get("NUM_RECORDS", "2000"))
 BATCH_SIZE = 64
+if NUM_RECORDS < 4 * BATCH_SIZE:  # the resume below saves after batch 3 of at least 4
+    raise SystemExit(f"NUM_RECORDS={NUM_RECORDS} is too small: this example needs at least "
+                     f"{4 * BATCH_SIZE} records ({4} batches of {BATCH_SIZE})")
 
 # ---- 1. the shards -----------------------------------------------------------------
 folder = tempfile.mkdtemp(prefix="datarax_npy_")
