@@ -15,8 +15,8 @@ or with ``prefetch >= 1`` the pipeline's read-ahead thread (indexed sources: ``s
   (it traces and compiles, or loads from JAX's persistent cache) — start-up cost;
 * ``wait`` — total time the consumer spent inside ``next()``.
 
-Sources that keep their own timers (the threaded host reader) add them under
-``source``. Work that JAX runs asynchronously after dispatch is not attributed;
+Sources that keep counters of their own (remote files: their downloads) add them
+under ``source``. Work that JAX runs asynchronously after dispatch is not attributed;
 call ``block_until_ready`` on batches to fold it into ``wait``.
 """
 
