@@ -101,6 +101,32 @@ def test_a_local_glob_pattern_is_expanded_sorted_as_a_urls_is(tmp_path):
         NpySource(NpySourceConfig(paths=str(tmp_path / "absent-*.npy")))
 
 
+def test_a_glob_of_unpadded_numbers_beside_a_field_laid_out_otherwise_is_refused(tmp_path):
+    # image-10.npy sorts before image-2.npy: records would be numbered 0, 1, 10, 11, 2 ...
+    # by file, and the labels of one file would sit beside the wrong images
+    for k in range(12):
+        save(tmp_path, f"image-{k}.npy", np.full((1, 2), k, np.int32))
+        save(tmp_path, f"tag-{k}.npy", np.full(1, k, np.int32))
+    labels = save(tmp_path, "labels.npy", np.arange(12, dtype=np.int32))
+    pattern = str(tmp_path / "image-*.npy")
+    with pytest.raises(ConfigError) as err:
+        NpySource(NpySourceConfig(paths={"image": pattern, "label": labels}))
+    assert str(err.value) == (
+        f"NpySource: field 'image': the glob pattern '{pattern}' matches files numbered "
+        "without zero padding, taken in sorted name order ('image-10.npy' before "
+        "'image-2.npy'), while field 'label' is laid out otherwise, so its records would "
+        "not line up with them. Zero-pad the numbers in the file names (image-02.npy), or "
+        "list the files in order."
+    )
+    # fields whose files are numbered alike line up, and one field alone is only an order
+    tags = str(tmp_path / "tag-*.npy")
+    source = NpySource(NpySourceConfig(paths={"image": pattern, "tag": tags}))
+    batch = source.get_batch(12)
+    assert np.asarray(batch["image"])[:, 0].tolist() == np.asarray(batch["tag"]).tolist()
+    source.close()
+    NpySource(NpySourceConfig(paths=pattern)).close()
+
+
 def test_shards_split_between_processes_and_resume_exactly(shards):
     table, paths = shards
 

@@ -12,7 +12,9 @@ default ``"data"``); a mapping ``{field: file or list of shards}`` makes one fie
 entry, every field holding the same number of records. The shards of a field must
 share the per-record shape and dtype (byte order aside; strings of any width).
 
-A glob pattern is expanded (sorted). A path may be a URL (any fsspec protocol): the files are
+A glob pattern is expanded (sorted by name; beside another field, a glob whose files are
+numbered without zero padding, ``x-10.npy`` before ``x-2.npy``, is refused unless every
+field's files are numbered alike). A path may be a URL (any fsspec protocol): the files are
 fetched into the shard cache once, when the source is built, and memory-mapped from there.
 
 Example:
@@ -256,6 +258,45 @@ def _expand_local(files: tuple[str, ...], field: str) -> tuple[str, ...]:
     return tuple(file for _, found in named for file in found)
 
 
+def _number_key(path: str) -> tuple[tuple[int, Any], ...]:
+    """A file name's sort key with its numbers compared as numbers (``x-2`` < ``x-10``)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return tuple((0, int(part)) if part.isdigit() else (1, part)
+                 for part in re.split(r"(\d+)", name) if part)
+
+
+def _check_glob_order(named: dict[str, tuple[str, ...]], fields: dict[str, tuple[str, ...]]) -> None:
+    """Refuse a glob whose sorted files are not in the order of their numbers
+    (``x-10.npy`` before ``x-2.npy``) beside a field laid out otherwise: records are
+    numbered across files, so the fields' records would not line up."""
+    if len(fields) < 2:
+        return
+    orders = {
+        name: tuple(sorted(range(len(files)), key=lambda i: _number_key(files[i])))
+        for name, files in fields.items()
+    }
+    for name, order in orders.items():
+        if order == tuple(range(len(order))) or not any(_GLOB.search(p) for p in named[name]):
+            continue
+        other = next((o for o in orders if orders[o] != order), None)
+        if other is None:
+            return  # every field's files are numbered alike: they line up
+        files = fields[name]
+        later = next(j for j in range(len(files))
+                     if any(_number_key(files[i]) > _number_key(files[j]) for i in range(j)))
+        earlier = next(i for i in range(later) if _number_key(files[i]) > _number_key(files[later]))
+        base = [files[k].rstrip("/").rsplit("/", 1)[-1] for k in (earlier, later)]
+        pattern = next(p for p in named[name] if _GLOB.search(p))
+        padded = re.sub(r"\d+", lambda m: m.group().zfill(len(m.group()) + 1), base[1], count=1)
+        raise ConfigError(
+            f"{_WHERE}: field '{name}': the glob pattern '{pattern}' matches files numbered "
+            f"without zero padding, taken in sorted name order ('{base[0]}' before "
+            f"'{base[1]}'), while field '{other}' is laid out otherwise, so its records "
+            f"would not line up with them. Zero-pad the numbers in the file names "
+            f"({padded}), or list the files in order."
+        )
+
+
 def _remote_fields(
     fields: dict[str, tuple[str, ...]],
     cache: ShardCache | None,
@@ -343,7 +384,8 @@ class NpySource(RandomAccessSource):
         RecordError: a file is missing or not a ``.npy`` array, shards of a field
             disagree on the per-record shape or dtype (naming the file), or the fields
             hold different numbers of records. A missing remote file is named by URL.
-        ConfigError: a float64 shard without ``cast_float64=True`` (x64 off).
+        ConfigError: a float64 shard without ``cast_float64=True`` (x64 off), or a glob
+            of files numbered without zero padding beside a field laid out otherwise.
         MissingExtraError: a URL's filesystem is not installed (``datarax[remote]``).
         CacheFullError: the remote files do not fit the shard cache together.
     """
@@ -369,6 +411,7 @@ class NpySource(RandomAccessSource):
         fields, local, remote = _remote_fields(config.fields(), cache, storage_options)
         self._remote = nnx.static(remote)
         try:
+            _check_glob_order(config.fields(), fields)
             shards = _open_fields(fields, local, config.cast_float64)
         except BaseException:
             if remote is not None:
