@@ -86,6 +86,11 @@ class StatsLogger:
         self.steps = 0
         self._jsonl = None
         if jsonl_path is not None:
+            if os.path.isdir(jsonl_path) or os.fspath(jsonl_path).endswith(("/", os.sep)):
+                raise ConfigError(
+                    f"StatsLogger jsonl_path '{os.fspath(jsonl_path)}' is a folder; give a "
+                    "file in it, e.g. jsonl_path='runs/data_stats.jsonl'."
+                )
             folder = os.path.dirname(os.fspath(jsonl_path))
             if folder:  # as tensorboard_dir is: the folders of the path are made
                 os.makedirs(folder, exist_ok=True)

@@ -196,3 +196,10 @@ def test_jsonl_path_in_a_folder_not_made_yet(tmp_path):
         logger.step()
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1]
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["logs", "run1", "stats.jsonl"]
+
+
+def test_jsonl_path_that_is_a_folder_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"^StatsLogger jsonl_path '.*' is a folder; give a "
+                       r"file in it, e.g. jsonl_path='runs/data_stats.jsonl'\.$"):
+        StatsLogger(make_pipeline(), jsonl_path=tmp_path)
+    assert list(tmp_path.iterdir()) == []
