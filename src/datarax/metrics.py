@@ -55,8 +55,9 @@ class StatsLogger:
     """Snapshots of ``pipeline.stats()`` every ``every`` batches.
 
     ``pipeline``: anything with a ``stats()`` dict; at least one of ``jsonl_path`` (appended;
-    its folders made if missing) and ``tensorboard_dir`` is needed. :meth:`close` (or ``with``) flushes the files; a
-    logger dropped without it closes them (and the TensorBoard writer's thread) when collected.
+    its folders made if missing) and ``tensorboard_dir`` is needed. :meth:`close` (or
+    ``with``) flushes the files; a logger dropped without it closes them (and the
+    TensorBoard writer's thread) when collected.
     """
 
     def __init__(

@@ -751,3 +751,26 @@ def test_command_help_says_what_it_does_and_its_exit_status(command, status, cap
         main([command, "--help"])
     assert exit_.value.code == 0
     assert status in " ".join(capsys.readouterr().out.split())
+
+
+def test_bench_of_a_filtered_pipeline_says_why_its_epoch_length_is_unknown(
+    tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "filtered_cli.py").write_text(
+        "import numpy as np\n"
+        "from datarax.operators import FilterOperator\n"
+        "from datarax.pipeline import Pipeline\n"
+        "from datarax.sources import MemorySource, MemorySourceConfig\n"
+        "def pipeline():\n"
+        "    source = MemorySource(MemorySourceConfig(), {'x': np.arange(40, dtype=np.int32)})\n"
+        "    keep = FilterOperator(predicate=lambda el: el.data['x'] % 2 == 0)\n"
+        "    return Pipeline(source, stages=[keep], batch_size=4)\n"
+    )
+    code, out, err = datarax_in_process(
+        "bench", "py:filtered_cli:pipeline", "--batches", "3",
+        cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch,
+    )
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1] == (
+        "batches: 3  records: 12  batches per epoch: unknown (a filter: known once read)"
+    )

@@ -164,6 +164,10 @@ def run_bench(
             source=type(target.source).__name__,
             batches_per_epoch=length_of(pipeline),
         )
+        # why an epoch's length is unknown: the source is a stream, or a filter decides it
+        unknown_why = (
+            "a stream" if length_of(target.source) is None else "a filter: known once read"
+        )
     if compare_floor:
         with open_target(spec) as fresh:
             floor = measure_floor(fresh, result["batch_size"], max(result["records"], 1))
@@ -192,7 +196,7 @@ def run_bench(
     per_epoch = result["batches_per_epoch"]
     print(
         f"batches: {result['batches']}  records: {result['records']}  batches per epoch: "
-        + (str(per_epoch) if per_epoch is not None else "unknown (a stream)")
+        + (str(per_epoch) if per_epoch is not None else f"unknown ({unknown_why})")
     )
     print(f"time to first batch: {result['time_to_first_batch_s']:.3f} s")
     print("records/s (after the first batch): " + (f"{rate:,.1f}" if rate else "n/a (one batch)"))
