@@ -179,6 +179,27 @@ def test_int64_records_are_narrowed_or_refused_naming_file_record_and_value(tmp_
     skipping.close()
 
 
+def test_an_int64_value_past_int32_is_named_in_its_own_fields_file(tmp_path):
+    # the failing value lives in 'label' (second field, two shards), not in 'x''s file
+    x = save(tmp_path, "x.npy", np.zeros((6, 2), np.float32))
+    labels = np.arange(6)
+    labels[4] = 2**40
+    shards = [save(tmp_path, "l0.npy", labels[:3]), save(tmp_path, "l1.npy", labels[3:])]
+    source = NpySource(NpySourceConfig(paths={"x": x, "label": shards}))
+    with pytest.raises(RecordError) as err:
+        epoch_batches(source, 6, field="label")
+    assert str(err.value).startswith(
+        f"NpySource: cannot read record 1 of file '{shards[1]}' (epoch 0): field 'label' is "
+        "int64 and holds 1099511627776, outside the int32 range")
+    assert (err.value.path, err.value.index) == (shards[1], 1)
+    source.close()
+    skipping = NpySource(NpySourceConfig(paths={"x": x, "label": shards}, on_error="skip"))
+    assert np.concatenate(epoch_batches(skipping, 3, field="label")).tolist() == [0, 1, 2, 3, 5]
+    [skipped] = skipping.skipped_records()
+    assert (skipped.path, skipped.index_in_file, skipped.index) == (shards[1], 1, 4)
+    skipping.close()
+
+
 def test_float64_is_refused_unless_cast_float64(tmp_path):
     path = save(tmp_path, "f.npy", np.linspace(0, 1, 4))
     with pytest.raises(ConfigError) as err:

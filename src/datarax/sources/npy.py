@@ -443,8 +443,11 @@ class NpySource(RandomAccessSource):
         return raw
 
     def locate(self, index: int) -> tuple[str, int]:
-        """``(file, row in file)`` of stable record ``index`` (the first field's file)."""
-        return self._shards[0].locate(int(index))
+        """``(file, row in file)`` of stable record ``index``: in the file of the first
+        64-bit integer field (the values ``decode`` checks, so a value past int32 is
+        named where it lies), else of the first field."""
+        wide = [s for s in self._shards if s.field in self._wide]
+        return (wide or self._shards)[0].locate(int(index))
 
     def stats(self) -> dict[str, Any] | None:
         """The reader's timers, and for URLs ``"storage"``: downloads, cache hits,
