@@ -209,3 +209,11 @@ def test_bad_nodes_are_refused():
 def test_select_and_merge_settings_that_would_lose_or_garble_fields_are_refused(build, message):
     with pytest.raises(ConfigError, match=message):
         build()
+
+
+def test_a_filter_as_a_graph_node_is_refused_when_built_naming_the_node():
+    from datarax.operators import FilterOperator
+
+    even = FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0)
+    with pytest.raises(ConfigError, match="node 'keep' is a FilterOperator.*Pipeline's stages"):
+        DagOperator({"keep": even, "m": Merge()}, {"keep": ["source"], "m": ["keep", "source"]}, "m")

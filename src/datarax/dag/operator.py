@@ -32,7 +32,13 @@ from flax import nnx
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.keys import child_keys
-from datarax.core.operator import OperatorModule, all_per_record, call_stage, refuse_rng_state
+from datarax.core.operator import (
+    OperatorModule,
+    RecordFilter,
+    all_per_record,
+    call_stage,
+    refuse_rng_state,
+)
 from datarax.dag.graph import SOURCE, plan_graph
 from datarax.dag.nodes import Merge, join_fields
 from datarax.typing import Batch
@@ -65,7 +71,8 @@ class DagOperator(OperatorModule):
 
     Raises:
         ConfigError: a cycle, an unknown node, a missing sink, a node that never
-            reaches the sink, or a node with its own ``rngs`` or RNG streams (named).
+            reaches the sink, a filter node, or a node with its own ``rngs`` or RNG
+            streams (named).
     """
 
     def __init__(
@@ -90,6 +97,12 @@ class DagOperator(OperatorModule):
         order = plan_graph(names, edges, sink)
         for node_name, node in nodes.items():
             refuse_rng_state(node, f"DagOperator node '{node_name}'")
+            if isinstance(node, RecordFilter):
+                raise ConfigError(
+                    f"DagOperator node '{node_name}' is a {type(node).__name__}; every node of "
+                    "a graph maps each record to one record, so its branches stay aligned. "
+                    "Put the filter in the Pipeline's stages, before or after the graph."
+                )
             if isinstance(node, OperatorModule):
                 if node.owns_key:
                     raise ConfigError(
