@@ -9,7 +9,7 @@
 4. Saves the pipeline state midway through epoch 1, builds a fresh pipeline, restores
    it, and checks that it serves exactly the batches the uninterrupted run did.
 
-Run: ``python examples/convert_and_train.py`` (needs ``datarax[all]``; writes into
+Run: ``python examples/convert_and_train.py`` (needs ``datarax[convert,hf,demo]``; writes into
 the current folder).
 """
 
@@ -20,11 +20,11 @@ import json
 
 import jax.numpy as jnp
 import numpy as np
+import optax
 from flax import nnx
 
 try:
     import datasets
-    import optax
     from PIL import Image
 except ModuleNotFoundError as err:  # an optional package
     raise SystemExit(f'{err}; this example needs: pip install "datarax[convert,hf,demo]"') from err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib.abc
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -151,9 +152,10 @@ def test_example_runs_as_is(name, example, tmp_path):
         at = printed.index(line, at) + 1
 
 
-# Packages every install has (pyproject's dependencies); any other import in an example
-# is optional and must fail with the `pip install "datarax[...]"` that adds it.
-CORE = {"numpy", "jax", "flax", "grain", "datarax"}
+# Packages every install has (pyproject's dependencies, and optax and orbax, which flax
+# requires); any other import in an example is optional and must fail with the
+# `pip install "datarax[...]"` that adds it.
+CORE = {"numpy", "jax", "flax", "grain", "datarax", "optax", "orbax"}
 
 
 def _unguarded_optional_imports(tree: ast.AST) -> list[str]:
@@ -219,3 +221,8 @@ def test_npy_example_refuses_a_size_too_small_for_its_resume(monkeypatch, tmp_pa
     assert str(exit_.value.code) == (
         "NUM_RECORDS=10 is too small: this example needs at least 256 records (4 batches of 64)"
     )
+
+
+def test_the_examples_readme_lists_every_script():
+    listed = set(re.findall(r"\]\(([^)]+\.py)\)", (ROOT / "examples" / "README.md").read_text()))
+    assert listed == set(EXAMPLES)

@@ -16,11 +16,8 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
-try:
-    import optax
-    import orbax.checkpoint as ocp
-except ModuleNotFoundError as err:  # an optional package
-    raise SystemExit(f'{err}; this example needs: pip install "datarax[checkpoint,demo]"') from err
+import optax
+import orbax.checkpoint as ocp
 from flax import nnx
 
 import datarax.checkpoint

@@ -15,10 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-try:
-    import optax
-except ModuleNotFoundError as err:  # an optional package
-    raise SystemExit(f'{err}; this example needs: pip install "datarax[demo]"') from err
+import optax
 from flax import nnx
 
 from datarax.cli.demo import Classifier, load_digits_split

@@ -10,7 +10,7 @@
 5. "Crashes", restores the latest checkpoint into freshly built objects, finishes, and
    checks the result equals an uninterrupted run.
 
-Run: python examples/text/lm_pretraining.py   (needs datarax[tokenizers,hf,checkpoint,demo])
+Run: python examples/text/lm_pretraining.py   (needs datarax[tokenizers,hf])
 """
 
 from __future__ import annotations
@@ -22,18 +22,16 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+import orbax.checkpoint as ocp
 from flax import nnx
 
 try:
-    import optax
-    import orbax.checkpoint as ocp
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 except ModuleNotFoundError as err:  # an optional package
-    raise SystemExit(
-        f'{err}; this example needs: pip install "datarax[tokenizers,hf,checkpoint,demo]"'
-    ) from err
+    raise SystemExit(f'{err}; this example needs: pip install "datarax[tokenizers,hf]"') from err
 
 import datarax.checkpoint
 from datarax.pipeline import Pipeline
