@@ -774,3 +774,17 @@ def test_bench_of_a_filtered_pipeline_says_why_its_epoch_length_is_unknown(
     assert out.splitlines()[1] == (
         "batches: 3  records: 12  batches per epoch: unknown (a filter: known once read)"
     )
+
+
+def test_inspect_stopped_by_a_bad_record_points_to_scan(data, capsys, monkeypatch):
+    code, out, err = datarax_in_process(
+        "inspect", "corrupt.array_record", "--records", "20",
+        cwd=data, capsys=capsys, monkeypatch=monkeypatch,
+    )
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1
+    assert err.startswith(
+        f"datarax inspect: error: ArrayRecordSourceModule: cannot read record "
+        f"{unreadable_records(data / 'corrupt.array_record')[0]} of file "
+        f"'{data / 'corrupt.array_record'}'"
+    )
+    assert err.endswith(" 'datarax scan corrupt.array_record' lists every bad record.\n")

@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
         build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
+    from datarax.core.errors import RecordError
+
     try:
         return _run(args)
     except (ValueError, ImportError, OSError) as err:
@@ -150,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split()) or type(err).__name__
         if args.command in ("inspect", "scan"):  # the config field, as this command spells it
             message = message.replace("(exclude_keys)", "(--exclude FIELD)")
+        if args.command == "inspect" and isinstance(err, RecordError):
+            message += f" 'datarax scan {args.source}' lists every bad record."
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)
         return 2
 
