@@ -200,6 +200,18 @@ def test_image_that_does_not_decode(tmp_path):
     (report,) = p.source.skipped_records()
     assert (report.position, report.index) == (3, 3)
     assert report.cause.startswith("UnidentifiedImageError: cannot identify image file")
+    # loaded eagerly: a RecordError naming the field and the record, not PIL's bare error
+    from datarax.sources import HFEagerConfig, HFEagerSource
+
+    with pytest.raises(RecordError) as info:
+        HFEagerSource(HFEagerConfig(name=path, split="train[2:]"))
+    message = str(info.value)
+    assert message.startswith(
+        "HFEagerSource: field 'image' of record 1 of split 'train[2:]' does not decode as an "
+        "image: UnidentifiedImageError: cannot identify image file")
+    assert message.endswith(
+        "Fix or filter the data (Dataset.filter), or drop the field (exclude_keys).")
+    assert info.value.index == 1
 
 
 def test_config_and_state_are_checked(bad_parquet):

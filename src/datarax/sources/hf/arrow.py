@@ -100,7 +100,7 @@ def table_to_columns(
     columns = {}
     for key in keys:
         feature = features.get(key) if features is not None else None
-        if _is_image(feature):
+        if is_image(feature):
             array = _decode_images(table.column(key), feature, key, where, first_record)
         else:
             array = _arrow_to_numpy(table.column(key), key, where, first_record)
@@ -110,7 +110,7 @@ def table_to_columns(
     return columns
 
 
-def _is_image(feature: Any) -> bool:
+def is_image(feature: Any) -> bool:
     return type(feature).__name__ == "Image" and type(feature).__module__.startswith("datasets")
 
 

@@ -11,7 +11,8 @@ from flax import nnx
 
 from datarax.sources._columns import select_keys, text_on_host
 from datarax.sources._dataset_config import check_config_type, empty_split
-from datarax.sources.hf.arrow import table_to_columns
+from datarax.core.errors import DataraxError, RecordError
+from datarax.sources.hf.arrow import is_image, table_to_columns
 from datarax.sources.hf.config import HFEagerConfig
 from datarax.sources.hf.locate import (
     check_split,
@@ -88,5 +89,33 @@ def _load_eager_columns(config: HFEagerConfig, where: str,
     if len(ds) == 0:
         raise empty_split(config, where)
     table = ds.select_columns(keys).with_format("arrow")[:]
-    columns = table_to_columns(table, keys, config, where, features=ds.features)
+    try:
+        columns = table_to_columns(table, keys, config, where, features=ds.features)
+    except DataraxError:
+        raise
+    except Exception as err:  # an image that does not decode: named with its record
+        raise _undecodable(table, keys, ds.features, config, where) or err
     return text_on_host(columns)
+
+
+def _undecodable(table: Any, keys: list[str], features: Any, config: HFEagerConfig,
+                 where: str) -> RecordError | None:
+    """The error naming the first image field and record that does not decode; None
+    when every image decodes."""
+    for key in keys:
+        feature = features.get(key)
+        if not is_image(feature):
+            continue
+        for i, value in enumerate(table.column(key).to_pylist()):
+            try:
+                feature.decode_example(value)
+            except Exception as err:  # noqa: BLE001 - reported with field and record
+                error = RecordError(
+                    f"{where}: field '{key}' of record {i} of split {config.split!r} does not "
+                    f"decode as an image: {type(err).__name__}: {err}. Fix or filter the data "
+                    "(Dataset.filter), or drop the field (exclude_keys).",
+                    index=i,
+                )
+                error.__cause__ = err
+                return error
+    return None
