@@ -529,6 +529,9 @@ def test_bad_arguments_are_one_line_and_exit_2(data, args, message):
             ["inspect", "hf:{data}/hfds", "--grid", "{data}/x.png", "--field", "nope"],
             "--field 'nope' is not a field of this source; fields: ['label', 'text'].",
         ),
+        (["scan", "hf:{data}/hfds", "--exclude", "nope"],
+         "HFStreamingSource: --exclude names field(s) ['nope'] that the dataset does not have; "
+         "its fields are ['text', 'label']."),
         (["scan", "{data}/good.array_record", "--batch-size", "0"],
          "--batch-size must be >= 1, got 0."),
         (["bench", "py:pipelines_cli:source", "--batch-size", "-2"],

@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         # what went wrong and what to do, so the user sees that line, not a traceback.
         message = " ".join(str(err).split()) or type(err).__name__
         if args.command in ("inspect", "scan"):  # the config field, as this command spells it
-            message = message.replace("(exclude_keys)", "(--exclude FIELD)")
+            from datarax.cli.targets import as_cli_options
+
+            message = as_cli_options(message)
         if args.command == "inspect" and isinstance(err, RecordError):
             message += f" 'datarax scan {args.source}' lists every bad record."
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)

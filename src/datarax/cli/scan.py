@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from datarax.cli.inspect_source import host_batches
-from datarax.cli.targets import Target
+from datarax.cli.targets import Target, as_cli_options
 from datarax.core.errors import RecordError
 
 
@@ -33,7 +33,7 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
         for r in (reports() if callable(reports) else [])
     ] + ([stopped] if stopped is not None else [])
     for record in bad:  # the config field, as this command spells it
-        record["cause"] = record["cause"].replace("(exclude_keys)", "(--exclude FIELD)")
+        record["cause"] = as_cli_options(record["cause"])
     return {
         "target": target.spec,
         "source": type(target.source).__name__,

@@ -62,6 +62,20 @@ class Target:
         self.source.close()
 
 
+def as_cli_options(message: str) -> str:
+    """``message`` with a source's config field for leaving fields out (``exclude_keys``)
+    spelt as the ``--exclude`` option of ``inspect`` and ``scan``.
+
+    Example:
+        >>> as_cli_options("drop it (exclude_keys=('tokens',)).")
+        'drop it (--exclude tokens).'
+    """
+    message = re.sub(r"\(exclude_keys=\(\s*'([^']*)',?\s*\)\)", r"(--exclude \1)", message)
+    message = message.replace("(exclude_keys)", "(--exclude FIELD)")
+    message = message.replace("include_keys/exclude_keys leave", "--exclude leaves")
+    return message.replace("exclude_keys names", "--exclude names")
+
+
 def split_spec(spec: str) -> tuple[str, str, str | None]:
     """``(kind, name, split)`` of a SOURCE argument (no file is touched); ConfigError for
     an unknown ``scheme:`` or an empty name."""
