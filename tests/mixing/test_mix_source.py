@@ -441,3 +441,15 @@ def test_numpy_weights_and_records_per_epoch_are_taken_like_python_numbers():
     assert mix.order_settings() == same.order_settings()
     with pytest.raises(ConfigError, match="one weight per source"):
         MixSource([memory(0, 5), memory(10, 15)], weights=np.ones((2, 1)))
+
+
+def test_an_error_reading_a_source_says_which_source_of_the_mixture_raised_it():
+    class Once(Stream):
+        def restart(self, epoch):  # does not rewind: the second pass is empty
+            self.opened += 1
+
+    mix = MixSource({"books": memory(0, 10), "captions": Once(100, 103)}, weights=[1, 1],
+                    records_per_epoch=16)
+    with pytest.raises(SourceContractError, match="none in pass 1") as caught:
+        list(Pipeline(source=mix, stages=[], batch_size=4))
+    assert "reading MixSource source 'captions'" in "\n".join(getattr(caught.value, "__notes__", []))

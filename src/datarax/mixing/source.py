@@ -314,8 +314,16 @@ class MixSource(ChildSources, DataSourceModule):
         parts: dict[int, Batch] = {}
         for i in np.unique(owners).tolist():
             mine = draws[owners == i]
-            parts[i] = self.__reads.read(i, self.sources[i], self.config.mode, mine,
-                                         self.stream_passes)
+            try:
+                parts[i] = self.__reads.read(i, self.sources[i], self.config.mode, mine,
+                                             self.stream_passes)
+            except Exception as err:
+                err.add_note(
+                    f"raised reading MixSource source '{self.names[i]}' "
+                    f"({type(self.sources[i]).__name__}), its draws {int(mine[0])} .. "
+                    f"{int(mine[-1])}"
+                )
+                raise
         self.datarax_position.advance(count)
         return interleave(parts, owners, self.element_spec()), draws * len(self.sources) + owners
 
