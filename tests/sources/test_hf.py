@@ -516,6 +516,29 @@ def test_core_import_does_not_need_datasets():
     assert out.stdout.strip() == "HFStreamingSource"
 
 
+@pytest.mark.slow  # a fresh interpreter importing datasets and JAX
+def test_a_run_that_stops_mid_pass_exits_without_a_traceback(sst2_folder):
+    # training for a number of steps leaves the stream's pass open at exit; datasets'
+    # parquet reader, closed only as the interpreter tears its modules down, printed
+    # "Exception ignored in: <generator object Parquet._generate_tables ...>"
+    code = textwrap.dedent(f"""
+        from datarax.pipeline import Pipeline
+        from datarax.sources import HFStreamingConfig, HFStreamingSource
+        for shuffle in (False, True):
+            config = HFStreamingConfig(name={sst2_folder!r}, split="train", shuffle=shuffle,
+                                       chunk_size=4, shuffle_buffer_size=8)
+            batches = iter(Pipeline(source=HFStreamingSource(config), stages=[], batch_size=2))
+            print(len(next(batches)["sentence"]))
+    """)
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "2"]
+    assert "Exception ignored" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
 def test_image_features_are_decoded(tmp_path):
     features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(num_classes=3)})
     rows = {"image": [np.full((5, 4), i, np.uint8) for i in range(12)], "label": [i % 3 for i in range(12)]}

@@ -5,6 +5,7 @@ budget) applied to them."""
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,9 +67,12 @@ class StreamReader:
 
     def _reset(self) -> None:
         self._open_at: tuple[int, int, int] | None = None  # a session's open, for its first peek
+        closer, self._closer = getattr(self, "_closer", None), None
         tables, self._tables = self._tables, None
-        if tables is not None and hasattr(tables, "close"):
-            tables.close()
+        if closer is not None:
+            closer()  # closes tables
+        elif tables is not None:
+            _close_tables(tables)
         self._chunk: dict[str, np.ndarray] | None = None
         self._indices = np.zeros(0, np.int64)
         self._ordinals = np.zeros(0, np.int64)
@@ -108,6 +112,9 @@ class StreamReader:
             )
         else:
             self._tables = iter(dataset.with_format("arrow").iter(batch_size=config.chunk_size))
+        # a pass still open when the interpreter exits (a run that stops mid-epoch) is
+        # closed while modules are intact: datasets' readers otherwise print a traceback
+        self._closer = weakref.finalize(self, _close_tables, self._tables)
         while skip > 0:
             got = self._next_table()
             if got is None:
@@ -360,6 +367,17 @@ class StreamReader:
 
 
 _WHERE = "HFStreamingSource"
+
+
+def _close_tables(tables: Any) -> None:
+    """Close an open pass's table iterator (a generator over ``datasets``' readers)."""
+    close = getattr(tables, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except ValueError:  # being read on another thread at exit: it ends with the process
+        pass
 
 
 def _cause(err: BaseException) -> str:
