@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import functools
+import weakref
 from typing import Any
 
 import jax
@@ -45,6 +46,9 @@ from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
 
 _INT32_MAX = 2**31 - 1
+# The lengths each program was called with in this process: a first call of a length
+# traces and compiles, and stats() counts it as "compile", the calls after it as "step".
+_CALLED: weakref.WeakKeyDictionary[Any, set[int]] = weakref.WeakKeyDictionary()
 
 
 def check_scan(context: PassContext, length: Any) -> None:
@@ -144,10 +148,12 @@ def run_scan(
     starts, epochs, (end_epoch, end_index) = scan_positions(context, epoch, index, length)
     program = scan_program(train_step, context.plan.batch_size, context.plan.placement)
     data = (source, list(context.stages))
-    with context.stats.timer("step"):
+    lengths = _CALLED.setdefault(program, set())
+    with context.stats.timer("step" if length in lengths else "compile"):
         out = program(
             tuple(modules), data, source.step_inputs(), starts, epochs, context.key_pair()
         )
+    lengths.add(length)
     source.seek(end_epoch, end_index)
     for _ in range(length):
         context.stats.count(context.plan.batch_size)
