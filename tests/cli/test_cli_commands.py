@@ -791,3 +791,24 @@ def test_inspect_stopped_by_a_bad_record_points_to_scan(data, capsys, monkeypatc
         f"'{data / 'corrupt.array_record'}'"
     )
     assert err.endswith(" 'datarax scan corrupt.array_record' lists every bad record.\n")
+
+
+def test_output_piped_to_a_reader_that_stops_ends_quietly(data, capsys, monkeypatch):
+    class ClosedPipe:  # what `datarax inspect ... | head -2` writes to once head exits
+        lines = 0
+
+        def write(self, text):
+            self.lines += text.count("\n")
+            if self.lines > 2:
+                raise BrokenPipeError(32, "Broken pipe")
+            return len(text)
+
+        def flush(self):
+            pass
+
+    from datarax.cli.main import main
+
+    monkeypatch.chdir(data)
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    assert main(["inspect", "good.array_record", "--records", "5"]) == 141
+    assert capsys.readouterr().err == ""  # no 'error: [Errno 32] Broken pipe' line

@@ -10,6 +10,7 @@ exit status 2; ``scan`` exits 1 when it found bad records.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 SOURCE_HELP = (
@@ -146,6 +147,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return _run(args)
+    except BrokenPipeError:
+        # The reader of the output went away (`datarax inspect ... | head`): end quietly,
+        # with the status of a process that a closed pipe stops (128 + SIGPIPE).
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # stdout without a file descriptor
+            pass
+        return 141
     except (ValueError, ImportError, OSError) as err:
         # DataraxError is a ValueError; a missing extra is an ImportError. Both carry
         # what went wrong and what to do, so the user sees that line, not a traceback.
