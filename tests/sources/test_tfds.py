@@ -109,6 +109,8 @@ class DataraxRagged(tfds.core.GeneratorBasedBuilder):
                 {
                     "seq": tfds.features.Sequence(tfds.features.Tensor(shape=(), dtype=np.int32)),
                     "id": tfds.features.Tensor(shape=(), dtype=np.int32),
+                    # a string Tensor (not Text): raw bytes, e.g. an encoded file
+                    "raw": tfds.features.Tensor(shape=(), dtype=np.str_),
                 }
             ),
         )
@@ -118,7 +120,7 @@ class DataraxRagged(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self):
         for i in range(3):
-            yield i, {"seq": list(range(i)), "id": i}
+            yield i, {"seq": list(range(i)), "id": i, "raw": bytes([0xFF, 0xD8, i])}
 
 
 @pytest.fixture(scope="module")
@@ -373,6 +375,18 @@ def test_a_field_of_varying_length_is_named_with_the_fix(data_dir, streaming):
     source = cls(cfg(name="datarax_ragged", data_dir=data_dir, exclude_keys=("seq",)))
     batch = next(iter(Pipeline(source=source, stages=[], batch_size=3)))
     assert sorted(np.asarray(batch["id"]).tolist()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_string_tensor_that_is_not_text_is_served_as_bytes(data_dir, streaming):
+    # only Text features are decoded to str; a string Tensor holding bytes that are not
+    # UTF-8 (an encoded image, a serialized proto) is served as TFDS gives it
+    cls, cfg = ((TFDSStreamingSource, TFDSStreamingConfig) if streaming
+                else (TFDSEagerSource, TFDSEagerConfig))
+    source = cls(cfg(name="datarax_ragged", data_dir=data_dir, exclude_keys=("seq",)))
+    batch = next(iter(Pipeline(source=source, stages=[], batch_size=3)))
+    ids = np.asarray(batch["id"]).tolist()
+    assert list(batch["raw"]) == [bytes([0xFF, 0xD8, i]) for i in ids]
 
 
 @pytest.mark.parametrize("split", ["train[:0]", "train[4:2]"])  # empty; ends before it starts

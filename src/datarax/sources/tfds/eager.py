@@ -102,7 +102,8 @@ def _load_with_tensorflow(config: TFDSConfig, where: str) -> dict[str, np.ndarra
     for key in decoder.keys:
         value = np.asarray(arrays[key])
         if key in decoder.text:
-            columns[key] = decode_text(value.astype(object))
+            text = value.astype(object)
+            columns[key] = decode_text(text) if key in decoder.utf8 else text
         else:
             columns[key] = fit_column(key, value, where=where, cast_float64=config.cast_float64)
     if not columns or len(next(iter(columns.values()))) == 0:

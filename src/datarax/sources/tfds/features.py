@@ -24,6 +24,8 @@ class Decoder:
         # fields declared with a length that varies by record (a None in their shape)
         self.varying: dict[str, tuple[Any, ...]] = {}
         infos = flatten_fields(info.features.get_tensor_info())
+        # string fields served as str: Text features; other string Tensors stay bytes
+        self.utf8 = set(_text_features(info.features))
         for key, tensor_info in infos.items():
             dtype = _np_dtype(getattr(tensor_info, "np_dtype", None) or tensor_info.dtype)
             shape = tuple(getattr(tensor_info, "shape", None) or ())
@@ -60,11 +62,24 @@ class Decoder:
         for key in self.keys:
             value = flat[key]
             if key in self.text:
-                out[key] = decode_text(value)
+                out[key] = decode_text(value) if key in self.utf8 else value
                 continue
             array = np.asarray(value, dtype=self.dtypes.get(key))
             out[key] = fit_value(key, array, cast_float64=self.cast_float64)
         return out
+
+
+def _text_features(feature: Any, prefix: str = "") -> list[str]:
+    """The flattened names of the ``Text`` features in ``feature`` (a FeaturesDict)."""
+    kind = type(feature).__name__
+    if kind == "Text":
+        return [prefix.rstrip("/")]
+    if kind == "Sequence":
+        return _text_features(feature.feature, prefix)
+    if hasattr(feature, "items"):  # FeaturesDict
+        return [name for key, inner in feature.items()
+                for name in _text_features(inner, f"{prefix}{key}/")]
+    return []
 
 
 def _shape_text(shape: tuple[Any, ...]) -> str:
