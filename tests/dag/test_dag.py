@@ -217,3 +217,10 @@ def test_a_filter_as_a_graph_node_is_refused_when_built_naming_the_node():
     even = FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0)
     with pytest.raises(ConfigError, match="node 'keep' is a FilterOperator.*Pipeline's stages"):
         DagOperator({"keep": even, "m": Merge()}, {"keep": ["source"], "m": ["keep", "source"]}, "m")
+
+
+def test_from_dag_with_stages_says_how_to_put_stages_around_the_graph():
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    with pytest.raises(ConfigError, match=r"stages=\[\.\.\., DagOperator\(nodes, edges, sink\)"):
+        Pipeline.from_dag(source=source, nodes={"a": SelectFields("x")}, edges={"a": ["source"]},
+                          sink="a", stages=[SelectFields("x")])

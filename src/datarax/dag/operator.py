@@ -101,7 +101,8 @@ class DagOperator(OperatorModule):
                 raise ConfigError(
                     f"DagOperator node '{node_name}' is a {type(node).__name__}; every node of "
                     "a graph maps each record to one record, so its branches stay aligned. "
-                    "Put the filter in the Pipeline's stages, before or after the graph."
+                    "Put the filter in the Pipeline's stages, before or after the graph: "
+                    "Pipeline(source, stages=[filter, DagOperator(nodes, edges, sink)])."
                 )
             if isinstance(node, OperatorModule):
                 if node.owns_key:

@@ -188,6 +188,12 @@ class Pipeline(nnx.Module):
         """
         from datarax.dag import DagOperator
 
+        if "stages" in options:
+            raise ConfigError(
+                "Pipeline.from_dag makes the graph the pipeline's one stage and takes no "
+                "stages=; for stages before or after the graph (a FilterOperator, say), build "
+                "Pipeline(source, stages=[..., DagOperator(nodes, edges, sink), ...])."
+            )
         graph = DagOperator(nodes, edges, sink)
         return cls(source=source, stages=[graph], batch_size=batch_size, rngs=rngs, **options)
 
