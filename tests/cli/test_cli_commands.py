@@ -812,3 +812,29 @@ def test_output_piped_to_a_reader_that_stops_ends_quietly(data, capsys, monkeypa
     monkeypatch.setattr("sys.stdout", ClosedPipe())
     assert main(["inspect", "good.array_record", "--records", "5"]) == 141
     assert capsys.readouterr().err == ""  # no 'error: [Errno 32] Broken pipe' line
+
+
+def test_scan_and_bench_of_a_padding_pipeline_count_real_records_only(
+    tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "padded_cli.py").write_text(
+        "import numpy as np\n"
+        "from datarax.pipeline import Pipeline\n"
+        "from datarax.sources import MemorySource, MemorySourceConfig\n"
+        "def pipeline():\n"
+        "    source = MemorySource(MemorySourceConfig(), {'x': np.arange(10, dtype=np.int32)})\n"
+        "    return Pipeline(source, stages=[], batch_size=4, pad_remainder=True)\n"
+    )
+    code, out, err = datarax_in_process(
+        "scan", "py:padded_cli:pipeline", cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert (code, err) == (0, "")  # 3 batches of 4 rows: 10 records and 2 rows of padding
+    assert out == "scanned 10 records of py:padded_cli:pipeline: 10 good, 0 bad\n"
+    code, out, err = datarax_in_process(
+        "bench", "py:padded_cli:pipeline", "--epochs", "2", "--json",
+        cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch,
+    )
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert (report["batches"], report["records"]) == (6, 20)
+    assert (report["stats"]["batches"], report["stats"]["records"]) == (6, 20)

@@ -14,13 +14,12 @@ from typing import Any
 
 import jax
 
+from datarax.cli.inspect_source import records_in
 from datarax.cli.targets import Target, length_of, open_target
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError
 
 
-def _records_in(batch: dict[str, Any]) -> int:
-    return len(next(iter(batch.values())))
 
 
 def _ready(batch: dict[str, Any]) -> None:
@@ -40,7 +39,7 @@ def measure_pipeline(pipeline: Any, *, batches: int | None, epochs: int | None) 
         for batch in pipeline:
             _ready(batch)
             got_any = True
-            count = _records_in(batch)
+            count = records_in(batch, pipeline)  # a padded batch: its real records
             done_batches += 1
             done_records += count
             if first_batch_s is None:
@@ -121,7 +120,7 @@ def measure_floor(target: Target, batch_size: int, records: int) -> dict[str, An
     started = time.perf_counter()
     for batch in batches:
         _ready(batch)
-        read += _records_in(batch)
+        read += records_in(batch)
         if read >= records:
             break
     seconds = time.perf_counter() - started

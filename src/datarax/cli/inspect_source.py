@@ -78,6 +78,20 @@ def host_batches(target: Target, batch_size: int) -> Iterator[dict[str, Any]]:
         yield {k: (v if isinstance(v, list) else np.asarray(v)) for k, v in batch.items()}
 
 
+def records_in(batch: dict[str, Any], pipeline: Any = None) -> int:
+    """Real records of ``batch``: a padding pipeline's (``pad_remainder=True``) rows
+    marked ``valid``, else every row.
+
+    Example:
+        >>> records_in({"x": np.zeros(4)})
+        4
+    """
+    plan = getattr(pipeline, "plan", None)
+    if getattr(plan, "pad_remainder", False) and "valid" in batch:
+        return int(np.sum(np.asarray(batch["valid"])))
+    return len(next(iter(batch.values())))
+
+
 def features_spec(features: Any) -> dict[str, Any]:
     """A dataset's per-record spec from its metadata (a field of variable shape described
     in words).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from datarax.cli.inspect_source import host_batches
+from datarax.cli.inspect_source import host_batches, records_in
 from datarax.cli.targets import Target, as_cli_options
 from datarax.core.errors import RecordError
 
@@ -21,7 +21,7 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
     stopped: dict[str, Any] | None = None  # the error of a source that raises
     try:
         for batch in host_batches(target, batch_size):
-            good += len(next(iter(batch.values())))
+            good += records_in(batch, target.pipeline)  # a padded batch: its real records
     except RecordError as err:
         stopped = {"path": err.path, "index": err.index, "stable_index": None, "cause": str(err)}
     # a source's skip reports; PackedTextSource reports the documents it skipped
