@@ -151,6 +151,20 @@ def test_raise_names_split_record_and_cause(data_dir, split_ids):
     assert got == split_ids[: first // 4 * 4]  # batches before the bad one's are served
 
 
+def test_a_bad_first_record_is_named_with_its_split_and_dataset(data_dir, split_ids):
+    # the first record gives the fields: its error comes from element_spec, worded alike
+    first = bad_positions(split_ids)[0]
+    split = f"train[{first}:]"
+    with pytest.raises(RecordError) as err:
+        next(iter(Pipeline(source=make(data_dir, split=split), stages=[], batch_size=4)))
+    assert str(err.value) == (
+        f"TFDSStreamingSource: cannot read record 0 of split '{split}' of dataset "
+        f"'datarax_flaky': {overflow(split_ids[first])}. To drop bad records instead, "
+        "construct the source with on_error='skip' (they are counted and reported)."
+    )
+    assert (err.value.path, err.value.index) == (None, 0)
+
+
 def test_skip_drops_counts_and_reports(data_dir, split_ids):
     source = make(data_dir, on_error="skip")
     pipeline = Pipeline(source=source, stages=[], batch_size=5)
