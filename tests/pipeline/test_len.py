@@ -62,12 +62,14 @@ def test_len_of_a_stream_is_unknown():
     with pytest.raises(TypeError) as err:
         len(pipeline)
     assert str(err.value) == (
-        "len(Pipeline) is unknown: Stream does not know its length (a stream)."
+        "len(Pipeline) is unknown: Stream has no fixed epoch length (a stream, or a mixture "
+        "sampling without end)."
     )
     with pytest.raises(TypeError) as err:
         len(iter(pipeline))
     assert str(err.value) == (
-        "len() of this iterator is unknown: Stream does not know its length (a stream)."
+        "len() of this iterator is unknown: Stream has no fixed epoch length (a stream, or a "
+        "mixture sampling without end)."
     )
 
 

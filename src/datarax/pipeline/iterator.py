@@ -141,8 +141,8 @@ class PipelineIterator:
         size = self._source.epoch_size()
         if size is None:
             raise TypeError(
-                f"len() of this iterator is unknown: {type(self._source).__name__} does not "
-                "know its length (a stream)."
+                f"len() of this iterator is unknown: {type(self._source).__name__} has no "
+                "fixed epoch length (a stream, or a mixture sampling without end)."
             )
         if self._finished or self._closed:
             return 0

@@ -229,8 +229,8 @@ class Pipeline(nnx.Module):
         size = self.source.epoch_size()
         if size is None:
             raise TypeError(
-                f"len(Pipeline) is unknown: {type(self.source).__name__} does not know its "
-                "length (a stream)."
+                f"len(Pipeline) is unknown: {type(self.source).__name__} has no fixed epoch "
+                "length (a stream, or a mixture sampling without end)."
             )
         return self.plan.batches(size)
 
