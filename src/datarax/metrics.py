@@ -127,8 +127,11 @@ class StatsLogger:
         for batch in batches:
             try:
                 yield batch
-            finally:
-                self.step()
+            except GeneratorExit:  # the loop broke off (break, an error) after this batch
+                if not self._closed:  # a logger closed meanwhile has nothing to count it in
+                    self.step()
+                raise
+            self.step()
 
     def write(self) -> dict[str, Any]:
         """Write a snapshot now (at the current step) and return it."""
