@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input.",
     )
     source_options(scan)
-    scan.add_argument("--batch-size", type=int, default=256, help="records per read (default 256)")
+    scan.add_argument("--batch-size", type=int, default=256,
+                      help="records per read (default 256); a py: Pipeline keeps its own")
 
     from datarax.cli.convert import add_arguments as convert_arguments
 
