@@ -142,7 +142,7 @@ ArrayRecord Source Quick Reference
 ============================================================
 
 This quick reference demonstrates the ArrayRecordSourceModule API.
-It read ArrayRecord files it wrote itself (any file name works).
+It reads ArrayRecord files it wrote itself (any file name works).
 
 Key API Summary:
 
