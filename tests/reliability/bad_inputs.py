@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -973,6 +974,22 @@ case("hf-stream-skip-budget", "Hugging Face",
      needs=HF)(_hf_skip_budget)
 
 
+def _hf_bad_image(tmp: Path) -> Any:
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"img": [{"bytes": b"not an image", "path": None}]},
+                                    features=datasets.Features({"img": datasets.Image()}))
+    ds.save_to_disk(str(tmp / "hf"))
+    return _hf("HFEagerSource", _hf("HFEagerConfig", name=str(tmp / "hf")))
+
+
+case("hf-image-does-not-decode", "Hugging Face",
+     "an Image column holding bytes that are no image", RecordError,
+     "HFEagerSource: field 'img' of record 0 of split 'train' does not decode as an image: "
+     "UnidentifiedImageError: cannot identify image file",
+     needs=HF)(_hf_bad_image)
+
+
 def _tfds(cls: str, /, **kw: Any) -> Any:
     return getattr(__import__(TFDS, fromlist=["x"]), cls)(**kw)
 
@@ -1123,6 +1140,22 @@ simple("npy-config-field-with-mapping", SOURCES_AND_STAGES, "field= with a mappi
        ConfigError, "NpySourceConfig: with a mapping of paths the field names are its keys; "
        "leave field unset (got field='y').",
        lambda: _npy_source(paths={"x": "x.npy"}, field="y"))
+
+
+def _npy_unpadded_glob(tmp: Path) -> Any:
+    for i in (2, 10):
+        np.save(tmp / f"image-{i}.npy", np.zeros((2, 3), np.float32))
+    np.save(tmp / "labels.npy", np.zeros(4, np.int32))
+    return _npy_source(paths={"image": str(tmp / "image-*.npy"), "label": str(tmp / "labels.npy")})
+
+
+case("npy-glob-unpadded-numbers", SOURCES_AND_STAGES,
+     "a glob over image-2.npy, image-10.npy beside one labels.npy", ConfigError,
+     "NpySource: field 'image': the glob pattern '{tmp}/image-*.npy' matches files numbered "
+     "without zero padding, taken in sorted name order ('image-10.npy' before 'image-2.npy'), "
+     "while field 'label' is laid out otherwise, so its records would not line up with them. "
+     "Zero-pad the numbers in the file names (image-02.npy), or list the files in order.")(
+    _npy_unpadded_glob)
 
 
 def _cached_without_read_records() -> None:
@@ -1595,6 +1628,78 @@ simple("text-documents-function-two-arguments", TEXT,
        lambda: __import__("datarax.text", fromlist=["x"]).FunctionDocuments(_shard_documents))
 
 
+GRAPHS = "Graphs (DagOperator, SelectFields, Merge, Pipeline.from_dag)"
+
+
+def _dag(name: str, /, *args: Any, **kw: Any) -> Any:
+    return getattr(__import__("datarax.dag", fromlist=["x"]), name)(*args, **kw)
+
+
+def _even(el: Any) -> Any:
+    return el.data["x"] % 2 == 0
+
+
+simple("dag-select-rename-collides", GRAPHS, "SelectFields('x', 'y', rename={'x': 'y'})",
+       ConfigError, "SelectFields: both 'x' and 'y' would be named 'y', and one would be lost; "
+       "give each output field its own name.",
+       lambda: _dag("SelectFields", "x", "y", rename={"x": "y"}))
+simple("dag-select-field-twice", GRAPHS, "SelectFields('x', 'x')", ConfigError,
+       "SelectFields selects 'x' twice; list each field once.",
+       lambda: _dag("SelectFields", "x", "x"))
+simple("dag-merge-naming-unknown", GRAPHS, "Merge('{nod}_{field}')", ConfigError,
+       "Merge naming '{nod}_{field}' uses {nod}; it can use only {node} and {field} (write a "
+       "literal brace as '{{' or '}}').",
+       lambda: _dag("Merge", "{nod}_{field}"))
+simple("dag-filter-node", GRAPHS, "a FilterOperator as a DagOperator node", ConfigError,
+       "DagOperator node 'f' is a FilterOperator; every node of a graph maps each record to one "
+       "record, so its branches stay aligned. Put the filter in the Pipeline's stages, before or "
+       "after the graph: Pipeline(source, stages=[filter, DagOperator(nodes, edges, sink)]).",
+       lambda: _dag("DagOperator", {"f": FilterOperator(predicate=_even)}, {"f": ["source"]}, "f"))
+simple("dag-from-dag-stages", GRAPHS, "Pipeline.from_dag(..., stages=[...])", ConfigError,
+       "Pipeline.from_dag makes the graph the pipeline's one stage and takes no stages=; for "
+       "stages before or after the graph (a FilterOperator, say), build Pipeline(source, "
+       "stages=[..., DagOperator(nodes, edges, sink), ...]).",
+       lambda: Pipeline.from_dag(MemorySource(MemorySourceConfig(), data()),
+                                 nodes={"a": _dag("SelectFields", "x")}, edges={"a": ["source"]},
+                                 sink="a", batch_size=2, stages=[]))
+
+MIXING = "Mixing sources (MixSource)"
+
+
+def _mix_2d_weights() -> Any:
+    from datarax.mixing import MixSource
+
+    sources = [MemorySource(MemorySourceConfig(), data()) for _ in range(2)]
+    return MixSource(sources, np.ones((1, 2)))
+
+
+simple("mix-weights-2d-array", MIXING, "MixSource weights as an array of shape (1, 2)",
+       ConfigError, "MixSource weights must be one weight per source, got an array of shape "
+       "(1, 2); pass a 1-D array, a list or a dict by name.", _mix_2d_weights)
+
+LOGGING = "Logging (StatsLogger)"
+
+
+def _stats_logger(jsonl_path: Any) -> Any:
+    from datarax.metrics import StatsLogger
+
+    return StatsLogger(pipe(), jsonl_path=jsonl_path)
+
+
+def _stats_after_close(tmp: Path) -> None:
+    logger = _stats_logger(tmp / "stats.jsonl")
+    logger.close()
+    logger.step()
+
+
+case("stats-jsonl-path-folder", LOGGING, "StatsLogger(jsonl_path=<a folder>)", ConfigError,
+     "StatsLogger jsonl_path '{tmp}' is a folder; give a file in it, e.g. "
+     "jsonl_path='runs/data_stats.jsonl'.")(_stats_logger)
+case("stats-step-after-close", LOGGING, "StatsLogger.step() after close()", RuntimeError,
+     "StatsLogger is closed (close() or the end of its with block); build a new StatsLogger to "
+     "log again.")(_stats_after_close)
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""
@@ -1641,7 +1746,7 @@ def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
             kind = type(err).__name__
             if getattr(err, "field", None):
                 kind += f" (field `{err.field}`)"
-            message = str(err).replace(tmp, "<tmp>")
+            message = re.sub(r" at 0x[0-9a-f]+>", ">", str(err).replace(tmp, "<tmp>"))
         message = message.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {n} | `{c.id}` | {c.what.replace('|', '/')} | {kind} | {message} |")
         if rows and (len(rows) == n or rows[n][0].category != category):
