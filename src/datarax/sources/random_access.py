@@ -182,7 +182,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     # ------------------------------------------------------------ description
     def element_spec(self) -> dict[str, Any]:
         """Fields, per-record shapes and dtypes, from decoding the first record."""
-        return self.host_reader.element_spec()
+        return _reworded(self, self.host_reader.element_spec)
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Records dropped under ``on_error="skip"`` so far: where they are and why."""
@@ -258,8 +258,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         reader = self.host_reader
         epoch, index = self.epoch, self.index
         reader.stop()
-        if index < (self.epoch_size() or 0):
-            reader.start(self.epoch_order(epoch), index, self._skips())
+        if index < (self.epoch_size() or 0):  # a pass's start decodes the first record
+            _reworded(self, lambda: reader.start(self.epoch_order(epoch), index, self._skips()))
         return BatchCursor(self, reader, epoch)
 
     def _check_open(self) -> None:
@@ -303,8 +303,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
             self.__reader.close()
 
 
-def _reworded(source: RandomAccessSource, read: Callable[[], ReadBatch | None]) -> ReadBatch | None:
-    """``read()``, a bad record's error as ``source._reword_error`` words it."""
+def _reworded(source: RandomAccessSource, read: Callable[[], Any]) -> Any:
+    """``read()`` (a batch, the first record's spec, a pass's start), a bad record's error
+    as ``source._reword_error`` words it."""
     try:
         return read()
     except RecordError as err:

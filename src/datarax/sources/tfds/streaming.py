@@ -74,25 +74,6 @@ class TFDSStreamingSource(RandomAccessSource):
     def __len__(self) -> int:
         return self._length
 
-    # The first record gives the fields; a bad one is named with its split and dataset,
-    # as in a batch, whether the spec is asked for or a pass starts.
-    def element_spec(self) -> dict[str, Any]:
-        """Fields, per-record shapes and dtypes, from decoding the first record."""
-        return self._first_record(super().element_spec)
-
-    def batch_cursor(self) -> Any:
-        """The base's cursor (a pass's start decodes the first record)."""
-        return self._first_record(super().batch_cursor)
-
-    def _first_record(self, call: Any) -> Any:
-        try:
-            return call()
-        except RecordError as err:
-            reworded = self._reword_error(err)
-            if reworded is err:
-                raise
-            raise reworded from err.__cause__
-
     def _reword_error(self, err: RecordError) -> RecordError:
         where, config = "TFDSStreamingSource", self.config
         if err.__cause__ is None:  # the skip budget ran out; the reader's message says so
