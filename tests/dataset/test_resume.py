@@ -163,3 +163,18 @@ def test_other_options_are_named_and_a_run_without_finished_shards_starts_over(t
     _killed(tmp_path, other, kill_at=5, shards=4)  # killed in shard 0: nothing finished
     info, summary = write_dataset(numbered(60), other, shards=3, resume=True)
     assert summary.shards_resumed == 0 and [s.records for s in info.shards] == [20, 20, 20]
+
+
+@pytest.mark.slow
+def test_worker_processes_check_the_finished_shards_and_name_the_first_changed(tmp_path) -> None:
+    dst = tmp_path / "ds"
+    _killed(tmp_path, dst, kill_at=45, shards=8)  # shards 0..3 finished
+    edited = numbered(80)
+    edited[35]["name"] = "edited"  # shard 3
+    edited[12]["name"] = "edited"  # shard 1: the first named
+    with pytest.raises(ConversionError, match=r"finished shard 'data-00001-of-00008.array_record' "
+                                              r"\(rows 10..19\).*row 12 gives another record"):
+        write_dataset(edited, dst, shards=8, workers=2, resume=True)
+    info, summary = write_dataset(numbered(80), dst, shards=8, workers=2, resume=True)
+    assert summary.shards_resumed == 4 and info.num_records == 80
+    assert read_dataset(dst)["x"][:, 0].tolist() == list(range(80))

@@ -27,8 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -47,6 +49,7 @@ __all__ = ["RUN_FILE", "check_finished_shards", "finished_shards", "prepare_dest
 
 RUN_FILE = "run.json"
 _CHUNK = 256  # shard records read at a time by the check
+_READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"  # one pass, in order, this thread
 #: what may differ between an interrupted write and its resume (the check covers it)
 _MAY_CHANGE = ("on_error",)
 
@@ -193,33 +196,62 @@ class _Changed(Exception):
 
 def check_finished_shards(dst: str, rows: Rows, features: Features, bounds: tuple[int, ...],
                           on_error: str, done: Mapping[int, Mapping[str, Any]],
-                          report: Callable[[int], None] | None = None) -> None:
+                          report: Callable[[int], None] | None = None, *,
+                          workers: int = 1) -> None:
     """Refuse to resume when a finished shard no longer holds what ``rows`` gives for its
-    rows (shards in order; ``report(n)`` after every ``n`` rows checked).
+    rows. ``report(n)`` is called as ``n`` more rows are checked; with ``workers > 1``
+    (random-access rows) shards are checked in that many spawned processes.
 
     Raises:
         ConversionError: naming the first such shard and row, and what to do.
     """
+    order = sorted(done)
+    jobs = [(dst, rows, features, bounds, on_error, s, list(done[s].get("skipped", [])))
+            for s in order]
+    if workers > 1 and rows.random_access and len(order) > 1:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(min(workers, len(order)),
+                                                    mp_context=context) as pool:
+            futures = [pool.submit(_shard_change, *job) for job in jobs]
+            for s, future in zip(order, futures, strict=True):
+                changed = future.result()
+                if changed is not None:
+                    pool.shutdown(cancel_futures=True)
+                    raise _refusal(dst, rows, bounds, s, *changed)
+                if report is not None:
+                    report(bounds[s + 1] - bounds[s])
+        return
+    for s, job in zip(order, jobs, strict=True):
+        changed = _shard_change(*job, report=report)
+        if changed is not None:
+            raise _refusal(dst, rows, bounds, s, *changed)
+
+
+def _shard_change(dst: str, rows: Rows, features: Features, bounds: tuple[int, ...],
+                  on_error: str, s: int, skipped: list[Mapping[str, Any]],
+                  report: Callable[[int], None] | None = None) -> tuple[str, str | None] | None:
+    """Why shard ``s`` no longer holds what its rows give, and what to do; None when it does."""
     reader_of = require("array_record.python.array_record_module", extra="arrayrecord",
                         user="write_dataset(resume=True)").ArrayRecordReader
-    for s in sorted(done):
-        name = shard_name(s, len(bounds) - 1)
-        reader = reader_of(os.path.join(dst, name))
-        try:
-            _check_shard(reader, rows, features, bounds[s], bounds[s + 1], on_error,
-                         done[s].get("skipped", []), report)
-        except _Changed as changed:
-            remedy = changed.remedy or (
-                "Restore the input as it was when that shard was written and resume, or pass "
-                "overwrite=True (--overwrite) to convert it again from the start")
-            raise ConversionError(
-                f"'{dst}' holds an unfinished conversion whose finished shard '{name}' (rows "
-                f"{bounds[s]}..{bounds[s + 1] - 1}) no longer matches {rows.description}: "
-                f"{changed.why}. The input changed since that shard was written (or the shard "
-                "did), and resuming would mix records of the two. "
-                f"{remedy}.") from None
-        finally:
-            reader.close()
+    reader = reader_of(os.path.join(dst, shard_name(s, len(bounds) - 1)), _READER_OPTIONS)
+    try:
+        _check_shard(reader, rows, features, bounds[s], bounds[s + 1], on_error, skipped, report)
+    except _Changed as changed:
+        return changed.why, changed.remedy
+    finally:
+        reader.close()
+    return None
+
+
+def _refusal(dst: str, rows: Rows, bounds: tuple[int, ...], s: int, why: str,
+             remedy: str | None) -> ConversionError:
+    remedy = remedy or ("Restore the input as it was when that shard was written and resume, "
+                        "or pass overwrite=True (--overwrite) to convert it again from the start")
+    return ConversionError(
+        f"'{dst}' holds an unfinished conversion whose finished shard "
+        f"'{shard_name(s, len(bounds) - 1)}' (rows {bounds[s]}..{bounds[s + 1] - 1}) no longer "
+        f"matches {rows.description}: {why}. The input changed since that shard was written (or "
+        f"the shard did), and resuming would mix records of the two. {remedy}.")
 
 
 def _check_shard(reader: Any, rows: Rows, features: Features, lo: int, hi: int, on_error: str,

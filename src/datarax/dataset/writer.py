@@ -7,7 +7,8 @@ give byte-identical shards and metadata with any number of ``workers``.
 Crash safety: a shard is written under ``DST/.datarax-partial/`` and renamed to its final
 name only once complete and synced, after its summary was saved beside it; the metadata
 file is written last. So a killed process or a full disk never leaves a shard that looks
-complete, and ``resume=True`` skips the finished shards.
+complete, and ``resume=True`` keeps the finished shards that still hold what the input
+gives for their rows (:mod:`datarax.dataset.resume`).
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -282,7 +283,7 @@ def write_dataset(
                                       shards, len(info.skipped), time.perf_counter() - started)
         done = finished_shards(dst, shards) if bounds is not None else {}
         if done:  # resumed: the finished shards must hold what their rows give now
-            _check_resumed(job, rows, done, progress)
+            _check_resumed(job, rows, done, workers, progress)
         todo = [s for s in range(shards) if s not in done]
         results = dict(done)
         bar = _progress_bar(progress, n,
@@ -335,14 +336,15 @@ def _progress_bar(progress: bool, total: int | None, initial: int, desc: str = "
                      dynamic_ncols=True, desc=desc)
 
 
-def _check_resumed(job: _Job, rows: Rows, done: Mapping[int, Any], progress: bool) -> None:
+def _check_resumed(job: _Job, rows: Rows, done: Mapping[int, Any], workers: int,
+                   progress: bool) -> None:
     """:func:`~datarax.dataset.resume.check_finished_shards`, with its own progress bar."""
     assert job.bounds is not None
     bar = _progress_bar(progress, sum(job.bounds[s + 1] - job.bounds[s] for s in done), 0,
                         desc="checking the finished shards")
     try:
         check_finished_shards(job.dst, rows, job.features, job.bounds, job.on_error, done,
-                              None if bar is None else bar.update)
+                              None if bar is None else bar.update, workers=workers)
     finally:
         if bar is not None:
             bar.close()
