@@ -4,6 +4,7 @@ or fixed, then ``--resume``: a changed finished shard is refused by name, a fix 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -95,17 +96,16 @@ def test_a_write_killed_after_two_of_eight_shards_refuses_an_edited_list(tmp_pat
     assert read_dataset(dst)["x"][:, 0].tolist() == list(range(80))
 
 
-def test_an_edited_bad_row_of_a_finished_shard_is_refused_and_on_error_may_change(
+def test_resuming_with_on_error_skip_works_and_a_finished_row_turned_bad_is_refused(
         tmp_path) -> None:
-    records = numbered(40)
-    records[25] = {"x": np.zeros(3, np.float32), "name": "bad"}  # shard 2 of 4
-    with pytest.raises(ConversionError, match=r"row 25, field 'x': shape \(3,\)"):
+    records = numbered(40, bad=25)  # shard 2 of 4
+    with pytest.raises(ConversionError, match=r"row 25, field 'x': shape \(5,\)"):
         write_dataset(records, tmp_path / "ds", shards=4)
     # the way the error offers: resume leaving the bad row out
     info, summary = write_dataset(records, tmp_path / "ds", shards=4, on_error="skip",
                                   resume=True)
     assert summary.shards_resumed == 2 and [s["row"] for s in info.skipped] == [25]
-    fresh, _ = write_dataset(records, tmp_path / "fresh", shards=4, on_error="skip")
+    write_dataset(records, tmp_path / "fresh", shards=4, on_error="skip")
     assert _shards(tmp_path / "ds") == _shards(tmp_path / "fresh")
     # a row of a finished shard that now fails, or one that was left out and now fits
     dst = tmp_path / "again"
@@ -178,3 +178,17 @@ def test_worker_processes_check_the_finished_shards_and_name_the_first_changed(t
     info, summary = write_dataset(numbered(80), dst, shards=8, workers=2, resume=True)
     assert summary.shards_resumed == 4 and info.num_records == 80
     assert read_dataset(dst)["x"][:, 0].tolist() == list(range(80))
+
+
+def test_finished_shards_without_their_run_file_are_refused_not_guessed(tmp_path) -> None:
+    dst = tmp_path / "ds"
+    _killed(tmp_path, dst, kill_at=25, shards=4)
+    os.remove(dst / PARTIAL_DIR / "run.json")
+    with pytest.raises(ConversionError, match=r"holds shards of an unfinished conversion but no "
+                                              r"record of what they were written from .*overwrite"):
+        write_dataset(numbered(80), dst, shards=4, resume=True)
+    shutil.rmtree(dst / PARTIAL_DIR)  # the shards alone
+    with pytest.raises(ConversionError, match=r"no record of what they were written from"):
+        write_dataset(numbered(80), dst, shards=4, resume=True)
+    info, summary = write_dataset(numbered(80), dst, shards=4, overwrite=True)
+    assert info.num_records == 80 and summary.shards_resumed == 0

@@ -107,7 +107,7 @@ def prepare_destination(dst: str, fingerprint: str, parts: Mapping[str, Any], *,
         raise ConversionError(
             f"'{dst}' already holds {state}. Pass resume=True (--resume) to finish or keep it, "
             "or overwrite=True (--overwrite) to replace it.")
-    if ours and PARTIAL_DIR not in ours:
+    if METADATA_FILE in ours and PARTIAL_DIR not in ours:
         with open(os.path.join(dst, METADATA_FILE), encoding="utf-8") as f:
             if json.load(f).get("extra", {}).get("fingerprint") == fingerprint:
                 return True
@@ -142,7 +142,8 @@ def _differences(saved: Mapping[str, Any], fingerprint: str,
     matters; a run file without parts, of an older datarax, compares fingerprints)."""
     old = saved.get("parts")
     if not isinstance(old, Mapping):
-        return [] if saved.get("fingerprint") == fingerprint else ["the fingerprint differs"]
+        return ([] if saved.get("fingerprint") == fingerprint
+                else ["the features, shards, row count or source differ"])
     out = []
     if old.get("source") != parts["source"]:
         out.append(f"the source was {old.get('source')!r}, now {parts['source']!r}")
