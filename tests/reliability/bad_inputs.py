@@ -1390,6 +1390,44 @@ case("write-resume-and-overwrite", WRITING, "write_dataset(resume=True, overwrit
     _write([{"x": 1}], resume=True, overwrite=True))
 
 
+
+def _resume_edited(change: Callable[[list[dict[str, Any]]], Any], **options: Any
+                   ) -> Callable[[Path], Any]:
+    """A write of 40 records into 4 shards stopped at a bad row of shard 2 (shards 0 and 1
+    finished), the row fixed, ``change(records)`` applied, then resumed with ``options``."""
+
+    def action(tmp: Path) -> Any:
+        from datarax.dataset import ConversionError, write_dataset
+
+        records = [{"x": np.full(2, i, np.float32)} for i in range(40)]
+        good, records[25] = records[25], {"x": np.zeros(3, np.float32)}
+        try:
+            write_dataset(records, tmp / "ds", shards=4)
+        except ConversionError:
+            pass
+        records[25] = good
+        change(records)
+        return write_dataset(records, tmp / "ds", **{"shards": 4, **options}, resume=True)
+
+    return action
+
+
+case("write-resume-input-edited", WRITING,
+     "write_dataset(resume=True) after a row of a finished shard was edited", ConversionError,
+     "'{tmp}/ds' holds an unfinished conversion whose finished shard "
+     "'data-00001-of-00004.array_record' (rows 10..19) no longer matches a sequence of records: "
+     "row 13 gives another record than the shard holds. The input changed since that shard was "
+     "written (or the shard did), and resuming would mix records of the two. Restore the input "
+     "as it was when that shard was written and resume, or pass overwrite=True (--overwrite) to "
+     "convert it again from the start.", needs="array_record")(
+    _resume_edited(lambda records: records.__setitem__(13, {"x": np.float32([-1, -1])})))
+case("write-resume-other-options", WRITING,
+     "write_dataset(resume=True) with other shards and one row fewer", ConversionError,
+     "'{tmp}/ds' holds an unfinished conversion of other records or options (the input had 40 "
+     "rows, now 39; 4 shards then, 2 now); resume it with the input and options it was started "
+     "with, or pass overwrite=True (--overwrite) to write it again.", needs="array_record")(
+    _resume_edited(lambda records: records.pop(), shards=2))
+
 # ------------------------------------------------------------ converting files
 CONVERTING = "Converting files (convert, datarax convert)"
 _KNOWN_INPUTS = ("Parquet / JSON Lines / CSV files (.parquet, .jsonl / .json, .csv / .tsv), a "

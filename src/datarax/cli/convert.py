@@ -60,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop at a bad record (default) or skip it and list it in the metadata")
     parser.add_argument("--resume", action="store_true",
                         help="finish an interrupted conversion with the same SRC and options "
-                             "(finished shards are kept)")
+                             "(finished shards are kept once checked against SRC; "
+                             "--on-error may change)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a dataset, finished or not, in DST (refused otherwise)")
     parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset, or of table "
