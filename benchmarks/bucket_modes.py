@@ -15,10 +15,11 @@ folder of its own: it imports (``import_s``, JAX started), builds the source
 (``open_s``), reads ``--epochs`` epochs (default 3, batch 256), each after the first
 followed by the same epoch from the local folder (page cache warm) through
 ``ArrayRecordSourceModule`` with the mode's config: the local-disk reference, measured
-under the same load. Per host and epoch it reports the first batch's time (``open_s`` to build the source, then
-``first_batch_s`` from the epoch's start), records/s, and the requests and bytes the
-proxy saw between the epoch's start and end (read-ahead of the next epoch that starts
-early counts in the epoch it happens in). The parent checks that every host served
+under the same load. Per host and epoch it reports the first batch's time
+(``first_batch_s`` from the epoch's start; the first batch from an empty cache is
+``open_s`` + epoch 0's), records/s, and the requests and bytes the proxy saw between
+the epoch's start and end (read-ahead of the next epoch that starts early counts in the
+epoch it happens in). The parent checks that every host served
 its share's records exactly once per epoch, the shares disjoint and together the whole
 epoch (less the remainder ``records % H`` that equal shares leave out), by the record
 number each record's bytes start with.

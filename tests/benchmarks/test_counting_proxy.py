@@ -79,7 +79,8 @@ def proxy() -> Iterator[CountingProxy]:
         origin.server_close()
 
 
-def get(url: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+def get(url: str, headers: dict[str, str] | None = None,
+        method: str = "GET") -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(url, headers=headers or {}, method=method)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
@@ -93,7 +94,8 @@ def test_requests_and_body_bytes_are_counted_exactly_per_port(proxy):
     status, headers, body = get(h0 + "/big")
     assert (status, body, headers["ETag"]) == (200, BIG, '"v1"')
     status, headers, body = get(h0 + "/big", {"Range": "bytes=100-1099"})
-    assert (status, body, headers["Content-Range"]) == (206, BIG[100:1100], f"bytes 100-1099/{len(BIG)}")
+    assert (status, body) == (206, BIG[100:1100])
+    assert headers["Content-Range"] == f"bytes 100-1099/{len(BIG)}"
     status, headers, body = get(h1 + "/small", method="HEAD")
     assert (status, body, headers["Content-Length"]) == (200, b"", "10")
     assert get(h1 + "/gone")[0] == 404
