@@ -69,7 +69,7 @@ class Origin(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def proxy() -> Iterator[CountingProxy]:
     origin = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Origin)
-    threading.Thread(target=origin.serve_forever, daemon=True).start()
+    threading.Thread(target=origin.serve_forever, args=(0.05,), daemon=True).start()
     counting = CountingProxy(origin.server_address[:2], labels=("h0", "h1"))
     try:
         yield counting
