@@ -1738,6 +1738,51 @@ case("stats-step-after-close", LOGGING, "StatsLogger.step() after close()", Runt
      "log again.")(_stats_after_close)
 
 
+STORAGE = "Object storage (s3://, gs://, https://)"
+
+
+def _with_env(values: dict[str, str], call: Callable[[], Any]) -> Any:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        return call()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _unreachable_store() -> None:
+    import s3fs
+
+    from datarax.storage.urls import list_objects
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    endpoint = "http://127.0.0.1:9"  # the discard port: nothing listens on it
+    _with_env({"DATARAX_RETRY_BUDGET": "0", "AWS_ENDPOINT_URL": endpoint,
+               "AWS_ENDPOINT_URL_S3": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"},
+              lambda: list_objects("s3://bucket/data.array_record"))
+
+
+def _budget_not_a_number() -> None:
+    from datarax.storage import RetryPolicy
+
+    _with_env({"DATARAX_RETRY_BUDGET": "soon"}, RetryPolicy)
+
+
+simple("storage-retry-budget-not-a-number", STORAGE, "DATARAX_RETRY_BUDGET='soon'", ConfigError,
+       "DATARAX_RETRY_BUDGET='soon' is not a number of seconds; set it to how long a failing "
+       "request to the store may be retried, e.g. DATARAX_RETRY_BUDGET=120 (default 60).",
+       _budget_not_a_number)
+simple("storage-store-unreachable", STORAGE,
+       "an S3 endpoint nobody listens on (DATARAX_RETRY_BUDGET=0)", DataraxError,
+       "cannot read 's3://bucket/data.array_record': still failing after 1 attempt in ",
+       _unreachable_store, needs="s3fs")
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

@@ -172,7 +172,7 @@ def test_missing_credentials_or_a_store_down_when_the_source_is_built_name_the_u
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", closed)
     s3fs.S3FileSystem.clear_instance_cache()
     with pytest.raises(RemoteStoreError, match=r"cannot read 's3://.*/ds/data-00000-of-00006.array_record'"
-                       r": still failing after 1 retries .*The store is down"):
+                       r": still failing after 2 attempts in .* s .*The store is down.*DATARAX_RETRY_BUDGET"):
         list_objects(f"{url}/data-00000-of-00006.array_record",
                      retry=RetryPolicy(max_retries=1, initial_delay=0.0))
 
