@@ -554,7 +554,7 @@ def _state_stochastic() -> dict[str, Any]:
 
 simple("state-other-stages", "Pipeline state", "a state from a pipeline with other stages",
        StateError, "(a digest of the stages, in order: their classes, names and configs, their "
-       "functions' code and the closure and default values that are plain data (numbers, "
+       "functions' code (as this Python version compiles it) and the closure and default values that are plain data (numbers, "
        "strings, arrays, containers of these), and the stages nested in them; the values of "
        "module globals a function reads and other objects it holds count by name or type only; "
        "build the same stages)", lambda: restore(_state_stochastic()), field="stages")

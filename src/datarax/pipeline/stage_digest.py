@@ -17,8 +17,9 @@ It cannot see the values of module globals a function reads (``THRESHOLD`` in
 ``lambda el: el.data["x"] < THRESHOLD`` is seen by name only), nor what any other
 object holds (a closure over a model or a tokenizer is seen as its type only), nor a
 stage's attributes other than its functions and nested stages: change one of those and
-the state restores. The digest is the same in every process (no addresses, no salted
-hashes), so a state restores in a new one.
+the state restores. A closure value the function changes as it runs (a cache dict)
+changes the digest. The digest is the same in every process (no addresses, no salted
+hashes), so a state restores in a new one, but not across Python versions (bytecode).
 
 Version 2 states (``STAGES_DIGEST_V2``) carry the earlier digest, of classes, names,
 configs and function names only; :func:`stages_fingerprint` computes it for them.
@@ -51,7 +52,8 @@ from datarax.core.operator import OperatorModule
 STAGES_DIGEST_V2 = 2  # the state version whose digest saw function names only
 SEES = (
     "a digest of the stages, in order: their classes, names and configs, their functions' "
-    "code and the closure and default values that are plain data (numbers, strings, "
+    "code (as this Python version compiles it) and the closure and default values that "
+    "are plain data (numbers, strings, "
     "arrays, containers of these), and the stages nested in them; the values of module "
     "globals a function reads and other objects it holds count by name or type only"
 )
@@ -178,7 +180,10 @@ def _compound(value: Any, seen: set[int], depth: int) -> str:
         fields = ",".join(f"{f.name}={_describe(getattr(value, f.name), seen, depth)}"
                           for f in dataclasses.fields(value))
         return f"{_name_of(type(value))}({fields})"
-    wrapped = getattr(value, "__wrapped__", None)  # jax.jit(f), functools.wraps
+    try:  # jax.jit(f), functools.wraps; a proxy may raise anything on a missing name
+        wrapped = getattr(value, "__wrapped__", None)
+    except Exception:  # noqa: BLE001
+        wrapped = None
     if isinstance(wrapped, types.FunctionType):
         return f"{_name_of(type(value))}({_function(wrapped, seen, depth)})"
     call = getattr(type(value), "__call__", None)
