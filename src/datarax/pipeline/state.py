@@ -9,10 +9,10 @@ equal the epoch's length: taken inside the loop after its last batch, nothing is
 of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
-(:mod:`datarax.pipeline.stage_digest`: version 3 sees their functions' code, version 2
-states, still restored, their names only) and rngs. They are compared in a fixed order (switches such as ``shuffle`` before the
-``seed`` they enable; a seed whose switch is off is not saved), and the first that
-differs is named. ``source``: the source's own ``get_state()`` for host and stream
+(:mod:`datarax.pipeline.stage_digest`: version 3 sees their functions' code; version 2
+states, still restored, their names only) and rngs. They are compared in a fixed order
+(switches such as ``shuffle`` before the ``seed`` they enable; a seed whose switch is
+off is not saved), and the first that differs is named. ``source``: the source's own ``get_state()`` for host and stream
 sources (bad-record counts, shuffle description) less its ``settings`` (those are
 among the pipeline's), absent for indexed ones.
 
