@@ -84,7 +84,8 @@ class Take:
         if not isinstance(state, dict) or "take_left" not in state:
             raise StateError("Take.set_state expects a state from Take.get_state().")
         left = saved_count(state, "take_left", "Take")
-        # a state saved before the count was recorded: this take's count stands in
+        # a state saved before the count was recorded (take_left only) restores as it
+        # did then: its take_left wins, this take's count stands in for the saved one
         count = saved_count(state, "take", "Take") if "take" in state else self._count
         if count != self._count:
             raise StateError(
@@ -94,7 +95,7 @@ class Take:
                 f"pipeline.take({count}).",
                 field="take",
             )
-        if left > count:
+        if left > count and "take" in state:
             raise StateError(
                 f"Take.set_state: 'take_left' is {left}, more than the {count} batch(es) "
                 "of the take; the state was tampered with. Pass the dict Take.get_state() "
