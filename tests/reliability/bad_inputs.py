@@ -553,8 +553,21 @@ def _state_stochastic() -> dict[str, Any]:
 
 
 simple("state-other-stages", "Pipeline state", "a state from a pipeline with other stages",
-       StateError, "(digests of the stages: their classes, names, configs and functions, in "
-       "order; build the same stages)", lambda: restore(_state_stochastic()), field="stages")
+       StateError, "(a digest of the stages, in order: their classes, names and configs, their "
+       "functions' code (as this Python version compiles it) and the closure and default values that are plain data (numbers, "
+       "strings, arrays, containers of these), and the stages nested in them; the values of "
+       "module globals a function reads and other objects it holds count by name or type only; "
+       "build the same stages)", lambda: restore(_state_stochastic()), field="stages")
+
+
+def _filtered(divisor: int) -> Pipeline:
+    return pipe(stages=[FilterOperator(predicate=lambda el: el.data["x"] % divisor == 0)])
+
+
+simple("state-other-stages-edited-function", "Pipeline state",
+       "a state from a filter keeping x % 2 == 0 into one keeping x % 3 == 0", StateError,
+       "but this pipeline has stages=", lambda: _filtered(3).set_state(_filtered(2).get_state()),
+       field="stages")
 simple("state-other-rngs", "Pipeline state", "a state from a pipeline built with nnx.Rngs(0) "
        "into one built with nnx.Rngs(1)", StateError,
        "(digests of the keys the pipeline and its stages draw from; build it with the same "
@@ -581,8 +594,8 @@ simple("state-missing-key", "Pipeline state", "a state without 'settings'", Stat
        "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
        lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
 simple("state-wrong-version", "Pipeline state", "version=1", StateError,
-       "Pipeline state version 1 is not 2, the version this datarax writes; the state comes "
-       "from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
+       "Pipeline state version 1 is not 3, the version this datarax writes (it also restores "
+       "version 2); the state comes from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
        field="version")
 simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
        "Pipeline state 'settings' must be the dict get_state() wrote, got str; the state was "
@@ -1289,6 +1302,22 @@ simple("take-state-negative-left", FILTERING, "Take.set_state with take_left=-3"
        "Take.set_state: 'take_left' must be an int >= 0, got -3; pass the dict "
        "Take.get_state() returned.",
        lambda: _epochs_state(lambda p: p.take(2), take_left=-3), field="take_left")
+def _take_state_into(batches: int) -> None:
+    """The state of ``take(2)`` after one batch, restored into ``take(batches)``."""
+    take = pipe().take(2)
+    next(take)
+    pipe().take(batches).set_state(json.loads(json.dumps(take.get_state())))
+
+
+simple("take-state-other-count", FILTERING, "the state of pipeline.take(2) into pipeline.take(5)",
+       StateError, "Take.set_state: the state was saved by pipeline.take(2) (1 batch(es) left), "
+       "but this is pipeline.take(5); the batches left count from the saved take. Restore it "
+       "into pipeline.take(2).",
+       lambda: _take_state_into(5), field="take")
+simple("take-state-left-over-count", FILTERING, "Take.set_state with take_left=4 of take=2",
+       StateError, "Take.set_state: 'take_left' is 4, more than the 2 batch(es) of the take; "
+       "the state was tampered with.",
+       lambda: _epochs_state(lambda p: p.take(2), take_left=4), field="take_left")
 simple("repeat-state-bad-epochs-left", FILTERING, "Repeat.set_state with epochs_left='two'",
        StateError, "Repeat.set_state: 'epochs_left' must be an int >= 0 or None, got 'two'; "
        "pass the dict Repeat.get_state() returned.",
