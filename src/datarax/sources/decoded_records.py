@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -34,7 +34,24 @@ from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.owned import fresh_aligned, seal
 from datarax.core.spec import TextSpec
 
-__all__ = ["DecodedRecords", "RecordStructureError", "describe_cause", "spec_of", "stack_values"]
+__all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
+           "spec_of", "stack_values"]
+
+
+class KeyedRecord(NamedTuple):
+    """A raw record with its stable index and the pass (epoch) reading it: what a reader
+    hands a ``decode`` that sets ``takes_record_keys = True`` (e.g.
+    :func:`datarax.decode_images` with a random crop), so a random decision can be made
+    per record, the same at any batch size, worker count and after a resume."""
+
+    raw: Any
+    index: int
+    epoch: int
+
+
+def keyed(decode: Callable[..., Any]) -> bool:
+    """Whether ``decode`` takes :class:`KeyedRecord` s (its ``takes_record_keys``)."""
+    return bool(getattr(decode, "takes_record_keys", False))
 
 
 def spec_of(value: Any) -> Any:
