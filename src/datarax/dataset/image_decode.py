@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["centre_box", "decode_region", "image_size", "random_resized_box", "resize_and_crop",
-           "resized_crop", "resized_size"]
+__all__ = ["centre_box", "dct_scale_for", "decode_region", "image_size", "random_resized_box",
+           "resize_and_crop", "resized_crop", "resized_size"]
 
 #: the DCT-domain scales a JPEG decoder offers (1/k of each side)
 _SCALES = (8, 4, 2, 1)
@@ -106,9 +106,14 @@ def random_resized_box(rng: np.random.Generator, height: int, width: int,
     return (height - h) // 2, (width - w) // 2, h, w
 
 
-def _scale_for(box: tuple[float, float], out: tuple[int, int]) -> int:
-    """The largest DCT scale ``k`` that leaves a box of ``box`` pixels (height, width)
-    at least ``out`` pixels."""
+def dct_scale_for(box: tuple[float, float], out: tuple[int, int]) -> int:
+    """The largest DCT scale ``k`` (1, 2, 4 or 8) that leaves a box of ``box`` pixels
+    (height, width) at least ``out`` pixels.
+
+    Example:
+        >>> dct_scale_for((375, 500), (256, 341)), dct_scale_for((480, 640), (64, 85))
+        (1, 4)
+    """
     for k in _SCALES:
         if box[0] / k >= out[0] and box[1] / k >= out[1]:
             return k
@@ -160,7 +165,7 @@ def resize_and_crop(data: bytes, *, resize: int | tuple[int, int] | None = None,
         size = resized_size(height, width, resize)
     else:
         size = (height, width) if resize is None else (int(resize[0]), int(resize[1]))
-    k = _scale_for((height, width), size) if draft and resize is not None else 1
+    k = dct_scale_for((height, width), size) if draft and resize is not None else 1
     image, k = decode_region(data, height, width, k)
     if size != (image.height, image.width) or k > 1:
         image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR,
@@ -186,7 +191,7 @@ def resized_crop(data: bytes, box: tuple[int, int, int, int] | None, size: tuple
         assert rng is not None, "a random box needs rng"
         box = random_resized_box(rng, height, width, scale, ratio)
     top, left, h, w = box
-    k = _scale_for((h, w), size) if draft else 1
+    k = dct_scale_for((h, w), size) if draft else 1
     image, k = decode_region(data, height, width, k)
     if k == 1:
         cut = image.crop((left, top, left + w, top + h))
