@@ -35,7 +35,7 @@ from datarax.core.owned import fresh_aligned, seal
 from datarax.core.spec import TextSpec
 
 __all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
-           "spec_of", "stack_values"]
+           "spec_of", "stack_values", "structure_hint"]
 
 
 class KeyedRecord(NamedTuple):
@@ -142,6 +142,17 @@ def _stack_into(column: np.ndarray, values: list[np.ndarray]) -> None:
 
 class RecordStructureError(ValueError):
     """A decoded record whose structure differs from the first record's."""
+
+
+def structure_hint(cause: BaseException) -> str | None:
+    """What to do about a record that decodes to other fields, shapes or dtypes than the
+    first (the file may well be fine); None for any other failure."""
+    if not isinstance(cause, RecordStructureError):
+        return None
+    return ("The file may be fine: pass a decode= that gives every record the same "
+            "(records of several lengths: pad or cut them; images of several sizes: "
+            "decode=datarax.decode_images(...)), or construct the source with on_error='skip' "
+            "to drop such records (they are counted and reported).")
 
 
 #: the fix a 64-bit message names last for a decoded value.
