@@ -13,7 +13,9 @@ Contenders, each in a fresh process (``--worker``), one epoch each:
 
 * ``datarax``: the converted dataset, ``decode=datarax.decode_images(...)`` on the
   reader threads (``num_threads`` = cores) or in ``decode_processes`` = cores, the best
-  of both; flip and normalise compiled (``image.HorizontalFlip``, ``image.Normalize``);
+  of both; flip and normalise compiled (``image.HorizontalFlip``, ``image.Normalize``)
+  on JAX's default device (the accelerator where there is one; ``JAX_PLATFORMS=cpu``
+  keeps them on the CPU), the batch ready there counted;
 * ``torchvision``: ``ImageFolder`` + ``DataLoader(num_workers=w)``, the best of
   ``w`` in 0, 1, 2 and the core count, with torchvision's transforms (PIL decode);
 * ``floor``: a plain loop in as many processes as cores: read each file, decode and
@@ -117,6 +119,8 @@ def run_datarax(dataset: str, mode: str, processes: int, **_: Any) -> dict[str, 
         import datarax
         from datarax.operators import image as I
 
+        jax.devices()  # this process takes the accelerator, if any; its decode workers
+        os.environ["JAX_PLATFORMS"] = "cpu"  # (spawned later, inheriting this) never do
         decode = (datarax.decode_images(random_resized_crop=224, seed=0) if mode == "train"
                   else datarax.decode_images(resize=256, crop=224))
         stages = ([I.HorizontalFlip(0.5)] if mode == "train" else []) + [

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.dtypes import fit_value
 from datarax.core.errors import ConfigError, RecordError
 from datarax.dataset.fields import Features, error_text
 from datarax.dataset.image_decode import image_size, resize_and_crop, resized_crop
@@ -152,7 +153,11 @@ class ImageDecoder:
             fields: dict[str, Any] = {self.field: bytes(raw)}
         else:
             columns = decode_records(self.features, [raw], encoded=frozenset((self.field,)))
-            fields = {name: column[0] for name, column in columns.items()}
+            # 64-bit values as the reader keeps them (a label: int32), so that a chunk's
+            # records stack in one step
+            fields = {name: fit_value(name, column[0], cast_float64=False)
+                      if column.dtype.kind in "iu" and column.dtype.itemsize == 8 else column[0]
+                      for name, column in columns.items()}
         fields[self.field] = self.decode_image(fields[self.field], index, epoch)
         return fields
 
