@@ -130,7 +130,12 @@ def _stack_into(column: np.ndarray, values: list[np.ndarray]) -> None:
     """Fill ``column`` (one row per value; shapes and dtypes already checked) with
     ``values``: their bytes joined in one pass when each is C-contiguous (one copy, which
     releases Python's lock once; a copy value by value releases it for each, and each
-    release wakes the threads waiting for it), else by ``np.concatenate``."""
+    release wakes the threads waiting for it), else by ``np.concatenate``. Records of 64 KiB
+    and more (decoded images) are stacked by NumPy straight into the column: the join's
+    temporary copy of the whole chunk then costs several times the copy itself."""
+    if values and column.nbytes >= len(values) << 16:
+        np.stack(values, out=column)
+        return
     try:
         joined = b"".join(values)
     except TypeError:  # a value that is not C-contiguous
