@@ -199,7 +199,8 @@ def worker(args: argparse.Namespace) -> None:
         result = RUNNERS[args.worker](dataset=args.dataset, folder=args.folder, mode=args.mode,
                                       processes=args.processes, workers=args.workers)
     except Exception as err:  # noqa: BLE001 - reported, not fatal
-        result = {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()[-3000:]}
+        result = {"error": f"{type(err).__name__}: {err}",
+                  "traceback": traceback.format_exc()[-3000:]}
     Path(args.out).write_text(json.dumps(result))
 
 
@@ -267,9 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             runs = []
             for options in variants[name]:
                 result = run_one(name, mode, dataset, folder, args.timeout, **options)
-                print(mode, name, options, {k: result.get(k) for k in
-                                            ("epoch_rate", "steady_rate", "first_batch_s", "error")},
-                      flush=True)
+                shown = ("epoch_rate", "steady_rate", "first_batch_s", "error")
+                print(mode, name, options, {k: result.get(k) for k in shown}, flush=True)
                 runs.append(result)
             report["runs"][f"{mode}/{name}"] = {"best": best(runs), "all": runs}
     report["load_after"] = os.getloadavg()

@@ -32,7 +32,8 @@ def picture(h: int, w: int, seed: int, kind: str = "JPEG") -> bytes:
     rng = np.random.default_rng(seed)
     small = PIL_Image.fromarray((rng.random((8, 8, 3)) * 255).astype(np.uint8))
     out = io.BytesIO()
-    small.resize((w, h), BILINEAR).save(out, format=kind, **({"quality": 90} if kind == "JPEG" else {}))
+    options = {"quality": 90} if kind == "JPEG" else {}
+    small.resize((w, h), BILINEAR).save(out, format=kind, **options)
     return out.getvalue()
 
 
@@ -175,7 +176,8 @@ def test_a_resumed_epoch_serves_the_same_crops(mixed):
         rest = list(resumed)
     finally:
         resumed_source.close()
-    assert [int(i) for b in head + rest for i in b["id"]] == [int(i) for b in whole for i in b["id"]]
+    served = [int(i) for b in head + rest for i in b["id"]]
+    assert served == [int(i) for b in whole for i in b["id"]]
     for a, b in zip(head + rest, whole):
         np.testing.assert_array_equal(np.asarray(a["image"]), np.asarray(b["image"]))
 

@@ -239,7 +239,8 @@ def _decoded_images(spec: str, name: str, images: dict[str, Any], policy: dict[s
     options = dict(images)
     field = options.pop("field", None)
     if field is None:
-        found = [f.name for f in info.features.fields if f.encoding in ("png", "jpeg")] if info else []
+        fields = info.features.fields if info is not None else ()
+        found = [f.name for f in fields if f.encoding in ("png", "jpeg")]
         field = found[0] if found else "image"
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1, **policy), name,
                                      decode=decode_images(field, **options))
