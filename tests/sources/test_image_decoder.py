@@ -107,6 +107,19 @@ def test_a_large_jpeg_decodes_at_a_dct_scale_as_pil_draft_does():
     np.testing.assert_array_equal(whole, full)
 
 
+@pytest.mark.parametrize("options", [{"resize": 64, "crop": 56},
+                                     {"resize": 64, "crop": 56, "draft": False},
+                                     {"random_resized_crop": 40}])
+def test_pillow_gives_the_same_pixels_where_simplejpeg_is_missing(options, monkeypatch):
+    from datarax.dataset import image_decode
+
+    data = picture(480, 640, seed=2)
+    decoder = decode_images(**options)
+    fast = decoder.decode_record(data, index=5, epoch=1)["image"]
+    monkeypatch.setattr(image_decode, "_simplejpeg", lambda: None)
+    np.testing.assert_array_equal(decoder.decode_record(data, index=5, epoch=1)["image"], fast)
+
+
 def test_random_resized_crop_is_the_records_own_box_cut_and_resized(mixed):
     folder, images = mixed
     decoder = decode_images(random_resized_crop=24, seed=11, draft=False)

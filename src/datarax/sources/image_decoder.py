@@ -46,7 +46,7 @@ import numpy as np
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import ConfigError, RecordError
 from datarax.dataset.fields import Features, error_text
-from datarax.dataset.image_decode import image_size, resize_and_crop, resized_crop
+from datarax.dataset.image_decode import resize_and_crop, resized_crop
 from datarax.dataset.layout import decode_records
 from datarax.sources.decoded_records import KeyedRecord
 
