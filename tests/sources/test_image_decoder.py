@@ -168,6 +168,27 @@ def test_each_records_crop_is_the_same_at_any_batch_size_and_changes_per_epoch(m
     assert changed >= 36  # a new crop each epoch (a few may repeat the fallback box)
 
 
+def test_two_hosts_shares_hold_the_crops_one_host_gets(mixed):
+    folder, _ = mixed
+    decoder = decode_images(random_resized_crop=24, seed=3)
+    one = source_of(folder, decoder)
+    try:
+        whole = by_id(epoch(one, 8))
+    finally:
+        one.close()
+    shares = {}
+    for index in (0, 1):
+        source = source_of(folder, decoder)
+        try:
+            shares.update(by_id(Pipeline(source=source, stages=[], batch_size=8,
+                                         shard_index=index, shard_count=2)))
+        finally:
+            source.close()
+    assert shares.keys() == whole.keys()
+    for i in shares:
+        np.testing.assert_array_equal(shares[i], whole[i])
+
+
 def test_a_resumed_epoch_serves_the_same_crops(mixed):
     folder, _ = mixed
     decoder = decode_images(random_resized_crop=24, seed=3)
