@@ -821,6 +821,18 @@ def _ar_shape_drift(tmp: Path) -> Any:
     _ar_read_all(_ar(path, decode))
 
 
+def _ar_varying_lengths(tmp: Path) -> Any:
+    from array_record.python.array_record_module import ArrayRecordWriter
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    path = str(tmp / "v.array_record")
+    writer = ArrayRecordWriter(path, "group_size:1")
+    for i in range(4):  # fine records of several lengths (say, JPEGs), read with no decode=
+        writer.write(b"x" * (i + 1))
+    writer.close()
+    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), path))
+
+
 def _ar_dtype_drift(tmp: Path) -> Any:
     path = _ar_file(tmp / "t.array_record")
 
@@ -1810,6 +1822,46 @@ simple("storage-store-unreachable", STORAGE,
        "an S3 endpoint nobody listens on (DATARAX_RETRY_BUDGET=0)", DataraxError,
        "cannot read 's3://bucket/data.array_record': still failing after 1 attempt in ",
        _unreachable_store, needs="s3fs")
+
+
+case("arrayrecord-varying-lengths-no-decode", "ArrayRecord: records and images of several sizes",
+     "records of several lengths, no decode=", RecordError,
+     "cannot read record 1 of file '{tmp}/v.array_record' (epoch 0): field 'record' decodes to "
+     "uint8(2,), the first record's is uint8(1,); every record must decode to the same shapes "
+     "and dtypes. The file may be fine: pass a decode= that gives every record the same",
+     needs=AR)(_ar_varying_lengths)
+
+
+def _decode_images(field: str = "image", **options: Any) -> Any:
+    from datarax import decode_images
+
+    return decode_images(field, **options)
+
+
+def _decode_images_missing_field(tmp: Path) -> Any:
+    from datarax.dataset import Features, Field, write_dataset
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    features = Features((Field("image", "uint8", (None, None, 3), "png"),))
+    folder = str(tmp / "ds")
+    write_dataset([{"image": np.zeros((4, 5, 3), np.uint8)}], folder, features=features)
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), folder,
+                            decode=_decode_images("photo", resize=8, crop=8))
+
+
+simple("decode-images-resize-alone", "ArrayRecord: records and images of several sizes",
+       "decode_images(resize=256)", ConfigError,
+       "decode_images needs an output size: a batch holds images of one shape. resize=256 alone "
+       "keeps each image's aspect ratio, so sizes vary; add crop= (e.g. crop=256), or give "
+       "resize=(height, width).", lambda: _decode_images(resize=256))
+simple("decode-images-crop-and-random-crop", "ArrayRecord: records and images of several sizes",
+       "decode_images(random_resized_crop=224, crop=224)", ConfigError,
+       "decode_images: random_resized_crop= cuts and resizes in one step and cannot be combined "
+       "with resize= or crop=", lambda: _decode_images(random_resized_crop=224, crop=224))
+case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
+     "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
+     "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "
+     "decode_images(field=...) one of its image fields.", needs=AR)(_decode_images_missing_field)
 
 
 # ----------------------------------------------------------- docs/errors.md
