@@ -27,7 +27,8 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   past it). A pipeline's read-ahead thread peeks whole batches while the consumer's
   thread commits each as it hands it out, so :attr:`position` stays what was handed out.
   Every :meth:`start` and :meth:`stop` opens a new :attr:`session`; a peek for an
-  ended session raises :class:`SessionEnded`.
+  ended session raises :class:`SessionEnded`, and ``stop(session)`` ends only that one
+  (a pass's late release never ends the session of the pass that took over).
 * **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
   :class:`~datarax.core.errors.RecordError` naming the file, the record index in that
   file (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the
@@ -67,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.cursor import SessionEnded
 from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.threads import drop_pool, run_behind_consumer
@@ -78,10 +80,6 @@ from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord, 
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
-
-
-class SessionEnded(RuntimeError):
-    """A peek for a reading session that was stopped or restarted meanwhile."""
 
 
 # ------------------------------------------------------------------------ batches
@@ -467,10 +465,13 @@ class HostReader:
         return self.ledger.total
 
     # -------------------------------------------------------------- closing
-    def stop(self) -> None:
+    def stop(self, session: int | None = None) -> None:
         """End the epoch session: cancel read-ahead and join the reader threads (after
-        a peek in progress on another thread)."""
+        a peek in progress on another thread). ``session``: only if it is still the
+        open one (the owner of an older session lets go without ending a newer one)."""
         with self._session_lock:
+            if session is not None and session != self._session:
+                return
             self._session += 1
             for future in self._pending:
                 future.cancel()
