@@ -170,12 +170,13 @@ def test_two_window_shuffled_sources_on_threads_read_through_the_documented_mini
 
 
 def test_a_second_source_of_this_process_refused_room_is_told_which_and_what_to_do(tmp_path):
-    # A source that holds every file it reads (a global shuffle) until it is closed, and a
-    # second one through the same small folder: the refusal names this process's other
-    # source, not "other processes", and closing it, as the message says, makes the room.
-    first = _reader(tmp_path, "held-first", limit=60, behind=6)
+    # A source that holds every file it reads (no plan: any may be read again) until it is
+    # closed, and a second one through the same small folder: the refusal names this
+    # process's other source, not "other processes", and closing it, as the message says,
+    # makes the room.
+    first = _reader(tmp_path, "held-first", limit=60, behind=6, plan=False)
     assert [_read(first, i)[-1] for i in range(6)] == list(range(6))
-    second = _reader(tmp_path, "held-second", limit=60, behind=6)
+    second = _reader(tmp_path, "held-second", limit=60, behind=6, plan=False)
     with pytest.raises(CacheFullError) as info:
         _read(second, 0)
     message = str(info.value)
