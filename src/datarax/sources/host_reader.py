@@ -391,9 +391,7 @@ class HostReader:
     def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None:
         """The ``batch_size`` records after the last ones assembled (fewer at the epoch's
         end), or None at the end; moves :attr:`cursor`, not :attr:`position`.
-
-        ``session``: raise :class:`SessionEnded` unless it is still the open one.
-        """
+        ``session``: raise :class:`SessionEnded` unless it is still the open one."""
         with self._session_lock:
             if session is not None and session != self._session:
                 raise SessionEnded(f"{self.name}: the reading session ended (the source moved).")
@@ -463,11 +461,12 @@ class HostReader:
 
     # -------------------------------------------------------------- closing
     def stop(self, session: int | None = None) -> None:
-        """End the epoch session: cancel read-ahead and join the reader threads (after
-        a peek in progress on another thread). ``session``: only if it is still the
-        open one (the owner of an older session lets go without ending a newer one)."""
+        """End the epoch session (``session``: only while it is the open one): cancel
+        read-ahead, join the reader threads (after a peek in progress on another thread)."""
+        if session not in (None, self._session):
+            return  # ended already (sessions only grow): no lock, a collection may ask mid-read
         with self._session_lock:
-            if session is not None and session != self._session:
+            if session not in (None, self._session):
                 return
             self._session += 1
             for future in self._pending:

@@ -62,6 +62,8 @@ class StreamReader:
     def close(self, session: int | None = None) -> None:
         """Drop the open stream; ends the reading session (``session``: only if it is
         still the open one)."""
+        if session is not None and session != self.session:
+            return  # sessions only grow: an ended one stays ended
         with self.lock:
             if session is not None and session != self.session:
                 return
