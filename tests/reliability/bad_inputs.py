@@ -38,6 +38,7 @@ from datarax.core.errors import (  # noqa: E402
 from datarax.dataset import ConversionError  # noqa: E402
 from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.storage import CacheFullError  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
 
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline  # noqa: E402
@@ -1778,6 +1779,53 @@ case("stats-step-after-close", LOGGING, "StatsLogger.step() after close()", Runt
      "StatsLogger is closed (close() or the end of its with block); build a new StatsLogger to "
      "log again.")(_stats_after_close)
 
+READING = "Reading: raw ArrayRecord records, a shared cache folder"
+
+
+def _ar_raw_lengths(tmp: Path) -> None:
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    path = str(tmp / "raw.array_record")
+    writer = ArrayRecordWriter(path, "group_size:1")
+    for i in range(6):
+        writer.write(b"ab" * (i + 1))
+    writer.close()
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), path))
+
+
+def _cache_shared_in_process(tmp: Path) -> None:
+    import fsspec
+
+    from datarax.storage import RemoteShards, RetryPolicy, ShardCache, list_objects
+
+    readers = []
+    for name in ("first", "second"):
+        for i in range(3):
+            fsspec.filesystem("memory").pipe(f"/bad-inputs-{name}/{i}.bin", bytes([i]) * 10)
+        readers.append(RemoteShards(
+            list_objects(f"memory://bad-inputs-{name}/*.bin"), behind=3,
+            cache=ShardCache(tmp / "cache", max_bytes=30), retry=RetryPolicy(initial_delay=0.0)))
+    try:
+        for reader in readers:
+            for i in range(3):
+                with reader.open(i, lambda path: open(path, "rb")):
+                    pass
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+case("arrayrecord-raw-records-of-different-lengths", READING,
+     "raw records of different lengths, no decode=", RecordError,
+     "The file is fine: pass decode= to turn a record's bytes into fields of one shape (or "
+     "text), e.g. ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': "
+     "raw.decode()}).", needs=AR)(_ar_raw_lengths)
+case("cache-held-by-another-source-of-this-process", READING,
+     "a second source of this process, through a cache folder the first one fills",
+     CacheFullError, "held by another source in this process reading through the same "
+     "folder", needs="fsspec")(_cache_shared_in_process)
 
 STORAGE = "Object storage (s3://, gs://, https://)"
 

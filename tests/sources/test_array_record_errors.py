@@ -325,3 +325,32 @@ def test_closing_never_hides_the_error_that_named_the_file(tmp_path, damage):
             in str(info.value))
     assert info.value.__context__ is None  # nothing raised while closing
     source.close()  # again: nothing to raise
+
+
+def test_raw_records_of_different_lengths_without_decode_say_to_pass_decode(tmp_path):
+    # No decode=: each record is served as its bytes. Records of different lengths are a
+    # fine file that needs a decode, not a file to fix; the example the message gives works.
+    path = str(tmp_path / "raw.array_record")
+    writer = ArrayRecordWriter(path, "group_size:1")
+    for i in range(6):
+        writer.write(b"ab" * (i + 1))
+    writer.close()
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), path)
+    with pytest.raises(RecordError) as info:
+        list(Pipeline(source=source, stages=[], batch_size=4))
+    message = str(info.value)
+    assert message.startswith(f"ArrayRecordSourceModule: cannot batch record 1 of file '{path}': "
+                              "field 'record' decodes to uint8(4,), the first record's is uint8(2,)")
+    assert ("No decode= was given, so each record is served as its raw bytes (field 'record'), "
+            "and records of different lengths cannot be stacked into a batch. The file is fine: "
+            "pass decode= to turn a record's bytes into fields of one shape (or text), e.g. "
+            "ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': raw.decode()})."
+            ) in message
+    assert "regenerate" not in message
+    assert (info.value.path, info.value.index) == (path, 1)
+    source.close()
+    fixed = ArrayRecordSourceModule(ArrayRecordSourceConfig(), path,
+                                    decode=lambda raw: {"text": raw.decode()})
+    texts = [t for batch in Pipeline(source=fixed, stages=[], batch_size=4) for t in batch["text"]]
+    assert texts == ["ab" * (i + 1) for i in range(6)]
+    fixed.close()

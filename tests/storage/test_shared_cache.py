@@ -11,7 +11,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from datarax.storage import RemoteShards, RetryPolicy, ShardCache, list_objects
+from datarax.storage import CacheFullError, RemoteShards, RetryPolicy, ShardCache, list_objects
 
 MEM = fsspec.filesystem("memory")
 FAST = RetryPolicy(initial_delay=0.0, max_delay=0.0)
@@ -167,3 +167,26 @@ def test_two_window_shuffled_sources_on_threads_read_through_the_documented_mini
         t.join()
     assert not errors, errors
     assert sorted(got[1]) == sorted(got[2]) == sorted(list(range(160)) * 4)
+
+
+def test_a_second_source_of_this_process_refused_room_is_told_which_and_what_to_do(tmp_path):
+    # A source that holds every file it reads (no plan: any may be read again) until it is
+    # closed, and a second one through the same small folder: the refusal names this
+    # process's other source, not "other processes", and closing it, as the message says,
+    # makes the room.
+    first = _reader(tmp_path, "held-first", limit=60, behind=6, plan=False)
+    assert [_read(first, i)[-1] for i in range(6)] == list(range(6))
+    second = _reader(tmp_path, "held-second", limit=60, behind=6, plan=False)
+    with pytest.raises(CacheFullError) as info:
+        _read(second, 0)
+    message = str(info.value)
+    assert ("this source holds 0 bytes of files in use, and 60 bytes are held by another "
+            "source in this process reading through the same folder "
+            "('memory:///held-first/0.bin' and 5 more files; a source holds the files it "
+            "reads until it is closed), and 0 bytes by other processes or downloads. Close "
+            "the other source (source.close()) before reading this one, give each source its "
+            "own folder") in message
+    assert "(other processes)" not in message
+    first.close()
+    assert _read(second, 0) == b"h" * 5 + bytes([0]) * 5
+    second.close()

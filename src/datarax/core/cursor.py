@@ -8,6 +8,13 @@ skip count past it). Anything else that moves or reads the source (``set_state``
 ``nnx.update``, a direct ``get_batch``, ``close``) ends the cursor's session: it turns
 stale and the pipeline starts a new one from the source's position.
 
+A session belongs to the pass that opened it: :meth:`ReadAheadCursor.release` ends the
+cursor's own session and nothing else, so a pass let go late (an abandoned iterator
+collected by the garbage collector, on whatever thread) never ends the reading of the
+pass that took over the source. A peek for an ended session raises
+:class:`SessionEnded`, which a pipeline never hands to its user: it continues from the
+source's position.
+
 A cursor may also have ``ready(batch_size) -> bool``: whether ``peek(batch_size)``
 would return without waiting for a read. A pipeline then takes every batch that is
 ready in one go (their device copies made by one call); without it, one at a time.
@@ -27,6 +34,9 @@ Example:
     ([2, 4], 0)
     >>> cursor.commit(2); src.index, cursor.current
     (2, True)
+    >>> newer = src.batch_cursor()  # the next pass takes over the source ...
+    >>> cursor.release(); newer.current  # ... and the old one's release leaves it alone
+    True
     >>> src.close()
 """
 
@@ -35,6 +45,11 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import numpy as np
+
+
+class SessionEnded(RuntimeError):
+    """A peek for a reading session that was ended meanwhile (the source was moved,
+    read or closed). Internal: a pipeline continues from the source's position."""
 
 
 class ReadAheadCursor(Protocol):
@@ -55,4 +70,10 @@ class ReadAheadCursor(Protocol):
     def commit(self, end: int | None) -> None:
         """Hand out everything before position ``end`` (None: the rest of the pass):
         the consumer's thread, in order."""
+        ...
+
+    def release(self) -> None:
+        """End this cursor's reading session if it is still the open one (its read-ahead
+        and reader threads let go; the position is kept); a newer session, opened by
+        another pass or read, is left alone. Any thread."""
         ...

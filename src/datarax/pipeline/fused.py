@@ -3,8 +3,9 @@
 For an indexed source a batch is a pure function of (global position, epoch, key)
 (:func:`~datarax.pipeline.steps.indexed_batch`), so the batches of k steps need no
 host at all: the host computes the k positions (crossing epoch ends by the same rule
-as iteration), and one ``nnx.jit`` program runs ``nnx.scan`` over them, each step
-gathering its batch, running the stages and calling ``train_step(*modules, batch)``.
+as iteration), and one compiled program (a ``jax.lax.scan`` in a ``jax.jit``, cached
+as :mod:`datarax.core.step_cache` caches steps) runs over them, each step gathering its
+batch, running the stages and calling ``train_step(*modules, batch)``.
 The source's position then moves past the k batches, so a state taken after any
 chunk resumes exactly: the batches are those a Python loop over the pipeline serves.
 
@@ -31,7 +32,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-import functools
 import weakref
 from typing import Any
 
@@ -42,6 +42,7 @@ from flax import nnx
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError
 from datarax.core.spec import refuse_declared_64bit
+from datarax.core.step_cache import cached
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
 
@@ -114,28 +115,71 @@ def scan_positions(
     return np.asarray(starts, position_dtype), np.asarray(epochs, np.int32), (epoch, index)
 
 
-@functools.lru_cache(maxsize=16)
-def scan_program(train_step: Callable[..., Any], batch_size: int, placement: Any) -> Any:
-    """The cached compiled ``(modules, data, inputs, starts, epochs, key) -> outputs``."""
+def scan_program(
+    train_step: Callable[..., Any], batch_size: int, placement: Any,
+    modules_def: Any, data_def: Any,
+) -> Any:
+    """The compiled ``(module state, data state, inputs, starts, epochs, key) -> (module
+    state, outputs)``, cached as :mod:`datarax.core.step_cache` caches steps: under the
+    graph definitions of the modules and of (source, stages), the step function, the batch
+    size and the placement. A plain ``jax.jit`` over split states: the data's state goes
+    in only (nothing of it comes back placed on the mesh to change the next call's input
+    types), the modules' state comes back with the shardings it went in with, so a second
+    call of the same length runs the compiled program again."""
 
-    def run(modules: Any, data: Any, inputs: Any, starts: Any, epochs: Any, key: Any) -> Any:
-        def body(modules: Any, data: Any, position: Any) -> tuple[Any, Any]:
-            source, stages = data
-            start, epoch = position
-            batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
-            if placement is not None:
-                batch = {
-                    name: jax.lax.with_sharding_constraint(
-                        value, placement.field_sharding(value.ndim)
-                    )
-                    for name, value in batch.items()
-                }
-            return modules, train_step(*modules, batch)
+    def build() -> Any:
+        def run(modules_state: Any, data_state: Any, inputs: Any, starts: Any, epochs: Any,
+                key: Any) -> Any:
+            source, stages = nnx.merge(data_def, data_state)
 
-        scan = nnx.scan(body, in_axes=(nnx.Carry, None, 0), out_axes=(nnx.Carry, 0))
-        return scan(modules, data, (starts, epochs))[1]
+            def body(state: Any, position: Any) -> tuple[Any, Any]:
+                start, epoch = position
+                batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
+                if placement is not None:
+                    batch = {
+                        name: jax.lax.with_sharding_constraint(
+                            value, placement.field_sharding(value.ndim)
+                        )
+                        for name, value in batch.items()
+                    }
+                modules = nnx.merge(modules_def, state)
+                out = train_step(*modules, batch)
+                return nnx.state(modules), out
 
-    return nnx.jit(run)
+            return jax.lax.scan(body, modules_state, (starts, epochs))
+
+        return jax.jit(run)
+
+    return cached(("scan", modules_def, data_def, train_step, batch_size, placement), build)
+
+
+def _on_mesh(state: Any, placement: Any) -> Any:
+    """The modules' ``state`` with every value not yet on the placement's mesh put there
+    replicated, where the program's outputs would place it: a second call then has the
+    input types of the first."""
+    mesh = placement.sharding.mesh
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+    def put(value: Any) -> Any:
+        sharding = getattr(value, "sharding", None)
+        if isinstance(sharding, jax.sharding.NamedSharding) and sharding.mesh == mesh:
+            return value
+        return jax.device_put(value, replicated)
+
+    return jax.tree.map(put, state)
+
+
+def _as_they_were(new: Any, old: Any) -> Any:
+    """``new`` arrays on the devices (sharding) of the ``old`` ones they replace, where a
+    compiled program placed them otherwise (on a mesh, for an input on one device)."""
+
+    def keep(value: Any, before: Any) -> Any:
+        if isinstance(value, jax.Array) and isinstance(before, jax.Array):
+            if value.sharding != before.sharding:
+                return jax.device_put(value, before.sharding)
+        return value
+
+    return jax.tree.map(keep, new, old)
 
 
 def run_scan(
@@ -146,14 +190,22 @@ def run_scan(
     past them and return ``train_step``'s outputs stacked along a leading axis."""
     source = context.source
     starts, epochs, (end_epoch, end_index) = scan_positions(context, epoch, index, length)
-    program = scan_program(train_step, context.plan.batch_size, context.plan.placement)
-    data = (source, list(context.stages))
+    modules, data = tuple(modules), (source, list(context.stages))
+    modules_def, modules_state = nnx.split(modules)
+    data_def, data_state = nnx.split(data)
+    data_state = jax.device_put(data_state)
+    nnx.update(data, data_state)  # copied to the device once, not at every call
+    placement = context.plan.placement
+    if placement is not None:
+        modules_state = _on_mesh(modules_state, placement)
+    program = scan_program(train_step, context.plan.batch_size, placement, modules_def,
+                           data_def)
     lengths = _CALLED.setdefault(program, set())
     with context.stats.timer("step" if length in lengths else "compile"):
-        out = program(
-            tuple(modules), data, source.step_inputs(), starts, epochs, context.key_pair()
-        )
+        state, out = program(modules_state, data_state, source.step_inputs(), starts, epochs,
+                             context.key_pair())
     lengths.add(length)
+    nnx.update(modules, _as_they_were(state, modules_state))
     source.seek(end_epoch, end_index)
     for _ in range(length):
         context.stats.count(context.plan.batch_size)

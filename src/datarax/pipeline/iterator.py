@@ -33,6 +33,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length
+from datarax.core.cursor import ReadAheadCursor, SessionEnded
 from datarax.core.data_source import SourceKind, length_or_none
 from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
@@ -52,8 +53,10 @@ from datarax.typing import Batch
 #: where a source stood before a batch: (epoch, index, its ``skipped`` value or None)
 BatchStart = tuple[int, int, Any]
 
-#: the iterator reading each host source now (both held weakly)
+#: the iterator reading each host source now (both held weakly), and the lock that makes
+#: "still mine? then close" one step against a new iterator taking over (``_release``)
 _READING: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
+_READING_LOCK = threading.RLock()  # re-entrant: a collection may run inside it
 
 
 class PipelineIterator:
@@ -77,6 +80,7 @@ class PipelineIterator:
         self._closed = False
         self._superseded = False
         self._ahead: DispatchAhead | None = None
+        self._cursor: ReadAheadCursor | None = None  # the reading session of a host pass
         self._count = 0  # records in the batch being handed out
         self._stats = context.stats
         # a source that counts the records it skipped as bad (on_error="skip") keeps the
@@ -179,15 +183,23 @@ class PipelineIterator:
         if self._ahead is not None:
             self._ahead.stop()
             self._ahead = None
-        reading = _READING.get(self._source)
-        if self._kind is not SourceKind.INDEXED and reading is not None and reading() in (self, None):
-            # Only the iterator reading the source (or none, collected) ends its reading:
-            # a dropped iterator of another pipeline over the same source, collected
-            # later, must not end the reading of the one that took over.
-            _READING.pop(self._source, None)
-            closer = getattr(self._source, "close_epoch", None)
-            if closer is not None:
-                closer()
+        cursor, self._cursor = self._cursor, None
+        if cursor is not None:
+            # the session this pass opened, and only while it is still open: a dropped
+            # iterator collected late (any thread, any time) never ends the reading of
+            # the pass that took over the source
+            cursor.release()
+            return
+        if self._kind is SourceKind.INDEXED:
+            return
+        with _READING_LOCK:  # read on the consumer's thread: ends the source's reading
+            reading = _READING.get(self._source)
+            if reading is not None and reading() in (self, None):
+                # only the iterator reading the source (or none, collected) ends it
+                _READING.pop(self._source, None)
+                closer = getattr(self._source, "close_epoch", None)
+                if closer is not None:
+                    closer()
 
     def close(self) -> None:
         """Stop this pass early; further ``next()`` raises ``StopIteration``."""
@@ -326,7 +338,8 @@ class PipelineIterator:
     # --------------------------------------------------------------- host path
     def _read_here(self) -> None:
         """Mark this iterator as the one reading its host source (see ``_release``)."""
-        _READING[self._source] = weakref.ref(self)
+        with _READING_LOCK:
+            _READING[self._source] = weakref.ref(self)
 
     def _prepare_host(self) -> None:
         self._read_here()
@@ -335,10 +348,11 @@ class PipelineIterator:
         open_cursor = getattr(self._source, "batch_cursor", None)
         cursor = open_cursor() if callable(open_cursor) and self._plan.prefetch >= 1 else None
         if cursor is not None:
-            self._cursor = cursor
             self._ahead = run_ahead(self._host.produce_ahead(cursor), self._plan.prefetch)
             if self._ahead is None:
-                self._source.close_epoch()  # no worker: read on this thread after all
+                cursor.release()  # no worker: read on this thread after all
+            else:
+                self._cursor = cursor
         self._expect = (self._source.epoch, self._source.index)
         self._prepared = True
 
@@ -346,7 +360,7 @@ class PipelineIterator:
         source = self._source
         if self._prepared and (
             (source.epoch, source.index) != self._expect
-            or (self._ahead is not None and not self._cursor.current)
+            or (self._cursor is not None and not self._cursor.current)
         ):
             # The source was moved or read from outside (its set_state, nnx.update, a
             # direct get_batch): the batches read ahead belong to the old position.
@@ -369,8 +383,16 @@ class PipelineIterator:
         return batch
 
     def _next_host_ahead(self) -> Batch:
-        assert self._ahead is not None
-        item = self._ahead.get()
+        assert self._ahead is not None and self._cursor is not None
+        try:
+            item = self._ahead.get()
+        except SessionEnded:  # ended under the worker: the source was moved or read
+            item = SessionEnded
+        if item is SessionEnded or (item is not None and not self._cursor.current):
+            # what was read ahead belongs to the old session (handing it out would not
+            # count it): continue from where the source stands
+            self._follow_source()
+            return self._next_host()
         if item is None:  # the pass is over: the source stands at its end
             self._cursor.commit(None)
             raise StopIteration

@@ -398,14 +398,15 @@ class Pipeline(nnx.Module):
     def scan(
         self, train_step: Callable[..., Any], length: int, modules: Any = ()
     ) -> Any:
-        """Run ``length`` data + train steps as one compiled program (``nnx.scan``).
+        """Run ``length`` data + train steps as one compiled program (``jax.lax.scan``).
 
         Each step takes the next full batch (as :meth:`step` would, across epochs) and
         calls ``train_step(*modules, batch)``; NNX state the modules change (parameters,
         optimizer state) is carried from step to step and written back. Returns
         ``train_step``'s outputs stacked along a new leading axis of ``length``. The
         position moves past the ``length`` batches, so states taken between scans
-        resume exactly. Indexed sources only; see :mod:`datarax.pipeline.fused`.
+        resume exactly. Indexed sources only; with ``sharding=``, one process only
+        (refused under several: iterate there). See :mod:`datarax.pipeline.fused`.
         """
         context, session = self._context(), self.__session
         if self.filtered:

@@ -31,10 +31,12 @@ from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_datase
 from datarax.sources.array_record_counts import check_counts, count_records, remote_counts
 from datarax.sources.array_record_files import ArrayRecordFiles, array_record_reader
 from datarax.sources.array_record_paths import PathsLike, is_folder, resolve_paths
+from datarax.sources.decoded_records import RecordStructureError, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
 from datarax.sources.image_decoder import ImageDecoder, bind_to_dataset
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
+from datarax.sources.skip_ledger import record_place
 from datarax.sources.source_call import MISSING, check_config_and_data
 from datarax.storage import (
     CacheFullError,
@@ -330,6 +332,23 @@ class ArrayRecordSourceModule(RandomAccessSource):
 
     def shuffle_seed(self) -> int | None:
         return self.config.seed if self.config.shuffle_files else None
+
+    def _reword_error(self, err: RecordError) -> RecordError:
+        """Raw records (no ``decode``) of different lengths: the file is fine, the
+        records need a ``decode`` that gives them one shape."""
+        cause = err.__cause__
+        if self._decode is not default_decode or not isinstance(cause, RecordStructureError):
+            return err
+        return RecordError(
+            f"ArrayRecordSourceModule: cannot batch {record_place(err.path, err.index or 0)}: "
+            f"{describe_cause(cause)}. No decode= was given, so each record is served as "
+            "its raw bytes (field 'record'), and records of different lengths cannot be "
+            "stacked into a batch. The file is fine: pass decode= to turn a record's bytes "
+            "into fields of one shape (or text), e.g. ArrayRecordSourceModule(config, paths, "
+            "decode=lambda raw: {'text': raw.decode()}).",
+            path=err.path,
+            index=err.index,
+        )
 
     def epoch_order(self, epoch: int) -> EpochOrder:
         """Stable record index of every position of pass ``epoch`` in this shard

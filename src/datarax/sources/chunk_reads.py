@@ -85,6 +85,16 @@ class Chunk:
     def remaining(self) -> int:
         return int(self.indices.shape[0]) - self.offset
 
+    def before(self, position: int) -> Chunk:
+        """The records of this chunk at positions below ``position``."""
+        keep = int(np.searchsorted(self.positions, position))
+        if keep == self.positions.shape[0]:
+            return self
+        columns = {key: value[:keep] for key, value in self.columns.items()}
+        return dataclasses.replace(self, columns=columns, indices=self.indices[:keep],
+                                   positions=self.positions[:keep], stop=int(position),
+                                   failures=[f for f in self.failures if f.position < position])
+
 
 class ChunkReads:
     """Reads chunks of ``data`` (``len``, ``[i]``, ideally ``__getitems__``) through

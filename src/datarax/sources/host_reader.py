@@ -22,12 +22,12 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   ``start(order, position=end, skipped=...)`` continues exactly after the last record
   handed out; read-ahead is discarded, never counted.
 * **assembling ahead** — ``next_batch`` is :meth:`~HostReader.peek_batch` (assemble the
-  batch after the last one assembled; nothing is counted) then
-  :meth:`~HostReader.commit` (the consumer has it: the position and the skip count move
-  past it). A pipeline's read-ahead thread peeks whole batches while the consumer's
-  thread commits each as it hands it out, so :attr:`position` stays what was handed out.
-  Every :meth:`start` and :meth:`stop` opens a new :attr:`session`; a peek for an
-  ended session raises :class:`SessionEnded`.
+  next batch; nothing counted) then :meth:`~HostReader.commit` (the consumer has it: the
+  position and skip count move past it). A pipeline's read-ahead thread peeks while the
+  consumer's commits, so :attr:`position` stays what was handed out. Every
+  :meth:`start` and :meth:`stop` opens a new :attr:`session`; a peek for an ended one
+  raises :class:`SessionEnded`; ``stop(session)`` ends only that one (a pass's late
+  release never ends the session of the pass that took over).
 * **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
   :class:`~datarax.core.errors.RecordError` naming the file, the record index in that
   file (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the
@@ -37,9 +37,8 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   Skips are committed only when the handed-out position passes them, so a resumed
   reader (``start(..., skipped=state_count)``) skips exactly the same records and
   counts them once.
-* **closing** — :meth:`HostReader.stop` ends the epoch session (pending reads are
-  cancelled, the pool's threads joined); :meth:`HostReader.close` also marks the reader
-  closed. No thread outlives either.
+* **closing** — :meth:`HostReader.stop` ends the epoch session (pending reads cancelled,
+  threads joined); :meth:`HostReader.close` also closes the reader. No thread outlives.
 
 Example:
     >>> import numpy as np
@@ -67,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.cursor import SessionEnded
 from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.threads import drop_pool, run_behind_consumer
@@ -78,10 +78,6 @@ from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord, 
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
-
-
-class SessionEnded(RuntimeError):
-    """A peek for a reading session that was stopped or restarted meanwhile."""
 
 
 # ------------------------------------------------------------------------ batches
@@ -228,7 +224,6 @@ class HostReader:
             self._reads.learn_first(self.name, self.where, self.record_error)
         return dict(self._records.spec)
 
-    # ---------------------------------------------------------------- reading
     # ------------------------------------------------------------- sessions
     def start(self, order: EpochOrder, position: int = 0, skipped: int = 0) -> None:
         """Begin (or resume) handing out ``order`` at epoch ``position``.
@@ -347,7 +342,7 @@ class HostReader:
                     # As under 'raise': the records before it are still handed out; the
                     # batch that would pass it raises (not the read ahead of the loop).
                     self._over_budget = err
-                    self._buffer.append(_before(chunk, failure.position))
+                    self._buffer.append(chunk.before(failure.position))
                     return False
             self._buffer.append(chunk)
         return True
@@ -397,9 +392,7 @@ class HostReader:
     def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None:
         """The ``batch_size`` records after the last ones assembled (fewer at the epoch's
         end), or None at the end; moves :attr:`cursor`, not :attr:`position`.
-
-        ``session``: raise :class:`SessionEnded` unless it is still the open one.
-        """
+        ``session``: raise :class:`SessionEnded` unless it is still the open one."""
         with self._session_lock:
             if session is not None and session != self._session:
                 raise SessionEnded(f"{self.name}: the reading session ended (the source moved).")
@@ -468,10 +461,14 @@ class HostReader:
         return self.ledger.total
 
     # -------------------------------------------------------------- closing
-    def stop(self) -> None:
-        """End the epoch session: cancel read-ahead and join the reader threads (after
-        a peek in progress on another thread)."""
+    def stop(self, session: int | None = None) -> None:
+        """End the epoch session (``session``: only while it is the open one): cancel
+        read-ahead, join the reader threads (after a peek in progress on another thread)."""
+        if session not in (None, self._session):
+            return  # ended already (sessions only grow): no lock, a collection may ask mid-read
         with self._session_lock:
+            if session not in (None, self._session):
+                return
             self._session += 1
             for future in self._pending:
                 future.cancel()
@@ -501,13 +498,3 @@ class HostReader:
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         drop_pool(getattr(self, "_pool", None))
 
-
-def _before(chunk: Chunk, position: int) -> Chunk:
-    """The records of ``chunk`` at positions below ``position``."""
-    keep = int(np.searchsorted(chunk.positions, position))
-    if keep == chunk.positions.shape[0]:
-        return chunk
-    columns = {key: value[:keep] for key, value in chunk.columns.items()}
-    return dataclasses.replace(chunk, columns=columns, indices=chunk.indices[:keep],
-                               positions=chunk.positions[:keep], stop=int(position),
-                               failures=[f for f in chunk.failures if f.position < position])

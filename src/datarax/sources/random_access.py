@@ -357,3 +357,6 @@ class BatchCursor(ReaderCursor):
 
     def _reader_position(self) -> int:
         return self._reader.position
+
+    def _end_session(self, session: int) -> None:
+        self._reader.stop(session)

@@ -6,7 +6,9 @@ The base of :class:`~datarax.sources.random_access.BatchCursor` (a
 :class:`~datarax.sources.hf.streaming.StreamCursor` (a Hugging Face stream). Each says
 how it peeks; they commit alike: the reader counts the batch handed out (its bad
 records become skipped), the source's ``skipped`` follows the reader's count and its
-position moves to where the reader then stands.
+position moves to where the reader then stands. They release alike: the session is the
+pass's own, so :meth:`ReaderCursor.release` ends it only while it is still the reader's
+open one (the reader checks that under its own lock).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class ReaderCursor:
 
     ``reader``: ``session``, ``skipped`` (bad records before what was handed out) and
     ``commit(end)`` (None: the rest of the pass, which ends the session). A subclass
-    defines ``peek`` and :meth:`_reader_position`.
+    defines ``peek``, :meth:`_reader_position` and :meth:`_end_session`.
     """
 
     def __init__(self, source: Any, reader: Any, epoch: int, session: int | None) -> None:
@@ -39,6 +41,17 @@ class ReaderCursor:
     def _reader_position(self) -> int:
         """Where the reader's consumer stands in the pass (after a commit)."""
         raise NotImplementedError
+
+    def _end_session(self, session: int) -> None:
+        """End reading session ``session`` of the reader, if it is still the open one."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """End this cursor's reading session if it is still the reader's open one (its
+        read-ahead and threads let go, the position kept); a newer session, of the pass
+        that took over the source, is left alone. Any thread."""
+        if self._session is not None:
+            self._end_session(self._session)
 
     def commit(self, end: int | None) -> None:
         """Hand out everything before position ``end`` of the pass (None: its end,

@@ -52,8 +52,10 @@ import concurrent.futures
 import contextlib
 import functools
 import hashlib
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -74,6 +76,7 @@ T = TypeVar("T")
 
 _ROOM_WAIT_S = 300.0  # a reader waits at most this long for other readers to free room
 _POLL_S = 0.2  # a reader waiting on other readers of the folder looks again after this long
+_OPEN: weakref.WeakSet[RemoteShards] = weakref.WeakSet()  # this process's readers (messages)
 
 
 class _NoRoom(CacheFullError):
@@ -156,6 +159,7 @@ class RemoteShards:
         self._full_at = -2  # progress at which the cache was found full (read-ahead waits)
         self._wanting_room = 0  # readers waiting for room: read-ahead stands back
         self._order = FileOrder(len(self.objects))  # no plan yet
+        _OPEN.add(self)
 
     def _check_room(self) -> None:
         """Refuse a cache too small for the files a reader uses at once."""
@@ -508,14 +512,32 @@ class RemoteShards:
         obj = self.objects[wanted]
         ours = sum(self.objects[j].size for j in self._entries)
         used = self.cache.usage()
+        folder = os.path.realpath(self.cache.directory)
+        here = [r for r in list(_OPEN) if r is not self and not r._closed
+                and os.path.realpath(r.cache.directory) == folder]
+        theirs = sum(r.objects[j].size for r in here for j in list(r._entries))
+        if here:  # this process's other readers: say which, and what to do about them
+            files = here[0].objects
+            more = f" and {len(files) - 1} more files" if len(files) > 1 else ""
+            others = "another source" if len(here) == 1 else f"{len(here)} other sources"
+            who = (f"{theirs} bytes are held by {others} in this process reading through the "
+                   f"same folder ('{files[0].url}'{more}; a source holds the files it reads "
+                   f"until it is closed), and {max(0, used - ours - theirs)} bytes by other "
+                   "processes or downloads")
+            fix = ("Close the other source (source.close()) before reading this one, give each "
+                   "source its own folder (cache=ShardCache('<another folder>')), or raise the "
+                   "limit (DATARAX_CACHE_BYTES, or cache=ShardCache(..., max_bytes=...)) so it "
+                   "holds the files every source of the folder uses at once.")
+        else:
+            who = (f"{max(0, used - ours)} bytes are held by other readers of the folder (other "
+                   "processes) or being downloaded")
+            fix = ("Raise the limit (DATARAX_CACHE_BYTES, or the source's cache=ShardCache(..., "
+                   "max_bytes=...)) so it holds the files every reader of the folder uses at "
+                   "once, or free space by ending other readers of the folder.")
         return CacheFullError(
             f"the cache '{self.cache.directory}' (limit {self.cache.max_bytes} bytes, "
             f"{used} bytes used) cannot hold '{obj.url}' ({obj.size} bytes): this source holds "
-            f"{ours} bytes of files in use, and {max(0, used - ours)} bytes are held by other "
-            "readers of the folder (other processes) or being downloaded. Raise the limit "
-            "(DATARAX_CACHE_BYTES, or the source's cache=ShardCache(..., max_bytes=...)) so "
-            "it holds the files every reader of the folder uses at once, or free space by "
-            "ending other readers of the folder.")
+            f"{ours} bytes of files in use, and {who}. {fix}")
 
     # --------------------------------------------------------------- handles
     @contextlib.contextmanager

@@ -146,7 +146,7 @@ class TextPass:
         """``(rows, end, snapshot at end, documents passed)`` of the ``count`` rows after
         row ``index`` of pass ``epoch``, or None at its end; ``SessionEnded`` once
         ``session`` is over. Bad documents are counted when the owner commits."""
-        from datarax.sources.host_reader import SessionEnded
+        from datarax.core.cursor import SessionEnded
 
         with self.lock:
             if session != self.session:

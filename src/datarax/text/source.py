@@ -318,6 +318,13 @@ class TextCursor:
         self._peeked.append((end, snapshot, passed))
         return rows, indices, end
 
+    def release(self) -> None:
+        """Release the reader if this cursor's session is still the open one (a newer
+        session, of the pass that took over the source, is left alone)."""
+        with self._text.lock:
+            if self.current:
+                self._source.close_epoch()
+
     def commit(self, end: int | None) -> None:
         """Hand out every row before ``end`` (None: the rest of the pass)."""
         if not self.current:  # moved from outside: the position is already set there

@@ -32,3 +32,17 @@ def test_step_with_sharding_places_each_batch():
     batches = [pipeline.step() for _ in range(4)]
     assert all(b["y"].sharding == NamedSharding(mesh, P("data")) for b in batches)
     assert [np.asarray(b["x"]).tolist() for b in batches][3] == (np.arange(8) * 2).tolist()
+
+
+def test_scan_with_sharding_over_eight_devices_compiles_once():
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    traced = []
+
+    def counted(batch):
+        traced.append(1)
+        return batch["x"]
+
+    pipeline = make_pipeline("indexed", 64, 16, sharding=(mesh, P("data")))
+    chunks = [np.asarray(pipeline.scan(counted, length=2)) for _ in range(3)]
+    assert len(traced) == 1
+    assert np.concatenate(chunks)[:, 0].tolist() == [0, 32, 64, 96, 0, 32]

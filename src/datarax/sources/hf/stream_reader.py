@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.cursor import SessionEnded
 from datarax.core.data_source import DataSourceModule
 from datarax.core.dtypes import Records, is_text_dtype, record_number
 from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import TextSpec
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
-from datarax.sources.host_reader import SessionEnded
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
 
@@ -59,9 +59,14 @@ class StreamReader:
     def is_open(self) -> bool:
         return self._tables is not None
 
-    def close(self) -> None:
-        """Drop the open stream; ends the reading session."""
+    def close(self, session: int | None = None) -> None:
+        """Drop the open stream; ends the reading session (``session``: only if it is
+        still the open one)."""
+        if session is not None and session != self.session:
+            return  # sessions only grow: an ended one stays ended
         with self.lock:
+            if session is not None and session != self.session:
+                return
             self.session += 1
             self._reset()
 

@@ -235,6 +235,9 @@ class StreamCursor(ReaderCursor):
     def _reader_position(self) -> int:
         return self._reader.consumed
 
+    def _end_session(self, session: int) -> None:
+        self._reader.close(session)
+
 
 def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:
     """The split (sliced as asked) as one ``IterableDataset``, the fields to keep, and
