@@ -136,17 +136,17 @@ class InterleaveSource(ChildSources, DataSourceModule):
                                         block_length=block_length, num_epochs=num_epochs)
         super().__init__(config, name=name)
         labels = [str(i) for i in range(len(children))]
-        check_children("InterleaveSource", "child", labels, children, whole="the interleave")
+        check_children("InterleaveSource", "source", labels, children, whole="the interleave")
         for label, child in zip(labels, children):
             skipping = skipping_setting(child)
             if skipping:
                 raise SourceContractError(
-                    f"InterleaveSource child {label} skips bad records ({skipping}='skip'); "
+                    f"InterleaveSource source {label} skips bad records ({skipping}='skip'); "
                     "an interleave resumes each child at a count of its records, so its "
                     "children must serve every record. Use on_error='raise' or scan and fix "
                     "the data first."
                 )
-        check_same_fields("InterleaveSource", [f"child {i}" for i in labels],
+        check_same_fields("InterleaveSource", [f"source {i}" for i in labels],
                           [checked_spec(c) for c in children], "interleaved", "interleaving")
         self.children = nnx.List(list(children))
         self.__lengths = tuple(c.epoch_size() for c in children)
