@@ -142,8 +142,8 @@ class InterleaveSource(ChildSources, DataSourceModule):
             if skipping:
                 raise SourceContractError(
                     f"InterleaveSource source {label} skips bad records ({skipping}='skip'); "
-                    "an interleave resumes each child at a count of its records, so its "
-                    "children must serve every record. Use on_error='raise' or scan and fix "
+                    "an interleave resumes each source at a count of its records, so its "
+                    "sources must serve every record. Use on_error='raise' or scan and fix "
                     "the data first."
                 )
         check_same_fields("InterleaveSource", [f"source {i}" for i in labels],
