@@ -1786,9 +1786,9 @@ simple("interleave-child-not-a-source", REORDERING, "a list of numbers among the
        "DataSourceModule such as MemorySource).",
        lambda: _interleave([MemorySource(MemorySourceConfig(), data()), [1, 2]]))
 case("interleave-child-skips", REORDERING, "a source with on_error='skip'", SourceContractError,
-     "InterleaveSource source 0 skips bad records (on_error='skip'); an interleave resumes each "
-     "source at a count of its records, so its sources must serve every record. Use "
-     "on_error='raise' or scan and fix the data first.")(_interleave_skipping)
+     "InterleaveSource source 0 skips bad records (on_error='skip'); InterleaveSource resumes "
+     "it at a count of its records, so it must serve every record. Use on_error='raise' or scan "
+     "and fix the data first.")(_interleave_skipping)
 simple("interleave-cursor-tampered", REORDERING, "a state whose cursor opens a child not yet "
        "reached", StateError, "InterleaveSource state 'cursor' must be [next child, slot, block "
        "records taken, then (child, position) for each of the 2 slots], as get_state() returns "

@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 
 from datarax.core.batch import batch_length, head_on_host, take_records
-from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none
+from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none, skipping_setting
 from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
 from datarax.core.share import Share
 from datarax.typing import Batch
 
-__all__ = ["CHUNK", "ChildRecords", "share_of"]
+__all__ = ["CHUNK", "ChildRecords", "refuse_skipping", "share_of"]
 
 CHUNK = 64  # records read from a child at once (an indexed child: one gather shape)
 
@@ -113,6 +113,24 @@ class ChildRecords(HostState):
     def _hold(self, batch: Batch, stable: np.ndarray) -> None:
         self.batch, self.stable, self.row = batch, stable, 0
         self.read_to += len(stable)
+
+
+def refuse_skipping(owner: str, name: str, child: DataSourceModule) -> None:
+    """Refuse a child that skips bad records: its position counts records it passed, not
+    records it served, so a count of its records is no place to resume it at.
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> refuse_skipping("ShuffleBufferSource", "source",
+        ...                 MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))  # serves all
+    """
+    skipping = skipping_setting(child)
+    if skipping:
+        raise SourceContractError(
+            f"{owner} {name} skips bad records ({skipping}='skip'); {owner} resumes it at a "
+            "count of its records, so it must serve every record. Use on_error='raise' or "
+            "scan and fix the data first."
+        )
 
 
 def share_of(batch: Batch, stable: np.ndarray, share: Share) -> tuple[Batch, np.ndarray] | None:

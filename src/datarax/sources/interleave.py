@@ -48,11 +48,11 @@ from flax import nnx
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, check_children, child_settings
 from datarax.core.config import StructuralConfig, check_int
-from datarax.core.data_source import DataSourceModule, SourceKind, skipping_setting
-from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields, checked_spec
-from datarax.sources.child_records import ChildRecords, share_of
+from datarax.sources.child_records import ChildRecords, refuse_skipping, share_of
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]
@@ -138,14 +138,7 @@ class InterleaveSource(ChildSources, DataSourceModule):
         labels = [str(i) for i in range(len(children))]
         check_children("InterleaveSource", "source", labels, children, whole="the interleave")
         for label, child in zip(labels, children):
-            skipping = skipping_setting(child)
-            if skipping:
-                raise SourceContractError(
-                    f"InterleaveSource source {label} skips bad records ({skipping}='skip'); "
-                    "an interleave resumes each source at a count of its records, so its "
-                    "sources must serve every record. Use on_error='raise' or scan and fix "
-                    "the data first."
-                )
+            refuse_skipping("InterleaveSource", f"source {label}", child)
         check_same_fields("InterleaveSource", [f"source {i}" for i in labels],
                           [checked_spec(c) for c in children], "interleaved", "interleaving")
         self.children = nnx.List(list(children))

@@ -42,14 +42,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from datarax.core.batch import concat_batches, take_records
-from datarax.core.children import check_child, child_settings
+from datarax.core.children import ChildSources, check_child, child_settings
 from datarax.core.config import StructuralConfig, check_int, check_seed
-from datarax.core.data_source import DataSourceModule, SourceKind, skipping_setting
-from datarax.core.errors import SourceContractError, StateError
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.spec import checked_spec
 from datarax.samplers.shard_window import permute, window_seed
-from datarax.sources.child_records import CHUNK, ChildRecords, share_of
+from datarax.sources.child_records import CHUNK, ChildRecords, refuse_skipping, share_of
 from datarax.typing import Batch
 
 __all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]
@@ -102,7 +102,7 @@ class _Window(HostState):
         self.served = 0  # of its records
 
 
-class ShuffleBufferSource(DataSourceModule):
+class ShuffleBufferSource(ChildSources, DataSourceModule):
     """Records of ``source`` (any kind, unsharded) shuffled within windows of
     ``buffer_size``; see the module docstring.
 
@@ -127,13 +127,7 @@ class ShuffleBufferSource(DataSourceModule):
                     children="parent")
         config = ShuffleBufferSourceConfig(buffer_size=buffer_size, seed=seed,
                                            num_epochs=num_epochs)
-        skipping = skipping_setting(source)
-        if skipping:
-            raise SourceContractError(
-                f"ShuffleBufferSource source skips bad records ({skipping}='skip'); a "
-                "restore re-reads the parent from a count of its records, so it must serve "
-                "every record. Use on_error='raise' or scan and fix the data first."
-            )
+        refuse_skipping("ShuffleBufferSource", "source", source)
         super().__init__(config, name=name)
         self.source = source
         self.__length = source.epoch_size()
@@ -151,6 +145,9 @@ class ShuffleBufferSource(DataSourceModule):
 
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.source))
+
+    def _children(self) -> Any:
+        return (self.source,)
 
     # ------------------------------------------------------------------ reads
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
@@ -242,14 +239,3 @@ class ShuffleBufferSource(DataSourceModule):
         out: dict[str, Any] = {"buffer_size": self.config.buffer_size, "seed": self.config.seed}
         out.update(child_settings("parent.", self.source, self.__length))
         return out
-
-    # ---------------------------------------------------------------- closing
-    def close_epoch(self) -> None:
-        """Stop the parent's read-ahead (positions are kept)."""
-        closer = getattr(self.source, "close_epoch", None)
-        if closer is not None:
-            closer()
-
-    def close(self) -> None:
-        """Close the parent."""
-        self.source.close()
