@@ -49,7 +49,7 @@ from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.spec import checked_spec
 from datarax.samplers.shard_window import permute, window_seed
-from datarax.sources.child_records import CHUNK, ChildRecords, refuse_skipping, share_of
+from datarax.sources.child_records import CHUNK, ChildRecords, refuse_skipping, rows_of, share_of
 from datarax.typing import Batch
 
 __all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]
@@ -220,11 +220,11 @@ class ShuffleBufferSource(ChildSources, DataSourceModule):
                     break  # a short (or empty) window is the pass's last
                 self._load(window.number + 1)
                 continue
-            rows = np.arange(window.served, min(window.served + count - have, len(window.stable)))
-            parts.append(take_records(window.batch, rows))
-            stables.append(window.stable[rows])
-            window.served += len(rows)
-            have += len(rows)
+            start = window.served
+            stop = min(start + count - have, len(window.stable))
+            parts.append(rows_of(window.batch, start, stop))
+            stables.append(window.stable[start:stop])
+            window.served, have = stop, have + stop - start
         if not parts:
             return None, np.zeros(0, np.int64)
         return concat_batches(parts), np.concatenate(stables)
