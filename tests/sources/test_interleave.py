@@ -249,3 +249,54 @@ def test_a_state_of_another_interleave_or_a_tampered_cursor_is_refused():
         InterleaveSource([numbers(0, 3), numbers(3, 6)], cycle_length=2).set_state(
             {**state, "cursor": [5, 0, 0, 0, 1, 1, 1]})
     assert err.value.field == "cursor"
+
+
+# ------------------------------------- files, a mixture and a stream, side by side
+def file_mix_stream(paths: list[str]) -> list[Any]:
+    """ArrayRecord files (records 0-8, files shuffled), a mixture of memory 100-104 and a
+    stream 200-203, and a stream 300-306."""
+    pytest.importorskip("array_record.python.array_record_module")
+    from datarax.mixing import MixSource
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        return {"x": np.frombuffer(raw, np.int32)[0]}
+
+    files = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=5, shuffle_files=True), paths,
+                                    decode=decode, num_threads=2)
+    mixture = MixSource([numbers(100, 105, shuffle=True, seed=2), Generated(200, 204)],
+                        weights=[5, 4], seed=3, records_per_epoch=9)
+    return [files, mixture, Generated(300, 307)]
+
+
+@pytest.fixture
+def int_files(tmp_path):
+    pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import write_int_parts
+
+    return write_int_parts(tmp_path, (3, 6, 9))
+
+
+def test_files_a_mixture_and_a_stream_interleave_in_their_own_orders(int_files):
+    source = InterleaveSource(file_mix_stream(int_files), cycle_length=2, block_length=3)
+    for epoch in range(2):
+        source.seek(epoch, 0)
+        expected = reference([own_order(c, epoch) for c in file_mix_stream(int_files)], 2, 3)
+        assert sorted(expected) == [*range(9), *range(100, 105), *range(200, 204), *range(300, 307)]
+        assert [x for batch in read_all(source, 4) for x in batch] == expected
+    source.close()
+
+
+def test_files_a_mixture_and_a_stream_resume_at_every_batch_boundary(int_files):
+    def build() -> InterleaveSource:
+        return InterleaveSource(file_mix_stream(int_files), cycle_length=2, block_length=3)
+
+    expected = read_all(build(), 3)
+    for cut in range(len(expected) + 1):
+        source = build()
+        read_all_n(source, 3, cut)
+        fresh = build()
+        fresh.set_state(json.loads(json.dumps(source.get_state())))
+        assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
+        source.close()
+        fresh.close()

@@ -208,3 +208,59 @@ def test_a_state_of_another_buffer_or_past_the_pass_is_refused():
     with pytest.raises(StateError, match="says 30 records of pass 0 were handed out") as err:
         late.get_batch_with_indices(1)
     assert err.value.field == "current_index"
+
+
+@pytest.fixture
+def int_files(tmp_path):
+    pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import write_int_parts
+
+    return write_int_parts(tmp_path, (5, 9, 14))
+
+
+def file_parent(paths: list[str]) -> Any:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        return {"x": np.frombuffer(raw, np.int32)[0]}
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=5, shuffle_files=True), paths,
+                                   decode=decode, num_threads=2)
+
+
+def mixture_parent() -> Any:
+    from datarax.mixing import MixSource
+
+    return MixSource([numbers(6, shuffle=True), Generated(5)], weights=[6, 5], seed=3,
+                     records_per_epoch=11)
+
+
+def parent_order(parent: Any, epoch: int) -> list[int]:
+    parent.seek(epoch, 0)
+    return flat(read_all(parent, 4))
+
+
+@pytest.mark.parametrize("parent", ["files", "mixture"])
+def test_over_files_or_a_mixture_the_order_is_the_reference_and_resumes_everywhere(parent,
+                                                                                   request):
+    if parent == "files":
+        paths = request.getfixturevalue("int_files")
+        build_parent = lambda: file_parent(paths)  # noqa: E731
+    else:
+        build_parent = mixture_parent
+
+    def build() -> ShuffleBufferSource:
+        return ShuffleBufferSource(build_parent(), buffer_size=4, seed=8)
+
+    source = build()
+    for epoch in range(2):
+        source.seek(epoch, 0)
+        assert flat(read_all(source, 3)) == reference(parent_order(build_parent(), epoch), 4, 8, epoch)
+    expected = read_all(build(), 3)
+    for cut in range(len(expected) + 1):
+        old = build()
+        for _ in range(cut):
+            old.get_batch_with_indices(3)
+        fresh = build()
+        fresh.set_state(old.get_state())
+        assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
