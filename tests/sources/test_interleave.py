@@ -300,3 +300,28 @@ def test_files_a_mixture_and_a_stream_resume_at_every_batch_boundary(int_files):
         assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
         source.close()
         fresh.close()
+
+
+class Flaky(Generated):
+    """:class:`Generated` handing out 3 records a read, whose 2nd read fails once."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        super().__init__(lo, hi)
+        self.reads = 0
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        self.reads += 1
+        if self.reads == 2:
+            raise OSError("the disk hiccuped")
+        return super().get_batch(min(batch_size, 3))
+
+
+def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
+    source = InterleaveSource([numbers(0, 6), Flaky(10, 20)], cycle_length=2, block_length=2)
+    served = []
+    with pytest.raises(OSError, match="the disk hiccuped"):
+        while True:
+            served.append(np.asarray(source.get_batch_with_indices(8)[0]["x"]).tolist())
+    served += read_all(source, 4)  # the retry
+    assert [x for batch in served for x in batch] == reference(
+        [list(range(6)), list(range(10, 20))], 2, 2)

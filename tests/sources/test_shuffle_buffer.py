@@ -264,3 +264,27 @@ def test_over_files_or_a_mixture_the_order_is_the_reference_and_resumes_everywhe
         fresh = build()
         fresh.set_state(old.get_state())
         assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
+
+
+class Flaky(Generated):
+    """:class:`Generated` handing out 3 records a read, whose 3rd read fails once."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.reads = 0
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        self.reads += 1
+        if self.reads == 3:
+            raise OSError("the disk hiccuped")
+        return super().get_batch(min(batch_size, 3))
+
+
+def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
+    source = ShuffleBufferSource(Flaky(14), buffer_size=4, seed=2)
+    served = []
+    with pytest.raises(OSError, match="the disk hiccuped"):
+        while True:
+            served.append(np.asarray(source.get_batch_with_indices(8)[0]["x"]).tolist())
+    served += read_all(source, 3)  # the retry
+    assert flat(served) == reference(list(range(14)), 4, 2, 0)

@@ -167,13 +167,12 @@ class InterleaveSource(ChildSources, DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """This shard's next records (at most ``batch_size``) and their stable indices;
         ``(None, None)`` at the pass's end."""
-        cycle = self.__cycle
-        if not cycle.valid or cycle.expect != self._where():
+        if not self.__cycle.valid or self.__cycle.expect != self._where():
             self._open()
         try:
             batch, stable = self._outputs(batch_size * self.shard.count)
         except Exception:
-            cycle.valid = False  # a retry reads again from the cursor (and fails alike)
+            self.__cycle.valid = False  # a retry reads again from the cursor
             raise
         mine = None if batch is None else share_of(batch, stable, self.shard)
         if mine is not None:

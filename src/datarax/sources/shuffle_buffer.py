@@ -153,18 +153,17 @@ class ShuffleBufferSource(ChildSources, DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """This shard's next records (at most ``batch_size``) and their stable indices;
         ``(None, None)`` at the pass's end."""
-        window = self.__window
-        if not window.valid or window.expect != self.datarax_position.where():
+        if not self.__window.valid or self.__window.expect != self.datarax_position.where():
             self._open()
         try:
             batch, stable = self._outputs(batch_size * self.shard.count)
         except Exception:
-            window.valid = False  # a retry reads the window again (and fails alike)
+            self.__window.valid = False  # a retry reads the window again
             raise
         mine = None if batch is None else share_of(batch, stable, self.shard)
         if mine is not None:
             self.datarax_position.advance(len(mine[1]))
-        window.expect = self.datarax_position.where()
+        self.__window.expect = self.datarax_position.where()
         return (None, None) if mine is None else mine
 
     def _open(self) -> None:
