@@ -325,3 +325,15 @@ def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
     served += read_all(source, 4)  # the retry
     assert [x for batch in served for x in batch] == reference(
         [list(range(6)), list(range(10, 20))], 2, 2)
+
+
+def test_tf_datas_documented_example_gives_tf_datas_order():
+    # tf.data.Dataset.range(1, 6).interleave(lambda x: from_tensors(x).repeat(6),
+    # cycle_length=2, block_length=4) gives, by tf.data's own documentation:
+    documented = [1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4,
+                  5, 5, 5, 5, 5, 5]
+    source = InterleaveSource([numbers(10 * x, 10 * x + 6) for x in range(1, 6)],
+                              cycle_length=2, block_length=4)
+    served = [x for batch in read_all(source, 7) for x in batch]
+    assert [x // 10 for x in served] == documented
+    assert reference([[x] * 6 for x in range(1, 6)], 2, 4) == documented  # the reference too
