@@ -202,7 +202,8 @@ def test_text_fields_follow_their_records():
         x = np.arange(lo, hi, dtype=np.int32)
         return MemorySource(MemorySourceConfig(), {"x": x, "t": np.asarray([f"r{i}" for i in x])})
 
-    batch, _ = InterleaveSource([texts(0, 2), texts(5, 7)], cycle_length=2).get_batch_with_indices(4)
+    source = InterleaveSource([texts(0, 2), texts(5, 7)], cycle_length=2)
+    batch, _ = source.get_batch_with_indices(4)
     assert batch["x"].tolist() == [0, 5, 1, 6] and batch["t"] == ["r0", "r5", "r1", "r6"]
 
 
@@ -220,14 +221,15 @@ def test_bad_cycle_or_block_lengths_are_refused(kwargs, message):
 
 
 def test_children_that_cannot_be_interleaved_are_refused_naming_them():
-    with pytest.raises(SourceContractError, match="InterleaveSource source 1 is list, not a data source"):
+    with pytest.raises(SourceContractError, match="source 1 is list, not a data source"):
         InterleaveSource([numbers(0, 3), [1, 2]], cycle_length=2)
     a = numbers(0, 3)
-    with pytest.raises(SourceContractError, match="InterleaveSource sources 0 and 1 are the same object"):
+    with pytest.raises(SourceContractError, match="sources 0 and 1 are the same object"):
         InterleaveSource([a, a], cycle_length=2)
     sharded = numbers(0, 4)
     sharded.set_shard(0, 2)
-    with pytest.raises(SourceContractError, match="InterleaveSource source 0 is sharded .* shard the interleave .* not its sources"):
+    with pytest.raises(SourceContractError,
+                       match="source 0 is sharded .* shard the interleave .* not its sources"):
         InterleaveSource([sharded], cycle_length=1)
     floats = MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.float32)})
     with pytest.raises(SpecMismatchError, match="field 'x' is int32.* in source 0 but float32"):

