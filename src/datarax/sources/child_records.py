@@ -27,8 +27,6 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from datarax.core.batch import batch_length, head_on_host, take_records

@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches
+from datarax.core.batch import concat_batches
 from datarax.core.children import ChildSources, check_children, child_settings
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
