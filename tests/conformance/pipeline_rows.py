@@ -102,6 +102,21 @@ def _filter_stream(root: Path) -> SourceRow:
                      lambda b: kept_ids(b["id"]), shuffled=True, kind="STREAM")
 
 
+def _filter_shuffle_buffer(root: Path) -> SourceRow:
+    """The stream of 16 records behind a ShuffleBufferSource (windows of 5), filtered."""
+    from datarax.sources import ShuffleBufferSource
+
+    keep = not_multiple_of_3("id")
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
+        stream = ShuffledStream(ShuffledStreamConfig(num_records=N_FILTER_STREAM))
+        source = ShuffleBufferSource(stream, buffer_size=5, seed=6)
+        return pipeline_over(source, shard_index, shard_count, [keep(), *stages])
+
+    return SourceRow("filter_shuffle_buffer", make, kept(N_FILTER_STREAM),
+                     lambda b: kept_ids(b["id"]), shuffled=True, kind="STREAM")
+
+
 # -------------------------------------------------------- take / skip / repeat
 class PassLoop:
     """One ``for`` loop over a :class:`PassView`: the iterator ``view.open(pipeline)``
@@ -233,10 +248,16 @@ def _memory(root: Path) -> SourceRow:
     return SourceRow("memory", make, N_MEMORY, lambda b: b["x"], shuffled=True, kind="INDEXED")
 
 
-def _npy(root: Path) -> SourceRow:
-    from rows import ROWS
+def _table_row(name: str) -> Callable[[Path], SourceRow]:
+    def build(root: Path) -> SourceRow:
+        from rows import ROWS
 
-    return ROWS["npy_shards"][0](root)
+        return ROWS[name][0](root)
+
+    return build
+
+
+_npy = _table_row("npy_shards")
 
 
 # Rows whose every clause runs (as the source table's rows do, less shards: see
@@ -245,6 +266,7 @@ FILTER_ROWS: dict[str, Callable[[Path], SourceRow]] = {
     "filter_indexed": _filter_indexed,
     "filter_host": _filter_host,
     "filter_stream": _filter_stream,
+    "filter_shuffle_buffer": _filter_shuffle_buffer,
 }
 
 # Rows checked through their iterator's own state: name -> builder.
@@ -258,6 +280,9 @@ VIEW_ROWS: dict[str, Callable[[Path], SourceRow]] = {
     "take_filtered": _viewed(_filter_indexed, take_view, "take_filtered"),
     "skip_filtered": _viewed(_filter_host, skip_view, "skip_filtered"),
     "repeat_filtered": _viewed(_filter_host, repeat_view, "repeat_filtered"),
+    "take_interleave": _viewed(_table_row("interleave"), take_view, "take_interleave"),
+    "repeat_shuffle_buffer": _viewed(_table_row("shuffle_buffer"), repeat_view,
+                                     "repeat_shuffle_buffer"),
 }
 
 # The rows and clauses of the default run; the rest run with -m slow.

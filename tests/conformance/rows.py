@@ -25,6 +25,8 @@ from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 from datarax.testing import SourceRow
 
+from reorder_rows import REORDER_ROWS
+
 BATCH = 4
 N_MEMORY = 11
 N_CSV = 10
@@ -550,6 +552,7 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
     "concat_stream": (_concat_stream, None),
     "flat_map": (_flat_map, None),
 }
+ROWS.update(REORDER_ROWS)  # interleave and shuffle-buffer rows: reorder_rows.py
 
 # Rows whose source API is still being settled: name -> reason (run as xfail).
 PENDING: dict[str, str] = {}
@@ -568,4 +571,5 @@ SLOW_CLAUSES: dict[str, tuple[str, ...]] = {
     "concat_indexed": HEAVY_CLAUSES,
     "concat_stream": HEAVY_CLAUSES,
     "flat_map": HEAVY_CLAUSES,
+    **{name: HEAVY_CLAUSES for name in REORDER_ROWS},
 }

@@ -1912,6 +1912,73 @@ case("decode-images-no-such-field", "ArrayRecord: records and images of several 
      "decode_images(field=...) one of its image fields.", needs=AR)(_decode_images_missing_field)
 
 
+REORDERING = "Interleaving and shuffle buffers (InterleaveSource, ShuffleBufferSource)"
+
+
+def _interleave(children: Any = None, **kw: Any) -> Any:
+    from datarax.sources import InterleaveSource
+
+    if children is None:
+        children = [MemorySource(MemorySourceConfig(), data()) for _ in range(2)]
+    return InterleaveSource(children, **{"cycle_length": 2, **kw})
+
+
+def _shuffle_buffer(source: Any = None, **kw: Any) -> Any:
+    from datarax.sources import ShuffleBufferSource
+
+    source = MemorySource(MemorySourceConfig(), data()) if source is None else source
+    return ShuffleBufferSource(source, **{"buffer_size": 4, **kw})
+
+
+def _interleave_skipping(tmp: Path) -> Any:
+    paths = _npy(tmp, x=np.arange(4, dtype=np.int32))
+    return _interleave([_npy_source(paths=paths, on_error="skip"),
+                        MemorySource(MemorySourceConfig(), data())])
+
+
+def _interleave_bad_cursor() -> None:
+    source = _interleave()
+    source.set_state({**source.get_state(), "cursor": [3, 0, 0, 0, 0, 1, 0]})
+
+
+def _shuffle_buffer_past_the_pass() -> None:
+    source = _shuffle_buffer()
+    source.set_state({"current_epoch": 0, "current_index": 9})
+    source.get_batch_with_indices(2)
+
+
+simple("interleave-cycle-length-zero", REORDERING, "InterleaveSource(cycle_length=0)",
+       ConfigError, "InterleaveSourceConfig.cycle_length must be >= 1, got 0.",
+       lambda: _interleave(cycle_length=0))
+simple("interleave-block-length-zero", REORDERING, "InterleaveSource(block_length=0)",
+       ConfigError, "InterleaveSourceConfig.block_length must be >= 1, got 0.",
+       lambda: _interleave(block_length=0))
+simple("interleave-no-sources", REORDERING, "InterleaveSource([])", ConfigError,
+       "InterleaveSource needs at least one source; got an empty list.", lambda: _interleave([]))
+simple("interleave-child-not-a-source", REORDERING, "a list of numbers among the sources",
+       SourceContractError, "InterleaveSource source 1 is list, not a data source (a "
+       "DataSourceModule such as MemorySource).",
+       lambda: _interleave([MemorySource(MemorySourceConfig(), data()), [1, 2]]))
+case("interleave-child-skips", REORDERING, "a source with on_error='skip'", SourceContractError,
+     "InterleaveSource source 0 skips bad records (on_error='skip'); InterleaveSource resumes "
+     "it at a count of its records, so it must serve every record. Use on_error='raise' or scan "
+     "and fix the data first.")(_interleave_skipping)
+simple("interleave-cursor-tampered", REORDERING, "a state whose cursor opens a child not yet "
+       "reached", StateError, "InterleaveSource state 'cursor' must be [next child, slot, block "
+       "records taken, then (child, position) for each of the 2 slots], as get_state() returns "
+       "it for 2 children; got [3, 0, 0, 0, 0, 1, 0].", _interleave_bad_cursor, field="cursor")
+simple("shuffle-buffer-size-zero", REORDERING, "ShuffleBufferSource(buffer_size=0)",
+       ConfigError, "ShuffleBufferSourceConfig.buffer_size must be >= 1, got 0.",
+       lambda: _shuffle_buffer(buffer_size=0))
+simple("shuffle-buffer-not-a-source", REORDERING, "ShuffleBufferSource over a list",
+       SourceContractError, "ShuffleBufferSource source is list, not a data source (a "
+       "DataSourceModule such as MemorySource).", lambda: _shuffle_buffer([1, 2, 3]))
+simple("shuffle-buffer-position-past-the-pass", REORDERING, "a position of 9 records in a pass "
+       "of 6", StateError, "ShuffleBufferSource: the position says 9 records of pass 0 were "
+       "handed out, but the pass ends before that; the state comes from another source.",
+       _shuffle_buffer_past_the_pass, field="current_index")
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

@@ -30,10 +30,12 @@ if TYPE_CHECKING:
     from datarax.sources.hf.factory import from_hf
     from datarax.sources.hf.streaming import HFStreamingSource
     from datarax.sources.image_decoder import ImageDecoder, decode_images
+    from datarax.sources.interleave import InterleaveSource, InterleaveSourceConfig
     from datarax.sources.label_encoder import LabelEncoder
     from datarax.sources.memory import MemorySource, MemorySourceConfig
     from datarax.sources.npy import NpySource, NpySourceConfig
     from datarax.sources.random_access import RandomAccessSource
+    from datarax.sources.shuffle_buffer import ShuffleBufferSource, ShuffleBufferSourceConfig
     from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
     from datarax.sources.tfds.eager import TFDSEagerSource
     from datarax.sources.tfds.factory import from_tfds
@@ -54,6 +56,8 @@ _HOMES = {
     "HFStreamingSource": "datarax.sources.hf.streaming",
     "ImageDecoder": "datarax.sources.image_decoder",
     "IndexedSource": "datarax.core.indexed",
+    "InterleaveSource": "datarax.sources.interleave",
+    "InterleaveSourceConfig": "datarax.sources.interleave",
     "LabelEncoder": "datarax.sources.label_encoder",
     "MemorySource": "datarax.sources.memory",
     "MemorySourceConfig": "datarax.sources.memory",
@@ -62,6 +66,8 @@ _HOMES = {
     "NpySource": "datarax.sources.npy",
     "NpySourceConfig": "datarax.sources.npy",
     "RandomAccessSource": "datarax.sources.random_access",
+    "ShuffleBufferSource": "datarax.sources.shuffle_buffer",
+    "ShuffleBufferSourceConfig": "datarax.sources.shuffle_buffer",
     "SourceKind": "datarax.core.data_source",
     "StreamSource": "datarax.core.stream",
     "StructuralConfig": "datarax.core.config",

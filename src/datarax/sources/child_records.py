@@ -1,0 +1,158 @@
+"""How a source that reorders other sources' records reads them: forward, from a place.
+
+:class:`~datarax.sources.interleave.InterleaveSource` and
+:class:`~datarax.sources.shuffle_buffer.ShuffleBufferSource` serve their children's
+records in an order of their own, reading each child forward from a place in its pass
+(``epoch``, ``position``). :class:`ChildRecords` is that read, for a child of any kind:
+an indexed child is gathered by positions (one traced shape, ``chunk`` records a
+gather); a host or stream child is stood at the place once (``seek``: a stream reads its
+pass again up to there) and read with ``get_batch_with_indices``. Records read ahead of
+what was taken stay here (Python-only, never state): what the owner saves is
+:attr:`ChildRecords.position`, the child's next record not yet taken.
+
+:func:`share_of` keeps one process's share of a stream-kind source's outputs: record
+``i`` of each whole round of ``P`` (a partial last round is left out), as every stream
+in datarax does.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+    >>> reads = ChildRecords(child, epoch=0, position=1, chunk=2)
+    >>> [reads.take(3)[0]["x"].tolist(), reads.take(3)[0]["x"].tolist(), reads.take(3)]
+    [[1, 2], [3, 4], None]
+    >>> reads.position
+    5
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from datarax.core.batch import batch_length, head_on_host, take_records
+from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none, skipping_setting
+from datarax.core.errors import SourceContractError
+from datarax.core.module import HostState
+from datarax.core.share import Share
+from datarax.typing import Batch
+
+__all__ = ["CHUNK", "ChildRecords", "refuse_skipping", "rows_of", "share_of"]
+
+CHUNK = 64  # records read from a child at once (an indexed child: one gather shape)
+
+
+class ChildRecords(HostState):
+    """Records of ``child``'s pass ``epoch`` from ``position`` on (see the module).
+
+    Args:
+        child: an unsharded data source of any kind, serving every record it passes
+            (no ``on_error="skip"``).
+        epoch, position: the pass, and the first record taken.
+        chunk: records read from the child at once.
+    """
+
+    def __init__(self, child: DataSourceModule, epoch: int, position: int, *,
+                 chunk: int = CHUNK) -> None:
+        self.child = child
+        self.epoch = epoch
+        self.position = position  # the next record to take
+        self.chunk = chunk
+        self.length = length_or_none(child)
+        self.batch: Batch | None = None  # read, from `position` on
+        self.stable = np.zeros(0, np.int64)
+        self.row = 0  # rows of `batch` taken
+        self.read_to = position  # the child's position after `batch`
+        self.ended = False
+        if child.kind is not SourceKind.INDEXED:
+            child.seek(epoch, position)
+
+    def take(self, count: int) -> tuple[Batch, np.ndarray] | None:
+        """At most ``count`` (>= 1) next records and their stable indices, or None at the
+        pass's end; fewer than ``count`` only where a read ends."""
+        if self.batch is None or self.row >= len(self.stable):
+            if not self._read():
+                return None
+        assert self.batch is not None
+        start, stop = self.row, min(self.row + count, len(self.stable))
+        self.row = stop
+        self.position += stop - start
+        return rows_of(self.batch, start, stop), self.stable[start:stop]
+
+    def _read(self) -> bool:
+        if self.ended:
+            return False
+        child, start = self.child, self.read_to
+        if child.kind is SourceKind.INDEXED:
+            n = int(self.length or 0)
+            if start >= n:
+                self.ended = True
+                return False
+            batch, indices = child.get_batch_and_indices_at(self.epoch * n + start, self.chunk)
+            got = min(self.chunk, n - start)
+            self._hold(head_on_host(batch, got), np.asarray(indices, np.int64)[:got])
+            return True
+        if (child.epoch, child.index) != (self.epoch, start):  # moved from outside
+            child.seek(self.epoch, start)
+        batch, indices = child.get_batch_with_indices(self.chunk)
+        if batch is None:
+            self.ended = True
+            return False
+        got = batch_length(batch)
+        if child.epoch != self.epoch or child.index != start + got:
+            raise SourceContractError(
+                f"{type(child).__name__} handed out {got} records from position {start} of "
+                f"pass {self.epoch} but now stands at {child.index} of pass {child.epoch}; "
+                "a child's position must count the records it hands out."
+            )
+        stable = np.arange(start, start + got) if indices is None else np.asarray(indices)
+        self._hold(head_on_host(dict(batch), got), stable.astype(np.int64))
+        return True
+
+    def _hold(self, batch: Batch, stable: np.ndarray) -> None:
+        self.batch, self.stable, self.row = batch, stable, 0
+        self.read_to += len(stable)
+
+
+def rows_of(batch: Batch, start: int, stop: int) -> Batch:
+    """Records ``start .. stop - 1`` of a host batch: views of its arrays, slices of its
+    text lists (nothing copied).
+
+    Example:
+        >>> rows_of({"x": np.arange(5), "meta": {"t": list("abcde")}}, 1, 3)
+        {'x': array([1, 2]), 'meta': {'t': ['b', 'c']}}
+    """
+    return {k: rows_of(v, start, stop) if isinstance(v, dict) else v[start:stop]
+            for k, v in batch.items()}
+
+
+def refuse_skipping(owner: str, name: str, child: DataSourceModule) -> None:
+    """Refuse a child that skips bad records: its position counts records it passed, not
+    records it served, so a count of its records is no place to resume it at.
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> refuse_skipping("ShuffleBufferSource", "source",
+        ...                 MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))  # serves all
+    """
+    skipping = skipping_setting(child)
+    if skipping:
+        raise SourceContractError(
+            f"{owner} {name} skips bad records ({skipping}='skip'); {owner} resumes it at a "
+            "count of its records, so it must serve every record. Use on_error='raise' or "
+            "scan and fix the data first."
+        )
+
+
+def share_of(batch: Batch, stable: np.ndarray, share: Share) -> tuple[Batch, np.ndarray] | None:
+    """``share``'s records of consecutive outputs that start a round: record ``index``
+    of each whole round of ``count`` (a partial last round is left out); None if none.
+
+    Example:
+        >>> share_of({"x": np.arange(7)}, np.arange(7), Share(1, 3))[0]["x"].tolist()
+        [1, 4]
+    """
+    whole = len(stable) - len(stable) % share.count
+    rows = np.arange(share.index, whole, share.count)
+    if not len(rows):
+        return None
+    return take_records(batch, rows), stable[rows]

@@ -1,0 +1,240 @@
+"""``ShuffleBufferSource``: a source's records shuffled within a buffer, read forward.
+
+For sources without random access (a stream, a mixture, files read in order): the pass
+is cut into windows of ``buffer_size`` consecutive records of the parent's pass, and
+each window is served in a permutation drawn from the seed, the pass and the window's
+number. Output ``t`` of pass ``e`` is record ``perm[t % B]`` of window ``t // B``, where
+``perm`` is the Feistel permutation of the window's ``L`` records (``L = B`` but for the
+last) keyed by ``window_seed((seed + e) % 2**32, t // B)``
+(:func:`datarax.samplers.shard_window.permute`, ``window_seed``). A record never leaves
+its window: records ``buffer_size`` or more apart in the parent keep their order, so
+shuffle the parent too (or use a buffer as long as its pass) where that matters. The parent
+may be of any kind; its own order (shuffled or not) is what the windows cut.
+
+* **State** is the position alone (O(1)): the window's start is ``(position // B) * B``.
+  **Replay cost:** a restore re-reads the window that holds the position — at most
+  ``buffer_size`` parent records, from the window's start — after standing the parent
+  there (free for an in-memory or file source; a stream parent reads its pass again up
+  to the window's start).
+* **Memory:** one window of ``buffer_size`` records on the host.
+* **Stable index** (what per-record keys come from): the parent record's own, so a
+  record keeps its augmentation whatever window it lands in.
+* **Shards**: every process reads the whole pass and keeps record ``i`` of each round
+  of ``P`` (a partial last round is left out).
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import MemorySource, MemorySourceConfig, ShuffleBufferSource
+    >>> parent = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})
+    >>> source = ShuffleBufferSource(parent, buffer_size=4, seed=0)
+    >>> batch, stable = source.get_batch_with_indices(10)
+    >>> [sorted(batch["x"][lo:lo + 4].tolist()) for lo in (0, 4, 8)]  # windows of 4
+    [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    >>> bool((batch["x"] == stable).all()), source.get_state()["current_index"]
+    (True, 10)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from datarax.core.batch import concat_batches, take_records
+from datarax.core.children import ChildSources, check_child, child_settings
+from datarax.core.config import StructuralConfig, check_int, check_seed
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.errors import StateError
+from datarax.core.module import HostState
+from datarax.core.spec import checked_spec
+from datarax.samplers.shard_window import permute, window_seed
+from datarax.sources.child_records import CHUNK, ChildRecords, refuse_skipping, rows_of, share_of
+from datarax.typing import Batch
+
+__all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]
+
+MAX_CHUNK = 4096  # the most parent records read at once
+
+
+@dataclass(frozen=True)
+class ShuffleBufferSourceConfig(StructuralConfig):
+    """Configuration of :class:`ShuffleBufferSource`.
+
+    Attributes:
+        buffer_size: records in one window (>= 1; 1 serves the parent's order).
+        seed: decides each window's permutation (with the pass and the window's number).
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
+    """
+
+    buffer_size: int = 1
+    seed: int = 0
+    num_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int(self, "buffer_size", minimum=1)
+        check_seed(self, "seed")
+        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+
+
+def window_order(length: int, seed: int, epoch: int, window: int) -> np.ndarray:
+    """The order in which window ``window`` of pass ``epoch`` serves its ``length``
+    records (positions in the window).
+
+    Example:
+        >>> sorted(window_order(5, seed=0, epoch=0, window=0).tolist())
+        [0, 1, 2, 3, 4]
+    """
+    return permute(np.arange(length), length, window_seed((seed + epoch) % 2**32, window))
+
+
+class _Window(HostState):
+    """The window being served (never state: rebuilt from the position on every restore)."""
+
+    def __init__(self) -> None:
+        self.valid = False
+        self.expect: tuple[int, int] = (-1, -1)  # the position it stands at
+        self.reads: ChildRecords | None = None  # the parent, after the window
+        self.number = 0  # the window's number in the pass
+        self.batch: Batch = {}  # its records, in serving order
+        self.stable = np.zeros(0, np.int64)
+        self.served = 0  # of its records
+
+
+class ShuffleBufferSource(ChildSources, DataSourceModule):
+    """Records of ``source`` (any kind, unsharded) shuffled within windows of
+    ``buffer_size``; see the module docstring.
+
+    Raises:
+        ConfigError: ``buffer_size`` not an int >= 1, or a bad seed.
+        SourceContractError: a parent that is not a source, is sharded or skips bad
+            records.
+    """
+
+    kind: ClassVar[SourceKind | None] = SourceKind.STREAM
+
+    def __init__(
+        self,
+        source: DataSourceModule,
+        *,
+        buffer_size: int,
+        seed: int = 0,
+        num_epochs: int = 1,
+        name: str | None = None,
+    ) -> None:
+        check_child("ShuffleBufferSource", "source", source, whole="the shuffled source",
+                    children="parent")
+        config = ShuffleBufferSourceConfig(buffer_size=buffer_size, seed=seed,
+                                           num_epochs=num_epochs)
+        refuse_skipping("ShuffleBufferSource", "source", source)
+        super().__init__(config, name=name)
+        self.source = source
+        self.__length = source.epoch_size()
+        self.__window = _Window()
+
+    # ------------------------------------------------------------ description
+    def __bool__(self) -> bool:
+        return True  # a source, even without a known length (not len() > 0)
+
+    def __len__(self) -> int:
+        raise TypeError(
+            "ShuffleBufferSource has no length: it is read as a stream (its pass holds "
+            "every record of the parent's pass, once)."
+        )
+
+    def element_spec(self) -> dict[str, Any]:
+        return dict(checked_spec(self.source))
+
+    def _children(self) -> Any:
+        return (self.source,)
+
+    # ------------------------------------------------------------------ reads
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """This shard's next records (at most ``batch_size``) and their stable indices;
+        ``(None, None)`` at the pass's end."""
+        if not self.__window.valid or self.__window.expect != self.datarax_position.where():
+            self._open()
+        try:
+            batch, stable = self._outputs(batch_size * self.shard.count)
+        except Exception:
+            self.__window.valid = False  # a retry reads the window again
+            raise
+        mine = None if batch is None else share_of(batch, stable, self.shard)
+        if mine is not None:
+            self.datarax_position.advance(len(mine[1]))
+        self.__window.expect = self.datarax_position.where()
+        return (None, None) if mine is None else mine
+
+    def _open(self) -> None:
+        """Stand at the position: read its window again from the window's start."""
+        epoch, index = self.datarax_position.where()
+        size = self.config.buffer_size
+        number, offset = divmod(index * self.shard.count, size)
+        self.__window = window = _Window()
+        chunk = min(max(size, CHUNK), MAX_CHUNK)
+        window.reads = ChildRecords(self.source, epoch, number * size, chunk=chunk)
+        self._load(number)
+        if offset > len(window.stable):
+            raise StateError(
+                f"ShuffleBufferSource: the position says {index} records of pass {epoch} "
+                "were handed out, but the pass ends before that; the state comes from "
+                "another source.",
+                field="current_index",
+            )
+        window.served = offset
+        window.valid = True
+        window.expect = (epoch, index)
+
+    def _load(self, number: int) -> None:
+        """Read window ``number`` (the parent's next ``buffer_size`` records) and
+        put it in its serving order."""
+        window = self.__window
+        assert window.reads is not None
+        parts, stables, have = [], [], 0
+        while have < self.config.buffer_size:
+            got = window.reads.take(self.config.buffer_size - have)
+            if got is None:
+                break
+            parts.append(got[0])
+            stables.append(got[1])
+            have += len(got[1])
+        window.number, window.served = number, 0
+        if not parts:
+            window.batch, window.stable = {}, np.zeros(0, np.int64)
+            return
+        order = window_order(have, self.config.seed, window.reads.epoch, number)
+        window.batch = take_records(concat_batches(parts), order)
+        window.stable = np.concatenate(stables)[order]
+
+    def _outputs(self, count: int) -> tuple[Batch | None, np.ndarray]:
+        """The pass's next ``count`` records (all shards; fewer only at its end)."""
+        window = self.__window
+        parts: list[Batch] = []
+        stables: list[np.ndarray] = []
+        have = 0
+        while have < count:
+            if window.served >= len(window.stable):
+                if len(window.stable) < self.config.buffer_size:
+                    break  # a short (or empty) window is the pass's last
+                self._load(window.number + 1)
+                continue
+            start = window.served
+            stop = min(start + count - have, len(window.stable))
+            parts.append(rows_of(window.batch, start, stop))
+            stables.append(window.stable[start:stop])
+            window.served, have = stop, have + stop - start
+        if not parts:
+            return None, np.zeros(0, np.int64)
+        return concat_batches(parts), np.concatenate(stables)
+
+    # ------------------------------------------------------------------ state
+    def _moved(self) -> None:
+        self.__window.valid = False
+
+    def order_settings(self) -> dict[str, Any]:
+        """``buffer_size``, ``seed``, then the parent's type, length and settings under
+        ``parent.``."""
+        out: dict[str, Any] = {"buffer_size": self.config.buffer_size, "seed": self.config.seed}
+        out.update(child_settings("parent.", self.source, self.__length))
+        return out

@@ -1,0 +1,341 @@
+"""InterleaveSource: tf.data's cycle / block order over children of every kind, exact
+resume from its cursor at every batch boundary, clear errors.
+
+The conformance table (tests/conformance, reorder_rows.py) runs interleaves over memory,
+host, ArrayRecord, Hugging Face stream and mixture children through every contract
+clause; these tests pin the order against a plain-Python reference, and the messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.config import StructuralConfig
+from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
+from datarax.pipeline import Pipeline
+from datarax.sources import InterleaveSource, MemorySource, MemorySourceConfig, StreamSource
+
+
+def reference(children: list[list[int]], cycle_length: int, block_length: int) -> list[int]:
+    """tf.data's interleave order (its documented semantics), in plain Python."""
+    slots: list[Any] = [None] * cycle_length
+    pending = iter(children)
+    exhausted_input = False
+    slot = taken = 0
+    out: list[int] = []
+    while not exhausted_input or any(s is not None for s in slots):
+        if slots[slot] is None and not exhausted_input:
+            child = next(pending, None)
+            if child is None:
+                exhausted_input = True
+            else:
+                slots[slot] = iter(child)
+            continue
+        if slots[slot] is not None:
+            value = next(slots[slot], None)
+            if value is not None:
+                out.append(value)
+                taken += 1
+                if taken == block_length:
+                    slot, taken = (slot + 1) % cycle_length, 0
+                continue
+            slots[slot] = None
+        slot, taken = (slot + 1) % cycle_length, 0
+    return out
+
+
+def numbers(lo: int, hi: int, shuffle: bool = False, seed: int = 0) -> MemorySource:
+    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=seed),
+                        {"x": np.arange(lo, hi, dtype=np.int32)})
+
+
+@dataclass(frozen=True)
+class GeneratedConfig(StructuralConfig):
+    lo: int = 0
+    hi: int = 0
+
+
+class Generated(StreamSource):
+    """A generator-backed forward-only stream of ``lo .. hi - 1``, reversed on odd passes."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        super().__init__(GeneratedConfig(lo=lo, hi=hi))
+        self.records: Any = iter(())
+        self.served = 0  # records handed out by get_batch, over all passes
+
+    def restart(self, epoch: int) -> None:
+        values = range(self.config.lo, self.config.hi)
+        self.records = iter(values if epoch % 2 == 0 else reversed(values))
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        x = list(itertools.islice(self.records, batch_size))
+        self.served += len(x)
+        return {"x": np.asarray(x, np.int32)} if x else None
+
+    def element_spec(self) -> dict[str, Any]:
+        return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+
+def read_all(source: Any, size: int) -> list[list[int]]:
+    out = []
+    while True:
+        batch, _ = source.get_batch_with_indices(size)
+        if batch is None:
+            return out
+        out.append(np.asarray(batch["x"]).tolist())
+
+
+def own_order(child: Any, epoch: int = 0) -> list[int]:
+    """The child's pass ``epoch``, read alone."""
+    if child.kind.name == "INDEXED":
+        return np.asarray(child.get_batch_at(epoch * len(child), len(child))["x"]).tolist()
+    child.seek(epoch, 0)
+    return [x for batch in read_all(child, 100) for x in batch]
+
+
+@pytest.mark.parametrize("lengths, cycle_length, block_length", [
+    ((3, 5, 2), 2, 2),
+    ((4, 4, 4, 4), 2, 1),
+    ((1, 7, 0, 3, 5), 3, 2),  # an empty child, children of uneven lengths
+    ((6, 2), 1, 4),  # cycle 1: one child after the other
+    ((5, 3), 4, 3),  # more slots than children
+    ((2, 9, 4), 3, 5),  # blocks longer than some children
+])
+def test_the_order_is_tf_datas_cycle_and_block_order(lengths, cycle_length, block_length):
+    bounds = np.cumsum((0, *lengths))
+    ranges = [(100 * i + bounds[i], 100 * i + bounds[i + 1]) for i in range(len(lengths))]
+    # odd children (and empty ones) are forward-only streams, the others in memory
+    source = InterleaveSource([numbers(lo, hi) if i % 2 == 0 and hi > lo else Generated(lo, hi)
+                               for i, (lo, hi) in enumerate(ranges)],
+                              cycle_length=cycle_length, block_length=block_length)
+    children = [list(range(lo, hi)) for lo, hi in ranges]
+    served = [x for batch in read_all(source, 3) for x in batch]
+    assert served == reference(children, cycle_length, block_length)
+
+
+def test_children_of_every_kind_interleave_in_their_own_orders_pass_by_pass():
+    def build():
+        return [numbers(0, 5, shuffle=True, seed=1), Generated(10, 17), numbers(20, 23)]
+
+    source = InterleaveSource(build(), cycle_length=2, block_length=2)
+    for epoch in range(3):
+        source.seek(epoch, 0)
+        expected = reference([own_order(c, epoch) for c in build()], 2, 2)
+        assert [x for batch in read_all(source, 4) for x in batch] == expected
+    assert own_order(build()[1], 1) == list(range(16, 9, -1))  # the stream's odd passes reverse
+
+
+def test_stable_indices_are_the_childs_times_the_number_of_children_plus_the_child():
+    source = InterleaveSource([numbers(0, 3), numbers(10, 12)], cycle_length=2)
+    batch, stable = source.get_batch_with_indices(5)
+    assert batch["x"].tolist() == [0, 10, 1, 11, 2]
+    assert stable.tolist() == [0 * 2 + 0, 0 * 2 + 1, 1 * 2 + 0, 1 * 2 + 1, 2 * 2 + 0]
+
+
+def build_mixed() -> InterleaveSource:
+    return InterleaveSource([numbers(0, 7, shuffle=True, seed=3), Generated(100, 111),
+                             numbers(200, 204), Generated(300, 302)],
+                            cycle_length=3, block_length=2, num_epochs=-1)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 4])
+def test_a_state_saved_at_any_batch_boundary_resumes_exactly_in_a_fresh_source(batch_size):
+    whole = build_mixed()
+    expected = read_all(whole, batch_size)
+    for cut in range(len(expected) + 1):
+        source = build_mixed()
+        assert read_all_n(source, batch_size, cut) == expected[:cut]
+        state = json.loads(json.dumps(source.get_state()))  # JSON-able, small
+        assert len(state["cursor"]) == 3 + 2 * 3
+        fresh = build_mixed()
+        fresh.set_state(state)
+        assert read_all(fresh, batch_size) == expected[cut:], f"cut after batch {cut}"
+
+
+def read_all_n(source: Any, size: int, n: int) -> list[list[int]]:
+    return [np.asarray(source.get_batch_with_indices(size)[0]["x"]).tolist() for _ in range(n)]
+
+
+def test_a_bare_position_is_reached_by_reading_the_pass_again():
+    expected = read_all(build_mixed(), 3)
+    source = build_mixed()
+    source.set_state({"current_epoch": 0, "current_index": 9})  # no cursor, no settings
+    assert read_all(source, 3) == expected[3:]
+
+
+def test_nnx_state_restores_the_position_and_the_cursor_under_a_pipeline():
+    def pipeline():
+        return Pipeline(source=build_mixed(), stages=[], batch_size=4, rngs=nnx.Rngs(0))
+
+    expected = [np.asarray(b["x"]).tolist() for b in pipeline()]
+    for cut in range(len(expected)):
+        old = pipeline()
+        iterator = iter(old)
+        for _ in range(cut):
+            next(iterator)
+        fresh = pipeline()
+        nnx.update(fresh, nnx.state(old))
+        assert [np.asarray(b["x"]).tolist() for b in fresh] == expected[cut:]
+
+
+def test_each_shard_keeps_its_record_of_every_whole_round():
+    children = [list(range(0, 5)), list(range(10, 18)), list(range(20, 23))]
+    order = reference(children, 2, 3)
+    for index in range(3):
+        source = InterleaveSource([numbers(0, 5), numbers(10, 18), numbers(20, 23)],
+                                  cycle_length=2, block_length=3)
+        source.set_shard(index, 3)
+        served = [x for batch in read_all(source, 2) for x in batch]
+        assert served == order[index: len(order) - len(order) % 3: 3]
+
+
+def test_text_fields_follow_their_records():
+    def texts(lo: int, hi: int) -> MemorySource:
+        x = np.arange(lo, hi, dtype=np.int32)
+        return MemorySource(MemorySourceConfig(), {"x": x, "t": np.asarray([f"r{i}" for i in x])})
+
+    source = InterleaveSource([texts(0, 2), texts(5, 7)], cycle_length=2)
+    batch, _ = source.get_batch_with_indices(4)
+    assert batch["x"].tolist() == [0, 5, 1, 6] and batch["t"] == ["r0", "r5", "r1", "r6"]
+
+
+# ------------------------------------------------------------------ errors
+@pytest.mark.parametrize("kwargs, message", [
+    ({"cycle_length": 0}, "InterleaveSourceConfig.cycle_length must be >= 1, got 0."),
+    ({"cycle_length": 2, "block_length": 0},
+     "InterleaveSourceConfig.block_length must be >= 1, got 0."),
+    ({"cycle_length": 1.5}, "InterleaveSourceConfig.cycle_length must be an int, got float 1.5."),
+])
+def test_bad_cycle_or_block_lengths_are_refused(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        InterleaveSource([numbers(0, 3), numbers(3, 6)], **kwargs)
+    assert str(err.value) == message
+
+
+def test_children_that_cannot_be_interleaved_are_refused_naming_them():
+    with pytest.raises(SourceContractError, match="source 1 is list, not a data source"):
+        InterleaveSource([numbers(0, 3), [1, 2]], cycle_length=2)
+    a = numbers(0, 3)
+    with pytest.raises(SourceContractError, match="sources 0 and 1 are the same object"):
+        InterleaveSource([a, a], cycle_length=2)
+    sharded = numbers(0, 4)
+    sharded.set_shard(0, 2)
+    with pytest.raises(SourceContractError,
+                       match="source 0 is sharded .* shard the interleave .* not its sources"):
+        InterleaveSource([sharded], cycle_length=1)
+    floats = MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.float32)})
+    with pytest.raises(SpecMismatchError, match="field 'x' is int32.* in source 0 but float32"):
+        InterleaveSource([numbers(0, 3), floats], cycle_length=2)
+    with pytest.raises(ConfigError, match="needs at least one source; got an empty list"):
+        InterleaveSource([], cycle_length=1)
+    with pytest.raises(ConfigError, match="takes a list of sources, got MemorySource"):
+        InterleaveSource(numbers(0, 3), cycle_length=1)  # type: ignore[arg-type]
+
+
+def test_a_state_of_another_interleave_or_a_tampered_cursor_is_refused():
+    source = InterleaveSource([numbers(0, 3), numbers(3, 6)], cycle_length=2)
+    source.get_batch_with_indices(2)
+    state = source.get_state()
+    other = InterleaveSource([numbers(0, 3), numbers(3, 6)], cycle_length=2, block_length=2)
+    with pytest.raises(StateError, match="block_length"):
+        other.set_state(state)
+    with pytest.raises(StateError, match="state 'cursor' must be") as err:
+        InterleaveSource([numbers(0, 3), numbers(3, 6)], cycle_length=2).set_state(
+            {**state, "cursor": [5, 0, 0, 0, 1, 1, 1]})
+    assert err.value.field == "cursor"
+
+
+# ------------------------------------- files, a mixture and a stream, side by side
+def file_mix_stream(paths: list[str]) -> list[Any]:
+    """ArrayRecord files (records 0-8, files shuffled), a mixture of memory 100-104 and a
+    stream 200-203, and a stream 300-306."""
+    pytest.importorskip("array_record.python.array_record_module")
+    from datarax.mixing import MixSource
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        return {"x": np.frombuffer(raw, np.int32)[0]}
+
+    files = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=5, shuffle_files=True), paths,
+                                    decode=decode, num_threads=2)
+    mixture = MixSource([numbers(100, 105, shuffle=True, seed=2), Generated(200, 204)],
+                        weights=[5, 4], seed=3, records_per_epoch=9)
+    return [files, mixture, Generated(300, 307)]
+
+
+@pytest.fixture
+def int_files(tmp_path):
+    pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import write_int_parts
+
+    return write_int_parts(tmp_path, (3, 6, 9))
+
+
+def test_files_a_mixture_and_a_stream_interleave_in_their_own_orders(int_files):
+    source = InterleaveSource(file_mix_stream(int_files), cycle_length=2, block_length=3)
+    for epoch in range(2):
+        source.seek(epoch, 0)
+        expected = reference([own_order(c, epoch) for c in file_mix_stream(int_files)], 2, 3)
+        assert sorted(expected) == [*range(9), *range(100, 105), *range(200, 204), *range(300, 307)]
+        assert [x for batch in read_all(source, 4) for x in batch] == expected
+    source.close()
+
+
+def test_files_a_mixture_and_a_stream_resume_at_every_batch_boundary(int_files):
+    def build() -> InterleaveSource:
+        return InterleaveSource(file_mix_stream(int_files), cycle_length=2, block_length=3)
+
+    expected = read_all(build(), 3)
+    for cut in range(len(expected) + 1):
+        source = build()
+        read_all_n(source, 3, cut)
+        fresh = build()
+        fresh.set_state(json.loads(json.dumps(source.get_state())))
+        assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
+        source.close()
+        fresh.close()
+
+
+class Flaky(Generated):
+    """:class:`Generated` handing out 3 records a read, whose 2nd read fails once."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        super().__init__(lo, hi)
+        self.reads = 0
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        self.reads += 1
+        if self.reads == 2:
+            raise OSError("the disk hiccuped")
+        return super().get_batch(min(batch_size, 3))
+
+
+def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
+    source = InterleaveSource([numbers(0, 6), Flaky(10, 20)], cycle_length=2, block_length=2)
+    served = []
+    with pytest.raises(OSError, match="the disk hiccuped"):
+        while True:
+            served.append(np.asarray(source.get_batch_with_indices(8)[0]["x"]).tolist())
+    served += read_all(source, 4)  # the retry
+    assert [x for batch in served for x in batch] == reference(
+        [list(range(6)), list(range(10, 20))], 2, 2)
+
+
+def test_tf_datas_documented_example_gives_tf_datas_order():
+    # tf.data.Dataset.range(1, 6).interleave(lambda x: from_tensors(x).repeat(6),
+    # cycle_length=2, block_length=4) gives, by tf.data's own documentation:
+    documented = [1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4,
+                  5, 5, 5, 5, 5, 5]
+    source = InterleaveSource([numbers(10 * x, 10 * x + 6) for x in range(1, 6)],
+                              cycle_length=2, block_length=4)
+    served = [x for batch in read_all(source, 7) for x in batch]
+    assert [x // 10 for x in served] == documented
+    assert reference([[x] * 6 for x in range(1, 6)], 2, 4) == documented  # the reference too

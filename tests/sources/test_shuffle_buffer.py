@@ -1,0 +1,292 @@
+"""ShuffleBufferSource: windows of a parent's pass, each in a seeded permutation; exact
+resume from the position alone at every batch boundary, a bounded replay, clear errors.
+
+The conformance table (tests/conformance, reorder_rows.py) runs shuffle buffers over a
+stream, a mixture, ArrayRecord files and a Hugging Face stream through every contract
+clause; these tests pin the order against a plain-Python reference, and the messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.config import StructuralConfig
+from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.pipeline import Pipeline
+from datarax.samplers.shard_window import permute, window_seed
+from datarax.sources import MemorySource, MemorySourceConfig, ShuffleBufferSource, StreamSource
+
+
+def reference(parent_order: list[int], buffer_size: int, seed: int, epoch: int) -> list[int]:
+    """The documented order, in plain Python: windows of ``buffer_size`` consecutive
+    records, window ``w`` served as ``window[perm[k]]``, ``perm`` the Feistel permutation
+    keyed by ``window_seed((seed + epoch) % 2**32, w)``."""
+    out: list[int] = []
+    for w, start in enumerate(range(0, len(parent_order), buffer_size)):
+        window = parent_order[start:start + buffer_size]
+        perm = permute(np.arange(len(window)), len(window), window_seed((seed + epoch) % 2**32, w))
+        out += [window[k] for k in perm.tolist()]
+    return out
+
+
+@dataclass(frozen=True)
+class GeneratedConfig(StructuralConfig):
+    n: int = 0
+
+
+class Generated(StreamSource):
+    """A generator-backed forward-only stream of ``0 .. n-1`` (``100 * epoch`` added),
+    counting the records it hands out."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(GeneratedConfig(n=n))
+        self.records: Any = iter(())
+        self.served = 0
+
+    def restart(self, epoch: int) -> None:
+        self.records = iter(range(100 * epoch, 100 * epoch + self.config.n))
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        x = list(itertools.islice(self.records, batch_size))
+        self.served += len(x)
+        return {"x": np.asarray(x, np.int32)} if x else None
+
+    def element_spec(self) -> dict[str, Any]:
+        return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+
+def numbers(n: int, shuffle: bool = False) -> MemorySource:
+    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=5),
+                        {"x": np.arange(n, dtype=np.int32)})
+
+
+def read_all(source: Any, size: int) -> list[list[int]]:
+    out = []
+    while True:
+        batch, _ = source.get_batch_with_indices(size)
+        if batch is None:
+            return out
+        out.append(np.asarray(batch["x"]).tolist())
+
+
+def flat(batches: list[list[int]]) -> list[int]:
+    return [x for batch in batches for x in batch]
+
+
+@pytest.mark.parametrize("n, buffer_size, seed", [(10, 4, 0), (23, 5, 7), (8, 8, 1), (6, 50, 2),
+                                                  (9, 1, 3)])
+def test_the_order_is_each_window_in_its_seeded_permutation(n, buffer_size, seed):
+    for epoch in range(2):
+        source = ShuffleBufferSource(Generated(n), buffer_size=buffer_size, seed=seed)
+        source.seek(epoch, 0)
+        parent = list(range(100 * epoch, 100 * epoch + n))
+        assert flat(read_all(source, 3)) == reference(parent, buffer_size, seed, epoch)
+
+
+def test_it_shuffles_an_indexed_parents_own_order_and_keeps_its_stable_indices():
+    parent_order = np.asarray(numbers(12, shuffle=True).get_batch_at(0, 12)["x"]).tolist()
+    source = ShuffleBufferSource(numbers(12, shuffle=True), buffer_size=5, seed=9)
+    batch, stable = source.get_batch_with_indices(12)
+    assert batch["x"].tolist() == reference(parent_order, 5, 9, 0)
+    assert stable.tolist() == batch["x"].tolist()  # the parent's stable index: the record's number
+    assert batch["x"].tolist() != parent_order  # it did reorder
+
+
+def test_a_buffer_of_one_serves_the_parent_order_and_seeds_and_passes_differ():
+    assert flat(read_all(ShuffleBufferSource(Generated(7), buffer_size=1), 3)) == list(range(7))
+    a = flat(read_all(ShuffleBufferSource(Generated(20), buffer_size=20, seed=1), 20))
+    b = flat(read_all(ShuffleBufferSource(Generated(20), buffer_size=20, seed=2), 20))
+    assert sorted(a) == sorted(b) == list(range(20)) and a != b
+
+
+def build() -> ShuffleBufferSource:
+    return ShuffleBufferSource(Generated(17), buffer_size=5, seed=4, num_epochs=-1)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 4])
+def test_a_state_saved_at_any_batch_boundary_resumes_exactly_from_the_position_alone(batch_size):
+    expected = read_all(build(), batch_size)
+    for cut in range(len(expected) + 1):
+        source = build()
+        for _ in range(cut):
+            source.get_batch_with_indices(batch_size)
+        state = json.loads(json.dumps(source.get_state()))
+        assert set(state) == {"current_index", "current_epoch", "settings"}
+        fresh = build()
+        fresh.set_state(state)
+        assert read_all(fresh, batch_size) == expected[cut:], f"cut after batch {cut}"
+
+
+def test_a_restore_replays_the_stream_only_up_to_the_end_of_one_read_of_the_window():
+    source = build()
+    source.set_state({"current_epoch": 0, "current_index": 12})  # window 2: records 10 .. 14
+    source.get_batch_with_indices(1)
+    # the stream reads again up to the window's start (10), then reads the window (one
+    # read of at most max(buffer_size, 64) records: here the 7 left)
+    assert source.source.served == 17
+    assert flat(read_all(source, 5)) == reference(list(range(17)), 5, 4, 0)[13:]
+
+
+def test_nnx_state_restores_it_under_a_pipeline_across_epochs():
+    def pipeline():
+        return Pipeline(source=build(), stages=[], batch_size=4, rngs=nnx.Rngs(0))
+
+    def two_epochs(p):
+        return [np.asarray(b["x"]).tolist() for _ in range(2) for b in p]
+
+    expected = two_epochs(pipeline())
+    assert flat(expected[:5]) == reference(list(range(17)), 5, 4, 0)
+    assert flat(expected[5:]) == reference(list(range(100, 117)), 5, 4, 1)
+    for cut in (1, 3, 5, 7):
+        old = pipeline()
+        iterator = iter(old)
+        for _ in range(cut if cut < 5 else 5):
+            next(iterator, None)
+        if cut >= 5:
+            next(iterator, None)  # the end of epoch 0
+            iterator = iter(old)
+            for _ in range(cut - 5):
+                next(iterator)
+        fresh = pipeline()
+        nnx.update(fresh, nnx.state(old))
+        rest = [np.asarray(b["x"]).tolist() for b in fresh]
+        done = expected[:cut] if cut < 5 else expected[5:cut]
+        assert flat(done) + flat(rest) == flat(expected[:5] if cut < 5 else expected[5:])
+
+
+def test_each_shard_keeps_its_record_of_every_whole_round():
+    order = reference(list(range(17)), 5, 4, 0)
+    for index in range(3):
+        source = build()
+        source.set_shard(index, 3)
+        assert flat(read_all(source, 2)) == order[index: 15: 3]
+
+
+def test_text_fields_follow_their_records():
+    x = np.arange(6, dtype=np.int32)
+    parent = MemorySource(MemorySourceConfig(), {"x": x, "t": np.asarray([f"r{i}" for i in x])})
+    batch, _ = ShuffleBufferSource(parent, buffer_size=4, seed=1).get_batch_with_indices(6)
+    assert batch["t"] == [f"r{i}" for i in batch["x"].tolist()]
+
+
+# ------------------------------------------------------------------ errors
+@pytest.mark.parametrize("kwargs, message", [
+    ({"buffer_size": 0}, "ShuffleBufferSourceConfig.buffer_size must be >= 1, got 0."),
+    ({"buffer_size": 2.0}, "ShuffleBufferSourceConfig.buffer_size must be an int, got float 2.0."),
+    ({"buffer_size": 4, "seed": -1}, "ShuffleBufferSourceConfig.seed must be >= 0, got -1."),
+])
+def test_bad_buffer_sizes_and_seeds_are_refused(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        ShuffleBufferSource(numbers(4), **kwargs)
+    assert str(err.value) == message
+
+
+def test_a_parent_that_cannot_be_shuffled_is_refused_naming_it():
+    with pytest.raises(SourceContractError, match="source is list, not a data source"):
+        ShuffleBufferSource([1, 2], buffer_size=2)  # type: ignore[arg-type]
+    sharded = numbers(4)
+    sharded.set_shard(1, 2)
+    with pytest.raises(SourceContractError, match="source is sharded .* shard the shuffled source"):
+        ShuffleBufferSource(sharded, buffer_size=2)
+
+
+def test_a_state_of_another_buffer_or_past_the_pass_is_refused():
+    source = build()
+    source.get_batch_with_indices(3)
+    state = source.get_state()
+    with pytest.raises(StateError, match="buffer_size"):
+        ShuffleBufferSource(Generated(17), buffer_size=6, seed=4).set_state(state)
+    late = build()
+    late.set_state({"current_epoch": 0, "current_index": 30})
+    with pytest.raises(StateError, match="says 30 records of pass 0 were handed out") as err:
+        late.get_batch_with_indices(1)
+    assert err.value.field == "current_index"
+
+
+@pytest.fixture
+def int_files(tmp_path):
+    pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import write_int_parts
+
+    return write_int_parts(tmp_path, (5, 9, 14))
+
+
+def file_parent(paths: list[str]) -> Any:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    def decode(raw: bytes) -> dict[str, Any]:
+        return {"x": np.frombuffer(raw, np.int32)[0]}
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=5, shuffle_files=True), paths,
+                                   decode=decode, num_threads=2)
+
+
+def mixture_parent() -> Any:
+    from datarax.mixing import MixSource
+
+    return MixSource([numbers(6, shuffle=True), Generated(5)], weights=[6, 5], seed=3,
+                     records_per_epoch=11)
+
+
+def parent_order(parent: Any, epoch: int) -> list[int]:
+    parent.seek(epoch, 0)
+    return flat(read_all(parent, 4))
+
+
+@pytest.mark.parametrize("parent", ["files", "mixture"])
+def test_over_files_or_a_mixture_the_order_is_the_reference_and_resumes_everywhere(parent,
+                                                                                   request):
+    if parent == "files":
+        paths = request.getfixturevalue("int_files")
+        build_parent = lambda: file_parent(paths)  # noqa: E731
+    else:
+        build_parent = mixture_parent
+
+    def build() -> ShuffleBufferSource:
+        return ShuffleBufferSource(build_parent(), buffer_size=4, seed=8)
+
+    source = build()
+    for epoch in range(2):
+        source.seek(epoch, 0)
+        order = parent_order(build_parent(), epoch)
+        assert flat(read_all(source, 3)) == reference(order, 4, 8, epoch)
+    expected = read_all(build(), 3)
+    for cut in range(len(expected) + 1):
+        old = build()
+        for _ in range(cut):
+            old.get_batch_with_indices(3)
+        fresh = build()
+        fresh.set_state(old.get_state())
+        assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
+
+
+class Flaky(Generated):
+    """:class:`Generated` handing out 3 records a read, whose 3rd read fails once."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.reads = 0
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        self.reads += 1
+        if self.reads == 3:
+            raise OSError("the disk hiccuped")
+        return super().get_batch(min(batch_size, 3))
+
+
+def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
+    source = ShuffleBufferSource(Flaky(14), buffer_size=4, seed=2)
+    served = []
+    with pytest.raises(OSError, match="the disk hiccuped"):
+        while True:
+            served.append(np.asarray(source.get_batch_with_indices(8)[0]["x"]).tolist())
+    served += read_all(source, 3)  # the retry
+    assert flat(served) == reference(list(range(14)), 4, 2, 0)
