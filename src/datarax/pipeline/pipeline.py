@@ -15,6 +15,7 @@ from datarax.core.errors import ConfigError
 from datarax.core.keys import default_key, reserve_draw
 from datarax.core.operator import OperatorModule, warn_unseeded
 from datarax.pipeline.arguments import check_arguments, check_share
+from datarax.pipeline.compile_ahead import compile_ahead
 from datarax.pipeline.devices import placement_for
 from datarax.pipeline.epochs import Repeat, Take, check_count
 from datarax.pipeline.filtered import FilteredIterator, check_filter
@@ -141,6 +142,7 @@ class Pipeline(nnx.Module):
         at = filter_position(list(stages))
         if at is not None:
             check_filter(source, list(stages), at, self._spec_after, self.plan)
+        compile_ahead(self._context(), at)  # the first pass's programs, on a thread
 
     def _spec_after(self, stages: list[Any]) -> Any:
         """Per-record spec after ``stages`` (abstract), for build-time checks."""
