@@ -57,8 +57,11 @@ from datarax.core.errors import ConfigError
 
 log = logging.getLogger("datarax.compile")
 
-#: options XLA compiles datarax's data steps with (``Lowered.compile(compiler_options=)``)
-COMPILER_OPTIONS: dict[str, Any] = {}
+#: options XLA compiles datarax's data steps with (``Lowered.compile(compiler_options=)``),
+#: per backend platform. On CPU, backend optimization level 1 compiles image augmentation
+#: steps ~20% faster, runs them within a few percent, and gives the same values bit for
+#: bit (pinned by tests/pipeline/test_optimization_level.py; level 0 changes values).
+COMPILER_OPTIONS: dict[str, dict[str, Any]] = {"cpu": {"xla_backend_optimization_level": 1}}
 #: the store's size cap when ``DATARAX_COMPILE_CACHE_BYTES`` is not set
 DEFAULT_CAP_BYTES = 512 * 2**20
 _FORMAT = b"datarax-compiled-1\n"
@@ -146,7 +149,7 @@ def _program_key(lowered: Any, args: tuple[Any, ...]) -> str:
     parts = [
         _FORMAT, lowered.as_text().encode(), jax.__version__, jaxlib.__version__,
         device.platform, device.device_kind, getattr(device.client, "platform_version", ""),
-        repr(sorted(COMPILER_OPTIONS.items())), repr(jax.config.jax_enable_x64),
+        repr(sorted(compiler_options().items())), repr(jax.config.jax_enable_x64),
         repr([_leaf_signature(leaf) for leaf in jax.tree.leaves(args)]),
         repr(jax.config.jax_default_device), repr(jax.sharding.get_mesh()),
     ]
@@ -155,6 +158,11 @@ def _program_key(lowered: Any, args: tuple[Any, ...]) -> str:
         digest.update(part if isinstance(part, bytes) else str(part).encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def compiler_options() -> dict[str, Any]:
+    """The :data:`COMPILER_OPTIONS` of the default backend (a copy)."""
+    return dict(COMPILER_OPTIONS.get(jax.default_backend(), {}))
 
 
 def _load(path: Path, lowered: Any) -> Any | None:
@@ -244,7 +252,7 @@ def _trim(folder: Path, keep: Path) -> None:
 
 def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
     """The executable of ``lowered``: loaded from the store if an earlier process stored
-    it, else compiled (with :data:`COMPILER_OPTIONS`) and stored."""
+    it, else compiled (with :func:`compiler_options`) and stored."""
     folder = _private_folder()
     path = None
     if folder is not None:
@@ -254,7 +262,7 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
         if compiled is not None:
             _COUNTS["loaded"] += 1
             return compiled
-    compiled = lowered.compile(compiler_options=dict(COMPILER_OPTIONS) or None)
+    compiled = lowered.compile(compiler_options=compiler_options() or None)
     _COUNTS["compiled"] += 1
     if folder is not None and path is not None:
         _store(folder, path, compiled)
