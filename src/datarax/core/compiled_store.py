@@ -271,11 +271,17 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
 
 class StoredJit:
     """``fn`` compiled once per argument signature (see :func:`stored_jit`); safe to
-    call from several threads: a second caller of a signature being compiled waits."""
+    call from several threads: a second caller of a signature being compiled waits.
+
+    :meth:`prepare` compiles ahead of the first call (on another thread); what it
+    raised is raised by the first call of that signature instead, once — so that call
+    fails as it would have if nothing had been compiled ahead, and the next compiles
+    again."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.jitted = jax.jit(fn)
         self.compiled: dict[Any, Any] = {}  # signature -> Compiled or Future
+        self.failed: dict[Any, BaseException] = {}  # what prepare() met, not yet raised
         self.lock = threading.Lock()
 
     def __call__(self, *args: Any) -> Any:
@@ -284,28 +290,40 @@ class StoredJit:
             found = self.executable(*args)
         return found(*args)
 
-    def executable(self, *args: Any) -> Any:
+    def prepare(self, *args: Any) -> None:
+        """Compile (or load) the program for ``args`` now, without running it."""
+        self.executable(*args, ahead=True)
+
+    def executable(self, *args: Any, ahead: bool = False) -> Any:
         """The compiled program for ``args`` (compiled, or loaded, now if needed)."""
         key = signature(args)
         while True:
             with self.lock:
                 found = self.compiled.get(key)
-                if found is None:
+                failed = None if found is not None else self.failed.pop(key, None)
+                if found is None and failed is None:
                     mine: Future[Any] = Future()
                     self.compiled[key] = mine
+            if failed is not None:
+                if ahead:  # not this caller's to meet: left for the first call
+                    with self.lock:
+                        self.failed[key] = failed
+                raise failed
             if found is None:
                 break
             if not isinstance(found, Future):
                 return found
             try:
                 return found.result()
-            except Exception:  # noqa: BLE001 - another thread's attempt failed: try here
+            except Exception:  # noqa: BLE001 - the owner's failure: met below, or try here
                 continue
         try:
             compiled = compile_lowered(self.jitted.lower(*args), args)
         except BaseException as err:
             with self.lock:
                 del self.compiled[key]
+                if ahead:
+                    self.failed[key] = err
             mine.set_exception(err)
             raise
         with self.lock:

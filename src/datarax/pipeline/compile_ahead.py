@@ -12,8 +12,10 @@ then hides the compile; the first batch waits for what is still compiling.
 
 **Invariant.** Nothing here decides a batch: the thread only fills the compiled
 programs' cache, keyed by what each program is built from and called with. A batch,
-an error and its message are those of a pipeline that compiled nothing ahead: whatever
-fails on the thread is dropped there, and the first batch meets it again. The thread
+an error and its message are those of a pipeline that compiled nothing ahead: a
+program that fails to compile on the thread raises that error at its first call, once
+(a stage that fails only once fails at the first batch, as it would have); whatever
+else fails on the thread is dropped there, and the first batch meets it again. The thread
 copies the building thread's JAX settings, is not a daemon (the interpreter waits for
 it at exit rather than stopping it inside the compiler) and ends when its programs are
 compiled. ``DATARAX_COMPILE_AHEAD=0`` turns it off.
@@ -60,7 +62,7 @@ def compile_ahead(context: PassContext, at: int | None) -> threading.Thread | No
                 dispatch = (IndexedDispatch(context, epoch) if at is None
                             else FilteredDispatch(context, epoch, at))
                 for step, args in dispatch.programs():
-                    step.executable(*args)
+                    step.prepare(*args)
         except Exception as err:  # noqa: BLE001 - the first batch meets it again
             log.debug("datarax: compiling ahead stopped (%s: %s)", type(err).__name__, err)
 
