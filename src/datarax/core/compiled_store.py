@@ -3,8 +3,8 @@
 :func:`stored_jit` stands where ``jax.jit`` stood for a pipeline's steps. Its first
 call with a new argument signature lowers the step (``jax.jit(fn).lower(*args)``) and
 hashes what came out (``Lowered.as_text()``) together with the jax / jaxlib versions,
-the backend, the device kind, the compiler options, the x64 flag and the arguments'
-shapes, dtypes and devices. An executable stored under that key by an earlier process
+the backend, the device kind, the compiler options and ``XLA_FLAGS``, the host's CPU
+features, the x64 flag and the arguments' shapes, dtypes and devices. An executable stored under that key by an earlier process
 is loaded (``jax.experimental.serialize_executable``); otherwise the program is
 compiled and stored. The key is the program itself, so an edited stage, a value read
 while tracing or a new JAX can never be served an old executable, and the same code
@@ -36,9 +36,11 @@ Example:
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import logging
 import os
+import platform
 import stat
 import tempfile
 import threading
@@ -152,12 +154,31 @@ def _program_key(lowered: Any, args: tuple[Any, ...]) -> str:
         repr(sorted(compiler_options().items())), repr(jax.config.jax_enable_x64),
         repr([_leaf_signature(leaf) for leaf in jax.tree.leaves(args)]),
         repr(jax.config.jax_default_device), repr(jax.sharding.get_mesh()),
+        os.environ.get("XLA_FLAGS", ""), os.environ.get("LIBTPU_INIT_ARGS", ""), _host(),
     ]
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part if isinstance(part, bytes) else str(part).encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> str:
+    """The host's machine type and CPU features: a CPU executable is compiled for the
+    features of the CPU it was compiled on (a cache folder shared by machines of
+    several kinds must not hand one to the others)."""
+    features = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith(("flags", "Features", "model name")):
+                    features += line
+                if line.strip() == "":  # the first processor's block is enough
+                    break
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()} {features}"
 
 
 def compiler_options() -> dict[str, Any]:
