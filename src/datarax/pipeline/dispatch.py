@@ -76,7 +76,8 @@ def record_bytes(source: Any) -> int:
 
 
 #: the compiled steps called at least once in this process (a first call traces and
-#: compiles, or loads from JAX's persistent cache)
+#: compiles, or loads from datarax's store of compiled steps, or waits for the thread
+#: compiling it ahead)
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
 #: vectorized grouped steps whose first call raised (computed by a loop instead)
 _NOT_VECTORIZED: weakref.WeakSet[Any] = weakref.WeakSet()
