@@ -343,8 +343,8 @@ class StoredJit:
         except BaseException as err:
             with self.lock:
                 del self.compiled[key]
-                if ahead:
-                    self.failed[key] = err
+                if ahead:  # kept without this thread's frames (they hold the arguments)
+                    self.failed[key] = err.with_traceback(None)
             mine.set_exception(err)
             raise
         with self.lock:
