@@ -111,7 +111,9 @@ def _private_folder() -> Path | None:
         return _refuse(folder, f"it cannot be created ({err})")
     if not stat.S_ISDIR(info.st_mode):
         return _refuse(folder, "it is not a folder (a link or a file)")
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+    if os.name != "posix":  # mode bits and owners say nothing there (ACLs do)
+        return folder
+    if info.st_uid != os.getuid():
         return _refuse(folder, f"it belongs to user id {info.st_uid}, not to this user")
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return _refuse(folder, f"group or others may write it (mode {stat.S_IMODE(info.st_mode):o})")
