@@ -124,6 +124,17 @@ def test_a_folder_others_may_write_is_refused_with_a_warning(store):
     assert _entries(store) == []
 
 
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
+                    reason="giving a folder to another user needs root")
+def test_a_folder_of_another_user_is_refused_with_a_warning(store):
+    store.mkdir(mode=0o700)
+    os.chown(store, 65534, -1)
+    step = compiled_store.stored_jit(_affine)
+    with pytest.warns(RuntimeWarning, match="it belongs to user id 65534, not to this user"):
+        assert step(np.arange(2, dtype=np.float32), np.float32(2)).tolist() == [1.0, 3.0]
+    assert _entries(store) == []
+
+
 def test_a_corrupt_entry_is_compiled_again_and_replaced(store):
     x, a = np.arange(5, dtype=np.float32), np.float32(3)
     compiled_store.stored_jit(_affine)(x, a)
