@@ -4,9 +4,11 @@
 call with a new argument signature lowers the step (``jax.jit(fn).lower(*args)``) and
 hashes what came out (``Lowered.as_text()``) together with the jax / jaxlib versions,
 the backend, the device kind, the compiler options and ``XLA_FLAGS``, the host's CPU
-features, the x64 flag and the arguments' shapes, dtypes and devices. An executable stored under that key by an earlier process
-is loaded (``jax.experimental.serialize_executable``); otherwise the program is
-compiled and stored. The key is the program itself, so an edited stage, a value read
+features, the x64 flag and the arguments' shapes, dtypes and devices. An executable
+stored under that key by an earlier process is loaded
+(``jax.experimental.serialize_executable``); otherwise the program is compiled (with
+:func:`compiler_options`) and stored. In memory, each signature's executable is kept
+by the step, as ``jax.jit`` keeps its own. The key is the program itself, so an edited stage, a value read
 while tracing or a new JAX can never be served an old executable, and the same code
 rebuilt in new closures (a notebook cell run again) finds the one it compiled before.
 
@@ -14,8 +16,8 @@ Only datarax's data steps go through here; JAX's options are never changed, and 
 user's own functions (a model, a train step) are never stored.
 
 **Where.** ``$DATARAX_COMPILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax/compiled``
-(``~/.cache/datarax/compiled``), created with mode 0700. A folder that another user
-owns or that group or others may write is not used (a warning says why, once):
+(``~/.cache/datarax/compiled``), created with mode 0700. On POSIX systems a folder that
+another user owns, that group or others may write, or that is a link is not used (a warning says why, once):
 loading an entry unpickles it, so only its owner may be able to write there.
 ``DATARAX_COMPILE_CACHE=0`` turns the store off (steps are then compiled in every
 process, as plain ``jax.jit`` would). ``DATARAX_COMPILE_CACHE_BYTES`` caps its size
