@@ -1,7 +1,7 @@
 """The first batch: how long a fresh process waits for it, datarax beside plain ``jax.jit``.
 
 ``python -m benchmarks.first_batch [--workloads W1 W7] [--repeats 2] [--sleep 2]
-[--before SRC] [--json PATH]``
+[--before SRC] [--records N] [--json PATH]``
 
 Every measurement is a fresh process (``--worker``) that makes its data, then times
 building the loader and getting its first batch materialised (imports and data excluded).
@@ -43,12 +43,13 @@ RECORDS = {"W1": 50_000, "W7": 20_000}
 def _data(workload: str) -> Any:
     import numpy as np
 
+    records = int(os.environ.get("FIRST_BATCH_RECORDS") or RECORDS[workload])
     if workload == "W1":
         rng = np.random.default_rng(0)
-        return rng.integers(0, 256, (RECORDS["W1"], 32, 32, 3), dtype=np.uint8)
+        return rng.integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     from benchmarks.augment_data import make_data
 
-    return make_data(RECORDS["W7"], 0)[0]
+    return make_data(records, 0)[0]
 
 
 def _datarax(workload: str, images: Any) -> Any:
@@ -60,7 +61,7 @@ def _datarax(workload: str, images: Any) -> Any:
 
         from benchmarks.contenders import datarax_pipeline
 
-        spec = SimpleNamespace(seed=0, batch_size=256)
+        spec = SimpleNamespace(seed=0, batch_size=min(256, len(images)))
         labels = np.arange(len(images), dtype=np.int32)
         pipeline = datarax_pipeline.build(images, labels, spec)
     else:
@@ -164,6 +165,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--sleep", type=float, default=2.0)
     parser.add_argument("--before", help="another datarax source tree to compare against")
+    parser.add_argument("--records", type=int, help="records per workload (default: full)")
     parser.add_argument("--json")
     parser.add_argument("--worker")
     parser.add_argument("--workload")
@@ -173,6 +175,8 @@ def main() -> None:
         result = worker(args.worker, args.workload, float(args.sleep))
         Path(args.out).write_text(json.dumps(result))
         return
+    if args.records:
+        os.environ["FIRST_BATCH_RECORDS"] = str(args.records)
     src = str(ROOT / "src")
     rows: list[dict[str, Any]] = []
     for workload in args.workloads:
