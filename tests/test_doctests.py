@@ -33,6 +33,7 @@ WITH_EXAMPLES = {
     "datarax.sources.skip_ledger",
     "datarax.sources.decoded_records",
     "datarax.sources.decode_processes",
+    "datarax.sources.image_decoder",
     "datarax.sources.epoch_order",
     "datarax.sources.array_record_files",
     "datarax.dataset.table_rows",

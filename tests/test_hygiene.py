@@ -279,3 +279,32 @@ def test_library_text_has_no_words_of_the_project_history():
 def test_the_history_scan_finds_its_words():
     text = '"""As seed\n    002 does."""\nx = 1  # W7: faster\nprint("see issue #26")\nW = 2\n'
     assert _history_words(text) == ["1: seed 002", "3: W7", "4: issue #26"]
+
+
+# ------------------------------------------------------------ a lean core install
+def _core_dependencies() -> set[str]:
+    """The import names of ``[project] dependencies`` in pyproject.toml."""
+    import tomllib
+
+    project = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower() for spec in project["dependencies"]}
+    return {name.replace("-", "_") for name in names}
+
+
+def _imported_top_level_modules() -> set[str]:
+    found = set()
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def test_every_core_dependency_is_imported_by_src():
+    """The core install holds nothing ``src/`` does not import (peers such as Grain
+    belong to the ``dev`` and ``bench`` extras)."""
+    unused = _core_dependencies() - _imported_top_level_modules()
+    assert unused == set(), f"core dependencies that src/ never imports: {sorted(unused)}"
+    assert "grain" not in _core_dependencies()

@@ -25,6 +25,7 @@ def test_the_top_level_holds_the_names_a_program_starts_with():
         "MemorySourceConfig",
         "Pipeline",
         "StructuralConfig",
+        "decode_images",
         "enable_compilation_cache",
         "from_hf",
         "from_tfds",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from datarax.pipeline.pipeline import Pipeline
     from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
     from datarax.sources.hf.factory import from_hf
+    from datarax.sources.image_decoder import decode_images
     from datarax.sources.memory import MemorySource, MemorySourceConfig
     from datarax.sources.tfds.factory import from_tfds
 
@@ -42,7 +43,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "DataSourceModule", "DataraxError",
     "ElementOperator", "ElementOperatorConfig", "MemorySource", "MemorySourceConfig",
-    "Pipeline", "StructuralConfig", "enable_compilation_cache", "from_hf", "from_tfds",
+    "Pipeline", "StructuralConfig", "decode_images", "enable_compilation_cache", "from_hf",
+    "from_tfds",
 ]
 
 # Each exported name and the module that defines it (imported on first access).
@@ -57,6 +59,7 @@ _HOMES = {
     "MemorySourceConfig": "datarax.sources.memory",
     "Pipeline": "datarax.pipeline.pipeline",
     "StructuralConfig": "datarax.core.config",
+    "decode_images": "datarax.sources.image_decoder",
     "enable_compilation_cache": "datarax.compilation_cache",
     "from_hf": "datarax.sources.hf.factory",
     "from_tfds": "datarax.sources.tfds.factory",

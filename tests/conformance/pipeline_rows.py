@@ -193,7 +193,7 @@ def _restored(make: Callable[[Pipeline], Any]) -> Callable[[Pipeline, Any], Any]
 
 def take_view(pipeline: Pipeline, n: int = 2) -> PassView:
     """Each loop: ``pipeline.take(n)`` (the first ``n`` batches of the next epoch)."""
-    return PassView(pipeline, lambda p: p.take(n), _restored(lambda p: p.take(0)))
+    return PassView(pipeline, lambda p: p.take(n), _restored(lambda p: p.take(n)))
 
 
 def skip_view(pipeline: Pipeline, n: int = 1) -> PassView:

@@ -1,7 +1,7 @@
 """Picklable Rows whose row ``kill_at`` kills a process (SIGKILL): what a worker process
 killed mid-shard, or a conversion whose main process is killed while its workers write,
-looks like. Imported by module name in the spawned worker (conftest.py puts this folder
-on sys.path)."""
+looks like; and a list of records whose item ``kill_at`` kills the one process writing it.
+Imported by module name in the spawned worker (conftest.py puts this folder on sys.path)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,23 @@ class ParentKillerRows(KillerRows):
 
     def __init__(self, n: int, kill_at: int, delay: float) -> None:
         super().__init__(n, kill_at, delay=delay, parent=True)
+
+
+def numbered(n: int, bad: int | None = None) -> list[dict]:
+    """Records ``{"x": [i, i], "name": "r<i>"}`` for ``i < n``; row ``bad`` has 5 x values."""
+    records = [{"x": np.full((2,), i, np.float32), "name": f"r{i}"} for i in range(n)]
+    if bad is not None:
+        records[bad] = {"x": np.zeros(5, np.float32), "name": "bad"}
+    return records
+
+
+class KillingList(list):
+    """A list of records whose item ``kill_at`` kills (SIGKILL) the process reading it:
+    a one-process conversion killed part-way."""
+
+    kill_at: int | None = None
+
+    def __getitem__(self, i):
+        if i == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(i)

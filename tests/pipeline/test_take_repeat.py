@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -53,7 +54,7 @@ def test_repeat_advances_the_epochs_and_resumes_exactly():
     take = make().take(3)
     next(take)
     state = take.get_state()
-    again = make().take(0)
+    again = make().take(3)
     again.set_state(state)
     assert xs(again) == flat[1:3]
 
@@ -123,3 +124,87 @@ def test_counts_may_be_numpy_ints_and_a_tampered_count_is_refused():
     repeat = make().repeat(2)
     with pytest.raises(StateError, match="epochs_left"):
         repeat.set_state({"pipeline": make().get_state(), "epochs_left": "2"})
+
+
+def resumed_take(state, batches):
+    """A new pipeline and its take(batches), restored from ``state`` (saved as JSON)."""
+    pipeline = make()
+    take = pipeline.take(batches)
+    take.set_state(json.loads(json.dumps(state)))
+    return pipeline, take
+
+
+@pytest.mark.parametrize("batches", [1, 2, 4])  # 4: the epoch's last batch (7 records)
+def test_a_take_restored_after_its_last_batch_leaves_the_rest_of_its_pass_unserved(batches):
+    p = make()
+    take = p.take(batches)
+    served = xs(take)
+    state = take.get_state()
+    assert state["take_left"] == 0
+    after = [xs(p), xs(p)]  # as after a break: the next loop starts the next epoch
+    assert after[0] == xs(make().repeat(2))[4:]
+    resumed, again = resumed_take(state, batches)
+    assert xs(again) == []
+    assert [xs(resumed), xs(resumed)] == after
+    assert served == xs(make())[:batches]
+
+
+def test_a_take_restored_inside_its_batches_goes_on_then_the_next_epoch():
+    p = make()
+    take = p.take(3)
+    next(take)
+    state = take.get_state()
+    rest, after = xs(take), xs(p)
+    resumed, again = resumed_take(state, 3)
+    assert xs(again) == rest
+    assert xs(resumed) == after
+
+
+def test_a_take_of_nothing_leaves_the_pipeline_where_it_stands():
+    p = make()
+    with iter(p) as it:
+        next(it)
+    mid = p.get_state()  # restored: the next loop serves the rest of epoch 0
+    p = make()
+    p.set_state(mid)
+    take = p.take(0)
+    assert xs(take) == []
+    state, after = take.get_state(), xs(p)
+    assert after == xs(make())[1:]
+    resumed, again = resumed_take(state, 0)
+    assert xs(again) == []
+    assert xs(resumed) == after
+
+
+def test_a_take_state_into_a_take_of_another_count_is_refused_naming_take():
+    take = make().take(2)
+    next(take)
+    state = json.loads(json.dumps(take.get_state()))
+    with pytest.raises(StateError) as err:
+        make().take(5).set_state(state)
+    assert err.value.field == "take"
+    assert str(err.value) == (
+        "Take.set_state: the state was saved by pipeline.take(2) (1 batch(es) left), but this "
+        "is pipeline.take(5); the batches left count from the saved take. Restore it into "
+        "pipeline.take(2).")
+    with pytest.raises(StateError, match="'take_left' is 4, more than the 2 batch"):
+        make().take(2).set_state(dict(state, take_left=4))
+    older = {k: v for k, v in state.items() if k != "take"}  # saved before 'take' was kept
+    resumed, again = resumed_take(older, 2)
+    assert xs(again) == xs(make())[1:2]
+
+
+def test_a_finished_take_restored_on_another_process_count_starts_the_next_epoch():
+    def build(index, count):
+        src = MemorySource(MemorySourceConfig(shuffle=True, seed=2),
+                           {"x": np.arange(12, dtype=np.int32)})
+        return Pipeline(source=src, batch_size=2, shard_index=index, shard_count=count)
+
+    take = build(0, 2).take(1)
+    assert len(xs(take)) == 1
+    state = json.loads(json.dumps(take.get_state()))
+    one = build(0, 1)
+    again = one.take(1)
+    again.set_state(state)  # nothing of epoch 0 is left to this take
+    assert xs(again) == []
+    assert xs(one) == xs(build(0, 1).repeat(2))[6:]  # the whole of epoch 1

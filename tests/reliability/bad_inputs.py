@@ -553,8 +553,21 @@ def _state_stochastic() -> dict[str, Any]:
 
 
 simple("state-other-stages", "Pipeline state", "a state from a pipeline with other stages",
-       StateError, "(digests of the stages: their classes, names, configs and functions, in "
-       "order; build the same stages)", lambda: restore(_state_stochastic()), field="stages")
+       StateError, "(a digest of the stages, in order: their classes, names and configs, their "
+       "functions' code (as this Python version compiles it) and the closure and default values that are plain data (numbers, "
+       "strings, arrays, containers of these), and the stages nested in them; the values of "
+       "module globals a function reads and other objects it holds count by name or type only; "
+       "build the same stages)", lambda: restore(_state_stochastic()), field="stages")
+
+
+def _filtered(divisor: int) -> Pipeline:
+    return pipe(stages=[FilterOperator(predicate=lambda el: el.data["x"] % divisor == 0)])
+
+
+simple("state-other-stages-edited-function", "Pipeline state",
+       "a state from a filter keeping x % 2 == 0 into one keeping x % 3 == 0", StateError,
+       "but this pipeline has stages=", lambda: _filtered(3).set_state(_filtered(2).get_state()),
+       field="stages")
 simple("state-other-rngs", "Pipeline state", "a state from a pipeline built with nnx.Rngs(0) "
        "into one built with nnx.Rngs(1)", StateError,
        "(digests of the keys the pipeline and its stages draw from; build it with the same "
@@ -581,8 +594,8 @@ simple("state-missing-key", "Pipeline state", "a state without 'settings'", Stat
        "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
        lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
 simple("state-wrong-version", "Pipeline state", "version=1", StateError,
-       "Pipeline state version 1 is not 2, the version this datarax writes; the state comes "
-       "from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
+       "Pipeline state version 1 is not 3, the version this datarax writes (it also restores "
+       "version 2); the state comes from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
        field="version")
 simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
        "Pipeline state 'settings' must be the dict get_state() wrote, got str; the state was "
@@ -806,6 +819,18 @@ def _ar_shape_drift(tmp: Path) -> Any:
         return {"x": value if value[0] < 6 else np.concatenate([value, value])}
 
     _ar_read_all(_ar(path, decode))
+
+
+def _ar_varying_lengths(tmp: Path) -> Any:
+    from array_record.python.array_record_module import ArrayRecordWriter
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    path = str(tmp / "v.array_record")
+    writer = ArrayRecordWriter(path, "group_size:1")
+    for i in range(4):  # fine records of several lengths (say, JPEGs), read with no decode=
+        writer.write(b"x" * (i + 1))
+    writer.close()
+    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), path))
 
 
 def _ar_dtype_drift(tmp: Path) -> Any:
@@ -1289,6 +1314,22 @@ simple("take-state-negative-left", FILTERING, "Take.set_state with take_left=-3"
        "Take.set_state: 'take_left' must be an int >= 0, got -3; pass the dict "
        "Take.get_state() returned.",
        lambda: _epochs_state(lambda p: p.take(2), take_left=-3), field="take_left")
+def _take_state_into(batches: int) -> None:
+    """The state of ``take(2)`` after one batch, restored into ``take(batches)``."""
+    take = pipe().take(2)
+    next(take)
+    pipe().take(batches).set_state(json.loads(json.dumps(take.get_state())))
+
+
+simple("take-state-other-count", FILTERING, "the state of pipeline.take(2) into pipeline.take(5)",
+       StateError, "Take.set_state: the state was saved by pipeline.take(2) (1 batch(es) left), "
+       "but this is pipeline.take(5); the batches left count from the saved take. Restore it "
+       "into pipeline.take(2).",
+       lambda: _take_state_into(5), field="take")
+simple("take-state-left-over-count", FILTERING, "Take.set_state with take_left=4 of take=2",
+       StateError, "Take.set_state: 'take_left' is 4, more than the 2 batch(es) of the take; "
+       "the state was tampered with.",
+       lambda: _epochs_state(lambda p: p.take(2), take_left=4), field="take_left")
 simple("repeat-state-bad-epochs-left", FILTERING, "Repeat.set_state with epochs_left='two'",
        StateError, "Repeat.set_state: 'epochs_left' must be an int >= 0 or None, got 'two'; "
        "pass the dict Repeat.get_state() returned.",
@@ -1389,6 +1430,44 @@ case("write-resume-and-overwrite", WRITING, "write_dataset(resume=True, overwrit
      "not both: resume keeps the finished shards, overwrite replaces them.")(
     _write([{"x": 1}], resume=True, overwrite=True))
 
+
+
+def _resume_edited(change: Callable[[list[dict[str, Any]]], Any], **options: Any
+                   ) -> Callable[[Path], Any]:
+    """A write of 40 records into 4 shards stopped at a bad row of shard 2 (shards 0 and 1
+    finished), the row fixed, ``change(records)`` applied, then resumed with ``options``."""
+
+    def action(tmp: Path) -> Any:
+        from datarax.dataset import ConversionError, write_dataset
+
+        records = [{"x": np.full(2, i, np.float32)} for i in range(40)]
+        good, records[25] = records[25], {"x": np.zeros(3, np.float32)}
+        try:
+            write_dataset(records, tmp / "ds", shards=4)
+        except ConversionError:
+            pass
+        records[25] = good
+        change(records)
+        return write_dataset(records, tmp / "ds", **{"shards": 4, **options}, resume=True)
+
+    return action
+
+
+case("write-resume-input-edited", WRITING,
+     "write_dataset(resume=True) after a row of a finished shard was edited", ConversionError,
+     "'{tmp}/ds' holds an unfinished conversion whose finished shard "
+     "'data-00001-of-00004.array_record' (rows 10..19) no longer matches a sequence of records: "
+     "row 13 gives another record than the shard holds. The input changed since that shard was "
+     "written (or the shard did), and resuming would mix records of the two. Restore the input "
+     "as it was when that shard was written and resume, or pass overwrite=True (--overwrite) to "
+     "convert it again from the start.", needs="array_record")(
+    _resume_edited(lambda records: records.__setitem__(13, {"x": np.float32([-1, -1])})))
+case("write-resume-other-options", WRITING,
+     "write_dataset(resume=True) with other shards and one row fewer", ConversionError,
+     "'{tmp}/ds' holds an unfinished conversion of other records or options (the input had 40 "
+     "rows, now 39; 4 shards then, 2 now); resume it with the input and options it was started "
+     "with, or pass overwrite=True (--overwrite) to write it again.", needs="array_record")(
+    _resume_edited(lambda records: records.pop(), shards=2))
 
 # ------------------------------------------------------------ converting files
 CONVERTING = "Converting files (convert, datarax convert)"
@@ -1698,6 +1777,91 @@ case("stats-jsonl-path-folder", LOGGING, "StatsLogger(jsonl_path=<a folder>)", C
 case("stats-step-after-close", LOGGING, "StatsLogger.step() after close()", RuntimeError,
      "StatsLogger is closed (close() or the end of its with block); build a new StatsLogger to "
      "log again.")(_stats_after_close)
+
+
+STORAGE = "Object storage (s3://, gs://, https://)"
+
+
+def _with_env(values: dict[str, str], call: Callable[[], Any]) -> Any:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        return call()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _unreachable_store() -> None:
+    import s3fs
+
+    from datarax.storage.urls import list_objects
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    endpoint = "http://127.0.0.1:9"  # the discard port: nothing listens on it
+    _with_env({"DATARAX_RETRY_BUDGET": "0", "AWS_ENDPOINT_URL": endpoint,
+               "AWS_ENDPOINT_URL_S3": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"},
+              lambda: list_objects("s3://bucket/data.array_record"))
+
+
+def _budget_not_a_number() -> None:
+    from datarax.storage import RetryPolicy
+
+    _with_env({"DATARAX_RETRY_BUDGET": "soon"}, RetryPolicy)
+
+
+simple("storage-retry-budget-not-a-number", STORAGE, "DATARAX_RETRY_BUDGET='soon'", ConfigError,
+       "DATARAX_RETRY_BUDGET='soon' is not a number of seconds; set it to how long a failing "
+       "request to the store may be retried, e.g. DATARAX_RETRY_BUDGET=120 (default 60).",
+       _budget_not_a_number)
+simple("storage-store-unreachable", STORAGE,
+       "an S3 endpoint nobody listens on (DATARAX_RETRY_BUDGET=0)", DataraxError,
+       "cannot read 's3://bucket/data.array_record': still failing after 1 attempt in ",
+       _unreachable_store, needs="s3fs")
+
+
+case("arrayrecord-varying-lengths-no-decode", "ArrayRecord: records and images of several sizes",
+     "records of several lengths, no decode=", RecordError,
+     "cannot read record 1 of file '{tmp}/v.array_record' (epoch 0): field 'record' decodes to "
+     "uint8(2,), the first record's is uint8(1,); every record must decode to the same shapes "
+     "and dtypes. The file may be fine: pass a decode= that gives every record the same",
+     needs=AR)(_ar_varying_lengths)
+
+
+def _decode_images(field: str = "image", **options: Any) -> Any:
+    from datarax import decode_images
+
+    return decode_images(field, **options)
+
+
+def _decode_images_missing_field(tmp: Path) -> Any:
+    from datarax.dataset import Features, Field, write_dataset
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    features = Features((Field("image", "uint8", (None, None, 3), "png"),))
+    folder = str(tmp / "ds")
+    write_dataset([{"image": np.zeros((4, 5, 3), np.uint8)}], folder, features=features)
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), folder,
+                            decode=_decode_images("photo", resize=8, crop=8))
+
+
+simple("decode-images-resize-alone", "ArrayRecord: records and images of several sizes",
+       "decode_images(resize=256)", ConfigError,
+       "decode_images needs an output size: a batch holds images of one shape. resize=256 alone "
+       "keeps each image's aspect ratio, so sizes vary; add crop= (e.g. crop=256), or give "
+       "resize=(height, width).", lambda: _decode_images(resize=256))
+simple("decode-images-crop-and-random-crop", "ArrayRecord: records and images of several sizes",
+       "decode_images(random_resized_crop=224, crop=224)", ConfigError,
+       "decode_images: random_resized_crop= cuts and resizes in one step and cannot be combined "
+       "with resize= or crop=", lambda: _decode_images(random_resized_crop=224, crop=224))
+case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
+     "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
+     "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "
+     "decode_images(field=...) one of its image fields.", needs=AR)(_decode_images_missing_field)
 
 
 # ------------------------------------------------ seeds and the compiled-step store

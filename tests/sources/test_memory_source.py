@@ -202,3 +202,30 @@ def test_a_deep_copy_of_a_memory_source_continues_from_the_same_position_on_its_
     rest = [b["x"].tolist() for b in Pipeline(source=twin, stages=[], batch_size=4)]
     assert rest == [b["x"].tolist() for b in iterator]
     assert sorted(first + sum(rest, [])) == list(range(10))
+
+
+@pytest.mark.parametrize("record_shape", [(4, 4, 3), (2, 0, 3), (5, 1)])
+def test_fields_of_many_axes_serve_their_records_bit_for_bit(record_shape):
+    """A field kept one record a row on the device (its gather layout) is served, read
+    directly, in its spec and in ``data``, in the records' own shape and values."""
+    from flax import nnx
+
+    from datarax import Pipeline
+
+    n = 10
+    images = np.arange(n * int(np.prod(record_shape)), dtype=np.uint8).reshape(n, *record_shape)
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3), {"image": images,
+                                                                     "id": np.arange(n, dtype=np.int32)})
+    assert source.data["image"].shape == (n, *record_shape)
+    np.testing.assert_array_equal(np.asarray(source.data["image"]), images)
+    assert source.element_spec()["image"].shape == record_shape
+    direct = source.get_batch_at(4, 3)
+    np.testing.assert_array_equal(np.asarray(direct["image"]), images[np.asarray(direct["id"])])
+    batches = list(Pipeline(source=source, batch_size=4, rngs=nnx.Rngs(0)))
+    served = np.concatenate([np.asarray(b["id"]) for b in batches])
+    assert sorted(served.tolist()) == list(range(n))
+    for b in batches:
+        assert b["image"].shape[1:] == record_shape
+        np.testing.assert_array_equal(np.asarray(b["image"]), images[np.asarray(b["id"])])
+    record = next(iter(source))
+    np.testing.assert_array_equal(np.asarray(record["image"]), images[int(record["id"])])

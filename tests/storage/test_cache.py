@@ -299,8 +299,8 @@ def test_retries_give_up_naming_the_file(tmp_path, monkeypatch):
     part = tmp_path / "a.part"
     part.write_bytes(b"\0" * 4)
     fetcher = Fetcher(retry=RetryPolicy(max_retries=3, initial_delay=0.0))
-    with pytest.raises(RemoteStoreError, match=r"memory://giveup/a.bin.*after 3 retries "
-                       r"\(TimeoutError: read timed out\)\. The store is down") as err:
+    with pytest.raises(RemoteStoreError, match=r"memory://giveup/a.bin.*after 4 attempts in .* s "
+                       r"\(all 3 retries used; TimeoutError: read timed out\)\. The store is down") as err:
         fetcher.download(RemoteObject("memory://giveup/a.bin", 4), str(part))
     assert fetcher.stats.snapshot()["retries"] == 3 and err.value.url == "memory://giveup/a.bin"
     assert not isinstance(err.value, RecordError)  # the store's failure, never a skipped record

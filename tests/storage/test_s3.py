@@ -172,7 +172,7 @@ def test_missing_credentials_or_a_store_down_when_the_source_is_built_name_the_u
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", closed)
     s3fs.S3FileSystem.clear_instance_cache()
     with pytest.raises(RemoteStoreError, match=r"cannot read 's3://.*/ds/data-00000-of-00006.array_record'"
-                       r": still failing after 1 retries .*The store is down"):
+                       r": still failing after 2 attempts in .* s .*The store is down.*DATARAX_RETRY_BUDGET"):
         list_objects(f"{url}/data-00000-of-00006.array_record",
                      retry=RetryPolicy(max_retries=1, initial_delay=0.0))
 
@@ -200,6 +200,37 @@ def test_cli_inspect_and_scan_decode_a_dataset_in_a_bucket_as_a_local_one(
     assert report["metadata"]["records"] == SHARDS * PER_SHARD
     assert main(["scan", url]) == 0
     assert f"{SHARDS * PER_SHARD} good, 0 bad" in capsys.readouterr().out
+
+
+def test_read_metadata_of_a_bucket_dataset_gives_the_decode_recipe_its_features(
+        s3: S3, tmp_path: pathlib.Path) -> None:
+    from datarax.core.errors import DataraxError
+    from datarax.dataset import Features, Field, decode_records, read_metadata, write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    # docs/data-in.md's decode= recipe for a field of variable shape, on a bucket
+    feats = Features((Field("tokens", "int32", (None,), "varlen"), Field("label", "int64", (), "raw")))
+    records = [{"tokens": np.arange(i % 5 + 1, dtype=np.int32), "label": i} for i in range(8)]
+    write_dataset(records, tmp_path / "tokens_ds", features=feats, shards=2)
+    url = s3.upload_folder(tmp_path / "tokens_ds", "tokens_ds")
+    features = read_metadata(url).features
+    assert features == read_metadata(tmp_path / "tokens_ds").features
+
+    def decode(record: bytes) -> dict:
+        fields = decode_records(features, [record])
+        tokens = np.zeros(8, np.int32)
+        tokens[:len(fields["tokens"][0])] = fields["tokens"][0]
+        return {"tokens": tokens, "label": fields["label"][0]}
+
+    with ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), url, decode=decode,
+                                 cache=ShardCache(tmp_path / "cache")) as src:
+        batch = src.get_batch(8)
+    assert np.asarray(batch["label"]).tolist() == list(range(8))
+    assert np.asarray(batch["tokens"])[4].tolist() == [0, 1, 2, 3, 4, 0, 0, 0]
+    with pytest.raises(DataraxError, match=f"'{s3.url('nothing')}' holds no datarax_dataset.json: "
+                                           "not a finished dataset"):
+        read_metadata(s3.url("nothing"))
 
 
 def test_the_cache_folder_and_limit_come_from_the_environment(

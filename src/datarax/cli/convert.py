@@ -22,6 +22,7 @@ examples:
   datarax convert train.csv data/train
   datarax convert 'raw/*.parquet' data/train --shards 16 --workers 4
   datarax convert photos/ data/photos          (photos/<class>/<image>)
+  datarax convert photos/ data/photos --resize 256   (shorter side 256, as torchvision)
   datarax convert hf_saved/ data/test --split test
   datarax convert raw/ data/train --resume     (finish an interrupted run)"""
 
@@ -35,6 +36,16 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
+
+
+def _resize(text: str) -> int | tuple[int, int]:
+    from datarax.core.errors import ConfigError
+    from datarax.dataset.resized_rows import parse_resize
+
+    try:
+        return parse_resize(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop at a bad record (default) or skip it and list it in the metadata")
     parser.add_argument("--resume", action="store_true",
                         help="finish an interrupted conversion with the same SRC and options "
-                             "(finished shards are kept)")
+                             "(finished shards are kept once checked against SRC; "
+                             "--on-error may change)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a dataset, finished or not, in DST (refused otherwise)")
     parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset, or of table "
@@ -68,6 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         "train)")
     parser.add_argument("--data-dir", type=expand_user,
                         help="tfds:NAME only: the TFDS data directory")
+    parser.add_argument("--resize", metavar="N|HxW", type=_resize,
+                        help="resize every image as it is written: N the shorter side (read "
+                             "it with decode=datarax.decode_images(...)), HxW exactly")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -88,7 +103,7 @@ def run_convert(args: argparse.Namespace) -> int:
             args.src, args.dst, shards=args.shards, workers=args.workers, on_error=args.on_error,
             resume=args.resume, overwrite=args.overwrite, split=args.split,
             data_dir=args.data_dir, progress=not args.no_progress, runner=args.runner,
-            beam_options=beam_args,
+            beam_options=beam_args, resize=args.resize,
         )
     except KeyboardInterrupt:
         again = ("run the same command with --overwrite to start again" if args.runner == "beam"

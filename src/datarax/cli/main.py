@@ -86,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--no-count", action="store_true", help="do not read a stream through to count its records"
     )
+    decoded = inspect.add_argument_group(
+        "decoded images", "ArrayRecord datasets only: show the image field (--field, default "
+        "the first) as datarax.decode_images decodes it")
+    decoded.add_argument("--resize", metavar="N|HxW", help="the shorter side N, or exactly HxW")
+    decoded.add_argument("--crop", type=int, metavar="C", help="then the centre CxC")
+    decoded.add_argument("--random-resized-crop", type=int, metavar="S",
+                         help="a random resized crop to SxS per record (as for training)")
 
     scan = commands.add_parser(
         "scan", help="read every record once; list bad records; exit 1 if any",
@@ -202,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
             png=args.png,
             as_json=args.json,
         )
-    from datarax.cli.targets import open_target
+    from datarax.cli.targets import image_options, open_target
 
     with open_target(
         args.source,
@@ -210,6 +217,7 @@ def _run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         skip_bad=args.command == "scan",
         exclude=args.exclude,
+        images=image_options(args),
     ) as target:
         if args.command == "inspect":
             from datarax.cli.inspect_source import run_inspect

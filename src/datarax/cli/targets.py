@@ -203,6 +203,50 @@ def checked_summary(features: Any, record: bytes) -> dict[str, Any]:
     return raw_record_summary(record)
 
 
+def image_options(args: Any) -> dict[str, Any] | None:
+    """The :func:`datarax.decode_images` options ``inspect`` was given (``--resize``,
+    ``--crop``, ``--random-resized-crop``, and ``--field``), or None.
+
+    Example:
+        >>> import argparse
+        >>> image_options(argparse.Namespace(resize="256", crop=224, field=None))
+        {'field': None, 'resize': 256, 'crop': 224, 'random_resized_crop': None}
+    """
+    from datarax.dataset.resized_rows import parse_resize
+
+    resize, crop = getattr(args, "resize", None), getattr(args, "crop", None)
+    random_crop = getattr(args, "random_resized_crop", None)
+    if resize is None and crop is None and random_crop is None:
+        return None
+    return {"field": getattr(args, "field", None),
+            "resize": None if resize is None else parse_resize(resize), "crop": crop,
+            "random_resized_crop": random_crop}
+
+
+def _decoded_images(spec: str, name: str, images: dict[str, Any], policy: dict[str, Any]) -> Target:
+    """A :class:`Target` of ArrayRecord files whose image field is decoded by
+    :func:`datarax.decode_images` with ``images`` (its options and ``field``: default the
+    dataset's first image field)."""
+    from datarax.dataset.metadata import find_dataset, read_metadata
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule, decode_images
+
+    folder = find_dataset(name)
+    info = read_metadata(folder) if folder is not None else None
+    if info is None and is_remote(name):
+        from datarax.dataset.reading import remote_dataset
+
+        info = remote_dataset(name)[1]
+    options = dict(images)
+    field = options.pop("field", None)
+    if field is None:
+        fields = info.features.fields if info is not None else ()
+        found = [f.name for f in fields if f.encoding in ("png", "jpeg")]
+        field = found[0] if found else "image"
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1, **policy), name,
+                                     decode=decode_images(field, **options))
+    return Target(spec, "arrayrecord", source, where=source.paths, info=info)
+
+
 def open_target(
     spec: str,
     *,
@@ -210,11 +254,20 @@ def open_target(
     data_dir: str | None = None,
     skip_bad: bool = False,
     exclude: list[str] | None = None,
+    images: dict[str, Any] | None = None,
 ) -> Target:
     """Open ``spec`` (see the module docstring) as a :class:`Target`; with ``skip_bad``
     (``datarax scan``) a source it opens skips bad records (a ``py:`` one keeps its policy);
-    ``exclude``: fields an ``hf:`` / ``tfds:`` source leaves out."""
+    ``exclude``: fields an ``hf:`` / ``tfds:`` source leaves out; ``images``: ArrayRecord
+    records decoded by :func:`datarax.decode_images` with these options
+    (:func:`image_options`)."""
     kind, name, split = split_spec(spec)
+    if images is not None and (kind != "arrayrecord" or decode is not None):
+        raise ConfigError(
+            "--resize / --crop / --random-resized-crop decode the images of ArrayRecord files "
+            "(a datarax dataset) with datarax.decode_images"
+            + (", in place of --decode: give one or the other." if decode is not None
+               else f", not of a {kind}: SOURCE."))
     if exclude and kind not in ("hf", "tfds"):
         raise ConfigError(f"--exclude applies to hf: and tfds: SOURCEs only, not to '{spec}'.")
     if decode is not None and kind != "arrayrecord":
@@ -224,6 +277,8 @@ def open_target(
     policy: dict[str, Any] = {"on_error": "skip"} if skip_bad else {}
     if exclude:
         policy["exclude_keys"] = tuple(exclude)
+    if images is not None:
+        return _decoded_images(spec, name, images, policy)
     if kind == "arrayrecord":
         from datarax.dataset.metadata import find_dataset, read_metadata
         from datarax.dataset.reading import DatasetDecoder

@@ -432,12 +432,15 @@ def convert(
     progress: bool = False,
     runner: str = "local",
     beam_options: Sequence[str] = (),
+    resize: int | tuple[int, int] | None = None,
 ) -> tuple[DatasetInfo, WriteSummary]:
     """Convert ``src`` (a path / ``tfds:NAME``, or any records) into a dataset in ``dst``.
 
     The Python face of ``datarax convert``; ``shards`` (default: one per 50,000 records)
     and the other options as in :func:`~datarax.dataset.writer.write_dataset`.
     ``runner="beam"`` runs it on Apache Beam (:mod:`datarax.beam`) with ``beam_options``.
+    ``resize`` resizes every encoded image as it is written: an int its shorter side, a
+    ``(height, width)`` to exactly that (:mod:`datarax.dataset.resized_rows`).
 
     A second conversion into ``dst`` while one runs is refused (:mod:`datarax.dataset.lock`).
     """
@@ -450,9 +453,16 @@ def convert(
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
     if path:
         _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
+    resized = None
+    if resize is not None:  # every image resized as it is written
+        from datarax.dataset.resized_rows import ResizedRows
+
+        rows = resized = ResizedRows(rows, resize)
     described = os.fspath(src) if path else rows.description
     count = shards if shards is not None else automatic_shards(rows.length or 0, RECORDS_PER_SHARD)
     extra: dict[str, Any] = {"source": described}
+    if resized is not None:
+        extra["resize"] = resized.resize
     choice = getattr(rows, "split_choice", None)
     if choice is not None:  # SRC holds other splits, left out
         extra["split"], extra["other_splits"] = choice[0], list(choice[1])

@@ -326,13 +326,16 @@ def _raw_layout(features: Features) -> tuple[tuple[str, int, int, np.dtype, np.d
 
 
 def decode_records(features: Features, records: Sequence[bytes], *,
-                   empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None
+                   empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None,
+                   encoded: frozenset[str] = frozenset(),
                    ) -> dict[str, np.ndarray]:
     """A batch of encoded records as one array per field, one row per record.
 
     ``raw`` fields and fixed-shape images come out as ``(n, *shape)`` arrays, allocated by
     ``empty(shape, dtype)`` (default: 64-byte aligned); text as an object array of
-    ``str``; fields with a variable dimension as object arrays of per-record arrays.
+    ``str``; fields with a variable dimension as object arrays of per-record arrays; the
+    image fields named in ``encoded`` as object arrays of their stored PNG / JPEG bytes
+    (for a decoder of its own, e.g. :func:`datarax.decode_images`).
 
     Raises:
         RecordError: a record's length does not match its layout, or an image cannot
@@ -395,9 +398,11 @@ def decode_records(features: Features, records: Sequence[bytes], *,
                     shape = tuple(next(it) if d is None else d for d in f.shape)
                     values.append(np.frombuffer(payload[4 * k:], little_endian(f.dtype))
                                   .astype(f.dtype).reshape(shape))
+                elif f.name in encoded:
+                    values.append(bytes(payload))
                 else:
                     values.append(_decode_image(f, bytes(payload), i))
-            if f.encoding == "utf8":
+            if f.encoding == "utf8" or f.name in encoded:
                 text = np.empty(n, dtype=object)
                 text[:] = values
                 out[f.name] = text

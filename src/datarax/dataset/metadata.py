@@ -28,7 +28,7 @@ from typing import Any
 
 from datarax.dataset.fields import Features
 from datarax.errors import DataraxError
-from datarax.storage.urls import expand_user
+from datarax.storage.urls import expand_user, is_remote, join_url, read_json
 
 __all__ = [
     "FORMAT_NAME",
@@ -137,13 +137,21 @@ def write_metadata(directory: str | os.PathLike[str], info: DatasetInfo) -> str:
     return path
 
 
-def read_metadata(directory: str | os.PathLike[str]) -> DatasetInfo:
-    """The :class:`DatasetInfo` of a dataset folder."""
+def read_metadata(directory: str | os.PathLike[str], *,
+                  storage_options: Mapping[str, Any] | None = None) -> DatasetInfo:
+    """The :class:`DatasetInfo` of a dataset folder, local or a URL (``s3://bucket/ds``,
+    read with ``storage_options`` as in :mod:`datarax.storage.urls`)."""
     directory = expand_user(directory)
-    path = os.path.join(directory, METADATA_FILE)
+    path = (join_url(os.fspath(directory), METADATA_FILE) if is_remote(directory)
+            else os.path.join(directory, METADATA_FILE))
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        if is_remote(directory):
+            data = read_json(path, storage_options)
+            if data is None:
+                raise FileNotFoundError(path)
+        else:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
     except FileNotFoundError as err:
         raise DataraxError(f"'{directory}' holds no {METADATA_FILE}: not a finished dataset "
                            "(convert it, or resume an interrupted conversion).") from err

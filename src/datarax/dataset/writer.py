@@ -7,7 +7,8 @@ give byte-identical shards and metadata with any number of ``workers``.
 Crash safety: a shard is written under ``DST/.datarax-partial/`` and renamed to its final
 name only once complete and synced, after its summary was saved beside it; the metadata
 file is written last. So a killed process or a full disk never leaves a shard that looks
-complete, and ``resume=True`` skips the finished shards.
+complete, and ``resume=True`` keeps the finished shards that still hold what the input
+gives for their rows (:mod:`datarax.dataset.resume`).
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -22,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import multiprocessing
 import os
 import queue
@@ -47,6 +46,12 @@ from datarax.dataset.metadata import (
     shard_name,
     write_json,
     write_metadata,
+)
+from datarax.dataset.resume import (
+    check_finished_shards,
+    finished_shards,
+    prepare_destination,
+    run_fingerprint,
 )
 from datarax.dataset.rows import Rows, as_rows
 from datarax.dataset.write_features import resolve_features
@@ -201,72 +206,6 @@ def _worker(job: _Job, rows: Rows, shards: list[int], messages: Any, parent: int
         raise SystemExit(1) from None
 
 
-def _fingerprint(job: _Job, rows: Rows) -> str:
-    data = {"features": job.features.to_json(), "shards": job.shards, "bounds": job.bounds,
-            "on_error": job.on_error, "rows": rows.length, "source": rows.description}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def _prepare(dst: str, fingerprint: str, *, resume: bool, overwrite: bool) -> bool:
-    """Make ``dst`` ready; True when a finished dataset with the same inputs is there."""
-    if resume and overwrite:
-        raise ConfigError("write_dataset: pass resume=True (--resume) or overwrite=True "
-                          "(--overwrite), not both: resume keeps the finished shards, overwrite "
-                          "replaces them.")
-    if os.path.exists(dst) and not os.path.isdir(dst):
-        raise ConversionError(
-            f"'{dst}' is a file; the destination is the folder the dataset is written into "
-            "(created when missing). Pick another path.")
-    os.makedirs(dst, exist_ok=True)
-    ours = [name for name in os.listdir(dst) if name in (METADATA_FILE, PARTIAL_DIR)
-            or (name.startswith("data-") and name.endswith(".array_record"))]
-    run_file = _partial(dst, "run.json")
-    if ours and overwrite:
-        for name in ours:
-            path = os.path.join(dst, name)
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        ours = []
-    if ours and not resume:
-        state = "a finished dataset" if METADATA_FILE in ours else "an unfinished conversion"
-        raise ConversionError(
-            f"'{dst}' already holds {state}. Pass resume=True (--resume) to finish or keep it, "
-            "or overwrite=True (--overwrite) to replace it.")
-    if ours:
-        if METADATA_FILE in ours and PARTIAL_DIR not in ours:
-            with open(os.path.join(dst, METADATA_FILE), encoding="utf-8") as f:
-                if json.load(f).get("extra", {}).get("fingerprint") == fingerprint:
-                    return True
-            raise ConversionError(
-                f"'{dst}' holds a finished dataset written from other records or options; "
-                "pass overwrite=True (--overwrite) to replace it.")
-        try:
-            with open(run_file, encoding="utf-8") as f:
-                saved = json.load(f).get("fingerprint")
-        except (OSError, ValueError):
-            saved = None
-        if saved != fingerprint:
-            raise ConversionError(
-                f"'{dst}' holds an unfinished conversion of other records or options (features, "
-                "shards or source differ); resume it with the same inputs, or pass "
-                "overwrite=True (--overwrite).")
-        if METADATA_FILE in ours:
-            os.remove(os.path.join(dst, METADATA_FILE))
-    os.makedirs(os.path.join(dst, PARTIAL_DIR), exist_ok=True)
-    write_json(run_file, {"fingerprint": fingerprint})
-    return False
-
-
-def _finished(dst: str, shards: int) -> dict[int, dict[str, Any]]:
-    done = {}
-    for s in range(shards):
-        name = shard_name(s, shards)
-        summary = _partial(dst, name + ".json")
-        if os.path.isfile(os.path.join(dst, name)) and os.path.isfile(summary):
-            with open(summary, encoding="utf-8") as f:
-                done[s] = json.load(f)
-    return done
-
-
 def refuse_url_destination(dst: Any, where: str) -> None:
     """A ConfigError when ``dst`` is a URL: the local writer writes local folders only (a
     URL taken as a relative path would land in a folder named after its scheme)."""
@@ -337,12 +276,14 @@ def write_dataset(
         n = rows.length
         bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
         job = _Job(dst, feats, shards, on_error, bounds)
-        fingerprint = _fingerprint(job, rows)
-        if _prepare(dst, fingerprint, resume=resume, overwrite=overwrite):
+        fingerprint, parts = run_fingerprint(feats, shards, bounds, on_error, rows)
+        if prepare_destination(dst, fingerprint, parts, resume=resume, overwrite=overwrite):
             info = read_metadata(dst)
             return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
                                       shards, len(info.skipped), time.perf_counter() - started)
-        done = _finished(dst, shards) if bounds is not None else {}
+        done = finished_shards(dst, shards) if bounds is not None else {}
+        if done:  # resumed: the finished shards must hold what their rows give now
+            _check_resumed(job, rows, done, workers, progress)
         todo = [s for s in range(shards) if s not in done]
         results = dict(done)
         bar = _progress_bar(progress, n,
@@ -386,13 +327,27 @@ def write_dataset(
                                   len(done), len(skipped), time.perf_counter() - started)
 
 
-def _progress_bar(progress: bool, total: int | None, initial: int) -> Any:
+def _progress_bar(progress: bool, total: int | None, initial: int, desc: str = "writing") -> Any:
     if not progress:
         return None
     tqdm = require("tqdm", extra="convert", user="write_dataset(progress=True)")
     scale = total is None or total >= 10_000  # '12.0/30.0' for small counts otherwise
     return tqdm.tqdm(total=total, initial=initial, unit=" records", unit_scale=scale,
-                     dynamic_ncols=True, desc="writing")
+                     dynamic_ncols=True, desc=desc)
+
+
+def _check_resumed(job: _Job, rows: Rows, done: Mapping[int, Any], workers: int,
+                   progress: bool) -> None:
+    """:func:`~datarax.dataset.resume.check_finished_shards`, with its own progress bar."""
+    assert job.bounds is not None
+    bar = _progress_bar(progress, sum(job.bounds[s + 1] - job.bounds[s] for s in done), 0,
+                        desc="checking the finished shards")
+    try:
+        check_finished_shards(job.dst, rows, job.features, job.bounds, job.on_error, done,
+                              None if bar is None else bar.update, workers=workers)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,

@@ -44,10 +44,17 @@ def saved_count(state: dict[str, Any], name: str, where: str, allow_none: bool =
 
 
 class Take:
-    """At most ``batches`` batches of the pipeline's next pass (see ``Pipeline.take``)."""
+    """At most ``batches`` batches of the pipeline's next pass (see ``Pipeline.take``).
 
-    def __init__(self, pipeline: Any, batches: int) -> None:
+    Its state is the pipeline's, the count asked for (``take``) and the batches left
+    (``take_left``). A take that served its batches leaves the rest of its pass unserved,
+    as a ``break`` does: restored from a state taken then (``take_left`` 0), the next
+    ``for batch in pipeline`` starts the next epoch, as it does without the restore.
+    """
+
+    def __init__(self, pipeline: Any, batches: int, session: Any) -> None:
         self._pipeline, self._left = pipeline, check_count(batches, "take")
+        self._count, self._session = self._left, session
         self._iterator: Any = None
 
     def __iter__(self) -> Take:
@@ -67,16 +74,38 @@ class Take:
         return batch
 
     def get_state(self) -> dict[str, Any]:
-        """The pipeline's state and the batches still to take."""
-        return {"pipeline": self._pipeline.get_state(), "take_left": self._left}
+        """The pipeline's state, the batches asked for and the batches still to take."""
+        return {"pipeline": self._pipeline.get_state(), "take": self._count,
+                "take_left": self._left}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
+        """Continue from ``state`` (from ``get_state()`` of an identical pipeline and an
+        identical ``take``: a state of another count is refused)."""
         if not isinstance(state, dict) or "take_left" not in state:
             raise StateError("Take.set_state expects a state from Take.get_state().")
         left = saved_count(state, "take_left", "Take")
+        # a state saved before the count was recorded (take_left only) restores as it
+        # did then: its take_left wins, this take's count stands in for the saved one
+        count = saved_count(state, "take", "Take") if "take" in state else self._count
+        if count != self._count:
+            raise StateError(
+                f"Take.set_state: the state was saved by pipeline.take({count}) "
+                f"({left} batch(es) left), but this is pipeline.take({self._count}); the "
+                f"batches left count from the saved take. Restore it into "
+                f"pipeline.take({count}).",
+                field="take",
+            )
+        if left > count and "take" in state:
+            raise StateError(
+                f"Take.set_state: 'take_left' is {left}, more than the {count} batch(es) "
+                "of the take; the state was tampered with. Pass the dict Take.get_state() "
+                "returned.",
+                field="take_left",
+            )
         self._pipeline.set_state(state["pipeline"])
         self._left, self._iterator = left, None
+        if count and not left:  # it served its batches: the rest of its pass stays unserved
+            self._session.stop_here(self._pipeline.source)
 
 
 class Repeat:

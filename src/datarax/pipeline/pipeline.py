@@ -336,7 +336,7 @@ class Pipeline(nnx.Module):
             >>> [b["x"].tolist() for b in p.take(2)]
             [[0, 1], [2, 3]]
         """
-        return Take(self, batches)
+        return Take(self, batches, self.__session)
 
     def skip(self, batches: int) -> PipelineIterator:
         """The next pass's iterator, ``batches`` batches in (an indexed source without a

@@ -134,6 +134,17 @@ class PipelineSession:
         """An iterator moved ``source``: remember where it stands."""
         self.left = (source.epoch, source.index, source.datarax_position.restores)
 
+    def stop_here(self, source: Any) -> None:
+        """As if an iterator of this pipeline had stopped where ``source`` stands (a
+        ``take`` restored after its last batch): the next pass is the next epoch. After an
+        elastic restore, which leaves the source at the start of its share, that is the
+        epoch after the share's."""
+        elastic = self.elastic
+        if elastic is not None and (source.epoch, source.index) == (elastic.epoch, 0):
+            self.elastic = None
+            source.seek(elastic.epoch + 1, 0)
+        self.note_left(source)
+
     def next_pass(self, source: Any) -> tuple[int, int | None]:
         """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: the source's
         position, continued (a pass that ended left it at the next epoch's start; a

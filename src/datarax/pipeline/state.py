@@ -2,16 +2,17 @@
 
 A state is a small JSON-able dict::
 
-    {"version": 2, "epoch": e, "position": k, "settings": {...}, "source": {...}}
+    {"version": 3, "epoch": e, "position": k, "settings": {...}, "source": {...}}
 
 ``epoch``/``position``: the pass and the records of it handed out (``position`` may
 equal the epoch's length: taken inside the loop after its last batch, nothing is left
 of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
-and rngs. They are compared in a fixed order (switches such as ``shuffle`` before the
-``seed`` they enable; a seed whose switch is off is not saved), and the first that
-differs is named. ``source``: the source's own ``get_state()`` for host and stream
+(:mod:`datarax.pipeline.stage_digest`: version 3 sees their functions' code; version 2
+states, still restored, their names only) and rngs. They are compared in a fixed order
+(switches such as ``shuffle`` before the ``seed`` they enable; a seed whose switch is
+off is not saved), and the first that differs is named. ``source``: the source's own ``get_state()`` for host and stream
 sources (bad-record counts, shuffle description) less its ``settings`` (those are
 among the pipeline's), absent for indexed ones.
 
@@ -30,52 +31,28 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import jax
 import numpy as np
-from flax import nnx
 
 from datarax.core.data_source import SourceKind, length_or_none
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.pipeline.elastic import elastic_restore, own_share_state
 from datarax.pipeline.plan import PassContext, filter_position
+from datarax.pipeline.stage_digest import SEES, STAGES_DIGEST_V2, digest, stages_fingerprint
 
-STATE_VERSION = 2
+STATE_VERSION = 3
+# versions restored: 2 differs only in its stages digest (function names, not code)
+READ_VERSIONS = (STAGES_DIGEST_V2, STATE_VERSION)
 _DIGEST_HINTS = {
-    "stages": " (digests of the stages: their classes, names, configs and functions, in "
-    "order; build the same stages)",
+    "stages": f" ({SEES}; build the same stages)",
+    "stages v2": " (a version 2 state's digest of the stages: their classes, names, configs "
+    "and function names, in order; build the same stages)",
     "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
     "the same rngs seed)",
 }
-
-
-def digest(material: str | bytes) -> str:
-    """First 12 hex digits of the SHA-256 of ``material``."""
-    raw = material.encode() if isinstance(material, str) else material
-    return hashlib.sha256(raw).hexdigest()[:12]
-
-
-def stages_fingerprint(stages: Any) -> str:
-    """Digest of the stages: types, names, configs, functions, in order (a graph's
-    nodes included, by name)."""
-    return digest("\n".join(_stage_part(stage) for stage in stages))
-
-
-def _stage_part(stage: Any) -> str:
-    if not isinstance(stage, OperatorModule):
-        return f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}"
-    fn = getattr(stage, "fn", None)
-    part = (
-        f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
-        f"|{getattr(fn, '__qualname__', '')}"
-    )
-    nodes = getattr(stage, "nodes", None)  # a graph (DagOperator): its nodes count too
-    if isinstance(nodes, nnx.Dict):
-        part += "".join(f"|node {name}:[{_stage_part(node)}]" for name, node in nodes.items())
-    return part
 
 
 def rng_fingerprint(context: PassContext) -> str:
@@ -92,8 +69,9 @@ def rng_fingerprint(context: PassContext) -> str:
     return digest(b"".join(data))
 
 
-def settings(context: PassContext) -> dict[str, Any]:
-    """The settings a saved state must agree with to be restored here (compare order)."""
+def settings(context: PassContext, version: int = STATE_VERSION) -> dict[str, Any]:
+    """The settings a saved state (of ``version``) must agree with to be restored here
+    (compare order)."""
     source = context.source
     out: dict[str, Any] = {
         "batch_size": context.plan.batch_size,
@@ -106,7 +84,7 @@ def settings(context: PassContext) -> dict[str, Any]:
         out["padded_shards"] = True
     for name, value in source.order_settings().items():
         out[f"source.{name}"] = value
-    out["stages"] = stages_fingerprint(context.stages)
+    out["stages"] = stages_fingerprint(context.stages, version)
     out["rngs"] = rng_fingerprint(context)
     return out
 
@@ -155,6 +133,13 @@ def restore(context: PassContext, state: Any) -> None:
         source.seek(state["epoch"], state["position"])
     else:
         source.set_state(state["source"])
+
+
+def _hint(key: str, version: int) -> str:
+    """What a digest in the settings covers, for a refusal naming ``key``."""
+    if key == "stages" and version == STAGES_DIGEST_V2:
+        key = "stages v2"
+    return _DIGEST_HINTS.get(key, "")
 
 
 def _check_elastic_placement(context: PassContext, epoch: int, size: int) -> None:
@@ -212,11 +197,12 @@ def check_state(context: PassContext, state: Any) -> None:
                 f"returned (got keys {sorted(state)}).",
                 field=key,
             )
-    if state["version"] != STATE_VERSION:
+    if state["version"] not in READ_VERSIONS:
         raise StateError(
             f"Pipeline state version {state['version']!r} is not {STATE_VERSION}, the version "
-            "this datarax writes; the state comes from another datarax release or was "
-            "tampered with. Restore it with the release that saved it.",
+            f"this datarax writes (it also restores version {STAGES_DIGEST_V2}); the state "
+            "comes from another datarax release or was tampered with. Restore it with the "
+            "release that saved it.",
             field="version",
         )
     for key in ("epoch", "position"):
@@ -234,12 +220,12 @@ def check_state(context: PassContext, state: Any) -> None:
             f"{type(saved).__name__}; the state was tampered with.",
             field="settings",
         )
-    current = settings(context)
+    current = settings(context, state["version"])
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):
             raise StateError(
                 f"Pipeline state was saved with {key}={saved.get(key)!r} but this pipeline "
-                f"has {key}={current.get(key)!r}{_DIGEST_HINTS.get(key, '')}; restore it "
+                f"has {key}={current.get(key)!r}{_hint(key, state['version'])}; restore it "
                 "into an identically configured pipeline.",
                 field=key,
             )

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from datarax.sources.hf.eager import HFEagerSource
     from datarax.sources.hf.factory import from_hf
     from datarax.sources.hf.streaming import HFStreamingSource
+    from datarax.sources.image_decoder import ImageDecoder, decode_images
     from datarax.sources.label_encoder import LabelEncoder
     from datarax.sources.memory import MemorySource, MemorySourceConfig
     from datarax.sources.npy import NpySource, NpySourceConfig
@@ -51,6 +52,7 @@ _HOMES = {
     "HFEagerSource": "datarax.sources.hf.eager",
     "HFStreamingConfig": "datarax.sources.hf.config",
     "HFStreamingSource": "datarax.sources.hf.streaming",
+    "ImageDecoder": "datarax.sources.image_decoder",
     "IndexedSource": "datarax.core.indexed",
     "LabelEncoder": "datarax.sources.label_encoder",
     "MemorySource": "datarax.sources.memory",
@@ -67,6 +69,7 @@ _HOMES = {
     "TFDSEagerSource": "datarax.sources.tfds.eager",
     "TFDSStreamingConfig": "datarax.sources.tfds.config",
     "TFDSStreamingSource": "datarax.sources.tfds.streaming",
+    "decode_images": "datarax.sources.image_decoder",
     "from_hf": "datarax.sources.hf.factory",
     "from_tfds": "datarax.sources.tfds.factory",
 }

@@ -33,6 +33,7 @@ from datarax.sources.array_record_files import ArrayRecordFiles, array_record_re
 from datarax.sources.array_record_paths import PathsLike, is_folder, resolve_paths
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
+from datarax.sources.image_decoder import ImageDecoder, bind_to_dataset
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import MISSING, check_config_and_data
 from datarax.storage import (
@@ -149,7 +150,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
         decode: ``bytes -> dict`` of arrays for one record; every record must decode
             to the same fields, shapes and dtypes as the first, and a text field to the
             same ``str`` or ``bytes`` (a record that differs is a ``RecordError``).
-            Default: the raw bytes as a ``uint8`` vector under ``"record"``.
+            Default: the raw bytes as a ``uint8`` vector under ``"record"``. For
+            images of varying size, :func:`datarax.decode_images` is one ready made
+            (resize, centre crop, random resized crop per record).
         decode_batch: optional ``list of bytes -> dict`` of arrays with one row per
             record — the same arrays ``decode`` gives, stacked — for records of a fixed
             layout that decode faster all at once (e.g. ``np.frombuffer(b"".join(raw),
@@ -228,7 +231,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 "one kind: the files' URLs (copy the local ones to the store), or local paths.")
         if is_remote(paths):  # s3://, gs://, ...: files fetched into a local shard cache
             storage_stats = StorageStats()  # counts the listing's retries and the downloads'
-            objects, info = remote_dataset(paths, dataset=not own_decode,
+            objects, info = remote_dataset(paths, dataset=not own_decode or isinstance(
+                                               decode, ImageDecoder),
                                            storage_options=storage_options, stats=storage_stats)
             window = config.shuffle_window if config.shuffle_files else None
             # files read at once (the cache must hold them): a window's; all for a global shuffle
@@ -242,7 +246,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
                 decode, decode_batch = decoder.decode_one, decoder
             folder = None
-        elif own_decode:  # a dataset folder still lists its shards; the user's decode reads them
+        elif own_decode and not isinstance(decode, ImageDecoder):
+            # a dataset folder still lists its shards; the user's decode reads them
             folder = find_dataset(paths) if is_folder(paths) else None
             info = None
         else:
@@ -255,6 +260,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 decode, decode_batch = decoder.decode_one, decoder
         elif remote is None:
             files = resolve_paths(paths)
+        # decode_images(...) reads the dataset's other fields from its metadata
+        decode = bind_to_dataset(decode, info.features if info is not None else None)
         if remote is None:  # files are opened on first read: a later os.chdir must not move them
             files = [os.path.abspath(f) for f in files]
         self._dataset_info = nnx.static(info)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources.decoded_records import DecodedRecords, stack_values
+from datarax.sources.decoded_records import DecodedRecords, KeyedRecord, keyed, stack_values
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy
 from datarax.storage.errors import CacheFullError, RemoteStoreError
@@ -107,6 +107,8 @@ class ChunkReads:
         self.policy = policy
         self.processes = processes
         self._getitems = getattr(data, "__getitems__", None)
+        # a decode that decides per record (a random crop) gets each record's key
+        self.keyed = keyed(records.decode)
 
     def learn_first(
         self, name: str, where: Callable[[int], str],
@@ -127,7 +129,7 @@ class ChunkReads:
         for index in range(limit):
             try:
                 raw = self.data[index]
-                self.records.learn(raw, index)
+                self.records.learn(KeyedRecord(raw, index, 0) if self.keyed else raw, index)
             except NOT_A_RECORD:
                 raise
             except ConfigError as err:  # a setting (cast_float64), not a bad record
@@ -184,7 +186,9 @@ class ChunkReads:
         raw, fetch_failures = self.fetch(indices)
         spec = self.records.spec
         assert spec is not None
-        if self.decode_batch is not None and not fetch_failures:
+        if self.keyed:
+            raw = [KeyedRecord(r, i, order.epoch) for r, i in zip(raw, indices.tolist())]
+        elif self.decode_batch is not None and not fetch_failures:
             columns = self.records.check_batch(raw, self.decode_batch)
             if columns is not None:  # the whole chunk at once; else record by record
                 return Chunk(columns, indices, np.arange(start, stop, dtype=np.int64), stop, [])

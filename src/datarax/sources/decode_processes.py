@@ -52,7 +52,7 @@ __all__ = ["DecodeProcesses", "portable"]
 
 def portable(name: str, **functions: Callable[..., Any] | None) -> None:
     """Refuse, naming it, a function that cannot travel to a worker process."""
-    import cloudpickle  # grain's dependency, so always installed with datarax
+    import cloudpickle  # a core dependency of datarax
 
     for label, fn in functions.items():
         if fn is None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -34,7 +34,24 @@ from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.owned import fresh_aligned, seal
 from datarax.core.spec import TextSpec
 
-__all__ = ["DecodedRecords", "RecordStructureError", "describe_cause", "spec_of", "stack_values"]
+__all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
+           "spec_of", "stack_values", "structure_hint"]
+
+
+class KeyedRecord(NamedTuple):
+    """A raw record with its stable index and the pass (epoch) reading it: what a reader
+    hands a ``decode`` that sets ``takes_record_keys = True`` (e.g.
+    :func:`datarax.decode_images` with a random crop), so a random decision can be made
+    per record, the same at any batch size, worker count and after a resume."""
+
+    raw: Any
+    index: int
+    epoch: int
+
+
+def keyed(decode: Callable[..., Any]) -> bool:
+    """Whether ``decode`` takes :class:`KeyedRecord` s (its ``takes_record_keys``)."""
+    return bool(getattr(decode, "takes_record_keys", False))
 
 
 def spec_of(value: Any) -> Any:
@@ -113,7 +130,12 @@ def _stack_into(column: np.ndarray, values: list[np.ndarray]) -> None:
     """Fill ``column`` (one row per value; shapes and dtypes already checked) with
     ``values``: their bytes joined in one pass when each is C-contiguous (one copy, which
     releases Python's lock once; a copy value by value releases it for each, and each
-    release wakes the threads waiting for it), else by ``np.concatenate``."""
+    release wakes the threads waiting for it), else by ``np.concatenate``. Records of 64 KiB
+    and more (decoded images) are stacked by NumPy straight into the column: the join's
+    temporary copy of the whole chunk then costs several times the copy itself."""
+    if values and column.nbytes >= len(values) << 16:
+        np.stack(values, out=column)
+        return
     try:
         joined = b"".join(values)
     except TypeError:  # a value that is not C-contiguous
@@ -125,6 +147,17 @@ def _stack_into(column: np.ndarray, values: list[np.ndarray]) -> None:
 
 class RecordStructureError(ValueError):
     """A decoded record whose structure differs from the first record's."""
+
+
+def structure_hint(cause: BaseException) -> str | None:
+    """What to do about a record that decodes to other fields, shapes or dtypes than the
+    first (the file may well be fine); None for any other failure."""
+    if not isinstance(cause, RecordStructureError):
+        return None
+    return ("The file may be fine: pass a decode= that gives every record the same "
+            "(records of several lengths: pad or cut them; images of several sizes: "
+            "decode=datarax.decode_images(...)), or construct the source with on_error='skip' "
+            "to drop such records (they are counted and reported).")
 
 
 #: the fix a 64-bit message names last for a decoded value.

@@ -72,7 +72,7 @@ from datarax.core.errors import ConfigError, RecordError
 from datarax.core.threads import drop_pool, run_behind_consumer
 from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
 from datarax.sources.decode_processes import DecodeProcesses, portable
-from datarax.sources.decoded_records import DecodedRecords, describe_cause
+from datarax.sources.decoded_records import DecodedRecords, describe_cause, structure_hint
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord, record_place
 
@@ -210,9 +210,10 @@ class HostReader:
         if isinstance(cause, NarrowingError):  # a setting to change, not a broken file
             hint = ("The record is otherwise readable: do as above, or construct the source "
                     "with on_error='skip' to drop such records (they are counted and reported).")
-        else:
-            hint = ("Fix or regenerate the file, or construct the source with on_error='skip' "
-                    "to drop bad records (they are counted and reported).")
+        else:  # records that differ from the first: the decode's to fix, not the file
+            hint = structure_hint(cause) or (
+                "Fix or regenerate the file, or construct the source with on_error='skip' "
+                "to drop bad records (they are counted and reported).")
         err = RecordError(
             f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
             path=path,

@@ -26,7 +26,7 @@ from datarax.core.indexed import IndexedSource
 from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
-from datarax.sources.memory_columns import Path, flatten, to_columns, unflatten
+from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
 from datarax.sources.source_call import MISSING, check_config_and_data
 from datarax.typing import Batch
 
@@ -123,10 +123,11 @@ class MemorySource(IndexedSource):
             config = dataclasses.replace(config, seed=_draw_seed(rngs))
         super().__init__(config, rngs=rngs, name=name)
         flat = to_columns(data, config.cast_float64)
-        device = {p: v for p, v in flat.items() if not isinstance(v, np.ndarray)}
+        device = {p: v for p, v in flat.items() if isinstance(v, DeviceColumn)}
         host = {p: v for p, v in flat.items() if isinstance(v, np.ndarray)}
-        self.__store = _ColumnStore(unflatten(device), host, list(flat))
-        self.__length = int(next(iter(flat.values())).shape[0])
+        self.__store = _ColumnStore(device, host, list(flat))
+        first = next(iter(flat.values()))
+        self.__length = len(first.rows if isinstance(first, DeviceColumn) else first)
         # The seed travels as data, not as a constant baked into the compiled step.
         self.permutation_seed = nnx.Variable(np.asarray(config.seed, np.uint32))
 
@@ -136,8 +137,13 @@ class MemorySource(IndexedSource):
     @property
     def data(self) -> dict[str, Any]:
         """The device fields, records along axis 0 (inside the compiled step: its
-        arguments). Text fields are in :attr:`host_data`."""
-        return self.__store.current()
+        arguments). Text fields are in :attr:`host_data`.
+
+        A field whose records have two or more axes is kept on the device one record a
+        row (the layout accelerators gather fastest, see
+        :func:`~datarax.sources.memory_columns.row_major`); ``data`` shows it in the
+        records' own shape."""
+        return self.__store.shaped(self.__store.current())
 
     @property
     def host_data(self) -> dict[str, np.ndarray]:
@@ -204,7 +210,7 @@ class MemorySource(IndexedSource):
     def __read(self, start: Any, size: int, key: Any | None) -> tuple[Batch, Any]:
         # MemorySource's own read: a subclass's get_batch_at may call super() into it
         indices = self.record_indices_at(start, size, key)
-        batch = _map(lambda v: _rows(v, indices), self.data)
+        batch = self.__store.shaped(_map(lambda v: _rows(v, indices), self.__store.current()))
         if self.__store.host and not isinstance(indices, jax.core.Tracer):
             batch = self.__store.merge(batch, np.asarray(indices))
         return batch, indices
@@ -219,7 +225,7 @@ class MemorySource(IndexedSource):
         )
 
     def element_spec(self) -> dict[str, Any]:
-        device = _map(array_to_spec_strip_leading, self.__store.columns)
+        device = _map(array_to_spec_strip_leading, self.__store.shaped_specs())
         return self.__store.merge_specs(device)
 
     def _read_record(self, epoch: int, index: int) -> tuple[Batch, int]:
@@ -229,7 +235,7 @@ class MemorySource(IndexedSource):
             stable = int(index_shuffle_np(np.asarray([index]), n - 1, seed)[0])
         else:
             stable = index
-        record = _map(lambda v: v[stable], self.data)
+        record = self.__store.shaped(_map(lambda v: v[stable], self.__store.current()), single=True)
         return self.__store.merge(record, stable, single=True), stable
 
 
@@ -247,6 +253,10 @@ def _rows(column: Any, indices: Any) -> Any:
                           mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
+def _reshape(value: Any, shape: tuple[int, ...]) -> Any:
+    return value if tuple(value.shape) == tuple(shape) else value.reshape(shape)
+
+
 def _map(fn: Any, tree: Mapping[str, Any]) -> dict[str, Any]:
     """``fn`` on every leaf of a nested dict, keeping the fields' order."""
     return {k: _map(fn, v) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
@@ -262,21 +272,24 @@ def _draw_seed(rngs: nnx.Rngs) -> int:
 class _ColumnStore:
     """The records of a MemorySource, kept out of NNX state.
 
-    ``columns`` (a nested dict of device arrays) is what the compiled step receives
-    as arguments (:meth:`bind`), never as constants; ``host`` maps the path of each
+    ``columns`` (a nested dict of device arrays, one record a row: the gather layout
+    of :class:`~datarax.sources.memory_columns.DeviceColumn`) is what the compiled step
+    receives as arguments (:meth:`bind`), never as constants; ``record_shapes`` gives
+    each field's record shape back (:meth:`shaped`); ``host`` maps the path of each
     text field to its ``object`` array. NNX sees this holder as static structure; it
     compares equal to any holder of the same fields, shapes and dtypes, so equally
     shaped sources share one compiled step.
     """
 
-    def __init__(self, columns: dict[str, Any], host: dict[Path, np.ndarray], order: list[Path]) -> None:
-        self.columns = columns
+    def __init__(self, device: dict[Path, DeviceColumn], host: dict[Path, np.ndarray],
+                 order: list[Path]) -> None:
+        self.columns = unflatten({p: c.rows for p, c in device.items()})
+        self.record_shapes = {p: c.record_shape for p, c in device.items()}
         self.host = host
         self.order = order
-        device = flatten(columns)
-        self._signature = tuple(
-            (p, tuple(v.shape), str(v.dtype)) for p, v in sorted({**device, **host}.items())
-        )
+        shapes = {p: ((len(c.rows), *c.record_shape), str(c.rows.dtype)) for p, c in device.items()}
+        shapes.update({p: (tuple(v.shape), str(v.dtype)) for p, v in host.items()})
+        self._signature = tuple((p, *shapes[p]) for p in sorted(shapes))
         self._bound = threading.local()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
@@ -285,8 +298,26 @@ class _ColumnStore:
         return self
 
     def current(self) -> dict[str, Any]:
+        """The device columns in their gather layout (inside the compiled step: its
+        arguments)."""
         bound = getattr(self._bound, "inputs", None)
         return self.columns if bound is None else bound
+
+    def shaped(self, rows: dict[str, Any], *, single: bool = False) -> dict[str, Any]:
+        """``rows`` (gathered from :meth:`current`, records along axis 0, or one record
+        when ``single``) in the records' own shapes."""
+        flat = flatten(rows)
+        return unflatten({
+            p: _reshape(v, self.record_shapes[p] if single else (v.shape[0], *self.record_shapes[p]))
+            for p, v in flat.items()
+        })
+
+    def shaped_specs(self) -> dict[str, Any]:
+        """A ``jax.ShapeDtypeStruct`` of each device field in the records' shape."""
+        return unflatten({
+            p: jax.ShapeDtypeStruct((len(v), *self.record_shapes[p]), v.dtype)
+            for p, v in flatten(self.columns).items()
+        })
 
     @contextlib.contextmanager
     def bind(self, inputs: Any) -> Iterator[None]:

@@ -5,7 +5,9 @@ Users usually only pass ``paths="s3://bucket/dataset"`` to a source, and perhaps
 :class:`ShardCache` is the bounded local folder shared by processes (``DATARAX_CACHE_DIR``,
 ``DATARAX_CACHE_BYTES``); :class:`RemoteShards` reads an epoch's files ahead through it;
 :class:`Fetcher` downloads one file in ranges, retried on transient failures only
-(:func:`is_transient`, :class:`RetryPolicy`) and verified, counted in :class:`StorageStats`.
+(:func:`is_transient`, :class:`RetryPolicy`; a request gives up after
+``DATARAX_RETRY_BUDGET`` seconds, 60 by default) and verified, counted in
+:class:`StorageStats`.
 :class:`RemoteObjectError` is a ``RecordError`` (a file deleted or changed);
 :class:`RemoteStoreError` and :class:`CacheFullError` are never skipped as bad records.
 fsspec, s3fs and gcsfs are the ``remote`` extra, imported when a remote path is read.

@@ -80,8 +80,13 @@ def refused_error(url: str, err: BaseException) -> RemoteStoreError:
 
 
 def store_down_error(url: str, err: BaseException) -> RemoteStoreError:
-    """The error of a request for ``url`` still failing after every retry (``err``)."""
+    """The error of a request for ``url`` still failing after its retries (``err``, a
+    ``RetriesExhaustedError`` naming the attempts and the seconds they took)."""
+    budget = getattr(err, "budget_s", None)
+    now = f"; now {budget:g}" if budget is not None else ""
     return RemoteStoreError(
         f"cannot read '{url}': {str(err).removeprefix(repr(url) + ': ')} The store is down, "
         "unreachable or throttling for longer than the retries wait; the read stops "
-        "(on_error='skip' does not skip it). Try again later.", url=url)
+        "(on_error='skip' does not skip it). Check the endpoint and the network (for S3 "
+        "AWS_ENDPOINT_URL, for a local server that it runs) and try again; to wait longer "
+        f"for a store that comes back, raise DATARAX_RETRY_BUDGET (seconds{now}).", url=url)

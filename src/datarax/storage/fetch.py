@@ -99,7 +99,7 @@ class Fetcher:
                 or refused by the store for a reason of its own.
             RemoteStoreError: the store still fails after the retries, or refuses access.
         """
-        fs, path = filesystem(obj.url, self.storage_options)
+        fs, path = filesystem(obj.url, self.storage_options, self.retry)
         ranges = [(a, min(obj.size, a + self.chunk)) for a in range(0, obj.size, self.chunk)]
         parallel = min(self.parallel, len(ranges))
         # in order, one range at a time: the digest follows the bytes as they come

@@ -4,6 +4,10 @@ A failure is *transient* only when it says so: throttling or a store's 5xx, a ti
 connection refused, reset or dropped. Anything else (a missing object, a refused
 permission, a programming error) raises after one attempt, the URL in its notes.
 
+A request's retries share a time budget (``RetryPolicy.budget_s``: 60 s, or
+``DATARAX_RETRY_BUDGET`` seconds): a retry starts only when it can end within the budget,
+judged by the longest attempt so far, so a store that cannot be reached fails within it.
+
 Example:
     >>> stats = StorageStats()
     >>> calls = []
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import os
 import random
 import re
 import threading
@@ -31,10 +36,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from datarax.errors import DataraxError
+from datarax.errors import ConfigError, DataraxError
 
-__all__ = ["RetriesExhaustedError", "RetryPolicy", "StorageStats", "is_access_refused", "is_throttle",
-           "is_transient", "with_retries"]
+__all__ = ["BUDGET_ENV", "DEFAULT_BUDGET_S", "RetriesExhaustedError", "RetryPolicy",
+           "StorageStats", "default_budget", "is_access_refused", "is_throttle", "is_transient",
+           "with_retries"]
+
+BUDGET_ENV = "DATARAX_RETRY_BUDGET"
+DEFAULT_BUDGET_S = 60.0
 
 T = TypeVar("T")
 _THROTTLE = re.compile(r"SlowDown|Throttl|TooManyRequests|reduce your request rate|"
@@ -175,24 +184,61 @@ def is_transient(err: BaseException) -> bool:
     return bool(_TRANSIENT_TEXT.search(str(err)))
 
 
+def default_budget() -> float:
+    """The failure budget in seconds: ``DATARAX_RETRY_BUDGET`` when set, else 60.
+
+    Raises:
+        ConfigError: the variable is not a number of seconds >= 0.
+    """
+    text = os.environ.get(BUDGET_ENV, "").strip()
+    if not text:
+        return DEFAULT_BUDGET_S
+    try:
+        value = float(text.removesuffix("s"))
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ConfigError(f"{BUDGET_ENV}={text!r} is not a number of seconds; set it to how "
+                          f"long a failing request to the store may be retried, e.g. "
+                          f"{BUDGET_ENV}=120 (default {DEFAULT_BUDGET_S:g}).")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
     """Retry ``k`` (from 1) waits ``min(max_delay, initial_delay * multiplier**(k-1))`` plus up
-    to 25 % jitter; after ``max_retries`` retries of one request the failure is raised.
+    to 25 % jitter; after ``max_retries`` retries of one request, or when the next retry
+    could not end within ``budget_s`` seconds of the request's first attempt (judged by its
+    longest attempt so far), the failure is raised. ``budget_s`` defaults to
+    ``DATARAX_RETRY_BUDGET`` (60 s); it also sets the connect and read timeouts of the
+    filesystems datarax makes (:attr:`connect_timeout_s`, :attr:`read_timeout_s`).
 
     Example:
-        >>> RetryPolicy().max_retries
-        10
+        >>> policy = RetryPolicy(budget_s=60)
+        >>> policy.max_retries, policy.connect_timeout_s, policy.read_timeout_s
+        (10, 3.0, 15.0)
     """
 
     max_retries: int = 10
     initial_delay: float = 0.05
     max_delay: float = 5.0
     multiplier: float = 2.0
+    budget_s: float = dataclasses.field(default_factory=default_budget)
 
     def delay(self, attempt: int) -> float:
         base = min(self.max_delay, self.initial_delay * self.multiplier ** max(0, attempt - 1))
         return base * (1.0 + 0.25 * random.random())  # noqa: S311 - jitter, not security
+
+    @property
+    def connect_timeout_s(self) -> float:
+        """Seconds one attempt may wait to connect: ``budget_s / 20``, within 0.1-5 s."""
+        return min(5.0, max(0.1, self.budget_s / 20))
+
+    @property
+    def read_timeout_s(self) -> float:
+        """Seconds one attempt may wait for the next bytes of an answer: ``budget_s / 4``,
+        within 0.5-15 s (a slow transfer that keeps sending is never cut)."""
+        return min(15.0, max(0.5, self.budget_s / 4))
 
 
 class StorageStats:
@@ -219,7 +265,16 @@ class StorageStats:
 
 
 class RetriesExhaustedError(OSError):
-    """A transient failure that outlasted every retry of :func:`with_retries`."""
+    """A transient failure that outlasted the retries of :func:`with_retries`: ``attempts``
+    made in ``seconds``, within a budget of ``budget_s``."""
+
+    def __init__(self, message: str, attempts: int = 0, seconds: float = 0.0,
+                 budget_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.attempts, self.seconds, self.budget_s = attempts, seconds, budget_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.attempts, self.seconds, self.budget_s))
 
 
 def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: StorageStats | None,
@@ -227,21 +282,33 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: S
     """``call()``, retried on transient failures per ``policy`` (counted in ``stats``);
     ``what`` (the URL) names the request in errors, ``on_retry(err)`` runs before a retry."""
     attempt = 0
+    started = time.monotonic()
+    longest = 0.0
     while True:
+        began = time.monotonic()
         try:
             return call()
         except Exception as err:
+            now = time.monotonic()
+            longest = max(longest, now - began)
             transient = is_transient(err)
             if not transient:
                 err.add_note(f"datarax: while reading '{what}' (not retried: "
                              f"{type(err).__name__} is not a transient failure of the store)")
                 raise
-            if attempt >= policy.max_retries:
-                if not attempt:  # retries turned off
-                    err.add_note(f"datarax: while reading '{what}' (retries are off)")
-                    raise
-                raise RetriesExhaustedError(f"'{what}': still failing after {attempt} "
-                                            f"retries ({type(err).__name__}: {err}).") from err
+            if not policy.max_retries:  # retries turned off
+                err.add_note(f"datarax: while reading '{what}' (retries are off)")
+                raise
+            delay = policy.delay(attempt + 1)
+            spent = now - started
+            if attempt >= policy.max_retries or spent + delay + longest > policy.budget_s:
+                why = (f"all {policy.max_retries} retries" if attempt >= policy.max_retries
+                       else f"the retry budget of {policy.budget_s:g} s")
+                raise RetriesExhaustedError(
+                    f"'{what}': still failing after {attempt + 1} attempt"
+                    f"{'s' if attempt else ''} in {spent:.1f} s ({why} used; "
+                    f"{type(err).__name__}: {err}).",
+                    attempt + 1, round(spent, 3), policy.budget_s) from err
             attempt += 1
             if stats is not None:
                 stats.add("retries")
@@ -249,4 +316,4 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: S
                     stats.add("throttled")
             if on_retry is not None:
                 on_retry(err)
-            time.sleep(policy.delay(attempt))
+            time.sleep(delay)

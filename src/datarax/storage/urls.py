@@ -2,8 +2,10 @@
 
 A path is *remote* when it is a URL with a scheme (``s3://``, ``gs://``, ``https://``,
 ``memory://`` ... any fsspec protocol, with its own credentials; ``storage_options`` are
-passed to the filesystem unchanged). For S3 the retries inside s3fs and botocore are
-off unless ``storage_options`` sets them: the fetcher retries itself, and counts it.
+passed to the filesystem, with datarax's defaults added where they set nothing). For S3
+the retries inside s3fs and botocore are off unless ``storage_options`` sets them: the
+fetcher retries itself, within its budget, and counts it. The connect and read timeouts
+of S3, GCS and HTTP(S) come from the :class:`RetryPolicy` (``DATARAX_RETRY_BUDGET``).
 
 Example:
     >>> is_remote("s3://bucket/data"), is_remote("/data/train"), is_remote("C:/data")
@@ -98,8 +100,11 @@ class RemoteObject:
         return self.url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
-    """The fsspec filesystem for ``url`` and the path inside it.
+def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
+               retry: RetryPolicy | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem for ``url`` and the path inside it; for S3, GCS and HTTP(S) its
+    connect and read timeouts are ``retry``'s (default :class:`RetryPolicy`), and S3's own
+    retries are off, unless ``storage_options`` sets them.
 
     Raises:
         MissingExtraError: fsspec, or the protocol's package (s3fs, gcsfs), is missing.
@@ -108,7 +113,7 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
     fsspec = require("fsspec", extra="remote", user=f"reading '{url}'")
     match = _SCHEME.match(url)
     protocol = match.group(1).lower() if match else "file"
-    options = dict(storage_options or {})
+    options = _with_timeouts(protocol, dict(storage_options or {}), retry or RetryPolicy())
     s3_retries = None
     if protocol in ("s3", "s3a"):
         require("s3fs", extra="remote", user=f"reading '{url}'")
@@ -132,6 +137,30 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
     if s3_retries is not None:
         fs.retries = s3_retries
     return fs, path
+
+
+def _with_timeouts(protocol: str, options: dict[str, Any], retry: RetryPolicy) -> dict[str, Any]:
+    """``options`` with ``retry``'s connect and read timeouts added for the filesystems that
+    take them (those ``options`` sets are kept), so one attempt never outlasts the budget."""
+    connect, read = retry.connect_timeout_s, retry.read_timeout_s
+    if protocol in ("s3", "s3a"):  # botocore: seconds to connect, and between bytes read
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", connect)
+        config.setdefault("read_timeout", read)
+        options["config_kwargs"] = config
+    elif protocol in ("gs", "gcs", "http", "https"):  # aiohttp: no limit on a whole transfer
+        try:
+            import aiohttp
+        except ImportError:  # fsspec says what to install when it makes the filesystem
+            return options
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+        if protocol in ("gs", "gcs"):
+            options.setdefault("requests_timeout", timeout)
+        else:
+            client = dict(options.get("client_kwargs") or {})
+            client.setdefault("timeout", timeout)
+            options["client_kwargs"] = client
+    return options
 
 
 def version_tag(info: Mapping[str, Any]) -> str | None:
@@ -206,7 +235,7 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
             raise ConfigError(f"paths mixes remote URLs and the local path '{url}'; give one kind.")
 
     def one(url: str) -> list[RemoteObject]:
-        fs, path = filesystem(url, storage_options)
+        fs, path = filesystem(url, storage_options, retry)
         if _GLOB.search(path):
             found = _ask(lambda: fs.glob(path, detail=True), url, retry, stats)
             files = sorted((p, i) for p, i in found.items() if i.get("type", "file") != "directory")
@@ -284,9 +313,10 @@ def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = ""
 def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,
               retry: RetryPolicy | None = None, stats: StorageStats | None = None) -> Any | None:
     """The JSON file at ``url``, or None when it does not exist (one request)."""
-    fs, path = filesystem(url, storage_options)
+    retry = retry or RetryPolicy()
+    fs, path = filesystem(url, storage_options, retry)
     try:  # start=0: one GET (without it s3fs asks for the size first, a second round trip)
-        text = _ask(lambda: fs.cat_file(path, start=0), url, retry or RetryPolicy(), stats)
+        text = _ask(lambda: fs.cat_file(path, start=0), url, retry, stats)
     except FileNotFoundError:
         return None
     try:

@@ -1,0 +1,397 @@
+"""Reading a bucket at scale: each reading mode against a local S3 server with latency,
+bytes and requests counted exactly at the wire.
+
+Workload: 64 ArrayRecord shards of ~10 MB (W2's records: 3,072-byte ``uint8 (32, 32, 3)``
+images, record ``i`` starting with ``uint32(i)``; 200,000 records, 633 MB), written once by
+``write_dataset`` under ``data/bench_remote``. ``--quick``: 20,000 records (64 × ~1 MB).
+
+Server: moto's S3 server in a child process behind :class:`~benchmarks.counting_proxy.
+CountingProxy` (``--latency`` seconds, default 0.05, added to every request), one proxy
+port per simulated host, so each host's requests and body bytes are counted apart, exactly.
+
+Each mode (:data:`MODES`) runs in fresh processes, one per host (``process_index``
+0 … H-1 through ``source.set_shard``, the hosts at once), each with an empty cache
+folder of its own: it imports (``import_s``, JAX started), builds the source
+(``open_s``), reads ``--epochs`` epochs (default 3, batch 256), each after the first
+followed by the same epoch from the local folder (page cache warm) through
+``ArrayRecordSourceModule`` with the mode's config: the local-disk reference, measured
+under the same load. Per host and epoch it reports the first batch's time
+(``first_batch_s`` from the epoch's start; the first batch from an empty cache is
+``open_s`` + epoch 0's), records/s, and the requests and bytes the proxy saw between
+the epoch's start and end (read-ahead of the next epoch that starts early counts in the
+epoch it happens in). The parent checks that every host served
+its share's records exactly once per epoch, the shares disjoint and together the whole
+epoch (less the remainder ``records % H`` that equal shares leave out), by the record
+number each record's bytes start with.
+
+**Adding a mode** is one more :class:`Mode` in :data:`MODES`: a name, a line saying what
+it is, the cache per host as a fraction of the data set, the hosts, and either ``config``
+(fields of ``ArrayRecordSourceConfig``) or ``build`` (a function of a :class:`Setup`
+returning any source with ``seek``, ``set_shard``, ``get_batch_with_indices``, ``close``
+and optionally ``stats``).
+
+Run: ``python -m benchmarks.bucket_modes [--quick] [--modes a,b] [--json PATH]``
+(default JSON: ``benchmarks/results/bucket_modes[_quick].json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import multiprocessing
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+BUCKET = "datarax-bucket-modes"
+PREFIX = "ds"
+SHARDS = 64
+RECORDS, QUICK_RECORDS = 200_000, 20_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What a mode's ``build`` gets, in its host's process."""
+
+    paths: str  # the s3:// URL of the dataset, or its local folder for the baseline
+    cache: Any  # a ShardCache of this host (None for the local folder)
+    seed: int
+    config: dict[str, Any]
+
+
+def array_record_source(setup: Setup) -> Any:
+    """``ArrayRecordSourceModule`` with the mode's config (the default ``build``)."""
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    kwargs = {} if setup.cache is None else {"cache": setup.cache}
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=setup.seed, **setup.config),
+                                   setup.paths, **kwargs)
+
+
+def copy_then_read_source(setup: Setup) -> Any:
+    """The baseline: download every file (s3fs ``get``, in parallel) into the host's cache
+    folder, then read the local copy with the mode's config."""
+    import s3fs
+
+    folder = pathlib.Path(str(setup.cache.directory) + "-copy")
+    s3fs.S3FileSystem(skip_instance_cache=True).get(setup.paths.rstrip("/") + "/",
+                                                     str(folder) + "/", recursive=True)
+    return array_record_source(Setup(str(folder), None, setup.seed, setup.config))
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """One way of reading the bucket (see the module docstring)."""
+
+    name: str
+    about: str
+    cache_fraction: float  # each host's cache limit, as a fraction of the data set's bytes
+    hosts: int = 1
+    config: dict[str, Any] = dataclasses.field(default_factory=lambda: {"shuffle_files": True})
+    build: Callable[[Setup], Any] = array_record_source
+
+
+WINDOW = {"shuffle_files": True, "shuffle_window": 4}
+MODES: list[Mode] = [
+    Mode("global", "global shuffle, cache 1.1x the data set", 1.1),
+    Mode("global_small_cache", "global shuffle, cache 1/4 of the data set", 0.25),
+    Mode("window4", "shuffle_window=4, cache 1/4 of the data set", 0.25, config=WINDOW),
+    Mode("global_2hosts", "global shuffle, 2 hosts, cache 1.1x the data set each", 1.1, hosts=2),
+    Mode("window4_2hosts", "shuffle_window=4, 2 hosts, cache 1/4 of the data set each", 0.25,
+         hosts=2, config=WINDOW),
+    Mode("copy_then_read", "baseline: copy every file (s3fs get), then a global shuffle of "
+         "the local copy; the copy is part of the build", 1.1, build=copy_then_read_source),
+]
+
+
+def mode_named(name: str) -> Mode:
+    for mode in MODES:
+        if mode.name == name:
+            return mode
+    raise KeyError(f"no mode named {name!r}; the modes are {[m.name for m in MODES]}")
+
+
+# ------------------------------------------------------------------ the server
+def _serve(folder: str, latency: float, hosts: int, ready: Any) -> None:
+    """Child process: moto's server, the dataset uploaded, the counting proxy in front."""
+    import logging
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from benchmarks.counting_proxy import CountingProxy
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket=BUCKET)
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{name}", Body=f.read())
+    proxy = CountingProxy(("127.0.0.1", port), [f"h{i}" for i in range(hosts)], latency)
+    ready.send(proxy.urls)
+    ready.recv()  # until the parent is done
+    proxy.close()
+    server.stop()
+
+
+# -------------------------------------------------------------- one host's run
+def host_run(job: dict[str, Any]) -> dict[str, Any]:
+    """In a fresh process: one host of one mode (``job`` from :func:`run_mode`)."""
+    began = time.perf_counter()
+    import jax
+    import s3fs  # noqa: F401 - imports and JAX's start timed apart from building the source
+
+    import datarax.sources  # noqa: F401
+
+    jax.devices()
+    from benchmarks.bench_array_record import record_ids
+    from benchmarks.counting_proxy import read_stats
+    from datarax.storage import ShardCache
+
+    mode = mode_named(job["mode"])
+    host, hosts, label, proxy = job["host"], mode.hosts, f"h{job['host']}", job["proxy"]
+    out: dict[str, Any] = {"host": host, "import_s": round(time.perf_counter() - began, 3)}
+
+    def wire() -> dict[str, Any]:
+        return read_stats(proxy)[label]
+
+    def delta(now: dict[str, Any], then: dict[str, Any]) -> dict[str, int]:
+        return {"requests": now["requests"] - then["requests"],
+                "bytes": now["body_bytes"] - then["body_bytes"]}
+
+    def epoch(source: Any, e: int, ids_path: pathlib.Path | None) -> dict[str, Any]:
+        start, before = time.perf_counter(), wire()
+        source.seek(e)
+        first, served = None, []
+        while True:
+            batch, _ = source.get_batch_with_indices(job["batch"])
+            if batch is None:
+                break
+            if first is None:
+                first = time.perf_counter() - start
+            served.append(record_ids(batch["image"]))  # each record's number, in its bytes
+        seconds = time.perf_counter() - start
+        ids = np.concatenate(served) if served else np.zeros(0, np.uint32)
+        if ids_path is not None:
+            np.save(ids_path, ids)
+        return {"records": len(ids), "first_batch_s": round(first or 0.0, 4),
+                "seconds": round(seconds, 3), "records_per_s": round(len(ids) / seconds, 1),
+                **delta(wire(), before)}
+
+    cache = ShardCache(job["cache_dir"], max_bytes=job["cache_bytes"])
+    setup = Setup(job["url"], cache, job["seed"], dict(mode.config))
+    start = wire()
+    t0 = time.perf_counter()
+    try:
+        source = mode.build(setup)
+        if hosts > 1:
+            source.set_shard(host, hosts)
+    except Exception as err:  # noqa: BLE001 - a refusal is this mode's result
+        out["refused"] = f"{type(err).__name__}: {err}"[:600]
+        out["open"] = delta(wire(), start)
+        return out
+    out["open_s"] = round(time.perf_counter() - t0, 4)
+    out["open"] = delta(wire(), start)
+    ids_dir = pathlib.Path(job["ids_dir"])
+    # the reference: the same files on local disk, ArrayRecord's own reader, same config;
+    # its epochs alternate with the later remote ones (the machine's load alike for both)
+    local = array_record_source(Setup(job["local"], None, job["seed"], dict(mode.config)))
+    try:
+        if hosts > 1:
+            local.set_shard(host, hosts)
+        out["epochs"], out["local_epochs"] = [epoch(source, 0, ids_dir / f"h{host}-e0.npy")], []
+        for e in range(1, job["epochs"]):
+            out["epochs"].append(epoch(source, e, ids_dir / f"h{host}-e{e}.npy"))
+            out["local_epochs"].append(epoch(local, e, None))
+        stats = source.stats() if hasattr(source, "stats") else None
+        out["storage"] = (stats or {}).get("storage")
+    finally:
+        source.close()
+        local.close()
+    out["first_batch_from_open_s"] = round(out["open_s"] + out["epochs"][0]["first_batch_s"], 4)
+    return out
+
+
+# ---------------------------------------------------------------- one mode
+def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_bytes: int,
+             records: int, *, epochs: int, batch: int, seed: int,
+             scratch: pathlib.Path) -> dict[str, Any]:
+    """The mode's hosts at once, each in a fresh process; their results and the checks."""
+    ids_dir = scratch / mode.name / "ids"
+    ids_dir.mkdir(parents=True)
+    cache_bytes = int(mode.cache_fraction * data_bytes)
+    procs = []
+    for host in range(mode.hosts):
+        job = {"mode": mode.name, "host": host, "url": url, "local": local,
+               "proxy": proxies[f"h{host}"], "cache_dir": str(scratch / mode.name / f"cache{host}"),
+               "cache_bytes": cache_bytes, "epochs": epochs, "batch": batch, "seed": seed,
+               "ids_dir": str(ids_dir)}
+        result = scratch / mode.name / f"h{host}.json"
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxies[f"h{host}"],
+               "AWS_ENDPOINT_URL_S3": proxies[f"h{host}"], "JAX_PLATFORMS": "cpu"}
+        procs.append((result, subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.bucket_modes", "--worker", json.dumps(job),
+             "--worker-out", str(result)], cwd=ROOT, env=env)))
+    hosts_out = []
+    for result, proc in procs:
+        code = proc.wait()
+        if code != 0 or not result.exists():
+            raise RuntimeError(f"{mode.name}: a host's process failed (exit {code})")
+        hosts_out.append(json.loads(result.read_text()))
+    out: dict[str, Any] = {"about": mode.about, "hosts": mode.hosts, "cache_bytes": cache_bytes,
+                           "cache_fraction": mode.cache_fraction, "per_host": hosts_out}
+    if any("refused" in h for h in hosts_out):
+        out["refused"] = next(h["refused"] for h in hosts_out if "refused" in h)
+        return out
+    out["exactly_once"] = [check_shares(ids_dir, mode.hosts, e, records) for e in range(epochs)]
+    out["epochs"] = [{
+        "bytes": sum(h["epochs"][e]["bytes"] for h in hosts_out),
+        "requests": sum(h["epochs"][e]["requests"] for h in hosts_out),
+        "bytes_vs_data_set": round(sum(h["epochs"][e]["bytes"] for h in hosts_out) / data_bytes, 3),
+        "max_host_bytes_vs_its_share": round(max(h["epochs"][e]["bytes"] for h in hosts_out)
+                                             / (data_bytes / mode.hosts), 3),
+    } for e in range(epochs)]
+    out["first_batch_from_open_s"] = max(h["first_batch_from_open_s"] for h in hosts_out)
+    out["open"] = {"bytes": sum(h["open"]["bytes"] for h in hosts_out),
+                   "requests": sum(h["open"]["requests"] for h in hosts_out),
+                   "seconds": max(h["open_s"] for h in hosts_out)}
+    cold = [h["open_s"] + h["epochs"][0]["seconds"] for h in hosts_out]  # build + epoch 0
+    out["cold_records_per_s"] = round(sum(h["epochs"][0]["records"] / c
+                                          for h, c in zip(hosts_out, cold)), 1)
+    # the best later epoch against the best local one, summed over the hosts
+    warm = sum(max(e["records_per_s"] for e in h["epochs"][1:]) for h in hosts_out)
+    disk = sum(max(e["records_per_s"] for e in h["local_epochs"]) for h in hosts_out)
+    out["later_epochs_vs_local_disk"] = round(warm / disk, 3)
+    return out
+
+
+def check_shares(ids_dir: pathlib.Path, hosts: int, epoch: int, records: int) -> bool:
+    """Whether the hosts' records of ``epoch`` are each served once, the shares disjoint
+    and together the epoch less its remainder (raises naming what is wrong)."""
+    shares = [np.load(ids_dir / f"h{h}-e{epoch}.npy") for h in range(hosts)]
+    every = np.concatenate(shares)
+    expected = records - records % hosts
+    if len(every) != expected or len(np.unique(every)) != expected:
+        raise AssertionError(f"epoch {epoch}: {len(every)} records served, "
+                             f"{len(np.unique(every))} distinct, expected {expected} once each")
+    return True
+
+
+# ------------------------------------------------------------------- the run
+def run(records: int, modes: list[Mode], *, latency: float = 0.05, epochs: int = 2,
+        batch: int = 256, seed: int = 0) -> dict[str, Any]:
+    from benchmarks.w2_remote import make_dataset
+
+    folder = make_dataset(records, SHARDS)
+    files = sorted(folder.iterdir())
+    for path in files:  # the page cache warm for the local baseline
+        path.read_bytes()
+    data_bytes = sum(p.stat().st_size for p in files if p.suffix == ".array_record")
+    hosts = max(m.hosts for m in modes)
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    server = context.Process(target=_serve, args=(str(folder), latency, hosts, child), daemon=True)
+    server.start()
+    proxies = parent.recv()
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"})
+    out: dict[str, Any] = {
+        "workload": f"{records} records x 3,072 B in {SHARDS} ArrayRecord shards "
+                    f"({data_bytes / 1e6:.0f} MB; {data_bytes / SHARDS / 1e6:.1f} MB a shard), "
+                    f"batch {batch}, {epochs} epochs; moto S3 + {latency * 1000:.0f} ms a "
+                    "request (counting proxy, one port per host)",
+        "data_bytes": data_bytes, "records": records,
+        "machine": {"cpus": os.cpu_count(),
+                    "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
+        "modes": {},
+    }
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="bucket-modes-"))
+    try:
+        for mode in modes:
+            print(f"mode {mode.name} ...", file=sys.stderr, flush=True)
+            out["modes"][mode.name] = run_mode(
+                mode, f"s3://{BUCKET}/{PREFIX}", str(folder), proxies, data_bytes, records,
+                epochs=epochs, batch=batch, seed=seed, scratch=scratch)
+            shutil.rmtree(scratch / mode.name, ignore_errors=True)
+    finally:
+        parent.send("done")
+        server.join(timeout=30)
+        shutil.rmtree(scratch, ignore_errors=True)
+    out["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    """One row per mode: build and first batch, the cold epoch's rate, bytes and requests
+    per epoch (all hosts), the later epochs' best rate against local disk's best."""
+    lines = ["| mode | cache / host | build, first batch | cold epoch (build + epoch 0) "
+             "| build: requests | epoch 0: downloaded, requests | epoch 1: downloaded, requests "
+             "| epochs 1+ vs local disk | each record once |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, m in result["modes"].items():
+        cache = f"{m['cache_fraction']:g}x"
+        if "refused" in m:
+            lines.append(f"| {name} | {cache} | refused at build: "
+                         f"{m['refused'].split(':')[0]} | | | | | | |")
+            continue
+        first = max(h["epochs"][0]["first_batch_s"] for h in m["per_host"])
+        cells = [f"{e['bytes_vs_data_set']:.2f}x ({e['bytes'] / 1e6:,.0f} MB), "
+                 f"{e['requests']:,}" for e in m["epochs"]]
+        cells += [""] * (2 - len(cells))
+        opened = m["open"]
+        lines.append(
+            f"| {name} | {cache} | {opened['seconds']:.2f} s + {first:.2f} s "
+            f"| {m['cold_records_per_s']:,.0f} rec/s | {opened['requests']:,} "
+            f"({opened['bytes'] / 1e6:,.1f} MB) | {cells[0]} | {cells[1]} "
+            f"| {m['later_epochs_vs_local_disk']:.2f} | {all(m['exactly_once'])} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_RECORDS} records (~1 MB "
+                        "a shard) instead of {RECORDS}")
+    parser.add_argument("--records", type=int, help="records in all (overrides --quick)")
+    parser.add_argument("--modes", help="comma-separated mode names (default: all)")
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per host (>= 2): "
+                        "epoch 0 from an empty cache, the later ones each followed by the "
+                        "same epoch from local disk")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", type=pathlib.Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        args.worker_out.write_text(json.dumps(host_run(json.loads(args.worker))))
+        return
+    records = args.records or (QUICK_RECORDS if args.quick else RECORDS)
+    modes = [mode_named(n) for n in args.modes.split(",")] if args.modes else MODES
+    result = run(records, modes, latency=args.latency, epochs=args.epochs, batch=args.batch)
+    text = json.dumps(result, indent=2)
+    path = args.json or RESULTS / f"bucket_modes{'_quick' if args.quick else ''}.json"
+    path.write_text(text + "\n")
+    print(table(result))
+    print(f"written: {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""A loopback HTTP proxy that adds latency to every request and counts, exactly, the
+requests and the body bytes it sends back — per listening port, so each simulated host
+of a benchmark gets its own port and its own counts.
+
+Used by ``benchmarks/bucket_modes.py`` in front of a local S3 server (moto): the bytes a
+reader downloads are the bytes this proxy writes to it, whatever the client library does.
+Bodies are streamed in pieces of 1 MiB (a 10 MB object is never held whole).
+
+``GET /_proxy/stats`` on any port answers the counts of every port as JSON (neither
+delayed nor counted); :func:`read_stats` asks for them from another process.
+
+Example:
+    >>> import http.server, threading, urllib.request
+    >>> class Hello(http.server.BaseHTTPRequestHandler):
+    ...     def do_GET(self):
+    ...         self.send_response(200); self.send_header("Content-Length", "5")
+    ...         self.end_headers(); self.wfile.write(b"hello")
+    ...     def log_message(self, *args): pass
+    >>> origin = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    >>> _ = threading.Thread(target=origin.serve_forever, daemon=True).start()
+    >>> proxy = CountingProxy(origin.server_address[:2], labels=("h0", "h1"))
+    >>> urllib.request.urlopen(proxy.urls["h1"] + "/a").read()
+    b'hello'
+    >>> stats = read_stats(proxy.urls["h0"])
+    >>> stats["h1"]["requests"], stats["h1"]["body_bytes"], stats["h0"]["requests"]
+    (1, 5, 0)
+    >>> proxy.close(); origin.shutdown(); origin.server_close()
+"""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import http.server
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["STATS_PATH", "CountingProxy", "read_stats"]
+
+STATS_PATH = "/_proxy/stats"
+PIECE = 1 << 20
+_HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
+                "trailer", "upgrade", "content-length"}
+
+
+class _Counts:
+    """One port's counts (guarded by the proxy's lock)."""
+
+    def __init__(self) -> None:
+        self.requests: collections.Counter[str] = collections.Counter()  # by method
+        self.body_bytes = 0
+        self.statuses: collections.Counter[int] = collections.Counter()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": sum(self.requests.values()), "by_method": dict(self.requests),
+                "body_bytes": self.body_bytes,
+                "statuses": {str(k): v for k, v in sorted(self.statuses.items())}}
+
+
+class CountingProxy:
+    """Forwards HTTP requests to ``target`` (host, port) from one loopback port per label,
+    ``latency`` seconds added to each request, counting requests and body bytes per label.
+
+    Args:
+        target: the origin server's (host, port).
+        labels: one listening port each (``urls[label]``).
+        latency: seconds each request waits before it is forwarded.
+    """
+
+    def __init__(self, target: tuple[str, int], labels: Iterable[str] = ("h0",),
+                 latency: float = 0.0) -> None:
+        self.target = (str(target[0]), int(target[1]))
+        self.latency = float(latency)
+        self._lock = threading.Lock()
+        self._counts: dict[str, _Counts] = {}
+        self._servers: dict[str, http.server.ThreadingHTTPServer] = {}
+        for label in labels:
+            self._counts[label] = _Counts()
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler(label))
+            server.daemon_threads = True
+            threading.Thread(target=server.serve_forever, args=(0.05,), name=f"proxy-{label}",
+                             daemon=True).start()
+            self._servers[label] = server
+
+    @property
+    def urls(self) -> dict[str, str]:
+        """``http://127.0.0.1:<port>`` of each label."""
+        return {label: "http://{}:{}".format(*s.server_address[:2])
+                for label, s in self._servers.items()}
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Each label's counts: ``requests``, ``by_method``, ``body_bytes``, ``statuses``."""
+        with self._lock:
+            return {label: c.as_dict() for label, c in self._counts.items()}
+
+    def reset(self) -> None:
+        """Every count back to zero."""
+        with self._lock:
+            for label in self._counts:
+                self._counts[label] = _Counts()
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            server.shutdown()
+            server.server_close()
+
+    # ------------------------------------------------------------------ serving
+    def _handler(self, label: str) -> type[http.server.BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _any(self) -> None:
+                proxy._forward(label, self)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any  # noqa: N815
+
+        return Handler
+
+    def _forward(self, label: str, req: http.server.BaseHTTPRequestHandler) -> None:
+        if req.command == "GET" and req.path == STATS_PATH:
+            body = json.dumps(self.stats()).encode()
+            req.send_response(200)
+            req.send_header("Content-Type", "application/json")
+            req.send_header("Content-Length", str(len(body)))
+            req.end_headers()
+            req.wfile.write(body)
+            return
+        if self.latency:
+            time.sleep(self.latency)
+        length = int(req.headers.get("Content-Length") or 0)
+        body = req.rfile.read(length) if length else None
+        conn = http.client.HTTPConnection(*self.target, timeout=120)
+        try:
+            headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP_HEADERS}
+            conn.request(req.command, req.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            size = resp.getheader("Content-Length")
+            with self._lock:
+                counts = self._counts[label]
+                counts.requests[req.command] += 1
+                counts.statuses[resp.status] += 1
+            req.send_response(resp.status, resp.reason)
+            for k, v in resp.getheaders():
+                if k.lower() not in _HOP_HEADERS:
+                    req.send_header(k, v)
+            if req.command == "HEAD" or resp.status in (204, 304):
+                req.send_header("Content-Length", size or "0")
+                req.end_headers()
+                return
+            if size is None:  # no length from the origin: read it whole to send one
+                data = resp.read()
+                req.send_header("Content-Length", str(len(data)))
+                req.end_headers()
+                self._send(label, req, data)
+                return
+            req.send_header("Content-Length", size)
+            req.end_headers()
+            while piece := resp.read(PIECE):
+                self._send(label, req, piece)
+        finally:
+            conn.close()
+
+    def _send(self, label: str, req: http.server.BaseHTTPRequestHandler, data: bytes) -> None:
+        req.wfile.write(data)
+        with self._lock:
+            self._counts[label].body_bytes += len(data)
+
+
+def read_stats(url: str) -> dict[str, dict[str, Any]]:
+    """The counts of every label of the proxy at ``url`` (from any process)."""
+    with urllib.request.urlopen(url.rstrip("/") + STATS_PATH, timeout=30) as resp:  # noqa: S310
+        out: dict[str, dict[str, Any]] = json.loads(resp.read())
+        return out

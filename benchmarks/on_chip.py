@@ -1,0 +1,279 @@
+"""On the accelerator: what the data step costs the chip, beside plain ``jax.jit`` floors.
+
+``python -m benchmarks.on_chip [--tiny] [--out results/on_chip_tpu.json]``
+
+Sections (every one on the default device, each beside its floor in the same run):
+
+* ``gather`` — plain jit floors: gathering ``batch`` rows of a ``(n, 32, 32, 3)`` uint8
+  array in that layout and as ``(n, 3072)`` rows reshaped after the gather (the layout
+  :class:`~datarax.sources.MemorySource` keeps, ``memory_columns.row_major``); both
+  gathers return the same bytes (checked).
+* ``w1`` — W1 (shuffle, /255, per-record random flip) through ``pipeline.step()`` at
+  batch 256 and 1024, with and without stages, against a plain jit of the same work
+  (a permutation table on the device, the flat-row gather, the same math): ms per
+  batch and the ratio.
+* ``chip_share`` — a training step of chained matmuls (sized to ``train_ms`` on this
+  chip) alone and with the pipeline in the same loop: the data's share of the chip's
+  time, ``(both - train) / both``, for W1, W7 (resized crop, flip, brightness,
+  contrast, normalize over 96x96 images) and an ArrayRecord host source (W2's files
+  through W1's stages).
+* ``first_batch`` — build -> first batch of W1 in a fresh process, split into source
+  placement, the Pipeline's construction and the first ``next()``; beside a plain jit
+  of the same work in the same process (placement, lower, compile, first run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SIZES = {
+    "tiny": {"records": 2048, "batches": (64, 128), "steps": 8, "reps": 1, "train_ms": 1.0},
+    "full": {"records": 50_000, "batches": (256, 1024), "steps": 100, "reps": 3, "train_ms": 5.0},
+}
+
+
+def _ms_per_call(fn: Any, steps: int, reps: int) -> float:
+    """Fastest of ``reps`` runs of ``steps`` back-to-back calls, in ms per call (the
+    outputs waited for once at the end, as a training loop would)."""
+    jax.block_until_ready(fn())
+    best = float("inf")
+    for _ in range(reps):
+        began = time.perf_counter()
+        jax.block_until_ready([fn() for _ in range(steps)])
+        best = min(best, (time.perf_counter() - began) / steps)
+    return 1000 * best
+
+
+def gather(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dict[str, Any]:
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    nhwc = jax.device_put(images)
+    rows = jax.device_put(images.reshape(records, -1))
+    take4 = jax.jit(lambda a, i: a[i])
+    take2 = jax.jit(lambda a, i: a[i].reshape(i.shape[0], 32, 32, 3))
+    out: dict[str, Any] = {}
+    for batch in batches:
+        idx = jax.device_put(np.random.default_rng(1).permutation(records)[:batch].astype(np.int32))
+        same = bool(np.array_equal(np.asarray(take4(nhwc, idx)), np.asarray(take2(rows, idx))))
+        t4 = _ms_per_call(lambda: take4(nhwc, idx), steps, reps)
+        t2 = _ms_per_call(lambda: take2(rows, idx), steps, reps)
+        out[str(batch)] = {"nhwc_ms": t4, "rows_ms": t2, "rows_speedup": t4 / t2, "checks_ok": same}
+    return out
+
+
+def _w1_floor(images: np.ndarray, batch: int, stages: bool, feistel: bool = False) -> Any:
+    """A plain jit of W1's work, best layout: returns ``next_batch()``. The order is a
+    permutation table on the device, or with ``feistel`` the same Feistel permutation
+    datarax computes inside its step (no table)."""
+    from datarax.samplers.index_shuffle import epoch_permutation_jnp
+
+    n = len(images)
+    rows = jax.device_put(images.reshape(n, -1))
+    perm = jax.device_put(np.random.default_rng(2).permutation(n).astype(np.int32))
+    labels = jax.device_put(np.arange(n, dtype=np.int32))
+    key = jax.random.key(0)
+
+    @jax.jit
+    def step(rows: Any, perm: Any, labels: Any, start: Any) -> Any:
+        if feistel:
+            idx = epoch_permutation_jnp(jnp.arange(batch, dtype=jnp.int32) + start, n, np.uint32(7))
+        else:
+            idx = jax.lax.dynamic_slice(perm, (start % (n - batch),), (batch,))
+        image = rows[idx].reshape(batch, 32, 32, 3)
+        if stages:
+            image = image / 255.0
+            keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(idx)
+            flips = jax.vmap(jax.random.bernoulli)(keys)
+            image = jnp.where(flips[:, None, None, None], image[:, :, ::-1], image)
+        return {"image": image, "label": labels[idx]}
+
+    position = [0]
+
+    def next_batch() -> Any:
+        position[0] += batch
+        return step(rows, perm, labels, position[0])
+
+    return next_batch
+
+
+def _w1_pipeline(images: np.ndarray, batch: int, stages: bool) -> Any:
+    from flax import nnx
+
+    from benchmarks.contenders.datarax_pipeline import flip, normalize
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
+                          {"image": images, "label": np.arange(len(images), dtype=np.int32)})
+    ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
+           ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)] if stages else []
+    return Pipeline(source=source, stages=ops, batch_size=batch, rngs=nnx.Rngs(0))
+
+
+def w1(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dict[str, Any]:
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    out: dict[str, Any] = {}
+    for batch in batches:
+        for stages in (True, False):
+            pipeline = _w1_pipeline(images, batch, stages)
+            first = pipeline.step()
+            ok = first["image"].shape == (batch, 32, 32, 3)
+            t_ours = _ms_per_call(pipeline.step, steps, reps)
+            endless = _endless(lambda: _w1_pipeline(images, batch, stages))
+            t_iter = _ms_per_call(lambda: next(endless), steps, reps)
+            t_floor = _ms_per_call(_w1_floor(images, batch, stages), steps, reps)
+            t_feistel = _ms_per_call(_w1_floor(images, batch, stages, feistel=True), steps, reps)
+            out[f"{batch}{'' if stages else '_no_stages'}"] = {
+                "datarax_step_ms": t_ours, "datarax_iter_ms": t_iter, "plain_jit_ms": t_floor,
+                "plain_jit_feistel_ms": t_feistel, "datarax_vs_plain_jit": t_floor / min(t_ours, t_iter),
+                "checks_ok": bool(ok),
+            }
+    return out
+
+
+def _endless(make: Any) -> Any:
+    """Batches of ``for batch in pipeline``, epoch after epoch."""
+    pipeline = make()
+    while True:
+        yield from pipeline
+
+
+def _train_step(train_ms: float, batch: int, features: int) -> tuple[Any, Any]:
+    """A jitted step of chained (batch, w) @ (w, w) matmuls with ``w`` chosen so that one
+    step takes about ``train_ms`` on this device; returns ``(step, params)``."""
+    width = 4096
+    params = {"in": jnp.ones((features, width), jnp.bfloat16) * 1e-3,
+              "sq": jnp.eye(width, dtype=jnp.bfloat16)}
+
+    def make(depth: int) -> Any:
+        @jax.jit
+        def step(params: Any, image: Any) -> Any:
+            h = image.reshape(image.shape[0], -1).astype(jnp.bfloat16) @ params["in"]
+            for _ in range(depth):
+                h = jnp.tanh(h @ params["sq"])
+            return h.astype(jnp.float32).mean()
+        return step
+
+    fixed = jnp.zeros((batch, features), jnp.float32)
+    depth, step = 1, make(1)
+    for _ in range(12):  # grow the depth until a step costs train_ms
+        t = _ms_per_call(lambda: step(params, fixed), 20, 2)
+        if t >= train_ms:
+            break
+        depth = min(256, max(depth + 1, int(depth * train_ms / max(t, 1e-3))))
+        step = make(depth)
+    return step, params
+
+
+def _share(make_pipeline: Any, batch: int, features: int, steps: int, reps: int,
+           train_ms: float) -> dict[str, Any]:
+    train, params = _train_step(train_ms, batch, features)
+    pipeline = make_pipeline()
+    fixed = pipeline.step()
+    t_train = _ms_per_call(lambda: train(params, fixed["image"]), steps, reps)
+    t_data = _ms_per_call(pipeline.step, steps, reps)
+    t_both = _ms_per_call(lambda: train(params, pipeline.step()["image"]), steps, reps)
+    return {"train_ms": t_train, "data_alone_ms": t_data, "both_ms": t_both,
+            "data_share": max(0.0, (t_both - t_train) / t_both)}
+
+
+def chip_share(records: int, steps: int, reps: int, train_ms: float) -> dict[str, Any]:
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    out: dict[str, Any] = {"w1": _share(lambda: _w1_pipeline(images, 256, True), 256, 3072,
+                                        steps, reps, train_ms)}
+    from benchmarks.augment_data import make_data as make_images
+    from benchmarks.w7_contenders import _datarax_pipeline
+
+    small, labels = make_images(max(records // 10, 1024))
+    out["w7"] = _share(lambda: _datarax_pipeline(small, labels, 256, 0, fixed=False), 256,
+                       64 * 64 * 3, steps, reps, train_ms)
+    try:
+        from benchmarks.device_check import _host_pipeline
+
+        out["array_record_host"] = _share(_host_pipeline(records, 256), 256, 3072, steps, reps,
+                                          train_ms)
+    except ImportError as err:
+        out["array_record_host"] = {"skipped": str(err)}
+    return out
+
+
+_FIRST = r"""
+import json, sys, time
+began = time.perf_counter()
+import jax, numpy as np
+from benchmarks.on_chip import _w1_floor, _w1_pipeline
+records, batch = int(sys.argv[1]), int(sys.argv[2])
+images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+jax.devices()
+out = {"imports_s": time.perf_counter() - began}
+t = time.perf_counter(); pipeline = _w1_pipeline(images, batch, True); out["build_s"] = time.perf_counter() - t
+t = time.perf_counter(); jax.block_until_ready(next(iter(pipeline))); out["first_next_s"] = time.perf_counter() - t
+out["datarax_first_batch_s"] = out["build_s"] + out["first_next_s"]
+t = time.perf_counter(); floor = _w1_floor(images, batch, True); out["floor_place_s"] = time.perf_counter() - t
+t = time.perf_counter(); jax.block_until_ready(floor()); out["floor_first_s"] = time.perf_counter() - t
+out["floor_first_batch_s"] = out["floor_place_s"] + out["floor_first_s"]
+print(json.dumps(out))
+"""
+
+
+def first_batch(records: int, batch: int) -> dict[str, Any]:
+    """W1's first batch in a fresh process (datarax first, then the floor: the floor
+    gets the warm runtime, which flatters it)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    done = subprocess.run([sys.executable, "-c", _FIRST, str(records), str(batch)], env=env,
+                          capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parents[1])
+    if done.returncode != 0:
+        return {"error": done.stderr[-2000:]}
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out["datarax_vs_floor"] = out["datarax_first_batch_s"] / out["floor_first_batch_s"]
+    return out
+
+
+def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
+    s = SIZES[size]
+    report: dict[str, Any] = {"size": size, "backend": jax.default_backend(),
+                              "devices": [str(d) for d in jax.devices()]}
+    if "gather" in sections:
+        report["gather"] = gather(s["records"], s["batches"], s["steps"], s["reps"])
+    if "w1" in sections:
+        report["w1"] = w1(s["records"], s["batches"], s["steps"], s["reps"])
+    if "chip_share" in sections:
+        report["chip_share"] = chip_share(s["records"], s["steps"], s["reps"], s["train_ms"])
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="smoke size (what the test runs)")
+    parser.add_argument("--sections", default="gather,w1,chip_share,first_batch")
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    args = parser.parse_args(argv)
+    sections = tuple(args.sections.split(","))
+    size = "tiny" if args.tiny else "full"
+    # first: its fresh process must own the device (a TPU is held by one process)
+    first = first_batch(SIZES[size]["records"], SIZES[size]["batches"][0]) if "first_batch" in sections else None
+    report = run(size, tuple(s for s in sections if s != "first_batch"))
+    if first is not None:
+        report["first_batch"] = first
+    text = json.dumps(report, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    print(text)
+    return report
+
+
+if __name__ == "__main__":
+    main()

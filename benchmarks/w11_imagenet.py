@@ -1,0 +1,292 @@
+"""W11: the ImageNet input pipeline, from a folder of JPEGs of every size.
+
+``python -m benchmarks.w11_imagenet [--images 10000] [--work DIR] [--json PATH]``
+
+The data: ``--images`` generated JPEGs (quality 90, each side 300-600 px, as ImageNet's
+mostly ~500x375) in 10 class folders, written once into ``--work`` and converted there
+with ``datarax convert`` (both kept for the next run). Two workloads, batch 256:
+
+* **train**: RandomResizedCrop(224) + horizontal flip + normalise, shuffled;
+* **eval**: resize the shorter side to 256, centre crop 224, normalise, in order.
+
+Contenders, each in a fresh process (``--worker``), one epoch each:
+
+* ``datarax``: the converted dataset, ``decode=datarax.decode_images(...)`` on the
+  reader threads (``num_threads`` = cores) or in ``decode_processes`` = cores, the best
+  of both; flip and normalise compiled (``image.HorizontalFlip``, ``image.Normalize``)
+  on JAX's default device (the accelerator where there is one; ``JAX_PLATFORMS=cpu``
+  keeps them on the CPU), the batch ready there counted;
+* ``torchvision``: ``ImageFolder`` + ``DataLoader(num_workers=w)``, the best of
+  ``w`` in 0, 1, 2 and the core count, with torchvision's transforms (PIL decode);
+* ``floor``: a plain loop in as many processes as cores: read each file, decode and
+  crop it exactly as ``decode_images`` does (uint8 out, no flip, no normalise, no
+  batching), the records counted.
+
+Each gives records/s over the whole epoch (start to the last record, building the
+pipeline and worker start-up included) and steady (after the first batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+CLASSES = 10
+BATCH = 256
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# ------------------------------------------------------------------ data
+def _write_images(args: tuple[str, int, int, int]) -> None:
+    import numpy as np
+    from PIL import Image
+
+    root, start, stop, seed = args
+    for i in range(start, stop):
+        rng = np.random.default_rng((seed, i))
+        h, w = (int(v) for v in rng.integers(300, 601, 2))
+        # a smooth picture with some fine detail: JPEG sizes near ImageNet's (~100 KB)
+        base = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+        image = np.asarray(Image.fromarray(base).resize((w, h), Image.Resampling.BICUBIC), np.int16)
+        image = np.clip(image + rng.integers(-24, 25, image.shape), 0, 255).astype(np.uint8)
+        folder = os.path.join(root, f"class{i % CLASSES:02d}")
+        Image.fromarray(image).save(os.path.join(folder, f"{i:06d}.jpg"), quality=90)
+
+
+def make_folder(work: Path, images: int, seed: int = 0) -> Path:
+    """``work/photos-N/classNN/*.jpg``, written once (in as many processes as cores)."""
+    from multiprocessing import get_context
+
+    root = work / f"photos-{images}"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    for c in range(CLASSES):
+        (root / f"class{c:02d}").mkdir(parents=True, exist_ok=True)
+    step = max(1, images // (cores() * 4))
+    jobs = [(str(root), s, min(s + step, images), seed) for s in range(0, images, step)]
+    with get_context("spawn").Pool(cores()) as pool:
+        pool.map(_write_images, jobs)
+    done.write_text("ok")
+    return root
+
+
+def make_dataset(work: Path, folder: Path, images: int) -> Path:
+    from datarax.dataset import convert
+
+    dst = work / f"dataset-{images}"
+    if not (dst / "datarax_dataset.json").exists():
+        convert(str(folder), str(dst), workers=min(cores(), 8), overwrite=True,
+                shards=min(cores(), 8) * 2)
+    return dst
+
+
+# -------------------------------------------------------------- contenders
+def _timed(batches: Any) -> dict[str, Any]:
+    """Consume ``batches`` (each ``(n_records, something to wait for)``), timing them."""
+    t0 = time.perf_counter()
+    first = None
+    records = first_n = 0
+    for n, ready in batches:
+        ready()
+        records += n
+        if first is None:
+            first, first_n = time.perf_counter(), n
+    end = time.perf_counter()
+    return {"records": records, "epoch_s": end - t0, "first_batch_s": (first or end) - t0,
+            "epoch_rate": records / (end - t0),
+            "steady_rate": (records - first_n) / (end - first) if first and end > first else None}
+
+
+def run_datarax(dataset: str, mode: str, processes: int, **_: Any) -> dict[str, Any]:
+    def batches():
+        import jax
+        from flax import nnx
+
+        import datarax
+        from datarax.operators import image as I
+
+        jax.devices()  # this process takes the accelerator, if any; its decode workers
+        os.environ["JAX_PLATFORMS"] = "cpu"  # (spawned later, inheriting this) never do
+        decode = (datarax.decode_images(random_resized_crop=224, seed=0) if mode == "train"
+                  else datarax.decode_images(resize=256, crop=224))
+        stages = ([I.HorizontalFlip(0.5)] if mode == "train" else []) + [
+            I.Normalize(mean=MEAN, std=STD)]
+        source = datarax.ArrayRecordSourceModule(
+            datarax.ArrayRecordSourceConfig(shuffle_files=mode == "train", seed=0), dataset,
+            decode=decode, num_threads=cores(), decode_processes=processes)
+        pipeline = datarax.Pipeline(source=source, stages=stages, batch_size=BATCH,
+                                    rngs=nnx.Rngs(0))
+        try:
+            for batch in pipeline:
+                yield len(batch["label"]), lambda b=batch: jax.block_until_ready(b["image"])
+        finally:
+            source.close()
+
+    return _timed(batches())
+
+
+def run_torchvision(folder: str, mode: str, workers: int, **_: Any) -> dict[str, Any]:
+    def batches():
+        import torch
+
+        from benchmarks.w7_contenders import import_torchvision
+
+        tv = import_torchvision()
+        T = tv.transforms
+        transform = (T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                                T.ToTensor(), T.Normalize(MEAN, STD)]) if mode == "train" else
+                     T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
+                                T.Normalize(MEAN, STD)]))
+        torch.manual_seed(0)
+        data = tv.datasets.ImageFolder(folder, transform=transform)
+        loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=mode == "train",
+                                             num_workers=workers,
+                                             persistent_workers=False)
+        for images, labels in loader:
+            yield len(labels), lambda: None
+
+    return _timed(batches())
+
+
+def _floor_chunk(args: tuple[list[str], str, int]) -> int:
+    import numpy as np
+
+    from datarax.dataset.image_decode import resize_and_crop, resized_crop
+
+    files, mode, start = args
+    for i, path in enumerate(files):
+        with open(path, "rb") as f:
+            data = f.read()
+        if mode == "train":
+            resized_crop(data, None, (224, 224), rng=np.random.default_rng((0, 0, start + i)))
+        else:
+            resize_and_crop(data, resize=256, crop=(224, 224))
+    return len(files)
+
+
+def run_floor(folder: str, mode: str, **_: Any) -> dict[str, Any]:
+    def batches():
+        from multiprocessing import get_context
+
+        files = sorted(str(p) for p in Path(folder).glob("class*/*.jpg"))
+        chunks = [(files[s:s + 64], mode, s) for s in range(0, len(files), 64)]
+        with get_context("spawn").Pool(cores()) as pool:
+            for n in pool.imap_unordered(_floor_chunk, chunks):
+                yield n, lambda: None
+
+    return _timed(batches())
+
+
+RUNNERS = {"datarax": run_datarax, "torchvision": run_torchvision, "floor": run_floor}
+
+
+def worker(args: argparse.Namespace) -> None:
+    try:
+        result = RUNNERS[args.worker](dataset=args.dataset, folder=args.folder, mode=args.mode,
+                                      processes=args.processes, workers=args.workers)
+    except Exception as err:  # noqa: BLE001 - reported, not fatal
+        result = {"error": f"{type(err).__name__}: {err}",
+                  "traceback": traceback.format_exc()[-3000:]}
+    Path(args.out).write_text(json.dumps(result))
+
+
+def run_one(name: str, mode: str, dataset: Path, folder: Path, timeout: float,
+            **options: int) -> dict[str, Any]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="datarax-w11-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "benchmarks.w11_imagenet", "--worker", name, "--mode", mode,
+               "--dataset", str(dataset), "--folder", str(folder), "--out", str(out),
+               *(f"--{k}={v}" for k, v in options.items())]
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {timeout:.0f} s"}
+        if not out.exists():
+            return {"error": f"worker exited {proc.returncode}", "stderr": proc.stderr[-2000:]}
+        return {**json.loads(out.read_text()), **options}
+
+
+def best(results: list[dict[str, Any]]) -> dict[str, Any]:
+    good = [r for r in results if "epoch_rate" in r]
+    return max(good, key=lambda r: r["steady_rate"] or 0) if good else results[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=int, default=10_000)
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "datarax-w11")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--contenders", default="datarax,torchvision,floor")
+    parser.add_argument("--modes", default="train,eval")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--torch-workers", default="0,1,2,cores",
+                        help="DataLoader num_workers to try, the best kept")
+    parser.add_argument("--worker")
+    parser.add_argument("--mode")
+    parser.add_argument("--dataset")
+    parser.add_argument("--folder")
+    parser.add_argument("--out")
+    parser.add_argument("--processes", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+    args.work.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    folder = make_folder(args.work, args.images)
+    made = time.perf_counter() - t
+    dataset = make_dataset(args.work, folder, args.images)
+    n = cores()
+    variants = {"datarax": [{"processes": 0}, {"processes": n}],
+                "torchvision": [{"workers": w} for w in sorted(
+                    {n if w == "cores" else int(w) for w in args.torch_workers.split(",")})],
+                "floor": [{}]}
+    report: dict[str, Any] = {"images": args.images, "cores": n, "batch_size": BATCH,
+                              "folder_bytes": sum(p.stat().st_size for p in folder.rglob("*.jpg")),
+                              "made_s": made, "load_before": os.getloadavg(), "runs": {}}
+    for mode in args.modes.split(","):
+        for name in args.contenders.split(","):
+            runs = []
+            for options in variants[name]:
+                result = run_one(name, mode, dataset, folder, args.timeout, **options)
+                shown = ("epoch_rate", "steady_rate", "first_batch_s", "error")
+                print(mode, name, options, {k: result.get(k) for k in shown}, flush=True)
+                runs.append(result)
+            report["runs"][f"{mode}/{name}"] = {"best": best(runs), "all": runs}
+    report["load_after"] = os.getloadavg()
+    for mode in args.modes.split(","):
+        ours = report["runs"].get(f"{mode}/datarax", {}).get("best", {})
+        for other in ("torchvision", "floor"):
+            theirs = report["runs"].get(f"{mode}/{other}", {}).get("best", {})
+            for rate in ("epoch_rate", "steady_rate"):
+                if ours.get(rate) and theirs.get(rate):
+                    report.setdefault("ratios", {})[f"{mode} {rate} vs {other}"] = \
+                        ours[rate] / theirs[rate]
+    text = json.dumps(report, indent=1)
+    if args.json:
+        args.json.write_text(text)
+    print(json.dumps(report.get("ratios", {}), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

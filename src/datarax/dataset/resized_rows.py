@@ -1,0 +1,130 @@
+"""``ResizedRows``: the rows of another reader with every encoded image resized.
+
+What ``datarax convert --resize`` writes: an ``int`` resizes each image's shorter side
+to it (torchvision's ``Resize(int)``; the sizes still vary, so the field keeps ``None``
+dimensions and is read with :func:`datarax.decode_images`); ``(height, width)`` resizes
+to exactly that (a fixed-shape field, read with no ``decode=``). An image keeps its
+format (JPEG re-encoded at quality 95, PNG losslessly) and its channels; a JPEG is
+decoded at a DCT scale where that leaves at least the new size
+(:mod:`datarax.dataset.image_decode`). Values that are not encoded images pass as
+they are.
+
+Example:
+    >>> import io
+    >>> from PIL import Image
+    >>> out = io.BytesIO(); Image.new("RGB", (500, 375)).save(out, "PNG")
+    >>> from datarax.dataset.rows import as_rows
+    >>> rows = ResizedRows(as_rows([{"image": out.getvalue(), "label": 3}]), 256)
+    >>> row = next(rows.iter_rows(0, 1))
+    >>> Image.open(io.BytesIO(row["image"])).size, row["label"]
+    ((341, 256), 3)
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from datarax.dataset.image_decode import dct_scale_for, decode_region, image_size, resized_size
+from datarax.dataset.images import IMAGE_MODES, channels_of, encoded_image_bytes, image_format
+from datarax.dataset.rows import Rows
+from datarax.errors import ConfigError
+
+__all__ = ["ResizedRows", "parse_resize", "resize_encoded"]
+
+
+def parse_resize(value: Any) -> int | tuple[int, int]:
+    """``256`` (the shorter side) or ``(height, width)`` from an int, a pair or the text
+    ``"256"`` / ``"224x224"``.
+
+    Example:
+        >>> parse_resize("256"), parse_resize("32x48"), parse_resize((8, 8))
+        (256, (32, 48), (8, 8))
+    """
+    try:
+        if isinstance(value, str):
+            parts = [int(p) for p in value.lower().split("x")]
+            value = parts[0] if len(parts) == 1 else tuple(parts)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        h, w = value
+        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (h, w)):
+            return int(h), int(w)
+    except (TypeError, ValueError):
+        pass
+    raise ConfigError(f"resize must be a size >= 1 for the shorter side (256) or a height and "
+                      f"width (224x224), got {value!r}.")
+
+
+def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
+    """The encoded image ``data`` resized (bilinear, antialiased) and encoded again in
+    its own format (JPEG at quality 95; anything else as PNG), keeping its channels."""
+    from PIL import Image
+
+    height, width = image_size(data)
+    size = resized_size(height, width, resize) if isinstance(resize, int) else resize
+    if size == (height, width):
+        return data
+    with Image.open(io.BytesIO(data)) as opened:
+        mode = IMAGE_MODES[channels_of(opened)]
+    k = dct_scale_for((height, width), size) if mode == "RGB" else 1
+    if mode == "RGB":
+        image, k = decode_region(data, height, width, k)
+    else:  # grey or with alpha: as stored
+        image = Image.open(io.BytesIO(data)).convert(mode)
+    image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR,
+                         box=(0, 0, width / k, height / k))
+    out = io.BytesIO()
+    if image_format(data) == "jpeg" and mode != "RGBA":
+        image.save(out, format="JPEG", quality=95)
+    else:
+        image.save(out, format="PNG")
+    return out.getvalue()
+
+
+class ResizedRows(Rows):
+    """``rows`` with each encoded image value (PNG / JPEG bytes, a Hugging Face image
+    dict) resized to ``resize`` (see the module docstring)."""
+
+    def __init__(self, rows: Rows, resize: int | tuple[int, int]) -> None:
+        self.rows = rows
+        self.resize = parse_resize(resize)
+        self.length = rows.length
+        way = (f"the shorter side {self.resize}" if isinstance(self.resize, int)
+               else f"{self.resize[0]}x{self.resize[1]}")
+        # (a conversion resumed with another resize is refused: the description differs)
+        self.description = f"{rows.description} (images resized to {way})"
+        self.random_access = rows.random_access
+
+    def hints(self) -> dict[str, dict[str, Any]]:
+        """The rows' hints, an image's size ``None`` where the shorter side is resized
+        (the other side varies with the aspect ratio) and left out for a fixed size."""
+        out = {}
+        for name, hint in self.rows.hints().items():
+            hint = dict(hint)
+            if "image_size" in hint or hint.get("image"):
+                hint.pop("image_size", None)
+                if isinstance(self.resize, int):
+                    hint["image_size"] = (None, None)
+            out[name] = hint
+        return out
+
+    def row_name(self, row: int) -> str:
+        return self.rows.row_name(row)
+
+    def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
+        for row in self.rows.iter_rows(start, stop):
+            yield {name: self._resized(value) for name, value in row.items()}
+
+    def _resized(self, value: Any) -> Any:
+        try:
+            data = encoded_image_bytes(value)
+        except OSError:
+            return value  # the writer names the missing file
+        if data is None:
+            return value
+        try:
+            return resize_encoded(data, self.resize)
+        except (OSError, ValueError, SyntaxError):
+            return value  # undecodable: the writer names its row and field

@@ -1,0 +1,259 @@
+"""The ``stages`` digest of a saved state: what it sees of the stages, and what it cannot.
+
+A state is refused when the stages that would resume it differ from those that saved
+it. The digest (:func:`stages_fingerprint`) covers, for each stage in order:
+
+* its class, name and config;
+* its functions (``fn``, ``predicate``, a composite's conditions and router, a plain
+  callable stage, the methods of an operator class defined outside datarax): their
+  code (bytecode, constants, including those of nested functions, and the global
+  and attribute names they use), and the values of their closure variables and
+  defaults that are plain data: numbers, strings, bytes, bools, None, tuples, lists,
+  dicts and sets of these, dataclasses and enums, NumPy (and fully addressable JAX)
+  arrays by dtype, shape and bytes; functions among them are seen the same way;
+* the stages nested in it (a composite's operators, a graph's nodes), the same way.
+
+It cannot see the values of module globals a function reads (``THRESHOLD`` in
+``lambda el: el.data["x"] < THRESHOLD`` is seen by name only), nor what any other
+object holds (a closure over a model or a tokenizer is seen as its type only), nor a
+stage's attributes other than its functions and nested stages: change one of those and
+the state restores. A closure value the function changes as it runs (a cache dict)
+changes the digest. The digest is the same in every process (no addresses, no salted
+hashes), so a state restores in a new one, but not across Python versions (bytecode).
+
+Version 2 states (``STAGES_DIGEST_V2``) carry the earlier digest, of classes, names,
+configs and function names only; :func:`stages_fingerprint` computes it for them.
+
+Example:
+    >>> from datarax.operators import FilterOperator
+    >>> even = FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0)
+    >>> third = FilterOperator(predicate=lambda el: el.data["x"] % 3 == 0)
+    >>> stages_fingerprint([even]) == stages_fingerprint([third])
+    False
+    >>> stages_fingerprint([even], version=2) == stages_fingerprint([third], version=2)
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import types
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.core.operator import OperatorModule
+
+STAGES_DIGEST_V2 = 2  # the state version whose digest saw function names only
+SEES = (
+    "a digest of the stages, in order: their classes, names and configs, their functions' "
+    "code (as this Python version compiles it) and the closure and default values that "
+    "are plain data (numbers, strings, "
+    "arrays, containers of these), and the stages nested in them; the values of module "
+    "globals a function reads and other objects it holds count by name or type only"
+)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
+_DEPTH = 24  # deeper values are seen as "..." (a digest, not a serializer)
+
+
+def digest(material: str | bytes) -> str:
+    """First 12 hex digits of the SHA-256 of ``material``."""
+    raw = material.encode() if isinstance(material, str) else material
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def stages_fingerprint(stages: Any, version: int | None = None) -> str:
+    """Digest of ``stages`` as a state of ``version`` records it (the current one by
+    default; see the module docstring for what it covers)."""
+    if version == STAGES_DIGEST_V2:
+        return digest("\n".join(_stage_part_v2(stage) for stage in stages))
+    seen: set[int] = set()
+    return digest("\n".join(_stage(stage, seen, 0) for stage in stages))
+
+
+def describe(value: Any) -> str:
+    """What the digest sees of ``value`` (a function, plain data, or another object),
+    as text that is the same in every process.
+
+    Example:
+        >>> describe((1, "a", None))
+        "tuple(1,'a',None)"
+    """
+    return _describe(value, set(), 0)
+
+
+# ----------------------------------------------------------------- the stages
+def _stage(stage: Any, seen: set[int], depth: int) -> str:
+    if not isinstance(stage, OperatorModule):
+        return f"callable|{_describe(stage, seen, depth)}"
+    if id(stage) in seen:
+        return "stage(again)"
+    seen.add(id(stage))
+    cls = type(stage)
+    parts = [f"{_name_of(cls)}|{stage.name!r}|{_describe(stage.config.to_dict(), seen, depth)}"]
+    for klass in cls.__mro__:  # operator classes written outside datarax: their code
+        if issubclass(klass, OperatorModule) and not klass.__module__.startswith("datarax."):
+            methods = ((name, _function_of(item)) for name, item in sorted(vars(klass).items()))
+            parts += [f"method {name}:{_function(fn, seen, depth + 1)}"
+                      for name, fn in methods if fn is not None]
+    for name, value in sorted(vars(stage).items()):
+        if name.startswith("_") or name in ("config", "name"):
+            continue
+        part = _attribute(value, seen, depth + 1)
+        if part is not None:
+            parts.append(f"{name}={part}")
+    seen.discard(id(stage))
+    return "|".join(parts)
+
+
+def _attribute(value: Any, seen: set[int], depth: int) -> str | None:
+    """What the digest sees of a stage's attribute: its functions and nested stages."""
+    if depth > _DEPTH or isinstance(value, (nnx.Variable, type)):
+        return None
+    if isinstance(value, OperatorModule):
+        return f"[{_stage(value, seen, depth)}]"
+    if isinstance(value, (nnx.Dict, dict)):
+        items = [(key, _attribute(item, seen, depth + 1)) for key, item in value.items()]
+        return None if all(p is None for _, p in items) else "{" + ",".join(
+            f"{key!r}:{p}" for key, p in items) + "}"
+    if isinstance(value, (nnx.List, list, tuple)):
+        parts = [_attribute(item, seen, depth + 1) for item in value]
+        return None if all(p is None for p in parts) else "(" + ",".join(map(str, parts)) + ")"
+    if callable(value):
+        return _describe(value, seen, depth)
+    return None
+
+
+# ------------------------------------------------------------- any value seen
+def _describe(value: Any, seen: set[int], depth: int) -> str:
+    if depth > _DEPTH:
+        return "..."
+    if isinstance(value, _PLAIN):
+        return repr(value)
+    if isinstance(value, enum.Enum):
+        return f"{_name_of(type(value))}.{value.name}"
+    if isinstance(value, (np.ndarray, np.generic)) or _is_jax_array(value):
+        return _array(value)
+    if isinstance(value, types.CodeType):
+        return _code(value, seen, depth)
+    if isinstance(value, OperatorModule):
+        return f"stage[{_stage(value, seen, depth + 1)}]"
+    if isinstance(value, type):
+        return f"class({_name_of(value)})"
+    if isinstance(value, types.ModuleType):
+        return f"module({value.__name__})"
+    if id(value) in seen:  # a function reaching itself through its closure, a cycle
+        return "again"
+    seen.add(id(value))
+    try:
+        return _compound(value, seen, depth + 1)
+    finally:
+        seen.discard(id(value))
+
+
+def _compound(value: Any, seen: set[int], depth: int) -> str:
+    if isinstance(value, (tuple, list)):
+        inner = ",".join(_describe(v, seen, depth) for v in value)
+        return f"{type(value).__name__}({inner})"
+    if isinstance(value, dict):
+        items = sorted(f"{_describe(k, seen, depth)}:{_describe(v, seen, depth)}"
+                       for k, v in value.items())
+        return f"dict({','.join(items)})"
+    if isinstance(value, (set, frozenset)):  # their order follows salted hashes: sorted
+        return f"set({','.join(sorted(_describe(v, seen, depth) for v in value))})"
+    if isinstance(value, types.FunctionType):
+        return _function(value, seen, depth)
+    if isinstance(value, functools.partial):
+        return (f"partial({_describe(value.func, seen, depth)};"
+                f"{_describe(value.args, seen, depth)};{_describe(value.keywords, seen, depth)})")
+    if isinstance(value, types.MethodType):
+        return (f"method({_describe(value.__func__, seen, depth)};"
+                f"of {_name_of(type(value.__self__))})")
+    if isinstance(value, (types.BuiltinFunctionType, np.ufunc)):
+        return f"builtin({getattr(value, '__module__', None)}.{value.__name__})"
+    if dataclasses.is_dataclass(value):
+        fields = ",".join(f"{f.name}={_describe(getattr(value, f.name), seen, depth)}"
+                          for f in dataclasses.fields(value))
+        return f"{_name_of(type(value))}({fields})"
+    try:  # jax.jit(f), functools.wraps; a proxy may raise anything on a missing name
+        wrapped = getattr(value, "__wrapped__", None)
+    except Exception:  # noqa: BLE001
+        wrapped = None
+    if isinstance(wrapped, types.FunctionType):
+        return f"{_name_of(type(value))}({_function(wrapped, seen, depth)})"
+    call = getattr(type(value), "__call__", None)
+    if isinstance(call, types.FunctionType):  # a callable object: its class's code only
+        return f"object({_name_of(type(value))};{_function(call, seen, depth)})"
+    return f"object({_name_of(type(value))})"
+
+
+def _function(fn: types.FunctionType, seen: set[int], depth: int) -> str:
+    code = fn.__code__
+    cells = fn.__closure__ or ()
+    closure = ",".join(f"{name}={_cell(cell, seen, depth)}"
+                       for name, cell in zip(code.co_freevars, cells, strict=False))
+    return (f"function({fn.__module__}.{fn.__qualname__};{_code(code, seen, depth)};"
+            f"defaults={_describe(fn.__defaults__, seen, depth)};"
+            f"kwdefaults={_describe(fn.__kwdefaults__, seen, depth)};closure({closure}))")
+
+
+def _cell(cell: types.CellType, seen: set[int], depth: int) -> str:
+    try:
+        contents = cell.cell_contents
+    except ValueError:  # not assigned yet
+        return "<empty>"
+    return _describe(contents, seen, depth)
+
+
+def _code(code: types.CodeType, seen: set[int], depth: int) -> str:
+    consts = ",".join(_describe(c, seen, depth + 1) for c in code.co_consts)
+    return f"code({hashlib.sha256(code.co_code).hexdigest()};({consts});{code.co_names!r})"
+
+
+def _array(value: Any) -> str:
+    try:
+        array = np.asarray(value)
+    except Exception:  # noqa: BLE001 - a key array, an array spread over other processes
+        return f"object({_name_of(type(value))})"
+    if array.dtype.hasobject:  # its bytes are addresses
+        return f"object({_name_of(type(value))})"
+    data = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    return f"array({array.dtype.str};{array.shape};{data})"
+
+
+def _is_jax_array(value: Any) -> bool:
+    return isinstance(value, jax.Array) and getattr(value, "is_fully_addressable", True)
+
+
+def _function_of(item: Any) -> types.FunctionType | None:
+    """The function a class attribute defines (a method, static, class method or
+    property getter), or None."""
+    if isinstance(item, (staticmethod, classmethod)):
+        item = item.__func__
+    elif isinstance(item, property):
+        item = item.fget
+    return item if isinstance(item, types.FunctionType) else None
+
+
+def _name_of(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+# ------------------------------------------------- the version 2 digest (names)
+def _stage_part_v2(stage: Any) -> str:
+    if not isinstance(stage, OperatorModule):
+        return f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}"
+    fn = getattr(stage, "fn", None)
+    part = (
+        f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
+        f"|{getattr(fn, '__qualname__', '')}"
+    )
+    nodes = getattr(stage, "nodes", None)  # a graph (DagOperator): its nodes count too
+    if isinstance(nodes, nnx.Dict):
+        part += "".join(f"|node {name}:[{_stage_part_v2(node)}]" for name, node in nodes.items())
+    return part

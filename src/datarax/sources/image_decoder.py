@@ -1,0 +1,260 @@
+"""``decode_images``: a ready ``decode=`` for encoded image fields of any size.
+
+A dataset written by ``datarax convert`` / :func:`~datarax.dataset.write_dataset` keeps
+images as their PNG / JPEG bytes; when their sizes vary, a batch needs them cut to one
+size first, on the host, before the compiled stages. ``decode_images(field, ...)``
+returns an :class:`ImageDecoder` to pass as ``decode=`` to
+:class:`~datarax.sources.ArrayRecordSourceModule`: it decodes that field (libjpeg-turbo
+through ``simplejpeg`` when installed, else Pillow; :mod:`datarax.dataset.image_decode`)
+into ``uint8 (height, width, 3)`` with torchvision's geometry, and passes every other
+field through as the dataset's metadata says. It runs where every ``decode`` runs: on
+the reader threads, or in the ``decode_processes`` workers.
+
+The random crop of a record is drawn from its own key — ``(seed, epoch, stable record
+index)`` — never from a shared stream, so it is the same at any batch size, with any
+number of reader threads or decode processes or hosts, and after a resume; it changes
+from epoch to epoch.
+
+Example:
+    >>> import io, os, tempfile
+    >>> from PIL import Image
+    >>> from datarax import ArrayRecordSourceConfig, ArrayRecordSourceModule, Pipeline
+    >>> from datarax.dataset import convert
+    >>> root = tempfile.mkdtemp()
+    >>> photos, folder = os.path.join(root, "photos"), os.path.join(root, "ds")
+    >>> for i in range(6):
+    ...     os.makedirs(os.path.join(photos, f"class{i % 2}"), exist_ok=True)  # <class>/<image>
+    ...     Image.new("RGB", (420, 300 + 40 * i), (90, 160, 30)).save(
+    ...         os.path.join(photos, f"class{i % 2}", f"{i}.jpg"))
+    >>> _ = convert(photos, folder)  # JPEGs of six sizes, stored as they are
+    >>> source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), folder,
+    ...     decode=decode_images("image", random_resized_crop=224))
+    >>> batch = next(iter(Pipeline(source=source, stages=[], batch_size=4)))
+    >>> batch["image"].shape, batch["image"].dtype, batch["label"].tolist()
+    ((4, 224, 224, 3), dtype('uint8'), [0, 0, 0, 1])
+    >>> source.close()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from datarax.core.dtypes import fit_value
+from datarax.core.errors import ConfigError, RecordError
+from datarax.dataset.fields import Features, error_text
+from datarax.dataset.image_decode import resize_and_crop, resized_crop
+from datarax.dataset.layout import decode_records
+from datarax.sources.decoded_records import KeyedRecord
+
+__all__ = ["ImageDecoder", "decode_images"]
+
+_IMAGE_ENCODINGS = ("png", "jpeg")
+
+
+def _pair(name: str, value: Any) -> tuple[int, int] | None:
+    """``(height, width)`` from an int (a square) or a pair of ints >= 1; None stays None."""
+    if value is None:
+        return None
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
+    try:
+        h, w = pair
+        ok = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (h, w))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfigError(f"decode_images: {name} must be an int >= 1 or a (height, width) pair "
+                          f"of them, got {value!r}.")
+    return int(h), int(w)
+
+
+def _range(name: str, value: Any, upper: float | None) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        lo = hi = math.nan
+    if not (0 < lo <= hi and (upper is None or hi <= upper)):
+        bound = f" <= {upper}" if upper is not None else ""
+        raise ConfigError(f"decode_images: {name} must be a (low, high) pair with "
+                          f"0 < low <= high{bound}, got {value!r}.")
+    return lo, hi
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageDecoder:
+    """A ``decode=`` that decodes the image field ``field`` to a fixed ``uint8
+    (height, width, 3)`` (build it with :func:`decode_images`, which checks the options).
+
+    A source reading a datarax dataset binds it to the dataset's fields
+    (:meth:`for_dataset`); unbound (plain ArrayRecord files), each record is the
+    encoded image itself.
+    """
+
+    field: str
+    resize: int | tuple[int, int] | None
+    crop: tuple[int, int] | None
+    random_resized_crop: tuple[int, int] | None
+    scale: tuple[float, float]
+    ratio: tuple[float, float]
+    seed: int
+    draft: bool
+    features: Features | None = None
+
+    @property
+    def takes_record_keys(self) -> bool:
+        """True with a random crop: the reader hands each record's key (its stable index
+        and epoch) with its bytes (:class:`~datarax.sources.decoded_records.KeyedRecord`)."""
+        return self.random_resized_crop is not None
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """The shape every decoded image has."""
+        size = self.random_resized_crop or self.crop or self.resize
+        assert isinstance(size, tuple)
+        return (size[0], size[1], 3)
+
+    def for_dataset(self, features: Features) -> ImageDecoder:
+        """This decoder for records of ``features`` (a dataset's): ``field`` must be one
+        of its image fields."""
+        if self.field not in features:
+            raise ConfigError(
+                f"decode_images: the dataset has no field '{self.field}'; its fields are "
+                f"{list(features.names)}. Pass decode_images(field=...) one of its image fields.")
+        found = features[self.field]
+        if found.encoding not in _IMAGE_ENCODINGS:
+            images = [f.name for f in features.fields if f.encoding in _IMAGE_ENCODINGS]
+            raise ConfigError(
+                f"decode_images: the dataset's field '{self.field}' is stored as "
+                f"{found.encoding} {found.dtype}{found.shape}, not as an encoded image (PNG / "
+                f"JPEG); its image fields are {images or 'none'}.")
+        return dataclasses.replace(self, features=features)
+
+    def __call__(self, raw: bytes | KeyedRecord) -> dict[str, Any]:
+        """One record's fields, the image decoded (``raw``: the record's bytes, or a
+        :class:`~datarax.sources.decoded_records.KeyedRecord` for a random crop)."""
+        if isinstance(raw, KeyedRecord):
+            return self.decode_record(raw.raw, raw.index, raw.epoch)
+        if self.takes_record_keys:
+            raise ConfigError(
+                "decode_images(random_resized_crop=...) draws each record's crop from its "
+                "stable index and epoch, which this caller does not give (it passed the "
+                "record's bytes alone). Read the records through a source's reader (a "
+                "Pipeline or the source itself), or call decoder.decode_record(raw, index, "
+                "epoch).")
+        return self.decode_record(raw, 0, 0)
+
+    def decode_record(self, raw: bytes, index: int, epoch: int = 0) -> dict[str, Any]:
+        """The fields of the record ``raw`` whose stable index is ``index``, read in pass
+        ``epoch`` (which decide its random crop, if any)."""
+        if self.features is None:
+            fields: dict[str, Any] = {self.field: bytes(raw)}
+        else:
+            columns = decode_records(self.features, [raw], encoded=frozenset((self.field,)))
+            # 64-bit values as the reader keeps them (a label: int32), so that a chunk's
+            # records stack in one step
+            fields = {name: fit_value(name, column[0], cast_float64=False)
+                      if column.dtype.kind in "iu" and column.dtype.itemsize == 8 else column[0]
+                      for name, column in columns.items()}
+        fields[self.field] = self.decode_image(fields[self.field], index, epoch)
+        return fields
+
+    def decode_image(self, data: bytes, index: int = 0, epoch: int = 0) -> np.ndarray:
+        """The encoded image ``data`` as ``uint8`` :attr:`image_shape` (``index`` and
+        ``epoch``: the record's key, for a random crop)."""
+        try:
+            if self.random_resized_crop is not None:
+                rng = np.random.default_rng((self.seed, int(epoch), int(index)))
+                return resized_crop(data, None, self.random_resized_crop, rng=rng,
+                                    scale=self.scale, ratio=self.ratio, draft=self.draft)
+            return resize_and_crop(data, resize=self.resize, crop=self.crop, draft=self.draft)
+        except Exception as err:  # noqa: BLE001 - named by field; the reader names the record
+            kind = "" if isinstance(data, (bytes, bytearray)) else f" (got {type(data).__name__})"
+            raise RecordError(f"field '{self.field}': cannot decode the image{kind} "
+                              f"({error_text(err)}).") from err
+
+
+def decode_images(
+    field: str = "image",
+    *,
+    resize: int | tuple[int, int] | None = None,
+    crop: int | tuple[int, int] | None = None,
+    random_resized_crop: int | tuple[int, int] | None = None,
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+    seed: int = 0,
+    draft: bool = True,
+) -> ImageDecoder:
+    """A ``decode=`` that turns the encoded image field ``field`` (PNG / JPEG, any size)
+    into ``uint8 (height, width, 3)`` of one size, with torchvision's geometry:
+
+    * ``resize=N`` then ``crop=C`` — eval: the shorter side to ``N`` (``Resize(N)``), then
+      the centre ``C`` x ``C`` (``CenterCrop(C)``, zero-padded where smaller);
+      ``resize=(h, w)`` resizes to exactly that; ``crop`` alone cuts the centre of the
+      image as stored.
+    * ``random_resized_crop=S`` — train: torchvision's ``RandomResizedCrop(S, scale,
+      ratio)`` (a box of a random share ``scale`` of the area and aspect ratio ``ratio``,
+      10 tries, then the centre fallback), resized to ``S`` x ``S``; drawn per record from
+      ``(seed, epoch, stable record index)``.
+
+    Every resize is PIL's bilinear (antialiased). ``draft`` (default on) decodes a large
+    JPEG at 1/2, 1/4 or 1/8 scale in the DCT domain when the box still has at least as
+    many pixels as the output, much faster, as Pillow's ``draft`` would (pixels within a
+    few levels of a full decode); ``draft=False`` decodes every image whole. Other fields
+    pass through as the dataset's metadata says. Pass the result as ``decode=`` (with
+    ``decode_processes=`` for more cores than the reader threads get). Flips,
+    normalization and the rest run as compiled stages on the fixed-shape batches.
+
+    Example:
+        >>> import io
+        >>> from PIL import Image
+        >>> out = io.BytesIO(); Image.new("L", (500, 375), 128).save(out, "PNG")
+        >>> decoder = decode_images(resize=256, crop=224)
+        >>> image = decoder(out.getvalue())["image"]  # a plain record: the image's bytes
+        >>> image.shape, int(image[0, 0, 0])
+        ((224, 224, 3), 128)
+
+    Raises:
+        ConfigError: no output size (``resize=int`` alone keeps each image's aspect
+            ratio, so sizes would vary), a random crop together with ``resize`` /
+            ``crop``, or an option out of range.
+    """
+    if not isinstance(field, str) or not field:
+        raise ConfigError(f"decode_images: field must be a field name (str), got {field!r}.")
+    if random_resized_crop is not None and (resize is not None or crop is not None):
+        raise ConfigError(
+            "decode_images: random_resized_crop= cuts and resizes in one step and cannot be "
+            "combined with resize= or crop=; use random_resized_crop=S for training, "
+            "resize=N, crop=C for evaluation.")
+    if isinstance(resize, int) and not isinstance(resize, bool):
+        if resize < 1:
+            raise ConfigError(f"decode_images: resize must be >= 1, got {resize}.")
+        size: int | tuple[int, int] | None = resize
+    else:
+        size = _pair("resize", resize)
+    if random_resized_crop is None and crop is None and not isinstance(size, tuple):
+        raise ConfigError(
+            "decode_images needs an output size: a batch holds images of one shape. "
+            + (f"resize={resize} alone keeps each image's aspect ratio, so sizes vary; add "
+               f"crop= (e.g. crop={resize}), or give resize=(height, width)."
+               if size is not None else
+               "Give random_resized_crop=S (training), resize=N with crop=C (evaluation), "
+               "resize=(height, width) or crop=C."))
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**63):
+        raise ConfigError(f"decode_images: seed must be an int >= 0, got {seed!r}.")
+    return ImageDecoder(
+        field=field, resize=size, crop=_pair("crop", crop),
+        random_resized_crop=_pair("random_resized_crop", random_resized_crop),
+        scale=_range("scale", scale, 1.0), ratio=_range("ratio", ratio, None),
+        seed=seed, draft=bool(draft))
+
+
+def bind_to_dataset(decode: Any, features: Features | None) -> Any:
+    """``decode`` bound to a dataset's ``features`` where it asks for them (an
+    :class:`ImageDecoder`); any other ``decode`` as it is."""
+    if features is not None and isinstance(decode, ImageDecoder):
+        return decode.for_dataset(features)
+    return decode
+

@@ -1,0 +1,53 @@
+"""W11 harness, tiny: the generated folder is ImageNet-like, every contender serves every
+record once, and the report pairs the runs. No timing asserts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("array_record")
+pytest.importorskip("PIL")
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import w11_imagenet as W  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("w11")
+
+
+def test_the_folder_holds_jpegs_of_imagenet_like_sizes_in_ten_classes(work):
+    from PIL import Image
+
+    folder = W.make_folder(work, 20)
+    files = sorted(folder.glob("class*/*.jpg"))
+    assert len(files) == 20 and len({f.parent.name for f in files}) == 10
+    sizes = [Image.open(f).size for f in files]
+    assert all(300 <= side <= 600 for size in sizes for side in size)
+    assert len(set(sizes)) > 10  # of every size
+    assert W.make_folder(work, 20) == folder  # written once, then reused
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_datarax_serves_every_record_once_per_epoch(work, mode, monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the runner sets it for its decode workers
+    dataset = W.make_dataset(work, W.make_folder(work, 20), 20)
+    result = W.run_datarax(str(dataset), mode, processes=0)
+    assert result["records"] == 20 and result["epoch_rate"] > 0
+
+
+def test_main_runs_the_floor_and_reports_it(work, tmp_path):
+    out = tmp_path / "w11.json"
+    assert W.main(["--images", "20", "--work", str(work), "--contenders", "floor",
+                   "--modes", "eval", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["images"] == 20 and report["batch_size"] == 256
+    assert report["runs"]["eval/floor"]["best"]["records"] == 20

@@ -1,0 +1,116 @@
+"""``datarax convert --resize`` and ``datarax inspect --resize/--crop/--random-resized-crop``:
+an image folder of many sizes, resized as it is written or decoded as it is read."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+pytest.importorskip("array_record")
+Image = pytest.importorskip("PIL.Image")
+
+from datarax.dataset import read_metadata  # noqa: E402
+from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule  # noqa: E402
+
+SIZES = [(120, 90), (80, 160), (100, 100), (150, 110)]  # (height, width)
+
+
+def run(*args: str, cwd: pathlib.Path, capsys, monkeypatch) -> tuple[int, str, str]:
+    from datarax.cli.main import main
+
+    monkeypatch.chdir(cwd)
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> pathlib.Path:
+    root = tmp_path_factory.mktemp("photos")
+    for i, (h, w) in enumerate(SIZES * 2):
+        folder = root / "photos" / ("a" if i < 4 else "b")
+        folder.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(i)
+        small = Image.fromarray((rng.random((5, 5, 3)) * 255).astype(np.uint8))
+        small.resize((w, h), Image.Resampling.BILINEAR).save(folder / f"{i}.jpg", quality=90)
+    return root
+
+
+def stored_images(folder: pathlib.Path) -> list[bytes]:
+    from datarax.dataset import decode_records
+
+    info = read_metadata(folder)
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(folder),
+                                     decode=lambda r: {"r": np.frombuffer(r, np.uint8)})
+    try:
+        raw = source.read_records(list(range(info.num_records)))
+    finally:
+        source.close()
+    return list(decode_records(info.features, raw, encoded=frozenset({"image"}))["image"])
+
+
+def test_convert_resize_sets_each_shorter_side_as_torchvision(photos, capsys, monkeypatch):
+    code, out, _ = run("convert", "photos", "short", "--resize", "64", "--no-progress",
+                       cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0 and out.startswith("wrote short: 8 records")
+    info = read_metadata(photos / "short")
+    assert info.features["image"].shape == (None, None, 3) and info.extra["resize"] == 64
+    sizes = [Image.open(io.BytesIO(b)).size for b in stored_images(photos / "short")]
+    # (width, height): the shorter side 64, the other int(64 * long / short)
+    assert sizes == [(64, 85), (128, 64), (64, 64), (64, 87)] * 2
+    original = Image.open(photos / "photos" / "a" / "0.jpg").convert("RGB")
+    want = np.asarray(original.resize((64, 85), Image.Resampling.BILINEAR), dtype=int)
+    got = np.asarray(Image.open(io.BytesIO(stored_images(photos / "short")[0])), dtype=int)
+    assert np.abs(got - want).mean() < 2.0  # re-encoded at JPEG quality 95
+
+
+def test_convert_resize_to_height_x_width_gives_a_field_read_without_decode(
+        photos, capsys, monkeypatch):
+    code, _, _ = run("convert", "photos", "fixed", "--resize", "24x32", "--no-progress",
+                     cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0
+    assert read_metadata(photos / "fixed").features["image"].shape == (24, 32, 3)
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(photos / "fixed"))
+    try:
+        batch = source.get_batch(8)
+    finally:
+        source.close()
+    assert batch["image"].shape == (8, 24, 32, 3)
+    assert np.asarray(batch["label"]).tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_convert_refuses_a_resize_that_is_not_a_size(photos, capsys, monkeypatch):
+    with pytest.raises(SystemExit) as exit_:
+        run("convert", "photos", "bad", "--resize", "big", cwd=photos, capsys=capsys,
+            monkeypatch=monkeypatch)
+    assert exit_.value.code == 2
+    assert "resize must be a size >= 1 for the shorter side (256) or a height and width " \
+           "(224x224), got 'big'" in capsys.readouterr().err
+
+
+def test_inspect_shows_the_images_as_decode_images_decodes_them(photos, capsys, monkeypatch):
+    run("convert", "photos", "ds", "--no-progress", cwd=photos, capsys=capsys,
+        monkeypatch=monkeypatch)
+    code, out, _ = run("inspect", "ds", "--resize", "40", "--crop", "32", "--records", "2",
+                       "--grid", "eval.png", "--json", cwd=photos, capsys=capsys,
+                       monkeypatch=monkeypatch)
+    report = json.loads(out)
+    assert code == 0
+    assert report["element_spec"] == {"image": "uint8 (32, 32, 3)", "label": "int32 ()"}
+    assert report["metadata"]["features"]["image"] == "uint8 (None, None, 3) jpeg"
+    assert report["grid"]["field"] == "image" and report["grid"]["records"] == 8
+    assert (photos / "eval.png").exists()
+    code, out, _ = run("inspect", "ds", "--random-resized-crop", "24", "--records", "1",
+                       cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0 and "image: uint8 (24, 24, 3)" in out
+
+
+def test_inspect_image_options_refuse_a_decode_of_your_own(photos, capsys, monkeypatch):
+    code, _, err = run("inspect", "photos", "--decode", "m:f", "--crop", "8", cwd=photos,
+                       capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2
+    assert "in place of --decode: give one or the other" in err

@@ -1,0 +1,183 @@
+"""The failure budget: a store that cannot be reached (nothing listening, a server stopped
+mid-run, a server that accepts but never answers) fails within ``DATARAX_RETRY_BUDGET``
+seconds with a ``RemoteStoreError`` naming the URL, the attempts, the time and what to do.
+
+The budgets here are 3 s; each test's ``pytest.mark.timeout`` is what fails it if the
+library's own retries or timeouts (s3fs, botocore: 15 s a read, 5 tries) ran inside ours."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import fsspec
+import numpy as np
+import pytest
+
+from datarax.errors import ConfigError
+from datarax.storage import RetryPolicy, StorageStats
+from datarax.storage.errors import RemoteStoreError
+from datarax.storage.fetch import Fetcher
+from datarax.storage.urls import RemoteObject, filesystem, list_objects
+
+if TYPE_CHECKING:
+    from tests.storage.conftest import S3
+
+BUDGET = "3"
+# what every budget error says: the URL, the attempts and seconds, the cause, what to do
+BUDGET_USED = (r"still failing after \d+ attempts? in \d+\.\d s \(the retry budget of 3 s used; "
+               r"{cause}.*The store is down.*Check the endpoint.*raise DATARAX_RETRY_BUDGET "
+               r"\(seconds; now 3\)")
+
+
+def test_the_budget_comes_from_the_environment_and_sets_the_timeouts(monkeypatch):
+    monkeypatch.delenv("DATARAX_RETRY_BUDGET", raising=False)
+    default = RetryPolicy()
+    assert (default.budget_s, default.connect_timeout_s, default.read_timeout_s) == (60, 3, 15)
+    monkeypatch.setenv("DATARAX_RETRY_BUDGET", "8")
+    assert (RetryPolicy().budget_s, RetryPolicy().connect_timeout_s) == (8, 0.4)
+    assert RetryPolicy().read_timeout_s == 2
+    assert RetryPolicy(budget_s=600).read_timeout_s == 15  # a slow answer is never cut short
+    for bad in ("soon", "-1", "inf"):
+        monkeypatch.setenv("DATARAX_RETRY_BUDGET", bad)
+        with pytest.raises(ConfigError, match=rf"DATARAX_RETRY_BUDGET='{bad}' is not a number "
+                                              r"of seconds.*e\.g\. DATARAX_RETRY_BUDGET=120"):
+            RetryPolicy()
+
+
+def test_a_budget_of_zero_gives_up_after_the_first_attempt(tmp_path, monkeypatch):
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/budget/a.bin", b"abcd")
+    calls = []
+
+    def cat_file(path, start=None, end=None, **kw):
+        calls.append(path)
+        raise TimeoutError("read timed out")
+
+    monkeypatch.setattr(memory, "cat_file", cat_file)
+    part = tmp_path / "a.part"
+    part.write_bytes(b"\0" * 4)
+    fetcher = Fetcher(retry=RetryPolicy(budget_s=0), stats=StorageStats())
+    with pytest.raises(RemoteStoreError, match=r"'memory://budget/a.bin': still failing after 1 "
+                       r"attempt in 0\.0 s \(the retry budget of 0 s used; TimeoutError: read "
+                       r"timed out\)") as err:
+        fetcher.download(RemoteObject("memory://budget/a.bin", 4), str(part))
+    assert len(calls) == 1 and fetcher.stats.snapshot()["retries"] == 0
+    assert err.value.url == "memory://budget/a.bin"
+
+
+def test_timeouts_the_user_sets_are_kept_and_the_others_come_from_the_budget():
+    pytest.importorskip("gcsfs")
+    policy = RetryPolicy(budget_s=20)
+    fs, _ = filesystem("gs://bucket/a.bin", {"token": "anon"}, policy)
+    assert (fs.requests_timeout.sock_connect, fs.requests_timeout.sock_read) == (1, 5)
+    assert fs.requests_timeout.total is None  # a long download is never cut
+    fs, _ = filesystem("gs://bucket/a.bin", {"token": "anon", "requests_timeout": 99}, policy)
+    assert fs.requests_timeout == 99
+    fs, _ = filesystem("https://example.com/a.bin", None, policy)
+    assert fs.client_kwargs["timeout"].sock_read == 5
+
+
+# --------------------------------------------------------------- S3 that cannot be reached
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Credentials for a local S3 endpoint, the budget at 3 s, no instance cached."""
+    s3fs = pytest.importorskip("s3fs")
+    from tests.storage.conftest import client_env
+
+    for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in client_env("http://127.0.0.1:1").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DATARAX_RETRY_BUDGET", BUDGET)
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _endpoint(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    import s3fs
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", url)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.mark.timeout(40)
+def test_a_port_nobody_listens_on_fails_within_the_budget(aws_env, monkeypatch):
+    _endpoint(monkeypatch, f"http://127.0.0.1:{_closed_port()}")
+    stats = StorageStats()
+    with pytest.raises(RemoteStoreError, match=r"cannot read 's3://nobody/a\.bin': "
+                       + BUDGET_USED.format(cause="EndpointConnectionError")) as err:
+        list_objects("s3://nobody/a.bin", stats=stats)
+    assert err.value.url == "s3://nobody/a.bin"
+    assert 1 <= stats.snapshot()["retries"] < 10  # the budget ended it, not the retry count
+
+
+@pytest.mark.timeout(40)
+def test_a_server_that_never_answers_fails_within_the_budget(aws_env, monkeypatch):
+    with socket.socket() as silent:  # connections are accepted (backlog), never answered
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        _endpoint(monkeypatch, f"http://127.0.0.1:{silent.getsockname()[1]}")
+        with pytest.raises(RemoteStoreError, match=r"cannot read 's3://silent/a\.bin': "
+                           + BUDGET_USED.format(cause="ReadTimeoutError")):
+            list_objects("s3://silent/a.bin")
+
+
+@pytest.mark.timeout(120)
+def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
+        aws_env, monkeypatch, tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("array_record")
+    boto3 = pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    folder = tmp_path / "ds"
+    write_dataset([{"i": np.int32(i)} for i in range(40)], folder, shards=4)
+    port = _closed_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        client.create_bucket(Bucket="stopped")
+        for path in sorted(folder.iterdir()):
+            client.put_object(Bucket="stopped", Key=f"ds/{path.name}", Body=path.read_bytes())
+        _endpoint(monkeypatch, endpoint)
+        source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "s3://stopped/ds",
+                                         cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+    finally:
+        server.stop()  # the dataset was listed; no shard is downloaded yet
+    try:
+        with pytest.raises(RemoteStoreError, match=r"cannot read 's3://stopped/ds/data-00000-of-"
+                           r"00004\.array_record': " + BUDGET_USED.format(
+                               cause="EndpointConnectionError")) as err:
+            source.get_batch(4)
+        assert err.value.url == "s3://stopped/ds/data-00000-of-00004.array_record"
+    finally:
+        source.close()
+
+
+def test_throttling_is_still_retried_within_the_budget(s3: S3, monkeypatch,
+                                                       tmp_path: pathlib.Path) -> None:
+    monkeypatch.setenv("DATARAX_RETRY_BUDGET", BUDGET)
+    s3.put("live/a.bin", b"x" * 1000)
+    s3.proxy.throttle("live/a.bin", 2)  # two 503s, then the bytes
+    fetcher = Fetcher()
+    part = tmp_path / "a.part"
+    part.write_bytes(b"\0" * 1000)
+    fetcher.download(list_objects(s3.url("live/a.bin"))[0], str(part))
+    assert part.read_bytes() == b"x" * 1000
+    assert fetcher.stats.snapshot()["throttled"] == 2
