@@ -4,7 +4,9 @@ The tests build thousands of small pipelines whose steps lower to the same few p
 JAX's own persistent cache (keyed by the lowered program, so never stale) lets each
 xdist worker and each subprocess reuse what another compiled. The run makes its own
 cache folder and removes it at the end; a ``JAX_COMPILATION_CACHE_DIR`` you set is used
-as is. This is the test suite's choice: datarax itself turns nothing on.
+as is. This is the test suite's choice: datarax itself changes no JAX option. datarax's
+own store of compiled steps goes to a per-run folder too (``DATARAX_COMPILE_CACHE_DIR``),
+never to ``~/.cache``.
 """
 
 import os
@@ -22,6 +24,9 @@ if _HERE not in sys.path:  # helpers several test folders share (bad_rows.py, in
     sys.path.insert(0, _HERE)
 
 _RUN_CACHE: list[str] = []  # the folder this run made (the controller's, not a worker's)
+if not os.environ.get("DATARAX_COMPILE_CACHE_DIR"):  # datarax's own step store: never ~/.cache
+    _RUN_CACHE.append(tempfile.mkdtemp(prefix="datarax-tests-steps-"))
+    os.environ["DATARAX_COMPILE_CACHE_DIR"] = os.path.join(_RUN_CACHE[-1], "compiled")
 
 
 def pytest_configure(config):

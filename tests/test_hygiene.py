@@ -1,7 +1,8 @@
 """datarax is a guest in its user's process.
 
 * ``import datarax`` and running a pipeline change nothing global: JAX's options, the
-  user's cache directories, thread priorities and ``atexit`` hooks stay as they were.
+  user's cache directories, thread priorities and ``atexit`` hooks stay as they were;
+  the one folder written is datarax's own store of compiled steps (0700).
 * ``src/`` uses no private API of its dependencies (``jax._src``, an underscore
   attribute of a JAX, Flax, Grain or array_record object).
 * A stage reading a value while tracing (through a module in a default argument) sees
@@ -86,14 +87,21 @@ GLOBALS = """
 def test_import_and_one_epoch_change_nothing_global(tmp_path):
     home = tmp_path / "home"
     (home / ".cache").mkdir(parents=True)
-    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "JAX_PLATFORMS": "cpu"}
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "JAX_PLATFORMS": "cpu",
+           "DATARAX_COMPILE_CACHE_DIR": ""}  # the default folder, not the test run's
     out = json.loads(_run(GLOBALS, env).strip().splitlines()[-1])
     assert out["records"] == list(range(40))  # the epoch ran
     before, after = out["before"], out["after"]
     changed = {k: (v, after["config"].get(k)) for k, v in before["config"].items()
                if after["config"].get(k) != v}
     assert changed == {}, f"jax.config options changed: {changed}"
-    assert after["home"] == before["home"], "files written under $HOME / $XDG_CACHE_HOME"
+    # the one folder written: datarax's own store of compiled steps, private to the user
+    store = os.path.join(".cache", "datarax", "compiled")
+    written = sorted(set(after["home"]) - set(before["home"]))
+    assert [p for p in written if not p.startswith(store)] == [".cache/datarax"]
+    assert any(p.startswith(store + os.sep) and p.endswith(".exe") for p in written)
+    assert oct((home / store).stat().st_mode & 0o777) == "0o700"
+    assert set(before["home"]) <= set(after["home"]), "files removed under $HOME"
     assert after["atexit"] == before["atexit"], "atexit hooks added"
     assert after["process_priority"] == before["process_priority"]
     if sys.platform.startswith("linux"):  # every thread of the process at its priority

@@ -4,9 +4,11 @@ The names a program starts with are here (``from datarax import Pipeline``); the
 live in the subpackages (:mod:`datarax.sources`, :mod:`datarax.operators`,
 :mod:`datarax.pipeline`, :mod:`datarax.checkpoint` for Orbax, ...), where these names
 are too. Each is imported on first use, so ``import datarax`` imports no part of the
-library the program does not use, and changes nothing global: no JAX option, file or
-thread priority. :func:`enable_compilation_cache` turns JAX's persistent compilation
-cache on when you ask for it.
+library the program does not use, and changes nothing global: no JAX option or
+thread priority. Running a pipeline keeps its compiled steps in datarax's own store
+(:mod:`datarax.core.compiled_store`; ``DATARAX_COMPILE_CACHE=0`` turns it off);
+:func:`enable_compilation_cache` turns JAX's persistent compilation cache on when you
+ask for it.
 
 Example:
     >>> import numpy as np

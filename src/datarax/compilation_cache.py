@@ -1,10 +1,12 @@
 """An explicit switch for JAX's persistent compilation cache.
 
-Importing datarax changes no JAX setting. A process that compiles the same pipeline
-step as an earlier one can load the executable from disk instead of compiling it:
-call :func:`enable_compilation_cache` once, before the first pipeline runs. JAX keys
-each entry by the lowered program, so an edited stage (or a value it reads while
-tracing) compiles afresh; it is never served a stale program.
+Importing datarax changes no JAX setting. datarax's own data steps are kept on disk
+anyway, in a store of their own keyed by the lowered program
+(:mod:`datarax.core.compiled_store`; ``DATARAX_COMPILE_CACHE=0`` turns it off).
+:func:`enable_compilation_cache` turns on JAX's persistent cache for everything else
+the process compiles (a model, a train step): call it once, before the first compile.
+JAX keys each entry by the lowered program, so an edited function (or a value it reads
+while tracing) compiles afresh; it is never served a stale program.
 """
 
 from __future__ import annotations

@@ -1979,6 +1979,34 @@ simple("shuffle-buffer-position-past-the-pass", REORDERING, "a position of 9 rec
        _shuffle_buffer_past_the_pass, field="current_index")
 
 
+# ------------------------------------------------ seeds and the compiled-step store
+SEEDS = "Seeds and compiled steps (Pipeline seed=, DATARAX_COMPILE_CACHE_BYTES)"
+simple("pipeline-seed-negative", SEEDS, "seed=-1", ConfigError,
+       "Pipeline seed must be in [0, 2**32), got -1.", lambda: pipe(seed=-1, rngs=None))
+simple("pipeline-seed-float", SEEDS, "seed=1.5", ConfigError,
+       "Pipeline seed must be an int, got float 1.5.", lambda: pipe(seed=1.5, rngs=None))
+simple("pipeline-seed-and-rngs", SEEDS, "seed=0 and rngs=nnx.Rngs(0)", ConfigError,
+       "Pipeline got both rngs= and seed=; give one: seed=0 stands for rngs=nnx.Rngs(0).",
+       lambda: pipe(seed=0))
+
+
+def _bad_store_cap() -> None:
+    before = os.environ.get("DATARAX_COMPILE_CACHE_BYTES")
+    os.environ["DATARAX_COMPILE_CACHE_BYTES"] = "lots"
+    try:
+        first_batch(pipe(stages=[lambda batch: {"x": batch["x"] * 3 + 1}]))  # a new program
+    finally:
+        if before is None:
+            del os.environ["DATARAX_COMPILE_CACHE_BYTES"]
+        else:
+            os.environ["DATARAX_COMPILE_CACHE_BYTES"] = before
+
+
+simple("compile-cache-bytes-not-a-number", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=lots",
+       ConfigError, "DATARAX_COMPILE_CACHE_BYTES must be a whole number of bytes, got 'lots'.",
+       _bad_store_cap)
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

@@ -67,6 +67,29 @@ def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
     return key, count
 
 
+def seed_key(seed: Any, owner: str) -> tuple[Any, Any]:
+    """``(key, count)`` of the first draw of ``nnx.Rngs(seed)``'s default stream (the
+    pair :func:`reserve_draw` returns for it), without building an ``nnx.Rngs``; for
+    JAX's default threefry keys without device work either. ``seed`` is an int in
+    [0, 2**32), refused otherwise naming ``owner``.
+
+    >>> key, count = seed_key(7, "Pipeline")
+    >>> key.tolist(), int(count)
+    ([0, 7], 0)
+    """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(
+            f"{owner} seed must be an int, got {type(seed).__name__} {repr(seed)[:80]}."
+        )
+    if not 0 <= int(seed) < 2**32:
+        raise ConfigError(f"{owner} seed must be in [0, 2**32), got {int(seed)}.")
+    if str(jax.config.jax_default_prng_impl) == "threefry2x32":
+        key = np.asarray([0, int(seed)], np.uint32)  # jax.random.key(seed)'s data
+    else:
+        key = np.asarray(jax.random.key_data(jax.random.key(int(seed))))
+    return key, np.asarray(0, np.uint32)
+
+
 def draw(key: Any, count: Any) -> Any:
     """The key a reserved draw stands for (traceable); ``key`` may be raw key data."""
     if not jax.dtypes.issubdtype(getattr(key, "dtype", np.dtype(np.uint32)), jax.dtypes.prng_key):

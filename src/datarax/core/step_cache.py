@@ -7,6 +7,7 @@ with its configs and functions, sizes, flags), never a hash of Python code.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +17,14 @@ _CACHE_SIZE = 64
 # keys that cannot be hashed, most recent last: found by equality
 _UNHASHABLE: list[tuple[Any, Callable[..., Any]]] = []
 _UNHASHABLE_SIZE = 16
+# a pipeline's first pass may be prepared on a thread while the consumer asks for it:
+# both must get the same step object (and so share its compiled programs)
+_LOCK = threading.RLock()
 
 
 def cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
     """The step cached under ``key`` (a tuple holding a graph definition), built by
-    ``build()`` the first time. A module attribute that cannot be hashed (a list of
+    ``build()`` the first time (one thread at a time: ``build`` must be cheap). A module attribute that cannot be hashed (a list of
     file names, a dict of class names on a custom source) makes its graph definition
     unhashable: such keys are found by equality instead.
 
@@ -30,6 +34,11 @@ def cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., A
         >>> cached(("example", ["a.csv"]), build) is cached(("example", ["a.csv"]), build)
         True
     """
+    with _LOCK:
+        return _find(key, build)
+
+
+def _find(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
     try:
         hash(key)
     except TypeError:

@@ -76,7 +76,8 @@ def record_bytes(source: Any) -> int:
 
 
 #: the compiled steps called at least once in this process (a first call traces and
-#: compiles, or loads from JAX's persistent cache)
+#: compiles, or loads from datarax's store of compiled steps, or waits for the thread
+#: compiling it ahead)
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
 #: vectorized grouped steps whose first call raised (computed by a loop instead)
 _NOT_VECTORIZED: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -135,6 +136,24 @@ class IndexedDispatch:
                                      vectorized=self.vectorized)
                         if self.group > 1 else None)
         self.made: collections.deque[Item] = collections.deque()  # computed, not yet taken
+
+    def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
+        """``(step, arguments)`` of each program this pass will call from where it
+        stands: the full batch (or group), and where batch-level stages need the short
+        last batch at its own size, that one too — so they can be compiled before the
+        first batch is asked for. Empty for a pass an elastic restore re-split."""
+        if self.elastic is not None:
+            return []
+        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
+        args = (self.state, self.inputs, position_dtype(self.epoch * self.n + self.lo),
+                self.epoch_arg, self.key)
+        short = (self.total - self.dispatched) % self.batch_size if self.exact_short else 0
+        found = [(self.grouped, args)] if self.grouped is not None else []
+        if self.grouped is None or short:
+            found.append((self.step, args))
+        if short:
+            found.append((indexed_step(self.graphdef, short), args))
+        return found
 
     def _check_range(self, start: int, records: int) -> None:
         if start + records > _INT32_MAX and not jax.config.jax_enable_x64:

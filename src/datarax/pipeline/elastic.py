@@ -47,6 +47,7 @@ from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import StateError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages
+from datarax.core.compiled_store import stored_jit
 from datarax.core.step_cache import cached
 from datarax.sharding.shares import Share, elastic_share, share_size, take
 from datarax.typing import Batch
@@ -253,7 +254,7 @@ def pieces_step(graphdef: Any, sizes: tuple[int, ...]) -> Any:
             batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
             return apply_stages(stages, batch, jnp.concatenate(indices), epoch, key)
 
-        return jax.jit(step)
+        return stored_jit(step)
 
     return cached(("pieces", graphdef, sizes), build)
 

@@ -173,17 +173,20 @@ class FilteredDispatch:
             )
         self.wide = wide
 
+    def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
+        """``(step, arguments)`` of the compiled step the next group runs (one)."""
+        step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
+                                    self.fuse, self.read_spec)
+        return [(step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
+                        self.wide(self.base), np.int32(self.epoch), self.key))]
+
     def dispatch_some(self) -> list[FilteredItem] | None:
         """The next group's batches (fewer at the pass's end); None when none is left."""
         if self.done or self.position >= self.total:
             return None
-        step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
-                                    self.fuse, self.read_spec)
+        ((step, args),) = self.programs()
         began = time.perf_counter()
-        batches, indices, kept, ends = step(
-            self.state, self.inputs, self.wide(self.position), self.wide(self.total),
-            self.wide(self.base), np.int32(self.epoch), self.key,
-        )
+        batches, indices, kept, ends = step(*args)
         kept, ends, indices = int(kept), np.asarray(ends), np.asarray(indices)
         timer = call_timer(step)
         self.stats.seconds[timer] += time.perf_counter() - began

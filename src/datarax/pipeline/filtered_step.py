@@ -14,6 +14,7 @@ from flax import nnx
 from datarax.core.errors import SourceContractError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages, filtered
+from datarax.core.compiled_store import stored_jit
 from datarax.core.step_cache import cached
 from datarax.pipeline.plan import passed
 from datarax.pipeline.steps import reads_by_position
@@ -134,7 +135,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         batches = tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(group))
         return batches, rows_of, kept, ends
 
-    return jax.jit(step)
+    return stored_jit(step)
 
 
 def _put_rows(buffer: Any, dest: Any, values: Any) -> Any:

@@ -12,9 +12,10 @@ from flax import nnx
 import datarax.pipeline.state as state_format
 from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
 from datarax.core.errors import ConfigError
-from datarax.core.keys import default_key, reserve_draw
+from datarax.core.keys import default_key, reserve_draw, seed_key
 from datarax.core.operator import OperatorModule, warn_unseeded
 from datarax.pipeline.arguments import check_arguments, check_share
+from datarax.pipeline.compile_ahead import compile_ahead
 from datarax.pipeline.devices import placement_for
 from datarax.pipeline.epochs import Repeat, Take, check_count
 from datarax.pipeline.filtered import FilteredIterator, check_filter
@@ -51,6 +52,9 @@ class Pipeline(nnx.Module):
         rngs: ``nnx.Rngs``; stochastic stages built without their own ``rngs`` draw
             their base key from it. Defaults to ``nnx.Rngs(0)``, with a warning naming the
             stochastic stages that then draw from it.
+        seed: an int in [0, 2**32) instead of ``rngs`` (keyword): the same batches as
+            ``rngs=nnx.Rngs(seed)``, without building one (no device work). Give one of
+            ``rngs`` and ``seed``.
         drop_remainder: drop the short last batch of each epoch.
         prefetch: batches prepared ahead of the one being consumed, on a worker
             thread: for indexed sources computed and placed on the devices
@@ -110,7 +114,14 @@ class Pipeline(nnx.Module):
         check_finite: bool = False,
         sharding: Any = None,
         pad_remainder: bool = False,
+        seed: int | None = None,
     ) -> None:
+        if seed is not None and rngs is not None:
+            raise ConfigError(
+                "Pipeline got both rngs= and seed=; give one: seed=0 stands for "
+                "rngs=nnx.Rngs(0)."
+            )
+        seeded = None if seed is None else seed_key(seed, "Pipeline")
         batch_size, prefetch, index, count = check_arguments(
             source, stages, batch_size, prefetch, shard_index, shard_count,
             drop_remainder=drop_remainder, check_finite=check_finite, sharding=sharding,
@@ -130,7 +141,9 @@ class Pipeline(nnx.Module):
                                  pad_remainder)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
-        if rngs is not None:
+        if seeded is not None:
+            key, draws = seeded
+        elif rngs is not None:
             key, draws = reserve_draw(rngs, "default", "Pipeline")
         else:
             key, draws = default_key(), np.asarray(0, np.uint32)
@@ -141,6 +154,7 @@ class Pipeline(nnx.Module):
         at = filter_position(list(stages))
         if at is not None:
             check_filter(source, list(stages), at, self._spec_after, self.plan)
+        compile_ahead(self._context(), at)  # the first pass's programs, on a thread
 
     def _spec_after(self, stages: list[Any]) -> Any:
         """Per-record spec after ``stages`` (abstract), for build-time checks."""

@@ -12,7 +12,8 @@ or with ``prefetch >= 1`` the pipeline's read-ahead thread (indexed sources: ``s
 * ``step`` — indexed sources: dispatching the compiled step (positions → gather →
   stages); on the CPU backend this includes the computation itself;
 * ``compile`` — indexed sources: the first call of each compiled step in the process
-  (it traces and compiles, or loads from JAX's persistent cache), and of each
+  (it traces and compiles, loads from datarax's store of compiled steps, or waits for
+  the thread that compiles the first pass ahead), and of each
   ``Pipeline.scan`` program per ``length`` — start-up cost;
 * ``wait`` — total time the consumer spent inside ``next()``.
 

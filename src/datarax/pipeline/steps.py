@@ -8,8 +8,8 @@
 
 Steps are cached by the NNX graph definition (structure, configs, functions) and
 batch size, so re-created iterators and equally built pipelines reuse compiled code.
-Each is a plain ``jax.jit``: across processes, JAX's persistent compilation cache (turn
-it on with :func:`datarax.enable_compilation_cache`) skips compiling again.
+Each is a :func:`~datarax.core.compiled_store.stored_jit`: across processes its
+executable is loaded from datarax's store, keyed by the lowered program.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from datarax.core.compiled_store import stored_jit
 from datarax.core.keys import draw
 from datarax.core.step_cache import cached
 from datarax.core.stages import apply_stages
@@ -60,7 +61,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
             source, stages = nnx.merge(graphdef, state)
             return indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
 
-        return jax.jit(step)
+        return stored_jit(step)
 
     return cached(("indexed", graphdef, batch_size), build)
 
@@ -95,7 +96,7 @@ def grouped_step(
             stacked = jax.vmap(one)(starts) if vectorized else jax.lax.map(one, starts)
             return tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(count))
 
-        return jax.jit(step)
+        return stored_jit(step)
 
     return cached(("grouped", graphdef, batch_size, count, vectorized), build)
 
@@ -116,6 +117,6 @@ def stage_step(graphdef: Any) -> Callable[..., Batch]:
             stages = nnx.merge(graphdef, state)
             return apply_stages(stages, dict(batch), indices, epoch, draw(*key))
 
-        return jax.jit(step)
+        return stored_jit(step)
 
     return cached(("stages", graphdef), build)

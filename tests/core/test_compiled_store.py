@@ -1,0 +1,186 @@
+"""datarax's store of its own compiled steps (``datarax.core.compiled_store``).
+
+A fresh process loads what an earlier one compiled for the same program and serves the
+same batches; an edited stage is a different program; the store refuses a folder others
+may write, writes nothing when turned off, keeps to its size cap, and compiles again
+over a corrupt entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datarax.core import compiled_store
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+EPOCH = """
+    import hashlib, json, sys
+    import numpy as np
+    from flax import nnx
+    from datarax.core.compiled_store import counts
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    scale = float(sys.argv[1])
+
+    def fn(el, key=None):
+        return el.update_data({"x": el.data["x"] * scale})
+
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                          {"x": np.arange(20, dtype=np.float32)})
+    pipeline = Pipeline(source=source, batch_size=8, rngs=nnx.Rngs(0),
+                        stages=[ElementOperator(ElementOperatorConfig(), fn=fn)])
+    batches = [np.asarray(b["x"]).tolist() for b in pipeline]
+    print(json.dumps({"batches": batches, "counts": counts()}))
+"""
+
+
+def _epoch(folder: Path, scale: float, **env: str) -> dict:
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    environ.update({"DATARAX_COMPILE_CACHE_DIR": str(folder), "JAX_PLATFORMS": "cpu",
+                    "PYTHONPATH": str(SRC), **env})
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(EPOCH), str(scale)],
+                          env=environ, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("*.exe")) if folder.exists() else []
+
+
+def test_a_second_process_loads_the_steps_and_serves_the_same_batches(tmp_path):
+    folder = tmp_path / "compiled"
+    first = _epoch(folder, 2.0)
+    assert first["counts"]["loaded"] == 0 and first["counts"]["compiled"] >= 1
+    assert first["counts"]["stored"] == first["counts"]["compiled"]
+    stored = _entries(folder)
+    assert len(stored) == first["counts"]["stored"]
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    second = _epoch(folder, 2.0)
+    assert second["counts"]["compiled"] == 0
+    assert second["counts"]["loaded"] == first["counts"]["compiled"]
+    assert second["batches"] == first["batches"]
+    assert sorted(x for b in second["batches"] for x in b) == [2.0 * i for i in range(20)]
+    assert _entries(folder) == stored  # nothing new written
+
+
+def test_an_edited_stage_is_a_new_program_compiled_afresh(tmp_path):
+    folder = tmp_path / "compiled"
+    first = _epoch(folder, 2.0)
+    edited = _epoch(folder, 3.0)  # the scale is read while tracing: another program
+    assert edited["counts"]["loaded"] == 0 and edited["counts"]["compiled"] >= 1
+    assert sorted(x for b in edited["batches"] for x in b) == [3.0 * i for i in range(20)]
+    assert len(_entries(folder)) == first["counts"]["stored"] + edited["counts"]["stored"]
+
+
+def test_turned_off_it_writes_nothing(tmp_path):
+    folder = tmp_path / "compiled"
+    out = _epoch(folder, 2.0, DATARAX_COMPILE_CACHE="0")
+    assert out["counts"]["stored"] == 0 and out["counts"]["loaded"] == 0
+    assert not folder.exists()
+    assert sorted(x for b in out["batches"] for x in b) == [2.0 * i for i in range(20)]
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """The store in a fresh folder of ``tmp_path`` for this test."""
+    folder = tmp_path / "compiled"
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("DATARAX_COMPILE_CACHE", raising=False)
+    monkeypatch.delenv("DATARAX_COMPILE_CACHE_BYTES", raising=False)
+    return folder
+
+
+def _delta(before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before[k] for k, v in compiled_store.counts().items()}
+
+
+def _affine(x, a):  # one program per (shape, dtype) of x
+    return x * a + 1
+
+
+def test_a_folder_others_may_write_is_refused_with_a_warning(store):
+    store.mkdir(mode=0o700)
+    os.chmod(store, 0o777)
+    before = compiled_store.counts()
+    step = compiled_store.stored_jit(_affine)
+    with pytest.warns(RuntimeWarning, match=r"group or others may write it \(mode 777\).*chmod 700"):
+        out = step(np.arange(4, dtype=np.float32), np.float32(2))
+    assert out.tolist() == [1.0, 3.0, 5.0, 7.0]
+    assert _delta(before) == {"compiled": 1, "loaded": 0, "stored": 0, "corrupt": 0}
+    assert _entries(store) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
+                    reason="giving a folder to another user needs root")
+def test_a_folder_of_another_user_is_refused_with_a_warning(store):
+    store.mkdir(mode=0o700)
+    os.chown(store, 65534, -1)
+    step = compiled_store.stored_jit(_affine)
+    with pytest.warns(RuntimeWarning, match="it belongs to user id 65534, not to this user"):
+        assert step(np.arange(2, dtype=np.float32), np.float32(2)).tolist() == [1.0, 3.0]
+    assert _entries(store) == []
+
+
+def test_a_corrupt_entry_is_compiled_again_and_replaced(store):
+    x, a = np.arange(5, dtype=np.float32), np.float32(3)
+    compiled_store.stored_jit(_affine)(x, a)
+    (entry,) = store.glob("*.exe")
+    good = entry.read_bytes()
+    header = b"datarax-compiled-1\n"
+    checked_garbage = header + hashlib.sha256(b"garbage").digest() + b"garbage"
+    for bad in (good[: len(good) // 2], good[:-10] + b"0123456789", b"not an executable",
+                checked_garbage):
+        entry.write_bytes(bad)
+        before = compiled_store.counts()
+        assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 3 + 1).tolist()
+        assert _delta(before) == {"compiled": 1, "loaded": 0, "stored": 1, "corrupt": 1}
+        assert [p.name for p in store.glob("*.exe")] == [entry.name]
+    before = compiled_store.counts()
+    assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 3 + 1).tolist()
+    assert _delta(before) == {"compiled": 0, "loaded": 1, "stored": 0, "corrupt": 0}
+
+
+def test_the_size_cap_removes_the_least_recently_used(store, monkeypatch):
+    step = compiled_store.stored_jit(_affine)
+    step(np.arange(2, dtype=np.float32), np.float32(1))
+    (first,) = store.glob("*.exe")
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", str(first.stat().st_size + 1))
+    os.utime(first, (1, 1))  # long unused
+    step(np.arange(3, dtype=np.float32), np.float32(1))  # a second program: over the cap
+    left = list(store.glob("*.exe"))
+    assert len(left) == 1 and left[0].name != first.name
+
+
+def test_threads_asking_for_one_program_compile_it_once(store):
+    step = compiled_store.stored_jit(_affine)
+    x, a = np.arange(7, dtype=np.float32), np.float32(2)
+    before = compiled_store.counts()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(step(x, a).tolist()))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [(x * 2 + 1).tolist()] * 4
+    assert _delta(before)["compiled"] + _delta(before)["loaded"] == 1
+
+
+def test_a_bad_cap_is_refused_naming_the_variable(store, monkeypatch):
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", "lots")
+    with pytest.raises(ValueError, match="DATARAX_COMPILE_CACHE_BYTES must be a whole number"):
+        compiled_store.stored_jit(_affine)(np.arange(9, dtype=np.float32), np.float32(2))

@@ -1,0 +1,148 @@
+"""Compiling the first pass on a thread when a Pipeline is built
+(``datarax.pipeline.compile_ahead``).
+
+The thread compiles every program the pass will call — the full batch, and the short
+last batch a batch-level stage needs at its own size — so the epoch compiles nothing
+once it is done; the batches and the errors are those of a pipeline that compiled
+nothing ahead; no thread is left behind, and a process may exit right after building.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.compiled_store import counts
+from datarax.operators import FilterOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _ahead_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "datarax-compile-ahead"]
+
+
+def _join_ahead() -> None:
+    for thread in _ahead_threads():
+        thread.join(timeout=300)
+    assert _ahead_threads() == []
+
+
+def _compiles(before: dict[str, int]) -> int:
+    now = counts()
+    return now["compiled"] + now["loaded"] - before["compiled"] - before["loaded"]
+
+
+def _centered(offset: float):
+    """A batch-level stage (a plain callable: it sees the whole batch); ``offset`` makes
+    each test's program new to this process."""
+    def stage(batch):
+        x = batch["x"]
+        return {"x": x - x.mean() + offset}
+    return stage
+
+
+def _pipeline(stages, n=10, batch_size=4, **options):
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=5),
+                          {"x": np.arange(n, dtype=np.float32)})
+    return Pipeline(source=source, stages=stages, batch_size=batch_size,
+                    rngs=nnx.Rngs(0), **options)
+
+
+def test_the_thread_compiles_the_full_and_the_short_batch_before_the_first_is_asked(monkeypatch):
+    monkeypatch.delenv("DATARAX_COMPILE_AHEAD", raising=False)
+    before = counts()
+    pipeline = _pipeline([_centered(0.25)])  # 10 records of 4: a short batch of 2
+    _join_ahead()
+    assert _compiles(before) == 2  # batches of 4, and the last of 2
+    during = counts()
+    batches = [np.asarray(b["x"]) for b in pipeline]
+    assert _compiles(during) == 0  # the epoch, its short last batch included, compiled nothing
+    assert [len(b) for b in batches] == [4, 4, 2]
+    for batch in batches:
+        assert float(batch.mean()) == pytest.approx(0.25)
+
+
+def test_a_filtered_pipelines_step_is_compiled_ahead(monkeypatch):
+    monkeypatch.delenv("DATARAX_COMPILE_AHEAD", raising=False)
+    before = counts()
+    keep = FilterOperator(predicate=lambda el: el.data["x"] % 3 != 1.5)  # a new program
+    pipeline = _pipeline([keep], n=12)
+    _join_ahead()
+    assert _compiles(before) == 1
+    during = counts()
+    assert sorted(x for b in pipeline for x in np.asarray(b["x"]).tolist()) == list(range(12))
+    assert _compiles(during) == 0
+
+
+@pytest.mark.parametrize("stages", [[_centered(0.5)], []], ids=["batch-level", "none"])
+def test_batches_are_those_compiled_without_the_thread(stages, monkeypatch):
+    monkeypatch.setenv("DATARAX_COMPILE_AHEAD", "0")
+    plain = [np.asarray(b["x"]).tobytes() for b in _pipeline(stages, n=11)]
+    assert _ahead_threads() == []  # turned off: no thread
+    monkeypatch.delenv("DATARAX_COMPILE_AHEAD")
+    ahead = [np.asarray(b["x"]).tobytes() for b in _pipeline(stages, n=11)]
+    _join_ahead()
+    assert ahead == plain
+
+
+def _failing(batch):
+    raise ValueError(f"this stage refuses a batch of {batch['x'].shape[0]} records")
+
+
+def test_an_error_while_compiling_ahead_is_met_at_the_first_batch_with_its_message(monkeypatch):
+    messages = []
+    for ahead in ("0", "1"):
+        monkeypatch.setenv("DATARAX_COMPILE_AHEAD", ahead)
+        pipeline = _pipeline([_failing])  # built: nothing is refused yet
+        with pytest.raises(ValueError) as raised:
+            next(iter(pipeline))
+        messages.append(str(raised.value))
+        _join_ahead()
+    assert messages[0] == messages[1]
+    assert "this stage refuses a batch of 4 records" in messages[0]
+
+
+def test_a_process_may_exit_right_after_building():
+    code = """
+        import numpy as np, jax, jax.numpy as jnp
+        from datarax.pipeline import Pipeline
+        from datarax.sources import MemorySource, MemorySourceConfig
+        def heavy(batch):  # long enough to be compiling at exit
+            x = batch["x"]
+            for i in range(40):
+                x = jnp.sin(x) * (i + 1.5) + jnp.cumsum(x)
+            return {"x": x}
+        source = MemorySource(MemorySourceConfig(), {"x": np.arange(64, dtype=np.float32)})
+        Pipeline(source=source, stages=[heavy], batch_size=8)
+        print("built")
+    """
+    env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
+           "DATARAX_COMPILE_CACHE": "0"}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["built"]
+    assert "Traceback" not in done.stderr
+
+
+def test_work_between_building_and_iterating_is_seen_by_the_pass(monkeypatch):
+    """A restore between building and the first batch moves the pass: the batches are
+    those of the restored position, whatever the thread prepared."""
+    monkeypatch.delenv("DATARAX_COMPILE_AHEAD", raising=False)
+    reference = _pipeline([_centered(0.75)], n=12)
+    expected = [np.asarray(b["x"]).tolist() for b in reference][1:]
+    pipeline = _pipeline([_centered(0.75)], n=12)
+    pipeline.source.seek(0, 4)
+    assert [np.asarray(b["x"]).tolist() for b in pipeline] == expected
+    _join_ahead()
