@@ -36,7 +36,15 @@ from datarax.dataset.fields import (
     not_an_array,
     read_encoded_image,
 )
-from datarax.dataset.images import IMAGE_MODES, channels_of, image_format, open_image, pil_image
+from datarax.dataset.image_headers import intact_image_header
+from datarax.dataset.images import (
+    IMAGE_MODES,
+    channels_of,
+    channels_of_mode,
+    image_format,
+    open_image,
+    pil_image,
+)
 from datarax.errors import RecordError
 
 __all__ = ["decode_records", "encode_record"]
@@ -65,6 +73,16 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
                 f"names (0..{count - 1}, or -1 for no label): correct the label, or give the field "
                 "every class name.", field=f.name, row=row)
     return out
+
+
+def _int64_bytes(f: Field, value: Any) -> bytes | None:
+    """The bytes of a Python ``int`` in an ``int64`` scalar field (a label, an id) that
+    fits it and its class names, made without NumPy; None leaves it to :func:`_numeric`."""
+    if type(value) is not int or f.dtype != "int64" or f.shape != ():
+        return None
+    if f.class_names is not None and not -1 <= value < len(f.class_names):
+        return None
+    return value.to_bytes(8, "little", signed=True) if -2**63 <= value < 2**63 else None
 
 
 def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
@@ -150,7 +168,26 @@ def _deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
     return None
 
 
+def _stored_as_it_is(f: Field, value: Any) -> bytes | None:
+    """The bytes of an encoded image (bytes, an HF image dict holding them) that the field
+    keeps as they are, known from the header and structure alone (no pixel decoded:
+    :func:`~datarax.dataset.image_headers.intact_image_header`); None leaves it to PIL."""
+    if isinstance(value, Mapping) and set(value) <= {"bytes", "path"}:
+        value = value.get("bytes")
+    if not isinstance(value, bytes):
+        return None
+    header = intact_image_header(value)
+    if header is None or header.format != f.encoding or (
+            channels_of_mode(header.mode) != f.shape[2]) or any(
+            d is not None and d != s for d, s in zip(f.shape[:2], (header.height, header.width))):
+        return None
+    return value
+
+
 def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
+    kept = _stored_as_it_is(f, value)
+    if kept is not None:
+        return kept
     encoded = read_encoded_image(f.name, value, row)
     if encoded is not None:
         data, image = encoded
@@ -235,7 +272,7 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
         if value is None:
             raise no_value(f.name, row)
         if f.encoding == "raw":
-            head.append(_numeric(f, value, row).tobytes())
+            head.append(_int64_bytes(f, value) or _numeric(f, value, row).tobytes())
             continue
         if f.encoding == "utf8":
             if isinstance(value, (bytes, bytearray, memoryview)):
