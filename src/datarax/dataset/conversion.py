@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.fields import Features
-from datarax.dataset.images import image_size_and_grey
+from datarax.dataset.images import file_bytes, image_size_and_grey
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.placement import RECORDS_PER_SHARD, automatic_shards
@@ -135,8 +135,7 @@ class ImageFolderRows(Rows):
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
         for path, label in self.items[start:stop]:
-            with open(os.path.join(self.root, path), "rb") as f:
-                yield {"image": {"bytes": f.read()}, "label": label}
+            yield {"image": {"bytes": file_bytes(os.path.join(self.root, path))}, "label": label}
 
 
 class NpyRows(Rows):

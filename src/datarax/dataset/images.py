@@ -12,13 +12,14 @@ Example:
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from datarax.dataset.image_headers import read_image_header
 
-__all__ = ["IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "image_format",
-           "image_shape_hint", "image_size_and_grey", "open_image", "pil_image"]
+__all__ = ["IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
+           "image_format", "image_shape_hint", "image_size_and_grey", "open_image", "pil_image"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -72,8 +73,38 @@ def channels_of_mode(mode: str) -> int:
     return {"L": 1, "1": 1, "I": 1, "I;16": 1, "F": 1, "LA": 4, "RGBA": 4, "PA": 4}.get(mode, 3)
 
 
-#: bytes of a file read for its image header (a JPEG's EXIF thumbnail may come first)
-_HEADER_BYTES = 65536
+#: bytes of a file read for its image header: first, and where that was not enough
+_HEADER_BYTES = (4096, 65536)
+
+
+def file_bytes(path: str, limit: int | None = None) -> bytes:
+    """The bytes of the file ``path`` (its first ``limit`` bytes when given), read with
+    the operating system's calls alone (a Python file object costs more than a small
+    image's read).
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "f")
+        >>> with open(path, "wb") as f:
+        ...     _ = f.write(b"abcdef")
+        >>> file_bytes(path), file_bytes(path, 2)
+        (b'abcdef', b'ab')
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        if limit is not None:
+            parts, left = [], limit
+            while left and (part := os.read(fd, left)):
+                parts.append(part)
+                left -= len(part)
+            return b"".join(parts)
+        size = os.fstat(fd).st_size
+        parts = []
+        while part := os.read(fd, size + 1):  # one more byte: the end is known in one call
+            parts.append(part)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int, int, bool]:
@@ -91,10 +122,13 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int
 
     if isinstance(item, (bytes, bytearray, memoryview)):
         head, opened = bytes(item), None
-    else:
-        with open(item, "rb") as f:
-            head, opened = f.read(_HEADER_BYTES), item
-    header = read_image_header(head)
+        header = read_image_header(head)
+    else:  # a few KB hold most headers; a JPEG's EXIF thumbnail may push it further
+        head, opened = file_bytes(item, _HEADER_BYTES[0]), item
+        header = read_image_header(head)
+        if header is None and len(head) == _HEADER_BYTES[0]:
+            head = file_bytes(item, _HEADER_BYTES[1])
+            header = read_image_header(head)
     if header is not None:
         return header.height, header.width, channels_of_mode(header.mode) == 1
     with Image.open(io.BytesIO(head) if opened is None else opened) as image:
