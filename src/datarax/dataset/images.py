@@ -70,17 +70,21 @@ def channels_of(image: Any) -> int:
 
 def channels_of_mode(mode: str) -> int:
     """The channels an image of PIL mode ``mode`` is stored with (as :func:`channels_of`)."""
-    return {"L": 1, "1": 1, "I": 1, "I;16": 1, "F": 1, "LA": 4, "RGBA": 4, "PA": 4}.get(mode, 3)
+    return _CHANNELS.get(mode, 3)
+
+
+_CHANNELS = {"L": 1, "1": 1, "I": 1, "I;16": 1, "F": 1, "LA": 4, "RGBA": 4, "PA": 4}
 
 
 #: bytes of a file read for its image header: first, and where that was not enough
 _HEADER_BYTES = (4096, 65536)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def file_bytes(path: str, limit: int | None = None) -> bytes:
-    """The bytes of the file ``path`` (its first ``limit`` bytes when given), read with
-    the operating system's calls alone (a Python file object costs more than a small
-    image's read).
+    """The bytes of the file ``path`` (with ``limit``: up to its first ``limit`` bytes, in
+    one read), read with the operating system's calls alone (a Python file object costs
+    more than a small image's read).
 
     Example:
         >>> import tempfile, os
@@ -90,14 +94,10 @@ def file_bytes(path: str, limit: int | None = None) -> bytes:
         >>> file_bytes(path), file_bytes(path, 2)
         (b'abcdef', b'ab')
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    fd = os.open(path, _READ_FLAGS)
     try:
-        if limit is not None:
-            parts, left = [], limit
-            while left and (part := os.read(fd, left)):
-                parts.append(part)
-                left -= len(part)
-            return b"".join(parts)
+        if limit is not None:  # one call: fewer bytes than asked only at the end of a file
+            return os.read(fd, limit)
         size = os.fstat(fd).st_size
         parts = []
         while part := os.read(fd, size + 1):  # one more byte: the end is known in one call
@@ -118,8 +118,6 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int
         >>> image_size_and_grey(out.getvalue())
         (3, 5, True)
     """
-    from PIL import Image
-
     if isinstance(item, (bytes, bytearray, memoryview)):
         head, opened = bytes(item), None
         header = read_image_header(head)
@@ -131,6 +129,8 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int
             header = read_image_header(head)
     if header is not None:
         return header.height, header.width, channels_of_mode(header.mode) == 1
+    from PIL import Image
+
     with Image.open(io.BytesIO(head) if opened is None else opened) as image:
         return image.height, image.width, channels_of(image) == 1
 

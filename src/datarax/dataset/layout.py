@@ -172,14 +172,16 @@ def _stored_as_it_is(f: Field, value: Any) -> bytes | None:
     """The bytes of an encoded image (bytes, an HF image dict holding them) that the field
     keeps as they are, known from the header and structure alone (no pixel decoded:
     :func:`~datarax.dataset.image_headers.intact_image_header`); None leaves it to PIL."""
-    if isinstance(value, Mapping) and set(value) <= {"bytes", "path"}:
+    if isinstance(value, dict) and value.keys() <= {"bytes", "path"}:
         value = value.get("bytes")
-    if not isinstance(value, bytes):
+    if type(value) is not bytes:
         return None
     header = intact_image_header(value)
+    height, width, channels = f.shape
     if header is None or header.format != f.encoding or (
-            channels_of_mode(header.mode) != f.shape[2]) or any(
-            d is not None and d != s for d, s in zip(f.shape[:2], (header.height, header.width))):
+            channels_of_mode(header.mode) != channels) or (
+            height is not None and height != header.height) or (
+            width is not None and width != header.width):
         return None
     return value
 
