@@ -77,6 +77,8 @@ class ImageFolderRows(Rows):
     """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
     (not hidden or dataset folders); images of several sizes get ``None`` dimensions."""
 
+    probes_rows = True
+
     def __init__(self, root: str) -> None:
         classes = sorted(d for d in os.listdir(root) if _class_folder(root, d))
         self.root = root
@@ -94,6 +96,7 @@ class ImageFolderRows(Rows):
         self.classes = classes
         self.length = len(self.items)
         self.description = f"the image folder {root}"
+        self._probes: list[Any] | None = None
 
     def hints(self) -> dict[str, dict[str, Any]]:
         """The class names, the image size over every file (``None`` where it varies),
@@ -111,11 +114,25 @@ class ImageFolderRows(Rows):
 
     def _image_size(self) -> tuple[tuple[int | None, int | None], bool]:
         """Height and width every image has, ``None`` for one that varies, and whether
-        the first image is grey while a later one has colour (headers only)."""
-        heights, widths = set(), set()
+        the first image is grey while a later one has colour (headers only; from the
+        parts :meth:`probe` read, given by :meth:`use_probes` or read here)."""
+        parts = self._probes if self._probes is not None else [self.probe(0, self.length)]
+        heights = set().union(*(p[0] for p in parts))
+        widths = set().union(*(p[1] for p in parts))
+        first_grey = next((p[2] for p in parts if p[2] is not None), None)
+        colour = bool(first_grey) and any(p[3] for p in parts)
+        return (heights.pop() if len(heights) == 1 else None,
+                widths.pop() if len(widths) == 1 else None), colour
+
+    def probe(self, start: int, stop: int) -> tuple[set[int], set[int], bool | None, bool]:
+        """The image headers of rows ``start..stop-1``: their heights, their widths,
+        whether the first readable one is grey, whether any has colour (it stops once
+        both sizes vary and one has colour: nothing later changes the hints)."""
+        heights: set[int] = set()
+        widths: set[int] = set()
         first_grey: bool | None = None
         colour = False
-        for path, _ in self.items:
+        for path, _ in self.items[start:stop]:
             try:
                 height, width, grey = image_size_and_grey(os.path.join(self.root, path))
             except (OSError, ValueError):  # reported with its row when it is written
@@ -123,11 +140,13 @@ class ImageFolderRows(Rows):
             heights.add(height)
             widths.add(width)
             first_grey = grey if first_grey is None else first_grey
-            colour = colour or (first_grey and not grey)
-            if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
+            colour = colour or not grey
+            if len(heights) > 1 and len(widths) > 1 and colour:
                 break
-        return (heights.pop() if len(heights) == 1 else None,
-                widths.pop() if len(widths) == 1 else None), colour
+        return heights, widths, first_grey, colour
+
+    def use_probes(self, parts: list[Any]) -> None:
+        self._probes = list(parts)
 
     def row_name(self, row: int) -> str:
         return f"row {row} ({self.items[row][0]})"
