@@ -116,6 +116,7 @@ def time_one(kind: str, contender: str, src: pathlib.Path, dst: pathlib.Path) ->
         own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
+    shutil.rmtree(dst, ignore_errors=True)
     start, cpu = time.perf_counter(), used()
     if contender == "floor":
         FLOORS[kind](src, dst)
