@@ -113,7 +113,8 @@ def time_one(kind: str, contender: str, src: pathlib.Path, dst: pathlib.Path) ->
     from datarax.dataset import convert
 
     def used() -> float:
-        own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        own, kids = (resource.getrusage(who)
+                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
     shutil.rmtree(dst, ignore_errors=True)

@@ -125,7 +125,8 @@ def make_jsonl(records: int, directory: pathlib.Path) -> pathlib.Path:
 
 
 def jsonl_workload(records: int) -> str:
-    return f"{records} JSON Lines rows (text of ~100 characters, int label, float score), {PNG_SHARDS} shards"
+    return (f"{records} JSON Lines rows (text of ~100 characters, int label, float score), "
+            f"{PNG_SHARDS} shards")
 
 
 def floor_write_npy(src: pathlib.Path, dst: pathlib.Path) -> None:

@@ -125,7 +125,7 @@ def _mixed_folder(root) -> str:
 
 
 def _dataset_files(folder) -> dict[str, bytes]:
-    return {name: open(os.path.join(folder, name), "rb").read() for name in sorted(os.listdir(folder))}
+    return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder))}
 
 
 def _without_fast_paths(monkeypatch) -> None:
@@ -159,8 +159,8 @@ def test_table_rows_equal_the_numpy_paths_byte_for_byte(tmp_path, monkeypatch) -
 
 
 def test_scalars_made_without_numpy_are_numpys_bytes_and_misfits_still_named() -> None:
-    features = Features((Field("x", "float32", (), "raw"),
-                         Field("label", "int64", (), "raw", ("a", "b")), Field("t", "str", (), "utf8")))
+    features = Features((Field("x", "float32", (), "raw"), Field("t", "str", (), "utf8"),
+                         Field("label", "int64", (), "raw", ("a", "b"))))
     for value in (0.0, -0.0, 1e-45, 1e-46, 3.4028235e38, 2.5e-38, 123456.789, float("nan")):
         data = encode_record(features, {"x": value, "label": 1, "t": "s"})
         assert data[:4] == np.float32(value).tobytes() or np.isnan(value)

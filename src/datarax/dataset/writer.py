@@ -295,7 +295,8 @@ def write_dataset(
             writes to a bucket).
     """
     refuse_url_destination(dst, "write_dataset")
-    with folder_lock(dst, error=ConversionError, what="this write"), contextlib.ExitStack() as stack:
+    with (folder_lock(dst, error=ConversionError, what="this write"),  # one writer per folder
+          contextlib.ExitStack() as stack):
         started = time.perf_counter()
         dst = expand_user(dst)  # '~/ds' is the home folder's
         if not isinstance(shards, int) or shards < 1:
