@@ -60,8 +60,6 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
     until None, reporting through ``messages`` (``("probed", (part, value))``, the
     writer's reports, ``("idle", None)`` after each task, ``("error", text)``)."""
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
-    from datarax.dataset import writer  # noqa: PLC0415 - writer imports this module
-
     try:
         rows = tasks.get()
         while (task := tasks.get()) is not None:
@@ -71,8 +69,8 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
                              lambda part, value: messages.put(("probed", (part, value))))
                 messages.put(("idle", None))
             else:
-                job, shards = payload
-                writer._write_ranges(job, rows, shards, lambda k, v: messages.put((k, v)))
+                write, job, shards = payload
+                write(job, rows, shards, lambda k, v: messages.put((k, v)))
                 messages.put(("idle", None))
     except BaseException as err:  # noqa: BLE001 - reported to the parent
         # a bad record's error reads as with one process; anything else names its type
@@ -129,11 +127,13 @@ class WorkerPool:
                       {"probed": take, "idle": lambda k, v: idle.append(v)})
         return [found[part] for part in range(parts)]
 
-    def write(self, job: Any, todo: list[int], report: Callable[[str, Any], None]) -> None:
-        """Write the shards ``todo``, shard ``todo[i]`` by worker ``i % n``."""
+    def write(self, write: Callable[..., None], job: Any, todo: list[int],
+              report: Callable[[str, Any], None]) -> None:
+        """The shards ``todo``, shard ``todo[i]`` by worker ``i % n``: ``write(job, rows,
+        shards, report)`` in each (a module-level function: it goes by name)."""
         busy = [w for w in range(len(self.procs)) if todo[w::len(self.procs)]]
         for w in busy:
-            self.tasks[w].put(("write", (job, todo[w::len(self.procs)])))
+            self.tasks[w].put(("write", (write, job, todo[w::len(self.procs)])))
         idle: list[None] = []
         self._collect(lambda: len(idle) == len(busy),
                       {"rows": report, "done": report, "idle": lambda k, v: idle.append(v)})
