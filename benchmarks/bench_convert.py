@@ -21,8 +21,10 @@ each round and their range), into 2 shards:
   ``floor`` writes each line's bytes (not parsed).
 
 Reported per input: ``w1_vs_floor`` (the floor's seconds over ``datarax_w1``'s, per round)
-and ``w2_vs_w1`` (``datarax_w1``'s seconds over ``datarax_w2``'s, per round), and whether
-1 and 2 processes wrote the same shard bytes.
+and ``w2_vs_w1`` (``datarax_w1``'s seconds over ``datarax_w2``'s, per round), whether 1 and
+2 processes wrote the same shard bytes, and what two processes can give on the machine at
+the time: ``two_process_ceiling_per_round``, the rate of two processes of pure arithmetic at
+once over one's (2.0 on two free cores; a shared machine gives less).
 
 Reading W2 (one shuffled epoch, batch 256, ``--repeats`` rounds, each round running the
 floor and the datarax contenders in turn; records/s of the best round, each round's ratio
@@ -129,15 +131,33 @@ def time_one(kind: str, contender: str, src: pathlib.Path, dst: pathlib.Path) ->
             "records": records}
 
 
+_BURN = "x = 0\nfor i in range(6_000_000):\n    x += i * i\n"
+
+
+def parallel_ceiling() -> float:
+    """What two processes give on this machine now: the rate of two processes of pure
+    Python arithmetic at once over one's (2.0 on two free cores)."""
+    def seconds(copies: int) -> float:
+        start = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(copies)]
+        for p in procs:
+            p.wait()
+        return time.perf_counter() - start
+
+    one = seconds(1)
+    return round(2 * one / seconds(2), 3)
+
+
 def time_rounds(kind: str, src: pathlib.Path, out: pathlib.Path, records: int,
                 rounds: int) -> dict[str, Any]:
     """``rounds`` rounds of floor / 1 process / 2 processes in turn, each in a fresh
     process (:func:`time_one`); per-round ratios and their range."""
     seconds: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     cpu: dict[str, list[float]] = {name: [] for name in CONTENDERS}
-    load = []
+    load, ceiling = [], []
     for _ in range(rounds):
         load.append(host()["load_average_1m"])
+        ceiling.append(parallel_ceiling())
         for name in CONTENDERS:
             dst = out / name
             shutil.rmtree(dst, ignore_errors=True)
@@ -162,6 +182,8 @@ def time_rounds(kind: str, src: pathlib.Path, out: pathlib.Path, records: int,
         "w1_w2_byte_identical": (folder_bytes(out / "datarax_w1", "*.array_record")
                                  == folder_bytes(out / "datarax_w2", "*.array_record")),
         "load_average_1m_per_round": load,
+        # each round: two processes of pure arithmetic at once over one (2.0: two free cores)
+        "two_process_ceiling_per_round": ceiling,
     }
 
 
