@@ -97,7 +97,10 @@ def test_unusual_pngs_are_left_to_pil() -> None:
     no_pixels = _png_from_chunks(ihdr, end)
     interlaced = _png_from_chunks(
         _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 2)), pixels, end)
-    for data in (transparent, unknown, no_pixels, interlaced):
+    deep = _png_from_chunks(  # PIL opens it as RGB, cut to 8 bits: it must see it
+        _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 16, 2, 0, 0, 0)), pixels, end)
+    assert read_image_header(deep).mode == "RGB" == Image.open(io.BytesIO(deep)).mode
+    for data in (transparent, unknown, no_pixels, interlaced, deep):
         assert intact_image_header(data) is None
 
 

@@ -19,7 +19,7 @@ Example:
     >>> from PIL import Image
     >>> out = io.BytesIO(); Image.new("RGB", (5, 3)).save(out, format="PNG")
     >>> intact_image_header(out.getvalue())
-    ImageHeader(format='png', height=3, width=5, mode='RGB')
+    ImageHeader(format='png', height=3, width=5, mode='RGB', bits=8)
     >>> intact_image_header(out.getvalue()[:-1]) is None  # cut short: PIL decides
     True
 """
@@ -55,12 +55,14 @@ _JPEG_MODES = {1: "L", 3: "RGB", 4: "CMYK"}
 @dataclasses.dataclass(frozen=True)
 class ImageHeader:
     """What an encoded image's header says: ``format`` (``"png"`` / ``"jpeg"``), its
-    ``height`` and ``width``, and the PIL ``mode`` it opens in (``"L"``, ``"RGB"`` ...)."""
+    ``height`` and ``width``, the PIL ``mode`` it opens in (``"L"``, ``"RGB"`` ...) and its
+    ``bits`` per channel (PIL opens a 16-bit colour PNG as ``"RGB"``, cut to 8 bits)."""
 
     format: str
     height: int
     width: int
     mode: str
+    bits: int = 8
 
 
 def read_image_header(data: bytes) -> ImageHeader | None:
@@ -92,7 +94,8 @@ def intact_image_header(data: bytes) -> ImageHeader | None:
         header = found[0]
     else:
         return None
-    return header if header.mode in ("L", "RGB", "RGBA") and _not_huge(header) else None
+    keep = header.mode in ("L", "RGB", "RGBA") and header.bits == 8
+    return header if keep and _not_huge(header) else None
 
 
 def _not_huge(header: ImageHeader) -> bool:
@@ -116,7 +119,7 @@ def _png(data: bytes, *, whole: bool) -> tuple[ImageHeader, int] | None:
     mode = _PNG_MODES.get((depth, colour))
     if mode is None or not width or not height or compression or filtering or interlace > 1:
         return None
-    header = ImageHeader("png", height, width, mode)
+    header = ImageHeader("png", height, width, mode, depth)
     pos, pixels = 8, "before"
     while pos + 12 <= size:
         length, = _U32.unpack_from(data, pos)
