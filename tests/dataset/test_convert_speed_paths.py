@@ -215,3 +215,27 @@ def test_two_processes_write_what_one_writes(tmp_path) -> None:
     convert(str(tmp_path / "t.jsonl"), tmp_path / "j1", shards=4)
     convert(str(tmp_path / "t.jsonl"), tmp_path / "j2", shards=4, workers=2)
     assert _dataset_files(tmp_path / "j1") == _dataset_files(tmp_path / "j2")
+
+
+class _Unpicklable:
+    """Records by index, holding a lock (which no process can be sent)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> dict:
+        if i >= 4:
+            raise IndexError(i)
+        return {"x": i}
+
+
+def test_records_that_cannot_go_to_worker_processes_fail_at_once(tmp_path) -> None:
+    from datarax.dataset import write_dataset
+
+    with pytest.raises(TypeError, match="cannot pickle '_thread.lock' object"):
+        write_dataset(_Unpicklable(), tmp_path / "ds", shards=2, workers=2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import queue
 import threading
 import time
@@ -61,7 +62,7 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
     writer's reports, ``("idle", None)`` after each task, ``("error", text)``)."""
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     try:
-        rows = tasks.get()
+        rows = pickle.loads(tasks.get())
         while (task := tasks.get()) is not None:
             kind, payload = task
             if kind == "probe":
@@ -85,6 +86,7 @@ class WorkerPool:
 
     def __init__(self, rows: Rows, workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
+        state = pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)  # rows that do not pickle: now
         self.messages = ctx.Queue()
         self.tasks = [ctx.Queue() for _ in range(workers)]
         self.counter = ctx.Value("q", 0)  # the next probe part to take
@@ -93,7 +95,7 @@ class WorkerPool:
                       for t in self.tasks]
         for p, t in zip(self.procs, self.tasks):
             p.start()  # small arguments: a start does not wait for the process to read them
-            t.put(rows)  # sent by the queue's thread, while this process goes on
+            t.put(state)  # sent by the queue's thread, while this process goes on
 
     def __enter__(self) -> WorkerPool:
         return self
