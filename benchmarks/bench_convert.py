@@ -7,9 +7,24 @@ Conversion (records/s and MB/s of input, one run each, same process):
   ``floor``: array_record's ``ArrayRecordWriter`` in a plain loop writing each array's
   bytes (no features, checks, checksums or metadata); ``datarax_w1`` / ``datarax_w2``:
   ``datarax.dataset.convert`` with 1 and 2 worker processes (their start is timed).
-* PNG images — ``--images`` (default 2,000) 64 x 64 RGB PNG files in an image folder
-  (10 classes), into 2 shards: ``floor`` writes each file's bytes; ``datarax_w1`` /
-  ``datarax_w2`` convert the folder (each image is decoded once to check it).
+
+Conversion that scales (``--rounds`` rounds, each running ``floor``, ``datarax_w1`` and
+``datarax_w2`` in turn, each in a fresh process; seconds of the write itself, the ratios of
+each round and their range), into 2 shards:
+
+* PNG images — ``--images`` (default 20,000) 64 x 64 RGB PNG files in an image folder
+  (10 classes): ``floor`` writes each file's bytes; ``datarax_w1`` / ``datarax_w2``
+  convert the folder (each image's header and structure checked, its bytes kept);
+* Parquet — the same images as one Parquet file as Hugging Face ``datasets`` writes it
+  (``Image`` and ``ClassLabel`` columns): ``floor`` writes each image's bytes;
+* JSON Lines — ``--lines`` (default 200,000) rows ``{"text", "label", "score"}``:
+  ``floor`` writes each line's bytes (not parsed).
+
+Reported per input: ``w1_vs_floor`` (the floor's seconds over ``datarax_w1``'s, per round)
+and ``w2_vs_w1`` (``datarax_w1``'s seconds over ``datarax_w2``'s, per round), whether 1 and
+2 processes wrote the same shard bytes, and what two processes can give on the machine at
+the time: ``two_process_ceiling_per_round``, the rate of two processes of pure arithmetic at
+once over one's (2.0 on two free cores; a shared machine gives less).
 
 Reading W2 (one shuffled epoch, batch 256, ``--repeats`` rounds, each round running the
 floor and the datarax contenders in turn; records/s of the best round, each round's ratio
@@ -19,7 +34,8 @@ the ones datarax wrote (a record of a fixed-shape field is exactly its bytes):
 (``Pipeline`` over ``ArrayRecordSourceModule(config, paths=<folder>)``: no user code),
 ``datarax_user_decode_batch`` (the same files with a hand-written ``decode_batch``), and Grain (``MapDataset.source(ArrayRecordDataSource).shuffle.map(decode).batch``).
 
-Run: ``python -m benchmarks.bench_convert [--records N] [--images N] [--json PATH]``.
+Run: ``python -m benchmarks.bench_convert [--records N] [--images N] [--lines N] [--rounds N]
+[--json PATH]``; ``--one KIND CONTENDER SRC DST`` times one contender in this process.
 Data goes under ``data/bench_convert/`` (gitignored), rebuilt every run. ``--read-only
 FOLDER`` runs the reading rows alone over an existing dataset of the W2 records (such as
 ``data/bench_arrayrecord/n100000_f8/dataset``, which ``bench_array_record`` writes).
@@ -27,7 +43,13 @@ FOLDER`` runs the reading rows alone over an existing dataset of the W2 records 
 
 from __future__ import annotations
 
+import json
 import pathlib
+import resource
+import shutil
+import subprocess
+import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -45,13 +67,19 @@ from benchmarks.convert_inputs import (
     SHARDS,
     Contender,
     arguments,
+    floor_write_jsonl,
     floor_write_npy,
+    floor_write_parquet,
     floor_write_png,
     folder_bytes,
     fresh_dir,
     host,
+    jsonl_workload,
+    make_jsonl,
+    make_parquet,
     make_png_folder,
     make_w2_npy,
+    parquet_workload,
     png_workload,
     report,
     time_contenders,
@@ -75,6 +103,88 @@ def time_conversion(src: pathlib.Path, out: pathlib.Path, records: int, shards: 
     rates["w1_w2_byte_identical"] = (
         folder_bytes(out / "datarax_w1") == folder_bytes(out / "datarax_w2"))
     return rates
+
+
+FLOORS = {"png": floor_write_png, "parquet": floor_write_parquet, "jsonl": floor_write_jsonl}
+CONTENDERS = ("floor", "datarax_w1", "datarax_w2")
+
+
+def time_one(kind: str, contender: str, src: pathlib.Path, dst: pathlib.Path) -> dict[str, Any]:
+    """One contender's write of ``src`` into ``dst``, in this process: its seconds, and
+    CPU seconds of this process and its worker processes."""
+    from datarax.dataset import convert
+
+    def used() -> float:
+        own, kids = (resource.getrusage(who)
+                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    shutil.rmtree(dst, ignore_errors=True)
+    start, cpu = time.perf_counter(), used()
+    if contender == "floor":
+        FLOORS[kind](src, dst)
+        records = None
+    else:
+        workers = int(contender[-1])
+        records = convert(str(src), dst, shards=PNG_SHARDS, workers=workers)[0].num_records
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": used() - cpu,
+            "records": records}
+
+
+_BURN = "x = 0\nfor i in range(6_000_000):\n    x += i * i\n"
+
+
+def parallel_ceiling() -> float:
+    """What two processes give on this machine now: the rate of two processes of pure
+    Python arithmetic at once over one's (2.0 on two free cores)."""
+    def seconds(copies: int) -> float:
+        start = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(copies)]
+        for p in procs:
+            p.wait()
+        return time.perf_counter() - start
+
+    one = seconds(1)
+    return round(2 * one / seconds(2), 3)
+
+
+def time_rounds(kind: str, src: pathlib.Path, out: pathlib.Path, records: int,
+                rounds: int) -> dict[str, Any]:
+    """``rounds`` rounds of floor / 1 process / 2 processes in turn, each in a fresh
+    process (:func:`time_one`); per-round ratios and their range."""
+    seconds: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    cpu: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    load, ceiling = [], []
+    for _ in range(rounds):
+        load.append(host()["load_average_1m"])
+        ceiling.append(parallel_ceiling())
+        for name in CONTENDERS:
+            dst = out / name
+            shutil.rmtree(dst, ignore_errors=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks.bench_convert", "--one", kind, name, str(src),
+                 str(dst)], check=True, capture_output=True, text=True)
+            one = json.loads(done.stdout.strip().splitlines()[-1])
+            assert one["records"] in (None, records), (name, one["records"], records)
+            seconds[name].append(one["seconds"])
+            cpu[name].append(one["cpu_seconds"])
+
+    def ratios(top: str, bottom: str) -> dict[str, Any]:
+        per = [round(a / b, 3) for a, b in zip(seconds[top], seconds[bottom])]
+        return {"per_round": per, "min": min(per), "median": float(np.median(per)), "max": max(per)}
+
+    return {
+        "records_per_s_best": {k: round(records / min(v)) for k, v in seconds.items()},
+        "seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
+        "cpu_seconds": {k: [round(x, 3) for x in v] for k, v in cpu.items()},
+        "w1_vs_floor": ratios("floor", "datarax_w1"),
+        "w2_vs_w1": ratios("datarax_w1", "datarax_w2"),
+        "w1_w2_byte_identical": (folder_bytes(out / "datarax_w1", "*.array_record")
+                                 == folder_bytes(out / "datarax_w2", "*.array_record")),
+        "load_average_1m_per_round": load,
+        # each round: two processes of pure arithmetic at once over one (2.0: two free cores)
+        "two_process_ceiling_per_round": ceiling,
+    }
 
 
 def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -> dict[str, Any]:
@@ -126,6 +236,24 @@ def time_reading(folder: pathlib.Path, records: int, batch: int, repeats: int) -
     }
 
 
+def run_scaling(images: int, lines: int, rounds: int,
+                data_dir: pathlib.Path = DATA_DIR) -> dict[str, Any]:
+    """The conversion-that-scales rows: PNG folder, Parquet, JSON Lines (module docstring)."""
+    fresh_dir(data_dir)
+    out = data_dir / "out"
+    result: dict[str, Any] = {**host()}
+    inputs = {"png": (make_png_folder, images, png_workload),
+              "parquet": (make_parquet, images, parquet_workload),
+              "jsonl": (make_jsonl, lines, jsonl_workload)}
+    for kind, (make, count, workload) in inputs.items():
+        if count:
+            src = make(count, data_dir)
+            result[f"convert_{kind}"] = {"workload": workload(count),
+                                         **time_rounds(kind, src, out / kind, count, rounds)}
+    result["load_average_1m_end"] = host()["load_average_1m"]
+    return result
+
+
 def run(records: int = 100_000, images: int = 2_000, batch: int = 256, repeats: int = 5,
         data_dir: pathlib.Path = DATA_DIR) -> dict[str, Any]:
     fresh_dir(data_dir)
@@ -154,7 +282,20 @@ def main() -> None:
     parser.add_argument("--read-only", default=None, metavar="FOLDER",
                         help="only the reading rows, over this dataset folder of W2 records "
                              "(e.g. the one bench_array_record writes)")
+    parser.set_defaults(images=20_000)
+    parser.add_argument("--lines", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scaling-only", action="store_true",
+                        help="only the conversion-that-scales rows (PNG, Parquet, JSON Lines)")
+    parser.add_argument("--one", nargs=4, metavar=("KIND", "CONTENDER", "SRC", "DST"))
     args = parser.parse_args()
+    if args.one:
+        kind, contender, src, dst = args.one
+        print(json.dumps(time_one(kind, contender, pathlib.Path(src), pathlib.Path(dst))))
+        return
+    if args.scaling_only:
+        report(run_scaling(args.images, args.lines, args.rounds), args.json)
+        return
     if args.read_only:
         folder = pathlib.Path(args.read_only)
         result = {**host(), "read_w2": {
@@ -164,7 +305,10 @@ def main() -> None:
         result["load_average_1m_end"] = host()["load_average_1m"]
         report(result, args.json)
         return
-    report(run(args.records, args.images, repeats=args.repeats), args.json)
+    result = run(args.records, 0, repeats=args.repeats)
+    result["scaling"] = run_scaling(args.images, args.lines, args.rounds,
+                                    DATA_DIR / "scaling")
+    report(result, args.json)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,55 @@ def png_workload(images: int) -> str:
     return f"{images} PNG files 64x64 RGB, 10 class folders, {PNG_SHARDS} shards"
 
 
+def make_parquet(images: int, directory: pathlib.Path) -> pathlib.Path:
+    """The PNG images of :func:`make_png_folder` (made again, the same pixels) as one
+    Parquet file written as Hugging Face ``datasets`` writes an image dataset: an ``Image``
+    column (``{bytes, path}``) and a ``ClassLabel`` column, row groups of 1,000 rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = make_png_folder(images, directory / "parquet_pngs")
+    files = sorted(folder.rglob("*.png"))
+    features = {"image": {"_type": "Image"},
+                "label": {"_type": "ClassLabel", "names": [f"class{k}" for k in range(10)]}}
+    table = pa.table({
+        "image": pa.array([{"bytes": p.read_bytes(), "path": None} for p in files],
+                          pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+        "label": pa.array([int(p.parent.name[5:]) for p in files], pa.int64()),
+    }).replace_schema_metadata(
+        {"huggingface": json.dumps({"info": {"features": features}})})
+    path = directory / "parquet" / "train.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(table, path, row_group_size=1000)
+    shutil.rmtree(folder.parent)
+    return path.parent
+
+
+def parquet_workload(images: int) -> str:
+    return (f"one Parquet file of {images} PNG images 64x64 RGB (Hugging Face Image column) "
+            f"and labels, row groups of 1,000, {PNG_SHARDS} shards")
+
+
+def make_jsonl(records: int, directory: pathlib.Path) -> pathlib.Path:
+    """``records`` JSON Lines rows ``{"text", "label", "score"}``: text of 60-140
+    characters (words of a small vocabulary), an int label, a float score."""
+    rng = np.random.default_rng(2)
+    words = [f"w{k}" for k in range(500)]
+    path = directory / "jsonl" / "train.jsonl"
+    path.parent.mkdir(parents=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(records):
+            text = " ".join(words[k] for k in rng.integers(0, 500, int(rng.integers(15, 35))))
+            f.write(json.dumps({"text": text, "label": i % 10,
+                                "score": round(float(rng.random()), 4)}) + "\n")
+    return path.parent
+
+
+def jsonl_workload(records: int) -> str:
+    return (f"{records} JSON Lines rows (text of ~100 characters, int label, float score), "
+            f"{PNG_SHARDS} shards")
+
+
 def floor_write_npy(src: pathlib.Path, dst: pathlib.Path) -> None:
     """The W2 floor: each array's bytes, one record each, into :data:`SHARDS` shards."""
     images = np.load(src / "image.npy", mmap_mode="r")
@@ -92,6 +141,25 @@ def floor_write_png(src: pathlib.Path, dst: pathlib.Path) -> None:
     files = sorted(src.rglob("*.png"))
     _floor_write(dst, [(p.read_bytes() for p in files[lo:hi])
                        for lo, hi in _split(len(files), PNG_SHARDS)])
+
+
+def floor_write_parquet(src: pathlib.Path, dst: pathlib.Path) -> None:
+    """The Parquet floor: each image's bytes, one record each, into :data:`PNG_SHARDS`
+    shards (read a batch at a time by ``pyarrow``)."""
+    import pyarrow.parquet as pq
+
+    images = [b for path in sorted(src.glob("*.parquet"))
+              for batch in pq.ParquetFile(path).iter_batches(columns=["image"])
+              for b in batch.column(0).field("bytes").to_pylist()]
+    _floor_write(dst, [iter(images[lo:hi]) for lo, hi in _split(len(images), PNG_SHARDS)])
+
+
+def floor_write_jsonl(src: pathlib.Path, dst: pathlib.Path) -> None:
+    """The JSON Lines floor: each line's bytes, one record each, into :data:`PNG_SHARDS`
+    shards (no parsing: the bytes as they are)."""
+    lines = [line for path in sorted(src.glob("*.jsonl"))
+             for line in path.read_bytes().splitlines() if line.strip()]
+    _floor_write(dst, [iter(lines[lo:hi]) for lo, hi in _split(len(lines), PNG_SHARDS)])
 
 
 def _split(n: int, shards: int) -> list[tuple[int, int]]:

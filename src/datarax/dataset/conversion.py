@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.fields import Features
-from datarax.dataset.images import channels_of
+from datarax.dataset.images import file_bytes, image_size_and_grey
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.placement import RECORDS_PER_SHARD, automatic_shards
@@ -77,6 +77,8 @@ class ImageFolderRows(Rows):
     """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
     (not hidden or dataset folders); images of several sizes get ``None`` dimensions."""
 
+    probes_rows = True
+
     def __init__(self, root: str) -> None:
         classes = sorted(d for d in os.listdir(root) if _class_folder(root, d))
         self.root = root
@@ -84,9 +86,9 @@ class ImageFolderRows(Rows):
         for label, name in enumerate(classes):
             for dirpath, dirnames, filenames in os.walk(os.path.join(root, name)):
                 dirnames.sort()
-                for file in sorted(filenames):
-                    if file.lower().endswith(IMAGE_SUFFIXES):
-                        self.items.append((os.path.relpath(os.path.join(dirpath, file), root), label))
+                folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
+                self.items.extend((os.path.join(folder, file), label) for file in sorted(filenames)
+                                  if file.lower().endswith(IMAGE_SUFFIXES))
         if not self.items:
             raise ConversionError(
                 f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
@@ -94,6 +96,7 @@ class ImageFolderRows(Rows):
         self.classes = classes
         self.length = len(self.items)
         self.description = f"the image folder {root}"
+        self._probes: list[Any] | None = None
 
     def hints(self) -> dict[str, dict[str, Any]]:
         """The class names, the image size over every file (``None`` where it varies),
@@ -111,26 +114,39 @@ class ImageFolderRows(Rows):
 
     def _image_size(self) -> tuple[tuple[int | None, int | None], bool]:
         """Height and width every image has, ``None`` for one that varies, and whether
-        the first image is grey while a later one has colour (headers only)."""
-        from PIL import Image
-
-        heights, widths = set(), set()
-        first_grey: bool | None = None
-        colour = False
-        for path, _ in self.items:
-            try:
-                with Image.open(os.path.join(self.root, path)) as image:
-                    heights.add(image.height)
-                    widths.add(image.width)
-                    grey = channels_of(image) == 1
-            except (OSError, ValueError):  # reported with its row when it is written
-                continue
-            first_grey = grey if first_grey is None else first_grey
-            colour = colour or (first_grey and not grey)
-            if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
-                break
+        the first image is grey while a later one has colour (headers only; from the
+        parts :meth:`probe` read, given by :meth:`use_probes` or read here)."""
+        parts = self._probes if self._probes is not None else [self.probe(0, self.length)]
+        heights = set().union(*(p[0] for p in parts))
+        widths = set().union(*(p[1] for p in parts))
+        first_grey = next((p[2] for p in parts if p[2] is not None), None)
+        colour = bool(first_grey) and any(p[3] for p in parts)
         return (heights.pop() if len(heights) == 1 else None,
                 widths.pop() if len(widths) == 1 else None), colour
+
+    def probe(self, start: int, stop: int) -> tuple[set[int], set[int], bool | None, bool]:
+        """The image headers of rows ``start..stop-1``: their heights, their widths,
+        whether the first readable one is grey, whether any has colour (it stops once
+        both sizes vary and one has colour: nothing later changes the hints)."""
+        heights: set[int] = set()
+        widths: set[int] = set()
+        first_grey: bool | None = None
+        colour = False
+        for path, _ in self.items[start:stop]:
+            try:
+                height, width, grey = image_size_and_grey(os.path.join(self.root, path))
+            except (OSError, ValueError):  # reported with its row when it is written
+                continue
+            heights.add(height)
+            widths.add(width)
+            first_grey = grey if first_grey is None else first_grey
+            colour = colour or not grey
+            if len(heights) > 1 and len(widths) > 1 and colour:
+                break
+        return heights, widths, first_grey, colour
+
+    def use_probes(self, parts: list[Any]) -> None:
+        self._probes = list(parts)
 
     def row_name(self, row: int) -> str:
         return f"row {row} ({self.items[row][0]})"
@@ -138,8 +154,7 @@ class ImageFolderRows(Rows):
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
         for path, label in self.items[start:stop]:
-            with open(os.path.join(self.root, path), "rb") as f:
-                yield {"image": {"bytes": f.read()}, "label": label}
+            yield {"image": {"bytes": file_bytes(os.path.join(self.root, path))}, "label": label}
 
 
 class NpyRows(Rows):
@@ -276,17 +291,27 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
     return _note_split(rows, names, asked, split)
 
 
-def _files_of(src: str, suffixes: Sequence[str]) -> list[str]:
+def _files_of(src: str, suffixes: Sequence[str],
+              listing: Mapping[str, list[str]] | None = None) -> list[str]:
+    """The files of ``src`` (a folder, a file or a glob) ending in one of ``suffixes``;
+    ``listing`` (:func:`_folder_files`) saves walking the folder again."""
     if os.path.isdir(src):
-        found = []
-        for dirpath, dirnames, files in os.walk(src):
-            if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
-                dirnames.clear()  # a datarax dataset (e.g. DST inside SRC): not input
-                continue
-            found += [os.path.join(dirpath, f) for f in files if f.lower().endswith(tuple(suffixes))]
-        return sorted(found)
+        listing = _folder_files(src) if listing is None else listing
+        return sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
+                      for f in files if f.lower().endswith(tuple(suffixes)))
     found = sorted(glob.glob(src)) if glob.has_magic(src) else [src] if os.path.isfile(src) else []
     return [f for f in found if f.lower().endswith(tuple(suffixes))]
+
+
+def _folder_files(src: str) -> dict[str, list[str]]:
+    """The file names in each folder under ``src``, leaving out datarax datasets."""
+    found = {}
+    for dirpath, dirnames, files in os.walk(src):
+        if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
+            dirnames.clear()  # a datarax dataset (e.g. DST inside SRC): not input
+            continue
+        found[dirpath] = files
+    return found
 
 
 def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None) -> Rows:
@@ -309,13 +334,15 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     if src.startswith("tfds:"):
         name, _, spl = src[5:].partition(":")
         return _tfds_rows(name, split or spl or None, data_dir)
+    listing = None
     if os.path.isdir(src):
         names = set(os.listdir(src))
         if {"features.json", "dataset_info.json"} <= names:
             return _tfds_rows(src, split, data_dir)
-        if names & {"state.json", "dataset_dict.json"} or _files_of(src, (".arrow",)):
+        listing = _folder_files(src)
+        if names & {"state.json", "dataset_dict.json"} or _files_of(src, (".arrow",), listing):
             return _hf_rows(src, split)
-    tables = _files_of(src, tuple(TABLE_SUFFIXES))
+    tables = _files_of(src, tuple(TABLE_SUFFIXES), listing)
     kinds = {TABLE_SUFFIXES[os.path.splitext(f)[1].lower()] for f in tables}
     if len(kinds) > 1:
         raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
@@ -324,7 +351,7 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         splits = sorted({s for f in tables if (s := _file_split(f, SPLIT_NAMES))})
         chosen = _file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
         return _note_split(TableRows(files, kinds.pop()), splits, split, chosen)
-    arrays = _files_of(src, (".npy", ".npz"))
+    arrays = _files_of(src, (".npy", ".npz"), listing)
     if arrays:
         return NpyRows(arrays)
     if os.path.isdir(src) and any(_class_folder(src, d) for d in os.listdir(src)):

@@ -12,11 +12,14 @@ Example:
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["IMAGE_MODES", "channels_of", "encoded_image_bytes", "image_format", "image_shape_hint",
-           "open_image", "pil_image"]
+from datarax.dataset.image_headers import read_image_header
+
+__all__ = ["IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
+           "image_format", "image_shape_hint", "image_size_and_grey", "open_image", "pil_image"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -62,7 +65,74 @@ def open_image(data: bytes) -> Any:
 
 def channels_of(image: Any) -> int:
     """The channels a PIL image is stored with: 1 (grey), 4 (with alpha) or 3."""
-    return {"L": 1, "1": 1, "I": 1, "I;16": 1, "F": 1, "LA": 4, "RGBA": 4, "PA": 4}.get(image.mode, 3)
+    return channels_of_mode(image.mode)
+
+
+def channels_of_mode(mode: str) -> int:
+    """The channels an image of PIL mode ``mode`` is stored with (as :func:`channels_of`)."""
+    return _CHANNELS.get(mode, 3)
+
+
+_CHANNELS = {"L": 1, "1": 1, "I": 1, "I;16": 1, "F": 1, "LA": 4, "RGBA": 4, "PA": 4}
+
+
+#: bytes of a file read for its image header: first, and where that was not enough
+_HEADER_BYTES = (4096, 65536)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def file_bytes(path: str, limit: int | None = None) -> bytes:
+    """The bytes of the file ``path`` (with ``limit``: up to its first ``limit`` bytes, in
+    one read), read with the operating system's calls alone (a Python file object costs
+    more than a small image's read).
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "f")
+        >>> with open(path, "wb") as f:
+        ...     _ = f.write(b"abcdef")
+        >>> file_bytes(path), file_bytes(path, 2)
+        (b'abcdef', b'ab')
+    """
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        if limit is not None:  # one call: fewer bytes than asked only at the end of a file
+            return os.read(fd, limit)
+        size = os.fstat(fd).st_size
+        parts = []
+        while part := os.read(fd, size + 1):  # one more byte: the end is known in one call
+            parts.append(part)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int, int, bool]:
+    """``(height, width, grey)`` of an encoded image (bytes, or the path of its file) as PIL
+    opens it, from its header (:func:`~datarax.dataset.image_headers.read_image_header`,
+    PIL's own reader where that does not know it); OSError or ValueError when it is none.
+
+    Example:
+        >>> out = io.BytesIO()
+        >>> from PIL import Image; Image.new("L", (5, 3)).save(out, format="PNG")
+        >>> image_size_and_grey(out.getvalue())
+        (3, 5, True)
+    """
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        head, opened = bytes(item), None
+        header = read_image_header(head)
+    else:  # a few KB hold most headers; a JPEG's EXIF thumbnail may push it further
+        head, opened = file_bytes(item, _HEADER_BYTES[0]), item
+        header = read_image_header(head)
+        if header is None and len(head) == _HEADER_BYTES[0]:
+            head = file_bytes(item, _HEADER_BYTES[1])
+            header = read_image_header(head)
+    if header is not None:
+        return header.height, header.width, channels_of_mode(header.mode) == 1
+    from PIL import Image
+
+    with Image.open(io.BytesIO(head) if opened is None else opened) as image:
+        return image.height, image.width, channels_of(image) == 1
 
 
 def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
@@ -81,8 +151,6 @@ def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
         >>> image_shape_hint([png(4, 4), png(4, 4)]), image_shape_hint([png(4, 4, "L"), png(5, 4)])
         ({}, {'image_size': (None, 4), 'image_channels': 3})
     """
-    from PIL import Image
-
     heights: set[int] = set()
     widths: set[int] = set()
     first_grey: bool | None = None
@@ -93,13 +161,11 @@ def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
         if item is None:
             continue
         try:
-            opened = io.BytesIO(item) if isinstance(item, (bytes, bytearray, memoryview)) else item
-            with Image.open(opened) as image:
-                heights.add(image.height)
-                widths.add(image.width)
-                grey = channels_of(image) == 1
+            height, width, grey = image_size_and_grey(item)
         except (OSError, ValueError):
             continue
+        heights.add(height)
+        widths.add(width)
         first_grey = grey if first_grey is None else first_grey
         colour = colour or bool(first_grey and not grey)
         if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):

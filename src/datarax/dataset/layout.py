@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import io
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,12 +37,27 @@ from datarax.dataset.fields import (
     not_an_array,
     read_encoded_image,
 )
-from datarax.dataset.images import IMAGE_MODES, channels_of, image_format, open_image, pil_image
+from datarax.dataset.image_headers import intact_image_header
+from datarax.dataset.images import (
+    IMAGE_MODES,
+    channels_of,
+    channels_of_mode,
+    image_format,
+    open_image,
+    pil_image,
+)
 from datarax.errors import RecordError
 
 __all__ = ["decode_records", "encode_record"]
 
 _U32 = np.dtype("<u4")
+_F32 = struct.Struct("<f")
+
+
+@functools.lru_cache(maxsize=64)
+def _lengths(count: int) -> struct.Struct:
+    """The little-endian ``uint32`` payload lengths of ``count`` variable fields."""
+    return struct.Struct(f"<{count}I")
 
 
 def little_endian(dtype: Any) -> np.dtype:
@@ -65,6 +81,25 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
                 f"names (0..{count - 1}, or -1 for no label): correct the label, or give the field "
                 "every class name.", field=f.name, row=row)
     return out
+
+
+def _scalar_bytes(f: Field, value: Any) -> bytes | None:
+    """The bytes of a Python ``int`` in an ``int64`` scalar field (a label, an id) or a
+    finite ``float`` in a ``float32`` one, made without NumPy (the same bytes) when the
+    value fits (and its class names); None leaves it to :func:`_numeric`."""
+    kind = type(value)
+    if f.shape != () or (kind is not int and kind is not float):
+        return None
+    if kind is int and f.dtype == "int64":
+        if f.class_names is not None and not -1 <= value < len(f.class_names):
+            return None
+        return value.to_bytes(8, "little", signed=True) if -2**63 <= value < 2**63 else None
+    if kind is float and f.dtype == "float32" and value - value == 0.0:  # finite
+        try:
+            return _F32.pack(value)  # rounded as NumPy's cast rounds it
+        except OverflowError:  # beyond float32: _numeric names it
+            return None
+    return None
 
 
 def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
@@ -150,7 +185,28 @@ def _deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
     return None
 
 
+def _stored_as_it_is(f: Field, value: Any) -> bytes | None:
+    """The bytes of an encoded image (bytes, an HF image dict holding them) that the field
+    keeps as they are, known from the header and structure alone (no pixel decoded:
+    :func:`~datarax.dataset.image_headers.intact_image_header`); None leaves it to PIL."""
+    if isinstance(value, dict) and value.keys() <= {"bytes", "path"}:
+        value = value.get("bytes")
+    if type(value) is not bytes:
+        return None
+    header = intact_image_header(value)
+    height, width, channels = f.shape
+    if header is None or header.format != f.encoding or (
+            channels_of_mode(header.mode) != channels) or (
+            height is not None and height != header.height) or (
+            width is not None and width != header.width):
+        return None
+    return value
+
+
 def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
+    kept = _stored_as_it_is(f, value)
+    if kept is not None:
+        return kept
     encoded = read_encoded_image(f.name, value, row)
     if encoded is not None:
         data, image = encoded
@@ -202,6 +258,38 @@ def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
     return buffer.getvalue()
 
 
+def _plain_record(features: Features, record: dict[str, Any]) -> bytes | None:
+    """The bytes of a record of exactly the features' fields, each an ``int`` / ``float``
+    (:func:`_scalar_bytes`), a ``str`` or a kept image (:func:`_stored_as_it_is`), as
+    :func:`encode_record` makes them; None leaves it to those checks, which name what is wrong."""
+    head: list[bytes] = []
+    lengths: list[int] = []
+    tail: list[bytes] = []
+    for f in features.fields:
+        value = record.get(f.name)
+        encoding = f.encoding
+        if encoding == "raw":
+            data = _scalar_bytes(f, value)
+            if data is None:
+                return None
+            head.append(data)
+            continue
+        if encoding == "utf8" and type(value) is str:
+            try:
+                data = value.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        elif encoding in ("png", "jpeg"):
+            data = _stored_as_it_is(f, value)
+            if data is None:
+                return None
+        else:
+            return None
+        lengths.append(len(data))
+        tail.append(data)
+    return b"".join(head) + _lengths(len(lengths)).pack(*lengths) + b"".join(tail)
+
+
 def encode_record(features: Features, record: Mapping[str, Any], *, row: int | None = None) -> bytes:
     """One record's bytes in the layout of ``features`` (the same record, the same bytes);
     ``row`` (the source row) is named in errors.
@@ -215,6 +303,10 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
             return b"".join([_numeric(f, record[f.name], row).tobytes() for f in features.fields])
         except KeyError:
             pass  # a field is missing: the checks below name it
+    elif type(record) is dict and len(record) == len(features.fields):
+        plain = _plain_record(features, record)
+        if plain is not None:
+            return plain
     if not isinstance(record, Mapping):
         raise RecordMismatchError(
             f"row {row}: a record is a dict of fields, got {type(record).__name__}.", row=row)
@@ -235,7 +327,7 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
         if value is None:
             raise no_value(f.name, row)
         if f.encoding == "raw":
-            head.append(_numeric(f, value, row).tobytes())
+            head.append(_scalar_bytes(f, value) or _numeric(f, value, row).tobytes())
             continue
         if f.encoding == "utf8":
             if isinstance(value, (bytes, bytearray, memoryview)):
@@ -268,7 +360,7 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
             payload = _image_payload(f, value, row)
         lengths.append(len(payload))
         tail.append(payload)
-    return b"".join(head) + np.asarray(lengths, _U32).tobytes() + b"".join(tail)
+    return b"".join(head) + _lengths(len(lengths)).pack(*lengths) + b"".join(tail)
 
 
 def _aligned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

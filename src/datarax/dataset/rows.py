@@ -36,12 +36,23 @@ class Rows:
     description: str = "records"
     #: whether worker processes may each open a copy (it pickles, and reads any range)
     random_access: bool = True
+    #: whether :meth:`hints` reads every row, in parts that :meth:`probe` reads (so
+    #: worker processes can share that reading; :meth:`use_probes` takes their parts)
+    probes_rows: bool = False
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         raise NotImplementedError
 
     def hints(self) -> dict[str, dict[str, Any]]:
         return {}
+
+    def probe(self, start: int, stop: int) -> Any:
+        """What :meth:`hints` reads of rows ``start..stop-1`` (with ``probes_rows``)."""
+        raise NotImplementedError
+
+    def use_probes(self, parts: list[Any]) -> None:
+        """Take the :meth:`probe` parts of consecutive ranges covering every row, in order."""
+        raise NotImplementedError
 
     def row_name(self, row: int) -> str:
         """How errors name ``row`` (a file reader may add the file)."""

@@ -17,6 +17,8 @@ from datarax.extras import require
 
 __all__ = ["ParsedJsonLines", "TableRows"]
 
+_SENT_TABLE_BYTES = 256 * 2**20  # parsed tables up to this size go to worker processes
+
 
 def _bad_text_as_bytes(table: Any) -> Any:
     """``table`` with each text column that holds bytes that are not UTF-8 (``pyarrow``'s
@@ -230,7 +232,8 @@ def _whole_numbers_beyond_int64(table: Any, path: str, kind: str) -> Any:
     for i, field in enumerate(table.schema):
         if not pa.types.is_floating(field.type):
             continue
-        top = pc.max(pc.abs(pc.if_else(pc.is_nan(table.column(i)), 0, table.column(i)))).as_py()
+        values = pc.drop_null(table.column(i))  # the NaNs left out (if_else: 0.2 s to set up)
+        top = pc.max(pc.abs(values.filter(pc.invert(pc.is_nan(values))))).as_py()
         if top is None or math.isinf(top) or top < 2.0**63:
             continue
         values = _literal_values(path, kind, field.name)
@@ -359,7 +362,13 @@ class TableRows(Rows):
         self.length = int(sum(self._counts))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_tables": None}
+        # a worker process gets the JSON Lines / CSV tables parsed here when they are small
+        # enough to copy (parsing again costs more); else it parses the files itself
+        tables = self._tables
+        if tables is not None and not (all(hasattr(t, "nbytes") for t in tables)
+                                       and sum(t.nbytes for t in tables) <= _SENT_TABLE_BYTES):
+            tables = None
+        return {**self.__dict__, "_tables": tables}
 
     def _count(self) -> list[int]:
         require("pyarrow", extra="convert", user="datarax convert")

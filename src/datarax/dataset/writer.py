@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import multiprocessing
 import os
-import queue
 import shutil
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -56,6 +53,7 @@ from datarax.dataset.resume import (
 from datarax.dataset.rows import Rows, as_rows
 from datarax.dataset.write_features import resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
+from datarax.dataset.write_workers import WorkerPool
 from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.storage.urls import expand_user, is_remote
@@ -63,7 +61,6 @@ from datarax.storage.urls import expand_user, is_remote
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
 
 _PROGRESS_EVERY = 512
-_PARENT_CHECK_S = 0.2  # how often a worker checks that its parent lives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,24 +183,6 @@ def _write_round_robin(job: _Job, rows: Rows, report: Callable[[str, Any], None]
         raise
 
 
-def _end_with(parent: int) -> None:
-    """End this process once its parent is no longer ``parent`` (killed: nobody would
-    finish the dataset, and a resumed run must not find it still writing a shard)."""
-    while os.getppid() == parent:
-        time.sleep(_PARENT_CHECK_S)
-    os._exit(1)
-
-
-def _worker(job: _Job, rows: Rows, shards: list[int], messages: Any, parent: int) -> None:
-    """A worker process: write ``shards``, report through ``messages``."""
-    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
-    try:
-        _write_ranges(job, rows, shards, lambda kind, value: messages.put((kind, value)))
-    except BaseException as err:  # noqa: BLE001 - reported to the parent
-        # a bad record's error reads as with one process; anything else names its type
-        text = str(err) if isinstance(err, ConversionError) else f"{type(err).__name__}: {err}"
-        messages.put(("error", text))
-        raise SystemExit(1) from None
 
 
 def refuse_url_destination(dst: Any, where: str) -> None:
@@ -257,7 +236,8 @@ def write_dataset(
             writes to a bucket).
     """
     refuse_url_destination(dst, "write_dataset")
-    with folder_lock(dst, error=ConversionError, what="this write"):  # one writer per folder
+    with (folder_lock(dst, error=ConversionError, what="this write"),  # one writer per folder
+          contextlib.ExitStack() as stack):
         started = time.perf_counter()
         dst = expand_user(dst)  # '~/ds' is the home folder's
         if not isinstance(shards, int) or shards < 1:
@@ -272,8 +252,13 @@ def write_dataset(
             raise ConfigError(
                 f"write_dataset workers={workers} needs records every process can read by row "
                 f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
-        feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         n = rows.length
+        pool = None
+        if workers > 1 and n is not None and shards > 1:  # started now: they start as we work
+            pool = stack.enter_context(WorkerPool(rows, min(workers, shards)))
+            if rows.probes_rows:  # what the hints read of every row, shared by the workers
+                rows.use_probes(pool.probe(rows))
+        feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
         job = _Job(dst, feats, shards, on_error, bounds)
         fingerprint, parts = run_fingerprint(feats, shards, bounds, on_error, rows)
@@ -300,10 +285,10 @@ def write_dataset(
         try:
             if bounds is None:
                 _write_round_robin(job, rows, report)
-            elif workers == 1 or len(todo) <= 1:
+            elif pool is None or len(todo) <= 1:
                 _write_ranges(job, rows, todo, report)
             else:
-                _run_workers(job, rows, todo, min(workers, len(todo)), report)
+                pool.write(_write_ranges, job, todo, report)
         except ConversionError as err:
             if not results and isinstance(err.__cause__, RecordMismatchError):
                 # a bad row before any shard was finished: nothing to resume, so DST is left
@@ -349,63 +334,3 @@ def _check_resumed(job: _Job, rows: Rows, done: Mapping[int, Any], workers: int,
         if bar is not None:
             bar.close()
 
-
-def _run_workers(job: _Job, rows: Rows, todo: list[int], workers: int,
-                 report: Callable[[str, Any], None]) -> None:
-    """``workers`` spawned processes, shard ``todo[i]`` to process ``i % workers``."""
-    ctx = multiprocessing.get_context("spawn")
-    messages = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(job, rows, todo[w::workers], messages, os.getpid()),
-                         daemon=True)
-             for w in range(workers)]
-    for p in procs:
-        p.start()
-    error: str | None = None
-    try:
-        while True:
-            try:
-                kind, value = messages.get(timeout=0.2)
-            except queue.Empty:
-                # a killed worker may hold the queue's lock: the others would hang
-                killed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
-                if killed or all(not p.is_alive() for p in procs):
-                    error = _drain(messages, report) or error or (
-                        f"write_dataset: a worker process died (exit code {killed[0]})"
-                        if killed else None)
-                    for p in procs:
-                        p.terminate()
-                    break
-                continue
-            if kind == "error":
-                error = error or value
-                for p in procs:
-                    p.terminate()
-            else:
-                report(kind, value)
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-                p.join()
-    if error is None:
-        dead = [p.exitcode for p in procs if p.exitcode not in (0, None)]
-        if dead:
-            error = f"write_dataset: a worker process died (exit code {dead[0]})"
-    if error is not None:
-        raise ConversionError(
-            f"{error.rstrip('.')}. (Finished shards are kept: after fixing "
-            "the cause, run it again with resume=True (--resume).)")
-
-
-def _drain(messages: Any, report: Callable[[str, Any], None]) -> str | None:
-    error = None
-    while True:
-        try:
-            kind, value = messages.get(timeout=0.05)
-        except queue.Empty:
-            return error
-        if kind == "error":
-            error = error or value
-        else:
-            report(kind, value)

@@ -1,0 +1,78 @@
+"""Conversion before and after a change, interleaved: ``bench_convert``'s inputs (PNG folder,
+Parquet, JSON Lines) converted by the ``src/`` of an earlier commit and by this tree's, in
+rounds of floor / before 1 process / after 1 / before 2 / after 2, each a fresh process
+(``python -m benchmarks.bench_convert --one``); then whether before and after, and 1 and 2
+processes, wrote the same files (shards and metadata, by SHA-256).
+
+Run: ``git archive COMMIT src | tar -x -C BEFORE`` then ``python -m
+benchmarks.convert_before_after BEFORE/src OUT.json [--rounds N] [--images N] [--lines N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from benchmarks.convert_inputs import ROOT, make_jsonl, make_parquet, make_png_folder
+
+DATA_DIR = ROOT / "data" / "convert_before_after"
+PLAN = [("after", "floor"), ("before", "datarax_w1"), ("after", "datarax_w1"),
+        ("before", "datarax_w2"), ("after", "datarax_w2")]
+
+
+def _digests(folder: pathlib.Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def run(before_src: str, rounds: int, images: int, lines: int) -> dict:
+    shutil.rmtree(DATA_DIR, ignore_errors=True)
+    DATA_DIR.mkdir(parents=True)
+    srcs = {"png": make_png_folder(images, DATA_DIR), "parquet": make_parquet(images, DATA_DIR),
+            "jsonl": make_jsonl(lines, DATA_DIR)}
+    code = {"before": os.path.abspath(before_src), "after": str(ROOT / "src")}
+    runs = []
+    for r in range(rounds):
+        for kind, src in srcs.items():
+            for version, contender in PLAN:
+                dst = DATA_DIR / "out" / kind / f"{version}_{contender}"
+                env = {**os.environ, "PYTHONPATH": f"{code[version]}{os.pathsep}{ROOT}"}
+                done = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.bench_convert", "--one", kind, contender,
+                     str(src), str(dst)], env=env, capture_output=True, text=True, check=True)
+                one = json.loads(done.stdout.strip().splitlines()[-1])
+                runs.append({"round": r, "kind": kind, "version": version, "contender": contender,
+                             "seconds": round(one["seconds"], 4),
+                             "cpu_seconds": round(one["cpu_seconds"], 4),
+                             "load": round(os.getloadavg()[0], 2)})
+                print(json.dumps(runs[-1]), flush=True)
+    identical = {}
+    for kind in srcs:
+        d = {name: _digests(DATA_DIR / "out" / kind / name) for name in
+             ("before_datarax_w1", "after_datarax_w1", "before_datarax_w2", "after_datarax_w2")}
+        identical[kind] = {"after_w1_eq_before_w1": d["after_datarax_w1"] == d["before_datarax_w1"],
+                           "after_w2_eq_after_w1": d["after_datarax_w2"] == d["after_datarax_w1"],
+                           "before_w2_eq_before_w1": d["before_datarax_w2"] == d["before_datarax_w1"]}
+    return {"cpus": os.cpu_count(), "runs": runs, "identical": identical}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before_src")
+    parser.add_argument("json")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--images", type=int, default=20_000)
+    parser.add_argument("--lines", type=int, default=200_000)
+    args = parser.parse_args()
+    result = run(args.before_src, args.rounds, args.images, args.lines)
+    pathlib.Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""The worker processes of ``write_dataset(workers=n)``: started first, then given work.
+
+:class:`WorkerPool` spawns its processes as soon as the rows are known, so their start
+(an interpreter, NumPy, array_record) overlaps the main process's own start of the write
+(reading the rows' schema, inferring the features). A worker then takes tasks in turn:
+reading parts of what the rows' hints need from every row (:meth:`Rows.probe
+<datarax.dataset.rows.Rows.probe>`, e.g. every image's header; the main process takes
+parts too, while its workers start), then writing its shards.
+Shard ``todo[i]`` goes to worker ``i % n``, so which process writes a shard never changes
+its bytes. A worker ends with its main process (killed or not), and a worker that dies
+or fails ends the write with its error.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from datarax.dataset.rows import Rows
+from datarax.dataset.write_outcome import ConversionError
+
+__all__ = ["WorkerPool"]
+
+_PARENT_CHECK_S = 0.2  # how often a worker checks that its parent lives
+_PROBE_ROWS = 1024  # rows a probe part reads
+
+
+def _end_with(parent: int) -> None:
+    """End this process once its parent is no longer ``parent`` (killed: nobody would
+    finish the dataset, and a resumed run must not find it still writing a shard)."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_CHECK_S)
+    os._exit(1)
+
+
+def _probe_parts(rows: Rows, counter: Any, parts: int,
+                 put: Callable[[int, Any], None]) -> None:
+    """Probe part after part of ``rows`` (:func:`_part`), the next one not taken by
+    another process (``counter``), until none is left."""
+    while True:
+        with counter.get_lock():
+            part = counter.value
+            counter.value += 1
+        if part >= parts:
+            return
+        put(part, rows.probe(*_part(rows.length or 0, parts, part)))
+
+
+def _part(count: int, parts: int, part: int) -> tuple[int, int]:
+    return part * count // parts, (part + 1) * count // parts
+
+
+def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
+    """A worker process: take its rows from ``tasks``, then run the tasks that follow
+    until None, reporting through ``messages`` (``("probed", (part, value))``, the
+    writer's reports, ``("idle", None)`` after each task, ``("error", text)``)."""
+    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
+    try:
+        rows = pickle.loads(tasks.get())
+        while (task := tasks.get()) is not None:
+            kind, payload = task
+            if kind == "probe":
+                _probe_parts(rows, counter, payload,
+                             lambda part, value: messages.put(("probed", (part, value))))
+                messages.put(("idle", None))
+            else:
+                write, job, shards = payload
+                write(job, rows, shards, lambda k, v: messages.put((k, v)))
+                messages.put(("idle", None))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent
+        # a bad record's error reads as with one process; anything else names its type
+        text = str(err) if isinstance(err, ConversionError) else f"{type(err).__name__}: {err}"
+        messages.put(("error", text))
+        raise SystemExit(1) from None
+
+
+class WorkerPool:
+    """``workers`` spawned processes holding a copy of ``rows`` (see the module docstring);
+    use it as a context manager (its processes end with the block)."""
+
+    def __init__(self, rows: Rows, workers: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        state = pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)  # rows that do not pickle: now
+        self.messages = ctx.Queue()
+        self.tasks = [ctx.Queue() for _ in range(workers)]
+        self.counter = ctx.Value("q", 0)  # the next probe part to take
+        self.procs = [ctx.Process(target=_serve, daemon=True,
+                                  args=(t, self.messages, self.counter, os.getpid()))
+                      for t in self.tasks]
+        for p, t in zip(self.procs, self.tasks):
+            p.start()  # small arguments: a start does not wait for the process to read them
+            t.put(state)  # sent by the queue's thread, while this process goes on
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        for t, p in zip(self.tasks, self.procs):
+            if kind is not None:  # the write failed: no task of it is wanted
+                p.terminate()
+            elif p.is_alive():
+                t.put(None)
+        for p in self.procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+
+    def probe(self, rows: Rows, rows_per_part: int = _PROBE_ROWS) -> list[Any]:
+        """``rows.probe`` over consecutive parts of ``rows``, in order: taken in turn by
+        this process (while its workers start) and by the workers."""
+        parts = max(1, -(-(rows.length or 0) // rows_per_part))
+        for t in self.tasks:
+            t.put(("probe", parts))
+        found: dict[int, Any] = {}
+        _probe_parts(rows, self.counter, parts, found.__setitem__)
+        idle: list[None] = []
+
+        def take(kind: str, value: Any) -> None:
+            found[value[0]] = value[1]
+
+        self._collect(lambda: len(idle) == len(self.procs),
+                      {"probed": take, "idle": lambda k, v: idle.append(v)})
+        return [found[part] for part in range(parts)]
+
+    def write(self, write: Callable[..., None], job: Any, todo: list[int],
+              report: Callable[[str, Any], None]) -> None:
+        """The shards ``todo``, shard ``todo[i]`` by worker ``i % n``: ``write(job, rows,
+        shards, report)`` in each (a module-level function: it goes by name)."""
+        busy = [w for w in range(len(self.procs)) if todo[w::len(self.procs)]]
+        for w in busy:
+            self.tasks[w].put(("write", (write, job, todo[w::len(self.procs)])))
+        idle: list[None] = []
+        self._collect(lambda: len(idle) == len(busy),
+                      {"rows": report, "done": report, "idle": lambda k, v: idle.append(v)})
+
+    def _collect(self, finished: Callable[[], bool],
+                 handlers: dict[str, Callable[[str, Any], None]]) -> None:
+        """Hand the workers' messages to ``handlers`` until ``finished()``; a worker's
+        error or death ends the others and raises ConversionError."""
+        error: str | None = None
+        while not finished():
+            try:
+                kind, value = self.messages.get(timeout=0.2)
+            except queue.Empty:
+                # a killed worker may hold the queue's lock: the others would hang
+                killed = [p.exitcode for p in self.procs if p.exitcode not in (0, None)]
+                if killed:
+                    error = self._drain(handlers) or (
+                        f"write_dataset: a worker process died (exit code {killed[0]})")
+                    break
+                continue
+            if kind == "error":
+                error = value
+                break
+            handlers[kind](kind, value)
+        if error is not None:
+            for p in self.procs:
+                p.terminate()
+            raise ConversionError(
+                f"{error.rstrip('.')}. (Finished shards are kept: after fixing "
+                "the cause, run it again with resume=True (--resume).)")
+
+    def _drain(self, handlers: dict[str, Callable[[str, Any], None]]) -> str | None:
+        error = None
+        while True:
+            try:
+                kind, value = self.messages.get(timeout=0.05)
+            except queue.Empty:
+                return error
+            if kind == "error":
+                error = error or value
+            elif kind in handlers:
+                handlers[kind](kind, value)
