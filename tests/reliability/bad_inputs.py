@@ -822,18 +822,6 @@ def _ar_shape_drift(tmp: Path) -> Any:
     _ar_read_all(_ar(path, decode))
 
 
-def _ar_varying_lengths(tmp: Path) -> Any:
-    from array_record.python.array_record_module import ArrayRecordWriter
-    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
-
-    path = str(tmp / "v.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
-    for i in range(4):  # fine records of several lengths (say, JPEGs), read with no decode=
-        writer.write(b"x" * (i + 1))
-    writer.close()
-    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), path))
-
-
 def _ar_dtype_drift(tmp: Path) -> Any:
     path = _ar_file(tmp / "t.array_record")
 
@@ -1821,7 +1809,8 @@ case("arrayrecord-raw-records-of-different-lengths", READING,
      "raw records of different lengths, no decode=", RecordError,
      "The file is fine: pass decode= to turn a record's bytes into fields of one shape (or "
      "text), e.g. ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': "
-     "raw.decode()}).", needs=AR)(_ar_raw_lengths)
+     "raw.decode()}); images of several sizes: decode=datarax.decode_images(...).",
+     needs=AR)(_ar_raw_lengths)
 case("cache-held-by-another-source-of-this-process", READING,
      "a second source of this process, through a cache folder the first one fills",
      CacheFullError, "held by another source in this process reading through the same "
@@ -1872,12 +1861,6 @@ simple("storage-store-unreachable", STORAGE,
        _unreachable_store, needs="s3fs")
 
 
-case("arrayrecord-varying-lengths-no-decode", "ArrayRecord: records and images of several sizes",
-     "records of several lengths, no decode=", RecordError,
-     "cannot read record 1 of file '{tmp}/v.array_record' (epoch 0): field 'record' decodes to "
-     "uint8(2,), the first record's is uint8(1,); every record must decode to the same shapes "
-     "and dtypes. The file may be fine: pass a decode= that gives every record the same",
-     needs=AR)(_ar_varying_lengths)
 
 
 def _decode_images(field: str = "image", **options: Any) -> Any:

@@ -344,8 +344,8 @@ def test_raw_records_of_different_lengths_without_decode_say_to_pass_decode(tmp_
     assert ("No decode= was given, so each record is served as its raw bytes (field 'record'), "
             "and records of different lengths cannot be stacked into a batch. The file is fine: "
             "pass decode= to turn a record's bytes into fields of one shape (or text), e.g. "
-            "ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': raw.decode()})."
-            ) in message
+            "ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': raw.decode()}); "
+            "images of several sizes: decode=datarax.decode_images(...).") in message
     assert "regenerate" not in message
     assert (info.value.path, info.value.index) == (path, 1)
     source.close()

@@ -345,7 +345,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
             "its raw bytes (field 'record'), and records of different lengths cannot be "
             "stacked into a batch. The file is fine: pass decode= to turn a record's bytes "
             "into fields of one shape (or text), e.g. ArrayRecordSourceModule(config, paths, "
-            "decode=lambda raw: {'text': raw.decode()}).",
+            "decode=lambda raw: {'text': raw.decode()}); images of several sizes: "
+            "decode=datarax.decode_images(...).",
             path=err.path,
             index=err.index,
         )
