@@ -344,7 +344,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
     def stats(self) -> dict[str, Any] | None:
         """The reader's timers, and for remote files ``"storage"``: downloads, cache hits,
         retries (``throttled`` of them), resumed downloads, evictions, failed files and
-        seconds waited (:meth:`datarax.storage.RemoteShards.stats`)."""
+        seconds waited (:meth:`datarax.storage.RemoteShards.stats`), and the head start's
+        ranged reads (:meth:`datarax.storage.head_start.HeadStart.stats`)."""
         out = super().stats()
         if self._remote is None:
             return out
