@@ -147,16 +147,45 @@ def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path)
                             "memory://head-test/transposed.array_record"])
     shards = RemoteShards(objects, cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
     try:
-        head = HeadStart(shards, min_size=0)
+        head = HeadStart(shards, min_size=0, budget=1 << 30)
         got = head.read({0: [9, 2], 1: [3]})
         assert list(got) == [0] and [r[0] for r in got[0]] == [9, 2]
         assert head.read({1: [3]}) == {}  # refused once, left to the whole file after
+        assert head.read({0: [1]})[0][0][0] == 1
         skimpy = HeadStart(shards, min_size=0, budget=1)
         assert skimpy.read({0: [1]})[0][0][0] == 1  # the budget is spent by this read
+        assert skimpy.stats()["ranged_budget_left"] == 0
         assert skimpy.read({0: [2]}) == {}
         skimpy.arm()  # a new epoch
         assert skimpy.read({0: [2]})[0][0][0] == 2
         large = HeadStart(shards)  # files under 1 MiB: always whole
         assert large.read({0: [1]}) == {}
+    finally:
+        shards.close()
+
+
+def test_a_file_deleted_mid_epoch_is_named_then_left_to_the_whole_file(tmp_path: pathlib.Path) -> None:
+    import fsspec
+
+    from datarax.storage import RemoteObjectError, ShardCache, list_objects
+    from datarax.storage.head_start import HeadStart
+    from datarax.storage.shards import RemoteShards
+
+    fs = fsspec.filesystem("memory")
+    path = tmp_path / "a.array_record"
+    writer = ArrayRecordWriter(str(path), "group_size:1")
+    for i in range(10):
+        writer.write(bytes([i]) * 100)
+    writer.close()
+    fs.pipe("/head-gone/a.array_record", path.read_bytes())
+    shards = RemoteShards(list_objects("memory://head-gone/a.array_record"),
+                          cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+    try:
+        head = HeadStart(shards, min_size=0, budget=1 << 30)
+        assert head.read({0: [4]}) == {0: [bytes([4]) * 100]}
+        fs.rm("/head-gone/a.array_record")
+        with pytest.raises(RemoteObjectError, match="memory://head-gone/a.array_record.*deleted"):
+            head.read({0: [5]})
+        assert head.read({0: [5]}) == {}  # the whole-file path reports it from now on
     finally:
         shards.close()

@@ -110,7 +110,9 @@ class HeadStart:
                                                       cache=self.shards.cache)
                 before = reader.stats()
             except RemoteObjectError:
-                raise  # deleted or changed: the error the download gives
+                with self._lock:  # deleted or changed: the error the download gives, once
+                    self._ranges[f] = None
+                raise
             except (ConfigError, RecordError):
                 reader = None  # a format ranged reads refuse, or damaged: the whole file says
             with self._lock:
@@ -133,6 +135,8 @@ class HeadStart:
         try:
             records = reader.read(positions)
         except RemoteObjectError:
+            with self._lock:  # deleted or changed: later reads ask the whole-file path
+                self._ranges[f] = None
             raise
         except (ConfigError, RecordError):  # damaged: the whole-file read reports it
             with self._lock:
