@@ -284,8 +284,9 @@ class Footer:
 
 def parse_footer(chunk: bytes, size: int, footer_offset: int, where: str) -> Footer:
     """The :class:`Footer` from the footer chunk's logical bytes."""
-    records = simple_chunk_records(chunk, f"{where} (its footer)")
     compression = chunk[CHUNK_HEADER] if len(chunk) > CHUNK_HEADER else 0
+    decompressor(compression, where)  # the writer's compression: refused by the file's name
+    records = simple_chunk_records(chunk, f"{where} (its footer)")
     if not records:
         raise RecordError(f"{where}: its footer holds no metadata; not an ArrayRecord file.")
     meta = proto_fields(records[0], f"{where} (its footer)")
