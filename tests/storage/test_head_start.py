@@ -91,16 +91,21 @@ def test_first_batches_by_range_then_cached_are_the_local_batches(
         local.seek(1)
         expected.append(batches(local))
     url = s3.upload_folder(local_files, "ds")
+    names = [f"part-{f}.array_record" for f in range(SHARDS)]
     with source(url + "/*.array_record", tmp_path / "cache", **config) as remote:
+        built = sum(s3.proxy.count("GET", n) for n in names)  # the footers, for the counts
+        assert built <= 2 * SHARDS
         first = batches(remote, 1)  # while no whole file can download
         storage = remote.stats()["storage"]
         assert storage["fetched"] == 0 and storage["ranged_records"] >= BATCH
         stalled.set()
         assert first + batches(remote) == expected[0]
         storage = remote.stats()["storage"]
-        assert storage["fetched"] == SHARDS  # each file downloaded whole, once
+        assert storage["fetched"] == SHARDS  # each file downloaded whole, once (one GET)
+        # every other request since the build was a ranged read, counted exactly
+        gets = sum(s3.proxy.count("GET", n) for n in names)
+        assert gets - built - SHARDS == storage["ranged_requests"] > 0
         ranged = storage["ranged_records"]
-        gets = sum(s3.proxy.count("GET", f"part-{f}.array_record") for f in range(SHARDS))
         remote.seek(1)
         assert batches(remote) == expected[1]
         after = remote.stats()["storage"]

@@ -80,8 +80,9 @@ class HeadStart:
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
         self._ranges: dict[int, ArrayRecordRanges | None] = {}  # None: not readable by range
-        self._left = self.budget
-        self._counts = {"ranged_requests": 0, "ranged_bytes": 0, "ranged_records": 0}
+        self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
+        self._armed_at = 0  # ranged bytes read when the budget was last renewed
+        self._records = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -90,8 +91,9 @@ class HeadStart:
     def arm(self) -> None:
         """An epoch starts or a state was restored: allow ``budget`` bytes of ranged reads
         again."""
+        spent = self._totals()["bytes"]
         with self._lock:
-            self._left = self.budget
+            self._armed_at = spent
 
     def _reader(self, f: int) -> ArrayRecordRanges | None:
         """File ``f``'s ranged reader (opened once), or None when it cannot be read so."""
@@ -103,12 +105,10 @@ class HeadStart:
             with self._lock:
                 if f in self._ranges:
                     return self._ranges[f]
-            before = None
             try:
                 reader = ArrayRecordRanges.for_object(self.shards.objects[f],
                                                       fetcher=self.shards.fetcher,
                                                       cache=self.shards.cache)
-                before = reader.stats()
             except RemoteObjectError:
                 with self._lock:  # deleted or changed: the error the download gives, once
                     self._ranges[f] = None
@@ -117,21 +117,21 @@ class HeadStart:
                 reader = None  # a format ranged reads refuse, or damaged: the whole file says
             with self._lock:
                 self._ranges[f] = reader
-                if before is not None:
-                    self._count(before)
+                if reader is not None:
+                    self._opened.append(reader)
             return reader
 
-    def _count(self, delta: Mapping[str, int], records: int = 0) -> None:
-        self._counts["ranged_requests"] += delta["requests"]
-        self._counts["ranged_bytes"] += delta["bytes"]
-        self._counts["ranged_records"] += records
-        self._left -= delta["bytes"]
+    def _totals(self) -> dict[str, int]:
+        """Requests and bytes of every ranged reader so far (opening included)."""
+        with self._lock:
+            readers = list(self._opened)
+        stats = [r.stats() for r in readers]
+        return {k: sum(s[k] for s in stats) for k in ("requests", "bytes")}
 
     def _read_one(self, f: int, positions: Sequence[int]) -> list[bytes] | None:
         reader = self._reader(f)
         if reader is None:
             return None
-        before = reader.stats()
         try:
             records = reader.read(positions)
         except RemoteObjectError:
@@ -142,9 +142,8 @@ class HeadStart:
             with self._lock:
                 self._ranges[f] = None
             return None
-        after = reader.stats()
         with self._lock:
-            self._count({k: after[k] - before[k] for k in after}, len(records))
+            self._records += len(records)
         return records
 
     def read(self, wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
@@ -156,9 +155,8 @@ class HeadStart:
             RemoteObjectError: a file was deleted or changed since it was listed.
             RemoteStoreError: the store still fails after every retry, or refuses access.
         """
-        with self._lock:
-            if self._left <= 0:
-                return {}
+        if self._totals()["bytes"] - self._armed_at >= self.budget:
+            return {}
         todo = [f for f in wanted if self.shards.objects[f].size >= self.min_size
                 and self._ranges.get(f, 1) is not None and not self.shards.ready(f)]
         if not todo:
@@ -178,8 +176,11 @@ class HeadStart:
     def stats(self) -> dict[str, int]:
         """``ranged_requests``, ``ranged_bytes`` and ``ranged_records`` so far (footers
         read included), and ``ranged_budget_left`` of this epoch's budget."""
+        totals = self._totals()
         with self._lock:
-            return {**self._counts, "ranged_budget_left": max(0, self._left)}
+            left = self.budget - (totals["bytes"] - self._armed_at)
+            return {"ranged_requests": totals["requests"], "ranged_bytes": totals["bytes"],
+                    "ranged_records": self._records, "ranged_budget_left": max(0, left)}
 
     def close(self) -> None:
         """Stop the request threads."""
