@@ -136,6 +136,7 @@ def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path)
     import fsspec
 
     from datarax.storage import ShardCache, list_objects
+    from datarax.storage.array_record_ranges import load_footer
     from datarax.storage.head_start import HeadStart
     from datarax.storage.shards import RemoteShards
 
@@ -157,12 +158,17 @@ def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path)
         assert list(got) == [0] and [r[0] for r in got[0]] == [9, 2]
         assert head.read({1: [3]}) == {}  # refused once, left to the whole file after
         assert head.read({0: [1]})[0][0][0] == 1
-        skimpy = HeadStart(shards, min_size=0, budget=1)
-        assert skimpy.read({0: [1]})[0][0][0] == 1  # the budget is spent by this read
+        footer = load_footer(shards.cache, objects[0])  # kept by the first reads
+        assert footer is not None
+        one = footer.end(1) - int(footer.offsets[1])  # the bytes of record 1's chunk
+        skimpy = HeadStart(shards, min_size=0, budget=one + 1)
+        assert skimpy.read({0: [1]})[0][0][0] == 1  # takes all but a byte of the budget
+        assert skimpy.stats()["ranged_budget_left"] == 1
+        assert [r[0] for r in skimpy.read({0: [2, 3]})[0]] == [2, 3]  # started: served whole
         assert skimpy.stats()["ranged_budget_left"] == 0
-        assert skimpy.read({0: [2]}) == {}
+        assert skimpy.read({0: [1]}) == {}  # spent: left to the downloads
         skimpy.arm()  # a new epoch
-        assert skimpy.read({0: [2]})[0][0][0] == 2
+        assert skimpy.read({0: [1]})[0][0][0] == 1
         large = HeadStart(shards)  # files under 1 MiB: always whole
         assert large.read({0: [1]}) == {}
     finally:

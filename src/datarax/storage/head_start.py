@@ -10,7 +10,10 @@ records are the same bytes either way, so batches do not change.
 
 Ranged reads cost a request per run of chunks, so they are capped: each epoch start or
 restore (:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/16 of the
-files' bytes); past it, reads wait for the downloads as without a head start. Files
+files' bytes, at most 64 MiB): a read that starts while some is left takes what it
+needs from it up front (its chunks' byte ranges are known from the footers), so the
+reads in flight when it runs out may pass it; later reads wait for the downloads, as
+without a head start. Files
 under ``min_size`` (1 MiB) are downloaded whole first: opening one by range (its last
 128 KiB) would cost about as much. A file
 ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to the
@@ -29,7 +32,7 @@ Example:
     >>> fsspec.filesystem("memory").pipe("/head-doc/a.array_record", open(local, "rb").read())
     >>> shards = RemoteShards(list_objects("memory://head-doc/*.array_record"),
     ...                       cache=ShardCache(tempfile.mkdtemp(), max_bytes="1M"))
-    >>> head = HeadStart(shards, min_size=0)
+    >>> head = HeadStart(shards, min_size=0, budget=1 << 20)
     >>> head.read({0: [3, 1]})  # not downloaded: by range
     {0: [b'r3', b'r1']}
     >>> _ = shards.local_path(0)
@@ -55,6 +58,7 @@ from datarax.storage.shards import RemoteShards
 __all__ = ["RANGED_MIN_SIZE", "HeadStart", "ranged_count"]
 
 _THREADS = 16  # files read by range at once
+_BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
 RANGED_MIN_SIZE = 1 << 20  # smaller files: the whole download costs about what opening one does
 
 
@@ -65,7 +69,7 @@ class HeadStart:
     Args:
         shards: the :class:`~datarax.storage.shards.RemoteShards` downloading the files.
         budget: bytes of ranged reads allowed after each :meth:`arm` (default: 1/16 of the
-            files' bytes; 0 turns ranged reads off).
+            files' bytes, at most 64 MiB; 0 turns ranged reads off).
         threads: files read by range at once.
         min_size: files smaller than this are never read by range.
     """
@@ -75,13 +79,13 @@ class HeadStart:
         total = sum(o.size for o in shards.objects)
         self.shards = shards
         self.min_size = int(min_size)
-        self.budget = total // 16 if budget is None else int(budget)
+        self.budget = min(total // 16, _BUDGET) if budget is None else int(budget)
         self.threads = threads
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
         self._ranges: dict[int, ArrayRecordRanges | None] = {}  # None: not readable by range
         self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
-        self._armed_at = 0  # ranged bytes read when the budget was last renewed
+        self._spent = 0  # bytes of ranged reads since the budget was last renewed
         self._records = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -91,9 +95,8 @@ class HeadStart:
     def arm(self) -> None:
         """An epoch starts or a state was restored: allow ``budget`` bytes of ranged reads
         again."""
-        spent = self._totals()["bytes"]
         with self._lock:
-            self._armed_at = spent
+            self._spent = 0
 
     def _reader(self, f: int) -> ArrayRecordRanges | None:
         """File ``f``'s ranged reader (opened once), or None when it cannot be read so."""
@@ -119,6 +122,7 @@ class HeadStart:
                 self._ranges[f] = reader
                 if reader is not None:
                     self._opened.append(reader)
+                    self._spent += reader.stats()["bytes"]  # its footer (0 when kept)
             return reader
 
     def _totals(self) -> dict[str, int]:
@@ -128,10 +132,8 @@ class HeadStart:
         stats = [r.stats() for r in readers]
         return {k: sum(s[k] for s in stats) for k in ("requests", "bytes")}
 
-    def _read_one(self, f: int, positions: Sequence[int]) -> list[bytes] | None:
-        reader = self._reader(f)
-        if reader is None:
-            return None
+    def _read_one(self, f: int, reader: ArrayRecordRanges,
+                  positions: Sequence[int]) -> list[bytes] | None:
         try:
             records = reader.read(positions)
         except RemoteObjectError:
@@ -155,32 +157,47 @@ class HeadStart:
             RemoteObjectError: a file was deleted or changed since it was listed.
             RemoteStoreError: the store still fails after every retry, or refuses access.
         """
-        if self._totals()["bytes"] - self._armed_at >= self.budget:
-            return {}
+        with self._lock:
+            if self._spent >= self.budget:
+                return {}
         todo = [f for f in wanted if self.shards.objects[f].size >= self.min_size
                 and self._ranges.get(f, 1) is not None and not self.shards.ready(f)]
         if not todo:
             return {}
-        if len(todo) == 1:
-            results = [self._read_one(todo[0], wanted[todo[0]])]
-        else:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        self.threads, thread_name_prefix="datarax-head-start")
-                pool = self._pool
-            futures = [pool.submit(self._read_one, f, wanted[f]) for f in todo]
-            results = [future.result() for future in futures]
-        return {f: records for f, records in zip(todo, results, strict=True) if records is not None}
+        opened = [r for r in self._map(self._reader, todo)]
+        files = [(f, r) for f, r in zip(todo, opened, strict=True) if r is not None]
+        # the bytes these reads take, known from the footers, taken from the budget at once:
+        # a call that starts while some is left is served whole (it is the first batch's
+        # when a pass starts), later ones wait for the downloads
+        need = sum(end - start for f, r in files
+                   for start, end, _ in r.ranges(r.chunks_of(wanted[f])))
+        with self._lock:
+            if not files or self._spent >= self.budget:
+                return {}
+            self._spent += need
+        results = self._map(lambda item: self._read_one(item[0], item[1], wanted[item[0]]), files)
+        return {f: records for (f, _), records in zip(files, results, strict=True)
+                if records is not None}
+
+    def _map(self, fn: Any, items: list[Any]) -> list[Any]:
+        """``fn`` of each item, in the request threads when there are several."""
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    self.threads, thread_name_prefix="datarax-head-start")
+            pool = self._pool
+        return list(pool.map(fn, items))
 
     def stats(self) -> dict[str, int]:
         """``ranged_requests``, ``ranged_bytes`` and ``ranged_records`` so far (footers
         read included), and ``ranged_budget_left`` of this epoch's budget."""
         totals = self._totals()
         with self._lock:
-            left = self.budget - (totals["bytes"] - self._armed_at)
             return {"ranged_requests": totals["requests"], "ranged_bytes": totals["bytes"],
-                    "ranged_records": self._records, "ranged_budget_left": max(0, left)}
+                    "ranged_records": self._records,
+                    "ranged_budget_left": max(0, self.budget - self._spent)}
 
     def close(self) -> None:
         """Stop the request threads."""
