@@ -10,10 +10,12 @@ records are the same bytes either way, so batches do not change.
 
 Ranged reads cost a request per run of chunks, so they are capped: each epoch start or
 restore (:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/16 of the
-files' bytes, at most 64 MiB): a read that starts while some is left takes what it
-needs from it up front (its chunks' byte ranges are known from the footers), so the
-reads in flight when it runs out may pass it; later reads wait for the downloads, as
-without a head start. Files
+files' bytes, at most 64 MiB): a read takes what it needs from it up front (its
+chunks' byte ranges are known from the footers) or, when that does not fit, waits for
+the downloads as without a head start. A reader's first read of a pass is one batch
+(:class:`~datarax.sources.host_reader.HostReader`), its later reads chunks of many
+batches: the first batch is served by range, while the large reads that would flood
+the store with requests wait for the downloads. Files
 under ``min_size`` (1 MiB) are downloaded whole first: opening one by range (its last
 128 KiB) would cost about as much. A file
 ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to the
@@ -166,13 +168,13 @@ class HeadStart:
             return {}
         opened = [r for r in self._map(self._reader, todo)]
         files = [(f, r) for f, r in zip(todo, opened, strict=True) if r is not None]
-        # the bytes these reads take, known from the footers, taken from the budget at once:
-        # a call that starts while some is left is served whole (it is the first batch's
-        # when a pass starts), later ones wait for the downloads
+        # the bytes these reads take, known from the footers, taken from the budget whole
+        # (all by range or none: the call waits for a download either way); a reader's
+        # first read of a pass is one batch, its later ones whole chunks of many batches
         need = sum(end - start for f, r in files
                    for start, end, _ in r.ranges(r.chunks_of(wanted[f])))
         with self._lock:
-            if not files or self._spent >= self.budget:
+            if not files or self._spent + need > self.budget:
                 return {}
             self._spent += need
         results = self._map(lambda item: self._read_one(item[0], item[1], wanted[item[0]]), files)
