@@ -67,8 +67,12 @@ def local_paths(folder: pathlib.Path) -> list[str]:
 
 @pytest.fixture
 def stalled(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Whole-file downloads wait until the event is set (ranged reads do not)."""
+    """Whole-file downloads wait until the event is set (ranged reads do not); files of
+    1 MiB are read by range (the default starts at 64 MiB)."""
+    from datarax.storage import head_start
     from datarax.storage.fetch import Fetcher
+
+    monkeypatch.setattr(head_start, "RANGED_MIN_SIZE", 1 << 20)
 
     go = threading.Event()
     download = Fetcher.download
@@ -168,7 +172,7 @@ def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path)
         assert skimpy.read({0: [1]}) == {}  # spent: left to the downloads
         skimpy.arm()  # a new epoch
         assert skimpy.read({0: [1]})[0][0][0] == 1
-        large = HeadStart(shards)  # files under 1 MiB: always whole
+        large = HeadStart(shards)  # files under 64 MiB: whole by default
         assert large.read({0: [1]}) == {}
     finally:
         shards.close()

@@ -15,10 +15,9 @@ chunks' byte ranges are known from the footers) or, when that does not fit, wait
 the downloads as without a head start. A reader's first read of a pass is one batch
 (:class:`~datarax.sources.host_reader.HostReader`), its later reads chunks of many
 batches: the first batch is served by range, while the large reads that would flood
-the store with requests wait for the downloads. Files
-under ``min_size`` (1 MiB) are downloaded whole first: opening one by range (its last
-128 KiB) would cost about as much. A file
-ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to the
+the store with requests wait for the downloads. Files under ``min_size`` (64 MiB) are
+downloaded whole first: a ranged read costs a request per record, which pays only while
+a whole file takes long to download. A file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to the
 whole-file path, which reports what is wrong as before.
 
 Example:
@@ -57,11 +56,16 @@ from datarax.storage.array_record_ranges import ArrayRecordRanges
 from datarax.storage.errors import RemoteObjectError
 from datarax.storage.shards import RemoteShards
 
-__all__ = ["RANGED_MIN_SIZE", "HeadStart", "ranged_count"]
+__all__ = ["COUNT_MIN_SIZE", "RANGED_MIN_SIZE", "HeadStart", "ranged_count"]
 
 _THREADS = 16  # files read by range at once
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
-RANGED_MIN_SIZE = 1 << 20  # smaller files: the whole download costs about what opening one does
+# smaller files are downloaded whole before their first record: ranged reads cost a
+# request per record, which pays only while a whole file takes long to download (on the
+# local S3 test server, where a request costs ~10 ms of CPU and bytes are free, files of
+# 15 MB gave a slower first batch by range: benchmarks/w2_head_start.py)
+RANGED_MIN_SIZE = 64 << 20
+COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
 
 
 class HeadStart:
@@ -73,14 +77,15 @@ class HeadStart:
         budget: bytes of ranged reads allowed after each :meth:`arm` (default: 1/16 of the
             files' bytes, at most 64 MiB; 0 turns ranged reads off).
         threads: files read by range at once.
-        min_size: files smaller than this are never read by range.
+        min_size: files smaller than this are never read by range (default
+            :data:`RANGED_MIN_SIZE`, 64 MiB).
     """
 
     def __init__(self, shards: RemoteShards, *, budget: int | None = None,
-                 threads: int = _THREADS, min_size: int = RANGED_MIN_SIZE) -> None:
+                 threads: int = _THREADS, min_size: int | None = None) -> None:
         total = sum(o.size for o in shards.objects)
         self.shards = shards
-        self.min_size = int(min_size)
+        self.min_size = RANGED_MIN_SIZE if min_size is None else int(min_size)
         self.budget = min(total // 16, _BUDGET) if budget is None else int(budget)
         self.threads = threads
         self._lock = threading.Lock()
@@ -214,7 +219,7 @@ class HeadStart:
 
 def ranged_count(shards: RemoteShards, i: int) -> int | None:
     """Records in file ``i`` from its footer (read by range, kept beside the cache), or
-    None when the file is under :data:`RANGED_MIN_SIZE` or ranged reads cannot open it
+    None when the file is under :data:`COUNT_MIN_SIZE` or ranged reads cannot open it
     (count it in a downloaded copy then).
 
     Raises:
@@ -222,7 +227,7 @@ def ranged_count(shards: RemoteShards, i: int) -> int | None:
         RemoteStoreError: the store still fails after every retry, or refuses access.
     """
     obj = shards.objects[i]
-    if obj.size < RANGED_MIN_SIZE or shards.ready(i):
+    if obj.size < COUNT_MIN_SIZE or shards.ready(i):
         return None
     try:
         reader = ArrayRecordRanges.for_object(obj, fetcher=shards.fetcher, cache=shards.cache)
