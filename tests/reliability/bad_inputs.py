@@ -1990,6 +1990,40 @@ simple("compile-cache-bytes-not-a-number", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=l
        _bad_store_cap)
 
 
+# ------------------------------------------------ ranged reads of ArrayRecord files
+RANGED = "Ranged reads of ArrayRecord files (datarax.storage.ArrayRecordRanges)"
+
+
+def _ranged(tmp: Path, options: str) -> Any:
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    from datarax.storage import ArrayRecordRanges
+
+    path = tmp / "x.array_record"
+    writer = ArrayRecordWriter(str(path), options)
+    for i in range(8):
+        writer.write(bytes([i]) * 100)
+    writer.close()
+    return ArrayRecordRanges.from_url(str(path))
+
+
+def _ranged_junk(tmp: Path) -> Any:
+    from datarax.storage import ArrayRecordRanges
+
+    (tmp / "junk.array_record").write_bytes(bytes(range(256)) * 1000)
+    return ArrayRecordRanges.from_url(str(tmp / "junk.array_record"))
+
+
+case("ranged-transposed", RANGED, "a file written with 'transpose'", ConfigError,
+     "holds transposed chunks (written with the ArrayRecordWriter option 'transpose'), which "
+     "ranged reads cannot decode", needs="array_record")(lambda tmp: _ranged(tmp, "transpose"))
+case("ranged-brotli", RANGED, "a file written with 'brotli'", ConfigError,
+     "is compressed with brotli (the ArrayRecordWriter option 'brotli'), which ranged reads "
+     "cannot decode", needs="array_record")(lambda tmp: _ranged(tmp, "brotli"))
+case("ranged-not-array-record", RANGED, "a file of 256,000 other bytes", RecordError,
+     "is not an ArrayRecord file: it holds 256000 bytes", needs="array_record")(_ranged_junk)
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

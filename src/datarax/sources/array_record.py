@@ -46,6 +46,7 @@ from datarax.storage import (
     expand_user,
     is_remote,
 )
+from datarax.storage.head_start import HeadStart
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
             )
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
-        self._data = nnx.static(ArrayRecordFiles(files, counts, remote))
+        # remote files not cached yet: their first records by byte range, while they download
+        head = HeadStart(remote) if remote is not None else None
+        self._data = nnx.static(ArrayRecordFiles(files, counts, remote, head))
         if decode is None and decode_batch is not None:  # one record: a batch of one
             decode = functools.partial(_decode_one, decode_batch)
         self._decode = nnx.static(decode if decode is not None else default_decode)
@@ -361,16 +364,20 @@ class ArrayRecordSourceModule(RandomAccessSource):
         if self._remote is not None:  # read ahead the files this pass needs, in its order
             start = self.index if epoch == self.epoch else 0
             self._remote.plan(order.indices, start, order.size, self._ends)
+            if self._data.head is not None and not self.host_reader.active:
+                self._data.head.arm()  # a pass starts (or resumes): ranged reads until cached
         return order
 
     def stats(self) -> dict[str, Any] | None:
         """The reader's timers, and for remote files ``"storage"``: downloads, cache hits,
         retries (``throttled`` of them), resumed downloads, evictions, failed files and
-        seconds waited (:meth:`datarax.storage.RemoteShards.stats`)."""
+        seconds waited (:meth:`datarax.storage.RemoteShards.stats`), and the head start's
+        ranged reads (:meth:`datarax.storage.head_start.HeadStart.stats`)."""
         out = super().stats()
         if self._remote is None:
             return out
-        return {**(out or {}), "storage": self._remote.stats()}
+        head = self._data.head.stats() if self._data.head is not None else {}
+        return {**(out or {}), "storage": {**self._remote.stats(), **head}}
 
     def _check_open(self) -> None:
         if self._closed:

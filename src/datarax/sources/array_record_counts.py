@@ -16,6 +16,7 @@ from datarax.core.errors import RecordError
 from datarax.dataset.metadata import DatasetInfo
 from datarax.sources.array_record_files import array_record_reader
 from datarax.storage import RemoteShards
+from datarax.storage.head_start import ranged_count
 
 __all__ = ["check_counts", "count_records", "remote_counts"]
 
@@ -61,8 +62,9 @@ def check_counts(files: list[str], counts: list[int], info: DatasetInfo) -> None
 
 
 def remote_counts(remote: RemoteShards) -> list[int]:
-    """Record count of each remote file: from the dataset's metadata, else counted in the
-    cached copy (plain files are fetched once for it; a restart finds them cached)."""
+    """Record count of each remote file: from the dataset's metadata, else from its footer
+    read by range (:func:`~datarax.storage.head_start.ranged_count`), else counted in the
+    cached copy (small files are fetched once for it; a restart finds them cached)."""
     missing = [i for i, o in enumerate(remote.objects) if o.records is None]
 
     def count_held(i: int) -> int:
@@ -70,6 +72,9 @@ def remote_counts(remote: RemoteShards) -> list[int]:
             return _count_one(path)
 
     def count(i: int) -> int:
+        ranged = ranged_count(remote, i)
+        if ranged is not None:
+            return ranged
         try:
             return remote.reading(i, lambda: count_held(i))  # a damaged copy: fetched again
         except RecordError as err:

@@ -15,6 +15,7 @@ import numpy as np
 
 from datarax.core.extras import require
 from datarax.storage import RemoteShards
+from datarax.storage.head_start import HeadStart
 
 __all__ = ["READ_BUFFER_BYTES", "ArrayRecordFiles", "array_record_reader"]
 
@@ -38,7 +39,9 @@ class ArrayRecordFiles:
     Python's lock). A batch's keys are grouped by file: one ``read(positions)`` per
     file touched, on the calling thread. A file that cannot be opened raises at the
     read (the source names it and the record); a later read tries again. It pickles
-    as its file list (a worker process opens its own readers).
+    as its file list (a worker process opens its own readers). Remote files not in the
+    cache yet are read by byte range while they download (``head``: a
+    :class:`~datarax.storage.head_start.HeadStart`), the same records either way.
 
     Example:
         >>> import os, tempfile
@@ -54,17 +57,20 @@ class ArrayRecordFiles:
     """
 
     def __init__(self, files: Sequence[str], counts: Sequence[int],
-                 remote: RemoteShards | None = None) -> None:
+                 remote: RemoteShards | None = None, head: HeadStart | None = None) -> None:
         self.files = tuple(files)
         self.counts = tuple(int(c) for c in counts)
-        self.__setstate__({"files": self.files, "counts": self.counts, "remote": remote})
+        self.__setstate__({"files": self.files, "counts": self.counts, "remote": remote,
+                           "head": head})
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "counts": self.counts, "remote": self.remote}
+        return {"files": self.files, "counts": self.counts, "remote": self.remote,
+                "head": self.head}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.files, self.counts = state["files"], state["counts"]
         self.remote = state.get("remote")  # remote files: read through the local shard cache
+        self.head = state.get("head")  # ... or by range until they are in it
         self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
         self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
         self._readers: list[Any] = [None] * len(self.files)
@@ -90,17 +96,20 @@ class ArrayRecordFiles:
         keys_np = np.asarray(keys, dtype=np.int64)
         file_of = np.searchsorted(self._ends, keys_np, side="right")
         within = keys_np - self._starts[file_of]
-        if len(keys_np) and file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
+        if self.head is None and len(keys_np) and file_of[0] == file_of[-1] \
+                and (file_of == file_of[0]).all():
             return list(self._read(int(file_of[0]), within.tolist()))  # one file: in order
         # each file's records (in key order) scattered into their slots at C speed
         by_file = np.argsort(file_of, kind="stable")
         bounds = np.searchsorted(file_of[by_file], np.arange(len(self.files) + 1)).tolist()
+        groups = {f: by_file[bounds[f]:bounds[f + 1]] for f in range(len(self.files))
+                  if bounds[f] != bounds[f + 1]}
+        ranged = {} if self.head is None else self.head.read(
+            {f: within[slots].tolist() for f, slots in groups.items()})
         out = np.empty(len(keys_np), dtype=object)
-        for f in range(len(self.files)):
-            if bounds[f] == bounds[f + 1]:
-                continue
-            slots = by_file[bounds[f]:bounds[f + 1]]
-            out[slots] = self._read(f, within[slots].tolist())
+        for f, slots in groups.items():
+            records = ranged.get(f)
+            out[slots] = records if records is not None else self._read(f, within[slots].tolist())
         return out.tolist()
 
     def _read(self, f: int, positions: list[int]) -> list[bytes]:
@@ -119,6 +128,8 @@ class ArrayRecordFiles:
         """Close the open readers. Never raises: a reader whose file was deleted or
         truncated reports that again when closed, but each read of it already raised
         an error naming the file, and nothing is written."""
+        if self.head is not None:
+            self.head.close()
         if self.remote is not None:
             self.remote.close()
         with self._lock:

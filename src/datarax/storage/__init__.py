@@ -7,7 +7,8 @@ Users usually only pass ``paths="s3://bucket/dataset"`` to a source, and perhaps
 :class:`Fetcher` downloads one file in ranges, retried on transient failures only
 (:func:`is_transient`, :class:`RetryPolicy`; a request gives up after
 ``DATARAX_RETRY_BUDGET`` seconds, 60 by default) and verified, counted in
-:class:`StorageStats`.
+:class:`StorageStats`. :class:`ArrayRecordRanges` reads single records of an ArrayRecord
+file by byte range.
 :class:`RemoteObjectError` is a ``RecordError`` (a file deleted or changed);
 :class:`RemoteStoreError` and :class:`CacheFullError` are never skipped as bad records.
 fsspec, s3fs and gcsfs are the ``remote`` extra, imported when a remote path is read.
@@ -26,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+from datarax.storage.array_record_ranges import ArrayRecordRanges
 from datarax.storage.cache import (
     DEFAULT_CACHE_BYTES,
     CacheEntry,
@@ -41,6 +43,7 @@ from datarax.storage.urls import RemoteObject, expand_user, is_remote, join_url,
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
+    "ArrayRecordRanges",
     "CacheEntry",
     "CacheFullError",
     "Fetcher",

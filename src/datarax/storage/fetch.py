@@ -169,17 +169,7 @@ class Fetcher:
         while written < end:
             stop_if_cancelled()
             at = written
-            try:
-                data = with_retries(lambda: fs.cat_file(path, start=at, end=end),
-                                    obj.url, self.retry, self.stats, on_retry=on_retry)
-            except FileNotFoundError as err:
-                raise self._missing(obj, err) from err
-            except OSError as err:
-                raise self._unreadable(fs, path, obj, err) from err
-            except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
-                if is_access_refused(err):
-                    raise refused_error(obj.url, err) from err
-                raise
+            data = self._request(fs, path, obj, at, end, on_retry)
             if interrupted:
                 self.stats.add("resumed")
                 interrupted = False
@@ -194,6 +184,37 @@ class Fetcher:
             if digest is not None:
                 digest.update(data)
             written = at + len(data)
+
+    def read_range(self, obj: RemoteObject, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``obj`` in one request, retried like a download's ranges
+        (not verified against a digest: the caller decodes and checks them).
+
+        Raises:
+            RemoteObjectError: the object is gone, or shorter than when listed.
+            RemoteStoreError: the store still fails after the retries, or refuses access.
+        """
+        fs, path = filesystem(obj.url, self.storage_options)
+        data = self._request(fs, path, obj, start, end)
+        if len(data) == obj.size > end - start:  # a server ignoring ranges sent it whole
+            data = data[start:end]
+        if len(data) != end - start:
+            raise self._changed(obj, f"a read of bytes {start}-{end} returned {len(data)}")
+        return data
+
+    def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
+                 on_retry: Callable[[BaseException], None] | None = None) -> bytes:
+        """One range request (with its retries), its failures as datarax errors."""
+        try:
+            return with_retries(lambda: fs.cat_file(path, start=start, end=end),
+                                obj.url, self.retry, self.stats, on_retry=on_retry)
+        except FileNotFoundError as err:
+            raise self._missing(obj, err) from err
+        except OSError as err:
+            raise self._unreadable(fs, path, obj, err) from err
+        except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
+            if is_access_refused(err):
+                raise refused_error(obj.url, err) from err
+            raise
 
     def _unreadable(self, fs: Any, path: str, obj: RemoteObject,
                     err: OSError) -> RemoteObjectError | RemoteStoreError:

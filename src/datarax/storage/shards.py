@@ -373,6 +373,14 @@ class RemoteShards:
         finally:
             self._unpin(i)
 
+    def ready(self, i: int) -> bool:
+        """Whether reading file ``i`` now waits for no download: it is in the cache (held,
+        read ahead, or left by an earlier reader), or known to have failed."""
+        with self._lock:
+            if i in self._entries or i in self._failed:
+                return True
+        return self.cache.path_of(self.objects[i]) is not None
+
     def local_path(self, i: int) -> str:
         """The local path of file ``i``, downloaded first if needed; held while it is in the
         read-ahead window or open (before any :meth:`plan`: until :meth:`release_unused`).

@@ -1,0 +1,307 @@
+"""``ArrayRecordRanges``: single records of an ArrayRecord file read by byte range, without
+downloading the file.
+
+Opening reads the file's tail (:mod:`~datarax.storage.array_record_layout`: the postscript
+in the last 64 KiB, the footer before it): one request when the footer lies in the last
+``tail`` bytes before the postscript, else two. The footer maps record -> chunk; a
+:meth:`~ArrayRecordRanges.read` fetches the chunks of the records asked for, neighbouring
+chunks (and those at most ``merge_gap`` bytes apart) in one request, drops the block
+headers in the bytes, decompresses and slices the records. Requests and bytes are counted
+(:meth:`~ArrayRecordRanges.stats`).
+
+Files it cannot decode are refused when opened, naming the writer option: transposed
+chunks (``'transpose'``), ``brotli`` and ``snappy`` compression (it reads ``zstd`` and
+``uncompressed``). The check of the chunk type reads the last data chunk's header, in
+the bytes of the open requests unless that chunk is larger than 16 KiB (or than what the
+tail holds before the footer): then one more request of a few dozen bytes.
+
+:meth:`ArrayRecordRanges.for_object` keeps each decoded footer beside a
+:class:`~datarax.storage.cache.ShardCache` (``footers/`` in its folder, keyed like the
+cached files: a file changed in the store gets a new entry), so reopening the file makes
+no request.
+
+Example:
+    >>> import os, tempfile
+    >>> from array_record.python.array_record_module import ArrayRecordWriter
+    >>> path = os.path.join(tempfile.mkdtemp(), "doc.array_record")
+    >>> writer = ArrayRecordWriter(path, "group_size:2")
+    >>> for i in range(5):
+    ...     writer.write(b"record %d" % i)
+    >>> writer.close()
+    >>> def read_range(offset, length):
+    ...     with open(path, "rb") as f:
+    ...         f.seek(offset)
+    ...         return f.read(length)
+    >>> ranges = ArrayRecordRanges(read_range, os.path.getsize(path), name=path)
+    >>> len(ranges), ranges.read([4, 0, 1])
+    (5, [b'record 4', b'record 0', b'record 1'])
+    >>> ranges.stats()["requests"]  # one to open; chunks 2 and 0 are not neighbours: two
+    3
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import secrets
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax.errors import ConfigError, RecordError
+from datarax.storage.array_record_layout import (
+    BLOCK,
+    CHUNK_HEADER,
+    POSTSCRIPT,
+    Footer,
+    chunk_header,
+    file_span,
+    logical_bytes,
+    parse_footer,
+    parse_postscript,
+    refuse_type,
+    simple_chunk_records,
+)
+from datarax.storage.cache import ShardCache
+from datarax.storage.fetch import Fetcher
+from datarax.storage.urls import RemoteObject, filesystem
+
+__all__ = ["ArrayRecordRanges", "load_footer", "save_footer"]
+
+ReadRange = Callable[[int, int], bytes]  # (offset, length) -> exactly ``length`` bytes
+TAIL = 64 << 10  # bytes read before the postscript when opening (the footer's likely size)
+_SLACK = 16 << 10  # read before a footer outside the tail: the last data chunk's header
+_FOOTERS = "footers"
+
+
+class ArrayRecordRanges:
+    """One ArrayRecord file's records, read by byte range (see the module docstring).
+
+    Args:
+        read_range: ``read_range(offset, length)``: the file's bytes ``[offset,
+            offset + length)``.
+        size: the file's size in bytes.
+        name: the file's name or URL, for messages.
+        footer: the file's decoded :class:`~datarax.storage.array_record_layout.Footer`
+            (e.g. from :func:`load_footer`); read from the file when None.
+        tail: bytes read before the postscript when opening, hoping the footer is in them.
+        merge_gap: chunks at most this many bytes apart are read in one request.
+        parallel: requests of one :meth:`read` in flight at once.
+
+    Raises:
+        RecordError: the file is not an ArrayRecord file, or damaged.
+        ConfigError: it was written with an option ranged reads cannot decode.
+    """
+
+    def __init__(self, read_range: ReadRange, size: int, *, name: str = "<file>",
+                 footer: Footer | None = None, tail: int = TAIL, merge_gap: int = 0,
+                 parallel: int = 8) -> None:
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise ConfigError(f"ArrayRecordRanges parallel must be an int >= 1, got {parallel!r}.")
+        self.name = name
+        self.size = int(size)
+        self.merge_gap = max(0, int(merge_gap))
+        self.parallel = parallel
+        self._read_range = read_range
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._bytes = 0
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.footer = footer if footer is not None else self._open(max(0, int(tail)))
+        if self.footer.size != self.size:
+            raise RecordError(f"'{name}' holds {self.size} bytes, its footer was read from a "
+                              f"file of {self.footer.size}; it changed.", path=name)
+        self._firsts = self.footer.firsts
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def from_url(cls, url: str, storage_options: Mapping[str, Any] | None = None, *,
+                 size: int | None = None, **kwargs: Any) -> ArrayRecordRanges:
+        """The file at ``url`` (any fsspec URL or local path) read with the fsspec file
+        system's ``cat_file``; ``size`` when known saves a request (counted when made)."""
+        fs, path = filesystem(url, storage_options)
+        requests = 0
+        if size is None:
+            size, requests = int(fs.size(path)), 1
+
+        def read_range(offset: int, length: int) -> bytes:
+            return fs.cat_file(path, start=offset, end=offset + length)
+
+        out = cls(read_range, size, name=url, **kwargs)
+        out._requests += requests
+        return out
+
+    @classmethod
+    def for_object(cls, obj: RemoteObject, *, fetcher: Fetcher | None = None,
+                   cache: ShardCache | None = None, **kwargs: Any) -> ArrayRecordRanges:
+        """The listed file ``obj``, read with ``fetcher``'s retries and errors (a
+        :class:`~datarax.storage.fetch.Fetcher`); its footer taken from, or kept beside,
+        ``cache`` (no request when kept)."""
+        fetcher = fetcher if fetcher is not None else Fetcher()
+
+        def read_range(offset: int, length: int) -> bytes:
+            return fetcher.read_range(obj, offset, offset + length)
+
+        footer = load_footer(cache, obj) if cache is not None else None
+        out = cls(read_range, obj.size, name=obj.url, footer=footer, **kwargs)
+        if cache is not None and footer is None:
+            save_footer(cache, obj, out.footer)
+        return out
+
+    def __len__(self) -> int:
+        return self.footer.num_records
+
+    def __repr__(self) -> str:
+        return f"ArrayRecordRanges({self.name!r}, records={len(self)})"
+
+    # ------------------------------------------------------------- reading
+    def _fetch(self, offset: int, length: int) -> bytes:
+        data = self._read_range(offset, length)
+        with self._lock:
+            self._requests += 1
+            self._bytes += len(data)
+        if len(data) != length:
+            raise RecordError(f"'{self.name}': a read of bytes {offset}-{offset + length} "
+                              f"returned {len(data)} bytes; the file is shorter than its "
+                              "listed size (changed or truncated).", path=self.name)
+        return data
+
+    def _open(self, tail: int) -> Footer:
+        name = f"'{self.name}'"
+        if self.size < 2 * BLOCK or self.size % BLOCK:
+            raise RecordError(
+                f"{name} is not an ArrayRecord file: it holds {self.size} bytes, and an "
+                "ArrayRecord file holds a whole number of 64 KiB blocks, at least two (it may "
+                "be truncated, or in another format).", path=self.name)
+        post = self.size - POSTSCRIPT
+        start = max(0, post - tail)
+        data = self._fetch(start, self.size - start)
+        footer_offset = parse_postscript(data[post - start:], name)
+        if not 0 < footer_offset < post:
+            raise RecordError(f"{name}: its postscript points at offset {footer_offset}, "
+                              f"outside the file's data (0-{post}); the file is damaged.",
+                              path=self.name)
+        if footer_offset < start:  # the footer is longer than ``tail``: read the rest of it
+            early = max(0, footer_offset - _SLACK)  # and likely the last chunk's header
+            data = self._fetch(early, start - early) + data
+            start = early
+        footer = parse_footer(logical_bytes(data[footer_offset - start:post - start], footer_offset),
+                              self.size, footer_offset, name)
+        if len(footer.offsets):  # the chunk type, from the last data chunk's header
+            at = int(footer.offsets[-1])
+            span = file_span(at, CHUNK_HEADER)
+            head = data[at - start:at - start + span] if at >= start else self._fetch(at, span)
+            header = chunk_header(logical_bytes(head, at))
+            refuse_type(header.chunk_type, name)
+            if (header.num_records, header.decoded_data_size) != (int(footer.counts[-1]),
+                                                                   int(footer.decoded[-1])):
+                raise RecordError(f"{name}: its last chunk's header disagrees with its footer "
+                                  "(the file is damaged).", path=self.name)
+        return footer
+
+    def chunks_of(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The chunk of each record index."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            bad = int(idx[(idx < 0) | (idx >= len(self))][0])
+            raise IndexError(f"'{self.name}' has {len(self)} records, asked for record {bad}.")
+        return np.searchsorted(self._firsts, idx, side="right") - 1
+
+    def ranges(self, chunks: Sequence[int] | np.ndarray) -> list[tuple[int, int, list[int]]]:
+        """``(start, end, chunks)`` of the requests that read ``chunks``: neighbours (and
+        chunks at most ``merge_gap`` bytes apart) in one."""
+        out: list[tuple[int, int, list[int]]] = []
+        for c in sorted({int(c) for c in chunks}):
+            begin, end = int(self.footer.offsets[c]), self.footer.end(c)
+            if out and begin - out[-1][1] <= self.merge_gap:
+                out[-1] = (out[-1][0], end, out[-1][2] + [c])
+            else:
+                out.append((begin, end, [c]))
+        return out
+
+    def _read_run(self, start: int, end: int, chunks: list[int]) -> dict[int, list[bytes]]:
+        data = self._fetch(start, end - start)
+        out = {}
+        for c in chunks:
+            begin = int(self.footer.offsets[c])
+            piece = data[begin - start:self.footer.end(c) - start]
+            where = f"'{self.name}' (chunk {c} at offset {begin})"
+            records = simple_chunk_records(logical_bytes(piece, begin), where)
+            if len(records) != self.footer.counts[c] or \
+                    sum(map(len, records)) != self.footer.decoded[c]:
+                raise RecordError(f"{where}: the chunk holds {len(records)} records, the footer "
+                                  f"says {int(self.footer.counts[c])} (the file is damaged or "
+                                  "changed).", path=self.name)
+            out[c] = records
+        return out
+
+    def read(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
+        """The records at ``indices`` (in that order; repeats allowed)."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        chunks = self.chunks_of(idx)
+        runs = self.ranges(chunks)
+        decoded: dict[int, list[bytes]] = {}
+        if len(runs) <= 1 or self.parallel == 1:
+            for run in runs:
+                decoded.update(self._read_run(*run))
+        else:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        self.parallel, thread_name_prefix="datarax-ranges")
+                pool = self._pool
+            for part in pool.map(lambda run: self._read_run(*run), runs):
+                decoded.update(part)
+        firsts = self._firsts
+        return [decoded[int(c)][int(i - firsts[c])] for i, c in zip(idx, chunks, strict=True)]
+
+    def stats(self) -> dict[str, int]:
+        """``requests`` made and ``bytes`` read so far (opening included)."""
+        with self._lock:
+            return {"requests": self._requests, "bytes": self._bytes}
+
+    def close(self) -> None:
+        """Stop the request threads (the reader stays usable: they start again)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def __enter__(self) -> ArrayRecordRanges:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- footer cache
+def _footer_path(cache: ShardCache, obj: RemoteObject) -> str:
+    return os.path.join(cache.directory, _FOOTERS, cache.entry_name(obj) + ".footer")
+
+
+def load_footer(cache: ShardCache, obj: RemoteObject) -> Footer | None:
+    """``obj``'s footer kept beside ``cache`` by :func:`save_footer`, or None."""
+    try:
+        with open(_footer_path(cache, obj), "rb") as f:
+            footer = Footer.from_bytes(f.read())
+    except (OSError, ValueError, KeyError):
+        return None  # absent, or unreadable (then read from the file again and rewritten)
+    return footer if footer.size == obj.size else None
+
+
+def save_footer(cache: ShardCache, obj: RemoteObject, footer: Footer) -> None:
+    """Keep ``obj``'s decoded footer beside ``cache`` (written whole, then renamed in)."""
+    path = _footer_path(cache, obj)
+    with contextlib.suppress(OSError):  # a folder that cannot be written: read it again later
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        part = f"{path}.{secrets.token_hex(4)}.part"
+        try:
+            with open(part, "wb") as f:
+                f.write(footer.to_bytes())
+            os.replace(part, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(part)

@@ -1,0 +1,242 @@
+"""``HeadStart``: the first reads of an epoch served by byte range while whole files download.
+
+A reader of remote ArrayRecord files through :class:`~datarax.storage.shards.RemoteShards`
+waits for a file's whole download before its first record (for a global shuffle, every
+file before the first batch). :meth:`HeadStart.read` serves the records of files not in
+the cache yet from :class:`~datarax.storage.array_record_ranges.ArrayRecordRanges`
+instead (the files of one call in parallel), while ``RemoteShards`` keeps downloading
+them whole in the epoch's order; a file in the cache is read there as before. The
+records are the same bytes either way, so batches do not change.
+
+Ranged reads cost a request per run of chunks, so they are capped: each epoch start or
+restore (:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/16 of the
+files' bytes, at most 64 MiB): a read takes what it needs from it up front (its
+chunks' byte ranges are known from the footers) or, when that does not fit, waits for
+the downloads as without a head start. A reader's first read of a pass is one batch
+(:class:`~datarax.sources.host_reader.HostReader`), its later reads chunks of many
+batches: the first batch is served by range, while the large reads that would flood
+the store with requests wait for the downloads. Files under ``min_size`` (64 MiB) are
+downloaded whole first: a ranged read costs a request per record, which pays only while
+a whole file takes long to download. A file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to the
+whole-file path, which reports what is wrong as before.
+
+Example:
+    >>> import fsspec, os, tempfile
+    >>> from array_record.python.array_record_module import ArrayRecordWriter
+    >>> from datarax.storage import ShardCache, list_objects
+    >>> from datarax.storage.shards import RemoteShards
+    >>> local = os.path.join(tempfile.mkdtemp(), "a.array_record")
+    >>> writer = ArrayRecordWriter(local, "group_size:1")
+    >>> for i in range(4):
+    ...     writer.write(b"r%d" % i)
+    >>> writer.close()
+    >>> fsspec.filesystem("memory").pipe("/head-doc/a.array_record", open(local, "rb").read())
+    >>> shards = RemoteShards(list_objects("memory://head-doc/*.array_record"),
+    ...                       cache=ShardCache(tempfile.mkdtemp(), max_bytes="1M"))
+    >>> head = HeadStart(shards, min_size=0, budget=1 << 20)
+    >>> head.read({0: [3, 1]})  # not downloaded: by range
+    {0: [b'r3', b'r1']}
+    >>> _ = shards.local_path(0)
+    >>> head.read({0: [2]})  # in the cache now: left to the local copy
+    {}
+    >>> head.stats()["ranged_records"]
+    2
+    >>> shards.close()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from datarax.errors import ConfigError, RecordError
+from datarax.storage.array_record_ranges import ArrayRecordRanges
+from datarax.storage.errors import RemoteObjectError
+from datarax.storage.shards import RemoteShards
+
+__all__ = ["COUNT_MIN_SIZE", "RANGED_MIN_SIZE", "HeadStart", "ranged_count"]
+
+_THREADS = 16  # files read by range at once
+_BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
+# smaller files are downloaded whole before their first record: ranged reads cost a
+# request per record, which pays only while a whole file takes long to download (on the
+# local S3 test server, where a request costs ~10 ms of CPU and bytes are free, files of
+# 15 MB gave a slower first batch by range: benchmarks/w2_head_start.py)
+RANGED_MIN_SIZE = 64 << 20
+COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
+
+
+class HeadStart:
+    """Ranged reads of ``shards``' ArrayRecord files until each is in the cache (see the
+    module docstring).
+
+    Args:
+        shards: the :class:`~datarax.storage.shards.RemoteShards` downloading the files.
+        budget: bytes of ranged reads allowed after each :meth:`arm` (default: 1/16 of the
+            files' bytes, at most 64 MiB; 0 turns ranged reads off).
+        threads: files read by range at once.
+        min_size: files smaller than this are never read by range (default
+            :data:`RANGED_MIN_SIZE`, 64 MiB).
+    """
+
+    def __init__(self, shards: RemoteShards, *, budget: int | None = None,
+                 threads: int = _THREADS, min_size: int | None = None) -> None:
+        total = sum(o.size for o in shards.objects)
+        self.shards = shards
+        self.min_size = RANGED_MIN_SIZE if min_size is None else int(min_size)
+        self.budget = min(total // 16, _BUDGET) if budget is None else int(budget)
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._opening: dict[int, threading.Lock] = {}
+        self._ranges: dict[int, ArrayRecordRanges | None] = {}  # None: not readable by range
+        self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
+        self._spent = 0  # bytes of ranged reads since the budget was last renewed
+        self._records = 0
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.shards, self.budget, self.threads, self.min_size))
+
+    def arm(self) -> None:
+        """An epoch starts or a state was restored: allow ``budget`` bytes of ranged reads
+        again."""
+        with self._lock:
+            self._spent = 0
+
+    def _reader(self, f: int) -> ArrayRecordRanges | None:
+        """File ``f``'s ranged reader (opened once), or None when it cannot be read so."""
+        with self._lock:
+            if f in self._ranges:
+                return self._ranges[f]
+            lock = self._opening.setdefault(f, threading.Lock())
+        with lock:
+            with self._lock:
+                if f in self._ranges:
+                    return self._ranges[f]
+            try:
+                reader = ArrayRecordRanges.for_object(self.shards.objects[f],
+                                                      fetcher=self.shards.fetcher,
+                                                      cache=self.shards.cache)
+            except RemoteObjectError:
+                with self._lock:  # deleted or changed: the error the download gives, once
+                    self._ranges[f] = None
+                raise
+            except (ConfigError, RecordError):
+                reader = None  # a format ranged reads refuse, or damaged: the whole file says
+            with self._lock:
+                self._ranges[f] = reader
+                if reader is not None:
+                    self._opened.append(reader)
+                    self._spent += reader.stats()["bytes"]  # its footer (0 when kept)
+            return reader
+
+    def _totals(self) -> dict[str, int]:
+        """Requests and bytes of every ranged reader so far (opening included)."""
+        with self._lock:
+            readers = list(self._opened)
+        stats = [r.stats() for r in readers]
+        return {k: sum(s[k] for s in stats) for k in ("requests", "bytes")}
+
+    def _read_one(self, f: int, reader: ArrayRecordRanges,
+                  positions: Sequence[int]) -> list[bytes] | None:
+        try:
+            records = reader.read(positions)
+        except RemoteObjectError:
+            with self._lock:  # deleted or changed: later reads ask the whole-file path
+                self._ranges[f] = None
+            raise
+        except (ConfigError, RecordError):  # damaged: the whole-file read reports it
+            with self._lock:
+                self._ranges[f] = None
+            return None
+        with self._lock:
+            self._records += len(records)
+        return records
+
+    def read(self, wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
+        """``{file: records}`` for the files of ``wanted`` (``{file: positions in it}``) not
+        in the cache, read by range while the budget lasts; the others are left out (read
+        them from the cache, waiting for their download).
+
+        Raises:
+            RemoteObjectError: a file was deleted or changed since it was listed.
+            RemoteStoreError: the store still fails after every retry, or refuses access.
+        """
+        with self._lock:
+            if self._spent >= self.budget:
+                return {}
+        todo = [f for f in wanted if self.shards.objects[f].size >= self.min_size
+                and self._ranges.get(f, 1) is not None and not self.shards.ready(f)]
+        if not todo:
+            return {}
+        opened = [r for r in self._map(self._reader, todo)]
+        files = [(f, r) for f, r in zip(todo, opened, strict=True) if r is not None]
+        # the bytes these reads take, known from the footers, taken from the budget whole
+        # (all by range or none: the call waits for a download either way); a reader's
+        # first read of a pass is one batch, its later ones whole chunks of many batches
+        need = sum(end - start for f, r in files
+                   for start, end, _ in r.ranges(r.chunks_of(wanted[f])))
+        with self._lock:
+            if not files or self._spent + need > self.budget:
+                return {}
+            self._spent += need
+        results = self._map(lambda item: self._read_one(item[0], item[1], wanted[item[0]]), files)
+        return {f: records for (f, _), records in zip(files, results, strict=True)
+                if records is not None}
+
+    def _map(self, fn: Any, items: list[Any]) -> list[Any]:
+        """``fn`` of each item, in the request threads when there are several."""
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    self.threads, thread_name_prefix="datarax-head-start")
+            pool = self._pool
+        return list(pool.map(fn, items))
+
+    def stats(self) -> dict[str, int]:
+        """``ranged_requests``, ``ranged_bytes`` and ``ranged_records`` so far (footers
+        read included), and ``ranged_budget_left`` of this epoch's budget."""
+        totals = self._totals()
+        with self._lock:
+            return {"ranged_requests": totals["requests"], "ranged_bytes": totals["bytes"],
+                    "ranged_records": self._records,
+                    "ranged_budget_left": max(0, self.budget - self._spent)}
+
+    def close(self) -> None:
+        """Stop the request threads."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            readers = [r for r in self._ranges.values() if r is not None]
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for reader in readers:
+            reader.close()
+
+
+def ranged_count(shards: RemoteShards, i: int) -> int | None:
+    """Records in file ``i`` from its footer (read by range, kept beside the cache), or
+    None when the file is under :data:`COUNT_MIN_SIZE` or ranged reads cannot open it
+    (count it in a downloaded copy then).
+
+    Raises:
+        RemoteObjectError: the file was deleted or changed since it was listed.
+        RemoteStoreError: the store still fails after every retry, or refuses access.
+    """
+    obj = shards.objects[i]
+    if obj.size < COUNT_MIN_SIZE or shards.ready(i):
+        return None
+    try:
+        reader = ArrayRecordRanges.for_object(obj, fetcher=shards.fetcher, cache=shards.cache)
+    except RemoteObjectError:
+        raise
+    except (ConfigError, RecordError):
+        return None
+    return len(reader)
+
+
+def _rebuild(shards: RemoteShards, budget: int, threads: int, min_size: int) -> HeadStart:
+    return HeadStart(shards, budget=budget, threads=threads, min_size=min_size)

@@ -1,0 +1,197 @@
+"""``ArrayRecordRanges``: records of ArrayRecord files read by byte range match
+``ArrayRecordReader``'s, cost what a record's chunk costs, and refuse what they cannot read."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from datarax.core.errors import ConfigError, RecordError
+
+pytest.importorskip("array_record")
+pytest.importorskip("zstandard")
+
+from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter  # noqa: E402
+
+from datarax.storage.array_record_layout import BLOCK  # noqa: E402
+from datarax.storage.array_record_ranges import ArrayRecordRanges, load_footer  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.storage.conftest import S3
+
+SIZES = [0, 0, 7, 300, 3000, 40_000, 200_000]
+
+
+def write(path: pathlib.Path, options: str, records: list[bytes]) -> str:
+    writer = ArrayRecordWriter(str(path), options)
+    for record in records:
+        writer.write(record)
+    writer.close()
+    return str(path)
+
+
+def mixed_records(n: int, seed: int, last: int = 200_000) -> list[bytes]:
+    """Records of 0 B to 200 KB, half random bytes (incompressible), half zeros."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        size = last if i == n - 1 else rng.choice(SIZES)
+        out.append(rng.randbytes(size // 2) + bytes(size - size // 2))
+    return out
+
+
+def stock(path: str) -> list[bytes]:
+    reader = ArrayRecordReader(path)
+    try:
+        return reader.read(list(range(reader.num_records())))
+    finally:
+        reader.close()
+
+
+def file_reader(path: str) -> Callable[[int, int], bytes]:
+    def read_range(offset: int, length: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+    return read_range
+
+
+def opened(path: str, **kwargs: object) -> ArrayRecordRanges:
+    return ArrayRecordRanges(file_reader(path), os.path.getsize(path), name=path, **kwargs)
+
+
+@pytest.mark.parametrize("group", [1, 7, 64])
+@pytest.mark.parametrize("compression", ["zstd", "uncompressed"])
+def test_every_record_equals_the_stock_readers(tmp_path: pathlib.Path, group: int,
+                                               compression: str) -> None:
+    records = mixed_records(260, seed=group)
+    path = write(tmp_path / "a.array_record", f"group_size:{group},{compression}", records)
+    ranges = opened(path)
+    footer = ranges.footer
+    straddling = [c for c in range(len(footer.offsets))
+                  if int(footer.offsets[c]) // BLOCK != (footer.end(c) - 1) // BLOCK]
+    assert len(straddling) >= min(5, len(footer.offsets) - 1)  # chunks across 64 KiB blocks
+    assert len(footer.offsets) == -(-len(records) // group)
+    expected = stock(path)
+    assert expected == records
+    assert len(ranges) == len(records)
+    assert ranges.read(range(len(records))) == expected
+    rng = np.random.default_rng(group)
+    picks = rng.integers(0, len(records), 90)
+    assert ranges.read(picks) == [expected[i] for i in picks]  # any order, repeats
+    assert ranges.read([]) == []
+
+
+def test_one_small_record_costs_its_chunk_not_the_file(tmp_path: pathlib.Path) -> None:
+    rng = random.Random(3)
+    records = [rng.randbytes(3072) for _ in range(2000)]  # 6 MB of incompressible records
+    path = write(tmp_path / "small.array_record", "group_size:1", records)
+    ranges = opened(path)
+    opening = ranges.stats()
+    footer = ranges.footer
+    assert footer.size - BLOCK - footer.footer_offset < 64 << 10  # in the default tail
+    assert opening == {"requests": 1, "bytes": BLOCK + (64 << 10)}
+    # a footer longer than the tail: a second request for the rest of it
+    longer = opened(path, tail=4096)
+    assert longer.stats()["requests"] == 2
+    assert longer.stats()["bytes"] < BLOCK + 64 << 10
+    assert longer.read([5]) == [records[5]]
+    assert ranges.read([1234]) == [records[1234]]
+    after = ranges.stats()
+    assert after["requests"] - opening["requests"] == 1
+    cost = after["bytes"] - opening["bytes"]
+    assert cost == ranges.footer.end(1234) - int(ranges.footer.offsets[1234])
+    assert 3072 < cost < 3072 + 200
+    # neighbouring chunks in one request; others each in their own
+    before = after
+    assert ranges.read([10, 11, 12, 500]) == [records[i] for i in (10, 11, 12, 500)]
+    assert ranges.stats()["requests"] - before["requests"] == 2
+
+
+def test_a_footer_within_the_tail_opens_with_one_request(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path / "tiny.array_record", "group_size:4", [b"x" * i for i in range(50)])
+    ranges = opened(path)
+    assert ranges.stats()["requests"] == 1
+    assert ranges.read([49, 0]) == [b"x" * 49, b""]
+    empty = opened(write(tmp_path / "empty.array_record", "group_size:1", []))
+    assert len(empty) == 0 and empty.read([]) == []
+
+
+@pytest.mark.parametrize("option, named", [
+    ("group_size:2,transpose", "'transpose'"),
+    ("group_size:2,brotli", "'brotli'"),
+    ("group_size:2,snappy", "'snappy'"),
+])
+def test_options_it_cannot_decode_are_refused_at_open_by_name(tmp_path: pathlib.Path, option: str,
+                                                              named: str) -> None:
+    path = write(tmp_path / "x.array_record", option, mixed_records(20, seed=1, last=10))
+    with pytest.raises(ConfigError, match=named) as info:
+        opened(path)
+    assert "x.array_record" in str(info.value) and "ranged reads cannot decode" in str(info.value)
+
+
+def test_a_file_that_is_not_array_record_is_a_record_error(tmp_path: pathlib.Path) -> None:
+    junk = tmp_path / "junk.array_record"
+    junk.write_bytes(os.urandom(3 * BLOCK))
+    with pytest.raises(RecordError, match="junk.array_record"):
+        opened(str(junk))
+    short = tmp_path / "short.array_record"
+    short.write_bytes(b"abc")
+    with pytest.raises(RecordError, match="holds 3 bytes.*64 KiB blocks"):
+        opened(str(short))
+    good = write(tmp_path / "good.array_record", "group_size:1", mixed_records(40, seed=2))
+    whole = open(good, "rb").read()
+    ranges = ArrayRecordRanges(lambda o, n: whole[o:o + n][: n - 1], len(whole), name=good,
+                               footer=opened(good).footer)
+    with pytest.raises(RecordError, match="returned .* bytes; the file is shorter"):
+        ranges.read([3])
+
+
+def test_fsspec_local_paths_and_urls(tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("fsspec")
+    records = mixed_records(120, seed=5, last=100)
+    path = write(tmp_path / "f.array_record", "group_size:7", records)
+    for url in (path, "file://" + path):
+        ranges = ArrayRecordRanges.from_url(url)
+        assert ranges.stats()["requests"] == 1 + 1  # its size, then the tail
+        assert ranges.read([119, 0, 60]) == [records[119], records[0], records[60]]
+    sized = ArrayRecordRanges.from_url(path, size=os.path.getsize(path))
+    assert sized.stats()["requests"] == 1
+
+
+def test_reads_from_s3_count_requests_and_keep_footers_beside_the_cache(
+        s3: S3, tmp_path: pathlib.Path) -> None:
+    from datarax.storage import ShardCache, list_objects
+
+    local = tmp_path / "local"
+    local.mkdir()
+    wanted = {}
+    for f, (options, n) in enumerate([("group_size:1", 150), ("group_size:64,uncompressed", 300)]):
+        records = mixed_records(n, seed=10 + f)
+        write(local / f"part-{f}.array_record", options, records)
+        wanted[f"part-{f}.array_record"] = records
+    url = s3.upload_folder(local, "ds")
+    objects = list_objects(url + "/*.array_record")
+    cache = ShardCache(tmp_path / "cache", max_bytes="1M")
+    for obj in objects:
+        records = wanted[obj.name]
+        before = s3.proxy.count("GET", obj.name)
+        ranges = ArrayRecordRanges.for_object(obj, cache=cache)
+        assert s3.proxy.count("GET", obj.name) - before == ranges.stats()["requests"] <= 2
+        picks = [0, len(records) - 1, len(records) // 2, len(records) // 2 + 1]
+        assert ranges.read(picks) == [records[i] for i in picks]
+        assert s3.proxy.count("GET", obj.name) - before == ranges.stats()["requests"]
+        assert load_footer(cache, obj) is not None
+        # a restart: the footer comes from beside the cache, no request to open
+        again = ArrayRecordRanges.for_object(obj, cache=cache)
+        assert again.stats() == {"requests": 0, "bytes": 0}
+        seen = s3.proxy.count("GET", obj.name)
+        assert again.read([7]) == [records[7]]
+        assert s3.proxy.count("GET", obj.name) - seen == 1
+    assert cache.usage() == 0  # footers only: no shard was downloaded

@@ -1,0 +1,205 @@
+"""A head start: the first batches of remote ArrayRecord files come from ranged reads while
+the files download whole, and are the batches the local files give."""
+
+from __future__ import annotations
+
+import pathlib
+import random
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("array_record")
+pytest.importorskip("zstandard")
+
+from array_record.python.array_record_module import ArrayRecordWriter  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.storage.conftest import S3
+
+SHARDS, PER_SHARD, BATCH = 4, 400, 64
+
+
+@pytest.fixture(scope="module")
+def local_files(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """4 files of 400 records (a 4-byte number, then 3 KB of random bytes): 1.2 MB each."""
+    folder = tmp_path_factory.mktemp("head")
+    rng = random.Random(0)
+    for f in range(SHARDS):
+        writer = ArrayRecordWriter(str(folder / f"part-{f}.array_record"), "group_size:1")
+        for i in range(f * PER_SHARD, (f + 1) * PER_SHARD):
+            writer.write(np.int32(i).tobytes() + rng.randbytes(3072))
+        writer.close()
+    return folder
+
+
+def decode(record: bytes) -> dict[str, Any]:
+    return {"i": np.frombuffer(record[:4], np.int32)[0],
+            "tail": np.frombuffer(record[4:12], np.uint8)}
+
+
+def source(paths: Any, cache_dir: pathlib.Path | None = None, **config: Any) -> Any:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    kwargs: dict[str, Any] = {}
+    if cache_dir is not None:
+        kwargs["cache"] = ShardCache(cache_dir, max_bytes="64M")
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(**config), paths, decode=decode,
+                                   **kwargs)
+
+
+def batches(src: Any, count: int | None = None) -> list[tuple[list[int], list[list[int]]]]:
+    out = []
+    while count is None or len(out) < count:
+        batch = src.get_batch(BATCH)
+        if batch is None:
+            break
+        out.append((np.asarray(batch["i"]).tolist(), np.asarray(batch["tail"]).tolist()))
+    return out
+
+
+def local_paths(folder: pathlib.Path) -> list[str]:
+    return sorted(str(p) for p in folder.glob("*.array_record"))
+
+
+@pytest.fixture
+def stalled(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Whole-file downloads wait until the event is set (ranged reads do not); files of
+    1 MiB are read by range (the default starts at 64 MiB)."""
+    from datarax.storage import head_start
+    from datarax.storage.fetch import Fetcher
+
+    monkeypatch.setattr(head_start, "RANGED_MIN_SIZE", 1 << 20)
+
+    go = threading.Event()
+    download = Fetcher.download
+
+    def waiting(self: Any, obj: Any, part: str) -> None:
+        assert go.wait(60), "the test never let the downloads go"
+        download(self, obj, part)
+
+    monkeypatch.setattr(Fetcher, "download", waiting)
+    return go
+
+
+@pytest.mark.parametrize("config", [{"shuffle_files": True, "seed": 3},
+                                    {"shuffle_files": True, "seed": 5, "shuffle_window": 2}])
+def test_first_batches_by_range_then_cached_are_the_local_batches(
+        s3: S3, local_files: pathlib.Path, tmp_path: pathlib.Path, config: dict[str, Any],
+        stalled: threading.Event) -> None:
+    with source(local_paths(local_files), **config) as local:
+        expected = [batches(local)]
+        local.seek(1)
+        expected.append(batches(local))
+    url = s3.upload_folder(local_files, "ds")
+    names = [f"part-{f}.array_record" for f in range(SHARDS)]
+    with source(url + "/*.array_record", tmp_path / "cache", **config) as remote:
+        built = sum(s3.proxy.count("GET", n) for n in names)  # the footers, for the counts
+        assert built <= 2 * SHARDS
+        first = batches(remote, 1)  # while no whole file can download
+        storage = remote.stats()["storage"]
+        assert storage["fetched"] == 0 and storage["ranged_records"] >= BATCH
+        stalled.set()
+        assert first + batches(remote) == expected[0]
+        storage = remote.stats()["storage"]
+        assert storage["fetched"] == SHARDS  # each file downloaded whole, once (one GET)
+        # every other request since the build was a ranged read, counted exactly
+        gets = sum(s3.proxy.count("GET", n) for n in names)
+        assert gets - built - SHARDS == storage["ranged_requests"] > 0
+        ranged = storage["ranged_records"]
+        remote.seek(1)
+        assert batches(remote) == expected[1]
+        after = remote.stats()["storage"]
+        # the files are in the cache now: no ranged read, no request
+        assert after["ranged_records"] == ranged
+        assert sum(s3.proxy.count("GET", f"part-{f}.array_record") for f in range(SHARDS)) == gets
+
+
+def test_a_restore_into_a_new_source_with_an_empty_cache_is_exact(
+        s3: S3, local_files: pathlib.Path, tmp_path: pathlib.Path,
+        stalled: threading.Event) -> None:
+    config = {"shuffle_files": True, "seed": 11}
+    with source(local_paths(local_files), **config) as local:
+        batches(local, 7)
+        state = local.get_state()
+        rest = batches(local)
+    url = s3.upload_folder(local_files, "ds")
+    with source(url + "/*.array_record", tmp_path / "cache", **config) as remote:
+        remote.set_state(state)
+        first = batches(remote, 1)
+        assert remote.stats()["storage"]["ranged_records"] >= BATCH
+        assert remote.stats()["storage"]["fetched"] == 0
+        stalled.set()
+        assert first + batches(remote) == rest
+
+
+def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path) -> None:
+    import fsspec
+
+    from datarax.storage import ShardCache, list_objects
+    from datarax.storage.array_record_ranges import load_footer
+    from datarax.storage.head_start import HeadStart
+    from datarax.storage.shards import RemoteShards
+
+    fs = fsspec.filesystem("memory")
+    rng = random.Random(1)
+    for name, options in (("plain", "group_size:1"), ("transposed", "group_size:1,transpose")):
+        path = tmp_path / f"{name}.array_record"
+        writer = ArrayRecordWriter(str(path), options)
+        for i in range(10):
+            writer.write(bytes([i]) + rng.randbytes(300))
+        writer.close()
+        fs.pipe(f"/head-test/{name}.array_record", path.read_bytes())
+    objects = list_objects(["memory://head-test/plain.array_record",
+                            "memory://head-test/transposed.array_record"])
+    shards = RemoteShards(objects, cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+    try:
+        head = HeadStart(shards, min_size=0, budget=1 << 30)
+        got = head.read({0: [9, 2], 1: [3]})
+        assert list(got) == [0] and [r[0] for r in got[0]] == [9, 2]
+        assert head.read({1: [3]}) == {}  # refused once, left to the whole file after
+        assert head.read({0: [1]})[0][0][0] == 1
+        footer = load_footer(shards.cache, objects[0])  # kept by the first reads
+        assert footer is not None
+        one = footer.end(1) - int(footer.offsets[1])  # the bytes of record 1's chunk
+        skimpy = HeadStart(shards, min_size=0, budget=one)
+        assert skimpy.read({0: [1, 2]}) == {}  # two chunks do not fit the budget
+        assert skimpy.read({0: [1]})[0][0][0] == 1  # one does, and spends it
+        assert skimpy.stats()["ranged_budget_left"] == 0
+        assert skimpy.read({0: [1]}) == {}  # spent: left to the downloads
+        skimpy.arm()  # a new epoch
+        assert skimpy.read({0: [1]})[0][0][0] == 1
+        large = HeadStart(shards)  # files under 64 MiB: whole by default
+        assert large.read({0: [1]}) == {}
+    finally:
+        shards.close()
+
+
+def test_a_file_deleted_mid_epoch_is_named_then_left_to_the_whole_file(tmp_path: pathlib.Path) -> None:
+    import fsspec
+
+    from datarax.storage import RemoteObjectError, ShardCache, list_objects
+    from datarax.storage.head_start import HeadStart
+    from datarax.storage.shards import RemoteShards
+
+    fs = fsspec.filesystem("memory")
+    path = tmp_path / "a.array_record"
+    writer = ArrayRecordWriter(str(path), "group_size:1")
+    for i in range(10):
+        writer.write(bytes([i]) * 100)
+    writer.close()
+    fs.pipe("/head-gone/a.array_record", path.read_bytes())
+    shards = RemoteShards(list_objects("memory://head-gone/a.array_record"),
+                          cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+    try:
+        head = HeadStart(shards, min_size=0, budget=1 << 30)
+        assert head.read({0: [4]}) == {0: [bytes([4]) * 100]}
+        fs.rm("/head-gone/a.array_record")
+        with pytest.raises(RemoteObjectError, match="memory://head-gone/a.array_record.*deleted"):
+            head.read({0: [5]})
+        assert head.read({0: [5]}) == {}  # the whole-file path reports it from now on
+    finally:
+        shards.close()
