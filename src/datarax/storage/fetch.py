@@ -26,7 +26,7 @@ import functools
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from datarax.storage.errors import RemoteObjectError, RemoteStoreError, refused_error, store_down_error
 from datarax.storage.retry import (
@@ -42,6 +42,8 @@ from datarax.storage.urls import RemoteObject, filesystem, version_tag
 __all__ = ["CHUNK", "DownloadStopped", "Fetcher"]
 
 CHUNK = 16 << 20  # a request per 16 MiB: few round trips, bounded memory per request
+
+T = TypeVar("T")
 
 
 class DownloadStopped(RuntimeError):
@@ -132,16 +134,7 @@ class Fetcher:
                     "every shard) and rebuild the source, or read with on_error='skip'.",
                     url=obj.url)
         elif obj.etag is not None:
-            try:
-                info = with_retries(lambda: fs.info(path), obj.url, self.retry, self.stats)
-            except FileNotFoundError as err:
-                raise self._missing(obj, err) from err
-            except OSError as err:
-                raise self._unreadable(fs, path, obj, err) from err
-            except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
-                if is_access_refused(err):
-                    raise refused_error(obj.url, err) from err
-                raise
+            info = self._guarded(fs, path, obj, lambda: fs.info(path))
             now = version_tag(info)
             if int(info.get("size", obj.size)) != obj.size or (now is not None and now != obj.etag):
                 raise self._changed(obj, f"size {info.get('size')} / version {now!r} now, "
@@ -204,9 +197,15 @@ class Fetcher:
     def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
                  on_retry: Callable[[BaseException], None] | None = None) -> bytes:
         """One range request (with its retries), its failures as datarax errors."""
+        return self._guarded(fs, path, obj, lambda: fs.cat_file(path, start=start, end=end),
+                             on_retry)
+
+    def _guarded(self, fs: Any, path: str, obj: RemoteObject, call: Callable[[], T],
+                 on_retry: Callable[[BaseException], None] | None = None) -> T:
+        """``call()`` (a request about ``obj``) with its retries, its failures as datarax
+        errors."""
         try:
-            return with_retries(lambda: fs.cat_file(path, start=start, end=end),
-                                obj.url, self.retry, self.stats, on_retry=on_retry)
+            return with_retries(call, obj.url, self.retry, self.stats, on_retry=on_retry)
         except FileNotFoundError as err:
             raise self._missing(obj, err) from err
         except OSError as err:
