@@ -20,7 +20,8 @@ user's own functions (a model, a train step) are never stored.
 another user owns, that group or others may write, or that is a link is not used (a warning says why, once):
 loading an entry unpickles it, so only its owner may be able to write there.
 ``DATARAX_COMPILE_CACHE=0`` turns the store off (steps are then compiled in every
-process, as plain ``jax.jit`` would). ``DATARAX_COMPILE_CACHE_BYTES`` caps its size
+process, as plain ``jax.jit`` would). A process that sees more than one device does not
+use the store (its steps are compiled as without it). ``DATARAX_COMPILE_CACHE_BYTES`` caps its size
 (default 512 MiB): after a write, the least recently used entries (by mtime; a load
 touches its entry) are removed until it fits. Entries are written to a temporary file
 and renamed into place, and carry a checksum: a truncated or corrupt entry is compiled
@@ -278,7 +279,10 @@ def _trim(folder: Path, keep: Path) -> None:
 def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
     """The executable of ``lowered``: loaded from the store if an earlier process stored
     it, else compiled (with :func:`compiler_options`) and stored."""
-    folder = _private_folder()
+    # One device only: on several (a mesh, simulated or real), an executable loaded for
+    # the same program text and argument signature was seen to expect other input
+    # shardings than the call's; such processes compile as plain jax.jit would.
+    folder = _private_folder() if jax.device_count() == 1 else None
     path = None
     if folder is not None:
         cap_bytes()  # a bad cap is refused before any work

@@ -216,3 +216,22 @@ def test_an_elastic_share_whose_short_batch_does_not_split_is_refused_by_set_sta
     plain = make_pipeline(kind, 96, 8, shard_index=0, shard_count=4)  # without sharding=
     plain.set_state(old[0].get_state())
     assert [len(host(b)["x"]) for b in plain] == [8, 4]
+
+
+def test_a_process_of_several_devices_keeps_no_compiled_steps_on_disk(tmp_path, monkeypatch):
+    """The compiled-step store is for one-device processes: on a mesh every step is
+    compiled in the process, and the elastic pieces that once met a mismatched
+    executable run as without the store."""
+    from datarax.core import compiled_store
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", str(tmp_path / "store"))
+    stored = compiled_store.counts()["stored"]
+    data = {"x": np.arange(40, dtype=np.int32)}
+    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(shuffle=True, seed=1), data),
+                        batch_size=8, sharding=NamedSharding(mesh_1d(), P("data")))
+    served = sorted(int(v) for b in pipeline for v in np.asarray(b["x"]))
+    assert served == list(range(40))
+    assert compiled_store.counts()["stored"] == stored
+    assert not list((tmp_path / "store").glob("*.exe"))
