@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -79,28 +78,6 @@ def default_device() -> Any:
     if isinstance(chosen, str):
         return jax.devices(chosen)[0]
     return chosen
-
-
-class HostInputs:
-    """The CPU copies of an indexed source's step inputs (its columns), made once per
-    pipeline and reused by every pass while the source hands out the same arrays."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._made: tuple[list[Any], Any] | None = None  # (the originals, their copies)
-
-    def on(self, inputs: Any, device: Any) -> Any:
-        """``inputs`` on ``device`` (a copy of each array not there yet)."""
-        leaves = jax.tree.leaves(inputs)
-        with self._lock:
-            made = self._made
-            if made is not None and len(made[0]) == len(leaves) and all(
-                a is b for a, b in zip(made[0], leaves)
-            ):
-                return made[1]
-            copies = jax.device_put(inputs, device)
-            self._made = (leaves, copies)
-            return copies
 
 
 def stage_context(plan: PipelinePlan) -> Any:

@@ -26,7 +26,7 @@ from flax import nnx
 
 from datarax.core.errors import ConfigError
 from datarax.core.operator import RecordFilter
-from datarax.pipeline.devices import HostInputs
+from datarax.pipeline.host_inputs import HostInputs
 from datarax.pipeline.elastic import ElasticEpoch
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
