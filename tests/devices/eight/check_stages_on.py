@@ -65,6 +65,8 @@ def test_indexed_step_runs_on_the_cpu_device():
         assert {d for v in jax.tree.leaves(step.inputs) for d in v.devices()} == {stage_device()}
         _, out, _ = IndexedDispatch(device._context(), 0).dispatch_one()
         assert devices_of(out) == {target()}
+        # checked for NaN on the host, then moved: the loop still gets device 5's batches
+        assert all(devices_of(b) == {target()} for b in on_host)
 
 
 def test_filtered_step_runs_on_the_cpu_device():
