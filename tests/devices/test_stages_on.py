@@ -21,7 +21,7 @@ from datarax.core.errors import ConfigError
 from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator
 from datarax.pipeline import Pipeline
 from datarax.pipeline.dispatch import IndexedDispatch
-from datarax.sources import MemorySource, MemorySourceConfig
+from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig
 from devices_sources import host, make_pipeline, make_source
 
 CPU = jax.local_devices(backend="cpu")[0]
@@ -163,16 +163,22 @@ def test_text_fields_on_the_host_path():
     def label_times_two(el: Any, key: Any = None) -> Any:
         return el.update_data({"label": el.data["label"] * 2})
 
-    def build(stages_on: str) -> Pipeline:
+    def build(stages_on: str, read_as_host: bool) -> Pipeline:
         data = {"label": np.arange(7, dtype=np.int32), "name": [f"r{i}" for i in range(7)]}
-        return Pipeline(source=MemorySource(MemorySourceConfig(), data), batch_size=3,
+        source: Any = MemorySource(MemorySourceConfig(), data)
+        if read_as_host:
+            source = ConcatSource([source])
+        return Pipeline(source=source, batch_size=3,
                         stages=[ElementOperator(ElementOperatorConfig(), fn=label_times_two)],
                         stages_on=stages_on)
 
-    device, on_host = list(build("device")), list(build("host"))
-    assert [b["name"] for b in on_host] == [b["name"] for b in device]
-    assert [np.asarray(b["label"]).tolist() for b in on_host] == [[0, 2, 4], [6, 8, 10], [12]]
-    assert on_host[0]["label"].devices() == {jax.devices()[0]}
+    for read_as_host in (False, True):  # indexed (text joined after the step), host source
+        device, on_host = list(build("device", read_as_host)), list(build("host", read_as_host))
+        assert [b["name"] for b in on_host] == [b["name"] for b in device]
+        assert [b["name"] for b in on_host][0] == ["r0", "r1", "r2"]
+        labels = [np.asarray(b["label"]).tolist() for b in on_host]
+        assert labels == [[0, 2, 4], [6, 8, 10], [12]]
+        assert on_host[0]["label"].devices() == {jax.devices()[0]}
 
 
 @pytest.mark.parametrize("bad", ["cpu", "Host", None, 1])

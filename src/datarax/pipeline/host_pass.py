@@ -189,7 +189,9 @@ class HostPass:
         device = stage_device(self.plan)
         if any(host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
             with stage_context(self.plan):
-                key = pass_constants(self.context.key_pair(), device=device)[0]
+                key = self.context.key_pair()
+                if device is not None:
+                    key = pass_constants(key, device=device)[0]
                 return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
         if self._stage_graph is None:  # split and placed once per pass, not per batch
             graphdef, state = nnx.split(stages)
