@@ -725,6 +725,16 @@ simple("checkpoint-process-states-malformed", "Sharding and checkpoints",
            pipe(), {"process_states": {"0": state_of()}}),
        field="data", needs="orbax.checkpoint")
 
+simple("pipeline-stages-on-unknown", "Sharding and checkpoints",
+       "Pipeline(stages_on='cpu')", ConfigError,
+       "Pipeline stages_on must be 'device' (the stages run on JAX's default device, the "
+       "accelerator) or 'host'", lambda: pipe(stages_on="cpu"))
+simple("pipeline-stages-on-host-scan", "Sharding and checkpoints",
+       "Pipeline.scan over a pipeline built with stages_on='host'", ConfigError,
+       "Pipeline.scan runs the data and the train step as one compiled program on the device, "
+       "but this pipeline was built with stages_on='host'",
+       lambda: pipe(stages_on="host").scan(lambda b: None, 1))
+
 
 # ----------------------------------------------------------------- ArrayRecord
 def _ar_file(path: Path, n: int = 8, width: int = 2) -> str:

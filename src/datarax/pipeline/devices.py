@@ -1,4 +1,10 @@
-"""The device side of a Pipeline: checking ``sharding=`` against the batch geometry.
+"""The device side of a Pipeline: where its stages run, and where its batches go.
+
+``Pipeline(..., stages_on=...)`` chooses where the compiled step (an indexed source's
+gather and every stage) runs: ``"device"`` on JAX's default device (the accelerator),
+``"host"`` on the host CPU (:func:`stage_device`), its inputs put there once per
+pipeline and every batch moved to the default device, or the mesh, after
+(:func:`place_batch`). See docs/devices.md, "Where stages run".
 
 ``Pipeline(..., sharding=...)`` resolves its argument to a
 :class:`~datarax.sharding.placement.BatchPlacement` here, once, and refuses a batch
@@ -17,7 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
+
+import jax
 
 from datarax.core.errors import ConfigError
 from datarax.sharding.placement import BatchPlacement
@@ -25,6 +34,64 @@ from datarax.sharding.placement import BatchPlacement
 if TYPE_CHECKING:
     from datarax.pipeline.plan import PipelinePlan
     from datarax.pipeline.stats import PipelineStats
+
+
+#: where a pipeline's stages may run (``Pipeline(stages_on=...)``)
+STAGES_ON = ("device", "host")
+
+
+def check_stages_on(stages_on: Any) -> str:
+    """``stages_on`` checked: ``"device"`` or ``"host"``.
+
+    >>> check_stages_on("host")
+    'host'
+    """
+    if not isinstance(stages_on, str) or stages_on not in STAGES_ON:
+        raise ConfigError(
+            f"Pipeline stages_on must be 'device' (the stages run on JAX's default device, "
+            f"the accelerator) or 'host' (they run on the host CPU and each batch is moved "
+            f"to the device after), got {stages_on!r}."
+        )
+    return stages_on
+
+
+def stage_device(plan: PipelinePlan) -> Any:
+    """The device a pipeline's compiled steps run on: this process's first CPU device
+    for ``stages_on="host"``, None (JAX's default device) for ``"device"``.
+
+    >>> from datarax.pipeline.plan import PipelinePlan
+    >>> plan = PipelinePlan(4, False, 0, False, stages_on="host")
+    >>> stage_device(plan).platform
+    'cpu'
+    """
+    if plan.stages_on != "host":
+        return None
+    return jax.local_devices(backend="cpu")[0]
+
+
+def default_device() -> Any:
+    """The device a batch without ``sharding=`` goes to: ``jax.default_device``'s
+    choice on this thread (a device or a platform name), else ``jax.devices()[0]``."""
+    chosen = jax.config.jax_default_device
+    if chosen is None:
+        return jax.devices()[0]
+    if isinstance(chosen, str):
+        return jax.devices(chosen)[0]
+    return chosen
+
+
+def stage_context(plan: PipelinePlan) -> Any:
+    """A context in which stages run eagerly (in Python: over text kept on the host)
+    create their arrays on :func:`stage_device` (nothing changes for ``"device"``);
+    it sets ``jax.default_device`` on this thread only, for that call."""
+    device = stage_device(plan)
+    return contextlib.nullcontext() if device is None else jax.default_device(device)
+
+
+def place_on_host(value: Any, device: Any) -> Any:
+    """``value`` (pass constants: NNX state, keys, a batch of numpy arrays) on
+    ``device``; unchanged for ``device`` None."""
+    return value if device is None else jax.device_put(value, device)
 
 
 def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> BatchPlacement:
@@ -61,8 +128,17 @@ def place_batch(
     plan: PipelinePlan, stats: PipelineStats, batch: dict[str, Any], position: int, epoch: int
 ) -> dict[str, Any]:
     """``batch`` (from record ``position`` of pass ``epoch``) placed with the pipeline's
-    ``sharding=``, timed as ``transfer``; unchanged without one."""
-    if plan.placement is None:
+    ``sharding=``, or, for stages run on the host, moved to the default device; timed
+    as ``transfer``. Unchanged otherwise (it is on the default device already); host
+    leaves (text) stay as they are."""
+    if plan.placement is not None:
+        with stats.timer("transfer"):
+            return plan.placement.place(batch, f"batch at record {position} of epoch {epoch}")
+    if plan.stages_on != "host":
         return batch
     with stats.timer("transfer"):
-        return plan.placement.place(batch, f"batch at record {position} of epoch {epoch}")
+        target = default_device()
+        return jax.tree.map(
+            lambda v: jax.device_put(v, target) if isinstance(v, jax.Array) else v,
+            batch, is_leaf=lambda v: isinstance(v, list),
+        )

@@ -27,7 +27,7 @@ from datarax.core.operator import all_per_record
 from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes, refuse_declared_64bit
 from datarax.core.stages import apply_stages
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
-from datarax.pipeline.devices import place_batch
+from datarax.pipeline.devices import place_batch, stage_context, stage_device
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.plan import PassContext
@@ -111,9 +111,13 @@ class IndexedDispatch:
         self.graphdef, state = nnx.split((source, [] if self.host_fields else stages))
         self.step = indexed_step(self.graphdef, self.batch_size)
         self.exact_short = not self.host_fields and not all_per_record(stages)
-        self.inputs = source.step_inputs()
+        # stages_on="host": every argument on the CPU (the columns copied once per
+        # pipeline), so the step is compiled for and runs there
+        device = stage_device(context.plan)
+        self.inputs = (source.step_inputs() if device is None
+                       else context.session.host_inputs.on(source.step_inputs(), device))
         self.state, self.key, self.epoch_arg = pass_constants(
-            state, context.key_pair(), np.int32(epoch))
+            state, context.key_pair(), np.int32(epoch), device=device)
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
         self.elastic = context.elastic_epoch(epoch)
@@ -248,7 +252,7 @@ class IndexedDispatch:
         if self.host_fields:
             batch, indices = self._join_host_fields(batch, start, count, pieces)
             if self.host_stages:
-                with self.stats.timer("stages"):
+                with self.stats.timer("stages"), stage_context(self.plan):
                     batch = apply_stages(
                         self.host_stages, batch, jnp.asarray(indices),
                         np.int32(self.epoch), draw(*self.key),

@@ -38,7 +38,9 @@ from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.spec import TextSpec, checked_spec, validate_batch
 from datarax.core.stages import filtered
 from datarax.pipeline.ahead import run_ahead
-from datarax.pipeline.devices import place_batch
+from datarax.pipeline.devices import (
+    place_batch, place_on_host, stage_device,
+)
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
 from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, spec_key
 from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
@@ -154,9 +156,11 @@ class FilteredDispatch:
             [passed] * at + [filtered] + post
         )
         self.graphdef, state = nnx.split((source, stages))
-        self.inputs = source.step_inputs()
+        device = stage_device(context.plan)  # stages_on="host": the CPU, as unfiltered
+        self.inputs = (source.step_inputs() if device is None
+                       else context.session.host_inputs.on(source.step_inputs(), device))
         self.read_spec = spec_key(checked_spec(source)) if at == 0 else None
-        self.state, self.key = pass_constants(state, context.key_pair())
+        self.state, self.key = pass_constants(state, context.key_pair(), device=device)
         self.n = len(source)
         lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo
@@ -381,6 +385,7 @@ class FilteredIterator(PipelineIterator):
             if count < self._batch_size else v, raw,
         )
         keep = host_keep(self._filter)
+        padded = place_on_host(padded, stage_device(self._plan))
         return np.asarray(keep(padded))[:count].astype(bool)
 
 

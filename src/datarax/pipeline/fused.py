@@ -64,6 +64,13 @@ def check_scan(context: PassContext, length: Any) -> None:
             f"its position); {type(source).__name__} is a {source.kind.value} source. Iterate "
             "it with a Python loop (for batch in pipeline) instead."
         )
+    if context.plan.stages_on == "host":
+        raise ConfigError(
+            "Pipeline.scan runs the data and the train step as one compiled program on the "
+            "device, but this pipeline was built with stages_on='host' (its stages on the "
+            "host CPU). Iterate it (for batch in pipeline, or step()), or build it with "
+            "stages_on='device' to scan."
+        )
     if context.plan.pad_remainder:
         raise ConfigError(
             "Pipeline.scan runs full batches without the 'valid' field pad_remainder=True "

@@ -43,7 +43,7 @@ from datarax.core.spec import (
     validate_batch,
 )
 from datarax.core.stages import apply_stages
-from datarax.pipeline.devices import place_batch
+from datarax.pipeline.devices import place_batch, stage_context, stage_device
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import pass_constants, stage_step
 from datarax.typing import Batch
@@ -168,7 +168,8 @@ class HostPass:
                 batch = self._run_stages(stages, batch, np.asarray(indices))
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
             check_finite(source, self.epoch, batch, lambda: indices, position, self.filtered)
-        if self.plan.placement is not None:  # straight from host memory onto the mesh
+        if self.plan.placement is not None or (stages and self.plan.stages_on == "host"):
+            # straight from host memory onto the mesh; or staged on the CPU: to the device
             return place_batch(self.plan, self.stats, batch, position, self.epoch), False
         return batch, not stages
 
@@ -185,12 +186,17 @@ class HostPass:
 
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
         epoch = np.int32(self.epoch)
+        device = stage_device(self.plan)
         if any(host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
-            key = self.context.key_pair()
-            return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
+            with stage_context(self.plan):
+                key = self.context.key_pair()
+                if device is not None:
+                    key = pass_constants(key, device=device)[0]
+                return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
         if self._stage_graph is None:  # split and placed once per pass, not per batch
             graphdef, state = nnx.split(stages)
-            self._stage_graph = (graphdef, *pass_constants(state, self.context.key_pair()))
+            self._stage_graph = (graphdef, *pass_constants(state, self.context.key_pair(),
+                                                           device=device))
         graphdef, state, key = self._stage_graph
         count = len(indices)
         if 0 < count < self.batch_size and all_per_record(stages):

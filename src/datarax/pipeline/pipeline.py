@@ -16,7 +16,7 @@ from datarax.core.keys import default_key, reserve_draw, seed_key
 from datarax.core.operator import OperatorModule, warn_unseeded
 from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
-from datarax.pipeline.devices import placement_for
+from datarax.pipeline.devices import check_stages_on, placement_for
 from datarax.pipeline.epochs import Repeat, Take, check_count
 from datarax.pipeline.filtered import FilteredIterator, check_filter
 from datarax.pipeline.fused import check_scan, run_scan
@@ -84,6 +84,13 @@ class Pipeline(nnx.Module):
             on padding rows): an evaluation loop sees one shape and counts each record
             once (docs/filtering.md), on every shard: each gets the same number of
             batches.
+        stages_on: where the compiled step runs — the gather of an indexed source
+            and every stage: ``"device"`` (default: JAX's default device, the
+            accelerator) or ``"host"`` (the host CPU, leaving the accelerator to
+            training; each batch is then moved to the default device, or the
+            ``sharding=`` mesh). The same batches either way for integer and exact
+            ops; float stages agree within the tolerance docs/devices.md gives ("Where
+            stages run"). Not part of the saved state. ``scan`` needs ``"device"``.
 
     A ``FilterOperator`` in ``stages`` makes the pipeline hand out full batches of the
     records it keeps (docs/filtering.md); ``len()`` of such an epoch is unknown.
@@ -115,6 +122,7 @@ class Pipeline(nnx.Module):
         sharding: Any = None,
         pad_remainder: bool = False,
         seed: int | None = None,
+        stages_on: str = "device",
     ) -> None:
         if seed is not None and rngs is not None:
             raise ConfigError(
@@ -131,6 +139,7 @@ class Pipeline(nnx.Module):
             source.set_shard(index, count, padded=pad_remainder)
         except ValueError as err:
             raise ConfigError(f"Pipeline: {err}") from err
+        stages_on = check_stages_on(stages_on)
         size = check_share(source, count, batch_size, drop_remainder)
         placement = None if sharding is None else placement_for(
             sharding, batch_size, None if drop_remainder else size
@@ -138,7 +147,7 @@ class Pipeline(nnx.Module):
         self.source = source
         self.stages = nnx.List(list(stages))
         self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
-                                 pad_remainder)
+                                 pad_remainder, stages_on)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
         if seeded is not None:
@@ -219,6 +228,11 @@ class Pipeline(nnx.Module):
     @property
     def drop_remainder(self) -> bool:
         return self.plan.drop_remainder
+
+    @property
+    def stages_on(self) -> str:
+        """Where the compiled step runs: ``"device"`` or ``"host"``."""
+        return self.plan.stages_on
 
     @property
     def epoch(self) -> int:

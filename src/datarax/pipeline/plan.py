@@ -26,6 +26,7 @@ from flax import nnx
 
 from datarax.core.errors import ConfigError
 from datarax.core.operator import RecordFilter
+from datarax.pipeline.host_inputs import HostInputs
 from datarax.pipeline.elastic import ElasticEpoch
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
@@ -65,6 +66,9 @@ class PipelinePlan:
         placement: where batches are placed (``sharding=``), None for the default device.
         pad_remainder: pad each epoch's short last batch to ``batch_size`` and add a
             boolean ``"valid"`` field to every batch (False on padding rows).
+        stages_on: where the compiled steps run, ``"device"`` (the default device) or
+            ``"host"`` (the host CPU; batches moved to the device after), see
+            :mod:`datarax.pipeline.devices`.
     """
 
     batch_size: int
@@ -73,6 +77,7 @@ class PipelinePlan:
     check_finite: bool
     placement: BatchPlacement | None = None
     pad_remainder: bool = False
+    stages_on: str = "device"
 
     def batches(self, records: int) -> int:
         """Batches that ``records`` records make."""
@@ -111,6 +116,7 @@ class PipelineSession:
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.stepper: Any = None  # the iterator step() serves from
         self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
+        self.host_inputs = HostInputs()  # the source's columns on the CPU (stages_on="host")
         self.stats = PipelineStats()
 
     def __eq__(self, other: object) -> bool:

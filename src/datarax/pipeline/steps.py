@@ -39,17 +39,19 @@ def indexed_batch(
     return apply_stages(stages, dict(batch), indices, epoch, key)
 
 
-def pass_constants(*values: Any) -> Any:
+def pass_constants(*values: Any, device: Any = None) -> Any:
     """``values`` (a pass's NNX state, key pair, ...: what every call of its step gets
     unchanged) with their host arrays put on the default device once: a NumPy argument of
-    a compiled function is copied to the device on every call.
+    a compiled function is copied to the device on every call. With ``device`` (the host
+    CPU for ``stages_on="host"``) every value is put there, and the step compiled for
+    and run on it.
 
     >>> import numpy as np
     >>> state, key = pass_constants({"seed": np.uint32(3)}, (np.zeros(2, np.uint32),))
     >>> type(state["seed"]).__name__, key[0].shape
     ('ArrayImpl', (2,))
     """
-    return jax.device_put(values)
+    return jax.device_put(values, device)
 
 
 def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
