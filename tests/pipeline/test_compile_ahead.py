@@ -59,30 +59,64 @@ def _pipeline(stages, n=10, batch_size=4, **options):
                     rngs=nnx.Rngs(0), **options)
 
 
-def test_the_thread_compiles_the_full_and_the_short_batch_before_the_first_is_asked(monkeypatch):
-    monkeypatch.delenv("DATARAX_COMPILE_AHEAD", raising=False)
-    before = counts()
-    pipeline = _pipeline([_centered(0.25)])  # 10 records of 4: a short batch of 2
-    _join_ahead()
-    assert _compiles(before) == 2  # batches of 4, and the last of 2
-    during = counts()
-    batches = [np.asarray(b["x"]) for b in pipeline]
-    assert _compiles(during) == 0  # the epoch, its short last batch included, compiled nothing
-    assert [len(b) for b in batches] == [4, 4, 2]
-    for batch in batches:
-        assert float(batch.mean()) == pytest.approx(0.25)
+# The compile counts are the process's: each test runs in a fresh interpreter, where no
+# other test's pipelines (their read-ahead threads) compile at the same time.
+_COUNTING = """
+import sys, threading
+import numpy as np
+from flax import nnx
+from datarax.core.compiled_store import counts
+from datarax.operators import FilterOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+def compiles(before):
+    now = counts()
+    return now["compiled"] + now["loaded"] - before["compiled"] - before["loaded"]
+
+def join_ahead():
+    for t in [t for t in threading.enumerate() if t.name == "datarax-compile-ahead"]:
+        t.join(timeout=300)
+
+def centered(batch):
+    x = batch["x"]
+    return {"x": x - x.mean() + 0.25}
+
+keep = FilterOperator(predicate=lambda el: el.data["x"] % 3 != 1.5)
+n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep])}[sys.argv[1]]
+source = MemorySource(MemorySourceConfig(shuffle=True, seed=5), {"x": np.arange(n, dtype=np.float32)})
+before = counts()
+pipeline = Pipeline(source=source, stages=stages, batch_size=4, rngs=nnx.Rngs(0))
+join_ahead()
+ahead = compiles(before)
+during = counts()
+batches = [np.asarray(b["x"]) for b in pipeline]
+print(ahead, compiles(during), [len(b) for b in batches],
+      sorted(int(x) for b in batches for x in b) if sys.argv[1] == "filter" else
+      [round(float(b.mean()), 6) for b in batches])
+"""
 
 
-def test_a_filtered_pipelines_step_is_compiled_ahead(monkeypatch):
-    monkeypatch.delenv("DATARAX_COMPILE_AHEAD", raising=False)
-    before = counts()
-    keep = FilterOperator(predicate=lambda el: el.data["x"] % 3 != 1.5)  # a new program
-    pipeline = _pipeline([keep], n=12)
-    _join_ahead()
-    assert _compiles(before) == 1
-    during = counts()
-    assert sorted(x for b in pipeline for x in np.asarray(b["x"]).tolist()) == list(range(12))
-    assert _compiles(during) == 0
+def _count_compiles(kind: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
+           "DATARAX_COMPILE_CACHE": "0"}
+    env.pop("DATARAX_COMPILE_AHEAD", None)
+    done = subprocess.run([sys.executable, "-c", _COUNTING, kind], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1].split(" ", 2)
+
+
+def test_the_thread_compiles_the_full_and_the_short_batch_before_the_first_is_asked():
+    ahead, during, rest = _count_compiles("batch-level")
+    assert (ahead, during) == ("2", "0")  # batches of 4 and the last of 2; the epoch none
+    assert rest == "[4, 4, 2] [0.25, 0.25, 0.25]"
+
+
+def test_a_filtered_pipelines_step_is_compiled_ahead():
+    ahead, during, rest = _count_compiles("filter")
+    assert (ahead, during) == ("1", "0")
+    assert rest.endswith(str(list(range(12))))
 
 
 @pytest.mark.parametrize("stages", [[_centered(0.5)], []], ids=["batch-level", "none"])
