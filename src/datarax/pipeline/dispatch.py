@@ -111,7 +111,9 @@ class IndexedDispatch:
         self.graphdef, state = nnx.split((source, [] if self.host_fields else stages))
         self.step = indexed_step(self.graphdef, self.batch_size)
         self.exact_short = not self.host_fields and not all_per_record(stages)
-        self.inputs = source.step_inputs()
+        # rows of other epochs are dropped: the source may read this one's order as a table
+        for_epoch = getattr(source, "epoch_step_inputs", None)
+        self.inputs = for_epoch(epoch) if callable(for_epoch) else source.step_inputs()
         self.state, self.key, self.epoch_arg = pass_constants(
             state, context.key_pair(), np.int32(epoch))
         self.n = len(source)  # type: ignore[arg-type]
