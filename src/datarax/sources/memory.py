@@ -163,7 +163,13 @@ class MemorySource(IndexedSource):
         (rows it reads past that epoch are dropped: a padded last batch). A shuffled
         source of up to ``SHUFFLE_TABLE_MAX`` records adds that epoch's order, built on
         the host (the same permutation, bit for bit): the step gathers from it instead
-        of running the Feistel cipher, which takes most of its compile."""
+        of running the Feistel cipher, which takes most of its compile.
+
+        >>> src = MemorySource(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(4)})
+        >>> columns, order = src.epoch_step_inputs(1)
+        >>> int(order["base"]), order["order"].tolist() == src.record_indices_at(4, 4).tolist()
+        (4, True)
+        """
         n = self.__length
         if (not self.config.shuffle or n > SHUFFLE_TABLE_MAX or not self.reads_by_position()
                 or (epoch + 1) * n > np.iinfo(np.int32).max):
