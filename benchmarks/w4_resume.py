@@ -11,7 +11,12 @@ peer (``MapDataset.source(ArrayRecordDataSource).shuffle(seed).map(decode).batch
 -> ``to_iter_dataset(ReadOptions(num_threads=4, prefetch_buffer_size=8))``, its iterator's ``get_state``/``set_state``), checked against
 its own uninterrupted run.
 
-Run: ``python -m benchmarks.w4_resume [--records N] [--json PATH]``.
+``--repeats R`` runs R fresh resume processes per contender in turns (medians and every
+run reported); ``--beside SRC`` times another datarax source tree (main's ``src``, say)
+in the same turns, for a before/after ratio from one run.
+
+Run: ``python -m benchmarks.w4_resume [--records N] [--repeats R] [--beside SRC]
+[--json PATH]``.
 """
 
 from __future__ import annotations
@@ -72,37 +77,67 @@ def grain_child(paths: list[str], seed: int, state_file: str, out_file: str) -> 
         "build_s": built - t_start, "restore_to_next_batch_s": restored - built, "batches": ids}))
 
 
-def run_grain_w4(paths: list[str], seed: int) -> dict[str, Any]:
-    """Grain's restore -> next batch in a fresh process, and whether it resumed exactly."""
+def run_grain_w4(paths: list[str], seed: int, repeats: int = 1) -> dict[str, Any]:
+    """Grain's restore -> next batch in ``repeats`` fresh processes, and whether it
+    resumed exactly."""
+    state, expected = grain_state(paths, seed)
+    runs = [grain_resume(paths, seed, state, expected) for _ in range(repeats)]
+    return _summary(state, runs)
+
+
+def grain_state(paths: list[str], seed: int) -> tuple[Any, list[list[int]]]:
+    """Grain's state after ``AFTER`` records, and the batches an exact resume gives."""
     reference = _grain_iter(paths, seed)
     expected = [_ids(next(reference)) for _ in range(AFTER // BATCH + 1 + NEXT_EPOCH_BATCHES)]
     interrupted = _grain_iter(paths, seed)
     for _ in range(AFTER // BATCH):
         next(interrupted)
-    state = interrupted.get_state()
-    with tempfile.TemporaryDirectory(prefix="datarax-w4-grain-") as tmp:
+    return interrupted.get_state(), expected[AFTER // BATCH:]
+
+
+def grain_resume(paths: list[str], seed: int, state: Any,
+                 expected: list[list[int]]) -> dict[str, Any]:
+    """One fresh process restoring Grain's ``state``: its times, and whether exact."""
+    resumed = _in_child("--grain-child", paths, seed, state, _child_env())
+    return {"build_s": resumed["build_s"],
+            "restore_to_next_batch_s": resumed["restore_to_next_batch_s"],
+            "exact": resumed["batches"] == expected}
+
+
+def _in_child(flag: str, paths: list[str], seed: int, state: Any,
+              env: dict[str, str]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="datarax-w4-") as tmp:
         state_file, out_file = Path(tmp) / "state.json", Path(tmp) / "out.json"
         state_file.write_text(json.dumps(state))
         proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.w4_resume", "--grain-child", str(state_file),
+            [sys.executable, "-m", "benchmarks.w4_resume", flag, str(state_file),
              str(out_file), "--seed", str(seed), "--paths", *paths],
-            env=_child_env(), capture_output=True, text=True, timeout=600,
+            env=env, capture_output=True, text=True, timeout=600,
         )
         if proc.returncode != 0:
-            raise RuntimeError(f"W4 Grain resume process failed:\n{proc.stderr[-3000:]}")
-        resumed = json.loads(out_file.read_text())
+            raise RuntimeError(f"W4 resume process ({flag}) failed:\n{proc.stderr[-3000:]}")
+        return json.loads(out_file.read_text())
+
+
+def _summary(state: Any, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run's times, every run's restore time, and whether all were exact."""
+    times = sorted(r["restore_to_next_batch_s"] for r in runs)
     return {
         "state_bytes": _size(state),
-        "build_s": round(resumed["build_s"], 4),
-        "restore_to_next_batch_s": round(resumed["restore_to_next_batch_s"], 4),
-        "exact": resumed["batches"] == expected[AFTER // BATCH:],
+        "build_s": round(float(np.median([r["build_s"] for r in runs])), 4),
+        "restore_to_next_batch_s": round(float(np.median(times)), 4),
+        "restore_runs_s": [round(r["restore_to_next_batch_s"], 4) for r in runs],
+        "exact": all(r["exact"] for r in runs),
     }
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(src: str | None = None) -> dict[str, str]:
+    """The child's environment: this checkout's benchmarks importable, and ``src`` (a
+    datarax source tree) first on the path when given."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")) if p
+        p for p in (src, str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", ""))
+        if p
     )
     return env
 
@@ -167,7 +202,12 @@ def _size(state: dict[str, Any]) -> int:
     return len(json.dumps(state, separators=(",", ":")).encode())
 
 
-def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = True) -> dict[str, Any]:
+def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = True,
+           repeats: int = 1, beside: str | None = None) -> dict[str, Any]:
+    """W4 with ``repeats`` fresh resume processes per contender, run in turns (this
+    tree, ``beside`` — another datarax source tree, e.g. main's ``src`` before a
+    change — and Grain, in an order that rotates every round), so a loaded machine
+    disturbs each alike; the median and every run are reported."""
     from benchmarks.bench_array_record import make_files, warm
 
     paths = make_files(records, files)
@@ -184,27 +224,37 @@ def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = 
     _epoch_ids(interrupted, stop_after=AFTER)
     state = interrupted.get_state()
     encoded = json.dumps(state)
-    with tempfile.TemporaryDirectory(prefix="datarax-w4-") as tmp:
-        state_file, out_file = Path(tmp) / "state.json", Path(tmp) / "out.json"
-        state_file.write_text(encoded)
-        env = _child_env()
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.w4_resume", "--child", str(state_file),
-             str(out_file), "--seed", str(seed), "--paths", *paths],
-            env=env, capture_output=True, text=True, timeout=600,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"W4 resume process failed:\n{proc.stderr[-3000:]}")
-        resumed = json.loads(out_file.read_text())
     expected = reference[AFTER // BATCH:] + reference_next
-    exact = resumed["batches"] == expected
+    grain_start = grain_state(paths, seed) if grain else None
+    sides: dict[str, list[dict[str, Any]]] = {"datarax": []}
+    if beside:
+        sides["beside"] = []
+    if grain_start:
+        sides["grain"] = []
+    for round_ in range(repeats):
+        names = list(sides)
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            if name == "grain":
+                assert grain_start is not None
+                sides[name].append(grain_resume(paths, seed, *grain_start))
+                continue
+            env = _child_env(beside if name == "beside" else None)
+            resumed = _in_child("--child", paths, seed, state, env)
+            resumed["exact"] = resumed.pop("batches") == expected
+            sides[name].append(resumed)
+    runs = sides["datarax"]
+    mine = _summary(state, runs)
+    peer = _summary(grain_start[0], sides["grain"]) if grain_start else None
     other = max(records // 2, AFTER + 4 * BATCH)
-    peer = run_grain_w4(paths, seed) if grain else None
-    return {
+    out: dict[str, Any] = {
         "grain": peer,
-        "restore_vs_grain": (round(resumed["restore_to_next_batch_s"]
+        "restore_vs_grain": (round(mine["restore_to_next_batch_s"]
                                    / peer["restore_to_next_batch_s"], 3) if peer else None),
-        "workload": f"W4: resume after {AFTER} records of {records} (batch {BATCH}), fresh process",
+        "restore_vs_grain_by_round": ([round(a["restore_to_next_batch_s"]
+                                             / b["restore_to_next_batch_s"], 3)
+                                       for a, b in zip(runs, sides["grain"])] if peer else None),
+        "workload": f"W4: resume after {AFTER} records of {records} (batch {BATCH}), fresh "
+                    f"process, {repeats} round(s)",
         "state_bytes": _size(state),
         "state_bytes_pretty_json": len(encoded.encode()),
         "state_bytes_by_records": {
@@ -212,18 +262,30 @@ def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = 
             other: state_size(make_files(other, files), seed),
         },
         "state": state,
-        "build_s": round(resumed["build_s"], 4),
-        "restore_to_next_batch_s": round(resumed["restore_to_next_batch_s"], 4),
-        "set_state_and_iter_s": round(resumed["set_state_s"], 4),
-        "following_batch_s": round(resumed["second_batch_s"], 4),
-        "exact": exact,
+        "build_s": mine["build_s"],
+        "restore_to_next_batch_s": mine["restore_to_next_batch_s"],
+        "restore_runs_s": mine["restore_runs_s"],
+        "set_state_and_iter_s": round(float(np.median([r["set_state_s"] for r in runs])), 4),
+        "following_batch_s": round(float(np.median([r["second_batch_s"] for r in runs])), 4),
+        "exact": mine["exact"],
         "batches_compared": len(expected),
         "targets": {
             "state <= 512 bytes": _size(state) <= 512,
-            "restore -> next batch <= 0.05 s": resumed["restore_to_next_batch_s"] <= 0.05,
-            "exact": exact,
+            "restore -> next batch <= 0.05 s": mine["restore_to_next_batch_s"] <= 0.05,
+            "exact": mine["exact"],
         },
     }
+    if beside:
+        before = _summary(state, sides["beside"])
+        out["beside"] = {"src": beside, **before}
+        out["restore_vs_beside_by_round"] = [
+            round(a["restore_to_next_batch_s"] / b["restore_to_next_batch_s"], 3)
+            for a, b in zip(runs, sides["beside"])]
+        if peer:
+            out["beside_vs_grain_by_round"] = [
+                round(a["restore_to_next_batch_s"] / b["restore_to_next_batch_s"], 3)
+                for a, b in zip(sides["beside"], sides["grain"])]
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -233,6 +295,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
     parser.add_argument("--no-grain", action="store_true", help="skip the Grain peer")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="fresh resume processes per contender, run in turns")
+    parser.add_argument("--beside", default=None, metavar="SRC",
+                        help="another datarax source tree (e.g. main's src) timed in turns "
+                             "with this one: before/after a change in one run")
     parser.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--grain-child", nargs=2, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--paths", nargs="*", default=None, help=argparse.SUPPRESS)
@@ -243,7 +310,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.grain_child:
         grain_child(args.paths, args.seed, *args.grain_child)
         return
-    result = run_w4(args.records, args.files, args.seed, grain=not args.no_grain)
+    result = run_w4(args.records, args.files, args.seed, grain=not args.no_grain,
+                    repeats=args.repeats, beside=args.beside)
     print(json.dumps(result, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

@@ -21,7 +21,6 @@ import pytest
 from flax import nnx
 
 from datarax.core.compiled_store import counts
-from datarax.operators import FilterOperator
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 

@@ -143,6 +143,11 @@ class ChildSources:
     def step_inputs(self) -> Any:
         return tuple(c.step_inputs() for c in self._children())
 
+    def epoch_step_inputs(self, epoch: int) -> Any:
+        """:meth:`step_inputs` (a child's epochs are not the composite's: each child
+        reads its positions through its own cipher)."""
+        return self.step_inputs()
+
     def has_host_fields(self) -> bool:
         return False
 

@@ -94,6 +94,12 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         (a source keeping its records out of ``nnx.state``); default none."""
         return None
 
+    def epoch_step_inputs(self, epoch: int) -> Any:
+        """The step inputs of a pass of epoch ``epoch`` alone (positions of other epochs
+        are never asked for with them): by default :meth:`step_inputs`; a source may add
+        what it prepares per epoch (``MemorySource``: the epoch's order as a table)."""
+        return self.step_inputs()
+
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
         """Inside the compiled step: make :meth:`step_inputs` read as ``inputs``."""
         return contextlib.nullcontext()

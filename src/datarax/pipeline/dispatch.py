@@ -112,10 +112,12 @@ class IndexedDispatch:
         self.step = indexed_step(self.graphdef, self.batch_size)
         self.exact_short = not self.host_fields and not all_per_record(stages)
         # stages_on="host": every argument on the CPU (the columns copied once per
-        # pipeline), so the step is compiled for and runs there
+        # pipeline), so the step is compiled for and runs there; the inputs are this
+        # epoch's (a source may read its order from a table built for it)
         device = stage_device(context.plan)
-        self.inputs = (source.step_inputs() if device is None
-                       else context.session.host_inputs.on(source.step_inputs(), device))
+        inputs = source.epoch_step_inputs(epoch)
+        self.inputs = (inputs if device is None
+                       else context.session.host_inputs.on(inputs, device))
         self.state, self.key, self.epoch_arg = pass_constants(
             state, context.key_pair(), np.int32(epoch), device=device)
         self.n = len(source)  # type: ignore[arg-type]

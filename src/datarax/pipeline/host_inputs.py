@@ -28,17 +28,17 @@ class HostInputs:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._made: tuple[list[Any], Any] | None = None  # (the originals, their copies)
+        self._made: list[tuple[Any, Any]] = []  # (an original, its copy) of the last call
 
     def on(self, inputs: Any, device: Any) -> Any:
-        """``inputs`` on ``device`` (a copy of each array not there yet)."""
-        leaves = jax.tree.leaves(inputs)
+        """``inputs`` on ``device``: a copy of each array not copied by the last call (an
+        epoch's order table is new each pass; the columns are copied once)."""
+        leaves, tree = jax.tree.flatten(inputs)
         with self._lock:
-            made = self._made
-            if made is not None and len(made[0]) == len(leaves) and all(
-                a is b for a, b in zip(made[0], leaves)
-            ):
-                return made[1]
-            copies = jax.device_put(inputs, device)
-            self._made = (leaves, copies)
-            return copies
+            known = self._made
+            copies = []
+            for leaf in leaves:
+                copy = next((c for original, c in known if original is leaf), None)
+                copies.append(jax.device_put(leaf, device) if copy is None else copy)
+            self._made = list(zip(leaves, copies))
+            return jax.tree.unflatten(tree, copies)

@@ -11,9 +11,9 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
 * **reading ahead** — a pool of ``num_threads`` threads reads *chunks* of consecutive
   positions with one batched read each (``__getitems__``), decodes every record, checks
   it against the first record's structure and stacks the fields
-  (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a
-  worker process reads and decodes each chunk, :mod:`datarax.sources.decode_processes`);
-  at most ``read_ahead`` chunks are queued or ready at any time (bounded memory).
+  (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a worker
+  process does, :mod:`datarax.sources.decode_processes`); at most ``read_ahead`` chunks
+  are queued or ready (bounded memory), a session's first batch read first and alone.
 * **handing out** — :meth:`HostReader.next_batch` assembles exactly ``batch_size``
   records (fewer only at the end of the epoch) in epoch order and returns a
   :class:`ReadBatch`: ``columns`` (dict of stacked numpy arrays), ``indices`` (the
@@ -83,12 +83,10 @@ Locate = Callable[[int], tuple[str | None, int]]
 # ------------------------------------------------------------------------ batches
 @dataclasses.dataclass
 class ReadBatch:
-    """Records handed out by :meth:`HostReader.next_batch`.
-
-    ``columns``: field -> numpy array with a leading record axis; ``indices``: stable
-    record index per record (int64); ``end``: epoch positions consumed after this
-    batch (including skipped records before its last record).
-    """
+    """Records handed out by :meth:`HostReader.next_batch`: ``columns`` (field -> numpy
+    array with a leading record axis), ``indices`` (the stable index of each record,
+    int64) and ``end`` (epoch positions consumed after this batch, including skipped
+    records before its last record)."""
 
     columns: dict[str, np.ndarray]
     indices: np.ndarray
@@ -306,15 +304,16 @@ class HostReader:
         batches = max(size // self._batch, 1) if self._batch else 1
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
         while len(self._pending) < in_flight and self._next_read < order.size:
-            step = size
-            if self._batch and self._next_read == self._session_start:
-                # a session's first batch waits for one batch's read, not a whole chunk's
-                step = min(size, self._batch)
+            # a session's first batch (a restore's next) waits for one batch's read alone
+            first = self._batch and self._next_read == self._session_start
+            step = min(size, self._batch) if first else size
             stop = min(self._next_read + step, order.size)
             future = self._pool.submit(self._reads.read, order, self._next_read, stop)
             with self._lock:
                 self._pending.append(future)
             self._next_read = stop
+            if first:
+                break  # the rest once it is read (_pull)
 
     def _pull(self) -> bool:
         """Move the next chunk from the readers into the buffer; False at epoch end."""

@@ -1,0 +1,107 @@
+"""W1's cold first batch, this tree beside another, in alternating fresh processes.
+
+``python -m benchmarks.first_batch_ab --before /path/to/main/src [--pairs 6] [--json PATH]``
+
+Each pair runs, in an order that alternates, one fresh process per tree of:
+
+* ``cold`` — ``benchmarks.first_batch``'s datarax worker (W1, no pause), each process
+  with its own empty store of compiled steps (``DATARAX_COMPILE_CACHE_DIR``: the
+  default store may be warm from an earlier run), build + first batch;
+* ``no_ahead`` — the same pipeline with nothing compiled ahead and the store off, its
+  build + first batch in wall and CPU seconds (user + sys of every thread: what other
+  jobs on a shared machine disturb less).
+
+Reported: every run, the medians, and the ratio of each pair (this tree / the other);
+every run's first batch must have the same SHA-256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.first_batch import ROOT, _run
+
+
+def no_ahead() -> dict[str, float]:
+    """In this process: W1's build + first batch, nothing ahead, nothing stored."""
+    from types import SimpleNamespace
+
+    import jax
+    import numpy as np
+
+    from benchmarks.contenders import datarax_pipeline
+
+    images = np.random.default_rng(0).integers(0, 256, (50_000, 32, 32, 3), dtype=np.uint8)
+    labels = np.arange(len(images), dtype=np.int32)
+    cpu, wall = time.process_time(), time.perf_counter()
+    pipeline = datarax_pipeline.build(images, labels, SimpleNamespace(seed=0, batch_size=256))
+    jax.block_until_ready(next(iter(pipeline))["image"])
+    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+
+
+def _no_ahead_in(src: str) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)]),
+           "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+           "DATARAX_COMPILE_AHEAD": "0", "DATARAX_COMPILE_CACHE": "0"}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.first_batch_ab", "--no-ahead-worker"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run(before: str, pairs: int) -> dict[str, Any]:
+    trees = {"after": str(ROOT / "src"), "before": before}
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        case: {side: [] for side in trees} for case in ("cold", "no_ahead")}
+    for pair in range(pairs):
+        for side in (["after", "before"] if pair % 2 == 0 else ["before", "after"]):
+            with tempfile.TemporaryDirectory() as store:
+                env = {"PYTHONPATH": os.pathsep.join([trees[side], str(ROOT)]),
+                       "DATARAX_COMPILE_CACHE_DIR": store}
+                cold = _run("datarax", "W1", 0.0, env)
+            cold["load"] = os.getloadavg()[0]
+            runs["cold"][side].append(cold)
+            runs["no_ahead"][side].append(_no_ahead_in(trees[side]))
+    out: dict[str, Any] = {"before": before, "pairs": pairs, "runs": runs}
+    for case, key in (("cold", "first_s"), ("no_ahead", "wall_s"), ("no_ahead", "cpu_s")):
+        after = [r[key] for r in runs[case]["after"]]
+        prior = [r[key] for r in runs[case]["before"]]
+        out[f"{case} {key}"] = {
+            "after_median": round(statistics.median(after), 3),
+            "before_median": round(statistics.median(prior), 3),
+            "ratio_by_pair": [round(a / b, 3) for a, b in zip(after, prior)],
+        }
+    out["same_first_batch"] = len({r["sha256"] for side in runs["cold"].values()
+                                   for r in side}) == 1
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", help="the other datarax source tree (e.g. main's src)")
+    parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--json")
+    parser.add_argument("--no-ahead-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.no_ahead_worker:
+        print(json.dumps(no_ahead()))
+        return
+    if not args.before:
+        parser.error("--before SRC is required")
+    result = run(args.before, args.pairs)
+    summary = {k: v for k, v in result.items() if k != "runs"}
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""W2: why two side-by-side measurements of the per-record ``decode`` path disagree.
+
+The project's harness (``bench_array_record`` / ``w2_read_ab``) times the Pipeline's
+epoch from its first ``next`` (the source built and its first record decoded before the
+clock starts) against a floor whose readers are open before its clock starts, read with
+a 32 KiB buffer, 8 batches per ``read`` call. A measurement from outside times what a
+user waits for: building the source, the pipeline, and every batch. This script runs,
+in turns in one process (``--rounds`` rounds, every contender once a round), the same
+shuffled epoch of the W2 records as:
+
+* ``floor`` — ``bench_array_record.run_floor`` (the harness's floor);
+* ``floor_4k`` — the same with datarax's 4 KiB read buffer;
+* ``floor_per_batch`` — the floor issuing one read per batch of 256, not per 8 batches;
+* ``floor_open`` — the floor with its readers' opening timed;
+* ``pipeline`` — ``bench_array_record.run_datarax_pipeline`` (the harness's clock);
+* ``pipeline_built`` — the same with building the source and the Pipeline timed
+  (what an outside measurement counts);
+* ``pipeline_1thread`` — the Pipeline with one reader thread (``num_threads=1``), as
+  the floor reads;
+
+and reports each one's median seconds, CPU seconds (user + sys of the process: what
+other jobs on a shared machine disturb less) and the per-round ratios to ``floor``.
+
+Run: ``python -m benchmarks.w2_gap [--records N] [--rounds R] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import bench_array_record as w2
+
+BATCH = 256
+
+
+def floor(paths: list[str], records: int, buffer: int = 32768, per_read: int = 8,
+          time_open: bool = False) -> float:
+    """The harness's floor, with its read buffer, batches per read and whether the
+    readers' opening is timed as options."""
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    start = time.perf_counter()
+    readers = [ArrayRecordReader(p, "readahead_buffer_size:0", file_reader_buffer_size=buffer)
+               for p in paths]
+    sizes = np.asarray([r.num_records() for r in readers])
+    if not time_open:
+        start = time.perf_counter()
+    ends = np.cumsum(sizes)
+    order = w2.epoch_order(records, 0)
+    file_of = np.searchsorted(ends, order, side="right")
+    within = order - np.concatenate([[0], ends[:-1]])[file_of]
+    check = w2.Check(records)
+    group = BATCH * per_read
+    for lo in range(0, records, group):
+        files, positions = file_of[lo:lo + group], within[lo:lo + group]
+        out = np.empty((len(files), *w2.RECORD_SHAPE), np.uint8)
+        flat = out.reshape(len(files), -1)
+        for f in np.unique(files):
+            slots = np.nonzero(files == f)[0]
+            raw = readers[f].read(positions[slots].tolist())
+            flat[slots] = np.frombuffer(b"".join(raw), np.uint8).reshape(len(slots), -1)
+        for b in range(0, len(files), BATCH):
+            check.add(out[b:b + BATCH])
+    elapsed = time.perf_counter() - start
+    for r in readers:
+        r.close()
+    check.verify("floor")
+    return elapsed
+
+
+def pipeline_built(paths: list[str], records: int, num_threads: int = 4) -> float:
+    """The per-record ``decode`` Pipeline with building the source and the Pipeline timed."""
+    from datarax.pipeline import Pipeline
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    start = time.perf_counter()
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True),
+                                     paths, decode=w2.decode, num_threads=num_threads)
+    pipeline = Pipeline(source=source, stages=[], batch_size=BATCH)
+    check = w2.Check(records)
+    for out in pipeline:
+        check.add(out["image"])
+    elapsed = time.perf_counter() - start
+    source.close()
+    check.verify("pipeline_built")
+    return elapsed
+
+
+def run(records: int, rounds: int) -> dict[str, Any]:
+    paths = w2.make_files(records, 8)
+    w2.warm(paths)
+    contenders = {
+        "floor": lambda: floor(paths, records),
+        "floor_4k": lambda: floor(paths, records, buffer=4096),
+        "floor_per_batch": lambda: floor(paths, records, per_read=1),
+        "floor_open": lambda: floor(paths, records, time_open=True),
+        "pipeline": lambda: w2.run_datarax_pipeline(paths, records, BATCH, 0)[0],
+        "pipeline_built": lambda: pipeline_built(paths, records),
+        "pipeline_1thread": lambda: pipeline_built(paths, records, num_threads=1),
+    }
+    pipeline_built(paths, records)  # imports and the first compile out of the rounds
+    seconds: dict[str, list[float]] = {name: [] for name in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
+    for r in range(rounds):
+        names = list(contenders)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            began = time.process_time()
+            seconds[name].append(contenders[name]())
+            cpu[name].append(time.process_time() - began)  # setup included: small
+    out: dict[str, Any] = {"records": records, "rounds": rounds, "contenders": {}}
+    for name, runs in seconds.items():
+        ratios = [f / s for f, s in zip(seconds["floor"], runs)]  # floor seconds / its
+        out["contenders"][name] = {
+            "median_s": round(statistics.median(runs), 4),
+            "records_per_s": round(records / statistics.median(runs)),
+            "cpu_s": round(statistics.median(cpu[name]), 4),
+            "vs_floor_median": round(statistics.median(ratios), 3),
+            "vs_floor_range": [round(min(ratios), 3), round(max(ratios), 3)],
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    result = run(args.records, args.rounds)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
