@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from datarax.sources.chunk_reads import Chunk, ChunkReads
     from datarax.sources.epoch_order import EpochOrder
 
-__all__ = ["DecodeProcesses", "SharedColumn", "portable"]
+__all__ = ["DecodeProcesses", "SharedColumn", "in_decode_worker", "portable"]
 
 #: where decoded columns come back through shared memory (absent: they are pickled)
 SHARED_DIR = "/dev/shm"
@@ -210,6 +210,11 @@ class DecodeProcesses:
 
 # ------------------------------------------------------------ in the worker process
 _READS: ChunkReads | None = None
+
+
+def in_decode_worker() -> bool:
+    """Whether this process is a decode worker (its siblings hold the other cores)."""
+    return _READS is not None
 
 
 #: seconds between a worker's checks that its parent process is still there

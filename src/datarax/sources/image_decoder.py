@@ -37,8 +37,11 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
+import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -46,9 +49,11 @@ import numpy as np
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.owned import fresh_aligned, seal
+from datarax.core.threads import run_behind_consumer
 from datarax.dataset.fields import Features, error_text
 from datarax.dataset.image_decode import resize_and_crop, resized_crop
 from datarax.dataset.layout import decode_records
+from datarax.sources.decode_processes import in_decode_worker
 from datarax.sources.decoded_records import KeyedRecord
 
 __all__ = ["ImageDecoder", "decode_images"]
@@ -168,8 +173,19 @@ class ImageDecoder:
                        and column.dtype.itemsize == 8 else column
                        for name, column in columns.items()}
         images = fresh_aligned((len(keys), *self.image_shape), np.uint8)
-        for row, (data, (_, index, epoch)) in enumerate(zip(columns[self.field], keys)):
-            self.decode_image(data, index, epoch, out=images[row])
+        blobs = columns[self.field]
+
+        def decode_rows(rows: range) -> None:
+            for row in rows:
+                self.decode_image(blobs[row], keys[row][1], keys[row][2], out=images[row])
+
+        pool = spread_pool()
+        if pool is None or len(keys) <= SPREAD_STEP:
+            decode_rows(range(len(keys)))
+        else:  # rows in order, spread over the cores (a session's first chunk, alone)
+            steps = [range(i, min(i + SPREAD_STEP, len(keys)))
+                     for i in range(0, len(keys), SPREAD_STEP)]
+            list(pool.map(decode_rows, steps))
         columns[self.field] = seal(images)
         return columns
 
@@ -280,6 +296,29 @@ def decode_images(
         random_resized_crop=_pair("random_resized_crop", random_resized_crop),
         scale=_range("scale", scale, 1.0), ratio=_range("ratio", ratio, None),
         seed=seed, draft=bool(draft))
+
+
+#: rows one decode thread takes at a time where a chunk is spread over the cores
+SPREAD_STEP = 16
+_SPREAD: list[concurrent.futures.ThreadPoolExecutor] = []
+_SPREAD_LOCK = threading.Lock()
+
+
+def spread_pool() -> concurrent.futures.ThreadPoolExecutor | None:
+    """The threads (one a core, started on first use, shared by every decoder of this
+    process) that a chunk's images are decoded on, so that a chunk read alone — a
+    session's first — takes every core rather than its reader thread's (the decoders
+    and resizes release Python's lock); None with one core and in a decode worker
+    process (its siblings hold the other cores)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if (cores or 1) < 2 or in_decode_worker():
+        return None
+    with _SPREAD_LOCK:
+        if not _SPREAD:
+            _SPREAD.append(concurrent.futures.ThreadPoolExecutor(
+                max_workers=cores, thread_name_prefix="datarax-image-decode",
+                initializer=run_behind_consumer))
+        return _SPREAD[0]
 
 
 def bind_to_dataset(decode: Any, features: Features | None) -> Any:
