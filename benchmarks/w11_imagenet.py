@@ -23,7 +23,9 @@ Contenders, each in a fresh process (``--worker``), one epoch each:
   batching), the records counted.
 
 Each gives records/s over the whole epoch (start to the last record, building the
-pipeline and worker start-up included) and steady (after the first batch).
+pipeline and worker start-up included) and steady (after the first batch), and the CPU
+time the epoch took per record (its worker processes included): on a shared machine,
+the cost of the work apart from the waiting for cores.
 
 ``--baseline SRC`` also runs ``datarax`` and ``floor`` against another checkout's
 ``src`` folder (e.g. the previous commit's, ``git archive``-ed), as ``datarax-baseline``
@@ -99,8 +101,19 @@ def make_dataset(work: Path, folder: Path, images: int) -> Path:
 
 
 # -------------------------------------------------------------- contenders
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (user + system)."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def _timed(batches: Any) -> dict[str, Any]:
-    """Consume ``batches`` (each ``(n_records, something to wait for)``), timing them."""
+    """Consume ``batches`` (each ``(n_records, something to wait for)``), timing them; the
+    CPU time they took (worker processes included, once ended) tells the work apart from
+    the waiting on a busy machine."""
+    cpu0 = _cpu_s()
     t0 = time.perf_counter()
     first = None
     records = first_n = 0
@@ -110,7 +123,9 @@ def _timed(batches: Any) -> dict[str, Any]:
         if first is None:
             first, first_n = time.perf_counter(), n
     end = time.perf_counter()
+    cpu = _cpu_s() - cpu0
     return {"records": records, "epoch_s": end - t0, "first_batch_s": (first or end) - t0,
+            "cpu_s": cpu, "cpu_ms_per_record": 1e3 * cpu / max(records, 1),
             "epoch_rate": records / (end - t0),
             "steady_rate": (records - first_n) / (end - first) if first and end > first else None}
 
@@ -281,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
             for options in variants[base]:
                 result = run_one(base, mode, dataset, folder, args.timeout,
                                  src=args.baseline if name != base else None, **options)
-                shown = ("epoch_rate", "steady_rate", "first_batch_s", "error")
+                shown = ("epoch_rate", "steady_rate", "first_batch_s", "cpu_ms_per_record",
+                         "error")
                 print(mode, name, options, {k: result.get(k) for k in shown}, flush=True)
                 runs.append(result)
             report["runs"][f"{mode}/{name}"] = {"best": best(runs), "all": runs}
