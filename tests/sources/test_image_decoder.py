@@ -260,6 +260,38 @@ def test_a_chunk_decodes_to_each_records_own_decode(mixed):
                                           decoder.decode_record(im, i, 2)["image"])
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_decodes_chunks_with_threads_of_its_own(mixed):
+    """The decode threads a chunk is spread over do not survive a fork: a child process
+    starts its own rather than waiting on its parent's."""
+    import os
+    import select
+    import signal
+    import warnings
+
+    _, images = mixed
+    decoder = decode_images(resize=40, crop=32)
+    want = decoder.decode_chunk(images)["image"]  # the parent's threads, started
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX warns of a fork in a threaded process
+        pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            got = decoder.decode_chunk(images)["image"]
+            os.write(write, b"same" if np.array_equal(got, want) else b"diff")
+        finally:
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 120)
+    answer = os.read(read, 4) if ready else b"hung"
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert answer == b"same"
+
+
 @pytest.mark.slow  # starts worker processes
 def test_large_decoded_chunks_come_back_from_processes_as_threads_serve_them(mixed):
     """Chunks of 1 MiB and more come back through shared memory: the same batches, no

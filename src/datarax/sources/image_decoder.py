@@ -300,7 +300,9 @@ def decode_images(
 
 #: rows one decode thread takes at a time where a chunk is spread over the cores
 SPREAD_STEP = 16
-_SPREAD: list[concurrent.futures.ThreadPoolExecutor] = []
+#: the spread pool and the process that started it (a forked child starts its own:
+#: the parent's threads do not exist there)
+_SPREAD: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 _SPREAD_LOCK = threading.Lock()
 
 
@@ -313,12 +315,14 @@ def spread_pool() -> concurrent.futures.ThreadPoolExecutor | None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if (cores or 1) < 2 or in_decode_worker():
         return None
+    pid = os.getpid()
     with _SPREAD_LOCK:
-        if not _SPREAD:
-            _SPREAD.append(concurrent.futures.ThreadPoolExecutor(
+        if pid not in _SPREAD:
+            _SPREAD.clear()
+            _SPREAD[pid] = concurrent.futures.ThreadPoolExecutor(
                 max_workers=cores, thread_name_prefix="datarax-image-decode",
-                initializer=run_behind_consumer))
-        return _SPREAD[0]
+                initializer=run_behind_consumer)
+        return _SPREAD[pid]
 
 
 def bind_to_dataset(decode: Any, features: Features | None) -> Any:
