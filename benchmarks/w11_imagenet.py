@@ -23,7 +23,13 @@ Contenders, each in a fresh process (``--worker``), one epoch each:
   batching), the records counted.
 
 Each gives records/s over the whole epoch (start to the last record, building the
-pipeline and worker start-up included) and steady (after the first batch).
+pipeline and worker start-up included) and steady (after the first batch), and the CPU
+time the epoch took per record (its worker processes included): on a shared machine,
+the cost of the work apart from the waiting for cores.
+
+``--baseline SRC`` also runs ``datarax`` and ``floor`` against another checkout's
+``src`` folder (e.g. the previous commit's, ``git archive``-ed), as ``datarax-baseline``
+and ``floor-baseline``, in the same run: before and after side by side.
 """
 
 from __future__ import annotations
@@ -95,8 +101,19 @@ def make_dataset(work: Path, folder: Path, images: int) -> Path:
 
 
 # -------------------------------------------------------------- contenders
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (user + system)."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def _timed(batches: Any) -> dict[str, Any]:
-    """Consume ``batches`` (each ``(n_records, something to wait for)``), timing them."""
+    """Consume ``batches`` (each ``(n_records, something to wait for)``), timing them; the
+    CPU time they took (worker processes included, once ended) tells the work apart from
+    the waiting on a busy machine."""
+    cpu0 = _cpu_s()
     t0 = time.perf_counter()
     first = None
     records = first_n = 0
@@ -106,7 +123,9 @@ def _timed(batches: Any) -> dict[str, Any]:
         if first is None:
             first, first_n = time.perf_counter(), n
     end = time.perf_counter()
+    cpu = _cpu_s() - cpu0
     return {"records": records, "epoch_s": end - t0, "first_batch_s": (first or end) - t0,
+            "cpu_s": cpu, "cpu_ms_per_record": 1e3 * cpu / max(records, 1),
             "epoch_rate": records / (end - t0),
             "steady_rate": (records - first_n) / (end - first) if first and end > first else None}
 
@@ -205,10 +224,11 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_one(name: str, mode: str, dataset: Path, folder: Path, timeout: float,
-            **options: int) -> dict[str, Any]:
+            src: Path | None = None, **options: int) -> dict[str, Any]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
+        p for p in (str(src or ""), str(ROOT), str(ROOT / "src"), env.get("PYTHONPATH", ""))
+        if p)
     with tempfile.TemporaryDirectory(prefix="datarax-w11-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "benchmarks.w11_imagenet", "--worker", name, "--mode", mode,
@@ -239,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--torch-workers", default="0,1,2,cores",
                         help="DataLoader num_workers to try, the best kept")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout's src folder: datarax and floor run on it too")
     parser.add_argument("--worker")
     parser.add_argument("--mode")
     parser.add_argument("--dataset")
@@ -263,24 +285,32 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"images": args.images, "cores": n, "batch_size": BATCH,
                               "folder_bytes": sum(p.stat().st_size for p in folder.rglob("*.jpg")),
                               "made_s": made, "load_before": os.getloadavg(), "runs": {}}
+    names = args.contenders.split(",")
+    if args.baseline:
+        report["baseline"] = str(args.baseline)
+        names += [f"{n}-baseline" for n in ("datarax", "floor") if n in names]
     for mode in args.modes.split(","):
-        for name in args.contenders.split(","):
+        for name in names:
             runs = []
-            for options in variants[name]:
-                result = run_one(name, mode, dataset, folder, args.timeout, **options)
-                shown = ("epoch_rate", "steady_rate", "first_batch_s", "error")
+            base = name.removesuffix("-baseline")
+            for options in variants[base]:
+                result = run_one(base, mode, dataset, folder, args.timeout,
+                                 src=args.baseline if name != base else None, **options)
+                shown = ("epoch_rate", "steady_rate", "first_batch_s", "cpu_ms_per_record",
+                         "error")
                 print(mode, name, options, {k: result.get(k) for k in shown}, flush=True)
                 runs.append(result)
             report["runs"][f"{mode}/{name}"] = {"best": best(runs), "all": runs}
     report["load_after"] = os.getloadavg()
     for mode in args.modes.split(","):
-        ours = report["runs"].get(f"{mode}/datarax", {}).get("best", {})
-        for other in ("torchvision", "floor"):
-            theirs = report["runs"].get(f"{mode}/{other}", {}).get("best", {})
-            for rate in ("epoch_rate", "steady_rate"):
-                if ours.get(rate) and theirs.get(rate):
-                    report.setdefault("ratios", {})[f"{mode} {rate} vs {other}"] = \
-                        ours[rate] / theirs[rate]
+        for suffix in ("", "-baseline"):
+            ours = report["runs"].get(f"{mode}/datarax{suffix}", {}).get("best", {})
+            for other in ("torchvision", f"floor{suffix}"):
+                theirs = report["runs"].get(f"{mode}/{other}", {}).get("best", {})
+                for rate in ("epoch_rate", "steady_rate"):
+                    if ours.get(rate) and theirs.get(rate):
+                        report.setdefault("ratios", {})[
+                            f"{mode} {rate} datarax{suffix} vs {other}"] = ours[rate] / theirs[rate]
     text = json.dumps(report, indent=1)
     if args.json:
         args.json.write_text(text)

@@ -244,6 +244,73 @@ def test_one_or_two_decode_processes_serve_the_batches_threads_do(mixed):
                   served_with(folder, decode_processes=2)])
 
 
+def test_a_chunk_decodes_to_each_records_own_decode(mixed):
+    """decode_chunk (the reader's call for a whole chunk) writes every image into one
+    batch array, each row what the record alone decodes to."""
+    from datarax.sources.decoded_records import KeyedRecord
+
+    _, images = mixed
+    for options in ({"random_resized_crop": 24, "seed": 3}, {"resize": 40, "crop": 32}):
+        decoder = decode_images(**options)
+        columns = decoder.decode_chunk([KeyedRecord(im, i, 2) for i, im in enumerate(images)])
+        assert list(columns) == ["image"]
+        assert columns["image"].shape == (40, *decoder.image_shape)
+        for i, im in enumerate(images):
+            np.testing.assert_array_equal(columns["image"][i],
+                                          decoder.decode_record(im, i, 2)["image"])
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_decodes_chunks_with_threads_of_its_own(mixed):
+    """The decode threads a chunk is spread over do not survive a fork: a child process
+    starts its own rather than waiting on its parent's."""
+    import os
+    import select
+    import signal
+    import warnings
+
+    _, images = mixed
+    decoder = decode_images(resize=40, crop=32)
+    want = decoder.decode_chunk(images)["image"]  # the parent's threads, started
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX warns of a fork in a threaded process
+        pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            got = decoder.decode_chunk(images)["image"]
+            os.write(write, b"same" if np.array_equal(got, want) else b"diff")
+        finally:
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 120)
+    answer = os.read(read, 4) if ready else b"hung"
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert answer == b"same"
+
+
+@pytest.mark.slow  # starts worker processes
+def test_large_decoded_chunks_come_back_from_processes_as_threads_serve_them(mixed):
+    """Chunks of 1 MiB and more come back through shared memory: the same batches, no
+    file left behind."""
+    import glob
+    import os
+
+    folder, _ = mixed
+    runs = []
+    for options in ({}, {"decode_processes": 2}):
+        source = source_of(folder, decode_images(random_resized_crop=128, seed=3), **options)
+        try:
+            runs.append(epoch(source, 32))  # 32 x 128 x 128 x 3 bytes: 1.5 MiB a chunk
+        finally:
+            source.close()
+    same_batches(runs)
+    assert glob.glob(f"/dev/shm/datarax-{os.getpid()}-*") == []
+
+
 def test_a_folder_of_mixed_sizes_converts_and_reads_as_fixed_batches(tmp_path):
     photos = tmp_path / "photos"
     for i, (h, w) in enumerate(SIZES * 2):

@@ -240,8 +240,15 @@ class DecodedRecords:
 
         Returns ``(columns, decoded)``: columns None where some record differs
         (:meth:`check_decoded` then checks ``decoded`` one by one, naming the record);
-        ``decoded`` None where ``decode`` raised (the caller decodes one by one).
+        ``decoded`` None where ``decode`` raised (the caller decodes one by one). A
+        ``decode`` with a ``decode_chunk(raws) -> columns`` method (:func:`datarax.decode_images`)
+        fills the columns itself, checked as :meth:`check_batch` checks them.
         """
+        decode_chunk = getattr(self.decode, "decode_chunk", None)
+        if decode_chunk is not None:  # a decoder that fills whole columns (decode_images)
+            columns = self.check_batch(raws, decode_chunk)
+            if columns is not None:
+                return columns, None
         try:
             decoded = list(map(self.decode, raws))
         except Exception:  # noqa: BLE001 - narrowed down record by record

@@ -37,17 +37,23 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
+import os
+import threading
 from typing import Any
 
 import numpy as np
 
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import ConfigError, RecordError
+from datarax.core.owned import fresh_aligned, seal
+from datarax.core.threads import run_behind_consumer
 from datarax.dataset.fields import Features, error_text
 from datarax.dataset.image_decode import resize_and_crop, resized_crop
 from datarax.dataset.layout import decode_records
+from datarax.sources.decode_processes import in_decode_worker
 from datarax.sources.decoded_records import KeyedRecord
 
 __all__ = ["ImageDecoder", "decode_images"]
@@ -146,6 +152,43 @@ class ImageDecoder:
                 "epoch).")
         return self.decode_record(raw, 0, 0)
 
+    def decode_chunk(self, raws: list[Any]) -> dict[str, np.ndarray]:
+        """A chunk of records (bytes, or :class:`KeyedRecord` s for a random crop) as
+        columns, one row per record, the values :meth:`decode_record` gives: the other
+        fields split in one pass, each image decoded straight into its row of one batch
+        array (no per-record arrays or dicts to stack). The reader calls it for a whole
+        chunk; it raises on a bad record, which the reader then finds and names record
+        by record."""
+        if self.takes_record_keys and not all(isinstance(r, KeyedRecord) for r in raws):
+            self(raws[0] if raws else b"")  # the error that says what is missing
+        keys = [(r.raw, r.index, r.epoch) if isinstance(r, KeyedRecord) else (r, 0, 0)
+                for r in raws]
+        if self.features is None:
+            columns: dict[str, Any] = {self.field: [bytes(k[0]) for k in keys]}
+        else:
+            columns = decode_records(self.features, [k[0] for k in keys],
+                                     encoded=frozenset((self.field,)))
+            columns = {name: fit_value(name, column, cast_float64=False)
+                       if name != self.field and column.dtype.kind in "iu"
+                       and column.dtype.itemsize == 8 else column
+                       for name, column in columns.items()}
+        images = fresh_aligned((len(keys), *self.image_shape), np.uint8)
+        blobs = columns[self.field]
+
+        def decode_rows(rows: range) -> None:
+            for row in rows:
+                self.decode_image(blobs[row], keys[row][1], keys[row][2], out=images[row])
+
+        pool = spread_pool()
+        if pool is None or len(keys) <= SPREAD_STEP:
+            decode_rows(range(len(keys)))
+        else:  # rows in order, spread over the cores (a session's first chunk, alone)
+            steps = [range(i, min(i + SPREAD_STEP, len(keys)))
+                     for i in range(0, len(keys), SPREAD_STEP)]
+            list(pool.map(decode_rows, steps))
+        columns[self.field] = seal(images)
+        return columns
+
     def decode_record(self, raw: bytes, index: int, epoch: int = 0) -> dict[str, Any]:
         """The fields of the record ``raw`` whose stable index is ``index``, read in pass
         ``epoch`` (which decide its random crop, if any)."""
@@ -161,15 +204,19 @@ class ImageDecoder:
         fields[self.field] = self.decode_image(fields[self.field], index, epoch)
         return fields
 
-    def decode_image(self, data: bytes, index: int = 0, epoch: int = 0) -> np.ndarray:
+    def decode_image(self, data: bytes, index: int = 0, epoch: int = 0, *,
+                     out: np.ndarray | None = None) -> np.ndarray:
         """The encoded image ``data`` as ``uint8`` :attr:`image_shape` (``index`` and
-        ``epoch``: the record's key, for a random crop)."""
+        ``epoch``: the record's key, for a random crop), written into ``out`` where
+        given."""
         try:
             if self.random_resized_crop is not None:
                 rng = np.random.default_rng((self.seed, int(epoch), int(index)))
                 return resized_crop(data, None, self.random_resized_crop, rng=rng,
-                                    scale=self.scale, ratio=self.ratio, draft=self.draft)
-            return resize_and_crop(data, resize=self.resize, crop=self.crop, draft=self.draft)
+                                    scale=self.scale, ratio=self.ratio, draft=self.draft,
+                                    out=out)
+            return resize_and_crop(data, resize=self.resize, crop=self.crop, draft=self.draft,
+                                   out=out)
         except Exception as err:  # noqa: BLE001 - named by field; the reader names the record
             kind = "" if isinstance(data, (bytes, bytearray)) else f" (got {type(data).__name__})"
             raise RecordError(f"field '{self.field}': cannot decode the image{kind} "
@@ -249,6 +296,33 @@ def decode_images(
         random_resized_crop=_pair("random_resized_crop", random_resized_crop),
         scale=_range("scale", scale, 1.0), ratio=_range("ratio", ratio, None),
         seed=seed, draft=bool(draft))
+
+
+#: rows one decode thread takes at a time where a chunk is spread over the cores
+SPREAD_STEP = 16
+#: the spread pool and the process that started it (a forked child starts its own:
+#: the parent's threads do not exist there)
+_SPREAD: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_SPREAD_LOCK = threading.Lock()
+
+
+def spread_pool() -> concurrent.futures.ThreadPoolExecutor | None:
+    """The threads (one a core, started on first use, shared by every decoder of this
+    process) that a chunk's images are decoded on, so that a chunk read alone — a
+    session's first — takes every core rather than its reader thread's (the decoders
+    and resizes release Python's lock); None with one core and in a decode worker
+    process (its siblings hold the other cores)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if (cores or 1) < 2 or in_decode_worker():
+        return None
+    pid = os.getpid()
+    with _SPREAD_LOCK:
+        if pid not in _SPREAD:
+            _SPREAD.clear()
+            _SPREAD[pid] = concurrent.futures.ThreadPoolExecutor(
+                max_workers=cores, thread_name_prefix="datarax-image-decode",
+                initializer=run_behind_consumer)
+        return _SPREAD[pid]
 
 
 def bind_to_dataset(decode: Any, features: Features | None) -> Any:
