@@ -4,6 +4,8 @@ first batch."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -13,6 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# four fresh processes (~20 s): in the slow run
+@pytest.mark.slow
 def test_w1_tiny_cold_and_warm_serve_one_batch_the_warm_one_loaded(tmp_path):
     out = tmp_path / "rows.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),

@@ -21,7 +21,7 @@ CHECKS = sorted((HERE / "eight").glob("check_*.py"))
 
 
 # The docs' and the fused-step checks are the heaviest (~6 s each): in the slow run.
-HEAVY = {"check_docs", "check_fused", "check_sharding"}
+HEAVY = {"check_docs", "check_fused", "check_sharding", "check_stages_on"}
 
 
 @pytest.mark.parametrize("check", [

@@ -7,6 +7,8 @@ brightness + contrast chain. Each level runs in its own process, nothing stored.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -68,6 +70,8 @@ def _epochs(level: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# two epochs of two chains compiled at two levels (~9 s): in the slow run
+@pytest.mark.slow
 def test_level_one_serves_the_batches_of_the_default_level():
     shipped, default = _epochs("shipped"), _epochs("default")
     assert shipped["options"] == {"xla_backend_optimization_level": 1}
