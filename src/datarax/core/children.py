@@ -25,6 +25,8 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import SourceContractError
 
@@ -168,3 +170,16 @@ class ChildSources:
     def close(self) -> None:
         """Close every child (all of them, even after one fails; the first error is raised)."""
         close_each(child.close for child in self._children())
+
+
+def saved_place(source: Any) -> list[int] | None:
+    """What a composite's ``cursor`` (an int Variable ``[epoch, index, *place]``: where
+    its reading of its children stands) saves: ``place`` when it was taken at the
+    source's position, else None (a bare position, reached by reading the pass)."""
+    cursor = [int(v) for v in np.asarray(source.cursor.get_value())]
+    return cursor[2:] if cursor[:2] == [source.epoch, source.index] else None
+
+
+def restore_place(source: Any, place: Sequence[int]) -> None:
+    """Set ``source.cursor`` to ``place`` (checked by the caller) at its position."""
+    source.cursor.set_value(np.asarray([source.epoch, source.index, *place], np.int64))

@@ -47,7 +47,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, head_on_host, record_at, stack_records
-from datarax.core.children import check_child, child_settings
+from datarax.core.children import check_child, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.dtypes import fit_value
@@ -397,8 +397,7 @@ class FlatMapSource(DataSourceModule):
         """The position, ``cursor`` = ``[parent position, output offset]`` of the next
         output, and the :meth:`order_settings` a restore must match."""
         state = super().get_state()
-        cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
-        state["cursor"] = cursor[2:] if cursor[:2] == [self.epoch, self.index] else None
+        state["cursor"] = saved_place(self)
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -418,7 +417,7 @@ class FlatMapSource(DataSourceModule):
                 f"got {cursor!r}; pass the dict get_state() returned.",
                 field="cursor",
             )
-        self.cursor.set_value(np.asarray([self.epoch, self.index, *cursor], np.int64))
+        restore_place(self, cursor)
 
     # ---------------------------------------------------------------- closing
     def close_epoch(self) -> None:

@@ -46,7 +46,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches
-from datarax.core.children import ChildSources, check_children, child_settings
+from datarax.core.children import ChildSources, check_children, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, StateError
@@ -280,8 +280,7 @@ class InterleaveSource(ChildSources, DataSourceModule):
         """The position, ``cursor`` (see the module docstring) and the
         :meth:`order_settings` a restore must match."""
         state = super().get_state()
-        cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
-        state["cursor"] = cursor[2:] if cursor[:2] == [self.epoch, self.index] else None
+        state["cursor"] = saved_place(self)
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -292,7 +291,7 @@ class InterleaveSource(ChildSources, DataSourceModule):
         if cursor is None:
             return  # a bare position: reached by reading the pass
         check_cursor(cursor, self.config)
-        self.cursor.set_value(np.asarray([self.epoch, self.index, *cursor], np.int64))
+        restore_place(self, cursor)
 
 
 def check_cursor(cursor: Any, config: InterleaveSourceConfig) -> None:
