@@ -195,9 +195,20 @@ simple("memory-data-missing", "MemorySource data", "MemorySource(config) without
        lambda: MemorySource(MemorySourceConfig()))
 simple("memory-config-keyword-missing", "MemorySource data", "MemorySource(data=data) without a config",
        ConfigError,
-       "MemorySource needs a MemorySourceConfig first, then the data. Call "
+       "MemorySource needs a MemorySourceConfig first, then the data, or the data and its "
+       "settings as keywords (shuffle, seed, track_metadata, num_epochs, cast_float64). Call "
        "MemorySource(MemorySourceConfig(), data=...).",
        lambda: MemorySource(data=data()))
+simple("memory-keyword-unknown", "MemorySource data", "MemorySource(data=..., shufle=True)",
+       ConfigError,
+       "MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', "
+       "'track_metadata', 'num_epochs', 'cast_float64'].",
+       lambda: MemorySource(data=data(), shufle=True))
+simple("memory-keyword-disagrees", "MemorySource data", "a keyword the config beside it contradicts",
+       ConfigError,
+       "MemorySource got keyword settings that disagree with its MemorySourceConfig: seed=2 "
+       "(config: 1). Give each setting once, in the config or as a keyword.",
+       lambda: MemorySource(MemorySourceConfig(seed=1), data(), seed=2))
 simple("memory-other-config", "MemorySource data", "another source's config", ConfigError,
        "MemorySource needs a MemorySourceConfig, got CountingStreamConfig (the config of another "
        "kind of module). Call MemorySource(MemorySourceConfig(), data=...).",
@@ -898,7 +909,9 @@ simple("arrayrecord-paths-as-config", "ArrayRecord", "ArrayRecordSourceModule('x
        lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule("x.array_record"),
        needs=AR)
 simple("arrayrecord-config-missing", "ArrayRecord", "paths= without a config", ConfigError,
-       "ArrayRecordSourceModule needs an ArrayRecordSourceConfig first, then the paths. Call "
+       "ArrayRecordSourceModule needs an ArrayRecordSourceConfig first, then the paths, or the "
+       "paths and its settings as keywords (seed, num_epochs, shuffle_files, shuffle_window, "
+       "on_error, max_skipped, max_skipped_fraction, cast_float64). Call "
        "ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record').",
        lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule(paths="x.array_record"),
        needs=AR)
@@ -1156,6 +1169,13 @@ simple("npy-paths-as-config", SOURCES_AND_STAGES, "NpySource('x.npy')", ConfigEr
        "NpySource needs an NpySourceConfig, got str 'x.npy'; its files go in the config. Call "
        "NpySource(NpySourceConfig(paths='x.npy')).",
        lambda: __import__("datarax.sources.npy", fromlist=["x"]).NpySource("x.npy"))
+simple("npy-settings-missing", SOURCES_AND_STAGES, "NpySource() without a config or keywords",
+       ConfigError,
+       "NpySource needs its settings: NpySourceConfig(...) first, or the settings as keywords "
+       "(paths, field, shuffle, seed, num_epochs, cast_float64, on_error, max_skipped, "
+       "max_skipped_fraction). Call NpySource(NpySourceConfig(paths='x.npy')) or "
+       "NpySource(paths='x.npy').",
+       lambda: __import__("datarax.sources.npy", fromlist=["x"]).NpySource())
 simple("npy-config-paths-empty", SOURCES_AND_STAGES, "NpySourceConfig() without paths",
        ConfigError, "NpySourceConfig.paths is empty; name a .npy file, a list of shards or a "
        "mapping {field: files}.",
