@@ -23,7 +23,8 @@ import jax
 import numpy as np
 from flax import nnx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+for _folder in (Path(__file__).resolve().parent, Path(__file__).resolve().parents[1]):
+    sys.path.insert(0, str(_folder))  # the reliability helpers; tests/: int_record_files
 
 from datarax.core.config import StructuralConfig  # noqa: E402
 from datarax.core.data_source import DataSourceModule  # noqa: E402
@@ -41,6 +42,7 @@ from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.storage import CacheFullError  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
 
+from int_record_files import write_records  # noqa: E402
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline  # noqa: E402
 
 
@@ -749,13 +751,7 @@ simple("pipeline-stages-on-host-scan", "Sharding and checkpoints",
 
 # ----------------------------------------------------------------- ArrayRecord
 def _ar_file(path: Path, n: int = 8, width: int = 2) -> str:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in range(n):
-        writer.write(np.full(width, i, np.float32).tobytes())
-    writer.close()
-    return str(path)
+    return write_records(path, (np.full(width, i, np.float32).tobytes() for i in range(n)))
 
 
 def _ar(paths: Any, decode: Any = None, **config: Any) -> Any:
@@ -1801,13 +1797,7 @@ READING = "Reading: raw ArrayRecord records, a shared cache folder"
 
 
 def _ar_raw_lengths(tmp: Path) -> None:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    path = str(tmp / "raw.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
-    for i in range(6):
-        writer.write(b"ab" * (i + 1))
-    writer.close()
+    path = write_records(tmp / "raw.array_record", (b"ab" * (i + 1) for i in range(6)))
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
     _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), path))
@@ -2025,16 +2015,10 @@ RANGED = "Ranged reads of ArrayRecord files (datarax.storage.ArrayRecordRanges)"
 
 
 def _ranged(tmp: Path, options: str) -> Any:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
     from datarax.storage import ArrayRecordRanges
 
-    path = tmp / "x.array_record"
-    writer = ArrayRecordWriter(str(path), options)
-    for i in range(8):
-        writer.write(bytes([i]) * 100)
-    writer.close()
-    return ArrayRecordRanges.from_url(str(path))
+    path = write_records(tmp / "x.array_record", (bytes([i]) * 100 for i in range(8)), options)
+    return ArrayRecordRanges.from_url(path)
 
 
 def _ranged_junk(tmp: Path) -> Any:

@@ -5,7 +5,7 @@ import inspect
 
 import numpy as np
 import pytest
-from int_record_files import write_int_parts
+from int_record_files import int_decode, write_int_parts
 
 import datarax.sources as sources_package
 from datarax.core.errors import ConfigError
@@ -30,10 +30,6 @@ def tok(text):
     return [ord(w) - 96 for w in text.split()]
 
 
-def int_decode(record):
-    return {"i": np.frombuffer(record, np.int32)[0]}
-
-
 @pytest.fixture
 def files(tmp_path):
     npy = str(tmp_path / "x.npy")
@@ -51,8 +47,8 @@ BOTH_WAYS = {
     "ArrayRecordSourceModule": (
         lambda f: ArrayRecordSourceModule(
             ArrayRecordSourceConfig(shuffle_files=True, seed=5, num_epochs=1), f["ar"],
-            decode=int_decode),
-        lambda f: ArrayRecordSourceModule(paths=f["ar"], decode=int_decode, shuffle_files=True,
+            decode=int_decode("i")),
+        lambda f: ArrayRecordSourceModule(paths=f["ar"], decode=int_decode("i"), shuffle_files=True,
                                           seed=5, num_epochs=1),
     ),
     "NpySource": (
