@@ -15,7 +15,6 @@ from datarax.sources._dataset_config import (
     dataset_config_and_name,
     empty_split,
 )
-from datarax.sources.source_call import MISSING
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources.hf.arrow import is_image, table_to_columns
 from datarax.sources.hf.config import HFEagerConfig
@@ -27,6 +26,7 @@ from datarax.sources.hf.locate import (
 )
 from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.memory import MemorySource
+from datarax.sources.source_call import MISSING
 from datarax.storage import ShardCache
 
 

@@ -19,7 +19,6 @@ from datarax.sources._dataset_config import (
     dataset_config_and_name,
     empty_split,
 )
-from datarax.sources.source_call import MISSING
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFStreamingConfig
 from datarax.sources.hf.locate import (
@@ -39,6 +38,7 @@ from datarax.sources.hf.stream_reader import (
 )
 from datarax.sources.reader_cursor import ReaderCursor
 from datarax.sources.skip_ledger import SkipCounts, SkippedRecord
+from datarax.sources.source_call import MISSING
 from datarax.storage import ShardCache
 from datarax.typing import Batch
 

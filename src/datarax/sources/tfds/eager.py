@@ -16,10 +16,10 @@ from datarax.sources._dataset_config import (
     dataset_config_and_name,
     empty_split,
 )
-from datarax.sources.source_call import MISSING
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.memory import MemorySource
+from datarax.sources.source_call import MISSING
 from datarax.sources.tfds.config import TFDSConfig, TFDSEagerConfig
 from datarax.sources.tfds.features import Decoder, decode_text
 from datarax.sources.tfds.opening import (

@@ -13,9 +13,9 @@ from datarax.sources._dataset_config import (
     dataset_config_and_name,
     empty_split,
 )
-from datarax.sources.source_call import MISSING
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import RandomAccessSource
+from datarax.sources.source_call import MISSING
 from datarax.sources.tfds.config import TFDSStreamingConfig
 from datarax.sources.tfds.features import Decoder
 from datarax.sources.tfds.opening import (
