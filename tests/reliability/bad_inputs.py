@@ -195,12 +195,6 @@ simple("memory-data-missing", "MemorySource data", "MemorySource(config) without
        "MemorySource needs its data after the config. Call MemorySource(MemorySourceConfig(), "
        "data=...).",
        lambda: MemorySource(MemorySourceConfig()))
-simple("memory-config-keyword-missing", "MemorySource data", "MemorySource(data=data) without a config",
-       ConfigError,
-       "MemorySource needs a MemorySourceConfig first, then the data, or the data and its "
-       "settings as keywords (shuffle, seed, track_metadata, num_epochs, cast_float64). Call "
-       "MemorySource(MemorySourceConfig(), data=...).",
-       lambda: MemorySource(data=data()))
 simple("memory-keyword-unknown", "MemorySource data", "MemorySource(data=..., shufle=True)",
        ConfigError,
        "MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', "
@@ -904,14 +898,6 @@ simple("arrayrecord-paths-as-config", "ArrayRecord", "ArrayRecordSourceModule('x
        "ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record').",
        lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule("x.array_record"),
        needs=AR)
-simple("arrayrecord-config-missing", "ArrayRecord", "paths= without a config", ConfigError,
-       "ArrayRecordSourceModule needs an ArrayRecordSourceConfig first, then the paths, or the "
-       "paths and its settings as keywords (seed, num_epochs, shuffle_files, shuffle_window, "
-       "on_error, max_skipped, max_skipped_fraction, cast_float64). Call "
-       "ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record').",
-       lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule(paths="x.array_record"),
-       needs=AR)
-
 
 def _ar_deleted(tmp: Path) -> Any:
     path = _ar_file(tmp / "gone.array_record")

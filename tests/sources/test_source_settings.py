@@ -94,6 +94,12 @@ def test_config_object_and_keywords_build_equal_sources(name, files):
         b.close()
 
 
+def test_a_source_given_only_its_data_takes_its_default_settings():
+    assert MemorySource(data=DATA).config == MemorySourceConfig()
+    assert records(MemorySource(data=DATA)) == records(MemorySource(MemorySourceConfig(), DATA))
+    assert PackedTextSource(documents=docs, tokenizer=tok).config == PackedTextConfig()
+
+
 def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
     source = MemorySource(MemorySourceConfig(shuffle=True), DATA, shuffle=True)
     assert source.config == MemorySourceConfig(shuffle=True)
@@ -106,10 +112,6 @@ def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
     (lambda: MemorySource(MemorySourceConfig(seed=1), DATA, seed=2),
      "MemorySource got keyword settings that disagree with its MemorySourceConfig: seed=2 "
      "(config: 1). Give each setting once, in the config or as a keyword."),
-    (lambda: MemorySource(data=DATA),
-     "MemorySource needs a MemorySourceConfig first, then the data, or the data and its "
-     "settings as keywords (shuffle, seed, track_metadata, num_epochs, cast_float64). Call "
-     "MemorySource(MemorySourceConfig(), data=...)."),
     (lambda: MemorySource(DATA, shuffle=True),
      "where its MemorySourceConfig goes, and no data: the config comes first, the data "
      "second."),
@@ -125,10 +127,6 @@ def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
      "(paths, field, shuffle, seed, num_epochs, cast_float64, on_error, max_skipped, "
      "max_skipped_fraction). Call NpySource(NpySourceConfig(paths='x.npy')) or "
      "NpySource(paths='x.npy')."),
-    (lambda: PackedTextSource(documents=docs, tokenizer=tok),
-     "PackedTextSource needs its settings: PackedTextConfig(...) first, or the settings as "
-     "keywords (seq_len, packing, open_rows, pad_id, tokenize_block, on_error, max_skipped, "
-     "with_document_index, num_epochs)."),
     (lambda: PackedTextSource(seq_len=4),
      "PackedTextSource needs its documents and tokenizer after the settings. Call "
      "PackedTextSource(PackedTextConfig(seq_len=512), documents, tokenizer) or "

@@ -6,7 +6,8 @@ Every source takes its settings as its config object or as keywords, as operator
 turns the keywords into the config through the one mechanism operators use
 (:meth:`datarax.core.module.DataraxModule.build_config`): an unknown keyword, or one that
 disagrees with a config given beside it, is a ``ConfigError`` naming it and the settings
-the source has. Giving neither a config nor a keyword, the data passed where the config
+the source has. A source given neither takes its default settings when it has defaults
+for all of them (``MemorySource(data=data)``). A required setting left out, the data passed where the config
 goes, the two swapped, the data left out, or another source's config is refused with a
 ``ConfigError`` saying what was passed and the call that works (not Python's
 ``TypeError`` about a missing positional argument).
@@ -59,7 +60,8 @@ def source_config(source: Any, config: Any, settings: dict[str, Any]) -> Any:
     ``config`` (its first argument, maybe :data:`MISSING`) and keyword ``settings``.
 
     Without settings ``config`` is returned as given (the source's argument check names
-    a missing or wrong one); with settings the config is built from them, or checked
+    a missing or wrong one), or, left out, the config of defaults when every setting has
+    one (``MemorySource(data=data)``); with settings the config is built from them, or checked
     against them, by ``source.build_config``.
 
     Example:
@@ -72,12 +74,25 @@ def source_config(source: Any, config: Any, settings: dict[str, Any]) -> Any:
         datarax.core.errors.ConfigError: MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', 'track_metadata', 'num_epochs', 'cast_float64'].
     """
     if not settings:
+        if config is MISSING and _has_defaults(source.config_class):
+            try:  # every setting at its default, as operators do
+                return source.config_class()
+            except ConfigError:
+                return config  # a setting it must be given: the argument check names it
         return config
     if config is MISSING or config is None:
         return source.build_config(None, settings)
     if not isinstance(config, StructuralConfig):
         return config  # not a config at all: the source's argument check names it
     return source.build_config(config, settings)
+
+
+def _has_defaults(config_class: Any) -> bool:
+    """Whether ``config_class`` (a dataclass) can be built with no arguments."""
+    if not dataclasses.is_dataclass(config_class):
+        return False
+    return all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+               for f in dataclasses.fields(config_class) if f.init)
 
 
 def _keywords(expected: type) -> str:
