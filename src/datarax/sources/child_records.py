@@ -30,9 +30,10 @@ from __future__ import annotations
 import numpy as np
 
 from datarax.core.batch import batch_length, head_on_host, take_records
-from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none, skipping_setting
+from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
 from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
+from datarax.core.reading import compiled
 from datarax.core.share import Share
 from datarax.typing import Batch
 
@@ -63,7 +64,7 @@ class ChildRecords(HostState):
         self.row = 0  # rows of `batch` taken
         self.read_to = position  # the child's position after `batch`
         self.ended = False
-        if child.kind is not SourceKind.INDEXED:
+        if not compiled(child):
             child.seek(epoch, position)
 
     def take(self, count: int) -> tuple[Batch, np.ndarray] | None:
@@ -82,7 +83,7 @@ class ChildRecords(HostState):
         if self.ended:
             return False
         child, start = self.child, self.read_to
-        if child.kind is SourceKind.INDEXED:
+        if compiled(child):
             n = int(self.length or 0)
             if start >= n:
                 self.ended = True

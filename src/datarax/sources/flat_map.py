@@ -53,6 +53,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
+from datarax.core.reading import compiled
 from datarax.core.spec import describe_field
 from datarax.sources.decoded_records import spec_of
 from datarax.typing import Batch
@@ -319,7 +320,7 @@ class FlatMapSource(DataSourceModule):
         n = self.__length
         if n is not None and position >= n:
             return None, np.zeros(0, np.int64), True
-        if parent.kind is SourceKind.INDEXED:
+        if compiled(parent):
             assert n is not None
             # one gather shape (CHUNK) for every read: a short tail is cut on the host
             batch, indices = parent.get_batch_and_indices_at(epoch * n + position, CHUNK)
