@@ -33,14 +33,17 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from flax import nnx
 
+from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.data_source import SourceKind
+from datarax.typing import Batch
 
 __all__ = [
     "ReadMode", "Reading", "compiled", "compiles_whole", "cursor_of", "forward_only",
-    "kind_for", "read_mode", "reading_of",
+    "kind_for", "read_at", "read_mode", "reading_of",
 ]
 
 
@@ -124,6 +127,44 @@ def compiles_whole(children: Any) -> bool:
         True
     """
     return all(compiled(c) and not c.has_host_fields() for c in children)
+
+
+def read_at(source: Any, epoch: int, position: int, width: int,
+            length: int | None) -> tuple[Batch, np.ndarray] | None:
+    """Up to ``width`` records of ``source`` from ``position`` of its pass ``epoch``, on
+    the host (device arrays as numpy, text as lists), and their stable indices (int64);
+    None at the pass's end. ``length``: the source's records per pass (None: a stream).
+
+    The one read a source built from others makes of a child, in either mode: a compiled
+    child is computed at those positions (always ``width`` wide: one traced shape, a
+    short tail cut on the host), its position unmoved; a cursor-mode child is moved there
+    where it stands elsewhere and read forward, its position moving past what it hands out.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+        >>> batch, stable = read_at(child, 0, 3, 4, len(child))
+        >>> batch["x"].tolist(), stable.tolist(), child.index
+        ([3, 4], [3, 4], 0)
+        >>> read_at(child, 0, 5, 4, len(child)) is None
+        True
+    """
+    if length is not None and position >= length:
+        return None
+    if compiled(source):
+        assert length is not None  # a compiled source knows its length
+        batch, indices = source.get_batch_and_indices_at(epoch * length + position, width)
+        got = min(width, length - position)
+        return head_on_host(batch, got), np.asarray(indices, np.int64)[:got]
+    if (source.epoch, source.index) != (epoch, position):  # moved from outside
+        source.seek(epoch, position)
+    batch, indices = source.get_batch_with_indices(width)
+    if batch is None:
+        return None
+    got = batch_length(batch)
+    stable = np.arange(position, position + got) if indices is None else np.asarray(indices)
+    return head_on_host(dict(batch), got), stable.astype(np.int64)
 
 
 @dataclass(frozen=True)
