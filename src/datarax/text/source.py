@@ -331,6 +331,10 @@ class TextCursor:
         self._peeked.append((end, snapshot, passed))
         return rows, indices, end
 
+    def ready(self, batch_size: int) -> bool:
+        """False: packing the next rows may wait for the tokenizer (one batch at a time)."""
+        return False
+
     def release(self) -> None:
         """Release the reader if this cursor's session is still the open one (a newer
         session, of the pass that took over the source, is left alone)."""
