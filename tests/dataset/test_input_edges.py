@@ -260,12 +260,14 @@ def test_workers_end_with_their_killed_main_process(tmp_path) -> None:
               "from killer_rows import ParentKillerRows\n"
               "from datarax.dataset import write_dataset\n"
               "if __name__ == '__main__':\n"
-              f"    write_dataset(ParentKillerRows(40, 3, 0.05), {str(tmp_path / 'ds')!r}, "
+              f"    write_dataset(ParentKillerRows(80, 40, 0.05), {str(tmp_path / 'ds')!r}, "
               "shards=2, workers=2)\n")
     (tmp_path / "run.py").write_text(script)
     done = subprocess.run([sys.executable, str(tmp_path / "run.py")], timeout=60)
     assert done.returncode == -9
-    time.sleep(1.5)  # a worker left running would finish its 20-row shard (1 s) by now
+    # a worker left running would finish its 40-row shard (rows 40..79, 2 s) by now;
+    # the main process writes rows 0..39 itself (2 s), and is killed at row 40
+    time.sleep(2.5)
     assert sorted(n for n in os.listdir(tmp_path / "ds") if n.endswith(".array_record")) == []
 
 

@@ -288,7 +288,7 @@ def write_dataset(
             elif pool is None or len(todo) <= 1:
                 _write_ranges(job, rows, todo, report)
             else:
-                pool.write(_write_ranges, job, todo, report)
+                pool.write(_write_ranges, job, rows, todo, report)
         except ConversionError as err:
             if not results and isinstance(err.__cause__, RecordMismatchError):
                 # a bad row before any shard was finished: nothing to resume, so DST is left
