@@ -238,6 +238,17 @@ def test_a_bad_row_in_a_worker_reads_as_with_one_process(tmp_path) -> None:
     assert str(two.value).startswith(str(one.value)) and "resume=True" in str(two.value)
 
 
+def test_a_bad_row_in_the_main_process_share_reads_as_with_one_process(tmp_path) -> None:
+    # with workers=2 the main process writes shards 0 and 2 itself, its worker 1 and 3
+    records = [{"x": np.float32([i, i])} for i in range(40)]
+    records[3] = {"x": np.float32([1])}
+    with pytest.raises(ConversionError) as one:
+        write_dataset(records, tmp_path / "one", shards=4)
+    with pytest.raises(ConversionError) as two:
+        write_dataset(records, tmp_path / "two", shards=4, workers=2)
+    assert str(two.value) == str(one.value) and "row 3" in str(one.value)
+
+
 def test_npz_text_entries_are_str_and_object_arrays_are_named(tmp_path) -> None:
     np.savez(tmp_path / "a.npz", x=np.arange(3, dtype=np.float32), name=np.array(["a", "bb", "c"]))
     info, _ = convert(str(tmp_path / "a.npz"), tmp_path / "out")
