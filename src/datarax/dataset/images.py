@@ -99,8 +99,11 @@ def file_bytes(path: str, limit: int | None = None) -> bytes:
         if limit is not None:  # one call: fewer bytes than asked only at the end of a file
             return os.read(fd, limit)
         size = os.fstat(fd).st_size
-        parts = []
-        while part := os.read(fd, size + 1):  # one more byte: the end is known in one call
+        first = os.read(fd, size + 1)  # one more byte: the end is known in one call
+        if len(first) <= size:  # a short read of a file: its end
+            return first
+        parts = [first]  # it grew since fstat: the rest too
+        while part := os.read(fd, size + 1):
             parts.append(part)
         return b"".join(parts)
     finally:
