@@ -122,7 +122,7 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int
         (3, 5, True)
     """
     if isinstance(item, (bytes, bytearray, memoryview)):
-        head, opened = bytes(item), None
+        head, opened = (item if type(item) is bytes else bytes(item)), None  # no copy of bytes
         header = read_image_header(head)
     else:  # a few KB hold most headers; a JPEG's EXIF thumbnail may push it further
         head, opened = file_bytes(item, _HEADER_BYTES[0]), item
