@@ -21,7 +21,11 @@ each round and their range), into 2 shards:
   ``floor`` writes each line's bytes (not parsed).
 
 Reported per input: ``w1_vs_floor`` (the floor's seconds over ``datarax_w1``'s, per round)
-and ``w2_vs_w1`` (``datarax_w1``'s seconds over ``datarax_w2``'s, per round), whether 1 and
+and ``w2_vs_w1`` (``datarax_w1``'s seconds over ``datarax_w2``'s, per round); the same
+apart from the waiting on a shared machine, from CPU seconds: ``w1_vs_floor_cpu`` and
+``w2_vs_w1_cpu_bound`` (one process's CPU seconds over the busier process of two — the
+main one, which writes its share of the shards, or its worker, ``cpu_seconds_main``
+giving the main one's part: what two processes give on two free cores); whether 1 and
 2 processes wrote the same shard bytes, and what two processes can give on the machine at
 the time: ``two_process_ceiling_per_round``, the rate of two processes of pure arithmetic at
 once over one's (2.0 on two free cores; a shared machine gives less).
@@ -111,24 +115,26 @@ CONTENDERS = ("floor", "datarax_w1", "datarax_w2")
 
 def time_one(kind: str, contender: str, src: pathlib.Path, dst: pathlib.Path) -> dict[str, Any]:
     """One contender's write of ``src`` into ``dst``, in this process: its seconds, and
-    CPU seconds of this process and its worker processes."""
+    CPU seconds of this (the main) process and of its worker processes, apart."""
     from datarax.dataset import convert
 
-    def used() -> float:
-        own, kids = (resource.getrusage(who)
-                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    def used(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
 
     shutil.rmtree(dst, ignore_errors=True)
-    start, cpu = time.perf_counter(), used()
+    start = time.perf_counter()
+    main, kids = used(resource.RUSAGE_SELF), used(resource.RUSAGE_CHILDREN)
     if contender == "floor":
         FLOORS[kind](src, dst)
         records = None
     else:
         workers = int(contender[-1])
         records = convert(str(src), dst, shards=PNG_SHARDS, workers=workers)[0].num_records
-    return {"seconds": time.perf_counter() - start, "cpu_seconds": used() - cpu,
-            "records": records}
+    main = used(resource.RUSAGE_SELF) - main
+    kids = used(resource.RUSAGE_CHILDREN) - kids
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": main + kids,
+            "cpu_seconds_main": main, "cpu_seconds_workers": kids, "records": records}
 
 
 _BURN = "x = 0\nfor i in range(6_000_000):\n    x += i * i\n"
@@ -154,6 +160,7 @@ def time_rounds(kind: str, src: pathlib.Path, out: pathlib.Path, records: int,
     process (:func:`time_one`); per-round ratios and their range."""
     seconds: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     cpu: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    cpu_main: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     load, ceiling = [], []
     for _ in range(rounds):
         load.append(host()["load_average_1m"])
@@ -168,6 +175,7 @@ def time_rounds(kind: str, src: pathlib.Path, out: pathlib.Path, records: int,
             assert one["records"] in (None, records), (name, one["records"], records)
             seconds[name].append(one["seconds"])
             cpu[name].append(one["cpu_seconds"])
+            cpu_main[name].append(one["cpu_seconds_main"])
 
     def ratios(top: str, bottom: str) -> dict[str, Any]:
         per = [round(a / b, 3) for a, b in zip(seconds[top], seconds[bottom])]
@@ -177,6 +185,16 @@ def time_rounds(kind: str, src: pathlib.Path, out: pathlib.Path, records: int,
         "records_per_s_best": {k: round(records / min(v)) for k, v in seconds.items()},
         "seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
         "cpu_seconds": {k: [round(x, 3) for x in v] for k, v in cpu.items()},
+        # the main process's part of cpu_seconds (the rest: its worker processes)
+        "cpu_seconds_main": {k: [round(x, 3) for x in v] for k, v in cpu_main.items()},
+        # CPU seconds of the floor over datarax's, per round: the ratio apart from the
+        # waiting on a shared machine
+        "w1_vs_floor_cpu": [round(f / d, 3) for f, d in zip(cpu["floor"], cpu["datarax_w1"])],
+        # one process's CPU seconds over the busier of the two processes of datarax_w2 (the
+        # main one or its worker): what two processes would give on two free cores
+        "w2_vs_w1_cpu_bound": [
+            round(one / max(main, both - main), 3) for one, main, both in
+            zip(cpu["datarax_w1"], cpu_main["datarax_w2"], cpu["datarax_w2"])],
         "w1_vs_floor": ratios("floor", "datarax_w1"),
         "w2_vs_w1": ratios("datarax_w1", "datarax_w2"),
         "w1_w2_byte_identical": (folder_bytes(out / "datarax_w1", "*.array_record")

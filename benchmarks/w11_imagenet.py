@@ -115,17 +115,24 @@ def _timed(batches: Any) -> dict[str, Any]:
     the waiting on a busy machine."""
     cpu0 = _cpu_s()
     t0 = time.perf_counter()
-    first = None
+    first = first_cpu = None
     records = first_n = 0
     for n, ready in batches:
         ready()
         records += n
         if first is None:
-            first, first_n = time.perf_counter(), n
+            first, first_n, first_cpu = time.perf_counter(), n, _cpu_s()
     end = time.perf_counter()
-    cpu = _cpu_s() - cpu0
+    end_cpu = _cpu_s()
+    cpu = end_cpu - cpu0
+    steady_cpu = end_cpu - first_cpu if first_cpu is not None and records > first_n else None
     return {"records": records, "epoch_s": end - t0, "first_batch_s": (first or end) - t0,
             "cpu_s": cpu, "cpu_ms_per_record": 1e3 * cpu / max(records, 1),
+            # after the first batch: the work a record costs once started (worker processes
+            # count only once ended, so this is the reading process's own, its threads'
+            # included: meaningful where the work is on threads, not for decode processes)
+            "steady_cpu_ms_per_record": (1e3 * steady_cpu / (records - first_n)
+                                         if steady_cpu is not None else None),
             "epoch_rate": records / (end - t0),
             "steady_rate": (records - first_n) / (end - first) if first and end > first else None}
 
@@ -297,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = run_one(base, mode, dataset, folder, args.timeout,
                                  src=args.baseline if name != base else None, **options)
                 shown = ("epoch_rate", "steady_rate", "first_batch_s", "cpu_ms_per_record",
-                         "error")
+                         "steady_cpu_ms_per_record", "error")
                 print(mode, name, options, {k: result.get(k) for k in shown}, flush=True)
                 runs.append(result)
             report["runs"][f"{mode}/{name}"] = {"best": best(runs), "all": runs}

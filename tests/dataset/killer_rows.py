@@ -5,6 +5,7 @@ Imported by module name in the spawned worker (conftest.py puts this folder on s
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -28,7 +29,9 @@ class KillerRows(Rows):
 
     def iter_rows(self, start, stop):
         for i in range(start, self.length if stop is None else stop):
-            if i == self.kill_at:
+            # a parent is killed only from a worker process (the main process's parent is
+            # the test run itself)
+            if i == self.kill_at and not (self.parent and multiprocessing.parent_process() is None):
                 os.kill(os.getppid() if self.parent else os.getpid(), signal.SIGKILL)
             if self.delay:
                 time.sleep(self.delay)
@@ -37,8 +40,8 @@ class KillerRows(Rows):
 
 class ParentKillerRows(KillerRows):
     """Rows read slowly (``delay`` s each) whose row ``kill_at`` kills the reading
-    process's parent: a conversion whose main process is killed while its worker
-    processes write."""
+    process's parent when that is a worker process: a conversion whose main process is
+    killed while its worker processes write."""
 
     def __init__(self, n: int, kill_at: int, delay: float) -> None:
         super().__init__(n, kill_at, delay=delay, parent=True)

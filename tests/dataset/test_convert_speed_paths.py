@@ -17,6 +17,7 @@ from dataset_helpers import read_dataset
 from PIL import Image
 
 from datarax.dataset import convert, encode_record
+from datarax.dataset import image_payload as image_payload_module
 from datarax.dataset import layout as layout_module
 from datarax.dataset.conversion import ImageFolderRows
 from datarax.dataset.fields import Features, Field, RecordMismatchError
@@ -133,8 +134,8 @@ def _dataset_files(folder) -> dict[str, bytes]:
 
 def _without_fast_paths(monkeypatch) -> None:
     """Every image through PIL, every scalar through NumPy: the writer before its fast paths."""
-    monkeypatch.setattr(layout_module, "_stored_as_it_is", lambda f, value: None)
-    monkeypatch.setattr(layout_module, "_plain_record", lambda features, record: None)
+    monkeypatch.setattr(image_payload_module, "stored_as_it_is", lambda f, value: None)
+    monkeypatch.setattr(layout_module, "_plain_encoder", lambda features: None)
     monkeypatch.setattr(layout_module, "_scalar_bytes", lambda f, value: None)
     monkeypatch.setattr("datarax.dataset.images.read_image_header", lambda data: None)
 

@@ -238,6 +238,17 @@ def test_a_bad_row_in_a_worker_reads_as_with_one_process(tmp_path) -> None:
     assert str(two.value).startswith(str(one.value)) and "resume=True" in str(two.value)
 
 
+def test_a_bad_row_in_the_main_process_share_reads_as_with_one_process(tmp_path) -> None:
+    # with workers=2 the main process writes shards 0 and 2 itself, its worker 1 and 3
+    records = [{"x": np.float32([i, i])} for i in range(40)]
+    records[3] = {"x": np.float32([1])}
+    with pytest.raises(ConversionError) as one:
+        write_dataset(records, tmp_path / "one", shards=4)
+    with pytest.raises(ConversionError) as two:
+        write_dataset(records, tmp_path / "two", shards=4, workers=2)
+    assert str(two.value) == str(one.value) and "row 3" in str(one.value)
+
+
 def test_npz_text_entries_are_str_and_object_arrays_are_named(tmp_path) -> None:
     np.savez(tmp_path / "a.npz", x=np.arange(3, dtype=np.float32), name=np.array(["a", "bb", "c"]))
     info, _ = convert(str(tmp_path / "a.npz"), tmp_path / "out")
@@ -260,12 +271,14 @@ def test_workers_end_with_their_killed_main_process(tmp_path) -> None:
               "from killer_rows import ParentKillerRows\n"
               "from datarax.dataset import write_dataset\n"
               "if __name__ == '__main__':\n"
-              f"    write_dataset(ParentKillerRows(40, 3, 0.05), {str(tmp_path / 'ds')!r}, "
+              f"    write_dataset(ParentKillerRows(80, 40, 0.05), {str(tmp_path / 'ds')!r}, "
               "shards=2, workers=2)\n")
     (tmp_path / "run.py").write_text(script)
     done = subprocess.run([sys.executable, str(tmp_path / "run.py")], timeout=60)
     assert done.returncode == -9
-    time.sleep(1.5)  # a worker left running would finish its 20-row shard (1 s) by now
+    # a worker left running would finish its 40-row shard (rows 40..79, 2 s) by now;
+    # the main process writes rows 0..39 itself (2 s), and is killed at row 40
+    time.sleep(2.5)
     assert sorted(n for n in os.listdir(tmp_path / "ds") if n.endswith(".array_record")) == []
 
 

@@ -7,7 +7,8 @@
 * Parquet, JSON Lines and CSV files (a file, a folder of them or a glob;
   :mod:`datarax.dataset.table_rows`; Parquet written by ``datasets`` keeps its image
   columns and class names);
-* an image folder, one subfolder per class (labels ``0..k-1`` in sorted folder order);
+* an image folder, one subfolder per class (labels ``0..k-1`` in sorted folder order;
+  :mod:`datarax.dataset.image_folder`);
 * ``.npy`` files (one field per file, named after it) or an ``.npz`` (one per array).
 
 Class names (of a schema or an image folder) go to the metadata.
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.fields import Features
-from datarax.dataset.images import file_bytes, image_size_and_grey
+from datarax.dataset.image_folder import IMAGE_SUFFIXES, ImageFolderRows, is_class_folder
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo
 from datarax.dataset.placement import RECORDS_PER_SHARD, automatic_shards
@@ -55,106 +56,12 @@ from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.storage.urls import expand_user, is_remote
 
-__all__ = ["ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
+__all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv",
                   ".tsv": "csv"}
 #: split names recognised in table file names (``train-00000-of-00002.parquet``) and folders
 SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
-
-
-def _class_folder(root: str, name: str) -> bool:
-    """Whether ``root/name`` is a class of an image folder: a folder, not hidden (``.git``,
-    ``.ipynb_checkpoints``), and not a datarax dataset (DST written inside SRC)."""
-    path = os.path.join(root, name)
-    return os.path.isdir(path) and not name.startswith(".") and not (
-        os.path.exists(os.path.join(path, METADATA_FILE))
-        or os.path.exists(os.path.join(path, PARTIAL_DIR)))
-
-
-class ImageFolderRows(Rows):
-    """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
-    (not hidden or dataset folders); images of several sizes get ``None`` dimensions."""
-
-    probes_rows = True
-
-    def __init__(self, root: str) -> None:
-        classes = sorted(d for d in os.listdir(root) if _class_folder(root, d))
-        self.root = root
-        self.items: list[tuple[str, int]] = []
-        for label, name in enumerate(classes):
-            for dirpath, dirnames, filenames in os.walk(os.path.join(root, name)):
-                dirnames.sort()
-                folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
-                self.items.extend((os.path.join(folder, file), label) for file in sorted(filenames)
-                                  if file.lower().endswith(IMAGE_SUFFIXES))
-        if not self.items:
-            raise ConversionError(
-                f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
-                f"suffixes {', '.join(IMAGE_SUFFIXES)}).")
-        self.classes = classes
-        self.length = len(self.items)
-        self.description = f"the image folder {root}"
-        self._probes: list[Any] | None = None
-
-    def hints(self) -> dict[str, dict[str, Any]]:
-        """The class names, the image size over every file (``None`` where it varies),
-        and colour where the first image is grey but others are not."""
-        hints: dict[str, dict[str, Any]] = {"label": {"class_names": list(self.classes)}}
-        size, colour = self._image_size()
-        image: dict[str, Any] = {}
-        if None in size:
-            image["image_size"] = size
-        if colour:
-            image["image_channels"] = 3
-        if image:
-            hints["image"] = image
-        return hints
-
-    def _image_size(self) -> tuple[tuple[int | None, int | None], bool]:
-        """Height and width every image has, ``None`` for one that varies, and whether
-        the first image is grey while a later one has colour (headers only; from the
-        parts :meth:`probe` read, given by :meth:`use_probes` or read here)."""
-        parts = self._probes if self._probes is not None else [self.probe(0, self.length)]
-        heights = set().union(*(p[0] for p in parts))
-        widths = set().union(*(p[1] for p in parts))
-        first_grey = next((p[2] for p in parts if p[2] is not None), None)
-        colour = bool(first_grey) and any(p[3] for p in parts)
-        return (heights.pop() if len(heights) == 1 else None,
-                widths.pop() if len(widths) == 1 else None), colour
-
-    def probe(self, start: int, stop: int) -> tuple[set[int], set[int], bool | None, bool]:
-        """The image headers of rows ``start..stop-1``: their heights, their widths,
-        whether the first readable one is grey, whether any has colour (it stops once
-        both sizes vary and one has colour: nothing later changes the hints)."""
-        heights: set[int] = set()
-        widths: set[int] = set()
-        first_grey: bool | None = None
-        colour = False
-        for path, _ in self.items[start:stop]:
-            try:
-                height, width, grey = image_size_and_grey(os.path.join(self.root, path))
-            except (OSError, ValueError):  # reported with its row when it is written
-                continue
-            heights.add(height)
-            widths.add(width)
-            first_grey = grey if first_grey is None else first_grey
-            colour = colour or not grey
-            if len(heights) > 1 and len(widths) > 1 and colour:
-                break
-        return heights, widths, first_grey, colour
-
-    def use_probes(self, parts: list[Any]) -> None:
-        self._probes = list(parts)
-
-    def row_name(self, row: int) -> str:
-        return f"row {row} ({self.items[row][0]})"
-
-    def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
-        stop = self.length if stop is None else stop
-        for path, label in self.items[start:stop]:
-            yield {"image": {"bytes": file_bytes(os.path.join(self.root, path))}, "label": label}
 
 
 class NpyRows(Rows):
@@ -354,7 +261,7 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     arrays = _files_of(src, (".npy", ".npz"), listing)
     if arrays:
         return NpyRows(arrays)
-    if os.path.isdir(src) and any(_class_folder(src, d) for d in os.listdir(src)):
+    if os.path.isdir(src) and any(is_class_folder(src, d) for d in os.listdir(src)):
         return ImageFolderRows(src)
     raise ConversionError(_unknown_input(src))
 

@@ -26,9 +26,9 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import sys
+from typing import NamedTuple
 from zlib import crc32
 
 __all__ = ["ImageHeader", "intact_image_header", "read_image_header"]
@@ -52,11 +52,12 @@ _JPEG_PLAIN_SEGMENTS = frozenset({0xC4, 0xDD, 0xFE, *range(0xE0, 0xF0)})
 _JPEG_MODES = {1: "L", 3: "RGB", 4: "CMYK"}
 
 
-@dataclasses.dataclass(frozen=True)
-class ImageHeader:
+class ImageHeader(NamedTuple):
     """What an encoded image's header says: ``format`` (``"png"`` / ``"jpeg"``), its
     ``height`` and ``width``, the PIL ``mode`` it opens in (``"L"``, ``"RGB"`` ...) and its
-    ``bits`` per channel (PIL opens a 16-bit colour PNG as ``"RGB"``, cut to 8 bits)."""
+    ``bits`` per channel (PIL opens a 16-bit colour PNG as ``"RGB"``, cut to 8 bits). A
+    named tuple: one is made per image a conversion checks (a frozen dataclass costs
+    several times more to make)."""
 
     format: str
     height: int

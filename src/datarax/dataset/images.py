@@ -99,8 +99,11 @@ def file_bytes(path: str, limit: int | None = None) -> bytes:
         if limit is not None:  # one call: fewer bytes than asked only at the end of a file
             return os.read(fd, limit)
         size = os.fstat(fd).st_size
-        parts = []
-        while part := os.read(fd, size + 1):  # one more byte: the end is known in one call
+        first = os.read(fd, size + 1)  # one more byte: the end is known in one call
+        if len(first) <= size:  # a short read of a file: its end
+            return first
+        parts = [first]  # it grew since fstat: the rest too
+        while part := os.read(fd, size + 1):
             parts.append(part)
         return b"".join(parts)
     finally:
@@ -119,7 +122,7 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int
         (3, 5, True)
     """
     if isinstance(item, (bytes, bytearray, memoryview)):
-        head, opened = bytes(item), None
+        head, opened = (item if type(item) is bytes else bytes(item)), None  # no copy of bytes
         header = read_image_header(head)
     else:  # a few KB hold most headers; a JPEG's EXIF thumbnail may push it further
         head, opened = file_bytes(item, _HEADER_BYTES[0]), item

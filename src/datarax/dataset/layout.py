@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import io
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,20 +34,12 @@ from datarax.dataset.fields import (
     located,
     no_value,
     not_an_array,
-    read_encoded_image,
 )
-from datarax.dataset.image_headers import intact_image_header
-from datarax.dataset.images import (
-    IMAGE_MODES,
-    channels_of,
-    channels_of_mode,
-    image_format,
-    open_image,
-    pil_image,
-)
+from datarax.dataset.image_payload import image_payload, stored_as_it_is
+from datarax.dataset.images import IMAGE_MODES, open_image
 from datarax.errors import RecordError
 
-__all__ = ["decode_records", "encode_record"]
+__all__ = ["decode_records", "encode_record", "record_encoder"]
 
 _U32 = np.dtype("<u4")
 _F32 = struct.Struct("<f")
@@ -153,160 +144,112 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
     return out
 
 
-def _lost_in_conversion(image: Any, channels: int) -> str | None:
-    """What converting ``image`` to ``channels`` channels would lose: its colours (to
-    grey) or its transparency (alpha dropped); None when nothing (grey to colour, an
-    opaque alpha, colour that is grey)."""
-    has_alpha = image.mode in ("RGBA", "LA", "PA") or (
-        image.mode == "P" and "transparency" in image.info)
-    if channels != 4 and has_alpha and (np.asarray(image.convert("RGBA"))[..., 3] != 255).any():
-        return "transparency (alpha channel)"
-    if channels == 1 and channels_of(image) != 1:
-        rgb = np.asarray(image.convert("RGB"))
-        if (rgb[..., 0] != rgb[..., 1]).any() or (rgb[..., 1] != rgb[..., 2]).any():
-            return "colours"
-    return None
-
-
-def _deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
-    """What an image holds beyond 8 bits per channel (a 16-bit PNG, whose colour PIL reads
-    as 8 bits; a 16-bit or 32-bit grey image with a value beyond 255 or a fraction);
-    None when 8 bits hold it exactly."""
-    if image.mode in ("I", "F") or image.mode.startswith("I;16"):
-        pixels = np.asarray(image)
-        if pixels.size and (pixels.min() < 0 or pixels.max() > 255
-                            or (pixels.dtype.kind == "f" and (pixels != np.floor(pixels)).any())):
-            kind = "32-bit float" if image.mode == "F" else (
-                "32-bit integer" if image.mode == "I" else "16-bit")
-            return f"{kind} grey image (values {pixels.min():g}..{pixels.max():g})"
-        return None
-    if data is not None and image_format(data) == "png" and len(data) > 24 and data[24] == 16:
-        return "16-bit PNG image"  # IHDR bit depth: PIL has already cut its colour to 8 bits
-    return None
-
-
-def _stored_as_it_is(f: Field, value: Any) -> bytes | None:
-    """The bytes of an encoded image (bytes, an HF image dict holding them) that the field
-    keeps as they are, known from the header and structure alone (no pixel decoded:
-    :func:`~datarax.dataset.image_headers.intact_image_header`); None leaves it to PIL."""
-    if isinstance(value, dict) and value.keys() <= {"bytes", "path"}:
-        value = value.get("bytes")
-    if type(value) is not bytes:
-        return None
-    header = intact_image_header(value)
-    height, width, channels = f.shape
-    if header is None or header.format != f.encoding or (
-            channels_of_mode(header.mode) != channels) or (
-            height is not None and height != header.height) or (
-            width is not None and width != header.width):
-        return None
-    return value
-
-
-def _image_payload(f: Field, value: Any, row: int | None) -> bytes:
-    kept = _stored_as_it_is(f, value)
-    if kept is not None:
-        return kept
-    encoded = read_encoded_image(f.name, value, row)
-    if encoded is not None:
-        data, image = encoded
-        keep = image_format(data) == f.encoding and channels_of(image) == f.shape[2] and (
-            image.mode in ("L", "RGB", "RGBA"))
-    else:
-        image = pil_image(value)
-        if image is None:
-            from PIL import Image
-
-            array = np.asarray(value) if not isinstance(value, (bytes, str)) else None
-            if array is None or array.dtype != np.uint8 or array.ndim not in (2, 3):
-                raise RecordMismatchError(
-                    f"{located(f.name, row)}: expected an image (PNG/JPEG bytes, a PIL image or a "
-                    f"uint8 array), got {type(value).__name__}.", field=f.name, row=row, mismatch=True)
-            if array.ndim == 3 and array.shape[2] == 1:
-                array = array[:, :, 0]
-            image = Image.fromarray(array)
-        keep = False
-    deep = _deeper_than_8_bits(image, data if encoded is not None else None)
-    if deep:
-        raise RecordMismatchError(
-            f"{located(f.name, row)}: a {deep}; image fields hold 8 bits per channel "
-            "(0..255), so storing it would lose its values. Scale the images to 8 bits first, "
-            "or store the pixels as an array field (e.g. uint16, from .npy files).",
-            field=f.name, row=row)
-    size = (image.height, image.width)
-    if any(d is not None and d != s for d, s in zip(f.shape[:2], size)):
-        raise RecordMismatchError(
-            f"{located(f.name, row)}: image of height x width {size[0]}x{size[1]}, the features "
-            f"say {f.shape[0]}x{f.shape[1]} (resize the images, or declare None dimensions).",
-            field=f.name, row=row, mismatch=True)
-    if keep:
-        return data  # type: ignore[return-value]
-    converted = image.convert(IMAGE_MODES[f.shape[2]])
-    lost = _lost_in_conversion(image, f.shape[2])
-    if lost:
-        raise RecordMismatchError(
-            f"{located(f.name, row)}: a {image.mode} image, the features say {f.shape[2]} "
-            f"channel(s); storing it so would lose its {lost}. Declare the field with "
-            f"{channels_of(image)} channels (features=), or convert the images first.",
-            field=f.name, row=row, mismatch=True)
-    image = converted
-    buffer = io.BytesIO()
-    if f.encoding == "png":
-        image.save(buffer, format="PNG")
-    else:
-        image.save(buffer, format="JPEG", quality=95)
-    return buffer.getvalue()
-
-
-def _plain_record(features: Features, record: dict[str, Any]) -> bytes | None:
-    """The bytes of a record of exactly the features' fields, each an ``int`` / ``float``
-    (:func:`_scalar_bytes`), a ``str`` or a kept image (:func:`_stored_as_it_is`), as
-    :func:`encode_record` makes them; None leaves it to those checks, which name what is wrong."""
-    head: list[bytes] = []
-    lengths: list[int] = []
-    tail: list[bytes] = []
+@functools.lru_cache(maxsize=64)
+def _plain_encoder(features: Features) -> Callable[[dict[str, Any]], bytes | None] | None:
+    """For features of ``int64`` / ``float32`` scalars, text and images only: a function
+    giving the bytes of a record of exactly those fields, each an ``int`` / ``float`` that
+    fits (as :func:`_scalar_bytes`), a ``str`` or a kept image (:func:`stored_as_it_is`),
+    as :func:`encode_record` makes them, or None to leave the record to those checks,
+    which name what is wrong. Worked out once per features: the head in one ``struct``."""
+    scalars: list[tuple[str, bool, int | None]] = []  # name, int64 (else float32), classes
+    variable: list[tuple[str, Field | None]] = []  # name, the image field (None: text)
     for f in features.fields:
-        value = record.get(f.name)
-        encoding = f.encoding
-        if encoding == "raw":
-            data = _scalar_bytes(f, value)
-            if data is None:
+        if f.encoding == "raw":
+            if f.shape != () or f.dtype not in ("int64", "float32"):
                 return None
-            head.append(data)
-            continue
-        if encoding == "utf8" and type(value) is str:
-            try:
-                data = value.encode("utf-8")
-            except UnicodeEncodeError:
-                return None
-        elif encoding in ("png", "jpeg"):
-            data = _stored_as_it_is(f, value)
-            if data is None:
-                return None
+            classes = len(f.class_names) if f.class_names is not None else None
+            scalars.append((f.name, f.dtype == "int64", classes))
+        elif f.encoding in ("utf8", "png", "jpeg"):
+            variable.append((f.name, None if f.encoding == "utf8" else f))
         else:
             return None
-        lengths.append(len(data))
-        tail.append(data)
-    return b"".join(head) + _lengths(len(lengths)).pack(*lengths) + b"".join(tail)
+    head = struct.Struct("<" + "".join("q" if is_int else "f" for _, is_int, _ in scalars)
+                        + "I" * len(variable))
+
+    def encode(record: dict[str, Any]) -> bytes | None:
+        values: list[Any] = []
+        for name, is_int, classes in scalars:
+            value = record.get(name)
+            if is_int:
+                if type(value) is not int or (classes is not None and not -1 <= value < classes):
+                    return None
+            elif type(value) is not float or value - value != 0.0:  # not finite
+                return None
+            values.append(value)
+        tail: list[bytes] = []
+        for name, image in variable:
+            value = record.get(name)
+            if image is None:
+                if type(value) is not str:
+                    return None
+                try:
+                    data = value.encode("utf-8")
+                except UnicodeEncodeError:
+                    return None
+            else:
+                data = stored_as_it_is(image, value)
+                if data is None:
+                    return None
+            values.append(len(data))
+            tail.append(data)
+        try:  # an int beyond int64, a float beyond float32: left to the checks
+            return b"".join([head.pack(*values), *tail])
+        except (struct.error, OverflowError):
+            return None
+
+    return encode
 
 
 def encode_record(features: Features, record: Mapping[str, Any], *, row: int | None = None) -> bytes:
     """One record's bytes in the layout of ``features`` (the same record, the same bytes);
-    ``row`` (the source row) is named in errors.
+    ``row`` (the source row) is named in errors. A writer of many records takes
+    :func:`record_encoder` once instead.
 
     Raises:
         RecordMismatchError: a field is missing or extra, or has the wrong dtype or
             shape; an image cannot be decoded; text is not UTF-8.
     """
-    if type(record) is dict and len(record) == len(features.fields) and not features.variable_fields:
-        try:  # the common case: exactly the features' raw fields (no per-record checks of keys)
-            return b"".join([_numeric(f, record[f.name], row).tobytes() for f in features.fields])
+    if type(record) is dict and len(record) == len(features.fields):
+        plain = _plain_encoder(features)
+        if plain is not None and (data := plain(record)) is not None:
+            return data
+    return _checked_record(features, record, row)
+
+
+def record_encoder(features: Features) -> Callable[..., bytes]:
+    """:func:`encode_record` for records of ``features``, worked out once (a writer's
+    per-record call then hashes no features): ``encode(record, row=None)``.
+
+    Example:
+        >>> from datarax.dataset.fields import infer_features
+        >>> feats = infer_features({"text": "a", "label": 1})
+        >>> encode = record_encoder(feats)
+        >>> encode({"text": "hi", "label": 3}) == encode_record(feats, {"text": "hi", "label": 3})
+        True
+    """
+    plain = _plain_encoder(features)
+    count = len(features.fields)
+
+    def encode(record: Mapping[str, Any], row: int | None = None) -> bytes:
+        if plain is not None and type(record) is dict and len(record) == count:
+            data = plain(record)
+            if data is not None:
+                return data
+        return _checked_record(features, record, row)
+
+    return encode
+
+
+def _checked_record(features: Features, record: Any, row: int | None) -> bytes:
+    """:func:`encode_record` past the plain encoder: each field checked, and named where
+    it does not fit."""
+    if type(record) is dict and len(record) == len(features.fields) and (
+            not features.variable_fields):
+        try:  # exactly the features' raw fields (no per-record checks of keys)
+            return b"".join([_numeric(f, record[f.name], row).tobytes()
+                             for f in features.fields])
         except KeyError:
             pass  # a field is missing: the checks below name it
-    elif type(record) is dict and len(record) == len(features.fields):
-        plain = _plain_record(features, record)
-        if plain is not None:
-            return plain
     if not isinstance(record, Mapping):
         raise RecordMismatchError(
             f"row {row}: a record is a dict of fields, got {type(record).__name__}.", row=row)
@@ -357,7 +300,7 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
             dims = [s for d, s in zip(f.shape, array.shape) if d is None]
             payload = np.asarray(dims, _U32).tobytes() + array.tobytes()
         else:
-            payload = _image_payload(f, value, row)
+            payload = image_payload(f, value, row)
         lengths.append(len(payload))
         tail.append(payload)
     return b"".join(head) + _lengths(len(lengths)).pack(*lengths) + b"".join(tail)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from datarax.dataset.fields import Features, RecordMismatchError
-from datarax.dataset.layout import encode_record
+from datarax.dataset.layout import record_encoder
 from datarax.dataset.metadata import METADATA_FILE, PARTIAL_DIR, shard_name, write_json
 from datarax.dataset.rows import Rows
 from datarax.dataset.write_outcome import ConversionError
@@ -263,9 +263,10 @@ def _check_shard(reader: Any, rows: Rows, features: Features, lo: int, hi: int, 
     skips = {int(item["row"]): item.get("field") for item in skipped}
     at, chunk, start = 0, [], 0  # next shard record; records read ahead, from ``start``
     row = lo
+    encode = record_encoder(features)
     for record in rows.iter_rows(lo, hi):
         try:
-            data: bytes | None = encode_record(features, record, row=row)
+            data: bytes | None = encode(record, row)
         except RecordMismatchError as err:
             data = None
             if row not in skips:

@@ -1,16 +1,25 @@
-"""Rows of Parquet, JSON Lines and CSV files: :class:`TableRows` (read a row group or
-chunk at a time through ``pyarrow``) and :class:`ParsedJsonLines` (a JSON Lines file
-``pyarrow`` cannot read as one table, parsed line by line)."""
+"""Rows of Parquet, JSON Lines and CSV files: :class:`TableRows`, read a row group or
+chunk at a time through ``pyarrow`` (CSV files as :mod:`datarax.dataset.csv_tables` reads
+them; a JSON Lines file ``pyarrow`` cannot read as one table line by line,
+:mod:`datarax.dataset.json_lines`); each column's values as the writer stores them
+(dates as text, whole numbers beyond ``int64`` as ``uint64``, text that is not UTF-8 named)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from datarax.dataset.csv_tables import (
+    blank_columns_as_text,
+    check_header,
+    nan_cells_as_nan,
+    read_csv,
+    short_csv_row,
+)
 from datarax.dataset.images import image_shape_hint
+from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
 from datarax.dataset.rows import Rows, files_description, hf_hints, list_hint, list_hint_wanted
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
@@ -34,149 +43,6 @@ def _bad_text_as_bytes(table: Any) -> Any:
     return table
 
 
-def _delimiter(path: str) -> str:
-    """What separates a CSV file's values: a tab in a ``.tsv`` file; else a comma, or a
-    tab / semicolon / bar where the header holds one of them and no comma (a spreadsheet
-    saved in a locale whose decimal mark is the comma)."""
-    if path.lower().endswith(".tsv"):
-        return "\t"
-    try:
-        with open(path, encoding="utf-8-sig", errors="replace") as f:
-            header = f.readline()
-    except OSError:
-        return ","
-    if "," in header:
-        return ","
-    return next((d for d in ("\t", ";", "|") if d in header), ",")
-
-
-def _read_csv(path: str, **options: Any) -> Any:
-    """``pyarrow.csv.read_csv``, in blocks as large as the file where a row is longer
-    than ``pyarrow``'s default block (1 MB: a long text cell)."""
-    import pyarrow.csv
-
-    delimiter = _delimiter(path)
-    if delimiter != ",":
-        parse = options.pop("parse_options", None) or pyarrow.csv.ParseOptions()
-        parse.delimiter = delimiter
-        options["parse_options"] = parse
-    try:
-        return pyarrow.csv.read_csv(path, **options)
-    except ValueError as err:  # pyarrow's ArrowInvalid
-        if "straddl" not in str(err):
-            raise
-    read = options.pop("read_options", None) or pyarrow.csv.ReadOptions()
-    read.block_size = max(read.block_size, min(os.path.getsize(path) + 1, 2**31 - 1))
-    return pyarrow.csv.read_csv(path, read_options=read, **options)
-
-
-#: cells ``pyarrow`` reads as a missing value by default that are a float's NaN as
-#: Python's ``csv`` module and ``numpy.savetxt`` write it
-_NAN_CELLS = frozenset({"nan", "NaN", "-nan", "-NaN"})
-
-
-def _check_header(table: Any, path: str) -> None:
-    """Refuse a CSV header that would lose a column: a blank or repeated name."""
-    seen: dict[str, int] = {}
-    for i, name in enumerate(table.schema.names, start=1):
-        if not name.strip():
-            raise ConversionError(
-                f"cannot read the csv file '{path}': column {i} of the header has no name. Name "
-                "every column in the first line of the file.")
-        if name in seen:
-            raise ConversionError(
-                f"cannot read the csv file '{path}': the header names the column '{name}' twice "
-                f"(columns {seen[name]} and {i}); one would hide the other. Give every column "
-                "its own name in the first line of the file.")
-        seen[name] = i
-
-
-def _short_csv_row(path: str) -> str | None:
-    """Which data row of a CSV file has another number of columns than its header."""
-    import pyarrow.csv
-
-    found: list[Any] = []
-
-    def first_bad(row: Any) -> str:
-        found.append(row)
-        return "error"
-
-    try:
-        _read_csv(path, read_options=pyarrow.csv.ReadOptions(use_threads=False),
-                  parse_options=pyarrow.csv.ParseOptions(invalid_row_handler=first_bad))
-    except (OSError, ValueError):
-        pass
-    if not found or found[0].number is None:
-        return None
-    row = found[0]
-    text = row.text if len(row.text) <= 60 else row.text[:57] + "..."
-    plural = "" if row.actual_columns == 1 else "s"
-    return (f"row {row.number - 2} ({text!r}) has {row.actual_columns} column{plural} where "
-            f"the header has {row.expected_columns} (rows count from 0, after the header)")
-
-
-def _json_text(path: str) -> str:
-    with open(path, encoding="utf-8-sig") as f:
-        return f.read()
-
-
-def _json_rows(path: str) -> list[Any]:
-    """The values of a JSON Lines file (one a line), or the items of a file that is one
-    JSON array; ValueError (with its line) where the text is not JSON."""
-    text = _json_text(path)
-    if text.lstrip().startswith("["):
-        rows = json.loads(text)
-        return rows if isinstance(rows, list) else [rows]
-    return [json.loads(line) for line in text.split("\n") if line.strip()]
-
-
-def _bad_json_line(path: str) -> str | None:
-    """The first line of a JSON Lines file (or item of a JSON array) that is not a JSON
-    object, and why."""
-    try:
-        text = _json_text(path)
-    except (OSError, UnicodeDecodeError):
-        return None
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except ValueError as err:
-            return f"the file is not one JSON array ({err})"
-        for number, item in enumerate(items):
-            if not isinstance(item, dict):
-                return (f"item {number} of its JSON array is a JSON {type(item).__name__}, not "
-                        "an object")
-        return None
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as err:
-            return f"line {number} is not JSON ({err})"
-        if not isinstance(row, dict):
-            return f"line {number} is a JSON {type(row).__name__}, not an object"
-    return None
-
-
-def _nan_cells_as_nan(table: Any, path: str) -> Any:
-    """``table`` with the ``nan`` cells of its float columns as NaN, not missing values."""
-    import pyarrow as pa
-    import pyarrow.csv
-
-    floats = [i for i, field in enumerate(table.schema)
-              if pa.types.is_floating(field.type) and table.column(i).null_count]
-    if not floats:
-        return table
-    nulls = [v for v in pyarrow.csv.ConvertOptions().null_values if v not in _NAN_CELLS]
-    options = pyarrow.csv.ConvertOptions(null_values=nulls)
-    again = _read_csv(path, convert_options=options)
-    for i in floats:
-        if pa.types.is_floating(again.schema.field(i).type):
-            table = table.set_column(i, table.schema.field(i).name, again.column(i))
-    return table
-
-
 def _dates_as_text(table: Any, path: str, kind: str) -> Any:
     """``table`` with each column ``pyarrow`` read as dates, times or timestamps from text
     as that text, as written (no field holds a date; text keeps every digit)."""
@@ -188,7 +54,7 @@ def _dates_as_text(table: Any, path: str, kind: str) -> Any:
     if kind == "csv":
         import pyarrow.csv
 
-        again = _read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+        again = read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
             include_columns=dated, column_types={name: pa.string() for name in dated}))
     else:
         import pyarrow.json
@@ -197,28 +63,6 @@ def _dates_as_text(table: Any, path: str, kind: str) -> Any:
             explicit_schema=pa.schema([(name, pa.string()) for name in dated])))
     for name in dated:
         table = table.set_column(table.schema.get_field_index(name), name, again.column(name))
-    return table
-
-
-def _blank_columns_as_text(table: Any, path: str) -> Any:
-    """``table`` with each column that holds no value in any row (``pyarrow``'s null
-    type) as text, its cells as written (``""`` for an empty one), as an empty cell of a
-    text column is; one with a ``nan`` cell is a float column (NaN, and missing values)."""
-    import pyarrow as pa
-    import pyarrow.csv
-
-    blank = [field.name for field in table.schema if pa.types.is_null(field.type)]
-    if not blank or not table.num_rows:
-        return table
-    again = _read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
-        include_columns=blank, column_types={name: pa.string() for name in blank}))
-    for name in blank:
-        column = again.column(name)
-        cells = column.to_pylist()
-        if any(cell in _NAN_CELLS for cell in cells):  # NaN and missing values: a float column
-            column = pa.array([math.nan if cell in _NAN_CELLS else None for cell in cells],
-                              pa.float64())
-        table = table.set_column(table.schema.get_field_index(name), name, column)
     return table
 
 
@@ -274,7 +118,7 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
     import pyarrow as pa
     import pyarrow.csv
 
-    column = _read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
+    column = read_csv(path, convert_options=pyarrow.csv.ConvertOptions(
         include_columns=[name], column_types={name: pa.string()})).column(0).to_pylist()
     nulls = set(pyarrow.csv.ConvertOptions().null_values)
     out: list[int | None] = []
@@ -288,61 +132,20 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
     return out
 
 
-class ParsedJsonLines:
-    """The rows of a JSON Lines file ``pyarrow`` cannot read as one table (a column whose
-    type changes from row to row), parsed line by line so the writer names each row that
-    does not fit; it offers the parts of a table :class:`TableRows` reads.
+def _encoded_images(column: Any) -> list[Any]:
+    """An image column's items as :func:`~datarax.dataset.images.image_shape_hint` takes
+    them: a Hugging Face ``{bytes, path}`` column as each row's bytes, or its path where it
+    holds no bytes (read from the two child columns: no dict made per row)."""
+    import pyarrow as pa
 
-    Example:
-        >>> import os, tempfile
-        >>> path = os.path.join(tempfile.mkdtemp(), "mixed.jsonl")
-        >>> with open(path, "w") as f:
-        ...     _ = f.write('{"x": 1}\\n{"x": "one"}\\n\\n{"x": 3}\\n')
-        >>> rows = ParsedJsonLines.read(path)
-        >>> rows.num_rows, rows.slice(1, 2).to_pylist()
-        (3, [{'x': 'one'}, {'x': 3}])
-    """
-
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        import pyarrow as pa
-
-        self.rows = rows
-        self.num_rows = len(rows)
-        self.schema = pa.schema([])
-
-    @classmethod
-    def read(cls, path: str) -> ParsedJsonLines | None:
-        """The file's rows: one JSON object a line, or one JSON array of objects (a
-        ``.json`` file as many tools write it); None where it is neither."""
-        try:
-            rows = _json_rows(path)
-        except (OSError, ValueError):  # not UTF-8, not JSON
-            return None
-        return cls(rows) if all(isinstance(row, dict) for row in rows) else None
-
-    def column(self, name: str) -> Any:
-        import pyarrow as pa
-
-        return pa.array([row.get(name) for row in self.rows])
-
-    def uint64_columns(self) -> list[str]:
-        """The keys whose integers need ``uint64``: one is beyond ``int64``, none negative."""
-        big: set[str] = set()
-        negative: set[str] = set()
-        for row in self.rows:
-            for key, value in row.items():
-                if isinstance(value, int) and not isinstance(value, bool):
-                    if value >= 2**63:
-                        big.add(key)
-                    elif value < 0:
-                        negative.add(key)
-        return sorted(big - negative)
-
-    def slice(self, start: int, length: int) -> ParsedJsonLines:
-        return ParsedJsonLines(self.rows[start:start + length])
-
-    def to_pylist(self) -> list[dict[str, Any]]:
-        return list(self.rows)
+    kind = column.type
+    if column.null_count or not (pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0):
+        return column.to_pylist()  # (a null row's children may hold anything)
+    data = column.field("bytes").to_pylist()
+    if kind.get_field_index("path") < 0:
+        return data
+    paths = column.field("path").to_pylist()
+    return [b or p for b, p in zip(data, paths)]
 
 
 class TableRows(Rows):
@@ -350,6 +153,15 @@ class TableRows(Rows):
 
     Parquet is read by row group (only the groups a range needs); JSON Lines and CSV
     files are parsed whole by ``pyarrow`` (once per process).
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "train.jsonl")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write('{"text": "a", "label": 0}\\n{"text": "b", "label": 1}\\n')
+        >>> rows = TableRows([path], "json")
+        >>> rows.length, list(rows.iter_rows(1, 2))
+        (2, [{'text': 'b', 'label': 1}])
     """
 
     def __init__(self, files: Sequence[str], kind: str) -> None:
@@ -391,7 +203,7 @@ class TableRows(Rows):
             import pyarrow.csv
             import pyarrow.json
 
-            read = pyarrow.json.read_json if self.kind == "json" else _read_csv
+            read = pyarrow.json.read_json if self.kind == "json" else read_csv
             tables = []
             for f in self.files:
                 try:
@@ -403,14 +215,14 @@ class TableRows(Rows):
                         continue
                     form = ("JSON Lines: one object a line, or one JSON array of objects; "
                             if self.kind == "json" else "")
-                    short = _short_csv_row(f) if self.kind == "csv" else _bad_json_line(f)
+                    short = short_csv_row(f) if self.kind == "csv" else bad_json_line(f)
                     raise ConversionError(
                         f"cannot read the {self.kind} file '{f}': "
                         f"{short or str(err).rstrip('.')}. Fix the file ({form}every row with "
                         "the same columns, each of one type), or leave it out of SRC.") from err
                 if self.kind == "csv":
-                    _check_header(table, f)
-                    table = _blank_columns_as_text(_nan_cells_as_nan(table, f), f)
+                    check_header(table, f)
+                    table = blank_columns_as_text(nan_cells_as_nan(table, f), f)
                 table = _whole_numbers_beyond_int64(_dates_as_text(table, f, self.kind), f,
                                                     self.kind)
                 tables.append(_bad_text_as_bytes(table))
@@ -456,7 +268,7 @@ class TableRows(Rows):
                 hints[name] = {**hint, **image_shape_hint(
                     item for f in self.files
                     for batch in pq.ParquetFile(f).iter_batches(columns=[name])
-                    for item in batch.column(0).to_pylist())}
+                    for item in _encoded_images(batch.column(0)))}
         return hints
 
     def _text_hints(self) -> dict[str, dict[str, Any]]:

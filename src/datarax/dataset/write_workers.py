@@ -1,14 +1,15 @@
 """The worker processes of ``write_dataset(workers=n)``: started first, then given work.
 
-:class:`WorkerPool` spawns its processes as soon as the rows are known, so their start
-(an interpreter, NumPy, array_record) overlaps the main process's own start of the write
-(reading the rows' schema, inferring the features). A worker then takes tasks in turn:
-reading parts of what the rows' hints need from every row (:meth:`Rows.probe
-<datarax.dataset.rows.Rows.probe>`, e.g. every image's header; the main process takes
-parts too, while its workers start), then writing its shards.
-Shard ``todo[i]`` goes to worker ``i % n``, so which process writes a shard never changes
-its bytes. A worker ends with its main process (killed or not), and a worker that dies
-or fails ends the write with its error.
+:class:`WorkerPool` spawns ``n - 1`` processes as soon as the rows are known, so their
+start (an interpreter, NumPy, array_record) overlaps the main process's own start of the
+write (reading the rows' schema, inferring the features); the main process is the first
+of the ``n`` and works too. A worker then takes tasks in turn: reading parts of what the
+rows' hints need from every row (:meth:`Rows.probe <datarax.dataset.rows.Rows.probe>`,
+e.g. every image's header; the main process takes parts too, while its workers start),
+then writing its shards. Shard ``todo[i]`` goes to process ``i % n`` (0: the main one), so
+which process writes a shard never changes its bytes. A worker ends with its main process
+(killed or not), and a worker that dies or fails ends the write with its error (the main
+process looks for one each time it reports progress, and while it waits).
 """
 
 from __future__ import annotations
@@ -81,14 +82,16 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
 
 
 class WorkerPool:
-    """``workers`` spawned processes holding a copy of ``rows`` (see the module docstring);
-    use it as a context manager (its processes end with the block)."""
+    """``workers - 1`` spawned processes holding a copy of ``rows``, this process the
+    first of the ``workers`` (see the module docstring); use it as a context manager
+    (its processes end with the block)."""
 
     def __init__(self, rows: Rows, workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
         state = pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)  # rows that do not pickle: now
+        self.workers = workers
         self.messages = ctx.Queue()
-        self.tasks = [ctx.Queue() for _ in range(workers)]
+        self.tasks = [ctx.Queue() for _ in range(workers - 1)]
         self.counter = ctx.Value("q", 0)  # the next probe part to take
         self.procs = [ctx.Process(target=_serve, daemon=True,
                                   args=(t, self.messages, self.counter, os.getpid()))
@@ -129,22 +132,45 @@ class WorkerPool:
                       {"probed": take, "idle": lambda k, v: idle.append(v)})
         return [found[part] for part in range(parts)]
 
-    def write(self, write: Callable[..., None], job: Any, todo: list[int],
+    def write(self, write: Callable[..., None], job: Any, rows: Rows, todo: list[int],
               report: Callable[[str, Any], None]) -> None:
-        """The shards ``todo``, shard ``todo[i]`` by worker ``i % n``: ``write(job, rows,
-        shards, report)`` in each (a module-level function: it goes by name)."""
-        busy = [w for w in range(len(self.procs)) if todo[w::len(self.procs)]]
+        """The shards ``todo``, shard ``todo[i]`` by process ``i % workers`` (0: this one):
+        ``write(job, rows, shards, report)`` in each (a module-level function: it goes by
+        name). Here each report also hands on the workers' messages so far."""
+        n = self.workers
+        busy = [w for w in range(1, n) if todo[w::n]]
         for w in busy:
-            self.tasks[w].put(("write", (write, job, todo[w::len(self.procs)])))
+            self.tasks[w - 1].put(("write", (write, job, todo[w::n])))
         idle: list[None] = []
-        self._collect(lambda: len(idle) == len(busy),
-                      {"rows": report, "done": report, "idle": lambda k, v: idle.append(v)})
+        handlers = {"rows": report, "done": report, "idle": lambda k, v: idle.append(v)}
+
+        def report_here(kind: str, value: Any) -> None:
+            report(kind, value)
+            self._take_waiting(handlers)
+
+        write(job, rows, todo[0::n], report_here)
+        self._collect(lambda: len(idle) == len(busy), handlers)
+
+    def _take_waiting(self, handlers: dict[str, Callable[[str, Any], None]]) -> None:
+        """Hand the workers' messages already sent to ``handlers`` (no wait); a worker's
+        error or death raises as in :meth:`_collect`."""
+        while True:
+            try:
+                kind, value = self.messages.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "error":
+                self._fail(value)
+            handlers[kind](kind, value)
+        killed = [p.exitcode for p in self.procs if p.exitcode not in (0, None)]
+        if killed:
+            self._fail(self._drain(handlers)
+                       or f"write_dataset: a worker process died (exit code {killed[0]})")
 
     def _collect(self, finished: Callable[[], bool],
                  handlers: dict[str, Callable[[str, Any], None]]) -> None:
         """Hand the workers' messages to ``handlers`` until ``finished()``; a worker's
         error or death ends the others and raises ConversionError."""
-        error: str | None = None
         while not finished():
             try:
                 kind, value = self.messages.get(timeout=0.2)
@@ -152,20 +178,20 @@ class WorkerPool:
                 # a killed worker may hold the queue's lock: the others would hang
                 killed = [p.exitcode for p in self.procs if p.exitcode not in (0, None)]
                 if killed:
-                    error = self._drain(handlers) or (
-                        f"write_dataset: a worker process died (exit code {killed[0]})")
-                    break
+                    self._fail(self._drain(handlers) or (
+                        f"write_dataset: a worker process died (exit code {killed[0]})"))
                 continue
             if kind == "error":
-                error = value
-                break
+                self._fail(value)
             handlers[kind](kind, value)
-        if error is not None:
-            for p in self.procs:
-                p.terminate()
-            raise ConversionError(
-                f"{error.rstrip('.')}. (Finished shards are kept: after fixing "
-                "the cause, run it again with resume=True (--resume).)")
+
+    def _fail(self, error: str) -> None:
+        """End the workers and raise ``error`` (a ConversionError saying to resume)."""
+        for p in self.procs:
+            p.terminate()
+        raise ConversionError(
+            f"{error.rstrip('.')}. (Finished shards are kept: after fixing "
+            "the cause, run it again with resume=True (--resume).)")
 
     def _drain(self, handlers: dict[str, Callable[[str, Any], None]]) -> str | None:
         error = None

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.fields import Features, RecordMismatchError
-from datarax.dataset.layout import encode_record
+from datarax.dataset.layout import record_encoder
 from datarax.dataset.lock import folder_lock
 from datarax.dataset.metadata import (
     METADATA_FILE,
@@ -102,10 +102,11 @@ class _ShardWriter:
                               user="write_dataset").ArrayRecordWriter(self.tmp, WRITER_OPTIONS)
         self.records = 0
         self.skipped: list[dict[str, Any]] = []
+        self.encode = record_encoder(job.features)
 
     def add(self, row: int, record: Any, rows: Rows) -> None:
         try:
-            data = encode_record(self.job.features, record, row=row)
+            data = self.encode(record, row)
         except RecordMismatchError as err:
             message = str(err).replace(f"row {row}", rows.row_name(row), 1)
             if self.job.on_error != "skip":
@@ -288,7 +289,7 @@ def write_dataset(
             elif pool is None or len(todo) <= 1:
                 _write_ranges(job, rows, todo, report)
             else:
-                pool.write(_write_ranges, job, todo, report)
+                pool.write(_write_ranges, job, rows, todo, report)
         except ConversionError as err:
             if not results and isinstance(err.__cause__, RecordMismatchError):
                 # a bad row before any shard was finished: nothing to resume, so DST is left
