@@ -44,14 +44,17 @@ def pass_constants(*values: Any, device: Any = None) -> Any:
     unchanged) with their host arrays put on the default device once: a NumPy argument of
     a compiled function is copied to the device on every call. With ``device`` (the host
     CPU for ``stages_on="host"``) every value is put there, and the step compiled for
-    and run on it.
+    and run on it. An ``nnx.State`` comes back as plain nested dicts of its values
+    (``nnx.merge`` takes those): JAX flattens dicts in C++ on every call of the step,
+    a ``State`` and its ``Variable``s through Python.
 
     >>> import numpy as np
     >>> state, key = pass_constants({"seed": np.uint32(3)}, (np.zeros(2, np.uint32),))
     >>> type(state["seed"]).__name__, key[0].shape
     ('ArrayImpl', (2,))
     """
-    return jax.device_put(values, device)
+    plain = tuple(nnx.to_pure_dict(v) if isinstance(v, nnx.State) else v for v in values)
+    return jax.device_put(plain, device)
 
 
 def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
