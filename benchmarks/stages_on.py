@@ -2,8 +2,9 @@
 
 ``python -m benchmarks.stages_on [--tiny] [--out results/stages_on_tpu_v5e.json]``
 
-For W1 (shuffle, /255, per-record flip over 32x32 uint8 images) and W7 (random
-resized crop, flip, brightness, contrast, normalize over 96x96 images), each placement:
+For W1 (shuffle, /255, per-record flip over 32x32 uint8 images), W7 (random resized
+crop, flip, brightness, contrast, normalize over 96x96 images) and W2's ArrayRecord
+files through W1's stages (a host source), each placement:
 
 * ``data_share`` — the data's share of the chip's time beside a training step of
   chained matmuls sized to ``train_ms`` (``benchmarks.on_chip``'s measure):
@@ -64,6 +65,26 @@ def w7_pipeline(images: np.ndarray, batch: int, stages_on: str) -> Any:
     return Pipeline(source=source, stages=stages, batch_size=batch, seed=0, stages_on=stages_on)
 
 
+def array_record_pipeline(paths: list[str], batch: int, stages_on: str) -> Any:
+    """W1's stages over W2's ArrayRecord files (a host source: read and decoded on the
+    host, one chunk of records at a time)."""
+    from benchmarks import bench_array_record as w2
+    from benchmarks.contenders.datarax_pipeline import flip, normalize
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    def decode_batch(raw: list[bytes]) -> dict[str, np.ndarray]:
+        images = np.frombuffer(b"".join(raw), np.uint8).reshape(-1, *w2.RECORD_SHAPE)
+        return {"image": images, "label": images[:, 0, 0, 0].astype(np.int32)}
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True),
+                                     paths, decode_batch=decode_batch)
+    ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
+           ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
+    return Pipeline(source=source, stages=ops, batch_size=batch, seed=0, stages_on=stages_on)
+
+
 def compare(make: Any, batches: int) -> dict[str, Any]:
     """The first ``batches`` batches of both placements, side by side."""
     device, host = make("device"), make("host")
@@ -88,9 +109,14 @@ def run(size: str) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     w1_images = rng.integers(0, 256, (s["records"], 32, 32, 3), dtype=np.uint8)
     w7_images, _ = make_data(max(s["records"] // 2, 512))
-    features = {"w1": 32 * 32 * 3, "w7": 64 * 64 * 3}
+    from benchmarks import bench_array_record as w2
+
+    paths = w2.make_files(s["records"], 4)
+    w2.warm(paths)
+    features = {"w1": 32 * 32 * 3, "w7": 64 * 64 * 3, "array_record": 32 * 32 * 3}
     makers = {"w1": lambda on: w1_pipeline(w1_images, s["batch"], on),
-              "w7": lambda on: w7_pipeline(w7_images, s["batch"], on)}
+              "w7": lambda on: w7_pipeline(w7_images, s["batch"], on),
+              "array_record": lambda on: array_record_pipeline(paths, s["batch"], on)}
     report: dict[str, Any] = {"size": size, "backend": jax.default_backend(),
                               "devices": [str(d) for d in jax.devices()]}
     for name, make in makers.items():
