@@ -124,9 +124,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import datarax.pipeline  # noqa: F401
     import datarax.sources  # noqa: F401
 
+    imported = time.perf_counter()
     images = np.random.default_rng(0).integers(0, 256, (args.records, 32, 32, 3), dtype=np.uint8)
     jax.devices()
     report: dict[str, Any] = {"backend": jax.default_backend(), "first": args.first,
+                              "flax_datarax_import_s": imported - began,
                               "imports_s": time.perf_counter() - began}
     sides = {"datarax": datarax_side, "floor": floor_side}
     order = [args.first, *(s for s in sides if s != args.first)]

@@ -73,11 +73,12 @@ def gather(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dic
     return out
 
 
-def _w1_floor_parts(images: np.ndarray, batch: int, stages: bool,
-                    feistel: bool = False) -> tuple[Any, tuple[Any, ...]]:
+def _w1_floor_parts(images: np.ndarray, batch: int, stages: bool, feistel: bool = False,
+                    gather: bool = False) -> tuple[Any, tuple[Any, ...]]:
     """A plain jit of W1's work, best layout: ``(step, (rows, perm, labels))``, the batch
     at position ``start`` being ``step(rows, perm, labels, start)``. The order is a
-    permutation table on the device, or with ``feistel`` the same Feistel permutation
+    permutation table on the device (read with ``dynamic_slice``, or with ``gather``
+    gathered at the positions), or with ``feistel`` the same Feistel permutation
     datarax computes inside its step (no table); the flip keys come from
     ``jax.random.key(0)`` made inside the step (no program of its own)."""
     from datarax.samplers.index_shuffle import epoch_permutation_jnp
@@ -91,6 +92,9 @@ def _w1_floor_parts(images: np.ndarray, batch: int, stages: bool,
     def step(rows: Any, perm: Any, labels: Any, start: Any) -> Any:
         if feistel:
             idx = epoch_permutation_jnp(jnp.arange(batch, dtype=jnp.int32) + start, n, np.uint32(7))
+        elif gather:  # the positions' records gathered from the table, as datarax reads it
+            at = jnp.clip(jnp.arange(batch, dtype=jnp.int32) + start % n, 0, n - 1)
+            idx = perm[at]
         else:
             idx = jax.lax.dynamic_slice(perm, (start % (n - batch),), (batch,))
         image = rows[idx].reshape(batch, 32, 32, 3)
@@ -226,6 +230,58 @@ def chip_share(records: int, steps: int, reps: int, train_ms: float) -> dict[str
     return out
 
 
+def _dispatch_call(pipeline: Any) -> tuple[Any, tuple[Any, ...], int]:
+    """The executable of ``pipeline``'s first pass and its constant arguments:
+    ``(executable, (state, inputs, epoch, key), batch)``."""
+    iterator = iter(pipeline)
+    jax.block_until_ready(next(iterator))
+    d = iterator._dispatch  # our own iterator's pass: the program it calls per batch
+    start = np.int32(d.batch_size)
+    return d.step.executable(d.state, d.inputs, start, d.epoch_arg, d.key), (
+        d.state, d.inputs, d.epoch_arg, d.key), d.batch_size
+
+
+def w1_program(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dict[str, Any]:
+    """W1's compiled work alone, called back to back without the iterator: datarax's
+    step (as its pass calls it; with its order table or the Feistel cipher in the step;
+    the position a NumPy scalar or already on the device) beside the plain jit (a
+    permutation table read with ``dynamic_slice`` or gathered like datarax's; the
+    position a Python int or on the device), with each one's lower + compile seconds."""
+    import datarax.sources.memory as memory
+
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    out: dict[str, Any] = {}
+    for batch in batches:
+        row: dict[str, Any] = {}
+        starts = [np.int32(batch * (1 + i % (records // batch - 2))) for i in range(steps)]
+        placed = [jax.device_put(v) for v in starts]
+        for order, table_max in (("table", memory.SHUFFLE_TABLE_MAX), ("feistel", 0)):
+            saved = memory.SHUFFLE_TABLE_MAX
+            memory.SHUFFLE_TABLE_MAX = table_max
+            try:
+                t = time.perf_counter()
+                call, (state, inputs, epoch, key), _ = _dispatch_call(
+                    _w1_pipeline(images, batch, True, prefetch=0))
+                row[f"datarax_{order}_first_s"] = time.perf_counter() - t
+            finally:
+                memory.SHUFFLE_TABLE_MAX = saved
+            for where, values in (("numpy", starts), ("device", placed)):
+                at = iter(values * (3 * reps + 3))
+                row[f"datarax_{order}_{where}_start_ms"] = _ms_per_call(
+                    lambda: call(state, inputs, next(at), epoch, key), steps, reps)
+        for variant in ("slice", "gather"):
+            step, args = _w1_floor_parts(images, batch, True, gather=variant == "gather")
+            t = time.perf_counter()
+            compiled = step.lower(*args, starts[0]).compile()
+            row[f"floor_{variant}_compile_s"] = time.perf_counter() - t
+            for where, values in (("numpy", starts), ("device", placed)):
+                at = iter(values * (3 * reps + 3))
+                row[f"floor_{variant}_{where}_start_ms"] = _ms_per_call(
+                    lambda: compiled(*args, next(at)), steps, reps)
+        out[str(batch)] = row
+    return out
+
+
 def first_batch(records: int, batch: int) -> dict[str, Any]:
     """W1's first batch split into its parts beside a plain jit of the same work
     (:mod:`benchmarks.first_batch_profile`), in fresh processes with an empty store of
@@ -283,6 +339,8 @@ def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
         report["gather"] = gather(s["records"], s["batches"], s["steps"], s["reps"])
     if "w1" in sections:
         report["w1"] = w1(s["records"], s["batches"], s["steps"], s["reps"])
+    if "w1_program" in sections:
+        report["w1_program"] = w1_program(s["records"], s["batches"], s["steps"], s["reps"])
     if "w1_profile" in sections:
         report["w1_profile"] = w1_profile(s["records"], s["batches"][0], 3 * s["steps"])
     if "chip_share" in sections:
