@@ -1,25 +1,82 @@
-"""ArrayRecord files of int32 records numbered across the files, for the tests that read
-them back (``tests/conftest.py`` puts this folder on ``sys.path``)."""
+"""ArrayRecord files for the tests that read them back: the one writer the tests share
+(``tests/conftest.py`` puts this folder on ``sys.path``).
+
+``write_records`` writes one file of given records; ``write_parts`` writes one file per
+run of record ids, each record ``encode(i)``; ``write_int_parts`` is the common case of
+``int32`` ids numbered across the files. ``array_record`` is imported on first write, so
+a module that only may write (``bad_inputs.py``) imports this one without it.
+"""
 
 from __future__ import annotations
 
+import os
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
-from array_record.python.array_record_module import ArrayRecordWriter
+
+GROUP_1 = "group_size:1"  # one record a chunk: what the tests' reads by index expect
+
+
+def write_records(path: str | os.PathLike[str], records: Iterable[bytes],
+                  options: str = GROUP_1) -> str:
+    """One ArrayRecord file at ``path`` holding ``records`` in order (writer ``options``);
+    returns ``str(path)``."""
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    path = str(path)
+    writer = ArrayRecordWriter(path, options)
+    try:
+        for record in records:
+            writer.write(record)
+    finally:
+        writer.close()
+    return path
+
+
+def runs(sizes: Sequence[int], start: int = 0) -> list[range]:
+    """Consecutive runs of ids of the given ``sizes`` from ``start``: ``runs([2, 3])`` is
+    ``[range(0, 2), range(2, 5)]``."""
+    out = []
+    for size in sizes:
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
+def write_parts(folder: str | os.PathLike[str], parts: Sequence[Iterable[int]],
+                encode: Callable[[int], bytes], name: str = "part-{}.array_record") -> list[str]:
+    """File ``name.format(f)`` in ``folder`` holds ``encode(i)`` for each ``i`` of
+    ``parts[f]``; returns the paths in file order."""
+    folder = pathlib.Path(folder)
+    return [write_records(folder / name.format(f), map(encode, ids))
+            for f, ids in enumerate(parts)]
+
+
+def int32(i: int) -> bytes:
+    """Record ``i`` as ``np.int32(i).tobytes()``."""
+    return np.int32(i).tobytes()
 
 
 def write_int_parts(tmp: pathlib.Path, ends: Sequence[int]) -> list[str]:
     """Files ``part-0.array_record``, ``part-1...`` in ``tmp``: file ``f`` holds the
     records ``np.int32(i).tobytes()`` for ``ends[f - 1] <= i < ends[f]`` (from 0)."""
-    paths, lo = [], 0
-    for f, hi in enumerate(ends):
-        path = str(tmp / f"part-{f}.array_record")
-        writer = ArrayRecordWriter(path, "group_size:1")
-        for i in range(lo, hi):
-            writer.write(np.int32(i).tobytes())
-        writer.close()
-        paths.append(path)
-        lo = hi
-    return paths
+    return write_parts(tmp, [range(lo, hi) for lo, hi in zip([0, *ends[:-1]], ends)], int32)
+
+
+def int_decode(field: str = "x") -> Callable[[bytes], dict[str, np.ndarray]]:
+    """The decode of an ``int32`` record: ``{field: np.int32}``."""
+
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        return {field: np.frombuffer(record, np.int32)[0]}
+
+    return decode
+
+
+def int_source(paths: Sequence[str], field: str = "x", **settings: object) -> object:
+    """An ``ArrayRecordSourceModule`` over ``int32`` records (:func:`int_decode`);
+    ``settings`` are its keywords, config fields and options alike
+    (``seed=5, shuffle_files=True, num_threads=2``)."""
+    from datarax.sources import ArrayRecordSourceModule
+
+    return ArrayRecordSourceModule(paths=paths, decode=int_decode(field), **settings)

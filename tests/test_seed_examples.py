@@ -117,15 +117,12 @@ def test_custom_csv_source_stochastic_stage_keys_by_position(csv_example):
 
 
 def test_array_record_example_reads_one_epoch_per_pass(tmp_path, monkeypatch):
-    from array_record.python.array_record_module import ArrayRecordWriter
+    from int_record_files import write_records
 
     target = tmp_path / "path" / "to" / "arrayrecord"
     target.mkdir(parents=True)
-    writer = ArrayRecordWriter(str(target / "file"), "group_size:1")
     rows = np.arange(70 * 3, dtype=np.float32).reshape(70, 3)
-    for row in rows:
-        writer.write(row.tobytes())
-    writer.close()
+    write_records(target / "file", (row.tobytes() for row in rows))
     monkeypatch.chdir(tmp_path)  # the example names the relative path "path/to/arrayrecord/file"
     ns, _ = run_example("array_record_source.py")
     for _ in range(2):

@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("beam", "sources"),  # beam: the dataset writer as an Apache Beam PTransform
     ("operators",),
     ("text",),
-    ("dag",),  # graphs of operators, a cached prefix, rebatching: over sources and operators
+    ("dag",),  # graphs of operators, a cached prefix: over sources and operators
     ("pipeline",),
     ("checkpoint",),
     ("cli", "testing"),

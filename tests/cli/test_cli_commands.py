@@ -9,8 +9,9 @@ import pathlib
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
+from array_record.python.array_record_module import ArrayRecordReader
 from cli_helpers import datarax
+from int_record_files import write_parts, write_records
 
 from datarax.cli.charts import grid_size
 
@@ -79,15 +80,11 @@ def data(tmp_path_factory) -> pathlib.Path:
     root = tmp_path_factory.mktemp("cli")
     (root / "codecs_cli.py").write_text(CODECS)
     (root / "pipelines_cli.py").write_text(PIPELINES)
-    for f in range(2):  # images: d0 holds k = 0..9, d1 holds k = 10..19
-        writer = ArrayRecordWriter(str(root / f"d{f}.array_record"), "group_size:1")
-        for k in range(f * 10, f * 10 + 10):
-            writer.write(np.full((8, 8, 3), k * 10, np.uint8).tobytes() + np.int32(k).tobytes())
-        writer.close()
-    writer = ArrayRecordWriter(str(root / "good.array_record"), "group_size:1")
-    for i in range(100):
-        writer.write(np.full(16, i, np.float32).tobytes())
-    writer.close()
+    write_parts(root, [range(0, 10), range(10, 20)],  # images: d0 holds k = 0..9, d1 10..19
+                lambda k: np.full((8, 8, 3), k * 10, np.uint8).tobytes() + np.int32(k).tobytes(),
+                name="d{}.array_record")
+    write_records(root / "good.array_record", (np.full(16, i, np.float32).tobytes()
+                                               for i in range(100)))
     raw = bytearray((root / "good.array_record").read_bytes())
     for k in range(1000, 1200):  # flip bytes inside the record chunks
         raw[k] ^= 0xFF
@@ -607,10 +604,7 @@ def varlen_data(tmp_path_factory) -> pathlib.Path:
     records = reader.read(list(range(reader.num_records())))
     reader.close()
     records[1] = records[1][:3]
-    writer = ArrayRecordWriter(str(shard), "group_size:1")
-    for record in records:
-        writer.write(record)
-    writer.close()
+    write_records(shard, records)
     (root / "varlen_codecs.py").write_text(VARLEN_CODECS)
     return root
 

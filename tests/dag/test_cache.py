@@ -150,17 +150,12 @@ def test_a_deterministic_operator_prefix_and_nnx_state_resume():
 
 
 def test_over_an_array_record_source(tmp_path):
-    from array_record.python.array_record_module import ArrayRecordWriter
+    from int_record_files import write_parts
 
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
-    paths = []
-    for f, ids in enumerate((range(0, 6), range(6, N))):
-        paths.append(str(tmp_path / f"part-{f}.array_record"))
-        writer = ArrayRecordWriter(paths[-1], "group_size:1")
-        for i in ids:
-            writer.write(np.asarray([i, -i], np.float32).tobytes())
-        writer.close()
+    paths = write_parts(tmp_path, (range(0, 6), range(6, N)),
+                        lambda i: np.asarray([i, -i], np.float32).tobytes())
 
     def records():
         return ArrayRecordSourceModule(

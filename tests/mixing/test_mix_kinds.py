@@ -42,14 +42,10 @@ def decode(raw: bytes) -> dict:
 
 @pytest.fixture(scope="module")
 def ar_glob(tmp_path_factory):
-    from array_record.python.array_record_module import ArrayRecordWriter
+    from int_record_files import int32, write_parts
 
     folder = tmp_path_factory.mktemp("mix_ar")
-    for f, ids in enumerate((range(100, 104), range(104, 107))):
-        writer = ArrayRecordWriter(str(folder / f"part-{f}.array_record"), "group_size:1")
-        for i in ids:
-            writer.write(np.asarray([i], np.int32).tobytes())
-        writer.close()
+    write_parts(folder, (range(100, 104), range(104, 107)), int32)
     return str(folder / "part-*.array_record")
 
 

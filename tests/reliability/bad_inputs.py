@@ -23,7 +23,8 @@ import jax
 import numpy as np
 from flax import nnx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+for _folder in (Path(__file__).resolve().parent, Path(__file__).resolve().parents[1]):
+    sys.path.insert(0, str(_folder))  # the reliability helpers; tests/: int_record_files
 
 from datarax.core.config import StructuralConfig  # noqa: E402
 from datarax.core.data_source import DataSourceModule  # noqa: E402
@@ -41,6 +42,7 @@ from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.storage import CacheFullError  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
 
+from int_record_files import write_records  # noqa: E402
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline  # noqa: E402
 
 
@@ -193,11 +195,16 @@ simple("memory-data-missing", "MemorySource data", "MemorySource(config) without
        "MemorySource needs its data after the config. Call MemorySource(MemorySourceConfig(), "
        "data=...).",
        lambda: MemorySource(MemorySourceConfig()))
-simple("memory-config-keyword-missing", "MemorySource data", "MemorySource(data=data) without a config",
+simple("memory-keyword-unknown", "MemorySource data", "MemorySource(data=..., shufle=True)",
        ConfigError,
-       "MemorySource needs a MemorySourceConfig first, then the data. Call "
-       "MemorySource(MemorySourceConfig(), data=...).",
-       lambda: MemorySource(data=data()))
+       "MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', "
+       "'track_metadata', 'num_epochs', 'cast_float64'].",
+       lambda: MemorySource(data=data(), shufle=True))
+simple("memory-keyword-disagrees", "MemorySource data", "a keyword the config beside it contradicts",
+       ConfigError,
+       "MemorySource got keyword settings that disagree with its MemorySourceConfig: seed=2 "
+       "(config: 1). Give each setting once, in the config or as a keyword.",
+       lambda: MemorySource(MemorySourceConfig(seed=1), data(), seed=2))
 simple("memory-other-config", "MemorySource data", "another source's config", ConfigError,
        "MemorySource needs a MemorySourceConfig, got CountingStreamConfig (the config of another "
        "kind of module). Call MemorySource(MemorySourceConfig(), data=...).",
@@ -738,13 +745,7 @@ simple("pipeline-stages-on-host-scan", "Sharding and checkpoints",
 
 # ----------------------------------------------------------------- ArrayRecord
 def _ar_file(path: Path, n: int = 8, width: int = 2) -> str:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in range(n):
-        writer.write(np.full(width, i, np.float32).tobytes())
-    writer.close()
-    return str(path)
+    return write_records(path, (np.full(width, i, np.float32).tobytes() for i in range(n)))
 
 
 def _ar(paths: Any, decode: Any = None, **config: Any) -> Any:
@@ -897,12 +898,6 @@ simple("arrayrecord-paths-as-config", "ArrayRecord", "ArrayRecordSourceModule('x
        "ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record').",
        lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule("x.array_record"),
        needs=AR)
-simple("arrayrecord-config-missing", "ArrayRecord", "paths= without a config", ConfigError,
-       "ArrayRecordSourceModule needs an ArrayRecordSourceConfig first, then the paths. Call "
-       "ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record').",
-       lambda: __import__(AR, fromlist=["x"]).ArrayRecordSourceModule(paths="x.array_record"),
-       needs=AR)
-
 
 def _ar_deleted(tmp: Path) -> Any:
     path = _ar_file(tmp / "gone.array_record")
@@ -1156,6 +1151,13 @@ simple("npy-paths-as-config", SOURCES_AND_STAGES, "NpySource('x.npy')", ConfigEr
        "NpySource needs an NpySourceConfig, got str 'x.npy'; its files go in the config. Call "
        "NpySource(NpySourceConfig(paths='x.npy')).",
        lambda: __import__("datarax.sources.npy", fromlist=["x"]).NpySource("x.npy"))
+simple("npy-settings-missing", SOURCES_AND_STAGES, "NpySource() without a config or keywords",
+       ConfigError,
+       "NpySource needs its settings: NpySourceConfig(...) first, or the settings as keywords "
+       "(paths, field, shuffle, seed, num_epochs, cast_float64, on_error, max_skipped, "
+       "max_skipped_fraction). Call NpySource(NpySourceConfig(paths='x.npy')) or "
+       "NpySource(paths='x.npy').",
+       lambda: __import__("datarax.sources.npy", fromlist=["x"]).NpySource())
 simple("npy-config-paths-empty", SOURCES_AND_STAGES, "NpySourceConfig() without paths",
        ConfigError, "NpySourceConfig.paths is empty; name a .npy file, a list of shards or a "
        "mapping {field: files}.",
@@ -1781,13 +1783,7 @@ READING = "Reading: raw ArrayRecord records, a shared cache folder"
 
 
 def _ar_raw_lengths(tmp: Path) -> None:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    path = str(tmp / "raw.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
-    for i in range(6):
-        writer.write(b"ab" * (i + 1))
-    writer.close()
+    path = write_records(tmp / "raw.array_record", (b"ab" * (i + 1) for i in range(6)))
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
     _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), path))
@@ -2005,16 +2001,10 @@ RANGED = "Ranged reads of ArrayRecord files (datarax.storage.ArrayRecordRanges)"
 
 
 def _ranged(tmp: Path, options: str) -> Any:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
     from datarax.storage import ArrayRecordRanges
 
-    path = tmp / "x.array_record"
-    writer = ArrayRecordWriter(str(path), options)
-    for i in range(8):
-        writer.write(bytes([i]) * 100)
-    writer.close()
-    return ArrayRecordRanges.from_url(str(path))
+    path = write_records(tmp / "x.array_record", (bytes([i]) * 100 for i in range(8)), options)
+    return ArrayRecordRanges.from_url(path)
 
 
 def _ranged_junk(tmp: Path) -> Any:

@@ -15,16 +15,14 @@ from reliability_sources import stages
 
 def write_files(directory: Path, num_records: int, num_files: int = 2) -> str:
     """``num_files`` files of records ``{"id": i, "vec": [i, -i]}``; returns their glob."""
-    from array_record.python.array_record_module import ArrayRecordWriter
+    from int_record_files import write_parts  # tests/ is on sys.path under pytest
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     per_file = -(-num_records // num_files)
-    for f in range(num_files):
-        writer = ArrayRecordWriter(str(directory / f"data-{f:03d}.array_record"), "group_size:1")
-        for i in range(f * per_file, min(num_records, (f + 1) * per_file)):
-            writer.write(np.asarray([i, i, -i], np.int32).tobytes())
-        writer.close()
+    parts = [range(f * per_file, min(num_records, (f + 1) * per_file)) for f in range(num_files)]
+    write_parts(directory, parts, lambda i: np.asarray([i, i, -i], np.int32).tobytes(),
+                name="data-{:03d}.array_record")
     return str(directory / "data-*.array_record")
 
 

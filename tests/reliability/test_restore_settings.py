@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
+from int_record_files import int32, write_records
 
 from datarax.core.errors import StateError
 from datarax.dag import CachedPrefix
@@ -25,12 +25,8 @@ from datarax.sources import (
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("cached") / "ids.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
-    for i in range(12):
-        writer.write(np.int32(i).tobytes())
-    writer.close()
-    return path
+    folder = tmp_path_factory.mktemp("cached")
+    return write_records(folder / "ids.array_record", map(int32, range(12)))
 
 
 def _decode(record: bytes) -> dict[str, np.ndarray]:

@@ -10,8 +10,8 @@ import threading
 import jax
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
+from int_record_files import runs, write_parts
 
 from datarax.core.errors import ConfigError, StateError
 from datarax.operators.element import ElementOperator, ElementOperatorConfig
@@ -21,16 +21,8 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 def write_files(directory: pathlib.Path, sizes: list[int], stem: str = "data") -> list[str]:
     """Files of float32 records [i, -i] numbered across files."""
-    paths, start = [], 0
-    for f, size in enumerate(sizes):
-        path = str(directory / f"{stem}-{f:05d}.array_record")
-        writer = ArrayRecordWriter(path, "group_size:1")
-        for i in range(start, start + size):
-            writer.write(np.asarray([i, -i], np.float32).tobytes())
-        writer.close()
-        paths.append(path)
-        start += size
-    return paths
+    return write_parts(directory, runs(sizes), lambda i: np.asarray([i, -i], np.float32).tobytes(),
+                       name=stem + "-{:05d}.array_record")
 
 
 def decode(record: bytes) -> dict[str, np.ndarray]:

@@ -8,8 +8,9 @@ import pathlib
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
+from array_record.python.array_record_module import ArrayRecordReader
 from flax import nnx
+from int_record_files import write_records
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.pipeline import Pipeline
@@ -17,11 +18,8 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 
 def write(path: pathlib.Path, n: int, width: int = 64, start: int = 0) -> str:
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in range(start, start + n):
-        writer.write(np.full(width, i, np.float32).tobytes())
-    writer.close()
-    return str(path)
+    return write_records(path, (np.full(width, i, np.float32).tobytes()
+                                for i in range(start, start + n)))
 
 
 def decode(record: bytes) -> dict[str, np.ndarray]:
@@ -330,11 +328,7 @@ def test_closing_never_hides_the_error_that_named_the_file(tmp_path, damage):
 def test_raw_records_of_different_lengths_without_decode_say_to_pass_decode(tmp_path):
     # No decode=: each record is served as its bytes. Records of different lengths are a
     # fine file that needs a decode, not a file to fix; the example the message gives works.
-    path = str(tmp_path / "raw.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
-    for i in range(6):
-        writer.write(b"ab" * (i + 1))
-    writer.close()
+    path = write_records(tmp_path / "raw.array_record", (b"ab" * (i + 1) for i in range(6)))
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), path)
     with pytest.raises(RecordError) as info:
         list(Pipeline(source=source, stages=[], batch_size=4))

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
+from int_record_files import write_records
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "integration" / "arrayrecord" / "01_arrayrecord_quickref.py"
@@ -176,10 +176,8 @@ Quick reference completed!
 
 def write(path: pathlib.Path, start: int, count: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in range(start, start + count):
-        writer.write(np.full(3, i, dtype=np.float32).tobytes())
-    writer.close()
+    write_records(path, (np.full(3, i, dtype=np.float32).tobytes()
+                         for i in range(start, start + count)))
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import json
 import jax
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
+from int_record_files import write_records
 
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
@@ -253,10 +253,8 @@ def test_a_state_with_a_wrong_count_by_part_is_refused():
 
 
 def test_a_corrupt_array_record_part_is_skipped_within_a_concatenation(tmp_path):
-    writer = ArrayRecordWriter(str(tmp_path / "a.array_record"), "group_size:1")
-    for i in range(30):
-        writer.write(np.full(64, i, np.float32).tobytes())
-    writer.close()
+    write_records(tmp_path / "a.array_record",
+                  (np.full(64, i, np.float32).tobytes() for i in range(30)))
     data = bytearray((tmp_path / "a.array_record").read_bytes())
     for k in range(1000, 1200):  # inside the record chunks: some records unreadable
         data[k] ^= 0xFF

@@ -196,3 +196,28 @@ def test_from_hf_refuses_streaming_options_when_told_eager(saved):
         "from_hf: ['chunk_size'] apply only to streaming (HFStreamingSource); drop them or "
         "pass streaming=True."
     )
+
+
+def test_hf_sources_take_their_settings_as_keywords_name_being_the_datasets(saved):
+    eager = HFEagerSource(name=saved, include_keys={"c", "a"}, shuffle=True, seed=4)
+    same = HFEagerSource(HFEagerConfig(name=saved, include_keys={"c", "a"}, shuffle=True, seed=4))
+    assert eager.config == same.config and eager.name == "HFEagerSource"
+    assert (np.asarray(eager.get_batch_at(0, 6)["c"]).tolist()
+            == np.asarray(same.get_batch_at(0, 6)["c"]).tolist())
+    stream = HFStreamingSource(name=saved, exclude_keys={"a", "c"}, chunk_size=2)
+    assert stream.config == HFStreamingConfig(name=saved, exclude_keys={"a", "c"}, chunk_size=2)
+    assert np.asarray(stream.get_batch(6)["b"]).tolist() == [0, 2, 4, 6, 8, 10]
+    named = HFEagerSource(HFEagerConfig(name=saved), name="train_split")  # beside a config:
+    assert named.name == "train_split" and named.config.name == saved  # the module's name
+
+
+def test_hf_and_tfds_sources_refuse_neither_a_config_nor_a_keyword():
+    with pytest.raises(ConfigError) as err:
+        HFStreamingSource()
+    assert str(err.value).startswith(
+        "HFStreamingSource needs its settings: HFStreamingConfig(...) first, or the settings "
+        "as keywords (name, split, data_dir, ")
+    with pytest.raises(ConfigError) as err:
+        TFDSEagerSource(nam="mnist")
+    assert str(err.value).startswith("TFDSEagerSource got unknown setting(s) ['nam']; its "
+                                     "settings are ['name', 'split', ")

@@ -7,7 +7,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
+from int_record_files import write_records
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.pipeline import Pipeline
@@ -15,11 +15,8 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 
 def write(path: pathlib.Path, n: int, width: int = 6, start: int = 0) -> str:
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in range(start, start + n):
-        writer.write(np.full(width, i, np.float32).tobytes())
-    writer.close()
-    return str(path)
+    return write_records(path, (np.full(width, i, np.float32).tobytes()
+                                for i in range(start, start + n)))
 
 
 def decode(record: bytes) -> dict[str, np.ndarray]:

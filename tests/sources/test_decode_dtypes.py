@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
 from flax import nnx
+from int_record_files import write_records
 
 from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, RecordError
@@ -24,11 +24,7 @@ INT_FIX = (
 
 
 def write(path, n=N):
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in range(n):
-        writer.write(np.int64(i).tobytes())
-    writer.close()
-    return str(path)
+    return write_records(path, (np.int64(i).tobytes() for i in range(n)))
 
 
 def make(path, decode, **config):

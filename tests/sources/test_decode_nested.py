@@ -8,7 +8,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordWriter
+from int_record_files import write_records
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.pipeline import Pipeline
@@ -16,12 +16,7 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 
 def write(tmp: pathlib.Path, n: int = 6) -> str:
-    path = str(tmp / "d.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
-    for i in range(n):
-        writer.write(bytes([i]))
-    writer.close()
-    return path
+    return write_records(tmp / "d.array_record", (bytes([i]) for i in range(n)))
 
 
 @pytest.mark.parametrize("on_error", ["raise", "skip"])

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("array_record")
-from array_record.python.array_record_module import ArrayRecordWriter  # noqa: E402
+from int_record_files import runs, write_parts  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from datarax.core.errors import ConfigError, DataraxError, RecordError  # noqa: E402
@@ -26,16 +26,8 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule  # 
 
 
 def write_files(directory: pathlib.Path, sizes: list[int]) -> list[str]:
-    paths, start = [], 0
-    for f, size in enumerate(sizes):
-        path = str(directory / f"part-{f}.array_record")
-        writer = ArrayRecordWriter(path, "group_size:1")
-        for i in range(start, start + size):
-            writer.write(np.asarray([i, 10 * i], np.int32).tobytes())
-        writer.close()
-        paths.append(path)
-        start += size
-    return paths
+    return write_parts(directory, runs(sizes),
+                       lambda i: np.asarray([i, 10 * i], np.int32).tobytes())
 
 
 def decoder(fail_on: frozenset[int] = frozenset(), error: type[BaseException] = ValueError,

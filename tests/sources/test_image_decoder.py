@@ -330,14 +330,10 @@ def test_a_folder_of_mixed_sizes_converts_and_reads_as_fixed_batches(tmp_path):
 
 
 def test_plain_array_record_files_of_image_bytes_decode_too(tmp_path):
-    from array_record.python.array_record_module import ArrayRecordWriter
+    from int_record_files import write_records
 
-    path = str(tmp_path / "jpegs.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
     images = [picture(*SIZES[i], seed=i, kind="PNG" if i % 2 else "JPEG") for i in range(4)]
-    for data in images:
-        writer.write(data)
-    writer.close()
+    path = write_records(tmp_path / "jpegs.array_record", images)
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), path,
                                      decode=decode_images("img", resize=(20, 30), draft=False))
     try:
@@ -376,14 +372,10 @@ def test_a_field_that_is_not_an_image_or_missing_is_refused_naming_the_fields(mi
 
 
 def test_an_undecodable_image_names_its_file_record_and_field(tmp_path):
-    from array_record.python.array_record_module import ArrayRecordWriter
+    from int_record_files import write_records
 
-    path = str(tmp_path / "jpegs.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
     good = picture(20, 20, 0)
-    for data in (good, good[:60], good):  # the second one cut short
-        writer.write(data)
-    writer.close()
+    path = write_records(tmp_path / "jpegs.array_record", (good, good[:60], good))  # 2nd cut short
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), path,
                                      decode=decode_images(resize=8, crop=8))
     try:

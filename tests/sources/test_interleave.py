@@ -258,14 +258,11 @@ def file_mix_stream(paths: list[str]) -> list[Any]:
     """ArrayRecord files (records 0-8, files shuffled), a mixture of memory 100-104 and a
     stream 200-203, and a stream 300-306."""
     pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import int_source
+
     from datarax.mixing import MixSource
-    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
-    def decode(raw: bytes) -> dict[str, Any]:
-        return {"x": np.frombuffer(raw, np.int32)[0]}
-
-    files = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=5, shuffle_files=True), paths,
-                                    decode=decode, num_threads=2)
+    files = int_source(paths, seed=5, shuffle_files=True, num_threads=2)
     mixture = MixSource([numbers(100, 105, shuffle=True, seed=2), Generated(200, 204)],
                         weights=[5, 4], seed=3, records_per_epoch=9)
     return [files, mixture, Generated(300, 307)]

@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 
 pytest.importorskip("array_record")
-from array_record.python.array_record_module import ArrayRecordWriter  # noqa: E402
+from int_record_files import runs, write_parts  # noqa: E402
 
 from datarax.operators import ElementOperator, ElementOperatorConfig  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
@@ -29,16 +29,9 @@ N = sum(SIZES)
 
 
 def write(directory, bad=()):
-    paths, start = [], 0
-    for f, size in enumerate(SIZES):
-        path = str(directory / f"data-{f:05d}.riegeli")
-        writer = ArrayRecordWriter(path, "group_size:1")
-        for i in range(start, start + size):
-            writer.write(np.full(2 if i in bad else 3, i, np.float32).tobytes())
-        writer.close()
-        paths.append(path)
-        start += size
-    return paths
+    return write_parts(directory, runs(SIZES),
+                       lambda i: np.full(2 if i in bad else 3, i, np.float32).tobytes(),
+                       name="data-{:05d}.riegeli")
 
 
 def decode(record: bytes) -> dict[str, np.ndarray]:

@@ -220,13 +220,9 @@ def int_files(tmp_path):
 
 
 def file_parent(paths: list[str]) -> Any:
-    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from int_record_files import int_source
 
-    def decode(raw: bytes) -> dict[str, Any]:
-        return {"x": np.frombuffer(raw, np.int32)[0]}
-
-    return ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=5, shuffle_files=True), paths,
-                                   decode=decode, num_threads=2)
+    return int_source(paths, seed=5, shuffle_files=True, num_threads=2)
 
 
 def mixture_parent() -> Any:

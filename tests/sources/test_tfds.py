@@ -237,6 +237,18 @@ def test_eager_and_streaming_serve_the_same_shuffled_order(data_dir):
     assert sorted(values(e)) == list(range(N)) and values(e) != sorted(values(e))
 
 
+def test_tfds_sources_take_their_settings_as_keywords_name_being_the_datasets(data_dir):
+    kw = dict(data_dir=data_dir, shuffle=True, seed=9, exclude_keys=("text",))
+    e = TFDSEagerSource(name="datarax_tiny", **kw)
+    s = TFDSStreamingSource(name="datarax_tiny", **kw)
+    assert e.config == eager(data_dir, shuffle=True, seed=9).config and e.name == "TFDSEagerSource"
+    assert s.config == TFDSStreamingConfig(name="datarax_tiny", **kw)
+    assert (values(Pipeline(source=e, stages=[], batch_size=6))
+            == values(Pipeline(source=s, stages=[], batch_size=6))
+            == values(Pipeline(source=eager(data_dir, shuffle=True, seed=9), stages=[],
+                               batch_size=6)))
+
+
 def test_eager_exact_resume(data_dir):
     def build():
         return Pipeline(source=eager(data_dir, shuffle=True, seed=3), stages=[], batch_size=6)

@@ -15,17 +15,14 @@ from flax import nnx
 
 pytest.importorskip("array_record.python.array_record_module")
 
-from array_record.python.array_record_module import ArrayRecordWriter  # noqa: E402
+from int_record_files import write_records  # noqa: E402
 
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule  # noqa: E402
 
 
 def write(path, ids) -> None:
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in ids:
-        writer.write(np.array([i], np.float32).tobytes())
-    writer.close()
+    write_records(path, (np.array([i], np.float32).tobytes() for i in ids))
 
 
 def decode(record: bytes) -> dict[str, np.ndarray]:

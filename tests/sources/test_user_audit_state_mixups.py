@@ -55,15 +55,11 @@ def test_an_nnx_state_given_to_set_state(used):
 
 def test_a_shuffled_array_record_source_names_a_pipeline_state(tmp_path):
     pytest.importorskip("array_record.python.array_record_module")
-    from array_record.python.array_record_module import ArrayRecordWriter
+    from int_record_files import int32, write_records
 
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
-    path = str(tmp_path / "a.array_record")
-    writer = ArrayRecordWriter(path, "group_size:1")
-    for i in range(7):
-        writer.write(np.array([i], np.int32).tobytes())
-    writer.close()
+    path = write_records(tmp_path / "a.array_record", map(int32, range(7)))
 
     def make():
         return ArrayRecordSourceModule(ArrayRecordSourceConfig(shuffle_files=True), path)

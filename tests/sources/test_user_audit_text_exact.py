@@ -37,14 +37,12 @@ def test_dataset_folder_keeps_trailing_nuls(tmp_path):
 
 
 def test_decode_returning_str_keeps_trailing_nuls(tmp_path):
-    module = pytest.importorskip("array_record.python.array_record_module")
+    pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import write_records
+
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
-    path = str(tmp_path / "text.array_record")
-    writer = module.ArrayRecordWriter(path, "group_size:1")
-    for t in TEXTS:
-        writer.write(t.encode())
-    writer.close()
+    path = write_records(tmp_path / "text.array_record", (t.encode() for t in TEXTS))
 
     def decode(record: bytes) -> dict:
         text = record.decode()

@@ -17,7 +17,8 @@ from datarax.core.errors import ConfigError, RecordError
 pytest.importorskip("array_record")
 pytest.importorskip("zstandard")
 
-from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter  # noqa: E402
+from array_record.python.array_record_module import ArrayRecordReader  # noqa: E402
+from int_record_files import write_records  # noqa: E402
 
 from datarax.storage.array_record_layout import BLOCK  # noqa: E402
 from datarax.storage.array_record_ranges import ArrayRecordRanges, load_footer  # noqa: E402
@@ -26,14 +27,6 @@ if TYPE_CHECKING:
     from tests.storage.conftest import S3
 
 SIZES = [0, 0, 7, 300, 3000, 40_000, 200_000]
-
-
-def write(path: pathlib.Path, options: str, records: list[bytes]) -> str:
-    writer = ArrayRecordWriter(str(path), options)
-    for record in records:
-        writer.write(record)
-    writer.close()
-    return str(path)
 
 
 def mixed_records(n: int, seed: int, last: int = 200_000) -> list[bytes]:
@@ -71,7 +64,7 @@ def opened(path: str, **kwargs: object) -> ArrayRecordRanges:
 def test_every_record_equals_the_stock_readers(tmp_path: pathlib.Path, group: int,
                                                compression: str) -> None:
     records = mixed_records(260, seed=group)
-    path = write(tmp_path / "a.array_record", f"group_size:{group},{compression}", records)
+    path = write_records(tmp_path / "a.array_record", records, f"group_size:{group},{compression}")
     ranges = opened(path)
     footer = ranges.footer
     straddling = [c for c in range(len(footer.offsets))
@@ -91,7 +84,7 @@ def test_every_record_equals_the_stock_readers(tmp_path: pathlib.Path, group: in
 def test_one_small_record_costs_its_chunk_not_the_file(tmp_path: pathlib.Path) -> None:
     rng = random.Random(3)
     records = [rng.randbytes(3072) for _ in range(2000)]  # 6 MB of incompressible records
-    path = write(tmp_path / "small.array_record", "group_size:1", records)
+    path = write_records(tmp_path / "small.array_record", records)
     ranges = opened(path)
     opening = ranges.stats()
     footer = ranges.footer
@@ -115,11 +108,12 @@ def test_one_small_record_costs_its_chunk_not_the_file(tmp_path: pathlib.Path) -
 
 
 def test_a_footer_within_the_tail_opens_with_one_request(tmp_path: pathlib.Path) -> None:
-    path = write(tmp_path / "tiny.array_record", "group_size:4", [b"x" * i for i in range(50)])
+    path = write_records(tmp_path / "tiny.array_record", [b"x" * i for i in range(50)],
+                         "group_size:4")
     ranges = opened(path)
     assert ranges.stats()["requests"] == 1
     assert ranges.read([49, 0]) == [b"x" * 49, b""]
-    empty = opened(write(tmp_path / "empty.array_record", "group_size:1", []))
+    empty = opened(write_records(tmp_path / "empty.array_record", []))
     assert len(empty) == 0 and empty.read([]) == []
 
 
@@ -130,7 +124,7 @@ def test_a_footer_within_the_tail_opens_with_one_request(tmp_path: pathlib.Path)
 ])
 def test_options_it_cannot_decode_are_refused_at_open_by_name(tmp_path: pathlib.Path, option: str,
                                                               named: str) -> None:
-    path = write(tmp_path / "x.array_record", option, mixed_records(20, seed=1, last=10))
+    path = write_records(tmp_path / "x.array_record", mixed_records(20, seed=1, last=10), option)
     with pytest.raises(ConfigError, match=named) as info:
         opened(path)
     assert "x.array_record" in str(info.value) and "ranged reads cannot decode" in str(info.value)
@@ -145,7 +139,7 @@ def test_a_file_that_is_not_array_record_is_a_record_error(tmp_path: pathlib.Pat
     short.write_bytes(b"abc")
     with pytest.raises(RecordError, match="holds 3 bytes.*64 KiB blocks"):
         opened(str(short))
-    good = write(tmp_path / "good.array_record", "group_size:1", mixed_records(40, seed=2))
+    good = write_records(tmp_path / "good.array_record", mixed_records(40, seed=2))
     whole = open(good, "rb").read()
     ranges = ArrayRecordRanges(lambda o, n: whole[o:o + n][: n - 1], len(whole), name=good,
                                footer=opened(good).footer)
@@ -156,7 +150,7 @@ def test_a_file_that_is_not_array_record_is_a_record_error(tmp_path: pathlib.Pat
 def test_fsspec_local_paths_and_urls(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("fsspec")
     records = mixed_records(120, seed=5, last=100)
-    path = write(tmp_path / "f.array_record", "group_size:7", records)
+    path = write_records(tmp_path / "f.array_record", records, "group_size:7")
     for url in (path, "file://" + path):
         ranges = ArrayRecordRanges.from_url(url)
         assert ranges.stats()["requests"] == 1 + 1  # its size, then the tail
@@ -174,7 +168,7 @@ def test_reads_from_s3_count_requests_and_keep_footers_beside_the_cache(
     wanted = {}
     for f, (options, n) in enumerate([("group_size:1", 150), ("group_size:64,uncompressed", 300)]):
         records = mixed_records(n, seed=10 + f)
-        write(local / f"part-{f}.array_record", options, records)
+        write_records(local / f"part-{f}.array_record", records, options)
         wanted[f"part-{f}.array_record"] = records
     url = s3.upload_folder(local, "ds")
     objects = list_objects(url + "/*.array_record")

@@ -24,15 +24,11 @@ def _remote_dataset(tmp_path, prefix: str, sha: bool = True) -> str:
 
         write_dataset([{"x": np.int32([i, -i])} for i in range(40)], local, shards=4)
     else:
-        from array_record.python.array_record_module import ArrayRecordWriter
+        from int_record_files import write_parts
 
         local.mkdir()
-        for f in range(4):
-            writer = ArrayRecordWriter(str(local / f"data-{f:05d}-of-00004.array_record"),
-                                       "group_size:1")
-            for i in range(10 * f, 10 * f + 10):
-                writer.write(np.int32([i, -i]).tobytes())
-            writer.close()
+        write_parts(local, [range(10 * f, 10 * f + 10) for f in range(4)],
+                    lambda i: np.int32([i, -i]).tobytes(), name="data-{:05d}-of-00004.array_record")
     MEM.put(str(local), f"/{prefix}/ds", recursive=True)
     return f"memory://{prefix}/ds" if sha else f"memory://{prefix}/ds/data-*.array_record"
 

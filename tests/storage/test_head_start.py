@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("array_record")
 pytest.importorskip("zstandard")
 
-from array_record.python.array_record_module import ArrayRecordWriter  # noqa: E402
+from int_record_files import write_parts, write_records  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.storage.conftest import S3
@@ -27,11 +27,8 @@ def local_files(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """4 files of 400 records (a 4-byte number, then 3 KB of random bytes): 1.2 MB each."""
     folder = tmp_path_factory.mktemp("head")
     rng = random.Random(0)
-    for f in range(SHARDS):
-        writer = ArrayRecordWriter(str(folder / f"part-{f}.array_record"), "group_size:1")
-        for i in range(f * PER_SHARD, (f + 1) * PER_SHARD):
-            writer.write(np.int32(i).tobytes() + rng.randbytes(3072))
-        writer.close()
+    write_parts(folder, [range(f * PER_SHARD, (f + 1) * PER_SHARD) for f in range(SHARDS)],
+                lambda i: np.int32(i).tobytes() + rng.randbytes(3072))
     return folder
 
 
@@ -148,10 +145,7 @@ def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path)
     rng = random.Random(1)
     for name, options in (("plain", "group_size:1"), ("transposed", "group_size:1,transpose")):
         path = tmp_path / f"{name}.array_record"
-        writer = ArrayRecordWriter(str(path), options)
-        for i in range(10):
-            writer.write(bytes([i]) + rng.randbytes(300))
-        writer.close()
+        write_records(path, (bytes([i]) + rng.randbytes(300) for i in range(10)), options)
         fs.pipe(f"/head-test/{name}.array_record", path.read_bytes())
     objects = list_objects(["memory://head-test/plain.array_record",
                             "memory://head-test/transposed.array_record"])
@@ -187,10 +181,7 @@ def test_a_file_deleted_mid_epoch_is_named_then_left_to_the_whole_file(tmp_path:
 
     fs = fsspec.filesystem("memory")
     path = tmp_path / "a.array_record"
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    for i in range(10):
-        writer.write(bytes([i]) * 100)
-    writer.close()
+    write_records(path, (bytes([i]) * 100 for i in range(10)))
     fs.pipe("/head-gone/a.array_record", path.read_bytes())
     shards = RemoteShards(list_objects("memory://head-gone/a.array_record"),
                           cache=ShardCache(tmp_path / "cache", max_bytes="1M"))

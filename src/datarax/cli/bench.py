@@ -16,8 +16,8 @@ import jax
 
 from datarax.cli.inspect_source import records_in
 from datarax.cli.targets import Target, length_of, open_target
-from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError
+from datarax.core.reading import compiled
 
 
 
@@ -78,7 +78,7 @@ def _plain_batches(source: Any, batch_size: int) -> Iterator[dict[str, Any]]:
     ``get_batch_with_indices`` for a host or streaming one (``seek`` starts each pass)."""
     source.set_shard(0, 1)
     n = length_of(source)
-    if source.kind is SourceKind.INDEXED and n is not None:
+    if compiled(source) and n is not None:
         from flax import nnx
 
         graphdef, state = nnx.split(source)

@@ -15,9 +15,9 @@ pass that took over the source. A peek for an ended session raises
 :class:`SessionEnded`, which a pipeline never hands to its user: it continues from the
 source's position.
 
-A cursor may also have ``ready(batch_size) -> bool``: whether ``peek(batch_size)``
-would return without waiting for a read. A pipeline then takes every batch that is
-ready in one go (their device copies made by one call); without it, one at a time.
+``ready(batch_size) -> bool`` says whether ``peek(batch_size)`` would return without
+waiting for a read: a pipeline takes every batch that is ready in one go (their device
+copies made by one call); a cursor that cannot tell says False (one at a time).
 
 Implementations: :class:`~datarax.sources.random_access.BatchCursor` (host readers),
 :class:`~datarax.sources.hf.streaming.StreamCursor` (Hugging Face streams),
@@ -70,6 +70,11 @@ class ReadAheadCursor(Protocol):
     def commit(self, end: int | None) -> None:
         """Hand out everything before position ``end`` (None: the rest of the pass):
         the consumer's thread, in order."""
+        ...
+
+    def ready(self, batch_size: int) -> bool:
+        """Whether :meth:`peek` of ``batch_size`` would return without waiting for a
+        read (False where the cursor cannot tell)."""
         ...
 
     def release(self) -> None:

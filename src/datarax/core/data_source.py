@@ -43,7 +43,45 @@ class SourceKind(enum.Enum):
     STREAM = "stream"  # forward-only get_batch: read in order, fast-forward to resume
 
 
-class DataSourceModule(DataraxModule):
+#: the base of each kind (``IndexedSource``, ``StreamSource``), registered as they are defined
+_KIND_BASES: dict[SourceKind, type] = {}
+
+
+class _SourceClass(type(DataraxModule)):  # type: ignore[misc]
+    """The class of source classes: a class of no kind (neither declared nor inherited
+    from a kind's base) that defines ``get_batch_at`` (``get_batch``) is created deriving
+    from the indexed (stream) base, so it has that kind's methods from the start."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
+                **kwargs: Any) -> Any:
+        kind = _defined_kind(bases, namespace, kwargs)
+        if kind is not None:
+            base = _KIND_BASES.get(kind)
+            if base is None:
+                raise SourceContractError(
+                    f"{name}: the {kind.value} source base is not loaded; import "
+                    "datarax.core (it loads both kind bases) before defining the class."
+                )
+            bases = (tuple(base if b is DataSourceModule else b for b in bases)
+                     if DataSourceModule in bases else (*bases, base))
+        return super().__new__(mcs, name, bases, namespace, **kwargs)
+
+
+def _defined_kind(bases: tuple[type, ...], namespace: dict[str, Any],
+                  kwargs: dict[str, Any]) -> SourceKind | None:
+    """The kind a class body gives a class of no kind yet (None: it has one, or none)."""
+    if "kind_base" in kwargs or namespace.get("kind") is not None:
+        return None
+    if any(getattr(b, "kind", None) is not None for b in bases):
+        return None
+    if "get_batch_at" in namespace:
+        return SourceKind.INDEXED
+    if "get_batch" in namespace:
+        return SourceKind.STREAM
+    return None
+
+
+class DataSourceModule(DataraxModule, metaclass=_SourceClass):
     """Base class of all data sources (an ``nnx.Module`` with the iterator protocol).
 
     Subclasses call ``super().__init__(config, rngs=rngs, name=name)`` first, then
@@ -63,36 +101,18 @@ class DataSourceModule(DataraxModule):
     """
 
     kind: ClassVar[SourceKind | None] = None
-    __kind_bases: ClassVar[dict[SourceKind, type[DataSourceModule]]] = {}
 
     def __init_subclass__(cls, kind_base: SourceKind | None = None, **kwargs: Any) -> None:
         """``kind_base=``: the class is the base of that kind. A class of no kind yet
-        that defines ``get_batch_at`` (``get_batch``) derives from the indexed (stream)
-        base from here on, which gives it that kind's methods."""
+        that defines ``get_batch_at`` (``get_batch``) was created deriving from the
+        indexed (stream) base (see ``_SourceClass``), which gives it that kind's methods."""
         super().__init_subclass__(**kwargs)
-        bases = DataSourceModule.__kind_bases
         if kind_base is not None:
             cls.kind = kind_base
-            bases[kind_base] = cls
+            _KIND_BASES[kind_base] = cls
             return
-        if cls.kind is None:  # neither declared by the class nor inherited from a kind base
-            if "get_batch_at" in cls.__dict__:
-                kind = SourceKind.INDEXED
-            elif "get_batch" in cls.__dict__:
-                kind = SourceKind.STREAM
-            else:
-                return
-            if kind not in bases:
-                raise SourceContractError(
-                    f"{cls.__name__}: the {kind.value} source base is not loaded; import "
-                    "datarax.core (it loads both kind bases) before defining the class."
-                )
-            if DataSourceModule in cls.__bases__:
-                cls.__bases__ = tuple(
-                    bases[kind] if b is DataSourceModule else b for b in cls.__bases__)
-            else:
-                cls.__bases__ = (*cls.__bases__, bases[kind])
-        cls._adopt_subclass()
+        if cls.kind is not None:
+            cls._adopt_subclass()
 
     @classmethod
     def _adopt_subclass(cls) -> None:

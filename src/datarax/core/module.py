@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, ClassVar
+
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
@@ -12,15 +15,18 @@ from datarax.core.keys import check_rngs
 class DataraxModule(nnx.Module):
     """An NNX module configured by a frozen :class:`StructuralConfig`.
 
-    The config is the required first positional argument and is kept as static
-    structure (``nnx.static``); array data lives in ``nnx.data`` / ``nnx.Variable``
-    attributes so ``nnx.state(module)`` sees it.
+    The config is the first positional argument and is kept as static structure
+    (``nnx.static``); a subclass naming its :attr:`config_class` also takes its settings
+    as keywords (:meth:`build_config`, used by operators and sources alike). Array data
+    lives in ``nnx.data`` / ``nnx.Variable`` attributes so ``nnx.state(module)`` sees it.
 
     ``rngs`` (optional) is for modules that need randomness; ``name`` defaults to the
     class name.
     """
 
     config: StructuralConfig
+    #: the config's class: its fields are the settings the module takes as keywords
+    config_class: ClassVar[type[StructuralConfig] | None] = None
 
     def __init__(
         self,
@@ -38,6 +44,51 @@ class DataraxModule(nnx.Module):
         check_rngs(rngs, type(self).__name__)
         self.config = nnx.static(config)
         self.name = nnx.static(name if name is not None else type(self).__name__)
+
+    @classmethod
+    def build_config(cls, config: Any, settings: dict[str, Any]) -> Any:
+        """The module's config: ``config``, or one built from keyword ``settings``
+        (the fields of :attr:`config_class`); operators and sources both build theirs here.
+
+        Given both, every setting must agree with the config (after the config's own
+        normalisation); a disagreement, an unknown setting or a config of another
+        class is a :class:`ConfigError`.
+
+        Example:
+            >>> from datarax.operators import ElementOperator, ElementOperatorConfig
+            >>> ElementOperator.build_config(None, {"stochastic": True})
+            ElementOperatorConfig(stochastic=True, stream_name=None)
+        """
+        owner, config_cls = cls.__name__, cls.config_class
+        if config_cls is None:
+            if settings:
+                raise ConfigError(f"{owner} takes no settings {sorted(settings)}.")
+            return config
+        names = [f.name for f in dataclasses.fields(config_cls)]
+        unknown = sorted(set(settings) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"{owner} got unknown setting(s) {unknown}; its settings are {names}."
+            )
+        if config is None:
+            return config_cls(**settings)
+        if not isinstance(config, config_cls):
+            raise ConfigError(
+                f"{owner}'s config (its first argument) must be of type {config_cls.__name__}, got "
+                f"{type(config).__name__} {config!r}. Pass the settings as keywords instead, "
+                f"e.g. {owner}({names[0]}=...), or build {config_cls.__name__}(...)."
+            )
+        merged = dataclasses.replace(config, **settings)
+        differ = [n for n in settings if getattr(merged, n) != getattr(config, n)]
+        if differ:
+            said = ", ".join(
+                f"{n}={settings[n]!r} (config: {getattr(config, n)!r})" for n in differ
+            )
+            raise ConfigError(
+                f"{owner} got keyword settings that disagree with its {config_cls.__name__}: "
+                f"{said}. Give each setting once, in the config or as a keyword."
+            )
+        return config
 
 
 def _config_hint(cls_name: str) -> str:

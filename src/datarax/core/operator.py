@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import warnings
 from collections.abc import Callable, Sequence
@@ -39,7 +38,6 @@ class OperatorModule(DataraxModule):
     """
 
     per_record: ClassVar[bool] = False
-    config_class: ClassVar[type[StructuralConfig] | None] = None
 
     def __init__(
         self,
@@ -60,50 +58,6 @@ class OperatorModule(DataraxModule):
             key, count = np.zeros((2,), np.uint32), np.asarray(0, np.uint32)
         self.base_key = nnx.Variable(key)
         self.base_count = nnx.Variable(count)
-
-    @classmethod
-    def build_config(cls, config: Any, settings: dict[str, Any]) -> Any:
-        """The operator's config: ``config``, or one built from keyword ``settings``.
-
-        Given both, every setting must agree with the config (after the config's own
-        normalisation); a disagreement, an unknown setting or a config of another
-        class is a :class:`ConfigError`.
-
-        Example:
-            >>> from datarax.operators import ElementOperator, ElementOperatorConfig
-            >>> ElementOperator.build_config(None, {"stochastic": True})
-            ElementOperatorConfig(stochastic=True, stream_name=None)
-        """
-        owner, config_cls = cls.__name__, cls.config_class
-        if config_cls is None:
-            if settings:
-                raise ConfigError(f"{owner} takes no settings {sorted(settings)}.")
-            return config
-        names = [f.name for f in dataclasses.fields(config_cls)]
-        unknown = sorted(set(settings) - set(names))
-        if unknown:
-            raise ConfigError(
-                f"{owner} got unknown setting(s) {unknown}; its settings are {names}."
-            )
-        if config is None:
-            return config_cls(**settings)
-        if not isinstance(config, config_cls):
-            raise ConfigError(
-                f"{owner}'s config (its first argument) must be of type {config_cls.__name__}, got "
-                f"{type(config).__name__} {config!r}. Pass the settings as keywords instead, "
-                f"e.g. {owner}({names[0]}=...), or build {config_cls.__name__}(...)."
-            )
-        merged = dataclasses.replace(config, **settings)
-        differ = [n for n in settings if getattr(merged, n) != getattr(config, n)]
-        if differ:
-            said = ", ".join(
-                f"{n}={settings[n]!r} (config: {getattr(config, n)!r})" for n in differ
-            )
-            raise ConfigError(
-                f"{owner} got keyword settings that disagree with its {config_cls.__name__}: "
-                f"{said}. Give each setting once, in the config or as a keyword."
-            )
-        return config
 
     @property
     def stochastic(self) -> bool:

@@ -1,15 +1,27 @@
 """Graphs of operators: :class:`DagOperator` (``Pipeline.from_dag`` builds one), the
-nodes that split fields into branches and merge them back, :class:`Rebatch` (a
-pipeline's batches grouped or split) and :class:`CachedPrefix` (a deterministic
-prefix kept in host memory)."""
+nodes that split fields into branches and merge them back, and :class:`CachedPrefix` (a
+deterministic prefix kept in host memory).
+
+``Rebatch`` (a pipeline's batches grouped or split) is a transformation of a pipeline's
+pass and lives beside ``take`` / ``repeat``: ``from datarax.pipeline import Rebatch``.
+"""
+
+from typing import Any
 
 from datarax.dag.cache import CachedPrefix
 from datarax.dag.graph import SOURCE, plan_graph
 from datarax.dag.nodes import Merge, SelectFields
 from datarax.dag.operator import DagOperator
-from datarax.dag.rebatch import Rebatch, RebatchIterator
 
-__all__ = [
-    "SOURCE", "CachedPrefix", "DagOperator", "Merge", "Rebatch", "RebatchIterator",
-    "SelectFields", "plan_graph",
-]
+__all__ = ["SOURCE", "CachedPrefix", "DagOperator", "Merge", "SelectFields", "plan_graph"]
+
+# Names that moved to a higher layer (dag may not import the pipeline package).
+_MOVED = {"Rebatch": "datarax.pipeline", "RebatchIterator": "datarax.pipeline"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        raise ImportError(
+            f"{name} moved from datarax.dag to {_MOVED[name]}: write "
+            f"'from {_MOVED[name]} import {name}'.", name=name)
+    raise AttributeError(f"module 'datarax.dag' has no attribute {name!r}")

@@ -18,6 +18,7 @@ from datarax.exports import lazy_exports
 if TYPE_CHECKING:
     from datarax.dataset.conversion import convert, open_rows
     from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_features
+    from datarax.dataset.labels import LabelEncoder
     from datarax.dataset.layout import decode_records, encode_record
     from datarax.dataset.metadata import (
         FORMAT_VERSION,
@@ -38,6 +39,7 @@ _HOMES = {
     **dict.fromkeys(("convert", "open_rows"), "datarax.dataset.conversion"),
     **dict.fromkeys(("ConversionError", "WriteSummary"), "datarax.dataset.write_outcome"),
     "write_dataset": "datarax.dataset.writer",
+    "LabelEncoder": "datarax.dataset.labels",
     **dict.fromkeys(("Features", "Field", "RecordMismatchError", "infer_features"),
                     "datarax.dataset.fields"),
     **dict.fromkeys(("decode_records", "encode_record"), "datarax.dataset.layout"),

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from datarax.core import children as common
-from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError, SourceContractError
+from datarax.core.reading import compiled, forward_only
 from datarax.core.spec import check_same_fields, checked_spec
 
 
@@ -27,13 +27,13 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
                           whole="the mixture")
     for name, child in zip(names, children):
         on_error = getattr(child.config, "on_error", "raise")
-        if child.kind is SourceKind.HOST and on_error != "raise":
+        if not compiled(child) and not forward_only(child) and on_error != "raise":
             raise SourceContractError(
                 f"MixSource source '{name}' skips bad records (on_error={on_error!r}); a "
                 "mixture derives each source's position from its own, so its sources must "
                 "serve every record. Use on_error='raise' or scan and fix the data first."
             )
-        if mode == "sampling" and child.kind is SourceKind.STREAM:
+        if mode == "sampling" and forward_only(child):
             raise SourceContractError(
                 f"MixSource source '{name}' is a stream; sampling with replacement needs "
                 "random access. Use mode='epoch' for streams."

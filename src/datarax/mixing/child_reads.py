@@ -22,9 +22,10 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
+from datarax.core.reading import compiled, forward_only
 from datarax.core.spec import TextSpec
 from datarax.core.step_cache import cached
 from datarax.mixing.sampling import SampledOrder, sampled_records
@@ -58,11 +59,11 @@ class ChildReads(HostState):
         first, count = int(draws[0]), len(draws)
         if mode == "sampling":
             return self._sampled(i, child, draws)
-        if child.kind is SourceKind.INDEXED:
+        if compiled(child):
             batch, _ = child.get_batch_and_indices_at(first, count)
             child.datarax_position.move(*divmod(first + count, self.lengths[i]))
             return {k: v if isinstance(v, list) else np.asarray(v) for k, v in batch.items()}
-        if child.kind is SourceKind.HOST:
+        if not forward_only(child):  # random access on the host
             return self._host(child, self.lengths[i], first, count)
         return self._stream(i, child, first, count, stream_passes)
 
@@ -126,7 +127,7 @@ class ChildReads(HostState):
 
     def _sampled(self, i: int, child: DataSourceModule, draws: np.ndarray) -> Batch:
         records = sampled_records(self.seed, i, draws, self.lengths[i])
-        if child.kind is SourceKind.INDEXED:
+        if compiled(child):
             # Padded to a power of two: every read of up to that many records reuses
             # the same traced shapes instead of compiling each primitive for a new one.
             padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())

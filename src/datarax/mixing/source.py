@@ -55,6 +55,7 @@ from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, StateError
+from datarax.core.reading import ReadMode, compiles_whole, forward_only, kind_for
 from datarax.core.spec import checked_spec
 from datarax.mixing.checks import check_children
 from datarax.mixing.child_reads import ChildReads, interleave
@@ -191,10 +192,8 @@ class MixSource(ChildSources, DataSourceModule):
         # Per child: (epoch, first draw) of the pass a stream child is in (unused for others).
         self.stream_passes = nnx.Variable(np.zeros((len(children), 2), np.int64))
         self.__reads = ChildReads(names, lengths, seed)
-        if records_per_epoch is not None and all(
-            c.kind is SourceKind.INDEXED and not c.has_host_fields() for c in children
-        ):
-            self.kind = SourceKind.INDEXED  # the whole mixture compiles into the step
+        if records_per_epoch is not None and compiles_whole(children):
+            self.kind = kind_for(ReadMode.COMPILED)  # the whole mixture compiles into the step
 
     # ------------------------------------------------------------ description
     @property
@@ -350,7 +349,7 @@ class MixSource(ChildSources, DataSourceModule):
         state["stream_passes"] = {
             self.names[i]: [int(passes[i, 0]), int(passes[i, 1])]
             for i, c in enumerate(self.sources)
-            if c.kind is SourceKind.STREAM
+            if forward_only(c)
         }
         return state
 
@@ -361,7 +360,7 @@ class MixSource(ChildSources, DataSourceModule):
         saved = state.get("stream_passes", {})
         updated = np.zeros((len(self.sources), 2), np.int64)
         for i, child in enumerate(self.sources):
-            if child.kind is not SourceKind.STREAM:
+            if not forward_only(child):
                 continue
             value = saved.get(self.names[i]) if isinstance(saved, dict) else None
             if (

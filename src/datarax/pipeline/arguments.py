@@ -9,11 +9,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.data_source import (
-    DataSourceModule, SourceKind, length_or_none, skipping_setting,
-)
+from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.operator import OperatorModule, refuse_rng_state
+from datarax.core.reading import Reading, reading_of
 from datarax.pipeline.plan import filter_position
 
 
@@ -29,10 +28,11 @@ def check_arguments(
     check_finite: Any,
     sharding: Any,
     pad_remainder: Any,
-) -> tuple[int, int, Any, Any]:
-    """``(batch_size, prefetch, shard_index, shard_count)`` checked (NumPy integers as
-    ints; the shard by default this process of ``jax.process_count()``), and the stages
-    and the source with them."""
+) -> tuple[int, int, Any, Any, Reading]:
+    """``(batch_size, prefetch, shard_index, shard_count, reading)`` checked (NumPy
+    integers as ints; the shard by default this process of ``jax.process_count()``), and
+    the stages and the source with them; ``reading``: how the source is read
+    (:func:`~datarax.core.reading.reading_of`, asked here once for the plan)."""
     if not isinstance(source, DataSourceModule):
         raise SourceContractError(
             f"Pipeline source must be a DataSourceModule (e.g. MemorySource), got "
@@ -55,7 +55,8 @@ def check_arguments(
     if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
         raise ConfigError(f"Pipeline prefetch must be an int >= 0, got {prefetch!r}.")
     _check_stages(stages)
-    _check_source(source)
+    reading = reading_of(source)
+    _check_source(source, reading)
     if pad_remainder and (drop_remainder or sharding is not None):
         raise ConfigError(
             "Pipeline pad_remainder=True pads the short last batch; it cannot be "
@@ -66,8 +67,8 @@ def check_arguments(
     index = jax.process_index() if shard_index is None else shard_index
     _check_shard(index, count, shard_index is None, shard_count is None)
     if pad_remainder and isinstance(count, int) and count > 1:
-        _check_padded_shards(source, stages, count)
-    return batch_size, prefetch, index, count
+        _check_padded_shards(source, stages, count, reading)
+    return batch_size, prefetch, index, count, reading
 
 
 def check_share(
@@ -147,15 +148,15 @@ def _check_stages(stages: Any) -> None:
         refuse_rng_state(stage, f"Pipeline stage {i}")
 
 
-def _check_source(source: DataSourceModule) -> None:
-    if source.kind is SourceKind.STREAM and type(source).element_spec is DataSourceModule.element_spec:
+def _check_source(source: DataSourceModule, reading: Reading) -> None:
+    if reading.forward_only and type(source).element_spec is DataSourceModule.element_spec:
         raise SourceContractError(
             f"{type(source).__name__} implements get_batch but not element_spec(); a "
             "streaming source must declare what its batches carry (a dict of "
             "jax.ShapeDtypeStruct per record, or TextSpec for strings) so Pipeline can "
             "check every batch."
         )
-    if source.kind is SourceKind.INDEXED:
+    if reading.compiled:
         n = length_or_none(source)
         if n is None:
             raise SourceContractError(
@@ -166,10 +167,12 @@ def _check_source(source: DataSourceModule) -> None:
             raise ConfigError(f"Pipeline source {type(source).__name__} holds no records.")
 
 
-def _check_padded_shards(source: DataSourceModule, stages: Sequence[Any], count: int) -> None:
+def _check_padded_shards(
+    source: DataSourceModule, stages: Sequence[Any], count: int, reading: Reading
+) -> None:
     """Refuse ``pad_remainder`` over several shards where the shards' batch counts
     cannot be known to be equal before the epoch is read."""
-    if source.kind is SourceKind.STREAM or length_or_none(source) is None:
+    if reading.forward_only or length_or_none(source) is None:
         raise ConfigError(
             f"Pipeline pad_remainder=True with shard_count={count}: "
             f"{type(source).__name__} is a stream (read in rounds, its length unknown ahead), so the shards "

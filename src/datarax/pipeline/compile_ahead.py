@@ -36,7 +36,6 @@ import logging
 import os
 import threading
 
-from datarax.core.data_source import SourceKind
 from datarax.pipeline.ahead import consumer_settings
 from datarax.pipeline.dispatch import IndexedDispatch
 from datarax.pipeline.filtered import FilteredDispatch
@@ -51,7 +50,7 @@ def compile_ahead(context: PassContext, at: int | None) -> threading.Thread | No
     nothing is compiled ahead (a host or stream source, ``DATARAX_COMPILE_AHEAD=0``)."""
     if os.environ.get("DATARAX_COMPILE_AHEAD", "1").strip().lower() in ("0", "false", "off", "no"):
         return None
-    if getattr(context.source, "kind", None) is not SourceKind.INDEXED:
+    if not context.reading.compiled:
         return None
     enter = consumer_settings()
 

@@ -31,7 +31,7 @@ from datarax.pipeline.devices import place_batch, stage_context, stage_device
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import grouped_step, indexed_step, pass_constants, reads_by_position
+from datarax.pipeline.steps import grouped_step, indexed_step, pass_constants
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
@@ -130,7 +130,8 @@ class IndexedDispatch:
         self.total = self.plan.end(size, self.dispatched)
         simple = not self.host_fields and self.elastic is None
         long_pass = (self.total - self.dispatched) >= GROUP_MIN_BATCHES * self.batch_size
-        one_read = not stages and reads_by_position(source)
+        self.by_position = context.reading.reads_by_position
+        one_read = not stages and self.by_position
         self.group = (group_size(self.batch_size, record_bytes(source), one_read)
                       if simple and long_pass else 1)
         # looked up once: hashing the graph definition costs ~0.7 ms a lookup.
@@ -139,7 +140,7 @@ class IndexedDispatch:
         # (mixup: compiling side by side took 2.6x as long) one after the other.
         self.vectorized = bool(stages) and all_per_record(stages)
         self.grouped = (grouped_step(self.graphdef, self.batch_size, self.group,
-                                     vectorized=self.vectorized)
+                                     vectorized=self.vectorized, by_position=self.by_position)
                         if self.group > 1 else None)
         self.made: collections.deque[Item] = collections.deque()  # computed, not yet taken
         self.bound: dict[Any, Any] = {}  # step -> its executable for this pass's calls
@@ -215,7 +216,7 @@ class IndexedDispatch:
                     _NOT_VECTORIZED.add(self.grouped)
             self.vectorized = False
             self.grouped = grouped_step(self.graphdef, self.batch_size, self.group,
-                                        vectorized=False)
+                                        vectorized=False, by_position=self.by_position)
         return self._timed(self.grouped, start, span)
 
     def _placed(self, batch: Batch, at: int) -> Batch:

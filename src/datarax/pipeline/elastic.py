@@ -43,7 +43,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from datarax.core.data_source import SourceKind, skipping_setting
+from datarax.core.data_source import skipping_setting
+from datarax.core.reading import Reading
 from datarax.core.errors import StateError
 from datarax.core.keys import draw
 from datarax.core.stages import apply_stages
@@ -109,7 +110,7 @@ def _history(state: dict[str, Any], where: str) -> list[tuple[int, int]]:
     return out
 
 
-def own_share_state(source: Any, state: Any, *, filtered: bool = False) -> Any:
+def own_share_state(source: Any, state: Any, reading: Reading, *, filtered: bool = False) -> Any:
     """``state`` as this process's own when another process of the same count saved it.
 
     Every process of a run saves at the same step, so every share stands at the same
@@ -146,11 +147,9 @@ def own_share_state(source: Any, state: Any, *, filtered: bool = False) -> Any:
             "own state (e.g. a JSON file named by jax.process_index()).",
             field="shard",
         )
-    if source.kind is SourceKind.STREAM or (
-        source.kind is SourceKind.HOST and not hasattr(source, "use_share")
-    ):
+    if not reading.reshares:
         raise StateError(
-            f"{where}; a {source.kind.value} source's position is its own share's, so "
+            f"{where}; a {reading.kind_name} source's position is its own share's, so "
             "restore each process's own state (e.g. a JSON file named by "
             "jax.process_index()). Only indexed and random-access sources take another "
             "process's state.",
@@ -160,7 +159,7 @@ def own_share_state(source: Any, state: Any, *, filtered: bool = False) -> Any:
 
 
 def elastic_restore(
-    source: Any, state: Any, check: Callable[[dict[str, Any]], None]
+    source: Any, state: Any, reading: Reading, check: Callable[[dict[str, Any]], None]
 ) -> ElasticEpoch | None:
     """The elastic epoch ``state`` restores ``source`` into, or None for a plain restore.
 
@@ -199,13 +198,11 @@ def elastic_restore(
             f"be re-split. Restore it on {saved[1]} processes.",
             field="shard",
         )
-    if source.kind is SourceKind.STREAM or (
-        source.kind is SourceKind.HOST and not hasattr(source, "use_share")
-    ):
+    if not reading.reshares:
         raise StateError(
             f"{where}: this state was saved by {saved[1]} process(es), this pipeline runs "
             f"as shard {index} of {count}. Only indexed and random-access sources restore "
-            f"on another process count (a {source.kind.value} source reads its records in "
+            f"on another process count (a {reading.kind_name} source reads its records in "
             f"order, so it cannot re-split what is left); restore it on {saved[1]} "
             "processes.",
             field="shard",

@@ -32,9 +32,9 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, head_rows, take_records
-from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.operator import RecordFilter, all_per_record
+from datarax.core.reading import reading_of
 from datarax.core.spec import TextSpec, checked_spec, validate_batch
 from datarax.core.stages import filtered
 from datarax.pipeline.ahead import run_ahead
@@ -66,11 +66,12 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
             "a filtered epoch's last batch holds however many records are kept, which may "
             f"not split over the {split} devices. Set drop_remainder=True."
         )
-    if source.kind is not SourceKind.INDEXED:
+    reading = plan.reading if plan is not None else reading_of(source)
+    if not reading.compiled:
         if at != 0:
             raise ConfigError(
                 f"{where} (FilterOperator '{filt.name}') comes after other stages, over a "
-                f"{source.kind.name.lower()} source ({type(source).__name__}): there the "
+                f"{reading.kind_name} source ({type(source).__name__}): there the "
                 "predicate runs as records are read, before the batch is built. Make the "
                 "FilterOperator the first stage."
             )
@@ -99,10 +100,10 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
     except ConfigError as err:
         traced = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
                   jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError)
-        if source.kind is SourceKind.INDEXED or not isinstance(err.__cause__, traced):
+        if reading.compiled or not isinstance(err.__cause__, traced):
             raise
         raise ConfigError(
-            f"{err}\nOver a {source.kind.value} source, FilterOperator(predicate=fn, "
+            f"{err}\nOver a {reading.kind_name} source, FilterOperator(predicate=fn, "
             "on_host=True) calls fn in plain Python on each record's numpy values instead."
         ) from err.__cause__
 
@@ -180,7 +181,8 @@ class FilteredDispatch:
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
         """``(step, arguments)`` of the compiled step the next group runs (one)."""
         step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
-                                    self.fuse, self.read_spec)
+                                    self.fuse, self.read_spec,
+                                    self.context.reading.reads_by_position)
         return [(step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
                         self.wide(self.base), np.int32(self.epoch), self.key))]
 
@@ -300,7 +302,7 @@ class FilteredIterator(PipelineIterator):
         return batch
 
     def _hand_out(self, covered: int, count: int) -> None:
-        if self._kind is SourceKind.INDEXED:
+        if self._compiled:
             self._source.datarax_position.advance(covered)
         self._expect = (self._source.epoch, self._source.index)
         self._count = count

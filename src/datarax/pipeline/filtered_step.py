@@ -17,7 +17,6 @@ from datarax.core.stages import apply_stages, filtered
 from datarax.core.compiled_store import stored_jit
 from datarax.core.step_cache import cached
 from datarax.pipeline.plan import passed
-from datarax.pipeline.steps import reads_by_position
 from datarax.typing import Batch
 
 
@@ -30,7 +29,7 @@ def spec_key(spec: Any) -> Any:
 
 
 def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
-                  read_spec: Any = None) -> Any:
+                  read_spec: Any = None, by_position: bool = False) -> Any:
     """Compiled ``(state, inputs, begin, end, base, epoch, key) -> (batches, indices,
     kept, ends)``: the next ``group`` batches of kept records from epoch position
     ``begin`` (records ``[begin, end)`` of the shard, which starts at global position
@@ -38,7 +37,9 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
     only where the pass ends); ``ends[k]`` is the epoch position after batch ``k``'s last
     record. With ``fuse`` the stages after the filter run here too. ``read_spec``
     (:func:`spec_key` of the source's records, for a filter standing first) spares
-    tracing the read a second time for the packing buffer's shapes."""
+    tracing the read a second time for the packing buffer's shapes. ``by_position``: the
+    source's records depend on their positions alone (the plan's
+    ``reading.reads_by_position``)."""
     rows = group * batch_size
 
     def step(state: Any, inputs: Any, begin: Any, end: Any, base: Any, epoch: Any,
@@ -93,7 +94,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                 )
             return values, mask
 
-        if at == 0 and reads_by_position(source):
+        if at == 0 and by_position:
             # Records are functions of their positions alone: pack the kept positions
             # (the loop reads only what the predicate uses; XLA drops the rest of each
             # chunk's read), then read just those records, one gather.
@@ -162,7 +163,8 @@ def call_timer(step: Any) -> str:
 
 
 def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
-                         read_spec: Any = None) -> Any:
+                         read_spec: Any = None, by_position: bool = False) -> Any:
     """:func:`filtered_step`, built once per graph definition and shape."""
-    return cached(("filtered", graphdef, batch_size, group, at, fuse, read_spec),
-                  lambda: filtered_step(graphdef, batch_size, group, at, fuse, read_spec))
+    return cached(("filtered", graphdef, batch_size, group, at, fuse, read_spec, by_position),
+                  lambda: filtered_step(graphdef, batch_size, group, at, fuse, read_spec,
+                                        by_position))

@@ -39,7 +39,6 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError
 from datarax.core.spec import refuse_declared_64bit
 from datarax.core.step_cache import cached
@@ -58,10 +57,10 @@ def check_scan(context: PassContext, length: Any) -> None:
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ConfigError(f"Pipeline.scan length must be an int >= 1, got {length!r}.")
     refuse_declared_64bit(source)
-    if source.kind is not SourceKind.INDEXED:
+    if not context.reading.compiled:
         raise ConfigError(
             f"Pipeline.scan needs an indexed source (a batch computed on the device from "
-            f"its position); {type(source).__name__} is a {source.kind.value} source. Iterate "
+            f"its position); {type(source).__name__} is a {context.reading.kind_name} source. Iterate "
             "it with a Python loop (for batch in pipeline) instead."
         )
     if context.plan.stages_on == "host":

@@ -219,15 +219,15 @@ class HostPass:
         first batch of a group is raised by the next call, after the batches before it
         were handed over."""
         position = self.source.index
-        ready = getattr(cursor, "ready", None)
         held: list[BaseException] = []  # an error met after a group's first batch
-        limit = AHEAD_GROUP_BATCHES
-        if ready is not None:
+        limit = 0  # batches of a group: set when the cursor first says more are ready
+
+        def group_limit() -> int:
             batch_bytes = max(record_bytes(checked_spec(self.source)) * self.batch_size, 1)
-            limit = max(1, min(AHEAD_GROUP_BATCHES, AHEAD_GROUP_BYTES // batch_bytes))
+            return max(1, min(AHEAD_GROUP_BATCHES, AHEAD_GROUP_BYTES // batch_bytes))
 
         def produce() -> list[AheadItem] | None:
-            nonlocal position
+            nonlocal position, limit
             if held:
                 raise held.pop()
             items: list[AheadItem] = []
@@ -246,8 +246,10 @@ class HostPass:
                             copies.append(len(items))
                     position = end
                     items.append((end, batch))
-                    if (batch is None or len(items) >= limit or ready is None
-                            or not ready(self.batch_size)):
+                    if batch is None or not cursor.ready(self.batch_size):
+                        break
+                    limit = limit or group_limit()
+                    if len(items) >= limit:
                         break
             except Exception as err:  # noqa: BLE001 - after the batches before it
                 if not items:

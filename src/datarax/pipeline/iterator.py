@@ -3,15 +3,19 @@
 The iterator never keeps a copy of the position: the source owns it. The iterator
 asks the source to ``seek`` at the start of a pass, reports records handed out
 (``advance``, indexed sources) or lets a host source advance itself as it serves, and
-reads the position back for ``get_state()``. Two paths, chosen by ``source.kind``:
+reads the position back for ``get_state()``. Two paths, chosen by the plan's read mode
+(:mod:`datarax.core.reading`, decided when the pipeline was built):
 
-* indexed — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
+* compiled (indexed sources) — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
   ``prefetch`` batches ahead on a dispatch thread (:mod:`datarax.pipeline.dispatch`);
   a source keeping text on the host (``has_host_fields``) gets a step that gathers its
   device fields only, then ``with_host_fields`` adds the text of the same records and
   the stages run on the host (dispatched on the consumer's thread);
-* host / stream — ``source.get_batch_with_indices`` joined into full batches, checked
-  against ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
+* cursor (host and stream sources) — batches pulled on the host: peeked from the
+  source's cursor (:func:`~datarax.core.reading.cursor_of`) by a read-ahead worker and
+  committed as handed out, or ``source.get_batch_with_indices`` joined into full batches
+  on the loop's thread; checked against ``element_spec()``, stages compiled
+  (:func:`~datarax.pipeline.steps.stage_step`).
 
 With ``sharding=`` every batch is placed on the mesh as it is prepared (indexed: when
 dispatched, so prefetched batches wait placed; host: in place of the device copy),
@@ -34,13 +38,14 @@ from flax import nnx
 
 from datarax.core.batch import batch_length
 from datarax.core.cursor import ReadAheadCursor, SessionEnded
-from datarax.core.data_source import SourceKind, length_or_none
+from datarax.core.data_source import length_or_none
 from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
 from datarax.core.spec import TextSpec, checked_spec
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
+from datarax.core.reading import cursor_of
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
@@ -74,7 +79,8 @@ class PipelineIterator:
         self._context = context
         self._source = context.source
         self._plan = context.plan
-        self._kind = self._source.kind
+        self._reading = context.reading
+        self._compiled = self._reading.compiled
         self._batch_size = self._plan.batch_size
         self._queue: collections.deque[tuple[int, Batch, int]] = collections.deque()
         self._closed = False
@@ -85,9 +91,8 @@ class PipelineIterator:
         self._stats = context.stats
         # a source that counts the records it skipped as bad (on_error="skip") keeps the
         # count of this epoch in a ``skipped`` Variable, which a failed batch puts back
-        skipped = getattr(self._source, "skipped", None)
         self._skipped: nnx.Variable[Any] | None = (
-            skipped if isinstance(skipped, nnx.Variable) else None)
+            self._source.skipped if self._reading.counts_skips else None)
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
         self._begin(epoch, resume_at)
 
@@ -190,16 +195,15 @@ class PipelineIterator:
             # the pass that took over the source
             cursor.release()
             return
-        if self._kind is SourceKind.INDEXED:
+        if self._compiled:
             return
         with _READING_LOCK:  # read on the consumer's thread: ends the source's reading
             reading = _READING.get(self._source)
             if reading is not None and reading() in (self, None):
                 # only the iterator reading the source (or none, collected) ends it
                 _READING.pop(self._source, None)
-                closer = getattr(self._source, "close_epoch", None)
-                if closer is not None:
-                    closer()
+                if self._reading.closes_epoch:
+                    self._source.close_epoch()
 
     def close(self) -> None:
         """Stop this pass early; further ``next()`` raises ``StopIteration``."""
@@ -260,7 +264,7 @@ class PipelineIterator:
         return max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
 
     def _next_batch(self) -> Batch:
-        if self._kind is SourceKind.INDEXED:
+        if self._compiled:
             return self._next_indexed()
         return self._next_host()
 
@@ -344,9 +348,8 @@ class PipelineIterator:
     def _prepare_host(self) -> None:
         self._read_here()
         self._host = HostPass(self._context, self._epoch)
-        # a source that can be read ahead hands out a cursor (datarax.core.cursor)
-        open_cursor = getattr(self._source, "batch_cursor", None)
-        cursor = open_cursor() if callable(open_cursor) and self._plan.prefetch >= 1 else None
+        # a source that can be read ahead hands out a cursor (datarax.core.reading)
+        cursor = cursor_of(self._source, self._reading) if self._plan.prefetch >= 1 else None
         if cursor is not None:
             self._ahead = run_ahead(self._host.produce_ahead(cursor), self._plan.prefetch)
             if self._ahead is None:

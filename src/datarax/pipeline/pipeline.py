@@ -10,7 +10,7 @@ import numpy as np
 from flax import nnx
 
 import datarax.pipeline.state as state_format
-from datarax.core.data_source import DataSourceModule, SourceKind, check_contract
+from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import ConfigError
 from datarax.core.keys import default_key, reserve_draw, seed_key
 from datarax.core.operator import OperatorModule, warn_unseeded
@@ -130,7 +130,7 @@ class Pipeline(nnx.Module):
                 "rngs=nnx.Rngs(0)."
             )
         seeded = None if seed is None else seed_key(seed, "Pipeline")
-        batch_size, prefetch, index, count = check_arguments(
+        batch_size, prefetch, index, count, reading = check_arguments(
             source, stages, batch_size, prefetch, shard_index, shard_count,
             drop_remainder=drop_remainder, check_finite=check_finite, sharding=sharding,
             pad_remainder=pad_remainder,
@@ -147,7 +147,7 @@ class Pipeline(nnx.Module):
         self.source = source
         self.stages = nnx.List(list(stages))
         self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
-                                 pad_remainder, stages_on)
+                                 pad_remainder, stages_on, reading)
         # Stages without their own rngs derive their key from this one inside the
         # compiled step (fold_in(key, stage position)), so building costs no device work.
         if seeded is not None:
@@ -304,8 +304,8 @@ class Pipeline(nnx.Module):
         A source with counters of its own (remote files: ``{"storage": ...}``) reports
         them under ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.
         """
-        source_stats = getattr(self.source, "stats", None)
-        return self.__session.stats.as_dict(source_stats() if callable(source_stats) else None)
+        source_stats = self.source.stats() if self.plan.reading.reports_stats else None
+        return self.__session.stats.as_dict(source_stats)
 
     def reset_stats(self) -> None:
         """Zero the counters :meth:`stats` reports."""
@@ -368,7 +368,7 @@ class Pipeline(nnx.Module):
         source, session = self.source, self.__session
         epoch, at = session.next_pass(source)
         size = source.epoch_size()
-        if (source.kind is SourceKind.INDEXED and not self.filtered and size is not None
+        if (self.plan.reading.compiled and not self.filtered and size is not None
                 and session.elastic_epoch(epoch) is None):
             at = at or 0
             source.seek(epoch, min(at + batches * self.batch_size, self.plan.end(size, at)))

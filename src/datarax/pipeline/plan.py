@@ -26,6 +26,7 @@ from flax import nnx
 
 from datarax.core.errors import ConfigError
 from datarax.core.operator import RecordFilter
+from datarax.core.reading import Reading
 from datarax.pipeline.host_inputs import HostInputs
 from datarax.pipeline.elastic import ElasticEpoch
 from datarax.pipeline.stats import PipelineStats
@@ -69,6 +70,8 @@ class PipelinePlan:
         stages_on: where the compiled steps run, ``"device"`` (the default device) or
             ``"host"`` (the host CPU; batches moved to the device after), see
             :mod:`datarax.pipeline.devices`.
+        reading: how the source is read (compiled or through a cursor) and what it can
+            do, decided once when the pipeline is built (:func:`~datarax.core.reading.reading_of`).
     """
 
     batch_size: int
@@ -78,6 +81,7 @@ class PipelinePlan:
     placement: BatchPlacement | None = None
     pad_remainder: bool = False
     stages_on: str = "device"
+    reading: Reading = Reading(None, None)
 
     def batches(self, records: int) -> int:
         """Batches that ``records`` records make."""
@@ -180,6 +184,11 @@ class PassContext:
     @property
     def stats(self) -> PipelineStats:
         return self.session.stats
+
+    @property
+    def reading(self) -> Reading:
+        """How the source is read (the plan's, decided when the pipeline was built)."""
+        return self.plan.reading
 
     def key_pair(self) -> tuple[Any, Any]:
         """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""

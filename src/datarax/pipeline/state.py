@@ -36,7 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.data_source import SourceKind, length_or_none
+from datarax.core.data_source import length_or_none
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.pipeline.elastic import elastic_restore, own_share_state
@@ -98,7 +98,7 @@ def get_state(context: PassContext) -> dict[str, Any]:
         "position": source.index,
         "settings": settings(context),
     }
-    if source.kind is not SourceKind.INDEXED:
+    if not context.reading.compiled:
         # its settings are in the pipeline's own (``source.*``), checked before it
         state["source"] = {k: v for k, v in source.get_state().items() if k != "settings"}
     elastic = context.elastic_epoch(source.epoch)
@@ -114,8 +114,10 @@ def restore(context: PassContext, state: Any) -> None:
     share of what is left of that epoch (:mod:`datarax.pipeline.elastic`)."""
     source, session = context.source, context.session
     # another process's state, at the same step
-    state = own_share_state(source, state, filtered=filter_position(context.stages) is not None)
-    elastic = elastic_restore(source, state, lambda plain: check_state(context, plain))
+    reading = context.reading
+    state = own_share_state(source, state, reading,
+                            filtered=filter_position(context.stages) is not None)
+    elastic = elastic_restore(source, state, reading, lambda plain: check_state(context, plain))
     if elastic is not None:
         _check_elastic_placement(context, elastic.epoch, elastic.size)
     session.elastic = elastic
@@ -124,12 +126,12 @@ def restore(context: PassContext, state: Any) -> None:
             session.elastic = None
             source.seek(elastic.epoch, source.epoch_size() or 0)
             return
-        if source.kind is SourceKind.HOST:  # its reader serves the share
+        if not reading.compiled:  # its reader serves the share
             source.use_share(elastic.epoch, elastic.share)  # type: ignore[attr-defined]
         source.seek(elastic.epoch, 0)
         return
     check_state(context, state)
-    if source.kind is SourceKind.INDEXED:
+    if reading.compiled:
         source.seek(state["epoch"], state["position"])
     else:
         source.set_state(state["source"])
@@ -236,7 +238,7 @@ def check_state(context: PassContext, state: Any) -> None:
             f"({size} records).",
             field="position",
         )
-    if context.source.kind is not SourceKind.INDEXED and not isinstance(state.get("source"), dict):
+    if not context.reading.compiled and not isinstance(state.get("source"), dict):
         raise StateError(
             "Pipeline state is missing 'source' (the source's position).", field="source"
         )

@@ -75,7 +75,8 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., tuple[Batch, A
 
 
 def grouped_step(
-    graphdef: Any, batch_size: int, count: int, vectorized: bool = True
+    graphdef: Any, batch_size: int, count: int, vectorized: bool = True,
+    by_position: bool = False,
 ) -> Callable[..., tuple[tuple[Batch, ...], Any]]:
     """Compiled ``(state, inputs, start, epoch, key) -> ((batch, ...), next start)``: the
     ``count`` consecutive batches from ``start``, each computed exactly as
@@ -83,7 +84,9 @@ def grouped_step(
     records) — one dispatch for several small batches — and ``start + count *
     batch_size`` on the device. ``vectorized``: the batches side by side (``jax.vmap``,
     on CPU ~1.5-2x faster for per-record work); otherwise one after the other
-    (``jax.lax.map``, for steps ``vmap`` cannot batch)."""
+    (``jax.lax.map``, for steps ``vmap`` cannot batch). ``by_position``: the source's
+    records depend on their positions alone (the plan's ``reading.reads_by_position``),
+    so without stages the group is one read."""
 
     def build() -> Callable[..., tuple[tuple[Batch, ...], Any]]:
         def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> Any:
@@ -96,7 +99,7 @@ def grouped_step(
             def one(at: Any) -> Batch:
                 return indexed_batch(source, stages, inputs, at, epoch, key, batch_size)
 
-            if not stages and reads_by_position(source):
+            if not stages and by_position:
                 # the group's records are one read: a run of positions, cut into batches
                 with source.bind_step_inputs(inputs):
                     run, _ = source.get_batch_and_indices_at(start, count * batch_size, None)
@@ -110,15 +113,7 @@ def grouped_step(
 
         return stored_jit(step)
 
-    return cached(("grouped", graphdef, batch_size, count, vectorized), build)
-
-
-def reads_by_position(source: Any) -> bool:
-    """Whether ``source`` says its records depend on their positions alone (not on the
-    batch key or on how positions are cut into batches): a read of ``k * size`` records
-    is then ``k`` consecutive reads of ``size``."""
-    says = getattr(source, "reads_by_position", None)
-    return bool(says()) if callable(says) else False
+    return cached(("grouped", graphdef, batch_size, count, vectorized, by_position), build)
 
 
 def stage_step(graphdef: Any) -> Callable[..., Batch]:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from datarax.core.data_source import DataSourceModule, SourceKind
     from datarax.core.indexed import IndexedSource
     from datarax.core.stream import StreamSource
+    from datarax.dataset.labels import LabelEncoder
     from datarax.mixing.source import MixSource, MixSourceConfig
     from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
     from datarax.sources.concat import ConcatSource, ConcatSourceConfig
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from datarax.sources.hf.streaming import HFStreamingSource
     from datarax.sources.image_decoder import ImageDecoder, decode_images
     from datarax.sources.interleave import InterleaveSource, InterleaveSourceConfig
-    from datarax.sources.label_encoder import LabelEncoder
     from datarax.sources.memory import MemorySource, MemorySourceConfig
     from datarax.sources.npy import NpySource, NpySourceConfig
     from datarax.sources.random_access import RandomAccessSource
@@ -58,7 +58,7 @@ _HOMES = {
     "IndexedSource": "datarax.core.indexed",
     "InterleaveSource": "datarax.sources.interleave",
     "InterleaveSourceConfig": "datarax.sources.interleave",
-    "LabelEncoder": "datarax.sources.label_encoder",
+    "LabelEncoder": "datarax.dataset.labels",
     "MemorySource": "datarax.sources.memory",
     "MemorySourceConfig": "datarax.sources.memory",
     "MixSource": "datarax.mixing.source",

@@ -20,6 +20,7 @@ from typing import Any
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.sources._columns import normalize_keys
+from datarax.sources.source_call import MISSING, check_config_given, source_config
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,30 @@ class DatasetConfig(StructuralConfig):
         check_bool(self, "cast_float64")
         check_bool(self, "track_metadata")
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+
+
+def dataset_config_and_name(source: Any, config: Any, name: str | None,
+                            settings: dict[str, Any], *, call: str) -> tuple[Any, str | None]:
+    """``(config, module name)`` of a dataset-backed source class ``source`` called with
+    ``config`` (maybe ``MISSING``), ``name=`` and keyword ``settings``.
+
+    In the keyword form (no config) ``name=`` is the dataset's name, as in the config and
+    in ``from_hf`` / ``from_tfds``, and the module keeps its class's name; beside a
+    config, ``name=`` names the module. Neither a config nor a keyword is refused.
+
+    Example:
+        >>> from datarax.sources import HFEagerSource
+        >>> config, name = dataset_config_and_name(HFEagerSource, MISSING, "imdb",
+        ...                                        {"split": "test"}, call="")
+        >>> type(config).__name__, config.name, config.split, name
+        ('HFEagerConfig', 'imdb', 'test', None)
+    """
+    if config is MISSING and (settings or name is not None):
+        if name is not None:
+            settings = {"name": name, **settings}
+        return source_config(source, MISSING, settings), None
+    check_config_given(source.__name__, config, source.config_class, call)
+    return source_config(source, config, settings), name
 
 
 def local_path(value: Any) -> Any:

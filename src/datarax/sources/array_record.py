@@ -37,7 +37,7 @@ from datarax.sources.host_reader import HostReader
 from datarax.sources.image_decoder import ImageDecoder, bind_to_dataset
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.skip_ledger import record_place
-from datarax.sources.source_call import MISSING, check_config_and_data
+from datarax.sources.source_call import MISSING, check_config_and_data, source_config
 from datarax.storage import (
     CacheFullError,
     RemoteShards,
@@ -205,6 +205,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
     """
 
     config: ArrayRecordSourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+    config_class = ArrayRecordSourceConfig
 
     def __init__(
         self,
@@ -220,7 +221,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
         decode_processes: int = 0,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
+        config = source_config(type(self), config, settings)
         check_config_and_data(
             "ArrayRecordSourceModule", config, ArrayRecordSourceConfig, paths, data_name="paths",
             call="ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths='data-*.array_record')")

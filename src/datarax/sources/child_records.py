@@ -3,10 +3,11 @@
 :class:`~datarax.sources.interleave.InterleaveSource` and
 :class:`~datarax.sources.shuffle_buffer.ShuffleBufferSource` serve their children's
 records in an order of their own, reading each child forward from a place in its pass
-(``epoch``, ``position``). :class:`ChildRecords` is that read, for a child of any kind:
-an indexed child is gathered by positions (one traced shape, ``chunk`` records a
-gather); a host or stream child is stood at the place once (``seek``: a stream reads its
-pass again up to there) and read with ``get_batch_with_indices``. Records read ahead of
+(``epoch``, ``position``). :class:`ChildRecords` is that read, for a child of either
+read mode (:func:`~datarax.core.reading.read_at`): a compiled child is gathered by
+positions (one traced shape, ``chunk`` records a gather); a cursor-mode child is stood at
+the place once (``seek``: a stream reads its pass again up to there) and read with
+``get_batch_with_indices``. Records read ahead of
 what was taken stay here (Python-only, never state): what the owner saves is
 :attr:`ChildRecords.position`, the child's next record not yet taken.
 
@@ -29,10 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from datarax.core.batch import batch_length, head_on_host, take_records
-from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none, skipping_setting
+from datarax.core.batch import take_records
+from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
 from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
+from datarax.core.reading import compiled, read_at
 from datarax.core.share import Share
 from datarax.typing import Batch
 
@@ -63,7 +65,7 @@ class ChildRecords(HostState):
         self.row = 0  # rows of `batch` taken
         self.read_to = position  # the child's position after `batch`
         self.ended = False
-        if child.kind is not SourceKind.INDEXED:
+        if not compiled(child):
             child.seek(epoch, position)
 
     def take(self, count: int) -> tuple[Batch, np.ndarray] | None:
@@ -82,30 +84,19 @@ class ChildRecords(HostState):
         if self.ended:
             return False
         child, start = self.child, self.read_to
-        if child.kind is SourceKind.INDEXED:
-            n = int(self.length or 0)
-            if start >= n:
-                self.ended = True
-                return False
-            batch, indices = child.get_batch_and_indices_at(self.epoch * n + start, self.chunk)
-            got = min(self.chunk, n - start)
-            self._hold(head_on_host(batch, got), np.asarray(indices, np.int64)[:got])
-            return True
-        if (child.epoch, child.index) != (self.epoch, start):  # moved from outside
-            child.seek(self.epoch, start)
-        batch, indices = child.get_batch_with_indices(self.chunk)
-        if batch is None:
+        read = read_at(child, self.epoch, start, self.chunk, self.length)
+        if read is None:
             self.ended = True
             return False
-        got = batch_length(batch)
-        if child.epoch != self.epoch or child.index != start + got:
+        batch, stable = read
+        got = len(stable)
+        if not compiled(child) and (child.epoch != self.epoch or child.index != start + got):
             raise SourceContractError(
                 f"{type(child).__name__} handed out {got} records from position {start} of "
                 f"pass {self.epoch} but now stands at {child.index} of pass {child.epoch}; "
                 "a child's position must count the records it hands out."
             )
-        stable = np.arange(start, start + got) if indices is None else np.asarray(indices)
-        self._hold(head_on_host(dict(batch), got), stable.astype(np.int64))
+        self._hold(batch, stable)
         return True
 
     def _hold(self, batch: Batch, stable: np.ndarray) -> None:

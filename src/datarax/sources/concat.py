@@ -41,6 +41,7 @@ from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
+from datarax.core.reading import ReadMode, compiled, compiles_whole, kind_for
 from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
 from datarax.sources.skip_ledger import SkipCounts
@@ -112,19 +113,22 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         self.__lengths: tuple[int | None, ...] = tuple(lengths)
         self.__reading = _Reading()
         self.__pass: StreamPass | None = None
+        self.__compiled = tuple(compiled(p) for p in parts)  # each part's mode, once
+        self.__counts_skips = False  # a host concatenation: it counts its parts' skips
         if any(n is None for n in lengths):
             self.__length: int | None = None
             self.__ends: tuple[int, ...] = ()
             self.__pass = StreamPass()
-            self.kind = SourceKind.STREAM
+            self.kind = kind_for(ReadMode.CURSOR, forward_only=True)  # parts read in turn
             return
         self.__length = int(sum(lengths))  # type: ignore[arg-type]
         if self.__length == 0:
             raise ConfigError("ConcatSource: every part is empty; there is no record to serve.")
         self.__ends = tuple(int(e) for e in np.cumsum(lengths))  # static, not NNX state
-        if all(p.kind is SourceKind.INDEXED and not p.has_host_fields() for p in parts):
-            self.kind = SourceKind.INDEXED  # the whole concatenation compiles into the step
+        if compiles_whole(parts):
+            self.kind = kind_for(ReadMode.COMPILED)  # the whole concatenation compiles into the step
             return
+        self.__counts_skips = True
         # Records the parts skipped as bad this epoch before the position, in all and
         # by part (a part's skip budget continues exactly after a rewind or restore).
         self._init_skips()
@@ -248,7 +252,7 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         positions passed)``. A part that skips bad records passes more positions than
         it hands out records; ``batch`` is None when all it passed were skipped."""
         part = self.parts[i]
-        if part.kind is SourceKind.INDEXED:
+        if self.__compiled[i]:
             n = int(self.__lengths[i])  # type: ignore[arg-type]
             # Read a power-of-two count (records past the part's epoch are its next
             # epoch's, cut here): reads of up to that many reuse their traced shapes.
@@ -357,7 +361,7 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         while self.__reading.part < len(self.parts):
             i = self.__reading.part
             part = self.parts[i]
-            if part.kind is SourceKind.INDEXED:
+            if self.__compiled[i]:
                 n = int(self.__lengths[i])  # type: ignore[arg-type]
                 take = min(batch_size, n - part.index)
                 if take > 0:
@@ -393,7 +397,7 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         concatenation adds ``skipped`` (records its parts skipped as bad this epoch
         before the position, counted in it) and ``skipped_by_part``."""
         state = super().get_state()
-        if self.kind is SourceKind.HOST:
+        if self.__counts_skips:
             state["skipped"] = self._skips()
             state["skipped_by_part"] = [int(v) for v in self.skipped_by_part.get_value()]
         return state
@@ -401,7 +405,7 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved concatenation handed out (a
         ``StateError`` names the first of :meth:`order_settings` that differs)."""
-        if self.kind is not SourceKind.HOST:
+        if not self.__counts_skips:
             super().set_state(state)
             return
         epoch, index, skipped = self._checked_skips(

@@ -46,13 +46,14 @@ from typing import Any, ClassVar
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, head_on_host, record_at, stack_records
+from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.children import check_child, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.dtypes import fit_value
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
+from datarax.core.reading import read_at
 from datarax.core.spec import describe_field
 from datarax.sources.decoded_records import spec_of
 from datarax.typing import Batch
@@ -315,27 +316,12 @@ class FlatMapSource(DataSourceModule):
     def _read_parent(self, epoch: int, position: int) -> tuple[Batch | None, np.ndarray, bool]:
         """Parent records from ``position`` of its pass ``epoch``: ``(records, stable
         indices, whether the pass ends after them)``."""
-        parent = self.source
         n = self.__length
-        if n is not None and position >= n:
+        read = read_at(self.source, epoch, position, CHUNK, n)
+        if read is None:
             return None, np.zeros(0, np.int64), True
-        if parent.kind is SourceKind.INDEXED:
-            assert n is not None
-            # one gather shape (CHUNK) for every read: a short tail is cut on the host
-            batch, indices = parent.get_batch_and_indices_at(epoch * n + position, CHUNK)
-            keep = min(CHUNK, n - position)
-            host = head_on_host(batch, keep)
-            return host, np.asarray(indices, np.int64)[:keep], position + keep >= n
-        if (parent.epoch, parent.index) != (epoch, position):
-            parent.seek(epoch, position)
-        start = parent.index
-        batch, indices = parent.get_batch_with_indices(CHUNK)
-        if batch is None:
-            return None, np.zeros(0, np.int64), True
-        got = batch_length(batch)
-        stable = np.arange(start, start + got) if indices is None else np.asarray(indices)
-        done = n is not None and position + got >= n
-        return head_on_host(dict(batch), got), stable.astype(np.int64), done
+        batch, stable = read
+        return batch, stable, n is not None and position + len(stable) >= n
 
     def _expand(self, record: Any, stable: int, epoch: int, position: int) -> list[Any]:
         """``fn(record)`` checked: a list of at most ``max_outputs`` dicts."""

@@ -28,7 +28,7 @@ from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
 from datarax.sources.order_tables import order_ahead, order_table
-from datarax.sources.source_call import MISSING, check_config_and_data
+from datarax.sources.source_call import MISSING, check_config_and_data, source_config
 from datarax.typing import Batch
 
 #: a shuffled source of up to this many records reads an epoch through a table of its
@@ -110,6 +110,7 @@ class MemorySource(IndexedSource):
     """
 
     config: MemorySourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+    config_class = MemorySourceConfig
 
     def __init__(
         self,
@@ -118,7 +119,9 @@ class MemorySource(IndexedSource):
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
+        config = source_config(type(self), config, settings)
         # a subclass (HFEagerSource ...) checks its own config and passes it on
         expected = MemorySourceConfig if type(self) is MemorySource else StructuralConfig
         check_config_and_data("MemorySource", config, expected, data, data_name="data",

@@ -49,7 +49,7 @@ from datarax.core.dtypes import fit_column, fit_value, is_64bit
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
-from datarax.sources.source_call import describe
+from datarax.sources.source_call import MISSING, check_config_given, describe, source_config
 from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
 from datarax.storage.urls import check_named_once
 
@@ -392,9 +392,11 @@ class NpySource(RandomAccessSource):
 
     config: NpySourceConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    config_class = NpySourceConfig
+
     def __init__(
         self,
-        config: NpySourceConfig,
+        config: NpySourceConfig = MISSING,
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
@@ -402,7 +404,11 @@ class NpySource(RandomAccessSource):
         read_ahead: int | None = None,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
+        config = source_config(type(self), config, settings)
+        check_config_given("NpySource", config, NpySourceConfig,
+                           "NpySource(NpySourceConfig(paths='x.npy')) or NpySource(paths='x.npy')")
         if not isinstance(config, NpySourceConfig):
             raise ConfigError(
                 f"NpySource needs an NpySourceConfig, got {describe(config)}; its files go in the "

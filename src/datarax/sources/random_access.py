@@ -154,7 +154,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return columns
 
     def supports_indexed_access(self) -> bool:
-        """False: records are read on the host (``source.kind is SourceKind.HOST``)."""
+        """False: records are read on the host, through a cursor (the cursor mode of
+        :mod:`datarax.core.reading`)."""
         return False
 
     # ----------------------------------------------------------------- reader

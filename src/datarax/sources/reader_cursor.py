@@ -38,6 +38,11 @@ class ReaderCursor:
         """Whether the reader still serves this cursor's session."""
         return self._session is None or self._session == self._reader.session
 
+    def ready(self, batch_size: int) -> bool:
+        """False: this reader cannot tell whether a peek would wait (a subclass whose
+        reader can says so)."""
+        return False
+
     def _reader_position(self) -> int:
         """Where the reader's consumer stands in the pass (after a commit)."""
         raise NotImplementedError

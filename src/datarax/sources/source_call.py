@@ -1,9 +1,16 @@
-"""The first two arguments of a source: its config, then its data or paths.
+"""The first arguments of a source: its settings (a config, or keywords), then its data.
 
-Sources taking data are built as ``Source(SourceConfig(...), data_or_paths, ...)``. The
-data passed where the config goes, the two swapped, either one left out, or another
-source's config is refused with a ``ConfigError`` saying what was passed and the call
-that works (not Python's ``TypeError`` about a missing positional argument).
+Every source takes its settings as its config object or as keywords, as operators do:
+``MemorySource(MemorySourceConfig(shuffle=True), data)`` and
+``MemorySource(data=data, shuffle=True)`` build equal configs. :func:`source_config`
+turns the keywords into the config through the one mechanism operators use
+(:meth:`datarax.core.module.DataraxModule.build_config`): an unknown keyword, or one that
+disagrees with a config given beside it, is a ``ConfigError`` naming it and the settings
+the source has. A source given neither takes its default settings when it has defaults
+for all of them (``MemorySource(data=data)``). A required setting left out, the data passed where the config
+goes, the two swapped, the data left out, or another source's config is refused with a
+``ConfigError`` saying what was passed and the call that works (not Python's
+``TypeError`` about a missing positional argument).
 
 Example:
     >>> from datarax.sources import MemorySource
@@ -15,13 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import reprlib
 from typing import Any
 
 from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError
 
-__all__ = ["MISSING", "check_config_and_data", "describe"]
+__all__ = ["MISSING", "check_config_and_data", "check_config_given", "describe", "source_config"]
 
 
 class _Missing:
@@ -47,6 +55,62 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {_SHORT.repr(value)}"
 
 
+def source_config(source: Any, config: Any, settings: dict[str, Any]) -> Any:
+    """The config of ``source`` (a source class with a ``config_class``) called with
+    ``config`` (its first argument, maybe :data:`MISSING`) and keyword ``settings``.
+
+    Without settings ``config`` is returned as given (the source's argument check names
+    a missing or wrong one), or, left out, the config of defaults when every setting has
+    one (``MemorySource(data=data)``); with settings the config is built from them, or checked
+    against them, by ``source.build_config``.
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> source_config(MemorySource, MISSING, {"shuffle": True, "seed": 3})
+        MemorySourceConfig(shuffle=True, seed=3, track_metadata=False, num_epochs=1, cast_float64=False)
+        >>> source_config(MemorySource, MISSING, {"shufle": True})
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', 'track_metadata', 'num_epochs', 'cast_float64'].
+    """
+    if not settings:
+        if config is MISSING and _has_defaults(source.config_class):
+            try:  # every setting at its default, as operators do
+                return source.config_class()
+            except ConfigError:
+                return config  # a setting it must be given: the argument check names it
+        return config
+    if config is MISSING or config is None:
+        return source.build_config(None, settings)
+    if not isinstance(config, StructuralConfig):
+        return config  # not a config at all: the source's argument check names it
+    return source.build_config(config, settings)
+
+
+def _has_defaults(config_class: Any) -> bool:
+    """Whether ``config_class`` (a dataclass) can be built with no arguments."""
+    if not dataclasses.is_dataclass(config_class):
+        return False
+    return all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+               for f in dataclasses.fields(config_class) if f.init)
+
+
+def _keywords(expected: type) -> str:
+    """``expected``'s settings, named for a message ("" for a non-dataclass)."""
+    if not dataclasses.is_dataclass(expected):
+        return ""
+    return ", ".join(f.name for f in dataclasses.fields(expected))
+
+
+def check_config_given(source: str, config: Any, expected: type, call: str) -> None:
+    """Refuse a source given neither a config nor keyword settings (``config`` is
+    :data:`MISSING`), naming both forms and the settings ``expected`` has."""
+    if config is MISSING:
+        raise ConfigError(
+            f"{source} needs its settings: {expected.__name__}(...) first, or the settings "
+            f"as keywords ({_keywords(expected)}). Call {call}.")
+
+
 def check_config_and_data(source: str, config: Any, expected: type, data: Any, *,
                           data_name: str, call: str) -> None:
     """Refuse ``Source(config, data)`` called without an ``expected`` config first and the
@@ -62,7 +126,9 @@ def check_config_and_data(source: str, config: Any, expected: type, data: Any, *
             raise ConfigError(f"{source} needs its {data_name} after the config. Call {call}.")
         return
     if config is MISSING:
-        raise ConfigError(f"{source} needs {wanted} first, then the {data_name}. Call {call}.")
+        raise ConfigError(
+            f"{source} needs {wanted} first, then the {data_name}, or the {data_name} and its "
+            f"settings as keywords ({_keywords(expected)}). Call {call}.")
     if isinstance(data, expected):
         raise ConfigError(
             f"{source} got the {data_name} ({describe(config)}) first and the {name} second; "

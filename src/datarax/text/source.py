@@ -39,6 +39,7 @@ from datarax.core.data_source import check_contract
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.stream import StreamSource
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
+from datarax.sources.source_call import MISSING, check_config_given, source_config
 from datarax.text.documents import as_reader, close_reader, reader_settings
 from datarax.text.packing import FIELDS, MODES, Packer
 from datarax.text.passes import SNAPSHOT_KEYS, TextPass
@@ -126,20 +127,32 @@ class PackedTextSource(StreamSource):
     """
 
     config: PackedTextConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+    config_class = PackedTextConfig
 
     def __init__(
         self,
-        config: PackedTextConfig,
-        documents: Any,
-        tokenizer: Any,
+        config: PackedTextConfig = MISSING,
+        documents: Any = MISSING,
+        tokenizer: Any = MISSING,
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
+        config = source_config(type(self), config, settings)
+        call = ("PackedTextSource(PackedTextConfig(seq_len=512), documents, tokenizer) or "
+                "PackedTextSource(documents=..., tokenizer=..., seq_len=512)")
+        check_config_given("PackedTextSource", config, PackedTextConfig, call)
         if not isinstance(config, PackedTextConfig):
             raise ConfigError(
                 f"PackedTextSource needs a PackedTextConfig, got {type(config).__name__}."
             )
+        missing = [n for n, v in (("documents", documents), ("tokenizer", tokenizer))
+                   if v is MISSING]
+        if missing:
+            raise ConfigError(
+                f"PackedTextSource needs its {' and '.join(missing)} after the settings. "
+                f"Call {call}.")
         super().__init__(config, rngs=rngs, name=name)
         packer = Packer(
             config.seq_len,
@@ -317,6 +330,10 @@ class TextCursor:
         self._read = end
         self._peeked.append((end, snapshot, passed))
         return rows, indices, end
+
+    def ready(self, batch_size: int) -> bool:
+        """False: packing the next rows may wait for the tokenizer (one batch at a time)."""
+        return False
 
     def release(self) -> None:
         """Release the reader if this cursor's session is still the open one (a newer

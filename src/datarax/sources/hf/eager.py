@@ -10,7 +10,11 @@ import numpy as np
 from flax import nnx
 
 from datarax.sources._columns import select_keys, text_on_host
-from datarax.sources._dataset_config import check_config_type, empty_split
+from datarax.sources._dataset_config import (
+    check_config_type,
+    dataset_config_and_name,
+    empty_split,
+)
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources.hf.arrow import is_image, table_to_columns
 from datarax.sources.hf.config import HFEagerConfig
@@ -22,6 +26,7 @@ from datarax.sources.hf.locate import (
 )
 from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.memory import MemorySource
+from datarax.sources.source_call import MISSING
 from datarax.storage import ShardCache
 
 
@@ -43,15 +48,20 @@ class HFEagerSource(MemorySource):
 
     config: HFEagerConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    config_class = HFEagerConfig
+
     def __init__(
         self,
-        config: HFEagerConfig,
+        config: HFEagerConfig = MISSING,
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
+        config, name = dataset_config_and_name(type(self), config, name, settings,
+                                               call="HFEagerSource(HFEagerConfig(name='imdb')) or HFEagerSource(name='imdb')")
         check_config_type("HFEagerSource", config, HFEagerConfig)
         where = "HFEagerSource"
         files = remote_files(config, where, cache=cache, storage_options=storage_options)

@@ -14,7 +14,11 @@ from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.stream import StreamSource
 from datarax.sources._columns import select_keys, spec_of_columns
-from datarax.sources._dataset_config import check_config_type, empty_split
+from datarax.sources._dataset_config import (
+    check_config_type,
+    dataset_config_and_name,
+    empty_split,
+)
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFStreamingConfig
 from datarax.sources.hf.locate import (
@@ -34,6 +38,7 @@ from datarax.sources.hf.stream_reader import (
 )
 from datarax.sources.reader_cursor import ReaderCursor
 from datarax.sources.skip_ledger import SkipCounts, SkippedRecord
+from datarax.sources.source_call import MISSING
 from datarax.storage import ShardCache
 from datarax.typing import Batch
 
@@ -60,15 +65,20 @@ class HFStreamingSource(SkipCounts, StreamSource):
 
     config: HFStreamingConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    config_class = HFStreamingConfig
+
     def __init__(
         self,
-        config: HFStreamingConfig,
+        config: HFStreamingConfig = MISSING,
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
+        config, name = dataset_config_and_name(type(self), config, name, settings,
+                                               call="HFStreamingSource(HFStreamingConfig(name='imdb')) or HFStreamingSource(name='imdb')")
         check_config_type("HFStreamingSource", config, HFStreamingConfig)
         super().__init__(config, rngs=rngs, name=name)
         where = "HFStreamingSource"

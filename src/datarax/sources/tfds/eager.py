@@ -11,10 +11,15 @@ from datarax.core.dtypes import fit_column
 from datarax.core.errors import DataraxError, RecordError
 from datarax.core.spec import flatten_fields
 from datarax.sources._columns import text_on_host
-from datarax.sources._dataset_config import check_config_type, empty_split
+from datarax.sources._dataset_config import (
+    check_config_type,
+    dataset_config_and_name,
+    empty_split,
+)
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.memory import MemorySource
+from datarax.sources.source_call import MISSING
 from datarax.sources.tfds.config import TFDSConfig, TFDSEagerConfig
 from datarax.sources.tfds.features import Decoder, decode_text
 from datarax.sources.tfds.opening import (
@@ -46,14 +51,19 @@ class TFDSEagerSource(MemorySource):
 
     config: TFDSEagerConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    config_class = TFDSEagerConfig
+
     def __init__(
         self,
-        config: TFDSEagerConfig,
+        config: TFDSEagerConfig = MISSING,
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         num_threads: int = 4,
+        **settings: Any,
     ) -> None:
+        config, name = dataset_config_and_name(type(self), config, name, settings,
+                                               call="TFDSEagerSource(TFDSEagerConfig(name='mnist')) or TFDSEagerSource(name='mnist')")
         check_config_type("TFDSEagerSource", config, TFDSEagerConfig)
         where = "TFDSEagerSource"
         try:

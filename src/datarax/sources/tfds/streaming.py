@@ -8,9 +8,14 @@ from flax import nnx
 
 from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import DataraxError, RecordError
-from datarax.sources._dataset_config import check_config_type, empty_split
+from datarax.sources._dataset_config import (
+    check_config_type,
+    dataset_config_and_name,
+    empty_split,
+)
 from datarax.sources.host_reader import HostReader
 from datarax.sources.random_access import RandomAccessSource
+from datarax.sources.source_call import MISSING
 from datarax.sources.tfds.config import TFDSStreamingConfig
 from datarax.sources.tfds.features import Decoder
 from datarax.sources.tfds.opening import (
@@ -41,13 +46,18 @@ class TFDSStreamingSource(RandomAccessSource):
 
     config: TFDSStreamingConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    config_class = TFDSStreamingConfig
+
     def __init__(
         self,
-        config: TFDSStreamingConfig,
+        config: TFDSStreamingConfig = MISSING,
         *,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
+        **settings: Any,
     ) -> None:
+        config, name = dataset_config_and_name(type(self), config, name, settings,
+                                               call="TFDSStreamingSource(TFDSStreamingConfig(name='mnist')) or TFDSStreamingSource(name='mnist')")
         check_config_type("TFDSStreamingSource", config, TFDSStreamingConfig)
         super().__init__(config, rngs=rngs, name=name)
         where = "TFDSStreamingSource"

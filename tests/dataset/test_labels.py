@@ -98,3 +98,11 @@ def test_an_encoded_label_rides_the_compiled_path():
     assert encoder.decode(np.array(labels)).tolist() == [LABELS[r] for r in rows]
     with pytest.raises(DataraxError, match="no field 'y' in the data"):
         encoder.encode_field(data, "y")
+
+
+def test_the_encoder_is_one_class_under_both_public_paths():
+    import datarax.dataset
+    import datarax.sources
+
+    assert datarax.dataset.LabelEncoder is datarax.sources.LabelEncoder is LabelEncoder
+    assert LabelEncoder.__module__ == "datarax.dataset.labels"

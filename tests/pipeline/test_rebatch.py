@@ -9,9 +9,8 @@ import pytest
 from flax import nnx
 
 from datarax.core.errors import ConfigError, StateError
-from datarax.dag import Rebatch
 from datarax.operators import ElementOperator, ElementOperatorConfig
-from datarax.pipeline import Pipeline
+from datarax.pipeline import Pipeline, Rebatch
 from datarax.sources import MemorySource, MemorySourceConfig
 from datarax.testing import check_resume_exact
 
@@ -227,3 +226,14 @@ def test_split_of_a_padded_pipeline_cuts_the_padded_batch_and_len_counts_every_p
     for _ in range(9):
         next(it)
     assert len(it) == 3
+
+
+def test_the_old_dag_import_names_the_new_one():
+    with pytest.raises(ImportError) as err:
+        from datarax.dag import Rebatch as _  # noqa: F401
+    assert str(err.value) == (
+        "Rebatch moved from datarax.dag to datarax.pipeline: write "
+        "'from datarax.pipeline import Rebatch'.")
+    import datarax.dag
+
+    assert not hasattr(datarax.dag, "Nothing")

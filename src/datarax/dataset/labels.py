@@ -1,5 +1,8 @@
 """``LabelEncoder``: string labels to ``int32`` ids with a stable, saved vocabulary.
 
+A label field's class names and their ids, the concept a dataset field's ``class_names``
+stores (:mod:`datarax.dataset.fields`); also exported as ``datarax.sources.LabelEncoder``.
+
 Text stays on the host; an ``int32`` label field rides the compiled path. The
 vocabulary order is the contract: :meth:`LabelEncoder.fit` sorts the distinct labels
 (so ids depend neither on record order nor on the process) and id ``i`` is
@@ -8,7 +11,7 @@ file) so evaluation decodes the same ids. An unknown label is refused, naming it
 
 Example:
     >>> import numpy as np
-    >>> from datarax.sources import LabelEncoder
+    >>> from datarax.dataset import LabelEncoder
     >>> encoder = LabelEncoder.fit(["dog", "cat", "dog", "bird"])
     >>> encoder.vocabulary
     ('bird', 'cat', 'dog')
@@ -30,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.errors import ConfigError, DataraxError
 
 FORMAT = "datarax.LabelEncoder"
 VERSION = 1

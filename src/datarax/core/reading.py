@@ -1,0 +1,265 @@
+"""The two ways a pipeline reads a source, and what it reads of one, decided once.
+
+A pipeline does one of two things with a source (:class:`ReadMode`):
+
+* ``COMPILED`` — compute a batch at positions inside the compiled step: the source's
+  traceable ``get_batch_at`` (or ``get_batch_and_indices_at``) runs in the same
+  program as the stages, the position moving by what is handed out;
+* ``CURSOR`` — pull batches from a cursor on the host: ``peek`` reads ahead without
+  moving the position, ``commit`` moves it past what was handed out, ``seek`` (on the
+  source) starts a new reading session (:class:`~datarax.core.cursor.ReadAheadCursor`,
+  the one cursor protocol).
+
+The three kinds (:class:`~datarax.core.data_source.SourceKind`) are one level down:
+``INDEXED`` is the compiled mode, ``HOST`` and ``STREAM`` both the cursor mode (a stream
+only read forward). :func:`reading_of` derives a source's mode, its kind and what else a
+pipeline asks of it once, when the pipeline is built; the result, a :class:`Reading`,
+is kept in the plan and passed by argument, so nothing asks the source again per pass
+or per batch. :func:`read_mode` answers the mode alone, for a source built from other
+sources asking of its children; :func:`cursor_of` opens a cursor for one reading session.
+
+Example:
+    >>> import numpy as np
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> source = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    >>> reading = reading_of(source)
+    >>> reading.mode.value, reading.kind.value, reading.compiled, cursor_of(source) is None
+    ('compiled', 'indexed', True, True)
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
+from datarax.core.batch import batch_length, head_on_host
+from datarax.core.cursor import ReadAheadCursor
+from datarax.core.data_source import SourceKind
+from datarax.typing import Batch
+
+__all__ = [
+    "ReadMode", "Reading", "compiled", "compiles_whole", "cursor_of", "forward_only",
+    "kind_for", "read_at", "read_mode", "reading_of",
+]
+
+
+class ReadMode(enum.Enum):
+    """What a pipeline does with a source's records."""
+
+    COMPILED = "compiled"  # a batch computed at positions inside the compiled step
+    CURSOR = "cursor"  # pulled from a cursor on the host: peek, commit, seek
+
+
+_MODE_OF_KIND = {
+    SourceKind.INDEXED: ReadMode.COMPILED,
+    SourceKind.HOST: ReadMode.CURSOR,
+    SourceKind.STREAM: ReadMode.CURSOR,
+}
+
+
+def kind_for(mode: ReadMode, *, forward_only: bool = False) -> SourceKind:
+    """The kind of a source read in ``mode`` (``forward_only``: a cursor-mode source
+    read in order only, a stream): how a source built from others states the kind its
+    mode gives it, once, when it is built.
+
+    Example:
+        >>> kind_for(ReadMode.COMPILED).value, kind_for(ReadMode.CURSOR).value
+        ('indexed', 'host')
+        >>> kind_for(ReadMode.CURSOR, forward_only=True).value
+        'stream'
+    """
+    if mode is ReadMode.COMPILED:
+        return SourceKind.INDEXED
+    return SourceKind.STREAM if forward_only else SourceKind.HOST
+
+
+def read_mode(source: Any) -> ReadMode | None:
+    """The :class:`ReadMode` of ``source`` (None: a source of no kind, refused when
+    iteration starts).
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> read_mode(MemorySource(MemorySourceConfig(), {"x": np.arange(3)})).value
+        'compiled'
+    """
+    return _MODE_OF_KIND.get(getattr(source, "kind", None))  # type: ignore[arg-type]
+
+
+def compiled(source: Any) -> bool:
+    """Whether ``source`` is read inside the compiled step (:attr:`ReadMode.COMPILED`).
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> compiled(MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))
+        True
+    """
+    return read_mode(source) is ReadMode.COMPILED
+
+
+def forward_only(source: Any) -> bool:
+    """Whether ``source`` is a stream: read in order only (a cursor-mode source that
+    cannot be read at a position), its length unknown ahead.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> forward_only(MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))
+        False
+    """
+    return getattr(source, "kind", None) is SourceKind.STREAM
+
+
+def compiles_whole(children: Any) -> bool:
+    """Whether a source built from ``children`` compiles into the step as a whole: every
+    child is compiled and keeps no field on the host (a composite's mode, decided when it
+    is built).
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> compiles_whole([MemorySource(MemorySourceConfig(), {"x": np.arange(3)})])
+        True
+    """
+    return all(compiled(c) and not c.has_host_fields() for c in children)
+
+
+def read_at(source: Any, epoch: int, position: int, width: int,
+            length: int | None) -> tuple[Batch, np.ndarray] | None:
+    """Up to ``width`` records of ``source`` from ``position`` of its pass ``epoch``, on
+    the host (device arrays as numpy, text as lists), and their stable indices (int64);
+    None at the pass's end. ``length``: the source's records per pass (None: a stream).
+
+    The one read a source built from others makes of a child, in either mode: a compiled
+    child is computed at those positions (always ``width`` wide: one traced shape, a
+    short tail cut on the host), its position unmoved; a cursor-mode child is moved there
+    where it stands elsewhere and read forward, its position moving past what it hands out.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+        >>> batch, stable = read_at(child, 0, 3, 4, len(child))
+        >>> batch["x"].tolist(), stable.tolist(), child.index
+        ([3, 4], [3, 4], 0)
+        >>> read_at(child, 0, 5, 4, len(child)) is None
+        True
+    """
+    if length is not None and position >= length:
+        return None
+    if compiled(source):
+        assert length is not None  # a compiled source knows its length
+        batch, indices = source.get_batch_and_indices_at(epoch * length + position, width)
+        got = min(width, length - position)
+        return head_on_host(batch, got), np.asarray(indices, np.int64)[:got]
+    if (source.epoch, source.index) != (epoch, position):  # moved from outside
+        source.seek(epoch, position)
+    batch, indices = source.get_batch_with_indices(width)
+    if batch is None:
+        return None
+    got = batch_length(batch)
+    stable = np.arange(position, position + got) if indices is None else np.asarray(indices)
+    return head_on_host(dict(batch), got), stable.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a pipeline reads its source, and what the source can do: decided once, by
+    :func:`reading_of`, when the pipeline is built (a frozen value: part of the plan).
+
+    Attributes:
+        mode: the :class:`ReadMode` (None: a source of no kind, refused at iteration).
+        kind: the source's :class:`~datarax.core.data_source.SourceKind` (named in
+            messages; ``STREAM`` is :attr:`forward_only`).
+        read_ahead: the source opens cursors (``batch_cursor()``) for a worker thread
+            to read ahead on; otherwise it is read on the loop's thread.
+        reshares: the source can serve a share of an epoch given as runs of positions
+            (``use_share``): a state saved by another process count restores into it.
+        counts_skips: the source keeps a ``skipped`` Variable (records skipped as bad
+            this epoch), which a failed batch puts back.
+        closes_epoch: the source has ``close_epoch()`` (stops its readers, keeping the
+            position).
+        reports_stats: the source has ``stats()`` (its own counters, e.g. storage).
+        reads_by_position: the source says a read of ``k * size`` records is ``k``
+            consecutive reads of ``size`` (its records depend on their positions alone).
+    """
+
+    mode: ReadMode | None
+    kind: SourceKind | None
+    read_ahead: bool = False
+    reshares: bool = False
+    counts_skips: bool = False
+    closes_epoch: bool = False
+    reports_stats: bool = False
+    reads_by_position: bool = False
+
+    @property
+    def compiled(self) -> bool:
+        """Whether batches are computed inside the compiled step."""
+        return self.mode is ReadMode.COMPILED
+
+    @property
+    def forward_only(self) -> bool:
+        """Whether the source is a stream: read in order only, its length unknown ahead."""
+        return self.kind is SourceKind.STREAM  # as :func:`forward_only` says of a source
+
+    @property
+    def kind_name(self) -> str:
+        """The kind as messages name it (``"indexed"``, ``"host"``, ``"stream"``)."""
+        return "unknown" if self.kind is None else self.kind.value
+
+
+def reading_of(source: Any) -> Reading:
+    """The :class:`Reading` of ``source``: its mode and kind, and the optional parts of
+    the source contract it implements, asked here once.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> reading_of(MemorySource(MemorySourceConfig(), {"x": np.arange(3)})).read_ahead
+        False
+    """
+    kind = getattr(source, "kind", None)
+    mode = read_mode(source)
+    says_by_position = getattr(source, "reads_by_position", None)
+    return Reading(
+        mode=mode,
+        kind=kind,
+        read_ahead=callable(getattr(source, "batch_cursor", None)),
+        reshares=kind is not SourceKind.STREAM and (
+            mode is ReadMode.COMPILED or callable(getattr(source, "use_share", None))),
+        counts_skips=isinstance(getattr(source, "skipped", None), nnx.Variable),
+        closes_epoch=callable(getattr(source, "close_epoch", None)),
+        reports_stats=callable(getattr(source, "stats", None)),
+        reads_by_position=(mode is ReadMode.COMPILED and callable(says_by_position)
+                           and bool(says_by_position())),
+    )
+
+
+def cursor_of(source: Any, reading: Reading | None = None) -> ReadAheadCursor | None:
+    """A cursor over one new reading session of ``source``, from its position — or None
+    where the source is not read through one (compiled, or read on the loop's thread).
+
+    ``reading``: the source's :class:`Reading` when known (a pipeline passes its plan's).
+
+    Example:
+        >>> import numpy as np, os, tempfile
+        >>> from datarax.sources import NpySource, NpySourceConfig
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(path, np.arange(5))
+        >>> src = NpySource(NpySourceConfig(paths=path))
+        >>> cursor = cursor_of(src)
+        >>> cursor.peek(2)[2], src.index  # read ahead: the position stays
+        (2, 0)
+        >>> cursor.commit(2); src.index
+        2
+        >>> cursor.release(); src.close()
+    """
+    reading = reading_of(source) if reading is None else reading
+    if reading.mode is not ReadMode.CURSOR or not reading.read_ahead:
+        return None
+    return source.batch_cursor()

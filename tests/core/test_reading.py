@@ -1,0 +1,155 @@
+"""The two read modes (datarax.core.reading): what a pipeline decides of its source once."""
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from datarax.core.config import StructuralConfig
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.indexed import IndexedSource
+from datarax.core.reading import (
+    ReadMode, compiled, compiles_whole, cursor_of, forward_only, kind_for, read_mode, reading_of,
+)
+from datarax.core.stream import StreamSource
+from datarax.pipeline import Pipeline
+from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
+
+
+@dataclass(frozen=True)
+class _Config(StructuralConfig):
+    pass
+
+
+class _Mixin:
+    def label(self) -> str:
+        return "mixin"
+
+
+class _Positions(_Mixin, DataSourceModule):
+    """Written directly on DataSourceModule, after a mixin: an indexed source."""
+
+    def __len__(self):
+        return 5
+
+    def get_batch_at(self, start, size, key=None):
+        return {"x": (jnp.arange(size) + start) % 5}
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), jnp.int32)}
+
+
+class _Counter(DataSourceModule):
+    """A forward-only stream of 4 records."""
+
+    def __init__(self):
+        super().__init__(_Config())
+        self.sent = 0
+
+    def restart(self, epoch):
+        self.sent = 0
+
+    def get_batch(self, batch_size):
+        if self.sent >= 4:
+            return None
+        n = min(batch_size, 4 - self.sent)
+        out = {"x": np.arange(self.sent, self.sent + n, dtype=np.int32)}
+        self.sent += n
+        return out
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), jnp.int32)}
+
+
+def _memory(n=6):
+    return MemorySource(MemorySourceConfig(), {"x": np.arange(n, dtype=np.int32)})
+
+
+def _npy(tmp_path, n=6, name="x.npy"):
+    path = tmp_path / name
+    np.save(path, np.arange(n, dtype=np.int32))
+    return NpySource(NpySourceConfig(paths={"x": str(path)}))
+
+
+def test_a_class_gets_its_kinds_base_when_it_is_created_keeping_its_other_bases():
+    assert _Positions.__bases__ == (_Mixin, IndexedSource)
+    assert _Counter.__bases__ == (StreamSource,)
+    source = _Positions(_Config())
+    assert source.label() == "mixin" and source.kind is SourceKind.INDEXED
+    assert [int(r["x"]) for r in source] == [0, 1, 2, 3, 4]
+
+
+def test_each_kind_has_its_mode():
+    assert read_mode(_memory()) is ReadMode.COMPILED
+    assert read_mode(_Counter()) is ReadMode.CURSOR
+    assert compiled(_Positions(_Config())) and not compiled(_Counter())
+    assert forward_only(_Counter()) and not forward_only(_memory())
+    assert [kind_for(ReadMode.COMPILED), kind_for(ReadMode.CURSOR),
+            kind_for(ReadMode.CURSOR, forward_only=True)] == [
+        SourceKind.INDEXED, SourceKind.HOST, SourceKind.STREAM]
+
+
+def test_reading_says_what_each_source_can_do(tmp_path):
+    memory = reading_of(_memory())
+    assert (memory.mode, memory.kind, memory.read_ahead, memory.reshares) == (
+        ReadMode.COMPILED, SourceKind.INDEXED, False, True)
+    assert memory.reads_by_position and not memory.counts_skips
+    host = _npy(tmp_path)
+    try:
+        files = reading_of(host)
+        assert (files.mode, files.kind, files.read_ahead, files.reshares) == (
+            ReadMode.CURSOR, SourceKind.HOST, True, True)
+        assert files.closes_epoch and not files.forward_only and not files.reads_by_position
+    finally:
+        host.close()
+    stream = reading_of(_Counter())
+    assert (stream.mode, stream.kind_name, stream.forward_only, stream.reshares) == (
+        ReadMode.CURSOR, "stream", True, False)
+
+
+def test_a_concatenation_takes_its_mode_from_its_parts_once(tmp_path):
+    assert compiles_whole([_memory(), _memory()])
+    assert reading_of(ConcatSource([_memory(), _memory()])).mode is ReadMode.COMPILED
+    host = ConcatSource([_memory(), _npy(tmp_path)])
+    assert (reading_of(host).mode, host.kind) == (ReadMode.CURSOR, SourceKind.HOST)
+    assert reading_of(host).counts_skips and "skipped" in host.get_state()
+    stream = ConcatSource([_memory(), _Counter()])
+    assert reading_of(stream).forward_only and "skipped" not in stream.get_state()
+    host.close()
+
+
+def test_the_plan_keeps_the_reading_decided_when_the_pipeline_is_built(tmp_path):
+    source = _npy(tmp_path)
+    pipeline = Pipeline(source, batch_size=4, seed=0)
+    try:
+        assert pipeline.plan.reading == reading_of(source)
+        assert [b["x"].tolist() for b in pipeline] == [[0, 1, 2, 3], [4, 5]]
+    finally:
+        source.close()
+
+
+def test_cursor_of_reads_ahead_without_moving_the_position(tmp_path):
+    assert cursor_of(_memory()) is None  # computed in the step: no cursor
+    assert cursor_of(_Counter()) is None  # read on the loop's thread
+    source = _npy(tmp_path)
+    try:
+        cursor = cursor_of(source)
+        columns, indices, end = cursor.peek(4)
+        assert columns["x"].tolist() == [0, 1, 2, 3] and end == 4 and source.index == 0
+        assert isinstance(cursor.ready(2), bool)
+        cursor.commit(end)
+        assert source.index == 4 and cursor.current
+        cursor.release()
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_stream_is_refused_an_elastic_restore_naming_its_kind(prefetch):
+    saved = Pipeline(_Counter(), batch_size=2, seed=0, prefetch=prefetch,
+                     shard_index=0, shard_count=2).get_state()
+    other = Pipeline(_Counter(), batch_size=2, seed=0, prefetch=prefetch)
+    with pytest.raises(Exception, match="a stream source"):
+        other.set_state(saved)
