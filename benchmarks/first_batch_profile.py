@@ -1,54 +1,145 @@
-"""Where W1's first batch goes: every compile JAX reports, by phase, in a fresh process.
+"""W1's first batch, split into its parts, beside a plain jit of the same work, in one
+fresh process.
 
-``python -m benchmarks.first_batch_profile [records] [batch]`` prints JSON: the seconds of
-building the source, the Pipeline and the first ``next()``, and each JAX compilation
-event (``jax.monitoring``'s public duration events: tracing, lowering, backend compile)
-with the phase it fell in.
+``python -m benchmarks.first_batch_profile [--records N] [--batch B] [--first datarax|floor]``
+prints JSON. Imports (JAX, Flax, datarax) and opening the device come first and are
+reported apart (``imports_s``); then, in the order ``--first`` names (the second gets a
+warm runtime: run both orders), each side's parts:
+
+* datarax — ``place_s``: ``MemorySource(...)`` (the columns put on the device);
+  ``build_s``: ``Pipeline(..., seed=0)`` (starts compiling the first pass on a thread);
+  ``first_next_s``: the first ``next()`` waited for; ``store``: seconds in
+  :mod:`datarax.core.compiled_store`'s lowering, compiling, loading and storing.
+* floor — ``place_s``: the same arrays put on the device; ``lower_s``: ``jax.jit(step)
+  .lower(...)`` (trace + lowering); ``compile_s``: ``.compile()``; ``first_run_s``: the
+  first call waited for.
+
+``events``: JAX's public compile duration events (``jax.monitoring``: tracing, lowering,
+backend compile) summed per side, with their counts (events of datarax's compile-ahead
+thread included).
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
-import sys
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
+from typing import Any
 
 import jax
 import numpy as np
 
-EVENTS: list[tuple[str, str, float]] = []
-PHASE = ["imports"]
+SIDE = ["imports"]
+EVENTS: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
 
 
 def _listen(event: str, duration: float, **_: object) -> None:
-    EVENTS.append((PHASE[0], event, duration))
+    EVENTS[SIDE[0]][event.rsplit("/", 1)[-1]].append(duration)
 
 
-def main() -> None:
-    records = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000
-    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 256
-    jax.monitoring.register_event_duration_secs_listener(_listen)
-    from benchmarks.on_chip import _w1_pipeline
+def _timed_store() -> dict[str, float]:
+    """Seconds spent in the compiled store's parts (wrapped here, for this run only)."""
+    from datarax.core import compiled_store as store
 
-    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
-    jax.devices()
-    out: dict[str, object] = {}
-    PHASE[0] = "build"
+    spent: dict[str, float] = defaultdict(float)
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        @functools.wraps(inner)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[label] += time.perf_counter() - began
+
+        setattr(owner, name, timed)
+
+    wrap(store, "_load", "load_s")
+    wrap(store, "_store", "store_s")
+    wrap(store, "compile_lowered", "lower_to_executable_s")
+    return spent
+
+
+def datarax_side(images: np.ndarray, batch: int) -> dict[str, Any]:
+    from benchmarks.contenders.datarax_pipeline import flip, normalize
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    spent = _timed_store()
+    out: dict[str, Any] = {}
     t = time.perf_counter()
-    pipeline = _w1_pipeline(images, batch, True)
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
+                          {"image": images, "label": np.arange(len(images), dtype=np.int32)})
+    jax.block_until_ready(jax.tree.leaves(source.step_inputs()))
+    out["place_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    stages = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
+              ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
+    pipeline = Pipeline(source=source, stages=stages, batch_size=batch, seed=0)
     out["build_s"] = time.perf_counter() - t
-    PHASE[0] = "first_next"
     t = time.perf_counter()
     jax.block_until_ready(next(iter(pipeline)))
     out["first_next_s"] = time.perf_counter() - t
-    totals: dict[str, dict[str, float]] = defaultdict(dict)
-    counts: Counter[tuple[str, str]] = Counter()
-    for phase, event, duration in EVENTS:
-        totals[phase][event] = totals[phase].get(event, 0.0) + duration
-        counts[(phase, event)] += 1
-    out["events"] = {p: {e: {"s": round(s, 4), "n": counts[(p, e)]} for e, s in v.items()}
-                     for p, v in totals.items()}
-    print(json.dumps(out, indent=1))
+    out["first_batch_s"] = out["place_s"] + out["build_s"] + out["first_next_s"]
+    out["store"] = dict(spent)
+    return out
+
+
+def floor_side(images: np.ndarray, batch: int) -> dict[str, Any]:
+    from benchmarks.on_chip import _w1_floor_parts
+
+    out: dict[str, Any] = {}
+    t = time.perf_counter()
+    step, args = _w1_floor_parts(images, batch, True)
+    jax.block_until_ready(args)
+    out["place_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    lowered = step.lower(*args, batch)
+    out["lower_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    compiled = lowered.compile()
+    out["compile_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    jax.block_until_ready(compiled(*args, batch))
+    out["first_run_s"] = time.perf_counter() - t
+    out["first_batch_s"] = out["place_s"] + out["lower_s"] + out["compile_s"] + out["first_run_s"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--first", choices=("datarax", "floor"), default="datarax")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    jax.monitoring.register_event_duration_secs_listener(_listen)
+    import flax.nnx  # noqa: F401 - imports apart from the first batch
+
+    import datarax.pipeline  # noqa: F401
+    import datarax.sources  # noqa: F401
+
+    imported = time.perf_counter()
+    images = np.random.default_rng(0).integers(0, 256, (args.records, 32, 32, 3), dtype=np.uint8)
+    jax.devices()
+    report: dict[str, Any] = {"backend": jax.default_backend(), "first": args.first,
+                              "flax_datarax_import_s": imported - began,
+                              "imports_s": time.perf_counter() - began}
+    sides = {"datarax": datarax_side, "floor": floor_side}
+    order = [args.first, *(s for s in sides if s != args.first)]
+    for side in order:
+        SIDE[0] = side
+        report[side] = sides[side](images, args.batch)
+    report["events"] = {side: {e: {"s": round(sum(v), 4), "n": len(v)} for e, v in found.items()}
+                        for side, found in EVENTS.items()}
+    report["datarax_vs_floor"] = report["datarax"]["first_batch_s"] / report["floor"]["first_batch_s"]
+    print(json.dumps(report))
+    return report
 
 
 if __name__ == "__main__":

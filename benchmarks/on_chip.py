@@ -17,14 +17,16 @@ Sections (every one on the default device, each beside its floor in the same run
   time, ``(both - train) / both``, for W1, W7 (resized crop, flip, brightness,
   contrast, normalize over 96x96 images) and an ArrayRecord host source (W2's files
   through W1's stages).
-* ``first_batch`` — build -> first batch of W1 in a fresh process, split into source
-  placement, the Pipeline's construction and the first ``next()``; beside a plain jit
-  of the same work in the same process (placement, lower, compile, first run).
+* ``first_batch`` — W1's first batch split into source placement, the Pipeline's
+  construction and the first ``next()``, beside a plain jit of the same work in the
+  same process (placement, lower, compile, first run): two fresh processes, each side
+  first in one (:mod:`benchmarks.first_batch_profile`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -71,42 +73,79 @@ def gather(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dic
     return out
 
 
-def _w1_floor(images: np.ndarray, batch: int, stages: bool, feistel: bool = False) -> Any:
-    """A plain jit of W1's work, best layout: returns ``next_batch()``. The order is a
-    permutation table on the device, or with ``feistel`` the same Feistel permutation
-    datarax computes inside its step (no table)."""
+def _w1_floor_parts(images: np.ndarray, batch: int, stages: bool, feistel: bool = False,
+                    gather: bool = False) -> tuple[Any, tuple[Any, ...]]:
+    """A plain jit of W1's work, best layout: ``(step, (rows, perm, labels))``, the batch
+    at position ``start`` being ``step(rows, perm, labels, start)``. The order is a
+    permutation table on the device (read with ``dynamic_slice``, or with ``gather``
+    gathered at the positions), or with ``feistel`` the same Feistel permutation
+    datarax computes inside its step (no table); the flip keys come from
+    ``jax.random.key(0)`` made inside the step (no program of its own)."""
     from datarax.samplers.index_shuffle import epoch_permutation_jnp
 
     n = len(images)
     rows = jax.device_put(images.reshape(n, -1))
     perm = jax.device_put(np.random.default_rng(2).permutation(n).astype(np.int32))
     labels = jax.device_put(np.arange(n, dtype=np.int32))
-    key = jax.random.key(0)
 
     @jax.jit
     def step(rows: Any, perm: Any, labels: Any, start: Any) -> Any:
         if feistel:
             idx = epoch_permutation_jnp(jnp.arange(batch, dtype=jnp.int32) + start, n, np.uint32(7))
+        elif gather:  # the positions' records gathered from the table, as datarax reads it
+            at = jnp.clip(jnp.arange(batch, dtype=jnp.int32) + start % n, 0, n - 1)
+            idx = perm[at]
         else:
-            idx = jax.lax.dynamic_slice(perm, (start % (n - batch),), (batch,))
+            idx = jax.lax.dynamic_slice(perm, (start % (perm.shape[0] - batch + 1),), (batch,))
         image = rows[idx].reshape(batch, 32, 32, 3)
         if stages:
+            key = jax.random.key(0)
             image = image / 255.0
             keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(idx)
             flips = jax.vmap(jax.random.bernoulli)(keys)
             image = jnp.where(flips[:, None, None, None], image[:, :, ::-1], image)
         return {"image": image, "label": labels[idx]}
 
+    return step, (rows, perm, labels)
+
+
+def _w1_floor(images: np.ndarray, batch: int, stages: bool, feistel: bool = False) -> Any:
+    """:func:`_w1_floor_parts` as ``next_batch()``: each call the next position."""
+    step, args = _w1_floor_parts(images, batch, stages, feistel)
     position = [0]
 
     def next_batch() -> Any:
         position[0] += batch
-        return step(rows, perm, labels, position[0])
+        return step(*args, position[0])
 
     return next_batch
 
 
-def _w1_pipeline(images: np.ndarray, batch: int, stages: bool) -> Any:
+def _w1_floor_epochs(images: np.ndarray, batch: int, stages: bool) -> Any:
+    """The plain jit of :func:`_w1_floor` over real epochs, as datarax serves them: each
+    epoch a new permutation (NumPy, on the host) put on the device, the epoch's batches
+    read from it with ``dynamic_slice``, and its short last batch cut from a full one."""
+    n = len(images)
+    step, (rows, _, labels) = _w1_floor_parts(images, batch, stages)
+    state = {"epoch": -1, "at": n, "perm": None}
+    rng = np.random.default_rng(3)
+
+    def next_batch() -> Any:
+        if state["at"] >= n:  # a new epoch: a new order on the device
+            order = rng.permutation(n).astype(np.int32)
+            state["perm"] = jax.device_put(np.concatenate([order, order[:batch]]))
+            state["at"] = 0
+        at = state["at"]
+        state["at"] += batch
+        out = step(rows, state["perm"], labels, at)
+        if at + batch > n:  # the short last batch
+            out = jax.tree.map(lambda v: v[: n - at], out)
+        return out
+
+    return next_batch
+
+
+def _w1_pipeline(images: np.ndarray, batch: int, stages: bool, prefetch: int = 2) -> Any:
     from flax import nnx
 
     from benchmarks.contenders.datarax_pipeline import flip, normalize
@@ -118,7 +157,8 @@ def _w1_pipeline(images: np.ndarray, batch: int, stages: bool) -> Any:
                           {"image": images, "label": np.arange(len(images), dtype=np.int32)})
     ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
            ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)] if stages else []
-    return Pipeline(source=source, stages=ops, batch_size=batch, rngs=nnx.Rngs(0))
+    return Pipeline(source=source, stages=ops, batch_size=batch, rngs=nnx.Rngs(0),
+                    prefetch=prefetch)
 
 
 def w1(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dict[str, Any]:
@@ -132,11 +172,18 @@ def w1(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dict[st
             t_ours = _ms_per_call(pipeline.step, steps, reps)
             endless = _endless(lambda: _w1_pipeline(images, batch, stages))
             t_iter = _ms_per_call(lambda: next(endless), steps, reps)
+            inline = _endless(lambda: _w1_pipeline(images, batch, stages, prefetch=0))
+            t_inline = _ms_per_call(lambda: next(inline), steps, reps)
             t_floor = _ms_per_call(_w1_floor(images, batch, stages), steps, reps)
             t_feistel = _ms_per_call(_w1_floor(images, batch, stages, feistel=True), steps, reps)
+            t_epochs = _ms_per_call(_w1_floor_epochs(images, batch, stages), steps, reps)
             out[f"{batch}{'' if stages else '_no_stages'}"] = {
-                "datarax_step_ms": t_ours, "datarax_iter_ms": t_iter, "plain_jit_ms": t_floor,
-                "plain_jit_feistel_ms": t_feistel, "datarax_vs_plain_jit": t_floor / min(t_ours, t_iter),
+                "datarax_step_ms": t_ours, "datarax_iter_ms": t_iter,
+                "datarax_iter_prefetch0_ms": t_inline, "plain_jit_ms": t_floor,
+                "plain_jit_feistel_ms": t_feistel, "plain_jit_epochs_ms": t_epochs,
+                "datarax_vs_plain_jit_epochs": t_epochs / min(t_ours, t_iter, t_inline),
+                "datarax_vs_plain_jit": min(t_floor, t_feistel) / min(t_ours, t_iter),
+                "iter_vs_plain_jit": min(t_floor, t_feistel) / t_iter,
                 "checks_ok": bool(ok),
             }
     return out
@@ -149,6 +196,7 @@ def _endless(make: Any) -> Any:
         yield from pipeline
 
 
+@functools.lru_cache(maxsize=None)  # calibrated once per shape: each depth tried compiles
 def _train_step(train_ms: float, batch: int, features: int) -> tuple[Any, Any]:
     """A jitted step of chained (batch, w) @ (w, w) matmuls with ``w`` chosen so that one
     step takes about ``train_ms`` on this device; returns ``(step, params)``."""
@@ -208,37 +256,105 @@ def chip_share(records: int, steps: int, reps: int, train_ms: float) -> dict[str
     return out
 
 
-_FIRST = r"""
-import json, sys, time
-began = time.perf_counter()
-import jax, numpy as np
-from benchmarks.on_chip import _w1_floor, _w1_pipeline
-records, batch = int(sys.argv[1]), int(sys.argv[2])
-images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
-jax.devices()
-out = {"imports_s": time.perf_counter() - began}
-t = time.perf_counter(); pipeline = _w1_pipeline(images, batch, True); out["build_s"] = time.perf_counter() - t
-t = time.perf_counter(); jax.block_until_ready(next(iter(pipeline))); out["first_next_s"] = time.perf_counter() - t
-out["datarax_first_batch_s"] = out["build_s"] + out["first_next_s"]
-t = time.perf_counter(); floor = _w1_floor(images, batch, True); out["floor_place_s"] = time.perf_counter() - t
-t = time.perf_counter(); jax.block_until_ready(floor()); out["floor_first_s"] = time.perf_counter() - t
-out["floor_first_batch_s"] = out["floor_place_s"] + out["floor_first_s"]
-print(json.dumps(out))
-"""
+def _dispatch_call(pipeline: Any) -> tuple[Any, tuple[Any, ...], int]:
+    """The executable of ``pipeline``'s first pass and its constant arguments:
+    ``(executable, (state, inputs, epoch, key), batch)``."""
+    iterator = iter(pipeline)
+    jax.block_until_ready(next(iterator))
+    d = iterator._dispatch  # our own iterator's pass: the program it calls per batch
+    start = np.int32(d.batch_size)
+    return d.step.executable(d.state, d.inputs, start, d.epoch_arg, d.key), (
+        d.state, d.inputs, d.epoch_arg, d.key), d.batch_size
+
+
+def w1_program(records: int, batches: tuple[int, ...], steps: int, reps: int) -> dict[str, Any]:
+    """W1's compiled work alone, called back to back without the iterator: datarax's
+    step (as its pass calls it; with its order table or the Feistel cipher in the step;
+    the position a NumPy scalar or already on the device) beside the plain jit (a
+    permutation table read with ``dynamic_slice`` or gathered like datarax's; the
+    position a Python int or on the device), with each one's lower + compile seconds."""
+    import datarax.sources.memory as memory
+
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    out: dict[str, Any] = {}
+    for batch in batches:
+        row: dict[str, Any] = {}
+        starts = [np.int32(batch * (1 + i % (records // batch - 2))) for i in range(steps)]
+        placed = [jax.device_put(v) for v in starts]
+        for order, table_max in (("table", memory.SHUFFLE_TABLE_MAX), ("feistel", 0)):
+            saved = memory.SHUFFLE_TABLE_MAX
+            memory.SHUFFLE_TABLE_MAX = table_max
+            try:
+                t = time.perf_counter()
+                call, (state, inputs, epoch, key), _ = _dispatch_call(
+                    _w1_pipeline(images, batch, True, prefetch=0))
+                row[f"datarax_{order}_first_s"] = time.perf_counter() - t
+            finally:
+                memory.SHUFFLE_TABLE_MAX = saved
+            for where, values in (("numpy", starts), ("device", placed)):
+                at = iter(values * (3 * reps + 3))
+                row[f"datarax_{order}_{where}_start_ms"] = _ms_per_call(
+                    lambda: call(state, inputs, next(at), epoch, key), steps, reps)
+        for variant in ("slice", "gather"):
+            step, args = _w1_floor_parts(images, batch, True, gather=variant == "gather")
+            t = time.perf_counter()
+            compiled = step.lower(*args, starts[0]).compile()
+            row[f"floor_{variant}_compile_s"] = time.perf_counter() - t
+            for where, values in (("numpy", starts), ("device", placed)):
+                at = iter(values * (3 * reps + 3))
+                row[f"floor_{variant}_{where}_start_ms"] = _ms_per_call(
+                    lambda: compiled(*args, next(at)), steps, reps)
+        out[str(batch)] = row
+    return out
 
 
 def first_batch(records: int, batch: int) -> dict[str, Any]:
-    """W1's first batch in a fresh process (datarax first, then the floor: the floor
-    gets the warm runtime, which flatters it)."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    done = subprocess.run([sys.executable, "-c", _FIRST, str(records), str(batch)], env=env,
-                          capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).resolve().parents[1])
-    if done.returncode != 0:
-        return {"error": done.stderr[-2000:]}
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    out["datarax_vs_floor"] = out["datarax_first_batch_s"] / out["floor_first_batch_s"]
+    """W1's first batch split into its parts beside a plain jit of the same work
+    (:mod:`benchmarks.first_batch_profile`), in fresh processes with an empty store of
+    compiled steps: datarax first, then the floor first (the second side of a process
+    gets a warm runtime); and datarax first again over the first one's store (a second
+    run of the same program)."""
+    import tempfile
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as stores:
+        runs = (("datarax_first", "datarax", "a"), ("floor_first", "floor", "b"),
+                ("datarax_first_stored", "datarax", "a"))
+        for name, first, store in runs:
+            env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+            env["DATARAX_COMPILE_CACHE_DIR"] = str(Path(stores) / store)
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks.first_batch_profile", "--records",
+                 str(records), "--batch", str(batch), "--first", first],
+                env=env, capture_output=True, text=True, timeout=600,
+                cwd=Path(__file__).resolve().parents[1])
+            if done.returncode != 0:
+                out[name] = {"error": done.stderr[-2000:]}
+                continue
+            out[name] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
+
+
+def w1_profile(records: int, batch: int, calls: int = 300) -> dict[str, Any]:
+    """Where one ``next()`` of W1 spends its time on the loop's thread (``prefetch=0``:
+    every part of it runs there): cProfile's top functions by own time, microseconds per
+    call, beside the ms per call of the same loop unprofiled."""
+    import cProfile
+    import pstats
+
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    endless = _endless(lambda: _w1_pipeline(images, batch, True, prefetch=0))
+    plain_ms = _ms_per_call(lambda: next(endless), calls, 1)
+    profile = cProfile.Profile()
+    profile.enable()
+    jax.block_until_ready([next(endless) for _ in range(calls)])
+    profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    rows = sorted(((v[2], v[3], v[1], f"{Path(k[0]).name}:{k[1]}({k[2]})")
+                   for k, v in stats.items()), reverse=True)[:25]
+    return {"ms_per_call": plain_ms, "top_own_us": [
+        {"fn": name, "own_us": 1e6 * own / calls, "cum_us": 1e6 * cum / calls,
+         "calls_per_next": n / calls} for own, cum, n, name in rows]}
 
 
 def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
@@ -249,6 +365,11 @@ def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
         report["gather"] = gather(s["records"], s["batches"], s["steps"], s["reps"])
     if "w1" in sections:
         report["w1"] = w1(s["records"], s["batches"], s["steps"], s["reps"])
+    if "w1_program" in sections:
+        report["w1_program"] = w1_program(s["records"], s["batches"], s["steps"], s["reps"])
+    if "w1_profile" in sections:
+        report["w1_profile"] = {str(b): w1_profile(s["records"], b, 3 * s["steps"])
+                                for b in s["batches"]}
     if "chip_share" in sections:
         report["chip_share"] = chip_share(s["records"], s["steps"], s["reps"], s["train_ms"])
     return report

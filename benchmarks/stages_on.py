@@ -2,8 +2,9 @@
 
 ``python -m benchmarks.stages_on [--tiny] [--out results/stages_on_tpu_v5e.json]``
 
-For W1 (shuffle, /255, per-record flip over 32x32 uint8 images) and W7 (random
-resized crop, flip, brightness, contrast, normalize over 96x96 images), each placement:
+For W1 (shuffle, /255, per-record flip over 32x32 uint8 images), W7 (random resized
+crop, flip, brightness, contrast, normalize over 96x96 images) and W2's ArrayRecord
+files through W1's stages (a host source), each placement:
 
 * ``data_share`` — the data's share of the chip's time beside a training step of
   chained matmuls sized to ``train_ms`` (``benchmarks.on_chip``'s measure):
@@ -30,9 +31,10 @@ import numpy as np
 from benchmarks.on_chip import _ms_per_call, _share
 
 SIZES = {
-    "tiny": {"records": 1024, "batch": 64, "steps": 8, "reps": 1, "train_ms": 1.0, "compare": 4},
+    "tiny": {"records": 1024, "batch": 64, "steps": 8, "reps": 1, "train_ms": 1.0, "compare": 4,
+             "ar_records": 1024},
     "full": {"records": 20_000, "batch": 256, "steps": 100, "reps": 3, "train_ms": 5.0,
-             "compare": 16},
+             "compare": 16, "ar_records": 50_000},
 }
 
 
@@ -64,6 +66,26 @@ def w7_pipeline(images: np.ndarray, batch: int, stages_on: str) -> Any:
     return Pipeline(source=source, stages=stages, batch_size=batch, seed=0, stages_on=stages_on)
 
 
+def array_record_pipeline(paths: list[str], batch: int, stages_on: str) -> Any:
+    """W1's stages over W2's ArrayRecord files (a host source: read and decoded on the
+    host, record by record), as ``benchmarks.device_check``'s host pipeline."""
+    from benchmarks import bench_array_record as w2
+    from benchmarks.contenders.datarax_pipeline import flip, normalize
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        image = np.frombuffer(record, dtype=np.uint8).reshape(w2.RECORD_SHAPE)
+        return {"image": image, "label": np.int32(image[0, 0, 0])}
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True),
+                                     paths, decode=decode)
+    ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
+           ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
+    return Pipeline(source=source, stages=ops, batch_size=batch, seed=0, stages_on=stages_on)
+
+
 def compare(make: Any, batches: int) -> dict[str, Any]:
     """The first ``batches`` batches of both placements, side by side."""
     device, host = make("device"), make("host")
@@ -88,9 +110,14 @@ def run(size: str) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     w1_images = rng.integers(0, 256, (s["records"], 32, 32, 3), dtype=np.uint8)
     w7_images, _ = make_data(max(s["records"] // 2, 512))
-    features = {"w1": 32 * 32 * 3, "w7": 64 * 64 * 3}
+    from benchmarks import bench_array_record as w2
+
+    paths = w2.make_files(s["ar_records"], 4)
+    w2.warm(paths)
+    features = {"w1": 32 * 32 * 3, "w7": 64 * 64 * 3, "array_record": 32 * 32 * 3}
     makers = {"w1": lambda on: w1_pipeline(w1_images, s["batch"], on),
-              "w7": lambda on: w7_pipeline(w7_images, s["batch"], on)}
+              "w7": lambda on: w7_pipeline(w7_images, s["batch"], on),
+              "array_record": lambda on: array_record_pipeline(paths, s["batch"], on)}
     report: dict[str, Any] = {"size": size, "backend": jax.default_backend(),
                               "devices": [str(d) for d in jax.devices()]}
     for name, make in makers.items():

@@ -44,24 +44,30 @@ def pass_constants(*values: Any, device: Any = None) -> Any:
     unchanged) with their host arrays put on the default device once: a NumPy argument of
     a compiled function is copied to the device on every call. With ``device`` (the host
     CPU for ``stages_on="host"``) every value is put there, and the step compiled for
-    and run on it.
+    and run on it. An ``nnx.State`` comes back as plain nested dicts of its values
+    (``nnx.merge`` takes those): JAX flattens dicts in C++ on every call of the step,
+    a ``State`` and its ``Variable``s through Python.
 
     >>> import numpy as np
     >>> state, key = pass_constants({"seed": np.uint32(3)}, (np.zeros(2, np.uint32),))
     >>> type(state["seed"]).__name__, key[0].shape
     ('ArrayImpl', (2,))
     """
-    return jax.device_put(values, device)
+    plain = tuple(nnx.to_pure_dict(v) if isinstance(v, nnx.State) else v for v in values)
+    return jax.device_put(plain, device)
 
 
-def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
-    """Compiled ``(state, inputs, start, epoch, key) -> batch`` for an indexed source +
-    stages; ``inputs`` are the source's ``step_inputs()`` (arrays kept out of NNX state)."""
+def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., tuple[Batch, Any]]:
+    """Compiled ``(state, inputs, start, epoch, key) -> (batch, start + batch_size)`` for
+    an indexed source + stages; ``inputs`` are the source's ``step_inputs()`` (arrays
+    kept out of NNX state). The position after the batch comes back on the device, where
+    the pass's next call takes it (no position copied to the device per batch)."""
 
-    def build() -> Callable[..., Batch]:
-        def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> Batch:
+    def build() -> Callable[..., tuple[Batch, Any]]:
+        def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, Any]:
             source, stages = nnx.merge(graphdef, state)
-            return indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
+            batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
+            return batch, start + batch_size
 
         return stored_jit(step)
 
@@ -71,18 +77,22 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., Batch]:
 def grouped_step(
     graphdef: Any, batch_size: int, count: int, vectorized: bool = True,
     by_position: bool = False,
-) -> Callable[..., tuple[Batch, ...]]:
-    """Compiled ``(state, inputs, start, epoch, key) -> (batch, ...)``: the ``count``
-    consecutive batches from ``start``, each computed exactly as :func:`indexed_step`
-    computes it (its own batch key, stages over exactly its records) — one dispatch
-    for several small batches. ``vectorized``: the batches side by side
-    (``jax.vmap``, on CPU ~1.5-2x faster for per-record work); otherwise one after the
-    other (``jax.lax.map``, for steps ``vmap`` cannot batch). ``by_position``: the
-    source's records depend on their positions alone (the plan's
-    ``reading.reads_by_position``), so without stages the group is one read."""
+) -> Callable[..., tuple[tuple[Batch, ...], Any]]:
+    """Compiled ``(state, inputs, start, epoch, key) -> ((batch, ...), next start)``: the
+    ``count`` consecutive batches from ``start``, each computed exactly as
+    :func:`indexed_step` computes it (its own batch key, stages over exactly its
+    records) — one dispatch for several small batches — and ``start + count *
+    batch_size`` on the device. ``vectorized``: the batches side by side (``jax.vmap``,
+    on CPU ~1.5-2x faster for per-record work); otherwise one after the other
+    (``jax.lax.map``, for steps ``vmap`` cannot batch). ``by_position``: the source's
+    records depend on their positions alone (the plan's ``reading.reads_by_position``),
+    so without stages the group is one read."""
 
-    def build() -> Callable[..., tuple[Batch, ...]]:
-        def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, ...]:
+    def build() -> Callable[..., tuple[tuple[Batch, ...], Any]]:
+        def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> Any:
+            return batches(state, inputs, start, epoch, key), start + count * batch_size
+
+        def batches(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, ...]:
             source, stages = nnx.merge(graphdef, state)
             starts = start + jnp.arange(count, dtype=start.dtype) * batch_size
 

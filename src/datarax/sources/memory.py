@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,11 +27,13 @@ from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
+from datarax.sources.order_tables import order_ahead, order_table
 from datarax.sources.source_call import MISSING, check_config_and_data, source_config
 from datarax.typing import Batch
 
 #: a shuffled source of up to this many records reads an epoch through a table of its
-#: order built on the host (:meth:`MemorySource.epoch_step_inputs`; ~20 ms at 50,000)
+#: order built on the host (:meth:`MemorySource.epoch_step_inputs`; ~20 ms at 50,000; the next
+#: epoch's is built ahead, :mod:`datarax.sources.order_tables`)
 SHUFFLE_TABLE_MAX = 1 << 17
 
 
@@ -180,7 +181,9 @@ class MemorySource(IndexedSource):
         seed = (int(self.permutation_seed.get_value()) + int(epoch)) % 2**32
         base = np.int64(epoch * n) if jax.config.jax_enable_x64 else np.int32(epoch * n)
         # on the device once: a NumPy argument is copied there at every call
-        order = jax.device_put({"base": base, "order": _epoch_order(n, seed)})
+        order = jax.device_put({"base": base, "order": order_table(n, seed)})
+        if (epoch + 2) * n <= np.iinfo(np.int32).max:  # the next epoch's, while this one runs
+            order_ahead(n, (seed + 1) % 2**32)
         return (self.__store.columns, order)
 
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[None]:
@@ -274,14 +277,6 @@ class MemorySource(IndexedSource):
             stable = index
         record = self.__store.shaped(_map(lambda v: v[stable], self.__store.current()), single=True)
         return self.__store.merge(record, stable, single=True), stable
-
-
-@functools.lru_cache(maxsize=4)
-def _epoch_order(length: int, seed: int) -> np.ndarray:
-    """The record index at each position of an epoch shuffled by ``seed`` (read-only)."""
-    order = index_shuffle_np(np.arange(length), length - 1, seed).astype(np.int32)
-    order.setflags(write=False)
-    return order
 
 
 def _rows(column: Any, indices: Any) -> Any:
