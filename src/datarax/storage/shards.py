@@ -181,7 +181,9 @@ class RemoteShards:
             f"{what}. Raise the limit to at least {need} bytes ({comfortable} lets the next "
             "files download while these are read) with DATARAX_CACHE_BYTES or the source's "
             "cache=ShardCache(..., max_bytes=...), or read fewer files at once (a smaller "
-            "shuffle_window, or shuffle_window=W instead of a global shuffle).")
+            "shuffle_window, or shuffle_window=W instead of a global shuffle; with "
+            "shuffle_block='8M' too, windows of W blocks of 8 MB of the files, downloaded a "
+            "block at a time: the cache then needs about two windows).")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a worker process gets its own downloads into the same cache (shared safely)
@@ -304,7 +306,7 @@ class RemoteShards:
         """Note that a reader reached file ``i``: read-ahead moves on past it."""
         idle = []
         with self._lock:
-            if self._order.reach(i):
+            if self._order.reach(i, within=self.ahead + self.behind):
                 idle = self._release_passed()
                 self._schedule()
         close_all(idle)
