@@ -43,11 +43,11 @@ def shard_paths(folder: str) -> list[str]:
 
 
 def make(paths: Any, cache: pathlib.Path | None = None, max_bytes: int | str = "64M",
-         **config: Any) -> Any:
+         ranged_reads: bool = False, **config: Any) -> Any:
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
     from datarax.storage import ShardCache
 
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"ranged_reads": True} if ranged_reads else {}
     if cache is not None:
         kwargs["cache"] = ShardCache(cache, max_bytes=max_bytes)
     settings = {"shuffle_files": True, "shuffle_window": WINDOW, "shuffle_block": BLOCK,
@@ -209,11 +209,45 @@ def test_each_host_downloads_its_share_only(s3: S3, local_dataset: str,
     assert sum(sent) <= 1.1 * total
 
 
-def test_a_cache_too_small_for_a_global_shuffle_names_block_windows(
+def test_a_cache_too_small_for_a_global_shuffle_names_block_windows_and_ranged_reads(
         s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
     from datarax.storage import CacheFullError
 
     url = s3.upload_folder(local_dataset, "ds")
     total = sum(os.path.getsize(p) for p in shard_paths(local_dataset))
-    with pytest.raises(CacheFullError, match="shuffle_block"):
+    with pytest.raises(CacheFullError) as caught:
         make(url, tmp_path / "c", max_bytes=total // 4, shuffle_window=None, shuffle_block=None)
+    message = str(caught.value)
+    assert "shuffle_block='8M'" in message and "about two windows" in message
+    assert ("ArrayRecordSourceModule(..., ranged_reads=True) reads each record by byte range, "
+            "about 8,000 requests an epoch (one a record, all hosts together; 8 files, "
+            f"{total:,} bytes)") in message
+    with pytest.raises(ConfigError, match="ranged_reads=True reads single records and "
+                                          "shuffle_block downloads blocks of them"):
+        make(url, tmp_path / "c", ranged_reads=True)
+
+
+def test_ranged_reads_serve_a_global_shuffle_from_a_small_cache_each_host_its_records(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    total = sum(os.path.getsize(p) for p in shard_paths(local_dataset))
+    n = SHARDS * PER_SHARD
+    with make(local_dataset, shuffle_window=None, shuffle_block=None) as local:
+        expected = read(local, size=64)
+    served, sent, requests = [], [], []
+    for host in range(2):
+        s3.proxy.reset()
+        with make(url, tmp_path / f"host{host}", max_bytes=total // 4, shuffle_window=None,
+                  shuffle_block=None, ranged_reads=True) as src:
+            src.set_shard(host, 2)
+            served.append(read(src, size=64))
+            stats = src.stats()["storage"]
+        assert stats["fetched"] == 0  # no file downloaded
+        sent.append(s3.proxy.sent(".array_record"))
+        requests.append(sum(c for (m, p), c in s3.proxy.requests.items()
+                            if p.endswith(".array_record")))
+    assert served == [expected[: n // 2], expected[n // 2:]]
+    for got, count in zip(sent, requests, strict=True):
+        # the host's records (a chunk each) and the 8 footers, nothing else
+        assert got <= 1.1 * total / 2 + SHARDS * (128 << 10), (sent, total)
+        assert n // 2 * 0.5 <= count <= n // 2 + 2 * SHARDS, requests

@@ -28,7 +28,12 @@ from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.position import refuse_pipeline_state
 from datarax.dataset.metadata import DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
-from datarax.sources.array_record_blocks import check_block_bytes, local_blocks, remote_reading
+from datarax.sources.array_record_remote import (
+    check_block_bytes,
+    check_cache_for_processes,
+    local_blocks,
+    remote_reading,
+)
 from datarax.sources.array_record_counts import check_counts, count_records, remote_counts
 from datarax.sources.array_record_files import ArrayRecordFiles, array_record_reader
 from datarax.sources.array_record_paths import PathsLike, is_folder, resolve_paths
@@ -40,8 +45,6 @@ from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.skip_ledger import record_place
 from datarax.sources.source_call import MISSING, check_config_and_data
 from datarax.storage import (
-    CacheFullError,
-    RemoteShards,
     ShardCache,
     StorageStats,
     expand_user,
@@ -128,23 +131,6 @@ def default_decode(record: bytes) -> dict[str, np.ndarray]:
     return {"record": np.frombuffer(record, dtype=np.uint8)}
 
 
-def _check_cache_for_processes(remote: RemoteShards, processes: int) -> None:
-    """Refuse remote files read by worker processes through a cache smaller than all of
-    them: a worker holds the files it has read until the source is closed."""
-    total = sum(o.size for o in remote.objects)
-    if not processes or total <= remote.cache.max_bytes:
-        return
-    limit, folder = remote.cache.max_bytes, remote.cache.directory
-    remote.close()
-    raise CacheFullError(
-        f"ArrayRecordSourceModule: decode_processes={processes} reads the remote files in "
-        f"worker processes, which keep each file they read in the cache until the source is "
-        f"closed, so the cache '{folder}' (limit {limit} bytes) must hold all "
-        f"{len(remote.objects)} files ({total} bytes). Raise the limit to at least {total} "
-        "bytes with DATARAX_CACHE_BYTES or the source's cache=ShardCache(..., max_bytes=...), "
-        "or read a data set larger than the cache with decode_processes=0 (reader threads).")
-
-
 class ArrayRecordSourceModule(RandomAccessSource):
     """Records of one or more ArrayRecord files, decoded and batched on host threads.
 
@@ -194,6 +180,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
         storage_options: for remote ``paths``, options of the fsspec filesystem
             (credentials, endpoint); by default each filesystem reads its own
             (``AWS_*`` variables for S3, ``AWS_ENDPOINT_URL`` included).
+        ranged_reads: for remote ``paths``, read each record by byte range from the
+            files' footers instead of downloading files: for a global shuffle of a data
+            set larger than the cache, or hosts that each read only their share. It
+            costs about a request per record read (neighbouring chunks share one).
 
     It is a host source: a Pipeline calls :meth:`get_batch_with_indices`, which
     returns the next batch of the epoch and each record's stable index (its number
@@ -231,6 +221,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         decode_processes: int = 0,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        ranged_reads: bool = False,
     ) -> None:
         check_config_and_data(
             "ArrayRecordSourceModule", config, ArrayRecordSourceConfig, paths, data_name="paths",
@@ -249,9 +240,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
                                                decode, ImageDecoder),
                                            storage_options=storage_options, stats=storage_stats)
             # whole files, or with shuffle_block blocks of them, read through the cache
-            remote, blocks = remote_reading(objects, config, cache=cache,
+            remote, blocks = remote_reading(objects, config, cache=cache, ranged=ranged_reads,
                                             storage_options=storage_options, stats=storage_stats)
-            _check_cache_for_processes(remote, decode_processes)
+            check_cache_for_processes(remote, decode_processes, ranged_reads)
             files = [o.url for o in objects]
             if info is not None and not own_decode:
                 decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
@@ -296,7 +287,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
         # remote files not cached yet: their first records by byte range, while they download
-        head = HeadStart(remote) if remote is not None and blocks is None else None
+        head = None if remote is None or blocks is not None else HeadStart(
+            remote, **({"budget": 1 << 62, "min_size": 0} if ranged_reads else {}))
+        self._ranged = ranged_reads and remote is not None
         self._blocks = nnx.static(blocks)
         self._data = nnx.static(ArrayRecordFiles(
             files, counts, remote, head, blocks=blocks if remote is not None else None))
@@ -381,7 +374,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             counts = tuple(self._data.counts) if blocks is None else blocks.counts
             order = dataclasses.replace(order, shard_window=(counts, int(window)),
                                         block_bytes=None if blocks is None else blocks.block_bytes)
-        if self._remote is not None:  # read ahead the files (blocks) this pass needs, in order
+        if self._remote is not None and not self._ranged:  # read ahead the files (blocks)
             start = self.index if epoch == self.epoch else 0
             ends = self._ends if blocks is None else blocks.ends.tolist()
             self._remote.plan(order.indices, start, order.size, ends)

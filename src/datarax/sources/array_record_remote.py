@@ -17,10 +17,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.storage import RemoteObject, RemoteShards, ShardCache, StorageStats, parse_bytes
+from datarax.storage import (
+    CacheFullError,
+    RemoteObject,
+    RemoteShards,
+    ShardCache,
+    StorageStats,
+    parse_bytes,
+)
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
-__all__ = ["block_bytes", "check_block_bytes", "local_blocks", "remote_reading"]
+__all__ = ["block_bytes", "check_block_bytes", "check_cache_for_processes", "local_blocks",
+           "remote_reading"]
 
 
 def block_bytes(config: Any) -> int | None:
@@ -57,10 +65,10 @@ def local_blocks(files: Sequence[str], config: Any) -> FileBlocks | None:
 
 def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: ShardCache | None,
                    storage_options: Mapping[str, Any] | None, stats: StorageStats,
-                   ) -> tuple[RemoteShards, FileBlocks | None]:
+                   ranged: bool = False) -> tuple[RemoteShards, FileBlocks | None]:
     """The :class:`RemoteShards` remote ``objects`` are read through, and their blocks
     (None: whole files). Files read at once (the cache must hold them): a window's, or
-    every file for a global shuffle.
+    every file for a global shuffle; with ``ranged`` (records read by range), one.
 
     Raises:
         CacheFullError: the cache cannot hold what a reader uses at once.
@@ -68,10 +76,18 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
     """
     window = config.shuffle_window if config.shuffle_files else None
     size = block_bytes(config) if window is not None else None
+    if ranged and size is not None:
+        raise ConfigError("ArrayRecordSourceModule: ranged_reads=True reads single records "
+                          "and shuffle_block downloads blocks of them; choose one.")
     if size is None:
-        at_once = window or (len(objects) if config.shuffle_files else 1)
-        remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
-                              ahead=max(8, 2 * (window or 0)), behind=at_once, stats=stats)
+        at_once = 1 if ranged else window or (len(objects) if config.shuffle_files else 1)
+        try:
+            remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
+                                  ahead=max(8, 2 * (window or 0)), behind=at_once, stats=stats)
+        except CacheFullError as err:
+            if window is not None or not config.shuffle_files:
+                raise
+            raise CacheFullError(f"{err} {ranged_cost(objects)}") from err
         return remote, None
     assert window is not None
     cache = cache if cache is not None else ShardCache()
@@ -90,3 +106,38 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
     remote = RemoteShards(blocks.objects(objects), cache=cache, storage_options=storage_options,
                           ahead=max(8, 2 * window), behind=window, stats=stats)
     return remote, blocks
+
+
+def ranged_cost(objects: Sequence[RemoteObject]) -> str:
+    """What ``ranged_reads=True`` would cost a global shuffle of ``objects`` an epoch."""
+    records = [o.records for o in objects]
+    total = sum(o.size for o in objects)
+    count = (f"{sum(records):,} requests an epoch (one a record" if None not in records
+             else "one request a record read each epoch (")
+    return (f"Or keep the global shuffle without downloading the files: "
+            f"ArrayRecordSourceModule(..., ranged_reads=True) reads each record by byte range, "
+            f"about {count}, all hosts together; {len(objects)} files, {total:,} bytes), "
+            "each request paying the store's latency.")
+
+
+def check_cache_for_processes(remote: RemoteShards, processes: int, ranged: bool = False) -> None:
+    """Refuse remote files read by worker processes through a cache smaller than all of
+    them: a worker holds the files it has read until the source is closed."""
+    total = sum(o.size for o in remote.objects)
+    if ranged and processes:
+        remote.close()
+        raise ConfigError(
+            f"ArrayRecordSourceModule: ranged_reads=True reads records by range in this "
+            f"process; decode_processes={processes} cannot use them. Use decode_processes=0, "
+            "or download the files (ranged_reads=False).")
+    if not processes or total <= remote.cache.max_bytes:
+        return
+    limit, folder = remote.cache.max_bytes, remote.cache.directory
+    remote.close()
+    raise CacheFullError(
+        f"ArrayRecordSourceModule: decode_processes={processes} reads the remote files in "
+        f"worker processes, which keep each file they read in the cache until the source is "
+        f"closed, so the cache '{folder}' (limit {limit} bytes) must hold all "
+        f"{len(remote.objects)} files ({total} bytes). Raise the limit to at least {total} "
+        "bytes with DATARAX_CACHE_BYTES or the source's cache=ShardCache(..., max_bytes=...), "
+        "or read a data set larger than the cache with decode_processes=0 (reader threads).")
