@@ -199,18 +199,24 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
     def epoch(source: Any, e: int, ids_path: pathlib.Path | None) -> dict[str, Any]:
         start, before = time.perf_counter(), wire()
         source.seek(e)
-        first, served = None, []
+        first, served, stable = None, [], []
         while True:
-            batch, _ = source.get_batch_with_indices(job["batch"])
+            batch, indices = source.get_batch_with_indices(job["batch"])
             if batch is None:
                 break
             if first is None:
                 first = time.perf_counter() - start
             served.append(record_ids(batch["image"]))  # each record's number, in its bytes
+            stable.append(np.asarray(indices))
         seconds = time.perf_counter() - start
         ids = np.concatenate(served) if served else np.zeros(0, np.uint32)
         if ids_path is not None:
             np.save(ids_path, ids)
+            if e == 0 and host == 0:  # the shard each record came from, for the mixing
+                files = {p: k for k, p in enumerate(source.paths)}
+                every = np.concatenate(stable) if stable else np.zeros(0, np.int64)
+                np.save(ids_path.with_name("shards.npy"),
+                        np.asarray([files[source.locate(int(i))[0]] for i in every]))
         return {"records": len(ids), "first_batch_s": round(first or 0.0, 4),
                 "seconds": round(seconds, 3), "records_per_s": round(len(ids) / seconds, 1),
                 **delta(wire(), before)}
@@ -284,7 +290,7 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
         out["refused"] = next(h["refused"] for h in hosts_out if "refused" in h)
         return out
     out["exactly_once"] = [check_shares(ids_dir, mode.hosts, e, records) for e in range(epochs)]
-    out["mixing"] = mixing(np.load(ids_dir / "h0-e0.npy"), records, batch)
+    out["mixing"] = mixing(np.load(ids_dir / "shards.npy"), batch)
     out["epochs"] = [{
         "bytes": sum(h["epochs"][e]["bytes"] for h in hosts_out),
         "requests": sum(h["epochs"][e]["requests"] for h in hosts_out),
@@ -306,10 +312,9 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
     return out
 
 
-def mixing(ids: np.ndarray, records: int, batch: int) -> dict[str, float]:
-    """How well an epoch's order mixes: the fraction of neighbours from one shard, and
-    the distinct shards in a batch (of :data:`SHARDS`; records numbered in shard order)."""
-    shard = ids.astype(np.int64) * SHARDS // records
+def mixing(shard: np.ndarray, batch: int) -> dict[str, float]:
+    """How well an epoch's order mixes (host 0's epoch 0; ``shard``: each record's shard):
+    the fraction of neighbours from one shard, and the distinct shards in a batch."""
     usable = len(shard) - len(shard) % batch
     rows = shard[:usable].reshape(-1, batch)
     return {"same_shard_neighbours": round(float(np.mean(shard[1:] == shard[:-1])), 3),
