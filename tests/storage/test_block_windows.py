@@ -101,14 +101,22 @@ def test_blocks_are_whole_chunks_of_about_the_size_asked(tmp_path: pathlib.Path,
     firsts = np.concatenate([[0], blocks.ends])
     for b in (0, len(blocks) // 2, len(blocks) - 1):
         start, end = blocks.byte_range(b)
-        copy = tmp_path / f"block{b}"
+        (tmp_path / "shards").mkdir(exist_ok=True)
+        copy = tmp_path / "shards" / f"block{b}"  # as in a cache folder: sparse/ beside it
         with open(path, "rb") as f:
             f.seek(start)
             copy.write_bytes(f.read(end - start))
-        reader = BlockRecords(str(copy), start, footer, name=path)
+        tail = tmp_path / "tail"
+        with open(path, "rb") as f:
+            f.seek(footer.footer_offset)
+            tail.write_bytes(f.read())
         wanted = list(range(int(firsts[b]), int(firsts[b + 1])))[::-1]
-        assert reader.read(wanted) == [records[i] for i in wanted]
-        reader.close()
+        # decoded here, and by array_record's reader from a sparse copy (block + tail)
+        for reader in (BlockRecords(str(copy), start, footer, name=path),
+                       BlockRecords(str(copy), start, footer, name=path, tail=str(tail))):
+            assert reader.read(wanted) == [records[i] for i in wanted]
+            reader.close()
+        assert os.listdir(tmp_path / "sparse") == []  # the copy's disk freed once opened
     assert blocks_of([path], None).counts == (3000,)  # block = file
 
 

@@ -25,6 +25,7 @@ from datarax.storage import (
     StorageStats,
     parse_bytes,
 )
+from datarax.storage.array_record_ranges import tail_path
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
 __all__ = ["block_bytes", "check_block_bytes", "check_cache_for_processes", "local_blocks",
@@ -102,7 +103,7 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
                 f"ArrayRecordSourceModule: the shard '{obj.url}' holds {footer.num_records} "
                 f"records, its dataset's metadata says {obj.records}; the folder mixes files "
                 "of different conversions. Convert the data again.", path=obj.url)
-    blocks = FileBlocks.cut(footers, size)
+    blocks = FileBlocks.cut(footers, size).with_tails([tail_path(cache, o) for o in objects])
     remote = RemoteShards(blocks.objects(objects), cache=cache, storage_options=storage_options,
                           ahead=max(8, 2 * window), behind=window, stats=stats)
     return remote, blocks

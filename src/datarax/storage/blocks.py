@@ -33,14 +33,16 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from datarax.errors import ConfigError
+from datarax.errors import ConfigError, RecordError
+from datarax.extras import require
 from datarax.storage.array_record_layout import Footer
-from datarax.storage.array_record_ranges import ArrayRecordRanges
+from datarax.storage.array_record_ranges import ArrayRecordRanges, save_tail, tail_path
 from datarax.storage.cache import ShardCache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.urls import FileBlock, RemoteObject
@@ -76,6 +78,8 @@ class FileBlocks:
         counts: records in each block.
         footers: each file's :class:`~datarax.storage.array_record_layout.Footer`.
         block_bytes: the size the cut aimed at (None: a block per file).
+        tails: for each file, a local file of its bytes from the footer on (the blocks
+            are then read by array_record's reader; None: decoded here).
     """
 
     file_of: tuple[int, ...]
@@ -84,6 +88,7 @@ class FileBlocks:
     counts: tuple[int, ...]
     footers: tuple[Footer, ...]
     block_bytes: int | None
+    tails: tuple[str, ...] | None = None
 
     @classmethod
     def cut(cls, footers: Sequence[Footer], block_bytes: int | None) -> FileBlocks:
@@ -105,6 +110,10 @@ class FileBlocks:
 
     def __len__(self) -> int:
         return len(self.counts)
+
+    def with_tails(self, tails: Sequence[str]) -> FileBlocks:
+        """These blocks, read with the files' tails kept at ``tails``."""
+        return dataclasses.replace(self, tails=tuple(tails))
 
     @functools.cached_property
     def ends(self) -> np.ndarray:
@@ -144,10 +153,15 @@ class BlockRecords:
     ``block``'s range of its file; ``footer``: the file's footer). Positions are record
     numbers in the file; :meth:`close` closes the copy.
 
+    With ``tail`` (a file holding the file's bytes from its footer on), the block is read
+    by array_record's own reader from a sparse copy of the whole file holding only the
+    block and the tail (written next to the cache's folder, removed once opened: its
+    disk space is freed at :meth:`close`); else its chunks are decoded here.
+
     Example:
         >>> import os, tempfile
         >>> from array_record.python.array_record_module import ArrayRecordWriter
-        >>> from datarax.storage.array_record_ranges import ArrayRecordRanges
+        >>> from datarax.storage.array_record_ranges import ArrayRecordRanges, save_tail, tail_path
         >>> path = os.path.join(tempfile.mkdtemp(), "b.array_record")
         >>> w = ArrayRecordWriter(path, "group_size:1")
         >>> for i in range(6): w.write(b"r%d" % i)
@@ -164,9 +178,19 @@ class BlockRecords:
         >>> reader.close()
     """
 
-    def __init__(self, path: str, offset: int, footer: Footer, *, name: str = "<block>") -> None:
+    def __init__(self, path: str, offset: int, footer: Footer, *, name: str = "<block>",
+                 tail: str | None = None) -> None:
         self.offset = int(offset)
         self._fd = os.open(path, os.O_RDONLY)
+        self._reader: Any = None
+        if tail is not None:
+            try:
+                self._reader = _sparse_reader(self._fd, self.offset, footer, tail, path)
+            except BaseException:
+                os.close(self._fd)
+                raise
+            os.close(self._fd)
+            self._fd = -1
         self._ranges = ArrayRecordRanges(self._read, footer.size, name=name, footer=footer,
                                          parallel=1)
 
@@ -175,23 +199,65 @@ class BlockRecords:
 
     def read(self, positions: Sequence[int]) -> list[bytes]:
         """The records at ``positions`` (record numbers in the file)."""
+        if self._reader is not None:
+            return list(self._reader.read(list(positions)))
         return self._ranges.read(positions)
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._reader is not None:
+            self._reader.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+
+
+def _sparse_reader(fd: int, offset: int, footer: Footer, tail: str, path: str) -> Any:
+    """array_record's reader on a sparse copy of the file: the block at ``offset``, the
+    tail at the footer; the copy is unlinked once opened."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(path)), "sparse")
+    os.makedirs(folder, exist_ok=True)
+    part, name = tempfile.mkstemp(dir=folder, suffix=".array_record")
+    try:
+        os.ftruncate(part, footer.size)
+        size = os.fstat(fd).st_size
+        done = 0
+        while done < size:  # the block, at its place in the file
+            chunk = os.pread(fd, min(8 << 20, size - done), done)
+            if not chunk:
+                break
+            os.pwrite(part, chunk, offset + done)
+            done += len(chunk)
+        with open(tail, "rb") as f:
+            os.pwrite(part, f.read(), footer.footer_offset)
+        os.close(part)
+        part = -1
+        module = require("array_record.python.array_record_module", extra="arrayrecord",
+                         user="reading blocks of ArrayRecord files")
+        reader = module.ArrayRecordReader(name, options="readahead_buffer_size:0",
+                                          file_reader_buffer_size=4096)
+        if not reader.ok():
+            raise RecordError(f"'{path}': array_record cannot open the block's copy.",
+                              path=path)
+        return reader
+    finally:
+        if part >= 0:
+            os.close(part)
+        os.unlink(name)
 
 
 def open_block(blocks: FileBlocks, b: int, name: str) -> Any:
     """An opener for :meth:`RemoteShards.open` of block ``b``: a :class:`BlockRecords`."""
     start, _ = blocks.byte_range(b)
     footer = blocks.footers[blocks.file_of[b]]
-    return functools.partial(BlockRecords, offset=start, footer=footer, name=name)
+    tail = blocks.tails[blocks.file_of[b]] if blocks.tails is not None else None
+    return functools.partial(BlockRecords, offset=start, footer=footer, name=name, tail=tail)
 
 
 def footers_of(files: Sequence[str] | Sequence[RemoteObject], *, fetcher: Fetcher | None = None,
                cache: ShardCache | None = None, threads: int = 16) -> list[Footer]:
     """The footer of each file: local paths read from disk; remote objects by range with
-    ``fetcher`` (1-2 requests each), kept beside ``cache`` so a restart makes none.
+    ``fetcher`` (1-2 requests each), kept beside ``cache`` with the file's bytes from the
+    footer on (:func:`~datarax.storage.array_record_ranges.tail_path`), so a restart
+    makes none.
 
     Raises:
         RecordError: a file is not an ArrayRecord file, or damaged.
@@ -199,7 +265,10 @@ def footers_of(files: Sequence[str] | Sequence[RemoteObject], *, fetcher: Fetche
     """
     def one(item: Any) -> Footer:
         if isinstance(item, RemoteObject):
-            return ArrayRecordRanges.for_object(item, fetcher=fetcher, cache=cache).footer
+            reader = ArrayRecordRanges.for_object(item, fetcher=fetcher, cache=cache)
+            if cache is not None and not os.path.exists(tail_path(cache, item)):
+                save_tail(tail_path(cache, item), reader.tail_bytes())
+            return reader.footer
         return ArrayRecordRanges.from_url(os.fspath(item)).footer
 
     if len(files) <= 1:
