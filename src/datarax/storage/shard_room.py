@@ -26,6 +26,7 @@ class ShardRoom:
     _lock: Any
     _entries: Any
     _order: Any
+    _closed: bool
 
     def _check_room(self) -> None:
         """Refuse a cache too small for the files a reader uses at once."""
@@ -115,14 +116,21 @@ class ShardRoom:
 
         return sorted((j for j in self._entries if j not in busy and j != wanted), key=order)
 
+    def held_bytes(self) -> int | None:
+        """Bytes of the files this reader holds in its cache (None once closed)."""
+        if self._closed:
+            return None
+        return sum(self.objects[j].size for j in list(self._entries))
+
     def _too_full(self, wanted: int) -> CacheFullError:
         obj = self.objects[wanted]
         ours = sum(self.objects[j].size for j in self._entries)
         used = self.cache.usage()
         folder = os.path.realpath(self.cache.directory)
-        here = [r for r in list(OPEN) if r is not self and not r._closed
-                and os.path.realpath(r.cache.directory) == folder]
-        theirs = sum(r.objects[j].size for r in here for j in list(r._entries))
+        held = {r: r.held_bytes() for r in list(OPEN) if r is not self
+                and os.path.realpath(r.cache.directory) == folder}
+        here = [r for r, n in held.items() if n is not None]
+        theirs = sum(held[r] or 0 for r in here)
         if here:  # this process's other readers: say which, and what to do about them
             files = here[0].objects
             more = f" and {len(files) - 1} more files" if len(files) > 1 else ""
