@@ -259,3 +259,28 @@ def test_ranged_reads_serve_a_global_shuffle_from_a_small_cache_each_host_its_re
         # the host's records (a chunk each) and the 8 footers, nothing else
         assert got <= 1.1 * total / 2 + SHARDS * (128 << 10), (sent, total)
         assert n // 2 * 0.5 <= count <= n // 2 + 2 * SHARDS, requests
+
+
+def test_an_elastic_share_of_runs_downloads_the_blocks_of_its_runs(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    paths = shard_paths(local_dataset)
+    total = sum(os.path.getsize(p) for p in paths)
+    with make(local_dataset) as local:
+        expected = read(local)
+    runs = ((0, 1500), (5000, 6500))  # what an elastic restore may give a process
+    s3.proxy.reset()
+    with make(url, tmp_path / "c", max_bytes=total // 4) as src:
+        src.use_share(0, runs)
+        assert read(src) == expected[0:1500] + expected[5000:6500]
+    blocks = blocks_of(paths)
+    windows = ShardWindows(blocks.counts, WINDOW, seed=5)
+    needed = set()  # the blocks of the windows the runs touch
+    for lo, hi in runs:
+        for w in range(int(windows.window_of(np.asarray([lo]))[0]),
+                       int(windows.window_of(np.asarray([hi - 1]))[0]) + 1):
+            needed |= set(windows.window_shards(w))
+    sizes = blocks.sizes()
+    footers = sum(os.path.getsize(p) - f.footer_offset + (128 << 10)
+                  for p, f in zip(paths, blocks.footers, strict=True))
+    assert s3.proxy.sent(".array_record") <= sum(sizes[b] for b in needed) + footers
