@@ -284,3 +284,13 @@ def test_an_elastic_share_of_runs_downloads_the_blocks_of_its_runs(
     footers = sum(os.path.getsize(p) - f.footer_offset + (128 << 10)
                   for p, f in zip(paths, blocks.footers, strict=True))
     assert s3.proxy.sent(".array_record") <= sum(sizes[b] for b in needed) + footers
+
+
+def test_block_windows_need_no_room_for_a_whole_file(s3: S3, local_dataset: str,
+                                                      tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(local_dataset, "ds")
+    largest = max(os.path.getsize(p) for p in shard_paths(local_dataset))
+    with make(local_dataset) as local:
+        expected = read(local)
+    with make(url, tmp_path / "c", max_bytes=int(largest * 0.8)) as src:  # < one shard
+        assert read(src) == expected

@@ -26,6 +26,7 @@ from datarax.storage import (
     parse_bytes,
 )
 from datarax.storage.array_record_ranges import tail_path
+from datarax.storage.fetch import Fetcher
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
 __all__ = ["block_bytes", "check_block_bytes", "check_cache_for_processes", "local_blocks",
@@ -92,11 +93,9 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
         return remote, None
     assert window is not None
     cache = cache if cache is not None else ShardCache()
-    files = RemoteShards(objects, cache=cache, storage_options=storage_options, stats=stats)
-    try:  # footers by range (kept beside the cache: a restart reads none)
-        footers = footers_of(objects, fetcher=files.fetcher, cache=cache)
-    finally:
-        files.close()
+    cache.ensure()  # an unusable folder is named now
+    # footers by range (kept beside the cache: a restart reads none); no file need fit
+    footers = footers_of(objects, fetcher=Fetcher(storage_options, stats=stats), cache=cache)
     for obj, footer in zip(objects, footers, strict=True):
         if obj.records is not None and obj.records != footer.num_records:
             raise RecordError(
