@@ -103,6 +103,18 @@ class Mode:
 
 
 WINDOW = {"shuffle_files": True, "shuffle_window": 4}
+BLOCKS = {"shuffle_files": True, "shuffle_window": 4, "shuffle_block": "8M"}
+QUICK_BLOCKS = {"shuffle_files": True, "shuffle_window": 4, "shuffle_block": "256K"}
+
+
+def ranged_source(setup: Setup) -> Any:
+    """A global shuffle read record by record by byte range (``ranged_reads=True``)."""
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=setup.seed, **setup.config),
+                                   setup.paths, cache=setup.cache, ranged_reads=True)
+
+
 MODES: list[Mode] = [
     Mode("global", "global shuffle, cache 1.1x the data set", 1.1),
     Mode("global_small_cache", "global shuffle, cache 1/4 of the data set", 0.25),
@@ -110,6 +122,13 @@ MODES: list[Mode] = [
     Mode("global_2hosts", "global shuffle, 2 hosts, cache 1.1x the data set each", 1.1, hosts=2),
     Mode("window4_2hosts", "shuffle_window=4, 2 hosts, cache 1/4 of the data set each", 0.25,
          hosts=2, config=WINDOW),
+    Mode("blocks", "shuffle_block='8M' (256K with --quick), shuffle_window=4 blocks, "
+         "cache 1/4 of the data set", 0.25, config=BLOCKS),
+    Mode("blocks_2hosts", "shuffle_block='8M' (256K with --quick), shuffle_window=4 blocks, "
+         "2 hosts, cache 1/4 of the data set each", 0.25, hosts=2, config=BLOCKS),
+    Mode("ranged_2hosts", "global shuffle by byte range (ranged_reads=True), 2 hosts, cache "
+         "1/4 of the data set each (--quick only: a request a record)", 0.25, hosts=2,
+         build=ranged_source),
     Mode("copy_then_read", "baseline: copy every file (s3fs get), then a global shuffle of "
          "the local copy; the copy is part of the build", 1.1, build=copy_then_read_source),
 ]
@@ -180,24 +199,33 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
     def epoch(source: Any, e: int, ids_path: pathlib.Path | None) -> dict[str, Any]:
         start, before = time.perf_counter(), wire()
         source.seek(e)
-        first, served = None, []
+        first, served, stable = None, [], []
         while True:
-            batch, _ = source.get_batch_with_indices(job["batch"])
+            batch, indices = source.get_batch_with_indices(job["batch"])
             if batch is None:
                 break
             if first is None:
                 first = time.perf_counter() - start
             served.append(record_ids(batch["image"]))  # each record's number, in its bytes
+            stable.append(np.asarray(indices))
         seconds = time.perf_counter() - start
         ids = np.concatenate(served) if served else np.zeros(0, np.uint32)
         if ids_path is not None:
             np.save(ids_path, ids)
+            if e == 0 and host == 0:  # the shard each record came from, for the mixing
+                files = {p: k for k, p in enumerate(source.paths)}
+                every = np.concatenate(stable) if stable else np.zeros(0, np.int64)
+                np.save(ids_path.with_name("shards.npy"),
+                        np.asarray([files[source.locate(int(i))[0]] for i in every]))
         return {"records": len(ids), "first_batch_s": round(first or 0.0, 4),
                 "seconds": round(seconds, 3), "records_per_s": round(len(ids) / seconds, 1),
                 **delta(wire(), before)}
 
     cache = ShardCache(job["cache_dir"], max_bytes=job["cache_bytes"])
-    setup = Setup(job["url"], cache, job["seed"], dict(mode.config))
+    config = dict(mode.config)
+    if job.get("quick") and config.get("shuffle_block"):
+        config = dict(QUICK_BLOCKS)  # ~1 MB shards: blocks of 256 KB
+    setup = Setup(job["url"], cache, job["seed"], config)
     start = wire()
     t0 = time.perf_counter()
     try:
@@ -213,7 +241,7 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
     ids_dir = pathlib.Path(job["ids_dir"])
     # the reference: the same files on local disk, ArrayRecord's own reader, same config;
     # its epochs alternate with the later remote ones (the machine's load alike for both)
-    local = array_record_source(Setup(job["local"], None, job["seed"], dict(mode.config)))
+    local = array_record_source(Setup(job["local"], None, job["seed"], config))
     try:
         if hosts > 1:
             local.set_shard(host, hosts)
@@ -243,7 +271,7 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
         job = {"mode": mode.name, "host": host, "url": url, "local": local,
                "proxy": proxies[f"h{host}"], "cache_dir": str(scratch / mode.name / f"cache{host}"),
                "cache_bytes": cache_bytes, "epochs": epochs, "batch": batch, "seed": seed,
-               "ids_dir": str(ids_dir)}
+               "ids_dir": str(ids_dir), "quick": records < RECORDS}
         result = scratch / mode.name / f"h{host}.json"
         env = {**os.environ, "AWS_ENDPOINT_URL": proxies[f"h{host}"],
                "AWS_ENDPOINT_URL_S3": proxies[f"h{host}"], "JAX_PLATFORMS": "cpu"}
@@ -262,6 +290,7 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
         out["refused"] = next(h["refused"] for h in hosts_out if "refused" in h)
         return out
     out["exactly_once"] = [check_shares(ids_dir, mode.hosts, e, records) for e in range(epochs)]
+    out["mixing"] = mixing(np.load(ids_dir / "shards.npy"), batch)
     out["epochs"] = [{
         "bytes": sum(h["epochs"][e]["bytes"] for h in hosts_out),
         "requests": sum(h["epochs"][e]["requests"] for h in hosts_out),
@@ -281,6 +310,15 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
     disk = sum(max(e["records_per_s"] for e in h["local_epochs"]) for h in hosts_out)
     out["later_epochs_vs_local_disk"] = round(warm / disk, 3)
     return out
+
+
+def mixing(shard: np.ndarray, batch: int) -> dict[str, float]:
+    """How well an epoch's order mixes (host 0's epoch 0; ``shard``: each record's shard):
+    the fraction of neighbours from one shard, and the distinct shards in a batch."""
+    usable = len(shard) - len(shard) % batch
+    rows = shard[:usable].reshape(-1, batch)
+    return {"same_shard_neighbours": round(float(np.mean(shard[1:] == shard[:-1])), 3),
+            "shards_per_batch": round(float(np.mean([len(np.unique(r)) for r in rows])), 1)}
 
 
 def check_shares(ids_dir: pathlib.Path, hosts: int, epoch: int, records: int) -> bool:
@@ -344,13 +382,14 @@ def table(result: dict[str, Any]) -> str:
     per epoch (all hosts), the later epochs' best rate against local disk's best."""
     lines = ["| mode | cache / host | build, first batch | cold epoch (build + epoch 0) "
              "| build: requests | epoch 0: downloaded, requests | epoch 1: downloaded, requests "
-             "| epochs 1+ vs local disk | each record once |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| epochs 1+ vs local disk | each record once | mixing: same-shard neighbours, "
+             "shards a batch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in result["modes"].items():
         cache = f"{m['cache_fraction']:g}x"
         if "refused" in m:
             lines.append(f"| {name} | {cache} | refused at build: "
-                         f"{m['refused'].split(':')[0]} | | | | | | |")
+                         f"{m['refused'].split(':')[0]} | | | | | | | |")
             continue
         first = max(h["epochs"][0]["first_batch_s"] for h in m["per_host"])
         cells = [f"{e['bytes_vs_data_set']:.2f}x ({e['bytes'] / 1e6:,.0f} MB), "
@@ -361,7 +400,8 @@ def table(result: dict[str, Any]) -> str:
             f"| {name} | {cache} | {opened['seconds']:.2f} s + {first:.2f} s "
             f"| {m['cold_records_per_s']:,.0f} rec/s | {opened['requests']:,} "
             f"({opened['bytes'] / 1e6:,.1f} MB) | {cells[0]} | {cells[1]} "
-            f"| {m['later_epochs_vs_local_disk']:.2f} | {all(m['exactly_once'])} |")
+            f"| {m['later_epochs_vs_local_disk']:.2f} | {all(m['exactly_once'])} "
+            f"| {m['mixing']['same_shard_neighbours']:.3f}, {m['mixing']['shards_per_batch']:.1f} |")
     return "\n".join(lines)
 
 

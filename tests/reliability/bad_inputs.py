@@ -883,8 +883,19 @@ simple("arrayrecord-config-num-epochs", "ArrayRecord", "num_epochs=0", ConfigErr
 simple("arrayrecord-config-unknown-option", "ArrayRecord", "ArrayRecordSourceConfig(shuffle=True)",
        TypeError, "ArrayRecordSourceConfig got an unexpected keyword argument 'shuffle' (did you "
        "mean 'shuffle_files'?); its options are: seed, num_epochs, shuffle_files, "
-       "shuffle_window, on_error, max_skipped, max_skipped_fraction, cast_float64.",
+       "shuffle_window, shuffle_block, on_error, max_skipped, max_skipped_fraction, cast_float64.",
        lambda: _ar_config(shuffle=True), needs=AR)
+simple("arrayrecord-shuffle-block-without-window", "ArrayRecord",
+       "ArrayRecordSourceConfig(shuffle_files=True, shuffle_block='8M') (no shuffle_window)",
+       ConfigError, "ArrayRecordSourceConfig.shuffle_block='8M' cuts files into blocks for a "
+       "window shuffle and needs shuffle_window=W (blocks per window) and shuffle_files=True; "
+       "set them, or drop shuffle_block.",
+       lambda: _ar_config(shuffle_files=True, shuffle_block="8M"), needs=AR)
+simple("arrayrecord-shuffle-block-too-small", "ArrayRecord",
+       "ArrayRecordSourceConfig(shuffle_files=True, shuffle_window=4, shuffle_block=1000)",
+       ConfigError, "ArrayRecordSourceConfig.shuffle_block=1000 is smaller than 65536 bytes: a "
+       "block costs a request to download; use blocks of a few MB (e.g. '8M').",
+       lambda: _ar_config(shuffle_files=True, shuffle_window=4, shuffle_block=1000), needs=AR)
 simple("arrayrecord-wrong-config", "ArrayRecord", "a MemorySourceConfig", ConfigError,
        "ArrayRecordSourceModule needs an ArrayRecordSourceConfig, got MemorySourceConfig (the "
        "config of another kind of module). Call ArrayRecordSourceModule(ArrayRecordSourceConfig(), "

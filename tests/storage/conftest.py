@@ -7,7 +7,8 @@ injects latency and faults.
   each test sets what it injects (``FaultyProxy.reset()`` runs before every test):
   ``latency`` seconds per request, ``throttle(key, n)`` (the first ``n`` GETs of an
   object answer 503 SlowDown), ``reset_mid_body(key, n, after=k)`` (after ``k`` GETs
-  pass, the next ``n`` send half the body, then drop the connection). Requests are counted per (method, key).
+  pass, the next ``n`` send half the body, then drop the connection). Requests are counted per (method, key),
+  body bytes sent per path (``sent(key)``).
 * ``s3`` (per test): a fresh bucket, the client environment set with ``monkeypatch``
   (``AWS_ENDPOINT_URL`` = the proxy, ``AWS_ACCESS_KEY_ID=testing`` ...), a boto3
   client that talks to moto directly (uploads and changes bypass the faults), and
@@ -79,6 +80,7 @@ class FaultyProxy:
             self.resets: dict[str, int] = {}
             self.passes: dict[str, int] = {}
             self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
+            self.body_bytes: collections.Counter[str] = collections.Counter()  # sent, by path
 
     def throttle(self, key: str, count: int) -> None:
         """The next ``count`` GETs of any object whose path ends with ``key`` get 503."""
@@ -96,6 +98,11 @@ class FaultyProxy:
         """Requests seen so far of ``method`` on paths ending with ``key``."""
         with self.lock:
             return sum(n for (m, path), n in self.requests.items() if m == method and path.endswith(key))
+
+    def sent(self, key: str = "") -> int:
+        """Body bytes sent back so far for paths ending with ``key``."""
+        with self.lock:
+            return sum(n for path, n in self.body_bytes.items() if path.endswith(key))
 
     def _take(self, table: dict[str, int], path: str) -> bool:
         with self.lock:
@@ -143,6 +150,8 @@ class FaultyProxy:
             return
         req.send_header("Content-Length", str(len(data)))
         req.end_headers()
+        with self.lock:
+            self.body_bytes[path] += len(data) // 2 if cut else len(data)
         if cut:  # half the body, then a dropped connection
             req.wfile.write(data[: len(data) // 2])
             req.wfile.flush()

@@ -28,6 +28,12 @@ from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.core.position import refuse_pipeline_state
 from datarax.dataset.metadata import DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
+from datarax.sources.array_record_remote import (
+    check_block_bytes,
+    check_cache_for_processes,
+    local_blocks,
+    remote_reading,
+)
 from datarax.sources.array_record_counts import check_counts, count_records, remote_counts
 from datarax.sources.array_record_files import ArrayRecordFiles, array_record_reader
 from datarax.sources.array_record_paths import PathsLike, is_folder, resolve_paths
@@ -39,8 +45,6 @@ from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.skip_ledger import record_place
 from datarax.sources.source_call import MISSING, check_config_and_data, source_config
 from datarax.storage import (
-    CacheFullError,
-    RemoteShards,
     ShardCache,
     StorageStats,
     expand_user,
@@ -64,6 +68,13 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
             within each window: :mod:`datarax.samplers.shard_window`), so a reader needs
             only a window's files at a time — for a data set larger than its local
             cache. None (default): one global permutation.
+        shuffle_block: with ``shuffle_window``, the windows are of *blocks* of about this
+            many bytes (``"8M"``, or an int) instead of whole files: runs of records of a
+            file cut at its chunks from its footer (:mod:`datarax.storage.blocks`). A
+            remote data set is then downloaded a block at a time, so the cache needs about
+            two windows of blocks, and each host downloads only the blocks of its share.
+            The order is a pure function of ``(seed, epoch, the files' footers,
+            shuffle_block, shuffle_window)``; None (default): a block is a file.
         on_error: ``"raise"`` (default) stops at a record that cannot be read or
             decoded, naming file, record index and cause; ``"skip"`` drops it, counts
             it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
@@ -84,6 +95,7 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
     num_epochs: int = -1
     shuffle_files: bool = False
     shuffle_window: int | None = None
+    shuffle_block: int | str | None = None
     on_error: str = "raise"
     max_skipped: int | None = None
     max_skipped_fraction: float | None = None
@@ -102,6 +114,8 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
                     "within windows of files and needs shuffle_files=True; set it, or drop "
                     "shuffle_window for file order."
                 )
+        if self.shuffle_block is not None:
+            check_block_bytes(self)
         check_bool(self, "cast_float64")
         self.error_policy()
 
@@ -115,23 +129,6 @@ def _decode_one(decode_batch: Callable[[list[bytes]], Mapping[str, Any]], record
 def default_decode(record: bytes) -> dict[str, np.ndarray]:
     """The record's bytes as a ``uint8`` vector under ``"record"``."""
     return {"record": np.frombuffer(record, dtype=np.uint8)}
-
-
-def _check_cache_for_processes(remote: RemoteShards, processes: int) -> None:
-    """Refuse remote files read by worker processes through a cache smaller than all of
-    them: a worker holds the files it has read until the source is closed."""
-    total = sum(o.size for o in remote.objects)
-    if not processes or total <= remote.cache.max_bytes:
-        return
-    limit, folder = remote.cache.max_bytes, remote.cache.directory
-    remote.close()
-    raise CacheFullError(
-        f"ArrayRecordSourceModule: decode_processes={processes} reads the remote files in "
-        f"worker processes, which keep each file they read in the cache until the source is "
-        f"closed, so the cache '{folder}' (limit {limit} bytes) must hold all "
-        f"{len(remote.objects)} files ({total} bytes). Raise the limit to at least {total} "
-        "bytes with DATARAX_CACHE_BYTES or the source's cache=ShardCache(..., max_bytes=...), "
-        "or read a data set larger than the cache with decode_processes=0 (reader threads).")
 
 
 class ArrayRecordSourceModule(RandomAccessSource):
@@ -183,6 +180,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
         storage_options: for remote ``paths``, options of the fsspec filesystem
             (credentials, endpoint); by default each filesystem reads its own
             (``AWS_*`` variables for S3, ``AWS_ENDPOINT_URL`` included).
+        ranged_reads: for remote ``paths``, read each record by byte range from the
+            files' footers instead of downloading files: for a global shuffle of a data
+            set larger than the cache, or hosts that each read only their share. It
+            costs about a request per record read (neighbouring chunks share one).
 
     It is a host source: a Pipeline calls :meth:`get_batch_with_indices`, which
     returns the next batch of the epoch and each record's stable index (its number
@@ -221,6 +222,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         decode_processes: int = 0,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        ranged_reads: bool = False,
         **settings: Any,
     ) -> None:
         config = source_config(type(self), config, settings)
@@ -240,13 +242,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
             objects, info = remote_dataset(paths, dataset=not own_decode or isinstance(
                                                decode, ImageDecoder),
                                            storage_options=storage_options, stats=storage_stats)
-            window = config.shuffle_window if config.shuffle_files else None
-            # files read at once (the cache must hold them): a window's; all for a global shuffle
-            at_once = window or (len(objects) if config.shuffle_files else 1)
-            remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
-                                  ahead=max(8, 2 * (window or 0)), behind=at_once,
-                                  stats=storage_stats)
-            _check_cache_for_processes(remote, decode_processes)
+            # whole files, or with shuffle_block blocks of them, read through the cache
+            remote, blocks = remote_reading(objects, config, cache=cache, ranged=ranged_reads,
+                                            storage_options=storage_options, stats=storage_stats)
+            check_cache_for_processes(remote, decode_processes, ranged_reads)
             files = [o.url for o in objects]
             if info is not None and not own_decode:
                 decoder = DatasetDecoder(info.features, cast_float64=config.cast_float64)
@@ -273,9 +272,16 @@ class ArrayRecordSourceModule(RandomAccessSource):
         self._dataset_info = nnx.static(info)
         self._remote = nnx.static(remote)
         array_record_reader()  # the optional extra, refused by name before any thread runs
-        counts = count_records(files) if remote is None else remote_counts(remote)
-        if info is not None and remote is None:
-            check_counts(files, counts, info)
+        if remote is None:
+            blocks = local_blocks(files, config)  # the order's blocks (files read whole)
+            counts = count_records(files) if blocks is None else [
+                f.num_records for f in blocks.footers]
+            if info is not None:
+                check_counts(files, counts, info)
+        elif blocks is not None:
+            counts = [f.num_records for f in blocks.footers]
+        else:
+            counts = remote_counts(remote)
         total = sum(counts)
         if total == 0:
             raise RecordError(
@@ -284,8 +290,12 @@ class ArrayRecordSourceModule(RandomAccessSource):
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
         # remote files not cached yet: their first records by byte range, while they download
-        head = HeadStart(remote) if remote is not None else None
-        self._data = nnx.static(ArrayRecordFiles(files, counts, remote, head))
+        head = None if remote is None or blocks is not None else HeadStart(
+            remote, **({"budget": 1 << 62, "min_size": 0} if ranged_reads else {}))
+        self._ranged = ranged_reads and remote is not None
+        self._blocks = nnx.static(blocks)
+        self._data = nnx.static(ArrayRecordFiles(
+            files, counts, remote, head, blocks=blocks if remote is not None else None))
         if decode is None and decode_batch is not None:  # one record: a batch of one
             decode = functools.partial(_decode_one, decode_batch)
         self._decode = nnx.static(decode if decode is not None else default_decode)
@@ -362,11 +372,15 @@ class ArrayRecordSourceModule(RandomAccessSource):
         (within windows of files with ``shuffle_window``)."""
         order = super().epoch_order(epoch)
         window = self.config.shuffle_window
+        blocks = self._blocks
         if window is not None and order.seed is not None:
-            order = dataclasses.replace(order, shard_window=(tuple(self._data.counts), int(window)))
-        if self._remote is not None:  # read ahead the files this pass needs, in its order
+            counts = tuple(self._data.counts) if blocks is None else blocks.counts
+            order = dataclasses.replace(order, shard_window=(counts, int(window)),
+                                        block_bytes=None if blocks is None else blocks.block_bytes)
+        if self._remote is not None and not self._ranged:  # read ahead the files (blocks)
             start = self.index if epoch == self.epoch else 0
-            self._remote.plan(order.indices, start, order.size, self._ends)
+            ends = self._ends if blocks is None else blocks.ends.tolist()
+            self._remote.plan(order.indices, start, order.size, ends)
             if self._data.head is not None and not self.host_reader.active:
                 self._data.head.arm()  # a pass starts (or resumes): ranged reads until cached
         return order
@@ -431,7 +445,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
                 field="shuffle_files",
             )
         if shuffled is not None:
-            if not isinstance(shuffled, dict) or set(shuffled) - {"window"} != {"seed", "epoch", "n"}:
+            if not isinstance(shuffled, dict) or \
+                    set(shuffled) - {"window", "block"} != {"seed", "epoch", "n"}:
                 raise StateError(
                     f"{where} state 'shuffled_indices' must be the {{'seed', 'epoch', 'n'}} "
                     f"dict get_state() returned, got {shuffled!r}.",
@@ -443,6 +458,13 @@ class ArrayRecordSourceModule(RandomAccessSource):
                     f"but this source has shuffle_window={expected.get('window')!r}; restore "
                     "it into an identically configured source.",
                     field="shuffle_window",
+                )
+            if shuffled.get("block") != expected.get("block"):
+                raise StateError(
+                    f"{where} state was saved with shuffle_block={shuffled.get('block')!r} "
+                    f"but this source has shuffle_block={expected.get('block')!r} (bytes); "
+                    "restore it into an identically configured source.",
+                    field="shuffle_block",
                 )
             for key, label in (("n", "records"), ("seed", "seed"), ("epoch", "epoch")):
                 if shuffled[key] != expected[key]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from datarax.core.extras import require
 from datarax.storage import RemoteShards
+from datarax.storage.blocks import FileBlocks, open_block
 from datarax.storage.head_start import HeadStart
 
 __all__ = ["READ_BUFFER_BYTES", "ArrayRecordFiles", "array_record_reader"]
@@ -57,20 +58,22 @@ class ArrayRecordFiles:
     """
 
     def __init__(self, files: Sequence[str], counts: Sequence[int],
-                 remote: RemoteShards | None = None, head: HeadStart | None = None) -> None:
+                 remote: RemoteShards | None = None, head: HeadStart | None = None,
+                 blocks: FileBlocks | None = None) -> None:
         self.files = tuple(files)
         self.counts = tuple(int(c) for c in counts)
         self.__setstate__({"files": self.files, "counts": self.counts, "remote": remote,
-                           "head": head})
+                           "head": head, "blocks": blocks})
 
     def __getstate__(self) -> dict[str, Any]:
         return {"files": self.files, "counts": self.counts, "remote": self.remote,
-                "head": self.head}
+                "head": self.head, "blocks": self.blocks}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.files, self.counts = state["files"], state["counts"]
         self.remote = state.get("remote")  # remote files: read through the local shard cache
         self.head = state.get("head")  # ... or by range until they are in it
+        self.blocks = state.get("blocks")  # remote's objects are these blocks of the files
         self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
         self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
         self._readers: list[Any] = [None] * len(self.files)
@@ -94,6 +97,8 @@ class ArrayRecordFiles:
 
     def __getitems__(self, keys: Sequence[int]) -> list[bytes]:
         keys_np = np.asarray(keys, dtype=np.int64)
+        if self.blocks is not None:
+            return self._read_blocks(keys_np)
         file_of = np.searchsorted(self._ends, keys_np, side="right")
         within = keys_np - self._starts[file_of]
         if self.head is None and len(keys_np) and file_of[0] == file_of[-1] \
@@ -111,6 +116,34 @@ class ArrayRecordFiles:
             records = ranged.get(f)
             out[slots] = records if records is not None else self._read(f, within[slots].tolist())
         return out.tolist()
+
+    def _read_blocks(self, keys: np.ndarray) -> list[bytes]:
+        """Records at ``keys`` from the downloaded blocks holding them (one read per block)."""
+        blocks, remote = self.blocks, self.remote
+        assert blocks is not None and remote is not None
+        block_of = blocks.block_of(keys)
+        by_block = np.argsort(block_of, kind="stable")
+        out = np.empty(len(keys), dtype=object)
+        for b in np.unique(block_of).tolist():
+            self._read_block(b, keys, block_of, by_block, out)
+        return out.tolist()
+
+    def _read_block(self, b: int, keys: np.ndarray, block_of: np.ndarray,
+                    by_block: np.ndarray, out: np.ndarray) -> None:
+        """The records of ``keys`` in block ``b`` into their slots of ``out``."""
+        blocks, remote = self.blocks, self.remote
+        assert blocks is not None and remote is not None
+        ordered = block_of[by_block]
+        slots = by_block[np.searchsorted(ordered, b):np.searchsorted(ordered, b, side="right")]
+        f = blocks.file_of[b]
+        positions = (keys[slots] - blocks.file_starts[f]).tolist()
+        opener = open_block(blocks, b, self.files[f])
+
+        def read() -> list[bytes]:
+            with remote.open(b, opener, _close_block) as reader:
+                return reader.read(positions)
+
+        out[slots] = remote.reading(b, read)  # a copy damaged on disk: fetched again
 
     def _read(self, f: int, positions: list[int]) -> list[bytes]:
         """Records at ``positions`` of file ``f`` (one batched read)."""
@@ -141,6 +174,10 @@ class ArrayRecordFiles:
                 except Exception:  # noqa: BLE001, S110 - see the docstring
                     pass
 
+
+
+def _close_block(reader: Any) -> None:
+    reader.close()
 
 
 #: bytes each read of a file pulls in at least. One page: a random record of a few KB

@@ -34,7 +34,10 @@ class EpochOrder:
         runs: instead of one block, these runs ``((lo, hi), ...)`` of epoch positions,
             in order (the share an elastic restore gives a process).
         shard_window: ``(counts, W)``: shuffle within windows of ``W`` files of
-            ``counts`` records each instead of over the whole data set (needs a seed).
+            ``counts`` records each instead of over the whole data set (needs a seed);
+            ``counts`` may be of blocks of files (:mod:`datarax.storage.blocks`).
+        block_bytes: the size the blocks of ``shard_window`` were cut at (None: a block
+            per file); part of :meth:`describe`, so a state is restored into the same cut.
 
     Example:
         >>> EpochOrder(length=5, seed=None, epoch=3, lo=1, hi=4).indices(0, 3).tolist()
@@ -54,6 +57,7 @@ class EpochOrder:
     hi: int | None = None
     runs: tuple[tuple[int, int], ...] | None = None
     shard_window: tuple[tuple[int, ...], int] | None = None
+    block_bytes: int | None = None
 
     @property
     def size(self) -> int:
@@ -110,6 +114,8 @@ class EpochOrder:
         out = {"seed": int(self.seed), "epoch": int(self.epoch), "n": int(self.length)}
         if self.shard_window is not None:
             out["window"] = int(self.shard_window[1])
+            if self.block_bytes is not None:
+                out["block"] = int(self.block_bytes)
         return out
 
 

@@ -69,7 +69,7 @@ from datarax.storage.cache import ShardCache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.urls import RemoteObject, filesystem
 
-__all__ = ["ArrayRecordRanges", "load_footer", "save_footer"]
+__all__ = ["ArrayRecordRanges", "load_footer", "save_footer", "save_tail", "tail_path"]
 
 ReadRange = Callable[[int, int], bytes]  # (offset, length) -> exactly ``length`` bytes
 TAIL = 64 << 10  # bytes read before the postscript when opening (the footer's likely size)
@@ -110,6 +110,7 @@ class ArrayRecordRanges:
         self._requests = 0
         self._bytes = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.tail: bytes | None = None  # the file's bytes from its footer on, when read
         self.footer = footer if footer is not None else self._open(max(0, int(tail)))
         if self.footer.size != self.size:
             raise RecordError(f"'{name}' holds {self.size} bytes, its footer was read from a "
@@ -149,7 +150,16 @@ class ArrayRecordRanges:
         out = cls(read_range, obj.size, name=obj.url, footer=footer, **kwargs)
         if cache is not None and footer is None:
             save_footer(cache, obj, out.footer)
+            if out.tail is not None:
+                save_tail(tail_path(cache, obj), out.tail)
         return out
+
+    def tail_bytes(self) -> bytes:
+        """The file's bytes from its footer to its end (read now when not kept)."""
+        if self.tail is None:
+            self.tail = self._fetch(self.footer.footer_offset,
+                                    self.size - self.footer.footer_offset)
+        return self.tail
 
     def __len__(self) -> int:
         return self.footer.num_records
@@ -188,6 +198,7 @@ class ArrayRecordRanges:
             early = max(0, footer_offset - _SLACK)  # and likely the last chunk's header
             data = self._fetch(early, start - early) + data
             start = early
+        self.tail = bytes(data[footer_offset - start:])
         footer = parse_footer(logical_bytes(data[footer_offset - start:post - start], footer_offset),
                               self.size, footer_offset, name)
         if len(footer.offsets):  # the chunk type, from the last data chunk's header
@@ -292,15 +303,28 @@ def load_footer(cache: ShardCache, obj: RemoteObject) -> Footer | None:
     return footer if footer.size == obj.size else None
 
 
+def tail_path(cache: ShardCache, obj: RemoteObject) -> str:
+    """Where ``obj``'s bytes from its footer on are kept beside ``cache``."""
+    return _footer_path(cache, obj)[:-len(".footer")] + ".tail"
+
+
 def save_footer(cache: ShardCache, obj: RemoteObject, footer: Footer) -> None:
     """Keep ``obj``'s decoded footer beside ``cache`` (written whole, then renamed in)."""
-    path = _footer_path(cache, obj)
+    _save(_footer_path(cache, obj), footer.to_bytes())
+
+
+def save_tail(path: str, data: bytes) -> None:
+    """Keep a file's bytes from its footer on at ``path`` (:func:`tail_path`)."""
+    _save(path, data)
+
+
+def _save(path: str, data: bytes) -> None:
     with contextlib.suppress(OSError):  # a folder that cannot be written: read it again later
         os.makedirs(os.path.dirname(path), exist_ok=True)
         part = f"{path}.{secrets.token_hex(4)}.part"
         try:
             with open(part, "wb") as f:
-                f.write(footer.to_bytes())
+                f.write(data)
             os.replace(part, path)
         finally:
             with contextlib.suppress(FileNotFoundError):

@@ -51,7 +51,7 @@ from typing import Any
 from datarax.errors import ConfigError
 from datarax.storage.errors import CacheFullError
 from datarax.storage.retry import StorageStats
-from datarax.storage.urls import RemoteObject, expand_user
+from datarax.storage.urls import FileBlock, RemoteObject, expand_user
 
 try:
     import fcntl
@@ -93,6 +93,8 @@ def _key(obj: RemoteObject) -> str:
     if obj.sha256:
         return obj.sha256[:40]
     text = f"{obj.url}\0{obj.size}\0{obj.etag}"
+    if isinstance(obj, FileBlock):  # a range of a file: of that version of the file
+        text += f"\0{obj.offset}\0{obj.file.sha256 if obj.file is not None else None}"
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 

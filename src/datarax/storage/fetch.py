@@ -102,7 +102,8 @@ class Fetcher:
             RemoteStoreError: the store still fails after the retries, or refuses access.
         """
         fs, path = filesystem(obj.url, self.storage_options, self.retry)
-        ranges = [(a, min(obj.size, a + self.chunk)) for a in range(0, obj.size, self.chunk)]
+        first, last, _ = obj.span  # a FileBlock: its range of the file
+        ranges = [(a, min(last, a + self.chunk)) for a in range(first, last, self.chunk)]
         parallel = min(self.parallel, len(ranges))
         # in order, one range at a time: the digest follows the bytes as they come
         digest = hashlib.sha256() if obj.sha256 and parallel <= 1 else None
@@ -136,15 +137,18 @@ class Fetcher:
         elif obj.etag is not None:
             info = self._guarded(fs, path, obj, lambda: fs.info(path))
             now = version_tag(info)
-            if int(info.get("size", obj.size)) != obj.size or (now is not None and now != obj.etag):
+            whole = obj.span[2]
+            if int(info.get("size", whole)) != whole or (now is not None and now != obj.etag):
                 raise self._changed(obj, f"size {info.get('size')} / version {now!r} now, "
-                                         f"{obj.size} / {obj.etag!r} when listed")
+                                         f"{whole} / {obj.etag!r} when listed")
         self.stats.add("fetched")
         self.stats.add("fetched_bytes", obj.size)
 
     def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int, digest: Any,
                      start: int, end: int) -> None:
-        """Bytes ``[start, end)`` of ``obj`` written at their offset in ``fd``."""
+        """Bytes ``[start, end)`` of ``obj``'s file written at their offset in ``fd`` (less
+        the block's start, for a :class:`~datarax.storage.urls.FileBlock`)."""
+        base, _, whole = obj.span
         written = start
         interrupted = False
 
@@ -166,11 +170,11 @@ class Fetcher:
             if interrupted:
                 self.stats.add("resumed")
                 interrupted = False
-            if len(data) == obj.size > end - at:  # a server ignoring ranges sent it whole
+            if len(data) == whole > end - at:  # a server ignoring ranges sent it whole
                 data = data[at:end]
             if len(data) > end - at or not data:
                 raise self._changed(obj, f"a read of bytes {at}-{end} returned {len(data)}")
-            view, offset = memoryview(data), at
+            view, offset = memoryview(data), at - base
             while view:  # pwrite may write less than asked
                 done = os.pwrite(fd, view, offset)
                 view, offset = view[done:], offset + done
@@ -188,7 +192,7 @@ class Fetcher:
         """
         fs, path = filesystem(obj.url, self.storage_options)
         data = self._request(fs, path, obj, start, end)
-        if len(data) == obj.size > end - start:  # a server ignoring ranges sent it whole
+        if len(data) == obj.span[2] > end - start:  # a server ignoring ranges sent it whole
             data = data[start:end]
         if len(data) != end - start:
             raise self._changed(obj, f"a read of bytes {start}-{end} returned {len(data)}")
@@ -236,8 +240,8 @@ class Fetcher:
         except Exception:  # noqa: BLE001 - the read's own error is reported instead
             return None
         size, now = info.get("size"), version_tag(info)
-        if size is not None and int(size) != obj.size:
-            return f"it holds {size} bytes now, {obj.size} when listed"
+        if size is not None and int(size) != obj.span[2]:
+            return f"it holds {size} bytes now, {obj.span[2]} when listed"
         if obj.etag is not None and now is not None and now != obj.etag:
             return f"version {now!r} now, {obj.etag!r} when listed"
         return None

@@ -76,10 +76,13 @@ class FileOrder:
         """Where file ``i`` is in the order found so far (None: not found yet)."""
         return self._seq_pos.get(i)
 
-    def reach(self, i: int) -> bool:
-        """A reader reached file ``i``: True when that moves the place on."""
+    def reach(self, i: int, within: int | None = None) -> bool:
+        """A reader reached file ``i``: True when that moves the place on (with ``within``,
+        only to a place at most that far ahead: a stray read of a file far ahead, e.g. a
+        first record read to learn the records' structure, leaves the place alone)."""
         pos = self._seq_pos.get(i)
-        if pos is not None and pos > self.progress:
+        if pos is not None and pos > self.progress and (
+                within is None or pos <= self.progress + within):
             self.progress = pos
             return True
         return False

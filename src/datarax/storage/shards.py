@@ -51,32 +51,27 @@ import collections
 import concurrent.futures
 import contextlib
 import functools
-import hashlib
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from datarax.errors import ConfigError
 from datarax.storage.cache import CacheEntry, ShardCache
-from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStoreError
+from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.file_order import FileOrder
 from datarax.storage.handles import Closer, OpenHandles, close_all
 from datarax.storage.retry import RetryPolicy, StorageStats
+from datarax.storage.shard_damage import ShardDamage
+from datarax.storage.shard_room import OPEN, ShardRoom
 from datarax.storage.urls import RemoteObject, list_objects
 
 __all__ = ["RemoteShards"]
 
-T = TypeVar("T")
-
 _ROOM_WAIT_S = 300.0  # a reader waits at most this long for other readers to free room
-_POLL_S = 0.2  # a reader waiting on other readers of the folder looks again after this long
-_OPEN: weakref.WeakSet[RemoteShards] = weakref.WeakSet()  # this process's readers (messages)
 
 
 class _NoRoom(CacheFullError):
@@ -94,7 +89,7 @@ class _NoHits:
             self.stats.add(field, amount)
 
 
-class RemoteShards:
+class RemoteShards(ShardRoom, ShardDamage):
     """Remote files, fetched into a local cache ahead of the readers; see the module docstring.
 
     Args:
@@ -159,29 +154,7 @@ class RemoteShards:
         self._full_at = -2  # progress at which the cache was found full (read-ahead waits)
         self._wanting_room = 0  # readers waiting for room: read-ahead stands back
         self._order = FileOrder(len(self.objects))  # no plan yet
-        _OPEN.add(self)
-
-    def _check_room(self) -> None:
-        """Refuse a cache too small for the files a reader uses at once."""
-        sizes = sorted((o.size for o in self.objects), reverse=True)
-        need = sum(sizes[:self.behind])
-        if need <= self.cache.max_bytes:
-            return
-        limit, folder = self.cache.max_bytes, self.cache.directory
-        if self.behind == 1:
-            largest = max(self.objects, key=lambda o: o.size)
-            what = (f"'{largest.url}' ({largest.size} bytes) is larger than the cache limit of "
-                    f"{limit} bytes ('{folder}')")
-        else:
-            what = (f"the cache '{folder}' (limit {limit} bytes) cannot hold the {self.behind} "
-                    f"files a reader uses at once (a window of {self.behind} files, or every "
-                    f"file for a global shuffle): the largest {self.behind} take {need} bytes")
-        comfortable = need + sum(sizes[self.behind:2 * self.behind])
-        raise CacheFullError(
-            f"{what}. Raise the limit to at least {need} bytes ({comfortable} lets the next "
-            "files download while these are read) with DATARAX_CACHE_BYTES or the source's "
-            "cache=ShardCache(..., max_bytes=...), or read fewer files at once (a smaller "
-            "shuffle_window, or shuffle_window=W instead of a global shuffle).")
+        OPEN.add(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a worker process gets its own downloads into the same cache (shared safely)
@@ -304,7 +277,7 @@ class RemoteShards:
         """Note that a reader reached file ``i``: read-ahead moves on past it."""
         idle = []
         with self._lock:
-            if self._order.reach(i):
+            if self._order.reach(i, within=self.ahead + self.behind):
                 idle = self._release_passed()
                 self._schedule()
         close_all(idle)
@@ -452,101 +425,6 @@ class RemoteShards:
         finally:
             self._stats.add("wait_s", time.perf_counter() - began)
 
-    def _make_room(self, wanted: int, full: CacheFullError, deadline: float,
-                   generation: int, seen: object) -> object:
-        """After the cache refused ``wanted`` (``full``): release files held for later, or
-        wait for the files other readers are using; raise when neither can help and
-        nothing changed since the refusal (``generation``). With none of this source's
-        readers to wait for, wait for other readers of the folder while it changes (one
-        moving to its next file frees one right after taking it); raise when it was the
-        same (``seen``, returned for the next refusal) at the last refusal."""
-        with self._lock:
-            if full.disk_full:  # the local disk, not the limit: its message says what to do
-                raise full
-            self._full_at = max(self._full_at, self._order.progress)  # read-ahead waits
-            held = set(self._entries)
-            idle = self._release_passed()
-            need = self.objects[wanted].size
-            size = sum(self.objects[j].size for j in self._entries)
-            # downloads of this source end soon, read-ahead ones evictable then: wait for
-            # them before releasing what the reader may still read
-            victims = [] if self._prefetching - {wanted} else self._victims(wanted)
-            for j in victims:
-                if len(self._entries) < len(held) and size + need <= self.cache.max_bytes:
-                    break
-                size -= self.objects[j].size
-                idle += self._drop(j)
-            if len(self._entries) == len(held) and self._generation == generation:
-                # nothing released, here or by other readers since the refusal: wait for them
-                others = ({j for j in self._busy() if j in self._entries}
-                          | set(self._inflight)) - {wanted}
-                if time.monotonic() > deadline:
-                    raise self._too_full(wanted) from full
-                wait = 0.5
-                if not others:  # only other readers of the folder can free room
-                    now = self.cache.snapshot()
-                    if now == seen:
-                        raise self._too_full(wanted) from full
-                    seen, wait = now, _POLL_S
-                self._wanting_room += 1
-                try:  # until a reader finishes with a file, or a download ends
-                    self._changed.wait(timeout=wait)
-                finally:
-                    self._wanting_room -= 1
-            else:
-                seen = None
-        close_all(idle)
-        return seen
-
-    def _victims(self, wanted: int) -> list[int]:
-        """Held files nobody is using, in the order to release them for ``wanted``: those
-        the plan no longer needs, then those it needs after ``wanted`` (furthest first),
-        then those it needs before (earliest first)."""
-        if not self._order.planned:  # no plan: whoever fetched a file may still use its path
-            return []
-        busy = self._busy()
-        place = self._order.place(wanted)
-        here = self._order.progress if place is None else place
-
-        def order(j: int) -> tuple[int, int]:
-            pos = self._order.place(j)
-            if pos is None:
-                return (0, 0)
-            return (1, -pos) if pos > here else (2, pos)
-
-        return sorted((j for j in self._entries if j not in busy and j != wanted), key=order)
-
-    def _too_full(self, wanted: int) -> CacheFullError:
-        obj = self.objects[wanted]
-        ours = sum(self.objects[j].size for j in self._entries)
-        used = self.cache.usage()
-        folder = os.path.realpath(self.cache.directory)
-        here = [r for r in list(_OPEN) if r is not self and not r._closed
-                and os.path.realpath(r.cache.directory) == folder]
-        theirs = sum(r.objects[j].size for r in here for j in list(r._entries))
-        if here:  # this process's other readers: say which, and what to do about them
-            files = here[0].objects
-            more = f" and {len(files) - 1} more files" if len(files) > 1 else ""
-            others = "another source" if len(here) == 1 else f"{len(here)} other sources"
-            who = (f"{theirs} bytes are held by {others} in this process reading through the "
-                   f"same folder ('{files[0].url}'{more}; a source holds the files it reads "
-                   f"until it is closed), and {max(0, used - ours - theirs)} bytes by other "
-                   "processes or downloads")
-            fix = ("Close the other source (source.close()) before reading this one, give each "
-                   "source its own folder (cache=ShardCache('<another folder>')), or raise the "
-                   "limit (DATARAX_CACHE_BYTES, or cache=ShardCache(..., max_bytes=...)) so it "
-                   "holds the files every source of the folder uses at once.")
-        else:
-            who = (f"{max(0, used - ours)} bytes are held by other readers of the folder (other "
-                   "processes) or being downloaded")
-            fix = ("Raise the limit (DATARAX_CACHE_BYTES, or the source's cache=ShardCache(..., "
-                   "max_bytes=...)) so it holds the files every reader of the folder uses at "
-                   "once, or free space by ending other readers of the folder.")
-        return CacheFullError(
-            f"the cache '{self.cache.directory}' (limit {self.cache.max_bytes} bytes, "
-            f"{used} bytes used) cannot hold '{obj.url}' ({obj.size} bytes): this source holds "
-            f"{ours} bytes of files in use, and {who}. {fix}")
-
     # --------------------------------------------------------------- handles
     @contextlib.contextmanager
     def open(self, i: int, opener: Callable[[str], Any],
@@ -577,43 +455,6 @@ class RemoteShards:
                         idle += self._release_passed()
             self._unpin(i)
             close_all(idle)
-
-    # ---------------------------------------------------------------- damage
-    def reading(self, i: int, attempt: Callable[[], T]) -> T:
-        """``attempt()``, a read of file ``i``'s cached copy (through :meth:`open` or
-        :meth:`hold`). When it fails on the copy itself (not on the store: a
-        :class:`RemoteObjectError`, :class:`RemoteStoreError` or :class:`CacheFullError`
-        propagates as is), :meth:`recheck` the copy and, when it was removed, read once more
-        from a fresh download."""
-        try:
-            return attempt()
-        except (RemoteObjectError, RemoteStoreError, CacheFullError):
-            raise
-        except Exception:
-            if not self.recheck(i):
-                raise
-        return attempt()
-
-    def recheck(self, i: int) -> bool:
-        """After a read of file ``i``'s cached copy failed: remove the copy when it is
-        damaged (its SHA-256 differs from the dataset's metadata; a file without one, on
-        its first failure), so the next use downloads it again. Once per file; returns
-        whether the copy was removed."""
-        obj = self.objects[i]
-        with self._lock:
-            if self._closed or i in self._rechecked:
-                return False
-            self._rechecked.add(i)
-            entry = self._entries.get(i)
-        path = entry.path if entry is not None else self.cache.path_of(obj)
-        if path is None:
-            return False
-        if not self.cache.discard(path, _sha256 if obj.sha256 else None, obj.sha256):
-            return False
-        with self._lock:
-            idle = self._drop(i)  # a handle another thread reads now: closed with the source
-        close_all(idle)
-        return True
 
     # ----------------------------------------------------------------- state
     def failed(self) -> dict[str, str]:
@@ -647,11 +488,6 @@ class RemoteShards:
             self._ahead.clear()
         for entry in entries:
             entry.release()
-
-
-def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _rebuild(objects: Sequence[RemoteObject], cache: ShardCache, storage_options: dict[str, Any],

@@ -36,7 +36,7 @@ from datarax.storage.retry import (
     with_retries,
 )
 
-__all__ = ["RemoteObject", "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
+__all__ = ["FileBlock", "RemoteObject", "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
            "list_objects", "object_of",
            "read_json", "version_tag"]
 
@@ -98,6 +98,45 @@ class RemoteObject:
     def name(self) -> str:
         """The file name (last part of the URL)."""
         return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def span(self) -> tuple[int, int, int]:
+        """``(start, end, file size)``: the bytes of the file at :attr:`url` this object is
+        (all of them; a :class:`FileBlock` is a range)."""
+        return 0, self.size, self.size
+
+
+@dataclasses.dataclass(frozen=True)
+class FileBlock(RemoteObject):
+    """Bytes ``[offset, offset + size)`` of the remote file ``file``: downloaded and cached
+    like a file of its own (its cache entry keyed by the file's version and the range).
+
+    Example:
+        >>> whole = RemoteObject("s3://b/a.array_record", 100, etag="7")
+        >>> block = FileBlock.of(whole, 10, 40)
+        >>> block.span, block.name, block.size
+        ((10, 40, 100), 'a.array_record@10', 30)
+    """
+
+    offset: int = 0
+    file: RemoteObject | None = None
+
+    @classmethod
+    def of(cls, file: RemoteObject, start: int, end: int, records: int | None = None) -> FileBlock:
+        """Bytes ``[start, end)`` of ``file``."""
+        if not 0 <= start <= end <= file.size:
+            raise ValueError(f"a block of '{file.url}' ({file.size} bytes) must lie inside "
+                             f"it, got bytes {start}-{end}.")
+        return cls(file.url, end - start, file.etag, None, records, offset=start, file=file)
+
+    @property
+    def name(self) -> str:
+        return f"{super().name}@{self.offset}"
+
+    @property
+    def span(self) -> tuple[int, int, int]:
+        whole = self.file.size if self.file is not None else self.offset + self.size
+        return self.offset, self.offset + self.size, whole
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,

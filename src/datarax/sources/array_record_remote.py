@@ -1,0 +1,143 @@
+"""How :class:`~datarax.sources.array_record.ArrayRecordSourceModule` cuts its files for
+a window shuffle, and the :class:`~datarax.storage.shards.RemoteShards` it reads remote
+files through: whole files, or with ``shuffle_block`` the blocks of
+:mod:`datarax.storage.blocks` (a window of ``shuffle_window`` blocks read at once, the
+cache holding about two windows).
+
+Example:
+    >>> from datarax.sources.array_record import ArrayRecordSourceConfig
+    >>> block_bytes(ArrayRecordSourceConfig(shuffle_files=True, shuffle_window=4,
+    ...                                     shuffle_block="8M"))
+    8388608
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.storage import (
+    CacheFullError,
+    RemoteObject,
+    RemoteShards,
+    ShardCache,
+    StorageStats,
+    parse_bytes,
+)
+from datarax.storage.array_record_ranges import tail_path
+from datarax.storage.fetch import Fetcher
+from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
+
+__all__ = ["block_bytes", "check_block_bytes", "check_cache_for_processes", "local_blocks",
+           "remote_reading"]
+
+
+def block_bytes(config: Any) -> int | None:
+    """The config's ``shuffle_block`` in bytes (None: a block is a file)."""
+    value = config.shuffle_block
+    return None if value is None else parse_bytes(value)
+
+
+def check_block_bytes(config: Any) -> None:
+    """Refuse a ``shuffle_block`` that is not a size, too small, or without a window."""
+    where = f"{type(config).__name__}.shuffle_block={config.shuffle_block!r}"
+    try:
+        size = block_bytes(config)
+    except (ConfigError, ValueError, TypeError) as err:
+        raise ConfigError(f"{where} is not a size in bytes ({err}); give an int or a "
+                          "string like '8M'.") from err
+    if isinstance(config.shuffle_block, bool) or size is None or size < MIN_BLOCK_BYTES:
+        raise ConfigError(f"{where} is smaller than {MIN_BLOCK_BYTES} bytes: a block costs a "
+                          "request to download; use blocks of a few MB (e.g. '8M').")
+    if config.shuffle_window is None:
+        raise ConfigError(f"{where} cuts files into blocks for a window shuffle and needs "
+                          "shuffle_window=W (blocks per window) and shuffle_files=True; set "
+                          "them, or drop shuffle_block.")
+
+
+def local_blocks(files: Sequence[str], config: Any) -> FileBlocks | None:
+    """The blocks of local ``files`` (their footers read from disk), or None without
+    ``shuffle_block`` or ``shuffle_files``."""
+    size = block_bytes(config)
+    if size is None or not config.shuffle_files:
+        return None
+    return FileBlocks.cut(footers_of(files), size)
+
+
+def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: ShardCache | None,
+                   storage_options: Mapping[str, Any] | None, stats: StorageStats,
+                   ranged: bool = False) -> tuple[RemoteShards, FileBlocks | None]:
+    """The :class:`RemoteShards` remote ``objects`` are read through, and their blocks
+    (None: whole files). Files read at once (the cache must hold them): a window's, or
+    every file for a global shuffle; with ``ranged`` (records read by range), one.
+
+    Raises:
+        CacheFullError: the cache cannot hold what a reader uses at once.
+        RecordError: a file's footer disagrees with the dataset's record count.
+    """
+    window = config.shuffle_window if config.shuffle_files else None
+    size = block_bytes(config) if window is not None else None
+    if ranged and size is not None:
+        raise ConfigError("ArrayRecordSourceModule: ranged_reads=True reads single records "
+                          "and shuffle_block downloads blocks of them; choose one.")
+    if size is None:
+        at_once = 1 if ranged else window or (len(objects) if config.shuffle_files else 1)
+        try:
+            remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
+                                  ahead=max(8, 2 * (window or 0)), behind=at_once, stats=stats)
+        except CacheFullError as err:
+            if window is not None or not config.shuffle_files:
+                raise
+            raise CacheFullError(f"{err} {ranged_cost(objects)}") from err
+        return remote, None
+    assert window is not None
+    cache = cache if cache is not None else ShardCache()
+    cache.ensure()  # an unusable folder is named now
+    # footers by range (kept beside the cache: a restart reads none); no file need fit
+    footers = footers_of(objects, fetcher=Fetcher(storage_options, stats=stats), cache=cache)
+    for obj, footer in zip(objects, footers, strict=True):
+        if obj.records is not None and obj.records != footer.num_records:
+            raise RecordError(
+                f"ArrayRecordSourceModule: the shard '{obj.url}' holds {footer.num_records} "
+                f"records, its dataset's metadata says {obj.records}; the folder mixes files "
+                "of different conversions. Convert the data again.", path=obj.url)
+    blocks = FileBlocks.cut(footers, size).with_tails([tail_path(cache, o) for o in objects])
+    remote = RemoteShards(blocks.objects(objects), cache=cache, storage_options=storage_options,
+                          ahead=max(8, 2 * window), behind=window, stats=stats)
+    return remote, blocks
+
+
+def ranged_cost(objects: Sequence[RemoteObject]) -> str:
+    """What ``ranged_reads=True`` would cost a global shuffle of ``objects`` an epoch."""
+    records = [o.records for o in objects]
+    total = sum(o.size for o in objects)
+    count = (f"{sum(records):,} requests an epoch (one a record" if None not in records
+             else "one request a record read each epoch (")
+    return (f"Or keep the global shuffle without downloading the files: "
+            f"ArrayRecordSourceModule(..., ranged_reads=True) reads each record by byte range, "
+            f"about {count}, all hosts together; {len(objects)} files, {total:,} bytes), "
+            "each request paying the store's latency.")
+
+
+def check_cache_for_processes(remote: RemoteShards, processes: int, ranged: bool = False) -> None:
+    """Refuse remote files read by worker processes through a cache smaller than all of
+    them: a worker holds the files it has read until the source is closed."""
+    total = sum(o.size for o in remote.objects)
+    if ranged and processes:
+        remote.close()
+        raise ConfigError(
+            f"ArrayRecordSourceModule: ranged_reads=True reads records by range in this "
+            f"process; decode_processes={processes} cannot use them. Use decode_processes=0, "
+            "or download the files (ranged_reads=False).")
+    if not processes or total <= remote.cache.max_bytes:
+        return
+    limit, folder = remote.cache.max_bytes, remote.cache.directory
+    remote.close()
+    raise CacheFullError(
+        f"ArrayRecordSourceModule: decode_processes={processes} reads the remote files in "
+        f"worker processes, which keep each file they read in the cache until the source is "
+        f"closed, so the cache '{folder}' (limit {limit} bytes) must hold all "
+        f"{len(remote.objects)} files ({total} bytes). Raise the limit to at least {total} "
+        "bytes with DATARAX_CACHE_BYTES or the source's cache=ShardCache(..., max_bytes=...), "
+        "or read a data set larger than the cache with decode_processes=0 (reader threads).")

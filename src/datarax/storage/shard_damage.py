@@ -1,0 +1,65 @@
+"""Cached copies damaged on the local disk: a read that fails on one checks the copy
+against the dataset's SHA-256 and, when it was removed, reads once more from a fresh
+download. A mixin of :class:`~datarax.storage.shards.RemoteShards`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStoreError
+from datarax.storage.handles import close_all
+
+__all__ = ["ShardDamage"]
+
+T = TypeVar("T")
+
+
+class ShardDamage:
+    """Damage-handling methods of :class:`~datarax.storage.shards.RemoteShards`."""
+
+    _lock: Any
+    _entries: Any
+
+    def reading(self, i: int, attempt: Callable[[], T]) -> T:
+        """``attempt()``, a read of file ``i``'s cached copy (through :meth:`open` or
+        :meth:`hold`). When it fails on the copy itself (not on the store: a
+        :class:`RemoteObjectError`, :class:`RemoteStoreError` or :class:`CacheFullError`
+        propagates as is), :meth:`recheck` the copy and, when it was removed, read once more
+        from a fresh download."""
+        try:
+            return attempt()
+        except (RemoteObjectError, RemoteStoreError, CacheFullError):
+            raise
+        except Exception:
+            if not self.recheck(i):
+                raise
+        return attempt()
+
+    def recheck(self, i: int) -> bool:
+        """After a read of file ``i``'s cached copy failed: remove the copy when it is
+        damaged (its SHA-256 differs from the dataset's metadata; a file without one, on
+        its first failure), so the next use downloads it again. Once per file; returns
+        whether the copy was removed."""
+        obj = self.objects[i]
+        with self._lock:
+            if self._closed or i in self._rechecked:
+                return False
+            self._rechecked.add(i)
+            entry = self._entries.get(i)
+        path = entry.path if entry is not None else self.cache.path_of(obj)
+        if path is None:
+            return False
+        if not self.cache.discard(path, _sha256 if obj.sha256 else None, obj.sha256):
+            return False
+        with self._lock:
+            idle = self._drop(i)  # a handle another thread reads now: closed with the source
+        close_all(idle)
+        return True
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
