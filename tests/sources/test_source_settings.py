@@ -120,7 +120,7 @@ def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
      "data=...)."),
     (lambda: ArrayRecordSourceModule(paths="x.array_record", shuffle=True),
      "ArrayRecordSourceModule got unknown setting(s) ['shuffle']; its settings are ['seed', "
-     "'num_epochs', 'shuffle_files', 'shuffle_window', 'on_error', 'max_skipped', "
+     "'num_epochs', 'shuffle_files', 'shuffle_window', 'shuffle_block', 'on_error', 'max_skipped', "
      "'max_skipped_fraction', 'cast_float64']."),
     (lambda: NpySource(),
      "NpySource needs its settings: NpySourceConfig(...) first, or the settings as keywords "
