@@ -15,7 +15,13 @@ import sys
 import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+# LLVM optimization level 0: the suite's time is mostly XLA compiling thousands of small
+# programs, each run a few times, and -O0 compiles them faster (~2x for the image
+# operators). Subprocesses inherit it. Floats may differ from -O3's in the last bit (no
+# fused multiply-add): the tests compare two paths at the same level, or with tolerances.
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
+)
 
 import pytest  # noqa: E402
 

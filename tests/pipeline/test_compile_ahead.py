@@ -58,8 +58,9 @@ def _pipeline(stages, n=10, batch_size=4, **options):
                     rngs=nnx.Rngs(0), **options)
 
 
-# The compile counts are the process's: each test runs in a fresh interpreter, where no
-# other test's pipelines (their read-ahead threads) compile at the same time.
+# The compile counts are the process's: both kinds run, one after the other, in a fresh
+# interpreter, where no other test's pipelines (their read-ahead threads) compile at the
+# same time.
 _COUNTING = """
 import sys, threading
 import numpy as np
@@ -82,38 +83,42 @@ def centered(batch):
     return {"x": x - x.mean() + 0.25}
 
 keep = FilterOperator(predicate=lambda el: el.data["x"] % 3 != 1.5)
-n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep])}[sys.argv[1]]
-source = MemorySource(MemorySourceConfig(shuffle=True, seed=5), {"x": np.arange(n, dtype=np.float32)})
-before = counts()
-pipeline = Pipeline(source=source, stages=stages, batch_size=4, rngs=nnx.Rngs(0))
-join_ahead()
-ahead = compiles(before)
-during = counts()
-batches = [np.asarray(b["x"]) for b in pipeline]
-print(ahead, compiles(during), [len(b) for b in batches],
-      sorted(int(x) for b in batches for x in b) if sys.argv[1] == "filter" else
-      [round(float(b.mean()), 6) for b in batches])
+for kind in sys.argv[1:]:  # one after the other: each kind's pass is over before the next
+    n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep])}[kind]
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=5), {"x": np.arange(n, dtype=np.float32)})
+    before = counts()
+    pipeline = Pipeline(source=source, stages=stages, batch_size=4, rngs=nnx.Rngs(0))
+    join_ahead()
+    ahead = compiles(before)
+    during = counts()
+    batches = [np.asarray(b["x"]) for b in pipeline]
+    print(kind, ahead, compiles(during), [len(b) for b in batches],
+          sorted(int(x) for b in batches for x in b) if kind == "filter" else
+          [round(float(b.mean()), 6) for b in batches])
 """
 
 
-def _count_compiles(kind: str) -> list[str]:
+@pytest.fixture(scope="module")
+def counted() -> dict[str, list[str]]:
+    """Both kinds' ``[ahead, during, rest]``, from one fresh interpreter (one start-up)."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
            "DATARAX_COMPILE_CACHE": "0"}
     env.pop("DATARAX_COMPILE_AHEAD", None)
-    done = subprocess.run([sys.executable, "-c", _COUNTING, kind], env=env,
+    done = subprocess.run([sys.executable, "-c", _COUNTING, "batch-level", "filter"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1].split(" ", 2)
+    lines = [line.split(" ", 3) for line in done.stdout.strip().splitlines()[-2:]]
+    return {kind: rest for kind, *rest in lines}
 
 
-def test_the_thread_compiles_the_full_and_the_short_batch_before_the_first_is_asked():
-    ahead, during, rest = _count_compiles("batch-level")
+def test_the_thread_compiles_the_full_and_the_short_batch_before_the_first_is_asked(counted):
+    ahead, during, rest = counted["batch-level"]
     assert (ahead, during) == ("2", "0")  # batches of 4 and the last of 2; the epoch none
     assert rest == "[4, 4, 2] [0.25, 0.25, 0.25]"
 
 
-def test_a_filtered_pipelines_step_is_compiled_ahead():
-    ahead, during, rest = _count_compiles("filter")
+def test_a_filtered_pipelines_step_is_compiled_ahead(counted):
+    ahead, during, rest = counted["filter"]
     assert (ahead, during) == ("1", "0")
     assert rest.endswith(str(list(range(12))))
 

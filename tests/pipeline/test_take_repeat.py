@@ -75,12 +75,22 @@ def random_subset():
 
     from datarax.operators import ElementOperator
 
-    draw = ElementOperator(fn=lambda el, key: {**el.data, "u": jax.random.uniform(key)},
-                           stochastic=True)
+    draw = ElementOperator(fn=_draw_u, stochastic=True)
     src = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
                        {"x": np.arange(6, dtype=np.int32)})
-    keep = FilterOperator(predicate=lambda el: el.data["u"] < 0.2)
+    keep = FilterOperator(predicate=_u_below_0_2)
     return Pipeline(src, stages=[draw, keep], batch_size=4, rngs=nnx.Rngs(3))
+
+
+# module-level: every random_subset() pipeline has the same stages, one compiled step
+def _draw_u(el, key):
+    import jax
+
+    return {**el.data, "u": jax.random.uniform(key)}
+
+
+def _u_below_0_2(el):
+    return el.data["u"] < 0.2
 
 
 def test_one_empty_epoch_neither_ends_repeat_nor_step_nor_a_resumed_repeat():
