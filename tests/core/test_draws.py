@@ -132,3 +132,42 @@ def test_words_take_a_keys_own_bits_then_draw() -> None:
     many = np.asarray(draws.words(key, 22))
     assert many.shape == (22,) and len(set(many.tolist())) == 22
     assert np.asarray(draws.words(data, 22)).tolist() == many.tolist()
+
+
+def _key_data(el, key):
+    return {"k": jax.random.key_data(key), "id": el.data["id"]}
+
+
+@pytest.mark.parametrize("with_filter", [False, True])
+def test_record_keys_are_the_documented_fold_ins(with_filter: bool) -> None:
+    """fold_in(fold_in(fold_in(fold_in(key(seed), 0), position), epoch), index): a pass's
+    keys drawn on the host give the keys of the documented derivation, bit for bit."""
+    from datarax.core.keys import record_keys
+    from datarax.operators import ElementOperator, FilterOperator
+
+    stages = [ElementOperator(fn=lambda el, key=None: el), ElementOperator(fn=_key_data,
+                                                                           stochastic=True)]
+    if with_filter:
+        stages.insert(1, FilterOperator(predicate=lambda el: el.data["id"] % 3 != 0))
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=1), _data())
+    pipeline = Pipeline(source=source, stages=stages, batch_size=8, seed=11)
+    pipeline_key = jax.random.fold_in(jax.random.key(11), 0)
+    for epoch in range(2):
+        with iter(pipeline) as it:
+            got = {int(i): k.tolist() for b in it
+                   for i, k in zip(np.asarray(b["id"]), np.asarray(b["k"]))}
+        ids = jnp.asarray(sorted(got))
+        want = record_keys(jax.random.fold_in(pipeline_key, 2), epoch, ids)
+        assert [got[i] for i in sorted(got)] == np.asarray(jax.random.key_data(want)).tolist()
+        assert len(got) == (20 if with_filter else RECORDS)
+
+
+def test_host_fold_in_is_jax_fold_in() -> None:
+    from datarax.core.keys import host_fold_in
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        key = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+        data = int(rng.integers(0, 2**32))
+        want = jax.random.fold_in(jax.random.wrap_key_data(key), np.uint32(data))
+        assert host_fold_in(key, data).tolist() == np.asarray(jax.random.key_data(want)).tolist()

@@ -34,9 +34,10 @@ from flax import nnx
 from datarax.core.batch import batch_length, concat_batches, head_rows, take_records
 from datarax.core.data_source import SourceKind
 from datarax.core.errors import ConfigError, StateError
+from datarax.core.keys import step_keys
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.spec import TextSpec, checked_spec, validate_batch
-from datarax.core.stages import filtered
+from datarax.core.stages import filtered, stage_positions
 from datarax.pipeline.ahead import run_ahead
 from datarax.pipeline.devices import (
     place_batch, place_on_host, stage_device,
@@ -157,10 +158,14 @@ class FilteredDispatch:
         )
         self.graphdef, state = nnx.split((source, stages))
         device = stage_device(context.plan)  # stages_on="host": the CPU, as unfiltered
-        self.inputs = (source.step_inputs() if device is None
-                       else context.session.host_inputs.on(source.step_inputs(), device))
+        # this epoch's inputs (a shuffled MemorySource's order as a table, not the
+        # cipher): the step keeps only this epoch's positions (it masks those past `end`)
+        inputs = source.epoch_step_inputs(epoch)
+        self.inputs = (inputs if device is None
+                       else context.session.host_inputs.on(inputs, device))
         self.read_spec = spec_key(checked_spec(source)) if at == 0 else None
-        self.state, self.key = pass_constants(state, context.key_pair(), device=device)
+        self.state, self.key = pass_constants(
+            state, step_keys(*context.key_pair(), stage_positions(stages), epoch), device=device)
         self.n = len(source)
         lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo
