@@ -82,7 +82,8 @@ def centered(batch):
     return {"x": x - x.mean() + 0.25}
 
 keep = FilterOperator(predicate=lambda el: el.data["x"] % 3 != 1.5)
-n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep])}[sys.argv[1]]
+n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep]),
+             "filter-batch-level": (12, [keep, centered])}[sys.argv[1]]
 source = MemorySource(MemorySourceConfig(shuffle=True, seed=5), {"x": np.arange(n, dtype=np.float32)})
 before = counts()
 pipeline = Pipeline(source=source, stages=stages, batch_size=4, rngs=nnx.Rngs(0))
@@ -116,6 +117,12 @@ def test_a_filtered_pipelines_step_is_compiled_ahead():
     ahead, during, rest = _count_compiles("filter")
     assert (ahead, during) == ("1", "0")
     assert rest.endswith(str(list(range(12))))
+
+
+def test_a_batch_level_stage_after_a_filter_is_compiled_ahead_too():
+    ahead, during, rest = _count_compiles("filter-batch-level")
+    assert (ahead, during) == ("2", "0")  # the filtered step, the stage apart; the epoch none
+    assert rest == "[4, 4, 4] [0.25, 0.25, 0.25]"
 
 
 @pytest.mark.parametrize("stages", [[_centered(0.5)], []], ids=["batch-level", "none"])

@@ -183,17 +183,30 @@ class FilteredDispatch:
         self.wide = wide
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
-        """``(step, arguments)`` of the compiled step the next group runs (one)."""
+        """``(step, arguments)`` of the compiled programs a full group runs: the filtered
+        step, and the stages after the filter where they run apart (batch-level ones)."""
+        step, args = self._filtered_program()
+        if self.post_graph is None:
+            return [(step, args)]
+        # a full batch as the filtered step returns it (zeros: only its signature counts)
+        first = jax.eval_shape(step.jitted, *args)[0][0]
+        batch = jax.tree.map(lambda s: jax.numpy.zeros(s.shape, s.dtype), first)
+        graph, state = self.post_graph
+        rows = np.zeros(self.batch_size, np.int32)
+        return [(step, args),
+                (stage_step(graph), (state, batch, rows, np.int32(self.epoch), self.key))]
+
+    def _filtered_program(self) -> tuple[Any, tuple[Any, ...]]:
         step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
                                     self.fuse, self.read_spec)
-        return [(step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
-                        self.wide(self.base), np.int32(self.epoch), self.key))]
+        return step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
+                      self.wide(self.base), np.int32(self.epoch), self.key)
 
     def dispatch_some(self) -> list[FilteredItem] | None:
         """The next group's batches (fewer at the pass's end); None when none is left."""
         if self.done or self.position >= self.total:
             return None
-        ((step, args),) = self.programs()
+        step, args = self._filtered_program()
         began = time.perf_counter()
         batches, indices, kept, ends = step(*args)
         kept, ends, indices = int(kept), np.asarray(ends), np.asarray(indices)
