@@ -7,7 +7,8 @@ threefry evaluation in the compiled program, and XLA compiles each one apart: un
 compile time. An operator of draw version 2 asks :func:`words` for every random word it
 needs at once (no threefry at all for at most a key's own 64 bits: a record key is
 already threefry output) and turns them into numbers with :func:`uniform` and
-:func:`integer`. Values stay a pure function of the record's key, so of (seed, epoch,
+:func:`integer`; one that also needs a field of values (noise over the image) draws it
+from the key itself, its one ``jax.random`` call. Values stay a pure function of the record's key, so of (seed, epoch,
 record index): the same at any batch size, after any resume and on any host.
 
 :data:`DRAW_VERSION` names this derivation; a saved Pipeline state records it when the
