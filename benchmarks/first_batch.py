@@ -1,6 +1,6 @@
 """The first batch: how long a fresh process waits for it, datarax beside plain ``jax.jit``.
 
-``python -m benchmarks.first_batch [--workloads W1 W7] [--repeats 2] [--sleep 2]
+``python -m benchmarks.first_batch [--workloads W1 W10 W7] [--repeats 2] [--sleep 2]
 [--before SRC] [--records N] [--json PATH]``
 
 Every measurement is a fresh process (``--worker``) that makes its data, then times
@@ -17,7 +17,8 @@ Each case runs once with no pause and once with ``--sleep`` seconds of "user wor
 * ``before`` (with ``--before SRC``): datarax from another source tree (e.g. the main
   checkout), nothing cached.
 
-W1: 50,000 32x32x3 uint8 images, flip + /255, batch 256. W7: 20,000 96x96x3 images,
+W1: 50,000 32x32x3 uint8 images, flip + /255, batch 256. W10: W1 after a filter keeping
+the even labels (half), as its first stage (the plain twin filters on the host). W7: 20,000 96x96x3 images,
 random resized crop to 64 + flip + brightness + contrast (``benchmarks/w7_contenders``'s
 datarax chain), batch 256; its plain-JAX twin samples the same kinds of parameters per
 record (crop by ``jax.image.scale_and_translate``), so it is the same work, not the same
@@ -37,14 +38,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDS = {"W1": 50_000, "W7": 20_000}
+RECORDS = {"W1": 50_000, "W10": 50_000, "W7": 20_000}
 
 
 def _data(workload: str) -> Any:
     import numpy as np
 
     records = int(os.environ.get("FIRST_BATCH_RECORDS") or RECORDS[workload])
-    if workload == "W1":
+    if workload in ("W1", "W10"):
         rng = np.random.default_rng(0)
         return rng.integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     from benchmarks.augment_data import make_data
@@ -56,14 +57,27 @@ def _datarax(workload: str, images: Any) -> Any:
     """The pipeline, built; a function returning its first batch's image array."""
     import numpy as np
 
-    if workload == "W1":
+    if workload in ("W1", "W10"):
         from types import SimpleNamespace
 
         from benchmarks.contenders import datarax_pipeline
 
         spec = SimpleNamespace(seed=0, batch_size=min(256, len(images)))
         labels = np.arange(len(images), dtype=np.int32)
-        pipeline = datarax_pipeline.build(images, labels, spec)
+        if workload == "W1":
+            pipeline = datarax_pipeline.build(images, labels, spec)
+        else:  # W1's stages after a filter keeping the even labels
+            from datarax.operators import ElementOperator, FilterOperator
+            from datarax.pipeline import Pipeline
+            from datarax.sources import MemorySource, MemorySourceConfig
+
+            source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
+                                  {"image": images, "label": labels})
+            stages = [FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0),
+                      ElementOperator(fn=datarax_pipeline.normalize),
+                      ElementOperator(fn=datarax_pipeline.flip, stochastic=True)]
+            pipeline = Pipeline(source=source, stages=stages, batch_size=spec.batch_size,
+                                seed=0)
     else:
         from benchmarks.w7_contenders import _datarax_pipeline
 
@@ -78,7 +92,7 @@ def _plain(workload: str, images: Any) -> Any:
     import jax.numpy as jnp
     import numpy as np
 
-    if workload == "W1":
+    if workload in ("W1", "W10"):
         @jax.jit
         def step(raw: Any, key: Any, batch: Any) -> Any:
             keys = jax.random.split(jax.random.fold_in(key, batch), raw.shape[0])
@@ -117,6 +131,8 @@ def _plain(workload: str, images: Any) -> Any:
 
     key = jax.random.key(0)
     order = np.random.default_rng(0).permutation(len(images))
+    if workload == "W10":  # the filter on the host: the even records (labels = ids)
+        order = order[order % 2 == 0]
     return lambda: step(jax.device_put(images[order[:256]]), key, 0)
 
 
@@ -128,6 +144,10 @@ def worker(case: str, workload: str, sleep: float) -> dict[str, Any]:
     images = _data(workload)
     import jax
 
+    if case != "jax.jit":  # imports are not the loader's build (as jax's are not)
+        import benchmarks.contenders.datarax_pipeline  # noqa: F401
+        import benchmarks.w7_contenders  # noqa: F401
+        import datarax.operators.image  # noqa: F401
     began = time.perf_counter()
     first = (_plain if case == "jax.jit" else _datarax)(workload, images)
     built = time.perf_counter()
@@ -161,7 +181,7 @@ def _run(case: str, workload: str, sleep: float, env: dict[str, str]) -> dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", nargs="+", default=["W1", "W7"])
+    parser.add_argument("--workloads", nargs="+", default=["W1", "W10", "W7"])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--sleep", type=float, default=2.0)
     parser.add_argument("--before", help="another datarax source tree to compare against")
@@ -182,7 +202,8 @@ def main() -> None:
     for workload in args.workloads:
         for repeat in range(args.repeats):
             for pause in (0.0, args.sleep):
-                with tempfile.TemporaryDirectory() as store:
+                with tempfile.TemporaryDirectory() as store, \
+                        tempfile.TemporaryDirectory() as before:  # its own, empty
                     mine = {"PYTHONPATH": os.pathsep.join([src, str(ROOT)]),
                             "DATARAX_COMPILE_CACHE_DIR": store}
                     runs = [("jax.jit", mine), ("datarax cold", mine), ("datarax warm", mine),
@@ -190,7 +211,7 @@ def main() -> None:
                                                    "DATARAX_COMPILE_CACHE": "0"})]
                     if args.before:
                         runs.append(("before", {"PYTHONPATH": os.pathsep.join(
-                            [args.before, str(ROOT)])}))
+                            [args.before, str(ROOT)]), "DATARAX_COMPILE_CACHE_DIR": before}))
                     for case, env in runs:
                         kind = "jax.jit" if case == "jax.jit" else "datarax"
                         out = _run(kind, workload, pause, env)

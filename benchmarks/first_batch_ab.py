@@ -1,18 +1,21 @@
-"""W1's cold first batch, this tree beside another, in alternating fresh processes.
+"""A cold first batch (W1 or W7), this tree beside another, in alternating fresh processes.
 
-``python -m benchmarks.first_batch_ab --before /path/to/main/src [--pairs 6] [--json PATH]``
+``python -m benchmarks.first_batch_ab --before /path/to/main/src [--workload W7] [--pairs 6]
+[--json PATH]``
 
 Each pair runs, in an order that alternates, one fresh process per tree of:
 
-* ``cold`` — ``benchmarks.first_batch``'s datarax worker (W1, no pause), each process
+* ``cold`` — ``benchmarks.first_batch``'s datarax worker (no pause), each process
   with its own empty store of compiled steps (``DATARAX_COMPILE_CACHE_DIR``: the
   default store may be warm from an earlier run), build + first batch;
 * ``no_ahead`` — the same pipeline with nothing compiled ahead and the store off, its
   build + first batch in wall and CPU seconds (user + sys of every thread: what other
-  jobs on a shared machine disturb less).
+  jobs on a shared machine disturb less), and the seconds JAX reports for XLA compiles
+  (``jax.monitoring``'s backend-compile event).
 
 Reported: every run, the medians, and the ratio of each pair (this tree / the other);
-every run's first batch must have the same SHA-256.
+whether every run's first batch has the same SHA-256 (a tree of another random draw
+version gives other values on purpose).
 """
 
 from __future__ import annotations
@@ -31,33 +34,35 @@ from typing import Any
 from benchmarks.first_batch import ROOT, _run
 
 
-def no_ahead() -> dict[str, float]:
-    """In this process: W1's build + first batch, nothing ahead, nothing stored."""
-    from types import SimpleNamespace
-
+def no_ahead(workload: str = "W1") -> dict[str, float]:
+    """In this process: the workload's build + first batch, nothing ahead, nothing stored."""
     import jax
-    import numpy as np
 
-    from benchmarks.contenders import datarax_pipeline
+    from benchmarks.first_batch import _data, _datarax
 
-    images = np.random.default_rng(0).integers(0, 256, (50_000, 32, 32, 3), dtype=np.uint8)
-    labels = np.arange(len(images), dtype=np.int32)
+    compiles: list[float] = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, duration, **_: compiles.append(duration)
+        if event.endswith("backend_compile_duration") else None)
+    images = _data(workload)
     cpu, wall = time.process_time(), time.perf_counter()
-    pipeline = datarax_pipeline.build(images, labels, SimpleNamespace(seed=0, batch_size=256))
-    jax.block_until_ready(next(iter(pipeline))["image"])
-    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+    first = _datarax(workload, images)
+    jax.block_until_ready(first())
+    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+            "compile_s": sum(compiles)}
 
 
-def _no_ahead_in(src: str) -> dict[str, float]:
+def _no_ahead_in(src: str, workload: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)]),
            "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
            "DATARAX_COMPILE_AHEAD": "0", "DATARAX_COMPILE_CACHE": "0"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.first_batch_ab", "--no-ahead-worker"],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.first_batch_ab", "--no-ahead-worker",
+                           "--workload", workload],
                           env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(before: str, pairs: int) -> dict[str, Any]:
+def run(before: str, pairs: int, workload: str = "W1") -> dict[str, Any]:
     trees = {"after": str(ROOT / "src"), "before": before}
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
         case: {side: [] for side in trees} for case in ("cold", "no_ahead")}
@@ -66,12 +71,13 @@ def run(before: str, pairs: int) -> dict[str, Any]:
             with tempfile.TemporaryDirectory() as store:
                 env = {"PYTHONPATH": os.pathsep.join([trees[side], str(ROOT)]),
                        "DATARAX_COMPILE_CACHE_DIR": store}
-                cold = _run("datarax", "W1", 0.0, env)
+                cold = _run("datarax", workload, 0.0, env)
             cold["load"] = os.getloadavg()[0]
             runs["cold"][side].append(cold)
-            runs["no_ahead"][side].append(_no_ahead_in(trees[side]))
-    out: dict[str, Any] = {"before": before, "pairs": pairs, "runs": runs}
-    for case, key in (("cold", "first_s"), ("no_ahead", "wall_s"), ("no_ahead", "cpu_s")):
+            runs["no_ahead"][side].append(_no_ahead_in(trees[side], workload))
+    out: dict[str, Any] = {"workload": workload, "before": before, "pairs": pairs, "runs": runs}
+    for case, key in (("cold", "first_s"), ("no_ahead", "wall_s"), ("no_ahead", "cpu_s"),
+                      ("no_ahead", "compile_s")):
         after = [r[key] for r in runs[case]["after"]]
         prior = [r[key] for r in runs[case]["before"]]
         out[f"{case} {key}"] = {
@@ -87,16 +93,17 @@ def run(before: str, pairs: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="the other datarax source tree (e.g. main's src)")
+    parser.add_argument("--workload", default="W1", choices=["W1", "W7"])
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--json")
     parser.add_argument("--no-ahead-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.no_ahead_worker:
-        print(json.dumps(no_ahead()))
+        print(json.dumps(no_ahead(args.workload)))
         return
     if not args.before:
         parser.error("--before SRC is required")
-    result = run(args.before, args.pairs)
+    result = run(args.before, args.pairs, args.workload)
     summary = {k: v for k, v in result.items() if k != "runs"}
     print(json.dumps(summary, indent=2))
     if args.json:

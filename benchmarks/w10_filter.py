@@ -38,7 +38,6 @@ Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
 def datarax_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
     import jax
     import jax.numpy as jnp
-    from flax import nnx
 
     from datarax.operators import ElementOperator, FilterOperator
     from datarax.pipeline import Pipeline
@@ -53,7 +52,7 @@ def datarax_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int
     stages = [FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0),
               ElementOperator(fn=lambda el, key=None: {"image": el.data["image"] / 255.0}),
               ElementOperator(fn=flip, stochastic=True)]
-    pipeline = Pipeline(source, stages=stages, batch_size=batch, rngs=nnx.Rngs(seed))
+    pipeline = Pipeline(source, stages=stages, batch_size=batch, seed=seed)
 
     def epoch() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for b in pipeline:

@@ -42,24 +42,28 @@ def numpy_fixed(images: np.ndarray) -> np.ndarray:
 
 
 # -- datarax ----------------------------------------------------------------------------
-def _datarax_pipeline(images, labels, batch_size, seed, fixed: bool):
-    from flax import nnx
-
+def datarax_stages(size: int, fixed: bool) -> list:
+    """The chain as datarax stages, for ``size``x``size`` images."""
     from datarax.operators import image as I
-    from datarax.pipeline import Pipeline
-    from datarax.sources import MemorySource, MemorySourceConfig
 
     if fixed:
-        geometry = [I.ResizedCrop(OUT, box=fixed_box(images.shape[1])), I.HorizontalFlip(1.0),
+        geometry = [I.ResizedCrop(OUT, box=fixed_box(size)), I.HorizontalFlip(1.0),
                     I.Brightness(FIXED["brightness"]), I.Contrast(FIXED["contrast"])]
     else:
         geometry = [I.RandomResizedCrop(OUT, scale=SCALE, ratio=RATIO), I.HorizontalFlip(0.5),
                     I.Brightness(BRIGHTNESS), I.Contrast(CONTRAST)]
-    stages = [I.Normalize([0.0] * 3, [1.0] * 3), *geometry,
-              I.Normalize(MEAN.tolist(), STD.tolist())]
+    return [I.Normalize([0.0] * 3, [1.0] * 3), *geometry,
+            I.Normalize(MEAN.tolist(), STD.tolist())]
+
+
+def _datarax_pipeline(images, labels, batch_size, seed, fixed: bool):
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    stages = datarax_stages(images.shape[1], fixed)
     source = MemorySource(MemorySourceConfig(shuffle=not fixed, seed=seed),
                           {"image": images, "label": labels})
-    return Pipeline(source=source, stages=stages, batch_size=batch_size, rngs=nnx.Rngs(seed))
+    return Pipeline(source=source, stages=stages, batch_size=batch_size, seed=seed)
 
 
 def datarax_epoch(images, labels, batch_size, seed) -> Batches:

@@ -8,7 +8,6 @@ import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 import datarax
 from datarax.operators import ElementOperator, ElementOperatorConfig
@@ -39,7 +38,8 @@ def build(images: np.ndarray, labels: np.ndarray, spec) -> Pipeline:
         ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
         ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip),
     ]
-    return Pipeline(source=source, stages=stages, batch_size=spec.batch_size, rngs=nnx.Rngs(spec.seed))
+    # seed= gives the batches rngs=nnx.Rngs(seed) gives, without its eager device work
+    return Pipeline(source=source, stages=stages, batch_size=spec.batch_size, seed=spec.seed)
 
 
 _LAST: dict[str, object] = {}

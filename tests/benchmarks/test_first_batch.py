@@ -42,3 +42,24 @@ def test_w1_tiny_cold_and_warm_serve_one_batch_the_warm_one_loaded(tmp_path):
         else:  # no ahead, store off
             assert counts["compiled"] == 1 and counts["stored"] == counts["loaded"] == 0
     assert "| W1 | datarax warm |" in done.stdout
+
+
+# three fresh processes at a tiny size: in the slow run
+@pytest.mark.slow
+def test_phases_tiny_the_warm_process_loads_and_every_phase_is_reported(tmp_path):
+    out = tmp_path / "rows.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+           "JAX_PLATFORMS": "cpu", "FIRST_BATCH_RECORDS": "300"}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.first_batch_phases", "--workloads", "W10",
+         "--repeats", "1", "--json", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["case"]: r for r in json.loads(out.read_text())}
+    assert sorted(rows) == ["cold", "jax.jit", "warm"]
+    assert rows["cold"]["counts"]["compiled"] == 1 and rows["warm"]["counts"]["loaded"] == 1
+    assert rows["cold"]["sha256"] == rows["warm"]["sha256"]
+    assert rows["cold"]["first_next_phases"]["compile"] > 0
+    assert "compile" not in rows["warm"]["first_next_phases"]
+    assert "| W10 | warm |" in done.stdout

@@ -84,7 +84,8 @@ def centered(batch):
 
 keep = FilterOperator(predicate=lambda el: el.data["x"] % 3 != 1.5)
 for kind in sys.argv[1:]:  # one after the other: each kind's pass is over before the next
-    n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep])}[kind]
+    n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep]),
+                 "filter-batch-level": (12, [keep, centered])}[kind]
     source = MemorySource(MemorySourceConfig(shuffle=True, seed=5), {"x": np.arange(n, dtype=np.float32)})
     before = counts()
     pipeline = Pipeline(source=source, stages=stages, batch_size=4, rngs=nnx.Rngs(0))
@@ -100,14 +101,15 @@ for kind in sys.argv[1:]:  # one after the other: each kind's pass is over befor
 
 @pytest.fixture(scope="module")
 def counted() -> dict[str, list[str]]:
-    """Both kinds' ``[ahead, during, rest]``, from one fresh interpreter (one start-up)."""
+    """Each kind's ``[ahead, during, rest]``, from one fresh interpreter (one start-up)."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
            "DATARAX_COMPILE_CACHE": "0"}
     env.pop("DATARAX_COMPILE_AHEAD", None)
-    done = subprocess.run([sys.executable, "-c", _COUNTING, "batch-level", "filter"], env=env,
+    done = subprocess.run([sys.executable, "-c", _COUNTING, "batch-level", "filter",
+                           "filter-batch-level"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line.split(" ", 3) for line in done.stdout.strip().splitlines()[-2:]]
+    lines = [line.split(" ", 3) for line in done.stdout.strip().splitlines()[-3:]]
     return {kind: rest for kind, *rest in lines}
 
 
@@ -121,6 +123,12 @@ def test_a_filtered_pipelines_step_is_compiled_ahead(counted):
     ahead, during, rest = counted["filter"]
     assert (ahead, during) == ("1", "0")
     assert rest.endswith(str(list(range(12))))
+
+
+def test_a_batch_level_stage_after_a_filter_is_compiled_ahead_too(counted):
+    ahead, during, rest = counted["filter-batch-level"]
+    assert (ahead, during) == ("2", "0")  # the filtered step, the stage apart; the epoch none
+    assert rest == "[4, 4, 4] [0.25, 0.25, 0.25]"
 
 
 @pytest.mark.parametrize("stages", [[_centered(0.5)], []], ids=["batch-level", "none"])

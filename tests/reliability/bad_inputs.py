@@ -583,6 +583,19 @@ simple("state-other-rngs", "Pipeline state", "a state from a pipeline built with
        lambda: _restore_other_rngs(_state_stochastic()), field="rngs")
 
 
+def _draw_version_1_state() -> dict[str, Any]:
+    """A state of a pipeline that draws, as datarax before draw version 2 saved it."""
+    state = _state_stochastic()
+    del state["settings"]["draw"]
+    return state
+
+
+simple("state-other-draw-version", "Pipeline state", "a state of a stochastic pipeline saved "
+       "by a datarax of random draw version 1", StateError,
+       "Pipeline state was saved with random draw version 1, but this datarax draws with "
+       "version 2", lambda: restore(_draw_version_1_state(), stochastic=True), field="draw")
+
+
 def _restore_other_rngs(state: dict[str, Any]) -> None:
     p = make_memory_pipeline(12, 3, stochastic=True, shard_index=0, shard_count=1)
     Pipeline(source=p.source, stages=list(p.stages), batch_size=3, rngs=nnx.Rngs(1),

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,89 @@ def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
     epoch_key = jax.random.fold_in(base_key, jnp.asarray(epoch, jnp.uint32))
     indices = jnp.asarray(record_indices).astype(jnp.uint32)
     return jax.vmap(lambda i: jax.random.fold_in(epoch_key, i))(indices)
+
+
+def stage_record_keys(pipeline_key: Any, positions: Any, epoch: Any, record_indices: Any) -> Any:
+    """``(len(positions), records)`` keys: row ``s`` is ``record_keys(fold_in(pipeline_key,
+    positions[s]), epoch, record_indices)``, every stage's keys derived together (three
+    threefry evaluations in the compiled program, however many stages draw).
+
+    >>> import jax, jax.numpy as jnp
+    >>> key = jax.random.key(0)
+    >>> both = stage_record_keys(key, [1, 3], 2, jnp.array([4, 9]))
+    >>> one = record_keys(jax.random.fold_in(key, 3), 2, jnp.array([4, 9]))
+    >>> both.shape, bool((jax.random.key_data(both[1]) == jax.random.key_data(one)).all())
+    ((2, 2), True)
+    """
+    positions = jnp.asarray(positions, jnp.uint32)
+    bases = jax.vmap(lambda p: jax.random.fold_in(pipeline_key, p))(positions)
+    return jax.vmap(lambda base: record_keys(base, epoch, record_indices))(bases)
+
+
+class StepKeys(NamedTuple):
+    """A pass's keys, drawn on the host (NumPy threefry, no device work): ``pipeline``, the
+    pipeline key's data (``fold_in(key, count)``), and ``stages``, row ``p - 1`` the data of
+    ``fold_in(fold_in(pipeline, p), epoch)`` for stage position ``p``. A compiled step
+    given them derives its records' keys with one threefry evaluation, not three more per
+    step; the keys are those :func:`stage_record_keys` derives in-step, bit for bit."""
+
+    pipeline: Any
+    stages: Any
+
+
+def step_keys(key: Any, count: Any, positions: int, epoch: int) -> Any:
+    """:class:`StepKeys` of a pass over ``epoch`` with ``positions`` stage positions, or
+    the ``(key, count)`` pair as it is where the key is not raw threefry data.
+
+    >>> import jax
+    >>> keys = step_keys(np.asarray([0, 7], np.uint32), np.uint32(2), 3, 5)
+    >>> expect = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(
+    ...     jax.random.key(7), 2), 3), 5)
+    >>> keys.stages.shape, keys.stages[2].tolist() == jax.random.key_data(expect).tolist()
+    ((3, 2), True)
+    """
+    data = np.asarray(key) if isinstance(key, np.ndarray) else None
+    if (data is None or data.shape != (2,) or data.dtype != np.uint32
+            or str(jax.config.jax_default_prng_impl) != "threefry2x32"):
+        return key, count
+    pipeline = host_fold_in(data, int(count))
+    rows = [host_fold_in(host_fold_in(pipeline, p), epoch) for p in range(1, positions + 1)]
+    return StepKeys(pipeline, np.asarray(rows, np.uint32).reshape(positions, 2))
+
+
+def step_key(key: Any) -> Any:
+    """The pipeline key (typed, traceable) of a step's ``key`` argument: a
+    :class:`StepKeys` or a ``(key, count)`` pair."""
+    if isinstance(key, StepKeys):
+        return jax.random.wrap_key_data(key.pipeline)
+    return draw(*key)
+
+
+def for_stages(key: Any) -> Any:
+    """What :func:`~datarax.core.stages.apply_stages` takes for a step's ``key``: the
+    :class:`StepKeys` as they are (their table spares threefry work), a pair drawn."""
+    return key if isinstance(key, StepKeys) else draw(*key)
+
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def host_fold_in(key: Any, data: int) -> np.ndarray:
+    """``jax.random.key_data(jax.random.fold_in(k, data))`` for the threefry key ``k`` of
+    raw data ``key``, computed with NumPy (threefry-2x32 of the block ``(0, data)``)."""
+    mask = 0xFFFFFFFF
+    k0, k1 = (int(v) for v in np.asarray(key, np.uint32))
+    ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
+    x0, x1 = 0, int(data) & mask
+    x0, x1 = (x0 + ks[0]) & mask, (x1 + ks[1]) & mask
+    for block in range(5):
+        for r in _ROTATIONS[block % 2]:
+            x0 = (x0 + x1) & mask
+            x1 = ((x1 << r) | (x1 >> (32 - r))) & mask
+            x1 ^= x0
+        x0 = (x0 + ks[(block + 1) % 3]) & mask
+        x1 = (x1 + ks[(block + 2) % 3] + block + 1) & mask
+    return np.asarray([x0, x1], np.uint32)
 
 
 def check_rngs(rngs: Any, owner: str) -> None:

@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.keys import record_keys
+from datarax.core.keys import StepKeys, record_keys, stage_record_keys
 from datarax.core.operator import OperatorModule, RecordFilter, call_stage
 from datarax.typing import Batch
 
@@ -43,8 +44,13 @@ def apply_stages(
     """Run every stage over ``batch``; stochastic stages get per-record keys.
 
     Stage ``i`` without its own ``rngs`` uses ``fold_in(pipeline_key, i + 1 - f)``,
-    ``f`` the filters before it.
+    ``f`` the filters before it; those stages' keys are derived together.
+    ``pipeline_key`` may be a pass's :class:`~datarax.core.keys.StepKeys` (their
+    ``epoch``'s): the same keys, with less threefry work in the step.
     """
+    shared = _shared_keys(stages, indices, epoch, pipeline_key)
+    if isinstance(pipeline_key, StepKeys):
+        pipeline_key = jax.random.wrap_key_data(pipeline_key.pipeline)
     position = 0  # the key position: stages counted from 1, filters left out
     for index, stage in enumerate(stages):
         where = f"Pipeline stage {index}"
@@ -55,7 +61,9 @@ def apply_stages(
         if isinstance(stage, OperatorModule):
             keys = None
             if stage.stochastic:
-                keys = record_keys(stage.stage_key(pipeline_key, position), epoch, indices)
+                keys = shared.get(position)
+                if keys is None:  # its own rngs: its own base key
+                    keys = record_keys(stage.stage_key(pipeline_key, position), epoch, indices)
             try:
                 out = call_stage(stage, lambda: stage.apply_batch(batch, keys), where)
             except (TypeError, AttributeError) as err:
@@ -72,6 +80,36 @@ def apply_stages(
             )
         _check_records(stage, index, records, batch)
     return batch
+
+
+def stage_positions(stages: Sequence[Any]) -> int:
+    """How many key positions ``stages`` take (the stages that are not filters)."""
+    return len(_positions(stages))
+
+
+def _positions(stages: Sequence[Any]) -> list[tuple[int, Any]]:
+    """``(key position, stage)`` of every stage that is not a filter."""
+    out, position = [], 0
+    for stage in stages:
+        if not (stage is filtered or isinstance(stage, RecordFilter)):
+            position += 1
+            out.append((position, stage))
+    return out
+
+
+def _shared_keys(stages: Sequence[Any], indices: Any, epoch: Any, pipeline_key: Any) -> dict:
+    """``{position: keys}`` of the stochastic stages drawing from the pipeline's key."""
+    positions = [p for p, stage in _positions(stages) if isinstance(stage, OperatorModule)
+                 and stage.stochastic and not stage.owns_key]
+    if not positions:
+        return {}
+    if isinstance(pipeline_key, StepKeys):  # fold_in(row, index), one threefry evaluation
+        rows = jax.random.wrap_key_data(pipeline_key.stages[np.asarray(positions) - 1])
+        records = jax.numpy.asarray(indices).astype(jax.numpy.uint32)
+        keys = jax.vmap(lambda row: jax.vmap(lambda i: jax.random.fold_in(row, i))(records))(rows)
+    else:
+        keys = stage_record_keys(pipeline_key, positions, epoch, indices)
+    return {p: keys[i] for i, p in enumerate(positions)}
 
 
 def _leading_sizes(batch: Batch) -> list[int]:

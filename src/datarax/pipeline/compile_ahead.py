@@ -6,7 +6,9 @@ will (:class:`~datarax.pipeline.dispatch.IndexedDispatch`, or
 :class:`~datarax.pipeline.filtered.FilteredDispatch` with a ``FilterOperator``) and
 compiles — or loads from :mod:`datarax.core.compiled_store` — every program it lists:
 the full batch or group, and the short last batch where batch-level stages need it at
-its own size (which would otherwise compile in the middle of the epoch). Work the user
+its own size (which would otherwise compile in the middle of the epoch); for a filtered
+pass, its step and, where batch-level stages follow the filter, those stages at the full
+batch (a filtered pass's short last batch has a size known only when it is read). Work the user
 does between building the pipeline and asking for the first batch (building a model)
 then hides the compile; the first batch waits for what is still compiling.
 

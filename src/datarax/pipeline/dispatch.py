@@ -22,10 +22,10 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches, head_rows
-from datarax.core.keys import draw
+from datarax.core.keys import for_stages, step_keys
 from datarax.core.operator import all_per_record
 from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes, refuse_declared_64bit
-from datarax.core.stages import apply_stages
+from datarax.core.stages import apply_stages, stage_positions
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch, stage_context, stage_device
 from datarax.pipeline.elastic import pieces_step
@@ -119,7 +119,8 @@ class IndexedDispatch:
         self.inputs = (inputs if device is None
                        else context.session.host_inputs.on(inputs, device))
         self.state, self.key, self.epoch_arg = pass_constants(
-            state, context.key_pair(), np.int32(epoch), device=device)
+            state, step_keys(*context.key_pair(), stage_positions(context.stages), epoch),
+            np.int32(epoch), device=device)
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
         self.elastic = context.elastic_epoch(epoch)
@@ -287,7 +288,7 @@ class IndexedDispatch:
                 with self.stats.timer("stages"), stage_context(self.plan):
                     batch = apply_stages(
                         self.host_stages, batch, jnp.asarray(indices),
-                        np.int32(self.epoch), draw(*self.key),
+                        np.int32(self.epoch), for_stages(self.key),
                     )
         batch = self._placed(batch, self.dispatched)
         self.dispatched += count

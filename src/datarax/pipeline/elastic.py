@@ -46,7 +46,7 @@ from flax import nnx
 from datarax.core.data_source import skipping_setting
 from datarax.core.reading import Reading
 from datarax.core.errors import StateError
-from datarax.core.keys import draw
+from datarax.core.keys import for_stages, step_key
 from datarax.core.stages import apply_stages
 from datarax.core.compiled_store import stored_jit
 from datarax.core.step_cache import cached
@@ -240,7 +240,7 @@ def pieces_step(graphdef: Any, sizes: tuple[int, ...]) -> Any:
     def build() -> Callable[..., Batch]:
         def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
             source, stages = nnx.merge(graphdef, state)
-            key = draw(*key)
+            stage_keys, key = for_stages(key), step_key(key)
             parts, indices = [], []
             with source.bind_step_inputs(inputs):
                 for i, size in enumerate(sizes):
@@ -249,7 +249,7 @@ def pieces_step(graphdef: Any, sizes: tuple[int, ...]) -> Any:
                     parts.append(dict(part))
                     indices.append(idx)
             batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
-            return apply_stages(stages, batch, jnp.concatenate(indices), epoch, key)
+            return apply_stages(stages, batch, jnp.concatenate(indices), epoch, stage_keys)
 
         return stored_jit(step)
 

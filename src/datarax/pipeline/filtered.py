@@ -33,10 +33,11 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, head_rows, take_records
 from datarax.core.errors import ConfigError, StateError
+from datarax.core.keys import step_keys
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
 from datarax.core.spec import TextSpec, checked_spec, validate_batch
-from datarax.core.stages import filtered
+from datarax.core.stages import filtered, stage_positions
 from datarax.pipeline.ahead import run_ahead
 from datarax.pipeline.devices import (
     place_batch, place_on_host, stage_device,
@@ -158,10 +159,14 @@ class FilteredDispatch:
         )
         self.graphdef, state = nnx.split((source, stages))
         device = stage_device(context.plan)  # stages_on="host": the CPU, as unfiltered
-        self.inputs = (source.step_inputs() if device is None
-                       else context.session.host_inputs.on(source.step_inputs(), device))
+        # this epoch's inputs (a shuffled MemorySource's order as a table, not the
+        # cipher): the step keeps only this epoch's positions (it masks those past `end`)
+        inputs = source.epoch_step_inputs(epoch)
+        self.inputs = (inputs if device is None
+                       else context.session.host_inputs.on(inputs, device))
         self.read_spec = spec_key(checked_spec(source)) if at == 0 else None
-        self.state, self.key = pass_constants(state, context.key_pair(), device=device)
+        self.state, self.key = pass_constants(
+            state, step_keys(*context.key_pair(), stage_positions(stages), epoch), device=device)
         self.n = len(source)
         lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo
@@ -179,18 +184,31 @@ class FilteredDispatch:
         self.wide = wide
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
-        """``(step, arguments)`` of the compiled step the next group runs (one)."""
+        """``(step, arguments)`` of the compiled programs a full group runs: the filtered
+        step, and the stages after the filter where they run apart (batch-level ones)."""
+        step, args = self._filtered_program()
+        if self.post_graph is None:
+            return [(step, args)]
+        # a full batch as the filtered step returns it (zeros: only its signature counts)
+        first = jax.eval_shape(step.jitted, *args)[0][0]
+        batch = jax.tree.map(lambda s: jax.numpy.zeros(s.shape, s.dtype), first)
+        graph, state = self.post_graph
+        rows = np.zeros(self.batch_size, np.int32)
+        return [(step, args),
+                (stage_step(graph), (state, batch, rows, np.int32(self.epoch), self.key))]
+
+    def _filtered_program(self) -> tuple[Any, tuple[Any, ...]]:
         step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
                                     self.fuse, self.read_spec,
                                     self.context.reading.reads_by_position)
-        return [(step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
-                        self.wide(self.base), np.int32(self.epoch), self.key))]
+        return step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
+                      self.wide(self.base), np.int32(self.epoch), self.key)
 
     def dispatch_some(self) -> list[FilteredItem] | None:
         """The next group's batches (fewer at the pass's end); None when none is left."""
         if self.done or self.position >= self.total:
             return None
-        ((step, args),) = self.programs()
+        step, args = self._filtered_program()
         began = time.perf_counter()
         batches, indices, kept, ends = step(*args)
         kept, ends, indices = int(kept), np.asarray(ends), np.asarray(indices)

@@ -12,7 +12,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.errors import SourceContractError
-from datarax.core.keys import draw
+from datarax.core.keys import for_stages, step_key
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.compiled_store import stored_jit
 from datarax.core.step_cache import cached
@@ -48,7 +48,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         stages = list(stages)
         pre, filt = stages[:at], stages[at]
         post = [passed] * at + [filtered] + stages[at + 1:]
-        pipeline_key = draw(*key)
+        pipeline_key, stage_keys = step_key(key), for_stages(key)
 
         def chunk(p: Any) -> Any:
             start = base + p
@@ -56,7 +56,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                 batch, indices = source.get_batch_and_indices_at(
                     start, batch_size, jax.random.fold_in(pipeline_key, start)
                 )
-            batch = apply_stages(pre, dict(batch), indices, epoch, pipeline_key)
+            batch = apply_stages(pre, dict(batch), indices, epoch, stage_keys)
             pos = p + jnp.arange(batch_size, dtype=begin.dtype)
             mask = filt.keep(batch) & (pos >= begin) & (pos < end)
             return (batch, indices.astype(jnp.int32), pos), mask
@@ -129,7 +129,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         rows_of = indices.reshape(group, batch_size)
         if fuse:
             def staged(args: Any) -> Batch:
-                return apply_stages(post, dict(args[0]), args[1], epoch, pipeline_key)
+                return apply_stages(post, dict(args[0]), args[1], epoch, stage_keys)
 
             stacked = jax.lax.map(staged, (stacked, rows_of)) if group > 1 else \
                 jax.tree.map(lambda v: v[None], staged(jax.tree.map(lambda v: v[0], (stacked, rows_of))))

@@ -10,7 +10,9 @@ of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.m
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
 (:mod:`datarax.pipeline.stage_digest`: version 3 sees their functions' code; version 2
-states, still restored, their names only) and rngs. They are compared in a fixed order
+states, still restored, their names only) and rngs, and, when a stage is stochastic,
+``draw``: the random draw version (:data:`datarax.core.draws.DRAW_VERSION`; a state
+without it is of version 1 and is refused by a pipeline that draws). They are compared in a fixed order
 (switches such as ``shuffle`` before the ``seed`` they enable; a seed whose switch is
 off is not saved), and the first that differs is named. ``source``: the source's own ``get_state()`` for host and stream
 sources (bad-record counts, shuffle description) less its ``settings`` (those are
@@ -37,6 +39,7 @@ import jax
 import numpy as np
 
 from datarax.core.data_source import length_or_none
+from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.pipeline.elastic import elastic_restore, own_share_state
@@ -86,6 +89,8 @@ def settings(context: PassContext, version: int = STATE_VERSION) -> dict[str, An
         out[f"source.{name}"] = value
     out["stages"] = stages_fingerprint(context.stages, version)
     out["rngs"] = rng_fingerprint(context)
+    if any(isinstance(stage, OperatorModule) and stage.stochastic for stage in context.stages):
+        out["draw"] = DRAW_VERSION  # how its random values are derived
     return out
 
 
@@ -142,6 +147,23 @@ def _hint(key: str, version: int) -> str:
     if key == "stages" and version == STAGES_DIGEST_V2:
         key = "stages v2"
     return _DIGEST_HINTS.get(key, "")
+
+
+def _check_draw(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """Refuse a state of a pipeline that draws, saved under another random draw version
+    (a state without one is of version 1): the rest of its epoch would get other values."""
+    if "draw" not in current:
+        return
+    version = saved.get("draw", 1)
+    if version != current["draw"]:
+        raise StateError(
+            f"Pipeline state was saved with random draw version {version!r}, but this "
+            f"datarax draws with version {current['draw']} (datarax.core.draws): its "
+            "stochastic stages would give other random values than the batches already "
+            "served, so the rest of the epoch would not continue them. Restore it with the "
+            "datarax release that saved it, or start a new pass with this one.",
+            field="draw",
+        )
 
 
 def _check_elastic_placement(context: PassContext, epoch: int, size: int) -> None:
@@ -223,6 +245,7 @@ def check_state(context: PassContext, state: Any) -> None:
             field="settings",
         )
     current = settings(context, state["version"])
+    _check_draw(saved, current)
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):
             raise StateError(

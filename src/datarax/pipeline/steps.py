@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from datarax.core.compiled_store import stored_jit
-from datarax.core.keys import draw
+from datarax.core.keys import for_stages, step_key
 from datarax.core.step_cache import cached
 from datarax.core.stages import apply_stages
 from datarax.typing import Batch
@@ -32,11 +32,10 @@ def indexed_batch(
 ) -> Batch:
     """The batch of ``batch_size`` records at global position ``start`` after every stage
     (traceable; the body of :func:`indexed_step` and of ``Pipeline.scan``'s steps)."""
-    key = draw(*key)
-    batch_key = jax.random.fold_in(key, start)
+    batch_key = jax.random.fold_in(step_key(key), start)
     with source.bind_step_inputs(inputs):
         batch, indices = source.get_batch_and_indices_at(start, batch_size, batch_key)
-    return apply_stages(stages, dict(batch), indices, epoch, key)
+    return apply_stages(stages, dict(batch), indices, epoch, for_stages(key))
 
 
 def pass_constants(*values: Any, device: Any = None) -> Any:
@@ -122,7 +121,7 @@ def stage_step(graphdef: Any) -> Callable[..., Batch]:
     def build() -> Callable[..., Batch]:
         def step(state: Any, batch: Batch, indices: Any, epoch: Any, key: Any) -> Batch:
             stages = nnx.merge(graphdef, state)
-            return apply_stages(stages, dict(batch), indices, epoch, draw(*key))
+            return apply_stages(stages, dict(batch), indices, epoch, for_stages(key))
 
         return stored_jit(step)
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from datarax.core import draws
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
@@ -96,10 +97,15 @@ def is_range(value: Any) -> bool:
 
 
 def sample(key: Any, value: Range) -> Any:
-    """The value itself, or a uniform draw from ``(low, high)``."""
+    """The value itself, or a uniform draw from ``(low, high)`` (the key's first word)."""
+    return sample_word(draws.words(key, 1)[0] if is_range(value) else None, value)
+
+
+def sample_word(word: Any, value: Range) -> Any:
+    """The value itself, or a uniform draw from ``(low, high)`` made of ``word``."""
     if is_range(value):
         low, high = value  # type: ignore[misc]
-        return jax.random.uniform(key, (), jnp.float32, low, high)
+        return draws.uniform(word, low, high)
     return jnp.asarray(value, jnp.float32)
 
 

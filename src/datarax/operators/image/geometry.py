@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from datarax.core import draws
 from datarax.core.errors import ConfigError
 from datarax.operators.image._base import (
     ImageOperator,
@@ -21,6 +22,7 @@ from datarax.operators.image._base import (
     is_range,
     pix,
     sample,
+    sample_word,
 )
 
 METHODS = ("nearest", "linear", "bilinear", "cubic", "bicubic", "lanczos3")
@@ -204,8 +206,9 @@ class Crop(ImageOperator):
             )
         offset = self.param("offset")
         if offset == "random":
-            y = jax.random.randint(jax.random.fold_in(key, 0), (), 0, height - h + 1)
-            x = jax.random.randint(jax.random.fold_in(key, 1), (), 0, width - w + 1)
+            word = draws.words(key, 2)
+            y = draws.integer(word[0], 0, height - h + 1)
+            x = draws.integer(word[1], 0, width - w + 1)
         elif offset == "center":
             y, x = (height - h) // 2, (width - w) // 2
         else:
@@ -291,10 +294,10 @@ class RandomResizedCrop(_BoxResize):
         scale, ratio = self.param("scale"), self.param("ratio")
         lo_s, hi_s = scale if is_range(scale) else (scale, scale)
         lo_r, hi_r = ratio if is_range(ratio) else (ratio, ratio)
-        k_area, k_ratio, k_y, k_x = jax.random.split(key, 4)
-        tries = (self.ATTEMPTS,)
-        area = height * width * jax.random.uniform(k_area, tries, minval=lo_s, maxval=hi_s)
-        log_r = jax.random.uniform(k_ratio, tries, minval=math.log(lo_r), maxval=math.log(hi_r))
+        tries = self.ATTEMPTS
+        word = draws.words(key, 2 * tries + 2)  # areas, ratios, y, x: one draw
+        area = height * width * draws.uniform(word[:tries], lo_s, hi_s)
+        log_r = draws.uniform(word[tries:2 * tries], math.log(lo_r), math.log(hi_r))
         r = jnp.exp(log_r)
         w = jnp.round(jnp.sqrt(area * r)).astype(jnp.int32)
         h = jnp.round(jnp.sqrt(area / r)).astype(jnp.int32)
@@ -303,8 +306,8 @@ class RandomResizedCrop(_BoxResize):
         ok = fits[first]
         h = jnp.where(ok, h[first], height)
         w = jnp.where(ok, w[first], width)
-        y = jax.random.randint(k_y, (), 0, height - h + 1)
-        x = jax.random.randint(k_x, (), 0, width - w + 1)
+        y = draws.integer(word[-2], 0, height - h + 1)
+        x = draws.integer(word[-1], 0, width - w + 1)
         return y, x, h, w
 
     def plan(self, shape: tuple[int, ...], key: Any) -> Any:
@@ -333,7 +336,7 @@ class _Flip(ImageOperator):
             return self._flip(image)
         if p == 0.0:
             return image
-        return jnp.where(jax.random.uniform(key) < p, self._flip(image), image)
+        return jnp.where(draws.uniform(draws.words(key, 1)[0]) < p, self._flip(image), image)
 
 
 class HorizontalFlip(_Flip):
@@ -464,9 +467,7 @@ class Translate(ImageOperator):
                     stream_name=stream_name, rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
-        k = (None, None)
-        if key is not None:
-            k = (jax.random.fold_in(key, 0), jax.random.fold_in(key, 1))
-        dy = jnp.round(sample(k[0], self.param("dy"))).astype(jnp.int32)
-        dx = jnp.round(sample(k[1], self.param("dx"))).astype(jnp.int32)
+        word = (None, None) if key is None else draws.words(key, 2)
+        dy = jnp.round(sample_word(word[0], self.param("dy"))).astype(jnp.int32)
+        dx = jnp.round(sample_word(word[1], self.param("dx"))).astype(jnp.int32)
         return shift(image, dy, dx, self.param("fill"))

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from datarax.core import draws
 from datarax.core.errors import ConfigError
 from datarax.operators.image._base import (
     ImageOperator,
@@ -34,8 +35,8 @@ class GaussianNoise(ImageOperator):
                     rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
-        std = sample(jax.random.fold_in(key, 0), self.param("std"))
-        noise = std * jax.random.normal(jax.random.fold_in(key, 1), image.shape, jnp.float32)
+        std = sample(key, self.param("std"))  # the key's first word; the noise, its draw
+        noise = std * jax.random.normal(key, image.shape, jnp.float32)
         return from_unit(to_unit(image) + noise, image.dtype)
 
 
@@ -51,8 +52,8 @@ class SaltPepperNoise(ImageOperator):
                     rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
-        amount = sample(jax.random.fold_in(key, 0), self.param("amount"))
-        u = jax.random.uniform(jax.random.fold_in(key, 1), image.shape[:2])
+        amount = sample(key, self.param("amount"))
+        u = jax.random.uniform(key, image.shape[:2])
         values = to_unit(image)
         values = jnp.where((u < amount / 2)[..., None], 0.0, values)
         values = jnp.where(((u >= amount / 2) & (u < amount))[..., None], 1.0, values)
@@ -84,8 +85,8 @@ class Cutout(ImageOperator):
         h, w = self.param("size")
         height, width = image.shape[0], image.shape[1]
         if self.param("offset") == "random":
-            cy = jax.random.randint(jax.random.fold_in(key, 0), (), 0, height)
-            cx = jax.random.randint(jax.random.fold_in(key, 1), (), 0, width)
+            word = draws.words(key, 2)
+            cy, cx = draws.integer(word[0], 0, height), draws.integer(word[1], 0, width)
             y, x = cy - h // 2, cx - w // 2
         else:
             y, x = self.param("offset")
@@ -111,8 +112,8 @@ class PatchDropout(ImageOperator):
         ph, pw = self.param("patch_size")
         height, width = image.shape[0], image.shape[1]
         grid = (-(-height // ph), -(-width // pw))
-        rate = sample(jax.random.fold_in(key, 0), self.param("rate"))
-        drop = jax.random.uniform(jax.random.fold_in(key, 1), grid) < rate
+        rate = sample(key, self.param("rate"))
+        drop = jax.random.uniform(key, grid) < rate
         mask = jnp.repeat(jnp.repeat(drop, ph, axis=0), pw, axis=1)[:height, :width]
         fill = cast_like(jnp.float32(self.param("fill")), image.dtype)
         return jnp.where(mask[..., None], fill, image)

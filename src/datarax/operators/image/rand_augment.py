@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from datarax.core import draws
 from datarax.core.errors import ConfigError
 from datarax.operators.image._base import (
     ImageOperator,
@@ -23,7 +24,7 @@ from datarax.operators.image._base import (
     check_range,
     from_unit,
     pix,
-    sample,
+    sample_word,
     to_unit,
 )
 from datarax.operators.image.geometry import rotate, sample_at, shift
@@ -110,12 +111,12 @@ class RandAugment(ImageOperator):
 
     def transform(self, image: Any, key: Any) -> Any:
         ops = [fn for _, fn in operations(self.param("fill"))]
-        m = sample(jax.random.fold_in(key, 0), self.param("magnitude")) / 30.0
+        word = draws.words(key, 1 + 2 * self.param("num_ops"))  # magnitude, (op, sign)s
+        m = sample_word(word[0], self.param("magnitude")) / 30.0
         values = to_unit(image).astype(jnp.float32)  # every operation's branch in float32
         for n in range(self.param("num_ops")):
-            k = jax.random.fold_in(key, n + 1)
-            index = jax.random.randint(jax.random.fold_in(k, 0), (), 0, len(ops))
-            sign = jnp.where(jax.random.bernoulli(jax.random.fold_in(k, 1)), 1.0, -1.0)
+            index = draws.integer(word[1 + 2 * n], 0, len(ops))
+            sign = jnp.where(draws.unit(word[2 + 2 * n]) < 0.5, 1.0, -1.0)
             values = jax.lax.switch(index, ops, values, m, sign)
         return from_unit(values, image.dtype)
 
