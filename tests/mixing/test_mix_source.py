@@ -13,8 +13,16 @@ from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchEr
 from datarax.mixing import MixSource
 from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
-from datarax.sources import MemorySource, MemorySourceConfig, RandomAccessSource, StreamSource
+from datarax.sources import (
+    ConcatSource,
+    MemorySource,
+    MemorySourceConfig,
+    RandomAccessSource,
+    StreamSource,
+)
 from datarax.testing import check_resume_exact
+
+import bad_rows
 
 
 def memory(lo, hi, shuffle=True, seed=3):
@@ -288,6 +296,12 @@ def test_sources_that_cannot_mix_are_refused():
     skipping = Rows(0, 3, RowsConfig(on_error="skip"))
     with pytest.raises(SourceContractError, match="'source1' skips bad records"):
         MixSource([memory(0, 3), skipping], [1, 1])
+    # a part of a source that skips: the mixture would read records twice or drop them
+    parts = ConcatSource([bad_rows.Rows(bad_rows.RowsConfig(on_error="skip"), 4, bad={1}),
+                          bad_rows.Rows(bad_rows.RowsConfig(), 4)])
+    with pytest.raises(SourceContractError, match=r"MixSource source 'source1' skips bad records "
+                       r"\(parts\[0\]\.on_error='skip'\); a mixture derives each source's position"):
+        MixSource([memory(0, 3), parts], [1, 1])
     with pytest.raises(SourceContractError, match="'source1' is int, not a data source"):
         MixSource([memory(0, 3), 5], [1, 1])
     sharded = memory(0, 4)
