@@ -467,3 +467,17 @@ def test_an_error_reading_a_source_says_which_source_of_the_mixture_raised_it():
     with pytest.raises(SourceContractError, match="none in pass 1") as caught:
         list(Pipeline(source=mix, stages=[], batch_size=4))
     assert "reading MixSource source 'captions'" in "\n".join(getattr(caught.value, "__notes__", []))
+
+
+def test_close_epoch_stops_each_host_childs_read_ahead_and_keeps_the_positions():
+    rows = Rows(100, 140)
+    mix = MixSource({"a": memory(0, 40), "b": rows}, {"a": 1, "b": 1})
+    batch, _ = mix.get_batch_with_indices(8)
+    assert rows.host_reader.active  # reading ahead of the mixture's position
+    before = (mix.index, rows.index)
+    mix.close_epoch()  # the memory child has nothing to stop: it is passed over
+    assert not rows.host_reader.active and (mix.index, rows.index) == before
+    nxt, _ = mix.get_batch_with_indices(8)
+    fresh = MixSource({"a": memory(0, 40), "b": Rows(100, 140)}, {"a": 1, "b": 1})
+    assert [np.asarray(b["id"]).tolist() for b in (batch, nxt)] == [
+        np.asarray(fresh.get_batch_with_indices(8)[0]["id"]).tolist() for _ in range(2)]

@@ -280,3 +280,17 @@ def test_a_bad_skip_count_in_a_flat_map_state_is_refused():
 
 def pairs_x(batch) -> list[tuple[int, int]]:
     return list(zip(np.asarray(batch["x"]).tolist(), np.asarray(batch["k"]).tolist()))
+
+
+def test_close_epoch_stops_the_parents_read_ahead_and_keeps_the_position():
+    source = FlatMapSource(skipping_parent(), spread, max_outputs=2)
+    first, _ = source.get_batch_with_indices(5)
+    assert source.source.host_reader.active
+    source.close_epoch()
+    assert not source.source.host_reader.active and source.index == 5
+    assert pairs_x(first) + pairs_x(source.get_batch_with_indices(5)[0]) == [
+        (x, k) for x in range(150) if x not in BAD for k in range(x % 3)][:10]
+    memory_parent = FlatMapSource(parent(), copies, max_outputs=2)
+    memory_parent.get_batch_with_indices(2)
+    memory_parent.close_epoch()  # a parent with no read-ahead of its own: nothing to stop
+    assert pairs(memory_parent.get_batch_with_indices(2)[0]) == [(2, 1), (4, 0)]

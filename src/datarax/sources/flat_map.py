@@ -146,7 +146,9 @@ class FlatMapSource(DataSourceModule):
         self.__length = source.epoch_size()
         self.__compiled = compiled(source)
         self.__skipping = skipping_setting(source) is not None
-        self.__counts_skips = not self.__compiled and reading_of(source).counts_skips
+        parent = reading_of(source)
+        self.__counts_skips = not self.__compiled and parent.counts_skips
+        self.__closes_epoch = parent.closes_epoch
         # [epoch, index] the cursor belongs to, then the place of the next output (the
         # start of the next round of shards): [parent position, outputs passed from
         # there on, records the parent skipped as bad before it].
@@ -457,9 +459,8 @@ class FlatMapSource(DataSourceModule):
     # ---------------------------------------------------------------- closing
     def close_epoch(self) -> None:
         """Stop the parent's read-ahead (positions are kept)."""
-        closer = getattr(self.source, "close_epoch", None)
-        if closer is not None:
-            closer()
+        if self.__closes_epoch:
+            self.source.close_epoch()
 
     def close(self) -> None:
         """Close the parent."""
