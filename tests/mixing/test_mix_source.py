@@ -13,8 +13,16 @@ from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchEr
 from datarax.mixing import MixSource
 from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
-from datarax.sources import MemorySource, MemorySourceConfig, RandomAccessSource, StreamSource
+from datarax.sources import (
+    ConcatSource,
+    MemorySource,
+    MemorySourceConfig,
+    RandomAccessSource,
+    StreamSource,
+)
 from datarax.testing import check_resume_exact
+
+import bad_rows
 
 
 def memory(lo, hi, shuffle=True, seed=3):
@@ -288,6 +296,12 @@ def test_sources_that_cannot_mix_are_refused():
     skipping = Rows(0, 3, RowsConfig(on_error="skip"))
     with pytest.raises(SourceContractError, match="'source1' skips bad records"):
         MixSource([memory(0, 3), skipping], [1, 1])
+    # a part of a source that skips: the mixture would read records twice or drop them
+    parts = ConcatSource([bad_rows.Rows(bad_rows.RowsConfig(on_error="skip"), 4, bad={1}),
+                          bad_rows.Rows(bad_rows.RowsConfig(), 4)])
+    with pytest.raises(SourceContractError, match=r"MixSource source 'source1' skips bad records "
+                       r"\(parts\[0\]\.on_error='skip'\); a mixture derives each source's position"):
+        MixSource([memory(0, 3), parts], [1, 1])
     with pytest.raises(SourceContractError, match="'source1' is int, not a data source"):
         MixSource([memory(0, 3), 5], [1, 1])
     sharded = memory(0, 4)
@@ -453,3 +467,17 @@ def test_an_error_reading_a_source_says_which_source_of_the_mixture_raised_it():
     with pytest.raises(SourceContractError, match="none in pass 1") as caught:
         list(Pipeline(source=mix, stages=[], batch_size=4))
     assert "reading MixSource source 'captions'" in "\n".join(getattr(caught.value, "__notes__", []))
+
+
+def test_close_epoch_stops_each_host_childs_read_ahead_and_keeps_the_positions():
+    rows = Rows(100, 140)
+    mix = MixSource({"a": memory(0, 40), "b": rows}, {"a": 1, "b": 1})
+    batch, _ = mix.get_batch_with_indices(8)
+    assert rows.host_reader.active  # reading ahead of the mixture's position
+    before = (mix.index, rows.index)
+    mix.close_epoch()  # the memory child has nothing to stop: it is passed over
+    assert not rows.host_reader.active and (mix.index, rows.index) == before
+    nxt, _ = mix.get_batch_with_indices(8)
+    fresh = MixSource({"a": memory(0, 40), "b": Rows(100, 140)}, {"a": 1, "b": 1})
+    assert [np.asarray(b["id"]).tolist() for b in (batch, nxt)] == [
+        np.asarray(fresh.get_batch_with_indices(8)[0]["id"]).tolist() for _ in range(2)]

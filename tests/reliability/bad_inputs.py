@@ -1781,6 +1781,47 @@ simple("mix-weights-2d-array", MIXING, "MixSource weights as an array of shape (
        ConfigError, "MixSource weights must be one weight per source, got an array of shape "
        "(1, 2); pass a 1-D array, a list or a dict by name.", _mix_2d_weights)
 
+
+def _mix_skipping_part() -> Any:
+    from bad_rows import Rows, RowsConfig
+
+    from datarax.mixing import MixSource
+    from datarax.sources import ConcatSource
+
+    parts = ConcatSource([Rows(RowsConfig(on_error="skip"), 4), Rows(RowsConfig(), 4)])
+    return MixSource([Rows(RowsConfig(), 4), parts], [1, 1])
+
+
+simple("mix-part-skips-bad-records", MIXING,
+       "MixSource over a ConcatSource one of whose parts has on_error='skip'",
+       SourceContractError, "MixSource source 'source1' skips bad records "
+       "(parts[0].on_error='skip'); a mixture derives each source's position from its own, so "
+       "its sources must serve every record. Use on_error='raise' or scan and fix the data "
+       "first.", _mix_skipping_part)
+
+COMBINING = "Combining sources (ConcatSource, FlatMapSource)"
+
+
+def _flat_map_parent_skipped() -> None:
+    from bad_rows import Rows, RowsConfig
+
+    from datarax.sources import FlatMapSource
+
+    def build() -> Any:
+        return FlatMapSource(Rows(RowsConfig(on_error="skip"), 6, bad={1}),
+                             lambda record: [record], max_outputs=1)
+
+    source = build()
+    source.get_batch_with_indices(2)
+    build().set_state({**source.get_state(), "parent_skipped": 5})
+
+
+simple("flat-map-parent-skipped-over-position", COMBINING,
+       "a FlatMapSource state whose parent_skipped exceeds its cursor's parent position",
+       StateError, "FlatMapSource state 'parent_skipped' must be an int in [0, 0] (records the "
+       "parent skipped before position 0), got 5; pass the dict get_state() returned.",
+       _flat_map_parent_skipped, field="parent_skipped")
+
 LOGGING = "Logging (StatsLogger)"
 
 

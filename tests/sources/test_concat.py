@@ -218,6 +218,28 @@ def test_a_part_that_skips_bad_records_is_read_to_its_end_and_resumed_exactly():
     assert [r.index for r in pipeline.source.parts[0].skipped_records()] == [2, 3, 9]
 
 
+def test_a_stream_concatenation_of_skipping_parts_serves_each_good_record_once_at_any_resume():
+    from datarax.sources import FlatMapSource
+
+    def build() -> ConcatSource:  # a stream part (the flat map) makes a stream concatenation
+        return ConcatSource([rows(10, bad={2, 3, 9}, on_error="skip"),
+                             FlatMapSource(rows(6, offset=100, bad={0, 4}, on_error="skip"),
+                                           lambda record: [record], max_outputs=1)])
+
+    assert build().kind.name == "STREAM"
+    expected = [0, 1, 4, 5, 6, 7, 8, 101, 102, 103, 105]
+    pipeline = Pipeline(source=build(), stages=[], batch_size=3)
+    batches, states = [], []
+    for batch in pipeline:
+        batches.append(xs([batch]))
+        states.append(json.loads(json.dumps(pipeline.get_state())))
+    assert sum(batches, []) == expected
+    for k, state in enumerate(states):
+        resumed = Pipeline(source=build(), stages=[], batch_size=3)
+        resumed.set_state(state)
+        assert sum(batches[: k + 1], []) + xs(resumed) == expected, f"after batch {k}"
+
+
 def test_a_retried_batch_across_a_skipping_part_keeps_the_part_budget():
     source = ConcatSource([rows(10, bad={2, 3, 9}, on_error="skip", max_skipped=3),
                            rows(6, offset=100, nan={1})])

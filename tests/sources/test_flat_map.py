@@ -18,6 +18,9 @@ from datarax.core.errors import DataraxError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig, StreamSource
 
+from bad_rows import Rows, RowsConfig
+from int_record_files import int32, write_records
+
 
 def parent(n: int = 6, shuffle: bool = False) -> MemorySource:
     return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=3), {"r": np.arange(n, dtype=np.int32)})
@@ -194,3 +197,100 @@ def test_iterating_a_finished_stream_directly_again_starts_it_over():
     for source, once in ((flat, [0, 1, 2, 0, 1, 2]), (both, [0, 1, 0, 1])):
         assert values(source) == once
         assert values(source) == once  # as a finished source of known length does
+
+
+# ------------------------------------------------ a parent that skips bad records
+BAD = {2, 3, 63, 64, 65, 100, 149}  # inside chunks and across their edges (64 records)
+
+
+def skipping_parent() -> Rows:
+    return Rows(RowsConfig(on_error="skip", max_skipped=len(BAD)), 150, bad=BAD)
+
+
+def spread(record):
+    """Record x gives x % 3 records (x, 0), (x, 1): none for some, two for others."""
+    x = int(record["x"])
+    return [{"x": np.int32(x), "k": np.int32(k)} for k in range(x % 3)]
+
+
+def test_a_parent_that_skips_bad_records_expands_each_good_one_once_and_resumes_exactly():
+    def build():
+        return FlatMapSource(skipping_parent(), spread, max_outputs=2)
+
+    expected = [(x, k) for x in range(150) if x not in BAD for k in range(x % 3)]
+    pipeline = Pipeline(source=build(), stages=[], batch_size=7)
+    batches, states = [], []
+    for batch in pipeline:
+        batches.append(pairs_x(batch))
+        states.append(json.loads(json.dumps(pipeline.get_state())))
+    assert sum(batches, []) == expected  # no good record dropped or expanded twice
+    parent_ = pipeline.source.source
+    assert sorted(r.index for r in parent_.skipped_records()) == sorted(BAD)
+    assert parent_.get_state()["skipped"] == len(BAD)  # each bad record counted once
+    for k, state in enumerate(states):  # resume at every batch boundary
+        resumed = Pipeline(source=build(), stages=[], batch_size=7)
+        resumed.set_state(state)
+        assert sum(batches[: k + 1], []) + [p for b in resumed for p in pairs_x(b)] == expected
+        # the parent's skip count (and so its budget of 7) continues where it stood
+        assert resumed.source.source.get_state()["skipped"] == len(BAD), f"after batch {k}"
+
+
+def test_a_damaged_array_record_parent_is_expanded_once_per_good_record_across_resumes(tmp_path):
+    pytest.importorskip("array_record.python.array_record_module")
+    from datarax.sources import ArrayRecordSourceModule
+
+    write_records(tmp_path / "a.array_record", (int32(i) * 16 for i in range(200)))
+    data = bytearray((tmp_path / "a.array_record").read_bytes())
+    for k in range(1000, 1200):  # inside the record chunks: some records unreadable
+        data[k] ^= 0xFF
+    (tmp_path / "bad.array_record").write_bytes(bytes(data))
+
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        return {"x": np.frombuffer(record, np.int32)[0].reshape(())}
+
+    def build() -> FlatMapSource:
+        parent_ = ArrayRecordSourceModule(paths=str(tmp_path / "bad.array_record"),
+                                          decode=decode, on_error="skip", num_threads=1)
+        return FlatMapSource(parent_, spread, max_outputs=2)
+
+    pipeline = Pipeline(source=build(), stages=[], batch_size=8)
+    batches, states = [], []
+    for batch in pipeline:
+        batches.append(pairs_x(batch))
+        states.append(json.loads(json.dumps(pipeline.get_state())))
+    bad = {r.index_in_file for r in pipeline.source.source.skipped_records()}
+    assert bad and len(bad) < 200
+    assert sum(batches, []) == [(x, k) for x in range(200) if x not in bad for k in range(x % 3)]
+    for k, state in enumerate(states):
+        resumed = Pipeline(source=build(), stages=[], batch_size=8)
+        resumed.set_state(state)
+        assert sum(batches[: k + 1], []) + [p for b in resumed for p in pairs_x(b)] == sum(batches, [])
+        assert resumed.source.source.get_state()["skipped"] == len(bad), f"after batch {k}"
+
+
+def test_a_bad_skip_count_in_a_flat_map_state_is_refused():
+    source = FlatMapSource(skipping_parent(), spread, max_outputs=2)
+    source.get_batch_with_indices(5)
+    state = source.get_state()
+    assert state["cursor"] == [0, 5] and state["parent_skipped"] == 0  # 0, 1 (2, 3 skipped), 4
+    with pytest.raises(StateError, match=r"'parent_skipped' must be an int in \[0, 0\]"):
+        FlatMapSource(skipping_parent(), spread, max_outputs=2).set_state(
+            {**state, "parent_skipped": 3})
+
+
+def pairs_x(batch) -> list[tuple[int, int]]:
+    return list(zip(np.asarray(batch["x"]).tolist(), np.asarray(batch["k"]).tolist()))
+
+
+def test_close_epoch_stops_the_parents_read_ahead_and_keeps_the_position():
+    source = FlatMapSource(skipping_parent(), spread, max_outputs=2)
+    first, _ = source.get_batch_with_indices(5)
+    assert source.source.host_reader.active
+    source.close_epoch()
+    assert not source.source.host_reader.active and source.index == 5
+    assert pairs_x(first) + pairs_x(source.get_batch_with_indices(5)[0]) == [
+        (x, k) for x in range(150) if x not in BAD for k in range(x % 3)][:10]
+    memory_parent = FlatMapSource(parent(), copies, max_outputs=2)
+    memory_parent.get_batch_with_indices(2)
+    memory_parent.close_epoch()  # a parent with no read-ahead of its own: nothing to stop
+    assert pairs(memory_parent.get_batch_with_indices(2)[0]) == [(2, 1), (4, 0)]

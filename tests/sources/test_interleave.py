@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,15 @@ from flax import nnx
 from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
 from datarax.pipeline import Pipeline
-from datarax.sources import InterleaveSource, MemorySource, MemorySourceConfig, StreamSource
+from datarax.sources import (
+    ConcatSource,
+    InterleaveSource,
+    MemorySource,
+    MemorySourceConfig,
+    StreamSource,
+)
+
+from bad_rows import Rows, RowsConfig
 
 
 def reference(children: list[list[int]], cycle_length: int, block_length: int) -> list[int]:
@@ -236,6 +245,13 @@ def test_children_that_cannot_be_interleaved_are_refused_naming_them():
         InterleaveSource([numbers(0, 3), floats], cycle_length=2)
     with pytest.raises(ConfigError, match="needs at least one source; got an empty list"):
         InterleaveSource([], cycle_length=1)
+    skipping = Rows(RowsConfig(on_error="skip"), 4, bad={1})  # its own setting or a part's
+    for child, setting in ((skipping, "on_error"), (ConcatSource([skipping]), "parts[0].on_error")):
+        with pytest.raises(SourceContractError, match=re.escape(
+                f"InterleaveSource source 1 skips bad records ({setting}='skip'); InterleaveSource "
+                "resumes it at a count of its records, so it must serve every record. Use "
+                "on_error='raise' or scan and fix the data first.")):
+            InterleaveSource([Rows(RowsConfig(), 4), child], cycle_length=2)
     with pytest.raises(ConfigError, match="takes a list of sources, got MemorySource"):
         InterleaveSource(numbers(0, 3), cycle_length=1)  # type: ignore[arg-type]
 

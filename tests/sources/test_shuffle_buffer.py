@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,15 @@ from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.pipeline import Pipeline
 from datarax.samplers.shard_window import permute, window_seed
-from datarax.sources import MemorySource, MemorySourceConfig, ShuffleBufferSource, StreamSource
+from datarax.sources import (
+    ConcatSource,
+    MemorySource,
+    MemorySourceConfig,
+    ShuffleBufferSource,
+    StreamSource,
+)
+
+from bad_rows import Rows, RowsConfig
 
 
 def reference(parent_order: list[int], buffer_size: int, seed: int, epoch: int) -> list[int]:
@@ -196,6 +205,13 @@ def test_a_parent_that_cannot_be_shuffled_is_refused_naming_it():
     sharded.set_shard(1, 2)
     with pytest.raises(SourceContractError, match="source is sharded .* shard the shuffled source"):
         ShuffleBufferSource(sharded, buffer_size=2)
+    skipping = Rows(RowsConfig(on_error="skip"), 4, bad={1})  # its own setting or a part's
+    for source, setting in ((skipping, "on_error"), (ConcatSource([skipping]), "parts[0].on_error")):
+        with pytest.raises(SourceContractError, match=re.escape(
+                f"ShuffleBufferSource source skips bad records ({setting}='skip'); "
+                "ShuffleBufferSource resumes it at a count of its records, so it must serve "
+                "every record. Use on_error='raise' or scan and fix the data first.")):
+            ShuffleBufferSource(source, buffer_size=2)
 
 
 def test_a_state_of_another_buffer_or_past_the_pass_is_refused():

@@ -29,6 +29,7 @@ import numpy as np
 
 from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import SourceContractError
+from datarax.core.reading import reading_of
 
 __all__ = [
     "ChildSources",
@@ -163,9 +164,8 @@ class ChildSources:
     def close_epoch(self) -> None:
         """Stop the children's read-ahead (positions are kept)."""
         for child in self._children():
-            closer = getattr(child, "close_epoch", None)
-            if closer is not None:
-                closer()
+            if reading_of(child).closes_epoch:
+                child.close_epoch()
 
     def close(self) -> None:
         """Close every child (all of them, even after one fails; the first error is raised)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from datarax.core import children as common
+from datarax.core.data_source import skipping_setting
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.reading import compiled, forward_only
 from datarax.core.spec import check_same_fields, checked_spec
@@ -26,10 +27,10 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
     common.check_children("MixSource", "source", [f"'{n}'" for n in names], children,
                           whole="the mixture")
     for name, child in zip(names, children):
-        on_error = getattr(child.config, "on_error", "raise")
-        if not compiled(child) and not forward_only(child) and on_error != "raise":
+        skipping = skipping_setting(child)  # its own on_error or a part's
+        if not compiled(child) and not forward_only(child) and skipping:
             raise SourceContractError(
-                f"MixSource source '{name}' skips bad records (on_error={on_error!r}); a "
+                f"MixSource source '{name}' skips bad records ({skipping}='skip'); a "
                 "mixture derives each source's position from its own, so its sources must "
                 "serve every record. Use on_error='raise' or scan and fix the data first."
             )

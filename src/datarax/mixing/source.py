@@ -55,7 +55,7 @@ from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, StateError
-from datarax.core.reading import ReadMode, compiles_whole, forward_only, kind_for
+from datarax.core.reading import ReadMode, compiles_whole, forward_only, kind_for, reading_of
 from datarax.core.spec import checked_spec
 from datarax.mixing.checks import check_children
 from datarax.mixing.child_reads import ChildReads, interleave
@@ -247,7 +247,7 @@ class MixSource(ChildSources, DataSourceModule):
     def reads_by_position(self) -> bool:
         """True when every source's records depend on their positions alone: the
         mixture's then do too."""
-        return all(bool(getattr(c, "reads_by_position", lambda: False)()) for c in self.sources)
+        return all(reading_of(c).reads_by_position for c in self.sources)
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
         """``draw * num_sources + source`` of each record (traceable)."""

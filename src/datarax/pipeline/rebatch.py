@@ -18,6 +18,7 @@ import jax
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.spec import is_text_value
+from datarax.pipeline.pipeline import Pipeline
 from datarax.typing import Batch
 
 
@@ -56,7 +57,7 @@ class Rebatch:
 
     def __init__(self, pipeline: Any, *, group: int | None = None,
                  split: int | None = None) -> None:
-        if not all(hasattr(pipeline, a) for a in ("batch_size", "plan", "get_state", "set_state")):
+        if not isinstance(pipeline, Pipeline):
             raise ConfigError(
                 f"Rebatch regroups the batches of a Pipeline, got {type(pipeline).__name__}; "
                 "pass Rebatch(Pipeline(source=..., stages=..., batch_size=...), group=k) "

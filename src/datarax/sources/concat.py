@@ -41,7 +41,7 @@ from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import ReadMode, compiled, compiles_whole, kind_for
+from datarax.core.reading import ReadMode, compiled, compiles_whole, kind_for, reading_of
 from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
 from datarax.sources.skip_ledger import SkipCounts
@@ -114,6 +114,7 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         self.__reading = _Reading()
         self.__pass: StreamPass | None = None
         self.__compiled = tuple(compiled(p) for p in parts)  # each part's mode, once
+        self.__part_counts = tuple(reading_of(p).counts_skips for p in parts)
         self.__counts_skips = False  # a host concatenation: it counts its parts' skips
         if any(n is None for n in lengths):
             self.__length: int | None = None
@@ -322,14 +323,13 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         had there (so its skip budget continues exactly after a rewind or restore)."""
         part = self.parts[i]
         count = self._part_skips(i)
-        variable = getattr(part, "skipped", None)
-        counts = isinstance(variable, nnx.Variable)
+        counts = self.__part_counts[i]
         if (part.epoch, part.index) != (epoch, local) or (
-            counts and int(variable.get_value()) != count
+            counts and int(part.skipped.get_value()) != count
         ):
             part.seek(epoch, local)
             if counts:
-                variable.set_value(np.asarray(count, np.int64))
+                part.skipped.set_value(np.asarray(count, np.int64))
 
     def _part_skips(self, i: int) -> int:
         """Records part ``i`` skipped this epoch before the position (part ``i`` holds

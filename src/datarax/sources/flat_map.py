@@ -14,7 +14,10 @@ one operator instead and keep a validity field.
 * **Resume** is exact, with O(1) state: the position plus ``cursor`` =
   ``[parent position, output offset]`` of the next output; a restore re-reads that
   one parent record and skips ``offset`` of its outputs. ``fn`` must be a function of
-  the record alone (no randomness of its own; add a stochastic stage after it).
+  the record alone (no randomness of its own; add a stochastic stage after it). Over a
+  parent that skips bad records (``on_error="skip"``) a read's records do not say their
+  positions: the cursor then names where the read began and the outputs passed since,
+  and ``parent_skipped`` the parent's skip count there (its budget continues exactly).
 * **Per-record keys** come from the stable index ``parent_stable * max_outputs +
   offset``: the same output gets the same key at any batch size and after any resume.
 * **Shards**: every process reads the whole parent and keeps record ``i`` of each
@@ -49,13 +52,11 @@ from flax import nnx
 from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.children import check_child, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_bool, check_int
-from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.dtypes import fit_value
+from datarax.core.data_source import DataSourceModule, SourceKind, skipping_setting
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import read_at
-from datarax.core.spec import describe_field
-from datarax.sources.decoded_records import spec_of
+from datarax.core.reading import compiled, read_at, reading_of
+from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
 from datarax.typing import Batch
 
 __all__ = ["FlatMapSource", "FlatMapSourceConfig"]
@@ -95,13 +96,16 @@ class _Reading(HostState):
 
     def __init__(self) -> None:
         self.valid = False
-        self.expect: tuple[int, int, int, int] = (-1, -1, -1, -1)  # epoch, index, cursor
+        self.expect: tuple[int, ...] = (-1,) * 5  # epoch, index, the cursor's place
         self.epoch = 0
         self.chunk: Batch | None = None  # parent records read, not yet expanded
         self.chunk_stable: np.ndarray = np.zeros(0, np.int64)
-        self.chunk_start = 0  # parent position of the chunk's first record
+        self.chunk_start = 0  # the parent position the chunk was read from
+        self.chunk_next = 0  # the parent's position after it (past records it skipped)
+        self.chunk_skips = self.next_skips = 0  # the parent's skip count at both
         self.parent_done = False  # the parent's pass ended after the chunk
-        self.parent_pos = 0  # the parent record whose outputs are pending
+        self.row = 0  # the chunk's record whose outputs are pending
+        self.before = 0  # outputs of the chunk's records before it
         self.loaded = False  # whether `outputs` holds that record's outputs yet
         self.outputs: list[Any] = []  # that record's outputs
         self.stable = 0  # its stable index
@@ -140,9 +144,15 @@ class FlatMapSource(DataSourceModule):
         self.source = source
         self.fn = nnx.static(fn)
         self.__length = source.epoch_size()
-        # [epoch, index] the cursor belongs to, then [parent position, output offset]
-        # of the next output (the start of the next round of shards).
-        self.cursor = nnx.Variable(np.zeros(4, np.int64))
+        self.__compiled = compiled(source)
+        self.__skipping = skipping_setting(source) is not None
+        parent = reading_of(source)
+        self.__counts_skips = not self.__compiled and parent.counts_skips
+        self.__closes_epoch = parent.closes_epoch
+        # [epoch, index] the cursor belongs to, then the place of the next output (the
+        # start of the next round of shards): [parent position, outputs passed from
+        # there on, records the parent skipped as bad before it].
+        self.cursor = nnx.Variable(np.zeros(5, np.int64))
         self.__reading = _Reading()
 
     # ------------------------------------------------------------ description
@@ -167,16 +177,17 @@ class FlatMapSource(DataSourceModule):
         reading = self.__reading
         position = 0
         while True:
-            chunk, stable, done = self._read_parent(0, position)
+            chunk, stable, after, done = self._read_parent(0, position)
             count = 0 if chunk is None else batch_length(chunk)
             for row in range(count):
-                outputs = self._expand(record_at(chunk, row), int(stable[row]), 0, position + row)
+                outputs = self._expand(record_at(chunk, row), int(stable[row]), 0,
+                                       f"position {position + row}")
                 if outputs:
-                    reading.spec = _spec_tree(outputs[0])
+                    reading.spec = spec_tree(outputs[0])
                     reading.spec_from = f"the first output of parent record {int(stable[row])}"
                     reading.valid = False  # the parent was read: the next read reopens
                     return
-            position += count
+            position = after
             if done:
                 raise DataraxError(
                     "FlatMapSource: fn returned no record for any record of the parent's "
@@ -217,22 +228,31 @@ class FlatMapSource(DataSourceModule):
             if len(round_) < count:  # the pass ended (a partial round is left out)
                 break
             record, stable = round_[index]
-            _check_tree(record, spec, self._where_record(stable), self.__reading.spec_from)
+            check_tree(record, spec, self._where_record(stable), self.__reading.spec_from)
             kept.append(record)
             stables.append(stable)
         return kept, stables
 
-    def _where(self) -> tuple[int, int, int, int]:
-        cursor = np.asarray(self.cursor.get_value())
-        position = self.datarax_position.where()
-        return (*position, int(cursor[2]), int(cursor[3]))  # type: ignore[return-value]
+    def _where(self) -> tuple[int, ...]:
+        cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
+        return (*self.datarax_position.where(), *cursor[2:])
 
     def _save_cursor(self) -> None:
+        place = (*self.datarax_position.where(), *self._place())
+        self.cursor.set_value(np.asarray(place, np.int64))
+        self.__reading.expect = place
+
+    def _place(self) -> tuple[int, int, int]:
+        """Where the next output stands: ``(parent position, outputs passed from there
+        on, the parent's skip count there)``. A chunk the parent skipped records in does
+        not say which positions its records had: the place is then the chunk's start."""
         reading = self.__reading
-        position = self.datarax_position.where()
-        value = np.asarray([*position, reading.parent_pos, reading.offset], np.int64)
-        self.cursor.set_value(value)
-        reading.expect = (*position, reading.parent_pos, reading.offset)  # type: ignore[assignment]
+        got = len(reading.chunk_stable)
+        if reading.row >= got:  # the chunk is done (or none is read yet)
+            return reading.chunk_next, reading.offset, reading.next_skips
+        if reading.chunk_next - reading.chunk_start == got:  # every position a record
+            return reading.chunk_start + reading.row, reading.offset, reading.chunk_skips
+        return reading.chunk_start, reading.before + reading.offset, reading.chunk_skips
 
     def _open(self) -> None:
         """Start reading where the position and the cursor say."""
@@ -240,11 +260,15 @@ class FlatMapSource(DataSourceModule):
         epoch, index = self.datarax_position.where()
         cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
         reading.epoch = epoch
-        reading.chunk = None
-        reading.parent_done = False
         described = cursor[:2] == [epoch, index]
-        parent_pos, offset = (cursor[2], cursor[3]) if described else (0, 0)
-        self._set_pending(parent_pos)
+        parent_pos, offset, skips = cursor[2:] if described else (0, 0, 0)
+        reading.chunk, reading.chunk_stable, reading.parent_done = None, np.zeros(0, np.int64), False
+        reading.chunk_start = reading.chunk_next = parent_pos
+        reading.chunk_skips = reading.next_skips = skips
+        reading.row = reading.before = reading.offset = 0
+        reading.outputs, reading.loaded = [], False
+        if self.__counts_skips:  # the parent's skip count there: its budget continues
+            self._place_parent(epoch, parent_pos, skips)
         if not described and index:  # moved by seek(epoch, index) alone: read up to there
             for _ in range(index * self.shard.count):
                 if self._next_output() is None:
@@ -253,6 +277,15 @@ class FlatMapSource(DataSourceModule):
                         "were handed out, but the pass ends before that; the state comes "
                         "from another source or fn.",
                         field="current_index",
+                    )
+        elif offset and self.__skipping:  # outputs from there on, over records
+            for _ in range(offset):
+                if self._next_output() is None:
+                    raise StateError(
+                        f"FlatMapSource state cursor says {offset} outputs from parent "
+                        f"position {parent_pos} of pass {epoch} were passed, but the pass "
+                        "ends before that; the state comes from another source or fn.",
+                        field="cursor",
                     )
         elif offset:
             self._load_outputs()
@@ -268,33 +301,33 @@ class FlatMapSource(DataSourceModule):
         reading.valid = True
         self._save_cursor()
 
-    def _set_pending(self, parent_pos: int) -> None:
-        reading = self.__reading
-        reading.parent_pos = parent_pos
-        reading.outputs = []
-        reading.offset = 0
-        reading.loaded = False
+    def _place_parent(self, epoch: int, position: int, skips: int) -> None:
+        """Stand the parent at ``position`` of pass ``epoch`` with ``skips`` records
+        skipped before it."""
+        parent = self.source
+        if (parent.epoch, parent.index) != (epoch, position) or int(parent.skipped.get_value()) != skips:
+            parent.seek(epoch, position)
+            parent.skipped.set_value(np.asarray(skips, np.int64))
 
     def _load_outputs(self) -> bool:
-        """Expand the parent record at ``parent_pos``; False at the pass's end."""
+        """Expand the pending parent record; False at the pass's end."""
         reading = self.__reading
-        position = reading.parent_pos
-        if self.__length is not None and position >= self.__length:
-            return False
-        chunk = reading.chunk
-        if chunk is None or not reading.chunk_start <= position < reading.chunk_start + batch_length(chunk):
-            if chunk is not None and reading.parent_done and position >= reading.chunk_start + batch_length(chunk):
+        if reading.row >= len(reading.chunk_stable):
+            if reading.parent_done:
                 return False
-            reading.chunk, reading.chunk_stable, reading.parent_done = self._read_parent(
-                reading.epoch, position
-            )
-            reading.chunk_start = position
-            chunk = reading.chunk
+            start, reading.chunk_skips = reading.chunk_next, reading.next_skips
+            chunk, stable, after, reading.parent_done = self._read_parent(reading.epoch, start)
+            reading.chunk, reading.chunk_stable = chunk, stable
+            reading.chunk_start, reading.chunk_next = start, after
+            reading.next_skips = int(self.source.skipped.get_value()) if self.__counts_skips else 0
+            reading.row = reading.before = 0
             if chunk is None:
                 return False
-        row = position - reading.chunk_start
+        row, start = reading.row, reading.chunk_start
         stable = int(reading.chunk_stable[row])
-        reading.outputs = self._expand(record_at(chunk, row), stable, reading.epoch, position)
+        exact = reading.chunk_next - start == len(reading.chunk_stable)
+        place = f"position {start + row}" if exact else f"read on from position {start}"
+        reading.outputs = self._expand(record_at(reading.chunk, row), stable, reading.epoch, place)
         reading.stable = stable
         reading.loaded = True
         return True
@@ -311,21 +344,25 @@ class FlatMapSource(DataSourceModule):
                 stable = reading.stable * self.config.max_outputs + reading.offset
                 reading.offset += 1
                 return record, stable
-            self._set_pending(reading.parent_pos + 1)
+            reading.row += 1
+            reading.before += len(reading.outputs)
+            reading.outputs, reading.offset, reading.loaded = [], 0, False
 
-    def _read_parent(self, epoch: int, position: int) -> tuple[Batch | None, np.ndarray, bool]:
+    def _read_parent(self, epoch: int, position: int) -> tuple[Batch | None, np.ndarray, int, bool]:
         """Parent records from ``position`` of its pass ``epoch``: ``(records, stable
-        indices, whether the pass ends after them)``."""
+        indices, the parent's position after them, whether the pass ends there)``. A
+        parent that skips bad records moves past more positions than it hands out."""
         n = self.__length
         read = read_at(self.source, epoch, position, CHUNK, n)
-        if read is None:
-            return None, np.zeros(0, np.int64), True
-        batch, stable = read
-        return batch, stable, n is not None and position + len(stable) >= n
+        batch, stable = (None, np.zeros(0, np.int64)) if read is None else read
+        after = position + len(stable)
+        if not self.__compiled and self.source.epoch == epoch:
+            after = max(after, self.source.index)
+        return batch, stable, after, read is None or (n is not None and after >= n)
 
-    def _expand(self, record: Any, stable: int, epoch: int, position: int) -> list[Any]:
+    def _expand(self, record: Any, stable: int, epoch: int, place: str) -> list[Any]:
         """``fn(record)`` checked: a list of at most ``max_outputs`` dicts."""
-        where = f"parent record {stable} (position {position} of pass {epoch})"
+        where = f"parent record {stable} ({place} of pass {epoch})"
         try:
             outputs = self.fn(record)
         except Exception as err:  # noqa: BLE001 - re-raised naming the record
@@ -350,7 +387,7 @@ class FlatMapSource(DataSourceModule):
                     f"FlatMapSource: output {k} of {where} is {type(output).__name__}; each "
                     "output must be a non-empty dict of fields."
                 )
-            fitted.append(_fit_tree(output, self.config.cast_float64, f"output {k} of {where}"))
+            fitted.append(fit_tree(output, self.config.cast_float64, f"output {k} of {where}"))
         return fitted
 
     def _where_record(self, stable: int) -> str:
@@ -367,7 +404,7 @@ class FlatMapSource(DataSourceModule):
         super().seek(epoch, index)
         cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
         if cursor[:2] != [epoch, index] and index == 0:
-            self.cursor.set_value(np.asarray([epoch, 0, 0, 0], np.int64))
+            self.cursor.set_value(np.asarray([epoch, 0, 0, 0, 0], np.int64))
 
     def order_settings(self) -> dict[str, Any]:
         """``max_outputs``, ``fn``'s name, then the parent's type, length and settings
@@ -381,9 +418,15 @@ class FlatMapSource(DataSourceModule):
 
     def get_state(self) -> dict[str, Any]:
         """The position, ``cursor`` = ``[parent position, output offset]`` of the next
-        output, and the :meth:`order_settings` a restore must match."""
+        output, and the :meth:`order_settings` a restore must match. Over a parent that
+        skips bad records, the offset counts outputs from that parent position on (the
+        positions of records read together are not known), and ``parent_skipped`` holds
+        the records the parent skipped before it (so its skip budget continues)."""
         state = super().get_state()
-        state["cursor"] = saved_place(self)
+        place = saved_place(self)
+        state["cursor"] = None if place is None else place[:2]
+        if self.__skipping and place is not None:
+            state["parent_skipped"] = place[2]
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -403,63 +446,22 @@ class FlatMapSource(DataSourceModule):
                 f"got {cursor!r}; pass the dict get_state() returned.",
                 field="cursor",
             )
-        restore_place(self, cursor)
+        skips = state.get("parent_skipped", 0)
+        if isinstance(skips, bool) or not isinstance(skips, (int, np.integer)) or not 0 <= skips <= cursor[0]:
+            raise StateError(
+                f"FlatMapSource state 'parent_skipped' must be an int in [0, {cursor[0]}] "
+                f"(records the parent skipped before position {cursor[0]}), got {skips!r}; "
+                "pass the dict get_state() returned.",
+                field="parent_skipped",
+            )
+        restore_place(self, [*cursor, skips])
 
     # ---------------------------------------------------------------- closing
     def close_epoch(self) -> None:
         """Stop the parent's read-ahead (positions are kept)."""
-        closer = getattr(self.source, "close_epoch", None)
-        if closer is not None:
-            closer()
+        if self.__closes_epoch:
+            self.source.close_epoch()
 
     def close(self) -> None:
         """Close the parent."""
         self.source.close()
-
-
-# ---------------------------------------------------------------------- helpers
-def _fit_tree(record: Mapping[str, Any], cast_float64: bool, where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in record.items():
-        if isinstance(value, Mapping):
-            out[key] = _fit_tree(value, cast_float64, where)
-        elif isinstance(value, (str, bytes)):
-            out[key] = value
-        else:
-            out[key] = fit_value(str(key), value, cast_float64=cast_float64, where=f"FlatMapSource, {where}")
-    return out
-
-
-def _spec_tree(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _spec_tree(v) if isinstance(v, Mapping) else spec_of(v) for k, v in record.items()}
-
-
-def _describe(spec: Any) -> str:
-    return "a dict of fields" if isinstance(spec, dict) else describe_field(spec)
-
-
-def _check_tree(record: Any, spec: dict[str, Any], where: str, first: str, prefix: str = "") -> None:
-    """Refuse ``record`` unless it has exactly ``spec``'s fields, shapes and dtypes."""
-    if list(record) != list(spec):
-        raise DataraxError(
-            f"FlatMapSource: {where} has fields {list(record)}{' under ' + prefix if prefix else ''}, "
-            f"{first} has {list(spec)}; fn must return the same fields every time."
-        )
-    for key, field in spec.items():
-        value = record[key]
-        name = f"{prefix}{key}"
-        if isinstance(field, dict):
-            if not isinstance(value, Mapping):
-                raise DataraxError(
-                    f"FlatMapSource: field '{name}' of {where} is {type(value).__name__}, "
-                    f"{first} has a dict of fields there."
-                )
-            _check_tree(value, field, where, first, f"{name}/")
-            continue
-        got = spec_of(value) if not isinstance(value, Mapping) else {}
-        if _describe(got) != _describe(field):
-            raise DataraxError(
-                f"FlatMapSource: field '{name}' of {where} is {_describe(got)}, {first} has "
-                f"{_describe(field)}; fn must return records of one structure (pad, crop or "
-                "cast them to one shape and dtype)."
-            )
