@@ -17,6 +17,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -152,6 +153,26 @@ def test_a_corrupt_entry_is_compiled_again_and_replaced(store):
     before = compiled_store.counts()
     assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 3 + 1).tolist()
     assert _delta(before) == {"compiled": 0, "loaded": 1, "stored": 0, "corrupt": 0}
+
+
+def test_an_entry_that_loads_but_cannot_run_is_compiled_again_and_removed(store, monkeypatch):
+    """XLA's CPU runtime was seen to load an entry that then misses a kernel at its first
+    call; the call is served by a fresh compile and the entry goes."""
+    x, a = np.arange(3, dtype=np.float32), np.float32(2)
+    compiled_store.stored_jit(_affine)(x, a)
+    (entry,) = store.glob("*.exe")
+
+    def missing_kernel(*args):
+        raise jax.errors.JaxRuntimeError("NOT_FOUND: Function gather_fusion not found")
+
+    monkeypatch.setattr(compiled_store.serialize_executable, "deserialize_and_load",
+                        lambda *args, **kwargs: missing_kernel)
+    before = compiled_store.counts()
+    step = compiled_store.stored_jit(_affine)
+    assert step(x, a).tolist() == [1.0, 3.0, 5.0]
+    assert step(x, a).tolist() == [1.0, 3.0, 5.0]
+    assert _delta(before) == {"compiled": 1, "loaded": 1, "stored": 0, "corrupt": 1}
+    assert not entry.exists()
 
 
 def test_the_size_cap_removes_the_least_recently_used(store, monkeypatch):

@@ -290,12 +290,45 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
         compiled = _load(path, lowered)
         if compiled is not None:
             _COUNTS["loaded"] += 1
-            return compiled
+            return LoadedOnTrial(compiled, lowered, path)
     compiled = lowered.compile(compiler_options=compiler_options() or None)
     _COUNTS["compiled"] += 1
     if folder is not None and path is not None:
         _store(folder, path, compiled)
     return compiled
+
+
+class LoadedOnTrial:
+    """A stored executable until its first call has run: if the runtime cannot run it
+    (XLA's CPU runtime was seen to load an entry that then misses a kernel: ``NOT_FOUND:
+    Function ... not found``), the entry is removed and the program compiled afresh
+    from ``lowered`` and run — an error it raises too is the program's own and is
+    raised. Other attributes are the executable's."""
+
+    def __init__(self, compiled: Any, lowered: Any, path: Path) -> None:
+        self.compiled, self.lowered, self.path = compiled, lowered, path
+
+    def __call__(self, *args: Any) -> Any:
+        if self.lowered is None:
+            return self.compiled(*args)
+        try:
+            out = self.compiled(*args)
+        except jax.errors.JaxRuntimeError as err:
+            log.warning("datarax: compiled step %s did not run (%s); compiling it again",
+                        self.path.name, err)
+            _COUNTS["corrupt"] += 1
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+            self.compiled = self.lowered.compile(compiler_options=compiler_options() or None)
+            _COUNTS["compiled"] += 1
+            out = self.compiled(*args)
+        self.lowered = None  # it ran: the store's entry is good
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.compiled, name)
 
 
 class StoredJit:
