@@ -40,6 +40,17 @@ class TextSpec:
 FieldSpec = jax.ShapeDtypeStruct | TextSpec
 
 
+def has_text(spec: Any) -> bool:
+    """Whether a (nested) spec declares a text field: the fact, read from the spec built
+    once, that its batches carry host leaves.
+
+    >>> has_text({"x": jax.ShapeDtypeStruct((), np.int32)}), has_text({"m": {"w": TextSpec()}})
+    (False, True)
+    """
+    leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
+    return any(isinstance(s, TextSpec) for s in leaves)
+
+
 def array_to_spec_strip_leading(array: Any) -> jax.ShapeDtypeStruct:
     """The per-record spec of a batched array: its shape without the leading axis.
 
@@ -164,8 +175,7 @@ def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
     kind = getattr(getattr(source, "kind", None), "value", None)
     if kind != "indexed" or not callable(getattr(source, "get_batch_at", None)):
         return
-    if any(isinstance(s, TextSpec)
-           for s in jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))):
+    if has_text(spec):
         return
     try:
         traced = jax.eval_shape(lambda: source.get_batch_at(0, 1, None))

@@ -35,7 +35,8 @@ from datarax.core.batch import batch_length, concat_batches, head_rows, take_rec
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
-from datarax.core.spec import TextSpec, checked_spec, validate_batch
+from datarax.core.dtypes import is_host_leaf
+from datarax.core.spec import TextSpec, checked_spec, has_text, validate_batch
 from datarax.core.stages import filtered
 from datarax.pipeline.ahead import run_ahead
 from datarax.pipeline.devices import (
@@ -43,7 +44,7 @@ from datarax.pipeline.devices import (
 )
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
 from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, spec_key
-from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
+from datarax.pipeline.host_pass import HostPass, check_finite
 from datarax.pipeline.iterator import PipelineIterator
 from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
 from datarax.pipeline.steps import pass_constants, stage_step
@@ -91,8 +92,7 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
                 "write the predicate with jax.numpy and leave on_host off."
             )
     spec = spec_after(list(stages[:at]))
-    leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
-    if filt.on_host or any(isinstance(s, TextSpec) for s in leaves):
+    if filt.on_host or has_text(spec):
         probe_python_predicate(filt, spec, where)
         return  # and checked on each record as it is read
     try:
@@ -376,7 +376,7 @@ class FilteredIterator(PipelineIterator):
         with self._stats.timer("validate"):
             validate_batch(raw, checked_spec(source), batch_size=self._batch_size,
                            where=where)
-        text = any(host_leaf(v) for v in jax.tree.leaves(raw, is_leaf=host_leaf))
+        text = any(is_host_leaf(v) for v in jax.tree.leaves(raw, is_leaf=is_host_leaf))
         if self._filter.on_host or text:
             return self._filter.keep_records(
                 raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "

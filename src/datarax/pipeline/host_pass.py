@@ -30,7 +30,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, head_rows
 from datarax.core.cursor import ReadAheadCursor
-from datarax.core.dtypes import text_as_list
+from datarax.core.dtypes import is_host_leaf, text_as_list
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
@@ -38,7 +38,6 @@ from datarax.core.owned import owned_device_put_all
 from datarax.core.spec import (
     checked_spec,
     first_nonfinite,
-    is_text_value,
     record_bytes,
     validate_batch,
 )
@@ -65,11 +64,6 @@ def _padded(array: Any, size: int) -> np.ndarray:
     return np.concatenate([array, np.repeat(array[-1:], size - len(array), axis=0)])
 
 
-def host_leaf(value: Any) -> bool:
-    """Whether ``value`` is one host leaf of a batch (text, or a list of values)."""
-    return is_text_value(value) or isinstance(value, list)
-
-
 def text_as_lists(batch: Batch) -> Batch:
     """``batch`` with each numpy text field as batches carry text (:func:`text_as_list`).
 
@@ -77,7 +71,7 @@ def text_as_lists(batch: Batch) -> Batch:
         >>> text_as_lists({"word": np.array(["a", "b"]), "x": np.arange(2)})["word"]
         ['a', 'b']
     """
-    return jax.tree.map(text_as_list, batch, is_leaf=host_leaf)
+    return jax.tree.map(text_as_list, batch, is_leaf=is_host_leaf)
 
 
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int,
@@ -176,18 +170,18 @@ class HostPass:
     def _to_device(self, batches: list[Batch]) -> list[Batch]:
         """The device copies of ``batches`` (host leaves, text, stay), made by one call."""
         with self.stats.timer("transfer"):
-            flat = [jax.tree.flatten(b, is_leaf=host_leaf) for b in batches]
-            arrays = [leaf for leaves, _ in flat for leaf in leaves if not host_leaf(leaf)]
+            flat = [jax.tree.flatten(b, is_leaf=is_host_leaf) for b in batches]
+            arrays = [leaf for leaves, _ in flat for leaf in leaves if not is_host_leaf(leaf)]
             placed = iter(owned_device_put_all(arrays))
             return [
-                jax.tree.unflatten(tree, [v if host_leaf(v) else next(placed) for v in leaves])
+                jax.tree.unflatten(tree, [v if is_host_leaf(v) else next(placed) for v in leaves])
                 for leaves, tree in flat
             ]
 
     def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
         epoch = np.int32(self.epoch)
         device = stage_device(self.plan)
-        if any(host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
+        if any(is_host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=is_host_leaf)):
             with stage_context(self.plan):
                 key = self.context.key_pair()
                 if device is not None:
