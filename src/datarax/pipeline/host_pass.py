@@ -37,7 +37,10 @@ from datarax.core.operator import all_per_record
 from datarax.core.owned import owned_device_put_all
 from datarax.core.spec import (
     checked_spec,
+    TextSpec,
     first_nonfinite,
+    flatten_fields,
+    has_text,
     record_bytes,
     validate_batch,
 )
@@ -64,14 +67,18 @@ def _padded(array: Any, size: int) -> np.ndarray:
     return np.concatenate([array, np.repeat(array[-1:], size - len(array), axis=0)])
 
 
-def text_as_lists(batch: Batch) -> Batch:
-    """``batch`` with each numpy text field as batches carry text (:func:`text_as_list`).
+def text_as_lists(batch: Batch, spec: Any) -> Batch:
+    """``batch`` (checked against ``spec``) with each text field as batches carry text
+    (:func:`text_as_list`); which fields are text is read from the spec, not asked of
+    the values.
 
     Example:
-        >>> text_as_lists({"word": np.array(["a", "b"]), "x": np.arange(2)})["word"]
+        >>> spec = {"word": TextSpec(), "x": jax.ShapeDtypeStruct((), np.int64)}
+        >>> text_as_lists({"word": np.array(["a", "b"]), "x": np.arange(2)}, spec)["word"]
         ['a', 'b']
     """
-    return jax.tree.map(text_as_list, batch, is_leaf=is_host_leaf)
+    return jax.tree.map(lambda s, v: text_as_list(v) if isinstance(s, TextSpec) else v,
+                        spec, batch)
 
 
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int,
@@ -147,19 +154,23 @@ class HostPass:
         """``batch`` checked, staged, checked for NaN/inf and placed on the mesh; True
         where it still needs its device copy (no stages, no ``sharding=``)."""
         source = self.source
+        spec = checked_spec(source)
         with self.stats.timer("validate"):
             validate_batch(
                 batch,
-                checked_spec(source),
+                spec,
                 batch_size=self.batch_size,
                 where=f"{type(source).__name__} batch at record {position} of epoch "
                 f"{self.epoch}",
             )
-        batch = text_as_lists(batch)
+        batch = text_as_lists(batch, spec)
         stages = list(self.context.stages)
         if stages:
+            # host leaves: the spec's text fields, and a field a source gave as a list
+            lists = any(isinstance(v, list) for v in flatten_fields(batch).values())
+            host = has_text(spec) or lists
             with self.stats.timer("stages"):
-                batch = self._run_stages(stages, batch, np.asarray(indices))
+                batch = self._run_stages(stages, batch, np.asarray(indices), host)
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
             check_finite(source, self.epoch, batch, lambda: indices, position, self.filtered)
         if self.plan.placement is not None or (stages and self.plan.stages_on == "host"):
@@ -178,10 +189,13 @@ class HostPass:
                 for leaves, tree in flat
             ]
 
-    def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
+    def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray,
+                    host: bool) -> Batch:
+        """``stages`` over ``batch``: record by record on the host where it has ``host``
+        leaves (text), else in the pass's compiled step."""
         epoch = np.int32(self.epoch)
         device = stage_device(self.plan)
-        if any(is_host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=is_host_leaf)):
+        if host:
             with stage_context(self.plan):
                 key = self.context.key_pair()
                 if device is not None:
