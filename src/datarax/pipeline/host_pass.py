@@ -81,6 +81,16 @@ def text_as_lists(batch: Batch, spec: Any) -> Batch:
                         spec, batch)
 
 
+def has_host_leaves(batch: Batch, spec: Any) -> bool:
+    """Whether ``batch``, checked against ``spec``, has host leaves: the spec's text
+    fields (the fact decided once, with the spec), or a field its source gave as a list.
+
+    >>> has_host_leaves({"x": np.arange(2)}, {"x": jax.ShapeDtypeStruct((), np.int64)})
+    False
+    """
+    return has_text(spec) or any(isinstance(v, list) for v in flatten_fields(batch).values())
+
+
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int,
                  filtered: bool = False) -> None:
     """Raise naming the first record of ``batch`` (epoch position ``at`` onwards) that
@@ -166,9 +176,7 @@ class HostPass:
         batch = text_as_lists(batch, spec)
         stages = list(self.context.stages)
         if stages:
-            # host leaves: the spec's text fields, and a field a source gave as a list
-            lists = any(isinstance(v, list) for v in flatten_fields(batch).values())
-            host = has_text(spec) or lists
+            host = has_host_leaves(batch, spec)
             with self.stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices), host)
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
