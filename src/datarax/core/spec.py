@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 # is_text_value / x64_enabled are re-exported here: the rules live in datarax.core.dtypes.
-from datarax.core.dtypes import declared_64bit, is_text_value, x64_enabled  # noqa: F401
+from datarax.core.dtypes import declared_64bit, is_text_dtype, is_text_value, x64_enabled  # noqa: F401
 from datarax.core.errors import SpecMismatchError
 
 
@@ -38,6 +38,23 @@ class TextSpec:
 
 
 FieldSpec = jax.ShapeDtypeStruct | TextSpec
+
+
+def field_spec(value: Any, *, batched: bool = False) -> FieldSpec:
+    """The per-record spec of one field's value, decided once when a spec is built:
+    :class:`TextSpec` for text (``str``/``bytes``, a text array), else a
+    ``jax.ShapeDtypeStruct``; ``batched``: records along axis 0 (dropped from the shape).
+
+    >>> field_spec("a film"), field_spec(np.zeros((4, 3), np.float32), batched=True).shape
+    (TextSpec(shape=()), (3,))
+    """
+    if isinstance(value, (str, bytes)):
+        return TextSpec(())
+    array = np.asarray(value)
+    shape = tuple(array.shape[1:] if batched else array.shape)
+    if is_text_dtype(array.dtype):
+        return TextSpec(shape)
+    return jax.ShapeDtypeStruct(shape, array.dtype)
 
 
 def has_text(spec: Any) -> bool:
