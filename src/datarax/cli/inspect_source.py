@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from datarax.cli.targets import Target, length_of
+from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
@@ -57,7 +58,7 @@ def describe_value(value: Any) -> str:
         text = value if len(value) <= EXCERPT else value[: EXCERPT - 3] + "..."
         return repr(text) + ("" if len(value) <= EXCERPT else f" ({len(value)} chars)")
     array = np.asarray(value)
-    if array.dtype.kind in "USO":
+    if is_text_dtype(array.dtype):
         return repr(array.tolist())[:EXCERPT]
     if array.ndim == 0:
         return f"{array.dtype.name} {array.item()}"

@@ -90,6 +90,18 @@ def is_text_value(value: Any) -> bool:
     return False
 
 
+def is_host_leaf(value: Any) -> bool:
+    """Whether ``value`` is one leaf of a batch kept on the host, never put on a device:
+    text (:func:`is_text_value`) or a list of per-record values. The one answer every
+    batch walk uses (as ``is_leaf=``, and to keep such leaves where they are).
+
+    Example:
+        >>> is_host_leaf(["a", "b"]), is_host_leaf([[1], [2, 3]]), is_host_leaf(np.zeros(2))
+        (True, True, False)
+    """
+    return is_text_value(value) or isinstance(value, list)
+
+
 def text_as_list(value: Any) -> Any:
     """A numpy text field of a batch as batches carry text: a list, of ``str`` for one
     string per record, of each record's array of strings otherwise; any other value as

@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 # is_text_value / x64_enabled are re-exported here: the rules live in datarax.core.dtypes.
-from datarax.core.dtypes import declared_64bit, is_text_value, x64_enabled  # noqa: F401
+from datarax.core.dtypes import declared_64bit, is_text_dtype, is_text_value, x64_enabled  # noqa: F401
 from datarax.core.errors import SpecMismatchError
 
 
@@ -38,6 +38,34 @@ class TextSpec:
 
 
 FieldSpec = jax.ShapeDtypeStruct | TextSpec
+
+
+def field_spec(value: Any, *, batched: bool = False) -> FieldSpec:
+    """The per-record spec of one field's value, decided once when a spec is built:
+    :class:`TextSpec` for text (``str``/``bytes``, a text array), else a
+    ``jax.ShapeDtypeStruct``; ``batched``: records along axis 0 (dropped from the shape).
+
+    >>> field_spec("a film"), field_spec(np.zeros((4, 3), np.float32), batched=True).shape
+    (TextSpec(shape=()), (3,))
+    """
+    if isinstance(value, (str, bytes)):
+        return TextSpec(())
+    array = np.asarray(value)
+    shape = tuple(array.shape[1:] if batched else array.shape)
+    if is_text_dtype(array.dtype):
+        return TextSpec(shape)
+    return jax.ShapeDtypeStruct(shape, array.dtype)
+
+
+def has_text(spec: Any) -> bool:
+    """Whether a (nested) spec declares a text field: the fact, read from the spec built
+    once, that its batches carry host leaves.
+
+    >>> has_text({"x": jax.ShapeDtypeStruct((), np.int32)}), has_text({"m": {"w": TextSpec()}})
+    (False, True)
+    """
+    leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
+    return any(isinstance(s, TextSpec) for s in leaves)
 
 
 def array_to_spec_strip_leading(array: Any) -> jax.ShapeDtypeStruct:
@@ -164,8 +192,7 @@ def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
     kind = getattr(getattr(source, "kind", None), "value", None)
     if kind != "indexed" or not callable(getattr(source, "get_batch_at", None)):
         return
-    if any(isinstance(s, TextSpec)
-           for s in jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))):
+    if has_text(spec):
         return
     try:
         traced = jax.eval_shape(lambda: source.get_batch_at(0, 1, None))

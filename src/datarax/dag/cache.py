@@ -21,7 +21,7 @@ from flax import nnx
 from datarax.core.batch import record_at, stack_records
 from datarax.core.errors import ConfigError
 from datarax.core.operator import OperatorModule
-from datarax.core.spec import is_text_value
+from datarax.core.dtypes import is_host_leaf
 from datarax.core.stages import apply_stages
 from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.skip_ledger import ErrorPolicy
@@ -43,7 +43,7 @@ def _nbytes(record: dict[str, Any]) -> int:
 def _to_host(batch: dict[str, Any]) -> dict[str, Any]:
     return jax.tree.map(
         lambda v: list(v) if isinstance(v, list) else np.asarray(v), batch,
-        is_leaf=lambda v: is_text_value(v) or isinstance(v, list),
+        is_leaf=is_host_leaf,
     )
 
 

@@ -17,7 +17,7 @@ from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import RecordFilter
-from datarax.core.spec import is_text_value
+from datarax.core.dtypes import is_host_leaf, is_text_value
 from datarax.typing import Batch
 
 
@@ -190,7 +190,7 @@ class FilterOperator(RecordFilter):
                 "records it keeps is known only after it runs. Put it in a Pipeline's "
                 "stages, which hands out full batches of kept records."
             )
-        if any(is_text_value(v) or isinstance(v, list) for v in leaves):
+        if any(is_host_leaf(v) for v in leaves):
             mask = self.keep_records(data, "apply_batch")
         else:
             mask = np.asarray(self.keep(data)).astype(bool)

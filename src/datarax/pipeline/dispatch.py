@@ -24,12 +24,12 @@ from flax import nnx
 from datarax.core.batch import concat_batches, head_rows
 from datarax.core.keys import for_stages, step_keys
 from datarax.core.operator import all_per_record
+from datarax.core.dtypes import is_host_leaf
 from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes, refuse_declared_64bit
 from datarax.core.stages import apply_stages, stage_positions
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch, stage_context, stage_device
 from datarax.pipeline.elastic import pieces_step
-from datarax.pipeline.host_pass import host_leaf
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import grouped_step, indexed_step, pass_constants
 from datarax.typing import Batch
@@ -255,7 +255,7 @@ class IndexedDispatch:
                 if count <= 0:
                     break
                 if count < self.batch_size:
-                    batch = jax.tree.map(lambda v, c=count: head_rows(v, c), batch, is_leaf=host_leaf)
+                    batch = jax.tree.map(lambda v, c=count: head_rows(v, c), batch, is_leaf=is_host_leaf)
                 at = self.dispatched + i * self.batch_size
                 self.made.append((count, self._placed(batch, at), start + i * self.batch_size))
             self.dispatched += min(whole, left)
@@ -281,7 +281,7 @@ class IndexedDispatch:
         span = None if pieces and len(pieces) > 1 else count if exact else self.batch_size
         batch = self._timed(step, where, span)
         if count < self.batch_size and not exact:
-            batch = jax.tree.map(lambda v: head_rows(v, count), batch, is_leaf=host_leaf)
+            batch = jax.tree.map(lambda v: head_rows(v, count), batch, is_leaf=is_host_leaf)
         if self.host_fields:
             batch, indices = self._join_host_fields(batch, start, count, pieces)
             if self.host_stages:
@@ -303,7 +303,7 @@ class IndexedDispatch:
             return self.source.with_host_fields(batch, start, count)
         parts, indices, at = [], [], 0
         for lo, hi in pieces:
-            part = jax.tree.map(lambda v, a=at, b=at + hi - lo: v[a:b], batch, is_leaf=host_leaf)
+            part = jax.tree.map(lambda v, a=at, b=at + hi - lo: v[a:b], batch, is_leaf=is_host_leaf)
             part, idx = self.source.with_host_fields(part, self.epoch * self.n + lo, hi - lo)
             parts.append(part)
             indices.append(np.asarray(idx))

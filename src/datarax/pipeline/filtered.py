@@ -36,7 +36,7 @@ from datarax.core.errors import ConfigError, StateError
 from datarax.core.keys import step_keys
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
-from datarax.core.spec import TextSpec, checked_spec, validate_batch
+from datarax.core.spec import TextSpec, checked_spec, has_text, validate_batch
 from datarax.core.stages import filtered, stage_positions
 from datarax.pipeline.ahead import run_ahead
 from datarax.pipeline.devices import (
@@ -44,7 +44,7 @@ from datarax.pipeline.devices import (
 )
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
 from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, spec_key
-from datarax.pipeline.host_pass import HostPass, check_finite, host_leaf
+from datarax.pipeline.host_pass import HostPass, check_finite, has_host_leaves
 from datarax.pipeline.iterator import PipelineIterator
 from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
 from datarax.pipeline.steps import pass_constants, stage_step
@@ -92,8 +92,7 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
                 "write the predicate with jax.numpy and leave on_host off."
             )
     spec = spec_after(list(stages[:at]))
-    leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
-    if filt.on_host or any(isinstance(s, TextSpec) for s in leaves):
+    if filt.on_host or has_text(spec):
         probe_python_predicate(filt, spec, where)
         return  # and checked on each record as it is read
     try:
@@ -391,10 +390,10 @@ class FilteredIterator(PipelineIterator):
         """One boolean per record read (validated first: the predicate sees checked data)."""
         source = self._source
         where = f"{type(source).__name__} records at {at} of epoch {self._epoch}"
+        spec = checked_spec(source)
         with self._stats.timer("validate"):
-            validate_batch(raw, checked_spec(source), batch_size=self._batch_size,
-                           where=where)
-        text = any(host_leaf(v) for v in jax.tree.leaves(raw, is_leaf=host_leaf))
+            validate_batch(raw, spec, batch_size=self._batch_size, where=where)
+        text = has_host_leaves(raw, spec)
         if self._filter.on_host or text:
             return self._filter.keep_records(
                 raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "

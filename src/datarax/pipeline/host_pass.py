@@ -30,15 +30,17 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, head_rows
 from datarax.core.cursor import ReadAheadCursor
-from datarax.core.dtypes import text_as_list
+from datarax.core.dtypes import is_host_leaf, text_as_list
 from datarax.core.errors import SpecMismatchError
 from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.core.owned import owned_device_put_all
 from datarax.core.spec import (
     checked_spec,
+    TextSpec,
     first_nonfinite,
-    is_text_value,
+    flatten_fields,
+    has_text,
     record_bytes,
     validate_batch,
 )
@@ -65,19 +67,28 @@ def _padded(array: Any, size: int) -> np.ndarray:
     return np.concatenate([array, np.repeat(array[-1:], size - len(array), axis=0)])
 
 
-def host_leaf(value: Any) -> bool:
-    """Whether ``value`` is one host leaf of a batch (text, or a list of values)."""
-    return is_text_value(value) or isinstance(value, list)
-
-
-def text_as_lists(batch: Batch) -> Batch:
-    """``batch`` with each numpy text field as batches carry text (:func:`text_as_list`).
+def text_as_lists(batch: Batch, spec: Any) -> Batch:
+    """``batch`` (checked against ``spec``) with each text field as batches carry text
+    (:func:`text_as_list`); which fields are text is read from the spec, not asked of
+    the values.
 
     Example:
-        >>> text_as_lists({"word": np.array(["a", "b"]), "x": np.arange(2)})["word"]
+        >>> spec = {"word": TextSpec(), "x": jax.ShapeDtypeStruct((), np.int64)}
+        >>> text_as_lists({"word": np.array(["a", "b"]), "x": np.arange(2)}, spec)["word"]
         ['a', 'b']
     """
-    return jax.tree.map(text_as_list, batch, is_leaf=host_leaf)
+    return jax.tree.map(lambda s, v: text_as_list(v) if isinstance(s, TextSpec) else v,
+                        spec, batch)
+
+
+def has_host_leaves(batch: Batch, spec: Any) -> bool:
+    """Whether ``batch``, checked against ``spec``, has host leaves: the spec's text
+    fields (the fact decided once, with the spec), or a field its source gave as a list.
+
+    >>> has_host_leaves({"x": np.arange(2)}, {"x": jax.ShapeDtypeStruct((), np.int64)})
+    False
+    """
+    return has_text(spec) or any(isinstance(v, list) for v in flatten_fields(batch).values())
 
 
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int,
@@ -153,19 +164,21 @@ class HostPass:
         """``batch`` checked, staged, checked for NaN/inf and placed on the mesh; True
         where it still needs its device copy (no stages, no ``sharding=``)."""
         source = self.source
+        spec = checked_spec(source)
         with self.stats.timer("validate"):
             validate_batch(
                 batch,
-                checked_spec(source),
+                spec,
                 batch_size=self.batch_size,
                 where=f"{type(source).__name__} batch at record {position} of epoch "
                 f"{self.epoch}",
             )
-        batch = text_as_lists(batch)
+        batch = text_as_lists(batch, spec)
         stages = list(self.context.stages)
         if stages:
+            host = has_host_leaves(batch, spec)
             with self.stats.timer("stages"):
-                batch = self._run_stages(stages, batch, np.asarray(indices))
+                batch = self._run_stages(stages, batch, np.asarray(indices), host)
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
             check_finite(source, self.epoch, batch, lambda: indices, position, self.filtered)
         if self.plan.placement is not None or (stages and self.plan.stages_on == "host"):
@@ -176,18 +189,21 @@ class HostPass:
     def _to_device(self, batches: list[Batch]) -> list[Batch]:
         """The device copies of ``batches`` (host leaves, text, stay), made by one call."""
         with self.stats.timer("transfer"):
-            flat = [jax.tree.flatten(b, is_leaf=host_leaf) for b in batches]
-            arrays = [leaf for leaves, _ in flat for leaf in leaves if not host_leaf(leaf)]
+            flat = [jax.tree.flatten(b, is_leaf=is_host_leaf) for b in batches]
+            arrays = [leaf for leaves, _ in flat for leaf in leaves if not is_host_leaf(leaf)]
             placed = iter(owned_device_put_all(arrays))
             return [
-                jax.tree.unflatten(tree, [v if host_leaf(v) else next(placed) for v in leaves])
+                jax.tree.unflatten(tree, [v if is_host_leaf(v) else next(placed) for v in leaves])
                 for leaves, tree in flat
             ]
 
-    def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray) -> Batch:
+    def _run_stages(self, stages: list[Any], batch: Batch, indices: np.ndarray,
+                    host: bool) -> Batch:
+        """``stages`` over ``batch``: record by record on the host where it has ``host``
+        leaves (text), else in the pass's compiled step."""
         epoch = np.int32(self.epoch)
         device = stage_device(self.plan)
-        if any(host_leaf(v) for v in jax.tree.leaves(batch, is_leaf=host_leaf)):
+        if host:
             with stage_context(self.plan):
                 key = self.context.key_pair()
                 if device is not None:

@@ -42,7 +42,7 @@ from datarax.core.data_source import length_or_none
 from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
-from datarax.core.spec import TextSpec, checked_spec
+from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import cursor_of
@@ -466,8 +466,7 @@ def output_spec(context: PassContext) -> Any:
     """
     source = context.source
     spec = checked_spec(source)
-    leaves = jax.tree.leaves(spec, is_leaf=lambda s: isinstance(s, TextSpec))
-    if any(isinstance(s, TextSpec) for s in leaves):
+    if has_text(spec):
         return spec
     stages = [filtered if isinstance(s, RecordFilter) else s for s in context.stages]
     size = context.plan.batch_size

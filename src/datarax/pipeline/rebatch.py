@@ -17,18 +17,14 @@ import jax
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import ConfigError, StateError
-from datarax.core.spec import is_text_value
+from datarax.core.dtypes import is_host_leaf
 from datarax.pipeline.pipeline import Pipeline
 from datarax.typing import Batch
 
 
-def _is_leaf(value: Any) -> bool:
-    return is_text_value(value) or isinstance(value, list)
-
-
 def _rows(batch: Batch, lo: int, hi: int) -> Batch:
     """Records ``lo:hi`` of a batch (device arrays sliced on the device, text lists cut)."""
-    return jax.tree.map(lambda v: v[lo:hi], batch, is_leaf=_is_leaf)
+    return jax.tree.map(lambda v: v[lo:hi], batch, is_leaf=is_host_leaf)
 
 
 class Rebatch:

@@ -30,7 +30,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
 from datarax.core.owned import owned_device_put, unshared
-from datarax.core.spec import is_text_value
+from datarax.core.dtypes import is_host_leaf
 from datarax.typing import Batch
 
 
@@ -139,7 +139,7 @@ class BatchPlacement:
         several = jax.process_count() > 1
         out: Batch = {}
         for name, value in batch.items():
-            if is_text_value(value) or isinstance(value, list):
+            if is_host_leaf(value):
                 out[name] = value
                 continue
             if isinstance(value, Mapping):

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 
 from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError
-from datarax.core.spec import TextSpec
+from datarax.core.spec import field_spec
 
 
 def as_text(array: np.ndarray) -> np.ndarray:
@@ -92,13 +91,7 @@ def normalize_keys(config: Any, name: str) -> None:
 
 def spec_of_columns(columns: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Per-record spec of a dict of host columns (text fields become ``TextSpec``)."""
-    spec: dict[str, Any] = {}
-    for key, value in columns.items():
-        if is_text_dtype(value.dtype):
-            spec[key] = TextSpec(tuple(value.shape[1:]))
-        else:
-            spec[key] = jax.ShapeDtypeStruct(tuple(value.shape[1:]), value.dtype)
-    return spec
+    return {key: field_spec(value, batched=True) for key, value in columns.items()}
 
 
 def text_on_host(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -29,10 +29,10 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from datarax.core.dtypes import fit_value
+from datarax.core.dtypes import fit_value, is_text_dtype
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.owned import fresh_aligned, seal
-from datarax.core.spec import TextSpec
+from datarax.core.spec import TextSpec, field_spec
 
 __all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
            "spec_of", "stack_values", "structure_hint"]
@@ -55,13 +55,8 @@ def keyed(decode: Callable[..., Any]) -> bool:
 
 
 def spec_of(value: Any) -> Any:
-    """Per-record spec of one decoded field value."""
-    if isinstance(value, (str, bytes)):
-        return TextSpec(())
-    array = np.asarray(value)
-    if array.dtype.kind in "USO":
-        return TextSpec(tuple(array.shape))
-    return jax.ShapeDtypeStruct(tuple(array.shape), array.dtype)
+    """Per-record spec of one decoded field value (:func:`~datarax.core.spec.field_spec`)."""
+    return field_spec(value)
 
 
 _TEXT_FIX = {"str": "bytes.decode('utf-8') turns bytes into str",
@@ -114,7 +109,7 @@ def stack_values(values: list[Any]) -> np.ndarray:
         column[:] = values  # NUL bytes: b"\x05\x00" would come back as b"\x05"
         return column
     first = np.asarray(values[0])
-    if first.dtype.kind in "USO":
+    if is_text_dtype(first.dtype):
         # an object column, value by value: numpy's str dtype drops trailing NULs too
         # ("a\x00" would come back as "a")
         text = np.empty((len(values), *first.shape), dtype=object)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.core.dtypes import is_text_dtype
+from datarax.core.spec import TextSpec
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.stream import StreamSource
 from datarax.sources._columns import select_keys, spec_of_columns
@@ -173,8 +173,10 @@ class HFStreamingSource(SkipCounts, StreamSource):
 
     def _batch_of(self, columns: dict[str, np.ndarray]) -> Batch:
         # one str per record: a list; fixed-size lists of text: the object array itself
+        # (which fields are text: the spec's, from the first chunk; each chunk was checked)
+        spec = self.element_spec()
         return {
-            k: (v.tolist() if is_text_dtype(v.dtype) and v.ndim == 1 else v)
+            k: (v.tolist() if isinstance(spec.get(k), TextSpec) and v.ndim == 1 else v)
             for k, v in columns.items()
         }
 

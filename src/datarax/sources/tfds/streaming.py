@@ -6,7 +6,6 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._dataset_config import (
     check_config_type,
@@ -98,4 +97,5 @@ class TFDSStreamingSource(RandomAccessSource):
         return record_error(err, config, where, hint)
 
     def _host_columns(self, columns: dict[str, Any]) -> Batch:
-        return {k: (v.tolist() if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
+        text = self._decoder.text  # the Text features, found once from the dataset's info
+        return {k: (v.tolist() if k in text else v) for k, v in columns.items()}
