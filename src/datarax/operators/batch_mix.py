@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.draws import integer, symmetric_beta, words
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
 from datarax.operators._records import check_keys, check_stream_name, require_fields
@@ -146,7 +147,8 @@ class BatchMixOperator(OperatorModule):
             cut = jnp.sqrt(1.0 - lam_i)
             h = jnp.round(cut * height).astype(jnp.int32)
             w = jnp.round(cut * width).astype(jnp.int32)
-            cy, cx = jax.random.randint(key, (2,), 0, jnp.array([height, width]))
+            bits = words(key, 2)  # a fold_in's own two words: no further threefry
+            cy, cx = integer(bits[0], 0, height), integer(bits[1], 0, width)
             y0, y1 = jnp.clip(cy - h // 2, 0, height), jnp.clip(cy - h // 2 + h, 0, height)
             x0, x1 = jnp.clip(cx - w // 2, 0, width), jnp.clip(cx - w // 2 + w, 0, width)
             rows = (jnp.arange(height) >= y0) & (jnp.arange(height) < y1)
@@ -174,7 +176,7 @@ class BatchMixOperator(OperatorModule):
         batch_key = jax.random.fold_in(keys[0], size)
         partner = partners(batch_key, size)
         lam_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
-        lam = jax.vmap(lambda k: jax.random.beta(k, cfg.alpha, cfg.alpha))(lam_keys)
+        lam = symmetric_beta(lam_keys, cfg.alpha)
         if cfg.mode == "mixup":
             shape = (size,) + (1,) * (x.ndim - 1)
             l = lam.reshape(shape)
