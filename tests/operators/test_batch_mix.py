@@ -96,7 +96,8 @@ def test_lam_of_a_record_is_the_same_in_any_batch():
     """A record's weight is a function of its own key: batch of 8 vs its first 4."""
     eye = np.eye(N, dtype=np.float32)
     op = BatchMixOperator(mode="mixup", alpha=0.4)
-    full = np.asarray(op.apply_batch({"image": np.zeros((N, 1), np.float32), "label": eye}, keys())["label"])
+    full = np.asarray(op.apply_batch({"image": np.zeros((N, 1), np.float32), "label": eye},
+                                     keys())["label"])
     part = np.asarray(op.apply_batch({"image": np.zeros((4, 1), np.float32), "label": eye[:4]},
                                      keys()[:4])["label"])
     np.testing.assert_allclose(np.diagonal(part), np.diagonal(full)[:4], rtol=1e-6)

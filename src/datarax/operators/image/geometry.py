@@ -81,7 +81,7 @@ def tap_count(size: int, out: int, antialias: bool) -> int:
     return min(size, math.ceil(2 * support))
 
 
-@functools.partial(jax.jit, static_argnames=("out", "size", "antialias", "count"))  # one compile when eager
+@functools.partial(jax.jit, static_argnames=("out", "size", "antialias", "count"))  # as above
 def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
                 count: int) -> tuple[Any, Any]:
     """The non-zero part of :func:`resize_weights`: ``(out, count)`` tap indices and weights,
