@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -79,6 +80,7 @@ def _normal(word: Any) -> Any:
     return jax.scipy.special.ndtri(unit(word) + half_step)
 
 
+@functools.partial(jax.jit, static_argnames="a")  # one compile when called eagerly
 def symmetric_beta(keys: Any, a: float) -> Any:
     """One ``Beta(a, a)`` float32 per key of ``keys`` (shape ``(n,)``), exact in law.
 
