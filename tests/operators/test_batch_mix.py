@@ -72,13 +72,32 @@ def test_cutmix_pastes_a_box_of_the_partner_and_labels_by_area():
         assert lam == pytest.approx(own.mean(), abs=1e-6)
 
 
-@pytest.mark.slow  # a distribution test over many draws: ~3 s
-def test_lam_follows_beta_alpha():
-    data = batch(400)
-    out = BatchMixOperator(mode="mixup", alpha=0.5, num_classes=400).apply_batch(data, keys(400))
-    lam = np.array([partner_and_lam(out["label"], i)[1] for i in range(400)])
-    assert abs(lam.mean() - 0.5) < 0.05
-    assert abs(lam.var() - 0.125) < 0.02  # Beta(0.5, 0.5): variance 1/8
+@pytest.mark.parametrize("alpha", [0.2, 1.0, 3.0])
+def test_lam_follows_beta_alpha_alpha(alpha):
+    """The mixing weights of 2000 records: mean, variance and CDF of Beta(alpha, alpha),
+    each within ~5 standard errors of what this sample size allows."""
+    import jax.scipy.special as jss
+
+    n = 2000
+    data = {"image": np.zeros((n, 1), np.float32), "label": np.eye(n, dtype=np.float32)}
+    out = BatchMixOperator(mode="mixup", alpha=alpha).apply_batch(data, keys(n, seed=7))
+    lam = np.diagonal(np.asarray(out["label"])).astype(np.float64)  # own class: own weight
+    assert ((lam >= 0) & (lam <= 1)).all()
+    var = 1.0 / (4.0 * (2.0 * alpha + 1.0))  # Beta(a, a): mean 1/2, variance 1/(4(2a+1))
+    mu4 = var**2 * (3.0 - 6.0 / (2.0 * alpha + 3.0))  # its 4th central moment (excess -6/(2a+3))
+    assert abs(lam.mean() - 0.5) < 5 * np.sqrt(var / n)
+    assert abs(lam.var() - var) < 5 * np.sqrt((mu4 - var**2) / n)
+    cdf = np.asarray(jss.betainc(alpha, alpha, np.sort(lam)))  # Kolmogorov-Smirnov distance
+    ks = np.max(np.maximum(np.arange(1, n + 1) / n - cdf, cdf - np.arange(n) / n))
+    assert ks < 1.95 / np.sqrt(n)  # the 0.1% critical value
+
+
+def test_lam_of_a_record_is_the_same_in_any_batch():
+    """A record's weight is a function of its own key: batch of 8 vs its first 4."""
+    op = BatchMixOperator(mode="mixup", alpha=1.0, num_classes=N)
+    full = np.asarray(op.apply_batch(batch(), keys())["label"])
+    part = np.asarray(op.apply_batch(batch(4), keys()[:4])["label"])
+    np.testing.assert_allclose(np.diagonal(part), np.diagonal(full)[:4], rtol=1e-6)
 
 
 def test_soft_labels_mix_as_given_and_a_single_record_passes_unchanged():

@@ -10,6 +10,7 @@ as the uninterrupted one. A batch of one record passes unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.draws import integer, symmetric_beta, words
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
 from datarax.operators._records import check_keys, check_stream_name, require_fields
@@ -81,6 +83,46 @@ def partners(batch_key: Any, size: int) -> Any:
     return order[(rank + 1) % size]
 
 
+def cut_masks(keys: Any, lam: Any, height: int, width: int) -> tuple[Any, Any]:
+    """Per record: a (H, W) mask of the pasted box and the kept pixel share."""
+
+    def one(key: Any, lam_i: Any) -> tuple[Any, Any]:
+        cut = jnp.sqrt(1.0 - lam_i)
+        h = jnp.round(cut * height).astype(jnp.int32)
+        w = jnp.round(cut * width).astype(jnp.int32)
+        bits = words(key, 2)  # a fold_in's own two words: no further threefry
+        cy, cx = integer(bits[0], 0, height), integer(bits[1], 0, width)
+        y0, y1 = jnp.clip(cy - h // 2, 0, height), jnp.clip(cy - h // 2 + h, 0, height)
+        x0, x1 = jnp.clip(cx - w // 2, 0, width), jnp.clip(cx - w // 2 + w, 0, width)
+        rows = (jnp.arange(height) >= y0) & (jnp.arange(height) < y1)
+        cols = (jnp.arange(width) >= x0) & (jnp.arange(width) < x1)
+        mask = rows[:, None] & cols[None, :]
+        kept = 1.0 - mask.sum() / (height * width)
+        return mask, kept.astype(jnp.float32)
+
+    return jax.vmap(one)(keys, lam)
+
+
+# one compiled program, also when called eagerly (op by op it was dozens of compiles)
+@functools.partial(jax.jit, static_argnames=("mode", "alpha"))
+def mix(x: Any, labels: Any, keys: Any, mode: str, alpha: float) -> tuple[Any, Any]:
+    """``(mixed data, mixed soft labels)`` of a batch of at least two records (``labels``
+    float ``(batch, classes)``; cutmix: ``x`` of shape ``(batch, H, W, C)``)."""
+    size = x.shape[0]
+    partner = partners(jax.random.fold_in(keys[0], size), size)
+    lam = symmetric_beta(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys), alpha)
+    if mode == "mixup":
+        l = lam.reshape((size,) + (1,) * (x.ndim - 1))
+        mixed = l * x.astype(jnp.float32) + (1.0 - l) * x[partner].astype(jnp.float32)
+        mixed = mixed.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else mixed
+    else:
+        box_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        mask, lam = cut_masks(box_keys, lam, x.shape[1], x.shape[2])
+        mixed = jnp.where(mask[..., None], x[partner], x)
+    soft = lam[:, None] * labels + (1.0 - lam[:, None]) * labels[partner]
+    return mixed, soft
+
+
 class BatchMixOperator(OperatorModule):
     """Mixup or cutmix of ``data_field`` and ``label_field`` within each batch.
 
@@ -139,24 +181,6 @@ class BatchMixOperator(OperatorModule):
             )
         return labels.astype(jnp.float32)
 
-    def _cut_masks(self, keys: Any, lam: Any, height: int, width: int) -> tuple[Any, Any]:
-        """Per record: a (H, W) mask of the pasted box and the kept pixel share."""
-
-        def one(key: Any, lam_i: Any) -> tuple[Any, Any]:
-            cut = jnp.sqrt(1.0 - lam_i)
-            h = jnp.round(cut * height).astype(jnp.int32)
-            w = jnp.round(cut * width).astype(jnp.int32)
-            cy, cx = jax.random.randint(key, (2,), 0, jnp.array([height, width]))
-            y0, y1 = jnp.clip(cy - h // 2, 0, height), jnp.clip(cy - h // 2 + h, 0, height)
-            x0, x1 = jnp.clip(cx - w // 2, 0, width), jnp.clip(cx - w // 2 + w, 0, width)
-            rows = (jnp.arange(height) >= y0) & (jnp.arange(height) < y1)
-            cols = (jnp.arange(width) >= x0) & (jnp.arange(width) < x1)
-            mask = rows[:, None] & cols[None, :]
-            kept = 1.0 - mask.sum() / (height * width)
-            return mask, kept.astype(jnp.float32)
-
-        return jax.vmap(one)(keys, lam)
-
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Mix each record with its partner in this batch (keys: one per record)."""
         cfg = self.config
@@ -171,23 +195,10 @@ class BatchMixOperator(OperatorModule):
         check_keys(self, keys, size)
         if size < 2:
             return {**data, cfg.label_field: labels}
-        batch_key = jax.random.fold_in(keys[0], size)
-        partner = partners(batch_key, size)
-        lam_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
-        lam = jax.vmap(lambda k: jax.random.beta(k, cfg.alpha, cfg.alpha))(lam_keys)
-        if cfg.mode == "mixup":
-            shape = (size,) + (1,) * (x.ndim - 1)
-            l = lam.reshape(shape)
-            mixed = l * x.astype(jnp.float32) + (1.0 - l) * x[partner].astype(jnp.float32)
-            mixed = mixed.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else mixed
-        else:
-            if x.ndim != 4:
-                raise DataraxError(
-                    f"BatchMixOperator '{self.name}': cutmix needs (batch, H, W, C) images in "
-                    f"'{cfg.data_field}', got shape {tuple(x.shape)}."
-                )
-            box_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-            mask, lam = self._cut_masks(box_keys, lam, x.shape[1], x.shape[2])
-            mixed = jnp.where(mask[..., None], x[partner], x)
-        soft = lam[:, None] * labels + (1.0 - lam[:, None]) * labels[partner]
+        if cfg.mode == "cutmix" and x.ndim != 4:
+            raise DataraxError(
+                f"BatchMixOperator '{self.name}': cutmix needs (batch, H, W, C) images in "
+                f"'{cfg.data_field}', got shape {tuple(x.shape)}."
+            )
+        mixed, soft = mix(x, labels, keys, cfg.mode, cfg.alpha)
         return {**data, cfg.data_field: mixed, cfg.label_field: soft}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -52,6 +53,7 @@ def _tent(taps: Any, centres: Any, support: Any, start: Any, length: Any) -> Any
     return weights / weights.sum(axis=1, keepdims=True)
 
 
+@functools.partial(jax.jit, static_argnames=("out", "size", "antialias"))  # one compile when eager
 def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool) -> Any:
     """``(out, size)`` bilinear weights that resample ``[start, start + length)`` to ``out``.
 
@@ -79,6 +81,7 @@ def tap_count(size: int, out: int, antialias: bool) -> int:
     return min(size, math.ceil(2 * support))
 
 
+@functools.partial(jax.jit, static_argnames=("out", "size", "antialias", "count"))  # as above
 def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
                 count: int) -> tuple[Any, Any]:
     """The non-zero part of :func:`resize_weights`: ``(out, count)`` tap indices and weights,
@@ -367,6 +370,7 @@ def _cos_sin(degrees: Any) -> tuple[Any, Any]:
     return cos, sin
 
 
+@jax.jit  # one compile for an eager call (op by op it was dozens)
 def rotate(image: Any, degrees: Any, fill: float = 0.0) -> Any:
     """``image`` (H, W, C) rotated counter-clockwise by ``degrees`` about its centre (float32),
     read bilinearly by :func:`sample_at`. Multiples of 90° move pixels exactly (``np.rot90``
@@ -387,6 +391,7 @@ def rotate(image: Any, degrees: Any, fill: float = 0.0) -> Any:
     return sample_at(image, sy, sx, fill)
 
 
+@jax.jit  # one compile for an eager call (op by op it was dozens)
 def sample_at(image: Any, sy: Any, sx: Any, fill: float = 0.0) -> Any:
     """``image`` (H, W, C) read bilinearly at source coordinates ``(sy, sx)`` (float32).
 
