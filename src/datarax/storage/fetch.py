@@ -250,7 +250,7 @@ class Fetcher:
         when = "listed" if obj.etag is not None else "first opened"
         return RemoteObjectError(
             f"'{obj.url}' changed in the store since it was {when}: a read of bytes "
-            f"{start}-{end} was answered by version {now!r}, its reads are tied to version "
+            f"{start}-{end} found version {now!r} there, its reads are tied to version "
             f"{was!r} (the one {when}); those bytes were not used. The dataset was rewritten "
             "while being read: let the writes finish, then rebuild the source (it lists and "
             "opens the files again, and the cache keeps the versions apart), or read with "
