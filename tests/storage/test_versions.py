@@ -125,3 +125,38 @@ def test_local_and_memory_reads_are_tied_to_the_first_version_and_kept_when_pick
                                                     rf"version {first!r}"):
             reader.read_range(obj, 4, 8)
     mem.rm("/versions-test/a.bin")
+
+
+def test_a_restart_ties_reads_to_the_version_its_kept_footer_was_read_from(
+        tmp_path: pathlib.Path) -> None:
+    import fsspec
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    from datarax.storage import RemoteObjectError, ShardCache
+    from datarax.storage.array_record_ranges import ArrayRecordRanges
+    from datarax.storage.fetch import Fetcher
+    from datarax.storage.urls import RemoteObject
+
+    def file_of(offset: int) -> bytes:
+        path = str(tmp_path / f"f{offset}.array_record")
+        writer = ArrayRecordWriter(path, "group_size:1")
+        for i in range(20):
+            writer.write(b"%08d" % (i + offset))
+        writer.close()
+        return pathlib.Path(path).read_bytes()
+
+    old, new = file_of(0), file_of(10_000_000)
+    assert len(old) == len(new)
+    mem = fsspec.filesystem("memory")
+    mem.pipe("/versions-restart/a.array_record", old)
+    obj = RemoteObject("memory://versions-restart/a.array_record", len(old), sha256="1" * 64)
+    cache = ShardCache(tmp_path / "cache", max_bytes=1 << 20)
+    first = Fetcher()
+    assert ArrayRecordRanges.for_object(obj, fetcher=first, cache=cache).read([3]) == [b"00000003"]
+    mem.pipe("/versions-restart/a.array_record", new)  # rewritten between the two runs
+    again = Fetcher()  # a new process: the footer from beside the cache, no request
+    reader = ArrayRecordRanges.for_object(obj, fetcher=again, cache=cache)
+    assert reader.stats()["requests"] == 0 and again.versions() == first.versions()
+    with pytest.raises(RemoteObjectError, match="changed in the store since it was first opened"):
+        reader.read([5])
+    mem.rm("/versions-restart/a.array_record")
