@@ -1932,6 +1932,30 @@ simple("storage-store-unreachable", STORAGE,
        _unreachable_store, needs="s3fs")
 
 
+def _rewritten_mid_read() -> None:
+    import fsspec
+
+    from datarax.storage.fetch import Fetcher
+    from datarax.storage.urls import RemoteObject
+
+    mem = fsspec.filesystem("memory")
+    mem.pipe("/bad-inputs-rewritten/a.array_record", b"old bytes")
+    obj = RemoteObject("memory://bad-inputs-rewritten/a.array_record", 9, sha256="0" * 64)
+    fetcher = Fetcher()
+    fetcher.read_range(obj, 0, 4)  # the file's first read: its version is captured
+    mem.pipe("/bad-inputs-rewritten/a.array_record", b"new bytes")  # same size
+    try:
+        fetcher.read_range(obj, 4, 9)
+    finally:
+        mem.rm("/bad-inputs-rewritten/a.array_record")
+
+
+simple("storage-object-rewritten-mid-epoch", STORAGE,
+       "a shard rewritten in the store (same size) after its first ranged read", RecordError,
+       "changed in the store since it was first opened: a read of bytes 4-9 found version",
+       _rewritten_mid_read, needs="fsspec")
+
+
 
 
 def _decode_images(field: str = "image", **options: Any) -> Any:

@@ -95,7 +95,8 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
     cache = cache if cache is not None else ShardCache()
     cache.ensure()  # an unusable folder is named now
     # footers by range (kept beside the cache: a restart reads none); no file need fit
-    footers = footers_of(objects, fetcher=Fetcher(storage_options, stats=stats), cache=cache)
+    opener = Fetcher(storage_options, stats=stats)
+    footers = footers_of(objects, fetcher=opener, cache=cache)
     for obj, footer in zip(objects, footers, strict=True):
         if obj.records is not None and obj.records != footer.num_records:
             raise RecordError(
@@ -105,6 +106,8 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
     blocks = FileBlocks.cut(footers, size).with_tails([tail_path(cache, o) for o in objects])
     remote = RemoteShards(blocks.objects(objects), cache=cache, storage_options=storage_options,
                           ahead=max(8, 2 * window), behind=window, stats=stats)
+    for url, version in opener.versions().items():  # blocks: of the version footers were
+        remote.fetcher.pin(url, version)
     return remote, blocks
 
 

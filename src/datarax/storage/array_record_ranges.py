@@ -17,8 +17,9 @@ tail holds before the footer): then one more request of a few dozen bytes.
 
 :meth:`ArrayRecordRanges.for_object` keeps each decoded footer beside a
 :class:`~datarax.storage.cache.ShardCache` (``footers/`` in its folder, keyed like the
-cached files: a file changed in the store gets a new entry), so reopening the file makes
-no request.
+cached files: a file changed in the store gets a new entry), with the version of the file
+it was read from, so reopening the file makes no request and its later reads are tied to
+that version (:mod:`~datarax.storage.versions`).
 
 Example:
     >>> import os, tempfile
@@ -147,8 +148,15 @@ class ArrayRecordRanges:
             return fetcher.read_range(obj, offset, offset + length)
 
         footer = load_footer(cache, obj) if cache is not None else None
+        if footer is not None:  # its reads tied to the version the footer was read from
+            kept = _load_version(cache, obj)
+            if kept is not None:
+                fetcher.pin(obj.url, kept)
         out = cls(read_range, obj.size, name=obj.url, footer=footer, **kwargs)
         if cache is not None and footer is None:
+            version = fetcher.versions().get(obj.url)
+            if version is not None:
+                _save(_footer_path(cache, obj)[:-len(".footer")] + ".version", version.encode())
             save_footer(cache, obj, out.footer)
             if out.tail is not None:
                 save_tail(tail_path(cache, obj), out.tail)
@@ -301,6 +309,15 @@ def load_footer(cache: ShardCache, obj: RemoteObject) -> Footer | None:
     except (OSError, ValueError, KeyError):
         return None  # absent, or unreadable (then read from the file again and rewritten)
     return footer if footer.size == obj.size else None
+
+
+def _load_version(cache: ShardCache, obj: RemoteObject) -> str | None:
+    """The version of ``obj`` its kept footer was read from, or None."""
+    try:
+        with open(_footer_path(cache, obj)[:-len(".footer")] + ".version", "rb") as f:
+            return f.read().decode() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def tail_path(cache: ShardCache, obj: RemoteObject) -> str:

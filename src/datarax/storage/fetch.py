@@ -25,6 +25,7 @@ import concurrent.futures
 import functools
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -38,6 +39,7 @@ from datarax.storage.retry import (
     with_retries,
 )
 from datarax.storage.urls import RemoteObject, filesystem, version_tag
+from datarax.storage.versions import VersionMismatch, read_versioned
 
 __all__ = ["CHUNK", "DownloadStopped", "Fetcher"]
 
@@ -74,9 +76,24 @@ class Fetcher:
         self.chunk = int(chunk)
         self.parallel = max(1, int(parallel))
         self.cancelled = cancelled
+        self._versions: dict[str, str | None] = {}  # url -> version its reads are tied to
+        self._versions_lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.storage_options, self.retry, self.chunk, self.parallel))
+        return (_rebuild, (self.storage_options, self.retry, self.chunk, self.parallel,
+                           self.versions()))
+
+    def versions(self) -> dict[str, str | None]:
+        """The version each file's ranged reads are tied to (by URL; None: the store
+        reports none), captured at the file's first request unless listed with one."""
+        with self._versions_lock:
+            return dict(self._versions)
+
+    def pin(self, url: str, version: str | None) -> str | None:
+        """Tie the reads of ``url`` to ``version`` unless they are tied already; returns
+        the version they are tied to."""
+        with self._versions_lock:
+            return self._versions.setdefault(url, version)
 
     def _missing(self, obj: RemoteObject, err: BaseException) -> RemoteObjectError:
         self.stats.add("failed")
@@ -134,7 +151,8 @@ class Fetcher:
                     "read). Write the whole dataset folder again (datarax_dataset.json with "
                     "every shard) and rebuild the source, or read with on_error='skip'.",
                     url=obj.url)
-        elif obj.etag is not None:
+        elif obj.etag is not None and self.versions().get(obj.url, obj.etag) is None:
+            # the store answered without a version: ask for it once the bytes are in
             info = self._guarded(fs, path, obj, lambda: fs.info(path))
             now = version_tag(info)
             whole = obj.span[2]
@@ -200,9 +218,43 @@ class Fetcher:
 
     def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
                  on_retry: Callable[[BaseException], None] | None = None) -> bytes:
-        """One range request (with its retries), its failures as datarax errors."""
-        return self._guarded(fs, path, obj, lambda: fs.cat_file(path, start=start, end=end),
-                             on_retry)
+        """One range request (with its retries), its failures as datarax errors, its
+        answer refused unless it is of the version the file's reads are tied to (the
+        listed one, else the one of its first request: :mod:`~datarax.storage.versions`)."""
+        with self._versions_lock:
+            known = obj.url in self._versions
+            expected = self._versions.get(obj.url, obj.etag)
+        check = not known or expected is not None
+        try:
+            data, now = self._guarded(
+                fs, path, obj, lambda: read_versioned(fs, path, start, end, expected,
+                                                      check=check), on_retry)
+        except VersionMismatch as err:
+            raise self._version_changed(obj, expected, err.now or self._version_now(fs, path),
+                                        start, end) from err
+        if check:
+            tied = self.pin(obj.url, now if expected is None else expected)
+            if now is not None and tied is not None and now != tied:
+                raise self._version_changed(obj, tied, now, start, end)
+        return data
+
+    def _version_now(self, fs: Any, path: str) -> str | None:
+        try:
+            return version_tag(fs.info(path))
+        except Exception:  # noqa: BLE001 - the mismatch is reported without it
+            return None
+
+    def _version_changed(self, obj: RemoteObject, was: str | None, now: str | None,
+                         start: int, end: int) -> RemoteObjectError:
+        self.stats.add("failed")
+        when = "listed" if obj.etag is not None else "first opened"
+        return RemoteObjectError(
+            f"'{obj.url}' changed in the store since it was {when}: a read of bytes "
+            f"{start}-{end} found version {now!r} there, its reads are tied to version "
+            f"{was!r} (the one {when}); those bytes were not used. The dataset was rewritten "
+            "while being read: let the writes finish, then rebuild the source (it lists and "
+            "opens the files again, and the cache keeps the versions apart), or read with "
+            "on_error='skip' to skip this file's records.", url=obj.url)
 
     def _guarded(self, fs: Any, path: str, obj: RemoteObject, call: Callable[[], T],
                  on_retry: Callable[[BaseException], None] | None = None) -> T:
@@ -255,5 +307,8 @@ class Fetcher:
 
 
 def _rebuild(storage_options: dict[str, Any], retry: RetryPolicy, chunk: int,
-             parallel: int) -> Fetcher:
-    return Fetcher(storage_options, retry=retry, chunk=chunk, parallel=parallel)
+             parallel: int, versions: dict[str, str | None] | None = None) -> Fetcher:
+    out = Fetcher(storage_options, retry=retry, chunk=chunk, parallel=parallel)
+    for url, version in (versions or {}).items():
+        out.pin(url, version)
+    return out

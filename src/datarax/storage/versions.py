@@ -1,0 +1,108 @@
+"""Ranged reads tied to one version of a remote object.
+
+Every ranged request datarax makes (a block, a run of records, a footer) names the version
+of the object it expects: the version tag (:func:`~datarax.storage.urls.version_tag`:
+ETag, GCS generation, modification time) the listing gave, else the one the file's first
+request was answered with. :func:`read_versioned` returns the bytes with the version that
+answered them, so a caller can refuse bytes of another version before it uses them:
+
+* S3 (s3fs): the ``GetObject`` request carries ``If-Match: <ETag>``; a store holding
+  another version answers 412 (:class:`VersionMismatch`), never the bytes. The ETag of
+  the answer is returned too (a store ignoring ``If-Match`` is caught by the caller's
+  comparison). No request is added.
+* Every other filesystem (local files, GCS, HTTP, ``memory://``): the range is read, then
+  the object's version is asked (``fs.info``: a ``stat`` for local files, one metadata
+  request for a remote store), so bytes read from a version that changed before or
+  during the read are refused.
+
+Example:
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe("/versions-doc/a.bin", b"hello")
+    >>> data, version = read_versioned(fs, "/versions-doc/a.bin", 1, 4, None)
+    >>> data, version is not None
+    (b'ell', True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from datarax.errors import DataraxError
+from datarax.storage.urls import version_tag
+
+__all__ = ["VersionMismatch", "read_versioned"]
+
+
+class VersionMismatch(DataraxError):
+    """The store refused a ranged read because the object is no longer the version the
+    request named (S3 ``If-Match`` failed); ``now`` is its version when the answer says."""
+
+    def __init__(self, message: str, *, now: str | None = None) -> None:
+        super().__init__(message)
+        self.now = now
+
+
+def read_versioned(fs: Any, path: str, start: int, end: int, expected: str | None,
+                   *, check: bool = True) -> tuple[bytes, str | None]:
+    """Bytes ``[start, end)`` of ``path`` on ``fs`` and the version that answered them
+    (None when the store reports none, or ``check`` is False: then one plain request).
+
+    Raises:
+        VersionMismatch: the store refused the read: the object is no longer ``expected``.
+    """
+    if _is_s3(fs):
+        return _s3_range(fs, path, start, end, expected)
+    data = fs.cat_file(path, start=start, end=end)
+    if not check:
+        return data, None
+    return data, version_tag(fs.info(path))
+
+
+def _is_s3(fs: Any) -> bool:
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return "s3" in protocols and callable(getattr(fs, "call_s3", None))
+
+
+def _s3_range(fs: Any, path: str, start: int, end: int,
+              expected: str | None) -> tuple[bytes, str | None]:
+    """One ``GetObject`` of the range with ``If-Match`` (s3fs's public ``call_s3``)."""
+    import fsspec.asyn
+
+    bucket, key, version_id = fs.split_path(path)
+    request: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{end - 1}"}
+    if version_id:
+        request["VersionId"] = version_id
+    if expected is not None and not getattr(fs, "local_expiry_check", False):
+        request["IfMatch"] = f'"{expected}"'
+    if end <= start:
+        return b"", expected
+    try:
+        response = fs.call_s3("get_object", **request)
+    except OSError as err:
+        if _precondition_failed(err):
+            raise VersionMismatch(f"'{path}' is no longer version {expected!r} (412 "
+                                  "PreconditionFailed)") from err
+        raise
+    body = response["Body"]
+    try:
+        data = fsspec.asyn.sync(fs.loop, body.read)
+    finally:
+        body.close()
+    return data, version_tag(response)
+
+
+def _precondition_failed(err: BaseException) -> bool:
+    """Whether ``err`` (s3fs's OSError, caused by botocore's ClientError) is a 412."""
+    current: BaseException | None = err
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            code = (response.get("Error") or {}).get("Code")
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "412") or status == 412:
+                return True
+        current = current.__cause__ or current.__context__
+    return False
