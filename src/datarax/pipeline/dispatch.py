@@ -325,8 +325,12 @@ class IndexedDispatch:
 def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
     """A worker preparing ``dispatch``'s batches, or None where they are dispatched on
     the consumer's thread: ``prefetch=0``, text kept on the host (host stages run in
-    Python), or no way to copy the consumer's JAX settings."""
+    Python), or no way to copy the consumer's JAX settings. The last pass's worker,
+    parked when that pass ended, makes them where it can (no thread started)."""
+    parked = dispatch.reuse.parked()  # the last pass's worker, waiting for this one
     if dispatch.host_fields:
+        if parked is not None:
+            parked.stop()
         return None
     # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
-    return run_ahead(dispatch.dispatch_some, depth * dispatch.group)
+    return run_ahead(dispatch.dispatch_some, depth * dispatch.group, parked)

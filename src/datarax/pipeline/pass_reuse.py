@@ -11,7 +11,10 @@ pass, what the next one would make again the same:
   x64 and default-device settings are the same;
 * the state's leaves already on the device, each reused only while its host value is
   equal to the one placed (a leaf that changed, such as the source's position, is put
-  on the device again).
+  on the device again);
+* the read-ahead worker of a pass that ended (:meth:`PassReuse.park`), which the next
+  pass's :func:`~datarax.pipeline.dispatch.start_ahead` hands its batches to instead of
+  starting a thread (it ends by itself after ``ahead.PARK_SECONDS`` without one).
 
 A pass therefore runs with exactly the arguments a fresh pass would build: batches are
 the same bit for bit, and nothing of a restore or ``nnx.update`` is missed (the graph
@@ -34,6 +37,8 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
+
+from datarax.pipeline.ahead import DispatchAhead
 
 #: host leaves up to this many elements are compared by value (and kept as copies);
 #: larger ones are placed again each pass unless they are the same JAX array
@@ -72,6 +77,20 @@ class PassReuse:
         #: valid while ``same``
         self.steps: dict[Any, Any] = {}
         self.bound: dict[Any, Any] = {}
+        self._parked: DispatchAhead | None = None
+
+    def park(self, worker: DispatchAhead) -> None:
+        """Keep the worker of a pass that ended for the next pass (see the module)."""
+        with self._lock:
+            old, self._parked = self._parked, worker
+        if old is not None:
+            old.stop()
+
+    def parked(self) -> DispatchAhead | None:
+        """The parked worker, taken (None if there is none)."""
+        with self._lock:
+            worker, self._parked = self._parked, None
+        return worker
 
     def constants(self, graphdef: Any, state: Any, key: Any, epoch: Any,
                   device: Any = None) -> tuple[Any, Any, Any]:
