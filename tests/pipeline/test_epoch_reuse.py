@@ -87,3 +87,18 @@ def test_a_restore_mid_epoch_then_the_next_epoch_is_exact() -> None:
     run.set_state(saved)
     assert same(host(run) + host(run), expect)
 
+
+
+def test_an_epoch_under_other_jax_settings_is_what_a_fresh_pipeline_serves_there() -> None:
+    # positions become int64 under x64: the last pass's executables do not apply
+    run = w1(prefetch=0)
+    host(run)
+    saved = run.get_state()
+    with jax.enable_x64(True):
+        wide = host(run)
+        fresh = w1(prefetch=0)
+        fresh.set_state(saved)
+        assert same(host(fresh), wide)
+    fresh = w1(prefetch=0)
+    fresh.set_state(run.get_state())
+    assert same(host(run), host(fresh))  # and back without x64

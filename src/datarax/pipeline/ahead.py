@@ -187,6 +187,8 @@ class DispatchAhead:
         the worker was stopped, or the interpreter is exiting): the thread then ends."""
         deadline = time.monotonic() + PARK_SECONDS
         with self._ready:
+            if self._done:  # the ended pass's producer is dropped (unless followed already)
+                self._produce = None  # type: ignore[assignment]
             while self._done and not self._stopped:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._orphaned():

@@ -122,7 +122,7 @@ class IndexedDispatch:
         self.state, self.key, self.epoch_arg = self.reuse.constants(
             self.graphdef, state,
             step_keys(*context.key_pair(), stage_positions(context.stages), epoch),
-            np.int32(epoch), device=device)
+            np.int32(epoch), device=device, inputs=self.inputs)
         self.step = self._step(self.batch_size)
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]

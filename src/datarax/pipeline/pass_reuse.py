@@ -7,8 +7,10 @@ switch. :class:`PassReuse` lives in the pipeline's session and keeps, from the l
 pass, what the next one would make again the same:
 
 * the compiled steps and their bound executables, while the graph definition (compared
-  by equality, ~10 us) and every state leaf's shape and dtype are unchanged, and JAX's
-  x64 and default-device settings are the same;
+  by equality, ~10 us), the structure, shapes and dtypes of the state, the keys and the
+  source's step inputs (and where those inputs lie), and JAX's x64 and default-device
+  settings are unchanged: every call then has the signature the executables were
+  bound for;
 * the state's leaves already on the device, each reused only while its host value is
   equal to the one placed (a leaf that changed, such as the source's position, is put
   on the device again);
@@ -55,6 +57,15 @@ def _host_copy(leaf: Any) -> Any:
     return None
 
 
+def _shapes(tree: Any, placed: bool = False) -> Any:
+    """``tree``'s structure with each leaf's shape and dtype (and, ``placed``, where a
+    JAX array lies): what a compiled step's signature sees of it."""
+    leaves, structure = jax.tree.flatten(tree)
+    return structure, tuple(
+        (np.shape(v), getattr(v, "dtype", type(v)),
+         v.sharding if placed and isinstance(v, jax.Array) else None) for v in leaves)
+
+
 def _unchanged(leaf: Any, kept: Any) -> bool:
     if kept is None:
         return False
@@ -93,13 +104,14 @@ class PassReuse:
         return worker
 
     def constants(self, graphdef: Any, state: Any, key: Any, epoch: Any,
-                  device: Any = None) -> tuple[Any, Any, Any]:
+                  device: Any = None, inputs: Any = None) -> tuple[Any, Any, Any]:
         """``(state, key, epoch)`` on ``device`` (None: the default device) as
         :func:`~datarax.pipeline.steps.pass_constants` makes them, reusing the leaves the
-        last pass placed that are unchanged; ``same`` says whether its steps still apply."""
+        last pass placed that are unchanged; ``same`` says whether its steps (called
+        with ``inputs``, the source's step inputs) still apply."""
         plain = nnx.to_pure_dict(state) if isinstance(state, nnx.State) else state
         leaves, tree = jax.tree.flatten(plain)
-        signature = (graphdef, tree, tuple((np.shape(v), np.result_type(v)) for v in leaves),
+        signature = (graphdef, _shapes(plain), _shapes(key), _shapes(inputs, placed=True),
                      device, bool(jax.config.jax_enable_x64),
                      str(jax.config.jax_default_device))
         with self._lock:
