@@ -21,6 +21,8 @@ Sections (every one on the default device, each beside its floor in the same run
   construction and the first ``next()``, beside a plain jit of the same work in the
   same process (placement, lower, compile, first run): two fresh processes, each side
   first in one (:mod:`benchmarks.first_batch_profile`).
+* ``epoch_switch`` (not in the default sections; runs on CPU too) — what starting an
+  epoch of ``for batch in pipeline`` costs beyond a steady ``next()``, median of many.
 """
 
 from __future__ import annotations
@@ -357,6 +359,36 @@ def w1_profile(records: int, batch: int, calls: int = 300) -> dict[str, Any]:
          "calls_per_next": n / calls} for own, cum, n, name in rows]}
 
 
+def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2) -> dict[str, Any]:
+    """What starting an epoch costs the loop (CPU-runnable): per epoch of ``for batch in
+    pipeline`` over W1, the first ``next()`` (with its ``iter()``) minus the epoch's
+    median ``next()``; the median and quartiles over ``epochs`` epochs (the first two,
+    which compile, left out)."""
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    pipeline = _w1_pipeline(images, batch, True, prefetch=prefetch)
+    switch, steady = [], []
+    for epoch in range(epochs + 2):
+        began = time.perf_counter()
+        iterator = iter(pipeline)
+        jax.block_until_ready(next(iterator))
+        first = time.perf_counter() - began
+        times = []
+        while True:
+            began = time.perf_counter()
+            try:
+                jax.block_until_ready(next(iterator))
+            except StopIteration:
+                break
+            times.append(time.perf_counter() - began)
+        if epoch >= 2:
+            steady.append(float(np.median(times)))
+            switch.append(first - steady[-1])
+    q1, median, q3 = np.percentile(switch, [25, 50, 75]) * 1000
+    return {"switch_ms": float(median), "switch_q1_ms": float(q1), "switch_q3_ms": float(q3),
+            "steady_next_ms": 1000 * float(np.median(steady)), "epochs": epochs,
+            "batches_per_epoch": -(-records // batch), "prefetch": prefetch}
+
+
 def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
     s = SIZES[size]
     report: dict[str, Any] = {"size": size, "backend": jax.default_backend(),
@@ -370,6 +402,9 @@ def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
     if "w1_profile" in sections:
         report["w1_profile"] = {str(b): w1_profile(s["records"], b, 3 * s["steps"])
                                 for b in s["batches"]}
+    if "epoch_switch" in sections:
+        report["epoch_switch"] = {f"{b}_prefetch{p}": epoch_switch(s["records"], b, prefetch=p)
+                                  for b in s["batches"] for p in (0, 2)}
     if "chip_share" in sections:
         report["chip_share"] = chip_share(s["records"], s["steps"], s["reps"], s["train_ms"])
     return report

@@ -29,6 +29,7 @@ import collections
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,20 @@ _THREAD_SETTINGS = (
 )
 # How often (seconds) a worker waiting for room checks that its consumer can still take.
 _POLL = 0.1
+#: how long (seconds) a worker whose pass ended waits for the next pass (``follow``)
+#: before it ends: a loop over epochs keeps one worker thread
+PARK_SECONDS = 1.0
+
+
+def _current_settings() -> tuple[list[tuple[Any, Any]], Any]:
+    """The calling thread's JAX settings (each public context manager with its value)
+    and its mesh."""
+    values = []
+    for name in _THREAD_SETTINGS:
+        manager = getattr(jax, name, None)
+        if callable(manager) and hasattr(jax.config, f"jax_{name}"):
+            values.append((manager, getattr(jax.config, f"jax_{name}")))
+    return values, jax.sharding.get_mesh()
 
 
 def consumer_settings() -> Callable[[], contextlib.ExitStack]:
@@ -57,12 +72,7 @@ def consumer_settings() -> Callable[[], contextlib.ExitStack]:
     ``jax.config``, and entered in the worker with JAX's public context manager of it;
     the returned stack leaves them again.
     """
-    values = []
-    for name in _THREAD_SETTINGS:
-        manager = getattr(jax, name, None)
-        if callable(manager) and hasattr(jax.config, f"jax_{name}"):
-            values.append((manager, getattr(jax.config, f"jax_{name}")))
-    mesh = jax.sharding.get_mesh()
+    values, mesh = _current_settings()
 
     def enter() -> contextlib.ExitStack:
         stack = contextlib.ExitStack()
@@ -86,11 +96,14 @@ class DispatchAhead:
     thread's JAX settings. It ends by itself, after the item it is making, once the
     interpreter exits and no thread is left to take its items (the main thread ended,
     and the creating thread is the main one, a daemon or gone); until then the
-    interpreter waits for it, so no JAX call of it is cut off by the exit.
+    interpreter waits for it, so no JAX call of it is cut off by the exit. A worker
+    whose producer finished waits up to ``PARK_SECONDS`` for :meth:`follow` to hand it
+    the next one (the next epoch's pass) before it ends.
     """
 
     def __init__(self, produce: Callable[[], Any], depth: int,
-                 settings: Callable[[], contextlib.ExitStack] | None = None) -> None:
+                 settings: Callable[[], contextlib.ExitStack] | None = None,
+                 settings_now: Any = None) -> None:
         if depth < 1:
             raise ValueError(f"DispatchAhead depth must be >= 1, got {depth}.")
         self._produce = produce
@@ -107,6 +120,8 @@ class DispatchAhead:
         self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._done = False
         self._stopped = False
+        self._retired = False  # parked, and no next producer came: the thread ended
+        self._settings_now = settings_now  # the creating thread's settings, compared by follow
         self._error: BaseException | None = None
         self._owner = threading.current_thread()
         self._thread = threading.Thread(target=self._run, name="datarax-dispatch")
@@ -154,8 +169,8 @@ class DispatchAhead:
                     else:
                         self._items.extend(item)
                     self._ready.notify_all()
-                    if self._done:
-                        return
+                if self._done and not self._park():
+                    return
                 # not held while the next item is made: a batch the consumer dropped
                 # frees its memory now (on CPU the allocator then reuses it, warm)
                 item = None
@@ -166,6 +181,41 @@ class DispatchAhead:
         finally:
             self._produce = None  # type: ignore[assignment] - drop references early
             settings.close()
+
+    def _park(self) -> bool:
+        """Wait for :meth:`follow`'s next producer; False when none came in time (or
+        the worker was stopped, or the interpreter is exiting): the thread then ends."""
+        deadline = time.monotonic() + PARK_SECONDS
+        with self._ready:
+            if self._done:  # the ended pass's producer is dropped (unless followed already)
+                self._produce = None  # type: ignore[assignment]
+            while self._done and not self._stopped:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._orphaned():
+                    self._retired = True
+                    return False
+                self._ready.wait(min(_POLL, left))
+            return not self._stopped
+
+    @property
+    def finished(self) -> bool:
+        """Whether the producer finished cleanly and every item was taken (the worker
+        now waits for :meth:`follow`, or has ended)."""
+        return self._done and not self._items and self._error is None and not self._stopped
+
+    def follow(self, produce: Callable[[], Any], depth: int, settings_now: Any) -> bool:
+        """Hand a worker whose producer finished (``get()`` returned None) the next one,
+        made on a thread with the same JAX settings (``settings_now``); False where it
+        cannot take it (ended, stopped, failed, other settings): start a new worker."""
+        with self._ready:
+            if (self._retired or self._stopped or self._error is not None or not self._done
+                    or self._items or settings_now != self._settings_now):
+                return False
+            self._produce = produce
+            self._depth = depth
+            self._done = False
+            self._ready.notify_all()
+        return True
 
     def get(self) -> Any:
         """The next item; None once the producer had no more; re-raises its error."""
@@ -203,18 +253,23 @@ class DispatchAhead:
             self._thread.join()
 
 
-def run_ahead(produce: Callable[[], list[Any] | None], depth: int) -> DispatchAhead | None:
+def run_ahead(produce: Callable[[], list[Any] | None], depth: int,
+              parked: DispatchAhead | None = None) -> DispatchAhead | None:
     """A worker running ``produce`` ``depth`` items ahead, or None (``depth`` 0) where
-    the consumer's thread should make them.
+    the consumer's thread should make them. ``parked``: a worker whose last producer
+    finished, which takes ``produce`` where it can (no new thread started); else it is
+    stopped.
 
     On the CPU backend each item's arrays are finished on the worker before the next
     is made: XLA:CPU runs a queue of several cheap computations slower than one at a time.
     """
     if depth < 1:
+        if parked is not None:
+            parked.stop()
         return None
-    settings = consumer_settings()
+    now = _current_settings()
     if jax.default_backend() != "cpu":
-        return DispatchAhead(produce, depth, settings)
+        return _follow_or_start(produce, depth, now, parked)
 
     def computed() -> list[Any] | None:
         items = produce()
@@ -225,4 +280,13 @@ def run_ahead(produce: Callable[[], list[Any] | None], depth: int) -> DispatchAh
             jax.block_until_ready([a for a in leaves if isinstance(a, jax.Array)])
         return items
 
-    return DispatchAhead(computed, depth, settings)
+    return _follow_or_start(computed, depth, now, parked)
+
+
+def _follow_or_start(produce: Callable[[], Any], depth: int, now: Any,
+                     parked: DispatchAhead | None) -> DispatchAhead:
+    if parked is not None:
+        if parked.follow(produce, depth, now):
+            return parked
+        parked.stop()
+    return DispatchAhead(produce, depth, consumer_settings(), now)

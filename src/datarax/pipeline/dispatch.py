@@ -31,7 +31,7 @@ from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch, stage_context, stage_device
 from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import grouped_step, indexed_step, pass_constants
+from datarax.pipeline.steps import grouped_step, indexed_step
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
@@ -109,7 +109,6 @@ class IndexedDispatch:
         self.host_fields = source.has_host_fields()
         self.host_stages = stages if self.host_fields else []
         self.graphdef, state = nnx.split((source, [] if self.host_fields else stages))
-        self.step = indexed_step(self.graphdef, self.batch_size)
         self.exact_short = not self.host_fields and not all_per_record(stages)
         # stages_on="host": every argument on the CPU (the columns copied once per
         # pipeline), so the step is compiled for and runs there; the inputs are this
@@ -118,9 +117,13 @@ class IndexedDispatch:
         inputs = source.epoch_step_inputs(epoch)
         self.inputs = (inputs if device is None
                        else context.session.host_inputs.on(inputs, device))
-        self.state, self.key, self.epoch_arg = pass_constants(
-            state, step_keys(*context.key_pair(), stage_positions(context.stages), epoch),
-            np.int32(epoch), device=device)
+        # the last pass's placed constants, steps and executables, where unchanged
+        self.reuse = context.session.pass_reuse
+        self.state, self.key, self.epoch_arg = self.reuse.constants(
+            self.graphdef, state,
+            step_keys(*context.key_pair(), stage_positions(context.stages), epoch),
+            np.int32(epoch), device=device, inputs=self.inputs)
+        self.step = self._step(self.batch_size)
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
         self.elastic = context.elastic_epoch(epoch)
@@ -140,13 +143,22 @@ class IndexedDispatch:
         # a bare gather (vmap's batched gather ~1.25x slower) and batch-level stages
         # (mixup: compiling side by side took 2.6x as long) one after the other.
         self.vectorized = bool(stages) and all_per_record(stages)
-        self.grouped = (grouped_step(self.graphdef, self.batch_size, self.group,
-                                     vectorized=self.vectorized, by_position=self.by_position)
-                        if self.group > 1 else None)
+        self.grouped = self._grouped_step() if self.group > 1 else None
         self.made: collections.deque[Item] = collections.deque()  # computed, not yet taken
-        self.bound: dict[Any, Any] = {}  # step -> its executable for this pass's calls
+        # step -> its executable for calls with this pass's constants (kept across passes)
+        self.bound: dict[Any, Any] = self.reuse.bound
         # where the last call said the next batch starts: (position, it on the device)
         self.after: tuple[int, Any] | None = None
+
+    def _step(self, size: int) -> Any:
+        """The indexed step of batches of ``size`` (the last pass's, where it applies)."""
+        return self.reuse.step(("indexed", size), lambda: indexed_step(self.graphdef, size))
+
+    def _grouped_step(self) -> Any:
+        return self.reuse.step(
+            ("grouped", self.batch_size, self.group, self.vectorized, self.by_position),
+            lambda: grouped_step(self.graphdef, self.batch_size, self.group,
+                                 vectorized=self.vectorized, by_position=self.by_position))
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
         """``(step, arguments)`` of each program this pass will call from where it
@@ -163,7 +175,7 @@ class IndexedDispatch:
         if self.grouped is None or short:
             found.append((self.step, args))
         if short:
-            found.append((indexed_step(self.graphdef, short), args))
+            found.append((self._step(short), args))
         return found
 
     def _check_range(self, start: int, records: int) -> None:
@@ -216,8 +228,7 @@ class IndexedDispatch:
                 except Exception:  # noqa: BLE001 - not batchable: the loop computes it (or re-raises)
                     _NOT_VECTORIZED.add(self.grouped)
             self.vectorized = False
-            self.grouped = grouped_step(self.graphdef, self.batch_size, self.group,
-                                        vectorized=False, by_position=self.by_position)
+            self.grouped = self._grouped_step()
         return self._timed(self.grouped, start, span)
 
     def _placed(self, batch: Batch, at: int) -> Batch:
@@ -265,7 +276,7 @@ class IndexedDispatch:
         # Batch-level stages must see exactly the batch's records: the short last batch
         # then runs at its own size; per-record stages run padded and are cut after.
         exact = count < self.batch_size and self.exact_short
-        step = indexed_step(self.graphdef, count) if exact else self.step
+        step = self._step(count) if exact else self.step
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
         where: Any = position_dtype(start)
         pieces = None
@@ -314,8 +325,12 @@ class IndexedDispatch:
 def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
     """A worker preparing ``dispatch``'s batches, or None where they are dispatched on
     the consumer's thread: ``prefetch=0``, text kept on the host (host stages run in
-    Python), or no way to copy the consumer's JAX settings."""
+    Python), or no way to copy the consumer's JAX settings. The last pass's worker,
+    parked when that pass ended, makes them where it can (no thread started)."""
+    parked = dispatch.reuse.parked()  # the last pass's worker, waiting for this one
     if dispatch.host_fields:
+        if parked is not None:
+            parked.stop()
         return None
     # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
-    return run_ahead(dispatch.dispatch_some, depth * dispatch.group)
+    return run_ahead(dispatch.dispatch_some, depth * dispatch.group, parked)

@@ -286,7 +286,8 @@ class FilteredIterator(PipelineIterator):
     def _prepare_indexed(self) -> None:
         assert self._filter_at is not None
         self._dispatch = FilteredDispatch(self._context, self._epoch, self._filter_at)
-        self._ahead = run_ahead(self._dispatch.dispatch_some, self._plan.prefetch)
+        self._ahead = run_ahead(self._dispatch.dispatch_some, self._plan.prefetch,
+                                self._context.session.pass_reuse.parked())  # the last pass's worker
         self._expect = (self._source.epoch, self._source.index)
         self._prepared = True
 

@@ -294,6 +294,11 @@ class PipelineIterator:
         a state taken now says so (one taken before, at the pass's end, restores to an
         empty pass: docs/reliability.md, "Epoch ends")."""
         self._finished = True
+        ahead = self._ahead
+        if self._compiled and ahead is not None and ahead.finished:
+            # kept for the next pass of this pipeline (the next epoch's worker)
+            self._ahead = None
+            self._context.session.pass_reuse.park(ahead)
         self._release()
         self._source.seek(self._source.epoch + 1, 0)
         self._mark()

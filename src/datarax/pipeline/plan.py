@@ -28,6 +28,7 @@ from datarax.core.errors import ConfigError
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading
 from datarax.pipeline.host_inputs import HostInputs
+from datarax.pipeline.pass_reuse import PassReuse
 from datarax.pipeline.elastic import ElasticEpoch
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
@@ -121,6 +122,7 @@ class PipelineSession:
         self.stepper: Any = None  # the iterator step() serves from
         self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
         self.host_inputs = HostInputs()  # the source's columns on the CPU (stages_on="host")
+        self.pass_reuse = PassReuse()  # what the last indexed pass leaves to the next
         self.stats = PipelineStats()
 
     def __eq__(self, other: object) -> bool:
