@@ -170,9 +170,16 @@ class CountingProxy:
             conn.close()
 
     def _send(self, label: str, req: http.server.BaseHTTPRequestHandler, data: bytes) -> None:
-        req.wfile.write(data)
+        # counted before the write: a client that has read the body and asks for the
+        # counts at once must find its bytes there (a write that fails takes them back)
         with self._lock:
             self._counts[label].body_bytes += len(data)
+        try:
+            req.wfile.write(data)
+        except BaseException:
+            with self._lock:
+                self._counts[label].body_bytes -= len(data)
+            raise
 
 
 def read_stats(url: str) -> dict[str, dict[str, Any]]:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 pytest.importorskip("array_record")
 
 SHARDS, PER_SHARD, RECORD = 8, 1000, 4096  # 32 MB of 4 KB records
+SMALL_SHARD = 100  # records a shard of small_dataset (3.2 MB)
 BLOCK, WINDOW = "256K", 4
 
 
@@ -34,6 +35,18 @@ def local_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
     pads = np.random.default_rng(0).integers(0, 256, (SHARDS * PER_SHARD, RECORD - 4), np.uint8)
     write_dataset([{"i": np.int32(i), "pad": pad} for i, pad in enumerate(pads)],
                   folder, shards=SHARDS)  # incompressible: ~4 MB a shard
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """SHARDS shards of SMALL_SHARD records: for reads of one request a record."""
+    from datarax.dataset import write_dataset
+
+    folder = tmp_path_factory.mktemp("small") / "ds"
+    pads = np.random.default_rng(1).integers(0, 256, (SHARDS * SMALL_SHARD, RECORD - 4), np.uint8)
+    write_dataset([{"i": np.int32(i), "pad": pad} for i, pad in enumerate(pads)],
+                  folder, shards=SHARDS)
     return str(folder)
 
 
@@ -236,11 +249,11 @@ def test_a_cache_too_small_for_a_global_shuffle_names_block_windows_and_ranged_r
 
 
 def test_ranged_reads_serve_a_global_shuffle_from_a_small_cache_each_host_its_records(
-        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
-    url = s3.upload_folder(local_dataset, "ds")
-    total = sum(os.path.getsize(p) for p in shard_paths(local_dataset))
-    n = SHARDS * PER_SHARD
-    with make(local_dataset, shuffle_window=None, shuffle_block=None) as local:
+        s3: S3, small_dataset: str, tmp_path: pathlib.Path) -> None:
+    url = s3.upload_folder(small_dataset, "small")
+    total = sum(os.path.getsize(p) for p in shard_paths(small_dataset))
+    n = SHARDS * SMALL_SHARD
+    with make(small_dataset, shuffle_window=None, shuffle_block=None) as local:
         expected = read(local, size=64)
     served, sent, requests = [], [], []
     for host in range(2):
