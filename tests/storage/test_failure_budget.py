@@ -119,7 +119,9 @@ def test_a_port_nobody_listens_on_fails_within_the_budget(aws_env, monkeypatch):
                        + BUDGET_USED.format(cause="EndpointConnectionError")) as err:
         list_objects("s3://nobody/a.bin", stats=stats)
     assert err.value.url == "s3://nobody/a.bin"
-    assert 1 <= stats.snapshot()["retries"] < 10  # the budget ended it, not the retry count
+    # the budget ended it, not the retry count (on a loaded machine the first attempt,
+    # which opens the client session, may use all 3 s: no retry then)
+    assert stats.snapshot()["retries"] < 10
 
 
 @pytest.mark.timeout(40)
