@@ -74,10 +74,10 @@ def source_config(source: Any, config: Any, settings: dict[str, Any]) -> Any:
         datarax.core.errors.ConfigError: MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', 'track_metadata', 'num_epochs', 'cast_float64'].
     """
     if not settings:
-        if config is MISSING and _has_defaults(source.config_class):
+        if config is MISSING and dataclasses.is_dataclass(source.config_class):
             try:  # every setting at its default, as operators do
                 return source.config_class()
-            except ConfigError:
+            except (TypeError, ConfigError):
                 return config  # a setting it must be given: the argument check names it
         return config
     if config is MISSING or config is None:
@@ -85,14 +85,6 @@ def source_config(source: Any, config: Any, settings: dict[str, Any]) -> Any:
     if not isinstance(config, StructuralConfig):
         return config  # not a config at all: the source's argument check names it
     return source.build_config(config, settings)
-
-
-def _has_defaults(config_class: Any) -> bool:
-    """Whether ``config_class`` (a dataclass) can be built with no arguments."""
-    if not dataclasses.is_dataclass(config_class):
-        return False
-    return all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-               for f in dataclasses.fields(config_class) if f.init)
 
 
 def _keywords(expected: type) -> str:
