@@ -560,7 +560,7 @@ PENDING: dict[str, str] = {}
 # The table's costly clauses (every boundary, nnx, Orbax, live restores, threads): for the
 # rows named here they run with -m slow only, the cheap clauses in the default run.
 HEAVY_CLAUSES = (
-    "test_resume_from_iterator_state_at_every_boundary",
+    "test_resume_from_iterator_state",
     "test_resume_from_nnx_state",
     "test_resume_from_nnx_state_through_orbax",
     "test_source_restored_under_a_live_iterator_continues_from_there",
