@@ -3,7 +3,7 @@ no network, exit status 0 and the lines it promises to print.
 
 One table, :data:`EXAMPLES`, holds every script (a test checks that none is missing):
 the lines its output must contain, the environment that keeps it small, and whether
-it is slow (``-m slow``). Tests that check what an example computed in detail live
+it is slow or run by another test that asserts more (both ``-m slow`` only). Tests that check what an example computed in detail live
 beside the feature (tests/test_seed_examples.py runs the guide's data-source examples
 in process and asserts their values).
 """
@@ -33,23 +33,29 @@ class Example:
     env: dict[str, str] = field(default_factory=dict)  # keeps the run small
     slow: bool = False
     needs: str | None = None  # an optional package it imports
+    # a test that runs this very script and asserts more (the default run skips it here)
+    covered_by: str | None = None
 
+
+SEEDS = "tests/test_seed_examples.py (in process, asserting the values)"
 
 EXAMPLES: dict[str, Example] = {
     # The guide's data-source examples print little; test_seed_examples.py asserts values.
-    "data_sources/memory_source.py": Example(("Batch shape: (10, 28, 28)",) * 3),
-    "data_sources/pipeline_with_operator.py": Example(("batch sizes: [32, 32, 32, 4]",)),
+    "data_sources/memory_source.py": Example(("Batch shape: (10, 28, 28)",) * 3, covered_by=SEEDS),
+    "data_sources/pipeline_with_operator.py": Example(("batch sizes: [32, 32, 32, 4]",), covered_by=SEEDS),
     "data_sources/metadata.py": Example(
-        ("last element: RecordMetadata(index=9, epoch=0, source='MemorySource')",)
+        ("last element: RecordMetadata(index=9, epoch=0, source='MemorySource')",), covered_by=SEEDS
     ),
     "data_sources/state_management.py": Example(
-        ("after 10 elements: {'current_index': 10, 'current_epoch': 0}",)
+        ("after 10 elements: {'current_index': 10, 'current_epoch': 0}",), covered_by=SEEDS
     ),
     "data_sources/custom_csv_source.py": Example(
-        ("element spec: {'features': ((3,), 'float32')}", "batch shapes: [(4, 3), (4, 3), (2, 3)]")
+        ("element spec: {'features': ((3,), 'float32')}", "batch shapes: [(4, 3), (4, 3), (2, 3)]"),
+        covered_by=SEEDS,
     ),
     "data_sources/array_record_source.py": Example(
-        ("batch 0: features (32, 3)", "batch 3: features (4, 3)"), needs="array_record"
+        ("batch 0: features (32, 3)", "batch 3: features (4, 3)"), needs="array_record",
+        covered_by=SEEDS,
     ),
     "data_sources/npy_source.py": Example(
         ("records: 512 batches per epoch: 8",
@@ -61,7 +67,8 @@ EXAMPLES: dict[str, Example] = {
         ("resumed run matches the uninterrupted run: True",), needs="orbax", slow=True,
     ),
     "integration/arrayrecord/01_arrayrecord_quickref.py": Example(
-        ("Quick reference completed!",), needs="array_record"
+        ("Quick reference completed!",), needs="array_record",
+        covered_by="tests/sources/test_array_record_seed.py (its whole output, as a script)",
     ),
     "sources/tfds_mnist.py": Example(
         ("Batch 0: (32, 28, 28, 1)", "Batch 2: (32, 28, 28, 1)"), needs="tensorflow_datasets"
@@ -124,7 +131,7 @@ def test_every_example_script_is_in_the_table():
 
 def _params():
     for name, example in EXAMPLES.items():
-        marks = [pytest.mark.slow] if example.slow else []
+        marks = [pytest.mark.slow] if example.slow or example.covered_by else []
         yield pytest.param(name, example, marks=marks, id=name)
 
 
