@@ -67,16 +67,29 @@ class DirectReads:
         return batch, np.asarray(indices)
 
     def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
-        """Exactly ``batch_size`` records, or fewer only where the pass ends."""
+        """Exactly ``batch_size`` records (of those :meth:`kept`), or fewer only where
+        the pass ends."""
         parts: list[tuple[Batch, np.ndarray]] = []
         have = 0
         while have < batch_size:
+            at = self.source.index
             read = self.read(batch_size - have)
             if read is None:
                 break
-            parts.append(read)
-            have += batch_length(read[0])
-        return joined(parts, self.source.index)
+            part = self.kept(*read, at)
+            if part is not None:
+                parts.append(part)
+                have += batch_length(part[0])
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return (*parts[0], self.source.index)
+        return (concat_batches([b for b, _ in parts]),
+                np.concatenate([i for _, i in parts]), self.source.index)
+
+    def kept(self, batch: Batch, indices: np.ndarray, at: int) -> tuple[Batch, np.ndarray] | None:
+        """The records of a read (at position ``at``) a batch holds: all of them."""
+        return batch, indices
 
     def commit(self, end: int | None) -> None:
         """Nothing to move: the source moved as it served."""
@@ -91,16 +104,6 @@ class DirectReads:
                 _READING.pop(self.source, None)
                 if self.closes_epoch:
                     self.source.close_epoch()
-
-
-def joined(parts: list[tuple[Batch, np.ndarray]], end: int) -> tuple[Batch, np.ndarray, int] | None:
-    """``parts`` (batches and their stable indices) as one batch ending at ``end``."""
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return (*parts[0], end)
-    return (concat_batches([b for b, _ in parts]),
-            np.concatenate([i for _, i in parts]), end)
 
 
 class CursorDriver:

@@ -46,7 +46,7 @@ from datarax.pipeline.devices import place_batch, place_on_host, stage_device
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
 from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, spec_key
 from datarax.pipeline.driver_compiled import CompiledDriver, Served
-from datarax.pipeline.driver_cursor import CursorDriver, DirectReads, joined
+from datarax.pipeline.driver_cursor import CursorDriver, DirectReads
 from datarax.pipeline.host_pass import HostPass, has_host_leaves
 from datarax.pipeline.plan import PassContext, PipelinePlan, passed
 from datarax.pipeline.steps import pass_constants, stage_step
@@ -305,23 +305,15 @@ class FilteredReads(DirectReads):
     def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
         source = self.source
         position, skips = source.index, skipped_in_epoch(source)
-        parts: list[tuple[Batch, np.ndarray]] = []
-        have = 0
-        with self.stats.timer("read"):
-            while have < batch_size:
-                at = source.index
-                read = self.read(batch_size - have)
-                if read is None:
-                    break
-                raw, indices = read
-                picked = np.flatnonzero(self._keep(raw, at))
-                if len(picked):
-                    parts.append((take_records(raw, picked), indices[picked]))
-                    have += len(picked)
+        read = super().peek(batch_size)
         # positions covered, less the records the source skipped as bad (no verdict)
         covered = source.index - position - max(skipped_in_epoch(source) - skips, 0)
-        self.verdicts = (have, covered)
-        return joined(parts, source.index)
+        self.verdicts = (0 if read is None else batch_length(read[0]), covered)
+        return read
+
+    def kept(self, batch: Batch, indices: np.ndarray, at: int) -> tuple[Batch, np.ndarray] | None:
+        picked = np.flatnonzero(self._keep(batch, at))
+        return (take_records(batch, picked), indices[picked]) if len(picked) else None
 
     def commit(self, end: int | None) -> None:
         (kept, covered), self.verdicts = self.verdicts, (0, 0)
