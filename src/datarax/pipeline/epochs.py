@@ -7,8 +7,8 @@ Grain's dataset iterators do: ``{**its own counts, "parent": parent.get_state()}
 ``set_state`` checks its own counts and hands ``"parent"`` down — so a resume is exact
 and the state stays small. ``skip`` needs no node: it moves the pass's position.
 
-States saved before the nesting (datarax releases up to issue 42: the parent's state
-under ``"pipeline"``) are read too (:func:`nested_state`).
+States saved by earlier datarax releases, before the nesting (the parent's state under
+``"pipeline"``), are read too (:func:`nested_state`).
 
 Example:
     >>> from datarax.pipeline import Pipeline

@@ -203,7 +203,7 @@ def check_state(context: PassContext, state: Any) -> None:
             "there), or save pipeline.get_state() to restore a pipeline.",
             field="version",
         )
-    parent = "parent" if "parent" in state else "pipeline"  # before issue 42: "pipeline"
+    parent = "parent" if "parent" in state else "pipeline"  # saved before the nesting: "pipeline"
     wrapper = next((name for name, key in (("take", "take_left"), ("repeat", "epochs_left"))
                     if "version" not in state and key in state and parent in state), None)
     if wrapper is not None:
