@@ -13,7 +13,6 @@ moving as it serves.
 
 from __future__ import annotations
 
-import collections
 import threading
 import weakref
 from typing import Any
@@ -113,26 +112,24 @@ class CursorDriver:
     def __init__(self, context: PassContext, epoch: int, host: HostPass | None = None,
                  cursor: ReadAheadCursor | None = None) -> None:
         source = self.source = context.source
-        self.stats = context.stats
-        self.host = HostPass(context, epoch) if host is None else host
+        host = HostPass(context, epoch) if host is None else host
         self.ahead: DispatchAhead | None = None
         if cursor is None:
             cursor = cursor_of(source, context.reading)
-            if cursor is not None:  # read ahead on the worker (prefetch >= 1)
-                self.ahead = run_ahead(self.host.produce(cursor), context.plan.prefetch)
+            if cursor is not None:  # read ahead on the worker (None: prefetch=0)
+                self.ahead = run_ahead(host.produce(cursor), context.plan.prefetch)
             else:
                 cursor = DirectReads(source, context.reading)
         self.cursor: ReadAheadCursor = cursor
-        self.produce = self.host.produce(cursor, group=False)
-        self.queue: collections.deque[Any] = collections.deque()
+        # on the loop's thread: one batch at a time, read when asked for
+        self.produce = host.produce(cursor, group=False) if self.ahead is None else None
         self.expect = (source.epoch, source.index)
 
     def _take(self) -> Any:
-        if self.ahead is not None:
-            return self.ahead.get()
-        if not self.queue:
-            self.queue.extend(self.produce() or ())
-        return self.queue.popleft() if self.queue else None
+        if self.produce is None:
+            return self.ahead.get()  # type: ignore[union-attr]
+        made = self.produce()
+        return made[0] if made else None
 
     def next_batch(self) -> tuple[Batch, int]:
         source, cursor = self.source, self.cursor
@@ -159,7 +156,6 @@ class CursorDriver:
         return batch, batch_length(batch)
 
     def release(self) -> None:
-        self.queue.clear()
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
             ahead.stop()
