@@ -54,3 +54,15 @@ def test_a_filtered_pass_moved_from_outside_continues_from_there(prefetch):
     src.seek(0, 11)  # moved from outside, between batches
     assert [np.asarray(b["x"]).tolist() for b in it] == [[12, 14, 16], [18]]
     assert (p.epoch, p.position) == (1, 0)
+
+
+def test_a_direct_read_between_batches_on_the_loops_thread_is_not_served_again(paths):
+    whole = [x for batch, _ in served(paths, 0)[:6] for x in batch]
+    source = int_source(paths, seed=2, shuffle_files=True, num_threads=2)
+    p = Pipeline(source=source, batch_size=4, prefetch=0, seed=0)
+    it = iter(p)
+    first = np.asarray(next(it)["x"]).tolist()
+    direct = np.asarray(source.get_batch(5)["x"]).tolist()  # the source's own read
+    rest = [x for b in it for x in np.asarray(b["x"]).tolist()]
+    source.close()
+    assert (first, direct, rest) == (whole[:4], whole[4:9], whole[9:])
