@@ -76,3 +76,18 @@ def test_a_nested_take_state_given_to_the_pipeline_is_refused_naming_take():
     with pytest.raises(StateError, match="Repeat.set_state needs the dict Repeat.get_state"
                        r"\(\) returned, with keys 'epochs_left' and 'parent'"):
         make().repeat(2).set_state({"epochs_left": 1})
+
+
+@pytest.mark.parametrize("mode", [{"split": 2}, {"group": 2}])
+def test_a_repeat_of_a_rebatch_nests_both_states_and_resumes_at_every_boundary(mode):
+    whole = xs(Rebatch(make(), **mode).repeat(2))
+    assert whole == xs(Rebatch(make(), **mode)) * 2
+    for cut in range(len(whole) + 1):
+        repeat = Rebatch(make(), **mode).repeat(2)
+        head = [next(repeat) for _ in range(cut)]
+        state = json.loads(json.dumps(repeat.get_state()))
+        assert set(state) == {"epochs_left", "parent"}
+        assert set(state["parent"]) == {"rebatch", "part", "parent"}
+        resumed = Rebatch(make(), **mode).repeat(2)
+        resumed.set_state(state)
+        assert xs(head) + xs(resumed) == whole, cut

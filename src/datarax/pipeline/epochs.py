@@ -176,13 +176,13 @@ class Take(Transformation):
 
 class Repeat(Transformation):
     """The batches of ``epochs`` passes in a row (``None``: without end); see
-    ``Pipeline.repeat``. Its state is the passes still to serve (``epochs_left``) and
-    the pipeline's (``parent``)."""
+    ``Pipeline.repeat`` and ``Rebatch.repeat``. Its state is the passes still to serve
+    (``epochs_left``) and the parent's (``parent``): a pipeline's or a Rebatch's."""
 
     KEYS = ("epochs_left",)
 
-    def __init__(self, pipeline: Any, epochs: int | None) -> None:
-        super().__init__(pipeline)
+    def __init__(self, parent: Any, epochs: int | None) -> None:
+        super().__init__(parent)
         self._left = check_count(epochs, "repeat", allow_none=True)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch

@@ -20,7 +20,7 @@ import jax
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.dtypes import is_host_leaf
-from datarax.pipeline.epochs import Transformation
+from datarax.pipeline.epochs import Repeat, Transformation
 from datarax.pipeline.pipeline import Pipeline
 from datarax.typing import Batch
 
@@ -100,6 +100,30 @@ class Rebatch(Transformation):
     def epoch(self) -> int:
         """The pass the pipeline's source stands in."""
         return self.pipeline.epoch
+
+    @property
+    def source(self) -> Any:
+        """The pipeline's source."""
+        return self.pipeline.source
+
+    @property
+    def position(self) -> int:
+        """Records of the pipeline's pass handed out (``Pipeline.position``)."""
+        return self.pipeline.position
+
+    def repeat(self, epochs: int | None = None) -> Repeat:
+        """Its passes ``epochs`` times in a row (``None``: without end), as
+        ``Pipeline.repeat`` does a pipeline's; the Repeat's state nests this one's.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+            >>> twice = Rebatch(Pipeline(source=src, batch_size=2), split=2).repeat(2)
+            >>> [b["x"].tolist() for b in twice]
+            [[0], [1], [2], [0], [1], [2]]
+        """
+        return Repeat(self, epochs)
 
     def batches_for(self, records: int, underlying: int) -> int:
         """Batches handed out for ``underlying`` pipeline batches holding ``records``."""
