@@ -5,7 +5,9 @@ driver, picked from the plan's read mode (:mod:`datarax.core.reading`, decided w
 pipeline was built) and whether a ``FilterOperator`` decides what a batch holds:
 
 * compiled — :class:`~datarax.pipeline.driver_compiled.CompiledDriver`: positions ->
-  batch inside the compiled step, ``prefetch`` batches dispatched ahead on a worker;
+  batch inside the compiled step (:mod:`datarax.pipeline.dispatch`; a source keeping
+  text on the host gets its text joined and its stages run on the host), ``prefetch``
+  batches dispatched ahead on a worker (placed on the ``sharding=`` mesh as they are);
   filtered: :class:`~datarax.pipeline.filtered.FilteredCompiledDriver`;
 * cursor — :class:`~datarax.pipeline.driver_cursor.CursorDriver`: batches peeked from a
   cursor on the host and committed as handed out, on a worker ``prefetch`` batches

@@ -3,25 +3,12 @@
 The iterator never keeps a copy of the position: the source owns it. The iterator
 asks the source to ``seek`` at the start of a pass, reports records handed out
 (``advance``, indexed sources) or lets a host source advance itself as it serves, and
-reads the position back for ``get_state()``. Its batches come from one driver
-(:mod:`datarax.pipeline.driver`), chosen from the plan's read mode
-(:mod:`datarax.core.reading`, decided when the pipeline was built):
-
-* compiled (indexed sources) — :class:`~datarax.pipeline.driver_compiled.CompiledDriver`:
-  the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
-  ``prefetch`` batches ahead on a dispatch thread (:mod:`datarax.pipeline.dispatch`);
-  a source keeping text on the host (``has_host_fields``) gets a step that gathers its
-  device fields only, then ``with_host_fields`` adds the text of the same records and
-  the stages run on the host (dispatched on the consumer's thread);
-* cursor (host and stream sources) — :class:`~datarax.pipeline.driver_cursor.CursorDriver`:
-  batches peeked from a cursor on the host (a read-ahead worker's, or on the loop's
-  thread with ``prefetch=0``) and committed as handed out, checked against
-  ``element_spec()``, stages compiled (:func:`~datarax.pipeline.steps.stage_step`).
-
-A ``FilterOperator`` picks the filtered driver of the same mode
-(:mod:`datarax.pipeline.filtered`). With ``sharding=`` every batch is placed on the mesh
-as it is prepared (compiled: when dispatched, so prefetched batches wait placed; cursor:
-in place of the device copy), see :mod:`datarax.pipeline.devices`.
+reads the position back for ``get_state()``. Its batches come from one driver, chosen
+from the plan's read mode (:mod:`datarax.core.reading`, decided when the pipeline was
+built) and its ``FilterOperator`` (:func:`open_driver`; the drivers:
+:mod:`datarax.pipeline.driver`); the epoch-end rule, a failed batch's rewind, padding,
+``len()`` and the state live here, once for both. With ``sharding=`` every batch is
+placed on the mesh as it is prepared, see :mod:`datarax.pipeline.devices`.
 """
 
 from __future__ import annotations
