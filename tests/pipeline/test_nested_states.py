@@ -36,15 +36,20 @@ def xs(batches):
 
 
 def test_each_state_nests_the_pipelines_under_parent():
-    take, repeat = make().take(3), make().repeat(2)
+    pipelines = [make(), make(), make()]
+    take, repeat = pipelines[0].take(3), pipelines[1].repeat(2)
     next(take)
     for _ in range(5):
         next(repeat)
-    rebatch = Rebatch(make(), split=2)
+    rebatch = Rebatch(pipelines[2], split=2)
     next(iter(rebatch))
-    for node, old in ((take, OLD_TAKE), (repeat, OLD_REPEAT), (rebatch, OLD_REBATCH)):
+    for node, old, p in zip((take, repeat, rebatch), (OLD_TAKE, OLD_REPEAT, OLD_REBATCH),
+                            pipelines):
         state = json.loads(json.dumps(node.get_state()))
-        assert state["parent"] == old["pipeline"]
+        if node is not rebatch:  # a Rebatch's: before the batch being split
+            assert state["parent"] == json.loads(json.dumps(p.get_state()))
+        assert (state["parent"]["epoch"], state["parent"]["position"]) == (
+            old["pipeline"]["epoch"], old["pipeline"]["position"])
         assert {k: v for k, v in state.items() if k != "parent"} == {
             k: v for k, v in old.items() if k != "pipeline"}
 
