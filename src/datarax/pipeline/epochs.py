@@ -113,9 +113,9 @@ class Take(Transformation):
     """At most ``batches`` batches of the pipeline's next pass (see ``Pipeline.take``).
 
     Its state is the count asked for (``take``), the batches left (``take_left``) and
-    the pipeline's (``parent``). A take that served its batches leaves the rest of its pass unserved,
-    as a ``break`` does: restored from a state taken then (``take_left`` 0), the next
-    ``for batch in pipeline`` starts the next epoch, as it does without the restore.
+    the pipeline's (``parent``). A take that served its batches leaves the rest of its
+    pass unserved, as a ``break`` does: restored from a state taken then (``take_left``
+    0), the next ``for batch in pipeline`` starts the next epoch, as without the restore.
     """
 
     KEYS = ("take_left",)
