@@ -263,7 +263,7 @@ def _dispatch_call(pipeline: Any) -> tuple[Any, tuple[Any, ...], int]:
     ``(executable, (state, inputs, epoch, key), batch)``."""
     iterator = iter(pipeline)
     jax.block_until_ready(next(iterator))
-    d = iterator._dispatch  # our own iterator's pass: the program it calls per batch
+    d = iterator._driver.dispatch  # our own iterator's pass: the program it calls per batch
     start = np.int32(d.batch_size)
     return d.step.executable(d.state, d.inputs, start, d.epoch_arg, d.key), (
         d.state, d.inputs, d.epoch_arg, d.key), d.batch_size

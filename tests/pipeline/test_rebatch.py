@@ -107,7 +107,7 @@ def test_a_state_after_the_last_batch_restores_to_an_empty_pass(mode):
     for _ in rebatch:
         inside = json.loads(json.dumps(rebatch.get_state()))
     after = json.loads(json.dumps(rebatch.get_state()))
-    assert (inside["pipeline"]["epoch"], after["pipeline"]["epoch"]) == (0, 1)
+    assert (inside["parent"]["epoch"], after["parent"]["epoch"]) == (0, 1)
     fresh = Rebatch(pipeline(stochastic=False), **mode)
     fresh.set_state(inside)
     assert list(fresh) == [] and ids(fresh) == second
@@ -134,11 +134,11 @@ def test_split_state_is_the_batch_before_plus_the_part():
     it = iter(halves)
     next(it)
     state = halves.get_state()
-    assert state["part"] == 1 and state["pipeline"]["position"] == 0
+    assert state["part"] == 1 and state["parent"]["position"] == 0
     assert state["rebatch"] == {"mode": "split", "k": 2}
     next(it)
     state = halves.get_state()
-    assert state["part"] == 0 and state["pipeline"]["position"] == 4
+    assert state["part"] == 0 and state["parent"]["position"] == 4
 
 
 @pytest.mark.parametrize("mode", [{"group": 2}, {"group": 3}, {"split": 2}, {"split": 4}])
@@ -184,8 +184,8 @@ def test_refusals():
     with pytest.raises(StateError,
                        match=r"saved by Rebatch\(group=2\); this is Rebatch\(split=2\)"):
         Rebatch(pipeline(), split=2).set_state(state)
-    with pytest.raises(StateError, match="keys 'rebatch', 'part' and 'pipeline'"):
-        Rebatch(pipeline(), group=2).set_state(state["pipeline"])
+    with pytest.raises(StateError, match="keys 'rebatch', 'part' and 'parent'"):
+        Rebatch(pipeline(), group=2).set_state(state["parent"])
     with pytest.raises(StateError, match=r"part=5 is out of range for Rebatch\(split=2\)"):
         Rebatch(pipeline(), split=2).set_state({**state, "rebatch": {"mode": "split", "k": 2},
                                                 "part": 5})
@@ -200,7 +200,7 @@ def test_a_state_taken_after_a_break_mid_batch_keeps_the_parts_left():
         if len(seen) == 3:
             break
     state = json.loads(json.dumps(first.get_state()))
-    assert (state["part"], state["pipeline"]["position"]) == (3, 0)
+    assert (state["part"], state["parent"]["position"]) == (3, 0)
     again = Rebatch(pipeline(), split=4)
     again.set_state(state)
     assert seen + flat(list(again), "noise") == reference

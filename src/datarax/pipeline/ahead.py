@@ -1,8 +1,8 @@
 """``DispatchAhead``: one worker thread preparing a pass's batches ahead of its consumer.
 
-Both kinds of pass use it: an indexed pass computes its batches from positions
-(:mod:`datarax.pipeline.dispatch`), a host pass reads, checks, stages and places them
-(:mod:`datarax.pipeline.host_pass`). The worker keeps ``depth`` batches ready, so
+Both drivers use it (:mod:`datarax.pipeline.driver`): the compiled driver's pass computes
+its batches from positions (:mod:`datarax.pipeline.dispatch`), the cursor driver's reads,
+checks, stages and places them (:mod:`datarax.pipeline.host_pass`). The worker keeps ``depth`` batches ready, so
 that the next batches are made while the consumer's thread trains (on the CPU backend
 JAX runs a dispatch from an idle state partly on the calling thread, so a loop that
 waits for its train step would otherwise pay for the data step too).

@@ -1,9 +1,23 @@
-"""Iterators over part of a pass or over several passes: ``take``, ``skip``, ``repeat``.
+"""Transformations of a pipeline's passes: ``take``, ``repeat`` (and ``Rebatch``).
 
-Each wraps the pipeline's own passes (``iter(pipeline)``), so a shuffled source still
-changes its order every epoch and per-record keys still fold in the epoch. Their state
-is the pipeline's state plus one count (batches or passes left), so a resume is exact
-and the state stays small.
+Each is a node over a parent (the pipeline) that serves the parent's own passes
+(``iter(pipeline)``), so a shuffled source still changes its order every epoch and
+per-record keys still fold in the epoch. A node's state nests its parent's, as
+Grain's dataset iterators do: ``{**its own counts, "parent": parent.get_state()}``, and
+``set_state`` checks its own counts and hands ``"parent"`` down — so a resume is exact
+and the state stays small. ``skip`` needs no node: it moves the pass's position.
+
+States saved by earlier datarax releases, before the nesting (the parent's state under
+``"pipeline"``), are read too (:func:`nested_state`).
+
+Example:
+    >>> from datarax.pipeline import Pipeline
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+    >>> take = Pipeline(source=src, batch_size=2).take(2)
+    >>> _ = next(take); state = take.get_state()
+    >>> state["take_left"], state["parent"]["position"]
+    (1, 2)
 """
 
 from __future__ import annotations
@@ -43,17 +57,72 @@ def saved_count(state: dict[str, Any], name: str, where: str, allow_none: bool =
     )
 
 
-class Take:
+def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """``state`` of the transformation ``where`` (its own ``keys`` and ``"parent"``),
+    refused unless it has them; a state saved before the nesting (the parent's state
+    under ``"pipeline"``) is read as the same state nested.
+
+    >>> nested_state({"pipeline": {"epoch": 0}, "epochs_left": 1}, "Repeat", ("epochs_left",))
+    {'epochs_left': 1, 'parent': {'epoch': 0}}
+    """
+    if isinstance(state, dict) and "parent" not in state and "pipeline" in state:
+        state = {**{k: v for k, v in state.items() if k != "pipeline"},
+                 "parent": state["pipeline"]}
+    if not isinstance(state, dict) or not {*keys, "parent"} <= set(state):
+        names = ", ".join(repr(k) for k in keys) + " and 'parent'"
+        raise StateError(
+            f"{where}.set_state needs the dict {where}.get_state() returned, with keys "
+            f"{names}; got {state!r:.200}.", field=keys[0],
+        )
+    return state
+
+
+class Transformation:
+    """A node over ``parent`` whose state nests the parent's (see the module):
+    subclasses give their own counts (:meth:`own_state`) and take them back
+    (:meth:`restore_own`, after the parent is restored)."""
+
+    #: the keys of its own counts in a state (the first named in a refusal)
+    KEYS: tuple[str, ...] = ()
+
+    def __init__(self, parent: Any) -> None:
+        self.parent = parent
+
+    def own_state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def check_own(self, state: dict[str, Any]) -> None:
+        """Refuse counts of ``state`` this node cannot continue (before any is restored)."""
+
+    def restore_own(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def get_state(self) -> dict[str, Any]:
+        """Its own counts and its parent's state under ``"parent"``."""
+        return {**self.own_state(), "parent": self.parent.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``get_state()`` of an identically built node)."""
+        state = nested_state(state, type(self).__name__, self.KEYS)
+        self.check_own(state)
+        self.parent.set_state(state["parent"])
+        self.restore_own(state)
+
+
+class Take(Transformation):
     """At most ``batches`` batches of the pipeline's next pass (see ``Pipeline.take``).
 
-    Its state is the pipeline's, the count asked for (``take``) and the batches left
-    (``take_left``). A take that served its batches leaves the rest of its pass unserved,
-    as a ``break`` does: restored from a state taken then (``take_left`` 0), the next
-    ``for batch in pipeline`` starts the next epoch, as it does without the restore.
+    Its state is the count asked for (``take``), the batches left (``take_left``) and
+    the pipeline's (``parent``). A take that served its batches leaves the rest of its
+    pass unserved, as a ``break`` does: restored from a state taken then (``take_left``
+    0), the next ``for batch in pipeline`` starts the next epoch, as without the restore.
     """
 
+    KEYS = ("take_left",)
+
     def __init__(self, pipeline: Any, batches: int, session: Any) -> None:
-        self._pipeline, self._left = pipeline, check_count(batches, "take")
+        super().__init__(pipeline)
+        self._left = check_count(batches, "take")
         self._count, self._session = self._left, session
         self._iterator: Any = None
 
@@ -64,7 +133,7 @@ class Take:
         if self._left <= 0:
             raise StopIteration
         if self._iterator is None:
-            self._iterator = iter(self._pipeline)
+            self._iterator = iter(self.parent)
         try:
             batch = next(self._iterator)
         except StopIteration:
@@ -73,16 +142,12 @@ class Take:
         self._left -= 1
         return batch
 
-    def get_state(self) -> dict[str, Any]:
-        """The pipeline's state, the batches asked for and the batches still to take."""
-        return {"pipeline": self._pipeline.get_state(), "take": self._count,
-                "take_left": self._left}
+    def own_state(self) -> dict[str, Any]:
+        """The batches asked for and the batches still to take."""
+        return {"take": self._count, "take_left": self._left}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (from ``get_state()`` of an identical pipeline and an
-        identical ``take``: a state of another count is refused)."""
-        if not isinstance(state, dict) or "take_left" not in state:
-            raise StateError("Take.set_state expects a state from Take.get_state().")
+    def check_own(self, state: dict[str, Any]) -> None:
+        """Refuse a state of another count (or one tampered with)."""
         left = saved_count(state, "take_left", "Take")
         # a state saved before the count was recorded (take_left only) restores as it
         # did then: its take_left wins, this take's count stands in for the saved one
@@ -102,18 +167,23 @@ class Take:
                 "returned.",
                 field="take_left",
             )
-        self._pipeline.set_state(state["pipeline"])
-        self._left, self._iterator = left, None
-        if count and not left:  # it served its batches: the rest of its pass stays unserved
-            self._session.stop_here(self._pipeline.source)
+
+    def restore_own(self, state: dict[str, Any]) -> None:
+        self._left, self._iterator = int(state["take_left"]), None
+        if self._count and not self._left:  # it served its batches: the rest of its pass
+            self._session.stop_here(self.parent.source)  # stays unserved
 
 
-class Repeat:
+class Repeat(Transformation):
     """The batches of ``epochs`` passes in a row (``None``: without end); see
-    ``Pipeline.repeat``."""
+    ``Pipeline.repeat`` and ``Rebatch.repeat``. Its state is the passes still to serve
+    (``epochs_left``) and the parent's (``parent``): a pipeline's or a Rebatch's."""
 
-    def __init__(self, pipeline: Any, epochs: int | None) -> None:
-        self._pipeline, self._left = pipeline, check_count(epochs, "repeat", allow_none=True)
+    KEYS = ("epochs_left",)
+
+    def __init__(self, parent: Any, epochs: int | None) -> None:
+        super().__init__(parent)
+        self._left = check_count(epochs, "repeat", allow_none=True)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
         self._whole = False  # the current pass began at its epoch's start
@@ -125,9 +195,9 @@ class Repeat:
         empty = 0
         while self._left is None or self._left > 0:
             if self._iterator is None:
-                self._iterator, self._served = iter(self._pipeline), False
+                self._iterator, self._served = iter(self.parent), False
                 # a pass begun at its epoch's start (not the rest of a restored one)
-                self._whole = self._pipeline.position == 0
+                self._whole = self.parent.position == 0
             try:
                 batch = next(self._iterator)
             except StopIteration:
@@ -137,7 +207,7 @@ class Repeat:
                     self._left -= 1
                 if empty >= 2:
                     raise StopIteration(
-                        f"{type(self._pipeline.source).__name__} served two empty passes in "
+                        f"{type(self.parent.source).__name__} served two empty passes in "
                         "a row (every record filtered out?): repeat() stops rather than "
                         "loop without end."
                     ) from None
@@ -146,14 +216,13 @@ class Repeat:
             return batch
         raise StopIteration
 
-    def get_state(self) -> dict[str, Any]:
-        """The pipeline's state and the passes still to serve (the current one included)."""
-        return {"pipeline": self._pipeline.get_state(), "epochs_left": self._left}
+    def own_state(self) -> dict[str, Any]:
+        """The passes still to serve (the current one included)."""
+        return {"epochs_left": self._left}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
-        if not isinstance(state, dict) or "epochs_left" not in state:
-            raise StateError("Repeat.set_state expects a state from Repeat.get_state().")
-        left = saved_count(state, "epochs_left", "Repeat", allow_none=True)
-        self._pipeline.set_state(state["pipeline"])
-        self._left, self._iterator = left, None
+    def check_own(self, state: dict[str, Any]) -> None:
+        saved_count(state, "epochs_left", "Repeat", allow_none=True)
+
+    def restore_own(self, state: dict[str, Any]) -> None:
+        self._left = saved_count(state, "epochs_left", "Repeat", allow_none=True)
+        self._iterator = None

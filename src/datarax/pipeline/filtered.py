@@ -13,11 +13,14 @@ the position and are computed again after a restore, so the state stays
   ``group`` full batches, returning where each batch ends in the epoch. The stages
   after the filter run over the packed batches (in the same program when every one of
   them works record by record; otherwise over exactly each batch's records).
+  :class:`FilteredCompiledDriver` hands them out.
 * host sources and streams — the filter must be the first stage: records are read
   ``batch_size - kept so far`` at a time (never more than can be handed out, so the
   source's position after a batch is exactly past its last kept record), the
   predicate runs on the numpy records (in Python with ``on_host=True`` or for text,
-  compiled otherwise), and the kept ones are joined into a batch for the later stages.
+  compiled otherwise), and the kept ones are joined into a batch for the later stages:
+  :class:`FilteredReads` is the cursor a
+  :class:`~datarax.pipeline.driver_cursor.CursorDriver` reads on the loop's thread.
 """
 
 from __future__ import annotations
@@ -31,22 +34,21 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches, head_rows, take_records
+from datarax.core.batch import batch_length, head_rows, take_records
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.keys import step_keys
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
 from datarax.core.spec import TextSpec, checked_spec, has_text, validate_batch
 from datarax.core.stages import filtered, stage_positions
-from datarax.pipeline.ahead import run_ahead
-from datarax.pipeline.devices import (
-    place_batch, place_on_host, stage_device,
-)
+from datarax.pipeline.ahead import DispatchAhead, run_ahead
+from datarax.pipeline.devices import place_batch, place_on_host, stage_device
 from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
 from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, spec_key
-from datarax.pipeline.host_pass import HostPass, check_finite, has_host_leaves
-from datarax.pipeline.iterator import PipelineIterator
-from datarax.pipeline.plan import PassContext, PipelinePlan, filter_position, passed
+from datarax.pipeline.driver_compiled import CompiledDriver, Served
+from datarax.pipeline.driver_cursor import CursorDriver, DirectReads
+from datarax.pipeline.host_pass import HostPass, has_host_leaves
+from datarax.pipeline.plan import PassContext, PipelinePlan, passed
 from datarax.pipeline.steps import pass_constants, stage_step
 from datarax.sources.skip_ledger import skipped_in_epoch
 from datarax.typing import Batch
@@ -237,7 +239,7 @@ class FilteredDispatch:
         return items or None
 
 
-# ------------------------------------------------------------------- iterator
+# -------------------------------------------------------------------- drivers
 
 
 def refuse_elastic(context: PassContext, epoch: int) -> None:
@@ -260,153 +262,92 @@ def refuse_elastic(context: PassContext, epoch: int) -> None:
     )
 
 
-class FilteredIterator(PipelineIterator):
-    """One pass of a filtered Pipeline: full batches of kept records (see the module)."""
+class FilteredCompiledDriver(CompiledDriver):
+    """The compiled driver of a filtered pass: full batches of kept records from
+    :class:`FilteredDispatch`, the position advanced past each one's last kept record."""
 
-    def __init__(self, context: PassContext, epoch: int, resume_at: int | None = None) -> None:
-        self._filter_at = filter_position(list(context.stages))
-        assert self._filter_at is not None
-        self._filter: RecordFilter = list(context.stages)[self._filter_at]
-        refuse_elastic(context, epoch)
-        super().__init__(context, epoch, resume_at)
+    def __init__(self, context: PassContext, epoch: int, at: int) -> None:
+        self.at = at
+        super().__init__(context, epoch)
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (from ``get_state()`` of an identical pipeline, on
-        the same number of processes)."""
-        super().set_state(state)
-        refuse_elastic(self._context, self._source.epoch)
+    def _open(self) -> FilteredDispatch:
+        return FilteredDispatch(self.context, self.epoch, self.at)
 
-    def __len__(self) -> int:
-        raise TypeError(
-            "len() of a filtered pass is unknown: how many records the FilterOperator "
-            "keeps is known only once they are read."
-        )
+    def _start(self) -> DispatchAhead | None:
+        return run_ahead(self.dispatch.dispatch_some, self.plan.prefetch,
+                         self.context.session.pass_reuse.parked())  # the last pass's worker
 
-    # ------------------------------------------------------------ indexed path
-    def _prepare_indexed(self) -> None:
-        assert self._filter_at is not None
-        self._dispatch = FilteredDispatch(self._context, self._epoch, self._filter_at)
-        self._ahead = run_ahead(self._dispatch.dispatch_some, self._plan.prefetch,
-                                self._context.session.pass_reuse.parked())  # the last pass's worker
-        self._expect = (self._source.epoch, self._source.index)
-        self._prepared = True
-
-    def _next_indexed(self) -> Batch:
-        if self._prepared and self._source.datarax_position.where() != self._expect:
-            self._follow_source()  # moved from outside: continue from there
-        if not self._prepared:
-            self._prepare_indexed()
-        if self._ahead is not None:
-            item = self._ahead.get()
-        else:
-            if not self._queue:
-                self._queue.extend(self._dispatch.dispatch_some() or ())
-            item = self._queue.popleft() if self._queue else None
-        if item is None:
-            # the records past the last batch handed out were all dropped
-            self._stats.count_filtered(0, max(self._dispatch.total - self._source.index, 0))
-            raise StopIteration
+    def _served(self, item: FilteredItem) -> Served:
         covered, batch, count, rows = item
-        if count < self._batch_size and self._plan.drop_remainder:
-            self._stats.count_filtered(count, covered - count)  # the predicate's verdicts
-            raise StopIteration
-        if self._plan.check_finite:
-            check_finite(self._source, self._epoch, batch, lambda: rows, self._source.index,
-                         filtered=True)
-            batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
-        self._hand_out(covered, count)
-        if self._ahead is not None:
-            self._ahead.resume()
-        return batch
+        return covered, batch, count, lambda: rows, True
 
-    def _hand_out(self, covered: int, count: int) -> None:
-        if self._compiled:
-            self._source.datarax_position.advance(covered)
-        self._expect = (self._source.epoch, self._source.index)
-        self._count = count
-        self._stats.count_filtered(count, covered - count)
-        self._mark()
+    def _counted(self, covered: int, count: int) -> None:
+        self.stats.count_filtered(count, covered - count)  # the predicate's verdicts
 
-    # --------------------------------------------------------------- host path
-    def _next_host(self) -> Batch:
-        source = self._source
-        if self._prepared and (source.epoch, source.index) != self._expect:
-            self._follow_source()
-        if not self._prepared:
-            self._read_here()
-            stages = list(self._context.stages)
-            post = [filtered] + stages[1:] if len(stages) > 1 else []
-            context = PassContext(self._plan, source, post, self._context.key,
-                                  self._context.key_count, self._context.session)
-            self._host = HostPass(context, self._epoch)
-            self._host.filtered = True
-            self._expect = (source.epoch, source.index)
-            self._prepared = True
+    def _finished(self) -> None:
+        # the records past the last batch handed out were all dropped
+        self.stats.count_filtered(0, max(self.dispatch.total - self.source.index, 0))
+
+
+class FilteredReads(DirectReads):
+    """The cursor of a filtered pass over a host source or stream: records read
+    ``batch_size - kept so far`` at a time (never more than can be handed out, so the
+    source's position after a batch is exactly past its last kept record), the
+    predicate run on the numpy records, the kept ones joined. A commit counts the
+    predicate's verdicts on the records the batch covered."""
+
+    def __init__(self, context: PassContext, epoch: int) -> None:
+        super().__init__(context.source, context.reading)
+        self.plan, self.stats, self.epoch = context.plan, context.stats, epoch
+        self.filter: RecordFilter = list(context.stages)[0]
+        self.verdicts = (0, 0)  # (kept, covered) of the batch peeked last
+
+    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
+        source = self.source
         position, skips = source.index, skipped_in_epoch(source)
-        # A read or prepare that fails (or Ctrl-C) moved the source on without handing
-        # the batch out: PipelineIterator._failed puts it back where the batch began, so
-        # a retry reads these records again (and meets the same error).
-        parts, have = self._read_kept(position)
-        if parts and not (have < self._batch_size and self._plan.drop_remainder):
-            if len(parts) == 1:
-                batch, indices = parts[0]
-            else:
-                batch = concat_batches([b for b, _ in parts])
-                indices = np.concatenate([i for _, i in parts])
-            batch = self._host.prepare(batch, indices, position)
-        self._expect = (source.epoch, source.index)
+        read = super().peek(batch_size)
         # positions covered, less the records the source skipped as bad (no verdict)
         covered = source.index - position - max(skipped_in_epoch(source) - skips, 0)
-        if not parts or (have < self._batch_size and self._plan.drop_remainder):
-            # the predicate's verdicts on the records read for no batch handed out
-            self._stats.count_filtered(have, covered - have)
-            raise StopIteration
-        self._hand_out(covered, have)
-        return batch
+        self.verdicts = (0 if read is None else batch_length(read[0]), covered)
+        return read
 
-    def _read_kept(self, position: int) -> tuple[list[tuple[Batch, np.ndarray]], int]:
-        """Records read from ``position`` until a batch's worth is kept (or the pass
-        ends): the kept records of each read with their stable indices, and their count."""
-        source = self._source
-        parts: list[tuple[Batch, np.ndarray]] = []
-        have = 0
-        with self._stats.timer("read"):
-            while have < self._batch_size and not self._host.done:
-                at = source.index
-                raw, indices = source.get_batch_with_indices(self._batch_size - have)
-                if raw is None:
-                    self._host.done = True
-                    break
-                raw = dict(raw)
-                count = batch_length(raw)
-                indices = np.arange(at, at + count) if indices is None else np.asarray(indices)
-                mask = self._keep_host(raw, at)
-                picked = np.flatnonzero(mask)
-                if len(picked):
-                    parts.append((take_records(raw, picked), indices[picked]))
-                    have += len(picked)
-        return parts, have
+    def kept(self, batch: Batch, indices: np.ndarray, at: int) -> tuple[Batch, np.ndarray] | None:
+        picked = np.flatnonzero(self._keep(batch, at))
+        return (take_records(batch, picked), indices[picked]) if len(picked) else None
 
-    def _keep_host(self, raw: Batch, at: int) -> np.ndarray:
+    def commit(self, end: int | None) -> None:
+        (kept, covered), self.verdicts = self.verdicts, (0, 0)
+        self.stats.count_filtered(kept, covered - kept)
+
+    def _keep(self, raw: Batch, at: int) -> np.ndarray:
         """One boolean per record read (validated first: the predicate sees checked data)."""
-        source = self._source
-        where = f"{type(source).__name__} records at {at} of epoch {self._epoch}"
+        source, size = self.source, self.plan.batch_size
+        where = f"{type(source).__name__} records at {at} of epoch {self.epoch}"
         spec = checked_spec(source)
-        with self._stats.timer("validate"):
-            validate_batch(raw, spec, batch_size=self._batch_size, where=where)
-        text = has_host_leaves(raw, spec)
-        if self._filter.on_host or text:
-            return self._filter.keep_records(
+        with self.stats.timer("validate"):
+            validate_batch(raw, spec, batch_size=size, where=where)
+        if self.filter.on_host or has_host_leaves(raw, spec):
+            return self.filter.keep_records(
                 raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
-                f"read from position {at} of epoch {self._epoch}")
+                f"read from position {at} of epoch {self.epoch}")
         count = batch_length(raw)
         padded = jax.tree.map(
-            lambda v: np.concatenate([v, np.repeat(v[-1:], self._batch_size - count, 0)])
-            if count < self._batch_size else v, raw,
+            lambda v: np.concatenate([v, np.repeat(v[-1:], size - count, 0)])
+            if count < size else v, raw,
         )
-        keep = host_keep(self._filter)
-        padded = place_on_host(padded, stage_device(self._plan))
-        return np.asarray(keep(padded))[:count].astype(bool)
+        padded = place_on_host(padded, stage_device(self.plan))
+        return np.asarray(host_keep(self.filter)(padded))[:count].astype(bool)
+
+
+def filtered_cursor_driver(context: PassContext, epoch: int) -> CursorDriver:
+    """The cursor driver of a filtered pass (the filter stands first): the batches of
+    :class:`FilteredReads`, read on the loop's thread, through the stages after it."""
+    stages = list(context.stages)
+    post = [filtered] + stages[1:] if len(stages) > 1 else []
+    host = HostPass(PassContext(context.plan, context.source, post, context.key,
+                                context.key_count, context.session), epoch)
+    host.filtered = True
+    return CursorDriver(context, epoch, host, FilteredReads(context, epoch))
 
 
 _KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

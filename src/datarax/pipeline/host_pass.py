@@ -4,18 +4,11 @@ A host source (ArrayRecord files, a TFDS ``data_source``, a stream) hands out nu
 batches; :class:`HostPass` turns each into what the pipeline yields: checked against
 ``element_spec()``, run through the compiled stages
 (:func:`~datarax.pipeline.steps.stage_step`), checked for NaN/inf when asked, and put on
-the device or the mesh. Two ways to drive it:
-
-* on the consumer's thread — :meth:`HostPass.read_full` joins the source's batches into
-  full ones (a source may return short batches mid-pass) and :meth:`HostPass.prepare`
-  finishes each; the source moves as it serves;
-* read ahead — a source with a ``batch_cursor()`` (every
-  :class:`~datarax.sources.random_access.RandomAccessSource`) is peeked ``prefetch``
-  batches ahead on the worker of :mod:`datarax.pipeline.ahead`
-  (:meth:`HostPass.produce_ahead`); the consumer commits each batch as it hands it out,
-  so the source's position is always what was handed out.
-
-Both ways give the same batches, errors at the same batch, and the same position.
+the device or the mesh. :meth:`HostPass.produce` reads them through a cursor
+(:mod:`datarax.core.cursor`: peeked, then committed by the consumer as it hands each
+out, so the source's position is always what was handed out), on the worker of
+:mod:`datarax.pipeline.ahead` or on the loop's thread: the cursor driver
+(:mod:`datarax.pipeline.driver_cursor`) runs it either way.
 """
 
 from __future__ import annotations
@@ -28,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches, head_rows
+from datarax.core.batch import batch_length, head_rows
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.dtypes import is_host_leaf, text_as_list
 from datarax.core.errors import SpecMismatchError
@@ -123,42 +116,8 @@ class HostPass:
         self.stats = context.stats
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
-        self.done = False  # the source served its last batch of the pass
         self.filtered = False  # the batches hold a FilterOperator's kept records
         self._stage_graph: tuple[Any, Any, Any] | None = None
-
-    # ------------------------------------------------------ the consumer's thread
-    def read_full(self) -> tuple[Batch | None, Any]:
-        """Exactly ``batch_size`` records, or fewer only where the pass ends.
-
-        A source may return short batches mid-pass (e.g. at a file boundary); they are
-        joined so that no record is lost and every batch but the last is full.
-        """
-        parts: list[tuple[Batch, np.ndarray]] = []
-        have = 0
-        source = self.source
-        while have < self.batch_size and not self.done:
-            start = source.index
-            batch, indices = source.get_batch_with_indices(self.batch_size - have)
-            if batch is None:
-                self.done = True  # ask nothing more of this pass
-                break
-            batch = dict(batch)
-            count = batch_length(batch)
-            if indices is None:
-                indices = np.arange(start, start + count)
-            parts.append((batch, np.asarray(indices)))
-            have += count
-        if not parts:
-            return None, None
-        if len(parts) == 1:
-            return parts[0]
-        return concat_batches([b for b, _ in parts]), np.concatenate([i for _, i in parts])
-
-    def prepare(self, batch: Batch, indices: Any, position: int) -> Batch:
-        """``batch`` (read at epoch ``position``) checked, staged and placed."""
-        batch, copy = self._checked(batch, indices, position)
-        return self._to_device([batch])[0] if copy else batch
 
     def _checked(self, batch: Batch, indices: Any, position: int) -> tuple[Batch, bool]:
         """``batch`` checked, staged, checked for NaN/inf and placed on the mesh; True
@@ -225,15 +184,16 @@ class HostPass:
             return jax.tree.map(lambda v: head_rows(v, count), out)
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
 
-    # ------------------------------------------------------------- read ahead
-    def produce_ahead(self, cursor: ReadAheadCursor) -> Callable[[], list[AheadItem] | None]:
-        """The read-ahead worker's ``produce``: the next batch peeked from ``cursor``
-        (a source's ``batch_cursor()``, see :mod:`datarax.core.cursor`) and prepared —
-        and, where the cursor says they are ready (``cursor.ready``), the batches after
-        it, up to ``AHEAD_GROUP_BATCHES`` of ``AHEAD_GROUP_BYTES`` in all, their device
-        copies made by one call; None after the pass's last one. An error after the
-        first batch of a group is raised by the next call, after the batches before it
-        were handed over."""
+    # ------------------------------------------------------------------ batches
+    def produce(self, cursor: ReadAheadCursor,
+                group: bool = True) -> Callable[[], list[AheadItem] | None]:
+        """A ``produce`` for the read-ahead worker (or the loop's thread): the next
+        batch peeked from ``cursor`` (see :mod:`datarax.core.cursor`) and prepared —
+        and, with ``group`` where the cursor says they are ready (``cursor.ready``), the
+        batches after it, up to ``AHEAD_GROUP_BATCHES`` of ``AHEAD_GROUP_BYTES`` in all,
+        their device copies made by one call; None after the pass's last one. An error
+        after the first batch of a group is raised by the next call, after the batches
+        before it were handed over."""
         position = self.source.index
         held: list[BaseException] = []  # an error met after a group's first batch
         limit = 0  # batches of a group: set when the cursor first says more are ready
@@ -262,7 +222,7 @@ class HostPass:
                             copies.append(len(items))
                     position = end
                     items.append((end, batch))
-                    if batch is None or not cursor.ready(self.batch_size):
+                    if batch is None or not group or not cursor.ready(self.batch_size):
                         break
                     limit = limit or group_limit()
                     if len(items) >= limit:

@@ -3,32 +3,18 @@
 The iterator never keeps a copy of the position: the source owns it. The iterator
 asks the source to ``seek`` at the start of a pass, reports records handed out
 (``advance``, indexed sources) or lets a host source advance itself as it serves, and
-reads the position back for ``get_state()``. Two paths, chosen by the plan's read mode
-(:mod:`datarax.core.reading`, decided when the pipeline was built):
-
-* compiled (indexed sources) — the compiled step (:func:`~datarax.pipeline.steps.indexed_step`) dispatched
-  ``prefetch`` batches ahead on a dispatch thread (:mod:`datarax.pipeline.dispatch`);
-  a source keeping text on the host (``has_host_fields``) gets a step that gathers its
-  device fields only, then ``with_host_fields`` adds the text of the same records and
-  the stages run on the host (dispatched on the consumer's thread);
-* cursor (host and stream sources) — batches pulled on the host: peeked from the
-  source's cursor (:func:`~datarax.core.reading.cursor_of`) by a read-ahead worker and
-  committed as handed out, or ``source.get_batch_with_indices`` joined into full batches
-  on the loop's thread; checked against ``element_spec()``, stages compiled
-  (:func:`~datarax.pipeline.steps.stage_step`).
-
-With ``sharding=`` every batch is placed on the mesh as it is prepared (indexed: when
-dispatched, so prefetched batches wait placed; host: in place of the device copy),
-see :mod:`datarax.pipeline.devices`. After an elastic restore
-(:mod:`datarax.pipeline.elastic`) an indexed epoch's share is a few runs of positions.
+reads the position back for ``get_state()``. Its batches come from one driver, chosen
+from the plan's read mode (:mod:`datarax.core.reading`, decided when the pipeline was
+built) and its ``FilterOperator`` (:func:`open_driver`; the drivers:
+:mod:`datarax.pipeline.driver`); the epoch-end rule, a failed batch's rewind, padding,
+``len()`` and the state live here, once for both. With ``sharding=`` every batch is
+placed on the mesh as it is prepared, see :mod:`datarax.pipeline.devices`.
 """
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
-import weakref
 from typing import Any
 
 import jax
@@ -36,8 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length
-from datarax.core.cursor import ReadAheadCursor, SessionEnded
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
@@ -45,12 +29,13 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
-from datarax.core.reading import cursor_of
-from datarax.pipeline.ahead import DispatchAhead, run_ahead
-from datarax.pipeline.devices import place_batch
-from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
-from datarax.pipeline.host_pass import HostPass, check_finite
-from datarax.pipeline.plan import PassContext
+from datarax.pipeline.driver import Driver, SourceMoved
+from datarax.pipeline.driver_compiled import CompiledDriver
+from datarax.pipeline.driver_cursor import CursorDriver
+from datarax.pipeline.filtered import (
+    FilteredCompiledDriver, filtered_cursor_driver, refuse_elastic,
+)
+from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
 
@@ -58,10 +43,15 @@ from datarax.typing import Batch
 #: where a source stood before a batch: (epoch, index, its ``skipped`` value or None)
 BatchStart = tuple[int, int, Any]
 
-#: the iterator reading each host source now (both held weakly), and the lock that makes
-#: "still mine? then close" one step against a new iterator taking over (``_release``)
-_READING: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
-_READING_LOCK = threading.RLock()  # re-entrant: a collection may run inside it
+
+def open_driver(context: PassContext, epoch: int, at: int | None) -> Driver:
+    """The driver of pass ``epoch`` from where the source stands: compiled or cursor
+    (the plan's read mode), filtered where stage ``at`` is a ``FilterOperator``."""
+    if context.reading.compiled:
+        return CompiledDriver(context, epoch) if at is None else FilteredCompiledDriver(
+            context, epoch, at)
+    return CursorDriver(context, epoch) if at is None else filtered_cursor_driver(
+        context, epoch)
 
 
 class PipelineIterator:
@@ -79,21 +69,20 @@ class PipelineIterator:
         self._context = context
         self._source = context.source
         self._plan = context.plan
-        self._reading = context.reading
-        self._compiled = self._reading.compiled
         self._batch_size = self._plan.batch_size
-        self._queue: collections.deque[tuple[int, Batch, int]] = collections.deque()
+        self._filter_at = filter_position(list(context.stages))
         self._closed = False
         self._superseded = False
-        self._ahead: DispatchAhead | None = None
-        self._cursor: ReadAheadCursor | None = None  # the reading session of a host pass
+        self._driver: Driver | None = None  # opened at the first next() of the pass
         self._count = 0  # records in the batch being handed out
         self._stats = context.stats
         # a source that counts the records it skipped as bad (on_error="skip") keeps the
         # count of this epoch in a ``skipped`` Variable, which a failed batch puts back
         self._skipped: nnx.Variable[Any] | None = (
-            self._source.skipped if self._reading.counts_skips else None)
+            self._source.skipped if context.reading.counts_skips else None)
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
+        if self._filter_at is not None:
+            refuse_elastic(context, epoch)
         self._begin(epoch, resume_at)
 
     # ---------------------------------------------------------------- position
@@ -103,8 +92,6 @@ class PipelineIterator:
         if resume_at is None:
             source.seek(epoch, 0)
         self._epoch = epoch
-        self._queue.clear()
-        self._prepared = False
         self._finished = False
         self._mark()
 
@@ -147,6 +134,11 @@ class PipelineIterator:
     def __len__(self) -> int:
         """Batches left in this pass; ``TypeError`` when the source's length is unknown.
         Records a source will skip as bad (``on_error="skip"``) count until skipped."""
+        if self._filter_at is not None:
+            raise TypeError(
+                "len() of a filtered pass is unknown: how many records the FilterOperator "
+                "keeps is known only once they are read."
+            )
         size = self._source.epoch_size()
         if size is None:
             raise TypeError(
@@ -168,6 +160,8 @@ class PipelineIterator:
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
         restore(self._context, state)
+        if self._filter_at is not None:  # on the same number of processes
+            refuse_elastic(self._context, self._source.epoch)
         self._closed = self._superseded = False
         self._release()
         self._begin(self._source.epoch, self._source.index)
@@ -184,26 +178,9 @@ class PipelineIterator:
         self.close()
 
     def _release(self) -> None:
-        self._queue.clear()
-        if self._ahead is not None:
-            self._ahead.stop()
-            self._ahead = None
-        cursor, self._cursor = self._cursor, None
-        if cursor is not None:
-            # the session this pass opened, and only while it is still open: a dropped
-            # iterator collected late (any thread, any time) never ends the reading of
-            # the pass that took over the source
-            cursor.release()
-            return
-        if self._compiled:
-            return
-        with _READING_LOCK:  # read on the consumer's thread: ends the source's reading
-            reading = _READING.get(self._source)
-            if reading is not None and reading() in (self, None):
-                # only the iterator reading the source (or none, collected) ends it
-                _READING.pop(self._source, None)
-                if self._reading.closes_epoch:
-                    self._source.close_epoch()
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.release()
 
     def close(self) -> None:
         """Stop this pass early; further ``next()`` raises ``StopIteration``."""
@@ -264,9 +241,16 @@ class PipelineIterator:
         return max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
 
     def _next_batch(self) -> Batch:
-        if self._compiled:
-            return self._next_indexed()
-        return self._next_host()
+        while True:
+            if self._driver is None:
+                self._driver = open_driver(self._context, self._epoch, self._filter_at)
+            try:
+                batch, self._count = self._driver.next_batch()
+            except SourceMoved:  # prepared for a position the source was moved away from
+                self._follow_source()
+                continue
+            self._mark()
+            return batch
 
     def _batch_start(self) -> BatchStart:
         """Where the source stands before a batch is prepared (see :meth:`_failed`)."""
@@ -283,7 +267,6 @@ class PipelineIterator:
         read-ahead worker and reader threads are released now rather than when this
         iterator is collected."""
         self._release()
-        self._prepared = False
         rewind(self._source, start, self._skipped)
         # not "left here": the next iter(pipeline) continues this pass at the failed
         # batch (a break after a batch handed out starts the next epoch)
@@ -294,125 +277,11 @@ class PipelineIterator:
         a state taken now says so (one taken before, at the pass's end, restores to an
         empty pass: docs/reliability.md, "Epoch ends")."""
         self._finished = True
-        ahead = self._ahead
-        if self._compiled and ahead is not None and ahead.finished:
-            # kept for the next pass of this pipeline (the next epoch's worker)
-            self._ahead = None
-            self._context.session.pass_reuse.park(ahead)
-        self._release()
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.end()
         self._source.seek(self._source.epoch + 1, 0)
         self._mark()
-
-    # ------------------------------------------------------------ indexed path
-    def _prepare_indexed(self) -> None:
-        self._dispatch = IndexedDispatch(self._context, self._epoch)
-        self._ahead = start_ahead(self._dispatch, self._plan.prefetch)
-        self._expect = (self._source.epoch, self._source.index)
-        self._prepared = True
-
-    def _next_indexed(self) -> Batch:
-        if self._prepared and self._source.datarax_position.where() != self._expect:
-            # The source was moved from outside (its set_state, nnx.update): what was
-            # dispatched ahead belongs to the old position; continue from the new one.
-            self._follow_source()
-        if not self._prepared:
-            self._prepare_indexed()
-        if self._ahead is not None:  # batches prepared on the dispatch thread
-            item = self._ahead.get()
-        else:
-            while len(self._queue) <= self._plan.prefetch:
-                made = self._dispatch.dispatch_one()
-                if made is None:
-                    break
-                self._queue.append(made)
-            item = self._queue.popleft() if self._queue else None
-        if item is None:
-            raise StopIteration
-        count, batch, start = item
-        if self._plan.check_finite:  # checked on this process's rows, then placed
-            check_finite(
-                self._source, self._epoch, batch,
-                lambda: self._source.record_indices_at(start, self._batch_size, None),
-                self._source.index,
-            )
-            batch = place_batch(self._plan, self._stats, batch, self._source.index, self._epoch)
-        self._source.datarax_position.advance(count)
-        self._expect = (self._expect[0], self._expect[1] + count)
-        self._count = count
-        self._mark()
-        if self._ahead is not None:
-            self._ahead.resume()
-        return batch
-
-    # --------------------------------------------------------------- host path
-    def _read_here(self) -> None:
-        """Mark this iterator as the one reading its host source (see ``_release``)."""
-        with _READING_LOCK:
-            _READING[self._source] = weakref.ref(self)
-
-    def _prepare_host(self) -> None:
-        self._read_here()
-        self._host = HostPass(self._context, self._epoch)
-        # a source that can be read ahead hands out a cursor (datarax.core.reading)
-        cursor = cursor_of(self._source, self._reading) if self._plan.prefetch >= 1 else None
-        if cursor is not None:
-            self._ahead = run_ahead(self._host.produce_ahead(cursor), self._plan.prefetch)
-            if self._ahead is None:
-                cursor.release()  # no worker: read on this thread after all
-            else:
-                self._cursor = cursor
-        self._expect = (self._source.epoch, self._source.index)
-        self._prepared = True
-
-    def _next_host(self) -> Batch:
-        source = self._source
-        if self._prepared and (
-            (source.epoch, source.index) != self._expect
-            or (self._cursor is not None and not self._cursor.current)
-        ):
-            # The source was moved or read from outside (its set_state, nnx.update, a
-            # direct get_batch): the batches read ahead belong to the old position.
-            self._follow_source()
-        if not self._prepared:
-            self._prepare_host()
-        if self._ahead is not None:
-            return self._next_host_ahead()
-        position = source.index
-        with self._stats.timer("read"):
-            batch, indices = self._host.read_full()
-        self._expect = (source.epoch, source.index)
-        if batch is None:
-            raise StopIteration
-        if batch_length(batch) < self._batch_size and self._plan.drop_remainder:
-            raise StopIteration
-        batch = self._host.prepare(batch, indices, position)
-        self._count = batch_length(batch)
-        self._mark()
-        return batch
-
-    def _next_host_ahead(self) -> Batch:
-        assert self._ahead is not None and self._cursor is not None
-        try:
-            item = self._ahead.get()
-        except SessionEnded:  # ended under the worker: the source was moved or read
-            item = SessionEnded
-        if item is SessionEnded or (item is not None and not self._cursor.current):
-            # what was read ahead belongs to the old session (handing it out would not
-            # count it): continue from where the source stands
-            self._follow_source()
-            return self._next_host()
-        if item is None:  # the pass is over: the source stands at its end
-            self._cursor.commit(None)
-            raise StopIteration
-        end, batch = item
-        self._cursor.commit(end)  # handed out: the source's position moves past it
-        self._expect = (self._expect[0], end)
-        if batch is None:  # the short last batch, dropped (drop_remainder)
-            raise StopIteration
-        self._count = batch_length(batch)
-        self._mark()
-        self._ahead.resume()
-        return batch
 
 
 def rewind(source: Any, start: BatchStart, skipped: nnx.Variable[Any] | None) -> None:

@@ -18,7 +18,7 @@ from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
 from datarax.pipeline.devices import check_stages_on, placement_for
 from datarax.pipeline.epochs import Repeat, Take, check_count
-from datarax.pipeline.filtered import FilteredIterator, check_filter
+from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
@@ -177,8 +177,7 @@ class Pipeline(nnx.Module):
         return filter_position(list(self.stages)) is not None
 
     def _iterator(self, epoch: int, resume_at: int | None) -> PipelineIterator:
-        kind = FilteredIterator if self.filtered else PipelineIterator
-        return kind(self._context(), epoch, resume_at)
+        return PipelineIterator(self._context(), epoch, resume_at)
 
     @classmethod
     def from_dag(

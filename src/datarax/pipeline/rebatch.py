@@ -1,10 +1,12 @@
 """``Rebatch``: a Pipeline's batches grouped k into one, or each cut into k parts.
 
 Invariant: a Rebatch hands out exactly the records of its pipeline, in the same order,
-once each — only the batch boundaries move. Its state is the pipeline's own state
-(taken where the current group starts, or before the current underlying batch) plus
-the number of parts of that batch already handed out, so a resume re-computes that
-batch through the pipeline's own exact resume and skips what was handed out.
+once each — only the batch boundaries move. It is a transformation of the pipeline's
+passes (:mod:`datarax.pipeline.epochs`): its state is ``{"rebatch": how, "part": parts
+of the current batch handed out, "parent": the pipeline's state}``, the pipeline's
+taken where the current group starts, or before the current underlying batch, so a
+resume re-computes that batch through the pipeline's own exact resume and skips what
+was handed out.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import jax
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.dtypes import is_host_leaf
+from datarax.pipeline.epochs import Repeat, Transformation
 from datarax.pipeline.pipeline import Pipeline
 from datarax.typing import Batch
 
@@ -27,7 +30,7 @@ def _rows(batch: Batch, lo: int, hi: int) -> Batch:
     return jax.tree.map(lambda v: v[lo:hi], batch, is_leaf=is_host_leaf)
 
 
-class Rebatch:
+class Rebatch(Transformation):
     """Iterate ``pipeline`` with ``group=k`` batches joined into one, or each batch
     cut into ``split=k`` equal parts.
 
@@ -73,6 +76,7 @@ class Rebatch:
                 f"batch_size is {pipeline.batch_size}. Choose a batch_size that is a "
                 f"multiple of {k} or another split."
             )
+        super().__init__(pipeline)
         self.pipeline = pipeline
         self.mode: str = mode
         self.k: int = k
@@ -96,6 +100,30 @@ class Rebatch:
     def epoch(self) -> int:
         """The pass the pipeline's source stands in."""
         return self.pipeline.epoch
+
+    @property
+    def source(self) -> Any:
+        """The pipeline's source."""
+        return self.pipeline.source
+
+    @property
+    def position(self) -> int:
+        """Records of the pipeline's pass handed out (``Pipeline.position``)."""
+        return self.pipeline.position
+
+    def repeat(self, epochs: int | None = None) -> Repeat:
+        """Its passes ``epochs`` times in a row (``None``: without end), as
+        ``Pipeline.repeat`` does a pipeline's; the Repeat's state nests this one's.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)})
+            >>> twice = Rebatch(Pipeline(source=src, batch_size=2), split=2).repeat(2)
+            >>> [b["x"].tolist() for b in twice]
+            [[0], [1], [2], [0], [1], [2]]
+        """
+        return Repeat(self, epochs)
 
     def batches_for(self, records: int, underlying: int) -> int:
         """Batches handed out for ``underlying`` pipeline batches holding ``records``."""
@@ -128,39 +156,40 @@ class Rebatch:
         self._live = None
 
     # ------------------------------------------------------------------- state
+    KEYS = ("rebatch", "part")
+
     def get_state(self) -> dict[str, Any]:
-        """The pipeline's state before the current batch or group, and the parts handed out."""
+        """How it rebatches, the parts handed out of the current batch and the
+        pipeline's state before that batch or group."""
         if self._partial is not None:
             pipeline_state, part = self._partial
         else:
             pipeline_state, part = self.pipeline.get_state(), self._pending_part
         return {"rebatch": {"mode": self.mode, "k": self.k}, "part": part,
-                "pipeline": pipeline_state}
+                "parent": pipeline_state}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter(rebatch)`` continue exactly where ``state`` was taken."""
-        if not isinstance(state, dict) or not {"rebatch", "part", "pipeline"} <= set(state):
-            raise StateError(
-                "Rebatch.set_state needs a dict from Rebatch.get_state() with keys "
-                f"'rebatch', 'part' and 'pipeline'; got {state!r:.200}.", field="rebatch"
-            )
+    def check_own(self, state: dict[str, Any]) -> None:
         saved = state["rebatch"]
         if saved != {"mode": self.mode, "k": self.k}:
+            how = (f"{saved.get('mode')}={saved.get('k')}" if isinstance(saved, dict)
+                   else repr(saved))
             raise StateError(
-                f"state was saved by Rebatch({saved.get('mode')}={saved.get('k')}); this is "
-                f"Rebatch({self.mode}={self.k}). Restore into an identically built Rebatch.",
+                f"state was saved by Rebatch({how}); this is Rebatch({self.mode}={self.k}). "
+                "Restore into an identically built Rebatch.",
                 field="rebatch",
             )
         part = state["part"]
-        if not isinstance(part, int) or not 0 <= part < self.k:
+        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < self.k:
             raise StateError(
                 f"state part={part!r} is out of range for Rebatch({self.mode}={self.k}) "
                 f"(0..{self.k - 1}).", field="part",
             )
-        self._close_live()
+        self._close_live()  # the pass it was serving ends before the pipeline moves
         self._partial = None
-        self.pipeline.set_state(state["pipeline"])
-        self._pending_part = part
+
+    def restore_own(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter(rebatch)`` continue exactly where ``state`` was taken."""
+        self._pending_part = state["part"]
 
 
 class RebatchIterator:

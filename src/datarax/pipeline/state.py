@@ -203,14 +203,15 @@ def check_state(context: PassContext, state: Any) -> None:
             "there), or save pipeline.get_state() to restore a pipeline.",
             field="version",
         )
+    parent = "parent" if "parent" in state else "pipeline"  # saved before the nesting: "pipeline"
     wrapper = next((name for name, key in (("take", "take_left"), ("repeat", "epochs_left"))
-                    if "version" not in state and key in state and "pipeline" in state), None)
+                    if "version" not in state and key in state and parent in state), None)
     if wrapper is not None:
         raise StateError(
             f"Pipeline.set_state got the state of pipeline.{wrapper}(...) (keys "
             f"{sorted(state)}), not the pipeline's. Restore it with the same call's "
             f"set_state: it = pipeline.{wrapper}(...); it.set_state(state). "
-            "Its 'pipeline' entry alone restores only the position, not the "
+            f"Its '{parent}' entry alone restores only the position, not the "
             f"{'batches' if wrapper == 'take' else 'passes'} left.",
             field="version",
         )

@@ -89,9 +89,9 @@ def test_prefetched_batches_wait_already_placed():
     iterator = iter(make_pipeline("indexed", 64, 8, prefetch=3, sharding=sharding))
     first = next(iterator)
     deadline = time.monotonic() + 60  # the dispatch thread fills its three places
-    while len(iterator._ahead._items) < 3 and time.monotonic() < deadline:
+    while len(iterator._driver.ahead._items) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
-    queued = [batch for _, batch, _ in list(iterator._ahead._items)]
+    queued = [batch for _, batch, _ in list(iterator._driver.ahead._items)]
     assert len(queued) == 3
     assert all(b["x"].sharding == sharding for b in queued)
     np.testing.assert_array_equal(np.asarray(first["x"]), np.arange(8) * 2)

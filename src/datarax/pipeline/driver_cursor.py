@@ -1,0 +1,167 @@
+"""The cursor driver: a pass's batches pulled on the host through a cursor.
+
+:class:`CursorDriver` peeks batches from a cursor (:mod:`datarax.core.cursor`), checks,
+stages and places them (:meth:`~datarax.pipeline.host_pass.HostPass.produce`) and
+commits each one as it hands it out, so the source's position is what was handed out.
+One path, run two ways: on the worker of :mod:`datarax.pipeline.ahead`, ``prefetch``
+batches ahead, where the source opens cursors (``cursor_of``); on the loop's thread,
+one batch when asked, with ``prefetch=0`` or over a source read where it is asked —
+there :class:`DirectReads` is the cursor: the source's ``get_batch_with_indices``
+joined into full batches (a source may return short batches mid-pass), the source
+moving as it serves.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from datarax.core.batch import batch_length, concat_batches
+from datarax.core.cursor import ReadAheadCursor, SessionEnded
+from datarax.core.reading import Reading, cursor_of
+from datarax.pipeline.ahead import DispatchAhead, run_ahead
+from datarax.pipeline.driver import SourceMoved
+from datarax.pipeline.host_pass import HostPass
+from datarax.pipeline.plan import PassContext
+from datarax.typing import Batch
+
+#: the reads reading each host source on the loop's thread now (both held weakly), and
+#: the lock that makes "still mine? then close" one step against a new pass taking over
+_READING: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
+_READING_LOCK = threading.RLock()  # re-entrant: a collection may run inside it
+
+
+class DirectReads:
+    """A cursor over a source read where it is asked: ``peek`` reads (the source moves
+    as it serves), so ``commit`` moves nothing. Only the reads reading the source end
+    its reading on ``release`` (a dropped pass collected late leaves a newer one's)."""
+
+    current = True  # a source moved from outside is seen by its position
+
+    def __init__(self, source: Any, reading: Reading) -> None:
+        self.source = source
+        self.closes_epoch = reading.closes_epoch
+        self.done = False  # the source served its last batch of the pass
+        with _READING_LOCK:
+            _READING[source] = weakref.ref(self)
+
+    def read(self, want: int) -> tuple[Batch, np.ndarray] | None:
+        """Up to ``want`` records from where the source stands (None: the pass is over,
+        and nothing more is asked of it)."""
+        if self.done:
+            return None
+        source = self.source
+        start = source.index
+        batch, indices = source.get_batch_with_indices(want)
+        if batch is None:
+            self.done = True
+            return None
+        batch = dict(batch)
+        count = batch_length(batch)
+        if indices is None:
+            indices = np.arange(start, start + count)
+        return batch, np.asarray(indices)
+
+    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
+        """Exactly ``batch_size`` records (of those :meth:`kept`), or fewer only where
+        the pass ends."""
+        parts: list[tuple[Batch, np.ndarray]] = []
+        have = 0
+        while have < batch_size:
+            at = self.source.index
+            read = self.read(batch_size - have)
+            if read is None:
+                break
+            part = self.kept(*read, at)
+            if part is not None:
+                parts.append(part)
+                have += batch_length(part[0])
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return (*parts[0], self.source.index)
+        return (concat_batches([b for b, _ in parts]),
+                np.concatenate([i for _, i in parts]), self.source.index)
+
+    def kept(self, batch: Batch, indices: np.ndarray, at: int) -> tuple[Batch, np.ndarray] | None:
+        """The records of a read (at position ``at``) a batch holds: all of them."""
+        return batch, indices
+
+    def commit(self, end: int | None) -> None:
+        """Nothing to move: the source moved as it served."""
+
+    def ready(self, batch_size: int) -> bool:
+        return False
+
+    def release(self) -> None:
+        with _READING_LOCK:
+            reading = _READING.get(self.source)
+            if reading is not None and reading() in (self, None):
+                _READING.pop(self.source, None)
+                if self.closes_epoch:
+                    self.source.close_epoch()
+
+
+class CursorDriver:
+    """The batches of pass ``epoch`` of a cursor-mode source, from where it stands (see
+    the module). ``host`` and ``cursor``: a filtered pass's (read on the loop's thread)."""
+
+    def __init__(self, context: PassContext, epoch: int, host: HostPass | None = None,
+                 cursor: ReadAheadCursor | None = None) -> None:
+        source = self.source = context.source
+        host = HostPass(context, epoch) if host is None else host
+        self.ahead: DispatchAhead | None = None
+        if cursor is None:
+            cursor = cursor_of(source, context.reading)
+            if cursor is not None:  # read ahead on the worker (None: prefetch=0)
+                self.ahead = run_ahead(host.produce(cursor), context.plan.prefetch)
+            else:
+                cursor = DirectReads(source, context.reading)
+        self.cursor: ReadAheadCursor = cursor
+        # on the loop's thread: one batch at a time, read when asked for
+        self.produce = host.produce(cursor, group=False) if self.ahead is None else None
+        self.expect = (source.epoch, source.index)
+
+    def _take(self) -> Any:
+        if self.produce is None:
+            return self.ahead.get()  # type: ignore[union-attr]
+        made = self.produce()
+        return made[0] if made else None
+
+    def next_batch(self) -> tuple[Batch, int]:
+        source, cursor = self.source, self.cursor
+        if (source.epoch, source.index) != self.expect or not cursor.current:
+            # moved or read from outside (set_state, nnx.update, a direct get_batch):
+            # the batches read ahead belong to the old position
+            raise SourceMoved
+        try:
+            item = self._take()
+        except SessionEnded:  # ended under the worker: the source was moved or read
+            raise SourceMoved from None
+        if item is not None and not cursor.current:
+            raise SourceMoved  # read for the old session (handing it out would not count it)
+        if item is None:  # the pass is over: the source stands at its end
+            cursor.commit(None)
+            raise StopIteration
+        end, batch = item
+        cursor.commit(end)  # handed out: the source's position moves past it
+        self.expect = (self.expect[0], end)
+        if batch is None:  # the short last batch, dropped (drop_remainder)
+            raise StopIteration
+        if self.ahead is not None:
+            self.ahead.resume()
+        return batch, batch_length(batch)
+
+    def release(self) -> None:
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            ahead.stop()
+        # the session this pass opened, and only while it is still open: a dropped
+        # iterator collected late (any thread, any time) never ends the reading of the
+        # pass that took over the source
+        self.cursor.release()
+
+    end = release
