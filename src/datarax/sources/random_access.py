@@ -21,6 +21,7 @@ Example:
     ... class RowsConfig(StructuralConfig):
     ...     shuffle: bool = False
     ...     seed: int = 0
+    >>> import numpy as np
     >>> class Rows(RandomAccessSource):
     ...     def __init__(self, config, rows):
     ...         super().__init__(config)
@@ -40,14 +41,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
-from datarax.sources.host_reader import HostReader, ReadBatch
+from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import SessionCursor
 from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord
@@ -257,6 +257,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         the override.
 
         Example:
+            >>> import numpy as np
             >>> from datarax.sources import MemorySourceConfig
             >>> class Rows(RandomAccessSource):
             ...     def __len__(self):

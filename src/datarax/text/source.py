@@ -24,7 +24,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from datarax.core.children import close_each
@@ -183,21 +182,14 @@ class PackedTextSource(StreamSource):
         return self.get_batch_with_indices(batch_size)[0]
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """Rows and their numbers in the pass (their stable index)."""
+        """Rows and their numbers in the pass (their stable index), handed out at once: a
+        reading session from the position (a pipeline's read-ahead ended)."""
         text = self._text
         with text.sessions.lock:
-            text.direct()
-            first = self.index
-            text.follow(self.epoch, first)
-            text.at = None  # packing: a take that raises (a broken skip budget) leaves no
-            rows = text.take(batch_size)  # position, so a state or a retry re-packs from
-            if rows is None:  # the last handed-out rows and meets the same error there
-                text.at = (self.epoch, first)
-                return None, None
-            count = len(rows["tokens"])
-            self.datarax_position.advance(count)
-            text.at = (self.epoch, self.index)
-        return rows, np.arange(first, first + count)
+            got = text.peek_batch(batch_size, text.start(self.epoch, self.index))
+            text.commit(None if got is None else got.end)
+            self.datarax_position.move(self.epoch, text.position)
+        return (None, None) if got is None else (got.columns, got.indices)
 
     def batch_cursor(self) -> SessionCursor:
         """Rows packed ahead of the current position (ends any earlier session): a

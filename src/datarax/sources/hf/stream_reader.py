@@ -84,13 +84,6 @@ class StreamReader:
         self.ledger.begin(0)
         self.ended = False
 
-    def open(self, epoch: int, *, skip: int, skipped: int = 0) -> None:
-        """Open pass ``epoch``, drop its first ``skip`` records of this shard (of which
-        ``skipped`` were bad records skipped before)."""
-        with self.sessions.lock:
-            self.stop()
-            self._load(epoch, skip, skipped)
-
     def _load(self, epoch: int, skip: int, skipped: int) -> None:
         self.epoch = int(epoch)
         self.position = self.read_to = int(skip)
@@ -125,16 +118,6 @@ class StreamReader:
                 continue
             self._set_chunk(table.slice(skip), positions[skip:], ordinals[skip:])
             skip = 0
-
-    def read(self, batch_size: int) -> ReadBatch | None:
-        """Up to ``batch_size`` records of the pass (None at its end), handed out now."""
-        with self.sessions.lock:
-            got = self._take(batch_size)
-            if got is None:
-                self.finish()
-                return None
-            self._commit(got.end)
-            return got
 
     # ------------------------------------------------------------- read-ahead
     def start(self, epoch: int, skip: int, skipped: int) -> int:

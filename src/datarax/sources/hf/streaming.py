@@ -130,20 +130,15 @@ class HFStreamingSource(SkipCounts, StreamSource):
         return self.get_batch_with_indices(batch_size)[0]
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """The next records of the pass (this shard's) and their positions in its stream."""
+        """The next records of the pass (this shard's) and their positions in its stream,
+        handed out at once: a reading session from the position (the open stream kept
+        where it stands there; a pipeline's read-ahead ended)."""
         reader = self._reader
-        epoch, index = self.epoch, self.index
+        epoch = self.epoch
         with reader.sessions.lock:
-            if reader.is_open and (reader.epoch, reader.position, reader.read_to) != (
-                epoch, index, index
-            ):
-                # the position was set from outside (e.g. nnx.update), or a pipeline
-                # read ahead of it: start over where the position stands
-                reader.stop()
-            if not reader.is_open:
-                self._hold()
-                reader.open(epoch, skip=index, skipped=self._skips())
-            got = reader.read(batch_size)
+            self._hold()
+            got = reader.peek_batch(batch_size, reader.start(epoch, self.index, self._skips()))
+            reader.commit(None if got is None else got.end)
             self._set_skips(reader.skipped)
             self.datarax_position.move(epoch, reader.position)
         if got is None:
