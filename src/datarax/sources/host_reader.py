@@ -16,20 +16,13 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   are queued or ready (bounded memory), a session's first batch read first and alone.
   The threads, the ordered chunks, the sessions and the cursor are the read-ahead
   engine's (:mod:`datarax.sources.read_ahead`); this module says what to read when.
-* **handing out** — :meth:`HostReader.next_batch` assembles exactly ``batch_size``
-  records (fewer only at the end of the epoch) in epoch order and returns a
-  :class:`ReadBatch`: ``columns`` (dict of stacked numpy arrays), ``indices`` (the
-  stable index of each record, for per-record random keys) and ``end`` (epoch positions
-  consumed so far — the only thing a state needs). Restarting with
-  ``start(order, position=end, skipped=...)`` continues exactly after the last record
-  handed out; read-ahead is discarded, never counted.
-* **assembling ahead** — ``next_batch`` is :meth:`~HostReader.peek_batch` (assemble the
-  next batch; nothing counted) then :meth:`~HostReader.commit` (the consumer has it: the
-  position and skip count move past it). A pipeline's read-ahead thread peeks while the
-  consumer's commits, so :attr:`position` stays what was handed out. Every
-  :meth:`start` and :meth:`stop` opens a new :attr:`session`; a peek for an ended one
-  raises :class:`SessionEnded`; ``stop(session)`` ends only that one (a pass's late
-  release never ends the session of the pass that took over).
+* **handing out** — :meth:`HostReader.next_batch` (:meth:`~HostReader.peek_batch`, then
+  :meth:`~HostReader.commit`) hands out exactly ``batch_size`` records (fewer only at the
+  epoch's end) in epoch order as a :class:`ReadBatch`: ``columns`` (stacked numpy
+  arrays), ``indices`` (stable indices, for per-record random keys) and ``end`` (epoch
+  positions consumed — all a state needs). A pipeline's worker peeks while its consumer
+  commits, so :attr:`position` stays what was handed out; ``start(order, position=end,
+  skipped=...)`` continues exactly after it, read-ahead discarded, never counted.
 * **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
   :class:`~datarax.core.errors.RecordError` naming the file, the record index in that
   file (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the
@@ -39,8 +32,8 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   Skips are committed only when the handed-out position passes them, so a resumed
   reader (``start(..., skipped=state_count)``) skips exactly the same records and
   counts them once.
-* **closing** — :meth:`HostReader.stop` ends the epoch session (pending reads cancelled,
-  threads joined); :meth:`HostReader.close` also closes the reader. No thread outlives.
+* **closing** — :meth:`HostReader.stop` ends the session (reads cancelled, threads
+  joined); :meth:`HostReader.close` also ends the decode processes.
 
 Example:
     >>> import numpy as np

@@ -47,7 +47,7 @@ import concurrent.futures
 import dataclasses
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -267,23 +267,14 @@ class Chunks:
         self.failure = None
 
 
-class Reader(Protocol):
-    """What :class:`SessionCursor` asks of a reader."""
-
-    sessions: Sessions
-    position: int  # where the consumer stands in the pass (after a commit)
-    skipped: int  # bad records skipped before it
-
-    def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None: ...
-    def commit(self, end: int | None) -> None: ...
-    def ready(self, batch_size: int) -> bool: ...
-    def stop(self, session: int | None = None) -> None: ...
-
-
 class SessionCursor:
     """Batches of reading session ``session`` of ``reader`` (None: the pass was over when
     the cursor was made) for ``source``, read ahead of its position: a
     :class:`~datarax.core.cursor.ReadAheadCursor`.
+
+    ``reader``: its ``sessions`` (:class:`Sessions`), ``peek_batch(batch_size, session)``
+    (a :class:`ReadBatch` or None), ``commit(end)``, ``position`` and ``skipped`` after
+    it, ``ready(batch_size)`` and ``stop(session)``.
 
     ``present``: a peeked batch's columns as the source hands them out; ``guard``: runs
     a peek (``guard(read)``), e.g. to word a bad record's error as the source does. A
@@ -294,7 +285,7 @@ class SessionCursor:
     def __init__(
         self,
         source: Any,
-        reader: Reader,
+        reader: Any,
         session: int | None,
         *,
         present: Callable[[dict[str, Any]], Any] | None = None,
