@@ -58,7 +58,7 @@ from typing import Any
 
 from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError, RecordError
-from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
+from datarax.sources.chunk_reads import Chunk, ChunkReads, chunk_positions
 from datarax.sources.decode_processes import DecodeProcesses, portable
 from datarax.sources.decoded_records import DecodedRecords, describe_cause, structure_hint
 from datarax.sources.epoch_order import EpochOrder
@@ -229,10 +229,6 @@ class HostReader:
         """Epoch of the open session (None when none is open)."""
         return None if self._order is None else self._order.epoch
 
-    def ready_chunks(self) -> int:
-        """Chunks read and decoded but not yet handed out (the read-ahead cache)."""
-        return sum(1 for _ in self._workers.finished()) + len(self._chunks)
-
     def read_ahead_records(self) -> int:
         """Epoch positions read ahead of :attr:`position` and not handed out: decoded
         records waiting in finished chunks, plus those already assembled into batches
@@ -291,7 +287,9 @@ class HostReader:
                 if not self.policy.skips:  # the chunk stops before its bad record
                     error = self.record_error(failure.index, failure.cause, epoch=order.epoch)
                     break
-                record = self._skipped_record(order.epoch, failure)
+                path, in_file = self.locate(failure.index)
+                record = SkippedRecord(order.epoch, failure.position, failure.index, path,
+                                       in_file, describe_cause(failure.cause))
                 try:
                     self.ledger.pull(record, epoch_size=order.size)
                 except RecordError as err:  # the skip that broke the budget
@@ -303,12 +301,6 @@ class HostReader:
         if error is not None:
             self._chunks.fail(error)
         return error is None
-
-    def _skipped_record(self, epoch: int, failure: Failure) -> SkippedRecord:
-        path, in_file = self.locate(failure.index)
-        cause = failure.cause
-        text = describe_cause(cause)
-        return SkippedRecord(epoch, failure.position, failure.index, path, in_file, text)
 
     def commit(self, position: int | None) -> None:
         """The consumer has received every position below ``position`` (at most

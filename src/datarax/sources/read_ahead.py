@@ -214,11 +214,6 @@ class Chunks:
         with self._lock:
             return sum(run.remaining for run in self._runs)
 
-    def __len__(self) -> int:
-        """Runs with records waiting."""
-        with self._lock:
-            return sum(1 for run in self._runs if run.remaining > 0)
-
     def append(self, columns: dict[str, Any], indices: np.ndarray, positions: np.ndarray) -> None:
         """Records at reader ``positions`` (ascending), after those held."""
         if len(indices):

@@ -55,10 +55,6 @@ class StreamReader:
         self.sessions = Sessions(_WHERE)
         self.stop()
 
-    @property
-    def is_open(self) -> bool:
-        return self._tables is not None
-
     def stop(self, session: int | None = None) -> None:
         """Drop the open stream; ends the reading session (``session``: only if it is
         still the open one)."""
@@ -125,7 +121,7 @@ class StreamReader:
         bad records before it); its first :meth:`peek` opens the stream there, unless
         it is open there already. Returns the session."""
         with self.sessions.lock:
-            if self.is_open and (self.epoch, self.position, self.read_to) == (epoch, skip, skip):
+            if self._tables is not None and (self.epoch, self.position, self.read_to) == (epoch, skip, skip):
                 return self.sessions.begin()  # keep the open stream: it stands there
             self.stop()
             self._open_at = (int(epoch), int(skip), int(skipped))
