@@ -1,29 +1,25 @@
-"""The one read-ahead engine: how host reads, Hugging Face streams and packed-text passes
-are read ahead of what a pipeline's consumer has been handed.
+"""The one read-ahead engine: host reads, Hugging Face streams and packed-text passes
+read ahead of what a pipeline's consumer was handed.
 
-A reader that reads ahead (:class:`~datarax.sources.host_reader.HostReader`,
+The readers (:class:`~datarax.sources.host_reader.HostReader`,
 :class:`~datarax.sources.hf.stream_reader.StreamReader`,
-:class:`~datarax.text.passes.TextPass`) is built from these parts and keeps only what is
-its own (how records are read, decoded, packed and located):
+:class:`~datarax.text.passes.TextPass`) keep only how they read, decode, pack and
+locate records; the rest is here:
 
-* :class:`Sessions` — one reading session at a time: every start, stop, direct read or
-  move from outside opens a new one; a peek for an ended one raises
-  :class:`~datarax.core.cursor.SessionEnded`; ending a session by number ends only that
-  one (a pass let go late never ends the reading of the pass that took over).
-* :class:`Workers` — work run on worker threads ahead of the consumer, results taken in
-  the order submitted (an error raised where its result is taken); stopping cancels
-  what has not started and joins every thread.
-* :class:`Chunks` — decoded records waiting in order, assembled into batches of exactly
-  the size asked (fewer only at the end): a :class:`ReadBatch`. A bad record met ahead
-  is held back (:meth:`Chunks.fail`) as the error of the batch that would pass it; the
-  records before it are handed out first.
-* :class:`SessionCursor` — the one :class:`~datarax.core.cursor.ReadAheadCursor` of these
-  readers: ``peek`` (the pipeline's worker thread) moves nothing a state carries,
-  ``commit`` (the consumer's thread) moves the reader's position, the source's position
-  and skip count past what was handed out; ``release`` ends the cursor's own session.
+* :class:`Sessions` — one reading session at a time: a start, stop, direct read or move
+  from outside opens a new one; a peek for an ended one raises
+  :class:`~datarax.core.cursor.SessionEnded`; ending one by number ends only that one.
+* :class:`Workers` — work on worker threads, results taken in submission order (an
+  error raised where its result is taken); stopping cancels and joins every thread.
+* :class:`Chunks` — records waiting in order, batches of exactly the size asked (fewer
+  only at the end); a bad record met ahead is held back as the error of the batch
+  that would pass it, the records before it handed out first.
+* :class:`SessionCursor` — the one :class:`~datarax.core.cursor.ReadAheadCursor`:
+  ``peek`` moves nothing a state carries, ``commit`` moves the reader's and the
+  source's position (and skip count) past what was handed out.
 
-Exact resume: a reader's state is the position handed out (and the bad records skipped
-before it), never what was read ahead; a new session reads again from there.
+A reader's state is the position handed out (and the bad records skipped before it),
+never what was read ahead: a new session reads again from there (exact resume).
 
 Example:
     >>> import numpy as np
