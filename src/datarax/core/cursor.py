@@ -19,9 +19,8 @@ source's position.
 waiting for a read: a pipeline takes every batch that is ready in one go (their device
 copies made by one call); a cursor that cannot tell says False (one at a time).
 
-Implementations: :class:`~datarax.sources.random_access.BatchCursor` (host readers),
-:class:`~datarax.sources.hf.streaming.StreamCursor` (Hugging Face streams),
-:class:`~datarax.text.source.TextCursor` (packed text).
+Implementation: :class:`~datarax.sources.read_ahead.SessionCursor`, the one cursor of
+host readers, Hugging Face streams and packed text (the read-ahead engine).
 
 Example:
     >>> import numpy as np

@@ -8,26 +8,21 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
 * **order** — an :class:`~datarax.sources.epoch_order.EpochOrder` maps each epoch
   position of this shard to a stable record index (sequential or Feistel-shuffled by
   ``seed + epoch``) in O(1) memory.
-* **reading ahead** — a pool of ``num_threads`` threads reads *chunks* of consecutive
-  positions with one batched read each (``__getitems__``), decodes every record, checks
-  it against the first record's structure and stacks the fields
+* **reading ahead** — ``num_threads`` worker threads read *chunks* of consecutive
+  positions with one batched read each (``__getitems__``), decode every record, check
+  it against the first record's structure and stack the fields
   (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a worker
   process does, :mod:`datarax.sources.decode_processes`); at most ``read_ahead`` chunks
   are queued or ready (bounded memory), a session's first batch read first and alone.
-* **handing out** — :meth:`HostReader.next_batch` assembles exactly ``batch_size``
-  records (fewer only at the end of the epoch) in epoch order and returns a
-  :class:`ReadBatch`: ``columns`` (dict of stacked numpy arrays), ``indices`` (the
-  stable index of each record, for per-record random keys) and ``end`` (epoch positions
-  consumed so far — the only thing a state needs). Restarting with
-  ``start(order, position=end, skipped=...)`` continues exactly after the last record
-  handed out; read-ahead is discarded, never counted.
-* **assembling ahead** — ``next_batch`` is :meth:`~HostReader.peek_batch` (assemble the
-  next batch; nothing counted) then :meth:`~HostReader.commit` (the consumer has it: the
-  position and skip count move past it). A pipeline's read-ahead thread peeks while the
-  consumer's commits, so :attr:`position` stays what was handed out. Every
-  :meth:`start` and :meth:`stop` opens a new :attr:`session`; a peek for an ended one
-  raises :class:`SessionEnded`; ``stop(session)`` ends only that one (a pass's late
-  release never ends the session of the pass that took over).
+  The threads, the ordered chunks, the sessions and the cursor are the read-ahead
+  engine's (:mod:`datarax.sources.read_ahead`); this module says what to read when.
+* **handing out** — :meth:`HostReader.next_batch` (:meth:`~HostReader.peek_batch`, then
+  :meth:`~HostReader.commit`) hands out exactly ``batch_size`` records (fewer only at the
+  epoch's end) in epoch order as a :class:`ReadBatch`: ``columns`` (stacked numpy
+  arrays), ``indices`` (stable indices, for per-record random keys) and ``end`` (epoch
+  positions consumed — all a state needs). A pipeline's worker peeks while its consumer
+  commits, so :attr:`position` stays what was handed out; ``start(order, position=end,
+  skipped=...)`` continues exactly after it, read-ahead discarded, never counted.
 * **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
   :class:`~datarax.core.errors.RecordError` naming the file, the record index in that
   file (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the
@@ -37,8 +32,8 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   Skips are committed only when the handed-out position passes them, so a resumed
   reader (``start(..., skipped=state_count)``) skips exactly the same records and
   counts them once.
-* **closing** — :meth:`HostReader.stop` ends the epoch session (pending reads cancelled,
-  threads joined); :meth:`HostReader.close` also closes the reader. No thread outlives.
+* **closing** — :meth:`HostReader.stop` ends the session (reads cancelled, threads
+  joined); :meth:`HostReader.close` also ends the decode processes.
 
 Example:
     >>> import numpy as np
@@ -57,43 +52,24 @@ Example:
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
-import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
-from datarax.core.cursor import SessionEnded
 from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError, RecordError
-from datarax.core.threads import drop_pool, run_behind_consumer
-from datarax.sources.chunk_reads import Chunk, ChunkReads, Failure, chunk_positions
+from datarax.sources.chunk_reads import Chunk, ChunkReads, chunk_positions
 from datarax.sources.decode_processes import DecodeProcesses, portable
 from datarax.sources.decoded_records import DecodedRecords, describe_cause, structure_hint
 from datarax.sources.epoch_order import EpochOrder
+from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions, Workers
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord, record_place
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
 
 
-# ------------------------------------------------------------------------ batches
-@dataclasses.dataclass
-class ReadBatch:
-    """Records handed out by :meth:`HostReader.next_batch`: ``columns`` (field -> numpy
-    array with a leading record axis), ``indices`` (the stable index of each record,
-    int64) and ``end`` (epoch positions consumed after this batch, including skipped
-    records before its last record)."""
-
-    columns: dict[str, np.ndarray]
-    indices: np.ndarray
-    end: int
-
-    def __len__(self) -> int:
-        return int(self.indices.shape[0])
+__all__ = ["EpochOrder", "ErrorPolicy", "HostReader", "ReadBatch"]
 
 
 # ------------------------------------------------------------------------ reader
@@ -148,7 +124,6 @@ class HostReader:
             raise ConfigError(f"{name} decode must be callable (bytes -> dict), got {decode!r}.")
         self.data = data
         self._locate = locate
-        self.num_threads = num_threads
         self.read_ahead = read_ahead if read_ahead is not None else 2 * num_threads
         self.chunk_size = chunk_size
         self._batch = 0  # the batch size chunk_size was chosen for (0: given)
@@ -163,15 +138,14 @@ class HostReader:
         if decode_processes != 0:
             processes = DecodeProcesses(decode_processes, name)  # checks the count
             portable(name, data=data, decode=decode, decode_batch=decode_batch)
-            self.num_threads = max(num_threads, decode_processes)  # one to feed each
+            num_threads = max(num_threads, decode_processes)  # one to feed each
+        self.num_threads = num_threads
         self._records = DecodedRecords(decode, cast_float64=cast_float64)
         self._reads = ChunkReads(data, self._records, decode_batch, self.policy, processes)
-        self._lock = threading.Lock()  # the ledger and the queues: both threads touch them
-        self._session_lock = threading.Lock()  # a peek, start and stop: one at a time
-        self._session = 0
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pending: collections.deque[concurrent.futures.Future[Chunk]] = collections.deque()
-        self._buffer: collections.deque[Chunk] = collections.deque()
+        self._lock = threading.Lock()  # the ledger: both threads touch it
+        self.sessions = Sessions(name)  # a peek, start and stop: one at a time
+        self._workers = Workers(num_threads, name)
+        self._chunks = Chunks()
         self.ledger = SkipLedger(self.policy, name)  # bad records: pulled, then committed
         self._order: EpochOrder | None = None
         self._closed = False
@@ -179,8 +153,6 @@ class HostReader:
         self.cursor = 0  # epoch positions assembled into batches (>= position)
         self._next_read = 0  # first position not yet submitted for reading
         self._session_start = 0  # the position the open session started (or resumed) at
-        self._fatal: Failure | None = None  # first bad record under on_error='raise'
-        self._over_budget: RecordError | None = None  # the skip that broke the budget
 
     # ------------------------------------------------------------ description
     def __len__(self) -> int:
@@ -235,8 +207,8 @@ class HostReader:
         if not 0 <= position <= order.size:
             raise ValueError(f"position {position} outside the epoch's [0, {order.size}]")
         self.element_spec()
-        with self._session_lock:
-            self._session += 1
+        with self.sessions.lock:
+            self.sessions.begin()
             self._order = order
             self.position = self.cursor = int(position)
             self.ledger.begin(order.epoch, skipped)
@@ -245,7 +217,7 @@ class HostReader:
     @property
     def session(self) -> int:
         """The open reading session (changes at every :meth:`start` and :meth:`stop`)."""
-        return self._session
+        return self.sessions.current
 
     @property
     def active(self) -> bool:
@@ -257,21 +229,12 @@ class HostReader:
         """Epoch of the open session (None when none is open)."""
         return None if self._order is None else self._order.epoch
 
-    def ready_chunks(self) -> int:
-        """Chunks read and decoded but not yet handed out (the read-ahead cache)."""
-        with self._lock:
-            done = sum(1 for f in self._pending if f.done())
-            return done + sum(1 for c in self._buffer if c.remaining > 0)
-
     def read_ahead_records(self) -> int:
         """Epoch positions read ahead of :attr:`position` and not handed out: decoded
         records waiting in finished chunks, plus those already assembled into batches
         (:attr:`cursor`) that the consumer has not taken."""
-        with self._lock:
-            ready = sum(c.remaining for c in self._buffer)
-            for future in self._pending:
-                if future.done() and not future.cancelled() and future.exception() is None:
-                    ready += len(future.result().indices)
+        ready = self._chunks.held + sum(len(c.indices) for c in self._workers.finished()
+                                        if isinstance(c, Chunk))
         return ready + max(self.cursor - self.position, 0)
 
     def ready(self, batch_size: int) -> bool:
@@ -280,37 +243,31 @@ class HostReader:
         failed, which it raises at once). False where no session is open."""
         if self._order is None:
             return False
-        with self._lock:
-            have = sum(c.remaining for c in self._buffer)
-            for future in self._pending:
-                if have >= batch_size or not future.done():
-                    break
-                if future.cancelled() or future.exception() is not None:
-                    return True
-                have += len(future.result().indices)
-        return have >= batch_size
+        have = self._chunks.held
+        if have >= batch_size or self._chunks.failure is not None:
+            return True
+        for chunk in self._workers.finished():
+            if not isinstance(chunk, Chunk):  # a read that failed: raised at once
+                return True
+            have += len(chunk.indices)
+            if have >= batch_size:
+                return True
+        return False
 
     def _submit(self) -> None:
         order = self._order
         assert order is not None
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.num_threads, thread_name_prefix=f"{self.name}-reader",
-                initializer=run_behind_consumer,  # the loop's thread first when cores are short
-            )
         size = self.chunk_size or 64
         # read_ahead counts chunks of one batch; a chunk of several batches counts for
         # them (memory stays bounded), but every thread keeps one chunk in flight
         batches = max(size // self._batch, 1) if self._batch else 1
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
-        while len(self._pending) < in_flight and self._next_read < order.size:
+        while len(self._workers) < in_flight and self._next_read < order.size:
             # a session's first batch (a restore's next) waits for one batch's read alone
             first = self._batch and self._next_read == self._session_start
             step = min(size, self._batch) if first else size
             stop = min(self._next_read + step, order.size)
-            future = self._pool.submit(self._reads.read, order, self._next_read, stop)
-            with self._lock:
-                self._pending.append(future)
+            self._workers.submit(self._reads.read, order, self._next_read, stop)
             self._next_read = stop
             if first:
                 break  # the rest once it is read (_pull)
@@ -318,39 +275,32 @@ class HostReader:
     def _pull(self) -> bool:
         """Move the next chunk from the readers into the buffer; False at epoch end."""
         self._submit()
-        if not self._pending:
+        if not len(self._workers):
             return False
-        chunk = self._pending[0].result()
-        with self._lock:
-            self._pending.popleft()
+        chunk: Chunk = self._workers.take()
         self._submit()
         order = self._order
         assert order is not None
+        error: RecordError | None = None
         with self._lock:
             for failure in chunk.failures:
-                if not self.policy.skips:
-                    # Records before the bad one are still handed out; the batch that
-                    # would contain it raises.
-                    self._fatal = failure
-                    self._buffer.append(chunk)
-                    return False
-                record = self._skipped_record(order.epoch, failure)
+                if not self.policy.skips:  # the chunk stops before its bad record
+                    error = self.record_error(failure.index, failure.cause, epoch=order.epoch)
+                    break
+                path, in_file = self.locate(failure.index)
+                record = SkippedRecord(order.epoch, failure.position, failure.index, path,
+                                       in_file, describe_cause(failure.cause))
                 try:
                     self.ledger.pull(record, epoch_size=order.size)
-                except RecordError as err:
-                    # As under 'raise': the records before it are still handed out; the
-                    # batch that would pass it raises (not the read ahead of the loop).
-                    self._over_budget = err
-                    self._buffer.append(chunk.before(failure.position))
-                    return False
-            self._buffer.append(chunk)
-        return True
-
-    def _skipped_record(self, epoch: int, failure: Failure) -> SkippedRecord:
-        path, in_file = self.locate(failure.index)
-        cause = failure.cause
-        text = describe_cause(cause)
-        return SkippedRecord(epoch, failure.position, failure.index, path, in_file, text)
+                except RecordError as err:  # the skip that broke the budget
+                    error, chunk = err, chunk.before(failure.position)
+                    break
+        # Records before a bad one are still handed out; the batch that would pass it
+        # raises (not the read ahead of the loop).
+        self._chunks.append(chunk.columns, chunk.indices, chunk.positions)
+        if error is not None:
+            self._chunks.fail(error)
+        return error is None
 
     def commit(self, position: int | None) -> None:
         """The consumer has received every position below ``position`` (at most
@@ -392,9 +342,8 @@ class HostReader:
         """The ``batch_size`` records after the last ones assembled (fewer at the epoch's
         end), or None at the end; moves :attr:`cursor`, not :attr:`position`.
         ``session``: raise :class:`SessionEnded` unless it is still the open one."""
-        with self._session_lock:
-            if session is not None and session != self._session:
-                raise SessionEnded(f"{self.name}: the reading session ended (the source moved).")
+        with self.sessions.lock:
+            self.sessions.check(session)
             if self._order is None:
                 raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
             if self.chunk_size is None:
@@ -405,50 +354,12 @@ class HostReader:
     def _assemble(self, batch_size: int) -> ReadBatch | None:
         order = self._order
         assert order is not None
-        buffered = sum(c.remaining for c in self._buffer)
-        while (buffered < batch_size and self._fatal is None and self._over_budget is None
-               and self._pull()):
-            buffered += self._buffer[-1].remaining
-        buffered = sum(c.remaining for c in self._buffer)
-        if self._fatal is not None and buffered < batch_size:
-            fatal = self._fatal
-            raise self.record_error(fatal.index, fatal.cause, epoch=order.epoch)
-        if self._over_budget is not None and buffered < batch_size:
-            raise self._over_budget
-        if buffered == 0:
-            self.cursor = order.size
-            return None
-        # Fast path: one whole chunk is exactly the batch.
-        first = self._buffer[0]
-        if first.offset == 0 and first.remaining == batch_size:
-            with self._lock:
-                self._buffer.popleft()
-            self.cursor = int(first.positions[-1]) + 1
-            return ReadBatch(first.columns, first.indices, self.cursor)
-        parts: list[tuple[Chunk, int, int]] = []
-        need = batch_size
-        with self._lock:
-            while need > 0 and self._buffer:
-                chunk = self._buffer[0]
-                take = min(need, chunk.remaining)
-                if take > 0:
-                    parts.append((chunk, chunk.offset, chunk.offset + take))
-                    chunk.offset += take
-                    need -= take
-                if chunk.remaining == 0:
-                    self._buffer.popleft()
-        last_chunk, _, last_stop = parts[-1]
-        self.cursor = int(last_chunk.positions[last_stop - 1]) + 1
-        if len(parts) == 1:
-            chunk, a, b = parts[0]
-            columns = {k: v[a:b] for k, v in chunk.columns.items()}
-            indices = chunk.indices[a:b]
-        else:
-            columns = {
-                k: np.concatenate([c.columns[k][a:b] for c, a, b in parts]) for k in parts[0][0].columns
-            }
-            indices = np.concatenate([c.indices[a:b] for c, a, b in parts])
-        return ReadBatch(columns, indices, self.cursor)
+        chunks = self._chunks
+        while chunks.held < batch_size and chunks.failure is None and self._pull():
+            pass
+        read = chunks.take(batch_size)
+        self.cursor = order.size if read is None else read.end
+        return read
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
@@ -463,24 +374,15 @@ class HostReader:
     def stop(self, session: int | None = None) -> None:
         """End the epoch session (``session``: only while it is the open one): cancel
         read-ahead, join the reader threads (after a peek in progress on another thread)."""
-        if session not in (None, self._session):
-            return  # ended already (sessions only grow): no lock, a collection may ask mid-read
-        with self._session_lock:
-            if session not in (None, self._session):
-                return
-            self._session += 1
-            for future in self._pending:
-                future.cancel()
-            pool, self._pool = self._pool, None
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-            with self._lock:
-                self._pending.clear()
-                self._buffer.clear()
-                self.ledger.drop_pending()
-            self._fatal = self._over_budget = None
-            self._order = None
-            self.cursor = self.position
+        self.sessions.end(session, self._release)
+
+    def _release(self) -> None:
+        self._workers.stop()
+        with self._lock:
+            self._chunks.clear()
+            self.ledger.drop_pending()
+        self._order = None
+        self.cursor = self.position
 
     def close(self) -> None:
         """Stop, end the decode processes (if any) and refuse further reads."""
@@ -493,7 +395,3 @@ class HostReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        drop_pool(getattr(self, "_pool", None))
-

@@ -21,6 +21,7 @@ Example:
     ... class RowsConfig(StructuralConfig):
     ...     shuffle: bool = False
     ...     seed: int = 0
+    >>> import numpy as np
     >>> class Rows(RandomAccessSource):
     ...     def __init__(self, config, rows):
     ...         super().__init__(config)
@@ -40,16 +41,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
-from datarax.sources.host_reader import HostReader, ReadBatch
+from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
-from datarax.sources.reader_cursor import ReaderCursor
+from datarax.sources.read_ahead import SessionCursor
 from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord
 from datarax.typing import Batch
 
@@ -249,10 +249,29 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self.datarax_position.move(epoch, read.end)
         return self._host_columns(read.columns), read.indices
 
-    def batch_cursor(self) -> BatchCursor | None:
-        """A :class:`BatchCursor` from the current position (the reader restarts there);
-        None when a subclass overrides ``get_batch_with_indices``, so that a pipeline
-        reads through the override."""
+    def batch_cursor(self) -> SessionCursor | None:
+        """Batches read ahead of the current position (the reader restarts there):
+        ``peek`` moves nothing, ``commit`` moves the position and skip count past a batch
+        handed out (:class:`~datarax.sources.read_ahead.SessionCursor`). None when a
+        subclass overrides ``get_batch_with_indices``, so that a pipeline reads through
+        the override.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySourceConfig
+            >>> class Rows(RandomAccessSource):
+            ...     def __len__(self):
+            ...         return 5
+            ...     def read_records(self, indices):
+            ...         return [{"x": np.int32(i)} for i in indices]
+            >>> src = Rows(MemorySourceConfig())
+            >>> cursor = src.batch_cursor()
+            >>> [cursor.peek(2)[2], cursor.peek(2)[2]], src.index
+            ([2, 4], 0)
+            >>> cursor.commit(2); src.index, src.get_batch(9)["x"].tolist()
+            (2, [2, 3, 4])
+            >>> src.close()
+        """
         if type(self).get_batch_with_indices is not RandomAccessSource.get_batch_with_indices:
             return None
         self._check_open()
@@ -261,7 +280,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         reader.stop()
         if index < (self.epoch_size() or 0):  # a pass's start decodes the first record
             _reworded(self, lambda: reader.start(self.epoch_order(epoch), index, self._skips()))
-        return BatchCursor(self, reader, epoch)
+        return SessionCursor(self, reader, reader.session if reader.active else None,
+                             present=self._host_columns,
+                             guard=lambda read: _reworded(self, read))
 
     def _check_open(self) -> None:
         """Raise if the source can no longer read (default: the reader says so)."""
@@ -314,50 +335,3 @@ def _reworded(source: RandomAccessSource, read: Callable[[], Any]) -> Any:
         if reworded is err:
             raise
         raise reworded from err.__cause__
-
-
-class BatchCursor(ReaderCursor):
-    """Batches of a :class:`RandomAccessSource` read ahead of its position, a
-    :class:`~datarax.core.cursor.ReadAheadCursor`: :meth:`peek` moves nothing,
-    :meth:`commit` moves the source's position and skip count past a batch handed out.
-
-    Example:
-        >>> from datarax.sources import MemorySourceConfig
-        >>> class Rows(RandomAccessSource):
-        ...     def __len__(self):
-        ...         return 5
-        ...     def read_records(self, indices):
-        ...         return [{"x": np.int32(i)} for i in indices]
-        >>> src = Rows(MemorySourceConfig())
-        >>> cursor = src.batch_cursor()
-        >>> [cursor.peek(2)[2], cursor.peek(2)[2]], src.index
-        ([2, 4], 0)
-        >>> cursor.commit(2); src.index, src.get_batch(9)["x"].tolist()
-        (2, [2, 3, 4])
-        >>> src.close()
-    """
-
-    def __init__(self, source: RandomAccessSource, reader: HostReader, epoch: int) -> None:
-        super().__init__(source, reader, epoch, reader.session if reader.active else None)
-
-    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
-        """``(columns, stable indices, end)`` of the next batch, or None at the epoch's end
-        (raises as :meth:`~datarax.core.cursor.ReadAheadCursor.peek` says)."""
-        if self._session is None:
-            return None
-        source, session = self._source, self._session
-        read = _reworded(source, lambda: self._reader.peek_batch(batch_size, session))
-        if read is None:
-            return None
-        return source._host_columns(read.columns), read.indices, read.end
-
-    def ready(self, batch_size: int) -> bool:
-        """Whether :meth:`peek` of ``batch_size`` would return without waiting for a
-        read (the reader holds that many records read and decoded)."""
-        return self.current and self._session is not None and self._reader.ready(batch_size)
-
-    def _reader_position(self) -> int:
-        return self._reader.position
-
-    def _end_session(self, session: int) -> None:
-        self._reader.stop(session)

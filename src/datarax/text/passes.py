@@ -3,12 +3,13 @@ behind :class:`~datarax.text.source.PackedTextSource`.
 
 Invariant: its snapshot (:meth:`TextPass.snapshot_at`) holds references, never tokens;
 from a snapshot or from a bare ``(epoch, row)`` position (re-packing the pass up to
-that row) it rebuilds the identical next rows.
+that row) it rebuilds the identical next rows. Read ahead through the read-ahead engine
+(:mod:`datarax.sources.read_ahead`: its sessions and its cursor), rows peeked with the
+snapshot of their end, which a commit makes the pass's.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import RecordError, StateError
+from datarax.sources.read_ahead import ReadBatch, Sessions
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 from datarax.text.documents import BadDocument
 from datarax.text.packing import Packer
@@ -71,9 +73,12 @@ class TextPass:
         self.at: tuple[int, int] | None = None
         # One thread reads at a time (a pipeline's read-ahead, or a direct read); a
         # reading session ends whenever the owner moves or reads the pass itself.
-        self.lock = threading.RLock()
-        self.session = 0
+        self.sessions = Sessions("PackedTextSource")
         self.defer_skips = False  # read ahead: skips are counted as their rows are handed out
+        self.position = 0  # read ahead: the row handed out (committed)
+        self._ahead = (0, 0)  # read ahead: (pass, the row after the last one peeked)
+        # read ahead: (end, snapshot at end, documents passed) of each batch peeked
+        self._peeked: deque[tuple[int, dict[str, Any], int]] = deque()
         self._reset(0)
         self.at = None
 
@@ -99,8 +104,8 @@ class TextPass:
 
     def suspend(self, at: tuple[int, int] | None = None) -> None:
         """Release the reader, keeping a snapshot of ``at`` (the owner's position)."""
-        with self.lock:
-            self.session += 1
+        with self.sessions.lock:
+            self.sessions.begin()
             if self.at is not None and self._it is not None and (at is None or self.at == at):
                 self.snapshot = (*self.at, self._extra())
             self._reset(self._epoch)
@@ -134,37 +139,56 @@ class TextPass:
             left -= dropped
 
     # ------------------------------------------------------------ read ahead
-    def start(self) -> int:
-        """A new read-ahead session (any other ends); returns it."""
-        with self.lock:
-            self.session += 1
-            return self.session
+    def start(self, epoch: int, index: int) -> int:
+        """A new read-ahead session from row ``index`` of pass ``epoch``; returns it."""
+        with self.sessions.lock:
+            self._ahead, self.position = (epoch, index), index
+            self._peeked.clear()
+            return self.sessions.begin()
 
-    def peek(
-        self, session: int, epoch: int, index: int, count: int
-    ) -> tuple[Batch, int, dict[str, Any], int] | None:
-        """``(rows, end, snapshot at end, documents passed)`` of the ``count`` rows after
-        row ``index`` of pass ``epoch``, or None at its end; ``SessionEnded`` once
-        ``session`` is over. Bad documents are counted when the owner commits."""
-        from datarax.core.cursor import SessionEnded
-
-        with self.lock:
-            if session != self.session:
-                raise SessionEnded(f"PackedTextSource: the read-ahead session {session} ended.")
+    def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None:
+        """The ``batch_size`` rows after those peeked (their row numbers, ``end`` the
+        row after them), or None at the pass's end; ``SessionEnded`` once ``session`` is
+        over. Bad documents are counted when the owner commits."""
+        with self.sessions.lock:
+            self.sessions.check(session)
+            epoch, index = self._ahead
             self.defer_skips = True
             self.follow(epoch, index)
             self.at = None  # packing: a take that raises leaves no position to report
-            rows = self.take(count)
+            rows = self.take(batch_size)
             if rows is None:
                 self.at = (epoch, index)
                 return None
             end = index + len(rows["tokens"])
-            self.at = (epoch, end)
-            return rows, end, self._extra(), self.next_document
+            self.at = self._ahead = (epoch, end)
+            self._peeked.append((end, self._extra(), self.next_document))
+            return ReadBatch(rows, np.arange(index, end), end)
+
+    def commit(self, end: int | None) -> None:
+        """Hand out every row before ``end`` (None: the rest of the pass): the snapshot
+        of ``end`` becomes the pass's, the bad documents passed before it are counted."""
+        epoch, rest = self._ahead[0], end is None  # the rest: the worker stopped packing
+        end = self._ahead[1] if end is None else int(end)
+        while self._peeked and self._peeked[0][0] <= end:
+            at, snapshot, passed = self._peeked.popleft()
+            self.ledger.commit(passed)  # the bad documents passed before these rows
+            self.snapshot = (epoch, at, snapshot)
+        if rest:  # ... and those after the pass's last row
+            self.ledger.commit(self.next_document)
+        self.position = end
+
+    def ready(self, batch_size: int) -> bool:
+        return False  # packing the next rows may wait for the tokenizer: one at a time
+
+    def stop(self, session: int | None = None) -> None:
+        """End read-ahead ``session`` (None: any) and release the reader, the position
+        handed out kept."""
+        self.sessions.end(session, lambda: self.suspend(at=(self._ahead[0], self.position)))
 
     def direct(self) -> None:
-        """The owner reads the pass itself: any read-ahead session ends (under :attr:`lock`)."""
-        self.session += 1
+        """The owner reads the pass itself: any read-ahead session ends (under the lock)."""
+        self.sessions.begin()
         self.defer_skips = False
 
     # -------------------------------------------------------------- reading
@@ -271,11 +295,9 @@ class TextPass:
         if isinstance(raw, BadDocument):
             self._bad(index, raw.reason)
             return None
-        if not isinstance(raw, str):
-            self._bad(index, f"is {type(raw).__name__}, not str or bytes")
-            return None
-        if not raw.strip():
-            self._bad(index, "is empty (no text)")
+        if not isinstance(raw, str) or not raw.strip():
+            self._bad(index, "is empty (no text)" if isinstance(raw, str)
+                      else f"is {type(raw).__name__}, not str or bytes")
             return None
         if not raw.isascii():
             try:
@@ -339,7 +361,7 @@ class TextPass:
     # ---------------------------------------------------------------- state
     def stats(self, at: tuple[int, int] | None = None) -> dict[str, Any]:
         """Rows, tokens, efficiency, documents and skips up to ``at`` (the owner's position)."""
-        with self.lock:  # a read-ahead thread may be packing
+        with self.sessions.lock:  # a read-ahead thread may be packing
             if at is not None and self.at is not None and self.at != at:  # read ahead of it
                 extra = self.snapshot_at(*at) or self._extra()
             elif self.at is None and self.snapshot is not None:  # suspended: its snapshot
@@ -347,14 +369,10 @@ class TextPass:
             else:
                 extra = self._extra()
         rows, tokens = extra["packer"]["rows_packed"], extra["packer"]["tokens_packed"]
-        return {
-            "rows": rows,
-            "tokens": tokens,
-            "efficiency": tokens / (rows * self.packer.seq_len) if rows else 1.0,
-            "documents": extra.get("documents", 0),
-            "skipped": extra["skipped"],
-            **self._corpus_stats(extra.get("corpus_documents")),
-        }
+        return {"rows": rows, "tokens": tokens,
+                "efficiency": tokens / (rows * self.packer.seq_len) if rows else 1.0,
+                "documents": extra.get("documents", 0), "skipped": extra["skipped"],
+                **self._corpus_stats(extra.get("corpus_documents"))}
 
     def _corpus_stats(self, counts: list[int] | None) -> dict[str, Any]:
         if self._mix is None or counts is None:
@@ -376,7 +394,7 @@ class TextPass:
 
     def snapshot_at(self, epoch: int, index: int) -> dict[str, Any]:
         """The snapshot of row ``index`` of pass ``epoch`` if known here, else ``{}``."""
-        with self.lock:
+        with self.sessions.lock:
             if self.at == (epoch, index):
                 extra = self._extra()
                 return {**extra, "packer": Packer.as_lists(extra["packer"])}
@@ -384,13 +402,9 @@ class TextPass:
             extra = self.snapshot[2]
             return {**extra, "packer": Packer.as_lists(extra["packer"])}
         if index == 0:
-            return {
-                "next_document": 0,
-                "skipped": 0,
-                "documents": 0,
-                **self._corpus_extra([0] * len(self._mix.names) if self._mix else None),
-                "packer": Packer(1).get_state(),
-            }
+            return {"next_document": 0, "skipped": 0, "documents": 0,
+                    **self._corpus_extra([0] * len(self._mix.names) if self._mix else None),
+                    "packer": Packer(1).get_state()}
         return {}  # unknown here: a restore re-packs the pass up to the position
 
     def check_snapshot(self, state: dict[str, Any]) -> None:

@@ -19,13 +19,11 @@ identical to the one the saved source would have served.
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from datarax.core.children import close_each
@@ -38,6 +36,7 @@ from datarax.core.config import (
 from datarax.core.data_source import check_contract
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.stream import StreamSource
+from datarax.sources.read_ahead import SessionCursor
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
 from datarax.sources.source_call import MISSING, check_config_given, source_config
 from datarax.text.documents import as_reader, close_reader, reader_settings
@@ -183,29 +182,26 @@ class PackedTextSource(StreamSource):
         return self.get_batch_with_indices(batch_size)[0]
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """Rows and their numbers in the pass (their stable index)."""
+        """Rows and their numbers in the pass (their stable index), handed out at once: a
+        reading session from the position (a pipeline's read-ahead ended)."""
         text = self._text
-        with text.lock:
-            text.direct()
-            first = self.index
-            text.follow(self.epoch, first)
-            text.at = None  # packing: a take that raises (a broken skip budget) leaves no
-            rows = text.take(batch_size)  # position, so a state or a retry re-packs from
-            if rows is None:  # the last handed-out rows and meets the same error there
-                text.at = (self.epoch, first)
-                return None, None
-            count = len(rows["tokens"])
-            self.datarax_position.advance(count)
-            text.at = (self.epoch, self.index)
-        return rows, np.arange(first, first + count)
+        with text.sessions.lock:
+            got = text.peek_batch(batch_size, text.start(self.epoch, self.index))
+            text.commit(None if got is None else got.end)
+            self.datarax_position.move(self.epoch, text.position)
+        return (None, None) if got is None else (got.columns, got.indices)
 
-    def batch_cursor(self) -> TextCursor:
-        """A :class:`TextCursor` reading ahead of the current position (ends any earlier one)."""
-        return TextCursor(self, self._text.start())
+    def batch_cursor(self) -> SessionCursor:
+        """Rows packed ahead of the current position (ends any earlier session): a
+        :class:`~datarax.sources.read_ahead.SessionCursor` whose ``peek`` packs the next
+        rows without moving the source's state and whose ``commit`` moves the position
+        past them, makes that position's snapshot the reported one and counts the bad
+        documents passed before it."""
+        return SessionCursor(self, self._text, self._text.start(self.epoch, self.index))
 
     def restart(self, epoch: int) -> None:
         """Stand at the first row of pass ``epoch`` (the reader opens lazily)."""
-        with self._text.lock:
+        with self._text.sessions.lock:
             self._text.direct()
             self.seek(epoch, 0)
             self._text.open_fresh(epoch)
@@ -240,7 +236,7 @@ class PackedTextSource(StreamSource):
         snapshot is unknown here, the pass is re-packed up to it first (as the next read would)."""
         text = self._text
         at = (self.epoch, self.index)
-        with text.lock:
+        with text.sessions.lock:
             if text.at != at and not text.snapshot_at(*at):
                 text.direct()
                 text.follow(*at)
@@ -291,68 +287,8 @@ class PackedTextSource(StreamSource):
                         field=key,
                     )
             self._text.check_snapshot(extra)
-        with self._text.lock:
+        with self._text.sessions.lock:
             self._text.direct()
             self._text.snapshot = (epoch, index, extra) if extra else None
             self.seek(epoch, index)
             self._text.follow(epoch, index)  # rebuild now: a foreign state fails here
-
-
-class TextCursor:
-    """A :class:`~datarax.core.cursor.ReadAheadCursor` over a :class:`PackedTextSource`.
-
-    :meth:`peek` (read-ahead thread) packs the next rows without moving the source's
-    state; :meth:`commit` (consumer, in order) moves the position past them, makes that
-    position's snapshot the reported one and counts the bad documents passed before.
-    :attr:`current` turns False once the source was moved or read otherwise.
-    """
-
-    def __init__(self, source: PackedTextSource, session: int) -> None:
-        self._source = source
-        self._text = source._text
-        self._session = session
-        self._epoch = source.epoch
-        self._read = source.index  # the row after the last one peeked
-        self._peeked: collections.deque[tuple[int, dict[str, Any], int]] = collections.deque()
-
-    @property
-    def current(self) -> bool:
-        """Whether the source's text pass still serves this cursor's session."""
-        return self._session == self._text.session
-
-    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
-        """``(rows, row numbers, end)`` of the next batch, or None at the pass's end."""
-        got = self._text.peek(self._session, self._epoch, self._read, batch_size)
-        if got is None:
-            return None
-        rows, end, snapshot, passed = got
-        indices = np.arange(self._read, end)
-        self._read = end
-        self._peeked.append((end, snapshot, passed))
-        return rows, indices, end
-
-    def ready(self, batch_size: int) -> bool:
-        """False: packing the next rows may wait for the tokenizer (one batch at a time)."""
-        return False
-
-    def release(self) -> None:
-        """Release the reader if this cursor's session is still the open one (a newer
-        session, of the pass that took over the source, is left alone)."""
-        with self._text.lock:
-            if self.current:
-                self._source.close_epoch()
-
-    def commit(self, end: int | None) -> None:
-        """Hand out every row before ``end`` (None: the rest of the pass)."""
-        if not self.current:  # moved from outside: the position is already set there
-            return
-        text = self._text
-        rest = end is None  # the pass is over: the worker stopped packing
-        end = self._read if end is None else int(end)
-        while self._peeked and self._peeked[0][0] <= end:
-            at, snapshot, passed = self._peeked.popleft()
-            text.ledger.commit(passed)  # the bad documents passed before these rows
-            text.snapshot = (self._epoch, at, snapshot)
-        if rest:  # ... and the bad documents after the last row
-            text.ledger.commit(text.next_document)
-        self._source.datarax_position.move(self._epoch, end)

@@ -1,23 +1,23 @@
 """The open pass of an ``HFStreamingSource``: chunks read (shuffled through a buffer
 when asked), sharded, converted, and the bad-record policy (skip, count, report,
-budget) applied to them."""
+budget) applied to them. Sessions, the converted records waiting in order and the
+cursor are the read-ahead engine's (:mod:`datarax.sources.read_ahead`)."""
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from datarax.core.cursor import SessionEnded
 from datarax.core.data_source import DataSourceModule
-from datarax.core.dtypes import Records, is_text_dtype, record_number
+from datarax.core.dtypes import Records, record_number
 from datarax.core.errors import DataraxError, RecordError, StateError
-from datarax.core.spec import TextSpec
+from datarax.core.spec import describe_field, field_spec
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
+from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
 
@@ -25,10 +25,10 @@ class StreamReader:
     """The open pass of ``source`` (its ``config``, ``shard`` and ``element_spec()``):
     Arrow chunks, sharded in whole rounds as every stream is, and converted.
 
-    ``consumed`` counts this shard's records of the pass handed out or skipped,
+    ``position`` counts this shard's records of the pass handed out or skipped,
     ``skipped`` the bad ones before it; ``read_to`` is where reading stands (past
-    ``consumed`` while a pipeline reads ahead: :meth:`start` a session, :meth:`peek` on
-    the read-ahead thread, :meth:`commit` on the consumer's).
+    ``position`` while a pipeline reads ahead: :meth:`start` a session,
+    :meth:`peek_batch` on the read-ahead thread, :meth:`commit` on the consumer's).
     """
 
     def __init__(
@@ -48,27 +48,17 @@ class StreamReader:
         self._length = length  # records in the split, when the stream declares it
         self.ledger = SkipLedger(policy, _WHERE)  # bad records: pulled, then committed
         self._tables: Any = None
+        self._chunks = Chunks()  # converted records of this shard, not yet taken
         self.ended = False
-        # One thread reads at a time (a peek, a direct read, an open or close); a
-        # session ends with every close, so a peek of an ended one raises SessionEnded.
-        self.lock = threading.RLock()
-        self.session = 0
-        self.close()
+        # One thread reads at a time (a peek, a direct read, an open or a stop); a
+        # session ends with every stop, so a peek of an ended one raises SessionEnded.
+        self.sessions = Sessions(_WHERE)
+        self.stop()
 
-    @property
-    def is_open(self) -> bool:
-        return self._tables is not None
-
-    def close(self, session: int | None = None) -> None:
+    def stop(self, session: int | None = None) -> None:
         """Drop the open stream; ends the reading session (``session``: only if it is
         still the open one)."""
-        if session is not None and session != self.session:
-            return  # sessions only grow: an ended one stays ended
-        with self.lock:
-            if session is not None and session != self.session:
-                return
-            self.session += 1
-            self._reset()
+        self.sessions.end(session, self._reset)
 
     def _reset(self) -> None:
         self._open_at: tuple[int, int, int] | None = None  # a session's open, for its first peek
@@ -78,32 +68,21 @@ class StreamReader:
             closer()  # closes tables
         elif tables is not None:
             _close_tables(tables)
-        self._chunk: dict[str, np.ndarray] | None = None
-        self._indices = np.zeros(0, np.int64)
-        self._ordinals = np.zeros(0, np.int64)
-        self._offset = 0
+        self._chunks.clear()
         self._stream_position = 0
         self._ahead: list[Any] = []  # tables pulled to find the last whole round
         self._ahead_rows = 0
         self._stream_ended = False
         self._ordinal = 0  # this shard's records pulled from the stream
         self.epoch = 0  # the pass that is open
-        self.consumed = 0
+        self.position = 0
         self.read_to = 0
         self.ledger.begin(0)
         self.ended = False
-        self._over_budget: RecordError | None = None  # the skip that broke the budget
-
-    def open(self, epoch: int, *, skip: int, skipped: int = 0) -> None:
-        """Open pass ``epoch``, drop its first ``skip`` records of this shard (of which
-        ``skipped`` were bad records skipped before)."""
-        with self.lock:
-            self.close()
-            self._load(epoch, skip, skipped)
 
     def _load(self, epoch: int, skip: int, skipped: int) -> None:
         self.epoch = int(epoch)
-        self.consumed = self.read_to = int(skip)
+        self.position = self.read_to = int(skip)
         self.ledger.begin(epoch, skipped)
         config = self._source.config
         dataset = self._dataset
@@ -136,40 +115,25 @@ class StreamReader:
             self._set_chunk(table.slice(skip), positions[skip:], ordinals[skip:])
             skip = 0
 
-    def read(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-        """Up to ``batch_size`` records of the pass (None at its end), handed out now."""
-        with self.lock:
-            got = self._take(batch_size)
-            if got is None:
-                self.finish()
-                return None
-            columns, indices, end = got
-            self._commit(end)
-            return columns, indices
-
     # ------------------------------------------------------------- read-ahead
     def start(self, epoch: int, skip: int, skipped: int) -> int:
         """A new reading session at record ``skip`` of pass ``epoch`` (``skipped``
         bad records before it); its first :meth:`peek` opens the stream there, unless
         it is open there already. Returns the session."""
-        with self.lock:
-            if self.is_open and (self.epoch, self.consumed, self.read_to) == (epoch, skip, skip):
-                self.session += 1  # keep the open stream: it stands there
-            else:
-                self.close()
-                self._open_at = (int(epoch), int(skip), int(skipped))
-            return self.session
+        with self.sessions.lock:
+            if self._tables is not None and (self.epoch, self.position, self.read_to) == (epoch, skip, skip):
+                return self.sessions.begin()  # keep the open stream: it stands there
+            self.stop()
+            self._open_at = (int(epoch), int(skip), int(skipped))
+            return self.sessions.current
 
-    def peek(
-        self, batch_size: int, session: int
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, int] | None:
-        """The next ``batch_size`` records of ``session`` after those peeked before, their
-        stream positions and ``end`` (:attr:`consumed` once they are handed out); None
-        at the pass's end. Moves only :attr:`read_to`; bad records met are pulled, not
-        yet counted. Raises :class:`SessionEnded` once the session is over."""
-        with self.lock:
-            if session != self.session:
-                raise SessionEnded(f"{_WHERE}: the read-ahead session {session} was ended.")
+    def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None:
+        """The next ``batch_size`` records of ``session`` after those peeked before (their
+        stream positions as indices, ``end`` the :attr:`position` once they are handed
+        out); None at the pass's end. Moves only :attr:`read_to`; bad records met are
+        pulled, not yet counted. Raises ``SessionEnded`` once the session is over."""
+        with self.sessions.lock:
+            self.sessions.check(session)
             if self._open_at is not None:
                 self._load(*self._open_at)
                 self._open_at = None
@@ -177,7 +141,7 @@ class StreamReader:
 
     def commit(self, end: int | None) -> None:
         """Hand out the records before ordinal ``end`` (None: the rest of the pass). The
-        consumer's thread only: it moves what a peek does not touch (:attr:`consumed`,
+        consumer's thread only: it moves what a peek does not touch (:attr:`position`,
         the ledger's committed skips)."""
         if end is None:
             self.finish()
@@ -188,42 +152,30 @@ class StreamReader:
         """The pass is over: count its last bad records, check the pass's skip share."""
         self._commit(self._ordinal)
         if self._shard_length() is None:  # an unknown pass size: the fraction is checked now
-            self.ledger.check_pass_end(self.consumed)
+            self.ledger.check_pass_end(self.position)
         self.ended = True
 
-    def _take(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, int] | None:
-        """Up to ``batch_size`` records after :attr:`read_to`, their positions and end."""
-        parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
-        need = batch_size
-        end = self.read_to
-        while need > 0:
-            if self._chunk is None or self._offset >= len(self._indices):
-                if self._over_budget is not None:  # this batch would pass that record
-                    raise self._over_budget
-                got = self._next_table()
-                if got is None:
-                    self._chunk = None
-                    break
-                self._set_chunk(*got)
-                continue
-            assert self._chunk is not None
-            take = min(need, len(self._indices) - self._offset)
-            sl = slice(self._offset, self._offset + take)
-            parts.append(({k: v[sl] for k, v in self._chunk.items()}, self._indices[sl]))
-            end = int(self._ordinals[self._offset + take - 1]) + 1
-            self._offset += take
-            need -= take
-        if not parts:
-            return None
-        self.read_to = end
-        if len(parts) == 1:
-            return parts[0][0], parts[0][1], end
-        columns = {k: np.concatenate([p[0][k] for p in parts]) for k in self._keys}
-        return columns, np.concatenate([p[1] for p in parts]), end
+    def ready(self, batch_size: int) -> bool:
+        """False: whether the next records are read ahead is not known here."""
+        return False
+
+    def _take(self, batch_size: int) -> ReadBatch | None:
+        """Up to ``batch_size`` records after :attr:`read_to` (their stream positions as
+        indices, ``end`` their last ordinal's successor)."""
+        chunks = self._chunks
+        while chunks.held < batch_size and chunks.failure is None:
+            got = self._next_table()
+            if got is None:
+                break
+            self._set_chunk(*got)
+        read = chunks.take(batch_size)
+        if read is not None:
+            self.read_to = read.end
+        return read
 
     @property
     def skipped(self) -> int:
-        """Bad records before :attr:`consumed` this pass (``on_error="skip"``)."""
+        """Bad records before :attr:`position` this pass (``on_error="skip"``)."""
         return self.ledger.skipped
 
     def skipped_records(self) -> list[SkippedRecord]:
@@ -283,10 +235,7 @@ class StreamReader:
                 ) from err
             columns, keep = self._convert_records(table, positions, ordinals)
             positions, ordinals = positions[keep], ordinals[keep]
-        self._chunk = columns
-        self._indices = positions
-        self._ordinals = ordinals
-        self._offset = 0
+        self._chunks.append(columns, positions, ordinals)
 
     def _convert_records(
         self, table: Any, positions: np.ndarray, ordinals: np.ndarray
@@ -314,8 +263,8 @@ class StreamReader:
                     )
                 except RecordError as over:
                     # the records before it are still handed out; the batch that would
-                    # pass it raises (see _take), not the read ahead of the loop
-                    self._over_budget = over
+                    # pass it raises, not the read ahead of the loop
+                    self._chunks.fail(over)
                     break
                 continue
             good.append(columns)
@@ -325,9 +274,9 @@ class StreamReader:
         return {k: np.concatenate([g[k] for g in good]) for k in self._keys}, keep
 
     def _commit(self, end: int) -> None:
-        """Count bad records before ordinal ``end`` as skipped; ``end`` is consumed."""
+        """Count bad records before ordinal ``end`` as skipped; ``end`` is the position."""
         self.ledger.commit(end)
-        self.consumed = end
+        self.position = end
         self.read_to = max(self.read_to, end)
 
     def _pull(self, count: int) -> Any:
@@ -435,19 +384,16 @@ def record_error(
 
 
 def check_spec(columns: dict[str, np.ndarray], spec: dict[str, Any]) -> None:
-    """Refuse converted columns whose per-record shape or dtype differs from ``spec``."""
+    """Refuse converted columns whose per-record spec (:func:`~datarax.core.spec.field_spec`:
+    text or dtype, and shape) differs from ``spec``."""
     for key, want in spec.items():
-        got = columns[key]
-        text, want_text = is_text_dtype(got.dtype), isinstance(want, TextSpec)
-        if tuple(got.shape[1:]) == tuple(want.shape) and text == want_text and (
-            text or got.dtype == want.dtype
-        ):
+        got = field_spec(columns[key], batched=True)
+        if describe_field(got) == describe_field(want):
             continue
-        have = "text" if text else f"{got.dtype}"
+        have, first = (describe_field(s).partition("(")[0] for s in (got, want))
         raise DataraxError(
-            f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape[1:])}, but the "
-            f"first record's is {'text' if want_text else want.dtype} of shape "
-            f"{tuple(want.shape)}."
+            f"{_WHERE}: field '{key}' is {have} of shape {tuple(got.shape)}, but the "
+            f"first record's is {first} of shape {tuple(want.shape)}."
         )
 
 

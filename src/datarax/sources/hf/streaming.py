@@ -36,7 +36,7 @@ from datarax.sources.hf.stream_reader import (
     record_error,
     unreadable,
 )
-from datarax.sources.reader_cursor import ReaderCursor
+from datarax.sources.read_ahead import SessionCursor
 from datarax.sources.skip_ledger import SkipCounts, SkippedRecord
 from datarax.sources.source_call import MISSING
 from datarax.storage import ShardCache
@@ -130,35 +130,31 @@ class HFStreamingSource(SkipCounts, StreamSource):
         return self.get_batch_with_indices(batch_size)[0]
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """The next records of the pass (this shard's) and their positions in its stream."""
+        """The next records of the pass (this shard's) and their positions in its stream,
+        handed out at once: a reading session from the position (the open stream kept
+        where it stands there; a pipeline's read-ahead ended)."""
         reader = self._reader
-        epoch, index = self.epoch, self.index
-        with reader.lock:
-            if reader.is_open and (reader.epoch, reader.consumed, reader.read_to) != (
-                epoch, index, index
-            ):
-                # the position was set from outside (e.g. nnx.update), or a pipeline
-                # read ahead of it: start over where the position stands
-                reader.close()
-            if not reader.is_open:
-                self._hold()
-                reader.open(epoch, skip=index, skipped=self._skips())
-            got = reader.read(batch_size)
+        epoch = self.epoch
+        with reader.sessions.lock:
+            self._hold()
+            got = reader.peek_batch(batch_size, reader.start(epoch, self.index, self._skips()))
+            reader.commit(None if got is None else got.end)
             self._set_skips(reader.skipped)
-            self.datarax_position.move(epoch, reader.consumed)
+            self.datarax_position.move(epoch, reader.position)
         if got is None:
             return None, None
-        columns, indices = got
-        return self._batch_of(columns), indices
+        return self._batch_of(got.columns), got.indices
 
-    def batch_cursor(self) -> StreamCursor:
+    def batch_cursor(self) -> SessionCursor:
         """Batches from the current position, read ahead without moving it: a
         pipeline's read-ahead thread peeks them and its consumer commits each one it
-        hands out (see :class:`StreamCursor`). Ends any earlier reading session."""
+        hands out, moving the position and skip count
+        (:class:`~datarax.sources.read_ahead.SessionCursor`). Ends any earlier reading
+        session."""
         reader = self._reader
         self._hold()
         session = reader.start(self.epoch, self.index, self._skips())
-        return StreamCursor(self, session)
+        return SessionCursor(self, reader, session, present=self._batch_of)
 
     def _hold(self) -> None:
         """Remote files: hold the cached copies again after :meth:`close` (fetched
@@ -187,11 +183,11 @@ class HFStreamingSource(SkipCounts, StreamSource):
 
     def restart(self, epoch: int) -> None:
         """Begin pass ``epoch``: the stream is re-opened on the next read."""
-        self._reader.close()
+        self._reader.stop()
 
     def _moved(self) -> None:
         """The position was set from outside: re-open (and fast-forward) on the next read."""
-        self._reader.close()
+        self._reader.stop()
         self._skips_at_start()
 
     def _exhausted(self) -> bool:
@@ -201,11 +197,11 @@ class HFStreamingSource(SkipCounts, StreamSource):
 
     def close_epoch(self) -> None:
         """Release the open stream (the position is kept; reading re-opens and skips)."""
-        self._reader.close()
+        self._reader.stop()
 
     def close(self) -> None:
         """Release the open stream (and let the shard cache evict remote files)."""
-        self._reader.close()
+        self._reader.stop()
         if self._remote is not None:
             self._remote.release()
 
@@ -223,32 +219,6 @@ class HFStreamingSource(SkipCounts, StreamSource):
         (handed out or skipped) are passed over unread. A state without
         ``"skipped"`` counts no skips."""
         self._resume(*self._checked_skips(state, where="HFStreamingSource"))
-
-
-class StreamCursor(ReaderCursor):
-    """Batches of an :class:`HFStreamingSource` read ahead of its position, a
-    :class:`~datarax.core.cursor.ReadAheadCursor`: :meth:`peek` moves nothing the
-    source's state carries, :meth:`commit` moves the position and skip count past a
-    batch handed out."""
-
-    def __init__(self, source: HFStreamingSource, session: int) -> None:
-        super().__init__(source, source._reader, source.epoch, session)
-
-    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
-        """``(batch, stream positions, end)`` of the next batch, or None at the pass's
-        end; raises :class:`~datarax.sources.host_reader.SessionEnded` once not
-        :attr:`current`, and a bad record's error at the batch that would hold it."""
-        got = self._reader.peek(batch_size, self._session)
-        if got is None:
-            return None
-        columns, indices, end = got
-        return self._source._batch_of(columns), indices, end
-
-    def _reader_position(self) -> int:
-        return self._reader.consumed
-
-    def _end_session(self, session: int) -> None:
-        self._reader.close(session)
 
 
 def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:

@@ -1,0 +1,339 @@
+"""The one read-ahead engine: host reads, Hugging Face streams and packed-text passes
+read ahead of what a pipeline's consumer was handed.
+
+The readers (:class:`~datarax.sources.host_reader.HostReader`,
+:class:`~datarax.sources.hf.stream_reader.StreamReader`,
+:class:`~datarax.text.passes.TextPass`) keep only how they read, decode, pack and
+locate records; the rest is here:
+
+* :class:`Sessions` — one reading session at a time: a start, stop, direct read or move
+  from outside opens a new one; a peek for an ended one raises
+  :class:`~datarax.core.cursor.SessionEnded`; ending one by number ends only that one.
+* :class:`Workers` — work on worker threads, results taken in submission order (an
+  error raised where its result is taken); stopping cancels and joins every thread.
+* :class:`Chunks` — records waiting in order, batches of exactly the size asked (fewer
+  only at the end); a bad record met ahead is held back as the error of the batch
+  that would pass it, the records before it handed out first.
+* :class:`SessionCursor` — the one :class:`~datarax.core.cursor.ReadAheadCursor`:
+  ``peek`` moves nothing a state carries, ``commit`` moves the reader's and the
+  source's position (and skip count) past what was handed out.
+
+A reader's state is the position handed out (and the bad records skipped before it),
+never what was read ahead: a new session reads again from there (exact resume).
+
+Example:
+    >>> import numpy as np
+    >>> chunks = Chunks()
+    >>> chunks.append({"x": np.arange(3)}, np.arange(3), np.arange(3))
+    >>> chunks.append({"x": np.arange(3, 5)}, np.arange(3, 5), np.arange(3, 5))
+    >>> got = chunks.take(4); got.columns["x"].tolist(), got.end, chunks.held
+    ([0, 1, 2, 3], 4, 1)
+    >>> chunks.fail(ValueError("record 5 is bad"))
+    >>> chunks.take(4)
+    Traceback (most recent call last):
+    ValueError: record 5 is bad
+    >>> chunks.take(1).columns["x"].tolist()  # what came before the bad record
+    [4]
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from datarax.core.cursor import SessionEnded
+from datarax.core.threads import drop_pool, run_behind_consumer
+from datarax.sources.skip_ledger import SkipCounts
+
+__all__ = ["Chunks", "ReadBatch", "SessionCursor", "Sessions", "Workers"]
+
+
+@dataclasses.dataclass
+class ReadBatch:
+    """Records handed out together: ``columns`` (field -> numpy array with a leading
+    record axis), ``indices`` (the stable index of each record, int64) and ``end`` (the
+    reader's position once they are handed out, counting records skipped before the
+    last one)."""
+
+    columns: dict[str, Any]
+    indices: np.ndarray
+    end: int
+
+    def __len__(self) -> int:
+        return int(self.indices.shape[0])
+
+
+class Sessions:
+    """The reading sessions of one reader, one open at a time, and the lock that keeps
+    one thread reading (a peek, a start, a stop or a direct read) at a time.
+
+    Example:
+        >>> sessions = Sessions("Src")
+        >>> first = sessions.begin(); sessions.end(first - 1, print)  # an old one: nothing
+        >>> sessions.end(first, lambda: print("let go"))
+        let go
+        >>> sessions.check(first)
+        Traceback (most recent call last):
+        datarax.core.cursor.SessionEnded: Src: the reading session 1 ended (the source moved).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.lock = threading.RLock()
+        self.current = 0
+
+    def begin(self) -> int:
+        """Open a new session (any other ends); returns it."""
+        with self.lock:
+            self.current += 1
+            return self.current
+
+    def check(self, session: int | None) -> None:
+        """Raise :class:`SessionEnded` unless ``session`` is the open one (None: any)."""
+        if session is not None and session != self.current:
+            raise SessionEnded(f"{self.where}: the reading session {session} ended "
+                               "(the source moved).")
+
+    def end(self, session: int | None, release: Callable[[], None]) -> None:
+        """End ``session`` (None: whichever is open) and ``release()`` its reading, under
+        the lock (after a peek in progress on another thread); a session ended already
+        is left alone, without the lock (sessions only grow: a collection may ask
+        mid-read)."""
+        if session not in (None, self.current):
+            return
+        with self.lock:
+            if session not in (None, self.current):
+                return
+            self.current += 1
+            release()
+
+
+class Workers:
+    """Work run on ``threads`` worker threads (named after ``name``), results taken in
+    the order it was submitted.
+
+    Example:
+        >>> workers = Workers(2, "Src")
+        >>> for n in range(3):
+        ...     workers.submit(pow, n, 2)
+        >>> len(workers), [workers.take() for _ in range(3)], len(workers)
+        (3, [0, 1, 4], 0)
+        >>> workers.stop()  # the threads joined
+    """
+
+    def __init__(self, threads: int, name: str) -> None:
+        self.threads = threads
+        self._name = name
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()  # the queue: a consumer's thread may ask how far
+        self._pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
+
+    def __len__(self) -> int:
+        """Work submitted and not taken."""
+        return len(self._pending)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on a worker thread (started on first use, behind the
+        consumer's thread when cores are short)."""
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.threads, thread_name_prefix=f"{self._name}-reader",
+                initializer=run_behind_consumer)
+        future = self._pool.submit(fn, *args)
+        with self._lock:
+            self._pending.append(future)
+
+    def take(self) -> Any:
+        """The oldest work's result, once done (its error raised here)."""
+        result = self._pending[0].result()
+        with self._lock:
+            self._pending.popleft()
+        return result
+
+    def finished(self) -> Iterator[Any]:
+        """Results of the done work at the head of the queue, in order, up to the first
+        not done; a failed one as its exception."""
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            if not future.done():
+                return
+            if future.cancelled():
+                yield concurrent.futures.CancelledError()
+            else:
+                yield future.exception() or future.result()
+
+    def stop(self) -> None:
+        """Cancel the work not started, wait for the rest, join the threads."""
+        for future in self._pending:
+            future.cancel()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._pending.clear()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        drop_pool(getattr(self, "_pool", None))
+
+
+@dataclasses.dataclass
+class _Run:
+    columns: dict[str, Any]
+    indices: np.ndarray
+    positions: np.ndarray  # the reader's position of each record
+    offset: int = 0  # records already taken
+
+    @property
+    def remaining(self) -> int:
+        return int(self.indices.shape[0]) - self.offset
+
+
+class Chunks:
+    """Decoded records waiting in order (runs of records with their stable indices and
+    positions), taken as batches; the error of a bad record met ahead, held back."""
+
+    def __init__(self) -> None:
+        self._runs: collections.deque[_Run] = collections.deque()
+        self._lock = threading.Lock()  # a consumer's thread may ask how many are held
+        self.failure: BaseException | None = None
+
+    @property
+    def held(self) -> int:
+        """Records waiting."""
+        with self._lock:
+            return sum(run.remaining for run in self._runs)
+
+    def append(self, columns: dict[str, Any], indices: np.ndarray, positions: np.ndarray) -> None:
+        """Records at reader ``positions`` (ascending), after those held."""
+        if len(indices):
+            with self._lock:
+                self._runs.append(_Run(columns, indices, positions))
+
+    def fail(self, error: BaseException) -> None:
+        """No record follows those held: a batch that needs more raises ``error``."""
+        self.failure = error
+
+    def take(self, size: int) -> ReadBatch | None:
+        """The next ``size`` records held (fewer: all that are left, where nothing
+        follows), or None where none is; raises :meth:`fail`'s error rather than hand
+        out fewer than ``size``."""
+        held = self.held
+        if self.failure is not None and held < size:
+            raise self.failure
+        if held == 0:
+            return None
+        with self._lock:
+            first = self._runs[0]
+            if first.offset == 0 and first.remaining == size:  # one whole run: no copy
+                self._runs.popleft()
+                return ReadBatch(first.columns, first.indices, int(first.positions[-1]) + 1)
+            parts: list[tuple[_Run, slice]] = []
+            while size > 0 and self._runs:
+                run = self._runs[0]
+                take = min(size, run.remaining)
+                parts.append((run, slice(run.offset, run.offset + take)))
+                run.offset += take
+                size -= take
+                if run.remaining == 0:
+                    self._runs.popleft()
+        last, cut = parts[-1]
+        end = int(last.positions[cut.stop - 1]) + 1
+        if len(parts) == 1:
+            return ReadBatch({k: v[cut] for k, v in last.columns.items()}, last.indices[cut], end)
+        columns = {k: np.concatenate([run.columns[k][cut] for run, cut in parts])
+                   for k in parts[0][0].columns}
+        return ReadBatch(columns, np.concatenate([run.indices[cut] for run, cut in parts]), end)
+
+    def clear(self) -> None:
+        """Drop every record held and the held-back error."""
+        with self._lock:
+            self._runs.clear()
+        self.failure = None
+
+
+class SessionCursor:
+    """Batches of reading session ``session`` of ``reader`` (None: the pass was over when
+    the cursor was made) for ``source``, read ahead of its position: a
+    :class:`~datarax.core.cursor.ReadAheadCursor`.
+
+    ``reader``: its ``sessions`` (:class:`Sessions`), ``peek_batch(batch_size, session)``
+    (a :class:`ReadBatch` or None), ``commit(end)``, ``position`` and ``skipped`` after
+    it, ``ready(batch_size)`` and ``stop(session)``.
+
+    ``present``: a peeked batch's columns as the source hands them out; ``guard``: runs
+    a peek (``guard(read)``), e.g. to word a bad record's error as the source does. A
+    :class:`~datarax.sources.skip_ledger.SkipCounts` source's ``skipped`` follows the
+    reader's count at each commit.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        reader: Any,
+        session: int | None,
+        *,
+        present: Callable[[dict[str, Any]], Any] | None = None,
+        guard: Callable[[Callable[[], Any]], Any] | None = None,
+    ) -> None:
+        self._source = source
+        self._reader = reader
+        self._epoch = source.epoch
+        self._session = session
+        self._present = present
+        self._guard = guard
+
+    @property
+    def current(self) -> bool:
+        """Whether the reader still serves this cursor's session."""
+        return self._session is None or self._session == self._reader.sessions.current
+
+    def peek(self, batch_size: int) -> tuple[Any, np.ndarray, int] | None:
+        """``(batch, stable indices, end)`` of the batch after the last one peeked, or
+        None at the pass's end (raises as :meth:`~datarax.core.cursor.ReadAheadCursor.peek`
+        says)."""
+        if self._session is None:
+            return None
+        session = self._session
+
+        def read() -> ReadBatch | None:
+            return self._reader.peek_batch(batch_size, session)
+
+        got = read() if self._guard is None else self._guard(read)
+        if got is None:
+            return None
+        columns = got.columns if self._present is None else self._present(got.columns)
+        return columns, got.indices, got.end
+
+    def ready(self, batch_size: int) -> bool:
+        """Whether :meth:`peek` of ``batch_size`` would return without waiting."""
+        return self._session is not None and self.current and self._reader.ready(batch_size)
+
+    def release(self) -> None:
+        """End this cursor's session if it is still the reader's open one (read-ahead
+        and threads let go, the position kept); a newer one is left alone. Any thread."""
+        if self._session is not None:
+            self._reader.stop(self._session)
+
+    def commit(self, end: int | None) -> None:
+        """Hand out everything before position ``end`` of the pass (None: its end)."""
+        source, reader = self._source, self._reader
+        if self._session is None:  # nothing was left to read
+            source.datarax_position.move(
+                self._epoch, (source.epoch_size() or 0) if end is None else int(end))
+            return
+        if not self.current:  # moved from outside: the position is already set there
+            return
+        reader.commit(end)
+        if isinstance(source, SkipCounts):
+            skipped = source.skipped
+            if int(skipped.get_raw_value()) != reader.skipped:
+                # raw: once per batch on the consumer's thread, outside any trace
+                skipped.set_raw_value(np.asarray(reader.skipped, np.int64))
+        source.datarax_position.move(self._epoch, reader.position)
