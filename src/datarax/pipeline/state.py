@@ -9,8 +9,9 @@ equal the epoch's length: taken inside the loop after its last batch, nothing is
 of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
-(:mod:`datarax.pipeline.stage_digest`: version 4 sees their functions' source; version 3
-states, still restored, their bytecode, version 2 their names only) and rngs, and, when a stage is stochastic,
+(:mod:`datarax.pipeline.stage_digest`: version 4 sees their functions' source; version
+3 states, still restored, their bytecode, version 2 their names only) and rngs, and, when
+a stage is stochastic,
 ``draw``: the random draw version (:data:`datarax.core.draws.DRAW_VERSION`; a state
 without it is of version 1 and is refused by a pipeline that draws). They are compared in a fixed order
 (switches such as ``shuffle`` before the ``seed`` they enable; a seed whose switch is
