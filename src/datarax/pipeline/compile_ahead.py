@@ -108,24 +108,27 @@ def compile_ahead(context: PassContext, at: int | None) -> CompileAhead | None:
     ahead = CompileAhead()
 
     def run() -> None:
-        with enter():
-            try:
-                epoch, _ = context.session.next_pass(context.source)
-                dispatch = (IndexedDispatch(context, epoch) if at is None
-                            else FilteredDispatch(context, epoch, at))
-                programs = dispatch.programs()
-            except Exception as err:  # noqa: BLE001 - reported when the first pass starts
-                ahead.failed(err)
-                return
-            for step, args in programs:
-                if _exiting():  # the rest would only keep the exit waiting
-                    return
+        try:
+            with enter():
                 try:
-                    step.prepare(*args)
-                except Exception as err:  # noqa: BLE001 - raised by the step's first call
-                    log.debug("datarax: compiling ahead stopped (%s: %s)",
-                              type(err).__name__, err)
+                    epoch, _ = context.session.next_pass(context.source)
+                    dispatch = (IndexedDispatch(context, epoch) if at is None
+                                else FilteredDispatch(context, epoch, at))
+                    programs = dispatch.programs()
+                except Exception as err:  # noqa: BLE001 - reported when the first pass starts
+                    ahead.failed(err)
                     return
+                for step, args in programs:
+                    if _exiting():  # the rest would only keep the exit waiting
+                        return
+                    try:
+                        step.prepare(*args)
+                    except Exception as err:  # noqa: BLE001 - raised by the step's first call
+                        log.debug("datarax: compiling ahead stopped (%s: %s)",
+                                  type(err).__name__, err)
+                        return
+        except Exception as err:  # noqa: BLE001 - taking on the settings failed: reported too
+            ahead.failed(err)
 
     ahead.thread = threading.Thread(target=run, name="datarax-compile-ahead", daemon=False)
     context.session.ahead = ahead
