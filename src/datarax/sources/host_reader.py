@@ -304,10 +304,8 @@ class HostReader:
         batches = max(size // self._batch, 1) if self._batch else 1
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
         while len(self._pending) < in_flight and self._next_read < order.size:
-            # a session's first batch (a restore's next) waits for one batch's read alone;
-            # then chunks grow (1, 2, 4... batches) to full size: no early batch waits for
-            # a whole chunk's read
-            done = self._next_read - self._session_start
+            # a session's first batch (a restore's next) is read alone, then chunks grow
+            done = self._next_read - self._session_start  # (1, 2, 4... batches to full size)
             first = self._batch and done == 0
             step = min(size, max(self._batch, done)) if self._batch else size
             stop = min(self._next_read + step, order.size)
