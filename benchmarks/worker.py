@@ -46,6 +46,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | No
     load_before = os.getloadavg()[0]
     module = importlib.import_module(f"benchmarks.contenders.{entry.module}")
     imported = time.time()
+    imported_cpu = _cpu_seconds()
     images, labels = make_data(spec.records, spec.seed)
     loaded = time.time()
     digests: list[tuple[np.ndarray, np.ndarray]] = []
@@ -66,6 +67,7 @@ def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | No
         if first is None:
             first = now
             first_wall = time.time()
+            first_cpu = _cpu_seconds()  # the process's, from its start (W3)
     end = time.perf_counter()
     cpu_s = _cpu_seconds() - cpu0
     peak_rss_mb = _peak_rss_mb()  # before the check, whose copies are the harness's
@@ -91,6 +93,8 @@ def run(contender: str, spec: VisionSpec, spawn: float | None, profile: str | No
         "steady_rate": (records - first_size) / steady_s if steady_s > 0 else None,
         "spawn_to_first_batch_s": (first_wall - spawn) if spawn and first is not None else None,
         "spawn_to_imported_s": (imported - spawn) if spawn else None,
+        "cpu_to_first_batch_s": first_cpu if first is not None else None,
+        "cpu_to_imported_s": imported_cpu,
         "import_s": imported - START_WALL,
         "data_s": loaded - imported,
         "batch_times": [round(t, 6) for t in batch_times],

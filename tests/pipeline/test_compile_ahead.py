@@ -9,6 +9,7 @@ nothing ahead; no thread is left behind, and a process may exit right after buil
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from flax import nnx
 
 from datarax.core.compiled_store import counts
 from datarax.pipeline import Pipeline
+from datarax.pipeline import compile_ahead as compile_ahead_module
+from datarax.pipeline.dispatch import IndexedDispatch
 from datarax.sources import MemorySource, MemorySourceConfig
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -159,9 +162,13 @@ def test_an_error_while_compiling_ahead_is_met_at_the_first_batch_with_its_messa
     assert "this stage refuses a batch of 4 records" in messages[0]
 
 
-def test_a_process_may_exit_right_after_building():
+def test_a_process_may_exit_right_after_building_and_waits_for_one_program_at_most():
+    """60 records in batches of 8: a batch-level stage needs two programs (8 and the
+    short 4); the process exits while the first compiles, and the second is never
+    started (the interpreter waits for the thread, which ends before atexit runs)."""
     code = """
-        import numpy as np, jax, jax.numpy as jnp
+        import atexit, numpy as np, jax, jax.numpy as jnp
+        from datarax.core.compiled_store import counts
         from datarax.pipeline import Pipeline
         from datarax.sources import MemorySource, MemorySourceConfig
         def heavy(batch):  # long enough to be compiling at exit
@@ -169,17 +176,48 @@ def test_a_process_may_exit_right_after_building():
             for i in range(40):
                 x = jnp.sin(x) * (i + 1.5) + jnp.cumsum(x)
             return {"x": x}
-        source = MemorySource(MemorySourceConfig(), {"x": np.arange(64, dtype=np.float32)})
+        atexit.register(lambda: print("compiled", counts()["compiled"]))
+        source = MemorySource(MemorySourceConfig(), {"x": np.arange(60, dtype=np.float32)})
         Pipeline(source=source, stages=[heavy], batch_size=8)
         print("built")
     """
     env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
            "DATARAX_COMPILE_CACHE": "0"}
+    env.pop("DATARAX_COMPILE_AHEAD", None)
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["built"]
+    words = done.stdout.split()
+    assert words[0] == "built" and words[1] == "compiled", words
+    assert int(words[2]) <= 1  # the program in flight at exit, never the short one
     assert "Traceback" not in done.stderr
+
+
+class _Unlisted(IndexedDispatch):
+    """A pass whose list of programs fails (a fault of compiling ahead alone)."""
+
+    def programs(self):
+        raise RuntimeError("the programs of this pass could not be listed")
+
+
+def test_a_failure_preparing_the_pass_is_reported_once_when_the_first_pass_starts(
+        monkeypatch, caplog):
+    monkeypatch.delenv("DATARAX_COMPILE_AHEAD", raising=False)
+    plain = [np.asarray(b["x"]).tolist() for b in _pipeline([_centered(0.125)], n=10)]
+    _join_ahead()
+    monkeypatch.setattr(compile_ahead_module, "IndexedDispatch", _Unlisted)
+    pipeline = _pipeline([_centered(0.125)], n=10)
+    _join_ahead()  # the thread failed before the pass started: nothing reported yet
+    assert [r for r in caplog.records if r.name == "datarax.compile"] == []
+    with caplog.at_level(logging.WARNING, logger="datarax.compile"):
+        first = [np.asarray(b["x"]).tolist() for b in pipeline]
+        second = [np.asarray(b["x"]).tolist() for b in pipeline]
+    warned = [r.getMessage() for r in caplog.records if r.name == "datarax.compile"]
+    assert len(warned) == 1
+    assert warned[0].startswith("datarax: compiling the first pass ahead failed; the pass "
+                                "compiles its programs itself:\nTraceback")
+    assert warned[0].endswith("RuntimeError: the programs of this pass could not be listed")
+    assert first == plain and len(second) == 3  # the pass compiled what it needed itself
 
 
 def test_work_between_building_and_iterating_is_seen_by_the_pass(monkeypatch):

@@ -78,3 +78,30 @@ def test_a_new_pass_reads_its_first_batch_first_and_serves_every_record_once(
     assert sorted(decode.order[:BATCH]) == sorted(batches[0])
     assert sorted(v for b in batches for v in b) == list(range(N))
     p.source.close()
+
+
+def test_the_batches_after_it_wait_for_reads_of_their_own_size_not_whole_chunks(
+        tmp_path) -> None:
+    """After the restored batch, reads grow from one batch (1, 2, 4... batches): the
+    second batch is decoded before anything past the fourth, not with a whole chunk."""
+    paths = write_int_parts(tmp_path, (N // 2, N))
+    reference = [ids(b) for b in pipeline(paths, LoggedDecode())]
+    saved = pipeline(paths, LoggedDecode())
+    it = iter(saved)
+    for _ in range(SAVED_AFTER):
+        next(it)
+    state = saved.get_state()
+    saved.source.close()
+
+    decode = LoggedDecode()
+    restored = pipeline(paths, decode)
+    restored.source.element_spec()
+    decode.order.clear()
+    restored.set_state(state)
+    batches = [ids(b) for b in restored]
+    assert batches == reference[SAVED_AFTER:]
+    second = set(batches[1])
+    last = max(decode.order.index(x) for x in second)  # when the second batch was complete
+    first_four = {x for b in batches[:4] for x in b}
+    assert set(decode.order[:last + 1]) <= first_four
+    restored.source.close()

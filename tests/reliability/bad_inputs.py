@@ -562,7 +562,8 @@ def _state_stochastic() -> dict[str, Any]:
 
 simple("state-other-stages", "Pipeline state", "a state from a pipeline with other stages",
        StateError, "(a digest of the stages, in order: their classes, names and configs, their "
-       "functions' code (as this Python version compiles it) and the closure and default values that are plain data (numbers, "
+       "functions' source (comments and spacing aside) and the closure and default values that "
+       "are plain data (numbers, "
        "strings, arrays, containers of these), and the stages nested in them; the values of "
        "module globals a function reads and other objects it holds count by name or type only; "
        "build the same stages)", lambda: restore(_state_stochastic()), field="stages")
@@ -615,8 +616,8 @@ simple("state-missing-key", "Pipeline state", "a state without 'settings'", Stat
        "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
        lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
 simple("state-wrong-version", "Pipeline state", "version=1", StateError,
-       "Pipeline state version 1 is not 3, the version this datarax writes (it also restores "
-       "version 2); the state comes from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
+       "Pipeline state version 1 is not 4, the version this datarax writes (it also restores "
+       "versions 2 and 3); the state comes from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
        field="version")
 simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
        "Pipeline state 'settings' must be the dict get_state() wrote, got str; the state was "

@@ -19,7 +19,7 @@ import edited_stages
 from datarax.core.errors import StateError
 from datarax.operators import ElementOperator, FilterOperator
 from datarax.pipeline import Pipeline
-from datarax.pipeline.stage_digest import stages_fingerprint
+from datarax.pipeline.stage_digest import describe, stages_fingerprint
 from datarax.sources import MemorySource, MemorySourceConfig
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +54,7 @@ def test_a_filter_whose_lambda_keeps_other_records_is_refused():
     err = refused(build(FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0)),
                   build(FilterOperator(predicate=lambda el: el.data["x"] % 3 == 0)))
     assert "but this pipeline has stages=" in str(err)
-    assert "their functions' code (as this Python version compiles it) and the closure and " \
+    assert "their functions' source (comments and spacing aside) and the closure and " \
         "default values that are plain data" in str(err)
     assert "the values of module globals a function reads and other objects it holds count " \
         "by name or type only" in str(err)
@@ -153,9 +153,66 @@ def test_a_version_2_state_restores_by_the_names_digest_it_was_saved_with():
     resumed = build(*stages)
     resumed.set_state(old)
     assert xs(resumed) == whole[1:]
-    assert resumed.get_state()["version"] == 3  # saved again: the current version
+    assert resumed.get_state()["version"] == 4  # saved again: the current version
     renamed = build(FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0, name="even"))
     with pytest.raises(StateError, match="a version 2 state's digest of the stages: their "
                        "classes, names, configs and function names") as err:
         renamed.set_state(old)
     assert err.value.field == "stages"
+
+
+def test_a_version_3_state_restores_by_the_bytecode_digest_it_was_saved_with():
+    stages = [FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0)]
+    state = saved_after_one_batch(build(*stages))
+    old = dict(state, version=3,
+               settings=dict(state["settings"], stages=stages_fingerprint(stages, version=3)))
+    assert old["settings"]["stages"] != state["settings"]["stages"]
+    whole = xs(build(*stages))
+    resumed = build(*stages)
+    resumed.set_state(old)
+    assert xs(resumed) == whole[1:]
+    assert resumed.get_state()["version"] == 4
+    other = build(FilterOperator(predicate=lambda el: el.data["x"] % 3 == 0))
+    with pytest.raises(StateError, match="a version 3 state's digest of the stages: as now, "
+                       "but of their functions' bytecode as the Python version that saved it"):
+        other.set_state(old)
+
+
+_TWICE = """
+def keep(el):
+    assert el is not None, "a record"  # dropped by optimize=2: other bytecode, same source
+    return el.data["x"] % 2 == 0
+"""
+
+
+def _compiled(path: Path, optimize: int):
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec", optimize=optimize), namespace)
+    return namespace["keep"]
+
+
+def test_the_digest_is_the_functions_source_not_the_bytecode_python_compiles_it_to(tmp_path):
+    path = tmp_path / "stage_source.py"
+    path.write_text(_TWICE)
+    plain, optimized = _compiled(path, 0), _compiled(path, 2)
+    assert plain.__code__.co_code != optimized.__code__.co_code
+    stages = [[FilterOperator(predicate=plain)], [FilterOperator(predicate=optimized)]]
+    assert stages_fingerprint(stages[0]) == stages_fingerprint(stages[1])
+    assert stages_fingerprint(stages[0], version=3) != stages_fingerprint(stages[1], version=3)
+    path.write_text(_TWICE.replace("% 2", "% 3"))  # the source edited: another digest
+    assert describe(_compiled(path, 0)) != describe(plain)
+
+
+def test_comments_and_spacing_do_not_count_but_a_lambdas_own_expression_does():
+    spaced = [lambda el: el.data["x"]  %  2 == 0]  # a comment
+    one_line = [lambda el: el.data["x"] % 2 == 0, lambda el: el.data["x"] % 2 != 0]
+    assert describe(spaced[0]) == describe(one_line[0])  # the other lambda on its line aside
+    assert describe(one_line[0]) != describe(one_line[1])
+    assert describe(lambda x: x + 1) != describe(lambda y: x + 1)  # noqa: F821 - its parameters
+
+
+def test_a_function_without_source_is_seen_by_its_code():
+    made: dict = {}
+    exec("plus = lambda x: x + 1\nminus = lambda x: x - 1", made)
+    assert describe(made["plus"]).startswith("function(None.<lambda>;code(")
+    assert describe(made["plus"]) != describe(made["minus"])

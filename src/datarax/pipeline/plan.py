@@ -124,6 +124,7 @@ class PipelineSession:
         self.host_inputs = HostInputs()  # the source's columns on the CPU (stages_on="host")
         self.pass_reuse = PassReuse()  # what the last indexed pass leaves to the next
         self.stats = PipelineStats()
+        self.ahead: Any = None  # the first pass compiled ahead (pipeline.compile_ahead)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PipelineSession)
@@ -137,6 +138,9 @@ class PipelineSession:
 
     def adopt(self, iterator: Any) -> None:
         """Make ``iterator`` the live one, ending the one it replaces."""
+        if self.ahead is not None:  # what compiling ahead met is reported now
+            self.ahead, ahead = None, self.ahead
+            ahead.pass_started()
         live = self.live_iterator()
         if live is not None and live is not iterator:
             live.supersede()

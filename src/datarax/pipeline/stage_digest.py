@@ -6,8 +6,8 @@ it. The digest (:func:`stages_fingerprint`) covers, for each stage in order:
 * its class, name and config;
 * its functions (``fn``, ``predicate``, a composite's conditions and router, a plain
   callable stage, the methods of an operator class defined outside datarax): their
-  code (bytecode, constants, including those of nested functions, and the global
-  and attribute names they use), and the values of their closure variables and
+  source (its tokens: comments, blank lines and spacing do not count; a lambda's own
+  expression, not the rest of its line), and the values of their closure variables and
   defaults that are plain data: numbers, strings, bytes, bools, None, tuples, lists,
   dicts and sets of these, dataclasses and enums, NumPy (and fully addressable JAX)
   arrays by dtype, shape and bytes; functions among them are seen the same way;
@@ -19,10 +19,15 @@ object holds (a closure over a model or a tokenizer is seen as its type only), n
 stage's attributes other than its functions and nested stages: change one of those and
 the state restores. A closure value the function changes as it runs (a cache dict)
 changes the digest. The digest is the same in every process (no addresses, no salted
-hashes), so a state restores in a new one, but not across Python versions (bytecode).
+hashes) and under every Python version: it sees what decides a stage's output, the
+source, not the bytecode a Python version compiles it to. A function whose source
+Python cannot find (typed at the interactive prompt, built by ``exec``) is seen by its
+code object instead (bytecode, constants and names), which ties a state to the Python
+version that saved it.
 
-Version 2 states (``STAGES_DIGEST_V2``) carry the earlier digest, of classes, names,
-configs and function names only; :func:`stages_fingerprint` computes it for them.
+States of earlier versions carry earlier digests, which :func:`stages_fingerprint`
+computes for them: version 3 (``STAGES_DIGEST_V3``) saw every function's bytecode,
+version 2 (``STAGES_DIGEST_V2``) classes, names, configs and function names only.
 
 Example:
     >>> from datarax.operators import FilterOperator
@@ -36,10 +41,15 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import enum
 import functools
 import hashlib
+import inspect
+import io
+import textwrap
+import tokenize
 import types
 from typing import Any
 
@@ -50,13 +60,20 @@ from flax import nnx
 from datarax.core.operator import OperatorModule
 
 STAGES_DIGEST_V2 = 2  # the state version whose digest saw function names only
+STAGES_DIGEST_V3 = 3  # the state version whose digest saw functions' bytecode
 SEES = (
     "a digest of the stages, in order: their classes, names and configs, their functions' "
-    "code (as this Python version compiles it) and the closure and default values that "
+    "source (comments and spacing aside) and the closure and default values that "
     "are plain data (numbers, strings, "
     "arrays, containers of these), and the stages nested in them; the values of module "
     "globals a function reads and other objects it holds count by name or type only"
 )
+SEES_V3 = (
+    "a version 3 state's digest of the stages: as now, but of their functions' bytecode as "
+    "the Python version that saved it compiles it; restore it under that Python version"
+)
+# whether functions are seen by their bytecode (a version 3 digest) rather than source
+_BYTECODE: contextvars.ContextVar[bool] = contextvars.ContextVar("bytecode", default=False)
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
 _DEPTH = 24  # deeper values are seen as "..." (a digest, not a serializer)
 
@@ -73,7 +90,11 @@ def stages_fingerprint(stages: Any, version: int | None = None) -> str:
     if version == STAGES_DIGEST_V2:
         return digest("\n".join(_stage_part_v2(stage) for stage in stages))
     seen: set[int] = set()
-    return digest("\n".join(_stage(stage, seen, 0) for stage in stages))
+    reset = _BYTECODE.set(version == STAGES_DIGEST_V3)
+    try:
+        return digest("\n".join(_stage(stage, seen, 0) for stage in stages))
+    finally:
+        _BYTECODE.reset(reset)
 
 
 def describe(value: Any) -> str:
@@ -211,8 +232,89 @@ def _cell(cell: types.CellType, seen: set[int], depth: int) -> str:
 
 
 def _code(code: types.CodeType, seen: set[int], depth: int) -> str:
+    if not _BYTECODE.get():
+        source = _source(code.co_filename, code)
+        if source is not None:  # what it says, not what this Python compiles it to
+            return f"source({hashlib.sha256(source.encode()).hexdigest()})"
     consts = ",".join(_describe(c, seen, depth + 1) for c in code.co_consts)
     return f"code({hashlib.sha256(code.co_code).hexdigest()};({consts});{code.co_names!r})"
+
+
+@functools.lru_cache(maxsize=1024)
+def _source(filename: str, code: types.CodeType) -> str | None:
+    """The tokens of ``code``'s source (a lambda's: its expression), or None where Python
+    cannot find it. Comments, blank lines and the width of indents do not count.
+    (``filename``: code objects compare equal across files.)"""
+    try:
+        lines, first = inspect.findsource(code)
+    except (OSError, TypeError):
+        return None
+    if code.co_name != "<lambda>":
+        try:
+            return _tokens("".join(inspect.getblock(lines[first:])))
+        except (IndentationError, SyntaxError, tokenize.TokenError):
+            return None
+    # a lambda: the span of its instructions (its expression; other code on its lines aside)
+    spans = [p for p in code.co_positions()
+             if None not in p and (p[0], p[2]) != (p[1], p[3])]
+    if not spans:
+        return None
+    start = min((p[0], p[2]) for p in spans)
+    end = max((p[1], p[3]) for p in spans)
+    raw = [line.encode() for line in lines[start[0] - 1:end[0]]]  # offsets count UTF-8 bytes
+    if not raw:
+        return None
+    raw[-1] = raw[-1][:end[1]]
+    raw[0] = raw[0][start[1]:]
+    expression = _tokens(b"".join(raw).decode(errors="replace"))
+    if expression is None:
+        return None
+    flags = code.co_flags
+    count = (code.co_argcount + code.co_kwonlyargcount + bool(flags & inspect.CO_VARARGS)
+             + bool(flags & inspect.CO_VARKEYWORDS))
+    return f"lambda {','.join(code.co_varnames[:count])}:\n{expression}"
+
+
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
+_MARK = {tokenize.INDENT: "<indent>", tokenize.DEDENT: "<dedent>", tokenize.NEWLINE: "<newline>"}
+
+
+def _tokens(text: str) -> str | None:
+    """``text``'s Python tokens, one a line, with markers for the block structure. An
+    f-string counts as its text (Python 3.12 splits it into tokens of its own), so the
+    tokens are those of every Python version."""
+    text = textwrap.dedent(text).strip("\n") + "\n"
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    opened: tuple[int, int] | None = None  # where the outermost f-string began
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            name = tokenize.tok_name[token.type]
+            if name.endswith("STRING_START"):
+                opened = opened if depth else token.start
+                depth += 1
+            elif name.endswith("STRING_END"):
+                depth -= 1
+                if not depth and opened is not None:
+                    out.append(_between(lines, opened, token.end))
+            elif not depth and token.type not in _SKIP:
+                out.append(_MARK.get(token.type, token.string))
+    except (IndentationError, SyntaxError, tokenize.TokenError):
+        return None
+    while out and out[-1] in ("<newline>", "<dedent>"):  # the end, however it is marked
+        out.pop()
+    while out and out[0] == "<indent>":
+        out.pop(0)
+    return "\n".join(out)
+
+
+def _between(lines: list[str], start: tuple[int, int], end: tuple[int, int]) -> str:
+    """The text from ``start`` to ``end`` (tokenize's (row, column) positions)."""
+    if start[0] == end[0]:
+        return lines[start[0] - 1][start[1]:end[1]]
+    return (lines[start[0] - 1][start[1]:] + "".join(lines[start[0]:end[0] - 1])
+            + lines[end[0] - 1][:end[1]])
 
 
 def _array(value: Any) -> str:

@@ -2,15 +2,16 @@
 
 A state is a small JSON-able dict::
 
-    {"version": 3, "epoch": e, "position": k, "settings": {...}, "source": {...}}
+    {"version": 4, "epoch": e, "position": k, "settings": {...}, "source": {...}}
 
 ``epoch``/``position``: the pass and the records of it handed out (``position`` may
 equal the epoch's length: taken inside the loop after its last batch, nothing is left
 of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
-(:mod:`datarax.pipeline.stage_digest`: version 3 sees their functions' code; version 2
-states, still restored, their names only) and rngs, and, when a stage is stochastic,
+(:mod:`datarax.pipeline.stage_digest`: version 4 sees their functions' source; version
+3 states, still restored, their bytecode, version 2 their names only) and rngs, and, when
+a stage is stochastic,
 ``draw``: the random draw version (:data:`datarax.core.draws.DRAW_VERSION`; a state
 without it is of version 1 and is refused by a pipeline that draws). They are compared in a fixed order
 (switches such as ``shuffle`` before the ``seed`` they enable; a seed whose switch is
@@ -44,13 +45,15 @@ from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.pipeline.elastic import elastic_restore, own_share_state
 from datarax.pipeline.plan import PassContext, filter_position
-from datarax.pipeline.stage_digest import SEES, STAGES_DIGEST_V2, digest, stages_fingerprint
+from datarax.pipeline.stage_digest import (SEES, SEES_V3, STAGES_DIGEST_V2, STAGES_DIGEST_V3,
+                                           digest, stages_fingerprint)
 
-STATE_VERSION = 3
-# versions restored: 2 differs only in its stages digest (function names, not code)
-READ_VERSIONS = (STAGES_DIGEST_V2, STATE_VERSION)
+STATE_VERSION = 4
+# versions restored: 2 and 3 differ only in their stages digest (function names; bytecode)
+READ_VERSIONS = (STAGES_DIGEST_V2, STAGES_DIGEST_V3, STATE_VERSION)
 _DIGEST_HINTS = {
     "stages": f" ({SEES}; build the same stages)",
+    "stages v3": f" ({SEES_V3}; build the same stages)",
     "stages v2": " (a version 2 state's digest of the stages: their classes, names, configs "
     "and function names, in order; build the same stages)",
     "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
@@ -144,8 +147,8 @@ def restore(context: PassContext, state: Any) -> None:
 
 def _hint(key: str, version: int) -> str:
     """What a digest in the settings covers, for a refusal naming ``key``."""
-    if key == "stages" and version == STAGES_DIGEST_V2:
-        key = "stages v2"
+    if key == "stages" and version in (STAGES_DIGEST_V2, STAGES_DIGEST_V3):
+        key = f"stages v{version}"
     return _DIGEST_HINTS.get(key, "")
 
 
@@ -225,9 +228,9 @@ def check_state(context: PassContext, state: Any) -> None:
     if state["version"] not in READ_VERSIONS:
         raise StateError(
             f"Pipeline state version {state['version']!r} is not {STATE_VERSION}, the version "
-            f"this datarax writes (it also restores version {STAGES_DIGEST_V2}); the state "
-            "comes from another datarax release or was tampered with. Restore it with the "
-            "release that saved it.",
+            f"this datarax writes (it also restores versions {STAGES_DIGEST_V2} and "
+            f"{STAGES_DIGEST_V3}); the state comes from another datarax release or was "
+            "tampered with. Restore it with the release that saved it.",
             field="version",
         )
     for key in ("epoch", "position"):

@@ -263,9 +263,10 @@ class HostReader:
         batches = max(size // self._batch, 1) if self._batch else 1
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
         while len(self._workers) < in_flight and self._next_read < order.size:
-            # a session's first batch (a restore's next) waits for one batch's read alone
-            first = self._batch and self._next_read == self._session_start
-            step = min(size, self._batch) if first else size
+            # a session's first batch (a restore's next) is read alone, then chunks grow
+            done = self._next_read - self._session_start  # (1, 2, 4... batches to full size)
+            first = self._batch and done == 0
+            step = min(size, max(self._batch, done)) if self._batch else size
             stop = min(self._next_read + step, order.size)
             self._workers.submit(self._reads.read, order, self._next_read, stop)
             self._next_read = stop
