@@ -9,9 +9,9 @@ import pathlib
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordReader
 from cli_helpers import datarax
-from int_record_files import write_parts, write_records
+from int_record_files import (damaged_copy, read_records, unreadable_records, write_parts,
+                              write_records)
 
 from datarax.cli.charts import grid_size
 
@@ -85,10 +85,7 @@ def data(tmp_path_factory) -> pathlib.Path:
                 name="d{}.array_record")
     write_records(root / "good.array_record", (np.full(16, i, np.float32).tobytes()
                                                for i in range(100)))
-    raw = bytearray((root / "good.array_record").read_bytes())
-    for k in range(1000, 1200):  # flip bytes inside the record chunks
-        raw[k] ^= 0xFF
-    (root / "corrupt.array_record").write_bytes(bytes(raw))
+    damaged_copy(root / "good.array_record", root / "corrupt.array_record")
     hf = root / "hfds" / "data"
     hf.mkdir(parents=True)
     with open(hf / "train.jsonl", "w") as out:
@@ -103,18 +100,6 @@ def data(tmp_path_factory) -> pathlib.Path:
         for i in range(20):
             out.write(json.dumps({"text": f"r{i}", "label": None if i in (5, 13) else i}) + "\n")
     return root
-
-
-def unreadable_records(path: pathlib.Path) -> list[int]:
-    reader = ArrayRecordReader(str(path))
-    bad = []
-    for i in range(reader.num_records()):
-        try:
-            reader.read([i])
-        except RuntimeError:
-            bad.append(i)
-    reader.close()
-    return bad
 
 
 # --------------------------------------------------------------------- inspect
@@ -600,9 +585,7 @@ def varlen_data(tmp_path_factory) -> pathlib.Path:
     for name in ("varlen_ds", "badvarlen_ds"):
         write_dataset(rows, root / name, features=features, shards=2)
     shard = root / "badvarlen_ds" / "data-00000-of-00002.array_record"
-    reader = ArrayRecordReader(str(shard))
-    records = reader.read(list(range(reader.num_records())))
-    reader.close()
+    records = read_records(shard)
     records[1] = records[1][:3]
     write_records(shard, records)
     (root / "varlen_codecs.py").write_text(VARLEN_CODECS)
