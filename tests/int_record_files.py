@@ -4,8 +4,9 @@
 ``write_records`` writes one file of given records (``read_records`` reads them back);
 ``write_parts`` writes one file per run of record ids, each record ``encode(i)``;
 ``write_int_parts`` is the common case of ``int32`` ids numbered across the files;
-``damaged_copy`` copies a file with bytes inside its record chunks flipped. ``array_record`` is imported on first use, so a module that
-only may write (``bad_inputs.py``) imports this one without it.
+``damaged_copy`` copies a file with bytes inside its record chunks flipped.
+``array_record`` is imported on first use, so a module that only may write
+(``bad_inputs.py``) imports this one without it.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def read_records(path: str | os.PathLike[str]) -> list[bytes]:
         reader.close()
 
 
-def damaged_copy(good: str | os.PathLike[str], bad: str | os.PathLike[str]) -> tuple[str, list[int]]:
+def damaged_copy(good: str | os.PathLike[str],
+                 bad: str | os.PathLike[str]) -> tuple[str, list[int]]:
     """A copy of the ArrayRecord file ``good`` at ``bad`` with 200 bytes inside its record
     chunks flipped (files are padded to 64 KiB); returns ``str(bad)`` and the indices of
     the records that no longer read (at least one)."""
