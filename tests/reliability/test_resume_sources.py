@@ -160,34 +160,14 @@ def test_hf_streaming_text_survives_resume(hf_folder, hf_offline):
 # ------------------------------------------------------------------------ TFDS
 @pytest.fixture(scope="module")
 def tfds_dir(tmp_path_factory):
+    """rel_tiny: 19 train records: image (3,) uint8, label."""
     tfds = pytest.importorskip("tensorflow_datasets")
-    pytest.importorskip("tensorflow")
+    from tfds_datasets import prepare
 
-    class RelTiny(tfds.core.GeneratorBasedBuilder):
-        """19 train records: image (3,) uint8, label."""
-
-        VERSION = tfds.core.Version("1.0.0")
-        code_path = tfds.core.Path(__file__)
-
-        def _info(self):
-            return tfds.core.DatasetInfo(
-                builder=self,
-                features=tfds.features.FeaturesDict({
-                    "image": tfds.features.Tensor(shape=(3,), dtype=np.uint8),
-                    "label": tfds.features.Tensor(shape=(), dtype=np.int32),
-                }),
-            )
-
-        def _split_generators(self, dl_manager):
-            return {"train": self._generate_examples()}
-
-        def _generate_examples(self):
-            for i in range(19):
-                yield i, {"image": np.full(3, i, np.uint8), "label": np.int32(i)}
-
-    root = tmp_path_factory.mktemp("tfds")
-    RelTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
-    return str(root)
+    return prepare(tmp_path_factory.mktemp("tfds"), "RelTiny", {
+        "image": tfds.features.Tensor(shape=(3,), dtype=np.uint8),
+        "label": tfds.features.Tensor(shape=(), dtype=np.int32),
+    }, {"train": {i: {"image": np.full(3, i, np.uint8), "label": np.int32(i)} for i in range(19)}})
 
 
 def _tfds_pipeline(data_dir: str, streaming: bool, bs: int, shuffle: bool, stochastic: bool,

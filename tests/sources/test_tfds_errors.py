@@ -25,44 +25,20 @@ from datarax.sources import (  # noqa: E402
 from datarax.sources.tfds import streaming as tfds_streaming  # noqa: E402
 from datarax.sources.epoch_order import EpochOrder  # noqa: E402
 from datarax.sources.skip_ledger import ErrorPolicy  # noqa: E402
+from tfds_datasets import prepare  # noqa: E402
 
 N = 24
 BAD = (5, 13, 14)  # ids whose "big" field does not fit int32
 SEED = 3
 
 
-class DataraxFlaky(tfds.core.GeneratorBasedBuilder):
-    """24 train records: id (int32) and big (int64; past int32 for the BAD ids)."""
-
-    VERSION = tfds.core.Version("1.0.0")
-
-    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
-
-    def _info(self):
-        return tfds.core.DatasetInfo(
-            builder=self,
-            features=tfds.features.FeaturesDict(
-                {
-                    "id": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    "big": tfds.features.Tensor(shape=(), dtype=np.int64),
-                }
-            ),
-        )
-
-    def _split_generators(self, dl_manager):
-        return {"train": self._generate_examples()}
-
-    def _generate_examples(self):
-        for i in range(N):
-            yield i, {"id": i, "big": 2**40 + i if i in BAD else i}
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    pytest.importorskip("tensorflow")  # preparing datasets uses TF; reading them does not
-    root = tmp_path_factory.mktemp("tfds_flaky")
-    DataraxFlaky(data_dir=str(root), file_format="array_record").download_and_prepare()
-    return str(root)
+    """datarax_flaky: 24 train records: id (int32) and big (int64; past int32 for the BAD ids)."""
+    return prepare(tmp_path_factory.mktemp("tfds_flaky"), "DataraxFlaky", {
+        "id": tfds.features.Tensor(shape=(), dtype=np.int32),
+        "big": tfds.features.Tensor(shape=(), dtype=np.int64),
+    }, {"train": {i: {"id": i, "big": 2**40 + i if i in BAD else i} for i in range(N)}})
 
 
 @pytest.fixture(scope="module")
