@@ -13,17 +13,12 @@ from flax import nnx
 
 datasets = pytest.importorskip("datasets")
 pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("pyarrow.parquet")
 
 from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
-
-
-def position_of(state: dict) -> dict:
-    """A source state less its ``settings`` (the config's, checked by other tests)."""
-    assert state["settings"]["name"] == "parquet"
-    return {k: v for k, v in state.items() if k != "settings"}
+from hf_files import int32_lists, position_of, write_parquet  # noqa: E402
 
 N = 40
 BAD = (5, 21)  # record 5: a list of another length; record 21: an int64 past int32
@@ -46,16 +41,11 @@ def bad_parquet(tmp_path) -> str:
     vec[BAD[0]] = [5, 5, 5]
     label = [i % 3 for i in range(N)]
     label[BAD[1]] = 2**40
-    table = pa.table(
-        {
-            "idx": pa.array(np.arange(N, dtype=np.int32)),
-            "vec": pa.array(vec, pa.list_(pa.int32())),
-            "label": pa.array(label, pa.int64()),
-        }
-    )
-    path = str(tmp_path / "train.parquet")
-    pq.write_table(table, path)
-    return path
+    return write_parquet(tmp_path / "train.parquet", {
+        "idx": np.arange(N, dtype=np.int32),
+        "vec": int32_lists(vec),
+        "label": pa.array(label, pa.int64()),
+    })
 
 
 def source(path: str, **kw) -> HFStreamingSource:

@@ -15,18 +15,12 @@ import pytest
 from flax import nnx
 
 datasets = pytest.importorskip("datasets")
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("pyarrow.parquet")
 
 from datarax.core.errors import DataraxError  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
-
-
-def position_of(state: dict) -> dict:
-    """A source state less its ``settings`` (the config's, checked by other tests)."""
-    assert state["settings"]["name"] == "parquet"
-    return {k: v for k, v in state.items() if k != "settings"}
+from hf_files import int32_lists, position_of, write_parquet  # noqa: E402
 
 N = 60
 BAD = (13, 14, 41)  # lists of another length: skipped under on_error="skip"
@@ -41,14 +35,11 @@ def data(tmp_path) -> str:
     vec = [[i, i] for i in range(N)]
     for i in BAD:
         vec[i] = [i, i, i]
-    table = pa.table({
-        "idx": pa.array(np.arange(N, dtype=np.int32)),
-        "vec": pa.array(vec, pa.list_(pa.int32())),
+    return write_parquet(tmp_path / "train.parquet", {
+        "idx": np.arange(N, dtype=np.int32),
+        "vec": int32_lists(vec),
         "text": [f"record {i}" for i in range(N)],
     })
-    path = str(tmp_path / "train.parquet")
-    pq.write_table(table, path)
-    return path
 
 
 def pipeline(path: str, prefetch: int = 2, batch_size: int = 8, drop_remainder: bool = False,

@@ -31,13 +31,10 @@ def feistel(seed: int, n: int = N) -> list[int]:
 # ------------------------------------------------------------------------- HF
 @pytest.fixture
 def hf_folder(tmp_path, hf_offline):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
-    data = tmp_path / "hf" / "data"
-    data.mkdir(parents=True)
-    table = pa.table({"idx": np.arange(N, dtype=np.int32), "text": [f"t{i}" for i in range(N)]})
-    pq.write_table(table, data / "train-00000-of-00001.parquet")
-    return str(tmp_path / "hf")
+    from hf_files import write_hub_split
+
+    return write_hub_split(tmp_path / "hf", {"idx": np.arange(N, dtype=np.int32),
+                                             "text": [f"t{i}" for i in range(N)]})
 
 
 def test_hf_eager_shuffle_follows_the_config_seed_with_rngs(hf_folder):
