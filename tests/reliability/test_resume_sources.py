@@ -101,20 +101,15 @@ def test_arrayrecord_resume_skips_exactly_the_same_bad_records(ar_files):
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
     datasets = pytest.importorskip("datasets")
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    from hf_files import write_hub_split
+
     datasets.disable_progress_bars()
-    root = tmp_path_factory.mktemp("hf")
     n = 23
-    table = pa.table({
+    return write_hub_split(tmp_path_factory.mktemp("hf"), {
         "idx": np.arange(n, dtype=np.int32),
         "x": np.arange(n, dtype=np.float32) * 0.5,
         "sentence": [f"sentence {i}" for i in range(n)],
-    })
-    (root / "data").mkdir()
-    pq.write_table(table.slice(0, 12), root / "data" / "train-00000-of-00002.parquet")
-    pq.write_table(table.slice(12), root / "data" / "train-00001-of-00002.parquet")
-    return str(root)
+    }, rows_per_file=12)
 
 
 def _hf_pipeline(folder: str, streaming: bool, bs: int, shuffle: bool, stochastic: bool,
