@@ -234,12 +234,12 @@ def file_mix_stream(paths: list[str]) -> list[Any]:
     return [files, mixture, generated(300, 307)]
 
 
-@pytest.fixture
-def int_files(tmp_path):
+@pytest.fixture(scope="module")
+def int_files(tmp_path_factory):
     pytest.importorskip("array_record.python.array_record_module")
     from int_record_files import write_int_parts
 
-    return write_int_parts(tmp_path, (3, 6, 9))
+    return write_int_parts(tmp_path_factory.mktemp("interleave_ar"), (3, 6, 9))
 
 
 def test_files_a_mixture_and_a_stream_interleave_in_their_own_orders(int_files):

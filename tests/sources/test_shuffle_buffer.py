@@ -178,12 +178,12 @@ def test_a_state_of_another_buffer_or_past_the_pass_is_refused():
     assert err.value.field == "current_index"
 
 
-@pytest.fixture
-def int_files(tmp_path):
+@pytest.fixture(scope="module")
+def int_files(tmp_path_factory):
     pytest.importorskip("array_record.python.array_record_module")
     from int_record_files import write_int_parts
 
-    return write_int_parts(tmp_path, (5, 9, 14))
+    return write_int_parts(tmp_path_factory.mktemp("shuffle_ar"), (5, 9, 14))
 
 
 def file_parent(paths: list[str]) -> Any:
