@@ -9,11 +9,12 @@ the same for a Pipeline's ``get_state`` / ``set_state`` while iterating it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from datarax.testing import json_round_trip
 
 
 def xs(batch: Any, stable: Any = None, field: str = "x") -> list[int]:
@@ -59,7 +60,7 @@ def check_resumes_at_every_batch(build: Callable[[], Any], size: int, *, view: V
     for cut in range(len(expected) + 1):
         source = build()
         assert read_n(source, size, cut, view) == expected[:cut]
-        state = json.loads(json.dumps(source.get_state()))
+        state = json_round_trip(source.get_state())
         if check_state is not None:
             check_state(state, expected[:cut])
         fresh = build()
@@ -87,7 +88,7 @@ def check_pipeline_resumes(build: Callable[[], Any], view: Callable[[Any], list[
     batches, states = [], []
     for batch in pipeline:
         batches.append(view(batch))
-        states.append(json.loads(json.dumps(pipeline.get_state())))
+        states.append(json_round_trip(pipeline.get_state()))
     for k, state in enumerate(states):
         resumed = build()
         resumed.set_state(state)

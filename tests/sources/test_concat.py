@@ -6,7 +6,6 @@ through every contract clause; these tests pin the values.
 
 from __future__ import annotations
 
-import json
 
 import jax
 import numpy as np
@@ -26,6 +25,7 @@ from datarax.sources import (
     MemorySource,
     MemorySourceConfig,
 )
+from datarax.testing import json_round_trip
 
 from bad_rows import Rows, RowsConfig
 
@@ -59,7 +59,7 @@ def test_a_part_with_text_fields_makes_a_host_concatenation_reading_part_by_part
     batch, stable = source.get_batch_with_indices(4)
     assert batch["x"].tolist() == [0, 1, 2, 10] and batch["t"] == ["a", "b", "c", "d"]
     assert stable.tolist() == [0, 1, 2, 3]
-    state = json.loads(json.dumps(source.get_state()))
+    state = json_round_trip(source.get_state())
     fresh = ConcatSource([numbers(0, 3, **text), numbers(10, 13, t=np.asarray(["d", "e", "f"]))])
     fresh.set_state(state)
     batch, stable = fresh.get_batch_with_indices(4)
@@ -78,7 +78,7 @@ def test_a_part_of_unknown_length_makes_a_stream_that_resumes_by_reading_again()
     pipeline = Pipeline(source=source, stages=[], batch_size=2, rngs=nnx.Rngs(0))
     iterator = iter(pipeline)
     first = [next(iterator), next(iterator)]
-    state = json.loads(json.dumps(iterator.get_state()))
+    state = json_round_trip(iterator.get_state())
     rest = list(iterator)
     assert xs(first + rest) == [0, 1, 2, 50, 51, 52, 53]
     fresh = Pipeline(source=build(), stages=[], batch_size=2, rngs=nnx.Rngs(0))
@@ -255,7 +255,7 @@ def test_a_corrupt_array_record_part_is_skipped_within_a_concatenation(tmp_path)
     pipeline = Pipeline(source=source, stages=[], batch_size=8)
     it = iter(pipeline)
     first = xs([next(it)])
-    state = json.loads(json.dumps(it.get_state()))
+    state = json_round_trip(it.get_state())
     rest = xs(it)
     bad = sorted({r.index_in_file for r in source.parts[0].skipped_records()})
     assert bad and first + rest == [i for i in range(30) if i not in bad] + list(range(30))

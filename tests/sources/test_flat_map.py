@@ -6,7 +6,6 @@ contract clause; these tests pin values and messages.
 
 from __future__ import annotations
 
-import json
 
 import jax
 import numpy as np
@@ -17,6 +16,7 @@ from datarax.core.data_source import length_or_none
 from datarax.core.errors import DataraxError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig, StreamSource
+from datarax.testing import json_round_trip
 
 from bad_rows import Rows, RowsConfig
 from int_record_files import damaged_copy, int32, write_records
@@ -111,7 +111,7 @@ def test_a_pipeline_over_a_stream_parent_resumes_and_shards_in_whole_rounds():
     assert served[:3] == [[20, 21], [30, 31], [31, 32]] and len(served) == 10  # 0+0+1+2+3+4
     iterator = iter(build())
     next(iterator)
-    state = json.loads(json.dumps(iterator.get_state()))
+    state = json_round_trip(iterator.get_state())
     assert state["source"]["cursor"] == [3, 2]  # document 3, past both its windows
     resumed = iter(build())
     resumed.set_state(state)

@@ -30,6 +30,7 @@ from datarax.sources import (  # noqa: E402
     from_hf,
 )
 from datarax.core.errors import MissingExtraError  # noqa: E402
+from datarax.testing import json_round_trip  # noqa: E402
 from hf_files import write_hub_split, write_parquet  # noqa: E402
 
 N = 100
@@ -213,14 +214,14 @@ def test_streaming_exact_resume_mid_epoch(sst2_folder, shuffle):
     all_batches(pipeline)  # epoch 0
     it = iter(pipeline)  # epoch 1
     head = [next(it) for _ in range(5)]
-    state = json.loads(json.dumps(it.get_state()))
+    state = json_round_trip(it.get_state())
     assert state["source"] == {"current_index": 40, "current_epoch": 1}
 
     resumed = build()
     resumed.set_state(state)
     it2 = iter(resumed)
     middle = [next(it2) for _ in range(3)]
-    second_state = json.loads(json.dumps(it2.get_state()))  # a second resume
+    second_state = json_round_trip(it2.get_state())  # a second resume
     twice = build()
     twice.set_state(second_state)
     assert ids(head) + ids(middle) + ids(all_batches(twice)) == full[1]
@@ -325,7 +326,7 @@ def test_eager_exact_resume(numeric_folder):
     it = iter(pipeline)
     head = [np.asarray(next(it)["x"]) for _ in range(3)]
     resumed = build()
-    resumed.set_state(json.loads(json.dumps(it.get_state())))
+    resumed.set_state(json_round_trip(it.get_state()))
     tail = [np.asarray(b["x"]) for b in resumed]
     np.testing.assert_array_equal(np.concatenate(head + tail), np.concatenate(full))
 

@@ -6,7 +6,6 @@ a direct read between batches are in the conformance table: ``check_restore_live
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -20,6 +19,7 @@ pytest.importorskip("pyarrow.parquet")
 from datarax.core.errors import DataraxError  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
+from datarax.testing import json_round_trip  # noqa: E402
 from hf_files import int32_lists, position_of, write_parquet  # noqa: E402
 
 N = 60
@@ -103,7 +103,7 @@ def test_source_state_is_what_was_handed_out_while_batches_are_read_ahead(data) 
     assert position_of(source.get_state()) == {"current_index": 18, "current_epoch": 0, "skipped": 2}
     assert _read_ahead_of(source, 18) > 0  # the worker did read on ...
     assert position_of(source.get_state()) == {"current_index": 18, "current_epoch": 0, "skipped": 2}
-    state = json.loads(json.dumps(source.get_state()))
+    state = json_round_trip(source.get_state())
     rest = [ids(b) for b in it]
 
     fresh = pipeline(data, prefetch=3)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -27,6 +26,7 @@ from datarax.sources import (  # noqa: E402
     from_tfds,
 )
 from datarax.core.errors import MissingExtraError  # noqa: E402
+from datarax.testing import json_round_trip  # noqa: E402
 from tfds_datasets import prepare  # noqa: E402
 
 N = 20
@@ -196,7 +196,7 @@ def test_eager_exact_resume(data_dir):
     it = iter(build())
     head = [next(it) for _ in range(2)]
     resumed = build()
-    resumed.set_state(json.loads(json.dumps(it.get_state())))
+    resumed.set_state(json_round_trip(it.get_state()))
     assert values(head) + values(list(resumed)) == full
 
 
@@ -247,7 +247,7 @@ def test_streaming_exact_resume_across_epochs(data_dir):
     list(pipeline)
     it = iter(pipeline)
     head = [next(it) for _ in range(2)]
-    state = json.loads(json.dumps(it.get_state()))
+    state = json_round_trip(it.get_state())
     state["source"].pop("prefetch_cache")  # information only: how far read-ahead got
     assert state["source"] == {"current_index": 12, "current_epoch": 1, "skipped": 0}
     resumed = build()
