@@ -1,5 +1,6 @@
 """MixSource: epoch and sampling modes, kinds mixed, resume, proportions, errors."""
 
+import copy
 from dataclasses import dataclass
 
 import jax
@@ -346,13 +347,24 @@ CHANGES = [
 ]
 
 
-@pytest.mark.parametrize(("change", "message", "field"), CHANGES)
-def test_a_state_restored_into_a_changed_mixture_is_refused_naming_the_setting(change, message, field):
-    saved = changed_mixture()
-    head = Pipeline(saved, [], batch_size=8)
+@pytest.fixture(scope="module")
+def saved_after_two_batches():
+    """The pipeline, source and nnx states of changed_mixture() two batches in (one
+    pipeline for every change below: each test restores copies)."""
+    head = Pipeline(changed_mixture(), [], batch_size=8)
     it = iter(head)
     next(it), next(it)
-    state, source_state = head.get_state(), saved.get_state()
+    states = {"pipeline": head.get_state(), "source": head.source.get_state(),
+              "nnx": nnx.clone(nnx.state(head))}
+    yield states
+    head.source.close()
+
+
+@pytest.mark.parametrize(("change", "message", "field"), CHANGES)
+def test_a_state_restored_into_a_changed_mixture_is_refused_naming_the_setting(
+        change, message, field, saved_after_two_batches):
+    state = copy.deepcopy(saved_after_two_batches["pipeline"])
+    source_state = copy.deepcopy(saved_after_two_batches["source"])
     other = changed_mixture(**change)
     with pytest.raises(StateError, match=f"saved with source.{message}") as pipeline_err:
         Pipeline(other, [], batch_size=8).set_state(state)
@@ -360,27 +372,21 @@ def test_a_state_restored_into_a_changed_mixture_is_refused_naming_the_setting(c
     with pytest.raises(StateError, match=f"MixSource state was saved with {message}") as source_err:
         other.set_state(source_state)
     assert source_err.value.field == field
-    for source in (saved, other):
-        source.close()
+    other.close()
 
 
 @pytest.mark.parametrize(("change", "message", "field"), CHANGES)
 def test_an_nnx_state_restored_into_a_changed_mixture_is_refused_naming_the_setting(
-    change, message, field
+    change, message, field, saved_after_two_batches
 ):
     """nnx.update writes the saved position and its settings digest: the next read of
     the position refuses, naming the setting, before any record is served."""
-    head = Pipeline(changed_mixture(), [], batch_size=8)
-    it = iter(head)
-    next(it), next(it)
-    state = nnx.clone(nnx.state(head))
     other = Pipeline(changed_mixture(**change), [], batch_size=8)
-    nnx.update(other, state)
+    nnx.update(other, nnx.clone(saved_after_two_batches["nnx"]))
     with pytest.raises(StateError, match="MixSource: the position restored into it") as err:
         next(iter(other))
     assert f"{field}=" in str(err.value)
-    for pipeline in (head, other):
-        pipeline.source.close()
+    other.source.close()
 
 
 @pytest.mark.parametrize("weights", [(2, 1, 1), (0.4, 0.2, 0.2)])
