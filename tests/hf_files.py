@@ -1,7 +1,8 @@
 """Local Hugging Face data for the tests, read offline (``tests/conftest.py`` puts this
 folder on ``sys.path``; the ``hf_offline`` fixture keeps the Hub away).
 
-``write_parquet`` writes one parquet file of columns; ``write_hub_split`` a split in the
+``write_parquet`` writes one parquet file of columns, ``write_jsonl`` one JSON Lines file
+of records; ``write_hub_split`` a split in the
 Hub's layout (``data/train-00000-of-00002.parquet`` ...), which ``HFEagerConfig(name=
 folder, split="train")`` reads; ``int32_lists`` a column of lists of ``int32`` (of
 uneven lengths, to make records that do not batch); ``position_of`` a streaming
@@ -10,10 +11,11 @@ source's state less its settings.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -30,6 +32,14 @@ def write_parquet(path: str | os.PathLike[str], columns: Mapping[str, Any]) -> s
     return str(path)
 
 
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> str:
+    """One JSON Lines file at ``path`` (folders made), a record a line; returns ``str(path)``."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return str(path)
+
+
 def write_hub_split(root: str | os.PathLike[str], columns: Mapping[str, Any], *,
                     rows_per_file: int | None = None, split: str = "train") -> str:
     """Split ``split`` of a folder laid out like a Hub repo: the rows of ``columns`` in
@@ -43,7 +53,8 @@ def write_hub_split(root: str | os.PathLike[str], columns: Mapping[str, Any], *,
     data = pathlib.Path(root) / "data"
     data.mkdir(parents=True, exist_ok=True)
     for f in range(files):
-        pq.write_table(table.slice(f * step, step), data / f"{split}-{f:05d}-of-{files:05d}.parquet")
+        name = f"{split}-{f:05d}-of-{files:05d}.parquet"
+        pq.write_table(table.slice(f * step, step), data / name)
     return str(root)
 
 

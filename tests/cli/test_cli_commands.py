@@ -10,6 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 from cli_helpers import datarax
+from hf_files import write_jsonl
 from int_record_files import (damaged_copy, read_records, unreadable_records, write_parts,
                               write_records)
 
@@ -87,18 +88,11 @@ def data(tmp_path_factory) -> pathlib.Path:
                                                for i in range(100)))
     damaged_copy(root / "good.array_record", root / "corrupt.array_record")
     hf = root / "hfds" / "data"
-    hf.mkdir(parents=True)
-    with open(hf / "train.jsonl", "w") as out:
-        for i in range(25):
-            out.write(json.dumps({"text": f"review {i} " + "good " * i, "label": i % 3}) + "\n")
-    with open(hf / "test.jsonl", "w") as out:
-        for i in range(7):
-            out.write(json.dumps({"text": f"t{i}", "label": i}) + "\n")
-    bad = root / "hfbad" / "data"
-    bad.mkdir(parents=True)
-    with open(bad / "train.jsonl", "w") as out:  # records 5 and 13 lack their label
-        for i in range(20):
-            out.write(json.dumps({"text": f"r{i}", "label": None if i in (5, 13) else i}) + "\n")
+    write_jsonl(hf / "train.jsonl",
+                ({"text": f"review {i} " + "good " * i, "label": i % 3} for i in range(25)))
+    write_jsonl(hf / "test.jsonl", ({"text": f"t{i}", "label": i} for i in range(7)))
+    write_jsonl(root / "hfbad" / "data" / "train.jsonl",  # records 5 and 13 lack their label
+                ({"text": f"r{i}", "label": None if i in (5, 13) else i} for i in range(20)))
     return root
 
 
@@ -351,9 +345,7 @@ def test_scan_lists_the_documents_a_packed_text_source_skips(tmp_path, capsys, m
 def test_inspect_and_scan_hf_data_with_float_columns(tmp_path, capsys, monkeypatch):
     """JSON numbers and Parquet doubles are float64: the CLI looks at them as float32
     instead of refusing the dataset for want of jax_enable_x64 (an option it has not)."""
-    (tmp_path / "scores.jsonl").write_text(
-        "".join(json.dumps({"text": f"t{i}", "score": i / 4}) + "\n" for i in range(5))
-    )
+    write_jsonl(tmp_path / "scores.jsonl", ({"text": f"t{i}", "score": i / 4} for i in range(5)))
     target = f"hf:{tmp_path / 'scores.jsonl'}"
     code, out, err = datarax_in_process(
         "inspect", target, "--records", "1", "--no-count", cwd=tmp_path, capsys=capsys,

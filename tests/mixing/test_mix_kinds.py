@@ -73,12 +73,10 @@ def test_resume_is_exact_at_every_level(ar_glob, level):
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
     pytest.importorskip("datasets")
-    import json
+    from hf_files import write_jsonl
 
     folder = tmp_path_factory.mktemp("mix_hf")
-    with open(folder / "train.jsonl", "w") as f:
-        for i in range(300, 306):
-            f.write(json.dumps({"id": i}) + "\n")
+    write_jsonl(folder / "train.jsonl", ({"id": i} for i in range(300, 306)))
     return str(folder)
 
 

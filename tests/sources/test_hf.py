@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
@@ -31,7 +30,7 @@ from datarax.sources import (  # noqa: E402
 )
 from datarax.core.errors import MissingExtraError  # noqa: E402
 from datarax.testing import json_round_trip  # noqa: E402
-from hf_files import write_hub_split, write_parquet  # noqa: E402
+from hf_files import write_hub_split, write_jsonl, write_parquet  # noqa: E402
 
 N = 100
 
@@ -259,10 +258,8 @@ def test_streaming_shards_are_disjoint_and_cover(sst2_folder):
 
 def test_streaming_split_slicing_and_json_files(tmp_path):
     folder = tmp_path / "jsonl"
-    folder.mkdir()
-    with open(folder / "train.jsonl", "w") as f:
-        for i in range(30):
-            f.write(json.dumps({"idx": i, "text": f"t{i}", "score": [i, i + 1]}) + "\n")
+    write_jsonl(folder / "train.jsonl",
+                ({"idx": i, "text": f"t{i}", "score": [i, i + 1]} for i in range(30)))
     source = HFStreamingSource(HFStreamingConfig(name=str(folder), split="train[5:12]"))
     batches = all_batches(Pipeline(source=source, stages=[], batch_size=4))
     assert ids(batches) == list(range(5, 12))
