@@ -26,7 +26,9 @@ os.environ.setdefault(
 import pytest  # noqa: E402
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:  # helpers several test folders share (bad_rows.py, int_record_files.py)
+# helpers several test folders share: bad_rows.py, int_record_files.py, number_sources.py,
+# source_reads.py, hf_files.py, tfds_datasets.py, jax_processes.py
+if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 _RUN_CACHE: list[str] = []  # the folder this run made (the controller's, not a worker's)

@@ -1,10 +1,12 @@
 """ArrayRecord files for the tests that read them back: the one writer the tests share
 (``tests/conftest.py`` puts this folder on ``sys.path``).
 
-``write_records`` writes one file of given records; ``write_parts`` writes one file per
-run of record ids, each record ``encode(i)``; ``write_int_parts`` is the common case of
-``int32`` ids numbered across the files. ``array_record`` is imported on first write, so
-a module that only may write (``bad_inputs.py``) imports this one without it.
+``write_records`` writes one file of given records (``read_records`` reads them back);
+``write_parts`` writes one file per run of record ids, each record ``encode(i)``;
+``write_int_parts`` is the common case of ``int32`` ids numbered across the files;
+``damaged_copy`` copies a file with bytes inside its record chunks flipped.
+``array_record`` is imported on first use, so a module that only may write
+(``bad_inputs.py``) imports this one without it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,48 @@ def write_records(path: str | os.PathLike[str], records: Iterable[bytes],
     finally:
         writer.close()
     return path
+
+
+def read_records(path: str | os.PathLike[str]) -> list[bytes]:
+    """Every record of the ArrayRecord file ``path``, in order."""
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    reader = ArrayRecordReader(str(path))
+    try:
+        return reader.read(list(range(reader.num_records())))
+    finally:
+        reader.close()
+
+
+def damaged_copy(good: str | os.PathLike[str],
+                 bad: str | os.PathLike[str]) -> tuple[str, list[int]]:
+    """A copy of the ArrayRecord file ``good`` at ``bad`` with 200 bytes inside its record
+    chunks flipped (files are padded to 64 KiB); returns ``str(bad)`` and the indices of
+    the records that no longer read (at least one)."""
+    data = bytearray(pathlib.Path(good).read_bytes())
+    for k in range(1000, 1200):
+        data[k] ^= 0xFF
+    pathlib.Path(bad).write_bytes(bytes(data))
+    unreadable = unreadable_records(bad)
+    assert unreadable, "the damage should hit at least one record"
+    return str(bad), unreadable
+
+
+def unreadable_records(path: str | os.PathLike[str]) -> list[int]:
+    """The indices of the records of the ArrayRecord file ``path`` that do not read."""
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    reader = ArrayRecordReader(str(path))
+    unreadable = []
+    try:
+        for i in range(reader.num_records()):
+            try:
+                reader.read([i])
+            except RuntimeError:
+                unreadable.append(i)
+    finally:
+        reader.close()
+    return unreadable
 
 
 def runs(sizes: Sequence[int], start: int = 0) -> list[range]:

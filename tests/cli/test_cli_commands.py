@@ -9,9 +9,10 @@ import pathlib
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordReader
 from cli_helpers import datarax
-from int_record_files import write_parts, write_records
+from hf_files import write_jsonl
+from int_record_files import (damaged_copy, read_records, unreadable_records, write_parts,
+                              write_records)
 
 from datarax.cli.charts import grid_size
 
@@ -85,36 +86,14 @@ def data(tmp_path_factory) -> pathlib.Path:
                 name="d{}.array_record")
     write_records(root / "good.array_record", (np.full(16, i, np.float32).tobytes()
                                                for i in range(100)))
-    raw = bytearray((root / "good.array_record").read_bytes())
-    for k in range(1000, 1200):  # flip bytes inside the record chunks
-        raw[k] ^= 0xFF
-    (root / "corrupt.array_record").write_bytes(bytes(raw))
+    damaged_copy(root / "good.array_record", root / "corrupt.array_record")
     hf = root / "hfds" / "data"
-    hf.mkdir(parents=True)
-    with open(hf / "train.jsonl", "w") as out:
-        for i in range(25):
-            out.write(json.dumps({"text": f"review {i} " + "good " * i, "label": i % 3}) + "\n")
-    with open(hf / "test.jsonl", "w") as out:
-        for i in range(7):
-            out.write(json.dumps({"text": f"t{i}", "label": i}) + "\n")
-    bad = root / "hfbad" / "data"
-    bad.mkdir(parents=True)
-    with open(bad / "train.jsonl", "w") as out:  # records 5 and 13 lack their label
-        for i in range(20):
-            out.write(json.dumps({"text": f"r{i}", "label": None if i in (5, 13) else i}) + "\n")
+    write_jsonl(hf / "train.jsonl",
+                ({"text": f"review {i} " + "good " * i, "label": i % 3} for i in range(25)))
+    write_jsonl(hf / "test.jsonl", ({"text": f"t{i}", "label": i} for i in range(7)))
+    write_jsonl(root / "hfbad" / "data" / "train.jsonl",  # records 5 and 13 lack their label
+                ({"text": f"r{i}", "label": None if i in (5, 13) else i} for i in range(20)))
     return root
-
-
-def unreadable_records(path: pathlib.Path) -> list[int]:
-    reader = ArrayRecordReader(str(path))
-    bad = []
-    for i in range(reader.num_records()):
-        try:
-            reader.read([i])
-        except RuntimeError:
-            bad.append(i)
-    reader.close()
-    return bad
 
 
 # --------------------------------------------------------------------- inspect
@@ -366,9 +345,7 @@ def test_scan_lists_the_documents_a_packed_text_source_skips(tmp_path, capsys, m
 def test_inspect_and_scan_hf_data_with_float_columns(tmp_path, capsys, monkeypatch):
     """JSON numbers and Parquet doubles are float64: the CLI looks at them as float32
     instead of refusing the dataset for want of jax_enable_x64 (an option it has not)."""
-    (tmp_path / "scores.jsonl").write_text(
-        "".join(json.dumps({"text": f"t{i}", "score": i / 4}) + "\n" for i in range(5))
-    )
+    write_jsonl(tmp_path / "scores.jsonl", ({"text": f"t{i}", "score": i / 4} for i in range(5)))
     target = f"hf:{tmp_path / 'scores.jsonl'}"
     code, out, err = datarax_in_process(
         "inspect", target, "--records", "1", "--no-count", cwd=tmp_path, capsys=capsys,
@@ -600,9 +577,7 @@ def varlen_data(tmp_path_factory) -> pathlib.Path:
     for name in ("varlen_ds", "badvarlen_ds"):
         write_dataset(rows, root / name, features=features, shards=2)
     shard = root / "badvarlen_ds" / "data-00000-of-00002.array_record"
-    reader = ArrayRecordReader(str(shard))
-    records = reader.read(list(range(reader.num_records())))
-    reader.close()
+    records = read_records(shard)
     records[1] = records[1][:3]
     write_records(shard, records)
     (root / "varlen_codecs.py").write_text(VARLEN_CODECS)

@@ -14,40 +14,21 @@ import pytest
 tfds = pytest.importorskip("tensorflow_datasets")
 
 from cli_helpers import datarax  # noqa: E402
-
-
-class DataraxCliTiny(tfds.core.GeneratorBasedBuilder):
-    """12 train / 3 test records: a 4x4 uint8 image of value i, a label, a text."""
-
-    VERSION = tfds.core.Version("1.0.0")
-
-    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
-
-    def _info(self):
-        return tfds.core.DatasetInfo(
-            builder=self,
-            features=tfds.features.FeaturesDict(
-                {
-                    "image": tfds.features.Tensor(shape=(4, 4), dtype=np.uint8),
-                    "label": tfds.features.ClassLabel(num_classes=3),
-                    "text": tfds.features.Text(),
-                }
-            ),
-        )
-
-    def _split_generators(self, dl_manager):
-        return {"train": self._generate_examples(0, 12), "test": self._generate_examples(12, 15)}
-
-    def _generate_examples(self, lo, hi):
-        for i in range(lo, hi):
-            yield i, {"image": np.full((4, 4), i, np.uint8), "label": i % 3, "text": f"doc {i}"}
+from tfds_datasets import prepare  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tfds")
-    DataraxCliTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
-    return root
+    """datarax_cli_tiny: 12 train / 3 test records: a 4x4 uint8 image of value i, a
+    label, a text."""
+    def example(i: int) -> dict:
+        return {"image": np.full((4, 4), i, np.uint8), "label": i % 3, "text": f"doc {i}"}
+
+    return prepare(tmp_path_factory.mktemp("tfds"), "DataraxCliTiny", {
+        "image": tfds.features.Tensor(shape=(4, 4), dtype=np.uint8),
+        "label": tfds.features.ClassLabel(num_classes=3),
+        "text": tfds.features.Text(),
+    }, {"train": {i: example(i) for i in range(12)}, "test": {i: example(i) for i in range(12, 15)}})
 
 
 @pytest.mark.slow  # builds a TFDS dataset (TensorFlow) and starts two interpreters

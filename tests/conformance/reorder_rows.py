@@ -19,7 +19,7 @@ from datarax.sources import InterleaveSource, MemorySource, MemorySourceConfig, 
 from datarax.testing import SourceRow
 
 
-def _numbers(lo: int, hi: int, seed: int) -> MemorySource:
+def id_vec_memory(lo: int, hi: int, seed: int) -> MemorySource:
     """Records ``lo .. hi - 1`` as {id, vec} in memory, shuffled from ``seed``."""
     x = np.arange(lo, hi, dtype=np.int32)
     return MemorySource(MemorySourceConfig(shuffle=True, seed=seed),
@@ -32,7 +32,7 @@ def _mixture(root: Path, with_host: bool) -> Any:
 
     from datarax.mixing import MixSource
 
-    sources: dict[str, Any] = {"memory": _numbers(0, 6, seed=7)}
+    sources: dict[str, Any] = {"memory": id_vec_memory(0, 6, seed=7)}
     if with_host:
         sources["host"] = make_host_table_source(TableConfig(num_records=4), root / "mix_host.npy")
     sources["stream"] = OffsetStream(ShuffledStreamConfig(num_records=4, seed=2))
@@ -76,7 +76,7 @@ def _interleave(root: Path) -> Any:
 
     host = make_host_table_source(TableConfig(num_records=4), root / "mix_host.npy")
     stream = OffsetStream(ShuffledStreamConfig(num_records=4, seed=2))
-    return InterleaveSource([_numbers(0, 6, seed=7), host, stream], cycle_length=2, block_length=3)
+    return InterleaveSource([id_vec_memory(0, 6, seed=7), host, stream], cycle_length=2, block_length=3)
 
 
 def _interleave_mixture(root: Path) -> Any:
@@ -89,7 +89,7 @@ def _interleave_mixture(root: Path) -> Any:
 
 def _interleave_array_record(root: Path) -> Any:
     """ArrayRecord files 0-12 beside memory 13-17, blocks of 4."""
-    return InterleaveSource([_array_record(root), _numbers(13, 18, seed=4)], cycle_length=2,
+    return InterleaveSource([_array_record(root), id_vec_memory(13, 18, seed=4)], cycle_length=2,
                             block_length=4)
 
 

@@ -25,7 +25,7 @@ from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 from datarax.testing import SourceRow
 
-from reorder_rows import REORDER_ROWS
+from reorder_rows import REORDER_ROWS, id_vec_memory
 
 BATCH = 4
 N_MEMORY = 11
@@ -120,45 +120,29 @@ def write_npy_shards(root: Path) -> None:
 
 
 def _write_tfds(root: Path) -> None:
+    """conformance_tiny: ``N_TFDS`` train records: id (int32), vec (2,) float32."""
     import tensorflow_datasets as tfds
 
-    class ConformanceTiny(tfds.core.GeneratorBasedBuilder):
-        """``N_TFDS`` train records: id (int32), vec (2,) float32."""
+    from tfds_datasets import builder
 
-        VERSION = tfds.core.Version("1.0.0")
-        code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package
-
-        def _info(self):
-            return tfds.core.DatasetInfo(
-                builder=self,
-                features=tfds.features.FeaturesDict({
-                    "id": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    "vec": tfds.features.Tensor(shape=(2,), dtype=np.float32),
-                }),
-            )
-
-        def _split_generators(self, dl_manager):
-            return {"train": self._generate_examples()}
-
-        def _generate_examples(self):
-            for i in range(N_TFDS):
-                yield i, {"id": np.int32(i), "vec": np.asarray([i, -i], np.float32)}
-
-    ConformanceTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
+    features = {"id": tfds.features.Tensor(shape=(), dtype=np.int32),
+                "vec": tfds.features.Tensor(shape=(2,), dtype=np.float32)}
+    examples = {i: {"id": np.int32(i), "vec": np.asarray([i, -i], np.float32)}
+                for i in range(N_TFDS)}
+    cls = builder("ConformanceTiny", features, {"train": examples})
+    cls(data_dir=str(root), file_format="array_record").download_and_prepare()
 
 
 def _write_hf(root: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow  # noqa: F401 - the row is left out without it
 
-    table = pa.table({
+    from hf_files import write_hub_split
+
+    write_hub_split(root, {
         "idx": np.arange(N_HF, dtype=np.int32),
         "x": np.arange(N_HF, dtype=np.float32) * 0.5,
         "sentence": [f"sentence {i}" for i in range(N_HF)],
-    })
-    (root / "data").mkdir(parents=True)
-    pq.write_table(table.slice(0, 6), root / "data" / "train-00000-of-00002.parquet")
-    pq.write_table(table.slice(6), root / "data" / "train-00001-of-00002.parquet")
+    }, rows_per_file=6)
 
 
 # ------------------------------------------------------------------ user sources
@@ -402,11 +386,7 @@ def _mixture(root: Path) -> SourceRow:
     from datarax.mixing import MixSource
 
     def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-        x = np.arange(6, dtype=np.int32)
-        memory = MemorySource(
-            MemorySourceConfig(shuffle=True, seed=7),
-            {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
-        )
+        memory = id_vec_memory(0, 6, seed=7)
         host = make_host_table_source(TableConfig(num_records=4), root / "mix_host.npy")
         stream = OffsetStream(ShuffledStreamConfig(num_records=4, seed=2))
         source = MixSource({"memory": memory, "host": host, "stream": stream},
@@ -422,13 +402,7 @@ def _mixture_indexed(root: Path) -> SourceRow:
     from datarax.mixing import MixSource
 
     def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-        parts = []
-        for lo, hi, seed in ((0, 6, 7), (6, 14, 8)):
-            x = np.arange(lo, hi, dtype=np.int32)
-            parts.append(MemorySource(
-                MemorySourceConfig(shuffle=True, seed=seed),
-                {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
-            ))
+        parts = [id_vec_memory(0, 6, seed=7), id_vec_memory(6, 14, seed=8)]
         source = MixSource(parts, weights=[6, 8], seed=3, records_per_epoch=14)
         return pipeline_over(source, shard_index, shard_count, stages)
 
@@ -457,11 +431,7 @@ def _concat(root: Path) -> SourceRow:
     from datarax.sources import ConcatSource
 
     def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-        x = np.arange(6, dtype=np.int32)
-        memory = MemorySource(
-            MemorySourceConfig(shuffle=True, seed=7),
-            {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
-        )
+        memory = id_vec_memory(0, 6, seed=7)
         host = make_host_table_source(TableConfig(num_records=4), root / "mix_host.npy")
         return pipeline_over(ConcatSource([memory, host]), shard_index, shard_count, stages)
 
@@ -473,13 +443,7 @@ def _concat_indexed(root: Path) -> SourceRow:
     from datarax.sources import ConcatSource
 
     def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-        parts = []
-        for lo, hi, seed in ((0, 6, 7), (6, 14, 8)):
-            x = np.arange(lo, hi, dtype=np.int32)
-            parts.append(MemorySource(
-                MemorySourceConfig(shuffle=True, seed=seed),
-                {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
-            ))
+        parts = [id_vec_memory(0, 6, seed=7), id_vec_memory(6, 14, seed=8)]
         return pipeline_over(ConcatSource(parts), shard_index, shard_count, stages)
 
     return SourceRow("concat_indexed", make, 14, lambda b: b["id"], shuffled=True,
@@ -492,11 +456,7 @@ def _concat_stream(root: Path) -> SourceRow:
     from datarax.sources import ConcatSource
 
     def make(shard_index: int = 0, shard_count: int = 1, stages: Any = ()) -> Pipeline:
-        x = np.arange(6, dtype=np.int32)
-        memory = MemorySource(
-            MemorySourceConfig(shuffle=True, seed=7),
-            {"id": x, "vec": np.stack([x, -x], 1).astype(np.float32)},
-        )
+        memory = id_vec_memory(0, 6, seed=7)
         stream = OffsetStream(ShuffledStreamConfig(num_records=4, seed=2))
         return pipeline_over(ConcatSource([memory, stream]), shard_index, shard_count, stages)
 

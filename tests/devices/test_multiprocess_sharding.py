@@ -4,14 +4,10 @@ order. Two processes of 4 devices, and four of 2 (slow)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import portpicker
 import pytest
+from jax_processes import run_jax_processes
 
 HERE = Path(__file__).resolve().parent
 
@@ -19,25 +15,9 @@ HERE = Path(__file__).resolve().parent
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", [2, 4])
 def test_processes_contribute_their_shares_to_one_global_batch(tmp_path, processes):
-    port = portpicker.pick_unused_port()
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
-    procs = [
-        subprocess.Popen([sys.executable, str(HERE / "multiprocess_worker.py"), str(port), str(i),
-                          str(processes), str(tmp_path / f"p{i}.json")],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for i in range(processes)
-    ]
-    logs = []
-    try:
-        logs = [p.communicate(timeout=180)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for i, p in enumerate(procs):
-        assert p.returncode == 0, f"process {i} failed:\n{logs[i][-3000:]}"
-    results = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in range(processes)]
+    results = run_jax_processes(
+        HERE / "multiprocess_worker.py", processes, tmp_path,
+        lambda port, i, out: [str(port), str(i), str(processes), str(out)], timeout=180)
     assert [r["process_index"] for r in results] == list(range(processes))
     assert all(r["devices"] == 8 for r in results)
     for r in results:

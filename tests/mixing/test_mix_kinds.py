@@ -3,37 +3,18 @@ exact epochs and resume at every level."""
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.config import StructuralConfig
 from datarax.mixing import MixSource
 from datarax.pipeline import Pipeline
-from datarax.sources import MemorySource, MemorySourceConfig, StreamSource
+from datarax.sources import MemorySource, MemorySourceConfig
 from datarax.testing import SourceRow, conformance
 
+from number_sources import NumberStream, numbers
+
 pytest.importorskip("array_record.python.array_record_module")
-
-
-class Stream(StreamSource):
-    def __init__(self, lo: int, hi: int) -> None:
-        super().__init__(StructuralConfig())
-        self.lo, self.hi, self.pos = lo, hi, lo
-
-    def restart(self, epoch: int) -> None:
-        self.pos = self.lo
-
-    def get_batch(self, batch_size: int):
-        if self.pos >= self.hi:
-            return None
-        ids = np.arange(self.pos, min(self.hi, self.pos + batch_size), dtype=np.int32)
-        self.pos += len(ids)
-        return {"id": ids}
-
-    def element_spec(self):
-        return {"id": jax.ShapeDtypeStruct((), np.int32)}
 
 
 def decode(raw: bytes) -> dict:
@@ -53,12 +34,12 @@ def make_row(ar_glob: str) -> SourceRow:
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
     def make(shard_index=0, shard_count=1, stages=()):
-        memory = MemorySource(MemorySourceConfig(shuffle=True, seed=2),
-                              {"id": np.arange(0, 5, dtype=np.int32)})
+        memory = numbers(0, 5, shuffle=True, seed=2, field="id")
         records = ArrayRecordSourceModule(
             ArrayRecordSourceConfig(seed=4, shuffle_files=True), ar_glob, decode=decode, num_threads=2
         )
-        mix = MixSource({"memory": memory, "ar": records, "stream": Stream(200, 204)},
+        mix = MixSource({"memory": memory, "ar": records,
+                         "stream": NumberStream(200, 204, field="id")},
                         weights={"memory": 0.5, "ar": 0.3, "stream": 0.2}, seed=8,
                         records_per_epoch=20)
         return Pipeline(mix, list(stages), batch_size=3, rngs=nnx.Rngs(0),
@@ -92,12 +73,10 @@ def test_resume_is_exact_at_every_level(ar_glob, level):
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
     pytest.importorskip("datasets")
-    import json
+    from hf_files import write_jsonl
 
     folder = tmp_path_factory.mktemp("mix_hf")
-    with open(folder / "train.jsonl", "w") as f:
-        for i in range(300, 306):
-            f.write(json.dumps({"id": i}) + "\n")
+    write_jsonl(folder / "train.jsonl", ({"id": i} for i in range(300, 306)))
     return str(folder)
 
 
@@ -105,8 +84,7 @@ def make_hf_row(hf_folder: str) -> SourceRow:
     from datarax.sources import HFStreamingConfig, HFStreamingSource
 
     def make(shard_index=0, shard_count=1, stages=()):
-        memory = MemorySource(MemorySourceConfig(shuffle=True, seed=2),
-                              {"id": np.arange(0, 5, dtype=np.int32)})
+        memory = numbers(0, 5, shuffle=True, seed=2, field="id")
         hf = HFStreamingSource(HFStreamingConfig(name=hf_folder, split="train", chunk_size=2))
         mix = MixSource({"memory": memory, "hf": hf}, weights={"memory": 0.6, "hf": 0.4},
                         seed=8, records_per_epoch=10)
@@ -135,9 +113,8 @@ def test_a_hugging_face_stream_mixture_resumes_exactly(hf_folder, level):
 
 
 def sharded_stream_mixture(shard_index=0, shard_count=1, stages=()):
-    memory = MemorySource(MemorySourceConfig(shuffle=True, seed=7),
-                          {"id": np.arange(6, dtype=np.int32)})
-    mix = MixSource({"memory": memory, "stream": Stream(10, 14)},
+    memory = numbers(0, 6, shuffle=True, seed=7, field="id")
+    mix = MixSource({"memory": memory, "stream": NumberStream(10, 14, field="id")},
                     weights={"memory": 6, "stream": 4}, seed=1, records_per_epoch=10)
     return Pipeline(mix, list(stages), batch_size=2, shard_index=shard_index,
                     shard_count=shard_count)

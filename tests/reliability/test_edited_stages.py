@@ -5,7 +5,6 @@ in every process; version 2 states (function names only) still restore."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from datarax.operators import ElementOperator, FilterOperator
 from datarax.pipeline import Pipeline
 from datarax.pipeline.stage_digest import describe, stages_fingerprint
 from datarax.sources import MemorySource, MemorySourceConfig
+from datarax.testing import json_round_trip
 
 HERE = Path(__file__).resolve().parent
 LIMIT = 3  # a module global the digest sees by name only
@@ -35,7 +35,7 @@ def build(*stages) -> Pipeline:
 def saved_after_one_batch(pipeline: Pipeline) -> dict:
     with iter(pipeline) as it:
         next(it)
-    return json.loads(json.dumps(pipeline.get_state()))
+    return json_round_trip(pipeline.get_state())
 
 
 def xs(pipeline: Pipeline) -> list:

@@ -8,18 +8,14 @@ batches into one array over a mesh of all four CPU devices.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-import portpicker
 import pytest
 
 from datarax.testing import collect
 
+from jax_processes import run_jax_processes
 from reliability_sources import make_memory_pipeline
 
 HERE = Path(__file__).resolve().parent
@@ -28,34 +24,8 @@ NUM_RECORDS, BATCH = 24, 4
 
 def _run_two_processes(tmp_path: Path, extra: list[str],
                        worker: str = "multihost_worker.py") -> list[dict]:
-    port = portpicker.pick_unused_port()
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
-    procs, outs = [], []
-    for pid in range(2):
-        out = tmp_path / f"proc{pid}.json"
-        outs.append(out)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(HERE / worker), str(port), str(pid), str(out),
-                 *extra],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=120)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for pid, p in enumerate(procs):
-        assert p.returncode == 0, f"process {pid} failed:\n{logs[pid][-3000:]}"
-    return [json.loads(o.read_text()) for o in outs]
+    return run_jax_processes(HERE / worker, 2, tmp_path,
+                             lambda port, pid, out: [str(port), str(pid), str(out), *extra])
 
 
 def test_two_processes_cover_each_epoch_once_and_resume_exactly(tmp_path):

@@ -3,7 +3,6 @@ naming the setting, through the source's own set_state as through the pipeline's
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from datarax.sources import (
     NpySource,
     NpySourceConfig,
 )
+from datarax.testing import json_round_trip
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_a_cached_prefix_state_into_another_cached_source_is_refused(records, ch
     head = Pipeline(source=saved, batch_size=3, rngs=nnx.Rngs(0))
     iterator = iter(head)
     next(iterator)
-    state = json.loads(json.dumps(saved.get_state()))
+    state = json_round_trip(saved.get_state())
     other = _cached(records, **change)
     with pytest.raises(StateError, match=f"CachedPrefix state was {message}"):
         other.set_state(state)
@@ -66,7 +66,7 @@ def test_a_cached_prefix_state_continues_in_an_identical_one(records):
     head_source = _cached(records)
     iterator = iter(Pipeline(source=head_source, batch_size=3, rngs=nnx.Rngs(0)))
     got = [int(i) for i in np.asarray(next(iterator)["id"])]
-    state = json.loads(json.dumps(head_source.get_state()))
+    state = json_round_trip(head_source.get_state())
     fresh = _cached(records)
     fresh.set_state(state)
     assert got + _ids(Pipeline(source=fresh, batch_size=3, rngs=nnx.Rngs(0))) == epoch
@@ -114,7 +114,7 @@ def test_a_source_state_restored_into_another_seed_is_refused(
     head = build(**saved)
     iterator = iter(Pipeline(source=head, batch_size=5, rngs=nnx.Rngs(0)))
     first = [int(i) for i in np.asarray(next(iterator)["id"])]
-    state = json.loads(json.dumps(head.get_state()))  # the seed page's checkpoint route
+    state = json_round_trip(head.get_state())  # the seed page's checkpoint route
     with pytest.raises(StateError, match=message):
         build(**changed).set_state(state)
     # the same settings continue exactly: the rest of the saved epoch, each record once

@@ -18,15 +18,11 @@ from flax import nnx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from typing import Any
-
-import jax
-
-from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import ConfigError
 from datarax.pipeline import Pipeline
 from datarax.testing import check_resume_exact, collect
 
+from number_sources import NumberStream
 from reliability_sources import (
     CountingStream,
     CountingStreamConfig,
@@ -238,29 +234,11 @@ def test_check_resume_exact_refuses_non_json_state():
         check_resume_exact(make, [1])
 
 
-class EpochStream(DataSourceModule):
-    """A forward-only stream that opens each pass in ``restart(epoch)`` (the stream
-    contract's hook); pass ``e`` serves ``100 * e + i``."""
-
-    def __init__(self) -> None:
-        super().__init__(CountingStreamConfig())
-        self.restart(0)
-
-    def restart(self, epoch: int) -> None:
-        self._rows = iter(range(100 * epoch, 100 * epoch + 6))
-
-    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
-        rows = [r for _, r in zip(range(batch_size), self._rows)]
-        return {"x": np.asarray(rows, np.int32)} if rows else None
-
-    def element_spec(self) -> dict[str, Any]:
-        return {"x": jax.ShapeDtypeStruct((), np.int32)}
-
-
 def test_stream_restored_into_a_later_epoch_reads_that_epoch():
     """Restoring a stream opens the saved pass (restart) before skipping in it."""
-    make = lambda: Pipeline(source=EpochStream(), stages=[], batch_size=4,  # noqa: E731
-                            rngs=nnx.Rngs(0), shard_index=0, shard_count=1)
+    # pass e serves 100 * e + i, opened by restart(epoch)
+    make = lambda: Pipeline(source=NumberStream(0, 6, epoch_step=100), stages=[],  # noqa: E731
+                            batch_size=4, rngs=nnx.Rngs(0), shard_index=0, shard_count=1)
     check_resume_exact(make, [3], num_epochs=2)
 
 

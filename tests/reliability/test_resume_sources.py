@@ -101,20 +101,15 @@ def test_arrayrecord_resume_skips_exactly_the_same_bad_records(ar_files):
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
     datasets = pytest.importorskip("datasets")
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    from hf_files import write_hub_split
+
     datasets.disable_progress_bars()
-    root = tmp_path_factory.mktemp("hf")
     n = 23
-    table = pa.table({
+    return write_hub_split(tmp_path_factory.mktemp("hf"), {
         "idx": np.arange(n, dtype=np.int32),
         "x": np.arange(n, dtype=np.float32) * 0.5,
         "sentence": [f"sentence {i}" for i in range(n)],
-    })
-    (root / "data").mkdir()
-    pq.write_table(table.slice(0, 12), root / "data" / "train-00000-of-00002.parquet")
-    pq.write_table(table.slice(12), root / "data" / "train-00001-of-00002.parquet")
-    return str(root)
+    }, rows_per_file=12)
 
 
 def _hf_pipeline(folder: str, streaming: bool, bs: int, shuffle: bool, stochastic: bool,
@@ -160,34 +155,14 @@ def test_hf_streaming_text_survives_resume(hf_folder, hf_offline):
 # ------------------------------------------------------------------------ TFDS
 @pytest.fixture(scope="module")
 def tfds_dir(tmp_path_factory):
+    """rel_tiny: 19 train records: image (3,) uint8, label."""
     tfds = pytest.importorskip("tensorflow_datasets")
-    pytest.importorskip("tensorflow")
+    from tfds_datasets import prepare
 
-    class RelTiny(tfds.core.GeneratorBasedBuilder):
-        """19 train records: image (3,) uint8, label."""
-
-        VERSION = tfds.core.Version("1.0.0")
-        code_path = tfds.core.Path(__file__)
-
-        def _info(self):
-            return tfds.core.DatasetInfo(
-                builder=self,
-                features=tfds.features.FeaturesDict({
-                    "image": tfds.features.Tensor(shape=(3,), dtype=np.uint8),
-                    "label": tfds.features.Tensor(shape=(), dtype=np.int32),
-                }),
-            )
-
-        def _split_generators(self, dl_manager):
-            return {"train": self._generate_examples()}
-
-        def _generate_examples(self):
-            for i in range(19):
-                yield i, {"image": np.full(3, i, np.uint8), "label": np.int32(i)}
-
-    root = tmp_path_factory.mktemp("tfds")
-    RelTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
-    return str(root)
+    return prepare(tmp_path_factory.mktemp("tfds"), "RelTiny", {
+        "image": tfds.features.Tensor(shape=(3,), dtype=np.uint8),
+        "label": tfds.features.Tensor(shape=(), dtype=np.int32),
+    }, {"train": {i: {"image": np.full(3, i, np.uint8), "label": np.int32(i)} for i in range(19)}})
 
 
 def _tfds_pipeline(data_dir: str, streaming: bool, bs: int, shuffle: bool, stochastic: bool,

@@ -17,6 +17,7 @@ from datarax.core.errors import ConfigError, StateError
 from datarax.operators.element import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+from datarax.testing import json_round_trip
 
 
 def write_files(directory: pathlib.Path, sizes: list[int], stem: str = "data") -> list[str]:
@@ -161,7 +162,7 @@ def test_set_state_resumes_records_mid_epoch_across_epochs_and_twice(files, shuf
     for cut in (0, 1, 13, 19, 20, 27, 45, 56):
         src = make(files, shuffle_files=shuffle, num_epochs=3)
         head = [int(r["data"][0]) for r in itertools.islice(src, cut)]
-        state = json.loads(json.dumps(src.get_state()))
+        state = json_round_trip(src.get_state())
         resumed = make(files, shuffle_files=shuffle, num_epochs=3)
         resumed.set_state(state)
         middle = [int(r["data"][0]) for r in itertools.islice(resumed, 3)]
@@ -224,7 +225,7 @@ def test_pipeline_iterator_state_resume_mid_epoch_and_next_epoch(files):
         pipeline = build()
         it = iter(pipeline)
         head = [ids(next(it)) for _ in range(cut)]
-        state = json.loads(json.dumps(it.get_state()))
+        state = json_round_trip(it.get_state())
         it.close()
         fresh = build()
         fresh_it = iter(fresh)

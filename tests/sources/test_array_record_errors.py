@@ -8,9 +8,8 @@ import pathlib
 
 import numpy as np
 import pytest
-from array_record.python.array_record_module import ArrayRecordReader
 from flax import nnx
-from int_record_files import write_records
+from int_record_files import damaged_copy, write_records
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.pipeline import Pipeline
@@ -40,25 +39,6 @@ def read_all(source, batch_size=8):
     while (batch := source.get_batch(batch_size)) is not None:
         out.extend(np.asarray(batch["data"])[:, 0].astype(int).tolist())
     return out
-
-
-def corrupt_copy(good: str, bad: pathlib.Path) -> tuple[str, list[int]]:
-    """``good`` with bytes in the middle flipped; the indices array_record can't read."""
-    data = bytearray(pathlib.Path(good).read_bytes())
-    middle = 1000  # inside the record chunks (files are padded to 64 KiB)
-    for k in range(middle, middle + 200):
-        data[k] ^= 0xFF
-    bad.write_bytes(bytes(data))
-    reader = ArrayRecordReader(str(bad))
-    failing = []
-    for i in range(reader.num_records()):
-        try:
-            reader.read([i])
-        except RuntimeError:
-            failing.append(i)
-    reader.close()
-    assert failing, "the corruption should hit at least one record"
-    return str(bad), failing
 
 
 # -------------------------------------------------------------------- opening
@@ -126,7 +106,7 @@ def test_truncated_file(tmp_path):
 # -------------------------------------------------------------------- reading
 def test_corrupt_record_names_file_index_and_cause(tmp_path):
     good = write(tmp_path / "a.array_record", 10)
-    bad, failing = corrupt_copy(write(tmp_path / "b0.array_record", 100, start=10),
+    bad, failing = damaged_copy(write(tmp_path / "b0.array_record", 100, start=10),
                                 tmp_path / "b.array_record")
     source = make([good, bad])
     with pytest.raises(RecordError) as info:
@@ -142,7 +122,7 @@ def test_corrupt_record_names_file_index_and_cause(tmp_path):
                          ids=["threads", "decode_processes"])
 def test_corrupt_records_skipped_counted_and_resumed_exactly(tmp_path, processes):
     good = write(tmp_path / "a.array_record", 10)
-    bad, failing = corrupt_copy(write(tmp_path / "b0.array_record", 100, start=10),
+    bad, failing = damaged_copy(write(tmp_path / "b0.array_record", 100, start=10),
                                 tmp_path / "b.array_record")
     expected = [i for i in range(110) if i - 10 not in failing]
     make = functools.partial(make_source, processes=processes)

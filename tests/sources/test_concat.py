@@ -6,13 +6,14 @@ through every contract clause; these tests pin the values.
 
 from __future__ import annotations
 
-import json
 
 import jax
 import numpy as np
 import pytest
 from flax import nnx
-from int_record_files import write_records
+from int_record_files import damaged_copy, write_records
+from number_sources import NumberStream, numbers
+from source_reads import check_pipeline_resumes
 
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
@@ -23,37 +24,10 @@ from datarax.sources import (
     ConcatSource,
     MemorySource,
     MemorySourceConfig,
-    StreamSource,
 )
+from datarax.testing import json_round_trip
 
 from bad_rows import Rows, RowsConfig
-
-
-def memory(lo: int, hi: int, *, shuffle: bool = False, seed: int = 7, **extra) -> MemorySource:
-    x = np.arange(lo, hi, dtype=np.int32)
-    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=seed), {"x": x, **extra})
-
-
-class Count(StreamSource):
-    """``n`` records ``x = offset .. offset + n - 1`` per pass; no length."""
-
-    def __init__(self, n: int, offset: int) -> None:
-        super().__init__(MemorySourceConfig())
-        self.n, self.offset, self.next_value = n, offset, 0
-
-    def restart(self, epoch: int) -> None:
-        self.next_value = 0
-
-    def get_batch(self, batch_size: int):
-        if self.next_value >= self.n:
-            return None
-        stop = min(self.n, self.next_value + batch_size)
-        x = np.arange(self.next_value, stop, dtype=np.int32) + self.offset
-        self.next_value = stop
-        return {"x": x}
-
-    def element_spec(self):
-        return {"x": jax.ShapeDtypeStruct((), np.int32)}
 
 
 def xs(batches) -> list[int]:
@@ -61,7 +35,7 @@ def xs(batches) -> list[int]:
 
 
 def test_indexed_parts_make_an_indexed_source_serving_each_part_epoch_in_turn():
-    source = ConcatSource([memory(0, 5, shuffle=True), memory(100, 103)])
+    source = ConcatSource([numbers(0, 5, shuffle=True, seed=7), numbers(100, 103)])
     assert source.kind.name == "INDEXED" and len(source) == 8
     read = jax.jit(lambda start: source.get_batch_and_indices_at(start, 8))  # traced, as in a step
     epochs = [read(8 * e) for e in range(2)]
@@ -80,13 +54,13 @@ def test_indexed_parts_make_an_indexed_source_serving_each_part_epoch_in_turn():
 
 def test_a_part_with_text_fields_makes_a_host_concatenation_reading_part_by_part():
     text = {"t": np.asarray(["a", "b", "c"])}
-    source = ConcatSource([memory(0, 3, **text), memory(10, 13, t=np.asarray(["d", "e", "f"]))])
+    source = ConcatSource([numbers(0, 3, **text), numbers(10, 13, t=np.asarray(["d", "e", "f"]))])
     assert source.kind.name == "HOST"
     batch, stable = source.get_batch_with_indices(4)
     assert batch["x"].tolist() == [0, 1, 2, 10] and batch["t"] == ["a", "b", "c", "d"]
     assert stable.tolist() == [0, 1, 2, 3]
-    state = json.loads(json.dumps(source.get_state()))
-    fresh = ConcatSource([memory(0, 3, **text), memory(10, 13, t=np.asarray(["d", "e", "f"]))])
+    state = json_round_trip(source.get_state())
+    fresh = ConcatSource([numbers(0, 3, **text), numbers(10, 13, t=np.asarray(["d", "e", "f"]))])
     fresh.set_state(state)
     batch, stable = fresh.get_batch_with_indices(4)
     assert batch["t"] == ["e", "f"] and stable.tolist() == [4, 5]
@@ -95,7 +69,7 @@ def test_a_part_with_text_fields_makes_a_host_concatenation_reading_part_by_part
 
 def test_a_part_of_unknown_length_makes_a_stream_that_resumes_by_reading_again():
     def build() -> ConcatSource:
-        return ConcatSource([memory(0, 3), Count(4, offset=50)])
+        return ConcatSource([numbers(0, 3), NumberStream(50, 54)])
 
     source = build()
     assert source.kind.name == "STREAM" and length_or_none(source) is None
@@ -104,7 +78,7 @@ def test_a_part_of_unknown_length_makes_a_stream_that_resumes_by_reading_again()
     pipeline = Pipeline(source=source, stages=[], batch_size=2, rngs=nnx.Rngs(0))
     iterator = iter(pipeline)
     first = [next(iterator), next(iterator)]
-    state = json.loads(json.dumps(iterator.get_state()))
+    state = json_round_trip(iterator.get_state())
     rest = list(iterator)
     assert xs(first + rest) == [0, 1, 2, 50, 51, 52, 53]
     fresh = Pipeline(source=build(), stages=[], batch_size=2, rngs=nnx.Rngs(0))
@@ -115,16 +89,16 @@ def test_a_part_of_unknown_length_makes_a_stream_that_resumes_by_reading_again()
 
 
 def test_a_state_of_another_concatenation_is_refused_naming_the_setting():
-    source = ConcatSource([memory(0, 4, shuffle=True, seed=1), memory(10, 12)])
+    source = ConcatSource([numbers(0, 4, shuffle=True, seed=1), numbers(10, 12)])
     source.get_batch_with_indices(3)
     state = source.get_state()
-    other_seed = ConcatSource([memory(0, 4, shuffle=True, seed=2), memory(10, 12)])
+    other_seed = ConcatSource([numbers(0, 4, shuffle=True, seed=2), numbers(10, 12)])
     with pytest.raises(StateError, match=r"parts\[0\]\.seed=1 but this source has parts\[0\]\.seed=2"):
         other_seed.set_state(state)
-    fewer = ConcatSource([memory(0, 4, shuffle=True, seed=1)])
+    fewer = ConcatSource([numbers(0, 4, shuffle=True, seed=1)])
     with pytest.raises(StateError, match="num_parts=2 but this source has num_parts=1"):
         fewer.set_state(state)
-    longer = ConcatSource([memory(0, 4, shuffle=True, seed=1), memory(10, 13)])
+    longer = ConcatSource([numbers(0, 4, shuffle=True, seed=1), numbers(10, 13)])
     with pytest.raises(StateError, match=r"parts\[1\]\.num_records=2"):
         longer.set_state(state)
 
@@ -132,21 +106,21 @@ def test_a_state_of_another_concatenation_is_refused_naming_the_setting():
 def test_parts_that_disagree_on_the_spec_are_refused_naming_part_and_field():
     floats = MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.float32)})
     with pytest.raises(SpecMismatchError, match=r"field 'x' is int32\(\) in part 0 but float32\(\) in part 1"):
-        ConcatSource([memory(0, 3), floats])
-    extra = memory(0, 3, y=np.zeros((3, 2), np.float32))
+        ConcatSource([numbers(0, 3), floats])
+    extra = numbers(0, 3, y=np.zeros((3, 2), np.float32))
     with pytest.raises(SpecMismatchError, match="field 'y' is in part 2 but not in part 0"):
-        ConcatSource([memory(0, 3), memory(3, 6), extra])
+        ConcatSource([numbers(0, 3), numbers(3, 6), extra])
 
 
 def test_parts_that_cannot_be_concatenated_are_refused():
-    a = memory(0, 3)
+    a = numbers(0, 3)
     with pytest.raises(SourceContractError, match="parts 0 and 1 are the same object"):
         ConcatSource([a, a])
-    sharded = memory(0, 4)
+    sharded = numbers(0, 4)
     sharded.set_shard(0, 2)
     with pytest.raises(SourceContractError, match=r"part 1 is sharded \(share 0 of 2\); shard the "
                        r"concatenation \(the Pipeline does\), not its parts"):
-        ConcatSource([memory(0, 3), sharded])
+        ConcatSource([numbers(0, 3), sharded])
     with pytest.raises(SourceContractError, match="part 0 is list, not a data source"):
         ConcatSource([[1, 2]])  # type: ignore[list-item]
     with pytest.raises(Exception, match="at least one source"):
@@ -157,7 +131,7 @@ def test_shards_of_a_host_concatenation_are_disjoint_blocks_across_parts():
     text = {"t": np.asarray(["r"] * 5)}
     served = []
     for index in range(2):
-        source = ConcatSource([memory(0, 5, **text), memory(5, 9, t=np.asarray(["s"] * 4))])
+        source = ConcatSource([numbers(0, 5, **text), numbers(5, 9, t=np.asarray(["s"] * 4))])
         source.set_shard(index, 2)
         batch, _ = source.get_batch_with_indices(10)
         served.append(batch["x"].tolist())
@@ -198,23 +172,18 @@ EXPECTED = [0, 1, 4, 5, 6, 7, 8, 100, 101, 102, 103, 104, 105]
 
 
 def test_a_part_that_skips_bad_records_is_read_to_its_end_and_resumed_exactly():
-    pipeline = Pipeline(source=skipping_pair(), stages=[], batch_size=4)
-    batches, states = [], []
-    for batch in pipeline:
-        batches.append(xs([batch]))
-        states.append(json.loads(json.dumps(pipeline.get_state())))
+    def within_budget(resumed, k) -> None:  # part 0 skipped within its budget of 3
+        assert resumed.source.parts[0].get_state()["skipped"] in (0, 3)
+
+    pipeline, batches, states = check_pipeline_resumes(
+        lambda: Pipeline(source=skipping_pair(), stages=[], batch_size=4),
+        lambda batch: xs([batch]), after=within_budget)
     assert sum(batches, []) == EXPECTED
     assert [len(b) for b in batches] == [4, 4, 4, 1]
     # positions count the skipped records: 2 and 3 before batch 1 ends, 9 in batch 2
     assert [(s["source"]["current_index"], s["source"]["skipped"],
              s["source"]["skipped_by_part"]) for s in states] == [
         (6, 2, [2, 0]), (11, 3, [3, 0]), (15, 3, [3, 0]), (16, 3, [3, 0])]
-    for k in range(3):  # resume from every batch boundary: the same records
-        fresh = skipping_pair()
-        resumed = Pipeline(source=fresh, stages=[], batch_size=4)
-        resumed.set_state(states[k])
-        assert sum(batches[: k + 1], []) + xs(resumed) == EXPECTED
-        assert fresh.parts[0].get_state()["skipped"] in (0, 3)  # within the budget of 3
     assert [r.index for r in pipeline.source.parts[0].skipped_records()] == [2, 3, 9]
 
 
@@ -227,17 +196,9 @@ def test_a_stream_concatenation_of_skipping_parts_serves_each_good_record_once_a
                                            lambda record: [record], max_outputs=1)])
 
     assert build().kind.name == "STREAM"
-    expected = [0, 1, 4, 5, 6, 7, 8, 101, 102, 103, 105]
-    pipeline = Pipeline(source=build(), stages=[], batch_size=3)
-    batches, states = [], []
-    for batch in pipeline:
-        batches.append(xs([batch]))
-        states.append(json.loads(json.dumps(pipeline.get_state())))
-    assert sum(batches, []) == expected
-    for k, state in enumerate(states):
-        resumed = Pipeline(source=build(), stages=[], batch_size=3)
-        resumed.set_state(state)
-        assert sum(batches[: k + 1], []) + xs(resumed) == expected, f"after batch {k}"
+    _, batches, _ = check_pipeline_resumes(
+        lambda: Pipeline(source=build(), stages=[], batch_size=3), lambda batch: xs([batch]))
+    assert sum(batches, []) == [0, 1, 4, 5, 6, 7, 8, 101, 102, 103, 105]
 
 
 def test_a_retried_batch_across_a_skipping_part_keeps_the_part_budget():
@@ -277,10 +238,7 @@ def test_a_state_with_a_wrong_count_by_part_is_refused():
 def test_a_corrupt_array_record_part_is_skipped_within_a_concatenation(tmp_path):
     write_records(tmp_path / "a.array_record",
                   (np.full(64, i, np.float32).tobytes() for i in range(30)))
-    data = bytearray((tmp_path / "a.array_record").read_bytes())
-    for k in range(1000, 1200):  # inside the record chunks: some records unreadable
-        data[k] ^= 0xFF
-    (tmp_path / "bad.array_record").write_bytes(bytes(data))
+    damaged_copy(tmp_path / "a.array_record", tmp_path / "bad.array_record")
 
     def decode(record: bytes) -> dict[str, np.ndarray]:
         return {"x": np.frombuffer(record, np.float32)[:1].astype(np.int32).reshape(())}
@@ -297,7 +255,7 @@ def test_a_corrupt_array_record_part_is_skipped_within_a_concatenation(tmp_path)
     pipeline = Pipeline(source=source, stages=[], batch_size=8)
     it = iter(pipeline)
     first = xs([next(it)])
-    state = json.loads(json.dumps(it.get_state()))
+    state = json_round_trip(it.get_state())
     rest = xs(it)
     bad = sorted({r.index_in_file for r in source.parts[0].skipped_records()})
     assert bad and first + rest == [i for i in range(30) if i not in bad] + list(range(30))

@@ -6,7 +6,6 @@ contract clause; these tests pin values and messages.
 
 from __future__ import annotations
 
-import json
 
 import jax
 import numpy as np
@@ -17,9 +16,12 @@ from datarax.core.data_source import length_or_none
 from datarax.core.errors import DataraxError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig, StreamSource
+from datarax.testing import json_round_trip
 
 from bad_rows import Rows, RowsConfig
-from int_record_files import int32, write_records
+from int_record_files import damaged_copy, int32, write_records
+from source_reads import check_pipeline_resumes, check_resumes_at_every_batch, flat
+from source_reads import read_all as read
 
 
 def parent(n: int = 6, shuffle: bool = False) -> MemorySource:
@@ -36,13 +38,12 @@ def pairs(batch) -> list[tuple[int, int]]:
     return list(zip(np.asarray(batch["r"]).tolist(), np.asarray(batch["k"]).tolist()))
 
 
+def pairs_and_stable(batch, stable) -> tuple[list[tuple[int, int]], list[int]]:
+    return pairs(batch), stable.tolist()
+
+
 def read_all(source, size):
-    out = []
-    while True:
-        batch, stable = source.get_batch_with_indices(size)
-        if batch is None:
-            return out
-        out.append((pairs(batch), stable.tolist()))
+    return read(source, size, pairs_and_stable)
 
 
 def test_each_record_gives_its_outputs_in_order_with_stable_indices_from_parent_and_offset():
@@ -60,17 +61,11 @@ def test_a_state_saved_after_any_batch_resumes_exactly_with_a_two_number_cursor(
     def build():
         return FlatMapSource(parent(9, shuffle=True), copies, max_outputs=2)
 
-    expected = read_all(build(), 2)
-    for point in range(len(expected) + 1):
-        source = build()
-        for _ in range(point):
-            source.get_batch_with_indices(2)
-        state = json.loads(json.dumps(source.get_state()))
-        served = sum(len(batch) for batch, _ in expected[:point])
-        assert len(state["cursor"]) == 2 and state["current_index"] == served
-        fresh = build()
-        fresh.set_state(state)
-        assert read_all(fresh, 2) == expected[point:], f"resumed after batch {point}"
+    def two_numbers(state, before) -> None:
+        assert len(state["cursor"]) == 2
+        assert state["current_index"] == sum(len(batch) for batch, _ in before)
+
+    check_resumes_at_every_batch(build, 2, view=pairs_and_stable, check_state=two_numbers)
 
 
 def test_a_bare_position_is_reached_by_reading_the_pass_again():
@@ -112,17 +107,17 @@ def test_a_pipeline_over_a_stream_parent_resumes_and_shards_in_whole_rounds():
                         shard_index=index, shard_count=count)
 
     whole = [np.asarray(b["w"]).tolist() for b in build()]
-    flat = [w for b in whole for w in b]
-    assert flat[:3] == [[20, 21], [30, 31], [31, 32]] and len(flat) == 10  # 0+0+1+2+3+4
+    served = flat(whole)
+    assert served[:3] == [[20, 21], [30, 31], [31, 32]] and len(served) == 10  # 0+0+1+2+3+4
     iterator = iter(build())
     next(iterator)
-    state = json.loads(json.dumps(iterator.get_state()))
+    state = json_round_trip(iterator.get_state())
     assert state["source"]["cursor"] == [3, 2]  # document 3, past both its windows
     resumed = iter(build())
     resumed.set_state(state)
     assert [np.asarray(b["w"]).tolist() for b in resumed] == whole[1:]
     shares = [[w for b in build(i, 3) for w in np.asarray(b["w"]).tolist()] for i in range(3)]
-    assert shares == [flat[0:9:3], flat[1:9:3], flat[2:9:3]]  # whole rounds of 3; the 10th left out
+    assert shares == [served[0:9:3], served[1:9:3], served[2:9:3]]  # whole rounds of 3; the 10th left out
 
 
 def test_an_output_of_another_structure_is_refused_naming_the_record_and_field():
@@ -192,9 +187,9 @@ def test_iterating_a_finished_stream_directly_again_starts_it_over():
     def values(source):
         return [int(record["r"]) for record in source]
 
-    flat = FlatMapSource(parent(3), lambda record: [record], max_outputs=1, num_epochs=2)
+    flat_map = FlatMapSource(parent(3), lambda record: [record], max_outputs=1, num_epochs=2)
     both = ConcatSource([parent(2), FlatMapSource(parent(2), lambda r: [r], max_outputs=1)])
-    for source, once in ((flat, [0, 1, 2, 0, 1, 2]), (both, [0, 1, 0, 1])):
+    for source, once in ((flat_map, [0, 1, 2, 0, 1, 2]), (both, [0, 1, 0, 1])):
         assert values(source) == once
         assert values(source) == once  # as a finished source of known length does
 
@@ -217,22 +212,16 @@ def test_a_parent_that_skips_bad_records_expands_each_good_one_once_and_resumes_
     def build():
         return FlatMapSource(skipping_parent(), spread, max_outputs=2)
 
-    expected = [(x, k) for x in range(150) if x not in BAD for k in range(x % 3)]
-    pipeline = Pipeline(source=build(), stages=[], batch_size=7)
-    batches, states = [], []
-    for batch in pipeline:
-        batches.append(pairs_x(batch))
-        states.append(json.loads(json.dumps(pipeline.get_state())))
-    assert sum(batches, []) == expected  # no good record dropped or expanded twice
+    def skip_count_kept(resumed, k) -> None:  # the parent's budget of 7 continues
+        assert resumed.source.source.get_state()["skipped"] == len(BAD), f"after batch {k}"
+
+    pipeline, batches, _ = check_pipeline_resumes(
+        lambda: Pipeline(source=build(), stages=[], batch_size=7), pairs_x, after=skip_count_kept)
+    # no good record dropped or expanded twice
+    assert flat(batches) == [(x, k) for x in range(150) if x not in BAD for k in range(x % 3)]
     parent_ = pipeline.source.source
     assert sorted(r.index for r in parent_.skipped_records()) == sorted(BAD)
     assert parent_.get_state()["skipped"] == len(BAD)  # each bad record counted once
-    for k, state in enumerate(states):  # resume at every batch boundary
-        resumed = Pipeline(source=build(), stages=[], batch_size=7)
-        resumed.set_state(state)
-        assert sum(batches[: k + 1], []) + [p for b in resumed for p in pairs_x(b)] == expected
-        # the parent's skip count (and so its budget of 7) continues where it stood
-        assert resumed.source.source.get_state()["skipped"] == len(BAD), f"after batch {k}"
 
 
 def test_a_damaged_array_record_parent_is_expanded_once_per_good_record_across_resumes(tmp_path):
@@ -240,32 +229,24 @@ def test_a_damaged_array_record_parent_is_expanded_once_per_good_record_across_r
     from datarax.sources import ArrayRecordSourceModule
 
     write_records(tmp_path / "a.array_record", (int32(i) * 16 for i in range(200)))
-    data = bytearray((tmp_path / "a.array_record").read_bytes())
-    for k in range(1000, 1200):  # inside the record chunks: some records unreadable
-        data[k] ^= 0xFF
-    (tmp_path / "bad.array_record").write_bytes(bytes(data))
+    damaged, bad = damaged_copy(tmp_path / "a.array_record", tmp_path / "bad.array_record")
 
     def decode(record: bytes) -> dict[str, np.ndarray]:
         return {"x": np.frombuffer(record, np.int32)[0].reshape(())}
 
-    def build() -> FlatMapSource:
-        parent_ = ArrayRecordSourceModule(paths=str(tmp_path / "bad.array_record"),
-                                          decode=decode, on_error="skip", num_threads=1)
-        return FlatMapSource(parent_, spread, max_outputs=2)
+    def build() -> Pipeline:
+        parent_ = ArrayRecordSourceModule(paths=damaged, decode=decode, on_error="skip",
+                                          num_threads=1)
+        return Pipeline(source=FlatMapSource(parent_, spread, max_outputs=2), stages=[],
+                        batch_size=8)
 
-    pipeline = Pipeline(source=build(), stages=[], batch_size=8)
-    batches, states = [], []
-    for batch in pipeline:
-        batches.append(pairs_x(batch))
-        states.append(json.loads(json.dumps(pipeline.get_state())))
-    bad = {r.index_in_file for r in pipeline.source.source.skipped_records()}
-    assert bad and len(bad) < 200
-    assert sum(batches, []) == [(x, k) for x in range(200) if x not in bad for k in range(x % 3)]
-    for k, state in enumerate(states):
-        resumed = Pipeline(source=build(), stages=[], batch_size=8)
-        resumed.set_state(state)
-        assert sum(batches[: k + 1], []) + [p for b in resumed for p in pairs_x(b)] == sum(batches, [])
+    def skip_count_kept(resumed, k) -> None:
         assert resumed.source.source.get_state()["skipped"] == len(bad), f"after batch {k}"
+
+    pipeline, batches, _ = check_pipeline_resumes(build, pairs_x, after=skip_count_kept)
+    assert {r.index_in_file for r in pipeline.source.source.skipped_records()} == set(bad)
+    assert len(bad) < 200
+    assert flat(batches) == [(x, k) for x in range(200) if x not in bad for k in range(x % 3)]
 
 
 def test_a_bad_skip_count_in_a_flat_map_state_is_refused():

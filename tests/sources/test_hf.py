@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
@@ -14,7 +13,7 @@ from flax import nnx
 
 datasets = pytest.importorskip("datasets")
 pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("pyarrow.parquet")
 
 from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError  # noqa: E402
 from datarax.core.spec import TextSpec  # noqa: E402
@@ -30,6 +29,8 @@ from datarax.sources import (  # noqa: E402
     from_hf,
 )
 from datarax.core.errors import MissingExtraError  # noqa: E402
+from datarax.testing import json_round_trip  # noqa: E402
+from hf_files import write_hub_split, write_jsonl, write_parquet  # noqa: E402
 
 N = 100
 
@@ -37,26 +38,18 @@ N = 100
 pytestmark = pytest.mark.usefixtures("hf_offline")
 
 
-def sst2_table(n: int = N) -> pa.Table:
-    return pa.table(
-        {
-            "idx": np.arange(n, dtype=np.int32),
-            "sentence": [f"sentence {i}" for i in range(n)],
-            "label": np.arange(n, dtype=np.int64) % 2,
-        }
-    )
+def sst2_columns(n: int = N) -> dict:
+    return {
+        "idx": np.arange(n, dtype=np.int32),
+        "sentence": [f"sentence {i}" for i in range(n)],
+        "label": np.arange(n, dtype=np.int64) % 2,
+    }
 
 
 def write_hub_layout(root, n: int = N, files: int = 2) -> str:
     """A folder laid out like the Hub repo (data/<split>-XXXXX-of-YYYYY.parquet)."""
-    data = root / "data"
-    data.mkdir(parents=True)
-    table = sst2_table(n)
-    step = -(-n // files)
-    for f in range(files):
-        pq.write_table(table.slice(f * step, step), data / f"train-{f:05d}-of-{files:05d}.parquet")
-    pq.write_table(sst2_table(10), data / "validation-00000-of-00001.parquet")
-    return str(root)
+    write_hub_split(root, sst2_columns(n), rows_per_file=-(-n // files))
+    return write_hub_split(root, sst2_columns(10), split="validation")
 
 
 @pytest.fixture
@@ -220,14 +213,14 @@ def test_streaming_exact_resume_mid_epoch(sst2_folder, shuffle):
     all_batches(pipeline)  # epoch 0
     it = iter(pipeline)  # epoch 1
     head = [next(it) for _ in range(5)]
-    state = json.loads(json.dumps(it.get_state()))
+    state = json_round_trip(it.get_state())
     assert state["source"] == {"current_index": 40, "current_epoch": 1}
 
     resumed = build()
     resumed.set_state(state)
     it2 = iter(resumed)
     middle = [next(it2) for _ in range(3)]
-    second_state = json.loads(json.dumps(it2.get_state()))  # a second resume
+    second_state = json_round_trip(it2.get_state())  # a second resume
     twice = build()
     twice.set_state(second_state)
     assert ids(head) + ids(middle) + ids(all_batches(twice)) == full[1]
@@ -265,10 +258,8 @@ def test_streaming_shards_are_disjoint_and_cover(sst2_folder):
 
 def test_streaming_split_slicing_and_json_files(tmp_path):
     folder = tmp_path / "jsonl"
-    folder.mkdir()
-    with open(folder / "train.jsonl", "w") as f:
-        for i in range(30):
-            f.write(json.dumps({"idx": i, "text": f"t{i}", "score": [i, i + 1]}) + "\n")
+    write_jsonl(folder / "train.jsonl",
+                ({"idx": i, "text": f"t{i}", "score": [i, i + 1]} for i in range(30)))
     source = HFStreamingSource(HFStreamingConfig(name=str(folder), split="train[5:12]"))
     batches = all_batches(Pipeline(source=source, stages=[], batch_size=4))
     assert ids(batches) == list(range(5, 12))
@@ -332,7 +323,7 @@ def test_eager_exact_resume(numeric_folder):
     it = iter(pipeline)
     head = [np.asarray(next(it)["x"]) for _ in range(3)]
     resumed = build()
-    resumed.set_state(json.loads(json.dumps(it.get_state())))
+    resumed.set_state(json_round_trip(it.get_state()))
     tail = [np.asarray(b["x"]) for b in resumed]
     np.testing.assert_array_equal(np.concatenate(head + tail), np.concatenate(full))
 
@@ -368,11 +359,8 @@ def test_eager_serves_text_with_its_records(sst2_folder, shuffle):
 
 def test_fixed_size_lists_of_text_are_served_by_both_sources(tmp_path):
     folder = tmp_path / "tags"
-    folder.mkdir()
-    pq.write_table(
-        pa.table({"tags": [["a", "b"], ["c", "d"], ["e", "f"]], "y": [0, 1, 2]}),
-        folder / "train.parquet",
-    )
+    write_parquet(folder / "train.parquet", {"tags": [["a", "b"], ["c", "d"], ["e", "f"]],
+                                             "y": [0, 1, 2]})
     for cls, config in ((HFEagerSource, HFEagerConfig), (HFStreamingSource, HFStreamingConfig)):
         source = cls(config(name=str(folder), split="train"))
         assert source.element_spec()["tags"] == TextSpec((2,))
@@ -438,11 +426,8 @@ def test_empty_split(sst2_folder, streaming, split):
 
 def test_64bit_policy(tmp_path):
     big = tmp_path / "big"
-    big.mkdir()
-    pq.write_table(
-        pa.table({"id": np.array([1, 2, 2**40], np.int64), "w": np.array([0.5, 1.5, 2.5])}),
-        big / "train.parquet",
-    )
+    write_parquet(big / "train.parquet",
+                  {"id": np.array([1, 2, 2**40], np.int64), "w": np.array([0.5, 1.5, 2.5])})
     with pytest.raises(ConfigError) as err:
         HFEagerSource(HFEagerConfig(name=str(big), split="train", exclude_keys=("id",)))
     assert str(err.value) == (
@@ -586,9 +571,7 @@ def test_a_column_that_is_not_numbers_or_text_is_refused_naming_it(tmp_path, str
     column = {"date32": pa.array([0, 1, 2], pa.date32()),
               "timestamp": pa.array([0, 1, 2], pa.timestamp("ms")),
               "decimal": pa.array([1, 2, 3], pa.decimal128(5, 2))}[arrow_type]
-    (tmp_path / "data").mkdir()
-    pq.write_table(pa.table({"id": [0, 1, 2], "when": column}),
-                   tmp_path / "data" / "train-00000-of-00001.parquet")
+    write_hub_split(tmp_path, {"id": [0, 1, 2], "when": column})
     cls, config = (HFStreamingSource, HFStreamingConfig) if streaming else (HFEagerSource, HFEagerConfig)
     with pytest.raises(DataraxError) as err:  # a stream's was JAX's TypeError at the first batch
         cls(config(name=str(tmp_path), split="train"))
@@ -600,8 +583,7 @@ def test_a_column_that_is_not_numbers_or_text_is_refused_naming_it(tmp_path, str
 
 
 def _folder_with_a_corrupt_shard(tmp_path):
-    (tmp_path / "data").mkdir()
-    pq.write_table(pa.table({"x": np.arange(8)}), tmp_path / "data" / "train-00000-of-00002.parquet")
+    write_parquet(tmp_path / "data" / "train-00000-of-00002.parquet", {"x": np.arange(8)})
     (tmp_path / "data" / "train-00001-of-00002.parquet").write_bytes(b"not parquet" * 20)
     return str(tmp_path)
 

@@ -4,7 +4,6 @@ offline on local parquet files."""
 from __future__ import annotations
 
 import io
-import json
 import re
 
 import numpy as np
@@ -13,17 +12,13 @@ from flax import nnx
 
 datasets = pytest.importorskip("datasets")
 pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("pyarrow.parquet")
 
 from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
-
-
-def position_of(state: dict) -> dict:
-    """A source state less its ``settings`` (the config's, checked by other tests)."""
-    assert state["settings"]["name"] == "parquet"
-    return {k: v for k, v in state.items() if k != "settings"}
+from datarax.testing import json_round_trip  # noqa: E402
+from hf_files import int32_lists, position_of, write_parquet  # noqa: E402
 
 N = 40
 BAD = (5, 21)  # record 5: a list of another length; record 21: an int64 past int32
@@ -46,16 +41,11 @@ def bad_parquet(tmp_path) -> str:
     vec[BAD[0]] = [5, 5, 5]
     label = [i % 3 for i in range(N)]
     label[BAD[1]] = 2**40
-    table = pa.table(
-        {
-            "idx": pa.array(np.arange(N, dtype=np.int32)),
-            "vec": pa.array(vec, pa.list_(pa.int32())),
-            "label": pa.array(label, pa.int64()),
-        }
-    )
-    path = str(tmp_path / "train.parquet")
-    pq.write_table(table, path)
-    return path
+    return write_parquet(tmp_path / "train.parquet", {
+        "idx": np.arange(N, dtype=np.int32),
+        "vec": int32_lists(vec),
+        "label": pa.array(label, pa.int64()),
+    })
 
 
 def source(path: str, **kw) -> HFStreamingSource:
@@ -158,7 +148,7 @@ def test_exact_resume_across_a_skipped_record(bad_parquet, stop, shuffle):
     first = pipeline(bad_parquet, **kw)
     it = iter(first)
     head = [next(it) for _ in range(stop)]
-    state = json.loads(json.dumps(it.get_state()))
+    state = json_round_trip(it.get_state())
     src_state = state["source"]
     if not shuffle:
         assert src_state["skipped"] == sum(1 for b in BAD if b < src_state["current_index"])
@@ -246,7 +236,7 @@ def test_a_broken_skip_budget_raises_at_the_batch_that_passes_the_record(
         for batch in p:
             served.append(batch)
     assert ids(served) == [i for i in GOOD if i < 21][:20]
-    state = json.loads(json.dumps(p.get_state()))
+    state = json_round_trip(p.get_state())
     with pytest.raises(RecordError, match="over the budget of 1"):
         next(iter(p))
     resumed = Pipeline(source=source(bad_parquet, on_error="skip", max_skipped=1,

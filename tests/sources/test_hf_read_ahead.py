@@ -6,7 +6,6 @@ a direct read between batches are in the conformance table: ``check_restore_live
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -15,18 +14,13 @@ import pytest
 from flax import nnx
 
 datasets = pytest.importorskip("datasets")
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("pyarrow.parquet")
 
 from datarax.core.errors import DataraxError  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
-
-
-def position_of(state: dict) -> dict:
-    """A source state less its ``settings`` (the config's, checked by other tests)."""
-    assert state["settings"]["name"] == "parquet"
-    return {k: v for k, v in state.items() if k != "settings"}
+from datarax.testing import json_round_trip  # noqa: E402
+from hf_files import int32_lists, position_of, write_parquet  # noqa: E402
 
 N = 60
 BAD = (13, 14, 41)  # lists of another length: skipped under on_error="skip"
@@ -41,14 +35,11 @@ def data(tmp_path) -> str:
     vec = [[i, i] for i in range(N)]
     for i in BAD:
         vec[i] = [i, i, i]
-    table = pa.table({
-        "idx": pa.array(np.arange(N, dtype=np.int32)),
-        "vec": pa.array(vec, pa.list_(pa.int32())),
+    return write_parquet(tmp_path / "train.parquet", {
+        "idx": np.arange(N, dtype=np.int32),
+        "vec": int32_lists(vec),
         "text": [f"record {i}" for i in range(N)],
     })
-    path = str(tmp_path / "train.parquet")
-    pq.write_table(table, path)
-    return path
 
 
 def pipeline(path: str, prefetch: int = 2, batch_size: int = 8, drop_remainder: bool = False,
@@ -112,7 +103,7 @@ def test_source_state_is_what_was_handed_out_while_batches_are_read_ahead(data) 
     assert position_of(source.get_state()) == {"current_index": 18, "current_epoch": 0, "skipped": 2}
     assert _read_ahead_of(source, 18) > 0  # the worker did read on ...
     assert position_of(source.get_state()) == {"current_index": 18, "current_epoch": 0, "skipped": 2}
-    state = json.loads(json.dumps(source.get_state()))
+    state = json_round_trip(source.get_state())
     rest = [ids(b) for b in it]
 
     fresh = pipeline(data, prefetch=3)

@@ -8,18 +8,13 @@ clause; these tests pin the order against a plain-Python reference, and the mess
 
 from __future__ import annotations
 
-import itertools
-import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
-import jax
 import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import (
@@ -27,10 +22,11 @@ from datarax.sources import (
     InterleaveSource,
     MemorySource,
     MemorySourceConfig,
-    StreamSource,
 )
 
 from bad_rows import Rows, RowsConfig
+from number_sources import NumberStream, numbers
+from source_reads import check_resumes_at_every_batch, flat, read_all
 
 
 def reference(children: list[list[int]], cycle_length: int, block_length: int) -> list[int]:
@@ -61,45 +57,9 @@ def reference(children: list[list[int]], cycle_length: int, block_length: int) -
     return out
 
 
-def numbers(lo: int, hi: int, shuffle: bool = False, seed: int = 0) -> MemorySource:
-    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=seed),
-                        {"x": np.arange(lo, hi, dtype=np.int32)})
-
-
-@dataclass(frozen=True)
-class GeneratedConfig(StructuralConfig):
-    lo: int = 0
-    hi: int = 0
-
-
-class Generated(StreamSource):
-    """A generator-backed forward-only stream of ``lo .. hi - 1``, reversed on odd passes."""
-
-    def __init__(self, lo: int, hi: int) -> None:
-        super().__init__(GeneratedConfig(lo=lo, hi=hi))
-        self.records: Any = iter(())
-        self.served = 0  # records handed out by get_batch, over all passes
-
-    def restart(self, epoch: int) -> None:
-        values = range(self.config.lo, self.config.hi)
-        self.records = iter(values if epoch % 2 == 0 else reversed(values))
-
-    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
-        x = list(itertools.islice(self.records, batch_size))
-        self.served += len(x)
-        return {"x": np.asarray(x, np.int32)} if x else None
-
-    def element_spec(self) -> dict[str, Any]:
-        return {"x": jax.ShapeDtypeStruct((), np.int32)}
-
-
-def read_all(source: Any, size: int) -> list[list[int]]:
-    out = []
-    while True:
-        batch, _ = source.get_batch_with_indices(size)
-        if batch is None:
-            return out
-        out.append(np.asarray(batch["x"]).tolist())
+def generated(lo: int, hi: int, **kwargs: Any) -> NumberStream:
+    """A forward-only stream of ``lo .. hi - 1``, reversed on odd passes."""
+    return NumberStream(lo, hi, reverse_odd_passes=True, **kwargs)
 
 
 def own_order(child: Any, epoch: int = 0) -> list[int]:
@@ -107,7 +67,7 @@ def own_order(child: Any, epoch: int = 0) -> list[int]:
     if child.kind.name == "INDEXED":
         return np.asarray(child.get_batch_at(epoch * len(child), len(child))["x"]).tolist()
     child.seek(epoch, 0)
-    return [x for batch in read_all(child, 100) for x in batch]
+    return flat(read_all(child, 100))
 
 
 @pytest.mark.parametrize("lengths, cycle_length, block_length", [
@@ -122,23 +82,23 @@ def test_the_order_is_tf_datas_cycle_and_block_order(lengths, cycle_length, bloc
     bounds = np.cumsum((0, *lengths))
     ranges = [(100 * i + bounds[i], 100 * i + bounds[i + 1]) for i in range(len(lengths))]
     # odd children (and empty ones) are forward-only streams, the others in memory
-    source = InterleaveSource([numbers(lo, hi) if i % 2 == 0 and hi > lo else Generated(lo, hi)
+    source = InterleaveSource([numbers(lo, hi) if i % 2 == 0 and hi > lo else generated(lo, hi)
                                for i, (lo, hi) in enumerate(ranges)],
                               cycle_length=cycle_length, block_length=block_length)
     children = [list(range(lo, hi)) for lo, hi in ranges]
-    served = [x for batch in read_all(source, 3) for x in batch]
+    served = flat(read_all(source, 3))
     assert served == reference(children, cycle_length, block_length)
 
 
 def test_children_of_every_kind_interleave_in_their_own_orders_pass_by_pass():
     def build():
-        return [numbers(0, 5, shuffle=True, seed=1), Generated(10, 17), numbers(20, 23)]
+        return [numbers(0, 5, shuffle=True, seed=1), generated(10, 17), numbers(20, 23)]
 
     source = InterleaveSource(build(), cycle_length=2, block_length=2)
     for epoch in range(3):
         source.seek(epoch, 0)
         expected = reference([own_order(c, epoch) for c in build()], 2, 2)
-        assert [x for batch in read_all(source, 4) for x in batch] == expected
+        assert flat(read_all(source, 4)) == expected
     assert own_order(build()[1], 1) == list(range(16, 9, -1))  # the stream's odd passes reverse
 
 
@@ -150,27 +110,17 @@ def test_stable_indices_are_the_childs_times_the_number_of_children_plus_the_chi
 
 
 def build_mixed() -> InterleaveSource:
-    return InterleaveSource([numbers(0, 7, shuffle=True, seed=3), Generated(100, 111),
-                             numbers(200, 204), Generated(300, 302)],
+    return InterleaveSource([numbers(0, 7, shuffle=True, seed=3), generated(100, 111),
+                             numbers(200, 204), generated(300, 302)],
                             cycle_length=3, block_length=2, num_epochs=-1)
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 4])
 def test_a_state_saved_at_any_batch_boundary_resumes_exactly_in_a_fresh_source(batch_size):
-    whole = build_mixed()
-    expected = read_all(whole, batch_size)
-    for cut in range(len(expected) + 1):
-        source = build_mixed()
-        assert read_all_n(source, batch_size, cut) == expected[:cut]
-        state = json.loads(json.dumps(source.get_state()))  # JSON-able, small
+    def small(state: dict, before: list) -> None:  # JSON-able, a cursor of 3 + 2 per slot
         assert len(state["cursor"]) == 3 + 2 * 3
-        fresh = build_mixed()
-        fresh.set_state(state)
-        assert read_all(fresh, batch_size) == expected[cut:], f"cut after batch {cut}"
 
-
-def read_all_n(source: Any, size: int, n: int) -> list[list[int]]:
-    return [np.asarray(source.get_batch_with_indices(size)[0]["x"]).tolist() for _ in range(n)]
+    check_resumes_at_every_batch(build_mixed, batch_size, check_state=small)
 
 
 def test_a_bare_position_is_reached_by_reading_the_pass_again():
@@ -202,7 +152,7 @@ def test_each_shard_keeps_its_record_of_every_whole_round():
         source = InterleaveSource([numbers(0, 5), numbers(10, 18), numbers(20, 23)],
                                   cycle_length=2, block_length=3)
         source.set_shard(index, 3)
-        served = [x for batch in read_all(source, 2) for x in batch]
+        served = flat(read_all(source, 2))
         assert served == order[index: len(order) - len(order) % 3: 3]
 
 
@@ -279,17 +229,17 @@ def file_mix_stream(paths: list[str]) -> list[Any]:
     from datarax.mixing import MixSource
 
     files = int_source(paths, seed=5, shuffle_files=True, num_threads=2)
-    mixture = MixSource([numbers(100, 105, shuffle=True, seed=2), Generated(200, 204)],
+    mixture = MixSource([numbers(100, 105, shuffle=True, seed=2), generated(200, 204)],
                         weights=[5, 4], seed=3, records_per_epoch=9)
-    return [files, mixture, Generated(300, 307)]
+    return [files, mixture, generated(300, 307)]
 
 
-@pytest.fixture
-def int_files(tmp_path):
+@pytest.fixture(scope="module")
+def int_files(tmp_path_factory):
     pytest.importorskip("array_record.python.array_record_module")
     from int_record_files import write_int_parts
 
-    return write_int_parts(tmp_path, (3, 6, 9))
+    return write_int_parts(tmp_path_factory.mktemp("interleave_ar"), (3, 6, 9))
 
 
 def test_files_a_mixture_and_a_stream_interleave_in_their_own_orders(int_files):
@@ -298,47 +248,24 @@ def test_files_a_mixture_and_a_stream_interleave_in_their_own_orders(int_files):
         source.seek(epoch, 0)
         expected = reference([own_order(c, epoch) for c in file_mix_stream(int_files)], 2, 3)
         assert sorted(expected) == [*range(9), *range(100, 105), *range(200, 204), *range(300, 307)]
-        assert [x for batch in read_all(source, 4) for x in batch] == expected
+        assert flat(read_all(source, 4)) == expected
     source.close()
 
 
 def test_files_a_mixture_and_a_stream_resume_at_every_batch_boundary(int_files):
-    def build() -> InterleaveSource:
-        return InterleaveSource(file_mix_stream(int_files), cycle_length=2, block_length=3)
-
-    expected = read_all(build(), 3)
-    for cut in range(len(expected) + 1):
-        source = build()
-        read_all_n(source, 3, cut)
-        fresh = build()
-        fresh.set_state(json.loads(json.dumps(source.get_state())))
-        assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
-        source.close()
-        fresh.close()
-
-
-class Flaky(Generated):
-    """:class:`Generated` handing out 3 records a read, whose 2nd read fails once."""
-
-    def __init__(self, lo: int, hi: int) -> None:
-        super().__init__(lo, hi)
-        self.reads = 0
-
-    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
-        self.reads += 1
-        if self.reads == 2:
-            raise OSError("the disk hiccuped")
-        return super().get_batch(min(batch_size, 3))
+    check_resumes_at_every_batch(
+        lambda: InterleaveSource(file_mix_stream(int_files), cycle_length=2, block_length=3), 3)
 
 
 def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
-    source = InterleaveSource([numbers(0, 6), Flaky(10, 20)], cycle_length=2, block_length=2)
+    source = InterleaveSource([numbers(0, 6), generated(10, 20, most_per_read=3, fail_on_read=2)],
+                              cycle_length=2, block_length=2)
     served = []
     with pytest.raises(OSError, match="the disk hiccuped"):
         while True:
             served.append(np.asarray(source.get_batch_with_indices(8)[0]["x"]).tolist())
     served += read_all(source, 4)  # the retry
-    assert [x for batch in served for x in batch] == reference(
+    assert flat(served) == reference(
         [list(range(6)), list(range(10, 20))], 2, 2)
 
 
@@ -349,6 +276,6 @@ def test_tf_datas_documented_example_gives_tf_datas_order():
                   5, 5, 5, 5, 5, 5]
     source = InterleaveSource([numbers(10 * x, 10 * x + 6) for x in range(1, 6)],
                               cycle_length=2, block_length=4)
-    served = [x for batch in read_all(source, 7) for x in batch]
+    served = flat(read_all(source, 7))
     assert [x // 10 for x in served] == documented
     assert reference([[x] * 6 for x in range(1, 6)], 2, 4) == documented  # the reference too

@@ -4,8 +4,6 @@ checked record by record against plain-NumPy references."""
 
 from __future__ import annotations
 
-import json
-
 import jax
 import numpy as np
 import pytest
@@ -23,6 +21,7 @@ from datarax.sources import (  # noqa: E402
     MemorySource,
     MemorySourceConfig,
 )
+from datarax.testing import json_round_trip  # noqa: E402
 
 SIZES = (7, 11, 5, 9)  # 32 records in 4 files
 N = sum(SIZES)
@@ -84,7 +83,7 @@ def test_shuffled_sharded_array_record_resumes_into_fresh_objects(tmp_path):
         source, pipeline = build(shard)
         iterator = iter(pipeline)
         head = rows(next(iterator))
-        state = json.loads(json.dumps(source.get_state()))
+        state = json_round_trip(source.get_state())
         assert state["current_index"] == 5 and state["shuffled_indices"] == {
             "seed": 7, "epoch": 0, "n": N}
         iterator.close()

@@ -8,18 +8,13 @@ clause; these tests pin the order against a plain-Python reference, and the mess
 
 from __future__ import annotations
 
-import itertools
-import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
-import jax
 import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.pipeline import Pipeline
 from datarax.samplers.shard_window import permute, window_seed
@@ -28,10 +23,11 @@ from datarax.sources import (
     MemorySource,
     MemorySourceConfig,
     ShuffleBufferSource,
-    StreamSource,
 )
 
 from bad_rows import Rows, RowsConfig
+from number_sources import NumberStream, numbers
+from source_reads import check_resumes_at_every_batch, flat, read_all, xs
 
 
 def reference(parent_order: list[int], buffer_size: int, seed: int, epoch: int) -> list[int]:
@@ -46,63 +42,24 @@ def reference(parent_order: list[int], buffer_size: int, seed: int, epoch: int) 
     return out
 
 
-@dataclass(frozen=True)
-class GeneratedConfig(StructuralConfig):
-    n: int = 0
-
-
-class Generated(StreamSource):
-    """A generator-backed forward-only stream of ``0 .. n-1`` (``100 * epoch`` added),
-    counting the records it hands out."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__(GeneratedConfig(n=n))
-        self.records: Any = iter(())
-        self.served = 0
-
-    def restart(self, epoch: int) -> None:
-        self.records = iter(range(100 * epoch, 100 * epoch + self.config.n))
-
-    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
-        x = list(itertools.islice(self.records, batch_size))
-        self.served += len(x)
-        return {"x": np.asarray(x, np.int32)} if x else None
-
-    def element_spec(self) -> dict[str, Any]:
-        return {"x": jax.ShapeDtypeStruct((), np.int32)}
-
-
-def numbers(n: int, shuffle: bool = False) -> MemorySource:
-    return MemorySource(MemorySourceConfig(shuffle=shuffle, seed=5),
-                        {"x": np.arange(n, dtype=np.int32)})
-
-
-def read_all(source: Any, size: int) -> list[list[int]]:
-    out = []
-    while True:
-        batch, _ = source.get_batch_with_indices(size)
-        if batch is None:
-            return out
-        out.append(np.asarray(batch["x"]).tolist())
-
-
-def flat(batches: list[list[int]]) -> list[int]:
-    return [x for batch in batches for x in batch]
+def generated(n: int, **kwargs: Any) -> NumberStream:
+    """A forward-only stream of ``0 .. n-1``, ``100 * epoch`` added."""
+    return NumberStream(0, n, epoch_step=100, **kwargs)
 
 
 @pytest.mark.parametrize("n, buffer_size, seed", [(10, 4, 0), (23, 5, 7), (8, 8, 1), (6, 50, 2),
                                                   (9, 1, 3)])
 def test_the_order_is_each_window_in_its_seeded_permutation(n, buffer_size, seed):
     for epoch in range(2):
-        source = ShuffleBufferSource(Generated(n), buffer_size=buffer_size, seed=seed)
+        source = ShuffleBufferSource(generated(n), buffer_size=buffer_size, seed=seed)
         source.seek(epoch, 0)
         parent = list(range(100 * epoch, 100 * epoch + n))
         assert flat(read_all(source, 3)) == reference(parent, buffer_size, seed, epoch)
 
 
 def test_it_shuffles_an_indexed_parents_own_order_and_keeps_its_stable_indices():
-    parent_order = np.asarray(numbers(12, shuffle=True).get_batch_at(0, 12)["x"]).tolist()
-    source = ShuffleBufferSource(numbers(12, shuffle=True), buffer_size=5, seed=9)
+    parent_order = xs(numbers(0, 12, shuffle=True, seed=5).get_batch_at(0, 12))
+    source = ShuffleBufferSource(numbers(0, 12, shuffle=True, seed=5), buffer_size=5, seed=9)
     batch, stable = source.get_batch_with_indices(12)
     assert batch["x"].tolist() == reference(parent_order, 5, 9, 0)
     assert stable.tolist() == batch["x"].tolist()  # the parent's stable index: the record's number
@@ -110,28 +67,22 @@ def test_it_shuffles_an_indexed_parents_own_order_and_keeps_its_stable_indices()
 
 
 def test_a_buffer_of_one_serves_the_parent_order_and_seeds_and_passes_differ():
-    assert flat(read_all(ShuffleBufferSource(Generated(7), buffer_size=1), 3)) == list(range(7))
-    a = flat(read_all(ShuffleBufferSource(Generated(20), buffer_size=20, seed=1), 20))
-    b = flat(read_all(ShuffleBufferSource(Generated(20), buffer_size=20, seed=2), 20))
+    assert flat(read_all(ShuffleBufferSource(generated(7), buffer_size=1), 3)) == list(range(7))
+    a = flat(read_all(ShuffleBufferSource(generated(20), buffer_size=20, seed=1), 20))
+    b = flat(read_all(ShuffleBufferSource(generated(20), buffer_size=20, seed=2), 20))
     assert sorted(a) == sorted(b) == list(range(20)) and a != b
 
 
 def build() -> ShuffleBufferSource:
-    return ShuffleBufferSource(Generated(17), buffer_size=5, seed=4, num_epochs=-1)
+    return ShuffleBufferSource(generated(17), buffer_size=5, seed=4, num_epochs=-1)
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 4])
 def test_a_state_saved_at_any_batch_boundary_resumes_exactly_from_the_position_alone(batch_size):
-    expected = read_all(build(), batch_size)
-    for cut in range(len(expected) + 1):
-        source = build()
-        for _ in range(cut):
-            source.get_batch_with_indices(batch_size)
-        state = json.loads(json.dumps(source.get_state()))
+    def position_only(state: dict, before: list) -> None:
         assert set(state) == {"current_index", "current_epoch", "settings"}
-        fresh = build()
-        fresh.set_state(state)
-        assert read_all(fresh, batch_size) == expected[cut:], f"cut after batch {cut}"
+
+    check_resumes_at_every_batch(build, batch_size, check_state=position_only)
 
 
 def test_a_restore_replays_the_stream_only_up_to_the_end_of_one_read_of_the_window():
@@ -194,14 +145,14 @@ def test_text_fields_follow_their_records():
 ])
 def test_bad_buffer_sizes_and_seeds_are_refused(kwargs, message):
     with pytest.raises(ConfigError) as err:
-        ShuffleBufferSource(numbers(4), **kwargs)
+        ShuffleBufferSource(numbers(0, 4), **kwargs)
     assert str(err.value) == message
 
 
 def test_a_parent_that_cannot_be_shuffled_is_refused_naming_it():
     with pytest.raises(SourceContractError, match="source is list, not a data source"):
         ShuffleBufferSource([1, 2], buffer_size=2)  # type: ignore[arg-type]
-    sharded = numbers(4)
+    sharded = numbers(0, 4)
     sharded.set_shard(1, 2)
     with pytest.raises(SourceContractError, match="source is sharded .* shard the shuffled source"):
         ShuffleBufferSource(sharded, buffer_size=2)
@@ -219,7 +170,7 @@ def test_a_state_of_another_buffer_or_past_the_pass_is_refused():
     source.get_batch_with_indices(3)
     state = source.get_state()
     with pytest.raises(StateError, match="buffer_size"):
-        ShuffleBufferSource(Generated(17), buffer_size=6, seed=4).set_state(state)
+        ShuffleBufferSource(generated(17), buffer_size=6, seed=4).set_state(state)
     late = build()
     late.set_state({"current_epoch": 0, "current_index": 30})
     with pytest.raises(StateError, match="says 30 records of pass 0 were handed out") as err:
@@ -227,12 +178,12 @@ def test_a_state_of_another_buffer_or_past_the_pass_is_refused():
     assert err.value.field == "current_index"
 
 
-@pytest.fixture
-def int_files(tmp_path):
+@pytest.fixture(scope="module")
+def int_files(tmp_path_factory):
     pytest.importorskip("array_record.python.array_record_module")
     from int_record_files import write_int_parts
 
-    return write_int_parts(tmp_path, (5, 9, 14))
+    return write_int_parts(tmp_path_factory.mktemp("shuffle_ar"), (5, 9, 14))
 
 
 def file_parent(paths: list[str]) -> Any:
@@ -244,7 +195,7 @@ def file_parent(paths: list[str]) -> Any:
 def mixture_parent() -> Any:
     from datarax.mixing import MixSource
 
-    return MixSource([numbers(6, shuffle=True), Generated(5)], weights=[6, 5], seed=3,
+    return MixSource([numbers(0, 6, shuffle=True, seed=5), generated(5)], weights=[6, 5], seed=3,
                      records_per_epoch=11)
 
 
@@ -270,32 +221,12 @@ def test_over_files_or_a_mixture_the_order_is_the_reference_and_resumes_everywhe
         source.seek(epoch, 0)
         order = parent_order(build_parent(), epoch)
         assert flat(read_all(source, 3)) == reference(order, 4, 8, epoch)
-    expected = read_all(build(), 3)
-    for cut in range(len(expected) + 1):
-        old = build()
-        for _ in range(cut):
-            old.get_batch_with_indices(3)
-        fresh = build()
-        fresh.set_state(old.get_state())
-        assert read_all(fresh, 3) == expected[cut:], f"cut after batch {cut}"
-
-
-class Flaky(Generated):
-    """:class:`Generated` handing out 3 records a read, whose 3rd read fails once."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__(n)
-        self.reads = 0
-
-    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
-        self.reads += 1
-        if self.reads == 3:
-            raise OSError("the disk hiccuped")
-        return super().get_batch(min(batch_size, 3))
+    check_resumes_at_every_batch(build, 3)
 
 
 def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
-    source = ShuffleBufferSource(Flaky(14), buffer_size=4, seed=2)
+    source = ShuffleBufferSource(generated(14, most_per_read=3, fail_on_read=3), buffer_size=4,
+                                 seed=2)
     served = []
     with pytest.raises(OSError, match="the disk hiccuped"):
         while True:

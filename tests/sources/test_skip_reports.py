@@ -9,6 +9,7 @@ import pytest
 from datarax.core.errors import SpecMismatchError
 from datarax.pipeline import Pipeline
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
+from datarax.testing import json_round_trip
 
 from bad_rows import Rows, RowsConfig
 
@@ -72,8 +73,6 @@ def test_a_broken_skip_budget_raises_at_the_batch_that_passes_the_record(tmp_pat
     batch that would pass the bad record, after every batch before it (it came as soon
     as the read-ahead met the record, batches early), and a retry or a resume meets it
     there again."""
-    import json
-
     from datarax.core.errors import RecordError
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
@@ -98,7 +97,7 @@ def test_a_broken_skip_budget_raises_at_the_batch_that_passes_the_record(tmp_pat
         for batch in pipeline:
             served.append(np.asarray(batch["x"]).tolist())
     assert served == [[0, 1, 2], [3, 4, 6], [7, 8, 9], [10, 11, 12], [13, 14, 15]]
-    state = json.loads(json.dumps(pipeline.get_state()))
+    state = json_round_trip(pipeline.get_state())
     assert (state["position"], state["source"]["skipped"]) == (16, 1)
     with pytest.raises(RecordError, match="over the budget of 1"):
         next(iter(pipeline))  # a retry meets it at the same batch

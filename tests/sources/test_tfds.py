@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -27,6 +26,8 @@ from datarax.sources import (  # noqa: E402
     from_tfds,
 )
 from datarax.core.errors import MissingExtraError  # noqa: E402
+from datarax.testing import json_round_trip  # noqa: E402
+from tfds_datasets import prepare  # noqa: E402
 
 N = 20
 
@@ -40,105 +41,43 @@ def _tiny_example(i: int) -> dict:
     }
 
 
-class DataraxTiny(tfds.core.GeneratorBasedBuilder):
-    """20 train / 5 test records: image, label (ClassLabel, int64), text, nested meta/w."""
-
-    VERSION = tfds.core.Version("1.0.0")
-
-    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
-
-    def _info(self):
-        return tfds.core.DatasetInfo(
-            builder=self,
-            features=tfds.features.FeaturesDict(
-                {
-                    "image": tfds.features.Tensor(shape=(4, 4), dtype=np.uint8),
-                    "label": tfds.features.ClassLabel(num_classes=10),
-                    "text": tfds.features.Text(),
-                    "meta": {"w": tfds.features.Tensor(shape=(), dtype=np.float32)},
-                }
-            ),
-        )
-
-    def _split_generators(self, dl_manager):
-        return {"train": self._generate_examples(0, N), "test": self._generate_examples(N, N + 5)}
-
-    def _generate_examples(self, lo, hi):
-        for i in range(lo, hi):
-            yield i, _tiny_example(i)
-
-
-class DataraxWide(tfds.core.GeneratorBasedBuilder):
-    """64-bit fields: big int64 (one value past int32) and a float64."""
-
-    VERSION = tfds.core.Version("1.0.0")
-
-    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
-
-    def _info(self):
-        return tfds.core.DatasetInfo(
-            builder=self,
-            features=tfds.features.FeaturesDict(
-                {
-                    "big": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "small": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "f64": tfds.features.Tensor(shape=(), dtype=np.float64),
-                }
-            ),
-        )
-
-    def _split_generators(self, dl_manager):
-        return {"train": self._generate_examples()}
-
-    def _generate_examples(self):
-        for i in range(4):
-            yield i, {"big": 2**40 if i == 2 else i, "small": i, "f64": i / 4}
-
-
-class DataraxRagged(tfds.core.GeneratorBasedBuilder):
-    """A Sequence feature whose length varies by record (0, 1, 2), beside a fixed one."""
-
-    VERSION = tfds.core.Version("1.0.0")
-
-    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
-
-    def _info(self):
-        return tfds.core.DatasetInfo(
-            builder=self,
-            features=tfds.features.FeaturesDict(
-                {
-                    "seq": tfds.features.Sequence(tfds.features.Tensor(shape=(), dtype=np.int32)),
-                    "id": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    # a string Tensor (not Text): raw bytes, e.g. an encoded file
-                    "raw": tfds.features.Tensor(shape=(), dtype=np.str_),
-                }
-            ),
-        )
-
-    def _split_generators(self, dl_manager):
-        return {"train": self._generate_examples()}
-
-    def _generate_examples(self):
-        for i in range(3):
-            yield i, {"seq": list(range(i)), "id": i, "raw": bytes([0xFF, 0xD8, i])}
+def tiny(root, file_format="array_record") -> str:
+    """datarax_tiny: 20 train / 5 test records: image, label (ClassLabel, int64), text,
+    nested meta/w."""
+    features = {
+        "image": tfds.features.Tensor(shape=(4, 4), dtype=np.uint8),
+        "label": tfds.features.ClassLabel(num_classes=10),
+        "text": tfds.features.Text(),
+        "meta": {"w": tfds.features.Tensor(shape=(), dtype=np.float32)},
+    }
+    splits = {"train": {i: _tiny_example(i) for i in range(N)},
+              "test": {i: _tiny_example(i) for i in range(N, N + 5)}}
+    return prepare(root, "DataraxTiny", features, splits, file_format)
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    pytest.importorskip("tensorflow")  # preparing datasets uses TF; reading them does not
-    root = tmp_path_factory.mktemp("tfds_data")
-    DataraxTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
-    DataraxWide(data_dir=str(root), file_format="array_record").download_and_prepare()
-    DataraxRagged(data_dir=str(root), file_format="array_record").download_and_prepare()
-    return str(root)
+    root = tiny(tmp_path_factory.mktemp("tfds_data"))
+    # 64-bit fields: big int64 (one value past int32) and a float64
+    prepare(root, "DataraxWide", {
+        "big": tfds.features.Tensor(shape=(), dtype=np.int64),
+        "small": tfds.features.Tensor(shape=(), dtype=np.int64),
+        "f64": tfds.features.Tensor(shape=(), dtype=np.float64),
+    }, {"train": {i: {"big": 2**40 if i == 2 else i, "small": i, "f64": i / 4} for i in range(4)}})
+    # a Sequence feature whose length varies by record (0, 1, 2), beside a fixed one
+    prepare(root, "DataraxRagged", {
+        "seq": tfds.features.Sequence(tfds.features.Tensor(shape=(), dtype=np.int32)),
+        "id": tfds.features.Tensor(shape=(), dtype=np.int32),
+        # a string Tensor (not Text): raw bytes, e.g. an encoded file
+        "raw": tfds.features.Tensor(shape=(), dtype=np.str_),
+    }, {"train": {i: {"seq": list(range(i)), "id": i, "raw": bytes([0xFF, 0xD8, i])}
+                  for i in range(3)}})
+    return root
 
 
 @pytest.fixture(scope="module")
 def tfrecord_dir(tmp_path_factory):
-    pytest.importorskip("tensorflow")
-    root = tmp_path_factory.mktemp("tfds_tfrecord")
-    DataraxTiny(data_dir=str(root), file_format="tfrecord").download_and_prepare()
-    return str(root)
+    return tiny(tmp_path_factory.mktemp("tfds_tfrecord"), file_format="tfrecord")
 
 
 def eager(data_dir, **kw):
@@ -257,7 +196,7 @@ def test_eager_exact_resume(data_dir):
     it = iter(build())
     head = [next(it) for _ in range(2)]
     resumed = build()
-    resumed.set_state(json.loads(json.dumps(it.get_state())))
+    resumed.set_state(json_round_trip(it.get_state()))
     assert values(head) + values(list(resumed)) == full
 
 
@@ -308,7 +247,7 @@ def test_streaming_exact_resume_across_epochs(data_dir):
     list(pipeline)
     it = iter(pipeline)
     head = [next(it) for _ in range(2)]
-    state = json.loads(json.dumps(it.get_state()))
+    state = json_round_trip(it.get_state())
     state["source"].pop("prefetch_cache")  # information only: how far read-ahead got
     assert state["source"] == {"current_index": 12, "current_epoch": 1, "skipped": 0}
     resumed = build()

@@ -7,7 +7,6 @@ cannot read one record (an I/O error on fetch).
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -25,44 +24,21 @@ from datarax.sources import (  # noqa: E402
 from datarax.sources.tfds import streaming as tfds_streaming  # noqa: E402
 from datarax.sources.epoch_order import EpochOrder  # noqa: E402
 from datarax.sources.skip_ledger import ErrorPolicy  # noqa: E402
+from datarax.testing import json_round_trip  # noqa: E402
+from tfds_datasets import prepare  # noqa: E402
 
 N = 24
 BAD = (5, 13, 14)  # ids whose "big" field does not fit int32
 SEED = 3
 
 
-class DataraxFlaky(tfds.core.GeneratorBasedBuilder):
-    """24 train records: id (int32) and big (int64; past int32 for the BAD ids)."""
-
-    VERSION = tfds.core.Version("1.0.0")
-
-    code_path = tfds.core.Path(__file__)  # TFDS's lookup trips on the namespace package `tests`
-
-    def _info(self):
-        return tfds.core.DatasetInfo(
-            builder=self,
-            features=tfds.features.FeaturesDict(
-                {
-                    "id": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    "big": tfds.features.Tensor(shape=(), dtype=np.int64),
-                }
-            ),
-        )
-
-    def _split_generators(self, dl_manager):
-        return {"train": self._generate_examples()}
-
-    def _generate_examples(self):
-        for i in range(N):
-            yield i, {"id": i, "big": 2**40 + i if i in BAD else i}
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    pytest.importorskip("tensorflow")  # preparing datasets uses TF; reading them does not
-    root = tmp_path_factory.mktemp("tfds_flaky")
-    DataraxFlaky(data_dir=str(root), file_format="array_record").download_and_prepare()
-    return str(root)
+    """datarax_flaky: 24 train records: id (int32) and big (int64; past int32 for the BAD ids)."""
+    return prepare(tmp_path_factory.mktemp("tfds_flaky"), "DataraxFlaky", {
+        "id": tfds.features.Tensor(shape=(), dtype=np.int32),
+        "big": tfds.features.Tensor(shape=(), dtype=np.int64),
+    }, {"train": {i: {"id": i, "big": 2**40 + i if i in BAD else i} for i in range(N)}})
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +195,7 @@ def test_resume_across_skipped_records_is_exact(data_dir, split_ids):
         list(pipeline)
         it = iter(pipeline)
         head = [next(it) for _ in range(k)]
-        state = json.loads(json.dumps(it.get_state()))
+        state = json_round_trip(it.get_state())
         source_state = state["source"]
         assert set(source_state) == {"current_index", "current_epoch", "skipped", "prefetch_cache"}
         order = EpochOrder(N, SEED, 1).indices(0, source_state["current_index"]).tolist()
@@ -341,7 +317,7 @@ def test_resume_at_every_batch_of_three_shuffled_sharded_epochs(data_dir, stream
         it = iter(pipeline)
         head = [ids([next(it)]) for _ in range(done)]
         assert head == reference[epoch][:done]
-        state = json.loads(json.dumps(it.get_state()))
+        state = json_round_trip(it.get_state())
         resumed = build()
         resumed.set_state(state)
         rest = [ids([b]) for b in resumed]
@@ -366,7 +342,7 @@ def test_a_broken_budget_stops_at_the_batch_passing_the_record_and_again_on_resu
     served, states = [], []
     with pytest.raises(RecordError, match="skipped 3 bad records") as err:
         while True:
-            states.append(json.loads(json.dumps(it.get_state())))
+            states.append(json_round_trip(it.get_state()))
             served.append(ids([next(it)]))
     assert [i for b in served for i in b] == good_before[:len(good_before) // 2 * 2]
     assert len(served) == len(good_before) // 2

@@ -45,13 +45,12 @@ def test_npy_source_refuses_it_naming_the_file_and_record(tmp_path):
 
 
 def test_hf_eager_source_refuses_it(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
     pytest.importorskip("datasets")
+    from hf_files import write_hub_split
+
     from datarax.sources import HFEagerConfig, HFEagerSource
 
-    (tmp_path / "data").mkdir()
-    pq.write_table(pa.table({"x": VALUES}), tmp_path / "data" / "train-00000-of-00001.parquet")
+    write_hub_split(tmp_path, {"x": VALUES})
     with pytest.raises(RecordError) as err:
         HFEagerSource(HFEagerConfig(name=str(tmp_path), split="train", cast_float64=True))
     assert str(err.value).startswith(f"HFEagerSource: {MESSAGE}")

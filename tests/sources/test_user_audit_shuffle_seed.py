@@ -31,13 +31,10 @@ def feistel(seed: int, n: int = N) -> list[int]:
 # ------------------------------------------------------------------------- HF
 @pytest.fixture
 def hf_folder(tmp_path, hf_offline):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
-    data = tmp_path / "hf" / "data"
-    data.mkdir(parents=True)
-    table = pa.table({"idx": np.arange(N, dtype=np.int32), "text": [f"t{i}" for i in range(N)]})
-    pq.write_table(table, data / "train-00000-of-00001.parquet")
-    return str(tmp_path / "hf")
+    from hf_files import write_hub_split
+
+    return write_hub_split(tmp_path / "hf", {"idx": np.arange(N, dtype=np.int32),
+                                             "text": [f"t{i}" for i in range(N)]})
 
 
 def test_hf_eager_shuffle_follows_the_config_seed_with_rngs(hf_folder):
@@ -57,33 +54,13 @@ def test_hf_eager_shuffle_follows_the_config_seed_with_rngs(hf_folder):
 # ----------------------------------------------------------------------- TFDS
 @pytest.fixture(scope="module")
 def tfds_dir(tmp_path_factory):
+    """audit_seed_tiny: N records of one int field."""
     tfds = pytest.importorskip("tensorflow_datasets")
-    pytest.importorskip("tensorflow")  # preparing a dataset uses TF; reading it does not
+    from tfds_datasets import prepare
 
-    class AuditSeedTiny(tfds.core.GeneratorBasedBuilder):
-        """N records of one int field."""
-
-        VERSION = tfds.core.Version("1.0.0")
-        code_path = tfds.core.Path(__file__)
-
-        def _info(self):
-            return tfds.core.DatasetInfo(
-                builder=self,
-                features=tfds.features.FeaturesDict(
-                    {"idx": tfds.features.Tensor(shape=(), dtype=np.int32)}
-                ),
-            )
-
-        def _split_generators(self, dl_manager):
-            return {"train": self._generate_examples()}
-
-        def _generate_examples(self):
-            for i in range(N):
-                yield i, {"idx": i}
-
-    root = tmp_path_factory.mktemp("tfds_seed")
-    AuditSeedTiny(data_dir=str(root), file_format="array_record").download_and_prepare()
-    return str(root)
+    return prepare(tmp_path_factory.mktemp("tfds_seed"), "AuditSeedTiny",
+                   {"idx": tfds.features.Tensor(shape=(), dtype=np.int32)},
+                   {"train": {i: {"idx": i} for i in range(N)}})
 
 
 def test_tfds_eager_and_streaming_share_the_config_seed_with_rngs(tfds_dir):

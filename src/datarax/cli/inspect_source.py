@@ -15,9 +15,8 @@ import jax
 import numpy as np
 
 from datarax.cli.targets import Target, length_of
-from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError
-from datarax.core.spec import TextSpec
+from datarax.core.spec import TextSpec, field_spec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
 
 EXCERPT = 60
@@ -51,20 +50,25 @@ def describe_value(value: Any) -> str:
         >>> describe_value("a fine film")
         "'a fine film'"
     """
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        value = str(value)  # np.str_ -> str, for a plain repr
-        text = value if len(value) <= EXCERPT else value[: EXCERPT - 3] + "..."
-        return repr(text) + ("" if len(value) <= EXCERPT else f" ({len(value)} chars)")
+    if isinstance(field_spec(value), TextSpec):
+        return _describe_text(value)
     array = np.asarray(value)
-    if is_text_dtype(array.dtype):
-        return repr(array.tolist())[:EXCERPT]
     if array.ndim == 0:
         return f"{array.dtype.name} {array.item()}"
     if array.size == 0:
         return f"{array.dtype.name} {array.shape} empty"
     return f"{array.dtype.name} {array.shape} min {array.min()} max {array.max()}"
+
+
+def _describe_text(value: Any) -> str:
+    """An excerpt of one string (``str``, ``bytes``, a 0-d text array), or the list of
+    several."""
+    if np.ndim(value):
+        return repr(np.asarray(value).tolist())[:EXCERPT]
+    text = value.item() if isinstance(value, np.ndarray) else value
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)  # np.str_ too
+    excerpt = text if len(text) <= EXCERPT else text[: EXCERPT - 3] + "..."
+    return repr(excerpt) + ("" if len(text) <= EXCERPT else f" ({len(text)} chars)")
 
 
 def host_batches(target: Target, batch_size: int) -> Iterator[dict[str, Any]]:

@@ -363,6 +363,38 @@ def length_or_none(source: Any) -> int | None:
         return None
 
 
+class LengthIfKnown:
+    """Mixin of a source whose length may be unknown before it is read (a flat map, an
+    interleave, a concatenation or a mixture of such): ``len()`` is what
+    :meth:`length_or_reason` returns, or ``TypeError("<class> has no length: <reason>")``
+    when that is a reason; ``bool()`` is always True (a source, not a count of records).
+
+    Example:
+        >>> class Endless(LengthIfKnown):
+        ...     def length_or_reason(self):
+        ...         return "it never ends"
+        >>> bool(Endless()), length_or_none(Endless())
+        (True, None)
+        >>> len(Endless())
+        Traceback (most recent call last):
+        ...
+        TypeError: Endless has no length: it never ends
+    """
+
+    def __bool__(self) -> bool:
+        return True  # without this, bool() would ask len()
+
+    def __len__(self) -> int:
+        length = self.length_or_reason()
+        if isinstance(length, str):
+            raise TypeError(f"{type(self).__name__} has no length: {length}")
+        return length
+
+    def length_or_reason(self) -> int | str:  # pragma: no cover - abstract
+        """The number of records of an epoch, or why it is not known before reading."""
+        raise NotImplementedError
+
+
 def skipping_setting(source: Any) -> str | None:
     """The name of the first of ``source``'s order settings that makes it skip bad
     records (``on_error="skip"``, its own or a child's), or None.

@@ -53,7 +53,7 @@ from flax import nnx
 
 from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.reading import ReadMode, compiles_whole, forward_only, kind_for, reading_of
 from datarax.core.spec import checked_spec
@@ -106,7 +106,7 @@ class MixSourceConfig(StructuralConfig):
             raise ConfigError(f"MixSource records_per_epoch must be an int >= 1 or None, got {n!r}.")
 
 
-class MixSource(ChildSources, DataSourceModule):
+class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     """Records of several sources interleaved by weight; see the module docstring.
 
     Args:
@@ -200,10 +200,8 @@ class MixSource(ChildSources, DataSourceModule):
     def names(self) -> tuple[str, ...]:
         return self.config.names
 
-    def __len__(self) -> int:
-        if self.__length is None:
-            raise TypeError("an endless sampling MixSource has no length")
-        return self.__length
+    def length_or_reason(self) -> int | str:
+        return "it samples endlessly (mode='sampling')" if self.__length is None else self.__length
 
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.sources[0]))

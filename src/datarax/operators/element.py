@@ -12,8 +12,7 @@ from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.dtypes import text_as_list
-from datarax.core.spec import is_text_value
+from datarax.core.dtypes import is_host_leaf, text_as_list
 from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
@@ -109,7 +108,7 @@ class ElementOperator(FunctionOperator):
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Apply ``fn`` to each record (``keys``: one key per record or None)."""
         check_keys(self, keys, batch_length(data))
-        if any(is_text_value(v) for v in jax.tree.leaves(data, is_leaf=_is_text_leaf)):
+        if any(is_host_leaf(v) for v in jax.tree.leaves(data, is_leaf=is_host_leaf)):
             return self._apply_per_record(data, keys)
         try:
             if keys is None:
@@ -127,12 +126,5 @@ class ElementOperator(FunctionOperator):
             self._call(record_at(data, i), None if keys is None else keys[i]) for i in range(n)
         ]
         stacked = stack_records(outputs)
-        return jax.tree.map(
-            lambda v: v if isinstance(v, list) else (
-                text_as_list(v) if is_text_value(v) else jnp.asarray(v)),
-            stacked, is_leaf=_is_text_leaf,
-        )
-
-
-def _is_text_leaf(value: Any) -> bool:
-    return isinstance(value, list)
+        return jax.tree.map(lambda v: text_as_list(v) if is_host_leaf(v) else jnp.asarray(v),
+                            stacked, is_leaf=is_host_leaf)

@@ -17,7 +17,7 @@ from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import RecordFilter
-from datarax.core.dtypes import is_host_leaf, is_text_value
+from datarax.core.dtypes import is_host_leaf
 from datarax.typing import Batch
 
 
@@ -183,7 +183,7 @@ class FilterOperator(RecordFilter):
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """The kept records of ``data`` (eager only: the count is not known in a trace)."""
-        leaves = jax.tree.leaves(data, is_leaf=is_text_value)
+        leaves = jax.tree.leaves(data, is_leaf=is_host_leaf)
         if any(isinstance(v, jax.core.Tracer) for v in leaves):
             raise DataraxError(
                 f"FilterOperator '{self.name}' cannot run inside a traced function: how many "

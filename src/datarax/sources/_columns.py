@@ -9,16 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.dtypes import is_text_dtype
 from datarax.core.errors import ConfigError
-from datarax.core.spec import field_spec
+from datarax.core.spec import TextSpec, field_spec
 
 
 def as_text(array: np.ndarray) -> np.ndarray:
     """A numpy ``object`` array of ``str``/``bytes`` (the host form of text fields)."""
-    if array.dtype.kind == "O":
-        return array
-    return array.astype(object)
+    return array.astype(object, copy=False)
 
 
 def select_keys(
@@ -98,4 +95,5 @@ def text_on_host(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The columns an eager source hands to MemorySource: text fields as ``object``
     arrays of ``str`` (kept on the host, gathered by the same record indices as the
     device fields), every other field as it is."""
-    return {k: (as_text(v) if is_text_dtype(v.dtype) else v) for k, v in columns.items()}
+    specs = spec_of_columns(columns)
+    return {k: (as_text(v) if isinstance(specs[k], TextSpec) else v) for k, v in columns.items()}

@@ -38,7 +38,7 @@ from flax import nnx
 from datarax.core.batch import batch_length, concat_batches, head_on_host
 from datarax.core.children import ChildSources, check_children, child_settings
 from datarax.core.config import StructuralConfig, check_int
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.reading import ReadMode, compiled, compiles_whole, kind_for, reading_of
@@ -76,7 +76,7 @@ class _Reading(HostState):
         self.part = 0  # the part the pass is reading
 
 
-class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
+class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     """Sources (``parts``: distinct, unsharded, one element spec) served one after
     another; see the module docstring. ``num_epochs``: passes direct iteration makes.
 
@@ -136,13 +136,10 @@ class ConcatSource(ChildSources, SkipCounts, DataSourceModule):
         self.skipped_by_part = nnx.Variable(np.zeros(len(parts), np.int64))
 
     # ------------------------------------------------------------ description
-    def __bool__(self) -> bool:
-        return True  # a source, even without a known length (not len() > 0)
-
-    def __len__(self) -> int:
+    def length_or_reason(self) -> int | str:
         if self.__length is None:
             unknown = [i for i, n in enumerate(self.__lengths) if n is None]
-            raise TypeError(f"ConcatSource has no length: parts {unknown} do not know theirs")
+            return f"parts {unknown} do not know theirs"
         return self.__length
 
     def element_spec(self) -> dict[str, Any]:

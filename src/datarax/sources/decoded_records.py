@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from datarax.core.dtypes import fit_value, is_text_dtype
+from datarax.core.dtypes import fit_value
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.owned import fresh_aligned, seal
 from datarax.core.spec import TextSpec, field_spec
@@ -104,18 +104,16 @@ def _aligned_copy(array: np.ndarray) -> np.ndarray:
 def stack_values(values: list[Any]) -> np.ndarray:
     """Stack per-record values into one batch array, 64-byte aligned and read-only
     when numeric (datarax's own: the pipeline places it without another copy)."""
-    if all(isinstance(v, bytes) for v in values):
-        column = np.empty(len(values), dtype=object)  # numpy's bytes dtype drops trailing
-        column[:] = values  # NUL bytes: b"\x05\x00" would come back as b"\x05"
-        return column
-    first = np.asarray(values[0])
-    if is_text_dtype(first.dtype):
-        # an object column, value by value: numpy's str dtype drops trailing NULs too
-        # ("a\x00" would come back as "a")
-        text = np.empty((len(values), *first.shape), dtype=object)
+    first = values[0]
+    spec = field_spec(first)
+    if isinstance(spec, TextSpec):
+        # an object column, value by value: numpy's str and bytes dtypes drop trailing
+        # NULs (b"\x05\x00" would come back as b"\x05", "a\x00" as "a")
+        text = np.empty((len(values), *spec.shape), dtype=object)
         for row, value in enumerate(values):
             text[row] = value.item() if isinstance(value, np.ndarray) and not value.ndim else value
         return text
+    first = np.asarray(first)
     out = fresh_aligned((len(values), *first.shape), first.dtype)
     np.stack(values, out=out)
     return seal(out)
@@ -294,7 +292,8 @@ class DecodedRecords:
             if isinstance(v, jax.ShapeDtypeStruct)
         }
         self.spec_index = index
-        self._text = {k: kind for k, v in record.items() if (kind := _text_kind(v)) is not None}
+        self._text = {k: _text_kind(record[k]) for k, v in self.spec.items()
+                      if isinstance(v, TextSpec)}
         return record
 
     def _checked(self, record: Any, reference: dict[str, Any] | None) -> Mapping[str, Any]:

@@ -52,7 +52,7 @@ from flax import nnx
 from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.children import check_child, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_bool, check_int
-from datarax.core.data_source import DataSourceModule, SourceKind, skipping_setting
+from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind, skipping_setting
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, reading_of
@@ -114,7 +114,7 @@ class _Reading(HostState):
         self.spec_from = ""  # where the spec was learned
 
 
-class FlatMapSource(DataSourceModule):
+class FlatMapSource(LengthIfKnown, DataSourceModule):
     """Records of ``source`` (any kind, unsharded) each turned into 0 .. ``max_outputs``
     records by ``fn``; see the module docstring and :class:`FlatMapSourceConfig`."""
 
@@ -156,14 +156,9 @@ class FlatMapSource(DataSourceModule):
         self.__reading = _Reading()
 
     # ------------------------------------------------------------ description
-    def __bool__(self) -> bool:
-        return True  # a source, even without a known length (not len() > 0)
-
-    def __len__(self) -> int:
-        raise TypeError(
-            "FlatMapSource has no length: fn returns 0 .. max_outputs records for each "
-            "parent record, so an epoch's length is known only once it is read."
-        )
+    def length_or_reason(self) -> str:
+        return ("fn returns 0 .. max_outputs records for each parent record, so an epoch's "
+                "length is known only once it is read.")
 
     def element_spec(self) -> dict[str, Any]:
         """The first output's fields (the parent's pass 0 read until ``fn`` returns one)."""

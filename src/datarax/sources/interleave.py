@@ -48,7 +48,7 @@ from flax import nnx
 from datarax.core.batch import concat_batches
 from datarax.core.children import ChildSources, check_children, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_int
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields, checked_spec
@@ -102,7 +102,7 @@ class _Cycle(HostState):
         return out
 
 
-class InterleaveSource(ChildSources, DataSourceModule):
+class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
     """Records of ``children`` (distinct, unsharded sources of one element spec) in
     turn, ``block_length`` from each of ``cycle_length`` open children; see the module
     docstring.
@@ -148,14 +148,9 @@ class InterleaveSource(ChildSources, DataSourceModule):
         self.__cycle = _Cycle(cycle_length)
 
     # ------------------------------------------------------------ description
-    def __bool__(self) -> bool:
-        return True  # a source, even without a known length (not len() > 0)
-
-    def __len__(self) -> int:
-        raise TypeError(
-            "InterleaveSource has no length: it is read as a stream (its pass holds every "
-            "record of every child's pass, once)."
-        )
+    def length_or_reason(self) -> str:
+        return ("it is read as a stream (its pass holds every record of every child's pass, "
+                "once).")
 
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.children[0]))

@@ -44,7 +44,7 @@ import numpy as np
 from datarax.core.batch import concat_batches, take_records
 from datarax.core.children import ChildSources, check_child, child_settings
 from datarax.core.config import StructuralConfig, check_int, check_seed
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.spec import checked_spec
@@ -102,7 +102,7 @@ class _Window(HostState):
         self.served = 0  # of its records
 
 
-class ShuffleBufferSource(ChildSources, DataSourceModule):
+class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
     """Records of ``source`` (any kind, unsharded) shuffled within windows of
     ``buffer_size``; see the module docstring.
 
@@ -134,14 +134,8 @@ class ShuffleBufferSource(ChildSources, DataSourceModule):
         self.__window = _Window()
 
     # ------------------------------------------------------------ description
-    def __bool__(self) -> bool:
-        return True  # a source, even without a known length (not len() > 0)
-
-    def __len__(self) -> int:
-        raise TypeError(
-            "ShuffleBufferSource has no length: it is read as a stream (its pass holds "
-            "every record of the parent's pass, once)."
-        )
+    def length_or_reason(self) -> str:
+        return "it is read as a stream (its pass holds every record of the parent's pass, once)."
 
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.source))
