@@ -304,7 +304,7 @@ def test_state_from_another_configuration_is_refused_naming_the_setting(change, 
         (lambda s: s.update(position=-2), "'position' must be an int >= 0, got -2"),
         (lambda s: s.update(epoch="1"), "'epoch' must be an int >= 0, got '1'"),
         (lambda s: s.update(position=24), "position=24 is past the end of the epoch \\(23 records\\)"),
-        (lambda s: s.update(version=9), "version 9 is not 3"),
+        (lambda s: s.update(version=9), "version 9 is not 4"),
     ],
 )
 def test_tampered_state_is_refused(tamper, message):

@@ -615,8 +615,8 @@ simple("state-missing-key", "Pipeline state", "a state without 'settings'", Stat
        "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
        lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
 simple("state-wrong-version", "Pipeline state", "version=1", StateError,
-       "Pipeline state version 1 is not 3, the version this datarax writes (it also restores "
-       "version 2); the state comes from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
+       "Pipeline state version 1 is not 4, the version this datarax writes (it also restores "
+       "versions 2 and 3); the state comes from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
        field="version")
 simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
        "Pipeline state 'settings' must be the dict get_state() wrote, got str; the state was "

@@ -153,7 +153,7 @@ def test_a_version_2_state_restores_by_the_names_digest_it_was_saved_with():
     resumed = build(*stages)
     resumed.set_state(old)
     assert xs(resumed) == whole[1:]
-    assert resumed.get_state()["version"] == 3  # saved again: the current version
+    assert resumed.get_state()["version"] == 4  # saved again: the current version
     renamed = build(FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0, name="even"))
     with pytest.raises(StateError, match="a version 2 state's digest of the stages: their "
                        "classes, names, configs and function names") as err:
