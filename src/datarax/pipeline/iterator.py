@@ -19,8 +19,8 @@ reads the position back for ``get_state()``. Two paths, chosen by the plan's rea
 
 With ``sharding=`` every batch is placed on the mesh as it is prepared (indexed: when
 dispatched, so prefetched batches wait placed; host: in place of the device copy),
-see :mod:`datarax.pipeline.devices`. After an elastic restore
-(:mod:`datarax.pipeline.elastic`) an indexed epoch's share is a few runs of positions.
+see :mod:`datarax.pipeline.devices`. After a restore on another
+process count an indexed epoch's share is a few runs of positions (a re-split ``Share``).
 """
 
 from __future__ import annotations
@@ -155,9 +155,9 @@ class PipelineIterator:
             )
         if self._finished or self._closed:
             return 0
-        elastic = self._context.elastic_epoch(self._epoch)
-        if elastic is not None:
-            size = elastic.size
+        resplit = self._context.resplit(self._epoch)
+        if resplit is not None:
+            size = resplit.size(len(self._source))
         at = self._source.index
         return self._plan.batches(max(self._plan.end(size, at) - at, 0))
 
