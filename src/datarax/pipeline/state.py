@@ -17,7 +17,8 @@ compared in a fixed order (switches such as ``shuffle`` before the ``seed`` they
 seed whose switch is off is not saved), and the first that differs is named.
 ``source``: the source's own ``get_state()`` (its position, and what else it keeps:
 bad-record counts, shuffle description, its children's states) less its ``settings``
-(those are among the pipeline's); a restore hands it back to ``source.set_state``.
+(those are among the pipeline's); a restore hands it back to ``source.set_state`` at
+the state's ``epoch`` and ``position``.
 A state taken in an epoch that a restore on another process count re-split adds
 ``"share": {"epoch": e, "history": [[count, position], ...]}`` (:mod:`~datarax.pipeline.elastic`).
 
@@ -53,8 +54,8 @@ from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.stage_digest import SEES, STAGES_DIGEST_V2, digest, stages_fingerprint
 
 STATE_VERSION = 4
-# versions restored: 3 named "share" "elastic" and had no "source" for a compiled read;
-# 2 also differs in its stages digest (function names, not code)
+# also read: 3 (its "share" called "elastic", no "source" for a compiled read) and 2
+# (as 3, its stages digested by function names, not code)
 READ_VERSIONS = (STAGES_DIGEST_V2, 3, STATE_VERSION)
 _DIGEST_HINTS = {
     "stages": f" ({SEES}; build the same stages)",
@@ -133,7 +134,9 @@ def restore(context: PassContext, state: Any) -> None:
         state = _own_share(context, state, saved)
     check_state(context, state)
     context.session.resplit_share = None
-    context.source.set_state(state["source"])
+    # the pipeline's epoch and position are the ones restored; its source's state their own
+    context.source.set_state(
+        dict(state["source"], current_epoch=state["epoch"], current_index=state["position"]))
 
 
 def _shard_of(state: dict[str, Any]) -> tuple[int, int] | None:
