@@ -45,11 +45,11 @@ from typing import Any
 import jax
 import numpy as np
 
+import datarax.pipeline.elastic as elastic
 from datarax.core.data_source import length_or_none, skipping_setting
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
-from datarax.pipeline import elastic
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.stage_digest import SEES, STAGES_DIGEST_V2, digest, stages_fingerprint
 

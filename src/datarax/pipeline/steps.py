@@ -16,7 +16,7 @@ executable is loaded from datarax's store, keyed by the lowered program.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax

@@ -48,7 +48,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
 from datarax.core.share import Share
-from datarax.sources.host_reader import HostReader, ReadBatch
+from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.reader_cursor import ReaderCursor
 from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord
