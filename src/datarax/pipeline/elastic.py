@@ -51,13 +51,13 @@ if TYPE_CHECKING:
 def restore(
     context: PassContext,
     state: dict[str, Any],
-    saved: tuple[int, int],
+    saved: Share,
     check: Callable[[dict[str, Any]], None],
 ) -> None:
     """Move the source of ``context`` to the start of its share of what is left of the
-    epoch of ``state``, saved as shard ``saved`` (``(index, count)``) by another process
-    count or during a re-split epoch. Everything else the state says must match, as for
-    any restore: ``check`` refuses it with this shard (at position 0).
+    epoch of ``state``, saved in share ``saved`` by another process count or during a
+    re-split epoch. Everything else the state says must match, as for any restore:
+    ``check`` refuses it with this shard (at position 0).
 
     Raises:
         StateError: a stream, a padded or skipping source, a tampered history, a
@@ -69,27 +69,27 @@ def restore(
     where = f"Pipeline over {type(source).__name__}"
     if source.shard.padded or state["settings"].get("padded_shards"):
         raise StateError(
-            f"{where}: this state was saved by {saved[1]} process(es) and this pipeline "
+            f"{where}: this state was saved by {saved.count} process(es) and this pipeline "
             f"runs as shard {index} of {count}, with pad_remainder=True (shares rounded "
-            f"up to whole padding slots), which restores only on {saved[1]} processes.",
+            f"up to whole padding slots), which restores only on {saved.count} processes.",
             field="shard",
         )
     skipping = skipping_setting(source)
     if skipping:
         raise StateError(
-            f"{where}: this state was saved by {saved[1]} process(es) and this pipeline "
+            f"{where}: this state was saved by {saved.count} process(es) and this pipeline "
             f"runs as shard {index} of {count}, over a source that skips bad records "
             f"({skipping}='skip'): each process's position counts the records it "
             "skipped, so the shares stood at different positions and what is left cannot "
-            f"be re-split. Restore it on {saved[1]} processes.",
+            f"be re-split. Restore it on {saved.count} processes.",
             field="shard",
         )
     if not reading.reshares:
         raise StateError(
-            f"{where}: this state was saved by {saved[1]} process(es), this pipeline runs "
+            f"{where}: this state was saved by {saved.count} process(es), this pipeline runs "
             f"as shard {index} of {count}. Only indexed and random-access sources restore "
             f"on another process count (a {reading.kind_name} source reads its records in "
-            f"order, so it cannot re-split what is left); restore it on {saved[1]} "
+            f"order, so it cannot re-split what is left); restore it on {saved.count} "
             "processes.",
             field="shard",
         )
@@ -100,14 +100,14 @@ def restore(
     check(plain)
     n = len(source)  # type: ignore[arg-type]
     epoch, position = state["epoch"], state["position"]
-    saved_size = Share(saved[0], saved[1], epoch=epoch, history=history).size(n)
+    saved_size = Share(saved.index, saved.count, epoch=epoch, history=history).size(n)
     if position > saved_size:
         raise StateError(
             f"Pipeline state position={position} is past the end of the share it was "
             f"saved in ({saved_size} records).",
             field="position",
         )
-    share = Share(index, count, epoch=epoch, history=(*history, (saved[1], position)))
+    share = Share(index, count, epoch=epoch, history=(*history, (saved.count, position)))
     size = share.size(n)
     _check_placement(context, epoch, size)
     empty = not size  # nothing of that epoch is left for anyone: an empty pass

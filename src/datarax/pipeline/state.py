@@ -50,6 +50,7 @@ from datarax.core.data_source import length_or_none, skipping_setting
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
+from datarax.core.share import Share
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.stage_digest import SEES, STAGES_DIGEST_V2, digest, stages_fingerprint
 
@@ -127,10 +128,10 @@ def restore(context: PassContext, state: Any) -> None:
     state = readable(context, state)
     saved = _shard_of(state)
     shard = context.source.shard
-    if saved is not None and ("share" in state or saved[1] != shard.count):
+    if saved is not None and ("share" in state or saved.count != shard.count):
         elastic.restore(context, state, saved, lambda plain: check_state(context, plain))
         return
-    if saved is not None and saved[0] != shard.index:
+    if saved is not None and saved.index != shard.index:
         state = _own_share(context, state, saved)
     check_state(context, state)
     context.session.resplit_share = None
@@ -139,17 +140,16 @@ def restore(context: PassContext, state: Any) -> None:
         dict(state["source"], current_epoch=state["epoch"], current_index=state["position"]))
 
 
-def _shard_of(state: dict[str, Any]) -> tuple[int, int] | None:
-    """``(index, count)`` of the shard ``state`` was saved in (None: not a valid one)."""
+def _shard_of(state: dict[str, Any]) -> Share | None:
+    """The share ``state`` was saved in (None: not a valid one; the settings check names it)."""
     shard = state["settings"].get("shard")
-    if isinstance(shard, list) and len(shard) == 2 and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in shard
-    ) and 0 <= shard[0] < shard[1]:
-        return shard[0], shard[1]
-    return None
+    try:
+        return Share(*shard) if isinstance(shard, list) and len(shard) == 2 else None
+    except ValueError:
+        return None
 
 
-def _own_share(context: PassContext, state: dict[str, Any], saved: tuple[int, int]) -> Any:
+def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any:
     """``state`` of shard ``saved`` as this process's own (the same process count).
 
     Every process of a run saves at the same step, so every share stands at the same
@@ -164,7 +164,7 @@ def _own_share(context: PassContext, state: dict[str, Any], saved: tuple[int, in
     source, reading = context.source, context.reading
     index, count = source.shard.index, source.shard.count
     where = (f"Pipeline over {type(source).__name__} (shard {index} of {count}) was given "
-             f"the state of shard {saved[0]} of {count}")
+             f"the state of shard {saved.index} of {count}")
     own = ("Save and restore each process's own state (e.g. a JSON file named by "
            "jax.process_index()).")
     if filter_position(context.stages) is not None:
