@@ -94,9 +94,11 @@ def restore(
             field="shard",
         )
     history = _history(state, where)
+    nested = state.get("source")
     plain = {k: v for k, v in state.items() if k != "share"}
     plain["settings"] = dict(state["settings"], shard=[index, count])
     plain["position"] = 0  # the position is checked against the saved share below
+    plain["source"] = dict(nested, current_index=0) if isinstance(nested, dict) else nested
     check(plain)
     n = len(source)  # type: ignore[arg-type]
     epoch, position = state["epoch"], state["position"]

@@ -17,8 +17,8 @@ compared in a fixed order (switches such as ``shuffle`` before the ``seed`` they
 seed whose switch is off is not saved), and the first that differs is named.
 ``source``: the source's own ``get_state()`` (its position, and what else it keeps:
 bad-record counts, shuffle description, its children's states) less its ``settings``
-(those are among the pipeline's); a restore hands it back to ``source.set_state`` at
-the state's ``epoch`` and ``position``.
+(those are among the pipeline's; its position is the pipeline's ``epoch`` and
+``position``); a restore hands it back to ``source.set_state``.
 A state taken in an epoch that a restore on another process count re-split adds
 ``"share": {"epoch": e, "history": [[count, position], ...]}`` (:mod:`~datarax.pipeline.elastic`).
 
@@ -135,9 +135,7 @@ def restore(context: PassContext, state: Any) -> None:
         state = _own_share(context, state, saved)
     check_state(context, state)
     context.session.resplit_share = None
-    # the pipeline's epoch and position are the ones restored; its source's state their own
-    context.source.set_state(
-        dict(state["source"], current_epoch=state["epoch"], current_index=state["position"]))
+    context.source.set_state(state["source"])
 
 
 def _shard_of(state: dict[str, Any]) -> Share | None:
@@ -306,7 +304,17 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
             f"({size} records).",
             field="position",
         )
-    if not isinstance(state.get("source"), dict):
+    nested = state.get("source")
+    if not isinstance(nested, dict):
         raise StateError(
             "Pipeline state is missing 'source' (the source's position).", field="source"
         )
+    for mine, key in (("epoch", "current_epoch"), ("position", "current_index")):
+        value = nested.get(key)  # a bad value is the source's own to refuse
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
+                and 0 <= value != state[mine]:
+            raise StateError(
+                f"Pipeline state {mine}={state[mine]} but its 'source' says {key}={value}; "
+                "the state was tampered with.",
+                field=mine,
+            )
