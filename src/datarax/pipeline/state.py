@@ -16,7 +16,7 @@ state without it is of version 1 and is refused by a pipeline that draws). They 
 compared in a fixed order (switches such as ``shuffle`` before the ``seed`` they enable; a
 seed whose switch is off is not saved), and the first that differs is named.
 ``source``: the source's own ``get_state()`` (its position, and what else it keeps:
-bad-record counts, shuffle description, its children's states) less its ``settings``
+bad-record counts, shuffle description, a composite's cursor) less its ``settings``
 (those are among the pipeline's; its position is the pipeline's ``epoch`` and
 ``position``); a restore hands it back to ``source.set_state``.
 A state taken in an epoch that a restore on another process count re-split adds
