@@ -9,12 +9,17 @@ import numpy as np
 import pytest
 
 from datarax.core.errors import StateError
-from datarax.sharding.shares import block_shares, elastic_share, remaining, share_size
+from datarax.core.share import Share, block_shares, remaining, runs_size
 from devices_sources import host, make_pipeline
 
 
 def positions(share) -> list[int]:
     return [p for lo, hi in share for p in range(lo, hi)]
+
+
+def elastic_share(length, history, count, index):
+    """The runs of share ``index`` of ``count`` of an epoch restarted after ``history``."""
+    return Share(index, count, epoch=0, history=tuple(history)).runs(length)
 
 
 # ------------------------------------------------------------ simulated processes
@@ -47,7 +52,7 @@ def test_elastic_shares_between_1_and_16_processes_cover_the_rest_once():
 def test_a_second_elastic_restart_in_the_same_epoch_chains():
     length = 120
     first = [elastic_share(length, [(2, 12)], 3, j) for j in range(3)]
-    assert [share_size(s) for s in first] == [32] * 3
+    assert [runs_size(s) for s in first] == [32] * 3
     served_before = {p for i in range(2) for p in range(i * 60, i * 60 + 12)}
     served_before |= {p for s in first for p in positions(s)[:8]}
     second = [elastic_share(length, [(2, 12), (3, 8)], 4, j) for j in range(4)]
@@ -139,7 +144,7 @@ def test_elastic_state_restores_again_on_another_count(kind):
         iterator = iter(pipeline)
         middle += records([next(iterator) for _ in range(4)])
         state = pipeline.get_state()
-        assert state["elastic"] == {"epoch": 0, "history": [[2, 6]]}
+        assert state["share"] == {"epoch": 0, "history": [[2, 6]]}
         assert len(iterator) == 4
     last = []
     for j in range(4):  # 24 left: 6 each
@@ -198,9 +203,9 @@ def test_tampered_elastic_history_and_position_are_refused():
     state = run(24, 2, 0, 2, 1)[0].get_state()
     pipeline = make_pipeline("indexed", 24, 2, shuffle=True, stochastic=True,
                              shard_index=0, shard_count=3)
-    with pytest.raises(StateError, match=r"state 'elastic' must be .*got 'x'; the state was "
+    with pytest.raises(StateError, match=r"state 'share' must be .*got 'x'; the state was "
                        r"tampered with"):
-        pipeline.set_state(dict(state, elastic="x"))
+        pipeline.set_state(dict(state, share="x"))
     with pytest.raises(StateError, match=r"position=13 is past the end of the share it was "
                        r"saved in \(12 records\)"):
         pipeline.set_state(dict(state, position=13))

@@ -619,6 +619,10 @@ simple("state-wrong-version", "Pipeline state", "version=1", StateError,
        "Pipeline state version 1 is not 4, the version this datarax writes (it also restores "
        "versions 2 and 3); the state comes from another datarax release or was tampered with.", lambda: restore(dict(state_of(), version=1)),
        field="version")
+simple("state-position-not-the-source-s", "Pipeline state",
+       "position=6 while its 'source' says current_index=3", StateError,
+       "Pipeline state position=6 but its 'source' says current_index=3; the state was "
+       "tampered with.", lambda: restore(dict(state_of(), position=6)), field="position")
 simple("state-settings-not-dict", "Pipeline state", "settings='x'", StateError,
        "Pipeline state 'settings' must be the dict get_state() wrote, got str; the state was "
        "tampered with.",

@@ -210,7 +210,7 @@ def test_check_resume_exact_catches_a_broken_resume():
 
     class Forgetful(Pipeline):
         def set_state(self, state):  # drops the position on the floor
-            state = dict(state, position=0)
+            state = dict(state, position=0, source=dict(state["source"], current_index=0))
             super().set_state(state)
 
     def make():

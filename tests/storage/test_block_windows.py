@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from datarax.core.errors import ConfigError, StateError
+from datarax.core.share import Share
 from datarax.samplers.shard_window import ShardWindows
 
 if TYPE_CHECKING:
@@ -281,11 +282,14 @@ def test_an_elastic_share_of_runs_downloads_the_blocks_of_its_runs(
     total = sum(os.path.getsize(p) for p in paths)
     with make(local_dataset) as local:
         expected = read(local)
-    runs = ((0, 1500), (5000, 6500))  # what an elastic restore may give a process
+    # 2 processes saved at 2500 of their 4000; restored on one, it serves both rests
+    share = Share(0, 1, epoch=0, history=((2, 2500),))
+    runs = share.runs(SHARDS * PER_SHARD)
+    assert runs == ((2500, 4000), (6500, 8000))
     s3.proxy.reset()
     with make(url, tmp_path / "c", max_bytes=total // 4) as src:
-        src.use_share(0, runs)
-        assert read(src) == expected[0:1500] + expected[5000:6500]
+        src.use_share(share)
+        assert read(src) == expected[2500:4000] + expected[6500:8000]
     blocks = blocks_of(paths)
     windows = ShardWindows(blocks.counts, WINDOW, seed=5)
     needed = set()  # the blocks of the windows the runs touch

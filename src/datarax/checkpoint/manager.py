@@ -7,8 +7,8 @@ model and data are saved and restored together, at the same step.
 Under several processes (``jax.distributed``) Orbax writes a JSON item from the
 primary process only, so the item holds every process's state,
 ``{"process_states": [state of process 0, ...]}`` (gathered when the step is saved),
-and each process restores its own; on another process count, process 0's (an elastic
-restore: :mod:`datarax.pipeline.elastic`).
+and each process restores its own; on another process count, process 0's (the rest of
+its epoch re-split over the new count: :mod:`datarax.pipeline.state`).
 
 Example:
     >>> import tempfile, numpy as np, orbax.checkpoint as ocp

@@ -29,9 +29,8 @@ from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes, r
 from datarax.core.stages import apply_stages, stage_positions
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch, stage_context, stage_device
-from datarax.pipeline.elastic import pieces_step
 from datarax.pipeline.plan import PassContext
-from datarax.pipeline.steps import grouped_step, indexed_step
+from datarax.pipeline.steps import grouped_step, indexed_step, runs_step
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
@@ -126,13 +125,13 @@ class IndexedDispatch:
         self.step = self._step(self.batch_size)
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
-        self.elastic = context.elastic_epoch(epoch)
+        self.resplit = context.resplit(epoch)
         size = source.epoch_size() or 0
-        if self.elastic is not None:  # this epoch's share is re-split runs
-            size = self.elastic.size
+        if self.resplit is not None:  # this epoch's share is re-split runs
+            size = self.resplit.size(self.n)
         self.dispatched = source.index
         self.total = self.plan.end(size, self.dispatched)
-        simple = not self.host_fields and self.elastic is None
+        simple = not self.host_fields and self.resplit is None
         long_pass = (self.total - self.dispatched) >= GROUP_MIN_BATCHES * self.batch_size
         self.by_position = context.reading.reads_by_position
         one_read = not stages and self.by_position
@@ -164,8 +163,8 @@ class IndexedDispatch:
         """``(step, arguments)`` of each program this pass will call from where it
         stands: the full batch (or group), and where batch-level stages need the short
         last batch at its own size, that one too — so they can be compiled before the
-        first batch is asked for. Empty for a pass an elastic restore re-split."""
-        if self.elastic is not None:
+        first batch is asked for. Empty for a pass of a re-split share."""
+        if self.resplit is not None:
             return []
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
         args = (self.state, self.inputs, position_dtype(self.epoch * self.n + self.lo),
@@ -280,13 +279,13 @@ class IndexedDispatch:
         position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
         where: Any = position_dtype(start)
         pieces = None
-        if self.elastic is not None:
-            pieces = self.elastic.pieces(self.dispatched, count)
+        if self.resplit is not None:
+            pieces = self.resplit.take(self.n, self.dispatched, count)
             start = self.epoch * self.n + pieces[0][0]
             where = position_dtype(start)
             if len(pieces) > 1:  # the batch spans two runs of the share
                 exact = True
-                step = pieces_step(self.graphdef, tuple(hi - lo for lo, hi in pieces))
+                step = runs_step(self.graphdef, tuple(hi - lo for lo, hi in pieces))
                 where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], position_dtype)
         # the step's records: the short batch's own size, else the full batch (padded)
         span = None if pieces and len(pieces) > 1 else count if exact else self.batch_size
@@ -308,7 +307,7 @@ class IndexedDispatch:
     def _join_host_fields(
         self, batch: Batch, start: int, count: int, pieces: Any
     ) -> tuple[Batch, np.ndarray]:
-        """The source's host fields added to ``batch`` (run by run for an elastic batch
+        """The source's host fields added to ``batch`` (run by run for a batch of a re-split share
         that spans several runs of positions)."""
         if not pieces or len(pieces) == 1:
             return self.source.with_host_fields(batch, start, count)

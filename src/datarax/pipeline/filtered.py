@@ -148,7 +148,7 @@ class FilteredDispatch:
 
     def __init__(self, context: PassContext, epoch: int, at: int) -> None:
         source = context.source
-        refuse_elastic(context, epoch)
+        refuse_resplit(context, epoch)
         self.context, self.source, self.plan = context, source, context.plan
         self.stats, self.epoch, self.at = context.stats, epoch, at
         self.batch_size = context.plan.batch_size
@@ -242,14 +242,14 @@ class FilteredDispatch:
 # -------------------------------------------------------------------- drivers
 
 
-def refuse_elastic(context: PassContext, epoch: int) -> None:
-    """Refuse a filtered pass of an epoch that an elastic restore (a state saved on
-    another number of processes) re-split: each process kept records up to its own
-    position, so what is left of the epoch is not known from one process's state."""
-    elastic = context.elastic_epoch(epoch)
-    if elastic is None:
+def refuse_resplit(context: PassContext, epoch: int) -> None:
+    """Refuse a filtered pass of an epoch that a restore of a state saved on another
+    number of processes re-split: each process kept records up to its own position, so
+    what is left of the epoch is not known from one process's state."""
+    resplit = context.resplit(epoch)
+    if resplit is None:
         return
-    saved = elastic.history[-1][0]
+    saved = resplit.history[-1][0]
     shard = context.source.shard
     raise StateError(
         f"Pipeline with a FilterOperator: the state restored into epoch {epoch} was saved "

@@ -82,11 +82,11 @@ def check_scan(context: PassContext, length: Any) -> None:
             f"short batch of {size % context.plan.batch_size}; set drop_remainder=True (or a "
             "batch size dividing the epoch)."
         )
-    elastic = context.elastic_epoch(source.epoch)
-    if elastic is not None and source.index < context.plan.served(elastic.size):
+    resplit = context.resplit(source.epoch)
+    if resplit is not None and source.index < context.plan.served(resplit.size(len(source))):
         raise ConfigError(
-            f"Pipeline.scan cannot run inside epoch {source.epoch}, which an elastic restore "
-            "re-split into runs; serve its rest with step() or a loop, then scan."
+            f"Pipeline.scan cannot run inside epoch {source.epoch}, which a restore on another "
+            "process count re-split into runs; serve its rest with step() or a loop, then scan."
         )
     if context.plan.placement is not None and jax.process_count() > 1:
         raise ConfigError(

@@ -33,7 +33,7 @@ from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.driver_cursor import CursorDriver
 from datarax.pipeline.filtered import (
-    FilteredCompiledDriver, filtered_cursor_driver, refuse_elastic,
+    FilteredCompiledDriver, filtered_cursor_driver, refuse_resplit,
 )
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.state import get_state, restore
@@ -82,7 +82,7 @@ class PipelineIterator:
             self._source.skipped if context.reading.counts_skips else None)
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
         if self._filter_at is not None:
-            refuse_elastic(context, epoch)
+            refuse_resplit(context, epoch)
         self._begin(epoch, resume_at)
 
     # ---------------------------------------------------------------- position
@@ -147,9 +147,9 @@ class PipelineIterator:
             )
         if self._finished or self._closed:
             return 0
-        elastic = self._context.elastic_epoch(self._epoch)
-        if elastic is not None:
-            size = elastic.size
+        resplit = self._context.resplit(self._epoch)
+        if resplit is not None:
+            size = resplit.size(len(self._source))
         at = self._source.index
         return self._plan.batches(max(self._plan.end(size, at) - at, 0))
 
@@ -161,7 +161,7 @@ class PipelineIterator:
         """Continue from ``state`` (from ``get_state()`` of an identical pipeline)."""
         restore(self._context, state)
         if self._filter_at is not None:  # on the same number of processes
-            refuse_elastic(self._context, self._source.epoch)
+            refuse_resplit(self._context, self._source.epoch)
         self._closed = self._superseded = False
         self._release()
         self._begin(self._source.epoch, self._source.index)

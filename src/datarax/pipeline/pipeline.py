@@ -368,7 +368,7 @@ class Pipeline(nnx.Module):
         epoch, at = session.next_pass(source)
         size = source.epoch_size()
         if (self.plan.reading.compiled and not self.filtered and size is not None
-                and session.elastic_epoch(epoch) is None):
+                and session.resplit(epoch) is None):
             at = at or 0
             source.seek(epoch, min(at + batches * self.batch_size, self.plan.end(size, at)))
             return iter(self)
@@ -464,6 +464,6 @@ class Pipeline(nnx.Module):
 
         A state saved by another number of processes (indexed and random-access sources) continues
         that epoch from what is left, split over this pipeline's shards: see
-        :mod:`datarax.pipeline.elastic`.
+        docs/reliability.md.
         """
         state_format.restore(self._context(), state)

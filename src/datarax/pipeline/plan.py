@@ -2,7 +2,7 @@
 
 :class:`PipelinePlan` is the frozen description (batch size, remainder, prefetch,
 checks, placement); :class:`PipelineSession` the pipeline object's Python bookkeeping
-(live iterator, where the last one left the source, an elastic epoch, the timers);
+(live iterator, where the last one left the source, a re-split share, the timers);
 :class:`PassContext` bundles them with the source, the stages and the key Variables.
 ``Pipeline`` builds a context for each call; the iterator and the passes
 (:mod:`~datarax.pipeline.dispatch`, :mod:`~datarax.pipeline.host_pass`,
@@ -27,9 +27,9 @@ from flax import nnx
 from datarax.core.errors import ConfigError
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading
+from datarax.core.share import Share
 from datarax.pipeline.host_inputs import HostInputs
 from datarax.pipeline.pass_reuse import PassReuse
-from datarax.pipeline.elastic import ElasticEpoch
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
 
@@ -120,7 +120,8 @@ class PipelineSession:
         self.live: weakref.ref[Any] | None = None  # the live iterator
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.stepper: Any = None  # the iterator step() serves from
-        self.elastic: ElasticEpoch | None = None  # the epoch an elastic restore re-split
+        # this process's share of the epoch a restore on another process count re-split
+        self.resplit_share: Share | None = None
         self.host_inputs = HostInputs()  # the source's columns on the CPU (stages_on="host")
         self.pass_reuse = PassReuse()  # what the last indexed pass leaves to the next
         self.stats = PipelineStats()
@@ -152,13 +153,13 @@ class PipelineSession:
 
     def stop_here(self, source: Any) -> None:
         """As if an iterator of this pipeline had stopped where ``source`` stands (a
-        ``take`` restored after its last batch): the next pass is the next epoch. After an
-        elastic restore, which leaves the source at the start of its share, that is the
-        epoch after the share's."""
-        elastic = self.elastic
-        if elastic is not None and (source.epoch, source.index) == (elastic.epoch, 0):
-            self.elastic = None
-            source.seek(elastic.epoch + 1, 0)
+        ``take`` restored after its last batch): the next pass is the next epoch. After a
+        restore into a re-split share, which leaves the source at the start of that
+        share, that is the epoch after the share's."""
+        share = self.resplit_share
+        if share is not None and (source.epoch, source.index) == (share.epoch, 0):
+            self.resplit_share = None
+            source.seek(share.epoch + 1, 0)
         self.note_left(source)
 
     def next_pass(self, source: Any) -> tuple[int, int | None]:
@@ -170,10 +171,11 @@ class PipelineSession:
             return source.epoch, source.index
         return source.epoch + (1 if source.index > 0 else 0), None
 
-    def elastic_epoch(self, epoch: int) -> ElasticEpoch | None:
-        """This process's share of ``epoch`` when an elastic restore made it, else None."""
-        elastic = self.elastic
-        return elastic if elastic is not None and elastic.epoch == epoch else None
+    def resplit(self, epoch: int) -> Share | None:
+        """This process's share of ``epoch`` when a restore on another process count
+        re-split it (runs of positions), else None (the source's own block)."""
+        share = self.resplit_share
+        return share if share is not None and share.epoch == epoch else None
 
 
 @dataclass(frozen=True)
@@ -200,5 +202,6 @@ class PassContext:
         """``(key, count)``: the pipeline key is ``fold_in(key, count)`` (made in-step)."""
         return self.key.get_value(), self.key_count.get_value()
 
-    def elastic_epoch(self, epoch: int) -> ElasticEpoch | None:
-        return self.session.elastic_epoch(epoch)
+    def resplit(self, epoch: int) -> Share | None:
+        """The session's :meth:`PipelineSession.resplit` of ``epoch``."""
+        return self.session.resplit(epoch)

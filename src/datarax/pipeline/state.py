@@ -1,6 +1,6 @@
 """The Pipeline state format, in one place: what is saved, and what must match to restore.
 
-A state is a small JSON-able dict::
+A state is a small JSON-able dict of one shape for every source and reading mode::
 
     {"version": 4, "epoch": e, "position": k, "settings": {...}, "source": {...}}
 
@@ -11,13 +11,20 @@ of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.m
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
 (:mod:`datarax.pipeline.stage_digest`: version 4 sees their functions' source; version
 3 states, still restored, their bytecode, version 2 their names only) and rngs, and, when
-a stage is stochastic,
-``draw``: the random draw version (:data:`datarax.core.draws.DRAW_VERSION`; a state
-without it is of version 1 and is refused by a pipeline that draws). They are compared in a fixed order
-(switches such as ``shuffle`` before the ``seed`` they enable; a seed whose switch is
-off is not saved), and the first that differs is named. ``source``: the source's own ``get_state()`` for host and stream
-sources (bad-record counts, shuffle description) less its ``settings`` (those are
-among the pipeline's), absent for indexed ones.
+a stage is stochastic, ``draw``: the random draw version
+(:data:`datarax.core.draws.DRAW_VERSION`; a state without it is of version 1 and is
+refused by a pipeline that draws). They are compared in a fixed order (switches such as
+``shuffle`` before the ``seed`` they enable; a seed whose switch is off is not saved), and
+the first that differs is named.
+``source``: the source's own ``get_state()`` (its position, and what else it keeps:
+bad-record counts, shuffle description, a composite's cursor) less its ``settings``
+(those are among the pipeline's; its position is the pipeline's ``epoch`` and
+``position``); a restore hands it back to ``source.set_state``.
+A state taken in an epoch that a restore on another process count re-split adds
+``"share": {"epoch": e, "history": [[count, position], ...]}`` (:mod:`~datarax.pipeline.elastic`).
+
+States of versions 2 and 3 still restore: they named that entry ``"elastic"`` and left
+``source`` out for sources read inside the compiled step (:func:`readable`).
 
 Example:
     >>> import numpy as np
@@ -28,8 +35,8 @@ Example:
     >>> pipeline = Pipeline(source=src, batch_size=2)
     >>> _ = next(iter(pipeline))  # one batch handed out
     >>> state = pipeline.get_state()
-    >>> state["epoch"], state["position"], state["settings"]["batch_size"]
-    (0, 2, 2)
+    >>> state["epoch"], state["position"], state["settings"]["batch_size"], state["source"]
+    (0, 2, 2, {'current_index': 2, 'current_epoch': 0})
 """
 
 from __future__ import annotations
@@ -39,17 +46,19 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.data_source import length_or_none
+import datarax.pipeline.elastic as elastic
+from datarax.core.data_source import length_or_none, skipping_setting
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
-from datarax.pipeline.elastic import elastic_restore, own_share_state
+from datarax.core.share import Share
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.stage_digest import (SEES, SEES_V3, STAGES_DIGEST_V2, STAGES_DIGEST_V3,
                                            digest, stages_fingerprint)
 
 STATE_VERSION = 4
-# versions restored: 2 and 3 differ only in their stages digest (function names; bytecode)
+# also read: 3 (its "share" called "elastic", no "source" for a compiled read, its stages
+# digested by bytecode) and 2 (as 3, its stages digested by function names)
 READ_VERSIONS = (STAGES_DIGEST_V2, STAGES_DIGEST_V3, STATE_VERSION)
 _DIGEST_HINTS = {
     "stages": f" ({SEES}; build the same stages)",
@@ -105,44 +114,84 @@ def get_state(context: PassContext) -> dict[str, Any]:
         "epoch": source.epoch,
         "position": source.index,
         "settings": settings(context),
-    }
-    if not context.reading.compiled:
         # its settings are in the pipeline's own (``source.*``), checked before it
-        state["source"] = {k: v for k, v in source.get_state().items() if k != "settings"}
-    elastic = context.elastic_epoch(source.epoch)
-    if elastic is not None:
-        state["elastic"] = elastic.describe()
+        "source": {k: v for k, v in source.get_state().items() if k != "settings"},
+    }
+    share = context.resplit(source.epoch)
+    if share is not None:
+        state["share"] = {"epoch": share.epoch, "history": [list(h) for h in share.history]}
     return state
 
 
 def restore(context: PassContext, state: Any) -> None:
-    """Move the source of ``context`` to where ``state`` was taken: the same position
-    (in this process's share, when another process of the same count saved it), or
-    after an elastic restore (a state of another process count) this process's
-    share of what is left of that epoch (:mod:`datarax.pipeline.elastic`)."""
-    source, session = context.source, context.session
-    # another process's state, at the same step
-    reading = context.reading
-    state = own_share_state(source, state, reading,
-                            filtered=filter_position(context.stages) is not None)
-    elastic = elastic_restore(source, state, reading, lambda plain: check_state(context, plain))
-    if elastic is not None:
-        _check_elastic_placement(context, elastic.epoch, elastic.size)
-    session.elastic = elastic
-    if elastic is not None:
-        if not elastic.size:  # nothing of that epoch is left for anyone: an empty pass
-            session.elastic = None
-            source.seek(elastic.epoch, source.epoch_size() or 0)
-            return
-        if not reading.compiled:  # its reader serves the share
-            source.use_share(elastic.epoch, elastic.share)  # type: ignore[attr-defined]
-        source.seek(elastic.epoch, 0)
+    """Move the source of ``context`` to where ``state`` was taken: the same position,
+    in this process's share when another process of the same count saved it. A state
+    of another process count, or of an epoch such a restore re-split, is restored by
+    :func:`datarax.pipeline.elastic.restore`; a plain one never enters it."""
+    state = readable(context, state)
+    saved = _shard_of(state)
+    shard = context.source.shard
+    if saved is not None and ("share" in state or saved.count != shard.count):
+        elastic.restore(context, state, saved, lambda plain: check_state(context, plain))
         return
+    if saved is not None and saved.index != shard.index:
+        state = _own_share(context, state, saved)
     check_state(context, state)
-    if reading.compiled:
-        source.seek(state["epoch"], state["position"])
-    else:
-        source.set_state(state["source"])
+    context.session.resplit_share = None
+    context.source.set_state(state["source"])
+
+
+def _shard_of(state: dict[str, Any]) -> Share | None:
+    """The share ``state`` was saved in (None: not a valid one; the settings check names it)."""
+    shard = state["settings"].get("shard")
+    try:
+        return Share(*shard) if isinstance(shard, list) and len(shard) == 2 else None
+    except ValueError:
+        return None
+
+
+def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any:
+    """``state`` of shard ``saved`` as this process's own (the same process count).
+
+    Every process of a run saves at the same step, so every share stands at the same
+    position: a state of shard ``j`` of ``count`` says where shard ``i`` stands too (a
+    state written by process 0 only, restored by every process).
+
+    Raises:
+        StateError: shares that stand at different positions after the same steps (a
+            filtered pipeline, a source that skips bad records), or a source whose
+            position is its share's own (a stream, a host source without ``use_share``).
+    """
+    source, reading = context.source, context.reading
+    index, count = source.shard.index, source.shard.count
+    where = (f"Pipeline over {type(source).__name__} (shard {index} of {count}) was given "
+             f"the state of shard {saved.index} of {count}")
+    own = ("Save and restore each process's own state (e.g. a JSON file named by "
+           "jax.process_index()).")
+    if filter_position(context.stages) is not None:
+        raise StateError(
+            f"{where}, and it has a FilterOperator: each process's position counts the "
+            "records it read to fill its batches, so another process's state does not say "
+            f"where this one stands. {own}",
+            field="shard",
+        )
+    skipping = skipping_setting(source)
+    if skipping:
+        raise StateError(
+            f"{where}; its source skips bad records ({skipping}='skip'), so each "
+            "process's position counts the records it skipped and another process's "
+            f"state does not say where this one stands. {own}",
+            field="shard",
+        )
+    if not reading.reshares:
+        raise StateError(
+            f"{where}; a {reading.kind_name} source's position is its own share's, so "
+            "restore each process's own state (e.g. a JSON file named by "
+            "jax.process_index()). Only indexed and random-access sources take another "
+            "process's state.",
+            field="shard",
+        )
+    return dict(state, settings=dict(state["settings"], shard=[index, count]))
 
 
 def _hint(key: str, version: int) -> str:
@@ -169,28 +218,11 @@ def _check_draw(saved: dict[str, Any], current: dict[str, Any]) -> None:
         )
 
 
-def _check_elastic_placement(context: PassContext, epoch: int, size: int) -> None:
-    """Refuse an elastic share whose short last batch would not split over this
-    process's devices (``sharding=`` without ``drop_remainder``), before it is served."""
-    plan = context.plan
-    short = size % plan.batch_size
-    if plan.placement is None or plan.drop_remainder or not short:
-        return
-    split = plan.placement.local_split
-    if short % split:
-        shard = context.source.shard
-        raise StateError(
-            f"Pipeline state (an elastic restore) gives shard {shard.index} of {shard.count} "
-            f"a share of {size} records of epoch {epoch}, whose last batch of {short} does "
-            f"not split over this process's {split} device(s) (sharding=); the state's "
-            "drop_remainder=False keeps that batch. Restore it on another process count, "
-            "or into a pipeline without sharding= to serve the rest of that epoch.",
-            field="shard",
-        )
-
-
-def check_state(context: PassContext, state: Any) -> None:
-    """Refuse a state from another configuration or a tampered one, naming the field."""
+def readable(context: PassContext, state: Any) -> dict[str, Any]:
+    """``state`` in the current shape: refused when it is no pipeline state or of a
+    version this datarax does not read; a state of version 2 or 3 read into the shape
+    of version 4 (its ``"elastic"`` entry is ``"share"``; a compiled read's ``source``
+    is its position), its version kept (it says how its stages were digested)."""
     if not isinstance(state, dict):
         nnx_hint = (" An nnx.state(pipeline) is restored with nnx.update(pipeline, state)."
                     if type(state).__name__ == "State" else "")
@@ -233,6 +265,23 @@ def check_state(context: PassContext, state: Any) -> None:
             "tampered with. Restore it with the release that saved it.",
             field="version",
         )
+    if not isinstance(state["settings"], dict):
+        raise StateError(
+            f"Pipeline state 'settings' must be the dict get_state() wrote, got "
+            f"{type(state['settings']).__name__}; the state was tampered with.",
+            field="settings",
+        )
+    if state["version"] != STATE_VERSION:
+        state = {("share" if k == "elastic" else k): v for k, v in state.items()}
+        if context.reading.compiled and "source" not in state:
+            state["source"] = {"current_index": state["position"],
+                               "current_epoch": state["epoch"]}
+    return state
+
+
+def check_state(context: PassContext, state: dict[str, Any]) -> None:
+    """Refuse a :func:`readable` state from another configuration or a tampered one,
+    naming the field."""
     for key in ("epoch", "position"):
         value = state[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -242,12 +291,6 @@ def check_state(context: PassContext, state: Any) -> None:
                 field=key,
             )
     saved = state["settings"]
-    if not isinstance(saved, dict):
-        raise StateError(
-            f"Pipeline state 'settings' must be the dict get_state() wrote, got "
-            f"{type(saved).__name__}; the state was tampered with.",
-            field="settings",
-        )
     current = settings(context, state["version"])
     _check_draw(saved, current)
     for key in [*current, *(k for k in saved if k not in current)]:
@@ -265,7 +308,17 @@ def check_state(context: PassContext, state: Any) -> None:
             f"({size} records).",
             field="position",
         )
-    if not context.reading.compiled and not isinstance(state.get("source"), dict):
+    nested = state.get("source")
+    if not isinstance(nested, dict):
         raise StateError(
             "Pipeline state is missing 'source' (the source's position).", field="source"
         )
+    for mine, key in (("epoch", "current_epoch"), ("position", "current_index")):
+        value = nested.get(key)  # a bad value is the source's own to refuse
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
+                and 0 <= value != state[mine]:
+            raise StateError(
+                f"Pipeline state {mine}={state[mine]} but its 'source' says {key}={value}; "
+                "the state was tampered with.",
+                field=mine,
+            )

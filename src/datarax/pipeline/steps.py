@@ -3,6 +3,8 @@
 * :func:`indexed_step` — for indexed sources: global position → record indices →
   ``get_batch_at`` → every stage, as one compiled function of (state, inputs, start,
   epoch, key); ``inputs`` carries records a source keeps out of NNX state.
+* :func:`runs_step` — for a batch of a re-split :class:`~datarax.core.share.Share`
+  that spans runs of positions: each run's records gathered, then every stage.
 * :func:`stage_step` — for host sources: every stage over a batch that is already on
   the host, compiled as a function of (state, batch, record indices, epoch).
 
@@ -14,7 +16,7 @@ executable is loaded from datarax's store, keyed by the lowered program.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -126,3 +128,27 @@ def stage_step(graphdef: Any) -> Callable[..., Batch]:
         return stored_jit(step)
 
     return cached(("stages", graphdef), build)
+
+
+def runs_step(graphdef: Any, sizes: tuple[int, ...]) -> Callable[..., Batch]:
+    """Compiled ``(state, inputs, starts, epoch, key) -> batch`` gathering runs of
+    ``sizes`` records at global positions ``starts`` into one batch, then every stage
+    (a batch of a re-split share that spans two runs of positions)."""
+
+    def build() -> Callable[..., Batch]:
+        def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
+            source, stages = nnx.merge(graphdef, state)
+            stage_keys, key = for_stages(key), step_key(key)
+            parts, indices = [], []
+            with source.bind_step_inputs(inputs):
+                for i, size in enumerate(sizes):
+                    batch_key = jax.random.fold_in(key, starts[i])
+                    part, idx = source.get_batch_and_indices_at(starts[i], size, batch_key)
+                    parts.append(dict(part))
+                    indices.append(idx)
+            batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
+            return apply_stages(stages, batch, jnp.concatenate(indices), epoch, stage_keys)
+
+        return stored_jit(step)
+
+    return cached(("pieces", graphdef, sizes), build)

@@ -32,7 +32,7 @@ class EpochOrder:
         lo, hi: this shard's block ``[lo, hi)`` of the epoch's (shuffled) order
             (``hi=None``: ``length``).
         runs: instead of one block, these runs ``((lo, hi), ...)`` of epoch positions,
-            in order (the share an elastic restore gives a process).
+            in order (a re-split :class:`~datarax.core.share.Share`'s).
         shard_window: ``(counts, W)``: shuffle within windows of ``W`` files of
             ``counts`` records each instead of over the whole data set (needs a seed);
             ``counts`` may be of blocks of files (:mod:`datarax.storage.blocks`).

@@ -47,6 +47,7 @@ from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
+from datarax.core.share import Share
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import SessionCursor
@@ -87,11 +88,12 @@ class _HookRecords:
         return list(self._source.read_records(list(indices)))
 
 
-class _ElasticShare(HostState):
-    """(epoch, runs of epoch positions) an elastic restore gave this process, or None."""
+class _Resplit(HostState):
+    """The re-split :class:`~datarax.core.share.Share` of one epoch this source serves
+    (``use_share``), or None: its own block of every epoch."""
 
     def __init__(self) -> None:
-        self.runs: tuple[int, tuple[tuple[int, int], ...]] | None = None
+        self.share: Share | None = None
 
 
 class RandomAccessSource(SkipCounts, DataSourceModule):
@@ -117,7 +119,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self._init_skips()  # skipped this epoch before the position
         self.__reader: HostReader | None = None
         self.__reader_options = (num_threads, read_ahead)
-        self.__share = _ElasticShare()
+        self.__resplit = _Resplit()
 
     # ------------------------------------------------------------------ hooks
     def __len__(self) -> int:  # pragma: no cover - abstract
@@ -198,24 +200,24 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     def epoch_order(self, epoch: int) -> EpochOrder:
         """Stable record index of every position of pass ``epoch`` in this shard."""
         n = len(self)
-        share = self.__share.runs
-        if share is not None and share[0] == epoch:
-            return EpochOrder(n, self.shuffle_seed(), int(epoch), runs=share[1])
+        share = self.__resplit.share
+        if share is not None and share.epoch == epoch:
+            return EpochOrder(n, self.shuffle_seed(), int(epoch), runs=share.runs(n))
         lo, hi = self.shard.bounds(n)
         return EpochOrder(n, self.shuffle_seed(), int(epoch), lo, hi)
 
     def epoch_size(self) -> int | None:
-        """Records this shard serves in the current epoch (its elastic share, if any)."""
-        share = self.__share.runs
-        if share is not None and share[0] == self.epoch:
-            return sum(hi - lo for lo, hi in share[1])
+        """Records this shard serves in the current epoch (its re-split share, if any)."""
+        share = self.__resplit.share
+        if share is not None and share.epoch == self.epoch:
+            return share.size(len(self))
         return super().epoch_size()
 
-    def use_share(self, epoch: int, runs: Any) -> None:
-        """Serve pass ``epoch`` from ``runs`` of epoch positions instead of this shard's
-        block: the share an elastic restore (a state saved by another process count)
-        gives this process. Later epochs use the block again."""
-        self.__share.runs = (int(epoch), tuple((int(a), int(b)) for a, b in runs))
+    def use_share(self, share: Share | None) -> None:
+        """Serve pass ``share.epoch`` from the runs of the re-split ``share`` instead of
+        this shard's block: what a restore of a state saved by another process count
+        gives this process. Later epochs (and ``None``) use the block again."""
+        self.__resplit.share = share
 
     def _moved(self) -> None:
         reader = self.__reader
@@ -308,7 +310,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
 
         A state without ``"skipped"`` counts no skips before its position.
         """
-        self.__share.runs = None  # a plain state: this shard's own block
+        self.__resplit.share = None  # a plain state: this shard's own block
         self._resume(*self._checked_skips(
             state, where=type(self).__name__, length=self.epoch_size()
         ))
