@@ -380,13 +380,36 @@ def w1_profile(records: int, batch: int, calls: int = 300) -> dict[str, Any]:
 
 
 def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2,
-                 shuffle: bool = True) -> dict[str, Any]:
+                 shuffle: bool = True, orders: str = "ahead") -> dict[str, Any]:
     """What starting an epoch costs the loop (CPU-runnable): per epoch of ``for batch in
     pipeline`` over W1 (``shuffle=False``: its source unshuffled), the first ``next()``
     (with its ``iter()``) minus the epoch's median ``next()``; the median and quartiles
-    over ``epochs`` epochs (the first two, which compile, left out)."""
+    over ``epochs`` epochs (the first two, which compile, left out). ``orders`` (a
+    shuffled source): ``"ahead"`` as the library makes them, ``"delayed"`` made ahead
+    3 ms after the pass asks, ``"premade"`` every epoch's order made and placed before
+    the run (no order work left in it: the floor of this part)."""
+    from datarax.sources import order_tables
+
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     pipeline = _w1_pipeline(images, batch, True, prefetch=prefetch, shuffle=shuffle)
+    saved = order_tables.KEEP, order_tables.AHEAD_DELAY_S
+    if orders == "delayed":
+        order_tables.AHEAD_DELAY_S = 0.003
+    if orders == "premade" and shuffle:
+        order_tables.KEEP = epochs + 8
+        seed = int(pipeline.source.permutation_seed.get_value())
+        for epoch in range(epochs + 3):
+            args = (records, (seed + epoch) % 2**32, np.int32(epoch * records))
+            order_tables.placed_order_ahead(*args)
+            order_tables.placed_order(*args)
+    try:
+        return _epoch_switch(pipeline, epochs, records, batch, prefetch, shuffle, orders)
+    finally:
+        order_tables.KEEP, order_tables.AHEAD_DELAY_S = saved
+
+
+def _epoch_switch(pipeline: Any, epochs: int, records: int, batch: int, prefetch: int,
+                  shuffle: bool, orders: str) -> dict[str, Any]:
     switch, steady = [], []
     for epoch in range(epochs + 2):
         began = time.perf_counter()
@@ -407,7 +430,8 @@ def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2,
     q1, median, q3 = np.percentile(switch, [25, 50, 75]) * 1000
     return {"switch_ms": float(median), "switch_q1_ms": float(q1), "switch_q3_ms": float(q3),
             "steady_next_ms": 1000 * float(np.median(steady)), "epochs": epochs,
-            "batches_per_epoch": -(-records // batch), "prefetch": prefetch, "shuffle": shuffle}
+            "batches_per_epoch": -(-records // batch), "prefetch": prefetch, "shuffle": shuffle,
+            "orders": orders}
 
 
 def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
@@ -424,10 +448,11 @@ def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
         report["w1_profile"] = {str(b): w1_profile(s["records"], b, 3 * s["steps"])
                                 for b in s["batches"]}
     if "epoch_switch" in sections:
+        kinds = (("ahead", True), ("delayed", True), ("premade", True), ("unshuffled", False))
         report["epoch_switch"] = {
-            f"{b}_prefetch{p}{'' if shuffle else '_unshuffled'}": epoch_switch(
-                s["records"], b, prefetch=p, shuffle=shuffle)
-            for b in s["batches"] for p in (0, 2) for shuffle in (True, False)}
+            f"{b}_prefetch{p}_{orders}": epoch_switch(
+                s["records"], b, prefetch=p, shuffle=shuffle, orders=orders)
+            for b in s["batches"] for p in (0, 2) for orders, shuffle in kinds}
     if "chip_share" in sections:
         report["chip_share"] = chip_share(s["records"], s["steps"], s["reps"], s["train_ms"])
     return report

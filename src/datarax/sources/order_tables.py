@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -44,6 +45,9 @@ from datarax.samplers.index_shuffle import index_shuffle_np
 
 #: tables (and placed orders) kept: the current epoch's and the next, of a few sources
 KEEP = 4
+#: seconds the worker waits before making an order asked ahead: the pass that asked is
+#: starting, and the worker's Python would take the interpreter's lock from it
+AHEAD_DELAY_S = 0.0
 
 _LOCK = threading.Lock()
 # (process id, length, seed) -> the table, or its build in progress; the process id
@@ -137,7 +141,9 @@ def _placed_key(length: int, seed: int, base: np.integer) -> tuple[Any, ...]:
 
 def _place(length: int, seed: int, base: np.integer, x64: bool, device: Any) -> Any:
     """``{"base", "order"}`` put on the device as a caller with settings ``x64`` and
-    ``device`` (``jax_default_device``) would put it."""
+    ``device`` (``jax_default_device``) would put it (after ``AHEAD_DELAY_S``)."""
+    if AHEAD_DELAY_S > 0:
+        time.sleep(AHEAD_DELAY_S)
     with jax.enable_x64(x64), jax.default_device(device):
         return jax.device_put({"base": base, "order": order_table(length, seed)})
 
