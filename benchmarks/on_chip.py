@@ -385,16 +385,16 @@ def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2,
     pipeline`` over W1 (``shuffle=False``: its source unshuffled), the first ``next()``
     (with its ``iter()``) minus the epoch's median ``next()``; the median and quartiles
     over ``epochs`` epochs (the first two, which compile, left out). ``orders`` (a
-    shuffled source): ``"ahead"`` as the library makes them, ``"delayed"`` made ahead
-    3 ms after the pass asks, ``"premade"`` every epoch's order made and placed before
-    the run (no order work left in it: the floor of this part)."""
+    shuffled source): ``"ahead"`` made ahead as soon as the pass asks, ``"delayed"``
+    3 ms after (the library's default from ``order_tables.DELAY_FROM`` records),
+    ``"premade"`` every epoch's order made and placed before the run (no order work left
+    in it: the floor of this part)."""
     from datarax.sources import order_tables
 
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     pipeline = _w1_pipeline(images, batch, True, prefetch=prefetch, shuffle=shuffle)
-    saved = order_tables.KEEP, order_tables.AHEAD_DELAY_S
-    if orders == "delayed":
-        order_tables.AHEAD_DELAY_S = 0.003
+    saved = order_tables.KEEP, order_tables.AHEAD_DELAY_S, order_tables.DELAY_FROM
+    order_tables.AHEAD_DELAY_S, order_tables.DELAY_FROM = (0.003, 0) if orders == "delayed" else (0.0, 0)
     if orders == "premade" and shuffle:
         order_tables.KEEP = epochs + 8
         seed = int(pipeline.source.permutation_seed.get_value())
@@ -405,7 +405,7 @@ def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2,
     try:
         return _epoch_switch(pipeline, epochs, records, batch, prefetch, shuffle, orders)
     finally:
-        order_tables.KEEP, order_tables.AHEAD_DELAY_S = saved
+        order_tables.KEEP, order_tables.AHEAD_DELAY_S, order_tables.DELAY_FROM = saved
 
 
 def _epoch_switch(pipeline: Any, epochs: int, records: int, batch: int, prefetch: int,
