@@ -241,18 +241,16 @@ def _share(make_pipeline: Any, batch: int, features: int, steps: int, reps: int,
 
 
 def chip_share(records: int, steps: int, reps: int, train_ms: float) -> dict[str, Any]:
+    """The data's share of the chip beside a train step: W1, and W7's and the ArrayRecord
+    host source's pipelines as :mod:`benchmarks.device_check` makes them."""
+    from benchmarks.device_check import _augmented_pipeline, _host_pipeline
+
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     out: dict[str, Any] = {"w1": _share(lambda: _w1_pipeline(images, 256, True), 256, 3072,
                                         steps, reps, train_ms)}
-    from benchmarks.augment_data import make_data as make_images
-    from benchmarks.w7_contenders import _datarax_pipeline
-
-    small, labels = make_images(max(records // 10, 1024))
-    out["w7"] = _share(lambda: _datarax_pipeline(small, labels, 256, 0, fixed=False), 256,
+    out["w7"] = _share(_augmented_pipeline(max(records // 10, 1024), 256), 256,
                        64 * 64 * 3, steps, reps, train_ms)
     try:
-        from benchmarks.device_check import _host_pipeline
-
         out["array_record_host"] = _share(_host_pipeline(records, 256), 256, 3072, steps, reps,
                                           train_ms)
     except ImportError as err:
