@@ -16,9 +16,8 @@ is therefore made ahead, while the current epoch is served:
 Ahead work runs on one long-lived worker thread per process (started once, not per
 epoch: starting a thread costs ~0.7 ms on a loaded host), in the order asked; a long
 order is made a few milliseconds after it is asked for (``AHEAD_DELAY_S``), once the
-pass that asked has started. What is
-made ahead is what the caller would make, bit for bit; work that failed ahead is done
-again by the caller, which meets the error.
+pass that asked has started. What is made ahead is what the caller would make, bit for
+bit; work that failed ahead is done again by the caller, which meets the error.
 
 Example:
     >>> order_ahead(10, 7)  # starts building
@@ -46,6 +45,7 @@ import numpy as np
 from datarax.samplers.index_shuffle import index_shuffle_np
 
 #: tables (and placed orders) kept: the current epoch's and the next, of a few sources
+#: (a placed order holds 4 bytes a record on the device, 512 KiB at most)
 KEEP = 4
 #: seconds the worker waits before making an order of at least ``DELAY_FROM`` records
 #: asked ahead: the pass that asked is starting, and the worker's Python would take the
@@ -145,28 +145,32 @@ def _placed_key(length: int, seed: int, base: np.integer) -> tuple[Any, ...]:
             bool(jax.config.jax_enable_x64), jax.config.jax_default_device)
 
 
+def _put(length: int, seed: int, base: np.integer) -> Any:
+    return jax.device_put({"base": base, "order": order_table(length, seed)})
+
+
 def _place(length: int, seed: int, base: np.integer, x64: bool, device: Any) -> Any:
-    """``{"base", "order"}`` put on the device as a caller with settings ``x64`` and
-    ``device`` (``jax_default_device``) would put it (after ``AHEAD_DELAY_S``, if long)."""
+    """:func:`_put` as a caller with settings ``x64`` and ``device``
+    (``jax_default_device``) would put it, after ``AHEAD_DELAY_S`` for a long order."""
     if length >= DELAY_FROM and AHEAD_DELAY_S > 0:
         time.sleep(AHEAD_DELAY_S)
     with jax.enable_x64(x64), jax.default_device(device):
-        return jax.device_put({"base": base, "order": order_table(length, seed)})
+        return _put(length, seed, base)
 
 
 def placed_order(length: int, seed: int, base: np.integer) -> Any:
     """``{"base": base, "order": order_table(length, seed)}`` on the device where this
     thread's ``jax.device_put`` puts it: the one made ahead (waited for if still being
-    made), else placed now."""
+    made) or by an earlier caller, else placed now (and kept)."""
     key = _placed_key(length, seed, base)
-    with _LOCK:
-        future = _PLACED.get(key)
-    if future is not None:
-        try:
-            return future.result()
-        except Exception:  # noqa: BLE001 - placed again here: this caller meets the error
-            _forget(_PLACED, key, future)
-    return jax.device_put({"base": base, "order": order_table(length, seed)})
+    future, mine = _entry(_PLACED, key)
+    if mine:
+        _fill(future, _put, length, seed, base)
+    try:
+        return future.result()
+    except Exception:  # noqa: BLE001 - placed again here: this caller meets the error
+        _forget(_PLACED, key, future)
+        return _put(length, seed, base)
 
 
 def placed_order_ahead(length: int, seed: int, base: np.integer) -> None:
