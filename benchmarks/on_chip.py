@@ -22,7 +22,8 @@ Sections (every one on the default device, each beside its floor in the same run
   same process (placement, lower, compile, first run): two fresh processes, each side
   first in one (:mod:`benchmarks.first_batch_profile`).
 * ``epoch_switch`` (not in the default sections; runs on CPU too) — what starting an
-  epoch of ``for batch in pipeline`` costs beyond a steady ``next()``, median of many.
+  epoch of ``for batch in pipeline`` costs beyond a steady ``next()``, median of many;
+  W1's shuffled source (its order table made ahead) and the same source unshuffled.
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ def _w1_floor_epochs(images: np.ndarray, batch: int, stages: bool) -> Any:
     return next_batch
 
 
-def _w1_pipeline(images: np.ndarray, batch: int, stages: bool, prefetch: int = 2) -> Any:
+def _w1_pipeline(images: np.ndarray, batch: int, stages: bool, prefetch: int = 2,
+                 shuffle: bool = True) -> Any:
     from flax import nnx
 
     from benchmarks.contenders.datarax_pipeline import flip, normalize
@@ -155,7 +157,7 @@ def _w1_pipeline(images: np.ndarray, batch: int, stages: bool, prefetch: int = 2
     from datarax.pipeline import Pipeline
     from datarax.sources import MemorySource, MemorySourceConfig
 
-    source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
+    source = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=0),
                           {"image": images, "label": np.arange(len(images), dtype=np.int32)})
     ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
            ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)] if stages else []
@@ -239,18 +241,16 @@ def _share(make_pipeline: Any, batch: int, features: int, steps: int, reps: int,
 
 
 def chip_share(records: int, steps: int, reps: int, train_ms: float) -> dict[str, Any]:
+    """The data's share of the chip beside a train step: W1, and W7's and the ArrayRecord
+    host source's pipelines as :mod:`benchmarks.device_check` makes them."""
+    from benchmarks.device_check import _augmented_pipeline, _host_pipeline
+
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     out: dict[str, Any] = {"w1": _share(lambda: _w1_pipeline(images, 256, True), 256, 3072,
                                         steps, reps, train_ms)}
-    from benchmarks.augment_data import make_data as make_images
-    from benchmarks.w7_contenders import _datarax_pipeline
-
-    small, labels = make_images(max(records // 10, 1024))
-    out["w7"] = _share(lambda: _datarax_pipeline(small, labels, 256, 0, fixed=False), 256,
+    out["w7"] = _share(_augmented_pipeline(max(records // 10, 1024), 256), 256,
                        64 * 64 * 3, steps, reps, train_ms)
     try:
-        from benchmarks.device_check import _host_pipeline
-
         out["array_record_host"] = _share(_host_pipeline(records, 256), 256, 3072, steps, reps,
                                           train_ms)
     except ImportError as err:
@@ -310,30 +310,48 @@ def w1_program(records: int, batches: tuple[int, ...], steps: int, reps: int) ->
     return out
 
 
-def first_batch(records: int, batch: int) -> dict[str, Any]:
+def first_batch(records: int, batch: int, repeats: int = 2) -> dict[str, Any]:
     """W1's first batch split into its parts beside a plain jit of the same work
     (:mod:`benchmarks.first_batch_profile`), in fresh processes with an empty store of
     compiled steps: datarax first, then the floor first (the second side of a process
-    gets a warm runtime); and datarax first again over the first one's store (a second
-    run of the same program)."""
+    gets a warm runtime), ``repeats`` times alternating; datarax first again over the
+    first one's store (a second run of the same program); and each side first with
+    XLA's least ``exec_time_optimization_effort`` (a compile-time lever).
+    ``summary``: the medians of each side when first and when second, and their ratios."""
     import tempfile
 
     out: dict[str, Any] = {}
+    runs = [(f"{first}_first_{i}", first, f"{first}{i}", None)
+            for i in range(repeats) for first in ("datarax", "floor")]
+    runs += [("datarax_first_stored", "datarax", "datarax0", None),
+             ("datarax_first_effort", "datarax", "effort_d", -1.0),
+             ("floor_first_effort", "floor", "effort_f", -1.0)]
     with tempfile.TemporaryDirectory() as stores:
-        runs = (("datarax_first", "datarax", "a"), ("floor_first", "floor", "b"),
-                ("datarax_first_stored", "datarax", "a"))
-        for name, first, store in runs:
+        for name, first, store, effort in runs:
             env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
             env["DATARAX_COMPILE_CACHE_DIR"] = str(Path(stores) / store)
+            command = [sys.executable, "-m", "benchmarks.first_batch_profile", "--records",
+                       str(records), "--batch", str(batch), "--first", first]
             done = subprocess.run(
-                [sys.executable, "-m", "benchmarks.first_batch_profile", "--records",
-                 str(records), "--batch", str(batch), "--first", first],
+                command + ([] if effort is None else ["--effort", str(effort)]),
                 env=env, capture_output=True, text=True, timeout=600,
                 cwd=Path(__file__).resolve().parents[1])
             if done.returncode != 0:
                 out[name] = {"error": done.stderr[-2000:]}
                 continue
             out[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    plain = [out[f"{f}_first_{i}"] for i in range(repeats) for f in ("datarax", "floor")]
+    plain = [r for r in plain if "error" not in r]
+
+    def median(side: str, first: bool) -> float:
+        return float(np.median([r[side]["first_batch_s"] for r in plain
+                                if (r["first"] == side) == first] or [np.nan]))
+
+    summary = {f"{side}_{when}_s": median(side, when == "first")
+               for side in ("datarax", "floor") for when in ("first", "second")}
+    summary["ratio_each_first"] = summary["datarax_first_s"] / summary["floor_first_s"]
+    summary["ratio_each_second"] = summary["datarax_second_s"] / summary["floor_second_s"]
+    out["summary"] = summary
     return out
 
 
@@ -359,13 +377,37 @@ def w1_profile(records: int, batch: int, calls: int = 300) -> dict[str, Any]:
          "calls_per_next": n / calls} for own, cum, n, name in rows]}
 
 
-def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2) -> dict[str, Any]:
+def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2,
+                 shuffle: bool = True, orders: str = "ahead") -> dict[str, Any]:
     """What starting an epoch costs the loop (CPU-runnable): per epoch of ``for batch in
-    pipeline`` over W1, the first ``next()`` (with its ``iter()``) minus the epoch's
-    median ``next()``; the median and quartiles over ``epochs`` epochs (the first two,
-    which compile, left out)."""
+    pipeline`` over W1 (``shuffle=False``: its source unshuffled), the first ``next()``
+    (with its ``iter()``) minus the epoch's median ``next()``; the median and quartiles
+    over ``epochs`` epochs (the first two, which compile, left out). ``orders`` (a
+    shuffled source): ``"ahead"`` made ahead as soon as the pass asks, ``"delayed"``
+    3 ms after (the library's default from ``order_tables.DELAY_FROM`` records),
+    ``"premade"`` every epoch's order made and placed before the run (no order work left
+    in it: the floor of this part)."""
+    from datarax.sources import order_tables
+
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
-    pipeline = _w1_pipeline(images, batch, True, prefetch=prefetch)
+    pipeline = _w1_pipeline(images, batch, True, prefetch=prefetch, shuffle=shuffle)
+    saved = order_tables.KEEP, order_tables.AHEAD_DELAY_S, order_tables.DELAY_FROM
+    order_tables.AHEAD_DELAY_S, order_tables.DELAY_FROM = (0.003, 0) if orders == "delayed" else (0.0, 0)
+    if orders == "premade" and shuffle:
+        order_tables.KEEP = epochs + 8
+        seed = int(pipeline.source.permutation_seed.get_value())
+        for epoch in range(epochs + 3):
+            args = (records, (seed + epoch) % 2**32, np.int32(epoch * records))
+            order_tables.placed_order_ahead(*args)
+            order_tables.placed_order(*args)
+    try:
+        return _epoch_switch(pipeline, epochs, records, batch, prefetch, shuffle, orders)
+    finally:
+        order_tables.KEEP, order_tables.AHEAD_DELAY_S, order_tables.DELAY_FROM = saved
+
+
+def _epoch_switch(pipeline: Any, epochs: int, records: int, batch: int, prefetch: int,
+                  shuffle: bool, orders: str) -> dict[str, Any]:
     switch, steady = [], []
     for epoch in range(epochs + 2):
         began = time.perf_counter()
@@ -386,7 +428,8 @@ def epoch_switch(records: int, batch: int, epochs: int = 40, prefetch: int = 2) 
     q1, median, q3 = np.percentile(switch, [25, 50, 75]) * 1000
     return {"switch_ms": float(median), "switch_q1_ms": float(q1), "switch_q3_ms": float(q3),
             "steady_next_ms": 1000 * float(np.median(steady)), "epochs": epochs,
-            "batches_per_epoch": -(-records // batch), "prefetch": prefetch}
+            "batches_per_epoch": -(-records // batch), "prefetch": prefetch, "shuffle": shuffle,
+            "orders": orders}
 
 
 def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
@@ -403,8 +446,11 @@ def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
         report["w1_profile"] = {str(b): w1_profile(s["records"], b, 3 * s["steps"])
                                 for b in s["batches"]}
     if "epoch_switch" in sections:
-        report["epoch_switch"] = {f"{b}_prefetch{p}": epoch_switch(s["records"], b, prefetch=p)
-                                  for b in s["batches"] for p in (0, 2)}
+        kinds = (("ahead", True), ("delayed", True), ("premade", True), ("unshuffled", False))
+        report["epoch_switch"] = {
+            f"{b}_prefetch{p}_{orders}": epoch_switch(
+                s["records"], b, prefetch=p, shuffle=shuffle, orders=orders)
+            for b in s["batches"] for p in (0, 2) for orders, shuffle in kinds}
     if "chip_share" in sections:
         report["chip_share"] = chip_share(s["records"], s["steps"], s["reps"], s["train_ms"])
     return report

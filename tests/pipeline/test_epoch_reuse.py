@@ -102,3 +102,17 @@ def test_an_epoch_under_other_jax_settings_is_what_a_fresh_pipeline_serves_there
     fresh = w1(prefetch=0)
     fresh.set_state(run.get_state())
     assert same(host(run), host(fresh))  # and back without x64
+
+
+def test_four_epochs_of_w1_are_the_batches_served_before_orders_were_made_ahead() -> None:
+    """The digest of W1's batches over four epochs, taken with each epoch's order built
+    and placed by the pass that read it (before ``order_tables`` made them ahead)."""
+    import hashlib
+
+    run, digest = w1(prefetch=0), hashlib.sha256()
+    for _ in range(4):
+        for batch in run:
+            for name in sorted(batch):
+                digest.update(name.encode())
+                digest.update(np.asarray(batch[name]).tobytes())
+    assert digest.hexdigest() == "1447a87fa7fa5e800cac2cc4be5afc76790a5d39b5694de0fe06733130dfbd50"

@@ -1,10 +1,12 @@
-"""A shuffled MemorySource's epoch order tables: the next epoch's is built ahead on a
-thread while the current one is served, and is the same table as one built when asked."""
+"""A shuffled MemorySource's epoch order tables: the next epoch's is built and placed on
+the device ahead, on one long-lived thread, while the current one is served, and is the
+same table as one built when asked."""
 
 from __future__ import annotations
 
-import os
+import threading
 
+import jax
 import numpy as np
 import pytest
 
@@ -47,8 +49,51 @@ def test_a_pass_has_the_next_epochs_table_built_ahead_and_serves_the_same_batche
                        {"id": np.arange(n, dtype=np.int32)})
     pipeline = Pipeline(source=src, batch_size=1_000, prefetch=0)
     epochs = [np.concatenate([np.asarray(b["id"]) for b in pipeline]) for _ in range(3)]
-    # epoch 2's pass started building epoch 3's table, which nothing asked for yet
-    assert (os.getpid(), n, seed + 3) in tables._TABLES
+    # epoch 2's pass started making epoch 3's order, which nothing asked for yet
+    ahead = tables.placed_order(n, seed + 3, np.int32(3 * n))
+    assert ahead is tables.placed_order(n, seed + 3, np.int32(3 * n))  # made once, ahead
+    assert np.array_equal(np.asarray(ahead["order"]), index_shuffle_np(np.arange(n), n - 1, seed + 3))
     for epoch, ids in enumerate(epochs):
         want = index_shuffle_np(np.arange(n), n - 1, seed + epoch)
         assert np.array_equal(ids, want), epoch
+
+
+def test_an_order_placed_ahead_is_the_one_placed_when_asked() -> None:
+    tables.placed_order_ahead(1_000, 5_150, np.int32(7_000))
+    ahead = tables.placed_order(1_000, 5_150, np.int32(7_000))
+    now = jax.device_put({"base": np.int32(7_000), "order": tables._build(1_000, 5_150)})
+    assert {k: (v.dtype, v.shape, v.sharding) for k, v in ahead.items()} == {
+        k: (v.dtype, v.shape, v.sharding) for k, v in now.items()}
+    assert int(ahead["base"]) == 7_000
+    assert np.array_equal(np.asarray(ahead["order"]), np.asarray(now["order"]))
+
+
+def test_an_order_asked_under_other_settings_is_placed_for_them() -> None:
+    tables.placed_order_ahead(600, 5_151, np.int32(0))  # made for the default device
+    cpu = jax.devices("cpu")[0]
+    with jax.default_device(cpu):
+        placed = tables.placed_order(600, 5_151, np.int32(0))
+    assert placed["order"].devices() == {cpu}
+    assert np.array_equal(np.asarray(placed["order"]), tables._build(600, 5_151))
+
+
+def test_a_failed_ahead_placement_is_placed_again_by_the_caller(monkeypatch) -> None:
+    def refuse(*args):
+        raise MemoryError("no room on the device")
+
+    monkeypatch.setattr(tables, "_place", refuse)
+    tables.placed_order_ahead(400, 5_152, np.int32(400))
+    placed = tables.placed_order(400, 5_152, np.int32(400))
+    assert int(placed["base"]) == 400
+    assert np.array_equal(np.asarray(placed["order"]), tables._build(400, 5_152))
+
+
+def test_epochs_ahead_share_one_worker_thread() -> None:
+    src = MemorySource(MemorySourceConfig(shuffle=True, seed=23),
+                       {"id": np.arange(2_000, dtype=np.int32)})
+    pipeline = Pipeline(source=src, batch_size=1_000, prefetch=0)
+    for _ in range(5):
+        for _ in pipeline:
+            pass
+        workers = [t for t in threading.enumerate() if t.name.startswith("datarax-order-ahead")]
+        assert len(workers) == 1, workers

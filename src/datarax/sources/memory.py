@@ -27,13 +27,13 @@ from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
-from datarax.sources.order_tables import order_ahead, order_table
+from datarax.sources.order_tables import placed_order, placed_order_ahead
 from datarax.sources.source_call import MISSING, check_config_and_data, source_config
 from datarax.typing import Batch
 
 #: a shuffled source of up to this many records reads an epoch through a table of its
-#: order built on the host (:meth:`MemorySource.epoch_step_inputs`; ~20 ms at 50,000; the next
-#: epoch's is built ahead, :mod:`datarax.sources.order_tables`)
+#: order built on the host (:meth:`MemorySource.epoch_step_inputs`; ~5-20 ms at 50,000; the
+#: next epoch's is built and placed ahead, :mod:`datarax.sources.order_tables`)
 SHUFFLE_TABLE_MAX = 1 << 17
 
 
@@ -179,11 +179,12 @@ class MemorySource(IndexedSource):
                 or (epoch + 1) * n > np.iinfo(np.int32).max):
             return self.step_inputs()
         seed = (int(self.permutation_seed.get_value()) + int(epoch)) % 2**32
-        base = np.int64(epoch * n) if jax.config.jax_enable_x64 else np.int32(epoch * n)
-        # on the device once: a NumPy argument is copied there at every call
-        order = jax.device_put({"base": base, "order": order_table(n, seed)})
-        if (epoch + 2) * n <= np.iinfo(np.int32).max:  # the next epoch's, while this one runs
-            order_ahead(n, (seed + 1) % 2**32)
+        position = np.int64 if jax.config.jax_enable_x64 else np.int32
+        # on the device once (a NumPy argument is copied there at every call), and the
+        # next epoch's made and placed ahead while this one runs
+        order = placed_order(n, seed, position(epoch * n))
+        if (epoch + 2) * n <= np.iinfo(np.int32).max:
+            placed_order_ahead(n, (seed + 1) % 2**32, position((epoch + 1) * n))
         return (self.__store.columns, order)
 
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[None]:
