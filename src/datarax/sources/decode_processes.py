@@ -22,7 +22,7 @@ Example:
     >>> from datarax.sources.chunk_reads import ChunkReads
     >>> from datarax.sources.decoded_records import DecodedRecords
     >>> from datarax.sources.epoch_order import EpochOrder
-    >>> from datarax.sources.skip_ledger import ErrorPolicy
+    >>> from datarax.sources.error_policy import ErrorPolicy
     >>> records = DecodedRecords(lambda raw: {"x": np.int32(raw) * 2})
     >>> _ = records.learn(0, 0)
     >>> reads = ChunkReads(list(range(10)), records, None, ErrorPolicy(),
@@ -48,9 +48,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.owned import fresh_aligned, seal
-from datarax.core.threads import drop_pool
+# host-side pieces only: a worker process imports this module, and neither JAX nor Flax
+# (importing them cost each worker ~1.7 s of CPU at its start)
+from datarax.errors import ConfigError, DataraxError
+from datarax.host.arrays import fresh_aligned, seal
+from datarax.host.dtypes import follow_x64, x64_enabled
+from datarax.host.threads import drop_pool
 
 if TYPE_CHECKING:
     from datarax.sources.chunk_reads import Chunk, ChunkReads
@@ -165,7 +168,7 @@ class DecodeProcesses:
                     (reads.data, reads.records, reads.decode_batch, reads.policy))
                 self._pool = concurrent.futures.ProcessPoolExecutor(
                     max_workers=self.count, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_install, initargs=(reader, os.getpid()),
+                    initializer=_install, initargs=(reader, os.getpid(), x64_enabled()),
                 )
                 for _ in range(self.count):  # the pool starts one worker per task waiting
                     self._pool.submit(_ready)
@@ -174,8 +177,9 @@ class DecodeProcesses:
     def read(self, reads: ChunkReads, order: EpochOrder, start: int, stop: int) -> Chunk:
         """``reads.read(order, start, stop)``, run by a worker process."""
         pool = self.start(reads)
+        indices = order.indices(start, stop)  # the order stays here: workers get indices
         try:
-            chunk = pool.submit(_read, order, start, stop, self._shared).result()
+            chunk = pool.submit(_read, indices, order.epoch, start, self._shared).result()
         except BrokenProcessPool as err:
             with self._lock:
                 if self._pool is pool:
@@ -221,12 +225,15 @@ def in_decode_worker() -> bool:
 PARENT_CHECK_S = 0.2
 
 
-def _install(reader: bytes, parent: int) -> None:
+def _install(reader: bytes, parent: int, x64: bool) -> None:
     """Worker initializer: the source's data, decoder (its structure learned), policy;
-    and a thread that ends this worker once ``parent`` (the source's process) is gone."""
+    the parent's ``jax_enable_x64`` (``x64``, which the 64-bit policy follows here
+    without importing JAX); and a thread that ends this worker once ``parent`` (the
+    source's process) is gone."""
     global _READS
     from datarax.sources.chunk_reads import ChunkReads
 
+    follow_x64(x64)
     threading.Thread(target=_end_with, args=(parent,), name="datarax-parent-watch",
                      daemon=True).start()
 
@@ -246,9 +253,9 @@ def _ready() -> None:
     """A task that makes the pool start a worker (they start one per task waiting)."""
 
 
-def _read(order: EpochOrder, start: int, stop: int, shared: str | None) -> Chunk:
+def _read(indices: np.ndarray, epoch: int, start: int, shared: str | None) -> Chunk:
     assert _READS is not None, "worker not initialized"
-    chunk = _READS.read(order, start, stop)
+    chunk = _READS.read_indices(indices, epoch, start)
     if shared is not None:
         chunk.columns = {key: _to_shared(value, shared) for key, value in chunk.columns.items()}
     for failure in chunk.failures:
