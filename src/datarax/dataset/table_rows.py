@@ -322,7 +322,21 @@ class TableRows(Rows):
                 yield from self._file_rows(f, lo - offset, hi - offset)
             offset += count
 
+    def tables(self, start: int, stop: int) -> Iterator[Any]:
+        """Rows ``start..stop-1`` as table slices of up to 1,000 rows (Parquet: within a
+        row group), in order (a JSON Lines file read line by line: its own row slices)."""
+        offset = 0
+        for f, count in enumerate(self._counts):
+            lo, hi = max(start, offset), min(stop, offset + count)
+            if lo < hi:
+                yield from self._file_tables(f, lo - offset, hi - offset)
+            offset += count
+
     def _file_rows(self, f: int, lo: int, hi: int) -> Iterator[Mapping[str, Any]]:
+        for table in self._file_tables(f, lo, hi):
+            yield from table.to_pylist()
+
+    def _file_tables(self, f: int, lo: int, hi: int) -> Iterator[Any]:
         if self.kind == "parquet":
             import pyarrow.parquet as pq
 
@@ -332,9 +346,11 @@ class TableRows(Rows):
                 n = reader.metadata.row_group(g).num_rows
                 a, b = max(lo, offset), min(hi, offset + n)
                 if a < b:
-                    yield from reader.read_row_group(g).slice(a - offset, b - a).to_pylist()
+                    group = reader.read_row_group(g)
+                    for c in range(a, b, 1000):
+                        yield group.slice(c - offset, min(b, c + 1000) - c)
                 offset += n
             return
         table = self._load()[f]
         for a in range(lo, hi, 1000):
-            yield from table.slice(a, min(hi, a + 1000) - a).to_pylist()
+            yield table.slice(a, min(hi, a + 1000) - a)
