@@ -122,7 +122,8 @@ class _ShardWriter:
         self.records += 1
 
     def add_encoded(self, records: list[bytes]) -> None:
-        """Write records already encoded (:func:`~datarax.dataset.column_records.column_encoder`)."""
+        """Write records already encoded
+        (:func:`~datarax.dataset.column_records.column_encoder`)."""
         write = self.writer.write
         try:
             for data in records:
