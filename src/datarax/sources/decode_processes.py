@@ -14,7 +14,9 @@ Invariant: the epoch order, the position, the read-ahead bound and every decisio
 bad records stay in the source's process (a worker only reports which records failed
 and why), so resume and skip accounting are those of threads. Workers are ``spawn``-ed
 once the first record's structure is known, live until the source is closed, and end
-themselves when their parent process is gone; ``docs/sources/array_record.md`` says
+themselves when their parent process is gone. A worker imports neither JAX nor Flax (the
+modules it loads use :mod:`datarax.host`; it gets each chunk's stable indices, not the
+epoch order, and its parent's ``jax_enable_x64``); ``docs/sources/array_record.md`` says
 what travels to them (``cloudpickle``) and why a script needs a ``__main__`` guard.
 
 Example:
