@@ -136,3 +136,27 @@ def test_two_then_one_worker_across_a_resume_serve_threads_batches(folder) -> No
         one.close()
     assert len(head) + len(rest) == len(whole) == 5
     same(head + rest, whole)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
+def test_a_worker_reports_an_undecodable_image_without_loading_jax(tmp_path) -> None:
+    """datarax's errors name ``datarax.core.errors`` as their home; pickling one in a
+    worker would import that package, and JAX with it: it travels as its type's name."""
+    from int_record_files import write_records
+
+    good = picture(20, 1)
+    path = write_records(tmp_path / "jpegs.array_record", (good, good[:60], good, good))
+    others = {p.pid for p in multiprocessing.active_children()}
+    source = ArrayRecordSourceModule(
+        ArrayRecordSourceConfig(on_error="skip"), path, decode=decode_images(resize=8, crop=8),
+        num_threads=1, decode_processes=1)
+    try:
+        served = sum(len(b["image"]) for b in pipeline(source))
+        workers = [p.pid for p in multiprocessing.active_children() if p.pid not in others]
+        loaded = [jax_libraries(pid) for pid in workers]
+        reports = source.skipped_records()
+    finally:
+        source.close()
+    assert served == 3 and len(workers) == 1 and loaded == [[]]
+    assert [r.index for r in reports] == [1]
+    assert "field 'image': cannot decode the image" in reports[0].cause

@@ -42,6 +42,7 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -198,6 +199,9 @@ class DecodeProcesses:
             ) from err
         chunk.columns = {key: _from_shared(value) if isinstance(value, SharedColumn) else value
                          for key, value in chunk.columns.items()}
+        for failure in chunk.failures:
+            if isinstance(failure.cause, SentError):
+                failure.cause = failure.cause.rebuild()
         return chunk
 
     def close(self) -> None:
@@ -265,9 +269,46 @@ def _read(indices: np.ndarray, epoch: int, start: int, shared: str | None) -> Ch
     return chunk
 
 
-def _sendable(cause: BaseException) -> BaseException:
-    """``cause``, or a ``RuntimeError`` with its type and message where it would not
-    pickle back (or not unpickle: an exception whose ``__init__`` wants other args)."""
+class SentError(NamedTuple):
+    """An error of a type named after a module this worker has not loaded (datarax's own
+    errors name ``datarax.core.errors``, whose package imports JAX): sent as its type's
+    name, args and attributes, and made again in the source's process."""
+
+    module: str
+    name: str
+    args: tuple[Any, ...]
+    state: dict[str, Any]
+    text: str
+
+    def rebuild(self) -> BaseException:
+        """The error again (a ``RuntimeError`` with its type and message where its type
+        cannot be found here)."""
+        import importlib
+
+        try:
+            kind = getattr(importlib.import_module(self.module), self.name)
+            error = kind.__new__(kind)
+            error.args = self.args
+            error.__dict__.update(self.state)
+            return error
+        except Exception:  # noqa: BLE001 - the type and message still arrive
+            return RuntimeError(f"{self.name}: {self.text}")
+
+
+def _sendable(cause: BaseException) -> BaseException | SentError:
+    """``cause``; a :class:`SentError` where pickling it would import the module its type
+    names (JAX, for datarax's own errors); or a ``RuntimeError`` with its type and message
+    where it would not pickle back (or not unpickle: an exception whose ``__init__`` wants
+    other args)."""
+    kind = type(cause)
+    if kind.__module__.startswith("datarax.") and kind.__module__ not in sys.modules:
+        try:
+            sent = SentError(kind.__module__, kind.__qualname__, cause.args, dict(vars(cause)),
+                             str(cause))
+            pickle.dumps(sent)
+            return sent
+        except Exception:  # noqa: BLE001 - sent as text below
+            return RuntimeError(f"{kind.__name__}: {cause}")
     try:
         pickle.loads(pickle.dumps(cause))
         return cause
