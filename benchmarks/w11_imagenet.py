@@ -18,6 +18,10 @@ Contenders, each in a fresh process (``--worker``), one epoch each:
   keeps them on the CPU), the batch ready there counted;
 * ``torchvision``: ``ImageFolder`` + ``DataLoader(num_workers=w)``, the best of
   ``w`` in 0, 1, 2 and the core count, with torchvision's transforms (PIL decode);
+* ``tfdata``: ``tf.data`` over the files: ``decode_and_crop_jpeg`` of a box drawn by
+  ``sample_distorted_bounding_box`` (area 0.08-1, ratio 3/4-4/3) + resize + flip for
+  train, ``decode_jpeg`` + resize (shorter side 256) + centre crop for eval, normalised,
+  ``map(num_parallel_calls=AUTOTUNE).batch.prefetch(AUTOTUNE)``;
 * ``floor``: a plain loop in as many processes as cores: read each file, decode and
   crop it exactly as ``decode_images`` does (uint8 out, no flip, no normalise, no
   batching), the records counted.
@@ -188,6 +192,42 @@ def run_torchvision(folder: str, mode: str, workers: int, **_: Any) -> dict[str,
     return _timed(batches())
 
 
+def run_tfdata(folder: str, mode: str, **_: Any) -> dict[str, Any]:
+    def batches():
+        import tensorflow as tf
+
+        tf.random.set_seed(0)
+        files = tf.data.Dataset.list_files(f"{folder}/class*/*.jpg", shuffle=mode == "train",
+                                           seed=0)
+
+        def train(path: Any) -> Any:  # RandomResizedCrop(224) as tf's own ops do it
+            data = tf.io.read_file(path)
+            box = tf.image.sample_distorted_bounding_box(
+                tf.image.extract_jpeg_shape(data), tf.zeros([1, 0, 4]),
+                area_range=(0.08, 1.0), aspect_ratio_range=(3 / 4, 4 / 3),
+                max_attempts=10, use_image_if_no_bounding_boxes=True)
+            start, size, _ = box
+            window = tf.stack([start[0], start[1], size[0], size[1]])
+            image = tf.io.decode_and_crop_jpeg(data, window, channels=3)
+            image = tf.image.random_flip_left_right(tf.image.resize(image, (224, 224)))
+            return (image / 255.0 - MEAN) / STD
+
+        def evaluate(path: Any) -> Any:  # Resize(256) (shorter side) + CenterCrop(224)
+            image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+            shape = tf.cast(tf.shape(image)[:2], tf.float32)
+            scale = 256.0 / tf.reduce_min(shape)
+            image = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32))
+            image = tf.image.resize_with_crop_or_pad(image, 224, 224)
+            return (image / 255.0 - MEAN) / STD
+
+        data = files.map(train if mode == "train" else evaluate,
+                         num_parallel_calls=tf.data.AUTOTUNE)
+        for images in data.batch(BATCH).prefetch(tf.data.AUTOTUNE):
+            yield int(images.shape[0]), lambda: None
+
+    return _timed(batches())
+
+
 def _floor_chunk(args: tuple[list[str], str, int]) -> int:
     import numpy as np
 
@@ -217,7 +257,8 @@ def run_floor(folder: str, mode: str, **_: Any) -> dict[str, Any]:
     return _timed(batches())
 
 
-RUNNERS = {"datarax": run_datarax, "torchvision": run_torchvision, "floor": run_floor}
+RUNNERS = {"datarax": run_datarax, "torchvision": run_torchvision, "tfdata": run_tfdata,
+           "floor": run_floor}
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -261,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=10_000)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "datarax-w11")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--contenders", default="datarax,torchvision,floor")
+    parser.add_argument("--contenders", default="datarax,torchvision,tfdata,floor")
     parser.add_argument("--modes", default="train,eval")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--torch-workers", default="0,1,2,cores",
@@ -288,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"datarax": [{"processes": 0}, {"processes": n}],
                 "torchvision": [{"workers": w} for w in sorted(
                     {n if w == "cores" else int(w) for w in args.torch_workers.split(",")})],
-                "floor": [{}]}
+                "tfdata": [{}], "floor": [{}]}
     report: dict[str, Any] = {"images": args.images, "cores": n, "batch_size": BATCH,
                               "folder_bytes": sum(p.stat().st_size for p in folder.rglob("*.jpg")),
                               "made_s": made, "load_before": os.getloadavg(), "runs": {}}
@@ -312,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in args.modes.split(","):
         for suffix in ("", "-baseline"):
             ours = report["runs"].get(f"{mode}/datarax{suffix}", {}).get("best", {})
-            for other in ("torchvision", f"floor{suffix}"):
+            for other in ("torchvision", "tfdata", f"floor{suffix}"):
                 theirs = report["runs"].get(f"{mode}/{other}", {}).get("best", {})
                 for rate in ("epoch_rate", "steady_rate"):
                     if ours.get(rate) and theirs.get(rate):

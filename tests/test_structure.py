@@ -25,6 +25,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the error types: importable with nothing else (no JAX)
     ("typing", "compilation_cache", "exports", "extras"),
+    ("host",),  # host-side arrays, dtypes, specs, threads: no JAX (decode workers load them)
     ("core",),
     ("samplers", "sharding", "metrics", "storage"),  # storage: remote paths, the shard cache
     # mixing: source combinators over core's contracts (sources/__init__ re-exports them);

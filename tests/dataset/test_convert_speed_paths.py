@@ -138,6 +138,7 @@ def _without_fast_paths(monkeypatch) -> None:
     monkeypatch.setattr(layout_module, "_plain_encoder", lambda features: None)
     monkeypatch.setattr(layout_module, "_scalar_bytes", lambda f, value: None)
     monkeypatch.setattr("datarax.dataset.images.read_image_header", lambda data: None)
+    monkeypatch.setattr("datarax.dataset.writer.column_encoder", lambda features: None)
 
 
 def test_converted_folders_equal_the_pil_paths_byte_for_byte(tmp_path, monkeypatch) -> None:

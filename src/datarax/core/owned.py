@@ -23,7 +23,7 @@ CPUs free, two halves side by side), which JAX shares; elsewhere datarax waits f
 own copy. :func:`unshared` gives a private copy for JAX's
 other ways in (``jax.make_array_from_process_local_data``). JAX arrays are immutable
 and pass as ``jax.device_put`` would place them. An array datarax allocated itself
-(:func:`fresh_aligned`), filled once and :func:`seal` ed (a reader's decoded batch) is no
+(:func:`fresh_aligned`, in :mod:`datarax.host.arrays`: no JAX there), filled once and :func:`seal` ed (a reader's decoded batch) is no
 caller's buffer and is never written again: it passes as it is. ``tests/core/test_owned.py`` checks
 the alignment rule against the installed JAX.
 
@@ -45,70 +45,18 @@ import ctypes
 import mmap
 import os
 import threading
-import weakref
 from typing import Any
 
 import jax
 import numpy as np
 
-# JAX's CPU client shares (does not copy) host buffers whose address is a multiple of this.
-CPU_SHARED_ALIGNMENT = 64
+# fresh_aligned / seal live with the other host arrays (no JAX there: decode workers use them)
+from datarax.host.arrays import CPU_SHARED_ALIGNMENT, fresh_aligned, is_sealed, seal  # noqa: F401
+
 # From this size on, a private copy for the CPU is made 64-byte aligned (JAX shares it).
 ALIGNED_COPY_BYTES = 128 * 1024
 # From this size on, datarax waits for JAX's copy instead of making a private one.
 WAITED_COPY_BYTES = 64 * 1024 * 1024
-
-
-# Buffers made by fresh_aligned that are still alive, by id (the value confirms identity).
-_OWN_BUFFERS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
-
-
-def fresh_aligned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """A new 64-byte aligned array for datarax to fill once and then :func:`seal`.
-
-    A sealed array (or a view of one) is datarax's own and is never written again, so
-    :func:`owned_device_put` hands it to JAX as it is, without a private copy (a
-    reader's decoded batch: one copy fewer per batch).
-
-    Example:
-        >>> out = fresh_aligned((2, 3), np.float32)
-        >>> out[:] = 1.0
-        >>> float(owned_device_put(seal(out)).sum()), out.flags.writeable
-        (6.0, False)
-    """
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + CPU_SHARED_ALIGNMENT, np.uint8)
-    _OWN_BUFFERS[id(raw)] = raw
-    start = -raw.ctypes.data % CPU_SHARED_ALIGNMENT
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
-
-
-def seal(array: np.ndarray) -> np.ndarray:
-    """Make ``array`` (filled, from :func:`fresh_aligned`) and its memory read-only;
-    returns it. Raises ``ValueError`` for an array :func:`fresh_aligned` did not make."""
-    owner = _own_buffer(array)
-    if owner is None:
-        raise ValueError("seal: the array's memory was not allocated by fresh_aligned.")
-    owner.flags.writeable = False
-    array.flags.writeable = False
-    return array
-
-
-def _own_buffer(array: np.ndarray) -> np.ndarray | None:
-    base: Any = array
-    while isinstance(base, np.ndarray):
-        if _OWN_BUFFERS.get(id(base)) is base:
-            return base
-        base = base.base
-    return None
-
-
-def _sealed(array: np.ndarray) -> bool:
-    if array.flags.writeable:
-        return False
-    owner = _own_buffer(array)
-    return owner is not None and not owner.flags.writeable
 
 
 def owned_device_put(value: Any, device: Any = None) -> Any:
@@ -121,7 +69,7 @@ def owned_device_put(value: Any, device: Any = None) -> Any:
     if isinstance(value, jax.Array):
         return jax.device_put(value, device)
     array = np.asarray(value)
-    if _sealed(array) and (array.ctypes.data % CPU_SHARED_ALIGNMENT == 0 or not _on_cpu(device)):
+    if is_sealed(array) and (array.ctypes.data % CPU_SHARED_ALIGNMENT == 0 or not _on_cpu(device)):
         return jax.device_put(array, device)  # datarax's own, never written again
     if array.nbytes < ALIGNED_COPY_BYTES:
         return jax.device_put(array.copy(), device)
@@ -146,7 +94,7 @@ def owned_device_put_all(values: list[Any], device: Any = None) -> list[Any]:
     slots: list[int] = []
     on_cpu: bool | None = None
     for slot, value in enumerate(values):
-        if isinstance(value, np.ndarray) and _sealed(value):
+        if isinstance(value, np.ndarray) and is_sealed(value):
             if on_cpu is None:
                 on_cpu = _on_cpu(device)
             if value.ctypes.data % CPU_SHARED_ALIGNMENT == 0 or not on_cpu:

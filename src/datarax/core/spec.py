@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -28,13 +27,8 @@ import numpy as np
 # is_text_value / x64_enabled are re-exported here: the rules live in datarax.core.dtypes.
 from datarax.core.dtypes import declared_64bit, is_text_dtype, is_text_value, x64_enabled  # noqa: F401
 from datarax.core.errors import SpecMismatchError
-
-
-@dataclasses.dataclass(frozen=True)
-class TextSpec:
-    """A string field carried on the host (a list or numpy array of ``str`` per batch)."""
-
-    shape: tuple[int, ...] = ()
+# TextSpec is defined without JAX (decode workers compare records against it)
+from datarax.host.specs import ArraySpec, TextSpec, host_field_spec
 
 
 FieldSpec = jax.ShapeDtypeStruct | TextSpec
@@ -48,13 +42,15 @@ def field_spec(value: Any, *, batched: bool = False) -> FieldSpec:
     >>> field_spec("a film"), field_spec(np.zeros((4, 3), np.float32), batched=True).shape
     (TextSpec(shape=()), (3,))
     """
-    if isinstance(value, (str, bytes)):
-        return TextSpec(())
-    array = np.asarray(value)
-    shape = tuple(array.shape[1:] if batched else array.shape)
-    if is_text_dtype(array.dtype):
-        return TextSpec(shape)
-    return jax.ShapeDtypeStruct(shape, array.dtype)
+    return as_field_spec(host_field_spec(value, batched=batched))
+
+
+def as_field_spec(spec: ArraySpec | TextSpec) -> FieldSpec:
+    """A host spec (:mod:`datarax.host.specs`) as specs carry it: an :class:`ArraySpec`
+    as a ``jax.ShapeDtypeStruct``, a :class:`TextSpec` as it is."""
+    if isinstance(spec, ArraySpec):
+        return jax.ShapeDtypeStruct(spec.shape, spec.dtype)
+    return spec
 
 
 def has_text(spec: Any) -> bool:

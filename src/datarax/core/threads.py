@@ -1,13 +1,7 @@
 """Threads that work ahead of the consumer, and an opt-in to let them yield the CPU.
 
-By default datarax's threads keep the priority they were started with. On a machine
-short of cores the training loop's thread may wait behind read-ahead work;
-:func:`lower_read_ahead_priority` makes every thread datarax starts to read, decode or
-compute ahead of the loop run a few ``nice`` steps below the process's main thread
-(Linux only; elsewhere, or where the OS refuses, nothing changes; measurements in
-``docs/devices.md``). A thread inherits its creator's priority, and XLA starts its
-compiler threads on first use, so a pipeline's worker lowers its own only once its
-first batch is made.
+Defined in :mod:`datarax.host.threads` (no JAX there: decode worker processes start
+these threads too) and named here, their documented home.
 
 Example:
     >>> lower_read_ahead_priority(0)  # the default: threads keep their priority
@@ -17,46 +11,15 @@ Example:
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 from typing import Any
 
-#: how many ``nice`` steps below the main thread read-ahead threads run (0: unchanged)
-BEHIND = 0
+from datarax.host import threads as _home
+from datarax.host.threads import drop_pool, lower_read_ahead_priority, run_behind_consumer
+
+__all__ = ["BEHIND", "drop_pool", "lower_read_ahead_priority", "run_behind_consumer"]
 
 
-def lower_read_ahead_priority(steps: int = 10) -> None:
-    """Run the read-ahead threads datarax starts from now on ``steps`` nice steps below
-    the process's main thread (Linux; ``0`` turns it off again)."""
-    global BEHIND
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= 19:
-        raise ValueError(f"lower_read_ahead_priority takes an int from 0 to 19, got {steps!r}.")
-    BEHIND = steps
-
-
-def run_behind_consumer() -> bool:
-    """Lower the calling thread (one that works ahead of the consumer) to :data:`BEHIND`
-    nice steps below the process's main thread, if :func:`lower_read_ahead_priority`
-    asked for it; never raise it. Returns whether it changed."""
-    if BEHIND == 0 or not sys.platform.startswith("linux"):
-        return False
-    try:
-        thread = threading.get_native_id()
-        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + BEHIND)
-        if os.getpriority(os.PRIO_PROCESS, thread) >= target:
-            return False
-        os.setpriority(os.PRIO_PROCESS, thread, target)
-    except (AttributeError, OSError):  # no per-thread priority here, or not allowed
-        return False
-    return True
-
-
-def drop_pool(pool: Any) -> None:
-    """End a ``concurrent.futures`` pool without waiting (best effort, for ``__del__``:
-    at interpreter exit the pool's own machinery may already be gone)."""
-    try:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-    except Exception:  # noqa: BLE001
-        pass
+def __getattr__(name: str) -> Any:
+    if name == "BEHIND":  # the live setting, kept in one place
+        return _home.BEHIND
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -50,6 +50,9 @@ _JPEG_FRAMES = {0xC0, 0xC1, 0xC2}
 #: JPEG segments that only carry tables or application data: DHT, DRI, APPn, COM (DQT apart)
 _JPEG_PLAIN_SEGMENTS = frozenset({0xC4, 0xDD, 0xFE, *range(0xE0, 0xF0)})
 _JPEG_MODES = {1: "L", 3: "RGB", 4: "CMYK"}
+#: ``PIL.Image.MAX_IMAGE_PIXELS`` as PIL sets it (a conversion of images kept as they
+#: are need not import PIL, ~50 ms a process, to learn it)
+PIL_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)
 
 
 class ImageHeader(NamedTuple):
@@ -102,10 +105,8 @@ def intact_image_header(data: bytes) -> ImageHeader | None:
 def _not_huge(header: ImageHeader) -> bool:
     """Whether PIL opens an image this size without its decompression-bomb warning or
     error (``PIL.Image.MAX_IMAGE_PIXELS``), which it is left to give."""
-    image = sys.modules.get("PIL.Image")
-    if image is None:
-        from PIL import Image as image
-    limit = image.MAX_IMAGE_PIXELS
+    image = sys.modules.get("PIL.Image")  # not loaded: nothing has changed its default
+    limit = PIL_MAX_IMAGE_PIXELS if image is None else image.MAX_IMAGE_PIXELS
     return limit is None or header.height * header.width <= limit
 
 

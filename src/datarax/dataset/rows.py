@@ -46,6 +46,12 @@ class Rows:
     def hints(self) -> dict[str, dict[str, Any]]:
         return {}
 
+    def tables(self, start: int, stop: int) -> Iterator[Any] | None:
+        """Rows ``start..stop-1`` as consecutive ``pyarrow`` table slices (whose
+        ``to_pylist()`` rows are :meth:`iter_rows`'), for a writer that encodes whole
+        columns at once; None for rows that are not read as columns."""
+        return None
+
     def probe(self, start: int, stop: int) -> Any:
         """What :meth:`hints` reads of rows ``start..stop-1`` (with ``probes_rows``)."""
         raise NotImplementedError

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.extras import require
+from datarax.extras import require  # not core.extras: decode workers load no JAX
 from datarax.storage import RemoteShards
 from datarax.storage.blocks import FileBlocks, open_block
 from datarax.storage.head_start import HeadStart

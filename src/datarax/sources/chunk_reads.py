@@ -11,7 +11,7 @@ to it. Under ``on_error="raise"`` decoding stops at the first failure.
 
 Example:
     >>> from datarax.sources.epoch_order import EpochOrder
-    >>> from datarax.sources.skip_ledger import ErrorPolicy
+    >>> from datarax.sources.error_policy import ErrorPolicy
     >>> records = DecodedRecords(lambda raw: {"x": np.int32(raw)})
     >>> spec = records.learn(0, 0)  # the first record sets the structure
     >>> chunk = ChunkReads(list(range(10)), records, None, ErrorPolicy()).read(
@@ -24,15 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datarax.core.errors import ConfigError, RecordError
+# no JAX or Flax below: decode worker processes load this module
+from datarax.errors import ConfigError, RecordError
 from datarax.sources.decoded_records import DecodedRecords, KeyedRecord, keyed, stack_values
-from datarax.sources.epoch_order import EpochOrder
-from datarax.sources.skip_ledger import ErrorPolicy
+from datarax.sources.error_policy import ErrorPolicy
 from datarax.storage.errors import CacheFullError, RemoteStoreError
+
+if TYPE_CHECKING:
+    from datarax.sources.epoch_order import EpochOrder
 
 # failures of this machine or the store, not of a record (a full shard cache or local
 # disk, a store down or refusing access): they stop the read under every on_error
@@ -192,12 +195,18 @@ class ChunkReads:
         (by a worker process, with ``processes``)."""
         if self.processes is not None:
             return self.processes.read(self, order, start, stop)
-        indices = order.indices(start, stop)
+        return self.read_indices(order.indices(start, stop), order.epoch, start)
+
+    def read_indices(self, indices: np.ndarray, epoch: int, start: int) -> Chunk:
+        """The records of stable indices ``indices`` (epoch positions ``start, start + 1,
+        ...`` of pass ``epoch``): fetched, decoded, checked, stacked here (what a decode
+        worker runs; the epoch order stays in the source's process)."""
+        stop = start + int(indices.shape[0])
         raw, fetch_failures = self.fetch(indices)
-        spec = self.records.spec
+        spec = self.records.fields
         assert spec is not None
         if self.keyed:
-            raw = [KeyedRecord(r, i, order.epoch) for r, i in zip(raw, indices.tolist())]
+            raw = [KeyedRecord(r, i, epoch) for r, i in zip(raw, indices.tolist())]
         elif self.decode_batch is not None and not fetch_failures:
             columns = self.records.check_batch(raw, self.decode_batch)
             if columns is not None:  # the whole chunk at once; else record by record

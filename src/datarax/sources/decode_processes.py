@@ -14,7 +14,9 @@ Invariant: the epoch order, the position, the read-ahead bound and every decisio
 bad records stay in the source's process (a worker only reports which records failed
 and why), so resume and skip accounting are those of threads. Workers are ``spawn``-ed
 once the first record's structure is known, live until the source is closed, and end
-themselves when their parent process is gone; ``docs/sources/array_record.md`` says
+themselves when their parent process is gone. A worker imports neither JAX nor Flax (the
+modules it loads use :mod:`datarax.host`; it gets each chunk's stable indices, not the
+epoch order, and its parent's ``jax_enable_x64``); ``docs/sources/array_record.md`` says
 what travels to them (``cloudpickle``) and why a script needs a ``__main__`` guard.
 
 Example:
@@ -22,7 +24,7 @@ Example:
     >>> from datarax.sources.chunk_reads import ChunkReads
     >>> from datarax.sources.decoded_records import DecodedRecords
     >>> from datarax.sources.epoch_order import EpochOrder
-    >>> from datarax.sources.skip_ledger import ErrorPolicy
+    >>> from datarax.sources.error_policy import ErrorPolicy
     >>> records = DecodedRecords(lambda raw: {"x": np.int32(raw) * 2})
     >>> _ = records.learn(0, 0)
     >>> reads = ChunkReads(list(range(10)), records, None, ErrorPolicy(),
@@ -40,6 +42,7 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -48,9 +51,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.owned import fresh_aligned, seal
-from datarax.core.threads import drop_pool
+# host-side pieces only: a worker process imports this module, and neither JAX nor Flax
+# (importing them cost each worker ~1.7 s of CPU at its start)
+from datarax.errors import ConfigError, DataraxError
+from datarax.host.arrays import fresh_aligned, seal
+from datarax.host.dtypes import follow_x64, x64_enabled
+from datarax.host.threads import drop_pool
 
 if TYPE_CHECKING:
     from datarax.sources.chunk_reads import Chunk, ChunkReads
@@ -165,7 +171,7 @@ class DecodeProcesses:
                     (reads.data, reads.records, reads.decode_batch, reads.policy))
                 self._pool = concurrent.futures.ProcessPoolExecutor(
                     max_workers=self.count, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_install, initargs=(reader, os.getpid()),
+                    initializer=_install, initargs=(reader, os.getpid(), x64_enabled()),
                 )
                 for _ in range(self.count):  # the pool starts one worker per task waiting
                     self._pool.submit(_ready)
@@ -174,8 +180,9 @@ class DecodeProcesses:
     def read(self, reads: ChunkReads, order: EpochOrder, start: int, stop: int) -> Chunk:
         """``reads.read(order, start, stop)``, run by a worker process."""
         pool = self.start(reads)
+        indices = order.indices(start, stop)  # the order stays here: workers get indices
         try:
-            chunk = pool.submit(_read, order, start, stop, self._shared).result()
+            chunk = pool.submit(_read, indices, order.epoch, start, self._shared).result()
         except BrokenProcessPool as err:
             with self._lock:
                 if self._pool is pool:
@@ -192,6 +199,9 @@ class DecodeProcesses:
             ) from err
         chunk.columns = {key: _from_shared(value) if isinstance(value, SharedColumn) else value
                          for key, value in chunk.columns.items()}
+        for failure in chunk.failures:
+            if isinstance(failure.cause, SentError):
+                failure.cause = failure.cause.rebuild()
         return chunk
 
     def close(self) -> None:
@@ -221,12 +231,15 @@ def in_decode_worker() -> bool:
 PARENT_CHECK_S = 0.2
 
 
-def _install(reader: bytes, parent: int) -> None:
+def _install(reader: bytes, parent: int, x64: bool) -> None:
     """Worker initializer: the source's data, decoder (its structure learned), policy;
-    and a thread that ends this worker once ``parent`` (the source's process) is gone."""
+    the parent's ``jax_enable_x64`` (``x64``, which the 64-bit policy follows here
+    without importing JAX); and a thread that ends this worker once ``parent`` (the
+    source's process) is gone."""
     global _READS
     from datarax.sources.chunk_reads import ChunkReads
 
+    follow_x64(x64)
     threading.Thread(target=_end_with, args=(parent,), name="datarax-parent-watch",
                      daemon=True).start()
 
@@ -246,9 +259,9 @@ def _ready() -> None:
     """A task that makes the pool start a worker (they start one per task waiting)."""
 
 
-def _read(order: EpochOrder, start: int, stop: int, shared: str | None) -> Chunk:
+def _read(indices: np.ndarray, epoch: int, start: int, shared: str | None) -> Chunk:
     assert _READS is not None, "worker not initialized"
-    chunk = _READS.read(order, start, stop)
+    chunk = _READS.read_indices(indices, epoch, start)
     if shared is not None:
         chunk.columns = {key: _to_shared(value, shared) for key, value in chunk.columns.items()}
     for failure in chunk.failures:
@@ -256,9 +269,46 @@ def _read(order: EpochOrder, start: int, stop: int, shared: str | None) -> Chunk
     return chunk
 
 
-def _sendable(cause: BaseException) -> BaseException:
-    """``cause``, or a ``RuntimeError`` with its type and message where it would not
-    pickle back (or not unpickle: an exception whose ``__init__`` wants other args)."""
+class SentError(NamedTuple):
+    """An error of a type named after a module this worker has not loaded (datarax's own
+    errors name ``datarax.core.errors``, whose package imports JAX): sent as its type's
+    name, args and attributes, and made again in the source's process."""
+
+    module: str
+    name: str
+    args: tuple[Any, ...]
+    state: dict[str, Any]
+    text: str
+
+    def rebuild(self) -> BaseException:
+        """The error again (a ``RuntimeError`` with its type and message where its type
+        cannot be found here)."""
+        import importlib
+
+        try:
+            kind = getattr(importlib.import_module(self.module), self.name)
+            error = kind.__new__(kind)
+            error.args = self.args
+            error.__dict__.update(self.state)
+            return error
+        except Exception:  # noqa: BLE001 - the type and message still arrive
+            return RuntimeError(f"{self.name}: {self.text}")
+
+
+def _sendable(cause: BaseException) -> BaseException | SentError:
+    """``cause``; a :class:`SentError` where pickling it would import the module its type
+    names (JAX, for datarax's own errors); or a ``RuntimeError`` with its type and message
+    where it would not pickle back (or not unpickle: an exception whose ``__init__`` wants
+    other args)."""
+    kind = type(cause)
+    if kind.__module__.startswith("datarax.") and kind.__module__ not in sys.modules:
+        try:
+            sent = SentError(kind.__module__, kind.__qualname__, cause.args, dict(vars(cause)),
+                             str(cause))
+            pickle.dumps(sent)
+            return sent
+        except Exception:  # noqa: BLE001 - sent as text below
+            return RuntimeError(f"{kind.__name__}: {cause}")
     try:
         pickle.loads(pickle.dumps(cause))
         return cause

@@ -26,13 +26,13 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
-from datarax.core.dtypes import fit_value
-from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.owned import fresh_aligned, seal
-from datarax.core.spec import TextSpec, field_spec
+# host-side pieces only, no JAX or Flax: decode worker processes load this module
+from datarax.errors import ConfigError, DataraxError
+from datarax.host.arrays import fresh_aligned, seal
+from datarax.host.dtypes import fit_value
+from datarax.host.specs import ArraySpec, TextSpec, host_field_spec
 
 __all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
            "spec_of", "stack_values", "structure_hint"]
@@ -56,6 +56,8 @@ def keyed(decode: Callable[..., Any]) -> bool:
 
 def spec_of(value: Any) -> Any:
     """Per-record spec of one decoded field value (:func:`~datarax.core.spec.field_spec`)."""
+    from datarax.core.spec import field_spec  # JAX: in the source's process only
+
     return field_spec(value)
 
 
@@ -105,7 +107,7 @@ def stack_values(values: list[Any]) -> np.ndarray:
     """Stack per-record values into one batch array, 64-byte aligned and read-only
     when numeric (datarax's own: the pipeline places it without another copy)."""
     first = values[0]
-    spec = field_spec(first)
+    spec = host_field_spec(first)
     if isinstance(spec, TextSpec):
         # an object column, value by value: numpy's str and bytes dtypes drop trailing
         # NULs (b"\x05\x00" would come back as b"\x05", "a\x00" as "a")
@@ -198,10 +200,29 @@ class DecodedRecords:
     def __init__(self, decode: Callable[[Any], Mapping[str, Any]], *, cast_float64: bool = False) -> None:
         self.decode = decode
         self.cast_float64 = cast_float64
-        self.spec: dict[str, Any] | None = None  # per-record spec, from the first record
+        # per-record host specs (no JAX: workers check against them), from the first record
+        self.fields: dict[str, ArraySpec | TextSpec] | None = None
+        self._spec: dict[str, Any] | None = None  # .spec, made once in the source's process
         self.spec_index: int | None = None  # which record that was
         self._text: dict[str, str] = {}  # text field -> "str" or "bytes", from the first record
         self._fast: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+
+    @property
+    def spec(self) -> dict[str, Any] | None:
+        """The per-record spec of the first record (``jax.ShapeDtypeStruct`` /
+        :class:`~datarax.core.spec.TextSpec` per field), None before :meth:`learn`."""
+        if self.fields is None:
+            return None
+        if self._spec is None:
+            from datarax.core.spec import as_field_spec  # JAX: in the source's process only
+
+            self._spec = {key: as_field_spec(spec) for key, spec in self.fields.items()}
+        return self._spec
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a decode worker receives: the JAX spec is left behind (it is rebuilt from
+        :attr:`fields` where asked for), so unpickling does not import JAX."""
+        return {**self.__dict__, "_spec": None}
 
     def check_batch(self, raws: list[Any], decode_batch: Callable[[list[Any]], Mapping[str, Any]]
                     ) -> dict[str, np.ndarray] | None:
@@ -212,9 +233,9 @@ class DecodedRecords:
             columns = decode_batch(raws)
         except Exception:  # noqa: BLE001 - narrowed down record by record
             return None
-        if type(columns) is not dict or len(columns) != len(self._fast) or self.spec is None:
+        if type(columns) is not dict or len(columns) != len(self._fast) or self.fields is None:
             return None
-        if len(self._fast) != len(self.spec):  # text fields: the per-record path
+        if len(self._fast) != len(self.fields):  # text fields: the per-record path
             return None
         out = {}
         for key, (shape, dtype) in self._fast.items():
@@ -247,7 +268,7 @@ class DecodedRecords:
         except Exception:  # noqa: BLE001 - narrowed down record by record
             return None, None
         fast = self._fast
-        if self.spec is None or not decoded or len(fast) != len(self.spec):
+        if self.fields is None or not decoded or len(fast) != len(self.fields):
             return None, decoded  # text fields: the per-record path
         if set(map(type, decoded)) != {dict} or set(map(len, decoded)) != {len(fast)}:
             return None, decoded
@@ -275,24 +296,22 @@ class DecodedRecords:
 
     def check(self, raw: Any) -> Mapping[str, Any]:
         """Decode ``raw`` and check it against the first record (:meth:`learn` first)."""
-        return self._checked(self.decode(raw), self.spec)
+        return self._checked(self.decode(raw), self.fields)
 
     def check_decoded(self, record: Any) -> Mapping[str, Any]:
         """Check a record ``decode`` returned against the first record."""
-        return self._checked(record, self.spec)
+        return self._checked(record, self.fields)
 
     def learn(self, raw: Any, index: int) -> Mapping[str, Any]:
         """Decode record ``index``, the first readable one: its fields, shapes and dtypes
         become the structure every later record must have."""
         record = self._checked(self.decode(raw), None)
-        self.spec = {k: spec_of(v) for k, v in record.items()}
-        self._fast = {
-            k: (tuple(v.shape), np.dtype(v.dtype))
-            for k, v in self.spec.items()
-            if isinstance(v, jax.ShapeDtypeStruct)
-        }
+        self.fields = {k: host_field_spec(v) for k, v in record.items()}
+        self._spec = None
+        self._fast = {k: (v.shape, np.dtype(v.dtype)) for k, v in self.fields.items()
+                      if isinstance(v, ArraySpec)}
         self.spec_index = index
-        self._text = {k: _text_kind(record[k]) for k, v in self.spec.items()
+        self._text = {k: _text_kind(record[k]) for k, v in self.fields.items()
                       if isinstance(v, TextSpec)}
         return record
 
@@ -340,7 +359,7 @@ class DecodedRecords:
             if fast is not None and type(value) is np.ndarray and value.shape == fast[0] and value.dtype == fast[1]:
                 out[key] = value
                 continue
-            got = spec_of(value)
+            got = host_field_spec(value)
             if got != spec:
                 raise RecordStructureError(
                     f"field '{key}' decodes to {_describe_spec(got)}, the first record's is "

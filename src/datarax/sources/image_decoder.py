@@ -46,10 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.dtypes import fit_value
-from datarax.core.errors import ConfigError, RecordError
-from datarax.core.owned import fresh_aligned, seal
-from datarax.core.threads import run_behind_consumer
+# host-side pieces only, no JAX or Flax: decode worker processes load this module
+from datarax.errors import ConfigError, RecordError
+from datarax.host.arrays import fresh_aligned, seal
+from datarax.host.dtypes import fit_value
+from datarax.host.threads import run_behind_consumer
 from datarax.dataset.fields import Features, error_text
 from datarax.dataset.image_decode import resize_and_crop, resized_crop
 from datarax.dataset.layout import decode_records

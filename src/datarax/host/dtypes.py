@@ -1,0 +1,260 @@
+"""One dtype policy for the values datarax sees, and one answer to "is this text".
+
+**Text** (kept on the host): ``str``/``bytes``, a numpy array of kind ``U``/``S``/``O``/``T``,
+or a non-empty sequence whose first item is a ``str``/``bytes``.
+
+**64-bit values seen by a source** (memory, eager HF/TFDS, decoded records), while
+``jax_enable_x64`` is off — JAX would otherwise narrow them silently:
+
+* ``int64`` / ``uint64`` become ``int32`` when every value fits; a value that does not
+  fit is refused (:class:`~datarax.core.errors.RecordError`) naming the field, the
+  record (when known) and the value.
+* ``float64`` (``complex128``) is refused (:class:`~datarax.core.errors.ConfigError`)
+  unless the user opts in with ``cast_float64=True``, which casts to ``float32``
+  (``complex64``) on purpose; a finite value beyond ``float32``'s range, which the cast
+  would make ``inf``, is refused (:class:`~datarax.core.errors.RecordError`) naming the
+  field, the record and the value.
+* Python numbers (not numpy/JAX arrays) carry no precision of their own: they take
+  JAX's defaults, ``int32`` (range checked) and ``float32``, as ``jnp.asarray`` does.
+* With ``jax_enable_x64`` on, every value keeps its dtype.
+
+**64-bit fields declared** by a source's ``element_spec()`` are refused while x64 is
+off (:func:`declared_64bit`, :func:`datarax.core.spec.check_spec_x64`).
+
+Imports neither JAX nor Flax (a decode worker checks its records with it; it asks JAX
+about x64 only where JAX is loaded). Its documented home, :mod:`datarax.core.dtypes`,
+names everything here.
+
+Example:
+    >>> import numpy as np
+    >>> fit_column("label", np.array([0, 7, 9]), where="MySource", cast_float64=False).dtype
+    dtype('int32')
+    >>> fit_column("id", np.array([1, 2**40]), where="MySource", cast_float64=False)
+    Traceback (most recent call last):
+    ...
+    datarax.core.dtypes.NarrowingError: MySource: field 'id' is int64 and record 1 holds 1099511627776, outside the int32 range, so it cannot be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with jax.config.update('jax_enable_x64', True), or drop the field (exclude_keys).
+    >>> fit_value("score", 0.5, cast_float64=False).dtype  # a Python float: JAX's default
+    dtype('float32')
+    >>> is_text_value(np.array(["a", "b"])), is_text_value(np.zeros(2))
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from datarax.errors import ConfigError, RecordError
+
+#: numpy dtype kinds that hold text (``O``: ``object`` arrays are taken to hold strings).
+TEXT_KINDS = "USOT"
+#: the fix named last in every 64-bit message, unless the caller names its own.
+DROP_FIELD = "drop the field (exclude_keys)"
+
+_INT32 = np.iinfo(np.int32)
+
+
+class NarrowingError(RecordError):
+    """A record holds a value that the 32-bit type JAX uses while ``jax_enable_x64`` is
+    off cannot hold. The data may well be right: the message names the setting to change
+    (x64 on, or the field dropped), not a fault in the file."""
+
+
+NarrowingError.__module__ = "datarax.core.dtypes"  # its documented home (tracebacks, docs)
+
+_NARROW = {
+    np.dtype(np.int64): np.dtype(np.int32),
+    np.dtype(np.uint64): np.dtype(np.int32),
+    np.dtype(np.float64): np.dtype(np.float32),
+    np.dtype(np.complex128): np.dtype(np.complex64),
+}
+
+
+#: a decode worker process's answer to :func:`x64_enabled` (its parent's setting, which
+#: :func:`follow_x64` records there): a worker never imports JAX to ask
+_WORKER_X64: bool | None = None
+
+
+def x64_enabled() -> bool:
+    """Whether ``jax_enable_x64`` is on right now (in a decode worker: in its parent)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        if _WORKER_X64 is not None:
+            return _WORKER_X64
+        import jax
+    return bool(jax.config.jax_enable_x64)
+
+
+def follow_x64(enabled: bool) -> None:
+    """Make :func:`x64_enabled` answer ``enabled`` in this process while it has not
+    imported JAX: a decode worker process follows its parent's setting with it."""
+    global _WORKER_X64
+    _WORKER_X64 = bool(enabled)
+
+
+def is_text_dtype(dtype: Any) -> bool:
+    """True for numpy dtypes that hold strings (``U``/``S``/``O``/``T`` kinds)."""
+    return np.dtype(dtype).kind in TEXT_KINDS
+
+
+def is_text_value(value: Any) -> bool:
+    """True for host string data: ``str``/``bytes``, a text array, a sequence of ``str``
+    or of text arrays (a field of several strings per record)."""
+    if isinstance(value, (str, bytes)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in TEXT_KINDS
+    if isinstance(value, Sequence) and len(value) > 0:
+        first = value[0]
+        return isinstance(first, (str, bytes)) or (
+            isinstance(first, np.ndarray) and first.dtype.kind in TEXT_KINDS)
+    return False
+
+
+def is_host_leaf(value: Any) -> bool:
+    """Whether ``value`` is one leaf of a batch kept on the host, never put on a device:
+    text (:func:`is_text_value`) or a list of per-record values. The one answer every
+    batch walk uses (as ``is_leaf=``, and to keep such leaves where they are).
+
+    Example:
+        >>> is_host_leaf(["a", "b"]), is_host_leaf([[1], [2, 3]]), is_host_leaf(np.zeros(2))
+        (True, True, False)
+    """
+    return is_text_value(value) or isinstance(value, list)
+
+
+def text_as_list(value: Any) -> Any:
+    """A numpy text field of a batch as batches carry text: a list, of ``str`` for one
+    string per record, of each record's array of strings otherwise; any other value as
+    it is.
+
+    Example:
+        >>> text_as_list(np.array(["a", "b"])), len(text_as_list(np.array([["a", "b"]])))
+        (['a', 'b'], 1)
+    """
+    if isinstance(value, np.ndarray) and value.dtype.kind in TEXT_KINDS:
+        return value.tolist() if value.ndim == 1 else list(value)
+    return value
+
+
+def is_64bit(dtype: Any) -> bool:
+    """True for the dtypes JAX narrows while x64 is off (int64, uint64, float64, complex128)."""
+    return np.dtype(dtype) in _NARROW
+
+
+def declared_64bit(dtypes: dict[str, Any]) -> list[str]:
+    """Names of the fields in ``{name: dtype}`` that are 64-bit while x64 is off (else [])."""
+    if x64_enabled():
+        return []
+    return [name for name, dtype in dtypes.items() if is_64bit(dtype)]
+
+
+Records = Union[int, np.ndarray]
+"""Which records a column's rows are, for messages: the number of row 0 (rows are
+consecutive), or each row's number (a shard's rows of a stream are not)."""
+
+
+def record_number(records: Records, row: int) -> int:
+    """The number of ``row``'s record.
+
+    >>> record_number(10, 2), record_number(np.array([3, 7, 11]), 2)
+    (12, 11)
+    """
+    if isinstance(records, np.ndarray):
+        return int(records[row])
+    return int(records) + row
+
+
+def fit_column(
+    field: str,
+    value: Any,
+    *,
+    where: str | None,
+    cast_float64: bool,
+    first_record: Records | None = 0,
+    drop_hint: str = DROP_FIELD,
+) -> Any:
+    """One field's values, records along axis 0, under the policy of this module.
+
+    Text and non-64-bit values come back unchanged (JAX arrays too: they are never
+    64-bit while x64 is off). ``first_record`` names the rows' records
+    (:data:`Records`), used to name the record holding a value that does not fit.
+    """
+    jax = sys.modules.get("jax")  # a JAX array: only where JAX is loaded
+    if jax is not None and isinstance(value, jax.Array):
+        return value
+    weak = not isinstance(value, (np.ndarray, np.generic))  # Python numbers (or lists)
+    array = np.asarray(value)
+    if array.dtype.kind in TEXT_KINDS or array.dtype not in _NARROW or x64_enabled():
+        return value if array.dtype.kind in TEXT_KINDS else array
+    prefix = f"{where}: " if where else ""
+    end = "." if first_record is not None else ""  # fit_value: a clause for the caller
+    dtype, target = array.dtype, _NARROW[array.dtype]
+    if dtype.kind in "iu":
+        if array.size:
+            too_big = array > _INT32.max
+            if dtype.kind == "i":
+                too_big |= array < _INT32.min
+            if too_big.any():
+                flat = int(np.flatnonzero(too_big.reshape(-1))[0])
+                bad = array.reshape(-1)[flat]
+                record, at = _record_of(array, flat, first_record)
+                raise NarrowingError(
+                    f"{prefix}field '{field}' is {dtype.name} and {at}holds {bad}, outside "
+                    "the int32 range, so it cannot be cast to int32 without loss while "
+                    "jax_enable_x64 is off. Enable x64 with "
+                    f"jax.config.update('jax_enable_x64', True), or {drop_hint}{end}",
+                    index=record,
+                )
+        return array.astype(target)
+    if not (cast_float64 or weak):
+        raise ConfigError(
+            f"{prefix}field '{field}' is {dtype.name} but jax_enable_x64 is off, and datarax "
+            f"never narrows silently. Set cast_float64=True in the config to cast it to "
+            f"{target.name}, enable x64 with jax.config.update('jax_enable_x64', True), or "
+            f"{drop_hint}{end}"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = array.astype(target)
+    overflow = np.isinf(out) & ~np.isinf(array)
+    if overflow.any():  # a finite value past float32's range would become inf
+        flat = int(np.flatnonzero(overflow.reshape(-1))[0])
+        record, at = _record_of(array, flat, first_record)
+        raise NarrowingError(
+            f"{prefix}field '{field}' is {dtype.name} and {at}holds "
+            f"{array.reshape(-1)[flat]}, beyond the {target.name} range, so casting it to "
+            f"{target.name} would make it inf. Enable x64 with "
+            f"jax.config.update('jax_enable_x64', True), scale the values, or {drop_hint}{end}",
+            index=record,
+        )
+    return out
+
+
+def _record_of(array: np.ndarray, flat: int, first_record: Records | None) -> tuple[int | None, str]:
+    """The record holding flat element ``flat`` of ``array`` and its words for a message
+    (``(None, "")`` where records are not known)."""
+    if first_record is None or not array.ndim:
+        return None, ""
+    record = record_number(first_record, flat // max(1, int(np.prod(array.shape[1:]))))
+    return record, f"record {record} "
+
+
+def fit_value(
+    field: str,
+    value: Any,
+    *,
+    cast_float64: bool,
+    where: str | None = None,
+    drop_hint: str = DROP_FIELD,
+) -> Any:
+    """One record's value of ``field`` under the policy of this module.
+
+    For decoders that do not know the record's number: the message names the field and
+    the value, and the caller (e.g. the host reader) adds the record's location, so it
+    is a clause without a closing period.
+    """
+    return fit_column(field, value, where=where, cast_float64=cast_float64,
+                      first_record=None, drop_hint=drop_hint)

@@ -1,0 +1,49 @@
+"""Per-record field specs without JAX: what a decode worker compares records against.
+
+:func:`host_field_spec` is the one rule :func:`datarax.core.spec.field_spec` follows,
+answered with plain values: a :class:`TextSpec` for text (kept on the host), else an
+:class:`ArraySpec` of shape and numpy dtype (``field_spec`` makes it a
+``jax.ShapeDtypeStruct``). Imports neither JAX nor Flax.
+
+Example:
+    >>> import numpy as np
+    >>> host_field_spec("a film"), host_field_spec(np.zeros((4, 3), np.float32), batched=True)
+    (TextSpec(shape=()), ArraySpec(shape=(3,), dtype=dtype('float32')))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from datarax.host.dtypes import is_text_dtype
+
+__all__ = ["ArraySpec", "TextSpec", "host_field_spec"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSpec:
+    """A string field carried on the host (a list or numpy array of ``str`` per batch)."""
+
+    shape: tuple[int, ...] = ()
+
+
+class ArraySpec(NamedTuple):
+    """A numeric field's per-record shape and numpy dtype."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+def host_field_spec(value: Any, *, batched: bool = False) -> ArraySpec | TextSpec:
+    """The per-record spec of one field's value; ``batched``: records along axis 0
+    (dropped from the shape)."""
+    if isinstance(value, (str, bytes)):
+        return TextSpec(())
+    array = np.asarray(value)
+    shape = tuple(array.shape[1:] if batched else array.shape)
+    if is_text_dtype(array.dtype):
+        return TextSpec(shape)
+    return ArraySpec(shape, array.dtype)
