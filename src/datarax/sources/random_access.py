@@ -226,7 +226,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this epoch and their stable indices.
 
-        Returns ``(None, None)`` when the epoch is done.
+        Returns ``(None, None)`` when the epoch is done. Between a live pipeline's
+        batches: the records after those it handed out (its read-ahead ends); the
+        pipeline goes on after them.
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
@@ -237,7 +239,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         # finishes first (then it stands past the position) or peeks after, in a session
         # this read ended; either way these are the records after the position.
         with reader.sessions.lock:
-            if reader.active and (reader.position, reader.cursor, reader.epoch) != (index, index, epoch):
+            stands = (reader.position, reader.cursor, reader.epoch)
+            if reader.active and stands != (index, index, epoch):
                 # the position was changed from outside (e.g. nnx.update), or a pipeline's
                 # read-ahead assembled batches past it: continue from the position
                 reader.stop()
