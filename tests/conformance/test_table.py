@@ -109,6 +109,8 @@ def test_source_restored_under_a_live_iterator_continues_from_there(row, level):
 
 @parametrize_rows
 def test_a_direct_read_between_batches_is_served_once(row):
+    """source.get_batch_with_indices right after a batch, racing the read-ahead worker
+    over several passes: the records after those handed out, then the loop's rest."""
     kind = row.kind
     if kind is None:
         pipeline = row.make()

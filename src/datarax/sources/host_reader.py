@@ -320,18 +320,25 @@ class HostReader:
         return self.ledger.skipped
 
     def next_batch(self, batch_size: int) -> ReadBatch | None:
-        """The next ``batch_size`` records (fewer at the epoch's end), or None when done
-        (the session then ends): :meth:`peek_batch` and :meth:`commit` in one."""
-        if self._order is None:
-            raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
-        if self.cursor != self.position:  # batches were peeked and not handed out
-            self.start(self._order, self.position, self.skipped)
-        read = self.peek_batch(batch_size)
-        if read is None:
-            self.finish()
-            return None
-        self.commit(read.end)
-        return read
+        """The ``batch_size`` records after :attr:`position` (fewer at the epoch's end),
+        or None when done (the session then ends): a direct read, :meth:`peek_batch` and
+        :meth:`commit` in one step under the sessions' lock. It opens a new session, so
+        a read-ahead session (a pipeline's) ends here: its next peek raises
+        ``SessionEnded``, never reads past these records. What was read ahead is kept
+        only where nothing was assembled past :attr:`position`."""
+        with self.sessions.lock:  # no peek of another thread between the check and the read
+            if self._order is None:
+                raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
+            if self.cursor != self.position:  # batches were peeked and not handed out
+                self.start(self._order, self.position, self.skipped)
+            else:
+                self.sessions.begin()  # the chunks read ahead stand at the position
+            read = self.peek_batch(batch_size)
+            if read is None:
+                self.finish()
+                return None
+            self.commit(read.end)
+            return read
 
     def finish(self) -> None:
         """The consumer reached the end of the epoch: commit it and end the session."""

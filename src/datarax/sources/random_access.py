@@ -228,27 +228,34 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this epoch and their stable indices.
 
-        Returns ``(None, None)`` when the epoch is done.
+        Returns ``(None, None)`` when the epoch is done. Between a live pipeline's
+        batches: the records after those it handed out (its read-ahead ends); the
+        pipeline goes on after them.
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
         self._check_open()
         reader = self.host_reader
         epoch, index = self.epoch, self.index
-        if reader.active and (reader.position, reader.cursor, reader.epoch) != (index, index, epoch):
-            # the position was changed from outside (e.g. nnx.update), or a pipeline's
-            # read-ahead assembled batches past it: continue from the position
-            reader.stop()
-        if not reader.active:
-            if index >= (self.epoch_size() or 0):
+        # One step under the reader's lock: a pipeline's read-ahead thread peeking now
+        # finishes first (then it stands past the position) or peeks after, in a session
+        # this read ended; either way these are the records after the position.
+        with reader.sessions.lock:
+            stands = (reader.position, reader.cursor, reader.epoch)
+            if reader.active and stands != (index, index, epoch):
+                # the position was changed from outside (e.g. nnx.update), or a pipeline's
+                # read-ahead assembled batches past it: continue from the position
+                reader.stop()
+            if not reader.active:
+                if index >= (self.epoch_size() or 0):
+                    return None, None
+                reader.start(self.epoch_order(epoch), index, self._skips())
+            read = _reworded(self, lambda: reader.next_batch(batch_size))
+            self._set_skips(reader.skipped)
+            if read is None:
+                self.datarax_position.move(epoch, self.epoch_size() or 0)
                 return None, None
-            reader.start(self.epoch_order(epoch), index, self._skips())
-        read = _reworded(self, lambda: reader.next_batch(batch_size))
-        self._set_skips(reader.skipped)
-        if read is None:
-            self.datarax_position.move(epoch, self.epoch_size() or 0)
-            return None, None
-        self.datarax_position.move(epoch, read.end)
+            self.datarax_position.move(epoch, read.end)
         return self._host_columns(read.columns), read.indices
 
     def batch_cursor(self) -> SessionCursor | None:
@@ -279,11 +286,12 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self._check_open()
         reader = self.host_reader
         epoch, index = self.epoch, self.index
-        reader.stop()
-        if index < (self.epoch_size() or 0):  # a pass's start decodes the first record
-            _reworded(self, lambda: reader.start(self.epoch_order(epoch), index, self._skips()))
-        return SessionCursor(self, reader, reader.session if reader.active else None,
-                             present=self._host_columns,
+        with reader.sessions.lock:  # the session opened is the one the cursor reads
+            reader.stop()
+            if index < (self.epoch_size() or 0):  # a pass's start decodes the first record
+                _reworded(self, lambda: reader.start(self.epoch_order(epoch), index, self._skips()))
+            session = reader.session if reader.active else None
+        return SessionCursor(self, reader, session, present=self._host_columns,
                              guard=lambda read: _reworded(self, read))
 
     def _check_open(self) -> None:
