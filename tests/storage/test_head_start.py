@@ -62,14 +62,22 @@ def local_paths(folder: pathlib.Path) -> list[str]:
     return sorted(str(p) for p in folder.glob("*.array_record"))
 
 
+def block_count(folder: pathlib.Path) -> int:
+    """Blocks of BLOCKS's size in the files of ``folder`` (5 a file of 1.2 MB)."""
+    from datarax.storage.blocks import FileBlocks, footers_of
+
+    return len(FileBlocks.cut(footers_of(local_paths(folder)), 256 << 10))
+
+
 @pytest.fixture
 def stalled(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Whole-file downloads wait until the event is set (ranged reads do not); files of
-    1 MiB are read by range (the default starts at 64 MiB)."""
+    1 MiB are read by range (the default starts at 64 MiB), 1/16 of the bytes."""
     from datarax.storage import head_start
     from datarax.storage.fetch import Fetcher
 
     monkeypatch.setattr(head_start, "RANGED_MIN_SIZE", 1 << 20)
+    monkeypatch.setattr(head_start, "BUDGET_SHARE", 16)  # a batch of 64 in these 4.9 MB
 
     go = threading.Event()
     download = Fetcher.download
@@ -82,8 +90,12 @@ def stalled(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     return go
 
 
+BLOCKS = {"shuffle_files": True, "seed": 7, "shuffle_window": 2, "shuffle_block": "256K"}
+
+
 @pytest.mark.parametrize("config", [{"shuffle_files": True, "seed": 3},
-                                    {"shuffle_files": True, "seed": 5, "shuffle_window": 2}])
+                                    {"shuffle_files": True, "seed": 5, "shuffle_window": 2},
+                                    BLOCKS])
 def test_first_batches_by_range_then_cached_are_the_local_batches(
         s3: S3, local_files: pathlib.Path, tmp_path: pathlib.Path, config: dict[str, Any],
         stalled: threading.Event) -> None:
@@ -102,10 +114,12 @@ def test_first_batches_by_range_then_cached_are_the_local_batches(
         stalled.set()
         assert first + batches(remote) == expected[0]
         storage = remote.stats()["storage"]
-        assert storage["fetched"] == SHARDS  # each file downloaded whole, once (one GET)
+        # each file (or block) downloaded whole, once (one GET)
+        units = SHARDS if "shuffle_block" not in config else block_count(local_files)
+        assert storage["fetched"] == units
         # every other request since the build was a ranged read, counted exactly
         gets = sum(s3.proxy.count("GET", n) for n in names)
-        assert gets - built - SHARDS == storage["ranged_requests"] > 0
+        assert gets - built - units == storage["ranged_requests"] > 0
         ranged = storage["ranged_records"]
         remote.seek(1)
         assert batches(remote) == expected[1]
@@ -115,10 +129,10 @@ def test_first_batches_by_range_then_cached_are_the_local_batches(
         assert sum(s3.proxy.count("GET", f"part-{f}.array_record") for f in range(SHARDS)) == gets
 
 
+@pytest.mark.parametrize("config", [{"shuffle_files": True, "seed": 11}, BLOCKS])
 def test_a_restore_into_a_new_source_with_an_empty_cache_is_exact(
         s3: S3, local_files: pathlib.Path, tmp_path: pathlib.Path,
-        stalled: threading.Event) -> None:
-    config = {"shuffle_files": True, "seed": 11}
+        stalled: threading.Event, config: dict[str, Any]) -> None:
     with source(local_paths(local_files), **config) as local:
         batches(local, 7)
         state = local.get_state()
