@@ -104,8 +104,11 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
                 f"records, its dataset's metadata says {obj.records}; the folder mixes files "
                 "of different conversions. Convert the data again.", path=obj.url)
     blocks = FileBlocks.cut(footers, size).with_tails([tail_path(cache, o) for o in objects])
+    # a block's open handle reads its own copy: kept for the readers' chunks in flight (they
+    # span about two windows), not for every block (each costs its copy on the local disk)
     remote = RemoteShards(blocks.objects(objects), cache=cache, storage_options=storage_options,
-                          ahead=max(8, 2 * window), behind=window, stats=stats)
+                          ahead=max(8, 2 * window), behind=window, handles=3 * window + 4,
+                          stats=stats)
     for url, version in opener.versions().items():  # blocks: of the version footers were
         remote.fetcher.pin(url, version)
     return remote, blocks

@@ -15,18 +15,20 @@ chunks' byte ranges are known from the footers) or, when that does not fit, wait
 the downloads as without a head start. A reader's first read of a pass is one batch
 (:class:`~datarax.sources.host_reader.HostReader`), its later reads chunks of many
 batches: the first batch is served by range, while the large reads that would flood
-the store with requests wait for the downloads. Files under ``min_size`` (64 MiB) are
-downloaded whole first: a ranged read costs a request per record, which pays only while
-a whole file takes long to download. A file ranged reads cannot decode (a transposed or
-brotli file, a damaged one) is left to the whole-file path, which reports what is wrong as
-before. Each arm also allows at most ``max_requests`` ranged requests (default 512): a
-batch or two of a few hundred records, not the reader's chunks of thousands.
+the store with requests wait for the downloads. A read goes by range only when the
+files it touches that are not cached hold at least ``request_bytes`` (1 MiB) for each
+ranged request it needs: a ranged request pays while it saves downloading more than that
+before the batch (a global shuffle's first batch touches every file; a window's, only
+its ``W`` files or blocks, which download faster than a request a record is served). A
+file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to
+the whole-file path, which reports what is wrong as before. Each arm also allows at
+most ``max_requests`` ranged requests (default 512): a batch or two of a few hundred
+records, not the reader's chunks of thousands.
 
 With ``blocks`` (a :class:`~datarax.storage.blocks.FileBlocks` whose blocks are
 ``shards``' objects: block windows) the units are blocks: the records of a block not in
 the cache are read by range from its file (the footers are known: no request opens a
-file) while ``RemoteShards`` downloads the blocks in the epoch's order; blocks are never
-too small for it (``min_size`` 0).
+file) while ``RemoteShards`` downloads the blocks in the epoch's order.
 
 Example:
     >>> import fsspec, os, tempfile
@@ -41,7 +43,7 @@ Example:
     >>> fsspec.filesystem("memory").pipe("/head-doc/a.array_record", open(local, "rb").read())
     >>> shards = RemoteShards(list_objects("memory://head-doc/*.array_record"),
     ...                       cache=ShardCache(tempfile.mkdtemp(), max_bytes="1M"))
-    >>> head = HeadStart(shards, min_size=0, budget=1 << 20)
+    >>> head = HeadStart(shards, request_bytes=0, budget=1 << 20)
     >>> head.read({0: [3, 1]})  # not downloaded: by range
     {0: [b'r3', b'r1']}
     >>> _ = shards.local_path(0)
@@ -66,17 +68,17 @@ from datarax.storage.errors import RemoteObjectError
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject
 
-__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "RANGED_MIN_SIZE", "HeadStart", "ranged_count"]
+__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "REQUEST_BYTES", "HeadStart", "ranged_count"]
 
 _THREADS = 16  # files read by range at once
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
 _REQUESTS = 512  # ranged requests per epoch start at most, by default (two batches of 256)
 BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by default
-# smaller files are downloaded whole before their first record: ranged reads cost a
-# request per record, which pays only while a whole file takes long to download (on the
-# local S3 test server, where a request costs ~10 ms of CPU and bytes are free, files of
-# 15 MB gave a slower first batch by range: benchmarks/w2_head_start.py)
-RANGED_MIN_SIZE = 64 << 20
+# bytes of downloads a ranged request must spare to be worth it: on the local S3 test
+# server (moto, +50 ms a request, the 2-core machine loaded) a request costs about as
+# much as 0.5-1 MB of download; a block window's first batch (4 blocks of 8 MB, a
+# request a record) came 4-5x later by range than by download (benchmarks/w2_head_start.py)
+REQUEST_BYTES = 1 << 20
 COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
 
 
@@ -90,15 +92,15 @@ class HeadStart:
         budget: bytes of ranged reads allowed after each :meth:`arm` (default: 1/64 of the
             files' bytes, at most 64 MiB; 0 turns ranged reads off).
         threads: files read by range at once.
-        min_size: files smaller than this are never read by range (default
-            :data:`RANGED_MIN_SIZE`, 64 MiB; with ``blocks``, 0).
+        request_bytes: bytes of not-cached files (or blocks) a read must touch per ranged
+            request it needs to go by range (default :data:`REQUEST_BYTES`, 1 MiB; 0: any).
         blocks: with block windows, the blocks ``shards`` downloads (its objects), and
             ``files``: the files they are cut from.
         max_requests: ranged requests allowed after each :meth:`arm` (default 512).
     """
 
     def __init__(self, shards: RemoteShards, *, budget: int | None = None,
-                 threads: int = _THREADS, min_size: int | None = None,
+                 threads: int = _THREADS, request_bytes: int | None = None,
                  blocks: FileBlocks | None = None,
                  files: Sequence[RemoteObject] | None = None,
                  max_requests: int | None = None) -> None:
@@ -108,8 +110,7 @@ class HeadStart:
         self.blocks = blocks
         self.files = tuple(files) if files is not None else shards.objects
         total = sum(o.size for o in self.files)
-        self.min_size = (0 if blocks is not None else RANGED_MIN_SIZE) if min_size is None \
-            else int(min_size)
+        self.request_bytes = REQUEST_BYTES if request_bytes is None else int(request_bytes)
         self.budget = min(total // BUDGET_SHARE, _BUDGET) if budget is None else int(budget)
         self.max_requests = _REQUESTS if max_requests is None else int(max_requests)
         self.threads = threads
@@ -123,7 +124,7 @@ class HeadStart:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.shards, self.budget, self.threads, self.min_size, self.blocks,
+        return (_rebuild, (self.shards, self.budget, self.threads, self.request_bytes, self.blocks,
                            None if self.blocks is None else self.files, self.max_requests))
 
     def arm(self) -> None:
@@ -199,10 +200,11 @@ class HeadStart:
         with self._lock:
             if self._spent >= self.budget or self._asked >= self.max_requests:
                 return {}
-        todo = [u for u in wanted if self.shards.objects[u].size >= self.min_size
-                and self._ranges.get(self._file_of(u), 1) is not None
+        todo = [u for u in wanted if self._ranges.get(self._file_of(u), 1) is not None
                 and not self.shards.ready(u)]
-        if not todo:
+        # at least a request a unit: too little to spare, no file is even opened
+        if not todo or sum(self.shards.objects[u].size for u in todo) < \
+                len(todo) * self.request_bytes:
             return {}
         files = sorted({self._file_of(u) for u in todo})
         readers = dict(zip(files, self._map(self._reader, files), strict=True))
@@ -214,9 +216,10 @@ class HeadStart:
         runs = [r.ranges(r.chunks_of(wanted[u])) for u, r in units]
         need = sum(end - start for unit_runs in runs for start, end, _ in unit_runs)
         asked = sum(len(unit_runs) for unit_runs in runs)
+        spared = sum(self.shards.objects[u].size for u, _ in units)  # downloads not waited for
         with self._lock:
-            if not units or self._spent + need > self.budget or \
-                    self._asked + asked > self.max_requests:
+            if not units or self._spent + need > self.budget or spared < asked * \
+                    self.request_bytes or self._asked + asked > self.max_requests:
                 return {}
             self._spent += need
             self._asked += asked
@@ -277,8 +280,9 @@ def ranged_count(shards: RemoteShards, i: int) -> int | None:
     return len(reader)
 
 
-def _rebuild(shards: RemoteShards, budget: int, threads: int, min_size: int,
+def _rebuild(shards: RemoteShards, budget: int, threads: int, request_bytes: int,
              blocks: FileBlocks | None = None, files: Sequence[RemoteObject] | None = None,
              max_requests: int | None = None) -> HeadStart:
-    return HeadStart(shards, budget=budget, threads=threads, min_size=min_size, blocks=blocks,
+    return HeadStart(shards, budget=budget, threads=threads, request_bytes=request_bytes,
+                     blocks=blocks,
                      files=files, max_requests=max_requests)
