@@ -126,6 +126,9 @@ MODES: list[Mode] = [
          hosts=2, config=WINDOW),
     Mode("blocks", "shuffle_block='8M' (256K with --quick), shuffle_window=4 blocks, "
          "cache 1/4 of the data set", 0.25, config=BLOCKS),
+    Mode("blocks_cache_all", "shuffle_block='8M' (256K with --quick), shuffle_window=4 "
+         "blocks, cache 1.1x the data set (the later epochs read a warm cache)", 1.1,
+         config=BLOCKS),
     Mode("blocks_2hosts", "shuffle_block='8M' (256K with --quick), shuffle_window=4 blocks, "
          "2 hosts, cache 1/4 of the data set each", 0.25, hosts=2, config=BLOCKS),
     Mode("ranged_2hosts", "global shuffle by byte range (ranged_reads=True), 2 hosts, cache "

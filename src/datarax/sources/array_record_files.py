@@ -124,8 +124,10 @@ class ArrayRecordFiles:
         block_of = blocks.block_of(keys)
         by_block = np.argsort(block_of, kind="stable")
         ordered = block_of[by_block]
+        uniq, first = np.unique(block_of, return_index=True)
+        # blocks in the order the keys reach them (the epoch's), as read-ahead expects
         slots = {b: by_block[np.searchsorted(ordered, b):np.searchsorted(ordered, b, "right")]
-                 for b in np.unique(block_of).tolist()}
+                 for b in uniq[np.argsort(first, kind="stable")].tolist()}
         starts = blocks.file_starts
         ranged = {} if self.head is None else self.head.read(  # blocks not cached: by range
             {b: (keys[s] - starts[blocks.file_of[b]]).tolist() for b, s in slots.items()})
