@@ -23,7 +23,8 @@ its ``W`` files or blocks, which download faster than a request a record is serv
 file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to
 the whole-file path, which reports what is wrong as before. Each arm also allows at
 most ``max_requests`` ranged requests (default 512): a batch or two of a few hundred
-records, not the reader's chunks of thousands.
+records, not the reader's chunks of thousands. Once a read is declined, the later ones
+wait for the downloads until the next arm (they are larger: no file is opened for them).
 
 With ``blocks`` (a :class:`~datarax.storage.blocks.FileBlocks` whose blocks are
 ``shards``' objects: block windows) the units are blocks: the records of a block not in
@@ -120,6 +121,7 @@ class HeadStart:
         self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
         self._spent = 0  # bytes of ranged reads since the budget was last renewed
         self._asked = 0  # requests of ranged reads since then
+        self._declined = False  # a read since then did not pay: the later, larger ones wait
         self._records = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -133,6 +135,7 @@ class HeadStart:
         with self._lock:
             self._spent = 0
             self._asked = 0
+            self._declined = False
 
     def _file_of(self, unit: int) -> int:
         """The file of ``shards``' object ``unit`` (a block's file, or the file itself)."""
@@ -198,7 +201,7 @@ class HeadStart:
             RemoteStoreError: the store still fails after every retry, or refuses access.
         """
         with self._lock:
-            if self._spent >= self.budget or self._asked >= self.max_requests:
+            if self._declined or self._spent >= self.budget or self._asked >= self.max_requests:
                 return {}
         todo = [u for u in wanted if self._ranges.get(self._file_of(u), 1) is not None
                 and not self.shards.ready(u)]
@@ -220,6 +223,9 @@ class HeadStart:
         with self._lock:
             if not units or self._spent + need > self.budget or spared < asked * \
                     self.request_bytes or self._asked + asked > self.max_requests:
+                # the reader's later reads are larger (chunks of many batches): until the
+                # next arm they wait for the downloads without opening more files
+                self._declined = bool(units)
                 return {}
             self._spent += need
             self._asked += asked
