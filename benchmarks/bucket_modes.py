@@ -7,7 +7,8 @@ images, record ``i`` starting with ``uint32(i)``; 200,000 records, 633 MB), writ
 
 Server: moto's S3 server in a child process behind :class:`~benchmarks.counting_proxy.
 CountingProxy` (``--latency`` seconds, default 0.05, added to every request), one proxy
-port per simulated host, so each host's requests and body bytes are counted apart, exactly.
+port per simulated host, so each host's requests and body bytes are counted apart, exactly
+(:func:`benchmarks.local_bucket.local_bucket`).
 
 Each mode (:data:`MODES`) runs in fresh processes, one per host (``process_index``
 0 … H-1 through ``source.set_shard``, the hosts at once), each with an empty cache
@@ -39,7 +40,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import multiprocessing
 import os
 import pathlib
 import shutil
@@ -51,6 +51,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from benchmarks.local_bucket import client_env, local_bucket
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -124,6 +126,9 @@ MODES: list[Mode] = [
          hosts=2, config=WINDOW),
     Mode("blocks", "shuffle_block='8M' (256K with --quick), shuffle_window=4 blocks, "
          "cache 1/4 of the data set", 0.25, config=BLOCKS),
+    Mode("blocks_cache_all", "shuffle_block='8M' (256K with --quick), shuffle_window=4 "
+         "blocks, cache 1.1x the data set (the later epochs read a warm cache)", 1.1,
+         config=BLOCKS),
     Mode("blocks_2hosts", "shuffle_block='8M' (256K with --quick), shuffle_window=4 blocks, "
          "2 hosts, cache 1/4 of the data set each", 0.25, hosts=2, config=BLOCKS),
     Mode("ranged_2hosts", "global shuffle by byte range (ranged_reads=True), 2 hosts, cache "
@@ -139,36 +144,6 @@ def mode_named(name: str) -> Mode:
         if mode.name == name:
             return mode
     raise KeyError(f"no mode named {name!r}; the modes are {[m.name for m in MODES]}")
-
-
-# ------------------------------------------------------------------ the server
-def _serve(folder: str, latency: float, hosts: int, ready: Any) -> None:
-    """Child process: moto's server, the dataset uploaded, the counting proxy in front."""
-    import logging
-    import socket
-
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    from benchmarks.counting_proxy import CountingProxy
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket=BUCKET)
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as f:
-            client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{name}", Body=f.read())
-    proxy = CountingProxy(("127.0.0.1", port), [f"h{i}" for i in range(hosts)], latency)
-    ready.send(proxy.urls)
-    ready.recv()  # until the parent is done
-    proxy.close()
-    server.stop()
 
 
 # -------------------------------------------------------------- one host's run
@@ -273,8 +248,7 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
                "cache_bytes": cache_bytes, "epochs": epochs, "batch": batch, "seed": seed,
                "ids_dir": str(ids_dir), "quick": records < RECORDS}
         result = scratch / mode.name / f"h{host}.json"
-        env = {**os.environ, "AWS_ENDPOINT_URL": proxies[f"h{host}"],
-               "AWS_ENDPOINT_URL_S3": proxies[f"h{host}"], "JAX_PLATFORMS": "cpu"}
+        env = {**os.environ, **client_env(proxies[f"h{host}"]), "JAX_PLATFORMS": "cpu"}
         procs.append((result, subprocess.Popen(
             [sys.executable, "-m", "benchmarks.bucket_modes", "--worker", json.dumps(job),
              "--worker-out", str(result)], cwd=ROOT, env=env)))
@@ -344,13 +318,6 @@ def run(records: int, modes: list[Mode], *, latency: float = 0.05, epochs: int =
         path.read_bytes()
     data_bytes = sum(p.stat().st_size for p in files if p.suffix == ".array_record")
     hosts = max(m.hosts for m in modes)
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    server = context.Process(target=_serve, args=(str(folder), latency, hosts, child), daemon=True)
-    server.start()
-    proxies = parent.recv()
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"})
     out: dict[str, Any] = {
         "workload": f"{records} records x 3,072 B in {SHARDS} ArrayRecord shards "
                     f"({data_bytes / 1e6:.0f} MB; {data_bytes / SHARDS / 1e6:.1f} MB a shard), "
@@ -363,15 +330,15 @@ def run(records: int, modes: list[Mode], *, latency: float = 0.05, epochs: int =
     }
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="bucket-modes-"))
     try:
-        for mode in modes:
-            print(f"mode {mode.name} ...", file=sys.stderr, flush=True)
-            out["modes"][mode.name] = run_mode(
-                mode, f"s3://{BUCKET}/{PREFIX}", str(folder), proxies, data_bytes, records,
-                epochs=epochs, batch=batch, seed=seed, scratch=scratch)
-            shutil.rmtree(scratch / mode.name, ignore_errors=True)
+        with local_bucket(BUCKET, [(str(folder), PREFIX)], latency=latency,
+                          labels=[f"h{i}" for i in range(hosts)]) as proxies:
+            for mode in modes:
+                print(f"mode {mode.name} ...", file=sys.stderr, flush=True)
+                out["modes"][mode.name] = run_mode(
+                    mode, f"s3://{BUCKET}/{PREFIX}", str(folder), proxies, data_bytes, records,
+                    epochs=epochs, batch=batch, seed=seed, scratch=scratch)
+                shutil.rmtree(scratch / mode.name, ignore_errors=True)
     finally:
-        parent.send("done")
-        server.join(timeout=30)
         shutil.rmtree(scratch, ignore_errors=True)
     out["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return out

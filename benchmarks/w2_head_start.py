@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import pathlib
 import tempfile
 import time
 from typing import Any
 
-from benchmarks.w2_remote import BUCKET, _serve, _source, make_dataset
+from benchmarks.local_bucket import local_bucket
+from benchmarks.w2_remote import BUCKET, _source, make_dataset
 
 
 def _first_batch(url: str, window: int | None, cache_dir: str, batch: int,
@@ -59,27 +59,17 @@ def _storage(src: Any) -> dict[str, Any]:
 
 def run(records: int, shards: int, batch: int, latency: float, epoch: bool) -> dict[str, Any]:
     folder = make_dataset(records, shards)
-    parent, child = multiprocessing.get_context("spawn").Pipe()
-    server = multiprocessing.get_context("spawn").Process(
-        target=_serve, args=([(str(folder), "w2")], latency, child), daemon=True)
-    server.start()
-    endpoint = parent.recv()
-    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"})
     url = f"s3://{BUCKET}/w2"
     out: dict[str, Any] = {
         "workload": f"{records} records x 3 KB in {shards} shards, batch {batch}, "
                     f"+{latency * 1000:.0f} ms a request",
         "dataset_bytes": sum(p.stat().st_size for p in pathlib.Path(folder).iterdir()),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
-    try:
-        with tempfile.TemporaryDirectory(prefix="w2-head-") as scratch:
-            for name, window in (("global", None), ("window_2", 2)):
-                out[name] = _first_batch(url, window, os.path.join(scratch, name), batch, epoch)
-                print(name, json.dumps(out[name]), flush=True)
-    finally:
-        parent.send("done")
-        server.join(timeout=30)
+    with local_bucket(BUCKET, [(str(folder), "w2")], latency=latency), \
+            tempfile.TemporaryDirectory(prefix="w2-head-") as scratch:
+        for name, window in (("global", None), ("window_2", 2)):
+            out[name] = _first_batch(url, window, os.path.join(scratch, name), batch, epoch)
+            print(name, json.dumps(out[name]), flush=True)
     out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return out
 

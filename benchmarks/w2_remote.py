@@ -5,9 +5,9 @@ Workload: W2's records (100,000 x 3,072 bytes, ``uint8 (32, 32, 3)``, record ``i
 starting with its index) written with ``datarax.dataset.write_dataset`` in 8 shards; one
 shuffled epoch, batch 256, through ``ArrayRecordSourceModule.get_batch_with_indices``.
 
-The server is moto's S3 server behind the tests' fault-injecting proxy
-(``tests/storage/conftest.py``) adding ``--latency`` seconds (default 0.05) to every
-request, both in a separate process so they do not share this process's Python lock.
+The server is moto's S3 server behind a proxy adding ``--latency`` seconds (default 0.05)
+to every request, both in a separate process so they do not share this process's Python
+lock (:func:`benchmarks.local_bucket.local_bucket`).
 The client reads as a user would: ``paths="s3://bucket/w2"``, endpoint and credentials
 from ``AWS_ENDPOINT_URL`` / ``AWS_ACCESS_KEY_ID`` ...
 
@@ -44,11 +44,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_array_record import RECORD_BYTES, RECORD_SHAPE, Check
+from benchmarks.local_bucket import local_bucket
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA_DIR = ROOT / "data" / "bench_remote"
@@ -133,38 +132,6 @@ def run_streaming(url: str, endpoint: str, records: int, batch: int, workers: in
         return out
 
 
-def _serve(uploads: list[tuple[str, str]], latency: float, ready: Any) -> None:
-    """Child process: moto's server, each (folder, prefix) uploaded, the latency proxy in
-    front."""
-    import logging
-
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-
-    from tests.storage.conftest import FaultyProxy
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket=BUCKET)
-    for folder, prefix in uploads:
-        for name in sorted(os.listdir(folder)):
-            with open(os.path.join(folder, name), "rb") as f:
-                client.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}", Body=f.read())
-    proxy = FaultyProxy(("127.0.0.1", port))
-    proxy.latency = latency
-    ready.send(proxy.url)
-    ready.recv()  # until the parent is done
-    proxy.close()
-    server.stop()
-
-
 def _epoch(source: Any, records: int, batch: int, name: str, epoch: int = 0) -> tuple[float, float]:
     """(seconds to the first batch, seconds for the whole pass) of epoch ``epoch``."""
     check = Check(records)
@@ -214,13 +181,6 @@ def run(records: int = 100_000, shards: int = 8, batch: int = 256, latency: floa
         print(f"MosaicML Streaming peer not run: {STREAMING_PYTHON.parent.parent.name} is missing; "
               "`make bench-streaming-env` builds it (torch CPU, mosaicml-streaming, numpy<2.2)",
               file=sys.stderr)
-    parent, child = multiprocessing.get_context("spawn").Pipe()
-    server = multiprocessing.get_context("spawn").Process(
-        target=_serve, args=(uploads, latency, child), daemon=True)
-    server.start()
-    endpoint = parent.recv()
-    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"})
     url = f"s3://{BUCKET}/w2"
     out: dict[str, Any] = {
         "workload": f"W2 as a datarax dataset: {records} records x {RECORD_BYTES} B in {shards} "
@@ -229,78 +189,78 @@ def run(records: int = 100_000, shards: int = 8, batch: int = 256, latency: floa
         "machine": {"cpus": os.cpu_count(),
                     "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
     }
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix="w2-remote-"))
-    try:
-        with _source(str(folder), seed, None) as src:
-            _epoch(src, records, batch, "local warm-up")
-            first, secs = _epoch(src, records, batch, "local", 1)
-        out["local"] = {"records_per_s": _rate(records, secs), "first_batch_s": round(first, 4)}
-
-        cache = ShardCache(scratch / "cache", max_bytes=4 << 30)
-        t0 = time.perf_counter()
-        with _source(url, seed, None, cache=cache) as src:
-            opened = time.perf_counter() - t0
-            first, secs = _epoch(src, records, batch, "remote cold")
-            out["remote_cold"] = {"records_per_s": _rate(records, secs),
-                                  "first_batch_s": round(first, 4), "open_s": round(opened, 4),
-                                  "first_batch_from_open_s": round(opened + first, 4)}
-            first, secs = _epoch(src, records, batch, "remote steady", 1)
-            out["remote_steady"] = {"records_per_s": _rate(records, secs),
-                                    "first_batch_s": round(first, 4)}
-            stats = src.stats() or {}
-            out["remote_stats"] = stats.get("storage", stats)
-
-        with _source(str(folder), seed, 2) as src:
-            _epoch(src, records, batch, "local window warm-up")
-            first, secs = _epoch(src, records, batch, "local window", 1)
-        out["local_window"] = {"records_per_s": _rate(records, secs),
-                               "first_batch_s": round(first, 4)}
-        shard_bytes = max(p.stat().st_size for p in folder.iterdir())
-        small = ShardCache(scratch / "small", max_bytes=5 * shard_bytes + (1 << 20))
+    with local_bucket(BUCKET, uploads, latency=latency) as urls:
+        endpoint = urls["h0"]
+        scratch = pathlib.Path(tempfile.mkdtemp(prefix="w2-remote-"))
         try:
+            with _source(str(folder), seed, None) as src:
+                _epoch(src, records, batch, "local warm-up")
+                first, secs = _epoch(src, records, batch, "local", 1)
+            out["local"] = {"records_per_s": _rate(records, secs), "first_batch_s": round(first, 4)}
+
+            cache = ShardCache(scratch / "cache", max_bytes=4 << 30)
             t0 = time.perf_counter()
-            with _source(url, seed, 2, cache=small) as src:
+            with _source(url, seed, None, cache=cache) as src:
                 opened = time.perf_counter() - t0
-                first, secs = _epoch(src, records, batch, "remote window 0")
-                out["remote_window_cold"] = {"records_per_s": _rate(records, secs),
-                                             "first_batch_s": round(first, 4),
-                                             "open_s": round(opened, 4),
-                                             "first_batch_from_open_s": round(opened + first, 4),
-                                             "cache_bytes": small.max_bytes}
-                first, secs = _epoch(src, records, batch, "remote window 1", 1)
-                out["remote_window"] = {"records_per_s": _rate(records, secs),
-                                        "first_batch_s": round(first, 4),
-                                        "cache_bytes": small.max_bytes}
-        except Exception as err:  # reported beside the other results, not hidden
-            out["remote_window"] = {"error": f"{type(err).__name__}: {err}"[:400]}
-            out.setdefault("remote_window_cold", out["remote_window"])
+                first, secs = _epoch(src, records, batch, "remote cold")
+                out["remote_cold"] = {"records_per_s": _rate(records, secs),
+                                      "first_batch_s": round(first, 4), "open_s": round(opened, 4),
+                                      "first_batch_from_open_s": round(opened + first, 4)}
+                first, secs = _epoch(src, records, batch, "remote steady", 1)
+                out["remote_steady"] = {"records_per_s": _rate(records, secs),
+                                        "first_batch_s": round(first, 4)}
+                stats = src.stats() or {}
+                out["remote_stats"] = stats.get("storage", stats)
 
-        import s3fs
+            with _source(str(folder), seed, 2) as src:
+                _epoch(src, records, batch, "local window warm-up")
+                first, secs = _epoch(src, records, batch, "local window", 1)
+            out["local_window"] = {"records_per_s": _rate(records, secs),
+                                   "first_batch_s": round(first, 4)}
+            shard_bytes = max(p.stat().st_size for p in folder.iterdir())
+            small = ShardCache(scratch / "small", max_bytes=5 * shard_bytes + (1 << 20))
+            try:
+                t0 = time.perf_counter()
+                with _source(url, seed, 2, cache=small) as src:
+                    opened = time.perf_counter() - t0
+                    first, secs = _epoch(src, records, batch, "remote window 0")
+                    out["remote_window_cold"] = {"records_per_s": _rate(records, secs),
+                                                 "first_batch_s": round(first, 4),
+                                                 "open_s": round(opened, 4),
+                                                 "first_batch_from_open_s": round(opened + first, 4),
+                                                 "cache_bytes": small.max_bytes}
+                    first, secs = _epoch(src, records, batch, "remote window 1", 1)
+                    out["remote_window"] = {"records_per_s": _rate(records, secs),
+                                            "first_batch_s": round(first, 4),
+                                            "cache_bytes": small.max_bytes}
+            except Exception as err:  # reported beside the other results, not hidden
+                out["remote_window"] = {"error": f"{type(err).__name__}: {err}"[:400]}
+                out.setdefault("remote_window_cold", out["remote_window"])
 
-        copy = scratch / "copy"
-        t0 = time.perf_counter()
-        fs = s3fs.S3FileSystem(skip_instance_cache=True)
-        fs.get(f"{BUCKET}/w2/", str(copy) + "/", recursive=True)
-        copied = time.perf_counter() - t0
-        with _source(str(copy), seed, None) as src:
-            first, secs = _epoch(src, records, batch, "copy then read")
-        out["copy_then_read"] = {"records_per_s": _rate(records, copied + secs),
-                                 "copy_s": round(copied, 3), "first_batch_s": round(copied + first, 3)}
+            import s3fs
 
-        if mds is None:
-            out["mosaicml_streaming"] = streaming_note
-        else:
-            peer = run_streaming(f"s3://{BUCKET}/w2-mds", endpoint, records, batch,
-                                 streaming_workers, seed)
-            if "error" in peer:
-                out["mosaicml_streaming"] = peer["error"]
+            copy = scratch / "copy"
+            t0 = time.perf_counter()
+            fs = s3fs.S3FileSystem(skip_instance_cache=True)
+            fs.get(f"{BUCKET}/w2/", str(copy) + "/", recursive=True)
+            copied = time.perf_counter() - t0
+            with _source(str(copy), seed, None) as src:
+                first, secs = _epoch(src, records, batch, "copy then read")
+            out["copy_then_read"] = {"records_per_s": _rate(records, copied + secs),
+                                     "copy_s": round(copied, 3), "first_batch_s": round(copied + first, 3)}
+
+            if mds is None:
+                out["mosaicml_streaming"] = streaming_note
             else:
-                out.update(peer)
-        out["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    finally:
-        parent.send("done")
-        server.join(timeout=30)
-        shutil.rmtree(scratch, ignore_errors=True)
+                peer = run_streaming(f"s3://{BUCKET}/w2-mds", endpoint, records, batch,
+                                     streaming_workers, seed)
+                if "error" in peer:
+                    out["mosaicml_streaming"] = peer["error"]
+                else:
+                    out.update(peer)
+            out["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     local = out["local"]["records_per_s"]
     out["ratios"] = {

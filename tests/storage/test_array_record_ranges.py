@@ -189,3 +189,28 @@ def test_reads_from_s3_count_requests_and_keep_footers_beside_the_cache(
         assert again.read([7]) == [records[7]]
         assert s3.proxy.count("GET", obj.name) - seen == 1
     assert cache.usage() == 0  # footers only: no shard was downloaded
+
+
+def test_footer_messages_decoded_at_once_equal_those_read_one_by_one() -> None:
+    from datarax.storage.array_record_layout import footer_rows, proto_fields
+
+    def varint(value: int) -> bytes:
+        out = bytearray()
+        while True:
+            out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+            value >>= 7
+            if not value:
+                return bytes(out)
+
+    rng = random.Random(2)
+    messages = []
+    for _ in range(500):  # fields in any order, some missing, values up to 2**40
+        fields = [(n, rng.randrange(1 << rng.choice([3, 14, 40]))) for n in (1, 2, 3)
+                  if rng.random() < 0.9]
+        rng.shuffle(fields)
+        messages.append(b"".join(varint(n << 3) + varint(v) for n, v in fields))
+    expected = [[proto_fields(m).get(k, [0])[-1] for k in (1, 3, 2)] for m in messages]
+    assert footer_rows(messages).tolist() == expected
+    # a length-delimited field, or a message cut inside a varint: read one by one instead
+    assert footer_rows([varint(1 << 3) + b"\x05", varint(4 << 3 | 2) + b"\x01x"]) is None
+    assert footer_rows([varint(1 << 3) + b"\x85"]) is None

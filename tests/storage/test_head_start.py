@@ -62,14 +62,22 @@ def local_paths(folder: pathlib.Path) -> list[str]:
     return sorted(str(p) for p in folder.glob("*.array_record"))
 
 
+def block_count(folder: pathlib.Path) -> int:
+    """Blocks of BLOCKS's size in the files of ``folder`` (5 a file of 1.2 MB)."""
+    from datarax.storage.blocks import FileBlocks, footers_of
+
+    return len(FileBlocks.cut(footers_of(local_paths(folder)), 256 << 10))
+
+
 @pytest.fixture
 def stalled(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Whole-file downloads wait until the event is set (ranged reads do not); files of
-    1 MiB are read by range (the default starts at 64 MiB)."""
+    """Whole-file downloads wait until the event is set (ranged reads do not); reads go by
+    range whatever the bytes they spare (by default 1 MiB a request), 1/16 of the bytes."""
     from datarax.storage import head_start
     from datarax.storage.fetch import Fetcher
 
-    monkeypatch.setattr(head_start, "RANGED_MIN_SIZE", 1 << 20)
+    monkeypatch.setattr(head_start, "REQUEST_BYTES", 0)  # any read by range
+    monkeypatch.setattr(head_start, "BUDGET_SHARE", 16)  # a batch of 64 in these 4.9 MB
 
     go = threading.Event()
     download = Fetcher.download
@@ -82,8 +90,12 @@ def stalled(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     return go
 
 
+BLOCKS = {"shuffle_files": True, "seed": 7, "shuffle_window": 2, "shuffle_block": "256K"}
+
+
 @pytest.mark.parametrize("config", [{"shuffle_files": True, "seed": 3},
-                                    {"shuffle_files": True, "seed": 5, "shuffle_window": 2}])
+                                    {"shuffle_files": True, "seed": 5, "shuffle_window": 2},
+                                    BLOCKS])
 def test_first_batches_by_range_then_cached_are_the_local_batches(
         s3: S3, local_files: pathlib.Path, tmp_path: pathlib.Path, config: dict[str, Any],
         stalled: threading.Event) -> None:
@@ -102,10 +114,12 @@ def test_first_batches_by_range_then_cached_are_the_local_batches(
         stalled.set()
         assert first + batches(remote) == expected[0]
         storage = remote.stats()["storage"]
-        assert storage["fetched"] == SHARDS  # each file downloaded whole, once (one GET)
+        # each file (or block) downloaded whole, once (one GET)
+        units = SHARDS if "shuffle_block" not in config else block_count(local_files)
+        assert storage["fetched"] == units
         # every other request since the build was a ranged read, counted exactly
         gets = sum(s3.proxy.count("GET", n) for n in names)
-        assert gets - built - SHARDS == storage["ranged_requests"] > 0
+        assert gets - built - units == storage["ranged_requests"] > 0
         ranged = storage["ranged_records"]
         remote.seek(1)
         assert batches(remote) == expected[1]
@@ -115,10 +129,10 @@ def test_first_batches_by_range_then_cached_are_the_local_batches(
         assert sum(s3.proxy.count("GET", f"part-{f}.array_record") for f in range(SHARDS)) == gets
 
 
+@pytest.mark.parametrize("config", [{"shuffle_files": True, "seed": 11}, BLOCKS])
 def test_a_restore_into_a_new_source_with_an_empty_cache_is_exact(
         s3: S3, local_files: pathlib.Path, tmp_path: pathlib.Path,
-        stalled: threading.Event) -> None:
-    config = {"shuffle_files": True, "seed": 11}
+        stalled: threading.Event, config: dict[str, Any]) -> None:
     with source(local_paths(local_files), **config) as local:
         batches(local, 7)
         state = local.get_state()
@@ -151,7 +165,7 @@ def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path)
                             "memory://head-test/transposed.array_record"])
     shards = RemoteShards(objects, cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
     try:
-        head = HeadStart(shards, min_size=0, budget=1 << 30)
+        head = HeadStart(shards, request_bytes=0, budget=1 << 30)
         got = head.read({0: [9, 2], 1: [3]})
         assert list(got) == [0] and [r[0] for r in got[0]] == [9, 2]
         assert head.read({1: [3]}) == {}  # refused once, left to the whole file after
@@ -159,15 +173,21 @@ def test_files_ranged_reads_cannot_decode_are_read_whole(tmp_path: pathlib.Path)
         footer = load_footer(shards.cache, objects[0])  # kept by the first reads
         assert footer is not None
         one = footer.end(1) - int(footer.offsets[1])  # the bytes of record 1's chunk
-        skimpy = HeadStart(shards, min_size=0, budget=one)
+        skimpy = HeadStart(shards, request_bytes=0, budget=one)
         assert skimpy.read({0: [1, 2]}) == {}  # two chunks do not fit the budget
-        assert skimpy.read({0: [1]})[0][0][0] == 1  # one does, and spends it
+        assert skimpy.read({0: [1]}) == {}  # declined once: the rest wait until the next arm
+        skimpy.arm()
+        assert skimpy.read({0: [1]})[0][0][0] == 1  # one chunk fits, and spends it
         assert skimpy.stats()["ranged_budget_left"] == 0
         assert skimpy.read({0: [1]}) == {}  # spent: left to the downloads
         skimpy.arm()  # a new epoch
         assert skimpy.read({0: [1]})[0][0][0] == 1
-        large = HeadStart(shards)  # files under 64 MiB: whole by default
-        assert large.read({0: [1]}) == {}
+        spare = HeadStart(shards)  # a request must spare 1 MiB of download by default
+        assert spare.read({0: [1]}) == {}
+        # one request sparing the whole file's download: worth it up to the file's size
+        size = objects[0].size
+        assert HeadStart(shards, request_bytes=size).read({0: [1]})[0][0][0] == 1
+        assert HeadStart(shards, request_bytes=size + 1).read({0: [1]}) == {}
     finally:
         shards.close()
 
@@ -186,7 +206,7 @@ def test_a_file_deleted_mid_epoch_is_named_then_left_to_the_whole_file(tmp_path:
     shards = RemoteShards(list_objects("memory://head-gone/a.array_record"),
                           cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
     try:
-        head = HeadStart(shards, min_size=0, budget=1 << 30)
+        head = HeadStart(shards, request_bytes=0, budget=1 << 30)
         assert head.read({0: [4]}) == {0: [bytes([4]) * 100]}
         fs.rm("/head-gone/a.array_record")
         with pytest.raises(RemoteObjectError, match="memory://head-gone/a.array_record.*deleted"):

@@ -290,8 +290,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
         # remote files not cached yet: their first records by byte range, while they download
-        head = None if remote is None or blocks is not None else HeadStart(
-            remote, **({"budget": 1 << 62, "min_size": 0} if ranged_reads else {}))
+        head = None if remote is None else HeadStart(
+            remote, **({"budget": 1 << 62, "request_bytes": 0, "max_requests": 1 << 62}
+                       if ranged_reads else {}),
+            **({} if blocks is None else {"blocks": blocks, "files": objects}))
         self._ranged = ranged_reads and remote is not None
         self._blocks = nnx.static(blocks)
         self._data = nnx.static(ArrayRecordFiles(

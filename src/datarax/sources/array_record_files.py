@@ -123,18 +123,26 @@ class ArrayRecordFiles:
         assert blocks is not None and remote is not None
         block_of = blocks.block_of(keys)
         by_block = np.argsort(block_of, kind="stable")
+        ordered = block_of[by_block]
+        uniq, first = np.unique(block_of, return_index=True)
+        # blocks in the order the keys reach them (the epoch's), as read-ahead expects
+        slots = {b: by_block[np.searchsorted(ordered, b):np.searchsorted(ordered, b, "right")]
+                 for b in uniq[np.argsort(first, kind="stable")].tolist()}
+        starts = blocks.file_starts
+        ranged = {} if self.head is None else self.head.read(  # blocks not cached: by range
+            {b: (keys[s] - starts[blocks.file_of[b]]).tolist() for b, s in slots.items()})
         out = np.empty(len(keys), dtype=object)
-        for b in np.unique(block_of).tolist():
-            self._read_block(b, keys, block_of, by_block, out)
+        for b, s in slots.items():
+            if b in ranged:
+                out[s] = ranged[b]
+            else:
+                self._read_block(b, keys, s, out)
         return out.tolist()
 
-    def _read_block(self, b: int, keys: np.ndarray, block_of: np.ndarray,
-                    by_block: np.ndarray, out: np.ndarray) -> None:
-        """The records of ``keys`` in block ``b`` into their slots of ``out``."""
+    def _read_block(self, b: int, keys: np.ndarray, slots: np.ndarray, out: np.ndarray) -> None:
+        """The records of ``keys[slots]`` (in block ``b``) into their slots of ``out``."""
         blocks, remote = self.blocks, self.remote
         assert blocks is not None and remote is not None
-        ordered = block_of[by_block]
-        slots = by_block[np.searchsorted(ordered, b):np.searchsorted(ordered, b, side="right")]
         f = blocks.file_of[b]
         positions = (keys[slots] - blocks.file_starts[f]).tolist()
         opener = open_block(blocks, b, self.files[f])

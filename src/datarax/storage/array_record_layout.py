@@ -293,15 +293,50 @@ def parse_footer(chunk: bytes, size: int, footer_offset: int, where: str) -> Foo
     inner = proto_fields(meta.get(1, [b""])[-1], f"{where} (its footer)")
     chunks = inner.get(2, [0])[-1]
     total = inner.get(3, [0])[-1]
-    rows = [proto_fields(r, f"{where} (its footer)") for r in records[1:]]
-    if len(rows) != chunks:
-        raise RecordError(f"{where}: its footer lists {len(rows)} chunks, its metadata says "
-                          f"{chunks} (the file is damaged).")
-    table = np.array([[r.get(k, [0])[-1] for k in (1, 3, 2)] for r in rows],
-                     dtype=np.int64).reshape(-1, 3)
+    if len(records) - 1 != chunks:
+        raise RecordError(f"{where}: its footer lists {len(records) - 1} chunks, its metadata "
+                          f"says {chunks} (the file is damaged).")
+    table = footer_rows(records[1:])
+    if table is None:  # a field not a varint: read message by message
+        rows = [proto_fields(r, f"{where} (its footer)") for r in records[1:]]
+        table = np.array([[r.get(k, [0])[-1] for k in (1, 3, 2)] for r in rows],
+                         dtype=np.int64).reshape(-1, 3)
     offsets, counts, decoded = table[:, 0], table[:, 1], table[:, 2]
     if int(counts.sum()) != total or (len(offsets) and (
             np.any(np.diff(offsets) <= 0) or offsets[-1] >= footer_offset or offsets[0] < 0)):
         raise RecordError(f"{where}: its footer's chunk offsets or record counts are "
                           "inconsistent (the file is damaged).")
     return Footer(size, footer_offset, int(compression), offsets, counts, decoded)
+
+
+def footer_rows(records: list[bytes]) -> np.ndarray | None:
+    """``(chunk_offset, num_records, decoded_data_size)`` of each ``ArrayRecordFooter``
+    message, decoded at once with numpy (a footer holds one per chunk: thousands); None
+    when a message holds a field that is not a varint, or a varint cut at its end (read
+    them with :func:`proto_fields` then)."""
+    table = np.zeros((len(records), 3), np.int64)
+    lengths = np.fromiter((len(r) for r in records), np.int64, len(records))
+    buf = np.frombuffer(b"".join(records), np.uint8)
+    if not len(buf):
+        return table
+    last = buf < 0x80  # the last byte of each varint
+    ends = np.flatnonzero(last)
+    record_ends = np.cumsum(lengths)[lengths > 0] - 1
+    if not last[record_ends].all():
+        return None
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    place = np.arange(len(buf)) - np.repeat(starts, ends - starts + 1)
+    if place.max() > 9:
+        return None
+    pieces = (buf & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
+    values = np.add.reduceat(pieces, starts).astype(np.int64)
+    record_of = np.searchsorted(np.cumsum(lengths), ends, side="right")
+    first = np.searchsorted(record_of, np.arange(len(records)))
+    within = np.arange(len(values)) - first[record_of]
+    keys, vals, rec = values[within % 2 == 0], values[within % 2 == 1], record_of[within % 2 == 0]
+    if len(keys) != len(vals) or np.any(keys & 7) or np.any(record_of[within % 2 == 1] != rec):
+        return None
+    for column, number in enumerate((1, 3, 2)):  # chunk_offset, num_records, decoded size
+        hit = (keys >> 3) == number
+        table[rec[hit], column] = vals[hit]
+    return table

@@ -138,17 +138,19 @@ class ArrayRecordRanges:
 
     @classmethod
     def for_object(cls, obj: RemoteObject, *, fetcher: Fetcher | None = None,
-                   cache: ShardCache | None = None, **kwargs: Any) -> ArrayRecordRanges:
+                   cache: ShardCache | None = None, footer: Footer | None = None,
+                   **kwargs: Any) -> ArrayRecordRanges:
         """The listed file ``obj``, read with ``fetcher``'s retries and errors (a
-        :class:`~datarax.storage.fetch.Fetcher`); its footer taken from, or kept beside,
-        ``cache`` (no request when kept)."""
+        :class:`~datarax.storage.fetch.Fetcher`); its footer ``footer`` when known, else
+        taken from, or kept beside, ``cache`` (no request when kept)."""
         fetcher = fetcher if fetcher is not None else Fetcher()
 
         def read_range(offset: int, length: int) -> bytes:
             return fetcher.read_range(obj, offset, offset + length)
 
-        footer = load_footer(cache, obj) if cache is not None else None
-        if footer is not None:  # its reads tied to the version the footer was read from
+        if footer is None and cache is not None:
+            footer = load_footer(cache, obj)
+        if footer is not None and cache is not None:  # reads tied to the footer's version
             kept = _load_version(cache, obj)
             if kept is not None:
                 fetcher.pin(obj.url, kept)

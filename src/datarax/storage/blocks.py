@@ -156,7 +156,11 @@ class BlockRecords:
     With ``tail`` (a file holding the file's bytes from its footer on), the block is read
     by array_record's own reader from a sparse copy of the whole file holding only the
     block and the tail (written next to the cache's folder, removed once opened: its
-    disk space is freed at :meth:`close`); else its chunks are decoded here.
+    disk space is freed at :meth:`close`); else its chunks are decoded here. With a tail it
+    reads a copy of its own (``detached``), so
+    :class:`~datarax.storage.shards.RemoteShards` keeps it open (up to its handle limit)
+    after the block leaves the reader's window or the cache: a later read of the block
+    neither copies it again nor downloads it.
 
     Example:
         >>> import os, tempfile
@@ -181,6 +185,7 @@ class BlockRecords:
     def __init__(self, path: str, offset: int, footer: Footer, *, name: str = "<block>",
                  tail: str | None = None) -> None:
         self.offset = int(offset)
+        self.detached = tail is not None  # reads its own copy: may outlive the cache entry
         self._fd = os.open(path, os.O_RDONLY)
         self._reader: Any = None
         if tail is not None:
@@ -218,14 +223,7 @@ def _sparse_reader(fd: int, offset: int, footer: Footer, tail: str, path: str) -
     part, name = tempfile.mkstemp(dir=folder, suffix=".array_record")
     try:
         os.ftruncate(part, footer.size)
-        size = os.fstat(fd).st_size
-        done = 0
-        while done < size:  # the block, at its place in the file
-            chunk = os.pread(fd, min(8 << 20, size - done), done)
-            if not chunk:
-                break
-            os.pwrite(part, chunk, offset + done)
-            done += len(chunk)
+        _copy(fd, part, os.fstat(fd).st_size, offset)  # the block, at its place in the file
         with open(tail, "rb") as f:
             os.pwrite(part, f.read(), footer.footer_offset)
         os.close(part)
@@ -242,6 +240,21 @@ def _sparse_reader(fd: int, offset: int, footer: Footer, tail: str, path: str) -
         if part >= 0:
             os.close(part)
         os.unlink(name)
+
+
+def _copy(src: int, dst: int, size: int, at: int) -> None:
+    """``size`` bytes of ``src`` from its start into ``dst`` at ``at`` (in the kernel when
+    it can: no pass through Python's memory)."""
+    done = 0
+    while done < size:
+        try:
+            moved = os.copy_file_range(src, dst, size - done, done, at + done)
+        except (AttributeError, OSError):  # not Linux, or across filesystems it refuses
+            chunk = os.pread(src, min(8 << 20, size - done), done)
+            moved = os.pwrite(dst, chunk, at + done) if chunk else 0
+        if moved <= 0:
+            break
+        done += moved
 
 
 def open_block(blocks: FileBlocks, b: int, name: str) -> Any:

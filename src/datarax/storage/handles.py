@@ -87,6 +87,14 @@ class OpenHandles:
             return []
         return [(record.closer, record.value)]
 
+    def pop_attached(self, i: int) -> list[tuple[Closer, Any]]:
+        """:meth:`pop`, but for a handle that reads a copy of its own (``detached`` true,
+        e.g. a block's sparse copy): it stays open, as long as the limit allows."""
+        record = self._open.get(i)
+        if record is not None and getattr(record.value, "detached", False):
+            return []
+        return self.pop(i)
+
     def trim(self) -> list[tuple[Closer, Any]]:
         """Let the least recently used idle handles go until at most ``limit`` are kept."""
         out = []

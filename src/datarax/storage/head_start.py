@@ -9,16 +9,27 @@ them whole in the epoch's order; a file in the cache is read there as before. Th
 records are the same bytes either way, so batches do not change.
 
 Ranged reads cost a request per run of chunks, so they are capped: each epoch start or
-restore (:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/16 of the
+restore (:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/64 of the
 files' bytes, at most 64 MiB): a read takes what it needs from it up front (its
 chunks' byte ranges are known from the footers) or, when that does not fit, waits for
 the downloads as without a head start. A reader's first read of a pass is one batch
 (:class:`~datarax.sources.host_reader.HostReader`), its later reads chunks of many
 batches: the first batch is served by range, while the large reads that would flood
-the store with requests wait for the downloads. Files under ``min_size`` (64 MiB) are
-downloaded whole first: a ranged read costs a request per record, which pays only while
-a whole file takes long to download. A file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to the
-whole-file path, which reports what is wrong as before.
+the store with requests wait for the downloads. A read goes by range only when the
+files it touches that are not cached hold at least ``request_bytes`` (1 MiB) for each
+ranged request it needs: a ranged request pays while it saves downloading more than that
+before the batch (a global shuffle's first batch touches every file; a window's, only
+its ``W`` files or blocks, which download faster than a request a record is served). A
+file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to
+the whole-file path, which reports what is wrong as before. Each arm also allows at
+most ``max_requests`` ranged requests (default 512): a batch or two of a few hundred
+records, not the reader's chunks of thousands. Once a read is declined, the later ones
+wait for the downloads until the next arm (they are larger: no file is opened for them).
+
+With ``blocks`` (a :class:`~datarax.storage.blocks.FileBlocks` whose blocks are
+``shards``' objects: block windows) the units are blocks: the records of a block not in
+the cache are read by range from its file (the footers are known: no request opens a
+file) while ``RemoteShards`` downloads the blocks in the epoch's order.
 
 Example:
     >>> import fsspec, os, tempfile
@@ -33,7 +44,7 @@ Example:
     >>> fsspec.filesystem("memory").pipe("/head-doc/a.array_record", open(local, "rb").read())
     >>> shards = RemoteShards(list_objects("memory://head-doc/*.array_record"),
     ...                       cache=ShardCache(tempfile.mkdtemp(), max_bytes="1M"))
-    >>> head = HeadStart(shards, min_size=0, budget=1 << 20)
+    >>> head = HeadStart(shards, request_bytes=0, budget=1 << 20)
     >>> head.read({0: [3, 1]})  # not downloaded: by range
     {0: [b'r3', b'r1']}
     >>> _ = shards.local_path(0)
@@ -53,57 +64,82 @@ from typing import Any
 
 from datarax.errors import ConfigError, RecordError
 from datarax.storage.array_record_ranges import ArrayRecordRanges
+from datarax.storage.blocks import FileBlocks
 from datarax.storage.errors import RemoteObjectError
 from datarax.storage.shards import RemoteShards
+from datarax.storage.urls import RemoteObject
 
-__all__ = ["COUNT_MIN_SIZE", "RANGED_MIN_SIZE", "HeadStart", "ranged_count"]
+__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "REQUEST_BYTES", "HeadStart", "ranged_count"]
 
 _THREADS = 16  # files read by range at once
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
-# smaller files are downloaded whole before their first record: ranged reads cost a
-# request per record, which pays only while a whole file takes long to download (on the
-# local S3 test server, where a request costs ~10 ms of CPU and bytes are free, files of
-# 15 MB gave a slower first batch by range: benchmarks/w2_head_start.py)
-RANGED_MIN_SIZE = 64 << 20
+_REQUESTS = 512  # ranged requests per epoch start at most, by default (two batches of 256)
+BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by default
+# bytes of downloads a ranged request must spare to be worth it: on the local S3 test
+# server (moto, +50 ms a request, the 2-core machine loaded) a request costs about as
+# much as 0.5-1 MB of download; a block window's first batch (4 blocks of 8 MB, a
+# request a record) came 4-5x later by range than by download (benchmarks/w2_head_start.py)
+REQUEST_BYTES = 1 << 20
 COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
 
 
 class HeadStart:
-    """Ranged reads of ``shards``' ArrayRecord files until each is in the cache (see the
-    module docstring).
+    """Ranged reads of ``shards``' ArrayRecord files (or blocks) until each is in the cache
+    (see the module docstring).
 
     Args:
-        shards: the :class:`~datarax.storage.shards.RemoteShards` downloading the files.
-        budget: bytes of ranged reads allowed after each :meth:`arm` (default: 1/16 of the
+        shards: the :class:`~datarax.storage.shards.RemoteShards` downloading the files
+            (or the blocks of ``blocks``).
+        budget: bytes of ranged reads allowed after each :meth:`arm` (default: 1/64 of the
             files' bytes, at most 64 MiB; 0 turns ranged reads off).
         threads: files read by range at once.
-        min_size: files smaller than this are never read by range (default
-            :data:`RANGED_MIN_SIZE`, 64 MiB).
+        request_bytes: bytes of not-cached files (or blocks) a read must touch per ranged
+            request it needs to go by range (default :data:`REQUEST_BYTES`, 1 MiB; 0: any).
+        blocks: with block windows, the blocks ``shards`` downloads (its objects), and
+            ``files``: the files they are cut from.
+        max_requests: ranged requests allowed after each :meth:`arm` (default 512).
     """
 
     def __init__(self, shards: RemoteShards, *, budget: int | None = None,
-                 threads: int = _THREADS, min_size: int | None = None) -> None:
-        total = sum(o.size for o in shards.objects)
+                 threads: int = _THREADS, request_bytes: int | None = None,
+                 blocks: FileBlocks | None = None,
+                 files: Sequence[RemoteObject] | None = None,
+                 max_requests: int | None = None) -> None:
+        if (blocks is None) != (files is None):
+            raise ConfigError("HeadStart: give blocks and the files they are cut from together.")
         self.shards = shards
-        self.min_size = RANGED_MIN_SIZE if min_size is None else int(min_size)
-        self.budget = min(total // 16, _BUDGET) if budget is None else int(budget)
+        self.blocks = blocks
+        self.files = tuple(files) if files is not None else shards.objects
+        total = sum(o.size for o in self.files)
+        self.request_bytes = REQUEST_BYTES if request_bytes is None else int(request_bytes)
+        self.budget = min(total // BUDGET_SHARE, _BUDGET) if budget is None else int(budget)
+        self.max_requests = _REQUESTS if max_requests is None else int(max_requests)
         self.threads = threads
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
-        self._ranges: dict[int, ArrayRecordRanges | None] = {}  # None: not readable by range
+        self._ranges: dict[int, ArrayRecordRanges | None] = {}  # by file; None: not by range
         self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
         self._spent = 0  # bytes of ranged reads since the budget was last renewed
+        self._asked = 0  # requests of ranged reads since then
+        self._declined = False  # a read since then did not pay: the later, larger ones wait
         self._records = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.shards, self.budget, self.threads, self.min_size))
+        return (_rebuild, (self.shards, self.budget, self.threads, self.request_bytes, self.blocks,
+                           None if self.blocks is None else self.files, self.max_requests))
 
     def arm(self) -> None:
-        """An epoch starts or a state was restored: allow ``budget`` bytes of ranged reads
-        again."""
+        """An epoch starts or a state was restored: allow ``budget`` bytes (and
+        ``max_requests`` requests) of ranged reads again."""
         with self._lock:
             self._spent = 0
+            self._asked = 0
+            self._declined = False
+
+    def _file_of(self, unit: int) -> int:
+        """The file of ``shards``' object ``unit`` (a block's file, or the file itself)."""
+        return unit if self.blocks is None else self.blocks.file_of[unit]
 
     def _reader(self, f: int) -> ArrayRecordRanges | None:
         """File ``f``'s ranged reader (opened once), or None when it cannot be read so."""
@@ -116,9 +152,9 @@ class HeadStart:
                 if f in self._ranges:
                     return self._ranges[f]
             try:
-                reader = ArrayRecordRanges.for_object(self.shards.objects[f],
-                                                      fetcher=self.shards.fetcher,
-                                                      cache=self.shards.cache)
+                reader = ArrayRecordRanges.for_object(
+                    self.files[f], fetcher=self.shards.fetcher, cache=self.shards.cache,
+                    footer=None if self.blocks is None else self.blocks.footers[f])
             except RemoteObjectError:
                 with self._lock:  # deleted or changed: the error the download gives, once
                     self._ranges[f] = None
@@ -156,34 +192,46 @@ class HeadStart:
         return records
 
     def read(self, wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
-        """``{file: records}`` for the files of ``wanted`` (``{file: positions in it}``) not
-        in the cache, read by range while the budget lasts; the others are left out (read
-        them from the cache, waiting for their download).
+        """``{unit: records}`` for the units of ``wanted`` (``{file, or block: positions
+        in its file}``) not in the cache, read by range while the budget lasts; the others
+        are left out (read them from the cache, waiting for their download).
 
         Raises:
             RemoteObjectError: a file was deleted or changed since it was listed.
             RemoteStoreError: the store still fails after every retry, or refuses access.
         """
         with self._lock:
-            if self._spent >= self.budget:
+            if self._declined or self._spent >= self.budget or self._asked >= self.max_requests:
                 return {}
-        todo = [f for f in wanted if self.shards.objects[f].size >= self.min_size
-                and self._ranges.get(f, 1) is not None and not self.shards.ready(f)]
-        if not todo:
+        todo = [u for u in wanted if self._ranges.get(self._file_of(u), 1) is not None
+                and not self.shards.ready(u)]
+        # at least a request a unit: too little to spare, no file is even opened
+        if not todo or sum(self.shards.objects[u].size for u in todo) < \
+                len(todo) * self.request_bytes:
             return {}
-        opened = [r for r in self._map(self._reader, todo)]
-        files = [(f, r) for f, r in zip(todo, opened, strict=True) if r is not None]
-        # the bytes these reads take, known from the footers, taken from the budget whole
-        # (all by range or none: the call waits for a download either way); a reader's
-        # first read of a pass is one batch, its later ones whole chunks of many batches
-        need = sum(end - start for f, r in files
-                   for start, end, _ in r.ranges(r.chunks_of(wanted[f])))
+        files = sorted({self._file_of(u) for u in todo})
+        readers = dict(zip(files, self._map(self._reader, files), strict=True))
+        units = [(u, readers[self._file_of(u)]) for u in todo
+                 if readers[self._file_of(u)] is not None]
+        # the bytes and requests these reads take, known from the footers, taken from the
+        # budget whole (all by range or none: the call waits for a download either way); a
+        # reader's first read of a pass is one batch, its later ones chunks of many batches
+        runs = [r.ranges(r.chunks_of(wanted[u])) for u, r in units]
+        need = sum(end - start for unit_runs in runs for start, end, _ in unit_runs)
+        asked = sum(len(unit_runs) for unit_runs in runs)
+        spared = sum(self.shards.objects[u].size for u, _ in units)  # downloads not waited for
         with self._lock:
-            if not files or self._spent + need > self.budget:
+            if not units or self._spent + need > self.budget or spared < asked * \
+                    self.request_bytes or self._asked + asked > self.max_requests:
+                # the reader's later reads are larger (chunks of many batches): until the
+                # next arm they wait for the downloads without opening more files
+                self._declined = bool(units)
                 return {}
             self._spent += need
-        results = self._map(lambda item: self._read_one(item[0], item[1], wanted[item[0]]), files)
-        return {f: records for (f, _), records in zip(files, results, strict=True)
+            self._asked += asked
+        results = self._map(lambda item: self._read_one(self._file_of(item[0]), item[1],
+                                                        wanted[item[0]]), units)
+        return {u: records for (u, _), records in zip(units, results, strict=True)
                 if records is not None}
 
     def _map(self, fn: Any, items: list[Any]) -> list[Any]:
@@ -199,7 +247,7 @@ class HeadStart:
 
     def stats(self) -> dict[str, int]:
         """``ranged_requests``, ``ranged_bytes`` and ``ranged_records`` so far (footers
-        read included), and ``ranged_budget_left`` of this epoch's budget."""
+        read included), and ``ranged_budget_left`` of this epoch's budget (bytes)."""
         totals = self._totals()
         with self._lock:
             return {"ranged_requests": totals["requests"], "ranged_bytes": totals["bytes"],
@@ -238,5 +286,9 @@ def ranged_count(shards: RemoteShards, i: int) -> int | None:
     return len(reader)
 
 
-def _rebuild(shards: RemoteShards, budget: int, threads: int, min_size: int) -> HeadStart:
-    return HeadStart(shards, budget=budget, threads=threads, min_size=min_size)
+def _rebuild(shards: RemoteShards, budget: int, threads: int, request_bytes: int,
+             blocks: FileBlocks | None = None, files: Sequence[RemoteObject] | None = None,
+             max_requests: int | None = None) -> HeadStart:
+    return HeadStart(shards, budget=budget, threads=threads, request_bytes=request_bytes,
+                     blocks=blocks,
+                     files=files, max_requests=max_requests)

@@ -240,9 +240,10 @@ class RemoteShards(ShardRoom, ShardDamage):
             return held | self._handles.files() | self._busy()
         return self._order.window(self.behind, self.ahead) | self._busy()
 
-    def _drop(self, i: int) -> list[tuple[Closer, Any]]:
-        """Release file ``i``; returns its idle handle, to close outside the lock."""
-        idle = self._handles.pop(i)
+    def _drop(self, i: int, *, detached: bool = True) -> list[tuple[Closer, Any]]:
+        """Release file ``i``; returns its idle handle, to close outside the lock (unless
+        not ``detached`` and it reads a copy of its own: kept for later reads)."""
+        idle = self._handles.pop(i) if detached else self._handles.pop_attached(i)
         self._ahead.pop(i, None)
         entry = self._entries.pop(i, None)
         if entry is not None:
@@ -258,12 +259,12 @@ class RemoteShards(ShardRoom, ShardDamage):
         idle = []
         for i in [i for i in self._handles.files() | set(self._entries) | set(self._ahead)
                   if i not in keep]:
-            idle += self._drop(i)
+            idle += self._drop(i, detached=False)
         if self._order.planned:
             hold = self._order.window(self.behind, 0) | self._busy()
             for i in [i for i in self._entries if i not in hold]:
                 path = self._entries[i].path
-                idle += self._drop(i)
+                idle += self._drop(i, detached=False)
                 self._ahead[i] = path
         return idle
 
@@ -374,7 +375,7 @@ class RemoteShards(ShardRoom, ShardDamage):
             if self._pins[i] <= 0:
                 del self._pins[i]
                 if self._order.planned and i not in self._keep():
-                    idle = self._drop(i)  # read after the reader moved past it: not kept
+                    idle = self._drop(i, detached=False)  # passed: not kept
             self._notify()
         close_all(idle)
 
