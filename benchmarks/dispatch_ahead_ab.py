@@ -1,0 +1,105 @@
+"""Where a compiled pass dispatches ahead: a worker thread or the loop's own thread.
+
+``python -m benchmarks.dispatch_ahead_ab [--records N] [--rounds R] [--json out.json]``
+
+W1 (shuffle, /255, per-record flip; :mod:`benchmarks.on_chip`'s pipeline and plain
+jit) at batch 256 and 1024, in one process, the variants alternating round after round
+(a loaded machine drifts): the ``for`` loop and ``pipeline.step()`` with the read-ahead
+worker (``WORKER_BACKENDS`` holding this backend) and with batches dispatched ahead on
+the loop's thread (``WORKER_BACKENDS`` empty), ``prefetch=0``, and the plain jit of the
+same work. Each measure: ``steps`` back-to-back calls waited for once at the end, wall
+and process CPU time per batch; the report gives per variant the median over rounds and
+the ratios plain jit ÷ variant (≥ 1: datarax as fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from benchmarks.on_chip import _endless, _w1_floor, _w1_pipeline
+
+import datarax.pipeline.driver_compiled as driver_compiled
+
+
+def _measure(fn: Any, steps: int) -> tuple[float, float]:
+    """ms per call of ``steps`` back-to-back calls: (wall, this process's CPU)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    jax.block_until_ready([fn() for _ in range(steps)])
+    return (1000 * (time.perf_counter() - wall) / steps,
+            1000 * (time.process_time() - cpu) / steps)
+
+
+def _variants(images: np.ndarray, batch: int) -> dict[str, Any]:
+    """name -> (a function giving the next batch, the WORKER_BACKENDS it runs under)."""
+    worker = frozenset({jax.default_backend()})
+    loop = frozenset()
+    made: dict[str, Any] = {}
+    for name, backends in (("worker", worker), ("loop", loop)):
+        driver_compiled.WORKER_BACKENDS = backends
+        it = _endless(lambda: _w1_pipeline(images, batch, True))
+        made[f"for_{name}"] = (lambda it=it: next(it), backends)
+        pipe = _w1_pipeline(images, batch, True)
+        made[f"step_{name}"] = (pipe.step, backends)
+    inline = _endless(lambda: _w1_pipeline(images, batch, True, prefetch=0))
+    made["for_prefetch0"] = (lambda: next(inline), loop)
+    made["plain_jit"] = (_w1_floor(images, batch, True), loop)
+    return made
+
+
+def run(records: int, batches: tuple[int, ...], steps: int, rounds: int) -> dict[str, Any]:
+    images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    report: dict[str, Any] = {"backend": jax.default_backend(), "records": records,
+                              "steps": steps, "rounds": rounds}
+    for batch in batches:
+        variants = _variants(images, batch)
+        for fn, backends in variants.values():  # compiled, the worker (if any) started
+            driver_compiled.WORKER_BACKENDS = backends
+            jax.block_until_ready(fn())
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+        names = list(variants)
+        for r in range(rounds):
+            for name in names if r % 2 == 0 else names[::-1]:
+                fn, backends = variants[name]
+                driver_compiled.WORKER_BACKENDS = backends
+                samples[name].append(_measure(fn, steps))
+        med = {name: {"wall_ms": statistics.median(w for w, _ in s),
+                      "cpu_ms": statistics.median(c for _, c in s),
+                      "wall_ms_all": [round(w, 3) for w, _ in s]}
+               for name, s in samples.items()}
+        floor = med["plain_jit"]
+        ratios = {name: {"wall": floor["wall_ms"] / m["wall_ms"],
+                         "cpu": floor["cpu_ms"] / m["cpu_ms"]}
+                  for name, m in med.items() if name != "plain_jit"}
+        report[str(batch)] = {"median": med, "plain_jit_over_variant": ratios}
+    driver_compiled.WORKER_BACKENDS = frozenset({"cpu"})
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--batches", default="256,1024")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    report = run(args.records, tuple(int(b) for b in args.batches.split(",")), args.steps,
+                 args.rounds)
+    report["load_average_1m"] = round(__import__("os").getloadavg()[0], 2)
+    text = json.dumps(report, indent=2)
+    if args.json is not None:
+        args.json.write_text(text)
+    print(text)
+    return report
+
+
+if __name__ == "__main__":
+    main()
