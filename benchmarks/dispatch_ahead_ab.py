@@ -9,7 +9,10 @@ worker (``WORKER_BACKENDS`` holding this backend) and with batches dispatched ah
 the loop's thread (``WORKER_BACKENDS`` empty), ``prefetch=0``, and the plain jit of the
 same work. Each measure: ``steps`` back-to-back calls waited for once at the end, wall
 and process CPU time per batch; the report gives per variant the median over rounds and
-the ratios plain jit ÷ variant (≥ 1: datarax as fast).
+the ratios plain jit ÷ variant (≥ 1: datarax as fast). ``--train-ms`` > 0 adds, per
+batch, a train step (chained matmuls of about that many ms here) that takes the batch
+and is waited for, as a loop reading its loss is: the ms per step of each variant
+beside the train step alone (``train_alone``) show what the data adds to such a loop.
 """
 
 from __future__ import annotations
@@ -37,6 +40,38 @@ def _measure(fn: Any, steps: int) -> tuple[float, float]:
             1000 * (time.process_time() - cpu) / steps)
 
 
+def _with_train(next_batch: Any, train: Any) -> Any:
+    """``next_batch`` followed by a train step on its batch, waited for."""
+    def step() -> Any:
+        return jax.block_until_ready(train(next_batch()["image"]))
+    return step
+
+
+def _train_step(train_ms: float, batch: int) -> Any:
+    """A jitted step of chained matmuls over the batch, about ``train_ms`` ms here."""
+    weight = jax.device_put(np.full((256, 256), 1e-3, np.float32))
+
+    def make(depth: int) -> Any:
+        @jax.jit
+        def train(image: Any) -> Any:
+            h = image.reshape(image.shape[0], -1)[:, :256]
+            for _ in range(depth):
+                h = jax.numpy.tanh(h @ weight)
+            return h.sum()
+        return train
+
+    probe = jax.device_put(np.zeros((batch, 32, 32, 3), np.float32))
+    one = make(1)
+    one(probe).block_until_ready()
+    began = time.perf_counter()
+    for _ in range(5):
+        one(probe).block_until_ready()
+    each = 1000 * (time.perf_counter() - began) / 5
+    train = make(max(1, round(train_ms / max(each, 1e-3))))
+    train(probe).block_until_ready()
+    return train
+
+
 def _variants(images: np.ndarray, batch: int) -> dict[str, Any]:
     """name -> (a function giving the next batch, the WORKER_BACKENDS it runs under)."""
     worker = frozenset({jax.default_backend()})
@@ -54,12 +89,19 @@ def _variants(images: np.ndarray, batch: int) -> dict[str, Any]:
     return made
 
 
-def run(records: int, batches: tuple[int, ...], steps: int, rounds: int) -> dict[str, Any]:
+def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
+        train_ms: float = 0.0) -> dict[str, Any]:
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     report: dict[str, Any] = {"backend": jax.default_backend(), "records": records,
-                              "steps": steps, "rounds": rounds}
+                              "steps": steps, "rounds": rounds, "train_ms": train_ms}
     for batch in batches:
         variants = _variants(images, batch)
+        if train_ms > 0:
+            train = _train_step(train_ms, batch)
+            variants = {name: (_with_train(fn, train), backends)
+                        for name, (fn, backends) in variants.items()}
+            probe = jax.device_put(np.zeros((batch, 32, 32, 3), np.float32))
+            variants["train_alone"] = (lambda: jax.block_until_ready(train(probe)), frozenset())
         for fn, backends in variants.values():  # compiled, the worker (if any) started
             driver_compiled.WORKER_BACKENDS = backends
             jax.block_until_ready(fn())
@@ -89,10 +131,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batches", default="256,1024")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--train-ms", type=float, default=0.0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     report = run(args.records, tuple(int(b) for b in args.batches.split(",")), args.steps,
-                 args.rounds)
+                 args.rounds, args.train_ms)
     report["load_average_1m"] = round(__import__("os").getloadavg()[0], 2)
     text = json.dumps(report, indent=2)
     if args.json is not None:
