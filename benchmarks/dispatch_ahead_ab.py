@@ -89,13 +89,29 @@ def _variants(images: np.ndarray, batch: int) -> dict[str, Any]:
     return made
 
 
+def _same_batches(images: np.ndarray, batch: int, epochs: int = 2) -> bool:
+    """Whether the worker, the loop's thread and ``prefetch=0`` serve the same batches
+    (``epochs`` epochs each, compared bit for bit)."""
+    served, kept = [], driver_compiled.WORKER_BACKENDS
+    for backends, prefetch in ((frozenset({jax.default_backend()}), 2), (frozenset(), 2),
+                               (frozenset(), 0)):
+        driver_compiled.WORKER_BACKENDS = backends
+        pipeline = _w1_pipeline(images, batch, True, prefetch=prefetch)
+        served.append([np.asarray(b["image"]).tobytes() + np.asarray(b["label"]).tobytes()
+                       for _ in range(epochs) for b in pipeline])
+    driver_compiled.WORKER_BACKENDS = kept
+    return served[0] == served[1] == served[2]
+
+
 def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
         train_ms: float = 0.0) -> dict[str, Any]:
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
+    kept = driver_compiled.WORKER_BACKENDS  # put back at the end
     report: dict[str, Any] = {"backend": jax.default_backend(), "records": records,
                               "steps": steps, "rounds": rounds, "train_ms": train_ms}
     for batch in batches:
         variants = _variants(images, batch)
+        report[f"{batch}_same_batches"] = _same_batches(images, batch)
         if train_ms > 0:
             train = _train_step(train_ms, batch)
             variants = {name: (_with_train(fn, train), backends)
@@ -121,7 +137,7 @@ def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
                          "cpu": floor["cpu_ms"] / m["cpu_ms"]}
                   for name, m in med.items() if name != "plain_jit"}
         report[str(batch)] = {"median": med, "plain_jit_over_variant": ratios}
-    driver_compiled.WORKER_BACKENDS = frozenset({"cpu"})
+    driver_compiled.WORKER_BACKENDS = kept
     return report
 
 
