@@ -5,8 +5,9 @@ compute its batches (the split graph, the compiled step, positions, keys), and
 :meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
 never moves the source's position: the iterator advances it when it hands a batch out.
 :func:`start_ahead` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`
-(on the CPU backend; elsewhere the loop's thread dispatches it ahead), so that the positions → gather → stages → placement of the next batches run while the
-consumer's thread trains.
+(on the CPU backend; elsewhere the loop's thread dispatches it ahead), so that the
+positions → gather → stages → placement of the next batches run while the consumer's
+thread trains.
 """
 
 from __future__ import annotations
