@@ -40,7 +40,12 @@ WORKER_BACKENDS = frozenset({"cpu"})
 def step_backend(plan: Any) -> str:
     """The platform a pipeline's compiled steps run on: the CPU for ``stages_on="host"``,
     else the default device's (``jax.default_device`` where set, else JAX's default
-    backend)."""
+    backend).
+
+    >>> from datarax.pipeline.plan import PipelinePlan
+    >>> step_backend(PipelinePlan(4, False, 2, False, stages_on="host"))
+    'cpu'
+    """
     device = stage_device(plan)
     if device is None:
         device = jax.config.jax_default_device
