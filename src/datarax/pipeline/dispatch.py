@@ -4,9 +4,10 @@
 compute its batches (the split graph, the compiled step, positions, keys), and
 :meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
 never moves the source's position: the iterator advances it when it hands a batch out.
-:func:`start_ahead` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`,
-so that the positions → gather → stages → placement of the next batches run while the
-consumer's thread trains.
+:func:`start_ahead` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`
+(on the CPU backend; elsewhere the loop's thread dispatches it ahead), so that the
+positions → gather → stages → placement of the next batches run while the consumer's
+thread trains.
 """
 
 from __future__ import annotations
@@ -324,7 +325,8 @@ class IndexedDispatch:
 def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
     """A worker preparing ``dispatch``'s batches, or None where they are dispatched on
     the consumer's thread: ``prefetch=0``, text kept on the host (host stages run in
-    Python), or no way to copy the consumer's JAX settings. The last pass's worker,
+    Python), or no way to copy the consumer's JAX settings. (The compiled driver asks
+    only where its step runs on a backend of ``driver_compiled.WORKER_BACKENDS``.) The last pass's worker,
     parked when that pass ended, makes them where it can (no thread started)."""
     parked = dispatch.reuse.parked()  # the last pass's worker, waiting for this one
     if dispatch.host_fields:

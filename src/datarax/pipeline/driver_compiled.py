@@ -2,9 +2,14 @@
 
 :class:`CompiledDriver` runs a pass's dispatch (:class:`~datarax.pipeline.dispatch.IndexedDispatch`,
 or a filtered pass's :class:`~datarax.pipeline.filtered.FilteredDispatch`) ``prefetch``
-dispatches ahead on a worker (:mod:`datarax.pipeline.ahead`), or on the loop's thread
-where there is none (``prefetch=0``, text joined on the host). The source's position
-moves only when a batch is handed out (``advance`` by the positions it covers).
+dispatches ahead. Where the step runs on a backend of :data:`WORKER_BACKENDS` (the CPU:
+XLA:CPU runs a cheap program on the thread that dispatches it) a worker thread
+(:mod:`datarax.pipeline.ahead`) dispatches them; elsewhere (a TPU or GPU: every dispatch
+returns before its program ran) the loop's own thread does, keeping ``prefetch``
+dispatched-but-unread batches queued, which overlaps the same work with no hand-off
+between threads (~0.12 ms a batch at batch 1024 on a TPU v5e's host). The source's
+position moves only when a batch is handed out (``advance`` by the positions it
+covers); an error met dispatching ahead is raised by the ``next()`` of its own batch.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
+import jax
+
 from datarax.pipeline.ahead import DispatchAhead
-from datarax.pipeline.devices import place_batch
+from datarax.pipeline.devices import place_batch, stage_device
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.driver import SourceMoved
 from datarax.pipeline.host_pass import check_finite
@@ -25,6 +32,28 @@ from datarax.typing import Batch
 #: stable indices (called for check_finite's message), whether its rows are filtered)
 Served = tuple[int, Batch, int, Callable[[], Any], bool]
 
+#: backends on which a compiled pass's batches are dispatched ahead by a worker thread
+#: rather than by the loop's thread (see the module)
+WORKER_BACKENDS = frozenset({"cpu"})
+
+
+def step_backend(plan: Any) -> str:
+    """The platform a pipeline's compiled steps run on: the CPU for ``stages_on="host"``,
+    else the default device's (``jax.default_device`` where set, else JAX's default
+    backend).
+
+    >>> from datarax.pipeline.plan import PipelinePlan
+    >>> step_backend(PipelinePlan(4, False, 2, False, stages_on="host"))
+    'cpu'
+    """
+    device = stage_device(plan)
+    if device is None:
+        device = jax.config.jax_default_device
+    platform = getattr(device, "platform", None)
+    if isinstance(platform, str):
+        return platform
+    return device if isinstance(device, str) else jax.default_backend()
+
 
 class CompiledDriver:
     """The batches of pass ``epoch`` of a compiled source, from where it stands (see
@@ -34,8 +63,16 @@ class CompiledDriver:
         self.context, self.source, self.plan = context, context.source, context.plan
         self.stats, self.epoch = context.stats, epoch
         self.dispatch: Any = self._open()
-        self.ahead: DispatchAhead | None = self._start()
+        self.ahead: DispatchAhead | None = None
+        if self.plan.prefetch == 0 or step_backend(self.plan) in WORKER_BACKENDS:
+            self.ahead = self._start()
+        else:  # dispatched ahead on the loop's thread: no worker, the last pass's one ends
+            parked = context.session.pass_reuse.parked()
+            if parked is not None:
+                parked.stop()
         self.queue: collections.deque[Any] = collections.deque()  # made here, not yet taken
+        self.done = False  # the dispatch returned None
+        self.failed: Exception | None = None  # met dispatching ahead, raised at its batch
         self.expect = self.source.datarax_position.where()
 
     def _open(self) -> Any:
@@ -59,12 +96,31 @@ class CompiledDriver:
     def _take(self) -> Any:
         if self.ahead is not None:  # prepared on the worker
             return self.ahead.get()
-        while len(self.queue) <= self.plan.prefetch:
-            made = self.dispatch.dispatch_some()
-            if made is None:
-                break
-            self.queue.extend(made)
-        return self.queue.popleft() if self.queue else None
+        queue = self.queue
+        if not queue:
+            if self.failed is not None:  # the batches before it were handed out
+                raise self.failed
+            if self.done or not self._dispatch():  # this batch's own error is raised now
+                return None
+        item = queue.popleft()
+        # the next batches dispatched before this one is handed out: their programs run
+        # while the loop trains on it (``prefetch`` dispatches, a group's batches each)
+        depth = self.plan.prefetch * getattr(self.dispatch, "group", 1)
+        while len(queue) < depth and not self.done and self.failed is None:
+            try:
+                self._dispatch()
+            except Exception as err:  # noqa: BLE001 - raised by the next() of its batch
+                self.failed = err
+        return item
+
+    def _dispatch(self) -> bool:
+        """Dispatch the next batch (or group) into the queue; False at the pass's end."""
+        made = self.dispatch.dispatch_some()
+        if made is None:
+            self.done = True
+            return False
+        self.queue.extend(made)
+        return True
 
     def next_batch(self) -> tuple[Batch, int]:
         source = self.source
@@ -90,6 +146,7 @@ class CompiledDriver:
 
     def release(self) -> None:
         self.queue.clear()
+        self.failed = None
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
             ahead.stop()
