@@ -145,10 +145,21 @@ def _appended(buffer: Any, kept: Any, values: Any, mask: Any) -> Any:
     (past ``kept`` when the loop ends: never handed out). A stable sort of the mask and
     one slice update per leaf: XLA compiles these to a few kernels, where a running sum
     (a tree of reduce-windows on CPU) and a scatter took twice the loop's compile time."""
-    order = jnp.argsort(jnp.logical_not(mask), stable=True)
+    _, order = jax.lax.sort((jnp.logical_not(mask), jnp.arange(mask.shape[0], dtype=jnp.int32)),
+                            num_keys=1, is_stable=True)
     return jax.tree.map(
-        lambda b, v: jax.lax.dynamic_update_slice_in_dim(b, jnp.take(v, order, axis=0), kept, 0),
+        lambda b, v: jax.lax.dynamic_update_slice_in_dim(b, _rows(v, order), kept, 0),
         buffer, values)
+
+
+def _rows(values: Any, order: Any) -> Any:
+    """``values[order]`` for an ``order`` known in range: one gather (indexing would also
+    trace and lower the wrap of negative indices)."""
+    dims = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(1, values.ndim)), collapsed_slice_dims=(0,),
+        start_index_map=(0,))
+    return jax.lax.gather(values, order[:, None], dims, (1, *values.shape[1:]),
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 #: the compiled steps called at least once in this process
