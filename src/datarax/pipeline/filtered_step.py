@@ -78,9 +78,10 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             return (kept < rows) & (p < end)
 
         def packed(p: Any, kept: Any, buffer: Any, values: Any, mask: Any) -> Any:
-            """``buffer`` with the kept ``values`` of the chunk at ``p`` appended."""
-            buffer = _appended(buffer, kept, values, mask)
-            return p + batch_size, jnp.minimum(kept + mask.sum(dtype=jnp.int32), rows), buffer
+            """``buffer`` with the kept ``values`` of the chunk at ``p`` appended (their
+            positions alone where ``values`` is None)."""
+            buffer, count = _appended(buffer, kept, p, values, mask)
+            return p + batch_size, jnp.minimum(kept + count, rows), buffer
 
         def checked_chunk(p: Any) -> Any:
             values, mask = chunk(p)
@@ -99,8 +100,8 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             # chunk's read), then read just those records, one gather.
             def body(carry: Any) -> Any:
                 p, kept, buffer = carry
-                (_, _, pos), mask = checked_chunk(p)
-                return packed(p, kept, buffer, pos, mask)
+                _, mask = checked_chunk(p)
+                return packed(p, kept, buffer, None, mask)
 
             _, kept, pos = jax.lax.while_loop(
                 more, body, (first, jnp.int32(0), jnp.zeros(rows + batch_size, begin.dtype))
@@ -139,17 +140,23 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
     return stored_jit(step)
 
 
-def _appended(buffer: Any, kept: Any, values: Any, mask: Any) -> Any:
-    """``buffer`` (``rows + len(mask)`` rows) with the ``values`` that ``mask`` keeps
-    written from row ``kept`` on, in their order; the rows after them hold the others
-    (past ``kept`` when the loop ends: never handed out). A stable sort of the mask and
-    one slice update per leaf: XLA compiles these to a few kernels, where a running sum
-    (a tree of reduce-windows on CPU) and a scatter took twice the loop's compile time."""
-    _, order = jax.lax.sort((jnp.logical_not(mask), jnp.arange(mask.shape[0], dtype=jnp.int32)),
-                            num_keys=1, is_stable=True)
+def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[Any, Any]:
+    """``buffer`` (``rows + len(mask)`` rows) with the ``values`` of the chunk at epoch
+    position ``p`` that ``mask`` keeps written from row ``kept`` on, in their order
+    (``values`` None: their positions), and how many were kept. The rows after them
+    hold the others (past ``kept`` when the loop ends: never handed out). One stable
+    sort of the mask with the positions and one slice update per leaf: XLA compiles
+    these to a few kernels, where a running sum (a tree of reduce-windows on CPU) and a
+    scatter took twice the loop's compile time."""
+    pos = p + jnp.arange(mask.shape[0], dtype=p.dtype)
+    dropped, pos = jax.lax.sort((jnp.logical_not(mask), pos), num_keys=1, is_stable=True)
+    count = jnp.logical_not(dropped).sum(dtype=jnp.int32)
+    if values is None:
+        return jax.lax.dynamic_update_slice_in_dim(buffer, pos, kept, 0), count
+    order = pos - p
     return jax.tree.map(
         lambda b, v: jax.lax.dynamic_update_slice_in_dim(b, _rows(v, order), kept, 0),
-        buffer, values)
+        buffer, values), count
 
 
 def _rows(values: Any, order: Any) -> Any:
