@@ -146,8 +146,8 @@ def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[A
     (``values`` None: their positions), and how many were kept. The rows after them
     hold the others (past ``kept`` when the loop ends: never handed out). One stable
     sort of the mask with the positions and one slice update per leaf: XLA compiles
-    these to a few kernels, where a running sum (a tree of reduce-windows on CPU) and a
-    scatter took twice the loop's compile time."""
+    these to fewer kernels than a running sum (a tree of reduce-windows on XLA's CPU
+    backend) and a scatter, which compiled the step 13% slower."""
     pos = p + jnp.arange(mask.shape[0], dtype=p.dtype)
     dropped, pos = jax.lax.sort((jnp.logical_not(mask), pos), num_keys=1, is_stable=True)
     count = jnp.logical_not(dropped).sum(dtype=jnp.int32)
