@@ -1,6 +1,7 @@
 """A filtered pass's batches, pinned: the records the unfiltered pipeline hands out, in
-its order, those the predicate keeps, cut into full batches; and their values (order and
-draws) as they were when packing moved from a running sum and a scatter to a stable sort."""
+its order, those the predicate keeps, cut into full batches; and the first batch of each
+epoch (order and draws) as it was when packing moved from a running sum and a scatter to
+a stable sort."""
 
 from __future__ import annotations
 
@@ -55,9 +56,9 @@ def test_filtered_batches_are_the_unfiltered_records_kept_in_order(at, unfiltere
     """Both packing paths (records read by position, and a stage before the filter),
     over a pass where kept records straddle the chunks read, two epochs (two orders)."""
     filtered = _pipeline(N, SIZE, at=at)
-    for epoch in unfiltered:
+    for epoch, pinned in zip(unfiltered, PINNED):
         records = [r for x, u in epoch for r in zip(x, u) if r[0] % 2 == 0]
         want = [records[i:i + SIZE] for i in range(0, len(records), SIZE)]
         got = _epoch(filtered)
         assert [list(zip(x, u)) for x, u in got] == want
-        assert got[0] == PINNED[unfiltered.index(epoch)]
+        assert got[0] == pinned
