@@ -89,11 +89,20 @@ def _datarax(workload: str, images: Any) -> Any:
 def _plain(workload: str, images: Any) -> Any:
     """A plain ``jax.jit`` of the workload's math; a function returning its first batch."""
     import jax
+
+    step, args = plain_program(workload, images)
+    jitted = jax.jit(step)
+    return lambda: jitted(jax.device_put(args[0]), *args[1:])
+
+
+def plain_program(workload: str, images: Any) -> tuple[Any, tuple[Any, ...]]:
+    """The plain twin's step (not jitted) and its first batch's arguments (the raw
+    records as NumPy, the key, the batch number)."""
+    import jax
     import jax.numpy as jnp
     import numpy as np
 
     if workload in ("W1", "W10"):
-        @jax.jit
         def step(raw: Any, key: Any, batch: Any) -> Any:
             keys = jax.random.split(jax.random.fold_in(key, batch), raw.shape[0])
             flip = jax.vmap(jax.random.bernoulli)(keys)
@@ -124,7 +133,6 @@ def _plain(workload: str, images: Any) -> Any:
             out = (out - out.mean()) * factor + out.mean()
             return (out - MEAN) / STD
 
-        @jax.jit
         def step(raw: Any, key: Any, batch: Any) -> Any:
             keys = jax.random.split(jax.random.fold_in(key, batch), raw.shape[0])
             return jax.vmap(one)(raw, keys)
@@ -133,7 +141,7 @@ def _plain(workload: str, images: Any) -> Any:
     order = np.random.default_rng(0).permutation(len(images))
     if workload == "W10":  # the filter on the host: the even records (labels = ids)
         order = order[order % 2 == 0]
-    return lambda: step(jax.device_put(images[order[:256]]), key, 0)
+    return step, (images[order[:256]], key, 0)
 
 
 def worker(case: str, workload: str, sleep: float) -> dict[str, Any]:
