@@ -117,7 +117,8 @@ def text_kind(value: Any) -> str | None:
     are not all of one kind, None for a value that is not text.
 
     Example:
-        >>> text_kind("a"), text_kind(np.array([b"a"])), text_kind(["a", b"b"]), text_kind(1)
+        >>> mixed = np.array(["a", b"b"], dtype=object)
+        >>> text_kind("a"), text_kind(np.array([b"a"])), text_kind(mixed), text_kind(1)
         ('str', 'bytes', '', None)
     """
     if isinstance(value, str):
