@@ -220,6 +220,7 @@ def test_a_url_destination_of_the_local_writer_is_refused_not_written_as_a_local
     (("", "int32", (), "raw"), r"a field's name is a non-empty str, got ''"),
     (("a", "int33", (), "raw"), r"field 'a': dtype 'int33' is not a NumPy dtype"),
     (("a", "U5", (), "raw"), r"field 'a': dtype 'U5' is not a number type; text is dtype 'str'"),
+    (("a", "T", (), "raw"), r"field 'a': dtype 'T' is not a number type; text is dtype 'str'"),
 ])
 def test_a_declared_field_that_cannot_be_stored_is_refused_by_name(args, message) -> None:
     from datarax.dataset import Field

@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from datarax.core.dtypes import is_text_scalar
 from datarax.typing import Batch
 
 
@@ -124,8 +125,8 @@ def stack_records(records: list[Batch]) -> Batch:
         values = [r[key] for r in records]
         if all(isinstance(v, dict) for v in values):
             out[key] = stack_records(values)
-        elif all(isinstance(v, (str, bytes, np.str_, np.bytes_)) for v in values):
-            out[key] = [str(v) if isinstance(v, np.str_) else v for v in values]
+        elif all(is_text_scalar(v) for v in values):  # numpy's str_ made a plain str
+            out[key] = [str(v) if isinstance(v, str) else v for v in values]
         else:
             out[key] = np.stack([np.asarray(v) for v in values])
     return out

@@ -25,14 +25,16 @@ from datarax.host.dtypes import (
     is_64bit,
     is_host_leaf,
     is_text_dtype,
+    is_text_scalar,
     is_text_value,
     record_number,
     text_as_list,
+    text_kind,
     x64_enabled,
 )
 
 __all__ = [
     "DROP_FIELD", "TEXT_KINDS", "NarrowingError", "Records", "declared_64bit", "fit_column",
-    "fit_value", "is_64bit", "is_host_leaf", "is_text_dtype", "is_text_value",
-    "record_number", "text_as_list", "x64_enabled",
+    "fit_value", "is_64bit", "is_host_leaf", "is_text_dtype", "is_text_scalar",
+    "is_text_value", "record_number", "text_as_list", "text_kind", "x64_enabled",
 ]

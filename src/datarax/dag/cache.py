@@ -21,7 +21,7 @@ from flax import nnx
 from datarax.core.batch import record_at, stack_records
 from datarax.core.errors import ConfigError
 from datarax.core.operator import OperatorModule
-from datarax.core.dtypes import is_host_leaf
+from datarax.core.dtypes import is_host_leaf, is_text_scalar
 from datarax.core.stages import apply_stages
 from datarax.sources.random_access import RandomAccessSource
 from datarax.sources.skip_ledger import ErrorPolicy
@@ -33,7 +33,7 @@ def _nbytes(record: dict[str, Any]) -> int:
     for value in record.values():
         if isinstance(value, dict):
             total += _nbytes(value)
-        elif isinstance(value, (str, bytes)):
+        elif is_text_scalar(value):
             total += len(value.encode() if isinstance(value, str) else value)
         else:
             total += np.asarray(value).nbytes

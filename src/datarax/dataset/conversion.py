@@ -54,6 +54,7 @@ from datarax.dataset.writer import (
 )
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.host.dtypes import is_text_dtype
 from datarax.storage.urls import expand_user, is_remote
 
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
@@ -105,7 +106,7 @@ class NpyRows(Rows):
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         # plain ndarray views of the memory maps: a row of a np.memmap costs ~3 us more
         arrays = {k: np.asarray(v) for k, v in self._load().items()}
-        text = {k for k, v in arrays.items() if v.ndim == 1 and v.dtype.kind in "US"}
+        text = {k for k, v in arrays.items() if v.ndim == 1 and is_text_dtype(v.dtype)}
         stop = self.length if stop is None else min(stop, self.length)
         for i in range(start, stop):  # a str / bytes entry as str / bytes, the rest as arrays
             yield {k: (v[i].item() if k in text else np.asarray(v[i])) for k, v in arrays.items()}

@@ -38,6 +38,7 @@ from datarax.dataset.images import (
     pil_image,
 )
 from datarax.errors import DataraxError
+from datarax.host.dtypes import is_text_dtype
 
 __all__ = ["ENCODINGS", "Features", "Field", "RecordMismatchError", "infer_features", "infer_field"]
 
@@ -139,7 +140,8 @@ class Field:
             except TypeError as err:
                 raise DataraxError(f"field '{self.name}': dtype {self.dtype!r} is not a NumPy "
                                    f"dtype ({err}); e.g. 'uint8', 'int32', 'float32'.") from err
-            if dtype.kind in "OUSMm" or dtype.name.startswith("void"):  # bfloat16 ... pass
+            if is_text_dtype(dtype) or dtype.kind in "Mm" or dtype.name.startswith("void"):
+                # bfloat16 ... pass
                 raise DataraxError(
                     f"field '{self.name}': dtype {self.dtype!r} is not a number type; text is "
                     "dtype 'str' with encoding 'utf8', bytes a 'uint8' 'varlen' field.")
@@ -298,7 +300,7 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
     names = tuple(class_names) if class_names is not None else None
     if value is None:
         raise no_value(name)
-    if isinstance(value, (str, np.str_)):
+    if isinstance(value, str):  # np.str_ too
         return Field(name, "str", (), "utf8", names)
     encoded = read_encoded_image(name, value)
     if encoded is not None:

@@ -36,6 +36,7 @@ from datarax.dataset.images import (
     image_format,
     pil_image,
 )
+from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["image_payload", "stored_as_it_is"]
 
@@ -104,7 +105,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
         if image is None:
             from PIL import Image
 
-            array = np.asarray(value) if not isinstance(value, (bytes, str)) else None
+            array = None if is_text_scalar(value) else np.asarray(value)
             if array is None or array.dtype != np.uint8 or array.ndim not in (2, 3):
                 raise RecordMismatchError(
                     f"{located(f.name, row)}: expected an image (PNG/JPEG bytes, a PIL image or a "

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from datarax.errors import ConfigError, DataraxError
+from datarax.host.dtypes import is_text_scalar
 
 FORMAT = "datarax.LabelEncoder"
 VERSION = 1
@@ -179,12 +180,10 @@ class LabelEncoder:
 
 
 def _as_label(value: Any, where: str) -> str:
-    if isinstance(value, np.str_):
-        return str(value)
-    if isinstance(value, (bytes, np.bytes_)):
+    if isinstance(value, bytes):  # np.bytes_ too
         return bytes(value).decode("utf-8")
-    if isinstance(value, str):
-        return value
+    if isinstance(value, str):  # np.str_ too: made a plain str
+        return str(value)
     raise DataraxError(
         f"LabelEncoder.{where}: labels must be str (or bytes), got {type(value).__name__} "
         f"{value!r}. Numeric labels need no encoding."
@@ -200,6 +199,6 @@ def _as_array(values: Any) -> np.ndarray:
 
 
 def _flatten(values: Any, where: str) -> list[str]:
-    if isinstance(values, (str, bytes)):
+    if is_text_scalar(values):
         return [_as_label(values, where)]
     return [_as_label(v, where) for v in _as_array(values).reshape(-1).tolist()]

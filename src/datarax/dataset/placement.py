@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.write_outcome import ConversionError
+from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["MAX_SHARDS", "RECORDS_PER_SHARD", "Keyer", "ShardPlan", "automatic_shards",
            "key_order", "make_plan", "record_digest"]
@@ -35,7 +36,7 @@ MAX_SHARDS = 1024
 
 def _value_bytes(value: Any) -> bytes:
     """A stable byte form of one field value (type-tagged, length-prefixed parts)."""
-    if isinstance(value, (str, np.str_)):
+    if isinstance(value, str):  # np.str_ too
         parts = [b"s", str(value).encode("utf-8", "surrogatepass")]
     elif isinstance(value, (bytes, bytearray, memoryview)):
         parts = [b"b", bytes(value)]
@@ -108,7 +109,7 @@ class Keyer:
             value = self.key(element)
         if isinstance(value, np.generic):
             value = value.item()
-        if isinstance(value, bool) or not isinstance(value, (int, str, bytes)):
+        if isinstance(value, bool) or not (isinstance(value, int) or is_text_scalar(value)):
             raise ConversionError(
                 f"WriteDataset key: a record's key is {value!r} ({type(value).__name__}); keys "
                 "are int, str or bytes (stable across processes and runs).")

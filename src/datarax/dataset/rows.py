@@ -23,6 +23,7 @@ import numpy as np
 
 from datarax.dataset.images import image_shape_hint
 from datarax.errors import ConfigError
+from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["DataFrameRows", "HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows",
            "as_rows",
@@ -275,7 +276,7 @@ class _SourceRows(Rows):
                 self.source.seek(self.source.epoch, 0)
             records = itertools.islice(iter(self.source), self.length)
             self._pass = IterableRows(
-                ({k: (v if isinstance(v, (str, bytes)) else np.asarray(v)) for k, v in r.items()}
+                ({k: (v if is_text_scalar(v) else np.asarray(v)) for k, v in r.items()}
                  for r in records), self.length, self.description)
         yield from self._pass.iter_rows(start, stop)
 

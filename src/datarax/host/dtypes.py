@@ -100,16 +100,54 @@ def is_text_dtype(dtype: Any) -> bool:
     return np.dtype(dtype).kind in TEXT_KINDS
 
 
+def is_text_scalar(value: Any) -> bool:
+    """True for one string: a ``str`` or ``bytes`` (numpy's ``str_``/``bytes_`` too), not
+    an array or a list of strings.
+
+    Example:
+        >>> is_text_scalar("a"), is_text_scalar(np.bytes_(b"a")), is_text_scalar(["a"])
+        (True, True, False)
+    """
+    return isinstance(value, (str, bytes))
+
+
+def text_kind(value: Any) -> str | None:
+    """Which text ``value`` is: ``"str"`` or ``"bytes"`` for one string or an array
+    (list, tuple) of strings of that one kind, ``""`` for an object array whose items
+    are not all of one kind, None for a value that is not text.
+
+    Example:
+        >>> mixed = np.array(["a", b"b"], dtype=object)
+        >>> text_kind("a"), text_kind(np.array([b"a"])), text_kind(mixed), text_kind(1)
+        ('str', 'bytes', '', None)
+    """
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, bytes):
+        return "bytes"
+    if not isinstance(value, (np.ndarray, list, tuple)):
+        return None
+    array = np.asarray(value)
+    if array.dtype.kind == "U":
+        return "str"
+    if array.dtype.kind == "S":
+        return "bytes"
+    if array.dtype.kind != "O":
+        return None
+    kinds = {text_kind(v) for v in array.reshape(-1)}
+    return kinds.pop() if len(kinds) == 1 else ""
+
+
 def is_text_value(value: Any) -> bool:
     """True for host string data: ``str``/``bytes``, a text array, a sequence of ``str``
     or of text arrays (a field of several strings per record)."""
-    if isinstance(value, (str, bytes)):
+    if is_text_scalar(value):
         return True
     if isinstance(value, np.ndarray):
         return value.dtype.kind in TEXT_KINDS
     if isinstance(value, Sequence) and len(value) > 0:
         first = value[0]
-        return isinstance(first, (str, bytes)) or (
+        return is_text_scalar(first) or (
             isinstance(first, np.ndarray) and first.dtype.kind in TEXT_KINDS)
     return False
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec, field_spec
 
@@ -63,7 +64,7 @@ def normalize_keys(config: Any, name: str) -> None:
     if value is None:
         return
     where = f"{type(config).__name__}.{name}"
-    if isinstance(value, (str, bytes)):
+    if is_text_scalar(value):
         raise ConfigError(
             f"{where} must be None or an iterable of field names (a list, tuple or set), "
             f"got the single string {value!r}; wrap it: {name}=({value!r},)."

@@ -31,7 +31,7 @@ import numpy as np
 # host-side pieces only, no JAX or Flax: decode worker processes load this module
 from datarax.errors import ConfigError, DataraxError
 from datarax.host.arrays import fresh_aligned, seal
-from datarax.host.dtypes import fit_value
+from datarax.host.dtypes import fit_value, text_kind
 from datarax.host.specs import ArraySpec, TextSpec, host_field_spec
 
 __all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
@@ -63,26 +63,6 @@ def spec_of(value: Any) -> Any:
 
 _TEXT_FIX = {"str": "bytes.decode('utf-8') turns bytes into str",
              "bytes": "str.encode('utf-8') turns str into bytes"}
-
-
-def _text_kind(value: Any) -> str | None:
-    """``"str"`` or ``"bytes"`` for a text value (a scalar or an array of one of them),
-    ``""`` for an array mixing both, None for a value that is not text."""
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, bytes):
-        return "bytes"
-    if not isinstance(value, (np.ndarray, list, tuple)):
-        return None
-    array = np.asarray(value)
-    if array.dtype.kind == "U":
-        return "str"
-    if array.dtype.kind == "S":
-        return "bytes"
-    if array.dtype.kind != "O":
-        return None
-    kinds = {_text_kind(v) for v in array.reshape(-1)}
-    return kinds.pop() if len(kinds) == 1 else ""
 
 
 def _describe_spec(spec: Any) -> str:
@@ -311,7 +291,7 @@ class DecodedRecords:
         self._fast = {k: (v.shape, np.dtype(v.dtype)) for k, v in self.fields.items()
                       if isinstance(v, ArraySpec)}
         self.spec_index = index
-        self._text = {k: _text_kind(record[k]) for k, v in self.fields.items()
+        self._text = {k: text_kind(record[k]) for k, v in self.fields.items()
                       if isinstance(v, TextSpec)}
         return record
 
@@ -367,7 +347,7 @@ class DecodedRecords:
                     "dtypes"
                 )
             declared = self._text.get(key)
-            if declared is not None and (kind := _text_kind(value)) != declared:
+            if declared is not None and (kind := text_kind(value)) != declared:
                 raise RecordStructureError(
                     f"field '{key}' decodes to {kind or 'mixed str and bytes'}, the first "
                     f"record's (record {self.spec_index}) is {declared}; a text field holds "

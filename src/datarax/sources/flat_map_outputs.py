@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from datarax.core.dtypes import fit_value
+from datarax.core.dtypes import fit_value, is_text_scalar
 from datarax.core.errors import DataraxError
 from datarax.core.spec import describe_field
 from datarax.sources.decoded_records import spec_of
@@ -32,7 +32,7 @@ def fit_tree(record: Mapping[str, Any], cast_float64: bool, where: str) -> dict[
     for key, value in record.items():
         if isinstance(value, Mapping):
             out[key] = fit_tree(value, cast_float64, where)
-        elif isinstance(value, (str, bytes)):
+        elif is_text_scalar(value):
             out[key] = value
         else:
             out[key] = fit_value(str(key), value, cast_float64=cast_float64, where=f"FlatMapSource, {where}")

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from datarax.core.dtypes import fit_column, is_text_value
+from datarax.core.dtypes import fit_column, is_text_scalar, is_text_value
 from datarax.core.element import Element
 from datarax.core.errors import DataraxError
 from datarax.core.owned import owned_device_put
@@ -145,7 +145,7 @@ def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool
 def _record_shape(value: Any) -> Any:
     if isinstance(value, Mapping):
         return "a dict"
-    if isinstance(value, (str, bytes)):
+    if is_text_scalar(value):
         return ()
     try:
         return np.shape(value)
@@ -161,7 +161,7 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
     """One field: a device array for numbers (under the dtype policy), an ``object``
     array on the host for text."""
     name = _name(path)
-    if is_text_value(value) or (records and any(isinstance(v, (str, bytes)) for v in value)):
+    if is_text_value(value) or (records and any(is_text_scalar(v) for v in value)):
         return _text_column(name, value)
     if isinstance(value, jax.Array):
         array = value
@@ -221,7 +221,7 @@ def row_major(array: Any) -> Any:
 
 
 def _text_column(name: str, value: Any) -> np.ndarray:
-    if isinstance(value, (str, bytes)):
+    if is_text_scalar(value):
         raise DataraxError(
             f"MemorySource field '{name}' is a single string; a dict of arrays needs one "
             "entry per record along axis 0 (e.g. a list of str)."
@@ -230,12 +230,12 @@ def _text_column(name: str, value: Any) -> np.ndarray:
         array = as_text(value)
         if array is value:  # the caller's object array: copied, as numbers are (core/owned.py)
             array = value.copy()
-    elif all(isinstance(v, (str, bytes)) for v in value):
+    elif all(is_text_scalar(v) for v in value):
         array = np.empty(len(value), dtype=object)
         array[:] = list(value)
         return array
     else:
-        first = next(v for v in value if not isinstance(v, (str, bytes)))
+        first = next(v for v in value if not is_text_scalar(v))
         if not isinstance(first, (Sequence, np.ndarray)) or not is_text_value(first):
             raise DataraxError(
                 f"MemorySource field '{name}' mixes text with {type(first).__name__} "
@@ -249,7 +249,7 @@ def _text_column(name: str, value: Any) -> np.ndarray:
             "per record along axis 0."
         )
     for bad in array.reshape(-1):
-        if isinstance(bad, (str, bytes)):
+        if is_text_scalar(bad):
             continue
         raise DataraxError(
             f"MemorySource field '{name}' is an object array holding {type(bad).__name__} "

@@ -45,7 +45,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.dtypes import fit_column, fit_value, is_64bit
+from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
@@ -357,7 +357,7 @@ def _native(dtype: np.dtype) -> np.dtype:
 def _kind(dtype: np.dtype) -> Any:
     """What shards of one field must share: the dtype in native byte order, and for
     strings only their kind (``numpy.save`` gives each shard its own width)."""
-    return dtype.kind if dtype.kind in "US" else _native(dtype)
+    return dtype.kind if is_text_dtype(dtype) else _native(dtype)
 
 
 def _describe(array: np.ndarray) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
@@ -373,7 +374,7 @@ class ParquetDocuments(_FileReader):
 
 
 def _cell(value: Any, column: str) -> Any:
-    if isinstance(value, (str, bytes)):
+    if is_text_scalar(value):
         return value
     return BadDocument(f"column '{column}' holds {type(value).__name__}, not text")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
+from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype, text_kind
 from datarax.core.spec import flatten_fields
 from datarax.sources._columns import select_keys
 from datarax.sources.tfds.config import TFDSConfig
@@ -97,7 +97,7 @@ def decode_text(value: Any) -> Any:
     """``bytes`` (TFDS's form of ``Text`` features) decoded to ``str``, element-wise for arrays."""
     if isinstance(value, bytes):
         return value.decode("utf-8")
-    if isinstance(value, np.ndarray) and value.dtype.kind in "OS":
+    if isinstance(value, np.ndarray) and text_kind(value) in ("bytes", ""):
         return np.array([decode_text(v) for v in value.ravel()], dtype=object).reshape(value.shape)
     return value
 
