@@ -1101,6 +1101,17 @@ case("decode-float64-without-cast", VD, "ArrayRecord decode returns float64 (x64
      "field 'x' is float64 but jax_enable_x64 is off, and datarax never narrows silently. Set "
      "cast_float64=True in the config to cast it to float32", needs=AR)(
     lambda tmp: _ar_decoded(tmp, lambda i: np.full(2, i, np.float64)))
+case("decode-none-first-record", VD, "ArrayRecord decode returns None for a field",
+     RecordError, "ArrayRecordSourceModule: cannot read record 0 of file '{tmp}/v.array_record': "
+     "field 'x' decodes to NoneType, which is neither numbers nor text: return a number, an "
+     "array of numbers, or str / bytes (in every record) for it from decode (a missing value: "
+     "a placeholder such as '' or -1)", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: None))
+case("decode-none-in-text-field", VD, "ArrayRecord decode returns None where record 0 had str",
+     RecordError, "cannot read record 5 of file '{tmp}/v.array_record' (epoch 0): field 'x' "
+     "decodes to NoneType, the first record's (record 0) is str; a text field holds str in "
+     "every record", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: None if i == 5 else f"caption {i}"))
 simple("arrayrecord-config-cast-float64-str", VD, "ArrayRecordSourceConfig(cast_float64='yes')",
        ConfigError, "ArrayRecordSourceConfig.cast_float64 must be a bool (True/False), got str "
        "'yes'.", lambda: _ar_config(cast_float64="yes"), needs=AR)
