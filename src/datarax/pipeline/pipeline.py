@@ -22,6 +22,7 @@ from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
+from datarax.pipeline.stage_digest import remember_sources
 from datarax.typing import Batch
 
 
@@ -146,6 +147,7 @@ class Pipeline(nnx.Module):
         )
         self.source = source
         self.stages = nnx.List(list(stages))
+        remember_sources(stages)  # states name these stages' code, whatever edits follow
         self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
                                  pad_remainder, stages_on, reading)
         # Stages without their own rngs derive their key from this one inside the
