@@ -531,6 +531,19 @@ simple("state-other-shuffle", "Pipeline state", "a state from an unshuffled sour
 simple("state-other-dataset", "Pipeline state", "a state from a 12-record dataset into 6",
        StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
        "num_records=6", lambda: pipe(batch_size=3).set_state(state_of()), field="num_records")
+def _nnx_into_other_length() -> None:
+    saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
+    next(iter(saved))
+    fresh = make_memory_pipeline(13, 3, shuffle=True, shard_index=0, shard_count=1)
+    nnx.update(fresh, jax.tree.map(np.array, nnx.state(saved)))
+    next(iter(fresh))
+
+
+simple("state-nnx-other-dataset", "Pipeline state", "an nnx.state of a 12-record dataset "
+       "restored with nnx.update into 13", StateError, "MemorySource: the position restored "
+       "into it (nnx.update, or an Orbax restore of nnx.state) was saved from a source built "
+       "with other settings: records=13 differs (this source's values).",
+       _nnx_into_other_length, field="records")
 simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
        StateError, "Pipeline state was saved with source='MemorySource' but this pipeline has "
        "source='CountingStream'",
