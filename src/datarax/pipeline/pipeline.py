@@ -285,7 +285,8 @@ class Pipeline(nnx.Module):
         was_left_here = session.next_pass(source)[1] is None
         try:
             for _ in range(2):  # a restored pass may have nothing left: then the next
-                with self._iterator(*session.next_pass(source)) as iterator:
+                with session.stats.uncounted(), self._iterator(
+                        *session.next_pass(source)) as iterator:
                     batch = next(iterator, None)
                 if batch is not None:
                     return batch
