@@ -57,9 +57,9 @@ def test_a_position_restored_as_a_jax_array_moves_on():
     assert pos.get_state() == {"current_index": 6, "current_epoch": 0}
 
 
-def _memory_pipeline(seed: int = 3, shuffle: bool = True) -> Pipeline:
+def _memory_pipeline(seed: int = 3, shuffle: bool = True, records: int = 20) -> Pipeline:
     src = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=seed),
-                       {"x": np.arange(20, dtype=np.int32)})
+                       {"x": np.arange(records, dtype=np.int32)})
     return Pipeline(source=src, batch_size=4, rngs=nnx.Rngs(0))
 
 
@@ -71,7 +71,8 @@ def _saved_after_two_batches() -> nnx.State:
 
 
 @pytest.mark.parametrize(("change", "named"), [({"seed": 4}, "seed=4"),
-                                               ({"shuffle": False}, "shuffle=False")])
+                                               ({"shuffle": False}, "shuffle=False"),
+                                               ({"records": 21}, "records=21")])
 def test_an_nnx_state_restored_into_other_order_settings_is_refused(change, named):
     fresh = _memory_pipeline(**change)
     nnx.update(fresh, _saved_after_two_batches())
@@ -98,6 +99,15 @@ def test_a_position_saved_before_its_settings_were_taken_still_restores():
     fresh = _memory_pipeline(seed=9)
     nnx.update(fresh.source.datarax_position, nnx.state(pos))  # an all-zero digest
     assert (fresh.source.epoch, fresh.source.index) == (0, 8)
+
+
+def test_a_position_saved_before_the_record_count_was_in_the_digest_still_restores():
+    saved = _saved_after_two_batches()  # as datarax saved it before: no "records"
+    earlier = {"class": "MemorySource", "shuffle": True, "seed": 3}
+    saved["source"]["datarax_position"]["settings_var"].set_value(settings_digest(earlier))
+    fresh = _memory_pipeline()
+    nnx.update(fresh, saved)
+    assert [b["x"].tolist() for b in fresh] == [b["x"].tolist() for b in _memory_pipeline()][2:]
 
 
 def test_settings_digest_names_what_differs():

@@ -78,3 +78,17 @@ def test_an_empty_stream_gives_empty_epochs_that_still_advance():
         iterator = iter(pipeline)
         epochs.append((iterator.epoch, len(list(iterator))))
     assert epochs == [(0, 0), (1, 0), (2, 0)]
+
+
+def test_a_peeked_batch_is_counted_once_in_stats_when_the_loop_hands_it_out():
+    from datarax.operators import FilterOperator
+
+    for stages in ([], [FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0)]):
+        pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": np.arange(10)}),
+                            stages=stages, batch_size=4, seed=0)
+        pipeline.peek()
+        served = [xs(b) for b in pipeline]
+        stats = pipeline.stats()
+        assert (stats["batches"], stats["records"]) == (len(served), sum(map(len, served)))
+        if stages:
+            assert stats["filter"] == {"kept": 5, "dropped": 5}

@@ -531,6 +531,19 @@ simple("state-other-shuffle", "Pipeline state", "a state from an unshuffled sour
 simple("state-other-dataset", "Pipeline state", "a state from a 12-record dataset into 6",
        StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
        "num_records=6", lambda: pipe(batch_size=3).set_state(state_of()), field="num_records")
+def _nnx_into_other_length() -> None:
+    saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
+    next(iter(saved))
+    fresh = make_memory_pipeline(13, 3, shuffle=True, shard_index=0, shard_count=1)
+    nnx.update(fresh, jax.tree.map(np.array, nnx.state(saved)))
+    next(iter(fresh))
+
+
+simple("state-nnx-other-dataset", "Pipeline state", "an nnx.state of a 12-record dataset "
+       "restored with nnx.update into 13", StateError, "MemorySource: the position restored "
+       "into it (nnx.update, or an Orbax restore of nnx.state) was saved from a source built "
+       "with other settings: records=13 differs (this source's values).",
+       _nnx_into_other_length, field="records")
 simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
        StateError, "Pipeline state was saved with source='MemorySource' but this pipeline has "
        "source='CountingStream'",
@@ -1105,6 +1118,17 @@ case("decode-float64-without-cast", VD, "ArrayRecord decode returns float64 (x64
      "field 'x' is float64 but jax_enable_x64 is off, and datarax never narrows silently. Set "
      "cast_float64=True in the config to cast it to float32", needs=AR)(
     lambda tmp: _ar_decoded(tmp, lambda i: np.full(2, i, np.float64)))
+case("decode-none-first-record", VD, "ArrayRecord decode returns None for a field",
+     RecordError, "ArrayRecordSourceModule: cannot read record 0 of file '{tmp}/v.array_record': "
+     "field 'x' decodes to NoneType, which is neither numbers nor text: return a number, an "
+     "array of numbers, or str / bytes (in every record) for it from decode (a missing value: "
+     "a placeholder such as '' or -1)", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: None))
+case("decode-none-in-text-field", VD, "ArrayRecord decode returns None where record 0 had str",
+     RecordError, "cannot read record 5 of file '{tmp}/v.array_record' (epoch 0): field 'x' "
+     "decodes to NoneType, the first record's (record 0) is str; a text field holds str in "
+     "every record", needs=AR)(
+    lambda tmp: _ar_decoded(tmp, lambda i: None if i == 5 else f"caption {i}"))
 simple("arrayrecord-config-cast-float64-str", VD, "ArrayRecordSourceConfig(cast_float64='yes')",
        ConfigError, "ArrayRecordSourceConfig.cast_float64 must be a bool (True/False), got str "
        "'yes'.", lambda: _ar_config(cast_float64="yes"), needs=AR)

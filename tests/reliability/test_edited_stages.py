@@ -216,3 +216,28 @@ def test_a_function_without_source_is_seen_by_its_code():
     exec("plus = lambda x: x + 1\nminus = lambda x: x - 1", made)
     assert describe(made["plus"]).startswith("function(None.<lambda>;code(")
     assert describe(made["plus"]) != describe(made["minus"])
+
+
+_STAGES = """
+def keep(el):
+    return el.data["x"] % 3 != 0
+double = lambda el, key=None: el.update_data({"x": el.data["x"] * 2})
+"""
+
+
+def test_a_file_edited_while_the_job_runs_does_not_change_its_states(tmp_path):
+    path = tmp_path / "train_stages.py"
+    path.write_text(_STAGES)
+
+    def stages():  # what importing the file (as it is now) gives
+        namespace: dict = {}
+        exec(compile(path.read_text(), str(path), "exec"), namespace)
+        return FilterOperator(predicate=namespace["keep"]), ElementOperator(fn=namespace["double"])
+
+    running = build(*stages())
+    path.write_text("# a note added while the job ran\n" + _STAGES)  # every line moves down
+    state = saved_after_one_batch(running)
+    resumed = build(*stages())  # the resumed job imports the edited file: the same stages
+    resumed.set_state(state)
+    every = [np.asarray(b["x"]).tolist() for b in build(*stages())]
+    assert [np.asarray(b["x"]).tolist() for b in resumed] == every[1:]

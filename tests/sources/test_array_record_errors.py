@@ -235,6 +235,46 @@ def test_text_field_mixing_str_and_bytes_is_refused(tmp_path, processes, first, 
     source.close()
 
 
+@pytest.mark.parametrize(("value", "named"), [
+    (lambda i: None, "NoneType"),
+    (lambda i: {1, 2}, "set"),
+    (lambda i: np.array([f"r{i}", None], dtype=object), "a mix of NoneType and str"),
+], ids=["none", "object", "str-and-none"])
+def test_a_field_neither_numbers_nor_text_is_refused_naming_it(tmp_path, value, named):
+    path = write(tmp_path / "a.array_record", 5)
+
+    def decode_other(record):
+        i = int(np.frombuffer(record, np.float32)[0])
+        return {"data": np.frombuffer(record, np.float32), "caption": value(i)}
+
+    with pytest.raises(RecordError) as info:
+        read_all(make(path, decode_other))
+    assert str(info.value).startswith(
+        f"ArrayRecordSourceModule: cannot read record 0 of file '{path}': field 'caption' "
+        f"decodes to {named}, which is neither numbers nor text: return a number, an array "
+        "of numbers, or str / bytes (in every record) for it from decode (a missing value: a "
+        "placeholder such as '' or -1)."
+    )
+    # under on_error="skip" such a record is skipped: the fields come from the next one
+    source = make(path, lambda r: {"caption": None if r[:4] == bytes(4) else "ok"},
+                  on_error="skip")
+    source.seek(0)
+    assert source.get_batch(8)["caption"].tolist() == ["ok"] * 4
+    source.close()
+
+
+def test_a_text_field_given_none_later_names_none(tmp_path):
+    path = write(tmp_path / "a.array_record", 5)
+
+    def decode_caption(record):
+        i = int(np.frombuffer(record, np.float32)[0])
+        return {"caption": None if i == 3 else f"r{i}"}
+
+    with pytest.raises(RecordError, match=r"record 3 of file .*: field 'caption' decodes to "
+                       r"NoneType, the first record's \(record 0\) is str; a text field"):
+        read_all(make(path, decode_caption))
+
+
 def test_text_field_of_one_kind_reads_every_record(tmp_path):
     path = write(tmp_path / "a.array_record", 4)
 

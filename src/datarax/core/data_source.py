@@ -185,9 +185,15 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return config_settings(self.config)
 
     def _state_settings(self) -> dict[str, Any]:
-        """:meth:`order_settings` and the source's class: what a position restored with
+        """:meth:`order_settings`, the source's class and its number of records (when
+        known: a shuffled order is a permutation of them): what a position restored with
         ``nnx.update`` must have been saved under."""
-        return {"class": type(self).__name__, **self.order_settings()}
+        settings = {"class": type(self).__name__, **self.order_settings()}
+        try:
+            records = len(self)
+        except Exception:  # noqa: BLE001 - a stream, or a length known only once read
+            return settings
+        return {**settings, "records": int(records)}
 
     # ----------------------------------------------------------------- position
     @property

@@ -71,6 +71,9 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
 # settings whose slot differs in every row. Small on purpose: it is nnx state.
 SLOTS, HASHES = 4, 2
 DIGEST_SIZE = SLOTS * HASHES + 1
+#: settings added to the digest after states were saved without them ("records", the
+#: number of records): a digest of the other settings alone is an earlier state's, accepted
+LATER_SETTINGS = ("records",)
 
 
 def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:
@@ -146,7 +149,10 @@ class SourcePosition(nnx.Module):
             self.__host.checked = value  # saved before its settings were taken
             return
         current = settings()
-        if np.array_equal(saved, settings_digest(current)):
+        earlier = {k: v for k, v in current.items() if k not in LATER_SETTINGS}
+        if np.array_equal(saved, settings_digest(current)) or (
+            len(earlier) < len(current) and np.array_equal(saved, settings_digest(earlier))
+        ):
             self.__host.checked = value
             return
         names = differing_settings(current, saved)

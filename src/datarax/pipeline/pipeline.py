@@ -22,6 +22,7 @@ from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
+from datarax.pipeline.stage_digest import remember_sources
 from datarax.typing import Batch
 
 
@@ -146,6 +147,7 @@ class Pipeline(nnx.Module):
         )
         self.source = source
         self.stages = nnx.List(list(stages))
+        remember_sources(stages)  # states name these stages' code, whatever edits follow
         self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
                                  pad_remainder, stages_on, reading)
         # Stages without their own rngs derive their key from this one inside the
@@ -283,7 +285,8 @@ class Pipeline(nnx.Module):
         was_left_here = session.next_pass(source)[1] is None
         try:
             for _ in range(2):  # a restored pass may have nothing left: then the next
-                with self._iterator(*session.next_pass(source)) as iterator:
+                with session.stats.uncounted(), self._iterator(
+                        *session.next_pass(source)) as iterator:
                     batch = next(iterator, None)
                 if batch is not None:
                     return batch

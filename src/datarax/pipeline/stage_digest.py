@@ -74,6 +74,8 @@ SEES_V3 = (
 )
 # whether functions are seen by their bytecode (a version 3 digest) rather than source
 _BYTECODE: contextvars.ContextVar[bool] = contextvars.ContextVar("bytecode", default=False)
+# whether a walk only reads the functions' source (remember_sources): arrays not hashed
+_SOURCES_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("sources", default=False)
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
 _DEPTH = 24  # deeper values are seen as "..." (a digest, not a serializer)
 
@@ -95,6 +97,25 @@ def stages_fingerprint(stages: Any, version: int | None = None) -> str:
         return digest("\n".join(_stage(stage, seen, 0) for stage in stages))
     finally:
         _BYTECODE.reset(reset)
+
+
+def remember_sources(stages: Any) -> None:
+    """Read the source of every function the digest sees of ``stages`` now, while the
+    files hold the code that was imported: a file edited later (a line added above a
+    stage while the job runs) does not change what this process's states say about
+    its stages. The Pipeline calls it when built; closure arrays are not hashed here.
+
+    Example:
+        >>> from datarax.operators import FilterOperator
+        >>> remember_sources([FilterOperator(predicate=lambda el: el.data["x"] > 0)])
+    """
+    reset = _SOURCES_ONLY.set(True)
+    try:
+        seen: set[int] = set()
+        for stage in stages:
+            _stage(stage, seen, 0)
+    finally:
+        _SOURCES_ONLY.reset(reset)
 
 
 def describe(value: Any) -> str:
@@ -244,7 +265,8 @@ def _code(code: types.CodeType, seen: set[int], depth: int) -> str:
 def _source(filename: str, code: types.CodeType) -> str | None:
     """The tokens of ``code``'s source (a lambda's: its expression), or None where Python
     cannot find it. Comments, blank lines and the width of indents do not count.
-    (``filename``: code objects compare equal across files.)"""
+    (``filename``: code objects compare equal across files.) Cached: the text read
+    first stands for the code, also once its file is edited (:func:`remember_sources`)."""
     try:
         lines, first = inspect.findsource(code)
     except (OSError, TypeError):
@@ -318,6 +340,8 @@ def _between(lines: list[str], start: tuple[int, int], end: tuple[int, int]) -> 
 
 
 def _array(value: Any) -> str:
+    if _SOURCES_ONLY.get():
+        return "array"
     try:
         array = np.asarray(value)
     except Exception:  # noqa: BLE001 - a key array, an array spread over other processes

@@ -70,6 +70,16 @@ class PipelineStats:
         self.batches += 1
         self.records += batch_records
 
+    @contextmanager
+    def uncounted(self) -> Iterator[None]:
+        """Leave out of the counts the batches handed out inside the block (a ``peek``:
+        the loop hands that batch out again); its time still counts."""
+        counts = (self.batches, self.records, self.kept, self.dropped)
+        try:
+            yield
+        finally:
+            self.batches, self.records, self.kept, self.dropped = counts
+
     def count_filtered(self, kept: int, dropped: int) -> None:
         """A FilterOperator's tally for one batch handed out: records kept, and records
         passed over since the previous batch."""

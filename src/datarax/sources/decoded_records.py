@@ -65,6 +65,27 @@ _TEXT_FIX = {"str": "bytes.decode('utf-8') turns bytes into str",
              "bytes": "str.encode('utf-8') turns str into bytes"}
 
 
+def _kind_name(value: Any, kind: str | None) -> str:
+    """What a value that is not one kind of text holds, for a message: ``NoneType``, or
+    ``a mix of NoneType and str`` for an array (a list) of several kinds."""
+    if isinstance(value, (np.ndarray, list, tuple)):
+        names = sorted({type(v).__name__ for v in np.asarray(value, dtype=object).reshape(-1)})
+        if not names:
+            return "an empty object array"
+        return f"a mix of {' and '.join(names)}" if len(names) > 1 else f"an array of {names[0]}"
+    return "mixed str and bytes" if kind == "" else type(value).__name__
+
+
+def _not_text(key: str, value: Any, kind: str | None) -> RecordStructureError:
+    """The error for field ``key`` of the first record holding neither numbers nor text
+    (None, an object, str mixed with other values)."""
+    return RecordStructureError(
+        f"field '{key}' decodes to {_kind_name(value, kind)}, which is neither numbers nor "
+        "text: return a number, an array of numbers, or str / bytes (in every record) for "
+        "it from decode (a missing value: a placeholder such as '' or -1)"
+    )
+
+
 def _describe_spec(spec: Any) -> str:
     if isinstance(spec, TextSpec):
         return f"text{tuple(spec.shape)}"
@@ -286,13 +307,17 @@ class DecodedRecords:
         """Decode record ``index``, the first readable one: its fields, shapes and dtypes
         become the structure every later record must have."""
         record = self._checked(self.decode(raw), None)
-        self.fields = {k: host_field_spec(v) for k, v in record.items()}
+        fields = {k: host_field_spec(v) for k, v in record.items()}
+        text = {k: text_kind(record[k]) for k, v in fields.items() if isinstance(v, TextSpec)}
+        for key, kind in text.items():
+            if not kind:  # None, an object, text mixed with other values: not a field
+                raise _not_text(key, record[key], kind)
+        self.fields = fields
         self._spec = None
         self._fast = {k: (v.shape, np.dtype(v.dtype)) for k, v in self.fields.items()
                       if isinstance(v, ArraySpec)}
         self.spec_index = index
-        self._text = {k: text_kind(record[k]) for k, v in self.fields.items()
-                      if isinstance(v, TextSpec)}
+        self._text = text
         return record
 
     def _checked(self, record: Any, reference: dict[str, Any] | None) -> Mapping[str, Any]:
@@ -349,7 +374,7 @@ class DecodedRecords:
             declared = self._text.get(key)
             if declared is not None and (kind := text_kind(value)) != declared:
                 raise RecordStructureError(
-                    f"field '{key}' decodes to {kind or 'mixed str and bytes'}, the first "
+                    f"field '{key}' decodes to {kind or _kind_name(value, kind)}, the first "
                     f"record's (record {self.spec_index}) is {declared}; a text field holds "
                     f"{declared} in every record: return {declared} for it from decode "
                     f"({_TEXT_FIX[declared]})"
