@@ -9,7 +9,8 @@ then the centre fallback), each resize PIL's bilinear one (antialiased when shri
 :func:`decode_region` decodes a JPEG with ``simplejpeg`` (libjpeg-turbo) when it is
 installed, else with Pillow, and — with ``draft`` — at 1/2, 1/4 or 1/8 of its size in the
 DCT domain wherever the region still has at least as many pixels as the output (the
-scaled decode is that of Pillow's ``Image.draft``); other formats (PNG ...) are
+scaled decode is that of Pillow's ``Image.draft``; a centre crop then resizes only the
+part it keeps, a random crop copies only its box into PIL); other formats (PNG ...) are
 decoded by Pillow. Every image comes out RGB (grey and palette images converted,
 alpha dropped), as torchvision's ``ImageFolder`` loader does.
 
