@@ -9,7 +9,8 @@ then the centre fallback), each resize PIL's bilinear one (antialiased when shri
 :func:`decode_region` decodes a JPEG with ``simplejpeg`` (libjpeg-turbo) when it is
 installed, else with Pillow, and — with ``draft`` — at 1/2, 1/4 or 1/8 of its size in the
 DCT domain wherever the region still has at least as many pixels as the output (the
-scaled decode is that of Pillow's ``Image.draft``); other formats (PNG ...) are
+scaled decode is that of Pillow's ``Image.draft``; a centre crop then resizes only the
+part it keeps, a random crop copies only its box into PIL); other formats (PNG ...) are
 decoded by Pillow. Every image comes out RGB (grey and palette images converted,
 alpha dropped), as torchvision's ``ImageFolder`` loader does.
 
@@ -133,6 +134,15 @@ def decode_region(data: bytes, height: int, width: int, k: int) -> tuple[Any, in
     of its size where the decoder can (JPEG), and the scale it has."""
     from PIL import Image
 
+    pixels, k = _decode_pixels(data, height, width, k)
+    return (Image.fromarray(pixels) if isinstance(pixels, np.ndarray) else pixels), k
+
+
+def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, int]:
+    """As :func:`decode_region`, the pixels as ``simplejpeg`` gives them (a ``uint8
+    (h, w, 3)`` array, which a crop can slice before PIL copies it) or else a PIL image."""
+    from PIL import Image
+
     sj = _simplejpeg()
     if sj is not None and data[:3] == b"\xff\xd8\xff":
         try:
@@ -143,12 +153,22 @@ def decode_region(data: bytes, height: int, width: int, k: int) -> tuple[Any, in
         except ValueError:
             pass  # a JPEG libjpeg-turbo refuses to give as RGB (CMYK ...): Pillow's turn
         else:
-            return Image.fromarray(pixels), _scale_of(height, width, pixels.shape[:2])
+            return pixels, _scale_of(height, width, pixels.shape[:2])
     image = Image.open(io.BytesIO(data))
     if k > 1 and image.format == "JPEG":
         image.draft("RGB", (width // k, height // k))
     image = image.convert("RGB")
     return image, _scale_of(height, width, (image.height, image.width))
+
+
+def _cut(pixels: Any, box: tuple[int, int, int, int]) -> Any:
+    """The PIL image of ``pixels``' ``box`` ``(left, top, right, bottom)``, inside it:
+    an array is sliced first, so that only the box's pixels are copied into PIL."""
+    from PIL import Image
+
+    if isinstance(pixels, np.ndarray):
+        return Image.fromarray(np.ascontiguousarray(pixels[box[1]:box[3], box[0]:box[2]]))
+    return pixels.crop(box)
 
 
 def _array(image: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -177,13 +197,24 @@ def resize_and_crop(data: bytes, *, resize: int | tuple[int, int] | None = None,
         size = (height, width) if resize is None else (int(resize[0]), int(resize[1]))
     k = dct_scale_for((height, width), size) if draft and resize is not None else 1
     image, k = decode_region(data, height, width, k)
-    if size != (image.height, image.width) or k > 1:
-        image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR,
-                             box=(0, 0, width / k, height / k))
     if crop is None:
+        if size != (image.height, image.width) or k > 1:
+            image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR,
+                                 box=(0, 0, width / k, height / k))
         return _array(image, out)
     crop = (crop, crop) if isinstance(crop, int) else (int(crop[0]), int(crop[1]))
     top, left = centre_box(size[0], size[1], crop)
+    if draft and (size != (image.height, image.width) or k > 1) and top >= 0 and left >= 0:
+        # resize only the part the crop keeps: the same filter windows (on the whole
+        # image, in its coordinates) as a whole resize then a crop, a fraction of the
+        # work; PIL rounds between its two passes differently then (pixels within 1)
+        sy, sx = height / k / size[0], width / k / size[1]
+        return _array(image.resize((crop[1], crop[0]), Image.Resampling.BILINEAR,
+                                   box=(left * sx, top * sy, (left + crop[1]) * sx,
+                                        (top + crop[0]) * sy)), out)
+    if size != (image.height, image.width) or k > 1:
+        image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR,
+                             box=(0, 0, width / k, height / k))
     # PIL's crop pads with zeros outside the image, as torchvision's CenterCrop does
     return _array(image.crop((left, top, left + crop[1], top + crop[0])), out)
 
@@ -204,13 +235,14 @@ def resized_crop(data: bytes, box: tuple[int, int, int, int] | None, size: tuple
         box = random_resized_box(rng, height, width, scale, ratio)
     top, left, h, w = box
     k = dct_scale_for((h, w), size) if draft else 1
-    image, k = decode_region(data, height, width, k)
+    pixels, k = _decode_pixels(data, height, width, k)
     if k == 1:
-        cut = image.crop((left, top, left + w, top + h))
+        cut = _cut(pixels, (left, top, left + w, top + h))
         return _array(cut.resize((size[1], size[0]), Image.Resampling.BILINEAR), out)
     # the box at 1/k: cut out the whole pixels it touches, resize its exact part
+    scaled = pixels.shape[:2] if isinstance(pixels, np.ndarray) else (pixels.height, pixels.width)
     x0, y0, x1, y1 = left / k, top / k, (left + w) / k, (top + h) / k
     fx, fy = math.floor(x0), math.floor(y0)
-    cut = image.crop((fx, fy, min(math.ceil(x1), image.width), min(math.ceil(y1), image.height)))
+    cut = _cut(pixels, (fx, fy, min(math.ceil(x1), scaled[1]), min(math.ceil(y1), scaled[0])))
     return _array(cut.resize((size[1], size[0]), Image.Resampling.BILINEAR,
                              box=(x0 - fx, y0 - fy, x1 - fx, y1 - fy)), out)

@@ -250,7 +250,9 @@ def decode_images(
     Every resize is PIL's bilinear (antialiased). ``draft`` (default on) decodes a large
     JPEG at 1/2, 1/4 or 1/8 scale in the DCT domain when the box still has at least as
     many pixels as the output, much faster, as Pillow's ``draft`` would (pixels within a
-    few levels of a full decode); ``draft=False`` decodes every image whole. Other fields
+    few levels of a full decode), hands PIL only a random crop's box, and resizes only
+    the part a centre crop keeps (within 1 level of resize-then-crop); ``draft=False``
+    decodes every image whole, torchvision's values exactly. Other fields
     pass through as the dataset's metadata says. Pass the result as ``decode=`` (with
     ``decode_processes=`` for more cores than the reader threads get). Flips,
     normalization and the rest run as compiled stages on the fixed-shape batches.
