@@ -201,8 +201,7 @@ def check_close_releases_threads(row: SourceRow) -> None:
     one_round()
     gc.collect()
     before = set(threading.enumerate())
-    for _ in range(2):
-        one_round()
+    one_round()
     gc.collect()
     _settle(before)
     left = _new_threads(before)
