@@ -25,6 +25,7 @@ class ShardRoom:
 
     _lock: Any
     _entries: Any
+    _ahead: Any
     _order: Any
     _closed: bool
 
@@ -97,6 +98,13 @@ class ShardRoom:
                 seen = None
         close_all(idle)
         return seen
+
+    def _ahead_paths(self) -> set[str]:
+        """The cached paths of the files read ahead and not taken yet: a read-ahead download
+        never makes its room by evicting them (the plan reads them first, or soon; it waits
+        for the reader to move on instead), only a reader's download does."""
+        with self._lock:
+            return set(self._ahead.values())
 
     def _victims(self, wanted: int) -> list[int]:
         """Held files nobody is using, in the order to release them for ``wanted``: those

@@ -315,7 +315,8 @@ class RemoteShards(ShardRoom, ShardDamage):
             was_ahead = self._ahead.pop(i, None) is not None
         try:  # a file read ahead is no cache hit when its reader takes it
             entry = self.cache.acquire(obj, functools.partial(self.fetcher.download, obj),
-                                       stats=_NoHits(self._stats) if was_ahead else self._stats)
+                                       stats=_NoHits(self._stats) if was_ahead else self._stats,
+                                       spare=self._ahead_paths if ahead else None)
         except RemoteObjectError as err:
             with self._lock:
                 self._failed[i] = err
