@@ -9,6 +9,7 @@ import pytest
 from flax import nnx
 
 from datarax.core.errors import StateError
+from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.core.position import DIGEST_SIZE, SourcePosition, differing_settings, settings_digest
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
@@ -46,7 +47,8 @@ def test_a_copied_state_restores_the_pipeline_exactly():
     fresh = build()
     nnx.update(fresh, saved)
     assert fresh.source.get_state() == {"current_index": 8, "current_epoch": 0,
-                                        "settings": {"shuffle": True, "seed": 3}}
+                                        "settings": {"shuffle": True, "seed": 3},
+                                        "records": 20}
     assert [b["x"].tolist() for b in fresh] == expected
 
 
@@ -142,3 +144,34 @@ def test_an_nnx_state_of_a_directly_iterated_source_is_refused_by_other_settings
     assert [int(r["x"]) for r in same] == [int(r["x"]) for r in used]  # the rest of the pass
     with pytest.raises(StateError, match="MemorySource: the position restored .*seed=4"):
         next(iter(other))
+
+
+def _noisy(element, key):
+    return element.update_data({"u": jax.random.uniform(key, ())})
+
+
+def _noisy_pipeline(batch_size: int) -> Pipeline:
+    src = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                       {"x": np.arange(20, dtype=np.int32)})
+    stage = ElementOperator(ElementOperatorConfig(stochastic=True), fn=_noisy)
+    return Pipeline(source=src, stages=[stage], batch_size=batch_size, rngs=nnx.Rngs(0))
+
+
+def _records(batches) -> list[tuple[int, float]]:
+    return [(int(x), float(u)) for b in batches
+            for x, u in zip(np.asarray(b["x"]), np.asarray(b["u"]))]
+
+
+def test_an_nnx_state_restored_into_another_batch_size_continues_the_epoch_record_by_record():
+    """Allowed (unlike pipeline.set_state, whose settings include batch_size): the
+    position is in records and the random values are per record, so the rest of the
+    epoch comes once, with the same values, in batches of the new size."""
+    pipeline = _noisy_pipeline(4)
+    iterator = iter(pipeline)
+    head = _records([next(iterator), next(iterator)])
+    saved = nnx.clone(nnx.state(pipeline))
+    fresh = _noisy_pipeline(3)
+    nnx.update(fresh, saved)
+    batches = list(fresh)
+    assert [len(b["x"]) for b in batches] == [3, 3, 3, 3]
+    assert head + _records(batches) == _records(_noisy_pipeline(4))

@@ -238,7 +238,7 @@ def test_a_state_taken_after_the_loop_ended_says_and_restores_the_next_epoch(rou
         assert (state["epoch"], state["position"]) == (1, 0)
     elif route == "source":
         assert state == {"current_index": 0, "current_epoch": 1,
-                         "settings": {"shuffle": True, "seed": 7}}
+                         "settings": {"shuffle": True, "seed": 7}, "records": 23}
     fresh = make(23, 5)
     assert _restore(route, fresh, state) == second
 

@@ -218,3 +218,34 @@ def test_a_finished_take_restored_on_another_process_count_starts_the_next_epoch
     again.set_state(state)  # nothing of epoch 0 is left to this take
     assert xs(again) == []
     assert xs(one) == xs(build(0, 1).repeat(2))[6:]  # the whole of epoch 1
+
+
+def test_len_of_take_and_repeat_counts_the_batches_they_still_serve():
+    p = make()  # 7 records, batches of 2: 4 batches an epoch
+    take = p.take(3)
+    assert len(take) == 3
+    next(take)
+    assert len(take) == 2 and len(xs(take)) == 2 and len(take) == 0
+    assert len(make().take(9)) == 4  # the pass holds fewer than asked
+    resumed = make()
+    resumed.set_state(json.loads(json.dumps(p.get_state())))  # 3 batches in: 1 left
+    assert len(resumed.take(9)) == 1 == len(xs(resumed.take(9)))
+    rep = make().repeat(3)
+    assert len(rep) == 12
+    next(rep)
+    assert len(rep) == 11 == len(xs(rep))
+    again = make()
+    again.set_state(json.loads(json.dumps(p.get_state())))
+    assert len(again.repeat(2)) == 1 + 4 == len(xs(again.repeat(2)))
+
+
+def test_len_of_take_and_repeat_says_why_when_unknown():
+    keep = FilterOperator(predicate=lambda el: el.data["x"] > 1)
+    src = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+    filtered = Pipeline(src, stages=[keep], batch_size=2)
+    with pytest.raises(TypeError, match=r"len\(pipeline.take\(2\)\) is unknown.*FilterOperator"):
+        len(filtered.take(2))
+    with pytest.raises(TypeError, match=r"len\(repeat\(2\)\) is unknown.*FilterOperator"):
+        len(filtered.repeat(2))
+    with pytest.raises(TypeError, match="without end"):
+        len(make().repeat())

@@ -713,6 +713,13 @@ simple("state-source-other-seed", "Source state",
        "an identically built source.",
        lambda: MemorySource(MemorySourceConfig(shuffle=True, seed=2), data()).set_state(
            _shuffled_source_state(1)), field="seed")
+simple("state-source-other-record-count", "Source state",
+       "source.set_state of a shuffled 6-record source's state into one of 7 records",
+       StateError,
+       "MemorySource state was saved with records=6 but this source holds 7 records; its "
+       "shuffled order is a permutation of its records",
+       lambda: MemorySource(MemorySourceConfig(shuffle=True, seed=1), data(7)).set_state(
+           _shuffled_source_state(1)), field="records")
 simple("state-source-given-pipeline-state", "Source state",
        "source.set_state given a pipeline's state", StateError,
        "MemorySource.set_state got a Pipeline's state",

@@ -125,3 +125,20 @@ def test_a_source_state_restored_into_another_seed_is_refused(
     assert sorted(first + rest) == list(range(12))
     for source in (head, same):
         source.close()
+
+
+def test_a_shuffled_memory_state_into_another_record_count_is_refused_an_older_one_restores():
+    head = _memory(shuffle=True, seed=1)
+    first = [int(i) for i in np.asarray(next(iter(Pipeline(source=head, batch_size=5)))["id"])]
+    state = json_round_trip(head.get_state())
+    assert state["records"] == 12
+    longer = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+                          {"id": np.arange(13, dtype=np.int32)})
+    with pytest.raises(StateError, match="saved with records=12 but this source holds 13") as err:
+        longer.set_state(state)
+    assert err.value.field == "records"
+    older = _memory(shuffle=True, seed=1)  # a state saved before 'records' was written
+    older.set_state({k: v for k, v in state.items() if k != "records"})
+    rest = [int(i) for b in Pipeline(source=older, batch_size=5) for i in np.asarray(b["id"])]
+    assert sorted(first + rest) == list(range(12))
+    assert "records" not in _memory().get_state()  # unshuffled: the position alone

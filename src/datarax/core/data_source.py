@@ -227,8 +227,9 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
             >>> from datarax.sources import MemorySource, MemorySourceConfig
             >>> data = {"x": np.arange(4)}
             >>> state = MemorySource(MemorySourceConfig(shuffle=True, seed=1), data).get_state()
-            >>> state
-            {'current_index': 0, 'current_epoch': 0, 'settings': {'shuffle': True, 'seed': 1}}
+            >>> state  # doctest: +NORMALIZE_WHITESPACE
+            {'current_index': 0, 'current_epoch': 0, 'settings': {'shuffle': True, 'seed': 1},
+             'records': 4}
             >>> MemorySource(MemorySourceConfig(shuffle=True, seed=2), data).set_state(state)
             Traceback (most recent call last):
             ...

@@ -77,6 +77,22 @@ def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any
     return state
 
 
+def next_pass_batches(pipeline: Any, session: Any, what: str) -> int:
+    """Batches the next ``iter(pipeline)`` serves, counted as ``len()`` of its iterator
+    counts them: the rest of a pass a restore left, else a whole epoch. ``TypeError``
+    (naming ``what``) when the pipeline's length is unknown (a filter, a stream)."""
+    try:
+        len(pipeline)
+    except TypeError as error:
+        raise TypeError(f"len({what}) is unknown: {error}") from None
+    source, plan = pipeline.source, pipeline.plan
+    epoch, at = session.next_pass(source)
+    share = session.resplit(epoch)
+    size = share.size(len(source)) if share is not None else source.epoch_size()
+    at = at or 0
+    return plan.batches(max(plan.end(size, at) - at, 0))
+
+
 class Transformation:
     """A node over ``parent`` whose state nests the parent's (see the module):
     subclasses give their own counts (:meth:`own_state`) and take them back
@@ -142,6 +158,22 @@ class Take(Transformation):
         self._left -= 1
         return batch
 
+    def __len__(self) -> int:
+        """Batches it still serves: the batches left of its count, or fewer when the
+        pass holds fewer (from where the pipeline stands, as ``len(iter(pipeline))``
+        counts). ``TypeError`` when the pass's length is unknown (a ``FilterOperator``
+        stage, a stream)."""
+        if self._left <= 0:
+            return 0
+        if self._iterator is None:
+            held = next_pass_batches(self.parent, self._session, f"pipeline.take({self._count})")
+        else:
+            try:
+                held = len(self._iterator)
+            except TypeError as error:
+                raise TypeError(f"len(pipeline.take({self._count})) is unknown: {error}") from None
+        return min(self._left, held)
+
     def own_state(self) -> dict[str, Any]:
         """The batches asked for and the batches still to take."""
         return {"take": self._count, "take_left": self._left}
@@ -181,9 +213,10 @@ class Repeat(Transformation):
 
     KEYS = ("epochs_left",)
 
-    def __init__(self, parent: Any, epochs: int | None) -> None:
+    def __init__(self, parent: Any, epochs: int | None, session: Any = None) -> None:
         super().__init__(parent)
         self._left = check_count(epochs, "repeat", allow_none=True)
+        self._session = session  # the pipeline's (None over a Rebatch)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
         self._whole = False  # the current pass began at its epoch's start
@@ -215,6 +248,35 @@ class Repeat(Transformation):
             self._served = True
             return batch
         raise StopIteration
+
+    def __len__(self) -> int:
+        """Batches it still serves: the rest of the current (or next) pass and
+        ``len(parent)`` for each pass after it. ``TypeError`` when that is unknown:
+        ``repeat(None)``, a ``FilterOperator`` stage, a stream."""
+        what = f"repeat({self._left})"
+        if self._left is None:
+            raise TypeError("len(repeat(None)) is unknown: it repeats without end.")
+        if self._left == 0:
+            return 0
+        try:
+            per_epoch = len(self.parent)
+            current = len(self._iterator) if self._iterator is not None else None
+        except TypeError as error:
+            raise TypeError(f"len({what}) is unknown: {error}") from None
+        if current is None:
+            current = self._next_pass_batches(per_epoch, what)
+        return current + (self._left - 1) * per_epoch
+
+    def _next_pass_batches(self, per_epoch: int, what: str) -> int:
+        """Batches of the pass the next ``next()`` starts."""
+        if self._session is not None:
+            return next_pass_batches(self.parent, self._session, what)
+        if self.parent.position == 0 and self.parent.get_state()["part"] == 0:
+            return per_epoch  # a Rebatch at its epoch's start
+        raise TypeError(
+            f"len({what}) over a Rebatch restored inside a pass is known once that pass "
+            "started: call next() first."
+        )
 
     def own_state(self) -> dict[str, Any]:
         """The passes still to serve (the current one included)."""

@@ -394,7 +394,7 @@ class Pipeline(nnx.Module):
             >>> [b["x"].tolist() for b in Pipeline(source=src, batch_size=2).repeat(2)]
             [[0, 1], [2], [0, 1], [2]]
         """
-        return Repeat(self, epochs)
+        return Repeat(self, epochs, self.__session)
 
     # ----------------------------------------------------------- fused steps
     def step(self) -> Batch:

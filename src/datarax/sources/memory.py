@@ -22,6 +22,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.errors import StateError
 from datarax.core.indexed import IndexedSource
 from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
@@ -142,6 +143,48 @@ class MemorySource(IndexedSource):
 
     def __len__(self) -> int:
         return self.__length
+
+    def get_state(self) -> dict[str, Any]:
+        """The position and settings (see ``DataSourceModule.get_state``); a shuffled
+        source adds ``records``, its number of records: its order is a permutation of
+        them, so :meth:`set_state` refuses a state of another count (which would serve
+        some records twice and others never). A state without it restores as before.
+
+        Example:
+            >>> src = MemorySource(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(4)})
+            >>> src.get_state()["records"]
+            4
+            >>> MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+            ...              {"x": np.arange(5)}).set_state(src.get_state())
+            Traceback (most recent call last):
+            ...
+            datarax.core.errors.StateError: MemorySource state was saved with records=4 but this source holds 5 records; its shuffled order is a permutation of its records, so the position would serve some records twice and others never. Restore it into a source of the same records.
+        """
+        state = super().get_state()
+        if getattr(self.config, "shuffle", False):
+            state["records"] = len(self)
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`get_state` dict; one saved with another number of
+        records (``records``) is refused."""
+        if isinstance(state, dict) and "records" in state:
+            saved = state["records"]
+            where = type(self).__name__
+            if isinstance(saved, bool) or not isinstance(saved, (int, np.integer)):
+                raise StateError(
+                    f"{where} state 'records' must be an int, got {saved!r}; pass the dict "
+                    "get_state() returned.", field="records",
+                )
+            if int(saved) != len(self):
+                raise StateError(
+                    f"{where} state was saved with records={int(saved)} but this source "
+                    f"holds {len(self)} records; its shuffled order is a permutation of its "
+                    "records, so the position would serve some records twice and others "
+                    "never. Restore it into a source of the same records.",
+                    field="records",
+                )
+        super().set_state(state)
 
     @property
     def data(self) -> dict[str, Any]:
