@@ -1,4 +1,5 @@
-"""Shared test set-up: CPU only, and one JAX persistent compilation cache per test run.
+"""Shared test set-up: CPU only, one JAX persistent compilation cache per test run, no
+compile ahead at construction (tests/pipeline/test_compile_ahead.py tests it).
 
 The tests build thousands of small pipelines whose steps lower to the same few programs;
 JAX's own persistent cache (keyed by the lowered program, so never stale) lets each
@@ -22,6 +23,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault(
     "XLA_FLAGS", "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
 )
+
+# No compile ahead at construction: many tests build pipelines they never iterate (or
+# break after one batch), and the programs compiled ahead for them are CPU the 2-core run
+# does not have. tests/pipeline/test_compile_ahead.py turns it back on where it is tested.
+os.environ.setdefault("DATARAX_COMPILE_AHEAD", "0")
 
 import pytest  # noqa: E402
 

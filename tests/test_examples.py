@@ -71,7 +71,8 @@ EXAMPLES: dict[str, Example] = {
         covered_by="tests/sources/test_array_record_seed.py (its whole output, as a script)",
     ),
     "sources/tfds_mnist.py": Example(
-        ("Batch 0: (32, 28, 28, 1)", "Batch 2: (32, 28, 28, 1)"), needs="tensorflow_datasets"
+        ("Batch 0: (32, 28, 28, 1)", "Batch 2: (32, 28, 28, 1)"), needs="tensorflow_datasets",
+        slow=True,  # a TensorFlow import; TFDS sources: tests/sources/test_tfds.py
     ),
     "sources/hf_streaming_sst2.py": Example(
         ("Batch 0: ['local sentence number 0', 'local sentence number 1']...",), needs="datasets",

@@ -526,7 +526,14 @@ HEAVY_CLAUSES = (
     "test_source_restored_under_a_live_iterator_continues_from_there",
     "test_close_releases_threads",
 )
+# Rows whose reading path another row of the default run already takes through the costly
+# clauses (memory_text: an indexed source, host text included; array_record: the host
+# reader; hf_streaming, get_batch_stream: streams; user_random_access: a user's host
+# source; mixture, mixture_indexed: both mixtures); these run them with -m slow only.
+COVERED_ROWS = ("memory_dict", "memory_list", "csv_seed", "tfds_eager", "tfds_streaming",
+                "hf_eager", "npy_shards", "cached_prefix")
 SLOW_CLAUSES: dict[str, tuple[str, ...]] = {
+    **{name: HEAVY_CLAUSES for name in COVERED_ROWS},
     "concat": HEAVY_CLAUSES,
     "concat_indexed": HEAVY_CLAUSES,
     "concat_stream": HEAVY_CLAUSES,
