@@ -42,8 +42,10 @@ def ids(batch) -> list[int]:
     return np.asarray(batch["x"]).tolist()
 
 
-def test_the_first_batch_after_a_restore_is_decoded_before_any_record_after_it(
-        tmp_path) -> None:
+def restored_after_saving(tmp_path):
+    """The uninterrupted batches, and a pipeline restored from a state saved after
+    SAVED_AFTER batches, its decode order logged from the restore on (the structure,
+    learnt from one record, comes first)."""
     paths = write_int_parts(tmp_path, (N // 2, N))
     reference = [ids(b) for b in pipeline(paths, LoggedDecode())]
     saved = pipeline(paths, LoggedDecode())
@@ -52,12 +54,17 @@ def test_the_first_batch_after_a_restore_is_decoded_before_any_record_after_it(
         next(it)
     state = saved.get_state()
     saved.source.close()
-
     decode = LoggedDecode()
     restored = pipeline(paths, decode)
-    restored.source.element_spec()  # the structure, learnt from one record, comes first
+    restored.source.element_spec()
     decode.order.clear()
     restored.set_state(state)
+    return reference, restored, decode
+
+
+def test_the_first_batch_after_a_restore_is_decoded_before_any_record_after_it(
+        tmp_path) -> None:
+    reference, restored, decode = restored_after_saving(tmp_path)
     it = iter(restored)
     first = ids(next(it))
     assert first == reference[SAVED_AFTER]
@@ -84,20 +91,7 @@ def test_the_batches_after_it_wait_for_reads_of_their_own_size_not_whole_chunks(
         tmp_path) -> None:
     """After the restored batch, reads grow from one batch (1, 2, 4... batches): the
     second batch is decoded before anything past the fourth, not with a whole chunk."""
-    paths = write_int_parts(tmp_path, (N // 2, N))
-    reference = [ids(b) for b in pipeline(paths, LoggedDecode())]
-    saved = pipeline(paths, LoggedDecode())
-    it = iter(saved)
-    for _ in range(SAVED_AFTER):
-        next(it)
-    state = saved.get_state()
-    saved.source.close()
-
-    decode = LoggedDecode()
-    restored = pipeline(paths, decode)
-    restored.source.element_spec()
-    decode.order.clear()
-    restored.set_state(state)
+    reference, restored, decode = restored_after_saving(tmp_path)
     batches = [ids(b) for b in restored]
     assert batches == reference[SAVED_AFTER:]
     second = set(batches[1])
