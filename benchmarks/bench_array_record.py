@@ -39,7 +39,6 @@ same dict for the full suite.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import time
@@ -47,6 +46,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from benchmarks.harness import emit
 
 RECORD_SHAPE = (32, 32, 3)
 RECORD_BYTES = 32 * 32 * 3
@@ -389,9 +390,7 @@ def main() -> None:
     args = parser.parse_args()
     result = run_w2(args.records, args.files, args.batch, repeats=args.repeats,
                     contenders=args.only, data_dir=args.data_dir)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

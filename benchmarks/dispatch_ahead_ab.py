@@ -18,7 +18,6 @@ beside the train step alone (``train_alone``) show what the data adds to such a 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from benchmarks.harness import emit
 from benchmarks.on_chip import _endless, _w1_floor, _w1_pipeline
 
 import datarax.pipeline.driver_compiled as driver_compiled
@@ -153,10 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = run(args.records, tuple(int(b) for b in args.batches.split(",")), args.steps,
                  args.rounds, args.train_ms)
     report["load_average_1m"] = round(__import__("os").getloadavg()[0], 2)
-    text = json.dumps(report, indent=2)
-    if args.json is not None:
-        args.json.write_text(text)
-    print(text)
+    emit(report, args.json)
     return report
 
 

@@ -42,6 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.harness import emit
+
 SIZES = {
     "tiny": {"records": 2048, "batches": (64, 128), "steps": 8, "reps": 1, "train_ms": 1.0},
     "full": {"records": 50_000, "batches": (256, 1024), "steps": 100, "reps": 3, "train_ms": 5.0},
@@ -469,11 +471,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = run(size, tuple(s for s in sections if s != "first_batch"))
     if first is not None:
         report["first_batch"] = first
-    text = json.dumps(report, indent=2)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text)
+    emit(report, args.out)
     return report
 
 

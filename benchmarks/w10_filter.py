@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import emit
+
 ROOT = Path(__file__).resolve().parent.parent
 CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor")
 Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
@@ -233,10 +235,7 @@ def main() -> None:
                 "vs_floor": round(mine / by["numpy_floor"][mode], 2)
                 if "numpy_floor" in by else None,
             }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(report, args.out, indent=1)
 
 
 if __name__ == "__main__":

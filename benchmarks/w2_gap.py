@@ -27,15 +27,14 @@ Run: ``python -m benchmarks.w2_gap [--records N] [--rounds R] [--json PATH]``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import bench_array_record as w2
+from benchmarks.harness import emit, rotated
 
 BATCH = 256
 
@@ -110,7 +109,7 @@ def run(records: int, rounds: int) -> dict[str, Any]:
     cpu: dict[str, list[float]] = {name: [] for name in contenders}
     for r in range(rounds):
         names = list(contenders)
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in rotated(names, r):
             began = time.process_time()
             seconds[name].append(contenders[name]())
             cpu[name].append(time.process_time() - began)  # setup included: small
@@ -134,9 +133,7 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     result = run(args.records, args.rounds)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

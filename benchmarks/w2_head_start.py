@@ -22,6 +22,7 @@ import tempfile
 import time
 from typing import Any
 
+from benchmarks.harness import emit
 from benchmarks.local_bucket import local_bucket
 from benchmarks.w2_remote import BUCKET, _source, make_dataset
 
@@ -86,10 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     result = {"label": args.label,
               **run(args.records, args.shards, args.batch, args.latency, args.epoch)}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    emit(result, args.json, indent=1)
 
 
 if __name__ == "__main__":

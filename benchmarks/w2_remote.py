@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_array_record import RECORD_BYTES, RECORD_SHAPE, Check
+from benchmarks.harness import emit
 from benchmarks.local_bucket import local_bucket
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -346,11 +347,8 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args.records, args.shards, args.batch, args.latency,
                  streaming_workers=args.streaming_workers)
-    text = json.dumps(result, indent=2)
-    print(text)
+    emit(result, args.json)
     print(table(result))
-    if args.json:
-        args.json.write_text(text + "\n")
     if args.md:
         args.md.write_text(markdown(result))
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import CONTENDERS
+from benchmarks.harness import rotated
 from benchmarks.suite import VisionCase, run_vision
 
 NAMES = ("datarax-cold", "datarax", "grain", "jax-floor")
@@ -41,7 +42,7 @@ def run(rounds: int, records: int) -> dict[str, Any]:
                 run_vision(name, case, 0, cache_home=cache_home)
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in NAMES}
         for r in range(rounds):
-            order = NAMES[r % len(NAMES):] + NAMES[:r % len(NAMES)]
+            order = rotated(NAMES, r)
             for name in order:
                 result = run_vision(name, case, 0, cache_home=cache_home)
                 if "error" in result or "missing" in result:

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness import emit, rotated
+
 AFTER = 30_000
 BATCH = 250  # 30,000 = 120 full batches
 NEXT_EPOCH_BATCHES = 2
@@ -238,7 +240,7 @@ def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = 
         sides["grain"] = []
     for round_ in range(repeats):
         names = list(sides)
-        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+        for name in rotated(names, round_):
             if name == "grain":
                 assert grain_start is not None
                 sides[name].append(grain_resume(paths, seed, *grain_start))
@@ -317,9 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     result = run_w4(args.records, args.files, args.seed, grain=not args.no_grain,
                     repeats=args.repeats, beside=args.beside)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":
