@@ -38,7 +38,6 @@ same dict for the full suite.
 
 from __future__ import annotations
 
-import argparse
 import os
 import pathlib
 import time
@@ -47,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import emit
+from benchmarks.harness import emit, parser
 
 RECORD_SHAPE = (32, 32, 3)
 RECORD_BYTES = 32 * 32 * 3
@@ -391,15 +390,11 @@ def run_w2(records: int = 100_000, files: int = 8, batch: int = 256, seed: int =
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--only", nargs="*", default=None, help="contender names")
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    args = parser.parse_args()
+    options = parser(__doc__, records=100_000, files=8, batch=256, repeats=2)
+    options.add_argument("--only", nargs="*", default=None, help="contender names")
+    options.add_argument("--json", default=None)
+    options.add_argument("--data-dir", default=str(DATA_DIR))
+    args = options.parse_args()
     result = run_w2(args.records, args.files, args.batch, repeats=args.repeats,
                     contenders=args.only, data_dir=args.data_dir)
     emit(result, args.json)

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
@@ -29,7 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["ROOT", "emit", "rotated", "run_worker", "time_calls", "worker_env"]
+__all__ = ["ROOT", "emit", "parser", "rotated", "run_worker", "sized_parser", "time_calls",
+           "worker_env"]
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -45,6 +47,32 @@ def emit(result: Any, path: str | os.PathLike[str] | None = None, indent: int = 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")
     return text
+
+
+def parser(doc: str | None, **defaults: float | str) -> argparse.ArgumentParser:
+    """A script's argument parser: described by the first line of its docstring ``doc``,
+    with an option ``--name`` per keyword (``seq_len``: ``--seq-len``), of the type and
+    default of its value.
+
+    >>> parser("W0: a workload.", records=1000, latency=0.05).parse_args(["--latency", "1"])
+    Namespace(records=1000, latency=1.0)
+    """
+    made = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    for name, default in defaults.items():
+        made.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    return made
+
+
+def sized_parser(doc: str | None, sections: str | None = None) -> argparse.ArgumentParser:
+    """The parser of a script that runs at two sizes and writes one JSON report:
+    ``--tiny`` (the smoke size its test runs), ``--sections`` (comma-separated, default
+    ``sections``; only when given) and ``--out`` (where to write the report)."""
+    made = parser(doc)
+    made.add_argument("--tiny", action="store_true", help="smoke size (what the test runs)")
+    if sections is not None:
+        made.add_argument("--sections", default=sections)
+    made.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    return made
 
 
 def rotated(items: Sequence[T], turn: int) -> list[T]:

@@ -20,14 +20,12 @@ training step, no share).
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from benchmarks.harness import emit
+from benchmarks.harness import emit, sized_parser
 from benchmarks.on_chip import _ms_per_call, _share
 
 SIZES = {
@@ -135,10 +133,7 @@ def run(size: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="smoke size")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = sized_parser(__doc__).parse_args(argv)
     report = run("tiny" if args.tiny else "full")
     emit(report, args.out)
     return report

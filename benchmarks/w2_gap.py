@@ -26,13 +26,12 @@ Run: ``python -m benchmarks.w2_gap [--records N] [--rounds R] [--json PATH]``.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from typing import Any
 
 from benchmarks import bench_array_record as w2
-from benchmarks.harness import emit, rotated
+from benchmarks.harness import emit, parser, rotated
 
 BATCH = 256
 
@@ -109,11 +108,9 @@ def run(records: int, rounds: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--json")
-    args = parser.parse_args()
+    options = parser(__doc__, records=100_000, rounds=6)
+    options.add_argument("--json")
+    args = options.parse_args()
     result = run(args.records, args.rounds)
     emit(result, args.json)
 

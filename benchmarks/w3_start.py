@@ -15,7 +15,6 @@ Run: ``python -m benchmarks.w3_start [--rounds 3] [--records 50000] [--json PATH
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import CONTENDERS
-from benchmarks.harness import rotated
+from benchmarks.harness import parser, rotated
 from benchmarks.suite import VisionCase, run_vision
 
 NAMES = ("datarax-cold", "datarax", "grain", "jax-floor")
@@ -65,11 +64,9 @@ def run(rounds: int, records: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--json")
-    args = parser.parse_args()
+    options = parser(__doc__, rounds=3, records=50_000)
+    options.add_argument("--json")
+    args = options.parse_args()
     result = run(args.rounds, args.records)
     print(json.dumps({n: {k: v for k, v in c.items() if k != "runs"}
                       for n, c in result["contenders"].items()}, indent=2))
