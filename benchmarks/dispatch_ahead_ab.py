@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -141,9 +140,8 @@ def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    options = parser(__doc__, records=50_000, batches="256,1024", steps=30, rounds=5, train_ms=0.0)
-    options.add_argument("--json", type=Path, default=None)
-    args = options.parse_args(argv)
+    args = parser(__doc__, "json", records=50_000, batches="256,1024", steps=30, rounds=5,
+                  train_ms=0.0).parse_args(argv)
     report = run(args.records, tuple(int(b) for b in args.batches.split(",")), args.steps,
                  args.rounds, args.train_ms)
     report["load_average_1m"] = round(__import__("os").getloadavg()[0], 2)

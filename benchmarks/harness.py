@@ -49,17 +49,21 @@ def emit(result: Any, path: str | os.PathLike[str] | None = None, indent: int = 
     return text
 
 
-def parser(doc: str | None, **defaults: float | str) -> argparse.ArgumentParser:
+def parser(doc: str | None, *paths: str, **defaults: float | str) -> argparse.ArgumentParser:
     """A script's argument parser: described by the first line of its docstring ``doc``,
-    with an option ``--name`` per keyword (``seq_len``: ``--seq-len``), of the type and
-    default of its value.
+    with an option ``--name`` per keyword (``seq_len``: ``--seq-len``) of the type and
+    default of its value, then one per name in ``paths``: a file to write (a ``Path``,
+    none by default).
 
-    >>> parser("W0: a workload.", records=1000, latency=0.05).parse_args(["--latency", "1"])
-    Namespace(records=1000, latency=1.0)
+    >>> options = parser("W0: a workload.", "json", records=1000, latency=0.05)
+    >>> options.parse_args(["--latency", "1", "--json", "out.json"])
+    Namespace(records=1000, latency=1.0, json=PosixPath('out.json'))
     """
-    made = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    made = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     for name, default in defaults.items():
         made.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    for name in paths:
+        made.add_argument(f"--{name.replace('_', '-')}", type=Path, default=None)
     return made
 
 

@@ -108,11 +108,8 @@ def run(records: int, rounds: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    options = parser(__doc__, records=100_000, rounds=6)
-    options.add_argument("--json")
-    args = options.parse_args()
-    result = run(args.records, args.rounds)
-    emit(result, args.json)
+    args = parser(__doc__, "json", records=100_000, rounds=6).parse_args()
+    emit(run(args.records, args.rounds), args.json)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import os
 import shutil
 import statistics
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import CONTENDERS
@@ -64,14 +63,12 @@ def run(rounds: int, records: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    options = parser(__doc__, rounds=3, records=50_000)
-    options.add_argument("--json")
-    args = options.parse_args()
+    args = parser(__doc__, "json", rounds=3, records=50_000).parse_args()
     result = run(args.rounds, args.records)
     print(json.dumps({n: {k: v for k, v in c.items() if k != "runs"}
                       for n, c in result["contenders"].items()}, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

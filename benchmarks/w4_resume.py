@@ -296,8 +296,7 @@ def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = 
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = parser(__doc__, records=100_000, files=8, seed=0)
-    options.add_argument("--json", default=None)
+    options = parser(__doc__, "json", records=100_000, files=8, seed=0)
     options.add_argument("--no-grain", action="store_true", help="skip the Grain peer")
     options.add_argument("--repeats", type=int, default=1,
                          help="fresh resume processes per contender, run in turns")
