@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import sys
 import threading
 import uuid
@@ -36,15 +35,11 @@ if str(ROOT) not in sys.path:  # the benchmarks' proxy, which this one extends
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.counting_proxy import CountingProxy  # noqa: E402
+from benchmarks.local_bucket import client_env as _bucket_env  # noqa: E402
+from benchmarks.local_bucket import free_port, upload_folder  # noqa: E402
 
 _SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
               b"<Message>Please reduce your request rate.</Message></Error>")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class FaultyProxy(CountingProxy):
@@ -106,7 +101,7 @@ def s3_server() -> Iterator[str]:
     """moto's S3 server (endpoint URL), one per test session."""
     pytest.importorskip("s3fs")
     moto_server = pytest.importorskip("moto.server")
-    port = _free_port()
+    port = free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
@@ -126,15 +121,6 @@ def s3_proxy(s3_server: str) -> Iterator[FaultyProxy]:
         proxy.close()
 
 
-_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-}
-
-
 @dataclasses.dataclass
 class S3:
     """One test's bucket on the local server."""
@@ -149,11 +135,7 @@ class S3:
 
     def upload_folder(self, folder: str | os.PathLike[str], prefix: str) -> str:
         """Upload every file of ``folder`` under ``prefix``; returns the ``s3://`` URL."""
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if os.path.isfile(path):
-                with open(path, "rb") as f:
-                    self.client.put_object(Bucket=self.bucket, Key=f"{prefix}/{name}", Body=f.read())
+        upload_folder(self.client, self.bucket, folder, prefix)
         return self.url(prefix)
 
     def put(self, key: str, data: bytes) -> None:
@@ -164,8 +146,9 @@ class S3:
 
 
 def client_env(proxy_url: str) -> dict[str, str]:
-    """The environment a client process needs to reach the local server via the proxy."""
-    return {**_ENV, "AWS_ENDPOINT_URL": proxy_url, "AWS_ENDPOINT_URL_S3": proxy_url}
+    """The environment a client process needs to reach the local server via the proxy
+    (the benchmarks' bucket's, with a session token and ``AWS_REGION`` too)."""
+    return {**_bucket_env(proxy_url), "AWS_SESSION_TOKEN": "testing", "AWS_REGION": "us-east-1"}
 
 
 @pytest.fixture
