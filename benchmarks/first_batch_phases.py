@@ -78,6 +78,7 @@ def worker(case: str, workload: str) -> dict[str, Any]:
     jax.monitoring.register_event_duration_secs_listener(
         lambda event, duration, **_: spent.__setitem__(EVENTS[event], spent[EVENTS[event]] + duration)
         if event in EVENTS else None)
+    import benchmarks.contenders.jax_floor  # noqa: F401 - the plain twin's step, imported apart
     from benchmarks.first_batch import _data, _plain
 
     if case != "jax.jit":
