@@ -92,9 +92,7 @@ def _w1_pipeline(images: np.ndarray, labels: np.ndarray, batch: int, prefetch: i
     from benchmarks.contenders.datarax_pipeline import build
     from benchmarks.vision_data import VisionSpec
 
-    pipeline = build(images, labels, VisionSpec(len(labels), batch, 0))
-    pipeline.plan = type(pipeline.plan)(**{**pipeline.plan.__dict__, "prefetch": prefetch})
-    return pipeline
+    return build(images, labels, VisionSpec(len(labels), batch, 0), prefetch=prefetch)
 
 
 def _per_step(make: Any, train: Any, reps: int,
@@ -251,8 +249,7 @@ def _host_pipeline(records: int, batch: int, by_chunk: bool = False, processes: 
     from flax import nnx as _nnx
 
     from benchmarks import bench_array_record as w2
-    from benchmarks.contenders.datarax_pipeline import flip, normalize
-    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from benchmarks.contenders.datarax_pipeline import w1_stages
     from datarax.pipeline import Pipeline
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
@@ -278,9 +275,7 @@ def _host_pipeline(records: int, batch: int, by_chunk: bool = False, processes: 
                 decode_batch=decode_batch if by_chunk else None, decode_processes=processes)
             if processes:
                 kept.append(source)
-        stages = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
-                  ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
-        return Pipeline(source=source, stages=stages, batch_size=batch, rngs=_nnx.Rngs(0))
+        return Pipeline(source=source, stages=w1_stages(), batch_size=batch, rngs=_nnx.Rngs(0))
 
     return make
 

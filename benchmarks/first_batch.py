@@ -66,15 +66,14 @@ def _datarax(workload: str, images: Any) -> Any:
         if workload == "W1":
             pipeline = datarax_pipeline.build(images, labels, spec)
         else:  # W1's stages after a filter keeping the even labels
-            from datarax.operators import ElementOperator, FilterOperator
+            from datarax.operators import FilterOperator
             from datarax.pipeline import Pipeline
             from datarax.sources import MemorySource, MemorySourceConfig
 
             source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
                                   {"image": images, "label": labels})
             stages = [FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0),
-                      ElementOperator(fn=datarax_pipeline.normalize),
-                      ElementOperator(fn=datarax_pipeline.flip, stochastic=True)]
+                      *datarax_pipeline.w1_stages()]
             pipeline = Pipeline(source=source, stages=stages, batch_size=spec.batch_size,
                                 seed=0)
     else:

@@ -59,11 +59,11 @@ def _pipeline(workload: str, images: Any, labels: Any) -> tuple[Any, float]:
 
         stages = datarax_stages(images.shape[1], fixed=False)
     else:
-        from datarax.operators import ElementOperator, FilterOperator
+        from datarax.operators import FilterOperator
 
-        from benchmarks.contenders.datarax_pipeline import flip, normalize
+        from benchmarks.contenders.datarax_pipeline import w1_stages
 
-        stages = [ElementOperator(fn=normalize), ElementOperator(fn=flip, stochastic=True)]
+        stages = w1_stages()
         if workload == "W10":
             stages.insert(0, FilterOperator(predicate=lambda el: el.data["label"] % 2 == 0))
     return Pipeline(source=source, stages=stages, batch_size=256, seed=0), source_s

@@ -72,8 +72,7 @@ def _steady_ms(next_batch: Any, calls: int = 50) -> float:
 
 
 def datarax_side(images: np.ndarray, batch: int, options: dict[str, Any]) -> dict[str, Any]:
-    from benchmarks.contenders.datarax_pipeline import flip, normalize
-    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from benchmarks.contenders.datarax_pipeline import w1_stages
     from datarax.pipeline import Pipeline
     from datarax.sources import MemorySource, MemorySourceConfig
 
@@ -89,9 +88,7 @@ def datarax_side(images: np.ndarray, batch: int, options: dict[str, Any]) -> dic
     jax.block_until_ready(jax.tree.leaves(source.step_inputs()))
     out["place_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    stages = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
-              ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
-    pipeline = Pipeline(source=source, stages=stages, batch_size=batch, seed=0)
+    pipeline = Pipeline(source=source, stages=w1_stages(), batch_size=batch, seed=0)
     out["build_s"] = time.perf_counter() - t
     t = time.perf_counter()
     iterator = iter(pipeline)

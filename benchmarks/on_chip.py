@@ -153,15 +153,13 @@ def _w1_pipeline(images: np.ndarray, batch: int, stages: bool, prefetch: int = 2
                  shuffle: bool = True) -> Any:
     from flax import nnx
 
-    from benchmarks.contenders.datarax_pipeline import flip, normalize
-    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from benchmarks.contenders.datarax_pipeline import w1_stages
     from datarax.pipeline import Pipeline
     from datarax.sources import MemorySource, MemorySourceConfig
 
     source = MemorySource(MemorySourceConfig(shuffle=shuffle, seed=0),
                           {"image": images, "label": np.arange(len(images), dtype=np.int32)})
-    ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
-           ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)] if stages else []
+    ops = w1_stages() if stages else []
     return Pipeline(source=source, stages=ops, batch_size=batch, rngs=nnx.Rngs(0),
                     prefetch=prefetch)
 

@@ -37,16 +37,11 @@ SIZES = {
 
 
 def w1_pipeline(images: np.ndarray, batch: int, stages_on: str) -> Any:
-    from benchmarks.contenders.datarax_pipeline import flip, normalize
-    from datarax.operators import ElementOperator, ElementOperatorConfig
-    from datarax.pipeline import Pipeline
-    from datarax.sources import MemorySource, MemorySourceConfig
+    from benchmarks.contenders.datarax_pipeline import build
+    from benchmarks.vision_data import VisionSpec
 
-    source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
-                          {"image": images, "label": np.arange(len(images), dtype=np.int32)})
-    ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
-           ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
-    return Pipeline(source=source, stages=ops, batch_size=batch, seed=0, stages_on=stages_on)
+    return build(images, np.arange(len(images), dtype=np.int32),
+                 VisionSpec(len(images), batch, 0), stages_on=stages_on)
 
 
 def w7_pipeline(images: np.ndarray, batch: int, stages_on: str) -> Any:
@@ -68,8 +63,7 @@ def array_record_pipeline(paths: list[str], batch: int, stages_on: str) -> Any:
     """W1's stages over W2's ArrayRecord files (a host source: read and decoded on the
     host, record by record), as ``benchmarks.device_check``'s host pipeline."""
     from benchmarks import bench_array_record as w2
-    from benchmarks.contenders.datarax_pipeline import flip, normalize
-    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from benchmarks.contenders.datarax_pipeline import w1_stages
     from datarax.pipeline import Pipeline
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
@@ -79,9 +73,8 @@ def array_record_pipeline(paths: list[str], batch: int, stages_on: str) -> Any:
 
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=0, shuffle_files=True),
                                      paths, decode=decode)
-    ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
-           ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
-    return Pipeline(source=source, stages=ops, batch_size=batch, seed=0, stages_on=stages_on)
+    return Pipeline(source=source, stages=w1_stages(), batch_size=batch, seed=0,
+                    stages_on=stages_on)
 
 
 def compare(make: Any, batches: int) -> dict[str, Any]:

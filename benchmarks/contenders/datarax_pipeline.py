@@ -30,16 +30,23 @@ def flip(element, key):
     )
 
 
-def build(images: np.ndarray, labels: np.ndarray, spec) -> Pipeline:
-    source = MemorySource(
-        MemorySourceConfig(shuffle=True, seed=spec.seed), {"image": images, "label": labels}
-    )
-    stages = [
+def w1_stages() -> list[ElementOperator]:
+    """W1's stages: ``/255``, then a random left-right flip per record."""
+    return [
         ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
         ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip),
     ]
+
+
+def build(images: np.ndarray, labels: np.ndarray, spec, *, shuffle: bool = True,
+          stages: bool = True, **options) -> Pipeline:
+    """W1's pipeline (``stages=False``: the source alone); ``options`` go to ``Pipeline``."""
+    source = MemorySource(
+        MemorySourceConfig(shuffle=shuffle, seed=spec.seed), {"image": images, "label": labels}
+    )
     # seed= gives the batches rngs=nnx.Rngs(seed) gives, without its eager device work
-    return Pipeline(source=source, stages=stages, batch_size=spec.batch_size, seed=spec.seed)
+    return Pipeline(source=source, stages=w1_stages() if stages else [],
+                    batch_size=spec.batch_size, seed=spec.seed, **options)
 
 
 _LAST: dict[str, object] = {}
