@@ -32,6 +32,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -239,15 +240,21 @@ def _table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         if row["case"] != "jax.jit":
             seen.setdefault(row["workload"], set()).add(row["sha256"])
+    for workload, case, mine in by_case(rows):
+        cold = [r["first_s"] for r in mine if r["sleep"] == 0]
+        slept = [r["wait_s"] for r in mine if r["sleep"] > 0]
+        same = "—" if case == "jax.jit" else ("yes" if len(seen[workload]) == 1 else "NO")
+        lines.append(f"| {workload} | {case} | {statistics.median(cold):.2f} | "
+                     f"{statistics.median(slept):.3f} | {same} |")
+    return "\n".join(lines)
+
+
+def by_case(rows: list[dict[str, Any]]) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """``(workload, case, its rows)`` in the order the rows first name them."""
     for workload in dict.fromkeys(r["workload"] for r in rows):
         for case in dict.fromkeys(r["case"] for r in rows if r["workload"] == workload):
-            mine = [r for r in rows if r["workload"] == workload and r["case"] == case]
-            cold = [r["first_s"] for r in mine if r["sleep"] == 0]
-            slept = [r["wait_s"] for r in mine if r["sleep"] > 0]
-            same = "—" if case == "jax.jit" else ("yes" if len(seen[workload]) == 1 else "NO")
-            lines.append(f"| {workload} | {case} | {statistics.median(cold):.2f} | "
-                         f"{statistics.median(slept):.3f} | {same} |")
-    return "\n".join(lines)
+            yield workload, case, [r for r in rows if r["workload"] == workload
+                                   and r["case"] == case]
 
 
 if __name__ == "__main__":

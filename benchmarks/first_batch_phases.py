@@ -37,7 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.first_batch import worker_options
+from benchmarks.first_batch import by_case, worker_options
 from benchmarks.harness import ROOT, rotated, run_worker, time_calls, worker_env
 
 EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
@@ -188,22 +188,19 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| workload | case | import jax | import datarax | source | build | first next | "
              + " | ".join(phases) + " | first batch (source+build+next) | steady batch |",
              "|---|---|" + "---:|" * (len(phases) + 7)]
-    for workload in dict.fromkeys(r["workload"] for r in rows):
-        for case in dict.fromkeys(r["case"] for r in rows if r["workload"] == workload):
-            mine = [r for r in rows if r["workload"] == workload and r["case"] == case]
+    for workload, case, mine in by_case(rows):
+        def med(get: Any) -> str:
+            return f"{statistics.median(get(r) for r in mine):.3f}"
 
-            def med(get: Any) -> str:
-                return f"{statistics.median(get(r) for r in mine):.3f}"
-
-            lines.append(
-                f"| {workload} | {case} | {med(lambda r: r['import_jax_s'])} | "
-                f"{med(lambda r: r.get('import_datarax_s', 0.0))} | "
-                f"{med(lambda r: r['source_s'])} | {med(lambda r: r['build_s'])} | "
-                f"{med(lambda r: r['first_next_s'])} | "
-                + " | ".join(med(lambda r, p=p: r['first_next_phases'].get(p, 0.0))
-                             for p in phases)
-                + f" | {med(lambda r: r['first_batch_s'])} | "
-                f"{med(lambda r: r['second_next_s'])} |")
+        lines.append(
+            f"| {workload} | {case} | {med(lambda r: r['import_jax_s'])} | "
+            f"{med(lambda r: r.get('import_datarax_s', 0.0))} | "
+            f"{med(lambda r: r['source_s'])} | {med(lambda r: r['build_s'])} | "
+            f"{med(lambda r: r['first_next_s'])} | "
+            + " | ".join(med(lambda r, p=p: r['first_next_phases'].get(p, 0.0))
+                         for p in phases)
+            + f" | {med(lambda r: r['first_batch_s'])} | "
+            f"{med(lambda r: r['second_next_s'])} |")
     return "\n".join(lines)
 
 
