@@ -335,13 +335,8 @@ class TableRows(Rows):
         return f"row {row}"
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
-        stop = self.length if stop is None else stop
-        offset = 0
-        for f, count in enumerate(self._counts):
-            lo, hi = max(start, offset), min(stop, offset + count)
-            if lo < hi:
-                yield from self._file_rows(f, lo - offset, hi - offset)
-            offset += count
+        for table in self.tables(start, self.length if stop is None else stop):
+            yield from table.to_pylist()
 
     def tables(self, start: int, stop: int) -> Iterator[Any]:
         """Rows ``start..stop-1`` as table slices of up to 1,000 rows (Parquet: within a
@@ -352,10 +347,6 @@ class TableRows(Rows):
             if lo < hi:
                 yield from self._file_tables(f, lo - offset, hi - offset)
             offset += count
-
-    def _file_rows(self, f: int, lo: int, hi: int) -> Iterator[Mapping[str, Any]]:
-        for table in self._file_tables(f, lo, hi):
-            yield from table.to_pylist()
 
     def _file_tables(self, f: int, lo: int, hi: int) -> Iterator[Any]:
         if self.kind == "parquet":
