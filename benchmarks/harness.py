@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
 
-def emit(result: Any, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
+def emit(result: Any, path: str | os.PathLike[str] | None = None, indent: int | None = 2) -> str:
     """Print ``result`` as JSON and, with ``path``, write it there too (its folder made);
     returns the text."""
     text = json.dumps(result, indent=indent)
