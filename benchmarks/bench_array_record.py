@@ -38,15 +38,15 @@ same dict for the full suite.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import pathlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
+
+from benchmarks.harness import emit, parser
 
 RECORD_SHAPE = (32, 32, 3)
 RECORD_BYTES = 32 * 32 * 3
@@ -136,22 +136,28 @@ def epoch_order(records: int, seed: int) -> np.ndarray:
 FLOOR_BATCHES_PER_READ = 8  # the floor issues the reads of 8 batches at once
 
 
-def run_floor(paths: list[str], records: int, batch: int, seed: int) -> tuple[float, float]:
+def open_floor_readers(paths: list[str], buffer: int = 32768) -> list[Any]:
+    """The floor's readers: no read-ahead, a ``buffer``-byte file buffer."""
     from array_record.python.array_record_module import ArrayRecordReader
 
-    readers = [ArrayRecordReader(p, "readahead_buffer_size:0", file_reader_buffer_size=32768)
-               for p in paths]
-    sizes = np.asarray([r.num_records() for r in readers])
-    ends = np.cumsum(sizes)
-    order = epoch_order(records, seed)
+    return [ArrayRecordReader(p, "readahead_buffer_size:0", file_reader_buffer_size=buffer)
+            for p in paths]
+
+
+def floor_positions(readers: list[Any], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which file, and where in it, each record of ``order`` is."""
+    ends = np.cumsum([r.num_records() for r in readers])
     file_of = np.searchsorted(ends, order, side="right")
-    within = order - np.concatenate([[0], ends[:-1]])[file_of]
-    check = Check(records)
-    group = batch * FLOOR_BATCHES_PER_READ
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for lo in range(0, records, group):
-        files = file_of[lo:lo + group]
-        positions = within[lo:lo + group]
+    return file_of, order - np.concatenate([[0], ends[:-1]])[file_of]
+
+
+def floor_batches(readers: list[Any], file_of: np.ndarray, within: np.ndarray, batch: int,
+                  per_read: int = FLOOR_BATCHES_PER_READ) -> Iterator[np.ndarray]:
+    """The floor's epoch: ``per_read`` batches' records read per call of each file's
+    reader, into one array, served ``batch`` records at a time."""
+    group = batch * per_read
+    for lo in range(0, len(file_of), group):
+        files, positions = file_of[lo:lo + group], within[lo:lo + group]
         out = np.empty((len(files), *RECORD_SHAPE), np.uint8)
         flat = out.reshape(len(files), -1)
         for f in np.unique(files):
@@ -159,12 +165,46 @@ def run_floor(paths: list[str], records: int, batch: int, seed: int) -> tuple[fl
             raw = readers[f].read(positions[slots].tolist())
             flat[slots] = np.frombuffer(b"".join(raw), np.uint8).reshape(len(slots), -1)
         for b in range(0, len(files), batch):
-            check.add(out[b:b + batch])
+            yield out[b:b + batch]
+
+
+def run_floor(paths: list[str], records: int, batch: int, seed: int) -> tuple[float, float]:
+    readers = open_floor_readers(paths)
+    file_of, within = floor_positions(readers, epoch_order(records, seed))
+    check = Check(records)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for images in floor_batches(readers, file_of, within, batch):
+        check.add(images)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     for r in readers:
         r.close()
     check.verify("floor")
     return elapsed, cpu
+
+
+def checked_epoch(source: Any, batches: Iterable[dict[str, Any]], records: int,
+                  name: str) -> tuple[float, float]:
+    """Seconds and process CPU seconds of one epoch of ``batches`` (its first asked for
+    on the clock; ``source``'s spec read before), every record's id checked, then
+    ``source`` closed and the check verified (``name`` in its error)."""
+    source.element_spec()
+    check = Check(records)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for out in batches:
+        check.add(out["image"])
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    source.close()
+    check.verify(name)
+    return elapsed, cpu
+
+
+def _source_batches(source: Any, batch: int) -> Iterator[dict[str, Any]]:
+    source.seek(0)
+    while True:
+        out, _ = source.get_batch_with_indices(batch)
+        if out is None:
+            return
+        yield out
 
 
 def run_datarax(paths: list[str], records: int, batch: int, seed: int,
@@ -173,19 +213,7 @@ def run_datarax(paths: list[str], records: int, batch: int, seed: int,
 
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True),
                                      paths, decode=decode, num_threads=num_threads)
-    source.element_spec()
-    check = Check(records)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    source.seek(0)
-    while True:
-        out, _ = source.get_batch_with_indices(batch)
-        if out is None:
-            break
-        check.add(out["image"])
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    source.close()
-    check.verify("datarax")
-    return elapsed, cpu
+    return checked_epoch(source, _source_batches(source, batch), records, "datarax")
 
 
 def decode_batch(records: list[bytes]) -> dict[str, np.ndarray]:
@@ -223,15 +251,7 @@ def run_self_described(folder: str, records: int, batch: int, seed: int) -> tupl
 
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True), folder)
     pipeline = Pipeline(source=source, stages=[], batch_size=batch)
-    source.element_spec()
-    check = Check(records)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for out in pipeline:
-        check.add(out["image"])
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    source.close()
-    check.verify("datarax_self_described")
-    return elapsed, cpu
+    return checked_epoch(source, pipeline, records, "datarax_self_described")
 
 
 def run_datarax_pipeline(paths: list[str], records: int, batch: int, seed: int,
@@ -247,16 +267,8 @@ def run_datarax_pipeline(paths: list[str], records: int, batch: int, seed: int,
     source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=seed, shuffle_files=True),
                                      paths, decode_processes=processes, **decoding)
     pipeline = Pipeline(source=source, stages=[], batch_size=batch)
-    source.element_spec()
-    check = Check(records)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for out in pipeline:
-        check.add(out["image"])
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    source.close()
-    check.verify("datarax_decode_batch" if by_chunk else
-                 f"datarax_processes{processes}" if processes else "datarax_pipeline")
-    return elapsed, cpu
+    return checked_epoch(source, pipeline, records, "datarax_decode_batch" if by_chunk else
+                         f"datarax_processes{processes}" if processes else "datarax_pipeline")
 
 
 def _grain_dataset(paths: list[str], batch: int, seed: int) -> Any:
@@ -378,20 +390,14 @@ def run_w2(records: int = 100_000, files: int = 8, batch: int = 256, seed: int =
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--only", nargs="*", default=None, help="contender names")
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    args = parser.parse_args()
+    options = parser(__doc__, records=100_000, files=8, batch=256, repeats=2)
+    options.add_argument("--only", nargs="*", default=None, help="contender names")
+    options.add_argument("--json", default=None)
+    options.add_argument("--data-dir", default=str(DATA_DIR))
+    args = options.parse_args()
     result = run_w2(args.records, args.files, args.batch, repeats=args.repeats,
                     contenders=args.only, data_dir=args.data_dir)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

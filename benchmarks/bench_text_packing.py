@@ -27,7 +27,6 @@ Run: ``python -m benchmarks.bench_text_packing [--docs 100000] [--json out.json]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -35,6 +34,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from benchmarks.harness import parser
 
 BATCH = 64
 
@@ -219,14 +220,11 @@ def overlap_pass(results: dict[str, Any], docs, tok, eos: int, seq_len: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=100_000)
-    parser.add_argument("--words", type=int, default=200)
-    parser.add_argument("--seq-len", type=int, default=512)
-    parser.add_argument("--bins", type=int, default=8, help="open rows / packing bins")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
+    options = parser(__doc__, docs=100_000, words=200, seq_len=512)
+    options.add_argument("--bins", type=int, default=8, help="open rows / packing bins")
+    options.add_argument("--contenders", default=",".join(CONTENDERS))
+    options.add_argument("--json", default=None)
+    args = options.parse_args(argv)
     began = time.perf_counter()
     _import_contenders()
     docs = make_documents(args.docs, args.words)

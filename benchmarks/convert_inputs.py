@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_array_record import RECORD_BYTES, RECORD_SHAPE
+from benchmarks.harness import emit
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARDS = 8
@@ -216,6 +217,4 @@ def arguments(doc: str) -> argparse.ArgumentParser:
 
 def report(result: dict[str, Any], path: str | None) -> None:
     """Print ``result`` as JSON, and write it to ``path`` when given."""
-    print(json.dumps(result, indent=2))
-    if path:
-        pathlib.Path(path).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, path)

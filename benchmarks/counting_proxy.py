@@ -7,7 +7,11 @@ reader downloads are the bytes this proxy writes to it, whatever the client libr
 Bodies are streamed in pieces of 1 MiB (a 10 MB object is never held whole).
 
 ``GET /_proxy/stats`` on any port answers the counts of every port as JSON (neither
-delayed nor counted); :func:`read_stats` asks for them from another process.
+delayed nor counted); :func:`read_stats` asks for them from another process. In this
+process, :meth:`CountingProxy.count` and :meth:`CountingProxy.sent` give the requests
+and body bytes of every port by path; a subclass may answer a request itself
+(:meth:`CountingProxy.refuse`) or cut a body short (:meth:`CountingProxy.cut`), as the
+storage tests' fault-injecting proxy does.
 
 Example:
     >>> import http.server, threading, urllib.request
@@ -33,11 +37,13 @@ import collections
 import http.client
 import http.server
 import json
+import socket
 import threading
 import time
 import urllib.request
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = ["STATS_PATH", "CountingProxy", "read_stats"]
 
@@ -63,7 +69,9 @@ class _Counts:
 
 class CountingProxy:
     """Forwards HTTP requests to ``target`` (host, port) from one loopback port per label,
-    ``latency`` seconds added to each request, counting requests and body bytes per label.
+    ``latency`` seconds added to each request, counting requests and body bytes per label
+    (:meth:`stats`) and, over every port, per path (``requests`` by (method, path),
+    ``body_bytes`` by path; :meth:`count`, :meth:`sent`).
 
     Args:
         target: the origin server's (host, port).
@@ -76,10 +84,11 @@ class CountingProxy:
         self.target = (str(target[0]), int(target[1]))
         self.latency = float(latency)
         self._lock = threading.Lock()
-        self._counts: dict[str, _Counts] = {}
+        self._counts: dict[str, _Counts] = {label: _Counts() for label in labels}
+        self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.body_bytes: collections.Counter[str] = collections.Counter()
         self._servers: dict[str, http.server.ThreadingHTTPServer] = {}
-        for label in labels:
-            self._counts[label] = _Counts()
+        for label in self._counts:
             server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler(label))
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, args=(0.05,), name=f"proxy-{label}",
@@ -97,16 +106,40 @@ class CountingProxy:
         with self._lock:
             return {label: c.as_dict() for label, c in self._counts.items()}
 
+    def count(self, method: str, key: str = "") -> int:
+        """Requests of ``method`` so far on paths ending with ``key`` (every port)."""
+        with self._lock:
+            return sum(n for (m, path), n in self.requests.items()
+                       if m == method and path.endswith(key))
+
+    def sent(self, key: str = "") -> int:
+        """Body bytes sent back so far for paths ending with ``key`` (every port)."""
+        with self._lock:
+            return sum(n for path, n in self.body_bytes.items() if path.endswith(key))
+
     def reset(self) -> None:
         """Every count back to zero."""
         with self._lock:
             for label in self._counts:
                 self._counts[label] = _Counts()
+            self.requests.clear()
+            self.body_bytes.clear()
 
     def close(self) -> None:
         for server in self._servers.values():
             server.shutdown()
             server.server_close()
+
+    # ------------------------------------------------------------------ for a subclass
+    def refuse(self, method: str, path: str) -> tuple[int, bytes, str] | None:
+        """An answer (status, body, content type) to give instead of forwarding the
+        request, or ``None`` (the default): forward it."""
+        return None
+
+    def cut(self, method: str, path: str, status: int, length: int) -> int | None:
+        """How many bytes of a ``length``-byte body to send before dropping the
+        connection, or ``None`` (the default): the whole body."""
+        return None
 
     # ------------------------------------------------------------------ serving
     def _handler(self, label: str) -> type[http.server.BaseHTTPRequestHandler]:
@@ -127,17 +160,26 @@ class CountingProxy:
 
     def _forward(self, label: str, req: http.server.BaseHTTPRequestHandler) -> None:
         if req.command == "GET" and req.path == STATS_PATH:
-            body = json.dumps(self.stats()).encode()
-            req.send_response(200)
-            req.send_header("Content-Type", "application/json")
-            req.send_header("Content-Length", str(len(body)))
-            req.end_headers()
-            req.wfile.write(body)
+            self._answer(req, 200, json.dumps(self.stats()).encode(), "application/json")
             return
+        path = urlsplit(req.path).path
+        with self._lock:
+            self._counts[label].requests[req.command] += 1
+            self.requests[(req.command, path)] += 1
         if self.latency:
             time.sleep(self.latency)
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else None
+        refused = self.refuse(req.command, path)
+        if refused is not None:
+            status, data, kind = refused
+            with self._lock:
+                self._counts[label].statuses[status] += 1
+            self._answer(req, status, data, kind)
+            with self._lock:
+                self._counts[label].body_bytes += len(data)
+                self.body_bytes[path] += len(data)
+            return
         conn = http.client.HTTPConnection(*self.target, timeout=120)
         try:
             headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP_HEADERS}
@@ -145,9 +187,7 @@ class CountingProxy:
             resp = conn.getresponse()
             size = resp.getheader("Content-Length")
             with self._lock:
-                counts = self._counts[label]
-                counts.requests[req.command] += 1
-                counts.statuses[resp.status] += 1
+                self._counts[label].statuses[resp.status] += 1
             req.send_response(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 if k.lower() not in _HOP_HEADERS:
@@ -156,29 +196,49 @@ class CountingProxy:
                 req.send_header("Content-Length", size or "0")
                 req.end_headers()
                 return
+            whole = None
             if size is None:  # no length from the origin: read it whole to send one
-                data = resp.read()
-                req.send_header("Content-Length", str(len(data)))
-                req.end_headers()
-                self._send(label, req, data)
-                return
+                whole = resp.read()
+                size = str(len(whole))
+            cut = self.cut(req.command, path, resp.status, int(size))
             req.send_header("Content-Length", size)
             req.end_headers()
-            while piece := resp.read(PIECE):
-                self._send(label, req, piece)
+            left = int(size) if cut is None else cut
+            while left > 0:
+                piece = whole[:left] if whole is not None else resp.read(min(PIECE, left))
+                if not piece:
+                    break
+                self._send(label, path, req, piece)
+                left -= len(piece)
+            if cut is not None:  # the rest never comes: the connection is dropped
+                req.wfile.flush()
+                req.connection.shutdown(socket.SHUT_RDWR)
+                req.close_connection = True
         finally:
             conn.close()
 
-    def _send(self, label: str, req: http.server.BaseHTTPRequestHandler, data: bytes) -> None:
+    @staticmethod
+    def _answer(req: http.server.BaseHTTPRequestHandler, status: int, data: bytes,
+                kind: str) -> None:
+        req.send_response(status)
+        req.send_header("Content-Type", kind)
+        req.send_header("Content-Length", str(len(data)))
+        req.end_headers()
+        req.wfile.write(data)
+
+    def _send(self, label: str, path: str, req: http.server.BaseHTTPRequestHandler,
+              data: bytes) -> None:
         # counted before the write: a client that has read the body and asks for the
         # counts at once must find its bytes there (a write that fails takes them back)
         with self._lock:
             self._counts[label].body_bytes += len(data)
+            self.body_bytes[path] += len(data)
         try:
             req.wfile.write(data)
         except BaseException:
             with self._lock:
                 self._counts[label].body_bytes -= len(data)
+                self.body_bytes[path] -= len(data)
             raise
 
 

@@ -32,17 +32,16 @@ in the same run, and every section checks that the work was the same:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+
+from benchmarks.harness import emit, sized_parser
 
 SIZES = {
     "tiny": {"mib": 1, "reps": 1, "records": 1024, "batch": 256, "matmuls": 2, "width": 256,
@@ -421,17 +420,9 @@ def run(size: str = "tiny", sections: tuple[str, ...] = ("h2d", "overlap", "w1",
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="smoke size (what the test runs)")
-    parser.add_argument("--sections", default="h2d,overlap,w1,fused")
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
-    args = parser.parse_args(argv)
+    args = sized_parser(__doc__, "h2d,overlap,w1,fused").parse_args(argv)
     report = run("tiny" if args.tiny else "full", tuple(args.sections.split(",")))
-    text = json.dumps(report, indent=2)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text)
+    emit(report, args.out)
     return report
 
 

@@ -17,16 +17,14 @@ beside the train step alone (``train_alone``) show what the data adds to such a 
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
+from benchmarks.harness import emit, parser
 from benchmarks.on_chip import _endless, _w1_floor, _w1_pipeline
 
 import datarax.pipeline.driver_compiled as driver_compiled
@@ -142,21 +140,12 @@ def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--batches", default="256,1024")
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--train-ms", type=float, default=0.0)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = parser(__doc__, "json", records=50_000, batches="256,1024", steps=30, rounds=5,
+                  train_ms=0.0).parse_args(argv)
     report = run(args.records, tuple(int(b) for b in args.batches.split(",")), args.steps,
                  args.rounds, args.train_ms)
     report["load_average_1m"] = round(__import__("os").getloadavg()[0], 2)
-    text = json.dumps(report, indent=2)
-    if args.json is not None:
-        args.json.write_text(text)
-    print(text)
+    emit(report, args.json)
     return report
 
 

@@ -30,14 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, run_worker, worker_env
+
 RECORDS = {"W1": 50_000, "W10": 50_000, "W7": 20_000}
 
 
@@ -103,11 +102,7 @@ def plain_program(workload: str, images: Any) -> tuple[Any, tuple[Any, ...]]:
     import numpy as np
 
     if workload in ("W1", "W10"):
-        def step(raw: Any, key: Any, batch: Any) -> Any:
-            keys = jax.random.split(jax.random.fold_in(key, batch), raw.shape[0])
-            flip = jax.vmap(jax.random.bernoulli)(keys)
-            flipped = jnp.where(flip[:, None, None, None], raw[:, :, ::-1, :], raw)
-            return flipped.astype(jnp.float32) / 255.0
+        from benchmarks.contenders.jax_floor import flip_normalize as step
     else:
         from benchmarks.augment_data import BRIGHTNESS, CONTRAST, MEAN, OUT, RATIO, SCALE, STD
 
@@ -152,7 +147,9 @@ def worker(case: str, workload: str, sleep: float) -> dict[str, Any]:
     images = _data(workload)
     import jax
 
-    if case != "jax.jit":  # imports are not the loader's build (as jax's are not)
+    # imports are not the loader's build (as jax's are not)
+    import benchmarks.contenders.jax_floor  # noqa: F401
+    if case != "jax.jit":
         import benchmarks.contenders.datarax_pipeline  # noqa: F401
         import benchmarks.w7_contenders  # noqa: F401
         import datarax.operators.image  # noqa: F401
@@ -175,16 +172,21 @@ def worker(case: str, workload: str, sleep: float) -> dict[str, Any]:
     return result
 
 
-def _run(case: str, workload: str, sleep: float, env: dict[str, str]) -> dict[str, Any]:
-    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    environ.update({"JAX_PLATFORMS": environ.get("JAX_PLATFORMS", "cpu"), **env})
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run(
-            [sys.executable, "-m", "benchmarks.first_batch", "--worker", case,
-             "--workload", workload, "--sleep", str(sleep), "--out", out.name],
-            env=environ, cwd=ROOT, check=True, timeout=900,
-        )
-        return json.loads(Path(out.name).read_text())
+def _run(case: str, workload: str, sleep: float, src: str,
+         env: dict[str, str] | None = None) -> dict[str, Any]:
+    """:func:`worker` in a fresh process importing datarax from ``src``, ``env`` set."""
+    environ = worker_env({"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), **(env or {})},
+                         src=src)
+    return run_worker("benchmarks.first_batch",
+                      ["--worker", case, "--workload", workload, "--sleep", str(sleep)],
+                      environ, timeout=900, check=True)
+
+
+def worker_options(parser: argparse.ArgumentParser) -> None:
+    """The options a worker process of this script (or ``first_batch_phases``) is given."""
+    parser.add_argument("--worker")
+    parser.add_argument("--workload")
+    parser.add_argument("--out")
 
 
 def main() -> None:
@@ -195,13 +197,10 @@ def main() -> None:
     parser.add_argument("--before", help="another datarax source tree to compare against")
     parser.add_argument("--records", type=int, help="records per workload (default: full)")
     parser.add_argument("--json")
-    parser.add_argument("--worker")
-    parser.add_argument("--workload")
-    parser.add_argument("--out")
+    worker_options(parser)
     args = parser.parse_args()
     if args.worker:
-        result = worker(args.worker, args.workload, float(args.sleep))
-        Path(args.out).write_text(json.dumps(result))
+        Path(args.out).write_text(json.dumps(worker(args.worker, args.workload, float(args.sleep))))
         return
     if args.records:
         os.environ["FIRST_BATCH_RECORDS"] = str(args.records)
@@ -212,17 +211,16 @@ def main() -> None:
             for pause in (0.0, args.sleep):
                 with tempfile.TemporaryDirectory() as store, \
                         tempfile.TemporaryDirectory() as before:  # its own, empty
-                    mine = {"PYTHONPATH": os.pathsep.join([src, str(ROOT)]),
-                            "DATARAX_COMPILE_CACHE_DIR": store}
-                    runs = [("jax.jit", mine), ("datarax cold", mine), ("datarax warm", mine),
-                            ("datarax, no ahead", {**mine, "DATARAX_COMPILE_AHEAD": "0",
-                                                   "DATARAX_COMPILE_CACHE": "0"})]
+                    mine = {"DATARAX_COMPILE_CACHE_DIR": store}
+                    runs = [("jax.jit", src, mine), ("datarax cold", src, mine),
+                            ("datarax warm", src, mine),
+                            ("datarax, no ahead", src, {**mine, "DATARAX_COMPILE_AHEAD": "0",
+                                                        "DATARAX_COMPILE_CACHE": "0"})]
                     if args.before:
-                        runs.append(("before", {"PYTHONPATH": os.pathsep.join(
-                            [args.before, str(ROOT)]), "DATARAX_COMPILE_CACHE_DIR": before}))
-                    for case, env in runs:
+                        runs.append(("before", args.before, {"DATARAX_COMPILE_CACHE_DIR": before}))
+                    for case, tree, env in runs:
                         kind = "jax.jit" if case == "jax.jit" else "datarax"
-                        out = _run(kind, workload, pause, env)
+                        out = _run(kind, workload, pause, tree, env)
                         out.update(workload=workload, case=case, sleep=pause, repeat=repeat,
                                    load=os.getloadavg()[0])
                         rows.append(out)

@@ -24,14 +24,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.first_batch import ROOT, _run
+from benchmarks.first_batch import _run
+from benchmarks.harness import ROOT, run_worker, worker_env
 
 
 def no_ahead(workload: str = "W1") -> dict[str, float]:
@@ -53,13 +52,10 @@ def no_ahead(workload: str = "W1") -> dict[str, float]:
 
 
 def _no_ahead_in(src: str, workload: str) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)]),
-           "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
-           "DATARAX_COMPILE_AHEAD": "0", "DATARAX_COMPILE_CACHE": "0"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.first_batch_ab", "--no-ahead-worker",
-                           "--workload", workload],
-                          env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    env = worker_env({"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+                      "DATARAX_COMPILE_AHEAD": "0", "DATARAX_COMPILE_CACHE": "0"}, src=src)
+    return run_worker("benchmarks.first_batch_ab", ["--no-ahead-worker", "--workload", workload],
+                      env, check=True)
 
 
 def run(before: str, pairs: int, workload: str = "W1") -> dict[str, Any]:
@@ -69,9 +65,8 @@ def run(before: str, pairs: int, workload: str = "W1") -> dict[str, Any]:
     for pair in range(pairs):
         for side in (["after", "before"] if pair % 2 == 0 else ["before", "after"]):
             with tempfile.TemporaryDirectory() as store:
-                env = {"PYTHONPATH": os.pathsep.join([trees[side], str(ROOT)]),
-                       "DATARAX_COMPILE_CACHE_DIR": store}
-                cold = _run("datarax", workload, 0.0, env)
+                cold = _run("datarax", workload, 0.0, trees[side],
+                            {"DATARAX_COMPILE_CACHE_DIR": store})
             cold["load"] = os.getloadavg()[0]
             runs["cold"][side].append(cold)
             runs["no_ahead"][side].append(_no_ahead_in(trees[side], workload))
@@ -97,9 +92,10 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--json")
     parser.add_argument("--no-ahead-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.no_ahead_worker:
-        print(json.dumps(no_ahead(args.workload)))
+        Path(args.out).write_text(json.dumps(no_ahead(args.workload)))
         return
     if not args.before:
         parser.error("--before SRC is required")

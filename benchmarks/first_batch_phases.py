@@ -31,32 +31,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.first_batch import worker_options
+from benchmarks.harness import ROOT, rotated, run_worker, time_calls, worker_env
+
 EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
           "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
           "/jax/core/compile/backend_compile_duration": "compile"}
-
-
-def _timed(module: Any, name: str, phase: str, spent: dict[str, float]) -> None:
-    """Wrap ``module.name`` so its calls add their seconds to ``spent[phase]``."""
-    inner = getattr(module, name)
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent[phase] += time.perf_counter() - start
-
-    setattr(module, name, wrapper)
 
 
 def _pipeline(workload: str, images: Any, labels: Any) -> tuple[Any, float]:
@@ -92,6 +78,7 @@ def worker(case: str, workload: str) -> dict[str, Any]:
     jax.monitoring.register_event_duration_secs_listener(
         lambda event, duration, **_: spent.__setitem__(EVENTS[event], spent[EVENTS[event]] + duration)
         if event in EVENTS else None)
+    import benchmarks.contenders.jax_floor  # noqa: F401 - the plain twin's step, imported apart
     from benchmarks.first_batch import _data, _plain
 
     if case != "jax.jit":
@@ -102,9 +89,9 @@ def worker(case: str, workload: str) -> dict[str, Any]:
         from datarax.core import compiled_store
 
         out["import_datarax_s"] = time.perf_counter() - start
-        _timed(compiled_store, "_program_key", "store_key", spent)
-        _timed(compiled_store, "_load", "store_load", spent)
-        _timed(compiled_store, "_store", "store_write", spent)
+        time_calls(compiled_store, "_program_key", "store_key", spent)
+        time_calls(compiled_store, "_load", "store_load", spent)
+        time_calls(compiled_store, "_store", "store_write", spent)
     import numpy as np
 
     images = _data("W1" if workload == "W10" else workload)
@@ -148,15 +135,13 @@ def worker(case: str, workload: str) -> dict[str, Any]:
     return out
 
 
-def _run(case: str, workload: str, env: dict[str, str]) -> dict[str, Any]:
-    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    environ.update({"JAX_PLATFORMS": environ.get("JAX_PLATFORMS", "cpu"),
-                    "DATARAX_COMPILE_AHEAD": "0", **env})
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([sys.executable, "-m", "benchmarks.first_batch_phases", "--worker", case,
-                        "--workload", workload, "--out", out.name],
-                       env=environ, cwd=ROOT, check=True, timeout=900)
-        result = json.loads(Path(out.name).read_text())
+def _run(case: str, workload: str, src: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """:func:`worker` in a fresh process importing datarax from ``src``, nothing compiled
+    ahead, ``env`` set."""
+    environ = worker_env({"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+                          "DATARAX_COMPILE_AHEAD": "0", **(env or {})}, src=src)
+    result = run_worker("benchmarks.first_batch_phases", ["--worker", case, "--workload", workload],
+                        environ, timeout=900, check=True)
     result.update(case=case, workload=workload, load=round(os.getloadavg()[0], 2))
     return result
 
@@ -167,34 +152,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", help="another datarax source tree, run cold beside")
     parser.add_argument("--json")
-    parser.add_argument("--worker")
-    parser.add_argument("--workload")
-    parser.add_argument("--out")
+    worker_options(parser)
     args = parser.parse_args()
     if args.worker:
         Path(args.out).write_text(json.dumps(worker(args.worker, args.workload)))
         return
-    mine = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    mine = str(ROOT / "src")
     rows: list[dict[str, Any]] = []
     for repeat in range(args.repeats):
         for workload in args.workloads:
             cases = ["jax.jit", "cold+warm"] + (["before"] if args.before else [])
-            shift = repeat % len(cases)
-            for case in cases[shift:] + cases[:shift]:
+            for case in rotated(cases, repeat):
                 if case == "cold+warm":
                     with tempfile.TemporaryDirectory() as store:
-                        env = {"PYTHONPATH": mine, "DATARAX_COMPILE_CACHE_DIR": store}
-                        rows.append(_run("cold", workload, env))
-                        rows.append(_run("warm", workload, env))
+                        env = {"DATARAX_COMPILE_CACHE_DIR": store}
+                        rows.append(_run("cold", workload, mine, env))
+                        rows.append(_run("warm", workload, mine, env))
                         rows[-1]["case"] = "warm"
                 elif case == "before":
                     with tempfile.TemporaryDirectory() as store:
-                        rows.append(_run("cold", workload, {
-                            "PYTHONPATH": os.pathsep.join([args.before, str(ROOT)]),
-                            "DATARAX_COMPILE_CACHE_DIR": store}))
+                        rows.append(_run("cold", workload, args.before,
+                                         {"DATARAX_COMPILE_CACHE_DIR": store}))
                         rows[-1]["case"] = "before"
                 else:
-                    rows.append(_run(case, workload, {"PYTHONPATH": mine}))
+                    rows.append(_run(case, workload, mine))
                 print(json.dumps(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

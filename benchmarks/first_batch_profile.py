@@ -28,7 +28,6 @@ thread included).
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
 import time
@@ -37,6 +36,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from benchmarks.harness import time_calls
 
 SIDE = ["imports"]
 EVENTS: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -51,23 +52,9 @@ def _timed_store() -> dict[str, float]:
     from datarax.core import compiled_store as store
 
     spent: dict[str, float] = defaultdict(float)
-
-    def wrap(owner: Any, name: str, label: str) -> None:
-        inner = getattr(owner, name)
-
-        @functools.wraps(inner)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            began = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                spent[label] += time.perf_counter() - began
-
-        setattr(owner, name, timed)
-
-    wrap(store, "_load", "load_s")
-    wrap(store, "_store", "store_s")
-    wrap(store, "compile_lowered", "lower_to_executable_s")
+    time_calls(store, "_load", "load_s", spent)
+    time_calls(store, "_store", "store_s", spent)
+    time_calls(store, "compile_lowered", "lower_to_executable_s", spent)
     return spent
 
 

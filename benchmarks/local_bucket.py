@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["CREDENTIALS", "client_env", "local_bucket"]
+__all__ = ["CREDENTIALS", "client_env", "free_port", "local_bucket", "upload_folder"]
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1"}
@@ -32,11 +33,26 @@ def client_env(endpoint: str) -> dict[str, str]:
     return {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_ENDPOINT_URL_S3": endpoint}
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (for a server to take)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def upload_folder(client: Any, bucket: str, folder: str | os.PathLike[str], prefix: str) -> None:
+    """Every file of ``folder`` into ``bucket`` under ``prefix/`` (a boto3 ``client``)."""
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                client.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=f.read())
+
+
 def _serve(bucket: str, uploads: Sequence[tuple[str, str]], latency: float,
            labels: Sequence[str], ready: Any) -> None:
     """Child process: moto's server, each ``(folder, prefix)`` uploaded, the proxy in front."""
     import logging
-    import socket
 
     import boto3
     from moto.server import ThreadedMotoServer
@@ -44,20 +60,14 @@ def _serve(bucket: str, uploads: Sequence[tuple[str, str]], latency: float,
     from benchmarks.counting_proxy import CountingProxy
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
     client.create_bucket(Bucket=bucket)
     for folder, prefix in uploads:
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if os.path.isfile(path):
-                with open(path, "rb") as f:
-                    client.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=f.read())
+        upload_folder(client, bucket, folder, prefix)
     proxy = CountingProxy(("127.0.0.1", port), labels, latency)
     ready.send(proxy.urls)
     ready.recv()  # until the benchmark is done

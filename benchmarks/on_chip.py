@@ -28,7 +28,6 @@ Sections (every one on the default device, each beside its floor in the same run
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -41,6 +40,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from benchmarks.harness import emit, sized_parser
 
 SIZES = {
     "tiny": {"records": 2048, "batches": (64, 128), "steps": 8, "reps": 1, "train_ms": 1.0},
@@ -457,11 +458,7 @@ def run(size: str, sections: tuple[str, ...]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="smoke size (what the test runs)")
-    parser.add_argument("--sections", default="gather,w1,chip_share,first_batch")
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
-    args = parser.parse_args(argv)
+    args = sized_parser(__doc__, "gather,w1,chip_share,first_batch").parse_args(argv)
     sections = tuple(args.sections.split(","))
     size = "tiny" if args.tiny else "full"
     # first: its fresh process must own the device (a TPU is held by one process)
@@ -469,11 +466,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = run(size, tuple(s for s in sections if s != "first_batch"))
     if first is not None:
         report["first_batch"] = first
-    text = json.dumps(report, indent=2)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text)
+    emit(report, args.out)
     return report
 
 

@@ -18,13 +18,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, run_worker, worker_env
 
 
 def metric_of(result: dict[str, Any], path: str) -> float:
@@ -37,17 +35,9 @@ def metric_of(result: dict[str, Any], path: str) -> float:
 
 def run_once(src: str, module_args: list[str], metric: str) -> dict[str, Any]:
     """One fresh process of ``python -m MODULE ARGS --json FILE`` importing datarax from ``src``."""
-    with tempfile.TemporaryDirectory(prefix="datarax-ab-") as tmp:
-        out = Path(tmp) / "result.json"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([src, str(ROOT)])
-        load = os.getloadavg()[0]
-        proc = subprocess.run([sys.executable, "-m", *module_args, "--json", str(out)],
-                              cwd=ROOT, env=env, capture_output=True, text=True)
-        if not out.exists():
-            raise RuntimeError(f"{module_args[0]} with {src} wrote no result "
-                               f"(exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-        result = json.loads(out.read_text())
+    load = os.getloadavg()[0]
+    result = run_worker(module_args[0], module_args[1:], worker_env(src=src), check=True,
+                        out_flag="--json")
     return {"value": metric_of(result, metric), "load_average_1m": round(load, 2), "result": result}
 
 

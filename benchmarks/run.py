@@ -18,6 +18,7 @@ from typing import Any
 from benchmarks import report as report_mod
 from benchmarks.contenders import CONTENDERS
 from benchmarks.external import W2_RECORDS, run_external
+from benchmarks.harness import rotated
 from benchmarks.suite import ROOT, SCALES, run_import_probe, run_vision, vision_cases
 
 ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
@@ -79,8 +80,7 @@ def _run_suite(workloads, reps, scale, names, seed, log, nice, cache_home, parti
                 warm_ups[name] = run_vision(name, case, seed, nice=nice, cache_home=cache_home)
                 log(f"{case.label} warm-up {name}: " + _one_line(warm_ups[name]))
         for rep in range(reps):
-            shift = rep % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name in rotated(names, rep):
                 r = run_vision(name, case, seed, nice=nice, cache_home=cache_home)
                 runs[name].append(r)
                 log(f"{case.label} rep {rep + 1}/{reps} {name}: " + _one_line(r))

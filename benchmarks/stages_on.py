@@ -20,14 +20,12 @@ training step, no share).
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
+from benchmarks.harness import emit, sized_parser
 from benchmarks.on_chip import _ms_per_call, _share
 
 SIZES = {
@@ -135,16 +133,9 @@ def run(size: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="smoke size")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = sized_parser(__doc__).parse_args(argv)
     report = run("tiny" if args.tiny else "full")
-    text = json.dumps(report, indent=2)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    print(text)
+    emit(report, args.out)
     return report
 
 

@@ -10,15 +10,16 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import CONTENDERS
+from benchmarks.harness import ROOT, run_worker, worker_env
 
-ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["ROOT", "SCALES", "VisionCase", "run_import_probe", "run_vision", "vision_cases",
+           "worker_env"]
+
 SCALES = {"tiny": 600, "small": 10_000, "full": 50_000}  # W1 records per scale
 WORKER_TIMEOUT_S = 900
 
@@ -44,18 +45,6 @@ def vision_cases(workloads: list[str], scale: str) -> list[VisionCase]:
         cases.append(VisionCase("W6", "W6 vision b1024", n, 1024))
         cases.append(VisionCase("W6", "W6 vision 4x data", 4 * n, 256))
     return cases
-
-
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a worker: no inherited JAX cache, the repo on the path."""
-    env = dict(os.environ)
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.update(extra or {})
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p
-    )
-    return env
 
 
 def _lower_priority_by(nice: int):
@@ -90,36 +79,12 @@ def run_vision(
     missing = entry.missing()
     if missing:
         return {"contender": contender, "missing": missing}
-    with tempfile.TemporaryDirectory(prefix="datarax-bench-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable, "-m", "benchmarks.worker",
-            "--contender", contender,
-            "--records", str(case.records),
-            "--batch-size", str(case.batch_size),
-            "--seed", str(seed),
-            "--out", str(out),
-            "--spawn", repr(time.time()),
-        ]
-        try:
-            env = worker_env(entry.env)
-            if cache_home:
-                env["XDG_CACHE_HOME"] = cache_home
-                if entry.warm_up:  # JAX's persistent cache, turned on as a user would
-                    env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(cache_home, "jax")
-            proc = subprocess.run(
-                cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-                preexec_fn=_lower_priority_by(nice),
-            )
-        except subprocess.TimeoutExpired:
-            return {"contender": contender, "error": f"timed out after {timeout:.0f} s"}
-        if not out.exists():
-            return {
-                "contender": contender,
-                "error": f"worker exited {proc.returncode} without a result",
-                "stderr": proc.stderr[-3000:],
-            }
-        return json.loads(out.read_text())
+    args = ["--contender", contender, "--records", str(case.records),
+            "--batch-size", str(case.batch_size), "--seed", str(seed), "--spawn", repr(time.time())]
+    env = worker_env(entry.env, cache_home=cache_home, warm_up=entry.warm_up)
+    result = run_worker("benchmarks.worker", args, env, timeout=timeout,
+                        preexec_fn=_lower_priority_by(nice))
+    return result if "contender" in result else {"contender": contender, **result}
 
 
 IMPORT_PROBE = r"""

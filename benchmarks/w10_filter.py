@@ -17,12 +17,8 @@ Run: ``python -m benchmarks.w10_filter [--records 10000] [--out results/w10.json
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import emit, parser, run_worker, worker_env
 CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor")
 Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
 
@@ -190,37 +186,26 @@ def run_one(name: str, records: int, batch: int, seed: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=10_000)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--one", choices=CONTENDERS)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    options = parser(__doc__, records=10_000, batch=256, seed=0)
+    options.add_argument("--one", choices=CONTENDERS)
+    options.add_argument("--out", type=Path)
+    args = options.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.records, args.batch, args.seed)))
+        emit(run_one(args.one, args.records, args.batch, args.seed), args.out, indent=None)
         return
-    base = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    base.pop("JAX_COMPILATION_CACHE_DIR", None)
     cache = tempfile.mkdtemp(prefix="datarax-w10-")
     rows = []
     for name in CONTENDERS:
         # as datarax.enable_compilation_cache sets it (JAX's default, 1 s, stores no step)
-        env = dict(base, JAX_COMPILATION_CACHE_DIR=os.path.join(cache, "jax"),
-                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0") \
-            if name in WARM_UP else base
-        command = [sys.executable, "-m", "benchmarks.w10_filter", "--one", name, "--records",
-                   str(args.records), "--batch", str(args.batch), "--seed", str(args.seed)]
+        env = worker_env({"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}, warm_up=True,
+                         cache_home=cache) if name in WARM_UP else worker_env()
+        one = ["--one", name, "--records", str(args.records), "--batch", str(args.batch),
+               "--seed", str(args.seed)]
         if name in WARM_UP:  # untimed: fills the compilation cache
-            subprocess.run(command, capture_output=True, env=env, cwd=ROOT, timeout=900)
-        out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
-                             timeout=900)
-        if out.returncode:
-            rows.append({"contender": name, "error": out.stderr.strip().splitlines()[-1:]})
-            continue
-        rows.append(dict(json.loads(out.stdout.strip().splitlines()[-1]),
-                         load_avg_1m=round(os.getloadavg()[0], 2),
-                         warm_up=name in WARM_UP))
+            run_worker("benchmarks.w10_filter", one, env, timeout=900)
+        row = run_worker("benchmarks.w10_filter", one, env, timeout=900)
+        rows.append({"contender": name, **row} if "error" in row else
+                    dict(row, load_avg_1m=round(os.getloadavg()[0], 2), warm_up=name in WARM_UP))
     by = {r["contender"]: r for r in rows if "whole_rps" in r}
     report = {"workload": "W10 filter keep-half b%d" % args.batch, "records": args.records,
               "rows": rows}
@@ -233,10 +218,7 @@ def main() -> None:
                 "vs_floor": round(mine / by["numpy_floor"][mode], 2)
                 if "numpy_floor" in by else None,
             }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(report, args.out, indent=1)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ machine moves all of them alike.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -27,6 +26,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from benchmarks.harness import emit
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["DATARAX_COMPILE_AHEAD"] = "0"  # the first batch compiles, on this thread
@@ -112,9 +113,7 @@ def main() -> None:
     rows = measure(programs, args.repeats)
     report = {"records": args.records, "repeats": args.repeats,
               "load_avg_1m": round(os.getloadavg()[0], 2), "programs": rows}
-    print(json.dumps(report, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    emit(report, args.json, indent=1)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +48,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, run_worker, worker_env
+
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 CLASSES = 10
 BATCH = 256
@@ -273,23 +273,10 @@ def worker(args: argparse.Namespace) -> None:
 
 def run_one(name: str, mode: str, dataset: Path, folder: Path, timeout: float,
             src: Path | None = None, **options: int) -> dict[str, Any]:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(src or ""), str(ROOT), str(ROOT / "src"), env.get("PYTHONPATH", ""))
-        if p)
-    with tempfile.TemporaryDirectory(prefix="datarax-w11-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "benchmarks.w11_imagenet", "--worker", name, "--mode", mode,
-               "--dataset", str(dataset), "--folder", str(folder), "--out", str(out),
-               *(f"--{k}={v}" for k, v in options.items())]
-        try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout:.0f} s"}
-        if not out.exists():
-            return {"error": f"worker exited {proc.returncode}", "stderr": proc.stderr[-2000:]}
-        return {**json.loads(out.read_text()), **options}
+    args = ["--worker", name, "--mode", mode, "--dataset", str(dataset), "--folder", str(folder),
+            *(f"--{k}={v}" for k, v in options.items())]
+    env = worker_env(src=src or ROOT / "src")
+    return {**run_worker("benchmarks.w11_imagenet", args, env, timeout=timeout), **options}
 
 
 def best(results: list[dict[str, Any]]) -> dict[str, Any]:

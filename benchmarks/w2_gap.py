@@ -26,16 +26,12 @@ Run: ``python -m benchmarks.w2_gap [--records N] [--rounds R] [--json PATH]``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks import bench_array_record as w2
+from benchmarks.harness import emit, parser, rotated
 
 BATCH = 256
 
@@ -44,30 +40,14 @@ def floor(paths: list[str], records: int, buffer: int = 32768, per_read: int = 8
           time_open: bool = False) -> float:
     """The harness's floor, with its read buffer, batches per read and whether the
     readers' opening is timed as options."""
-    from array_record.python.array_record_module import ArrayRecordReader
-
     start = time.perf_counter()
-    readers = [ArrayRecordReader(p, "readahead_buffer_size:0", file_reader_buffer_size=buffer)
-               for p in paths]
-    sizes = np.asarray([r.num_records() for r in readers])
+    readers = w2.open_floor_readers(paths, buffer)
     if not time_open:
         start = time.perf_counter()
-    ends = np.cumsum(sizes)
-    order = w2.epoch_order(records, 0)
-    file_of = np.searchsorted(ends, order, side="right")
-    within = order - np.concatenate([[0], ends[:-1]])[file_of]
+    file_of, within = w2.floor_positions(readers, w2.epoch_order(records, 0))
     check = w2.Check(records)
-    group = BATCH * per_read
-    for lo in range(0, records, group):
-        files, positions = file_of[lo:lo + group], within[lo:lo + group]
-        out = np.empty((len(files), *w2.RECORD_SHAPE), np.uint8)
-        flat = out.reshape(len(files), -1)
-        for f in np.unique(files):
-            slots = np.nonzero(files == f)[0]
-            raw = readers[f].read(positions[slots].tolist())
-            flat[slots] = np.frombuffer(b"".join(raw), np.uint8).reshape(len(slots), -1)
-        for b in range(0, len(files), BATCH):
-            check.add(out[b:b + BATCH])
+    for images in w2.floor_batches(readers, file_of, within, BATCH, per_read):
+        check.add(images)
     elapsed = time.perf_counter() - start
     for r in readers:
         r.close()
@@ -110,7 +90,7 @@ def run(records: int, rounds: int) -> dict[str, Any]:
     cpu: dict[str, list[float]] = {name: [] for name in contenders}
     for r in range(rounds):
         names = list(contenders)
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in rotated(names, r):
             began = time.process_time()
             seconds[name].append(contenders[name]())
             cpu[name].append(time.process_time() - began)  # setup included: small
@@ -128,15 +108,8 @@ def run(records: int, rounds: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    result = run(args.records, args.rounds)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    args = parser(__doc__, "json", records=100_000, rounds=6).parse_args()
+    emit(run(args.records, args.rounds), args.json)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Run: ``python -m benchmarks.w2_head_start [--records N] [--latency S] [--epoch]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -22,8 +21,9 @@ import tempfile
 import time
 from typing import Any
 
+from benchmarks.harness import emit, parser
 from benchmarks.local_bucket import local_bucket
-from benchmarks.w2_remote import BUCKET, _source, make_dataset
+from benchmarks.w2_remote import BUCKET, OPTIONS, _source, make_dataset
 
 
 def _first_batch(url: str, window: int | None, cache_dir: str, batch: int,
@@ -75,21 +75,14 @@ def run(records: int, shards: int, batch: int, latency: float, epoch: bool) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--epoch", action="store_true", help="also read the rest of the epoch")
-    parser.add_argument("--label", default="")
-    parser.add_argument("--json", type=pathlib.Path)
-    args = parser.parse_args()
+    options = parser(__doc__, **OPTIONS)
+    options.add_argument("--epoch", action="store_true", help="also read the rest of the epoch")
+    options.add_argument("--label", default="")
+    options.add_argument("--json", type=pathlib.Path)
+    args = options.parse_args()
     result = {"label": args.label,
               **run(args.records, args.shards, args.batch, args.latency, args.epoch)}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    emit(result, args.json, indent=1)
 
 
 if __name__ == "__main__":

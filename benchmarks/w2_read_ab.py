@@ -74,20 +74,10 @@ def _pipeline(folder: str, contender: str = "dataset") -> Any:
 
 def _epoch(folder: str, contender: str) -> tuple[float, float]:
     """Seconds and process CPU seconds of one checked epoch through the Pipeline."""
-    import time
-
-    from benchmarks.bench_array_record import Check
+    from benchmarks.bench_array_record import checked_epoch
 
     source, pipeline = _pipeline(folder, contender)
-    source.element_spec()
-    check = Check(RECORDS)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for out in pipeline:
-        check.add(out["image"])
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    source.close()
-    check.verify(contender)
-    return elapsed, cpu
+    return checked_epoch(source, pipeline, RECORDS, contender)
 
 
 def _digests(folder: str, contender: str = "dataset") -> dict[str, str]:

@@ -42,7 +42,6 @@ Run: ``python -m benchmarks.w2_remote [--records N] [--latency S] [--json PATH] 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -56,11 +55,14 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_array_record import RECORD_BYTES, RECORD_SHAPE, Check
+from benchmarks.harness import emit, parser
 from benchmarks.local_bucket import local_bucket
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA_DIR = ROOT / "data" / "bench_remote"
 BUCKET = "datarax-bench"
+# the workload's size and the added latency, as options (w2_head_start takes the same)
+OPTIONS = {"records": 100_000, "shards": 8, "batch": 256, "latency": 0.05}
 STREAMING_PYTHON = ROOT / ".venv-streaming" / "bin" / "python"
 STREAMING_PEER = ROOT / "benchmarks" / "streaming_peer.py"
 STREAMING_NOT_RUN = "not run (make bench-streaming-env)"
@@ -334,23 +336,16 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--streaming-workers", type=int, default=2,
-                        help="DataLoader workers of the MosaicML Streaming peer")
-    parser.add_argument("--json", type=pathlib.Path)
-    parser.add_argument("--md", type=pathlib.Path, help="also write the table here")
-    args = parser.parse_args()
+    options = parser(__doc__, **OPTIONS)
+    options.add_argument("--streaming-workers", type=int, default=2,
+                         help="DataLoader workers of the MosaicML Streaming peer")
+    options.add_argument("--json", type=pathlib.Path)
+    options.add_argument("--md", type=pathlib.Path, help="also write the table here")
+    args = options.parse_args()
     result = run(args.records, args.shards, args.batch, args.latency,
                  streaming_workers=args.streaming_workers)
-    text = json.dumps(result, indent=2)
-    print(text)
+    emit(result, args.json)
     print(table(result))
-    if args.json:
-        args.json.write_text(text + "\n")
     if args.md:
         args.md.write_text(markdown(result))
 

@@ -15,16 +15,15 @@ Run: ``python -m benchmarks.w3_start [--rounds 3] [--records 50000] [--json PATH
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import statistics
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import CONTENDERS
+from benchmarks.harness import parser, rotated
 from benchmarks.suite import VisionCase, run_vision
 
 NAMES = ("datarax-cold", "datarax", "grain", "jax-floor")
@@ -41,7 +40,7 @@ def run(rounds: int, records: int) -> dict[str, Any]:
                 run_vision(name, case, 0, cache_home=cache_home)
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in NAMES}
         for r in range(rounds):
-            order = NAMES[r % len(NAMES):] + NAMES[:r % len(NAMES)]
+            order = rotated(NAMES, r)
             for name in order:
                 result = run_vision(name, case, 0, cache_home=cache_home)
                 if "error" in result or "missing" in result:
@@ -64,16 +63,12 @@ def run(rounds: int, records: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--json")
-    args = parser.parse_args()
+    args = parser(__doc__, "json", rounds=3, records=50_000).parse_args()
     result = run(args.rounds, args.records)
     print(json.dumps({n: {k: v for k, v in c.items() if k != "runs"}
                       for n, c in result["contenders"].items()}, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

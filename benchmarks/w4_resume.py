@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness import emit, parser, rotated
+
 AFTER = 30_000
 BATCH = 250  # 30,000 = 120 full batches
 NEXT_EPOCH_BATCHES = 2
@@ -238,7 +240,7 @@ def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = 
         sides["grain"] = []
     for round_ in range(repeats):
         names = list(sides)
-        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+        for name in rotated(names, round_):
             if name == "grain":
                 assert grain_start is not None
                 sides[name].append(grain_resume(paths, seed, *grain_start))
@@ -294,21 +296,17 @@ def run_w4(records: int = 100_000, files: int = 8, seed: int = 0, grain: bool = 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--no-grain", action="store_true", help="skip the Grain peer")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="fresh resume processes per contender, run in turns")
-    parser.add_argument("--beside", default=None, metavar="SRC",
-                        help="another datarax source tree (e.g. main's src) timed in turns "
-                             "with this one: before/after a change in one run")
-    parser.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--grain-child", nargs=2, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--paths", nargs="*", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    options = parser(__doc__, "json", records=100_000, files=8, seed=0)
+    options.add_argument("--no-grain", action="store_true", help="skip the Grain peer")
+    options.add_argument("--repeats", type=int, default=1,
+                         help="fresh resume processes per contender, run in turns")
+    options.add_argument("--beside", default=None, metavar="SRC",
+                         help="another datarax source tree (e.g. main's src) timed in turns "
+                              "with this one: before/after a change in one run")
+    options.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
+    options.add_argument("--grain-child", nargs=2, default=None, help=argparse.SUPPRESS)
+    options.add_argument("--paths", nargs="*", default=None, help=argparse.SUPPRESS)
+    args = options.parse_args(argv)
     if args.child:
         child(args.paths, args.seed, *args.child)
         return
@@ -317,9 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     result = run_w4(args.records, args.files, args.seed, grain=not args.no_grain,
                     repeats=args.repeats, beside=args.beside)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

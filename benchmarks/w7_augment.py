@@ -23,7 +23,6 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import rotated, run_worker, worker_env
+
 CHECK_RECORDS = 16
 
 
@@ -78,26 +78,11 @@ def run_one(name: str, records: int, batch_size: int, seed: int, timeout: float,
 
     if importlib.util.find_spec(REQUIRES[name]) is None:
         return {"contender": name, "missing": REQUIRES[name]}
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **ENV.get(name, {}))
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    if cache_home:
-        env["XDG_CACHE_HOME"] = cache_home
-        if name in WARM_UP:  # JAX's persistent cache, turned on as a user would
-            env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(cache_home, "jax")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    with tempfile.TemporaryDirectory(prefix="datarax-w7-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "benchmarks.w7_augment", "--worker", name, "--records",
-               str(records), "--batch-size", str(batch_size), "--seed", str(seed), "--out", str(out)]
-        try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"contender": name, "error": f"timed out after {timeout:.0f} s"}
-        if not out.exists():
-            return {"contender": name, "error": f"worker exited {proc.returncode}",
-                    "stderr": proc.stderr[-2000:]}
-        return json.loads(out.read_text())
+    args = ["--worker", name, "--records", str(records), "--batch-size", str(batch_size),
+            "--seed", str(seed)]
+    env = worker_env(ENV.get(name, {}), cache_home=cache_home, warm_up=name in WARM_UP)
+    result = run_worker("benchmarks.w7_augment", args, env, timeout=timeout)
+    return result if "contender" in result else {"contender": name, **result}
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -163,8 +148,7 @@ def run(records: int, repeats: int, batch_size: int = 256, seed: int = 0,
 
 def _timed(names, runs, records, repeats, batch_size, seed, timeout, cache_home, log) -> None:
     for rep in range(repeats):
-        shift = rep % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in rotated(names, rep):
             r = run_one(name, records, batch_size, seed, timeout, cache_home)
             runs[name].append(r)
             log(f"W7 rep {rep + 1}/{repeats} {name}: " + (

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness import rotated
+
 WEIGHTS = (0.5, 0.3, 0.2)
 SEED = 0
 
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     # change in the machine's load falls on all of them alike.
     all_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for rep in range(max(args.repeats, 1)):
-        for name in names[rep % len(names):] + names[: rep % len(names)]:
+        for name in rotated(names, rep):
             if name in results:
                 continue
             try:

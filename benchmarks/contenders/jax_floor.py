@@ -22,14 +22,17 @@ def versions() -> dict[str, str]:
     return {"jax": jax.__version__, "numpy": np.__version__}
 
 
-def vision_epoch(images: np.ndarray, labels: np.ndarray, spec) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    @jax.jit
-    def step(raw: jax.Array, key: jax.Array, batch: jax.Array) -> jax.Array:
-        keys = jax.random.split(jax.random.fold_in(key, batch), raw.shape[0])
-        flip = jax.vmap(jax.random.bernoulli)(keys)
-        flipped = jnp.where(flip[:, None, None, None], raw[:, :, ::-1, :], raw)
-        return flipped.astype(jnp.float32) / 255.0
+def flip_normalize(raw: jax.Array, key: jax.Array, batch: jax.Array) -> jax.Array:
+    """W1's work on one batch of raw ``uint8`` images (not jitted): half the records
+    flipped left-right (keyed by ``fold_in(key, batch)``), scaled to float32 in [0, 1]."""
+    keys = jax.random.split(jax.random.fold_in(key, batch), raw.shape[0])
+    flip = jax.vmap(jax.random.bernoulli)(keys)
+    flipped = jnp.where(flip[:, None, None, None], raw[:, :, ::-1, :], raw)
+    return flipped.astype(jnp.float32) / 255.0
 
+
+def vision_epoch(images: np.ndarray, labels: np.ndarray, spec) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    step = jax.jit(flip_normalize)
     key = jax.random.key(spec.seed)
     order = np.random.default_rng(spec.seed).permutation(images.shape[0])
     for b, start in enumerate(range(0, order.size, spec.batch_size)):

@@ -140,3 +140,36 @@ def test_modes_have_distinct_names_and_are_found_by_name():
     assert mode_named("window4").config == {"shuffle_files": True, "shuffle_window": 4}
     with pytest.raises(KeyError, match="no mode named 'nope'; the modes are .*'global'"):
         mode_named("nope")
+
+
+def test_requests_and_body_bytes_by_path_add_up_over_ports(proxy):
+    get(proxy.urls["h0"] + "/big")
+    get(proxy.urls["h1"] + "/big", {"Range": "bytes=0-9"})
+    get(proxy.urls["h1"] + "/small", method="HEAD")
+    assert (proxy.count("GET", "/big"), proxy.count("HEAD"), proxy.count("GET", "/small")) == (2, 1, 0)
+    assert proxy.requests == {("GET", "/big"): 2, ("HEAD", "/small"): 1}
+    assert (proxy.sent("/big"), proxy.sent("/small")) == (len(BIG) + 10, 0)
+
+
+def test_a_subclass_answers_itself_or_cuts_a_body_and_the_counts_say_so():
+    class Faulty(CountingProxy):
+        def refuse(self, method: str, path: str) -> tuple[int, bytes, str] | None:
+            return (503, b"slow down", "text/plain") if path == "/small" else None
+
+        def cut(self, method: str, path: str, status: int, length: int) -> int | None:
+            return length // 2
+
+    origin = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Origin)
+    threading.Thread(target=origin.serve_forever, args=(0.05,), daemon=True).start()
+    faulty = Faulty(origin.server_address[:2])
+    try:
+        assert get(faulty.urls["h0"] + "/small")[::2] == (503, b"slow down")
+        with pytest.raises(http.client.IncompleteRead) as cut:
+            urllib.request.urlopen(faulty.urls["h0"] + "/big", timeout=30).read()
+        assert cut.value.partial == BIG[: len(BIG) // 2]
+        assert faulty.sent("/big") == len(BIG) // 2 and faulty.sent("/small") == len(b"slow down")
+        assert faulty.stats()["h0"]["statuses"] == {"200": 1, "503": 1}
+    finally:
+        faulty.close()
+        origin.shutdown()
+        origin.server_close()

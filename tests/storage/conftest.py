@@ -3,7 +3,8 @@ injects latency and faults.
 
 * ``s3_server`` (session): moto's ``ThreadedMotoServer`` on a free port, started once
   per test session and stopped at its end (a daemon thread: it dies with the session).
-* ``s3_proxy`` (session): a threaded HTTP proxy in front of it. Clients talk to the proxy;
+* ``s3_proxy`` (session): ``benchmarks/counting_proxy.py``'s proxy in front of it, with
+  faults added. Clients talk to the proxy;
   each test sets what it injects (``FaultyProxy.reset()`` runs before every test):
   ``latency`` seconds per request, ``throttle(key, n)`` (the first ``n`` GETs of an
   object answer 503 SlowDown), ``reset_mid_body(key, n, after=k)`` (after ``k`` GETs
@@ -17,70 +18,51 @@ injects latency and faults.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import http.client
-import http.server
 import os
-import socket
+import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-_HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
-                "trailer", "upgrade"}
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # the benchmarks' proxy, which this one extends
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.counting_proxy import CountingProxy  # noqa: E402
+from benchmarks.local_bucket import client_env as _bucket_env  # noqa: E402
+from benchmarks.local_bucket import free_port, upload_folder  # noqa: E402
+
+_SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+              b"<Message>Please reduce your request rate.</Message></Error>")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class FaultyProxy:
-    """Forwards HTTP requests to ``target`` (host, port), injecting latency and faults."""
+class FaultyProxy(CountingProxy):
+    """The benchmarks' counting proxy in front of ``target`` (host, port), one port,
+    injecting latency and faults; ``requests``, ``count``, ``sent`` count what passes."""
 
     def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
         self.lock = threading.Lock()
-        self.reset()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def _any(self) -> None:
-                proxy.handle(self)
-
-            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any  # noqa: N815
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", _free_port()), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="s3-proxy", daemon=True)
-        self.thread.start()
+        self.throttles: dict[str, int] = {}
+        self.resets: dict[str, int] = {}
+        self.passes: dict[str, int] = {}
+        super().__init__(target, labels=("s3",))
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.urls["s3"]
 
     def reset(self) -> None:
         """No latency, no faults, counters at zero."""
+        super().reset()
         with self.lock:
             self.latency = 0.0
-            self.throttles: dict[str, int] = {}
-            self.resets: dict[str, int] = {}
-            self.passes: dict[str, int] = {}
-            self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
-            self.body_bytes: collections.Counter[str] = collections.Counter()  # sent, by path
+            self.throttles, self.resets, self.passes = {}, {}, {}
 
     def throttle(self, key: str, count: int) -> None:
         """The next ``count`` GETs of any object whose path ends with ``key`` get 503."""
@@ -94,16 +76,6 @@ class FaultyProxy:
             self.resets[key] = count
             self.passes[key] = after
 
-    def count(self, method: str, key: str) -> int:
-        """Requests seen so far of ``method`` on paths ending with ``key``."""
-        with self.lock:
-            return sum(n for (m, path), n in self.requests.items() if m == method and path.endswith(key))
-
-    def sent(self, key: str = "") -> int:
-        """Body bytes sent back so far for paths ending with ``key``."""
-        with self.lock:
-            return sum(n for path, n in self.body_bytes.items() if path.endswith(key))
-
     def _take(self, table: dict[str, int], path: str) -> bool:
         with self.lock:
             for key, left in table.items():
@@ -112,57 +84,16 @@ class FaultyProxy:
                     return True
         return False
 
-    def handle(self, req: http.server.BaseHTTPRequestHandler) -> None:
-        path = urlsplit(req.path).path
-        with self.lock:
-            self.requests[(req.command, path)] += 1
-            latency = self.latency
-        if latency:
-            time.sleep(latency)
-        length = int(req.headers.get("Content-Length") or 0)
-        body = req.rfile.read(length) if length else None
-        if req.command == "GET" and self._take(self.throttles, path):
-            message = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
-                       b"<Message>Please reduce your request rate.</Message></Error>")
-            req.send_response(503)
-            req.send_header("Content-Type", "application/xml")
-            req.send_header("Content-Length", str(len(message)))
-            req.end_headers()
-            req.wfile.write(message)
-            return
-        conn = http.client.HTTPConnection(*self.target, timeout=60)
-        try:
-            headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP_HEADERS}
-            conn.request(req.command, req.path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
-            conn.close()
-        cut = req.command == "GET" and resp.status in (200, 206) and len(data) > 1 \
-            and not self._take(self.passes, path) and self._take(self.resets, path)
-        req.send_response(resp.status, resp.reason)
-        for k, v in resp.getheaders():
-            if k.lower() not in _HOP_HEADERS and k.lower() != "content-length":
-                req.send_header(k, v)
-        if req.command == "HEAD":  # no body: the object's length as the server said it
-            req.send_header("Content-Length", resp.getheader("Content-Length") or "0")
-            req.end_headers()
-            return
-        req.send_header("Content-Length", str(len(data)))
-        req.end_headers()
-        with self.lock:
-            self.body_bytes[path] += len(data) // 2 if cut else len(data)
-        if cut:  # half the body, then a dropped connection
-            req.wfile.write(data[: len(data) // 2])
-            req.wfile.flush()
-            req.connection.shutdown(socket.SHUT_RDWR)
-            req.close_connection = True
-            return
-        req.wfile.write(data)
+    def refuse(self, method: str, path: str) -> tuple[int, bytes, str] | None:
+        if method == "GET" and self._take(self.throttles, path):
+            return 503, _SLOW_DOWN, "application/xml"
+        return None
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def cut(self, method: str, path: str, status: int, length: int) -> int | None:
+        if (method == "GET" and status in (200, 206) and length > 1
+                and not self._take(self.passes, path) and self._take(self.resets, path)):
+            return length // 2
+        return None
 
 
 @pytest.fixture(scope="session")
@@ -170,7 +101,7 @@ def s3_server() -> Iterator[str]:
     """moto's S3 server (endpoint URL), one per test session."""
     pytest.importorskip("s3fs")
     moto_server = pytest.importorskip("moto.server")
-    port = _free_port()
+    port = free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
@@ -190,15 +121,6 @@ def s3_proxy(s3_server: str) -> Iterator[FaultyProxy]:
         proxy.close()
 
 
-_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-}
-
-
 @dataclasses.dataclass
 class S3:
     """One test's bucket on the local server."""
@@ -213,11 +135,7 @@ class S3:
 
     def upload_folder(self, folder: str | os.PathLike[str], prefix: str) -> str:
         """Upload every file of ``folder`` under ``prefix``; returns the ``s3://`` URL."""
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if os.path.isfile(path):
-                with open(path, "rb") as f:
-                    self.client.put_object(Bucket=self.bucket, Key=f"{prefix}/{name}", Body=f.read())
+        upload_folder(self.client, self.bucket, folder, prefix)
         return self.url(prefix)
 
     def put(self, key: str, data: bytes) -> None:
@@ -228,8 +146,9 @@ class S3:
 
 
 def client_env(proxy_url: str) -> dict[str, str]:
-    """The environment a client process needs to reach the local server via the proxy."""
-    return {**_ENV, "AWS_ENDPOINT_URL": proxy_url, "AWS_ENDPOINT_URL_S3": proxy_url}
+    """The environment a client process needs to reach the local server via the proxy
+    (the benchmarks' bucket's, with a session token and ``AWS_REGION`` too)."""
+    return {**_bucket_env(proxy_url), "AWS_SESSION_TOKEN": "testing", "AWS_REGION": "us-east-1"}
 
 
 @pytest.fixture

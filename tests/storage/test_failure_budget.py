@@ -82,9 +82,9 @@ def test_timeouts_the_user_sets_are_kept_and_the_others_come_from_the_budget():
 
 # --------------------------------------------------------------- S3 that cannot be reached
 def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    from tests.storage.conftest import free_port
+
+    return free_port()
 
 
 @pytest.fixture
