@@ -56,7 +56,7 @@ from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, reading_of
-from datarax.sources.child_records import CHUNK
+from datarax.sources.child_records import CHUNK, past_the_end
 from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
 from datarax.typing import Batch
 
@@ -267,12 +267,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         if not described and index:  # moved by seek(epoch, index) alone: read up to there
             for _ in range(index * self.shard.count):
                 if self._next_output() is None:
-                    raise StateError(
-                        f"FlatMapSource: the position says {index} records of pass {epoch} "
-                        "were handed out, but the pass ends before that; the state comes "
-                        "from another source or fn.",
-                        field="current_index",
-                    )
+                    raise past_the_end("FlatMapSource", epoch, index, "another source or fn")
         elif offset and self.__skipping:  # outputs from there on, over records
             for _ in range(offset):
                 if self._next_output() is None:
