@@ -454,20 +454,14 @@ class ArrayRecordSourceModule(RandomAccessSource):
                     f"dict get_state() returned, got {shuffled!r}.",
                     field="shuffled_indices",
                 )
-            if shuffled.get("window") != expected.get("window"):
-                raise StateError(
-                    f"{where} state was saved with shuffle_window={shuffled.get('window')!r} "
-                    f"but this source has shuffle_window={expected.get('window')!r}; restore "
-                    "it into an identically configured source.",
-                    field="shuffle_window",
-                )
-            if shuffled.get("block") != expected.get("block"):
-                raise StateError(
-                    f"{where} state was saved with shuffle_block={shuffled.get('block')!r} "
-                    f"but this source has shuffle_block={expected.get('block')!r} (bytes); "
-                    "restore it into an identically configured source.",
-                    field="shuffle_block",
-                )
+            for key, unit in (("window", ""), ("block", " (bytes)")):
+                if shuffled.get(key) != expected.get(key):
+                    raise StateError(
+                        f"{where} state was saved with shuffle_{key}={shuffled.get(key)!r} but "
+                        f"this source has shuffle_{key}={expected.get(key)!r}{unit}; restore it "
+                        "into an identically configured source.",
+                        field=f"shuffle_{key}",
+                    )
             for key, label in (("n", "records"), ("seed", "seed"), ("epoch", "epoch")):
                 if shuffled[key] != expected[key]:
                     raise StateError(
