@@ -421,11 +421,6 @@ class ArrayRecordSourceModule(RandomAccessSource):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved source handed out."""
         where = type(self).__name__
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{where}.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
         refuse_pipeline_state(state, where)  # a pipeline's state: named, not a shuffle mismatch
         if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
             self._check_shuffled(state, where)
