@@ -21,11 +21,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m datarax demo
 
+# PYTHONDONTWRITEBYTECODE= (empty): where the environment turns bytecode files off, every
+# test process (and every fresh process a test starts) would compile the project's and the
+# tests' sources again, and pytest rewrite every test module's asserts again (~5 s a worker).
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist worksteal --durations=10
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 2 --dist worksteal --durations=10
 
 test-all: $(STAMP)
-	$(PY) -m pytest -n 2 -m "" --durations=10
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 2 -m "" --durations=10
 
 # torchvision 0.28.0 is the release built with torch 2.13 (the bench extra's pin), for
 # W7's torchvision.transforms.v2 peer. The index's wheel is a CUDA build: --no-deps keeps

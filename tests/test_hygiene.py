@@ -23,8 +23,6 @@ import textwrap
 import tokenize
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -79,12 +77,17 @@ GLOBALS = """
     batches = [np.asarray(b["x"]).tolist() for b in
                Pipeline(source=source, batch_size=8, prefetch=2, rngs=nnx.Rngs(0))]
     after = snapshot()
+    # then, asked for: JAX's persistent cache in the default folder (~/.cache/datarax/jax)
+    os.environ["XDG_CACHE_HOME"] = ""
+    cache = [str(datarax.enable_compilation_cache()), jax.config.jax_compilation_cache_dir]
     print(json.dumps({"before": before, "after": after, "priorities": priorities(),
-                      "records": sorted(x for b in batches for x in b)}))
+                      "records": sorted(x for b in batches for x in b), "cache": cache}))
 """
 
 
 def test_import_and_one_epoch_change_nothing_global(tmp_path):
+    """... until datarax.enable_compilation_cache() is called: it creates its folder
+    (~/.cache/datarax/jax by default) then, and only then (one process checks both)."""
     home = tmp_path / "home"
     (home / ".cache").mkdir(parents=True)
     env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "JAX_PLATFORMS": "cpu",
@@ -106,6 +109,8 @@ def test_import_and_one_epoch_change_nothing_global(tmp_path):
     assert after["process_priority"] == before["process_priority"]
     if sys.platform.startswith("linux"):  # every thread of the process at its priority
         assert out["priorities"] == [before["process_priority"]]
+    default = home / ".cache" / "datarax" / "jax"  # not written before the call (above)
+    assert out["cache"] == [str(default), str(default)] and default.is_dir()
 
 
 # --------------------------------------------------------------- private APIs
@@ -199,7 +204,8 @@ def test_the_scan_finds_private_reaches(tmp_path):
 
 # ---------------------------------------------------------- stale programs (item 1)
 STAGE = """
-    import sys
+    import json, sys
+    import jax
     import numpy as np
     import datarax
     from flax import nnx
@@ -208,7 +214,9 @@ STAGE = """
     from datarax.sources import MemorySource, MemorySourceConfig
     import cfgmod
 
-    datarax.enable_compilation_cache(sys.argv[1])
+    assert jax.config.jax_compilation_cache_dir is None
+    path = datarax.enable_compilation_cache(sys.argv[1])  # a folder given: made and used
+    print(json.dumps([str(path), jax.config.jax_compilation_cache_dir]))
 
     def fn(el, key=None, cfg=cfgmod):
         return el.update_data({"x": el.data["x"] * cfg.SCALE})
@@ -222,34 +230,24 @@ STAGE = """
 
 def _stage_run(folder: Path, cache: Path) -> list[list[int]]:
     env = {"PYTHONPATH": os.pathsep.join([str(folder), str(SRC)]), "JAX_PLATFORMS": "cpu"}
-    return json.loads(_run(STAGE, env, str(cache), cwd=folder).strip().splitlines()[-1])
+    lines = _run(STAGE, env, str(cache), cwd=folder).strip().splitlines()
+    assert json.loads(lines[-2]) == [str(cache), str(cache)]  # enable_compilation_cache(cache)
+    return json.loads(lines[-1])
 
 
 def test_a_value_read_while_tracing_is_the_new_process_own(tmp_path):
     cache = tmp_path / "jax-cache"
     (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")
     assert _stage_run(tmp_path, cache) == [[0, 2, 4, 6], [8, 10, 12, 14]]
-    assert any(cache.iterdir())  # the persistent cache was on and stored the step
+    assert cache.is_dir() and any(cache.iterdir())  # the persistent cache was on and stored
     (tmp_path / "cfgmod.py").write_text("SCALE = 3\n")
     assert _stage_run(tmp_path, cache) == [[0, 3, 6, 9], [12, 15, 18, 21]]
     (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")  # back: JAX's cache may serve it
     assert _stage_run(tmp_path, cache) == [[0, 2, 4, 6], [8, 10, 12, 14]]
 
 
-@pytest.mark.parametrize("argument", [None, "given"])
-def test_enable_compilation_cache_creates_its_folder_only_when_called(tmp_path, argument):
-    home = tmp_path / "home"
-    home.mkdir()
-    target = tmp_path / "given" if argument else home / ".cache" / "datarax" / "jax"
-    code = f"""
-        import jax, datarax
-        assert jax.config.jax_compilation_cache_dir is None
-        path = datarax.enable_compilation_cache({str(target) if argument else None!r})
-        print(path, jax.config.jax_compilation_cache_dir)
-    """
-    env = {"HOME": str(home), "XDG_CACHE_HOME": "", "JAX_PLATFORMS": "cpu"}
-    assert _run(code, env).split() == [str(target), str(target)]
-    assert target.is_dir()
+# enable_compilation_cache() creates its folder only when called: the default folder in
+# test_import_and_one_epoch_change_nothing_global's process, a given one in _stage_run's.
 
 
 # ------------------------------------------------------ words of the project's history

@@ -39,13 +39,16 @@ N_NPY = 14
 N_FILTER_HOST = 16  # pipeline_rows.py
 
 
+def add_noise(element: Any, key: Any) -> Any:
+    """A per-record draw of two uniforms in field 'noise'."""
+    return element.update_data({"noise": jax.random.uniform(key, (2,))})
+
+
 def noise_stages() -> list[Any]:
     """One stochastic stage (a per-record draw in field 'noise'): a resume must also
-    continue the randomness exactly."""
-
-    def add_noise(element: Any, key: Any) -> Any:
-        return element.update_data({"noise": jax.random.uniform(key, (2,))})
-
+    continue the randomness exactly. The function is one module-level object, so the
+    fresh pipelines a check builds find the step their row compiled before (as a user's
+    restarted pipeline does) instead of tracing it again each time."""
     return [ElementOperator(ElementOperatorConfig(stochastic=True), fn=add_noise)]
 
 

@@ -62,7 +62,7 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("*.exe")) if folder.exists() else []
 
 
-def test_a_second_process_loads_the_steps_and_serves_the_same_batches(tmp_path):
+def test_a_second_process_loads_the_steps_and_an_edited_stage_is_compiled_afresh(tmp_path):
     folder = tmp_path / "compiled"
     first = _epoch(folder, 2.0)
     assert first["counts"]["loaded"] == 0 and first["counts"]["compiled"] >= 1
@@ -76,23 +76,10 @@ def test_a_second_process_loads_the_steps_and_serves_the_same_batches(tmp_path):
     assert second["batches"] == first["batches"]
     assert sorted(x for b in second["batches"] for x in b) == [2.0 * i for i in range(20)]
     assert _entries(folder) == stored  # nothing new written
-
-
-def test_an_edited_stage_is_a_new_program_compiled_afresh(tmp_path):
-    folder = tmp_path / "compiled"
-    first = _epoch(folder, 2.0)
     edited = _epoch(folder, 3.0)  # the scale is read while tracing: another program
     assert edited["counts"]["loaded"] == 0 and edited["counts"]["compiled"] >= 1
     assert sorted(x for b in edited["batches"] for x in b) == [3.0 * i for i in range(20)]
     assert len(_entries(folder)) == first["counts"]["stored"] + edited["counts"]["stored"]
-
-
-def test_turned_off_it_writes_nothing(tmp_path):
-    folder = tmp_path / "compiled"
-    out = _epoch(folder, 2.0, DATARAX_COMPILE_CACHE="0")
-    assert out["counts"]["stored"] == 0 and out["counts"]["loaded"] == 0
-    assert not folder.exists()
-    assert sorted(x for b in out["batches"] for x in b) == [2.0 * i for i in range(20)]
 
 
 @pytest.fixture
@@ -111,6 +98,28 @@ def _delta(before: dict[str, int]) -> dict[str, int]:
 
 def _affine(x, a):  # one program per (shape, dtype) of x
     return x * a + 1
+
+
+def test_turned_off_it_writes_nothing(store, monkeypatch):
+    from flax import nnx
+
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE", "0")
+    before = compiled_store.counts()
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                          {"x": np.arange(20, dtype=np.float32)})
+    pipeline = Pipeline(source=source, batch_size=8, rngs=nnx.Rngs(0),
+                        stages=[ElementOperator(ElementOperatorConfig(),
+                                                fn=lambda el, key=None: el.update_data(
+                                                    {"x": el.data["x"] * 5.0}))])
+    batches = [np.asarray(b["x"]).tolist() for b in pipeline]
+    assert sorted(x for b in batches for x in b) == [5.0 * i for i in range(20)]
+    delta = _delta(before)
+    assert delta["compiled"] >= 1 and delta["stored"] == 0 and delta["loaded"] == 0
+    assert not store.exists()
 
 
 def test_a_folder_others_may_write_is_refused_with_a_warning(store):

@@ -28,7 +28,10 @@ UINT8 = RNG.integers(0, 256, (2, 6, 6, 3), dtype=np.uint8)
 
 
 def run(op, batch, keys=None):
-    return np.asarray(op.apply_batch({"image": jnp.asarray(batch)}, keys)["image"])
+    """``op`` over ``batch`` as one compiled program, as a pipeline's step runs it (one
+    compile instead of one per operation run eagerly)."""
+    apply = jax.jit(lambda images, k: op.apply_batch({"image": images}, k)["image"])
+    return np.asarray(apply(jnp.asarray(batch), keys))
 
 
 def keys_for(n, seed=0):

@@ -106,7 +106,7 @@ def test_bad_records_are_skipped_counted_and_named_as_with_threads(files):
         threads = make(files, 0, decode=decoder(bad), on_error="skip", max_skipped=3)
         assert ids(pipeline(threads)) == served
         assert source.get_state() == threads.get_state()
-        assert source.host_reader.skipped_total == threads.host_reader.skipped_total == 3
+        assert source.host_reader.ledger.total == threads.host_reader.ledger.total == 3
         threads.close()
     finally:
         source.close()

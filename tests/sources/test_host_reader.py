@@ -362,7 +362,7 @@ def test_peeked_batches_move_the_cursor_and_commits_move_the_position():
     assert (reader.position, reader.skipped, [r.index for r in reader.skipped_records()]) == (9, 1, [5])
     # next_batch continues from the position, not from the batches peeked past it
     assert reader.next_batch(4).columns["x"].tolist() == [9, 10, 11, 12]
-    assert reader.skipped_total == 1
+    assert reader.ledger.total == 1
     reader.close()
 
 

@@ -17,30 +17,13 @@ from datarax.sources import MemorySource, MemorySourceConfig
 
 
 @pytest.mark.parametrize("length", [1, 7, 1_000, 70_000])
-def test_a_table_built_ahead_is_the_one_built_when_asked(length: int) -> None:
+def test_a_table_is_the_ciphers_order(length: int) -> None:
     seed = 1234 + length
-    tables.order_ahead(length, seed)
     ahead = tables.order_table(length, seed)
     expected = index_shuffle_np(np.arange(length), length - 1, seed).astype(np.int32)
     assert ahead.dtype == np.int32 and not ahead.flags.writeable
     assert np.array_equal(ahead, expected)
     assert sorted(ahead.tolist()) == list(range(length))
-
-
-def test_a_failed_ahead_build_is_built_again_by_the_caller(monkeypatch) -> None:
-    real = tables._build
-    calls = []
-
-    def flaky(length: int, seed: int) -> np.ndarray:
-        calls.append(seed)
-        if len(calls) == 1:
-            raise MemoryError("no room on the thread")
-        return real(length, seed)
-
-    monkeypatch.setattr(tables, "_build", flaky)
-    tables.order_ahead(500, 99_001)
-    out = tables.order_table(500, 99_001)
-    assert np.array_equal(out, real(500, 99_001)) and calls == [99_001, 99_001]
 
 
 def test_a_pass_has_the_next_epochs_table_built_ahead_and_serves_the_same_batches() -> None:

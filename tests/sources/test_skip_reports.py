@@ -64,7 +64,7 @@ def test_a_retried_batch_lists_its_skipped_record_once(prefetch):
     assert [(r.epoch, r.position, r.cause) for r in source.skipped_records()] == [
         (0, 5, "ValueError: record 5 is broken")
     ]
-    assert source.host_reader.skipped_total == 1
+    assert source.host_reader.ledger.total == 1
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])

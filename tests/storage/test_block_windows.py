@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 
 pytest.importorskip("array_record")
 
-SHARDS, PER_SHARD, RECORD = 8, 1000, 4096  # 32 MB of 4 KB records
-SMALL_SHARD = 100  # records a shard of small_dataset (3.2 MB)
-BLOCK, WINDOW = "256K", 4
+SHARDS, PER_SHARD, RECORD = 8, 250, 4096  # 8 MB of 4 KB records
+SMALL_SHARD, SMALL_RECORD = 25, 16384  # small_dataset: 3.2 MB, one request a record
+BLOCK, WINDOW = "64K", 4  # the smallest block: ~15 records, 16 blocks a shard
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +35,18 @@ def local_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
     folder = tmp_path_factory.mktemp("blocks") / "ds"
     pads = np.random.default_rng(0).integers(0, 256, (SHARDS * PER_SHARD, RECORD - 4), np.uint8)
     write_dataset([{"i": np.int32(i), "pad": pad} for i, pad in enumerate(pads)],
-                  folder, shards=SHARDS)  # incompressible: ~4 MB a shard
+                  folder, shards=SHARDS)  # incompressible: ~1 MB a shard
     return str(folder)
 
 
 @pytest.fixture(scope="module")
 def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """SHARDS shards of SMALL_SHARD records: for reads of one request a record."""
+    """SHARDS shards of SMALL_SHARD records of 16 KB: for reads of one request a record."""
     from datarax.dataset import write_dataset
 
     folder = tmp_path_factory.mktemp("small") / "ds"
-    pads = np.random.default_rng(1).integers(0, 256, (SHARDS * SMALL_SHARD, RECORD - 4), np.uint8)
+    pads = np.random.default_rng(1).integers(0, 256, (SHARDS * SMALL_SHARD, SMALL_RECORD - 4),
+                                             np.uint8)
     write_dataset([{"i": np.int32(i), "pad": pad} for i, pad in enumerate(pads)],
                   folder, shards=SHARDS)
     return str(folder)
@@ -71,7 +72,7 @@ def make(paths: Any, cache: pathlib.Path | None = None, max_bytes: int | str = "
 
 def read(src: Any, batches: int | None = None, size: int = 16) -> list[int]:
     # small batches: the reader threads' chunks (64 positions) stay within a window or two
-    # of 256 records (at scale a block alone holds thousands)
+    # of ~60 records (at scale a block alone holds thousands)
     out: list[int] = []
     while batches is None or batches > 0:
         batch, indices = src.get_batch_with_indices(size)
@@ -149,7 +150,7 @@ def test_config_refuses_a_block_without_a_window_or_too_small() -> None:
 def test_each_record_once_a_window_of_w_blocks_and_the_order_a_pure_function(
         local_dataset: str) -> None:
     blocks = blocks_of(shard_paths(local_dataset))
-    assert len(blocks) >= 100  # ~4 MB shards in 256 KB blocks
+    assert len(blocks) >= 100  # ~1 MB shards in 64 KB blocks
     n = SHARDS * PER_SHARD
     with make(local_dataset) as src:
         epoch0 = read(src)
@@ -165,7 +166,7 @@ def test_each_record_once_a_window_of_w_blocks_and_the_order_a_pure_function(
         lo, hi = windows.window_bounds[w], windows.window_bounds[w + 1]
         assert len(set(blocks.block_of(np.asarray(epoch0[lo:hi])).tolist())) <= WINDOW
     assert state["shuffled_indices"] == {"seed": 5, "epoch": 1, "n": n, "window": WINDOW,
-                                         "block": 256 << 10}
+                                         "block": 64 << 10}
     # the same order in another process
     code = ("import json, sys, numpy as np\n"
             "from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule\n"
@@ -180,9 +181,9 @@ def test_each_record_once_a_window_of_w_blocks_and_the_order_a_pure_function(
 def test_a_state_of_another_block_size_is_refused(local_dataset: str) -> None:
     with make(local_dataset) as src:
         state = src.get_state()
-    with make(local_dataset, shuffle_block="512K") as other:
-        with pytest.raises(StateError, match="shuffle_block=262144 but this source has "
-                                             "shuffle_block=524288"):
+    with make(local_dataset, shuffle_block="128K") as other:
+        with pytest.raises(StateError, match="shuffle_block=65536 but this source has "
+                                             "shuffle_block=131072"):
             other.set_state(state)
     with make(local_dataset, shuffle_block=None) as files:
         with pytest.raises(StateError, match="shuffle_block"):
@@ -190,59 +191,96 @@ def test_a_state_of_another_block_size_is_refused(local_dataset: str) -> None:
 
 
 # ------------------------------------------------------------------ remote
-def test_a_remote_epoch_downloads_blocks_with_a_cache_of_two_windows_and_resumes_mid_window(
-        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
-    url = s3.upload_folder(local_dataset, "ds")
-    total = sum(os.path.getsize(p) for p in shard_paths(local_dataset))
+@pytest.fixture(scope="module")
+def expected(local_dataset: str) -> list[int]:
+    """Epoch 0 of the local files: what every remote read of them must serve."""
     with make(local_dataset) as local:
-        expected = read(local)
+        return read(local)
+
+
+@pytest.fixture(scope="module")
+def remote_dataset(s3_server: str, s3_proxy: Any, local_dataset: str) -> str:
+    """``local_dataset`` uploaded once to its own bucket (read through the proxy by each
+    test's ``s3`` environment)."""
+    from tests.storage.conftest import S3
+
+    boto3 = pytest.importorskip("boto3")
+    client = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket="datarax-blocks")
+    return S3("datarax-blocks", s3_proxy, s3_server, client).upload_folder(local_dataset, "ds")
+
+
+def most_sent(paths: list[str], runs: Any) -> int:
+    """Bytes a read of ``runs`` (of the epoch order) may download: the blocks of the windows
+    the runs touch, each once, and each file's footer read (its tail and 128 KB before)."""
+    blocks = blocks_of(paths)
+    windows = ShardWindows(blocks.counts, WINDOW, seed=5)
+    needed = set()
+    for lo, hi in runs:
+        for w in range(int(windows.window_of(np.asarray([lo]))[0]),
+                       int(windows.window_of(np.asarray([hi - 1]))[0]) + 1):
+            needed |= set(windows.window_shards(w))
+    sizes = blocks.sizes()
+    footers = sum(os.path.getsize(p) - f.footer_offset + (128 << 10)
+                  for p, f in zip(paths, blocks.footers, strict=True))
+    return sum(sizes[b] for b in needed) + footers
+
+
+def test_a_remote_epoch_downloads_blocks_with_a_cache_smaller_than_a_file_and_resumes_mid_window(
+        s3: S3, local_dataset: str, remote_dataset: str, expected: list[int],
+        tmp_path: pathlib.Path) -> None:
+    paths = shard_paths(local_dataset)
+    cache = int(max(os.path.getsize(p) for p in paths) * 0.8)  # < one file, > two windows
+    blocks = blocks_of(paths)
     s3.proxy.reset()
-    # a cache of 1/4 of the data set (a global shuffle of whole files is refused)
-    with make(url, tmp_path / "c0", max_bytes=total // 4) as src:
-        head = read(src, batches=30)  # mid-window: 480 of 8,000 records
+    with make(remote_dataset, tmp_path / "c0", max_bytes=cache) as src:
+        head = read(src, batches=110)  # 1,760 of 2,000 records
         state = src.get_state()
         assert head + read(src) == expected
         stats = src.stats()["storage"]
+    bounds = ShardWindows(blocks.counts, WINDOW, seed=5).window_bounds.tolist()
+    assert len(head) not in bounds  # saved mid-window
     sent = s3.proxy.sent(".array_record")
-    assert sent <= 1.1 * total, (sent, total)  # each block once (evicted ones not again)
-    assert stats["fetched"] >= len(blocks_of(shard_paths(local_dataset)))
-    with make(url, tmp_path / "c1", max_bytes=total // 4) as again:  # an empty cache
+    # each block once (evicted ones not again)
+    assert sent <= most_sent(paths, [(0, len(expected))]), sent
+    assert stats["fetched"] >= len(blocks)
+    with make(remote_dataset, tmp_path / "c1", max_bytes=cache) as again:  # an empty cache
         again.set_state(state)
         assert head + read(again) == expected
 
 
-def test_each_host_downloads_its_share_only(s3: S3, local_dataset: str,
+def test_each_host_downloads_its_share_only(s3: S3, local_dataset: str, remote_dataset: str,
+                                            expected: list[int],
                                             tmp_path: pathlib.Path) -> None:
-    url = s3.upload_folder(local_dataset, "ds")
-    total = sum(os.path.getsize(p) for p in shard_paths(local_dataset))
-    with make(local_dataset) as local:
-        expected = read(local)
+    paths = shard_paths(local_dataset)
+    total = sum(os.path.getsize(p) for p in paths)
+    half = len(expected) // 2
     served, sent = [], []
     for host in range(2):
         s3.proxy.reset()
-        with make(url, tmp_path / f"host{host}", max_bytes=total // 4) as src:
+        with make(remote_dataset, tmp_path / f"host{host}", max_bytes=total // 4) as src:
             src.set_shard(host, 2)
             served.append(read(src))
         sent.append(s3.proxy.sent(".array_record"))
-    half = len(expected) // 2
     assert served == [expected[:half], expected[half:]]  # contiguous runs of the epoch order
-    for got in sent:
-        assert got <= 1.1 * total / 2, (sent, total)
-    assert sum(sent) <= 1.1 * total
+    for host, got in enumerate(sent):  # its windows' blocks (the middle one on both)
+        assert got <= most_sent(paths, [(host * half, (host + 1) * half)]), (sent, total)
+        assert got < 0.75 * total, (sent, total)  # far from all of the files
 
 
 def test_a_cache_too_small_for_a_global_shuffle_names_block_windows_and_ranged_reads(
-        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+        s3: S3, local_dataset: str, remote_dataset: str, tmp_path: pathlib.Path) -> None:
     from datarax.storage import CacheFullError
 
-    url = s3.upload_folder(local_dataset, "ds")
+    url = remote_dataset
     total = sum(os.path.getsize(p) for p in shard_paths(local_dataset))
     with pytest.raises(CacheFullError) as caught:
         make(url, tmp_path / "c", max_bytes=total // 4, shuffle_window=None, shuffle_block=None)
     message = str(caught.value)
     assert "shuffle_block='8M'" in message and "about two windows" in message
     assert ("ArrayRecordSourceModule(..., ranged_reads=True) reads each record by byte range, "
-            "about 8,000 requests an epoch (one a record, all hosts together; 8 files, "
+            "about 2,000 requests an epoch (one a record, all hosts together; 8 files, "
             f"{total:,} bytes)") in message
     with pytest.raises(ConfigError, match="ranged_reads=True reads single records and "
                                           "shuffle_block downloads blocks of them"):
@@ -276,38 +314,16 @@ def test_ranged_reads_serve_a_global_shuffle_from_a_small_cache_each_host_its_re
 
 
 def test_an_elastic_share_of_runs_downloads_the_blocks_of_its_runs(
-        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
-    url = s3.upload_folder(local_dataset, "ds")
+        s3: S3, local_dataset: str, remote_dataset: str, expected: list[int],
+        tmp_path: pathlib.Path) -> None:
     paths = shard_paths(local_dataset)
     total = sum(os.path.getsize(p) for p in paths)
-    with make(local_dataset) as local:
-        expected = read(local)
-    # 2 processes saved at 2500 of their 4000; restored on one, it serves both rests
-    share = Share(0, 1, epoch=0, history=((2, 2500),))
+    # 2 processes saved at 600 of their 1000; restored on one, it serves both rests
+    share = Share(0, 1, epoch=0, history=((2, 600),))
     runs = share.runs(SHARDS * PER_SHARD)
-    assert runs == ((2500, 4000), (6500, 8000))
+    assert runs == ((600, 1000), (1600, 2000))
     s3.proxy.reset()
-    with make(url, tmp_path / "c", max_bytes=total // 4) as src:
+    with make(remote_dataset, tmp_path / "c", max_bytes=total // 4) as src:
         src.use_share(share)
-        assert read(src) == expected[2500:4000] + expected[6500:8000]
-    blocks = blocks_of(paths)
-    windows = ShardWindows(blocks.counts, WINDOW, seed=5)
-    needed = set()  # the blocks of the windows the runs touch
-    for lo, hi in runs:
-        for w in range(int(windows.window_of(np.asarray([lo]))[0]),
-                       int(windows.window_of(np.asarray([hi - 1]))[0]) + 1):
-            needed |= set(windows.window_shards(w))
-    sizes = blocks.sizes()
-    footers = sum(os.path.getsize(p) - f.footer_offset + (128 << 10)
-                  for p, f in zip(paths, blocks.footers, strict=True))
-    assert s3.proxy.sent(".array_record") <= sum(sizes[b] for b in needed) + footers
-
-
-def test_block_windows_need_no_room_for_a_whole_file(s3: S3, local_dataset: str,
-                                                      tmp_path: pathlib.Path) -> None:
-    url = s3.upload_folder(local_dataset, "ds")
-    largest = max(os.path.getsize(p) for p in shard_paths(local_dataset))
-    with make(local_dataset) as local:
-        expected = read(local)
-    with make(url, tmp_path / "c", max_bytes=int(largest * 0.8)) as src:  # < one shard
-        assert read(src) == expected
+        assert read(src) == expected[600:1000] + expected[1600:2000]
+    assert s3.proxy.sent(".array_record") <= most_sent(paths, runs)

@@ -72,6 +72,25 @@ def head_rows(array: Any, count: int) -> Any:
     return array[:count]
 
 
+def gather_rows(column: Any, rows: Any) -> Any:
+    """``column[rows]`` for row numbers known to lie in ``[0, len(column))`` (a shuffle's,
+    a sequence's, a mixture's draws): traced, one gather with no wrapping of negative
+    rows and no bounds handling to compile; concrete rows (outside a compiled step) take
+    ``jnp.take``, which checks them.
+
+    Example:
+        >>> gather_rows(jax.numpy.arange(10, 15), jax.numpy.array([4, 0])).tolist()
+        [14, 10]
+    """
+    if not isinstance(rows, jax.core.Tracer):
+        return jax.numpy.take(column, rows, axis=0)
+    dims = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(1, column.ndim)), collapsed_slice_dims=(0,),
+        start_index_map=(0,))
+    return jax.lax.gather(column, rows[:, None], dims, (1, *column.shape[1:]),
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
 def concat_batches(parts: list[Batch], *, on_device: bool = False) -> Batch:
     """Join batches field by field (arrays concatenated, lists of str extended);
     ``on_device``: JAX arrays are joined with ``jnp.concatenate`` and stay on the device.

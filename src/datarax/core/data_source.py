@@ -28,7 +28,7 @@ from flax import nnx
 from datarax.core.batch import record_at
 from datarax.core.config import SEED_SWITCHES, StructuralConfig, config_settings
 from datarax.core.element import Element, RecordMetadata
-from datarax.core.errors import SourceContractError, StateError
+from datarax.core.errors import SourceContractError
 from datarax.core.module import DataraxModule, HostState
 from datarax.core.position import SourcePosition
 from datarax.core.share import Share
@@ -244,11 +244,6 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`get_state` dict (on this or a freshly built source); a
         Pipeline fed by this source continues from here on its next ``iter()``."""
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{type(self).__name__}.set_state expects the dict get_state() returned, "
-                f"got {type(state).__name__}."
-            )
         epoch, index = self.datarax_position.check_state(
             state, length=self.epoch_size(), where=type(self).__name__,
             settings=self.order_settings(),

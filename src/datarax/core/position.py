@@ -37,7 +37,8 @@ def _scalar(value: int) -> np.ndarray:
 
 
 def refuse_pipeline_state(state: Any, where: str) -> None:
-    """Raise :class:`StateError` when ``state`` is a Pipeline's state, not a source's.
+    """Raise :class:`StateError` when ``state`` is not a dict, or is a Pipeline's state,
+    not a source's.
 
     A ``pipeline.get_state()`` / ``iterator.get_state()`` dict (``epoch``, ``position``,
     ``settings``) handed to ``source.set_state`` is named as such, with the call that
@@ -51,7 +52,10 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
         ...
         datarax.core.errors.StateError: MySource.set_state got a Pipeline's state (the dict of pipeline.get_state() / iterator.get_state(): epoch, position, settings), not this source's. Restore it with pipeline.set_state(state) (or iterator.set_state(state)) on a pipeline built as before, or save source.get_state() to restore a source.
     """
-    if not isinstance(state, Mapping) or "current_index" in state:
+    if not isinstance(state, dict):
+        raise StateError(
+            f"{where}.set_state expects the dict get_state() returned, got {type(state).__name__}.")
+    if "current_index" in state:
         return
     if not {"epoch", "position", "settings"} <= set(state):
         return

@@ -28,7 +28,7 @@ import numpy as np
 from datarax.core.dtypes import declared_64bit, is_text_dtype, is_text_value, x64_enabled  # noqa: F401
 from datarax.core.errors import SpecMismatchError
 # TextSpec is defined without JAX (decode workers compare records against it)
-from datarax.host.specs import ArraySpec, TextSpec, host_field_spec
+from datarax.host.specs import ArraySpec, TextSpec, describe_field, host_field_spec
 
 
 FieldSpec = jax.ShapeDtypeStruct | TextSpec
@@ -91,17 +91,6 @@ def flatten_fields(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[path] = value
     return flat
-
-
-def describe_field(spec: Any) -> str:
-    """A field's per-record spec in a few characters.
-
-    >>> describe_field(jax.ShapeDtypeStruct((3,), np.int32)), describe_field(TextSpec(()))
-    ('int32(3,)', 'text()')
-    """
-    if isinstance(spec, TextSpec):
-        return f"text{tuple(spec.shape)}"
-    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
 
 
 def check_same_fields(owner: str, labels: list[str], specs: list[Mapping[str, Any]],

@@ -20,7 +20,7 @@ import numpy as np
 
 from datarax.host.dtypes import is_text_dtype
 
-__all__ = ["ArraySpec", "TextSpec", "host_field_spec"]
+__all__ = ["ArraySpec", "TextSpec", "describe_field", "host_field_spec"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,3 +47,15 @@ def host_field_spec(value: Any, *, batched: bool = False) -> ArraySpec | TextSpe
     if is_text_dtype(array.dtype):
         return TextSpec(shape)
     return ArraySpec(shape, array.dtype)
+
+
+def describe_field(spec: Any) -> str:
+    """A field's per-record spec (a ``jax.ShapeDtypeStruct``, :class:`ArraySpec` or
+    :class:`TextSpec`) in a few characters.
+
+    >>> describe_field(ArraySpec((3,), np.dtype(np.int32))), describe_field(TextSpec(()))
+    ('int32(3,)', 'text()')
+    """
+    if isinstance(spec, TextSpec):
+        return f"text{tuple(spec.shape)}"
+    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"

@@ -51,6 +51,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import gather_rows
 from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
@@ -277,7 +278,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         offsets = jnp.asarray(np.cumsum([0, *runs[:-1]]), draws.dtype)
         at = draws + (offsets - firsts)[owners]
         parts = [child.get_batch_at(firsts[i], runs[i]) for i, child in enumerate(self.sources)]
-        out = jax.tree.map(lambda *columns: _rows(jnp.concatenate(columns), at), *parts)
+        out = jax.tree.map(lambda *columns: gather_rows(jnp.concatenate(columns), at), *parts)
         return out, indices
 
     def _sampled_batch_at(self, owners: Any, draws: Any, size: int) -> Batch:
@@ -380,13 +381,3 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 # ---------------------------------------------------------------------- helpers
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-
-
-def _rows(column: Any, at: Any) -> Any:
-    """``column[at]`` for row numbers known to lie in ``[0, len(column))``: one gather
-    with no wrapping of negatives and no bounds handling."""
-    dims = jax.lax.GatherDimensionNumbers(
-        offset_dims=tuple(range(1, column.ndim)), collapsed_slice_dims=(0,), start_index_map=(0,)
-    )
-    return jax.lax.gather(column, at[:, None], dims, (1, *column.shape[1:]),
-                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)

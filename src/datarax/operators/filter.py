@@ -18,16 +18,8 @@ from datarax.core.element import Element
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import RecordFilter
 from datarax.core.dtypes import is_host_leaf
+from datarax.operators._records import TRACER_ERRORS
 from datarax.typing import Batch
-
-
-#: what JAX raises when traced code needs a concrete value (Python control flow, int())
-_TRACER_ERRORS = (
-    jax.errors.ConcretizationTypeError,
-    jax.errors.TracerBoolConversionError,
-    jax.errors.TracerArrayConversionError,
-    jax.errors.TracerIntegerConversionError,
-)
 
 
 @dataclass(frozen=True)
@@ -163,7 +155,7 @@ class FilterOperator(RecordFilter):
             raise ConfigError(f"{where}: {err}") from err
         except Exception as err:  # noqa: BLE001 - reported with the stage's name
             hint = ""
-            if isinstance(err, _TRACER_ERRORS):
+            if isinstance(err, TRACER_ERRORS):
                 hint = (
                     "\nThe predicate runs compiled (traced over a batch): write it with "
                     "jax.numpy — & | ~ instead of and / or / not, jnp.where instead of if, "

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
 
 import numpy as np
 

@@ -72,18 +72,20 @@ class DatasetConfig(StructuralConfig):
 
 
 def dataset_config_and_name(source: Any, config: Any, name: str | None,
-                            settings: dict[str, Any], *, call: str) -> tuple[Any, str | None]:
+                            settings: dict[str, Any], *, example: str) -> tuple[Any, str | None]:
     """``(config, module name)`` of a dataset-backed source class ``source`` called with
     ``config`` (maybe ``MISSING``), ``name=`` and keyword ``settings``.
 
     In the keyword form (no config) ``name=`` is the dataset's name, as in the config and
     in ``from_hf`` / ``from_tfds``, and the module keeps its class's name; beside a
-    config, ``name=`` names the module. Neither a config nor a keyword is refused.
+    config, ``name=`` names the module. Neither a config nor a keyword, or a config of
+    another type (:func:`check_config_type`), is refused, the call that works naming the
+    dataset ``example``.
 
     Example:
         >>> from datarax.sources import HFEagerSource
         >>> config, name = dataset_config_and_name(HFEagerSource, MISSING, "imdb",
-        ...                                        {"split": "test"}, call="")
+        ...                                        {"split": "test"}, example="imdb")
         >>> type(config).__name__, config.name, config.split, name
         ('HFEagerConfig', 'imdb', 'test', None)
     """
@@ -91,8 +93,12 @@ def dataset_config_and_name(source: Any, config: Any, name: str | None,
         if name is not None:
             settings = {"name": name, **settings}
         return source_config(source, MISSING, settings), None
-    check_config_given(source.__name__, config, source.config_class, call)
-    return source_config(source, config, settings), name
+    where, expected = source.__name__, source.config_class
+    check_config_given(where, config, expected, f"{where}({expected.__name__}(name="
+                       f"{example!r})) or {where}(name={example!r})")
+    config = source_config(source, config, settings)
+    check_config_type(where, config, expected)
+    return config, name
 
 
 def local_path(value: Any) -> Any:

@@ -421,11 +421,6 @@ class ArrayRecordSourceModule(RandomAccessSource):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved source handed out."""
         where = type(self).__name__
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{where}.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
         refuse_pipeline_state(state, where)  # a pipeline's state: named, not a shuffle mismatch
         if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
             self._check_shuffled(state, where)
@@ -454,20 +449,14 @@ class ArrayRecordSourceModule(RandomAccessSource):
                     f"dict get_state() returned, got {shuffled!r}.",
                     field="shuffled_indices",
                 )
-            if shuffled.get("window") != expected.get("window"):
-                raise StateError(
-                    f"{where} state was saved with shuffle_window={shuffled.get('window')!r} "
-                    f"but this source has shuffle_window={expected.get('window')!r}; restore "
-                    "it into an identically configured source.",
-                    field="shuffle_window",
-                )
-            if shuffled.get("block") != expected.get("block"):
-                raise StateError(
-                    f"{where} state was saved with shuffle_block={shuffled.get('block')!r} "
-                    f"but this source has shuffle_block={expected.get('block')!r} (bytes); "
-                    "restore it into an identically configured source.",
-                    field="shuffle_block",
-                )
+            for key, unit in (("window", ""), ("block", " (bytes)")):
+                if shuffled.get(key) != expected.get(key):
+                    raise StateError(
+                        f"{where} state was saved with shuffle_{key}={shuffled.get(key)!r} but "
+                        f"this source has shuffle_{key}={expected.get(key)!r}{unit}; restore it "
+                        "into an identically configured source.",
+                        field=f"shuffle_{key}",
+                    )
             for key, label in (("n", "records"), ("seed", "seed"), ("epoch", "epoch")):
                 if shuffled[key] != expected[key]:
                     raise StateError(

@@ -32,7 +32,7 @@ import numpy as np
 from datarax.errors import ConfigError, DataraxError
 from datarax.host.arrays import fresh_aligned, seal
 from datarax.host.dtypes import fit_value, text_kind
-from datarax.host.specs import ArraySpec, TextSpec, host_field_spec
+from datarax.host.specs import ArraySpec, TextSpec, describe_field, host_field_spec
 
 __all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
            "spec_of", "stack_values", "structure_hint"]
@@ -84,12 +84,6 @@ def _not_text(key: str, value: Any, kind: str | None) -> RecordStructureError:
         "text: return a number, an array of numbers, or str / bytes (in every record) for "
         "it from decode (a missing value: a placeholder such as '' or -1)"
     )
-
-
-def _describe_spec(spec: Any) -> str:
-    if isinstance(spec, TextSpec):
-        return f"text{tuple(spec.shape)}"
-    return f"{np.dtype(spec.dtype).name}{tuple(spec.shape)}"
 
 
 _SHAPE = operator.attrgetter("shape")
@@ -367,8 +361,8 @@ class DecodedRecords:
             got = host_field_spec(value)
             if got != spec:
                 raise RecordStructureError(
-                    f"field '{key}' decodes to {_describe_spec(got)}, the first record's is "
-                    f"{_describe_spec(spec)}; every record must decode to the same shapes and "
+                    f"field '{key}' decodes to {describe_field(got)}, the first record's is "
+                    f"{describe_field(spec)}; every record must decode to the same shapes and "
                     "dtypes"
                 )
             declared = self._text.get(key)

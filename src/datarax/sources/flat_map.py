@@ -50,18 +50,17 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, record_at, stack_records
-from datarax.core.children import check_child, child_settings, restore_place, saved_place
+from datarax.core.children import ChildSources, check_child, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind, skipping_setting
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, reading_of
+from datarax.sources.child_records import CHUNK, past_the_end
 from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
 from datarax.typing import Batch
 
 __all__ = ["FlatMapSource", "FlatMapSourceConfig"]
-
-CHUNK = 64  # parent records read at once (an indexed parent: one gather shape)
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ class _Reading(HostState):
         self.spec_from = ""  # where the spec was learned
 
 
-class FlatMapSource(LengthIfKnown, DataSourceModule):
+class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
     """Records of ``source`` (any kind, unsharded) each turned into 0 .. ``max_outputs``
     records by ``fn``; see the module docstring and :class:`FlatMapSourceConfig`."""
 
@@ -146,9 +145,7 @@ class FlatMapSource(LengthIfKnown, DataSourceModule):
         self.__length = source.epoch_size()
         self.__compiled = compiled(source)
         self.__skipping = skipping_setting(source) is not None
-        parent = reading_of(source)
-        self.__counts_skips = not self.__compiled and parent.counts_skips
-        self.__closes_epoch = parent.closes_epoch
+        self.__counts_skips = not self.__compiled and reading_of(source).counts_skips
         # [epoch, index] the cursor belongs to, then the place of the next output (the
         # start of the next round of shards): [parent position, outputs passed from
         # there on, records the parent skipped as bad before it].
@@ -159,6 +156,9 @@ class FlatMapSource(LengthIfKnown, DataSourceModule):
     def length_or_reason(self) -> str:
         return ("fn returns 0 .. max_outputs records for each parent record, so an epoch's "
                 "length is known only once it is read.")
+
+    def _children(self) -> Any:
+        return (self.source,)
 
     def element_spec(self) -> dict[str, Any]:
         """The first output's fields (the parent's pass 0 read until ``fn`` returns one)."""
@@ -267,12 +267,7 @@ class FlatMapSource(LengthIfKnown, DataSourceModule):
         if not described and index:  # moved by seek(epoch, index) alone: read up to there
             for _ in range(index * self.shard.count):
                 if self._next_output() is None:
-                    raise StateError(
-                        f"FlatMapSource: the position says {index} records of pass {epoch} "
-                        "were handed out, but the pass ends before that; the state comes "
-                        "from another source or fn.",
-                        field="current_index",
-                    )
+                    raise past_the_end("FlatMapSource", epoch, index, "another source or fn")
         elif offset and self.__skipping:  # outputs from there on, over records
             for _ in range(offset):
                 if self._next_output() is None:
@@ -450,13 +445,3 @@ class FlatMapSource(LengthIfKnown, DataSourceModule):
                 field="parent_skipped",
             )
         restore_place(self, [*cursor, skips])
-
-    # ---------------------------------------------------------------- closing
-    def close_epoch(self) -> None:
-        """Stop the parent's read-ahead (positions are kept)."""
-        if self.__closes_epoch:
-            self.source.close_epoch()
-
-    def close(self) -> None:
-        """Close the parent."""
-        self.source.close()

@@ -373,11 +373,6 @@ class HostReader:
         """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
         return list(self.ledger.reports)
 
-    @property
-    def skipped_total(self) -> int:
-        """All records skipped since this reader was built (reports may be capped)."""
-        return self.ledger.total
-
     # -------------------------------------------------------------- closing
     def stop(self, session: int | None = None) -> None:
         """End the epoch session (``session``: only while it is the open one): cancel

@@ -52,7 +52,7 @@ from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields, checked_spec
-from datarax.sources.child_records import ChildRecords, refuse_skipping, share_of
+from datarax.sources.child_records import ChildRecords, past_the_end, refuse_skipping, share_of
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]
@@ -246,12 +246,7 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
                     break
                 left -= passed
             if left:
-                raise StateError(
-                    f"InterleaveSource: the position says {index} records of pass {epoch} "
-                    "were handed out, but the pass ends before that; the state comes from "
-                    "another source.",
-                    field="current_index",
-                )
+                raise past_the_end("InterleaveSource", epoch, index)
         cycle.valid = True
         self._save_cursor()
 

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import gather_rows
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import StateError
 from datarax.core.indexed import IndexedSource
@@ -260,7 +261,7 @@ class MemorySource(IndexedSource):
         if order is not None:  # one epoch's order (epoch_step_inputs): rows past it dropped
             within = jnp.clip(positions - order["base"].astype(positions.dtype), 0,
                               self.__length - 1)
-            return _rows(order["order"], within)
+            return gather_rows(order["order"], within)
         return epoch_permutation_jnp(positions, self.__length, self.permutation_seed.get_value())
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
@@ -294,7 +295,7 @@ class MemorySource(IndexedSource):
     def __read(self, start: Any, size: int, key: Any | None) -> tuple[Batch, Any]:
         # MemorySource's own read: a subclass's get_batch_at may call super() into it
         indices = self.record_indices_at(start, size, key)
-        batch = self.__store.shaped(_map(lambda v: _rows(v, indices), self.__store.current()))
+        batch = self.__store.shaped(_map(lambda v: gather_rows(v, indices), self.__store.current()))
         if self.__store.host and not isinstance(indices, jax.core.Tracer):
             batch = self.__store.merge(batch, np.asarray(indices))
         return batch, indices
@@ -321,20 +322,6 @@ class MemorySource(IndexedSource):
             stable = index
         record = self.__store.shaped(_map(lambda v: v[stable], self.__store.current()), single=True)
         return self.__store.merge(record, stable, single=True), stable
-
-
-def _rows(column: Any, indices: Any) -> Any:
-    """``column[indices]`` for record indices known to lie in ``[0, len(column))`` (a
-    shuffle's or a sequence's): one gather, no wrapping of negative indices and no
-    bounds handling to compile. Concrete indices (outside a compiled step) take
-    ``jnp.take``, which checks them."""
-    if not isinstance(indices, jax.core.Tracer):
-        return jnp.take(column, indices, axis=0)
-    dims = jax.lax.GatherDimensionNumbers(
-        offset_dims=tuple(range(1, column.ndim)), collapsed_slice_dims=(0,),
-        start_index_map=(0,))
-    return jax.lax.gather(column, indices[:, None], dims, (1, *column.shape[1:]),
-                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 def _reshape(value: Any, shape: tuple[int, ...]) -> Any:

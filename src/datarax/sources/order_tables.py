@@ -7,7 +7,7 @@ on the host costs milliseconds (~5–20 ms at 50,000 records) and putting it on 
 device a few more ``device_put``s, paid at the start of every pass. The next epoch's
 is therefore made ahead, while the current epoch is served:
 
-* :func:`order_ahead` / :func:`order_table` — the table itself (NumPy, read-only);
+* :func:`order_table` — the table itself (NumPy, read-only);
 * :func:`placed_order_ahead` / :func:`placed_order` — the step's argument
   ``{"base": first position, "order": table}`` already on the device, placed where the
   caller's ``device_put`` would place it (its default device and x64 setting, captured
@@ -20,8 +20,7 @@ pass that asked has started. What is made ahead is what the caller would make, b
 bit; work that failed ahead is done again by the caller, which meets the error.
 
 Example:
-    >>> order_ahead(10, 7)  # starts building
-    >>> table = order_table(10, 7)  # the table built ahead (or waited for)
+    >>> table = order_table(10, 7)
     >>> sorted(table.tolist()) == list(range(10)), table.flags.writeable
     (True, False)
     >>> placed_order_ahead(10, 7, np.int32(20))
@@ -118,7 +117,8 @@ def _table_key(length: int, seed: int) -> tuple[Any, ...]:
 
 def order_table(length: int, seed: int) -> np.ndarray:
     """The record index at each position of an epoch of ``length`` records shuffled by
-    ``seed`` (int32, read-only): built ahead, else built now."""
+    ``seed`` (int32, read-only): built by an earlier caller (or waited for while another
+    thread builds it), else built now."""
     key = _table_key(length, seed)
     future, mine = _entry(_TABLES, key)
     if mine:
@@ -128,14 +128,6 @@ def order_table(length: int, seed: int) -> np.ndarray:
     except Exception:  # noqa: BLE001 - built again here: this caller meets the error
         _forget(_TABLES, key, future)
         return _build(length, seed)
-
-
-def order_ahead(length: int, seed: int) -> None:
-    """Start building :func:`order_table` ``(length, seed)`` on the worker thread, unless
-    it is built or being built."""
-    future, mine = _entry(_TABLES, _table_key(length, seed))
-    if mine:
-        _submit(_fill, future, _build, length, seed)
 
 
 def _placed_key(length: int, seed: int, base: np.integer) -> tuple[Any, ...]:

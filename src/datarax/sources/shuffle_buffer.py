@@ -45,11 +45,11 @@ from datarax.core.batch import concat_batches, take_records
 from datarax.core.children import ChildSources, check_child, child_settings
 from datarax.core.config import StructuralConfig, check_int, check_seed
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
-from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.spec import checked_spec
 from datarax.samplers.shard_window import permute, window_seed
-from datarax.sources.child_records import CHUNK, ChildRecords, refuse_skipping, rows_of, share_of
+from datarax.sources.child_records import (
+    CHUNK, ChildRecords, past_the_end, refuse_skipping, rows_of, share_of)
 from datarax.typing import Batch
 
 __all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]
@@ -170,12 +170,7 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
         window.reads = ChildRecords(self.source, epoch, number * size, chunk=chunk)
         self._load(number)
         if offset > len(window.stable):
-            raise StateError(
-                f"ShuffleBufferSource: the position says {index} records of pass {epoch} "
-                "were handed out, but the pass ends before that; the state comes from "
-                "another source.",
-                field="current_index",
-            )
+            raise past_the_end("ShuffleBufferSource", epoch, index)
         window.served = offset
         window.valid = True
         window.expect = (epoch, index)

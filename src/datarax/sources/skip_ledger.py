@@ -47,6 +47,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.errors import RecordError, StateError
+from datarax.core.position import refuse_pipeline_state
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
 from datarax.sources.error_policy import ON_ERROR_CHOICES, ErrorPolicy
 
@@ -221,11 +222,7 @@ def check_skip_state(
     ``[0, index]`` — a source cannot have skipped more records than it passed;
     ``settings`` as in ``check_state``.
     """
-    if not isinstance(state, dict):
-        raise StateError(
-            f"{where}.set_state expects the dict get_state() returned, got "
-            f"{type(state).__name__}."
-        )
+    refuse_pipeline_state(state, where)
     skipped = state.get("skipped", 0)
     if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
         raise StateError(

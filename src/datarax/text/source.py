@@ -269,11 +269,6 @@ class PackedTextSource(StreamSource):
         ``settings`` than :meth:`order_settings` are refused naming the first that differs.
         """
         where = "PackedTextSource"
-        if not isinstance(state, dict):
-            raise StateError(
-                f"{where}.set_state expects the dict get_state() returned, got "
-                f"{type(state).__name__}."
-            )
         epoch, index = self.datarax_position.check_state(
             state, where=where, settings=self.order_settings()
         )

@@ -11,7 +11,6 @@ from flax import nnx
 
 from datarax.sources._columns import select_keys, text_on_host
 from datarax.sources._dataset_config import (
-    check_config_type,
     dataset_config_and_name,
     empty_split,
 )
@@ -61,8 +60,7 @@ class HFEagerSource(MemorySource):
         **settings: Any,
     ) -> None:
         config, name = dataset_config_and_name(type(self), config, name, settings,
-                                               call="HFEagerSource(HFEagerConfig(name='imdb')) or HFEagerSource(name='imdb')")
-        check_config_type("HFEagerSource", config, HFEagerConfig)
+                                               example="imdb")
         where = "HFEagerSource"
         files = remote_files(config, where, cache=cache, storage_options=storage_options)
         if files is None:

@@ -15,7 +15,6 @@ from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.stream import StreamSource
 from datarax.sources._columns import select_keys, spec_of_columns
 from datarax.sources._dataset_config import (
-    check_config_type,
     dataset_config_and_name,
     empty_split,
 )
@@ -78,8 +77,7 @@ class HFStreamingSource(SkipCounts, StreamSource):
         **settings: Any,
     ) -> None:
         config, name = dataset_config_and_name(type(self), config, name, settings,
-                                               call="HFStreamingSource(HFStreamingConfig(name='imdb')) or HFStreamingSource(name='imdb')")
-        check_config_type("HFStreamingSource", config, HFStreamingConfig)
+                                               example="imdb")
         super().__init__(config, rngs=rngs, name=name)
         where = "HFStreamingSource"
         files = remote_files(config, where, cache=cache, storage_options=storage_options)

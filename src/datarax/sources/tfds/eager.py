@@ -12,7 +12,6 @@ from datarax.core.errors import DataraxError, RecordError
 from datarax.core.spec import flatten_fields
 from datarax.sources._columns import text_on_host
 from datarax.sources._dataset_config import (
-    check_config_type,
     dataset_config_and_name,
     empty_split,
 )
@@ -63,8 +62,7 @@ class TFDSEagerSource(MemorySource):
         **settings: Any,
     ) -> None:
         config, name = dataset_config_and_name(type(self), config, name, settings,
-                                               call="TFDSEagerSource(TFDSEagerConfig(name='mnist')) or TFDSEagerSource(name='mnist')")
-        check_config_type("TFDSEagerSource", config, TFDSEagerConfig)
+                                               example="mnist")
         where = "TFDSEagerSource"
         try:
             data, info = open_data_source(config, where)

@@ -8,7 +8,6 @@ from flax import nnx
 
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources._dataset_config import (
-    check_config_type,
     dataset_config_and_name,
     empty_split,
 )
@@ -56,8 +55,7 @@ class TFDSStreamingSource(RandomAccessSource):
         **settings: Any,
     ) -> None:
         config, name = dataset_config_and_name(type(self), config, name, settings,
-                                               call="TFDSStreamingSource(TFDSStreamingConfig(name='mnist')) or TFDSStreamingSource(name='mnist')")
-        check_config_type("TFDSStreamingSource", config, TFDSStreamingConfig)
+                                               example="mnist")
         super().__init__(config, rngs=rngs, name=name)
         where = "TFDSStreamingSource"
         try:
