@@ -117,8 +117,6 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
             f"--epochs {epochs}: the demo checkpoints in epoch 1 (the second) and checks "
             "the resume against it; give --epochs 2 or more."
         )
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}.")
     optax = require("optax", extra="demo", user="datarax demo")
     tqdm = require("tqdm", extra="demo", user="datarax demo").tqdm
 

@@ -141,6 +141,7 @@ class TextTokenizer:
     ) -> list[np.ndarray]:
         """The int32 ids of each document in ``texts``; ``where(i)`` names document ``i`` in
         the :class:`RecordError` of a custom tokenizer returning something other than ids."""
+        where = where if where is not None else (lambda i: f"document {i} of the block")
         if self._fast:
             encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
             raw: list[Any] = [e.ids for e in encodings]
@@ -154,33 +155,30 @@ class TextTokenizer:
             out.append(self._finish(array))
         return out
 
-    def _call(self, text: str, i: int, where: Callable[[int], str] | None) -> Any:
+    def _call(self, text: str, i: int, where: Callable[[int], str]) -> Any:
         try:
             return self.tokenizer(text)
         except Exception as err:
-            label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
                 f"TextTokenizer: the tokenizer {self.described} raised {type(err).__name__} "
-                f"({err}) on {label}; fix the tokenizer, or the document."
+                f"({err}) on {where(i)}; fix the tokenizer, or the document."
             ) from err
 
     def _checked(
-        self, array: np.ndarray, ids: Any, i: int, where: Callable[[int], str] | None
+        self, array: np.ndarray, ids: Any, i: int, where: Callable[[int], str]
     ) -> np.ndarray:
         if array.size == 0:
             return np.zeros((0,), np.int32)
         if array.ndim != 1 or array.dtype.kind not in "iu":
-            label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
                 f"TextTokenizer: the tokenizer {self.described} returned {type(ids).__name__} "
-                f"with dtype {array.dtype} and shape {array.shape} for {label}; it must "
+                f"with dtype {array.dtype} and shape {array.shape} for {where(i)}; it must "
                 "return a flat sequence of int ids."
             )
         if array.min() < 0 or array.max() > _INT32_MAX:
-            label = where(i) if where is not None else f"document {i} of the block"
             raise RecordError(
                 f"TextTokenizer: the tokenizer {self.described} returned ids outside "
-                f"[0, {_INT32_MAX}] for {label} (min {array.min()}, max {array.max()}); "
+                f"[0, {_INT32_MAX}] for {where(i)} (min {array.min()}, max {array.max()}); "
                 "token ids must fit int32."
             )
         return array
