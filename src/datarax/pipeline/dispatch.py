@@ -117,13 +117,6 @@ class IndexedDispatch:
         inputs = source.epoch_step_inputs(epoch)
         self.inputs = (inputs if device is None
                        else context.session.host_inputs.on(inputs, device))
-        # the last pass's placed constants, steps and executables, where unchanged
-        self.reuse = context.session.pass_reuse
-        self.state, self.key, self.epoch_arg = self.reuse.constants(
-            self.graphdef, state,
-            step_keys(*context.key_pair(), stage_positions(context.stages), epoch),
-            np.int32(epoch), device=device, inputs=self.inputs)
-        self.step = self._step(self.batch_size)
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
         self.resplit = context.resplit(epoch)
@@ -132,6 +125,15 @@ class IndexedDispatch:
             size = self.resplit.size(self.n)
         self.dispatched = source.index
         self.total = self.plan.end(size, self.dispatched)
+        # the last pass's placed constants, steps and executables, where unchanged; the
+        # first call's position placed with them (not copied by the call itself)
+        first = self._first_position()
+        self.reuse = context.session.pass_reuse
+        self.state, self.key, (self.epoch_arg, placed_first) = self.reuse.constants(
+            self.graphdef, state,
+            step_keys(*context.key_pair(), stage_positions(context.stages), epoch),
+            (np.int32(epoch), first), device=device, inputs=self.inputs)
+        self.step = self._step(self.batch_size)
         simple = not self.host_fields and self.resplit is None
         long_pass = (self.total - self.dispatched) >= GROUP_MIN_BATCHES * self.batch_size
         self.by_position = context.reading.reads_by_position
@@ -148,7 +150,17 @@ class IndexedDispatch:
         # step -> its executable for calls with this pass's constants (kept across passes)
         self.bound: dict[Any, Any] = self.reuse.bound
         # where the last call said the next batch starts: (position, it on the device)
-        self.after: tuple[int, Any] | None = None
+        self.after: tuple[int, Any] | None = (
+            None if first is None else (int(first), placed_first))
+
+    def _first_position(self) -> Any:
+        """The position of the pass's first call (None: a re-split share's, or past
+        what its dtype holds: the call raises as it would without it)."""
+        start = self.epoch * self.n + self.lo + self.dispatched
+        x64 = jax.config.jax_enable_x64
+        if self.resplit is not None or (not x64 and start + self.batch_size > _INT32_MAX):
+            return None
+        return (np.int64 if x64 else np.int32)(start)
 
     def _step(self, size: int) -> Any:
         """The indexed step of batches of ``size`` (the last pass's, where it applies)."""
