@@ -13,7 +13,8 @@ jit ÷ variant (≥ 1: datarax as fast). ``host_per_epoch``: over ``epochs`` epo
 nothing waited for, each epoch's host time in ``next()`` (its ``iter()`` and the
 ``StopIteration`` included) less its batches × the median ``next()``: what the epoch
 switch costs the loop's thread. ``same_batches``: three epochs of each ``for`` variant
-compared bit for bit.
+compared bit for bit. ``--profile-epochs K``: a cProfile of K epochs of each ``for``
+loop, the top functions per epoch.
 """
 
 from __future__ import annotations
@@ -91,8 +92,40 @@ def _host_per_epoch(images: np.ndarray, batch: int, ahead: bool, epochs: int) ->
             "next_ms_median": statistics.median(medians)}
 
 
+def _profile(images: np.ndarray, batch: int, ahead: bool, epochs: int) -> dict[str, Any]:
+    """cProfile of ``epochs`` epochs of the ``for`` loop (nothing waited for but every 64
+    batches): the top functions by cumulative and by own time, in us per epoch."""
+    import cProfile
+    import pstats
+
+    _set(ahead)
+    pipeline = _w1_pipeline(images, batch, True)
+    jax.block_until_ready([b for _ in range(2) for b in pipeline])
+    kept: list[Any] = []
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(epochs):
+        for b in pipeline:
+            kept.append(b)
+            if len(kept) > 64:
+                jax.block_until_ready(kept)
+                kept.clear()
+    profile.disable()
+    jax.block_until_ready(kept)
+    _set(True)
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    rows = [(v[3], v[2], v[1], f"{Path(k[0]).name}:{k[1]}({k[2]})") for k, v in stats.items()]
+
+    def top(index: int) -> list[dict[str, Any]]:
+        return [{"fn": name, "cum_us": round(1e6 * cum / epochs, 1),
+                 "own_us": round(1e6 * own / epochs, 1), "calls": round(n / epochs, 2)}
+                for cum, own, n, name in sorted(rows, key=lambda r: -r[index])[:45]]
+
+    return {"by_cumulative": top(0), "by_own": top(1)}
+
+
 def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
-        epochs: int) -> dict[str, Any]:
+        epochs: int, profile_epochs: int = 0) -> dict[str, Any]:
     driver_compiled.WORKER_BACKENDS = frozenset()  # the loop's-thread path, as on a chip
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     report: dict[str, Any] = {"backend": jax.default_backend(), "records": records,
@@ -122,6 +155,9 @@ def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
         entry["host_per_epoch"] = {
             name: _host_per_epoch(images, batch, ahead, epochs)
             for name, ahead in (("next_pass", True), ("without", False))}
+        if profile_epochs:
+            entry["profile"] = {name: _profile(images, batch, ahead, profile_epochs)
+                                for name, ahead in (("next_pass", True), ("without", False))}
         report[str(batch)] = entry
     return report
 
@@ -133,10 +169,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--profile-epochs", type=int, default=0,
+                        help="also profile this many epochs of each for loop (cProfile)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     report = run(args.records, tuple(int(b) for b in args.batches.split(",")), args.steps,
-                 args.rounds, args.epochs)
+                 args.rounds, args.epochs, args.profile_epochs)
     text = json.dumps(report, indent=2)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
