@@ -13,7 +13,8 @@ jit ÷ variant (≥ 1: datarax as fast). ``host_per_epoch``: over ``epochs`` epo
 nothing waited for, each epoch's host time in ``next()`` (its ``iter()`` and the
 ``StopIteration`` included) less its batches × the median ``next()``: what the epoch
 switch costs the loop's thread. ``same_batches``: three epochs of each ``for`` variant
-compared bit for bit. ``--profile-epochs K``: a cProfile of K epochs of each ``for``
+compared bit for bit. ``--train-ms T``: also a loop waiting for a train step of about T ms after each batch
+(the two ``for`` variants and the step alone). ``--profile-epochs K``: a cProfile of K epochs of each ``for``
 loop, the top functions per epoch.
 """
 
@@ -30,7 +31,7 @@ import jax
 import numpy as np
 
 import datarax.pipeline.driver_compiled as driver_compiled
-from benchmarks.dispatch_ahead_ab import _measure
+from benchmarks.dispatch_ahead_ab import _measure, _train_step, _with_train
 from benchmarks.on_chip import _endless, _w1_floor, _w1_pipeline
 
 
@@ -51,7 +52,25 @@ def _variants(images: np.ndarray, batch: int) -> dict[str, tuple[Any, bool]]:
     return made
 
 
-def _same_batches(images: np.ndarray, batch: int, epochs: int = 3) -> bool:
+def _host_stages(images: np.ndarray, batch: int) -> Any:
+    """W1's pipeline with its stages on the host CPU (``head_rows`` cuts the short last
+    batch there): a reference for the batches the chip's step and cut make."""
+    from flax import nnx
+
+    from benchmarks.contenders.datarax_pipeline import flip, normalize
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
+                          {"image": images, "label": np.arange(len(images), dtype=np.int32)})
+    ops = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=normalize),
+           ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip)]
+    return Pipeline(source=source, stages=ops, batch_size=batch, rngs=nnx.Rngs(0),
+                    stages_on="host")
+
+
+def _same_batches(images: np.ndarray, batch: int, epochs: int = 3) -> dict[str, bool]:
     served = []
     for ahead, prefetch in ((True, 2), (False, 2), (True, 0)):
         _set(ahead)
@@ -59,7 +78,11 @@ def _same_batches(images: np.ndarray, batch: int, epochs: int = 3) -> bool:
         served.append([np.asarray(b["image"]).tobytes() + np.asarray(b["label"]).tobytes()
                        for _ in range(epochs) for b in pipeline])
     _set(True)
-    return served[0] == served[1] == served[2]
+    host = _host_stages(images, batch)
+    on_host = [np.asarray(b["image"]).tobytes() + np.asarray(b["label"]).tobytes()
+               for _ in range(epochs) for b in host]
+    return {"ahead_without_prefetch0": served[0] == served[1] == served[2],
+            "as_stages_on_host": served[0] == on_host}
 
 
 def _host_per_epoch(images: np.ndarray, batch: int, ahead: bool, epochs: int) -> dict[str, Any]:
@@ -124,8 +147,35 @@ def _profile(images: np.ndarray, batch: int, ahead: bool, epochs: int) -> dict[s
     return {"by_cumulative": top(0), "by_own": top(1)}
 
 
+def _with_train_ms(images: np.ndarray, batch: int, steps: int, rounds: int,
+                   train_ms: float) -> dict[str, Any]:
+    """ms per step of a loop that trains on each batch and waits for its step (as one
+    reading its loss does), with and without the next pass started ahead, and the train
+    step alone: medians over ``rounds`` alternating rounds."""
+    train = _train_step(train_ms, batch)
+    probe = jax.device_put(np.zeros((batch, 32, 32, 3), np.float32))
+    variants: dict[str, tuple[Any, bool]] = {}
+    for name, ahead in (("for_next_pass", True), ("for_without", False)):
+        it = _endless(lambda: _w1_pipeline(images, batch, True))
+        variants[name] = (_with_train(lambda it=it: next(it), train), ahead)
+    variants["train_alone"] = (lambda: jax.block_until_ready(train(probe)), True)
+    for fn, ahead in variants.values():
+        _set(ahead)
+        fn()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            fn, ahead = variants[name]
+            _set(ahead)
+            samples[name].append(_measure(fn, steps)[0])
+    _set(True)
+    return {name: {"median": statistics.median(v), "all": [round(x, 4) for x in v]}
+            for name, v in samples.items()}
+
+
 def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
-        epochs: int, profile_epochs: int = 0) -> dict[str, Any]:
+        epochs: int, profile_epochs: int = 0, train_ms: float = 0.0) -> dict[str, Any]:
     driver_compiled.WORKER_BACKENDS = frozenset()  # the loop's-thread path, as on a chip
     images = np.random.default_rng(0).integers(0, 256, (records, 32, 32, 3), dtype=np.uint8)
     report: dict[str, Any] = {"backend": jax.default_backend(), "records": records,
@@ -152,6 +202,8 @@ def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
         entry["plain_over_variant"] = {
             name: {"fastest": floor / min(s), "median": floor_med / statistics.median(s)}
             for name, s in samples.items() if not name.startswith("plain")}
+        if train_ms > 0:
+            entry["with_train_step"] = _with_train_ms(images, batch, steps, rounds, train_ms)
         entry["host_per_epoch"] = {
             name: _host_per_epoch(images, batch, ahead, epochs)
             for name, ahead in (("next_pass", True), ("without", False))}
@@ -171,10 +223,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--profile-epochs", type=int, default=0,
                         help="also profile this many epochs of each for loop (cProfile)")
+    parser.add_argument("--train-ms", type=float, default=0.0,
+                        help="also a loop waiting for a train step of about this many ms")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     report = run(args.records, tuple(int(b) for b in args.batches.split(",")), args.steps,
-                 args.rounds, args.epochs, args.profile_epochs)
+                 args.rounds, args.epochs, args.profile_epochs, args.train_ms)
     text = json.dumps(report, indent=2)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ thread trains.
 from __future__ import annotations
 
 import collections
+import functools
 import time
 import weakref
 from typing import Any
@@ -278,7 +279,7 @@ class IndexedDispatch:
                 if count <= 0:
                     break
                 if count < self.batch_size:
-                    batch = jax.tree.map(lambda v, c=count: head_rows(v, c), batch, is_leaf=is_host_leaf)
+                    batch = cut_batch(batch, count)
                 at = self.dispatched + i * self.batch_size
                 self.made.append((count, self._placed(batch, at), start + i * self.batch_size))
             self.dispatched += min(whole, left)
@@ -304,7 +305,7 @@ class IndexedDispatch:
         span = None if pieces and len(pieces) > 1 else count if exact else self.batch_size
         batch = self._timed(step, where, span)
         if count < self.batch_size and not exact:
-            batch = jax.tree.map(lambda v: head_rows(v, count), batch, is_leaf=is_host_leaf)
+            batch = cut_batch(batch, count)
         if self.host_fields:
             batch, indices = self._join_host_fields(batch, start, count, pieces)
             if self.host_stages:
@@ -332,6 +333,31 @@ class IndexedDispatch:
             indices.append(np.asarray(idx))
             at += hi - lo
         return concat_batches(parts, on_device=True), np.concatenate(indices)
+
+
+@functools.lru_cache(maxsize=64)
+def _cut_program(count: int) -> Any:
+    return jax.jit(lambda leaves: [v[:count] for v in leaves])
+
+
+def cut_batch(batch: Batch, count: int) -> Batch:
+    """The first ``count`` records of every field of ``batch`` (a pass's short last batch
+    cut from a full-size result): the fields on an accelerator cut by one compiled call
+    (an eager slice costs ~0.5 ms a field on a TPU v5e's host), the others by
+    :func:`~datarax.core.batch.head_rows` (on the CPU a zero-copy view).
+
+    >>> cut_batch({"x": jnp.arange(4), "t": ["a", "b", "c", "d"]}, 2)
+    {'t': ['a', 'b'], 'x': Array([0, 1], dtype=int32)}
+    """
+    leaves, tree = jax.tree.flatten(batch, is_leaf=is_host_leaf)
+    on_chip = [i for i, v in enumerate(leaves) if isinstance(v, jax.Array)
+               and not all(d.platform == "cpu" for d in v.devices())]
+    if on_chip:
+        for i, cut in zip(on_chip, _cut_program(count)([leaves[i] for i in on_chip])):
+            leaves[i] = cut
+    chip = set(on_chip)
+    return jax.tree.unflatten(tree, [v if i in chip else head_rows(v, count)
+                                     for i, v in enumerate(leaves)])
 
 
 def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
