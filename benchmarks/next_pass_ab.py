@@ -35,6 +35,9 @@ from benchmarks.dispatch_ahead_ab import _measure, _train_step, _with_train
 from benchmarks.on_chip import _endless, _w1_floor, _w1_pipeline
 
 
+_DEFAULT = driver_compiled.CompiledDriver.next_pass_ahead  # put back after each measure
+
+
 def _set(ahead: bool) -> None:
     driver_compiled.CompiledDriver.next_pass_ahead = ahead
 
@@ -77,7 +80,7 @@ def _same_batches(images: np.ndarray, batch: int, epochs: int = 3) -> dict[str, 
         pipeline = _w1_pipeline(images, batch, True, prefetch=prefetch)
         served.append([np.asarray(b["image"]).tobytes() + np.asarray(b["label"]).tobytes()
                        for _ in range(epochs) for b in pipeline])
-    _set(True)
+    _set(_DEFAULT)
     host = _host_stages(images, batch)
     on_host = [np.asarray(b["image"]).tobytes() + np.asarray(b["label"]).tobytes()
                for _ in range(epochs) for b in host]
@@ -110,7 +113,7 @@ def _host_per_epoch(images: np.ndarray, batch: int, ahead: bool, epochs: int) ->
             jax.block_until_ready(kept)
             kept.clear()
     jax.block_until_ready(kept)
-    _set(True)
+    _set(_DEFAULT)
     return {"extra_ms_median": statistics.median(extra), "extra_ms_all": [round(e, 3) for e in extra],
             "next_ms_median": statistics.median(medians)}
 
@@ -135,7 +138,7 @@ def _profile(images: np.ndarray, batch: int, ahead: bool, epochs: int) -> dict[s
                 kept.clear()
     profile.disable()
     jax.block_until_ready(kept)
-    _set(True)
+    _set(_DEFAULT)
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
     rows = [(v[3], v[2], v[1], f"{Path(k[0]).name}:{k[1]}({k[2]})") for k, v in stats.items()]
 
@@ -169,7 +172,7 @@ def _with_train_ms(images: np.ndarray, batch: int, steps: int, rounds: int,
             fn, ahead = variants[name]
             _set(ahead)
             samples[name].append(_measure(fn, steps)[0])
-    _set(True)
+    _set(_DEFAULT)
     return {name: {"median": statistics.median(v), "all": [round(x, 4) for x in v]}
             for name, v in samples.items()}
 
@@ -193,7 +196,7 @@ def run(records: int, batches: tuple[int, ...], steps: int, rounds: int,
                 fn, ahead = variants[name]
                 _set(ahead)
                 samples[name].append(_measure(fn, steps)[0])
-        _set(True)
+        _set(_DEFAULT)
         floor = min(min(samples["plain_jit"]), min(samples["plain_jit_feistel"]))
         floor_med = min(statistics.median(samples["plain_jit"]),
                         statistics.median(samples["plain_jit_feistel"]))

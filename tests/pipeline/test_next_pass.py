@@ -49,9 +49,10 @@ def reference() -> list[list[tuple[list[float], int, int]]]:
 
 @pytest.fixture
 def taken(monkeypatch) -> list[bool]:
-    """On the loop's thread; per pass opened there with ``prefetch`` > 0, whether it took
-    a pass started ahead."""
+    """On the loop's thread, the next pass started ahead (off by default); per pass
+    opened there with ``prefetch`` > 0, whether it took a pass started ahead."""
     monkeypatch.setattr(driver_compiled, "WORKER_BACKENDS", frozenset())
+    monkeypatch.setattr(driver_compiled.CompiledDriver, "next_pass_ahead", True)
     seen: list[bool] = []
     real = driver_compiled.take_next_pass
 

@@ -64,8 +64,10 @@ class CompiledDriver:
     :mod:`datarax.pipeline.driver`)."""
 
     #: whether a pass dispatched ahead on the loop's thread starts the next epoch's pass
-    #: once it has dispatched its last batch (:mod:`datarax.pipeline.next_pass`)
-    next_pass_ahead = True
+    #: once it has dispatched its last batch (:mod:`datarax.pipeline.next_pass`). Off:
+    #: on a TPU v5e it cost the loop's thread ~0.5 ms an epoch more than it saved (the
+    #: same thread does the same work earlier, and checks it again at the switch)
+    next_pass_ahead = False
 
     def __init__(self, context: PassContext, epoch: int) -> None:
         self.context, self.source, self.plan = context, context.source, context.plan

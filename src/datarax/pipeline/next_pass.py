@@ -23,18 +23,25 @@ start and the position put back at once (nothing else runs on the loop's thread
 meanwhile), and its batches count only when handed out, so ``get_state`` is the same
 with or without it. It holds no thread; its batches are freed with the pipeline.
 
-Example (what a loop over epochs does; the CPU backend dispatches through a worker,
-so the loop's-thread path is switched on here):
+It is off by default (``CompiledDriver.next_pass_ahead``): on a TPU v5e, W1 in a
+back-to-back ``for`` loop, it cost the loop's thread ~0.5 ms an epoch more than it
+saved — the same thread does the same work a few batches earlier, and the switch then
+splits the graph once more to check it (``docs/benchmarks.md``, TPU section).
+
+Example (the CPU backend dispatches through a worker, so the loop's-thread path and
+the pass started ahead are switched on here):
 
     >>> import numpy as np
     >>> from datarax.pipeline import Pipeline, driver_compiled
+    >>> kept = driver_compiled.WORKER_BACKENDS, driver_compiled.CompiledDriver.next_pass_ahead
+    >>> driver_compiled.WORKER_BACKENDS = frozenset()
+    >>> driver_compiled.CompiledDriver.next_pass_ahead = True
     >>> from datarax.sources import MemorySource, MemorySourceConfig
-    >>> kept, driver_compiled.WORKER_BACKENDS = driver_compiled.WORKER_BACKENDS, frozenset()
     >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(6, dtype=np.int32)})
     >>> p = Pipeline(source=src, batch_size=4)
     >>> [[b["x"].tolist() for b in p] for _ in range(2)]
     [[[0, 1, 2, 3], [4, 5]], [[0, 1, 2, 3], [4, 5]]]
-    >>> driver_compiled.WORKER_BACKENDS = kept
+    >>> driver_compiled.WORKER_BACKENDS, driver_compiled.CompiledDriver.next_pass_ahead = kept
 """
 
 from __future__ import annotations

@@ -59,6 +59,9 @@ DELAY_FROM = 1 << 15
 #: backends whose orders made ahead are built by NumPy on the host (elsewhere the device
 #: computes them: :func:`_place`); a caller that finds none made builds it on the host
 HOST_BUILT_ON = frozenset({"cpu"})
+#: the first epoch whose order made ahead the device computes (the orders of epochs 0
+#: and 1 are asked for while the first batch compiles)
+DEVICE_FROM_EPOCH = 2
 
 _LOCK = threading.Lock()
 # (process id, length, seed) -> the table, or its build in progress; the process id
@@ -173,11 +176,14 @@ def _place(length: int, seed: int, base: np.integer, x64: bool, device: Any) -> 
     (``jax_default_device``) would put it, after ``AHEAD_DELAY_S`` for a long order.
     Off the CPU (``HOST_BUILT_ON``) the order is computed by the device itself: one
     dispatch instead of milliseconds of NumPy on this thread, which would take the
-    interpreter's lock from the loop's thread (compiled on first use, here, ahead)."""
+    interpreter's lock from the loop's thread; from epoch ``DEVICE_FROM_EPOCH`` on, so
+    that its program (~0.8 s to compile on a TPU v5e) is compiled here while a later
+    epoch runs, never beside a pipeline's first batch."""
     if length >= DELAY_FROM and AHEAD_DELAY_S > 0:
         time.sleep(AHEAD_DELAY_S)
     with jax.enable_x64(x64), jax.default_device(device):
-        if _platform(device) not in HOST_BUILT_ON and length <= 2**31:
+        if (_platform(device) not in HOST_BUILT_ON and length <= 2**31
+                and int(base) >= DEVICE_FROM_EPOCH * length):
             return {"base": jax.device_put(base), "order": _order_program(length)(np.uint32(seed))}
         return _put(length, seed, base)
 
