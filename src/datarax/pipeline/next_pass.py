@@ -23,8 +23,8 @@ start and the position put back at once (nothing else runs on the loop's thread
 meanwhile), and its batches count only when handed out, so ``get_state`` is the same
 with or without it. It holds no thread; its batches are freed with the pipeline.
 
-It is off by default (``CompiledDriver.next_pass_ahead``): on a TPU v5e, W1 in a
-back-to-back ``for`` loop, it cost the loop's thread ~0.5 ms an epoch more than it
+It is off by default (``CompiledDriver.next_pass_ahead``): on a TPU v5e, shuffled
+images through two per-record stages in a back-to-back ``for`` loop, it cost the loop's thread ~0.5 ms an epoch more than it
 saved — the same thread does the same work a few batches earlier, and the switch then
 splits the graph once more to check it (``docs/benchmarks.md``, TPU section).
 
