@@ -51,6 +51,20 @@ def test_an_order_placed_ahead_is_the_one_placed_when_asked() -> None:
     assert np.array_equal(np.asarray(ahead["order"]), np.asarray(now["order"]))
 
 
+@pytest.mark.parametrize("length", [1, 2, 600, 70_001])  # small tables, cycle walking
+def test_an_order_the_device_computes_ahead_is_the_one_built_on_the_host(monkeypatch, length) -> None:
+    monkeypatch.setattr(tables, "HOST_BUILT_ON", frozenset())  # as off the CPU
+    base = np.int32(2 * length)  # epoch 2: the first the device computes
+    for seed in (5_160, 2**32 - 1):
+        tables.placed_order_ahead(length, seed, base)
+        ahead = tables.placed_order(length, seed, base)
+        now = jax.device_put({"base": base, "order": tables._build(length, seed)})
+        assert {k: (v.dtype, v.shape, v.sharding) for k, v in ahead.items()} == {
+            k: (v.dtype, v.shape, v.sharding) for k, v in now.items()}
+        assert int(ahead["base"]) == 2 * length
+        assert np.array_equal(np.asarray(ahead["order"]), np.asarray(now["order"])), seed
+
+
 def test_an_order_asked_under_other_settings_is_placed_for_them() -> None:
     tables.placed_order_ahead(600, 5_151, np.int32(0))  # made for the default device
     cpu = jax.devices("cpu")[0]

@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import threading
 import time
@@ -39,9 +40,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from datarax.samplers.index_shuffle import index_shuffle_np
+from datarax.samplers.index_shuffle import index_shuffle_jnp, index_shuffle_np
 
 #: tables (and placed orders) kept: the current epoch's and the next, of a few sources
 #: (a placed order holds 4 bytes a record on the device, 512 KiB at most)
@@ -53,6 +55,12 @@ KEEP = 4
 #: 1.6 ms unshuffled); a shorter order is quick to make, and so may be its epoch
 AHEAD_DELAY_S = 0.003
 DELAY_FROM = 1 << 15
+#: backends whose orders made ahead are built by NumPy on the host (elsewhere the device
+#: computes them: :func:`_place`); a caller that finds none made builds it on the host
+HOST_BUILT_ON = frozenset({"cpu"})
+#: the first epoch whose order made ahead the device computes (the orders of epochs 0
+#: and 1 are asked for while the first batch compiles)
+DEVICE_FROM_EPOCH = 2
 
 _LOCK = threading.Lock()
 # (process id, length, seed) -> the table, or its build in progress; the process id
@@ -141,12 +149,34 @@ def _put(length: int, seed: int, base: np.integer) -> Any:
     return jax.device_put({"base": base, "order": order_table(length, seed)})
 
 
+@functools.lru_cache(maxsize=8)
+def _order_program(length: int) -> Any:
+    """The order of ``length`` records computed by the accelerator (the same cipher as
+    :func:`_build`, bit for bit), a function of the seed."""
+    return jax.jit(lambda seed: index_shuffle_jnp(jnp.arange(length, dtype=jnp.uint32),
+                                                  length - 1, seed))
+
+
+def _platform(device: Any) -> str:
+    if device is None:
+        return jax.default_backend()
+    return device if isinstance(device, str) else getattr(device, "platform", "")
+
+
 def _place(length: int, seed: int, base: np.integer, x64: bool, device: Any) -> Any:
     """:func:`_put` as a caller with settings ``x64`` and ``device``
-    (``jax_default_device``) would put it, after ``AHEAD_DELAY_S`` for a long order."""
+    (``jax_default_device``) would put it, after ``AHEAD_DELAY_S`` for a long order.
+    Off the CPU (``HOST_BUILT_ON``) the order is computed by the device itself: one
+    dispatch instead of milliseconds of NumPy on this thread, which would take the
+    interpreter's lock from the loop's thread; from epoch ``DEVICE_FROM_EPOCH`` on, so
+    that its program (~0.8 s to compile on a TPU v5e) is compiled here while a later
+    epoch runs, never beside a pipeline's first batch."""
     if length >= DELAY_FROM and AHEAD_DELAY_S > 0:
         time.sleep(AHEAD_DELAY_S)
     with jax.enable_x64(x64), jax.default_device(device):
+        if (_platform(device) not in HOST_BUILT_ON and length <= 2**31
+                and int(base) >= DEVICE_FROM_EPOCH * length):
+            return {"base": jax.device_put(base), "order": _order_program(length)(np.uint32(seed))}
         return _put(length, seed, base)
 
 
@@ -163,6 +193,14 @@ def placed_order(length: int, seed: int, base: np.integer) -> Any:
     except Exception:  # noqa: BLE001 - placed again here: this caller meets the error
         _forget(_PLACED, key, future)
         return _put(length, seed, base)
+
+
+def placed_order_ready(length: int, seed: int, base: np.integer) -> bool:
+    """Whether :func:`placed_order` ``(length, seed, base)`` returns without waiting (made
+    ahead, or by an earlier caller, and finished)."""
+    with _LOCK:
+        found = _PLACED.get(_placed_key(length, seed, base))
+    return found is not None and found.done()
 
 
 def placed_order_ahead(length: int, seed: int, base: np.integer) -> None:
