@@ -69,7 +69,8 @@ from datarax.storage.errors import RemoteObjectError
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject
 
-__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "REQUEST_BYTES", "HeadStart", "ranged_count"]
+__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "HOLD_REQUESTS", "REQUEST_BYTES", "HeadStart",
+           "ranged_count"]
 
 _THREADS = 64  # files read by range at once (a global shuffle's first batch: all of them)
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
@@ -81,6 +82,10 @@ BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by 
 # request a record) came 4-5x later by range than by download (benchmarks/w2_head_start.py)
 REQUEST_BYTES = 1 << 20
 COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
+# read-ahead waits for the first batch's ranged reads where the files (or blocks) a pass
+# starts with could spare this many requests: a batch of 256 by range (a global shuffle
+# of 64 files of 10 MB); a window of 4 blocks or files (32-40 MB) is downloaded at once
+HOLD_REQUESTS = 256
 
 
 class HeadStart:
@@ -98,9 +103,8 @@ class HeadStart:
         blocks: with block windows, the blocks ``shards`` downloads (its objects), and
             ``files``: the files they are cut from.
         max_requests: ranged requests allowed after each :meth:`arm` (default 512).
-        hold: whether :meth:`arm` holds ``shards``' read-ahead back until the next
-            :meth:`read` is served or declined (False where the reads run in other
-            processes).
+        hold: whether :meth:`arm` may hold ``shards``' read-ahead back until the first
+            batch is served or declined (False where the reads run in other processes).
     """
 
     def __init__(self, shards: RemoteShards, *, budget: int | None = None,
@@ -136,14 +140,17 @@ class HeadStart:
 
     def arm(self) -> None:
         """An epoch starts or a state was restored: allow ``budget`` bytes (and
-        ``max_requests`` requests) of ranged reads again; with ``hold``, no read-ahead
-        download starts before the next :meth:`read` is served or declined (its ranged
-        requests would wait behind the downloads)."""
+        ``max_requests`` requests) of ranged reads again; with ``hold``, where the files
+        a pass starts with (``shards.behind``) hold :data:`HOLD_REQUESTS` x
+        :data:`REQUEST_BYTES` or more, no read-ahead download starts before the first
+        batch is served by range or declined (its requests would wait behind them)."""
         with self._lock:
             self._spent = 0
             self._asked = 0
             self._declined = False
-        if self.hold and self.budget > 0:
+        sizes = sorted((o.size for o in self.shards.objects), reverse=True)
+        first = sum(sizes[:self.shards.behind])  # the most a pass's first read can spare
+        if self.hold and self.budget > 0 and first >= HOLD_REQUESTS * REQUEST_BYTES:
             self.shards.hold_read_ahead()
 
     def _file_of(self, unit: int) -> int:

@@ -8,7 +8,7 @@ behind the downloads (a global shuffle's first batch took 7-8.5 s on the benchma
 server with its 64 files downloading, 2-4 s without them). An epoch start (or a restore)
 holds read-ahead back; the head start lets it go as soon as its first read is served, or
 is declined (then the reader needs the downloads at once). A hold that nobody releases
-(the reads run in decode worker processes) ends by itself after ``seconds``. A mixin of
+ends by itself after ``seconds``. A mixin of
 ``RemoteShards``: it works on that class's lock and schedule.
 """
 
