@@ -318,7 +318,8 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         try:  # a file read ahead is no cache hit when its reader takes it
             entry = self.cache.acquire(obj, functools.partial(self.fetcher.download, obj),
                                        stats=_NoHits(self._stats) if was_ahead else self._stats,
-                                       spare=self._ahead_paths if ahead else None)
+                                       spare=self._ahead_paths if ahead else None,
+                                       last=None if ahead else self._ahead_ranked)
         except RemoteObjectError as err:
             with self._lock:
                 self._failed[i] = err
