@@ -352,8 +352,9 @@ class ShardCache:
         used = sum(size for _, size, _ in entries)
         if used + need <= self.max_bytes:
             return
-        rank = {path: k for k, path in enumerate(last)}  # least recently used first, then
-        victims = sorted((e for e in entries if e[2] and e[2] not in spare),  # ``last`` from its end
+        # least recently used first, then ``last`` from its end
+        rank = {path: k for k, path in enumerate(last)}
+        victims = sorted((e for e in entries if e[2] and e[2] not in spare),
                          key=lambda e: (e[2] in rank, -rank.get(e[2], 0), e[0]))
         for _, size, path in victims:
             if self._evict(path):

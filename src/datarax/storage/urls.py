@@ -36,7 +36,8 @@ from datarax.storage.retry import (
     with_retries,
 )
 
-__all__ = ["S3_CONNECTIONS", "FileBlock", "RemoteObject", "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
+__all__ = ["S3_CONNECTIONS", "FileBlock", "RemoteObject",
+           "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
            "list_objects", "object_of",
            "read_json", "version_tag"]
 
