@@ -169,6 +169,22 @@ def test_a_download_told_to_spare_files_never_evicts_them(tmp_path):
     assert cache.path_of(objs[0]) and cache.path_of(objs[2]) and cache.usage() == 8
 
 
+def test_a_reader_evicts_the_files_it_passed_before_those_read_ahead_the_latest_first(tmp_path):
+    # files 0 and 1 read ahead (0 read next), 2 passed by the reader, used last of all
+    cache = ShardCache(tmp_path, max_bytes=12)
+    objs = [RemoteObject(f"memory://x/{i}.bin", 4, etag="1") for i in range(5)]
+    for i in (0, 1, 2):
+        cache.acquire(objs[i], _writer(bytes([48 + i]) * 4)).release()
+    ahead = [cache.path_of(objs[0]), cache.path_of(objs[1])]  # in the order they are read
+    cache.acquire(objs[3], _writer(b"3333"), last=lambda: ahead).release()
+    assert cache.path_of(objs[2]) is None  # the passed file went, though the most recent
+    assert cache.path_of(objs[0]) and cache.path_of(objs[1])
+    ahead.append(cache.path_of(objs[3]))
+    cache.acquire(objs[4], _writer(b"4444"), last=lambda: ahead).release()
+    assert cache.path_of(objs[3]) is None  # then the one read last
+    assert cache.path_of(objs[0]) and cache.path_of(objs[1]) and cache.path_of(objs[4])
+
+
 def test_full_of_held_entries_is_a_clear_error_and_leaves_nothing(tmp_path):
     cache = ShardCache(tmp_path, max_bytes=8)
     a = cache.acquire(RemoteObject("memory://x/a", 4, etag="1"), _writer(b"aaaa"))

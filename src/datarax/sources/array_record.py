@@ -291,8 +291,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
         # remote files not cached yet: their first records by byte range, while they download
         head = None if remote is None else HeadStart(
-            remote, **({"budget": 1 << 62, "request_bytes": 0, "max_requests": 1 << 62}
-                       if ranged_reads else {}),
+            remote, hold=decode_processes == 0,
+            **({"budget": 1 << 62, "request_bytes": 0, "max_requests": 1 << 62}
+               if ranged_reads else {}),
             **({} if blocks is None else {"blocks": blocks, "files": objects}))
         self._ranged = ranged_reads and remote is not None
         self._blocks = nnx.static(blocks)
@@ -382,9 +383,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
         if self._remote is not None and not self._ranged:  # read ahead the files (blocks)
             start = self.index if epoch == self.epoch else 0
             ends = self._ends if blocks is None else blocks.ends.tolist()
-            self._remote.plan(order.indices, start, order.size, ends)
             if self._data.head is not None and not self.host_reader.active:
                 self._data.head.arm()  # a pass starts (or resumes): ranged reads until cached
+            self._remote.plan(order.indices, start, order.size, ends)  # (after them)
         return order
 
     def stats(self) -> dict[str, Any] | None:

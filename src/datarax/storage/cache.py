@@ -45,7 +45,7 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterator, Sequence
 from typing import Any
 
 from datarax.errors import ConfigError
@@ -200,11 +200,14 @@ class ShardCache:
     # ------------------------------------------------------------------- use
     def acquire(self, obj: RemoteObject, download: Callable[[str], None], *,
                 stats: StorageStats | None = None,
-                spare: Callable[[], Container[str]] | None = None) -> CacheEntry:
+                spare: Callable[[], Container[str]] | None = None,
+                last: Callable[[], Sequence[str]] | None = None) -> CacheEntry:
         """The cached file of ``obj``, held until the entry is released; when absent,
         ``download(part_path)`` writes and verifies its bytes into ``part_path`` (already
         ``obj.size`` long; whatever it raises propagates, the partial file removed).
-        ``spare()``: paths its room must not be made by evicting (asked while room is made).
+        ``spare()``: paths its room must not be made by evicting (asked while room is made);
+        ``last()``: paths evicted only after every other entry, the last of them first (the
+        files read ahead, in the order they will be read).
 
         Raises:
             CacheFullError: ``obj`` does not fit next to the entries in use, or the disk is full.
@@ -225,7 +228,7 @@ class ShardCache:
                 if stats is not None:
                     stats.add("cache_hits")
             else:
-                self._fill(obj, final, download, stats, spare)
+                self._fill(obj, final, download, stats, spare, last)
             with contextlib.suppress(OSError):
                 os.utime(final)  # most recently used
             fcntl.flock(fd, fcntl.LOCK_SH)
@@ -235,9 +238,10 @@ class ShardCache:
         return CacheEntry(final, fd)
 
     def _fill(self, obj: RemoteObject, final: str, download: Callable[[str], None],
-              stats: StorageStats | None, spare: Callable[[], Container[str]] | None) -> None:
+              stats: StorageStats | None, spare: Callable[[], Container[str]] | None,
+              last: Callable[[], Sequence[str]] | None = None) -> None:
         part = os.path.join(self._dir("tmp"), f"{secrets.token_hex(6)}-{os.path.basename(final)}.part")
-        part_fd = self._reserve(obj, part, stats, spare)
+        part_fd = self._reserve(obj, part, stats, spare, last)
         try:
             try:
                 download(part)
@@ -264,7 +268,8 @@ class ShardCache:
             "to what the disk can hold.", disk_full=True)
 
     def _reserve(self, obj: RemoteObject, part: str, stats: StorageStats | None,
-                 spare: Callable[[], Container[str]] | None = None) -> int:
+                 spare: Callable[[], Container[str]] | None = None,
+                 last: Callable[[], Sequence[str]] | None = None) -> int:
         """Make room for ``obj`` and create ``part`` at its full size (locked by us)."""
         if obj.size > self.max_bytes:
             raise CacheFullError(
@@ -273,7 +278,8 @@ class ShardCache:
                 "the source's cache max_bytes.")
         with self._global_lock():
             self._drop_stale_parts()
-            self._make_room(obj.size, obj, stats, spare() if spare is not None else ())
+            self._make_room(obj.size, obj, stats, spare() if spare is not None else (),
+                            last() if last is not None else ())
             fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -341,12 +347,16 @@ class ShardCache:
         return sum(size for _, size, _ in self._entries())
 
     def _make_room(self, need: int, obj: RemoteObject, stats: StorageStats | None,
-                   spare: Container[str] = ()) -> None:
+                   spare: Container[str] = (), last: Sequence[str] = ()) -> None:
         entries = self._entries()
         used = sum(size for _, size, _ in entries)
         if used + need <= self.max_bytes:
             return
-        for _, size, path in sorted(e for e in entries if e[2] and e[2] not in spare):
+        # least recently used first, then ``last`` from its end
+        rank = {path: k for k, path in enumerate(last)}
+        victims = sorted((e for e in entries if e[2] and e[2] not in spare),
+                         key=lambda e: (e[2] in rank, -rank.get(e[2], 0), e[0]))
+        for _, size, path in victims:
             if self._evict(path):
                 if stats is not None:
                     stats.add("evicted")

@@ -69,9 +69,10 @@ from datarax.storage.errors import RemoteObjectError
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject
 
-__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "REQUEST_BYTES", "HeadStart", "ranged_count"]
+__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "HOLD_REQUESTS", "REQUEST_BYTES", "HeadStart",
+           "ranged_count"]
 
-_THREADS = 16  # files read by range at once
+_THREADS = 64  # files read by range at once (a global shuffle's first batch: all of them)
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
 _REQUESTS = 512  # ranged requests per epoch start at most, by default (two batches of 256)
 BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by default
@@ -81,6 +82,10 @@ BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by 
 # request a record) came 4-5x later by range than by download (benchmarks/w2_head_start.py)
 REQUEST_BYTES = 1 << 20
 COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
+# read-ahead waits for the first batch's ranged reads where the files (or blocks) a pass
+# starts with could spare this many requests: a batch of 256 by range (a global shuffle
+# of 64 files of 10 MB); a window of 4 blocks or files (32-40 MB) is downloaded at once
+HOLD_REQUESTS = 256
 
 
 class HeadStart:
@@ -98,13 +103,15 @@ class HeadStart:
         blocks: with block windows, the blocks ``shards`` downloads (its objects), and
             ``files``: the files they are cut from.
         max_requests: ranged requests allowed after each :meth:`arm` (default 512).
+        hold: whether :meth:`arm` may hold ``shards``' read-ahead back until the first
+            batch is served or declined (False where the reads run in other processes).
     """
 
     def __init__(self, shards: RemoteShards, *, budget: int | None = None,
                  threads: int = _THREADS, request_bytes: int | None = None,
                  blocks: FileBlocks | None = None,
                  files: Sequence[RemoteObject] | None = None,
-                 max_requests: int | None = None) -> None:
+                 max_requests: int | None = None, hold: bool = True) -> None:
         if (blocks is None) != (files is None):
             raise ConfigError("HeadStart: give blocks and the files they are cut from together.")
         self.shards = shards
@@ -115,6 +122,7 @@ class HeadStart:
         self.budget = min(total // BUDGET_SHARE, _BUDGET) if budget is None else int(budget)
         self.max_requests = _REQUESTS if max_requests is None else int(max_requests)
         self.threads = threads
+        self.hold = hold
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
         self._ranges: dict[int, ArrayRecordRanges | None] = {}  # by file; None: not by range
@@ -127,15 +135,23 @@ class HeadStart:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.shards, self.budget, self.threads, self.request_bytes, self.blocks,
-                           None if self.blocks is None else self.files, self.max_requests))
+                           None if self.blocks is None else self.files, self.max_requests,
+                           self.hold))
 
     def arm(self) -> None:
         """An epoch starts or a state was restored: allow ``budget`` bytes (and
-        ``max_requests`` requests) of ranged reads again."""
+        ``max_requests`` requests) of ranged reads again; with ``hold``, where the files
+        a pass starts with (``shards.behind``) hold :data:`HOLD_REQUESTS` x
+        :data:`REQUEST_BYTES` or more, no read-ahead download starts before the first
+        batch is served by range or declined (its requests would wait behind them)."""
         with self._lock:
             self._spent = 0
             self._asked = 0
             self._declined = False
+        sizes = sorted((o.size for o in self.shards.objects), reverse=True)
+        first = sum(sizes[:self.shards.behind])  # the most a pass's first read can spare
+        if self.hold and self.budget > 0 and first >= HOLD_REQUESTS * REQUEST_BYTES:
+            self.shards.hold_read_ahead()
 
     def _file_of(self, unit: int) -> int:
         """The file of ``shards``' object ``unit`` (a block's file, or the file itself)."""
@@ -194,15 +210,32 @@ class HeadStart:
     def read(self, wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
         """``{unit: records}`` for the units of ``wanted`` (``{file, or block: positions
         in its file}``) not in the cache, read by range while the budget lasts; the others
-        are left out (read them from the cache, waiting for their download).
+        are left out (read them from the cache, waiting for their download). Read-ahead
+        held back by :meth:`arm` starts once a read leaves a unit out (declined, or some
+        already cached) or the budget is spent.
 
         Raises:
             RemoteObjectError: a file was deleted or changed since it was listed.
             RemoteStoreError: the store still fails after every retry, or refuses access.
         """
+        try:
+            out = self._read(wanted)
+        except BaseException:
+            self.shards.release_read_ahead()
+            raise
+        if len(out) < len(wanted) or self._spent_all():  # the reader needs the downloads
+            self.shards.release_read_ahead()
+        return out
+
+    def _spent_all(self) -> bool:
+        """Whether the reads until the next :meth:`arm` wait for the downloads."""
         with self._lock:
-            if self._declined or self._spent >= self.budget or self._asked >= self.max_requests:
-                return {}
+            return self._declined or self._spent >= self.budget or \
+                self._asked >= self.max_requests
+
+    def _read(self, wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
+        if self._spent_all():
+            return {}
         todo = [u for u in wanted if self._ranges.get(self._file_of(u), 1) is not None
                 and not self.shards.ready(u)]
         # at least a request a unit: too little to spare, no file is even opened
@@ -288,7 +321,6 @@ def ranged_count(shards: RemoteShards, i: int) -> int | None:
 
 def _rebuild(shards: RemoteShards, budget: int, threads: int, request_bytes: int,
              blocks: FileBlocks | None = None, files: Sequence[RemoteObject] | None = None,
-             max_requests: int | None = None) -> HeadStart:
+             max_requests: int | None = None, hold: bool = True) -> HeadStart:
     return HeadStart(shards, budget=budget, threads=threads, request_bytes=request_bytes,
-                     blocks=blocks,
-                     files=files, max_requests=max_requests)
+                     blocks=blocks, files=files, max_requests=max_requests, hold=hold)

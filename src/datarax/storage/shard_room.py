@@ -106,6 +106,14 @@ class ShardRoom:
         with self._lock:
             return set(self._ahead.values())
 
+    def _ahead_ranked(self) -> list[str]:
+        """The same paths in the order the plan reads them: a reader's download evicts them
+        only after every other entry (the files it has passed), the last of them first."""
+        with self._lock:
+            order = {i: k for k, i in enumerate(self._order.upcoming(self.ahead))}
+            ranked = sorted(self._ahead.items(), key=lambda item: order.get(item[0], len(order)))
+        return [path for _, path in ranked]
+
     def _victims(self, wanted: int) -> list[int]:
         """Held files nobody is using, in the order to release them for ``wanted``: those
         the plan no longer needs, then those it needs after ``wanted`` (furthest first),

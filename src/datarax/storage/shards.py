@@ -10,8 +10,8 @@ plans only its own positions, so it fetches only its share.
 
 Files in use are held in the cache (shared locks); files read ahead are not: a reader
 that needs the room (of this source, another one or another process) evicts them, and
-they are fetched again when reached. At most ``handles`` open handles are kept, the rest
-closed when idle.
+they are fetched again when reached. At most ``handles`` open handles are kept.
+:meth:`RemoteShards.hold_read_ahead` keeps read-ahead from starting until released.
 
 **Room.** The cache must hold the ``behind`` largest files together (refused otherwise
 when built). Read-ahead leaves room for one more file and stands back while a reader
@@ -64,6 +64,7 @@ from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.file_order import FileOrder
 from datarax.storage.handles import Closer, OpenHandles, close_all
+from datarax.storage.read_ahead_hold import ReadAheadHold
 from datarax.storage.retry import RetryPolicy, StorageStats
 from datarax.storage.shard_damage import ShardDamage
 from datarax.storage.shard_room import OPEN, ShardRoom
@@ -89,7 +90,7 @@ class _NoHits:
             self.stats.add(field, amount)
 
 
-class RemoteShards(ShardRoom, ShardDamage):
+class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
     """Remote files, fetched into a local cache ahead of the readers; see the module docstring.
 
     Args:
@@ -133,7 +134,7 @@ class RemoteShards(ShardRoom, ShardDamage):
         self._stats = stats if stats is not None else StorageStats()
         self.parallel = parallel
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats,
-                               parallel=parallel, cancelled=self._closing)
+                               parallel=parallel, cancelled=lambda: self._closed)
         fits = sum(o.size for o in self.objects) <= self.cache.max_bytes
         self._largest = max(o.size for o in self.objects)
         self.handle_limit = handles if handles is not None else (
@@ -192,7 +193,8 @@ class RemoteShards(ShardRoom, ShardDamage):
 
     def _may_read_ahead(self, extra: int) -> bool:
         """Whether ``extra`` more bytes fit beside the files held and one more file."""
-        return (not self._closed and not self._wanting_room and self._order.progress > self._full_at
+        return (not self._closed and not self._wanting_room and not self._read_ahead_held()
+                and self._order.progress > self._full_at
                 and self._held_bytes() + extra <= self.cache.max_bytes - self._largest)
 
     def _schedule(self) -> None:
@@ -316,7 +318,8 @@ class RemoteShards(ShardRoom, ShardDamage):
         try:  # a file read ahead is no cache hit when its reader takes it
             entry = self.cache.acquire(obj, functools.partial(self.fetcher.download, obj),
                                        stats=_NoHits(self._stats) if was_ahead else self._stats,
-                                       spare=self._ahead_paths if ahead else None)
+                                       spare=self._ahead_paths if ahead else None,
+                                       last=None if ahead else self._ahead_ranked)
         except RemoteObjectError as err:
             with self._lock:
                 self._failed[i] = err
@@ -330,10 +333,6 @@ class RemoteShards(ShardRoom, ShardDamage):
                 return entry.path if old is None else old.path
             self._entries[i] = entry
         return entry.path
-
-    def _closing(self) -> bool:
-        """Whether :meth:`close` began (downloads stop at their next request)."""
-        return self._closed
 
     @contextlib.contextmanager
     def hold(self, i: int) -> Iterator[str]:
@@ -477,6 +476,7 @@ class RemoteShards(ShardRoom, ShardDamage):
         """Stop read-ahead (a download in progress stops at its next range request, nothing
         partial kept), close the handles and release the cached files (they stay in the
         cache for the next run)."""
+        self._end_hold()
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None

@@ -36,7 +36,8 @@ from datarax.storage.retry import (
     with_retries,
 )
 
-__all__ = ["FileBlock", "RemoteObject", "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
+__all__ = ["S3_CONNECTIONS", "FileBlock", "RemoteObject",
+           "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
            "list_objects", "object_of",
            "read_json", "version_tag"]
 
@@ -139,11 +140,15 @@ class FileBlock(RemoteObject):
         return self.offset, self.offset + self.size, whole
 
 
+S3_CONNECTIONS = 64  # S3 requests in flight at once per filesystem, unless storage_options say
+
+
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
                retry: RetryPolicy | None = None) -> tuple[Any, str]:
     """The fsspec filesystem for ``url`` and the path inside it; for S3, GCS and HTTP(S) its
-    connect and read timeouts are ``retry``'s (default :class:`RetryPolicy`), and S3's own
-    retries are off, unless ``storage_options`` sets them.
+    connect and read timeouts are ``retry``'s (default :class:`RetryPolicy`), S3's own
+    retries are off and its connections :data:`S3_CONNECTIONS`, unless ``storage_options``
+    sets them.
 
     Raises:
         MissingExtraError: fsspec, or the protocol's package (s3fs, gcsfs), is missing.
@@ -160,6 +165,8 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
         s3_retries = int(options.pop("retries", 1))
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
+        # botocore's 10 connections would queue a first batch's hundreds of ranged reads
+        config.setdefault("max_pool_connections", S3_CONNECTIONS)
         options["config_kwargs"] = config
     elif protocol in ("gs", "gcs"):
         require("gcsfs", extra="remote", user=f"reading '{url}'")

@@ -1,0 +1,131 @@
+"""A global shuffle's first batch from an empty cache: the footers of the files it touches
+are asked for together, then the chunks of its records together, and no whole-file
+download starts before those ranged requests are done (they would queue behind them).
+Counted, not timed."""
+
+from __future__ import annotations
+
+import pathlib
+import random
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("array_record")
+pytest.importorskip("zstandard")
+fsspec = pytest.importorskip("fsspec")
+
+from int_record_files import read_records, write_parts  # noqa: E402
+
+FILES, PER_FILE, BATCH = 24, 40, 64  # more files than the head start used to open at once
+BUCKET = "/first-batch-requests"
+
+
+@pytest.fixture(scope="module")
+def local_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """24 files of 40 records (a 4-byte number, then 3 KB of random bytes), also in
+    ``memory://first-batch-requests``."""
+    folder = tmp_path_factory.mktemp("first-batch")
+    rng = random.Random(0)
+    paths = write_parts(folder, [range(f * PER_FILE, (f + 1) * PER_FILE) for f in range(FILES)],
+                        lambda i: np.int32(i).tobytes() + rng.randbytes(3072))
+    memory = fsspec.filesystem("memory")
+    for path in paths:
+        memory.pipe(f"{BUCKET}/{pathlib.Path(path).name}", pathlib.Path(path).read_bytes())
+    yield paths
+    memory.rm(BUCKET, recursive=True)
+
+
+def decode(record: bytes) -> dict[str, Any]:
+    return {"i": np.frombuffer(record[:4], np.int32)[0]}
+
+
+def test_a_batch_over_every_file_asks_every_footer_then_every_chunk_at_once(
+        local_files: list[str], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datarax.storage import RemoteShards, ShardCache, list_objects
+    from datarax.storage.fetch import Fetcher
+    from datarax.storage.head_start import HeadStart
+
+    objects = list_objects(f"memory:/{BUCKET}/*.array_record")
+    shards = RemoteShards(objects, cache=ShardCache(tmp_path, max_bytes="64M"), behind=FILES)
+    # a request waits until all of its kind are in flight: the tails (each file's footer,
+    # the request ending at the file's end), then two chunks a file; a kind asked for in
+    # rounds never gathers, and its barrier breaks (the test fails, after 10 s)
+    tails, chunks = threading.Barrier(FILES, timeout=10), threading.Barrier(2 * FILES, timeout=10)
+    broken: list[str] = []
+    read_range = Fetcher.read_range
+
+    def together(self: Any, obj: Any, start: int, end: int) -> bytes:
+        barrier = tails if end == obj.size else chunks
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            broken.append("footers" if barrier is tails else "chunks")
+        return read_range(self, obj, start, end)
+
+    monkeypatch.setattr(Fetcher, "read_range", together)
+    head = HeadStart(shards, request_bytes=0, budget=1 << 30)
+    try:
+        got = head.read({f: [30, 3] for f in range(FILES)})  # not neighbours: 2 requests a file
+        assert broken == []
+        local = {pathlib.Path(p).name: read_records(p) for p in local_files}
+        assert got == {f: [local[o.name][30], local[o.name][3]] for f, o in enumerate(objects)}
+        assert head.stats()["ranged_requests"] == 3 * FILES  # a footer and two chunks a file
+        assert shards.stats()["fetched"] == 0
+    finally:
+        head.close()
+        shards.close()
+
+
+def test_a_global_shuffle_starts_no_download_before_its_first_batch_is_read_by_range(
+        local_files: list[str], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache, head_start
+    from datarax.storage.fetch import Fetcher
+
+    monkeypatch.setattr(head_start, "REQUEST_BYTES", 0)  # any read by range
+    monkeypatch.setattr(head_start, "BUDGET_SHARE", 4)  # a batch of 64 in these 4.7 MB
+    monkeypatch.setattr(head_start, "COUNT_MIN_SIZE", 0)  # counted from footers, not downloads
+    lock = threading.Lock()
+    ranged = {"in_flight": 0, "done": 0}
+    at_downloads: list[tuple[int, int]] = []  # (in flight, done) as each download starts
+    read_range, download = Fetcher.read_range, Fetcher.download
+
+    def counted_range(self: Any, obj: Any, start: int, end: int) -> bytes:
+        with lock:
+            ranged["in_flight"] += 1
+        try:
+            return read_range(self, obj, start, end)
+        finally:
+            with lock:
+                ranged["in_flight"] -= 1
+                ranged["done"] += 1
+
+    def noted_download(self: Any, obj: Any, part: str) -> None:
+        with lock:
+            at_downloads.append((ranged["in_flight"], ranged["done"]))
+        download(self, obj, part)
+
+    monkeypatch.setattr(Fetcher, "read_range", counted_range)
+    monkeypatch.setattr(Fetcher, "download", noted_download)
+    config = ArrayRecordSourceConfig(shuffle_files=True, seed=3)
+    with ArrayRecordSourceModule(config, sorted(local_files), decode=decode) as local:  # by name
+        expected = [np.asarray(local.get_batch(BATCH)["i"]).tolist()
+                    for _ in range(FILES * PER_FILE // BATCH)]
+    with ArrayRecordSourceModule(config, f"memory:/{BUCKET}/*.array_record", decode=decode,
+                                 cache=ShardCache(tmp_path, max_bytes="64M")) as remote:
+        built = ranged["done"]  # the footers, read to count the records
+        first = np.asarray(remote.get_batch(BATCH)["i"]).tolist()
+        first_requests = remote.stats()["storage"]["ranged_requests"]
+        assert first_requests >= BATCH // 2  # the first batch came by range
+        rest = [np.asarray(remote.get_batch(BATCH)["i"]).tolist()
+                for _ in range(FILES * PER_FILE // BATCH - 1)]
+        assert [first, *rest] == expected
+        assert remote.stats()["storage"]["fetched"] == FILES  # each file downloaded once
+    assert len(at_downloads) == FILES
+    # every download started with no ranged request in flight, after the first batch's
+    assert all(in_flight == 0 and done >= built + first_requests
+               for in_flight, done in at_downloads)
