@@ -10,6 +10,10 @@ then writing its shards. Shard ``todo[i]`` goes to process ``i % n`` (0: the mai
 which process writes a shard never changes its bytes. A worker ends with its main process
 (killed or not), and a worker that dies or fails ends the write with its error (the main
 process looks for one each time it reports progress, and while it waits).
+
+A pool may also be started before its rows are opened (``WorkerPool(n)``, then
+:meth:`WorkerPool.send_rows`): :func:`~datarax.dataset.conversion.convert` starts its
+workers before it parses the input, so their start overlaps that work too.
 """
 
 from __future__ import annotations
@@ -63,7 +67,10 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
     writer's reports, ``("idle", None)`` after each task, ``("error", text)``)."""
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     try:
-        rows = pickle.loads(tasks.get())
+        state = tasks.get()
+        if state is None:  # ended before any rows were sent: nothing to do
+            return
+        rows = pickle.loads(state)
         while (task := tasks.get()) is not None:
             kind, payload = task
             if kind == "probe":
@@ -82,13 +89,13 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
 
 
 class WorkerPool:
-    """``workers - 1`` spawned processes holding a copy of ``rows``, this process the
-    first of the ``workers`` (see the module docstring); use it as a context manager
-    (its processes end with the block)."""
+    """``workers - 1`` spawned processes holding a copy of ``rows`` (given here, or later
+    to :meth:`send_rows`), this process the first of the ``workers`` (see the module
+    docstring); use it as a context manager (its processes end with the block)."""
 
-    def __init__(self, rows: Rows, workers: int) -> None:
+    def __init__(self, workers: int, rows: Rows | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")
-        state = pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)  # rows that do not pickle: now
+        state = None if rows is None else self._state(rows)  # rows that do not pickle: now
         self.workers = workers
         self.messages = ctx.Queue()
         self.tasks = [ctx.Queue() for _ in range(workers - 1)]
@@ -96,16 +103,33 @@ class WorkerPool:
         self.procs = [ctx.Process(target=_serve, daemon=True,
                                   args=(t, self.messages, self.counter, os.getpid()))
                       for t in self.tasks]
-        for p, t in zip(self.procs, self.tasks):
+        self.has_rows = False
+        for p in self.procs:
             p.start()  # small arguments: a start does not wait for the process to read them
+        if state is not None:
+            self._send(state)
+
+    @staticmethod
+    def _state(rows: Rows) -> bytes:
+        return pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)
+
+    def _send(self, state: bytes) -> None:
+        for t in self.tasks:
             t.put(state)  # sent by the queue's thread, while this process goes on
+        self.has_rows = True
+
+    def send_rows(self, rows: Rows) -> None:
+        """Give the workers of a pool started without rows their copy of ``rows``."""
+        if self.has_rows:
+            raise RuntimeError("WorkerPool.send_rows: the workers hold their rows already.")
+        self._send(self._state(rows))
 
     def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
         for t, p in zip(self.tasks, self.procs):
-            if kind is not None:  # the write failed: no task of it is wanted
+            if kind is not None or not self.has_rows:  # failed, or never used: no task wanted
                 p.terminate()
             elif p.is_alive():
                 t.put(None)

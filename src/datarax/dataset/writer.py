@@ -249,6 +249,7 @@ def write_dataset(
     class_names: Mapping[str, Sequence[str]] | None = None,
     progress: bool = False,
     extra: Mapping[str, Any] | None = None,
+    pool: WorkerPool | None = None,
 ) -> tuple[DatasetInfo, WriteSummary]:
     """Write ``records`` as a self-describing ArrayRecord dataset in folder ``dst``; returns
     the :class:`~datarax.dataset.metadata.DatasetInfo` written and a :class:`WriteSummary`.
@@ -269,6 +270,10 @@ def write_dataset(
         class_names: class names per label field (stored in the metadata).
         progress: show a progress bar (``tqdm``).
         extra: JSON stored under the metadata's ``extra``.
+        pool: worker processes started before ``records`` were opened (a
+            :class:`~datarax.dataset.write_workers.WorkerPool` of ``workers`` processes
+            without rows, whose start then overlaps the opening; the caller ends it), used
+            where ``workers`` would start them.
 
     Raises:
         ConfigError: ``dst`` is a URL (``s3://``, ``gs://`` ...): this writer writes a local
@@ -293,11 +298,14 @@ def write_dataset(
                 f"write_dataset workers={workers} needs records every process can read by row "
                 f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
         n = rows.length
-        pool = None
-        if workers > 1 and n is not None and shards > 1:  # started now: they start as we work
-            pool = stack.enter_context(WorkerPool(rows, min(workers, shards)))
-            if rows.probes_rows:  # what the hints read of every row, shared by the workers
-                rows.use_probes(pool.probe(rows))
+        if workers > 1 and n is not None and shards > 1 and pool is not None:
+            pool.send_rows(rows)  # started by the caller: they start as it opened the rows
+        elif workers > 1 and n is not None and shards > 1:  # started now: they start as we work
+            pool = stack.enter_context(WorkerPool(min(workers, shards), rows))
+        else:
+            pool = None
+        if pool is not None and rows.probes_rows:  # what the hints read of every row, shared
+            rows.use_probes(pool.probe(rows))
         feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
         job = _Job(dst, feats, shards, on_error, bounds)
