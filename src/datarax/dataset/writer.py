@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import os
@@ -57,7 +58,6 @@ from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_rec
 from datarax.dataset.write_workers import WorkerPool
 from datarax.errors import ConfigError
 from datarax.extras import require
-from datarax.storage.urls import expand_user, is_remote
 
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
 
@@ -124,10 +124,8 @@ class _ShardWriter:
     def add_encoded(self, records: list[bytes]) -> None:
         """Write records already encoded
         (:func:`~datarax.dataset.column_records.column_encoder`)."""
-        write = self.writer.write
         try:
-            for data in records:
-                write(data)
+            collections.deque(map(self.writer.write, records), maxlen=0)  # no Python loop
         except (OSError, RuntimeError) as err:  # array_record raises RuntimeError (disk full)
             raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
         self.records += len(records)
@@ -228,6 +226,8 @@ def _write_round_robin(job: _Job, rows: Rows, report: Callable[[str, Any], None]
 def refuse_url_destination(dst: Any, where: str) -> None:
     """A ConfigError when ``dst`` is a URL: the local writer writes local folders only (a
     URL taken as a relative path would land in a folder named after its scheme)."""
+    from datarax.storage.urls import is_remote  # (a worker process need not import storage)
+
     if is_remote(dst):
         raise ConfigError(
             f"{where} writes a local folder, and '{os.fspath(dst)}' is a URL. Write the dataset "
@@ -284,6 +284,8 @@ def write_dataset(
     with (folder_lock(dst, error=ConversionError, what="this write"),  # one writer per folder
           contextlib.ExitStack() as stack):
         started = time.perf_counter()
+        from datarax.storage.urls import expand_user  # (not in a worker process)
+
         dst = expand_user(dst)  # '~/ds' is the home folder's
         if not isinstance(shards, int) or shards < 1:
             raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
