@@ -207,6 +207,26 @@ def test_the_image_probe_in_parts_gives_the_hints_of_one_pass(tmp_path) -> None:
     assert whole["image"] == {"image_size": (None, None), "image_channels": 3}
 
 
+def test_small_files_the_probe_read_whole_are_written_from_those_bytes(tmp_path, monkeypatch) -> None:
+    from datarax.dataset import image_folder
+
+    src = _mixed_folder(tmp_path / "src")
+    rows = ImageFolderRows(src)
+    rows.hints()  # the header probe: every file under 4 KB is read whole
+    files = {row: os.path.join(src, path) for row, (path, _) in enumerate(rows.items)}
+    small = {row: open(p, "rb").read() for row, p in files.items() if os.path.getsize(p) < 4096}
+    assert 0 < len(small) < len(files)  # 07.png (300 x 200) is read at the write
+    for row in small:
+        os.remove(files[row])
+    assert [r["image"]["bytes"] for r in rows.iter_rows(0, 3)] == [small[0], small[1], small[2]]
+    monkeypatch.setattr(image_folder, "KEPT_BYTES", 0)  # nothing kept: every file read again
+    again = ImageFolderRows(_mixed_folder(tmp_path / "again"))
+    again.hints()
+    os.remove(os.path.join(again.root, again.items[0][0]))
+    with pytest.raises(FileNotFoundError):
+        next(again.iter_rows(0, 1))
+
+
 def _hf_parquet(root) -> str:
     """A Parquet file as Hugging Face ``datasets`` writes an image dataset: colour PNGs of
     two widths, a grey one last (stored as colour), class labels; row groups of 4."""
