@@ -207,6 +207,19 @@ def test_the_image_probe_in_parts_gives_the_hints_of_one_pass(tmp_path) -> None:
     assert whole["image"] == {"image_size": (None, None), "image_channels": 3}
 
 
+def test_a_probe_shared_by_processes_gives_every_part_once_in_order(tmp_path) -> None:
+    # each process first probes the rows it will write, then the parts left by others
+    from datarax.dataset.write_workers import WorkerPool
+
+    rows = ImageFolderRows(_mixed_folder(tmp_path / "src"))
+    with WorkerPool(2, rows) as pool:
+        parts = pool.probe(rows, shards=3, rows_per_part=2)
+    assert parts == [rows.probe(a, a + 2) for a in range(0, 8, 2)]
+    parted = ImageFolderRows(rows.root)
+    parted.use_probes(parts)
+    assert parted.hints() == ImageFolderRows(rows.root).hints()
+
+
 def test_small_files_the_probe_read_whole_are_written_from_those_bytes(tmp_path, monkeypatch) -> None:
     from datarax.dataset import image_folder
 

@@ -307,7 +307,7 @@ def write_dataset(
         else:
             pool = None
         if pool is not None and rows.probes_rows:  # what the hints read of every row, shared
-            rows.use_probes(pool.probe(rows))
+            rows.use_probes(pool.probe(rows, shards))
         feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
         job = _Job(dst, feats, shards, on_error, bounds)
