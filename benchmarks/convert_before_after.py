@@ -5,7 +5,12 @@ rounds of floor / before 1 process / after 1 / before 2 / after 2, each a fresh 
 processes, wrote the same files (shards and metadata, by SHA-256).
 
 Run: ``git archive COMMIT src | tar -x -C BEFORE`` then ``python -m
-benchmarks.convert_before_after BEFORE/src OUT.json [--rounds N] [--images N] [--lines N]``.
+benchmarks.convert_before_after BEFORE/src OUT.json [--rounds N] [--images N] [--lines N]
+[--inputs DIR] [--kinds png,parquet,jsonl]`` (``--inputs``: reuse the inputs of an earlier
+run, ``DIR/png``, ``DIR/parquet``, ``DIR/jsonl``). ``summary`` gives each round's ratios:
+one process over the floor by CPU and wall seconds, two over one by wall seconds and by
+``cpu_bound`` (one process's CPU seconds over the busier of two processes': what two
+give on two free cores).
 """
 
 from __future__ import annotations
