@@ -5,7 +5,12 @@ rounds of floor / before 1 process / after 1 / before 2 / after 2, each a fresh 
 processes, wrote the same files (shards and metadata, by SHA-256).
 
 Run: ``git archive COMMIT src | tar -x -C BEFORE`` then ``python -m
-benchmarks.convert_before_after BEFORE/src OUT.json [--rounds N] [--images N] [--lines N]``.
+benchmarks.convert_before_after BEFORE/src OUT.json [--rounds N] [--images N] [--lines N]
+[--inputs DIR] [--kinds png,parquet,jsonl]`` (``--inputs``: reuse the inputs of an earlier
+run, ``DIR/png``, ``DIR/parquet``, ``DIR/jsonl``). ``summary`` gives each round's ratios:
+one process over the floor by CPU and wall seconds, two over one by wall seconds and by
+``cpu_bound`` (one process's CPU seconds over the busier of two processes': what two
+give on two free cores).
 """
 
 from __future__ import annotations
@@ -31,11 +36,17 @@ def _digests(folder: pathlib.Path) -> dict[str, str]:
             for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def run(before_src: str, rounds: int, images: int, lines: int) -> dict:
+def run(before_src: str, rounds: int, images: int, lines: int,
+        inputs: str | None = None, kinds: tuple[str, ...] = ("png", "parquet", "jsonl")) -> dict:
     shutil.rmtree(DATA_DIR, ignore_errors=True)
     DATA_DIR.mkdir(parents=True)
-    srcs = {"png": make_png_folder(images, DATA_DIR), "parquet": make_parquet(images, DATA_DIR),
-            "jsonl": make_jsonl(lines, DATA_DIR)}
+    if inputs is not None:  # made by an earlier run: INPUTS/png, INPUTS/parquet, INPUTS/jsonl
+        srcs = {kind: pathlib.Path(inputs) / kind for kind in kinds}
+    else:
+        makers = {"png": lambda: make_png_folder(images, DATA_DIR),
+                  "parquet": lambda: make_parquet(images, DATA_DIR),
+                  "jsonl": lambda: make_jsonl(lines, DATA_DIR)}
+        srcs = {kind: makers[kind]() for kind in kinds}
     code = {"before": os.path.abspath(before_src), "after": str(ROOT / "src")}
     runs = []
     for r in range(rounds):
@@ -50,6 +61,7 @@ def run(before_src: str, rounds: int, images: int, lines: int) -> dict:
                 runs.append({"round": r, "kind": kind, "version": version, "contender": contender,
                              "seconds": round(one["seconds"], 4),
                              "cpu_seconds": round(one["cpu_seconds"], 4),
+                             "cpu_seconds_main": round(one["cpu_seconds_main"], 4),
                              "load": round(os.getloadavg()[0], 2)})
                 print(json.dumps(runs[-1]), flush=True)
     identical = {}
@@ -59,7 +71,39 @@ def run(before_src: str, rounds: int, images: int, lines: int) -> dict:
         identical[kind] = {"after_w1_eq_before_w1": d["after_datarax_w1"] == d["before_datarax_w1"],
                            "after_w2_eq_after_w1": d["after_datarax_w2"] == d["after_datarax_w1"],
                            "before_w2_eq_before_w1": d["before_datarax_w2"] == d["before_datarax_w1"]}
-    return {"cpus": os.cpu_count(), "runs": runs, "identical": identical}
+    return {"cpus": os.cpu_count(), "runs": runs, "identical": identical,
+            "summary": summarise(runs)}
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Per input, the ratios of each round, before and after: one process over the floor
+    (``w1_vs_floor``, by CPU and wall seconds) and two over one (``w2_vs_w1``, by wall
+    seconds and ``cpu_bound``)."""
+    out: dict = {}
+    for kind in dict.fromkeys(r["kind"] for r in runs):
+        mine = [r for r in runs if r["kind"] == kind]
+        per: dict = {}
+        for r in mine:
+            per.setdefault(r["round"], {})[(r["version"], r["contender"])] = r
+        ratios: dict = {}
+        for version in ("before", "after"):
+            for measure in ("cpu_seconds", "seconds"):
+                floor = [p[("after", "floor")][measure] for p in per.values()]
+                w1 = [p[(version, "datarax_w1")][measure] for p in per.values()]
+                w2 = [p[(version, "datarax_w2")][measure] for p in per.values()]
+                tag = "cpu" if measure == "cpu_seconds" else "wall"
+                ratios[f"{version}_w1_vs_floor_{tag}"] = [round(f / a, 3) for f, a in zip(floor, w1)]
+                if tag == "wall":
+                    ratios[f"{version}_w2_vs_w1_wall"] = [round(a / b, 3) for a, b in zip(w1, w2)]
+            # one process's CPU over the busier of two processes' (the main one or its
+            # worker): what two processes give on two free cores
+            ratios[f"{version}_w2_vs_w1_cpu_bound"] = [
+                round(p[(version, "datarax_w1")]["cpu_seconds"] / max(
+                    p[(version, "datarax_w2")]["cpu_seconds_main"],
+                    p[(version, "datarax_w2")]["cpu_seconds"]
+                    - p[(version, "datarax_w2")]["cpu_seconds_main"]), 3) for p in per.values()]
+        out[kind] = ratios
+    return out
 
 
 def main() -> None:
@@ -69,8 +113,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--images", type=int, default=20_000)
     parser.add_argument("--lines", type=int, default=200_000)
+    parser.add_argument("--inputs", default=None,
+                        help="a folder holding png/, parquet/ and jsonl/ inputs made before "
+                             "(else they are made, as bench_convert makes them)")
+    parser.add_argument("--kinds", default="png,parquet,jsonl")
     args = parser.parse_args()
-    result = run(args.before_src, args.rounds, args.images, args.lines)
+    result = run(args.before_src, args.rounds, args.images, args.lines, args.inputs,
+                 tuple(args.kinds.split(",")))
     pathlib.Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
 

@@ -20,7 +20,7 @@ from datarax.dataset import convert, encode_record
 from datarax.dataset import image_payload as image_payload_module
 from datarax.dataset import layout as layout_module
 from datarax.dataset.conversion import ImageFolderRows
-from datarax.dataset.fields import Features, Field, RecordMismatchError
+from datarax.dataset.fields import Features, Field, RecordMismatchError, infer_field
 from datarax.dataset.image_headers import intact_image_header, read_image_header
 from datarax.errors import RecordError
 
@@ -139,6 +139,7 @@ def _without_fast_paths(monkeypatch) -> None:
     monkeypatch.setattr(layout_module, "_scalar_bytes", lambda f, value: None)
     monkeypatch.setattr("datarax.dataset.images.read_image_header", lambda data: None)
     monkeypatch.setattr("datarax.dataset.writer.column_encoder", lambda features: None)
+    monkeypatch.setattr("datarax.dataset.fields._kept_image_header", lambda value: None)
 
 
 def test_converted_folders_equal_the_pil_paths_byte_for_byte(tmp_path, monkeypatch) -> None:
@@ -206,17 +207,100 @@ def test_the_image_probe_in_parts_gives_the_hints_of_one_pass(tmp_path) -> None:
     assert whole["image"] == {"image_size": (None, None), "image_channels": 3}
 
 
-@pytest.mark.slow
-def test_two_processes_write_what_one_writes(tmp_path) -> None:
+def test_a_probe_shared_by_processes_gives_every_part_once_in_order(tmp_path) -> None:
+    # each process first probes the rows it will write, then the parts left by others
+    from datarax.dataset.write_workers import WorkerPool
+
+    rows = ImageFolderRows(_mixed_folder(tmp_path / "src"))
+    with WorkerPool(2, rows) as pool:
+        parts = pool.probe(rows, shards=3, rows_per_part=2)
+    assert parts == [rows.probe(a, a + 2) for a in range(0, 8, 2)]
+    parted = ImageFolderRows(rows.root)
+    parted.use_probes(parts)
+    assert parted.hints() == ImageFolderRows(rows.root).hints()
+
+
+def test_small_files_the_probe_read_whole_are_written_from_those_bytes(tmp_path, monkeypatch) -> None:
+    from datarax.dataset import image_folder
+
     src = _mixed_folder(tmp_path / "src")
-    convert(src, tmp_path / "one", shards=3)
-    convert(src, tmp_path / "two", shards=3, workers=2)
+    rows = ImageFolderRows(src)
+    rows.hints()  # the header probe: every file under 4 KB is read whole
+    files = {row: os.path.join(src, path) for row, (path, _) in enumerate(rows.items)}
+    small = {row: open(p, "rb").read() for row, p in files.items() if os.path.getsize(p) < 4096}
+    assert 0 < len(small) < len(files)  # 07.png (300 x 200) is read at the write
+    for row in small:
+        os.remove(files[row])
+    assert [r["image"]["bytes"] for r in rows.iter_rows(0, 3)] == [small[0], small[1], small[2]]
+    monkeypatch.setattr(image_folder, "KEPT_BYTES", 0)  # nothing kept: every file read again
+    again = ImageFolderRows(_mixed_folder(tmp_path / "again"))
+    again.hints()
+    os.remove(os.path.join(again.root, again.items[0][0]))
+    with pytest.raises(FileNotFoundError):
+        next(again.iter_rows(0, 1))
+
+
+def _hf_parquet(root) -> str:
+    """A Parquet file as Hugging Face ``datasets`` writes an image dataset: colour PNGs of
+    two widths, a grey one last (stored as colour), class labels; row groups of 4."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    images = [_encoded("RGB", "PNG", (8 if i % 4 else 5, 6), i) for i in range(9)]
+    images.append(_encoded("L", "PNG", (8, 6), 9))
+    features = {"image": {"_type": "Image"},
+                "label": {"_type": "ClassLabel", "names": ["a", "b", "c"]}}
+    table = pa.table({
+        "image": pa.array([{"bytes": b, "path": None} for b in images],
+                          pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+        "label": pa.array([i % 3 for i in range(len(images))], pa.int64()),
+    }).replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+    os.makedirs(root)
+    pq.write_table(table, os.path.join(root, "train.parquet"), row_group_size=4)
+    return str(root)
+
+
+def _jsonl(root) -> str:
+    os.makedirs(root)
+    with open(os.path.join(root, "t.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"t": f"r{i} é", "v": i / 7, "k": i % 5}) + "\n"
+                     for i in range(50))
+    return str(root)
+
+
+_INPUTS = {"image folder": _mixed_folder, "parquet": _hf_parquet, "jsonl": _jsonl}
+
+
+@pytest.mark.parametrize("kind", list(_INPUTS))
+def test_two_processes_write_what_one_writes(tmp_path, kind) -> None:
+    src = _INPUTS[kind](tmp_path / "src")
+    one, _ = convert(src, tmp_path / "one", shards=3)
+    two, _ = convert(src, tmp_path / "two", shards=3, workers=2)
     assert _dataset_files(tmp_path / "one") == _dataset_files(tmp_path / "two")
-    with open(tmp_path / "t.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"t": f"r{i}", "v": i / 7}) + "\n" for i in range(50))
-    convert(str(tmp_path / "t.jsonl"), tmp_path / "j1", shards=4)
-    convert(str(tmp_path / "t.jsonl"), tmp_path / "j2", shards=4, workers=2)
-    assert _dataset_files(tmp_path / "j1") == _dataset_files(tmp_path / "j2")
+    assert [s.records for s in two.shards] == [s.records for s in one.shards]
+    assert sum(s.records for s in one.shards) == {"image folder": 8, "parquet": 10, "jsonl": 50}[kind]
+
+
+def test_workers_started_for_an_input_of_one_shard_are_ended(tmp_path) -> None:
+    # convert starts its workers before it opens the input; with one shard (the default
+    # for 50 rows) they have nothing to write and end without a trace
+    import multiprocessing
+
+    src = _jsonl(tmp_path / "src")
+    convert(src, tmp_path / "one")
+    info, _ = convert(src, tmp_path / "two", workers=2)
+    assert len(info.shards) == 1
+    assert _dataset_files(tmp_path / "one") == _dataset_files(tmp_path / "two")
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("name,data", _every_image())
+def test_an_image_field_inferred_from_its_header_is_the_one_pil_gives(name, data, monkeypatch) -> None:
+    from datarax.dataset import fields as fields_module
+
+    fast = infer_field("image", {"bytes": data, "path": None})
+    monkeypatch.setattr(fields_module, "_kept_image_header", lambda value: None)
+    assert fast == infer_field("image", {"bytes": data, "path": None}) == infer_field("image", data)
 
 
 class _Unpicklable:

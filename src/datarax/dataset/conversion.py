@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,6 +46,7 @@ from datarax.dataset.rows import (
     files_description,
 )
 from datarax.dataset.table_rows import TableRows
+from datarax.dataset.write_workers import WorkerPool
 from datarax.dataset.writer import (
     PARTIAL_DIR,
     ConversionError,
@@ -384,6 +386,25 @@ def convert(
     if runner == "local":
         refuse_url_destination(dst, "convert with runner='local'")
     path = isinstance(src, (str, os.PathLike))
+    with contextlib.ExitStack() as stack:
+        pool = None
+        if runner == "local" and path and isinstance(workers, int) and workers > 1 and (
+                shards is None or (isinstance(shards, int) and shards > 1)):
+            # the workers start (an interpreter, imports) while the input is opened here
+            pool = stack.enter_context(WorkerPool(workers if shards is None
+                                                  else min(workers, shards)))
+        return _convert(src, dst, path, pool, shards=shards, workers=workers,
+                        on_error=on_error, resume=resume, overwrite=overwrite, split=split,
+                        data_dir=data_dir, features=features, progress=progress,
+                        runner=runner, beam_options=beam_options, resize=resize)
+
+
+def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards: int | None,
+             workers: int, on_error: str, resume: bool, overwrite: bool, split: str | None,
+             data_dir: str | None, features: Features | None, progress: bool, runner: str,
+             beam_options: Sequence[str], resize: int | tuple[int, int] | None,
+             ) -> tuple[DatasetInfo, WriteSummary]:
+    """:func:`convert` once its worker processes (if any) are started."""
     src, dst = expand_user(src) if path else src, expand_user(dst)
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
     if path:
@@ -405,7 +426,7 @@ def convert(
         if runner == "local":
             return write_dataset(rows, dst, features=features, shards=count, workers=workers,
                                  on_error=on_error, resume=resume, overwrite=overwrite,
-                                 progress=progress, extra=extra)
+                                 progress=progress, extra=extra, pool=pool)
         try:
             import datarax.dataset.beam as beam  # noqa: PLC0415 - needs the beam extra
         except ImportError as err:

@@ -29,9 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from datarax.dataset.image_headers import ImageHeader, intact_image_header
 from datarax.dataset.images import (
     IMAGE_MODES,
     channels_of,
+    channels_of_mode,
     encoded_image_bytes,
     image_format,
     open_image,
@@ -286,6 +288,16 @@ def _nested_object(name: str, value: Any) -> UnstorableValueError | None:
         f"Flatten it into {way} before converting, or leave the field out.", field=name)
 
 
+def _kept_image_header(value: Any) -> ImageHeader | None:
+    """The header of encoded image bytes (or a Hugging Face image dict holding them) that
+    an image field keeps as they are
+    (:func:`~datarax.dataset.image_headers.intact_image_header`); None for anything else,
+    which PIL then opens."""
+    if isinstance(value, dict) and value.keys() <= {"bytes", "path"}:
+        value = value.get("bytes")
+    return intact_image_header(value) if type(value) is bytes else None
+
+
 def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = None) -> Field:
     """The :class:`Field` a value of one record implies.
 
@@ -302,6 +314,10 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         raise no_value(name)
     if isinstance(value, str):  # np.str_ too
         return Field(name, "str", (), "utf8", names)
+    header = _kept_image_header(value)
+    if header is not None:  # what PIL would say, from the header: no decode, no PIL import
+        return Field(name, "uint8", (header.height, header.width, channels_of_mode(header.mode)),
+                     header.format, names)
     encoded = read_encoded_image(name, value)
     if encoded is not None:
         data, image = encoded

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from datarax.dataset.images import file_bytes, image_size_and_grey
+from datarax.dataset.images import HEADER_BYTES, file_bytes, image_size_and_grey
 from datarax.dataset.metadata import METADATA_FILE, PARTIAL_DIR
 from datarax.dataset.rows import Rows
 from datarax.dataset.write_outcome import ConversionError
@@ -27,6 +27,8 @@ from datarax.dataset.write_outcome import ConversionError
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+#: bytes of small files kept by the probe, which read them whole, for the write
+KEPT_BYTES = 128 * 2**20
 
 
 def is_class_folder(root: str, name: str) -> bool:
@@ -40,7 +42,10 @@ def is_class_folder(root: str, name: str) -> bool:
 
 class ImageFolderRows(Rows):
     """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
-    (not hidden or dataset folders); images of several sizes get ``None`` dimensions."""
+    (not hidden or dataset folders); images of several sizes get ``None`` dimensions.
+
+    A file the header probe read whole (under 4 KB) is kept, up to :data:`KEPT_BYTES` in
+    all, and written from those bytes rather than read again."""
 
     probes_rows = True
 
@@ -62,6 +67,11 @@ class ImageFolderRows(Rows):
         self.length = len(self.items)
         self.description = f"the image folder {root}"
         self._probes: list[Any] | None = None
+        self._kept: dict[int, bytes] = {}  # row -> its file's bytes, read whole by the probe
+        self._kept_bytes = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_kept": {}, "_kept_bytes": 0}  # a process reads its own
 
     def hints(self) -> dict[str, dict[str, Any]]:
         """The class names, the image size over every file (``None`` where it varies),
@@ -97,9 +107,14 @@ class ImageFolderRows(Rows):
         widths: set[int] = set()
         first_grey: bool | None = None
         colour = False
-        for path, _ in self.items[start:stop]:
+        for row, (path, _) in enumerate(self.items[start:stop], start):
+            full = os.path.join(self.root, path)
             try:
-                height, width, grey = image_size_and_grey(os.path.join(self.root, path))
+                head = file_bytes(full, HEADER_BYTES)
+                if len(head) < HEADER_BYTES and self._kept_bytes + len(head) <= KEPT_BYTES:
+                    self._kept[row] = head  # the whole file: written from these bytes
+                    self._kept_bytes += len(head)
+                height, width, grey = image_size_and_grey(full, head)
             except (OSError, ValueError):  # reported with its row when it is written
                 continue
             heights.add(height)
@@ -118,5 +133,11 @@ class ImageFolderRows(Rows):
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
-        for path, label in self.items[start:stop]:
-            yield {"image": {"bytes": file_bytes(os.path.join(self.root, path))}, "label": label}
+        kept = self._kept
+        for row, (path, label) in enumerate(self.items[start:stop], start):
+            data = kept.pop(row, None) if kept else None
+            if data is None:
+                data = file_bytes(os.path.join(self.root, path))
+            else:
+                self._kept_bytes -= len(data)
+            yield {"image": {"bytes": data}, "label": label}

@@ -18,7 +18,7 @@ from typing import Any
 
 from datarax.dataset.image_headers import read_image_header
 
-__all__ = ["IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
+__all__ = ["HEADER_BYTES", "IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
            "image_format", "image_shape_hint", "image_size_and_grey", "open_image", "pil_image"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
@@ -76,8 +76,10 @@ def channels_of_mode(mode: str) -> int:
 _CHANNELS = {"L": 1, "1": 1, "I": 1, "I;16": 1, "F": 1, "LA": 4, "RGBA": 4, "PA": 4}
 
 
-#: bytes of a file read for its image header: first, and where that was not enough
-_HEADER_BYTES = (4096, 65536)
+#: bytes of a file read first for its image header (fewer: the whole file), and where
+#: that was not enough
+HEADER_BYTES = 4096
+_MORE_HEADER_BYTES = 65536
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
@@ -110,10 +112,12 @@ def file_bytes(path: str, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int, int, bool]:
+def image_size_and_grey(item: bytes | bytearray | memoryview | str,
+                        first: bytes | None = None) -> tuple[int, int, bool]:
     """``(height, width, grey)`` of an encoded image (bytes, or the path of its file) as PIL
     opens it, from its header (:func:`~datarax.dataset.image_headers.read_image_header`,
     PIL's own reader where that does not know it); OSError or ValueError when it is none.
+    ``first``: the first :data:`HEADER_BYTES` bytes of the file ``item``, read already.
 
     Example:
         >>> out = io.BytesIO()
@@ -125,10 +129,10 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str) -> tuple[int
         head, opened = (item if type(item) is bytes else bytes(item)), None  # no copy of bytes
         header = read_image_header(head)
     else:  # a few KB hold most headers; a JPEG's EXIF thumbnail may push it further
-        head, opened = file_bytes(item, _HEADER_BYTES[0]), item
+        head, opened = file_bytes(item, HEADER_BYTES) if first is None else first, item
         header = read_image_header(head)
-        if header is None and len(head) == _HEADER_BYTES[0]:
-            head = file_bytes(item, _HEADER_BYTES[1])
+        if header is None and len(head) == HEADER_BYTES:
+            head = file_bytes(item, _MORE_HEADER_BYTES)
             header = read_image_header(head)
     if header is not None:
         return header.height, header.width, channels_of_mode(header.mode) == 1

@@ -28,7 +28,6 @@ from typing import Any
 
 from datarax.dataset.fields import Features
 from datarax.errors import DataraxError
-from datarax.storage.urls import expand_user, is_remote, join_url, read_json
 
 __all__ = [
     "FORMAT_NAME",
@@ -141,6 +140,9 @@ def read_metadata(directory: str | os.PathLike[str], *,
                   storage_options: Mapping[str, Any] | None = None) -> DatasetInfo:
     """The :class:`DatasetInfo` of a dataset folder, local or a URL (``s3://bucket/ds``,
     read with ``storage_options`` as in :mod:`datarax.storage.urls`)."""
+    # imported here: a writer's worker process need not import datarax.storage
+    from datarax.storage.urls import expand_user, is_remote, join_url, read_json
+
     directory = expand_user(directory)
     path = (join_url(os.fspath(directory), METADATA_FILE) if is_remote(directory)
             else os.path.join(directory, METADATA_FILE))
@@ -164,6 +166,8 @@ def find_dataset(paths: Any) -> str | None:
     """The dataset folder ``paths`` names (a folder holding :data:`METADATA_FILE`, or a
     glob / list of files in one), or None for plain files; DataraxError for a folder
     holding an unfinished conversion."""
+    from datarax.storage.urls import expand_user  # (see read_metadata)
+
     paths = expand_user(paths)
     if isinstance(paths, (str, os.PathLike)):
         path = os.fspath(paths)

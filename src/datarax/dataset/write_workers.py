@@ -10,6 +10,10 @@ then writing its shards. Shard ``todo[i]`` goes to process ``i % n`` (0: the mai
 which process writes a shard never changes its bytes. A worker ends with its main process
 (killed or not), and a worker that dies or fails ends the write with its error (the main
 process looks for one each time it reports progress, and while it waits).
+
+A pool may also be started before its rows are opened (``WorkerPool(n)``, then
+:meth:`WorkerPool.send_rows`): :func:`~datarax.dataset.conversion.convert` starts its
+workers before it parses the input, so their start overlaps that work too.
 """
 
 from __future__ import annotations
@@ -40,17 +44,32 @@ def _end_with(parent: int) -> None:
     os._exit(1)
 
 
-def _probe_parts(rows: Rows, counter: Any, parts: int,
+def _probe_parts(rows: Rows, taken: Any, parts: int, owned: list[list[int]], me: int,
                  put: Callable[[int, Any], None]) -> None:
-    """Probe part after part of ``rows`` (:func:`_part`), the next one not taken by
-    another process (``counter``), until none is left."""
-    while True:
-        with counter.get_lock():
-            part = counter.value
-            counter.value += 1
-        if part >= parts:
-            return
-        put(part, rows.probe(*_part(rows.length or 0, parts, part)))
+    """Probe part after part of ``rows`` (:func:`_part`): first the parts of process
+    ``me``'s own rows (``owned[me]``, the rows it will write), then those of the others
+    not taken yet, until none is left (``taken[q]``: how many of ``owned[q]`` a process
+    has taken)."""
+    for q in [me, *(q for q in range(len(owned)) if q != me)]:
+        while True:
+            with taken.get_lock():
+                k = taken[q]
+                taken[q] = k + 1
+            if k >= len(owned[q]):
+                break
+            part = owned[q][k]
+            put(part, rows.probe(*_part(rows.length or 0, parts, part)))
+
+
+def _shard_of(row: int, count: int, shards: int) -> int:
+    """The shard holding row ``row`` of ``count`` rows in ``shards`` contiguous shards
+    (shard ``s`` starts at ``s * count // shards``)."""
+    s = row * shards // count
+    while s + 1 < shards and (s + 1) * count // shards <= row:
+        s += 1
+    while s > 0 and s * count // shards > row:
+        s -= 1
+    return s
 
 
 def _part(count: int, parts: int, part: int) -> tuple[int, int]:
@@ -63,11 +82,14 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
     writer's reports, ``("idle", None)`` after each task, ``("error", text)``)."""
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     try:
-        rows = pickle.loads(tasks.get())
+        state = tasks.get()
+        if state is None:  # ended before any rows were sent: nothing to do
+            return
+        rows = pickle.loads(state)
         while (task := tasks.get()) is not None:
             kind, payload = task
             if kind == "probe":
-                _probe_parts(rows, counter, payload,
+                _probe_parts(rows, counter, *payload,
                              lambda part, value: messages.put(("probed", (part, value))))
                 messages.put(("idle", None))
             else:
@@ -82,30 +104,47 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
 
 
 class WorkerPool:
-    """``workers - 1`` spawned processes holding a copy of ``rows``, this process the
-    first of the ``workers`` (see the module docstring); use it as a context manager
-    (its processes end with the block)."""
+    """``workers - 1`` spawned processes holding a copy of ``rows`` (given here, or later
+    to :meth:`send_rows`), this process the first of the ``workers`` (see the module
+    docstring); use it as a context manager (its processes end with the block)."""
 
-    def __init__(self, rows: Rows, workers: int) -> None:
+    def __init__(self, workers: int, rows: Rows | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")
-        state = pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)  # rows that do not pickle: now
+        state = None if rows is None else self._state(rows)  # rows that do not pickle: now
         self.workers = workers
         self.messages = ctx.Queue()
         self.tasks = [ctx.Queue() for _ in range(workers - 1)]
-        self.counter = ctx.Value("q", 0)  # the next probe part to take
+        self.counter = ctx.Array("q", workers)  # probe parts taken, of each one's own
         self.procs = [ctx.Process(target=_serve, daemon=True,
                                   args=(t, self.messages, self.counter, os.getpid()))
                       for t in self.tasks]
-        for p, t in zip(self.procs, self.tasks):
+        self.has_rows = False
+        for p in self.procs:
             p.start()  # small arguments: a start does not wait for the process to read them
+        if state is not None:
+            self._send(state)
+
+    @staticmethod
+    def _state(rows: Rows) -> bytes:
+        return pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)
+
+    def _send(self, state: bytes) -> None:
+        for t in self.tasks:
             t.put(state)  # sent by the queue's thread, while this process goes on
+        self.has_rows = True
+
+    def send_rows(self, rows: Rows) -> None:
+        """Give the workers of a pool started without rows their copy of ``rows``."""
+        if self.has_rows:
+            raise RuntimeError("WorkerPool.send_rows: the workers hold their rows already.")
+        self._send(self._state(rows))
 
     def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
         for t, p in zip(self.tasks, self.procs):
-            if kind is not None:  # the write failed: no task of it is wanted
+            if kind is not None or not self.has_rows:  # failed, or never used: no task wanted
                 p.terminate()
             elif p.is_alive():
                 t.put(None)
@@ -115,14 +154,24 @@ class WorkerPool:
                 p.terminate()
                 p.join()
 
-    def probe(self, rows: Rows, rows_per_part: int = _PROBE_ROWS) -> list[Any]:
-        """``rows.probe`` over consecutive parts of ``rows``, in order: taken in turn by
-        this process (while its workers start) and by the workers."""
-        parts = max(1, -(-(rows.length or 0) // rows_per_part))
-        for t in self.tasks:
-            t.put(("probe", parts))
+    def probe(self, rows: Rows, shards: int = 1, rows_per_part: int = _PROBE_ROWS) -> list[Any]:
+        """``rows.probe`` over consecutive parts of ``rows``, in order. Each process
+        first takes the parts of the rows it will write (of ``shards`` contiguous shards,
+        shard ``s`` by process ``s % workers``: what a probe reads, such as a small file
+        read whole, it may keep for its write), then helps with the parts others have not
+        taken (this one starts while its workers start)."""
+        count = rows.length or 0
+        parts = max(1, -(-count // rows_per_part))
+        owned: list[list[int]] = [[] for _ in range(self.workers)]
+        for part in range(parts):
+            first = _part(count, parts, part)[0]
+            owned[_shard_of(first, count, shards) % self.workers if count else 0].append(part)
+        with self.counter.get_lock():
+            self.counter[:] = [0] * self.workers
+        for w, t in enumerate(self.tasks, 1):
+            t.put(("probe", (parts, owned, w)))
         found: dict[int, Any] = {}
-        _probe_parts(rows, self.counter, parts, found.__setitem__)
+        _probe_parts(rows, self.counter, parts, owned, 0, found.__setitem__)
         idle: list[None] = []
 
         def take(kind: str, value: Any) -> None:

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import os
@@ -57,7 +58,6 @@ from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_rec
 from datarax.dataset.write_workers import WorkerPool
 from datarax.errors import ConfigError
 from datarax.extras import require
-from datarax.storage.urls import expand_user, is_remote
 
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
 
@@ -124,10 +124,8 @@ class _ShardWriter:
     def add_encoded(self, records: list[bytes]) -> None:
         """Write records already encoded
         (:func:`~datarax.dataset.column_records.column_encoder`)."""
-        write = self.writer.write
         try:
-            for data in records:
-                write(data)
+            collections.deque(map(self.writer.write, records), maxlen=0)  # no Python loop
         except (OSError, RuntimeError) as err:  # array_record raises RuntimeError (disk full)
             raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
         self.records += len(records)
@@ -228,6 +226,8 @@ def _write_round_robin(job: _Job, rows: Rows, report: Callable[[str, Any], None]
 def refuse_url_destination(dst: Any, where: str) -> None:
     """A ConfigError when ``dst`` is a URL: the local writer writes local folders only (a
     URL taken as a relative path would land in a folder named after its scheme)."""
+    from datarax.storage.urls import is_remote  # (a worker process need not import storage)
+
     if is_remote(dst):
         raise ConfigError(
             f"{where} writes a local folder, and '{os.fspath(dst)}' is a URL. Write the dataset "
@@ -249,6 +249,7 @@ def write_dataset(
     class_names: Mapping[str, Sequence[str]] | None = None,
     progress: bool = False,
     extra: Mapping[str, Any] | None = None,
+    pool: WorkerPool | None = None,
 ) -> tuple[DatasetInfo, WriteSummary]:
     """Write ``records`` as a self-describing ArrayRecord dataset in folder ``dst``; returns
     the :class:`~datarax.dataset.metadata.DatasetInfo` written and a :class:`WriteSummary`.
@@ -269,6 +270,10 @@ def write_dataset(
         class_names: class names per label field (stored in the metadata).
         progress: show a progress bar (``tqdm``).
         extra: JSON stored under the metadata's ``extra``.
+        pool: worker processes started before ``records`` were opened (a
+            :class:`~datarax.dataset.write_workers.WorkerPool` of ``workers`` processes
+            without rows, whose start then overlaps the opening; the caller ends it), used
+            where ``workers`` would start them.
 
     Raises:
         ConfigError: ``dst`` is a URL (``s3://``, ``gs://`` ...): this writer writes a local
@@ -279,6 +284,8 @@ def write_dataset(
     with (folder_lock(dst, error=ConversionError, what="this write"),  # one writer per folder
           contextlib.ExitStack() as stack):
         started = time.perf_counter()
+        from datarax.storage.urls import expand_user  # (not in a worker process)
+
         dst = expand_user(dst)  # '~/ds' is the home folder's
         if not isinstance(shards, int) or shards < 1:
             raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
@@ -293,11 +300,14 @@ def write_dataset(
                 f"write_dataset workers={workers} needs records every process can read by row "
                 f"(a list, a Hugging Face Dataset, files), not {rows.description}; use workers=1.")
         n = rows.length
-        pool = None
-        if workers > 1 and n is not None and shards > 1:  # started now: they start as we work
-            pool = stack.enter_context(WorkerPool(rows, min(workers, shards)))
-            if rows.probes_rows:  # what the hints read of every row, shared by the workers
-                rows.use_probes(pool.probe(rows))
+        if workers > 1 and n is not None and shards > 1 and pool is not None:
+            pool.send_rows(rows)  # started by the caller: they start as it opened the rows
+        elif workers > 1 and n is not None and shards > 1:  # started now: they start as we work
+            pool = stack.enter_context(WorkerPool(min(workers, shards), rows))
+        else:
+            pool = None
+        if pool is not None and rows.probes_rows:  # what the hints read of every row, shared
+            rows.use_probes(pool.probe(rows, shards))
         feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
         job = _Job(dst, feats, shards, on_error, bounds)
