@@ -1,7 +1,8 @@
 """A compiled pass dispatched ahead on the loop's own thread (the TPU and GPU path:
 ``WORKER_BACKENDS`` without the backend), run here on the CPU: the same batches and
 states as with the worker and as ``prefetch=0``, no thread, an error met ahead raised at
-its own batch, a source moved from outside followed, a filtered pass the same."""
+its own batch, a source moved from outside followed, a filtered pass the same, and what
+is set between epochs (``nnx.update``, a variable) used by the next epoch."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ def _noise_x(e, key):
     return e.update_data({"x": e.data["x"] + jax.random.uniform(key)})
 
 
-def _pipeline(prefetch: int, n: int = 50) -> Pipeline:
+def _pipeline(prefetch: int, n: int = 50, seed: int = 5) -> Pipeline:
     source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
                           {"x": np.arange(n, dtype=np.float32)})
     noise = ElementOperator(ElementOperatorConfig(stochastic=True), fn=_noise_x)
     return Pipeline(source=source, stages=[noise], batch_size=8, prefetch=prefetch,
-                    rngs=nnx.Rngs(5))
+                    rngs=nnx.Rngs(seed))
 
 
 def _served(pipeline: Pipeline, epochs: int) -> list[tuple[list[float], int, int]]:
@@ -104,6 +105,26 @@ def test_source_moved_from_outside_continues_from_there(on_loop, reference):
     next(it), next(it)
     pipeline.source.set_state(start)  # what was dispatched ahead belongs to the old position
     assert [np.asarray(b["x"]).tolist() for b in it] == [x for x, _, _ in reference[:7]]
+
+
+def test_nnx_update_between_epochs_is_used_by_the_next_epoch(on_loop, reference):
+    run, other = _pipeline(2, seed=5), _pipeline(2, seed=6)
+    for p in (run, other):  # both at epoch 1's start
+        for _ in p:
+            pass
+    nnx.update(run, nnx.state(other))  # other keys
+    got = _served(run, 1)
+    assert got == _served(other, 1) and got != reference[7:]
+
+
+def test_a_variable_set_between_epochs_is_used_by_the_next_epoch(on_loop, reference):
+    run, ref = _pipeline(2), _pipeline(0)
+    for p in (run, ref):  # another order from epoch 1 on, set outside any restore
+        for _ in p:
+            pass
+        p.source.permutation_seed.set_value(np.asarray(9, np.uint32))
+    got = _served(run, 1)
+    assert got == _served(ref, 1) and got != reference[7:]
 
 
 def test_a_filtered_pass_on_the_loops_thread(on_loop):

@@ -100,11 +100,6 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         what it prepares per epoch (``MemorySource``: the epoch's order as a table)."""
         return self.step_inputs()
 
-    def epoch_step_inputs_ready(self, epoch: int) -> bool:
-        """Whether :meth:`epoch_step_inputs` of ``epoch`` returns without waiting for
-        work made ahead (a pass started ahead of its epoch waits for none); default True."""
-        return True
-
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
         """Inside the compiled step: make :meth:`step_inputs` read as ``inputs``."""
         return contextlib.nullcontext()

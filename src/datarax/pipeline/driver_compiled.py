@@ -10,9 +10,6 @@ dispatched-but-unread batches queued, which overlaps the same work with no hand-
 between threads (~0.12 ms a batch at batch 1024 on a TPU v5e's host). The source's
 position moves only when a batch is handed out (``advance`` by the positions it
 covers); an error met dispatching ahead is raised by the ``next()`` of its own batch.
-On the loop's thread, a pass that has dispatched its last batch starts the next
-epoch's pass and dispatches its first batches (:mod:`datarax.pipeline.next_pass`),
-which the next pass takes where nothing changed in between.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from datarax.pipeline.devices import place_batch, stage_device
 from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
 from datarax.pipeline.driver import SourceMoved
 from datarax.pipeline.host_pass import check_finite
-from datarax.pipeline.next_pass import start_next_pass, take_next_pass
 from datarax.pipeline.plan import PassContext
 from datarax.typing import Batch
 
@@ -63,30 +59,15 @@ class CompiledDriver:
     """The batches of pass ``epoch`` of a compiled source, from where it stands (see
     :mod:`datarax.pipeline.driver`)."""
 
-    #: whether a pass dispatched ahead on the loop's thread starts the next epoch's pass
-    #: once it has dispatched its last batch (:mod:`datarax.pipeline.next_pass`). Off:
-    #: on a TPU v5e it cost the loop's thread ~0.5 ms an epoch more than it saved (the
-    #: same thread does the same work earlier, and checks it again at the switch)
-    next_pass_ahead = False
-
     def __init__(self, context: PassContext, epoch: int) -> None:
         self.context, self.source, self.plan = context, context.source, context.plan
         self.stats, self.epoch = context.stats, epoch
         self.queue: collections.deque[Any] = collections.deque()  # made here, not yet taken
         self.done = False  # the dispatch returned None
         self.failed: Exception | None = None  # met dispatching ahead, raised at its batch
+        self.dispatch: Any = self._open()
         self.ahead: DispatchAhead | None = None
-        self.on_loop = not (self.plan.prefetch == 0 or step_backend(self.plan) in WORKER_BACKENDS)
-        # the pass started ahead by the last one, where it is this pass exactly
-        ready = (take_next_pass(context, epoch) if self.on_loop and self.next_pass_ahead
-                 else context.session.pass_reuse.take_next())
-        if ready is not None and self.on_loop and self.next_pass_ahead:
-            self.dispatch: Any = ready.dispatch
-            self.queue, self.done, self.failed = ready.queue, ready.done, ready.failed
-        else:
-            self.dispatch = self._open()
-        self.started_next = False  # whether this pass started the next one
-        if not self.on_loop:
+        if self.plan.prefetch == 0 or step_backend(self.plan) in WORKER_BACKENDS:
             self.ahead = self._start()
         else:  # dispatched ahead on the loop's thread: no worker, the last pass's one ends
             parked = context.session.pass_reuse.parked()
@@ -130,10 +111,6 @@ class CompiledDriver:
                 self._dispatch()
             except Exception as err:  # noqa: BLE001 - raised by the next() of its batch
                 self.failed = err
-        if self.done and not self.started_next and self.failed is None and self.next_pass_ahead:
-            # every batch dispatched: start the next epoch's pass (asked again at the
-            # next batch while its inputs are still being made)
-            self.started_next = start_next_pass(self.context, self.epoch + 1)
         return item
 
     def _dispatch(self) -> bool:

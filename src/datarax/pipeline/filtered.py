@@ -266,8 +266,6 @@ class FilteredCompiledDriver(CompiledDriver):
     """The compiled driver of a filtered pass: full batches of kept records from
     :class:`FilteredDispatch`, the position advanced past each one's last kept record."""
 
-    next_pass_ahead = False  # where a filtered pass ends is known only once it is read
-
     def __init__(self, context: PassContext, epoch: int, at: int) -> None:
         self.at = at
         super().__init__(context, epoch)

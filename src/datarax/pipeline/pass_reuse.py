@@ -16,10 +16,7 @@ pass, what the next one would make again the same:
   on the device again);
 * the read-ahead worker of a pass that ended (:meth:`PassReuse.park`), which the next
   pass's :func:`~datarax.pipeline.dispatch.start_ahead` hands its batches to instead of
-  starting a thread (it ends by itself after ``ahead.PARK_SECONDS`` without one);
-* on an accelerator, the next epoch's pass started before it is asked for, with its
-  first batches dispatched (:mod:`datarax.pipeline.next_pass`), taken by the next pass
-  only where that pass would be built the same (:meth:`PassReuse.unchanged_since`).
+  starting a thread (it ends by itself after ``ahead.PARK_SECONDS`` without one).
 
 A pass therefore runs with exactly the arguments a fresh pass would build: batches are
 the same bit for bit, and nothing of a restore or ``nnx.update`` is missed (the graph
@@ -50,7 +47,7 @@ from datarax.pipeline.ahead import DispatchAhead
 COMPARE_MAX = 4096
 
 
-def host_copy(leaf: Any) -> Any:
+def _host_copy(leaf: Any) -> Any:
     """What a leaf is compared by next pass: a copy of a small NumPy value (positions are
     written in place), the object itself for a JAX array (immutable), else None."""
     if isinstance(leaf, jax.Array):
@@ -69,8 +66,8 @@ def _shapes(tree: Any, placed: bool = False) -> Any:
          v.sharding if placed and isinstance(v, jax.Array) else None) for v in leaves)
 
 
-def is_unchanged(leaf: Any, kept: Any) -> bool:
-    """Whether ``leaf`` is the value ``kept`` (a :func:`host_copy`) was taken of."""
+def _unchanged(leaf: Any, kept: Any) -> bool:
+    """Whether ``leaf`` is the value ``kept`` (a :func:`_host_copy`) was taken of."""
     if kept is None:
         return False
     if isinstance(kept, jax.Array):
@@ -93,10 +90,6 @@ class PassReuse:
         self.steps: dict[Any, Any] = {}
         self.bound: dict[Any, Any] = {}
         self._parked: DispatchAhead | None = None
-        self._next: Any = None  # the next epoch's pass, started ahead (next_pass.NextPass)
-        #: counts the calls of :meth:`constants` (a pass opened): a pass started ahead
-        #: applies only while no other pass was opened after it
-        self.generation = 0
 
     def park(self, worker: DispatchAhead) -> None:
         """Keep the worker of a pass that ended for the next pass (see the module)."""
@@ -111,34 +104,6 @@ class PassReuse:
             worker, self._parked = self._parked, None
         return worker
 
-    def park_next(self, ready: Any) -> None:
-        """Keep the next epoch's pass, started ahead (replacing any kept before)."""
-        with self._lock:
-            self._next = ready
-
-    def take_next(self) -> Any:
-        """The next epoch's pass started ahead, taken (None if there is none)."""
-        with self._lock:
-            ready, self._next = self._next, None
-        return ready
-
-    def unchanged_since(self, generation: int, graphdef: Any, state: Any) -> bool:
-        """Whether ``graphdef`` and ``state`` are what the pass of :meth:`constants` call
-        ``generation`` was built from, no other pass opened since, under the same JAX
-        settings: each leaf compared as :meth:`constants` compares it (a leaf it placed
-        again every pass, a large host array, counts as changed)."""
-        plain = nnx.to_pure_dict(state) if isinstance(state, nnx.State) else state
-        leaves, tree = jax.tree.flatten(plain)
-        with self._lock:
-            signature = self._signature
-            if (self.generation != generation or signature is None
-                    or signature[5] != bool(jax.config.jax_enable_x64)
-                    or signature[6] != str(jax.config.jax_default_device)
-                    or signature[1][0] != tree or len(leaves) != len(self._kept)
-                    or signature[0] != graphdef):
-                return False
-            return all(is_unchanged(leaf, kept) for leaf, kept in zip(leaves, self._kept))
-
     def constants(self, graphdef: Any, state: Any, key: Any, epoch: Any,
                   device: Any = None, inputs: Any = None) -> tuple[Any, Any, Any]:
         """``(state, key, epoch)`` on ``device`` (None: the default device) as
@@ -151,16 +116,15 @@ class PassReuse:
                      device, bool(jax.config.jax_enable_x64),
                      str(jax.config.jax_default_device))
         with self._lock:
-            self.generation += 1
             self.same = self._signature is not None and self._signature == signature
             if not self.same:
                 self._signature, self._kept, self._placed = signature, [None] * len(leaves), [None] * len(leaves)
                 self.steps, self.bound = {}, {}
-            changed = [i for i, leaf in enumerate(leaves) if not is_unchanged(leaf, self._kept[i])]
+            changed = [i for i, leaf in enumerate(leaves) if not _unchanged(leaf, self._kept[i])]
             placed_changed, key, epoch = jax.device_put(
                 ([leaves[i] for i in changed], key, epoch), device)
             for i, value in zip(changed, placed_changed):
-                self._kept[i] = host_copy(leaves[i])
+                self._kept[i] = _host_copy(leaves[i])
                 self._placed[i] = value
             return jax.tree.unflatten(tree, list(self._placed)), key, epoch
 

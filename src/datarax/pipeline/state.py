@@ -129,7 +129,6 @@ def restore(context: PassContext, state: Any) -> None:
     of another process count, or of an epoch such a restore re-split, is restored by
     :func:`datarax.pipeline.elastic.restore`; a plain one never enters it."""
     state = readable(context, state)
-    context.session.pass_reuse.take_next()  # a pass started ahead is not wanted now
     saved = _shard_of(state)
     shard = context.source.shard
     if saved is not None and ("share" in state or saved.count != shard.count):

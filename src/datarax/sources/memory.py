@@ -29,7 +29,7 @@ from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
-from datarax.sources.order_tables import placed_order, placed_order_ahead, placed_order_ready
+from datarax.sources.order_tables import placed_order, placed_order_ahead
 from datarax.sources.source_call import MISSING, check_config_and_data, source_config
 from datarax.typing import Batch
 
@@ -230,17 +230,6 @@ class MemorySource(IndexedSource):
         if (epoch + 2) * n <= np.iinfo(np.int32).max:
             placed_order_ahead(n, (seed + 1) % 2**32, position((epoch + 1) * n))
         return (self.__store.columns, order)
-
-    def epoch_step_inputs_ready(self, epoch: int) -> bool:
-        """Whether :meth:`epoch_step_inputs` of ``epoch`` returns at once: its order
-        made ahead and placed (or none needed)."""
-        n = self.__length
-        if (not self.config.shuffle or n > SHUFFLE_TABLE_MAX or not self.reads_by_position()
-                or (epoch + 1) * n > np.iinfo(np.int32).max):
-            return True
-        seed = (int(self.permutation_seed.get_value()) + int(epoch)) % 2**32
-        position = np.int64 if jax.config.jax_enable_x64 else np.int32
-        return placed_order_ready(n, seed, position(epoch * n))
 
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[None]:
         if isinstance(inputs, tuple):  # epoch_step_inputs' columns and epoch order

@@ -195,14 +195,6 @@ def placed_order(length: int, seed: int, base: np.integer) -> Any:
         return _put(length, seed, base)
 
 
-def placed_order_ready(length: int, seed: int, base: np.integer) -> bool:
-    """Whether :func:`placed_order` ``(length, seed, base)`` returns without waiting (made
-    ahead, or by an earlier caller, and finished)."""
-    with _LOCK:
-        found = _PLACED.get(_placed_key(length, seed, base))
-    return found is not None and found.done()
-
-
 def placed_order_ahead(length: int, seed: int, base: np.integer) -> None:
     """Start making :func:`placed_order` ``(length, seed, base)``, as this thread would
     place it, on the worker thread (unless made or being made)."""
