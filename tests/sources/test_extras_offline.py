@@ -37,15 +37,17 @@ def test_a_package_missing_below_the_optional_one_is_named(tmp_path, monkeypatch
     )
 
 
-def test_checkpoint_without_orbax_and_array_record_source_without_it_name_their_extras(
+def test_without_the_optional_packages_the_core_imports_and_each_user_names_its_extra(
         tmp_path):
     path = tmp_path / "data.array_record"
     path.write_bytes(b"")
-    code = textwrap.dedent(  # one fresh process, the two packages as if not installed
+    code = textwrap.dedent(  # one fresh process, the packages as if not installed
         f"""
         import sys
-        sys.modules["orbax"] = None
-        sys.modules["array_record"] = None
+        for name in ("orbax", "array_record", "datasets", "tensorflow_datasets"):
+            sys.modules[name] = None
+        import datarax.sources
+        print(datarax.sources.HFStreamingSource.__name__)  # the core import needs neither
         from datarax.core.errors import MissingExtraError
         try:
             import datarax.checkpoint
@@ -60,6 +62,7 @@ def test_checkpoint_without_orbax_and_array_record_source_without_it_name_their_
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip().splitlines() == [
+        "HFStreamingSource",
         "datarax.checkpoint needs the optional package 'orbax', which is not installed. "
         'Install it with: pip install "datarax[checkpoint]"',
         "ArrayRecordSourceModule needs the optional package 'array_record', which is not "
