@@ -101,7 +101,8 @@ def test_memory_source_keeps_its_records_when_the_callers_array_changes(offset, 
     images = aligned((rows, 2), offset=offset)
     want = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
     images[:] = want
-    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": images}), batch_size=4)
+    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": images}),
+                        batch_size=max(4, rows // 16))  # the epoch in a few batches
     images[:] = -1.0  # e.g. the caller normalises their copy in place afterwards
     got = [np.asarray(b["x"]) for b in pipeline]
     np.testing.assert_array_equal(np.concatenate(got), want)

@@ -13,7 +13,6 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -87,6 +86,21 @@ def centered(batch):
 
 keep = FilterOperator(predicate=lambda el: el.data["x"] % 3 != 1.5)
 for kind in sys.argv[1:]:  # one after the other: each kind's pass is over before the next
+    if kind == "exit":  # last: build, then exit while the thread compiles
+        import atexit
+        import jax.numpy as jnp
+
+        def heavy(batch):  # long enough to be compiling at exit
+            x = batch["x"]
+            for i in range(40):
+                x = jnp.sin(x) * (i + 1.5) + jnp.cumsum(x)
+            return {"x": x}
+        base = counts()["compiled"]
+        atexit.register(lambda: print("compiled", counts()["compiled"] - base))
+        source = MemorySource(MemorySourceConfig(), {"x": np.arange(60, dtype=np.float32)})
+        Pipeline(source=source, stages=[heavy], batch_size=8)
+        print("built")
+        break
     n, stages = {"batch-level": (10, [centered]), "filter": (12, [keep]),
                  "filter-batch-level": (12, [keep, centered])}[kind]
     source = MemorySource(MemorySourceConfig(shuffle=True, seed=5), {"x": np.arange(n, dtype=np.float32)})
@@ -104,16 +118,20 @@ for kind in sys.argv[1:]:  # one after the other: each kind's pass is over befor
 
 @pytest.fixture(scope="module")
 def counted() -> dict[str, list[str]]:
-    """Each kind's ``[ahead, during, rest]``, from one fresh interpreter (one start-up)."""
+    """Each kind's ``[ahead, during, rest]``, and ``exit``: the lines the process printed
+    after building its last pipeline, from one fresh interpreter (one start-up)."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
            "DATARAX_COMPILE_CACHE": "0"}
     env.pop("DATARAX_COMPILE_AHEAD", None)
     done = subprocess.run([sys.executable, "-c", _COUNTING, "batch-level", "filter",
-                           "filter-batch-level"], env=env,
+                           "filter-batch-level", "exit"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line.split(" ", 3) for line in done.stdout.strip().splitlines()[-3:]]
-    return {kind: rest for kind, *rest in lines}
+    assert "Traceback" not in done.stderr
+    lines = done.stdout.strip().splitlines()
+    built = lines.index("built")
+    kinds = {kind: rest for kind, *rest in (line.split(" ", 3) for line in lines[built - 3:built])}
+    return {**kinds, "exit": lines[built:]}
 
 
 def test_the_thread_compiles_the_full_and_the_short_batch_before_the_first_is_asked(counted):
@@ -162,35 +180,13 @@ def test_an_error_while_compiling_ahead_is_met_at_the_first_batch_with_its_messa
     assert "this stage refuses a batch of 4 records" in messages[0]
 
 
-def test_a_process_may_exit_right_after_building_and_waits_for_one_program_at_most():
+def test_a_process_may_exit_right_after_building_and_waits_for_one_program_at_most(counted):
     """60 records in batches of 8: a batch-level stage needs two programs (8 and the
     short 4); the process exits while the first compiles, and the second is never
     started (the interpreter waits for the thread, which ends before atexit runs)."""
-    code = """
-        import atexit, numpy as np, jax, jax.numpy as jnp
-        from datarax.core.compiled_store import counts
-        from datarax.pipeline import Pipeline
-        from datarax.sources import MemorySource, MemorySourceConfig
-        def heavy(batch):  # long enough to be compiling at exit
-            x = batch["x"]
-            for i in range(40):
-                x = jnp.sin(x) * (i + 1.5) + jnp.cumsum(x)
-            return {"x": x}
-        atexit.register(lambda: print("compiled", counts()["compiled"]))
-        source = MemorySource(MemorySourceConfig(), {"x": np.arange(60, dtype=np.float32)})
-        Pipeline(source=source, stages=[heavy], batch_size=8)
-        print("built")
-    """
-    env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
-           "DATARAX_COMPILE_CACHE": "0"}
-    env.pop("DATARAX_COMPILE_AHEAD", None)
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    words = done.stdout.split()
+    words = " ".join(counted["exit"]).split()
     assert words[0] == "built" and words[1] == "compiled", words
     assert int(words[2]) <= 1  # the program in flight at exit, never the short one
-    assert "Traceback" not in done.stderr
 
 
 class _Unlisted(IndexedDispatch):

@@ -242,7 +242,9 @@ def _brighten_by_a_draw(el, key):
     return {"image": el.data["image"] + jax.random.randint(key, (), 0, 9).astype(jnp.uint8)}
 
 
-@pytest.mark.parametrize("batch_size, n", [(3, 50), (16, 700), (256, 5000)])
+# (16, 700) lies between the other two on the same path: with -m slow
+@pytest.mark.parametrize("batch_size, n", [(3, 50), pytest.param(16, 700, marks=pytest.mark.slow),
+                                           (256, 5000)])
 def test_filter_reading_kept_positions_only_equals_reading_every_chunk(batch_size, n):
     """A source whose records depend on their positions alone has only the kept records
     read after the predicate; the batches, their keys and states equal the general path's."""

@@ -14,7 +14,7 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 from int_record_files import write_int_parts
 
-N, BATCH, SAVED_AFTER = 2_000, 64, 5
+N, BATCH, SAVED_AFTER = 1_000, 64, 5
 
 
 class LoggedDecode:

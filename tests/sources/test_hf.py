@@ -489,16 +489,8 @@ def test_from_hf_chooses(sst2_folder, numeric_folder):
     assert isinstance(from_hf(numeric_folder, "train", chunk_size=8), HFStreamingSource)
 
 
-def test_core_import_does_not_need_datasets():
-    code = (
-        "import sys; sys.modules['datasets'] = None; sys.modules['tensorflow_datasets'] = None; "
-        "import datarax.sources as s; print(s.HFStreamingSource.__name__)"
-    )
-    import subprocess
-
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "HFStreamingSource"
+# the core import without datasets (nor tensorflow_datasets): tests/sources/
+# test_extras_offline.py, in its one fresh process without the optional packages
 
 
 @pytest.mark.slow  # a fresh interpreter importing datasets and JAX

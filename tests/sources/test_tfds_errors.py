@@ -285,8 +285,10 @@ def _epochs(pipeline: Pipeline, count: int) -> list[list[int]]:
     return [[ids([b]) for b in pipeline] for _ in range(count)]
 
 
-@pytest.mark.parametrize("streaming", [True, False])
-@pytest.mark.parametrize("shard_index", [0, 1])
+# each kind and each share once by default; the other two pairs with -m slow
+@pytest.mark.parametrize(("streaming", "shard_index"), [
+    (True, 0), (False, 1), pytest.param(True, 1, marks=pytest.mark.slow),
+    pytest.param(False, 0, marks=pytest.mark.slow)])
 def test_resume_at_every_batch_of_three_shuffled_sharded_epochs(data_dir, streaming, shard_index):
     """A state saved after any batch of any epoch (shuffled, one of two shares, bad
     records skipped when streaming) resumes with exactly the batches an uninterrupted

@@ -2,7 +2,7 @@
 mid-run, a server that accepts but never answers) fails within ``DATARAX_RETRY_BUDGET``
 seconds with a ``RemoteStoreError`` naming the URL, the attempts, the time and what to do.
 
-The budgets here are 3 s; each test's ``pytest.mark.timeout`` is what fails it if the
+The budgets here are 1 s; each test's ``pytest.mark.timeout`` is what fails it if the
 library's own retries or timeouts (s3fs, botocore: 15 s a read, 5 tries) ran inside ours."""
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from datarax.storage.urls import RemoteObject, filesystem, list_objects
 if TYPE_CHECKING:
     from tests.storage.conftest import S3
 
-BUDGET = "3"
+BUDGET = "1"
 # what every budget error says: the URL, the attempts and seconds, the cause, what to do
-BUDGET_USED = (r"still failing after \d+ attempts? in \d+\.\d s \(the retry budget of 3 s used; "
+BUDGET_USED = (r"still failing after \d+ attempts? in \d+\.\d s \(the retry budget of 1 s used; "
                r"{cause}.*The store is down.*Check the endpoint.*raise DATARAX_RETRY_BUDGET "
-               r"\(seconds; now 3\)")
+               r"\(seconds; now 1\)")
 
 
 def test_the_budget_comes_from_the_environment_and_sets_the_timeouts(monkeypatch):
@@ -89,7 +89,7 @@ def _closed_port() -> int:
 
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Credentials for a local S3 endpoint, the budget at 3 s, no instance cached."""
+    """Credentials for a local S3 endpoint, the budget at 1 s, no instance cached."""
     s3fs = pytest.importorskip("s3fs")
     from tests.storage.conftest import client_env
 
@@ -120,7 +120,7 @@ def test_a_port_nobody_listens_on_fails_within_the_budget(aws_env, monkeypatch):
         list_objects("s3://nobody/a.bin", stats=stats)
     assert err.value.url == "s3://nobody/a.bin"
     # the budget ended it, not the retry count (on a loaded machine the first attempt,
-    # which opens the client session, may use all 3 s: no retry then)
+    # which opens the client session, may use all 1 s: no retry then)
     assert stats.snapshot()["retries"] < 10
 
 
