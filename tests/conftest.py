@@ -10,6 +10,7 @@ own store of compiled steps goes to a per-run folder too (``DATARAX_COMPILE_CACH
 never to ``~/.cache``.
 """
 
+import gc
 import os
 import shutil
 import sys
@@ -60,6 +61,18 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     for path in _RUN_CACHE:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def young_heap():
+    """Objects that existed before the test are left out of garbage collection while it
+    runs (gc.freeze), so a gc.collect() in it walks what the test made (pipelines,
+    iterators, their threads) instead of every library's objects: ~0.4 s less a call.
+    It can only collect less, so a thread left alive is still found
+    (datarax.testing.conformance.check_close_releases_threads)."""
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

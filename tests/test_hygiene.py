@@ -110,6 +110,7 @@ def test_import_and_one_epoch_change_nothing_global(tmp_path):
     if sys.platform.startswith("linux"):  # every thread of the process at its priority
         assert out["priorities"] == [before["process_priority"]]
     default = home / ".cache" / "datarax" / "jax"  # not written before the call (above)
+    assert after["config"]["jax_compilation_cache_dir"] == "None"
     assert out["cache"] == [str(default), str(default)] and default.is_dir()
 
 

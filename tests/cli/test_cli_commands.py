@@ -1,8 +1,9 @@
 """``datarax inspect / scan / bench`` on small data written here: ArrayRecord files (one
 with corrupt chunks), a local Hugging Face json dataset and a ``py:`` file building a
-Pipeline. The commands run through ``main(args)`` in this process (what they print and
-the exit status they return); test_bad_arguments_are_one_line_and_exit_2 runs the real
-entry point, ``python -m datarax``, in a new process."""
+Pipeline. The default run's commands run through ``main(args)`` in this process (what
+they print and the exit status they return); test_bad_arguments_are_one_line_and_exit_2
+(and some ``-m slow`` tests) run the real entry point, ``python -m datarax``, in a new
+process."""
 
 from __future__ import annotations
 

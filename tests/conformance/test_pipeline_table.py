@@ -117,7 +117,7 @@ def test_filter_source_declares_its_kind(row):
 
 
 @_filter_rows("threads")
-def test_filter_close_releases_threads(row):
+def test_filter_close_releases_threads(row, young_heap):
     conformance.check_close_releases_threads(row)
 
 

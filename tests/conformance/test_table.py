@@ -7,7 +7,6 @@ Filter, take, skip and repeat rows: test_pipeline_table.py.
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 
 import pytest
@@ -151,17 +150,6 @@ def test_source_declares_its_kind(row):
 
 
 # ----------------------------------------------------------------- threads
-@pytest.fixture
-def young_heap():
-    """Objects that existed before the test are left out of garbage collection while it
-    runs (gc.freeze), so the check's gc.collect() walks what the check made (pipelines,
-    iterators, their threads) instead of every library's objects: ~0.4 s less a call.
-    It can only collect less, so a thread left alive is still found."""
-    gc.freeze()
-    yield
-    gc.unfreeze()
-
-
 @parametrize_rows
 def test_close_releases_threads(row, young_heap):
     conformance.check_close_releases_threads(row)

@@ -99,7 +99,11 @@ def test_interleaving_follows_the_seed():
 
 
 def test_realised_proportions_in_every_window_of_10000_through_the_source():
-    mix = MixSource({"a": memory(0, 97), "b": Rows(1000, 1061), "c": memory(2000, 2043)},
+    # The shares are the mixture's schedule, whatever order each child serves its records
+    # in: unshuffled children (shuffled, each of their ~400 epochs here draws a permutation).
+    mix = MixSource({"a": memory(0, 97, shuffle=False),
+                     "b": Rows(1000, 1061, RowsConfig(shuffle=False)),
+                     "c": memory(2000, 2043, shuffle=False)},
                     weights={"a": 0.5, "b": 0.3, "c": 0.2}, seed=9, records_per_epoch=10**6)
     ids = read(mix, 30_000, chunk=2500)
     owner = np.searchsorted([1000, 2000], ids, side="right")

@@ -3,6 +3,8 @@ values, per-record choice (keys), exact resume through a Pipeline, and errors.""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,17 +30,33 @@ from operator_helpers import assert_key_invariant, pipeline
 X = jnp.arange(6, dtype=jnp.float32).reshape(3, 2)
 
 
+# One function object per operation: the fresh pipelines of a resume check find the step
+# compiled before (a step is cached by its stages' functions) instead of tracing it again.
+@functools.cache
+def plus(v):
+    return lambda a: a + v
+
+
+@functools.cache
+def times(v):
+    return lambda a: a * v
+
+
+def uniform_noise(a, k):
+    return a + jax.random.uniform(k, a.shape)
+
+
 def add(v):
-    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=lambda a: a + v, name=f"add{v}")
+    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=plus(v), name=f"add{v}")
 
 
 def mul(v):
-    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=lambda a: a * v, name=f"mul{v}")
+    return MapOperator(MapOperatorConfig(subtree=["x"]), fn=times(v), name=f"mul{v}")
 
 
 def noise():
-    return MapOperator(MapOperatorConfig(subtree=["x"], stochastic=True),
-                       fn=lambda a, k: a + jax.random.uniform(k, a.shape), name="noise")
+    return MapOperator(MapOperatorConfig(subtree=["x"], stochastic=True), fn=uniform_noise,
+                       name="noise")
 
 
 def keys(n, seed=0):
@@ -287,10 +305,16 @@ def test_choices_with_different_outputs_are_refused_naming_them():
 def test_parallel_and_branching_composites_resume_exactly():
     data = {"x": np.zeros((9, 2), np.float32), "k": np.arange(9, dtype=np.int32) % 2,
             "id": np.arange(9, dtype=np.int32)}
+    def route(r):
+        return r["k"]
+
+    def later(r):
+        return r["id"] > 4
+
     make = lambda: pipeline([
         composite("parallel", [noise(), add(1)], merge="mean"),
-        composite("branching", [noise(), mul(3)], router=lambda r: r["k"]),
-        composite("conditional_sequential", [noise()], conditions=[lambda r: r["id"] > 4]),
+        composite("branching", [noise(), mul(3)], router=route),
+        composite("conditional_sequential", [noise()], conditions=[later]),
     ], data, batch_size=4)
     report = check_resume_exact(make, [1, 2, 4], num_epochs=2)
     assert report.num_batches == 6

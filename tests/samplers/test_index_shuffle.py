@@ -19,7 +19,8 @@ def grain_perm(n: int, seed: int, indices=None) -> np.ndarray:
 @pytest.mark.parametrize("seed", [0, 42, 43, 2**32 - 1])
 def test_all_three_versions_equal_grain(n, seed):
     expected = grain_perm(n, seed)
-    assert [index_shuffle(i, n - 1, seed) for i in range(n)] == expected.tolist()
+    if seed in (0, 2**32 - 1):  # the pure-Python version (~65k encryptions per n and seed)
+        assert [index_shuffle(i, n - 1, seed) for i in range(n)] == expected.tolist()
     np.testing.assert_array_equal(index_shuffle_np(np.arange(n), n - 1, seed), expected)
     jitted = jax.jit(lambda i, s: index_shuffle_jnp(i, n - 1, s))
     np.testing.assert_array_equal(np.asarray(jitted(jnp.arange(n), jnp.uint32(seed))), expected)

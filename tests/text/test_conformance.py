@@ -54,10 +54,13 @@ ROW = SourceRow(
 )
 
 
-def _noise() -> list:
-    def add_noise(element, key):
-        return element.update_data({"noise": jax.random.uniform(key, (2,))})
+def add_noise(element, key):
+    return element.update_data({"noise": jax.random.uniform(key, (2,))})
 
+
+def _noise() -> list:
+    # one module-level function: the fresh pipelines of a check find the step compiled
+    # before instead of tracing it again
     return [ElementOperator(ElementOperatorConfig(stochastic=True), fn=add_noise)]
 
 
@@ -75,7 +78,7 @@ def test_resume_continues_a_stochastic_stage() -> None:
     cf.check_resume(ROW, "iterator", stages=_noise, points=cf.key_points(ROW, 4))
 
 
-def test_kind_spec_state_and_threads() -> None:
+def test_kind_spec_state_and_threads(young_heap) -> None:
     cf.check_kind(ROW)
     cf.check_spec(ROW)
     cf.check_nnx_state_small(ROW)

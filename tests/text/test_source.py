@@ -16,10 +16,16 @@ from datarax.text import FunctionDocuments, PackedTextConfig, PackedTextSource
 TEXTS = make_texts(90, seed=4, high=40)
 
 
+def every_pass_texts(epoch: int) -> list[str]:
+    """TEXTS in every pass (one function object: rebuilt pipelines find their step)."""
+    return TEXTS
+
+
 def _source(texts=TEXTS, **config) -> PackedTextSource:
     defaults = dict(seq_len=16, open_rows=3, tokenize_block=7, with_document_index=True)
     defaults.update(config)
-    return PackedTextSource(PackedTextConfig(**defaults), lambda epoch: texts, word_ids)
+    docs = every_pass_texts if texts is TEXTS else (lambda epoch: texts)
+    return PackedTextSource(PackedTextConfig(**defaults), docs, word_ids)
 
 
 def _assert_same(a: list[dict], b: list[dict]) -> None:

@@ -175,7 +175,10 @@ def uses_small_table(max_index: int) -> bool:
     return 0 < max_index and SMALL_DOMAIN > _TABLE_RATIO * (max_index + 1)
 
 
-@functools.lru_cache(maxsize=8)
+# 128 permutations (each `length` int64s, length < 2**14: at most 16 MiB): a mixture or
+# concatenation of many small sources, or pipelines rebuilt to resume, read one per
+# child and epoch; 8 were recomputed over and over (~10 ms each).
+@functools.lru_cache(maxsize=128)
 def small_permutation(length: int, seed: int) -> np.ndarray:
     """The whole permutation of ``[0, length)`` for small ``length`` (cached, read-only):
     every 16-bit block encrypted once, cycle walks resolved by pointer jumping."""
