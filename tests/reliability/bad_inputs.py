@@ -146,6 +146,22 @@ class IndexedNoLen(DataSourceModule):
         return {"x": jax.numpy.arange(size) + start}
 
 
+class SlicingSource(DataSourceModule):
+    """get_batch_at that slices with int(start): not traceable."""
+
+    def __init__(self) -> None:
+        super().__init__(_EmptyConfig())
+
+    def __len__(self) -> int:
+        return 6
+
+    def get_batch_at(self, start: Any, size: int, key: Any = None) -> dict[str, Any]:
+        return {"x": jax.numpy.arange(6)[int(start):int(start) + size]}
+
+    def element_spec(self) -> dict[str, Any]:
+        return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+
 class SpecLess(DataSourceModule):
     def __init__(self) -> None:
         super().__init__(_EmptyConfig())
@@ -479,6 +495,10 @@ simple("pipeline-indexed-source-without-len", "Pipeline arguments",
        "an indexed source without __len__", SourceContractError,
        "IndexedNoLen implements get_batch_at but not __len__",
        lambda: pipe(source=IndexedNoLen()))
+simple("pipeline-indexed-source-untraceable", "Pipeline arguments",
+       "an indexed source whose get_batch_at calls int(start)", ConfigError,
+       "SlicingSource.get_batch_at needs a concrete value of a traced array",
+       lambda: first_batch(pipe(source=SlicingSource())))
 
 # --------------------------------------------------- streams vs element_spec
 simple("stream-shape-drift", "Stream batches vs element_spec",
