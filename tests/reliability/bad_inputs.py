@@ -1004,6 +1004,24 @@ case("arrayrecord-decode-nested-dict", "ArrayRecord", "decode returning {'a': {'
          decode=lambda r: {"a": {"b": np.frombuffer(r, np.float32)}})))
 
 
+def _ar_decode_batch_only(tmp: Path, decode_batch: Callable[[list[bytes]], Any]) -> None:
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), _ar_file(tmp / "b.array_record"),
+                                         decode_batch=decode_batch))
+
+
+case("arrayrecord-decode-batch-not-a-dict", "ArrayRecord",
+     "decode_batch (no decode) returning a list", RecordError,
+     "decode_batch returned list, expected a dict of arrays with one row per record",
+     needs=AR)(lambda tmp: _ar_decode_batch_only(tmp, lambda records: [b"".join(records)]))
+case("arrayrecord-decode-batch-rows", "ArrayRecord",
+     "decode_batch (no decode) returning two rows per record", RecordError,
+     "decode_batch returned field 'x' as 2 rows for 1 record",
+     needs=AR)(lambda tmp: _ar_decode_batch_only(
+         tmp, lambda records: {"x": np.zeros((2 * len(records), 2), np.float32)}))
+
+
 # ------------------------------------------------------------------- HF / TFDS
 HF = "datarax.sources.hf"
 TFDS = "datarax.sources.tfds"
