@@ -1011,6 +1011,17 @@ def _ar_decode_batch_only(tmp: Path, decode_batch: Callable[[list[bytes]], Any])
                                          decode_batch=decode_batch))
 
 
+def _ar_state_into_memory(tmp: Path) -> None:
+    with _ar(_ar_file(tmp / "s.array_record")) as src:
+        next(iter(src))
+        MemorySource(MemorySourceConfig(), data()).set_state(src.get_state())
+
+
+case("arrayrecord-state-into-memory-source", "ArrayRecord",
+     "an ArrayRecord source's state given to MemorySource.set_state", StateError,
+     "MemorySource state was saved by a source of other settings: the state's are "
+     "['shuffle_files', 'on_error'], this source's ['shuffle']", field="shuffle",
+     needs=AR)(_ar_state_into_memory)
 case("arrayrecord-decode-batch-not-a-dict", "ArrayRecord",
      "decode_batch (no decode) returning a list", RecordError,
      "decode_batch returned list, expected a dict of arrays with one row per record",
