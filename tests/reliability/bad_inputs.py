@@ -206,6 +206,11 @@ simple("memory-arguments-swapped", "MemorySource data", "MemorySource(data, conf
        "the MemorySourceConfig second; the config comes first. Call "
        "MemorySource(MemorySourceConfig(), data=...).",
        lambda: MemorySource(data(), MemorySourceConfig()))
+simple("memory-records-of-float32-and-int32", "MemorySource data",
+       "records of one field as float32 and int32 arrays", DataraxError,
+       "MemorySource field 'x': record 1 is int32, record 0 is float32, which NumPy stacks as "
+       "float64, a dtype no record has; give every record of a field one dtype",
+       lambda: MemorySource(MemorySourceConfig(), [{"x": np.float32(1)}, {"x": np.int32(2)}]))
 simple("memory-data-missing", "MemorySource data", "MemorySource(config) without data",
        ConfigError,
        "MemorySource needs its data after the config. Call MemorySource(MemorySourceConfig(), "

@@ -136,7 +136,20 @@ def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool
                 "records to one shape)."
             )
         if all(isinstance(v, (jax.Array, np.ndarray, np.generic)) for v in values):
-            columns[path] = _column(path, np.stack([np.asarray(v) for v in values]), cast_float64)
+            arrays = [np.asarray(v) for v in values]
+            stacked = np.stack(arrays)
+            dtypes = [a.dtype for a in arrays]
+            if (stacked.dtype in (np.float64, np.complex128) and stacked.dtype not in dtypes
+                    and not cast_float64 and not jax.config.jax_enable_x64):
+                # float32 and int32 records stack as float64: not what the user gave
+                bad = next(i for i, d in enumerate(dtypes) if d != dtypes[0])
+                raise DataraxError(
+                    f"MemorySource field '{_name(path)}': record {bad} is {dtypes[bad]}, record "
+                    f"0 is {dtypes[0]}, which NumPy stacks as {stacked.dtype}, a dtype no record "
+                    "has; give every record of a field one dtype (e.g. "
+                    f"np.asarray(value, np.{dtypes[0]}))."
+                )
+            columns[path] = _column(path, stacked, cast_float64)
         else:
             columns[path] = _column(path, values, cast_float64, records=True)
     return columns
