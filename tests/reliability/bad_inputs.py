@@ -211,6 +211,11 @@ simple("memory-records-of-float32-and-int32", "MemorySource data",
        "MemorySource field 'x': record 1 is int32, record 0 is float32, which NumPy stacks as "
        "float64, a dtype no record has; give every record of a field one dtype",
        lambda: MemorySource(MemorySourceConfig(), [{"x": np.float32(1)}, {"x": np.int32(2)}]))
+simple("memory-text-str-and-bytes", "MemorySource data",
+       "a text field holding str in one record and bytes in another", DataraxError,
+       "MemorySource field 't': record 1 holds bytes, record 0 str; a text field holds str in "
+       "every record or bytes in every record.",
+       lambda: MemorySource(MemorySourceConfig(), [{"t": "a"}, {"t": b"b"}]))
 simple("memory-data-missing", "MemorySource data", "MemorySource(config) without data",
        ConfigError,
        "MemorySource needs its data after the config. Call MemorySource(MemorySourceConfig(), "
