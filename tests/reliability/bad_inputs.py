@@ -1032,6 +1032,18 @@ case("arrayrecord-state-into-memory-source", "ArrayRecord",
      "MemorySource state was saved by a source of other settings: the state's are "
      "['shuffle_files', 'on_error'], this source's ['shuffle']", field="shuffle",
      needs=AR)(_ar_state_into_memory)
+def _ar_skip_nothing_decodes(tmp: Path) -> None:
+    def refuse(record: bytes) -> Any:
+        raise ValueError("decode cannot read this layout")
+
+    _ar_read_all(_ar(_ar_file(tmp / "k.array_record"), decode=refuse, on_error="skip"))
+
+
+case("arrayrecord-skip-nothing-decodes", "ArrayRecord",
+     "on_error='skip' and a decode that raises on every record", RecordError,
+     "none of the first 8 records could be read and decoded, so the fields are unknown. The "
+     "first failure: ArrayRecordSourceModule: cannot read record 0 of file",
+     needs=AR)(_ar_skip_nothing_decodes)
 case("arrayrecord-decode-batch-not-a-dict", "ArrayRecord",
      "decode_batch (no decode) returning a list", RecordError,
      "decode_batch returned list, expected a dict of arrays with one row per record",
