@@ -349,3 +349,23 @@ def test_traced_start_is_not_checked():
     source = MemorySource(MemorySourceConfig(), [{"x": i} for i in range(5)])
     read = jax.jit(lambda start: source.get_batch_at(start, 2)["x"])
     assert read(jnp.int32(-1)).tolist() == [4, 0]  # the compiled step's own positions
+
+
+class _Slices(_Squares):
+    """get_batch_at written for a Python int start (a slice), not traceable."""
+
+    def get_batch_at(self, start, size, key=None):
+        return {"x": jnp.arange(4)[int(start):int(start) + size]}
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), jnp.int32)}
+
+
+def test_an_untraceable_get_batch_at_is_named_with_what_to_write_instead():
+    assert [int(r["x"]) for r in _Slices()] == [0, 1, 2, 3]  # direct reads pass an int start
+    with pytest.raises(ConfigError) as err:
+        next(iter(Pipeline(source=_Slices(), stages=[], batch_size=2)))
+    message = str(err.value)
+    assert message.startswith("_Slices.get_batch_at needs a concrete value of a traced array")
+    assert "start is a traced integer there" in message
+    assert "i = (jnp.arange(size) + start) % len(self)" in message

@@ -16,11 +16,16 @@ import sys
 import threading
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
 from datarax.core.compiled_store import counts
+from datarax.core.config import StructuralConfig
+from datarax.core.data_source import DataSourceModule
+from datarax.core.errors import SpecMismatchError
 from datarax.pipeline import Pipeline
 from datarax.pipeline import compile_ahead as compile_ahead_module
 from datarax.pipeline.dispatch import IndexedDispatch
@@ -214,6 +219,35 @@ def test_a_failure_preparing_the_pass_is_reported_once_when_the_first_pass_start
                                 "compiles its programs itself:\nTraceback")
     assert warned[0].endswith("RuntimeError: the programs of this pass could not be listed")
     assert first == plain and len(second) == 3  # the pass compiled what it needed itself
+
+
+class _MisDeclared(DataSourceModule):
+    """An indexed source whose element_spec() declares int32 where it serves float32."""
+
+    def __init__(self):
+        super().__init__(StructuralConfig())
+
+    def __len__(self):
+        return 6
+
+    def get_batch_at(self, start, size, key=None):
+        return {"x": (jnp.arange(size) + start).astype(jnp.float32)}
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), jnp.int32)}
+
+
+def test_a_check_the_pass_raises_itself_is_not_also_reported_as_a_warning(
+        monkeypatch, caplog):
+    """A wrong element_spec is the first pass's error, said once: no warning carrying a
+    traceback of the same error before it."""
+    monkeypatch.delenv("DATARAX_COMPILE_AHEAD", raising=False)
+    pipeline = Pipeline(source=_MisDeclared(), stages=[], batch_size=2)
+    _join_ahead()
+    with caplog.at_level(logging.WARNING, logger="datarax.compile"):
+        with pytest.raises(SpecMismatchError, match="field 'x' has dtype float32, declared int32"):
+            next(iter(pipeline))
+    assert [r.getMessage() for r in caplog.records if r.name == "datarax.compile"] == []
 
 
 def test_work_between_building_and_iterating_is_seen_by_the_pass(monkeypatch):

@@ -146,6 +146,22 @@ class IndexedNoLen(DataSourceModule):
         return {"x": jax.numpy.arange(size) + start}
 
 
+class SlicingSource(DataSourceModule):
+    """get_batch_at that slices with int(start): not traceable."""
+
+    def __init__(self) -> None:
+        super().__init__(_EmptyConfig())
+
+    def __len__(self) -> int:
+        return 6
+
+    def get_batch_at(self, start: Any, size: int, key: Any = None) -> dict[str, Any]:
+        return {"x": jax.numpy.arange(6)[int(start):int(start) + size]}
+
+    def element_spec(self) -> dict[str, Any]:
+        return {"x": jax.ShapeDtypeStruct((), np.int32)}
+
+
 class SpecLess(DataSourceModule):
     def __init__(self) -> None:
         super().__init__(_EmptyConfig())
@@ -190,6 +206,16 @@ simple("memory-arguments-swapped", "MemorySource data", "MemorySource(data, conf
        "the MemorySourceConfig second; the config comes first. Call "
        "MemorySource(MemorySourceConfig(), data=...).",
        lambda: MemorySource(data(), MemorySourceConfig()))
+simple("memory-records-of-float32-and-int32", "MemorySource data",
+       "records of one field as float32 and int32 arrays", DataraxError,
+       "MemorySource field 'x': record 1 is int32, record 0 is float32, which NumPy stacks as "
+       "float64, a dtype no record has; give every record of a field one dtype",
+       lambda: MemorySource(MemorySourceConfig(), [{"x": np.float32(1)}, {"x": np.int32(2)}]))
+simple("memory-text-str-and-bytes", "MemorySource data",
+       "a text field holding str in one record and bytes in another", DataraxError,
+       "MemorySource field 't': record 1 holds bytes, record 0 str; a text field holds str in "
+       "every record or bytes in every record.",
+       lambda: MemorySource(MemorySourceConfig(), [{"t": "a"}, {"t": b"b"}]))
 simple("memory-data-missing", "MemorySource data", "MemorySource(config) without data",
        ConfigError,
        "MemorySource needs its data after the config. Call MemorySource(MemorySourceConfig(), "
@@ -479,6 +505,10 @@ simple("pipeline-indexed-source-without-len", "Pipeline arguments",
        "an indexed source without __len__", SourceContractError,
        "IndexedNoLen implements get_batch_at but not __len__",
        lambda: pipe(source=IndexedNoLen()))
+simple("pipeline-indexed-source-untraceable", "Pipeline arguments",
+       "an indexed source whose get_batch_at calls int(start)", ConfigError,
+       "SlicingSource.get_batch_at needs a concrete value of a traced array",
+       lambda: first_batch(pipe(source=SlicingSource())))
 
 # --------------------------------------------------- streams vs element_spec
 simple("stream-shape-drift", "Stream batches vs element_spec",
@@ -982,6 +1012,47 @@ case("arrayrecord-decode-nested-dict", "ArrayRecord", "decode returning {'a': {'
      needs=AR)(lambda tmp: _ar_read_all(_ar(
          _ar_file(tmp / "n.array_record"),
          decode=lambda r: {"a": {"b": np.frombuffer(r, np.float32)}})))
+
+
+def _ar_decode_batch_only(tmp: Path, decode_batch: Callable[[list[bytes]], Any]) -> None:
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), _ar_file(tmp / "b.array_record"),
+                                         decode_batch=decode_batch))
+
+
+def _ar_state_into_memory(tmp: Path) -> None:
+    with _ar(_ar_file(tmp / "s.array_record")) as src:
+        next(iter(src))
+        MemorySource(MemorySourceConfig(), data()).set_state(src.get_state())
+
+
+case("arrayrecord-state-into-memory-source", "ArrayRecord",
+     "an ArrayRecord source's state given to MemorySource.set_state", StateError,
+     "MemorySource state was saved by a source of other settings: the state's are "
+     "['shuffle_files', 'on_error'], this source's ['shuffle']", field="shuffle",
+     needs=AR)(_ar_state_into_memory)
+def _ar_skip_nothing_decodes(tmp: Path) -> None:
+    def refuse(record: bytes) -> Any:
+        raise ValueError("decode cannot read this layout")
+
+    _ar_read_all(_ar(_ar_file(tmp / "k.array_record"), decode=refuse, on_error="skip"))
+
+
+case("arrayrecord-skip-nothing-decodes", "ArrayRecord",
+     "on_error='skip' and a decode that raises on every record", RecordError,
+     "none of the first 8 records could be read and decoded, so the fields are unknown. The "
+     "first failure: ArrayRecordSourceModule: cannot read record 0 of file",
+     needs=AR)(_ar_skip_nothing_decodes)
+case("arrayrecord-decode-batch-not-a-dict", "ArrayRecord",
+     "decode_batch (no decode) returning a list", RecordError,
+     "decode_batch returned list, expected a dict of arrays with one row per record",
+     needs=AR)(lambda tmp: _ar_decode_batch_only(tmp, lambda records: [b"".join(records)]))
+case("arrayrecord-decode-batch-rows", "ArrayRecord",
+     "decode_batch (no decode) returning two rows per record", RecordError,
+     "decode_batch returned field 'x' as 2 rows for 1 record",
+     needs=AR)(lambda tmp: _ar_decode_batch_only(
+         tmp, lambda records: {"x": np.zeros((2 * len(records), 2), np.float32)}))
 
 
 # ------------------------------------------------------------------- HF / TFDS

@@ -119,3 +119,20 @@ def test_columns_of_another_dtype_fall_back_to_decode(files):
 def test_decode_batch_must_be_callable(files):
     with pytest.raises(ConfigError, match=r"decode_batch must be callable \(list of raw records"):
         make(files, decode=decode, decode_batch="frombuffer")
+
+
+@pytest.mark.parametrize("bad, said", [
+    (lambda records: [np.zeros(6, np.float32)], "decode_batch returned list, expected a dict of arrays"),
+    (lambda records: {"data": np.float32(1)}, "decode_batch returned field 'data' as a scalar for 1 record"),
+    (lambda records: {"data": np.zeros((2 * len(records), 6), np.float32)},
+     "decode_batch returned field 'data' as 2 rows for 1 record"),
+])
+def test_decode_batch_alone_that_does_not_return_a_row_per_record_is_named(files, bad, said):
+    """Without decode, decode_batch of one record learns the structure: a list (not the
+    reader's AttributeError) or a column that is not one row per record (not the first
+    row silently taken) is a bad record said so."""
+    source = make(files, decode_batch=bad)
+    with pytest.raises(RecordError) as info:
+        epochs(source, 1)
+    assert said in str(info.value) and "one row per record" in str(info.value)
+    assert info.value.path == files[0] or info.value.path == files[1]

@@ -345,8 +345,11 @@ def test_resume_anywhere_with_skips_matches_the_uninterrupted_run(
 
 def test_no_readable_record_under_skip():
     reader = HostReader(Table(3, bad=(0, 1, 2)), decode, locate=locate, policy=ErrorPolicy("skip"))
-    with pytest.raises(RecordError, match="none of the first 3 records could be read and decoded"):
+    with pytest.raises(RecordError, match="none of the first 3 records could be read and decoded") as info:
         reader.element_spec()
+    # the source skips already: the message does not tell it to construct it with on_error='skip'
+    assert "on_error" not in str(info.value)
+    assert str(info.value).endswith("Fix or regenerate the file, or the decode if it is what raised.")
 
 
 def test_peeked_batches_move_the_cursor_and_commits_move_the_position():

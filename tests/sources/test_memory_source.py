@@ -112,11 +112,23 @@ def test_float64_is_refused_unless_cast_float64():
         ({"c": np.array([np.datetime64("2020-01-01")] * 2)}, "field 'c' holds datetime64\\[D\\] values"),
         ("abc", "must be a dict of arrays or a sequence of records, got str"),
         ({"a": np.zeros((0, 2), np.float32)}, "holds no records"),
+        ([{"a": jnp.ones(2)}, {"a": np.ones(2, np.int32)}],
+         "field 'a': record 1 is int32, record 0 is float32, which NumPy stacks as float64, a "
+         "dtype no record has"),
     ],
 )
 def test_bad_data_is_refused_with_a_clear_error(data, message):
     with pytest.raises(DataraxError, match=message):
         MemorySource(MemorySourceConfig(), data)
+
+
+def test_records_of_narrow_dtypes_stack_as_numpy_promotes_them():
+    """Mixed dtypes whose promotion holds every value and is no 64-bit float are kept."""
+    source = MemorySource(MemorySourceConfig(), [{"a": np.uint8(200)}, {"a": np.int8(-6)}])
+    assert source.data["a"].dtype == np.int16 and source.data["a"].tolist() == [200, -6]
+    cast = MemorySource(MemorySourceConfig(cast_float64=True),
+                        [{"a": np.float32(0.5)}, {"a": np.int32(3)}])
+    assert cast.data["a"].dtype == np.float32 and cast.data["a"].tolist() == [0.5, 3.0]
 
 
 def test_shuffle_is_grains_permutation_with_seed_plus_epoch():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.errors import StateError
+from datarax.core.errors import DataraxError, StateError
 from datarax.core.spec import TextSpec
 from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
@@ -231,3 +231,30 @@ def test_a_field_of_several_strings_per_record_reaches_operators_and_comes_back(
     assert [t.tolist() for b in batches for t in b["tags"]] == [[f"t{i}", "x"] for i in ids]
     assert all(isinstance(b["joined"], list) for b in batches)
     assert [int(c) for b in batches for c in np.asarray(b["count"])] == [2] * N
+
+
+@pytest.mark.parametrize("form", ["records", "dict"])
+def test_records_each_holding_a_list_of_str_are_a_text_field(form):
+    """[{"tags": ["t0", "x"]}, ...] (or a dict of such lists) is the same text field as an
+    array of str per record, not refused as '<U2 values'."""
+    if form == "records":
+        data = [{"id": i, "tags": [f"t{i}", "x"]} for i in range(N)]
+    else:
+        data = {"id": np.arange(N), "tags": [[f"t{i}", "x"] for i in range(N)]}
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=1), data)
+    assert source.element_spec()["tags"] == TextSpec((2,))
+    batches = list(Pipeline(source=source, stages=[], batch_size=4))
+    ids = [int(i) for b in batches for i in np.asarray(b["id"])]
+    assert sorted(ids) == list(range(N))
+    assert [t.tolist() for b in batches for t in b["tags"]] == [[f"t{i}", "x"] for i in ids]
+
+
+@pytest.mark.parametrize("data, said", [
+    ([{"t": "a"}, {"t": b"b"}], "field 't': record 1 holds bytes, record 0 str"),
+    ([{"t": ["a", "b"]}, {"t": ["c", b"d"]}], "field 't': record 1 holds bytes and str, record 0 str"),
+    ({"t": ["a", b"b"]}, "field 't': record 1 holds bytes, record 0 str"),
+    ([{"t": ["a", 1]}, {"t": ["b", 2]}], "field 't' mixes text with int values \\(1\\)"),
+])
+def test_a_text_field_of_str_and_bytes_or_numbers_is_refused(data, said):
+    with pytest.raises(DataraxError, match=said):
+        MemorySource(MemorySourceConfig(), data)

@@ -75,3 +75,28 @@ def test_a_shuffled_array_record_source_names_a_pipeline_state(tmp_path):
     with make() as fresh:
         fresh.set_state(state["source"])  # what the message points to
         assert fresh.get_state()["current_index"] == 3
+
+
+def test_a_state_of_another_kind_of_source_names_both_settings_not_a_none_value(tmp_path):
+    """An ArrayRecord state given to a MemorySource (or back) is not 'saved with
+    shuffle=None': the message lists both sources' settings."""
+    pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import write_records
+
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    path = write_records(tmp_path / "a.array_record", (bytes([i]) for i in range(10)))
+    with ArrayRecordSourceModule(ArrayRecordSourceConfig(), path) as records:
+        next(iter(records))
+        saved = records.get_state()
+        with pytest.raises(StateError) as info:
+            memory_pipeline().source.set_state(saved)
+        assert str(info.value).startswith(
+            "MemorySource state was saved by a source of other settings: the state's are "
+            "['shuffle_files', 'on_error'], this source's ['shuffle'] ('shuffle' only in this "
+            "source): it comes from another kind of source")
+        assert info.value.field == "shuffle"
+        shuffled = MemorySource(MemorySourceConfig(shuffle=True), {"x": np.arange(10)})
+        with pytest.raises(StateError, match=r"the state's are \['shuffle', 'seed'\], this "
+                                             r"source's \['shuffle_files', 'on_error'\]"):
+            records.set_state(shuffled.get_state())

@@ -167,7 +167,8 @@ def config_settings(config: StructuralConfig) -> dict[str, Any]:
 
 def check_settings(saved: Any, current: dict[str, Any], where: str) -> None:
     """Refuse ``saved`` settings unless they equal ``current``, naming the first
-    setting (in ``current``'s order) that differs.
+    setting (in ``current``'s order) that differs, or, where one side lacks it, both
+    lists of setting names (a state of another kind of source).
 
     Example:
         >>> check_settings({"seed": 1}, {"seed": 2}, "MySource")
@@ -182,6 +183,15 @@ def check_settings(saved: Any, current: dict[str, Any], where: str) -> None:
             field="settings",
         )
     for key in [*current, *(k for k in saved if k not in current)]:
+        if saved.get(key) != current.get(key) and (key not in saved or key not in current):
+            only = "this source" if key in current else "the state"
+            raise StateError(
+                f"{where} state was saved by a source of other settings: the state's are "
+                f"{list(saved)}, this source's {list(current)} ('{key}' only in {only}): it "
+                "comes from another kind of source (or one of other parts); restore it into "
+                "the source it was saved from, built as it was then.",
+                field=key,
+            )
         if saved.get(key) != current.get(key):
             raise StateError(
                 f"{where} state was saved with {key}={saved.get(key)!r} but this source has "

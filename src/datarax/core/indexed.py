@@ -143,16 +143,56 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
 
 _READS = ("get_batch_at", "get_batch_and_indices_at")
 
+#: what JAX raises when traced code needs a concrete value (Python control flow, int())
+TRACER_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
 
 def _checking_start(method: Any, name: str) -> Any:
-    """``method`` that first refuses a concrete ``start`` outside the global positions."""
+    """``method`` that first refuses a concrete ``start`` outside the global positions,
+    and names itself when, compiled, it needs a concrete value of a traced ``start``."""
 
     @functools.wraps(method)
     def read(self: IndexedSource, start: Any, size: int, *args: Any, **kwargs: Any) -> Any:
         check_start(self, name, start, size)
-        return method(self, start, size, *args, **kwargs)
+        if not isinstance(start, jax.core.Tracer):
+            return method(self, start, size, *args, **kwargs)
+        try:
+            return method(self, start, size, *args, **kwargs)
+        except TRACER_ERRORS as err:
+            raise traced_read_error(self, name, err) from err
 
     return read
+
+
+def traced_read_error(source: Any, method: str, err: BaseException) -> ConfigError:
+    """The error for a ``get_batch_at`` that needed a concrete value of its traced ``start``.
+
+    Example:
+        >>> from datarax.core.config import StructuralConfig
+        >>> class Slices(IndexedSource):
+        ...     def __len__(self):
+        ...         return 4
+        ...     def get_batch_at(self, start, size, key=None):
+        ...         return {"x": jnp.arange(4)[int(start):int(start) + size]}
+        >>> jax.jit(lambda s: Slices(StructuralConfig()).get_batch_at(s, 2))(0)
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: Slices.get_batch_at needs a concrete value of a traced array ...
+    """
+    first = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
+    return ConfigError(
+        f"{type(source).__name__}.{method} needs a concrete value of a traced array "
+        f"({type(err).__name__}: {first}). A Pipeline compiles {method}: start is a traced "
+        "integer there, not a Python int (size is one). Compute the records' indices with "
+        "jax.numpy, e.g. i = (jnp.arange(size) + start) % len(self); return "
+        "{'x': self.x[i]}, instead of int(start), slices data[start:start + size] or "
+        "Python if on values."
+    )
 
 
 def check_start(source: Any, method: str, start: Any, size: Any) -> None:

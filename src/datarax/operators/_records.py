@@ -18,6 +18,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.indexed import TRACER_ERRORS
 from datarax.core.config import StructuralConfig
 from datarax.core.operator import OperatorModule
 from datarax.typing import Batch
@@ -88,14 +89,6 @@ class FunctionOperator(OperatorModule):
                 f"positional parameter(s), e.g. {example}{hint}."
             ) from None
 
-
-#: what JAX raises when traced code needs a concrete value (Python control flow, int())
-TRACER_ERRORS = (
-    jax.errors.ConcretizationTypeError,
-    jax.errors.TracerBoolConversionError,
-    jax.errors.TracerArrayConversionError,
-    jax.errors.TracerIntegerConversionError,
-)
 
 #: what a compiled ``fn`` should use instead (shared by the messages that need it)
 TRACED_HINT = (

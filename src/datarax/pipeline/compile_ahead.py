@@ -20,7 +20,8 @@ program that fails to compile on the thread raises that error at its first call,
 else the thread meets (preparing the pass rather than compiling a program) is not
 dropped: it is reported as a warning, with its traceback, when the first pass starts
 (:meth:`CompileAhead.pass_started`), or when it happens if the pass started before; the
-pass then compiles what it needs itself.
+pass then compiles what it needs itself. A ``DataraxError`` (a wrong ``element_spec()``, a
+declared 64-bit field) is not: the pass raises it itself, said once.
 
 **Exit.** The thread is not a daemon, so no compile of it is cut off inside the
 compiler by the interpreter's exit; but once the main thread has ended it starts no
@@ -46,6 +47,7 @@ import os
 import threading
 import traceback
 
+from datarax.core.errors import DataraxError
 from datarax.pipeline.ahead import consumer_settings
 from datarax.pipeline.dispatch import IndexedDispatch
 from datarax.pipeline.filtered import FilteredDispatch
@@ -75,7 +77,12 @@ class CompileAhead:
             self._report()
 
     def failed(self, err: Exception) -> None:
-        """The thread met ``err`` while preparing the pass (not a program's compile)."""
+        """The thread met ``err`` while preparing the pass (not a program's compile). A
+        ``DataraxError`` is a check of the source or stages that the pass makes and raises
+        itself as it starts: not reported a second time."""
+        if isinstance(err, DataraxError):
+            log.debug("datarax: compiling ahead stopped (%s: %s)", type(err).__name__, err)
+            return
         # the text only: the traceback's frames would keep the pass's arrays alive
         text = "".join(traceback.format_exception(err)).rstrip()
         with self._lock:

@@ -123,7 +123,19 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
 
 def _decode_one(decode_batch: Callable[[list[bytes]], Mapping[str, Any]], record: bytes) -> dict[str, Any]:
     """One record through ``decode_batch`` (learning the structure, naming a bad record)."""
-    return {key: value[0] for key, value in decode_batch([record]).items()}
+    columns = decode_batch([record])
+    if not isinstance(columns, Mapping):
+        raise RecordStructureError(
+            f"decode_batch returned {type(columns).__name__}, expected a dict of arrays with "
+            "one row per record (e.g. {'image': np.frombuffer(b''.join(records), "
+            "np.uint8).reshape(-1, 32, 32, 3)})")
+    for key, value in columns.items():
+        if np.ndim(value) == 0 or len(value) != 1:
+            rows = "a scalar" if np.ndim(value) == 0 else f"{len(value)} rows"
+            raise RecordStructureError(
+                f"decode_batch returned field '{key}' as {rows} for 1 record; return each "
+                "field stacked, one row per record (axis 0)")
+    return {key: value[0] for key, value in columns.items()}
 
 
 def default_decode(record: bytes) -> dict[str, np.ndarray]:

@@ -173,13 +173,16 @@ class HostReader:
         path, in_file = self.locate(index)
         detail = describe_cause(cause)
         when = "" if epoch is None else f" (epoch {epoch})"
-        if isinstance(cause, NarrowingError):  # a setting to change, not a broken file
+        if self.policy.skips:  # skipping already (no record of the first few decodes)
+            hint = "Fix or regenerate the file, or the decode if it is what raised."
+        elif isinstance(cause, NarrowingError):  # a setting to change, not a broken file
             hint = ("The record is otherwise readable: do as above, or construct the source "
                     "with on_error='skip' to drop such records (they are counted and reported).")
         else:  # records that differ from the first: the decode's to fix, not the file
             hint = structure_hint(cause) or (
-                "Fix or regenerate the file, or construct the source with on_error='skip' "
-                "to drop bad records (they are counted and reported).")
+                "Fix or regenerate the file (or the decode, if it is what raised), or "
+                "construct the source with on_error='skip' to drop bad records (they are "
+                "counted and reported).")
         err = RecordError(
             f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
             path=path,

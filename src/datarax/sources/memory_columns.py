@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from datarax.core.dtypes import fit_column, is_text_scalar, is_text_value
+from datarax.core.dtypes import fit_column, is_text_scalar, is_text_value, text_kind
 from datarax.core.element import Element
 from datarax.core.errors import DataraxError
 from datarax.core.owned import owned_device_put
@@ -136,7 +136,20 @@ def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool
                 "records to one shape)."
             )
         if all(isinstance(v, (jax.Array, np.ndarray, np.generic)) for v in values):
-            columns[path] = _column(path, np.stack([np.asarray(v) for v in values]), cast_float64)
+            arrays = [np.asarray(v) for v in values]
+            stacked = np.stack(arrays)
+            dtypes = [a.dtype for a in arrays]
+            if (stacked.dtype in (np.float64, np.complex128) and stacked.dtype not in dtypes
+                    and not cast_float64 and not jax.config.jax_enable_x64):
+                # float32 and int32 records stack as float64: not what the user gave
+                bad = next(i for i, d in enumerate(dtypes) if d != dtypes[0])
+                raise DataraxError(
+                    f"MemorySource field '{_name(path)}': record {bad} is {dtypes[bad]}, record "
+                    f"0 is {dtypes[0]}, which NumPy stacks as {stacked.dtype}, a dtype no record "
+                    "has; give every record of a field one dtype (e.g. "
+                    f"np.asarray(value, np.{dtypes[0]}))."
+                )
+            columns[path] = _column(path, stacked, cast_float64)
         else:
             columns[path] = _column(path, values, cast_float64, records=True)
     return columns
@@ -172,6 +185,14 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
             raise DataraxError(
                 f"MemorySource field '{name}' cannot be turned into an array: {err}"
             ) from err
+        if array.dtype.kind in "US" and array.ndim > 1:  # records each a list of str?
+            items = np.asarray(value, dtype=object)  # as given: no str made of a number
+            other = next((v for v in items.reshape(-1) if not is_text_scalar(v)), None)
+            if other is None:
+                return _text_column(name, items)
+            raise DataraxError(
+                f"MemorySource field '{name}' mixes text with {type(other).__name__} "
+                f"values ({other!r}); a field holds either text or numbers.")
         if array.dtype.kind not in "biufc":
             raise DataraxError(
                 f"MemorySource field '{name}' holds {array.dtype} values; MemorySource keeps "
@@ -233,7 +254,7 @@ def _text_column(name: str, value: Any) -> np.ndarray:
     elif all(is_text_scalar(v) for v in value):
         array = np.empty(len(value), dtype=object)
         array[:] = list(value)
-        return array
+        return _one_text_kind(name, array)
     else:
         first = next(v for v in value if not is_text_scalar(v))
         if not isinstance(first, (Sequence, np.ndarray)) or not is_text_value(first):
@@ -256,4 +277,21 @@ def _text_column(name: str, value: Any) -> np.ndarray:
             f"values ({bad!r}); MemorySource keeps numbers on the device and str/bytes on "
             "the host. Convert the field to a numeric array or to text."
         )
-    return array
+    return _one_text_kind(name, array)
+
+
+def _one_text_kind(name: str, array: np.ndarray) -> np.ndarray:
+    """``array`` (an ``object`` array of text), refused where it mixes ``str`` and
+    ``bytes``: a text field holds one of them in every record, as in every source."""
+    if array.dtype != object or text_kind(array) != "":
+        return array
+    items = array.reshape(len(array), -1)
+    kinds = [{type(v) for v in row} for row in items]
+    first = next(iter(kinds[0])).__name__ if len(kinds[0]) == 1 else "str and bytes"
+    bad = next((i for i, k in enumerate(kinds) if k != kinds[0]), 0)
+    got = " and ".join(sorted(t.__name__ for t in kinds[bad]))
+    raise DataraxError(
+        f"MemorySource field '{name}': record {bad} holds {got}, record 0 {first}; a text "
+        "field holds str in every record or bytes in every record. Convert one to the "
+        "other (e.g. value.decode('utf-8'))."
+    )
