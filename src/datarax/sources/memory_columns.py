@@ -286,12 +286,11 @@ def _one_text_kind(name: str, array: np.ndarray) -> np.ndarray:
     if array.dtype != object or text_kind(array) != "":
         return array
     items = array.reshape(len(array), -1)
-    kinds = [{type(v) for v in row} for row in items]
-    first = next(iter(kinds[0])).__name__ if len(kinds[0]) == 1 else "str and bytes"
-    bad = next((i for i, k in enumerate(kinds) if k != kinds[0]), 0)
-    got = " and ".join(sorted(t.__name__ for t in kinds[bad]))
+    kinds = [{text_kind(v) for v in row} for row in items]
+    bad = next(i for i, k in enumerate(kinds) if len(k) > 1 or k != kinds[0])
+    got, first = (" and ".join(sorted(k)) for k in (kinds[bad], kinds[0]))
+    where = f"record {bad} holds {got}" + ("" if bad == 0 else f", record 0 {first}")
     raise DataraxError(
-        f"MemorySource field '{name}': record {bad} holds {got}, record 0 {first}; a text "
-        "field holds str in every record or bytes in every record. Convert one to the "
-        "other (e.g. value.decode('utf-8'))."
+        f"MemorySource field '{name}': {where}; a text field holds str in every record or "
+        "bytes in every record. Convert one to the other (e.g. value.decode('utf-8'))."
     )
