@@ -161,11 +161,25 @@ class Pipeline(nnx.Module):
             warn_unseeded(stages)
         self.key = nnx.Variable(key)
         self.key_count = nnx.Variable(draws)
-        self.__session = PipelineSession()
+        self.__held = PipelineSession(self.__anchor())
         at = filter_position(list(stages))
         if at is not None:
             check_filter(source, list(stages), at, self._spec_after, self.plan)
         compile_ahead(self._context(), at)  # the first pass's programs, on a thread
+
+    def __anchor(self) -> Any:
+        return self.source.datarax_position.index_var
+
+    @property
+    def __session(self) -> PipelineSession:
+        """This pipeline's bookkeeping. It goes with the source's position Variable:
+        ``nnx.merge`` of a live state (the same Variables) shares it, as the same pipeline;
+        ``nnx.clone`` or a merge of a saved state (Variables of its own) gets its own, so
+        it continues the position it holds and leaves the original's pass alone."""
+        session = self.__held
+        if session.anchor is not self.__anchor():
+            session = self.__held = PipelineSession(self.__anchor())
+        return session
 
     def _spec_after(self, stages: list[Any]) -> Any:
         """Per-record spec after ``stages`` (abstract), for build-time checks."""

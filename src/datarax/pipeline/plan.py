@@ -116,7 +116,8 @@ class PipelineSession:
     definitions (equally built pipelines share compiled steps).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, anchor: Any = None) -> None:
+        self.anchor = anchor  # the Variable that tells whose session this is (Pipeline)
         self.live: weakref.ref[Any] | None = None  # the live iterator
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.stepper: Any = None  # the iterator step() serves from
