@@ -1,5 +1,6 @@
-"""A Pipeline through NNX's graph functions: ``nnx.clone`` and ``nnx.merge`` build a new
-pipeline object from a graph definition that holds the original's bookkeeping."""
+"""A Pipeline through NNX's graph functions and JAX's transforms: ``nnx.clone`` and
+``nnx.merge`` build a new pipeline object from a graph definition that holds the
+original's bookkeeping; ``step()`` inside a traced train step is refused, saying why."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.errors import StaleIteratorError
+from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 
 
-def make() -> Pipeline:
+def make(prefetch: int = 2) -> Pipeline:
     src = MemorySource(MemorySourceConfig(shuffle=True, seed=5),
                        {"x": np.arange(11, dtype=np.int32)})
-    return Pipeline(source=src, batch_size=3, seed=0)
+    return Pipeline(source=src, batch_size=3, seed=0, prefetch=prefetch)
 
 
 def xs(batches):
@@ -53,3 +54,17 @@ def test_a_merge_of_the_live_state_is_the_same_pipeline():
     next(iter(alias))
     with pytest.raises(StaleIteratorError):
         next(it)
+
+
+@pytest.mark.parametrize("transform", ["jax.jit", "nnx.jit"])
+def test_step_inside_a_traced_train_step_is_refused_and_the_pipeline_goes_on(transform,
+                                                                             two_epochs):
+    p = make(prefetch=0)
+    if transform == "jax.jit":
+        train_step = jax.jit(lambda w: w + p.step()["x"].sum())
+    else:
+        train_step = nnx.jit(lambda pipeline, w: w + pipeline.step()["x"].sum())
+    with pytest.raises(ConfigError, match=r"Pipeline.step\(\) was called while JAX traces"):
+        train_step(0) if transform == "jax.jit" else train_step(p, 0)
+    assert (p.epoch, p.position) == (0, 0)
+    assert xs([p.step() for _ in range(5)]) == two_epochs[:5]  # nothing of the trace kept

@@ -424,6 +424,21 @@ class Pipeline(nnx.Module):
             >>> [p.step()["x"].tolist() for _ in range(3)], p.epoch
             ([[0, 1], [2], [0, 1]], 1)
         """
+        try:
+            return self.__step()
+        except Exception as err:
+            if not isinstance(jax.numpy.zeros(()), jax.core.Tracer):
+                raise
+            self.__session.forget()  # it may hold the trace's values: start over here
+            raise ConfigError(
+                "Pipeline.step() was called while JAX traces a function (inside jax.jit, "
+                "nnx.jit, jax.lax.scan, ...): it reads the source and moves the position "
+                "on the host, between compiled steps. Call it outside and pass the batch "
+                "in (loss = train_step(model, pipeline.step())), or run the data and train "
+                "steps as one program with pipeline.scan(train_step, length, modules)."
+            ) from err
+
+    def __step(self) -> Batch:
         live = self.__session.live_iterator()
         empty = 0  # passes begun at their epoch's start that served nothing, in a row
         while empty < 2:  # the live pass may have just ended: then new passes

@@ -134,6 +134,14 @@ class PipelineSession:
     def __hash__(self) -> int:
         return hash(PipelineSession)
 
+    def forget(self) -> None:
+        """End the live iterator and drop everything kept: the next pass starts afresh
+        at the source's position."""
+        live = self.live_iterator()
+        if live is not None:
+            live.supersede()
+        self.__init__(self.anchor)  # type: ignore[misc]
+
     def live_iterator(self) -> Any:
         """The live iterator, or None."""
         return self.live() if self.live is not None else None
