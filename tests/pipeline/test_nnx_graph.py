@@ -4,6 +4,8 @@ original's bookkeeping; ``step()`` inside a traced train step is refused, saying
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -56,15 +58,21 @@ def test_a_merge_of_the_live_state_is_the_same_pipeline():
         next(it)
 
 
-@pytest.mark.parametrize("transform", ["jax.jit", "nnx.jit"])
+@pytest.mark.parametrize("transform", ["jax.jit", "nnx.jit", "next"])
 def test_step_inside_a_traced_train_step_is_refused_and_the_pipeline_goes_on(transform,
                                                                              two_epochs):
     p = make(prefetch=0)
-    if transform == "jax.jit":
-        train_step = jax.jit(lambda w: w + p.step()["x"].sum())
-    else:
+    it = iter(p)
+    if transform == "nnx.jit":
         train_step = nnx.jit(lambda pipeline, w: w + pipeline.step()["x"].sum())
-    with pytest.raises(ConfigError, match=r"Pipeline.step\(\) was called while JAX traces"):
-        train_step(0) if transform == "jax.jit" else train_step(p, 0)
+        call, run = "Pipeline.step()", lambda: train_step(p, 0)
+    else:
+        step = p.step if transform == "jax.jit" else lambda: next(it)
+        train_step = jax.jit(lambda w: w + step()["x"].sum())
+        call = "Pipeline.step()" if transform == "jax.jit" else "next() of a Pipeline iterator"
+        run = lambda: train_step(0)  # noqa: E731
+    with pytest.raises(ConfigError, match=re.escape(f"{call} was called while JAX traces")):
+        run()
     assert (p.epoch, p.position) == (0, 0)
-    assert xs([p.step() for _ in range(5)]) == two_epochs[:5]  # nothing of the trace kept
+    assert xs([next(it), next(it)]) == two_epochs[:2]  # nothing of the trace was kept
+    assert xs([p.step() for _ in range(5)]) == two_epochs[2:7]

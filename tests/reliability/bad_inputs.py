@@ -783,6 +783,10 @@ simple("pipeline-step-under-trace", "Sharding and checkpoints",
        "pipeline.step() called inside a jax.jit train step", ConfigError,
        "Pipeline.step() was called while JAX traces a function (inside jax.jit, nnx.jit, "
        "jax.lax.scan, ...)", lambda: (lambda p: jax.jit(lambda: p.step()["x"])())(pipe()))
+simple("pipeline-next-under-trace", "Sharding and checkpoints",
+       "next(iterator) called inside a jax.jit train step", ConfigError,
+       "next() of a Pipeline iterator was called while JAX traces a function",
+       lambda: (lambda it: jax.jit(lambda: next(it)["x"])())(iter(pipe(prefetch=0))))
 
 
 # ----------------------------------------------------------------- ArrayRecord

@@ -20,7 +20,7 @@ from datarax.pipeline.devices import check_stages_on, placement_for
 from datarax.pipeline.epochs import Repeat, Take, check_count
 from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
-from datarax.pipeline.iterator import PipelineIterator, output_spec
+from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
 from datarax.pipeline.stage_digest import remember_sources
 from datarax.typing import Batch
@@ -427,16 +427,11 @@ class Pipeline(nnx.Module):
         try:
             return self.__step()
         except Exception as err:
-            if not isinstance(jax.numpy.zeros(()), jax.core.Tracer):
+            refusal = traced_call("Pipeline.step()")
+            if refusal is None:
                 raise
-            self.__session.forget()  # it may hold the trace's values: start over here
-            raise ConfigError(
-                "Pipeline.step() was called while JAX traces a function (inside jax.jit, "
-                "nnx.jit, jax.lax.scan, ...): it reads the source and moves the position "
-                "on the host, between compiled steps. Call it outside and pass the batch "
-                "in (loss = train_step(model, pipeline.step())), or run the data and train "
-                "steps as one program with pipeline.scan(train_step, length, modules)."
-            ) from err
+            self.__session.drop_reuse()
+            raise refusal from err
 
     def __step(self) -> Batch:
         live = self.__session.live_iterator()

@@ -134,13 +134,13 @@ class PipelineSession:
     def __hash__(self) -> int:
         return hash(PipelineSession)
 
-    def forget(self) -> None:
-        """End the live iterator and drop everything kept: the next pass starts afresh
-        at the source's position."""
-        live = self.live_iterator()
-        if live is not None:
-            live.supersede()
-        self.__init__(self.anchor)  # type: ignore[misc]
+    def drop_reuse(self) -> None:
+        """Drop what the last pass left to the next (a pass begun while JAX traced left
+        tracers there): the next pass places and compiles afresh."""
+        worker = self.pass_reuse.parked()
+        if worker is not None:
+            worker.stop()
+        self.pass_reuse = PassReuse()
 
     def live_iterator(self) -> Any:
         """The live iterator, or None."""
