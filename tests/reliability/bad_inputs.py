@@ -809,6 +809,14 @@ simple("pipeline-stages-on-host-scan", "Sharding and checkpoints",
        "Pipeline.scan runs the data and the train step as one compiled program on the device, "
        "but this pipeline was built with stages_on='host'",
        lambda: pipe(stages_on="host").scan(lambda b: None, 1))
+simple("pipeline-step-under-trace", "Sharding and checkpoints",
+       "pipeline.step() called inside a jax.jit train step", ConfigError,
+       "Pipeline.step() was called while JAX traces a function (inside jax.jit, nnx.jit, "
+       "jax.lax.scan, ...)", lambda: (lambda p: jax.jit(lambda: p.step()["x"])())(pipe()))
+simple("pipeline-next-under-trace", "Sharding and checkpoints",
+       "next(iterator) called inside a jax.jit train step", ConfigError,
+       "next() of a Pipeline iterator was called while JAX traces a function",
+       lambda: (lambda it: jax.jit(lambda: next(it)["x"])())(iter(pipe(prefetch=0))))
 
 
 # ----------------------------------------------------------------- ArrayRecord

@@ -223,9 +223,13 @@ class PipelineIterator:
         except StopIteration:
             self._end_pass()
             raise
-        except BaseException:  # an error, or Ctrl-C in a notebook's loop
+        except BaseException as err:  # an error, or Ctrl-C in a notebook's loop
             self._failed(start)
-            raise
+            refusal = traced_call("next() of a Pipeline iterator", err)
+            if refusal is None:
+                raise
+            self._context.session.drop_reuse()
+            raise refusal from err
         finally:
             self._stats.seconds["wait"] += time.perf_counter() - began
         self._stats.count(valid)
@@ -282,6 +286,22 @@ class PipelineIterator:
             driver.end()
         self._source.seek(self._source.epoch + 1, 0)
         self._mark()
+
+
+def traced_call(call: str, err: BaseException | None = None) -> ConfigError | None:
+    """The error for ``call`` made while JAX traces a function, or None when it does
+    not (checked only once something failed: a batch is read on the host)."""
+    if isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        return None
+    if not isinstance(jnp.zeros(()), jax.core.Tracer):
+        return None
+    return ConfigError(
+        f"{call} was called while JAX traces a function (inside jax.jit, nnx.jit, "
+        "jax.lax.scan, ...): it reads the source and moves the position on the host, "
+        "between compiled steps. Call it outside and pass the batch in (loss = "
+        "train_step(model, pipeline.step())), or run the data and train steps as one "
+        "program with pipeline.scan(train_step, length, modules)."
+    )
 
 
 def rewind(source: Any, start: BatchStart, skipped: nnx.Variable[Any] | None) -> None:

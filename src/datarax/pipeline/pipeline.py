@@ -20,7 +20,7 @@ from datarax.pipeline.devices import check_stages_on, placement_for
 from datarax.pipeline.epochs import Repeat, Take, check_count
 from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
-from datarax.pipeline.iterator import PipelineIterator, output_spec
+from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
 from datarax.pipeline.stage_digest import remember_sources
 from datarax.typing import Batch
@@ -161,11 +161,25 @@ class Pipeline(nnx.Module):
             warn_unseeded(stages)
         self.key = nnx.Variable(key)
         self.key_count = nnx.Variable(draws)
-        self.__session = PipelineSession()
+        self.__held = PipelineSession(self.__anchor())
         at = filter_position(list(stages))
         if at is not None:
             check_filter(source, list(stages), at, self._spec_after, self.plan)
         compile_ahead(self._context(), at)  # the first pass's programs, on a thread
+
+    def __anchor(self) -> Any:
+        return self.source.datarax_position.index_var
+
+    @property
+    def __session(self) -> PipelineSession:
+        """This pipeline's bookkeeping. It goes with the source's position Variable:
+        ``nnx.merge`` of a live state (the same Variables) shares it, as the same pipeline;
+        ``nnx.clone`` or a merge of a saved state (Variables of its own) gets its own, so
+        it continues the position it holds and leaves the original's pass alone."""
+        session = self.__held
+        if session.anchor is not self.__anchor():
+            session = self.__held = PipelineSession(self.__anchor())
+        return session
 
     def _spec_after(self, stages: list[Any]) -> Any:
         """Per-record spec after ``stages`` (abstract), for build-time checks."""
@@ -410,6 +424,16 @@ class Pipeline(nnx.Module):
             >>> [p.step()["x"].tolist() for _ in range(3)], p.epoch
             ([[0, 1], [2], [0, 1]], 1)
         """
+        try:
+            return self.__step()
+        except Exception as err:
+            refusal = traced_call("Pipeline.step()")
+            if refusal is None:
+                raise
+            self.__session.drop_reuse()
+            raise refusal from err
+
+    def __step(self) -> Batch:
         live = self.__session.live_iterator()
         empty = 0  # passes begun at their epoch's start that served nothing, in a row
         while empty < 2:  # the live pass may have just ended: then new passes

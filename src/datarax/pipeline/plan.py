@@ -116,7 +116,8 @@ class PipelineSession:
     definitions (equally built pipelines share compiled steps).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, anchor: Any = None) -> None:
+        self.anchor = anchor  # the Variable that tells whose session this is (Pipeline)
         self.live: weakref.ref[Any] | None = None  # the live iterator
         self.left: tuple[int, int, int] | None = None  # where the last iterator left the source
         self.stepper: Any = None  # the iterator step() serves from
@@ -132,6 +133,14 @@ class PipelineSession:
 
     def __hash__(self) -> int:
         return hash(PipelineSession)
+
+    def drop_reuse(self) -> None:
+        """Drop what the last pass left to the next (a pass begun while JAX traced left
+        tracers there): the next pass places and compiles afresh."""
+        worker = self.pass_reuse.parked()
+        if worker is not None:
+            worker.stop()
+        self.pass_reuse = PassReuse()
 
     def live_iterator(self) -> Any:
         """The live iterator, or None."""

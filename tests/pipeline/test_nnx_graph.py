@@ -1,0 +1,78 @@
+"""A Pipeline through NNX's graph functions and JAX's transforms: ``nnx.clone`` and
+``nnx.merge`` build a new pipeline object from a graph definition that holds the
+original's bookkeeping; ``step()`` inside a traced train step is refused, saying why."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.errors import ConfigError, StaleIteratorError
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource, MemorySourceConfig
+
+
+def make(prefetch: int = 2) -> Pipeline:
+    src = MemorySource(MemorySourceConfig(shuffle=True, seed=5),
+                       {"x": np.arange(11, dtype=np.int32)})
+    return Pipeline(source=src, batch_size=3, seed=0, prefetch=prefetch)
+
+
+def xs(batches):
+    return [np.asarray(b["x"]).tolist() for b in batches]
+
+
+@pytest.fixture(scope="module")
+def two_epochs():
+    p = make()
+    return xs(p) + xs(p)
+
+
+@pytest.mark.parametrize("build", ["clone", "merge_kept_state"])
+def test_a_copy_made_mid_epoch_continues_it_and_leaves_the_original_live(build, two_epochs):
+    p = make()
+    it = iter(p)
+    first = xs([next(it), next(it)])
+    if build == "clone":
+        copy = nnx.clone(p)
+    else:  # the docs' way to keep a state: a copy of nnx.state, merged back later
+        graphdef, state = nnx.split(p)
+        copy = nnx.merge(graphdef, jax.tree.map(np.array, state))
+    assert (copy.epoch, copy.position) == (0, 6)
+    assert first + xs(copy) + xs(copy) == two_epochs  # the rest of epoch 0, then epoch 1
+    assert first + xs(it) == two_epochs[:4]  # the original's pass was not ended
+
+
+def test_a_merge_of_the_live_state_is_the_same_pipeline():
+    p = make()
+    it = iter(p)
+    next(it)
+    alias = nnx.merge(*nnx.split(p))  # the same Variables: one position, one live pass
+    assert alias.source.datarax_position.index_var is p.source.datarax_position.index_var
+    next(iter(alias))
+    with pytest.raises(StaleIteratorError):
+        next(it)
+
+
+@pytest.mark.parametrize("transform", ["jax.jit", "nnx.jit", "next"])
+def test_step_inside_a_traced_train_step_is_refused_and_the_pipeline_goes_on(transform,
+                                                                             two_epochs):
+    p = make(prefetch=0)
+    it = iter(p)
+    if transform == "nnx.jit":
+        train_step = nnx.jit(lambda pipeline, w: w + pipeline.step()["x"].sum())
+        call, run = "Pipeline.step()", lambda: train_step(p, 0)
+    else:
+        step = p.step if transform == "jax.jit" else lambda: next(it)
+        train_step = jax.jit(lambda w: w + step()["x"].sum())
+        call = "Pipeline.step()" if transform == "jax.jit" else "next() of a Pipeline iterator"
+        run = lambda: train_step(0)  # noqa: E731
+    with pytest.raises(ConfigError, match=re.escape(f"{call} was called while JAX traces")):
+        run()
+    assert (p.epoch, p.position) == (0, 0)
+    assert xs([next(it), next(it)]) == two_epochs[:2]  # nothing of the trace was kept
+    assert xs([p.step() for _ in range(5)]) == two_epochs[2:7]
