@@ -9,6 +9,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -207,8 +208,9 @@ def remote_dataset(s3_server: str, s3_proxy: Any, local_dataset: str) -> str:
     boto3 = pytest.importorskip("boto3")
     client = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket="datarax-blocks")
-    return S3("datarax-blocks", s3_proxy, s3_server, client).upload_folder(local_dataset, "ds")
+    bucket = f"datarax-blocks-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=bucket)
+    return S3(bucket, s3_proxy, s3_server, client).upload_folder(local_dataset, "ds")
 
 
 def most_sent(paths: list[str], runs: Any) -> int:
