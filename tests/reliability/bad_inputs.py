@@ -2011,6 +2011,23 @@ def _decode_images_missing_field(tmp: Path) -> Any:
                             decode=_decode_images("photo", resize=8, crop=8))
 
 
+def _images_of_several_sizes_without_decode(tmp: Path) -> Any:
+    from datarax.dataset import Features, Field, write_dataset
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    features = Features((Field("image", "uint8", (None, None, 3), "png"),))
+    folder = str(tmp / "ds")
+    write_dataset([{"image": np.zeros((4 + i, 5, 3), np.uint8)} for i in range(2)], folder,
+                  features=features)
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), folder)
+
+
+case("dataset-images-of-several-sizes-no-decode", "ArrayRecord: records and images of several sizes",
+     "a converted image folder of several sizes read with no decode=", ConfigError,
+     "the dataset's field 'image' has a variable shape (None, None, 3), and a batch needs one "
+     "shape per field; read the dataset (its folder, or its shards) with "
+     "decode=datarax.decode_images('image', resize=N, crop=C) (or random_resized_crop=S), "
+     "which cuts every image to one size", needs=AR)(_images_of_several_sizes_without_decode)
 simple("decode-images-resize-alone", "ArrayRecord: records and images of several sizes",
        "decode_images(resize=256)", ConfigError,
        "decode_images needs an output size: a batch holds images of one shape. resize=256 alone "
