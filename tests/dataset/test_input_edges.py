@@ -390,3 +390,16 @@ def test_an_image_folder_starting_with_a_jpeg_keeps_every_other_image_exact(tmp_
     for image, name in zip(images, files):
         expected = np.asarray(Image.open(tmp_path / "src" / name).convert("RGB"))
         np.testing.assert_array_equal(image, expected, err_msg=name)
+
+
+def test_a_null_inside_a_list_is_named_with_its_position(tmp_path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"v": [1, 2]}\n{"v": [null, 3]}\n')
+    with pytest.raises(ConversionError, match=r"row 1, field 'v': a list holding a null \(None\) "
+                                              r"at \[0\]; every element of a list needs a value"):
+        convert(str(tmp_path / "d.jsonl"), tmp_path / "a")
+    with pytest.raises(ConversionError, match=r"row 0 .*field 'v': a list holding a null "
+                                              r"\(None\) at \[1, 1\]"):
+        write_dataset([{"v": [[1, 2], [3, None]]}], tmp_path / "b")
+    info, _ = convert(str(tmp_path / "d.jsonl"), tmp_path / "c", on_error="skip")
+    assert [s["row"] for s in info.skipped] == [1]
+    assert read_dataset(tmp_path / "c")["v"].tolist() == [[1, 2]]

@@ -1607,6 +1607,11 @@ case("convert-jsonl-line-not-json", CONVERTING, "a JSON Lines line that is not J
 case("convert-jsonl-line-a-list", CONVERTING, "a JSON Lines line that is a list, not an object",
      ConversionError, "cannot read the json file '{tmp}/d.jsonl': line 2 is a JSON list, not an "
      "object. " + _FIX_JSONL, needs="pyarrow")(_convert("d.jsonl", '{"x": 1}\n[1, 2]\n'))
+case("convert-jsonl-null-inside-a-list", CONVERTING, "a JSON Lines list holding a null",
+     ConversionError, "json files {tmp}/d.jsonl, row 1, field 'v': a list holding a null (None) "
+     "at [1, 0]; every element of a list needs a value. Fill the nulls (0, NaN) or drop them "
+     "before converting.", needs="pyarrow")(
+    _convert("d.jsonl", '{"v": [[1], [2]]}\n{"v": [[3], [null]]}\n'))
 case("convert-csv-integer-beyond-uint64", CONVERTING,
      "a CSV integer that fits neither int64 nor uint64", ConversionError,
      "cannot read the csv file '{tmp}/d.csv', row 1, column 'id': the integer "
