@@ -1999,6 +1999,15 @@ simple("storage-object-rewritten-mid-epoch", STORAGE,
 
 
 
+def _inspect_image_options(**flags: Any) -> Any:
+    import argparse
+
+    from datarax.cli.targets import image_options
+
+    return image_options(argparse.Namespace(**{"resize": None, "crop": None, "field": None,
+                                               "random_resized_crop": None, **flags}))
+
+
 def _decode_images(field: str = "image", **options: Any) -> Any:
     from datarax import decode_images
 
@@ -2033,6 +2042,15 @@ case("dataset-images-of-several-sizes-no-decode", "ArrayRecord: records and imag
      "shape per field; read the dataset (its folder, or its shards) with "
      "decode=datarax.decode_images('image', resize=N, crop=C) (or random_resized_crop=S), "
      "which cuts every image to one size", needs=AR)(_images_of_several_sizes_without_decode)
+simple("inspect-resize-alone", "ArrayRecord: records and images of several sizes",
+       "datarax inspect DST --resize 256 (no --crop)", ConfigError,
+       "--resize 256 alone keeps each image's aspect ratio, so the sizes vary; add --crop (e.g. "
+       "--crop 256), or give --resize 256x256.",
+       lambda: _inspect_image_options(resize="256"))
+simple("inspect-random-crop-with-resize", "ArrayRecord: records and images of several sizes",
+       "datarax inspect DST --resize 256 --random-resized-crop 224", ConfigError,
+       "--random-resized-crop cuts and resizes in one step: give it alone, or --resize N "
+       "--crop C.", lambda: _inspect_image_options(resize="256", random_resized_crop=224))
 simple("decode-images-resize-alone", "ArrayRecord: records and images of several sizes",
        "decode_images(resize=256)", ConfigError,
        "decode_images needs an output size: a batch holds images of one shape. resize=256 alone "
