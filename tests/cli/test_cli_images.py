@@ -114,3 +114,14 @@ def test_inspect_image_options_refuse_a_decode_of_your_own(photos, capsys, monke
                        capsys=capsys, monkeypatch=monkeypatch)
     assert code == 2
     assert "in place of --decode: give one or the other" in err
+
+
+def test_inspect_image_options_name_the_flags_to_add(photos, capsys, monkeypatch):
+    code, _, err = run("inspect", "photos", "--resize", "40", cwd=photos, capsys=capsys,
+                       monkeypatch=monkeypatch)
+    assert code == 2
+    assert "--resize 40 alone keeps each image's aspect ratio, so the sizes vary; add --crop " \
+           "(e.g. --crop 40), or give --resize 40x40." in err
+    code, _, err = run("inspect", "photos", "--resize", "40", "--random-resized-crop", "8",
+                       cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2 and "give it alone, or --resize N --crop C." in err

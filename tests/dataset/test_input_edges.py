@@ -369,3 +369,37 @@ def test_hidden_folders_of_an_image_folder_are_no_class(tmp_path) -> None:
     assert info.features["label"].class_names == ("ant", "bee") and info.num_records == 2
     _, summary = convert(str(tmp_path / "imgs"), tmp_path / "imgs" / "ds", resume=True)
     assert summary.shards_resumed == 1  # the dataset written inside is not a class either
+
+
+def test_an_image_folder_starting_with_a_jpeg_keeps_every_other_image_exact(tmp_path) -> None:
+    """The field's encoding comes from the first image (a JPEG here); a PNG, a palette PNG
+    and a grey JPEG after it are stored losslessly, not re-encoded as JPEG: every record
+    holds exactly the pixels of PIL's ``convert("RGB")`` of its file (ImageFolder's)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    files = {"a/0.jpg": ("RGB", "JPEG"), "a/1.png": ("RGB", "PNG"), "b/2.png": ("P", "PNG"),
+             "b/3.jpg": ("L", "JPEG")}
+    for name, (mode, fmt) in files.items():
+        (tmp_path / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        pixels = Image.fromarray(rng.integers(0, 256, (12, 10, 3), dtype=np.uint8))
+        pixels.convert(mode).save(tmp_path / "src" / name, format=fmt)
+    info, _ = convert(str(tmp_path / "src"), tmp_path / "ds")
+    assert info.features["image"].encoding == "jpeg" and info.features["image"].shape == (12, 10, 3)
+    images = read_dataset(tmp_path / "ds")["image"]
+    for image, name in zip(images, files):
+        expected = np.asarray(Image.open(tmp_path / "src" / name).convert("RGB"))
+        np.testing.assert_array_equal(image, expected, err_msg=name)
+
+
+def test_a_null_inside_a_list_is_named_with_its_position(tmp_path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"v": [1, 2]}\n{"v": [null, 3]}\n')
+    with pytest.raises(ConversionError, match=r"row 1, field 'v': a list holding a null \(None\) "
+                                              r"at \[0\]; every element of a list needs a value"):
+        convert(str(tmp_path / "d.jsonl"), tmp_path / "a")
+    with pytest.raises(ConversionError, match=r"row 0 .*field 'v': a list holding a null "
+                                              r"\(None\) at \[1, 1\]"):
+        write_dataset([{"v": [[1, 2], [3, None]]}], tmp_path / "b")
+    info, _ = convert(str(tmp_path / "d.jsonl"), tmp_path / "c", on_error="skip")
+    assert [s["row"] for s in info.skipped] == [1]
+    assert read_dataset(tmp_path / "c")["v"].tolist() == [[1, 2]]

@@ -85,6 +85,16 @@ def test_without_decode_the_reader_still_refuses_a_variable_shape(varlen_ds):
         ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), varlen_ds)
 
 
+def test_images_of_several_sizes_without_decode_point_to_decode_images(tmp_path):
+    folder = str(tmp_path / "ds")
+    features = Features((Field("image", "uint8", (None, None, 3), "png"),))
+    write_dataset([{"image": np.zeros((4 + i, 5, 3), np.uint8)} for i in range(2)], folder,
+                  features=features)
+    with pytest.raises(ConfigError, match=r"field 'image' has a variable shape \(None, None, 3\), "
+                                          r".*decode=datarax.decode_images\('image', resize=N"):
+        ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), folder)
+
+
 def test_folder_with_decode_and_a_missing_shard_names_it(tmp_path):
     folder = str(tmp_path / "ds")
     write_dataset(_rows(4), folder, features=FEATURES, shards=2)

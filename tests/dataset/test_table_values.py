@@ -101,7 +101,7 @@ def test_a_nested_json_object_says_to_flatten_it(tmp_path) -> None:
 def test_a_bad_row_of_several_files_names_its_file(tmp_path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "1.csv").write_text("a\n1\n2\n")
-    (tmp_path / "in" / "2.csv").write_text("a\n3\n4.5\n")  # a float column
+    (tmp_path / "in" / "2.csv").write_text("a\nx\ny\n")  # a text column
     with pytest.raises(ConversionError, match=r"row 2 \(.*2.csv, row 0\), field 'a'"):
         convert(str(tmp_path / "in"), tmp_path / "d")
     info, _ = convert(str(tmp_path / "in"), tmp_path / "e", on_error="skip")
@@ -385,3 +385,19 @@ def test_a_pandas_data_frame_is_written_row_by_row(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"got one dict: wrap one record in a list .*columns "
                                           r"\(a dict of equal-length arrays\) as a pandas"):
         write_dataset({"a": np.arange(3), "b": np.arange(3)}, tmp_path / "f")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_whole_numbers_in_one_file_and_fractions_in_another_make_a_float_column(
+        tmp_path, kind) -> None:
+    """As within one file: a column of 1, 2 in one file and 1.5 in the next is float32,
+    not an int64 field that refuses the next file's 1.5."""
+    (tmp_path / "src").mkdir()
+    first, second = (('{"x": 1, "t": "a"}\n{"x": 2, "t": "b"}\n', '{"x": 1.5, "t": "c"}\n')
+                     if kind == "jsonl" else ("x,t\n1,a\n2,b\n", "x,t\n1.5,c\n"))
+    (tmp_path / "src" / f"a.{kind}").write_text(first)
+    (tmp_path / "src" / f"b.{kind}").write_text(second)
+    info, _ = convert(str(tmp_path / "src"), tmp_path / "out", shards=2)
+    assert info.features["x"].dtype == "float32"
+    values = read_dataset(tmp_path / "out")
+    assert values["x"].tolist() == [1.0, 2.0, 1.5] and values["t"].tolist() == ["a", "b", "c"]

@@ -1686,6 +1686,11 @@ case("convert-jsonl-line-not-json", CONVERTING, "a JSON Lines line that is not J
 case("convert-jsonl-line-a-list", CONVERTING, "a JSON Lines line that is a list, not an object",
      ConversionError, "cannot read the json file '{tmp}/d.jsonl': line 2 is a JSON list, not an "
      "object. " + _FIX_JSONL, needs="pyarrow")(_convert("d.jsonl", '{"x": 1}\n[1, 2]\n'))
+case("convert-jsonl-null-inside-a-list", CONVERTING, "a JSON Lines list holding a null",
+     ConversionError, "json files {tmp}/d.jsonl, row 1, field 'v': a list holding a null (None) "
+     "at [1, 0]; every element of a list needs a value. Fill the nulls (0, NaN) or drop them "
+     "before converting.", needs="pyarrow")(
+    _convert("d.jsonl", '{"v": [[1], [2]]}\n{"v": [[3], [null]]}\n'))
 case("convert-csv-integer-beyond-uint64", CONVERTING,
      "a CSV integer that fits neither int64 nor uint64", ConversionError,
      "cannot read the csv file '{tmp}/d.csv', row 1, column 'id': the integer "
@@ -2073,6 +2078,15 @@ simple("storage-object-rewritten-mid-epoch", STORAGE,
 
 
 
+def _inspect_image_options(**flags: Any) -> Any:
+    import argparse
+
+    from datarax.cli.targets import image_options
+
+    return image_options(argparse.Namespace(**{"resize": None, "crop": None, "field": None,
+                                               "random_resized_crop": None, **flags}))
+
+
 def _decode_images(field: str = "image", **options: Any) -> Any:
     from datarax import decode_images
 
@@ -2090,6 +2104,32 @@ def _decode_images_missing_field(tmp: Path) -> Any:
                             decode=_decode_images("photo", resize=8, crop=8))
 
 
+def _images_of_several_sizes_without_decode(tmp: Path) -> Any:
+    from datarax.dataset import Features, Field, write_dataset
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    features = Features((Field("image", "uint8", (None, None, 3), "png"),))
+    folder = str(tmp / "ds")
+    write_dataset([{"image": np.zeros((4 + i, 5, 3), np.uint8)} for i in range(2)], folder,
+                  features=features)
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), folder)
+
+
+case("dataset-images-of-several-sizes-no-decode", "ArrayRecord: records and images of several sizes",
+     "a converted image folder of several sizes read with no decode=", ConfigError,
+     "the dataset's field 'image' has a variable shape (None, None, 3), and a batch needs one "
+     "shape per field; read the dataset (its folder, or its shards) with "
+     "decode=datarax.decode_images('image', resize=N, crop=C) (or random_resized_crop=S), "
+     "which cuts every image to one size", needs=AR)(_images_of_several_sizes_without_decode)
+simple("inspect-resize-alone", "ArrayRecord: records and images of several sizes",
+       "datarax inspect DST --resize 256 (no --crop)", ConfigError,
+       "--resize 256 alone keeps each image's aspect ratio, so the sizes vary; add --crop (e.g. "
+       "--crop 256), or give --resize 256x256.",
+       lambda: _inspect_image_options(resize="256"))
+simple("inspect-random-crop-with-resize", "ArrayRecord: records and images of several sizes",
+       "datarax inspect DST --resize 256 --random-resized-crop 224", ConfigError,
+       "--random-resized-crop cuts and resizes in one step: give it alone, or --resize N "
+       "--crop C.", lambda: _inspect_image_options(resize="256", random_resized_crop=224))
 simple("decode-images-resize-alone", "ArrayRecord: records and images of several sizes",
        "decode_images(resize=256)", ConfigError,
        "decode_images needs an output size: a batch holds images of one shape. resize=256 alone "

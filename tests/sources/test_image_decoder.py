@@ -153,6 +153,18 @@ def test_the_fast_centre_crop_is_within_one_level_of_resize_then_crop(kind):
                                   decode_images(resize=30, crop=32, draft=False)(data)["image"])
 
 
+def test_a_crop_larger_than_the_image_pads_as_torchvision():
+    """CenterCrop pads ``(crop - size) // 2`` zeros before the image, the rest after: a
+    7-wide image in a crop of 10 starts at column 1 (round(-1.5) would say 2)."""
+    data = picture(9, 7, seed=3, kind="PNG")
+    pixels = np.asarray(PIL_Image.open(io.BytesIO(data)).convert("RGB"))
+    want = np.zeros((12, 10, 3), np.uint8)  # 9 rows in 12: 1 before; 7 columns in 10: 1 before
+    want[1:10, 1:8] = pixels
+    for draft in (True, False):
+        np.testing.assert_array_equal(decode_images(crop=(12, 10), draft=draft)(data)["image"],
+                                      want)
+
+
 def test_random_resized_crop_is_the_records_own_box_cut_and_resized(mixed):
     folder, images = mixed
     decoder = decode_images(random_resized_crop=24, seed=11, draft=False)

@@ -218,8 +218,16 @@ def image_options(args: Any) -> dict[str, Any] | None:
     random_crop = getattr(args, "random_resized_crop", None)
     if resize is None and crop is None and random_crop is None:
         return None
+    size = None if resize is None else parse_resize(resize)
+    if isinstance(size, int) and crop is None and random_crop is None:
+        raise ConfigError(
+            f"--resize {size} alone keeps each image's aspect ratio, so the sizes vary; add "
+            f"--crop (e.g. --crop {size}), or give --resize {size}x{size}.")
+    if random_crop is not None and (resize is not None or crop is not None):
+        raise ConfigError("--random-resized-crop cuts and resizes in one step: give it alone, "
+                          "or --resize N --crop C.")
     return {"field": getattr(args, "field", None),
-            "resize": None if resize is None else parse_resize(resize), "crop": crop,
+            "resize": size, "crop": crop,
             "random_resized_crop": random_crop}
 
 

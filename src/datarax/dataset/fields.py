@@ -76,6 +76,25 @@ def not_an_array(field: str, row: int | None, err: BaseException) -> RecordMisma
         "rectangular (pad the inner lists to one length).", field=field, row=row)
 
 
+def null_in_list(field: str, row: int | None, value: Any) -> RecordMismatchError | None:
+    """The error for a list that holds a null (``[1, None]``), naming its position; None
+    for any other value."""
+    def where(items: Any, at: list[int]) -> list[int] | None:
+        for i, item in enumerate(items if isinstance(items, (list, tuple)) else ()):
+            found = at + [i] if item is None else where(item, at + [i])
+            if found is not None:
+                return found
+        return None
+
+    at = where(value, [])
+    if at is None:
+        return None
+    return RecordMismatchError(
+        f"{located(field, row)}: a list holding a null (None) at {at}; every element of a "
+        "list needs a value. Fill the nulls (0, NaN) or drop them before converting.",
+        field=field, row=row)
+
+
 def error_text(err: BaseException) -> str:
     """``type: message`` of an exception, without object addresses (messages stay the same
     from run to run, as the metadata listing skipped rows must)."""
@@ -342,7 +361,7 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
     except ValueError as err:  # a ragged nested list
         raise not_an_array(name, None, err) from err
     if array.dtype.kind not in "biufc":
-        raise RecordMismatchError(
+        raise null_in_list(name, None, value) or RecordMismatchError(
             f"field '{name}': cannot store a value of type {type(value).__name__} "
             f"(dtype {array.dtype}); give numbers, numpy arrays, str, bytes or images.",
             field=name)

@@ -72,8 +72,17 @@ def resized_size(height: int, width: int, size: int) -> tuple[int, int]:
 
 def centre_box(height: int, width: int, crop: tuple[int, int]) -> tuple[int, int]:
     """``(top, left)`` of torchvision's ``CenterCrop(crop)`` in an image of that size
-    (negative where the image is smaller: the crop is padded with zeros)."""
-    return int(round((height - crop[0]) / 2.0)), int(round((width - crop[1]) / 2.0))
+    (negative where the image is smaller: the crop is padded with zeros, as torchvision
+    pads, ``(crop - size) // 2`` before the image).
+
+    Example:
+        >>> centre_box(300, 7, (224, 10))  # 3 columns of zeros: 1 before, 2 after
+        (38, -1)
+    """
+    def start(size: int, out: int) -> int:
+        return int(round((size - out) / 2.0)) if size >= out else -((out - size) // 2)
+
+    return start(height, crop[0]), start(width, crop[1])
 
 
 def random_resized_box(rng: np.random.Generator, height: int, width: int,

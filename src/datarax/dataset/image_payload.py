@@ -1,6 +1,8 @@
-"""An image field's stored bytes: the encoded image kept as it is where its header and
-structure show it fits the field (no pixel decoded), else decoded, checked (size, 8 bits,
-what a conversion of its channels would lose) and encoded again.
+"""An image field's stored bytes: the encoded image (PNG or JPEG, whichever the field's
+encoding) kept as it is where its header and structure show it fits the field (no pixel
+decoded), else decoded, checked (size, 8 bits, what a conversion of its channels would
+lose) and encoded again: as PNG (lossless) when it came encoded, else (pixels) in the
+field's encoding. Readers go by the bytes, not by the field's encoding.
 
 Example:
     >>> import io
@@ -83,7 +85,7 @@ def stored_as_it_is(f: Field, value: Any) -> bytes | None:
         return None
     header = intact_image_header(value)
     height, width, channels = f.shape
-    if header is None or header.format != f.encoding or (
+    if header is None or (
             channels_of_mode(header.mode) != channels) or (
             height is not None and height != header.height) or (
             width is not None and width != header.width):
@@ -98,7 +100,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     encoded = read_encoded_image(f.name, value, row)
     if encoded is not None:
         data, image = encoded
-        keep = image_format(data) == f.encoding and channels_of(image) == f.shape[2] and (
+        keep = image_format(data) is not None and channels_of(image) == f.shape[2] and (
             image.mode in ("L", "RGB", "RGBA"))
     else:
         image = pil_image(value)
@@ -139,8 +141,8 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
             field=f.name, row=row, mismatch=True)
     image = converted
     buffer = io.BytesIO()
-    if f.encoding == "png":
-        image.save(buffer, format="PNG")
+    if f.encoding == "png" or encoded is not None:  # an encoded image: JPEG again would
+        image.save(buffer, format="PNG")             # change its pixels a second time
     else:
         image.save(buffer, format="JPEG", quality=95)
     return buffer.getvalue()

@@ -34,6 +34,7 @@ from datarax.dataset.fields import (
     located,
     no_value,
     not_an_array,
+    null_in_list,
 )
 from datarax.dataset.image_payload import image_payload, stored_as_it_is
 from datarax.dataset.images import IMAGE_MODES, open_image
@@ -118,7 +119,7 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
                 f"{located(f.name, row)}: the integer {value} does not fit the features' {want}.",
                 field=f.name, row=row, mismatch=True)
         if array.dtype.kind not in "biuf" or (array.dtype.kind == "f" and want.kind in "biu"):
-            raise RecordMismatchError(
+            raise null_in_list(f.name, row, value) or RecordMismatchError(
                 f"{located(f.name, row)}: a {type(value).__name__} of dtype {array.dtype} does not "
                 f"fit the features' {want}.", field=f.name, row=row, mismatch=True)
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, named by row

@@ -94,13 +94,15 @@ class DatasetDecoder:
         ragged = [f for f in features.fields if None in f.shape]
         if ragged:
             f = ragged[0]
+            how = (f"decode=datarax.decode_images('{f.name}', resize=N, crop=C) (or "
+                   "random_resized_crop=S), which cuts every image to one size"
+                   if f.encoding in ("png", "jpeg") else
+                   "your own decode= (datarax.dataset.decode_records gives the per-record "
+                   "arrays)")
             raise ConfigError(
-                f"the dataset's field '{f.name}' has a variable shape "
-                f"({', '.join('None' if d is None else str(d) for d in f.shape)},), and a batch "
+                f"the dataset's field '{f.name}' has a variable shape {f.shape}, and a batch "
                 "needs one shape per field; read the dataset (its folder, or its shards) "
-                "with your own decode= "
-                "(datarax.dataset.decode_records gives the per-record arrays), or write the field "
-                "with a fixed shape.")
+                f"with {how}, or write the field with a fixed shape.")
         self.features = features
         self.cast_float64 = cast_float64
 

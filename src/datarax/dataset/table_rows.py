@@ -261,7 +261,8 @@ class TableRows(Rows):
     def hints(self) -> dict[str, dict[str, Any]]:
         if self._hints is None:
             self._hints = self._hf_hints() if self.kind == "parquet" else self._text_hints()
-            for name, hint in {**self._uint64_hints(), **self._list_hints()}.items():
+            for name, hint in {**self._number_hints(), **self._uint64_hints(),
+                               **self._list_hints()}.items():
                 self._hints[name] = {**self._hints.get(name, {}), **hint}
         return self._hints
 
@@ -278,6 +279,22 @@ class TableRows(Rows):
             names.update(name for t in self._load() if isinstance(t, ParsedJsonLines)
                          for name in t.uint64_columns())
         return {name: {"shape": (), "dtype": "uint64"} for name in sorted(names)}
+
+    def _number_hints(self) -> dict[str, dict[str, Any]]:
+        """A JSON Lines / CSV column of whole numbers in one file and of fractions in
+        another is a float column, as ``pyarrow`` makes it within one file."""
+        if self.kind == "parquet" or len(self.files) < 2:
+            return {}
+        import pyarrow as pa
+
+        kinds: dict[str, set[str]] = {}
+        for table in self._load():
+            for field in table.schema:
+                kind = ("f" if pa.types.is_floating(field.type) else
+                        "i" if pa.types.is_integer(field.type) else "other")
+                kinds.setdefault(field.name, set()).add(kind)
+        return {name: {"shape": (), "dtype": "float32"}
+                for name, found in kinds.items() if found == {"i", "f"}}
 
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
         import pyarrow.parquet as pq
