@@ -25,6 +25,14 @@ its share's records exactly once per epoch, the shares disjoint and together the
 epoch (less the remainder ``records % H`` that equal shares leave out), by the record
 number each record's bytes start with.
 
+**The first batch's floor** (modes with ``floor=True``: ``global``): once the mode's
+processes are done, a fresh process issues exactly the requests datarax's first batch of
+epoch 0 needed (its files' tails, then its records' chunk ranges, from datarax's own
+plan: :mod:`benchmarks.first_batch_floor`) from plain clients (boto3 and s3fs, 64 at
+once), against the same server through the same proxy; ``first_batch_floor`` in the JSON
+holds each run, the fastest, datarax's first batch (seconds, requests, bytes, this
+process's and the server process's CPU seconds) and their ratios.
+
 **Adding a mode** is one more :class:`Mode` in :data:`MODES`: a name, a line saying what
 it is, the cache per host as a fraction of the data set, the hosts, and either ``config``
 (fields of ``ArrayRecordSourceConfig``) or ``build`` (a function of a :class:`Setup`

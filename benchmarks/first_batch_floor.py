@@ -34,6 +34,7 @@ from typing import Any
 __all__ = ["CLIENTS", "first_batch_plan", "measure", "process_cpu_s"]
 
 CLIENTS = ("boto3", "s3fs", "s3fs_async")
+PHASES = ("tails", "ranges")  # the second needs the first's footers: one after the other
 Request = tuple[str, int, int]  # (file name, start, end)
 
 
@@ -44,7 +45,7 @@ def process_cpu_s(pid: int) -> float:
 
 
 def first_batch_plan(folder: str | os.PathLike[str],
-                     picks: Sequence[tuple[str, int]]) -> dict[str, list[Request]]:
+                     picks: Sequence[tuple[str, int]]) -> dict[str, Any]:
     """The requests datarax's head start makes for records ``picks`` (``(file name, index
     in file)``) of the ArrayRecord files in ``folder``: ``tails`` (one a file, in the order
     first touched) and ``ranges`` (the runs of chunks of each file's records)."""
@@ -55,6 +56,7 @@ def first_batch_plan(folder: str | os.PathLike[str],
         by_file.setdefault(name, []).append(int(index))
     tails: list[Request] = []
     ranges: list[Request] = []
+    chunks = in_tail = 0
     for name, positions in by_file.items():
         path = os.path.join(folder, name)
         opening: list[Request] = []  # the reads the open makes, as it makes them
@@ -68,9 +70,16 @@ def first_batch_plan(folder: str | os.PathLike[str],
 
         reader = ArrayRecordRanges(read_range, os.path.getsize(path), name=path)
         tails += opening
-        ranges += [(name, start, end) for start, end, _ in
-                   reader.ranges(reader.chunks_of(positions))]
-    return {"tails": tails, "ranges": ranges}
+        runs = reader.ranges(reader.chunks_of(positions))
+        ranges += [(name, start, end) for start, end, _ in runs]
+        chunks += sum(len(c) for _, _, c in runs)
+        in_tail += sum(any(a <= start and end <= b for _, a, b in opening)
+                       for start, end, _ in runs)
+    # what fewer requests could save: chunks already read together (neighbours), and
+    # record ranges inside the bytes a file's open reads anyway
+    return {"tails": tails, "ranges": ranges,
+            "counts": {"files": len(by_file), "records": len(picks), "chunks": chunks,
+                       "ranges_in_tail": in_tail}}
 
 
 def _getter(client: str, bucket: str, prefix: str, threads: int) -> Callable[[Request], bytes]:
@@ -108,23 +117,23 @@ def _getter(client: str, bucket: str, prefix: str, threads: int) -> Callable[[Re
     return cat
 
 
-def _one(client: str, plan: dict[str, list[Request]], bucket: str, prefix: str, threads: int,
+def _one(client: str, plan: dict[str, Any], bucket: str, prefix: str, threads: int,
          wire: Callable[[], dict[str, int]], server_pid: int | None) -> dict[str, Any]:
     get = _getter(client, bucket, prefix, threads)
     before, server0 = wire(), process_cpu_s(server_pid) if server_pid else 0.0
     cpu0, t0 = time.process_time(), time.perf_counter()
     got = 0
     if client == "s3fs_async":
-        for phase in ("tails", "ranges"):
+        for phase in PHASES:
             got += sum(map(len, get.many(plan[phase])))  # type: ignore[attr-defined]
     else:
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            for phase in ("tails", "ranges"):
+            for phase in PHASES:
                 got += sum(map(len, pool.map(get, plan[phase])))
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     after = wire()
-    expected = sum(e - s for phase in plan.values() for _, s, e in phase)
+    expected = sum(e - s for phase in PHASES for _, s, e in plan[phase])
     if got != expected:
         raise AssertionError(f"{client}: {got} bytes read, the plan holds {expected}")
     return {"client": client, "seconds": round(seconds, 4),
@@ -134,7 +143,7 @@ def _one(client: str, plan: dict[str, list[Request]], bucket: str, prefix: str, 
             "server_cpu_s": round(process_cpu_s(server_pid) - server0, 3) if server_pid else None}
 
 
-def measure(plan: dict[str, list[Request]], *, bucket: str, prefix: str,
+def measure(plan: dict[str, Any], *, bucket: str, prefix: str,
             wire: Callable[[], dict[str, int]], server_pid: int | None, threads: int = 64,
             rounds: int = 2) -> dict[str, Any]:
     """Each client of :data:`CLIENTS` ``rounds`` times, alternating; every run and the
@@ -142,5 +151,6 @@ def measure(plan: dict[str, list[Request]], *, bucket: str, prefix: str,
     runs = [_one(client, plan, bucket, prefix, threads, wire, server_pid)
             for _ in range(rounds) for client in CLIENTS]
     return {"threads": threads, "tails": len(plan["tails"]), "ranges": len(plan["ranges"]),
-            "plan_bytes": sum(e - s for phase in plan.values() for _, s, e in phase),
+            "plan_bytes": sum(e - s for phase in PHASES for _, s, e in plan[phase]),
+            **plan["counts"],
             "runs": runs, "floor": min(runs, key=lambda r: r["seconds"])}
