@@ -45,8 +45,10 @@ def write_files(bucket: str) -> int:
     return total
 
 
-def epochs(bucket: str, total: int, windows: float, batch: int) -> list[float]:
-    """Bytes downloaded in epochs 0 and 1 over the files' bytes, a cache of ``windows``."""
+def epochs(bucket: str, total: int, windows: float, batch: int,
+           threads: int | None = None) -> list[float]:
+    """Bytes downloaded in epochs 0 and 1 over the files' bytes, a cache of ``windows``
+    (``threads``: the source's reader threads, its default when None)."""
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
     from datarax.storage import ShardCache
 
@@ -54,8 +56,10 @@ def epochs(bucket: str, total: int, windows: float, batch: int) -> list[float]:
     config = ArrayRecordSourceConfig(shuffle_files=True, seed=0, shuffle_window=WINDOW,
                                      shuffle_block=str(BLOCK))
     out = []
+    more = {} if threads is None else {"num_threads": threads}
     with ArrayRecordSourceModule(config, f"memory://{bucket}/*.array_record", cache=cache,
-                                 decode=lambda r: {"i": np.frombuffer(r[:4], np.int32)[0]}) as src:
+                                 decode=lambda r: {"i": np.frombuffer(r[:4], np.int32)[0]},
+                                 **more) as src:
         before = src.stats()["storage"]["fetched_bytes"]
         for e in range(2):
             src.seek(e)
@@ -74,15 +78,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", default="1,2,3,4,6")
     parser.add_argument("--batches", default="16,256")
+    parser.add_argument("--threads", type=int, help="reader threads (default: the source's)")
     parser.add_argument("--json", type=pathlib.Path, default=RESULTS / "block_window_refetch.json")
     args = parser.parse_args()
     total = write_files("block-window-refetch")
     result: dict[str, Any] = {"workload": f"{FILES} files x {PER_FILE} records of 3 KB "
                               f"({total} bytes), blocks of {BLOCK} B, windows of {WINDOW} "
-                              "blocks, one host, memory://", "downloaded_vs_files": {}}
+                              "blocks, one host, memory://", "reader_threads": args.threads,
+                              "downloaded_vs_files": {}}
     for batch in (int(b) for b in args.batches.split(",")):
         for windows in (float(w) for w in args.windows.split(",")):
-            got = epochs("block-window-refetch", total, windows, batch)
+            got = epochs("block-window-refetch", total, windows, batch, args.threads)
             result["downloaded_vs_files"][f"batch {batch}, cache {windows:g} windows"] = got
             print(f"batch {batch}, cache {windows:g} windows: epochs 0, 1: {got}", flush=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -25,6 +25,14 @@ its share's records exactly once per epoch, the shares disjoint and together the
 epoch (less the remainder ``records % H`` that equal shares leave out), by the record
 number each record's bytes start with.
 
+**The first batch's floor** (modes with ``floor=True``: ``global``): once the mode's
+processes are done, a fresh process issues exactly the requests datarax's first batch of
+epoch 0 needed (its files' tails, then its records' chunk ranges, from datarax's own
+plan: :mod:`benchmarks.first_batch_floor`) from plain clients (boto3 and s3fs, 64 at
+once), against the same server through the same proxy; ``first_batch_floor`` in the JSON
+holds each run, the fastest, datarax's first batch (seconds, requests, bytes, this
+process's and the server process's CPU seconds) and their ratios.
+
 **Adding a mode** is one more :class:`Mode` in :data:`MODES`: a name, a line saying what
 it is, the cache per host as a fraction of the data set, the hosts, and either ``config``
 (fields of ``ArrayRecordSourceConfig``) or ``build`` (a function of a :class:`Setup`
@@ -40,6 +48,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import os
 import pathlib
 import shutil
@@ -102,6 +111,7 @@ class Mode:
     hosts: int = 1
     config: dict[str, Any] = dataclasses.field(default_factory=lambda: {"shuffle_files": True})
     build: Callable[[Setup], Any] = array_record_source
+    floor: bool = False  # measure the first batch's floor (first_batch_floor.py) after it
 
 
 WINDOW = {"shuffle_files": True, "shuffle_window": 4}
@@ -118,7 +128,7 @@ def ranged_source(setup: Setup) -> Any:
 
 
 MODES: list[Mode] = [
-    Mode("global", "global shuffle, cache 1.1x the data set", 1.1),
+    Mode("global", "global shuffle, cache 1.1x the data set", 1.1, floor=True),
     Mode("global_small_cache", "global shuffle, cache 1/4 of the data set", 0.25),
     Mode("window4", "shuffle_window=4, cache 1/4 of the data set", 0.25, config=WINDOW),
     Mode("global_2hosts", "global shuffle, 2 hosts, cache 1.1x the data set each", 1.1, hosts=2),
@@ -158,6 +168,7 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
     jax.devices()
     from benchmarks.bench_array_record import record_ids
     from benchmarks.counting_proxy import read_stats
+    from benchmarks.first_batch_floor import process_cpu_s
     from datarax.storage import ShardCache
 
     mode = mode_named(job["mode"])
@@ -171,8 +182,11 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
         return {"requests": now["requests"] - then["requests"],
                 "bytes": now["body_bytes"] - then["body_bytes"]}
 
+    server = job.get("server_pid")
+
     def epoch(source: Any, e: int, ids_path: pathlib.Path | None) -> dict[str, Any]:
         start, before = time.perf_counter(), wire()
+        cpu0, server0 = time.process_time(), process_cpu_s(server) if server else 0.0
         source.seek(e)
         first, served, stable = None, [], []
         while True:
@@ -181,6 +195,14 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
                 break
             if first is None:
                 first = time.perf_counter() - start
+                # what the first batch cost: the client's and the server's CPU, the wire's
+                first_cost = {"client_cpu_s": round(time.process_time() - cpu0, 3),
+                              "server_cpu_s": round(process_cpu_s(server) - server0, 3)
+                              if server else None, **delta(wire(), before)}
+                if e == 0 and ids_path is not None:  # the floor's plan: its records' places
+                    picks = [[os.path.basename(p), k] for p, k in
+                             (source.locate(int(i)) for i in np.asarray(indices))]
+                    ids_path.with_name(f"first-batch-h{host}.json").write_text(json.dumps(picks))
             served.append(record_ids(batch["image"]))  # each record's number, in its bytes
             stable.append(np.asarray(indices))
         seconds = time.perf_counter() - start
@@ -193,6 +215,7 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
                 np.save(ids_path.with_name("shards.npy"),
                         np.asarray([files[source.locate(int(i))[0]] for i in every]))
         return {"records": len(ids), "first_batch_s": round(first or 0.0, 4),
+                "first_batch": first_cost if first is not None else None,
                 "seconds": round(seconds, 3), "records_per_s": round(len(ids) / seconds, 1),
                 **delta(wire(), before)}
 
@@ -236,7 +259,7 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- one mode
 def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_bytes: int,
              records: int, *, epochs: int, batch: int, seed: int,
-             scratch: pathlib.Path) -> dict[str, Any]:
+             scratch: pathlib.Path, server_pid: int | None = None) -> dict[str, Any]:
     """The mode's hosts at once, each in a fresh process; their results and the checks."""
     ids_dir = scratch / mode.name / "ids"
     ids_dir.mkdir(parents=True)
@@ -246,7 +269,7 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
         job = {"mode": mode.name, "host": host, "url": url, "local": local,
                "proxy": proxies[f"h{host}"], "cache_dir": str(scratch / mode.name / f"cache{host}"),
                "cache_bytes": cache_bytes, "epochs": epochs, "batch": batch, "seed": seed,
-               "ids_dir": str(ids_dir), "quick": records < RECORDS}
+               "ids_dir": str(ids_dir), "quick": records < RECORDS, "server_pid": server_pid}
         result = scratch / mode.name / f"h{host}.json"
         env = {**os.environ, **client_env(proxies[f"h{host}"]), "JAX_PLATFORMS": "cpu"}
         procs.append((result, subprocess.Popen(
@@ -283,7 +306,39 @@ def run_mode(mode: Mode, url: str, local: str, proxies: dict[str, str], data_byt
     warm = sum(max(e["records_per_s"] for e in h["epochs"][1:]) for h in hosts_out)
     disk = sum(max(e["records_per_s"] for e in h["local_epochs"]) for h in hosts_out)
     out["later_epochs_vs_local_disk"] = round(warm / disk, 3)
+    if mode.floor and mode.hosts == 1:
+        out["first_batch_floor"] = run_floor(hosts_out[0], ids_dir / "first-batch-h0.json",
+                                             local, proxies["h0"], server_pid, scratch / mode.name)
     return out
+
+
+def run_floor(host: dict[str, Any], picks: pathlib.Path, local: str, proxy: str,
+              server_pid: int | None, scratch: pathlib.Path) -> dict[str, Any]:
+    """The floor of the host's first batch of epoch 0 (``first_batch_floor.py``), in a
+    fresh process once the mode's are done (the server idle), beside datarax's."""
+    job = {"picks": str(picks), "local": local, "proxy": proxy, "server_pid": server_pid}
+    result = scratch / "floor.json"
+    env = {**os.environ, **client_env(proxy)}
+    subprocess.run([sys.executable, "-m", "benchmarks.bucket_modes", "--floor", json.dumps(job),
+                    "--worker-out", str(result)], cwd=ROOT, env=env, check=True)
+    floor = json.loads(result.read_text())
+    ours = {"seconds": host["epochs"][0]["first_batch_s"], **host["epochs"][0]["first_batch"]}
+    best = floor["floor"]
+    floor["datarax"] = ours
+    floor["datarax_vs_floor"] = {
+        k: round(ours[k] / best[k], 2) if best.get(k) else None
+        for k in ("seconds", "requests", "bytes", "client_cpu_s", "server_cpu_s")}
+    return floor
+
+
+def floor_run(job: dict[str, Any]) -> dict[str, Any]:
+    """In a fresh process: the floor's requests for the picks datarax's first batch read."""
+    from benchmarks.counting_proxy import read_stats
+    from benchmarks.first_batch_floor import first_batch_plan, measure
+
+    plan = first_batch_plan(job["local"], json.loads(pathlib.Path(job["picks"]).read_text()))
+    return measure(plan, bucket=BUCKET, prefix=PREFIX, server_pid=job["server_pid"],
+                   wire=lambda: read_stats(job["proxy"])["h0"])
 
 
 def mixing(shard: np.ndarray, batch: int) -> dict[str, float]:
@@ -332,11 +387,13 @@ def run(records: int, modes: list[Mode], *, latency: float = 0.05, epochs: int =
     try:
         with local_bucket(BUCKET, [(str(folder), PREFIX)], latency=latency,
                           labels=[f"h{i}" for i in range(hosts)]) as proxies:
+            server_pid = next((p.pid for p in multiprocessing.active_children()), None)
             for mode in modes:
                 print(f"mode {mode.name} ...", file=sys.stderr, flush=True)
                 out["modes"][mode.name] = run_mode(
                     mode, f"s3://{BUCKET}/{PREFIX}", str(folder), proxies, data_bytes, records,
-                    epochs=epochs, batch=batch, seed=seed, scratch=scratch)
+                    epochs=epochs, batch=batch, seed=seed, scratch=scratch,
+                    server_pid=server_pid)
                 shutil.rmtree(scratch / mode.name, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -369,6 +426,16 @@ def table(result: dict[str, Any]) -> str:
             f"({opened['bytes'] / 1e6:,.1f} MB) | {cells[0]} | {cells[1]} "
             f"| {m['later_epochs_vs_local_disk']:.2f} | {all(m['exactly_once'])} "
             f"| {m['mixing']['same_shard_neighbours']:.3f}, {m['mixing']['shards_per_batch']:.1f} |")
+    for name, m in result["modes"].items():
+        if "first_batch_floor" in m:
+            f, best = m["first_batch_floor"], m["first_batch_floor"]["floor"]
+            ours, ratio = f["datarax"], f["datarax_vs_floor"]
+            lines.append(f"\n{name}: first batch {ours['seconds']:.2f} s, {ours['requests']} "
+                         f"requests, {ours['bytes']:,} B, CPU client {ours['client_cpu_s']} s "
+                         f"server {ours['server_cpu_s']} s; floor ({best['client']}) "
+                         f"{best['seconds']:.2f} s, {best['requests']} requests, "
+                         f"{best['bytes']:,} B, CPU client {best['client_cpu_s']} s server "
+                         f"{best['server_cpu_s']} s; datarax / floor: {ratio}")
     return "\n".join(lines)
 
 
@@ -386,7 +453,11 @@ def main() -> None:
     parser.add_argument("--json", type=pathlib.Path)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", type=pathlib.Path, help=argparse.SUPPRESS)
+    parser.add_argument("--floor", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor:
+        args.worker_out.write_text(json.dumps(floor_run(json.loads(args.floor))))
+        return
     if args.worker:
         args.worker_out.write_text(json.dumps(host_run(json.loads(args.worker))))
         return

@@ -33,6 +33,7 @@ from datarax.sources.array_record_remote import (
     check_cache_for_processes,
     local_blocks,
     remote_reading,
+    window_chunk,
 )
 from datarax.sources.array_record_counts import check_counts, count_records, remote_counts
 from datarax.sources.array_record_files import ArrayRecordFiles, array_record_reader
@@ -321,6 +322,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             locate=self.locate,
             num_threads=num_threads,
             read_ahead=read_ahead,
+            max_chunk=window_chunk(remote, blocks, config.shuffle_window),
             policy=config.error_policy(),
             name=type(self).__name__,
             cast_float64=config.cast_float64,

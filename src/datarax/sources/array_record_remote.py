@@ -30,7 +30,7 @@ from datarax.storage.fetch import Fetcher
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
 __all__ = ["block_bytes", "check_block_bytes", "check_cache_for_processes", "local_blocks",
-           "remote_reading"]
+           "remote_reading", "window_chunk"]
 
 
 def block_bytes(config: Any) -> int | None:
@@ -151,3 +151,18 @@ def check_cache_for_processes(remote: RemoteShards, processes: int, ranged: bool
         f"{len(remote.objects)} files ({total} bytes). Raise the limit to at least {total} "
         "bytes with DATARAX_CACHE_BYTES or the source's cache=ShardCache(..., max_bytes=...), "
         "or read a data set larger than the cache with decode_processes=0 (reader threads).")
+
+
+def window_chunk(remote: Any, blocks: Any, window: int | None) -> int | None:
+    """Block windows read through a cache of 2 windows or more: a reader thread's chunk
+    at most a window's records (on average), so the threads' chunks in flight read
+    neighbouring windows the cache holds together, not far-apart ones it evicts and
+    downloads again (8 files in 128 blocks, 3 windows, batch 256: 1.06-1.18x the files
+    an epoch with chunks of 12 windows, 0.95-1.07x with one batch; under 2 windows the
+    threads cannot each have theirs, and the default chunks refetch less). None: no cap."""
+    if remote is None or blocks is None or not window:
+        return None
+    largest = sorted((o.size for o in remote.objects), reverse=True)[:window]
+    if remote.cache.max_bytes < 2 * sum(largest):
+        return None
+    return max(1, window * int(blocks.ends[-1]) // len(blocks.ends))  # an average window

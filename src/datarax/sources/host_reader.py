@@ -87,6 +87,9 @@ class HostReader:
         chunk_size: positions per batched read (default: whole batches of the first
             requested ``batch_size``, see
             :func:`~datarax.sources.chunk_reads.chunk_positions`).
+        max_chunk: the default ``chunk_size`` at most this many positions (whole batches,
+            at least one): block windows' reader threads then read neighbouring windows,
+            not far-apart ones the cache cannot hold at once.
         policy: the :class:`ErrorPolicy` for bad records.
         name: how errors name the source (e.g. ``"ArrayRecordSourceModule"``).
         cast_float64: decoded ``float64`` values are cast to ``float32`` (else refused
@@ -106,6 +109,7 @@ class HostReader:
         num_threads: int = 4,
         read_ahead: int | None = None,
         chunk_size: int | None = None,
+        max_chunk: int | None = None,
         policy: ErrorPolicy | None = None,
         name: str = "source",
         cast_float64: bool = False,
@@ -113,7 +117,7 @@ class HostReader:
         decode_processes: int = 0,
     ) -> None:
         for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
-                                  ("chunk_size", chunk_size, 1),
+                                  ("chunk_size", chunk_size, 1), ("max_chunk", max_chunk, 1),
                                   ("decode_processes", decode_processes, 0)):
             if value is None and label not in ("num_threads", "decode_processes"):
                 continue
@@ -126,6 +130,7 @@ class HostReader:
         self._locate = locate
         self.read_ahead = read_ahead if read_ahead is not None else 2 * num_threads
         self.chunk_size = chunk_size
+        self.max_chunk = max_chunk
         self._batch = 0  # the batch size chunk_size was chosen for (0: given)
         self.policy = policy or ErrorPolicy()
         self.name = name
@@ -360,6 +365,9 @@ class HostReader:
             if self.chunk_size is None:
                 self._batch = int(batch_size)
                 self.chunk_size = chunk_positions(self._batch, self._records.spec)
+                if self.max_chunk is not None:  # whole batches, at least one
+                    self.chunk_size = max(self._batch, min(
+                        self.chunk_size, self.max_chunk // self._batch * self._batch))
             return self._assemble(int(batch_size))
 
     def _assemble(self, batch_size: int) -> ReadBatch | None:
