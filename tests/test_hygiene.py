@@ -17,12 +17,13 @@ import io
 import json
 import os
 import re
-import select
 import subprocess
 import sys
 import textwrap
 import tokenize
 from pathlib import Path
+
+from forked_runs import ForkedRuns
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -230,87 +231,46 @@ STAGE = """
 """
 
 
-# Each run of STAGE is a new process: a fork of one that has imported jax, flax and
-# datarax and done nothing else (no backend, no compile, no cache on, cfgmod not imported),
-# so the three runs share one interpreter start-up and import rather than paying three.
-FORKS = """
-    import os, sys
-    import jax, numpy
-    from flax import nnx
-    from datarax.operators import ElementOperator
-    from datarax.pipeline import Pipeline
-    from datarax.sources import MemorySource
-
-    sys.dont_write_bytecode = True  # cfgmod is edited within a second: never a stale .pyc
-    stage = compile(sys.argv[1], "<stage>", "exec")
-    for line in sys.stdin:  # one line a run: CACHE_DIR OUT_FILE
-        cache, out = line.split()
-        pid = os.fork()
-        if pid == 0:  # the run: prints to OUT_FILE, exits as a process does (atexit and all)
-            with open(out, "w") as f:
-                os.dup2(f.fileno(), 1)
-            sys.argv = ["-c", cache]
-            exec(stage, {"__name__": "__main__"})
-            sys.exit(0)
-        print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+# Each run of STAGE is a new process: a fork of one that imported jax, flax and datarax and
+# did nothing else (no backend, no compile, no cache on, cfgmod not imported), so the three
+# runs pay one interpreter start-up and import, not three.
+STAGE_IMPORTS = """
+import sys
+import jax, numpy
+from flax import nnx
+from datarax.operators import ElementOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource
+sys.dont_write_bytecode = True  # cfgmod is edited within a second: never a stale .pyc
 """
 
 
-class _StageRuns:
-    """Runs STAGE in ``folder``, each time in a new process forked as FORKS says."""
-
-    def __init__(self, folder: Path, cache: Path) -> None:
-        self.folder, self.cache, self.count = folder, cache, 0
-        self.stderr = open(folder / "stage.stderr", "w+")
-        environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-        environ.update(PYTHONPATH=os.pathsep.join([str(folder), str(SRC)]), JAX_PLATFORMS="cpu")
-        self.forks = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(FORKS), textwrap.dedent(STAGE)],
-            env=environ, cwd=folder, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-        )
-
-    def __call__(self) -> list[list[int]]:
-        self.count += 1
-        out = self.folder / f"stage{self.count}.out"
-        self.forks.stdin.write(f"{self.cache} {out}\n")
-        self.forks.stdin.flush()
-        ready = select.select([self.forks.stdout], [], [], 300)[0]  # as _run's timeout
-        status = self.forks.stdout.readline().strip() if ready else "no answer in 300 s"
-        self.stderr.seek(0)
-        why = self.stderr.read()[-3000:]
-        assert status == "0", f"run {self.count} ended with {status!r}: {why}"
-        lines = out.read_text().strip().splitlines()
-        # enable_compilation_cache(cache) made and used the given folder:
-        assert json.loads(lines[-2]) == [str(self.cache), str(self.cache)]
-        return json.loads(lines[-1])
-
-    def close(self) -> None:
-        self.forks.stdin.close()
-        try:
-            self.forks.wait(timeout=60)
-        finally:
-            self.forks.kill()  # a no-op once it has ended
-            self.stderr.close()
+def _stage_run(runs: ForkedRuns, folder: Path, cache: Path, name: str) -> list[list[int]]:
+    out, err = folder / f"{name}.out", folder / f"{name}.err"
+    code = runs.wait(runs.start(folder / "stage.py", [str(cache)], out, err))
+    assert code == 0, f"{name} ended with {code}: {err.read_text()[-3000:]}"
+    lines = out.read_text().strip().splitlines()
+    assert json.loads(lines[-2]) == [str(cache), str(cache)]  # enable_compilation_cache(cache)
+    return json.loads(lines[-1])
 
 
 def test_a_value_read_while_tracing_is_the_new_process_own(tmp_path):
     cache = tmp_path / "jax-cache"
+    (tmp_path / "stage.py").write_text(textwrap.dedent(STAGE))
     (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")
-    stage_run = _StageRuns(tmp_path, cache)
-    try:
-        assert stage_run() == [[0, 2, 4, 6], [8, 10, 12, 14]]
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    environ.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(SRC)]), JAX_PLATFORMS="cpu")
+    with ForkedRuns(STAGE_IMPORTS, tmp_path, environ) as runs:
+        assert _stage_run(runs, tmp_path, cache, "first") == [[0, 2, 4, 6], [8, 10, 12, 14]]
         assert cache.is_dir() and any(cache.iterdir())  # the persistent cache was on and stored
         (tmp_path / "cfgmod.py").write_text("SCALE = 3\n")
-        assert stage_run() == [[0, 3, 6, 9], [12, 15, 18, 21]]
+        assert _stage_run(runs, tmp_path, cache, "edited") == [[0, 3, 6, 9], [12, 15, 18, 21]]
         (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")  # back: JAX's cache may serve it
-        assert stage_run() == [[0, 2, 4, 6], [8, 10, 12, 14]]
-    finally:
-        stage_run.close()
+        assert _stage_run(runs, tmp_path, cache, "back") == [[0, 2, 4, 6], [8, 10, 12, 14]]
 
 
 # enable_compilation_cache() creates its folder only when called: the default folder in
-# test_import_and_one_epoch_change_nothing_global's process, a given one in each run of STAGE.
+# test_import_and_one_epoch_change_nothing_global's process, a given one in each _stage_run's.
 
 
 # ------------------------------------------------------ words of the project's history
