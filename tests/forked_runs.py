@@ -24,11 +24,16 @@ from pathlib import Path
 SERVER = """
 import json, os, runpy, sys
 exec(sys.argv[1])  # the imports the runs share; nothing else is done before a fork
+ended = {}  # pid: exit code, of the runs waited for
 for line in sys.stdin:
     ask = json.loads(line)
-    if "wait" in ask:
-        status = os.waitpid(ask["wait"], 0)[1]
-        print(json.dumps(os.waitstatus_to_exitcode(status)), flush=True)
+    if "wait" in ask:  # {"wait": pid, "block": bool}: its exit code, or null if running
+        pid = ask["wait"]
+        if pid not in ended:
+            done, status = os.waitpid(pid, 0 if ask["block"] else os.WNOHANG)
+            if done:
+                ended[pid] = os.waitstatus_to_exitcode(status)
+        print(json.dumps(ended.get(pid)), flush=True)
         continue
     pid = os.fork()
     if pid == 0:  # the run: its own stdin, stdout and stderr, then the script as __main__
@@ -59,7 +64,7 @@ class ForkedRuns:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
         )
 
-    def _ask(self, ask: dict) -> int:
+    def _ask(self, ask: dict) -> int | None:
         self.server.stdin.write(json.dumps(ask) + "\n")
         self.server.stdin.flush()
         ready = select.select([self.server.stdout], [], [], self.timeout)[0]
@@ -75,7 +80,11 @@ class ForkedRuns:
 
     def wait(self, pid: int) -> int:
         """Waits for run ``pid``; its exit code, or minus the signal that ended it."""
-        return self._ask({"wait": pid})
+        return self._ask({"wait": pid, "block": True})
+
+    def poll(self, pid: int) -> int | None:
+        """Run ``pid``'s exit code as ``wait`` gives it, or None while it runs."""
+        return self._ask({"wait": pid, "block": False})
 
     def close(self) -> None:
         try:
