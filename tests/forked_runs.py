@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,7 @@ class ForkedRuns:
     def __init__(self, imports: str, folder: Path, env: dict[str, str] | None = None,
                  timeout: float = 300) -> None:
         self.timeout = timeout
+        self.running: set[int] = set()  # started, not yet seen to end
         self.log = folder / "forked_runs.stderr"
         self.stderr = open(self.log, "w")
         self.server = subprocess.Popen(
@@ -75,18 +77,31 @@ class ForkedRuns:
     def start(self, script: Path, args: list[str], stdout: Path,
               stderr: Path | None = None) -> int:
         """Starts ``python script *args`` as a fork; returns its process id."""
-        return self._ask({"argv": [str(script), *args], "stdout": str(stdout),
-                          "stderr": str(stderr or stdout)})
+        pid = self._ask({"argv": [str(script), *args], "stdout": str(stdout),
+                         "stderr": str(stderr or stdout)})
+        self.running.add(pid)
+        return pid
 
     def wait(self, pid: int) -> int:
         """Waits for run ``pid``; its exit code, or minus the signal that ended it."""
-        return self._ask({"wait": pid, "block": True})
+        code = self._ask({"wait": pid, "block": True})
+        self.running.discard(pid)
+        return code
 
     def poll(self, pid: int) -> int | None:
         """Run ``pid``'s exit code as ``wait`` gives it, or None while it runs."""
-        return self._ask({"wait": pid, "block": False})
+        code = self._ask({"wait": pid, "block": False})
+        if code is not None:
+            self.running.discard(pid)
+        return code
 
     def close(self) -> None:
+        """Kills the runs still going (a test that failed midway), then ends the process."""
+        for pid in self.running:  # not yet waited for, so not yet a reused id
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
             self.server.stdin.close()
             self.server.wait(timeout=60)
