@@ -23,6 +23,8 @@ import textwrap
 import tokenize
 from pathlib import Path
 
+from forked_runs import ForkedRuns
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -229,26 +231,46 @@ STAGE = """
 """
 
 
-def _stage_run(folder: Path, cache: Path) -> list[list[int]]:
-    env = {"PYTHONPATH": os.pathsep.join([str(folder), str(SRC)]), "JAX_PLATFORMS": "cpu"}
-    lines = _run(STAGE, env, str(cache), cwd=folder).strip().splitlines()
+# Each run of STAGE is a new process: a fork of one that imported jax, flax and datarax and
+# did nothing else (no backend, no compile, no cache on, cfgmod not imported), so the three
+# runs pay one interpreter start-up and import, not three.
+STAGE_IMPORTS = """
+import sys
+import jax, numpy
+from flax import nnx
+from datarax.operators import ElementOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource
+sys.dont_write_bytecode = True  # cfgmod is edited within a second: never a stale .pyc
+"""
+
+
+def _stage_run(runs: ForkedRuns, folder: Path, cache: Path, name: str) -> list[list[int]]:
+    out, err = folder / f"{name}.out", folder / f"{name}.err"
+    code = runs.wait(runs.start(folder / "stage.py", [str(cache)], out, err))
+    assert code == 0, f"{name} ended with {code}: {err.read_text()[-3000:]}"
+    lines = out.read_text().strip().splitlines()
     assert json.loads(lines[-2]) == [str(cache), str(cache)]  # enable_compilation_cache(cache)
     return json.loads(lines[-1])
 
 
 def test_a_value_read_while_tracing_is_the_new_process_own(tmp_path):
     cache = tmp_path / "jax-cache"
+    (tmp_path / "stage.py").write_text(textwrap.dedent(STAGE))
     (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")
-    assert _stage_run(tmp_path, cache) == [[0, 2, 4, 6], [8, 10, 12, 14]]
-    assert cache.is_dir() and any(cache.iterdir())  # the persistent cache was on and stored
-    (tmp_path / "cfgmod.py").write_text("SCALE = 3\n")
-    assert _stage_run(tmp_path, cache) == [[0, 3, 6, 9], [12, 15, 18, 21]]
-    (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")  # back: JAX's cache may serve it
-    assert _stage_run(tmp_path, cache) == [[0, 2, 4, 6], [8, 10, 12, 14]]
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    environ.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(SRC)]), JAX_PLATFORMS="cpu")
+    with ForkedRuns(STAGE_IMPORTS, tmp_path, environ) as runs:
+        assert _stage_run(runs, tmp_path, cache, "first") == [[0, 2, 4, 6], [8, 10, 12, 14]]
+        assert cache.is_dir() and any(cache.iterdir())  # the persistent cache was on and stored
+        (tmp_path / "cfgmod.py").write_text("SCALE = 3\n")
+        assert _stage_run(runs, tmp_path, cache, "edited") == [[0, 3, 6, 9], [12, 15, 18, 21]]
+        (tmp_path / "cfgmod.py").write_text("SCALE = 2\n")  # back: JAX's cache may serve it
+        assert _stage_run(runs, tmp_path, cache, "back") == [[0, 2, 4, 6], [8, 10, 12, 14]]
 
 
 # enable_compilation_cache() creates its folder only when called: the default folder in
-# test_import_and_one_epoch_change_nothing_global's process, a given one in _stage_run's.
+# test_import_and_one_epoch_change_nothing_global's process, a given one in each _stage_run's.
 
 
 # ------------------------------------------------------ words of the project's history

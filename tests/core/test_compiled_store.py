@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -20,13 +18,14 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from forked_runs import ForkedRuns
 
 from datarax.core import compiled_store
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 EPOCH = """
-    import hashlib, json, sys
+    import json, sys
     import numpy as np
     from flax import nnx
     from datarax.core.compiled_store import counts
@@ -34,52 +33,82 @@ EPOCH = """
     from datarax.pipeline import Pipeline
     from datarax.sources import MemorySource, MemorySourceConfig
 
-    scale = float(sys.argv[1])
+    def epoch(scale):
+        def fn(el, key=None):
+            return el.update_data({"x": el.data["x"] * scale})
 
-    def fn(el, key=None):
-        return el.update_data({"x": el.data["x"] * scale})
+        before = counts()
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
+                              {"x": np.arange(20, dtype=np.float32)})
+        pipeline = Pipeline(source=source, batch_size=8, rngs=nnx.Rngs(0),
+                            stages=[ElementOperator(ElementOperatorConfig(), fn=fn)])
+        batches = [np.asarray(b["x"]).tolist() for b in pipeline]
+        return {"batches": batches, "counts": {k: v - before[k] for k, v in counts().items()}}
 
-    source = MemorySource(MemorySourceConfig(shuffle=True, seed=3),
-                          {"x": np.arange(20, dtype=np.float32)})
-    pipeline = Pipeline(source=source, batch_size=8, rngs=nnx.Rngs(0),
-                        stages=[ElementOperator(ElementOperatorConfig(), fn=fn)])
-    batches = [np.asarray(b["x"]).tolist() for b in pipeline]
-    print(json.dumps({"batches": batches, "counts": counts()}))
+    # One epoch per scale, in order; each epoch's counts are its own.
+    print(json.dumps([epoch(float(scale)) for scale in sys.argv[1:]]))
 """
 
 
-def _epoch(folder: Path, scale: float, **env: str) -> dict:
+# Each epoch run is a new process forked from one that did these imports and nothing else
+# (nothing compiled, nothing loaded): one interpreter start-up and import for both.
+EPOCH_IMPORTS = """
+import numpy as np
+from flax import nnx
+from datarax.core.compiled_store import counts
+from datarax.operators import ElementOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import MemorySource
+"""
+
+
+@pytest.fixture
+def epochs(tmp_path):
+    """``epochs(*scales)``: one epoch per scale, in a new process, on the store in
+    ``tmp_path / "compiled"``; each epoch's batches and counts."""
     environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    environ.update({"DATARAX_COMPILE_CACHE_DIR": str(folder), "JAX_PLATFORMS": "cpu",
-                    "PYTHONPATH": str(SRC), **env})
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(EPOCH), str(scale)],
-                          env=environ, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    environ.update({"DATARAX_COMPILE_CACHE_DIR": str(tmp_path / "compiled"),
+                    "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(SRC)})
+    script = tmp_path / "epoch.py"
+    script.write_text(textwrap.dedent(EPOCH))
+    with ForkedRuns(EPOCH_IMPORTS, tmp_path, environ) as runs:
+        def run(*scales: float) -> list[dict]:
+            name = "-".join(map(str, scales))
+            out, err = tmp_path / f"epoch{name}.out", tmp_path / f"epoch{name}.err"
+            code = runs.wait(runs.start(script, [*map(str, scales)], out, err))
+            assert code == 0, err.read_text()[-3000:]
+            return json.loads(out.read_text().strip().splitlines()[-1])
+
+        yield run
 
 
 def _entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("*.exe")) if folder.exists() else []
 
 
-def test_a_second_process_loads_the_steps_and_an_edited_stage_is_compiled_afresh(tmp_path):
+def test_a_second_process_loads_the_steps_and_an_edited_stage_is_compiled_afresh(
+        tmp_path, epochs):
     folder = tmp_path / "compiled"
-    first = _epoch(folder, 2.0)
+    (first,) = epochs(2.0)
     assert first["counts"]["loaded"] == 0 and first["counts"]["compiled"] >= 1
     assert first["counts"]["stored"] == first["counts"]["compiled"]
     stored = _entries(folder)
     assert len(stored) == first["counts"]["stored"]
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
-    second = _epoch(folder, 2.0)
+    # A second process: the same stage, then an edited one (one process, so fewer start-ups).
+    second, edited = epochs(2.0, 3.0)
     assert second["counts"]["compiled"] == 0
     assert second["counts"]["loaded"] == first["counts"]["compiled"]
     assert second["batches"] == first["batches"]
     assert sorted(x for b in second["batches"] for x in b) == [2.0 * i for i in range(20)]
-    assert _entries(folder) == stored  # nothing new written
-    edited = _epoch(folder, 3.0)  # the scale is read while tracing: another program
+    assert second["counts"]["stored"] == 0  # nothing new written by the same stage
+    # The scale is read while tracing: an edited stage is another program, nothing loaded.
     assert edited["counts"]["loaded"] == 0 and edited["counts"]["compiled"] >= 1
     assert sorted(x for b in edited["batches"] for x in b) == [3.0 * i for i in range(20)]
-    assert len(_entries(folder)) == first["counts"]["stored"] + edited["counts"]["stored"]
+    assert edited["counts"]["stored"] == edited["counts"]["compiled"]
+    entries = _entries(folder)  # the first process's entries kept, the edited stage's added
+    assert set(stored) <= set(entries)
+    assert len(entries) == first["counts"]["stored"] + edited["counts"]["stored"]
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ batches into one array over a mesh of all four CPU devices.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,17 +17,47 @@ import pytest
 
 from datarax.testing import collect
 
-from jax_processes import run_jax_processes
+from forked_runs import ForkedRuns
 from reliability_sources import make_memory_pipeline
 
 HERE = Path(__file__).resolve().parent
 NUM_RECORDS, BATCH = 24, 4
 
 
+# The two processes are forks of one that did these imports and nothing else (no backend,
+# no JAX option set): one interpreter start-up and import for both, not one each.
+WORKER_IMPORTS = """
+import jax, numpy
+from jax.experimental import multihost_utils
+from flax import nnx
+import datarax.pipeline, datarax.sharding, datarax.testing
+import reliability_sources
+try:
+    import reliability_arrayrecord
+except ImportError:
+    pass
+"""
+
+
 def _run_two_processes(tmp_path: Path, extra: list[str],
                        worker: str = "multihost_worker.py") -> list[dict]:
-    return run_jax_processes(HERE / worker, 2, tmp_path,
-                             lambda port, pid, out: [str(port), str(pid), str(out), *extra])
+    """As ``jax_processes.run_jax_processes``, the processes forked as WORKER_IMPORTS says."""
+    import portpicker
+
+    port = portpicker.pick_unused_port()
+    path = [str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(path))
+    env.pop("XLA_FLAGS", None)  # the worker sets its own device count
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    outs = [tmp_path / f"proc{i}.json" for i in range(2)]
+    logs = [tmp_path / f"proc{i}.log" for i in range(2)]
+    with ForkedRuns(WORKER_IMPORTS, tmp_path, env, timeout=120) as runs:
+        pids = [runs.start(HERE / worker, [str(port), str(i), str(out), *extra], log)
+                for i, (out, log) in enumerate(zip(outs, logs))]
+        codes = [runs.wait(pid) for pid in pids]
+    for i, code in enumerate(codes):
+        assert code == 0, f"process {i} failed ({code}):\n{logs[i].read_text()[-3000:]}"
+    return [json.loads(out.read_text()) for out in outs]
 
 
 def test_two_processes_cover_each_epoch_once_and_resume_exactly(tmp_path):

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from forked_runs import ForkedRuns
 
 from datarax.testing import collect
 
@@ -26,35 +26,47 @@ sys.path.insert(0, str(HERE))
 import kill_worker  # noqa: E402
 
 
-def _spawn(mode: str, kind: str, tmp: Path) -> subprocess.Popen:
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    return subprocess.Popen(
-        [sys.executable, str(HERE / "kill_worker.py"), mode, kind, str(tmp / "ckpt.json"),
-         str(tmp / f"{mode}.log"), str(tmp / "ready")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+# The run and the resume are new processes forked from one that imported what
+# kill_worker.py needs and did nothing else: one interpreter start-up and import, not two.
+WORKER_IMPORTS = """
+from flax import nnx
+from datarax.pipeline import Pipeline
+import kill_worker, reliability_sources
+try:
+    import reliability_arrayrecord
+except ImportError:
+    pass
+"""
+
+
+def _start(runs: ForkedRuns, mode: str, kind: str, tmp: Path) -> int:
+    return runs.start(HERE / "kill_worker.py", [mode, kind, str(tmp / "ckpt.json"),
+                                               str(tmp / f"{mode}.log"), str(tmp / "ready")],
+                      tmp / f"{mode}.out")
 
 
 def kill_and_resume(kind: str, tmp: Path) -> tuple[list, list, dict]:
     """Run, SIGKILL after the checkpoint, resume; return (before, resumed, checkpoint)."""
-    child = _spawn("run", kind, tmp)
-    deadline = time.monotonic() + 120
-    while not (tmp / "ready").exists():
-        if child.poll() is not None:
-            raise AssertionError(f"child ended early:\n{child.stdout.read()[-3000:]}")
-        if time.monotonic() > deadline:
-            child.kill()
-            raise AssertionError("child never reached the kill point")
-        time.sleep(0.05)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
-    checkpoint = json.loads((tmp / "ckpt.json").read_text())
-    run_log = [json.loads(line) for line in (tmp / "run.log").read_text().splitlines()]
-    assert len(run_log) == kill_worker.CHECKPOINT_AT + 2  # two batches of lost work
-    resumed = _spawn("resume", kind, tmp)
-    output = resumed.communicate(timeout=120)[0]
-    assert resumed.returncode == 0, output[-3000:]
+    path = [str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(path))
+    with ForkedRuns(WORKER_IMPORTS, tmp, env) as runs:
+        child = _start(runs, "run", kind, tmp)
+        deadline = time.monotonic() + 120
+        while not (tmp / "ready").exists():
+            if (code := runs.poll(child)) is not None:
+                raise AssertionError(f"child ended early ({code}):\n"
+                                     f"{(tmp / 'run.out').read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
+                raise AssertionError("child never reached the kill point")
+            time.sleep(0.05)
+        os.kill(child, signal.SIGKILL)
+        assert runs.wait(child) == -signal.SIGKILL
+        checkpoint = json.loads((tmp / "ckpt.json").read_text())
+        run_log = [json.loads(line) for line in (tmp / "run.log").read_text().splitlines()]
+        assert len(run_log) == kill_worker.CHECKPOINT_AT + 2  # two batches of lost work
+        code = runs.wait(_start(runs, "resume", kind, tmp))
+        assert code == 0, (tmp / "resume.out").read_text()[-3000:]
     resumed_log = [json.loads(line) for line in (tmp / "resume.log").read_text().splitlines()]
     return run_log[: checkpoint["logged_batches"]], resumed_log, run_log
 
