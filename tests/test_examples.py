@@ -4,9 +4,10 @@ no network, exit status 0 and the lines it promises to print.
 One table, :data:`EXAMPLES`, holds every script (a test checks that none is missing):
 the lines its output must contain, the environment that keeps it small, and whether
 it is slow or run by another test that asserts more (both ``-m slow`` only, each in its
-own interpreter; the default run's scripts share one fresh interpreter). Tests that check what an example computed in detail live
-beside the feature (tests/test_seed_examples.py runs the guide's data-source examples
-in process and asserts their values).
+own interpreter; the default run's scripts share one fresh interpreter). Tests that
+check what an example computed in detail live beside the feature
+(tests/test_seed_examples.py runs the guide's data-source examples in process and
+asserts their values).
 """
 
 from __future__ import annotations
@@ -155,21 +156,25 @@ def _assert_printed(name: str, example: Example, returncode: int, stdout: str, s
     printed = stdout.splitlines()
     at = 0
     for line in example.lines:
-        assert line in printed[at:], f"{name} did not print {line!r} (after line {at}):\n{stdout[-3000:]}"
+        assert line in printed[at:], (
+            f"{name} did not print {line!r} (after line {at}):\n{stdout[-3000:]}")
         at = printed.index(line, at) + 1
 
 
-# The default run's scripts (neither slow nor covered_by) run one after the other in ONE fresh interpreter (one start-up,
-# one import of jax, flax and datarax for all, not one each): each as `python script`
-# runs it, as __main__, its own folder first on sys.path, an empty folder as its working
-# directory, its stdout and stderr to files. Only the imported modules are shared.
+# The default run's scripts (neither slow nor covered_by) run one after the other in ONE
+# fresh interpreter (one start-up, one import of jax, flax and datarax for all, not one
+# each): each as `python script` runs it, as __main__, its own folder first on sys.path,
+# an empty folder (<out>/cwd) as its working directory, its stdout, stderr and exit status
+# to files in <out>. Only the imported modules are shared.
 _RUN_EACH = """
 import contextlib, os, runpy, sys, traceback
 for script, folder in zip(sys.argv[1::2], sys.argv[2::2]):
-    os.chdir(folder)
+    os.mkdir(os.path.join(folder, "cwd"))
+    os.chdir(os.path.join(folder, "cwd"))
     sys.path.insert(0, os.path.dirname(script))
     code = 0
-    with open("stdout", "w") as out, open("stderr", "w") as err, \\
+    with open(os.path.join(folder, "stdout"), "w") as out, \\
+            open(os.path.join(folder, "stderr"), "w") as err, \\
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             runpy.run_path(script, run_name="__main__")
@@ -181,7 +186,7 @@ for script, folder in zip(sys.argv[1::2], sys.argv[2::2]):
             traceback.print_exc(file=err)
             code = 1
     sys.path.remove(os.path.dirname(script))
-    with open("returncode", "w") as f:
+    with open(os.path.join(folder, "returncode"), "w") as f:
         f.write(str(code))
 """
 
@@ -197,7 +202,7 @@ def test_default_examples_run_as_is(tmp_path):
         and (example.needs is None or importlib.util.find_spec(example.needs) is not None)
     }
     assert len(folders) >= 2, "the default run runs the examples that need no optional package"
-    assert all(not EXAMPLES[name].env for name in folders), "a default script with its own env: run it alone"
+    assert all(not EXAMPLES[name].env for name in folders), "a script with its own env: own run"
     for folder in folders.values():
         folder.mkdir()
     args = [str(a) for name, folder in folders.items() for a in (ROOT / "examples" / name, folder)]
@@ -207,7 +212,8 @@ def test_default_examples_run_as_is(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     for name, folder in folders.items():
         stdout, stderr = (folder / "stdout").read_text(), (folder / "stderr").read_text()
-        _assert_printed(name, EXAMPLES[name], int((folder / "returncode").read_text()), stdout, stderr)
+        returncode = int((folder / "returncode").read_text())
+        _assert_printed(name, EXAMPLES[name], returncode, stdout, stderr)
 
 
 @pytest.mark.parametrize("name, example", _slow_params())
