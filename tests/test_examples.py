@@ -3,15 +3,18 @@ no network, exit status 0 and the lines it promises to print.
 
 One table, :data:`EXAMPLES`, holds every script (a test checks that none is missing):
 the lines its output must contain, the environment that keeps it small, and whether
-it is slow or run by another test that asserts more (both ``-m slow`` only). Tests that check what an example computed in detail live
-beside the feature (tests/test_seed_examples.py runs the guide's data-source examples
-in process and asserts their values).
+it is slow or run by another test that asserts more (both ``-m slow`` only, each in its
+own interpreter; the default run's scripts share one fresh interpreter). Tests that
+check what an example computed in detail live beside the feature
+(tests/test_seed_examples.py runs the guide's data-source examples in process and
+asserts their values).
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.abc
+import importlib.util
 import os
 import re
 import runpy
@@ -130,17 +133,15 @@ def test_every_example_script_is_in_the_table():
     assert set(EXAMPLES) - scripts == set(), "EXAMPLES names scripts that are gone"
 
 
-def _params():
+def _slow_params():
+    """The scripts the default run leaves out (test_default_examples_run_as_is runs the rest)."""
     for name, example in EXAMPLES.items():
-        marks = [pytest.mark.slow] if example.slow or example.covered_by else []
-        yield pytest.param(name, example, marks=marks, id=name)
+        if example.slow or example.covered_by:
+            yield pytest.param(name, example, marks=[pytest.mark.slow], id=name)
 
 
-@pytest.mark.parametrize("name, example", _params())
-def test_example_runs_as_is(name, example, tmp_path):
-    if example.needs is not None:
-        pytest.importorskip(example.needs)
-    env = {
+def _env(example: Example, tmp_path: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "HF_HUB_OFFLINE": "1",  # no example may need the network
         "HF_DATASETS_CACHE": str(tmp_path / "hf_cache"),
@@ -148,16 +149,82 @@ def test_example_runs_as_is(name, example, tmp_path):
         "MPLBACKEND": "Agg",
         **example.env,
     }
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert out.returncode == 0, f"{name} failed:\n{out.stderr[-3000:]}"
-    printed = out.stdout.splitlines()
+
+
+def _assert_printed(name: str, example: Example, returncode: int, stdout: str, stderr: str) -> None:
+    assert returncode == 0, f"{name} failed:\n{stderr[-3000:]}"
+    printed = stdout.splitlines()
     at = 0
     for line in example.lines:
-        assert line in printed[at:], f"{name} did not print {line!r} (after line {at}):\n{out.stdout[-3000:]}"
+        assert line in printed[at:], (
+            f"{name} did not print {line!r} (after line {at}):\n{stdout[-3000:]}")
         at = printed.index(line, at) + 1
+
+
+# The default run's scripts (neither slow nor covered_by) run one after the other in ONE
+# fresh interpreter (one start-up, one import of jax, flax and datarax for all, not one
+# each): each as `python script` runs it, as __main__, its own folder first on sys.path,
+# an empty folder (<out>/cwd) as its working directory, its stdout, stderr and exit status
+# to files in <out>. Only the imported modules are shared.
+_RUN_EACH = """
+import contextlib, os, runpy, sys, traceback
+for script, folder in zip(sys.argv[1::2], sys.argv[2::2]):
+    os.mkdir(os.path.join(folder, "cwd"))
+    os.chdir(os.path.join(folder, "cwd"))
+    sys.path.insert(0, os.path.dirname(script))
+    code = 0
+    with open(os.path.join(folder, "stdout"), "w") as out, \\
+            open(os.path.join(folder, "stderr"), "w") as err, \\
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exit_:
+            code = 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 1
+            if not isinstance(exit_.code, int | None):
+                print(exit_.code, file=err)
+        except BaseException:
+            traceback.print_exc(file=err)
+            code = 1
+    sys.path.remove(os.path.dirname(script))
+    with open(os.path.join(folder, "returncode"), "w") as f:
+        f.write(str(code))
+"""
+
+
+def test_default_examples_run_as_is(tmp_path):
+    """One test, not one per script: under pytest-xdist each worker would start its own
+    interpreter for the scripts it drew. A script whose optional package is missing is
+    left out (the slow run's test skips it the same way)."""
+    folders = {
+        name: tmp_path / name.replace("/", "_").removesuffix(".py")
+        for name, example in EXAMPLES.items()
+        if not example.slow and not example.covered_by
+        and (example.needs is None or importlib.util.find_spec(example.needs) is not None)
+    }
+    assert len(folders) >= 2, "the default run runs the examples that need no optional package"
+    assert all(not EXAMPLES[name].env for name in folders), "a script with its own env: own run"
+    for folder in folders.values():
+        folder.mkdir()
+    args = [str(a) for name, folder in folders.items() for a in (ROOT / "examples" / name, folder)]
+    done = subprocess.run([sys.executable, "-c", _RUN_EACH, *args],
+                          env=_env(Example(), tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, folder in folders.items():
+        stdout, stderr = (folder / "stdout").read_text(), (folder / "stderr").read_text()
+        returncode = int((folder / "returncode").read_text())
+        _assert_printed(name, EXAMPLES[name], returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("name, example", _slow_params())
+def test_slow_example_runs_as_is(name, example, tmp_path):
+    if example.needs is not None:
+        pytest.importorskip(example.needs)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)],
+        cwd=tmp_path, env=_env(example, tmp_path), capture_output=True, text=True, timeout=600,
+    )
+    _assert_printed(name, example, out.returncode, out.stdout, out.stderr)
 
 
 # Packages every install has (pyproject's dependencies, and optax and orbax, which flax
