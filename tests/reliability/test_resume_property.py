@@ -79,6 +79,11 @@ def _run_memory(case: dict) -> None:
     case = dict(case)
     epochs, level, points = case.pop("epochs"), case.pop("level"), case.pop("points")
     share = case["num_records"] // case["shard_count"] if case["shard_count"] > 1 else case["num_records"]
+    if share == 0:
+        # more processes than records: refused at construction, naming pad_remainder
+        with pytest.raises(ConfigError, match="no process would serve any"):
+            make_memory_pipeline(**case)
+        return
     if case["drop_remainder"] and case["batch_size"] > share:
         # every batch would be dropped: refused at construction (data at the edges, item 7)
         with pytest.raises(ConfigError, match="drop_remainder"):
