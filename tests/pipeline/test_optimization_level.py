@@ -64,6 +64,9 @@ def _epochs(level: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu",
            "DATARAX_COMPILE_CACHE": "0"}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    # XLA's own default level: the suite's XLA_FLAGS (tests/conftest.py) set level 0 for
+    # compile speed, which the "default" run would otherwise compile at
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(EPOCHS), level], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
