@@ -48,16 +48,16 @@ class ReadAheadHold:
 
     def release_read_ahead(self) -> None:
         """End the hold (if any): read-ahead starts where the plan stands."""
-        with self._lock:
-            timer, self._hold_timer = self._hold_timer, None
-            if timer is not None:
-                self._schedule()
-        if timer is not None:
-            timer.cancel()
+        self._drop_hold(schedule=True)
 
     def _end_hold(self) -> None:
-        """Cancel the hold's timer without scheduling (the reader closes)."""
+        """End the hold without starting read-ahead (the reader closes)."""
+        self._drop_hold(schedule=False)
+
+    def _drop_hold(self, schedule: bool) -> None:
         with self._lock:
             timer, self._hold_timer = self._hold_timer, None
+            if timer is not None and schedule:
+                self._schedule()
         if timer is not None:
             timer.cancel()
