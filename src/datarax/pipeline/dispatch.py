@@ -157,11 +157,15 @@ class IndexedDispatch:
     def _first_position(self) -> Any:
         """The position of the pass's first call (None: a re-split share's, or past
         what its dtype holds: the call raises as it would without it)."""
-        start = self.epoch * self.n + self.lo + self.dispatched
+        start = self._next_start()
         x64 = jax.config.jax_enable_x64
         if self.resplit is not None or (not x64 and start + self.batch_size > _INT32_MAX):
             return None
         return (np.int64 if x64 else np.int32)(start)
+
+    def _next_start(self) -> int:
+        """The global position of the next record this pass dispatches."""
+        return self.epoch * self.n + self.lo + self.dispatched
 
     def _step(self, size: int) -> Any:
         """The indexed step of batches of ``size`` (the last pass's, where it applies)."""
@@ -264,7 +268,7 @@ class IndexedDispatch:
             return self.made.popleft()
         if self.dispatched >= self.total:
             return None
-        start = self.epoch * self.n + self.lo + self.dispatched
+        start = self._next_start()
         whole = self.group * self.batch_size
         left = self.total - self.dispatched
         # The pass's last group is the same program, its batches past the end dropped
