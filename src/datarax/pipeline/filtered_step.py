@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import gather_rows
 from datarax.core.errors import SourceContractError
 from datarax.core.keys import for_stages, step_key
 from datarax.core.stages import apply_stages, filtered
@@ -155,18 +156,8 @@ def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[A
         return jax.lax.dynamic_update_slice_in_dim(buffer, pos, kept, 0), count
     order = pos - p
     return jax.tree.map(
-        lambda b, v: jax.lax.dynamic_update_slice_in_dim(b, _rows(v, order), kept, 0),
+        lambda b, v: jax.lax.dynamic_update_slice_in_dim(b, gather_rows(v, order), kept, 0),
         buffer, values), count
-
-
-def _rows(values: Any, order: Any) -> Any:
-    """``values[order]`` for an ``order`` known in range: one gather (indexing would also
-    trace and lower the wrap of negative indices)."""
-    dims = jax.lax.GatherDimensionNumbers(
-        offset_dims=tuple(range(1, values.ndim)), collapsed_slice_dims=(0,),
-        start_index_map=(0,))
-    return jax.lax.gather(values, order[:, None], dims, (1, *values.shape[1:]),
-                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 #: the compiled steps called at least once in this process
