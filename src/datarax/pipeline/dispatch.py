@@ -4,7 +4,7 @@
 compute its batches (the split graph, the compiled step, positions, keys), and
 :meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
 never moves the source's position: the iterator advances it when it hands a batch out.
-:func:`start_ahead` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`
+:meth:`~IndexedDispatch.start` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`
 (on the CPU backend; elsewhere the loop's thread dispatches it ahead), so that the
 positions → gather → stages → placement of the next batches run while the consumer's
 thread trains.
@@ -16,6 +16,7 @@ import collections
 import functools
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -36,6 +37,9 @@ from datarax.pipeline.steps import grouped_step, indexed_step, runs_step
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
+#: a batch as the compiled driver hands it out: (positions covered, batch, records, their
+#: stable indices (called for check_finite's message), whether its rows are filtered)
+Served = tuple[int, Batch, int, Callable[[], Any], bool]
 _INT32_MAX = 2**31 - 1
 #: small batches (under GROUP_BELOW records) are computed several per dispatch, up to
 #: GROUP_RECORDS records and MAX_GROUP batches at once; so are batches of few bytes
@@ -80,6 +84,15 @@ def record_bytes(source: Any) -> int:
 #: compiles, or loads from datarax's store of compiled steps, or waits for the thread
 #: compiling it ahead)
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def call_timer(step: Any) -> str:
+    """The stats timer a call of ``step`` counts under: ``"compile"`` for its first call
+    in this process, ``"step"`` after."""
+    timer = "step" if step in _CALLED else "compile"
+    _CALLED.add(step)
+    return timer
+
 #: vectorized grouped steps whose first call raised (computed by a loop instead)
 _NOT_VECTORIZED: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -223,8 +236,7 @@ class IndexedDispatch:
             timer = "step"
         else:
             out = step(self.state, self.inputs, where, self.epoch_arg, self.key)
-            timer = "step" if step in _CALLED else "compile"
-            _CALLED.add(step)
+            timer = call_timer(step)
             self.bound[step] = step.executable(self.state, self.inputs, where, self.epoch_arg,
                                                self.key)
         self.stats.seconds[timer] += time.perf_counter() - began
@@ -247,6 +259,34 @@ class IndexedDispatch:
             self.vectorized = False
             self.grouped = self._grouped_step()
         return self._timed(self.grouped, start, span)
+
+    def served(self, item: Item) -> Served:
+        """``item`` as the driver hands it out: unfiltered, it covers its records."""
+        count, batch, start = item
+        size = self.batch_size
+        return count, batch, count, lambda: self.source.record_indices_at(start, size, None), False
+
+    def counted(self, covered: int, count: int) -> None:
+        """A batch of ``count`` records covering ``covered`` positions was handed out
+        (or, past the pass's end, dropped): nothing to count unfiltered."""
+
+    def finished(self) -> None:
+        """The pass has no more batches: nothing to count unfiltered."""
+
+    def start(self, depth: int) -> DispatchAhead | None:
+        """A worker preparing the batches ``depth`` dispatches ahead, or None where they
+        are dispatched on the consumer's thread: ``prefetch=0``, text kept on the host
+        (host stages run in Python), or no way to copy the consumer's JAX settings. (The
+        compiled driver asks only where its step runs on a backend of
+        ``driver_compiled.WORKER_BACKENDS``.) The last pass's worker, parked when that
+        pass ended, makes them where it can (no thread started)."""
+        parked = self.reuse.parked()  # the last pass's worker, waiting for this one
+        if self.host_fields:
+            if parked is not None:
+                parked.stop()
+            return None
+        # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
+        return run_ahead(self.dispatch_some, depth * self.group, parked)
 
     def _placed(self, batch: Batch, at: int) -> Batch:
         if self.plan.check_finite:  # checked on the host first, then placed
@@ -363,17 +403,3 @@ def cut_batch(batch: Batch, count: int) -> Batch:
     return jax.tree.unflatten(tree, [v if i in chip else head_rows(v, count)
                                      for i, v in enumerate(leaves)])
 
-
-def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
-    """A worker preparing ``dispatch``'s batches, or None where they are dispatched on
-    the consumer's thread: ``prefetch=0``, text kept on the host (host stages run in
-    Python), or no way to copy the consumer's JAX settings. (The compiled driver asks
-    only where its step runs on a backend of ``driver_compiled.WORKER_BACKENDS``.) The last pass's worker,
-    parked when that pass ended, makes them where it can (no thread started)."""
-    parked = dispatch.reuse.parked()  # the last pass's worker, waiting for this one
-    if dispatch.host_fields:
-        if parked is not None:
-            parked.stop()
-        return None
-    # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
-    return run_ahead(dispatch.dispatch_some, depth * dispatch.group, parked)
