@@ -71,6 +71,21 @@ def group_size(batch_size: int, record_bytes: int = 0, one_read: bool = False) -
     return max(1, min(MAX_GROUP * scale, max(by_records, by_bytes)))
 
 
+def position_dtype() -> Any:
+    """The dtype of global record positions: int64 with ``jax_enable_x64``, else int32."""
+    return np.int64 if jax.config.jax_enable_x64 else np.int32
+
+
+def check_positions(epoch: int, n: int, end: int) -> None:
+    """Refuse global record positions up to ``end`` (epoch ``epoch`` of an ``n``-record
+    source) past what int32 holds, with ``jax_enable_x64`` off."""
+    if end > _INT32_MAX and not jax.config.jax_enable_x64:
+        raise OverflowError(
+            f"epoch {epoch} of a {n}-record source passes 2**31 global record positions; "
+            "enable jax_enable_x64 to continue."
+        )
+
+
 def record_bytes(source: Any) -> int:
     """Bytes one record of ``source`` declares in its ``element_spec()`` (0 if unknown;
     text fields count 0)."""
@@ -171,10 +186,10 @@ class IndexedDispatch:
         """The position of the pass's first call (None: a re-split share's, or past
         what its dtype holds: the call raises as it would without it)."""
         start = self._next_start()
-        x64 = jax.config.jax_enable_x64
-        if self.resplit is not None or (not x64 and start + self.batch_size > _INT32_MAX):
+        if self.resplit is not None or (
+                not jax.config.jax_enable_x64 and start + self.batch_size > _INT32_MAX):
             return None
-        return (np.int64 if x64 else np.int32)(start)
+        return position_dtype()(start)
 
     def _next_start(self) -> int:
         """The global position of the next record this pass dispatches."""
@@ -197,8 +212,7 @@ class IndexedDispatch:
         first batch is asked for. Empty for a pass of a re-split share."""
         if self.resplit is not None:
             return []
-        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        args = (self.state, self.inputs, position_dtype(self.epoch * self.n + self.lo),
+        args = (self.state, self.inputs, position_dtype()(self.epoch * self.n + self.lo),
                 self.epoch_arg, self.key)
         short = (self.total - self.dispatched) % self.batch_size if self.exact_short else 0
         found = [(self.grouped, args)] if self.grouped is not None else []
@@ -207,13 +221,6 @@ class IndexedDispatch:
         if short:
             found.append((self._step(short), args))
         return found
-
-    def _check_range(self, start: int, records: int) -> None:
-        if start + records > _INT32_MAX and not jax.config.jax_enable_x64:
-            raise OverflowError(
-                f"epoch {self.epoch} of a {self.n}-record source passes 2**31 global "
-                "record positions; enable jax_enable_x64 to continue."
-            )
 
     def _timed(self, step: Any, where: Any, span: int | None = None) -> Any:
         """``step`` called at position ``where`` with the pass's constants, timed.
@@ -315,9 +322,8 @@ class IndexedDispatch:
         # and a short last batch cut (padded, as one batch alone would be) — so the
         # tail needs no second program — unless batch-level stages need its exact size.
         if self.group > 1 and (left >= whole or not (self.exact_short and left % self.batch_size)):
-            self._check_range(start, whole)
-            position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-            batches = self._grouped_batches(position_dtype(start))
+            check_positions(self.epoch, self.n, start + whole)
+            batches = self._grouped_batches(position_dtype()(start))
             for i, batch in enumerate(batches):
                 count = min(self.batch_size, left - i * self.batch_size)
                 if count <= 0:
@@ -328,23 +334,23 @@ class IndexedDispatch:
                 self.made.append((count, self._placed(batch, at), start + i * self.batch_size))
             self.dispatched += min(whole, left)
             return self.made.popleft()
-        self._check_range(start, self.batch_size)
+        check_positions(self.epoch, self.n, start + self.batch_size)
         count = min(self.batch_size, self.total - self.dispatched)
         # Batch-level stages must see exactly the batch's records: the short last batch
         # then runs at its own size; per-record stages run padded and are cut after.
         exact = count < self.batch_size and self.exact_short
         step = self._step(count) if exact else self.step
-        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        where: Any = position_dtype(start)
+        dtype = position_dtype()
+        where: Any = dtype(start)
         pieces = None
         if self.resplit is not None:
             pieces = self.resplit.take(self.n, self.dispatched, count)
             start = self.epoch * self.n + pieces[0][0]
-            where = position_dtype(start)
+            where = dtype(start)
             if len(pieces) > 1:  # the batch spans two runs of the share
                 exact = True
                 step = runs_step(self.graphdef, tuple(hi - lo for lo, hi in pieces))
-                where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], position_dtype)
+                where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], dtype)
         # the step's records: the short batch's own size, else the full batch (padded)
         span = None if pieces and len(pieces) > 1 else count if exact else self.batch_size
         batch = self._timed(step, where, span)

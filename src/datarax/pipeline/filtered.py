@@ -43,7 +43,9 @@ from datarax.core.spec import TextSpec, checked_spec, has_text
 from datarax.core.stages import filtered, stage_positions
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch, stage_device
-from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, Served, call_timer, group_size
+from datarax.pipeline.dispatch import (
+    GROUP_MIN_BATCHES, Served, call_timer, check_positions, group_size, position_dtype,
+)
 from datarax.pipeline.filtered_step import cached_filtered_step, spec_key
 from datarax.pipeline.plan import PassContext, PipelinePlan, passed
 from datarax.pipeline.steps import pass_constants, stage_step
@@ -172,13 +174,7 @@ class FilteredDispatch:
         long_pass = self.total - self.position >= GROUP_MIN_BATCHES * self.batch_size
         self.group = group_size(self.batch_size) if long_pass else 1
         self.done = False
-        wide = np.int64 if jax.config.jax_enable_x64 else np.int32
-        if not jax.config.jax_enable_x64 and self.base + self.total + self.batch_size > 2**31 - 1:
-            raise OverflowError(
-                f"epoch {epoch} of a {self.n}-record source passes 2**31 global record "
-                "positions; enable jax_enable_x64 to continue."
-            )
-        self.wide = wide
+        check_positions(epoch, self.n, self.base + self.total + self.batch_size)
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
         """``(step, arguments)`` of the compiled programs a full group runs: the filtered
@@ -198,8 +194,9 @@ class FilteredDispatch:
         step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
                                     self.fuse, self.read_spec,
                                     self.context.reading.reads_by_position)
-        return step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
-                      self.wide(self.base), np.int32(self.epoch), self.key)
+        wide = position_dtype()
+        return step, (self.state, self.inputs, wide(self.position), wide(self.total),
+                      wide(self.base), np.int32(self.epoch), self.key)
 
     def served(self, item: FilteredItem) -> Served:
         """``item`` as the compiled driver hands it out (its rows: the kept records)."""
