@@ -2,7 +2,8 @@
 
 :class:`CompiledDriver` runs a pass's dispatch (:class:`~datarax.pipeline.dispatch.IndexedDispatch`,
 or a filtered pass's :class:`~datarax.pipeline.filtered.FilteredDispatch`: the filter is
-a variation of the dispatch, not of the driver) ``prefetch`` dispatches ahead. Where the step runs on a backend of :data:`WORKER_BACKENDS` (the CPU:
+a variation of the dispatch, not of the driver) ``prefetch`` dispatches ahead. Where
+the step runs on a backend of :data:`WORKER_BACKENDS` (the CPU:
 XLA:CPU runs a cheap program on the thread that dispatches it) a worker thread
 (:mod:`datarax.pipeline.ahead`) dispatches them; elsewhere (a TPU or GPU: every dispatch
 returns before its program ran) the loop's own thread does, keeping ``prefetch``
