@@ -64,13 +64,11 @@ class CompiledDriver:
         self.failed: Exception | None = None  # met dispatching ahead, raised at its batch
         self.dispatch: IndexedDispatch | FilteredDispatch = (
             IndexedDispatch(context, epoch) if at is None else FilteredDispatch(context, epoch, at))
-        self.ahead: DispatchAhead | None = None
-        if self.plan.prefetch == 0 or step_backend(self.plan) in WORKER_BACKENDS:
-            self.ahead = self.dispatch.start(self.plan.prefetch)
-        else:  # dispatched ahead on the loop's thread: no worker, the last pass's one ends
-            parked = context.session.pass_reuse.parked()
-            if parked is not None:
-                parked.stop()
+        # a worker on WORKER_BACKENDS; elsewhere the loop's thread dispatches ahead (start(0):
+        # no worker, the last pass's parked one ends)
+        on_worker = step_backend(self.plan) in WORKER_BACKENDS
+        self.ahead: DispatchAhead | None = self.dispatch.start(
+            self.plan.prefetch if on_worker else 0)
         self.expect = self.source.datarax_position.where()
 
     def _take(self) -> Any:
