@@ -66,3 +66,16 @@ def test_a_direct_read_between_batches_on_the_loops_thread_is_not_served_again(p
     rest = [x for b in it for x in np.asarray(b["x"]).tolist()]
     source.close()
     assert (first, direct, rest) == (whole[:4], whole[4:9], whole[9:])
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_positions_past_int32_are_refused_by_both_compiled_dispatches(filtered):
+    """Epoch 2**29 of a 4-record source starts past 2**31 global positions: with x64
+    off, the plain and the filtered dispatch refuse it with the same message."""
+    src = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    stages = [FilterOperator(predicate=lambda r: r.data["x"] >= 0)] if filtered else []
+    p = Pipeline(source=src, stages=stages, batch_size=2)
+    p.source.seek(2**29, 0)
+    with pytest.raises(OverflowError, match=r"epoch 536870912 of a 4-record source passes "
+                       r"2\*\*31 global record positions; enable jax_enable_x64"):
+        next(iter(p))

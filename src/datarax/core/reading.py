@@ -136,9 +136,10 @@ def read_at(source: Any, epoch: int, position: int, width: int,
     None at the pass's end. ``length``: the source's records per pass (None: a stream).
 
     The one read a source built from others makes of a child, in either mode: a compiled
-    child is computed at those positions (always ``width`` wide: one traced shape, a
-    short tail cut on the host), its position unmoved; a cursor-mode child is moved there
-    where it stands elsewhere and read forward, its position moving past what it hands out.
+    child is computed at those positions (``width`` rounded up to a power of two: reads
+    of up to that many reuse one traced shape, the rest cut on the host), its position
+    unmoved; a cursor-mode child is moved there where it stands elsewhere and read
+    forward, its position moving past what it hands out.
 
     Example:
         >>> import numpy as np
@@ -154,7 +155,8 @@ def read_at(source: Any, epoch: int, position: int, width: int,
         return None
     if compiled(source):
         assert length is not None  # a compiled source knows its length
-        batch, indices = source.get_batch_and_indices_at(epoch * length + position, width)
+        padded = 1 << max(width - 1, 0).bit_length()
+        batch, indices = source.get_batch_and_indices_at(epoch * length + position, padded)
         got = min(width, length - position)
         return head_on_host(batch, got), np.asarray(indices, np.int64)[:got]
     if (source.epoch, source.index) != (epoch, position):  # moved from outside

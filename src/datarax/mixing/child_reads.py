@@ -25,7 +25,7 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import compiled, forward_only
+from datarax.core.reading import compiled, forward_only, read_at
 from datarax.core.spec import TextSpec
 from datarax.core.step_cache import cached
 from datarax.mixing.sampling import SampledOrder, sampled_records
@@ -68,21 +68,16 @@ class ChildReads(HostState):
         return self._stream(i, child, first, count, stream_passes)
 
     def _host(self, child: DataSourceModule, n: int, first: int, count: int) -> Batch:
-        epoch, index = divmod(first, n)
-        if (child.epoch, child.index) != (epoch, index):
-            child.seek(epoch, index)
-        parts = []
-        have = 0
-        while have < count:
-            if child.index >= n:
-                child.seek(child.epoch + 1, 0)
-            batch, _ = child.get_batch_with_indices(min(count - have, n - child.index))
-            if batch is None:  # pragma: no cover - the position said records were left
+        parts, have = [], 0
+        while have < count:  # read_at moves the child only where it stands elsewhere
+            epoch, index = divmod(first + have, n)
+            read = read_at(child, epoch, index, min(count - have, n - index), n)
+            if read is None:  # pragma: no cover - the position said records were left
                 raise SourceContractError(
                     f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
                 )
-            parts.append(dict(batch))
-            have += batch_length(batch)
+            parts.append(read[0])
+            have += len(read[1])
         return concat_batches(parts)
 
     def _stream(self, i: int, child: DataSourceModule, first: int, count: int,

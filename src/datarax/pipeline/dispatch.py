@@ -4,7 +4,7 @@
 compute its batches (the split graph, the compiled step, positions, keys), and
 :meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
 never moves the source's position: the iterator advances it when it hands a batch out.
-:func:`start_ahead` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`
+:meth:`~IndexedDispatch.start` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`
 (on the CPU backend; elsewhere the loop's thread dispatches it ahead), so that the
 positions → gather → stages → placement of the next batches run while the consumer's
 thread trains.
@@ -16,6 +16,7 @@ import collections
 import functools
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -36,6 +37,9 @@ from datarax.pipeline.steps import grouped_step, indexed_step, runs_step
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
+#: a batch as the compiled driver hands it out: (positions covered, batch, records, their
+#: stable indices (called for check_finite's message), whether its rows are filtered)
+Served = tuple[int, Batch, int, Callable[[], Any], bool]
 _INT32_MAX = 2**31 - 1
 #: small batches (under GROUP_BELOW records) are computed several per dispatch, up to
 #: GROUP_RECORDS records and MAX_GROUP batches at once; so are batches of few bytes
@@ -67,6 +71,21 @@ def group_size(batch_size: int, record_bytes: int = 0, one_read: bool = False) -
     return max(1, min(MAX_GROUP * scale, max(by_records, by_bytes)))
 
 
+def position_dtype() -> Any:
+    """The dtype of global record positions: int64 with ``jax_enable_x64``, else int32."""
+    return np.int64 if jax.config.jax_enable_x64 else np.int32
+
+
+def check_positions(epoch: int, n: int, end: int) -> None:
+    """Refuse global record positions up to ``end`` (epoch ``epoch`` of an ``n``-record
+    source) past what int32 holds, with ``jax_enable_x64`` off."""
+    if end > _INT32_MAX and not jax.config.jax_enable_x64:
+        raise OverflowError(
+            f"epoch {epoch} of a {n}-record source passes 2**31 global record positions; "
+            "enable jax_enable_x64 to continue."
+        )
+
+
 def record_bytes(source: Any) -> int:
     """Bytes one record of ``source`` declares in its ``element_spec()`` (0 if unknown;
     text fields count 0)."""
@@ -80,6 +99,15 @@ def record_bytes(source: Any) -> int:
 #: compiles, or loads from datarax's store of compiled steps, or waits for the thread
 #: compiling it ahead)
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def call_timer(step: Any) -> str:
+    """The stats timer a call of ``step`` counts under: ``"compile"`` for its first call
+    in this process, ``"step"`` after."""
+    timer = "step" if step in _CALLED else "compile"
+    _CALLED.add(step)
+    return timer
+
 #: vectorized grouped steps whose first call raised (computed by a loop instead)
 _NOT_VECTORIZED: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -158,10 +186,10 @@ class IndexedDispatch:
         """The position of the pass's first call (None: a re-split share's, or past
         what its dtype holds: the call raises as it would without it)."""
         start = self._next_start()
-        x64 = jax.config.jax_enable_x64
-        if self.resplit is not None or (not x64 and start + self.batch_size > _INT32_MAX):
+        if self.resplit is not None or (
+                not jax.config.jax_enable_x64 and start + self.batch_size > _INT32_MAX):
             return None
-        return (np.int64 if x64 else np.int32)(start)
+        return position_dtype()(start)
 
     def _next_start(self) -> int:
         """The global position of the next record this pass dispatches."""
@@ -184,8 +212,7 @@ class IndexedDispatch:
         first batch is asked for. Empty for a pass of a re-split share."""
         if self.resplit is not None:
             return []
-        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        args = (self.state, self.inputs, position_dtype(self.epoch * self.n + self.lo),
+        args = (self.state, self.inputs, position_dtype()(self.epoch * self.n + self.lo),
                 self.epoch_arg, self.key)
         short = (self.total - self.dispatched) % self.batch_size if self.exact_short else 0
         found = [(self.grouped, args)] if self.grouped is not None else []
@@ -194,13 +221,6 @@ class IndexedDispatch:
         if short:
             found.append((self._step(short), args))
         return found
-
-    def _check_range(self, start: int, records: int) -> None:
-        if start + records > _INT32_MAX and not jax.config.jax_enable_x64:
-            raise OverflowError(
-                f"epoch {self.epoch} of a {self.n}-record source passes 2**31 global "
-                "record positions; enable jax_enable_x64 to continue."
-            )
 
     def _timed(self, step: Any, where: Any, span: int | None = None) -> Any:
         """``step`` called at position ``where`` with the pass's constants, timed.
@@ -223,8 +243,7 @@ class IndexedDispatch:
             timer = "step"
         else:
             out = step(self.state, self.inputs, where, self.epoch_arg, self.key)
-            timer = "step" if step in _CALLED else "compile"
-            _CALLED.add(step)
+            timer = call_timer(step)
             self.bound[step] = step.executable(self.state, self.inputs, where, self.epoch_arg,
                                                self.key)
         self.stats.seconds[timer] += time.perf_counter() - began
@@ -247,6 +266,34 @@ class IndexedDispatch:
             self.vectorized = False
             self.grouped = self._grouped_step()
         return self._timed(self.grouped, start, span)
+
+    def served(self, item: Item) -> Served:
+        """``item`` as the driver hands it out: unfiltered, it covers its records."""
+        count, batch, start = item
+        size = self.batch_size
+        return count, batch, count, lambda: self.source.record_indices_at(start, size, None), False
+
+    def counted(self, covered: int, count: int) -> None:
+        """A batch of ``count`` records covering ``covered`` positions was handed out
+        (or, past the pass's end, dropped): nothing to count unfiltered."""
+
+    def finished(self) -> None:
+        """The pass has no more batches: nothing to count unfiltered."""
+
+    def start(self, depth: int) -> DispatchAhead | None:
+        """A worker preparing the batches ``depth`` dispatches ahead, or None where they
+        are dispatched on the consumer's thread: ``prefetch=0``, text kept on the host
+        (host stages run in Python), or no way to copy the consumer's JAX settings. (The
+        compiled driver asks only where its step runs on a backend of
+        ``driver_compiled.WORKER_BACKENDS``.) The last pass's worker, parked when that
+        pass ended, makes them where it can (no thread started)."""
+        parked = self.reuse.parked()  # the last pass's worker, waiting for this one
+        if self.host_fields:
+            if parked is not None:
+                parked.stop()
+            return None
+        # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
+        return run_ahead(self.dispatch_some, depth * self.group, parked)
 
     def _placed(self, batch: Batch, at: int) -> Batch:
         if self.plan.check_finite:  # checked on the host first, then placed
@@ -275,9 +322,8 @@ class IndexedDispatch:
         # and a short last batch cut (padded, as one batch alone would be) — so the
         # tail needs no second program — unless batch-level stages need its exact size.
         if self.group > 1 and (left >= whole or not (self.exact_short and left % self.batch_size)):
-            self._check_range(start, whole)
-            position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-            batches = self._grouped_batches(position_dtype(start))
+            check_positions(self.epoch, self.n, start + whole)
+            batches = self._grouped_batches(position_dtype()(start))
             for i, batch in enumerate(batches):
                 count = min(self.batch_size, left - i * self.batch_size)
                 if count <= 0:
@@ -288,23 +334,23 @@ class IndexedDispatch:
                 self.made.append((count, self._placed(batch, at), start + i * self.batch_size))
             self.dispatched += min(whole, left)
             return self.made.popleft()
-        self._check_range(start, self.batch_size)
+        check_positions(self.epoch, self.n, start + self.batch_size)
         count = min(self.batch_size, self.total - self.dispatched)
         # Batch-level stages must see exactly the batch's records: the short last batch
         # then runs at its own size; per-record stages run padded and are cut after.
         exact = count < self.batch_size and self.exact_short
         step = self._step(count) if exact else self.step
-        position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-        where: Any = position_dtype(start)
+        dtype = position_dtype()
+        where: Any = dtype(start)
         pieces = None
         if self.resplit is not None:
             pieces = self.resplit.take(self.n, self.dispatched, count)
             start = self.epoch * self.n + pieces[0][0]
-            where = position_dtype(start)
+            where = dtype(start)
             if len(pieces) > 1:  # the batch spans two runs of the share
                 exact = True
                 step = runs_step(self.graphdef, tuple(hi - lo for lo, hi in pieces))
-                where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], position_dtype)
+                where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], dtype)
         # the step's records: the short batch's own size, else the full batch (padded)
         span = None if pieces and len(pieces) > 1 else count if exact else self.batch_size
         batch = self._timed(step, where, span)
@@ -363,17 +409,3 @@ def cut_batch(batch: Batch, count: int) -> Batch:
     return jax.tree.unflatten(tree, [v if i in chip else head_rows(v, count)
                                      for i, v in enumerate(leaves)])
 
-
-def start_ahead(dispatch: IndexedDispatch, depth: int) -> DispatchAhead | None:
-    """A worker preparing ``dispatch``'s batches, or None where they are dispatched on
-    the consumer's thread: ``prefetch=0``, text kept on the host (host stages run in
-    Python), or no way to copy the consumer's JAX settings. (The compiled driver asks
-    only where its step runs on a backend of ``driver_compiled.WORKER_BACKENDS``.) The last pass's worker,
-    parked when that pass ended, makes them where it can (no thread started)."""
-    parked = dispatch.reuse.parked()  # the last pass's worker, waiting for this one
-    if dispatch.host_fields:
-        if parked is not None:
-            parked.stop()
-        return None
-    # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
-    return run_ahead(dispatch.dispatch_some, depth * dispatch.group, parked)

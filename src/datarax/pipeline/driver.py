@@ -8,7 +8,8 @@ pipeline was built) and whether a ``FilterOperator`` decides what a batch holds:
   batch inside the compiled step (:mod:`datarax.pipeline.dispatch`; a source keeping
   text on the host gets its text joined and its stages run on the host), ``prefetch``
   batches dispatched ahead on a worker (placed on the ``sharding=`` mesh as they are);
-  filtered: :class:`~datarax.pipeline.filtered.FilteredCompiledDriver`;
+  filtered, the dispatch packs the kept records
+  (:class:`~datarax.pipeline.filtered.FilteredDispatch`);
 * cursor — :class:`~datarax.pipeline.driver_cursor.CursorDriver`: batches peeked from a
   cursor on the host and committed as handed out, on a worker ``prefetch`` batches
   ahead, or on the loop's thread (``prefetch=0``, or a source read where it is asked);

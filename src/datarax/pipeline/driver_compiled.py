@@ -1,8 +1,9 @@
 """The compiled driver: a pass's batches computed from positions inside the compiled step.
 
 :class:`CompiledDriver` runs a pass's dispatch (:class:`~datarax.pipeline.dispatch.IndexedDispatch`,
-or a filtered pass's :class:`~datarax.pipeline.filtered.FilteredDispatch`) ``prefetch``
-dispatches ahead. Where the step runs on a backend of :data:`WORKER_BACKENDS` (the CPU:
+or a filtered pass's :class:`~datarax.pipeline.filtered.FilteredDispatch`: the filter is
+a variation of the dispatch, not of the driver) ``prefetch`` dispatches ahead. Where
+the step runs on a backend of :data:`WORKER_BACKENDS` (the CPU:
 XLA:CPU runs a cheap program on the thread that dispatches it) a worker thread
 (:mod:`datarax.pipeline.ahead`) dispatches them; elsewhere (a TPU or GPU: every dispatch
 returns before its program ran) the loop's own thread does, keeping ``prefetch``
@@ -15,22 +16,18 @@ covers); an error met dispatching ahead is raised by the ``next()`` of its own b
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
 from typing import Any
 
 import jax
 
 from datarax.pipeline.ahead import DispatchAhead
 from datarax.pipeline.devices import place_batch, stage_device
-from datarax.pipeline.dispatch import IndexedDispatch, start_ahead
+from datarax.pipeline.dispatch import IndexedDispatch
 from datarax.pipeline.driver import SourceMoved
+from datarax.pipeline.filtered import FilteredDispatch
 from datarax.pipeline.host_pass import check_finite
 from datarax.pipeline.plan import PassContext
 from datarax.typing import Batch
-
-#: a batch as the driver hands it out: (positions covered, batch, records, their
-#: stable indices (called for check_finite's message), whether its rows are filtered)
-Served = tuple[int, Batch, int, Callable[[], Any], bool]
 
 #: backends on which a compiled pass's batches are dispatched ahead by a worker thread
 #: rather than by the loop's thread (see the module)
@@ -57,41 +54,22 @@ def step_backend(plan: Any) -> str:
 
 class CompiledDriver:
     """The batches of pass ``epoch`` of a compiled source, from where it stands (see
-    :mod:`datarax.pipeline.driver`)."""
+    :mod:`datarax.pipeline.driver`); filtered where stage ``at`` is a ``FilterOperator``."""
 
-    def __init__(self, context: PassContext, epoch: int) -> None:
+    def __init__(self, context: PassContext, epoch: int, at: int | None = None) -> None:
         self.context, self.source, self.plan = context, context.source, context.plan
         self.stats, self.epoch = context.stats, epoch
         self.queue: collections.deque[Any] = collections.deque()  # made here, not yet taken
         self.done = False  # the dispatch returned None
         self.failed: Exception | None = None  # met dispatching ahead, raised at its batch
-        self.dispatch: Any = self._open()
-        self.ahead: DispatchAhead | None = None
-        if self.plan.prefetch == 0 or step_backend(self.plan) in WORKER_BACKENDS:
-            self.ahead = self._start()
-        else:  # dispatched ahead on the loop's thread: no worker, the last pass's one ends
-            parked = context.session.pass_reuse.parked()
-            if parked is not None:
-                parked.stop()
+        self.dispatch: IndexedDispatch | FilteredDispatch = (
+            IndexedDispatch(context, epoch) if at is None else FilteredDispatch(context, epoch, at))
+        # a worker on WORKER_BACKENDS; elsewhere the loop's thread dispatches ahead (start(0):
+        # no worker, the last pass's parked one ends)
+        on_worker = step_backend(self.plan) in WORKER_BACKENDS
+        self.ahead: DispatchAhead | None = self.dispatch.start(
+            self.plan.prefetch if on_worker else 0)
         self.expect = self.source.datarax_position.where()
-
-    def _open(self) -> Any:
-        return IndexedDispatch(self.context, self.epoch)
-
-    def _start(self) -> DispatchAhead | None:
-        return start_ahead(self.dispatch, self.plan.prefetch)
-
-    def _served(self, item: Any) -> Served:
-        count, batch, start = item
-        size = self.plan.batch_size
-        return count, batch, count, lambda: self.source.record_indices_at(start, size, None), False
-
-    def _counted(self, covered: int, count: int) -> None:
-        """A batch of ``count`` records covering ``covered`` positions was handed out
-        (or, past the pass's end, dropped)."""
-
-    def _finished(self) -> None:
-        """The dispatch has no more batches."""
 
     def _take(self) -> Any:
         if self.ahead is not None:  # prepared on the worker
@@ -105,7 +83,7 @@ class CompiledDriver:
         item = queue.popleft()
         # the next batches dispatched before this one is handed out: their programs run
         # while the loop trains on it (``prefetch`` dispatches, a group's batches each)
-        depth = self.plan.prefetch * getattr(self.dispatch, "group", 1)
+        depth = self.plan.prefetch * self.dispatch.group
         while len(queue) < depth and not self.done and self.failed is None:
             try:
                 self._dispatch()
@@ -128,18 +106,18 @@ class CompiledDriver:
             raise SourceMoved  # what was dispatched ahead belongs to the old position
         item = self._take()
         if item is None:
-            self._finished()
+            self.dispatch.finished()
             raise StopIteration
-        covered, batch, count, stable, filtered = self._served(item)
+        covered, batch, count, stable, filtered = self.dispatch.served(item)
         if count < self.plan.batch_size and self.plan.drop_remainder and filtered:
-            self._counted(covered, count)  # a short filtered batch, dropped
+            self.dispatch.counted(covered, count)  # a short filtered batch, dropped
             raise StopIteration
         if self.plan.check_finite:  # checked on this process's rows, then placed
             check_finite(source, self.epoch, batch, stable, source.index, filtered)
             batch = place_batch(self.plan, self.stats, batch, source.index, self.epoch)
         source.datarax_position.advance(covered)
         self.expect = (self.expect[0], self.expect[1] + covered)
-        self._counted(covered, count)
+        self.dispatch.counted(covered, count)
         if self.ahead is not None:
             self.ahead.resume()
         return batch, count

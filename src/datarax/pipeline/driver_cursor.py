@@ -8,24 +8,32 @@ batches ahead, where the source opens cursors (``cursor_of``); on the loop's thr
 one batch when asked, with ``prefetch=0`` or over a source read where it is asked —
 there :class:`DirectReads` is the cursor: the source's ``get_batch_with_indices``
 joined into full batches (a source may return short batches mid-pass), the source
-moving as it serves.
+moving as it serves; a filtered pass's :class:`FilteredReads` keeps of each read what
+its ``FilterOperator`` keeps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from typing import Any
 
+import jax
 import numpy as np
 
-from datarax.core.batch import batch_length, concat_batches
+from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.cursor import ReadAheadCursor, SessionEnded
+from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading, cursor_of
+from datarax.core.spec import checked_spec, validate_batch
+from datarax.core.stages import filtered
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
+from datarax.pipeline.devices import place_on_host, stage_device
 from datarax.pipeline.driver import SourceMoved
-from datarax.pipeline.host_pass import HostPass
+from datarax.pipeline.host_pass import HostPass, has_host_leaves, padded_rows
 from datarax.pipeline.plan import PassContext
+from datarax.sources.skip_ledger import skipped_in_epoch
 from datarax.typing import Batch
 
 #: the reads reading each host source on the loop's thread now (both held weakly), and
@@ -105,16 +113,69 @@ class DirectReads:
                     self.source.close_epoch()
 
 
+class FilteredReads(DirectReads):
+    """The cursor of a filtered pass over a host source or stream: records read
+    ``batch_size - kept so far`` at a time (never more than can be handed out, so the
+    source's position after a batch is exactly past its last kept record), the
+    predicate run on the numpy records, the kept ones joined. A commit counts the
+    predicate's verdicts on the records the batch covered."""
+
+    def __init__(self, context: PassContext, epoch: int) -> None:
+        super().__init__(context.source, context.reading)
+        self.plan, self.stats, self.epoch = context.plan, context.stats, epoch
+        self.filter: RecordFilter = list(context.stages)[0]
+        self.verdicts = (0, 0)  # (kept, covered) of the batch peeked last
+
+    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
+        source = self.source
+        position, skips = source.index, skipped_in_epoch(source)
+        read = super().peek(batch_size)
+        # positions covered, less the records the source skipped as bad (no verdict)
+        covered = source.index - position - max(skipped_in_epoch(source) - skips, 0)
+        self.verdicts = (0 if read is None else batch_length(read[0]), covered)
+        return read
+
+    def kept(self, batch: Batch, indices: np.ndarray, at: int) -> tuple[Batch, np.ndarray] | None:
+        picked = np.flatnonzero(self._keep(batch, at))
+        return (take_records(batch, picked), indices[picked]) if len(picked) else None
+
+    def commit(self, end: int | None) -> None:
+        (kept, covered), self.verdicts = self.verdicts, (0, 0)
+        self.stats.count_filtered(kept, covered - kept)
+
+    def _keep(self, raw: Batch, at: int) -> np.ndarray:
+        """One boolean per record read (validated first: the predicate sees checked data)."""
+        source, size = self.source, self.plan.batch_size
+        where = f"{type(source).__name__} records at {at} of epoch {self.epoch}"
+        spec = checked_spec(source)
+        with self.stats.timer("validate"):
+            validate_batch(raw, spec, batch_size=size, where=where)
+        if self.filter.on_host or has_host_leaves(raw, spec):
+            return self.filter.keep_records(
+                raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
+                f"read from position {at} of epoch {self.epoch}")
+        padded = place_on_host(jax.tree.map(lambda v: padded_rows(v, size), raw),
+                               stage_device(self.plan))
+        return np.asarray(host_keep(self.filter)(padded))[:batch_length(raw)].astype(bool)
+
+
 class CursorDriver:
     """The batches of pass ``epoch`` of a cursor-mode source, from where it stands (see
-    the module). ``host`` and ``cursor``: a filtered pass's (read on the loop's thread)."""
+    the module). Filtered where stage ``at`` is a ``FilterOperator`` (it stands first):
+    the batches of :class:`FilteredReads`, read on the loop's thread, through the
+    stages after it."""
 
-    def __init__(self, context: PassContext, epoch: int, host: HostPass | None = None,
-                 cursor: ReadAheadCursor | None = None) -> None:
+    def __init__(self, context: PassContext, epoch: int, at: int | None = None) -> None:
         source = self.source = context.source
-        host = HostPass(context, epoch) if host is None else host
         self.ahead: DispatchAhead | None = None
-        if cursor is None:
+        cursor: ReadAheadCursor | None
+        if at is not None:
+            stages = list(context.stages)
+            post = [filtered] + stages[1:] if len(stages) > 1 else []
+            host = HostPass(dataclasses.replace(context, stages=post), epoch, filtered=True)
+            cursor = FilteredReads(context, epoch)
+        else:
+            host = HostPass(context, epoch)
             cursor = cursor_of(source, context.reading)
             if cursor is not None:  # read ahead on the worker (None: prefetch=0)
                 self.ahead = run_ahead(host.produce(cursor), context.plan.prefetch)
@@ -165,3 +226,15 @@ class CursorDriver:
         self.cursor.release()
 
     end = release
+
+
+_KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def host_keep(filt: RecordFilter) -> Any:
+    """The compiled predicate of ``filt`` over a numpy batch (one per operator)."""
+    fn = _KEEP.get(filt)
+    if fn is None:
+        fn = jax.jit(filt.keep)
+        _KEEP[filt] = fn
+    return fn

@@ -13,20 +13,20 @@ the position and are computed again after a restore, so the state stays
   ``group`` full batches, returning where each batch ends in the epoch. The stages
   after the filter run over the packed batches (in the same program when every one of
   them works record by record; otherwise over exactly each batch's records).
-  :class:`FilteredCompiledDriver` hands them out.
+  :class:`FilteredDispatch` is the dispatch the
+  :class:`~datarax.pipeline.driver_compiled.CompiledDriver` hands them out from.
 * host sources and streams — the filter must be the first stage: records are read
   ``batch_size - kept so far`` at a time (never more than can be handed out, so the
   source's position after a batch is exactly past its last kept record), the
   predicate runs on the numpy records (in Python with ``on_host=True`` or for text,
   compiled otherwise), and the kept ones are joined into a batch for the later stages:
-  :class:`FilteredReads` is the cursor a
+  :class:`~datarax.pipeline.driver_cursor.FilteredReads` is the cursor the
   :class:`~datarax.pipeline.driver_cursor.CursorDriver` reads on the loop's thread.
 """
 
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,23 +34,21 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, head_rows, take_records
+from datarax.core.batch import head_rows
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.keys import step_keys
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
-from datarax.core.spec import TextSpec, checked_spec, has_text, validate_batch
+from datarax.core.spec import TextSpec, checked_spec, has_text
 from datarax.core.stages import filtered, stage_positions
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
-from datarax.pipeline.devices import place_batch, place_on_host, stage_device
-from datarax.pipeline.dispatch import GROUP_MIN_BATCHES, group_size
-from datarax.pipeline.filtered_step import cached_filtered_step, call_timer, spec_key
-from datarax.pipeline.driver_compiled import CompiledDriver, Served
-from datarax.pipeline.driver_cursor import CursorDriver, DirectReads
-from datarax.pipeline.host_pass import HostPass, has_host_leaves
+from datarax.pipeline.devices import place_batch, stage_device
+from datarax.pipeline.dispatch import (
+    GROUP_MIN_BATCHES, Served, call_timer, check_positions, group_size, position_dtype,
+)
+from datarax.pipeline.filtered_step import cached_filtered_step, spec_key
 from datarax.pipeline.plan import PassContext, PipelinePlan, passed
 from datarax.pipeline.steps import pass_constants, stage_step
-from datarax.sources.skip_ledger import skipped_in_epoch
 from datarax.typing import Batch
 
 
@@ -176,13 +174,7 @@ class FilteredDispatch:
         long_pass = self.total - self.position >= GROUP_MIN_BATCHES * self.batch_size
         self.group = group_size(self.batch_size) if long_pass else 1
         self.done = False
-        wide = np.int64 if jax.config.jax_enable_x64 else np.int32
-        if not jax.config.jax_enable_x64 and self.base + self.total + self.batch_size > 2**31 - 1:
-            raise OverflowError(
-                f"epoch {epoch} of a {self.n}-record source passes 2**31 global record "
-                "positions; enable jax_enable_x64 to continue."
-            )
-        self.wide = wide
+        check_positions(epoch, self.n, self.base + self.total + self.batch_size)
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
         """``(step, arguments)`` of the compiled programs a full group runs: the filtered
@@ -202,8 +194,26 @@ class FilteredDispatch:
         step = cached_filtered_step(self.graphdef, self.batch_size, self.group, self.at,
                                     self.fuse, self.read_spec,
                                     self.context.reading.reads_by_position)
-        return step, (self.state, self.inputs, self.wide(self.position), self.wide(self.total),
-                      self.wide(self.base), np.int32(self.epoch), self.key)
+        wide = position_dtype()
+        return step, (self.state, self.inputs, wide(self.position), wide(self.total),
+                      wide(self.base), np.int32(self.epoch), self.key)
+
+    def served(self, item: FilteredItem) -> Served:
+        """``item`` as the compiled driver hands it out (its rows: the kept records)."""
+        covered, batch, count, rows = item
+        return covered, batch, count, lambda: rows, True
+
+    def counted(self, covered: int, count: int) -> None:
+        self.stats.count_filtered(count, covered - count)  # the predicate's verdicts
+
+    def finished(self) -> None:
+        # the records past the last batch handed out were all dropped
+        self.stats.count_filtered(0, max(self.total - self.source.index, 0))
+
+    def start(self, depth: int) -> DispatchAhead | None:
+        """A worker dispatching ``depth`` groups ahead (None: ``depth`` 0), the last
+        pass's parked one where it can."""
+        return run_ahead(self.dispatch_some, depth, self.context.session.pass_reuse.parked())
 
     def dispatch_some(self) -> list[FilteredItem] | None:
         """The next group's batches (fewer at the pass's end); None when none is left."""
@@ -239,9 +249,6 @@ class FilteredDispatch:
         return items or None
 
 
-# -------------------------------------------------------------------- drivers
-
-
 def refuse_resplit(context: PassContext, epoch: int) -> None:
     """Refuse a filtered pass of an epoch that a restore of a state saved on another
     number of processes re-split: each process kept records up to its own position, so
@@ -260,103 +267,3 @@ def refuse_resplit(context: PassContext, epoch: int) -> None:
         f"epoch here: pipeline.source.seek({epoch + 1}, 0).",
         field="shard",
     )
-
-
-class FilteredCompiledDriver(CompiledDriver):
-    """The compiled driver of a filtered pass: full batches of kept records from
-    :class:`FilteredDispatch`, the position advanced past each one's last kept record."""
-
-    def __init__(self, context: PassContext, epoch: int, at: int) -> None:
-        self.at = at
-        super().__init__(context, epoch)
-
-    def _open(self) -> FilteredDispatch:
-        return FilteredDispatch(self.context, self.epoch, self.at)
-
-    def _start(self) -> DispatchAhead | None:
-        return run_ahead(self.dispatch.dispatch_some, self.plan.prefetch,
-                         self.context.session.pass_reuse.parked())  # the last pass's worker
-
-    def _served(self, item: FilteredItem) -> Served:
-        covered, batch, count, rows = item
-        return covered, batch, count, lambda: rows, True
-
-    def _counted(self, covered: int, count: int) -> None:
-        self.stats.count_filtered(count, covered - count)  # the predicate's verdicts
-
-    def _finished(self) -> None:
-        # the records past the last batch handed out were all dropped
-        self.stats.count_filtered(0, max(self.dispatch.total - self.source.index, 0))
-
-
-class FilteredReads(DirectReads):
-    """The cursor of a filtered pass over a host source or stream: records read
-    ``batch_size - kept so far`` at a time (never more than can be handed out, so the
-    source's position after a batch is exactly past its last kept record), the
-    predicate run on the numpy records, the kept ones joined. A commit counts the
-    predicate's verdicts on the records the batch covered."""
-
-    def __init__(self, context: PassContext, epoch: int) -> None:
-        super().__init__(context.source, context.reading)
-        self.plan, self.stats, self.epoch = context.plan, context.stats, epoch
-        self.filter: RecordFilter = list(context.stages)[0]
-        self.verdicts = (0, 0)  # (kept, covered) of the batch peeked last
-
-    def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
-        source = self.source
-        position, skips = source.index, skipped_in_epoch(source)
-        read = super().peek(batch_size)
-        # positions covered, less the records the source skipped as bad (no verdict)
-        covered = source.index - position - max(skipped_in_epoch(source) - skips, 0)
-        self.verdicts = (0 if read is None else batch_length(read[0]), covered)
-        return read
-
-    def kept(self, batch: Batch, indices: np.ndarray, at: int) -> tuple[Batch, np.ndarray] | None:
-        picked = np.flatnonzero(self._keep(batch, at))
-        return (take_records(batch, picked), indices[picked]) if len(picked) else None
-
-    def commit(self, end: int | None) -> None:
-        (kept, covered), self.verdicts = self.verdicts, (0, 0)
-        self.stats.count_filtered(kept, covered - kept)
-
-    def _keep(self, raw: Batch, at: int) -> np.ndarray:
-        """One boolean per record read (validated first: the predicate sees checked data)."""
-        source, size = self.source, self.plan.batch_size
-        where = f"{type(source).__name__} records at {at} of epoch {self.epoch}"
-        spec = checked_spec(source)
-        with self.stats.timer("validate"):
-            validate_batch(raw, spec, batch_size=size, where=where)
-        if self.filter.on_host or has_host_leaves(raw, spec):
-            return self.filter.keep_records(
-                raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
-                f"read from position {at} of epoch {self.epoch}")
-        count = batch_length(raw)
-        padded = jax.tree.map(
-            lambda v: np.concatenate([v, np.repeat(v[-1:], size - count, 0)])
-            if count < size else v, raw,
-        )
-        padded = place_on_host(padded, stage_device(self.plan))
-        return np.asarray(host_keep(self.filter)(padded))[:count].astype(bool)
-
-
-def filtered_cursor_driver(context: PassContext, epoch: int) -> CursorDriver:
-    """The cursor driver of a filtered pass (the filter stands first): the batches of
-    :class:`FilteredReads`, read on the loop's thread, through the stages after it."""
-    stages = list(context.stages)
-    post = [filtered] + stages[1:] if len(stages) > 1 else []
-    host = HostPass(PassContext(context.plan, context.source, post, context.key,
-                                context.key_count, context.session), epoch)
-    host.filtered = True
-    return CursorDriver(context, epoch, host, FilteredReads(context, epoch))
-
-
-_KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
-
-def host_keep(filt: RecordFilter) -> Any:
-    """The compiled predicate of ``filt`` over a numpy batch (one per operator)."""
-    fn = _KEEP.get(filt)
-    if fn is None:
-        fn = jax.jit(filt.keep)
-        _KEEP[filt] = fn
-    return fn

@@ -3,7 +3,6 @@ records from an epoch position (see :mod:`datarax.pipeline.filtered` for the pas
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import jax
@@ -158,18 +157,6 @@ def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[A
     return jax.tree.map(
         lambda b, v: jax.lax.dynamic_update_slice_in_dim(b, gather_rows(v, order), kept, 0),
         buffer, values), count
-
-
-#: the compiled steps called at least once in this process
-_CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def call_timer(step: Any) -> str:
-    """The stats timer a call of ``step`` counts under: ``"compile"`` for its first call
-    in this process (it traces and compiles), ``"step"`` after."""
-    timer = "step" if step in _CALLED else "compile"
-    _CALLED.add(step)
-    return timer
 
 
 def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,

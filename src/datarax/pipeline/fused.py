@@ -42,10 +42,10 @@ from flax import nnx
 from datarax.core.errors import ConfigError
 from datarax.core.spec import refuse_declared_64bit
 from datarax.core.step_cache import cached
+from datarax.pipeline.dispatch import check_positions, position_dtype
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
 
-_INT32_MAX = 2**31 - 1
 # The lengths each program was called with in this process: a first call of a length
 # traces and compiles, and stats() counts it as "compile", the calls after it as "step".
 _CALLED: weakref.WeakKeyDictionary[Any, set[int]] = weakref.WeakKeyDictionary()
@@ -112,13 +112,8 @@ def scan_positions(
         starts.append(epoch * n + lo + index)
         epochs.append(epoch)
         index += batch
-    if starts[-1] + batch > _INT32_MAX and not jax.config.jax_enable_x64:
-        raise OverflowError(
-            f"epoch {epoch} of a {n}-record source passes 2**31 global record positions; "
-            "enable jax_enable_x64 to continue."
-        )
-    position_dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-    return np.asarray(starts, position_dtype), np.asarray(epochs, np.int32), (epoch, index)
+    check_positions(epoch, n, starts[-1] + batch)
+    return np.asarray(starts, position_dtype()), np.asarray(epochs, np.int32), (epoch, index)
 
 
 def scan_program(

@@ -53,7 +53,7 @@ AHEAD_GROUP_BATCHES = 8
 AHEAD_GROUP_BYTES = 8 << 20
 
 
-def _padded(array: Any, size: int) -> np.ndarray:
+def padded_rows(array: Any, size: int) -> np.ndarray:
     """``array`` (a host field of a short batch) with its last row repeated up to
     ``size`` rows."""
     array = np.asarray(array)
@@ -109,14 +109,14 @@ def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any
 class HostPass:
     """The batches of pass ``epoch`` of a pipeline's host source; see the module."""
 
-    def __init__(self, context: PassContext, epoch: int) -> None:
+    def __init__(self, context: PassContext, epoch: int, filtered: bool = False) -> None:
         self.context = context
         self.source = context.source
         self.plan = context.plan
         self.stats = context.stats
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
-        self.filtered = False  # the batches hold a FilterOperator's kept records
+        self.filtered = filtered  # the batches hold a FilterOperator's kept records
         self._stage_graph: tuple[Any, Any, Any] | None = None
 
     def _checked(self, batch: Batch, indices: Any, position: int) -> tuple[Batch, bool]:
@@ -178,8 +178,8 @@ class HostPass:
             # A short batch runs padded (its last record repeated) and is cut after, so
             # one compiled step serves every batch of the epoch; per-record stages give
             # each record the same values whatever the rows beside it.
-            batch = jax.tree.map(lambda v: _padded(v, self.batch_size), batch)
-            indices = _padded(indices, self.batch_size)
+            batch = jax.tree.map(lambda v: padded_rows(v, self.batch_size), batch)
+            indices = padded_rows(indices, self.batch_size)
             out = stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
             return jax.tree.map(lambda v: head_rows(v, count), out)
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)

@@ -32,9 +32,7 @@ from datarax.core.operator import RecordFilter
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.driver_cursor import CursorDriver
-from datarax.pipeline.filtered import (
-    FilteredCompiledDriver, filtered_cursor_driver, refuse_resplit,
-)
+from datarax.pipeline.filtered import refuse_resplit
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
@@ -48,10 +46,8 @@ def open_driver(context: PassContext, epoch: int, at: int | None) -> Driver:
     """The driver of pass ``epoch`` from where the source stands: compiled or cursor
     (the plan's read mode), filtered where stage ``at`` is a ``FilterOperator``."""
     if context.reading.compiled:
-        return CompiledDriver(context, epoch) if at is None else FilteredCompiledDriver(
-            context, epoch, at)
-    return CursorDriver(context, epoch) if at is None else filtered_cursor_driver(
-        context, epoch)
+        return CompiledDriver(context, epoch, at)
+    return CursorDriver(context, epoch, at)
 
 
 class PipelineIterator:

@@ -15,7 +15,7 @@ pass, what the next one would make again the same:
   equal to the one placed (a leaf that changed, such as the source's position, is put
   on the device again);
 * the read-ahead worker of a pass that ended (:meth:`PassReuse.park`), which the next
-  pass's :func:`~datarax.pipeline.dispatch.start_ahead` hands its batches to instead of
+  pass's :meth:`~datarax.pipeline.dispatch.IndexedDispatch.start` hands its batches to instead of
   starting a thread (it ends by itself after ``ahead.PARK_SECONDS`` without one).
 
 A pass therefore runs with exactly the arguments a fresh pass would build: batches are

@@ -35,13 +35,13 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches, head_on_host
+from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, check_children, child_settings
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import ReadMode, compiled, compiles_whole, kind_for, reading_of
+from datarax.core.reading import ReadMode, compiled, compiles_whole, kind_for, read_at, reading_of
 from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
 from datarax.sources.skip_ledger import SkipCounts
@@ -252,11 +252,8 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         part = self.parts[i]
         if self.__compiled[i]:
             n = int(self.__lengths[i])  # type: ignore[arg-type]
-            # Read a power-of-two count (records past the part's epoch are its next
-            # epoch's, cut here): reads of up to that many reuse their traced shapes.
-            padded = 1 << max(count - 1, 0).bit_length()
-            batch, indices = part.get_batch_and_indices_at(epoch * n + local, padded)
-            return head_on_host(batch, count), np.asarray(indices)[:count], count
+            batch, indices = read_at(part, epoch, local, count, n)  # type: ignore[misc]
+            return batch, indices, count
         self._place_part(i, epoch, local)
         batch, indices, passed = self._read_host_part(i, count)
         if passed <= room:
@@ -360,12 +357,10 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
             part = self.parts[i]
             if self.__compiled[i]:
                 n = int(self.__lengths[i])  # type: ignore[arg-type]
-                take = min(batch_size, n - part.index)
-                if take > 0:
-                    padded = 1 << max(take - 1, 0).bit_length()
-                    batch, _ = part.get_batch_and_indices_at(part.epoch * n + part.index, padded)
-                    part.datarax_position.advance(take)
-                    return head_on_host(batch, take)
+                read = read_at(part, part.epoch, part.index, batch_size, n)
+                if read is not None:
+                    part.datarax_position.advance(len(read[1]))
+                    return read[0]
             else:
                 batch, _ = part.get_batch_with_indices(batch_size)
                 if batch is not None:
