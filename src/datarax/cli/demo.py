@@ -94,6 +94,13 @@ class Classifier(nnx.Module):
         return self.out(nnx.relu(self.hidden(x)))
 
 
+def build_classifier(seed: int) -> Classifier:
+    """``Classifier(nnx.Rngs(seed))`` initialised as one compiled program: the same
+    parameters, bit for bit, at about 0.5 s less CPU than op by op (which compiles each
+    initialiser's operations alone; measured in a fresh process)."""
+    return nnx.jit(lambda: Classifier(nnx.Rngs(seed)))()
+
+
 def build_pipeline(train: dict[str, np.ndarray], batch_size: int, seed: int) -> Pipeline:
     """The training pipeline; building it twice gives identical pipelines."""
     source = MemorySource(MemorySourceConfig(shuffle=True, seed=seed), train)
@@ -130,7 +137,7 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
     print(f"datarax demo: digits, {len(train['label'])} train / {len(test['label'])} test records"
           + (" (Pipeline.scan)" if scan else ""))
     pipeline = build_pipeline(train, batch_size, seed)
-    model = Classifier(nnx.Rngs(seed))
+    model = build_classifier(seed)
     optimizer = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
 
     def loss_step(model: Classifier, optimizer: nnx.Optimizer, batch: dict[str, jax.Array]) -> Any:
