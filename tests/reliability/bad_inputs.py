@@ -288,6 +288,12 @@ simple("operator-config-stream-name", "ElementOperatorConfig", "stream_name='not
 simple("operator-fn-not-callable", "ElementOperatorConfig", "fn=5", ConfigError,
        "ElementOperator fn must be callable, got int.",
        lambda: ElementOperator(ElementOperatorConfig(), fn=5))
+simple("operator-fn-indexes-element", "ElementOperatorConfig",
+       "fn reading element['x'] (an Element is not a dict)", TypeError,
+       "Element is not a dict: read a field as element.data['x'] (its fields: ['x']), and return "
+       "element.update_data({...}) or a dict of the fields fn changes.",
+       lambda: first_batch(pipe(stages=[ElementOperator(ElementOperatorConfig(),
+                                                        fn=lambda e, k: {"x": e["x"]})])))
 simple("operator-fn-returns-int", "ElementOperatorConfig", "fn returning an int",
        DataraxError, "fn must return an Element (e.g. element.update_data(...)) or a dict of "
        "the fields it changes, got int.",
@@ -476,6 +482,20 @@ simple("pipeline-stages-not-list", "Pipeline arguments", "stages=op (not a list)
 simple("pipeline-stage-int", "Pipeline arguments", "stages=[5]", SourceContractError,
        "Pipeline stage 0 is int, which is neither an operator module",
        lambda: pipe(stages=[5]))
+
+
+def _element_and_key(element: Any, key: Any) -> Any:
+    return element
+
+
+simple("pipeline-stage-function-of-element-and-key", "Pipeline arguments",
+       "stages=[fn] with fn(element, key) (a plain callable gets the batch alone)", ConfigError,
+       "Pipeline stage 0 (_element_and_key) is a plain callable, which the pipeline calls with "
+       "the batch dict alone, fn(batch), but _element_and_key cannot take that (missing a "
+       "required argument: 'key'). A function of one record and its key, fn(element, key), "
+       "goes in an operator: ElementOperator(ElementOperatorConfig(stochastic=True), fn=fn) "
+       "(stochastic=False when it ignores the key).",
+       lambda: pipe(stages=[_element_and_key]))
 simple("pipeline-stage-is-source", "Pipeline arguments", "a source among the stages",
        SourceContractError, "Pipeline stage 0 is MemorySource, which is neither",
        lambda: pipe(stages=[MemorySource(MemorySourceConfig(), data())]))
