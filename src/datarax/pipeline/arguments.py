@@ -40,6 +40,12 @@ def check_arguments(
             f"{type(source).__name__}. Wrap in-memory data with "
             "MemorySource(MemorySourceConfig(), data)."
         )
+    if getattr(source, "datarax_position", None) is None:  # set by DataSourceModule.__init__
+        raise SourceContractError(
+            f"Pipeline source {type(source).__name__} was built without "
+            "DataSourceModule.__init__, which gives a source its position: call "
+            "super().__init__(config, rngs=rngs, name=name) first in its __init__."
+        )
     # NumPy integers (a batch size computed with NumPy) are the same Python ints.
     batch_size, prefetch, shard_index, shard_count = (
         int(v) if isinstance(v, np.integer) else v
