@@ -124,6 +124,11 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
             f"--epochs {epochs}: the demo checkpoints in epoch 1 (the second) and checks "
             "the resume against it; give --epochs 2 or more."
         )
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ConfigError(
+            f"--seed {seed}: the seed of the split, the shuffle and the model is an int in "
+            "[0, 2**32); give one there, e.g. --seed 0."
+        )
     optax = require("optax", extra="demo", user="datarax demo")
     tqdm = require("tqdm", extra="demo", user="datarax demo").tqdm
 
