@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.cli.demo import Classifier, conv_as_matmul, run_demo
+from datarax.cli.demo import Classifier, build_classifier, conv_as_matmul, run_demo
 from datarax.cli.main import main
 
 
@@ -55,6 +55,12 @@ def test_conv_as_matmul_is_the_convolution_and_its_gradient(channels, features, 
 
 def test_the_demo_classifier_computes_what_its_layers_say():
     model = Classifier(nnx.Rngs(0))
+    # the demo initialises it compiled: the same parameters as op by op, bit for bit
+    compiled = nnx.to_flat_state(nnx.state(build_classifier(0)))
+    eager = nnx.to_flat_state(nnx.state(model))
+    assert [path for path, _ in compiled] == [path for path, _ in eager]
+    for (path, got), (_, want) in zip(compiled, eager):
+        np.testing.assert_array_equal(np.asarray(got[...]), np.asarray(want[...]), err_msg=str(path))
     x = jax.random.uniform(jax.random.key(2), (3, 8, 8, 1))
     h = nnx.relu(model.conv(x)).reshape(3, -1)
     want = model.out(nnx.relu(model.hidden(h)))

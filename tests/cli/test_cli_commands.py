@@ -709,6 +709,8 @@ def test_decode_module_in_the_current_folder_wins_over_a_same_named_imported_mod
         (["--epochs", "1"], "--epochs 1: the demo checkpoints in epoch 1 (the second) and "
          "checks the resume against it; give --epochs 2 or more."),
         (["--batch-size", "0"], "--batch-size must be >= 1, got 0."),
+        (["--seed", "-1"], "--seed -1: the seed of the split, the shuffle and the model is an "
+         "int in [0, 2**32); give one there, e.g. --seed 0."),
     ],
 )
 def test_demo_refuses_settings_it_cannot_run(tmp_path, capsys, monkeypatch, args, message):

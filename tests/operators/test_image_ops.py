@@ -392,6 +392,8 @@ def test_epochs_draw_differently():
     (lambda: I.Cutout(2, fill="white"), "Cutout: fill must be a finite number, got 'white'."),
     (lambda: I.Rotate(10.0, fill=None), "Rotate: fill must be a finite number, got None."),
     (lambda: I.RandAugment(fill=float("nan")), "RandAugment: fill must be a finite number, got nan."),
+    (lambda: I.RandAugment(fill=128), "RandAugment: fill is on the [0, 1] scale its operations "
+     "work on, for uint8 images too; got 128. For a uint8 level give level / 255 (128 -> 0.502)."),
 ])
 def test_construction_errors(make, message):
     with pytest.raises(ConfigError) as err:

@@ -78,7 +78,9 @@ def scipy_rotation(image, degrees, mode):
 
 def test_other_angles_match_scipy_and_keep_border_pixels_that_map_inside():
     image = RNG.random((1, 17, 23, 3)).astype(np.float32)
-    for degrees in (30.0, -17.5, 135.0):
+    # 9 and 7.3 degrees put some source coordinates within 1e-4 pixel of a pixel centre,
+    # where rounding them to it was 1e-4 off
+    for degrees in (30.0, -17.5, 135.0, 9.0, -9.0, 7.3):
         out = rotated(image, degrees)[0]
         blended, _ = scipy_rotation(image[0], degrees, "grid-constant")
         np.testing.assert_allclose(out, blended, atol=1e-5)

@@ -1,9 +1,11 @@
-"""A Pipeline through NNX's graph functions and JAX's transforms: ``nnx.clone`` and
-``nnx.merge`` build a new pipeline object from a graph definition that holds the
-original's bookkeeping; ``step()`` inside a traced train step is refused, saying why."""
+"""A Pipeline through NNX's graph functions and JAX's transforms: ``nnx.clone``,
+``nnx.merge`` and ``copy.deepcopy`` build a new pipeline object from a graph definition
+that holds the original's bookkeeping; ``step()`` inside a traced train step is refused,
+saying why."""
 
 from __future__ import annotations
 
+import copy as copying
 import re
 
 import jax
@@ -32,19 +34,52 @@ def two_epochs():
     return xs(p) + xs(p)
 
 
-@pytest.mark.parametrize("build", ["clone", "merge_kept_state"])
+@pytest.mark.parametrize("build", ["clone", "merge_kept_state", "deepcopy"])
 def test_a_copy_made_mid_epoch_continues_it_and_leaves_the_original_live(build, two_epochs):
     p = make()
     it = iter(p)
     first = xs([next(it), next(it)])
     if build == "clone":
         copy = nnx.clone(p)
+    elif build == "deepcopy":
+        copy = copying.deepcopy(p)
     else:  # the docs' way to keep a state: a copy of nnx.state, merged back later
         graphdef, state = nnx.split(p)
         copy = nnx.merge(graphdef, jax.tree.map(np.array, state))
     assert (copy.epoch, copy.position) == (0, 6)
     assert first + xs(copy) + xs(copy) == two_epochs  # the rest of epoch 0, then epoch 1
     assert first + xs(it) == two_epochs[:4]  # the original's pass was not ended
+
+
+def test_deepcopy_of_a_record_file_pipeline_continues_its_batches_and_keys(tmp_path):
+    """A shuffled ArrayRecord pipeline with a stochastic stage, copied mid-epoch inside a
+    structure that also holds its source: the two iterated in turn hand out the same
+    batches, the same draws, and each moves only its own position."""
+    from int_record_files import int_source, write_int_parts
+
+    from datarax.operators import ElementOperator, ElementOperatorConfig
+
+    def jitter(element, key):
+        return element.update_data({"r": jax.random.uniform(key)})
+
+    stage = ElementOperator(ElementOperatorConfig(stochastic=True, stream_name="j"), fn=jitter,
+                            rngs=nnx.Rngs(j=3))
+    p = Pipeline(source=int_source(write_int_parts(tmp_path, [5, 12]), seed=5, shuffle_files=True),
+                 stages=[stage], batch_size=4, seed=0, prefetch=1)
+    it = iter(p)
+    next(it)
+    held = copying.deepcopy({"pipeline": p, "source": p.source})
+    twin = held["pipeline"]
+    assert held["source"] is twin.source and twin.source is not p.source
+    theirs = iter(twin)
+    for _ in range(2):
+        mine, copied = next(it), next(theirs)
+        assert np.asarray(mine["x"]).tolist() == np.asarray(copied["x"]).tolist()
+        np.testing.assert_array_equal(mine["r"], copied["r"])
+    assert (p.position, twin.position) == (12, 12)
+    assert next(it, None) is None and (p.epoch, twin.epoch) == (1, 0)
+    assert next(theirs, None) is None and twin.epoch == 1
+    assert xs(p) == xs(twin)  # the next epoch: the same order on both
 
 
 def test_a_merge_of_the_live_state_is_the_same_pipeline():

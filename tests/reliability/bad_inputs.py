@@ -162,6 +162,32 @@ class SlicingSource(DataSourceModule):
         return {"x": jax.ShapeDtypeStruct((), np.int32)}
 
 
+class FirstRecordOnly(DataSourceModule):
+    """get_batch_at that ignores size: always the first record."""
+
+    def __init__(self) -> None:
+        super().__init__(_EmptyConfig())
+
+    def __len__(self) -> int:
+        return 6
+
+    def get_batch_at(self, start: Any, size: int, key: Any = None) -> dict[str, Any]:
+        return {"x": jax.numpy.arange(6, dtype=np.int32)[:1]}
+
+
+class NoBaseInit(DataSourceModule):
+    """A source whose __init__ does not call DataSourceModule.__init__."""
+
+    def __init__(self) -> None:
+        self.x = nnx.data(jax.numpy.arange(6))
+
+    def __len__(self) -> int:
+        return 6
+
+    def get_batch_at(self, start: Any, size: int, key: Any = None) -> dict[str, Any]:
+        return {"x": self.x[(jax.numpy.arange(size) + start) % 6]}
+
+
 class SpecLess(DataSourceModule):
     def __init__(self) -> None:
         super().__init__(_EmptyConfig())
@@ -288,6 +314,12 @@ simple("operator-config-stream-name", "ElementOperatorConfig", "stream_name='not
 simple("operator-fn-not-callable", "ElementOperatorConfig", "fn=5", ConfigError,
        "ElementOperator fn must be callable, got int.",
        lambda: ElementOperator(ElementOperatorConfig(), fn=5))
+simple("operator-fn-indexes-element", "ElementOperatorConfig",
+       "fn reading element['x'] (an Element is not a dict)", TypeError,
+       "Element is not a dict: read a field as element.data['x'] (its fields: ['x']), and return "
+       "element.update_data({...}) or a dict of the fields fn changes.",
+       lambda: first_batch(pipe(stages=[ElementOperator(ElementOperatorConfig(),
+                                                        fn=lambda e, k: {"x": e["x"]})])))
 simple("operator-fn-returns-int", "ElementOperatorConfig", "fn returning an int",
        DataraxError, "fn must return an Element (e.g. element.update_data(...)) or a dict of "
        "the fields it changes, got int.",
@@ -439,6 +471,10 @@ simple("image-normalize-channel-count", OPERATORS,
 simple("image-normalize-nan-mean", OPERATORS, "Normalize(mean=nan, std=1.0)", ConfigError,
        "Normalize: mean and std must be finite, got nan, 1.0.",
        lambda: _image_op("Normalize", mean=float("nan"), std=1.0))
+simple("image-rand-augment-fill-out-of-unit", OPERATORS, "RandAugment(fill=128) (a uint8 level)",
+       ConfigError, "RandAugment: fill is on the [0, 1] scale its operations work on, for uint8 "
+       "images too; got 128. For a uint8 level give level / 255 (128 -> 0.502).",
+       lambda: _image_op("RandAugment", fill=128))
 simple("batch-mix-int-labels-bad-shape", OPERATORS,
        "BatchMixOperator over integer labels of shape (batch, 3)", DataraxError,
        "BatchMixOperator 'BatchMixOperator': integer labels in 'label' must be one class id "
@@ -476,6 +512,20 @@ simple("pipeline-stages-not-list", "Pipeline arguments", "stages=op (not a list)
 simple("pipeline-stage-int", "Pipeline arguments", "stages=[5]", SourceContractError,
        "Pipeline stage 0 is int, which is neither an operator module",
        lambda: pipe(stages=[5]))
+
+
+def _element_and_key(element: Any, key: Any) -> Any:
+    return element
+
+
+simple("pipeline-stage-function-of-element-and-key", "Pipeline arguments",
+       "stages=[fn] with fn(element, key) (a plain callable gets the batch alone)", ConfigError,
+       "Pipeline stage 0 (_element_and_key) is a plain callable, which the pipeline calls with "
+       "the batch dict alone, fn(batch), but _element_and_key cannot take that (missing a "
+       "required argument: 'key'). A function of one record and its key, fn(element, key), "
+       "goes in an operator: ElementOperator(ElementOperatorConfig(stochastic=True), fn=fn) "
+       "(stochastic=False when it ignores the key).",
+       lambda: pipe(stages=[_element_and_key]))
 simple("pipeline-stage-is-source", "Pipeline arguments", "a source among the stages",
        SourceContractError, "Pipeline stage 0 is MemorySource, which is neither",
        lambda: pipe(stages=[MemorySource(MemorySourceConfig(), data())]))
@@ -509,6 +559,20 @@ simple("pipeline-indexed-source-untraceable", "Pipeline arguments",
        "an indexed source whose get_batch_at calls int(start)", ConfigError,
        "SlicingSource.get_batch_at needs a concrete value of a traced array",
        lambda: first_batch(pipe(source=SlicingSource())))
+simple("pipeline-indexed-source-ignores-size", "Pipeline arguments",
+       "an indexed source whose get_batch_at returns one record whatever size asks",
+       SpecMismatchError,
+       "FirstRecordOnly.get_batch_at(0, size=2, key=None) (traced) returned 1 records; "
+       "get_batch_at must return exactly size records, those at positions start .. start + "
+       "size - 1 (a short batch would leave records out and repeat others). Index with "
+       "(jnp.arange(size) + start) % len(self).",
+       lambda: first_batch(pipe(source=FirstRecordOnly())))
+simple("pipeline-source-without-base-init", "Pipeline arguments",
+       "a source whose __init__ skips super().__init__(config)", SourceContractError,
+       "Pipeline source NoBaseInit was built without DataSourceModule.__init__, which gives a "
+       "source its position: call super().__init__(config, rngs=rngs, name=name) first in "
+       "its __init__.",
+       lambda: pipe(source=NoBaseInit()))
 
 # --------------------------------------------------- streams vs element_spec
 simple("stream-shape-drift", "Stream batches vs element_spec",
@@ -523,6 +587,17 @@ simple("stream-strings-for-array", "Stream batches vs element_spec",
        "strings where an array is declared", SpecMismatchError,
        "field 'x' is declared float32(2,) but holds strings",
        lambda: drift(lambda n: {"x": ["a"] * n}))
+simple("stream-scalar-field", "Stream batches vs element_spec",
+       "get_batch returns a field as one number, not a batch", SourceContractError,
+       "Drifting.get_batch returned field 'x' as one value (float), not a batch of records: "
+       "give each field the records along its first axis, e.g. {'x': np.asarray([value])} "
+       "for a batch of one.",
+       lambda: drift(lambda n: {"x": 1.0}))
+simple("stream-batch-not-dict", "Stream batches vs element_spec",
+       "get_batch returns a list of records, not a dict of fields", SourceContractError,
+       "Drifting.get_batch returned list, not a batch: return a dict of fields, each with the "
+       "records along its first axis (or None at the pass's end).",
+       lambda: drift(lambda n: [{"x": np.zeros(2, np.float32)}] * n))
 simple("stream-missing-field", "Stream batches vs element_spec", "a declared field goes missing",
        SpecMismatchError, "field 'x' is declared in element_spec() but missing",
        lambda: drift(lambda n: {"y": np.zeros((n, 2), np.float32)}))

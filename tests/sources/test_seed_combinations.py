@@ -205,7 +205,8 @@ def test_an_indexed_source_declaring_another_spec_than_it_serves_is_refused(decl
             return {k: jax.ShapeDtypeStruct(s, d) for k, (s, d) in declared.items()}
 
     pipeline = Pipeline(source=Rows(RowsConfig()), stages=[], batch_size=3, rngs=nnx.Rngs(0))
-    expected = rf"Rows\.get_batch_at \(traced\) does not match element_spec\(\): .*{re.escape(message)}"
+    expected = (r"Rows\.get_batch_at\(0, size=1, key=None\) \(traced\) does not match "
+                rf"element_spec\(\): .*{re.escape(message)}")
     with pytest.raises(SpecMismatchError, match=expected):
         pipeline.element_spec()
     with pytest.raises(SpecMismatchError, match=expected):

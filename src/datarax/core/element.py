@@ -59,3 +59,11 @@ class Element:
     def replace_data(self, data: dict[str, Any]) -> Element:
         """A new element whose data is exactly ``data`` (fields not listed are dropped)."""
         return dataclasses.replace(self, data=dict(data))
+
+    def __getitem__(self, name: Any) -> Any:
+        """Refused: an element is not a dict; its fields are ``element.data``."""
+        raise TypeError(
+            f"Element is not a dict: read a field as element.data[{name!r}] (its fields: "
+            f"{sorted(map(str, self.data))}), and return element.update_data({{...}}) or a "
+            "dict of the fields fn changes."
+        )

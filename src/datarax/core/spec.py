@@ -171,20 +171,31 @@ def checked_spec(source: Any) -> dict[str, Any]:
 
 def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
     """Refuse an indexed source whose declared ``element_spec()`` differs from what its
-    ``get_batch_at`` emits (one record, traced abstractly: nothing is read), naming the
-    field. A spec with text fields (gathered on the host) or a ``get_batch_at`` that
-    cannot be traced here is not compared."""
+    ``get_batch_at`` emits (one record and two, traced abstractly: nothing is read),
+    naming the field, or that returns another number of records than ``size``. A spec
+    with text fields (gathered on the host) or a ``get_batch_at`` that cannot be traced
+    here is not compared."""
     kind = getattr(getattr(source, "kind", None), "value", None)
     if kind != "indexed" or not callable(getattr(source, "get_batch_at", None)):
         return
     if has_text(spec):
         return
-    try:
-        traced = jax.eval_shape(lambda: source.get_batch_at(0, 1, None))
-    except Exception:  # noqa: BLE001 - the pass reports what is wrong with get_batch_at
-        return
-    validate_batch(traced, spec, batch_size=1,
-                   where=f"{type(source).__name__}.get_batch_at (traced)")
+    for size in (1, 2):  # two sizes: a get_batch_at that ignores size is seen to
+        try:
+            traced = jax.eval_shape(lambda n=size: source.get_batch_at(0, n, None))
+        except Exception:  # noqa: BLE001 - the pass reports what is wrong with get_batch_at
+            return
+        where = f"{type(source).__name__}.get_batch_at(0, size={size}, key=None) (traced)"
+        validate_batch(traced, spec, batch_size=size, where=where)
+        held = {_leading(v) for v in flatten_fields(traced).values()} - {None}
+        if held and held != {size}:
+            raise SpecMismatchError(
+                f"{where} returned {held.pop()} records; get_batch_at must return exactly "
+                "size records, those at positions start .. start + size - 1 (a short batch "
+                "would leave records out and repeat others). Index with "
+                "(jnp.arange(size) + start) % len(self).",
+                fields=sorted(flatten_fields(traced)),
+            )
 
 
 def refuse_declared_64bit(source: Any) -> None:

@@ -40,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -50,9 +51,28 @@ from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
+from datarax.core.spec import flatten_fields
 from datarax.typing import Batch
 
 __all__ = ["StreamSource", "StreamPass", "StructuralConfig"]
+
+
+def _check_batch_form(source: Any, batch: Any) -> None:
+    """Refuse a ``get_batch`` result that is not a batch: a dict whose every field holds
+    its records along the first axis (an array, or a list of str)."""
+    name = f"{type(source).__name__}.get_batch"
+    if not isinstance(batch, Mapping):
+        raise SourceContractError(
+            f"{name} returned {type(batch).__name__}, not a batch: return a dict of fields, "
+            "each with the records along its first axis (or None at the pass's end)."
+        )
+    for path, value in flatten_fields(batch).items():
+        if not isinstance(value, (list, tuple)) and np.ndim(value) == 0:
+            raise SourceContractError(
+                f"{name} returned field '{path}' as one value ({type(value).__name__}), "
+                "not a batch of records: give each field the records along its first "
+                f"axis, e.g. {{'{path}': np.asarray([value])}} for a batch of one."
+            )
 
 
 class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
@@ -124,6 +144,8 @@ class StreamPass(HostState):
             batch = source.get_batch(batch_size)
         except StopIteration:
             return None
+        if batch is not None:
+            _check_batch_form(source, batch)
         if batch is None or batch_length(batch) == 0:
             if not mid_read:
                 self._check_rewound(source)

@@ -3,7 +3,8 @@ checked, each refusal naming the argument and what to pass instead."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -38,6 +39,12 @@ def check_arguments(
             f"Pipeline source must be a DataSourceModule (e.g. MemorySource), got "
             f"{type(source).__name__}. Wrap in-memory data with "
             "MemorySource(MemorySourceConfig(), data)."
+        )
+    if getattr(source, "datarax_position", None) is None:  # set by DataSourceModule.__init__
+        raise SourceContractError(
+            f"Pipeline source {type(source).__name__} was built without "
+            "DataSourceModule.__init__, which gives a source its position: call "
+            "super().__init__(config, rngs=rngs, name=name) first in its __init__."
         )
     # NumPy integers (a batch size computed with NumPy) are the same Python ints.
     batch_size, prefetch, shard_index, shard_count = (
@@ -145,7 +152,29 @@ def _check_stages(stages: Any) -> None:
                 "operator module (e.g. ElementOperator) nor a callable taking and "
                 "returning a batch dict."
             )
+        if not isinstance(stage, OperatorModule):
+            _check_batch_function(stage, i)
         refuse_rng_state(stage, f"Pipeline stage {i}")
+
+
+def _check_batch_function(stage: Callable[..., Any], i: int) -> None:
+    """Refuse a plain-callable stage that cannot be called as ``fn(batch)`` (a function
+    of ``(element, key)``, say, given without its ``ElementOperator``)."""
+    try:
+        signature = inspect.signature(stage)
+    except (TypeError, ValueError):  # no signature to read (a builtin): called as is
+        return
+    try:
+        signature.bind({})
+    except TypeError as err:
+        name = getattr(stage, "__name__", type(stage).__name__)
+        raise ConfigError(
+            f"Pipeline stage {i} ({name}) is a plain callable, which the pipeline calls "
+            f"with the batch dict alone, fn(batch), but {name} cannot take that "
+            f"({err}). A function of one record and its key, fn(element, key), goes in "
+            "an operator: ElementOperator(ElementOperatorConfig(stochastic=True), fn=fn) "
+            "(stochastic=False when it ignores the key)."
+        ) from None
 
 
 def _check_source(source: DataSourceModule, reading: Reading) -> None:

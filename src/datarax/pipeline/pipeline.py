@@ -16,6 +16,7 @@ from datarax.core.keys import default_key, reserve_draw, seed_key
 from datarax.core.operator import OperatorModule, warn_unseeded
 from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
+from datarax.pipeline.copying import deepcopy_pipeline
 from datarax.pipeline.devices import check_stages_on, placement_for
 from datarax.pipeline.epochs import Repeat, Take, check_count
 from datarax.pipeline.filtered import check_filter
@@ -166,6 +167,8 @@ class Pipeline(nnx.Module):
         if at is not None:
             check_filter(source, list(stages), at, self._spec_after, self.plan)
         compile_ahead(self._context(), at)  # the first pass's programs, on a thread
+
+    __deepcopy__ = deepcopy_pipeline  # an independent copy, as nnx.clone (copying.py)
 
     def __anchor(self) -> Any:
         return self.source.datarax_position.index_var

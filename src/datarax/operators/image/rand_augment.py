@@ -95,7 +95,8 @@ class RandAugment(ImageOperator):
 
     ``magnitude`` is in [0, 30]: a number, or a ``(low, high)`` range drawn per record.
     On images without 3 channels the saturation operation leaves them unchanged. The
-    operations work on values in [0, 1], so ``fill`` is in [0, 1] for uint8 images too.
+    operations work on values in [0, 1], so ``fill`` is in [0, 1] for uint8 images too
+    (one outside it is refused).
     """
 
     unit_values = True
@@ -106,7 +107,14 @@ class RandAugment(ImageOperator):
         if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
             raise ConfigError(f"RandAugment: num_ops must be an int >= 0, got {num_ops!r}.")
         mag = check_range("RandAugment", "magnitude", magnitude, low=0.0, high=30.0)
-        self._setup({"num_ops": num_ops, "magnitude": mag, "fill": check_fill("RandAugment", fill)},
+        fill = check_fill("RandAugment", fill)
+        if not 0.0 <= fill <= 1.0:
+            raise ConfigError(
+                f"RandAugment: fill is on the [0, 1] scale its operations work on, for uint8 "
+                f"images too; got {fill:g}. For a uint8 level give level / 255 (128 -> "
+                f"{128 / 255:.3f})."
+            )
+        self._setup({"num_ops": num_ops, "magnitude": mag, "fill": fill},
                     stochastic=True, field=field, stream_name=stream_name, rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
