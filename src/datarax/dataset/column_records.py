@@ -7,7 +7,8 @@ JSON line costs in all. :func:`column_encoder` makes the same bytes for a whole 
 the table: the fixed-size head of every row (its ``int64`` / ``float32`` values and the
 lengths of its variable fields) in one NumPy array, text as its UTF-8 bytes straight
 from Arrow's buffers, images kept as they are through the same header check
-(:func:`~datarax.dataset.image_payload.stored_as_it_is`). It takes exactly the records
+(:func:`~datarax.dataset.image_payload.stored_as_it_is`; a plain PNG's read with the
+column's others, :mod:`~datarax.dataset.image_header_columns`). It takes exactly the records
 the row encoder's plain path takes — features of those kinds only, every value of the
 slice passing the same checks (no null, an integer class in range, a finite float that
 stays finite as ``float32``, a kept image) — and answers None otherwise, so the writer
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.fields import Features, Field
+from datarax.dataset.image_header_columns import binary_values, png_header_columns
 from datarax.dataset.image_payload import stored_as_it_is
 
 __all__ = ["column_encoder"]
@@ -192,7 +194,29 @@ def _image_column(f: Field, column: Any) -> tuple[list[bytes], np.ndarray] | Non
     if not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
         return None
     images = column.to_pylist()
-    for image in images:
-        if stored_as_it_is(f, image) is None:
+    sure = _kept_pngs(f, column)
+    if sure is None:
+        return None
+    for row in np.flatnonzero(~sure).tolist():  # the rest: one by one, as the row encoder
+        if stored_as_it_is(f, images[row]) is None:
             return None
     return images, np.fromiter(map(len, images), np.int64, len(images))
+
+
+def _kept_pngs(f: Field, column: Any) -> np.ndarray | None:
+    """Which images of a binary column are plain PNGs the field keeps as they are (their
+    headers read together: :mod:`~datarax.dataset.image_header_columns`); None where one
+    is such a PNG that the field does not keep (a size or channels of its own)."""
+    values = binary_values(column)
+    if values is None:
+        return np.zeros(len(column), bool)
+    known, height, width, channels = png_header_columns(*values, whole=True)
+    rows, cols, depth = f.shape
+    fits = channels == depth
+    if rows is not None:
+        fits &= height == rows
+    if cols is not None:
+        fits &= width == cols
+    if (known & ~fits).any():
+        return None
+    return known
