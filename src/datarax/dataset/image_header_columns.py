@@ -77,8 +77,8 @@ def _u32(data: np.ndarray, at: np.ndarray) -> np.ndarray:
 def _crc_ok(view: memoryview, data: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Whether the CRC-32 of each chunk ``data[lo:hi]`` (its type and data) is the one
     stored after it."""
-    computed = np.fromiter((crc32(view[a:b]) for a, b in zip(lo.tolist(), hi.tolist())),
-                           np.int64, len(lo))
+    chunks = map(view.__getitem__, map(slice, lo.tolist(), hi.tolist()))  # (no Python loop)
+    computed = np.fromiter(map(crc32, chunks), np.int64, len(lo))
     return computed == _u32(data, hi)
 
 
