@@ -149,6 +149,21 @@ def test_parquet_images_convert_as_they_did_one_by_one(tmp_path, monkeypatch, mi
     assert _dataset_files(tmp_path / "together") == _dataset_files(tmp_path / "one_by_one")
 
 
+def test_parquet_files_whose_probe_stops_early_convert_as_one_by_one(tmp_path, monkeypatch) -> None:
+    # both sizes vary in the first file: the probe reads no further, and the second
+    # file's images are checked at the write
+    _image_parquet(tmp_path / "src" / "a.parquet", _MIXES["both vary, palette and JPEG"])
+    _image_parquet(tmp_path / "src" / "b.parquet", _MIXES["same size"])
+    rows = TableRows([str(tmp_path / "src" / n) for n in ("a.parquet", "b.parquet")], "parquet")
+    rows.hints()
+    assert rows.image_headers(0, 4) is not None and rows.image_headers(0, 5) is None
+    info, _ = convert(str(tmp_path / "src"), tmp_path / "together", shards=2)
+    assert info.num_records == 11 and info.features["image"].shape == (None, None, 3)
+    _one_by_one(monkeypatch)
+    convert(str(tmp_path / "src"), tmp_path / "one_by_one", shards=2)
+    assert _dataset_files(tmp_path / "together") == _dataset_files(tmp_path / "one_by_one")
+
+
 def test_a_parsed_table_goes_to_workers_as_a_file_removed_after(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     src = tmp_path / "t.jsonl"

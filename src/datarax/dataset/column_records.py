@@ -30,7 +30,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,8 @@ def column_encoder(features: Features) -> Callable[[Any], list[bytes] | None] | 
                     + [(f"v{j}", "<u4") for j in range(len(variable))])
     names = frozenset(features.names)
 
-    def encode(table: Any) -> list[bytes] | None:
+    def encode(table: Any, headers: Mapping[str, tuple[Any, ...]] | None = None,
+               ) -> list[bytes] | None:
         import pyarrow as pa
 
         if not isinstance(table, pa.Table) or frozenset(table.column_names) != names or (
@@ -81,7 +82,8 @@ def column_encoder(features: Features) -> Callable[[Any], list[bytes] | None] | 
         tails: list[Any] = []
         for j, f in enumerate(variable):
             column = table.column(f.name)
-            parts = _text_column(column) if f.encoding == "utf8" else _image_column(f, column)
+            parts = (_text_column(column) if f.encoding == "utf8" else
+                     _image_column(f, column, None if headers is None else headers.get(f.name)))
             if parts is None:
                 return None
             data, lengths = parts
@@ -174,7 +176,8 @@ def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return data[int(offsets[0]):int(offsets[-1])], np.diff(offsets)
 
 
-def _image_column(f: Field, column: Any) -> tuple[list[bytes], np.ndarray] | None:
+def _image_column(f: Field, column: Any, header: tuple[Any, ...] | None = None,
+                  ) -> tuple[list[bytes], np.ndarray] | None:
     """Each row's image bytes where every one is kept as it is (bytes, or Hugging Face
     ``{bytes, path}`` holding them), and their lengths; else None."""
     import pyarrow as pa
@@ -194,7 +197,7 @@ def _image_column(f: Field, column: Any) -> tuple[list[bytes], np.ndarray] | Non
     if not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
         return None
     images = column.to_pylist()
-    sure = _kept_pngs(f, column)
+    sure = _kept_pngs(f, column, header)
     if sure is None:
         return None
     for row in np.flatnonzero(~sure).tolist():  # the rest: one by one, as the row encoder
@@ -203,14 +206,17 @@ def _image_column(f: Field, column: Any) -> tuple[list[bytes], np.ndarray] | Non
     return images, np.fromiter(map(len, images), np.int64, len(images))
 
 
-def _kept_pngs(f: Field, column: Any) -> np.ndarray | None:
+def _kept_pngs(f: Field, column: Any, header: tuple[Any, ...] | None) -> np.ndarray | None:
     """Which images of a binary column are plain PNGs the field keeps as they are (their
-    headers read together: :mod:`~datarax.dataset.image_header_columns`); None where one
-    is such a PNG that the field does not keep (a size or channels of its own)."""
-    values = binary_values(column)
-    if values is None:
-        return np.zeros(len(column), bool)
-    known, height, width, channels = png_header_columns(*values, whole=True)
+    headers read together: :mod:`~datarax.dataset.image_header_columns`, or ``header``,
+    what the probe read of them); None where one is such a PNG that the field does not
+    keep (a size or channels of its own)."""
+    if header is None:
+        values = binary_values(column)
+        if values is None:
+            return np.zeros(len(column), bool)
+        header = png_header_columns(*values, whole=True)
+    known, height, width, channels = header
     rows, cols, depth = f.shape
     fits = channels == depth
     if rows is not None:

@@ -171,19 +171,21 @@ def _encoded_images(column: Any) -> list[Any]:
     return [b or p for b, p in zip(data, paths)]
 
 
-def _image_sizes(column: Any) -> tuple[Any, Any, Any]:
+def _image_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
     """Height, width and whether grey of each image of an image column that opens, in
-    order, as :func:`~datarax.dataset.images.image_shape_hint` reads them: plain PNGs'
-    headers all together (:mod:`~datarax.dataset.image_header_columns`), the others one
-    by one."""
+    order, as :func:`~datarax.dataset.images.image_shape_hint` reads them: intact plain
+    PNGs all together (:mod:`~datarax.dataset.image_header_columns`; their headers are
+    added to ``headers`` for the write's check), the others one by one."""
     import numpy as np
 
     values = binary_values(column)
     if values is None:
         known = np.zeros(len(column), bool)
         height, width, channels = (np.zeros(len(column), np.int64) for _ in range(3))
-    else:
-        known, height, width, channels = png_header_columns(*values, whole=False)
+    else:  # (an intact image's header is the one read_image_header gives)
+        known, height, width, channels = png_header_columns(*values, whole=True)
+    headers.append((known, height, width, channels))
+    height, width = height.copy(), width.copy()
     grey, readable = channels == 1, known.copy()
     rest = np.flatnonzero(~known).tolist()
     items = _encoded_images(column) if rest else []
@@ -231,6 +233,8 @@ class TableRows(Rows):
         self.description = files_description(kind, self.files)
         self._tables: list[Any] | None = None
         self._shared: SharedTables | None = None  # the tables, for worker processes
+        #: per image column, the headers of intact plain PNGs the probe read
+        self._headers: dict[str, list[tuple[Any, ...]]] = {}
         self._hints: dict[str, dict[str, Any]] | None = None
         self._counts = self._count()
         self.length = int(sum(self._counts))
@@ -250,7 +254,8 @@ class TableRows(Rows):
                 except OSError:  # no room for the files: the tables go pickled
                     return {**self.__dict__, "_tables": tables}
             return {**self.__dict__, "_tables": None}
-        return {**self.__dict__, "_tables": tables, "_shared": None}
+        # (the probe's image headers stay here: a worker checks its own images)
+        return {**self.__dict__, "_tables": tables, "_shared": None, "_headers": {}}
 
     def _count(self) -> list[int]:
         require("pyarrow", extra="convert", user="datarax convert")
@@ -353,10 +358,27 @@ class TableRows(Rows):
         hints = hf_hints(features)
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
+                headers = self._headers.setdefault(name, [])
                 hints[name] = {**hint, **image_shape_hint_of(
-                    _image_sizes(batch.column(0)) for f in self.files
+                    _image_sizes(batch.column(0), headers) for f in self.files
                     for batch in pq.ParquetFile(f).iter_batches(columns=[name]))}
         return hints
+
+    def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
+        """The headers of rows ``start..stop-1``'s intact plain PNGs the image probe read
+        (known, height, width, channels per row; see
+        :func:`~datarax.dataset.image_header_columns.png_header_columns`), by image
+        column, for the write's check; None where the probe did not read them all."""
+        import numpy as np
+
+        out = {}
+        for name, parts in self._headers.items():
+            if len(parts) > 1:  # joined once
+                parts[:] = [tuple(np.concatenate(a) for a in zip(*parts))]
+            if not parts or len(parts[0][0]) < stop:  # (the probe stopped early)
+                return None
+            out[name] = tuple(a[start:stop] for a in parts[0])
+        return out or None
 
     def _text_hints(self) -> dict[str, dict[str, Any]]:
         """A JSON Lines / CSV column that ``pyarrow`` reads as bytes holds text that is not
