@@ -19,7 +19,7 @@ Example:
     >>> png = np.frombuffer(out.getvalue() + b"GIF89a...", np.uint8)
     >>> known, height, width, channels = png_header_columns(
     ...     png, np.array([0, len(out.getvalue())]), np.array([len(out.getvalue()), 9]), whole=True)
-    >>> known.tolist(), height[0], width[0], channels[0]
+    >>> known.tolist(), int(height[0]), int(width[0]), int(channels[0])
     ([True, False], 3, 5, 1)
 """
 
