@@ -203,6 +203,13 @@ def _image_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any,
     return height[readable], width[readable], grey[readable]
 
 
+def _row_group_columns(reader: Any, name: str) -> Iterator[Any]:
+    """The column ``name`` of a Parquet file, a row group at a time (``iter_batches``
+    joins row groups into batches of 65,536 rows: a copy of the column)."""
+    for g in range(reader.num_row_groups):
+        yield from reader.read_row_group(g, columns=[name]).column(0).chunks
+
+
 def _parquet_schema(path: str) -> Any:
     """The schema of a Parquet file (``pyarrow.parquet`` is imported for Parquet only:
     0.03 s of CPU a process)."""
@@ -360,8 +367,8 @@ class TableRows(Rows):
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])
                 hints[name] = {**hint, **image_shape_hint_of(
-                    _image_sizes(batch.column(0), headers) for f in self.files
-                    for batch in pq.ParquetFile(f).iter_batches(columns=[name]))}
+                    _image_sizes(chunk, headers) for f in self.files
+                    for chunk in _row_group_columns(pq.ParquetFile(f), name))}
         return hints
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
