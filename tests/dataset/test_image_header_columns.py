@@ -177,3 +177,13 @@ def test_a_parsed_table_goes_to_workers_as_a_file_removed_after(tmp_path, monkey
     del rows, copy
     gc.collect()
     assert [f for f in os.listdir(tmp_path) if f.startswith("datarax-table")] == []
+
+
+def test_a_parsed_table_goes_pickled_where_no_file_can_be_written(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))  # no such folder
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps({"t": f"r{i}", "k": i}) + "\n" for i in range(50)))
+    rows = TableRows([str(src)], "json")
+    copy = pickle.loads(pickle.dumps(rows))
+    assert list(copy.iter_rows(0, None)) == list(rows.iter_rows(0, None))
+    assert [r["k"] for r in copy.iter_rows(48, 50)] == [48, 49]

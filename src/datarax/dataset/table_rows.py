@@ -250,6 +250,8 @@ class TableRows(Rows):
         # a worker process gets the JSON Lines / CSV tables parsed here when they are small
         # enough to copy (parsing again costs more), through files it maps
         # (:mod:`~datarax.dataset.shared_tables`); else it parses the files itself
+        # (the probe's image headers stay here: a worker checks its own images)
+        state = {**self.__dict__, "_headers": {}}
         tables = self._tables
         if tables is not None and not (all(hasattr(t, "nbytes") for t in tables)
                                        and sum(t.nbytes for t in tables) <= _SENT_TABLE_BYTES):
@@ -259,10 +261,9 @@ class TableRows(Rows):
                 try:
                     self._shared = SharedTables.of(tables)
                 except OSError:  # no room for the files: the tables go pickled
-                    return {**self.__dict__, "_tables": tables}
-            return {**self.__dict__, "_tables": None}
-        # (the probe's image headers stay here: a worker checks its own images)
-        return {**self.__dict__, "_tables": tables, "_shared": None, "_headers": {}}
+                    return {**state, "_tables": tables}
+            return {**state, "_tables": None, "_shared": self._shared}
+        return {**state, "_tables": tables, "_shared": None}
 
     def _count(self) -> list[int]:
         require("pyarrow", extra="convert", user="datarax convert")
