@@ -7,7 +7,8 @@ JSON line costs in all. :func:`column_encoder` makes the same bytes for a whole 
 the table: the fixed-size head of every row (its ``int64`` / ``float32`` values and the
 lengths of its variable fields) in one NumPy array, text as its UTF-8 bytes straight
 from Arrow's buffers, images kept as they are through the same header check
-(:func:`~datarax.dataset.image_payload.stored_as_it_is`). It takes exactly the records
+(:func:`~datarax.dataset.image_payload.stored_as_it_is`; a plain PNG's read with the
+column's others, :mod:`~datarax.dataset.image_header_columns`). It takes exactly the records
 the row encoder's plain path takes — features of those kinds only, every value of the
 slice passing the same checks (no null, an integer class in range, a finite float that
 stays finite as ``float32``, a kept image) — and answers None otherwise, so the writer
@@ -29,12 +30,14 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from datarax.dataset.fields import Features, Field
+from datarax.dataset.image_header_columns import binary_values, png_header_columns
 from datarax.dataset.image_payload import stored_as_it_is
 
 __all__ = ["column_encoder"]
@@ -63,7 +66,8 @@ def column_encoder(features: Features) -> Callable[[Any], list[bytes] | None] | 
                     + [(f"v{j}", "<u4") for j in range(len(variable))])
     names = frozenset(features.names)
 
-    def encode(table: Any) -> list[bytes] | None:
+    def encode(table: Any, headers: Mapping[str, tuple[Any, ...]] | None = None,
+               ) -> list[bytes] | None:
         import pyarrow as pa
 
         if not isinstance(table, pa.Table) or frozenset(table.column_names) != names or (
@@ -79,7 +83,8 @@ def column_encoder(features: Features) -> Callable[[Any], list[bytes] | None] | 
         tails: list[Any] = []
         for j, f in enumerate(variable):
             column = table.column(f.name)
-            parts = _text_column(column) if f.encoding == "utf8" else _image_column(f, column)
+            parts = (_text_column(column) if f.encoding == "utf8" else
+                     _image_column(f, column, None if headers is None else headers.get(f.name)))
             if parts is None:
                 return None
             data, lengths = parts
@@ -89,16 +94,14 @@ def column_encoder(features: Features) -> Callable[[Any], list[bytes] | None] | 
             tails.append((data, lengths))
         whole = heads.tobytes()
         size = head.itemsize
-        bounds = range(0, n * size, size)
-        if len(tails) == 1 and isinstance(tails[0][0], np.ndarray):  # one text field
-            data, lengths = tails[0]
-            text = data.tobytes()
-            ends = np.cumsum(lengths).tolist()
-            return [whole[h:h + size] + text[a:b]
-                    for h, a, b in zip(bounds, [0, *ends[:-1]], ends)]
+        # each row's head, then its variable fields' bytes (loops of map: no Python per row)
+        heads = map(whole.__getitem__, map(slice, range(0, n * size, size),
+                                           range(size, n * size + size, size)))
         rows = [data if isinstance(data, list) else _split(data, lengths)
                 for data, lengths in tails]
-        return [b"".join((whole[h:h + size], *row)) for h, *row in zip(bounds, *rows)]
+        if len(rows) == 1:
+            return list(map(operator.add, heads, rows[0]))
+        return list(map(b"".join, zip(heads, *rows)))
 
     return encode
 
@@ -107,7 +110,7 @@ def _split(data: np.ndarray, lengths: np.ndarray) -> list[bytes]:
     """``data`` (rows' bytes one after another) cut at ``lengths``."""
     whole = data.tobytes()
     ends = np.cumsum(lengths).tolist()
-    return [whole[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    return list(map(whole.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
 
 def _scalar_column(f: Field, column: Any) -> np.ndarray | None:
@@ -172,7 +175,8 @@ def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return data[int(offsets[0]):int(offsets[-1])], np.diff(offsets)
 
 
-def _image_column(f: Field, column: Any) -> tuple[list[bytes], np.ndarray] | None:
+def _image_column(f: Field, column: Any, header: tuple[Any, ...] | None = None,
+                  ) -> tuple[list[bytes], np.ndarray] | None:
     """Each row's image bytes where every one is kept as it is (bytes, or Hugging Face
     ``{bytes, path}`` holding them), and their lengths; else None."""
     import pyarrow as pa
@@ -192,7 +196,32 @@ def _image_column(f: Field, column: Any) -> tuple[list[bytes], np.ndarray] | Non
     if not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
         return None
     images = column.to_pylist()
-    for image in images:
-        if stored_as_it_is(f, image) is None:
+    sure = _kept_pngs(f, column, header)
+    if sure is None:
+        return None
+    for row in np.flatnonzero(~sure).tolist():  # the rest: one by one, as the row encoder
+        if stored_as_it_is(f, images[row]) is None:
             return None
     return images, np.fromiter(map(len, images), np.int64, len(images))
+
+
+def _kept_pngs(f: Field, column: Any, header: tuple[Any, ...] | None) -> np.ndarray | None:
+    """Which images of a binary column are plain PNGs the field keeps as they are (their
+    headers read together: :mod:`~datarax.dataset.image_header_columns`, or ``header``,
+    what the probe read of them); None where one is such a PNG that the field does not
+    keep (a size or channels of its own)."""
+    if header is None:
+        values = binary_values(column)
+        if values is None:
+            return np.zeros(len(column), bool)
+        header = png_header_columns(*values, whole=True)
+    known, height, width, channels = header
+    rows, cols, depth = f.shape
+    fits = channels == depth
+    if rows is not None:
+        fits &= height == rows
+    if cols is not None:
+        fits &= width == cols
+    if (known & ~fits).any():
+        return None
+    return known

@@ -391,12 +391,29 @@ def convert(
         if runner == "local" and path and isinstance(workers, int) and workers > 1 and (
                 shards is None or (isinstance(shards, int) and shards > 1)):
             # the workers start (an interpreter, imports) while the input is opened here
-            pool = stack.enter_context(WorkerPool(workers if shards is None
-                                                  else min(workers, shards)))
+            pool = stack.enter_context(WorkerPool(
+                workers if shards is None else min(workers, shards),
+                preload=_worker_modules(os.fspath(src))))
         return _convert(src, dst, path, pool, shards=shards, workers=workers,
                         on_error=on_error, resume=resume, overwrite=overwrite, split=split,
                         data_dir=data_dir, features=features, progress=progress,
                         runner=runner, beam_options=beam_options, resize=resize)
+
+
+def _worker_modules(src: str) -> tuple[str, ...]:
+    """The modules a worker process's write of ``src`` imports: the writer and
+    array_record, and ``pyarrow`` (``pyarrow.parquet``) for table files, told by the
+    suffix of ``src`` or of the files in the folder ``src``."""
+    modules: tuple[str, ...] = ("datarax.dataset.writer", "array_record.python.array_record_module")
+    try:
+        names = os.listdir(src) if os.path.isdir(src) else [src]
+    except OSError:
+        return modules
+    kinds = {TABLE_SUFFIXES.get(os.path.splitext(n)[1].lower()) for n in names} - {None}
+    if kinds:
+        modules += ("datarax.dataset.table_rows", "pyarrow") + (
+            ("pyarrow.parquet",) if "parquet" in kinds else ())
+    return modules
 
 
 def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards: int | None,

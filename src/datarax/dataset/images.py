@@ -19,7 +19,7 @@ from typing import Any
 from datarax.dataset.image_headers import read_image_header
 
 __all__ = ["HEADER_BYTES", "IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
-           "image_format", "image_shape_hint", "image_size_and_grey", "open_image", "pil_image"]
+           "image_format", "image_shape_hint", "image_shape_hint_of", "image_size_and_grey", "open_image", "pil_image"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -177,6 +177,37 @@ def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
         colour = colour or bool(first_grey and not grey)
         if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
             break
+    return _shape_hint(heights, widths, colour)
+
+
+def image_shape_hint_of(sizes: Iterable[tuple[Any, Any, Any]]) -> dict[str, Any]:
+    """:func:`image_shape_hint` from the images' sizes already read, a part at a time:
+    the heights, widths and whether grey (NumPy arrays) of the readable images of each
+    part, in order (it stops once nothing later changes the hint).
+
+    Example:
+        >>> import numpy as np
+        >>> image_shape_hint_of([(np.array([4]), np.array([4]), np.array([True])),
+        ...                      (np.array([5]), np.array([4]), np.array([False]))])
+        {'image_size': (None, 4), 'image_channels': 3}
+    """
+    heights: set[int] = set()
+    widths: set[int] = set()
+    first_grey: bool | None = None
+    colour = False
+    for height, width, grey in sizes:
+        if not len(height):
+            continue
+        heights.update(set(height.tolist()))
+        widths.update(set(width.tolist()))
+        first_grey = bool(grey[0]) if first_grey is None else first_grey
+        colour = colour or bool(first_grey and not grey.all())
+        if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
+            break
+    return _shape_hint(heights, widths, colour)
+
+
+def _shape_hint(heights: set[int], widths: set[int], colour: bool) -> dict[str, Any]:
     hint: dict[str, Any] = {}
     if len(heights) > 1 or len(widths) > 1:
         hint["image_size"] = (heights.pop() if len(heights) == 1 else None,

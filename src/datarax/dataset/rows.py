@@ -53,6 +53,11 @@ class Rows:
         columns at once; None for rows that are not read as columns."""
         return None
 
+    def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
+        """Image headers of rows ``start..stop-1`` read already (by a probe), by field,
+        for :func:`~datarax.dataset.column_records.column_encoder`; None: none read."""
+        return None
+
     def probe(self, start: int, stop: int) -> Any:
         """What :meth:`hints` reads of rows ``start..stop-1`` (with ``probes_rows``)."""
         raise NotImplementedError

@@ -18,9 +18,11 @@ from datarax.dataset.csv_tables import (
     read_csv,
     short_csv_row,
 )
-from datarax.dataset.images import image_shape_hint
+from datarax.dataset.image_header_columns import binary_values, png_header_columns
+from datarax.dataset.images import image_shape_hint_of, image_size_and_grey
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
 from datarax.dataset.rows import Rows, files_description, hf_hints, list_hint, list_hint_wanted
+from datarax.dataset.shared_tables import SharedTables
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
 
@@ -169,6 +171,45 @@ def _encoded_images(column: Any) -> list[Any]:
     return [b or p for b, p in zip(data, paths)]
 
 
+def _image_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+    """Height, width and whether grey of each image of an image column that opens, in
+    order, as :func:`~datarax.dataset.images.image_shape_hint` reads them: intact plain
+    PNGs all together (:mod:`~datarax.dataset.image_header_columns`; their headers are
+    added to ``headers`` for the write's check), the others one by one."""
+    import numpy as np
+
+    values = binary_values(column)
+    if values is None:
+        known = np.zeros(len(column), bool)
+        height, width, channels = (np.zeros(len(column), np.int64) for _ in range(3))
+    else:  # (an intact image's header is the one read_image_header gives)
+        known, height, width, channels = png_header_columns(*values, whole=True)
+    headers.append((known, height, width, channels))
+    height, width = height.copy(), width.copy()
+    grey, readable = channels == 1, known.copy()
+    rest = np.flatnonzero(~known).tolist()
+    items = _encoded_images(column) if rest else []
+    for row in rest:
+        item = items[row]
+        if isinstance(item, Mapping):
+            item = item.get("bytes") or item.get("path")
+        if item is None:
+            continue
+        try:
+            height[row], width[row], grey[row] = image_size_and_grey(item)
+        except (OSError, ValueError):
+            continue
+        readable[row] = True
+    return height[readable], width[readable], grey[readable]
+
+
+def _row_group_columns(reader: Any, name: str) -> Iterator[Any]:
+    """The column ``name`` of a Parquet file, a row group at a time (``iter_batches``
+    joins row groups into batches of 65,536 rows: a copy of the column)."""
+    for g in range(reader.num_row_groups):
+        yield from reader.read_row_group(g, columns=[name]).column(0).chunks
+
+
 def _parquet_schema(path: str) -> Any:
     """The schema of a Parquet file (``pyarrow.parquet`` is imported for Parquet only:
     0.03 s of CPU a process)."""
@@ -198,18 +239,31 @@ class TableRows(Rows):
         self.kind = kind
         self.description = files_description(kind, self.files)
         self._tables: list[Any] | None = None
+        self._shared: SharedTables | None = None  # the tables, for worker processes
+        #: per image column, the headers of intact plain PNGs the probe read
+        self._headers: dict[str, list[tuple[Any, ...]]] = {}
         self._hints: dict[str, dict[str, Any]] | None = None
         self._counts = self._count()
         self.length = int(sum(self._counts))
 
     def __getstate__(self) -> dict[str, Any]:
         # a worker process gets the JSON Lines / CSV tables parsed here when they are small
-        # enough to copy (parsing again costs more); else it parses the files itself
+        # enough to copy (parsing again costs more), through files it maps
+        # (:mod:`~datarax.dataset.shared_tables`); else it parses the files itself
+        # (the probe's image headers stay here: a worker checks its own images)
+        state = {**self.__dict__, "_headers": {}}
         tables = self._tables
         if tables is not None and not (all(hasattr(t, "nbytes") for t in tables)
                                        and sum(t.nbytes for t in tables) <= _SENT_TABLE_BYTES):
             tables = None
-        return {**self.__dict__, "_tables": tables}
+        if tables is not None and not any(isinstance(t, ParsedJsonLines) for t in tables):
+            if self._shared is None:
+                try:
+                    self._shared = SharedTables.of(tables)
+                except OSError:  # no room for the files: the tables go pickled
+                    return {**state, "_tables": tables}
+            return {**state, "_tables": None, "_shared": self._shared}
+        return {**state, "_tables": tables, "_shared": None}
 
     def _count(self) -> list[int]:
         require("pyarrow", extra="convert", user="datarax convert")
@@ -228,6 +282,8 @@ class TableRows(Rows):
         return [t.num_rows for t in self._load()]
 
     def _load(self) -> list[Any]:
+        if self._tables is None and self._shared is not None:  # a worker: parsed already
+            self._tables = self._shared.tables()
         if self._tables is None:
             import pyarrow.csv
             import pyarrow.json
@@ -310,11 +366,27 @@ class TableRows(Rows):
         hints = hf_hints(features)
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
-                hints[name] = {**hint, **image_shape_hint(
-                    item for f in self.files
-                    for batch in pq.ParquetFile(f).iter_batches(columns=[name])
-                    for item in _encoded_images(batch.column(0)))}
+                headers = self._headers.setdefault(name, [])
+                hints[name] = {**hint, **image_shape_hint_of(
+                    _image_sizes(chunk, headers) for f in self.files
+                    for chunk in _row_group_columns(pq.ParquetFile(f), name))}
         return hints
+
+    def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
+        """The headers of rows ``start..stop-1``'s intact plain PNGs the image probe read
+        (known, height, width, channels per row; see
+        :func:`~datarax.dataset.image_header_columns.png_header_columns`), by image
+        column, for the write's check; None where the probe did not read them all."""
+        import numpy as np
+
+        out = {}
+        for name, parts in self._headers.items():
+            if len(parts) > 1:  # joined once
+                parts[:] = [tuple(np.concatenate(a) for a in zip(*parts))]
+            if not parts or len(parts[0][0]) < stop:  # (the probe stopped early)
+                return None
+            out[name] = tuple(a[start:stop] for a in parts[0])
+        return out or None
 
     def _text_hints(self) -> dict[str, dict[str, Any]]:
         """A JSON Lines / CSV column that ``pyarrow`` reads as bytes holds text that is not

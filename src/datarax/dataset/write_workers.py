@@ -18,6 +18,7 @@ workers before it parses the input, so their start overlaps that work too.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -76,12 +77,19 @@ def _part(count: int, parts: int, part: int) -> tuple[int, int]:
     return part * count // parts, (part + 1) * count // parts
 
 
-def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
-    """A worker process: take its rows from ``tasks``, then run the tasks that follow
-    until None, reporting through ``messages`` (``("probed", (part, value))``, the
-    writer's reports, ``("idle", None)`` after each task, ``("error", text)``)."""
+def _serve(tasks: Any, messages: Any, counter: Any, parent: int,
+           preload: tuple[str, ...] = ()) -> None:
+    """A worker process: import the modules ``preload`` names (while its rows are still
+    being opened), take its rows from ``tasks``, then run the tasks that follow until
+    None, reporting through ``messages`` (``("probed", (part, value))``, the writer's
+    reports, ``("idle", None)`` after each task, ``("error", text)``)."""
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     try:
+        for name in preload:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # (the write names what is missing, as in one process)
+                pass
         state = tasks.get()
         if state is None:  # ended before any rows were sent: nothing to do
             return
@@ -106,9 +114,12 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int) -> None:
 class WorkerPool:
     """``workers - 1`` spawned processes holding a copy of ``rows`` (given here, or later
     to :meth:`send_rows`), this process the first of the ``workers`` (see the module
-    docstring); use it as a context manager (its processes end with the block)."""
+    docstring); use it as a context manager (its processes end with the block). Each
+    imports the modules ``preload`` names before it waits for its rows (what its write
+    will need: their import then overlaps the opening of the rows, not the write)."""
 
-    def __init__(self, workers: int, rows: Rows | None = None) -> None:
+    def __init__(self, workers: int, rows: Rows | None = None,
+                 preload: tuple[str, ...] = ()) -> None:
         ctx = multiprocessing.get_context("spawn")
         state = None if rows is None else self._state(rows)  # rows that do not pickle: now
         self.workers = workers
@@ -116,7 +127,8 @@ class WorkerPool:
         self.tasks = [ctx.Queue() for _ in range(workers - 1)]
         self.counter = ctx.Array("q", workers)  # probe parts taken, of each one's own
         self.procs = [ctx.Process(target=_serve, daemon=True,
-                                  args=(t, self.messages, self.counter, os.getpid()))
+                                  args=(t, self.messages, self.counter, os.getpid(),
+                                        preload))
                       for t in self.tasks]
         self.has_rows = False
         for p in self.procs:

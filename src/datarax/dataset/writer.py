@@ -192,7 +192,7 @@ def _write_rows(shard: _ShardWriter, rows: Rows, lo: int, hi: int) -> Iterator[i
             yield done % _ROWS_A_STEP
         return
     for table in tables:
-        records = encode(table)
+        records = encode(table, rows.image_headers(lo, lo + table.num_rows))
         if records is not None:
             shard.add_encoded(records)
         else:

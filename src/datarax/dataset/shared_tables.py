@@ -1,0 +1,84 @@
+"""Parsed ``pyarrow`` tables handed to worker processes through a memory-mapped file.
+
+A JSON Lines / CSV file is parsed once, by the main process; its worker processes get
+the parsed tables. Pickled, a table of 200,000 short rows (27 MB) cost the main process
+0.12 s to copy, the pipe as long again, and the worker 0.2-0.4 s to copy back before it
+wrote a row, while the main process wrote its own shards. :class:`SharedTables` writes
+the tables once into Arrow IPC files (a copy of their buffers, ~0.02 s for 27 MB) and
+pickles as their paths: a worker maps the files and reads the tables without a copy.
+The files are removed when the :class:`SharedTables` of the main process is garbage
+collected (or at exit); a worker's map stays readable after that.
+
+Example:
+    >>> import pickle, pyarrow as pa
+    >>> shared = SharedTables.of([pa.table({"x": [1, 2]}), pa.table({"x": [3]})])
+    >>> [t.column("x").to_pylist() for t in pickle.loads(pickle.dumps(shared)).tables()]
+    [[1, 2], [3]]
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["SharedTables"]
+
+
+def _remove(paths: Sequence[str]) -> None:
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def _write(table: Any) -> str:
+    """``table`` in a new temporary Arrow IPC file; its path."""
+    import pyarrow as pa
+
+    fd, path = tempfile.mkstemp(prefix="datarax-table-", suffix=".arrow")
+    os.close(fd)
+    try:
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    except BaseException:
+        _remove([path])
+        raise
+    return path
+
+
+class SharedTables:
+    """Tables written once to Arrow IPC files (:meth:`of`), read back mapped in any
+    process (:meth:`tables`); see the module docstring."""
+
+    def __init__(self, paths: Sequence[str], owner: bool = False) -> None:
+        self.paths = list(paths)
+        if owner:  # the process that wrote the files removes them
+            weakref.finalize(self, _remove, self.paths)
+
+    @classmethod
+    def of(cls, tables: Sequence[Any]) -> SharedTables:
+        """``tables``, each written into a new temporary file (OSError where one cannot be)."""
+        paths: list[str] = []
+        try:
+            for table in tables:
+                paths.append(_write(table))
+        except BaseException:
+            _remove(paths)
+            raise
+        return cls(paths, owner=True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"paths": self.paths}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.paths = state["paths"]
+
+    def tables(self) -> list[Any]:
+        """The tables, their buffers mapped from the files (no copy)."""
+        import pyarrow as pa
+
+        return [pa.ipc.open_file(pa.memory_map(path)).read_all() for path in self.paths]
