@@ -54,6 +54,12 @@ _HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "transfer-encodi
                 "trailer", "upgrade", "content-length"}
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    # a client opening its 64 connections at once overflows the default backlog of 5:
+    # the connections dropped wait for TCP's retransmission (1 s, then 3 s ...)
+    request_queue_size = 256
+
+
 @dataclasses.dataclass
 class Answer:
     """An origin's answer: status, reason, headers, ``read(n)`` of its body, ``close()``."""
@@ -107,7 +113,7 @@ class CountingProxy:
         self.body_bytes: collections.Counter[str] = collections.Counter()
         self._servers: dict[str, http.server.ThreadingHTTPServer] = {}
         for label in self._counts:
-            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler(label))
+            server = _Server(("127.0.0.1", 0), self._handler(label))
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, args=(0.05,), name=f"proxy-{label}",
                              daemon=True).start()
