@@ -182,13 +182,18 @@ class HeadStart:
                 self._drop_file(err)  # deleted or changed: the error the download gives, once
                 raise
             first = dict(zip(asked, tails, strict=True))
-            for f in todo:
+
+            def open_one(f: int) -> ArrayRecordRanges | None:
                 try:
-                    reader: ArrayRecordRanges | None = ArrayRecordRanges.for_object(
-                        self.files[f], fetcher=fetcher, cache=cache, footer=known[f],
-                        first=first.get(f))
+                    return ArrayRecordRanges.for_object(self.files[f], fetcher=fetcher,
+                                                        cache=cache, footer=known[f],
+                                                        first=first.get(f))
                 except (ConfigError, RecordError):
-                    reader = None  # a format ranged reads refuse, or damaged: the whole file says
+                    return None  # a format ranged reads refuse, or damaged: the whole file says
+
+            # decoded (and kept beside the cache) in the request threads: the writes and
+            # parts of numpy's decoding let go of the interpreter's lock
+            for f, reader in zip(todo, self._map(open_one, todo), strict=True):
                 with self._lock:
                     self._ranges[f] = reader
                     if reader is not None:
