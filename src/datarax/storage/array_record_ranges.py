@@ -141,10 +141,13 @@ class ArrayRecordRanges:
     @classmethod
     def for_object(cls, obj: RemoteObject, *, fetcher: Fetcher | None = None,
                    cache: ShardCache | None = None, footer: Footer | None = None,
+                   keep: Callable[[Callable[[], None]], Any] | None = None,
                    **kwargs: Any) -> ArrayRecordRanges:
         """The listed file ``obj``, read with ``fetcher``'s retries and errors (a
         :class:`~datarax.storage.fetch.Fetcher`); its footer ``footer`` when known, else
-        taken from, or kept beside, ``cache`` (no request when kept)."""
+        taken from, or kept beside, ``cache`` (no request when kept); ``keep(write)``
+        runs the writing of what is kept (default: at once; e.g. a thread pool's
+        ``submit``, so the caller does not wait for the local disk)."""
         fetcher = fetcher if fetcher is not None else Fetcher()
 
         def read_range(offset: int, length: int) -> bytes:
@@ -159,11 +162,17 @@ class ArrayRecordRanges:
         out = cls(read_range, obj.size, name=obj.url, footer=footer, **kwargs)
         if cache is not None and footer is None:
             version = fetcher.versions().get(obj.url)
-            if version is not None:
-                _save(_footer_path(cache, obj)[:-len(".footer")] + ".version", version.encode())
-            save_footer(cache, obj, out.footer)
-            if out.tail is not None:
-                save_tail(tail_path(cache, obj), out.tail)
+            tail = out.tail
+
+            def write() -> None:
+                if version is not None:
+                    _save(_footer_path(cache, obj)[:-len(".footer")] + ".version",
+                          version.encode())
+                save_footer(cache, obj, out.footer)
+                if tail is not None:
+                    save_tail(tail_path(cache, obj), tail)
+
+            (keep or _now)(write)
         return out
 
     def tail_bytes(self) -> bytes:
@@ -331,6 +340,10 @@ class ArrayRecordRanges:
 
 
 # ---------------------------------------------------------------- footer cache
+def _now(write: Callable[[], None]) -> None:
+    write()
+
+
 def _footer_path(cache: ShardCache, obj: RemoteObject) -> str:
     return os.path.join(cache.directory, _FOOTERS, cache.entry_name(obj) + ".footer")
 
