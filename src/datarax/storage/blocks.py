@@ -170,12 +170,7 @@ class BlockRecords:
     Example:
         >>> import os, tempfile
         >>> from array_record.python.array_record_module import ArrayRecordWriter
-        >>> from datarax.storage.array_record_ranges import (
-    ArrayRecordRanges,
-    load_footer,
-    save_tail,
-    tail_path,
-)
+        >>> from datarax.storage.array_record_ranges import ArrayRecordRanges, save_tail, tail_path
         >>> path = os.path.join(tempfile.mkdtemp(), "b.array_record")
         >>> w = ArrayRecordWriter(path, "group_size:1")
         >>> for i in range(6): w.write(b"r%d" % i)
