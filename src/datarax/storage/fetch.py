@@ -218,13 +218,19 @@ class Fetcher:
         return self._exact(obj, self._request(fs, path, obj, start, end), start, end)
 
     def read_ranges(self, wanted: Sequence[tuple[RemoteObject, int, int]],
-                    map_: Callable[..., Iterable[bytes]] = map) -> list[bytes]:
-        """:meth:`read_range` of each ``(obj, start, end)``, in that order. On S3 the
-        requests are sent together (one hand-off to s3fs's event loop for all of them:
+                    map_: Callable[..., Iterable[Any]] = map,
+                    then: Callable[[int, bytes], Any] | None = None,
+                    submit: Callable[..., concurrent.futures.Future[Any]] | None = None,
+                    ) -> list[Any]:
+        """:meth:`read_range` of each ``(obj, start, end)``, in that order (with ``then``:
+        ``then(i, bytes)`` of each). On S3 the requests are sent together (one hand-off to
+        s3fs's event loop for all of them:
         :func:`~datarax.storage.versions.read_versioned_together`), those that failed
         transiently sent again together (the retry policy's backoff and budget over the
-        whole set), any other failure asked again alone for its error; elsewhere
-        ``map_(read_one, wanted)`` (e.g. a thread pool's ``map``).
+        whole set), any other failure asked again alone for its error; each answer's
+        ``then`` starts as soon as it comes, in ``submit`` (e.g. a thread pool's), while
+        the others are in flight. Elsewhere ``map_`` (e.g. a thread pool's ``map``) runs
+        each read and its ``then``.
 
         Raises:
             RemoteObjectError: an object is gone, changed, or shorter than when listed.
@@ -232,45 +238,63 @@ class Fetcher:
         """
         if not wanted:
             return []
+
+        def finish(i: int, data: bytes) -> Any:
+            return data if then is None else then(i, data)
+
         places = [filesystem(obj.url, self.storage_options) for obj, _, _ in wanted]
         fs = places[0][0]
         if not can_read_together(fs) or any(f is not fs for f, _ in places):
-            return list(map_(lambda item: self.read_range(*item), wanted))
+            return list(map_(lambda i: finish(i, self.read_range(*wanted[i])),
+                             list(range(len(wanted)))))
         tied: list[tuple[str | None, bool]] = []
         for obj, _, _ in wanted:
             with self._versions_lock:
                 known = obj.url in self._versions
                 expected = self._versions.get(obj.url, obj.etag)
             tied.append((expected, not known or expected is not None))
-        got: dict[int, tuple[bytes, str | None] | BaseException] = {}
+        got: dict[int, Any] = {}  # an answer's bytes, its error, or its ``then``'s future
         pending = list(range(len(wanted)))
+
+        def arrived(i: int, answer: Any) -> None:  # on the event loop: checks, hands on
+            if not isinstance(answer, BaseException):
+                obj, start, end = wanted[i]
+                try:
+                    self._tie(obj, tied[i][0], tied[i][1], answer[1], start, end)
+                    answer = self._exact(obj, answer[0], start, end)
+                except RemoteObjectError as err:
+                    answer = err
+                else:
+                    if then is not None and submit is not None:
+                        answer = submit(then, i, answer)
+            got[i] = answer
 
         def attempt() -> None:  # the pending requests together; raises if one failed transiently
             nonlocal pending
-            answers = read_versioned_together(
-                fs, [(places[i][1], wanted[i][1], wanted[i][2], tied[i][0]) for i in pending],
-                self.connections(fs))
-            got.update(zip(pending, answers, strict=True))
-            failed = [i for i, a in zip(pending, answers, strict=True)
-                      if isinstance(a, BaseException) and not isinstance(a, VersionMismatch)
-                      and is_transient(a)]
-            pending = failed
-            if failed:
-                raise got[failed[0]]  # type: ignore[misc]
+            asked = list(pending)
+            read_versioned_together(
+                fs, [(places[i][1], wanted[i][1], wanted[i][2], tied[i][0]) for i in asked],
+                self.connections(fs), lambda k, answer: arrived(asked[k], answer))
+            pending = [i for i in asked if isinstance(got[i], BaseException)
+                       and not isinstance(got[i], VersionMismatch) and is_transient(got[i])]
+            if pending:
+                raise got[pending[0]]
 
         self._guarded(fs, places[0][1], wanted[0][0], attempt)
-        out: list[bytes] = []
+        out: list[Any] = []
         for i, (obj, start, end) in enumerate(wanted):
             answer = got[i]
             if isinstance(answer, VersionMismatch):
                 raise self._version_changed(obj, tied[i][0], answer.now or self._version_now(
                     fs, places[i][1]), start, end) from answer
+            if isinstance(answer, RemoteObjectError):
+                raise answer
             if isinstance(answer, BaseException):  # failed for good: asked alone, for its error
-                out.append(self.read_range(obj, start, end))
-                continue
-            data, now = answer
-            self._tie(obj, tied[i][0], tied[i][1], now, start, end)
-            out.append(self._exact(obj, data, start, end))
+                out.append(finish(i, self.read_range(obj, start, end)))
+            elif isinstance(answer, concurrent.futures.Future):
+                out.append(answer.result())
+            else:
+                out.append(finish(i, answer))
         return out
 
     @staticmethod

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from datarax.errors import DataraxError
@@ -71,15 +72,17 @@ def can_read_together(fs: Any) -> bool:
     return _is_s3(fs) and callable(getattr(fs, "get_s3", None))
 
 
-def read_versioned_together(fs: Any, wanted: list[Wanted],
-                            at_once: int = 64) -> list[tuple[bytes, str | None] | Exception]:
+def read_versioned_together(fs: Any, wanted: list[Wanted], at_once: int = 64,
+                            arrived: Callable[[int, Any], None] | None = None,
+                            ) -> list[tuple[bytes, str | None] | Exception]:
     """What :func:`read_versioned` answers for each ``(path, start, end, expected)`` of
     ``wanted`` (``check`` on), the requests sent together: one hand-off to s3fs's event
     loop for all of them, ``at_once`` in flight (each a ``GetObject`` of the range with
     ``If-Match``, through the client s3fs's public ``get_s3`` gives). A request that
     failed answers its exception, the store's own (a 412: :class:`VersionMismatch`), not
     retried: the caller retries, or asks again alone (:func:`read_versioned`). S3 only
-    (:func:`can_read_together`)."""
+    (:func:`can_read_together`). ``arrived(k, answer)``, when given, runs on the event
+    loop as each answer comes (keep it short: hand the work to a thread)."""
     import asyncio
 
     import fsspec.asyn
@@ -105,10 +108,19 @@ def read_versioned_together(fs: Any, wanted: list[Wanted],
                 body.close()
         return data, version_tag(response)
 
+    async def told(gate: asyncio.Semaphore, k: int, item: Wanted) -> Any:
+        try:
+            answer: Any = await one(gate, *item)
+        except Exception as err:  # noqa: BLE001 - answered, as gather's return_exceptions
+            answer = err
+        if arrived is not None:
+            arrived(k, answer)
+        return answer
+
     async def every() -> list[Any]:
         await fs.set_session()
         gate = asyncio.Semaphore(max(1, at_once))
-        return await asyncio.gather(*(one(gate, *item) for item in wanted),
+        return await asyncio.gather(*(told(gate, k, item) for k, item in enumerate(wanted)),
                                     return_exceptions=True)
 
     return fsspec.asyn.sync(fs.loop, every)
