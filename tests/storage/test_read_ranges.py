@@ -78,3 +78,22 @@ def test_a_deleted_object_is_named_as_read_alone(s3: S3, objects: dict[str, obje
     s3.delete("ds/part-2.bin")
     with pytest.raises(RemoteObjectError, match=r"part-2\.bin' was deleted from the store"):
         Fetcher().read_ranges(_asked(objects))
+
+
+def test_each_answer_is_handed_on_as_it_comes_in_order_of_the_ranges(
+        s3: S3, objects: dict[str, object]) -> None:
+    import concurrent.futures
+    import threading
+
+    from datarax.storage.fetch import Fetcher
+
+    threads: set[str] = set()
+
+    def then(i: int, data: bytes) -> tuple[int, bytes]:
+        threads.add(threading.current_thread().name)
+        return i, data[:3]
+
+    with concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="then") as pool:
+        got = Fetcher().read_ranges(_asked(objects), pool.map, then, pool.submit)
+    assert got == [(i, DATA[name][start:end][:3]) for i, (name, start, end) in enumerate(WANTED)]
+    assert threads and all(name.startswith("then") for name in threads)
