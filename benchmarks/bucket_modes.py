@@ -8,7 +8,10 @@ images, record ``i`` starting with ``uint32(i)``; 200,000 records, 633 MB), writ
 Server: moto's S3 server in a child process behind :class:`~benchmarks.counting_proxy.
 CountingProxy` (``--latency`` seconds, default 0.05, added to every request), one proxy
 port per simulated host, so each host's requests and body bytes are counted apart, exactly
-(:func:`benchmarks.local_bucket.local_bucket`).
+(:func:`benchmarks.local_bucket.local_bucket`). ``--server light``: the folder served by
+:class:`~benchmarks.light_s3.LightS3` instead of moto (the same proxy and counts; GET with
+Range, HEAD, ListObjectsV2; a few times less server CPU a request, which on this machine
+competes with the client for the same cores).
 
 Each mode (:data:`MODES`) runs in fresh processes, one per host (``process_index``
 0 … H-1 through ``source.set_shard``, the hosts at once), each with an empty cache
@@ -69,6 +72,8 @@ BUCKET = "datarax-bucket-modes"
 PREFIX = "ds"
 SHARDS = 64
 RECORDS, QUICK_RECORDS = 200_000, 20_000
+SERVERS = {"moto": "moto S3 server",
+           "light": "benchmarks/light_s3.py (GET with Range, HEAD, ListObjectsV2 from the folder)"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,7 +369,7 @@ def check_shares(ids_dir: pathlib.Path, hosts: int, epoch: int, records: int) ->
 
 # ------------------------------------------------------------------- the run
 def run(records: int, modes: list[Mode], *, latency: float = 0.05, epochs: int = 2,
-        batch: int = 256, seed: int = 0) -> dict[str, Any]:
+        batch: int = 256, seed: int = 0, server: str = "moto") -> dict[str, Any]:
     from benchmarks.w2_remote import make_dataset
 
     folder = make_dataset(records, SHARDS)
@@ -376,8 +381,9 @@ def run(records: int, modes: list[Mode], *, latency: float = 0.05, epochs: int =
     out: dict[str, Any] = {
         "workload": f"{records} records x 3,072 B in {SHARDS} ArrayRecord shards "
                     f"({data_bytes / 1e6:.0f} MB; {data_bytes / SHARDS / 1e6:.1f} MB a shard), "
-                    f"batch {batch}, {epochs} epochs; moto S3 + {latency * 1000:.0f} ms a "
-                    "request (counting proxy, one port per host)",
+                    f"batch {batch}, {epochs} epochs; {SERVERS[server]} + "
+                    f"{latency * 1000:.0f} ms a request (counting proxy, one port per host)",
+        "server": server,
         "data_bytes": data_bytes, "records": records,
         "machine": {"cpus": os.cpu_count(),
                     "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
@@ -386,7 +392,7 @@ def run(records: int, modes: list[Mode], *, latency: float = 0.05, epochs: int =
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="bucket-modes-"))
     try:
         with local_bucket(BUCKET, [(str(folder), PREFIX)], latency=latency,
-                          labels=[f"h{i}" for i in range(hosts)]) as proxies:
+                          labels=[f"h{i}" for i in range(hosts)], server=server) as proxies:
             server_pid = next((p.pid for p in multiprocessing.active_children()), None)
             for mode in modes:
                 print(f"mode {mode.name} ...", file=sys.stderr, flush=True)
@@ -446,6 +452,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, help="records in all (overrides --quick)")
     parser.add_argument("--modes", help="comma-separated mode names (default: all)")
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--server", choices=sorted(SERVERS), default="moto",
+                        help="the S3 server: moto's, or benchmarks/light_s3.py's (a few times "
+                        "less CPU a request on the benchmark's own cores)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per host (>= 2): "
                         "epoch 0 from an empty cache, the later ones each followed by the "
                         "same epoch from local disk")
@@ -463,7 +472,8 @@ def main() -> None:
         return
     records = args.records or (QUICK_RECORDS if args.quick else RECORDS)
     modes = [mode_named(n) for n in args.modes.split(",")] if args.modes else MODES
-    result = run(records, modes, latency=args.latency, epochs=args.epochs, batch=args.batch)
+    result = run(records, modes, latency=args.latency, epochs=args.epochs, batch=args.batch,
+                 server=args.server)
     text = json.dumps(result, indent=2)
     path = args.json or RESULTS / f"bucket_modes{'_quick' if args.quick else ''}.json"
     path.write_text(text + "\n")

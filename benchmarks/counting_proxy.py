@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import http.client
 import http.server
 import json
@@ -41,16 +42,39 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["STATS_PATH", "CountingProxy", "read_stats"]
+__all__ = ["STATS_PATH", "Answer", "CountingProxy", "read_stats"]
 
 STATS_PATH = "/_proxy/stats"
 PIECE = 1 << 20
 _HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
                 "trailer", "upgrade", "content-length"}
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    # a client opening its 64 connections at once overflows the default backlog of 5:
+    # the connections dropped wait for TCP's retransmission (1 s, then 3 s ...)
+    request_queue_size = 256
+
+
+@dataclasses.dataclass
+class Answer:
+    """An origin's answer: status, reason, headers, ``read(n)`` of its body, ``close()``."""
+
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    read: Callable[..., bytes]
+    close: Callable[[], None]
+
+    def getheader(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    def getheaders(self) -> list[tuple[str, str]]:
+        return self.headers
 
 
 class _Counts:
@@ -89,7 +113,7 @@ class CountingProxy:
         self.body_bytes: collections.Counter[str] = collections.Counter()
         self._servers: dict[str, http.server.ThreadingHTTPServer] = {}
         for label in self._counts:
-            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler(label))
+            server = _Server(("127.0.0.1", 0), self._handler(label))
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, args=(0.05,), name=f"proxy-{label}",
                              daemon=True).start()
@@ -187,11 +211,8 @@ class CountingProxy:
                 self._counts[label].body_bytes += len(data)
                 self.body_bytes[path] += len(data)
             return
-        conn = http.client.HTTPConnection(*self.target, timeout=120)
+        resp = self.origin(req, body)
         try:
-            headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP_HEADERS}
-            conn.request(req.command, req.path, body=body, headers=headers)
-            resp = conn.getresponse()
             size = resp.getheader("Content-Length")
             with self._lock:
                 self._counts[label].statuses[resp.status] += 1
@@ -222,7 +243,20 @@ class CountingProxy:
                 req.connection.shutdown(socket.SHUT_RDWR)
                 req.close_connection = True
         finally:
+            resp.close()
+
+    def origin(self, req: http.server.BaseHTTPRequestHandler, body: bytes | None) -> Answer:
+        """The origin's :class:`Answer` to ``req`` (with its ``body``): by default
+        ``target``'s; a subclass may answer itself (:class:`benchmarks.light_s3.LightS3`)."""
+        conn = http.client.HTTPConnection(*self.target, timeout=120)
+        try:
+            headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP_HEADERS}
+            conn.request(req.command, req.path, body=body, headers=headers)
+            resp = conn.getresponse()
+        except BaseException:
             conn.close()
+            raise
+        return Answer(resp.status, resp.reason, resp.getheaders(), resp.read, conn.close)
 
     @staticmethod
     def _answer(req: http.server.BaseHTTPRequestHandler, status: int, data: bytes,

@@ -7,6 +7,8 @@ port per label, e.g. per simulated host).
 ``w2_head_start`` share: it starts the server (its own process, so it does not share the
 benchmark's Python lock), uploads, sets this process's ``AWS_*`` credentials and endpoint
 (the first label's port), yields the proxy's URLs, and stops the server at the end.
+``server="light"`` serves the folders from :class:`~benchmarks.light_s3.LightS3` instead
+of moto (same proxy, same counts, no upload).
 
 Example (not run here: it starts a server):
     with local_bucket("datarax-bench", [(folder, "w2")], latency=0.05) as urls:
@@ -50,8 +52,17 @@ def upload_folder(client: Any, bucket: str, folder: str | os.PathLike[str], pref
 
 
 def _serve(bucket: str, uploads: Sequence[tuple[str, str]], latency: float,
-           labels: Sequence[str], ready: Any) -> None:
-    """Child process: moto's server, each ``(folder, prefix)`` uploaded, the proxy in front."""
+           labels: Sequence[str], ready: Any, server_kind: str = "moto") -> None:
+    """Child process: moto's server, each ``(folder, prefix)`` uploaded, the proxy in front;
+    or (``server_kind="light"``) :class:`~benchmarks.light_s3.LightS3` serving the folders."""
+    if server_kind == "light":
+        from benchmarks.light_s3 import LightS3
+
+        light = LightS3({bucket: list(uploads)}, labels, latency)
+        ready.send(light.urls)
+        ready.recv()  # until the benchmark is done
+        light.close()
+        return
     import logging
 
     import boto3
@@ -81,14 +92,20 @@ def _serve(bucket: str, uploads: Sequence[tuple[str, str]], latency: float,
 
 @contextlib.contextmanager
 def local_bucket(bucket: str, uploads: Sequence[tuple[str, str]], *, latency: float = 0.05,
-                 labels: Sequence[str] = ("h0",)) -> Iterator[dict[str, str]]:
+                 labels: Sequence[str] = ("h0",),
+                 server: str = "moto") -> Iterator[dict[str, str]]:
     """``bucket`` on a local S3 server holding each ``(folder, prefix)``'s files under
     ``prefix/``, behind a counting proxy with one port per label; yields ``{label: URL}``
-    with this process's ``AWS_*`` variables pointing at the first label's port."""
+    with this process's ``AWS_*`` variables pointing at the first label's port.
+    ``server``: ``"moto"`` (moto's S3 server, the files uploaded) or ``"light"``
+    (:class:`~benchmarks.light_s3.LightS3`: the folders served read-only by the proxy
+    itself, a few times less server CPU a request)."""
+    if server not in ("moto", "light"):
+        raise ValueError(f"server must be 'moto' or 'light', got {server!r}")
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     server = context.Process(target=_serve, args=(bucket, list(uploads), latency, list(labels),
-                                                  child), daemon=True)
+                                                  child, server), daemon=True)
     server.start()
     try:
         urls: dict[str, str] = parent.recv()

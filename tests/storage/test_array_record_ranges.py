@@ -214,3 +214,21 @@ def test_footer_messages_decoded_at_once_equal_those_read_one_by_one() -> None:
     # a length-delimited field, or a message cut inside a varint: read one by one instead
     assert footer_rows([varint(1 << 3) + b"\x05", varint(4 << 3 | 2) + b"\x01x"]) is None
     assert footer_rows([varint(1 << 3) + b"\x85"]) is None
+
+
+def test_bytes_fetched_by_the_caller_decode_as_the_readers_own(tmp_path: pathlib.Path) -> None:
+    records = mixed_records(120, seed=5, last=300)  # its last chunk in the open's bytes
+    path = write_records(tmp_path / "c.array_record", records, "group_size:7")
+    read = file_reader(path)
+    start, length = ArrayRecordRanges.open_span(os.path.getsize(path))
+    ranges = opened(path, first=read(start, length))
+    assert ranges.footer.num_records == len(records)
+    assert ranges.stats() == {"requests": 1, "bytes": length}  # the open, fetched by the caller
+    wanted = [119, 3, 50, 51, 3]
+    runs = ranges.ranges(ranges.chunks_of(wanted))
+    fetched = [read(a, b - a) for a, b, _ in runs]
+    assert ranges.records(wanted, fetched) == [records[i] for i in wanted]
+    assert ranges.stats() == {"requests": 1 + len(runs),
+                              "bytes": length + sum(b - a for a, b, _ in runs)}
+    with pytest.raises(RecordError, match="shorter than its listed size"):
+        ranges.records(wanted, [data[:-1] for data in fetched])

@@ -46,7 +46,7 @@ from datarax.extras import require
 
 __all__ = ["BLOCK", "BLOCK_HEADER", "CHUNK_HEADER", "POSTSCRIPT", "ChunkHeader", "Footer",
            "chunk_header", "logical_bytes", "parse_footer", "parse_postscript", "proto_fields",
-           "simple_chunk_records"]
+           "simple_chunk_parts", "simple_chunk_records", "varints"]
 
 BLOCK = 1 << 16
 BLOCK_HEADER = 24
@@ -190,8 +190,9 @@ def _buffer(data: bytes, size: int, decompress: Callable[[bytes, int], bytes], c
     return out
 
 
-def simple_chunk_records(chunk: bytes, where: str) -> list[bytes]:
-    """The records of a simple chunk (``chunk``: its logical bytes, header first)."""
+def simple_chunk_parts(chunk: bytes, where: str) -> tuple[np.ndarray, bytes]:
+    """The record sizes and the values (the records end to end) of a simple chunk
+    (``chunk``: its logical bytes, header first)."""
     if len(chunk) < CHUNK_HEADER:
         raise RecordError(f"{where}: a chunk is cut short (the file is damaged or truncated).")
     header = chunk_header(chunk)
@@ -207,18 +208,45 @@ def simple_chunk_records(chunk: bytes, where: str) -> list[bytes]:
     sizes_buf = _buffer(raw_sizes, -1, decompress, compression != 0, where)
     values = _buffer(data[pos + sizes_size:], header.decoded_data_size, decompress,
                      compression != 0, where)
-    sizes, at = [], 0
-    for _ in range(header.num_records):
-        size, at = varint(sizes_buf, at, where)
-        sizes.append(size)
-    if sum(sizes) != len(values) or at != len(sizes_buf):
+    sizes = varints(sizes_buf, header.num_records, where)
+    if int(sizes.sum()) != len(values):
         raise RecordError(f"{where}: the record sizes of a chunk do not add up to its values "
                           "(the file is damaged).")
-    out, start = [], 0
-    for size in sizes:
-        out.append(values[start:start + size])
-        start += size
-    return out
+    return sizes, values
+
+
+def simple_chunk_records(chunk: bytes, where: str) -> list[bytes]:
+    """The records of a simple chunk (``chunk``: its logical bytes, header first)."""
+    sizes, values = simple_chunk_parts(chunk, where)
+    ends = np.cumsum(sizes).tolist()
+    return [values[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+def varints(buf: bytes, count: int, where: str) -> np.ndarray:
+    """The ``count`` varints that fill ``buf`` exactly (many: decoded at once with numpy)."""
+    if count <= 8:  # a chunk of a few records: numpy's set-up would cost more
+        out, at = [], 0
+        for _ in range(count):
+            value, at = varint(buf, at, where)
+            out.append(value)
+        if at != len(buf):
+            raise RecordError(f"{where}: the record sizes of a chunk do not add up to its "
+                              "values (the file is damaged).")
+        return np.asarray(out, np.int64)
+    arr = np.frombuffer(buf, np.uint8)
+    ends = np.flatnonzero(arr < 0x80)  # the last byte of each varint
+    if len(ends) != count or (count and ends[-1] != len(arr) - 1) or (not count and len(arr)):
+        raise RecordError(f"{where}: the record sizes of a chunk do not add up to its values "
+                          "(the file is damaged).")
+    if not count:
+        return np.zeros(0, np.int64)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    lengths = ends - starts + 1
+    if lengths.max() > 9:
+        raise RecordError(f"{where}: a varint runs past 63 bits (the file is damaged).")
+    place = np.arange(len(arr)) - np.repeat(starts, lengths)
+    pieces = (arr & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
+    return np.add.reduceat(pieces, starts).astype(np.int64)
 
 
 def parse_postscript(block: bytes, where: str) -> int:
@@ -286,19 +314,22 @@ def parse_footer(chunk: bytes, size: int, footer_offset: int, where: str) -> Foo
     """The :class:`Footer` from the footer chunk's logical bytes."""
     compression = chunk[CHUNK_HEADER] if len(chunk) > CHUNK_HEADER else 0
     decompressor(compression, where)  # the writer's compression: refused by the file's name
-    records = simple_chunk_records(chunk, f"{where} (its footer)")
-    if not records:
+    sizes, values = simple_chunk_parts(chunk, f"{where} (its footer)")
+    if not len(sizes):
         raise RecordError(f"{where}: its footer holds no metadata; not an ArrayRecord file.")
-    meta = proto_fields(records[0], f"{where} (its footer)")
+    head = int(sizes[0])
+    meta = proto_fields(values[:head], f"{where} (its footer)")
     inner = proto_fields(meta.get(1, [b""])[-1], f"{where} (its footer)")
     chunks = inner.get(2, [0])[-1]
     total = inner.get(3, [0])[-1]
-    if len(records) - 1 != chunks:
-        raise RecordError(f"{where}: its footer lists {len(records) - 1} chunks, its metadata "
+    if len(sizes) - 1 != chunks:
+        raise RecordError(f"{where}: its footer lists {len(sizes) - 1} chunks, its metadata "
                           f"says {chunks} (the file is damaged).")
-    table = footer_rows(records[1:])
+    table = footer_table(values[head:], sizes[1:])
     if table is None:  # a field not a varint: read message by message
-        rows = [proto_fields(r, f"{where} (its footer)") for r in records[1:]]
+        ends = np.cumsum(sizes).tolist()
+        rows = [proto_fields(values[a:b], f"{where} (its footer)")
+                for a, b in zip(ends[:-1], ends[1:], strict=True)]
         table = np.array([[r.get(k, [0])[-1] for k in (1, 3, 2)] for r in rows],
                          dtype=np.int64).reshape(-1, 3)
     offsets, counts, decoded = table[:, 0], table[:, 1], table[:, 2]
@@ -311,12 +342,20 @@ def parse_footer(chunk: bytes, size: int, footer_offset: int, where: str) -> Foo
 
 def footer_rows(records: list[bytes]) -> np.ndarray | None:
     """``(chunk_offset, num_records, decoded_data_size)`` of each ``ArrayRecordFooter``
-    message, decoded at once with numpy (a footer holds one per chunk: thousands); None
-    when a message holds a field that is not a varint, or a varint cut at its end (read
-    them with :func:`proto_fields` then)."""
-    table = np.zeros((len(records), 3), np.int64)
-    lengths = np.fromiter((len(r) for r in records), np.int64, len(records))
-    buf = np.frombuffer(b"".join(records), np.uint8)
+    message (:func:`footer_table` of the messages end to end)."""
+    return footer_table(b"".join(records), np.fromiter((len(r) for r in records), np.int64,
+                                                       len(records)))
+
+
+def footer_table(messages: bytes, lengths: np.ndarray) -> np.ndarray | None:
+    """``(chunk_offset, num_records, decoded_data_size)`` of each ``ArrayRecordFooter``
+    message (``messages``: end to end, of ``lengths`` bytes each), decoded at once with
+    numpy (a footer holds one per chunk: thousands); None when a message holds a field
+    that is not a varint, or a varint cut at its end (read them with :func:`proto_fields`
+    then)."""
+    lengths = np.asarray(lengths, np.int64)
+    table = np.zeros((len(lengths), 3), np.int64)
+    buf = np.frombuffer(messages, np.uint8)
     if not len(buf):
         return table
     last = buf < 0x80  # the last byte of each varint
@@ -331,10 +370,10 @@ def footer_rows(records: list[bytes]) -> np.ndarray | None:
     pieces = (buf & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
     values = np.add.reduceat(pieces, starts).astype(np.int64)
     record_of = np.searchsorted(np.cumsum(lengths), ends, side="right")
-    first = np.searchsorted(record_of, np.arange(len(records)))
-    within = np.arange(len(values)) - first[record_of]
-    keys, vals, rec = values[within % 2 == 0], values[within % 2 == 1], record_of[within % 2 == 0]
-    if len(keys) != len(vals) or np.any(keys & 7) or np.any(record_of[within % 2 == 1] != rec):
+    first = np.searchsorted(record_of, np.arange(len(lengths)))
+    even = ((np.arange(len(values)) - first[record_of]) & 1) == 0  # keys; values follow
+    keys, vals, rec = values[even], values[~even], record_of[even]
+    if len(keys) != len(vals) or np.any(keys & 7) or np.any(record_of[~even] != rec):
         return None
     for column, number in enumerate((1, 3, 2)):  # chunk_offset, num_records, decoded size
         hit = (keys >> 3) == number

@@ -91,6 +91,8 @@ class ArrayRecordRanges:
         tail: bytes read before the postscript when opening, hoping the footer is in them.
         merge_gap: chunks at most this many bytes apart are read in one request.
         parallel: requests of one :meth:`read` in flight at once.
+        first: the answer to the open's first request (:meth:`open_span`), fetched by the
+            caller (e.g. with other files' together); counted as a request of this reader.
 
     Raises:
         RecordError: the file is not an ArrayRecord file, or damaged.
@@ -99,7 +101,7 @@ class ArrayRecordRanges:
 
     def __init__(self, read_range: ReadRange, size: int, *, name: str = "<file>",
                  footer: Footer | None = None, tail: int = TAIL, merge_gap: int = 0,
-                 parallel: int = 8) -> None:
+                 parallel: int = 8, first: bytes | None = None) -> None:
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
             raise ConfigError(f"ArrayRecordRanges parallel must be an int >= 1, got {parallel!r}.")
         self.name = name
@@ -112,7 +114,7 @@ class ArrayRecordRanges:
         self._bytes = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.tail: bytes | None = None  # the file's bytes from its footer on, when read
-        self.footer = footer if footer is not None else self._open(max(0, int(tail)))
+        self.footer = footer if footer is not None else self._open(max(0, int(tail)), first)
         if self.footer.size != self.size:
             raise RecordError(f"'{name}' holds {self.size} bytes, its footer was read from a "
                               f"file of {self.footer.size}; it changed.", path=name)
@@ -139,10 +141,13 @@ class ArrayRecordRanges:
     @classmethod
     def for_object(cls, obj: RemoteObject, *, fetcher: Fetcher | None = None,
                    cache: ShardCache | None = None, footer: Footer | None = None,
+                   keep: Callable[[Callable[[], None]], Any] | None = None,
                    **kwargs: Any) -> ArrayRecordRanges:
         """The listed file ``obj``, read with ``fetcher``'s retries and errors (a
         :class:`~datarax.storage.fetch.Fetcher`); its footer ``footer`` when known, else
-        taken from, or kept beside, ``cache`` (no request when kept)."""
+        taken from, or kept beside, ``cache`` (no request when kept); ``keep(write)``
+        runs the writing of what is kept (default: at once; e.g. a thread pool's
+        ``submit``, so the caller does not wait for the local disk)."""
         fetcher = fetcher if fetcher is not None else Fetcher()
 
         def read_range(offset: int, length: int) -> bytes:
@@ -157,11 +162,17 @@ class ArrayRecordRanges:
         out = cls(read_range, obj.size, name=obj.url, footer=footer, **kwargs)
         if cache is not None and footer is None:
             version = fetcher.versions().get(obj.url)
-            if version is not None:
-                _save(_footer_path(cache, obj)[:-len(".footer")] + ".version", version.encode())
-            save_footer(cache, obj, out.footer)
-            if out.tail is not None:
-                save_tail(tail_path(cache, obj), out.tail)
+            tail = out.tail
+
+            def write() -> None:
+                if version is not None:
+                    _save(_footer_path(cache, obj)[:-len(".footer")] + ".version",
+                          version.encode())
+                save_footer(cache, obj, out.footer)
+                if tail is not None:
+                    save_tail(tail_path(cache, obj), tail)
+
+            (keep or _now)(write)
         return out
 
     def tail_bytes(self) -> bytes:
@@ -179,7 +190,11 @@ class ArrayRecordRanges:
 
     # ------------------------------------------------------------- reading
     def _fetch(self, offset: int, length: int) -> bytes:
-        data = self._read_range(offset, length)
+        return self._counted(self._read_range(offset, length), offset, length)
+
+    def _counted(self, data: bytes, offset: int, length: int) -> bytes:
+        """``data``, the answer to a request of bytes ``[offset, offset + length)``, counted
+        and checked to be whole."""
         with self._lock:
             self._requests += 1
             self._bytes += len(data)
@@ -189,7 +204,14 @@ class ArrayRecordRanges:
                               "listed size (changed or truncated).", path=self.name)
         return data
 
-    def _open(self, tail: int) -> Footer:
+    @staticmethod
+    def open_span(size: int, tail: int = TAIL) -> tuple[int, int]:
+        """``(offset, length)`` of the first request opening a file of ``size`` bytes: its
+        postscript and the ``tail`` bytes before it (pass the answer as ``first``)."""
+        start = max(0, size - POSTSCRIPT - max(0, int(tail)))
+        return start, size - start
+
+    def _open(self, tail: int, first: bytes | None = None) -> Footer:
         name = f"'{self.name}'"
         if self.size < 2 * BLOCK or self.size % BLOCK:
             raise RecordError(
@@ -197,8 +219,8 @@ class ArrayRecordRanges:
                 "ArrayRecord file holds a whole number of 64 KiB blocks, at least two (it may "
                 "be truncated, or in another format).", path=self.name)
         post = self.size - POSTSCRIPT
-        start = max(0, post - tail)
-        data = self._fetch(start, self.size - start)
+        start, length = self.open_span(self.size, tail)
+        data = self._fetch(start, length) if first is None else self._counted(first, start, length)
         footer_offset = parse_postscript(data[post - start:], name)
         if not 0 < footer_offset < post:
             raise RecordError(f"{name}: its postscript points at offset {footer_offset}, "
@@ -243,8 +265,7 @@ class ArrayRecordRanges:
                 out.append((begin, end, [c]))
         return out
 
-    def _read_run(self, start: int, end: int, chunks: list[int]) -> dict[int, list[bytes]]:
-        data = self._fetch(start, end - start)
+    def _decode_run(self, data: bytes, start: int, chunks: list[int]) -> dict[int, list[bytes]]:
         out = {}
         for c in chunks:
             begin = int(self.footer.offsets[c])
@@ -259,11 +280,12 @@ class ArrayRecordRanges:
             out[c] = records
         return out
 
+    def _read_run(self, start: int, end: int, chunks: list[int]) -> dict[int, list[bytes]]:
+        return self._decode_run(self._fetch(start, end - start), start, chunks)
+
     def read(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
         """The records at ``indices`` (in that order; repeats allowed)."""
-        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        chunks = self.chunks_of(idx)
-        runs = self.ranges(chunks)
+        runs = self.ranges(self.chunks_of(indices))
         decoded: dict[int, list[bytes]] = {}
         if len(runs) <= 1 or self.parallel == 1:
             for run in runs:
@@ -276,7 +298,26 @@ class ArrayRecordRanges:
                 pool = self._pool
             for part in pool.map(lambda run: self._read_run(*run), runs):
                 decoded.update(part)
-        firsts = self._firsts
+        return self._pick(indices, decoded)
+
+    def records(self, indices: Sequence[int] | np.ndarray,
+                fetched: Sequence[bytes]) -> list[bytes]:
+        """The records at ``indices`` from ``fetched``, the bytes of each request of
+        ``ranges(chunks_of(indices))`` fetched by the caller (e.g. with other files'
+        together); counted as this reader's requests, decoded and checked as :meth:`read`."""
+        runs = self.ranges(self.chunks_of(indices))
+        if len(fetched) != len(runs):
+            raise ValueError(f"'{self.name}': {len(fetched)} answers for {len(runs)} requests.")
+        decoded: dict[int, list[bytes]] = {}
+        for (start, end, chunks), data in zip(runs, fetched, strict=True):
+            decoded.update(self._decode_run(self._counted(data, start, end - start), start,
+                                            chunks))
+        return self._pick(indices, decoded)
+
+    def _pick(self, indices: Sequence[int] | np.ndarray,
+              decoded: Mapping[int, list[bytes]]) -> list[bytes]:
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        chunks, firsts = self.chunks_of(idx), self._firsts
         return [decoded[int(c)][int(i - firsts[c])] for i, c in zip(idx, chunks, strict=True)]
 
     def stats(self) -> dict[str, int]:
@@ -299,6 +340,10 @@ class ArrayRecordRanges:
 
 
 # ---------------------------------------------------------------- footer cache
+def _now(write: Callable[[], None]) -> None:
+    write()
+
+
 def _footer_path(cache: ShardCache, obj: RemoteObject) -> str:
     return os.path.join(cache.directory, _FOOTERS, cache.entry_name(obj) + ".footer")
 

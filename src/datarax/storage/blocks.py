@@ -42,7 +42,12 @@ import numpy as np
 from datarax.errors import ConfigError, RecordError
 from datarax.extras import require
 from datarax.storage.array_record_layout import Footer
-from datarax.storage.array_record_ranges import ArrayRecordRanges, save_tail, tail_path
+from datarax.storage.array_record_ranges import (
+    ArrayRecordRanges,
+    load_footer,
+    save_tail,
+    tail_path,
+)
 from datarax.storage.cache import ShardCache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.urls import FileBlock, RemoteObject
@@ -276,15 +281,25 @@ def footers_of(files: Sequence[str] | Sequence[RemoteObject], *, fetcher: Fetche
         RecordError: a file is not an ArrayRecord file, or damaged.
         ConfigError: a file was written with an option ranged reads cannot decode.
     """
-    def one(item: Any) -> Footer:
-        if isinstance(item, RemoteObject):
-            reader = ArrayRecordRanges.for_object(item, fetcher=fetcher, cache=cache)
-            if cache is not None and not os.path.exists(tail_path(cache, item)):
-                save_tail(tail_path(cache, item), reader.tail_bytes())
-            return reader.footer
-        return ArrayRecordRanges.from_url(os.fspath(item)).footer
+    fetcher = fetcher if fetcher is not None else Fetcher()
+    # the files whose footers are not kept: their tails asked for together (one request a
+    # file, sent at once on S3), then decoded in the threads
+    asked = [i for i, item in enumerate(files) if isinstance(item, RemoteObject)
+             and (cache is None or load_footer(cache, item) is None)]
+    spans = [ArrayRecordRanges.open_span(files[i].size) for i in asked]  # type: ignore[union-attr]
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(files)))) as pool:
+        tails = fetcher.read_ranges([(files[i], start, start + length) for i, (start, length)
+                                     in zip(asked, spans, strict=True)], pool.map)
+        first = dict(zip(asked, tails, strict=True))
 
-    if len(files) <= 1:
-        return [one(f) for f in files]
-    with concurrent.futures.ThreadPoolExecutor(min(threads, len(files))) as pool:
-        return list(pool.map(one, files))
+        def one(i: int) -> Footer:
+            item = files[i]
+            if isinstance(item, RemoteObject):
+                reader = ArrayRecordRanges.for_object(item, fetcher=fetcher, cache=cache,
+                                                      first=first.get(i))
+                if cache is not None and not os.path.exists(tail_path(cache, item)):
+                    save_tail(tail_path(cache, item), reader.tail_bytes())
+                return reader.footer
+            return ArrayRecordRanges.from_url(os.fspath(item)).footer
+
+        return list(pool.map(one, range(len(files))))

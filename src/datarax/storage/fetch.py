@@ -26,7 +26,7 @@ import functools
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from datarax.storage.errors import RemoteObjectError, RemoteStoreError, refused_error, store_down_error
@@ -36,10 +36,16 @@ from datarax.storage.retry import (
     StorageStats,
     is_access_refused,
     is_throttle,
+    is_transient,
     with_retries,
 )
-from datarax.storage.urls import RemoteObject, filesystem, version_tag
-from datarax.storage.versions import VersionMismatch, read_versioned
+from datarax.storage.urls import S3_CONNECTIONS, RemoteObject, filesystem, version_tag
+from datarax.storage.versions import (
+    VersionMismatch,
+    can_read_together,
+    read_versioned,
+    read_versioned_together,
+)
 
 __all__ = ["CHUNK", "DownloadStopped", "Fetcher"]
 
@@ -209,7 +215,96 @@ class Fetcher:
             RemoteStoreError: the store still fails after the retries, or refuses access.
         """
         fs, path = filesystem(obj.url, self.storage_options)
-        data = self._request(fs, path, obj, start, end)
+        return self._exact(obj, self._request(fs, path, obj, start, end), start, end)
+
+    def read_ranges(self, wanted: Sequence[tuple[RemoteObject, int, int]],
+                    map_: Callable[..., Iterable[Any]] = map,
+                    then: Callable[[int, bytes], Any] | None = None,
+                    submit: Callable[..., concurrent.futures.Future[Any]] | None = None,
+                    ) -> list[Any]:
+        """:meth:`read_range` of each ``(obj, start, end)``, in that order (with ``then``:
+        ``then(i, bytes)`` of each). On S3 the requests are sent together (one hand-off to
+        s3fs's event loop for all of them:
+        :func:`~datarax.storage.versions.read_versioned_together`), those that failed
+        transiently sent again together (the retry policy's backoff and budget over the
+        whole set), any other failure asked again alone for its error; each answer's
+        ``then`` starts as soon as it comes, in ``submit`` (e.g. a thread pool's), while
+        the others are in flight. Elsewhere ``map_`` (e.g. a thread pool's ``map``) runs
+        each read and its ``then``.
+
+        Raises:
+            RemoteObjectError: an object is gone, changed, or shorter than when listed.
+            RemoteStoreError: the store still fails after the retries, or refuses access.
+        """
+        if not wanted:
+            return []
+
+        def finish(i: int, data: bytes) -> Any:
+            return data if then is None else then(i, data)
+
+        places = [filesystem(obj.url, self.storage_options) for obj, _, _ in wanted]
+        fs = places[0][0]
+        if not can_read_together(fs) or any(f is not fs for f, _ in places):
+            return list(map_(lambda i: finish(i, self.read_range(*wanted[i])),
+                             list(range(len(wanted)))))
+        tied: list[tuple[str | None, bool]] = []
+        for obj, _, _ in wanted:
+            with self._versions_lock:
+                known = obj.url in self._versions
+                expected = self._versions.get(obj.url, obj.etag)
+            tied.append((expected, not known or expected is not None))
+        got: dict[int, Any] = {}  # an answer's bytes, its error, or its ``then``'s future
+        pending = list(range(len(wanted)))
+
+        def arrived(i: int, answer: Any) -> None:  # on the event loop: checks, hands on
+            if not isinstance(answer, BaseException):
+                obj, start, end = wanted[i]
+                try:
+                    self._tie(obj, tied[i][0], tied[i][1], answer[1], start, end)
+                    answer = self._exact(obj, answer[0], start, end)
+                except RemoteObjectError as err:
+                    answer = err
+                else:
+                    if then is not None and submit is not None:
+                        answer = submit(then, i, answer)
+            got[i] = answer
+
+        def attempt() -> None:  # the pending requests together; raises if one failed transiently
+            nonlocal pending
+            asked = list(pending)
+            read_versioned_together(
+                fs, [(places[i][1], wanted[i][1], wanted[i][2], tied[i][0]) for i in asked],
+                self.connections(fs), lambda k, answer: arrived(asked[k], answer))
+            pending = [i for i in asked if isinstance(got[i], BaseException)
+                       and not isinstance(got[i], VersionMismatch) and is_transient(got[i])]
+            if pending:
+                raise got[pending[0]]
+
+        self._guarded(fs, places[0][1], wanted[0][0], attempt)
+        out: list[Any] = []
+        for i, (obj, start, end) in enumerate(wanted):
+            answer = got[i]
+            if isinstance(answer, VersionMismatch):
+                raise self._version_changed(obj, tied[i][0], answer.now or self._version_now(
+                    fs, places[i][1]), start, end) from answer
+            if isinstance(answer, RemoteObjectError):
+                raise answer
+            if isinstance(answer, BaseException):  # failed for good: asked alone, for its error
+                out.append(finish(i, self.read_range(obj, start, end)))
+            elif isinstance(answer, concurrent.futures.Future):
+                out.append(answer.result())
+            else:
+                out.append(finish(i, answer))
+        return out
+
+    @staticmethod
+    def connections(fs: Any) -> int:
+        """Requests of :meth:`read_ranges` in flight at once on ``fs``: its connections."""
+        config = getattr(fs, "config_kwargs", None) or {}
+        return int(config.get("max_pool_connections") or S3_CONNECTIONS)
+
+    def _exact(self, obj: RemoteObject, data: bytes, start: int, end: int) -> bytes:
+        """``data`` as bytes ``[start, end)`` of ``obj`` (a whole answer cut to them)."""
         if len(data) == obj.span[2] > end - start:  # a server ignoring ranges sent it whole
             data = data[start:end]
         if len(data) != end - start:
@@ -232,11 +327,17 @@ class Fetcher:
         except VersionMismatch as err:
             raise self._version_changed(obj, expected, err.now or self._version_now(fs, path),
                                         start, end) from err
+        self._tie(obj, expected, check, now, start, end)
+        return data
+
+    def _tie(self, obj: RemoteObject, expected: str | None, check: bool, now: str | None,
+             start: int, end: int) -> None:
+        """Tie ``obj``'s reads to the version that answered (when none was), or refuse an
+        answer of another version than the one they are tied to."""
         if check:
             tied = self.pin(obj.url, now if expected is None else expected)
             if now is not None and tied is not None and now != tied:
                 raise self._version_changed(obj, tied, now, start, end)
-        return data
 
     def _version_now(self, fs: Any, path: str) -> str | None:
         try:

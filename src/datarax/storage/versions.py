@@ -26,12 +26,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from datarax.errors import DataraxError
 from datarax.storage.urls import version_tag
 
-__all__ = ["VersionMismatch", "read_versioned"]
+__all__ = ["VersionMismatch", "can_read_together", "read_versioned", "read_versioned_together"]
+
+Wanted = tuple[str, int, int, "str | None"]  # (path, start, end, expected version)
 
 
 class VersionMismatch(DataraxError):
@@ -64,17 +67,82 @@ def _is_s3(fs: Any) -> bool:
     return "s3" in protocols and callable(getattr(fs, "call_s3", None))
 
 
-def _s3_range(fs: Any, path: str, start: int, end: int,
-              expected: str | None) -> tuple[bytes, str | None]:
-    """One ``GetObject`` of the range with ``If-Match`` (s3fs's public ``call_s3``)."""
+def can_read_together(fs: Any) -> bool:
+    """Whether :func:`read_versioned_together` can send ``fs``'s requests together (S3)."""
+    return _is_s3(fs) and callable(getattr(fs, "get_s3", None))
+
+
+def read_versioned_together(fs: Any, wanted: list[Wanted], at_once: int = 64,
+                            arrived: Callable[[int, Any], None] | None = None,
+                            ) -> list[tuple[bytes, str | None] | Exception]:
+    """What :func:`read_versioned` answers for each ``(path, start, end, expected)`` of
+    ``wanted`` (``check`` on), the requests sent together: one hand-off to s3fs's event
+    loop for all of them, ``at_once`` in flight (each a ``GetObject`` of the range with
+    ``If-Match``, through the client s3fs's public ``get_s3`` gives). A request that
+    failed answers its exception, the store's own (a 412: :class:`VersionMismatch`), not
+    retried: the caller retries, or asks again alone (:func:`read_versioned`). S3 only
+    (:func:`can_read_together`). ``arrived(k, answer)``, when given, runs on the event
+    loop as each answer comes (keep it short: hand the work to a thread)."""
+    import asyncio
+
     import fsspec.asyn
 
+    async def one(gate: asyncio.Semaphore, path: str, start: int, end: int,
+                  expected: str | None) -> tuple[bytes, str | None]:
+        request = _s3_request(fs, path, start, end, expected)
+        if end <= start:
+            return b"", expected
+        async with gate:
+            client = await fs.get_s3(request["Bucket"])
+            try:
+                response = await client.get_object(**request, **(getattr(fs, "req_kw", None) or {}))
+            except Exception as err:
+                if _precondition_failed(err):
+                    raise VersionMismatch(f"'{path}' is no longer version {expected!r} (412 "
+                                          "PreconditionFailed)") from err
+                raise
+            body = response["Body"]
+            try:
+                data = await body.read()
+            finally:
+                body.close()
+        return data, version_tag(response)
+
+    async def told(gate: asyncio.Semaphore, k: int, item: Wanted) -> Any:
+        try:
+            answer: Any = await one(gate, *item)
+        except Exception as err:  # noqa: BLE001 - answered, as gather's return_exceptions
+            answer = err
+        if arrived is not None:
+            arrived(k, answer)
+        return answer
+
+    async def every() -> list[Any]:
+        await fs.set_session()
+        gate = asyncio.Semaphore(max(1, at_once))
+        return await asyncio.gather(*(told(gate, k, item) for k, item in enumerate(wanted)),
+                                    return_exceptions=True)
+
+    return fsspec.asyn.sync(fs.loop, every)
+
+
+def _s3_request(fs: Any, path: str, start: int, end: int, expected: str | None) -> dict[str, Any]:
+    """The ``GetObject`` arguments of a ranged read tied to version ``expected``."""
     bucket, key, version_id = fs.split_path(path)
     request: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{end - 1}"}
     if version_id:
         request["VersionId"] = version_id
     if expected is not None and not getattr(fs, "local_expiry_check", False):
         request["IfMatch"] = f'"{expected}"'
+    return request
+
+
+def _s3_range(fs: Any, path: str, start: int, end: int,
+              expected: str | None) -> tuple[bytes, str | None]:
+    """One ``GetObject`` of the range with ``If-Match`` (s3fs's public ``call_s3``)."""
+    import fsspec.asyn
+
+    request = _s3_request(fs, path, start, end, expected)
     if end <= start:
         return b"", expected
     try:
