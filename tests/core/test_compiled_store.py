@@ -243,3 +243,22 @@ def test_a_bad_cap_is_refused_naming_the_variable(store, monkeypatch):
     monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", "lots")
     with pytest.raises(ValueError, match="DATARAX_COMPILE_CACHE_BYTES must be a whole number"):
         compiled_store.stored_jit(_affine)(np.arange(9, dtype=np.float32), np.float32(2))
+
+
+def test_a_compile_option_this_xla_does_not_know_is_left_out(store, monkeypatch):
+    # an XLA of another jaxlib may not know an option datarax passes: the step still
+    # compiles (with the options it knows) and gives its values
+    backend = jax.default_backend()
+    options = {**compiled_store.compiler_options(), "xla_no_such_option_datarax": True}
+    monkeypatch.setitem(compiled_store.COMPILER_OPTIONS, backend, options)
+    step = compiled_store.stored_jit(_affine)
+    x = np.arange(5, dtype=np.float32)
+    assert step(x, np.float32(3)).tolist() == (x * 3 + 1).tolist()
+
+
+def test_a_compile_error_that_is_not_an_unknown_option_is_raised(store, monkeypatch):
+    backend = jax.default_backend()
+    options = {**compiled_store.compiler_options(), "xla_backend_optimization_level": "fast"}
+    monkeypatch.setitem(compiled_store.COMPILER_OPTIONS, backend, options)
+    with pytest.raises(Exception, match="xla_backend_optimization_level"):
+        compiled_store.stored_jit(_affine)(np.arange(6, dtype=np.float32), np.float32(2))

@@ -217,6 +217,25 @@ def test_brightness_and_contrast_match_numpy_for_float_and_uint8():
     np.testing.assert_allclose(run(I.Contrast(1.5), FLOAT), (FLOAT - mean) * 1.5 + mean, atol=1e-5)
 
 
+def test_brightness_contrast_and_flips_are_dm_pix_bit_for_bit():
+    # written out in datarax (a crop / flip / colour chain imports no dm-pix): the values
+    # of dm-pix's functions, exactly, record by record as a pipeline's step runs them
+    pix = pytest.importorskip("dm_pix")
+    data = RNG.random((8, 5, 7, 3)).astype(np.float32)
+
+    def dm_pix(fn, *amount):
+        return np.asarray(jax.jit(jax.vmap(lambda x: fn(x, *amount)))(data))
+
+    for delta in (-0.37, 0.1, 0.29):
+        np.testing.assert_array_equal(run(I.Brightness(delta), data),
+                                      dm_pix(pix.adjust_brightness, delta))
+    for factor in (0.0, 0.61, 1.37):
+        np.testing.assert_array_equal(run(I.Contrast(factor), data),
+                                      dm_pix(pix.adjust_contrast, factor))
+    np.testing.assert_array_equal(run(I.HorizontalFlip(1.0), data), dm_pix(pix.flip_left_right))
+    np.testing.assert_array_equal(run(I.VerticalFlip(1.0), data), dm_pix(pix.flip_up_down))
+
+
 @pytest.mark.parametrize("op,change", [
     (I.Saturation(0.5), lambda h, s, v: (h, min(s * 0.5, 1.0), v)),
     (I.Hue(0.2), lambda h, s, v: ((h + 0.2) % 1.0, s, v)),

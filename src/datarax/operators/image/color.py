@@ -1,5 +1,6 @@
-"""Colour image operators (dm-pix): brightness, contrast, saturation, hue, grayscale,
-gaussian blur, and normalize."""
+"""Colour image operators: brightness, contrast, saturation, hue, grayscale, gaussian
+blur (dm-pix's definitions; saturation, hue, grayscale and blur call dm-pix), and
+normalize."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ class _ColorOperator(ImageOperator):
 
 
 class Brightness(_ColorOperator):
-    """Add ``delta`` to every value (dm-pix ``adjust_brightness``).
+    """Add ``delta`` to every value (dm-pix's ``adjust_brightness``, written out here so
+    that a chain of crops, flips, brightness and contrast does not import dm-pix).
 
     Example:
         >>> import jax.numpy as jnp
@@ -73,17 +75,19 @@ class Brightness(_ColorOperator):
     PARAM = "delta"
 
     def adjust(self, values: Any, amount: Any) -> Any:
-        return pix().adjust_brightness(values, amount)
+        return values + jnp.asarray(amount, values.dtype)
 
 
 class Contrast(_ColorOperator):
-    """Scale each channel's distance from its mean by ``factor`` (dm-pix ``adjust_contrast``)."""
+    """Scale each channel's distance from its mean by ``factor`` (dm-pix's
+    ``adjust_contrast``, written out here)."""
 
     PARAM = "factor"
     LOW = 0.0
 
     def adjust(self, values: Any, amount: Any) -> Any:
-        return pix().adjust_contrast(values, amount)
+        mean = jnp.mean(values, axis=(-3, -2), keepdims=True)  # per channel of (..., H, W, C)
+        return jnp.asarray(amount, values.dtype) * (values - mean) + mean
 
 
 class Saturation(_ColorOperator):

@@ -21,7 +21,6 @@ from datarax.operators.image._base import (
     check_range,
     check_size,
     is_range,
-    pix,
     sample,
     sample_word,
 )
@@ -331,7 +330,8 @@ class _Flip(ImageOperator):
                     stream_name=stream_name, rngs=rngs, name=name)
 
     def _flip(self, image: Any) -> Any:
-        return pix().flip_left_right(image) if self.AXIS == 1 else pix().flip_up_down(image)
+        # dm-pix's flip_left_right / flip_up_down of (..., H, W, C), without importing it
+        return jnp.flip(image, axis=-2 if self.AXIS == 1 else -3)
 
     def transform(self, image: Any, key: Any) -> Any:
         p = self.param("probability")
