@@ -106,7 +106,7 @@ def test_resume_at_every_handed_out_position(batch_size):
 
 def test_batches_span_chunks_and_use_batched_reads():
     table = Table(50)
-    reader = HostReader(table, decode, chunk_size=8, read_ahead=3)
+    reader = HostReader(table, decode, chunk_size=8, read_ahead=3, read_next_epoch=False)
     reader.start(EpochOrder(50, None, 0))
     batches, _ = drain(reader, 20)
     assert [len(b) for b in batches] == [20, 20, 10]
@@ -138,11 +138,18 @@ def test_threads_are_joined_on_stop_close_and_epoch_end():
     assert threading.active_count() == before
     reader.start(EpochOrder(100, None, 1))
     drain(reader, 30)
-    assert threading.active_count() == before  # the epoch's end releases the pool
+    assert threading.active_count() > before  # the epoch's end: epoch 2's first reads go on
+    reader.stop()
+    assert threading.active_count() == before  # stop() drops them too
     reader.start(EpochOrder(100, None, 2))
     reader.next_batch(10)
     reader.close()
     assert threading.active_count() == before
+    alone = HostReader(Table(100), decode, num_threads=3, read_next_epoch=False)
+    alone.start(EpochOrder(100, None, 0))
+    drain(alone, 30)
+    assert threading.active_count() == before  # nothing to read next: the end releases the pool
+    alone.close()
     with pytest.raises(RuntimeError, match="closed"):
         reader.start(EpochOrder(100, None, 0))
 

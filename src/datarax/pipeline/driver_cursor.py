@@ -114,10 +114,12 @@ class CursorDriver:
         source = self.source = context.source
         host = HostPass(context, epoch) if host is None else host
         self.ahead: DispatchAhead | None = None
+        self.reuse = context.session.pass_reuse  # the last pass's worker, parked for this one
         if cursor is None:
             cursor = cursor_of(source, context.reading)
             if cursor is not None:  # read ahead on the worker (None: prefetch=0)
-                self.ahead = run_ahead(host.produce(cursor), context.plan.prefetch)
+                self.ahead = run_ahead(host.produce(cursor), context.plan.prefetch,
+                                       self.reuse.parked())
             else:
                 cursor = DirectReads(source, context.reading)
         self.cursor: ReadAheadCursor = cursor
@@ -164,4 +166,9 @@ class CursorDriver:
         # pass that took over the source
         self.cursor.release()
 
-    end = release
+    def end(self) -> None:
+        ahead = self.ahead
+        if ahead is not None and ahead.finished:  # kept for the next pass (no thread to start)
+            self.ahead = None
+            self.reuse.park(ahead)
+        self.release()
