@@ -430,10 +430,13 @@ def test_the_next_epochs_reads_start_before_the_last_batch_is_taken():
     table = Table(100)
     reader = HostReader(table, decode, num_threads=2, read_ahead=2, chunk_size=10)
     reader.start(EpochOrder(100, 3, 0))
-    for _ in range(9):  # all but the last batch
+    for _ in range(8):
         reader.next_batch(10)
-    first = EpochOrder(100, 3, 1).indices(0, 10).tolist()
     deadline = time.monotonic() + 30
+    while not reader.ready(20) and time.monotonic() < deadline:  # the epoch's reads done
+        time.sleep(0.01)
+    reader.next_batch(10)  # all but the last batch: a reader thread is free for the next
+    first = EpochOrder(100, 3, 1).indices(0, 10).tolist()
     while first not in table.reads and time.monotonic() < deadline:  # on a reader thread
         time.sleep(0.01)
     assert first in table.reads and reader.position == 90

@@ -14,8 +14,8 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a worker
   process does, :mod:`datarax.sources.decode_processes`); at most ``read_ahead`` chunks
   are queued or ready (bounded memory), a session's first batch read first and alone.
-  Once an epoch's reads are all under way the threads go on with the next epoch's
-  (same order, ``epoch + 1``: :func:`following_order`) within the same bound; a session
+  Once an epoch's reads are all done the threads go on with the next epoch's (same
+  order, ``epoch + 1``: :func:`following_order`) within the same bound; a session
   handed out to its end keeps them, and :meth:`HostReader.start` of that epoch at
   position 0 takes them over, so an epoch switch waits no longer than a steady batch.
   The threads, the ordered chunks, the sessions and the cursor are the read-ahead
@@ -94,7 +94,7 @@ def following_order(order: EpochOrder) -> EpochOrder | None:
 @dataclasses.dataclass
 class _NextEpoch:
     """The reads of the epoch after the open session's: submitted once the open one's are
-    all, so its chunks are the last ``chunks`` of the workers' queue."""
+    all done, so its chunks are the last ``chunks`` of the workers' queue."""
 
     order: EpochOrder
     read: int = 0  # first position not yet submitted
@@ -127,7 +127,7 @@ class HostReader:
         decode_batch: raw records of a chunk -> dict of stacked arrays (optional).
         decode_processes: worker processes that decode the chunks the threads fetch
             (0: the threads decode; see :mod:`datarax.sources.decode_processes`).
-        read_next_epoch: once an epoch's reads are all under way, read the next
+        read_next_epoch: once an epoch's reads are all done, read the next
             epoch's first chunks (:func:`following_order`) within ``read_ahead``; False: a
             source whose reads follow a plan made at each epoch's start (remote files).
     """
@@ -324,9 +324,10 @@ class HostReader:
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
         following = self._next
         while len(self._workers) < in_flight:
-            if self._next_read >= order.size:  # this epoch's reads all under way: the next's
-                if following is None or following.read >= following.order.size:
-                    break
+            if self._next_read >= order.size:  # this epoch's reads all done: the next's
+                if (following is None or following.read >= following.order.size
+                        or sum(1 for _ in self._finished()) < self._queued()):
+                    break  # (none, or after this epoch's: a cache they fill serves it)
                 stop = min(following.read + size, following.order.size)
                 self._workers.submit(self._reads.read, following.order, following.read, stop)
                 following.read = stop
