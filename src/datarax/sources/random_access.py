@@ -222,7 +222,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     def _moved(self) -> None:
         reader = self.__reader
         if reader is not None:  # read-ahead belongs to the old position (not the next
-            reader.moved_to(self.epoch, self.index)  # epoch's, where it stands at its start)
+            reader.moved_to(*self.datarax_position.where())  # epoch's, where it starts)
         self._skips_at_start()
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
