@@ -89,8 +89,9 @@ def test_past_max_bytes_the_cache_stops_adding_and_keeps_computing():
     assert got == epochs(Pipeline(source=Rows(), stages=[Expensive()], batch_size=4), 3)
     info = cached.cache_info()
     assert (info["records"], info["bytes"], info["full"]) == (4, 40, True)
-    assert stage.calls == N + 2 * (N - 4)  # the 6 left out are computed every epoch
-    cached.close()
+    cached.close()  # (the reader read the next epoch's start ahead, or dropped it)
+    # the 6 left out are computed every epoch (and once more where read ahead)
+    assert stage.calls - (N + 2 * (N - 4)) in (0, N - 4)
 
 
 def test_stochastic_stages_after_the_cache_draw_anew_each_epoch_and_resume_exactly():

@@ -133,3 +133,18 @@ def test_a_group_is_at_most_the_batches_its_bytes_allow(tmp_path, monkeypatch, l
     monkeypatch.setattr(host_pass, "AHEAD_GROUP_BYTES", 96 * limit)
     assert serve(paths, prefetch=2)[0] == serve(paths, prefetch=0)[0]
     assert max(sizes) == 2 * limit  # two fields a batch
+
+
+def test_a_passs_first_batch_is_handed_over_alone(tmp_path, monkeypatch) -> None:
+    paths = write(tmp_path)
+    sizes = count_group_sizes(monkeypatch)
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=5, shuffle_files=True), paths,
+                                     decode=make_decode(None), num_threads=2)
+    pipeline = Pipeline(source=source, stages=[], batch_size=8, prefetch=2)
+    firsts = []
+    for _ in range(3):  # epochs 1 and 2 start with their first chunks read ahead (ready)
+        firsts.append(len(sizes))
+        assert sum(1 for _ in pipeline) == -(-N // 8)
+    source.close()
+    assert [sizes[i] for i in firsts] == [2, 2, 2]  # one batch's two fields: the loop waits
+    assert max(sizes) > 2  # the batches after it still go in groups

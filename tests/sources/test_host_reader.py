@@ -22,6 +22,7 @@ class Table:
         self.n = n
         self.bad = set(bad)
         self.getitems_calls = 0
+        self.reads: list[list[int]] = []  # the keys of each batched read, in order
         self.lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -35,6 +36,7 @@ class Table:
     def __getitems__(self, keys: list[int]) -> list[bytes]:
         with self.lock:
             self.getitems_calls += 1
+            self.reads.append([int(k) for k in keys])
         return [self[k] for k in keys]
 
 
@@ -106,7 +108,7 @@ def test_resume_at_every_handed_out_position(batch_size):
 
 def test_batches_span_chunks_and_use_batched_reads():
     table = Table(50)
-    reader = HostReader(table, decode, chunk_size=8, read_ahead=3)
+    reader = HostReader(table, decode, chunk_size=8, read_ahead=3, read_next_epoch=False)
     reader.start(EpochOrder(50, None, 0))
     batches, _ = drain(reader, 20)
     assert [len(b) for b in batches] == [20, 20, 10]
@@ -138,11 +140,18 @@ def test_threads_are_joined_on_stop_close_and_epoch_end():
     assert threading.active_count() == before
     reader.start(EpochOrder(100, None, 1))
     drain(reader, 30)
-    assert threading.active_count() == before  # the epoch's end releases the pool
+    assert threading.active_count() > before  # the epoch's end: epoch 2's first reads go on
+    reader.stop()
+    assert threading.active_count() == before  # stop() drops them too
     reader.start(EpochOrder(100, None, 2))
     reader.next_batch(10)
     reader.close()
     assert threading.active_count() == before
+    alone = HostReader(Table(100), decode, num_threads=3, read_next_epoch=False)
+    alone.start(EpochOrder(100, None, 0))
+    drain(alone, 30)
+    assert threading.active_count() == before  # nothing to read next: the end releases the pool
+    alone.close()
     with pytest.raises(RuntimeError, match="closed"):
         reader.start(EpochOrder(100, None, 0))
 
@@ -384,4 +393,80 @@ def test_a_peek_for_an_ended_session_is_refused():
     assert reader.session != session and not reader.active
     with pytest.raises(RuntimeError, match=r"call start\(order\) before"):
         reader.peek_batch(4)
+    reader.close()
+
+
+# ------------------------------------------------- the next epoch, read ahead
+def reader_threads(name: str) -> int:
+    return sum(t.name.startswith(f"{name}-reader") for t in threading.enumerate())
+
+
+def test_epochs_in_a_row_are_single_epoch_runs_and_the_next_start_is_read_once():
+    n, size, bad = 103, 10, (7, 60)
+    table = Table(n, bad=bad)
+
+    def make() -> HostReader:
+        return HostReader(table, decode, num_threads=2, read_ahead=3, chunk_size=8,
+                          policy=ErrorPolicy("skip"))
+
+    alone = []
+    for epoch in range(3):  # each epoch by a reader of its own
+        with make() as reader:
+            reader.start(EpochOrder(n, 5, epoch))
+            alone.append((drain(reader, size)[0], reader.skipped))
+    table.reads.clear()
+    with make() as reader:  # the three in a row: the next one's start read ahead
+        for epoch in range(3):
+            reader.start(EpochOrder(n, 5, epoch))
+            assert (drain(reader, size)[0], reader.skipped) == alone[epoch]
+        assert [r.epoch for r in reader.skipped_records()] == [0, 0, 1, 1, 2, 2]
+    for epoch in (1, 2):  # taken over by the epoch's start, not read again
+        first = EpochOrder(n, 5, epoch).indices(0, 8).tolist()
+        assert table.reads.count(first) == 1
+    assert all(sorted(sum(a[0], [])) == sorted(set(range(n)) - set(bad)) for a in alone)
+
+
+def test_the_next_epochs_reads_start_before_the_last_batch_is_taken():
+    table = Table(100)
+    reader = HostReader(table, decode, num_threads=2, read_ahead=2, chunk_size=10)
+    reader.start(EpochOrder(100, 3, 0))
+    for _ in range(8):
+        reader.next_batch(10)
+    deadline = time.monotonic() + 30
+    while not reader.ready(20) and time.monotonic() < deadline:  # the epoch's reads done
+        time.sleep(0.01)
+    reader.next_batch(10)  # all but the last batch: a reader thread is free for the next
+    first = EpochOrder(100, 3, 1).indices(0, 10).tolist()
+    while first not in table.reads and time.monotonic() < deadline:  # on a reader thread
+        time.sleep(0.01)
+    assert first in table.reads and reader.position == 90
+    assert len(reader.next_batch(10)) == 10 and reader.next_batch(10) is None
+    reader.start(EpochOrder(100, 3, 1))
+    assert reader.next_batch(10).indices.tolist() == first
+    assert table.reads.count(first) == 1
+    reader.close()
+
+
+def test_a_start_elsewhere_a_move_elsewhere_or_stop_drops_the_next_epochs_reads():
+    def fresh(order: EpochOrder, position: int = 0) -> list[list[int]]:
+        with HostReader(Table(100), decode, chunk_size=10) as other:
+            other.start(order, position)
+            return drain(other, 10)[0]
+
+    reader = HostReader(Table(100), decode, num_threads=2, read_ahead=2, chunk_size=10,
+                        name="ahead")
+    for start, position in ((EpochOrder(100, 3, 4), 0), (EpochOrder(100, 3, 1), 30),
+                            (EpochOrder(100, None, 1), 0)):
+        reader.start(EpochOrder(100, 3, 0))
+        drain(reader, 10)
+        reader.start(start, position)  # not the epoch read ahead, or not its start
+        assert drain(reader, 10)[0] == fresh(start, position)
+    reader.moved_to(2, 0)  # where the reads left running are (epoch 2's start): kept
+    assert reader_threads("ahead") > 0
+    reader.moved_to(3, 0)  # elsewhere: dropped, the threads joined
+    assert reader_threads("ahead") == 0
+    reader.start(EpochOrder(100, None, 2))
+    drain(reader, 10)
+    reader.stop()
+    assert reader_threads("ahead") == 0
     reader.close()

@@ -168,6 +168,7 @@ class CursorDriver:
     def __init__(self, context: PassContext, epoch: int, at: int | None = None) -> None:
         source = self.source = context.source
         self.ahead: DispatchAhead | None = None
+        self.reuse = context.session.pass_reuse  # the last pass's worker, parked for this one
         cursor: ReadAheadCursor | None
         if at is not None:
             stages = list(context.stages)
@@ -178,7 +179,8 @@ class CursorDriver:
             host = HostPass(context, epoch)
             cursor = cursor_of(source, context.reading)
             if cursor is not None:  # read ahead on the worker (None: prefetch=0)
-                self.ahead = run_ahead(host.produce(cursor), context.plan.prefetch)
+                self.ahead = run_ahead(host.produce(cursor), context.plan.prefetch,
+                                       self.reuse.parked())
             else:
                 cursor = DirectReads(source, context.reading)
         self.cursor: ReadAheadCursor = cursor
@@ -225,7 +227,12 @@ class CursorDriver:
         # pass that took over the source
         self.cursor.release()
 
-    end = release
+    def end(self) -> None:
+        ahead = self.ahead
+        if ahead is not None and ahead.finished:  # kept for the next pass (no thread to start)
+            self.ahead = None
+            self.reuse.park(ahead)
+        self.release()
 
 
 _KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

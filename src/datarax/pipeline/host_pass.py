@@ -191,19 +191,21 @@ class HostPass:
         batch peeked from ``cursor`` (see :mod:`datarax.core.cursor`) and prepared —
         and, with ``group`` where the cursor says they are ready (``cursor.ready``), the
         batches after it, up to ``AHEAD_GROUP_BATCHES`` of ``AHEAD_GROUP_BYTES`` in all,
-        their device copies made by one call; None after the pass's last one. An error
+        their device copies made by one call (not after the pass's first batch, which the
+        loop waits for); None after the pass's last one. An error
         after the first batch of a group is raised by the next call, after the batches
         before it were handed over."""
         position = self.source.index
         held: list[BaseException] = []  # an error met after a group's first batch
         limit = 0  # batches of a group: set when the cursor first says more are ready
+        first = 0  # the end of the pass's first batch, once made
 
         def group_limit() -> int:
             batch_bytes = max(record_bytes(checked_spec(self.source)) * self.batch_size, 1)
             return max(1, min(AHEAD_GROUP_BATCHES, AHEAD_GROUP_BYTES // batch_bytes))
 
         def produce() -> list[AheadItem] | None:
-            nonlocal position, limit
+            nonlocal position, limit, first
             if held:
                 raise held.pop()
             items: list[AheadItem] = []
@@ -220,9 +222,11 @@ class HostPass:
                         batch, copy = self._checked(dict(columns), indices, position)
                         if copy:
                             copies.append(len(items))
+                    first = first or end
                     position = end
                     items.append((end, batch))
-                    if batch is None or not group or not cursor.ready(self.batch_size):
+                    if (batch is None or not group or first == end
+                            or not cursor.ready(self.batch_size)):
                         break
                     limit = limit or group_limit()
                     if len(items) >= limit:

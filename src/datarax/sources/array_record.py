@@ -327,6 +327,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             name=type(self).__name__,
             cast_float64=config.cast_float64,
             decode_processes=decode_processes,
+            read_next_epoch=remote is None,  # remote: each epoch's start plans its downloads
         )
         self._use_reader(reader)
         self._length = total

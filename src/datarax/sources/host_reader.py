@@ -14,6 +14,10 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a worker
   process does, :mod:`datarax.sources.decode_processes`); at most ``read_ahead`` chunks
   are queued or ready (bounded memory), a session's first batch read first and alone.
+  Once an epoch's reads are all done the threads go on with the next epoch's (same
+  order, ``epoch + 1``: :func:`following_order`) within the same bound; a session
+  handed out to its end keeps them, and :meth:`HostReader.start` of that epoch at
+  position 0 takes them over, so an epoch switch waits no longer than a steady batch.
   The threads, the ordered chunks, the sessions and the cursor are the read-ahead
   engine's (:mod:`datarax.sources.read_ahead`); this module says what to read when.
 * **handing out** — :meth:`HostReader.next_batch` (:meth:`~HostReader.peek_batch`, then
@@ -33,7 +37,8 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   reader (``start(..., skipped=state_count)``) skips exactly the same records and
   counts them once.
 * **closing** — :meth:`HostReader.stop` ends the session (reads cancelled, threads
-  joined); :meth:`HostReader.close` also ends the decode processes.
+  joined, the next epoch's reads dropped too); :meth:`HostReader.close` also ends the
+  decode processes.
 
 Example:
     >>> import numpy as np
@@ -52,6 +57,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -69,7 +76,29 @@ Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
 
 
-__all__ = ["EpochOrder", "ErrorPolicy", "HostReader", "ReadBatch"]
+__all__ = ["EpochOrder", "ErrorPolicy", "HostReader", "ReadBatch", "following_order"]
+
+
+def following_order(order: EpochOrder) -> EpochOrder | None:
+    """The order of the epoch after ``order`` as a source serves it: the same shard (and
+    windows), ``epoch + 1``; None after a re-split share's pass (its next is a block).
+
+    >>> following_order(EpochOrder(length=8, seed=3, epoch=1, lo=2, hi=6))
+    EpochOrder(length=8, seed=3, epoch=2, lo=2, hi=6, runs=None, shard_window=None, block_bytes=None)
+    """
+    if order.runs is not None:
+        return None
+    return dataclasses.replace(order, epoch=order.epoch + 1)
+
+
+@dataclasses.dataclass
+class _NextEpoch:
+    """The reads of the epoch after the open session's: submitted once the open one's are
+    all done, so its chunks are the last ``chunks`` of the workers' queue."""
+
+    order: EpochOrder
+    read: int = 0  # first position not yet submitted
+    chunks: int = 0  # its chunks in the workers' queue
 
 
 # ------------------------------------------------------------------------ reader
@@ -98,6 +127,9 @@ class HostReader:
         decode_batch: raw records of a chunk -> dict of stacked arrays (optional).
         decode_processes: worker processes that decode the chunks the threads fetch
             (0: the threads decode; see :mod:`datarax.sources.decode_processes`).
+        read_next_epoch: once an epoch's reads are all done, read the next
+            epoch's first chunks (:func:`following_order`) within ``read_ahead``; False: a
+            source whose reads follow a plan made at each epoch's start (remote files).
     """
 
     def __init__(
@@ -115,6 +147,7 @@ class HostReader:
         cast_float64: bool = False,
         decode_batch: Callable[[list[Any]], Mapping[str, Any]] | None = None,
         decode_processes: int = 0,
+        read_next_epoch: bool = True,
     ) -> None:
         for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
                                   ("chunk_size", chunk_size, 1), ("max_chunk", max_chunk, 1),
@@ -153,6 +186,10 @@ class HostReader:
         self._chunks = Chunks()
         self.ledger = SkipLedger(self.policy, name)  # bad records: pulled, then committed
         self._order: EpochOrder | None = None
+        self.read_next_epoch = bool(read_next_epoch)
+        # the next epoch's reads: while a session is open, those after it; while none is,
+        # those a session handed out to its end left running (for start() at its position 0)
+        self._next: _NextEpoch | None = None
         self._closed = False
         self.position = 0  # epoch positions consumed (handed out or skipped)
         self.cursor = 0  # epoch positions assembled into batches (>= position)
@@ -211,16 +248,23 @@ class HostReader:
         """
         if self._closed:
             raise RuntimeError(f"{self.name} is closed; build a new source to read again.")
-        self.stop()
-        if not 0 <= position <= order.size:
-            raise ValueError(f"position {position} outside the epoch's [0, {order.size}]")
-        self.element_spec()
         with self.sessions.lock:
+            kept = self._next if self._order is None and position == 0 else None
+            if kept is None or kept.order != order:
+                kept = None
+                self.stop()  # the next epoch's reads too: they are not this start's
+            if not 0 <= position <= order.size:
+                raise ValueError(f"position {position} outside the epoch's [0, {order.size}]")
+            self.element_spec()
             self.sessions.begin()
             self._order = order
             self.position = self.cursor = int(position)
             self.ledger.begin(order.epoch, skipped)
             self._next_read = self._session_start = int(position)
+            if kept is not None:  # its chunks, queued or read, are this session's first
+                self._next_read = kept.read
+            following = following_order(order) if self.read_next_epoch else None
+            self._next = None if following is None else _NextEpoch(following)
 
     @property
     def session(self) -> int:
@@ -241,7 +285,7 @@ class HostReader:
         """Epoch positions read ahead of :attr:`position` and not handed out: decoded
         records waiting in finished chunks, plus those already assembled into batches
         (:attr:`cursor`) that the consumer has not taken."""
-        ready = self._chunks.held + sum(len(c.indices) for c in self._workers.finished()
+        ready = self._chunks.held + sum(len(c.indices) for c in self._finished()
                                         if isinstance(c, Chunk))
         return ready + max(self.cursor - self.position, 0)
 
@@ -254,13 +298,21 @@ class HostReader:
         have = self._chunks.held
         if have >= batch_size or self._chunks.failure is not None:
             return True
-        for chunk in self._workers.finished():
+        for chunk in self._finished():
             if not isinstance(chunk, Chunk):  # a read that failed: raised at once
                 return True
             have += len(chunk.indices)
             if have >= batch_size:
                 return True
         return False
+
+    def _queued(self) -> int:
+        """The open session's chunks in the workers' queue (the next epoch's after them)."""
+        return len(self._workers) - (self._next.chunks if self._next is not None else 0)
+
+    def _finished(self) -> Any:
+        """The open session's finished chunks at the head of the queue, in order."""
+        return itertools.islice(self._workers.finished(), max(self._queued(), 0))
 
     def _submit(self) -> None:
         order = self._order
@@ -270,7 +322,17 @@ class HostReader:
         # them (memory stays bounded), but every thread keeps one chunk in flight
         batches = max(size // self._batch, 1) if self._batch else 1
         in_flight = max(min(self.num_threads, self.read_ahead), -(-self.read_ahead // batches))
-        while len(self._workers) < in_flight and self._next_read < order.size:
+        following = self._next
+        while len(self._workers) < in_flight:
+            if self._next_read >= order.size:  # this epoch's reads all done: the next's
+                if (following is None or following.read >= following.order.size
+                        or sum(1 for _ in self._finished()) < self._queued()):
+                    break  # (none, or after this epoch's: a cache they fill serves it)
+                stop = min(following.read + size, following.order.size)
+                self._workers.submit(self._reads.read, following.order, following.read, stop)
+                following.read = stop
+                following.chunks += 1
+                continue
             # a session's first batch (a restore's next) is read alone, then chunks grow
             done = self._next_read - self._session_start  # (1, 2, 4... batches to full size)
             first = self._batch and done == 0
@@ -284,7 +346,7 @@ class HostReader:
     def _pull(self) -> bool:
         """Move the next chunk from the readers into the buffer; False at epoch end."""
         self._submit()
-        if not len(self._workers):
+        if self._queued() <= 0:
             return False
         chunk: Chunk = self._workers.take()
         self._submit()
@@ -349,10 +411,23 @@ class HostReader:
             return read
 
     def finish(self) -> None:
-        """The consumer reached the end of the epoch: commit it and end the session."""
+        """The consumer reached the end of the epoch: commit it and end the session; the
+        next epoch's reads go on, for :meth:`start` of it at position 0 (:meth:`stop` or
+        another start drops them)."""
         if self._order is not None:
             self.commit(self._order.size)
-        self.stop()
+        self.sessions.end(None, self._hand_over)
+
+    def _hand_over(self) -> None:
+        following = self._next
+        if following is None or following.chunks == 0 or self._queued() != 0:
+            self._release()  # nothing of the next epoch under way (or this one's left)
+            return
+        with self._lock:
+            self._chunks.clear()
+            self.ledger.drop_pending()
+        self._order = None
+        self.cursor = self.position
 
     def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None:
         """The ``batch_size`` records after the last ones assembled (fewer at the epoch's
@@ -387,8 +462,19 @@ class HostReader:
     # -------------------------------------------------------------- closing
     def stop(self, session: int | None = None) -> None:
         """End the epoch session (``session``: only while it is the open one): cancel
-        read-ahead, join the reader threads (after a peek in progress on another thread)."""
+        read-ahead (the next epoch's too), join the reader threads (after a peek in
+        progress on another thread)."""
         self.sessions.end(session, self._release)
+
+    def moved_to(self, epoch: int, position: int) -> None:
+        """The consumer's position was set from outside to ``position`` of pass ``epoch``:
+        end the open session (its read-ahead belongs to the old position) — unless none
+        is open and the next epoch's reads left running are that pass's start, which
+        :meth:`start` then takes over."""
+        with self.sessions.lock:
+            kept = self._next if self._order is None else None
+            if kept is None or position != 0 or kept.order.epoch != epoch:
+                self.stop()
 
     def _release(self) -> None:
         self._workers.stop()
@@ -396,6 +482,7 @@ class HostReader:
             self._chunks.clear()
             self.ledger.drop_pending()
         self._order = None
+        self._next = None
         self.cursor = self.position
 
     def close(self) -> None:

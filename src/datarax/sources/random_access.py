@@ -221,8 +221,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
 
     def _moved(self) -> None:
         reader = self.__reader
-        if reader is not None:
-            reader.stop()  # read-ahead belongs to the old position
+        if reader is not None:  # read-ahead belongs to the old position (not the next
+            reader.moved_to(*self.datarax_position.where())  # epoch's, where it starts)
         self._skips_at_start()
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
@@ -287,7 +287,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         reader = self.host_reader
         epoch, index = self.epoch, self.index
         with reader.sessions.lock:  # the session opened is the one the cursor reads
-            reader.stop()
+            reader.moved_to(epoch, index)  # (the next epoch's reads kept for its start)
             if index < (self.epoch_size() or 0):  # a pass's start decodes the first record
                 _reworded(self, lambda: reader.start(self.epoch_order(epoch), index, self._skips()))
             session = reader.session if reader.active else None

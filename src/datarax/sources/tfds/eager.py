@@ -81,7 +81,8 @@ def _load_all(data: Any, info: Any, config: TFDSConfig, where: str, num_threads:
     n = len(data)
     if n == 0:
         raise empty_split(config, where)
-    reader = HostReader(data, decoder, num_threads=num_threads, chunk_size=min(n, 1024), name=where)
+    reader = HostReader(data, decoder, num_threads=num_threads, chunk_size=min(n, 1024),
+                        name=where, read_next_epoch=False)  # one pass, then closed
     try:
         reader.start(EpochOrder(length=n, seed=None, epoch=0))
         read = reader.next_batch(n)
