@@ -1486,6 +1486,12 @@ simple("pad-remainder-with-drop-remainder", FILTERING,
        "Pipeline pad_remainder=True pads the short last batch; it cannot be combined with "
        "drop_remainder=True",
        lambda: pipe(pad_remainder=True, drop_remainder=True))
+simple("drop-remainder-stream-shorter-than-a-batch", FILTERING,
+       "drop_remainder=True over a stream of 3 records, batch_size=4", ConfigError,
+       "Pipeline batch_size=4 with drop_remainder=True would serve no batch: an epoch of "
+       "CountingStream holds 3 records. Lower batch_size or set drop_remainder=False.",
+       lambda: list(pipe(source=CountingStream(CountingStreamConfig(num_records=3)),
+                         batch_size=4, drop_remainder=True)))
 simple("pad-remainder-shards-stream", FILTERING,
        "pad_remainder=True over 2 shards of a stream", ConfigError,
        "Pipeline pad_remainder=True with shard_count=2: CountingStream is a stream",
