@@ -2220,6 +2220,10 @@ simple("decode-images-crop-and-random-crop", "ArrayRecord: records and images of
        "decode_images(random_resized_crop=224, crop=224)", ConfigError,
        "decode_images: random_resized_crop= cuts and resizes in one step and cannot be combined "
        "with resize= or crop=", lambda: _decode_images(random_resized_crop=224, crop=224))
+simple("decode-images-resize-zero", "ArrayRecord: records and images of several sizes",
+       "decode_images(resize=0, crop=224)", ConfigError,
+       "decode_images: resize must be an int >= 1 or a (height, width) pair of them, got 0.",
+       lambda: _decode_images(resize=0, crop=224))
 case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
      "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
      "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "
