@@ -7,8 +7,8 @@ keys) as :func:`~datarax.pipeline.copying.deepcopy_pipeline` does, then gives ev
 module of the copy its own copy of the Python attributes NNX treats as static (files
 opened lazily, a shuffle buffer's records, an iterator's place), copied with the memo so
 that references back to the source land on the copy. A module whose bookkeeping cannot be
-copied as data (reader threads) names it in ``_rebuilt_on_copy`` and builds its own in
-``_copied(memo)``. Iterating the copy
+copied as data (reader threads) names it in ``rebuilt_on_copy`` and builds its own in
+``rebuild_after_copy(memo)``. Iterating the copy
 leaves the original where it was.
 """
 
@@ -56,7 +56,7 @@ def deepcopy_source(source: Any, memo: dict[int, Any]) -> Any:
         if isinstance(node, nnx.Pytree):
             _copy_static(node, copied, memo, graph_ids)
     for node, copied in pairs:
-        after = getattr(copied, "_copied", None)
+        after = getattr(copied, "rebuild_after_copy", None)
         if isinstance(node, nnx.Pytree) and callable(after):
             after(memo)
     return twin
@@ -64,10 +64,10 @@ def deepcopy_source(source: Any, memo: dict[int, Any]) -> Any:
 
 def _copy_static(node: Any, copied: Any, memo: dict[int, Any], graph_ids: set[int]) -> None:
     """Give ``copied`` its own copy of each plain Python attribute of ``node``."""
-    rebuilt = getattr(type(node), "_rebuilt_on_copy", ())
+    rebuilt = getattr(type(node), "rebuilt_on_copy", ())
     for key, value in vars(node).items():
         if key in rebuilt:
-            continue  # the copy's _copied(memo) builds its own
+            continue  # the copy's rebuild_after_copy(memo) builds its own
         if key.startswith("_pytree__") or key.startswith("_object__") or id(value) in graph_ids:
             continue
         if isinstance(value, (nnx.Variable, nnx.Pytree)) or _holds_graph(value, graph_ids):

@@ -105,7 +105,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.HOST
-    _rebuilt_on_copy: ClassVar[tuple[str, ...]] = ("_RandomAccessSource__reader",)
+    rebuilt_on_copy: ClassVar[tuple[str, ...]] = ("_RandomAccessSource__reader",)
 
     def __init__(
         self,
@@ -170,7 +170,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self.__build_reader = build
         self.__reader = build()
 
-    def _copied(self, memo: dict[int, Any]) -> None:
+    def rebuild_after_copy(self, memo: dict[int, Any]) -> None:
         """A copy's own reader (``copy.deepcopy``): none until first used."""
         build = self.__build_reader
         self.__reader = None if build is None else build()

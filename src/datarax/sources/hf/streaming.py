@@ -66,7 +66,7 @@ class HFStreamingSource(SkipCounts, StreamSource):
 
     config_class = HFStreamingConfig
     # copy.deepcopy: the split is shared (each reader opens its own pass), the reader rebuilt
-    _rebuilt_on_copy: ClassVar[tuple[str, ...]] = ("_dataset", "_reader")
+    rebuilt_on_copy: ClassVar[tuple[str, ...]] = ("_dataset", "_reader")
 
     def __init__(
         self,
@@ -181,7 +181,7 @@ class HFStreamingSource(SkipCounts, StreamSource):
         records of the pass), ``index`` (position in the pass's stream) and cause."""
         return self._reader.skipped_records()
 
-    def _copied(self, memo: dict[int, Any]) -> None:
+    def rebuild_after_copy(self, memo: dict[int, Any]) -> None:
         """A copy's own reader (``copy.deepcopy``): it opens the pass at the position."""
         self._reader = nnx.static(self._reader.for_source(self))
 
