@@ -46,20 +46,32 @@ def deepcopy_source(source: Any, memo: dict[int, Any]) -> Any:
     """
     graphdef, state = nnx.split(source)
     twin = nnx.merge(graphdef, copy.deepcopy(state, memo))
+    own_host_parts(source, twin, memo)
+    return twin
+
+
+def own_host_parts(original: Any, twin: Any, memo: dict[int, Any]) -> None:
+    """After ``twin = nnx.merge(graphdef, copied state)`` of ``original`` (which shares
+    the static attributes): put each module and Variable of ``original`` in ``memo`` as
+    its twin's, then give every data source of ``twin`` its own copy of its plain Python
+    attributes and let it rebuild what cannot be copied (``rebuild_after_copy``). Other
+    modules keep sharing theirs, as ``nnx.clone`` does. Used by ``copy.deepcopy`` of a
+    source and of a pipeline."""
+    from datarax.core.data_source import DataSourceModule  # (it imports this module)
+
     pairs = [(node, copied) for (_, node), (_, copied)
-             in zip(nnx.iter_graph(source), nnx.iter_graph(twin), strict=True)
+             in zip(nnx.iter_graph(original), nnx.iter_graph(twin), strict=True)
              if isinstance(node, (nnx.Pytree, nnx.Variable))]
     for node, copied in pairs:
         memo[id(node)] = copied
     graph_ids = {id(node) for node, _ in pairs}
-    for node, copied in pairs:
-        if isinstance(node, nnx.Pytree):
-            _copy_static(node, copied, memo, graph_ids)
-    for node, copied in pairs:
+    sources = [(node, copied) for node, copied in pairs if isinstance(node, DataSourceModule)]
+    for node, copied in sources:
+        _copy_static(node, copied, memo, graph_ids)
+    for _, copied in sources:
         after = getattr(copied, "rebuild_after_copy", None)
-        if isinstance(node, nnx.Pytree) and callable(after):
+        if callable(after):
             after(memo)
-    return twin
 
 
 def _copy_static(node: Any, copied: Any, memo: dict[int, Any], graph_ids: set[int]) -> None:
@@ -94,4 +106,4 @@ def _holds_graph(value: Any, graph_ids: set[int]) -> bool:
     return False
 
 
-__all__ = ["deepcopy_source"]
+__all__ = ["deepcopy_source", "own_host_parts"]
