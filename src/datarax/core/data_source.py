@@ -103,6 +103,8 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
 
     kind: ClassVar[SourceKind | None] = None
     __deepcopy__ = deepcopy_source  # an independent copy at the same position (source_copy.py)
+    #: attributes a copy does not deep-copy: shared, or built by its rebuild_after_copy(memo)
+    rebuilt_on_copy: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, kind_base: SourceKind | None = None, **kwargs: Any) -> None:
         """``kind_base=``: the class is the base of that kind. A class of no kind yet

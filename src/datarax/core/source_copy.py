@@ -57,15 +57,15 @@ def own_host_parts(original: Any, twin: Any, memo: dict[int, Any]) -> None:
     attributes and let it rebuild what cannot be copied (``rebuild_after_copy``). Other
     modules keep sharing theirs, as ``nnx.clone`` does. Used by ``copy.deepcopy`` of a
     source and of a pipeline."""
-    from datarax.core.data_source import DataSourceModule  # (it imports this module)
-
     pairs = [(node, copied) for (_, node), (_, copied)
              in zip(nnx.iter_graph(original), nnx.iter_graph(twin), strict=True)
              if isinstance(node, (nnx.Pytree, nnx.Variable))]
     for node, copied in pairs:
         memo[id(node)] = copied
     graph_ids = {id(node) for node, _ in pairs}
-    sources = [(node, copied) for node, copied in pairs if isinstance(node, DataSourceModule)]
+    # a data source declares rebuilt_on_copy (DataSourceModule: none)
+    sources = [(node, copied) for node, copied in pairs
+               if isinstance(node, nnx.Pytree) and hasattr(type(node), "rebuilt_on_copy")]
     for node, copied in sources:
         _copy_static(node, copied, memo, graph_ids)
     for _, copied in sources:
@@ -76,7 +76,7 @@ def own_host_parts(original: Any, twin: Any, memo: dict[int, Any]) -> None:
 
 def _copy_static(node: Any, copied: Any, memo: dict[int, Any], graph_ids: set[int]) -> None:
     """Give ``copied`` its own copy of each plain Python attribute of ``node``."""
-    rebuilt = getattr(type(node), "rebuilt_on_copy", ())
+    rebuilt = type(node).rebuilt_on_copy
     for key, value in vars(node).items():
         if key in rebuilt:
             continue  # the copy's rebuild_after_copy(memo) builds its own
