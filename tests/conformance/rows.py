@@ -517,6 +517,20 @@ ROWS: dict[str, tuple[Callable[[Path], SourceRow], str | None]] = {
 }
 ROWS.update(REORDER_ROWS)  # interleave and shuffle-buffer rows: reorder_rows.py
 
+# Rows whose source copy.deepcopy is checked (file-backed sources and the readers over
+# them; in-memory ones are copied by NNX alone; the whole table costs ~15 s): the rest
+# run the check with -m slow.
+DEEPCOPY_ROWS = ("array_record", "tfds_streaming", "npy_shards", "user_random_access",
+                 "cached_prefix", "concat", "interleave_array_record",
+                 "shuffle_buffer_array_record", "get_batch_stream")
+# Rows holding the user stream of this file (ShuffledStream: its pass a generator, which
+# Python cannot copy): copy.deepcopy of their source is refused, naming that attribute.
+UNCOPYABLE: dict[str, str] = {
+    name: "'pending' (generator)" for name in
+    ("get_batch_stream", "mixture", "concat_stream", "interleave", "interleave_mixture",
+     "shuffle_buffer", "shuffle_buffer_mixture")
+}
+
 # Rows whose source API is still being settled: name -> reason (run as xfail).
 PENDING: dict[str, str] = {}
 

@@ -7,13 +7,17 @@ Filter, take, skip and repeat rows: test_pipeline_table.py.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import re
 
 import pytest
 
-from datarax.testing import conformance
+from datarax.core.errors import ConfigError
+from datarax.testing import conformance, to_host
 
-from rows import BATCH, PENDING, ROWS, SLOW_CLAUSES, noise_stages
+from rows import (BATCH, DEEPCOPY_ROWS, PENDING, ROWS, SLOW_CLAUSES, UNCOPYABLE, noise_stages,
+                  pipeline_over)
 
 
 def _marks(name: str, check: str = "") -> list[pytest.MarkDecorator]:
@@ -124,6 +128,43 @@ def test_a_direct_read_between_batches_is_served_once(row):
 @parametrize_rows
 def test_nnx_state_is_small_arrays(row):
     conformance.check_nnx_state_small(row)
+
+
+# ------------------------------------------------------------------- copies
+@pytest.mark.parametrize("row", [
+    pytest.param(name, id=name, marks=[] if name in DEEPCOPY_ROWS else [pytest.mark.slow])
+    for name in ROWS], indirect=True)
+def test_deepcopy_of_the_source_is_an_independent_copy_at_its_position(row):
+    """copy.deepcopy(source) after a pipeline's first batch: a pipeline over the copy
+    and the original pipeline, read in turn, serve the same batches after it (neither
+    moves the other); closing the copy leaves the original reading the epoch to its end."""
+    pipeline = row.make()
+    twin = None
+    try:
+        def ids(batch):
+            return [int(i) for i in row.record_ids(to_host(batch))]
+
+        batches = iter(pipeline)
+        first = ids(next(batches))
+        if row.name in UNCOPYABLE:
+            named = re.escape(f"its attribute {UNCOPYABLE[row.name]}")
+            with pytest.raises(ConfigError, match=named):
+                copy.deepcopy(pipeline.source)
+            return
+        twin = pipeline_over(copy.deepcopy(pipeline.source), 0, 1, ())
+        copied = iter(twin)
+        served = list(first)
+        for _ in range(2):
+            mine, original = ids(next(copied)), ids(next(batches))
+            assert mine == original and not set(mine) & set(first), (mine, original)
+            served += original
+        row.close(twin)  # the copy's files and threads are its own: the original reads on
+        served += [i for batch in batches for i in ids(batch)]
+        assert sorted(served) == list(range(row.num_records))
+    finally:
+        row.close(pipeline)
+        if twin is not None:
+            row.close(twin)
 
 
 # ------------------------------------------------------------------ epochs

@@ -90,3 +90,29 @@ def test_drop_remainder_with_a_batch_larger_than_the_epoch_is_refused():
     )
     # without drop_remainder the short epoch is one batch
     assert [len(b["x"]) for b in Pipeline(source=memory(5), stages=[], batch_size=8)] == [5]
+
+
+def stream(n):
+    """A built-in stream of ``n`` records whose length is unknown until its pass ends."""
+    from datarax.sources import FlatMapSource
+
+    parent = MemorySource(MemorySourceConfig(), {"x": np.arange(n, dtype=np.int32)})
+    return FlatMapSource(parent, lambda record: [record], max_outputs=1)
+
+
+@pytest.mark.parametrize("prefetch", [2, 0])
+def test_a_stream_shorter_than_a_batch_with_drop_remainder_is_refused_at_its_pass_end(prefetch):
+    """A stream's length is unknown when the pipeline is built: its first pass, shorter
+    than one batch, ends in the refusal an in-memory source gets when built."""
+    pipeline = Pipeline(source=stream(3), stages=[], batch_size=4, drop_remainder=True,
+                        prefetch=prefetch)
+    with pytest.raises(ConfigError) as err:
+        list(pipeline)
+    assert str(err.value) == (
+        "Pipeline batch_size=4 with drop_remainder=True would serve no batch: an epoch of "
+        "FlatMapSource holds 3 records. Lower batch_size or set drop_remainder=False."
+    )
+    # a longer stream drops only its short last batch, epoch after epoch
+    pipeline = Pipeline(source=stream(5), stages=[], batch_size=4, drop_remainder=True,
+                        prefetch=prefetch)
+    assert [[b["x"].tolist() for b in pipeline] for _ in range(2)] == [[[0, 1, 2, 3]]] * 2

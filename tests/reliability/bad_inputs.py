@@ -1486,6 +1486,12 @@ simple("pad-remainder-with-drop-remainder", FILTERING,
        "Pipeline pad_remainder=True pads the short last batch; it cannot be combined with "
        "drop_remainder=True",
        lambda: pipe(pad_remainder=True, drop_remainder=True))
+simple("drop-remainder-stream-shorter-than-a-batch", FILTERING,
+       "drop_remainder=True over a stream of 3 records, batch_size=4", ConfigError,
+       "Pipeline batch_size=4 with drop_remainder=True would serve no batch: an epoch of "
+       "CountingStream holds 3 records. Lower batch_size or set drop_remainder=False.",
+       lambda: list(pipe(source=CountingStream(CountingStreamConfig(num_records=3)),
+                         batch_size=4, drop_remainder=True)))
 simple("pad-remainder-shards-stream", FILTERING,
        "pad_remainder=True over 2 shards of a stream", ConfigError,
        "Pipeline pad_remainder=True with shard_count=2: CountingStream is a stream",
@@ -2214,6 +2220,10 @@ simple("decode-images-crop-and-random-crop", "ArrayRecord: records and images of
        "decode_images(random_resized_crop=224, crop=224)", ConfigError,
        "decode_images: random_resized_crop= cuts and resizes in one step and cannot be combined "
        "with resize= or crop=", lambda: _decode_images(random_resized_crop=224, crop=224))
+simple("decode-images-resize-zero", "ArrayRecord: records and images of several sizes",
+       "decode_images(resize=0, crop=224)", ConfigError,
+       "decode_images: resize must be an int >= 1 or a (height, width) pair of them, got 0.",
+       lambda: _decode_images(resize=0, crop=224))
 case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
      "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
      "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "

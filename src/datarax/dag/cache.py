@@ -59,6 +59,13 @@ class _RecordCache:
         self.misses = 0
         self.lock = threading.Lock()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _RecordCache:
+        """A copy of a source holds the records cached so far (shared: never written)."""
+        twin = _RecordCache(self.max_bytes)
+        with self.lock:
+            twin.records, twin.bytes, twin.full = dict(self.records), self.bytes, self.full
+        return twin
+
 
 class CachedPrefix(RandomAccessSource):
     """``source``'s records through deterministic ``stages``, cached in host memory.

@@ -93,13 +93,20 @@ def check_share(
             "use fewer processes, or more records."
         )
     if drop_remainder and size is not None and size < batch_size:
-        raise ConfigError(
-            f"Pipeline batch_size={batch_size} with drop_remainder=True would serve no "
-            f"batch: an epoch of {type(source).__name__} holds {size} records"
-            f"{' in this shard' if count > 1 else ''}. Lower batch_size or set "
-            "drop_remainder=False."
-        )
+        raise no_batch_error(source, size, batch_size, count)
     return size
+
+
+def no_batch_error(source: DataSourceModule, size: int, batch_size: int, count: Any) -> ConfigError:
+    """An epoch of ``size`` records, fewer than ``batch_size`` with drop_remainder=True:
+    refused when the pipeline is built where the size is known, at the end of the first
+    pass of a stream (whose size is not)."""
+    in_shard = " in this shard" if isinstance(count, int) and count > 1 else ""
+    return ConfigError(
+        f"Pipeline batch_size={batch_size} with drop_remainder=True would serve no "
+        f"batch: an epoch of {type(source).__name__} holds {size} records{in_shard}. "
+        "Lower batch_size or set drop_remainder=False."
+    )
 
 
 def _is_int(value: Any) -> bool:

@@ -4,9 +4,11 @@ one ``nnx.clone`` makes.
 NNX's own ``deepcopy`` copies a module's graph definition as well, and a pipeline's holds
 its bookkeeping (the live iterator, its worker threads and locks, compiled programs),
 which cannot be copied. The copy here shares that static structure, as ``nnx.clone``
-does, and copies every Variable (the position, the keys and their counts): it continues
-from the position the original stands at, gets bookkeeping of its own when first used,
-and iterating either leaves the other where it was.
+does (but for its source's reader, files and buffers: the copy's own, see
+:mod:`datarax.core.source_copy`), and copies every Variable (the position, the keys and
+their counts): it continues from the position the original stands at, gets bookkeeping
+of its own when first used, and iterating or closing either leaves the other where it
+was.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import copy
 from typing import Any
 
 from flax import nnx
+
+from datarax.core.source_copy import own_host_parts
 
 
 def deepcopy_pipeline(pipeline: Any, memo: dict[int, Any]) -> Any:
@@ -37,10 +41,7 @@ def deepcopy_pipeline(pipeline: Any, memo: dict[int, Any]) -> Any:
     """
     graphdef, state = nnx.split(pipeline)
     twin = nnx.merge(graphdef, copy.deepcopy(state))
-    for (_, node), (_, copied) in zip(nnx.iter_graph(pipeline), nnx.iter_graph(twin),
-                                      strict=True):
-        if isinstance(node, (nnx.Pytree, nnx.Variable)):  # not the shared static parts
-            memo[id(node)] = copied
+    own_host_parts(pipeline, twin, memo)  # the source's reader, files, ... of its own
     return twin
 
 

@@ -29,6 +29,7 @@ from datarax.core.reading import Reading, cursor_of
 from datarax.core.spec import checked_spec, validate_batch
 from datarax.core.stages import filtered
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
+from datarax.pipeline.arguments import no_batch_error
 from datarax.pipeline.devices import place_on_host, stage_device
 from datarax.pipeline.driver import SourceMoved
 from datarax.pipeline.host_pass import HostPass, has_host_leaves, padded_rows
@@ -187,6 +188,7 @@ class CursorDriver:
         # on the loop's thread: one batch at a time, read when asked for
         self.produce = host.produce(cursor, group=False) if self.ahead is None else None
         self.expect = (source.epoch, source.index)
+        self.batch_size = context.plan.batch_size
 
     def _take(self) -> Any:
         if self.produce is None:
@@ -211,8 +213,11 @@ class CursorDriver:
             raise StopIteration
         end, batch = item
         cursor.commit(end)  # handed out: the source's position moves past it
-        self.expect = (self.expect[0], end)
+        start, self.expect = self.expect[1], (self.expect[0], end)
         if batch is None:  # the short last batch, dropped (drop_remainder)
+            if start == 0 and end > 0 and not isinstance(cursor, FilteredReads):
+                # a whole pass shorter than a batch: no batch ever (as check_share refuses)
+                raise no_batch_error(source, end, self.batch_size, source.shard.count)
             raise StopIteration
         if self.ahead is not None:
             self.ahead.resume()

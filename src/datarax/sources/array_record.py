@@ -315,7 +315,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
         if decode is None and decode_batch is not None:  # one record: a batch of one
             decode = functools.partial(_decode_one, decode_batch)
         self._decode = nnx.static(decode if decode is not None else default_decode)
-        reader = HostReader(
+        self._use_reader(functools.partial(
+            HostReader,
             self._data,
             self._decode,
             decode_batch=decode_batch,
@@ -328,8 +329,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             cast_float64=config.cast_float64,
             decode_processes=decode_processes,
             read_next_epoch=remote is None,  # remote: each epoch's start plans its downloads
-        )
-        self._use_reader(reader)
+        ))
         self._length = total
         self._closed = False
 

@@ -280,7 +280,8 @@ def decode_images(
             "resize=N, crop=C for evaluation.")
     if isinstance(resize, int) and not isinstance(resize, bool):
         if resize < 1:
-            raise ConfigError(f"decode_images: resize must be >= 1, got {resize}.")
+            raise ConfigError("decode_images: resize must be an int >= 1 or a (height, width) "
+                              f"pair of them, got {resize}.")
         size: int | tuple[int, int] | None = resize
     else:
         size = _pair("resize", resize)

@@ -105,6 +105,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.HOST
+    rebuilt_on_copy: ClassVar[tuple[str, ...]] = ("_RandomAccessSource__reader",)
 
     def __init__(
         self,
@@ -118,6 +119,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         super().__init__(config, rngs=rngs, name=name)
         self._init_skips()  # skipped this epoch before the position
         self.__reader: HostReader | None = None
+        self.__build_reader: Callable[[], HostReader] | None = None
         self.__reader_options = (num_threads, read_ahead)
         self.__resplit = _Resplit()
 
@@ -161,9 +163,17 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return False
 
     # ----------------------------------------------------------------- reader
-    def _use_reader(self, reader: HostReader) -> None:
-        """Serve records read by ``reader`` (a source with its own data object)."""
-        self.__reader = reader
+    def _use_reader(self, build: Callable[[], HostReader]) -> None:
+        """Serve records read by the reader ``build()`` returns (a source with its own data
+        object); a copy of the source (``copy.deepcopy``) calls its copy of ``build``, so
+        ``build`` takes what it reads from as arguments (a ``functools.partial``)."""
+        self.__build_reader = build
+        self.__reader = build()
+
+    def rebuild_after_copy(self, memo: dict[int, Any]) -> None:
+        """A copy's own reader (``copy.deepcopy``): none until first used."""
+        build = self.__build_reader
+        self.__reader = None if build is None else build()
 
     @property
     def host_reader(self) -> HostReader:

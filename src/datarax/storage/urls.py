@@ -363,7 +363,7 @@ def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,
     fs, path = filesystem(url, storage_options, retry)
     try:  # start=0: one GET (without it s3fs asks for the size first, a second round trip)
         text = _ask(lambda: fs.cat_file(path, start=0), url, retry, stats)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a path under a local file)
         return None
     try:
         return json.loads(text)

@@ -55,6 +55,11 @@ class StreamReader:
         self.sessions = Sessions(_WHERE)
         self.stop()
 
+    def for_source(self, source: DataSourceModule) -> StreamReader:
+        """A reader of the same split for ``source`` (a copy of this one's), not open."""
+        return StreamReader(source, self._dataset, self._keys, self._by_shard, self._policy,
+                            self._length)
+
     def stop(self, session: int | None = None) -> None:
         """Drop the open stream; ends the reading session (``session``: only if it is
         still the open one)."""

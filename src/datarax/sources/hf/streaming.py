@@ -5,7 +5,7 @@ Also how the stream is opened: the split sliced as asked, its fields chosen."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from flax import nnx
@@ -65,6 +65,8 @@ class HFStreamingSource(SkipCounts, StreamSource):
     config: HFStreamingConfig  # pyright: ignore[reportIncompatibleVariableOverride]
 
     config_class = HFStreamingConfig
+    # copy.deepcopy: the split is shared (each reader opens its own pass), the reader rebuilt
+    rebuilt_on_copy: ClassVar[tuple[str, ...]] = ("_dataset", "_reader")
 
     def __init__(
         self,
@@ -178,6 +180,10 @@ class HFStreamingSource(SkipCounts, StreamSource):
         """Records dropped under ``on_error="skip"`` so far: pass, position (this process's
         records of the pass), ``index`` (position in the pass's stream) and cause."""
         return self._reader.skipped_records()
+
+    def rebuild_after_copy(self, memo: dict[int, Any]) -> None:
+        """A copy's own reader (``copy.deepcopy``): it opens the pass at the position."""
+        self._reader = nnx.static(self._reader.for_source(self))
 
     def restart(self, epoch: int) -> None:
         """Begin pass ``epoch``: the stream is re-opened on the next read."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any
 
 from flax import nnx
@@ -67,15 +69,15 @@ class TFDSStreamingSource(RandomAccessSource):
             raise empty_split(config, where)
         decoder = Decoder(info, config, where)
         self._decoder = nnx.static(decoder)
-        reader = HostReader(
+        self._use_reader(functools.partial(
+            HostReader,
             data,
             decoder,
             num_threads=config.num_threads,
             read_ahead=config.read_ahead,
             policy=config.error_policy(),
             name=where,
-        )
-        self._use_reader(reader)
+        ))
         self._length = length
 
     def __len__(self) -> int:

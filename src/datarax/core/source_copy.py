@@ -1,0 +1,109 @@
+"""``copy.deepcopy`` of a data source: an independent copy at the same position.
+
+NNX's own ``deepcopy`` copies a module's graph definition without the memo, so a source
+whose Python bookkeeping points back at it (a reader holding the source's hooks) recurses
+without end. The copy here takes the Variables from ``nnx.split`` (the position, the
+keys) as :func:`~datarax.pipeline.copying.deepcopy_pipeline` does, then gives every
+module of the copy its own copy of the Python attributes NNX treats as static (files
+opened lazily, a shuffle buffer's records, an iterator's place), copied with the memo so
+that references back to the source land on the copy. A module whose bookkeeping cannot be
+copied as data (reader threads) names it in ``rebuilt_on_copy`` and builds its own in
+``rebuild_after_copy(memo)``. Iterating the copy
+leaves the original where it was.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from flax import nnx
+
+from datarax.core.errors import ConfigError
+
+
+def deepcopy_source(source: Any, memo: dict[int, Any]) -> Any:
+    """``copy.deepcopy(source)``; see the module docstring.
+
+    Example:
+        >>> import copy
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySourceConfig
+        >>> from datarax.sources.random_access import RandomAccessSource
+        >>> class Rows(RandomAccessSource):
+        ...     def __len__(self):
+        ...         return 6
+        ...     def read_records(self, indices):
+        ...         return [{"x": np.int32(i)} for i in indices]
+        >>> src = Rows(MemorySourceConfig())
+        >>> first = src.get_batch(2)
+        >>> twin = copy.deepcopy(src)
+        >>> twin.get_batch(2)["x"].tolist(), src.get_batch(2)["x"].tolist()
+        ([2, 3], [2, 3])
+        >>> twin.close(); src.get_batch(2)["x"].tolist()
+        [4, 5]
+        >>> src.close()
+    """
+    graphdef, state = nnx.split(source)
+    twin = nnx.merge(graphdef, copy.deepcopy(state, memo))
+    own_host_parts(source, twin, memo)
+    return twin
+
+
+def own_host_parts(original: Any, twin: Any, memo: dict[int, Any]) -> None:
+    """After ``twin = nnx.merge(graphdef, copied state)`` of ``original`` (which shares
+    the static attributes): put each module and Variable of ``original`` in ``memo`` as
+    its twin's, then give every data source of ``twin`` its own copy of its plain Python
+    attributes and let it rebuild what cannot be copied (``rebuild_after_copy``). Other
+    modules keep sharing theirs, as ``nnx.clone`` does. Used by ``copy.deepcopy`` of a
+    source and of a pipeline."""
+    pairs = [(node, copied) for (_, node), (_, copied)
+             in zip(nnx.iter_graph(original), nnx.iter_graph(twin), strict=True)
+             if isinstance(node, (nnx.Pytree, nnx.Variable))]
+    for node, copied in pairs:
+        memo[id(node)] = copied
+    graph_ids = {id(node) for node, _ in pairs}
+    # a data source declares rebuilt_on_copy (DataSourceModule: none)
+    sources = [(node, copied) for node, copied in pairs
+               if isinstance(node, nnx.Pytree) and hasattr(type(node), "rebuilt_on_copy")]
+    for node, copied in sources:
+        _copy_static(node, copied, memo, graph_ids)
+    for _, copied in sources:
+        after = getattr(copied, "rebuild_after_copy", None)
+        if callable(after):
+            after(memo)
+
+
+def _copy_static(node: Any, copied: Any, memo: dict[int, Any], graph_ids: set[int]) -> None:
+    """Give ``copied`` its own copy of each plain Python attribute of ``node``."""
+    rebuilt = type(node).rebuilt_on_copy
+    for key, value in vars(node).items():
+        if key in rebuilt:
+            continue  # the copy's rebuild_after_copy(memo) builds its own
+        if key.startswith("_pytree__") or key.startswith("_object__") or id(value) in graph_ids:
+            continue
+        if isinstance(value, (nnx.Variable, nnx.Pytree)) or _holds_graph(value, graph_ids):
+            continue  # NNX rebuilt it from the graph definition and the copied state
+        try:
+            mine = copy.deepcopy(value, memo)
+        except (TypeError, copy.Error) as err:
+            raise ConfigError(
+                f"copy.deepcopy({type(node).__name__}): its attribute {key!r} "
+                f"({type(value).__name__}) cannot be copied ({err}). Keep what a pass "
+                "reads from in a form that can be rebuilt (e.g. build the iterator in "
+                "restart/get_batch from Variables), or copy the source with "
+                "source.get_state() into a new source's set_state()."
+            ) from err
+        object.__setattr__(copied, key, mine)
+
+
+def _holds_graph(value: Any, graph_ids: set[int]) -> bool:
+    """A list, tuple or dict holding modules of the graph (NNX rebuilt it)."""
+    if isinstance(value, (list, tuple)):
+        return any(id(v) in graph_ids or _holds_graph(v, graph_ids) for v in value)
+    if isinstance(value, dict):
+        return any(id(v) in graph_ids or _holds_graph(v, graph_ids) for v in value.values())
+    return False
+
+
+__all__ = ["deepcopy_source", "own_host_parts"]
