@@ -33,15 +33,15 @@ def write_files(bucket: str) -> int:
 
     rng = random.Random(0)
     memory, total = fsspec.filesystem("memory"), 0
-    folder = pathlib.Path(tempfile.mkdtemp())
-    for f in range(FILES):
-        path = folder / f"part-{f}.array_record"
-        writer = ArrayRecordWriter(str(path), "group_size:1")
-        for i in range(f * PER_FILE, (f + 1) * PER_FILE):
-            writer.write(np.int32(i).tobytes() + rng.randbytes(3072))
-        writer.close()
-        memory.pipe(f"/{bucket}/{path.name}", path.read_bytes())
-        total += path.stat().st_size
+    with tempfile.TemporaryDirectory() as scratch:
+        for f in range(FILES):
+            path = pathlib.Path(scratch) / f"part-{f}.array_record"
+            writer = ArrayRecordWriter(str(path), "group_size:1")
+            for i in range(f * PER_FILE, (f + 1) * PER_FILE):
+                writer.write(np.int32(i).tobytes() + rng.randbytes(3072))
+            writer.close()
+            memory.pipe(f"/{bucket}/{path.name}", path.read_bytes())
+            total += path.stat().st_size
     return total
 
 
@@ -52,7 +52,8 @@ def epochs(bucket: str, total: int, windows: float, batch: int,
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
     from datarax.storage import ShardCache
 
-    cache = ShardCache(tempfile.mkdtemp(), max_bytes=int(windows * WINDOW * BLOCK * 1.01))
+    scratch = tempfile.TemporaryDirectory()
+    cache = ShardCache(scratch.name, max_bytes=int(windows * WINDOW * BLOCK * 1.01))
     config = ArrayRecordSourceConfig(shuffle_files=True, seed=0, shuffle_window=WINDOW,
                                      shuffle_block=str(BLOCK))
     out = []
@@ -71,6 +72,7 @@ def epochs(bucket: str, total: int, windows: float, batch: int,
             now = src.stats()["storage"]["fetched_bytes"]
             out.append(round((now - before) / total, 3))
             before = now
+    scratch.cleanup()
     return out
 
 

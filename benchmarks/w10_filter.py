@@ -193,7 +193,8 @@ def main() -> None:
     if args.one:
         emit(run_one(args.one, args.records, args.batch, args.seed), args.out, indent=None)
         return
-    cache = tempfile.mkdtemp(prefix="datarax-w10-")
+    scratch = tempfile.TemporaryDirectory(prefix="datarax-w10-")  # removed at exit
+    cache = scratch.name
     rows = []
     for name in CONTENDERS:
         # as datarax.enable_compilation_cache sets it (JAX's default, 1 s, stores no step)
