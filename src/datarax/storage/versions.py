@@ -97,15 +97,9 @@ def read_versioned_together(fs: Any, wanted: list[Wanted], at_once: int = 64,
             try:
                 response = await client.get_object(**request, **(getattr(fs, "req_kw", None) or {}))
             except Exception as err:
-                if _precondition_failed(err):
-                    raise VersionMismatch(f"'{path}' is no longer version {expected!r} (412 "
-                                          "PreconditionFailed)") from err
+                _raise_if_mismatch(err, path, expected)
                 raise
-            body = response["Body"]
-            try:
-                data = await body.read()
-            finally:
-                body.close()
+            data = await _body(response)
         return data, version_tag(response)
 
     async def told(gate: asyncio.Semaphore, k: int, item: Wanted) -> Any:
@@ -148,16 +142,25 @@ def _s3_range(fs: Any, path: str, start: int, end: int,
     try:
         response = fs.call_s3("get_object", **request)
     except OSError as err:
-        if _precondition_failed(err):
-            raise VersionMismatch(f"'{path}' is no longer version {expected!r} (412 "
-                                  "PreconditionFailed)") from err
+        _raise_if_mismatch(err, path, expected)
         raise
+    return fsspec.asyn.sync(fs.loop, _body, response), version_tag(response)
+
+
+async def _body(response: dict[str, Any]) -> bytes:
+    """The bytes of a ``GetObject`` response's body (closed after)."""
     body = response["Body"]
     try:
-        data = fsspec.asyn.sync(fs.loop, body.read)
+        return await body.read()
     finally:
         body.close()
-    return data, version_tag(response)
+
+
+def _raise_if_mismatch(err: BaseException, path: str, expected: str | None) -> None:
+    """Raise :class:`VersionMismatch` (from ``err``) where ``err`` is a 412."""
+    if _precondition_failed(err):
+        raise VersionMismatch(f"'{path}' is no longer version {expected!r} (412 "
+                              "PreconditionFailed)") from err
 
 
 def _precondition_failed(err: BaseException) -> bool:
