@@ -6,8 +6,11 @@ the parsed tables. Pickled, a table of 200,000 short rows (27 MB) cost the main 
 wrote a row, while the main process wrote its own shards. :class:`SharedTables` writes
 the tables once into Arrow IPC files (a copy of their buffers, ~0.02 s for 27 MB) and
 pickles as their paths: a worker maps the files and reads the tables without a copy.
-The files are removed when the :class:`SharedTables` of the main process is garbage
-collected (or at exit); a worker's map stays readable after that.
+On Linux each file is unlinked as soon as it is written, the main process holding it
+open: a worker opens it through ``/proc/<pid>/fd/<fd>``, and a process killed before
+its clean-up leaves no file behind. Elsewhere the files are removed when the
+:class:`SharedTables` of the main process is garbage collected (or at exit). A worker's
+map stays readable after either.
 
 Example:
     >>> import pickle, pyarrow as pa
@@ -35,6 +38,27 @@ def _remove(paths: Sequence[str]) -> None:
             pass
 
 
+def _release(paths: Sequence[str], fds: Sequence[int]) -> None:
+    """Close the held ``fds`` and remove the files still named at ``paths``."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _remove(paths)
+
+
+def _held(path: str) -> tuple[str, int] | None:
+    """On Linux: the file at ``path`` opened, then unlinked; the path other processes
+    open it by (``/proc/<pid>/fd/<fd>``) and the descriptor. None elsewhere."""
+    fds = f"/proc/{os.getpid()}/fd"
+    if not os.path.isdir(fds):
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    os.remove(path)
+    return f"{fds}/{fd}", fd
+
+
 def _write(table: Any) -> str:
     """``table`` in a new temporary Arrow IPC file; its path."""
     import pyarrow as pa
@@ -54,22 +78,30 @@ class SharedTables:
     """Tables written once to Arrow IPC files (:meth:`of`), read back mapped in any
     process (:meth:`tables`); see the module docstring."""
 
-    def __init__(self, paths: Sequence[str], owner: bool = False) -> None:
+    def __init__(self, paths: Sequence[str], owner: bool = False,
+                 fds: Sequence[int] = ()) -> None:
         self.paths = list(paths)
-        if owner:  # the process that wrote the files removes them
-            weakref.finalize(self, _remove, self.paths)
+        if owner:  # the process that wrote the files removes them (closes those held)
+            weakref.finalize(self, _release, [p for p in self.paths if not p.startswith(
+                "/proc/")], list(fds))
 
     @classmethod
     def of(cls, tables: Sequence[Any]) -> SharedTables:
         """``tables``, each written into a new temporary file (OSError where one cannot be)."""
         paths: list[str] = []
+        fds: list[int] = []
         try:
             for table in tables:
-                paths.append(_write(table))
+                path = _write(table)
+                paths.append(path)
+                held = _held(path)
+                if held is not None:
+                    paths[-1], fd = held
+                    fds.append(fd)
         except BaseException:
-            _remove(paths)
+            _release([p for p in paths if not p.startswith("/proc/")], fds)
             raise
-        return cls(paths, owner=True)
+        return cls(paths, owner=True, fds=fds)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"paths": self.paths}
