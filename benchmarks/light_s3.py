@@ -16,7 +16,7 @@ as to S3 (boto3, s3fs, datarax through ``AWS_ENDPOINT_URL``).
 
 Example:
     >>> import os, tempfile, boto3
-    >>> folder = tempfile.mkdtemp()
+    >>> scratch = tempfile.TemporaryDirectory(); folder = scratch.name
     >>> with open(os.path.join(folder, "a.bin"), "wb") as f:
     ...     _ = f.write(b"hello world")
     >>> server = LightS3({"b": [(folder, "ds")]})
@@ -28,7 +28,7 @@ Example:
     ['ds/a.bin']
     >>> server.stats()["h0"]["requests"]
     2
-    >>> server.close()
+    >>> server.close(); scratch.cleanup()
 """
 
 from __future__ import annotations

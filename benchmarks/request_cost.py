@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import pathlib
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -77,11 +78,18 @@ def _clients(objs: dict[str, Any]) -> dict[str, Callable[[list[tuple[str, int, i
 
 
 def run(server: str, requests: int) -> dict[str, Any]:
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="request-cost-"))  # removed at the end
+    try:
+        return _measure(server, requests, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _measure(server: str, requests: int, folder: pathlib.Path) -> dict[str, Any]:
     from benchmarks.first_batch_floor import process_cpu_s
     from benchmarks.local_bucket import local_bucket
     from datarax.storage.urls import RemoteObject
 
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="request-cost-"))
     rng = random.Random(0)
     for i in range(FILES):
         (folder / f"f{i}.bin").write_bytes(rng.randbytes(SIZE))
