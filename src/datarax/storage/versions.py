@@ -68,7 +68,13 @@ def _is_s3(fs: Any) -> bool:
 
 
 def can_read_together(fs: Any) -> bool:
-    """Whether :func:`read_versioned_together` can send ``fs``'s requests together (S3)."""
+    """Whether :func:`read_versioned_together` can send ``fs``'s requests together (S3).
+
+    Example:
+        >>> import fsspec
+        >>> can_read_together(fsspec.filesystem("memory"))  # read one range at a time
+        False
+    """
     return _is_s3(fs) and callable(getattr(fs, "get_s3", None))
 
 
