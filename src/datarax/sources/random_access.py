@@ -171,7 +171,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self.__reader = build()
 
     def rebuild_after_copy(self, memo: dict[int, Any]) -> None:
-        """A copy's own reader (``copy.deepcopy``): none until first used."""
+        """A copy's own reader (``copy.deepcopy``): built now by its copy of ``build``
+        (:meth:`_use_reader`); a source reading through its hooks builds one when first
+        used (:attr:`host_reader`)."""
         build = self.__build_reader
         self.__reader = None if build is None else build()
 
