@@ -44,6 +44,9 @@ def behind():
 def test_by_default_read_ahead_threads_keep_the_loops_priority(tmp_path) -> None:
     assert threads.BEHIND == 0
     loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    # other tests' sources may still hold reader threads (an epoch's end keeps them
+    # reading the next epoch's start until the source stops or closes): only this one's
+    earlier = set(threading.enumerate())
     path = tmp_path / "x.npy"
     np.save(path, np.arange(256, dtype=np.float32))
     source = NpySource(NpySourceConfig(paths={"x": str(path)}))
@@ -126,13 +129,17 @@ def test_compiler_threads_started_by_the_worker_keep_the_loops_priority() -> Non
 
 def test_a_host_readers_threads_run_behind_the_loop(tmp_path, behind) -> None:
     loop = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    # other tests' sources may still hold reader threads (an epoch's end keeps them
+    # reading the next epoch's start until the source stops or closes): only this one's
+    earlier = set(threading.enumerate())
     path = tmp_path / "x.npy"
     np.save(path, np.arange(256, dtype=np.float32))
     source = NpySource(NpySourceConfig(paths={"x": str(path)}))
     pipeline = Pipeline(source=source, batch_size=8, prefetch=2, rngs=nnx.Rngs(0))
     iterator = iter(pipeline)
     assert np.asarray(next(iterator)["x"]).tolist() == list(range(8))
-    readers = [t for t in threading.enumerate() if "-reader" in t.name and t.is_alive()]
+    readers = [t for t in threading.enumerate()
+               if "-reader" in t.name and t.is_alive() and t not in earlier]
     assert readers and all(_priority(t) == min(19, loop + BEHIND) for t in readers)
     iterator.close()
     source.close()
