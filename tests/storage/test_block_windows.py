@@ -329,3 +329,19 @@ def test_an_elastic_share_of_runs_downloads_the_blocks_of_its_runs(
         src.use_share(share)
         assert read(src) == expected[600:1000] + expected[1600:2000]
     assert s3.proxy.sent(".array_record") <= most_sent(paths, runs)
+
+
+def test_a_damaged_footer_is_refused_at_build_naming_its_shard(
+        s3: S3, local_dataset: str, tmp_path: pathlib.Path) -> None:
+    from datarax.errors import RecordError
+
+    url = s3.upload_folder(local_dataset, "damaged")
+    shard = shard_paths(local_dataset)[2]
+    data = bytearray(pathlib.Path(shard).read_bytes())
+    data[-(64 << 10):] = bytes(64 << 10)  # the postscript gone (same size, as listed)
+    key = f"damaged/{os.path.basename(shard)}"
+    s3.put(key, bytes(data))
+    with pytest.raises(RecordError, match=os.path.basename(shard)) as info:
+        make(url, tmp_path / "c")
+    assert "(its postscript)" in str(info.value)
+    assert "the file is damaged or not an ArrayRecord file" in str(info.value)

@@ -282,24 +282,30 @@ def footers_of(files: Sequence[str] | Sequence[RemoteObject], *, fetcher: Fetche
         ConfigError: a file was written with an option ranged reads cannot decode.
     """
     fetcher = fetcher if fetcher is not None else Fetcher()
+
+    def one(i: int, tail: bytes | None = None) -> Footer:
+        item = files[i]
+        if isinstance(item, RemoteObject):
+            reader = ArrayRecordRanges.for_object(item, fetcher=fetcher, cache=cache, first=tail)
+            if cache is not None and not os.path.exists(tail_path(cache, item)):
+                save_tail(tail_path(cache, item), reader.tail_bytes())
+            return reader.footer
+        return ArrayRecordRanges.from_url(os.fspath(item)).footer
+
     # the files whose footers are not kept: their tails asked for together (one request a
-    # file, sent at once on S3), then decoded in the threads
+    # file, sent at once on S3), each decoded as it arrives by one thread while the others
+    # are in flight (decoding is CPU: 16 threads decoding at once took ~10x the CPU time,
+    # taking turns for the GIL: 0.3-0.5 s for 64 footers, against ~0.1 s one at a time)
     asked = [i for i, item in enumerate(files) if isinstance(item, RemoteObject)
              and (cache is None or load_footer(cache, item) is None)]
     spans = [ArrayRecordRanges.open_span(files[i].size) for i in asked]  # type: ignore[union-attr]
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(files)))) as pool:
-        tails = fetcher.read_ranges([(files[i], start, start + length) for i, (start, length)
-                                     in zip(asked, spans, strict=True)], pool.map)
-        first = dict(zip(asked, tails, strict=True))
-
-        def one(i: int) -> Footer:
-            item = files[i]
-            if isinstance(item, RemoteObject):
-                reader = ArrayRecordRanges.for_object(item, fetcher=fetcher, cache=cache,
-                                                      first=first.get(i))
-                if cache is not None and not os.path.exists(tail_path(cache, item)):
-                    save_tail(tail_path(cache, item), reader.tail_bytes())
-                return reader.footer
-            return ArrayRecordRanges.from_url(os.fspath(item)).footer
-
-        return list(pool.map(one, range(len(files))))
+    with (concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(files)))) as pool,
+          concurrent.futures.ThreadPoolExecutor(1) as decoder):
+        read = fetcher.read_ranges([(files[i], start, start + length) for i, (start, length)
+                                    in zip(asked, spans, strict=True)], pool.map,
+                                   then=lambda k, tail: one(asked[k], tail),
+                                   submit=decoder.submit)
+        got = dict(zip(asked, read, strict=True))
+        rest = [i for i in range(len(files)) if i not in got]
+        got.update(zip(rest, pool.map(one, rest), strict=True))  # kept footers, local files
+        return [got[i] for i in range(len(files))]
