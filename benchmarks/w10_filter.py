@@ -12,7 +12,12 @@ compilation cache on, every program stored (as ``datarax.enable_compilation_cach
 sets it: a user's second run). Every contender's first epoch is checked to
 hold exactly the even records, once each.
 
-Run: ``python -m benchmarks.w10_filter [--records 10000] [--out results/w10.json]``
+With ``--repeats N`` the contenders run N rounds, one contender after the other in each
+(datarax's warm-up only before the first): each row is the contender's median, and the
+ratios are of medians; on a shared machine whose load drifts within a minute, one round
+put the same code at 0.52–1.58x the best peer's whole epoch.
+
+Run: ``python -m benchmarks.w10_filter [--records 10000] [--repeats 3] [--out results/w10.json]``
 """
 
 from __future__ import annotations
@@ -187,6 +192,8 @@ def run_one(name: str, records: int, batch: int, seed: int) -> dict:
 
 def main() -> None:
     options = parser(__doc__, records=10_000, batch=256, seed=0)
+    options.add_argument("--repeats", type=int, default=1,
+                         help="rounds of every contender, one after the other (medians)")
     options.add_argument("--one", choices=CONTENDERS)
     options.add_argument("--out", type=Path)
     args = options.parse_args()
@@ -195,21 +202,29 @@ def main() -> None:
         return
     scratch = tempfile.TemporaryDirectory(prefix="datarax-w10-")  # removed at exit
     cache = scratch.name
-    rows = []
-    for name in CONTENDERS:
-        # as datarax.enable_compilation_cache sets it (JAX's default, 1 s, stores no step)
-        env = worker_env({"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}, warm_up=True,
-                         cache_home=cache) if name in WARM_UP else worker_env()
-        one = ["--one", name, "--records", str(args.records), "--batch", str(args.batch),
-               "--seed", str(args.seed)]
-        if name in WARM_UP:  # untimed: fills the compilation cache
-            run_worker("benchmarks.w10_filter", one, env, timeout=900)
-        row = run_worker("benchmarks.w10_filter", one, env, timeout=900)
-        rows.append({"contender": name, **row} if "error" in row else
-                    dict(row, load_avg_1m=round(os.getloadavg()[0], 2), warm_up=name in WARM_UP))
+    rounds: list[list[dict]] = []
+    for round_ in range(args.repeats):
+        rows = []
+        for name in CONTENDERS:
+            # as datarax.enable_compilation_cache sets it (JAX's default, 1 s, stores no step)
+            env = worker_env({"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
+                             warm_up=True, cache_home=cache) if name in WARM_UP else worker_env()
+            one = ["--one", name, "--records", str(args.records), "--batch", str(args.batch),
+                   "--seed", str(args.seed)]
+            if name in WARM_UP and round_ == 0:  # untimed: fills the compilation caches
+                run_worker("benchmarks.w10_filter", one, env, timeout=900)
+            row = run_worker("benchmarks.w10_filter", one, env, timeout=900)
+            rows.append({"contender": name, **row} if "error" in row else
+                        dict(row, load_avg_1m=round(os.getloadavg()[0], 2),
+                             warm_up=name in WARM_UP))
+        rounds.append(rows)
+    rows = [_median_row([r for rs in rounds for r in rs if r["contender"] == name])
+            for name in CONTENDERS]
     by = {r["contender"]: r for r in rows if "whole_rps" in r}
     report = {"workload": "W10 filter keep-half b%d" % args.batch, "records": args.records,
-              "rows": rows}
+              "repeats": args.repeats, "rows": rows}
+    if args.repeats > 1:
+        report["rounds"] = rounds
     if "datarax" in by:
         for mode in ("whole_rps", "steady_rps"):
             peers = [by[p][mode] for p in ("grain", "tf_data", "torch") if p in by]
@@ -220,6 +235,17 @@ def main() -> None:
                 if "numpy_floor" in by else None,
             }
     emit(report, args.out, indent=1)
+
+
+def _median_row(rows: list[dict]) -> dict:
+    """One contender's rounds as one row: the median of each rate and first batch (the
+    first row, with its error, when none measured)."""
+    measured = [r for r in rows if "whole_rps" in r]
+    if not measured:
+        return rows[0]
+    middle = {k: float(np.median([r[k] for r in measured]))
+              for k in ("whole_rps", "steady_rps", "first_batch_s", "load_avg_1m")}
+    return dict(measured[0], **middle, ok=all(r["ok"] for r in measured))
 
 
 if __name__ == "__main__":
