@@ -40,6 +40,9 @@ import time
 from typing import Any
 
 from benchmarks.bucket_modes import BUCKET, PREFIX, RECORDS, ROOT, SHARDS
+from benchmarks.harness import emit
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
 def one_source(url: str, data_bytes: int, server_pid: int,
@@ -162,10 +165,7 @@ def main() -> None:
                               "cold_steps": run["datarax"]["cold"]["steps"][:4],
                               "load": run["load_average"]}), file=sys.stderr)
     out["load_average_at_end"] = os.getloadavg()[0]
-    path = args.json or pathlib.Path(__file__).parent / "results" / \
-        f"first_batch_timeline_{args.server}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"written: {path}", file=sys.stderr)
+    emit(out, args.json or RESULTS / f"first_batch_timeline_{args.server}.json")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.harness import emit
+
 BUCKET, PREFIX, FILES, SIZE, RECORD = "datarax-request-cost", "p", 8, 10 << 20, 3139
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
 def _clients(objs: dict[str, Any]) -> dict[str, Callable[[list[tuple[str, int, int]]], Any]]:
@@ -126,10 +130,7 @@ def main() -> None:
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args()
     result = run(args.server, args.requests)
-    path = args.json or pathlib.Path(__file__).parent / "results" / \
-        f"request_cost_{args.server}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written: {path}", file=sys.stderr)
+    emit(result, args.json or RESULTS / f"request_cost_{args.server}.json")
 
 
 if __name__ == "__main__":
