@@ -29,3 +29,17 @@ __all__ = [
     "RecordError",
     "MissingExtraError",
 ]
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message, without its closing full stop ("" if none):
+    how an error quotes the cause it explains.
+
+    Example:
+        >>> first_line(TypeError("Abstract tracer value. See the docs."))
+        'Abstract tracer value. See the docs'
+        >>> first_line(KeyError())
+        ''
+    """
+    text = str(err).strip()
+    return text.splitlines()[0].rstrip(".") if text else ""

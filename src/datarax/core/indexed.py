@@ -34,7 +34,7 @@ import numpy as np
 from datarax.core.batch import record_at
 from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none
 from datarax.core.spec import array_to_spec_strip_leading
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, first_line
 from datarax.typing import Batch
 
 
@@ -184,7 +184,7 @@ def traced_read_error(source: Any, method: str, err: BaseException) -> ConfigErr
         ...
         datarax.core.errors.ConfigError: Slices.get_batch_at needs a concrete value of a traced array ...
     """
-    first = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
+    first = first_line(err)
     return ConfigError(
         f"{type(source).__name__}.{method} needs a concrete value of a traced array "
         f"({type(err).__name__}: {first}). A Pipeline compiles {method}: start is a traced "

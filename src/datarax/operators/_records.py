@@ -17,7 +17,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError, DataraxError, first_line
 from datarax.core.indexed import TRACER_ERRORS
 from datarax.core.config import StructuralConfig
 from datarax.core.operator import OperatorModule
@@ -102,7 +102,7 @@ TRACED_HINT = (
 
 def traced_fn_error(op: OperatorModule, err: BaseException) -> ConfigError:
     """The error for a user ``fn`` that needed a concrete value of a traced array."""
-    first = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
+    first = first_line(err)
     return ConfigError(
         f"{type(op).__name__} '{op.name}': fn needs a concrete value of a traced array "
         f"({type(err).__name__}: {first}). {TRACED_HINT}"

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError, DataraxError, first_line
 from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
 from datarax.operators._records import (
@@ -251,7 +251,7 @@ class CompositeOperatorModule(OperatorModule):
             return jax.vmap(per_record)(data, keys)
         except TRACER_ERRORS as err:
             what = "a condition" if strategy == "conditional_sequential" else "the router"
-            first = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
+            first = first_line(err)
             raise ConfigError(
                 f"CompositeOperatorModule '{self.name}': {what} needs a concrete value of a "
                 f"traced array ({type(err).__name__}: {first}). It runs compiled, once per "
