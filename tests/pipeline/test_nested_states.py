@@ -1,5 +1,6 @@
-"""take / repeat / Rebatch states nest their pipeline's under "parent"; states saved
-before the nesting (the pipeline's under "pipeline") still restore, to the same batches."""
+"""take / repeat / Rebatch states nest their pipeline's under "parent" and continue with
+the batches the states saved before the nesting did; those (the pipeline's under
+"pipeline", of version 3) are refused naming the earlier release."""
 
 from __future__ import annotations
 
@@ -54,12 +55,12 @@ def test_each_state_nests_the_pipelines_under_parent():
             k: v for k, v in old.items() if k != "pipeline"}
 
 
-@pytest.mark.parametrize("nested", [False, True], ids=["saved-before", "nested"])
-def test_a_state_of_either_shape_continues_with_the_same_batches(nested):
-    def shaped(old):
-        if not nested:
-            return old
-        return {**{k: v for k, v in old.items() if k != "pipeline"}, "parent": old["pipeline"]}
+def test_a_nested_state_continues_with_the_batches_the_earlier_shape_did():
+    def shaped(old):  # nested, its pipeline's state of version 4
+        return {**{k: v for k, v in old.items() if k != "pipeline"},
+                "parent": {**old["pipeline"], "version": 4, "source": {
+                    "current_index": old["pipeline"]["position"],
+                    "current_epoch": old["pipeline"]["epoch"]}}}
 
     take = make().take(3)
     take.set_state(shaped(OLD_TAKE))
@@ -70,6 +71,18 @@ def test_a_state_of_either_shape_continues_with_the_same_batches(nested):
     rebatch = Rebatch(make(), split=2)
     rebatch.set_state(shaped(OLD_REBATCH))
     assert xs(rebatch) == [[i] for i in range(1, 7)]
+
+
+@pytest.mark.parametrize("node", ["take", "repeat", "rebatch"])
+def test_a_state_saved_before_the_nesting_is_refused_naming_the_earlier_release(node):
+    where, old, made = {"take": ("Take", OLD_TAKE, lambda: make().take(3)),
+                        "repeat": ("Repeat", OLD_REPEAT, lambda: make().repeat(2)),
+                        "rebatch": ("Rebatch", OLD_REBATCH, lambda: Rebatch(make(), split=2)),
+                        }[node]
+    with pytest.raises(StateError, match=rf"{where}.set_state needs the dict .* It is an "
+                       r"earlier datarax release's \(its pipeline's state, of version 3, under "
+                       r"'pipeline'\): restore it with that release, or start the epoch again"):
+        made().set_state(old)
 
 
 def test_a_nested_take_state_given_to_the_pipeline_is_refused_naming_take():

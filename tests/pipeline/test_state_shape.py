@@ -1,6 +1,6 @@
-"""One saved-state shape for every reading mode; states of the shape before it (version
-3, captured from that code) still restore to the same records; a plain restore never
-enters the elastic (other process count) code."""
+"""One saved-state shape for every reading mode, restoring to the records the version 3
+code served from the same positions; states of earlier versions are refused naming their
+version; a plain restore never enters the elastic (other process count) code."""
 
 from __future__ import annotations
 
@@ -46,25 +46,25 @@ def served(pipeline: Pipeline) -> list[list[int]]:
     return [np.asarray(b["x"]).tolist() for b in pipeline]
 
 
-def _v3(kind: str, shard: list[int], resplit: bool) -> dict:
-    """A version 3 state as that code wrote it after one batch of 2 (shard 0 of 2), or
-    after one batch of the re-split share that state gave shard 1 of 3."""
+def _v4(kind: str, shard: list[int], resplit: bool) -> dict:
+    """A state after one batch of 2 (shard 0 of 2), or after one batch of the re-split
+    share that state gave shard 1 of 3."""
     state = {
-        "version": 3, "epoch": 0, "position": 2,
+        "version": 4, "epoch": 0, "position": 2,
         "settings": {"batch_size": 2, "drop_remainder": False,
                      "source": "MemorySource" if kind == "indexed" else "Rows",
                      "num_records": 24, "shard": shard, "source.shuffle": True,
                      "source.seed": 3, "stages": "e3b0c44298fc", "rngs": "15ec7bf0b507"},
     }
-    if kind == "host":  # version 3 left "source" out for an indexed (compiled) read
-        state["source"] = {"current_index": 2, "current_epoch": 0, "skipped": 0,
-                           "prefetch_cache": 0}
+    state["source"] = {"current_index": 2, "current_epoch": 0}
+    if kind == "host":
+        state["source"].update(skipped=0, prefetch_cache=0)
     if resplit:
-        state["elastic"] = {"epoch": 0, "history": [[2, 2]]}
+        state["share"] = {"epoch": 0, "history": [[2, 2]]}
     return state
 
 
-OLD = {name: _v3(kind, shard, resplit)
+OLD = {name: _v4(kind, shard, resplit)
        for kind in ("indexed", "host")
        for name, shard, resplit in ((f"{kind} on 2", [0, 2], False),
                                     (f"{kind} re-split on 3", [1, 3], True))}
@@ -81,7 +81,7 @@ SERVED = {
 
 @pytest.mark.parametrize("kind", ["indexed", "host"])
 @pytest.mark.parametrize("case", sorted(SERVED))
-def test_a_version_3_state_restores_to_the_records_it_did(kind, case):
+def test_a_state_restores_to_the_records_the_version_3_code_did(kind, case):
     name, count = case.rsplit(" -> ", 1)
     state = copy.deepcopy(OLD[f"{kind} {name}"])
     assert [served(p) for p in map(lambda j: _restored(kind, j, int(count), state),
@@ -98,7 +98,7 @@ def _restored(kind: str, index: int, count: int, state: dict) -> Pipeline:
 @pytest.mark.parametrize("kind", ["indexed", "host"])
 def test_every_reading_mode_saves_one_shape(kind):
     pipeline = build(kind, 1, 3)
-    pipeline.set_state(OLD[f"{kind} on 2"])
+    pipeline.set_state(OLD[f"{kind} on 2"])  # re-split from 2 processes to 3
     iterator = iter(pipeline)
     next(iterator)
     state = pipeline.get_state()
@@ -106,7 +106,7 @@ def test_every_reading_mode_saves_one_shape(kind):
     assert (state["version"], state["epoch"], state["position"]) == (4, 0, 2)
     assert state["share"] == {"epoch": 0, "history": [[2, 2]]}
     assert (state["source"]["current_index"], state["source"]["current_epoch"]) == (2, 0)
-    # saved again by the version 4 code, it restores where the version 3 state did
+    # saved again, it restores where the state it was restored from did
     again = [_restored(kind, j, 2, state) for j in range(2)]
     assert [served(p) for p in again] == SERVED["re-split on 3 -> 2"]
     plain = build(kind, 0, 2)
@@ -129,8 +129,15 @@ def test_a_plain_restore_never_enters_the_elastic_code(kind, monkeypatch):
         build(kind, 0, 3).set_state(OLD[f"{kind} on 2"])
 
 
-def test_a_state_of_an_unknown_version_is_refused_naming_it():
-    state = dict(OLD["indexed on 2"], version=5)
-    with pytest.raises(StateError, match=r"Pipeline state version 5 is not 4, the version "
-                       r"this datarax writes \(it also restores versions 2 and 3\)"):
+@pytest.mark.parametrize("version", [2, 3, 5])
+def test_a_state_of_another_version_is_refused_naming_it(version):
+    # versions 2 and 3: their share called "elastic", no "source" for a compiled read
+    state = {**{k: v for k, v in OLD["indexed re-split on 3"].items()
+                if k not in ("share", "source")},
+             "version": version, "elastic": {"epoch": 0, "history": [[2, 2]]}}
+    with pytest.raises(StateError, match=rf"Pipeline state version {version} is not 4, the "
+                       r"only version this datarax restores \(2 and 3 are earlier releases' "
+                       r"states\); restore it with the datarax release that saved it, or "
+                       r"start the epoch again with a fresh pipeline") as err:
         build("indexed", 0, 2).set_state(state)
+    assert err.value.field == "version"

@@ -8,7 +8,7 @@ Grain's dataset iterators do: ``{**its own counts, "parent": parent.get_state()}
 and the state stays small. ``skip`` needs no node: it moves the pass's position.
 
 States saved by earlier datarax releases, before the nesting (the parent's state under
-``"pipeline"``), are read too (:func:`nested_state`).
+``"pipeline"``, of state version 3 or earlier), are refused (:func:`nested_state`).
 
 Example:
     >>> from datarax.pipeline import Pipeline
@@ -59,20 +59,22 @@ def saved_count(state: dict[str, Any], name: str, where: str, allow_none: bool =
 
 def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
     """``state`` of the transformation ``where`` (its own ``keys`` and ``"parent"``),
-    refused unless it has them; a state saved before the nesting (the parent's state
-    under ``"pipeline"``) is read as the same state nested.
+    refused unless it has them, naming an earlier release's (the parent's state under
+    ``"pipeline"``).
 
-    >>> nested_state({"pipeline": {"epoch": 0}, "epochs_left": 1}, "Repeat", ("epochs_left",))
-    {'epochs_left': 1, 'parent': {'epoch': 0}}
+    >>> nested_state({"epochs_left": 1, "parent": {}}, "Repeat", ("epochs_left",))
+    {'epochs_left': 1, 'parent': {}}
     """
-    if isinstance(state, dict) and "parent" not in state and "pipeline" in state:
-        state = {**{k: v for k, v in state.items() if k != "pipeline"},
-                 "parent": state["pipeline"]}
     if not isinstance(state, dict) or not {*keys, "parent"} <= set(state):
         names = ", ".join(repr(k) for k in keys) + " and 'parent'"
+        earlier = isinstance(state, dict) and isinstance(state.get("pipeline"), dict)
         raise StateError(
             f"{where}.set_state needs the dict {where}.get_state() returned, with keys "
-            f"{names}; got {state!r:.200}.", field=keys[0],
+            f"{names}; got {state!r:.200}."
+            + (f" It is an earlier datarax release's (its pipeline's state, of version "
+               f"{state['pipeline'].get('version')!r}, under 'pipeline'): restore it with "
+               "that release, or start the epoch again with a fresh pipeline."
+               if earlier else ""), field=keys[0],
         )
     return state
 
@@ -134,7 +136,7 @@ class Take(Transformation):
     0), the next ``for batch in pipeline`` starts the next epoch, as without the restore.
     """
 
-    KEYS = ("take_left",)
+    KEYS = ("take_left", "take")
 
     def __init__(self, pipeline: Any, batches: int, session: Any) -> None:
         super().__init__(pipeline)
@@ -181,9 +183,7 @@ class Take(Transformation):
     def check_own(self, state: dict[str, Any]) -> None:
         """Refuse a state of another count (or one tampered with)."""
         left = saved_count(state, "take_left", "Take")
-        # a state saved before the count was recorded (take_left only) restores as it
-        # did then: its take_left wins, this take's count stands in for the saved one
-        count = saved_count(state, "take", "Take") if "take" in state else self._count
+        count = saved_count(state, "take", "Take")
         if count != self._count:
             raise StateError(
                 f"Take.set_state: the state was saved by pipeline.take({count}) "
@@ -192,7 +192,7 @@ class Take(Transformation):
                 f"pipeline.take({count}).",
                 field="take",
             )
-        if left > count and "take" in state:
+        if left > count:
             raise StateError(
                 f"Take.set_state: 'take_left' is {left}, more than the {count} batch(es) "
                 "of the take; the state was tampered with. Pass the dict Take.get_state() "

@@ -25,9 +25,8 @@ Python cannot find (typed at the interactive prompt, built by ``exec``) is seen 
 code object instead (bytecode, constants and names), which ties a state to the Python
 version that saved it.
 
-States of earlier versions carry earlier digests, which :func:`stages_fingerprint`
-computes for them: version 3 (``STAGES_DIGEST_V3``) saw every function's bytecode,
-version 2 (``STAGES_DIGEST_V2``) classes, names, configs and function names only.
+States of earlier versions (3: every function's bytecode, 2: function names only) are
+refused naming their version (:mod:`datarax.pipeline.state`).
 
 Example:
     >>> from datarax.operators import FilterOperator
@@ -35,8 +34,6 @@ Example:
     >>> third = FilterOperator(predicate=lambda el: el.data["x"] % 3 == 0)
     >>> stages_fingerprint([even]) == stages_fingerprint([third])
     False
-    >>> stages_fingerprint([even], version=2) == stages_fingerprint([third], version=2)
-    True
 """
 
 from __future__ import annotations
@@ -63,8 +60,6 @@ from flax import nnx
 
 from datarax.core.operator import OperatorModule
 
-STAGES_DIGEST_V2 = 2  # the state version whose digest saw function names only
-STAGES_DIGEST_V3 = 3  # the state version whose digest saw functions' bytecode
 SEES = (
     "a digest of the stages, in order: their classes, names and configs, their functions' "
     "source (comments and spacing aside) and the closure and default values that "
@@ -72,12 +67,6 @@ SEES = (
     "arrays, containers of these), and the stages nested in them; the values of module "
     "globals a function reads and other objects it holds count by name or type only"
 )
-SEES_V3 = (
-    "a version 3 state's digest of the stages: as now, but of their functions' bytecode as "
-    "the Python version that saved it compiles it; restore it under that Python version"
-)
-# whether functions are seen by their bytecode (a version 3 digest) rather than source
-_BYTECODE: contextvars.ContextVar[bool] = contextvars.ContextVar("bytecode", default=False)
 # whether a walk only reads the functions' source (remember_sources): arrays not hashed
 _SOURCES_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("sources", default=False)
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
@@ -90,17 +79,11 @@ def digest(material: str | bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:12]
 
 
-def stages_fingerprint(stages: Any, version: int | None = None) -> str:
-    """Digest of ``stages`` as a state of ``version`` records it (the current one by
-    default; see the module docstring for what it covers)."""
-    if version == STAGES_DIGEST_V2:
-        return digest("\n".join(_stage_part_v2(stage) for stage in stages))
+def stages_fingerprint(stages: Any) -> str:
+    """Digest of ``stages`` as a state records it (see the module docstring for what it
+    covers)."""
     seen: set[int] = set()
-    reset = _BYTECODE.set(version == STAGES_DIGEST_V3)
-    try:
-        return digest("\n".join(_stage(stage, seen, 0) for stage in stages))
-    finally:
-        _BYTECODE.reset(reset)
+    return digest("\n".join(_stage(stage, seen, 0) for stage in stages))
 
 
 def remember_sources(stages: Any) -> None:
@@ -257,10 +240,9 @@ def _cell(cell: types.CellType, seen: set[int], depth: int) -> str:
 
 
 def _code(code: types.CodeType, seen: set[int], depth: int) -> str:
-    if not _BYTECODE.get():
-        source = _source(code.co_filename, code)
-        if source is not None:  # what it says, not what this Python compiles it to
-            return f"source({hashlib.sha256(source.encode()).hexdigest()})"
+    source = _source(code.co_filename, code)
+    if source is not None:  # what it says, not what this Python compiles it to
+        return f"source({hashlib.sha256(source.encode()).hexdigest()})"
     consts = ",".join(_describe(c, seen, depth + 1) for c in code.co_consts)
     return f"code({hashlib.sha256(code.co_code).hexdigest()};({consts});{code.co_names!r})"
 
@@ -401,17 +383,3 @@ def _function_of(item: Any) -> types.FunctionType | None:
 def _name_of(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
-
-# ------------------------------------------------- the version 2 digest (names)
-def _stage_part_v2(stage: Any) -> str:
-    if not isinstance(stage, OperatorModule):
-        return f"callable|{getattr(stage, '__qualname__', type(stage).__qualname__)}"
-    fn = getattr(stage, "fn", None)
-    part = (
-        f"{type(stage).__qualname__}|{stage.name}|{sorted(stage.config.to_dict().items())!r}"
-        f"|{getattr(fn, '__qualname__', '')}"
-    )
-    nodes = getattr(stage, "nodes", None)  # a graph (DagOperator): its nodes count too
-    if isinstance(nodes, nnx.Dict):
-        part += "".join(f"|node {name}:[{_stage_part_v2(node)}]" for name, node in nodes.items())
-    return part

@@ -9,8 +9,7 @@ equal the epoch's length: taken inside the loop after its last batch, nothing is
 of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
-(:mod:`datarax.pipeline.stage_digest`: version 4 sees their functions' source; version
-3 states, still restored, their bytecode, version 2 their names only) and rngs, and, when
+(:mod:`datarax.pipeline.stage_digest`: their functions' source) and rngs, and, when
 a stage is stochastic, ``draw``: the random draw version
 (:data:`datarax.core.draws.DRAW_VERSION`; a state without it is of version 1 and is
 refused by a pipeline that draws). They are compared in a fixed order (switches such as
@@ -23,8 +22,9 @@ bad-record counts, shuffle description, a composite's cursor) less its ``setting
 A state taken in an epoch that a restore on another process count re-split adds
 ``"share": {"epoch": e, "history": [[count, position], ...]}`` (:mod:`~datarax.pipeline.elastic`).
 
-States of versions 2 and 3 still restore: they named that entry ``"elastic"`` and left
-``source`` out for sources read inside the compiled step (:func:`readable`).
+States of versions 2 and 3 (datarax before this shape: the entry was ``"elastic"``, a
+compiled read had no ``source``, the stages were digested by bytecode or names) are
+refused naming their version (:func:`readable`).
 
 Example:
     >>> import numpy as np
@@ -53,18 +53,11 @@ from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.core.share import Share
 from datarax.pipeline.plan import PassContext, filter_position
-from datarax.pipeline.stage_digest import (SEES, SEES_V3, STAGES_DIGEST_V2, STAGES_DIGEST_V3,
-                                           digest, stages_fingerprint)
+from datarax.pipeline.stage_digest import SEES, digest, stages_fingerprint
 
 STATE_VERSION = 4
-# also read: 3 (its "share" called "elastic", no "source" for a compiled read, its stages
-# digested by bytecode) and 2 (as 3, its stages digested by function names)
-READ_VERSIONS = (STAGES_DIGEST_V2, STAGES_DIGEST_V3, STATE_VERSION)
 _DIGEST_HINTS = {
     "stages": f" ({SEES}; build the same stages)",
-    "stages v3": f" ({SEES_V3}; build the same stages)",
-    "stages v2": " (a version 2 state's digest of the stages: their classes, names, configs "
-    "and function names, in order; build the same stages)",
     "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
     "the same rngs seed)",
 }
@@ -84,9 +77,8 @@ def rng_fingerprint(context: PassContext) -> str:
     return digest(b"".join(data))
 
 
-def settings(context: PassContext, version: int = STATE_VERSION) -> dict[str, Any]:
-    """The settings a saved state (of ``version``) must agree with to be restored here
-    (compare order)."""
+def settings(context: PassContext) -> dict[str, Any]:
+    """The settings a saved state must agree with to be restored here (compare order)."""
     source = context.source
     out: dict[str, Any] = {
         "batch_size": context.plan.batch_size,
@@ -99,7 +91,7 @@ def settings(context: PassContext, version: int = STATE_VERSION) -> dict[str, An
         out["padded_shards"] = True
     for name, value in source.order_settings().items():
         out[f"source.{name}"] = value
-    out["stages"] = stages_fingerprint(context.stages, version)
+    out["stages"] = stages_fingerprint(context.stages)
     out["rngs"] = rng_fingerprint(context)
     if any(isinstance(stage, OperatorModule) and stage.stochastic for stage in context.stages):
         out["draw"] = DRAW_VERSION  # how its random values are derived
@@ -128,7 +120,7 @@ def restore(context: PassContext, state: Any) -> None:
     in this process's share when another process of the same count saved it. A state
     of another process count, or of an epoch such a restore re-split, is restored by
     :func:`datarax.pipeline.elastic.restore`; a plain one never enters it."""
-    state = readable(context, state)
+    state = readable(state)
     saved = _shard_of(state)
     shard = context.source.shard
     if saved is not None and ("share" in state or saved.count != shard.count):
@@ -194,13 +186,6 @@ def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any
     return dict(state, settings=dict(state["settings"], shard=[index, count]))
 
 
-def _hint(key: str, version: int) -> str:
-    """What a digest in the settings covers, for a refusal naming ``key``."""
-    if key == "stages" and version in (STAGES_DIGEST_V2, STAGES_DIGEST_V3):
-        key = f"stages v{version}"
-    return _DIGEST_HINTS.get(key, "")
-
-
 def _check_draw(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Refuse a state of a pipeline that draws, saved under another random draw version
     (a state without one is of version 1): the rest of its epoch would get other values."""
@@ -218,11 +203,9 @@ def _check_draw(saved: dict[str, Any], current: dict[str, Any]) -> None:
         )
 
 
-def readable(context: PassContext, state: Any) -> dict[str, Any]:
-    """``state`` in the current shape: refused when it is no pipeline state or of a
-    version this datarax does not read; a state of version 2 or 3 read into the shape
-    of version 4 (its ``"elastic"`` entry is ``"share"``; a compiled read's ``source``
-    is its position), its version kept (it says how its stages were digested)."""
+def readable(state: Any) -> dict[str, Any]:
+    """``state``, refused when it is no pipeline state or of a version this datarax
+    does not read (one of another shape: versions 2 and 3, datarax before this one)."""
     if not isinstance(state, dict):
         nnx_hint = (" An nnx.state(pipeline) is restored with nnx.update(pipeline, state)."
                     if type(state).__name__ == "State" else "")
@@ -238,15 +221,14 @@ def readable(context: PassContext, state: Any) -> dict[str, Any]:
             "there), or save pipeline.get_state() to restore a pipeline.",
             field="version",
         )
-    parent = "parent" if "parent" in state else "pipeline"  # saved before the nesting: "pipeline"
     wrapper = next((name for name, key in (("take", "take_left"), ("repeat", "epochs_left"))
-                    if "version" not in state and key in state and parent in state), None)
+                    if "version" not in state and key in state and "parent" in state), None)
     if wrapper is not None:
         raise StateError(
             f"Pipeline.set_state got the state of pipeline.{wrapper}(...) (keys "
             f"{sorted(state)}), not the pipeline's. Restore it with the same call's "
             f"set_state: it = pipeline.{wrapper}(...); it.set_state(state). "
-            f"Its '{parent}' entry alone restores only the position, not the "
+            "Its 'parent' entry alone restores only the position, not the "
             f"{'batches' if wrapper == 'take' else 'passes'} left.",
             field="version",
         )
@@ -257,12 +239,12 @@ def readable(context: PassContext, state: Any) -> dict[str, Any]:
                 f"returned (got keys {sorted(state)}).",
                 field=key,
             )
-    if state["version"] not in READ_VERSIONS:
+    if state["version"] != STATE_VERSION:
         raise StateError(
-            f"Pipeline state version {state['version']!r} is not {STATE_VERSION}, the version "
-            f"this datarax writes (it also restores versions {STAGES_DIGEST_V2} and "
-            f"{STAGES_DIGEST_V3}); the state comes from another datarax release or was "
-            "tampered with. Restore it with the release that saved it.",
+            f"Pipeline state version {state['version']!r} is not {STATE_VERSION}, the only "
+            "version this datarax restores (2 and 3 are earlier releases' states); restore "
+            "it with the datarax release that saved it, or start the epoch again with a "
+            "fresh pipeline.",
             field="version",
         )
     if not isinstance(state["settings"], dict):
@@ -271,11 +253,6 @@ def readable(context: PassContext, state: Any) -> dict[str, Any]:
             f"{type(state['settings']).__name__}; the state was tampered with.",
             field="settings",
         )
-    if state["version"] != STATE_VERSION:
-        state = {("share" if k == "elastic" else k): v for k, v in state.items()}
-        if context.reading.compiled and "source" not in state:
-            state["source"] = {"current_index": state["position"],
-                               "current_epoch": state["epoch"]}
     return state
 
 
@@ -291,13 +268,13 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
                 field=key,
             )
     saved = state["settings"]
-    current = settings(context, state["version"])
+    current = settings(context)
     _check_draw(saved, current)
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):
             raise StateError(
                 f"Pipeline state was saved with {key}={saved.get(key)!r} but this pipeline "
-                f"has {key}={current.get(key)!r}{_hint(key, state['version'])}; restore it "
+                f"has {key}={current.get(key)!r}{_DIGEST_HINTS.get(key, '')}; restore it "
                 "into an identically configured pipeline.",
                 field=key,
             )
