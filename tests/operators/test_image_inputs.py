@@ -50,7 +50,7 @@ def test_normalize_channel_mismatch_says_what_to_give():
     (lambda: I.Resize(4, antialias="yes"), "Resize: antialias must be True or False, got 'yes'."),
     (lambda: I.Brightness((0, 1), stream_name="not valid"), "Brightness: stream_name must be "
      "None or an identifier string (the nnx.Rngs stream to draw from, e.g. "
-     "stream_name='augment'), got 'not valid'."),
+     "'augment'), got 'not valid'."),
     (lambda: I.ResizedCrop(4, (0, 0, 2, 2), antialias=1),
      "ResizedCrop: antialias must be True or False, got 1."),
     (lambda: I.RandomResizedCrop(4, antialias=None),

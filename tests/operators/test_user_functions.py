@@ -123,7 +123,7 @@ def test_upstream_none_leaf_subtree_mask_says_how_to_name_the_fields():
 
 @pytest.mark.parametrize("config", ["MapOperatorConfig", "CompositeOperatorConfig",
                                     "BatchMixOperatorConfig", "ProbabilisticOperatorConfig",
-                                    "SelectorOperatorConfig"])
+                                    "SelectorOperatorConfig", "ElementOperatorConfig"])
 def test_a_stream_name_that_is_not_an_identifier_is_refused_naming_the_config(config):
     import datarax.operators as operators
 

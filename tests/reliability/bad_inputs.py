@@ -309,8 +309,8 @@ simple("operator-config-stochastic-str", "ElementOperatorConfig", "stochastic='n
        "ElementOperatorConfig.stochastic must be a bool (True/False), got str 'no'.",
        lambda: ElementOperatorConfig(stochastic="no"))
 simple("operator-config-stream-name", "ElementOperatorConfig", "stream_name='not valid'",
-       ConfigError, "ElementOperatorConfig.stream_name must be None or an identifier string, "
-       "got 'not valid'.", lambda: ElementOperatorConfig(stream_name="not valid"))
+       ConfigError, "ElementOperatorConfig.stream_name must be None or an identifier string "
+       "(the nnx.Rngs stream to draw from, e.g. 'augment'), got 'not valid'.", lambda: ElementOperatorConfig(stream_name="not valid"))
 simple("operator-fn-not-callable", "ElementOperatorConfig", "fn=5", ConfigError,
        "ElementOperator fn must be callable, got int.",
        lambda: ElementOperator(ElementOperatorConfig(), fn=5))
@@ -461,7 +461,7 @@ simple("image-antialias-str", OPERATORS, "Resize(size=2, antialias='yes')", Conf
        lambda: _image_op("Resize", size=2, antialias="yes"))
 simple("image-stream-name", OPERATORS, "HorizontalFlip(stream_name='my stream')", ConfigError,
        "HorizontalFlip: stream_name must be None or an identifier string (the nnx.Rngs stream "
-       "to draw from, e.g. stream_name='augment'), got 'my stream'.",
+       "to draw from, e.g. 'augment'), got 'my stream'.",
        lambda: _image_op("HorizontalFlip", stream_name="my stream"))
 simple("image-normalize-channel-count", OPERATORS,
        "Normalize with 2 mean/std values over 3-channel images", ConfigError,

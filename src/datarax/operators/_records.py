@@ -19,7 +19,7 @@ from flax import nnx
 
 from datarax.core.errors import ConfigError, DataraxError, first_line
 from datarax.core.indexed import TRACER_ERRORS
-from datarax.core.config import StructuralConfig
+from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.operator import OperatorModule
 from datarax.typing import Batch
 
@@ -133,13 +133,20 @@ def check_fields_out(op: OperatorModule, out: dict[str, Any], traced: bool) -> N
             )
 
 
-def check_stream_name(config: Any) -> None:
-    """Refuse a config's ``stream_name`` unless it is None or an identifier string."""
-    name = config.stream_name
+def check_draw_settings(config: Any) -> None:
+    """Refuse a config's ``stochastic`` unless it is a bool, and its ``stream_name``
+    (:func:`check_stream_name`)."""
+    check_bool(config, "stochastic")
+    check_stream_name(config.stream_name, f"{type(config).__name__}.stream_name")
+
+
+def check_stream_name(name: Any, where: str) -> None:
+    """Refuse ``name`` (the ``stream_name`` ``where`` names) unless it is None or an
+    identifier string."""
     if name is not None and not (isinstance(name, str) and name.isidentifier()):
         raise ConfigError(
-            f"{type(config).__name__}.stream_name must be None or an identifier string (the "
-            f"nnx.Rngs stream to draw from, e.g. 'augment'), got {name!r}."
+            f"{where} must be None or an identifier string (the nnx.Rngs stream to draw "
+            f"from, e.g. 'augment'), got {name!r}."
         )
 
 

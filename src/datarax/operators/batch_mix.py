@@ -18,11 +18,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.config import StructuralConfig
 from datarax.core.draws import integer, symmetric_beta, words
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
-from datarax.operators._records import check_keys, check_stream_name, require_fields
+from datarax.operators._records import check_draw_settings, check_keys, require_fields
 from datarax.typing import Batch
 
 MODES = ("mixup", "cutmix")
@@ -47,7 +47,6 @@ class BatchMixOperatorConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_stream_name(self)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -58,7 +57,7 @@ class BatchMixOperatorConfig(StructuralConfig):
                     "argument, BatchMixOperator(BatchMixOperatorConfig(mode=..., alpha=...)), or the "
                     "settings as keywords, BatchMixOperator(mode='cutmix', alpha=1.0)."
                 )
-        check_bool(self, "stochastic")
+        check_draw_settings(self)
         if self.mode not in MODES:
             raise ConfigError(
                 f"BatchMixOperator mode must be one of {list(MODES)}, got {self.mode!r}."

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from datarax.core.batch import batch_length
-from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError
 from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
@@ -24,7 +24,7 @@ from datarax.operators._records import (
     apply_where,
     check_keys,
     check_operators,
-    check_stream_name,
+    check_draw_settings,
     check_weights,
     child_key,
     default_name,
@@ -43,8 +43,7 @@ class ProbabilisticOperatorConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_bool(self, "stochastic")
-        check_stream_name(self)
+        check_draw_settings(self)
         p = self.probability
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise ConfigError(
@@ -123,8 +122,7 @@ class SelectorOperatorConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_bool(self, "stochastic")
-        check_stream_name(self)
+        check_draw_settings(self)
         try:
             object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
         except (TypeError, ValueError) as err:

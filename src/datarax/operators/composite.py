@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, DataraxError, first_line
 from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
@@ -35,7 +35,7 @@ from datarax.operators._records import (
     TRACER_ERRORS,
     apply_where,
     check_operators,
-    check_stream_name,
+    check_draw_settings,
     check_weights,
     child_key,
     default_name,
@@ -77,8 +77,7 @@ class CompositeOperatorConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_bool(self, "stochastic")
-        check_stream_name(self)
+        check_draw_settings(self)
         values = [s.value for s in CompositionStrategy]
         strategy = getattr(self.strategy, "value", self.strategy)
         if strategy not in values:

@@ -9,13 +9,14 @@ import jax
 import jax.numpy as jnp
 
 from datarax.core.batch import batch_length, record_at, stack_records
-from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.config import StructuralConfig
 from datarax.core.element import Element
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import DataraxError
 from datarax.core.dtypes import is_host_leaf, text_as_list
 from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
+    check_draw_settings,
     check_fields_out,
     check_keys,
     traced_fn_error,
@@ -38,14 +39,7 @@ class ElementOperatorConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_bool(self, "stochastic")
-        if self.stream_name is not None and not (
-            isinstance(self.stream_name, str) and self.stream_name.isidentifier()
-        ):
-            raise ConfigError(
-                f"ElementOperatorConfig.stream_name must be None or an identifier string, "
-                f"got {self.stream_name!r}."
-            )
+        check_draw_settings(self)
 
 
 class ElementOperator(FunctionOperator):

@@ -9,14 +9,14 @@ from typing import Any
 import jax
 
 from datarax.core.batch import batch_length
-from datarax.core.config import StructuralConfig, check_bool
+from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
     check_fields_out,
     check_keys,
-    check_stream_name,
+    check_draw_settings,
     require_fields,
     traced_fn_error,
 )
@@ -72,8 +72,7 @@ class MapOperatorConfig(StructuralConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_bool(self, "stochastic")
-        check_stream_name(self)
+        check_draw_settings(self)
         names = _normalize_subtree(self.subtree)
         if names is not None and not names:
             raise ConfigError("MapOperatorConfig.subtree selects no field; name at least one.")

@@ -22,7 +22,7 @@ from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
 from datarax.core.operator import OperatorModule
-from datarax.operators._records import check_keys, require_fields
+from datarax.operators._records import check_keys, check_stream_name, require_fields
 from datarax.typing import Batch
 
 Range = float | tuple[float, float]
@@ -207,13 +207,7 @@ class ImageOperator(OperatorModule):
                 f"{type(self).__name__}: field must be the name of the batch field holding the "
                 f"images (a non-empty string, e.g. field='image'), got {field!r}."
             )
-        if stream_name is not None and not (
-            isinstance(stream_name, str) and stream_name.isidentifier()
-        ):
-            raise ConfigError(
-                f"{type(self).__name__}: stream_name must be None or an identifier string (the "
-                f"nnx.Rngs stream to draw from, e.g. stream_name='augment'), got {stream_name!r}."
-            )
+        check_stream_name(stream_name, f"{type(self).__name__}: stream_name")
         config = ImageOperatorConfig(
             field=field, params=tuple(params.items()), stochastic=bool(stochastic),
             stream_name=stream_name,
