@@ -1,7 +1,8 @@
 """A state saved by a pipeline whose stages were edited since (another lambda, another
 body under the same name, another closure value) is refused naming ``stages``; what the
 digest cannot see (module globals) is as docs/reliability.md says; the digest is the same
-in every process; version 2 states (function names only) still restore."""
+in every process; states of versions 2 and 3 (digests of names, of bytecode) are refused
+naming their version."""
 
 from __future__ import annotations
 
