@@ -733,14 +733,11 @@ simple("state-position-past-end", "Pipeline state", "position=99 in a 12-record 
 simple("state-missing-key", "Pipeline state", "a state without 'settings'", StateError,
        "Pipeline state is missing 'settings'; pass the dict that get_state() returned",
        lambda: restore({k: v for k, v in state_of().items() if k != "settings"}), field="settings")
-simple("state-wrong-version", "Pipeline state", "version=1", StateError,
-       "Pipeline state version 1 is not 4, the only version this datarax restores (2 and 3 "
-       "are earlier releases' states); restore it with the datarax release that saved it, or "
-       "start the epoch again with a fresh pipeline.",
-       lambda: restore(dict(state_of(), version=1)), field="version")
-simple("state-earlier-version", "Pipeline state", "a version 3 state (datarax before the one "
-       "state shape)", StateError, "Pipeline state version 3 is not 4, the only version this "
-       "datarax restores", lambda: restore(dict(state_of(), version=3)), field="version")
+simple("state-wrong-version", "Pipeline state", "version=3 (an earlier release's state)",
+       StateError, "Pipeline state version 3 is not 4, the only version this datarax restores "
+       "(2 and 3 are earlier releases' states); restore it with the datarax release that saved "
+       "it, or start the epoch again with a fresh pipeline.",
+       lambda: restore(dict(state_of(), version=3)), field="version")
 simple("state-position-not-the-source-s", "Pipeline state",
        "position=6 while its 'source' says current_index=3", StateError,
        "Pipeline state position=6 but its 'source' says current_index=3; the state was "
