@@ -134,6 +134,37 @@ def compare_fields(where: str, e_batch: Batch, g_batch: Batch, prefix: str = "")
             )
 
 
+def state_of_level(level: str, pipeline: Any, iterator: Any) -> Any:
+    """The state of ``level`` (``"iterator"``, ``"pipeline"``, ``"source"``: through JSON
+    text; ``"nnx"``: ``nnx.state(pipeline)``)."""
+    if level == "iterator":
+        return json_round_trip(iterator.get_state(), "PipelineIterator.get_state()")
+    if level == "pipeline":
+        return json_round_trip(pipeline.get_state(), "Pipeline.get_state()")
+    if level == "source":
+        return json_round_trip(pipeline.source.get_state(), "source.get_state()")
+    from flax import nnx
+
+    return nnx.state(pipeline)
+
+
+def restore_level(level: str, fresh: Any, state: Any) -> Any:
+    """Restore ``state`` into ``fresh``; the iterator to continue with (None: iter())."""
+    if level == "iterator":
+        iterator = iter(fresh)
+        iterator.set_state(state)
+        return iterator
+    if level == "pipeline":
+        fresh.set_state(state)
+    elif level == "source":
+        fresh.source.set_state(state)
+    else:
+        from flax import nnx
+
+        nnx.update(fresh, state)
+    return None
+
+
 def _run_with_interrupts(
     make_pipeline: Callable[[], Any],
     num_epochs: int,
@@ -169,23 +200,14 @@ def _run_with_interrupts(
             continue
         while due():  # interrupt: save, discard everything, rebuild, restore
             pending.pop(0)
-            if level == "pipeline":
-                raw, what = pipeline.get_state(), "Pipeline.get_state()"
-            else:
-                raw, what = iterator.get_state(), "PipelineIterator.get_state()"
-            state = json_round_trip(raw, what)
+            state = state_of_level(level, pipeline, iterator)
             largest = max(largest, len(json.dumps(state)))
             if iterator is not None:
                 iterator.close()
             if close is not None:
                 close(pipeline)
             pipeline = make_pipeline()
-            if level == "pipeline":
-                pipeline.set_state(state)
-                iterator = None
-            else:
-                iterator = iter(pipeline)
-                iterator.set_state(state)
+            iterator = restore_level(level, pipeline, state)
     if close is not None:
         close(pipeline)
     return out, largest

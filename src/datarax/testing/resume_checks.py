@@ -14,38 +14,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.testing.resume import json_round_trip, to_host
+from datarax.testing.resume import restore_level, state_of_level, to_host
 from datarax.testing.source_row import Level, SourceRow, compare_row, run_epochs
 from datarax.typing import Batch
-
-
-def _take_state(level: Level, pipeline: Any, iterator: Any) -> Any:
-    if level == "iterator":
-        return json_round_trip(iterator.get_state(), "PipelineIterator.get_state()")
-    if level == "pipeline":
-        return json_round_trip(pipeline.get_state(), "Pipeline.get_state()")
-    if level == "source":
-        return json_round_trip(pipeline.source.get_state(), "source.get_state()")
-    from flax import nnx
-
-    return nnx.state(pipeline)
-
-
-def _restore(level: Level, fresh: Any, state: Any) -> Any:
-    """Restore ``state`` into ``fresh``; the iterator to continue with (None: iter())."""
-    if level == "iterator":
-        iterator = iter(fresh)
-        iterator.set_state(state)
-        return iterator
-    if level == "pipeline":
-        fresh.set_state(state)
-    elif level == "source":
-        fresh.source.set_state(state)
-    else:
-        from flax import nnx
-
-        nnx.update(fresh, state)
-    return None
 
 
 def check_resume(
@@ -114,7 +85,7 @@ def check_resume(
 
     def save_and_restore(point: int, said: tuple[int, int | None], what: str) -> Any:
         nonlocal pipeline, restored
-        state = _take_state(level, pipeline, iterator)
+        state = state_of_level(level, pipeline, iterator)
         _check_said(row, level, state, said, f"the {level} state {what}")
         if level == "nnx" and nnx_round_trip is None:
             state = _copy_tree(state)
@@ -125,7 +96,7 @@ def check_resume(
         if level == "nnx" and nnx_round_trip is not None:
             state = nnx_round_trip(state, pipeline, point)
         restored = f"the {level} state {what}"
-        fresh = _restore(level, pipeline, state)
+        fresh = restore_level(level, pipeline, state)
         _check_said(row, "pipeline", pipeline, said, f"the pipeline restored from {restored}")
         return fresh
 
@@ -227,7 +198,7 @@ def check_restore_live(
     ``nnx.update`` of the pipeline)."""
 
     def save(pipeline: Any) -> Any:
-        state = _take_state(level, pipeline, None)
+        state = state_of_level(level, pipeline, None)
         return _copy_tree(state) if level == "nnx" else state
 
     reference = row.make(stages=stages())
@@ -243,10 +214,10 @@ def check_restore_live(
         got = [to_host(next(iterator))]
         state = save(pipeline)
         after = [to_host(b) for b in (next(iterator), next(iterator))]
-        _restore(level, pipeline, state)
+        restore_level(level, pipeline, state)
         for k, (first, again) in enumerate(zip(after, (next(iterator), next(iterator)))):
             compare_row(row, f"batch {1 + k}, again after the {level} restore", first, to_host(again))
-        _restore(level, pipeline, save(pipeline))  # where it stands
+        restore_level(level, pipeline, save(pipeline))  # where it stands
         got += after + [to_host(b) for b in iterator]
         iterator.close()
     finally:
@@ -281,10 +252,10 @@ def check_direct_read_live(row: SourceRow, passes: int = 6) -> None:
         row.close(reference)
     pipeline = row.make()
     try:
-        start = _take_state("pipeline", pipeline, None)
+        start = state_of_level("pipeline", pipeline, None)
         races = pipeline.plan.reading.read_ahead and pipeline.plan.prefetch > 0
         for trial in range(passes if races else 1):
-            _restore("pipeline", pipeline, start)
+            restore_level("pipeline", pipeline, start)
             iterator = iter(pipeline)
             first = list(row.record_ids(to_host(next(iterator))))
             if trial == 0:
