@@ -39,6 +39,7 @@ from flax import nnx
 from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.data_source import SourceKind
+from datarax.core.errors import SourceContractError
 from datarax.typing import Batch
 
 __all__ = [
@@ -129,44 +130,67 @@ def compiles_whole(children: Any) -> bool:
     return all(compiled(c) and not c.has_host_fields() for c in children)
 
 
-def read_at(source: Any, epoch: int, position: int, width: int,
-            length: int | None) -> tuple[Batch, np.ndarray] | None:
+def read_at(source: Any, epoch: int, position: int, width: int, length: int | None,
+            *, who: str | None = None) -> tuple[Batch | None, np.ndarray, int]:
     """Up to ``width`` records of ``source`` from ``position`` of its pass ``epoch``, on
-    the host (device arrays as numpy, text as lists), and their stable indices (int64);
-    None at the pass's end. ``length``: the source's records per pass (None: a stream).
+    the host (device arrays as numpy, text as lists), their stable indices (int64) and
+    the position after them (``end``, as a cursor's ``peek`` gives it: past the records
+    a source skipped as bad); the batch None at the pass's end. ``length``: the source's
+    records per pass (None: a stream). ``who``: the source as messages name it.
 
     The one read a source built from others makes of a child, in either mode: a compiled
     child is computed at those positions (``width`` rounded up to a power of two: reads
     of up to that many reuse one traced shape, the rest cut on the host), its position
     unmoved; a cursor-mode child is moved there where it stands elsewhere and read
-    forward, its position moving past what it hands out.
+    forward, its position moving past what it passes.
+
+    Raises:
+        SourceContractError: a cursor-mode child that ends its pass before its length,
+            or whose position moves by less than the records it hands out.
 
     Example:
         >>> import numpy as np
         >>> from datarax.sources import MemorySource, MemorySourceConfig
         >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
-        >>> batch, stable = read_at(child, 0, 3, 4, len(child))
-        >>> batch["x"].tolist(), stable.tolist(), child.index
-        ([3, 4], [3, 4], 0)
-        >>> read_at(child, 0, 5, 4, len(child)) is None
+        >>> batch, stable, end = read_at(child, 0, 3, 4, len(child))
+        >>> batch["x"].tolist(), stable.tolist(), end, child.index
+        ([3, 4], [3, 4], 5, 0)
+        >>> read_at(child, 0, 5, 4, len(child))[0] is None
         True
     """
+    none = np.zeros(0, np.int64)
     if length is not None and position >= length:
-        return None
+        return None, none, position
     if compiled(source):
         assert length is not None  # a compiled source knows its length
         padded = 1 << max(width - 1, 0).bit_length()
         batch, indices = source.get_batch_and_indices_at(epoch * length + position, padded)
         got = min(width, length - position)
-        return head_on_host(batch, got), np.asarray(indices, np.int64)[:got]
+        return head_on_host(batch, got), np.asarray(indices, np.int64)[:got], position + got
     if (source.epoch, source.index) != (epoch, position):  # moved from outside
         source.seek(epoch, position)
     batch, indices = source.get_batch_with_indices(width)
+    who = who or type(source).__name__
+    if source.epoch != epoch:  # a source that moved itself to its next pass
+        end = position if length is None else length
+    else:
+        end = max(source.index, position)
     if batch is None:
-        return None
+        if length is not None and end < length:
+            raise SourceContractError(
+                f"{who} ended its pass {epoch} at position {end}; its length says {length}. "
+                "A source read by another must pass every position of its length (records "
+                "it hands out plus records it skips as bad)."
+            )
+        return None, none, end
     got = batch_length(batch)
+    if source.epoch == epoch and end - position < got:
+        raise SourceContractError(
+            f"{who} handed out {got} records but its position moved by {end - position}; "
+            "a source's position must count the records it hands out."
+        )
     stable = np.arange(position, position + got) if indices is None else np.asarray(indices)
-    return head_on_host(dict(batch), got), stable.astype(np.int64)
+    return head_on_host(dict(batch), got), stable.astype(np.int64), end
 
 
 @dataclass(frozen=True)

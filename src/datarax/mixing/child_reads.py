@@ -59,25 +59,18 @@ class ChildReads(HostState):
         first, count = int(draws[0]), len(draws)
         if mode == "sampling":
             return self._sampled(i, child, draws)
-        if compiled(child):
-            batch, _ = child.get_batch_and_indices_at(first, count)
-            child.datarax_position.move(*divmod(first + count, self.lengths[i]))
-            return {k: v if isinstance(v, list) else np.asarray(v) for k, v in batch.items()}
-        if not forward_only(child):  # random access on the host
-            return self._host(child, self.lengths[i], first, count)
-        return self._stream(i, child, first, count, stream_passes)
-
-    def _host(self, child: DataSourceModule, n: int, first: int, count: int) -> Batch:
-        parts, have = [], 0
-        while have < count:  # read_at moves the child only where it stands elsewhere
+        if forward_only(child):
+            return self._stream(i, child, first, count, stream_passes)
+        n, parts, have = self.lengths[i], [], 0
+        while have < count:  # either mode: read_at moves a child only where it stands elsewhere
             epoch, index = divmod(first + have, n)
-            read = read_at(child, epoch, index, min(count - have, n - index), n)
-            if read is None:  # pragma: no cover - the position said records were left
+            batch, stable, _ = read_at(child, epoch, index, min(count - have, n - index), n)
+            if batch is None:  # pragma: no cover - a child that moved itself to its next pass
                 raise SourceContractError(
                     f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
                 )
-            parts.append(read[0])
-            have += len(read[1])
+            parts.append(batch)
+            have += len(stable)
         return concat_batches(parts)
 
     def _stream(self, i: int, child: DataSourceModule, first: int, count: int,

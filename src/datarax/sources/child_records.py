@@ -84,11 +84,10 @@ class ChildRecords(HostState):
         if self.ended:
             return False
         child, start = self.child, self.read_to
-        read = read_at(child, self.epoch, start, self.chunk, self.length)
-        if read is None:
+        batch, stable, _ = read_at(child, self.epoch, start, self.chunk, self.length)
+        if batch is None:
             self.ended = True
             return False
-        batch, stable = read
         got = len(stable)
         if not compiled(child) and (child.epoch != self.epoch or child.index != start + got):
             raise SourceContractError(

@@ -39,9 +39,9 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, check_children, child_settings
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
-from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import ReadMode, compiled, compiles_whole, kind_for, read_at, reading_of
+from datarax.core.reading import ReadMode, compiles_whole, kind_for, read_at, reading_of
 from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
 from datarax.sources.skip_ledger import SkipCounts
@@ -73,7 +73,9 @@ class _Reading(HostState):
     """Python-only bookkeeping of a stream concatenation's pass (never state)."""
 
     def __init__(self) -> None:
+        self.epoch = 0  # the pass being read
         self.part = 0  # the part the pass is reading
+        self.at = 0  # and the position in that part's pass
 
 
 class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
@@ -113,7 +115,6 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         self.__lengths: tuple[int | None, ...] = tuple(lengths)
         self.__reading = _Reading()
         self.__pass: StreamPass | None = None
-        self.__compiled = tuple(compiled(p) for p in parts)  # each part's mode, once
         self.__part_counts = tuple(reading_of(p).counts_skips for p in parts)
         self.__counts_skips = False  # a host concatenation: it counts its parts' skips
         if any(n is None for n in lengths):
@@ -246,62 +247,31 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         self, i: int, epoch: int, local: int, count: int, room: int
     ) -> tuple[Batch | None, np.ndarray | None, int]:
         """Up to ``count`` records of part ``i`` from position ``local`` of its pass
-        ``epoch``, passing at most ``room`` positions: ``(batch, stable indices,
-        positions passed)``. A part that skips bad records passes more positions than
-        it hands out records; ``batch`` is None when all it passed were skipped."""
-        part = self.parts[i]
-        if self.__compiled[i]:
-            n = int(self.__lengths[i])  # type: ignore[arg-type]
-            batch, indices = read_at(part, epoch, local, count, n)  # type: ignore[misc]
-            return batch, indices, count
+        ``epoch`` (:func:`~datarax.core.reading.read_at`, either mode), passing at most
+        ``room`` positions: ``(batch, stable indices, positions passed)``. A part that
+        skips bad records passes more positions than it hands out records; ``batch`` is
+        None when all it passed were skipped."""
+        part, n = self.parts[i], self.__lengths[i]
+        who = f"ConcatSource part {i} ({type(part).__name__})"
         self._place_part(i, epoch, local)
-        batch, indices, passed = self._read_host_part(i, count)
-        if passed <= room:
-            return batch, indices, passed
+        batch, stable, end = read_at(part, epoch, local, count, n, who=who)
+        if end - local <= room:
+            return batch, stable, end - local
         # A part cut by a shard's end skipped past that end while filling the read:
         # read the positions again one record at a time, keeping those before the end.
         self._place_part(i, epoch, local)
         batches, stables, passed = [], [], 0
         while passed < room:
-            batch, indices, step = self._read_host_part(i, 1)
-            if passed + step > room:  # the record found lies past the end
+            batch, stable, end = read_at(part, epoch, local + passed, 1, n, who=who)
+            if end - local > room:  # the record found lies past the end
                 break
-            passed += step
+            passed = end - local
             if batch is not None:
                 batches.append(batch)
-                stables.append(indices)
+                stables.append(stable)
         if not batches:
             return None, None, room
         return concat_batches(batches), np.concatenate(stables), room
-
-    def _read_host_part(self, i: int, count: int) -> tuple[Batch | None, np.ndarray | None, int]:
-        """At most ``count`` records from host part ``i``'s position, their stable
-        indices and the positions passed (records plus skipped ones)."""
-        part = self.parts[i]
-        start = part.index
-        batch, indices = part.get_batch_with_indices(count)
-        length = int(self.__lengths[i])  # type: ignore[arg-type]
-        if batch is None:
-            if part.epoch != self.epoch:  # a part that moved itself to its next pass
-                return None, None, length - start
-            if part.index < length:
-                raise SourceContractError(
-                    f"ConcatSource part {i} ({type(part).__name__}) ended its pass "
-                    f"{self.epoch} at position {part.index}; its length says "
-                    f"{self.__lengths[i]}. A part must pass every position of its length "
-                    "(records it hands out plus records it skips as bad)."
-                )
-            return None, None, length - start
-        passed = part.index - start
-        got = batch_length(batch)
-        if passed < got:
-            raise SourceContractError(
-                f"ConcatSource part {i} ({type(part).__name__}) handed out {got} records "
-                f"but its position moved by {passed}; a part's position must count the "
-                "records it hands out."
-            )
-        stable = np.arange(start, start + got) if indices is None else np.asarray(indices)
-        return dict(batch), stable, passed
 
     # ------------------------------------------------------- bad records (skips)
     def _skips(self) -> int:
@@ -313,17 +283,16 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         return super()._skips()
 
     def _place_part(self, i: int, epoch: int, local: int) -> None:
-        """Stand part ``i`` at ``local`` of its pass ``epoch`` with the skip count it
-        had there (so its skip budget continues exactly after a rewind or restore)."""
+        """Stand a part that counts its skips at ``local`` of its pass ``epoch`` with
+        the skip count it had there (its skip budget continues exactly after a rewind or
+        restore); another part is moved by ``read_at`` where it stands elsewhere."""
         part = self.parts[i]
+        if not self.__part_counts[i]:
+            return
         count = self._part_skips(i)
-        counts = self.__part_counts[i]
-        if (part.epoch, part.index) != (epoch, local) or (
-            counts and int(part.skipped.get_value()) != count
-        ):
+        if (part.epoch, part.index) != (epoch, local) or int(part.skipped.get_value()) != count:
             part.seek(epoch, local)
-            if counts:
-                part.skipped.set_value(np.asarray(count, np.int64))
+            part.skipped.set_value(np.asarray(count, np.int64))
 
     def _part_skips(self, i: int) -> int:
         """Records part ``i`` skipped this epoch before the position (part ``i`` holds
@@ -346,26 +315,20 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         """Begin pass ``epoch`` from part 0 (every part at the start of its pass ``epoch``)."""
         for part in self.parts:
             part.seek(epoch, 0)
-        self.__reading.part = 0
+        self.__reading.epoch, self.__reading.part, self.__reading.at = epoch, 0, 0
 
     def get_batch(self, batch_size: int) -> Batch | None:
         """The pass's next records (at most ``batch_size``), parts in turn, or None at
         its end: the forward read a stream concatenation's pass is made of (use
         :meth:`get_batch_with_indices`, which counts what it hands out)."""
-        while self.__reading.part < len(self.parts):
-            i = self.__reading.part
-            part = self.parts[i]
-            if self.__compiled[i]:
-                n = int(self.__lengths[i])  # type: ignore[arg-type]
-                read = read_at(part, part.epoch, part.index, batch_size, n)
-                if read is not None:
-                    part.datarax_position.advance(len(read[1]))
-                    return read[0]
-            else:
-                batch, _ = part.get_batch_with_indices(batch_size)
-                if batch is not None:
-                    return dict(batch)
-            self.__reading.part += 1
+        reading = self.__reading
+        while reading.part < len(self.parts):
+            part = self.parts[reading.part]
+            batch, _, reading.at = read_at(part, reading.epoch, reading.at, batch_size,
+                                           self.__lengths[reading.part])
+            if batch is not None:
+                return batch
+            reading.part, reading.at = reading.part + 1, 0
         return None
 
     def _moved(self) -> None:

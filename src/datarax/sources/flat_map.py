@@ -143,9 +143,8 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         self.source = source
         self.fn = nnx.static(fn)
         self.__length = source.epoch_size()
-        self.__compiled = compiled(source)
         self.__skipping = skipping_setting(source) is not None
-        self.__counts_skips = not self.__compiled and reading_of(source).counts_skips
+        self.__counts_skips = not compiled(source) and reading_of(source).counts_skips
         # [epoch, index] the cursor belongs to, then the place of the next output (the
         # start of the next round of shards): [parent position, outputs passed from
         # there on, records the parent skipped as bad before it].
@@ -343,12 +342,8 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         indices, the parent's position after them, whether the pass ends there)``. A
         parent that skips bad records moves past more positions than it hands out."""
         n = self.__length
-        read = read_at(self.source, epoch, position, CHUNK, n)
-        batch, stable = (None, np.zeros(0, np.int64)) if read is None else read
-        after = position + len(stable)
-        if not self.__compiled and self.source.epoch == epoch:
-            after = max(after, self.source.index)
-        return batch, stable, after, read is None or (n is not None and after >= n)
+        batch, stable, after = read_at(self.source, epoch, position, CHUNK, n)
+        return batch, stable, after, batch is None or (n is not None and after >= n)
 
     def _expand(self, record: Any, stable: int, epoch: int, place: str) -> list[Any]:
         """``fn(record)`` checked: a list of at most ``max_outputs`` dicts."""
