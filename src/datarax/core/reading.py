@@ -130,19 +130,22 @@ def compiles_whole(children: Any) -> bool:
     return all(compiled(c) and not c.has_host_fields() for c in children)
 
 
-def read_at(source: Any, epoch: int, position: int, width: int, length: int | None,
-            *, who: str | None = None) -> tuple[Batch | None, np.ndarray, int]:
+def read_at(source: Any, epoch: int, position: int, width: int, length: int | None, *,
+            who: str | None = None, skips: int | None = None,
+            ) -> tuple[Batch | None, np.ndarray, int]:
     """Up to ``width`` records of ``source`` from ``position`` of its pass ``epoch``, on
     the host (device arrays as numpy, text as lists), their stable indices (int64) and
     the position after them (``end``, as a cursor's ``peek`` gives it: past the records
     a source skipped as bad); the batch None at the pass's end. ``length``: the source's
     records per pass (None: a stream). ``who``: the source as messages name it.
+    ``skips``: for a child that counts the records it skips as bad, its count before
+    ``position`` (set with the position, so its skip budget continues exactly).
 
     The one read a source built from others makes of a child, in either mode: a compiled
     child is computed at those positions (``width`` rounded up to a power of two: reads
     of up to that many reuse one traced shape, the rest cut on the host), its position
-    unmoved; a cursor-mode child is moved there where it stands elsewhere and read
-    forward, its position moving past what it passes.
+    unmoved; a cursor-mode child is moved there where it stands elsewhere (even at the
+    pass's end) and read forward, its position moving past what it passes.
 
     Raises:
         SourceContractError: a cursor-mode child that ends its pass before its length,
@@ -159,16 +162,22 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         True
     """
     none = np.zeros(0, np.int64)
-    if length is not None and position >= length:
-        return None, none, position
     if compiled(source):
         assert length is not None  # a compiled source knows its length
+        if position >= length:
+            return None, none, position
         padded = 1 << max(width - 1, 0).bit_length()
         batch, indices = source.get_batch_and_indices_at(epoch * length + position, padded)
         got = min(width, length - position)
         return head_on_host(batch, got), np.asarray(indices, np.int64)[:got], position + got
-    if (source.epoch, source.index) != (epoch, position):  # moved from outside
+    if (source.epoch, source.index) != (epoch, position) or (
+        skips is not None and int(source.skipped.get_value()) != skips
+    ):  # moved from outside
         source.seek(epoch, position)
+        if skips is not None:
+            source.skipped.set_value(np.asarray(skips, np.int64))
+    if length is not None and position >= length:
+        return None, none, position
     batch, indices = source.get_batch_with_indices(width)
     who = who or type(source).__name__
     if source.epoch != epoch:  # a source that moved itself to its next pass

@@ -3,10 +3,11 @@
 Draw ``t`` of a child is, in mode ``"epoch"``, its own record ``t % n`` of its own pass
 ``t // n``; in mode ``"sampling"``, the record :func:`~datarax.mixing.sampling.sampled_records`
 picks for ``(seed, child, t)``. :class:`ChildReads` reads a run of consecutive draws of
-one child, whatever its kind: an indexed child by positions, a host child through its own
-reader (seeking only where the run does not continue the last one), a stream child by
-reading on from where it stands (its pass boundaries kept in the mixture's
-``stream_passes`` Variable, so that a resume is a seek). What it keeps between reads is
+one child, whatever its kind, through :func:`~datarax.core.reading.read_at`: a child of
+known length at the run's positions (a cursor-mode one moved only where the run does not
+continue the last one), a stream child read on from where it stands (its pass boundaries
+kept in the mixture's ``stream_passes`` Variable, so that a resume is a seek); sampled
+draws are read by record. What it keeps between reads is
 Python-only bookkeeping, never state: a restored mixture reads again from its position.
 
 :func:`interleave` lays the children's runs into one batch in the mixture's order.
@@ -21,7 +22,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import batch_length, concat_batches
+from datarax.core.batch import concat_batches
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
@@ -76,40 +77,38 @@ class ChildReads(HostState):
     def _stream(self, i: int, child: DataSourceModule, first: int, count: int,
                 stream_passes: nnx.Variable[Any]) -> Batch:
         passes = stream_passes.get_value()
-        pass_epoch, pass_start = int(passes[i, 0]), int(passes[i, 1])
-        skip = 0
+        epoch, start = int(passes[i, 0]), int(passes[i, 1])  # the pass, its first draw
+        draw = first  # the draw the child stands at
         if self.next_draw[i] != first:
-            if first < pass_start:
+            if first < start:
                 raise StateError(
-                    f"MixSource: stream '{self.names[i]}' began pass {pass_epoch} at its draw "
-                    f"{pass_start}; going back to draw {first} would need its earlier pass. "
+                    f"MixSource: stream '{self.names[i]}' began pass {epoch} at its draw "
+                    f"{start}; going back to draw {first} would need its earlier pass. "
                     "Restore a state saved at or after that point."
                 )
             # Read from the pass's start: draw ``first`` may lie in a later pass (a shard
             # skips the draws of the other shards), whose start is known only once the
             # passes before it are read to their ends.
-            child.seek(pass_epoch, 0)
-            skip = first - pass_start
+            child.seek(epoch, 0)
+            draw = start
         parts = []
-        have = -skip  # records read past ``first`` (negative: still skipping)
-        while have < count:
-            want = count - have if have >= 0 else min(-have, max(count, 1024))
-            batch, _ = child.get_batch_with_indices(want)
+        while draw < first + count:  # records before ``first`` read and dropped
+            want = first + count - draw if draw >= first else min(first - draw, max(count, 1024))
+            batch, stable, _ = read_at(child, epoch, draw - start, want, None)
             if batch is None:
-                if child.index == 0:
+                if draw == start:
                     raise SourceContractError(
                         f"MixSource: stream '{self.names[i]}' served no record in pass "
-                        f"{child.epoch}; a mixed stream must serve records in every pass."
+                        f"{epoch}; a mixed stream must serve records in every pass."
                     )
-                pass_epoch, pass_start = child.epoch + 1, first + have
+                epoch, start = epoch + 1, draw
                 updated = np.array(stream_passes.get_value())
-                updated[i] = (pass_epoch, pass_start)
+                updated[i] = (epoch, start)
                 stream_passes.set_value(updated)
-                child.seek(pass_epoch, 0)
                 continue
-            if have >= 0:
-                parts.append(dict(batch))
-            have += batch_length(batch)
+            if draw >= first:
+                parts.append(batch)
+            draw += len(stable)
         self.next_draw[i] = first + count
         return concat_batches(parts)
 

@@ -5,9 +5,9 @@
 records in an order of their own, reading each child forward from a place in its pass
 (``epoch``, ``position``). :class:`ChildRecords` is that read, for a child of either
 read mode (:func:`~datarax.core.reading.read_at`): a compiled child is gathered by
-positions (one traced shape, ``chunk`` records a gather); a cursor-mode child is stood at
-the place once (``seek``: a stream reads its pass again up to there) and read with
-``get_batch_with_indices``. Records read ahead of
+positions (one traced shape, ``chunk`` records a gather); a cursor-mode child is moved to
+the place where it stands elsewhere (``seek``: a stream reads its pass again up to there)
+and read forward. Records read ahead of
 what was taken stay here (Python-only, never state): what the owner saves is
 :attr:`ChildRecords.position`, the child's next record not yet taken.
 
@@ -34,7 +34,7 @@ from datarax.core.batch import take_records
 from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import compiled, read_at
+from datarax.core.reading import read_at
 from datarax.core.share import Share
 from datarax.typing import Batch
 
@@ -65,8 +65,6 @@ class ChildRecords(HostState):
         self.row = 0  # rows of `batch` taken
         self.read_to = position  # the child's position after `batch`
         self.ended = False
-        if not compiled(child):
-            child.seek(epoch, position)
 
     def take(self, count: int) -> tuple[Batch, np.ndarray] | None:
         """At most ``count`` (>= 1) next records and their stable indices, or None at the
@@ -84,12 +82,12 @@ class ChildRecords(HostState):
         if self.ended:
             return False
         child, start = self.child, self.read_to
-        batch, stable, _ = read_at(child, self.epoch, start, self.chunk, self.length)
+        batch, stable, end = read_at(child, self.epoch, start, self.chunk, self.length)
         if batch is None:
             self.ended = True
             return False
         got = len(stable)
-        if not compiled(child) and (child.epoch != self.epoch or child.index != start + got):
+        if end != start + got:  # a cursor-mode child that skipped records
             raise SourceContractError(
                 f"{type(child).__name__} handed out {got} records from position {start} of "
                 f"pass {self.epoch} but now stands at {child.index} of pass {child.epoch}; "

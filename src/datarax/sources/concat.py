@@ -253,16 +253,17 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         None when all it passed were skipped."""
         part, n = self.parts[i], self.__lengths[i]
         who = f"ConcatSource part {i} ({type(part).__name__})"
-        self._place_part(i, epoch, local)
-        batch, stable, end = read_at(part, epoch, local, count, n, who=who)
+        # a part that counts its skips stands there with the count it had there
+        skips = self._part_skips(i) if self.__part_counts[i] else None
+        batch, stable, end = read_at(part, epoch, local, count, n, who=who, skips=skips)
         if end - local <= room:
             return batch, stable, end - local
         # A part cut by a shard's end skipped past that end while filling the read:
         # read the positions again one record at a time, keeping those before the end.
-        self._place_part(i, epoch, local)
         batches, stables, passed = [], [], 0
         while passed < room:
-            batch, stable, end = read_at(part, epoch, local + passed, 1, n, who=who)
+            batch, stable, end = read_at(part, epoch, local + passed, 1, n, who=who,
+                                         skips=None if passed else skips)
             if end - local > room:  # the record found lies past the end
                 break
             passed = end - local
@@ -281,18 +282,6 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         if not isinstance(getattr(self, "skipped", None), nnx.Variable):
             return 0
         return super()._skips()
-
-    def _place_part(self, i: int, epoch: int, local: int) -> None:
-        """Stand a part that counts its skips at ``local`` of its pass ``epoch`` with
-        the skip count it had there (its skip budget continues exactly after a rewind or
-        restore); another part is moved by ``read_at`` where it stands elsewhere."""
-        part = self.parts[i]
-        if not self.__part_counts[i]:
-            return
-        count = self._part_skips(i)
-        if (part.epoch, part.index) != (epoch, local) or int(part.skipped.get_value()) != count:
-            part.seek(epoch, local)
-            part.skipped.set_value(np.asarray(count, np.int64))
 
     def _part_skips(self, i: int) -> int:
         """Records part ``i`` skipped this epoch before the position (part ``i`` holds

@@ -261,8 +261,6 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         reading.chunk_skips = reading.next_skips = skips
         reading.row = reading.before = reading.offset = 0
         reading.outputs, reading.loaded = [], False
-        if self.__counts_skips:  # the parent's skip count there: its budget continues
-            self._place_parent(epoch, parent_pos, skips)
         if not described and index:  # moved by seek(epoch, index) alone: read up to there
             for _ in range(index * self.shard.count):
                 if self._next_output() is None:
@@ -290,14 +288,6 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         reading.valid = True
         self._save_cursor()
 
-    def _place_parent(self, epoch: int, position: int, skips: int) -> None:
-        """Stand the parent at ``position`` of pass ``epoch`` with ``skips`` records
-        skipped before it."""
-        parent = self.source
-        if (parent.epoch, parent.index) != (epoch, position) or int(parent.skipped.get_value()) != skips:
-            parent.seek(epoch, position)
-            parent.skipped.set_value(np.asarray(skips, np.int64))
-
     def _load_outputs(self) -> bool:
         """Expand the pending parent record; False at the pass's end."""
         reading = self.__reading
@@ -305,7 +295,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             if reading.parent_done:
                 return False
             start, reading.chunk_skips = reading.chunk_next, reading.next_skips
-            chunk, stable, after, reading.parent_done = self._read_parent(reading.epoch, start)
+            skips = reading.chunk_skips if self.__counts_skips else None  # its budget goes on
+            chunk, stable, after, done = self._read_parent(reading.epoch, start, skips)
+            reading.parent_done = done
             reading.chunk, reading.chunk_stable = chunk, stable
             reading.chunk_start, reading.chunk_next = start, after
             reading.next_skips = int(self.source.skipped.get_value()) if self.__counts_skips else 0
@@ -337,12 +329,14 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             reading.before += len(reading.outputs)
             reading.outputs, reading.offset, reading.loaded = [], 0, False
 
-    def _read_parent(self, epoch: int, position: int) -> tuple[Batch | None, np.ndarray, int, bool]:
-        """Parent records from ``position`` of its pass ``epoch``: ``(records, stable
-        indices, the parent's position after them, whether the pass ends there)``. A
-        parent that skips bad records moves past more positions than it hands out."""
+    def _read_parent(self, epoch: int, position: int, skips: int | None = None,
+                     ) -> tuple[Batch | None, np.ndarray, int, bool]:
+        """Parent records from ``position`` of its pass ``epoch`` (``skips``: the parent's
+        skip count there): ``(records, stable indices, the parent's position after them,
+        whether the pass ends there)``. A parent that skips bad records moves past more
+        positions than it hands out."""
         n = self.__length
-        batch, stable, after = read_at(self.source, epoch, position, CHUNK, n)
+        batch, stable, after = read_at(self.source, epoch, position, CHUNK, n, skips=skips)
         return batch, stable, after, batch is None or (n is not None and after >= n)
 
     def _expand(self, record: Any, stable: int, epoch: int, place: str) -> list[Any]:
