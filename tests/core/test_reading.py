@@ -11,7 +11,8 @@ from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.indexed import IndexedSource
 from datarax.core.reading import (
-    ReadMode, compiled, compiles_whole, cursor_of, forward_only, kind_for, read_mode, reading_of,
+    ReadMode, compiled, compiles_whole, cursor_of, forward_only, kind_for, read_at, read_mode,
+    reading_of,
 )
 from datarax.core.stream import StreamSource
 from datarax.pipeline import Pipeline
@@ -144,6 +145,23 @@ def test_cursor_of_reads_ahead_without_moving_the_position(tmp_path):
         cursor.release()
     finally:
         source.close()
+
+
+def test_read_at_reads_a_child_of_any_mode_alike(tmp_path):
+    memory, files, stream = _memory(), _npy(tmp_path), _Counter()
+    try:
+        for child, length in ((memory, 6), (files, 6), (stream, None)):
+            batch, stable, end = read_at(child, 0, 1, 2, length)
+            assert (batch["x"].tolist(), stable.tolist(), end) == ([1, 2], [1, 2], 3)
+        assert (memory.index, files.index, stream.index) == (0, 3, 3)  # compiled: unmoved
+        batch, _, end = read_at(files, 1, 4, 5, 6)  # standing elsewhere: moved there
+        assert (batch["x"].tolist(), end, files.epoch, files.index) == ([4, 5], 6, 1, 6)
+        assert read_at(files, 1, 6, 2, 6)[0] is None and read_at(memory, 0, 6, 2, 6)[0] is None
+        batch, _, end = read_at(stream, 0, 3, 5, None)  # read on from where it stands
+        assert (batch["x"].tolist(), end) == ([3], 4)
+        assert read_at(stream, 0, 4, 2, None)[::2] == (None, 4)  # its pass ends at 4
+    finally:
+        files.close()
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])
