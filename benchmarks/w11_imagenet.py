@@ -21,7 +21,10 @@ Contenders, each in a fresh process (``--worker``), one epoch each:
 * ``tfdata``: ``tf.data`` over the files: ``decode_and_crop_jpeg`` of a box drawn by
   ``sample_distorted_bounding_box`` (area 0.08-1, ratio 3/4-4/3) + resize + flip for
   train, ``decode_jpeg`` + resize (shorter side 256) + centre crop for eval, normalised,
-  ``map(num_parallel_calls=AUTOTUNE).batch.prefetch(AUTOTUNE)``;
+  ``map(num_parallel_calls=AUTOTUNE).batch.prefetch(AUTOTUNE)``; its resizes are
+  bilinear without antialiasing (``tf.image.resize``'s default);
+* ``tfdata-antialias``: the same with ``antialias=True``, the resize torchvision's PIL
+  transforms and ``decode_images`` do (not in the default contenders);
 * ``floor``: a plain loop in as many processes as cores: read each file, decode and
   crop it exactly as ``decode_images`` does (uint8 out, no flip, no normalise, no
   batching), the records counted.
@@ -192,7 +195,7 @@ def run_torchvision(folder: str, mode: str, workers: int, **_: Any) -> dict[str,
     return _timed(batches())
 
 
-def run_tfdata(folder: str, mode: str, **_: Any) -> dict[str, Any]:
+def run_tfdata(folder: str, mode: str, antialias: bool = False, **_: Any) -> dict[str, Any]:
     def batches():
         import tensorflow as tf
 
@@ -209,14 +212,16 @@ def run_tfdata(folder: str, mode: str, **_: Any) -> dict[str, Any]:
             start, size, _ = box
             window = tf.stack([start[0], start[1], size[0], size[1]])
             image = tf.io.decode_and_crop_jpeg(data, window, channels=3)
-            image = tf.image.random_flip_left_right(tf.image.resize(image, (224, 224)))
+            image = tf.image.resize(image, (224, 224), antialias=antialias)
+            image = tf.image.random_flip_left_right(image)
             return (image / 255.0 - MEAN) / STD
 
         def evaluate(path: Any) -> Any:  # Resize(256) (shorter side) + CenterCrop(224)
             image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
             shape = tf.cast(tf.shape(image)[:2], tf.float32)
             scale = 256.0 / tf.reduce_min(shape)
-            image = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32))
+            image = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32),
+                                    antialias=antialias)
             image = tf.image.resize_with_crop_or_pad(image, 224, 224)
             return (image / 255.0 - MEAN) / STD
 
@@ -257,8 +262,12 @@ def run_floor(folder: str, mode: str, **_: Any) -> dict[str, Any]:
     return _timed(batches())
 
 
+def run_tfdata_antialias(folder: str, mode: str, **_: Any) -> dict[str, Any]:
+    return run_tfdata(folder, mode, antialias=True)
+
+
 RUNNERS = {"datarax": run_datarax, "torchvision": run_torchvision, "tfdata": run_tfdata,
-           "floor": run_floor}
+           "tfdata-antialias": run_tfdata_antialias, "floor": run_floor}
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -316,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"datarax": [{"processes": 0}, {"processes": n}],
                 "torchvision": [{"workers": w} for w in sorted(
                     {n if w == "cores" else int(w) for w in args.torch_workers.split(",")})],
-                "tfdata": [{}], "floor": [{}]}
+                "tfdata": [{}], "tfdata-antialias": [{}], "floor": [{}]}
     report: dict[str, Any] = {"images": args.images, "cores": n, "batch_size": BATCH,
                               "folder_bytes": sum(p.stat().st_size for p in folder.rglob("*.jpg")),
                               "made_s": made, "load_before": os.getloadavg(), "runs": {}}
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in args.modes.split(","):
         for suffix in ("", "-baseline"):
             ours = report["runs"].get(f"{mode}/datarax{suffix}", {}).get("best", {})
-            for other in ("torchvision", "tfdata", f"floor{suffix}"):
+            for other in ("torchvision", "tfdata", "tfdata-antialias", f"floor{suffix}"):
                 theirs = report["runs"].get(f"{mode}/{other}", {}).get("best", {})
                 for rate in ("epoch_rate", "steady_rate"):
                     if ours.get(rate) and theirs.get(rate):

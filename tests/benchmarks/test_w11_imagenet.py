@@ -51,3 +51,19 @@ def test_main_runs_the_floor_and_reports_it(work, tmp_path):
     report = json.loads(out.read_text())
     assert report["images"] == 20 and report["batch_size"] == 256
     assert report["runs"]["eval/floor"]["best"]["records"] == 20
+
+
+def test_decoder_table_checks_each_installed_decoders_pixels(work, tmp_path):
+    from benchmarks import w11_decoders
+
+    out = tmp_path / "decoders.json"
+    assert w11_decoders.main(["--images", "6", "--work", str(work), "--no-tf",
+                              "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["images"] == 6 and 0 < report["box_area_share"] <= 1
+    rows = report["decoders"]
+    # simplejpeg (decode_images' decoder) is the reference; Pillow, its fallback, gives
+    # the same pixels in every record's train box
+    assert rows["pillow"]["boxes_equal"] == rows["pillow"]["boxes_checked"] == 6
+    assert rows["simplejpeg"]["boxes_equal"] == 6
+    assert all(row == {"installed": False} or row["box_cpu_ms"] > 0 for row in rows.values())

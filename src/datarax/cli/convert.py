@@ -39,7 +39,7 @@ def _at_least_one(text: str) -> int:
 
 
 def _resize(text: str) -> int | tuple[int, int]:
-    from datarax.core.errors import ConfigError
+    from datarax.errors import ConfigError
     from datarax.dataset.resized_rows import parse_resize
 
     try:

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
         build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
-    from datarax.core.errors import RecordError
+    from datarax.errors import RecordError  # (datarax.core would import JAX and Flax)
 
     try:
         return _run(args)
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from datarax.core.errors import ConfigError
+    from datarax.errors import ConfigError
 
     if getattr(args, "batch_size", 1) < 1:  # before a source is opened or data is loaded
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}.")
