@@ -619,6 +619,31 @@ simple("stream-without-element-spec", "Stream batches vs element_spec",
        "TextSpec for strings) so Pipeline can check every batch.",
        lambda: pipe(source=SpecLess()))
 
+
+def twice(source: DataSourceModule, pipeline: bool) -> None:
+    """Two passes over ``source``: through a Pipeline, or by direct iteration."""
+    reader: Any = (Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0),
+                            shard_index=0, shard_count=1) if pipeline else source)
+    for _ in range(2):
+        for _ in reader:
+            pass
+
+
+def _valid(n: int) -> dict[str, Any]:
+    return {"x": np.zeros((n, 2), np.float32)}
+
+
+simple("stream-not-rewound", "Stream batches vs element_spec",
+       "a stream without restart(epoch) read for a second epoch", SourceContractError,
+       "Drifting served 8 records in pass 0 and none in pass 1: a forward-only stream must be "
+       "rewound between passes. Implement restart(self, epoch) to start the stream over",
+       lambda: twice(Drifting(_valid), pipeline=True))
+simple("stream-not-rewound-direct", "Stream batches vs element_spec",
+       "a stream without restart(epoch) iterated directly a second time", SourceContractError,
+       "Drifting served 8 records in pass 0 and none when pass 0 was read again: a "
+       "forward-only stream must be rewound between passes.",
+       lambda: twice(Drifting(_valid), pipeline=False))
+
 # ------------------------------------------------------------------- states
 simple("state-not-a-dict", "Pipeline state", "set_state('abc')", StateError,
        "Pipeline.set_state expects the dict get_state() returned, got str.",
