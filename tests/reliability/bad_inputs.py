@@ -960,6 +960,21 @@ simple("arrayrecord-paths-int", "ArrayRecord", "paths=3", ConfigError,
        lambda: _ar(3), needs=AR)
 
 
+def _ar_path_keyword() -> Any:
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(), path="data.array_record")
+
+
+simple("arrayrecord-keyword-near-miss", "ArrayRecord", "path= (a near miss of paths=)",
+       ConfigError,
+       "ArrayRecordSourceModule got unknown setting(s) ['path']; its settings are ['seed', "
+       "'num_epochs', 'shuffle_files', 'shuffle_window', 'shuffle_block', 'on_error', "
+       "'max_skipped', 'max_skipped_fraction', 'cast_float64']. Did you mean paths=, a keyword "
+       "argument of ArrayRecordSourceModule (not a setting of its config)?",
+       _ar_path_keyword, needs=AR)
+
+
 def _corrupt(tmp: Path) -> Any:
     path = tmp / "corrupt.array_record"
     path.write_bytes(os.urandom(4096))
