@@ -2,7 +2,8 @@
 
 Batch sizes, shard counts and seeds are often computed with NumPy
 (``global_batch // n``, ``np.random.default_rng().integers(...)``); a NumPy integer is
-an integer and is taken as the same Python int, in configs and in the Pipeline.
+an integer and is taken as the same Python int, in configs and in the Pipeline; a NumPy
+bool is taken as the same Python bool in configs.
 """
 
 from __future__ import annotations
@@ -40,3 +41,17 @@ def test_non_integers_are_still_refused(value):
         Pipeline(source=source, stages=[], batch_size=value)
     with pytest.raises(ConfigError, match="seed must be an int"):
         MemorySourceConfig(seed=value)
+
+
+def test_configs_take_numpy_bools_as_python_bools():
+    # a switch computed with NumPy (``flags["shuffle"]`` of an np.load, ``rng.random() < p``)
+    config = MemorySourceConfig(shuffle=np.True_, seed=3)
+    assert config == MemorySourceConfig(shuffle=True, seed=3) and type(config.shuffle) is bool
+    data = {"x": np.arange(8, dtype=np.int32)}
+    orders = [[int(e["x"]) for e in MemorySource(c, data)]
+              for c in (config, MemorySourceConfig(shuffle=True, seed=3))]
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(8))
+    json.dumps(MemorySource(config, data).get_state())  # the state stays JSON-able
+    assert ArrayRecordSourceConfig(shuffle_files=np.bool_(False)).shuffle_files is False
+    with pytest.raises(ConfigError, match="shuffle must be a bool"):
+        MemorySourceConfig(shuffle=np.int64(1))
