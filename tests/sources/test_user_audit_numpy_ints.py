@@ -55,3 +55,18 @@ def test_configs_take_numpy_bools_as_python_bools():
     assert ArrayRecordSourceConfig(shuffle_files=np.bool_(False)).shuffle_files is False
     with pytest.raises(ConfigError, match="shuffle must be a bool"):
         MemorySourceConfig(shuffle=np.int64(1))
+
+
+def test_pipeline_takes_numpy_bools_for_its_switches():
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})
+    pipeline = Pipeline(source=source, stages=[], batch_size=4, drop_remainder=np.True_,
+                        check_finite=np.False_)
+    assert pipeline.drop_remainder is True and len(pipeline) == 2
+    assert [b["x"].tolist() for b in pipeline] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    state = json.loads(json.dumps(pipeline.get_state()))  # the state stays JSON-able
+    assert state["settings"]["drop_remainder"] is True
+    padded = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)}),
+                      stages=[], batch_size=4, pad_remainder=np.bool_(True))
+    assert [b["valid"].tolist() for b in padded] == [[True] * 4, [True, False, False, False]]
+    with pytest.raises(ConfigError, match="drop_remainder must be a bool"):
+        Pipeline(source=source, stages=[], batch_size=4, drop_remainder=np.int64(1))

@@ -55,7 +55,7 @@ def check_arguments(
         raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
     for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),
                          ("pad_remainder", pad_remainder)):
-        if not isinstance(value, bool):
+        if not isinstance(value, (bool, np.bool_)):  # a NumPy bool is the same bool (plan.py)
             raise ConfigError(
                 f"Pipeline {label} must be a bool, got {type(value).__name__}."
             )
