@@ -3,7 +3,8 @@
 Batch sizes, shard counts and seeds are often computed with NumPy
 (``global_batch // n``, ``np.random.default_rng().integers(...)``); a NumPy integer is
 an integer and is taken as the same Python int, in configs and in the Pipeline; a NumPy
-bool is taken as the same Python bool in configs.
+bool is taken as the same Python bool; a saved state holding NumPy ints (a checkpoint kept
+in NumPy) restores as one of Python ints does.
 """
 
 from __future__ import annotations
@@ -70,3 +71,39 @@ def test_pipeline_takes_numpy_bools_for_its_switches():
     assert [b["valid"].tolist() for b in padded] == [[True] * 4, [True, False, False, False]]
     with pytest.raises(ConfigError, match="drop_remainder must be a bool"):
         Pipeline(source=source, stages=[], batch_size=4, drop_remainder=np.int64(1))
+
+
+def _numpy_ints(state):
+    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
+    if isinstance(state, dict):
+        return {k: _numpy_ints(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_numpy_ints(v) for v in state]
+    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state
+
+
+def test_states_holding_numpy_ints_restore_like_python_ints(tmp_path):
+    pytest.importorskip("array_record")
+    from int_record_files import int_source, write_int_parts
+
+    paths = write_int_parts(tmp_path, [6, 13])
+
+    def build():
+        source = int_source(paths, shuffle_files=True, seed=3, on_error="skip")
+        return Pipeline(source=source, stages=[], batch_size=4)
+
+    first = build()
+    iterator = iter(first)
+    next(iterator)
+    state, source_state = iterator.get_state(), first.source.get_state()
+    rest = [b["x"].tolist() for b in iterator]
+    for restore in ("pipeline", "source"):
+        again = build()
+        if restore == "pipeline":
+            again.set_state(_numpy_ints(state))
+        else:
+            again.source.set_state(_numpy_ints(source_state))
+        assert [b["x"].tolist() for b in again] == rest
+        json.dumps(again.get_state())  # what it saves next is plain JSON again
+        again.source.close()
+    first.source.close()
