@@ -1532,6 +1532,21 @@ simple("drop-remainder-stream-shorter-than-a-batch", FILTERING,
        "CountingStream holds 3 records. Lower batch_size or set drop_remainder=False.",
        lambda: list(pipe(source=CountingStream(CountingStreamConfig(num_records=3)),
                          batch_size=4, drop_remainder=True)))
+
+
+def _skipped_below_a_batch() -> None:
+    from bad_rows import Rows, RowsConfig
+
+    list(pipe(source=Rows(RowsConfig(on_error="skip"), 6, bad=(1, 2, 4)), batch_size=5,
+              drop_remainder=True))
+
+
+simple("drop-remainder-skips-leave-less-than-a-batch", FILTERING,
+       "drop_remainder=True, batch_size=5 over 6 records of which on_error='skip' drops 3",
+       ConfigError,
+       "Pipeline batch_size=5 with drop_remainder=True would serve no batch: an epoch of "
+       "Rows holds 3 records (3 more skipped as bad). Lower batch_size or set "
+       "drop_remainder=False.", _skipped_below_a_batch)
 simple("pad-remainder-shards-stream", FILTERING,
        "pad_remainder=True over 2 shards of a stream", ConfigError,
        "Pipeline pad_remainder=True with shard_count=2: CountingStream is a stream",
