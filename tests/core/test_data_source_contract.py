@@ -127,6 +127,26 @@ def test_direct_iteration_of_a_stream_and_state():
     assert source.get_state() == {"current_index": 5, "current_epoch": 0}
 
 
+class NoRewind(Stream):
+    """A stream whose restart does not rewind: every pass after the first is empty."""
+
+    def restart(self, epoch):
+        pass
+
+
+def test_a_stream_that_does_not_rewind_is_refused_naming_the_passes():
+    pipeline = Pipeline(source=NoRewind(total=5), stages=[], batch_size=2)
+    assert [b["x"].tolist() for b in pipeline] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(SourceContractError, match=r"NoRewind served 5 records in pass 0 and "
+                       r"none in pass 1: a forward-only stream must be rewound between passes"):
+        list(pipeline)
+    source = NoRewind(total=3)  # direct iteration: the finished pass 0 is read again
+    assert [int(r["x"]) for r in source] == [0, 1, 2]
+    with pytest.raises(SourceContractError, match=r"NoRewind served 3 records in pass 0 and "
+                       r"none when pass 0 was read again: a forward-only stream must be rewound"):
+        list(source)
+
+
 def test_set_state_refuses_bad_dicts():
     source = Indexed()
     with pytest.raises(StateError, match="missing 'current_epoch'"):

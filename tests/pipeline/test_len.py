@@ -116,3 +116,24 @@ def test_a_stream_shorter_than_a_batch_with_drop_remainder_is_refused_at_its_pas
     pipeline = Pipeline(source=stream(5), stages=[], batch_size=4, drop_remainder=True,
                         prefetch=prefetch)
     assert [[b["x"].tolist() for b in pipeline] for _ in range(2)] == [[[0, 1, 2, 3]]] * 2
+
+
+@pytest.mark.parametrize("prefetch", [2, 0])
+def test_a_pass_whose_skipped_bad_records_leave_less_than_a_batch_names_them(prefetch):
+    """6 records, 3 of them bad and skipped: the 3 left are fewer than a batch, so
+    drop_remainder=True would serve nothing; the refusal counts what was left, not the
+    6 positions (it said 'holds 6 records' to a batch of 5)."""
+    from bad_rows import Rows, RowsConfig
+
+    pipeline = Pipeline(source=Rows(RowsConfig(on_error="skip"), 6, bad=(1, 2, 4)), stages=[],
+                        batch_size=5, drop_remainder=True, prefetch=prefetch)
+    with pytest.raises(ConfigError) as err:
+        list(pipeline)
+    assert str(err.value) == (
+        "Pipeline batch_size=5 with drop_remainder=True would serve no batch: an epoch of "
+        "Rows holds 3 records (3 more skipped as bad). Lower batch_size or set "
+        "drop_remainder=False."
+    )
+    assert [b["x"].tolist() for b in Pipeline(
+        source=Rows(RowsConfig(on_error="skip"), 6, bad=(1, 2, 4)), stages=[], batch_size=2,
+        drop_remainder=True)] == [[0.0, 3.0]]

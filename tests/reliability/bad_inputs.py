@@ -619,6 +619,31 @@ simple("stream-without-element-spec", "Stream batches vs element_spec",
        "TextSpec for strings) so Pipeline can check every batch.",
        lambda: pipe(source=SpecLess()))
 
+
+def twice(source: DataSourceModule, pipeline: bool) -> None:
+    """Two passes over ``source``: through a Pipeline, or by direct iteration."""
+    reader: Any = (Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0),
+                            shard_index=0, shard_count=1) if pipeline else source)
+    for _ in range(2):
+        for _ in reader:
+            pass
+
+
+def _valid(n: int) -> dict[str, Any]:
+    return {"x": np.zeros((n, 2), np.float32)}
+
+
+simple("stream-not-rewound", "Stream batches vs element_spec",
+       "a stream without restart(epoch) read for a second epoch", SourceContractError,
+       "Drifting served 8 records in pass 0 and none in pass 1: a forward-only stream must be "
+       "rewound between passes. Implement restart(self, epoch) to start the stream over",
+       lambda: twice(Drifting(_valid), pipeline=True))
+simple("stream-not-rewound-direct", "Stream batches vs element_spec",
+       "a stream without restart(epoch) iterated directly a second time", SourceContractError,
+       "Drifting served 8 records in pass 0 and none when pass 0 was read again: a "
+       "forward-only stream must be rewound between passes.",
+       lambda: twice(Drifting(_valid), pipeline=False))
+
 # ------------------------------------------------------------------- states
 simple("state-not-a-dict", "Pipeline state", "set_state('abc')", StateError,
        "Pipeline.set_state expects the dict get_state() returned, got str.",
@@ -934,6 +959,21 @@ simple("arrayrecord-empty-list", "ArrayRecord", "paths=[]", ConfigError,
 simple("arrayrecord-paths-int", "ArrayRecord", "paths=3", ConfigError,
        "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of paths, got int.",
        lambda: _ar(3), needs=AR)
+
+
+def _ar_path_keyword() -> Any:
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(), path="data.array_record")
+
+
+simple("arrayrecord-keyword-near-miss", "ArrayRecord", "path= (a near miss of paths=)",
+       ConfigError,
+       "ArrayRecordSourceModule got unknown setting(s) ['path']; its settings are ['seed', "
+       "'num_epochs', 'shuffle_files', 'shuffle_window', 'shuffle_block', 'on_error', "
+       "'max_skipped', 'max_skipped_fraction', 'cast_float64']. Did you mean paths=, a keyword "
+       "argument of ArrayRecordSourceModule (not a setting of its config)?",
+       _ar_path_keyword, needs=AR)
 
 
 def _corrupt(tmp: Path) -> Any:
@@ -1493,6 +1533,21 @@ simple("drop-remainder-stream-shorter-than-a-batch", FILTERING,
        "CountingStream holds 3 records. Lower batch_size or set drop_remainder=False.",
        lambda: list(pipe(source=CountingStream(CountingStreamConfig(num_records=3)),
                          batch_size=4, drop_remainder=True)))
+
+
+def _skipped_below_a_batch() -> None:
+    from bad_rows import Rows, RowsConfig
+
+    list(pipe(source=Rows(RowsConfig(on_error="skip"), 6, bad=(1, 2, 4)), batch_size=5,
+              drop_remainder=True))
+
+
+simple("drop-remainder-skips-leave-less-than-a-batch", FILTERING,
+       "drop_remainder=True, batch_size=5 over 6 records of which on_error='skip' drops 3",
+       ConfigError,
+       "Pipeline batch_size=5 with drop_remainder=True would serve no batch: an epoch of "
+       "Rows holds 3 records (3 more skipped as bad). Lower batch_size or set "
+       "drop_remainder=False.", _skipped_below_a_batch)
 simple("pad-remainder-shards-stream", FILTERING,
        "pad_remainder=True over 2 shards of a stream", ConfigError,
        "Pipeline pad_remainder=True with shard_count=2: CountingStream is a stream",

@@ -122,6 +122,13 @@ def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
      "ArrayRecordSourceModule got unknown setting(s) ['shuffle']; its settings are ['seed', "
      "'num_epochs', 'shuffle_files', 'shuffle_window', 'shuffle_block', 'on_error', 'max_skipped', "
      "'max_skipped_fraction', 'cast_float64']."),
+    (lambda: ArrayRecordSourceModule(ArrayRecordSourceConfig(), path="x.array_record"),
+     "ArrayRecordSourceModule got unknown setting(s) ['path']; its settings are ['seed', "
+     "'num_epochs', 'shuffle_files', 'shuffle_window', 'shuffle_block', 'on_error', 'max_skipped', "
+     "'max_skipped_fraction', 'cast_float64']. Did you mean paths=, a keyword argument of "
+     "ArrayRecordSourceModule (not a setting of its config)?"),
+    (lambda: ArrayRecordSourceModule(ArrayRecordSourceConfig(), "x.array_record", num_thread=2),
+     "Did you mean num_threads=, a keyword argument of ArrayRecordSourceModule"),
     (lambda: NpySource(),
      "NpySource needs its settings: NpySourceConfig(...) first, or the settings as keywords "
      "(paths, field, shuffle, seed, num_epochs, cast_float64, on_error, max_skipped, "

@@ -2,7 +2,9 @@
 
 Batch sizes, shard counts and seeds are often computed with NumPy
 (``global_batch // n``, ``np.random.default_rng().integers(...)``); a NumPy integer is
-an integer and is taken as the same Python int, in configs and in the Pipeline.
+an integer and is taken as the same Python int, in configs and in the Pipeline; a NumPy
+bool is taken as the same Python bool; a saved state holding NumPy ints (a checkpoint kept
+in NumPy) restores as one of Python ints does.
 """
 
 from __future__ import annotations
@@ -40,3 +42,68 @@ def test_non_integers_are_still_refused(value):
         Pipeline(source=source, stages=[], batch_size=value)
     with pytest.raises(ConfigError, match="seed must be an int"):
         MemorySourceConfig(seed=value)
+
+
+def test_configs_take_numpy_bools_as_python_bools():
+    # a switch computed with NumPy (``flags["shuffle"]`` of an np.load, ``rng.random() < p``)
+    config = MemorySourceConfig(shuffle=np.True_, seed=3)
+    assert config == MemorySourceConfig(shuffle=True, seed=3) and type(config.shuffle) is bool
+    data = {"x": np.arange(8, dtype=np.int32)}
+    orders = [[int(e["x"]) for e in MemorySource(c, data)]
+              for c in (config, MemorySourceConfig(shuffle=True, seed=3))]
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(8))
+    json.dumps(MemorySource(config, data).get_state())  # the state stays JSON-able
+    assert ArrayRecordSourceConfig(shuffle_files=np.bool_(False)).shuffle_files is False
+    with pytest.raises(ConfigError, match="shuffle must be a bool"):
+        MemorySourceConfig(shuffle=np.int64(1))
+
+
+def test_pipeline_takes_numpy_bools_for_its_switches():
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})
+    pipeline = Pipeline(source=source, stages=[], batch_size=4, drop_remainder=np.True_,
+                        check_finite=np.False_)
+    assert pipeline.drop_remainder is True and len(pipeline) == 2
+    assert [b["x"].tolist() for b in pipeline] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    state = json.loads(json.dumps(pipeline.get_state()))  # the state stays JSON-able
+    assert state["settings"]["drop_remainder"] is True
+    padded = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)}),
+                      stages=[], batch_size=4, pad_remainder=np.bool_(True))
+    assert [b["valid"].tolist() for b in padded] == [[True] * 4, [True, False, False, False]]
+    with pytest.raises(ConfigError, match="drop_remainder must be a bool"):
+        Pipeline(source=source, stages=[], batch_size=4, drop_remainder=np.int64(1))
+
+
+def _numpy_ints(state):
+    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
+    if isinstance(state, dict):
+        return {k: _numpy_ints(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_numpy_ints(v) for v in state]
+    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state
+
+
+def test_states_holding_numpy_ints_restore_like_python_ints(tmp_path):
+    pytest.importorskip("array_record")
+    from int_record_files import int_source, write_int_parts
+
+    paths = write_int_parts(tmp_path, [6, 13])
+
+    def build():
+        source = int_source(paths, shuffle_files=True, seed=3, on_error="skip")
+        return Pipeline(source=source, stages=[], batch_size=4)
+
+    first = build()
+    iterator = iter(first)
+    next(iterator)
+    state, source_state = iterator.get_state(), first.source.get_state()
+    rest = [b["x"].tolist() for b in iterator]
+    for restore in ("pipeline", "source"):
+        again = build()
+        if restore == "pipeline":
+            again.set_state(_numpy_ints(state))
+        else:
+            again.source.set_state(_numpy_ints(source_state))
+        assert [b["x"].tolist() for b in again] == rest
+        json.dumps(again.get_state())  # what it saves next is plain JSON again
+        again.source.close()
+    first.source.close()

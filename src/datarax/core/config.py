@@ -112,8 +112,12 @@ def check_int(
 
 
 def check_bool(config: object, name: str) -> None:
-    """Raise :class:`ConfigError` unless ``config.name`` is a bool."""
+    """Raise :class:`ConfigError` unless ``config.name`` is a bool. A NumPy bool is taken
+    as (and stored as) the same Python bool."""
     value = getattr(config, name)
+    if isinstance(value, np.bool_):  # as check_int keeps a NumPy integer
+        value = bool(value)
+        object.__setattr__(config, name, value)
     if not isinstance(value, bool):
         raise ConfigError(
             f"{type(config).__name__}.{name} must be a bool (True/False), "

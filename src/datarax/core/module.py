@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import inspect
 from typing import Any, ClassVar
 
 from flax import nnx
@@ -69,6 +71,7 @@ class DataraxModule(nnx.Module):
         if unknown:
             raise ConfigError(
                 f"{owner} got unknown setting(s) {unknown}; its settings are {names}."
+                + _meant_argument(cls, unknown)
             )
         if config is None:
             return config_cls(**settings)
@@ -90,6 +93,21 @@ class DataraxModule(nnx.Module):
             )
         return config
 
+
+def _meant_argument(cls: type, unknown: list[str]) -> str:
+    """" Did you mean num_threads=? ..." for unknown settings that are near misses of the
+    module's own keyword arguments (not settings, so not in the list the message gives)."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return ""
+    own = [n for n, p in params.items() if n not in ("self", "config")
+           and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    meant = [f"{m}=" for name in unknown for m in difflib.get_close_matches(name, own, n=1)]
+    if not meant:
+        return ""
+    return (f" Did you mean {' / '.join(meant)}, a keyword argument of {cls.__name__} "
+            "(not a setting of its config)?")
 
 def _config_hint(cls_name: str) -> str:
     for suffix in ("Module", "Source"):

@@ -157,9 +157,11 @@ class StreamPass(HostState):
         previous = self.previous_pass
         if self.read_in_pass or previous is None or previous[1] == 0:
             return
+        again = (f"none when pass {previous[0]} was read again" if previous[0] == self.opened_epoch
+                 else f"none in pass {self.opened_epoch}")  # a finished source iterated again
         raise SourceContractError(
             f"{type(source).__name__} served {previous[1]} records in pass {previous[0]} and "
-            f"none in pass {self.opened_epoch}: a forward-only stream must be rewound between "
+            f"{again}: a forward-only stream must be rewound between "
             "passes. Implement restart(self, epoch) to start the stream over (reopen the "
             "file, re-create the generator), or build a new source for each pass."
         )

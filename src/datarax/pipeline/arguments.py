@@ -55,7 +55,7 @@ def check_arguments(
         raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
     for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),
                          ("pad_remainder", pad_remainder)):
-        if not isinstance(value, bool):
+        if not isinstance(value, (bool, np.bool_)):  # a NumPy bool is the same bool (plan.py)
             raise ConfigError(
                 f"Pipeline {label} must be a bool, got {type(value).__name__}."
             )
@@ -97,15 +97,18 @@ def check_share(
     return size
 
 
-def no_batch_error(source: DataSourceModule, size: int, batch_size: int, count: Any) -> ConfigError:
+def no_batch_error(source: DataSourceModule, size: int, batch_size: int, count: Any,
+                   skipped: int = 0) -> ConfigError:
     """An epoch of ``size`` records, fewer than ``batch_size`` with drop_remainder=True:
     refused when the pipeline is built where the size is known, at the end of the first
-    pass of a stream (whose size is not)."""
+    pass of a stream (whose size is not), or of a pass whose bad records were skipped
+    (``skipped`` of the ``size`` positions)."""
     in_shard = " in this shard" if isinstance(count, int) and count > 1 else ""
+    bad = f" ({skipped} more skipped as bad)" if skipped else ""
     return ConfigError(
         f"Pipeline batch_size={batch_size} with drop_remainder=True would serve no "
-        f"batch: an epoch of {type(source).__name__} holds {size} records{in_shard}. "
-        "Lower batch_size or set drop_remainder=False."
+        f"batch: an epoch of {type(source).__name__} holds {size - skipped} records"
+        f"{in_shard}{bad}. Lower batch_size or set drop_remainder=False."
     )
 
 

@@ -217,7 +217,8 @@ class CursorDriver:
         if batch is None:  # the short last batch, dropped (drop_remainder)
             if start == 0 and end > 0 and not isinstance(cursor, FilteredReads):
                 # a whole pass shorter than a batch: no batch ever (as check_share refuses)
-                raise no_batch_error(source, end, self.batch_size, source.shard.count)
+                raise no_batch_error(source, end, self.batch_size, source.shard.count,
+                                     skipped=source.get_state().get("skipped", 0))
             raise StopIteration
         if self.ahead is not None:
             self.ahead.resume()

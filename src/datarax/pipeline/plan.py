@@ -84,6 +84,10 @@ class PipelinePlan:
     stages_on: str = "device"
     reading: Reading = Reading(None, None)
 
+    def __post_init__(self) -> None:
+        for name in ("drop_remainder", "check_finite", "pad_remainder"):  # np.True_ -> True
+            object.__setattr__(self, name, bool(getattr(self, name)))
+
     def batches(self, records: int) -> int:
         """Batches that ``records`` records make."""
         if self.drop_remainder:

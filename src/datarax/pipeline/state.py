@@ -261,7 +261,7 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     naming the field."""
     for key in ("epoch", "position"):
         value = state[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
             raise StateError(
                 f"Pipeline state '{key}' must be an int >= 0, got {value!r}; the state "
                 "was tampered with.",

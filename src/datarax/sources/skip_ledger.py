@@ -224,6 +224,8 @@ def check_skip_state(
     """
     refuse_pipeline_state(state, where)
     skipped = state.get("skipped", 0)
+    if isinstance(skipped, np.integer):  # as the position's keys: the same Python int
+        skipped = int(skipped)
     if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
         raise StateError(
             f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
