@@ -181,6 +181,7 @@ class FilteredDispatch:
                                          self.fuse, self.read_spec,
                                          context.reading.reads_by_position)
         self.bound: Any = None
+        self.wide = position_dtype()  # the positions' dtype, one for every call of the pass
         check_positions(epoch, self.n, self.base + self.total + self.batch_size)
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
@@ -198,7 +199,7 @@ class FilteredDispatch:
                 (stage_step(graph), (state, batch, rows, np.int32(self.epoch), self.key))]
 
     def _filtered_program(self) -> tuple[Any, tuple[Any, ...]]:
-        wide = position_dtype()
+        wide = self.wide
         return self.step, (self.state, self.inputs, wide(self.position), wide(self.total),
                            wide(self.base), np.int32(self.epoch), self.key)
 
