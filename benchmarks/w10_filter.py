@@ -12,10 +12,11 @@ compilation cache on, every program stored (as ``datarax.enable_compilation_cach
 sets it: a user's second run). Every contender's first epoch is checked to
 hold exactly the even records, once each.
 
-With ``--repeats N`` the contenders run N rounds, one contender after the other in each
-(datarax's warm-up only before the first): each row is the contender's median, and the
-ratios are of medians; on a shared machine whose load drifts within a minute, one round
-put the same code at 0.52–1.58x the best peer's whole epoch.
+With ``--repeats N`` the contenders run N rounds, one contender after the other in each,
+every other round in reverse order (datarax's warm-up only before the first): each row
+is the contender's median, and the ratios are of medians; on a shared machine whose
+load drifts within a minute, one round put the same code at 0.52–1.58x the best peer's
+whole epoch.
 
 With ``--before SRC`` a sixth contender, ``datarax_before``, runs datarax from another
 source tree (e.g. the main checkout's ``src``) in every round beside the others (its own
@@ -220,7 +221,8 @@ def main() -> None:
     rounds: list[list[dict]] = []
     for round_ in range(args.repeats):
         rows = []
-        for name in names:
+        # every other round in reverse order: no contender always runs first after the last
+        for name in names if round_ % 2 == 0 else names[::-1]:
             # as datarax.enable_compilation_cache sets it (JAX's default, 1 s, stores no step);
             # each datarax tree its own caches
             cache = os.path.join(scratch.name, name)
