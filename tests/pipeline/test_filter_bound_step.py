@@ -70,3 +70,19 @@ def test_a_restore_mid_epoch_continues_the_same_batches(three_epochs, prefetch):
     for (image, label), (want_image, want_label) in zip(head + tail, three_epochs[1], strict=True):
         np.testing.assert_array_equal(label, want_label)
         np.testing.assert_array_equal(image, want_image)
+
+
+def test_a_batch_level_stage_after_the_filter_sees_each_batch_and_the_short_last_one():
+    def centered(batch):  # a plain callable: the whole batch at once
+        return {**batch, "c": batch["x"] - batch["x"].mean()}
+
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=2),
+                          {"x": np.arange(30, dtype=np.float32)})
+    pipeline = Pipeline(source, stages=[FilterOperator(predicate=lambda el: el.data["x"] % 2 == 0),
+                                        centered], batch_size=4, seed=0)
+    for _ in range(2):
+        batches = [(np.asarray(b["x"]), np.asarray(b["c"])) for b in pipeline]
+        assert [len(x) for x, _ in batches] == [4, 4, 4, 3]
+        assert sorted(np.concatenate([x for x, _ in batches]).tolist()) == list(range(0, 30, 2))
+        for x, c in batches:
+            np.testing.assert_allclose(c, x - x.mean(), rtol=1e-6)

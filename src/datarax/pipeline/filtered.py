@@ -181,6 +181,8 @@ class FilteredDispatch:
                                          self.fuse, self.read_spec,
                                          context.reading.reads_by_position)
         self.bound: Any = None
+        # the stages after the filter where they run apart (batch-level), looked up once too
+        self.post_step = None if self.post_graph is None else stage_step(self.post_graph[0])
         self.wide = position_dtype()  # the positions' dtype, one for every call of the pass
         check_positions(epoch, self.n, self.base + self.total + self.batch_size)
 
@@ -193,10 +195,9 @@ class FilteredDispatch:
         # a full batch as the filtered step returns it (zeros: only its signature counts)
         first = jax.eval_shape(step.jitted, *args)[0][0]
         batch = jax.tree.map(lambda s: jax.numpy.zeros(s.shape, s.dtype), first)
-        graph, state = self.post_graph
         rows = np.zeros(self.batch_size, np.int32)
-        return [(step, args),
-                (stage_step(graph), (state, batch, rows, np.int32(self.epoch), self.key))]
+        return [(step, args), (self.post_step, (self.post_graph[1], batch, rows,
+                                                np.int32(self.epoch), self.key))]
 
     def _filtered_program(self) -> tuple[Any, tuple[Any, ...]]:
         wide = self.wide
@@ -244,10 +245,10 @@ class FilteredDispatch:
             if count < size:
                 batch = jax.tree.map(lambda v, c=count: head_rows(v, c), batch)
                 rows = rows[:count]
-            if self.post_graph is not None:
-                graph, state = self.post_graph
+            if self.post_step is not None:
                 with self.stats.timer("stages"):
-                    batch = stage_step(graph)(state, batch, rows, np.int32(self.epoch), self.key)
+                    batch = self.post_step(self.post_graph[1], batch, rows, np.int32(self.epoch),
+                                           self.key)
             dropped = count < size and self.plan.drop_remainder  # never handed out
             if not self.plan.check_finite and not dropped:
                 batch = place_batch(self.plan, self.stats, batch, before, self.epoch)
