@@ -12,12 +12,20 @@ compilation cache on, every program stored (as ``datarax.enable_compilation_cach
 sets it: a user's second run). Every contender's first epoch is checked to
 hold exactly the even records, once each.
 
-With ``--repeats N`` the contenders run N rounds, one contender after the other in each
-(datarax's warm-up only before the first): each row is the contender's median, and the
-ratios are of medians; on a shared machine whose load drifts within a minute, one round
-put the same code at 0.52–1.58x the best peer's whole epoch.
+With ``--repeats N`` the contenders run N rounds, one contender after the other in each,
+every other round in reverse order (datarax's warm-up only before the first): each row
+is the contender's median, and the ratios are of medians; on a shared machine whose
+load drifts within a minute, one round put the same code at 0.52–1.58x the best peer's
+whole epoch.
 
-Run: ``python -m benchmarks.w10_filter [--records 10000] [--repeats 3] [--out results/w10.json]``
+With ``--before SRC`` a sixth contender, ``datarax_before``, runs datarax from another
+source tree (e.g. the main checkout's ``src``) in every round beside the others (its own
+warm-up and store), so that a change is measured against the same load; ``--contenders``
+runs only those named (e.g. ``datarax datarax_before torch``: the best peer at 50,000
+records, without the slow imports of Grain and tf.data).
+
+Run: ``python -m benchmarks.w10_filter [--records 10000] [--repeats 3] [--before SRC]
+[--contenders ...] [--out results/w10.json]``
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ import numpy as np
 
 from benchmarks.harness import emit, parser, run_worker, worker_env
 CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor")
+#: datarax from the ``--before`` tree, measured as ``datarax`` is
+BEFORE = "datarax_before"
 Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
 
 
@@ -158,10 +168,11 @@ IMPORTS = {"datarax": ("jax", "jax.numpy", "flax.nnx", "datarax.operators", "dat
            "torch": ("torch", "torch.utils.data"),
            "numpy_floor": ("benchmarks.contenders.filter_floor",)}
 #: contenders that run once untimed first, with JAX's persistent compilation cache
-WARM_UP = ("datarax",)
+WARM_UP = ("datarax", BEFORE)
 
 BUILDERS = {"datarax": datarax_epochs, "grain": grain_epochs, "tf_data": tf_epochs,
             "torch": torch_epochs, "numpy_floor": floor_epochs}
+IMPORTS[BEFORE], BUILDERS[BEFORE] = IMPORTS["datarax"], datarax_epochs
 
 
 def run_one(name: str, records: int, batch: int, seed: int) -> dict:
@@ -194,21 +205,31 @@ def main() -> None:
     options = parser(__doc__, records=10_000, batch=256, seed=0)
     options.add_argument("--repeats", type=int, default=1,
                          help="rounds of every contender, one after the other (medians)")
-    options.add_argument("--one", choices=CONTENDERS)
+    options.add_argument("--one", choices=(*CONTENDERS, BEFORE))
+    options.add_argument("--before", help="another datarax source tree, run beside")
+    options.add_argument("--contenders", nargs="+", choices=CONTENDERS,
+                         help="run only these (default: all)")
     options.add_argument("--out", type=Path)
     args = options.parse_args()
     if args.one:
         emit(run_one(args.one, args.records, args.batch, args.seed), args.out, indent=None)
         return
     scratch = tempfile.TemporaryDirectory(prefix="datarax-w10-")  # removed at exit
-    cache = scratch.name
+    names = [n for n in CONTENDERS if not args.contenders or n in args.contenders]
+    if args.before:
+        names.insert(names.index("datarax") + 1 if "datarax" in names else 0, BEFORE)
     rounds: list[list[dict]] = []
     for round_ in range(args.repeats):
         rows = []
-        for name in CONTENDERS:
-            # as datarax.enable_compilation_cache sets it (JAX's default, 1 s, stores no step)
+        # every other round in reverse order: no contender always runs first after the last
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            # as datarax.enable_compilation_cache sets it (JAX's default, 1 s, stores no step);
+            # each datarax tree its own caches
+            cache = os.path.join(scratch.name, name)
             env = worker_env({"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
-                             warm_up=True, cache_home=cache) if name in WARM_UP else worker_env()
+                             warm_up=True, cache_home=cache,
+                             src=args.before if name == BEFORE else None,
+                             ) if name in WARM_UP else worker_env()
             one = ["--one", name, "--records", str(args.records), "--batch", str(args.batch),
                    "--seed", str(args.seed)]
             if name in WARM_UP and round_ == 0:  # untimed: fills the compilation caches
@@ -219,19 +240,20 @@ def main() -> None:
                              warm_up=name in WARM_UP))
         rounds.append(rows)
     rows = [_median_row([r for rs in rounds for r in rs if r["contender"] == name])
-            for name in CONTENDERS]
+            for name in names]
     by = {r["contender"]: r for r in rows if "whole_rps" in r}
     report = {"workload": "W10 filter keep-half b%d" % args.batch, "records": args.records,
-              "repeats": args.repeats, "rows": rows}
+              "repeats": args.repeats, "before": args.before, "rows": rows}
     if args.repeats > 1:
         report["rounds"] = rounds
-    if "datarax" in by:
+    for mine, label in (("datarax", ""), (BEFORE, "_before")):
+        if mine not in by:
+            continue
         for mode in ("whole_rps", "steady_rps"):
             peers = [by[p][mode] for p in ("grain", "tf_data", "torch") if p in by]
-            mine = by["datarax"][mode]
-            report[mode.replace("_rps", "")] = {
-                "vs_best_peer": round(mine / max(peers), 2) if peers else None,
-                "vs_floor": round(mine / by["numpy_floor"][mode], 2)
+            report[mode.replace("_rps", "") + label] = {
+                "vs_best_peer": round(by[mine][mode] / max(peers), 2) if peers else None,
+                "vs_floor": round(by[mine][mode] / by["numpy_floor"][mode], 2)
                 if "numpy_floor" in by else None,
             }
     emit(report, args.out, indent=1)
