@@ -20,7 +20,8 @@ folder of its own: it imports (``import_s``, JAX started), builds the source
 followed by the same epoch from the local folder (page cache warm) through
 ``ArrayRecordSourceModule`` with the mode's config (built after epoch 0): the local-disk
 reference, measured
-under the same load. Per host and epoch it reports the first batch's time
+under the same load (each source's reads stopped at its epoch's end: a local source would
+read its next epoch's start during the other's epoch). Per host and epoch it reports the first batch's time
 (``first_batch_s`` from the epoch's start; the first batch from an empty cache is
 ``open_s`` + epoch 0's), records/s, and the requests and bytes the proxy saw between
 the epoch's start and end (read-ahead of the next epoch that starts early counts in the
@@ -173,6 +174,8 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
     import s3fs  # noqa: F401 - imports and JAX's start timed apart from building the source
 
     import datarax.sources  # noqa: F401
+    from datarax.sources import ArrayRecordSourceModule  # noqa: F401 - a lazy export: its
+    # module's import (0.3-1.4 s on this machine) timed here, not in the build
 
     jax.devices()
     from benchmarks.bench_array_record import record_ids
@@ -216,6 +219,13 @@ def host_run(job: dict[str, Any]) -> dict[str, Any]:
             served.append(record_ids(batch["image"]))  # each record's number, in its bytes
             stable.append(np.asarray(indices))
         seconds = time.perf_counter() - start
+        # a local source goes on reading its next epoch's start once this one is read: it
+        # would run during the other source's epoch (taking its CPU) and hand its own next
+        # epoch a head start (warm remote epochs measured 0.74-0.99x the local ones with
+        # it, 0.86-1.28x without, load 8-17); so each epoch is timed from its own start
+        reader = getattr(source, "host_reader", None)  # (a mode's source may have none)
+        if reader is not None:
+            reader.stop()
         ids = np.concatenate(served) if served else np.zeros(0, np.uint32)
         if ids_path is not None:
             np.save(ids_path, ids)

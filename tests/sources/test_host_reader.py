@@ -470,3 +470,50 @@ def test_a_start_elsewhere_a_move_elsewhere_or_stop_drops_the_next_epochs_reads(
     reader.stop()
     assert reader_threads("ahead") == 0
     reader.close()
+
+
+def test_learning_in_the_first_read_fetches_record_0_with_the_first_batch():
+    # remote files: record 0 (the structure) in the batch's own read, no read at start
+    table = Table(40)
+    order = EpochOrder(40, 0, 0)
+    reader = HostReader(table, decode, locate=locate, learn_in_first_read=True)
+    reader.start(order)
+    assert table.reads == []
+    first = reader.next_batch(8)
+    expected = order.indices(0, 8).tolist()
+    assert 0 not in expected
+    assert first.indices.tolist() == first.columns["x"].tolist() == expected
+    assert table.reads[0] == [0, *expected]  # one read: record 0, then the batch's
+    assert reader.element_spec()["pair"].shape == (2,)
+    rest = sum(drain(reader, 8)[0], [])
+    assert sorted(expected + rest) == list(range(40))  # each record once, record 0 too
+    assert sum(r.count(0) for r in table.reads) == 2  # learned once, served once
+    reader.close()
+
+
+def test_learning_in_the_first_read_names_an_unreadable_record_0_at_the_first_batch():
+    reader = HostReader(Table(30, bad=(0,)), decode, locate=locate, name="Src",
+                        learn_in_first_read=True)
+    reader.start(EpochOrder(30, None, 0))  # reads nothing, so raises nothing yet
+    with pytest.raises(RecordError) as info:
+        reader.next_batch(10)
+    assert (info.value.path, info.value.index) == ("f0.ar", 0)
+    assert "Src: cannot read record 0 of file 'f0.ar': OSError: checksum mismatch at 0" in str(
+        info.value)
+    assert "on_error='skip'" in str(info.value)
+    reader.close()
+
+
+def test_learning_in_the_first_read_skips_a_bad_record_0_as_learning_at_start_does():
+    served = []
+    for learn_in_first_read in (False, True):
+        reader = HostReader(Table(20, bad=(0, 5)), decode, locate=locate,
+                            policy=ErrorPolicy("skip"), learn_in_first_read=learn_in_first_read)
+        reader.start(EpochOrder(20, 3, 0))
+        batches, ends = drain(reader, 6)
+        served.append((batches, ends, reader.skipped, [
+            (r.path, r.index_in_file, r.position) for r in reader.skipped_records()]))
+        reader.close()
+    assert served[0] == served[1]
+    assert served[1][2] == 2 and sorted(sum(served[1][0], [])) == [
+        i for i in range(20) if i not in (0, 5)]

@@ -329,6 +329,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             cast_float64=config.cast_float64,
             decode_processes=decode_processes,
             read_next_epoch=remote is None,  # remote: each epoch's start plans its downloads
+            learn_in_first_read=remote is not None,  # record 0 read with the first batch
         ))
         self._length = total
         self._closed = False

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,17 +48,24 @@ CHUNK_BYTES = 16 << 20
 MAX_CHUNK_BATCHES = 16
 
 
-def chunk_positions(batch_size: int, spec: Mapping[str, Any] | None) -> int:
+def chunk_positions(batch_size: int, spec: Mapping[str, Any] | None,
+                    max_chunk: int | None = None) -> int:
     """Positions per batched read for batches of ``batch_size`` records of ``spec``:
     whole batches (so a batch is a view of one chunk) of about ``CHUNK_BYTES``, at most
     ``MAX_CHUNK_BATCHES`` — each batched read of a file costs the reader a fixed amount
     besides its records (array_record's read wakes its thread pool: 4,096 records of
     3 KB from 8 files cost about 0.7x the CPU of twice 2,048), so fewer, larger reads
-    win until a chunk no longer fits the caches; 64 for batches under 64.
+    win until a chunk no longer fits the caches; 64 for batches under 64. With
+    ``max_chunk``, at most that many positions (whole batches, at least one).
 
     >>> chunk_positions(256, {"x": np.zeros((32, 32, 3), np.uint8)})  # 768 KiB a batch
     4096
+    >>> chunk_positions(256, {"x": np.zeros((32, 32, 3), np.uint8)}, max_chunk=1000)
+    768
     """
+    if max_chunk is not None:
+        size = chunk_positions(batch_size, spec)
+        return max(batch_size, min(size, max_chunk // batch_size * batch_size))
     if batch_size < 64:
         return 64
     record = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
@@ -122,6 +130,7 @@ class ChunkReads:
         self._getitems = getattr(data, "__getitems__", None)
         # a decode that decides per record (a random crop) gets each record's key
         self.keyed = keyed(records.decode)
+        self._learning = threading.RLock()  # the structure is learned once
 
     def learn_first(
         self, name: str, where: Callable[[int], str],
@@ -130,7 +139,16 @@ class ChunkReads:
         """Learn the structure from the first record that reads and decodes, trying as
         many as the skip budget allows (one under ``on_error="raise"``); ``error(index,
         cause)`` is a bad record's error, ``where(index)`` names a record whose decode a
-        setting refuses (``cast_float64``). The worker processes, if any, start then."""
+        setting refuses (``cast_float64``). The worker processes, if any, start then.
+        Nothing is read where the structure is known already."""
+        with self._learning:
+            if self.records.fields is None:
+                self._learn_first(name, where, error)
+
+    def _learn_first(
+        self, name: str, where: Callable[[int], str],
+        error: Callable[[int, BaseException], RecordError],
+    ) -> None:
         n = len(self.data)
         if n == 0:
             raise RecordError(f"{name} holds no records.")
@@ -168,6 +186,36 @@ class ChunkReads:
         if self.processes is not None:  # they start while the caller goes on
             self.processes.start(self)
 
+    def read_learning(
+        self, order: EpochOrder, start: int, stop: int, name: str,
+        where: Callable[[int], str], error: Callable[[int, BaseException], RecordError],
+    ) -> Chunk:
+        """:meth:`read` of a session's first chunk before the structure is learned: record
+        0 (the one :meth:`learn_first` tries first) fetched in the chunk's own batched read
+        — for remote files no round trip of its own — learned, then the chunk decoded.
+        Where that read or record 0's decode fails, :meth:`learn_first` (its errors, e.g.
+        a record 0 that cannot be read, naming its file) and then :meth:`read`."""
+        indices = order.indices(start, stop)
+        fetched = None
+        with self._learning:
+            if self.records.fields is None and self._getitems is not None \
+                    and self.processes is None:
+                first = np.flatnonzero(indices == 0)
+                keys = indices if first.size else np.concatenate([[0], indices])
+                try:
+                    raw = list(self._getitems(keys.tolist()))
+                    record = raw[int(first[0])] if first.size else raw.pop(0)
+                    self.records.learn(KeyedRecord(record, 0, 0) if self.keyed else record, 0)
+                    fetched = raw
+                except NOT_A_RECORD:
+                    raise
+                except Exception:  # noqa: BLE001 - learn_first reads it again, for its error
+                    fetched = None
+            self.learn_first(name, where, error)  # reads nothing once learned
+        if fetched is None:
+            return self.read(order, start, stop)
+        return self.read_indices(indices, order.epoch, start, fetched)
+
     def fetch(self, indices: np.ndarray) -> tuple[list[Any], dict[int, BaseException]]:
         """Raw records for ``indices``; failing ones reported by slot."""
         keys = indices.tolist()
@@ -197,12 +245,14 @@ class ChunkReads:
             return self.processes.read(self, order, start, stop)
         return self.read_indices(order.indices(start, stop), order.epoch, start)
 
-    def read_indices(self, indices: np.ndarray, epoch: int, start: int) -> Chunk:
+    def read_indices(self, indices: np.ndarray, epoch: int, start: int,
+                     fetched: list[Any] | None = None) -> Chunk:
         """The records of stable indices ``indices`` (epoch positions ``start, start + 1,
-        ...`` of pass ``epoch``): fetched, decoded, checked, stacked here (what a decode
-        worker runs; the epoch order stays in the source's process)."""
+        ...`` of pass ``epoch``): fetched (unless ``fetched`` holds them), decoded,
+        checked, stacked here (what a decode worker runs; the epoch order stays in the
+        source's process)."""
         stop = start + int(indices.shape[0])
-        raw, fetch_failures = self.fetch(indices)
+        raw, fetch_failures = (fetched, {}) if fetched is not None else self.fetch(indices)
         spec = self.records.fields
         assert spec is not None
         if self.keyed:

@@ -28,17 +28,15 @@ object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
   commits, so :attr:`position` stays what was handed out; ``start(order, position=end,
   skipped=...)`` continues exactly after it, read-ahead discarded, never counted.
 * **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
-  :class:`~datarax.core.errors.RecordError` naming the file, the record index in that
-  file (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the
-  cause; ``on_error="skip"`` drops the record, counts it (``HostReader.skipped`` for
-  this epoch, ``skipped_records()`` for the reports) and raises once the per-epoch
-  budget (``max_skipped`` and/or ``max_skipped_fraction`` of the epoch) is exceeded.
-  Skips are committed only when the handed-out position passes them, so a resumed
-  reader (``start(..., skipped=state_count)``) skips exactly the same records and
-  counts them once.
-* **closing** — :meth:`HostReader.stop` ends the session (reads cancelled, threads
-  joined, the next epoch's reads dropped too); :meth:`HostReader.close` also ends the
-  decode processes.
+  :class:`~datarax.core.errors.RecordError` naming the file, the record index in that file
+  (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the cause;
+  ``on_error="skip"`` drops the record, counts it (``HostReader.skipped`` for this epoch,
+  ``skipped_records()`` for the reports) and raises once the per-epoch budget
+  (``max_skipped`` and/or ``max_skipped_fraction`` of the epoch) is exceeded. Skips are
+  committed only when the handed-out position passes them, so a resumed reader
+  (``start(..., skipped=state_count)``) skips exactly the same records and counts them once.
+* **closing** — :meth:`HostReader.stop` ends the session (reads cancelled, threads joined,
+  the next epoch's reads dropped too); :meth:`HostReader.close` also ends the decode processes.
 
 Example:
     >>> import numpy as np
@@ -130,6 +128,8 @@ class HostReader:
         read_next_epoch: once an epoch's reads are all done, read the next
             epoch's first chunks (:func:`following_order`) within ``read_ahead``; False: a
             source whose reads follow a plan made at each epoch's start (remote files).
+        learn_in_first_read: the structure learned from record 0 read in a session's first
+            read (no round trip of its own), not at :meth:`start`, without processes.
     """
 
     def __init__(
@@ -148,6 +148,7 @@ class HostReader:
         decode_batch: Callable[[list[Any]], Mapping[str, Any]] | None = None,
         decode_processes: int = 0,
         read_next_epoch: bool = True,
+        learn_in_first_read: bool = False,
     ) -> None:
         for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
                                   ("chunk_size", chunk_size, 1), ("max_chunk", max_chunk, 1),
@@ -168,10 +169,8 @@ class HostReader:
         self.policy = policy or ErrorPolicy()
         self.name = name
         if decode_batch is not None and not callable(decode_batch):
-            raise ConfigError(
-                f"{name} decode_batch must be callable (list of raw records -> dict of "
-                f"arrays with one row per record), got {decode_batch!r}."
-            )
+            raise ConfigError(f"{name} decode_batch must be callable (list of raw records -> dict "
+                              f"of arrays with one row per record), got {decode_batch!r}.")
         processes = None
         if decode_processes != 0:
             processes = DecodeProcesses(decode_processes, name)  # checks the count
@@ -187,6 +186,7 @@ class HostReader:
         self.ledger = SkipLedger(self.policy, name)  # bad records: pulled, then committed
         self._order: EpochOrder | None = None
         self.read_next_epoch = bool(read_next_epoch)
+        self.learn_in_first_read = bool(learn_in_first_read) and processes is None
         # the next epoch's reads: while a session is open, those after it; while none is,
         # those a session handed out to its end left running (for start() at its position 0)
         self._next: _NextEpoch | None = None
@@ -225,11 +225,8 @@ class HostReader:
                 "Fix or regenerate the file (or the decode, if it is what raised), or "
                 "construct the source with on_error='skip' to drop bad records (they are "
                 "counted and reported).")
-        err = RecordError(
-            f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
-            path=path,
-            index=in_file,
-        )
+        err = RecordError(f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
+                          path=path, index=in_file)
         err.__cause__ = cause
         return err
 
@@ -255,7 +252,8 @@ class HostReader:
                 self.stop()  # the next epoch's reads too: they are not this start's
             if not 0 <= position <= order.size:
                 raise ValueError(f"position {position} outside the epoch's [0, {order.size}]")
-            self.element_spec()
+            if not self.learn_in_first_read:
+                self.element_spec()
             self.sessions.begin()
             self._order = order
             self.position = self.cursor = int(position)
@@ -282,9 +280,8 @@ class HostReader:
         return None if self._order is None else self._order.epoch
 
     def read_ahead_records(self) -> int:
-        """Epoch positions read ahead of :attr:`position` and not handed out: decoded
-        records waiting in finished chunks, plus those already assembled into batches
-        (:attr:`cursor`) that the consumer has not taken."""
+        """Epoch positions read ahead of :attr:`position` and not handed out: decoded records
+        in finished chunks, plus those assembled into batches (:attr:`cursor`) not taken."""
         ready = self._chunks.held + sum(len(c.indices) for c in self._finished()
                                         if isinstance(c, Chunk))
         return ready + max(self.cursor - self.position, 0)
@@ -317,6 +314,15 @@ class HostReader:
     def _submit(self) -> None:
         order = self._order
         assert order is not None
+        if self._records.fields is None:  # the first read learns it (learn_in_first_read)
+            at, size = self._next_read, self.chunk_size or self._batch or 64
+            if at == self._session_start < order.size:
+                self._next_read = min(at + size, order.size)
+                self._workers.submit(self._reads.read_learning, order, at, self._next_read,
+                                     self.name, self.where, self.record_error)
+            return
+        if self.chunk_size is None and self._batch:  # the first batch's size, the structure
+            self.chunk_size = chunk_positions(self._batch, self._records.spec, self.max_chunk)
         size = self.chunk_size or 64
         # read_ahead counts chunks of one batch; a chunk of several batches counts for
         # them (memory stays bounded), but every thread keeps one chunk in flight
@@ -437,12 +443,8 @@ class HostReader:
             self.sessions.check(session)
             if self._order is None:
                 raise RuntimeError(f"{self.name}: call start(order) before next_batch().")
-            if self.chunk_size is None:
-                self._batch = int(batch_size)
-                self.chunk_size = chunk_positions(self._batch, self._records.spec)
-                if self.max_chunk is not None:  # whole batches, at least one
-                    self.chunk_size = max(self._batch, min(
-                        self.chunk_size, self.max_chunk // self._batch * self._batch))
+            if self.chunk_size is None and not self._batch:
+                self._batch = int(batch_size)  # chunks of it, once the structure is known
             return self._assemble(int(batch_size))
 
     def _assemble(self, batch_size: int) -> ReadBatch | None:
