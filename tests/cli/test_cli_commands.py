@@ -774,6 +774,19 @@ def test_inspect_stopped_by_a_bad_record_points_to_scan(data, capsys, monkeypatc
     assert err.endswith(" 'datarax scan corrupt.array_record' lists every bad record.\n")
 
 
+def test_inspect_of_a_missing_or_unreadable_file_does_not_point_to_scan(
+    data, capsys, monkeypatch
+):
+    # scan cannot open such a file either: the hint is for a bad record inside a file
+    (data / "notes.txt").write_text("not an ArrayRecord file")
+    for path, says in (("missing.array_record", "does not exist"),
+                       ("notes.txt", "is not a readable ArrayRecord file")):
+        code, out, err = datarax_in_process(
+            "inspect", path, cwd=data, capsys=capsys, monkeypatch=monkeypatch)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1
+        assert says in err and "datarax scan" not in err
+
+
 def test_output_piped_to_a_reader_that_stops_ends_quietly(data, capsys, monkeypatch):
     class ClosedPipe:  # what `datarax inspect ... | head -2` writes to once head exits
         lines = 0

@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             from datarax.cli.targets import as_cli_options
 
             message = as_cli_options(message)
-        if args.command == "inspect" and isinstance(err, RecordError):
+        if args.command == "inspect" and isinstance(err, RecordError) and err.index is not None:
+            # a bad record, not a missing or unreadable file (which scan cannot read either)
             message += f" 'datarax scan {args.source}' lists every bad record."
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)
         return 2
