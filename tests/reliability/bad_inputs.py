@@ -1984,6 +1984,20 @@ simple("mix-weights-2d-array", MIXING, "MixSource weights as an array of shape (
        "(1, 2); pass a 1-D array, a list or a dict by name.", _mix_2d_weights)
 
 
+def _mix_given_its_config() -> Any:
+    from datarax.mixing import MixSource, MixSourceConfig
+
+    sources = [MemorySource(MemorySourceConfig(), data()) for _ in range(2)]
+    config = MixSourceConfig(names=("source0", "source1"), weights=(0.5, 0.5))
+    return MixSource(config, sources)  # upstream's MixDataSourcesNode(config, sources)
+
+
+simple("mix-given-a-config", MIXING, "MixSource(MixSourceConfig(...), sources), upstream's form",
+       ConfigError, "MixSource takes the sources and their weights, not a MixSourceConfig (it "
+       "builds its config from them): MixSource([a, b], [0.7, 0.3], mode='epoch', seed=0), or "
+       "by name, MixSource({'a': a, 'b': b}, {'a': 0.7, 'b': 0.3}).", _mix_given_its_config)
+
+
 def _mix_skipping_part() -> Any:
     from bad_rows import Rows, RowsConfig
 
