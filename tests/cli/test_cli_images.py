@@ -125,3 +125,15 @@ def test_inspect_image_options_name_the_flags_to_add(photos, capsys, monkeypatch
     code, _, err = run("inspect", "photos", "--resize", "40", "--random-resized-crop", "8",
                        cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
     assert code == 2 and "give it alone, or --resize N --crop C." in err
+
+
+def test_inspect_image_options_name_the_field_option_for_a_wrong_field(
+    photos, capsys, monkeypatch
+):
+    run("convert", "photos", "ds_field", "--no-progress", cwd=photos, capsys=capsys,
+        monkeypatch=monkeypatch)
+    code, out, err = run("inspect", "ds_field", "--field", "picture", "--resize", "40x40",
+                         cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1
+    assert "has no field 'picture'; its fields are ['image', 'label']. Pass --field with one " \
+           "of its image fields." in err

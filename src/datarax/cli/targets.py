@@ -64,12 +64,14 @@ class Target:
 
 def as_cli_options(message: str) -> str:
     """``message`` with a source's config field for leaving fields out (``exclude_keys``)
-    spelt as the ``--exclude`` option of ``inspect`` and ``scan``.
+    spelt as the ``--exclude`` option of ``inspect`` and ``scan``, and the image field of
+    ``decode_images(field=...)`` as ``inspect``'s ``--field``.
 
     Example:
         >>> as_cli_options("drop it (exclude_keys=('tokens',)).")
         'drop it (--exclude tokens).'
     """
+    message = message.replace("Pass decode_images(field=...) one of", "Pass --field with one of")
     message = re.sub(r"\(exclude_keys=\(\s*'([^']*)',?\s*\)\)", r"(--exclude \1)", message)
     message = message.replace("(exclude_keys)", "(--exclude FIELD)")
     message = message.replace("include_keys/exclude_keys leave", "--exclude leaves")
