@@ -737,6 +737,24 @@ def test_command_help_says_what_it_does_and_its_exit_status(command, status, cap
     assert status in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["inspect", "data.array_record", "--recods", "3"], "unrecognized arguments: --recods 3"),
+        (["scan", "data.array_record", "--", "x"], "unrecognized arguments: -- x"),
+    ],
+)
+def test_an_unknown_option_is_named_with_its_command_and_usage(argv, says, capsys):
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.startswith(f"usage: datarax {argv[0]} ")  # the command's options, not the top's
+    assert err.splitlines()[-1] == f"datarax {argv[0]}: error: {says}"
+
+
 def test_bench_of_a_filtered_pipeline_says_why_its_epoch_length_is_unknown(
     tmp_path, capsys, monkeypatch
 ):

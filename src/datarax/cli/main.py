@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--png", metavar="OUT.png", type=expand_user,
                        help="write a chart of the numbers")
     bench.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.set_defaults(commands=commands.choices)  # each command's parser, for its errors
     return parser
 
 
@@ -147,10 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         hint = ("; convert takes one SRC and one DST: quote a glob ('data/*.csv') so the shell "
                 "passes it to datarax, or give the folder" if args.command == "convert" and
                 not any(u.startswith("-") for u in unknown) else "")
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+        # the command's own usage and name (`datarax inspect: error: ...`), not the top level's
+        args.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
-        build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
+        args.commands[args.command].error(
+            f"unrecognized arguments: -- {' '.join(args.passthrough)}")
     from datarax.core.errors import RecordError
 
     try:
