@@ -755,6 +755,19 @@ def test_an_unknown_option_is_named_with_its_command_and_usage(argv, says, capsy
     assert err.splitlines()[-1] == f"datarax {argv[0]}: error: {says}"
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["inspect", "good.array_record", "--grid", "charts/grid.png"],
+     ["bench", "py:nowhere:nothing", "--png", "charts/bench.png"]],
+)
+def test_a_png_into_a_missing_folder_is_refused_before_the_run(argv, data, capsys, monkeypatch):
+    code, out, err = datarax_in_process(*argv, cwd=data, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "")  # before the module is imported or the source read
+    assert err == (f"datarax {argv[0]}: error: {argv[2]} charts/{argv[3].split('/')[1]}: the "
+                   "folder 'charts' does not exist; create it or give a path in an existing "
+                   "folder.\n")
+
+
 def test_bench_of_a_filtered_pipeline_says_why_its_epoch_length_is_unknown(
     tmp_path, capsys, monkeypatch
 ):

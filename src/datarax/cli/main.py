@@ -186,6 +186,11 @@ def _run(args: argparse.Namespace) -> int:
 
     if getattr(args, "batch_size", 1) < 1:  # before a source is opened or data is loaded
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}.")
+    for option, path in (("--grid", getattr(args, "grid", None)), ("--png", getattr(args, "png", None))):
+        folder = os.path.dirname(path) if path else ""
+        if folder and not os.path.isdir(folder):  # found now, not after the whole run
+            raise ConfigError(f"{option} {path}: the folder '{folder}' does not exist; create "
+                              "it or give a path in an existing folder.")
     if args.command == "demo":
         from datarax.cli.demo import run_demo
 
