@@ -2063,6 +2063,20 @@ case("stats-step-after-close", LOGGING, "StatsLogger.step() after close()", Runt
 READING = "Reading: raw ArrayRecord records, a shared cache folder"
 
 
+def _metadata_edited(tmp: Path) -> None:
+    from datarax.dataset import write_dataset
+    from datarax.dataset.metadata import METADATA_FILE
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    write_dataset([{"x": i} for i in range(4)], tmp / "ds")
+    path = tmp / "ds" / METADATA_FILE
+    meta = json.loads(path.read_text())
+    for field in meta["features"]:
+        field.pop("dtype")  # a hand edit that dropped a key
+    path.write_text(json.dumps(meta))
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), tmp / "ds")
+
+
 def _ar_raw_lengths(tmp: Path) -> None:
     path = write_records(tmp / "raw.array_record", (b"ab" * (i + 1) for i in range(6)))
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
@@ -2092,6 +2106,10 @@ def _cache_shared_in_process(tmp: Path) -> None:
             reader.close()
 
 
+case("dataset-metadata-malformed", READING,
+     "a dataset folder whose metadata file lost a feature's 'dtype' (edited by hand)",
+     DataraxError, "the metadata is malformed (KeyError: 'dtype'); it was edited or damaged "
+     "since the conversion wrote it: convert the data again.", needs=AR)(_metadata_edited)
 case("arrayrecord-raw-records-of-different-lengths", READING,
      "raw records of different lengths, no decode=", RecordError,
      "The file is fine: pass decode= to turn a record's bytes into fields of one shape (or "
