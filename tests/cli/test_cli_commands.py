@@ -818,6 +818,19 @@ def test_inspect_of_a_missing_or_unreadable_file_does_not_point_to_scan(
         assert says in err and "datarax scan" not in err
 
 
+def test_inspect_and_scan_of_data_convert_reads_say_to_convert_it(tmp_path, capsys, monkeypatch):
+    (tmp_path / "reviews.jsonl").write_text('{"text": "good"}\n')
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "cat" / "a.png").write_bytes(b"")
+    for command, path, also in (("inspect", "reviews.jsonl", ", or open it as hf:reviews.jsonl"),
+                                ("scan", "photos", "")):
+        code, out, err = datarax_in_process(command, path, cwd=tmp_path, capsys=capsys,
+                                            monkeypatch=monkeypatch)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1
+        assert err.endswith(f" It is not ArrayRecord: convert it first (datarax convert {path} "
+                            f"DST, then inspect DST){also}.\n")
+
+
 def test_output_piped_to_a_reader_that_stops_ends_quietly(data, capsys, monkeypatch):
     class ClosedPipe:  # what `datarax inspect ... | head -2` writes to once head exits
         lines = 0

@@ -174,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             from datarax.cli.targets import as_cli_options
 
             message = as_cli_options(message)
+        if args.command in ("inspect", "scan") and isinstance(err, RecordError) and err.index is None:
+            from datarax.cli.targets import convert_hint
+
+            message += convert_hint(args.source)  # a file or folder convert reads
         if args.command == "inspect" and isinstance(err, RecordError) and err.index is not None:
             # a bad record, not a missing or unreadable file (which scan cannot read either)
             message += f" 'datarax scan {args.source}' lists every bad record."

@@ -78,6 +78,39 @@ def as_cli_options(message: str) -> str:
     return message.replace("exclude_keys names", "--exclude names")
 
 
+TABLE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
+
+
+def convert_hint(spec: str) -> str:
+    """What to do with a SOURCE that names data ``convert`` reads (a table or numpy file,
+    a folder that holds no dataset) rather than ArrayRecord files; ``""`` otherwise.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "reviews.jsonl")
+        >>> open(path, "w").close()
+        >>> convert_hint(path) == (f" It is not ArrayRecord: convert it first (datarax convert "
+        ...                        f"{path} DST, then inspect DST), or open it as hf:{path}.")
+        True
+        >>> convert_hint("missing.jsonl")
+        ''
+    """
+    path = spec.rstrip("/")
+    if is_remote(path) or ":" in path or not (os.path.isdir(path) or os.path.isfile(path)):
+        return ""
+    from datarax.dataset.metadata import METADATA_FILE
+
+    lower = path.lower()
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, METADATA_FILE)) or not os.listdir(path):
+            return ""  # a dataset (its own error says what is wrong), or nothing to convert
+    elif not lower.endswith(TABLE_SUFFIXES + (".npy", ".npz")):
+        return ""
+    also = f", or open it as hf:{path}" if lower.endswith(TABLE_SUFFIXES) else ""
+    return (f" It is not ArrayRecord: convert it first (datarax convert {path} DST, then "
+            f"inspect DST){also}.")
+
+
 def split_spec(spec: str) -> tuple[str, str, str | None]:
     """``(kind, name, split)`` of a SOURCE argument (no file is touched); ConfigError for
     an unknown ``scheme:`` or an empty name."""
