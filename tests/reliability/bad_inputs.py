@@ -1702,6 +1702,21 @@ _FIX_JSONL = ("Fix the file (JSON Lines: one object a line, or one JSON array of
               "row with the same columns, each of one type), or leave it out of SRC.")
 
 
+def _convert_split_of_image_folder(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for split in ("train", "val"):
+        (tmp / "photos" / split / "cat").mkdir(parents=True)
+        (tmp / "photos" / split / "cat" / "a.png").write_bytes(b"")
+    return convert(str(tmp / "photos"), str(tmp / "out"), split="val")
+
+
+case("convert-split-of-an-image-folder", CONVERTING,
+     "convert(root, dst, split='val') of root/{train,val}/<class>/<image>", ConfigError,
+     "split= (--split) 'val' picks a split of a Hugging Face / TFDS dataset or of table files; ",
+     )(_convert_split_of_image_folder)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""

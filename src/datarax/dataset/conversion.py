@@ -262,9 +262,17 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         chosen = _file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
         return _note_split(TableRows(files, kinds.pop()), splits, split, chosen)
     arrays = _files_of(src, (".npy", ".npz"), listing)
+    image_folder = not arrays and os.path.isdir(src) and any(
+        is_class_folder(src, d) for d in os.listdir(src))
+    if split is not None and (arrays or image_folder):  # read as they are: no split to pick
+        kind = "is an image folder" if image_folder else "holds numpy files"
+        inside = (f"; to convert the images in '{os.path.join(src, split)}', give that folder "
+                  "as SRC" if os.path.isdir(os.path.join(src, split)) else "; leave split out")
+        raise ConfigError(f"split= (--split) '{split}' picks a split of a Hugging Face / TFDS "
+                          f"dataset or of table files; '{src}' {kind}, read whole{inside}.")
     if arrays:
         return NpyRows(arrays)
-    if os.path.isdir(src) and any(is_class_folder(src, d) for d in os.listdir(src)):
+    if image_folder:
         return ImageFolderRows(src)
     raise ConversionError(_unknown_input(src))
 
