@@ -1702,6 +1702,17 @@ _FIX_JSONL = ("Fix the file (JSON Lines: one object a line, or one JSON array of
               "row with the same columns, each of one type), or leave it out of SRC.")
 
 
+def _convert_tfds_not_prepared(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    return convert("tfds:mnist", str(tmp / "out"), data_dir=str(tmp))
+
+
+case("convert-tfds-not-prepared", CONVERTING,
+     "convert('tfds:mnist', data_dir=<a folder where it is not prepared>)", ConversionError,
+     "is not prepared in data_dir", needs="tensorflow_datasets")(_convert_tfds_not_prepared)
+
+
 def _convert_split_of_image_folder(tmp: Path) -> Any:
     from datarax.dataset import convert
 
