@@ -831,6 +831,31 @@ def test_inspect_and_scan_of_data_convert_reads_say_to_convert_it(tmp_path, caps
                             f"DST, then inspect DST){also}.\n")
 
 
+def test_an_endless_mixture_is_not_read_through(tmp_path, capsys, monkeypatch):
+    # counting, scanning or benchmarking a pass of it would never end
+    (tmp_path / "endless_mix.py").write_text(
+        "import numpy as np\n"
+        "from datarax.mixing import MixSource\n"
+        "from datarax.sources import MemorySource, MemorySourceConfig\n"
+        "def mix():\n"
+        "    parts = [MemorySource(MemorySourceConfig(), {'x': np.arange(3) + 10 * k})\n"
+        "             for k in range(2)]\n"
+        "    return MixSource(parts, [1, 1], mode='sampling')\n"
+    )
+    endless = "MixSource samples endlessly, mode='sampling' without records_per_epoch"
+    code, out, err = datarax_in_process("inspect", "py:endless_mix:mix", "--records", "2",
+                                        cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, err) == (0, "") and f"records: unknown ({endless})" in out
+    assert out.count("    x: int32 ") == 2
+    for argv, says in ((["scan"], f"scan reads one pass of every record, and {endless}: give "
+                                  "it records_per_epoch= to scan that many draws."),
+                       (["bench", "--epochs", "1"], f"--epochs 1: {endless}, so a pass never "
+                                                    "ends; time it with --batches.")):
+        code, out, err = datarax_in_process(argv[0], "py:endless_mix:mix", *argv[1:],
+                                            cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+        assert (code, out, err) == (2, "", f"datarax {argv[0]}: error: {says}\n")
+
+
 def test_output_piped_to_a_reader_that_stops_ends_quietly(data, capsys, monkeypatch):
     class ClosedPipe:  # what `datarax inspect ... | head -2` writes to once head exits
         lines = 0

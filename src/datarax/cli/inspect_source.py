@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.cli.targets import Target, length_of
+from datarax.cli.targets import Target, endless_reason, length_of
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec, field_spec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
@@ -188,6 +188,8 @@ def run_inspect(
     if grid is not None and not one_by_one:  # one by one: chosen once images are padded
         field = _grid_field(spec, field)
     length = length_of(source)
+    endless = endless_reason(source)
+    count = count and endless is None  # a pass that never ends is not counted
     wanted = max(records, grid_records if grid is not None else 0)
     first: list[dict[str, Any]] = []
     seen = 0
@@ -244,7 +246,7 @@ def run_inspect(
     elif target.where:
         print(f"{target.where_label}: {target.where[0]}")
     if report["records"] is None:
-        print("records: unknown (a stream; run without --no-count to count it)")
+        print(f"records: unknown ({endless or 'a stream; run without --no-count to count it'})")
     else:
         how = " (counted by reading the stream)" if counted else ""
         print(f"records: {report['records']}{how}")

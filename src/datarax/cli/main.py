@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             from datarax.cli.targets import as_cli_options
 
             message = as_cli_options(message)
-        if args.command in ("inspect", "scan") and isinstance(err, RecordError) and err.index is None:
+        no_record = isinstance(err, RecordError) and err.index is None
+        if args.command in ("inspect", "scan") and no_record:
             from datarax.cli.targets import convert_hint
 
             message += convert_hint(args.source)  # a file or folder convert reads
@@ -190,7 +191,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if getattr(args, "batch_size", 1) < 1:  # before a source is opened or data is loaded
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}.")
-    for option, path in (("--grid", getattr(args, "grid", None)), ("--png", getattr(args, "png", None))):
+    for option in ("--grid", "--png"):
+        path = getattr(args, option[2:], None)
         folder = os.path.dirname(path) if path else ""
         if folder and not os.path.isdir(folder):  # found now, not after the whole run
             raise ConfigError(f"{option} {path}: the folder '{folder}' does not exist; create "

@@ -407,6 +407,26 @@ def _paths_of(source: DataSourceModule) -> list[str]:
     return list(paths) if isinstance(paths, (list, tuple)) else []
 
 
+def endless_reason(source: Any) -> str | None:
+    """Why every pass of ``source`` is endless (a ``MixSource`` sampling with no
+    ``records_per_epoch``), or None: reading a pass through would never finish.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.mixing import MixSource
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> parts = [MemorySource(MemorySourceConfig(), {"x": np.arange(3)}) for _ in range(2)]
+        >>> endless_reason(MixSource(parts, [1, 1], mode="sampling"))
+        "MixSource samples endlessly, mode='sampling' without records_per_epoch"
+    """
+    config = getattr(source, "config", None)
+    if getattr(config, "mode", None) == "sampling" and getattr(
+            config, "records_per_epoch", 0) is None:
+        return (f"{type(source).__name__} samples endlessly, mode='sampling' without "
+                "records_per_epoch")
+    return None
+
+
 def length_of(obj: Any) -> int | None:
     """``len(obj)`` when it is known, else None (a stream)."""
     try:
