@@ -829,6 +829,13 @@ def test_inspect_and_scan_of_data_convert_reads_say_to_convert_it(tmp_path, caps
         assert (code, out) == (2, "") and len(err.splitlines()) == 1
         assert err.endswith(f" It is not ArrayRecord: convert it first (datarax convert {path} "
                             f"DST, then inspect DST){also}.\n")
+    (tmp_path / "shards").mkdir()  # ArrayRecord files of your own, no dataset metadata
+    write_records(tmp_path / "shards" / "a.array_record", [b"x"])
+    code, _, err = datarax_in_process("inspect", "shards", cwd=tmp_path, capsys=capsys,
+                                      monkeypatch=monkeypatch)
+    assert code == 2
+    assert err.endswith(" It holds ArrayRecord files: give them as a glob, "
+                        "'shards/*.array_record'.\n")
 
 
 def test_an_endless_mixture_is_not_read_through(tmp_path, capsys, monkeypatch):

@@ -104,6 +104,8 @@ def convert_hint(spec: str) -> str:
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, METADATA_FILE)) or not os.listdir(path):
             return ""  # a dataset (its own error says what is wrong), or nothing to convert
+        if any(n.endswith(".array_record") for n in os.listdir(path)):
+            return f" It holds ArrayRecord files: give them as a glob, '{path}/*.array_record'."
     elif not lower.endswith(TABLE_SUFFIXES + (".npy", ".npz")):
         return ""
     also = f", or open it as hf:{path}" if lower.endswith(TABLE_SUFFIXES) else ""
