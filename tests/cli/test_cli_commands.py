@@ -737,6 +737,37 @@ def test_command_help_says_what_it_does_and_its_exit_status(command, status, cap
     assert status in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["inspect", "data.array_record", "--recods", "3"], "unrecognized arguments: --recods 3"),
+        (["scan", "data.array_record", "--", "x"], "unrecognized arguments: -- x"),
+    ],
+)
+def test_an_unknown_option_is_named_with_its_command_and_usage(argv, says, capsys):
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.startswith(f"usage: datarax {argv[0]} ")  # the command's options, not the top's
+    assert err.splitlines()[-1] == f"datarax {argv[0]}: error: {says}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["inspect", "good.array_record", "--grid", "charts/grid.png"],
+     ["bench", "py:nowhere:nothing", "--png", "charts/bench.png"]],
+)
+def test_a_png_into_a_missing_folder_is_refused_before_the_run(argv, data, capsys, monkeypatch):
+    code, out, err = datarax_in_process(*argv, cwd=data, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "")  # before the module is imported or the source read
+    assert err == (f"datarax {argv[0]}: error: {argv[2]} charts/{argv[3].split('/')[1]}: the "
+                   "folder 'charts' does not exist; create it or give a path in an existing "
+                   "folder.\n")
+
+
 def test_bench_of_a_filtered_pipeline_says_why_its_epoch_length_is_unknown(
     tmp_path, capsys, monkeypatch
 ):
@@ -772,6 +803,64 @@ def test_inspect_stopped_by_a_bad_record_points_to_scan(data, capsys, monkeypatc
         f"'{data / 'corrupt.array_record'}'"
     )
     assert err.endswith(" 'datarax scan corrupt.array_record' lists every bad record.\n")
+
+
+def test_inspect_of_a_missing_or_unreadable_file_does_not_point_to_scan(
+    data, capsys, monkeypatch
+):
+    # scan cannot open such a file either: the hint is for a bad record inside a file
+    (data / "notes.txt").write_text("not an ArrayRecord file")
+    for path, says in (("missing.array_record", "does not exist"),
+                       ("notes.txt", "is not a readable ArrayRecord file")):
+        code, out, err = datarax_in_process(
+            "inspect", path, cwd=data, capsys=capsys, monkeypatch=monkeypatch)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1
+        assert says in err and "datarax scan" not in err
+
+
+def test_inspect_and_scan_of_data_convert_reads_say_to_convert_it(tmp_path, capsys, monkeypatch):
+    (tmp_path / "reviews.jsonl").write_text('{"text": "good"}\n')
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "cat" / "a.png").write_bytes(b"")
+    for command, path, also in (("inspect", "reviews.jsonl", ", or open it as hf:reviews.jsonl"),
+                                ("scan", "photos", "")):
+        code, out, err = datarax_in_process(command, path, cwd=tmp_path, capsys=capsys,
+                                            monkeypatch=monkeypatch)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1
+        assert err.endswith(f" It is not ArrayRecord: convert it first (datarax convert {path} "
+                            f"DST, then inspect DST){also}.\n")
+    (tmp_path / "shards").mkdir()  # ArrayRecord files of your own, no dataset metadata
+    write_records(tmp_path / "shards" / "a.array_record", [b"x"])
+    code, _, err = datarax_in_process("inspect", "shards", cwd=tmp_path, capsys=capsys,
+                                      monkeypatch=monkeypatch)
+    assert code == 2
+    assert err.endswith(" It holds ArrayRecord files: give them as a glob, "
+                        "'shards/*.array_record'.\n")
+
+
+def test_an_endless_mixture_is_not_read_through(tmp_path, capsys, monkeypatch):
+    # counting, scanning or benchmarking a pass of it would never end
+    (tmp_path / "endless_mix.py").write_text(
+        "import numpy as np\n"
+        "from datarax.mixing import MixSource\n"
+        "from datarax.sources import MemorySource, MemorySourceConfig\n"
+        "def mix():\n"
+        "    parts = [MemorySource(MemorySourceConfig(), {'x': np.arange(3) + 10 * k})\n"
+        "             for k in range(2)]\n"
+        "    return MixSource(parts, [1, 1], mode='sampling')\n"
+    )
+    endless = "MixSource samples endlessly, mode='sampling' without records_per_epoch"
+    code, out, err = datarax_in_process("inspect", "py:endless_mix:mix", "--records", "2",
+                                        cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, err) == (0, "") and f"records: unknown ({endless})" in out
+    assert out.count("    x: int32 ") == 2
+    for argv, says in ((["scan"], f"scan reads one pass of every record, and {endless}: give "
+                                  "it records_per_epoch= to scan that many draws."),
+                       (["bench", "--epochs", "1"], f"--epochs 1: {endless}, so a pass never "
+                                                    "ends; time it with --batches.")):
+        code, out, err = datarax_in_process(argv[0], "py:endless_mix:mix", *argv[1:],
+                                            cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+        assert (code, out, err) == (2, "", f"datarax {argv[0]}: error: {says}\n")
 
 
 def test_output_piped_to_a_reader_that_stops_ends_quietly(data, capsys, monkeypatch):

@@ -127,6 +127,7 @@ def test_inspect_image_options_name_the_flags_to_add(photos, capsys, monkeypatch
     assert code == 2 and "give it alone, or --resize N --crop C." in err
 
 
+<<<<<<< HEAD
 def test_convert_loads_no_jax(photos, tmp_path):
     """`datarax convert` (and its error path) runs without importing JAX or Flax: the
     command's whole CPU was 2.2-2.5 s for 20,000 PNGs with them, 0.8 s without."""
@@ -145,3 +146,35 @@ def test_convert_loads_no_jax(photos, tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": SRC}, timeout=120)
     assert done.stdout.split("\n")[-2] == "0 2 []", done.stdout + done.stderr
     assert read_metadata(tmp_path / "ds").num_records == 8
+=======
+def test_inspect_image_options_name_the_field_option_for_a_wrong_field(
+    photos, capsys, monkeypatch
+):
+    run("convert", "photos", "ds_field", "--no-progress", cwd=photos, capsys=capsys,
+        monkeypatch=monkeypatch)
+    code, out, err = run("inspect", "ds_field", "--field", "picture", "--resize", "40x40",
+                         cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1
+    assert "has no field 'picture'; its fields are ['image', 'label']. Pass --field with one " \
+           "of its image fields." in err
+
+
+def test_inspect_of_images_of_many_sizes_names_a_record_the_file_cannot_give(
+    photos, capsys, monkeypatch
+):
+    # read one record at a time (no batch for sizes that vary): a damaged block is a
+    # one-line error naming the record, as for a batch read, not a traceback
+    from int_record_files import damaged_copy
+
+    run("convert", "photos", "ds_damaged", "--no-progress", cwd=photos, capsys=capsys,
+        monkeypatch=monkeypatch)
+    shard = next((photos / "ds_damaged").glob("*.array_record"))
+    _, unreadable = damaged_copy(shard, shard)
+    code, out, err = run("inspect", "ds_damaged", "--records", "8", cwd=photos, capsys=capsys,
+                         monkeypatch=monkeypatch)
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1
+    assert err.startswith(f"datarax inspect: error: ArrayRecordSourceModule: cannot read record "
+                          f"{unreadable[0]} of file '{shard}': RuntimeError: ")
+    assert err.endswith("Fix or regenerate the file. 'datarax scan ds_damaged' lists every bad "
+                        "record.\n")
+>>>>>>> usage5

@@ -66,6 +66,26 @@ def test_dst_in_a_class_folder_or_the_src_itself_is_refused(tmp_path) -> None:
     assert info.features["label"].class_names == ("ant", "bee")
 
 
+def test_a_split_asked_of_an_image_folder_or_numpy_files_is_refused(tmp_path) -> None:
+    from datarax.core.errors import ConfigError
+
+    # root/{train,val}/<class>/<image>: read whole, 'train' and 'val' would be the classes
+    for split in ("train", "val"):
+        for name in ("ant", "bee"):
+            os.makedirs(tmp_path / "photos" / split / name)
+            (tmp_path / "photos" / split / name / "0.png").write_bytes(png(1))
+    np.save(tmp_path / "x.npy", np.arange(3))
+    with pytest.raises(ConfigError, match=r"'val' picks a split of a Hugging Face / TFDS dataset "
+                       r"or of table files; '.*photos' is an image folder, read whole; to convert "
+                       r"the images in '.*photos/val', give that folder as SRC\."):
+        convert(str(tmp_path / "photos"), tmp_path / "out", split="val")
+    with pytest.raises(ConfigError, match=r"x.npy' holds numpy files, read whole; leave split out"):
+        convert(str(tmp_path / "x.npy"), tmp_path / "out", split="train")
+    assert not (tmp_path / "out").exists()
+    info, _ = convert(str(tmp_path / "photos" / "val"), tmp_path / "out")
+    assert info.features["label"].class_names == ("ant", "bee")
+
+
 def test_jsonl_csv_and_npz(tmp_path) -> None:
     with open(tmp_path / "a.jsonl", "w") as f:
         for i in range(5):

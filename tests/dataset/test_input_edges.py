@@ -403,3 +403,18 @@ def test_a_null_inside_a_list_is_named_with_its_position(tmp_path) -> None:
     info, _ = convert(str(tmp_path / "d.jsonl"), tmp_path / "c", on_error="skip")
     assert [s["row"] for s in info.skipped] == [1]
     assert read_dataset(tmp_path / "c")["v"].tolist() == [[1, 2]]
+
+
+def test_a_tfds_name_unknown_or_not_prepared_is_named_in_one_short_message(tmp_path) -> None:
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(ConversionError) as err:
+        convert("tfds:no_such_dataset_xyz", tmp_path / "ds")
+    assert str(err.value).startswith("TFDS has no dataset named 'no_such_dataset_xyz' (not in "
+                                     "its catalog or in the default TFDS data_dir).")
+    assert len(str(err.value)) < 300  # not TFDS's whole catalog
+    (tmp_path / "tfds").mkdir()
+    with pytest.raises(ConversionError, match=r"the TFDS dataset 'mnist' is not prepared in "
+                                              r"data_dir '.*tfds'; convert reads prepared data "
+                                              r"only \(it never downloads\)"):
+        convert("tfds:mnist", tmp_path / "ds", data_dir=str(tmp_path / "tfds"))
+    assert not (tmp_path / "ds").exists()

@@ -1757,6 +1757,32 @@ _FIX_JSONL = ("Fix the file (JSON Lines: one object a line, or one JSON array of
               "row with the same columns, each of one type), or leave it out of SRC.")
 
 
+def _convert_tfds_not_prepared(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    return convert("tfds:mnist", str(tmp / "out"), data_dir=str(tmp))
+
+
+case("convert-tfds-not-prepared", CONVERTING,
+     "convert('tfds:mnist', data_dir=<a folder where it is not prepared>)", ConversionError,
+     "is not prepared in data_dir", needs="tensorflow_datasets")(_convert_tfds_not_prepared)
+
+
+def _convert_split_of_image_folder(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for split in ("train", "val"):
+        (tmp / "photos" / split / "cat").mkdir(parents=True)
+        (tmp / "photos" / split / "cat" / "a.png").write_bytes(b"")
+    return convert(str(tmp / "photos"), str(tmp / "out"), split="val")
+
+
+case("convert-split-of-an-image-folder", CONVERTING,
+     "convert(root, dst, split='val') of root/{train,val}/<class>/<image>", ConfigError,
+     "split= (--split) 'val' picks a split of a Hugging Face / TFDS dataset or of table files; ",
+     )(_convert_split_of_image_folder)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""
@@ -2039,6 +2065,20 @@ simple("mix-weights-2d-array", MIXING, "MixSource weights as an array of shape (
        "(1, 2); pass a 1-D array, a list or a dict by name.", _mix_2d_weights)
 
 
+def _mix_given_its_config() -> Any:
+    from datarax.mixing import MixSource, MixSourceConfig
+
+    sources = [MemorySource(MemorySourceConfig(), data()) for _ in range(2)]
+    config = MixSourceConfig(names=("source0", "source1"), weights=(0.5, 0.5))
+    return MixSource(config, sources)  # upstream's MixDataSourcesNode(config, sources)
+
+
+simple("mix-given-a-config", MIXING, "MixSource(MixSourceConfig(...), sources), upstream's form",
+       ConfigError, "MixSource takes the sources and their weights, not a MixSourceConfig (it "
+       "builds its config from them): MixSource([a, b], [0.7, 0.3], mode='epoch', seed=0), or "
+       "by name, MixSource({'a': a, 'b': b}, {'a': 0.7, 'b': 0.3}).", _mix_given_its_config)
+
+
 def _mix_skipping_part() -> Any:
     from bad_rows import Rows, RowsConfig
 
@@ -2104,6 +2144,20 @@ case("stats-step-after-close", LOGGING, "StatsLogger.step() after close()", Runt
 READING = "Reading: raw ArrayRecord records, a shared cache folder"
 
 
+def _metadata_edited(tmp: Path) -> None:
+    from datarax.dataset import write_dataset
+    from datarax.dataset.metadata import METADATA_FILE
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    write_dataset([{"x": i} for i in range(4)], tmp / "ds")
+    path = tmp / "ds" / METADATA_FILE
+    meta = json.loads(path.read_text())
+    for field in meta["features"]:
+        field.pop("dtype")  # a hand edit that dropped a key
+    path.write_text(json.dumps(meta))
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), tmp / "ds")
+
+
 def _ar_raw_lengths(tmp: Path) -> None:
     path = write_records(tmp / "raw.array_record", (b"ab" * (i + 1) for i in range(6)))
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
@@ -2133,6 +2187,10 @@ def _cache_shared_in_process(tmp: Path) -> None:
             reader.close()
 
 
+case("dataset-metadata-malformed", READING,
+     "a dataset folder whose metadata file lost a feature's 'dtype' (edited by hand)",
+     DataraxError, "the metadata is malformed (KeyError: 'dtype'); it was edited or damaged "
+     "since the conversion wrote it: convert the data again.", needs=AR)(_metadata_edited)
 case("arrayrecord-raw-records-of-different-lengths", READING,
      "raw records of different lengths, no decode=", RecordError,
      "The file is fine: pass decode= to turn a record's bytes into fields of one shape (or "

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 
 from datarax.cli.inspect_source import records_in
-from datarax.cli.targets import Target, length_of, open_target
+from datarax.cli.targets import Target, endless_reason, length_of, open_target
 from datarax.core.errors import ConfigError
 from datarax.core.reading import compiled
 
@@ -155,6 +155,10 @@ def run_bench(
         pipeline = target.pipeline  # never `or`: len() of a filtered pipeline raises
         if pipeline is None:
             pipeline = Pipeline(source=target.source, stages=[], batch_size=batch_size)
+        endless = endless_reason(target.source)
+        if epochs is not None and endless is not None:
+            raise ConfigError(f"--epochs {epochs}: {endless}, so a pass never ends; time it "
+                              "with --batches.")
         result = measure_pipeline(pipeline, batches=None if epochs else batches, epochs=epochs)
         result.update(
             target=spec,

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.cli.targets import Target, length_of
+from datarax.cli.targets import Target, endless_reason, length_of
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec, field_spec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
@@ -126,13 +126,41 @@ def decode_one_by_one(source: Any, features: Any, n: int) -> list[dict[str, Any]
     from datarax.core.errors import RecordError
 
     out = []
-    for index, raw in enumerate(source.read_records(list(range(n))) if n else []):
+    for index, raw in enumerate(_read_first(source, n)):
         try:
             out.append(decode_alone(features, raw))
         except RecordError as err:
             path, within = source.locate(index)
             raise RecordError(f"record {within} of '{path}' does not match its dataset's "
                               f"metadata: {err}", path=path, index=within) from err
+    return out
+
+
+def _read_first(source: Any, n: int) -> list[bytes]:
+    """The raw records ``0 .. n-1``; one the file cannot give (a damaged block) raises
+    RecordError naming its file and index, as a batch read would."""
+    from datarax.core.errors import RecordError
+    from datarax.sources.decoded_records import describe_cause
+    from datarax.sources.skip_ledger import record_place
+
+    try:
+        return source.read_records(list(range(n))) if n else []
+    except RecordError:
+        raise
+    except Exception:  # noqa: BLE001 - find the record (the read of all of them failed)
+        pass
+    out = []
+    for index in range(n):
+        try:
+            out.extend(source.read_records([index]))
+        except RecordError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the reader's own error, named by record
+            path, within = source.locate(index)
+            raise RecordError(
+                f"{type(source).__name__}: cannot read {record_place(path, within)}: "
+                f"{describe_cause(err)}. Fix or regenerate the file.",
+                path=path, index=within) from err
     return out
 
 
@@ -160,6 +188,8 @@ def run_inspect(
     if grid is not None and not one_by_one:  # one by one: chosen once images are padded
         field = _grid_field(spec, field)
     length = length_of(source)
+    endless = endless_reason(source)
+    count = count and endless is None  # a pass that never ends is not counted
     wanted = max(records, grid_records if grid is not None else 0)
     first: list[dict[str, Any]] = []
     seen = 0
@@ -216,7 +246,7 @@ def run_inspect(
     elif target.where:
         print(f"{target.where_label}: {target.where[0]}")
     if report["records"] is None:
-        print("records: unknown (a stream; run without --no-count to count it)")
+        print(f"records: unknown ({endless or 'a stream; run without --no-count to count it'})")
     else:
         how = " (counted by reading the stream)" if counted else ""
         print(f"records: {report['records']}{how}")

@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--png", metavar="OUT.png", type=expand_user,
                        help="write a chart of the numbers")
     bench.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.set_defaults(commands=commands.choices)  # each command's parser, for its errors
     return parser
 
 
@@ -147,11 +148,18 @@ def main(argv: list[str] | None = None) -> int:
         hint = ("; convert takes one SRC and one DST: quote a glob ('data/*.csv') so the shell "
                 "passes it to datarax, or give the folder" if args.command == "convert" and
                 not any(u.startswith("-") for u in unknown) else "")
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+        # the command's own usage and name (`datarax inspect: error: ...`), not the top level's
+        args.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
+<<<<<<< HEAD
         build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
     from datarax.errors import RecordError  # (datarax.core would import JAX and Flax)
+=======
+        args.commands[args.command].error(
+            f"unrecognized arguments: -- {' '.join(args.passthrough)}")
+    from datarax.core.errors import RecordError
+>>>>>>> usage5
 
     try:
         return _run(args)
@@ -171,7 +179,13 @@ def main(argv: list[str] | None = None) -> int:
             from datarax.cli.targets import as_cli_options
 
             message = as_cli_options(message)
-        if args.command == "inspect" and isinstance(err, RecordError):
+        no_record = isinstance(err, RecordError) and err.index is None
+        if args.command in ("inspect", "scan") and no_record:
+            from datarax.cli.targets import convert_hint
+
+            message += convert_hint(args.source)  # a file or folder convert reads
+        if args.command == "inspect" and isinstance(err, RecordError) and err.index is not None:
+            # a bad record, not a missing or unreadable file (which scan cannot read either)
             message += f" 'datarax scan {args.source}' lists every bad record."
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)
         return 2
@@ -182,6 +196,12 @@ def _run(args: argparse.Namespace) -> int:
 
     if getattr(args, "batch_size", 1) < 1:  # before a source is opened or data is loaded
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}.")
+    for option in ("--grid", "--png"):
+        path = getattr(args, option[2:], None)
+        folder = os.path.dirname(path) if path else ""
+        if folder and not os.path.isdir(folder):  # found now, not after the whole run
+            raise ConfigError(f"{option} {path}: the folder '{folder}' does not exist; create "
+                              "it or give a path in an existing folder.")
     if args.command == "demo":
         from datarax.cli.demo import run_demo
 

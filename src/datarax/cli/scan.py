@@ -11,12 +11,16 @@ import json
 from typing import Any
 
 from datarax.cli.inspect_source import host_batches, records_in
-from datarax.cli.targets import Target, as_cli_options
-from datarax.core.errors import RecordError
+from datarax.cli.targets import Target, as_cli_options, endless_reason
+from datarax.core.errors import ConfigError, RecordError
 
 
 def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
     """Read one pass of ``target``; returns counts and the bad records."""
+    endless = endless_reason(target.source)
+    if endless is not None:
+        raise ConfigError(f"scan reads one pass of every record, and {endless}: give it "
+                          "records_per_epoch= to scan that many draws.")
     good = 0
     stopped: dict[str, Any] | None = None  # the error of a source that raises
     try:

@@ -64,16 +64,53 @@ class Target:
 
 def as_cli_options(message: str) -> str:
     """``message`` with a source's config field for leaving fields out (``exclude_keys``)
-    spelt as the ``--exclude`` option of ``inspect`` and ``scan``.
+    spelt as the ``--exclude`` option of ``inspect`` and ``scan``, and the image field of
+    ``decode_images(field=...)`` as ``inspect``'s ``--field``.
 
     Example:
         >>> as_cli_options("drop it (exclude_keys=('tokens',)).")
         'drop it (--exclude tokens).'
     """
+    message = message.replace("Pass decode_images(field=...) one of", "Pass --field with one of")
     message = re.sub(r"\(exclude_keys=\(\s*'([^']*)',?\s*\)\)", r"(--exclude \1)", message)
     message = message.replace("(exclude_keys)", "(--exclude FIELD)")
     message = message.replace("include_keys/exclude_keys leave", "--exclude leaves")
     return message.replace("exclude_keys names", "--exclude names")
+
+
+TABLE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
+
+
+def convert_hint(spec: str) -> str:
+    """What to do with a SOURCE that names data ``convert`` reads (a table or numpy file,
+    a folder that holds no dataset) rather than ArrayRecord files; ``""`` otherwise.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "reviews.jsonl")
+        >>> open(path, "w").close()
+        >>> convert_hint(path) == (f" It is not ArrayRecord: convert it first (datarax convert "
+        ...                        f"{path} DST, then inspect DST), or open it as hf:{path}.")
+        True
+        >>> convert_hint("missing.jsonl")
+        ''
+    """
+    path = spec.rstrip("/")
+    if is_remote(path) or ":" in path or not (os.path.isdir(path) or os.path.isfile(path)):
+        return ""
+    from datarax.dataset.metadata import METADATA_FILE
+
+    lower = path.lower()
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, METADATA_FILE)) or not os.listdir(path):
+            return ""  # a dataset (its own error says what is wrong), or nothing to convert
+        if any(n.endswith(".array_record") for n in os.listdir(path)):
+            return f" It holds ArrayRecord files: give them as a glob, '{path}/*.array_record'."
+    elif not lower.endswith(TABLE_SUFFIXES + (".npy", ".npz")):
+        return ""
+    also = f", or open it as hf:{path}" if lower.endswith(TABLE_SUFFIXES) else ""
+    return (f" It is not ArrayRecord: convert it first (datarax convert {path} DST, then "
+            f"inspect DST){also}.")
 
 
 def split_spec(spec: str) -> tuple[str, str, str | None]:
@@ -370,6 +407,26 @@ def _open_py(spec: str, module: str, function: str) -> Target:
 def _paths_of(source: DataSourceModule) -> list[str]:
     paths = getattr(source, "paths", None)
     return list(paths) if isinstance(paths, (list, tuple)) else []
+
+
+def endless_reason(source: Any) -> str | None:
+    """Why every pass of ``source`` is endless (a ``MixSource`` sampling with no
+    ``records_per_epoch``), or None: reading a pass through would never finish.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.mixing import MixSource
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> parts = [MemorySource(MemorySourceConfig(), {"x": np.arange(3)}) for _ in range(2)]
+        >>> endless_reason(MixSource(parts, [1, 1], mode="sampling"))
+        "MixSource samples endlessly, mode='sampling' without records_per_epoch"
+    """
+    config = getattr(source, "config", None)
+    if getattr(config, "mode", None) == "sampling" and getattr(
+            config, "records_per_epoch", 0) is None:
+        return (f"{type(source).__name__} samples endlessly, mode='sampling' without "
+                "records_per_epoch")
+    return None
 
 
 def length_of(obj: Any) -> int | None:

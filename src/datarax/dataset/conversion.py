@@ -170,7 +170,20 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
     if os.path.isdir(name_or_dir):
         builder = tfds.builder_from_directory(name_or_dir)
     else:
-        builder = tfds.builder(name_or_dir, data_dir=data_dir)
+        place = f"data_dir '{data_dir}'" if data_dir else "the default TFDS data_dir"
+        try:
+            builder = tfds.builder(name_or_dir, data_dir=data_dir)
+        except tfds.core.registered.DatasetNotFoundError as err:  # not its whole catalog
+            raise ConversionError(
+                f"TFDS has no dataset named '{name_or_dir}' (not in its catalog or in {place}). "
+                "Check the spelling (see tfds.list_builders()), or point --data-dir "
+                "(data_dir=) at the folder holding the prepared dataset.") from None
+        if not builder.is_prepared():
+            raise ConversionError(
+                f"the TFDS dataset '{name_or_dir}' is not prepared in {place}; convert reads "
+                "prepared data only (it never downloads). Point --data-dir (data_dir=) at the "
+                f"folder holding it, or prepare it first (tfds.builder('{name_or_dir}')"
+                ".download_and_prepare()).")
     asked, names = split, list(builder.info.splits)
     split = _pick_split(names, split, name_or_dir)
     description = f"the TFDS dataset {builder.info.full_name} ({split})"
@@ -262,9 +275,17 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         chosen = _file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
         return _note_split(TableRows(files, kinds.pop()), splits, split, chosen)
     arrays = _files_of(src, (".npy", ".npz"), listing)
+    image_folder = not arrays and os.path.isdir(src) and any(
+        is_class_folder(src, d) for d in os.listdir(src))
+    if split is not None and (arrays or image_folder):  # read as they are: no split to pick
+        kind = "is an image folder" if image_folder else "holds numpy files"
+        inside = (f"; to convert the images in '{os.path.join(src, split)}', give that folder "
+                  "as SRC" if os.path.isdir(os.path.join(src, split)) else "; leave split out")
+        raise ConfigError(f"split= (--split) '{split}' picks a split of a Hugging Face / TFDS "
+                          f"dataset or of table files; '{src}' {kind}, read whole{inside}.")
     if arrays:
         return NpyRows(arrays)
-    if os.path.isdir(src) and any(is_class_folder(src, d) for d in os.listdir(src)):
+    if image_folder:
         return ImageFolderRows(src)
     raise ConversionError(_unknown_input(src))
 

@@ -106,6 +106,9 @@ class DatasetInfo:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, where: str = "metadata") -> DatasetInfo:
+        if not isinstance(data, Mapping):
+            raise DataraxError(f"{where}: not a {FORMAT_NAME} dataset (a JSON "
+                               f"{type(data).__name__}, not an object).")
         if data.get("format") != FORMAT_NAME:
             raise DataraxError(f"{where}: not a {FORMAT_NAME} dataset (format {data.get('format')!r}).")
         version = data.get("format_version")
@@ -113,9 +116,15 @@ class DatasetInfo:
             raise DataraxError(
                 f"{where}: format_version {version!r}; this datarax reads up to "
                 f"{FORMAT_VERSION} (upgrade datarax).")
-        return cls(Features.from_json(data["features"]),
-                   tuple(ShardInfo(**s) for s in data["shards"]),
-                   tuple(data.get("skipped", ())), dict(data.get("extra", {})))
+        try:
+            return cls(Features.from_json(data["features"]),
+                       tuple(ShardInfo(**s) for s in data["shards"]),
+                       tuple(data.get("skipped", ())), dict(data.get("extra", {})))
+        except (KeyError, TypeError, AttributeError) as err:  # a file edited or damaged by hand
+            raise DataraxError(
+                f"{where}: the metadata is malformed ({type(err).__name__}: {err}); it was "
+                "edited or damaged since the conversion wrote it: convert the data again."
+            ) from err
 
 
 def write_json(path: str, data: Any, *, indent: int | None = None) -> None:

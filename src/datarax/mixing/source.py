@@ -136,6 +136,13 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         records_per_epoch: int | None = None,
         name: str | None = None,
     ) -> None:
+        if isinstance(sources, MixSourceConfig) or isinstance(weights, MixSourceConfig):
+            # upstream's MixDataSourcesNode(config, sources): here the config is built
+            raise ConfigError(
+                "MixSource takes the sources and their weights, not a MixSourceConfig (it "
+                "builds its config from them): MixSource([a, b], [0.7, 0.3], mode='epoch', "
+                "seed=0), or by name, MixSource({'a': a, 'b': b}, {'a': 0.7, 'b': 0.3})."
+            )
         if isinstance(sources, Mapping):
             names, children = [str(k) for k in sources], list(sources.values())
         elif isinstance(sources, Sequence) and not isinstance(sources, (str, bytes)):
