@@ -127,7 +127,6 @@ def test_inspect_image_options_name_the_flags_to_add(photos, capsys, monkeypatch
     assert code == 2 and "give it alone, or --resize N --crop C." in err
 
 
-<<<<<<< HEAD
 def test_convert_loads_no_jax(photos, tmp_path):
     """`datarax convert` (and its error path) runs without importing JAX or Flax: the
     command's whole CPU was 2.2-2.5 s for 20,000 PNGs with them, 0.8 s without."""
@@ -146,7 +145,8 @@ def test_convert_loads_no_jax(photos, tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": SRC}, timeout=120)
     assert done.stdout.split("\n")[-2] == "0 2 []", done.stdout + done.stderr
     assert read_metadata(tmp_path / "ds").num_records == 8
-=======
+
+
 def test_inspect_image_options_name_the_field_option_for_a_wrong_field(
     photos, capsys, monkeypatch
 ):
@@ -177,4 +177,3 @@ def test_inspect_of_images_of_many_sizes_names_a_record_the_file_cannot_give(
                           f"{unreadable[0]} of file '{shard}': RuntimeError: ")
     assert err.endswith("Fix or regenerate the file. 'datarax scan ds_damaged' lists every bad "
                         "record.\n")
->>>>>>> usage5

@@ -152,14 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         args.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
-<<<<<<< HEAD
-        build_parser().error(f"unrecognized arguments: -- {' '.join(args.passthrough)}")
-    from datarax.errors import RecordError  # (datarax.core would import JAX and Flax)
-=======
         args.commands[args.command].error(
             f"unrecognized arguments: -- {' '.join(args.passthrough)}")
-    from datarax.core.errors import RecordError
->>>>>>> usage5
+    from datarax.errors import RecordError  # (datarax.core would import JAX and Flax)
 
     try:
         return _run(args)
