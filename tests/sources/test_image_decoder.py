@@ -309,47 +309,6 @@ def test_a_chunk_decodes_to_each_records_own_decode(mixed):
                                           decoder.decode_record(im, i, 2)["image"])
 
 
-@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs 2 cores")
-def test_chunks_decoded_side_by_side_each_stay_on_their_thread(mixed, monkeypatch):
-    """A chunk decoded alone is spread over the decode threads; chunks decoded at once
-    by several reader threads each stay on their own thread (none queues behind another
-    in the shared pool), every row the same either way."""
-    import threading
-
-    from datarax.sources import image_decoder
-
-    _, images = mixed
-    decoder = decode_images(resize=40, crop=32)
-    seen: dict[str, set[str]] = {}
-    phase = ["alone"]
-    decode_image = image_decoder.ImageDecoder.decode_image
-
-    def recording(self, *args, **kwargs):
-        seen.setdefault(phase[0], set()).add(threading.current_thread().name)
-        return decode_image(self, *args, **kwargs)
-
-    monkeypatch.setattr(image_decoder.ImageDecoder, "decode_image", recording)
-    want = decoder.decode_chunk(images)["image"]
-    assert seen["alone"] and all(n.startswith("datarax-image-decode") for n in seen["alone"])
-    phase[0] = "side by side"
-    inside = threading.Barrier(2)
-    got = {}
-
-    def reader(name: str) -> None:
-        with image_decoder.decoding_chunk():  # both in flight before either decodes
-            inside.wait(timeout=30)
-            got[name] = decoder.decode_chunk(images)["image"]
-
-    threads = [threading.Thread(target=reader, args=(f"r{i}",), name=f"r{i}") for i in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert seen["side by side"] == {"r0", "r1"}
-    np.testing.assert_array_equal(got["r0"], want)
-    np.testing.assert_array_equal(got["r1"], want)
-
-
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
 def test_a_forked_child_decodes_chunks_with_threads_of_its_own(mixed):
     """The decode threads a chunk is spread over do not survive a fork: a child process

@@ -38,12 +38,10 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import math
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -182,14 +180,13 @@ class ImageDecoder:
             for row in rows:
                 self.decode_image(blobs[row], keys[row][1], keys[row][2], out=images[row])
 
-        with decoding_chunk() as alone:
-            pool = spread_pool() if alone else None
-            if pool is None or len(keys) <= SPREAD_STEP:
-                decode_rows(range(len(keys)))
-            else:  # rows in order, spread over the cores (a chunk decoded alone)
-                steps = [range(i, min(i + SPREAD_STEP, len(keys)))
-                         for i in range(0, len(keys), SPREAD_STEP)]
-                list(pool.map(decode_rows, steps))
+        pool = spread_pool()
+        if pool is None or len(keys) <= SPREAD_STEP:
+            decode_rows(range(len(keys)))
+        else:  # rows in order, spread over the cores (a session's first chunk, alone)
+            steps = [range(i, min(i + SPREAD_STEP, len(keys)))
+                     for i in range(0, len(keys), SPREAD_STEP)]
+            list(pool.map(decode_rows, steps))
         columns[self.field] = seal(images)
         return columns
 
@@ -311,24 +308,6 @@ SPREAD_STEP = 16
 #: the parent's threads do not exist there)
 _SPREAD: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 _SPREAD_LOCK = threading.Lock()
-#: chunks being decoded in this process now (by any decoder)
-_DECODING = [0]
-
-
-@contextlib.contextmanager
-def decoding_chunk() -> Iterator[bool]:
-    """Count a chunk's decode while it runs; yields whether it is the only one: only a
-    chunk decoded alone (a session's first, or a reader that is ahead) is spread over the
-    cores. Chunks decoded side by side stay each on its reader thread, so many reader
-    threads do not queue their chunks behind each other in the one spread pool."""
-    with _SPREAD_LOCK:
-        _DECODING[0] += 1
-        alone = _DECODING[0] == 1
-    try:
-        yield alone
-    finally:
-        with _SPREAD_LOCK:
-            _DECODING[0] -= 1
 
 
 def spread_pool() -> concurrent.futures.ThreadPoolExecutor | None:
