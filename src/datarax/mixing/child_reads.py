@@ -24,7 +24,7 @@ from flax import nnx
 
 from datarax.core.batch import concat_batches
 from datarax.core.data_source import DataSourceModule
-from datarax.core.errors import SourceContractError, StateError
+from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, forward_only, read_at
 from datarax.core.spec import TextSpec
@@ -80,12 +80,9 @@ class ChildReads(HostState):
         epoch, start = int(passes[i, 0]), int(passes[i, 1])  # the pass, its first draw
         draw = first  # the draw the child stands at
         if self.next_draw[i] != first:
-            if first < start:
-                raise StateError(
-                    f"MixSource: stream '{self.names[i]}' began pass {epoch} at its draw "
-                    f"{start}; going back to draw {first} would need its earlier pass. "
-                    "Restore a state saved at or after that point."
-                )
+            if first < start:  # moved back from outside (a parent's seek or restore
+                epoch, start = 0, 0  # keeps no stream_passes): read again from pass 0 on
+                self._set_pass(i, stream_passes, epoch, start)
             # Read from the pass's start: draw ``first`` may lie in a later pass (a shard
             # skips the draws of the other shards), whose start is known only once the
             # passes before it are read to their ends.
@@ -102,15 +99,20 @@ class ChildReads(HostState):
                         f"{epoch}; a mixed stream must serve records in every pass."
                     )
                 epoch, start = epoch + 1, draw
-                updated = np.array(stream_passes.get_value())
-                updated[i] = (epoch, start)
-                stream_passes.set_value(updated)
+                self._set_pass(i, stream_passes, epoch, start)
                 continue
             if draw >= first:
                 parts.append(batch)
             draw += len(stable)
         self.next_draw[i] = first + count
         return concat_batches(parts)
+
+    @staticmethod
+    def _set_pass(i: int, stream_passes: nnx.Variable[Any], epoch: int, start: int) -> None:
+        """Stream ``i`` is in its pass ``epoch``, which began at its draw ``start``."""
+        updated = np.array(stream_passes.get_value())
+        updated[i] = (epoch, start)
+        stream_passes.set_value(updated)
 
     def _sampled(self, i: int, child: DataSourceModule, draws: np.ndarray) -> Batch:
         records = sampled_records(self.seed, i, draws, self.lengths[i])
