@@ -112,6 +112,31 @@ def test_a_hugging_face_stream_mixture_resumes_exactly(hf_folder, level):
     assert conformance.check_resume(row, level, points=points) == 12  # 3 epochs of 4 batches
 
 
+def test_a_hugging_face_stream_that_skips_bad_records_mixes_each_good_record_once(
+        tmp_path, hf_offline):
+    """The stream's position passes its skipped record too: the mixture reads on from
+    there (it moved the stream back to its count of draws before: 304 and 305 served
+    twice, 310 and 311 left to the next epoch)."""
+    pytest.importorskip("pyarrow")
+    from hf_files import int32_lists, write_parquet
+
+    from datarax.sources import HFStreamingConfig, HFStreamingSource
+
+    vec = [[i, i] for i in range(12)]
+    vec[3] = [3, 3, 3]  # record 3 does not batch with the others: skipped
+    path = write_parquet(tmp_path / "train.parquet",
+                         {"id": np.arange(300, 312, dtype=np.int32), "vec": int32_lists(vec)})
+    hf = HFStreamingSource(HFStreamingConfig(name="parquet", data_files=path, chunk_size=4,
+                                             on_error="skip"))
+    memory = MemorySource(MemorySourceConfig(), {"id": np.arange(4, dtype=np.int32),
+                                                 "vec": np.zeros((4, 2), np.int32)})
+    mix = MixSource({"hf": hf, "memory": memory}, weights=[11, 4], seed=8, records_per_epoch=15)
+    pipeline = Pipeline(mix, [], batch_size=4)
+    for _ in range(2):
+        ids = [int(i) for b in pipeline for i in np.asarray(b["id"])]
+        assert sorted(i for i in ids if i >= 300) == [i for i in range(300, 312) if i != 303]
+
+
 def sharded_stream_mixture(shard_index=0, shard_count=1, stages=()):
     memory = numbers(0, 6, shuffle=True, seed=7, field="id")
     mix = MixSource({"memory": memory, "stream": NumberStream(10, 14, field="id")},

@@ -47,6 +47,9 @@ class ChildReads(HostState):
         self.lengths = tuple(lengths)
         self.seed = seed
         self.next_draw: list[int | None] = [None] * len(names)  # where each stream stands
+        # and its position in its pass there: the records it passed (a stream that skips
+        # bad records passes more positions than it serves draws)
+        self.stands_at = [0] * len(names)
         self.sampled_orders: dict[int, SampledOrder] = {}
         self.sampled_next: dict[int, int] = {}  # next draw each host child's reader is at
 
@@ -78,7 +81,7 @@ class ChildReads(HostState):
                 stream_passes: nnx.Variable[Any]) -> Batch:
         passes = stream_passes.get_value()
         epoch, start = int(passes[i, 0]), int(passes[i, 1])  # the pass, its first draw
-        draw = first  # the draw the child stands at
+        draw, at = first, self.stands_at[i]  # the draw the child stands at, its position
         if self.next_draw[i] != first:
             if first < start:  # moved back from outside (a parent's seek or restore
                 epoch, start = 0, 0  # keeps no stream_passes): read again from pass 0 on
@@ -87,24 +90,24 @@ class ChildReads(HostState):
             # skips the draws of the other shards), whose start is known only once the
             # passes before it are read to their ends.
             child.seek(epoch, 0)
-            draw = start
+            draw, at = start, 0
         parts = []
         while draw < first + count:  # records before ``first`` read and dropped
             want = first + count - draw if draw >= first else min(first - draw, max(count, 1024))
-            batch, stable, _ = read_at(child, epoch, draw - start, want, None)
+            batch, stable, at = read_at(child, epoch, at, want, None)
             if batch is None:
                 if draw == start:
                     raise SourceContractError(
                         f"MixSource: stream '{self.names[i]}' served no record in pass "
                         f"{epoch}; a mixed stream must serve records in every pass."
                     )
-                epoch, start = epoch + 1, draw
+                epoch, start, at = epoch + 1, draw, 0
                 self._set_pass(i, stream_passes, epoch, start)
                 continue
             if draw >= first:
                 parts.append(batch)
             draw += len(stable)
-        self.next_draw[i] = first + count
+        self.next_draw[i], self.stands_at[i] = first + count, at
         return concat_batches(parts)
 
     @staticmethod
