@@ -13,6 +13,7 @@ from datarax.sources import MemorySource, MemorySourceConfig
 from datarax.testing import SourceRow, conformance
 
 from number_sources import NumberStream, numbers
+from source_reads import check_pipeline_resumes, flat
 
 pytest.importorskip("array_record.python.array_record_module")
 
@@ -68,6 +69,27 @@ def test_resume_is_exact_at_every_level(ar_glob, level):
     row = make_row(ar_glob)
     points = None if level == "iterator" else conformance.key_points(row, 3)
     assert conformance.check_resume(row, level, points=points) == 21  # 3 epochs of 7 batches
+
+
+def test_sampling_mode_reads_an_array_record_and_a_host_concatenation(ar_glob):
+    """Sampled draws of host children: an ArrayRecord source through its reader (its
+    first read raised AttributeError 'SampledOrder' has no 'runs') and a concatenation
+    of one with memory (no reader of its own: AttributeError 'host_reader')."""
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule, ConcatSource
+
+    def records():
+        return ArrayRecordSourceModule(ArrayRecordSourceConfig(), ar_glob, decode=decode,
+                                       num_threads=1)
+
+    def build():
+        both = ConcatSource([records(), numbers(0, 3, field="id")])
+        mix = MixSource({"ar": records(), "both": both}, [1, 1], mode="sampling", seed=2,
+                        records_per_epoch=12)
+        return Pipeline(mix, [], batch_size=5)
+
+    _, batches, _ = check_pipeline_resumes(build, lambda b: np.asarray(b["id"]).tolist())
+    ids = flat(batches)
+    assert len(ids) == 12 and set(ids) <= {0, 1, 2, *range(100, 107)}
 
 
 @pytest.fixture(scope="module")

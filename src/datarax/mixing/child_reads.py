@@ -131,8 +131,11 @@ class ChildReads(HostState):
                 for key in host[0].keys() - out.keys():
                     out[key] = [part[key][0] for part in host]
             return out
+        reader = getattr(child, "host_reader", None)
+        if reader is None:  # a host child built from others (a concatenation, a mixture):
+            n = self.lengths[i]  # record by record, at its pass-0 positions
+            return concat_batches([read_at(child, 0, r, 1, n)[0] for r in records.tolist()])
         # A host child reads the sampled records through its own threaded reader.
-        reader = child.host_reader
         order = self.sampled_orders.get(i)
         first = int(draws[0])
         if order is None:
