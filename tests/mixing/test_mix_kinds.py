@@ -13,6 +13,7 @@ from datarax.sources import MemorySource, MemorySourceConfig
 from datarax.testing import SourceRow, conformance
 
 from number_sources import NumberStream, numbers
+from source_reads import check_pipeline_resumes, flat
 
 pytest.importorskip("array_record.python.array_record_module")
 
@@ -70,6 +71,27 @@ def test_resume_is_exact_at_every_level(ar_glob, level):
     assert conformance.check_resume(row, level, points=points) == 21  # 3 epochs of 7 batches
 
 
+def test_sampling_mode_reads_an_array_record_and_a_host_concatenation(ar_glob):
+    """Sampled draws of host children: an ArrayRecord source through its reader (its
+    first read raised AttributeError 'SampledOrder' has no 'runs') and a concatenation
+    of one with memory (no reader of its own: AttributeError 'host_reader')."""
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule, ConcatSource
+
+    def records():
+        return ArrayRecordSourceModule(ArrayRecordSourceConfig(), ar_glob, decode=decode,
+                                       num_threads=1)
+
+    def build():
+        both = ConcatSource([records(), numbers(0, 3, field="id")])
+        mix = MixSource({"ar": records(), "both": both}, [1, 1], mode="sampling", seed=2,
+                        records_per_epoch=12)
+        return Pipeline(mix, [], batch_size=5)
+
+    _, batches, _ = check_pipeline_resumes(build, lambda b: np.asarray(b["id"]).tolist())
+    ids = flat(batches)
+    assert len(ids) == 12 and set(ids) <= {0, 1, 2, *range(100, 107)}
+
+
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
     pytest.importorskip("datasets")
@@ -110,6 +132,31 @@ def test_a_hugging_face_stream_mixture_resumes_exactly(hf_folder, level):
     row = make_hf_row(hf_folder)
     points = None if level == "iterator" else conformance.key_points(row, 3)
     assert conformance.check_resume(row, level, points=points) == 12  # 3 epochs of 4 batches
+
+
+def test_a_hugging_face_stream_that_skips_bad_records_mixes_each_good_record_once(
+        tmp_path, hf_offline):
+    """The stream's position passes its skipped record too: the mixture reads on from
+    there (it moved the stream back to its count of draws before: 304 and 305 served
+    twice, 310 and 311 left to the next epoch)."""
+    pytest.importorskip("pyarrow")
+    from hf_files import int32_lists, write_parquet
+
+    from datarax.sources import HFStreamingConfig, HFStreamingSource
+
+    vec = [[i, i] for i in range(12)]
+    vec[3] = [3, 3, 3]  # record 3 does not batch with the others: skipped
+    path = write_parquet(tmp_path / "train.parquet",
+                         {"id": np.arange(300, 312, dtype=np.int32), "vec": int32_lists(vec)})
+    hf = HFStreamingSource(HFStreamingConfig(name="parquet", data_files=path, chunk_size=4,
+                                             on_error="skip"))
+    memory = MemorySource(MemorySourceConfig(), {"id": np.arange(4, dtype=np.int32),
+                                                 "vec": np.zeros((4, 2), np.int32)})
+    mix = MixSource({"hf": hf, "memory": memory}, weights=[11, 4], seed=8, records_per_epoch=15)
+    pipeline = Pipeline(mix, [], batch_size=4)
+    for _ in range(2):
+        ids = [int(i) for b in pipeline for i in np.asarray(b["id"])]
+        assert sorted(i for i in ids if i >= 300) == [i for i in range(300, 312) if i != 303]
 
 
 def sharded_stream_mixture(shard_index=0, shard_count=1, stages=()):

@@ -24,6 +24,7 @@ from datarax.testing import check_resume_exact
 
 import bad_rows
 from number_sources import NumberStream, numbers
+from source_reads import flat
 
 
 def memory(lo, hi, shuffle=True, seed=3):
@@ -180,6 +181,32 @@ def test_stream_child_is_not_replayed_between_mixture_epochs():
     mix = MixSource({"m": memory(0, 4), "s": stream}, [1, 1], records_per_epoch=8)
     ids_of(Pipeline(mix, [], batch_size=3), 3)
     assert stream.opened == 3  # one open per pass of the stream, none for re-reading
+
+
+def test_a_mixture_moved_back_from_outside_reads_its_stream_again_from_pass_0():
+    """A concatenation's state holds no mixture stream_passes: restoring an earlier one
+    into the same pipeline moves the mixture back before its stream's pass (a StateError,
+    'going back to draw 4 would need its earlier pass', before); a seek alike."""
+
+    def mix():
+        return MixSource({"m": memory(0, 6), "s": NumberStream(20, 24, field="id")}, [6, 4],
+                         seed=5, records_per_epoch=10)
+
+    pipeline = Pipeline(ConcatSource([mix(), memory(100, 103)]), [], batch_size=4)
+    states, epochs = [], []
+    for _ in range(3):  # the stream ends a pass in every epoch
+        epochs.append([])
+        for batch in pipeline:
+            epochs[-1].append([int(i) for i in np.asarray(batch["id"])])
+            states.append((len(epochs) - 1, len(epochs[-1]), pipeline.get_state()))
+    for epoch, cut, state in (states[5], states[1]):  # the same pipeline, moved back
+        pipeline.set_state(state)
+        assert [[int(i) for i in np.asarray(b["id"])] for b in pipeline] == epochs[epoch][cut:]
+    source = mix()
+    source.seek(2, 0)
+    source.get_batch_with_indices(10)  # the stream in its pass 2
+    source.seek(0, 3)
+    assert source.get_batch_with_indices(7)[0]["id"].tolist() == flat(epochs[0])[3:10]
 
 
 def test_per_record_randomness_is_the_same_at_any_batch_size():

@@ -262,3 +262,29 @@ def test_a_corrupt_array_record_part_is_skipped_within_a_concatenation(tmp_path)
     resumed = Pipeline(source=build(), stages=[], batch_size=8)
     resumed.set_state(state)
     assert xs(resumed) == rest
+
+
+class _EndsEarly(Rows):
+    """Rows whose pass ends at 3 of the 5 records its length says."""
+
+    def get_batch_with_indices(self, batch_size):
+        if self.index >= 3:
+            return None, None
+        return super().get_batch_with_indices(min(batch_size, 3 - self.index))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_part_that_ends_its_pass_before_its_length_is_named_by_its_number(stream):
+    """A host concatenation and a stream one (a flat-mapped part: length unknown) alike."""
+    from datarax.sources import FlatMapSource
+
+    later = MemorySource(MemorySourceConfig(), {"x": np.arange(100, 102, dtype=np.float32)})
+    if stream:
+        later = FlatMapSource(later, lambda r: [r], max_outputs=1)
+    source = ConcatSource([_EndsEarly(RowsConfig(), n=5), later])
+    assert source.kind.name == ("STREAM" if stream else "HOST")
+    with pytest.raises(SourceContractError, match=(
+            r"^ConcatSource part 0 \(_EndsEarly\) ended its pass 0 at position 3; its length "
+            r"says 5\. A source read by another must pass every position")):
+        while source.get_batch_with_indices(2)[0] is not None:
+            pass

@@ -15,11 +15,13 @@ from flax import nnx
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import DataraxError, StateError
 from datarax.pipeline import Pipeline
-from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig, StreamSource
+from datarax.sources import (ConcatSource, FlatMapSource, MemorySource, MemorySourceConfig,
+                             StreamSource)
 from datarax.testing import json_round_trip
 
 from bad_rows import Rows, RowsConfig
 from int_record_files import damaged_copy, int32, write_records
+from number_sources import NumberStream, numbers
 from source_reads import check_pipeline_resumes, check_resumes_at_every_batch, flat
 from source_reads import read_all as read
 
@@ -275,3 +277,19 @@ def test_close_epoch_stops_the_parents_read_ahead_and_keeps_the_position():
     memory_parent.get_batch_with_indices(2)
     memory_parent.close_epoch()  # a parent with no read-ahead of its own: nothing to stop
     assert pairs(memory_parent.get_batch_with_indices(2)[0]) == [(2, 1), (4, 0)]
+
+
+def test_nnx_update_rewinding_the_same_source_reads_its_stream_parent_again():
+    """The parent's position put back by nnx.update says nothing of where its pass stands:
+    the first read after the rewind moves it there (an empty pass before: the parent's
+    stream pass, at its end, was read on from there)."""
+    def expand(record):
+        return [record, record] if int(record["x"]) % 2 else [record]
+
+    source = FlatMapSource(ConcatSource([NumberStream(0, 5), numbers(10, 14)]), expand,
+                           max_outputs=2)
+    start = nnx.clone(nnx.state(source))
+    whole = read(source, 3)
+    assert flat(whole) == [0, 1, 1, 2, 3, 3, 4, 10, 11, 11, 12, 13, 13]
+    nnx.update(source, start)  # the same source, back at its start
+    assert read(source, 3) == whole

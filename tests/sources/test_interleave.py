@@ -22,6 +22,7 @@ from datarax.sources import (
     InterleaveSource,
     MemorySource,
     MemorySourceConfig,
+    ShuffleBufferSource,
 )
 
 from bad_rows import Rows, RowsConfig
@@ -143,6 +144,29 @@ def test_nnx_state_restores_the_position_and_the_cursor_under_a_pipeline():
         fresh = pipeline()
         nnx.update(fresh, nnx.state(old))
         assert [np.asarray(b["x"]).tolist() for b in fresh] == expected[cut:]
+
+
+@pytest.mark.parametrize("owner", ["interleave", "shuffle_buffer"])
+def test_nnx_update_rewinding_the_same_source_reopens_a_stream_child_standing_at_its_place(owner):
+    """A stream child (a concatenation of a stream and memory) whose position nnx.update
+    puts back where the slot or window resumes is read from there again, not from where
+    its pass stood (its last 4 records were lost: the pass was past them)."""
+
+    def build():
+        child = ConcatSource([NumberStream(0, 5), numbers(10, 14)])
+        if owner == "interleave":  # 2 batches: the child stands at 5, its slot too
+            return InterleaveSource([child, numbers(100, 106)], cycle_length=2, block_length=3), 4, 2
+        return ShuffleBufferSource(child, buffer_size=5, seed=0), 5, 1  # at window 1's start
+
+    source, size, cut = build()
+    expected = read_all(source, size)
+    source, size, cut = build()
+    for _ in range(cut):
+        source.get_batch_with_indices(size)
+    saved = nnx.clone(nnx.state(source))
+    assert read_all(source, size) == expected[cut:]
+    nnx.update(source, saved)  # the same source, rewound
+    assert read_all(source, size) == expected[cut:]
 
 
 def test_each_shard_keeps_its_record_of_every_whole_round():

@@ -131,7 +131,7 @@ def compiles_whole(children: Any) -> bool:
 
 
 def read_at(source: Any, epoch: int, position: int, width: int, length: int | None, *,
-            who: str | None = None, skips: int | None = None,
+            who: str | None = None, skips: int | None = None, reopen: bool = False,
             ) -> tuple[Batch | None, np.ndarray, int]:
     """Up to ``width`` records of ``source`` from ``position`` of its pass ``epoch``, on
     the host (device arrays as numpy, text as lists), their stable indices (int64) and
@@ -140,6 +140,9 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
     records per pass (None: a stream). ``who``: the source as messages name it.
     ``skips``: for a child that counts the records it skips as bad, its count before
     ``position`` (set with the position, so its skip budget continues exactly).
+    ``reopen``: the first read of a new reading session — a cursor-mode child is moved
+    there even where its position says it stands there (a position set by
+    ``nnx.update`` says nothing of where its reader stands).
 
     The one read a source built from others makes of a child, in either mode: a compiled
     child is computed at those positions (``width`` rounded up to a power of two: reads
@@ -170,7 +173,7 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         batch, indices = source.get_batch_and_indices_at(epoch * length + position, padded)
         got = min(width, length - position)
         return head_on_host(batch, got), np.asarray(indices, np.int64)[:got], position + got
-    if (source.epoch, source.index) != (epoch, position) or (
+    if reopen or (source.epoch, source.index) != (epoch, position) or (
         skips is not None and int(source.skipped.get_value()) != skips
     ):  # moved from outside
         source.seek(epoch, position)

@@ -24,7 +24,7 @@ from flax import nnx
 
 from datarax.core.batch import concat_batches
 from datarax.core.data_source import DataSourceModule
-from datarax.core.errors import SourceContractError, StateError
+from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, forward_only, read_at
 from datarax.core.spec import TextSpec
@@ -47,6 +47,9 @@ class ChildReads(HostState):
         self.lengths = tuple(lengths)
         self.seed = seed
         self.next_draw: list[int | None] = [None] * len(names)  # where each stream stands
+        # and its position in its pass there: the records it passed (a stream that skips
+        # bad records passes more positions than it serves draws)
+        self.stands_at = [0] * len(names)
         self.sampled_orders: dict[int, SampledOrder] = {}
         self.sampled_next: dict[int, int] = {}  # next draw each host child's reader is at
 
@@ -78,39 +81,41 @@ class ChildReads(HostState):
                 stream_passes: nnx.Variable[Any]) -> Batch:
         passes = stream_passes.get_value()
         epoch, start = int(passes[i, 0]), int(passes[i, 1])  # the pass, its first draw
-        draw = first  # the draw the child stands at
+        draw, at = first, self.stands_at[i]  # the draw the child stands at, its position
         if self.next_draw[i] != first:
-            if first < start:
-                raise StateError(
-                    f"MixSource: stream '{self.names[i]}' began pass {epoch} at its draw "
-                    f"{start}; going back to draw {first} would need its earlier pass. "
-                    "Restore a state saved at or after that point."
-                )
+            if first < start:  # moved back from outside (a parent's seek or restore
+                epoch, start = 0, 0  # keeps no stream_passes): read again from pass 0 on
+                self._set_pass(i, stream_passes, epoch, start)
             # Read from the pass's start: draw ``first`` may lie in a later pass (a shard
             # skips the draws of the other shards), whose start is known only once the
             # passes before it are read to their ends.
             child.seek(epoch, 0)
-            draw = start
+            draw, at = start, 0
         parts = []
         while draw < first + count:  # records before ``first`` read and dropped
             want = first + count - draw if draw >= first else min(first - draw, max(count, 1024))
-            batch, stable, _ = read_at(child, epoch, draw - start, want, None)
+            batch, stable, at = read_at(child, epoch, at, want, None)
             if batch is None:
                 if draw == start:
                     raise SourceContractError(
                         f"MixSource: stream '{self.names[i]}' served no record in pass "
                         f"{epoch}; a mixed stream must serve records in every pass."
                     )
-                epoch, start = epoch + 1, draw
-                updated = np.array(stream_passes.get_value())
-                updated[i] = (epoch, start)
-                stream_passes.set_value(updated)
+                epoch, start, at = epoch + 1, draw, 0
+                self._set_pass(i, stream_passes, epoch, start)
                 continue
             if draw >= first:
                 parts.append(batch)
             draw += len(stable)
-        self.next_draw[i] = first + count
+        self.next_draw[i], self.stands_at[i] = first + count, at
         return concat_batches(parts)
+
+    @staticmethod
+    def _set_pass(i: int, stream_passes: nnx.Variable[Any], epoch: int, start: int) -> None:
+        """Stream ``i`` is in its pass ``epoch``, which began at its draw ``start``."""
+        updated = np.array(stream_passes.get_value())
+        updated[i] = (epoch, start)
+        stream_passes.set_value(updated)
 
     def _sampled(self, i: int, child: DataSourceModule, draws: np.ndarray) -> Batch:
         records = sampled_records(self.seed, i, draws, self.lengths[i])
@@ -126,8 +131,11 @@ class ChildReads(HostState):
                 for key in host[0].keys() - out.keys():
                     out[key] = [part[key][0] for part in host]
             return out
+        reader = getattr(child, "host_reader", None)
+        if reader is None:  # a host child built from others (a concatenation, a mixture):
+            n = self.lengths[i]  # record by record, at its pass-0 positions
+            return concat_batches([read_at(child, 0, r, 1, n)[0] for r in records.tolist()])
         # A host child reads the sampled records through its own threaded reader.
-        reader = child.host_reader
         order = self.sampled_orders.get(i)
         first = int(draws[0])
         if order is None:

@@ -26,6 +26,9 @@ class SampledOrder:
         self.seed, self.source, self.length = seed, source, length
         self.epoch, self.lo, self.hi = 0, 0, None
         self.size = 1 << 62
+        # not one block of an epoch: the reader reads no "next epoch" ahead (the draws
+        # go on endlessly); without it a host child's first read raised AttributeError
+        self.runs: tuple[tuple[int, int], ...] = ()
 
     def indices(self, start: int, stop: int) -> np.ndarray:
         return sampled_records(self.seed, self.source, np.arange(start, stop, dtype=np.int64), self.length)

@@ -6,8 +6,9 @@ records in an order of their own, reading each child forward from a place in its
 (``epoch``, ``position``). :class:`ChildRecords` is that read, for a child of either
 read mode (:func:`~datarax.core.reading.read_at`): a compiled child is gathered by
 positions (one traced shape, ``chunk`` records a gather); a cursor-mode child is moved to
-the place where it stands elsewhere (``seek``: a stream reads its pass again up to there)
-and read forward. Records read ahead of
+the place by the first read (``seek``: a stream reads its pass again up to there; its
+position alone, which ``nnx.update`` sets, does not say where its reader stands) and
+read forward. Records read ahead of
 what was taken stay here (Python-only, never state): what the owner saves is
 :attr:`ChildRecords.position`, the child's next record not yet taken.
 
@@ -65,6 +66,7 @@ class ChildRecords(HostState):
         self.row = 0  # rows of `batch` taken
         self.read_to = position  # the child's position after `batch`
         self.ended = False
+        self.opened = False  # the first read moves the child there, wherever it stands
 
     def take(self, count: int) -> tuple[Batch, np.ndarray] | None:
         """At most ``count`` (>= 1) next records and their stable indices, or None at the
@@ -82,7 +84,9 @@ class ChildRecords(HostState):
         if self.ended:
             return False
         child, start = self.child, self.read_to
-        batch, stable, end = read_at(child, self.epoch, start, self.chunk, self.length)
+        batch, stable, end = read_at(child, self.epoch, start, self.chunk, self.length,
+                                     reopen=not self.opened)
+        self.opened = True
         if batch is None:
             self.ended = True
             return False

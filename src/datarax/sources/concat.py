@@ -251,8 +251,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         ``room`` positions: ``(batch, stable indices, positions passed)``. A part that
         skips bad records passes more positions than it hands out records; ``batch`` is
         None when all it passed were skipped."""
-        part, n = self.parts[i], self.__lengths[i]
-        who = f"ConcatSource part {i} ({type(part).__name__})"
+        part, n, who = self.parts[i], self.__lengths[i], self._part_name(i)
         # a part that counts its skips stands there with the count it had there
         skips = self._part_skips(i) if self.__part_counts[i] else None
         batch, stable, end = read_at(part, epoch, local, count, n, who=who, skips=skips)
@@ -273,6 +272,10 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         if not batches:
             return None, None, room
         return concat_batches(batches), np.concatenate(stables), room
+
+    def _part_name(self, i: int) -> str:
+        """Part ``i`` as messages name it."""
+        return f"ConcatSource part {i} ({type(self.parts[i]).__name__})"
 
     # ------------------------------------------------------- bad records (skips)
     def _skips(self) -> int:
@@ -312,9 +315,9 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         :meth:`get_batch_with_indices`, which counts what it hands out)."""
         reading = self.__reading
         while reading.part < len(self.parts):
-            part = self.parts[reading.part]
+            i, part = reading.part, self.parts[reading.part]
             batch, _, reading.at = read_at(part, reading.epoch, reading.at, batch_size,
-                                           self.__lengths[reading.part])
+                                           self.__lengths[i], who=self._part_name(i))
             if batch is not None:
                 return batch
             reading.part, reading.at = reading.part + 1, 0

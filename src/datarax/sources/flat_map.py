@@ -103,6 +103,7 @@ class _Reading(HostState):
         self.chunk_next = 0  # the parent's position after it (past records it skipped)
         self.chunk_skips = self.next_skips = 0  # the parent's skip count at both
         self.parent_done = False  # the parent's pass ended after the chunk
+        self.reopen = True  # the next parent read moves the parent there, wherever it stands
         self.row = 0  # the chunk's record whose outputs are pending
         self.before = 0  # outputs of the chunk's records before it
         self.loaded = False  # whether `outputs` holds that record's outputs yet
@@ -171,7 +172,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         reading = self.__reading
         position = 0
         while True:
-            chunk, stable, after, done = self._read_parent(0, position)
+            chunk, stable, after, done = self._read_parent(0, position, reopen=not position)
             count = 0 if chunk is None else batch_length(chunk)
             for row in range(count):
                 outputs = self._expand(record_at(chunk, row), int(stable[row]), 0,
@@ -261,6 +262,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         reading.chunk_skips = reading.next_skips = skips
         reading.row = reading.before = reading.offset = 0
         reading.outputs, reading.loaded = [], False
+        reading.reopen = True  # its position (nnx.update sets it) says nothing of its reader
         if not described and index:  # moved by seek(epoch, index) alone: read up to there
             for _ in range(index * self.shard.count):
                 if self._next_output() is None:
@@ -296,7 +298,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
                 return False
             start, reading.chunk_skips = reading.chunk_next, reading.next_skips
             skips = reading.chunk_skips if self.__counts_skips else None  # its budget goes on
-            chunk, stable, after, done = self._read_parent(reading.epoch, start, skips)
+            chunk, stable, after, done = self._read_parent(reading.epoch, start, skips,
+                                                           reopen=reading.reopen)
+            reading.reopen = False
             reading.parent_done = done
             reading.chunk, reading.chunk_stable = chunk, stable
             reading.chunk_start, reading.chunk_next = start, after
@@ -329,14 +333,16 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             reading.before += len(reading.outputs)
             reading.outputs, reading.offset, reading.loaded = [], 0, False
 
-    def _read_parent(self, epoch: int, position: int, skips: int | None = None,
-                     ) -> tuple[Batch | None, np.ndarray, int, bool]:
+    def _read_parent(self, epoch: int, position: int, skips: int | None = None, *,
+                     reopen: bool = False) -> tuple[Batch | None, np.ndarray, int, bool]:
         """Parent records from ``position`` of its pass ``epoch`` (``skips``: the parent's
-        skip count there): ``(records, stable indices, the parent's position after them,
-        whether the pass ends there)``. A parent that skips bad records moves past more
-        positions than it hands out."""
+        skip count there; ``reopen``: the first read since the parent was stood there):
+        ``(records, stable indices, the parent's position after them, whether the pass
+        ends there)``. A parent that skips bad records moves past more positions than it
+        hands out."""
         n = self.__length
-        batch, stable, after = read_at(self.source, epoch, position, CHUNK, n, skips=skips)
+        batch, stable, after = read_at(self.source, epoch, position, CHUNK, n, skips=skips,
+                                       reopen=reopen)
         return batch, stable, after, batch is None or (n is not None and after >= n)
 
     def _expand(self, record: Any, stable: int, epoch: int, place: str) -> list[Any]:
