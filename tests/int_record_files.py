@@ -4,16 +4,20 @@
 ``write_records`` writes one file of given records (``read_records`` reads them back);
 ``write_parts`` writes one file per run of record ids, each record ``encode(i)``;
 ``write_int_parts`` is the common case of ``int32`` ids numbered across the files;
-``damaged_copy`` copies a file with bytes inside its record chunks flipped.
+``damaged_copy`` copies a file with bytes inside its record chunks flipped;
+``numbered_in_memory`` writes numbered 3 KB records and copies the files to fsspec's
+``memory://`` store (a bucket without a server).
 ``array_record`` is imported on first use, so a module that only may write
 (``bad_inputs.py``) imports this one without it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
-from collections.abc import Callable, Iterable, Sequence
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -95,6 +99,26 @@ def write_parts(folder: str | os.PathLike[str], parts: Sequence[Iterable[int]],
     folder = pathlib.Path(folder)
     return [write_records(folder / name.format(f), map(encode, ids))
             for f, ids in enumerate(parts)]
+
+
+@contextlib.contextmanager
+def numbered_in_memory(folder: str | os.PathLike[str], bucket: str, files: int,
+                       per_file: int) -> Iterator[list[str]]:
+    """``files`` files of ``per_file`` records each (record ``i``: ``int32(i)``, then 3 KB
+    of random bytes) in ``folder``, also in ``memory://{bucket}`` until the block ends;
+    yields the local paths."""
+    import fsspec
+
+    rng = random.Random(0)
+    paths = write_parts(folder, [range(f * per_file, (f + 1) * per_file) for f in range(files)],
+                        lambda i: np.int32(i).tobytes() + rng.randbytes(3072))
+    memory = fsspec.filesystem("memory")
+    for path in paths:
+        memory.pipe(f"{bucket}/{pathlib.Path(path).name}", pathlib.Path(path).read_bytes())
+    try:
+        yield paths
+    finally:
+        memory.rm(bucket, recursive=True)
 
 
 def int32(i: int) -> bytes:

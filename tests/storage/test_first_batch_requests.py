@@ -6,7 +6,6 @@ Counted, not timed."""
 from __future__ import annotations
 
 import pathlib
-import random
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +17,7 @@ pytest.importorskip("array_record")
 pytest.importorskip("zstandard")
 fsspec = pytest.importorskip("fsspec")
 
-from int_record_files import read_records, write_parts  # noqa: E402
+from int_record_files import numbered_in_memory, read_records  # noqa: E402
 
 FILES, PER_FILE, BATCH = 24, 40, 64  # more files than the head start used to open at once
 BUCKET = "/first-batch-requests"
@@ -29,14 +28,8 @@ def local_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]
     """24 files of 40 records (a 4-byte number, then 3 KB of random bytes), also in
     ``memory://first-batch-requests``."""
     folder = tmp_path_factory.mktemp("first-batch")
-    rng = random.Random(0)
-    paths = write_parts(folder, [range(f * PER_FILE, (f + 1) * PER_FILE) for f in range(FILES)],
-                        lambda i: np.int32(i).tobytes() + rng.randbytes(3072))
-    memory = fsspec.filesystem("memory")
-    for path in paths:
-        memory.pipe(f"{BUCKET}/{pathlib.Path(path).name}", pathlib.Path(path).read_bytes())
-    yield paths
-    memory.rm(BUCKET, recursive=True)
+    with numbered_in_memory(folder, BUCKET, FILES, PER_FILE) as paths:
+        yield paths
 
 
 def decode(record: bytes) -> dict[str, Any]:

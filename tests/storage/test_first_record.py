@@ -5,7 +5,6 @@ and a record 0 that cannot be decoded is named at the first batch. Counted, not 
 from __future__ import annotations
 
 import pathlib
-import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ pytest.importorskip("array_record")
 pytest.importorskip("zstandard")
 fsspec = pytest.importorskip("fsspec")
 
-from int_record_files import write_parts  # noqa: E402
+from int_record_files import numbered_in_memory  # noqa: E402
 
 FILES, PER_FILE, BATCH = 6, 40, 16
 
@@ -26,14 +25,8 @@ def local_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]
     """6 files of 40 records (a 4-byte number, then 3 KB of random bytes), also in
     ``memory://first-record``."""
     folder = tmp_path_factory.mktemp("first-record")
-    rng = random.Random(0)
-    paths = write_parts(folder, [range(f * PER_FILE, (f + 1) * PER_FILE) for f in range(FILES)],
-                        lambda i: np.int32(i).tobytes() + rng.randbytes(3072))
-    memory = fsspec.filesystem("memory")
-    for path in paths:
-        memory.pipe(f"/first-record/{pathlib.Path(path).name}", pathlib.Path(path).read_bytes())
-    yield paths
-    memory.rm("/first-record", recursive=True)
+    with numbered_in_memory(folder, "/first-record", FILES, PER_FILE) as paths:
+        yield paths
 
 
 def decode(record: bytes) -> dict[str, Any]:
