@@ -2119,6 +2119,26 @@ simple("flat-map-parent-skipped-over-position", COMBINING,
        "parent skipped before position 0), got 5; pass the dict get_state() returned.",
        _flat_map_parent_skipped, field="parent_skipped")
 
+def _nested_concat_part_skips() -> None:
+    from bad_rows import Rows, RowsConfig
+
+    from datarax.sources import ConcatSource
+
+    inner = ConcatSource([Rows(RowsConfig(on_error="skip"), 4, bad={1}),
+                          Rows(RowsConfig(on_error="skip"), 4, offset=10)])
+    ConcatSource([inner]).set_state({
+        "current_epoch": 0, "current_index": 5, "skipped": 1, "skipped_by_part": [1],
+        "part_skips": {"skipped": 2, "skipped_by_part": [2, 0]}})
+
+
+simple("concat-part-skips-not-the-part-s", COMBINING,
+       "a ConcatSource state whose part_skips (a nested concatenation's counts) disagree "
+       "with its skipped_by_part", StateError,
+       "ConcatSource state 'part_skips' must be the skip counts of the concatenation part at "
+       "the position, its 'skipped' equal to that part's entry of 'skipped_by_part' ([1]), got "
+       "{'skipped': 2, 'skipped_by_part': [2, 0]}; pass the dict get_state() returned.",
+       _nested_concat_part_skips, field="part_skips")
+
 LOGGING = "Logging (StatsLogger)"
 
 

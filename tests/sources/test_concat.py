@@ -235,6 +235,65 @@ def test_a_state_with_a_wrong_count_by_part_is_refused():
         source.set_state(state)
 
 
+def nested_skipping(budget_b: int) -> Pipeline:
+    """``concat[concat[A, B], memory]``: A skips 2 bad records (its budget 2), B skips 2
+    (its budget ``budget_b``)."""
+    inner = ConcatSource([rows(8, bad={1, 2}, on_error="skip", max_skipped=2),
+                          rows(8, offset=100, bad={0, 5}, on_error="skip", max_skipped=budget_b)])
+    memory = MemorySource(MemorySourceConfig(), {"x": np.arange(200, 204, dtype=np.float32)})
+    return Pipeline(source=ConcatSource([inner, memory]), stages=[], batch_size=3)
+
+
+def two_epochs(pipeline: Pipeline, states: list | None = None) -> list:
+    """The batches (as ``xs``) of the pipeline's passes up to the end of epoch 1, then
+    the error raised if one was (its message); ``states`` gets the state after each."""
+    served: list = []
+    try:
+        for _ in range(2 - pipeline.get_state()["epoch"]):
+            for batch in pipeline:
+                served.append(xs([batch]))
+                if states is not None:
+                    states.append(json_round_trip(pipeline.get_state()))
+    except Exception as error:  # noqa: BLE001 - the test compares it
+        served.append(f"{type(error).__name__}: {error}")
+    return served
+
+
+@pytest.mark.parametrize("budget_b", [2, 1], ids=["within-budget", "over-budget"])
+def test_a_nested_concatenation_of_skipping_parts_resumes_each_part_budget_exactly(budget_b):
+    states: list = []
+    whole = two_epochs(nested_skipping(budget_b), states)
+    if budget_b == 2:  # every budget met exactly, in both epochs
+        assert whole == 2 * [[0, 3, 4], [5, 6, 7], [101, 102, 103], [104, 106, 107],
+                             [200, 201, 202], [203]]
+        # inside part B the state carries the inner concatenation's counts by part
+        assert states[2]["source"]["part_skips"] == {"skipped": 3, "skipped_by_part": [2, 1]}
+    else:  # B's second bad record is over its budget of 1, in the fourth batch
+        assert whole[:3] == [[0, 3, 4], [5, 6, 7], [101, 102, 103]]
+        assert whole[3].startswith("RecordError: Rows: skipped 2 bad records in epoch 0, over "
+                                   "the budget of 1")
+    for k, state in enumerate(states):
+        resumed = nested_skipping(budget_b)
+        resumed.set_state(state)
+        assert whole[:k + 1] + two_epochs(resumed) == whole, f"resumed after batch {k}"
+
+
+def test_a_nested_state_without_part_skips_restores_as_before_and_a_wrong_one_is_refused():
+    states: list = []
+    two_epochs(nested_skipping(2), states)
+    old = json_round_trip(states[0])  # inside part A: the total alone was always exact
+    assert "part_skips" in old["source"]
+    del old["source"]["part_skips"]
+    resumed = nested_skipping(2)
+    resumed.set_state(old)
+    assert xs(resumed) == [5, 6, 7, 101, 102, 103, 104, 106, 107, 200, 201, 202, 203]
+    wrong = json_round_trip(states[2])
+    wrong["source"]["part_skips"]["skipped"] = 2
+    with pytest.raises(StateError, match=r"'part_skips' must be the skip counts of the "
+                       r"concatenation part at the position"):
+        nested_skipping(2).set_state(wrong)
+
+
 def test_a_corrupt_array_record_part_is_skipped_within_a_concatenation(tmp_path):
     write_records(tmp_path / "a.array_record",
                   (np.full(64, i, np.float32).tobytes() for i in range(30)))

@@ -7,10 +7,11 @@ on. Parts must carry the same fields (names, per-record shapes, dtypes).
 The kind follows the parts: every part indexed (fields on the device) — indexed, the
 whole concatenation compiled into the step; every part of known length — a host source
 whose position is one number, each part's derived from it, so a resume is a seek (the
-state adds ``skipped`` and ``skipped_by_part`` for parts that skip bad records); a
-part of unknown length — a stream, resumed by reading the epoch again up to the
-position. A record's stable index is its part's plus the records of the parts before
-it (or its position in the pass, for a stream). A state saved by another concatenation
+state adds ``skipped`` and ``skipped_by_part`` for parts that skip bad records, and
+``part_skips``, the counts of a concatenation part standing at the position); a part of
+unknown length — a stream, resumed by reading the epoch again up to the position. A
+record's stable index is its part's plus the records of the parts before it (or its
+position in the pass, for a stream). A state saved by another concatenation
 is refused, naming the first of :meth:`ConcatSource.order_settings` that differs.
 
 Example:
@@ -342,12 +343,41 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def get_state(self) -> dict[str, Any]:
         """The position and the :meth:`order_settings` a restore must match; a host
         concatenation adds ``skipped`` (records its parts skipped as bad this epoch
-        before the position, counted in it) and ``skipped_by_part``."""
+        before the position, counted in it), ``skipped_by_part`` and, where the part at
+        the position is itself such a concatenation, ``part_skips`` (that part's)."""
         state = super().get_state()
         if self.__counts_skips:
-            state["skipped"] = self._skips()
-            state["skipped_by_part"] = [int(v) for v in self.skipped_by_part.get_value()]
+            state.update(self._skip_state())
         return state
+
+    def _skip_state(self) -> dict[str, Any]:
+        """``skipped``, ``skipped_by_part`` and, where the part at the position is a host
+        concatenation standing there, ``part_skips``: that part's own (its parts' budgets
+        continue exactly after a restore)."""
+        state: dict[str, Any] = {
+            "skipped": self._skips(),
+            "skipped_by_part": [int(v) for v in self.skipped_by_part.get_value()],
+        }
+        place = self._part_at_position()
+        if place is not None:
+            i, local = place
+            part = self.parts[i]
+            stands = (part.epoch, part.index) == (self.epoch, local)
+            if stands and part._skips() == self._part_skips(i):
+                state["part_skips"] = part._skip_state()
+        return state
+
+    def _part_at_position(self) -> tuple[int, int] | None:
+        """``(part, its position)`` the next read starts at, where that part is a host
+        concatenation counting skips; None otherwise (or at the epoch's end)."""
+        if self.index >= (self.epoch_size() or 0):
+            return None
+        n = len(self)
+        i, local = self.locate((self.shard.bounds(n)[0] + self.index) % n)
+        part = self.parts[i]
+        if not (isinstance(part, ConcatSource) and part.__counts_skips):
+            return None
+        return i, local
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved concatenation handed out (a
@@ -373,4 +403,24 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
             )
         self._resume(epoch, index, skipped)
         self.skipped_by_part.set_value(np.asarray(by_part, np.int64))
+        if "part_skips" in state:  # absent (a state of an earlier version): the total only
+            self._restore_part_skips(state["part_skips"], by_part)
+
+    def _restore_part_skips(self, part_skips: Any, by_part: list[int]) -> None:
+        """Stand the (concatenation) part at the position where the state says, with its
+        own skip counts ``part_skips`` (its ``_skip_state``), checked."""
+        place = self._part_at_position()
+        if place is None or not isinstance(part_skips, dict) or (
+            part_skips.get("skipped") != by_part[place[0]]
+        ):
+            raise StateError(
+                "ConcatSource state 'part_skips' must be the skip counts of the "
+                "concatenation part at the position, its 'skipped' equal to that part's "
+                f"entry of 'skipped_by_part' ({by_part!r}), got {part_skips!r}; pass the "
+                "dict get_state() returned.",
+                field="part_skips",
+            )
+        i, local = place
+        self.parts[i].set_state(
+            {**part_skips, "current_epoch": self.epoch, "current_index": local})
 
