@@ -97,3 +97,19 @@ def check_pipeline_resumes(build: Callable[[], Any], view: Callable[[Any], list[
         if after is not None:
             after(resumed, k)
     return pipeline, batches, states
+
+
+def two_epochs(pipeline: Any, states: list[Any] | None = None) -> list[Any]:
+    """The batches (as lists of ``x``) of a Pipeline's passes up to the end of epoch 1,
+    then the error raised if one was (``"Type: message"``); ``states`` gets the state
+    (through JSON) after each batch."""
+    served: list[Any] = []
+    try:
+        for _ in range(2 - pipeline.get_state()["epoch"]):
+            for batch in pipeline:
+                served.append(xs(batch))
+                if states is not None:
+                    states.append(json_round_trip(pipeline.get_state()))
+    except Exception as error:  # noqa: BLE001 - the caller compares it
+        served.append(f"{type(error).__name__}: {error}")
+    return served

@@ -2119,6 +2119,29 @@ simple("flat-map-parent-skipped-over-position", COMBINING,
        "parent skipped before position 0), got 5; pass the dict get_state() returned.",
        _flat_map_parent_skipped, field="parent_skipped")
 
+def _flat_map_parent_skips() -> None:
+    from bad_rows import Rows, RowsConfig
+
+    from datarax.sources import ConcatSource, FlatMapSource
+
+    def build() -> Any:
+        parts = ConcatSource([Rows(RowsConfig(on_error="skip"), 6, bad={1}),
+                              Rows(RowsConfig(on_error="skip"), 6, offset=10)])
+        return FlatMapSource(parts, lambda record: [record], max_outputs=1)
+
+    source = build()
+    source.get_batch_with_indices(2)
+    build().set_state({**source.get_state(), "parent_skips": {"skipped": 1}})
+
+
+simple("flat-map-parent-skips-not-the-parent-s", COMBINING,
+       "a FlatMapSource state whose parent_skips (a parent concatenation's counts) disagree "
+       "with its parent_skipped", StateError,
+       "FlatMapSource state 'parent_skips' must be the parent concatenation's skip counts, "
+       "its 'skipped' equal to 'parent_skipped' (0), got {'skipped': 1}; pass the dict "
+       "get_state() returned.", _flat_map_parent_skips, field="parent_skips")
+
+
 def _nested_concat_part_skips() -> None:
     from bad_rows import Rows, RowsConfig
 

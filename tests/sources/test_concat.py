@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 from int_record_files import damaged_copy, write_records
 from number_sources import NumberStream, numbers
-from source_reads import check_pipeline_resumes
+from source_reads import check_pipeline_resumes, two_epochs
 
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
@@ -242,21 +242,6 @@ def nested_skipping(budget_b: int) -> Pipeline:
                           rows(8, offset=100, bad={0, 5}, on_error="skip", max_skipped=budget_b)])
     memory = MemorySource(MemorySourceConfig(), {"x": np.arange(200, 204, dtype=np.float32)})
     return Pipeline(source=ConcatSource([inner, memory]), stages=[], batch_size=3)
-
-
-def two_epochs(pipeline: Pipeline, states: list | None = None) -> list:
-    """The batches (as ``xs``) of the pipeline's passes up to the end of epoch 1, then
-    the error raised if one was (its message); ``states`` gets the state after each."""
-    served: list = []
-    try:
-        for _ in range(2 - pipeline.get_state()["epoch"]):
-            for batch in pipeline:
-                served.append(xs([batch]))
-                if states is not None:
-                    states.append(json_round_trip(pipeline.get_state()))
-    except Exception as error:  # noqa: BLE001 - the test compares it
-        served.append(f"{type(error).__name__}: {error}")
-    return served
 
 
 @pytest.mark.parametrize("budget_b", [2, 1], ids=["within-budget", "over-budget"])

@@ -22,7 +22,7 @@ from datarax.testing import json_round_trip
 from bad_rows import Rows, RowsConfig
 from int_record_files import damaged_copy, int32, write_records
 from number_sources import NumberStream, numbers
-from source_reads import check_pipeline_resumes, check_resumes_at_every_batch, flat
+from source_reads import check_pipeline_resumes, check_resumes_at_every_batch, flat, two_epochs
 from source_reads import read_all as read
 
 
@@ -259,6 +259,39 @@ def test_a_bad_skip_count_in_a_flat_map_state_is_refused():
     with pytest.raises(StateError, match=r"'parent_skipped' must be an int in \[0, 0\]"):
         FlatMapSource(skipping_parent(), spread, max_outputs=2).set_state(
             {**state, "parent_skipped": 3})
+
+
+def one(record):
+    return [record]
+
+
+def over_skipping_concat(budget_b: int) -> Pipeline:
+    """A flat map over ``concat[A, B]``: A skips 3 bad records (its budget 3), B 3 (its
+    budget ``budget_b``); the parent's third read of 64 starts inside B."""
+    parts = ConcatSource([
+        Rows(RowsConfig(on_error="skip", max_skipped=3), 100, bad={1, 2, 90}),
+        Rows(RowsConfig(on_error="skip", max_skipped=budget_b), 100, bad={0, 30, 80}, offset=100)])
+    return Pipeline(source=FlatMapSource(parts, one, max_outputs=1), stages=[], batch_size=16)
+
+
+@pytest.mark.parametrize("budget_b", [3, 2], ids=["within-budget", "over-budget"])
+def test_a_flat_map_over_a_concat_of_skipping_parts_resumes_each_part_budget_exactly(budget_b):
+    states: list = []
+    whole = two_epochs(over_skipping_concat(budget_b), states)
+    good = [x for x in range(100) if x not in {1, 2, 90}] + [
+        100 + x for x in range(100) if x not in {0, 30, 80}]
+    if budget_b == 3:  # every budget met exactly, in both epochs
+        assert flat(whole) == 2 * good
+        # read on from position 132 (in B): the parent's counts by part there
+        assert {"skipped": 5, "skipped_by_part": [3, 2]} in [
+            s["source"].get("parent_skips") for s in states]
+    else:  # B's third bad record (position 180) is over its budget of 2
+        assert whole[-1].startswith("RecordError: Rows: skipped 3 bad records in epoch 0, over "
+                                    "the budget of 2")
+    for k, state in enumerate(states):
+        resumed = over_skipping_concat(budget_b)
+        resumed.set_state(state)
+        assert whole[:k + 1] + two_epochs(resumed) == whole, f"resumed after batch {k}"
 
 
 def pairs_x(batch) -> list[tuple[int, int]]:

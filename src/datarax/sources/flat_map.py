@@ -17,7 +17,8 @@ one operator instead and keep a validity field.
   the record alone (no randomness of its own; add a stochastic stage after it). Over a
   parent that skips bad records (``on_error="skip"``) a read's records do not say their
   positions: the cursor then names where the read began and the outputs passed since,
-  and ``parent_skipped`` the parent's skip count there (its budget continues exactly).
+  and ``parent_skipped`` the parent's skip count there (its budget continues exactly;
+  a parent concatenation's counts by part, as its state keeps them, in ``parent_skips``).
 * **Per-record keys** come from the stable index ``parent_stable * max_outputs +
   offset``: the same output gets the same key at any batch size and after any resume.
 * **Shards**: every process reads the whole parent and keeps record ``i`` of each
@@ -102,6 +103,9 @@ class _Reading(HostState):
         self.chunk_start = 0  # the parent position the chunk was read from
         self.chunk_next = 0  # the parent's position after it (past records it skipped)
         self.chunk_skips = self.next_skips = 0  # the parent's skip count at both
+        # and a parent concatenation's skip counts by part there (its state's keys)
+        self.chunk_counts: dict[str, Any] | None = None
+        self.next_counts: dict[str, Any] | None = None
         self.parent_done = False  # the parent's pass ended after the chunk
         self.reopen = True  # the next parent read moves the parent there, wherever it stands
         self.row = 0  # the chunk's record whose outputs are pending
@@ -151,6 +155,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         # there on, records the parent skipped as bad before it].
         self.cursor = nnx.Variable(np.zeros(5, np.int64))
         self.__reading = _Reading()
+        # a parent concatenation counts skips by part: the cursor's place and those counts
+        self.__by_part = isinstance(getattr(source, "skipped_by_part", None), nnx.Variable)
+        self.__counts_at: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
 
     # ------------------------------------------------------------ description
     def length_or_reason(self) -> str:
@@ -236,6 +243,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         place = (*self.datarax_position.where(), *self._place())
         self.cursor.set_value(np.asarray(place, np.int64))
         self.__reading.expect = place
+        reading = self.__reading
+        done = reading.row >= len(reading.chunk_stable)  # the place is the chunk's next
+        self.__counts_at = (place, reading.next_counts if done else reading.chunk_counts)
 
     def _place(self) -> tuple[int, int, int]:
         """Where the next output stands: ``(parent position, outputs passed from there
@@ -260,6 +270,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         reading.chunk, reading.chunk_stable, reading.parent_done = None, np.zeros(0, np.int64), False
         reading.chunk_start = reading.chunk_next = parent_pos
         reading.chunk_skips = reading.next_skips = skips
+        place, counts = self.__counts_at  # a restored state's (or the last saved) counts
+        known = described and place == (epoch, index, *cursor[2:])
+        reading.chunk_counts = reading.next_counts = counts if known else None
         reading.row = reading.before = reading.offset = 0
         reading.outputs, reading.loaded = [], False
         reading.reopen = True  # its position (nnx.update sets it) says nothing of its reader
@@ -297,7 +310,11 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             if reading.parent_done:
                 return False
             start, reading.chunk_skips = reading.chunk_next, reading.next_skips
+            reading.chunk_counts = reading.next_counts
             skips = reading.chunk_skips if self.__counts_skips else None  # its budget goes on
+            if reading.reopen and reading.chunk_counts is not None:  # each part's goes on
+                self.source.set_state({**reading.chunk_counts, "current_epoch": reading.epoch,
+                                       "current_index": start})
             chunk, stable, after, done = self._read_parent(reading.epoch, start, skips,
                                                            reopen=reading.reopen)
             reading.reopen = False
@@ -305,6 +322,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             reading.chunk, reading.chunk_stable = chunk, stable
             reading.chunk_start, reading.chunk_next = start, after
             reading.next_skips = int(self.source.skipped.get_value()) if self.__counts_skips else 0
+            reading.next_counts = self._parent_counts()
             reading.row = reading.before = 0
             if chunk is None:
                 return False
@@ -332,6 +350,13 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             reading.row += 1
             reading.before += len(reading.outputs)
             reading.outputs, reading.offset, reading.loaded = [], 0, False
+
+    def _parent_counts(self) -> dict[str, Any] | None:
+        """A parent concatenation's skip counts (``skipped``, by part) where it stands."""
+        if not self.__by_part:
+            return None
+        state = self.source.get_state()
+        return {k: v for k, v in state.items() if k in ("skipped", "skipped_by_part", "part_skips")}
 
     def _read_parent(self, epoch: int, position: int, skips: int | None = None, *,
                      reopen: bool = False) -> tuple[Batch | None, np.ndarray, int, bool]:
@@ -412,6 +437,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         state["cursor"] = None if place is None else place[:2]
         if self.__skipping and place is not None:
             state["parent_skipped"] = place[2]
+            at, counts = self.__counts_at
+            if counts is not None and list(at) == [self.epoch, self.index, *place]:
+                state["parent_skips"] = counts
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -439,4 +467,15 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
                 "pass the dict get_state() returned.",
                 field="parent_skipped",
             )
+        counts = state.get("parent_skips")  # absent (an earlier version's): the total only
+        if counts is not None and not (
+            self.__by_part and isinstance(counts, dict) and counts.get("skipped") == skips
+        ):
+            raise StateError(
+                "FlatMapSource state 'parent_skips' must be the parent concatenation's skip "
+                f"counts, its 'skipped' equal to 'parent_skipped' ({skips}), got {counts!r}; "
+                "pass the dict get_state() returned.",
+                field="parent_skips",
+            )
         restore_place(self, [*cursor, skips])
+        self.__counts_at = ((self.epoch, self.index, *cursor, skips), counts)
