@@ -188,17 +188,10 @@ def _take(route, pipeline, iterator):
 
 def _restore(route, fresh, state):
     """Restore ``state`` into ``fresh``; the first for loop after it (its batches)."""
-    if route == "iterator":
-        iterator = iter(fresh)
-        iterator.set_state(state)
-        return records(list(iterator))
-    if route == "pipeline":
-        fresh.set_state(state)
-    elif route == "source":
-        fresh.source.set_state(state)
-    else:
-        nnx.update(fresh, state)
-    return records(list(fresh))
+    from datarax.testing.resume import restore_level
+
+    iterator = restore_level(route, fresh, state)
+    return records(list(fresh if iterator is None else iterator))
 
 
 ROUTES = ["iterator", "pipeline", "source", "nnx"]
