@@ -25,6 +25,12 @@ Contenders, each in a fresh process (``--worker``), one epoch each:
   bilinear without antialiasing (``tf.image.resize``'s default);
 * ``tfdata-antialias``: the same with ``antialias=True``, the resize torchvision's PIL
   transforms and ``decode_images`` do (not in the default contenders);
+* ``grain``: ``grain.MapDataset`` over the image files (a list is a Grain source),
+  shuffled, ``random_map`` / ``map`` of the transforms a Grain user writes with PIL
+  (decode, torchvision's RandomResizedCrop box drawn from Grain's per-record generator,
+  crop + antialiased bilinear resize in one ``Image.resize(box=)``, flip; shorter side
+  256 + centre crop for eval), normalised, batched; read with ``num_threads`` = cores
+  (``workers`` 0) or in ``mp_prefetch`` worker processes (``workers`` > 0), the best kept;
 * ``floor``: a plain loop in as many processes as cores: read each file, decode and
   crop it exactly as ``decode_images`` does (uint8 out, no flip, no normalise, no
   batching), the records counted.
@@ -233,6 +239,72 @@ def run_tfdata(folder: str, mode: str, antialias: bool = False, **_: Any) -> dic
     return _timed(batches())
 
 
+def _grain_record(path: str, rng: Any, mode: str) -> dict[str, Any]:
+    """One image file as a Grain user writes its transforms (PIL and NumPy)."""
+    import math
+
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+    width, height = image.size
+    if mode == "train":  # torchvision's RandomResizedCrop box, then crop + resize at once
+        box = None
+        for _ in range(10):
+            area = width * height * rng.uniform(0.08, 1.0)
+            ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
+            w, h = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+            if 0 < w <= width and 0 < h <= height:
+                left, top = int(rng.integers(0, width - w + 1)), int(rng.integers(0, height - h + 1))
+                box = (left, top, left + w, top + h)
+                break
+        if box is None:
+            side = min(width, height)
+            box = ((width - side) // 2, (height - side) // 2,
+                   (width + side) // 2, (height + side) // 2)
+        pixels = np.asarray(image.resize((224, 224), Image.BILINEAR, box=box))
+        if rng.random() < 0.5:
+            pixels = pixels[:, ::-1]
+    else:  # shorter side 256, centre crop 224
+        scale = 256 / min(width, height)
+        size = (round(width * scale), round(height * scale))
+        image = image.resize(size, Image.BILINEAR)
+        left, top = (size[0] - 224) // 2, (size[1] - 224) // 2
+        pixels = np.asarray(image.crop((left, top, left + 224, top + 224)))
+    image = (pixels.astype(np.float32) / 255.0 - np.asarray(MEAN, np.float32)) / np.asarray(
+        STD, np.float32)
+    return {"image": image, "label": np.int32(Path(path).parent.name.removeprefix("class"))}
+
+
+def run_grain(folder: str, mode: str, workers: int, **_: Any) -> dict[str, Any]:
+    def batches():
+        import functools
+
+        import grain
+
+        files = sorted(str(p) for p in Path(folder).glob("class*/*.jpg"))
+        ds = grain.MapDataset.source(files)
+        record = functools.partial(_grain_record, mode=mode)
+        if mode == "train":
+            ds = ds.shuffle(seed=0).random_map(record, seed=0)
+        else:
+            ds = ds.map(lambda path: record(path, None))
+        n = cores()
+        it = ds.batch(BATCH).to_iter_dataset(
+            grain.ReadOptions(num_threads=n, prefetch_buffer_size=2 * n))
+        if workers:
+            from absl import flags
+
+            if not flags.FLAGS.is_parsed():  # Grain's worker processes read absl flags
+                flags.FLAGS.mark_as_parsed()
+            it = it.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
+        for batch in it:
+            yield len(batch["label"]), lambda: None
+
+    return _timed(batches())
+
+
 def _floor_chunk(args: tuple[list[str], str, int]) -> int:
     import numpy as np
 
@@ -267,7 +339,7 @@ def run_tfdata_antialias(folder: str, mode: str, **_: Any) -> dict[str, Any]:
 
 
 RUNNERS = {"datarax": run_datarax, "torchvision": run_torchvision, "tfdata": run_tfdata,
-           "tfdata-antialias": run_tfdata_antialias, "floor": run_floor}
+           "tfdata-antialias": run_tfdata_antialias, "grain": run_grain, "floor": run_floor}
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -298,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=10_000)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "datarax-w11")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--contenders", default="datarax,torchvision,tfdata,floor")
+    parser.add_argument("--contenders", default="datarax,torchvision,tfdata,grain,floor")
     parser.add_argument("--modes", default="train,eval")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--torch-workers", default="0,1,2,cores",
@@ -325,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"datarax": [{"processes": 0}, {"processes": n}],
                 "torchvision": [{"workers": w} for w in sorted(
                     {n if w == "cores" else int(w) for w in args.torch_workers.split(",")})],
-                "tfdata": [{}], "tfdata-antialias": [{}], "floor": [{}]}
+                "tfdata": [{}], "tfdata-antialias": [{}], "floor": [{}],
+                "grain": [{"workers": 0}, {"workers": n}]}
     report: dict[str, Any] = {"images": args.images, "cores": n, "batch_size": BATCH,
                               "folder_bytes": sum(p.stat().st_size for p in folder.rglob("*.jpg")),
                               "made_s": made, "load_before": os.getloadavg(), "runs": {}}
@@ -349,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     for mode in args.modes.split(","):
         for suffix in ("", "-baseline"):
             ours = report["runs"].get(f"{mode}/datarax{suffix}", {}).get("best", {})
-            for other in ("torchvision", "tfdata", "tfdata-antialias", f"floor{suffix}"):
+            for other in ("torchvision", "tfdata", "tfdata-antialias", "grain",
+                          f"floor{suffix}"):
                 theirs = report["runs"].get(f"{mode}/{other}", {}).get("best", {})
                 for rate in ("epoch_rate", "steady_rate"):
                     if ours.get(rate) and theirs.get(rate):

@@ -44,6 +44,33 @@ def test_datarax_serves_every_record_once_per_epoch(work, mode, monkeypatch):
     assert result["records"] == 20 and result["epoch_rate"] > 0
 
 
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_grain_serves_every_record_once_per_epoch(work, mode):
+    pytest.importorskip("grain")
+    result = W.run_grain(str(W.make_folder(work, 20)), mode, workers=0)
+    assert result["records"] == 20 and result["epoch_rate"] > 0
+
+
+def test_grains_records_are_the_transforms_it_names(work):
+    import numpy as np
+    from PIL import Image
+
+    path = str(sorted(W.make_folder(work, 20).glob("class*/*.jpg"))[3])
+    out = W._grain_record(path, None, "eval")
+    with Image.open(path) as image:
+        w, h = image.size
+        scale = 256 / min(w, h)
+        size = (round(w * scale), round(h * scale))
+        small = image.convert("RGB").resize(size, Image.BILINEAR)
+    left, top = (size[0] - 224) // 2, (size[1] - 224) // 2
+    want = np.asarray(small)[top:top + 224, left:left + 224] / np.float32(255)
+    want = (want - np.asarray(W.MEAN, np.float32)) / np.asarray(W.STD, np.float32)
+    np.testing.assert_allclose(out["image"], want, rtol=0, atol=1e-5)
+    assert out["label"] == int(path.split("/")[-2].removeprefix("class"))
+    train = W._grain_record(path, np.random.default_rng(0), "train")["image"]
+    assert train.shape == (224, 224, 3) and train.dtype == np.float32
+
+
 def test_main_runs_the_floor_and_reports_it(work, tmp_path):
     out = tmp_path / "w11.json"
     assert W.main(["--images", "20", "--work", str(work), "--contenders", "floor",
