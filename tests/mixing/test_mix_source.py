@@ -427,16 +427,13 @@ def test_equivalent_weights_continue_exactly(weights):
     head = Pipeline(changed_mixture(), [], batch_size=8)
     it = iter(head)
     got = [int(i) for _ in range(5) for i in next(it)["id"]]
-    state, source_state = head.get_state(), head.source.get_state()
-    nnx_state = nnx.clone(nnx.state(head))
-    for restore in ("pipeline", "source", "nnx"):
+    from datarax.testing.resume import restore_level
+
+    saved = {"pipeline": head.get_state(), "source": head.source.get_state(),
+             "nnx": nnx.clone(nnx.state(head))}
+    for restore, state in saved.items():
         resumed = Pipeline(changed_mixture(weights=weights), [], batch_size=8)
-        if restore == "pipeline":
-            resumed.set_state(state)
-        elif restore == "source":
-            resumed.source.set_state(source_state)
-        else:
-            nnx.update(resumed, nnx_state)
+        restore_level(restore, resumed, state)
         rest = [i for epoch in ids_of(resumed, 2) for i in epoch]
         assert got + rest[: len(flat) - len(got)] == flat, restore
         resumed.source.close()
