@@ -44,7 +44,7 @@ from datarax.core.stages import filtered, stage_positions
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch, stage_device
 from datarax.pipeline.dispatch import (
-    GROUP_MIN_BATCHES, Served, call_timer, check_positions, group_size, position_dtype,
+    GROUP_MIN_BATCHES, Served, call_bound, check_positions, group_size, position_dtype,
 )
 from datarax.pipeline.filtered_step import cached_filtered_step, spec_key
 from datarax.pipeline.plan import PassContext, PipelinePlan, passed
@@ -175,12 +175,11 @@ class FilteredDispatch:
         self.group = group_size(self.batch_size) if long_pass else 1
         self.done = False
         # the step looked up once a pass (hashing the graph definition costs ~0.4 ms a
-        # lookup), and after its first call its executable called directly: every call
-        # of a pass has arguments of one signature (as the unfiltered pass does)
+        # lookup), then called through call_bound as the unfiltered pass does
         self.step = cached_filtered_step(self.graphdef, self.batch_size, self.group, at,
                                          self.fuse, self.read_spec,
                                          context.reading.reads_by_position)
-        self.bound: Any = None
+        self.bound: dict[Any, Any] = {}  # the step's executable after its first call
         # the stages after the filter where they run apart (batch-level), looked up once too
         self.post_step = None if self.post_graph is None else stage_step(self.post_graph[0])
         self.wide = position_dtype()  # the positions' dtype, one for every call of the pass
@@ -227,13 +226,7 @@ class FilteredDispatch:
             return None
         step, args = self._filtered_program()
         began = time.perf_counter()
-        if self.bound is not None:
-            batches, indices, kept, ends = self.bound(*args)
-            timer = "step"
-        else:
-            batches, indices, kept, ends = step(*args)
-            timer = call_timer(step)
-            self.bound = step.executable(*args)
+        (batches, indices, kept, ends), timer = call_bound(step, self.bound, args)
         kept, ends, indices = int(kept), np.asarray(ends), np.asarray(indices)
         self.stats.seconds[timer] += time.perf_counter() - began
         size, items, before = self.batch_size, [], self.position
