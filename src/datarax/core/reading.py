@@ -131,15 +131,16 @@ def compiles_whole(children: Any) -> bool:
 
 
 def read_at(source: Any, epoch: int, position: int, width: int, length: int | None, *,
-            who: str | None = None, skips: int | None = None, reopen: bool = False,
+            who: str | None = None, skips: dict[str, Any] | None = None, reopen: bool = False,
             ) -> tuple[Batch | None, np.ndarray, int]:
     """Up to ``width`` records of ``source`` from ``position`` of its pass ``epoch``, on
     the host (device arrays as numpy, text as lists), their stable indices (int64) and
     the position after them (``end``, as a cursor's ``peek`` gives it: past the records
     a source skipped as bad); the batch None at the pass's end. ``length``: the source's
     records per pass (None: a stream). ``who``: the source as messages name it.
-    ``skips``: for a child that counts the records it skips as bad, its count before
-    ``position`` (set with the position, so its skip budget continues exactly).
+    ``skips``: for a child that counts the records it skips as bad, its ``skip_state()``
+    at ``position`` (a child standing there with another count is moved there and given
+    it whole, so each of its skip budgets continues exactly).
     ``reopen``: the first read of a new reading session — a cursor-mode child is moved
     there even where its position says it stands there (a position set by
     ``nnx.update`` says nothing of where its reader stands).
@@ -174,11 +175,11 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         got = min(width, length - position)
         return head_on_host(batch, got), np.asarray(indices, np.int64)[:got], position + got
     if reopen or (source.epoch, source.index) != (epoch, position) or (
-        skips is not None and int(source.skipped.get_value()) != skips
+        skips is not None and source.skip_state()["skipped"] != skips["skipped"]
     ):  # moved from outside
         source.seek(epoch, position)
         if skips is not None:
-            source.skipped.set_value(np.asarray(skips, np.int64))
+            source.restore_skip_state(skips)
     if length is not None and position >= length:
         return None, none, position
     batch, indices = source.get_batch_with_indices(width)
@@ -219,7 +220,7 @@ class Reading:
         reshares: the source can serve a share of an epoch given as runs of positions
             (``use_share``): a state saved by another process count restores into it.
         counts_skips: the source keeps a ``skipped`` Variable (records skipped as bad
-            this epoch), which a failed batch puts back.
+            this epoch): its ``skip_state()`` is what a failed batch puts back.
         closes_epoch: the source has ``close_epoch()`` (stops its readers, keeping the
             position).
         reports_stats: the source has ``stats()`` (its own counters, e.g. storage).

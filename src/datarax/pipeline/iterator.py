@@ -20,7 +20,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from datarax.core.data_source import length_or_none
 from datarax.core.errors import ConfigError, StaleIteratorError
@@ -38,7 +37,7 @@ from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
 
 
-#: where a source stood before a batch: (epoch, index, its ``skipped`` value or None)
+#: where a source stood before a batch: (epoch, index, its ``skip_state()`` or None)
 BatchStart = tuple[int, int, Any]
 
 
@@ -72,10 +71,9 @@ class PipelineIterator:
         self._driver: Driver | None = None  # opened at the first next() of the pass
         self._count = 0  # records in the batch being handed out
         self._stats = context.stats
-        # a source that counts the records it skipped as bad (on_error="skip") keeps the
-        # count of this epoch in a ``skipped`` Variable, which a failed batch puts back
-        self._skipped: nnx.Variable[Any] | None = (
-            self._source.skipped if context.reading.counts_skips else None)
+        # a source that counts the records it skipped as bad (on_error="skip"): a failed
+        # batch puts its ``skip_state()`` back
+        self._counts_skips = context.reading.counts_skips
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
         if self._filter_at is not None:
             refuse_resplit(context, epoch)
@@ -254,9 +252,9 @@ class PipelineIterator:
 
     def _batch_start(self) -> BatchStart:
         """Where the source stands before a batch is prepared (see :meth:`_failed`)."""
-        skipped = self._skipped
-        return (*self._source.datarax_position.where(),
-                None if skipped is None else skipped.get_raw_value())
+        source = self._source
+        return (*source.datarax_position.where(),
+                source.skip_state() if self._counts_skips else None)
 
     def _failed(self, start: BatchStart) -> None:
         """A batch failed before it was handed out (a bad record, NaN under check_finite,
@@ -267,7 +265,7 @@ class PipelineIterator:
         read-ahead worker and reader threads are released now rather than when this
         iterator is collected."""
         self._release()
-        rewind(self._source, start, self._skipped)
+        rewind(self._source, start)
         # not "left here": the next iter(pipeline) continues this pass at the failed
         # batch (a break after a batch handed out starts the next epoch)
         self._context.session.left = None
@@ -300,26 +298,24 @@ def traced_call(call: str, err: BaseException | None = None) -> ConfigError | No
     )
 
 
-def rewind(source: Any, start: BatchStart, skipped: nnx.Variable[Any] | None) -> None:
+def rewind(source: Any, start: BatchStart) -> None:
     """Put ``source`` back at ``start`` (from before a batch that failed) where reading
-    moved it: its position, and the ``skipped`` count Variable of a source that skips
-    bad records. A source that did not move is left alone (a stream would re-read its
-    pass up to the position after a seek).
+    moved it: its position, and the whole ``skip_state()`` of a source that skips bad
+    records (a concatenation's counts by part too). A source that did not move is left
+    alone (a stream would re-read its pass up to the position after a seek).
 
     >>> from datarax.sources import MemorySource, MemorySourceConfig
     >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(8)})
     >>> src.seek(0, 2); start = (*src.datarax_position.where(), None)
-    >>> src.seek(0, 6); rewind(src, start, None); src.index
+    >>> src.seek(0, 6); rewind(src, start); src.index
     2
     """
-    epoch, index, count = start
-    moved = source.datarax_position.where() != (epoch, index)
-    recount = skipped is not None and not np.array_equal(skipped.get_raw_value(), count)
-    if moved or recount:
+    epoch, index, skips = start
+    recount = skips is not None and source.skip_state() != skips
+    if recount or source.datarax_position.where() != (epoch, index):
         source.seek(epoch, index)  # readers restart there
     if recount:
-        assert skipped is not None
-        skipped.set_value(np.asarray(count, np.int64))
+        source.restore_skip_state(skips)
 
 
 def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> Batch:

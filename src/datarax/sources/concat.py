@@ -254,7 +254,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         None when all it passed were skipped."""
         part, n, who = self.parts[i], self.__lengths[i], self._part_name(i)
         # a part that counts its skips stands there with the count it had there
-        skips = self._part_skips(i) if self.__part_counts[i] else None
+        skips = {"skipped": self._part_skips(i)} if self.__part_counts[i] else None
         batch, stable, end = read_at(part, epoch, local, count, n, who=who, skips=skips)
         if end - local <= room:
             return batch, stable, end - local
@@ -283,9 +283,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         """Records skipped as bad this epoch before the position: counted by a host
         concatenation only (an indexed one's parts skip none; a stream's position
         counts the records handed out)."""
-        if not isinstance(getattr(self, "skipped", None), nnx.Variable):
-            return 0
-        return super()._skips()
+        return super()._skips() if self.__counts_skips else 0
 
     def _part_skips(self, i: int) -> int:
         """Records part ``i`` skipped this epoch before the position (part ``i`` holds
@@ -295,7 +293,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
 
     def _note_skips(self, i: int, count: int) -> None:
         """``count`` more records of part ``i`` skipped; parts after it none yet."""
-        if not count and not isinstance(getattr(self, "skipped", None), nnx.Variable):
+        if not self.__counts_skips:
             return  # an indexed concatenation read on the host: its parts never skip
         by_part = np.asarray(self.skipped_by_part.get_value()).copy()
         by_part[i] = self._part_skips(i) + count
@@ -327,7 +325,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def _moved(self) -> None:
         if self.__pass is not None:
             self.__pass.reposition()
-        if self.index == 0 and isinstance(getattr(self, "skipped", None), nnx.Variable):
+        if self.index == 0 and self.__counts_skips:
             self._set_skips(0)
             self.skipped_by_part.set_value(np.zeros(len(self.parts), np.int64))
 
@@ -342,42 +340,39 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
 
     def get_state(self) -> dict[str, Any]:
         """The position and the :meth:`order_settings` a restore must match; a host
-        concatenation adds ``skipped`` (records its parts skipped as bad this epoch
-        before the position, counted in it), ``skipped_by_part`` and, where the part at
-        the position is itself such a concatenation, ``part_skips`` (that part's)."""
+        concatenation adds its :meth:`skip_state`."""
         state = super().get_state()
         if self.__counts_skips:
-            state.update(self._skip_state())
+            state.update(self.skip_state())
         return state
 
-    def _skip_state(self) -> dict[str, Any]:
-        """``skipped``, ``skipped_by_part`` and, where the part at the position is a host
-        concatenation standing there, ``part_skips``: that part's own (its parts' budgets
-        continue exactly after a restore)."""
+    def skip_state(self) -> dict[str, Any]:
+        """``skipped`` (records the parts skipped as bad this epoch before the position),
+        ``skipped_by_part`` and, where the part at the position stands there and its own
+        ``skip_state()`` says more than its total (a concatenation's), ``part_skips``:
+        that part's, so its budgets continue exactly after a restore."""
+        if not self.__counts_skips:  # indexed or a stream: its parts' positions count
+            return super().skip_state()
         state: dict[str, Any] = {
             "skipped": self._skips(),
             "skipped_by_part": [int(v) for v in self.skipped_by_part.get_value()],
         }
         place = self._part_at_position()
         if place is not None:
-            i, local = place
-            part = self.parts[i]
-            stands = (part.epoch, part.index) == (self.epoch, local)
-            if stands and part._skips() == self._part_skips(i):
-                state["part_skips"] = part._skip_state()
+            part, own = self.parts[place[0]], self.parts[place[0]].skip_state()
+            if ((part.epoch, part.index) == (self.epoch, place[1]) and len(own) > 1
+                    and own["skipped"] == self._part_skips(place[0])):
+                state["part_skips"] = own
         return state
 
     def _part_at_position(self) -> tuple[int, int] | None:
-        """``(part, its position)`` the next read starts at, where that part is a host
-        concatenation counting skips; None otherwise (or at the epoch's end)."""
+        """``(part, its position)`` the next read starts at, where that part counts its
+        skips; None otherwise (or at the epoch's end)."""
         if self.index >= (self.epoch_size() or 0):
             return None
         n = len(self)
         i, local = self.locate((self.shard.bounds(n)[0] + self.index) % n)
-        part = self.parts[i]
-        if not (isinstance(part, ConcatSource) and part.__counts_skips):
-            return None
-        return i, local
+        return (i, local) if self.__part_counts[i] else None
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved concatenation handed out (a
@@ -388,6 +383,23 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         epoch, index, skipped = self._checked_skips(
             state, where="ConcatSource", length=self.epoch_size()
         )
+        self._by_part({**state, "skipped": skipped})  # checked before the source moves
+        self.seek(epoch, index)
+        self.restore_skip_state({**state, "skipped": skipped})
+
+    def restore_skip_state(self, state: Mapping[str, Any]) -> None:
+        """Take back the counts :meth:`skip_state` gave (checked); without
+        ``skipped_by_part`` (a state of an earlier version) part 0 skipped them all,
+        without ``part_skips`` the part at the position gets its total only."""
+        by_part = self._by_part(state)
+        self._set_skips(state["skipped"])
+        self.skipped_by_part.set_value(np.asarray(by_part, np.int64))
+        if "part_skips" in state:
+            self._restore_part_skips(state["part_skips"], by_part)
+
+    def _by_part(self, state: Mapping[str, Any]) -> list[int]:
+        """The state's ``skipped_by_part``, checked against its ``skipped``."""
+        skipped = state["skipped"]
         by_part = state.get("skipped_by_part", [skipped] + [0] * (len(self.parts) - 1))
         if (
             not isinstance(by_part, list)
@@ -401,14 +413,11 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
                 f"{by_part!r}; pass the dict get_state() returned.",
                 field="skipped_by_part",
             )
-        self._resume(epoch, index, skipped)
-        self.skipped_by_part.set_value(np.asarray(by_part, np.int64))
-        if "part_skips" in state:  # absent (a state of an earlier version): the total only
-            self._restore_part_skips(state["part_skips"], by_part)
+        return by_part
 
     def _restore_part_skips(self, part_skips: Any, by_part: list[int]) -> None:
-        """Stand the (concatenation) part at the position where the state says, with its
-        own skip counts ``part_skips`` (its ``_skip_state``), checked."""
+        """Stand the part at the position there with its own skip state ``part_skips``
+        (checked against its entry of ``by_part``)."""
         place = self._part_at_position()
         if place is None or not isinstance(part_skips, dict) or (
             part_skips.get("skipped") != by_part[place[0]]
@@ -420,7 +429,6 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
                 "dict get_state() returned.",
                 field="part_skips",
             )
-        i, local = place
-        self.parts[i].set_state(
-            {**part_skips, "current_epoch": self.epoch, "current_index": local})
-
+        part = self.parts[place[0]]
+        part.seek(self.epoch, place[1])
+        part.restore_skip_state(part_skips)

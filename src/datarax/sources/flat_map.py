@@ -102,10 +102,9 @@ class _Reading(HostState):
         self.chunk_stable: np.ndarray = np.zeros(0, np.int64)
         self.chunk_start = 0  # the parent position the chunk was read from
         self.chunk_next = 0  # the parent's position after it (past records it skipped)
-        self.chunk_skips = self.next_skips = 0  # the parent's skip count at both
-        # and a parent concatenation's skip counts by part there (its state's keys)
-        self.chunk_counts: dict[str, Any] | None = None
-        self.next_counts: dict[str, Any] | None = None
+        # the parent's skip_state() at both ({"skipped": 0}: a parent that counts none)
+        self.chunk_counts: dict[str, Any] = {"skipped": 0}
+        self.next_counts: dict[str, Any] = {"skipped": 0}
         self.parent_done = False  # the parent's pass ended after the chunk
         self.reopen = True  # the next parent read moves the parent there, wherever it stands
         self.row = 0  # the chunk's record whose outputs are pending
@@ -155,8 +154,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         # there on, records the parent skipped as bad before it].
         self.cursor = nnx.Variable(np.zeros(5, np.int64))
         self.__reading = _Reading()
-        # a parent concatenation counts skips by part: the cursor's place and those counts
-        self.__by_part = isinstance(getattr(source, "skipped_by_part", None), nnx.Variable)
+        # the cursor's place and the parent's skip_state() there
         self.__counts_at: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
 
     # ------------------------------------------------------------ description
@@ -254,10 +252,11 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         reading = self.__reading
         got = len(reading.chunk_stable)
         if reading.row >= got:  # the chunk is done (or none is read yet)
-            return reading.chunk_next, reading.offset, reading.next_skips
+            return reading.chunk_next, reading.offset, reading.next_counts["skipped"]
+        skips = reading.chunk_counts["skipped"]
         if reading.chunk_next - reading.chunk_start == got:  # every position a record
-            return reading.chunk_start + reading.row, reading.offset, reading.chunk_skips
-        return reading.chunk_start, reading.before + reading.offset, reading.chunk_skips
+            return reading.chunk_start + reading.row, reading.offset, skips
+        return reading.chunk_start, reading.before + reading.offset, skips
 
     def _open(self) -> None:
         """Start reading where the position and the cursor say."""
@@ -269,10 +268,10 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         parent_pos, offset, skips = cursor[2:] if described else (0, 0, 0)
         reading.chunk, reading.chunk_stable, reading.parent_done = None, np.zeros(0, np.int64), False
         reading.chunk_start = reading.chunk_next = parent_pos
-        reading.chunk_skips = reading.next_skips = skips
         place, counts = self.__counts_at  # a restored state's (or the last saved) counts
-        known = described and place == (epoch, index, *cursor[2:])
-        reading.chunk_counts = reading.next_counts = counts if known else None
+        if counts is None or not (described and place == (epoch, index, *cursor[2:])):
+            counts = {"skipped": skips}  # the total only
+        reading.chunk_counts = reading.next_counts = counts
         reading.row = reading.before = reading.offset = 0
         reading.outputs, reading.loaded = [], False
         reading.reopen = True  # its position (nnx.update sets it) says nothing of its reader
@@ -309,20 +308,16 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         if reading.row >= len(reading.chunk_stable):
             if reading.parent_done:
                 return False
-            start, reading.chunk_skips = reading.chunk_next, reading.next_skips
-            reading.chunk_counts = reading.next_counts
-            skips = reading.chunk_skips if self.__counts_skips else None  # its budget goes on
-            if reading.reopen and reading.chunk_counts is not None:  # each part's goes on
-                self.source.set_state({**reading.chunk_counts, "current_epoch": reading.epoch,
-                                       "current_index": start})
-            chunk, stable, after, done = self._read_parent(reading.epoch, start, skips,
-                                                           reopen=reading.reopen)
+            start, reading.chunk_counts = reading.chunk_next, reading.next_counts
+            # the parent stands there with its skip state there: each budget goes on
+            chunk, stable, after, done = self._read_parent(
+                reading.epoch, start, reading.chunk_counts if self.__counts_skips else None,
+                reopen=reading.reopen)
             reading.reopen = False
             reading.parent_done = done
             reading.chunk, reading.chunk_stable = chunk, stable
             reading.chunk_start, reading.chunk_next = start, after
-            reading.next_skips = int(self.source.skipped.get_value()) if self.__counts_skips else 0
-            reading.next_counts = self._parent_counts()
+            reading.next_counts = self.source.skip_state() if self.__counts_skips else {"skipped": 0}
             reading.row = reading.before = 0
             if chunk is None:
                 return False
@@ -351,17 +346,10 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             reading.before += len(reading.outputs)
             reading.outputs, reading.offset, reading.loaded = [], 0, False
 
-    def _parent_counts(self) -> dict[str, Any] | None:
-        """A parent concatenation's skip counts (``skipped``, by part) where it stands."""
-        if not self.__by_part:
-            return None
-        state = self.source.get_state()
-        return {k: v for k, v in state.items() if k in ("skipped", "skipped_by_part", "part_skips")}
-
-    def _read_parent(self, epoch: int, position: int, skips: int | None = None, *,
+    def _read_parent(self, epoch: int, position: int, skips: dict[str, Any] | None = None, *,
                      reopen: bool = False) -> tuple[Batch | None, np.ndarray, int, bool]:
         """Parent records from ``position`` of its pass ``epoch`` (``skips``: the parent's
-        skip count there; ``reopen``: the first read since the parent was stood there):
+        ``skip_state()`` there; ``reopen``: the first read since the parent was stood there):
         ``(records, stable indices, the parent's position after them, whether the pass
         ends there)``. A parent that skips bad records moves past more positions than it
         hands out."""
@@ -437,8 +425,8 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         state["cursor"] = None if place is None else place[:2]
         if self.__skipping and place is not None:
             state["parent_skipped"] = place[2]
-            at, counts = self.__counts_at
-            if counts is not None and list(at) == [self.epoch, self.index, *place]:
+            at, counts = self.__counts_at  # where it says more than the total
+            if counts is not None and len(counts) > 1 and list(at) == [self.epoch, self.index, *place]:
                 state["parent_skips"] = counts
         return state
 
@@ -469,7 +457,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             )
         counts = state.get("parent_skips")  # absent (an earlier version's): the total only
         if counts is not None and not (
-            self.__by_part and isinstance(counts, dict) and counts.get("skipped") == skips
+            self.__counts_skips and isinstance(counts, dict) and counts.get("skipped") == skips
         ):
             raise StateError(
                 "FlatMapSource state 'parent_skips' must be the parent concatenation's skip "

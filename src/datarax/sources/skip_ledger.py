@@ -1,7 +1,9 @@
 """The one bad-record ledger of every reading source: policy, budget, skip counts, reports.
 
 :class:`SkipCounts` is the source's side: the ``skipped`` count a source's state
-carries (RandomAccessSource, HFStreamingSource, a host ConcatSource).
+carries (RandomAccessSource, HFStreamingSource, a host ConcatSource), given and taken
+whole as its ``skip_state()`` (a concatenation's adds its parts' counts) — the one way a
+parent keeps a child's counts and a failed batch puts them back.
 
 A source that reads ahead (threads of a :class:`~datarax.sources.host_reader.HostReader`,
 Arrow chunks of a Hugging Face stream) meets a bad record *before* the consumer reaches
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -259,6 +262,29 @@ class SkipCounts:
 
     def _set_skips(self, count: int) -> None:
         self.skipped.set_value(np.asarray(count, np.int64))
+
+    def skip_state(self) -> dict[str, Any]:
+        """What this source skipped as bad this epoch before its position, as its state
+        carries it: ``{"skipped": n}``; a source built from others adds its children's
+        counts. A failed batch puts it back, a parent keeps a child's, and
+        :meth:`restore_skip_state` takes it back.
+
+        Example:
+            >>> import os, tempfile
+            >>> from datarax.sources import NpySource, NpySourceConfig
+            >>> path = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(path, np.arange(5))
+            >>> source = NpySource(NpySourceConfig(paths=path, on_error="skip"))
+            >>> source.seek(0, 3); source.restore_skip_state({"skipped": 1})
+            >>> source.skip_state(), source.get_state()["skipped"]
+            ({'skipped': 1}, 1)
+            >>> source.close()
+        """
+        return {"skipped": self._skips()}
+
+    def restore_skip_state(self, state: Mapping[str, Any]) -> None:
+        """Take back the counts :meth:`skip_state` gave, at the position the source was
+        moved to (``seek``) first."""
+        self._set_skips(state["skipped"])
 
     def _skips_at_start(self) -> None:
         """The position was set from outside (``_moved``): at an epoch's start nothing
