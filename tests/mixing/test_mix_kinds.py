@@ -92,6 +92,28 @@ def test_sampling_mode_reads_an_array_record_and_a_host_concatenation(ar_glob):
     assert len(ids) == 12 and set(ids) <= {0, 1, 2, *range(100, 107)}
 
 
+def test_sampled_draws_of_a_host_concatenation_are_those_read_record_by_record_before():
+    """A host child without a reader of its own (a concatenation of a host part and a
+    memory part) serves its sampled draws through read_at, each run of adjacent records
+    in one read: the same records in the same order as the record-by-record reads
+    served (the values below, from ea469e1), repeats included."""
+    from bad_rows import Rows, RowsConfig
+
+    from datarax.sources import ConcatSource
+
+    def floats(lo: int, hi: int) -> MemorySource:
+        return MemorySource(MemorySourceConfig(), {"x": np.arange(lo, hi, dtype=np.float32)})
+
+    both = ConcatSource([Rows(RowsConfig(), 12), floats(100, 104)])
+    mix = MixSource({"both": both, "other": floats(500, 506)}, [3, 1], mode="sampling",
+                    seed=5, records_per_epoch=24)
+    pipeline = Pipeline(mix, [], batch_size=8)
+    assert [[int(v) for v in np.asarray(b["x"])] for _ in range(2) for b in pipeline] == [
+        [503, 11, 6, 8, 504, 10, 5, 0], [504, 0, 100, 10, 504, 8, 103, 11],
+        [500, 103, 6, 2, 501, 3, 101, 101], [504, 7, 1, 0, 502, 4, 6, 11],
+        [503, 7, 1, 2, 500, 100, 103, 102], [503, 9, 4, 100, 505, 5, 8, 3]]
+
+
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
     pytest.importorskip("datasets")

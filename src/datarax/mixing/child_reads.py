@@ -7,8 +7,9 @@ one child, whatever its kind, through :func:`~datarax.core.reading.read_at`: a c
 known length at the run's positions (a cursor-mode one moved only where the run does not
 continue the last one), a stream child read on from where it stands (its pass boundaries
 kept in the mixture's ``stream_passes`` Variable, so that a resume is a seek); sampled
-draws are read by record. What it keeps between reads is
-Python-only bookkeeping, never state: a restored mixture reads again from its position.
+draws of a child without a reader of its own by :func:`read_positions`. What it keeps
+between reads is Python-only bookkeeping, never state: a restored mixture reads again
+from its position.
 
 :func:`interleave` lays the children's runs into one batch in the mixture's order.
 """
@@ -22,7 +23,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import concat_batches
+from datarax.core.batch import concat_batches, take_records
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
@@ -132,9 +133,8 @@ class ChildReads(HostState):
                     out[key] = [part[key][0] for part in host]
             return out
         reader = getattr(child, "host_reader", None)
-        if reader is None:  # a host child built from others (a concatenation, a mixture):
-            n = self.lengths[i]  # record by record, at its pass-0 positions
-            return concat_batches([read_at(child, 0, r, 1, n)[0] for r in records.tolist()])
+        if reader is None:  # a host child built from others (a concatenation, a mixture)
+            return read_positions(child, records, self.lengths[i])
         # A host child reads the sampled records through its own threaded reader.
         order = self.sampled_orders.get(i)
         first = int(draws[0])
@@ -150,6 +150,26 @@ class ChildReads(HostState):
             have += len(read)
         self.sampled_next[i] = first + len(draws)
         return concat_batches(parts)
+
+
+def read_positions(child: DataSourceModule, positions: np.ndarray, length: int | None) -> Batch:
+    """The records at ``positions`` of ``child``'s pass 0, in that order, through
+    :func:`~datarax.core.reading.read_at`: each record once, each run of adjacent
+    positions in one forward read (a cursor-mode child is moved once a run).
+
+    >>> from datarax.sources import MemorySource, MemorySourceConfig
+    >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(10, 20)})
+    >>> read_positions(child, np.array([4, 2, 3, 4, 9]), 10)["x"].tolist()
+    [14, 12, 13, 14, 19]
+    """
+    wanted = np.unique(positions)
+    parts = []
+    for run in np.split(wanted, np.flatnonzero(np.diff(wanted) > 1) + 1):
+        at, stop = int(run[0]), int(run[-1]) + 1
+        while at < stop:  # a cursor-mode child may hand out fewer than asked
+            batch, _, at = read_at(child, 0, at, stop - at, length)
+            parts.append(batch)
+    return take_records(concat_batches(parts), np.searchsorted(wanted, positions))
 
 
 def sampled_read(graphdef: Any) -> Any:
