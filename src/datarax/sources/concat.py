@@ -383,9 +383,10 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         epoch, index, skipped = self._checked_skips(
             state, where="ConcatSource", length=self.epoch_size()
         )
-        self._by_part({**state, "skipped": skipped})  # checked before the source moves
+        state = {**state, "skipped": skipped}
+        self._by_part(state)  # checked before the source moves
         self.seek(epoch, index)
-        self.restore_skip_state({**state, "skipped": skipped})
+        self.restore_skip_state(state)
 
     def restore_skip_state(self, state: Mapping[str, Any]) -> None:
         """Take back the counts :meth:`skip_state` gave (checked); without
@@ -394,8 +395,21 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         by_part = self._by_part(state)
         self._set_skips(state["skipped"])
         self.skipped_by_part.set_value(np.asarray(by_part, np.int64))
-        if "part_skips" in state:
-            self._restore_part_skips(state["part_skips"], by_part)
+        if "part_skips" not in state:
+            return
+        part_skips, place = state["part_skips"], self._part_at_position()
+        if place is None or not isinstance(part_skips, dict) or (
+            part_skips.get("skipped") != by_part[place[0]]
+        ):
+            raise StateError(
+                "ConcatSource state 'part_skips' must be the skip counts of the "
+                "concatenation part at the position, its 'skipped' equal to that part's "
+                f"entry of 'skipped_by_part' ({by_part!r}), got {part_skips!r}; pass the "
+                "dict get_state() returned.",
+                field="part_skips",
+            )
+        self.parts[place[0]].seek(self.epoch, place[1])  # the part stands there with them
+        self.parts[place[0]].restore_skip_state(part_skips)
 
     def _by_part(self, state: Mapping[str, Any]) -> list[int]:
         """The state's ``skipped_by_part``, checked against its ``skipped``."""
@@ -414,21 +428,3 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
                 field="skipped_by_part",
             )
         return by_part
-
-    def _restore_part_skips(self, part_skips: Any, by_part: list[int]) -> None:
-        """Stand the part at the position there with its own skip state ``part_skips``
-        (checked against its entry of ``by_part``)."""
-        place = self._part_at_position()
-        if place is None or not isinstance(part_skips, dict) or (
-            part_skips.get("skipped") != by_part[place[0]]
-        ):
-            raise StateError(
-                "ConcatSource state 'part_skips' must be the skip counts of the "
-                "concatenation part at the position, its 'skipped' equal to that part's "
-                f"entry of 'skipped_by_part' ({by_part!r}), got {part_skips!r}; pass the "
-                "dict get_state() returned.",
-                field="part_skips",
-            )
-        part = self.parts[place[0]]
-        part.seek(self.epoch, place[1])
-        part.restore_skip_state(part_skips)
