@@ -317,7 +317,8 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             reading.parent_done = done
             reading.chunk, reading.chunk_stable = chunk, stable
             reading.chunk_start, reading.chunk_next = start, after
-            reading.next_counts = self.source.skip_state() if self.__counts_skips else {"skipped": 0}
+            reading.next_counts = (self.source.skip_state() if self.__counts_skips
+                                   else {"skipped": 0})
             reading.row = reading.before = 0
             if chunk is None:
                 return False
@@ -426,7 +427,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         if self.__skipping and place is not None:
             state["parent_skipped"] = place[2]
             at, counts = self.__counts_at  # where it says more than the total
-            if counts is not None and len(counts) > 1 and list(at) == [self.epoch, self.index, *place]:
+            if counts and len(counts) > 1 and list(at) == [self.epoch, self.index, *place]:
                 state["parent_skips"] = counts
         return state
 
