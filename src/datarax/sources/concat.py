@@ -144,11 +144,12 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
             raise ConfigError("ConcatSource: every part is empty; there is no record to serve.")
         self.__ends = tuple(int(e) for e in np.cumsum(lengths))  # static, not NNX state
         spans = [stable_index_span(p) for p in parts]
-        if any(span is None for span in spans[:-1]):  # unbounded: interleave the parts'
+        before = [span for span in spans[:-1] if span is not None]
+        if len(before) < len(parts) - 1:  # a part before the last unbounded: interleave
             self.__numbering = (len(parts), tuple(range(len(parts))))
         else:  # each part's indices past the spans of the parts before it
-            self.__numbering = (1, tuple(int(v) for v in np.cumsum([0, *spans[:-1]])))
-            self.__span = None if spans[-1] is None else int(sum(spans))  # type: ignore
+            self.__numbering = (1, tuple(int(v) for v in np.cumsum([0, *before])))
+            self.__span = None if spans[-1] is None else int(sum(before) + spans[-1])
         if compiles_whole(parts):
             self.kind = kind_for(ReadMode.COMPILED)  # the whole concatenation compiles into the step
             return
