@@ -3,7 +3,8 @@
 The predicate is on the label (W1's labels are the record ids: even ones are kept).
 Contenders: datarax (``FilterOperator`` as the first stage), Grain (``filter``),
 tf.data (``filter``), a torch ``IterableDataset`` with a ``DataLoader`` and the numpy
-floor (:mod:`benchmarks.contenders.filter_floor`). Each runs in a fresh process and is
+floor (:mod:`benchmarks.contenders.filter_floor`); ``jax_floor`` is a plain ``jax.jit`` of
+the same work (:mod:`benchmarks.contenders.filter_jit`), warmed up as datarax is. Each runs in a fresh process and is
 measured as the suite measures W1 (:mod:`benchmarks.worker`): its libraries are
 imported and the data made before the clock starts; ``whole`` is the first epoch from
 building the loader to its last batch, ``steady`` the second epoch; both as kept records
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.harness import emit, parser, run_worker, worker_env
-CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor")
+CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor", "jax_floor")
 #: datarax from the ``--before`` tree, measured as ``datarax`` is
 BEFORE = "datarax_before"
 Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
@@ -161,17 +162,24 @@ def floor_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) 
     return lambda: filter_epoch(images, labels, batch, seed + next(count))
 
 
+def jit_floor_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
+    from benchmarks.contenders.filter_jit import jit_epochs
+
+    return jit_epochs(images, labels, batch, seed)
+
+
 #: imported before the clock starts, as the suite's contender modules are
 IMPORTS = {"datarax": ("jax", "jax.numpy", "flax.nnx", "datarax.operators", "datarax.pipeline",
                        "datarax.sources"),
            "grain": ("grain",), "tf_data": ("tensorflow",),
            "torch": ("torch", "torch.utils.data"),
-           "numpy_floor": ("benchmarks.contenders.filter_floor",)}
+           "numpy_floor": ("benchmarks.contenders.filter_floor",),
+           "jax_floor": ("jax", "jax.numpy", "benchmarks.contenders.filter_jit")}
 #: contenders that run once untimed first, with JAX's persistent compilation cache
-WARM_UP = ("datarax", BEFORE)
+WARM_UP = ("datarax", BEFORE, "jax_floor")
 
 BUILDERS = {"datarax": datarax_epochs, "grain": grain_epochs, "tf_data": tf_epochs,
-            "torch": torch_epochs, "numpy_floor": floor_epochs}
+            "torch": torch_epochs, "numpy_floor": floor_epochs, "jax_floor": jit_floor_epochs}
 IMPORTS[BEFORE], BUILDERS[BEFORE] = IMPORTS["datarax"], datarax_epochs
 
 
@@ -255,7 +263,14 @@ def main() -> None:
                 "vs_best_peer": round(by[mine][mode] / max(peers), 2) if peers else None,
                 "vs_floor": round(by[mine][mode] / by["numpy_floor"][mode], 2)
                 if "numpy_floor" in by else None,
+                "vs_jax_floor": round(by[mine][mode] / by["jax_floor"][mode], 2)
+                if "jax_floor" in by else None,
             }
+    peers = [p for p in ("grain", "tf_data", "torch") if p in by]
+    if "jax_floor" in by and peers:  # what a plain jit loader reaches against the peers
+        report["jax_floor_vs_best_peer"] = {
+            mode.replace("_rps", ""): round(by["jax_floor"][mode] / max(by[p][mode] for p in peers), 2)
+            for mode in ("whole_rps", "steady_rps")}
     emit(report, args.out, indent=1)
 
 

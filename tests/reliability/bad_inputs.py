@@ -740,6 +740,44 @@ simple("state-other-draw-version", "Pipeline state", "a state of a stochastic pi
        "version 2", lambda: restore(_draw_version_1_state(), stochastic=True), field="draw")
 
 
+def _concat_over_mixture(stochastic: bool) -> Pipeline:
+    from datarax.mixing import MixSource
+    from datarax.sources import ConcatSource
+
+    def memory(n: int) -> MemorySource:
+        return MemorySource(MemorySourceConfig(), data(n))
+
+    source = ConcatSource([MixSource([memory(4), memory(2)], [2, 1]), memory(3)])
+    stages = [ElementOperator(ElementOperatorConfig(stochastic=True), fn=_element_and_key)]
+    return pipe(source=source, stages=stages if stochastic else [])
+
+
+def _stable_index_version_1(stochastic: bool) -> dict[str, Any]:
+    """A state of a concatenation over a mixture, as datarax before stable index version 2
+    saved it (the pipeline's, or the source's own)."""
+    if stochastic:
+        state = json.loads(json.dumps(_concat_over_mixture(True).get_state()))
+        del state["settings"]["source.stable_index_version"]
+        return state
+    state = json.loads(json.dumps(_concat_over_mixture(False).source.get_state()))
+    del state["settings"]["stable_index_version"]
+    return state
+
+
+simple("state-stable-index-version-1", "Pipeline state", "a state of a stochastic pipeline "
+       "over a concatenation over a mixture, saved by a datarax of stable index version 1",
+       StateError, "Pipeline state was saved with stable index version 1 "
+       "(source.stable_index_version absent), but this pipeline's concatenation over a mixture "
+       "numbers its records by version 2",
+       lambda: _concat_over_mixture(True).set_state(_stable_index_version_1(True)),
+       field="source.stable_index_version")
+simple("source-state-stable-index-version-1", "Source state", "a ConcatSource state of a "
+       "concatenation over a mixture saved by a datarax of stable index version 1", StateError,
+       "ConcatSource state was saved with stable index version 1",
+       lambda: _concat_over_mixture(False).source.set_state(_stable_index_version_1(False)),
+       field="stable_index_version")
+
+
 def _restore_other_rngs(state: dict[str, Any]) -> None:
     p = make_memory_pipeline(12, 3, stochastic=True, shard_index=0, shard_count=1)
     Pipeline(source=p.source, stages=list(p.stages), batch_size=3, rngs=nnx.Rngs(1),

@@ -369,6 +369,24 @@ def length_or_none(source: Any) -> int | None:
         return None
 
 
+def stable_index_span(source: Any) -> int | None:
+    """How many stable indices ``source``'s records take: every record of every pass
+    has its stable index in ``[0, span)`` (per-record keys are derived from it). A
+    source whose span is not its length says it with a ``stable_index_span()`` method
+    (a mixture: None, its draws counted across passes; a concatenation: the sum of its
+    parts'); any other's is its length. None: unknown or unbounded. A source built from
+    others that shifts their stable indices (a concatenation) shifts them by spans, so
+    no two records of an epoch share one.
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> stable_index_span(MemorySource(MemorySourceConfig(), {"x": np.arange(5)}))
+        5
+    """
+    says = getattr(source, "stable_index_span", None)
+    return says() if callable(says) else length_or_none(source)
+
+
 class LengthIfKnown:
     """Mixin of a source whose length may be unknown before it is read (a flat map, an
     interleave, a concatenation or a mixture of such): ``len()`` is what

@@ -214,6 +214,13 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.sources[0]))
 
+    def stable_index_span(self) -> None:
+        """None: unbounded. A record's stable index ``draw * num_sources + source``
+        counts its source's draws across passes, so it grows from pass to pass past
+        any length (a concatenation numbers such a part's records apart from the
+        other parts', see :class:`~datarax.sources.ConcatSource`)."""
+        return None
+
     def locate(self, record: int, epoch: int | None = None) -> tuple[str, int]:
         """``(source name, draw of that source)`` of record ``record`` of epoch ``epoch``
         (default: the current one) in this shard.

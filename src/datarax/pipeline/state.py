@@ -203,6 +203,28 @@ def _check_draw(saved: dict[str, Any], current: dict[str, Any]) -> None:
         )
 
 
+def _stable_index_version(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``saved``, taken as of this stable index version where it was saved before a
+    concatenation of the source numbered its records by version 2 (a part of unbounded
+    stable indices, a mixture; :class:`~datarax.sources.ConcatSource`) and the pipeline
+    draws nothing (its batches do not depend on the numbering); refused where it draws:
+    the rest of its epoch would get other per-record keys."""
+    key = next((k for k in current if k.endswith("stable_index_version") and k not in saved),
+               None)
+    if key is None:
+        return saved
+    if "draw" not in current:
+        return {**saved, key: current[key]}
+    raise StateError(
+        f"Pipeline state was saved with stable index version 1 ({key} absent), but this "
+        f"pipeline's concatenation over a mixture numbers its records by version "
+        f"{current[key]}: version 1 gave two records of an epoch one per-record key, so the "
+        "rest of the epoch would not continue the batches already served. Restore it with "
+        "the datarax release that saved it, or start a new pass with this one.",
+        field=key,
+    )
+
+
 def readable(state: Any) -> dict[str, Any]:
     """``state``, refused when it is no pipeline state or of a version this datarax
     does not read (one of another shape: versions 2 and 3, datarax before this one)."""
@@ -270,6 +292,7 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     saved = state["settings"]
     current = settings(context)
     _check_draw(saved, current)
+    saved = _stable_index_version(saved, current)
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):
             raise StateError(

@@ -9,10 +9,17 @@ whole concatenation compiled into the step; every part of known length — a hos
 whose position is one number, each part's derived from it, so a resume is a seek (the
 state adds ``skipped`` and ``skipped_by_part`` for parts that skip bad records, and
 ``part_skips``, the counts of a concatenation part standing at the position); a part of
-unknown length — a stream, resumed by reading the epoch again up to the position. A
-record's stable index is its part's plus the records of the parts before it (or its
-position in the pass, for a stream). A state saved by another concatenation
-is refused, naming the first of :meth:`ConcatSource.order_settings` that differs.
+unknown length — a stream, resumed by reading the epoch again up to the position.
+
+A record's stable index (what per-record keys come from) is its part's plus the
+:func:`~datarax.core.data_source.stable_index_span` of the parts before it: for parts of
+plain sources, their lengths. Where a part before the last has unbounded stable indices
+(a mixture's count draws across passes), part ``i``'s record of stable index ``s`` is
+``s * num_parts + i`` instead, so no two records of an epoch share one (the setting
+``stable_index_version`` is 2; before it, such a concatenation gave two records of an
+epoch one key). A stream concatenation's is the record's position in the pass. A state
+saved by another concatenation is refused, naming the first of
+:meth:`ConcatSource.order_settings` that differs.
 
 Example:
     >>> import numpy as np
@@ -39,7 +46,12 @@ from flax import nnx
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, check_children, child_settings
 from datarax.core.config import StructuralConfig, check_int
-from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
+from datarax.core.data_source import (
+    DataSourceModule,
+    LengthIfKnown,
+    SourceKind,
+    stable_index_span,
+)
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, read_at, reading_of
@@ -118,6 +130,9 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         self.__pass: StreamPass | None = None
         self.__part_counts = tuple(reading_of(p).counts_skips for p in parts)
         self.__counts_skips = False  # a host concatenation: it counts its parts' skips
+        # part i's stable index s becomes s * scale + shifts[i] (static, not NNX state)
+        self.__numbering: tuple[int, tuple[int, ...]] = (1, (0,) * len(parts))
+        self.__span: int | None = None
         if any(n is None for n in lengths):
             self.__length: int | None = None
             self.__ends: tuple[int, ...] = ()
@@ -128,6 +143,13 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         if self.__length == 0:
             raise ConfigError("ConcatSource: every part is empty; there is no record to serve.")
         self.__ends = tuple(int(e) for e in np.cumsum(lengths))  # static, not NNX state
+        spans = [stable_index_span(p) for p in parts]
+        before = [span for span in spans[:-1] if span is not None]
+        if len(before) < len(parts) - 1:  # a part before the last unbounded: interleave
+            self.__numbering = (len(parts), tuple(range(len(parts))))
+        else:  # each part's indices past the spans of the parts before it
+            self.__numbering = (1, tuple(int(v) for v in np.cumsum([0, *before])))
+            self.__span = None if spans[-1] is None else int(sum(before) + spans[-1])
         if compiles_whole(parts):
             self.kind = kind_for(ReadMode.COMPILED)  # the whole concatenation compiles into the step
             return
@@ -147,6 +169,11 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.parts[0]))
 
+    def stable_index_span(self) -> int | None:
+        """The sum of the parts' spans (for parts of plain sources, its length); None
+        where a part's is unbounded (a mixture) or the length unknown (a stream)."""
+        return self.__span
+
     def locate(self, index: int) -> tuple[int, int]:
         """``(part, position in that part's epoch)`` of epoch position ``index``
         (parts of known length)."""
@@ -157,6 +184,11 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
 
     def _offset(self, part: int) -> int:
         return self.__ends[part - 1] if part else 0
+
+    def _numbered(self, part: int, indices: Any) -> Any:
+        """The concatenation's stable indices of part ``part``'s ``indices`` (traceable)."""
+        scale, shifts = self.__numbering
+        return (indices if scale == 1 else indices * scale) + shifts[part]
 
     # ------------------------------------------------------- indexed (compiled)
     def _children(self) -> Any:
@@ -195,7 +227,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
             batch, indices = part.get_batch_and_indices_at(first, size)
             rows = jnp.clip(local - first, 0, size - 1)
             picked = jax.tree.map(lambda v, r=rows: jnp.take(v, r, axis=0), batch)
-            ids = jnp.take(jnp.asarray(indices), rows) + self._offset(i)
+            ids = self._numbered(i, jnp.take(jnp.asarray(indices), rows))
             if out is None:
                 out, stable = picked, ids
                 continue
@@ -234,7 +266,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
             got = 0 if batch is None else batch_length(batch)
             if got:
                 batches.append(batch)
-                stables.append(np.asarray(indices, np.int64) + self._offset(part))
+                stables.append(self._numbered(part, np.asarray(indices, np.int64)))
                 have += got
             position += passed
             skipped += passed - got
@@ -331,9 +363,12 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
 
     # ------------------------------------------------------------------ state
     def order_settings(self) -> dict[str, Any]:
-        """The number of parts, then each part's type, length and own settings under
-        ``parts[i].``."""
+        """The number of parts, ``stable_index_version`` 2 where a part before the last
+        has unbounded stable indices (see the module docstring), then each part's type,
+        length and own settings under ``parts[i].``."""
         out: dict[str, Any] = {"num_parts": len(self.parts)}
+        if self.__numbering[0] != 1:
+            out["stable_index_version"] = 2
         for i, part in enumerate(self.parts):
             out.update(child_settings(f"parts[{i}].", part, self.__lengths[i]))
         return out
@@ -377,6 +412,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved concatenation handed out (a
         ``StateError`` names the first of :meth:`order_settings` that differs)."""
+        self._check_numbering(state)
         if not self.__counts_skips:
             super().set_state(state)
             return
@@ -428,3 +464,21 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
                 field="skipped_by_part",
             )
         return by_part
+
+    def _check_numbering(self, state: Any) -> None:
+        """Refuse a state saved under stable index version 1 where this concatenation
+        numbers its records by version 2 (a part before the last has unbounded stable
+        indices)."""
+        saved = state.get("settings") if isinstance(state, dict) else None
+        if self.__numbering[0] == 1 or not isinstance(saved, dict) or (
+            "stable_index_version" in saved
+        ):
+            return
+        raise StateError(
+            "ConcatSource state was saved with stable index version 1, but this "
+            "concatenation (a mixture or another part of unbounded stable indices before "
+            "its last) numbers its records by version 2, stable * num_parts + part "
+            "(version 1 gave two records of an epoch one per-record key). Restore it with "
+            "the datarax release that saved it, or start the epoch again: seek(epoch, 0).",
+            field="stable_index_version",
+        )

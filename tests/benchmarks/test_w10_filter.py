@@ -1,0 +1,32 @@
+"""W10's contenders keep exactly the even records, once each; the plain-jit floor's
+batches are the records /255, each flipped horizontally or not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.contenders.filter_jit import jit_epochs
+from benchmarks.w10_filter import run_one
+
+
+def test_jit_floor_serves_even_records_once_scaled_and_maybe_flipped() -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (50, 4, 5, 3), dtype=np.uint8)
+    labels = np.arange(50, dtype=np.int32)
+    epoch = jit_epochs(images, labels, batch_size=8, seed=3)
+    seen, flipped = [], 0
+    for out, label in epoch():
+        assert out.dtype == np.float32 and out.shape[0] == label.shape[0] <= 8
+        for row, i in zip(out, label):
+            plain = images[i].astype(np.float32) / 255.0
+            is_flip = np.allclose(row, plain[:, ::-1, :])
+            assert is_flip or np.allclose(row, plain)
+            flipped += is_flip
+        seen.extend(label.tolist())
+    assert sorted(seen) == list(range(0, 50, 2))
+    assert 0 < flipped < 25  # a random flip per record, not all or none
+
+
+def test_run_one_checks_the_kept_records() -> None:
+    row = run_one("jax_floor", records=600, batch=64, seed=0)
+    assert row["ok"] and row["kept"] == 300
