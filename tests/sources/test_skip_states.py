@@ -12,7 +12,14 @@ from source_reads import flat, read_all, two_epochs
 from datarax.core.errors import RecordError, SpecMismatchError
 from datarax.mixing import MixSource
 from datarax.pipeline import Pipeline
-from datarax.sources import ConcatSource, FlatMapSource, MemorySource, MemorySourceConfig
+from datarax.sources import (
+    ConcatSource,
+    FlatMapSource,
+    InterleaveSource,
+    MemorySource,
+    MemorySourceConfig,
+    ShuffleBufferSource,
+)
 from datarax.testing import json_round_trip
 
 from bad_rows import Rows, RowsConfig
@@ -21,6 +28,10 @@ from bad_rows import Rows, RowsConfig
 def rows(n: int, offset: int = 0, bad=(), nan=(), budget: int | None = None) -> Rows:
     return Rows(RowsConfig(on_error="skip", max_skipped=budget), n, bad=bad, nan=nan,
                 offset=offset)
+
+
+def floats(lo: int, hi: int) -> MemorySource:
+    return MemorySource(MemorySourceConfig(), {"x": np.arange(lo, hi, dtype=np.float32)})
 
 
 def one(record):
@@ -70,8 +81,7 @@ def test_a_flat_map_state_saved_before_the_protocol_restores_identically():
 def test_a_nested_concat_state_saved_before_the_protocol_restores_identically(budget_b):
     inner = ConcatSource([rows(8, bad={1, 2}, budget=2),
                           rows(8, offset=100, bad={0, 5}, budget=budget_b)])
-    memory = MemorySource(MemorySourceConfig(), {"x": np.arange(200, 204, dtype=np.float32)})
-    resumed = ConcatSource([inner, memory])
+    resumed = ConcatSource([inner, floats(200, 204)])
     resumed.set_state(json_round_trip(CONCAT_STATE))
     assert resumed.get_state()["part_skips"] == CONCAT_STATE["part_skips"]
     if budget_b == 2:
@@ -104,31 +114,48 @@ def test_a_flat_map_over_nested_concats_resumes_every_budget_at_every_batch(budg
         assert whole[:k + 1] + two_epochs(resumed) == whole, f"resumed after batch {k}"
 
 
-def mixture_over_skipping(budget_b: int) -> Pipeline:
-    """A mixture (mode "epoch") of a stream — a flat map over ``concat[A, B]`` of
-    skipping parts — and an in-memory source; 36 draws of the stream an epoch."""
+def skipping_stream(budget_b: int) -> FlatMapSource:
+    """A flat map over ``concat[A, B]`` of skipping parts: it skips inside, its position
+    counting the records it serves. B's second bad record lies past the parent's first
+    read (64 positions)."""
     parts = ConcatSource([rows(6, bad={1}, budget=1),
                           rows(70, offset=100, bad={3, 60}, budget=budget_b)])
-    stream = FlatMapSource(parts, one, max_outputs=1)
-    memory = MemorySource(MemorySourceConfig(), {"x": np.arange(500, 510, dtype=np.float32)})
-    mix = MixSource({"stream": stream, "memory": memory}, weights=[2, 1], seed=3,
-                    records_per_epoch=54)
-    return Pipeline(source=mix, stages=[], batch_size=6)
+    return FlatMapSource(parts, one, max_outputs=1)
+
+
+STREAM_GOOD = [x for x in range(6) if x != 1] + [100 + x for x in range(70) if x not in {3, 60}]
+
+
+def over_skipping_stream(kind: str, budget_b: int) -> Pipeline:
+    """A mixture (mode "epoch", 36 draws of the stream an epoch), an interleave or a
+    shuffle buffer over :func:`skipping_stream`."""
+    stream = skipping_stream(budget_b)
+    if kind == "mixture":
+        source = MixSource({"stream": stream, "memory": floats(500, 510)}, weights=[2, 1],
+                           seed=3, records_per_epoch=54)
+    elif kind == "interleave":
+        source = InterleaveSource([stream, floats(500, 520)], cycle_length=2, block_length=3)
+    else:
+        source = ShuffleBufferSource(stream, buffer_size=10, seed=1)
+    return Pipeline(source=source, stages=[], batch_size=12)
 
 
 @pytest.mark.parametrize("budget_b", [2, 1], ids=["within-budget", "over-budget"])
-def test_a_mixture_of_a_stream_over_skipping_parts_resumes_at_every_batch(budget_b):
+@pytest.mark.parametrize("kind", ["mixture", "interleave", "shuffle-buffer"])
+def test_a_reordering_source_over_a_stream_of_skipping_parts_resumes_at_every_batch(
+        kind, budget_b):
     states: list = []
-    whole = two_epochs(mixture_over_skipping(budget_b), states)
-    stream = [x for x in flat([b for b in whole if isinstance(b, list)]) if x < 500]
-    good = [x for x in range(6) if x != 1] + [100 + x for x in range(70) if x not in {3, 60}]
-    if budget_b == 2:  # the stream's pass read on across the mixture's epochs
-        assert stream == good[:72] and len(whole) == 18
-    else:  # B's second bad record (its 60) is over its budget of 1, in epoch 1
-        assert stream == good[:len(stream)] and 9 < len(whole) < 18
+    whole = two_epochs(over_skipping_stream(kind, budget_b), states)
+    served = [x for x in flat([b for b in whole if isinstance(b, list)]) if x < 500]
+    if budget_b == 2:
+        if kind == "mixture":  # the stream's pass read on across the mixture's epochs
+            assert served == STREAM_GOOD[:72]
+        else:  # each epoch the stream's whole pass, once
+            assert sorted(served) == sorted(2 * STREAM_GOOD)
+    else:  # B's second bad record (its 60) is over its budget of 1, at the same batch
         assert whole[-1].startswith("RecordError: Rows: skipped 2 bad records in epoch 0")
     for k, state in enumerate(states):
-        resumed = mixture_over_skipping(budget_b)
+        resumed = over_skipping_stream(kind, budget_b)
         resumed.set_state(state)
         assert whole[:k + 1] + two_epochs(resumed) == whole, f"resumed after batch {k}"
 
@@ -140,8 +167,7 @@ def flat_pair(budget_b: int, nan=()) -> ConcatSource:
 
 
 def nested_pair(budget_b: int, nan=()) -> ConcatSource:
-    memory = MemorySource(MemorySourceConfig(), {"x": np.arange(50, 53, dtype=np.float32)})
-    return ConcatSource([flat_pair(budget_b, nan), memory])
+    return ConcatSource([flat_pair(budget_b, nan), floats(50, 53)])
 
 
 def part_b(source: ConcatSource) -> Rows:

@@ -18,7 +18,7 @@ from typing import Any
 from datarax.core import children as common
 from datarax.core.data_source import skipping_setting
 from datarax.core.errors import ConfigError, SourceContractError
-from datarax.core.reading import compiled, forward_only
+from datarax.core.reading import forward_only, reading_of
 from datarax.core.spec import check_same_fields, checked_spec
 
 
@@ -28,7 +28,7 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
                           whole="the mixture")
     for name, child in zip(names, children):
         skipping = skipping_setting(child)  # its own on_error or a part's
-        if not compiled(child) and not forward_only(child) and skipping:
+        if skipping and not forward_only(child) and reading_of(child).counts_skips:
             raise SourceContractError(
                 f"MixSource source '{name}' skips bad records ({skipping}='skip'); a "
                 "mixture derives each source's position from its own, so its sources must "

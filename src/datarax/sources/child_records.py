@@ -8,8 +8,10 @@ read mode (:func:`~datarax.core.reading.read_at`): a compiled child is gathered 
 positions (one traced shape, ``chunk`` records a gather); a cursor-mode child is moved to
 the place by the first read (``seek``: a stream reads its pass again up to there; its
 position alone, which ``nnx.update`` sets, does not say where its reader stands) and
-read forward. Records read ahead of
-what was taken stay here (Python-only, never state): what the owner saves is
+read forward, each read ending at a multiple of ``chunk`` (a resumed read reads as far
+ahead as the first did: a child that skips bad records inside, a flat map over skipping
+parts, meets an over-budget record at the same batch). Records read ahead of what was
+taken stay here (Python-only, never state): what the owner saves is
 :attr:`ChildRecords.position`, the child's next record not yet taken.
 
 :func:`share_of` keeps one process's share of a stream-kind source's outputs: record
@@ -21,8 +23,8 @@ Example:
     >>> from datarax.sources import MemorySource, MemorySourceConfig
     >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
     >>> reads = ChildRecords(child, epoch=0, position=1, chunk=2)
-    >>> [reads.take(3)[0]["x"].tolist(), reads.take(3)[0]["x"].tolist(), reads.take(3)]
-    [[1, 2], [3, 4], None]
+    >>> [reads.take(3)[0]["x"].tolist() for _ in range(3)], reads.take(3)
+    ([[1], [2, 3], [4]], None)
     >>> reads.position
     5
 """
@@ -35,7 +37,7 @@ from datarax.core.batch import take_records
 from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import read_at
+from datarax.core.reading import read_at, reading_of
 from datarax.core.share import Share
 from datarax.typing import Batch
 
@@ -49,7 +51,7 @@ class ChildRecords(HostState):
 
     Args:
         child: an unsharded data source of any kind, serving every record it passes
-            (no ``on_error="skip"``).
+            (see :func:`refuse_skipping`).
         epoch, position: the pass, and the first record taken.
         chunk: records read from the child at once.
     """
@@ -84,8 +86,8 @@ class ChildRecords(HostState):
         if self.ended:
             return False
         child, start = self.child, self.read_to
-        batch, stable, end = read_at(child, self.epoch, start, self.chunk, self.length,
-                                     reopen=not self.opened)
+        batch, stable, end = read_at(child, self.epoch, start, self.chunk - start % self.chunk,
+                                     self.length, reopen=not self.opened)
         self.opened = True
         if batch is None:
             self.ended = True
@@ -118,8 +120,10 @@ def rows_of(batch: Batch, start: int, stop: int) -> Batch:
 
 
 def refuse_skipping(owner: str, name: str, child: DataSourceModule) -> None:
-    """Refuse a child that skips bad records: its position counts records it passed, not
-    records it served, so a count of its records is no place to resume it at.
+    """Refuse a child that skips bad records and counts them in its position (it gives a
+    ``skip_state()``): its position counts records it passed, not records it served, so a
+    count of its records is no place to resume it at. A child that skips inside (a flat
+    map over skipping parts) serves every position it passes: taken.
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -127,7 +131,7 @@ def refuse_skipping(owner: str, name: str, child: DataSourceModule) -> None:
         ...                 MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))  # serves all
     """
     skipping = skipping_setting(child)
-    if skipping:
+    if skipping and reading_of(child).counts_skips:
         raise SourceContractError(
             f"{owner} {name} skips bad records ({skipping}='skip'); {owner} resumes it at a "
             "count of its records, so it must serve every record. Use on_error='raise' or "

@@ -10,7 +10,8 @@ when the pass comes back to it. This is ``tf.data.Dataset.interleave``'s order
 Pass ``e`` interleaves every child's own pass ``e`` (a shuffled child reshuffles), so
 each child's records come once per pass. Children may be of any kind and mixed kinds
 (in memory, files, streams, mixtures); they must carry the same fields and serve every
-record they pass (no ``on_error="skip"``). It is a stream-kind source, read on the host.
+record they pass (no ``on_error="skip"`` counted in their positions; a flat map over
+skipping parts is taken). It is a stream-kind source, read on the host.
 
 * **Stable index** (what per-record keys come from): ``child_stable * num_children +
   child``.
@@ -109,8 +110,8 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     Raises:
         ConfigError: no children, or ``cycle_length`` / ``block_length`` not an int >= 1.
-        SourceContractError: a child that is not a source, is sharded, skips bad
-            records, or is given twice.
+        SourceContractError: a child that is not a source, is sharded, counts records
+            it skips as bad in its position, or is given twice.
         SpecMismatchError: a child carries other fields, shapes or dtypes than child 0.
     """
 

@@ -108,8 +108,8 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     Raises:
         ConfigError: ``buffer_size`` not an int >= 1, or a bad seed.
-        SourceContractError: a parent that is not a source, is sharded or skips bad
-            records.
+        SourceContractError: a parent that is not a source, is sharded or counts
+            records it skips as bad in its position.
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.STREAM
