@@ -23,8 +23,8 @@ Example:
     >>> from datarax.sources import MemorySource, MemorySourceConfig
     >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
     >>> reads = ChildRecords(child, epoch=0, position=1, chunk=2)
-    >>> [reads.take(3)[0]["x"].tolist() for _ in range(3)], reads.take(3)
-    ([[1], [2, 3], [4]], None)
+    >>> [reads.take(3)[0]["x"].tolist(), reads.take(3)[0]["x"].tolist(), reads.take(3)]
+    [[1, 2], [3, 4], None]
     >>> reads.position
     5
 """
@@ -37,7 +37,7 @@ from datarax.core.batch import take_records
 from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import read_at, reading_of
+from datarax.core.reading import compiled, read_at, reading_of
 from datarax.core.share import Share
 from datarax.typing import Batch
 
@@ -86,8 +86,10 @@ class ChildRecords(HostState):
         if self.ended:
             return False
         child, start = self.child, self.read_to
-        batch, stable, end = read_at(child, self.epoch, start, self.chunk - start % self.chunk,
-                                     self.length, reopen=not self.opened)
+        # a compiled child reads no further than asked: one traced shape, `chunk`
+        width = self.chunk if compiled(child) else self.chunk - start % self.chunk
+        batch, stable, end = read_at(child, self.epoch, start, width, self.length,
+                                     reopen=not self.opened)
         self.opened = True
         if batch is None:
             self.ended = True
