@@ -1,7 +1,9 @@
 """A child's skip counts through one protocol (``skip_state()`` / ``restore_skip_state``):
-nested compositions of parts that skip bad records resume each part's budget exactly,
-states saved before the protocol restore identically, and a failed batch puts a
-concatenation's counts by part back with its total."""
+nested compositions of parts that skip bad records (concat in concat, a flat map over
+them, a mixture, an interleave and a shuffle buffer over such a flat map) resume each
+part's budget exactly at every batch, states saved before the protocol restore
+identically, and a failed batch puts a concatenation's counts by part back with its
+total."""
 
 from __future__ import annotations
 
