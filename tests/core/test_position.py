@@ -112,6 +112,52 @@ def test_a_position_saved_before_the_record_count_was_in_the_digest_still_restor
     assert [b["x"].tolist() for b in fresh] == [b["x"].tolist() for b in _memory_pipeline()][2:]
 
 
+def _sharded_after_two_batches(index: int, count: int) -> nnx.State:
+    pipeline = Pipeline(source=_memory_pipeline().source, batch_size=4, rngs=nnx.Rngs(0),
+                        shard_index=index, shard_count=count)
+    iterator = iter(pipeline)
+    next(iterator), next(iterator)
+    return nnx.clone(nnx.state(pipeline))
+
+
+@pytest.mark.parametrize(("index", "count"), [(0, 1), (0, 3), (1, 2)])
+def test_an_nnx_state_of_another_share_is_refused(index, count):
+    """A position counts its share's records: restored into another process's share or
+    another process count it would serve records twice or leave them out in silence."""
+    fresh = Pipeline(source=_memory_pipeline().source, batch_size=4, rngs=nnx.Rngs(0),
+                     shard_index=index, shard_count=count)
+    nnx.update(fresh, _sharded_after_two_batches(0, 2))
+    with pytest.raises(StateError, match=f"position restored .*shard='{index} of {count}'"):
+        next(iter(fresh))
+
+
+def test_an_nnx_state_of_the_same_share_restores_even_after_direct_reads():
+    """The digest is taken again when the Pipeline gives the source its share, so a
+    source read directly before (its digest taken unsharded) saves the share it serves."""
+    def build():
+        source = _memory_pipeline().source
+        next(iter(source))  # a direct read takes the digest before the share is set
+        return Pipeline(source=source, batch_size=2, rngs=nnx.Rngs(0),
+                        shard_index=1, shard_count=2)
+
+    reference = [b["x"].tolist() for b in build()]
+    old = build()
+    iterator = iter(old)
+    next(iterator)
+    fresh = build()
+    nnx.update(fresh, nnx.clone(nnx.state(old)))
+    assert [b["x"].tolist() for b in fresh] == reference[1:]
+
+
+def test_a_position_saved_before_the_share_was_in_the_digest_still_restores():
+    saved = _saved_after_two_batches()  # as datarax saved it before: no "shard"
+    earlier = {"class": "MemorySource", "shuffle": True, "seed": 3, "records": 20}
+    saved["source"]["datarax_position"]["settings_var"].set_value(settings_digest(earlier))
+    fresh = _memory_pipeline()
+    nnx.update(fresh, saved)
+    assert [b["x"].tolist() for b in fresh] == [b["x"].tolist() for b in _memory_pipeline()][2:]
+
+
 def test_settings_digest_names_what_differs():
     settings = {f"children[{i}].seed": i for i in range(6)} | {"weights": (1, 2)}
     saved = settings_digest(settings)

@@ -674,6 +674,19 @@ simple("state-nnx-other-dataset", "Pipeline state", "an nnx.state of a 12-record
        "into it (nnx.update, or an Orbax restore of nnx.state) was saved from a source built "
        "with other settings: records=13 differs (this source's values).",
        _nnx_into_other_length, field="records")
+def _nnx_into_other_process_count() -> None:
+    saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=2)
+    next(iter(saved))
+    fresh = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
+    nnx.update(fresh, jax.tree.map(np.array, nnx.state(saved)))
+    next(iter(fresh))
+
+
+simple("state-nnx-other-shard", "Pipeline state", "an nnx.state of shard 0 of 2 restored "
+       "with nnx.update into a pipeline of one process", StateError, "MemorySource: the "
+       "position restored into it (nnx.update, or an Orbax restore of nnx.state) was saved "
+       "from a source built with other settings: shard='0 of 1' differs (this source's "
+       "values).", _nnx_into_other_process_count, field="shard")
 simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
        StateError, "Pipeline state was saved with source='MemorySource' but this pipeline has "
        "source='CountingStream'",

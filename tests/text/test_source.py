@@ -362,6 +362,18 @@ def test_nnx_update_of_the_pipeline_state_continues_exactly() -> None:
     _assert_same(list(iter(fresh)), reference[3:])
 
 
+def test_nnx_update_of_another_process_count_is_refused() -> None:
+    """Rows are packed from the process's own documents: a position of 2 processes
+    restored into 1 would pack other rows and pass some documents twice."""
+    old = _pipeline(_source(), shard_index=0, shard_count=2)
+    iterator = iter(old)
+    next(iterator)
+    fresh = _pipeline(_source(), shard_index=0, shard_count=1)
+    nnx.update(fresh, nnx.state(old))
+    with pytest.raises(StateError, match="position restored .*shard='0 of 1'"):
+        next(iter(fresh))
+
+
 def test_a_position_past_the_pass_is_refused() -> None:
     rows = sum(len(b["tokens"]) for b in drain(_source(), 8))
     with pytest.raises(StateError) as err:

@@ -154,7 +154,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         """
         share = Share(index, count)
         self.__shard = Share(index, count, True) if padded and count > 1 else share
-        self.datarax_position.note_settings(self._state_settings)
+        self.datarax_position.retake_settings(self._state_settings)
 
     @property
     def shard(self) -> Share:
@@ -189,10 +189,13 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return config_settings(self.config)
 
     def _state_settings(self) -> dict[str, Any]:
-        """:meth:`order_settings`, the source's class and its number of records (when
-        known: a shuffled order is a permutation of them): what a position restored with
-        ``nnx.update`` must have been saved under."""
-        settings = {"class": type(self).__name__, **self.order_settings()}
+        """:meth:`order_settings`, the source's class, its share (a position counts the
+        share's records: another process's, or another count's, is refused) and its
+        number of records (when known: a shuffled order is a permutation of them): what
+        a position restored with ``nnx.update`` must have been saved under."""
+        share = self.__shard
+        settings = {"class": type(self).__name__, **self.order_settings(),
+                    "shard": f"{share.index} of {share.count}" + " padded" * share.padded}
         try:
             records = len(self)
         except Exception:  # noqa: BLE001 - a stream, or a length known only once read

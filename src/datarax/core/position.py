@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -76,8 +77,9 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
 SLOTS, HASHES = 4, 2
 DIGEST_SIZE = SLOTS * HASHES + 1
 #: settings added to the digest after states were saved without them ("records", the
-#: number of records): a digest of the other settings alone is an earlier state's, accepted
-LATER_SETTINGS = ("records",)
+#: number of records; "shard", the share served): a digest without some of them is an
+#: earlier state's, accepted
+LATER_SETTINGS = ("records", "shard")
 
 
 def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:
@@ -96,6 +98,14 @@ def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:
         out[_slots(name)] += zlib.crc32(f"{name}={value!r}".encode())
     out[-1] = 1
     return (out % (1 << 32)).astype(np.uint32)
+
+
+def _earlier_forms(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``settings`` and each form of them an earlier datarax digested: less any of the
+    :data:`LATER_SETTINGS` they hold."""
+    later = [name for name in LATER_SETTINGS if name in settings]
+    return [{k: v for k, v in settings.items() if k not in dropped}
+            for size in range(len(later) + 1) for dropped in itertools.combinations(later, size)]
 
 
 def _slots(name: str) -> list[int]:
@@ -139,6 +149,14 @@ class SourcePosition(nnx.Module):
             self.settings_var.set_raw_value(digest)
             self.__host.checked = digest
 
+    def retake_settings(self, settings: Callable[[], Mapping[str, Any]]) -> None:
+        """Take the digest of ``settings()`` again (they changed: a new shard) unless the
+        one held was restored and not checked yet: that one is checked first."""
+        value = self.settings_var.get_raw_value()
+        if value is self.__host.checked or value is self.__host.placeholder:
+            self.settings_var.set_raw_value(self.__host.placeholder)
+            self.note_settings(settings)
+
     def check_settings(self, settings: Callable[[], Mapping[str, Any]], where: str) -> None:
         """Refuse, naming them, settings that differ from those of the digest held (a
         restored digest is compared with ``settings()`` once; otherwise this is cheap)."""
@@ -153,10 +171,7 @@ class SourcePosition(nnx.Module):
             self.__host.checked = value  # saved before its settings were taken
             return
         current = settings()
-        earlier = {k: v for k, v in current.items() if k not in LATER_SETTINGS}
-        if np.array_equal(saved, settings_digest(current)) or (
-            len(earlier) < len(current) and np.array_equal(saved, settings_digest(earlier))
-        ):
+        if any(np.array_equal(saved, settings_digest(s)) for s in _earlier_forms(current)):
             self.__host.checked = value
             return
         names = differing_settings(current, saved)
