@@ -1971,6 +1971,14 @@ def _mixture() -> Any:
                           documents_per_epoch=6)
 
 
+simple("text-mixture-weights-list", TEXT, "MixedDocuments weights as a list",
+       ConfigError, "MixedDocuments weights must be a dict keyed by corpus name, got list "
+       "[1, 1]; e.g. corpora={'web': reader, 'books': reader} and weights={'web': 0.8, "
+       "'books': 0.2}.",
+       lambda: __import__("datarax.text", fromlist=["x"]).MixedDocuments(
+           {"web": _docs, "code": lambda epoch: ["x y"]}, [1, 1], documents_per_epoch=6))
+
+
 def _restore_text(make: Callable[[], Any], change: Callable[[dict[str, Any]], Any]) -> None:
     """A state of ``make()`` after one row, changed by ``change``, restored into another."""
     source = make()

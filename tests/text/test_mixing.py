@@ -135,6 +135,29 @@ def test_configuration_errors() -> None:
     assert str(err.value) == "MixedDocuments corpus 'a' holds no documents but has weight 0.5."
 
 
+def test_weights_as_a_list_are_refused_saying_what_they_must_be() -> None:
+    c = {"a": lambda: ["x"], "b": lambda: ["y"]}
+    with pytest.raises(ConfigError) as err:
+        MixedDocuments(c, [0.5, 0.5], documents_per_epoch=10)
+    assert str(err.value) == (
+        "MixedDocuments weights must be a dict keyed by corpus name, got list [0.5, 0.5]; "
+        "e.g. corpora={'web': reader, 'books': reader} and weights={'web': 0.8, 'books': 0.2}."
+    )
+    with pytest.raises(ConfigError, match="MixedDocuments corpora must be a dict keyed by "):
+        MixedDocuments([c["a"], c["b"]], {"a": 1, "b": 1}, documents_per_epoch=10)
+
+
+def test_numpy_weights_are_numbers() -> None:
+    """Weights read from a numpy array (float32, int64) are weights like Python's."""
+    c = {"a": lambda: ["x"], "b": lambda: ["y"]}
+    numpy = MixedDocuments(c, {"a": np.float32(3), "b": np.int64(1)}, documents_per_epoch=40)
+    plain = MixedDocuments(c, {"a": 3, "b": 1}, documents_per_epoch=40)
+    assert list(numpy.read(0, 0)) == list(plain.read(0, 0))
+    assert numpy.weights.tolist() == [0.75, 0.25]
+    with pytest.raises(ConfigError, match="got np.True_|got True"):
+        MixedDocuments(c, {"a": np.bool_(True), "b": 1}, documents_per_epoch=40)
+
+
 # --------------------------------------------- restoring into other documents
 def _jsonl(folder, name: str, tag: int, count: int) -> str:
     path = folder / name

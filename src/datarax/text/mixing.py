@@ -10,6 +10,7 @@ mix keeps no state of its own.
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -43,6 +44,13 @@ class MixedDocuments:
         documents_per_epoch: int,
         seed: int = 0,
     ) -> None:
+        for what, value in (("corpora", corpora), ("weights", weights)):
+            if not isinstance(value, Mapping):
+                raise ConfigError(
+                    f"MixedDocuments {what} must be a dict keyed by corpus name, got "
+                    f"{type(value).__name__} {value!r:.80}; e.g. corpora={{'web': reader, "
+                    "'books': reader} and weights={'web': 0.8, 'books': 0.2}."
+                )
         if not corpora:
             raise ConfigError("MixedDocuments needs at least one corpus.")
         if set(weights) != set(corpora):
@@ -52,8 +60,8 @@ class MixedDocuments:
             )
         for name, w in weights.items():
             if (
-                isinstance(w, bool)
-                or not isinstance(w, (int, float))
+                isinstance(w, (bool, np.bool_))
+                or not isinstance(w, numbers.Real)
                 or not w >= 0
                 or w == float("inf")
             ):
