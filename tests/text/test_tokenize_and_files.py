@@ -301,6 +301,30 @@ def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
     )
 
 
+def test_a_bad_document_after_records_the_stream_skipped_is_named_by_its_record(
+        tmp_path) -> None:
+    """The stream drops records it cannot convert (a missing text); a bad document after
+    them is named by its record in the stream, not by how many documents came before."""
+    from hf_files import write_jsonl
+
+    from datarax.sources import HFStreamingConfig, HFStreamingSource
+    from datarax.text import HFStreamDocuments
+
+    texts = [None, "1 2", None, None, "3", "", "4 5", None, "", "6"]
+    path = write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in texts])
+    stream = HFStreamingSource(HFStreamingConfig(data_files=path, chunk_size=3, on_error="skip"))
+    source = PackedTextSource(PackedTextConfig(seq_len=4, on_error="skip"),
+                              HFStreamDocuments(stream, field="text"), word_ids)
+    assert [b["tokens"].tolist() for b in drain(source, 2)] == [[[1, 2, 3, 6], [4, 5, 0, 0]]]
+    assert [r.cause for r in source.skipped_documents()] == [
+        f"record {i} of pass 0 of the stream's field 'text' is empty (no text)" for i in (5, 8)]
+    raising = PackedTextSource(PackedTextConfig(seq_len=4),
+                               HFStreamDocuments(stream, field="text"), word_ids)
+    with pytest.raises(RecordError, match="record 5 of pass 0 of the stream's field 'text' is "
+                                          "empty"):
+        drain(raising, 2)
+
+
 def test_a_pass_whose_every_document_is_bad_is_an_error_even_with_skip(tmp_path) -> None:
     # A misspelt field skips every line: a loop that counts steps would wait forever for a
     # batch. Skipping passes over bad documents among good ones, not over a whole pass.

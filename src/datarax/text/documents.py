@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
@@ -403,15 +405,25 @@ class HFStreamDocuments:
         self.field = field
         self.chunk = int(chunk)
         self._count: int | None = None
+        # pass -> {document: its record's index less its own} from each record the stream
+        # skipped on: a message names the record of the stream, not the document number
+        self._shifts: dict[int, dict[int, int]] = {}
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         self.source.seek(epoch, 0)
-        skip = start
+        skip, document, last = start, 0, 0
+        shifts = self._shifts.setdefault(epoch, {})
+        for old in [e for e in self._shifts if e < epoch - 1]:
+            del self._shifts[old]
         while True:
-            batch, _ = self.source.get_batch_with_indices(self.chunk)
+            batch, indices = self.source.get_batch_with_indices(self.chunk)
             if batch is None:
                 return
             values = batch[self.field]
+            moved = np.asarray(indices) - np.arange(document, document + len(values))
+            for j in np.flatnonzero(np.diff(moved, prepend=last)):
+                shifts[document + int(j)] = int(moved[j])
+            document, last = document + len(values), int(moved[-1]) if len(moved) else last
             if skip >= len(values):
                 skip -= len(values)
                 continue
@@ -419,7 +431,10 @@ class HFStreamDocuments:
             skip = 0
 
     def describe(self, epoch: int, index: int) -> str:
-        return f"record {index} of pass {epoch} of the stream's field '{self.field}'"
+        shifts = self._shifts.get(epoch, {})
+        at = max((d for d in shifts if d <= index), default=None)
+        return (f"record {index + (shifts[at] if at is not None else 0)} of pass {epoch} "
+                f"of the stream's field '{self.field}'")
 
     def settings(self) -> dict[str, Any]:
         """The field, the stream's class and its order settings (``source.shuffle`` ...)."""
