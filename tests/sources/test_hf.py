@@ -592,6 +592,18 @@ def test_eager_a_corrupt_data_file_is_named_as_such_not_as_a_missing_dataset(tmp
     assert "was not found" not in message
 
 
+def test_a_column_of_another_type_in_a_later_file_reads_as_sentences(tmp_path):
+    """Arrow's own message ends without a full stop: the hint starts a new sentence."""
+    write_parquet(tmp_path / "data" / "train-00000-of-00002.parquet", {"text": np.arange(3)})
+    write_parquet(tmp_path / "data" / "train-00001-of-00002.parquet", {"text": ["a", "b"]})
+    cause = "ArrowInvalid: Failed to parse string: '[ab]' as a scalar of type int64. A data file"
+    with pytest.raises(DataraxError, match=f"cannot load dataset .*: {cause}"):
+        HFEagerSource(HFEagerConfig(name=str(tmp_path), split="train"))
+    stream = HFStreamingSource(HFStreamingConfig(name=str(tmp_path), split="train", chunk_size=2))
+    with pytest.raises(RecordError, match=f"after 2 records: {cause}"):
+        list(Pipeline(source=stream, stages=[], batch_size=2))
+
+
 @pytest.mark.parametrize("chunk_size", [4, 100])  # the bad file met in a pass / when built
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
 def test_streaming_a_corrupt_data_file_is_a_record_error_naming_the_split(tmp_path, on_error,

@@ -139,12 +139,25 @@ def _is_local(name: str | None, files: Any) -> bool:
 def _unreadable(where: str, config: HFConfig, err: BaseException) -> DataraxError:
     """A local dataset that ``datasets`` fails to load: its own cause, named."""
     what = repr(config.name) if config.name is not None else f"data_files={config.data_files!r}"
-    cause = err.__cause__ or err
-    return DataraxError(
-        f"{where}: cannot load dataset {what}: {type(cause).__name__}: {cause} A data file "
-        "may be corrupt, truncated, not in the format its extension says, or hold a column "
-        "of another type than the first file's; fix or remove it."
-    )
+    return DataraxError(f"{where}: cannot load dataset {what}: "
+                        f"{unreadable_cause(err.__cause__ or err)}")
+
+
+#: what to check when ``datasets`` cannot read a local data file
+UNREADABLE_HINT = ("A data file may be corrupt, truncated, not in the format its extension "
+                   "says, or hold a column of another type than the first file's; fix or "
+                   "remove it.")
+
+
+def unreadable_cause(err: BaseException) -> str:
+    """``err`` as one sentence (Arrow's messages end without a full stop), then the hint.
+
+    Example:
+        >>> unreadable_cause(ValueError("bad int")).split(". ")[0]
+        'ValueError: bad int'
+    """
+    text = f"{type(err).__name__}: {str(err).rstrip()}"
+    return f"{text}{'' if text.endswith(('.', '!', '?')) else '.'} {UNREADABLE_HINT}"
 
 
 def _shards_for(length: int) -> int:

@@ -17,6 +17,7 @@ from datarax.core.errors import DataraxError, RecordError, StateError
 from datarax.core.spec import describe_field, field_spec
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
+from datarax.sources.hf.locate import unreadable_cause
 from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 
@@ -346,18 +347,12 @@ def _cause(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-#: what to check when ``datasets`` cannot read a local data file
-UNREADABLE_HINT = ("A data file may be corrupt, truncated, not in the format its extension "
-                   "says, or hold a column of another type than the first file's; fix or "
-                   "remove it.")
-
-
 def unreadable(config: HFConfig, epoch: int, records: int, err: BaseException) -> RecordError:
     """The stream could not read on after ``records`` records of pass ``epoch``."""
     name = config.name if config.name is not None else config.data_files
     return RecordError(
         f"{_WHERE}: cannot read split {config.split!r} of dataset {name!r} (epoch {epoch}) "
-        f"after {records} records: {type(err).__name__}: {err} {UNREADABLE_HINT}"
+        f"after {records} records: {unreadable_cause(err)}"
     )
 
 
