@@ -1971,6 +1971,10 @@ def _mixture() -> Any:
                           documents_per_epoch=6)
 
 
+case("text-jsonl-folder", TEXT, "JsonlDocuments given a folder", ConfigError,
+     "JsonlDocuments: '{tmp}' is a folder; name its files, or a glob pattern such as "
+     "'{tmp}/*'.")(lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(
+         str(tmp)))
 simple("text-mixture-weights-list", TEXT, "MixedDocuments weights as a list",
        ConfigError, "MixedDocuments weights must be a dict keyed by corpus name, got list "
        "[1, 1]; e.g. corpora={'web': reader, 'books': reader} and weights={'web': 0.8, "

@@ -88,7 +88,8 @@ def test_text_documents_naming_a_file_twice_are_refused(tmp_path) -> None:
     with pytest.raises(ConfigError) as err:
         JsonlDocuments([str(tmp_path / "*.jsonl"), str(path)])
     assert str(err.value).startswith(f"JsonlDocuments: paths names the file '{path}' twice")
-    assert str(err.value).endswith(_WHAT_TO_DO)
+    assert str(err.value).endswith(  # documents are mixed by MixedDocuments, not MixSource
+        "to read a file more often than the others, mix corpora with MixedDocuments weights.")
 
 
 @pytest.mark.parametrize("streaming", [False, True])

@@ -301,6 +301,16 @@ def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
     )
 
 
+def test_a_folder_given_as_a_documents_path_is_named_a_folder(tmp_path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"text": "a"}\n')
+    for reader in (JsonlDocuments, ParquetDocuments):
+        with pytest.raises(ConfigError) as err:
+            reader(str(tmp_path))
+        assert str(err.value) == (
+            f"{reader.__name__}: {str(tmp_path)!r} is a folder; name its files, or a glob "
+            f"pattern such as {str(tmp_path / '*')!r}.")
+
+
 def test_a_bad_document_after_records_the_stream_skipped_is_named_by_its_record(
         tmp_path) -> None:
     """The stream drops records it cannot convert (a missing text); a bad document after

@@ -329,9 +329,11 @@ def _same_file_key(file: str) -> str:
 
 
 def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = "",
-                     field: str = "paths") -> None:
+                     field: str = "paths", mix: str = "mix sources with MixSource weights",
+                     ) -> None:
     """Refuse a file that ``paths`` (the argument ``field``) names twice (each entry as given, with the files it
-    names: itself, or a glob pattern's matches), which each epoch would read twice.
+    names: itself, or a glob pattern's matches), which each epoch would read twice; ``mix``
+    says how to read one file more often.
 
     Raises:
         ConfigError: naming the file, the two entries that name it and what to do.
@@ -353,7 +355,7 @@ def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = ""
             raise ConfigError(
                 f"{where + ': ' if where else ''}{field} names the file '{file}' twice ({how}), "
                 "so each epoch would read it twice. List each file once; to read a file more "
-                "often than the others, mix sources with MixSource weights.")
+                f"often than the others, {mix}.")
 
 
 def read_json(url: str, storage_options: Mapping[str, Any] | None = None, *,

@@ -163,9 +163,11 @@ def _paths(
             named.append((path, matched))
             continue
         if not os.path.isfile(path):
-            raise ConfigError(f"{user}: {path!r} does not exist or is not a file.")
+            raise ConfigError(f"{user}: {path!r} is a folder; name its files, or a glob pattern "
+                              f"such as {os.path.join(path, '*')!r}." if os.path.isdir(path)
+                              else f"{user}: {path!r} does not exist or is not a file.")
         named.append((path, [path]))
-    check_named_once(named, user)
+    check_named_once(named, user, mix="mix corpora with MixedDocuments weights")
     return [file for _, matched in named for file in matched], None
 
 
