@@ -1971,6 +1971,17 @@ def _mixture() -> Any:
                           documents_per_epoch=6)
 
 
+simple("text-special-id-past-vocabulary", TEXT, "TextTokenizer(eos_id=2) over a vocabulary "
+       "of 2", ConfigError, "TextTokenizer eos_id=2 is not an id of the tokenizer (its "
+       "vocabulary holds ids 0..1), so a model's embedding table has no row for it. Add the "
+       "token to the tokenizer (tokenizer.add_special_tokens(['[BOS]'])) and pass its id "
+       "(tokenizer.token_to_id('[BOS]')).",
+       lambda: __import__("datarax.text", fromlist=["x"]).TextTokenizer(_tokenizer(), eos_id=2),
+       needs="tokenizers")
+simple("text-pad-id-past-int32", TEXT, "PackedTextConfig(pad_id=2**31)", ConfigError,
+       "PackedTextConfig.pad_id must fit int32 (the rows are int32), got 2147483648.",
+       lambda: __import__("datarax.text", fromlist=["x"]).PackedTextConfig(seq_len=8,
+                                                                            pad_id=2**31))
 case("text-jsonl-folder", TEXT, "JsonlDocuments given a folder", ConfigError,
      "JsonlDocuments: '{tmp}' is a folder; name its files, or a glob pattern such as "
      "'{tmp}/*'.")(lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(

@@ -52,6 +52,27 @@ def test_hf_tokenizer_ids_with_bos_eos_as_int32(hf_tokenizer) -> None:
         assert ids.tolist() == [2] + hf_tokenizer.encode(text, add_special_tokens=False).ids + [3]
 
 
+def test_a_special_id_past_the_vocabulary_is_refused(hf_tokenizer) -> None:
+    """An id the tokenizer does not have has no row in a model's embedding table."""
+    size = hf_tokenizer.get_vocab_size()
+    with pytest.raises(ConfigError) as err:
+        TextTokenizer(hf_tokenizer, bos_id=2, eos_id=size)
+    assert str(err.value) == (
+        f"TextTokenizer eos_id={size} is not an id of the tokenizer (its vocabulary holds ids "
+        f"0..{size - 1}), so a model's embedding table has no row for it. Add the token to the "
+        "tokenizer (tokenizer.add_special_tokens(['[BOS]'])) and pass its id "
+        "(tokenizer.token_to_id('[BOS]')).")
+    assert TextTokenizer(hf_tokenizer, eos_id=size - 1).encode("the")[-1] == size - 1
+    assert TextTokenizer(word_ids, bos_id=10**6).encode("7").tolist() == [10**6, 7]  # no vocab
+
+
+def test_a_pad_id_past_int32_is_refused_when_configured() -> None:
+    with pytest.raises(ConfigError) as err:
+        PackedTextConfig(seq_len=8, pad_id=2**31)
+    assert str(err.value) == (
+        "PackedTextConfig.pad_id must fit int32 (the rows are int32), got 2147483648.")
+
+
 def test_tokenizer_json_path_and_truncation_keeping_eos(hf_tokenizer, tmp_path) -> None:
     path = tmp_path / "tokenizer.json"
     hf_tokenizer.save(str(path))

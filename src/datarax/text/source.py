@@ -82,6 +82,9 @@ class PackedTextConfig(StructuralConfig):
         check_int(self, "seq_len", minimum=1)
         check_int(self, "open_rows", minimum=1)
         check_int(self, "pad_id", minimum=0)
+        if self.pad_id > (1 << 31) - 1:
+            raise ConfigError(f"PackedTextConfig.pad_id must fit int32 (the rows are int32), "
+                              f"got {self.pad_id}.")
         check_int(self, "tokenize_block", minimum=1)
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "with_document_index")

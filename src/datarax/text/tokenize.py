@@ -93,6 +93,7 @@ class TextTokenizer:
             )
         if self._fast:
             tokenizer = _for_packing(tokenizer, source=path)
+            _check_special_ids(tokenizer.get_vocab_size(), bos_id=bos_id, eos_id=eos_id)
         if not self._fast and not callable(tokenizer):
             raise ConfigError(
                 f"TextTokenizer needs a tokenizers.Tokenizer, a path to a tokenizer.json or a "
@@ -217,6 +218,19 @@ def _for_packing(tokenizer: Any, source: str | None) -> Any:
         tokenizer = type(tokenizer).from_str(tokenizer.to_str())  # the caller's is untouched
         tokenizer.no_padding()
     return tokenizer
+
+
+def _check_special_ids(vocab_size: int, **ids: int | None) -> None:
+    """Refuse a BOS / EOS id past the tokenizer's vocabulary: an embedding table of its
+    size has no row for it (JAX's gather would clamp it to the last row in silence)."""
+    for name, value in ids.items():
+        if value is not None and value >= vocab_size:
+            raise ConfigError(
+                f"TextTokenizer {name}={value} is not an id of the tokenizer (its vocabulary "
+                f"holds ids 0..{vocab_size - 1}), so a model's embedding table has no row for "
+                "it. Add the token to the tokenizer (tokenizer.add_special_tokens(['[BOS]'])) "
+                "and pass its id (tokenizer.token_to_id('[BOS]'))."
+            )
 
 
 def _is_hf_tokenizer(obj: Any) -> bool:
