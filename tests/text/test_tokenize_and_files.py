@@ -429,6 +429,13 @@ def test_a_documents_function_of_two_arguments_is_refused_at_construction() -> N
     with pytest.raises(ConfigError, match=r"function .*two needs 2 arguments \(epoch, shard\)"):
         PackedTextSource(PackedTextConfig(seq_len=8), two, word_ids)
 
+    def keyword(*, epoch):  # called as fn(epoch) or fn(): a TypeError at the first read before
+        return ["a"]
+
+    with pytest.raises(ConfigError, match=r"function .*keyword needs 1 argument "
+                                          r"\(keyword-only epoch\); it is called as fn\(epoch\)"):
+        PackedTextSource(PackedTextConfig(seq_len=8), keyword, word_ids)
+
 
 def test_a_transformers_style_tokenizer_is_refused_pointing_at_its_backend(hf_tokenizer) -> None:
     class PreTrainedTokenizerFast:  # the shape of a transformers tokenizer: a dict per call

@@ -118,14 +118,14 @@ def _takes_argument(fn: Callable[..., Any]) -> bool:
         for p in params
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
-    required = [p for p in positional if p.default is p.empty and p.kind is not p.VAR_POSITIONAL]
-    if len(required) > 1:
-        name = getattr(fn, "__qualname__", type(fn).__qualname__)
+    required = [("keyword-only " if p.kind is p.KEYWORD_ONLY else "") + p.name for p in params
+                if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(required) > 1 or any(" " in p for p in required):  # keyword-only: never given
         raise ConfigError(
-            f"FunctionDocuments: the function {name} needs {len(required)} arguments "
-            f"({', '.join(p.name for p in required)}); it is called as fn(epoch) or fn(). "
-            "Bind the others first (functools.partial) or give them defaults."
-        )
+            f"FunctionDocuments: the function {getattr(fn, '__qualname__', type(fn).__name__)} "
+            f"needs {len(required)} argument{'s' * (len(required) > 1)} ({', '.join(required)}"
+            "); it is called as fn(epoch) or fn(). Bind the others first (functools.partial) "
+            "or give them defaults.")
     return bool(positional)
 
 
