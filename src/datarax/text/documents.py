@@ -434,7 +434,7 @@ class HFStreamDocuments:
 
     def describe(self, epoch: int, index: int) -> str:
         shifts = self._shifts.get(epoch, {})
-        at = max((d for d in shifts if d <= index), default=None)
+        at = max((d for d in tuple(shifts) if d <= index), default=None)  # read on a worker
         return (f"record {index + (shifts[at] if at is not None else 0)} of pass {epoch} "
                 f"of the stream's field '{self.field}'")
 
