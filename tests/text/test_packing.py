@@ -162,7 +162,8 @@ def test_restore_refuses_references_past_a_document() -> None:
         Packer(8, "first_fit", 2).restore(state, lambda d: np.arange(3, dtype=np.int32))
     assert str(err.value) == (
         "Packer state refers to tokens [0, 5) of document 0, which has 3 tokens now; the "
-        "documents or the tokenizer changed since the state was saved."
+        "documents or the tokenizer changed since the state was saved. Restore it where they "
+        "are as they were, or start the pass afresh ({'current_epoch': E, 'current_index': 0})."
     )
 
 

@@ -276,7 +276,9 @@ class Packer:
                         raise StateError(
                             f"Packer state refers to tokens [{start}, {end}) of document {doc}, "
                             f"which has {len(ids)} tokens now; the documents or the tokenizer "
-                            "changed since the state was saved.",
+                            "changed since the state was saved. Restore it where they are as "
+                            "they were, or start the pass afresh ({'current_epoch': E, "
+                            "'current_index': 0}).",
                             field="packer",
                         )
                     row.add(doc, start, ids[start:end])
