@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 
@@ -147,9 +148,11 @@ def test_jsonl_and_parquet_sources_resume_exactly(tmp_path) -> None:
     _write_jsonl(tmp_path / "a.jsonl", texts[:25])
     _write_jsonl(tmp_path / "b.jsonl", texts[25:])
     pq.write_table(pa.table({"text": texts}), tmp_path / "c.parquet", row_group_size=7)
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress((tmp_path / "b.jsonl").read_bytes()))
     readers = {
         "jsonl": lambda: JsonlDocuments([tmp_path / "a.jsonl", tmp_path / "b.jsonl"]),
         "parquet": lambda: ParquetDocuments(tmp_path / "c.parquet"),
+        "gzip": lambda: JsonlDocuments([tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"]),
     }
     for name, reader in readers.items():
         assert list(reader().read(0, 0)) == texts, name
@@ -169,6 +172,22 @@ def test_jsonl_and_parquet_sources_resume_exactly(tmp_path) -> None:
             assert [b["tokens"].tolist() for b in rest] == [
                 b["tokens"].tolist() for b in reference[k:]
             ]
+
+
+def test_a_gzip_jsonl_file_names_its_lines_and_a_cut_one_is_an_error(tmp_path) -> None:
+    lines = b'{"text": "1 2"}\n\n{"text": 3}\n' + b'{"text": "4"}\n' * 2000
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(lines))
+    source = PackedTextSource(PackedTextConfig(seq_len=4, on_error="skip"),
+                              JsonlDocuments(tmp_path / "a.jsonl.gz"), word_ids)
+    assert drain(source, 1)[0]["tokens"].tolist() == [[1, 2, 4, 4]]
+    assert [r.cause for r in source.skipped_documents()] == [
+        f"{tmp_path / 'a.jsonl.gz'} line 3 field 'text' holds int, not a string"]
+    whole = gzip.compress(lines)
+    (tmp_path / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(RecordError, match=r"cut.jsonl.gz is not a whole gzip file after line "
+                                          r"\d+ \(.*\); it is truncated or corrupt"):
+        PackedTextSource(PackedTextConfig(seq_len=4), JsonlDocuments(tmp_path / "cut.jsonl.gz"),
+                         word_ids).get_batch(1)
 
 
 def test_bad_jsonl_lines_name_file_and_line(tmp_path) -> None:

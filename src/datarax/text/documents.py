@@ -1,15 +1,13 @@
 """Document readers: where the text a :class:`PackedTextSource` packs comes from.
 
-A reader is a plain host object with ``read(epoch, start)`` (the documents of pass
-``epoch`` from document ``start`` on: ``str``, UTF-8 ``bytes`` or a :class:`BadDocument`),
+A reader is a plain host object with ``read(epoch, start)`` (the documents of pass ``epoch``
+from document ``start`` on: ``str``, UTF-8 ``bytes`` or a :class:`BadDocument`),
 ``describe(epoch, index)`` (where a document comes from, for messages), ``num_documents()``
 (per pass), ``close()`` (release held files or streams; safe twice, a later read takes them
-again; optional, :func:`close_reader`) and optionally ``settings()`` (a JSON-able dict of
-what decides a pass's documents: a saved state restores only into a reader with equal
-settings, :func:`reader_settings`).
-
-Invariant: every pass yields the same documents in the same order for the same ``epoch``,
-so a restore re-reads from a document index.
+again; optional, :func:`close_reader`) and optionally ``settings()`` (a JSON-able dict of what
+decides a pass's documents: a saved state restores only into a reader with equal settings,
+:func:`reader_settings`). Invariant: every pass yields the same documents in the same order
+for the same ``epoch``, so a restore re-reads from a document index.
 
 The file readers take local paths or URLs (any fsspec protocol; a glob is expanded,
 sorted). Remote files are listed once, fetched into the shard cache
@@ -19,10 +17,12 @@ sorted). Remote files are listed once, fetched into the shard cache
 from __future__ import annotations
 
 import glob
+import gzip
 import inspect
 import itertools
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -239,14 +239,11 @@ class JsonlDocuments(_FileReader):
         if self._counts is None:
             counts, blanks = [], []
             for path in self._local():
-                count, blank = 0, []
-                with open(path, "rb") as f:
-                    for number, line in enumerate(f, 1):
-                        if line.strip():
-                            count += 1
-                        else:
-                            blank.append(number)
-                counts.append(count)
+                last, blank = 0, []
+                for last, line in _numbered_lines(path):
+                    if not line.strip():
+                        blank.append(last)
+                counts.append(last - len(blank))  # the lines that are not blank
                 blanks.append(blank)
             self._counts, self._blanks = counts, blanks
         return self._counts
@@ -259,13 +256,9 @@ class JsonlDocuments(_FileReader):
         return {"reader": "JsonlDocuments", "files": _names(self.paths), "field": self.field}
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
-        skip = start
-        for path in self._local():
-            for line in _lines(path):
-                if skip:
-                    skip -= 1
-                    continue
-                yield self._parse(line)
+        lines = (line for path in self._local() for _, line in _numbered_lines(path)
+                 if line.strip())  # blank lines are not records; skipped ones are not parsed
+        yield from map(self._parse, itertools.islice(lines, start, None))
 
     def _parse(self, line: bytes) -> Any:
         try:
@@ -297,12 +290,19 @@ class JsonlDocuments(_FileReader):
         return f"document {index} (past the end of the files)"
 
 
-def _lines(path: str) -> Iterator[bytes]:
-    """Non-empty lines of a file as bytes (blank lines are not records)."""
+def _numbered_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """Each line of a file with its number, as bytes; a gzip file (``.jsonl.gz``, told by
+    its first bytes) is read decompressed, and one cut short or corrupt is a RecordError."""
     with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                yield line
+        gzipped = f.read(2) == b"\x1f\x8b"
+    number = 0
+    try:
+        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+            for number, line in enumerate(f, 1):
+                yield number, line
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise RecordError(f"JsonlDocuments: {path} is not a whole gzip file after line {number} "
+                          f"({err}); it is truncated or corrupt: fix or replace it.") from err
 
 
 class ParquetDocuments(_FileReader):
