@@ -1821,6 +1821,22 @@ case("convert-split-of-an-image-folder", CONVERTING,
      )(_convert_split_of_image_folder)
 
 
+def _convert_image_folder_with_other_class_names(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for name in ("cat", "dog", "fox"):
+        (tmp / "val" / name).mkdir(parents=True)
+        (tmp / "val" / name / "a.png").write_bytes(b"")
+    return convert(str(tmp / "val"), str(tmp / "out"), class_names={"label": ["cat", "dog"]})
+
+
+case("convert-image-folder-class-not-named", CONVERTING,
+     "convert(root/val, dst, class_names={'label': <the train split's names>}) with a class "
+     "folder the train split does not have (also --classes-from DATASET)", ConversionError,
+     "has the class folder(s) 'fox', which are not among the class names given for 'label' "
+     "(cat, dog)")(_convert_image_folder_with_other_class_names)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""

@@ -391,6 +391,7 @@ def convert(
     runner: str = "local",
     beam_options: Sequence[str] = (),
     resize: int | tuple[int, int] | None = None,
+    class_names: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[DatasetInfo, WriteSummary]:
     """Convert ``src`` (a path / ``tfds:NAME``, or any records) into a dataset in ``dst``.
 
@@ -399,6 +400,9 @@ def convert(
     ``runner="beam"`` runs it on Apache Beam (:mod:`datarax.beam`) with ``beam_options``.
     ``resize`` resizes every encoded image as it is written: an int its shorter side, a
     ``(height, width)`` to exactly that (:mod:`datarax.dataset.resized_rows`).
+    ``class_names`` names the classes of label fields; an image folder's class folders
+    are then labelled by their position in ``class_names["label"]`` (a validation split
+    missing a class keeps the train split's labels).
 
     A second conversion into ``dst`` while one runs is refused (:mod:`datarax.dataset.lock`).
     """
@@ -418,7 +422,8 @@ def convert(
         return _convert(src, dst, path, pool, shards=shards, workers=workers,
                         on_error=on_error, resume=resume, overwrite=overwrite, split=split,
                         data_dir=data_dir, features=features, progress=progress,
-                        runner=runner, beam_options=beam_options, resize=resize)
+                        runner=runner, beam_options=beam_options, resize=resize,
+                        class_names=class_names)
 
 
 def _worker_modules(src: str) -> tuple[str, ...]:
@@ -441,7 +446,7 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
              workers: int, on_error: str, resume: bool, overwrite: bool, split: str | None,
              data_dir: str | None, features: Features | None, progress: bool, runner: str,
              beam_options: Sequence[str], resize: int | tuple[int, int] | None,
-             ) -> tuple[DatasetInfo, WriteSummary]:
+             class_names: Mapping[str, Sequence[str]] | None) -> tuple[DatasetInfo, WriteSummary]:
     """:func:`convert` once its worker processes (if any) are started."""
     src, dst = expand_user(src) if path else src, expand_user(dst)
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
@@ -464,7 +469,8 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
         if runner == "local":
             return write_dataset(rows, dst, features=features, shards=count, workers=workers,
                                  on_error=on_error, resume=resume, overwrite=overwrite,
-                                 progress=progress, extra=extra, pool=pool)
+                                 progress=progress, extra=extra, pool=pool,
+                                 class_names=class_names)
         try:
             import datarax.dataset.beam as beam  # noqa: PLC0415 - needs the beam extra
         except ImportError as err:
@@ -473,4 +479,5 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
                 "'datarax[beam]', or use runner='local'.") from err
         return beam.convert_rows(rows, os.fspath(dst), features=features, shards=count,
                                  on_error=on_error, resume=resume, overwrite=overwrite,
-                                 extra=extra, beam_options=list(beam_options))
+                                 class_names=class_names, extra=extra,
+                                 beam_options=list(beam_options))

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.images import HEADER_BYTES, file_bytes, image_size_and_grey
@@ -127,6 +127,25 @@ class ImageFolderRows(Rows):
 
     def use_probes(self, parts: list[Any]) -> None:
         self._probes = list(parts)
+
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        """Label each class folder by its position in the ``label`` names given (those of
+        a train split converted before, say), so a split missing a class keeps the same
+        labels; a class folder not among them is refused."""
+        names = class_names.get("label")
+        if names is None or list(names) == self.classes:
+            return
+        names = [str(n) for n in names]
+        unknown = [c for c in self.classes if c not in names]
+        if unknown:
+            raise ConversionError(
+                f"{self.description} has the class folder(s) {', '.join(map(repr, unknown))}, "
+                f"which are not among the class names given for 'label' ({', '.join(names)}); "
+                "give every class's name (those of the dataset its labels must match), or move "
+                "the folder out of SRC.")
+        relabel = [names.index(c) for c in self.classes]
+        self.items = [(path, relabel[label]) for path, label in self.items]
+        self.classes = names
 
     def row_name(self, row: int) -> str:
         return f"row {row} ({self.items[row][0]})"

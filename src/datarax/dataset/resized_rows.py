@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.image_decode import dct_scale_for, decode_region, image_size, resized_size
@@ -112,6 +112,9 @@ class ResizedRows(Rows):
 
     def row_name(self, row: int) -> str:
         return self.rows.row_name(row)
+
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        self.rows.name_classes(class_names)
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         for row in self.rows.iter_rows(start, stop):

@@ -70,6 +70,11 @@ class Rows:
         """How errors name ``row`` (a file reader may add the file)."""
         return f"row {row}"
 
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        """Take the class names given for label fields (``class_names=`` or ``features=``)
+        before any row is read: rows whose labels come from names (an image folder's class
+        folders) then label by position in them; rows of integer labels keep theirs."""
+
 
 class SequenceRows(Rows):
     """Rows of a sequence (a list of dicts, a TFDS data source, ...): ``rows[i]``."""

@@ -1,0 +1,50 @@
+"""An image folder's labels given by class names: a split that lacks a class keeps the
+labels of the dataset it must match (``class_names=``, ``features=``, ``--classes-from``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from dataset_helpers import png, read_dataset
+
+from datarax.dataset import ConversionError, convert, read_metadata
+
+pytest.importorskip("PIL")
+
+
+def folder(root, classes: str) -> str:
+    """``root/<c>/0.png`` for each class letter, the image's first pixel the letter's rank."""
+    for c in classes:
+        os.makedirs(root / c)
+        (root / c / "0.png").write_bytes(png("abcdef".index(c)))
+    return str(root)
+
+
+def test_a_split_missing_a_class_keeps_the_labels_of_the_class_names_given(tmp_path) -> None:
+    val = folder(tmp_path / "val", "ac")
+    info, _ = convert(val, tmp_path / "by_names", class_names={"label": ["a", "b", "c"]})
+    assert info.features["label"].class_names == ("a", "b", "c")
+    assert read_dataset(tmp_path / "by_names")["label"].tolist() == [0, 2]
+    convert(folder(tmp_path / "train", "abc"), tmp_path / "train_ds")
+    # the train split's features: their class names label the folders, in 2 processes too
+    info, _ = convert(val, tmp_path / "by_features", shards=2, workers=2,
+                      features=read_metadata(tmp_path / "train_ds").features)
+    assert info.features["label"].class_names == ("a", "b", "c")
+    out = read_dataset(tmp_path / "by_features")
+    assert out["label"].tolist() == [0, 2] and out["image"][:, 0, 0, 0].tolist() == [0, 2]
+
+
+def test_resized_images_keep_the_labels_of_the_class_names_given(tmp_path) -> None:
+    val = folder(tmp_path / "val", "bc")
+    info, _ = convert(val, tmp_path / "out", resize=2, class_names={"label": ["a", "b", "c"]})
+    assert read_dataset(tmp_path / "out")["label"].tolist() == [1, 2]
+    assert info.extra["resize"] == 2
+
+
+def test_a_class_folder_not_among_the_names_given_is_refused(tmp_path) -> None:
+    src = folder(tmp_path / "src", "abd")
+    with pytest.raises(ConversionError, match=r"has the class folder\(s\) 'd', which are not among "
+                                              r"the class names given for 'label' \(a, b, c\)"):
+        convert(src, tmp_path / "out", class_names={"label": ["a", "b", "c"]})
+    assert not os.path.exists(tmp_path / "out" / "datarax_dataset.json")
