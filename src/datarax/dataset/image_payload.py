@@ -35,6 +35,7 @@ from datarax.dataset.images import (
     IMAGE_MODES,
     channels_of,
     channels_of_mode,
+    has_transparency,
     image_format,
     pil_image,
 )
@@ -47,8 +48,7 @@ def _lost_in_conversion(image: Any, channels: int) -> str | None:
     """What converting ``image`` to ``channels`` channels would lose: its colours (to
     grey) or its transparency (alpha dropped); None when nothing (grey to colour, an
     opaque alpha, colour that is grey)."""
-    has_alpha = image.mode in ("RGBA", "LA", "PA") or (
-        image.mode == "P" and "transparency" in image.info)
+    has_alpha = image.mode in ("RGBA", "LA", "PA") or has_transparency(image)
     if channels != 4 and has_alpha and (np.asarray(image.convert("RGBA"))[..., 3] != 255).any():
         return "transparency (alpha channel)"
     if channels == 1 and channels_of(image) != 1:
@@ -101,7 +101,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     if encoded is not None:
         data, image = encoded
         keep = image_format(data) is not None and channels_of(image) == f.shape[2] and (
-            image.mode in ("L", "RGB", "RGBA"))
+            image.mode in ("L", "RGB", "RGBA")) and "transparency" not in image.info
     else:
         image = pil_image(value)
         if image is None:
