@@ -48,3 +48,38 @@ def test_a_class_folder_not_among_the_names_given_is_refused(tmp_path) -> None:
                                               r"the class names given for 'label' \(a, b, c\)"):
         convert(src, tmp_path / "out", class_names={"label": ["a", "b", "c"]})
     assert not os.path.exists(tmp_path / "out" / "datarax_dataset.json")
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFD"])
+def test_non_ascii_class_and_file_names_sort_and_read_alike_composed_or_decomposed(
+        tmp_path, form) -> None:
+    # macOS stores 'dög' decomposed ('do' + U+0308 + 'g'), Linux as written (composed):
+    # the same folder gives the same classes, labels and record order on both
+    import unicodedata
+
+    def name(text: str) -> str:
+        return unicodedata.normalize(form, text)
+
+    for cls, files in (("dög", ("ä.png", "az.png")), ("dz", ("0.png",))):
+        os.makedirs(tmp_path / "src" / name(cls))
+        for i, file in enumerate(files):
+            (tmp_path / "src" / name(cls) / name(file)).write_bytes(png(10 * len(files) + i))
+    info, _ = convert(str(tmp_path / "src"), tmp_path / "out")
+    assert info.features["label"].class_names == ("dz", "d\u00f6g")
+    out = read_dataset(tmp_path / "out")
+    assert out["label"].tolist() == [0, 1, 1]
+    assert out["image"][:, 0, 0, 0].tolist() == [10, 21, 20]  # 0.png, then az.png before ä.png
+    info, _ = convert(str(tmp_path / "src"), tmp_path / "named",
+                      class_names={"label": ["d\u006f\u0308g", "dz"]})  # names given decomposed
+    assert read_dataset(tmp_path / "named")["label"].tolist() == [1, 0, 0]
+
+
+def test_images_beside_the_class_folders_are_refused_not_left_out(tmp_path) -> None:
+    src = folder(tmp_path / "src", "ab")
+    for i in range(5):
+        (tmp_path / "src" / f"loose{i}.png").write_bytes(png(i))
+    (tmp_path / "src" / "notes.txt").write_text("kept out: no image")
+    with pytest.raises(ConversionError, match=r"holds images beside its class folders \(loose0.png, "
+                                              r"loose1.png, loose2.png and 2 more\), which would "
+                                              r"belong to no class"):
+        convert(src, tmp_path / "out")

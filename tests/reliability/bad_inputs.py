@@ -1837,6 +1837,21 @@ case("convert-image-folder-class-not-named", CONVERTING,
      "(cat, dog)")(_convert_image_folder_with_other_class_names)
 
 
+def _convert_image_folder_with_loose_images(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "photos" / "cat").mkdir(parents=True)
+    (tmp / "photos" / "cat" / "a.png").write_bytes(b"")
+    (tmp / "photos" / "b.jpg").write_bytes(b"")
+    return convert(str(tmp / "photos"), str(tmp / "out"))
+
+
+case("convert-image-folder-loose-images", CONVERTING,
+     "convert(root) of an image folder with an image in root itself, beside root/<class>/",
+     ConversionError, "holds images beside its class folders (b.jpg), which would belong to no "
+     "class; move them into a class folder")(_convert_image_folder_with_loose_images)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""

@@ -367,7 +367,7 @@ def _check_dst_outside(src: str, dst: str, rows: Rows) -> None:
             f"'{dst}' is the input folder itself; write the dataset into another folder "
             "(a new subfolder of it is fine).")
     if isinstance(rows, ImageFolderRows):
-        for name in rows.classes:
+        for name in rows.folders:
             folder = os.path.join(root, name)
             if target == folder or target.startswith(folder + os.sep):
                 raise ConversionError(

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -50,20 +51,33 @@ class ImageFolderRows(Rows):
     probes_rows = True
 
     def __init__(self, root: str) -> None:
-        classes = sorted(d for d in os.listdir(root) if is_class_folder(root, d))
+        names = os.listdir(root)
+        # by their NFC form: a name is stored decomposed (NFD) on macOS and composed on
+        # Linux, and both give the same classes, in the same order, with the same names
+        folders = sorted((d for d in names if is_class_folder(root, d)), key=_nfc)
+        loose = sorted(f for f in names if f.lower().endswith(IMAGE_SUFFIXES)
+                       and not f.startswith(".") and os.path.isfile(os.path.join(root, f)))
+        if folders and loose:
+            more = f" and {len(loose) - 3} more" if len(loose) > 3 else ""
+            raise ConversionError(
+                f"the image folder '{root}' holds images beside its class folders "
+                f"({', '.join(loose[:3])}{more}), which would belong to no class; move them "
+                "into a class folder (root/<class>/<image>), or out of SRC.")
         self.root = root
         self.items: list[tuple[str, int]] = []
-        for label, name in enumerate(classes):
+        for label, name in enumerate(folders):
             for dirpath, dirnames, filenames in os.walk(os.path.join(root, name)):
-                dirnames.sort()
+                dirnames.sort(key=_nfc)
                 folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
-                self.items.extend((os.path.join(folder, file), label) for file in sorted(filenames)
+                self.items.extend((os.path.join(folder, file), label)
+                                  for file in sorted(filenames, key=_nfc)
                                   if file.lower().endswith(IMAGE_SUFFIXES))
         if not self.items:
             raise ConversionError(
                 f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
                 f"suffixes {', '.join(IMAGE_SUFFIXES)}).")
-        self.classes = classes
+        self.folders = folders  # as the file system names them
+        self.classes = [_nfc(name) for name in folders]
         self.length = len(self.items)
         self.description = f"the image folder {root}"
         self._probes: list[Any] | None = None
@@ -135,7 +149,7 @@ class ImageFolderRows(Rows):
         names = class_names.get("label")
         if names is None or list(names) == self.classes:
             return
-        names = [str(n) for n in names]
+        names = [_nfc(str(n)) for n in names]
         unknown = [c for c in self.classes if c not in names]
         if unknown:
             raise ConversionError(
@@ -160,3 +174,8 @@ class ImageFolderRows(Rows):
             else:
                 self._kept_bytes -= len(data)
             yield {"image": {"bytes": data}, "label": label}
+
+
+def _nfc(name: str) -> str:
+    """``name`` composed (Unicode NFC), as Linux and Windows store it."""
+    return unicodedata.normalize("NFC", name)
