@@ -1,5 +1,6 @@
-"""An image folder's labels given by class names: a split that lacks a class keeps the
-labels of the dataset it must match (``class_names=``, ``features=``, ``--classes-from``)."""
+"""An image folder's classes: labels given by class names (a split that lacks a class keeps
+the labels of the dataset it must match: ``class_names=``, ``features=``, ``--classes-from``),
+names sorted alike on every file system, images outside the class folders."""
 
 from __future__ import annotations
 
@@ -83,3 +84,13 @@ def test_images_beside_the_class_folders_are_refused_not_left_out(tmp_path) -> N
                                               r"loose1.png, loose2.png and 2 more\), which would "
                                               r"belong to no class"):
         convert(src, tmp_path / "out")
+
+
+def test_a_folder_of_images_without_class_folders_says_how_to_convert_them(tmp_path) -> None:
+    src = folder(tmp_path / "photos", "a")
+    with pytest.raises(ConversionError) as err:
+        convert(os.path.join(src, "a"), tmp_path / "out")
+    assert str(err.value).endswith(
+        f"For its images: an image folder is ROOT/<class>/<image>; if it is one class of one, "
+        f"convert the folder it is in ({src}); for images without classes, move them into one "
+        f"subfolder ({src}/a/<name>/) and convert '{src}/a'.")

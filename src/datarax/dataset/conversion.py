@@ -309,8 +309,14 @@ def _unknown_input(src: str) -> str:
                     f"{_KNOWN_INPUTS}.")
         more = f" (+{len(entries) - 5} more)" if len(entries) > 5 else ""
         shown = ", ".join(entries[:5]) + more
+        images = any(e.lower().endswith(IMAGE_SUFFIXES) for e in entries)
+        parent = os.path.dirname(os.path.abspath(src))
         return (f"the folder '{src}' holds nothing convert reads (it holds {shown}); it reads "
-                f"{_KNOWN_INPUTS}.")
+                f"{_KNOWN_INPUTS}." + (
+                    f" For its images: an image folder is ROOT/<class>/<image>; if it is one "
+                    f"class of one, convert the folder it is in ({parent}); for images without "
+                    f"classes, move them into one subfolder ({src}/<name>/) and convert '{src}'."
+                    if images else ""))
     if src.startswith("hf:"):
         name = src[3:].split(":")[0]
         return (f"convert reads a Hugging Face dataset from disk, not '{src}' (a Hub name): save "
