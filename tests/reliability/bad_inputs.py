@@ -2450,6 +2450,12 @@ simple("decode-images-resize-zero", "ArrayRecord: records and images of several 
        "decode_images(resize=0, crop=224)", ConfigError,
        "decode_images: resize must be an int >= 1 or a (height, width) pair of them, got 0.",
        lambda: _decode_images(resize=0, crop=224))
+simple("decode-images-not-called", "ArrayRecord: records and images of several sizes",
+       "decode=datarax.decode_images (not called; --decode datarax:decode_images): a record's "
+       "bytes as its field", ConfigError,
+       "decode_images was given a record (3 bytes) as its field: it makes the decode function "
+       "and is not one itself. Pass decode=datarax.decode_images('image', resize=256, crop=224)",
+       lambda: _decode_images(b"\xff\xd8\xff"))
 case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
      "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
      "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "
