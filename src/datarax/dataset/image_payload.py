@@ -41,7 +41,7 @@ from datarax.dataset.images import (
 )
 from datarax.host.dtypes import is_text_scalar
 
-__all__ = ["image_payload", "stored_as_it_is"]
+__all__ = ["deeper_than_8_bits", "image_payload", "stored_as_it_is"]
 
 
 def _lost_in_conversion(image: Any, channels: int) -> str | None:
@@ -58,7 +58,7 @@ def _lost_in_conversion(image: Any, channels: int) -> str | None:
     return None
 
 
-def _deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
+def deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
     """What an image holds beyond 8 bits per channel (a 16-bit PNG, whose colour PIL reads
     as 8 bits; a 16-bit or 32-bit grey image with a value beyond 255 or a fraction);
     None when 8 bits hold it exactly."""
@@ -116,7 +116,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
                 array = array[:, :, 0]
             image = Image.fromarray(array)
         keep = False
-    deep = _deeper_than_8_bits(image, data if encoded is not None else None)
+    deep = deeper_than_8_bits(image, data if encoded is not None else None)
     if deep:
         raise RecordMismatchError(
             f"{located(f.name, row)}: a {deep}; image fields hold 8 bits per channel "

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.image_decode import dct_scale_for, decode_region, image_size, resized_size
+from datarax.dataset.image_payload import deeper_than_8_bits
 from datarax.dataset.images import IMAGE_MODES, channels_of, encoded_image_bytes, image_format
 from datarax.dataset.rows import Rows
 from datarax.errors import ConfigError
@@ -68,6 +69,8 @@ def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
         return data
     with Image.open(io.BytesIO(data)) as opened:
         mode = IMAGE_MODES[channels_of(opened)]
+        if deeper_than_8_bits(opened, data):  # left as it is: the writer names and refuses it
+            raise ValueError("an image of more than 8 bits per channel")
     k = dct_scale_for((height, width), size) if mode == "RGB" else 1
     if mode == "RGB":
         image, k = decode_region(data, height, width, k)

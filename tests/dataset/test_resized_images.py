@@ -1,0 +1,30 @@
+"""``convert(..., resize=)`` (``--resize``) of images beyond the plain 8-bit kinds: one of
+more than 8 bits per channel is refused as without a resize, not clipped in silence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dataset_helpers import read_dataset
+
+from datarax.dataset import ConversionError, convert
+
+Image = pytest.importorskip("PIL.Image")
+
+
+@pytest.mark.parametrize("resize", [2, (2, 2)])
+def test_a_16_bit_image_resized_is_refused_not_clipped(tmp_path, resize) -> None:
+    (tmp_path / "im" / "a").mkdir(parents=True)
+    Image.fromarray(np.full((4, 4), 1000, np.uint16)).save(tmp_path / "im" / "a" / "deep.png")
+    with pytest.raises(ConversionError, match=r"row 0 \(a/deep.png\), field 'image': a 16-bit grey "
+                                              r"image \(values 1000..1000\); image fields hold "
+                                              r"8 bits"):
+        convert(str(tmp_path / "im"), tmp_path / "d", resize=resize)
+
+
+def test_a_16_bit_image_whose_values_fit_8_bits_is_resized(tmp_path) -> None:
+    (tmp_path / "im" / "a").mkdir(parents=True)
+    Image.fromarray(np.full((4, 6), 200, np.uint16)).save(tmp_path / "im" / "a" / "deep.png")
+    info, _ = convert(str(tmp_path / "im"), tmp_path / "d", resize=2)
+    assert info.features["image"].shape == (2, 3, 1)  # every image of one size: one size
+    assert read_dataset(tmp_path / "d")["image"][0].tolist() == [[[200]] * 3] * 2
