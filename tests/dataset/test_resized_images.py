@@ -1,5 +1,6 @@
-"""``convert(..., resize=)`` (``--resize``) of images beyond the plain 8-bit kinds: one of
-more than 8 bits per channel is refused as without a resize, not clipped in silence."""
+"""``convert(..., resize=)`` (``--resize``): an image of
+more than 8 bits per channel is refused as without a resize, not clipped in silence; the
+splits of SRC left out are recorded as without a resize."""
 
 from __future__ import annotations
 
@@ -28,3 +29,19 @@ def test_a_16_bit_image_whose_values_fit_8_bits_is_resized(tmp_path) -> None:
     info, _ = convert(str(tmp_path / "im"), tmp_path / "d", resize=2)
     assert info.features["image"].shape == (2, 3, 1)  # every image of one size: one size
     assert read_dataset(tmp_path / "d")["image"][0].tolist() == [[[200]] * 3] * 2
+
+
+def test_resized_table_files_of_several_splits_record_the_splits_left_out(tmp_path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    from dataset_helpers import png
+
+    (tmp_path / "data").mkdir()
+    for split in ("train", "test"):
+        pq.write_table(pa.table({"image": [png(i, 8) for i in range(3)], "label": [0, 1, 2]}),
+                       tmp_path / "data" / f"{split}-00000.parquet")
+    info, _ = convert(str(tmp_path / "data"), tmp_path / "d", resize=4)
+    assert info.features["image"].shape == (4, 4, 3) and info.num_records == 3
+    assert (info.extra["split"], info.extra["other_splits"], info.extra["resize"]) == (
+        "train", ["test"], 4)

@@ -458,6 +458,7 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
     if path:
         _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
+    choice = getattr(rows, "split_choice", None)  # SRC's other splits, left out
     resized = None
     if resize is not None:  # every image resized as it is written
         from datarax.dataset.resized_rows import ResizedRows
@@ -468,8 +469,7 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
     extra: dict[str, Any] = {"source": described}
     if resized is not None:
         extra["resize"] = resized.resize
-    choice = getattr(rows, "split_choice", None)
-    if choice is not None:  # SRC holds other splits, left out
+    if choice is not None:
         extra["split"], extra["other_splits"] = choice[0], list(choice[1])
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
         if runner == "local":
