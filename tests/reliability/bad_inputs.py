@@ -1852,6 +1852,22 @@ case("convert-image-folder-loose-images", CONVERTING,
      "class; move them into a class folder")(_convert_image_folder_with_loose_images)
 
 
+def _convert_files_of_no_split(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for name in ("train.csv", "test.csv", "training.csv"):
+        (tmp / "data").mkdir(exist_ok=True)
+        (tmp / "data" / name).write_text("x\n1\n")
+    return convert(str(tmp / "data"), str(tmp / "out"))
+
+
+case("convert-files-of-no-split", CONVERTING,
+     "convert(folder) of train.csv, test.csv and training.csv (a file naming no split)",
+     ConversionError, "holds files of the splits test, train and files of none (training.csv); "
+     "pick a split with split= (--split NAME; the files of no split are then left out), or "
+     "rename those files", needs="pyarrow")(_convert_files_of_no_split)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""

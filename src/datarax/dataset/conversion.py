@@ -45,6 +45,7 @@ from datarax.dataset.rows import (
     as_rows,
     files_description,
 )
+from datarax.dataset.splits import SPLIT_NAMES, file_split, note_split, pick_split, split_files
 from datarax.dataset.table_rows import TableRows
 from datarax.dataset.write_workers import WorkerPool
 from datarax.dataset.writer import (
@@ -63,8 +64,6 @@ __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "NpyRows", "TableRows", "convert
 
 TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv",
                   ".tsv": "csv"}
-#: split names recognised in table file names (``train-00000-of-00002.parquet``) and folders
-SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
 
 class NpyRows(Rows):
@@ -120,17 +119,17 @@ def _hf_rows(path: str, split: str | None) -> Rows:
         loaded = datasets.load_from_disk(path)
         if isinstance(loaded, datasets.DatasetDict):
             names = list(loaded)
-            chosen = _pick_split(names, split, path)
-            return _note_split(HFRows(loaded[chosen], f"the Hugging Face dataset {path}"),
-                               names, split, chosen)
+            chosen = pick_split(names, split, path)
+            return note_split(HFRows(loaded[chosen], f"the Hugging Face dataset {path}"),
+                              names, split, chosen)
         return HFRows(loaded, f"the Hugging Face dataset {path}")
     arrows = sorted(glob.glob(os.path.join(path, "**", "*.arrow"), recursive=True))
     splits = sorted({_arrow_split(a) for a in arrows} - {None})
-    chosen = _pick_split(splits, split, path) if splits else None
+    chosen = pick_split(splits, split, path) if splits else None
     files = [a for a in arrows if chosen is None or _arrow_split(a) == chosen]
     parts = [datasets.Dataset.from_file(a) for a in files]
     table = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-    return _note_split(
+    return note_split(
         HFRows(table, f"the Hugging Face cache {path}" + (f" ({chosen})" if chosen else "")),
         splits, split, chosen)
 
@@ -142,27 +141,6 @@ def _arrow_split(path: str) -> str | None:
         if part in ("train", "test", "validation", "valid", "dev") or (i == len(parts) - 1 and not part.isdigit()):
             return part
     return None
-
-
-def _note_split(rows: Rows, splits: Sequence[str], asked: str | None, chosen: str | None) -> Rows:
-    """``rows``, noting the split taken when none was asked for and SRC holds others
-    (``rows.split_choice``: the split and the others, which the CLI names)."""
-    if asked is None and chosen is not None and len(splits) > 1:
-        others = sorted(s for s in splits if s != chosen)
-        rows.split_choice = (chosen, others)  # type: ignore[attr-defined]
-    return rows
-
-
-def _pick_split(splits: list[str], split: str | None, where: str) -> str:
-    if split is not None:
-        if split not in splits:
-            raise ConversionError(f"'{where}' has no split '{split}'; it has {splits}.")
-        return split
-    if "train" in splits:
-        return "train"
-    if len(splits) == 1:
-        return splits[0]
-    raise ConversionError(f"'{where}' holds the splits {splits}; pick one with split= (--split).")
 
 
 def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Rows:
@@ -185,7 +163,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
                 f"folder holding it, or prepare it first (tfds.builder('{name_or_dir}')"
                 ".download_and_prepare()).")
     asked, names = split, list(builder.info.splits)
-    split = _pick_split(names, split, name_or_dir)
+    split = pick_split(names, split, name_or_dir)
     description = f"the TFDS dataset {builder.info.full_name} ({split})"
     hints: dict[str, dict[str, Any]] = {}
     for key, feature in builder.info.features.items():
@@ -211,7 +189,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
                             length=builder.info.splits[split].num_examples,
                             description=description)
     rows.hints = lambda: hints  # type: ignore[method-assign]
-    return _note_split(rows, names, asked, split)
+    return note_split(rows, names, asked, split)
 
 
 def _files_of(src: str, suffixes: Sequence[str],
@@ -270,10 +248,10 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     if len(kinds) > 1:
         raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
     if tables:
-        files = _split_files(src, tables, split)
-        splits = sorted({s for f in tables if (s := _file_split(f, SPLIT_NAMES))})
-        chosen = _file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
-        return _note_split(TableRows(files, kinds.pop()), splits, split, chosen)
+        files = split_files(src, tables, split)
+        splits = sorted({s for f in tables if (s := file_split(f, SPLIT_NAMES))})
+        chosen = file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
+        return note_split(TableRows(files, kinds.pop()), splits, split, chosen)
     arrays = _files_of(src, (".npy", ".npz"), listing)
     image_folder = not arrays and os.path.isdir(src) and any(
         is_class_folder(src, d) for d in os.listdir(src))
@@ -330,36 +308,6 @@ def _unknown_input(src: str) -> str:
         return f"the pattern '{src}' {what} {_KNOWN_INPUTS}. Check the pattern."
     return (f"'{src}' does not exist. Check the path; SRC is one of {_KNOWN_INPUTS}, or a glob "
             "pattern of files (quoted in the shell).")
-
-
-def _file_split(path: str, names: Sequence[str]) -> str | None:
-    """The split a table file belongs to: ``<split>-*.ext`` / ``<split>.ext``, or a file in a
-    ``<split>/`` folder, for a split in ``names``."""
-    stem = os.path.basename(path).split(".")[0].split("-")[0]
-    if stem in names:
-        return stem
-    parent = os.path.basename(os.path.dirname(path))
-    return parent if parent in names else None
-
-
-def _split_files(src: str, tables: list[str], split: str | None) -> list[str]:
-    """The files of ``split``; with none asked for and files of several splits, ``train``'s."""
-    if split is not None:
-        chosen = [f for f in tables if _file_split(f, (split,)) == split]
-        if not chosen:
-            found = sorted({s for f in tables if (s := _file_split(f, SPLIT_NAMES))})
-            raise ConversionError(
-                f"'{src}' has no files of the split '{split}' (files named '{split}-*' or "
-                f"'{split}.*', or in a '{split}' folder); "
-                + (f"the splits found: {found}, pick one of those." if found else
-                   "no file names a split: leave out split= (--split)."))
-        return chosen
-    splits = {f: _file_split(f, SPLIT_NAMES) for f in tables}
-    found = sorted({s for s in splits.values() if s})
-    if len(found) > 1:
-        chosen_split = _pick_split(found, None, src)
-        return [f for f in tables if splits[f] == chosen_split]
-    return tables
 
 
 def _check_dst_outside(src: str, dst: str, rows: Rows) -> None:
