@@ -94,3 +94,26 @@ def test_a_folder_of_images_without_class_folders_says_how_to_convert_them(tmp_p
         f"For its images: an image folder is ROOT/<class>/<image>; if it is one class of one, "
         f"convert the folder it is in ({src}); for images without classes, move them into one "
         f"subfolder ({src}/a/<name>/) and convert '{src}/a'.")
+
+
+def test_an_unreadable_image_file_is_a_row_error_named_and_skippable(tmp_path) -> None:
+    src = folder(tmp_path / "src", "ab")
+    os.symlink(tmp_path / "gone.png", tmp_path / "src" / "a" / "1.png")  # a broken link
+    with pytest.raises(ConversionError, match=r"row 1 \(a/1.png\), field 'image': cannot read the "
+                                              r"image file \(\[Errno 2\] No such file"):
+        convert(src, tmp_path / "out")
+    info, _ = convert(src, tmp_path / "skipped", on_error="skip")
+    assert [s["row"] for s in info.skipped] == [1] and info.num_records == 2
+
+
+def test_linked_subfolders_are_followed_once_and_a_link_back_up_never(tmp_path) -> None:
+    src = folder(tmp_path / "src", "ab")
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "m.png").write_bytes(png(7))
+    os.symlink(tmp_path / "more", tmp_path / "src" / "a" / "more")
+    os.symlink(tmp_path / "more", tmp_path / "src" / "a" / "same")  # the same folder again
+    os.symlink(tmp_path / "src", tmp_path / "src" / "b" / "up")  # a cycle through root
+    convert(src, tmp_path / "out")
+    out = read_dataset(tmp_path / "out")
+    assert out["label"].tolist() == [0, 0, 1]
+    assert out["image"][:, 0, 0, 0].tolist() == [0, 7, 1]  # a/0.png, a/more/m.png, b/0.png

@@ -66,12 +66,7 @@ class ImageFolderRows(Rows):
         self.root = root
         self.items: list[tuple[str, int]] = []
         for label, name in enumerate(folders):
-            for dirpath, dirnames, filenames in os.walk(os.path.join(root, name)):
-                dirnames.sort(key=_nfc)
-                folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
-                self.items.extend((os.path.join(folder, file), label)
-                                  for file in sorted(filenames, key=_nfc)
-                                  if file.lower().endswith(IMAGE_SUFFIXES))
+            self.items.extend((path, label) for path in _images_under(root, name))
         if not self.items:
             raise ConversionError(
                 f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
@@ -170,7 +165,12 @@ class ImageFolderRows(Rows):
         for row, (path, label) in enumerate(self.items[start:stop], start):
             data = kept.pop(row, None) if kept else None
             if data is None:
-                data = file_bytes(os.path.join(self.root, path))
+                full = os.path.join(self.root, path)
+                try:
+                    data = file_bytes(full)
+                except OSError:  # gone, a broken link, not readable: the writer names the row
+                    yield {"image": {"bytes": None, "path": full}, "label": label}
+                    continue
             else:
                 self._kept_bytes -= len(data)
             yield {"image": {"bytes": data}, "label": label}
@@ -179,3 +179,20 @@ class ImageFolderRows(Rows):
 def _nfc(name: str) -> str:
     """``name`` composed (Unicode NFC), as Linux and Windows store it."""
     return unicodedata.normalize("NFC", name)
+
+
+def _images_under(root: str, name: str) -> Iterator[str]:
+    """The image files in ``root/name`` and its subfolders (linked ones followed, each
+    folder once, a link back up never), as paths under ``root``, sorted by NFC name."""
+    seen = {os.path.realpath(root), os.path.realpath(os.path.join(root, name))}
+    for dirpath, dirnames, filenames in os.walk(os.path.join(root, name), followlinks=True):
+        kept = []
+        for sub in sorted(dirnames, key=_nfc):
+            real = os.path.realpath(os.path.join(dirpath, sub))
+            if real not in seen:
+                seen.add(real)
+                kept.append(sub)
+        dirnames[:] = kept
+        folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
+        yield from (os.path.join(folder, file) for file in sorted(filenames, key=_nfc)
+                    if file.lower().endswith(IMAGE_SUFFIXES))
