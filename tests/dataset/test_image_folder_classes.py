@@ -117,3 +117,19 @@ def test_linked_subfolders_are_followed_once_and_a_link_back_up_never(tmp_path) 
     out = read_dataset(tmp_path / "out")
     assert out["label"].tolist() == [0, 0, 1]
     assert out["image"][:, 0, 0, 0].tolist() == [0, 7, 1]  # a/0.png, a/more/m.png, b/0.png
+
+
+def test_an_image_over_pils_pixel_limit_is_a_named_row_not_a_traceback(tmp_path, monkeypatch):
+    # a 1-bit PNG's header is read by PIL, whose decompression-bomb guard raised out of
+    # the size probe before any row was named
+    from PIL import Image
+
+    src = folder(tmp_path / "src", "a")
+    Image.new("1", (20, 20)).save(tmp_path / "src" / "a" / "1.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # 400 pixels: over twice the limit
+    with pytest.raises(ConversionError, match=r"row 1 \(a/1.png\), field 'image': undecodable "
+                                              r"image \(DecompressionBombError: Image size \(400 "
+                                              r"pixels\) exceeds limit"):
+        convert(src, tmp_path / "out")
+    info, _ = convert(src, tmp_path / "skipped", on_error="skip")
+    assert [s["row"] for s in info.skipped] == [1] and info.num_records == 1

@@ -148,8 +148,13 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str,
         return header.height, header.width, channels_of_mode(header.mode) == 1
     from PIL import Image
 
-    with Image.open(io.BytesIO(head) if opened is None else opened) as image:
-        return image.height, image.width, channels_of(image) == 1
+    try:
+        with Image.open(io.BytesIO(head) if opened is None else opened) as image:
+            return image.height, image.width, channels_of(image) == 1
+    except OSError:
+        raise
+    except Exception as err:  # noqa: BLE001 - PIL's others (a decompression bomb, a bad header)
+        raise ValueError(f"{type(err).__name__}: {err}") from err
 
 
 def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
