@@ -133,3 +133,14 @@ def test_an_image_over_pils_pixel_limit_is_a_named_row_not_a_traceback(tmp_path,
         convert(src, tmp_path / "out")
     info, _ = convert(src, tmp_path / "skipped", on_error="skip")
     assert [s["row"] for s in info.skipped] == [1] and info.num_records == 1
+
+
+def test_macos_metadata_and_hidden_files_of_a_class_are_no_images(tmp_path) -> None:
+    # a zip made on macOS unpacks with __MACOSX/<class>/._<image> and ._<image> beside
+    # each image: AppleDouble files with an image's name, no image inside
+    src = folder(tmp_path / "src", "a")
+    for junk in ("__MACOSX/a/._0.png", "a/._0.png", "a/.thumbnails/t.png"):
+        os.makedirs(os.path.dirname(tmp_path / "src" / junk), exist_ok=True)
+        (tmp_path / "src" / junk).write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    info, _ = convert(src, tmp_path / "out")
+    assert info.features["label"].class_names == ("a",) and info.num_records == 1

@@ -34,9 +34,10 @@ KEPT_BYTES = 128 * 2**20
 
 def is_class_folder(root: str, name: str) -> bool:
     """Whether ``root/name`` is a class of an image folder: a folder, not hidden (``.git``,
-    ``.ipynb_checkpoints``), and not a datarax dataset (DST written inside SRC)."""
+    ``.ipynb_checkpoints``) or macOS's zip metadata (``__MACOSX``), and not a datarax
+    dataset (DST written inside SRC)."""
     path = os.path.join(root, name)
-    return os.path.isdir(path) and not name.startswith(".") and not (
+    return os.path.isdir(path) and not name.startswith(".") and name != "__MACOSX" and not (
         os.path.exists(os.path.join(path, METADATA_FILE))
         or os.path.exists(os.path.join(path, PARTIAL_DIR)))
 
@@ -183,16 +184,17 @@ def _nfc(name: str) -> str:
 
 def _images_under(root: str, name: str) -> Iterator[str]:
     """The image files in ``root/name`` and its subfolders (linked ones followed, each
-    folder once, a link back up never), as paths under ``root``, sorted by NFC name."""
+    folder once, a link back up never), as paths under ``root``, sorted by NFC name;
+    hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out."""
     seen = {os.path.realpath(root), os.path.realpath(os.path.join(root, name))}
     for dirpath, dirnames, filenames in os.walk(os.path.join(root, name), followlinks=True):
         kept = []
         for sub in sorted(dirnames, key=_nfc):
             real = os.path.realpath(os.path.join(dirpath, sub))
-            if real not in seen:
+            if real not in seen and not sub.startswith("."):  # (.thumbnails, .git)
                 seen.add(real)
                 kept.append(sub)
         dirnames[:] = kept
         folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
         yield from (os.path.join(folder, file) for file in sorted(filenames, key=_nfc)
-                    if file.lower().endswith(IMAGE_SUFFIXES))
+                    if file.lower().endswith(IMAGE_SUFFIXES) and not file.startswith("."))
