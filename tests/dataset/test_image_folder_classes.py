@@ -144,3 +144,13 @@ def test_macos_metadata_and_hidden_files_of_a_class_are_no_images(tmp_path) -> N
         (tmp_path / "src" / junk).write_bytes(b"\x00\x05\x16\x07 AppleDouble")
     info, _ = convert(src, tmp_path / "out")
     assert info.features["label"].class_names == ("a",) and info.num_records == 1
+
+
+def test_netpbm_images_count_as_in_torchvisions_image_folder(tmp_path) -> None:
+    from PIL import Image
+
+    src = folder(tmp_path / "src", "a")
+    Image.new("RGB", (4, 4), (5, 5, 5)).save(tmp_path / "src" / "a" / "1.ppm")
+    Image.new("L", (4, 4), 6).save(tmp_path / "src" / "a" / "2.pgm")
+    convert(src, tmp_path / "out")
+    assert read_dataset(tmp_path / "out")["image"][:, 0, 0].tolist() == [[0] * 3, [5] * 3, [6] * 3]

@@ -27,7 +27,8 @@ from datarax.dataset.write_outcome import ConversionError
 
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder"]
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+#: the suffixes of image files: torchvision's ImageFolder's, and GIF
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 #: bytes of small files kept by the probe, which read them whole, for the write
 KEPT_BYTES = 128 * 2**20
 
