@@ -10,6 +10,7 @@ import pytest
 from dataset_helpers import png, read_dataset
 
 from datarax.dataset import ConversionError, convert, read_metadata
+from datarax.errors import ConfigError
 
 pytest.importorskip("PIL")
 
@@ -154,3 +155,26 @@ def test_netpbm_images_count_as_in_torchvisions_image_folder(tmp_path) -> None:
     Image.new("L", (4, 4), 6).save(tmp_path / "src" / "a" / "2.pgm")
     convert(src, tmp_path / "out")
     assert read_dataset(tmp_path / "out")["image"][:, 0, 0].tolist() == [[0] * 3, [5] * 3, [6] * 3]
+
+
+def test_class_names_that_would_rename_a_class_label_s_labels_are_refused(tmp_path) -> None:
+    # a Hugging Face ClassLabel numbers the labels itself: names given in another order or
+    # count (--classes-from a dataset of other classes) would name them wrongly
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"label": datasets.ClassLabel(names=["a", "c"])})
+    path = str(tmp_path / "val.parquet")
+    datasets.Dataset.from_dict({"label": [0, 1]}, features=features).to_parquet(path)
+    saved = str(tmp_path / "saved")
+    datasets.Dataset.from_dict({"label": [0, 1]}, features=features).save_to_disk(saved)
+    for src in (path, saved):
+        with pytest.raises(ConfigError, match=r"numbers its 'label' labels by its own class names "
+                                              r"\(a, c\); the class names given \(a, b, c\) would "
+                                              r"name them otherwise \('c' would be class 2, not 1\)"):
+            convert(src, tmp_path / "out", class_names={"label": ["a", "b", "c"]})
+        with pytest.raises(ConfigError, match=r"\(3 names for its 2 classes\)"):
+            convert(src, tmp_path / "out", class_names={"label": ["a", "c", "b"]})
+        with pytest.raises(ConfigError, match=r"\('a' would be class 1, not 0\)"):
+            convert(src, tmp_path / "out", class_names={"label": ["c", "a"]})
+    info, _ = convert(path, tmp_path / "renamed", class_names={"label": ["ant", "cat"]})
+    assert info.features["label"].class_names == ("ant", "cat")  # a rename: kept
+    assert read_dataset(tmp_path / "renamed")["label"].tolist() == [0, 1]

@@ -1868,6 +1868,26 @@ case("convert-files-of-no-split", CONVERTING,
      "rename those files", needs="pyarrow")(_convert_files_of_no_split)
 
 
+def _convert_class_label_with_other_names(tmp: Path) -> Any:
+    import datasets
+
+    from datarax.dataset import convert
+
+    features = datasets.Features({"label": datasets.ClassLabel(names=["cat", "owl"])})
+    datasets.Dataset.from_dict({"label": [0, 1]}, features=features).to_parquet(
+        str(tmp / "val.parquet"))
+    return convert(str(tmp / "val.parquet"), str(tmp / "out"),
+                   class_names={"label": ["cat", "dog", "owl"]})
+
+
+case("convert-class-label-other-names", CONVERTING,
+     "convert(Parquet with a ClassLabel ['cat', 'owl'], class_names={'label': ['cat', 'dog', "
+     "'owl']}) (also --classes-from DATASET)", ConfigError,
+     "numbers its 'label' labels by its own class names (cat, owl); the class names given (cat, "
+     "dog, owl) would name them otherwise ('owl' would be class 2, not 1)",
+     needs="datasets")(_convert_class_label_with_other_names)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""

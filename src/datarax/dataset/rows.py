@@ -26,7 +26,7 @@ from datarax.errors import ConfigError
 from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["DataFrameRows", "HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows",
-           "as_rows",
+           "as_rows", "check_own_class_names",
            "files_description", "hf_hints", "list_hint", "list_hint_wanted"]
 
 
@@ -124,6 +124,28 @@ class IterableRows(Rows):
                 self._first = row
             self._at += 1
             yield row
+
+
+def check_own_class_names(description: str, own: Mapping[str, Sequence[str]],
+                          given: Mapping[str, Sequence[str]]) -> None:
+    """Refuse class names ``given`` for a label field whose rows number their labels by
+    class names of their own (``own``: a ``ClassLabel``), where they would name those
+    labels otherwise: another count of names, or a name of its own at another position.
+    (New names for the same count, none of them its own, rename the classes.)"""
+    for field, names in given.items():
+        mine, names = own.get(field), [str(n) for n in names]
+        if mine is None or list(mine) == names:
+            continue
+        moved = [n for i, n in enumerate(mine) if n in names and names.index(n) != i]
+        if moved or len(mine) != len(names):
+            why = (f"'{moved[0]}' would be class {names.index(moved[0])}, not "
+                   f"{list(mine).index(moved[0])}" if moved else
+                   f"{len(names)} names for its {len(mine)} classes")
+            raise ConfigError(
+                f"{description} numbers its '{field}' labels by its own class names "
+                f"({', '.join(mine)}); the class names given ({', '.join(names)}) would name them "
+                f"otherwise ({why}), and its labels are written as they are. Leave out "
+                "class_names= (--classes-from): its own names go with its labels.")
 
 
 def files_description(kind: str, files: Sequence[str]) -> str:
@@ -233,6 +255,9 @@ class HFRows(Rows):
             for values in zip(*(batch[n] for n in names)):
                 yield dict(zip(names, values))
 
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        check_own_class_names(self.description, _class_names(self._hints), class_names)
+
     def hints(self) -> dict[str, dict[str, Any]]:
         if not self._lists_done:  # list and image columns: their shapes over every row
             self._lists_done = True
@@ -256,6 +281,9 @@ class HFIterableRows(IterableRows):
     def __init__(self, dataset: Any, description: str = "a Hugging Face IterableDataset") -> None:
         dataset, self._hints = _undecoded_images(dataset)
         super().__init__(dataset, None, description)
+
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        check_own_class_names(self.description, _class_names(self._hints), class_names)
 
     def hints(self) -> dict[str, dict[str, Any]]:
         return self._hints
@@ -337,3 +365,8 @@ def as_rows(records: Any) -> Rows:
     raise ConfigError(
         f"write_dataset cannot read records from a {type(records).__name__}; give an iterable of "
         "dicts, a Hugging Face Dataset split, a TFDS data source or a datarax source.")
+
+
+def _class_names(hints: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The class names in ``hints``, by field."""
+    return {name: hint["class_names"] for name, hint in hints.items() if "class_names" in hint}
