@@ -45,3 +45,16 @@ def test_resized_table_files_of_several_splits_record_the_splits_left_out(tmp_pa
     assert info.features["image"].shape == (4, 4, 3) and info.num_records == 3
     assert (info.extra["split"], info.extra["other_splits"], info.extra["resize"]) == (
         "train", ["test"], 4)
+
+
+def test_a_resize_of_records_without_encoded_images_is_refused(tmp_path) -> None:
+    # arrays of pixels (.npy) or text: nothing is resized, and the metadata said resize
+    from datarax.errors import ConfigError
+
+    (tmp_path / "npy").mkdir()
+    np.save(tmp_path / "npy" / "image.npy", np.zeros((3, 8, 8, 3), np.uint8))
+    with pytest.raises(ConfigError, match=r"resizes encoded images .*, and the first record of "
+                                          r"numpy files .*image.npy holds none \(image: uint8 "
+                                          r"array \(8, 8, 3\)\); leave out resize"):
+        convert(str(tmp_path / "npy"), tmp_path / "d", resize=4)
+    assert not (tmp_path / "d").exists()

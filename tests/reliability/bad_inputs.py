@@ -1888,6 +1888,20 @@ case("convert-class-label-other-names", CONVERTING,
      needs="datasets")(_convert_class_label_with_other_names)
 
 
+def _convert_resize_of_arrays(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "npy").mkdir()
+    np.save(tmp / "npy" / "image.npy", np.zeros((2, 8, 8, 3), np.uint8))
+    return convert(str(tmp / "npy"), str(tmp / "out"), resize=4)
+
+
+case("convert-resize-without-images", CONVERTING,
+     "convert(.npy of pixel arrays, resize=4) (--resize of records without encoded images)",
+     ConfigError, "resize= (--resize) resizes encoded images (PNG / JPEG / ... files, image "
+     "columns), and the first record of numpy files")(_convert_resize_of_arrays)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""

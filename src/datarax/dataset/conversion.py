@@ -417,6 +417,7 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
         from datarax.dataset.resized_rows import ResizedRows
 
         rows = resized = ResizedRows(rows, resize)
+        resized.check_images()  # else the metadata would say 'resize' of nothing resized
     described = os.fspath(src) if path else rows.description
     count = shards if shards is not None else automatic_shards(rows.length or 0, RECORDS_PER_SHARD)
     extra: dict[str, Any] = {"source": described}

@@ -116,6 +116,18 @@ class ResizedRows(Rows):
     def row_name(self, row: int) -> str:
         return self.rows.row_name(row)
 
+    def check_images(self) -> None:
+        """Refuse rows whose first row holds no encoded image (PNG / JPEG bytes, an image
+        file, an image dict): there would be nothing to resize (arrays of pixels, text)."""
+        first = next(iter(self.rows.iter_rows(0, 1)), None)
+        if first is None or any(_is_image(v) for v in first.values()):
+            return
+        fields = ", ".join(f"{name}: {_kind(value)}" for name, value in first.items())
+        raise ConfigError(
+            f"resize= (--resize) resizes encoded images (PNG / JPEG / ... files, image columns), "
+            f"and the first record of {self.rows.description} holds none ({fields}); leave "
+            "out resize, or resize arrays of pixels before converting them.")
+
     def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
         self.rows.name_classes(class_names)
 
@@ -134,3 +146,19 @@ class ResizedRows(Rows):
             return resize_encoded(data, self.resize)
         except (OSError, ValueError, SyntaxError):
             return value  # undecodable: the writer names its row and field
+
+
+def _is_image(value: Any) -> bool:
+    """Whether ``value`` is an encoded image or an image dict naming its file."""
+    if isinstance(value, Mapping) and set(value) <= {"bytes", "path"}:
+        return True
+    try:
+        return encoded_image_bytes(value) is not None
+    except OSError:
+        return True
+
+
+def _kind(value: Any) -> str:
+    """How a value is named where no image was found: its dtype and shape, or its type."""
+    shape = getattr(value, "shape", None)
+    return f"{value.dtype} array {tuple(shape)}" if shape is not None else type(value).__name__
