@@ -178,3 +178,21 @@ def test_class_names_that_would_rename_a_class_label_s_labels_are_refused(tmp_pa
     info, _ = convert(path, tmp_path / "renamed", class_names={"label": ["ant", "cat"]})
     assert info.features["label"].class_names == ("ant", "cat")  # a rename: kept
     assert read_dataset(tmp_path / "renamed")["label"].tolist() == [0, 1]
+
+
+def test_a_folder_that_cannot_be_listed_is_refused_not_left_out(tmp_path, monkeypatch) -> None:
+    # a folder without read permission (os.walk would pass over it in silence)
+    src = folder(tmp_path / "src", "ab")
+    os.makedirs(tmp_path / "src" / "b" / "locked")
+    scandir = os.scandir
+
+    def refusing(path="."):
+        if os.fspath(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    with pytest.raises(ConversionError, match=r"cannot list the folder '.*b/locked' of the image "
+                                              r"folder .*\(PermissionError: Permission denied\); "
+                                              r"its images would be left out"):
+        convert(src, tmp_path / "out")

@@ -187,8 +187,15 @@ def _images_under(root: str, name: str) -> Iterator[str]:
     """The image files in ``root/name`` and its subfolders (linked ones followed, each
     folder once, a link back up never), as paths under ``root``, sorted by NFC name;
     hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out."""
+    def unlisted(err: OSError) -> None:  # os.walk would leave the folder out in silence
+        raise ConversionError(
+            f"cannot list the folder '{err.filename}' of the image folder '{root}' "
+            f"({type(err).__name__}: {err.strerror}); its images would be left out. Make it "
+            "readable, or move it out of SRC.") from err
+
     seen = {os.path.realpath(root), os.path.realpath(os.path.join(root, name))}
-    for dirpath, dirnames, filenames in os.walk(os.path.join(root, name), followlinks=True):
+    for dirpath, dirnames, filenames in os.walk(os.path.join(root, name), onerror=unlisted,
+                                                followlinks=True):
         kept = []
         for sub in sorted(dirnames, key=_nfc):
             real = os.path.realpath(os.path.join(dirpath, sub))
