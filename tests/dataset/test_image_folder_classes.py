@@ -196,3 +196,14 @@ def test_a_folder_that_cannot_be_listed_is_refused_not_left_out(tmp_path, monkey
                                               r"folder .*\(PermissionError: Permission denied\); "
                                               r"its images would be left out"):
         convert(src, tmp_path / "out")
+
+
+def test_two_class_folders_of_one_name_in_two_unicode_forms_are_refused(tmp_path) -> None:
+    import unicodedata
+
+    src = folder(tmp_path / "src", "a")
+    for form in ("NFC", "NFD"):
+        os.makedirs(tmp_path / "src" / unicodedata.normalize(form, "dög"))
+        (tmp_path / "src" / unicodedata.normalize(form, "dög") / "0.png").write_bytes(png(1))
+    with pytest.raises(ConversionError, match="has two class folders named 'dög' \\(one composed"):
+        convert(src, tmp_path / "out")

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import os
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
@@ -75,6 +76,12 @@ class ImageFolderRows(Rows):
                 f"suffixes {', '.join(IMAGE_SUFFIXES)}).")
         self.folders = folders  # as the file system names them
         self.classes = [_nfc(name) for name in folders]
+        twins = sorted(c for c, n in collections.Counter(self.classes).items() if n > 1)
+        if twins:
+            raise ConversionError(
+                f"the image folder '{root}' has two class folders named '{twins[0]}' (one "
+                "composed, one decomposed Unicode: they look the same and would be two classes "
+                "of one name); merge them into one folder.")
         self.length = len(self.items)
         self.description = f"the image folder {root}"
         self._probes: list[Any] | None = None
