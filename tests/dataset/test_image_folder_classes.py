@@ -207,3 +207,16 @@ def test_two_class_folders_of_one_name_in_two_unicode_forms_are_refused(tmp_path
         (tmp_path / "src" / unicodedata.normalize(form, "dög") / "0.png").write_bytes(png(1))
     with pytest.raises(ConversionError, match="has two class folders named 'dög' \\(one composed"):
         convert(src, tmp_path / "out")
+
+
+def test_a_dataset_read_by_its_source_and_converted_again_keeps_its_class_names(tmp_path):
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    convert(folder(tmp_path / "src", "abc"), tmp_path / "ds")
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "ds"))
+    try:
+        info, _ = convert(source, tmp_path / "again", shards=2)  # re-sharded
+    finally:
+        source.close()
+    assert info.features["label"].class_names == ("a", "b", "c")
+    assert read_dataset(tmp_path / "again")["label"].tolist() == [0, 1, 2]

@@ -303,6 +303,17 @@ class _SourceRows(Rows):
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a datarax source is read in this process")
 
+    def hints(self) -> dict[str, dict[str, Any]]:
+        """The class names of a dataset the source reads (``dataset_info``), for its label
+        fields that come out of it as integers."""
+        info = getattr(self.source, "dataset_info", None)
+        named = {f.name: f.class_names for f in info.features.fields
+                 if f.class_names is not None} if info is not None else {}
+        first = next(iter(self.iter_rows(0, 1)), None) if named else None
+        return {name: {"class_names": list(names)} for name, names in named.items()
+                if first is not None and name in first and np.ndim(first[name]) == 0
+                and np.asarray(first[name]).dtype.kind in "iu"}
+
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
         if hasattr(self.source, "read_records") and hasattr(self.source, "decode"):
