@@ -309,7 +309,10 @@ class _SourceRows(Rows):
         info = getattr(self.source, "dataset_info", None)
         named = {f.name: f.class_names for f in info.features.fields
                  if f.class_names is not None} if info is not None else {}
-        first = next(iter(self.iter_rows(0, 1)), None) if named else None
+        try:  # a record 0 that does not read is named by the writer, with its policy
+            first = next(iter(self.iter_rows(0, 1)), None) if named else None
+        except Exception:  # noqa: BLE001
+            first = None
         return {name: {"class_names": list(names)} for name, names in named.items()
                 if first is not None and name in first and np.ndim(first[name]) == 0
                 and np.asarray(first[name]).dtype.kind in "iu"}
