@@ -1821,6 +1821,87 @@ case("convert-split-of-an-image-folder", CONVERTING,
      )(_convert_split_of_image_folder)
 
 
+def _convert_image_folder_with_other_class_names(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for name in ("cat", "dog", "fox"):
+        (tmp / "val" / name).mkdir(parents=True)
+        (tmp / "val" / name / "a.png").write_bytes(b"")
+    return convert(str(tmp / "val"), str(tmp / "out"), class_names={"label": ["cat", "dog"]})
+
+
+case("convert-image-folder-class-not-named", CONVERTING,
+     "convert(root/val, dst, class_names={'label': <the train split's names>}) with a class "
+     "folder the train split does not have (also --classes-from DATASET)", ConversionError,
+     "has the class folder(s) 'fox', which are not among the class names given for 'label' "
+     "(cat, dog)")(_convert_image_folder_with_other_class_names)
+
+
+def _convert_image_folder_with_loose_images(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "photos" / "cat").mkdir(parents=True)
+    (tmp / "photos" / "cat" / "a.png").write_bytes(b"")
+    (tmp / "photos" / "b.jpg").write_bytes(b"")
+    return convert(str(tmp / "photos"), str(tmp / "out"))
+
+
+case("convert-image-folder-loose-images", CONVERTING,
+     "convert(root) of an image folder with an image in root itself, beside root/<class>/",
+     ConversionError, "holds images beside its class folders (b.jpg), which would belong to no "
+     "class; move them into a class folder")(_convert_image_folder_with_loose_images)
+
+
+def _convert_files_of_no_split(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for name in ("train.csv", "test.csv", "training.csv"):
+        (tmp / "data").mkdir(exist_ok=True)
+        (tmp / "data" / name).write_text("x\n1\n")
+    return convert(str(tmp / "data"), str(tmp / "out"))
+
+
+case("convert-files-of-no-split", CONVERTING,
+     "convert(folder) of train.csv, test.csv and training.csv (a file naming no split)",
+     ConversionError, "holds files of the splits test, train and files of none (training.csv); "
+     "pick a split with split= (--split NAME; the files of no split are then left out), or "
+     "rename those files", needs="pyarrow")(_convert_files_of_no_split)
+
+
+def _convert_class_label_with_other_names(tmp: Path) -> Any:
+    import datasets
+
+    from datarax.dataset import convert
+
+    features = datasets.Features({"label": datasets.ClassLabel(names=["cat", "owl"])})
+    datasets.Dataset.from_dict({"label": [0, 1]}, features=features).to_parquet(
+        str(tmp / "val.parquet"))
+    return convert(str(tmp / "val.parquet"), str(tmp / "out"),
+                   class_names={"label": ["cat", "dog", "owl"]})
+
+
+case("convert-class-label-other-names", CONVERTING,
+     "convert(Parquet with a ClassLabel ['cat', 'owl'], class_names={'label': ['cat', 'dog', "
+     "'owl']}) (also --classes-from DATASET)", ConfigError,
+     "numbers its 'label' labels by its own class names (cat, owl); the class names given (cat, "
+     "dog, owl) would name them otherwise ('owl' would be class 2, not 1)",
+     needs="datasets")(_convert_class_label_with_other_names)
+
+
+def _convert_resize_of_arrays(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "npy").mkdir()
+    np.save(tmp / "npy" / "image.npy", np.zeros((2, 8, 8, 3), np.uint8))
+    return convert(str(tmp / "npy"), str(tmp / "out"), resize=4)
+
+
+case("convert-resize-without-images", CONVERTING,
+     "convert(.npy of pixel arrays, resize=4) (--resize of records without encoded images)",
+     ConfigError, "resize= (--resize) resizes encoded images (PNG / JPEG / ... files, image "
+     "columns), and the first record of numpy files")(_convert_resize_of_arrays)
+
+
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
     """convert(``tmp/name``) into ``tmp/out``, ``tmp/name`` first written with ``content``
     (a str ending in ``/`` names a folder; ``name`` may be a pattern or ``hf:...``)."""
@@ -2419,6 +2500,12 @@ simple("decode-images-resize-zero", "ArrayRecord: records and images of several 
        "decode_images(resize=0, crop=224)", ConfigError,
        "decode_images: resize must be an int >= 1 or a (height, width) pair of them, got 0.",
        lambda: _decode_images(resize=0, crop=224))
+simple("decode-images-not-called", "ArrayRecord: records and images of several sizes",
+       "decode=datarax.decode_images (not called; --decode datarax:decode_images): a record's "
+       "bytes as its field", ConfigError,
+       "decode_images was given a record (3 bytes) as its field: it makes the decode function "
+       "and is not one itself. Pass decode=datarax.decode_images('image', resize=256, crop=224)",
+       lambda: _decode_images(b"\xff\xd8\xff"))
 case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
      "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
      "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "

@@ -57,7 +57,7 @@ from datarax.dataset.placement import (
     record_digest,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.write_features import resolve_features
+from datarax.dataset.write_features import name_row_classes, resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
@@ -361,6 +361,7 @@ def convert_rows(
                 f"{rows.description} does not allow (it is read once, in order); use "
                 "runner='local'.")
         dst = expand_user(dst)
+        name_row_classes(rows, features, class_names)
         feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         n = rows.length
         if n == 0:

@@ -21,7 +21,14 @@ from datarax.dataset.csv_tables import (
 from datarax.dataset.image_header_columns import binary_values, png_header_columns
 from datarax.dataset.images import image_shape_hint_of, image_size_and_grey
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
-from datarax.dataset.rows import Rows, files_description, hf_hints, list_hint, list_hint_wanted
+from datarax.dataset.rows import (
+    Rows,
+    check_own_class_names,
+    files_description,
+    hf_hints,
+    list_hint,
+    list_hint_wanted,
+)
 from datarax.dataset.shared_tables import SharedTables
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
@@ -352,7 +359,15 @@ class TableRows(Rows):
         return {name: {"shape": (), "dtype": "float32"}
                 for name, found in kinds.items() if found == {"i", "f"}}
 
-    def _hf_hints(self) -> dict[str, dict[str, Any]]:
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        own = {name: hint["class_names"] for name, hint in self._schema_hints().items()
+               if "class_names" in hint}
+        check_own_class_names(self.description, own, class_names)
+
+    def _schema_hints(self) -> dict[str, dict[str, Any]]:
+        """What a Parquet file's Hugging Face schema says of its columns (``hf_hints``)."""
+        if self.kind != "parquet":
+            return {}
         import pyarrow.parquet as pq
 
         meta = pq.read_schema(self.files[0]).metadata or {}
@@ -360,10 +375,14 @@ class TableRows(Rows):
         if not raw:
             return {}
         try:
-            features = json.loads(raw)["info"]["features"]
+            return hf_hints(json.loads(raw)["info"]["features"])
         except (KeyError, ValueError):
             return {}
-        hints = hf_hints(features)
+
+    def _hf_hints(self) -> dict[str, dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        hints = self._schema_hints()
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])

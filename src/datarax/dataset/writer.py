@@ -53,7 +53,7 @@ from datarax.dataset.resume import (
     run_fingerprint,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.write_features import resolve_features
+from datarax.dataset.write_features import name_row_classes, resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.dataset.write_workers import WorkerPool
 from datarax.errors import ConfigError
@@ -295,6 +295,7 @@ def write_dataset(
             raise ConfigError(
                 f"write_dataset on_error must be 'raise' or 'skip', got {on_error!r}.")
         rows = as_rows(records)
+        name_row_classes(rows, features, class_names)  # before a worker gets the rows
         if workers > 1 and not rows.random_access:
             raise ConfigError(
                 f"write_dataset workers={workers} needs records every process can read by row "

@@ -41,6 +41,7 @@ import concurrent.futures
 import dataclasses
 import math
 import os
+import reprlib
 import threading
 from typing import Any
 
@@ -271,8 +272,15 @@ def decode_images(
             ratio, so sizes would vary), a random crop together with ``resize`` /
             ``crop``, or an option out of range.
     """
+    if isinstance(field, (bytes, bytearray, memoryview)):  # decode=decode_images, uncalled
+        raise ConfigError(
+            f"decode_images was given a record ({len(field)} bytes) as its field: it makes the "
+            "decode function and is not one itself. Pass decode=datarax.decode_images('image', "
+            "resize=256, crop=224) (or random_resized_crop=224); on the command line, "
+            "inspect DATASET --resize N --crop C, or a py: target whose function builds it.")
     if not isinstance(field, str) or not field:
-        raise ConfigError(f"decode_images: field must be a field name (str), got {field!r}.")
+        raise ConfigError(
+            f"decode_images: field must be a field name (str), got {reprlib.repr(field)}.")
     if random_resized_crop is not None and (resize is not None or crop is not None):
         raise ConfigError(
             "decode_images: random_resized_crop= cuts and resizes in one step and cannot be "
