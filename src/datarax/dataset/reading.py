@@ -29,6 +29,7 @@ from datarax.dataset.fields import Features
 from datarax.dataset.layout import decode_records
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
+from datarax.storage.local_glob import local_glob
 from datarax.storage.retry import StorageStats
 from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
 
@@ -66,7 +67,7 @@ def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
     else:
         names = []
         for item in _path_list(paths):
-            matches = [item] if os.path.exists(item) or not glob.has_magic(item) else sorted(glob.glob(item))
+            matches = [item] if os.path.exists(item) or not glob.has_magic(item) else local_glob(item)
             if not matches:
                 raise RecordError(f"the glob pattern '{item}' matches no shard of the dataset in "
                                   f"'{folder}'.", path=item)
