@@ -124,3 +124,20 @@ def test_host_sources_take_numpy_ints_for_their_reader_options(tmp_path):
     for bad in (np.float64(2), np.int64(0), True):
         with pytest.raises(ConfigError, match="num_threads must be an int >= 1, got"):
             int_source(paths, num_threads=bad)
+
+
+def test_skip_budgets_and_mixture_lengths_take_numpy_numbers():
+    config = ArrayRecordSourceConfig(on_error="skip", max_skipped=np.int64(2),
+                                     max_skipped_fraction=np.float32(0.5))
+    assert (config.max_skipped, type(config.max_skipped)) == (2, int)
+    assert type(config.max_skipped_fraction) is float
+    assert config.error_policy().budget(10) == 2
+    with pytest.raises(ConfigError, match="max_skipped must be None or an int >= 0, got np.float64"):
+        ArrayRecordSourceConfig(on_error="skip", max_skipped=np.float64(2))
+    from datarax.sources import MixSource, MixSourceConfig
+
+    a = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    b = MemorySource(MemorySourceConfig(), {"x": np.arange(100, 102, dtype=np.int32)})
+    config = MixSourceConfig(names=("a", "b"), weights=(1.0, 1.0), records_per_epoch=np.int64(4))
+    assert type(config.records_per_epoch) is int
+    assert len(MixSource({"a": a, "b": b}, {"a": 1, "b": 1}, records_per_epoch=np.int64(4))) == 4

@@ -18,6 +18,7 @@ from typing import Any
 import jax
 
 from datarax.core.batch import batch_length, concat_batches
+from datarax.core.config import check_count
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.dtypes import is_host_leaf
 from datarax.pipeline.epochs import Repeat, Transformation
@@ -68,8 +69,7 @@ class Rebatch(Transformation):
                 f"split={split!r})."
             )
         mode, k = ("group", group) if group is not None else ("split", split)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"Rebatch {mode}= must be an int >= 1, got {k!r}.")
+        k = check_count(k, f"Rebatch {mode}=", 1)  # a NumPy int as the same int
         if mode == "split" and pipeline.batch_size % k:
             raise ConfigError(
                 f"Rebatch split={k} needs a batch_size divisible by {k}; the pipeline's "
