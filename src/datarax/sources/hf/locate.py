@@ -40,6 +40,9 @@ def _is_saved_to_disk(path: str) -> bool:
     )
 
 
+_PARQUET_BATCH = 10_000  # rows per batch datasets reads where a Parquet file holds none
+
+
 def builder_for(path: str) -> str | None:
     """The ``datasets`` builder of a data file, from its extension (None: unknown)."""
     for suffix, builder in _BUILDER_BY_SUFFIX.items():
@@ -108,6 +111,8 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
                     f"{where}: cannot tell the format of {first!r} from its extension; "
                     "pass name='parquet' (or json, csv, arrow, text) with data_files."
                 )
+    if path == "parquet" and _an_empty_parquet(files):
+        kwargs["batch_size"] = _PARQUET_BATCH  # (else read in batches of 0 rows: ArrowInvalid)
     try:
         loaded = datasets.load_dataset(path, **kwargs)
     except DataraxError:
@@ -119,6 +124,21 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
             raise _unreadable(where, config, err) from err
         raise _not_found(where, config) from err
     return dict(loaded)
+
+
+def _an_empty_parquet(files: Any) -> bool:
+    """Whether a local Parquet data file of ``files`` holds no rows: ``datasets`` reads a
+    file in batches of its first row group's rows unless given ``batch_size``, and 0 rows
+    fail (``ArrowInvalid: BatchSize must be greater than 0``)."""
+    entries = [files] if isinstance(files, str) else list(files or ())
+    local = [m for f in entries if isinstance(f, str) and not is_remote(f)
+             for m in (local_glob(f) if glob.has_magic(f) else [f]) if os.path.isfile(m)]
+    try:
+        import pyarrow.parquet as pq
+
+        return any(pq.read_metadata(f).num_rows == 0 for f in local)
+    except Exception:  # noqa: BLE001 - not Parquet after all: datasets names the file
+        return False
 
 
 def _check_files_named_once(files: Any, where: str) -> None:
