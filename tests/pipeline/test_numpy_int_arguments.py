@@ -47,3 +47,29 @@ def test_stats_logger_takes_numpy_ints(tmp_path):
     assert len((tmp_path / "stats.jsonl").read_text().splitlines()) == 1  # 3 steps, every 2
     with pytest.raises(ConfigError, match="StatsLogger every must be an int >= 1"):
         StatsLogger(pipeline, every=np.float32(2), jsonl_path=tmp_path / "other.jsonl")
+
+
+def _numpy_ints(state):
+    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
+    if isinstance(state, dict):
+        return {k: _numpy_ints(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_numpy_ints(v) for v in state]
+    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state
+
+
+def test_a_rebatch_state_holding_numpy_ints_restores_as_one_of_python_ints():
+    def build_split():
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=2),
+                              {"x": np.arange(10, dtype=np.int32)})
+        return Rebatch(Pipeline(source=source, stages=[], batch_size=3, seed=0), split=3)
+
+    first = build_split()
+    iterator = iter(first)
+    next(iterator)
+    state = first.get_state()
+    assert state["part"] == 1
+    rest = xs(iterator)
+    again = build_split()
+    again.set_state(_numpy_ints(state))
+    assert xs(again) == rest

@@ -16,6 +16,7 @@ import weakref
 from typing import Any
 
 import jax
+import numpy as np
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import check_count
@@ -178,8 +179,9 @@ class Rebatch(Transformation):
                 "Restore into an identically built Rebatch.",
                 field="rebatch",
             )
-        part = state["part"]
-        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < self.k:
+        part = state["part"]  # a NumPy int (a checkpoint kept in NumPy) as the same int
+        if isinstance(part, bool) or not isinstance(part, (int, np.integer)) \
+                or not 0 <= part < self.k:
             raise StateError(
                 f"state part={part!r} is out of range for Rebatch({self.mode}={self.k}) "
                 f"(0..{self.k - 1}).", field="part",
@@ -189,7 +191,7 @@ class Rebatch(Transformation):
 
     def restore_own(self, state: dict[str, Any]) -> None:
         """Make the next ``iter(rebatch)`` continue exactly where ``state`` was taken."""
-        self._pending_part = state["part"]
+        self._pending_part = int(state["part"])
 
 
 class RebatchIterator:
