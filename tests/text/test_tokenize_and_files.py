@@ -231,7 +231,8 @@ def test_a_double_star_pattern_reads_every_folder_below_as_a_urls_does(tmp_path)
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(json.dumps({"text": words}) + "\n")
     docs = JsonlDocuments(str(tmp_path / "**" / "*.jsonl"))
-    assert docs.paths == [str(tmp_path / n) for n in ("b.jsonl", "sub/a.jsonl", "sub/deeper/c.jsonl")]
+    names = ("b.jsonl", "sub/a.jsonl", "sub/deeper/c.jsonl")
+    assert docs.paths == [str(tmp_path / n) for n in names]
     assert list(docs.read(0, 0)) == ["5", "3 4", "1 2"]
 
 def test_a_missing_or_broken_tokenizer_file_is_named(tmp_path) -> None:
