@@ -185,6 +185,9 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
             raise DataraxError(
                 f"MemorySource field '{name}' cannot be turned into an array: {err}"
             ) from err
+        if array.dtype == object and array.size and all(  # text of another array type
+                is_text_scalar(v) for v in array.reshape(-1)):  # (a pandas column of str)
+            return _text_column(name, array)
         if array.dtype.kind in "US" and array.ndim > 1:  # records each a list of str?
             items = np.asarray(value, dtype=object)  # as given: no str made of a number
             other = next((v for v in items.reshape(-1) if not is_text_scalar(v)), None)
