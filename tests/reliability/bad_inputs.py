@@ -273,6 +273,18 @@ simple("memory-zero-records", "MemorySource data", "a dict of zero-length arrays
 simple("memory-not-a-collection", "MemorySource data", "data=5", DataraxError,
        "MemorySource data must be a dict of arrays or a sequence of records, got int.",
        lambda: MemorySource(MemorySourceConfig(), 5))
+simple("memory-dataframe", "MemorySource data", "a pandas DataFrame", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got DataFrame; "
+       "pass dict(frame), its columns by name.",
+       lambda: MemorySource(MemorySourceConfig(), _frame()), needs="pandas")
+
+
+def _frame() -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({"x": np.arange(3, dtype=np.int32)})
+
+
 simple("memory-record-not-dict", "MemorySource data", "a list of ints", DataraxError,
        "MemorySource records must be dicts of fields, record 0 is int.",
        lambda: MemorySource(MemorySourceConfig(), [1, 2, 3]))

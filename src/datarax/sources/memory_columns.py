@@ -67,9 +67,11 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             )
         columns = _columns_of_records(records, (), cast_float64)
     else:
+        table = hasattr(data, "columns") and hasattr(data, "to_dict")  # a pandas DataFrame
         raise DataraxError(
             f"MemorySource data must be a dict of arrays or a sequence of records, got "
-            f"{type(data).__name__}."
+            f"{type(data).__name__}" + ("; pass dict(frame), its columns by name." if table
+                                        else ".")
         )
     lengths = {_name(p): int(_rows_of(v).shape[0]) for p, v in columns.items()}
     if len(set(lengths.values())) > 1:
