@@ -273,6 +273,18 @@ simple("memory-zero-records", "MemorySource data", "a dict of zero-length arrays
 simple("memory-not-a-collection", "MemorySource data", "data=5", DataraxError,
        "MemorySource data must be a dict of arrays or a sequence of records, got int.",
        lambda: MemorySource(MemorySourceConfig(), 5))
+simple("memory-dataframe", "MemorySource data", "a pandas DataFrame", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got DataFrame; "
+       "pass dict(frame), its columns by name.",
+       lambda: MemorySource(MemorySourceConfig(), _frame()), needs="pandas")
+
+
+def _frame() -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({"x": np.arange(3, dtype=np.int32)})
+
+
 simple("memory-record-not-dict", "MemorySource data", "a list of ints", DataraxError,
        "MemorySource records must be dicts of fields, record 0 is int.",
        lambda: MemorySource(MemorySourceConfig(), [1, 2, 3]))
@@ -1039,6 +1051,23 @@ case("arrayrecord-truncated-file", "ArrayRecord", "a file cut in half (interrupt
      RecordError, "is not a readable ArrayRecord file", needs=AR)(_truncated)
 case("arrayrecord-empty-file", "ArrayRecord", "a zero-byte file", RecordError,
      "is not a readable ArrayRecord file", needs=AR)(_empty_file)
+case("arrayrecord-no-records", "ArrayRecord", "files written with no records", RecordError,
+     "ArrayRecordSourceModule: the files ['{tmp}/none.array_record'] hold no records; name files "
+     "that hold some (or write records into them).", needs=AR)(
+    lambda tmp: _ar(write_records(tmp / "none.array_record", [])))
+case("arrayrecord-glob-of-folders", "ArrayRecord", "a '**' glob matching only folders",
+     RecordError, "the glob pattern '{tmp}/**/' matches no files", needs=AR)(
+    lambda tmp: ((tmp / "sub").mkdir(), _ar(str(tmp / "**") + "/")))
+case("arrayrecord-num-threads-float", "ArrayRecord", "num_threads=np.float64(2)", ConfigError,
+     "ArrayRecordSourceModule num_threads must be an int >= 1, got np.float64(2.0).", needs=AR)(
+    lambda tmp: _ar_num_threads(tmp, np.float64(2)))
+
+
+def _ar_num_threads(tmp: Path, num_threads: Any) -> Any:
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(), _ar_file(tmp / "a.array_record"),
+                                   decode=lambda r: {"x": r}, num_threads=num_threads)
 
 
 def _decode_error(tmp: Path) -> Any:

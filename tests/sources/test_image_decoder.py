@@ -448,3 +448,23 @@ def test_an_undecodable_image_names_its_file_record_and_field(tmp_path):
             epoch(source, 3)
     finally:
         source.close()
+
+
+def test_sizes_and_seed_computed_with_numpy_are_the_same_ints(mixed):
+    # resize=np.int64(crop * 8 // 7), seed=np.int64(...): NumPy ints are ints
+    folder, _ = mixed
+    for numpy_made, plain in (
+        (decode_images(random_resized_crop=np.int64(24), seed=np.int64(3)),
+         decode_images(random_resized_crop=24, seed=3)),
+        (decode_images(resize=(np.int64(40), np.int32(30)), crop=np.int64(24)),
+         decode_images(resize=(40, 30), crop=24)),
+    ):
+        got, want = source_of(folder, numpy_made), source_of(folder, plain)
+        try:
+            a, b = by_id(epoch(got, 16)), by_id(epoch(want, 16))
+        finally:
+            got.close(), want.close()
+        assert a.keys() == b.keys() == set(range(40))
+        assert all(np.array_equal(a[i], b[i]) for i in a)
+    with pytest.raises(ConfigError, match=r"seed must be an int >= 0, got np.float64\(3.0\)"):
+        decode_images(random_resized_crop=24, seed=np.float64(3))

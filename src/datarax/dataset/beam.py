@@ -232,6 +232,8 @@ class WriteDataset(beam.PTransform):
                  extra: Mapping[str, Any] | None = None,
                  records_per_shard: int = RECORDS_PER_SHARD, rows: Rows | None = None) -> None:
         super().__init__()
+        shards, records_per_shard = (int(v) if isinstance(v, np.integer) else v  # NumPy ints
+                                     for v in (shards, records_per_shard))
         if shards is not None and (not isinstance(shards, int) or shards < 1):
             raise ConfigError(f"WriteDataset shards must be an int >= 1 or None, got {shards!r}.")
         if not isinstance(records_per_shard, int) or records_per_shard < 1:

@@ -60,6 +60,7 @@ from datarax.dataset.writer import (
 from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.host.dtypes import is_text_dtype
+from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import expand_user, is_remote
 
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
@@ -205,7 +206,7 @@ def _files_of(src: str, suffixes: Sequence[str],
         listing = _folder_files(src) if listing is None else listing
         return sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
                       for f in files if f.lower().endswith(tuple(suffixes)))
-    found = sorted(glob.glob(src)) if glob.has_magic(src) else [src] if os.path.isfile(src) else []
+    found = local_glob(src) if glob.has_magic(src) else [src] if os.path.isfile(src) else []
     return [f for f in found if f.lower().endswith(tuple(suffixes))]
 
 
@@ -306,7 +307,7 @@ def _unknown_input(src: str) -> str:
                 f"it first, e.g. datasets.load_dataset('{name}', split='train')"
                 f".save_to_disk('{name.replace('/', '_')}_train'), and convert that folder.")
     if glob.has_magic(src):
-        matched = sorted(glob.glob(src))
+        matched = sorted(glob.glob(src, recursive=True))
         what = (f"matches {len(matched)} paths ({', '.join(matched[:3])}"
                 f"{', ...' if len(matched) > 3 else ''}), none of them" if matched
                 else "matches no file; convert reads")

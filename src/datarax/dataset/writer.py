@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from datarax.dataset.column_records import column_encoder
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import record_encoder
@@ -287,9 +289,11 @@ def write_dataset(
         from datarax.storage.urls import expand_user  # (not in a worker process)
 
         dst = expand_user(dst)  # '~/ds' is the home folder's
-        if not isinstance(shards, int) or shards < 1:
+        shards, workers = (int(v) if isinstance(v, np.integer) else v  # NumPy ints too
+                           for v in (shards, workers))
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
-        if not isinstance(workers, int) or workers < 1:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"write_dataset workers must be an int >= 1, got {workers!r}.")
         if on_error not in ("raise", "skip"):
             raise ConfigError(

@@ -63,6 +63,15 @@ __all__ = ["ImageDecoder", "decode_images"]
 _IMAGE_ENCODINGS = ("png", "jpeg")
 
 
+def _plain(value: Any) -> Any:
+    """A NumPy integer as the same Python int, in a pair too; anything else unchanged."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 def _pair(name: str, value: Any) -> tuple[int, int] | None:
     """``(height, width)`` from an int (a square) or a pair of ints >= 1; None stays None."""
     if value is None:
@@ -281,6 +290,7 @@ def decode_images(
     if not isinstance(field, str) or not field:
         raise ConfigError(
             f"decode_images: field must be a field name (str), got {reprlib.repr(field)}.")
+    resize, crop, random_resized_crop, seed = map(_plain, (resize, crop, random_resized_crop, seed))
     if random_resized_crop is not None and (resize is not None or crop is not None):
         raise ConfigError(
             "decode_images: random_resized_crop= cuts and resizes in one step and cannot be "
