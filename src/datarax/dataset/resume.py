@@ -39,6 +39,7 @@ from typing import Any
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import record_encoder
 from datarax.dataset.metadata import METADATA_FILE, PARTIAL_DIR, shard_name, write_json
+from datarax.dataset.replace import dataset_entries
 from datarax.dataset.rows import Rows
 from datarax.dataset.write_outcome import ConversionError
 from datarax.errors import ConfigError
@@ -96,8 +97,7 @@ def prepare_destination(dst: str, fingerprint: str, parts: Mapping[str, Any], *,
             f"'{dst}' is a file; the destination is the folder the dataset is written into "
             "(created when missing). Pick another path.")
     os.makedirs(dst, exist_ok=True)
-    ours = [name for name in os.listdir(dst) if name in (METADATA_FILE, PARTIAL_DIR)
-            or (name.startswith("data-") and name.endswith(".array_record"))]
+    ours = dataset_entries(dst)
     saved = _read_run(dst) if PARTIAL_DIR in ours else None
     if overwrite or (ours == [PARTIAL_DIR] and saved is None):
         _remove(dst, ours)  # replaced, or a write killed before its run file: nothing written
