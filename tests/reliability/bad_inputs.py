@@ -1809,9 +1809,27 @@ case("write-resume-input-edited", WRITING,
 case("write-resume-other-options", WRITING,
      "write_dataset(resume=True) with other shards and one row fewer", ConversionError,
      "'{tmp}/ds' holds an unfinished conversion of other records or options (the input had 40 "
-     "rows, now 39; 4 shards then, 2 now); resume it with the input and options it was started "
+     "rows, now 39; shards=4 (--shards 4) then, 2 now); resume it with the input and options it was started "
      "with, or pass overwrite=True (--overwrite) to write it again.", needs="array_record")(
     _resume_edited(lambda records: records.pop(), shards=2))
+
+
+def _resume_finished(tmp: Path) -> Any:
+    from datarax.dataset import write_dataset
+
+    records = [{"x": np.full(2, i, np.float32)} for i in range(40)]
+    write_dataset(records, tmp / "ds", shards=4)
+    return write_dataset(records, tmp / "ds", shards=2, on_error="skip", resume=True)
+
+
+case("write-resume-finished-other-options", WRITING,
+     "write_dataset(resume=True) of a finished dataset with other shards and on_error",
+     ConversionError,
+     "'{tmp}/ds' holds a finished dataset written from other records or options (on_error="
+     "'raise' (--on-error raise) then, 'skip' now; shards=4 (--shards 4) then, 2 now). Run it "
+     "with the input and options it was written with (the values 'then') to keep it as it is, "
+     "pass overwrite=True (--overwrite) to replace it, or write into another folder.",
+     needs="array_record")(_resume_finished)
 
 # ------------------------------------------------------------ converting files
 CONVERTING = "Converting files (convert, datarax convert)"

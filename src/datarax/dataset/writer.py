@@ -54,6 +54,7 @@ from datarax.dataset.resume import (
     finished_shards,
     prepare_destination,
     run_fingerprint,
+    written_with,
 )
 from datarax.dataset.rows import Rows, as_rows
 from datarax.dataset.write_features import name_row_classes, resolve_features
@@ -393,7 +394,8 @@ def _write(job: _Job, rows: Rows, fingerprint: str, parts: Mapping[str, Any], *,
     shard_list = tuple(ShardInfo(**results[s]["shard"]) for s in range(shards))
     skipped = tuple(item for s in range(shards) for item in results[s]["skipped"])
     info = DatasetInfo(job.features, shard_list, skipped,
-                       {**dict(extra or {}), "fingerprint": fingerprint})
+                       {**dict(extra or {}), "fingerprint": fingerprint,
+                        "written_with": written_with(parts)})
     try:
         write_metadata(dst, info)
     except OSError as err:
