@@ -1915,6 +1915,26 @@ case("convert-files-of-no-split", CONVERTING,
      "rename those files", needs="pyarrow")(_convert_files_of_no_split)
 
 
+def _convert_parquet_of_other_categories(tmp: Path) -> Any:
+    import pandas as pd
+
+    from datarax.dataset import convert
+
+    (tmp / "data").mkdir()
+    for name, pets in (("a", ["cat", "dog"]), ("b", ["fish"])):
+        pd.DataFrame({"pet": pd.Categorical(pets)}).to_parquet(tmp / "data" / f"{name}.parquet")
+    return convert(str(tmp / "data"), str(tmp / "out"))
+
+
+case("convert-parquet-category-not-in-first-file", CONVERTING,
+     "convert(Parquet files) whose category column has a category the first file lacks",
+     ConversionError, "parquet files {tmp}/data/a.parquet (+1 more): the category column 'pet' "
+     "holds 'fish', which is not one of its categories (cat, dog, from its first file). Give the "
+     "column the same categories in every file (pandas: df[col].cat.set_categories([...])) and "
+     "write them again, or store it as text (df[col].astype(str)).",
+     needs="pandas")(_convert_parquet_of_other_categories)
+
+
 def _convert_class_label_with_other_names(tmp: Path) -> Any:
     import datasets
 
