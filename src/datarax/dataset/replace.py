@@ -34,8 +34,7 @@ __all__ = ["aside", "beside", "dataset_entries", "remove_folder", "swap_in"]
 
 
 def _sibling(dst: str, kind: str) -> str:
-    path = os.path.abspath(dst)
-    parent, name = os.path.split(path.rstrip(os.sep)) if path != os.sep else (path, "")
+    parent, name = os.path.split(os.path.realpath(dst))  # a link's target's file system
     return os.path.join(parent, f".{name}.datarax-{kind}-overwrite")
 
 

@@ -13,7 +13,9 @@ more (no writing); the write itself records nothing extra.
 Other rules (:func:`prepare_destination`): a partial folder without a run file is a
 write killed before it began (nothing written), started again from scratch; a run file
 of other options with no finished shard is replaced; ``on_error`` may change between
-the runs (the check covers what it changes); a finished dataset is kept as it is.
+the runs (the check covers what it changes); a finished dataset is kept as it is when
+written from the same input and options (its metadata's ``written_with`` and features),
+else refused naming each that differs, then and now.
 
 Example:
     >>> import tempfile, os

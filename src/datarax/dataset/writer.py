@@ -8,7 +8,8 @@ Crash safety: a shard is written under ``DST/.datarax-partial/`` and renamed to 
 name only once complete and synced, after its summary was saved beside it; the metadata
 file is written last. So a killed process or a full disk never leaves a shard that looks
 complete, and ``resume=True`` keeps the finished shards that still hold what the input
-gives for their rows (:mod:`datarax.dataset.resume`).
+gives for their rows (:mod:`datarax.dataset.resume`). ``overwrite=True`` writes the new
+dataset beside ``DST`` and swaps it in once complete (:mod:`datarax.dataset.replace`).
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -277,7 +278,9 @@ def write_dataset(
         on_error: ``"raise"`` stops at a record that does not match the features, naming
             its row and field; ``"skip"`` leaves it out and lists it in the metadata.
         resume: finish an interrupted write (finished shards are kept).
-        overwrite: replace a dataset already in ``dst`` (else it is refused).
+        overwrite: replace a dataset already in ``dst`` (else it is refused): the new one
+            is written beside ``dst`` and replaces it once complete, so a write that fails
+            keeps the old one (:mod:`datarax.dataset.replace`).
         class_names: class names per label field (stored in the metadata).
         progress: show a progress bar (``tqdm``).
         extra: JSON stored under the metadata's ``extra``.
@@ -345,6 +348,8 @@ def write_dataset(
                         "(--overwrite).") from err
         except BaseException:
             if target != dst:  # the old dataset is untouched: nothing to resume
+                if pool is not None:
+                    pool.stop()  # no worker writes into the folder as it goes
                 remove_folder(target)
             raise
         return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
