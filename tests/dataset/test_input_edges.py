@@ -356,6 +356,9 @@ def test_cli_convert_interrupted_says_how_to_finish(tmp_path, capsys, monkeypatc
     assert "interrupted" in err and "--resume to finish" in err
     assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--runner", "beam"]) == 130
     assert "--overwrite to start again" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--overwrite"]) == 130
+    assert "a dataset that was in " + str(tmp_path / "ds") + " is kept as it was: run the same " \
+        "command to start again" in capsys.readouterr().err
 
 
 def test_a_ragged_nested_list_is_named_with_a_way_out(tmp_path) -> None:

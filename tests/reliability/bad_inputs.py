@@ -1809,9 +1809,27 @@ case("write-resume-input-edited", WRITING,
 case("write-resume-other-options", WRITING,
      "write_dataset(resume=True) with other shards and one row fewer", ConversionError,
      "'{tmp}/ds' holds an unfinished conversion of other records or options (the input had 40 "
-     "rows, now 39; 4 shards then, 2 now); resume it with the input and options it was started "
+     "rows, now 39; shards=4 (--shards 4) then, 2 now); resume it with the input and options it was started "
      "with, or pass overwrite=True (--overwrite) to write it again.", needs="array_record")(
     _resume_edited(lambda records: records.pop(), shards=2))
+
+
+def _resume_finished(tmp: Path) -> Any:
+    from datarax.dataset import write_dataset
+
+    records = [{"x": np.full(2, i, np.float32)} for i in range(40)]
+    write_dataset(records, tmp / "ds", shards=4)
+    return write_dataset(records, tmp / "ds", shards=2, on_error="skip", resume=True)
+
+
+case("write-resume-finished-other-options", WRITING,
+     "write_dataset(resume=True) of a finished dataset with other shards and on_error",
+     ConversionError,
+     "'{tmp}/ds' holds a finished dataset written from other records or options (on_error="
+     "'raise' (--on-error raise) then, 'skip' now; shards=4 (--shards 4) then, 2 now). Run it "
+     "with the input and options it was written with (the values 'then') to keep it as it is, "
+     "pass overwrite=True (--overwrite) to replace it, or write into another folder.",
+     needs="array_record")(_resume_finished)
 
 # ------------------------------------------------------------ converting files
 CONVERTING = "Converting files (convert, datarax convert)"
@@ -1895,6 +1913,26 @@ case("convert-files-of-no-split", CONVERTING,
      ConversionError, "holds files of the splits test, train and files of none (training.csv); "
      "pick a split with split= (--split NAME; the files of no split are then left out), or "
      "rename those files", needs="pyarrow")(_convert_files_of_no_split)
+
+
+def _convert_parquet_of_other_categories(tmp: Path) -> Any:
+    import pandas as pd
+
+    from datarax.dataset import convert
+
+    (tmp / "data").mkdir()
+    for name, pets in (("a", ["cat", "dog"]), ("b", ["fish"])):
+        pd.DataFrame({"pet": pd.Categorical(pets)}).to_parquet(tmp / "data" / f"{name}.parquet")
+    return convert(str(tmp / "data"), str(tmp / "out"))
+
+
+case("convert-parquet-category-not-in-first-file", CONVERTING,
+     "convert(Parquet files) whose category column has a category the first file lacks",
+     ConversionError, "parquet files {tmp}/data/a.parquet (+1 more): the category column 'pet' "
+     "holds 'fish', which is not one of its categories (cat, dog, from its first file). Give the "
+     "column the same categories in every file (pandas: df[col].cat.set_categories([...])) and "
+     "write them again, or store it as text (df[col].astype(str)).",
+     needs="pandas")(_convert_parquet_of_other_categories)
 
 
 def _convert_class_label_with_other_names(tmp: Path) -> Any:

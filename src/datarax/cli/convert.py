@@ -90,7 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(finished shards are kept once checked against SRC; "
                              "--on-error may change)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace a dataset, finished or not, in DST (refused otherwise)")
+                        help="replace a dataset, finished or not, in DST (refused otherwise); "
+                             "the new one is written beside DST and replaces the old one "
+                             "only once complete")
     parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset, or of table "
                                         "files named SPLIT-* / SPLIT.* or in SPLIT/ (default "
                                         "train)")
@@ -128,6 +130,11 @@ def run_convert(args: argparse.Namespace) -> int:
             beam_options=beam_args, resize=args.resize, class_names=class_names,
         )
     except KeyboardInterrupt:
+        if args.overwrite and args.runner == "local":
+            print(f"datarax convert: interrupted before the new dataset was complete; a dataset "
+                  f"that was in {args.dst} is kept as it was: run the same command to start "
+                  "again.", file=sys.stderr)
+            return 130
         again = ("run the same command with --overwrite to start again" if args.runner == "beam"
                  else "run the same command with --resume to finish it (finished shards are kept)")
         print(f"datarax convert: interrupted; {args.dst} is not a dataset yet: {again}.",

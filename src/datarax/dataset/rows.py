@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.dataset.categories import frame_categories, frame_records
 from datarax.dataset.images import image_shape_hint
 from datarax.errors import ConfigError
 from datarax.host.dtypes import is_text_scalar
@@ -335,17 +336,25 @@ class _SourceRows(Rows):
 
 class DataFrameRows(Rows):
     """Rows of a pandas ``DataFrame``: one record a row, its columns the fields (values as
-    Python numbers and ``str``, as a table file's)."""
+    Python numbers and ``str``, as a table file's; a ``category`` column as class labels,
+    :mod:`~datarax.dataset.categories`)."""
 
     def __init__(self, frame: Any) -> None:
         self.frame = frame
         self.length = len(frame)
         self.description = "a pandas DataFrame"
+        self.categories = frame_categories(frame)  # written as class labels
+
+    def hints(self) -> dict[str, dict[str, Any]]:
+        return {name: {"class_names": list(names)} for name, names in self.categories.items()}
+
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        check_own_class_names(self.description, self.categories, class_names)
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else min(stop, self.length)
         for lo in range(start, stop, 1000):
-            yield from self.frame.iloc[lo:min(stop, lo + 1000)].to_dict("records")
+            yield from frame_records(self.frame.iloc[lo:min(stop, lo + 1000)], self.categories)
 
 
 def as_rows(records: Any) -> Rows:

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from datarax.dataset.categories import dictionary_labels, parquet_categories
 from datarax.dataset.csv_tables import (
     blank_columns_as_text,
     check_header,
@@ -250,6 +251,7 @@ class TableRows(Rows):
         #: per image column, the headers of intact plain PNGs the probe read
         self._headers: dict[str, list[tuple[Any, ...]]] = {}
         self._hints: dict[str, dict[str, Any]] | None = None
+        self._category_names: dict[str, list[str]] | None = None  # see _categories
         self._counts = self._count()
         self.length = int(sum(self._counts))
 
@@ -365,19 +367,26 @@ class TableRows(Rows):
         check_own_class_names(self.description, own, class_names)
 
     def _schema_hints(self) -> dict[str, dict[str, Any]]:
-        """What a Parquet file's Hugging Face schema says of its columns (``hf_hints``)."""
+        """What a Parquet file's Hugging Face schema says of its columns (``hf_hints``),
+        and the class names of its category (dictionary) columns."""
         if self.kind != "parquet":
             return {}
         import pyarrow.parquet as pq
 
         meta = pq.read_schema(self.files[0]).metadata or {}
         raw = meta.get(b"huggingface")
-        if not raw:
-            return {}
         try:
-            return hf_hints(json.loads(raw)["info"]["features"])
+            hints = hf_hints(json.loads(raw)["info"]["features"]) if raw else {}
         except (KeyError, ValueError):
-            return {}
+            hints = {}
+        return {**hints, **{name: {"class_names": names}
+                            for name, names in self._categories().items()}}
+
+    def _categories(self) -> dict[str, list[str]]:
+        """The categories of the Parquet files' dictionary columns (:mod:`categories`)."""
+        if self._category_names is None:
+            self._category_names = parquet_categories(self.files[0])
+        return self._category_names
 
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
         import pyarrow.parquet as pq
@@ -474,7 +483,8 @@ class TableRows(Rows):
                 n = reader.metadata.row_group(g).num_rows
                 a, b = max(lo, offset), min(hi, offset + n)
                 if a < b:
-                    group = reader.read_row_group(g)
+                    group = dictionary_labels(reader.read_row_group(g), self._categories(),
+                                              self.description)
                     for c in range(a, b, 1000):
                         yield group.slice(c - offset, min(b, c + 1000) - c)
                 offset += n
