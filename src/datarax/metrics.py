@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
+from datarax.core.config import check_count
 from datarax.core.errors import ConfigError
 
 T = TypeVar("T")
@@ -74,8 +75,7 @@ class StatsLogger:
                 "StatsLogger needs a pipeline with a stats() method, got "
                 f"{type(pipeline).__name__}."
             )
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ConfigError(f"StatsLogger every must be an int >= 1 (batches), got {every!r}.")
+        every = check_count(every, "StatsLogger every", 1, " (batches)")  # NumPy ints too
         if jsonl_path is None and tensorboard_dir is None:
             raise ConfigError(
                 "StatsLogger writes nowhere: give jsonl_path='stats.jsonl' and/or "
@@ -112,8 +112,7 @@ class StatsLogger:
 
     def step(self, batches: int = 1) -> dict[str, Any] | None:
         """Count ``batches`` consumed batches; returns the snapshot when one was written."""
-        if isinstance(batches, bool) or not isinstance(batches, int) or batches < 0:
-            raise ConfigError(f"StatsLogger.step batches must be an int >= 0, got {batches!r}.")
+        batches = check_count(batches, "StatsLogger.step batches", 0)
         self._check_open()
         before = self.steps // self.every
         self.steps += batches

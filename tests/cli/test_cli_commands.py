@@ -838,6 +838,25 @@ def test_inspect_and_scan_of_data_convert_reads_say_to_convert_it(tmp_path, caps
                         "'shards/*.array_record'.\n")
 
 
+def test_inspect_and_scan_of_an_image_or_a_class_folder_say_which_folder_to_convert(
+    tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "cat" / "a.png").write_bytes(b"")
+    for command, path, cwd, says in (
+        ("inspect", "photos/cat/a.png", tmp_path, " It is an image: convert the image folder it "
+         "is in (datarax convert photos DST for photos/<class>/<image>, then inspect DST).\n"),
+        ("scan", "photos/cat/", tmp_path, " It holds images but no class folders: convert the "
+         "image folder it is a class of (datarax convert photos DST, then inspect DST).\n"),
+        ("inspect", ".", tmp_path / "photos" / "cat", " It holds images but no class folders: "
+         "convert the image folder it is a class of (datarax convert .. DST, then inspect DST).\n"),
+    ):
+        code, out, err = datarax_in_process(command, path, cwd=cwd, capsys=capsys,
+                                            monkeypatch=monkeypatch)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1
+        assert err.endswith(says), err
+
+
 def test_an_endless_mixture_is_not_read_through(tmp_path, capsys, monkeypatch):
     # counting, scanning or benchmarking a pass of it would never end
     (tmp_path / "endless_mix.py").write_text(

@@ -177,3 +177,37 @@ def test_inspect_of_images_of_many_sizes_names_a_record_the_file_cannot_give(
                           f"{unreadable[0]} of file '{shard}': RuntimeError: ")
     assert err.endswith("Fix or regenerate the file. 'datarax scan ds_damaged' lists every bad "
                         "record.\n")
+
+
+
+def test_convert_classes_from_a_dataset_keeps_its_labels_for_a_split_missing_a_class(
+    photos, capsys, monkeypatch
+):
+    import shutil
+
+    from datarax.dataset import decode_records, write_dataset
+
+    (photos / "val_b").mkdir()
+    shutil.copytree(photos / "photos" / "b", photos / "val_b" / "b")  # class 'a' missing
+    run("convert", "photos", "ds_train", "--no-progress", cwd=photos, capsys=capsys,
+        monkeypatch=monkeypatch)
+    code, out, _ = run("convert", "val_b", "ds_val", "--classes-from", "ds_train", "--no-progress",
+                       cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0 and out.startswith("wrote ds_val: 4 records")
+    info = read_metadata(photos / "ds_val")
+    assert info.features["label"].class_names == ("a", "b")
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(photos / "ds_val"),
+                                     decode=lambda r: {"r": np.frombuffer(r, np.uint8)})
+    try:
+        raw = source.read_records(list(range(4)))
+    finally:
+        source.close()
+    labels = decode_records(info.features, raw, encoded=frozenset({"image"}))["label"]
+    assert labels.tolist() == [1, 1, 1, 1]  # ds_train's 'b', not class 0 of one class
+    write_dataset([{"x": 1}], photos / "no_classes")
+    code, out, err = run("convert", "val_b", "ds_none", "--classes-from", "no_classes",
+                         cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "") and err == (
+        "datarax convert: error: --classes-from no_classes: that dataset has no field with class "
+        "names (its fields: x); name a dataset with class names, such as an image folder "
+        "converted before.\n")

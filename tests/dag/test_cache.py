@@ -184,3 +184,12 @@ def test_a_source_without_read_records_is_refused():
     with pytest.raises(ConfigError, match="through read_records\\(indices\\), which Own does "
                        "not implement: it cannot be cached"):
         CachedPrefix(Own(RowsConfig()), [], max_bytes=100)
+
+
+def test_max_bytes_takes_a_numpy_int():
+    cached = CachedPrefix(Rows(), [Expensive()], max_bytes=np.int64(4 * 10))  # 4 records
+    epochs(Pipeline(source=cached, stages=[], batch_size=4), 1)
+    assert (cached.cache_info()["records"], cached.cache_info()["full"]) == (4, True)
+    cached.close()
+    with pytest.raises(ConfigError, match="CachedPrefix max_bytes must be an int >= 0, got 40.0"):
+        CachedPrefix(Rows(), [Expensive()], max_bytes=40.0)

@@ -139,3 +139,11 @@ def test_cli_beam_bad_row_is_one_named_line_not_a_beam_traceback(tmp_path, capsy
     assert not [r for r in caplog.records if r.name.startswith("apache_beam") and
                 r.levelno >= logging.ERROR]
     assert logging.getLogger("apache_beam.runners.common").level == logging.NOTSET  # restored
+
+
+def test_shard_counts_computed_with_numpy_are_the_same_ints(tmp_path) -> None:
+    transform = WriteDataset(tmp_path / "n", shards=np.int64(2), records_per_shard=np.int32(15))
+    assert (transform.shards, transform.records_per_shard) == (2, 15)
+    assert type(transform.shards) is int and type(transform.records_per_shard) is int
+    with pytest.raises(ConfigError, match="WriteDataset shards must be an int >= 1 or None"):
+        WriteDataset(tmp_path / "f", shards=np.float64(2))

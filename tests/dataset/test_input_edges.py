@@ -145,6 +145,18 @@ def test_table_splits_are_picked_by_file_name_or_refused(tmp_path) -> None:
         open_rows(str(tmp_path / "rows.parquet"), split="test")
 
 
+
+def test_files_of_no_split_beside_files_of_several_are_refused_not_left_out(tmp_path) -> None:
+    for name, rows in (("train.csv", "1\n"), ("test.csv", "2\n"), ("training.csv", "3\n4\n")):
+        (tmp_path / name).write_text("x\n" + rows)
+    with pytest.raises(ConversionError, match=r"holds files of the splits test, train and files "
+                                              r"of none \(training.csv\); pick a split with "
+                                              r"split= \(--split NAME"):
+        open_rows(str(tmp_path))
+    assert open_rows(str(tmp_path), split="train").length == 1  # asked: that split's files
+    (tmp_path / "test.csv").unlink()  # one split and files of none: every file, as before
+    assert open_rows(str(tmp_path)).length == 3
+
 def test_destinations_and_sources_that_are_not_what_convert_takes(tmp_path) -> None:
     np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
     (tmp_path / "file").write_text("")
@@ -344,6 +356,9 @@ def test_cli_convert_interrupted_says_how_to_finish(tmp_path, capsys, monkeypatc
     assert "interrupted" in err and "--resume to finish" in err
     assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--runner", "beam"]) == 130
     assert "--overwrite to start again" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "x.npy"), str(tmp_path / "ds"), "--overwrite"]) == 130
+    assert "a dataset that was in " + str(tmp_path / "ds") + " is kept as it was: run the same " \
+        "command to start again" in capsys.readouterr().err
 
 
 def test_a_ragged_nested_list_is_named_with_a_way_out(tmp_path) -> None:

@@ -154,7 +154,7 @@ def test_other_options_are_named_and_a_run_without_finished_shards_starts_over(t
     dst = tmp_path / "ds"
     _killed(tmp_path, dst, kill_at=25, shards=4)  # shard 0 finished (rows 0..19)
     with pytest.raises(ConversionError, match=r"unfinished conversion of other records or "
-                                              r"options \(4 shards then, 2 now\)"):
+                                              r"options \(shards=4 \(--shards 4\) then, 2 now\)"):
         write_dataset(numbered(80), dst, shards=2, resume=True)
     with pytest.raises(ConversionError, match=r"options \(the input had 80 rows, now 79\); resume "
                                               r"it with the input and options it was started with"):
@@ -192,3 +192,36 @@ def test_finished_shards_without_their_run_file_are_refused_not_guessed(tmp_path
         write_dataset(numbered(80), dst, shards=4, resume=True)
     info, summary = write_dataset(numbered(80), dst, shards=4, overwrite=True)
     assert info.num_records == 80 and summary.shards_resumed == 0
+
+
+def test_resuming_a_finished_dataset_with_other_options_names_them(tmp_path) -> None:
+    dst = tmp_path / "ds"
+    write_dataset(numbered(30), dst, shards=3)
+    with pytest.raises(ConversionError, match=r"finished dataset written from other records or "
+                                              r"options \(shards=3 \(--shards 3\) then, 2 now\)\. "
+                                              r"Run it with the input and options it was written "
+                                              r"with .* pass overwrite=True \(--overwrite\)"):
+        write_dataset(numbered(30), dst, shards=2, resume=True)
+    with pytest.raises(ConversionError, match=r"\(on_error='raise' \(--on-error raise\) then, "
+                                              r"'skip' now\)"):
+        write_dataset(numbered(30), dst, shards=3, on_error="skip", resume=True)
+    with pytest.raises(ConversionError, match=r"\(the input had 30 rows, now 31\)"):
+        write_dataset(numbered(31), dst, shards=3, resume=True)
+    info, summary = write_dataset(numbered(30), dst, shards=3, resume=True)  # the same: kept
+    assert summary.shards_resumed == 3 and info.num_records == 30
+
+
+def test_a_finished_dataset_of_an_older_datarax_names_what_its_shards_tell(tmp_path) -> None:
+    import json
+
+    dst = tmp_path / "ds"
+    write_dataset(numbered(30), dst, shards=3)
+    meta_path = dst / "datarax_dataset.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["extra"]["written_with"]  # as an older datarax wrote it
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ConversionError, match=r"\(shards=3 \(--shards 3\) then, 2 now\)"):
+        write_dataset(numbered(30), dst, shards=2, resume=True)
+    with pytest.raises(ConversionError, match=r"\(its source or on_error may differ: written by "
+                                              r"an older datarax, it does not record them\)"):
+        write_dataset(numbered(30), dst, shards=3, on_error="skip", resume=True)

@@ -10,6 +10,7 @@ from dataset_helpers import read_dataset
 from killer_rows import KillerRows
 
 from datarax.dataset.format import read_metadata
+from datarax.errors import ConfigError
 from datarax.dataset.writer import PARTIAL_DIR, ConversionError, WriteSummary, write_dataset
 
 
@@ -137,3 +138,14 @@ def test_summary_counts_read_as_words() -> None:
         "1 record, 2.0 MB in 1 shard (0 resumed), 1 row skipped, 0.5 s (2 records/s)")
     assert str(WriteSummary(10, 0, 2, 2, 0, 0.1)) == (
         "10 records, 0.0 MB in 2 shards, already complete (nothing written)")
+
+
+def test_shards_and_workers_take_numpy_ints(tmp_path) -> None:
+    # shards=np.int64(len(rows) // per_shard): computed with NumPy
+    info, summary = write_dataset(_records(), tmp_path / "a", shards=np.int64(3),
+                                  workers=np.int32(1))
+    assert [s.records for s in info.shards] == [6, 7, 7] and summary.shards == 3
+    write_dataset(_records(), tmp_path / "b", shards=3)
+    assert _shard_bytes(tmp_path / "a") == _shard_bytes(tmp_path / "b")
+    with pytest.raises(ConfigError, match="write_dataset shards must be an int >= 1, got True"):
+        write_dataset(_records(), tmp_path / "c", shards=True)

@@ -206,3 +206,12 @@ def test_integer_labels_of_shape_batch_by_one_mix_as_class_ids(mode):
     with pytest.raises(DataraxError, match=r"integer labels in 'label' must be one class id per "
                        r"record, shape \(batch,\) or \(batch, 1\), got shape \(8, 2\)"):
         jax.eval_shape(op.apply_batch, {**data, "label": np.zeros((N, 2), np.int32)}, keys())
+
+
+def test_num_classes_takes_a_numpy_int_as_the_same_int():
+    # num_classes=np.int64(labels.max() + 1): computed with NumPy
+    data = batch()
+    op = BatchMixOperator(mode="mixup", alpha=1.0, num_classes=np.int64(N))
+    assert type(op.config.num_classes) is int
+    expected = BatchMixOperator(mode="mixup", alpha=1.0, num_classes=N).apply_batch(data, keys())
+    np.testing.assert_array_equal(op.apply_batch(data, keys())["label"], expected["label"])

@@ -505,3 +505,14 @@ def test_value_operators_refuse_integer_images_other_than_uint8_geometry_keeps_t
             "a.astype(jnp.float32) for masks of True/False.")
     out = I.HorizontalFlip(1.0).apply_batch({"image": image}, None)["image"]
     assert out.dtype == jnp.uint16 and out.tolist() == image.tolist()
+
+
+def test_image_ops_take_numpy_ints_for_their_int_settings():
+    # kernel_size / num_ops computed with NumPy are the same ints
+    np.testing.assert_array_equal(run(I.GaussianBlur(1.2, kernel_size=np.int64(5)), FLOAT),
+                                  run(I.GaussianBlur(1.2, kernel_size=5), FLOAT))
+    np.testing.assert_array_equal(run(I.RandAugment(np.int64(0), 9), UINT8, keys_for(2)), UINT8)
+    with pytest.raises(ConfigError, match="kernel_size must be an odd int >= 1, got 4."):
+        I.GaussianBlur(1.2, kernel_size=np.int64(4))
+    with pytest.raises(ConfigError, match="num_ops must be an int >= 0, got np.float64"):
+        I.RandAugment(np.float64(2), 9)

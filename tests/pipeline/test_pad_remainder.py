@@ -76,6 +76,18 @@ def test_shards_count_each_record_once_in_equal_batches(tmp_path, n, count, size
             assert p.stats()["records"] == sum(len(valid_records(b, field)) for b in batches)
 
 
+
+def test_a_shares_slots_past_the_epoch_repeat_its_last_record(tmp_path):
+    # padding rows repeat the last record before them, on every shard (they held
+    # record 0 where a share's last batch ran past the epoch's end)
+    np.save(tmp_path / "x.npy", np.arange(7, dtype=np.int32))
+    path = str(tmp_path / "x.npy")
+    for field, make in (("x", lambda: memory(7)),
+                        ("data", lambda: NpySource(NpySourceConfig(paths=path)))):
+        last = [list(p)[-1] for p in shard_pipelines(make, 2, 2)]
+        assert [(np.asarray(b[field]).tolist(), np.asarray(b["valid"]).tolist())
+                for b in last] == [([2, 3], [True, True]), ([6, 6], [True, False])]
+
 def test_padded_shard_resumes_exactly_and_refuses_another_process_count():
     def make(index, count=4):
         source = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})

@@ -273,6 +273,18 @@ simple("memory-zero-records", "MemorySource data", "a dict of zero-length arrays
 simple("memory-not-a-collection", "MemorySource data", "data=5", DataraxError,
        "MemorySource data must be a dict of arrays or a sequence of records, got int.",
        lambda: MemorySource(MemorySourceConfig(), 5))
+simple("memory-dataframe", "MemorySource data", "a pandas DataFrame", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got DataFrame; "
+       "pass dict(frame), its columns by name.",
+       lambda: MemorySource(MemorySourceConfig(), _frame()), needs="pandas")
+
+
+def _frame() -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({"x": np.arange(3, dtype=np.int32)})
+
+
 simple("memory-record-not-dict", "MemorySource data", "a list of ints", DataraxError,
        "MemorySource records must be dicts of fields, record 0 is int.",
        lambda: MemorySource(MemorySourceConfig(), [1, 2, 3]))
@@ -1052,6 +1064,23 @@ case("arrayrecord-truncated-file", "ArrayRecord", "a file cut in half (interrupt
      RecordError, "is not a readable ArrayRecord file", needs=AR)(_truncated)
 case("arrayrecord-empty-file", "ArrayRecord", "a zero-byte file", RecordError,
      "is not a readable ArrayRecord file", needs=AR)(_empty_file)
+case("arrayrecord-no-records", "ArrayRecord", "files written with no records", RecordError,
+     "ArrayRecordSourceModule: the files ['{tmp}/none.array_record'] hold no records; name files "
+     "that hold some (or write records into them).", needs=AR)(
+    lambda tmp: _ar(write_records(tmp / "none.array_record", [])))
+case("arrayrecord-glob-of-folders", "ArrayRecord", "a '**' glob matching only folders",
+     RecordError, "the glob pattern '{tmp}/**/' matches no files", needs=AR)(
+    lambda tmp: ((tmp / "sub").mkdir(), _ar(str(tmp / "**") + "/")))
+case("arrayrecord-num-threads-float", "ArrayRecord", "num_threads=np.float64(2)", ConfigError,
+     "ArrayRecordSourceModule num_threads must be an int >= 1, got np.float64(2.0).", needs=AR)(
+    lambda tmp: _ar_num_threads(tmp, np.float64(2)))
+
+
+def _ar_num_threads(tmp: Path, num_threads: Any) -> Any:
+    from datarax.sources.array_record import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(), _ar_file(tmp / "a.array_record"),
+                                   decode=lambda r: {"x": r}, num_threads=num_threads)
 
 
 def _decode_error(tmp: Path) -> Any:
@@ -1793,9 +1822,27 @@ case("write-resume-input-edited", WRITING,
 case("write-resume-other-options", WRITING,
      "write_dataset(resume=True) with other shards and one row fewer", ConversionError,
      "'{tmp}/ds' holds an unfinished conversion of other records or options (the input had 40 "
-     "rows, now 39; 4 shards then, 2 now); resume it with the input and options it was started "
+     "rows, now 39; shards=4 (--shards 4) then, 2 now); resume it with the input and options it was started "
      "with, or pass overwrite=True (--overwrite) to write it again.", needs="array_record")(
     _resume_edited(lambda records: records.pop(), shards=2))
+
+
+def _resume_finished(tmp: Path) -> Any:
+    from datarax.dataset import write_dataset
+
+    records = [{"x": np.full(2, i, np.float32)} for i in range(40)]
+    write_dataset(records, tmp / "ds", shards=4)
+    return write_dataset(records, tmp / "ds", shards=2, on_error="skip", resume=True)
+
+
+case("write-resume-finished-other-options", WRITING,
+     "write_dataset(resume=True) of a finished dataset with other shards and on_error",
+     ConversionError,
+     "'{tmp}/ds' holds a finished dataset written from other records or options (on_error="
+     "'raise' (--on-error raise) then, 'skip' now; shards=4 (--shards 4) then, 2 now). Run it "
+     "with the input and options it was written with (the values 'then') to keep it as it is, "
+     "pass overwrite=True (--overwrite) to replace it, or write into another folder.",
+     needs="array_record")(_resume_finished)
 
 # ------------------------------------------------------------ converting files
 CONVERTING = "Converting files (convert, datarax convert)"
@@ -1832,6 +1879,107 @@ case("convert-split-of-an-image-folder", CONVERTING,
      "convert(root, dst, split='val') of root/{train,val}/<class>/<image>", ConfigError,
      "split= (--split) 'val' picks a split of a Hugging Face / TFDS dataset or of table files; ",
      )(_convert_split_of_image_folder)
+
+
+def _convert_image_folder_with_other_class_names(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for name in ("cat", "dog", "fox"):
+        (tmp / "val" / name).mkdir(parents=True)
+        (tmp / "val" / name / "a.png").write_bytes(b"")
+    return convert(str(tmp / "val"), str(tmp / "out"), class_names={"label": ["cat", "dog"]})
+
+
+case("convert-image-folder-class-not-named", CONVERTING,
+     "convert(root/val, dst, class_names={'label': <the train split's names>}) with a class "
+     "folder the train split does not have (also --classes-from DATASET)", ConversionError,
+     "has the class folder(s) 'fox', which are not among the class names given for 'label' "
+     "(cat, dog)")(_convert_image_folder_with_other_class_names)
+
+
+def _convert_image_folder_with_loose_images(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "photos" / "cat").mkdir(parents=True)
+    (tmp / "photos" / "cat" / "a.png").write_bytes(b"")
+    (tmp / "photos" / "b.jpg").write_bytes(b"")
+    return convert(str(tmp / "photos"), str(tmp / "out"))
+
+
+case("convert-image-folder-loose-images", CONVERTING,
+     "convert(root) of an image folder with an image in root itself, beside root/<class>/",
+     ConversionError, "holds images beside its class folders (b.jpg), which would belong to no "
+     "class; move them into a class folder")(_convert_image_folder_with_loose_images)
+
+
+def _convert_files_of_no_split(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for name in ("train.csv", "test.csv", "training.csv"):
+        (tmp / "data").mkdir(exist_ok=True)
+        (tmp / "data" / name).write_text("x\n1\n")
+    return convert(str(tmp / "data"), str(tmp / "out"))
+
+
+case("convert-files-of-no-split", CONVERTING,
+     "convert(folder) of train.csv, test.csv and training.csv (a file naming no split)",
+     ConversionError, "holds files of the splits test, train and files of none (training.csv); "
+     "pick a split with split= (--split NAME; the files of no split are then left out), or "
+     "rename those files", needs="pyarrow")(_convert_files_of_no_split)
+
+
+def _convert_parquet_of_other_categories(tmp: Path) -> Any:
+    import pandas as pd
+
+    from datarax.dataset import convert
+
+    (tmp / "data").mkdir()
+    for name, pets in (("a", ["cat", "dog"]), ("b", ["fish"])):
+        pd.DataFrame({"pet": pd.Categorical(pets)}).to_parquet(tmp / "data" / f"{name}.parquet")
+    return convert(str(tmp / "data"), str(tmp / "out"))
+
+
+case("convert-parquet-category-not-in-first-file", CONVERTING,
+     "convert(Parquet files) whose category column has a category the first file lacks",
+     ConversionError, "parquet files {tmp}/data/a.parquet (+1 more): the category column 'pet' "
+     "holds 'fish', which is not one of its categories (cat, dog, from its first file). Give the "
+     "column the same categories in every file (pandas: df[col].cat.set_categories([...])) and "
+     "write them again, or store it as text (df[col].astype(str)).",
+     needs="pandas")(_convert_parquet_of_other_categories)
+
+
+def _convert_class_label_with_other_names(tmp: Path) -> Any:
+    import datasets
+
+    from datarax.dataset import convert
+
+    features = datasets.Features({"label": datasets.ClassLabel(names=["cat", "owl"])})
+    datasets.Dataset.from_dict({"label": [0, 1]}, features=features).to_parquet(
+        str(tmp / "val.parquet"))
+    return convert(str(tmp / "val.parquet"), str(tmp / "out"),
+                   class_names={"label": ["cat", "dog", "owl"]})
+
+
+case("convert-class-label-other-names", CONVERTING,
+     "convert(Parquet with a ClassLabel ['cat', 'owl'], class_names={'label': ['cat', 'dog', "
+     "'owl']}) (also --classes-from DATASET)", ConfigError,
+     "numbers its 'label' labels by its own class names (cat, owl); the class names given (cat, "
+     "dog, owl) would name them otherwise ('owl' would be class 2, not 1)",
+     needs="datasets")(_convert_class_label_with_other_names)
+
+
+def _convert_resize_of_arrays(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "npy").mkdir()
+    np.save(tmp / "npy" / "image.npy", np.zeros((2, 8, 8, 3), np.uint8))
+    return convert(str(tmp / "npy"), str(tmp / "out"), resize=4)
+
+
+case("convert-resize-without-images", CONVERTING,
+     "convert(.npy of pixel arrays, resize=4) (--resize of records without encoded images)",
+     ConfigError, "resize= (--resize) resizes encoded images (PNG / JPEG / ... files, image "
+     "columns), and the first record of numpy files")(_convert_resize_of_arrays)
 
 
 def _convert(name: str, content: str | bytes | None = None) -> Callable[[Path], Any]:
@@ -2455,6 +2603,12 @@ simple("decode-images-resize-zero", "ArrayRecord: records and images of several 
        "decode_images(resize=0, crop=224)", ConfigError,
        "decode_images: resize must be an int >= 1 or a (height, width) pair of them, got 0.",
        lambda: _decode_images(resize=0, crop=224))
+simple("decode-images-not-called", "ArrayRecord: records and images of several sizes",
+       "decode=datarax.decode_images (not called; --decode datarax:decode_images): a record's "
+       "bytes as its field", ConfigError,
+       "decode_images was given a record (3 bytes) as its field: it makes the decode function "
+       "and is not one itself. Pass decode=datarax.decode_images('image', resize=256, crop=224)",
+       lambda: _decode_images(b"\xff\xd8\xff"))
 case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
      "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
      "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "

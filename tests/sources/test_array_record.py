@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 from int_record_files import runs, write_parts
 
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError, RecordError, StateError
 from datarax.operators.element import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
@@ -104,6 +104,33 @@ def test_glob_is_sorted_not_listing_order(tmp_path):
     write_files(tmp_path, [3], stem="a")
     src = make(str(tmp_path / "*.array_record"))
     assert [pathlib.Path(p).name for p in src.paths] == ["a-00000.array_record", "b-00000.array_record"]
+
+
+def test_double_star_matches_any_depth_of_folders_as_a_urls_does(tmp_path):
+    # "data/**/*.array_record": every file below data/, data/ itself included, as fsspec's
+    # glob of a URL lists them; a folder is not a file, and "*" stays in its own folder
+    fsspec = pytest.importorskip("fsspec")
+    for stem, folder in (("top", tmp_path), ("mid", tmp_path / "a"), ("deep", tmp_path / "a/b")):
+        folder.mkdir(parents=True, exist_ok=True)
+        write_files(folder, [2], stem=stem)
+    local = make(str(tmp_path / "**" / "*.array_record"), num_epochs=1)
+    names = ["a/b/deep-00000.array_record", "a/mid-00000.array_record", "top-00000.array_record"]
+    assert [pathlib.Path(p).relative_to(tmp_path).as_posix() for p in local.paths] == names
+    assert len(local) == 6 and len(make(str(tmp_path / "a" / "**"))) == 4
+    assert [pathlib.Path(p).name for p in make(str(tmp_path / "*.array_record")).paths] == [
+        "top-00000.array_record"]
+    memory = fsspec.filesystem("memory")
+    for name in names:
+        memory.pipe(f"/globstar/{name}", (tmp_path / name).read_bytes())
+    try:
+        remote = make("memory://globstar/**/*.array_record", num_epochs=1)
+        assert [p.split("globstar/", 1)[1] for p in remote.paths] == names
+        assert [ids(b) for b in remote] == [ids(b) for b in local]
+        remote.close()
+    finally:
+        memory.rm("/globstar", recursive=True)
+    with pytest.raises(RecordError, match="the glob pattern '.*' matches no files"):
+        make(str(tmp_path / "a" / "b*"))  # the folder a/b only
 
 
 def test_element_spec_from_first_record(files):

@@ -37,3 +37,17 @@ def test_a_shard_by_its_file_url_reads_as_by_its_path(dataset):
     assert _records(f"file://{shard}") == local
     fsspec.filesystem("memory").put(str(dataset), "/urls-test/ds", recursive=True)
     assert _records("memory://urls-test/ds/data-00001-of-00002.array_record") == local
+
+
+@pytest.mark.parametrize("pattern", ["ds/**/*.array_record", "d*/data-*", "**/data-0000[01]-*"])
+def test_a_pattern_across_folders_of_a_datasets_shards_reads_it_by_its_metadata(dataset, pattern):
+    # "ds/**/*.array_record": the files' one folder holds the metadata (its fields, not
+    # raw bytes), on a disk as in a bucket
+    whole = _records(str(dataset))
+    assert whole[0] == 5 and whole[2] == [0, 1, 2, 3, 4]
+    assert _records(str(dataset.parent / pattern)) == whole
+    fsspec.filesystem("memory").put(str(dataset), "/across-test/ds", recursive=True)
+    try:
+        assert _records(f"memory://across-test/{pattern}") == whole
+    finally:
+        fsspec.filesystem("memory").rm("/across-test", recursive=True)

@@ -645,3 +645,16 @@ def test_local_paths_may_be_pathlib_paths(sst2_folder, numeric_folder):
 
     eager = from_hf(pathlib.Path(numeric_folder), "test", streaming=False)
     assert len(eager) == 10 and eager.config.name == numeric_folder
+
+
+def test_a_parquet_data_file_with_no_rows_adds_nothing(hf_offline, tmp_path):
+    # a shard written empty (a filter that kept nothing): datasets read it in batches of
+    # 0 rows (ArrowInvalid) unless given a batch size
+    write_parquet(tmp_path / "part-0.parquet", {"label": np.arange(3)})
+    write_parquet(tmp_path / "part-1.parquet", {"label": np.zeros(0, np.int64)})
+    write_parquet(tmp_path / "part-2.parquet", {"label": np.arange(3, 5)})
+    pattern = str(tmp_path / "part-*.parquet")
+    eager = HFEagerSource(HFEagerConfig(name="parquet", data_files=pattern, split="train"))
+    assert np.asarray(eager.get_batch_at(0, 5)["label"]).tolist() == [0, 1, 2, 3, 4]
+    stream = HFStreamingSource(HFStreamingConfig(name=pattern, split="train"))
+    assert [int(r["label"]) for r in stream] == [0, 1, 2, 3, 4]

@@ -245,3 +245,24 @@ def test_a_broken_skip_budget_raises_at_the_batch_that_passes_the_record(
     resumed.set_state(state)
     with pytest.raises(RecordError, match="over the budget of 1"):
         next(iter(resumed))
+
+
+def test_images_of_several_sizes_point_to_convert_and_decode_images(tmp_path):
+    from PIL import Image
+
+    def png(height: int) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(np.zeros((height, 4), np.uint8)).save(out, format="PNG")
+        return out.getvalue()
+
+    features = datasets.Features({"image": datasets.Image()})
+    path = str(tmp_path / "img.parquet")
+    datasets.Dataset.from_dict({"image": [{"bytes": png(5 + i), "path": None} for i in range(2)]},
+                               features=features).to_parquet(path)
+    with pytest.raises(DataraxError) as info:
+        source(path)
+    assert str(info.value).endswith(
+        "holds images of different shapes (record 0 is (5, 4), record 1 is (6, 4)); resize them "
+        "to one shape first (Dataset.map), convert the dataset (datarax convert) and read it with "
+        "decode=datarax.decode_images(...), which cuts each image to one size, or drop the field "
+        "(exclude_keys).")

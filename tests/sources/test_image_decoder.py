@@ -411,6 +411,21 @@ def test_options_that_give_no_fixed_shape_or_clash_are_refused_saying_what_to_do
         decode_images(random_resized_crop=8)(picture(10, 10, 0))
 
 
+
+def test_decode_images_itself_given_as_the_decode_says_to_call_it_not_the_record_bytes():
+    # decode=decode_images (uncalled; --decode datarax:decode_images) gets a record's bytes
+    record = b"\xff\xd8\xff" + bytes(5000)
+    with pytest.raises(ConfigError) as err:
+        decode_images(record)
+    assert str(err.value) == (
+        "decode_images was given a record (5003 bytes) as its field: it makes the decode "
+        "function and is not one itself. Pass decode=datarax.decode_images('image', resize=256, "
+        "crop=224) (or random_resized_crop=224); on the command line, inspect DATASET --resize N "
+        "--crop C, or a py: target whose function builds it.")
+    with pytest.raises(ConfigError) as err:
+        decode_images(list(range(1000)), resize=8, crop=8)
+    assert len(str(err.value)) < 120  # the value shown cut short
+
 def test_a_field_that_is_not_an_image_or_missing_is_refused_naming_the_fields(mixed):
     folder, _ = mixed
     with pytest.raises(ConfigError, match=r"no field 'img'; its fields are \['image', 'id'\]"):
@@ -433,3 +448,23 @@ def test_an_undecodable_image_names_its_file_record_and_field(tmp_path):
             epoch(source, 3)
     finally:
         source.close()
+
+
+def test_sizes_and_seed_computed_with_numpy_are_the_same_ints(mixed):
+    # resize=np.int64(crop * 8 // 7), seed=np.int64(...): NumPy ints are ints
+    folder, _ = mixed
+    for numpy_made, plain in (
+        (decode_images(random_resized_crop=np.int64(24), seed=np.int64(3)),
+         decode_images(random_resized_crop=24, seed=3)),
+        (decode_images(resize=(np.int64(40), np.int32(30)), crop=np.int64(24)),
+         decode_images(resize=(40, 30), crop=24)),
+    ):
+        got, want = source_of(folder, numpy_made), source_of(folder, plain)
+        try:
+            a, b = by_id(epoch(got, 16)), by_id(epoch(want, 16))
+        finally:
+            got.close(), want.close()
+        assert a.keys() == b.keys() == set(range(40))
+        assert all(np.array_equal(a[i], b[i]) for i in a)
+    with pytest.raises(ConfigError, match=r"seed must be an int >= 0, got np.float64\(3.0\)"):
+        decode_images(random_resized_crop=24, seed=np.float64(3))

@@ -258,3 +258,18 @@ def test_records_each_holding_a_list_of_str_are_a_text_field(form):
 def test_a_text_field_of_str_and_bytes_or_numbers_is_refused(data, said):
     with pytest.raises(DataraxError, match=said):
         MemorySource(MemorySourceConfig(), data)
+
+
+def test_a_text_column_held_in_an_object_array_is_text():
+    # dict(dataframe): a pandas column of str is an object array, not a list
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"label": np.arange(5, dtype=np.int32), "name": list("abcde")})
+    objects = np.array(list("abcde"), dtype=object)
+    for data in (dict(frame), {"label": np.arange(5, dtype=np.int32), "name": objects}):
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=1), data)
+        assert source.element_spec()["name"] == TextSpec(())
+        batches = list(Pipeline(source=source, stages=[], batch_size=3, seed=0))
+        pairs = [(int(x), s) for b in batches for x, s in zip(np.asarray(b["label"]), b["name"])]
+        assert sorted(pairs) == list(enumerate("abcde"))
+    with pytest.raises(DataraxError, match="field 'mixed' holds object values"):
+        MemorySource(MemorySourceConfig(), {"mixed": pd.Series(["a", 1, "c"])})

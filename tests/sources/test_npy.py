@@ -101,6 +101,18 @@ def test_a_local_glob_pattern_is_expanded_sorted_as_a_urls_is(tmp_path):
         NpySource(NpySourceConfig(paths=str(tmp_path / "absent-*.npy")))
 
 
+
+def test_a_double_star_pattern_takes_the_shards_of_every_folder_below(tmp_path):
+    for name, values in (("label-0.npy", [0, 1]), ("a/label-1.npy", [2]), ("a/b/label-2.npy", [3])):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        np.save(tmp_path / name, np.asarray(values, np.int32))
+    source = NpySource(NpySourceConfig(paths=str(tmp_path / "**" / "label-*.npy")))
+    assert [p.rsplit("/", 1)[1] for p in source.paths["data"]] == [
+        "label-2.npy", "label-1.npy", "label-0.npy"]  # sorted by path: a/b/, a/, then top
+    assert np.asarray(source.get_batch(4)["data"]).tolist() == [3, 2, 0, 1]
+    source.close()
+
+
 def test_a_glob_of_unpadded_numbers_beside_a_field_laid_out_otherwise_is_refused(tmp_path):
     # image-10.npy sorts before image-2.npy: records would be numbered 0, 1, 10, 11, 2 ...
     # by file, and the labels of one file would sit beside the wrong images

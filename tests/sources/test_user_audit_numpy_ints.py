@@ -107,3 +107,37 @@ def test_states_holding_numpy_ints_restore_like_python_ints(tmp_path):
         json.dumps(again.get_state())  # what it saves next is plain JSON again
         again.source.close()
     first.source.close()
+
+
+def test_host_sources_take_numpy_ints_for_their_reader_options(tmp_path):
+    # ``num_threads=np.int64(os.cpu_count() // 2)``: a reader option computed with NumPy
+    pytest.importorskip("array_record")
+    from int_record_files import int_source, write_int_parts
+
+    paths = write_int_parts(tmp_path, [5, 9])
+    source = int_source(paths, num_threads=np.int64(2), read_ahead=np.int32(3),
+                        decode_processes=np.int64(0))
+    pipeline = Pipeline(source=source, stages=[], batch_size=4)
+    assert [b["x"].tolist() for b in pipeline] == [[0, 1, 2, 3], [4, 5, 6, 7], [8]]
+    json.dumps(pipeline.get_state())  # the state stays JSON-able
+    source.close()
+    for bad in (np.float64(2), np.int64(0), True):
+        with pytest.raises(ConfigError, match="num_threads must be an int >= 1, got"):
+            int_source(paths, num_threads=bad)
+
+
+def test_skip_budgets_and_mixture_lengths_take_numpy_numbers():
+    config = ArrayRecordSourceConfig(on_error="skip", max_skipped=np.int64(2),
+                                     max_skipped_fraction=np.float32(0.5))
+    assert (config.max_skipped, type(config.max_skipped)) == (2, int)
+    assert type(config.max_skipped_fraction) is float
+    assert config.error_policy().budget(10) == 2
+    with pytest.raises(ConfigError, match="max_skipped must be None or an int >= 0, got np.float"):
+        ArrayRecordSourceConfig(on_error="skip", max_skipped=np.float64(2))
+    from datarax.sources import MixSource, MixSourceConfig
+
+    a = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+    b = MemorySource(MemorySourceConfig(), {"x": np.arange(100, 102, dtype=np.int32)})
+    config = MixSourceConfig(names=("a", "b"), weights=(1.0, 1.0), records_per_epoch=np.int64(4))
+    assert type(config.records_per_epoch) is int
+    assert len(MixSource({"a": a, "b": b}, {"a": 1, "b": 1}, records_per_epoch=np.int64(4))) == 4

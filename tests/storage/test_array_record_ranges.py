@@ -21,7 +21,7 @@ from array_record.python.array_record_module import ArrayRecordReader  # noqa: E
 from int_record_files import write_records  # noqa: E402
 
 from datarax.storage.array_record_layout import BLOCK  # noqa: E402
-from datarax.storage.array_record_ranges import ArrayRecordRanges, load_footer  # noqa: E402
+from datarax.storage.array_record_ranges import ArrayRecordRanges, MoreToRead, load_footer  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.storage.conftest import S3
@@ -95,6 +95,14 @@ def test_one_small_record_costs_its_chunk_not_the_file(tmp_path: pathlib.Path) -
     assert longer.stats()["requests"] == 2
     assert longer.stats()["bytes"] < BLOCK + 64 << 10
     assert longer.read([5]) == [records[5]]
+    # from a first answer fetched by the caller: the second request refused when asked to
+    start, length = ArrayRecordRanges.open_span(footer.size, tail=4096)
+    first = file_reader(path)(start, length)
+    with pytest.raises(MoreToRead, match=r"opening needs bytes \d+-\d+"):
+        opened(path, tail=4096, first=first, more=False)
+    assert opened(path, tail=4096, first=first).read([7]) == [records[7]]
+    assert opened(path, first=file_reader(path)(*ArrayRecordRanges.open_span(footer.size)),
+                  more=False).read([8]) == [records[8]]  # all in the first answer
     assert ranges.read([1234]) == [records[1234]]
     after = ranges.stats()
     assert after["requests"] - opening["requests"] == 1

@@ -122,3 +122,52 @@ def test_a_global_shuffle_starts_no_download_before_its_first_batch_is_read_by_r
     # every download started with no ranged request in flight, after the first batch's
     assert all(in_flight == 0 and done >= built + first_requests
                for in_flight, done in at_downloads)
+
+
+
+def test_files_whose_footers_outgrow_the_tail_are_opened_at_once_and_kept_after_the_read(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, s3: Any) -> None:
+    """On S3 (the tails sent together, each footer decoded in one thread as its tail
+    comes): a footer longer than the tail needs a second request, and each file's is in
+    flight with the others' (opened in the request threads, not one after another in the
+    footer thread); the footers are kept beside the cache once the read has returned."""
+    from int_record_files import write_records
+
+    from datarax.storage import RemoteShards, ShardCache, list_objects
+    from datarax.storage.array_record_ranges import ArrayRecordRanges, load_footer
+    from datarax.storage.fetch import Fetcher
+    from datarax.storage.head_start import HeadStart
+
+    files, per_file = 4, 9000
+    folder = tmp_path / "files"
+    folder.mkdir()
+    for f in range(files):  # 9,000 chunks of 2 bytes: an uncompressed footer of ~72 KB
+        write_records(folder / f"{f}.array_record", (bytes([f, i % 251]) for i in range(per_file)),
+                      "group_size:1,uncompressed")
+    objects = list_objects(s3.upload_folder(folder, "long") + "/*.array_record")
+    rests = threading.Barrier(files, timeout=10)
+    broken: list[str] = []
+    read_range = Fetcher.read_range
+
+    def together(self: Any, obj: Any, start: int, end: int) -> bytes:
+        if end == ArrayRecordRanges.open_span(obj.size)[0]:  # the rest of a footer
+            try:
+                rests.wait()
+            except threading.BrokenBarrierError:
+                broken.append(obj.url)
+        return read_range(self, obj, start, end)
+
+    monkeypatch.setattr(Fetcher, "read_range", together)
+    shards = RemoteShards(objects, cache=ShardCache(tmp_path / "cache", max_bytes="64M"),
+                          behind=files)
+    head = HeadStart(shards, request_bytes=0, budget=1 << 30)
+    try:
+        got = head.read({f: [8999, 4] for f in range(files)})
+        assert broken == []
+        assert got == {f: [bytes([f, 8999 % 251]), bytes([f, 4])] for f in range(files)}
+        assert head.stats()["ranged_requests"] == 4 * files  # two to open, a chunk a record
+        assert [load_footer(shards.cache, o) for o in objects] == [None] * files  # not yet
+    finally:
+        head.close()  # writes the footers kept, and waits for them
+        shards.close()
+    assert [load_footer(shards.cache, o).num_records for o in objects] == [per_file] * files

@@ -286,3 +286,13 @@ def test_a_small_corpus_all_bad_is_named_after_its_documents_and_half_bad_is_not
         pipeline = Pipeline(half, batch_size=64, rngs=nnx.Rngs(0), shard_index=shard,
                             shard_count=2)
         assert sum(len(b["tokens"]) for b in pipeline) > 0
+
+
+def test_numpy_ints_are_taken_as_the_same_ints() -> None:
+    # documents_per_epoch / seed / token ids computed with NumPy
+    mix = _mix(seed=np.int64(7), per_epoch=np.int64(500))
+    assert list(mix.read(0, 0)) == list(_mix(seed=7, per_epoch=500).read(0, 0))
+    tok = TextTokenizer(lambda t: [1, 2, 3, 4], bos_id=np.int64(9), max_tokens=np.int32(3))
+    assert tok.encode("x").tolist() == [9, 1, 2]
+    with pytest.raises(ConfigError, match="documents_per_epoch must be an int >= 1, got 500.0"):
+        _mix(per_epoch=500.0)

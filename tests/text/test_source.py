@@ -469,3 +469,29 @@ def test_a_pass_with_no_documents_is_an_error_not_an_empty_loop() -> None:
     with pytest.raises(RecordError, match=r"pass 0 holds 2 documents, none for this process "
                                           r"\(shard 2 of 3 packs documents 2, 2 \+ 3, ...\)"):
         next(iter(Pipeline(few, batch_size=2, rngs=nnx.Rngs(0), shard_index=2, shard_count=3)))
+
+
+def _numpy_ints(state):
+    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
+    if isinstance(state, dict):
+        return {k: _numpy_ints(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_numpy_ints(v) for v in state]
+    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state
+
+
+def test_a_state_holding_numpy_ints_restores_as_one_of_python_ints() -> None:
+    reference = [dict(b) for b in _pipeline(_source())]
+    pipeline = _pipeline(_source())
+    iterator = iter(pipeline)
+    for _ in range(3):
+        next(iterator)
+    for state, restore in ((iterator.get_state(), "pipeline"),
+                           (pipeline.source.get_state(), "source")):
+        assert isinstance(state.get("next_document", state.get("source", {}).get(
+            "next_document")), int)
+        fresh = _pipeline(_source())
+        target = fresh if restore == "pipeline" else fresh.source
+        target.set_state(_numpy_ints(state))
+        _assert_same(list(iter(fresh)), reference[3:])
+        json.dumps(fresh.get_state())  # what it saves next is plain JSON again

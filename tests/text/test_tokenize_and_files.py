@@ -265,6 +265,16 @@ def test_local_glob_patterns_name_their_files_sorted(tmp_path) -> None:
     )
 
 
+
+def test_a_double_star_pattern_reads_every_folder_below_as_a_urls_does(tmp_path) -> None:
+    for name, words in (("b.jsonl", "5"), ("sub/a.jsonl", "3 4"), ("sub/deeper/c.jsonl", "1 2")):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(json.dumps({"text": words}) + "\n")
+    docs = JsonlDocuments(str(tmp_path / "**" / "*.jsonl"))
+    names = ("b.jsonl", "sub/a.jsonl", "sub/deeper/c.jsonl")
+    assert docs.paths == [str(tmp_path / n) for n in names]
+    assert list(docs.read(0, 0)) == ["5", "3 4", "1 2"]
+
 def test_a_missing_or_broken_tokenizer_file_is_named(tmp_path) -> None:
     missing = tmp_path / "tokenizer.json"
     with pytest.raises(ConfigError) as err:

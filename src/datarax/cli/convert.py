@@ -23,6 +23,7 @@ examples:
   datarax convert 'raw/*.parquet' data/train --shards 16 --workers 4
   datarax convert photos/ data/photos          (photos/<class>/<image>)
   datarax convert photos/ data/photos --resize 256   (shorter side 256, as torchvision)
+  datarax convert root/val data/val --classes-from data/train   (the train split's labels)
   datarax convert hf_saved/ data/test --split test
   datarax convert raw/ data/train --resume     (finish an interrupted run)"""
 
@@ -46,6 +47,21 @@ def _resize(text: str) -> int | tuple[int, int]:
         return parse_resize(text)
     except ConfigError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _class_names_of(dataset: str) -> dict[str, tuple[str, ...]]:
+    """The class names of every label field of the dataset in ``dataset``."""
+    from datarax.dataset.metadata import read_metadata
+    from datarax.errors import ConfigError
+
+    info = read_metadata(dataset)
+    names = {f.name: f.class_names for f in info.features.fields if f.class_names is not None}
+    if not names:
+        raise ConfigError(
+            f"--classes-from {dataset}: that dataset has no field with class names (its fields: "
+            f"{', '.join(info.features.names)}); name a dataset with class names, such as an "
+            "image folder converted before.")
+    return names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(finished shards are kept once checked against SRC; "
                              "--on-error may change)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace a dataset, finished or not, in DST (refused otherwise)")
+                        help="replace a dataset, finished or not, in DST (refused otherwise); "
+                             "the new one is written beside DST and replaces the old one "
+                             "only once complete")
     parser.add_argument("--split", help="the split of a Hugging Face or TFDS dataset, or of table "
                                         "files named SPLIT-* / SPLIT.* or in SPLIT/ (default "
                                         "train)")
@@ -83,6 +101,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resize", metavar="N|HxW", type=_resize,
                         help="resize every image as it is written: N the shorter side (read "
                              "it with decode=datarax.decode_images(...)), HxW exactly")
+    parser.add_argument("--classes-from", metavar="DATASET", type=expand_user,
+                        help="label with the class names of a dataset converted before (the "
+                             "train split): class folders of an image folder are labelled by "
+                             "their position among them, so a split missing a class keeps the "
+                             "same labels")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -98,14 +121,20 @@ def run_convert(args: argparse.Namespace) -> int:
     level = beam_log.level
     if args.runner == "beam":
         beam_log.setLevel(logging.CRITICAL)
+    class_names = _class_names_of(args.classes_from) if args.classes_from else None
     try:
         info, summary = convert(
             args.src, args.dst, shards=args.shards, workers=args.workers, on_error=args.on_error,
             resume=args.resume, overwrite=args.overwrite, split=args.split,
             data_dir=args.data_dir, progress=not args.no_progress, runner=args.runner,
-            beam_options=beam_args, resize=args.resize,
+            beam_options=beam_args, resize=args.resize, class_names=class_names,
         )
     except KeyboardInterrupt:
+        if args.overwrite and args.runner == "local":
+            print(f"datarax convert: interrupted before the new dataset was complete; a dataset "
+                  f"that was in {args.dst} is kept as it was: run the same command to start "
+                  "again.", file=sys.stderr)
+            return 130
         again = ("run the same command with --overwrite to start again" if args.runner == "beam"
                  else "run the same command with --resume to finish it (finished shards are kept)")
         print(f"datarax convert: interrupted; {args.dst} is not a dataset yet: {again}.",

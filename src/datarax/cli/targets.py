@@ -100,12 +100,29 @@ def convert_hint(spec: str) -> str:
         return ""
     from datarax.dataset.metadata import METADATA_FILE
 
+    from datarax.dataset.image_folder import IMAGE_SUFFIXES, is_class_folder
+
     lower = path.lower()
+
+    def up(levels: int) -> str:  # the folder ``levels`` above ``path``, as it was given
+        folder = os.path.abspath(path)
+        for _ in range(levels):
+            folder = os.path.dirname(folder)
+        return folder if os.path.isabs(path) else os.path.relpath(folder)
+
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, METADATA_FILE)) or not os.listdir(path):
             return ""  # a dataset (its own error says what is wrong), or nothing to convert
-        if any(n.endswith(".array_record") for n in os.listdir(path)):
+        names = os.listdir(path)
+        if any(n.endswith(".array_record") for n in names):
             return f" It holds ArrayRecord files: give them as a glob, '{path}/*.array_record'."
+        if any(n.lower().endswith(IMAGE_SUFFIXES) for n in names) and not any(
+                is_class_folder(path, n) for n in names):  # one class of an image folder
+            return (f" It holds images but no class folders: convert the image folder it is a "
+                    f"class of (datarax convert {up(1)} DST, then inspect DST).")
+    elif lower.endswith(IMAGE_SUFFIXES):
+        return (f" It is an image: convert the image folder it is in (datarax convert {up(2)} DST "
+                f"for {up(2)}/<class>/<image>, then inspect DST).")
     elif not lower.endswith(TABLE_SUFFIXES + (".npy", ".npz")):
         return ""
     also = f", or open it as hf:{path}" if lower.endswith(TABLE_SUFFIXES) else ""

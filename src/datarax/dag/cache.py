@@ -19,6 +19,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import record_at, stack_records
+from datarax.core.config import check_count
 from datarax.core.errors import ConfigError
 from datarax.core.operator import OperatorModule
 from datarax.core.dtypes import is_host_leaf, is_text_scalar
@@ -114,8 +115,7 @@ class CachedPrefix(RandomAccessSource):
                 f"which {type(source).__name__} does not implement: it cannot be cached. "
                 "Put its stages in the Pipeline instead."
             )
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
-            raise ConfigError(f"CachedPrefix max_bytes must be an int >= 0, got {max_bytes!r}.")
+        max_bytes = check_count(max_bytes, "CachedPrefix max_bytes", 0)  # NumPy ints too
         if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence):
             raise ConfigError(
                 f"CachedPrefix stages must be a list of deterministic stages, got "

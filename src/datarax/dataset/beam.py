@@ -57,7 +57,7 @@ from datarax.dataset.placement import (
     record_digest,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.write_features import resolve_features
+from datarax.dataset.write_features import name_row_classes, resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
@@ -232,6 +232,8 @@ class WriteDataset(beam.PTransform):
                  extra: Mapping[str, Any] | None = None,
                  records_per_shard: int = RECORDS_PER_SHARD, rows: Rows | None = None) -> None:
         super().__init__()
+        shards, records_per_shard = (int(v) if isinstance(v, np.integer) else v  # NumPy ints
+                                     for v in (shards, records_per_shard))
         if shards is not None and (not isinstance(shards, int) or shards < 1):
             raise ConfigError(f"WriteDataset shards must be an int >= 1 or None, got {shards!r}.")
         if not isinstance(records_per_shard, int) or records_per_shard < 1:
@@ -361,6 +363,7 @@ def convert_rows(
                 f"{rows.description} does not allow (it is read once, in order); use "
                 "runner='local'.")
         dst = expand_user(dst)
+        name_row_classes(rows, features, class_names)
         feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         n = rows.length
         if n == 0:

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,8 +44,10 @@ from datarax.dataset.rows import (
     Rows,
     SequenceRows,
     as_rows,
+    check_own_class_names,
     files_description,
 )
+from datarax.dataset.splits import SPLIT_NAMES, file_split, note_split, pick_split, split_files
 from datarax.dataset.table_rows import TableRows
 from datarax.dataset.write_workers import WorkerPool
 from datarax.dataset.writer import (
@@ -57,14 +60,13 @@ from datarax.dataset.writer import (
 from datarax.errors import ConfigError
 from datarax.extras import require
 from datarax.host.dtypes import is_text_dtype
+from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import expand_user, is_remote
 
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "NpyRows", "TableRows", "convert", "open_rows"]
 
 TABLE_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv",
                   ".tsv": "csv"}
-#: split names recognised in table file names (``train-00000-of-00002.parquet``) and folders
-SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
 
 class NpyRows(Rows):
@@ -120,17 +122,17 @@ def _hf_rows(path: str, split: str | None) -> Rows:
         loaded = datasets.load_from_disk(path)
         if isinstance(loaded, datasets.DatasetDict):
             names = list(loaded)
-            chosen = _pick_split(names, split, path)
-            return _note_split(HFRows(loaded[chosen], f"the Hugging Face dataset {path}"),
-                               names, split, chosen)
+            chosen = pick_split(names, split, path)
+            return note_split(HFRows(loaded[chosen], f"the Hugging Face dataset {path}"),
+                              names, split, chosen)
         return HFRows(loaded, f"the Hugging Face dataset {path}")
     arrows = sorted(glob.glob(os.path.join(path, "**", "*.arrow"), recursive=True))
     splits = sorted({_arrow_split(a) for a in arrows} - {None})
-    chosen = _pick_split(splits, split, path) if splits else None
+    chosen = pick_split(splits, split, path) if splits else None
     files = [a for a in arrows if chosen is None or _arrow_split(a) == chosen]
     parts = [datasets.Dataset.from_file(a) for a in files]
     table = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-    return _note_split(
+    return note_split(
         HFRows(table, f"the Hugging Face cache {path}" + (f" ({chosen})" if chosen else "")),
         splits, split, chosen)
 
@@ -142,27 +144,6 @@ def _arrow_split(path: str) -> str | None:
         if part in ("train", "test", "validation", "valid", "dev") or (i == len(parts) - 1 and not part.isdigit()):
             return part
     return None
-
-
-def _note_split(rows: Rows, splits: Sequence[str], asked: str | None, chosen: str | None) -> Rows:
-    """``rows``, noting the split taken when none was asked for and SRC holds others
-    (``rows.split_choice``: the split and the others, which the CLI names)."""
-    if asked is None and chosen is not None and len(splits) > 1:
-        others = sorted(s for s in splits if s != chosen)
-        rows.split_choice = (chosen, others)  # type: ignore[attr-defined]
-    return rows
-
-
-def _pick_split(splits: list[str], split: str | None, where: str) -> str:
-    if split is not None:
-        if split not in splits:
-            raise ConversionError(f"'{where}' has no split '{split}'; it has {splits}.")
-        return split
-    if "train" in splits:
-        return "train"
-    if len(splits) == 1:
-        return splits[0]
-    raise ConversionError(f"'{where}' holds the splits {splits}; pick one with split= (--split).")
 
 
 def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Rows:
@@ -185,7 +166,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
                 f"folder holding it, or prepare it first (tfds.builder('{name_or_dir}')"
                 ".download_and_prepare()).")
     asked, names = split, list(builder.info.splits)
-    split = _pick_split(names, split, name_or_dir)
+    split = pick_split(names, split, name_or_dir)
     description = f"the TFDS dataset {builder.info.full_name} ({split})"
     hints: dict[str, dict[str, Any]] = {}
     for key, feature in builder.info.features.items():
@@ -211,7 +192,10 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
                             length=builder.info.splits[split].num_examples,
                             description=description)
     rows.hints = lambda: hints  # type: ignore[method-assign]
-    return _note_split(rows, names, asked, split)
+    own = {key: hint["class_names"] for key, hint in hints.items() if "class_names" in hint}
+    rows.name_classes = functools.partial(  # type: ignore[method-assign]
+        check_own_class_names, description, own)
+    return note_split(rows, names, asked, split)
 
 
 def _files_of(src: str, suffixes: Sequence[str],
@@ -222,7 +206,7 @@ def _files_of(src: str, suffixes: Sequence[str],
         listing = _folder_files(src) if listing is None else listing
         return sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
                       for f in files if f.lower().endswith(tuple(suffixes)))
-    found = sorted(glob.glob(src)) if glob.has_magic(src) else [src] if os.path.isfile(src) else []
+    found = local_glob(src) if glob.has_magic(src) else [src] if os.path.isfile(src) else []
     return [f for f in found if f.lower().endswith(tuple(suffixes))]
 
 
@@ -270,10 +254,10 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
     if len(kinds) > 1:
         raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
     if tables:
-        files = _split_files(src, tables, split)
-        splits = sorted({s for f in tables if (s := _file_split(f, SPLIT_NAMES))})
-        chosen = _file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
-        return _note_split(TableRows(files, kinds.pop()), splits, split, chosen)
+        files = split_files(src, tables, split)
+        splits = sorted({s for f in tables if (s := file_split(f, SPLIT_NAMES))})
+        chosen = file_split(files[0], SPLIT_NAMES) if len(splits) > 1 else None
+        return note_split(TableRows(files, kinds.pop()), splits, split, chosen)
     arrays = _files_of(src, (".npy", ".npz"), listing)
     image_folder = not arrays and os.path.isdir(src) and any(
         is_class_folder(src, d) for d in os.listdir(src))
@@ -309,51 +293,27 @@ def _unknown_input(src: str) -> str:
                     f"{_KNOWN_INPUTS}.")
         more = f" (+{len(entries) - 5} more)" if len(entries) > 5 else ""
         shown = ", ".join(entries[:5]) + more
+        images = any(e.lower().endswith(IMAGE_SUFFIXES) for e in entries)
+        parent = os.path.dirname(os.path.abspath(src))
         return (f"the folder '{src}' holds nothing convert reads (it holds {shown}); it reads "
-                f"{_KNOWN_INPUTS}.")
+                f"{_KNOWN_INPUTS}." + (
+                    f" For its images: an image folder is ROOT/<class>/<image>; if it is one "
+                    f"class of one, convert the folder it is in ({parent}); for images without "
+                    f"classes, move them into one subfolder ({src}/<name>/) and convert '{src}'."
+                    if images else ""))
     if src.startswith("hf:"):
         name = src[3:].split(":")[0]
         return (f"convert reads a Hugging Face dataset from disk, not '{src}' (a Hub name): save "
                 f"it first, e.g. datasets.load_dataset('{name}', split='train')"
                 f".save_to_disk('{name.replace('/', '_')}_train'), and convert that folder.")
     if glob.has_magic(src):
-        matched = sorted(glob.glob(src))
+        matched = sorted(glob.glob(src, recursive=True))
         what = (f"matches {len(matched)} paths ({', '.join(matched[:3])}"
                 f"{', ...' if len(matched) > 3 else ''}), none of them" if matched
                 else "matches no file; convert reads")
         return f"the pattern '{src}' {what} {_KNOWN_INPUTS}. Check the pattern."
     return (f"'{src}' does not exist. Check the path; SRC is one of {_KNOWN_INPUTS}, or a glob "
             "pattern of files (quoted in the shell).")
-
-
-def _file_split(path: str, names: Sequence[str]) -> str | None:
-    """The split a table file belongs to: ``<split>-*.ext`` / ``<split>.ext``, or a file in a
-    ``<split>/`` folder, for a split in ``names``."""
-    stem = os.path.basename(path).split(".")[0].split("-")[0]
-    if stem in names:
-        return stem
-    parent = os.path.basename(os.path.dirname(path))
-    return parent if parent in names else None
-
-
-def _split_files(src: str, tables: list[str], split: str | None) -> list[str]:
-    """The files of ``split``; with none asked for and files of several splits, ``train``'s."""
-    if split is not None:
-        chosen = [f for f in tables if _file_split(f, (split,)) == split]
-        if not chosen:
-            found = sorted({s for f in tables if (s := _file_split(f, SPLIT_NAMES))})
-            raise ConversionError(
-                f"'{src}' has no files of the split '{split}' (files named '{split}-*' or "
-                f"'{split}.*', or in a '{split}' folder); "
-                + (f"the splits found: {found}, pick one of those." if found else
-                   "no file names a split: leave out split= (--split)."))
-        return chosen
-    splits = {f: _file_split(f, SPLIT_NAMES) for f in tables}
-    found = sorted({s for s in splits.values() if s})
-    if len(found) > 1:
-        chosen_split = _pick_split(found, None, src)
-        return [f for f in tables if splits[f] == chosen_split]
-    return tables
 
 
 def _check_dst_outside(src: str, dst: str, rows: Rows) -> None:
@@ -367,7 +327,7 @@ def _check_dst_outside(src: str, dst: str, rows: Rows) -> None:
             f"'{dst}' is the input folder itself; write the dataset into another folder "
             "(a new subfolder of it is fine).")
     if isinstance(rows, ImageFolderRows):
-        for name in rows.classes:
+        for name in rows.folders:
             folder = os.path.join(root, name)
             if target == folder or target.startswith(folder + os.sep):
                 raise ConversionError(
@@ -391,6 +351,7 @@ def convert(
     runner: str = "local",
     beam_options: Sequence[str] = (),
     resize: int | tuple[int, int] | None = None,
+    class_names: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[DatasetInfo, WriteSummary]:
     """Convert ``src`` (a path / ``tfds:NAME``, or any records) into a dataset in ``dst``.
 
@@ -399,6 +360,9 @@ def convert(
     ``runner="beam"`` runs it on Apache Beam (:mod:`datarax.beam`) with ``beam_options``.
     ``resize`` resizes every encoded image as it is written: an int its shorter side, a
     ``(height, width)`` to exactly that (:mod:`datarax.dataset.resized_rows`).
+    ``class_names`` names the classes of label fields; an image folder's class folders
+    are then labelled by their position in ``class_names["label"]`` (a validation split
+    missing a class keeps the train split's labels).
 
     A second conversion into ``dst`` while one runs is refused (:mod:`datarax.dataset.lock`).
     """
@@ -418,7 +382,8 @@ def convert(
         return _convert(src, dst, path, pool, shards=shards, workers=workers,
                         on_error=on_error, resume=resume, overwrite=overwrite, split=split,
                         data_dir=data_dir, features=features, progress=progress,
-                        runner=runner, beam_options=beam_options, resize=resize)
+                        runner=runner, beam_options=beam_options, resize=resize,
+                        class_names=class_names)
 
 
 def _worker_modules(src: str) -> tuple[str, ...]:
@@ -441,30 +406,32 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
              workers: int, on_error: str, resume: bool, overwrite: bool, split: str | None,
              data_dir: str | None, features: Features | None, progress: bool, runner: str,
              beam_options: Sequence[str], resize: int | tuple[int, int] | None,
-             ) -> tuple[DatasetInfo, WriteSummary]:
+             class_names: Mapping[str, Sequence[str]] | None) -> tuple[DatasetInfo, WriteSummary]:
     """:func:`convert` once its worker processes (if any) are started."""
     src, dst = expand_user(src) if path else src, expand_user(dst)
     rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
     if path:
         _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
+    choice = getattr(rows, "split_choice", None)  # SRC's other splits, left out
     resized = None
     if resize is not None:  # every image resized as it is written
         from datarax.dataset.resized_rows import ResizedRows
 
         rows = resized = ResizedRows(rows, resize)
+        resized.check_images()  # else the metadata would say 'resize' of nothing resized
     described = os.fspath(src) if path else rows.description
     count = shards if shards is not None else automatic_shards(rows.length or 0, RECORDS_PER_SHARD)
     extra: dict[str, Any] = {"source": described}
     if resized is not None:
         extra["resize"] = resized.resize
-    choice = getattr(rows, "split_choice", None)
-    if choice is not None:  # SRC holds other splits, left out
+    if choice is not None:
         extra["split"], extra["other_splits"] = choice[0], list(choice[1])
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
         if runner == "local":
             return write_dataset(rows, dst, features=features, shards=count, workers=workers,
                                  on_error=on_error, resume=resume, overwrite=overwrite,
-                                 progress=progress, extra=extra, pool=pool)
+                                 progress=progress, extra=extra, pool=pool,
+                                 class_names=class_names)
         try:
             import datarax.dataset.beam as beam  # noqa: PLC0415 - needs the beam extra
         except ImportError as err:
@@ -473,4 +440,5 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
                 "'datarax[beam]', or use runner='local'.") from err
         return beam.convert_rows(rows, os.fspath(dst), features=features, shards=count,
                                  on_error=on_error, resume=resume, overwrite=overwrite,
-                                 extra=extra, beam_options=list(beam_options))
+                                 class_names=class_names, extra=extra,
+                                 beam_options=list(beam_options))

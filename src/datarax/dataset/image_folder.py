@@ -15,8 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import os
-from collections.abc import Iterator, Mapping
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.images import HEADER_BYTES, file_bytes, image_size_and_grey
@@ -26,16 +28,18 @@ from datarax.dataset.write_outcome import ConversionError
 
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder"]
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+#: the suffixes of image files: torchvision's ImageFolder's, and GIF
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 #: bytes of small files kept by the probe, which read them whole, for the write
 KEPT_BYTES = 128 * 2**20
 
 
 def is_class_folder(root: str, name: str) -> bool:
     """Whether ``root/name`` is a class of an image folder: a folder, not hidden (``.git``,
-    ``.ipynb_checkpoints``), and not a datarax dataset (DST written inside SRC)."""
+    ``.ipynb_checkpoints``) or macOS's zip metadata (``__MACOSX``), and not a datarax
+    dataset (DST written inside SRC)."""
     path = os.path.join(root, name)
-    return os.path.isdir(path) and not name.startswith(".") and not (
+    return os.path.isdir(path) and not name.startswith(".") and name != "__MACOSX" and not (
         os.path.exists(os.path.join(path, METADATA_FILE))
         or os.path.exists(os.path.join(path, PARTIAL_DIR)))
 
@@ -50,20 +54,34 @@ class ImageFolderRows(Rows):
     probes_rows = True
 
     def __init__(self, root: str) -> None:
-        classes = sorted(d for d in os.listdir(root) if is_class_folder(root, d))
+        names = os.listdir(root)
+        # by their NFC form: a name is stored decomposed (NFD) on macOS and composed on
+        # Linux, and both give the same classes, in the same order, with the same names
+        folders = sorted((d for d in names if is_class_folder(root, d)), key=_nfc)
+        loose = sorted(f for f in names if f.lower().endswith(IMAGE_SUFFIXES)
+                       and not f.startswith(".") and os.path.isfile(os.path.join(root, f)))
+        if folders and loose:
+            more = f" and {len(loose) - 3} more" if len(loose) > 3 else ""
+            raise ConversionError(
+                f"the image folder '{root}' holds images beside its class folders "
+                f"({', '.join(loose[:3])}{more}), which would belong to no class; move them "
+                "into a class folder (root/<class>/<image>), or out of SRC.")
         self.root = root
         self.items: list[tuple[str, int]] = []
-        for label, name in enumerate(classes):
-            for dirpath, dirnames, filenames in os.walk(os.path.join(root, name)):
-                dirnames.sort()
-                folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
-                self.items.extend((os.path.join(folder, file), label) for file in sorted(filenames)
-                                  if file.lower().endswith(IMAGE_SUFFIXES))
+        for label, name in enumerate(folders):
+            self.items.extend((path, label) for path in _images_under(root, name))
         if not self.items:
             raise ConversionError(
                 f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
                 f"suffixes {', '.join(IMAGE_SUFFIXES)}).")
-        self.classes = classes
+        self.folders = folders  # as the file system names them
+        self.classes = [_nfc(name) for name in folders]
+        twins = sorted(c for c, n in collections.Counter(self.classes).items() if n > 1)
+        if twins:
+            raise ConversionError(
+                f"the image folder '{root}' has two class folders named '{twins[0]}' (one "
+                "composed, one decomposed Unicode: they look the same and would be two classes "
+                "of one name); merge them into one folder.")
         self.length = len(self.items)
         self.description = f"the image folder {root}"
         self._probes: list[Any] | None = None
@@ -128,6 +146,25 @@ class ImageFolderRows(Rows):
     def use_probes(self, parts: list[Any]) -> None:
         self._probes = list(parts)
 
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        """Label each class folder by its position in the ``label`` names given (those of
+        a train split converted before, say), so a split missing a class keeps the same
+        labels; a class folder not among them is refused."""
+        names = class_names.get("label")
+        if names is None or list(names) == self.classes:
+            return
+        names = [_nfc(str(n)) for n in names]
+        unknown = [c for c in self.classes if c not in names]
+        if unknown:
+            raise ConversionError(
+                f"{self.description} has the class folder(s) {', '.join(map(repr, unknown))}, "
+                f"which are not among the class names given for 'label' ({', '.join(names)}); "
+                "give every class's name (those of the dataset its labels must match), or move "
+                "the folder out of SRC.")
+        relabel = [names.index(c) for c in self.classes]
+        self.items = [(path, relabel[label]) for path, label in self.items]
+        self.classes = names
+
     def row_name(self, row: int) -> str:
         return f"row {row} ({self.items[row][0]})"
 
@@ -137,7 +174,42 @@ class ImageFolderRows(Rows):
         for row, (path, label) in enumerate(self.items[start:stop], start):
             data = kept.pop(row, None) if kept else None
             if data is None:
-                data = file_bytes(os.path.join(self.root, path))
+                full = os.path.join(self.root, path)
+                try:
+                    data = file_bytes(full)
+                except OSError:  # gone, a broken link, not readable: the writer names the row
+                    yield {"image": {"bytes": None, "path": full}, "label": label}
+                    continue
             else:
                 self._kept_bytes -= len(data)
             yield {"image": {"bytes": data}, "label": label}
+
+
+def _nfc(name: str) -> str:
+    """``name`` composed (Unicode NFC), as Linux and Windows store it."""
+    return unicodedata.normalize("NFC", name)
+
+
+def _images_under(root: str, name: str) -> Iterator[str]:
+    """The image files in ``root/name`` and its subfolders (linked ones followed, each
+    folder once, a link back up never), as paths under ``root``, sorted by NFC name;
+    hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out."""
+    def unlisted(err: OSError) -> None:  # os.walk would leave the folder out in silence
+        raise ConversionError(
+            f"cannot list the folder '{err.filename}' of the image folder '{root}' "
+            f"({type(err).__name__}: {err.strerror}); its images would be left out. Make it "
+            "readable, or move it out of SRC.") from err
+
+    seen = {os.path.realpath(root), os.path.realpath(os.path.join(root, name))}
+    for dirpath, dirnames, filenames in os.walk(os.path.join(root, name), onerror=unlisted,
+                                                followlinks=True):
+        kept = []
+        for sub in sorted(dirnames, key=_nfc):
+            real = os.path.realpath(os.path.join(dirpath, sub))
+            if real not in seen and not sub.startswith("."):  # (.thumbnails, .git)
+                seen.add(real)
+                kept.append(sub)
+        dirnames[:] = kept
+        folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
+        yield from (os.path.join(folder, file) for file in sorted(filenames, key=_nfc)
+                    if file.lower().endswith(IMAGE_SUFFIXES) and not file.startswith("."))

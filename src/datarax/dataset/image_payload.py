@@ -35,20 +35,20 @@ from datarax.dataset.images import (
     IMAGE_MODES,
     channels_of,
     channels_of_mode,
+    has_transparency,
     image_format,
     pil_image,
 )
 from datarax.host.dtypes import is_text_scalar
 
-__all__ = ["image_payload", "stored_as_it_is"]
+__all__ = ["deeper_than_8_bits", "image_payload", "stored_as_it_is"]
 
 
 def _lost_in_conversion(image: Any, channels: int) -> str | None:
     """What converting ``image`` to ``channels`` channels would lose: its colours (to
     grey) or its transparency (alpha dropped); None when nothing (grey to colour, an
     opaque alpha, colour that is grey)."""
-    has_alpha = image.mode in ("RGBA", "LA", "PA") or (
-        image.mode == "P" and "transparency" in image.info)
+    has_alpha = image.mode in ("RGBA", "LA", "PA") or has_transparency(image)
     if channels != 4 and has_alpha and (np.asarray(image.convert("RGBA"))[..., 3] != 255).any():
         return "transparency (alpha channel)"
     if channels == 1 and channels_of(image) != 1:
@@ -58,7 +58,7 @@ def _lost_in_conversion(image: Any, channels: int) -> str | None:
     return None
 
 
-def _deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
+def deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
     """What an image holds beyond 8 bits per channel (a 16-bit PNG, whose colour PIL reads
     as 8 bits; a 16-bit or 32-bit grey image with a value beyond 255 or a fraction);
     None when 8 bits hold it exactly."""
@@ -101,7 +101,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     if encoded is not None:
         data, image = encoded
         keep = image_format(data) is not None and channels_of(image) == f.shape[2] and (
-            image.mode in ("L", "RGB", "RGBA"))
+            image.mode in ("L", "RGB", "RGBA")) and "transparency" not in image.info
     else:
         image = pil_image(value)
         if image is None:
@@ -116,7 +116,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
                 array = array[:, :, 0]
             image = Image.fromarray(array)
         keep = False
-    deep = _deeper_than_8_bits(image, data if encoded is not None else None)
+    deep = deeper_than_8_bits(image, data if encoded is not None else None)
     if deep:
         raise RecordMismatchError(
             f"{located(f.name, row)}: a {deep}; image fields hold 8 bits per channel "

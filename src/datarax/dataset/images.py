@@ -19,6 +19,7 @@ from typing import Any
 from datarax.dataset.image_headers import read_image_header
 
 __all__ = ["HEADER_BYTES", "IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
+           "has_transparency",
            "image_format", "image_shape_hint", "image_shape_hint_of", "image_size_and_grey", "open_image", "pil_image"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
@@ -64,8 +65,17 @@ def open_image(data: bytes) -> Any:
 
 
 def channels_of(image: Any) -> int:
-    """The channels a PIL image is stored with: 1 (grey), 4 (with alpha) or 3."""
-    return channels_of_mode(image.mode)
+    """The channels a PIL image is stored with: 1 (grey), 4 (with alpha) or 3; 4 also for a
+    palette, grey or RGB image whose transparency (a PNG ``tRNS`` chunk, a GIF's transparent
+    colour) hides a pixel (:func:`has_transparency`)."""
+    return 4 if has_transparency(image) else channels_of_mode(image.mode)
+
+
+def has_transparency(image: Any) -> bool:
+    """Whether a palette, grey or RGB PIL image has a transparent colour that a pixel uses
+    (it then has an alpha channel once converted to RGBA)."""
+    return image.mode in ("P", "L", "RGB") and "transparency" in image.info and (
+        image.convert("RGBA").getchannel("A").getextrema()[0] < 255)
 
 
 def channels_of_mode(mode: str) -> int:
@@ -138,8 +148,13 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str,
         return header.height, header.width, channels_of_mode(header.mode) == 1
     from PIL import Image
 
-    with Image.open(io.BytesIO(head) if opened is None else opened) as image:
-        return image.height, image.width, channels_of(image) == 1
+    try:
+        with Image.open(io.BytesIO(head) if opened is None else opened) as image:
+            return image.height, image.width, channels_of(image) == 1
+    except OSError:
+        raise
+    except Exception as err:  # noqa: BLE001 - PIL's others (a decompression bomb, a bad header)
+        raise ValueError(f"{type(err).__name__}: {err}") from err
 
 
 def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -196,6 +197,12 @@ def find_dataset(paths: Any) -> str | None:
             return None
     else:
         return None
+    from datarax.storage.local_glob import local_glob
+
+    # a pattern by the files it matches ("ds/**/*.array_record" names ds's shards too),
+    # one matching nothing by its own folder
+    items = [m for p in items for m in (
+        (local_glob(p) or [p]) if glob.has_magic(p) and not os.path.exists(p) else [p])]
     folders = {os.path.dirname(os.path.abspath(p)) for p in items}
     if len(folders) != 1:
         return None

@@ -29,6 +29,7 @@ from datarax.dataset.fields import Features
 from datarax.dataset.layout import decode_records
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
+from datarax.storage.local_glob import local_glob
 from datarax.storage.retry import StorageStats
 from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
 
@@ -66,7 +67,7 @@ def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
     else:
         names = []
         for item in _path_list(paths):
-            matches = [item] if os.path.exists(item) or not glob.has_magic(item) else sorted(glob.glob(item))
+            matches = [item] if os.path.exists(item) or not glob.has_magic(item) else local_glob(item)
             if not matches:
                 raise RecordError(f"the glob pattern '{item}' matches no shard of the dataset in "
                                   f"'{folder}'.", path=item)
@@ -151,19 +152,27 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
     single = len(items) == 1 and not glob.has_magic(items[0])
     if dataset and items:
         folder = items[0].rstrip("/") if single else items[0].rsplit("/", 1)[0]
+        listed = None  # a pattern of folders ("ds/**/*.array_record"): the files' one folder
+        if not single and any(glob.has_magic(i.rsplit("/", 1)[0]) for i in items):
+            listed = list_objects(items, storage_options, stats=stats)
+            homes = {o.url.rsplit("/", 1)[0] for o in listed}
+            if len(homes) != 1:
+                return listed, None
+            folder = homes.pop()
         data = read_json(join_url(folder, METADATA_FILE), storage_options, stats=stats)
         if data is None and single:  # a file of a dataset?
             folder = folder.rsplit("/", 1)[0]
             data = read_json(join_url(folder, METADATA_FILE), storage_options, stats=stats)
             single = False
-        if data is not None and (single or all(i.rsplit("/", 1)[0] == folder for i in items)):
+        if data is not None and (single or listed is not None
+                                 or all(i.rsplit("/", 1)[0] == folder for i in items)):
             info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
             if single:
                 return _shards_of(folder, info), info
-            names = [o.name for o in list_objects(items, storage_options, stats=stats)]
+            names = [o.name for o in listed or list_objects(items, storage_options, stats=stats)]
             _check_shards(names, info, folder, join_url)
             return _shards_of(folder, info, names), info
-        return list_objects(items, storage_options, stats=stats), None
+        return listed or list_objects(items, storage_options, stats=stats), None
     try:
         return list_objects(items, storage_options, stats=stats), None
     except RecordError:

@@ -23,10 +23,11 @@ Example:
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.image_decode import dct_scale_for, decode_region, image_size, resized_size
+from datarax.dataset.image_payload import deeper_than_8_bits
 from datarax.dataset.images import IMAGE_MODES, channels_of, encoded_image_bytes, image_format
 from datarax.dataset.rows import Rows
 from datarax.errors import ConfigError
@@ -68,6 +69,8 @@ def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
         return data
     with Image.open(io.BytesIO(data)) as opened:
         mode = IMAGE_MODES[channels_of(opened)]
+        if deeper_than_8_bits(opened, data):  # left as it is: the writer names and refuses it
+            raise ValueError("an image of more than 8 bits per channel")
     k = dct_scale_for((height, width), size) if mode == "RGB" else 1
     if mode == "RGB":
         image, k = decode_region(data, height, width, k)
@@ -113,6 +116,21 @@ class ResizedRows(Rows):
     def row_name(self, row: int) -> str:
         return self.rows.row_name(row)
 
+    def check_images(self) -> None:
+        """Refuse rows whose first row holds no encoded image (PNG / JPEG bytes, an image
+        file, an image dict): there would be nothing to resize (arrays of pixels, text)."""
+        first = next(iter(self.rows.iter_rows(0, 1)), None)
+        if first is None or any(_is_image(v) for v in first.values()):
+            return
+        fields = ", ".join(f"{name}: {_kind(value)}" for name, value in first.items())
+        raise ConfigError(
+            f"resize= (--resize) resizes encoded images (PNG / JPEG / ... files, image columns), "
+            f"and the first record of {self.rows.description} holds none ({fields}); leave "
+            "out resize, or resize arrays of pixels before converting them.")
+
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        self.rows.name_classes(class_names)
+
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         for row in self.rows.iter_rows(start, stop):
             yield {name: self._resized(value) for name, value in row.items()}
@@ -128,3 +146,19 @@ class ResizedRows(Rows):
             return resize_encoded(data, self.resize)
         except (OSError, ValueError, SyntaxError):
             return value  # undecodable: the writer names its row and field
+
+
+def _is_image(value: Any) -> bool:
+    """Whether ``value`` is an encoded image or an image dict naming its file."""
+    if isinstance(value, Mapping) and set(value) <= {"bytes", "path"}:
+        return True
+    try:
+        return encoded_image_bytes(value) is not None
+    except OSError:
+        return True
+
+
+def _kind(value: Any) -> str:
+    """How a value is named where no image was found: its dtype and shape, or its type."""
+    shape = getattr(value, "shape", None)
+    return f"{value.dtype} array {tuple(shape)}" if shape is not None else type(value).__name__

@@ -13,7 +13,9 @@ more (no writing); the write itself records nothing extra.
 Other rules (:func:`prepare_destination`): a partial folder without a run file is a
 write killed before it began (nothing written), started again from scratch; a run file
 of other options with no finished shard is replaced; ``on_error`` may change between
-the runs (the check covers what it changes); a finished dataset is kept as it is.
+the runs (the check covers what it changes); a finished dataset is kept as it is when
+written from the same input and options (its metadata's ``written_with`` and features),
+else refused naming each that differs, then and now.
 
 Example:
     >>> import tempfile, os
@@ -39,13 +41,14 @@ from typing import Any
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import record_encoder
 from datarax.dataset.metadata import METADATA_FILE, PARTIAL_DIR, shard_name, write_json
+from datarax.dataset.replace import dataset_entries
 from datarax.dataset.rows import Rows
 from datarax.dataset.write_outcome import ConversionError
 from datarax.errors import ConfigError
 from datarax.extras import require
 
-__all__ = ["RUN_FILE", "check_finished_shards", "finished_shards", "prepare_destination",
-           "run_fingerprint"]
+__all__ = ["RUN_FILE", "check_finished_shards", "finished_run", "finished_shards",
+           "prepare_destination", "run_fingerprint", "written_with"]
 
 RUN_FILE = "run.json"
 _CHUNK = 256  # shard records read at a time by the check
@@ -96,8 +99,7 @@ def prepare_destination(dst: str, fingerprint: str, parts: Mapping[str, Any], *,
             f"'{dst}' is a file; the destination is the folder the dataset is written into "
             "(created when missing). Pick another path.")
     os.makedirs(dst, exist_ok=True)
-    ours = [name for name in os.listdir(dst) if name in (METADATA_FILE, PARTIAL_DIR)
-            or (name.startswith("data-") and name.endswith(".array_record"))]
+    ours = dataset_entries(dst)
     saved = _read_run(dst) if PARTIAL_DIR in ours else None
     if overwrite or (ours == [PARTIAL_DIR] and saved is None):
         _remove(dst, ours)  # replaced, or a write killed before its run file: nothing written
@@ -109,11 +111,17 @@ def prepare_destination(dst: str, fingerprint: str, parts: Mapping[str, Any], *,
             "or overwrite=True (--overwrite) to replace it.")
     if METADATA_FILE in ours and PARTIAL_DIR not in ours:
         with open(os.path.join(dst, METADATA_FILE), encoding="utf-8") as f:
-            if json.load(f).get("extra", {}).get("fingerprint") == fingerprint:
-                return True
+            meta = json.load(f)
+        if meta.get("extra", {}).get("fingerprint") == fingerprint:
+            return True
+        differs = _differences(finished_run(meta, parts), fingerprint, parts, may_change=()) or [
+            "its source or on_error may differ: written by an older datarax, it does not "
+            "record them"]
         raise ConversionError(
-            f"'{dst}' holds a finished dataset written from other records or options; "
-            "pass overwrite=True (--overwrite) to replace it.")
+            f"'{dst}' holds a finished dataset written from other records or options ("
+            f"{'; '.join(differs)}). Run it with the input and options it was written with (the "
+            "values 'then') to keep it as it is, pass overwrite=True (--overwrite) to replace it, or write into "
+            "another folder.")
     if ours:
         done = any(n.endswith(".array_record") for n in ours)  # shards finished, of any count
         if saved is None and any(n != PARTIAL_DIR for n in ours):
@@ -136,8 +144,37 @@ def prepare_destination(dst: str, fingerprint: str, parts: Mapping[str, Any], *,
     return False
 
 
-def _differences(saved: Mapping[str, Any], fingerprint: str,
-                 parts: Mapping[str, Any]) -> list[str]:
+def written_with(parts: Mapping[str, Any]) -> dict[str, Any]:
+    """What a finished dataset's metadata keeps of its run (``extra["written_with"]``): the
+    parts of its fingerprint that the rest of the metadata does not hold."""
+    return {key: parts[key] for key in ("source", "rows", "shards", "on_error")}
+
+
+def finished_run(meta: Mapping[str, Any], parts: Mapping[str, Any]) -> dict[str, Any]:
+    """The saved run of a finished dataset's metadata ``meta`` (as the run file holds it),
+    to compare with this run's ``parts``. Metadata of an older datarax, without
+    ``written_with``, gives what its shards and skipped rows tell (this run's value for
+    the rest, so only what is known to differ is named)."""
+    extra = meta.get("extra") if isinstance(meta.get("extra"), Mapping) else {}
+    kept = extra.get("written_with")
+    if isinstance(kept, Mapping):
+        old = dict(kept)
+    else:
+        shards = meta.get("shards") if isinstance(meta.get("shards"), list) else []
+        skipped = meta.get("skipped") if isinstance(meta.get("skipped"), list) else []
+        old = {"shards": len(shards) or parts["shards"],
+               "on_error": "skip" if skipped else parts["on_error"]}
+        if parts["rows"] is not None:
+            old["rows"] = sum(int(s.get("records", 0)) for s in shards if isinstance(s, Mapping)
+                              ) + len(skipped)
+    old = {**parts, **old, "features": meta.get("features")}
+    if old["rows"] == parts["rows"] and old["shards"] == parts["shards"]:
+        old["bounds"] = parts["bounds"]  # the same rows in the same shards
+    return {"fingerprint": extra.get("fingerprint"), "parts": old}
+
+
+def _differences(saved: Mapping[str, Any], fingerprint: str, parts: Mapping[str, Any],
+                 may_change: tuple[str, ...] = _MAY_CHANGE) -> list[str]:
     """What differs between the saved run and this one, in words (empty: nothing that
     matters; a run file without parts, of an older datarax, compares fingerprints)."""
     old = saved.get("parts")
@@ -145,15 +182,19 @@ def _differences(saved: Mapping[str, Any], fingerprint: str,
         return ([] if saved.get("fingerprint") == fingerprint
                 else ["the features, shards, row count or source differ"])
     out = []
+    if "on_error" not in may_change and old.get("on_error") != parts["on_error"]:
+        out.append(f"on_error={old.get('on_error')!r} (--on-error {old.get('on_error')}) then, "
+                   f"{parts['on_error']!r} now")
     if old.get("source") != parts["source"]:
         out.append(f"the source was {old.get('source')!r}, now {parts['source']!r}")
     if old.get("rows") != parts["rows"]:
         out.append(f"the input had {old.get('rows')} rows, now {parts['rows']}")
     if old.get("shards") != parts["shards"]:
-        out.append(f"{old.get('shards')} shards then, {parts['shards']} now")
+        out.append(f"shards={old.get('shards')} (--shards {old.get('shards')}) then, "
+                   f"{parts['shards']} now")
     if old.get("features") != parts["features"]:
         out.append(_feature_difference(old.get("features") or [], parts["features"]))
-    if not out and any(old.get(k) != parts[k] for k in parts if k not in _MAY_CHANGE):
+    if not out and any(old.get(k) != parts[k] for k in parts if k not in may_change):
         out.append("the shard bounds differ")
     return out
 

@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from datarax.dataset.categories import frame_categories, frame_records
 from datarax.dataset.images import image_shape_hint
 from datarax.errors import ConfigError
 from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["DataFrameRows", "HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows",
-           "as_rows",
+           "as_rows", "check_own_class_names",
            "files_description", "hf_hints", "list_hint", "list_hint_wanted"]
 
 
@@ -69,6 +70,11 @@ class Rows:
     def row_name(self, row: int) -> str:
         """How errors name ``row`` (a file reader may add the file)."""
         return f"row {row}"
+
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        """Take the class names given for label fields (``class_names=`` or ``features=``)
+        before any row is read: rows whose labels come from names (an image folder's class
+        folders) then label by position in them; rows of integer labels keep theirs."""
 
 
 class SequenceRows(Rows):
@@ -119,6 +125,28 @@ class IterableRows(Rows):
                 self._first = row
             self._at += 1
             yield row
+
+
+def check_own_class_names(description: str, own: Mapping[str, Sequence[str]],
+                          given: Mapping[str, Sequence[str]]) -> None:
+    """Refuse class names ``given`` for a label field whose rows number their labels by
+    class names of their own (``own``: a ``ClassLabel``), where they would name those
+    labels otherwise: another count of names, or a name of its own at another position.
+    (New names for the same count, none of them its own, rename the classes.)"""
+    for field, names in given.items():
+        mine, names = own.get(field), [str(n) for n in names]
+        if mine is None or list(mine) == names:
+            continue
+        moved = [n for i, n in enumerate(mine) if n in names and names.index(n) != i]
+        if moved or len(mine) != len(names):
+            why = (f"'{moved[0]}' would be class {names.index(moved[0])}, not "
+                   f"{list(mine).index(moved[0])}" if moved else
+                   f"{len(names)} names for its {len(mine)} classes")
+            raise ConfigError(
+                f"{description} numbers its '{field}' labels by its own class names "
+                f"({', '.join(mine)}); the class names given ({', '.join(names)}) would name them "
+                f"otherwise ({why}), and its labels are written as they are. Leave out "
+                "class_names= (--classes-from): its own names go with its labels.")
 
 
 def files_description(kind: str, files: Sequence[str]) -> str:
@@ -228,6 +256,9 @@ class HFRows(Rows):
             for values in zip(*(batch[n] for n in names)):
                 yield dict(zip(names, values))
 
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        check_own_class_names(self.description, _class_names(self._hints), class_names)
+
     def hints(self) -> dict[str, dict[str, Any]]:
         if not self._lists_done:  # list and image columns: their shapes over every row
             self._lists_done = True
@@ -252,6 +283,9 @@ class HFIterableRows(IterableRows):
         dataset, self._hints = _undecoded_images(dataset)
         super().__init__(dataset, None, description)
 
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        check_own_class_names(self.description, _class_names(self._hints), class_names)
+
     def hints(self) -> dict[str, dict[str, Any]]:
         return self._hints
 
@@ -269,6 +303,20 @@ class _SourceRows(Rows):
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a datarax source is read in this process")
+
+    def hints(self) -> dict[str, dict[str, Any]]:
+        """The class names of a dataset the source reads (``dataset_info``), for its label
+        fields that come out of it as integers."""
+        info = getattr(self.source, "dataset_info", None)
+        named = {f.name: f.class_names for f in info.features.fields
+                 if f.class_names is not None} if info is not None else {}
+        try:  # a record 0 that does not read is named by the writer, with its policy
+            first = next(iter(self.iter_rows(0, 1)), None) if named else None
+        except Exception:  # noqa: BLE001
+            first = None
+        return {name: {"class_names": list(names)} for name, names in named.items()
+                if first is not None and name in first and np.ndim(first[name]) == 0
+                and np.asarray(first[name]).dtype.kind in "iu"}
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
@@ -288,17 +336,25 @@ class _SourceRows(Rows):
 
 class DataFrameRows(Rows):
     """Rows of a pandas ``DataFrame``: one record a row, its columns the fields (values as
-    Python numbers and ``str``, as a table file's)."""
+    Python numbers and ``str``, as a table file's; a ``category`` column as class labels,
+    :mod:`~datarax.dataset.categories`)."""
 
     def __init__(self, frame: Any) -> None:
         self.frame = frame
         self.length = len(frame)
         self.description = "a pandas DataFrame"
+        self.categories = frame_categories(frame)  # written as class labels
+
+    def hints(self) -> dict[str, dict[str, Any]]:
+        return {name: {"class_names": list(names)} for name, names in self.categories.items()}
+
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        check_own_class_names(self.description, self.categories, class_names)
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else min(stop, self.length)
         for lo in range(start, stop, 1000):
-            yield from self.frame.iloc[lo:min(stop, lo + 1000)].to_dict("records")
+            yield from frame_records(self.frame.iloc[lo:min(stop, lo + 1000)], self.categories)
 
 
 def as_rows(records: Any) -> Rows:
@@ -332,3 +388,8 @@ def as_rows(records: Any) -> Rows:
     raise ConfigError(
         f"write_dataset cannot read records from a {type(records).__name__}; give an iterable of "
         "dicts, a Hugging Face Dataset split, a TFDS data source or a datarax source.")
+
+
+def _class_names(hints: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The class names in ``hints``, by field."""
+    return {name: hint["class_names"] for name, hint in hints.items() if "class_names" in hint}

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from datarax.dataset.categories import dictionary_labels, parquet_categories
 from datarax.dataset.csv_tables import (
     blank_columns_as_text,
     check_header,
@@ -21,7 +22,14 @@ from datarax.dataset.csv_tables import (
 from datarax.dataset.image_header_columns import binary_values, png_header_columns
 from datarax.dataset.images import image_shape_hint_of, image_size_and_grey
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
-from datarax.dataset.rows import Rows, files_description, hf_hints, list_hint, list_hint_wanted
+from datarax.dataset.rows import (
+    Rows,
+    check_own_class_names,
+    files_description,
+    hf_hints,
+    list_hint,
+    list_hint_wanted,
+)
 from datarax.dataset.shared_tables import SharedTables
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
@@ -243,6 +251,7 @@ class TableRows(Rows):
         #: per image column, the headers of intact plain PNGs the probe read
         self._headers: dict[str, list[tuple[Any, ...]]] = {}
         self._hints: dict[str, dict[str, Any]] | None = None
+        self._category_names: dict[str, list[str]] | None = None  # see _categories
         self._counts = self._count()
         self.length = int(sum(self._counts))
 
@@ -352,18 +361,37 @@ class TableRows(Rows):
         return {name: {"shape": (), "dtype": "float32"}
                 for name, found in kinds.items() if found == {"i", "f"}}
 
-    def _hf_hints(self) -> dict[str, dict[str, Any]]:
+    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
+        own = {name: hint["class_names"] for name, hint in self._schema_hints().items()
+               if "class_names" in hint}
+        check_own_class_names(self.description, own, class_names)
+
+    def _schema_hints(self) -> dict[str, dict[str, Any]]:
+        """What a Parquet file's Hugging Face schema says of its columns (``hf_hints``),
+        and the class names of its category (dictionary) columns."""
+        if self.kind != "parquet":
+            return {}
         import pyarrow.parquet as pq
 
         meta = pq.read_schema(self.files[0]).metadata or {}
         raw = meta.get(b"huggingface")
-        if not raw:
-            return {}
         try:
-            features = json.loads(raw)["info"]["features"]
+            hints = hf_hints(json.loads(raw)["info"]["features"]) if raw else {}
         except (KeyError, ValueError):
-            return {}
-        hints = hf_hints(features)
+            hints = {}
+        return {**hints, **{name: {"class_names": names}
+                            for name, names in self._categories().items()}}
+
+    def _categories(self) -> dict[str, list[str]]:
+        """The categories of the Parquet files' dictionary columns (:mod:`categories`)."""
+        if self._category_names is None:
+            self._category_names = parquet_categories(self.files[0])
+        return self._category_names
+
+    def _hf_hints(self) -> dict[str, dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        hints = self._schema_hints()
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])
@@ -455,7 +483,8 @@ class TableRows(Rows):
                 n = reader.metadata.row_group(g).num_rows
                 a, b = max(lo, offset), min(hi, offset + n)
                 if a < b:
-                    group = reader.read_row_group(g)
+                    group = dictionary_labels(reader.read_row_group(g), self._categories(),
+                                              self.description)
                     for c in range(a, b, 1000):
                         yield group.slice(c - offset, min(b, c + 1000) - c)
                 offset += n

@@ -20,11 +20,11 @@ from datarax.dataset.fields import (
     UnstorableValueError,
     infer_features,
 )
-from datarax.dataset.rows import as_rows
+from datarax.dataset.rows import Rows, as_rows
 from datarax.dataset.write_outcome import ConversionError
 from datarax.errors import ConfigError
 
-__all__ = ["resolve_features"]
+__all__ = ["name_row_classes", "resolve_features"]
 
 _INFER_TRIES = 100  # rows tried for the features with on_error="skip"
 
@@ -76,6 +76,17 @@ def resolve_features(records: Any, features: Features | None = None, *,
             dataclasses.replace(f, class_names=tuple(names[f.name]))
             if f.name in names and f.class_names is None else f for f in features.fields))
     return features
+
+
+def name_row_classes(rows: Rows, features: Features | None,
+                     class_names: Mapping[str, Sequence[str]] | None) -> None:
+    """Hand ``rows`` the class names given, by ``class_names=`` or a field of ``features=``,
+    before any row is read or sent to a worker (:meth:`Rows.name_classes`)."""
+    given = dict(class_names or {})
+    if isinstance(features, Features):  # a field's own names win, as in resolve_features
+        given.update({f.name: f.class_names for f in features.fields if f.class_names is not None})
+    if given:
+        rows.name_classes(given)
 
 
 def _check_class_names(class_names: Mapping[str, Sequence[str]] | None, features: Features) -> None:

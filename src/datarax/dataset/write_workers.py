@@ -166,6 +166,13 @@ class WorkerPool:
                 p.terminate()
                 p.join()
 
+    def stop(self) -> None:
+        """End the worker processes now (a write that failed, whose folder goes next)."""
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.join()
+
     def probe(self, rows: Rows, shards: int = 1, rows_per_part: int = _PROBE_ROWS) -> list[Any]:
         """``rows.probe`` over consecutive parts of ``rows``, in order. Each process
         first takes the parts of the rows it will write (of ``shards`` contiguous shards,

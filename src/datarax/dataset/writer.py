@@ -8,7 +8,8 @@ Crash safety: a shard is written under ``DST/.datarax-partial/`` and renamed to 
 name only once complete and synced, after its summary was saved beside it; the metadata
 file is written last. So a killed process or a full disk never leaves a shard that looks
 complete, and ``resume=True`` keeps the finished shards that still hold what the input
-gives for their rows (:mod:`datarax.dataset.resume`).
+gives for their rows (:mod:`datarax.dataset.resume`). ``overwrite=True`` writes the new
+dataset beside ``DST`` and swaps it in once complete (:mod:`datarax.dataset.replace`).
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -30,6 +31,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from datarax.dataset.column_records import column_encoder
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import record_encoder
@@ -46,14 +49,16 @@ from datarax.dataset.metadata import (
     write_json,
     write_metadata,
 )
+from datarax.dataset.replace import beside, dataset_entries, remove_folder, swap_in
 from datarax.dataset.resume import (
     check_finished_shards,
     finished_shards,
     prepare_destination,
     run_fingerprint,
+    written_with,
 )
 from datarax.dataset.rows import Rows, as_rows
-from datarax.dataset.write_features import resolve_features
+from datarax.dataset.write_features import name_row_classes, resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.dataset.write_workers import WorkerPool
 from datarax.errors import ConfigError
@@ -72,6 +77,7 @@ class _Job:
     shards: int
     on_error: str
     bounds: tuple[int, ...] | None  # contiguous ranges; None: round-robin
+    replacing: str | None = None  # the folder whose dataset this write (in ``dst``) replaces
 
 
 def _partial(dst: str, name: str) -> str:
@@ -86,9 +92,15 @@ def _sync(path: str) -> None:
         os.close(fd)
 
 
-def _write_failed(dst: str, what: str, err: BaseException) -> ConversionError:
+def _write_failed(job: _Job, what: str, err: BaseException) -> ConversionError:
+    if job.replacing is not None:
+        return ConversionError(
+            f"writing {what} of the dataset replacing '{job.replacing}' (in '{job.dst}' beside "
+            f"it) failed ({type(err).__name__}: {err}); the dataset in '{job.replacing}' is kept "
+            "as it was. Free disk space or fix the destination, then run it again with "
+            "overwrite=True (--overwrite).")
     return ConversionError(
-        f"writing {what} in '{dst}' failed ({type(err).__name__}: {err}). Free disk space or "
+        f"writing {what} in '{job.dst}' failed ({type(err).__name__}: {err}). Free disk space or "
         "fix the destination, then run it again with resume=True (--resume): finished shards "
         "are kept, and no unfinished one looks complete.")
 
@@ -118,7 +130,7 @@ class _ShardWriter:
         try:
             self.writer.write(data)
         except (OSError, RuntimeError) as err:  # array_record raises RuntimeError (disk full)
-            raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
+            raise _write_failed(self.job, f"the shard '{self.name}'", err) from err
         self.records += 1
 
     def add_encoded(self, records: list[bytes]) -> None:
@@ -127,7 +139,7 @@ class _ShardWriter:
         try:
             collections.deque(map(self.writer.write, records), maxlen=0)  # no Python loop
         except (OSError, RuntimeError) as err:  # array_record raises RuntimeError (disk full)
-            raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
+            raise _write_failed(self.job, f"the shard '{self.name}'", err) from err
         self.records += len(records)
 
     def finish(self) -> dict[str, Any]:
@@ -139,7 +151,7 @@ class _ShardWriter:
                        "skipped": self.skipped}
             write_json(_partial(self.job.dst, self.name + ".json"), summary)
         except (OSError, RuntimeError) as err:
-            raise _write_failed(self.job.dst, f"the shard '{self.name}'", err) from err
+            raise _write_failed(self.job, f"the shard '{self.name}'", err) from err
         os.replace(self.tmp, os.path.join(self.job.dst, self.name))
         return summary
 
@@ -266,7 +278,9 @@ def write_dataset(
         on_error: ``"raise"`` stops at a record that does not match the features, naming
             its row and field; ``"skip"`` leaves it out and lists it in the metadata.
         resume: finish an interrupted write (finished shards are kept).
-        overwrite: replace a dataset already in ``dst`` (else it is refused).
+        overwrite: replace a dataset already in ``dst`` (else it is refused): the new one
+            is written beside ``dst`` and replaces it once complete, so a write that fails
+            keeps the old one (:mod:`datarax.dataset.replace`).
         class_names: class names per label field (stored in the metadata).
         progress: show a progress bar (``tqdm``).
         extra: JSON stored under the metadata's ``extra``.
@@ -287,14 +301,17 @@ def write_dataset(
         from datarax.storage.urls import expand_user  # (not in a worker process)
 
         dst = expand_user(dst)  # '~/ds' is the home folder's
-        if not isinstance(shards, int) or shards < 1:
+        shards, workers = (int(v) if isinstance(v, np.integer) else v  # NumPy ints too
+                           for v in (shards, workers))
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
-        if not isinstance(workers, int) or workers < 1:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"write_dataset workers must be an int >= 1, got {workers!r}.")
         if on_error not in ("raise", "skip"):
             raise ConfigError(
                 f"write_dataset on_error must be 'raise' or 'skip', got {on_error!r}.")
         rows = as_rows(records)
+        name_row_classes(rows, features, class_names)  # before a worker gets the rows
         if workers > 1 and not rows.random_access:
             raise ConfigError(
                 f"write_dataset workers={workers} needs records every process can read by row "
@@ -310,56 +327,86 @@ def write_dataset(
             rows.use_probes(pool.probe(rows, shards))
         feats = resolve_features(rows, features, class_names=class_names, skip=on_error == "skip")
         bounds = tuple(s * n // shards for s in range(shards + 1)) if n is not None else None
-        job = _Job(dst, feats, shards, on_error, bounds)
         fingerprint, parts = run_fingerprint(feats, shards, bounds, on_error, rows)
-        if prepare_destination(dst, fingerprint, parts, resume=resume, overwrite=overwrite):
-            info = read_metadata(dst)
-            return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
-                                      shards, len(info.skipped), time.perf_counter() - started)
-        done = finished_shards(dst, shards) if bounds is not None else {}
-        if done:  # resumed: the finished shards must hold what their rows give now
-            _check_resumed(job, rows, done, workers, progress)
-        todo = [s for s in range(shards) if s not in done]
-        results = dict(done)
-        bar = _progress_bar(progress, n,
-                            sum(bounds[s + 1] - bounds[s] for s in done) if bounds else 0)
-
-        def report(kind: str, value: Any) -> None:
-            if kind == "rows":
-                if bar is not None:
-                    bar.update(value)
-            elif kind == "done":
-                index = int(value["shard"]["file"].split("-")[1])
-                results[index] = value
-
+        target = dst
+        if overwrite and not resume and dataset_entries(dst):  # kept until the new one is done
+            target = beside(dst)
+            remove_folder(target)  # left by a write killed while replacing that dataset
+        job = _Job(target, feats, shards, on_error, bounds, None if target == dst else dst)
         try:
-            if bounds is None:
-                _write_round_robin(job, rows, report)
-            elif pool is None or len(todo) <= 1:
-                _write_ranges(job, rows, todo, report)
-            else:
-                pool.write(_write_ranges, job, rows, todo, report)
-        except ConversionError as err:
-            if not results and isinstance(err.__cause__, RecordMismatchError):
-                # a bad row before any shard was finished: nothing to resume, so DST is left
-                # as it was, and the command runs again as it is once the row is fixed or
-                # with on_error='skip' (as the error says)
-                shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
+            info, resumed = _write(job, rows, fingerprint, parts, resume=resume,
+                                   overwrite=overwrite, workers=workers, progress=progress,
+                                   pool=pool, extra=extra)
+            if target != dst:
+                try:
+                    swap_in(target, dst)
+                except OSError as err:
+                    raise ConversionError(
+                        f"moving the new dataset from '{target}' into '{dst}' failed "
+                        f"({type(err).__name__}: {err}); the dataset in '{dst}' is kept as it "
+                        "was. Fix the destination, then run it again with overwrite=True "
+                        "(--overwrite).") from err
+        except BaseException:
+            if target != dst:  # the old dataset is untouched: nothing to resume
+                if pool is not None:
+                    pool.stop()  # no worker writes into the folder as it goes
+                remove_folder(target)
             raise
-        finally:
+        return info, WriteSummary(info.num_records, sum(s.bytes for s in info.shards), shards,
+                                  resumed, len(info.skipped), time.perf_counter() - started)
+
+
+def _write(job: _Job, rows: Rows, fingerprint: str, parts: Mapping[str, Any], *, resume: bool,
+           overwrite: bool, workers: int, progress: bool, pool: WorkerPool | None,
+           extra: Mapping[str, Any] | None) -> tuple[DatasetInfo, int]:
+    """Write ``rows`` into ``job.dst`` (made ready by ``prepare_destination``); the
+    metadata written and how many finished shards were kept."""
+    dst, shards, bounds, n = job.dst, job.shards, job.bounds, rows.length
+    if prepare_destination(dst, fingerprint, parts, resume=resume, overwrite=overwrite):
+        return read_metadata(dst), shards
+    done = finished_shards(dst, shards) if bounds is not None else {}
+    if done:  # resumed: the finished shards must hold what their rows give now
+        _check_resumed(job, rows, done, workers, progress)
+    todo = [s for s in range(shards) if s not in done]
+    results = dict(done)
+    bar = _progress_bar(progress, n, sum(bounds[s + 1] - bounds[s] for s in done) if bounds else 0)
+
+    def report(kind: str, value: Any) -> None:
+        if kind == "rows":
             if bar is not None:
-                bar.close()
-        shard_list = tuple(ShardInfo(**results[s]["shard"]) for s in range(shards))
-        skipped = tuple(item for s in range(shards) for item in results[s]["skipped"])
-        info = DatasetInfo(feats, shard_list, skipped,
-                           {**dict(extra or {}), "fingerprint": fingerprint})
-        try:
-            write_metadata(dst, info)
-        except OSError as err:
-            raise _write_failed(dst, f"the metadata file {METADATA_FILE}", err) from err
-        shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
-        return info, WriteSummary(info.num_records, sum(s.bytes for s in shard_list), shards,
-                                  len(done), len(skipped), time.perf_counter() - started)
+                bar.update(value)
+        elif kind == "done":
+            index = int(value["shard"]["file"].split("-")[1])
+            results[index] = value
+
+    try:
+        if bounds is None:
+            _write_round_robin(job, rows, report)
+        elif pool is None or len(todo) <= 1:
+            _write_ranges(job, rows, todo, report)
+        else:
+            pool.write(_write_ranges, job, rows, todo, report)
+    except ConversionError as err:
+        if not results and isinstance(err.__cause__, RecordMismatchError):
+            # a bad row before any shard was finished: nothing to resume, so DST is left
+            # as it was, and the command runs again as it is once the row is fixed or
+            # with on_error='skip' (as the error says)
+            shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    shard_list = tuple(ShardInfo(**results[s]["shard"]) for s in range(shards))
+    skipped = tuple(item for s in range(shards) for item in results[s]["skipped"])
+    info = DatasetInfo(job.features, shard_list, skipped,
+                       {**dict(extra or {}), "fingerprint": fingerprint,
+                        "written_with": written_with(parts)})
+    try:
+        write_metadata(dst, info)
+    except OSError as err:
+        raise _write_failed(job, f"the metadata file {METADATA_FILE}", err) from err
+    shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
+    return info, len(done)
 
 
 def _progress_bar(progress: bool, total: int | None, initial: int, desc: str = "writing") -> Any:

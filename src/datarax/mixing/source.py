@@ -103,6 +103,9 @@ class MixSourceConfig(StructuralConfig):
         if len(set(self.names)) != len(self.names):
             raise ConfigError(f"MixSource source names must be distinct, got {list(self.names)}.")
         n = self.records_per_epoch
+        if isinstance(n, np.integer):  # a NumPy integer is kept as the same Python int
+            n = int(n)
+            object.__setattr__(self, "records_per_epoch", n)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigError(f"MixSource records_per_epoch must be an int >= 1 or None, got {n!r}.")
 

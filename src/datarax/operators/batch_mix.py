@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from datarax.core.config import StructuralConfig
 from datarax.core.draws import integer, symmetric_beta, words
@@ -71,6 +72,9 @@ class BatchMixOperatorConfig(StructuralConfig):
         if not self.stochastic:
             raise ConfigError("BatchMixOperator is always stochastic; leave stochastic=True.")
         n = self.num_classes
+        if isinstance(n, np.integer):  # a NumPy integer is kept as the same Python int
+            n = int(n)
+            object.__setattr__(self, "num_classes", n)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 2):
             raise ConfigError(f"BatchMixOperator num_classes must be an int >= 2, got {n!r}.")
 

@@ -39,6 +39,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from datarax.core.config import check_count
 from datarax.core.errors import ConfigError
 from datarax.core.spec import refuse_declared_64bit
 from datarax.core.step_cache import cached
@@ -51,11 +52,11 @@ from datarax.pipeline.steps import indexed_batch
 _CALLED: weakref.WeakKeyDictionary[Any, set[int]] = weakref.WeakKeyDictionary()
 
 
-def check_scan(context: PassContext, length: Any) -> None:
-    """Refuse what ``Pipeline.scan`` cannot run, before anything moves."""
+def check_scan(context: PassContext, length: Any) -> int:
+    """Refuse what ``Pipeline.scan`` cannot run, before anything moves; ``length`` as an
+    int (a NumPy integer taken as the same int)."""
     source = context.source
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ConfigError(f"Pipeline.scan length must be an int >= 1, got {length!r}.")
+    length = check_count(length, "Pipeline.scan length", 1)
     refuse_declared_64bit(source)
     if not context.reading.compiled:
         raise ConfigError(
@@ -93,6 +94,7 @@ def check_scan(context: PassContext, length: Any) -> None:
             "Pipeline.scan with sharding= runs in one process only; under several processes "
             "iterate the pipeline (each process contributes its share)."
         )
+    return length
 
 
 def scan_positions(

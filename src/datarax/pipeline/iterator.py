@@ -321,24 +321,28 @@ def rewind(source: Any, start: BatchStart) -> None:
 def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> Batch:
     """``batch`` (``count`` records) padded to ``size`` rows by repeating its last record,
     with a boolean ``"valid"`` field that is False on the padding rows (and on rows
-    ``valid`` and after: a padded share's slots past the epoch's end).
+    ``valid`` and after: a padded share's slots past the epoch's end, which repeat the
+    last record before them too).
 
     >>> out = pad_batch({"x": np.arange(3)}, 3, 4)
     >>> out["x"].tolist(), out["valid"].tolist()
     ([0, 1, 2, 2], [True, True, True, False])
+    >>> pad_batch({"x": np.arange(4)}, 4, 4, valid=1)["x"].tolist()  # a share's last slots
+    [0, 0, 0, 0]
     """
     if "valid" in batch:
         raise ConfigError(
             "Pipeline(pad_remainder=True) adds a 'valid' field, but the batch already has "
             "one; rename that field in a stage before padding."
         )
+    rows = count if valid is None or valid <= 0 else min(count, valid)  # the records kept
     valid = np.arange(size) < (count if valid is None else valid)
-    if count < size:
+    if rows < size:
         def pad(value: Any) -> Any:
             if isinstance(value, list):
-                return value + [value[-1]] * (size - count)
-            host = np.asarray(value)
-            return owned_device_put(np.concatenate([host, np.repeat(host[-1:], size - count, 0)]))
+                return value[:rows] + [value[rows - 1]] * (size - rows)
+            host = np.asarray(value)[:rows]
+            return owned_device_put(np.concatenate([host, np.repeat(host[-1:], size - rows, 0)]))
 
         batch = jax.tree.map(pad, batch, is_leaf=lambda v: isinstance(v, list))
     return {**batch, "valid": jax.device_put(valid)}

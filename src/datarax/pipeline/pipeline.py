@@ -472,7 +472,7 @@ class Pipeline(nnx.Module):
                 "starts; a FilterOperator's batches end where the kept records run out. "
                 "Loop over the pipeline (or call step()) instead."
             )
-        check_scan(context, length)
+        length = check_scan(context, length)  # a NumPy int as the same int
         modules = modules if isinstance(modules, (tuple, list)) else (modules,)
         live = session.live_iterator()
         if live is not None and not live.exhausted:  # continue the live pass

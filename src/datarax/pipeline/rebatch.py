@@ -16,8 +16,10 @@ import weakref
 from typing import Any
 
 import jax
+import numpy as np
 
 from datarax.core.batch import batch_length, concat_batches
+from datarax.core.config import check_count
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.dtypes import is_host_leaf
 from datarax.pipeline.epochs import Repeat, Transformation
@@ -68,8 +70,7 @@ class Rebatch(Transformation):
                 f"split={split!r})."
             )
         mode, k = ("group", group) if group is not None else ("split", split)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"Rebatch {mode}= must be an int >= 1, got {k!r}.")
+        k = check_count(k, f"Rebatch {mode}=", 1)  # a NumPy int as the same int
         if mode == "split" and pipeline.batch_size % k:
             raise ConfigError(
                 f"Rebatch split={k} needs a batch_size divisible by {k}; the pipeline's "
@@ -178,8 +179,9 @@ class Rebatch(Transformation):
                 "Restore into an identically built Rebatch.",
                 field="rebatch",
             )
-        part = state["part"]
-        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < self.k:
+        part = state["part"]  # a NumPy int (a checkpoint kept in NumPy) as the same int
+        if isinstance(part, bool) or not isinstance(part, (int, np.integer)) \
+                or not 0 <= part < self.k:
             raise StateError(
                 f"state part={part!r} is out of range for Rebatch({self.mode}={self.k}) "
                 f"(0..{self.k - 1}).", field="part",
@@ -189,7 +191,7 @@ class Rebatch(Transformation):
 
     def restore_own(self, state: dict[str, Any]) -> None:
         """Make the next ``iter(rebatch)`` continue exactly where ``state`` was taken."""
-        self._pending_part = state["part"]
+        self._pending_part = int(state["part"])
 
 
 class RebatchIterator:

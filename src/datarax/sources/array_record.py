@@ -297,9 +297,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
             counts = remote_counts(remote)
         total = sum(counts)
         if total == 0:
-            raise RecordError(
-                f"ArrayRecordSourceModule: the files {files} hold no records.", path=files[0]
-            )
+            raise RecordError(f"ArrayRecordSourceModule: the files {files} hold no records; name "
+                              "files that hold some (or write records into them).", path=files[0])
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
         # remote files not cached yet: their first records by byte range, while they download

@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 from collections.abc import Sequence
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.dataset.metadata import METADATA_FILE
+from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import check_named_once
 
 __all__ = ["PathsLike", "is_folder", "resolve_paths"]
@@ -51,7 +51,7 @@ def resolve_paths(paths: PathsLike) -> list[str]:
             )
         path = os.fspath(item)
         if _GLOB_CHARS.search(path) and not os.path.exists(path):
-            matches = sorted(glob.glob(path))
+            matches = local_glob(path)
             if not matches:
                 raise RecordError(
                     f"ArrayRecordSourceModule: the glob pattern '{path}' matches no files. "

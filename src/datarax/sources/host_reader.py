@@ -61,6 +61,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from datarax.core.config import check_count
 from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.chunk_reads import Chunk, ChunkReads, chunk_positions
@@ -150,14 +151,12 @@ class HostReader:
         read_next_epoch: bool = True,
         learn_in_first_read: bool = False,
     ) -> None:
-        for label, value, low in (("num_threads", num_threads, 1), ("read_ahead", read_ahead, 1),
-                                  ("chunk_size", chunk_size, 1), ("max_chunk", max_chunk, 1),
-                                  ("decode_processes", decode_processes, 0)):
-            if value is None and label not in ("num_threads", "decode_processes"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                hint = " (0: the reader threads decode)" if label == "decode_processes" else ""
-                raise ConfigError(f"{name} {label} must be an int >= {low}{hint}, got {value!r}.")
+        num_threads = check_count(num_threads, f"{name} num_threads", 1)  # NumPy ints too
+        read_ahead, chunk_size, max_chunk = (
+            None if v is None else check_count(v, f"{name} {k}", 1) for k, v in (
+                ("read_ahead", read_ahead), ("chunk_size", chunk_size), ("max_chunk", max_chunk)))
+        decode_processes = check_count(decode_processes, f"{name} decode_processes", 0,
+                                       " (0: the reader threads decode)")
         if not callable(decode):
             raise ConfigError(f"{name} decode must be callable (bytes -> dict), got {decode!r}.")
         self.data = data

@@ -41,6 +41,7 @@ import concurrent.futures
 import dataclasses
 import math
 import os
+import reprlib
 import threading
 from typing import Any
 
@@ -60,6 +61,15 @@ from datarax.sources.decoded_records import KeyedRecord
 __all__ = ["ImageDecoder", "decode_images"]
 
 _IMAGE_ENCODINGS = ("png", "jpeg")
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy integer as the same Python int, in a pair too; anything else unchanged."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def _pair(name: str, value: Any) -> tuple[int, int] | None:
@@ -271,8 +281,16 @@ def decode_images(
             ratio, so sizes would vary), a random crop together with ``resize`` /
             ``crop``, or an option out of range.
     """
+    if isinstance(field, (bytes, bytearray, memoryview)):  # decode=decode_images, uncalled
+        raise ConfigError(
+            f"decode_images was given a record ({len(field)} bytes) as its field: it makes the "
+            "decode function and is not one itself. Pass decode=datarax.decode_images('image', "
+            "resize=256, crop=224) (or random_resized_crop=224); on the command line, "
+            "inspect DATASET --resize N --crop C, or a py: target whose function builds it.")
     if not isinstance(field, str) or not field:
-        raise ConfigError(f"decode_images: field must be a field name (str), got {field!r}.")
+        raise ConfigError(
+            f"decode_images: field must be a field name (str), got {reprlib.repr(field)}.")
+    resize, crop, random_resized_crop, seed = map(_plain, (resize, crop, random_resized_crop, seed))
     if random_resized_crop is not None and (resize is not None or crop is not None):
         raise ConfigError(
             "decode_images: random_resized_crop= cuts and resizes in one step and cannot be "

@@ -67,9 +67,11 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             )
         columns = _columns_of_records(records, (), cast_float64)
     else:
+        table = hasattr(data, "columns") and hasattr(data, "to_dict")  # a pandas DataFrame
         raise DataraxError(
             f"MemorySource data must be a dict of arrays or a sequence of records, got "
-            f"{type(data).__name__}."
+            f"{type(data).__name__}" + ("; pass dict(frame), its columns by name." if table
+                                        else ".")
         )
     lengths = {_name(p): int(_rows_of(v).shape[0]) for p, v in columns.items()}
     if len(set(lengths.values())) > 1:
@@ -185,6 +187,9 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
             raise DataraxError(
                 f"MemorySource field '{name}' cannot be turned into an array: {err}"
             ) from err
+        if array.dtype == object and array.size and all(  # text of another array type
+                is_text_scalar(v) for v in array.reshape(-1)):  # (a pandas column of str)
+            return _text_column(name, array)
         if array.dtype.kind in "US" and array.ndim > 1:  # records each a list of str?
             items = np.asarray(value, dtype=object)  # as given: no str made of a number
             other = next((v for v in items.reshape(-1) if not is_text_scalar(v)), None)

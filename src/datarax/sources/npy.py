@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -51,6 +50,7 @@ from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import MISSING, check_config_given, describe, source_config
 from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
+from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import check_named_once
 
 DEFAULT_FIELD = "data"
@@ -249,7 +249,7 @@ def _expand_local(files: tuple[str, ...], field: str) -> tuple[str, ...]:
         if not _GLOB.search(path):
             named.append((path, [path]))
             continue
-        found = sorted(glob.glob(path))
+        found = local_glob(path)
         if not found:
             raise RecordError(f"{_WHERE}: the glob pattern '{path}' matches no files. Check the "
                               "path.", path=path)

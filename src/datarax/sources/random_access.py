@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
@@ -66,6 +67,10 @@ class BadRecordFields:
     def error_policy(self) -> ErrorPolicy:
         """The :class:`~datarax.sources.skip_ledger.ErrorPolicy` these fields describe (a
         ``ConfigError`` naming this config when one is invalid)."""
+        for name, kind, numpy in (("max_skipped", int, np.integer),
+                                  ("max_skipped_fraction", float, (np.integer, np.floating))):
+            if isinstance(getattr(self, name), numpy):  # kept as the same Python number
+                object.__setattr__(self, name, kind(getattr(self, name)))
         try:
             return ErrorPolicy(self.on_error, self.max_skipped, self.max_skipped_fraction)
         except ConfigError as err:

@@ -70,12 +70,19 @@ from datarax.storage.cache import ShardCache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.urls import RemoteObject, filesystem
 
-__all__ = ["ArrayRecordRanges", "load_footer", "save_footer", "save_tail", "tail_path"]
+__all__ = ["ArrayRecordRanges", "MoreToRead", "load_footer", "save_footer", "save_tail",
+           "tail_path"]
 
 ReadRange = Callable[[int, int], bytes]  # (offset, length) -> exactly ``length`` bytes
 TAIL = 64 << 10  # bytes read before the postscript when opening (the footer's likely size)
 _SLACK = 16 << 10  # read before a footer outside the tail: the last data chunk's header
 _FOOTERS = "footers"
+
+
+class MoreToRead(Exception):  # noqa: N818 - a signal to the caller, not a failure
+    """Opening a file needs more bytes than the ``first`` answer given, and the reader was
+    built with ``more=False``: open it again where a request may wait (e.g. in a thread of
+    its own), with ``more=True``."""
 
 
 class ArrayRecordRanges:
@@ -93,6 +100,9 @@ class ArrayRecordRanges:
         parallel: requests of one :meth:`read` in flight at once.
         first: the answer to the open's first request (:meth:`open_span`), fetched by the
             caller (e.g. with other files' together); counted as a request of this reader.
+        more: whether opening from ``first`` may request more bytes (a footer longer than
+            ``tail``, a last chunk starting before it); False: it raises
+            :class:`MoreToRead` instead (a thread that must not wait on the store).
 
     Raises:
         RecordError: the file is not an ArrayRecord file, or damaged.
@@ -101,7 +111,7 @@ class ArrayRecordRanges:
 
     def __init__(self, read_range: ReadRange, size: int, *, name: str = "<file>",
                  footer: Footer | None = None, tail: int = TAIL, merge_gap: int = 0,
-                 parallel: int = 8, first: bytes | None = None) -> None:
+                 parallel: int = 8, first: bytes | None = None, more: bool = True) -> None:
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
             raise ConfigError(f"ArrayRecordRanges parallel must be an int >= 1, got {parallel!r}.")
         self.name = name
@@ -114,6 +124,7 @@ class ArrayRecordRanges:
         self._bytes = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.tail: bytes | None = None  # the file's bytes from its footer on, when read
+        self._more = more or first is None
         self.footer = footer if footer is not None else self._open(max(0, int(tail)), first)
         if self.footer.size != self.size:
             raise RecordError(f"'{name}' holds {self.size} bytes, its footer was read from a "
@@ -204,6 +215,13 @@ class ArrayRecordRanges:
                               "listed size (changed or truncated).", path=self.name)
         return data
 
+    def _fetch_more(self, offset: int, length: int) -> bytes:
+        """A request of the open beyond its first answer (:class:`MoreToRead` unless ``more``)."""
+        if not self._more:
+            raise MoreToRead(f"'{self.name}': opening needs bytes {offset}-{offset + length}, "
+                             "outside the first answer.")
+        return self._fetch(offset, length)
+
     @staticmethod
     def open_span(size: int, tail: int = TAIL) -> tuple[int, int]:
         """``(offset, length)`` of the first request opening a file of ``size`` bytes: its
@@ -228,7 +246,7 @@ class ArrayRecordRanges:
                               path=self.name)
         if footer_offset < start:  # the footer is longer than ``tail``: read the rest of it
             early = max(0, footer_offset - _SLACK)  # and likely the last chunk's header
-            data = self._fetch(early, start - early) + data
+            data = self._fetch_more(early, start - early) + data
             start = early
         self.tail = bytes(data[footer_offset - start:])
         footer = parse_footer(logical_bytes(data[footer_offset - start:post - start], footer_offset),
@@ -236,7 +254,8 @@ class ArrayRecordRanges:
         if len(footer.offsets):  # the chunk type, from the last data chunk's header
             at = int(footer.offsets[-1])
             span = file_span(at, CHUNK_HEADER)
-            head = data[at - start:at - start + span] if at >= start else self._fetch(at, span)
+            head = data[at - start:at - start + span] if at >= start else \
+                self._fetch_more(at, span)
             header = chunk_header(logical_bytes(head, at))
             refuse_type(header.chunk_type, name)
             if (header.num_records, header.decoded_data_size) != (int(footer.counts[-1]),

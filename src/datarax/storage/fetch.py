@@ -242,7 +242,11 @@ class Fetcher:
         def finish(i: int, data: bytes) -> Any:
             return data if then is None else then(i, data)
 
-        places = [filesystem(obj.url, self.storage_options) for obj, _, _ in wanted]
+        known: dict[str, tuple[Any, str]] = {}  # a file's (fs, path), asked once a call
+        for obj, _, _ in wanted:
+            if obj.url not in known:
+                known[obj.url] = filesystem(obj.url, self.storage_options)
+        places = [known[obj.url] for obj, _, _ in wanted]
         fs = places[0][0]
         if not can_read_together(fs) or any(f is not fs for f, _ in places):
             return list(map_(lambda i: finish(i, self.read_range(*wanted[i])),

@@ -59,11 +59,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from datarax.errors import ConfigError, RecordError
-from datarax.storage.array_record_ranges import ArrayRecordRanges, load_footer
+from datarax.storage.array_record_ranges import ArrayRecordRanges, MoreToRead, load_footer
 from datarax.storage.blocks import FileBlocks
 from datarax.storage.errors import RemoteObjectError
 from datarax.storage.shards import RemoteShards
@@ -132,6 +132,8 @@ class HeadStart:
         self._declined = False  # a read since then did not pay: the later, larger ones wait
         self._records = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._footers: concurrent.futures.ThreadPoolExecutor | None = None  # decodes, writes
+        self._unwritten: list[Callable[[], None]] = []  # footers to keep beside the cache
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.shards, self.budget, self.threads, self.request_bytes, self.blocks,
@@ -144,6 +146,7 @@ class HeadStart:
         a pass starts with (``shards.behind``) hold :data:`HOLD_REQUESTS` x
         :data:`REQUEST_BYTES` or more, no read-ahead download starts before the first
         batch is served by range or declined (its requests would wait behind them)."""
+        self._write_kept()
         with self._lock:
             self._spent = 0
             self._asked = 0
@@ -176,23 +179,29 @@ class HeadStart:
             asked = [f for f in todo if known[f] is None]
             spans = [ArrayRecordRanges.open_span(self.files[f].size) for f in asked]
 
-            def open_one(f: int, first: bytes | None = None) -> ArrayRecordRanges | None:
+            def open_one(f: int, first: bytes | None = None, more: bool = True) -> Any:
                 try:
                     return ArrayRecordRanges.for_object(self.files[f], fetcher=fetcher,
                                                         cache=cache, footer=known[f],
-                                                        first=first, keep=self._keep)
+                                                        first=first, keep=self._keep,
+                                                        more=more)
+                except MoreToRead:  # its further requests wait in a request thread
+                    return self._threads().submit(open_one, f, first)
                 except (ConfigError, RecordError):
                     return None  # a format ranged reads refuse, or damaged: the whole file says
 
-            # each footer decoded in the request threads as its tail comes, while the
-            # others are in flight (under load, one thread decoding 61 footers after the
-            # last came took 0.6-1 s for 0.1 s of CPU); kept beside the cache behind the batch
+            # each footer decoded in one thread as its tail comes, while the others are in
+            # flight (a thread a footer, 64 of them started from the event loop, cost ~2x the
+            # CPU of the decoding); a file whose open needs a second request (a footer longer
+            # than the tail) is opened in the request threads, so none waits behind another
             try:
                 opened = dict(zip(asked, fetcher.read_ranges(
                     [(self.files[f], start, start + length)
                      for f, (start, length) in zip(asked, spans, strict=True)],
-                    self._map, lambda k, data: open_one(asked[k], data),
-                    self._threads().submit), strict=True))
+                    self._map, lambda k, data: open_one(asked[k], data, more=False),
+                    self._decoder().submit), strict=True))
+                opened = {f: r.result() if isinstance(r, concurrent.futures.Future) else r
+                          for f, r in opened.items()}
             except RemoteObjectError as err:
                 self._drop_file(err)  # deleted or changed: the error the download gives, once
                 raise
@@ -264,6 +273,7 @@ class HeadStart:
             RemoteObjectError: a file was deleted or changed since it was listed.
             RemoteStoreError: the store still fails after every retry, or refuses access.
         """
+        self._write_kept()  # the footers the last read opened, now that its batch is served
         try:
             out = self._read(wanted)
         except BaseException:
@@ -311,10 +321,29 @@ class HeadStart:
         return {u: records for (u, _), records in zip(units, results, strict=True)
                 if records is not None}
 
-    def _keep(self, write: Any) -> None:
-        """``write()`` (a footer kept beside the cache) in the request threads, not waited
-        for: the first batch does not wait for the local disk (:meth:`close` does)."""
-        self._threads().submit(write)
+    def _keep(self, write: Callable[[], None]) -> None:
+        """``write()`` (a footer kept beside the cache) once the read that opened the file
+        has returned: the first batch neither waits for the local disk nor shares the CPU
+        with it (:meth:`_write_kept`: the next read, arm or close)."""
+        with self._lock:
+            self._unwritten.append(write)
+
+    def _write_kept(self) -> None:
+        """Start writing the footers kept so far, in the footer thread (not waited for)."""
+        with self._lock:
+            writes, self._unwritten = self._unwritten, []
+        if writes:
+            decoder = self._decoder()
+            for write in writes:
+                decoder.submit(write)
+
+    def _decoder(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The thread decoding footers as their tails come, and writing them kept."""
+        with self._lock:
+            if self._footers is None:
+                self._footers = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="datarax-head-start-footers")
+            return self._footers
 
     def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:
@@ -339,12 +368,15 @@ class HeadStart:
                     "ranged_budget_left": max(0, self.budget - self._spent)}
 
     def close(self) -> None:
-        """Stop the request threads."""
+        """Stop the request threads (once the footers kept are written)."""
+        self._write_kept()
         with self._lock:
             pool, self._pool = self._pool, None
+            footers, self._footers = self._footers, None
             readers = [r for r in self._ranges.values() if r is not None]
-        if pool is not None:
-            pool.shutdown(wait=True)
+        for threads in (pool, footers):
+            if threads is not None:
+                threads.shutdown(wait=True)
         for reader in readers:
             reader.close()
 

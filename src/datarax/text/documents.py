@@ -16,7 +16,6 @@ sorted). Remote files are listed once, fetched into the shard cache
 
 from __future__ import annotations
 
-import glob
 import gzip
 import inspect
 import itertools
@@ -33,6 +32,7 @@ from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
+from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import check_named_once
 from datarax.storage import ShardCache, expand_user, is_remote
 
@@ -154,7 +154,7 @@ def _paths(
     named: list[tuple[str, list[str]]] = []
     for path in out:
         if not os.path.isfile(path) and any(c in path for c in "*?["):  # a local glob, sorted
-            matched = sorted(p for p in glob.glob(path) if os.path.isfile(p))
+            matched = local_glob(path)
             if not matched:
                 raise ConfigError(
                     f"{user}: the glob pattern {path!r} matches no files. Check the folder "

@@ -71,6 +71,9 @@ class MixedDocuments:
                 )
         if sum(weights.values()) <= 0:
             raise ConfigError("MixedDocuments weights must not all be 0.")
+        if isinstance(documents_per_epoch, np.integer):  # NumPy ints as the same ints
+            documents_per_epoch = int(documents_per_epoch)
+        seed = int(seed) if isinstance(seed, np.integer) else seed
         if (
             isinstance(documents_per_epoch, bool)
             or not isinstance(documents_per_epoch, int)

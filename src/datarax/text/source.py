@@ -24,6 +24,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from datarax.core.children import close_each
@@ -44,6 +45,17 @@ from datarax.text.packing import FIELDS, MODES, Packer
 from datarax.text.passes import SNAPSHOT_KEYS, TextPass
 from datarax.text.tokenize import as_tokenizer
 from datarax.typing import Batch
+
+
+def _python_ints(value: Any) -> Any:
+    """``value`` with each NumPy integer in it (a checkpoint kept in NumPy) the same int."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _python_ints(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_python_ints(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -275,7 +287,7 @@ class PackedTextSource(StreamSource):
         epoch, index = self.datarax_position.check_state(
             state, where=where, settings=self.order_settings()
         )
-        extra = {k: state[k] for k in SNAPSHOT_KEYS if k in state}
+        extra = {k: _python_ints(state[k]) for k in SNAPSHOT_KEYS if k in state}
         if extra:
             for key in ("next_document", "skipped", "packer"):
                 if key not in extra:

@@ -48,6 +48,8 @@ class TextTokenizer:
         eos_id: int | None = None,
         max_tokens: int | None = None,
     ) -> None:
+        bos_id, eos_id, max_tokens = (int(v) if isinstance(v, np.integer) else v
+                                      for v in (bos_id, eos_id, max_tokens))  # NumPy ints
         for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
             if value is not None and (
                 isinstance(value, bool)

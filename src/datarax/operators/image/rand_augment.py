@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from datarax.core import draws
+from datarax.core.config import check_count
 from datarax.core.errors import ConfigError
 from datarax.operators.image._base import (
     ImageOperator,
@@ -104,8 +105,7 @@ class RandAugment(ImageOperator):
     def __init__(self, num_ops: int = 2, magnitude: Range = 9.0, *, fill: float = 0.0,
                  field: str = "image", stream_name: str | None = None,
                  rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
-        if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
-            raise ConfigError(f"RandAugment: num_ops must be an int >= 0, got {num_ops!r}.")
+        num_ops = check_count(num_ops, "RandAugment: num_ops", 0)  # NumPy ints too
         mag = check_range("RandAugment", "magnitude", magnitude, low=0.0, high=30.0)
         fill = check_fill("RandAugment", fill)
         if not 0.0 <= fill <= 1.0:

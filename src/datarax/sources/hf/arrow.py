@@ -133,7 +133,9 @@ def _decode_images(
         raise DataraxError(
             f"{where}: field '{name}' holds images of different shapes (record "
             f"{record_number(first_record, 0)} is {images[0].shape}, record "
-            f"{record_number(first_record, bad)} is {images[bad].shape}); resize them to one shape first (Dataset.map), or drop "
+            f"{record_number(first_record, bad)} is {images[bad].shape}); resize them to one "
+            "shape first (Dataset.map), convert the dataset (datarax convert) and read it with "
+            "decode=datarax.decode_images(...), which cuts each image to one size, or drop "
             "the field (exclude_keys)."
         )
     return np.stack(images)

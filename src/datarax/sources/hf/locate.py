@@ -14,6 +14,7 @@ from typing import Any
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
 from datarax.sources.hf.config import HFConfig
+from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import check_named_once, is_remote
 
 
@@ -37,6 +38,9 @@ def _is_saved_to_disk(path: str) -> bool:
         os.path.isfile(os.path.join(path, f))
         for f in ("dataset_dict.json", "state.json")
     )
+
+
+_PARQUET_BATCH = 10_000  # rows per batch datasets reads where a Parquet file holds none
 
 
 def builder_for(path: str) -> str | None:
@@ -88,7 +92,7 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
     path = name
     files = config.data_files
     if files is None and name is not None and (
-        os.path.isfile(name) or (glob.has_magic(name) and glob.glob(name))
+        os.path.isfile(name) or (glob.has_magic(name) and local_glob(name))
     ):
         path, files = builder_for(name), name
         if path is None:
@@ -107,6 +111,8 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
                     f"{where}: cannot tell the format of {first!r} from its extension; "
                     "pass name='parquet' (or json, csv, arrow, text) with data_files."
                 )
+    if path == "parquet" and _an_empty_parquet(files):
+        kwargs["batch_size"] = _PARQUET_BATCH  # (else read in batches of 0 rows: ArrowInvalid)
     try:
         loaded = datasets.load_dataset(path, **kwargs)
     except DataraxError:
@@ -120,10 +126,25 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
     return dict(loaded)
 
 
+def _an_empty_parquet(files: Any) -> bool:
+    """Whether a local Parquet data file of ``files`` holds no rows: ``datasets`` reads a
+    file in batches of its first row group's rows unless given ``batch_size``, and 0 rows
+    fail (``ArrowInvalid: BatchSize must be greater than 0``)."""
+    entries = [files] if isinstance(files, str) else list(files or ())
+    local = [m for f in entries if isinstance(f, str) and not is_remote(f)
+             for m in (local_glob(f) if glob.has_magic(f) else [f]) if os.path.isfile(m)]
+    try:
+        import pyarrow.parquet as pq
+
+        return any(pq.read_metadata(f).num_rows == 0 for f in local)
+    except Exception:  # noqa: BLE001 - not Parquet after all: datasets names the file
+        return False
+
+
 def _check_files_named_once(files: Any, where: str) -> None:
     """Refuse a local data file named twice (``datasets`` would read it twice)."""
     entries = [files] if isinstance(files, str) else list(files)
-    named = [(f, sorted(glob.glob(f)) if glob.has_magic(f) else [f])
+    named = [(f, local_glob(f) if glob.has_magic(f) else [f])
              for f in entries if isinstance(f, str) and not is_remote(f)]
     check_named_once(named, where, "data_files")
 
@@ -133,7 +154,7 @@ def _is_local(name: str | None, files: Any) -> bool:
     if name is not None and os.path.exists(name):
         return True
     paths = [files] if isinstance(files, str) else list(files or ())
-    return bool(paths) and all(os.path.exists(p) or glob.glob(p) for p in paths)
+    return bool(paths) and all(os.path.exists(p) or local_glob(p) for p in paths)
 
 
 def _unreadable(where: str, config: HFConfig, err: BaseException) -> DataraxError:
@@ -241,7 +262,7 @@ def split_bytes(config: HFConfig, dataset: Any) -> int | None:
     if config.data_files is not None:
         files = [config.data_files] if isinstance(config.data_files, str) else list(config.data_files)
         for f in files:
-            paths.extend(glob.glob(f))
+            paths.extend(local_glob(f))
     elif config.name is not None and os.path.exists(config.name):
         if os.path.isfile(config.name):
             paths.append(config.name)
@@ -249,7 +270,7 @@ def split_bytes(config: HFConfig, dataset: Any) -> int | None:
             for root, _, names in os.walk(config.name):
                 paths.extend(os.path.join(root, n) for n in names)
     elif config.name is not None and glob.has_magic(config.name):
-        paths.extend(glob.glob(config.name))
+        paths.extend(local_glob(config.name))
     if not paths:
         return None
     return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))

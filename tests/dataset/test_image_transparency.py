@@ -1,0 +1,63 @@
+"""Images whose transparency is a colour (a palette or RGB PNG's ``tRNS`` chunk, a GIF's
+transparent index): an alpha channel where a pixel is transparent, refused where a field
+without alpha would drop it, 3 channels where no pixel uses it."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import pytest
+from dataset_helpers import png, read_dataset
+
+from datarax.dataset import ConversionError, convert
+
+Image = pytest.importorskip("PIL.Image")
+
+
+def palette_png(transparent: int) -> bytes:
+    """A 4x4 palette PNG: rows 0-1 green (index 1), rows 2-3 red (index 0); the colour
+    of index ``transparent`` is transparent."""
+    pixels = np.zeros((4, 4), np.uint8)
+    pixels[:2] = 1
+    image = Image.fromarray(pixels, "P")
+    image.putpalette([255, 0, 0, 0, 255, 0] + [0] * 762)
+    out = io.BytesIO()
+    image.save(out, format="PNG", transparency=transparent)
+    return out.getvalue()
+
+
+def folder(root, files: dict[str, bytes]) -> str:
+    for name, data in files.items():
+        os.makedirs(root / os.path.dirname(name), exist_ok=True)
+        (root / name).write_bytes(data)
+    return str(root)
+
+
+def test_a_first_palette_image_with_a_transparent_colour_gives_a_field_with_alpha(tmp_path):
+    src = folder(tmp_path / "src", {"a/0.png": palette_png(0), "a/1.png": png(9)})
+    info, _ = convert(src, tmp_path / "out")
+    assert info.features["image"].shape == (4, 4, 4)
+    images = read_dataset(tmp_path / "out")["image"]
+    assert images[0, :2].tolist() == [[[0, 255, 0, 255]] * 4] * 2  # green, opaque
+    assert images[0, 2:].tolist() == [[[255, 0, 0, 0]] * 4] * 2  # red, transparent
+    assert images[1].tolist() == [[[9, 9, 9, 255]] * 4] * 4  # RGB: opaque alpha
+
+
+def test_a_transparent_colour_no_pixel_uses_loses_nothing_in_a_colour_field(tmp_path):
+    src = folder(tmp_path / "src", {"a/0.png": palette_png(7), "a/1.png": png(9)})
+    info, _ = convert(src, tmp_path / "out")
+    assert info.features["image"].shape == (4, 4, 3)
+    assert read_dataset(tmp_path / "out")["image"][0, 0, 0].tolist() == [0, 255, 0]
+
+
+def test_an_rgb_png_with_a_transparent_colour_in_a_field_without_alpha_is_refused(tmp_path):
+    keyed = io.BytesIO()
+    Image.new("RGB", (4, 4), (7, 7, 7)).save(keyed, format="PNG", transparency=(7, 7, 7))
+    src = folder(tmp_path / "src", {"a/0.png": png(9), "a/1.png": keyed.getvalue()})
+    with pytest.raises(ConversionError, match=r"row 1 \(a/1.png\), field 'image': a RGB image, the "
+                                              r"features say 3 channel\(s\); storing it so would "
+                                              r"lose its transparency \(alpha channel\). Declare "
+                                              r"the field with 4 channels"):
+        convert(src, tmp_path / "out")
