@@ -277,6 +277,23 @@ def test_spec_mismatch_names_the_field_and_the_sources():
         MixSource({"a": memory(0, 3), "b": extra}, [1, 1])
 
 
+def test_text_of_str_and_text_of_bytes_are_not_mixed():
+    """Both are text of one shape; mixed, a batch would hold str and bytes side by side."""
+    def source(values):
+        return MemorySource(MemorySourceConfig(), {"id": np.arange(2, dtype=np.int32),
+                                                   "t": np.array(values, dtype=object)})
+
+    with pytest.raises(SpecMismatchError) as err:
+        MixSource({"a": source(["x", "y"]), "b": source([b"x", b"y"])}, [1, 1])
+    assert str(err.value) == (
+        "MixSource: field 't' is text of str in source 'a' but of bytes in source 'b'; decode "
+        "the bytes (value.decode('utf-8'), e.g. with an operator) before mixing.")
+    assert err.value.fields == ["t"]
+    mixed = MixSource({"a": source(["x", "y"]), "b": source(["z", "w"])}, [1, 1])
+    assert sorted(t for b in Pipeline(source=mixed, batch_size=4) for t in b["t"]) == [
+        "w", "x", "y", "z"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [

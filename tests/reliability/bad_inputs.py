@@ -2287,6 +2287,21 @@ simple("mix-weights-2d-array", MIXING, "MixSource weights as an array of shape (
        "(1, 2); pass a 1-D array, a list or a dict by name.", _mix_2d_weights)
 
 
+def _mix_str_and_bytes() -> Any:
+    from datarax.mixing import MixSource
+
+    def text(values: list[Any]) -> MemorySource:
+        return MemorySource(MemorySourceConfig(), {"t": np.array(values, dtype=object)})
+
+    return MixSource({"a": text(["x", "y"]), "b": text([b"x", b"y"])}, [1, 1])
+
+
+simple("mix-text-str-and-bytes", MIXING, "a text field of str in one source, of bytes in "
+       "the other", SpecMismatchError, "MixSource: field 't' is text of str in source 'a' but "
+       "of bytes in source 'b'; decode the bytes (value.decode('utf-8'), e.g. with an "
+       "operator) before mixing.", _mix_str_and_bytes)
+
+
 def _mix_given_its_config() -> Any:
     from datarax.mixing import MixSource, MixSourceConfig
 

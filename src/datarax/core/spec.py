@@ -124,6 +124,14 @@ def check_same_fields(owner: str, labels: list[str], specs: list[Mapping[str, An
                     f"cast or reshape one of them (e.g. with an operator) before {action}.",
                     fields=[field],
                 )
+            kinds = [getattr(s[field], "kind", None) for s in (first, spec)]
+            if None not in kinds and kinds[0] != kinds[1]:  # str in one, bytes in the other
+                raise SpecMismatchError(
+                    f"{owner}: field '{field}' is text of {kinds[0]} in {labels[0]} but of "
+                    f"{kinds[1]} in {label}; decode the bytes (value.decode('utf-8'), e.g. "
+                    f"with an operator) before {action}.",
+                    fields=[field],
+                )
 
 
 def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:

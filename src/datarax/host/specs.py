@@ -18,16 +18,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from datarax.host.dtypes import is_text_dtype
+from datarax.host.dtypes import is_text_dtype, text_kind
 
 __all__ = ["ArraySpec", "TextSpec", "describe_field", "host_field_spec"]
 
 
 @dataclasses.dataclass(frozen=True)
 class TextSpec:
-    """A string field carried on the host (a list or numpy array of ``str`` per batch)."""
+    """A string field carried on the host (a list or numpy array of ``str`` per batch);
+    ``kind``, ``"str"`` or ``"bytes"`` where the values told it, is not compared."""
 
     shape: tuple[int, ...] = ()
+    kind: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 class ArraySpec(NamedTuple):
@@ -41,11 +43,11 @@ def host_field_spec(value: Any, *, batched: bool = False) -> ArraySpec | TextSpe
     """The per-record spec of one field's value; ``batched``: records along axis 0
     (dropped from the shape)."""
     if isinstance(value, (str, bytes)):
-        return TextSpec(())
+        return TextSpec((), text_kind(value))
     array = np.asarray(value)
     shape = tuple(array.shape[1:] if batched else array.shape)
-    if is_text_dtype(array.dtype):
-        return TextSpec(shape)
+    if is_text_dtype(array.dtype):  # the kind of the first value (a mix is refused elsewhere)
+        return TextSpec(shape, text_kind(array.reshape(-1)[:1]) or None)
     return ArraySpec(shape, array.dtype)
 
 

@@ -23,6 +23,7 @@ from flax import nnx
 
 from datarax.core.batch import gather_rows
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.dtypes import text_kind
 from datarax.core.errors import StateError
 from datarax.core.indexed import IndexedSource
 from datarax.core.keys import check_rngs
@@ -417,7 +418,8 @@ class _ColumnStore:
     def merge_specs(self, device: dict[str, Any]) -> dict[str, Any]:
         flat = flatten(device)
         for path, column in self.host.items():
-            flat[path] = TextSpec(tuple(column.shape[1:]))
+            kind = text_kind(column.reshape(-1)[:1]) or None  # one kind: checked when built
+            flat[path] = TextSpec(tuple(column.shape[1:]), kind)
         return unflatten({p: flat[p] for p in self.order})
 
     def __eq__(self, other: object) -> bool:
