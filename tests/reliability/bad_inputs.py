@@ -2660,6 +2660,15 @@ case("ranged-transposed", RANGED, "a file written with 'transpose'", ConfigError
 case("ranged-brotli", RANGED, "a file written with 'brotli'", ConfigError,
      "is compressed with brotli (the ArrayRecordWriter option 'brotli'), which ranged reads "
      "cannot decode", needs="array_record")(lambda tmp: _ranged(tmp, "brotli"))
+def _ranged_negative_gap() -> Any:
+    from datarax.storage import ArrayRecordRanges
+
+    return ArrayRecordRanges(lambda offset, length: bytes(length), 1 << 17, merge_gap=-1)
+
+
+simple("ranged-merge-gap-negative", RANGED, "ArrayRecordRanges(..., merge_gap=-1)",
+       ConfigError, "ArrayRecordRanges merge_gap must be an int >= 0 (bytes), got -1.",
+       _ranged_negative_gap, needs="array_record")
 case("ranged-not-array-record", RANGED, "a file of 256,000 other bytes", RecordError,
      "is not an ArrayRecord file: it holds 256000 bytes", needs="array_record")(_ranged_junk)
 

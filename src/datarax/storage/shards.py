@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from datarax.errors import ConfigError
+from datarax.host.counts import check_count
 from datarax.storage.cache import CacheEntry, ShardCache
 from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
@@ -118,10 +119,12 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
                  stats: StorageStats | None = None) -> None:
         if not objects:
             raise ConfigError("RemoteShards needs at least one file.")
-        for name, value in (("threads", threads), ("ahead", ahead), ("behind", behind),
-                            ("parallel", parallel)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"RemoteShards {name} must be an int >= 1, got {value!r}.")
+        threads, ahead, behind, parallel = (  # NumPy ints as the same ints
+            check_count(value, f"RemoteShards {name}", 1) for name, value in (
+                ("threads", threads), ("ahead", ahead), ("behind", behind),
+                ("parallel", parallel)))
+        if handles is not None:
+            handles = check_count(handles, "RemoteShards handles", 1)
         self.objects = tuple(objects)
         self.cache = cache if cache is not None else ShardCache()
         self.storage_options = dict(storage_options or {})
