@@ -2409,6 +2409,24 @@ def _with_env(values: dict[str, str], call: Callable[[], Any]) -> Any:
                 os.environ[name] = value
 
 
+def _cache_others_may_write(tmp: Path) -> None:
+    import fsspec
+
+    from datarax.storage import RemoteShards, ShardCache, list_objects
+
+    fsspec.filesystem("memory").pipe("/bad-inputs-open-cache/0.bin", b"0123456789")
+    (tmp / "cache").mkdir()
+    os.chmod(tmp / "cache", 0o777)
+    RemoteShards(list_objects("memory://bad-inputs-open-cache/0.bin"),
+                 cache=ShardCache(tmp / "cache", max_bytes=100)).close()
+
+
+case("cache-folder-others-may-write", STORAGE,
+     "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
+     "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "
+     "write it (mode 777)", needs="fsspec")(_cache_others_may_write)
+
+
 def _unreachable_store() -> None:
     import s3fs
 

@@ -44,6 +44,7 @@ import hashlib
 import os
 import re
 import secrets
+import stat
 import threading
 from collections.abc import Callable, Container, Iterator, Sequence
 from typing import Any
@@ -87,6 +88,26 @@ def default_cache_dir() -> str:
         return os.path.abspath(expand_user(env))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "datarax")
+
+
+def _check_private(folder: str) -> None:
+    """A ConfigError unless ``folder`` is this user's and no one else may write it: files
+    another user put in the cache would be read as the store's (a dataset's shard cached
+    under its metadata's SHA-256 is not asked of the store again)."""
+    if os.name != "posix":  # pragma: no cover - owners and mode bits say nothing there
+        return
+    info = os.stat(folder)
+    if info.st_uid != os.getuid():
+        why = f"it belongs to user id {info.st_uid}, not to this user ({os.getuid()})"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = f"group or others may write it (mode {stat.S_IMODE(info.st_mode):o})"
+    else:
+        return
+    raise ConfigError(
+        f"the shard cache folder '{folder}' is not private to this user: {why}, so files "
+        "someone else put there would be read as the store's. Give each user a folder of "
+        "their own (the default, ~/.cache/datarax, is): `chmod 700` a folder you own, or "
+        "point DATARAX_CACHE_DIR (or cache=ShardCache(directory, ...)) elsewhere.")
 
 
 def _key(obj: RemoteObject) -> str:
@@ -175,10 +196,13 @@ class ShardCache:
         be created or written (a file in its path, no permission, a read-only disk)."""
         if not self._made:
             try:
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                _check_private(self.directory)
                 for part in ("shards", "locks", "tmp"):
-                    os.makedirs(self._dir(part), exist_ok=True)
+                    os.makedirs(self._dir(part), mode=0o700, exist_ok=True)
                     if not os.access(self._dir(part), os.W_OK | os.X_OK):
                         raise PermissionError(errno.EACCES, "Permission denied", self._dir(part))
+                    _check_private(self._dir(part))
             except OSError as err:
                 where = f" ('{err.filename}')" if err.filename else ""
                 raise ConfigError(
