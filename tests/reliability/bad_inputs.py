@@ -2421,6 +2421,23 @@ def _cache_others_may_write(tmp: Path) -> None:
                  cache=ShardCache(tmp / "cache", max_bytes=100)).close()
 
 
+def _cache_as_folder_path(tmp: Path) -> None:
+    import io
+
+    import fsspec
+
+    from datarax.sources import NpySource, NpySourceConfig
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(4, dtype=np.int32))
+    fsspec.filesystem("memory").pipe("/bad-inputs-cache-path/x.npy", buffer.getvalue())
+    NpySource(NpySourceConfig(paths="memory://bad-inputs-cache-path/x.npy"), cache=str(tmp))
+
+
+case("cache-given-as-a-folder-path", STORAGE, "NpySource(config, cache='/data/cache')",
+     ConfigError, "NpySource: cache must be a datarax.storage.ShardCache(directory, max_bytes) "
+     "or None (DATARAX_CACHE_DIR, DATARAX_CACHE_BYTES), got str '{tmp}'; for the folder: "
+     "cache=ShardCache('{tmp}', max_bytes=...).", needs="fsspec")(_cache_as_folder_path)
 case("cache-folder-others-may-write", STORAGE,
      "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
      "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "

@@ -26,6 +26,7 @@ from datarax.storage import (
     parse_bytes,
 )
 from datarax.storage.array_record_ranges import tail_path
+from datarax.storage.cache import given_cache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
@@ -76,6 +77,7 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
         CacheFullError: the cache cannot hold what a reader uses at once.
         RecordError: a file's footer disagrees with the dataset's record count.
     """
+    cache = given_cache(cache, "ArrayRecordSourceModule")
     window = config.shuffle_window if config.shuffle_files else None
     size = block_bytes(config) if window is not None else None
     if ranged and size is not None:

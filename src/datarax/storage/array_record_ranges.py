@@ -67,7 +67,7 @@ from datarax.storage.array_record_layout import (
     refuse_type,
     simple_chunk_records,
 )
-from datarax.storage.cache import ShardCache
+from datarax.storage.cache import ShardCache, given_cache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.urls import RemoteObject, filesystem
 
@@ -161,6 +161,8 @@ class ArrayRecordRanges:
         runs the writing of what is kept (default: at once; e.g. a thread pool's
         ``submit``, so the caller does not wait for the local disk)."""
         fetcher = fetcher if fetcher is not None else Fetcher()
+        if cache is not None:
+            cache = given_cache(cache, "ArrayRecordRanges.for_object")
 
         def read_range(offset: int, length: int) -> bytes:
             return fetcher.read_range(obj, offset, offset + length)

@@ -82,12 +82,33 @@ def parse_bytes(text: str | int) -> int:
 
 
 def default_cache_dir() -> str:
-    """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``."""
+    """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``
+    (a relative ``XDG_CACHE_HOME`` is ignored, as the XDG specification says: it would
+    name another folder in every working directory)."""
     env = os.environ.get("DATARAX_CACHE_DIR")
     if env:
         return os.path.abspath(expand_user(env))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "datarax")
+
+
+def given_cache(cache: Any, where: str) -> ShardCache:
+    """``cache`` when it is a :class:`ShardCache`, a new default one for None; else a
+    ConfigError naming ``where`` and what to pass (a folder's path, ``False``)."""
+    if cache is None:
+        return ShardCache()
+    if isinstance(cache, ShardCache):
+        return cache
+    hint = ("there is no switch to read without the cache; ArrayRecordSourceModule(..., "
+            "ranged_reads=True) downloads no whole file" if isinstance(cache, bool) else
+            f"for the folder: cache=ShardCache({os.fspath(cache)!r}, max_bytes=...)"
+            if isinstance(cache, (str, os.PathLike)) else "")
+    raise ConfigError(
+        f"{where}: cache must be a datarax.storage.ShardCache(directory, max_bytes) or None "
+        f"(DATARAX_CACHE_DIR, DATARAX_CACHE_BYTES), got {type(cache).__name__} {cache!r}"
+        + (f"; {hint}." if hint else "."))
 
 
 def _check_private(folder: str) -> None:

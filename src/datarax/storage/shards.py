@@ -60,7 +60,7 @@ import numpy as np
 
 from datarax.errors import ConfigError
 from datarax.host.counts import check_count
-from datarax.storage.cache import CacheEntry, ShardCache
+from datarax.storage.cache import CacheEntry, ShardCache, given_cache
 from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.file_order import FileOrder
@@ -126,7 +126,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         if handles is not None:
             handles = check_count(handles, "RemoteShards handles", 1)
         self.objects = tuple(objects)
-        self.cache = cache if cache is not None else ShardCache()
+        self.cache = given_cache(cache, "RemoteShards")
         self.storage_options = dict(storage_options or {})
         self.threads = threads
         self.ahead = ahead
