@@ -47,7 +47,8 @@ def test_remote_shards_take_numpy_ints_as_the_same_ints(tmp_path) -> None:
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("threads", 0, "RemoteShards threads must be an int >= 1, got 0."),
     ("ahead", 2.0, "RemoteShards ahead must be an int >= 1, got 2.0."),
-    ("behind", True, "RemoteShards behind must be an int >= 1, got True."),
+    ("behind", True, "RemoteShards behind must be an int >= 0, got True."),
+    ("parallel", np.int64(-1), "RemoteShards parallel must be an int >= 1, got -1."),
     ("handles", np.int64(0), "RemoteShards handles must be an int >= 1, got 0."),
 ])
 def test_remote_shards_refuse_what_is_not_a_count(tmp_path, name, value, message) -> None:

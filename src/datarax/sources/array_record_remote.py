@@ -84,7 +84,9 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
         raise ConfigError("ArrayRecordSourceModule: ranged_reads=True reads single records "
                           "and shuffle_block downloads blocks of them; choose one.")
     if size is None:
-        at_once = 1 if ranged else window or (len(objects) if config.shuffle_files else 1)
+        # ranged: records by range, the cache holds their footers (a file is downloaded
+        # only where ranged reads cannot decode it: refused then if it does not fit)
+        at_once = 0 if ranged else window or (len(objects) if config.shuffle_files else 1)
         try:
             # a global shuffle needs every file at once: all of them read ahead, 16 at a
             # time (4: its cold epoch 0.5x copy-then-read's on the S3 test server; 16: 0.8x)

@@ -101,7 +101,8 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         threads: parallel downloads.
         ahead: files fetched ahead of the reader, in the order the epoch uses them.
         behind: the files a reader uses at once (a window of ``W`` files: ``W``; a global
-            shuffle: all of them).
+            shuffle: all of them; 0: none, its records read by range, a file fetched only
+            when asked for, so no room is asked of the cache when built).
         handles: open handles kept at most (default: all when the files fit in the cache,
             else ``threads + ahead``).
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
@@ -119,10 +120,10 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
                  stats: StorageStats | None = None) -> None:
         if not objects:
             raise ConfigError("RemoteShards needs at least one file.")
-        threads, ahead, behind, parallel = (  # NumPy ints as the same ints
+        threads, ahead, parallel = (  # NumPy ints as the same ints
             check_count(value, f"RemoteShards {name}", 1) for name, value in (
-                ("threads", threads), ("ahead", ahead), ("behind", behind),
-                ("parallel", parallel)))
+                ("threads", threads), ("ahead", ahead), ("parallel", parallel)))
+        behind = check_count(behind, "RemoteShards behind", 0)
         if handles is not None:
             handles = check_count(handles, "RemoteShards handles", 1)
         self.objects = tuple(objects)
