@@ -2438,6 +2438,15 @@ case("cache-given-as-a-folder-path", STORAGE, "NpySource(config, cache='/data/ca
      ConfigError, "NpySource: cache must be a datarax.storage.ShardCache(directory, max_bytes) "
      "or None (DATARAX_CACHE_DIR, DATARAX_CACHE_BYTES), got str '{tmp}'; for the folder: "
      "cache=ShardCache('{tmp}', max_bytes=...).", needs="fsspec")(_cache_as_folder_path)
+def _retry_negative_delay() -> None:
+    from datarax.storage import RetryPolicy
+
+    RetryPolicy(initial_delay=-1)
+
+
+simple("retry-policy-negative-delay", STORAGE, "RetryPolicy(initial_delay=-1)", ConfigError,
+       "RetryPolicy initial_delay must be a finite number >= 0 (seconds), got -1.",
+       _retry_negative_delay)
 case("cache-folder-others-may-write", STORAGE,
      "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
      "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "

@@ -1,6 +1,7 @@
 """Counts given to the storage readers as NumPy integers (read from a config array, a
 checkpoint kept in NumPy) are taken as the same Python ints, as the other options are;
-what is not a count is still refused, naming the argument."""
+what is not a count is still refused, naming the argument. A RetryPolicy's numbers are
+checked when it is made, not at the first failure mid-epoch."""
 
 from __future__ import annotations
 
@@ -70,3 +71,23 @@ def test_ranged_reads_take_numpy_ints_as_the_same_ints(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"ArrayRecordRanges merge_gap must be an int >= 0 "
                                           r"\(bytes\), got -1\."):
         ArrayRecordRanges.from_url(path, merge_gap=-1)
+
+
+def test_a_retry_policy_takes_numpy_numbers_and_refuses_bad_ones_when_made() -> None:
+    policy = RetryPolicy(max_retries=np.int64(3), initial_delay=np.float32(0.5),
+                         budget_s=np.int64(8))
+    assert (policy.max_retries, policy.initial_delay, policy.budget_s) == (3, 0.5, 8.0)
+    assert type(policy.max_retries) is int and type(policy.budget_s) is float
+    assert policy.read_timeout_s == 2.0
+    for kwargs, message in [
+            ({"initial_delay": -1}, "RetryPolicy initial_delay must be a finite number >= 0 "
+                                    "(seconds), got -1."),
+            ({"budget_s": "60"}, "RetryPolicy budget_s must be a finite number >= 0 (seconds), "
+                                 "got '60'."),
+            ({"multiplier": 0.5}, "RetryPolicy multiplier must be a finite number >= 1 (the "
+                                  "factor each retry's delay grows by), got 0.5."),
+            ({"max_retries": -1}, "RetryPolicy max_retries must be an int >= 0 (retries of one "
+                                  "request), got -1.")]:
+        with pytest.raises(ConfigError) as caught:
+            RetryPolicy(**kwargs)
+        assert str(caught.value) == message
