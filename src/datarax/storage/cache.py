@@ -260,7 +260,14 @@ class ShardCache:
         self.ensure()
         name = self.entry_name(obj)
         final = os.path.join(self._dir("shards"), name)
-        fd = os.open(os.path.join(self._dir("locks"), name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock = os.path.join(self._dir("locks"), name + ".lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder was removed while in use (a cleanup): again
+            with self._guard:
+                self._made = False
+            self.ensure()
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             # shared first: a file another process is reading (it holds a shared lock) is
             # used at once; only a missing one waits for the exclusive lock (a download)
