@@ -42,5 +42,5 @@ def test_a_cache_folder_removed_mid_epoch_is_made_again(tmp_path, on_error) -> N
             shutil.rmtree(cache, ignore_errors=True)
         served += [i for batch in batches for i in batch["i"].tolist()]
         assert sorted(served) == list(range(160))
-        assert source.skipped_records() == []
+        assert source.skipped_records() == [], source.skipped_records()
     assert {"locks", "shards", "tmp"} <= set(os.listdir(cache))  # made again

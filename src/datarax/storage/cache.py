@@ -257,17 +257,27 @@ class ShardCache:
         Raises:
             CacheFullError: ``obj`` does not fit next to the entries in use, or the disk is full.
         """
-        self.ensure()
+        for attempt in range(3):
+            self.ensure()
+            try:
+                return self._acquire(obj, download, stats, spare, last)
+            except FileNotFoundError as err:
+                # the folder was removed while in use (a cleanup of ~/.cache or /tmp): made
+                # again; a file missing elsewhere (or again and again) is raised
+                inside = str(err.filename or "").startswith(self.directory + os.sep)
+                if not inside or attempt == 2:
+                    raise
+                with self._guard:
+                    self._made = False
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _acquire(self, obj: RemoteObject, download: Callable[[str], None],
+                 stats: StorageStats | None, spare: Callable[[], Container[str]] | None,
+                 last: Callable[[], Sequence[str]] | None) -> CacheEntry:
         name = self.entry_name(obj)
         final = os.path.join(self._dir("shards"), name)
-        lock = os.path.join(self._dir("locks"), name + ".lock")
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # the folder was removed while in use (a cleanup): again
-            with self._guard:
-                self._made = False
-            self.ensure()
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(os.path.join(self._dir("locks"), name + ".lock"), os.O_RDWR | os.O_CREAT,
+                     0o644)
         try:
             # shared first: a file another process is reading (it holds a shared lock) is
             # used at once; only a missing one waits for the exclusive lock (a download)
