@@ -2447,6 +2447,16 @@ def _retry_negative_delay() -> None:
 simple("retry-policy-negative-delay", STORAGE, "RetryPolicy(initial_delay=-1)", ConfigError,
        "RetryPolicy initial_delay must be a finite number >= 0 (seconds), got -1.",
        _retry_negative_delay)
+def _storage_options_a_list() -> None:
+    from datarax.storage import list_objects
+
+    list_objects("memory://bad-inputs-options/*.bin", storage_options=[("anon", True)])
+
+
+simple("storage-options-not-a-dict", STORAGE, "storage_options=[('anon', True)]", ConfigError,
+       "storage_options must be a dict of the filesystem's options (e.g. {'anon': True}, passed "
+       "to fsspec for 'memory://bad-inputs-options/*.bin'), got list [('anon', True)].",
+       _storage_options_a_list, needs="fsspec")
 case("cache-folder-others-may-write", STORAGE,
      "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
      "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "

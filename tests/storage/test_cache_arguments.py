@@ -1,6 +1,6 @@
 """What a source is given as its shard cache: a ShardCache, or None for the default
 folder; anything else is refused naming the source and what to pass. The default folder
-follows XDG_CACHE_HOME only when it is an absolute path."""
+follows XDG_CACHE_HOME only when it is an absolute path. storage_options must be a dict."""
 
 from __future__ import annotations
 
@@ -55,3 +55,11 @@ def test_a_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path) -> None:
     assert default_cache_dir() == os.path.join(str(tmp_path), ".cache", "datarax")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_cache_dir() == os.path.join(str(tmp_path / "xdg"), "datarax")
+
+
+def test_storage_options_that_are_not_a_dict_are_refused_naming_the_url() -> None:
+    with pytest.raises(ConfigError, match=(
+            r"^storage_options must be a dict of the filesystem's options \(e.g. \{'anon': "
+            r"True\}, passed to fsspec for 'memory://cache-arguments/x.npy'\), got list "
+            r"\[\('anon', True\)\]\.$")):
+        NpySource(NpySourceConfig(paths=URL), storage_options=[("anon", True)])

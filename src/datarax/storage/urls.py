@@ -154,6 +154,11 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
         MissingExtraError: fsspec, or the protocol's package (s3fs, gcsfs), is missing.
         ConfigError: the URL's protocol is unknown to fsspec.
     """
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise ConfigError(
+            f"storage_options must be a dict of the filesystem's options (e.g. {{'anon': "
+            f"True}}, passed to fsspec for '{url}'), got {type(storage_options).__name__} "
+            f"{storage_options!r}.")
     fsspec = require("fsspec", extra="remote", user=f"reading '{url}'")
     match = _SCHEME.match(url)
     protocol = match.group(1).lower() if match else "file"
