@@ -28,7 +28,8 @@ def _npy_file() -> None:
 
 
 def _read(folder) -> list[int]:
-    source = NpySource(NpySourceConfig(paths=URL), cache=ShardCache(folder, max_bytes="1M"))
+    source = NpySource(NpySourceConfig(paths=URL), cache=ShardCache(folder, max_bytes="1M")
+                       if folder is not None else None)
     try:
         return source.get_batch(4)["data"].tolist()
     finally:
@@ -64,3 +65,22 @@ def test_a_folder_of_another_user_is_refused(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"'.*theirs' is not private to this user: it belongs "
                                           r"to user id 65534, not to this user \(0\)"):
         _read(tmp_path / "theirs")
+
+
+def test_the_compiled_step_store_leaves_the_default_folder_private(tmp_path, monkeypatch) -> None:
+    """The compiled-step store lives in the shard cache's default folder; made first, it
+    made that folder with the umask's mode (0775 under umask 002), which the cache refused."""
+    import jax.numpy as jnp
+
+    from datarax.core.compiled_store import stored_jit
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("DATARAX_COMPILE_CACHE_DIR")
+    monkeypatch.delenv("DATARAX_CACHE_DIR", raising=False)
+    before = os.umask(0o002)
+    try:
+        assert stored_jit(lambda x: x + 1)(jnp.arange(3)).tolist() == [1, 2, 3]
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(os.stat(tmp_path / "xdg" / "datarax").st_mode) == 0o700
+    assert _read(None) == [0, 1, 2, 3]  # the default folder, ShardCache()
