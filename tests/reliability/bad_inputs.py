@@ -2457,6 +2457,16 @@ simple("storage-options-not-a-dict", STORAGE, "storage_options=[('anon', True)]"
        "storage_options must be a dict of the filesystem's options (e.g. {'anon': True}, passed "
        "to fsspec for 'memory://bad-inputs-options/*.bin'), got list [('anon', True)].",
        _storage_options_a_list, needs="fsspec")
+def _url_cut_by_pathlib() -> None:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    NpySource(NpySourceConfig(paths=Path("s3://bucket/images.npy")))
+
+
+simple("storage-url-cut-by-pathlib", STORAGE, "paths=Path('s3://bucket/images.npy')",
+       ConfigError, "the path 's3:/bucket/images.npy' reads as a URL with one '/' after 's3:' "
+       "(pathlib.Path turns 's3://' into 's3:/'); pass the URL as a str, e.g. "
+       "'s3://bucket/images.npy'.", _url_cut_by_pathlib)
 case("cache-folder-others-may-write", STORAGE,
      "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
      "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "

@@ -1,11 +1,13 @@
 """What a source is given as its shard cache: a ShardCache, or None for the default
 folder; anything else is refused naming the source and what to pass. The default folder
-follows XDG_CACHE_HOME only when it is an absolute path. storage_options must be a dict."""
+follows XDG_CACHE_HOME only when it is an absolute path. storage_options must be a dict;
+a URL that pathlib.Path cut to one slash ('s3:/bucket') is refused, not read as a local path."""
 
 from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,3 +65,14 @@ def test_storage_options_that_are_not_a_dict_are_refused_naming_the_url() -> Non
             r"True\}, passed to fsspec for 'memory://cache-arguments/x.npy'\), got list "
             r"\[\('anon', True\)\]\.$")):
         NpySource(NpySourceConfig(paths=URL), storage_options=[("anon", True)])
+
+
+@pytest.mark.parametrize("paths", [Path("memory://cache-arguments/x.npy"),
+                                   ["memory:/cache-arguments/x.npy"]])
+def test_a_url_cut_by_pathlib_is_refused_saying_to_pass_a_str(paths) -> None:
+    with pytest.raises(ConfigError, match=(
+            r"^the path 'memory:/cache-arguments/x.npy' reads as a URL with one '/' after "
+            r"'memory:' \(pathlib.Path turns 'memory://' into 'memory:/'\); pass the URL as a "
+            r"str, e.g. 'memory://cache-arguments/x.npy'\.$")):
+        NpySource(NpySourceConfig(paths=paths))
+    assert NpySource(NpySourceConfig(paths=URL)).get_batch(4)["data"].tolist() == [0, 1, 2, 3]
