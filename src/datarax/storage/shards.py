@@ -21,9 +21,8 @@ other readers (of this source, or of the folder while the folder changes);
 disk is full.
 
 A file deleted or changed mid-epoch raises :class:`~datarax.storage.errors.RemoteObjectError`
-every time it is asked for (so ``on_error="skip"`` skips it without fetching it again).
-A read that fails on a cached copy damaged on the local disk fetches the file again, once
-(:meth:`RemoteShards.reading`).
+every time it is asked for (so ``on_error="skip"`` skips it without fetching it again). A
+read failing on a copy damaged on the local disk fetches it again, once (:meth:`reading`).
 
 Example:
     >>> import fsspec, tempfile
@@ -101,8 +100,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         threads: parallel downloads.
         ahead: files fetched ahead of the reader, in the order the epoch uses them.
         behind: the files a reader uses at once (a window of ``W`` files: ``W``; a global
-            shuffle: all of them; 0: none, its records read by range, a file fetched only
-            when asked for, so no room is asked of the cache when built).
+            shuffle: all of them; 0: records read by range, no room asked when built).
         handles: open handles kept at most (default: all when the files fit in the cache,
             else ``threads + ahead``).
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
@@ -120,12 +118,10 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
                  stats: StorageStats | None = None) -> None:
         if not objects:
             raise ConfigError("RemoteShards needs at least one file.")
-        threads, ahead, parallel = (  # NumPy ints as the same ints
-            check_count(value, f"RemoteShards {name}", 1) for name, value in (
-                ("threads", threads), ("ahead", ahead), ("parallel", parallel)))
-        behind = check_count(behind, "RemoteShards behind", 0)
-        if handles is not None:
-            handles = check_count(handles, "RemoteShards handles", 1)
+        threads, ahead, behind, parallel, handles = (  # NumPy ints as the same ints
+            v if v is None else check_count(v, f"RemoteShards {k}", int(k != "behind"))
+            for k, v in (("threads", threads), ("ahead", ahead), ("behind", behind),
+                         ("parallel", parallel), ("handles", handles)))
         self.objects = tuple(objects)
         self.cache = given_cache(cache, "RemoteShards")
         self.storage_options = dict(storage_options or {})
