@@ -76,9 +76,10 @@ def parse_bytes(text: str | int) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         return text
     match = _SIZE.match(str(text))
-    if not match:
+    unit = _UNITS[match.group(2).upper()] if match else 1
+    if not match or unit == 1 and not float(match.group(1)).is_integer():  # 1.5 bytes
         raise ConfigError(f"cannot read {text!r} as a size; write e.g. 20G, 512M or 1000000.")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    return int(float(match.group(1)) * unit)
 
 
 def default_cache_dir() -> str:
