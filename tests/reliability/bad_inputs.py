@@ -2498,6 +2498,70 @@ def _with_env(values: dict[str, str], call: Callable[[], Any]) -> Any:
                 os.environ[name] = value
 
 
+def _cache_others_may_write(tmp: Path) -> None:
+    import fsspec
+
+    from datarax.storage import RemoteShards, ShardCache, list_objects
+
+    fsspec.filesystem("memory").pipe("/bad-inputs-open-cache/0.bin", b"0123456789")
+    (tmp / "cache").mkdir()
+    os.chmod(tmp / "cache", 0o777)
+    RemoteShards(list_objects("memory://bad-inputs-open-cache/0.bin"),
+                 cache=ShardCache(tmp / "cache", max_bytes=100)).close()
+
+
+def _cache_as_folder_path(tmp: Path) -> None:
+    import io
+
+    import fsspec
+
+    from datarax.sources import NpySource, NpySourceConfig
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(4, dtype=np.int32))
+    fsspec.filesystem("memory").pipe("/bad-inputs-cache-path/x.npy", buffer.getvalue())
+    NpySource(NpySourceConfig(paths="memory://bad-inputs-cache-path/x.npy"), cache=str(tmp))
+
+
+case("cache-given-as-a-folder-path", STORAGE, "NpySource(config, cache='/data/cache')",
+     ConfigError, "NpySource: cache must be a datarax.storage.ShardCache(directory, max_bytes) "
+     "or None (DATARAX_CACHE_DIR, DATARAX_CACHE_BYTES), got str '{tmp}'; for the folder: "
+     "cache=ShardCache('{tmp}', max_bytes=...).", needs="fsspec")(_cache_as_folder_path)
+def _retry_negative_delay() -> None:
+    from datarax.storage import RetryPolicy
+
+    RetryPolicy(initial_delay=-1)
+
+
+simple("retry-policy-negative-delay", STORAGE, "RetryPolicy(initial_delay=-1)", ConfigError,
+       "RetryPolicy initial_delay must be a finite number >= 0 (seconds), got -1.",
+       _retry_negative_delay)
+def _storage_options_a_list() -> None:
+    from datarax.storage import list_objects
+
+    list_objects("memory://bad-inputs-options/*.bin", storage_options=[("anon", True)])
+
+
+simple("storage-options-not-a-dict", STORAGE, "storage_options=[('anon', True)]", ConfigError,
+       "storage_options must be a dict of the filesystem's options (e.g. {'anon': True}, passed "
+       "to fsspec for 'memory://bad-inputs-options/*.bin'), got list [('anon', True)].",
+       _storage_options_a_list, needs="fsspec")
+def _url_cut_by_pathlib() -> None:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    NpySource(NpySourceConfig(paths=Path("s3://bucket/images.npy")))
+
+
+simple("storage-url-cut-by-pathlib", STORAGE, "paths=Path('s3://bucket/images.npy')",
+       ConfigError, "the path 's3:/bucket/images.npy' reads as a URL with one '/' after 's3:' "
+       "(pathlib.Path turns 's3://' into 's3:/'); pass the URL as a str, e.g. "
+       "'s3://bucket/images.npy'.", _url_cut_by_pathlib)
+case("cache-folder-others-may-write", STORAGE,
+     "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
+     "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "
+     "write it (mode 777)", needs="fsspec")(_cache_others_may_write)
+
+
 def _unreachable_store() -> None:
     import s3fs
 
@@ -2749,6 +2813,15 @@ case("ranged-transposed", RANGED, "a file written with 'transpose'", ConfigError
 case("ranged-brotli", RANGED, "a file written with 'brotli'", ConfigError,
      "is compressed with brotli (the ArrayRecordWriter option 'brotli'), which ranged reads "
      "cannot decode", needs="array_record")(lambda tmp: _ranged(tmp, "brotli"))
+def _ranged_negative_gap() -> Any:
+    from datarax.storage import ArrayRecordRanges
+
+    return ArrayRecordRanges(lambda offset, length: bytes(length), 1 << 17, merge_gap=-1)
+
+
+simple("ranged-merge-gap-negative", RANGED, "ArrayRecordRanges(..., merge_gap=-1)",
+       ConfigError, "ArrayRecordRanges merge_gap must be an int >= 0 (bytes), got -1.",
+       _ranged_negative_gap, needs="array_record")
 case("ranged-not-array-record", RANGED, "a file of 256,000 other bytes", RecordError,
      "is not an ArrayRecord file: it holds 256000 bytes", needs="array_record")(_ranged_junk)
 

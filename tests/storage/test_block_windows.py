@@ -345,3 +345,16 @@ def test_a_damaged_footer_is_refused_at_build_naming_its_shard(
         make(url, tmp_path / "c")
     assert "(its postscript)" in str(info.value)
     assert "the file is damaged or not an ArrayRecord file" in str(info.value)
+
+
+def test_a_cache_too_small_for_a_window_of_blocks_names_blocks_not_files(
+        s3: S3, remote_dataset: str, tmp_path: pathlib.Path) -> None:
+    from datarax.storage import CacheFullError
+
+    with pytest.raises(CacheFullError) as caught:
+        make(remote_dataset, tmp_path / "c", max_bytes=100_000)
+    message = str(caught.value)
+    assert (f"cannot hold the {WINDOW} blocks a reader uses at once (a window of {WINDOW} "
+            "blocks)") in message
+    assert message.endswith("or read fewer blocks at once (a smaller shuffle_window or "
+                            "shuffle_block).")  # not the shuffle_block='8M' it was given

@@ -249,6 +249,10 @@ def test_parse_bytes():
     assert parse_bytes("20G") == 20 << 30 and parse_bytes("512MiB") == 512 << 20
     with pytest.raises(Exception, match="20G, 512M"):
         parse_bytes("lots")
+    assert (parse_bytes(np.int64(7)), parse_bytes(2e9), parse_bytes("1.5K")) == (7, 2 * 10**9, 1536)
+    for fraction in (1.5, "0.5", "2.5B"):  # a fraction of a byte was cut to 1, 0, 2 bytes
+        with pytest.raises(Exception, match=r"cannot read .* as a size"):
+            parse_bytes(fraction)
 
 
 @pytest.mark.parametrize("value,message", [("lots", r"cannot read 'lots' as a size; write e\.g\. 20G"),

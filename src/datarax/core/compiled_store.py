@@ -112,7 +112,7 @@ def _private_folder() -> Path | None:
         return None
     try:
         if not folder.exists():
-            folder.parent.mkdir(parents=True, exist_ok=True)
+            folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the shard cache's too
             folder.mkdir(mode=0o700, exist_ok=True)
         info = os.lstat(folder)
     except OSError as err:

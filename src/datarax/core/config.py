@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
+from datarax.host.counts import check_count  # noqa: F401  (its documented home: here)
 
 
 class _ConfigType(type):
@@ -109,20 +110,6 @@ def check_int(
     if minimum is not None and value < minimum:
         extra = f" (or one of {list(allowed)})" if allowed else ""
         raise ConfigError(f"{cls}.{name} must be >= {minimum}{extra}, got {value}.")
-
-
-def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
-    """``value`` as a Python int >= ``minimum`` (a NumPy integer as the same int), for an
-    argument that is not a config field; else :class:`ConfigError` naming ``what``.
-
-    >>> check_count(np.int64(4), "num_threads", 1)
-    4
-    """
-    if isinstance(value, np.integer):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{what} must be an int >= {minimum}{hint}, got {value!r}.")
-    return value
 
 
 def check_bool(config: object, name: str) -> None:

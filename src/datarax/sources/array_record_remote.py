@@ -26,6 +26,7 @@ from datarax.storage import (
     parse_bytes,
 )
 from datarax.storage.array_record_ranges import tail_path
+from datarax.storage.cache import given_cache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
@@ -76,13 +77,16 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
         CacheFullError: the cache cannot hold what a reader uses at once.
         RecordError: a file's footer disagrees with the dataset's record count.
     """
+    cache = given_cache(cache, "ArrayRecordSourceModule")
     window = config.shuffle_window if config.shuffle_files else None
     size = block_bytes(config) if window is not None else None
     if ranged and size is not None:
         raise ConfigError("ArrayRecordSourceModule: ranged_reads=True reads single records "
                           "and shuffle_block downloads blocks of them; choose one.")
     if size is None:
-        at_once = 1 if ranged else window or (len(objects) if config.shuffle_files else 1)
+        # ranged: records by range, the cache holds their footers (a file is downloaded
+        # only where ranged reads cannot decode it: refused then if it does not fit)
+        at_once = 0 if ranged else window or (len(objects) if config.shuffle_files else 1)
         try:
             # a global shuffle needs every file at once: all of them read ahead, 16 at a
             # time (4: its cold epoch 0.5x copy-then-read's on the S3 test server; 16: 0.8x)

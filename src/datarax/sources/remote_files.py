@@ -32,6 +32,7 @@ from datarax.storage import (
     StorageStats,
     list_objects,
 )
+from datarax.storage.cache import given_cache
 
 __all__ = ["RemoteFiles"]
 
@@ -56,7 +57,7 @@ class RemoteFiles:
                  stats: StorageStats | None = None) -> None:
         self.objects = tuple(objects)
         self.where = where
-        self.cache = cache if cache is not None else ShardCache()
+        self.cache = given_cache(cache, where)
         self.storage_options = dict(storage_options or {})
         self.threads = threads
         self._lock = threading.Lock()

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from datarax.errors import ConfigError, RecordError
+from datarax.host.counts import check_count
 from datarax.storage.array_record_layout import (
     BLOCK,
     CHUNK_HEADER,
@@ -66,7 +67,7 @@ from datarax.storage.array_record_layout import (
     refuse_type,
     simple_chunk_records,
 )
-from datarax.storage.cache import ShardCache
+from datarax.storage.cache import ShardCache, given_cache
 from datarax.storage.fetch import Fetcher
 from datarax.storage.urls import RemoteObject, filesystem
 
@@ -112,11 +113,11 @@ class ArrayRecordRanges:
     def __init__(self, read_range: ReadRange, size: int, *, name: str = "<file>",
                  footer: Footer | None = None, tail: int = TAIL, merge_gap: int = 0,
                  parallel: int = 8, first: bytes | None = None, more: bool = True) -> None:
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-            raise ConfigError(f"ArrayRecordRanges parallel must be an int >= 1, got {parallel!r}.")
+        parallel = check_count(parallel, "ArrayRecordRanges parallel", 1)  # NumPy ints too
         self.name = name
-        self.size = int(size)
-        self.merge_gap = max(0, int(merge_gap))
+        self.size = check_count(size, "ArrayRecordRanges size", 0, " (the file's bytes)")
+        self.merge_gap = check_count(merge_gap, "ArrayRecordRanges merge_gap", 0, " (bytes)")
+        tail = check_count(tail, "ArrayRecordRanges tail", 0, " (bytes)")
         self.parallel = parallel
         self._read_range = read_range
         self._lock = threading.Lock()
@@ -125,7 +126,7 @@ class ArrayRecordRanges:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.tail: bytes | None = None  # the file's bytes from its footer on, when read
         self._more = more or first is None
-        self.footer = footer if footer is not None else self._open(max(0, int(tail)), first)
+        self.footer = footer if footer is not None else self._open(tail, first)
         if self.footer.size != self.size:
             raise RecordError(f"'{name}' holds {self.size} bytes, its footer was read from a "
                               f"file of {self.footer.size}; it changed.", path=name)
@@ -160,6 +161,8 @@ class ArrayRecordRanges:
         runs the writing of what is kept (default: at once; e.g. a thread pool's
         ``submit``, so the caller does not wait for the local disk)."""
         fetcher = fetcher if fetcher is not None else Fetcher()
+        if cache is not None:
+            cache = given_cache(cache, "ArrayRecordRanges.for_object")
 
         def read_range(offset: int, length: int) -> bytes:
             return fetcher.read_range(obj, offset, offset + length)

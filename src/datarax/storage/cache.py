@@ -44,6 +44,7 @@ import hashlib
 import os
 import re
 import secrets
+import stat
 import threading
 from collections.abc import Callable, Container, Iterator, Sequence
 from typing import Any
@@ -75,18 +76,60 @@ def parse_bytes(text: str | int) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         return text
     match = _SIZE.match(str(text))
-    if not match:
+    unit = _UNITS[match.group(2).upper()] if match else 1
+    if not match or unit == 1 and not float(match.group(1)).is_integer():  # 1.5 bytes
         raise ConfigError(f"cannot read {text!r} as a size; write e.g. 20G, 512M or 1000000.")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    return int(float(match.group(1)) * unit)
 
 
 def default_cache_dir() -> str:
-    """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``."""
+    """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``
+    (a relative ``XDG_CACHE_HOME`` is ignored, as the XDG specification says: it would
+    name another folder in every working directory)."""
     env = os.environ.get("DATARAX_CACHE_DIR")
     if env:
         return os.path.abspath(expand_user(env))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "datarax")
+
+
+def given_cache(cache: Any, where: str) -> ShardCache:
+    """``cache`` when it is a :class:`ShardCache`, a new default one for None; else a
+    ConfigError naming ``where`` and what to pass (a folder's path, ``False``)."""
+    if cache is None:
+        return ShardCache()
+    if isinstance(cache, ShardCache):
+        return cache
+    hint = ("there is no switch to read without the cache; ArrayRecordSourceModule(..., "
+            "ranged_reads=True) downloads no whole file" if isinstance(cache, bool) else
+            f"for the folder: cache=ShardCache({os.fspath(cache)!r}, max_bytes=...)"
+            if isinstance(cache, (str, os.PathLike)) else "")
+    raise ConfigError(
+        f"{where}: cache must be a datarax.storage.ShardCache(directory, max_bytes) or None "
+        f"(DATARAX_CACHE_DIR, DATARAX_CACHE_BYTES), got {type(cache).__name__} {cache!r}"
+        + (f"; {hint}." if hint else "."))
+
+
+def _check_private(folder: str) -> None:
+    """A ConfigError unless ``folder`` is this user's and no one else may write it: files
+    another user put in the cache would be read as the store's (a dataset's shard cached
+    under its metadata's SHA-256 is not asked of the store again)."""
+    if os.name != "posix":  # pragma: no cover - owners and mode bits say nothing there
+        return
+    info = os.stat(folder)
+    if info.st_uid != os.getuid():
+        why = f"it belongs to user id {info.st_uid}, not to this user ({os.getuid()})"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = f"group or others may write it (mode {stat.S_IMODE(info.st_mode):o})"
+    else:
+        return
+    raise ConfigError(
+        f"the shard cache folder '{folder}' is not private to this user: {why}, so files "
+        "someone else put there would be read as the store's. Give each user a folder of "
+        "their own (the default, ~/.cache/datarax, is): `chmod 700` a folder you own, or "
+        "point DATARAX_CACHE_DIR (or cache=ShardCache(directory, ...)) elsewhere.")
 
 
 def _key(obj: RemoteObject) -> str:
@@ -175,10 +218,13 @@ class ShardCache:
         be created or written (a file in its path, no permission, a read-only disk)."""
         if not self._made:
             try:
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                _check_private(self.directory)
                 for part in ("shards", "locks", "tmp"):
-                    os.makedirs(self._dir(part), exist_ok=True)
+                    os.makedirs(self._dir(part), mode=0o700, exist_ok=True)
                     if not os.access(self._dir(part), os.W_OK | os.X_OK):
                         raise PermissionError(errno.EACCES, "Permission denied", self._dir(part))
+                    _check_private(self._dir(part))
             except OSError as err:
                 where = f" ('{err.filename}')" if err.filename else ""
                 raise ConfigError(
@@ -212,10 +258,27 @@ class ShardCache:
         Raises:
             CacheFullError: ``obj`` does not fit next to the entries in use, or the disk is full.
         """
-        self.ensure()
+        for attempt in range(3):
+            self.ensure()
+            try:
+                return self._acquire(obj, download, stats, spare, last)
+            except FileNotFoundError as err:
+                # the folder was removed while in use (a cleanup of ~/.cache or /tmp): made
+                # again; a file missing elsewhere (or again and again) is raised
+                inside = str(err.filename or "").startswith(self.directory + os.sep)
+                if not inside or attempt == 2:
+                    raise
+                with self._guard:
+                    self._made = False
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _acquire(self, obj: RemoteObject, download: Callable[[str], None],
+                 stats: StorageStats | None, spare: Callable[[], Container[str]] | None,
+                 last: Callable[[], Sequence[str]] | None) -> CacheEntry:
         name = self.entry_name(obj)
         final = os.path.join(self._dir("shards"), name)
-        fd = os.open(os.path.join(self._dir("locks"), name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(os.path.join(self._dir("locks"), name + ".lock"), os.O_RDWR | os.O_CREAT,
+                     0o644)
         try:
             # shared first: a file another process is reading (it holds a shared lock) is
             # used at once; only a missing one waits for the exclusive lock (a download)

@@ -36,7 +36,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
+
 from datarax.errors import ConfigError, DataraxError
+from datarax.host.counts import check_count
 
 __all__ = ["BUDGET_ENV", "DEFAULT_BUDGET_S", "RetriesExhaustedError", "RetryPolicy",
            "StorageStats", "default_budget", "is_access_refused", "is_throttle", "is_transient",
@@ -224,6 +227,21 @@ class RetryPolicy:
     max_delay: float = 5.0
     multiplier: float = 2.0
     budget_s: float = dataclasses.field(default_factory=default_budget)
+
+    def __post_init__(self) -> None:
+        # checked here, not at the first failure mid-epoch; NumPy numbers as Python ones
+        object.__setattr__(self, "max_retries", check_count(
+            self.max_retries, "RetryPolicy max_retries", 0, " (retries of one request)"))
+        for name, least in (("initial_delay", 0.0), ("max_delay", 0.0), ("multiplier", 1.0),
+                            ("budget_s", 0.0)):
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+                value, (bool, np.bool_)) and least <= float(value) < float("inf")
+            if not ok:
+                unit = "the factor each retry's delay grows by" if least else "seconds"
+                raise ConfigError(f"RetryPolicy {name} must be a finite number >= {least:g} "
+                                  f"({unit}), got {value!r}.")
+            object.__setattr__(self, name, float(value))
 
     def delay(self, attempt: int) -> float:
         base = min(self.max_delay, self.initial_delay * self.multiplier ** max(0, attempt - 1))

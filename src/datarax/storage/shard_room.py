@@ -13,6 +13,7 @@ from typing import Any
 
 from datarax.storage.errors import CacheFullError
 from datarax.storage.handles import close_all
+from datarax.storage.urls import FileBlock
 
 __all__ = ["ShardRoom"]
 
@@ -36,22 +37,29 @@ class ShardRoom:
         if need <= self.cache.max_bytes:
             return
         limit, folder = self.cache.max_bytes, self.cache.directory
-        if self.behind == 1:
+        blocks = isinstance(self.objects[0], FileBlock)  # shuffle_block: windows of blocks
+        if self.behind == 1 and not blocks:
             largest = max(self.objects, key=lambda o: o.size)
             what = (f"'{largest.url}' ({largest.size} bytes) is larger than the cache limit of "
                     f"{limit} bytes ('{folder}')")
+        elif blocks:
+            what = (f"the cache '{folder}' (limit {limit} bytes) cannot hold the {self.behind} "
+                    f"blocks a reader uses at once (a window of {self.behind} blocks): the "
+                    f"largest {self.behind} take {need} bytes")
         else:
             what = (f"the cache '{folder}' (limit {limit} bytes) cannot hold the {self.behind} "
                     f"files a reader uses at once (a window of {self.behind} files, or every "
                     f"file for a global shuffle): the largest {self.behind} take {need} bytes")
+        unit = "blocks" if blocks else "files"
         comfortable = need + sum(sizes[self.behind:2 * self.behind])
+        fewer = ("a smaller shuffle_window or shuffle_block" if blocks else
+                 "a smaller shuffle_window, or shuffle_window=W instead of a global shuffle; "
+                 "with shuffle_block='8M' too, windows of W blocks of 8 MB of the files, "
+                 "downloaded a block at a time: the cache then needs about two windows")
         raise CacheFullError(
             f"{what}. Raise the limit to at least {need} bytes ({comfortable} lets the next "
-            "files download while these are read) with DATARAX_CACHE_BYTES or the source's "
-            "cache=ShardCache(..., max_bytes=...), or read fewer files at once (a smaller "
-            "shuffle_window, or shuffle_window=W instead of a global shuffle; with "
-            "shuffle_block='8M' too, windows of W blocks of 8 MB of the files, downloaded a "
-            "block at a time: the cache then needs about two windows).")
+            f"{unit} download while these are read) with DATARAX_CACHE_BYTES or the source's "
+            f"cache=ShardCache(..., max_bytes=...), or read fewer {unit} at once ({fewer}).")
 
     def _make_room(self, wanted: int, full: CacheFullError, deadline: float,
                    generation: int, seen: object) -> object:

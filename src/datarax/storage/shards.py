@@ -21,9 +21,8 @@ other readers (of this source, or of the folder while the folder changes);
 disk is full.
 
 A file deleted or changed mid-epoch raises :class:`~datarax.storage.errors.RemoteObjectError`
-every time it is asked for (so ``on_error="skip"`` skips it without fetching it again).
-A read that fails on a cached copy damaged on the local disk fetches the file again, once
-(:meth:`RemoteShards.reading`).
+every time it is asked for (so ``on_error="skip"`` skips it without fetching it again). A
+read failing on a copy damaged on the local disk fetches it again, once (:meth:`reading`).
 
 Example:
     >>> import fsspec, tempfile
@@ -59,7 +58,8 @@ from typing import Any
 import numpy as np
 
 from datarax.errors import ConfigError
-from datarax.storage.cache import CacheEntry, ShardCache
+from datarax.host.counts import check_count
+from datarax.storage.cache import CacheEntry, ShardCache, given_cache
 from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.file_order import FileOrder
@@ -100,7 +100,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         threads: parallel downloads.
         ahead: files fetched ahead of the reader, in the order the epoch uses them.
         behind: the files a reader uses at once (a window of ``W`` files: ``W``; a global
-            shuffle: all of them).
+            shuffle: all of them; 0: records read by range, no room asked when built).
         handles: open handles kept at most (default: all when the files fit in the cache,
             else ``threads + ahead``).
         retry: the :class:`~datarax.storage.retry.RetryPolicy` of each request.
@@ -118,12 +118,12 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
                  stats: StorageStats | None = None) -> None:
         if not objects:
             raise ConfigError("RemoteShards needs at least one file.")
-        for name, value in (("threads", threads), ("ahead", ahead), ("behind", behind),
-                            ("parallel", parallel)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"RemoteShards {name} must be an int >= 1, got {value!r}.")
+        threads, ahead, behind, parallel, handles = (  # NumPy ints as the same ints
+            v if v is None else check_count(v, f"RemoteShards {k}", int(k != "behind"))
+            for k, v in (("threads", threads), ("ahead", ahead), ("behind", behind),
+                         ("parallel", parallel), ("handles", handles)))
         self.objects = tuple(objects)
-        self.cache = cache if cache is not None else ShardCache()
+        self.cache = given_cache(cache, "RemoteShards")
         self.storage_options = dict(storage_options or {})
         self.threads = threads
         self.ahead = ahead

@@ -47,14 +47,36 @@ _GLOB = re.compile(r"[*?\[]")
 _LISTING_THREADS = 16  # requests in flight when a list of URLs is listed
 
 
+# a URL whose '//' a pathlib.Path made '/' (Path("s3://b/k") is 's3:/b/k'): of these schemes
+_CUT_URL = re.compile(r"^(s3|s3a|gs|gcs|https?|memory|file|az|abfss?|hf|hdfs|s?ftp):/(?!/)")
+
+
 def is_remote(paths: Any) -> bool:
-    """Whether ``paths`` (a path, or a list judged by its first entry) names URLs."""
+    """Whether ``paths`` (a path, or a list judged by its first entry) names URLs.
+
+    Raises:
+        ConfigError: a path is a URL with one slash after its scheme (``s3:/bucket``), as
+            ``pathlib.Path("s3://bucket")`` makes it.
+    """
+    if isinstance(paths, Sequence) and not isinstance(paths, (str, bytes)) and paths:
+        for item in paths:
+            _refuse_cut_url(item)
+        paths = paths[0]
     if isinstance(paths, (str, os.PathLike)):
+        _refuse_cut_url(paths)
         return bool(_SCHEME.match(os.fspath(paths)))
-    if isinstance(paths, Sequence) and not isinstance(paths, bytes) and paths:
-        first = paths[0]
-        return isinstance(first, (str, os.PathLike)) and bool(_SCHEME.match(os.fspath(first)))
     return False
+
+
+def _refuse_cut_url(path: Any) -> None:
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    text = os.fspath(path)
+    if isinstance(text, str) and (match := _CUT_URL.match(text)):
+        raise ConfigError(
+            f"the path {path!r} reads as a URL with one '/' after '{match.group(1)}:' "
+            f"(pathlib.Path turns '{match.group(1)}://' into '{match.group(1)}:/'); pass the "
+            f"URL as a str, e.g. '{match.group(1)}://{text[match.end():]}'.")
 
 
 def expand_user(paths: Any) -> Any:
@@ -154,6 +176,11 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
         MissingExtraError: fsspec, or the protocol's package (s3fs, gcsfs), is missing.
         ConfigError: the URL's protocol is unknown to fsspec.
     """
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise ConfigError(
+            f"storage_options must be a dict of the filesystem's options (e.g. {{'anon': "
+            f"True}}, passed to fsspec for '{url}'), got {type(storage_options).__name__} "
+            f"{storage_options!r}.")
     fsspec = require("fsspec", extra="remote", user=f"reading '{url}'")
     match = _SCHEME.match(url)
     protocol = match.group(1).lower() if match else "file"
