@@ -72,3 +72,16 @@ class NumberStream(StreamSource):
 
     def element_spec(self) -> dict[str, Any]:
         return {self.config.field: jax.ShapeDtypeStruct((), np.int32)}
+
+
+def memory_npy(folder: str, n: int = 4) -> str:
+    """The URL ``memory://FOLDER/x.npy``, written there holding ``0 .. n - 1`` (int32): a
+    remote file for the storage tests, with no server."""
+    import io
+
+    import fsspec
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(n, dtype=np.int32))
+    fsspec.filesystem("memory").pipe(f"/{folder}/x.npy", buffer.getvalue())
+    return f"memory://{folder}/x.npy"

@@ -113,3 +113,12 @@ def two_epochs(pipeline: Any, states: list[Any] | None = None) -> list[Any]:
     except Exception as error:  # noqa: BLE001 - the caller compares it
         served.append(f"{type(error).__name__}: {error}")
     return served
+
+
+def with_numpy_ints(state: Any) -> Any:
+    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
+    if isinstance(state, dict):
+        return {k: with_numpy_ints(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [with_numpy_ints(v) for v in state]
+    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state

@@ -11,6 +11,7 @@ from datarax.core.errors import ConfigError
 from datarax.metrics import StatsLogger
 from datarax.pipeline import Pipeline, Rebatch
 from datarax.sources import MemorySource, MemorySourceConfig
+from source_reads import with_numpy_ints
 
 
 def build(batch_size: int = 2) -> Pipeline:
@@ -22,7 +23,7 @@ def xs(batches) -> list[list[int]]:
     return [np.asarray(b["x"]).tolist() for b in batches]
 
 
-def test_rebatch_takes_numpy_ints():
+def test_rebatch_takeswith_numpy_ints():
     grouped = Rebatch(build(), group=np.int64(2))
     assert type(grouped.k) is int and xs(grouped) == [[0, 1, 2, 3], [4, 5]]
     assert xs(Rebatch(build(4), split=np.int32(2))) == [[0, 1], [2, 3], [4, 5]]
@@ -38,7 +39,7 @@ def test_scan_takes_a_numpy_int_length():
         pipeline.scan(lambda batch: batch["x"], 2.0)
 
 
-def test_stats_logger_takes_numpy_ints(tmp_path):
+def test_stats_logger_takeswith_numpy_ints(tmp_path):
     pipeline = build()
     logger = StatsLogger(pipeline, every=np.int64(2), jsonl_path=tmp_path / "stats.jsonl")
     for _ in pipeline:
@@ -47,15 +48,6 @@ def test_stats_logger_takes_numpy_ints(tmp_path):
     assert len((tmp_path / "stats.jsonl").read_text().splitlines()) == 1  # 3 steps, every 2
     with pytest.raises(ConfigError, match="StatsLogger every must be an int >= 1"):
         StatsLogger(pipeline, every=np.float32(2), jsonl_path=tmp_path / "other.jsonl")
-
-
-def _numpy_ints(state):
-    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
-    if isinstance(state, dict):
-        return {k: _numpy_ints(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [_numpy_ints(v) for v in state]
-    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state
 
 
 def test_a_rebatch_state_holding_numpy_ints_restores_as_one_of_python_ints():
@@ -71,5 +63,5 @@ def test_a_rebatch_state_holding_numpy_ints_restores_as_one_of_python_ints():
     assert state["part"] == 1
     rest = xs(iterator)
     again = build_split()
-    again.set_state(_numpy_ints(state))
+    again.set_state(with_numpy_ints(state))
     assert xs(again) == rest

@@ -17,6 +17,7 @@ import pytest
 from datarax.core.errors import ConfigError
 from datarax.pipeline import Pipeline
 from datarax.sources import ArrayRecordSourceConfig, MemorySource, MemorySourceConfig
+from source_reads import with_numpy_ints
 
 
 def test_pipeline_takes_numpy_ints_for_batch_size_prefetch_and_shards():
@@ -73,15 +74,6 @@ def test_pipeline_takes_numpy_bools_for_its_switches():
         Pipeline(source=source, stages=[], batch_size=4, drop_remainder=np.int64(1))
 
 
-def _numpy_ints(state):
-    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
-    if isinstance(state, dict):
-        return {k: _numpy_ints(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [_numpy_ints(v) for v in state]
-    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state
-
-
 def test_states_holding_numpy_ints_restore_like_python_ints(tmp_path):
     pytest.importorskip("array_record")
     from int_record_files import int_source, write_int_parts
@@ -100,9 +92,9 @@ def test_states_holding_numpy_ints_restore_like_python_ints(tmp_path):
     for restore in ("pipeline", "source"):
         again = build()
         if restore == "pipeline":
-            again.set_state(_numpy_ints(state))
+            again.set_state(with_numpy_ints(state))
         else:
-            again.source.set_state(_numpy_ints(source_state))
+            again.source.set_state(with_numpy_ints(source_state))
         assert [b["x"].tolist() for b in again] == rest
         json.dumps(again.get_state())  # what it saves next is plain JSON again
         again.source.close()

@@ -5,14 +5,14 @@ a URL that pathlib.Path cut to one slash ('s3:/bucket') is refused, not read as 
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 fsspec = pytest.importorskip("fsspec")
+
+from number_sources import memory_npy  # noqa: E402
 
 from datarax.errors import ConfigError  # noqa: E402
 from datarax.sources import NpySource, NpySourceConfig  # noqa: E402
@@ -23,9 +23,7 @@ URL = "memory://cache-arguments/x.npy"
 
 @pytest.fixture(autouse=True)
 def _npy_file() -> None:
-    buffer = io.BytesIO()
-    np.save(buffer, np.arange(4, dtype=np.int32))
-    fsspec.filesystem("memory").pipe("/cache-arguments/x.npy", buffer.getvalue())
+    memory_npy("cache-arguments")
 
 
 def test_a_folder_path_as_cache_is_refused_saying_how_to_make_one(tmp_path) -> None:

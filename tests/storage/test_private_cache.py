@@ -4,14 +4,14 @@ there by someone else would be read as the store's)."""
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 
-import numpy as np
 import pytest
 
 fsspec = pytest.importorskip("fsspec")
+
+from number_sources import memory_npy  # noqa: E402
 
 from datarax.errors import ConfigError  # noqa: E402
 from datarax.sources import NpySource, NpySourceConfig  # noqa: E402
@@ -22,9 +22,7 @@ URL = "memory://private-cache/x.npy"
 
 @pytest.fixture(autouse=True)
 def _npy_file() -> None:
-    buffer = io.BytesIO()
-    np.save(buffer, np.arange(4, dtype=np.int32))
-    fsspec.filesystem("memory").pipe("/private-cache/x.npy", buffer.getvalue())
+    memory_npy("private-cache")
 
 
 def _read(folder) -> list[int]:

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from flax import nnx
+from source_reads import with_numpy_ints
 from text_helpers import drain, make_texts, unpack, word_ids
 
 from datarax.core.errors import ConfigError, RecordError, StateError
@@ -471,15 +472,6 @@ def test_a_pass_with_no_documents_is_an_error_not_an_empty_loop() -> None:
         next(iter(Pipeline(few, batch_size=2, rngs=nnx.Rngs(0), shard_index=2, shard_count=3)))
 
 
-def _numpy_ints(state):
-    """``state`` with every int a NumPy int64, as a checkpoint kept in NumPy gives it back."""
-    if isinstance(state, dict):
-        return {k: _numpy_ints(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [_numpy_ints(v) for v in state]
-    return np.int64(state) if isinstance(state, int) and not isinstance(state, bool) else state
-
-
 def test_a_state_holding_numpy_ints_restores_as_one_of_python_ints() -> None:
     reference = [dict(b) for b in _pipeline(_source())]
     pipeline = _pipeline(_source())
@@ -492,6 +484,6 @@ def test_a_state_holding_numpy_ints_restores_as_one_of_python_ints() -> None:
             "next_document")), int)
         fresh = _pipeline(_source())
         target = fresh if restore == "pipeline" else fresh.source
-        target.set_state(_numpy_ints(state))
+        target.set_state(with_numpy_ints(state))
         _assert_same(list(iter(fresh)), reference[3:])
         json.dumps(fresh.get_state())  # what it saves next is plain JSON again
