@@ -104,3 +104,15 @@ def test_overwrite_of_an_unfinished_conversion_keeps_it_resumable_on_failure(tmp
     info, summary = write_dataset(rows, dst, shards=2, resume=True)  # still there to resume
     assert summary.shards_resumed == 1 and info.num_records == 8
     assert not os.path.exists(dst / PARTIAL_DIR) and _siblings(dst) == []
+
+
+def test_overwrite_failing_in_a_worker_process_says_to_overwrite_again(old) -> None:
+    new = _records(9, offset=100)
+    new[4] = {"x": np.zeros(3, np.float32)}  # shard 1 of 3: the worker process writes it
+    with pytest.raises(ConversionError) as failed:
+        write_dataset(new, old, shards=3, workers=2, overwrite=True)
+    message = str(failed.value)
+    assert "field 'x'" in message and "overwrite=True" in message
+    assert "resume=True" not in message  # nothing to resume: the old dataset is kept
+    assert read_dataset(old)["x"][:, 0].tolist() == [0, 1, 2, 3, 4, 5]
+    assert _siblings(old) == []

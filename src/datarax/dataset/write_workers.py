@@ -131,6 +131,10 @@ class WorkerPool:
                                         preload))
                       for t in self.tasks]
         self.has_rows = False
+        #: what a failure's message tells the user to do (the writer replacing a dataset
+        #: says its own)
+        self.after_failure = ("Finished shards are kept: after fixing the cause, run it "
+                              "again with resume=True (--resume).")
         for p in self.procs:
             p.start()  # small arguments: a start does not wait for the process to read them
         if state is not None:
@@ -254,12 +258,11 @@ class WorkerPool:
             handlers[kind](kind, value)
 
     def _fail(self, error: str) -> None:
-        """End the workers and raise ``error`` (a ConversionError saying to resume)."""
+        """End the workers and raise ``error`` (a ConversionError saying what to do:
+        :attr:`after_failure`)."""
         for p in self.procs:
             p.terminate()
-        raise ConversionError(
-            f"{error.rstrip('.')}. (Finished shards are kept: after fixing "
-            "the cause, run it again with resume=True (--resume).)")
+        raise ConversionError(f"{error.rstrip('.')}. ({self.after_failure})")
 
     def _drain(self, handlers: dict[str, Callable[[str, Any], None]]) -> str | None:
         error = None

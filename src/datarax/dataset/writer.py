@@ -333,6 +333,9 @@ def write_dataset(
             target = beside(dst)
             remove_folder(target)  # left by a write killed while replacing that dataset
         job = _Job(target, feats, shards, on_error, bounds, None if target == dst else dst)
+        if pool is not None and target != dst:
+            pool.after_failure = (f"The dataset in '{dst}' is kept as it was: after fixing the "
+                                  "cause, run it again with overwrite=True (--overwrite).")
         try:
             info, resumed = _write(job, rows, fingerprint, parts, resume=resume,
                                    overwrite=overwrite, workers=workers, progress=progress,
