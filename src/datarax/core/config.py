@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
-from datarax.host.counts import check_count  # noqa: F401  (its documented home: here)
+from datarax.host.counts import check_count, python_ints  # noqa: F401  (check_count: named here)
 
 
 class _ConfigType(type):
@@ -99,7 +99,7 @@ def check_int(
     value = getattr(config, name)
     cls = type(config).__name__
     if isinstance(value, np.integer):  # a NumPy integer is kept as the same Python int
-        value = int(value)
+        value = python_ints(value)
         object.__setattr__(config, name, value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(

@@ -32,8 +32,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import encode_record
 from datarax.dataset.lock import folder_lock
@@ -61,6 +59,7 @@ from datarax.dataset.write_features import name_row_classes, resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.host.counts import python_ints
 from datarax.storage.urls import expand_user
 
 beam = require("apache_beam", extra="beam", user="datarax.beam")
@@ -232,8 +231,7 @@ class WriteDataset(beam.PTransform):
                  extra: Mapping[str, Any] | None = None,
                  records_per_shard: int = RECORDS_PER_SHARD, rows: Rows | None = None) -> None:
         super().__init__()
-        shards, records_per_shard = (int(v) if isinstance(v, np.integer) else v  # NumPy ints
-                                     for v in (shards, records_per_shard))
+        shards, records_per_shard = python_ints((shards, records_per_shard))  # NumPy ints
         if shards is not None and (not isinstance(shards, int) or shards < 1):
             raise ConfigError(f"WriteDataset shards must be an int >= 1 or None, got {shards!r}.")
         if not isinstance(records_per_shard, int) or records_per_shard < 1:

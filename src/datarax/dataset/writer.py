@@ -31,8 +31,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from datarax.dataset.column_records import column_encoder
 from datarax.dataset.fields import Features, RecordMismatchError
 from datarax.dataset.layout import record_encoder
@@ -63,6 +61,7 @@ from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_rec
 from datarax.dataset.write_workers import WorkerPool
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.host.counts import python_ints
 
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
 
@@ -301,8 +300,7 @@ def write_dataset(
         from datarax.storage.urls import expand_user  # (not in a worker process)
 
         dst = expand_user(dst)  # '~/ds' is the home folder's
-        shards, workers = (int(v) if isinstance(v, np.integer) else v  # NumPy ints too
-                           for v in (shards, workers))
+        shards, workers = python_ints((shards, workers))  # NumPy ints too
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:

@@ -16,7 +16,7 @@ import numpy as np
 
 from datarax.errors import ConfigError
 
-__all__ = ["check_count"]
+__all__ = ["check_count", "python_ints"]
 
 
 def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
@@ -26,8 +26,24 @@ def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
     >>> check_count(np.int64(4), "num_threads", 1)
     4
     """
-    if isinstance(value, np.integer):
-        value = int(value)
+    value = python_ints(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{what} must be an int >= {minimum}{hint}, got {value!r}.")
+    return value
+
+
+def python_ints(value: Any) -> Any:
+    """``value`` with every NumPy integer in it (itself, or inside dicts, lists and tuples:
+    a size computed with NumPy, a checkpoint kept in NumPy) the same Python int; anything
+    else unchanged.
+
+    >>> python_ints((np.int64(2), {"at": [np.int32(3)]}, 1.5))
+    (2, {'at': [3]}, 1.5)
+    """
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, dict):
+        return {k: python_ints(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(python_ints(v) for v in value)
     return value

@@ -58,6 +58,7 @@ from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.reading import ReadMode, compiles_whole, forward_only, kind_for, reading_of
 from datarax.core.spec import checked_spec
+from datarax.host.counts import python_ints
 from datarax.mixing.checks import check_children
 from datarax.mixing.child_reads import ChildReads, interleave
 from datarax.mixing.sampling import sampled_records
@@ -102,10 +103,8 @@ class MixSourceConfig(StructuralConfig):
             raise ConfigError(f"MixSource mixes 2 or more sources, got {len(self.names)}.")
         if len(set(self.names)) != len(self.names):
             raise ConfigError(f"MixSource source names must be distinct, got {list(self.names)}.")
-        n = self.records_per_epoch
-        if isinstance(n, np.integer):  # a NumPy integer is kept as the same Python int
-            n = int(n)
-            object.__setattr__(self, "records_per_epoch", n)
+        n = python_ints(self.records_per_epoch)  # a NumPy integer kept as the same int
+        object.__setattr__(self, "records_per_epoch", n)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigError(f"MixSource records_per_epoch must be an int >= 1 or None, got {n!r}.")
 
@@ -176,8 +175,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
                 f"MixSource weights must be a dict by name, a list or a 1-D array, got "
                 f"{type(weights).__name__}."
             )
-        if isinstance(records_per_epoch, np.integer):
-            records_per_epoch = int(records_per_epoch)
+        records_per_epoch = python_ints(records_per_epoch)
         config = MixSourceConfig(
             names=tuple(names),
             weights=tuple(float(w) if _is_number(w) else w for w in weight_list),

@@ -14,6 +14,7 @@ from datarax.core.data_source import DataSourceModule, length_or_none, skipping_
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.operator import OperatorModule, refuse_rng_state
 from datarax.core.reading import Reading, reading_of
+from datarax.host.counts import python_ints
 from datarax.pipeline.plan import filter_position
 
 
@@ -47,10 +48,8 @@ def check_arguments(
             "super().__init__(config, rngs=rngs, name=name) first in its __init__."
         )
     # NumPy integers (a batch size computed with NumPy) are the same Python ints.
-    batch_size, prefetch, shard_index, shard_count = (
-        int(v) if isinstance(v, np.integer) else v
-        for v in (batch_size, prefetch, shard_index, shard_count)
-    )
+    batch_size, prefetch, shard_index, shard_count = python_ints(
+        (batch_size, prefetch, shard_index, shard_count))
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
     for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
+from datarax.host.counts import python_ints
 from datarax.typing import Batch
 
 
@@ -35,8 +36,7 @@ def check_count(value: Any, what: str, allow_none: bool = False) -> Any:
     that is not an int >= 0 (or None when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, np.integer):
-        value = int(value)
+    value = python_ints(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"Pipeline.{what} takes an int >= 0, got {value!r}.")
     return value

@@ -50,6 +50,7 @@ import numpy as np
 # host-side pieces only, no JAX or Flax: decode worker processes load this module
 from datarax.errors import ConfigError, RecordError
 from datarax.host.arrays import fresh_aligned, seal
+from datarax.host.counts import python_ints
 from datarax.host.dtypes import fit_value
 from datarax.host.threads import run_behind_consumer
 from datarax.dataset.fields import Features, error_text
@@ -61,15 +62,6 @@ from datarax.sources.decoded_records import KeyedRecord
 __all__ = ["ImageDecoder", "decode_images"]
 
 _IMAGE_ENCODINGS = ("png", "jpeg")
-
-
-def _plain(value: Any) -> Any:
-    """A NumPy integer as the same Python int, in a pair too; anything else unchanged."""
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_plain(v) for v in value)
-    return value
 
 
 def _pair(name: str, value: Any) -> tuple[int, int] | None:
@@ -290,7 +282,7 @@ def decode_images(
     if not isinstance(field, str) or not field:
         raise ConfigError(
             f"decode_images: field must be a field name (str), got {reprlib.repr(field)}.")
-    resize, crop, random_resized_crop, seed = map(_plain, (resize, crop, random_resized_crop, seed))
+    resize, crop, random_resized_crop, seed = python_ints((resize, crop, random_resized_crop, seed))
     if random_resized_crop is not None and (resize is not None or crop is not None):
         raise ConfigError(
             "decode_images: random_resized_crop= cuts and resizes in one step and cannot be "

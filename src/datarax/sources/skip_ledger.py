@@ -51,6 +51,7 @@ from flax import nnx
 
 from datarax.core.errors import RecordError, StateError
 from datarax.core.position import refuse_pipeline_state
+from datarax.host.counts import python_ints
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
 from datarax.sources.error_policy import ON_ERROR_CHOICES, ErrorPolicy
 
@@ -227,8 +228,7 @@ def check_skip_state(
     """
     refuse_pipeline_state(state, where)
     skipped = state.get("skipped", 0)
-    if isinstance(skipped, np.integer):  # as the position's keys: the same Python int
-        skipped = int(skipped)
+    skipped = python_ints(skipped)  # as the position's keys: the same Python int
     if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
         raise StateError(
             f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",

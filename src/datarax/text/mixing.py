@@ -18,6 +18,7 @@ import numpy as np
 
 from datarax.core.children import close_each
 from datarax.core.errors import ConfigError
+from datarax.host.counts import python_ints
 from datarax.text.documents import as_reader, close_reader, reader_settings
 
 BLOCK = 1 << 16
@@ -71,9 +72,7 @@ class MixedDocuments:
                 )
         if sum(weights.values()) <= 0:
             raise ConfigError("MixedDocuments weights must not all be 0.")
-        if isinstance(documents_per_epoch, np.integer):  # NumPy ints as the same ints
-            documents_per_epoch = int(documents_per_epoch)
-        seed = int(seed) if isinstance(seed, np.integer) else seed
+        documents_per_epoch, seed = python_ints((documents_per_epoch, seed))
         if (
             isinstance(documents_per_epoch, bool)
             or not isinstance(documents_per_epoch, int)

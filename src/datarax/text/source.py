@@ -24,7 +24,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from datarax.core.children import close_each
@@ -37,6 +36,7 @@ from datarax.core.config import (
 from datarax.core.data_source import check_contract
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.stream import StreamSource
+from datarax.host.counts import python_ints
 from datarax.sources.read_ahead import SessionCursor
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
 from datarax.sources.source_call import MISSING, check_config_given, source_config
@@ -45,17 +45,6 @@ from datarax.text.packing import FIELDS, MODES, Packer
 from datarax.text.passes import SNAPSHOT_KEYS, TextPass
 from datarax.text.tokenize import as_tokenizer
 from datarax.typing import Batch
-
-
-def _python_ints(value: Any) -> Any:
-    """``value`` with each NumPy integer in it (a checkpoint kept in NumPy) the same int."""
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _python_ints(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_python_ints(v) for v in value)
-    return value
 
 
 @dataclass(frozen=True)
@@ -287,7 +276,7 @@ class PackedTextSource(StreamSource):
         epoch, index = self.datarax_position.check_state(
             state, where=where, settings=self.order_settings()
         )
-        extra = {k: _python_ints(state[k]) for k in SNAPSHOT_KEYS if k in state}
+        extra = {k: python_ints(state[k]) for k in SNAPSHOT_KEYS if k in state}
         if extra:
             for key in ("next_document", "skipped", "packer"):
                 if key not in extra:

@@ -14,6 +14,7 @@ import numpy as np
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
+from datarax.host.counts import python_ints
 
 _INT32_MAX = 2**31 - 1
 
@@ -48,8 +49,7 @@ class TextTokenizer:
         eos_id: int | None = None,
         max_tokens: int | None = None,
     ) -> None:
-        bos_id, eos_id, max_tokens = (int(v) if isinstance(v, np.integer) else v
-                                      for v in (bos_id, eos_id, max_tokens))  # NumPy ints
+        bos_id, eos_id, max_tokens = python_ints((bos_id, eos_id, max_tokens))
         for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
             if value is not None and (
                 isinstance(value, bool)

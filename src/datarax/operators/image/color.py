@@ -8,10 +8,10 @@ import math
 from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from datarax.core.errors import ConfigError, DataraxError
+from datarax.host.counts import python_ints
 from datarax.operators.image._base import (
     ImageOperator,
     Range,
@@ -158,7 +158,7 @@ class GaussianBlur(ImageOperator):
                  stream_name: str | None = None, rngs: nnx.Rngs | None = None,
                  name: str | None = None) -> None:
         s = check_range("GaussianBlur", "sigma", sigma, low=1e-6)
-        kernel_size = int(kernel_size) if isinstance(kernel_size, np.integer) else kernel_size
+        kernel_size = python_ints(kernel_size)
         if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 \
                 or kernel_size % 2 == 0:
             raise ConfigError(
