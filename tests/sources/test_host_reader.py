@@ -131,26 +131,30 @@ def test_read_ahead_is_bounded():
 
 
 def test_threads_are_joined_on_stop_close_and_epoch_end():
-    before = threading.active_count()
+    before = set(threading.enumerate())  # threads other tests left may end meanwhile: count ours
+
+    def started() -> int:
+        return sum(t not in before for t in threading.enumerate())
+
     reader = HostReader(Table(100), decode, num_threads=3)
     reader.start(EpochOrder(100, None, 0))
     reader.next_batch(10)
-    assert threading.active_count() > before
+    assert started() > 0
     reader.stop()
-    assert threading.active_count() == before
+    assert started() == 0
     reader.start(EpochOrder(100, None, 1))
     drain(reader, 30)
-    assert threading.active_count() > before  # the epoch's end: epoch 2's first reads go on
+    assert started() > 0  # the epoch's end: epoch 2's first reads go on
     reader.stop()
-    assert threading.active_count() == before  # stop() drops them too
+    assert started() == 0  # stop() drops them too
     reader.start(EpochOrder(100, None, 2))
     reader.next_batch(10)
     reader.close()
-    assert threading.active_count() == before
+    assert started() == 0
     alone = HostReader(Table(100), decode, num_threads=3, read_next_epoch=False)
     alone.start(EpochOrder(100, None, 0))
     drain(alone, 30)
-    assert threading.active_count() == before  # nothing to read next: the end releases the pool
+    assert started() == 0  # nothing to read next: the end releases the pool
     alone.close()
     with pytest.raises(RuntimeError, match="closed"):
         reader.start(EpochOrder(100, None, 0))
