@@ -322,14 +322,14 @@ def test_sources_that_cannot_mix_are_refused():
     with pytest.raises(ConfigError, match=r"\['source1'\] do not know their length"):
         MixSource([memory(0, 3), NumberStream(0, 3, field="id")], [1, 1])
     skipping = Rows(0, 3, RowsConfig(on_error="skip"))
-    with pytest.raises(SourceContractError, match="'source1' skips bad records"):
-        MixSource([memory(0, 3), skipping], [1, 1])
-    # a part of a source that skips: the mixture would read records twice or drop them
+    with pytest.raises(SourceContractError, match="'source1' skips bad records .* sampling"):
+        MixSource([memory(0, 3), skipping], [1, 1], mode="sampling")
+    # a part of a source that skips: a sampled draw would go unserved
     parts = ConcatSource([bad_rows.Rows(bad_rows.RowsConfig(on_error="skip"), 4, bad={1}),
                           bad_rows.Rows(bad_rows.RowsConfig(), 4)])
     with pytest.raises(SourceContractError, match=r"MixSource source 'source1' skips bad records "
-                       r"\(parts\[0\]\.on_error='skip'\); a mixture derives each source's position"):
-        MixSource([memory(0, 3), parts], [1, 1])
+                       r"\(parts\[0\]\.on_error='skip'\); sampling with replacement"):
+        MixSource([memory(0, 3), parts], [1, 1], mode="sampling")
     with pytest.raises(SourceContractError, match="'source1' is int, not a data source"):
         MixSource([memory(0, 3), 5], [1, 1])
     sharded = memory(0, 4)
@@ -341,7 +341,7 @@ def test_sources_that_cannot_mix_are_refused():
 
 def test_tampered_state_is_refused():
     mix = MixSource({"m": memory(0, 3), "s": NumberStream(0, 3, field="id")}, [1, 1], records_per_epoch=6)
-    with pytest.raises(StateError, match=r"needs \[pass epoch, first draw\] for stream 's', got None"):
+    with pytest.raises(StateError, match=r"needs \[pass epoch, first draw\] for source 's', got None"):
         mix.set_state({"current_index": 1, "current_epoch": 0})
     with pytest.raises(StateError, match="current_index=9 is past the end"):
         mix.set_state({"current_index": 9, "current_epoch": 0, "stream_passes": {"s": [0, 0]}})

@@ -2323,15 +2323,16 @@ def _mix_skipping_part() -> Any:
     from datarax.sources import ConcatSource
 
     parts = ConcatSource([Rows(RowsConfig(on_error="skip"), 4), Rows(RowsConfig(), 4)])
-    return MixSource([Rows(RowsConfig(), 4), parts], [1, 1])
+    return MixSource([Rows(RowsConfig(), 4), parts], [1, 1], mode="sampling")
 
 
 simple("mix-part-skips-bad-records", MIXING,
-       "MixSource over a ConcatSource one of whose parts has on_error='skip'",
+       "MixSource(mode='sampling') over a ConcatSource one of whose parts has on_error='skip'",
        SourceContractError, "MixSource source 'source1' skips bad records "
-       "(parts[0].on_error='skip'); a mixture derives each source's position from its own, so "
-       "its sources must serve every record. Use on_error='raise' or scan and fix the data "
-       "first.", _mix_skipping_part)
+       "(parts[0].on_error='skip'); sampling with replacement reads each draw's record by its "
+       "number, so a record skipped as bad would leave its draw unserved. Use mode='epoch' "
+       "(read in order, the bad record skipped once), or on_error='raise' and scan and fix the "
+       "data first.", _mix_skipping_part)
 
 COMBINING = "Combining sources (ConcatSource, FlatMapSource)"
 
@@ -2712,12 +2713,6 @@ def _shuffle_buffer(source: Any = None, **kw: Any) -> Any:
     return ShuffleBufferSource(source, **{"buffer_size": 4, **kw})
 
 
-def _interleave_skipping(tmp: Path) -> Any:
-    paths = _npy(tmp, x=np.arange(4, dtype=np.int32))
-    return _interleave([_npy_source(paths=paths, on_error="skip"),
-                        MemorySource(MemorySourceConfig(), data())])
-
-
 def _interleave_bad_cursor() -> None:
     source = _interleave()
     source.set_state({**source.get_state(), "cursor": [3, 0, 0, 0, 0, 1, 0]})
@@ -2741,10 +2736,6 @@ simple("interleave-child-not-a-source", REORDERING, "a list of numbers among the
        SourceContractError, "InterleaveSource source 1 is list, not a data source (a "
        "DataSourceModule such as MemorySource).",
        lambda: _interleave([MemorySource(MemorySourceConfig(), data()), [1, 2]]))
-case("interleave-child-skips", REORDERING, "a source with on_error='skip'", SourceContractError,
-     "InterleaveSource source 0 skips bad records (on_error='skip'); InterleaveSource resumes "
-     "it at a count of its records, so it must serve every record. Use on_error='raise' or scan "
-     "and fix the data first.")(_interleave_skipping)
 simple("interleave-cursor-tampered", REORDERING, "a state whose cursor opens a child not yet "
        "reached", StateError, "InterleaveSource state 'cursor' must be [next child, slot, block "
        "records taken, then (child, position) for each of the 2 slots], as get_state() returns "

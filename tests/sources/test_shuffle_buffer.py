@@ -8,7 +8,6 @@ clause; these tests pin the order against a plain-Python reference, and the mess
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -19,13 +18,11 @@ from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.pipeline import Pipeline
 from datarax.samplers.shard_window import permute, window_seed
 from datarax.sources import (
-    ConcatSource,
     MemorySource,
     MemorySourceConfig,
     ShuffleBufferSource,
 )
 
-from bad_rows import Rows, RowsConfig
 from number_sources import NumberStream, numbers
 from source_reads import check_resumes_at_every_batch, flat, read_all, xs
 
@@ -156,13 +153,6 @@ def test_a_parent_that_cannot_be_shuffled_is_refused_naming_it():
     sharded.set_shard(1, 2)
     with pytest.raises(SourceContractError, match="source is sharded .* shard the shuffled source"):
         ShuffleBufferSource(sharded, buffer_size=2)
-    skipping = Rows(RowsConfig(on_error="skip"), 4, bad={1})  # its own setting or a part's
-    for source, setting in ((skipping, "on_error"), (ConcatSource([skipping]), "parts[0].on_error")):
-        with pytest.raises(SourceContractError, match=re.escape(
-                f"ShuffleBufferSource source skips bad records ({setting}='skip'); "
-                "ShuffleBufferSource resumes it at a count of its records, so it must serve "
-                "every record. Use on_error='raise' or scan and fix the data first.")):
-            ShuffleBufferSource(source, buffer_size=2)
 
 
 def test_a_state_of_another_buffer_or_past_the_pass_is_refused():

@@ -38,13 +38,13 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
-from datarax.core.data_source import SourceKind
+from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import SourceContractError
 from datarax.typing import Batch
 
 __all__ = [
     "ReadMode", "Reading", "compiled", "compiles_whole", "cursor_of", "forward_only",
-    "kind_for", "read_at", "read_mode", "reading_of",
+    "kind_for", "read_at", "read_mode", "reading_of", "skips_in_position",
 ]
 
 
@@ -206,6 +206,22 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
     return head_on_host(dict(batch), got), stable.astype(np.int64), end
 
 
+def skips_in_position(source: Any) -> bool:
+    """Whether ``source`` skips bad records and counts them in its position (it gives a
+    ``skip_state()``): its position counts the records it passed, not those it served,
+    so a source reading it finds a count of its records only by reading its pass. A
+    source that skips inside (a flat map over skipping parts) serves every position it
+    passes.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> skips_in_position(MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))
+        False
+    """
+    return skipping_setting(source) is not None and reading_of(source).counts_skips
+
+
 @dataclass(frozen=True)
 class Reading:
     """How a pipeline reads its source, and what the source can do: decided once, by
@@ -226,6 +242,8 @@ class Reading:
         reports_stats: the source has ``stats()`` (its own counters, e.g. storage).
         reads_by_position: the source says a read of ``k * size`` records is ``k``
             consecutive reads of ``size`` (its records depend on their positions alone).
+        reads_in_order: the source reads the records of an order it is given through
+            its own threaded reader (``read_in_order``: a mixture's sampled draws).
     """
 
     mode: ReadMode | None
@@ -236,6 +254,7 @@ class Reading:
     closes_epoch: bool = False
     reports_stats: bool = False
     reads_by_position: bool = False
+    reads_in_order: bool = False
 
     @property
     def compiled(self) -> bool:
@@ -277,6 +296,7 @@ def reading_of(source: Any) -> Reading:
         reports_stats=callable(getattr(source, "stats", None)),
         reads_by_position=(mode is ReadMode.COMPILED and callable(says_by_position)
                            and bool(says_by_position())),
+        reads_in_order=callable(getattr(source, "read_in_order", None)),
     )
 
 

@@ -27,17 +27,19 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
     common.check_children("MixSource", "source", [f"'{n}'" for n in names], children,
                           whole="the mixture")
     for name, child in zip(names, children):
-        skipping = skipping_setting(child)  # its own on_error or a part's
-        if skipping and not forward_only(child) and reading_of(child).counts_skips:
-            raise SourceContractError(
-                f"MixSource source '{name}' skips bad records ({skipping}='skip'); a "
-                "mixture derives each source's position from its own, so its sources must "
-                "serve every record. Use on_error='raise' or scan and fix the data first."
-            )
         if mode == "sampling" and forward_only(child):
             raise SourceContractError(
                 f"MixSource source '{name}' is a stream; sampling with replacement needs "
                 "random access. Use mode='epoch' for streams."
+            )
+        skipping = skipping_setting(child)  # its own on_error or a part's
+        if mode == "sampling" and skipping and reading_of(child).counts_skips:
+            raise SourceContractError(
+                f"MixSource source '{name}' skips bad records ({skipping}='skip'); sampling "
+                "with replacement reads each draw's record by its number, so a record "
+                "skipped as bad would leave its draw unserved. Use mode='epoch' (read in "
+                "order, the bad record skipped once), or on_error='raise' and scan and fix "
+                "the data first."
             )
         if child.epoch_size() == 0:
             raise ConfigError(f"MixSource source '{name}' holds no records.")

@@ -5,11 +5,14 @@ Draw ``t`` of a child is, in mode ``"epoch"``, its own record ``t % n`` of its o
 picks for ``(seed, child, t)``. :class:`ChildReads` reads a run of consecutive draws of
 one child, whatever its kind, through :func:`~datarax.core.reading.read_at`: a child of
 known length at the run's positions (a cursor-mode one moved only where the run does not
-continue the last one), a stream child read on from where it stands (its pass boundaries
-kept in the mixture's ``stream_passes`` Variable, so that a resume is a seek); sampled
-draws of a child without a reader of its own by :func:`read_positions`. What it keeps
-between reads is Python-only bookkeeping, never state: a restored mixture reads again
-from its position.
+continue the last one); a child read by passes — a stream, or a source that skips bad
+records (:func:`~datarax.core.reading.skips_in_position`), whose records per pass are
+known only once read — read on from where it stands (its pass boundaries kept in the
+mixture's ``stream_passes`` Variable; moved back, it reads its pass again from the
+start, its skip counts with it, so each skip budget continues exactly); sampled draws
+through the child's own reader (``read_in_order``, as its :class:`~datarax.core.reading.Reading`
+says) or by :func:`read_positions`. What it keeps between reads is Python-only
+bookkeeping, never state: a restored mixture reads again from its position.
 
 :func:`interleave` lays the children's runs into one batch in the mixture's order.
 """
@@ -27,7 +30,7 @@ from datarax.core.batch import concat_batches, take_records
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
-from datarax.core.reading import compiled, forward_only, read_at
+from datarax.core.reading import forward_only, read_at, reading_of, skips_in_position
 from datarax.core.spec import TextSpec
 from datarax.core.step_cache import cached
 from datarax.mixing.sampling import SampledOrder, sampled_records
@@ -39,13 +42,17 @@ class ChildReads(HostState):
 
     Args:
         names: the children's names (for messages).
-        lengths: each child's records per pass (None for a stream).
+        children: the children (what each can do is asked here, once).
         seed: the mixture's seed (sampling mode).
     """
 
-    def __init__(self, names: Sequence[str], lengths: Sequence[int | None], seed: int) -> None:
+    def __init__(self, names: Sequence[str], children: Sequence[DataSourceModule],
+                 seed: int) -> None:
         self.names = tuple(names)
-        self.lengths = tuple(lengths)
+        self.lengths = tuple(c.epoch_size() for c in children)  # None: a stream
+        self.readings = tuple(reading_of(c) for c in children)
+        # read by passes: a stream, or a child whose position counts records it skipped
+        self.by_pass = tuple(forward_only(c) or skips_in_position(c) for c in children)
         self.seed = seed
         self.next_draw: list[int | None] = [None] * len(names)  # where each stream stands
         # and its position in its pass there: the records it passed (a stream that skips
@@ -64,7 +71,7 @@ class ChildReads(HostState):
         first, count = int(draws[0]), len(draws)
         if mode == "sampling":
             return self._sampled(i, child, draws)
-        if forward_only(child):
+        if self.by_pass[i]:
             return self._stream(i, child, first, count, stream_passes)
         n, parts, have = self.lengths[i], [], 0
         while have < count:  # either mode: read_at moves a child only where it stands elsewhere
@@ -120,7 +127,7 @@ class ChildReads(HostState):
 
     def _sampled(self, i: int, child: DataSourceModule, draws: np.ndarray) -> Batch:
         records = sampled_records(self.seed, i, draws, self.lengths[i])
-        if compiled(child):
+        if self.readings[i].compiled:
             # Padded to a power of two: every read of up to that many records reuses
             # the same traced shapes instead of compiling each primitive for a new one.
             padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
@@ -132,24 +139,17 @@ class ChildReads(HostState):
                 for key in host[0].keys() - out.keys():
                     out[key] = [part[key][0] for part in host]
             return out
-        reader = getattr(child, "host_reader", None)
-        if reader is None:  # a host child built from others (a concatenation, a mixture)
+        if not self.readings[i].reads_in_order:  # built from others (a concatenation ...)
             return read_positions(child, records, self.lengths[i])
         # A host child reads the sampled records through its own threaded reader.
-        order = self.sampled_orders.get(i)
         first = int(draws[0])
+        order = self.sampled_orders.get(i)
         if order is None:
             order = self.sampled_orders[i] = SampledOrder(self.seed, i, self.lengths[i])
-        if not (reader.active and self.sampled_next.get(i) == first):
-            reader.start(order, first)
-        parts = []
-        have = 0
-        while have < len(draws):
-            read = reader.next_batch(len(draws) - have)
-            parts.append(dict(read.columns))
-            have += len(read)
+        batch = child.read_in_order(order, first, len(draws),
+                                    resume=self.sampled_next.get(i) == first)
         self.sampled_next[i] = first + len(draws)
-        return concat_batches(parts)
+        return batch
 
 
 def read_positions(child: DataSourceModule, positions: np.ndarray, length: int | None) -> Batch:

@@ -13,9 +13,11 @@ proportional to the sizes serve every record once per epoch. Below, two sources 
 records weighted 0.8/0.2: each epoch has 160 records of ``a`` (its whole pass, then 60
 of its next) and 40 of ``b``, whose pass takes 2.5 epochs.
 
-State is the mixture's position plus, for each stream child, the draw at which its
-current pass began: every other child's position is derived (``MixSchedule.counts``),
-so a resume is a seek. A restore into a mixture whose :meth:`MixSource.order_settings`
+State is the mixture's position plus, for each child read by passes (a stream, or a
+source that skips bad records: its records per pass are known only once read), the draw
+at which its current pass began: every other child's position is derived
+(``MixSchedule.counts``), so a resume is a seek (a child read by passes reads its pass
+again up to there). A restore into a mixture whose :meth:`MixSource.order_settings`
 differ is refused naming the setting (``weights``, ``children[1].seed``). Sources of
 any kind mix; the mixture is a host-kind source (indexed when every source is and the
 epoch has a length). Each record's stable index is ``draw * num_sources + source``.
@@ -56,7 +58,7 @@ from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, StateError
-from datarax.core.reading import ReadMode, compiles_whole, forward_only, kind_for, reading_of
+from datarax.core.reading import ReadMode, compiles_whole, kind_for, reading_of
 from datarax.core.spec import checked_spec
 from datarax.host.counts import python_ints
 from datarax.mixing.checks import check_children
@@ -123,7 +125,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         SpecMismatchError: two sources disagree on a field (the message names the field
             and both sources).
         SourceContractError: a source that cannot be mixed (a stream in sampling mode,
-            a host source that skips bad records, one source given twice).
+            a source that skips bad records in sampling mode, one source given twice).
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.HOST
@@ -198,9 +200,10 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
             records_per_epoch = int(sum(lengths))  # type: ignore[arg-type]
         self.__length = records_per_epoch
         self.__lengths = tuple(lengths)
-        # Per child: (epoch, first draw) of the pass a stream child is in (unused for others).
+        # Per child: (epoch, first draw) of the pass a child read by passes is in (unused
+        # for others).
         self.stream_passes = nnx.Variable(np.zeros((len(children), 2), np.int64))
-        self.__reads = ChildReads(names, lengths, seed)
+        self.__reads = ChildReads(names, children, seed)
         if records_per_epoch is not None and compiles_whole(children):
             self.kind = kind_for(ReadMode.COMPILED)  # the whole mixture compiles into the step
 
@@ -356,14 +359,14 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         return out
 
     def get_state(self) -> dict[str, Any]:
-        """The mixture's position, per stream child ``[pass epoch, first draw]``, and
+        """The mixture's position, per child read by passes ``[pass epoch, first draw]``, and
         the :meth:`order_settings` a restore must match."""
         state = super().get_state()
         passes = self.stream_passes.get_value()
         state["stream_passes"] = {
             self.names[i]: [int(passes[i, 0]), int(passes[i, 1])]
-            for i, c in enumerate(self.sources)
-            if forward_only(c)
+            for i, by_pass in enumerate(self.__reads.by_pass)
+            if by_pass
         }
         return state
 
@@ -373,8 +376,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         super().set_state(state)
         saved = state.get("stream_passes", {})
         updated = np.zeros((len(self.sources), 2), np.int64)
-        for i, child in enumerate(self.sources):
-            if not forward_only(child):
+        for i, by_pass in enumerate(self.__reads.by_pass):
+            if not by_pass:
                 continue
             value = saved.get(self.names[i]) if isinstance(saved, dict) else None
             if (
@@ -384,7 +387,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
             ):
                 raise StateError(
                     f"MixSource state 'stream_passes' needs [pass epoch, first draw] for "
-                    f"stream '{self.names[i]}', got {value!r}; pass the dict get_state() "
+                    f"source '{self.names[i]}', got {value!r}; pass the dict get_state() "
                     "returned.",
                     field="stream_passes",
                 )

@@ -14,6 +14,13 @@ parts, meets an over-budget record at the same batch). Records read ahead of wha
 taken stay here (Python-only, never state): what the owner saves is
 :attr:`ChildRecords.position`, the child's next record not yet taken.
 
+A child whose position passes the records it skips as bad
+(:func:`~datarax.core.reading.skips_in_position`) is read for exactly what is taken,
+so it stands, with its skip counts, at the taken records' end; a count of its records
+says no position of it, so the first read stands it at the start of its pass
+(``seek``: its skip counts start from none) and reads its records up to there again,
+as a stream's are: each skip budget continues exactly.
+
 :func:`share_of` keeps one process's share of a stream-kind source's outputs: record
 ``i`` of each whole round of ``P`` (a partial last round is left out), as every stream
 in datarax does.
@@ -34,14 +41,14 @@ from __future__ import annotations
 import numpy as np
 
 from datarax.core.batch import take_records
-from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
+from datarax.core.data_source import DataSourceModule, length_or_none
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.reading import compiled, read_at, reading_of
+from datarax.core.reading import compiled, read_at, skips_in_position
 from datarax.core.share import Share
 from datarax.typing import Batch
 
-__all__ = ["CHUNK", "ChildRecords", "past_the_end", "refuse_skipping", "rows_of", "share_of"]
+__all__ = ["CHUNK", "ChildRecords", "past_the_end", "rows_of", "share_of"]
 
 CHUNK = 64  # records read from a child at once (an indexed child: one gather shape)
 
@@ -50,8 +57,7 @@ class ChildRecords(HostState):
     """Records of ``child``'s pass ``epoch`` from ``position`` on (see the module).
 
     Args:
-        child: an unsharded data source of any kind, serving every record it passes
-            (see :func:`refuse_skipping`).
+        child: an unsharded data source of any kind.
         epoch, position: the pass, and the first record taken.
         chunk: records read from the child at once.
     """
@@ -66,7 +72,8 @@ class ChildRecords(HostState):
         self.batch: Batch | None = None  # read, from `position` on
         self.stable = np.zeros(0, np.int64)
         self.row = 0  # rows of `batch` taken
-        self.read_to = position  # the child's position after `batch`
+        self.skips = skips_in_position(child)  # its position passes records it skipped
+        self.read_to = 0 if self.skips else position  # the child's position after `batch`
         self.ended = False
         self.opened = False  # the first read moves the child there, wherever it stands
 
@@ -74,7 +81,7 @@ class ChildRecords(HostState):
         """At most ``count`` (>= 1) next records and their stable indices, or None at the
         pass's end; fewer than ``count`` only where a read ends."""
         if self.batch is None or self.row >= len(self.stable):
-            if not self._read():
+            if not self._read(count):
                 return None
         assert self.batch is not None
         start, stop = self.row, min(self.row + count, len(self.stable))
@@ -82,12 +89,13 @@ class ChildRecords(HostState):
         self.position += stop - start
         return rows_of(self.batch, start, stop), self.stable[start:stop]
 
-    def _read(self) -> bool:
-        if self.ended:
+    def _read(self, count: int) -> bool:
+        if self.ended or (self.skips and not self.opened and not self._replay()):
             return False
         child, start = self.child, self.read_to
         # a compiled child reads no further than asked: one traced shape, `chunk`
-        width = self.chunk if compiled(child) else self.chunk - start % self.chunk
+        width = (count if self.skips else self.chunk if compiled(child)
+                 else self.chunk - start % self.chunk)
         batch, stable, end = read_at(child, self.epoch, start, width, self.length,
                                      reopen=not self.opened)
         self.opened = True
@@ -95,18 +103,28 @@ class ChildRecords(HostState):
             self.ended = True
             return False
         got = len(stable)
-        if end != start + got:  # a cursor-mode child that skipped records
+        if end != start + got and not self.skips:  # a cursor-mode child that skipped records
             raise SourceContractError(
                 f"{type(child).__name__} handed out {got} records from position {start} of "
                 f"pass {self.epoch} but now stands at {child.index} of pass {child.epoch}; "
                 "a child's position must count the records it hands out."
             )
-        self._hold(batch, stable)
+        self.batch, self.stable, self.row, self.read_to = batch, stable, 0, end
         return True
 
-    def _hold(self, batch: Batch, stable: np.ndarray) -> None:
-        self.batch, self.stable, self.row = batch, stable, 0
-        self.read_to += len(stable)
+    def _replay(self) -> bool:
+        """Stand a child that skips bad records after its first :attr:`position` records:
+        read its pass again from the start (False: it ends before them)."""
+        self.opened, left, self.read_to = True, self.position, 0
+        self.child.seek(self.epoch, 0)  # at the pass's start: nothing skipped yet
+        while left:
+            batch, stable, self.read_to = read_at(self.child, self.epoch, self.read_to,
+                                                  min(left, self.chunk), self.length)
+            if batch is None:
+                self.ended = True
+                return False
+            left -= len(stable)
+        return True
 
 
 def rows_of(batch: Batch, start: int, stop: int) -> Batch:
@@ -119,26 +137,6 @@ def rows_of(batch: Batch, start: int, stop: int) -> Batch:
     """
     return {k: rows_of(v, start, stop) if isinstance(v, dict) else v[start:stop]
             for k, v in batch.items()}
-
-
-def refuse_skipping(owner: str, name: str, child: DataSourceModule) -> None:
-    """Refuse a child that skips bad records and counts them in its position (it gives a
-    ``skip_state()``): its position counts records it passed, not records it served, so a
-    count of its records is no place to resume it at. A child that skips inside (a flat
-    map over skipping parts) serves every position it passes: taken.
-
-    Example:
-        >>> from datarax.sources import MemorySource, MemorySourceConfig
-        >>> refuse_skipping("ShuffleBufferSource", "source",
-        ...                 MemorySource(MemorySourceConfig(), {"x": np.arange(3)}))  # serves all
-    """
-    skipping = skipping_setting(child)
-    if skipping and reading_of(child).counts_skips:
-        raise SourceContractError(
-            f"{owner} {name} skips bad records ({skipping}='skip'); {owner} resumes it at a "
-            "count of its records, so it must serve every record. Use on_error='raise' or "
-            "scan and fix the data first."
-        )
 
 
 def share_of(batch: Batch, stable: np.ndarray, share: Share) -> tuple[Batch, np.ndarray] | None:

@@ -9,9 +9,10 @@ when the pass comes back to it. This is ``tf.data.Dataset.interleave``'s order
 
 Pass ``e`` interleaves every child's own pass ``e`` (a shuffled child reshuffles), so
 each child's records come once per pass. Children may be of any kind and mixed kinds
-(in memory, files, streams, mixtures); they must carry the same fields and serve every
-record they pass (no ``on_error="skip"`` counted in their positions; a flat map over
-skipping parts is taken). It is a stream-kind source, read on the host.
+(in memory, files, streams, mixtures); they must carry the same fields. A child that
+skips bad records (``on_error="skip"``) is read again from its pass's start on a restore
+(:class:`~datarax.sources.child_records.ChildRecords`), so its skip budget continues
+exactly. It is a stream-kind source, read on the host.
 
 * **Stable index** (what per-record keys come from): ``child_stable * num_children +
   child``.
@@ -53,7 +54,7 @@ from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.spec import check_same_fields, checked_spec
-from datarax.sources.child_records import ChildRecords, past_the_end, refuse_skipping, share_of
+from datarax.sources.child_records import ChildRecords, past_the_end, share_of
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]
@@ -110,8 +111,7 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     Raises:
         ConfigError: no children, or ``cycle_length`` / ``block_length`` not an int >= 1.
-        SourceContractError: a child that is not a source, is sharded, counts records
-            it skips as bad in its position, or is given twice.
+        SourceContractError: a child that is not a source, is sharded or is given twice.
         SpecMismatchError: a child carries other fields, shapes or dtypes than child 0.
     """
 
@@ -138,8 +138,6 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
         super().__init__(config, name=name)
         labels = [str(i) for i in range(len(children))]
         check_children("InterleaveSource", "source", labels, children, whole="the interleave")
-        for label, child in zip(labels, children):
-            refuse_skipping("InterleaveSource", f"source {label}", child)
         check_same_fields("InterleaveSource", [f"source {i}" for i in labels],
                           [checked_spec(c) for c in children], "interleaved", "interleaving")
         self.children = nnx.List(list(children))

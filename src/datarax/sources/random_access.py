@@ -16,7 +16,8 @@ and index in file, for error messages) and ``shuffle_seed()`` (default:
 Example:
     >>> import numpy as np
     >>> from dataclasses import dataclass
-    >>> from datarax.core.config import StructuralConfig
+    >>> from datarax.core.batch import concat_batches
+from datarax.core.config import StructuralConfig
     >>> @dataclass(frozen=True)
     ... class RowsConfig(StructuralConfig):
     ...     shuffle: bool = False
@@ -44,6 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import concat_batches
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
@@ -310,6 +312,21 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
             session = reader.session if reader.active else None
         return SessionCursor(self, reader, session, present=self._host_columns,
                              guard=lambda read: _reworded(self, read))
+
+    def read_in_order(self, order: Any, first: int, count: int, *, resume: bool) -> Batch:
+        """Records ``first .. first + count - 1`` of ``order`` (an epoch order's
+        ``indices(start, stop)``: a mixture's sampled draws) through the threaded reader;
+        ``resume``: they follow the last ones read so (the reader goes on from there).
+        The position is not moved."""
+        reader = self.host_reader
+        if not (resume and reader.active):
+            reader.start(order, first)
+        parts, have = [], 0
+        while have < count:
+            read = _reworded(self, lambda: reader.next_batch(count - have))
+            parts.append(self._host_columns(dict(read.columns)))
+            have += len(read)
+        return concat_batches(parts)
 
     def _check_open(self) -> None:
         """Raise if the source can no longer read (default: the reader says so)."""

@@ -14,8 +14,9 @@ may be of any kind; its own order (shuffled or not) is what the windows cut.
 * **State** is the position alone (O(1)): the window's start is ``(position // B) * B``.
   **Replay cost:** a restore re-reads the window that holds the position — at most
   ``buffer_size`` parent records, from the window's start — after standing the parent
-  there (free for an in-memory or file source; a stream parent reads its pass again up
-  to the window's start).
+  there (free for an in-memory or file source; a stream parent, or one that skips bad
+  records, reads its pass again up to the window's start: each skip budget continues
+  exactly).
 * **Memory:** one window of ``buffer_size`` records on the host.
 * **Stable index** (what per-record keys come from): the parent record's own, so a
   record keeps its augmentation whatever window it lands in.
@@ -49,7 +50,7 @@ from datarax.core.module import HostState
 from datarax.core.spec import checked_spec
 from datarax.samplers.shard_window import permute, window_seed
 from datarax.sources.child_records import (
-    CHUNK, ChildRecords, past_the_end, refuse_skipping, rows_of, share_of)
+    CHUNK, ChildRecords, past_the_end, rows_of, share_of)
 from datarax.typing import Batch
 
 __all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]
@@ -108,8 +109,7 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     Raises:
         ConfigError: ``buffer_size`` not an int >= 1, or a bad seed.
-        SourceContractError: a parent that is not a source, is sharded or counts
-            records it skips as bad in its position.
+        SourceContractError: a parent that is not a source or is sharded.
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.STREAM
@@ -127,7 +127,6 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
                     children="parent")
         config = ShuffleBufferSourceConfig(buffer_size=buffer_size, seed=seed,
                                            num_epochs=num_epochs)
-        refuse_skipping("ShuffleBufferSource", "source", source)
         super().__init__(config, name=name)
         self.source = source
         self.__length = source.epoch_size()
