@@ -150,3 +150,39 @@ def test_sampling_with_replacement_refuses_a_skipping_source_naming_what_to_do()
         "reads each draw's record by its number, so a record skipped as bad would leave its "
         "draw unserved. Use mode='epoch' (read in order, the bad record skipped once), or "
         "on_error='raise' and scan and fix the data first.")
+
+
+def test_a_shuffled_array_record_source_that_skips_resumes_exactly_under_each(tmp_path):
+    pytest.importorskip("array_record.python.array_record_module")
+    from int_record_files import write_int_parts
+
+    from datarax.sources import ArrayRecordSourceModule
+
+    paths = write_int_parts(tmp_path, [7, 20])
+    bad = {3, 11, 17}
+
+    def decode(record: bytes) -> dict[str, np.ndarray]:
+        value = np.frombuffer(record, np.int32)[0]
+        if int(value) in bad:
+            raise ValueError(f"record {value} is broken")
+        return {"x": value.astype(np.float32)}
+
+    def child() -> ArrayRecordSourceModule:
+        return ArrayRecordSourceModule(paths=paths, decode=decode, seed=5, shuffle_files=True,
+                                       on_error="skip", max_skipped=3, num_threads=2)
+
+    builds = {
+        "interleave": lambda _b: Pipeline(source=InterleaveSource(
+            [child(), others()], cycle_length=2, block_length=4), stages=[], batch_size=5),
+        "mixture": lambda _b: Pipeline(source=MixSource(
+            {"a": child(), "b": others()}, weights={"a": 3, "b": 1}), stages=[], batch_size=5),
+    }
+    for kind, build in builds.items():
+        whole, _ = resumes_at_every_boundary(build)
+        served = [x for x in sum(whole, []) if x < 100]
+        if kind == "interleave":  # each pass: the 17 good records once, shuffled anew
+            half = len(served) // 2
+            assert sorted(served[:half]) == sorted(served[half:]) == sorted(set(range(20)) - bad)
+            assert served[:half] != served[half:]
+        else:
+            assert not set(served) & bad and len(set(served[:17])) == 17
