@@ -16,8 +16,7 @@ and index in file, for error messages) and ``shuffle_seed()`` (default:
 Example:
     >>> import numpy as np
     >>> from dataclasses import dataclass
-    >>> from datarax.core.batch import concat_batches
-from datarax.core.config import StructuralConfig
+    >>> from datarax.core.config import StructuralConfig
     >>> @dataclass(frozen=True)
     ... class RowsConfig(StructuralConfig):
     ...     shuffle: bool = False
