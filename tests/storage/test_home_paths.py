@@ -91,7 +91,7 @@ def test_cli_convert_and_inspect_take_home_paths(home, tmp_path, capsys):
 
 def test_npy_jsonl_and_hf_paths_take_the_home_folder(home):
     from datarax.sources import HFEagerConfig, NpySource, NpySourceConfig
-    from datarax.text.documents import JsonlDocuments
+    from datarax.text.document_files import JsonlDocuments
 
     np.save(home / "a.npy", np.arange(3, dtype=np.int32))
     config = NpySourceConfig(paths={"a": "~/a.npy", "b": ["~/a.npy"]}, num_epochs=1)

@@ -62,14 +62,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from datarax.core.config import check_count
-from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.chunk_reads import Chunk, ChunkReads, chunk_positions
 from datarax.sources.decode_processes import DecodeProcesses, portable
-from datarax.sources.decoded_records import DecodedRecords, describe_cause, structure_hint
+from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions, Workers
-from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord, record_place
+from datarax.sources.skip_ledger import (
+    ErrorPolicy, SkipLedger, SkippedRecord, bad_record_error, record_place)
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
@@ -211,23 +211,8 @@ class HostReader:
 
     def record_error(self, index: int, cause: BaseException, *, epoch: int | None = None) -> RecordError:
         """The :class:`RecordError` for stable record ``index`` failing with ``cause``."""
-        path, in_file = self.locate(index)
-        detail = describe_cause(cause)
-        when = "" if epoch is None else f" (epoch {epoch})"
-        if self.policy.skips:  # skipping already (no record of the first few decodes)
-            hint = "Fix or regenerate the file, or the decode if it is what raised."
-        elif isinstance(cause, NarrowingError):  # a setting to change, not a broken file
-            hint = ("The record is otherwise readable: do as above, or construct the source "
-                    "with on_error='skip' to drop such records (they are counted and reported).")
-        else:  # records that differ from the first: the decode's to fix, not the file
-            hint = structure_hint(cause) or (
-                "Fix or regenerate the file (or the decode, if it is what raised), or "
-                "construct the source with on_error='skip' to drop bad records (they are "
-                "counted and reported).")
-        err = RecordError(f"{self.name}: cannot read {self.where(index)}{when}: {detail}. {hint}",
-                          path=path, index=in_file)
-        err.__cause__ = cause
-        return err
+        return bad_record_error(self.name, self.locate(index), cause, skipping=self.policy.skips,
+                                epoch=epoch)
 
     def element_spec(self) -> dict[str, Any]:
         """Per-record spec from decoding the first readable record (cached)."""

@@ -52,6 +52,8 @@ from flax import nnx
 from datarax.core.errors import RecordError, StateError
 from datarax.core.position import refuse_pipeline_state
 from datarax.host.counts import python_ints
+from datarax.host.dtypes import NarrowingError
+from datarax.sources.decoded_records import describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
 from datarax.sources.error_policy import ON_ERROR_CHOICES, ErrorPolicy
 
@@ -62,6 +64,7 @@ __all__ = [
     "SkippedRecord",
     "SkipLedger",
     "SkipCounts",
+    "bad_record_error",
     "check_skip_state",
     "record_place",
 ]
@@ -75,6 +78,35 @@ def record_place(path: str | None, index_in_file: int) -> str:
     if path is None:
         return f"record {index_in_file}"
     return f"record {index_in_file} of file '{path}'"
+
+
+def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseException, *,
+                     skipping: bool, epoch: int | None = None) -> RecordError:
+    """The :class:`RecordError` of source ``name``'s record at ``place`` (``(path,
+    index in file)``) failing with ``cause``: where it is, what went wrong and what to do
+    (``skipping``: the source skips bad records already, so only the data can be fixed).
+
+    Example:
+        >>> str(bad_record_error("MySource", ("a.bin", 3), ValueError("bad"), skipping=True))
+        "MySource: cannot read record 3 of file 'a.bin': ValueError: bad. Fix or regenerate the file, or the decode if it is what raised."
+    """
+    path, in_file = place
+    detail = describe_cause(cause)
+    when = "" if epoch is None else f" (epoch {epoch})"
+    if skipping:  # skipping already (no record of the first few decodes)
+        hint = "Fix or regenerate the file, or the decode if it is what raised."
+    elif isinstance(cause, NarrowingError):  # a setting to change, not a broken file
+        hint = ("The record is otherwise readable: do as above, or construct the source "
+                "with on_error='skip' to drop such records (they are counted and reported).")
+    else:  # records that differ from the first: the decode's to fix, not the file
+        hint = structure_hint(cause) or (
+            "Fix or regenerate the file (or the decode, if it is what raised), or "
+            "construct the source with on_error='skip' to drop bad records (they are "
+            "counted and reported).")
+    err = RecordError(f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}",
+                      path=path, index=in_file)
+    err.__cause__ = cause
+    return err
 
 
 @dataclasses.dataclass(frozen=True)

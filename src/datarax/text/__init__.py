@@ -5,14 +5,8 @@ The Hugging Face ``tokenizers`` package is the ``tokenizers`` extra
 (``pip install "datarax[tokenizers]"``); a custom callable tokenizer needs nothing.
 """
 
-from datarax.text.documents import (
-    BadDocument,
-    DocumentReader,
-    FunctionDocuments,
-    HFStreamDocuments,
-    JsonlDocuments,
-    ParquetDocuments,
-)
+from datarax.text.document_files import JsonlDocuments, ParquetDocuments
+from datarax.text.documents import BadDocument, DocumentReader, FunctionDocuments, HFStreamDocuments
 from datarax.text.mixing import MixedDocuments
 from datarax.text.packing import Packer
 from datarax.text.source import PackedTextConfig, PackedTextSource

@@ -21,9 +21,9 @@ from datarax.sources.read_ahead import ReadBatch, Sessions
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 from datarax.text.documents import BadDocument
 from datarax.text.packing import Packer
+from datarax.text.snapshots import check_snapshot
 from datarax.typing import Batch
 
-SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "corpus_documents", "packer")
 # A corpus of a mixture drawn this many times in a pass (or, on one host, as many times as
 # it holds documents, if fewer) and serving none of them is refused: its weight would be ignored.
 CORPUS_EVIDENCE = 16
@@ -408,49 +408,9 @@ class TextPass:
         return {}  # unknown here: a restore re-packs the pass up to the position
 
     def check_snapshot(self, state: dict[str, Any]) -> None:
-        """Refuse a malformed snapshot, naming the key."""
-        where = "PackedTextSource"
-        for key in ("next_document", "skipped", "documents"):
-            value = state.get(key, 0)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise StateError(
-                    f"{where} state '{key}' must be an int >= 0, got {value!r}.", field=key
-                )
-        corpus_documents = state.get("corpus_documents")
+        """Refuse a malformed snapshot, naming the key (:func:`~datarax.text.snapshots.check_snapshot`)."""
         corpora = len(self._mix.names) if self._mix is not None else 0
-        if corpus_documents is not None and not (
-            isinstance(corpus_documents, list)
-            and len(corpus_documents) == corpora
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                    for n in corpus_documents)
-        ):
-            raise StateError(
-                f"{where} state 'corpus_documents' must be a list of {corpora} ints >= 0 "
-                f"(documents packed per corpus of the mixture), got {corpus_documents!r}.",
-                field="corpus_documents",
-            )
-        packer_state = state["packer"]
-        try:
-            needed = Packer.documents_in(packer_state)
-            int(packer_state["tokens_packed"]), int(packer_state["rows_packed"])
-        except StateError as err:  # a malformed run of rows names itself
-            raise StateError(f"{where}: {err}", field="packer") from None
-        except (KeyError, TypeError, ValueError, IndexError) as err:
-            raise StateError(
-                f"{where} state 'packer' is malformed ({err!r}); pass the dict get_state() "
-                "returned.",
-                field="packer",
-            ) from None
-        next_document = state["next_document"]
-        shard, count = self._shard()
-        for doc in sorted(needed, key=repr):
-            if not (isinstance(doc, int) and 0 <= doc < next_document and doc % count == shard):
-                raise StateError(
-                    f"{where} state refers to document {doc!r}, which is not one of this "
-                    f"shard's ({shard} of {count}) documents before next_document="
-                    f"{next_document}; the state comes from another source or shard.",
-                    field="packer",
-                )
+        check_snapshot(state, corpora, *self._shard())
 
     def _restore(self, epoch: int, state: dict[str, Any]) -> None:
         """Rebuild pass ``epoch`` at a snapshot: re-tokenize the documents its rows

@@ -42,7 +42,8 @@ from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
 from datarax.sources.source_call import MISSING, check_config_given, source_config
 from datarax.text.documents import as_reader, close_reader, reader_settings
 from datarax.text.packing import FIELDS, MODES, Packer
-from datarax.text.passes import SNAPSHOT_KEYS, TextPass
+from datarax.text.passes import TextPass
+from datarax.text.snapshots import SNAPSHOT_KEYS
 from datarax.text.tokenize import as_tokenizer
 from datarax.typing import Batch
 

@@ -1,0 +1,72 @@
+"""The snapshot of a packed-text pass (what :class:`~datarax.text.source.PackedTextSource`'s
+state adds to its position): its keys and the check of one restored from a saved state.
+
+It holds references, never tokens: ``next_document`` (the pass's next document to read),
+``skipped`` (bad documents passed), ``documents`` (packed), ``corpus_documents`` (packed per
+corpus of a mixture) and ``packer`` (the packer's open rows, as document references).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from datarax.core.errors import StateError
+from datarax.text.packing import Packer
+
+__all__ = ["SNAPSHOT_KEYS", "check_snapshot"]
+
+SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "corpus_documents", "packer")
+
+
+def check_snapshot(state: dict[str, Any], corpora: int, shard: int, count: int) -> None:
+    """Refuse a malformed snapshot of a pass over ``corpora`` corpora (0: not a mixture)
+    packed by shard ``shard`` of ``count``, naming the key.
+
+    Example:
+        >>> check_snapshot({"next_document": 0, "skipped": 0, "packer": Packer(1).get_state()},
+        ...                0, 0, 1)
+        >>> check_snapshot({"next_document": -1, "packer": {}}, 0, 0, 1)
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.StateError: PackedTextSource state 'next_document' must be an int >= 0, got -1.
+    """
+    where = "PackedTextSource"
+    for key in ("next_document", "skipped", "documents"):
+        value = state.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise StateError(
+                f"{where} state '{key}' must be an int >= 0, got {value!r}.", field=key
+            )
+    corpus_documents = state.get("corpus_documents")
+    if corpus_documents is not None and not (
+        isinstance(corpus_documents, list)
+        and len(corpus_documents) == corpora
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                for n in corpus_documents)
+    ):
+        raise StateError(
+            f"{where} state 'corpus_documents' must be a list of {corpora} ints >= 0 "
+            f"(documents packed per corpus of the mixture), got {corpus_documents!r}.",
+            field="corpus_documents",
+        )
+    packer_state = state["packer"]
+    try:
+        needed = Packer.documents_in(packer_state)
+        int(packer_state["tokens_packed"]), int(packer_state["rows_packed"])
+    except StateError as err:  # a malformed run of rows names itself
+        raise StateError(f"{where}: {err}", field="packer") from None
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        raise StateError(
+            f"{where} state 'packer' is malformed ({err!r}); pass the dict get_state() "
+            "returned.",
+            field="packer",
+        ) from None
+    next_document = state["next_document"]
+    for doc in sorted(needed, key=repr):
+        if not (isinstance(doc, int) and 0 <= doc < next_document and doc % count == shard):
+            raise StateError(
+                f"{where} state refers to document {doc!r}, which is not one of this "
+                f"shard's ({shard} of {count}) documents before next_document="
+                f"{next_document}; the state comes from another source or shard.",
+                field="packer",
+            )
