@@ -106,10 +106,6 @@ class MixSchedule:
         self.rank = np.asarray([t for _, _, t in entries], np.int64)
         self._max_counts: dict[int, np.ndarray] = {}
 
-    @property
-    def num_sources(self) -> int:
-        return len(self.units)
-
     def __eq__(self, other: object) -> bool:  # equal schedules share compiled steps
         return (
             isinstance(other, MixSchedule)
