@@ -18,7 +18,7 @@ from typing import Any
 from datarax.core import children as common
 from datarax.core.data_source import skipping_setting
 from datarax.core.errors import ConfigError, SourceContractError
-from datarax.core.reading import forward_only, reading_of
+from datarax.core.reading import forward_only, skips_in_position
 from datarax.core.spec import check_same_fields, checked_spec
 
 
@@ -32,8 +32,8 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
                 f"MixSource source '{name}' is a stream; sampling with replacement needs "
                 "random access. Use mode='epoch' for streams."
             )
-        skipping = skipping_setting(child)  # its own on_error or a part's
-        if mode == "sampling" and skipping and reading_of(child).counts_skips:
+        if mode == "sampling" and skips_in_position(child):
+            skipping = skipping_setting(child)  # its own on_error or a part's
             raise SourceContractError(
                 f"MixSource source '{name}' skips bad records ({skipping}='skip'); sampling "
                 "with replacement reads each draw's record by its number, so a record "

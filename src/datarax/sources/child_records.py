@@ -72,6 +72,7 @@ class ChildRecords(HostState):
         self.batch: Batch | None = None  # read, from `position` on
         self.stable = np.zeros(0, np.int64)
         self.row = 0  # rows of `batch` taken
+        self.compiled = compiled(child)
         self.skips = skips_in_position(child)  # its position passes records it skipped
         self.read_to = 0 if self.skips else position  # the child's position after `batch`
         self.ended = False
@@ -94,7 +95,7 @@ class ChildRecords(HostState):
             return False
         child, start = self.child, self.read_to
         # a compiled child reads no further than asked: one traced shape, `chunk`
-        width = (count if self.skips else self.chunk if compiled(child)
+        width = (count if self.skips else self.chunk if self.compiled
                  else self.chunk - start % self.chunk)
         batch, stable, end = read_at(child, self.epoch, start, width, self.length,
                                      reopen=not self.opened)
