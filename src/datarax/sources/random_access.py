@@ -316,7 +316,20 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         """Records ``first .. first + count - 1`` of ``order`` (an epoch order's
         ``indices(start, stop)``: a mixture's sampled draws) through the threaded reader;
         ``resume``: they follow the last ones read so (the reader goes on from there).
-        The position is not moved."""
+        The position is not moved.
+
+        Example:
+            >>> import numpy as np, os, tempfile
+            >>> from datarax.sources import NpySource, NpySourceConfig
+            >>> from datarax.sources.epoch_order import EpochOrder
+            >>> path = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(path, np.arange(10))
+            >>> src, order = NpySource(NpySourceConfig(paths=path)), EpochOrder(10, 3, 0)
+            >>> first = src.read_in_order(order, 0, 4, resume=False)["data"].tolist()
+            >>> rest = src.read_in_order(order, 4, 6, resume=True)["data"].tolist()
+            >>> sorted(first + rest) == list(range(10)), src.index
+            (True, 0)
+            >>> src.close()
+        """
         reader = self.host_reader
         if not (resume and reader.active):
             reader.start(order, first)
