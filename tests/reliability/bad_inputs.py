@@ -1211,6 +1211,18 @@ case("arrayrecord-state-other-seed", "ArrayRecord", "state shuffled with another
 case("arrayrecord-state-unshuffled", "ArrayRecord", "a state saved without shuffle_files",
      StateError, "was saved with shuffle_files=False but this source has shuffle_files=True",
      field="shuffle_files", needs=AR)(lambda tmp: _ar_tampered(tmp, shuffled_indices=None))
+
+
+def _ar_state_other_files(tmp: Path) -> None:
+    paths = [_ar_file(tmp / "a.array_record"), _ar_file(tmp / "b.array_record")]
+    with _ar(paths) as saved, _ar(paths[::-1]) as swapped:
+        swapped.set_state(saved.get_state())
+
+
+case("arrayrecord-state-other-files", "ArrayRecord",
+     "a state restored over the same files listed in another order", StateError,
+     "ArrayRecordSourceModule state was saved over other files (files='", field="files",
+     needs=AR)(_ar_state_other_files)
 case("arrayrecord-decode-nested-dict", "ArrayRecord", "decode returning {'a': {'b': array}}",
      ConfigError, "decode returned a nested dict (field 'a/b' is inside the dict under 'a')",
      needs=AR)(lambda tmp: _ar_read_all(_ar(

@@ -173,7 +173,7 @@ def test_state_keys_and_size(tmp_path):
     next(it)
     state = src.get_state()
     assert set(state) == {"current_index", "current_epoch", "shuffled_indices", "prefetch_cache",
-                          "skipped", "settings"}
+                          "skipped", "settings", "files"}
     assert state["current_index"] == 1 and state["current_epoch"] == 0
     assert state["shuffled_indices"] == {"seed": 42, "epoch": 0, "n": 3000}
     assert state["settings"] == {"shuffle_files": True, "seed": 42, "on_error": "raise"}

@@ -244,6 +244,14 @@ def test_max_skipped_stops_the_pass() -> None:
     assert err.value.index == 4
 
 
+def test_a_numpy_skip_budget_is_the_same_int() -> None:
+    # PackedTextConfig(max_skipped=np.int64(2)) was refused ("must be None or an int")
+    config = PackedTextConfig(on_error="skip", max_skipped=np.int64(2))
+    assert (config.max_skipped, type(config.max_skipped)) == (2, int)
+    with pytest.raises(RecordError, match=r"over the budget of 2 \(max_skipped=2,"):
+        drain(_bad_source(on_error="skip", max_skipped=np.int64(2)), 2)
+
+
 def test_a_document_of_no_tokens_is_empty() -> None:
     source = PackedTextSource(
         PackedTextConfig(seq_len=4), lambda: ["a", "b"], lambda t: [] if t == "b" else [1]

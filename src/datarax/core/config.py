@@ -157,11 +157,12 @@ def config_settings(config: StructuralConfig) -> dict[str, Any]:
         >>> config_settings(Cfg()), config_settings(Cfg(shuffle=True))
         ({'shuffle': False}, {'shuffle': True, 'seed': 1})
     """
-    fields = {
-        k: v
+    fields = {  # a NumPy scalar a config kept counts as the same Python value
+        k: v.item() if isinstance(v, np.generic) else v
         for k, v in config.to_dict().items()
-        if k not in NOT_SETTINGS and isinstance(v, (bool, int, float, str))
+        if k not in NOT_SETTINGS
     }
+    fields = {k: v for k, v in fields.items() if isinstance(v, (bool, int, float, str))}
     switches = [k for k in SEED_SWITCHES if k in fields]
     if switches and not any(fields[k] for k in switches):
         fields.pop("seed", None)

@@ -77,9 +77,9 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
 SLOTS, HASHES = 4, 2
 DIGEST_SIZE = SLOTS * HASHES + 1
 #: settings added to the digest after states were saved without them ("records", the
-#: number of records; "shard", the share served): a digest without some of them is an
-#: earlier state's, accepted
-LATER_SETTINGS = ("records", "shard")
+#: number of records; "shard", the share served; "files", an ArrayRecord source's files):
+#: a digest without some of them is an earlier state's, accepted
+LATER_SETTINGS = ("records", "shard", "files")
 
 
 def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
-from datarax.core.errors import ConfigError, RecordError, StateError
+from datarax.core.errors import ConfigError, RecordError
 from datarax.core.position import refuse_pipeline_state
 from datarax.dataset.metadata import DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
@@ -38,6 +38,7 @@ from datarax.sources.array_record_remote import (
 from datarax.sources.array_record_counts import check_counts, count_records, remote_counts
 from datarax.sources.array_record_files import ArrayRecordFiles, array_record_reader
 from datarax.sources.array_record_paths import PathsLike, is_folder, resolve_paths
+from datarax.sources.array_record_state import check_files, check_shuffled, files_digest
 from datarax.sources.decoded_records import RecordStructureError, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.host_reader import HostReader
@@ -301,6 +302,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
                               "files that hold some (or write records into them).", path=files[0])
         self._files = nnx.static(tuple(files))
         self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
+        self._files_digest = nnx.static(files_digest(files, counts))
         # remote files not cached yet: their first records by byte range, while they download
         head = None if remote is None else HeadStart(
             remote, hold=decode_processes == 0,
@@ -428,59 +430,33 @@ class ArrayRecordSourceModule(RandomAccessSource):
         ``shuffle_window``, also ``"window"``);
         ``prefetch_cache``: records read ahead but not handed out (informative; a
         restore always starts with an empty cache); ``skipped``: records skipped
-        this epoch before ``current_index``.
+        this epoch before ``current_index``; ``files``: a digest of the files' names
+        and record counts in order (:mod:`~datarax.sources.array_record_state`).
         """
         state = super().get_state()
         state["shuffled_indices"] = self.epoch_order(self.epoch).describe()
+        state["files"] = self._files_digest
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved source handed out."""
         where = type(self).__name__
         refuse_pipeline_state(state, where)  # a pipeline's state: named, not a shuffle mismatch
-        if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
-            self._check_shuffled(state, where)
+        if isinstance(state, dict):  # (anything else: the position's own check names it)
+            if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
+                epoch = state.get("current_epoch", 0)
+                if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) \
+                        or epoch < 0:
+                    epoch = 0  # the position's own check names the bad value
+                check_shuffled(state, self.epoch_order(int(epoch)).describe(),
+                               self.config.shuffle_files, where)
+            check_files(state, self._files_digest, self._files, where)
         super().set_state(state)
 
-    def _check_shuffled(self, state: dict[str, Any], where: str) -> None:
-        """Refuse a state whose ``shuffled_indices`` describe another order than this
-        source's at the saved epoch."""
-        shuffled = state["shuffled_indices"]
-        epoch = state.get("current_epoch", 0)
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            epoch = 0  # the position's own check names the bad value
-        expected = self.epoch_order(int(epoch)).describe()
-        if (shuffled is None) != (expected is None):
-            raise StateError(
-                f"{where} state was saved with shuffle_files={shuffled is not None} but this "
-                f"source has shuffle_files={self.config.shuffle_files}; restore it into an "
-                "identically configured source.",
-                field="shuffle_files",
-            )
-        if shuffled is not None:
-            if not isinstance(shuffled, dict) or \
-                    set(shuffled) - {"window", "block"} != {"seed", "epoch", "n"}:
-                raise StateError(
-                    f"{where} state 'shuffled_indices' must be the {{'seed', 'epoch', 'n'}} "
-                    f"dict get_state() returned, got {shuffled!r}.",
-                    field="shuffled_indices",
-                )
-            for key, unit in (("window", ""), ("block", " (bytes)")):
-                if shuffled.get(key) != expected.get(key):
-                    raise StateError(
-                        f"{where} state was saved with shuffle_{key}={shuffled.get(key)!r} but "
-                        f"this source has shuffle_{key}={expected.get(key)!r}{unit}; restore it "
-                        "into an identically configured source.",
-                        field=f"shuffle_{key}",
-                    )
-            for key, label in (("n", "records"), ("seed", "seed"), ("epoch", "epoch")):
-                if shuffled[key] != expected[key]:
-                    raise StateError(
-                        f"{where} state was saved with {label}={shuffled[key]!r} "
-                        f"(shuffled_indices.{key}) but this source has {expected[key]!r}; "
-                        "it comes from a different dataset or configuration.",
-                        field="seed" if key == "seed" else f"shuffled_indices.{key}",
-                    )
+    def _state_settings(self) -> dict[str, Any]:
+        """The base's settings and the ``files`` digest, which a position restored with
+        ``nnx.update`` must have been saved under too."""
+        return {**super()._state_settings(), "files": self._files_digest}
 
     # ------------------------------------------------------------- closing
     def close(self) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from datarax.core.errors import ConfigError, RecordError
+from datarax.host.counts import python_ints
 from datarax.storage import (
     CacheFullError,
     RemoteObject,
@@ -41,7 +42,9 @@ def block_bytes(config: Any) -> int | None:
 
 
 def check_block_bytes(config: Any) -> None:
-    """Refuse a ``shuffle_block`` that is not a size, too small, or without a window."""
+    """Refuse a ``shuffle_block`` that is not a size, too small, or without a window; a
+    NumPy integer is kept as the same Python int (as ``check_int`` keeps one)."""
+    object.__setattr__(config, "shuffle_block", python_ints(config.shuffle_block))
     where = f"{type(config).__name__}.shuffle_block={config.shuffle_block!r}"
     try:
         size = block_bytes(config)

@@ -90,6 +90,8 @@ class PackedTextConfig(StructuralConfig):
         check_int(self, "tokenize_block", minimum=1)
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "with_document_index")
+        # a budget computed with NumPy is the same Python int (as in the sources' configs)
+        object.__setattr__(self, "max_skipped", python_ints(self.max_skipped))
         if self.packing not in MODES:
             raise ConfigError(
                 f"PackedTextConfig.packing must be one of {list(MODES)}, got {self.packing!r}."
