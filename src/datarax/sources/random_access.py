@@ -33,6 +33,8 @@ Example:
     >>> src = Rows(RowsConfig(), np.arange(5, dtype=np.int32))
     >>> src.get_batch_with_indices(3)[0]["x"].tolist(), src.get_state()["current_index"]
     ([0, 1, 2], 3)
+    >>> int(src[-1]["x"])  # one record by its index, as Grain's data sources read it
+    4
     >>> src.close()
 """
 
@@ -53,7 +55,7 @@ from datarax.core.share import Share
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import SessionCursor
-from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord
+from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord, bad_record_error
 from datarax.typing import Batch
 
 
@@ -199,6 +201,28 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
                 cast_float64=bool(getattr(self.config, "cast_float64", False)),
             )
         return self.__reader
+
+    def __getitem__(self, index: int) -> Mapping[str, Any]:
+        """Record ``index`` in stable (file) order, decoded — as Grain's
+        ``ArrayRecordDataSource[index]`` reads one record, outside any pass: no position
+        moves. A negative index counts from the end; a bad record raises
+        :class:`RecordError` naming its file and index (the error policy is a pass's).
+        """
+        n = len(self)
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"{type(self).__name__} indices must be integers (one record at "
+                            f"a time), got {type(index).__name__}; iterate the source or a "
+                            "Pipeline for batches.")
+        at = int(index) + n if index < 0 else int(index)
+        if not 0 <= at < n:
+            raise IndexError(f"{type(self).__name__} index {int(index)} is out of range for "
+                             f"{n} records.")
+        try:
+            record = self.decode(self.read_records([at])[0])
+        except Exception as cause:
+            raise bad_record_error(type(self).__name__, self.locate(at), cause,
+                                   skipping=False) from cause
+        return dict(record)
 
     # ------------------------------------------------------------ description
     def element_spec(self) -> dict[str, Any]:
