@@ -211,3 +211,15 @@ def test_convert_classes_from_a_dataset_keeps_its_labels_for_a_split_missing_a_c
         "datarax convert: error: --classes-from no_classes: that dataset has no field with class "
         "names (its fields: x); name a dataset with class names, such as an image folder "
         "converted before.\n")
+
+
+def test_convert_names_the_class_folders_that_hold_no_images(photos, capsys, monkeypatch):
+    import shutil
+
+    shutil.copytree(photos / "photos", photos / "with_empty")
+    (photos / "with_empty" / "0_none").mkdir()
+    code, out, _ = run("convert", "with_empty", "ds_with_empty", "--no-progress", cwd=photos,
+                       capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0 and out.splitlines()[1:] == [
+        "  class folder(s) of SRC holding no images, kept as classes with no records: "
+        "'0_none' (label 0)."]

@@ -220,3 +220,35 @@ def test_a_dataset_read_by_its_source_and_converted_again_keeps_its_class_names(
         source.close()
     assert info.features["label"].class_names == ("a", "b", "c")
     assert read_dataset(tmp_path / "again")["label"].tolist() == [0, 1, 2]
+
+
+def test_a_folder_of_split_folders_is_refused_not_labelled_by_split(tmp_path) -> None:
+    # root/{train,val}/<class>/<image>: the splits would have become the classes
+    folder(tmp_path / "root" / "train", "ab")
+    folder(tmp_path / "root" / "val", "a")
+    root = tmp_path / "root"
+    with pytest.raises(ConversionError) as err:
+        convert(str(root), tmp_path / "out")
+    assert str(err.value) == (
+        f"the image folder '{root}' holds the split folder(s) 'train', 'val', each a folder of "
+        "class folders: its images would be labelled by split, not by class. Convert each split "
+        f"on its own: datarax convert {root}/train DST_train; then datarax convert {root}/val "
+        "DST_val --classes-from DST_train (--classes-from keeps the same labels where a split "
+        "lacks a class).")
+    assert not os.path.exists(tmp_path / "out")
+    # classes that happen to bear split names, their images their own, stay classes
+    (root / "val" / "0.png").write_bytes(png(5))
+    info, _ = convert(str(root), tmp_path / "classes")
+    assert info.features["label"].class_names == ("train", "val")
+    assert read_dataset(tmp_path / "classes")["label"].tolist() == [0, 0, 1, 1]
+
+
+def test_an_empty_class_folder_keeps_its_label_and_is_noted(tmp_path) -> None:
+    src = folder(tmp_path / "src", "ac")
+    os.makedirs(tmp_path / "src" / "b")  # no image: torchvision's ImageFolder raises
+    info, _ = convert(src, tmp_path / "out")
+    assert info.features["label"].class_names == ("a", "b", "c")
+    assert info.extra["empty_classes"] == ["b"]
+    assert read_dataset(tmp_path / "out")["label"].tolist() == [0, 2]
+    info, _ = convert(folder(tmp_path / "full", "ab"), tmp_path / "full_ds")
+    assert "empty_classes" not in info.extra

@@ -1912,6 +1912,22 @@ case("convert-image-folder-loose-images", CONVERTING,
      "class; move them into a class folder")(_convert_image_folder_with_loose_images)
 
 
+def _convert_folder_of_split_folders(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for split in ("train", "val"):
+        (tmp / "photos" / split / "cat").mkdir(parents=True)
+        (tmp / "photos" / split / "cat" / "a.png").write_bytes(b"")
+    return convert(str(tmp / "photos"), str(tmp / "out"))
+
+
+case("convert-image-folder-of-splits", CONVERTING,
+     "convert(root, dst) of root/{train,val}/<class>/<image> (its splits would be the classes)",
+     ConversionError, "holds the split folder(s) 'train', 'val', each a folder of class "
+     "folders: its images would be labelled by split, not by class. Convert each split on its "
+     "own")(_convert_folder_of_split_folders)
+
+
 def _convert_files_of_no_split(tmp: Path) -> Any:
     from datarax.dataset import convert
 

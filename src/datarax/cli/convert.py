@@ -148,4 +148,11 @@ def run_convert(args: argparse.Namespace) -> int:
     if others:
         print(f"  split '{info.extra.get('split')}' of SRC; its other splits "
               f"({', '.join(others)}) were not converted: --split NAME converts one of them.")
+    empty = info.extra.get("empty_classes")
+    if empty:
+        names = list(info.features["label"].class_names or ())
+        labels = ", ".join(f"'{c}' (label {names.index(c)})" if c in names else f"'{c}'"
+                           for c in empty)
+        print(f"  class folder(s) of SRC holding no images, kept as classes with no records: "
+              f"{labels}.")
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 from datarax.dataset.images import HEADER_BYTES, file_bytes, image_size_and_grey
 from datarax.dataset.metadata import METADATA_FILE, PARTIAL_DIR
 from datarax.dataset.rows import Rows
+from datarax.dataset.splits import SPLIT_NAMES
 from datarax.dataset.write_outcome import ConversionError
 
 __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder"]
@@ -32,6 +33,9 @@ __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder"]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 #: bytes of small files kept by the probe, which read them whole, for the write
 KEPT_BYTES = 128 * 2**20
+#: folder names of splits (ImageNet's ``val`` too): a root holding only such folders, each
+#: a folder of folders, is a folder of splits, not of classes
+SPLIT_FOLDERS = (*SPLIT_NAMES, "val", "training", "testing")
 
 
 def is_class_folder(root: str, name: str) -> bool:
@@ -66,6 +70,7 @@ class ImageFolderRows(Rows):
                 f"the image folder '{root}' holds images beside its class folders "
                 f"({', '.join(loose[:3])}{more}), which would belong to no class; move them "
                 "into a class folder (root/<class>/<image>), or out of SRC.")
+        _refuse_splits(root, folders)
         self.root = root
         self.items: list[tuple[str, int]] = []
         for label, name in enumerate(folders):
@@ -76,6 +81,9 @@ class ImageFolderRows(Rows):
                 f"suffixes {', '.join(IMAGE_SUFFIXES)}).")
         self.folders = folders  # as the file system names them
         self.classes = [_nfc(name) for name in folders]
+        found = {label for _, label in self.items}
+        #: the class folders that hold no image (still classes: the labels of the others stay)
+        self.empty_classes = [c for label, c in enumerate(self.classes) if label not in found]
         twins = sorted(c for c, n in collections.Counter(self.classes).items() if n > 1)
         if twins:
             raise ConversionError(
@@ -183,6 +191,27 @@ class ImageFolderRows(Rows):
             else:
                 self._kept_bytes -= len(data)
             yield {"image": {"bytes": data}, "label": label}
+
+
+def _refuse_splits(root: str, folders: Sequence[str]) -> None:
+    """Refuse a ``root`` whose class folders are all splits (``train``, ``val`` ...), each
+    holding subfolders and no image of its own: ``root/{train,val}/<class>/<image>`` would
+    become the classes ``train`` and ``val``."""
+    if not folders or any(name.lower() not in SPLIT_FOLDERS for name in folders):
+        return
+    for name in folders:
+        entries = os.listdir(os.path.join(root, name))
+        if any(e.lower().endswith(IMAGE_SUFFIXES) for e in entries if not e.startswith(".")) or \
+                not any(is_class_folder(os.path.join(root, name), e) for e in entries):
+            return
+    first = os.path.join(root, folders[0])
+    later = "".join(f"; then datarax convert {os.path.join(root, n)} DST_{n} --classes-from "
+                    f"DST_{folders[0]}" for n in folders[1:])
+    raise ConversionError(
+        f"the image folder '{root}' holds the split folder(s) {', '.join(map(repr, folders))}, "
+        "each a folder of class folders: its images would be labelled by split, not by class. "
+        f"Convert each split on its own: datarax convert {first} DST_{folders[0]}{later} "
+        "(--classes-from keeps the same labels where a split lacks a class).")
 
 
 def _nfc(name: str) -> str:
