@@ -843,6 +843,9 @@ def test_inspect_and_scan_of_an_image_or_a_class_folder_say_which_folder_to_conv
 ):
     (tmp_path / "photos" / "cat").mkdir(parents=True)
     (tmp_path / "photos" / "cat" / "a.png").write_bytes(b"")
+    for split in ("train", "val"):  # root/<split>/<class>/<image>
+        (tmp_path / "splits" / split / "cat").mkdir(parents=True)
+        (tmp_path / "splits" / split / "cat" / "a.png").write_bytes(b"")
     for command, path, cwd, says in (
         ("inspect", "photos/cat/a.png", tmp_path, " It is an image: convert the image folder it "
          "is in (datarax convert photos DST for photos/<class>/<image>, then inspect DST).\n"),
@@ -850,6 +853,8 @@ def test_inspect_and_scan_of_an_image_or_a_class_folder_say_which_folder_to_conv
          "image folder it is a class of (datarax convert photos DST, then inspect DST).\n"),
         ("inspect", ".", tmp_path / "photos" / "cat", " It holds images but no class folders: "
          "convert the image folder it is a class of (datarax convert .. DST, then inspect DST).\n"),
+        ("scan", "splits", tmp_path, " It holds the splits train, val of an image folder: convert "
+         "each (datarax convert splits/train DST, then inspect DST).\n"),
     ):
         code, out, err = datarax_in_process(command, path, cwd=cwd, capsys=capsys,
                                             monkeypatch=monkeypatch)

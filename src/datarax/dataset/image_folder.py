@@ -27,7 +27,7 @@ from datarax.dataset.rows import Rows
 from datarax.dataset.splits import SPLIT_NAMES
 from datarax.dataset.write_outcome import ConversionError
 
-__all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder"]
+__all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder", "split_folders"]
 
 #: the suffixes of image files: torchvision's ImageFolder's, and GIF
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
@@ -193,17 +193,27 @@ class ImageFolderRows(Rows):
             yield {"image": {"bytes": data}, "label": label}
 
 
-def _refuse_splits(root: str, folders: Sequence[str]) -> None:
-    """Refuse a ``root`` whose class folders are all splits (``train``, ``val`` ...), each
-    holding subfolders and no image of its own: ``root/{train,val}/<class>/<image>`` would
-    become the classes ``train`` and ``val``."""
+def split_folders(root: str, folders: Sequence[str] | None = None) -> list[str]:
+    """The class folders of ``root`` (``folders`` where given) when they are all splits
+    (``train``, ``val`` ...), each holding subfolders and no image of its own, else ``[]``:
+    ``root/{train,val}/<class>/<image>`` is a folder of splits, not of classes."""
+    if folders is None:
+        folders = sorted(d for d in os.listdir(root) if is_class_folder(root, d))
     if not folders or any(name.lower() not in SPLIT_FOLDERS for name in folders):
-        return
+        return []
     for name in folders:
         entries = os.listdir(os.path.join(root, name))
         if any(e.lower().endswith(IMAGE_SUFFIXES) for e in entries if not e.startswith(".")) or \
                 not any(is_class_folder(os.path.join(root, name), e) for e in entries):
-            return
+            return []
+    return list(folders)
+
+
+def _refuse_splits(root: str, folders: Sequence[str]) -> None:
+    """Refuse a ``root`` of split folders (:func:`split_folders`): its images would be
+    labelled ``train`` and ``val``."""
+    if not split_folders(root, folders):
+        return
     first = os.path.join(root, folders[0])
     later = "".join(f"; then datarax convert {os.path.join(root, n)} DST_{n} --classes-from "
                     f"DST_{folders[0]}" for n in folders[1:])
