@@ -213,13 +213,15 @@ def test_convert_classes_from_a_dataset_keeps_its_labels_for_a_split_missing_a_c
         "converted before.\n")
 
 
-def test_convert_names_the_class_folders_that_hold_no_images(photos, capsys, monkeypatch):
+def test_convert_names_empty_class_folders_and_files_left_out(photos, capsys, monkeypatch):
     import shutil
 
     shutil.copytree(photos / "photos", photos / "with_empty")
     (photos / "with_empty" / "0_none").mkdir()
+    (photos / "with_empty" / "0_none" / "IMG_1.HEIC").write_bytes(b"x")  # no image suffix
     code, out, _ = run("convert", "with_empty", "ds_with_empty", "--no-progress", cwd=photos,
                        capsys=capsys, monkeypatch=monkeypatch)
     assert code == 0 and out.splitlines()[1:] == [
         "  class folder(s) of SRC holding no images, kept as classes with no records: "
-        "'0_none' (label 0)."]
+        "'0_none' (label 0).",
+        "  left out 1 file(s) of SRC that are no images by their suffix: 1 .heic."]

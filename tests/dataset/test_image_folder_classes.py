@@ -252,3 +252,14 @@ def test_an_empty_class_folder_keeps_its_label_and_is_noted(tmp_path) -> None:
     assert read_dataset(tmp_path / "out")["label"].tolist() == [0, 2]
     info, _ = convert(folder(tmp_path / "full", "ab"), tmp_path / "full_ds")
     assert "empty_classes" not in info.extra
+
+
+def test_files_of_a_class_that_are_no_images_are_counted_by_suffix(tmp_path) -> None:
+    # left out as torchvision's ImageFolder leaves them out, but not in silence: an
+    # iPhone's .HEIC photos would otherwise go missing unnoticed
+    src = folder(tmp_path / "src", "ab")
+    for name in ("1.HEIC", "2.heic", "notes.txt", "README", ".DS_Store", "._0.png"):
+        (tmp_path / "src" / "b" / name).write_bytes(b"x")
+    info, _ = convert(src, tmp_path / "out")
+    assert info.num_records == 2
+    assert info.extra["files_left_out"] == {"(no suffix)": 1, ".heic": 2, ".txt": 1}

@@ -155,4 +155,8 @@ def run_convert(args: argparse.Namespace) -> int:
                            for c in empty)
         print(f"  class folder(s) of SRC holding no images, kept as classes with no records: "
               f"{labels}.")
+    left_out = info.extra.get("files_left_out")
+    if left_out:
+        print(f"  left out {sum(left_out.values())} file(s) of SRC that are no images by their "
+              f"suffix: {', '.join(f'{n} {k}' for k, n in left_out.items())}.")
     return 0

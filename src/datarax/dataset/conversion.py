@@ -414,6 +414,7 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
         _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
     choice = getattr(rows, "split_choice", None)  # SRC's other splits, left out
     empty = getattr(rows, "empty_classes", None)  # an image folder's classes without images
+    left_out = getattr(rows, "left_out", None)  # an image folder's files that are no images
     resized = None
     if resize is not None:  # every image resized as it is written
         from datarax.dataset.resized_rows import ResizedRows
@@ -429,6 +430,8 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
         extra["split"], extra["other_splits"] = choice[0], list(choice[1])
     if empty:
         extra["empty_classes"] = list(empty)
+    if left_out:
+        extra["files_left_out"] = dict(sorted(left_out.items()))
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
         if runner == "local":
             return write_dataset(rows, dst, features=features, shards=count, workers=workers,

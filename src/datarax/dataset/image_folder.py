@@ -73,8 +73,10 @@ class ImageFolderRows(Rows):
         _refuse_splits(root, folders)
         self.root = root
         self.items: list[tuple[str, int]] = []
+        #: files in the class folders left out, not hidden and not images: count by suffix
+        self.left_out: collections.Counter[str] = collections.Counter()
         for label, name in enumerate(folders):
-            self.items.extend((path, label) for path in _images_under(root, name))
+            self.items.extend((path, label) for path in _images_under(root, name, self.left_out))
         if not self.items:
             raise ConversionError(
                 f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
@@ -229,10 +231,11 @@ def _nfc(name: str) -> str:
     return unicodedata.normalize("NFC", name)
 
 
-def _images_under(root: str, name: str) -> Iterator[str]:
+def _images_under(root: str, name: str, left_out: collections.Counter[str]) -> Iterator[str]:
     """The image files in ``root/name`` and its subfolders (linked ones followed, each
     folder once, a link back up never), as paths under ``root``, sorted by NFC name;
-    hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out."""
+    hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out, and
+    other files counted in ``left_out`` by their suffix (lower case)."""
     def unlisted(err: OSError) -> None:  # os.walk would leave the folder out in silence
         raise ConversionError(
             f"cannot list the folder '{err.filename}' of the image folder '{root}' "
@@ -250,5 +253,10 @@ def _images_under(root: str, name: str) -> Iterator[str]:
                 kept.append(sub)
         dirnames[:] = kept
         folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
-        yield from (os.path.join(folder, file) for file in sorted(filenames, key=_nfc)
-                    if file.lower().endswith(IMAGE_SUFFIXES) and not file.startswith("."))
+        for file in sorted(filenames, key=_nfc):
+            if file.startswith("."):
+                continue
+            if file.lower().endswith(IMAGE_SUFFIXES):
+                yield os.path.join(folder, file)
+            else:
+                left_out[os.path.splitext(file)[1].lower() or "(no suffix)"] += 1
