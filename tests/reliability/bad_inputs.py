@@ -1928,6 +1928,22 @@ case("convert-image-folder-of-splits", CONVERTING,
      "own")(_convert_folder_of_split_folders)
 
 
+def _convert_every_image_bad_under_skip(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "photos" / "cat").mkdir(parents=True)
+    for name in ("a.png", "b.jpg"):
+        (tmp / "photos" / "cat" / name).write_bytes(b"not an image")
+    return convert(str(tmp / "photos"), str(tmp / "out"), on_error="skip")
+
+
+case("convert-skip-every-row-bad", CONVERTING,
+     "convert(root, dst, on_error='skip') of an image folder whose every image is bad",
+     ConversionError, "all 2 rows tried for the features (with on_error='skip' the first good "
+     "row gives them) are bad, so nothing describes the fields; the first, row 0 (cat/a.png)",
+     )(_convert_every_image_bad_under_skip)
+
+
 def _convert_files_of_no_split(tmp: Path) -> Any:
     from datarax.dataset import convert
 
