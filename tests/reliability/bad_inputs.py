@@ -2722,8 +2722,8 @@ simple("decode-images-not-called", "ArrayRecord: records and images of several s
        lambda: _decode_images(b"\xff\xd8\xff"))
 case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
      "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
-     "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "
-     "decode_images(field=...) one of its image fields.", needs=AR)(_decode_images_missing_field)
+     "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass its image "
+     "field: decode_images('image', ...).", needs=AR)(_decode_images_missing_field)
 
 
 REORDERING = "Interleaving and shuffle buffers (InterleaveSource, ShuffleBufferSource)"
