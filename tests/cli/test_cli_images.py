@@ -225,3 +225,24 @@ def test_convert_names_empty_class_folders_and_files_left_out(photos, capsys, mo
         "  class folder(s) of SRC holding no images, kept as classes with no records: "
         "'0_none' (label 0).",
         "  left out 1 file(s) of SRC that are no images by their suffix: 1 .heic."]
+
+
+def test_inspect_grid_shrinks_photo_sized_images_to_tiles_of_256(tmp_path, capsys, monkeypatch):
+    # 4000 x 3000 photos made a grid of tens of thousands of pixels a side (a 56 MB PNG,
+    # 84 s and 1.2 GB for six); a tile is now at most 256 pixels on its longer side
+    from datarax.cli.charts import CAPTION_HEIGHT, PAD, grid_size
+
+    for i, colour in enumerate([(250, 0, 0), (0, 0, 250)]):
+        (tmp_path / "big" / "ab"[i]).mkdir(parents=True)
+        Image.new("RGB", (1000, 600), colour).save(tmp_path / "big" / "ab"[i] / "0.png")
+    run("convert", "big", "big_ds", "--no-progress", cwd=tmp_path, capsys=capsys,
+        monkeypatch=monkeypatch)
+    code, out, err = run("inspect", "big_ds", "--grid", "grid.png", cwd=tmp_path, capsys=capsys,
+                         monkeypatch=monkeypatch)
+    assert code == 0, err
+    with Image.open(tmp_path / "grid.png") as image:
+        pixels = np.asarray(image.convert("RGB"))
+    assert pixels.shape[:2] == grid_size(2, 600, 1000, CAPTION_HEIGHT) == (
+        154 + CAPTION_HEIGHT + 2 * PAD, 2 * 256 + 3 * PAD)
+    first, second = pixels[PAD:PAD + 154, PAD:PAD + 256], pixels[PAD:PAD + 154, 2 * PAD + 256:-PAD]
+    assert (first == (250, 0, 0)).all() and (second == (0, 0, 250)).all()
