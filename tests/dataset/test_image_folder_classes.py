@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from dataset_helpers import png, read_dataset
 
@@ -263,3 +264,29 @@ def test_files_of_a_class_that_are_no_images_are_counted_by_suffix(tmp_path) -> 
     info, _ = convert(src, tmp_path / "out")
     assert info.num_records == 2
     assert info.extra["files_left_out"] == {"(no suffix)": 1, ".heic": 2, ".txt": 1}
+
+
+def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_instead(tmp_path):
+    # one stray info.json (or a metadata.csv at the root, an embeddings .npy) made convert
+    # read the folder as table files: 1 record written, every image left out in silence
+    src = folder(tmp_path / "src", "ab")
+    (tmp_path / "src" / "a" / "info.json").write_text('{"x": 1}\n')
+    (tmp_path / "src" / "metadata.csv").write_text("file_name,label\na/0.png,0\n")
+    with pytest.raises(ConversionError) as err:
+        convert(src, tmp_path / "out")
+    assert str(err.value) == (
+        f"'{src}' holds 2 image(s) in class folders (such as a/0.png) and also a/info.json, "
+        "metadata.csv, which convert reads as data themselves; convert one kind: move those "
+        "files out of the image folder to convert its images, or give them as SRC (datarax "
+        f"convert {src}/a/info.json DST) to convert them.")
+    os.remove(tmp_path / "src" / "a" / "info.json")
+    os.remove(tmp_path / "src" / "metadata.csv")
+    np.save(tmp_path / "src" / "b" / "emb.npy", np.zeros(3))
+    with pytest.raises(ConversionError, match=r"and also b/emb.npy, which convert reads"):
+        convert(src, tmp_path / "out")
+    os.remove(tmp_path / "src" / "b" / "emb.npy")
+    # hidden folders are no input: an editor's settings leave the images as they are
+    os.makedirs(tmp_path / "src" / ".vscode")
+    (tmp_path / "src" / ".vscode" / "settings.json").write_text("{}\n")
+    info, _ = convert(src, tmp_path / "out")
+    assert info.num_records == 2 and info.features["label"].class_names == ("a", "b")

@@ -1944,6 +1944,22 @@ case("convert-skip-every-row-bad", CONVERTING,
      )(_convert_every_image_bad_under_skip)
 
 
+def _convert_image_folder_with_a_table(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "photos" / "cat").mkdir(parents=True)
+    (tmp / "photos" / "cat" / "a.png").write_bytes(b"")
+    (tmp / "photos" / "metadata.csv").write_text("file_name,label\ncat/a.png,0\n")
+    return convert(str(tmp / "photos"), str(tmp / "out"))
+
+
+case("convert-image-folder-with-a-table", CONVERTING,
+     "convert(root) of an image folder that also holds a table file (root/metadata.csv, a "
+     "class's info.json) or a .npy", ConversionError,
+     "holds 1 image(s) in class folders (such as cat/a.png) and also metadata.csv, which "
+     "convert reads as data themselves; convert one kind")(_convert_image_folder_with_a_table)
+
+
 def _convert_files_of_no_split(tmp: Path) -> Any:
     from datarax.dataset import convert
 

@@ -211,14 +211,38 @@ def _files_of(src: str, suffixes: Sequence[str],
 
 
 def _folder_files(src: str) -> dict[str, list[str]]:
-    """The file names in each folder under ``src``, leaving out datarax datasets."""
+    """The file names in each folder under ``src``, leaving out datarax datasets and
+    hidden files and folders (``.vscode/settings.json``, macOS's ``._train.parquet`` and
+    ``__MACOSX``: no input)."""
     found = {}
     for dirpath, dirnames, files in os.walk(src):
         if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
             dirnames.clear()  # a datarax dataset (e.g. DST inside SRC): not input
             continue
-        found[dirpath] = files
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__MACOSX"]
+        found[dirpath] = [f for f in files if not f.startswith(".")]
     return found
+
+
+def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: list[str]) -> None:
+    """Refuse a folder ``src`` that holds images in class folders and also ``other`` files
+    convert reads (a table, a ``.npy``): one stray ``info.json`` read it as a table, its
+    images left out in silence."""
+    if not other:
+        return
+    images = sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
+                    if dirpath != src and is_class_folder(src, os.path.relpath(dirpath, src)
+                                                          .split(os.sep)[0])
+                    for f in files if f.lower().endswith(IMAGE_SUFFIXES))
+    if not images:
+        return
+    shown = ", ".join(os.path.relpath(f, src) for f in other[:3]) + (
+        f" and {len(other) - 3} more" if len(other) > 3 else "")
+    raise ConversionError(
+        f"'{src}' holds {len(images)} image(s) in class folders (such as "
+        f"{os.path.relpath(images[0], src)}) and also {shown}, which convert reads as data "
+        "themselves; convert one kind: move those files out of the image folder to convert its "
+        f"images, or give them as SRC (datarax convert {other[0]} DST) to convert them.")
 
 
 def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None) -> Rows:
@@ -250,6 +274,8 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         if names & {"state.json", "dataset_dict.json"} or _files_of(src, (".arrow",), listing):
             return _hf_rows(src, split)
     tables = _files_of(src, tuple(TABLE_SUFFIXES), listing)
+    if listing is not None:  # a folder: images in class folders beside them?
+        _refuse_images_beside(src, listing, tables + _files_of(src, (".npy", ".npz"), listing))
     kinds = {TABLE_SUFFIXES[os.path.splitext(f)[1].lower()] for f in tables}
     if len(kinds) > 1:
         raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
