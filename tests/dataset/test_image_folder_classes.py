@@ -290,3 +290,19 @@ def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_ins
     (tmp_path / "src" / ".vscode" / "settings.json").write_text("{}\n")
     info, _ = convert(src, tmp_path / "out")
     assert info.num_records == 2 and info.features["label"].class_names == ("a", "b")
+
+
+def test_a_class_folder_whose_name_is_not_utf8_is_refused_naming_its_bytes(tmp_path) -> None:
+    # Linux gives such a name (a Windows zip's latin-1 'café') as 'caf\udce9': it was
+    # stored in the metadata as a lone surrogate, which other JSON readers refuse
+    src = folder(tmp_path / "src", "a")
+    try:
+        os.makedirs(os.fsencode(tmp_path / "src") + b"/caf\xe9")
+    except OSError:
+        pytest.skip("this file system takes UTF-8 names only")
+    (tmp_path / "src" / "caf\udce9" / "0.png").write_bytes(png(1))
+    with pytest.raises(ConversionError) as err:
+        convert(src, tmp_path / "out")
+    assert str(err.value).startswith(f"the class folder b'caf\\xe9' of the image folder '{src}' "
+                                     "has a name that is not UTF-8")
+    assert str(err.value).endswith("rename it, e.g. to 'café' (convmv -f latin1 -t utf8).")

@@ -71,6 +71,16 @@ class ImageFolderRows(Rows):
                 f"({', '.join(loose[:3])}{more}), which would belong to no class; move them "
                 "into a class folder (root/<class>/<image>), or out of SRC.")
         _refuse_splits(root, folders)
+        for name in folders:  # a class name is stored in the metadata, read by other programs
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raw = os.fsencode(name)
+                raise ConversionError(
+                    f"the class folder {raw!r} of the image folder '{root}' has a name that is "
+                    "not UTF-8 (written on a system of another encoding, e.g. a zip from "
+                    "Windows), which the class names of the metadata cannot hold; rename it, "
+                    f"e.g. to {raw.decode('latin-1')!r} (convmv -f latin1 -t utf8).") from None
         self.root = root
         self.items: list[tuple[str, int]] = []
         #: files in the class folders left out, not hidden and not images: count by suffix
