@@ -494,8 +494,9 @@ def test_bad_arguments_are_one_line_and_exit_2(data):
         (["inspect", "hf:"], "'hf:' names no dataset; write hf:NAME[:SPLIT]."),
         (
             ["bench", "{data}/good.array_record"],
-            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), got "
-            "'{data}/good.array_record'.",
+            "bench times a datarax dataset (a folder written by datarax convert), and "
+            "'{data}/good.array_record' has no dataset metadata: give a py:MODULE:FUNCTION that "
+            "builds the source with its decode=, or convert the data first.",
         ),
         (
             ["inspect", "{data}/good.array_record", "--decode", "codecs_cli"],

@@ -246,3 +246,29 @@ def test_inspect_grid_shrinks_photo_sized_images_to_tiles_of_256(tmp_path, capsy
         154 + CAPTION_HEIGHT + 2 * PAD, 2 * 256 + 3 * PAD)
     first, second = pixels[PAD:PAD + 154, PAD:PAD + 256], pixels[PAD:PAD + 154, 2 * PAD + 256:-PAD]
     assert (first == (250, 0, 0)).all() and (second == (0, 0, 250)).all()
+
+
+def test_bench_times_a_dataset_folder_its_images_cut_by_decode_images(photos, capsys, monkeypatch):
+    # bench took py:MODULE:FUNCTION only: an image dataset needed a module written for it
+    run("convert", "photos", "ds_bench", "--no-progress", cwd=photos, capsys=capsys,
+        monkeypatch=monkeypatch)
+    code, out, err = run("bench", "ds_bench", "--resize", "40", "--crop", "32", "--batch-size",
+                         "3", "--epochs", "1", "--json", cwd=photos, capsys=capsys,
+                         monkeypatch=monkeypatch)
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["batches"], result["records"], result["batch_size"], result["source"]) == (
+        3, 8, 3, "ArrayRecordSourceModule")
+    code, out, err = run("bench", "ds_bench", cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "") and err.startswith(
+        "datarax bench: error: the dataset's field 'image' has a variable shape (None, None, 3)")
+    assert err.endswith("On the command line: bench ds_bench --resize N --crop C (or "
+                        "--random-resized-crop S).\n")
+    code, _, err = run("bench", "ds_bench", "--random-resized-crop", "8", "--field", "photo",
+                       cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2 and err.endswith("has no field 'photo'; its fields are ['image', 'label']. "
+                                      "Pass --field image.\n")
+    code, _, err = run("bench", "hf:photos", cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2 and err == ("datarax bench: error: bench takes py:MODULE:FUNCTION (a "
+                                 "function returning a Pipeline or source) or a datarax dataset "
+                                 "folder, got 'hf:photos'.\n")
