@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         default=32,
-        help="batch size when the function returns a source (default 32)",
+        help="batch size when the function returns a source, or of a DATASET (default 32)",
     )
     bench.add_argument(
         "--compare-floor",
