@@ -152,7 +152,8 @@ def run_convert(args: argparse.Namespace) -> int:
     if empty:
         names = list(info.features["label"].class_names or ())
         labels = ", ".join(f"'{c}' (label {names.index(c)})" if c in names else f"'{c}'"
-                           for c in empty)
+                           for c in empty[:10]) + (f" and {len(empty) - 10} more"
+                                                   if len(empty) > 10 else "")
         print(f"  class folder(s) of SRC holding no images, kept as classes with no records: "
               f"{labels}.")
     left_out = info.extra.get("files_left_out")
