@@ -306,3 +306,16 @@ def test_a_class_folder_whose_name_is_not_utf8_is_refused_naming_its_bytes(tmp_p
     assert str(err.value).startswith(f"the class folder b'caf\\xe9' of the image folder '{src}' "
                                      "has a name that is not UTF-8")
     assert str(err.value).endswith("rename it, e.g. to 'café' (convmv -f latin1 -t utf8).")
+
+
+def test_a_bad_file_whose_name_is_not_utf8_is_named_by_its_bytes_in_the_metadata(tmp_path):
+    src = folder(tmp_path / "src", "a")
+    try:
+        with open(os.fsencode(tmp_path / "src" / "a") + b"/bad\xfe.png", "wb") as f:
+            f.write(b"not an image")
+    except OSError:
+        pytest.skip("this file system takes UTF-8 names only")
+    info, _ = convert(src, tmp_path / "out", on_error="skip")
+    assert info.skipped[0]["error"].startswith(r"row 1 (a/bad\xfe.png), field 'image': ")
+    # no lone surrogate ('\udcfe', which JSON readers other than Python's refuse)
+    assert "\\udc" not in (tmp_path / "out" / "datarax_dataset.json").read_text()

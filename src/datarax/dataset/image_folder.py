@@ -186,7 +186,10 @@ class ImageFolderRows(Rows):
         self.classes = names
 
     def row_name(self, row: int) -> str:
-        return f"row {row} ({self.items[row][0]})"
+        # a file name that is not UTF-8 shown by its bytes (b'\xfe' as \xfe), not as a lone
+        # surrogate, which the metadata's JSON (a skipped row) could not hold for other readers
+        path = os.fsencode(self.items[row][0]).decode("utf-8", "backslashreplace")
+        return f"row {row} ({path})"
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
