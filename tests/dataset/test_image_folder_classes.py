@@ -231,17 +231,21 @@ def test_a_folder_of_split_folders_is_refused_not_labelled_by_split(tmp_path) ->
     with pytest.raises(ConversionError) as err:
         convert(str(root), tmp_path / "out")
     assert str(err.value) == (
-        f"the image folder '{root}' holds the split folder(s) 'train', 'val', each a folder of "
-        "class folders: its images would be labelled by split, not by class. Convert each split "
+        f"the image folder '{root}' holds only the split folder(s) 'train', 'val', with class "
+        "folders inside: its images would be labelled by split, not by class. Convert each split "
         f"on its own: datarax convert {root}/train DST_train; then datarax convert {root}/val "
         "DST_val --classes-from DST_train (--classes-from keeps the same labels where a split "
         "lacks a class).")
     assert not os.path.exists(tmp_path / "out")
-    # classes that happen to bear split names, their images their own, stay classes
+    # ImageNet's raw val/ holds its images without classes: still a folder of splits
     (root / "val" / "0.png").write_bytes(png(5))
+    with pytest.raises(ConversionError, match="holds only the split folder"):
+        convert(str(root), tmp_path / "out")
+    # classes that happen to bear split names, their images their own, stay classes
+    (root / "train" / "0.png").write_bytes(png(6))
     info, _ = convert(str(root), tmp_path / "classes")
     assert info.features["label"].class_names == ("train", "val")
-    assert read_dataset(tmp_path / "classes")["label"].tolist() == [0, 0, 1, 1]
+    assert read_dataset(tmp_path / "classes")["label"].tolist() == [0, 0, 0, 1, 1]
 
 
 def test_an_empty_class_folder_keeps_its_label_and_is_noted(tmp_path) -> None:

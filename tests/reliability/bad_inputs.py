@@ -1923,8 +1923,8 @@ def _convert_folder_of_split_folders(tmp: Path) -> Any:
 
 case("convert-image-folder-of-splits", CONVERTING,
      "convert(root, dst) of root/{train,val}/<class>/<image> (its splits would be the classes)",
-     ConversionError, "holds the split folder(s) 'train', 'val', each a folder of class "
-     "folders: its images would be labelled by split, not by class. Convert each split on its "
+     ConversionError, "holds only the split folder(s) 'train', 'val', with class folders "
+     "inside: its images would be labelled by split, not by class. Convert each split on its "
      "own")(_convert_folder_of_split_folders)
 
 

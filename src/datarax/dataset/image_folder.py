@@ -210,18 +210,19 @@ class ImageFolderRows(Rows):
 
 def split_folders(root: str, folders: Sequence[str] | None = None) -> list[str]:
     """The class folders of ``root`` (``folders`` where given) when they are all splits
-    (``train``, ``val`` ...), each holding subfolders and no image of its own, else ``[]``:
-    ``root/{train,val}/<class>/<image>`` is a folder of splits, not of classes."""
+    (``train``, ``val`` ...) and one of them holds subfolders and no image of its own, else
+    ``[]``: ``root/{train,val}/<class>/<image>`` (ImageNet's ``val/`` may hold its images
+    without classes) is a folder of splits, not of classes."""
     if folders is None:
         folders = sorted(d for d in os.listdir(root) if is_class_folder(root, d))
     if not folders or any(name.lower() not in SPLIT_FOLDERS for name in folders):
         return []
     for name in folders:
         entries = os.listdir(os.path.join(root, name))
-        if any(e.lower().endswith(IMAGE_SUFFIXES) for e in entries if not e.startswith(".")) or \
-                not any(is_class_folder(os.path.join(root, name), e) for e in entries):
-            return []
-    return list(folders)
+        if not any(e.lower().endswith(IMAGE_SUFFIXES) for e in entries if not e.startswith(".")) \
+                and any(is_class_folder(os.path.join(root, name), e) for e in entries):
+            return list(folders)
+    return []
 
 
 def _refuse_splits(root: str, folders: Sequence[str]) -> None:
@@ -233,8 +234,9 @@ def _refuse_splits(root: str, folders: Sequence[str]) -> None:
     later = "".join(f"; then datarax convert {os.path.join(root, n)} DST_{n} --classes-from "
                     f"DST_{folders[0]}" for n in folders[1:])
     raise ConversionError(
-        f"the image folder '{root}' holds the split folder(s) {', '.join(map(repr, folders))}, "
-        "each a folder of class folders: its images would be labelled by split, not by class. "
+        f"the image folder '{root}' holds only the split folder(s) "
+        f"{', '.join(map(repr, folders))}, with class folders inside: its images would be "
+        "labelled by split, not by class. "
         f"Convert each split on its own: datarax convert {first} DST_{folders[0]}{later} "
         "(--classes-from keeps the same labels where a split lacks a class).")
 
