@@ -282,7 +282,7 @@ def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_ins
         f"'{src}' holds 2 image(s) in class folders (such as a/0.png) and also a/info.json, "
         "metadata.csv, which convert reads as data themselves; convert one kind: move those "
         "files out of the image folder to convert its images, or give them as SRC (datarax "
-        f"convert {src}/a/info.json DST) to convert them.")
+        f"convert '{src}/a/*.json' DST) to convert them.")
     os.remove(tmp_path / "src" / "a" / "info.json")
     os.remove(tmp_path / "src" / "metadata.csv")
     np.save(tmp_path / "src" / "b" / "emb.npy", np.zeros(3))

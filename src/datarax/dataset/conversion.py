@@ -242,7 +242,15 @@ def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: lis
         f"'{src}' holds {len(images)} image(s) in class folders (such as "
         f"{os.path.relpath(images[0], src)}) and also {shown}, which convert reads as data "
         "themselves; convert one kind: move those files out of the image folder to convert its "
-        f"images, or give them as SRC (datarax convert {other[0]} DST) to convert them.")
+        f"images, or give them as SRC (datarax convert {_as_src(other)} DST) to convert them.")
+
+
+def _as_src(files: list[str]) -> str:
+    """The SRC that names ``files``: the file, or a quoted glob of its folder and suffix."""
+    if len(files) == 1:
+        return files[0]
+    suffix = os.path.splitext(files[0])[1]
+    return f"'{os.path.join(os.path.dirname(files[0]), '*' + suffix)}'"
 
 
 def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None) -> Rows:
