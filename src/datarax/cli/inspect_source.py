@@ -350,6 +350,10 @@ def dataset_summary(info: Any) -> dict[str, Any]:
         if f.class_names is not None:
             text += f", {len(f.class_names)} classes: " + ", ".join(f.class_names[:10]) + (
                 ", ..." if len(f.class_names) > 10 else "")
+            empty = info.extra.get("empty_classes") if f.name == "label" else None
+            if empty:  # an image folder's class folders that held no image
+                text += f"; without records: {', '.join(empty[:10])}" + (
+                    ", ..." if len(empty) > 10 else "")
         features[f.name] = text
     return {"records": info.num_records, "shards": len(info.shards),
             "format_version": FORMAT_VERSION, "skipped": len(info.skipped),
