@@ -279,16 +279,26 @@ def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_ins
     with pytest.raises(ConversionError) as err:
         convert(src, tmp_path / "out")
     assert str(err.value) == (
-        f"'{src}' holds 2 image(s) in class folders (such as a/0.png) and also a/info.json, "
-        "metadata.csv, which convert reads as data themselves; convert one kind: move those "
-        "files out of the image folder to convert its images, or give them as SRC (datarax "
-        f"convert '{src}/a/*.json' DST) to convert them.")
+        f"'{src}' holds 2 image(s) (such as a/0.png) and also a/info.json, metadata.csv, which "
+        "convert reads as data themselves; convert one kind: move those files out to convert "
+        "the images (an image folder: SRC/<class>/<image>), or give them as SRC (datarax convert "
+        f"'{src}/a/*.json' DST) to convert them. For a Hugging Face imagefolder with metadata: "
+        f"load it with datasets.load_dataset('imagefolder', data_dir='{src}'), save_to_disk("
+        "FOLDER), and convert FOLDER.")
     os.remove(tmp_path / "src" / "a" / "info.json")
     os.remove(tmp_path / "src" / "metadata.csv")
     np.save(tmp_path / "src" / "b" / "emb.npy", np.zeros(3))
     with pytest.raises(ConversionError, match=r"and also b/emb.npy, which convert reads"):
         convert(src, tmp_path / "out")
     os.remove(tmp_path / "src" / "b" / "emb.npy")
+    # a Hugging Face imagefolder: its images beside the metadata file, no classes
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "0.png").write_bytes(png(3))
+    (hf / "metadata.jsonl").write_text('{"file_name": "0.png", "text": "a cat"}\n')
+    with pytest.raises(ConversionError, match=r"holds 1 image\(s\) \(such as 0.png\) and also "
+                                              r"metadata.jsonl, .* For a Hugging Face imagefolder"):
+        convert(str(hf), tmp_path / "out")
     # hidden folders are no input: an editor's settings leave the images as they are
     os.makedirs(tmp_path / "src" / ".vscode")
     (tmp_path / "src" / ".vscode" / "settings.json").write_text("{}\n")

@@ -1956,8 +1956,8 @@ def _convert_image_folder_with_a_table(tmp: Path) -> Any:
 case("convert-image-folder-with-a-table", CONVERTING,
      "convert(root) of an image folder that also holds a table file (root/metadata.csv, a "
      "class's info.json) or a .npy", ConversionError,
-     "holds 1 image(s) in class folders (such as cat/a.png) and also metadata.csv, which "
-     "convert reads as data themselves; convert one kind")(_convert_image_folder_with_a_table)
+     "holds 1 image(s) (such as cat/a.png) and also metadata.csv, which convert reads as "
+     "data themselves; convert one kind")(_convert_image_folder_with_a_table)
 
 
 def _convert_files_of_no_split(tmp: Path) -> Any:

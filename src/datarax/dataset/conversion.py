@@ -225,24 +225,26 @@ def _folder_files(src: str) -> dict[str, list[str]]:
 
 
 def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: list[str]) -> None:
-    """Refuse a folder ``src`` that holds images in class folders and also ``other`` files
-    convert reads (a table, a ``.npy``): one stray ``info.json`` read it as a table, its
-    images left out in silence."""
+    """Refuse a folder ``src`` that holds images (in class folders, or beside a Hugging
+    Face imagefolder's ``metadata.csv``) and also ``other`` files convert reads (a table, a
+    ``.npy``): one stray ``info.json`` read it as a table, its images left out in silence."""
     if not other:
         return
     images = sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
-                    if dirpath != src and is_class_folder(src, os.path.relpath(dirpath, src)
-                                                          .split(os.sep)[0])
                     for f in files if f.lower().endswith(IMAGE_SUFFIXES))
     if not images:
         return
     shown = ", ".join(os.path.relpath(f, src) for f in other[:3]) + (
         f" and {len(other) - 3} more" if len(other) > 3 else "")
+    metadata = any(os.path.basename(f).startswith("metadata.") for f in other)
     raise ConversionError(
-        f"'{src}' holds {len(images)} image(s) in class folders (such as "
-        f"{os.path.relpath(images[0], src)}) and also {shown}, which convert reads as data "
-        "themselves; convert one kind: move those files out of the image folder to convert its "
-        f"images, or give them as SRC (datarax convert {_as_src(other)} DST) to convert them.")
+        f"'{src}' holds {len(images)} image(s) (such as {os.path.relpath(images[0], src)}) and "
+        f"also {shown}, which convert reads as data themselves; convert one kind: move those "
+        "files out to convert the images (an image folder: SRC/<class>/<image>), or give them "
+        f"as SRC (datarax convert {_as_src(other)} DST) to convert them." + (
+            " For a Hugging Face imagefolder with metadata: load it with datasets.load_dataset("
+            f"'imagefolder', data_dir='{src}'), save_to_disk(FOLDER), and convert FOLDER."
+            if metadata else ""))
 
 
 def _as_src(files: list[str]) -> str:
