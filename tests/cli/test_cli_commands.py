@@ -854,8 +854,12 @@ def test_inspect_and_scan_of_an_image_or_a_class_folder_say_which_folder_to_conv
          "image folder it is a class of (datarax convert photos DST, then inspect DST).\n"),
         ("inspect", ".", tmp_path / "photos" / "cat", " It holds images but no class folders: "
          "convert the image folder it is a class of (datarax convert .. DST, then inspect DST).\n"),
-        ("scan", "splits", tmp_path, " It holds the splits train, val of an image folder: convert "
-         "each (datarax convert splits/train DST, then inspect DST).\n"),
+        ("scan", "splits", tmp_path, " It is an image folder of splits: convert each split first "
+         "(datarax.dataset.convert('splits/train', DST), or datarax convert splits/train DST), "
+         "then read DST, with decode=datarax.decode_images(...) for images of several sizes.\n"),
+        ("inspect", "photos", tmp_path, " It is an image folder: convert it first "
+         "(datarax.dataset.convert('photos', DST), or datarax convert photos DST), then read DST, "
+         "with decode=datarax.decode_images(...) for images of several sizes.\n"),
     ):
         code, out, err = datarax_in_process(command, path, cwd=cwd, capsys=capsys,
                                             monkeypatch=monkeypatch)

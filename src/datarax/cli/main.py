@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
 
             message = as_cli_options(message)
         no_record = isinstance(err, RecordError) and err.index is None
-        if args.command in ("inspect", "scan") and no_record:
+        if args.command in ("inspect", "scan") and no_record and " first (datarax" not in message:
             from datarax.cli.targets import convert_hint
 
             message += convert_hint(args.source)  # a file or folder convert reads

@@ -103,7 +103,7 @@ def convert_hint(spec: str) -> str:
         return ""
     from datarax.dataset.metadata import METADATA_FILE
 
-    from datarax.dataset.image_folder import IMAGE_SUFFIXES, is_class_folder, split_folders
+    from datarax.dataset.image_folder import IMAGE_SUFFIXES, is_class_folder
 
     lower = path.lower()
 
@@ -119,10 +119,6 @@ def convert_hint(spec: str) -> str:
         names = os.listdir(path)
         if any(n.endswith(".array_record") for n in names):
             return f" It holds ArrayRecord files: give them as a glob, '{path}/*.array_record'."
-        splits = split_folders(path)
-        if splits:
-            return (f" It holds the splits {', '.join(splits)} of an image folder: convert each "
-                    f"(datarax convert {os.path.join(path, splits[0])} DST, then inspect DST).")
         if any(n.lower().endswith(IMAGE_SUFFIXES) for n in names) and not any(
                 is_class_folder(path, n) for n in names):  # one class of an image folder
             return (f" It holds images but no class folders: convert the image folder it is a "
