@@ -823,13 +823,17 @@ def test_inspect_and_scan_of_data_convert_reads_say_to_convert_it(tmp_path, caps
     (tmp_path / "reviews.jsonl").write_text('{"text": "good"}\n')
     (tmp_path / "photos" / "cat").mkdir(parents=True)
     (tmp_path / "photos" / "cat" / "a.png").write_bytes(b"")
-    for command, path, also in (("inspect", "reviews.jsonl", ", or open it as hf:reviews.jsonl"),
-                                ("scan", "photos", "")):
+    for command, path, says in (
+        ("inspect", "reviews.jsonl", " It is not ArrayRecord: convert it first (datarax convert "
+         "reviews.jsonl DST, then inspect DST), or open it as hf:reviews.jsonl.\n"),
+        ("scan", "photos", " It is an image folder: convert it first (datarax.dataset.convert("
+         "'photos', DST), or datarax convert photos DST), then read DST, with "
+         "decode=datarax.decode_images(...) for images of several sizes.\n"),
+    ):
         code, out, err = datarax_in_process(command, path, cwd=tmp_path, capsys=capsys,
                                             monkeypatch=monkeypatch)
         assert (code, out) == (2, "") and len(err.splitlines()) == 1
-        assert err.endswith(f" It is not ArrayRecord: convert it first (datarax convert {path} "
-                            f"DST, then inspect DST){also}.\n")
+        assert err.endswith(says), err
     (tmp_path / "shards").mkdir()  # ArrayRecord files of your own, no dataset metadata
     write_records(tmp_path / "shards" / "a.array_record", [b"x"])
     code, _, err = datarax_in_process("inspect", "shards", cwd=tmp_path, capsys=capsys,
