@@ -33,8 +33,8 @@ __all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder", "split_folder
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 #: bytes of small files kept by the probe, which read them whole, for the write
 KEPT_BYTES = 128 * 2**20
-#: folder names of splits (ImageNet's ``val`` too): a root holding only such folders, each
-#: a folder of folders, is a folder of splits, not of classes
+#: folder names of splits (ImageNet's ``val`` too): a root holding only such folders, one
+#: of them a folder of class folders, is a folder of splits (:func:`split_folders`)
 SPLIT_FOLDERS = (*SPLIT_NAMES, "val", "training", "testing")
 
 
