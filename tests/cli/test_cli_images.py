@@ -275,3 +275,27 @@ def test_bench_times_a_dataset_folder_its_images_cut_by_decode_images(photos, ca
     assert code == 2 and err == ("datarax bench: error: bench takes py:MODULE:FUNCTION (a "
                                  "function returning a Pipeline or source) or a datarax dataset "
                                  "folder, got 'hf:photos'.\n")
+
+
+def test_inspect_grid_of_photos_of_several_sizes_shrinks_them_by_one_factor(
+    tmp_path, capsys, monkeypatch
+):
+    # padded to the largest at full size before (a grid of phone photos took gigabytes);
+    # now shrunk first, all by one factor, so their sizes keep their proportions
+    from datarax.cli.charts import CAPTION_HEIGHT, PAD
+
+    (tmp_path / "mixed" / "a").mkdir(parents=True)
+    Image.new("RGB", (1000, 600), (250, 0, 0)).save(tmp_path / "mixed" / "a" / "0.png")
+    Image.new("RGB", (200, 300), (0, 0, 250)).save(tmp_path / "mixed" / "a" / "1.png")
+    run("convert", "mixed", "mixed_ds", "--no-progress", cwd=tmp_path, capsys=capsys,
+        monkeypatch=monkeypatch)
+    code, _, err = run("inspect", "mixed_ds", "--grid", "grid.png", cwd=tmp_path, capsys=capsys,
+                       monkeypatch=monkeypatch)
+    assert code == 0, err
+    with Image.open(tmp_path / "grid.png") as image:
+        pixels = np.asarray(image.convert("RGB"))
+    tile = 256  # 1000 x 600 and 200 x 300 -> 256 x 154 and 51 x 77, padded to 256 x 154
+    assert pixels.shape[:2] == (154 + CAPTION_HEIGHT + 2 * PAD, 2 * tile + 3 * PAD)
+    assert (pixels[PAD:PAD + 154, PAD:PAD + tile] == (250, 0, 0)).all()
+    second = pixels[PAD:PAD + 154, 2 * PAD + tile:2 * PAD + 2 * tile]
+    assert (second[:77, :51] == (0, 0, 250)).all() and (second[:, 52:] == 0).all()

@@ -49,6 +49,19 @@ def tile_size(height: int, width: int) -> tuple[int, int]:
     return height * scale, width * scale
 
 
+def shrunk(image: np.ndarray, factor: float) -> np.ndarray:
+    """``image`` (``H x W [x C]`` uint8) resized by ``factor`` <= 1 (PIL's bilinear), each
+    side at least 1 pixel; as it is for a factor of 1."""
+    if factor >= 1.0:
+        return image
+    image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
+    size = (max(1, round(image.shape[1] * factor)), max(1, round(image.shape[0] * factor)))
+    flat = image[..., 0] if image.ndim == 3 and image.shape[2] == 1 else image
+    out = np.asarray(image_module.fromarray(np.ascontiguousarray(flat)).resize(
+        size, image_module.Resampling.BILINEAR))
+    return out.reshape(*out.shape[:2], *image.shape[2:])
+
+
 def grid_size(n: int, height: int, width: int, caption_height: int = 0) -> tuple[int, int]:
     """``(pixel_height, pixel_width)`` of the grid of ``n`` images of ``height x width``."""
     cols = math.ceil(math.sqrt(n))
