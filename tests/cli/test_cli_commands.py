@@ -494,8 +494,9 @@ def test_bad_arguments_are_one_line_and_exit_2(data):
         (["inspect", "hf:"], "'hf:' names no dataset; write hf:NAME[:SPLIT]."),
         (
             ["bench", "{data}/good.array_record"],
-            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), got "
-            "'{data}/good.array_record'.",
+            "bench times a datarax dataset (a folder written by datarax convert), and "
+            "'{data}/good.array_record' has no dataset metadata: give a py:MODULE:FUNCTION that "
+            "builds the source with its decode=, or convert the data first.",
         ),
         (
             ["inspect", "{data}/good.array_record", "--decode", "codecs_cli"],
@@ -822,13 +823,17 @@ def test_inspect_and_scan_of_data_convert_reads_say_to_convert_it(tmp_path, caps
     (tmp_path / "reviews.jsonl").write_text('{"text": "good"}\n')
     (tmp_path / "photos" / "cat").mkdir(parents=True)
     (tmp_path / "photos" / "cat" / "a.png").write_bytes(b"")
-    for command, path, also in (("inspect", "reviews.jsonl", ", or open it as hf:reviews.jsonl"),
-                                ("scan", "photos", "")):
+    for command, path, says in (
+        ("inspect", "reviews.jsonl", " It is not ArrayRecord: convert it first (datarax convert "
+         "reviews.jsonl DST, then inspect DST), or open it as hf:reviews.jsonl.\n"),
+        ("scan", "photos", " It is an image folder: convert it first (datarax.dataset.convert("
+         "'photos', DST), or datarax convert photos DST), then read DST, with "
+         "decode=datarax.decode_images(...) for images of several sizes.\n"),
+    ):
         code, out, err = datarax_in_process(command, path, cwd=tmp_path, capsys=capsys,
                                             monkeypatch=monkeypatch)
         assert (code, out) == (2, "") and len(err.splitlines()) == 1
-        assert err.endswith(f" It is not ArrayRecord: convert it first (datarax convert {path} "
-                            f"DST, then inspect DST){also}.\n")
+        assert err.endswith(says), err
     (tmp_path / "shards").mkdir()  # ArrayRecord files of your own, no dataset metadata
     write_records(tmp_path / "shards" / "a.array_record", [b"x"])
     code, _, err = datarax_in_process("inspect", "shards", cwd=tmp_path, capsys=capsys,
@@ -843,6 +848,9 @@ def test_inspect_and_scan_of_an_image_or_a_class_folder_say_which_folder_to_conv
 ):
     (tmp_path / "photos" / "cat").mkdir(parents=True)
     (tmp_path / "photos" / "cat" / "a.png").write_bytes(b"")
+    for split in ("train", "val"):  # root/<split>/<class>/<image>
+        (tmp_path / "splits" / split / "cat").mkdir(parents=True)
+        (tmp_path / "splits" / split / "cat" / "a.png").write_bytes(b"")
     for command, path, cwd, says in (
         ("inspect", "photos/cat/a.png", tmp_path, " It is an image: convert the image folder it "
          "is in (datarax convert photos DST for photos/<class>/<image>, then inspect DST).\n"),
@@ -850,6 +858,12 @@ def test_inspect_and_scan_of_an_image_or_a_class_folder_say_which_folder_to_conv
          "image folder it is a class of (datarax convert photos DST, then inspect DST).\n"),
         ("inspect", ".", tmp_path / "photos" / "cat", " It holds images but no class folders: "
          "convert the image folder it is a class of (datarax convert .. DST, then inspect DST).\n"),
+        ("scan", "splits", tmp_path, " It is an image folder of splits: convert each split first "
+         "(datarax.dataset.convert('splits/train', DST), or datarax convert splits/train DST), "
+         "then read DST, with decode=datarax.decode_images(...) for images of several sizes.\n"),
+        ("inspect", "photos", tmp_path, " It is an image folder: convert it first "
+         "(datarax.dataset.convert('photos', DST), or datarax convert photos DST), then read DST, "
+         "with decode=datarax.decode_images(...) for images of several sizes.\n"),
     ):
         code, out, err = datarax_in_process(command, path, cwd=cwd, capsys=capsys,
                                             monkeypatch=monkeypatch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from dataset_helpers import png, read_dataset
 
@@ -220,3 +221,115 @@ def test_a_dataset_read_by_its_source_and_converted_again_keeps_its_class_names(
         source.close()
     assert info.features["label"].class_names == ("a", "b", "c")
     assert read_dataset(tmp_path / "again")["label"].tolist() == [0, 1, 2]
+
+
+def test_a_folder_of_split_folders_is_refused_not_labelled_by_split(tmp_path) -> None:
+    # root/{train,val}/<class>/<image>: the splits would have become the classes
+    folder(tmp_path / "root" / "train", "ab")
+    folder(tmp_path / "root" / "val", "a")
+    root = tmp_path / "root"
+    with pytest.raises(ConversionError) as err:
+        convert(str(root), tmp_path / "out")
+    assert str(err.value) == (
+        f"the image folder '{root}' holds only the split folder(s) 'train', 'val', with class "
+        "folders inside: its images would be labelled by split, not by class. Convert each split "
+        f"on its own: datarax convert {root}/train DST_train; then datarax convert {root}/val "
+        "DST_val --classes-from DST_train (--classes-from keeps the same labels where a split "
+        "lacks a class).")
+    assert not os.path.exists(tmp_path / "out")
+    # ImageNet's raw val/ holds its images without classes: still a folder of splits
+    (root / "val" / "0.png").write_bytes(png(5))
+    with pytest.raises(ConversionError, match="holds only the split folder"):
+        convert(str(root), tmp_path / "out")
+    # classes that happen to bear split names, their images their own, stay classes
+    (root / "train" / "0.png").write_bytes(png(6))
+    info, _ = convert(str(root), tmp_path / "classes")
+    assert info.features["label"].class_names == ("train", "val")
+    assert read_dataset(tmp_path / "classes")["label"].tolist() == [0, 0, 0, 1, 1]
+
+
+def test_an_empty_class_folder_keeps_its_label_and_is_noted(tmp_path) -> None:
+    src = folder(tmp_path / "src", "ac")
+    os.makedirs(tmp_path / "src" / "b")  # no image: torchvision's ImageFolder raises
+    info, _ = convert(src, tmp_path / "out")
+    assert info.features["label"].class_names == ("a", "b", "c")
+    assert info.extra["empty_classes"] == ["b"]
+    assert read_dataset(tmp_path / "out")["label"].tolist() == [0, 2]
+    info, _ = convert(folder(tmp_path / "full", "ab"), tmp_path / "full_ds")
+    assert "empty_classes" not in info.extra
+
+
+def test_files_of_a_class_that_are_no_images_are_counted_by_suffix(tmp_path) -> None:
+    # left out as torchvision's ImageFolder leaves them out, but not in silence: an
+    # iPhone's .HEIC photos would otherwise go missing unnoticed
+    src = folder(tmp_path / "src", "ab")
+    for name in ("1.HEIC", "2.heic", "notes.txt", "README", ".DS_Store", "._0.png"):
+        (tmp_path / "src" / "b" / name).write_bytes(b"x")
+    info, _ = convert(src, tmp_path / "out")
+    assert info.num_records == 2
+    assert info.extra["files_left_out"] == {"(no suffix)": 1, ".heic": 2, ".txt": 1}
+
+
+def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_instead(tmp_path):
+    # one stray info.json (or a metadata.csv at the root, an embeddings .npy) made convert
+    # read the folder as table files: 1 record written, every image left out in silence
+    src = folder(tmp_path / "src", "ab")
+    (tmp_path / "src" / "a" / "info.json").write_text('{"x": 1}\n')
+    (tmp_path / "src" / "metadata.csv").write_text("file_name,label\na/0.png,0\n")
+    with pytest.raises(ConversionError) as err:
+        convert(src, tmp_path / "out")
+    assert str(err.value) == (
+        f"'{src}' holds 2 image(s) (such as a/0.png) and also a/info.json, metadata.csv, which "
+        "convert reads as data themselves; convert one kind: move those files out to convert "
+        "the images (an image folder: SRC/<class>/<image>), or give them as SRC (datarax convert "
+        f"'{src}/a/*.json' DST) to convert them. For a Hugging Face imagefolder with metadata: "
+        f"load it with datasets.load_dataset('imagefolder', data_dir='{src}'), save_to_disk("
+        "FOLDER), and convert FOLDER.")
+    os.remove(tmp_path / "src" / "a" / "info.json")
+    os.remove(tmp_path / "src" / "metadata.csv")
+    np.save(tmp_path / "src" / "b" / "emb.npy", np.zeros(3))
+    with pytest.raises(ConversionError, match=r"and also b/emb.npy, which convert reads"):
+        convert(src, tmp_path / "out")
+    os.remove(tmp_path / "src" / "b" / "emb.npy")
+    # a Hugging Face imagefolder: its images beside the metadata file, no classes
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "0.png").write_bytes(png(3))
+    (hf / "metadata.jsonl").write_text('{"file_name": "0.png", "text": "a cat"}\n')
+    with pytest.raises(ConversionError, match=r"holds 1 image\(s\) \(such as 0.png\) and also "
+                                              r"metadata.jsonl, .* For a Hugging Face imagefolder"):
+        convert(str(hf), tmp_path / "out")
+    # hidden folders are no input: an editor's settings leave the images as they are
+    os.makedirs(tmp_path / "src" / ".vscode")
+    (tmp_path / "src" / ".vscode" / "settings.json").write_text("{}\n")
+    info, _ = convert(src, tmp_path / "out")
+    assert info.num_records == 2 and info.features["label"].class_names == ("a", "b")
+
+
+def test_a_class_folder_whose_name_is_not_utf8_is_refused_naming_its_bytes(tmp_path) -> None:
+    # Linux gives such a name (a Windows zip's latin-1 'café') as 'caf\udce9': it was
+    # stored in the metadata as a lone surrogate, which other JSON readers refuse
+    src = folder(tmp_path / "src", "a")
+    try:
+        os.makedirs(os.fsencode(tmp_path / "src") + b"/caf\xe9")
+    except OSError:
+        pytest.skip("this file system takes UTF-8 names only")
+    (tmp_path / "src" / "caf\udce9" / "0.png").write_bytes(png(1))
+    with pytest.raises(ConversionError) as err:
+        convert(src, tmp_path / "out")
+    assert str(err.value).startswith(f"the class folder b'caf\\xe9' of the image folder '{src}' "
+                                     "has a name that is not UTF-8")
+    assert str(err.value).endswith("rename it, e.g. to 'café' (convmv -f latin1 -t utf8).")
+
+
+def test_a_bad_file_whose_name_is_not_utf8_is_named_by_its_bytes_in_the_metadata(tmp_path):
+    src = folder(tmp_path / "src", "a")
+    try:
+        with open(os.fsencode(tmp_path / "src" / "a") + b"/bad\xfe.png", "wb") as f:
+            f.write(b"not an image")
+    except OSError:
+        pytest.skip("this file system takes UTF-8 names only")
+    info, _ = convert(src, tmp_path / "out", on_error="skip")
+    assert info.skipped[0]["error"].startswith(r"row 1 (a/bad\xfe.png), field 'image': ")
+    # no lone surrogate ('\udcfe', which JSON readers other than Python's refuse)
+    assert "\\udc" not in (tmp_path / "out" / "datarax_dataset.json").read_text()

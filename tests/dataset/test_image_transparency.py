@@ -59,5 +59,9 @@ def test_an_rgb_png_with_a_transparent_colour_in_a_field_without_alpha_is_refuse
     with pytest.raises(ConversionError, match=r"row 1 \(a/1.png\), field 'image': a RGB image, the "
                                               r"features say 3 channel\(s\); storing it so would "
                                               r"lose its transparency \(alpha channel\). Declare "
-                                              r"the field with 4 channels"):
+                                              r"the field with 4 channels \(features=\), or "
+                                              r"convert such images first \(PIL: "
+                                              r"image.convert\('RGB'\), the pixels torchvision's "
+                                              r"loader reads; the field's channels are those of "
+                                              r"the first image\)"):
         convert(src, tmp_path / "out")

@@ -107,6 +107,20 @@ def test_a_broken_first_row_is_skipped_when_asked(tmp_path) -> None:
     assert info.features["image"].shape == (4, 4, 3)
 
 
+def test_every_row_bad_under_skip_says_all_rows_were_tried_not_row_0_alone(tmp_path) -> None:
+    # with --on-error skip every row is tried for the features: the error said 'Fix the
+    # row' naming row 0, as if the others had been good
+    _image_folder(tmp_path / "imgs", ["a/0_broken.png", "a/1_broken.jpg", "b/2_broken.png"])
+    with pytest.raises(ConversionError) as err:
+        convert(str(tmp_path / "imgs"), tmp_path / "x", on_error="skip")
+    assert str(err.value).startswith(
+        f"the image folder {tmp_path / 'imgs'}: all 3 rows tried for the features (with "
+        "on_error='skip' the first good row gives them) are bad, so nothing describes the "
+        "fields; the first, row 0 (a/0_broken.png): field 'image': undecodable image")
+    assert str(err.value).endswith("Fix the rows, or pass features= (a datarax.dataset.Features) "
+                                   "to declare every field.")
+
+
 def test_an_unreadable_table_file_is_named(tmp_path) -> None:
     (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{"a": \n')  # line 2 is not JSON
     with pytest.raises(ConversionError, match=r"cannot read the json file '.*bad.jsonl'"):

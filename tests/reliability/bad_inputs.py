@@ -1924,6 +1924,54 @@ case("convert-image-folder-loose-images", CONVERTING,
      "class; move them into a class folder")(_convert_image_folder_with_loose_images)
 
 
+def _convert_folder_of_split_folders(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    for split in ("train", "val"):
+        (tmp / "photos" / split / "cat").mkdir(parents=True)
+        (tmp / "photos" / split / "cat" / "a.png").write_bytes(b"")
+    return convert(str(tmp / "photos"), str(tmp / "out"))
+
+
+case("convert-image-folder-of-splits", CONVERTING,
+     "convert(root, dst) of root/{train,val}/<class>/<image> (its splits would be the classes)",
+     ConversionError, "holds only the split folder(s) 'train', 'val', with class folders "
+     "inside: its images would be labelled by split, not by class. Convert each split on its "
+     "own")(_convert_folder_of_split_folders)
+
+
+def _convert_every_image_bad_under_skip(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "photos" / "cat").mkdir(parents=True)
+    for name in ("a.png", "b.jpg"):
+        (tmp / "photos" / "cat" / name).write_bytes(b"not an image")
+    return convert(str(tmp / "photos"), str(tmp / "out"), on_error="skip")
+
+
+case("convert-skip-every-row-bad", CONVERTING,
+     "convert(root, dst, on_error='skip') of an image folder whose every image is bad",
+     ConversionError, "all 2 rows tried for the features (with on_error='skip' the first good "
+     "row gives them) are bad, so nothing describes the fields; the first, row 0 (cat/a.png)",
+     )(_convert_every_image_bad_under_skip)
+
+
+def _convert_image_folder_with_a_table(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    (tmp / "photos" / "cat").mkdir(parents=True)
+    (tmp / "photos" / "cat" / "a.png").write_bytes(b"")
+    (tmp / "photos" / "metadata.csv").write_text("file_name,label\ncat/a.png,0\n")
+    return convert(str(tmp / "photos"), str(tmp / "out"))
+
+
+case("convert-image-folder-with-a-table", CONVERTING,
+     "convert(root) of an image folder that also holds a table file (root/metadata.csv, a "
+     "class's info.json) or a .npy", ConversionError,
+     "holds 1 image(s) (such as cat/a.png) and also metadata.csv, which convert reads as "
+     "data themselves; convert one kind")(_convert_image_folder_with_a_table)
+
+
 def _convert_files_of_no_split(tmp: Path) -> Any:
     from datarax.dataset import convert
 
@@ -2703,8 +2751,8 @@ simple("decode-images-not-called", "ArrayRecord: records and images of several s
        lambda: _decode_images(b"\xff\xd8\xff"))
 case("decode-images-no-such-field", "ArrayRecord: records and images of several sizes",
      "decode_images('photo') on a dataset whose image field is 'image'", ConfigError,
-     "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass "
-     "decode_images(field=...) one of its image fields.", needs=AR)(_decode_images_missing_field)
+     "decode_images: the dataset has no field 'photo'; its fields are ['image']. Pass its image "
+     "field: decode_images('image', ...).", needs=AR)(_decode_images_missing_field)
 
 
 REORDERING = "Interleaving and shuffle buffers (InterleaveSource, ShuffleBufferSource)"

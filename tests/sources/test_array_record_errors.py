@@ -67,8 +67,19 @@ def test_glob_matching_nothing(tmp_path):
 
 
 def test_directory_and_bad_path_types(tmp_path):
-    with pytest.raises(RecordError, match="is a directory, not a file"):
+    with pytest.raises(RecordError, match="is a directory, not a file") as info:
         make(str(tmp_path))
+    assert "image folder" not in str(info.value)
+    # an image folder given where its converted dataset belongs says to convert it first
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "cat" / "0.JPG").write_bytes(b"")
+    photos = str(tmp_path / "photos")
+    with pytest.raises(RecordError) as info:
+        make(photos)
+    assert str(info.value).endswith(
+        f" It is an image folder: convert it first (datarax.dataset.convert('{photos}', DST), or "
+        f"datarax convert {photos} DST), then read DST, with decode=datarax.decode_images(...) "
+        "for images of several sizes.")
     with pytest.raises(ConfigError, match="paths is an empty list"):
         make([])
     with pytest.raises(ConfigError, match="paths must be a path, a glob pattern or a list"):

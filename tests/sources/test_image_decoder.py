@@ -428,8 +428,16 @@ def test_decode_images_itself_given_as_the_decode_says_to_call_it_not_the_record
 
 def test_a_field_that_is_not_an_image_or_missing_is_refused_naming_the_fields(mixed):
     folder, _ = mixed
-    with pytest.raises(ConfigError, match=r"no field 'img'; its fields are \['image', 'id'\]"):
+    with pytest.raises(ConfigError, match=r"no field 'img'; its fields are \['image', 'id'\]. "
+                                          r"Pass its image field: decode_images\('image', "
+                                          r"\.\.\.\)\.$"):
         source_of(folder, decode_images("img", resize=8, crop=8))
+    two = Features((Field("front", "uint8", (None, None, 3), "jpeg"),
+                    Field("back", "uint8", (None, None, 3), "png")))
+    with pytest.raises(ConfigError, match=r"no field 'image'; its fields are \['front', 'back'\]. "
+                                          r"Pass one of its image fields \(front, back\) as "
+                                          r"decode_images' first argument\.$"):
+        decode_images(resize=8, crop=8).for_dataset(two)
     with pytest.raises(ConfigError, match=r"field 'id' is stored as raw int32\(\).*its image "
                                           r"fields are \['image'\]"):
         source_of(folder, decode_images("id", resize=8, crop=8))

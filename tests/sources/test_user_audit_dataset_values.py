@@ -96,7 +96,8 @@ def test_an_image_that_would_lose_colour_or_transparency_is_refused(tmp_path):
         write_dataset([{"image": _png(grey)}, {"image": _png(colour)}], str(tmp_path / "a"))
     assert ("row 1, field 'image': a RGB image, the features say 1 channel(s); storing it so "
             "would lose its colours. Declare the field with 3 channels (features=), or convert "
-            "the images first.") in str(err.value)
+            "such images first (PIL: image.convert('L'); the field's channels are those of the "
+            "first image).") in str(err.value)
     with pytest.raises(ConversionError, match="would lose its transparency"):
         write_dataset([{"image": _png(colour)}, {"image": _png(see_through)}], str(tmp_path / "b"))
     # nothing lost: grey into colour, an opaque alpha dropped, a grey RGB image into grey

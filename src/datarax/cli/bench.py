@@ -1,4 +1,4 @@
-"""``datarax bench py:MODULE:FUNCTION``: is the loader the bottleneck?
+"""``datarax bench py:MODULE:FUNCTION|DATASET``: is the loader the bottleneck?
 
 Runs the pipeline, blocking on every batch, and reports the time to the first batch,
 records/s after it, ``pipeline.stats()`` per stage and, with ``--compare-floor``, the
@@ -15,7 +15,7 @@ from typing import Any
 import jax
 
 from datarax.cli.inspect_source import records_in
-from datarax.cli.targets import Target, endless_reason, length_of, open_target
+from datarax.cli.targets import Target, endless_reason, length_of, open_target, split_spec
 from datarax.core.errors import ConfigError
 from datarax.core.reading import compiled
 
@@ -131,6 +131,34 @@ def measure_floor(target: Target, batch_size: int, records: int) -> dict[str, An
     }
 
 
+def _open_bench_target(spec: str, images: dict[str, Any] | None) -> Target:
+    """``spec`` opened for timing: a ``py:`` function's source or Pipeline, or a datarax
+    dataset (its folder or shards) that batches (with ``images``: its image field cut to
+    one size by ``decode_images``)."""
+    if spec.startswith("py:"):
+        if images is not None:
+            raise ConfigError("--resize / --crop / --random-resized-crop read a datarax dataset; "
+                              f"'{spec}' builds its own source: give its decode= there.")
+        return open_target(spec)
+    if split_spec(spec)[0] != "arrayrecord":  # hf:, tfds: streams
+        raise ConfigError(
+            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source) or a "
+            f"datarax dataset folder, got '{spec}'.")
+    target = open_target(spec, images=images)
+    if target.info is None:
+        target.source.close()
+        raise ConfigError(
+            f"bench times a datarax dataset (a folder written by datarax convert), and '{spec}' "
+            "has no dataset metadata: give a py:MODULE:FUNCTION that builds the source with its "
+            "decode=, or convert the data first.")
+    if target.per_record is not None:
+        target.source.close()
+        raise ConfigError(
+            f"{target.per_record} On the command line: bench {spec} --resize N --crop C (or "
+            "--random-resized-crop S).")
+    return target
+
+
 def run_bench(
     spec: str,
     *,
@@ -140,18 +168,16 @@ def run_bench(
     compare_floor: bool = False,
     png: str | None = None,
     as_json: bool = False,
+    images: dict[str, Any] | None = None,
 ) -> int:
-    """Open ``spec``, time it, print the report; exit status 0."""
-    if not spec.startswith("py:"):
-        raise ConfigError(
-            "bench takes py:MODULE:FUNCTION (a function returning a Pipeline or source), "
-            f"got '{spec}'."
-        )
+    """Open ``spec`` (``py:MODULE:FUNCTION``, or a datarax dataset read with no stages,
+    its image field decoded by :func:`datarax.decode_images` with ``images`` where given),
+    time it, print the report; exit status 0."""
     if batches is not None and batches < 1 or epochs is not None and epochs < 1:
         raise ConfigError("--batches and --epochs must be >= 1.")
     from datarax.pipeline import Pipeline
 
-    with open_target(spec) as target:
+    with _open_bench_target(spec, images) as target:
         pipeline = target.pipeline  # never `or`: len() of a filtered pipeline raises
         if pipeline is None:
             pipeline = Pipeline(source=target.source, stages=[], batch_size=batch_size)
@@ -172,7 +198,7 @@ def run_bench(
             "a stream" if length_of(target.source) is None else "a filter: known once read"
         )
     if compare_floor:
-        with open_target(spec) as fresh:
+        with _open_bench_target(spec, images) as fresh:
             floor = measure_floor(fresh, result["batch_size"], max(result["records"], 1))
         result["floor"] = floor
         if floor["records_per_s"] and result["records_per_s"]:

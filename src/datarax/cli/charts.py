@@ -2,8 +2,9 @@
 
 The image grid's size is exact (:func:`grid_size`): ``cols = ceil(sqrt(n))``, ``rows =
 ceil(n / cols)``, each ``H x W`` image upscaled (nearest neighbour) by ``scale = max(1,
-ceil(64 / max(H, W)))``, tiles separated by ``PAD`` pixels (and a caption line under
-each, if any). Histograms and the bench chart are Matplotlib figures of ``FIGSIZE``
+ceil(64 / max(H, W)))``, or, longer than ``MAX_TILE`` (256) on a side, shrunk to that
+(PIL's bilinear resize, the aspect ratio kept: :func:`tile_size`), tiles separated by
+``PAD`` pixels (and a caption line under each, if any). Histograms and the bench chart are Matplotlib figures of ``FIGSIZE``
 inches at ``DPI`` (640 x 400 pixels).
 
 Pillow and Matplotlib (the ``cli`` extra) are imported only when a picture is asked for.
@@ -26,18 +27,48 @@ from datarax.core.extras import require
 
 PAD = 2
 MIN_TILE = 64
+MAX_TILE = 256
 CAPTION_HEIGHT = 12
 FIGSIZE = (6.4, 4.0)
 DPI = 100
+
+
+def tile_size(height: int, width: int) -> tuple[int, int]:
+    """``(height, width)`` of an image's tile: upscaled by a whole factor to at least
+    ``MIN_TILE`` pixels on its longer side, or shrunk to ``MAX_TILE`` there (a photo of
+    4000 x 3000 pixels would make a grid of hundreds of megabytes).
+
+    Example:
+        >>> tile_size(8, 8), tile_size(100, 50), tile_size(3000, 4000)
+        ((64, 64), (100, 50), (192, 256))
+    """
+    longer = max(height, width)
+    if longer > MAX_TILE:
+        return max(1, round(height * MAX_TILE / longer)), max(1, round(width * MAX_TILE / longer))
+    scale = max(1, math.ceil(MIN_TILE / longer))
+    return height * scale, width * scale
+
+
+def shrunk(image: np.ndarray, factor: float) -> np.ndarray:
+    """``image`` (``H x W [x C]`` uint8) resized by ``factor`` <= 1 (PIL's bilinear), each
+    side at least 1 pixel; as it is for a factor of 1."""
+    if factor >= 1.0:
+        return image
+    image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
+    size = (max(1, round(image.shape[1] * factor)), max(1, round(image.shape[0] * factor)))
+    flat = image[..., 0] if image.ndim == 3 and image.shape[2] == 1 else image
+    out = np.asarray(image_module.fromarray(np.ascontiguousarray(flat)).resize(
+        size, image_module.Resampling.BILINEAR))
+    return out.reshape(*out.shape[:2], *image.shape[2:])
 
 
 def grid_size(n: int, height: int, width: int, caption_height: int = 0) -> tuple[int, int]:
     """``(pixel_height, pixel_width)`` of the grid of ``n`` images of ``height x width``."""
     cols = math.ceil(math.sqrt(n))
     rows = math.ceil(n / cols)
-    scale = max(1, math.ceil(MIN_TILE / max(height, width)))
-    return (rows * (height * scale + caption_height) + (rows + 1) * PAD,
-            cols * width * scale + (cols + 1) * PAD)
+    tile_h, tile_w = tile_size(height, width)
+    return (rows * (tile_h + caption_height) + (rows + 1) * PAD,
+            cols * tile_w + (cols + 1) * PAD)
 
 
 def is_image_field(shape: Sequence[int], dtype: np.dtype) -> bool:
@@ -71,8 +102,8 @@ def write_image_grid(images: np.ndarray, path: str, captions: Sequence[str] | No
         pixels = pixels[..., :3]
     n, height, width, channels = pixels.shape
     cols = math.ceil(math.sqrt(n))
-    scale = max(1, math.ceil(MIN_TILE / max(height, width)))
-    tile_h, tile_w = height * scale, width * scale
+    tile_h, tile_w = tile_size(height, width)
+    scale = tile_h // height if tile_h >= height else 0  # 0: shrunk
     caption_h = CAPTION_HEIGHT if captions is not None else 0
     mode = "RGBA" if channels == 4 else "RGB"
     grid_h, grid_w = grid_size(n, height, width, caption_h)
@@ -83,8 +114,13 @@ def write_image_grid(images: np.ndarray, path: str, captions: Sequence[str] | No
     for i in range(n):
         row, col = divmod(i, cols)
         left, top = PAD + col * (tile_w + PAD), PAD + row * (tile_h + caption_h + PAD)
-        tile = pixels[i].repeat(scale, axis=0).repeat(scale, axis=1)
-        canvas.paste(image_module.fromarray(np.ascontiguousarray(tile), mode), (left, top))
+        if scale:
+            tile = image_module.fromarray(np.ascontiguousarray(
+                pixels[i].repeat(scale, axis=0).repeat(scale, axis=1)), mode)
+        else:
+            tile = image_module.fromarray(np.ascontiguousarray(pixels[i]), mode).resize(
+                (tile_w, tile_h), image_module.Resampling.BILINEAR)
+        canvas.paste(tile, (left, top))
         if draw is not None:
             text = captions[i] if len(captions[i]) <= chars else captions[i][: chars - 1] + "~"
             draw.text((left + 1, top + tile_h), text, fill="black")

@@ -148,4 +148,16 @@ def run_convert(args: argparse.Namespace) -> int:
     if others:
         print(f"  split '{info.extra.get('split')}' of SRC; its other splits "
               f"({', '.join(others)}) were not converted: --split NAME converts one of them.")
+    empty = info.extra.get("empty_classes")
+    if empty:
+        names = list(info.features["label"].class_names or ())
+        labels = ", ".join(f"'{c}' (label {names.index(c)})" if c in names else f"'{c}'"
+                           for c in empty[:10]) + (f" and {len(empty) - 10} more"
+                                                   if len(empty) > 10 else "")
+        print(f"  class folder(s) of SRC holding no images, kept as classes with no records: "
+              f"{labels}.")
+    left_out = info.extra.get("files_left_out")
+    if left_out:
+        print(f"  left out {sum(left_out.values())} file(s) of SRC that are no images by their "
+              f"suffix: {', '.join(f'{n} {k}' for k, n in left_out.items())}.")
     return 0

@@ -293,16 +293,23 @@ def _with_class_name(info: Any, name: str, value: Any, text: str) -> str:
 def _padded_images(first: list[dict[str, Any]], spec: dict[str, Any],
                    features: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``first`` and ``spec`` with each image field of several sizes padded (black, at the
-    bottom and right) to its largest image among ``first``, so a grid can draw it."""
+    bottom and right) to its largest image among ``first``, so a grid can draw it; images
+    larger than a grid's tile are shrunk first, all by one factor (their sizes keep their
+    proportions), so that photos are not padded at their full size."""
     varied = [f for f in features.fields if f.encoding in ("png", "jpeg") and None in f.shape]
     if not varied or not first:
         return first, spec
+    from datarax.cli.charts import MAX_TILE, shrunk
+
     first, spec = [dict(r) for r in first], dict(spec)
     for f in varied:
         height = max(np.shape(r[f.name])[0] for r in first)
         width = max(np.shape(r[f.name])[1] for r in first)
+        factor = min(1.0, MAX_TILE / max(height, width))
+        if factor < 1.0:
+            height, width = max(1, round(height * factor)), max(1, round(width * factor))
         for r in first:
-            image = np.asarray(r[f.name])
+            image = shrunk(np.asarray(r[f.name]), factor)
             padded = np.zeros((height, width, *image.shape[2:]), image.dtype)
             padded[:image.shape[0], :image.shape[1]] = image
             r[f.name] = padded
@@ -350,6 +357,10 @@ def dataset_summary(info: Any) -> dict[str, Any]:
         if f.class_names is not None:
             text += f", {len(f.class_names)} classes: " + ", ".join(f.class_names[:10]) + (
                 ", ..." if len(f.class_names) > 10 else "")
+            empty = info.extra.get("empty_classes") if f.name == "label" else None
+            if empty:  # an image folder's class folders that held no image
+                text += f"; without records: {', '.join(empty[:10])}" + (
+                    ", ..." if len(empty) > 10 else "")
         features[f.name] = text
     return {"records": info.num_records, "shards": len(info.shards),
             "format_version": FORMAT_VERSION, "skipped": len(info.skipped),

@@ -1,7 +1,7 @@
 """Argument parsing for ``datarax`` / ``python -m datarax``.
 
 Commands: ``demo``, ``inspect SOURCE``, ``scan SOURCE``, ``convert SRC DST``,
-``bench py:MODULE:FUNCTION``
+``bench py:MODULE:FUNCTION|DATASET``
 (see ``datarax COMMAND --help`` and docs/cli.md). A bad argument or bad input ends
 with one line on stderr, ``datarax COMMAND: error: <what, where, what to do>``, and
 exit status 2; ``scan`` exits 1 when it found bad records.
@@ -86,13 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--no-count", action="store_true", help="do not read a stream through to count its records"
     )
-    decoded = inspect.add_argument_group(
-        "decoded images", "ArrayRecord datasets only: show the image field (--field, default "
-        "the first) as datarax.decode_images decodes it")
-    decoded.add_argument("--resize", metavar="N|HxW", help="the shorter side N, or exactly HxW")
-    decoded.add_argument("--crop", type=int, metavar="C", help="then the centre CxC")
-    decoded.add_argument("--random-resized-crop", type=int, metavar="S",
-                         help="a random resized crop to SxS per record (as for training)")
+    def image_options(sub: argparse.ArgumentParser, what: str) -> None:
+        decoded = sub.add_argument_group(
+            "decoded images", f"ArrayRecord datasets only: {what} the image field (--field, "
+            "default the first) as datarax.decode_images decodes it")
+        decoded.add_argument("--resize", metavar="N|HxW", help="the shorter side N, or exactly HxW")
+        decoded.add_argument("--crop", type=int, metavar="C", help="then the centre CxC")
+        decoded.add_argument("--random-resized-crop", type=int, metavar="S",
+                             help="a random resized crop to SxS per record (as for training)")
+
+    image_options(inspect, "show")
 
     scan = commands.add_parser(
         "scan", help="read every record once; list bad records; exit 1 if any",
@@ -115,8 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "target",
-        metavar="py:MODULE:FUNCTION",
-        help="a function returning a Pipeline (or a source, run with no stages)",
+        metavar="py:MODULE:FUNCTION|DATASET",
+        help="a function returning a Pipeline (or a source, run with no stages), or a datarax "
+             "dataset (a folder written by datarax convert), read with no stages",
     )
     bench.add_argument("--batches", type=int, default=100, help="batches to run (default 100)")
     bench.add_argument("--epochs", type=int, help="run this many passes instead of --batches")
@@ -124,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         default=32,
-        help="batch size when the function returns a source (default 32)",
+        help="batch size when the function returns a source, or of a DATASET (default 32)",
     )
     bench.add_argument(
         "--compare-floor",
@@ -134,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--png", metavar="OUT.png", type=expand_user,
                        help="write a chart of the numbers")
     bench.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    bench.add_argument("--field", help="the image field --resize / --crop decode (default: the "
+                                       "first)")
+    image_options(bench, "read")
     parser.set_defaults(commands=commands.choices)  # each command's parser, for its errors
     return parser
 
@@ -170,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         # DataraxError is a ValueError; a missing extra is an ImportError. Both carry
         # what went wrong and what to do, so the user sees that line, not a traceback.
         message = " ".join(str(err).split()) or type(err).__name__
-        if args.command in ("inspect", "scan"):  # the config field, as this command spells it
+        if args.command in ("inspect", "scan", "bench"):  # the config field, as it is spelt here
             from datarax.cli.targets import as_cli_options
 
             message = as_cli_options(message)
         no_record = isinstance(err, RecordError) and err.index is None
-        if args.command in ("inspect", "scan") and no_record:
+        if args.command in ("inspect", "scan") and no_record and " first (datarax" not in message:
             from datarax.cli.targets import convert_hint
 
             message += convert_hint(args.source)  # a file or folder convert reads
@@ -214,9 +221,11 @@ def _run(args: argparse.Namespace) -> int:
         return run_convert(args)
     if args.command == "bench":
         from datarax.cli.bench import run_bench
+        from datarax.cli.targets import image_options
 
         return run_bench(
             args.target,
+            images=image_options(args),
             batches=args.batches,
             epochs=args.epochs,
             batch_size=args.batch_size,

@@ -71,7 +71,10 @@ def as_cli_options(message: str) -> str:
         >>> as_cli_options("drop it (exclude_keys=('tokens',)).")
         'drop it (--exclude tokens).'
     """
-    message = message.replace("Pass decode_images(field=...) one of", "Pass --field with one of")
+    message = re.sub(r"Pass its image field: decode_images\('([^']*)', \.\.\.\)",
+                     r"Pass --field \1", message)
+    message = message.replace("Pass one of its image fields", "Pass --field with one of its image "
+                              "fields").replace(" as decode_images' first argument", "")
     message = re.sub(r"\(exclude_keys=\(\s*'([^']*)',?\s*\)\)", r"(--exclude \1)", message)
     message = message.replace("(exclude_keys)", "(--exclude FIELD)")
     message = message.replace("include_keys/exclude_keys leave", "--exclude leaves")

@@ -211,14 +211,48 @@ def _files_of(src: str, suffixes: Sequence[str],
 
 
 def _folder_files(src: str) -> dict[str, list[str]]:
-    """The file names in each folder under ``src``, leaving out datarax datasets."""
+    """The file names in each folder under ``src``, leaving out datarax datasets and
+    hidden files and folders (``.vscode/settings.json``, macOS's ``._train.parquet`` and
+    ``__MACOSX``: no input)."""
     found = {}
     for dirpath, dirnames, files in os.walk(src):
         if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
             dirnames.clear()  # a datarax dataset (e.g. DST inside SRC): not input
             continue
-        found[dirpath] = files
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__MACOSX"]
+        found[dirpath] = [f for f in files if not f.startswith(".")]
     return found
+
+
+def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: list[str]) -> None:
+    """Refuse a folder ``src`` that holds images (in class folders, or beside a Hugging
+    Face imagefolder's ``metadata.csv``) and also ``other`` files convert reads (a table, a
+    ``.npy``): one stray ``info.json`` read it as a table, its images left out in silence."""
+    if not other:
+        return
+    images = sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
+                    for f in files if f.lower().endswith(IMAGE_SUFFIXES))
+    if not images:
+        return
+    shown = ", ".join(os.path.relpath(f, src) for f in other[:3]) + (
+        f" and {len(other) - 3} more" if len(other) > 3 else "")
+    metadata = any(os.path.basename(f).startswith("metadata.") for f in other)
+    raise ConversionError(
+        f"'{src}' holds {len(images)} image(s) (such as {os.path.relpath(images[0], src)}) and "
+        f"also {shown}, which convert reads as data themselves; convert one kind: move those "
+        "files out to convert the images (an image folder: SRC/<class>/<image>), or give them "
+        f"as SRC (datarax convert {_as_src(other)} DST) to convert them." + (
+            " For a Hugging Face imagefolder with metadata: load it with datasets.load_dataset("
+            f"'imagefolder', data_dir='{src}'), save_to_disk(FOLDER), and convert FOLDER."
+            if metadata else ""))
+
+
+def _as_src(files: list[str]) -> str:
+    """The SRC that names ``files``: the file, or a quoted glob of its folder and suffix."""
+    if len(files) == 1:
+        return files[0]
+    suffix = os.path.splitext(files[0])[1]
+    return f"'{os.path.join(os.path.dirname(files[0]), '*' + suffix)}'"
 
 
 def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None) -> Rows:
@@ -250,6 +284,8 @@ def open_rows(src: str, *, split: str | None = None, data_dir: str | None = None
         if names & {"state.json", "dataset_dict.json"} or _files_of(src, (".arrow",), listing):
             return _hf_rows(src, split)
     tables = _files_of(src, tuple(TABLE_SUFFIXES), listing)
+    if listing is not None:  # a folder: images in class folders beside them?
+        _refuse_images_beside(src, listing, tables + _files_of(src, (".npy", ".npz"), listing))
     kinds = {TABLE_SUFFIXES[os.path.splitext(f)[1].lower()] for f in tables}
     if len(kinds) > 1:
         raise ConversionError(f"'{src}' mixes {sorted(kinds)} files; convert one kind at a time.")
@@ -413,6 +449,8 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
     if path:
         _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
     choice = getattr(rows, "split_choice", None)  # SRC's other splits, left out
+    empty = getattr(rows, "empty_classes", None)  # an image folder's classes without images
+    left_out = getattr(rows, "left_out", None)  # an image folder's files that are no images
     resized = None
     if resize is not None:  # every image resized as it is written
         from datarax.dataset.resized_rows import ResizedRows
@@ -426,6 +464,10 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
         extra["resize"] = resized.resize
     if choice is not None:
         extra["split"], extra["other_splits"] = choice[0], list(choice[1])
+    if empty:
+        extra["empty_classes"] = list(empty)
+    if left_out:
+        extra["files_left_out"] = dict(sorted(left_out.items()))
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
         if runner == "local":
             return write_dataset(rows, dst, features=features, shards=count, workers=workers,

@@ -24,14 +24,18 @@ from typing import Any
 from datarax.dataset.images import HEADER_BYTES, file_bytes, image_size_and_grey
 from datarax.dataset.metadata import METADATA_FILE, PARTIAL_DIR
 from datarax.dataset.rows import Rows
+from datarax.dataset.splits import SPLIT_NAMES
 from datarax.dataset.write_outcome import ConversionError
 
-__all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder"]
+__all__ = ["IMAGE_SUFFIXES", "ImageFolderRows", "is_class_folder", "split_folders"]
 
 #: the suffixes of image files: torchvision's ImageFolder's, and GIF
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 #: bytes of small files kept by the probe, which read them whole, for the write
 KEPT_BYTES = 128 * 2**20
+#: folder names of splits (ImageNet's ``val`` too): a root holding only such folders, one
+#: of them a folder of class folders, is a folder of splits (:func:`split_folders`)
+SPLIT_FOLDERS = (*SPLIT_NAMES, "val", "training", "testing")
 
 
 def is_class_folder(root: str, name: str) -> bool:
@@ -66,16 +70,32 @@ class ImageFolderRows(Rows):
                 f"the image folder '{root}' holds images beside its class folders "
                 f"({', '.join(loose[:3])}{more}), which would belong to no class; move them "
                 "into a class folder (root/<class>/<image>), or out of SRC.")
+        _refuse_splits(root, folders)
+        for name in folders:  # a class name is stored in the metadata, read by other programs
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raw = os.fsencode(name)
+                raise ConversionError(
+                    f"the class folder {raw!r} of the image folder '{root}' has a name that is "
+                    "not UTF-8 (written on a system of another encoding, e.g. a zip from "
+                    "Windows), which the class names of the metadata cannot hold; rename it, "
+                    f"e.g. to {raw.decode('latin-1')!r} (convmv -f latin1 -t utf8).") from None
         self.root = root
         self.items: list[tuple[str, int]] = []
+        #: files in the class folders left out, not hidden and not images: count by suffix
+        self.left_out: collections.Counter[str] = collections.Counter()
         for label, name in enumerate(folders):
-            self.items.extend((path, label) for path in _images_under(root, name))
+            self.items.extend((path, label) for path in _images_under(root, name, self.left_out))
         if not self.items:
             raise ConversionError(
                 f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
                 f"suffixes {', '.join(IMAGE_SUFFIXES)}).")
         self.folders = folders  # as the file system names them
         self.classes = [_nfc(name) for name in folders]
+        found = {label for _, label in self.items}
+        #: the class folders that hold no image (still classes: the labels of the others stay)
+        self.empty_classes = [c for label, c in enumerate(self.classes) if label not in found]
         twins = sorted(c for c, n in collections.Counter(self.classes).items() if n > 1)
         if twins:
             raise ConversionError(
@@ -166,7 +186,10 @@ class ImageFolderRows(Rows):
         self.classes = names
 
     def row_name(self, row: int) -> str:
-        return f"row {row} ({self.items[row][0]})"
+        # a file name that is not UTF-8 shown by its bytes (b'\xfe' as \xfe), not as a lone
+        # surrogate, which the metadata's JSON (a skipped row) could not hold for other readers
+        path = os.fsencode(self.items[row][0]).decode("utf-8", "backslashreplace")
+        return f"row {row} ({path})"
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else stop
@@ -185,15 +208,49 @@ class ImageFolderRows(Rows):
             yield {"image": {"bytes": data}, "label": label}
 
 
+def split_folders(root: str, folders: Sequence[str] | None = None) -> list[str]:
+    """The class folders of ``root`` (``folders`` where given) when they are all splits
+    (``train``, ``val`` ...) and one of them holds subfolders and no image of its own, else
+    ``[]``: ``root/{train,val}/<class>/<image>`` (ImageNet's ``val/`` may hold its images
+    without classes) is a folder of splits, not of classes."""
+    if folders is None:
+        folders = sorted(d for d in os.listdir(root) if is_class_folder(root, d))
+    if not folders or any(name.lower() not in SPLIT_FOLDERS for name in folders):
+        return []
+    for name in folders:
+        entries = os.listdir(os.path.join(root, name))
+        if not any(e.lower().endswith(IMAGE_SUFFIXES) for e in entries if not e.startswith(".")) \
+                and any(is_class_folder(os.path.join(root, name), e) for e in entries):
+            return list(folders)
+    return []
+
+
+def _refuse_splits(root: str, folders: Sequence[str]) -> None:
+    """Refuse a ``root`` of split folders (:func:`split_folders`): its images would be
+    labelled ``train`` and ``val``."""
+    if not split_folders(root, folders):
+        return
+    first = os.path.join(root, folders[0])
+    later = "".join(f"; then datarax convert {os.path.join(root, n)} DST_{n} --classes-from "
+                    f"DST_{folders[0]}" for n in folders[1:])
+    raise ConversionError(
+        f"the image folder '{root}' holds only the split folder(s) "
+        f"{', '.join(map(repr, folders))}, with class folders inside: its images would be "
+        "labelled by split, not by class. "
+        f"Convert each split on its own: datarax convert {first} DST_{folders[0]}{later} "
+        "(--classes-from keeps the same labels where a split lacks a class).")
+
+
 def _nfc(name: str) -> str:
     """``name`` composed (Unicode NFC), as Linux and Windows store it."""
     return unicodedata.normalize("NFC", name)
 
 
-def _images_under(root: str, name: str) -> Iterator[str]:
+def _images_under(root: str, name: str, left_out: collections.Counter[str]) -> Iterator[str]:
     """The image files in ``root/name`` and its subfolders (linked ones followed, each
     folder once, a link back up never), as paths under ``root``, sorted by NFC name;
-    hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out."""
+    hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out, and
+    other files counted in ``left_out`` by their suffix (lower case)."""
     def unlisted(err: OSError) -> None:  # os.walk would leave the folder out in silence
         raise ConversionError(
             f"cannot list the folder '{err.filename}' of the image folder '{root}' "
@@ -211,5 +268,10 @@ def _images_under(root: str, name: str) -> Iterator[str]:
                 kept.append(sub)
         dirnames[:] = kept
         folder = os.path.relpath(dirpath, root)  # once a folder, not once a file
-        yield from (os.path.join(folder, file) for file in sorted(filenames, key=_nfc)
-                    if file.lower().endswith(IMAGE_SUFFIXES) and not file.startswith("."))
+        for file in sorted(filenames, key=_nfc):
+            if file.startswith("."):
+                continue
+            if file.lower().endswith(IMAGE_SUFFIXES):
+                yield os.path.join(folder, file)
+            else:
+                left_out[os.path.splitext(file)[1].lower() or "(no suffix)"] += 1

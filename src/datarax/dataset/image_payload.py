@@ -137,7 +137,10 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
         raise RecordMismatchError(
             f"{located(f.name, row)}: a {image.mode} image, the features say {f.shape[2]} "
             f"channel(s); storing it so would lose its {lost}. Declare the field with "
-            f"{channels_of(image)} channels (features=), or convert the images first.",
+            f"{channels_of(image)} channels (features=), or convert such images first (PIL: "
+            f"image.convert('{IMAGE_MODES[f.shape[2]]}')"
+            + (", the pixels torchvision's loader reads" if f.shape[2] == 3 else "")
+            + "; the field's channels are those of the first image).",
             field=f.name, row=row, mismatch=True)
     image = converted
     buffer = io.BytesIO()

@@ -49,20 +49,26 @@ def resolve_features(records: Any, features: Features | None = None, *,
         # the first row, or with skip the first of the first rows that describes its fields
         tries = _INFER_TRIES if skip and rows.random_access else 1
         first_error: ConversionError | None = None
+        tried = 0
         for row, first in enumerate(rows.iter_rows(0, tries)):
+            tried += 1
             try:
                 features = infer_features(first, class_names=names)
                 break
             except RecordMismatchError as err:
-                way = ("" if isinstance(err, UnstorableValueError) else  # features= cannot hold it
-                       " Fix the row, or pass features= (a datarax.dataset.Features) to declare "
-                       "every field" + (", or on_error='skip' (--on-error skip) to infer them "
-                                        "from the next good row." if not skip else "."))
-                first_error = first_error or ConversionError(
-                    f"{rows.description}, {rows.row_name(row)} (the features are inferred from "
-                    f"the first row): {err}{way}")
-                first_error.__cause__ = err
+                if first_error is None:
+                    first_error = _first_row_error(rows, row, err, skip)
         if features is None:
+            if first_error is not None and tried > 1:  # on_error='skip': every row tried was bad
+                every = "all" if tried == rows.length else "each of the first"
+                cause = first_error.__cause__
+                way = ("" if isinstance(cause, UnstorableValueError) else
+                       " Fix the rows, or pass features= (a datarax.dataset.Features) to declare "
+                       "every field.")
+                raise ConversionError(
+                    f"{rows.description}: {every} {tried} rows tried for the features (with "
+                    "on_error='skip' the first good row gives them) are bad, so nothing describes "
+                    f"the fields; the first, {rows.row_name(0)}: {cause}{way}") from cause
             if first_error is not None:
                 raise first_error
             raise ConversionError(f"{rows.description} holds no records; nothing to write.")
@@ -76,6 +82,18 @@ def resolve_features(records: Any, features: Features | None = None, *,
             dataclasses.replace(f, class_names=tuple(names[f.name]))
             if f.name in names and f.class_names is None else f for f in features.fields))
     return features
+
+
+def _first_row_error(rows: Rows, row: int, err: RecordMismatchError, skip: bool) -> ConversionError:
+    """The error of ``row``, the first that could not describe the fields."""
+    way = ("" if isinstance(err, UnstorableValueError) else  # features= cannot hold it
+           " Fix the row, or pass features= (a datarax.dataset.Features) to declare every field"
+           + (", or on_error='skip' (--on-error skip) to infer them from the next good row."
+              if not skip else "."))
+    error = ConversionError(f"{rows.description}, {rows.row_name(row)} (the features are "
+                            f"inferred from the first row): {err}{way}")
+    error.__cause__ = err
+    return error
 
 
 def name_row_classes(rows: Rows, features: Features | None,

@@ -64,13 +64,34 @@ def resolve_paths(paths: PathsLike) -> list[str]:
                     f"datarax dataset's {METADATA_FILE})") if os.path.isdir(path) else "does not exist"
             raise RecordError(
                 f"ArrayRecordSourceModule: the file '{path}' {what}. Check the path (a "
-                "glob pattern such as 'data-*.array_record' is expanded).",
+                "glob pattern such as 'data-*.array_record' is expanded)." + _image_folder_hint(path),
                 path=path,
             )
         else:
             named.append((path, [path]))
     check_named_once(named, "ArrayRecordSourceModule")
     return [file for _, matches in named for file in matches]
+
+
+def _image_folder_hint(path: str) -> str:
+    """What to do with ``path`` when it is an image folder (``<class>/<image>``) or a
+    folder of its splits (``<split>/<class>/<image>``), read as ArrayRecord by mistake;
+    ``""`` otherwise."""
+    from datarax.dataset.image_folder import IMAGE_SUFFIXES, is_class_folder, split_folders
+
+    if not os.path.isdir(path):
+        return ""
+    splits = split_folders(path)
+    if splits:
+        path = os.path.join(path, splits[0])  # one split at a time
+    elif not any(is_class_folder(path, d) and any(
+            f.lower().endswith(IMAGE_SUFFIXES) for f in os.listdir(os.path.join(path, d)))
+            for d in os.listdir(path)):
+        return ""
+    return (f" It is an image folder{' of splits' if splits else ''}: convert "
+            f"{'each split' if splits else 'it'} first (datarax.dataset.convert('{path}', DST), "
+            f"or datarax convert {path} DST), then read DST, with "
+            "decode=datarax.decode_images(...) for images of several sizes.")
 
 
 def is_folder(paths: PathsLike) -> bool:

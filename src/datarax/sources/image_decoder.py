@@ -128,13 +128,16 @@ class ImageDecoder:
     def for_dataset(self, features: Features) -> ImageDecoder:
         """This decoder for records of ``features`` (a dataset's): ``field`` must be one
         of its image fields."""
+        images = [f.name for f in features.fields if f.encoding in _IMAGE_ENCODINGS]
         if self.field not in features:
+            way = (f"Pass its image field: decode_images('{images[0]}', ...)" if len(images) == 1
+                   else f"Pass one of its image fields ({', '.join(images)}) as decode_images' "
+                   "first argument" if images else "It has no encoded image field to decode")
             raise ConfigError(
                 f"decode_images: the dataset has no field '{self.field}'; its fields are "
-                f"{list(features.names)}. Pass decode_images(field=...) one of its image fields.")
+                f"{list(features.names)}. {way}.")
         found = features[self.field]
         if found.encoding not in _IMAGE_ENCODINGS:
-            images = [f.name for f in features.fields if f.encoding in _IMAGE_ENCODINGS]
             raise ConfigError(
                 f"decode_images: the dataset's field '{self.field}' is stored as "
                 f"{found.encoding} {found.dtype}{found.shape}, not as an encoded image (PNG / "
