@@ -364,7 +364,7 @@ def test_worker_does_not_hold_an_item_the_consumer_dropped() -> None:
 
     def produce() -> list[Item] | None:
         if made:
-            assert dropped.acquire(timeout=10)  # the loop dropped the last item
+            assert dropped.acquire(timeout=60)  # the loop dropped the last item
             if made[-1]() is not None:  # a full collection only if needed (slow in a big process)
                 gc.collect()
             alive_while_making.append(made[-1]() is not None)
