@@ -32,6 +32,15 @@ os.environ.setdefault("DATARAX_COMPILE_AHEAD", "0")
 
 import pytest  # noqa: E402
 
+try:  # the same examples every run: a CI run fails only where the last one would have
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("datarax-tests", derandomize=True, database=None,
+                              deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("datarax-tests")
+except ImportError:  # hypothesis is in the dev extra; the tests that use it import it
+    pass
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # helpers several test folders share: bad_rows.py, int_record_files.py, number_sources.py,
 # source_reads.py, hf_files.py, tfds_datasets.py, jax_processes.py
