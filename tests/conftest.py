@@ -7,7 +7,8 @@ xdist worker and each subprocess reuse what another compiled. The run makes its 
 cache folder and removes it at the end; a ``JAX_COMPILATION_CACHE_DIR`` you set is used
 as is. This is the test suite's choice: datarax itself changes no JAX option. datarax's
 own store of compiled steps goes to a per-run folder too (``DATARAX_COMPILE_CACHE_DIR``),
-never to ``~/.cache``.
+never to ``~/.cache``; nor does its shard cache (``DATARAX_CACHE_DIR``: a folder per test
+process).
 """
 
 import gc
@@ -51,6 +52,16 @@ _RUN_CACHE: list[str] = []  # the folder this run made (the controller's, not a 
 if not os.environ.get("DATARAX_COMPILE_CACHE_DIR"):  # datarax's own step store: never ~/.cache
     _RUN_CACHE.append(tempfile.mkdtemp(prefix="datarax-tests-steps-"))
     os.environ["DATARAX_COMPILE_CACHE_DIR"] = os.path.join(_RUN_CACHE[-1], "compiled")
+# datarax's shard cache (the local copies of remote files, DATARAX_CACHE_DIR): never ~/.cache
+# (shared with other runs), and one folder per test process (xdist worker), as each
+# process has its own memory:// store whose URLs another process's tests reuse
+_SHARDS = "DATARAX_TESTS_SHARD_CACHES"  # the run's folder of them: set once, by the controller
+if not os.environ.get("DATARAX_CACHE_DIR") and not os.environ.get(_SHARDS):
+    _RUN_CACHE.append(tempfile.mkdtemp(prefix="datarax-tests-shards-"))
+    os.environ[_SHARDS] = _RUN_CACHE[-1]
+if os.environ.get(_SHARDS):
+    os.environ["DATARAX_CACHE_DIR"] = os.path.join(
+        os.environ[_SHARDS], os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
 def pytest_configure(config):
