@@ -7,7 +7,8 @@ xdist worker and each subprocess reuse what another compiled. The run makes its 
 cache folder and removes it at the end; a ``JAX_COMPILATION_CACHE_DIR`` you set is used
 as is. This is the test suite's choice: datarax itself changes no JAX option. datarax's
 own store of compiled steps goes to a per-run folder too (``DATARAX_COMPILE_CACHE_DIR``),
-never to ``~/.cache``.
+never to ``~/.cache``; nor do its shard cache (``DATARAX_CACHE_DIR``) and the datasets
+library's (``HF_DATASETS_CACHE``): a folder of each per test process.
 """
 
 import gc
@@ -32,6 +33,15 @@ os.environ.setdefault("DATARAX_COMPILE_AHEAD", "0")
 
 import pytest  # noqa: E402
 
+try:  # the same examples every run: a CI run fails only where the last one would have
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("datarax-tests", derandomize=True, database=None,
+                              deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("datarax-tests")
+except ImportError:  # hypothesis is in the dev extra; the tests that use it import it
+    pass
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # helpers several test folders share: bad_rows.py, int_record_files.py, number_sources.py,
 # source_reads.py, hf_files.py, tfds_datasets.py, jax_processes.py
@@ -42,6 +52,19 @@ _RUN_CACHE: list[str] = []  # the folder this run made (the controller's, not a 
 if not os.environ.get("DATARAX_COMPILE_CACHE_DIR"):  # datarax's own step store: never ~/.cache
     _RUN_CACHE.append(tempfile.mkdtemp(prefix="datarax-tests-steps-"))
     os.environ["DATARAX_COMPILE_CACHE_DIR"] = os.path.join(_RUN_CACHE[-1], "compiled")
+# datarax's shard cache (the local copies of remote files, DATARAX_CACHE_DIR) and the
+# datasets library's cache (HF_DATASETS_CACHE): never ~/.cache (shared with other runs),
+# and one folder per test process (xdist worker): each process has its own memory://
+# store, whose URLs another process's tests reuse, and datasets names a cached table by a
+# fingerprint that two tests' data may share
+_CACHES = "DATARAX_TESTS_CACHES"  # the run's folder of them: made once, by the controller
+if not os.environ.get(_CACHES):
+    _RUN_CACHE.append(tempfile.mkdtemp(prefix="datarax-tests-caches-"))
+    os.environ[_CACHES] = _RUN_CACHE[-1]
+_MINE = os.path.join(os.environ[_CACHES], os.environ.get("PYTEST_XDIST_WORKER", "main"))
+for _name, _folder in (("DATARAX_CACHE_DIR", "shards"), ("HF_DATASETS_CACHE", "hf_datasets")):
+    if not os.environ.get(_name) or os.environ[_name].startswith(os.environ[_CACHES]):
+        os.environ[_name] = os.path.join(_MINE, _folder)  # yours, if you set one, is kept
 
 
 def pytest_configure(config):

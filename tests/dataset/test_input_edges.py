@@ -350,7 +350,7 @@ def test_a_full_disk_is_named_and_leaves_no_complete_looking_shard(tmp_path) -> 
               "except ConversionError as err:\n"
               "    print(err)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=240)
     assert "writing the shard 'data-00000-of-00001.array_record'" in done.stdout, done.stderr
     assert "resume=True" in done.stdout
     assert sorted(os.listdir(tmp_path / "ds")) == [".datarax-partial"]

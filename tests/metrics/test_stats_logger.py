@@ -174,7 +174,7 @@ def test_a_dropped_logger_ends_its_tensorboard_thread(tmp_path):
     del logger
     gc.collect()
     for thread in started:
-        thread.join(timeout=10)
+        thread.join(timeout=60)
     assert not [t for t in started if t.is_alive()]
 
 

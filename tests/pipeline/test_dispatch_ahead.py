@@ -64,7 +64,12 @@ def test_resume_mid_epoch_with_batches_dispatched_ahead() -> None:
     assert head + rest == _epochs(_pipeline(0), 1)
 
 
-def test_dispatch_thread_released_at_pass_end_close_and_drop() -> None:
+def test_dispatch_thread_released_at_pass_end_close_and_drop(monkeypatch) -> None:
+    from datarax.pipeline import ahead
+
+    # the ended pass's worker parks for the next pass: never ending by itself mid-test
+    # (at 1 s, a loaded machine's loop may come back as it ends: two alive for a moment)
+    monkeypatch.setattr(ahead, "PARK_SECONDS", 60.0)
     before = set(_dispatch_threads())  # an earlier test's iterator may await collection
 
     def started() -> list[threading.Thread]:
@@ -76,7 +81,7 @@ def test_dispatch_thread_released_at_pass_end_close_and_drop() -> None:
     assert len(started()) <= 1  # the ended pass's worker waits for the next pass
     it = iter(pipeline)
     next(it)
-    assert len(started()) == 1  # that one, or a new one: never two
+    assert len(started()) == 1  # that one, never a second
     it.close()
     assert started() == []
     it = iter(pipeline)
@@ -85,14 +90,22 @@ def test_dispatch_thread_released_at_pass_end_close_and_drop() -> None:
     assert started() == []
 
 
-def test_one_worker_serves_epoch_after_epoch_and_ends_when_no_pass_follows() -> None:
+def test_one_worker_serves_epoch_after_epoch_and_ends_when_no_pass_follows(monkeypatch) -> None:
+    from datarax.pipeline import ahead
+
     before = set(_dispatch_threads())
     pipeline = _pipeline(2)
     seen = []
     epochs = []
-    for _ in range(3):
-        epochs.append([np.asarray(b["x"]).tolist() for b in pipeline])
-        seen.append([t for t in _dispatch_threads() if t not in before])
+    for epoch in range(3):
+        # a worker parks PARK_SECONDS for the next pass: on a loaded machine the loop may
+        # take longer than the default 1 s to come back, and a second worker would start
+        monkeypatch.setattr(ahead, "PARK_SECONDS", 60.0 if epoch < 2 else 1.0)
+        epochs.append([])
+        for batch in pipeline:
+            if not epochs[-1]:  # mid-pass: the pass's worker is alive
+                seen.append([t for t in _dispatch_threads() if t not in before])
+            epochs[-1].append(np.asarray(batch["x"]).tolist())
     assert sum(epochs, []) == _epochs(_pipeline(0), 3)  # the batches made without a worker
     assert all(len(s) == 1 for s in seen) and seen[0] == seen[1] == seen[2]
     seen[0][0].join(timeout=30)  # no next pass: it ends by itself
@@ -351,7 +364,7 @@ def test_worker_does_not_hold_an_item_the_consumer_dropped() -> None:
 
     def produce() -> list[Item] | None:
         if made:
-            assert dropped.acquire(timeout=10)  # the loop dropped the last item
+            assert dropped.acquire(timeout=60)  # the loop dropped the last item
             if made[-1]() is not None:  # a full collection only if needed (slow in a big process)
                 gc.collect()
             alive_while_making.append(made[-1]() is not None)

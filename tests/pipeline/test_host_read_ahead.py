@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import threading
-import time
 
 import jax
 import numpy as np
@@ -19,6 +18,7 @@ from datarax.pipeline import Pipeline
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 from int_record_files import write_int_parts
+from waiting import eventually
 
 N = 100
 BAD = {13, 14, 57}  # records whose decode fails
@@ -68,10 +68,7 @@ def _ours(threads) -> set[str]:
 def _ahead_of(source, handed_out: int) -> int:
     """Records the reader assembled past what was handed out (waits for the worker)."""
     reader = source.host_reader
-    for _ in range(1000):  # up to 10 s on a loaded machine; usually at once
-        if reader.cursor > handed_out:
-            break
-        time.sleep(0.01)
+    eventually(lambda: reader.cursor > handed_out)  # at once, unless the machine is loaded
     return reader.cursor - handed_out
 
 
@@ -197,10 +194,7 @@ def test_the_worker_and_reader_threads_end_with_the_pass(tmp_path) -> None:
     next(it)
     del it
     p.source.close()
-    for _ in range(250):
-        if not _ours(set(threading.enumerate()) - before):
-            break
-        time.sleep(0.02)
+    eventually(lambda: not _ours(set(threading.enumerate()) - before))
     assert _ours(set(threading.enumerate()) - before) == set()
 
 

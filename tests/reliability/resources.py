@@ -63,10 +63,11 @@ def new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t not in before]
 
 
-def settle_threads(before: set[threading.Thread], timeout: float = 2.0) -> None:
+def settle_threads(before: set[threading.Thread], timeout: float = 60.0) -> None:
     """Give threads other libraries start and stop on their own (e.g. a thread pool
     winding down on a loaded machine) up to ``timeout`` seconds to end: until no thread
-    is alive that was not in ``before``."""
+    is alive that was not in ``before`` (at once when none is; a loaded machine may keep
+    an ending thread waiting for a core for seconds)."""
     import time
 
     deadline = time.monotonic() + timeout

@@ -174,11 +174,17 @@ def test_a_decode_that_cannot_be_sent_is_refused_at_construction(files):
 
 
 def test_no_worker_process_outlives_close(files):
+    # this test's workers: another test's source not yet collected may keep its own
+    others = {p.pid for p in multiprocessing.active_children()}
+
+    def started() -> list[int]:
+        return [p.pid for p in multiprocessing.active_children() if p.pid not in others]
+
     source = make(files, 2)
     assert len(ids(pipeline(source))) == 25
-    assert len(multiprocessing.active_children()) >= 1
+    assert len(started()) >= 1
     source.close()
-    assert multiprocessing.active_children() == []
+    assert started() == []
 
 
 ORPHAN_PARENT = '''
@@ -237,9 +243,9 @@ def test_workers_end_when_their_parent_is_killed(files, tmp_path):
         assert len(workers) == 2 and all(alive(pid) for pid in workers)
         parent.send_signal(signal.SIGKILL)
         # the output pipe ends once the workers, which share it, have ended too
-        output = parent.communicate(timeout=10)[0].decode()
+        output = parent.communicate(timeout=60)[0].decode()
         assert parent.returncode == -signal.SIGKILL and "workers started" in output
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert [pid for pid in workers if alive(pid)] == []

@@ -7,7 +7,6 @@ a direct read between batches are in the conformance table: ``check_restore_live
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sources import HFStreamingConfig, HFStreamingSource  # noqa: E402
 from datarax.testing import json_round_trip  # noqa: E402
 from hf_files import int32_lists, position_of, write_parquet  # noqa: E402
+from waiting import eventually  # noqa: E402
 
 N = 60
 BAD = (13, 14, 41)  # lists of another length: skipped under on_error="skip"
@@ -61,10 +61,7 @@ def epochs(p: Pipeline, count: int = 2) -> list[list[int]]:
 def _read_ahead_of(source, handed_out: int) -> int:
     """Records the worker read past what was handed out (waits for it)."""
     reader = source._reader
-    for _ in range(1000):  # up to 10 s on a loaded machine; usually at once
-        if reader.read_to > handed_out:
-            break
-        time.sleep(0.01)
+    eventually(lambda: reader.read_to > handed_out)  # at once, unless the machine is loaded
     return reader.read_to - handed_out
 
 
@@ -156,8 +153,5 @@ def test_the_worker_ends_with_the_pass_and_with_a_closed_iterator(data) -> None:
     it = iter(p)  # the next pass
     assert ids(next(it)) == list(range(8))
     del it
-    for _ in range(250):
-        if not _workers(set(threading.enumerate()) - before):
-            break
-        time.sleep(0.02)
+    eventually(lambda: not _workers(set(threading.enumerate()) - before))
     assert _workers(set(threading.enumerate()) - before) == set()

@@ -48,7 +48,7 @@ def _put(prefix: str, blobs: dict[str, bytes]) -> None:
         MEM.pipe(f"/{prefix}/{name}", data)
 
 
-def _wait(cond, what: str, limit: float = 10.0) -> None:
+def _wait(cond, what: str, limit: float = 60.0) -> None:
     end = time.monotonic() + limit
     while not cond():
         if time.monotonic() > end:
@@ -240,7 +240,7 @@ def test_two_processes_share_one_cache_and_download_once(tmp_path):
     """)
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for _ in range(2)]
-    outs = [p.communicate(timeout=60) for p in procs]
+    outs = [p.communicate(timeout=180) for p in procs]
     assert [o.decode() for o, _ in outs] == ["shared!", "shared!"], [e for _, e in outs]
     assert len((tmp_path / "log").read_text().split()) == 1  # one download for both
 
@@ -484,7 +484,7 @@ def test_the_files_a_plan_reads_first_are_fetched_before_any_read_ahead(tmp_path
 
     def held_back(obj, part):
         started.append(obj.name)
-        gate.wait(10)
+        gate.wait(60)
         download(obj, part)
 
     shards.fetcher.download = held_back

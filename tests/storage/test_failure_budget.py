@@ -61,7 +61,7 @@ def test_a_budget_of_zero_gives_up_after_the_first_attempt(tmp_path, monkeypatch
     part.write_bytes(b"\0" * 4)
     fetcher = Fetcher(retry=RetryPolicy(budget_s=0), stats=StorageStats())
     with pytest.raises(RemoteStoreError, match=r"'memory://budget/a.bin': still failing after 1 "
-                       r"attempt in 0\.0 s \(the retry budget of 0 s used; TimeoutError: read "
+                       r"attempt in \d+\.\d s \(the retry budget of 0 s used; TimeoutError: read "
                        r"timed out\)") as err:
         fetcher.download(RemoteObject("memory://budget/a.bin", 4), str(part))
     assert len(calls) == 1 and fetcher.stats.snapshot()["retries"] == 0
@@ -174,7 +174,9 @@ def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
 
 def test_throttling_is_still_retried_within_the_budget(s3: S3, monkeypatch,
                                                        tmp_path: pathlib.Path) -> None:
-    monkeypatch.setenv("DATARAX_RETRY_BUDGET", BUDGET)
+    # a budget a loaded machine cannot use up: the throttles are retried, whatever they cost
+    # (at 1 s, a slow first answer leaves no room for a retry)
+    monkeypatch.setenv("DATARAX_RETRY_BUDGET", "60")
     s3.put("live/a.bin", b"x" * 1000)
     s3.proxy.throttle("live/a.bin", 2)  # two 503s, then the bytes
     fetcher = Fetcher()

@@ -46,8 +46,9 @@ def test_a_batch_over_every_file_asks_every_footer_then_every_chunk_at_once(
     shards = RemoteShards(objects, cache=ShardCache(tmp_path, max_bytes="64M"), behind=FILES)
     # a request waits until all of its kind are in flight: the tails (each file's footer,
     # the request ending at the file's end), then two chunks a file; a kind asked for in
-    # rounds never gathers, and its barrier breaks (the test fails, after 10 s)
-    tails, chunks = threading.Barrier(FILES, timeout=10), threading.Barrier(2 * FILES, timeout=10)
+    # rounds never gathers, and its barrier breaks (the test fails, after 60 s: a loaded
+    # machine may take seconds to start a pool's threads)
+    tails, chunks = threading.Barrier(FILES, timeout=60), threading.Barrier(2 * FILES, timeout=60)
     broken: list[str] = []
     read_range = Fetcher.read_range
 
@@ -145,7 +146,7 @@ def test_files_whose_footers_outgrow_the_tail_are_opened_at_once_and_kept_after_
         write_records(folder / f"{f}.array_record", (bytes([f, i % 251]) for i in range(per_file)),
                       "group_size:1,uncompressed")
     objects = list_objects(s3.upload_folder(folder, "long") + "/*.array_record")
-    rests = threading.Barrier(files, timeout=10)
+    rests = threading.Barrier(files, timeout=60)
     broken: list[str] = []
     read_range = Fetcher.read_range
 

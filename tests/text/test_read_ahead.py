@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import numpy as np
 import pytest
 from flax import nnx
 from text_helpers import make_texts, word_ids
+from waiting import eventually
 
 from datarax.core.errors import RecordError
 from datarax.pipeline import Pipeline
@@ -42,11 +42,7 @@ def rows(batch) -> list[list[int]]:
 def _read_ahead_of(src: PackedTextSource, handed_out: int) -> int:
     """Rows the worker packed past what was handed out (waits for it)."""
     text = src._text
-    for _ in range(1000):  # up to 10 s on a loaded machine; usually at once
-        at = text.at
-        if at is not None and at[1] > handed_out:
-            break
-        time.sleep(0.01)
+    eventually(lambda: text.at is not None and text.at[1] > handed_out)  # at once, unless loaded
     return (text.at or (0, handed_out))[1] - handed_out
 
 

@@ -180,7 +180,9 @@ def _new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t not in before]
 
 
-def _settle(before: set[threading.Thread], timeout: float = 2.0) -> None:
+def _settle(before: set[threading.Thread], timeout: float = 60.0) -> None:
+    # returns as soon as they ended; a loaded machine may keep an ending thread waiting
+    # for a core for seconds
     deadline = time.monotonic() + timeout
     while _new_threads(before) and time.monotonic() < deadline:
         time.sleep(0.01)
