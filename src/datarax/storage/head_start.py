@@ -62,10 +62,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from datarax.errors import ConfigError, RecordError
 from datarax.storage.array_record_ranges import ArrayRecordRanges, MoreToRead, load_footer
 from datarax.storage.blocks import FileBlocks
 from datarax.storage.errors import RemoteObjectError
+from datarax.storage.fetch import FollowUp
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject
 
@@ -124,7 +127,7 @@ class HeadStart:
         self.threads = threads
         self.hold = hold
         self._lock = threading.Lock()
-        self._opening: dict[int, threading.Lock] = {}
+        self._opening_locks: dict[int, threading.Lock] = {}
         self._ranges: dict[int, ArrayRecordRanges | None] = {}  # by file; None: not by range
         self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
         self._spent = 0  # bytes of ranged reads since the budget was last renewed
@@ -160,65 +163,89 @@ class HeadStart:
         """The file of ``shards``' object ``unit`` (a block's file, or the file itself)."""
         return unit if self.blocks is None else self.blocks.file_of[unit]
 
+    def _opening(self, files: list[int]) -> list[threading.Lock]:
+        """The locks of ``files`` not opened yet, taken in file order (threads opening
+        overlapping sets wait in turn); release them once opened."""
+        with self._lock:
+            locks = [self._opening_locks.setdefault(f, threading.Lock()) for f in sorted(files)
+                     if f not in self._ranges]
+        for lock in locks:
+            lock.acquire()
+        return locks
+
+    def _known_footer(self, f: int) -> Any:
+        cache = self.shards.cache
+        return self.blocks.footers[f] if self.blocks is not None else \
+            load_footer(cache, self.files[f]) if cache is not None else None
+
+    def _open_one(self, f: int, footer: Any, first: bytes | None = None,
+                  more: bool = True) -> Any:
+        """File ``f``'s ranged reader (None: a format ranged reads refuse, or damaged: the
+        whole file says), or, where opening from ``first`` needs more bytes, the future of
+        its opening in a request thread (so none waits behind another)."""
+        try:
+            return ArrayRecordRanges.for_object(self.files[f], fetcher=self.shards.fetcher,
+                                                cache=self.shards.cache, footer=footer,
+                                                first=first, keep=self._keep, more=more)
+        except MoreToRead:
+            return self._threads().submit(self._open_one, f, footer, first)
+        except (ConfigError, RecordError):
+            return None
+
+    def _opened_now(self, f: int, reader: ArrayRecordRanges | None, spent: int = 0) -> None:
+        """Note file ``f``'s reader (None: not read by range); ``spent``: its open's
+        bytes already taken from the budget."""
+        with self._lock:
+            self._ranges[f] = reader
+            if reader is not None:
+                self._opened.append(reader)
+                self._spent += reader.stats()["bytes"] - spent  # its footer (0 when kept)
+
     def _open_all(self, files: list[int]) -> dict[int, ArrayRecordRanges | None]:
         """The ranged reader of each of ``files`` (opened once; None: not read by range),
         the tails of those whose footers are not known asked for together (one request a
         file, sent at once: :meth:`~datarax.storage.fetch.Fetcher.read_ranges`)."""
-        with self._lock:
-            locks = [(f, self._opening.setdefault(f, threading.Lock())) for f in sorted(files)
-                     if f not in self._ranges]
-        for _, lock in locks:  # in file order: threads opening overlapping sets wait in turn
-            lock.acquire()
+        locks = self._opening(files)
         try:
             with self._lock:
-                todo = [f for f, _ in locks if f not in self._ranges]
-            cache, fetcher = self.shards.cache, self.shards.fetcher
-            known = {f: self.blocks.footers[f] if self.blocks is not None else
-                     load_footer(cache, self.files[f]) if cache is not None else None
-                     for f in todo}
+                todo = [f for f in sorted(files) if f not in self._ranges]
+            known = {f: self._known_footer(f) for f in todo}
             asked = [f for f in todo if known[f] is None]
-            spans = [ArrayRecordRanges.open_span(self.files[f].size) for f in asked]
-
-            def open_one(f: int, first: bytes | None = None, more: bool = True) -> Any:
-                try:
-                    return ArrayRecordRanges.for_object(self.files[f], fetcher=fetcher,
-                                                        cache=cache, footer=known[f],
-                                                        first=first, keep=self._keep,
-                                                        more=more)
-                except MoreToRead:  # its further requests wait in a request thread
-                    return self._threads().submit(open_one, f, first)
-                except (ConfigError, RecordError):
-                    return None  # a format ranged reads refuse, or damaged: the whole file says
-
             # each footer decoded in one thread as its tail comes, while the others are in
             # flight (a thread a footer, 64 of them started from the event loop, cost ~2x the
             # CPU of the decoding); a file whose open needs a second request (a footer longer
             # than the tail) is opened in the request threads, so none waits behind another
-            try:
-                opened = dict(zip(asked, fetcher.read_ranges(
-                    [(self.files[f], start, start + length)
-                     for f, (start, length) in zip(asked, spans, strict=True)],
-                    self._map, lambda k, data: open_one(asked[k], data, more=False),
-                    self._decoder().submit), strict=True))
-                opened = {f: r.result() if isinstance(r, concurrent.futures.Future) else r
-                          for f, r in opened.items()}
-            except RemoteObjectError as err:
-                self._drop_file(err)  # deleted or changed: the error the download gives, once
-                raise
+            opened = dict(zip(asked, self._fetch(
+                [self._tail(f) for f in asked],
+                lambda k, data: self._open_one(asked[k], None, data, more=False)), strict=True))
+            opened = {f: r.result() if isinstance(r, concurrent.futures.Future) else r
+                      for f, r in opened.items()}
             rest = [f for f in todo if known[f] is not None]
-            opened.update(zip(rest, self._map(open_one, rest), strict=True))
+            opened.update(zip(rest, self._map(lambda f: self._open_one(f, known[f]), rest),
+                              strict=True))
             for f in todo:
-                reader = opened[f]
-                with self._lock:
-                    self._ranges[f] = reader
-                    if reader is not None:
-                        self._opened.append(reader)
-                        self._spent += reader.stats()["bytes"]  # its footer (0 when kept)
+                self._opened_now(f, opened[f])
         finally:
-            for _, lock in locks:
+            for lock in locks:
                 lock.release()
         with self._lock:
             return {f: self._ranges[f] for f in files}
+
+    def _tail(self, f: int) -> tuple[RemoteObject, int, int]:
+        """The request opening file ``f``: its postscript and the tail before it."""
+        start, length = ArrayRecordRanges.open_span(self.files[f].size)
+        return self.files[f], start, start + length
+
+    def _fetch(self, asked: list[tuple[RemoteObject, int, int]],
+               then: Callable[[int, bytes], Any] | None = None) -> list[Any]:
+        """``asked`` read together (``then`` of each answer in the footer thread), a file
+        deleted or changed left to the whole-file path (which reports it) after this."""
+        try:
+            return self.shards.fetcher.read_ranges(
+                asked, self._map, then, None if then is None else self._decoder().submit)
+        except RemoteObjectError as err:
+            self._drop_file(err)  # deleted or changed: the error the download gives, once
+            raise
 
     def _drop_file(self, err: RemoteObjectError) -> None:
         """Later reads of the file ``err`` names ask the whole-file path (it reports it)."""
@@ -232,14 +259,17 @@ class HeadStart:
                   runs: list[list[tuple[int, int, list[int]]]]) -> list[list[bytes] | None]:
         """The records ``wanted`` of each unit (None: damaged, left to the whole file),
         the requests of every unit (``runs``) sent together."""
-        asked = [(self.files[self._file_of(u)], start, end)
-                 for (u, _), unit_runs in zip(units, runs, strict=True)
-                 for start, end, _ in unit_runs]
-        try:
-            fetched = self.shards.fetcher.read_ranges(asked, self._map)
-        except RemoteObjectError as err:
-            self._drop_file(err)  # deleted or changed: later reads ask the whole-file path
-            raise
+        fetched = self._fetch([(self.files[self._file_of(u)], start, end)
+                               for (u, _), unit_runs in zip(units, runs, strict=True)
+                               for start, end, _ in unit_runs])
+        return self._decoded(units, wanted, runs, fetched)
+
+    def _decoded(self, units: list[tuple[int, ArrayRecordRanges]],
+                 wanted: Mapping[int, Sequence[int]],
+                 runs: list[list[tuple[int, int, list[int]]]],
+                 fetched: Sequence[bytes]) -> list[list[bytes] | None]:
+        """The records ``wanted`` of each unit from the bytes of its ``runs`` (None:
+        damaged, left to the whole file)."""
         out: list[list[bytes] | None] = []
         at = 0
         for (u, reader), unit_runs in zip(units, runs, strict=True):
@@ -298,6 +328,8 @@ class HeadStart:
         if not todo or sum(self.shards.objects[u].size for u in todo) < \
                 len(todo) * self.request_bytes:
             return {}
+        if self._sure(todo, wanted):
+            return self._read_pipelined(todo, wanted)
         readers = self._open_all(sorted({self._file_of(u) for u in todo}))
         units = [(u, readers[self._file_of(u)]) for u in todo
                  if readers[self._file_of(u)] is not None]
@@ -320,6 +352,98 @@ class HeadStart:
         results = self._read_all(units, wanted, runs)
         return {u: records for (u, _), records in zip(units, results, strict=True)
                 if records is not None}
+
+    def _sure(self, todo: list[int], wanted: Mapping[int, Sequence[int]]) -> bool:
+        """Whether the request checks of :meth:`_read` pass whatever the footers say (a
+        unit needs at most a request per distinct record): its files' chunks may then be
+        asked for as their footers come (:meth:`_read_pipelined`)."""
+        most = {u: len(set(np.asarray(wanted[u]).reshape(-1).tolist())) for u in todo}
+        with self._lock:
+            return self._asked + sum(most.values()) <= self.max_requests and all(
+                self.shards.objects[u].size >= most[u] * self.request_bytes for u in todo)
+
+    def _plan(self, f: int, reader: ArrayRecordRanges | None, units: list[int],
+              wanted: Mapping[int, Sequence[int]]) -> Any:
+        """``(units, runs)``: file ``f``'s units and the runs of chunks they need, their
+        bytes taken from the budget; None where they wait for their downloads (not read
+        by range, or the budget spent: then the files planned after it wait too)."""
+        if reader is None:
+            return None
+        runs = [reader.ranges(reader.chunks_of(wanted[u])) for u in units]
+        need = sum(end - start for unit_runs in runs for start, end, _ in unit_runs)
+        with self._lock:
+            if self._declined or self._spent + need > self.budget:
+                self._declined = True
+                return None
+            self._spent += need
+            self._asked += sum(len(unit_runs) for unit_runs in runs)
+        return [(u, reader) for u in units], runs
+
+    def _read_pipelined(self, todo: list[int],
+                        wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
+        """:meth:`_read` in one call to the store: the tails of the files not opened yet
+        and the chunks of those whose footers are known sent together, each other file's
+        chunks sent as soon as its footer is decoded, beside the tails still in flight
+        (:class:`~datarax.storage.fetch.FollowUp`). Its bytes are taken from the budget
+        file by file as the footers come (:meth:`_plan`)."""
+        files = sorted({self._file_of(u) for u in todo})
+        units_of = {f: [u for u in todo if self._file_of(u) == f] for f in files}
+        locks = self._opening(files)
+        try:
+            with self._lock:
+                readers = {f: self._ranges[f] for f in files if f in self._ranges}
+            for f in files:
+                footer = None if f in readers else self._known_footer(f)
+                if footer is not None:
+                    readers[f] = self._open_one(f, footer)
+                    self._opened_now(f, readers[f])
+            tails = [f for f in files if f not in readers]
+            asked = [self._tail(f) for f in tails]
+            with self._lock:  # the tails' bytes, whatever their files' chunks come to
+                self._spent += sum(end - start for _, start, end in asked)
+            plans = [(f, plan) for f in files if f in readers
+                     if (plan := self._plan(f, readers[f], units_of[f], wanted)) is not None]
+            asked += [(self.files[f], start, end) for f, (_, runs) in plans
+                      for unit_runs in runs for start, end, _ in unit_runs]
+
+            def opened(i: int, data: bytes) -> Any:  # in the footer thread, as a tail comes
+                if i >= len(tails):
+                    return data  # a chunk of a file whose footer was known
+                f = tails[i]
+                reader = self._open_one(f, None, data, more=False)
+                if isinstance(reader, concurrent.futures.Future):
+                    return reader  # opened in a request thread: its chunks asked after
+                self._opened_now(f, reader, len(data))
+                plan = self._plan(f, reader, units_of[f], wanted)
+                return None if plan is None else FollowUp(
+                    [(self.files[f], start, end) for unit_runs in plan[1]
+                     for start, end, _ in unit_runs], lambda got: (plan, got))
+
+            fetched = self._fetch(asked, opened if tails else None)
+            done = [result for result in fetched[:len(tails)] if isinstance(result, tuple)]
+            at = len(tails)
+            for _, (units, runs) in plans:
+                count = sum(len(unit_runs) for unit_runs in runs)
+                done.append(((units, runs), fetched[at:at + count]))
+                at += count
+            later = []  # files opened in a request thread: their chunks now
+            for f, result in zip(tails, fetched, strict=False):
+                if isinstance(result, concurrent.futures.Future):
+                    reader = result.result()
+                    self._opened_now(f, reader, ArrayRecordRanges.open_span(self.files[f].size)[1])
+                    if (plan := self._plan(f, reader, units_of[f], wanted)) is not None:
+                        later.append(plan)
+            out: dict[int, list[bytes]] = {}
+            for (units, runs), got in done:
+                out.update(zip([u for u, _ in units], self._decoded(units, wanted, runs, got)))
+            if later:
+                units = [unit for plan in later for unit in plan[0]]
+                runs = [unit_runs for plan in later for unit_runs in plan[1]]
+                out.update(zip([u for u, _ in units], self._read_all(units, wanted, runs)))
+        finally:
+            for lock in locks:
+                lock.release()
+        return {u: records for u, records in out.items() if records is not None}
 
     def _keep(self, write: Callable[[], None]) -> None:
         """``write()`` (a footer kept beside the cache) once the read that opened the file
