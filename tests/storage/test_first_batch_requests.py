@@ -76,12 +76,12 @@ def test_a_batch_over_every_file_asks_every_footer_then_every_chunk_at_once(
 def test_a_global_shuffle_starts_no_download_before_its_first_batch_is_read_by_range(
         local_files: list[str], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
-    from datarax.storage import ShardCache, head_start
+    from datarax.storage import ShardCache, array_record_ranges, head_start
     from datarax.storage.fetch import Fetcher
 
     monkeypatch.setattr(head_start, "REQUEST_BYTES", 0)  # any read by range
     monkeypatch.setattr(head_start, "BUDGET_SHARE", 4)  # a batch of 64 in these 4.7 MB
-    monkeypatch.setattr(head_start, "COUNT_MIN_SIZE", 0)  # counted from footers, not downloads
+    monkeypatch.setattr(array_record_ranges, "COUNT_MIN_SIZE", 0)  # counted from footers, not downloads
     lock = threading.Lock()
     ranged = {"in_flight": 0, "done": 0}
     at_downloads: list[tuple[int, int]] = []  # (in flight, done) as each download starts

@@ -8,23 +8,22 @@ instead (the files of one call in parallel), while ``RemoteShards`` keeps downlo
 them whole in the epoch's order; a file in the cache is read there as before. The
 records are the same bytes either way, so batches do not change.
 
-Ranged reads cost a request per run of chunks, so they are capped: each epoch start or
-restore (:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/64 of the
-files' bytes, at most 64 MiB): a read takes what it needs from it up front (its
-chunks' byte ranges are known from the footers) or, when that does not fit, waits for
-the downloads as without a head start. A reader's first read of a pass is one batch
-(:class:`~datarax.sources.host_reader.HostReader`), its later reads chunks of many
-batches: the first batch is served by range, while the large reads that would flood
-the store with requests wait for the downloads. A read goes by range only when the
-files it touches that are not cached hold at least ``request_bytes`` (1 MiB) for each
-ranged request it needs: a ranged request pays while it saves downloading more than that
-before the batch (a global shuffle's first batch touches every file; a window's, only
-its ``W`` files or blocks, which download faster than a request a record is served). A
-file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to
-the whole-file path, which reports what is wrong as before. Each arm also allows at
-most ``max_requests`` ranged requests (default 512): a batch or two of a few hundred
-records, not the reader's chunks of thousands. Once a read is declined, the later ones
-wait for the downloads until the next arm (they are larger: no file is opened for them).
+Ranged reads cost a request per run of chunks, so each epoch start or restore
+(:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/64 of the files'
+bytes, at most 64 MiB) and ``max_requests`` requests (512), and a read goes by range only
+where the files (or blocks) it touches that are not cached hold ``request_bytes`` (1 MiB)
+for each request it needs (a global shuffle's first batch touches every file; a window's
+only its ``W`` files or blocks, which download sooner). A reader's first read of a pass
+(:class:`~datarax.sources.host_reader.HostReader`) is one batch, served by range; its
+later reads, chunks of many batches, wait for the downloads, as does every read after
+one declined, until the next arm. Where the requests fit whatever the footers say (a
+request per distinct record at most), each file's chunks are asked for as soon as its
+footer is decoded, beside the tails still in flight (one call to the store, one retry
+budget: :class:`~datarax.storage.fetch.FollowUp`), their bytes taken from the budget
+file by file (a file whose chunks do not fit waits for its download, and so do those
+decoded after it); else every footer comes first and the read goes by range whole or
+not at all. A file ranged reads cannot decode (transposed, brotli, damaged) is left to
+the whole-file path, which reports what is wrong.
 
 With ``blocks`` (a :class:`~datarax.storage.blocks.FileBlocks` whose blocks are
 ``shards``' objects: block windows) the units are blocks: the records of a block not in
@@ -72,8 +71,7 @@ from datarax.storage.fetch import FollowUp
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject
 
-__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "HOLD_REQUESTS", "REQUEST_BYTES", "HeadStart",
-           "ranged_count"]
+__all__ = ["BUDGET_SHARE", "HOLD_REQUESTS", "REQUEST_BYTES", "HeadStart"]
 
 _THREADS = 64  # files read by range at once (a global shuffle's first batch: all of them)
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
@@ -84,7 +82,6 @@ BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by 
 # much as 0.5-1 MB of download; a block window's first batch (4 blocks of 8 MB, a
 # request a record) came 4-5x later by range than by download (benchmarks/w2_head_start.py)
 REQUEST_BYTES = 1 << 20
-COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
 # read-ahead waits for the first batch's ranged reads where the files (or blocks) a pass
 # starts with could spare this many requests: a batch of 256 by range (a global shuffle
 # of 64 files of 10 MB); a window of 4 blocks or files (32-40 MB) is downloaded at once
@@ -174,15 +171,14 @@ class HeadStart:
         return locks
 
     def _known_footer(self, f: int) -> Any:
-        cache = self.shards.cache
-        return self.blocks.footers[f] if self.blocks is not None else \
-            load_footer(cache, self.files[f]) if cache is not None else None
+        cache = self.shards.cache  # a block's file's footer, or one kept beside the cache
+        return self.blocks.footers[f] if self.blocks is not None else None if cache is None \
+            else load_footer(cache, self.files[f])
 
     def _open_one(self, f: int, footer: Any, first: bytes | None = None,
                   more: bool = True) -> Any:
-        """File ``f``'s ranged reader (None: a format ranged reads refuse, or damaged: the
-        whole file says), or, where opening from ``first`` needs more bytes, the future of
-        its opening in a request thread (so none waits behind another)."""
+        """File ``f``'s ranged reader (None: refused or damaged: the whole file says), or
+        the future of its opening in a request thread where ``first`` is not enough."""
         try:
             return ArrayRecordRanges.for_object(self.files[f], fetcher=self.shards.fetcher,
                                                 cache=self.shards.cache, footer=footer,
@@ -192,14 +188,16 @@ class HeadStart:
         except (ConfigError, RecordError):
             return None
 
-    def _opened_now(self, f: int, reader: ArrayRecordRanges | None, spent: int = 0) -> None:
-        """Note file ``f``'s reader (None: not read by range); ``spent``: its open's
-        bytes already taken from the budget."""
+    def _opened_now(self, f: int, reader: ArrayRecordRanges | None,
+                    spent: int = 0) -> ArrayRecordRanges | None:
+        """Note (and return) file ``f``'s reader (None: not read by range); ``spent``: its
+        open's bytes already taken from the budget."""
         with self._lock:
             self._ranges[f] = reader
             if reader is not None:
                 self._opened.append(reader)
                 self._spent += reader.stats()["bytes"] - spent  # its footer (0 when kept)
+        return reader
 
     def _open_all(self, files: list[int]) -> dict[int, ArrayRecordRanges | None]:
         """The ranged reader of each of ``files`` (opened once; None: not read by range),
@@ -211,10 +209,6 @@ class HeadStart:
                 todo = [f for f in sorted(files) if f not in self._ranges]
             known = {f: self._known_footer(f) for f in todo}
             asked = [f for f in todo if known[f] is None]
-            # each footer decoded in one thread as its tail comes, while the others are in
-            # flight (a thread a footer, 64 of them started from the event loop, cost ~2x the
-            # CPU of the decoding); a file whose open needs a second request (a footer longer
-            # than the tail) is opened in the request threads, so none waits behind another
             opened = dict(zip(asked, self._fetch(
                 [self._tail(f) for f in asked],
                 lambda k, data: self._open_one(asked[k], None, data, more=False)), strict=True))
@@ -238,8 +232,9 @@ class HeadStart:
 
     def _fetch(self, asked: list[tuple[RemoteObject, int, int]],
                then: Callable[[int, bytes], Any] | None = None) -> list[Any]:
-        """``asked`` read together (``then`` of each answer in the footer thread), a file
-        deleted or changed left to the whole-file path (which reports it) after this."""
+        """``asked`` read together, ``then`` of each answer in the footer thread as it
+        comes (one thread decoding: a thread a footer cost ~2x the CPU), a file deleted or
+        changed left to the whole-file path (which reports it) after this."""
         try:
             return self.shards.fetcher.read_ranges(
                 asked, self._map, then, None if then is None else self._decoder().submit)
@@ -355,8 +350,7 @@ class HeadStart:
 
     def _sure(self, todo: list[int], wanted: Mapping[int, Sequence[int]]) -> bool:
         """Whether the request checks of :meth:`_read` pass whatever the footers say (a
-        unit needs at most a request per distinct record): its files' chunks may then be
-        asked for as their footers come (:meth:`_read_pipelined`)."""
+        unit needs a request per distinct record at most): :meth:`_read_pipelined` then."""
         most = {u: len(set(np.asarray(wanted[u]).reshape(-1).tolist())) for u in todo}
         with self._lock:
             return self._asked + sum(most.values()) <= self.max_requests and all(
@@ -378,6 +372,11 @@ class HeadStart:
             self._spent += need
             self._asked += sum(len(unit_runs) for unit_runs in runs)
         return [(u, reader) for u in units], runs
+
+    def _requests_of(self, plan: Any) -> list[tuple[RemoteObject, int, int]]:
+        """The requests of a :meth:`_plan`: each unit's runs of chunks, from its file."""
+        return [(self.files[self._file_of(u)], start, end)
+                for (u, _), unit_runs in zip(*plan, strict=True) for start, end, _ in unit_runs]
 
     def _read_pipelined(self, todo: list[int],
                         wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
@@ -401,10 +400,9 @@ class HeadStart:
             asked = [self._tail(f) for f in tails]
             with self._lock:  # the tails' bytes, whatever their files' chunks come to
                 self._spent += sum(end - start for _, start, end in asked)
-            plans = [(f, plan) for f in files if f in readers
+            plans = [plan for f in files if f in readers
                      if (plan := self._plan(f, readers[f], units_of[f], wanted)) is not None]
-            asked += [(self.files[f], start, end) for f, (_, runs) in plans
-                      for unit_runs in runs for start, end, _ in unit_runs]
+            asked += [r for plan in plans for r in self._requests_of(plan)]
 
             def opened(i: int, data: bytes) -> Any:  # in the footer thread, as a tail comes
                 if i >= len(tails):
@@ -415,31 +413,21 @@ class HeadStart:
                     return reader  # opened in a request thread: its chunks asked after
                 self._opened_now(f, reader, len(data))
                 plan = self._plan(f, reader, units_of[f], wanted)
-                return None if plan is None else FollowUp(
-                    [(self.files[f], start, end) for unit_runs in plan[1]
-                     for start, end, _ in unit_runs], lambda got: (plan, got))
+                return None if plan is None else FollowUp(self._requests_of(plan),
+                                                          lambda got: (plan, got))
 
             fetched = self._fetch(asked, opened if tails else None)
-            done = [result for result in fetched[:len(tails)] if isinstance(result, tuple)]
-            at = len(tails)
-            for _, (units, runs) in plans:
-                count = sum(len(unit_runs) for unit_runs in runs)
-                done.append(((units, runs), fetched[at:at + count]))
-                at += count
-            later = []  # files opened in a request thread: their chunks now
-            for f, result in zip(tails, fetched, strict=False):
-                if isinstance(result, concurrent.futures.Future):
-                    reader = result.result()
-                    self._opened_now(f, reader, ArrayRecordRanges.open_span(self.files[f].size)[1])
-                    if (plan := self._plan(f, reader, units_of[f], wanted)) is not None:
-                        later.append(plan)
-            out: dict[int, list[bytes]] = {}
-            for (units, runs), got in done:
-                out.update(zip([u for u, _ in units], self._decoded(units, wanted, runs, got)))
-            if later:
-                units = [unit for plan in later for unit in plan[0]]
-                runs = [unit_runs for plan in later for unit_runs in plan[1]]
-                out.update(zip([u for u, _ in units], self._read_all(units, wanted, runs)))
+            rest = iter(fetched[len(tails):])
+            done = [r for r in fetched[:len(tails)] if isinstance(r, tuple)] + [
+                (plan, [next(rest) for _ in self._requests_of(plan)]) for plan in plans]
+            spans = {f: end - start for f, (_, start, end) in zip(tails, asked, strict=False)}
+            later = [plan for f, r in zip(tails, fetched, strict=False)  # opened in a thread
+                     if isinstance(r, concurrent.futures.Future) and (plan := self._plan(
+                         f, self._opened_now(f, r.result(), spans[f]), units_of[f], wanted))]
+            rest = iter(self._fetch([r for plan in later for r in self._requests_of(plan)]))
+            done += [(plan, [next(rest) for _ in self._requests_of(plan)]) for plan in later]
+            out = {u: records for (units, runs), got in done for (u, _), records in zip(
+                units, self._decoded(units, wanted, runs, got), strict=True)}
         finally:
             for lock in locks:
                 lock.release()
@@ -503,27 +491,6 @@ class HeadStart:
                 threads.shutdown(wait=True)
         for reader in readers:
             reader.close()
-
-
-def ranged_count(shards: RemoteShards, i: int) -> int | None:
-    """Records in file ``i`` from its footer (read by range, kept beside the cache), or
-    None when the file is under :data:`COUNT_MIN_SIZE` or ranged reads cannot open it
-    (count it in a downloaded copy then).
-
-    Raises:
-        RemoteObjectError: the file was deleted or changed since it was listed.
-        RemoteStoreError: the store still fails after every retry, or refuses access.
-    """
-    obj = shards.objects[i]
-    if obj.size < COUNT_MIN_SIZE or shards.ready(i):
-        return None
-    try:
-        reader = ArrayRecordRanges.for_object(obj, fetcher=shards.fetcher, cache=shards.cache)
-    except RemoteObjectError:
-        raise
-    except (ConfigError, RecordError):
-        return None
-    return len(reader)
 
 
 def _rebuild(shards: RemoteShards, budget: int, threads: int, request_bytes: int,
