@@ -73,6 +73,35 @@ def test_a_batch_over_every_file_asks_every_footer_then_every_chunk_at_once(
         shards.close()
 
 
+@pytest.mark.parametrize("max_requests", [30, 23])
+def test_a_read_whose_requests_fit_only_once_the_footers_are_known_waits_for_them(
+        max_requests: int, local_files: list[str], tmp_path: pathlib.Path) -> None:
+    """Records 30 and 31 of each file are neighbouring chunks: one request a file, though
+    the two records could need two. Under a cap of 30 requests (24 needed, up to 48
+    possible) every footer comes first and the read goes by range; under 23 it is
+    declined whole (no chunk asked for: the batch waits for the downloads)."""
+    from datarax.storage import RemoteShards, ShardCache, list_objects
+    from datarax.storage.head_start import HeadStart
+
+    objects = list_objects(f"memory:/{BUCKET}/*.array_record")
+    shards = RemoteShards(objects, cache=ShardCache(tmp_path, max_bytes="64M"), behind=FILES)
+    head = HeadStart(shards, request_bytes=0, budget=1 << 30, max_requests=max_requests)
+    try:
+        got = head.read({f: [31, 30] for f in range(FILES)})
+        local = {pathlib.Path(p).name: read_records(p) for p in local_files}
+        if max_requests >= FILES:
+            assert got == {f: [local[o.name][31], local[o.name][30]]
+                           for f, o in enumerate(objects)}
+            assert head.stats()["ranged_requests"] == 2 * FILES  # a footer and a chunk a file
+        else:
+            assert got == {}
+            assert head.stats()["ranged_requests"] == FILES  # the footers only
+        assert shards.stats()["fetched"] == 0
+    finally:
+        head.close()
+        shards.close()
+
+
 def test_a_global_shuffle_starts_no_download_before_its_first_batch_is_read_by_range(
         local_files: list[str], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule

@@ -351,10 +351,10 @@ class HeadStart:
     def _sure(self, todo: list[int], wanted: Mapping[int, Sequence[int]]) -> bool:
         """Whether the request checks of :meth:`_read` pass whatever the footers say (a
         unit needs a request per distinct record at most): :meth:`_read_pipelined` then."""
-        most = {u: len(set(np.asarray(wanted[u]).reshape(-1).tolist())) for u in todo}
+        most = sum(len(set(np.asarray(wanted[u]).reshape(-1).tolist())) for u in todo)
         with self._lock:
-            return self._asked + sum(most.values()) <= self.max_requests and all(
-                self.shards.objects[u].size >= most[u] * self.request_bytes for u in todo)
+            return self._asked + most <= self.max_requests and most * self.request_bytes <= \
+                sum(self.shards.objects[u].size for u in todo)
 
     def _plan(self, f: int, reader: ArrayRecordRanges | None, units: list[int],
               wanted: Mapping[int, Sequence[int]]) -> Any:
