@@ -97,3 +97,27 @@ def test_each_answer_is_handed_on_as_it_comes_in_order_of_the_ranges(
         got = Fetcher().read_ranges(_asked(objects), pool.map, then, pool.submit)
     assert got == [(i, DATA[name][start:end][:3]) for i, (name, start, end) in enumerate(WANTED)]
     assert threads and all(name.startswith("then") for name in threads)
+
+
+@pytest.mark.parametrize("options", [None, {"config_kwargs": {"user_agent": "my-job/1"}}])
+def test_requests_carry_datarax_s_user_agent_unless_the_options_set_one(
+        s3: S3, objects: dict[str, object], monkeypatch: pytest.MonkeyPatch,
+        options: dict[str, object] | None) -> None:
+    import datarax
+    from datarax.storage.fetch import Fetcher
+
+    agents: list[str] = []
+    origin = s3.proxy.origin
+
+    def noting(req: object, body: object) -> object:
+        agents.append(req.headers.get("User-Agent", ""))  # type: ignore[attr-defined]
+        return origin(req, body)
+
+    monkeypatch.setattr(s3.proxy, "origin", noting)
+    got = Fetcher(options).read_ranges(_asked(objects))
+    assert got == [DATA[name][start:end] for name, start, end in WANTED]
+    assert len(agents) == 4
+    if options is None:
+        assert all(a.startswith(f"datarax/{datarax.__version__} Botocore/") for a in agents)
+    else:
+        assert all(a.startswith("my-job/1") for a in agents)

@@ -381,10 +381,9 @@ class HeadStart:
     def _read_pipelined(self, todo: list[int],
                         wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
         """:meth:`_read` in one call to the store: the tails of the files not opened yet
-        and the chunks of those whose footers are known sent together, each other file's
-        chunks sent as soon as its footer is decoded, beside the tails still in flight
-        (:class:`~datarax.storage.fetch.FollowUp`). Its bytes are taken from the budget
-        file by file as the footers come (:meth:`_plan`)."""
+        and the known files' chunks sent together, each other file's chunks as soon as its
+        footer is decoded (:class:`~datarax.storage.fetch.FollowUp`), their bytes taken
+        from the budget file by file as the footers come (:meth:`_plan`)."""
         files = sorted({self._file_of(u) for u in todo})
         units_of = {f: [u for u in todo if self._file_of(u) == f] for f in files}
         locks = self._opening(files)
@@ -424,7 +423,8 @@ class HeadStart:
             later = [plan for f, r in zip(tails, fetched, strict=False)  # opened in a thread
                      if isinstance(r, concurrent.futures.Future) and (plan := self._plan(
                          f, self._opened_now(f, r.result(), spans[f]), units_of[f], wanted))]
-            rest = iter(self._fetch([r for plan in later for r in self._requests_of(plan)]))
+            rest = iter(self._fetch([r for plan in later for r in self._requests_of(plan)])
+                        if later else ())
             done += [(plan, [next(rest) for _ in self._requests_of(plan)]) for plan in later]
             out = {u: records for (units, runs), got in done for (u, _), records in zip(
                 units, self._decoded(units, wanted, runs, got), strict=True)}
