@@ -284,11 +284,13 @@ class Fetcher:
             results[i] = result = self._then(then, i, data)
             if not isinstance(result, FollowUp):
                 return []
-            with lock:
+            where = [place(obj) for obj, _, _ in result.wanted]
+            versions = [self._expected(obj) for obj, _, _ in result.wanted]
+            with lock:  # ``submit`` may run several at once: the keys and lists in step
                 keys = list(range(len(items), len(items) + len(result.wanted)))
                 items.extend(result.wanted)
-            places.extend(place(obj) for obj, _, _ in result.wanted)
-            tied.extend(self._expected(obj) for obj, _, _ in result.wanted)
+                places.extend(where)
+                tied.extend(versions)
             follow[i] = keys
             return [(k, request(k)) for k in keys]
 
@@ -312,7 +314,7 @@ class Fetcher:
                                               self.connections(fs), arrived)
             for k, answer in answers.items():
                 got.setdefault(k, answer)  # ``arrived`` itself failed
-            failed = [k for k in range(len(items)) if retry_of(got[k])]
+            failed = [k for k in range(len(items)) if retry_of(got.get(k))]
             if failed:
                 culprit[:] = [failed[0]]
                 raise got[failed[0]]
