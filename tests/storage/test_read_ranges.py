@@ -103,7 +103,6 @@ def test_each_answer_is_handed_on_as_it_comes_in_order_of_the_ranges(
 def test_requests_carry_datarax_s_user_agent_unless_the_options_set_one(
         s3: S3, objects: dict[str, object], monkeypatch: pytest.MonkeyPatch,
         options: dict[str, object] | None) -> None:
-    import datarax
     from datarax.storage.fetch import Fetcher
 
     agents: list[str] = []
@@ -118,7 +117,7 @@ def test_requests_carry_datarax_s_user_agent_unless_the_options_set_one(
     assert got == [DATA[name][start:end] for name, start, end in WANTED]
     assert len(agents) == 4
     if options is None:
-        assert all(a.startswith(f"datarax/{datarax.__version__} Botocore/") for a in agents)
+        assert all(a.startswith("datarax Botocore/") for a in agents)
     else:
         assert all(a.startswith("my-job/1") for a in agents)
 

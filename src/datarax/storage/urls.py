@@ -5,8 +5,9 @@ A path is *remote* when it is a URL with a scheme (``s3://``, ``gs://``, ``https
 passed to the filesystem, with datarax's defaults added where they set nothing). For S3
 the retries inside s3fs and botocore are off unless ``storage_options`` sets them: the
 fetcher retries itself, within its budget, and counts it; its requests' User-Agent is
-``datarax/<version> Botocore/<version> Python/<version>`` unless ``config_kwargs`` sets one. The connect and read timeouts
-of S3, GCS and HTTP(S) come from the :class:`RetryPolicy` (``DATARAX_RETRY_BUDGET``).
+``datarax Botocore/<version> Python/<version>`` unless ``config_kwargs`` sets one. The
+connect and read timeouts of S3, GCS and HTTP(S) come from the :class:`RetryPolicy`
+(``DATARAX_RETRY_BUDGET``).
 
 Example:
     >>> is_remote("s3://bucket/data"), is_remote("/data/train"), is_remote("C:/data")
@@ -20,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import datetime
+import functools
 import json
 import os
 import re
@@ -216,16 +218,15 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
     return fs, path
 
 
+@functools.cache
 def _user_agent() -> str:
-    """The User-Agent of datarax's S3 requests: datarax's, botocore's and Python's versions."""
+    """The User-Agent of datarax's S3 requests: datarax, with botocore's and Python's
+    versions."""
     import platform
 
     import botocore
 
-    import datarax
-
-    return (f"datarax/{datarax.__version__} Botocore/{botocore.__version__} "
-            f"Python/{platform.python_version()}")
+    return f"datarax Botocore/{botocore.__version__} Python/{platform.python_version()}"
 
 
 def _with_timeouts(protocol: str, options: dict[str, Any], retry: RetryPolicy) -> dict[str, Any]:
