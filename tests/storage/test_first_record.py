@@ -42,12 +42,12 @@ def refuse_0(record: bytes) -> dict[str, Any]:
 @pytest.fixture
 def ranged(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[str, int, int]]]:
     """Any first batch by range; each ``Fetcher.read_ranges`` call's requests, in order."""
-    from datarax.storage import head_start
+    from datarax.storage import array_record_ranges, head_start
     from datarax.storage.fetch import Fetcher
 
     monkeypatch.setattr(head_start, "REQUEST_BYTES", 0)
     monkeypatch.setattr(head_start, "BUDGET_SHARE", 4)
-    monkeypatch.setattr(head_start, "COUNT_MIN_SIZE", 0)  # footers read at build, to count
+    monkeypatch.setattr(array_record_ranges, "COUNT_MIN_SIZE", 0)  # footers read at build, to count
     calls: list[list[tuple[str, int, int]]] = []
     read_ranges = Fetcher.read_ranges
 

@@ -97,3 +97,57 @@ def test_each_answer_is_handed_on_as_it_comes_in_order_of_the_ranges(
         got = Fetcher().read_ranges(_asked(objects), pool.map, then, pool.submit)
     assert got == [(i, DATA[name][start:end][:3]) for i, (name, start, end) in enumerate(WANTED)]
     assert threads and all(name.startswith("then") for name in threads)
+
+
+@pytest.mark.parametrize("options", [None, {"config_kwargs": {"user_agent": "my-job/1"}}])
+def test_requests_carry_datarax_s_user_agent_unless_the_options_set_one(
+        s3: S3, objects: dict[str, object], monkeypatch: pytest.MonkeyPatch,
+        options: dict[str, object] | None) -> None:
+    from datarax.storage.fetch import Fetcher
+
+    agents: list[str] = []
+    origin = s3.proxy.origin
+
+    def noting(req: object, body: object) -> object:
+        agents.append(req.headers.get("User-Agent", ""))  # type: ignore[attr-defined]
+        return origin(req, body)
+
+    monkeypatch.setattr(s3.proxy, "origin", noting)
+    got = Fetcher(options).read_ranges(_asked(objects))
+    assert got == [DATA[name][start:end] for name, start, end in WANTED]
+    assert len(agents) == 4
+    if options is None:
+        assert all(a.startswith("datarax Botocore/") for a in agents)
+    else:
+        assert all(a.startswith("my-job/1") for a in agents)
+
+
+def test_the_ranges_an_answer_leads_to_are_read_in_the_same_call(
+        s3: S3, objects: dict[str, object]) -> None:
+    """A ``then`` returning a ``FollowUp`` (several running at once): its ranges are read
+    in the same call, one request each, and its ``finish`` of their bytes is the item's
+    result; a follow-up throttled is retried with the others' answers kept."""
+    import concurrent.futures
+
+    from datarax.storage.fetch import Fetcher, FollowUp
+
+    s3.proxy.reset()
+    s3.proxy.throttle("part-1.bin", 1)  # the first GET of part-1 (a follow-up) answers 503
+    part1 = objects["part-1.bin"]
+
+    def then(i: int, data: bytes) -> object:
+        if i % 2:  # ranges 1 and 3 lead to two more of part-1
+            return FollowUp([(part1, i, i + 2), (part1, 100, 101)],
+                            lambda got, data=data: (data[:2], *got))
+        return data[:2]
+
+    wanted = _asked(objects)
+    wanted = [w for w in wanted if w[0] is not part1]  # part-1 only in the follow-ups
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = Fetcher().read_ranges(wanted, pool.map, then, pool.submit)
+    one = DATA["part-1.bin"]
+    assert got == [DATA[w[0].url.rsplit("/", 1)[1]][w[1]:w[2]][:2] if i % 2 == 0 else
+                   (DATA[w[0].url.rsplit("/", 1)[1]][w[1]:w[2]][:2], one[i:i + 2], one[100:101])
+                   for i, w in enumerate(wanted)]
+    assert s3.proxy.count("GET", "part-1.bin") == 5  # 4 follow-ups, one of them twice
+    assert s3.proxy.count("GET", "part-0.bin") + s3.proxy.count("GET", "part-2.bin") == 3

@@ -16,7 +16,7 @@ from datarax.core.errors import RecordError
 from datarax.dataset.metadata import DatasetInfo
 from datarax.sources.array_record_files import array_record_reader
 from datarax.storage import RemoteShards
-from datarax.storage.head_start import ranged_count
+from datarax.storage.array_record_ranges import ranged_count
 
 __all__ = ["check_counts", "count_records", "remote_counts"]
 
@@ -63,7 +63,7 @@ def check_counts(files: list[str], counts: list[int], info: DatasetInfo) -> None
 
 def remote_counts(remote: RemoteShards) -> list[int]:
     """Record count of each remote file: from the dataset's metadata, else from its footer
-    read by range (:func:`~datarax.storage.head_start.ranged_count`), else counted in the
+    read by range (:func:`~datarax.storage.array_record_ranges.ranged_count`), else counted in the
     cached copy (small files are fetched once for it; a restart finds them cached)."""
     missing = [i for i, o in enumerate(remote.objects) if o.records is None]
 

@@ -48,7 +48,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -68,16 +68,21 @@ from datarax.storage.array_record_layout import (
     simple_chunk_records,
 )
 from datarax.storage.cache import ShardCache, given_cache
+from datarax.storage.errors import RemoteObjectError
 from datarax.storage.fetch import Fetcher
 from datarax.storage.urls import RemoteObject, filesystem
 
-__all__ = ["ArrayRecordRanges", "MoreToRead", "load_footer", "save_footer", "save_tail",
-           "tail_path"]
+if TYPE_CHECKING:
+    from datarax.storage.shards import RemoteShards
+
+__all__ = ["COUNT_MIN_SIZE", "ArrayRecordRanges", "MoreToRead", "load_footer", "ranged_count",
+           "save_footer", "save_tail", "tail_path"]
 
 ReadRange = Callable[[int, int], bytes]  # (offset, length) -> exactly ``length`` bytes
 TAIL = 64 << 10  # bytes read before the postscript when opening (the footer's likely size)
 _SLACK = 16 << 10  # read before a footer outside the tail: the last data chunk's header
 _FOOTERS = "footers"
+COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
 
 
 class MoreToRead(Exception):  # noqa: N818 - a signal to the caller, not a failure
@@ -415,3 +420,24 @@ def _save(path: str, data: bytes) -> None:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(part)
+
+
+def ranged_count(shards: RemoteShards, i: int) -> int | None:
+    """Records in file ``i`` from its footer (read by range, kept beside the cache), or
+    None when the file is under :data:`COUNT_MIN_SIZE` or ranged reads cannot open it
+    (count it in a downloaded copy then).
+
+    Raises:
+        RemoteObjectError: the file was deleted or changed since it was listed.
+        RemoteStoreError: the store still fails after every retry, or refuses access.
+    """
+    obj = shards.objects[i]
+    if obj.size < COUNT_MIN_SIZE or shards.ready(i):
+        return None
+    try:
+        reader = ArrayRecordRanges.for_object(obj, fetcher=shards.fetcher, cache=shards.cache)
+    except RemoteObjectError:
+        raise
+    except (ConfigError, RecordError):
+        return None
+    return len(reader)

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import hashlib
 import os
@@ -47,7 +48,7 @@ from datarax.storage.versions import (
     read_versioned_together,
 )
 
-__all__ = ["CHUNK", "DownloadStopped", "Fetcher"]
+__all__ = ["CHUNK", "DownloadStopped", "Fetcher", "FollowUp"]
 
 CHUNK = 16 << 20  # a request per 16 MiB: few round trips, bounded memory per request
 
@@ -57,6 +58,17 @@ T = TypeVar("T")
 class DownloadStopped(RuntimeError):
     """A download stopped at a range boundary because its reader was closed (``cancelled()``
     of :meth:`Fetcher.download` turned true); nothing partial is kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FollowUp:
+    """What a ``then`` of :meth:`Fetcher.read_ranges` may return: more ranges to read
+    (``wanted``: ``(obj, start, end)`` each), sent in the same call (on S3 at once, beside
+    the requests still in flight), and ``finish(answers)``: the item's result, made of
+    their bytes in the caller's thread once every answer is in."""
+
+    wanted: Sequence[tuple[RemoteObject, int, int]]
+    finish: Callable[[list[bytes]], Any]
 
 
 class Fetcher:
@@ -223,14 +235,18 @@ class Fetcher:
                     submit: Callable[..., concurrent.futures.Future[Any]] | None = None,
                     ) -> list[Any]:
         """:meth:`read_range` of each ``(obj, start, end)``, in that order (with ``then``:
-        ``then(i, bytes)`` of each). On S3 the requests are sent together (one hand-off to
-        s3fs's event loop for all of them:
-        :func:`~datarax.storage.versions.read_versioned_together`), those that failed
-        transiently sent again together (the retry policy's backoff and budget over the
-        whole set), any other failure asked again alone for its error; each answer's
-        ``then`` starts as soon as it comes, in ``submit`` (e.g. a thread pool's), while
-        the others are in flight. Elsewhere ``map_`` (e.g. a thread pool's ``map``) runs
-        each read and its ``then``.
+        ``then(i, bytes)`` of each; where it returns a :class:`FollowUp`, its ``finish``
+        of the bytes of its ranges, read in the same call). On S3 the requests are sent
+        together (one hand-off to s3fs's event loop for all of them:
+        :func:`~datarax.storage.versions.read_versioned_together`); each answer's ``then``
+        starts as soon as it comes, in ``submit`` (e.g. a thread pool's), while the others
+        are in flight, and the ranges of a follow-up are sent as soon as its ``then``
+        returns, beside those still in flight. Every range of the call, follow-ups
+        included, is one set under the retry policy: those that failed transiently are
+        sent again together, with its backoff and one budget from the call's first
+        request; any other failure is asked again alone for its error. Elsewhere ``map_``
+        (e.g. a thread pool's ``map``) runs each read and its ``then``, then the
+        follow-ups' reads together.
 
         Raises:
             RemoteObjectError: an object is gone, changed, or shorter than when listed.
@@ -238,68 +254,125 @@ class Fetcher:
         """
         if not wanted:
             return []
-
-        def finish(i: int, data: bytes) -> Any:
-            return data if then is None else then(i, data)
-
+        items = list(wanted)
+        top = len(items)
+        lock = threading.Lock()
         known: dict[str, tuple[Any, str]] = {}  # a file's (fs, path), asked once a call
-        for obj, _, _ in wanted:
-            if obj.url not in known:
-                known[obj.url] = filesystem(obj.url, self.storage_options)
-        places = [known[obj.url] for obj, _, _ in wanted]
+
+        def place(obj: RemoteObject) -> tuple[Any, str]:
+            with lock:
+                if obj.url not in known:
+                    known[obj.url] = filesystem(obj.url, self.storage_options)
+                return known[obj.url]
+
+        places = [place(obj) for obj, _, _ in items]
         fs = places[0][0]
         if not can_read_together(fs) or any(f is not fs for f, _ in places):
-            return list(map_(lambda i: finish(i, self.read_range(*wanted[i])),
-                             list(range(len(wanted)))))
-        tied: list[tuple[str | None, bool]] = []
-        for obj, _, _ in wanted:
-            with self._versions_lock:
-                known = obj.url in self._versions
-                expected = self._versions.get(obj.url, obj.etag)
-            tied.append((expected, not known or expected is not None))
-        got: dict[int, Any] = {}  # an answer's bytes, its error, or its ``then``'s future
-        pending = list(range(len(wanted)))
+            return self._followed(list(map_(lambda i: self._then(then, i, self.read_range(
+                *items[i])), list(range(top)))), lambda more: list(map_(
+                    lambda w: self.read_range(*w), more)))
+        tied = [self._expected(obj) for obj, _, _ in items]
+        got: dict[int, Any] = {}  # a range's bytes, or its error
+        handed: dict[int, concurrent.futures.Future[Any]] = {}  # an item's ``then`` running
+        results: dict[int, Any] = {}  # what an item's ``then`` returned
+        follow: dict[int, list[int]] = {}  # an item's follow-up ranges (their keys)
 
-        def arrived(i: int, answer: Any) -> None:  # on the event loop: checks, hands on
-            if not isinstance(answer, BaseException):
-                obj, start, end = wanted[i]
+        def request(k: int) -> tuple[str, int, int, str | None]:
+            return places[k][1], items[k][1], items[k][2], tied[k][0]
+
+        def hand_on(i: int, data: bytes) -> list[tuple[int, Any]]:  # in submit's thread
+            results[i] = result = self._then(then, i, data)
+            if not isinstance(result, FollowUp):
+                return []
+            where = [place(obj) for obj, _, _ in result.wanted]
+            versions = [self._expected(obj) for obj, _, _ in result.wanted]
+            with lock:  # ``submit`` may run several at once: the keys and lists in step
+                keys = list(range(len(items), len(items) + len(result.wanted)))
+                items.extend(result.wanted)
+                places.extend(where)
+                tied.extend(versions)
+            follow[i] = keys
+            return [(k, request(k)) for k in keys]
+
+        def arrived(k: int, answer: Any) -> concurrent.futures.Future[Any] | None:
+            if not isinstance(answer, BaseException):  # on the event loop: checks, hands on
+                obj, start, end = items[k]
                 try:
-                    self._tie(obj, tied[i][0], tied[i][1], answer[1], start, end)
+                    self._tie(obj, tied[k][0], tied[k][1], answer[1], start, end)
                     answer = self._exact(obj, answer[0], start, end)
                 except RemoteObjectError as err:
                     answer = err
-                else:
-                    if then is not None and submit is not None:
-                        answer = submit(then, i, answer)
-            got[i] = answer
+            got[k] = answer
+            if isinstance(answer, BaseException) or k >= top or then is None or submit is None:
+                return None
+            handed[k] = submit(hand_on, k, answer)
+            return handed[k]
 
-        def attempt() -> None:  # the pending requests together; raises if one failed transiently
-            nonlocal pending
-            asked = list(pending)
-            read_versioned_together(
-                fs, [(places[i][1], wanted[i][1], wanted[i][2], tied[i][0]) for i in asked],
-                self.connections(fs), lambda k, answer: arrived(asked[k], answer))
-            pending = [i for i in asked if isinstance(got[i], BaseException)
-                       and not isinstance(got[i], VersionMismatch) and is_transient(got[i])]
-            if pending:
-                raise got[pending[0]]
+        def attempt() -> None:  # the failed ranges together; raises if one failed transiently
+            asked = [k for k in range(len(items)) if k not in got or retry_of(got[k])]
+            answers = read_versioned_together(fs, [(k, request(k)) for k in asked],
+                                              self.connections(fs), arrived)
+            for k, answer in answers.items():
+                got.setdefault(k, answer)  # ``arrived`` itself failed
+            failed = [k for k in range(len(items)) if retry_of(got.get(k))]
+            if failed:
+                culprit[:] = [failed[0]]
+                raise got[failed[0]]
 
-        self._guarded(fs, places[0][1], wanted[0][0], attempt)
-        out: list[Any] = []
-        for i, (obj, start, end) in enumerate(wanted):
-            answer = got[i]
+        def retry_of(answer: Any) -> bool:
+            return isinstance(answer, BaseException) and not isinstance(
+                answer, VersionMismatch) and is_transient(answer)
+
+        def bytes_of(k: int) -> bytes:
+            answer, (obj, start, end) = got[k], items[k]
             if isinstance(answer, VersionMismatch):
-                raise self._version_changed(obj, tied[i][0], answer.now or self._version_now(
-                    fs, places[i][1]), start, end) from answer
+                raise self._version_changed(obj, tied[k][0], answer.now or self._version_now(
+                    fs, places[k][1]), start, end) from answer
             if isinstance(answer, RemoteObjectError):
                 raise answer
             if isinstance(answer, BaseException):  # failed for good: asked alone, for its error
-                out.append(finish(i, self.read_range(obj, start, end)))
-            elif isinstance(answer, concurrent.futures.Future):
-                out.append(answer.result())
+                return self.read_range(obj, start, end)
+            return answer
+
+        culprit = [0]  # the range that failed last (its URL names the error)
+        self._guarded(fs, places[0][1], items[0][0], attempt,
+                      culprit=lambda: (items[culprit[0]][0], places[culprit[0]][1]))
+        out: list[Any] = []
+        for i in range(top):
+            data = bytes_of(i)
+            if i in handed:
+                handed[i].result()  # ``then``'s own failure
+                result = results[i]
             else:
-                out.append(finish(i, answer))
+                result = self._then(then, i, data)
+            if isinstance(result, FollowUp):
+                result = result.finish([bytes_of(k) for k in follow[i]] if i in follow else
+                                       self.read_ranges(result.wanted))
+            out.append(result)
         return out
+
+    @staticmethod
+    def _then(then: Callable[[int, bytes], Any] | None, i: int, data: bytes) -> Any:
+        return data if then is None else then(i, data)
+
+    @staticmethod
+    def _followed(results: list[Any], read: Callable[[list[Any]], list[bytes]]) -> list[Any]:
+        """``results`` with each :class:`FollowUp` finished: its ranges read (all of
+        them together with ``read``)."""
+        ups = [(i, r) for i, r in enumerate(results) if isinstance(r, FollowUp)]
+        data = read([w for _, up in ups for w in up.wanted])
+        at = 0
+        for i, up in ups:
+            results[i] = up.finish(data[at:at + len(up.wanted)])
+            at += len(up.wanted)
+        return results
+
+    def _expected(self, obj: RemoteObject) -> tuple[str | None, bool]:
+        """The version ``obj``'s next read names, and whether its answer is checked."""
+        with self._versions_lock:
+            known = obj.url in self._versions
+            expected = self._versions.get(obj.url, obj.etag)
+        return expected, not known or expected is not None
 
     @staticmethod
     def connections(fs: Any) -> int:
@@ -320,10 +393,7 @@ class Fetcher:
         """One range request (with its retries), its failures as datarax errors, its
         answer refused unless it is of the version the file's reads are tied to (the
         listed one, else the one of its first request: :mod:`~datarax.storage.versions`)."""
-        with self._versions_lock:
-            known = obj.url in self._versions
-            expected = self._versions.get(obj.url, obj.etag)
-        check = not known or expected is not None
+        expected, check = self._expected(obj)
         try:
             data, now = self._guarded(
                 fs, path, obj, lambda: read_versioned(fs, path, start, end, expected,
@@ -362,18 +432,21 @@ class Fetcher:
             "on_error='skip' to skip this file's records.", url=obj.url)
 
     def _guarded(self, fs: Any, path: str, obj: RemoteObject, call: Callable[[], T],
-                 on_retry: Callable[[BaseException], None] | None = None) -> T:
-        """``call()`` (a request about ``obj``) with its retries, its failures as datarax
-        errors."""
+                 on_retry: Callable[[BaseException], None] | None = None,
+                 culprit: Callable[[], tuple[RemoteObject, str]] | None = None) -> T:
+        """``call()`` (a request about ``obj``, or about ``culprit()``: the one of several
+        that failed last) with its retries, its failures as datarax errors."""
+        named = culprit or (lambda: (obj, path))
         try:
-            return with_retries(call, obj.url, self.retry, self.stats, on_retry=on_retry)
+            return with_retries(call, lambda: named()[0].url, self.retry, self.stats,
+                                on_retry=on_retry)
         except FileNotFoundError as err:
-            raise self._missing(obj, err) from err
+            raise self._missing(named()[0], err) from err
         except OSError as err:
-            raise self._unreadable(fs, path, obj, err) from err
+            raise self._unreadable(fs, named()[1], named()[0], err) from err
         except Exception as err:  # noqa: BLE001 - e.g. credentials missing, not an OSError
             if is_access_refused(err):
-                raise refused_error(obj.url, err) from err
+                raise refused_error(named()[0].url, err) from err
             raise
 
     def _unreadable(self, fs: Any, path: str, obj: RemoteObject,

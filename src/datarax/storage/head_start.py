@@ -8,23 +8,22 @@ instead (the files of one call in parallel), while ``RemoteShards`` keeps downlo
 them whole in the epoch's order; a file in the cache is read there as before. The
 records are the same bytes either way, so batches do not change.
 
-Ranged reads cost a request per run of chunks, so they are capped: each epoch start or
-restore (:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/64 of the
-files' bytes, at most 64 MiB): a read takes what it needs from it up front (its
-chunks' byte ranges are known from the footers) or, when that does not fit, waits for
-the downloads as without a head start. A reader's first read of a pass is one batch
-(:class:`~datarax.sources.host_reader.HostReader`), its later reads chunks of many
-batches: the first batch is served by range, while the large reads that would flood
-the store with requests wait for the downloads. A read goes by range only when the
-files it touches that are not cached hold at least ``request_bytes`` (1 MiB) for each
-ranged request it needs: a ranged request pays while it saves downloading more than that
-before the batch (a global shuffle's first batch touches every file; a window's, only
-its ``W`` files or blocks, which download faster than a request a record is served). A
-file ranged reads cannot decode (a transposed or brotli file, a damaged one) is left to
-the whole-file path, which reports what is wrong as before. Each arm also allows at
-most ``max_requests`` ranged requests (default 512): a batch or two of a few hundred
-records, not the reader's chunks of thousands. Once a read is declined, the later ones
-wait for the downloads until the next arm (they are larger: no file is opened for them).
+Ranged reads cost a request per run of chunks, so each epoch start or restore
+(:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/64 of the files'
+bytes, at most 64 MiB) and ``max_requests`` requests (512), and a read goes by range only
+where the files (or blocks) it touches that are not cached hold ``request_bytes`` (1 MiB)
+for each request it needs (a global shuffle's first batch touches every file; a window's
+only its ``W`` files or blocks, which download sooner). A reader's first read of a pass
+(:class:`~datarax.sources.host_reader.HostReader`) is one batch, served by range; its
+later reads, chunks of many batches, wait for the downloads, as does every read after
+one declined, until the next arm. Where the requests fit whatever the footers say (a
+request per distinct record at most), each file's chunks are asked for as soon as its
+footer is decoded, beside the tails still in flight (one call to the store, one retry
+budget: :class:`~datarax.storage.fetch.FollowUp`), their bytes taken from the budget
+file by file (a file whose chunks do not fit waits for its download, and so do those
+decoded after it); else every footer comes first and the read goes by range whole or
+not at all. A file ranged reads cannot decode (transposed, brotli, damaged) is left to
+the whole-file path, which reports what is wrong.
 
 With ``blocks`` (a :class:`~datarax.storage.blocks.FileBlocks` whose blocks are
 ``shards``' objects: block windows) the units are blocks: the records of a block not in
@@ -62,15 +61,17 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from datarax.errors import ConfigError, RecordError
 from datarax.storage.array_record_ranges import ArrayRecordRanges, MoreToRead, load_footer
 from datarax.storage.blocks import FileBlocks
 from datarax.storage.errors import RemoteObjectError
+from datarax.storage.fetch import FollowUp
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject
 
-__all__ = ["BUDGET_SHARE", "COUNT_MIN_SIZE", "HOLD_REQUESTS", "REQUEST_BYTES", "HeadStart",
-           "ranged_count"]
+__all__ = ["BUDGET_SHARE", "HOLD_REQUESTS", "REQUEST_BYTES", "HeadStart"]
 
 _THREADS = 64  # files read by range at once (a global shuffle's first batch: all of them)
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
@@ -81,7 +82,6 @@ BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by 
 # much as 0.5-1 MB of download; a block window's first batch (4 blocks of 8 MB, a
 # request a record) came 4-5x later by range than by download (benchmarks/w2_head_start.py)
 REQUEST_BYTES = 1 << 20
-COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larger by footer
 # read-ahead waits for the first batch's ranged reads where the files (or blocks) a pass
 # starts with could spare this many requests: a batch of 256 by range (a global shuffle
 # of 64 files of 10 MB); a window of 4 blocks or files (32-40 MB) is downloaded at once
@@ -124,7 +124,7 @@ class HeadStart:
         self.threads = threads
         self.hold = hold
         self._lock = threading.Lock()
-        self._opening: dict[int, threading.Lock] = {}
+        self._opening_locks: dict[int, threading.Lock] = {}
         self._ranges: dict[int, ArrayRecordRanges | None] = {}  # by file; None: not by range
         self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
         self._spent = 0  # bytes of ranged reads since the budget was last renewed
@@ -160,65 +160,87 @@ class HeadStart:
         """The file of ``shards``' object ``unit`` (a block's file, or the file itself)."""
         return unit if self.blocks is None else self.blocks.file_of[unit]
 
+    def _opening(self, files: list[int]) -> list[threading.Lock]:
+        """The locks of ``files`` not opened yet, taken in file order (threads opening
+        overlapping sets wait in turn); release them once opened."""
+        with self._lock:
+            locks = [self._opening_locks.setdefault(f, threading.Lock()) for f in sorted(files)
+                     if f not in self._ranges]
+        for lock in locks:
+            lock.acquire()
+        return locks
+
+    def _known_footer(self, f: int) -> Any:
+        cache = self.shards.cache  # a block's file's footer, or one kept beside the cache
+        return self.blocks.footers[f] if self.blocks is not None else None if cache is None \
+            else load_footer(cache, self.files[f])
+
+    def _open_one(self, f: int, footer: Any, first: bytes | None = None,
+                  more: bool = True) -> Any:
+        """File ``f``'s ranged reader (None: refused or damaged: the whole file says), or
+        the future of its opening in a request thread where ``first`` is not enough."""
+        try:
+            return ArrayRecordRanges.for_object(self.files[f], fetcher=self.shards.fetcher,
+                                                cache=self.shards.cache, footer=footer,
+                                                first=first, keep=self._keep, more=more)
+        except MoreToRead:
+            return self._threads().submit(self._open_one, f, footer, first)
+        except (ConfigError, RecordError):
+            return None
+
+    def _opened_now(self, f: int, reader: ArrayRecordRanges | None,
+                    spent: int = 0) -> ArrayRecordRanges | None:
+        """Note (and return) file ``f``'s reader (None: not read by range); ``spent``: its
+        open's bytes already taken from the budget."""
+        with self._lock:
+            self._ranges[f] = reader
+            if reader is not None:
+                self._opened.append(reader)
+                self._spent += reader.stats()["bytes"] - spent  # its footer (0 when kept)
+        return reader
+
     def _open_all(self, files: list[int]) -> dict[int, ArrayRecordRanges | None]:
         """The ranged reader of each of ``files`` (opened once; None: not read by range),
         the tails of those whose footers are not known asked for together (one request a
         file, sent at once: :meth:`~datarax.storage.fetch.Fetcher.read_ranges`)."""
-        with self._lock:
-            locks = [(f, self._opening.setdefault(f, threading.Lock())) for f in sorted(files)
-                     if f not in self._ranges]
-        for _, lock in locks:  # in file order: threads opening overlapping sets wait in turn
-            lock.acquire()
+        locks = self._opening(files)
         try:
             with self._lock:
-                todo = [f for f, _ in locks if f not in self._ranges]
-            cache, fetcher = self.shards.cache, self.shards.fetcher
-            known = {f: self.blocks.footers[f] if self.blocks is not None else
-                     load_footer(cache, self.files[f]) if cache is not None else None
-                     for f in todo}
+                todo = [f for f in sorted(files) if f not in self._ranges]
+            known = {f: self._known_footer(f) for f in todo}
             asked = [f for f in todo if known[f] is None]
-            spans = [ArrayRecordRanges.open_span(self.files[f].size) for f in asked]
-
-            def open_one(f: int, first: bytes | None = None, more: bool = True) -> Any:
-                try:
-                    return ArrayRecordRanges.for_object(self.files[f], fetcher=fetcher,
-                                                        cache=cache, footer=known[f],
-                                                        first=first, keep=self._keep,
-                                                        more=more)
-                except MoreToRead:  # its further requests wait in a request thread
-                    return self._threads().submit(open_one, f, first)
-                except (ConfigError, RecordError):
-                    return None  # a format ranged reads refuse, or damaged: the whole file says
-
-            # each footer decoded in one thread as its tail comes, while the others are in
-            # flight (a thread a footer, 64 of them started from the event loop, cost ~2x the
-            # CPU of the decoding); a file whose open needs a second request (a footer longer
-            # than the tail) is opened in the request threads, so none waits behind another
-            try:
-                opened = dict(zip(asked, fetcher.read_ranges(
-                    [(self.files[f], start, start + length)
-                     for f, (start, length) in zip(asked, spans, strict=True)],
-                    self._map, lambda k, data: open_one(asked[k], data, more=False),
-                    self._decoder().submit), strict=True))
-                opened = {f: r.result() if isinstance(r, concurrent.futures.Future) else r
-                          for f, r in opened.items()}
-            except RemoteObjectError as err:
-                self._drop_file(err)  # deleted or changed: the error the download gives, once
-                raise
+            opened = dict(zip(asked, self._fetch(
+                [self._tail(f) for f in asked],
+                lambda k, data: self._open_one(asked[k], None, data, more=False)), strict=True))
+            opened = {f: r.result() if isinstance(r, concurrent.futures.Future) else r
+                      for f, r in opened.items()}
             rest = [f for f in todo if known[f] is not None]
-            opened.update(zip(rest, self._map(open_one, rest), strict=True))
+            opened.update(zip(rest, self._map(lambda f: self._open_one(f, known[f]), rest),
+                              strict=True))
             for f in todo:
-                reader = opened[f]
-                with self._lock:
-                    self._ranges[f] = reader
-                    if reader is not None:
-                        self._opened.append(reader)
-                        self._spent += reader.stats()["bytes"]  # its footer (0 when kept)
+                self._opened_now(f, opened[f])
         finally:
-            for _, lock in locks:
+            for lock in locks:
                 lock.release()
         with self._lock:
             return {f: self._ranges[f] for f in files}
+
+    def _tail(self, f: int) -> tuple[RemoteObject, int, int]:
+        """The request opening file ``f``: its postscript and the tail before it."""
+        start, length = ArrayRecordRanges.open_span(self.files[f].size)
+        return self.files[f], start, start + length
+
+    def _fetch(self, asked: list[tuple[RemoteObject, int, int]],
+               then: Callable[[int, bytes], Any] | None = None) -> list[Any]:
+        """``asked`` read together, ``then`` of each answer in the footer thread as it
+        comes (one thread decoding: a thread a footer cost ~2x the CPU), a file deleted or
+        changed left to the whole-file path (which reports it) after this."""
+        try:
+            return self.shards.fetcher.read_ranges(
+                asked, self._map, then, None if then is None else self._decoder().submit)
+        except RemoteObjectError as err:
+            self._drop_file(err)  # deleted or changed: the error the download gives, once
+            raise
 
     def _drop_file(self, err: RemoteObjectError) -> None:
         """Later reads of the file ``err`` names ask the whole-file path (it reports it)."""
@@ -232,14 +254,17 @@ class HeadStart:
                   runs: list[list[tuple[int, int, list[int]]]]) -> list[list[bytes] | None]:
         """The records ``wanted`` of each unit (None: damaged, left to the whole file),
         the requests of every unit (``runs``) sent together."""
-        asked = [(self.files[self._file_of(u)], start, end)
-                 for (u, _), unit_runs in zip(units, runs, strict=True)
-                 for start, end, _ in unit_runs]
-        try:
-            fetched = self.shards.fetcher.read_ranges(asked, self._map)
-        except RemoteObjectError as err:
-            self._drop_file(err)  # deleted or changed: later reads ask the whole-file path
-            raise
+        fetched = self._fetch([(self.files[self._file_of(u)], start, end)
+                               for (u, _), unit_runs in zip(units, runs, strict=True)
+                               for start, end, _ in unit_runs])
+        return self._decoded(units, wanted, runs, fetched)
+
+    def _decoded(self, units: list[tuple[int, ArrayRecordRanges]],
+                 wanted: Mapping[int, Sequence[int]],
+                 runs: list[list[tuple[int, int, list[int]]]],
+                 fetched: Sequence[bytes]) -> list[list[bytes] | None]:
+        """The records ``wanted`` of each unit from the bytes of its ``runs`` (None:
+        damaged, left to the whole file)."""
         out: list[list[bytes] | None] = []
         at = 0
         for (u, reader), unit_runs in zip(units, runs, strict=True):
@@ -298,6 +323,8 @@ class HeadStart:
         if not todo or sum(self.shards.objects[u].size for u in todo) < \
                 len(todo) * self.request_bytes:
             return {}
+        if self._sure(todo, wanted):
+            return self._read_pipelined(todo, wanted)
         readers = self._open_all(sorted({self._file_of(u) for u in todo}))
         units = [(u, readers[self._file_of(u)]) for u in todo
                  if readers[self._file_of(u)] is not None]
@@ -320,6 +347,91 @@ class HeadStart:
         results = self._read_all(units, wanted, runs)
         return {u: records for (u, _), records in zip(units, results, strict=True)
                 if records is not None}
+
+    def _sure(self, todo: list[int], wanted: Mapping[int, Sequence[int]]) -> bool:
+        """Whether the request checks of :meth:`_read` pass whatever the footers say (a
+        unit needs a request per distinct record at most): :meth:`_read_pipelined` then."""
+        most = sum(len(set(np.asarray(wanted[u]).reshape(-1).tolist())) for u in todo)
+        with self._lock:
+            return self._asked + most <= self.max_requests and most * self.request_bytes <= \
+                sum(self.shards.objects[u].size for u in todo)
+
+    def _plan(self, f: int, reader: ArrayRecordRanges | None, units: list[int],
+              wanted: Mapping[int, Sequence[int]]) -> Any:
+        """``(units, runs)``: file ``f``'s units and the runs of chunks they need, their
+        bytes taken from the budget; None where they wait for their downloads (not read
+        by range, or the budget spent: then the files planned after it wait too)."""
+        if reader is None:
+            return None
+        runs = [reader.ranges(reader.chunks_of(wanted[u])) for u in units]
+        need = sum(end - start for unit_runs in runs for start, end, _ in unit_runs)
+        with self._lock:
+            if self._declined or self._spent + need > self.budget:
+                self._declined = True
+                return None
+            self._spent += need
+            self._asked += sum(len(unit_runs) for unit_runs in runs)
+        return [(u, reader) for u in units], runs
+
+    def _requests_of(self, plan: Any) -> list[tuple[RemoteObject, int, int]]:
+        """The requests of a :meth:`_plan`: each unit's runs of chunks, from its file."""
+        return [(self.files[self._file_of(u)], start, end)
+                for (u, _), unit_runs in zip(*plan, strict=True) for start, end, _ in unit_runs]
+
+    def _read_pipelined(self, todo: list[int],
+                        wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
+        """:meth:`_read` in one call to the store: the tails of the files not opened yet
+        and the known files' chunks sent together, each other file's chunks as soon as its
+        footer is decoded (:class:`~datarax.storage.fetch.FollowUp`), their bytes taken
+        from the budget file by file as the footers come (:meth:`_plan`)."""
+        files = sorted({self._file_of(u) for u in todo})
+        units_of = {f: [u for u in todo if self._file_of(u) == f] for f in files}
+        locks = self._opening(files)
+        try:
+            with self._lock:
+                readers = {f: self._ranges[f] for f in files if f in self._ranges}
+            for f in files:
+                footer = None if f in readers else self._known_footer(f)
+                if footer is not None:
+                    readers[f] = self._open_one(f, footer)
+                    self._opened_now(f, readers[f])
+            tails = [f for f in files if f not in readers]
+            asked = [self._tail(f) for f in tails]
+            with self._lock:  # the tails' bytes, whatever their files' chunks come to
+                self._spent += sum(end - start for _, start, end in asked)
+            plans = [plan for f in files if f in readers
+                     if (plan := self._plan(f, readers[f], units_of[f], wanted)) is not None]
+            asked += [r for plan in plans for r in self._requests_of(plan)]
+
+            def opened(i: int, data: bytes) -> Any:  # in the footer thread, as a tail comes
+                if i >= len(tails):
+                    return data  # a chunk of a file whose footer was known
+                f = tails[i]
+                reader = self._open_one(f, None, data, more=False)
+                if isinstance(reader, concurrent.futures.Future):
+                    return reader  # opened in a request thread: its chunks asked after
+                self._opened_now(f, reader, len(data))
+                plan = self._plan(f, reader, units_of[f], wanted)
+                return None if plan is None else FollowUp(self._requests_of(plan),
+                                                          lambda got: (plan, got))
+
+            fetched = self._fetch(asked, opened if tails else None)
+            rest = iter(fetched[len(tails):])
+            done = [r for r in fetched[:len(tails)] if isinstance(r, tuple)] + [
+                (plan, [next(rest) for _ in self._requests_of(plan)]) for plan in plans]
+            spans = {f: end - start for f, (_, start, end) in zip(tails, asked, strict=False)}
+            later = [plan for f, r in zip(tails, fetched, strict=False)  # opened in a thread
+                     if isinstance(r, concurrent.futures.Future) and (plan := self._plan(
+                         f, self._opened_now(f, r.result(), spans[f]), units_of[f], wanted))]
+            rest = iter(self._fetch([r for plan in later for r in self._requests_of(plan)])
+                        if later else ())
+            done += [(plan, [next(rest) for _ in self._requests_of(plan)]) for plan in later]
+            out = {u: records for (units, runs), got in done for (u, _), records in zip(
+                units, self._decoded(units, wanted, runs, got), strict=True)}
+        finally:
+            for lock in locks:
+                lock.release()
+        return {u: records for u, records in out.items() if records is not None}
 
     def _keep(self, write: Callable[[], None]) -> None:
         """``write()`` (a footer kept beside the cache) once the read that opened the file
@@ -379,27 +491,6 @@ class HeadStart:
                 threads.shutdown(wait=True)
         for reader in readers:
             reader.close()
-
-
-def ranged_count(shards: RemoteShards, i: int) -> int | None:
-    """Records in file ``i`` from its footer (read by range, kept beside the cache), or
-    None when the file is under :data:`COUNT_MIN_SIZE` or ranged reads cannot open it
-    (count it in a downloaded copy then).
-
-    Raises:
-        RemoteObjectError: the file was deleted or changed since it was listed.
-        RemoteStoreError: the store still fails after every retry, or refuses access.
-    """
-    obj = shards.objects[i]
-    if obj.size < COUNT_MIN_SIZE or shards.ready(i):
-        return None
-    try:
-        reader = ArrayRecordRanges.for_object(obj, fetcher=shards.fetcher, cache=shards.cache)
-    except RemoteObjectError:
-        raise
-    except (ConfigError, RecordError):
-        return None
-    return len(reader)
 
 
 def _rebuild(shards: RemoteShards, budget: int, threads: int, request_bytes: int,

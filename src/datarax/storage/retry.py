@@ -295,10 +295,12 @@ class RetriesExhaustedError(OSError):
         return (type(self), (str(self), self.attempts, self.seconds, self.budget_s))
 
 
-def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: StorageStats | None,
+def with_retries(call: Callable[[], T], what: str | Callable[[], str], policy: RetryPolicy,
+                 stats: StorageStats | None,
                  *, on_retry: Callable[[BaseException], None] | None = None) -> T:
     """``call()``, retried on transient failures per ``policy`` (counted in ``stats``);
-    ``what`` (the URL) names the request in errors, ``on_retry(err)`` runs before a retry."""
+    ``what`` (the URL, or a function of the one that failed last) names the request in
+    errors, ``on_retry(err)`` runs before a retry."""
     attempt = 0
     started = time.monotonic()
     longest = 0.0
@@ -308,14 +310,15 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: S
             return call()
         except Exception as err:
             now = time.monotonic()
+            name = what() if callable(what) else what
             longest = max(longest, now - began)
             transient = is_transient(err)
             if not transient:
-                err.add_note(f"datarax: while reading '{what}' (not retried: "
+                err.add_note(f"datarax: while reading '{name}' (not retried: "
                              f"{type(err).__name__} is not a transient failure of the store)")
                 raise
             if not policy.max_retries:  # retries turned off
-                err.add_note(f"datarax: while reading '{what}' (retries are off)")
+                err.add_note(f"datarax: while reading '{name}' (retries are off)")
                 raise
             delay = policy.delay(attempt + 1)
             spent = now - started
@@ -323,7 +326,7 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: S
                 why = (f"all {policy.max_retries} retries" if attempt >= policy.max_retries
                        else f"the retry budget of {policy.budget_s:g} s")
                 raise RetriesExhaustedError(
-                    f"'{what}': still failing after {attempt + 1} attempt"
+                    f"'{name}': still failing after {attempt + 1} attempt"
                     f"{'s' if attempt else ''} in {spent:.1f} s ({why} used; "
                     f"{type(err).__name__}: {err}).",
                     attempt + 1, round(spent, 3), policy.budget_s) from err

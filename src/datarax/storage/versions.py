@@ -26,7 +26,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from datarax.errors import DataraxError
@@ -78,17 +79,21 @@ def can_read_together(fs: Any) -> bool:
     return _is_s3(fs) and callable(getattr(fs, "get_s3", None))
 
 
-def read_versioned_together(fs: Any, wanted: list[Wanted], at_once: int = 64,
-                            arrived: Callable[[int, Any], None] | None = None,
-                            ) -> list[tuple[bytes, str | None] | Exception]:
-    """What :func:`read_versioned` answers for each ``(path, start, end, expected)`` of
-    ``wanted`` (``check`` on), the requests sent together: one hand-off to s3fs's event
-    loop for all of them, ``at_once`` in flight (each a ``GetObject`` of the range with
-    ``If-Match``, through the client s3fs's public ``get_s3`` gives). A request that
-    failed answers its exception, the store's own (a 412: :class:`VersionMismatch`), not
-    retried: the caller retries, or asks again alone (:func:`read_versioned`). S3 only
-    (:func:`can_read_together`). ``arrived(k, answer)``, when given, runs on the event
-    loop as each answer comes (keep it short: hand the work to a thread)."""
+def read_versioned_together(fs: Any, wanted: Sequence[tuple[Hashable, Wanted]],
+                            at_once: int = 64,
+                            arrived: Callable[[Any, Any], Future[Any] | None] | None = None,
+                            ) -> dict[Any, tuple[bytes, str | None] | Exception]:
+    """What :func:`read_versioned` answers for each ``(key, (path, start, end, expected))``
+    of ``wanted`` (``check`` on), by key, the requests sent together: one hand-off to
+    s3fs's event loop for all of them, ``at_once`` in flight (each a ``GetObject`` of the
+    range with ``If-Match``, through the client s3fs's public ``get_s3`` gives). A request
+    that failed answers its exception, the store's own (a 412: :class:`VersionMismatch`),
+    not retried: the caller retries, or asks again alone (:func:`read_versioned`). S3 only
+    (:func:`can_read_together`). ``arrived(key, answer)``, when given, runs on the event
+    loop as each answer comes (keep it short: hand the work to a thread); it may return a
+    ``concurrent.futures.Future`` of more ``(key, Wanted)`` pairs (e.g. the ranges a
+    thread found it needs once it decoded the answer): they are sent as soon as it is
+    done, in the same hand-off, and answered (and ``arrived``) like the others."""
     import asyncio
 
     import fsspec.asyn
@@ -108,20 +113,39 @@ def read_versioned_together(fs: Any, wanted: list[Wanted], at_once: int = 64,
             data = await _body(response)
         return data, version_tag(response)
 
-    async def told(gate: asyncio.Semaphore, k: int, item: Wanted) -> Any:
-        try:
-            answer: Any = await one(gate, *item)
-        except Exception as err:  # noqa: BLE001 - answered, as gather's return_exceptions
-            answer = err
-        if arrived is not None:
-            arrived(k, answer)
-        return answer
-
-    async def every() -> list[Any]:
+    async def every() -> dict[Any, Any]:
         await fs.set_session()
         gate = asyncio.Semaphore(max(1, at_once))
-        return await asyncio.gather(*(told(gate, k, item) for k, item in enumerate(wanted)),
-                                    return_exceptions=True)
+        answers: dict[Any, Any] = {}
+        running: set[asyncio.Future[Any]] = set()
+
+        async def told(key: Any, item: Wanted) -> None:
+            try:
+                answer: Any = await one(gate, *item)
+            except Exception as err:  # noqa: BLE001 - answered, as gather's return_exceptions
+                answer = err
+            answers[key] = answer
+            try:
+                more = arrived(key, answer) if arrived is not None else None
+            except Exception as err:  # noqa: BLE001 - the caller's own failure, answered
+                answers[key], more = err, None
+            if more is not None:
+                try:
+                    pairs = await asyncio.wrap_future(more)
+                except Exception:  # noqa: BLE001 - the caller finds it in its own future
+                    pairs = ()
+                start(pairs or ())
+
+        def start(pairs: Iterable[tuple[Any, Wanted]]) -> None:
+            for key, item in pairs:
+                task = asyncio.ensure_future(told(key, item))
+                running.add(task)
+                task.add_done_callback(running.discard)
+
+        start(wanted)
+        while running:
+            await asyncio.wait(set(running))
+        return answers
 
     return fsspec.asyn.sync(fs.loop, every)
 
