@@ -260,8 +260,11 @@ class MemorySource(IndexedSource):
             return positions % self.__length
         order = self.__store.bound_order()
         if order is not None:  # one epoch's order (epoch_step_inputs): rows past it dropped
-            within = jnp.clip(positions - order["base"].astype(positions.dtype), 0,
-                              self.__length - 1)
+            within = positions - order["base"].astype(positions.dtype)
+            # lax.clamp, not jnp.clip (the same values): jnp.clip is a jitted wrapper
+            # whose first trace in a process costs a step's trace ~3-8 ms
+            within = jax.lax.clamp(np.asarray(0, within.dtype), within,
+                                   np.asarray(self.__length - 1, within.dtype))
             return gather_rows(order["order"], within)
         return epoch_permutation_jnp(positions, self.__length, self.permutation_seed.get_value())
 
