@@ -171,3 +171,23 @@ def test_host_fold_in_is_jax_fold_in() -> None:
         data = int(rng.integers(0, 2**32))
         want = jax.random.fold_in(jax.random.wrap_key_data(key), np.uint32(data))
         assert host_fold_in(key, data).tolist() == np.asarray(jax.random.key_data(want)).tolist()
+
+
+def test_fold_in_rows_is_jax_fold_in() -> None:
+    """The stages' record keys drawn from a pass's rows: every (row, record) pair gives
+    jax.random.fold_in's key, bit for bit, traced or not, extremes included."""
+    from datarax.core.keys import fold_in_rows
+
+    rng = np.random.default_rng(1)
+    rows = rng.integers(0, 2**32, (3, 2), dtype=np.uint64).astype(np.uint32)
+    rows[0] = [0, 0]
+    rows[1] = [2**32 - 1, 2**32 - 1]
+    records = np.concatenate([[0, 1, 2**31 - 1], rng.integers(0, 2**31, 40)]).astype(np.int32)
+    want = [[jax.random.key_data(jax.random.fold_in(jax.random.wrap_key_data(row),
+                                                    np.uint32(r))).tolist()
+             for r in records] for row in rows]
+    assert np.asarray(fold_in_rows(rows, records)).tolist() == want
+    assert np.asarray(jax.jit(fold_in_rows)(rows, records)).tolist() == want
+    top = np.asarray([2**32 - 1], np.uint32)  # a uint32 record past int32's range
+    assert np.asarray(fold_in_rows(rows[:1], top)).tolist()[0][0] == jax.random.key_data(
+        jax.random.fold_in(jax.random.wrap_key_data(rows[0]), top[0])).tolist()

@@ -241,3 +241,22 @@ def test_fields_of_many_axes_serve_their_records_bit_for_bit(record_shape):
         np.testing.assert_array_equal(np.asarray(b["image"]), images[np.asarray(b["id"])])
     record = next(iter(source))
     np.testing.assert_array_equal(np.asarray(record["image"]), images[int(record["id"])])
+
+
+def test_a_subclass_read_its_spec_does_not_declare_is_refused():
+    """A MemorySource's own spec and reads are not traced against each other
+    (spec_from_own_reads); a subclass whose read adds a field its inherited
+    element_spec() does not declare is still refused, naming the field."""
+    from datarax.core.errors import SpecMismatchError
+
+    class Extra(MemorySource):
+        def get_batch_at(self, start, size, key=None):
+            batch = dict(super().get_batch_at(start, size, key))
+            return {**batch, "extra": batch["x"] + 1}
+
+    data = {"x": np.arange(6, dtype=np.int32)}
+    assert MemorySource(MemorySourceConfig(), data).spec_from_own_reads()
+    source = Extra(MemorySourceConfig(), data)
+    assert not source.spec_from_own_reads()
+    with pytest.raises(SpecMismatchError, match="extra"):
+        list(Pipeline(source, stages=[], batch_size=2))

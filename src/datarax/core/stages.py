@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.core.keys import StepKeys, record_keys, stage_record_keys
+from datarax.core.keys import StepKeys, fold_in_rows, record_keys, stage_record_keys
 from datarax.core.operator import OperatorModule, RecordFilter, call_stage
 from datarax.typing import Batch
 
@@ -104,11 +104,9 @@ def _shared_keys(stages: Sequence[Any], indices: Any, epoch: Any, pipeline_key: 
     if not positions:
         return {}
     if isinstance(pipeline_key, StepKeys):  # fold_in(row, index), one threefry evaluation
-        rows = jax.random.wrap_key_data(pipeline_key.stages[np.asarray(positions) - 1])
-        records = jax.numpy.asarray(indices).astype(jax.numpy.uint32)
-        keys = jax.vmap(lambda row: jax.vmap(lambda i: jax.random.fold_in(row, i))(records))(rows)
-    else:
-        keys = stage_record_keys(pipeline_key, positions, epoch, indices)
+        data = fold_in_rows(pipeline_key.stages[np.asarray(positions) - 1], indices)
+        return {p: jax.random.wrap_key_data(data[i]) for i, p in enumerate(positions)}
+    keys = stage_record_keys(pipeline_key, positions, epoch, indices)
     return {p: keys[i] for i, p in enumerate(positions)}
 
 

@@ -106,7 +106,8 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             _, kept, pos = jax.lax.while_loop(
                 more, body, (first, jnp.int32(0), jnp.zeros(rows + batch_size, begin.dtype))
             )
-            pos = jnp.where(jnp.arange(rows) < kept, pos[:rows], 0)  # past kept: read, cut
+            pos = pos[:rows]  # past kept: read (as position 0), cut
+            pos = jax.lax.select(jnp.arange(rows) < kept, pos, jnp.zeros_like(pos))
 
             def read_one(q: Any) -> Any:  # the record at shard position q (rows past kept: 0)
                 batch, indices = source.get_batch_and_indices_at(base + q, 1, pipeline_key)
@@ -125,7 +126,8 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             _, kept, buffer = jax.lax.while_loop(more, body, (first, jnp.int32(0), empty))
             data, indices, pos = jax.tree.map(lambda v: v[:rows], buffer)
         full = kept >= (jnp.arange(group) + 1) * batch_size
-        ends = jnp.where(full, pos[batch_size - 1::batch_size] + 1, end)
+        last = pos[batch_size - 1::batch_size] + 1  # lax.select, not jnp.where: no
+        ends = jax.lax.select(full, last, jnp.full_like(last, end))  # jitted wrapper to trace
         stacked = jax.tree.map(lambda v: v.reshape(group, batch_size, *v.shape[1:]), data)
         rows_of = indices.reshape(group, batch_size)
         if fuse:

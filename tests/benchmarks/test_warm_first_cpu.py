@@ -1,0 +1,37 @@
+"""``benchmarks/warm_first_cpu.py`` at a tiny size: both trees serve the same first batch,
+and every timed run is a second run (its step loaded from the store, none compiled)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# six fresh processes (~20 s): in the slow run
+@pytest.mark.slow
+def test_w10_tiny_two_trees_one_batch_each_timed_run_loaded(tmp_path):
+    out = tmp_path / "result.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+           "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.warm_first_cpu", "--workload", "W10", "--rounds",
+         "2", "--records", "600", "--before", str(ROOT / "src"), "--json", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert sorted(result["medians"]) == ["after", "before"]
+    assert result["digests"]["after"] == result["digests"]["before"]
+    assert len(result["digests"]["after"]) == 1
+    for runs in result["runs"].values():
+        assert len(runs) == 2
+        for run in runs:
+            assert run["counts"]["loaded"] == 1 and run["counts"]["compiled"] == 0
+            assert run["total_cpu"] >= run["first_next_cpu"] > 0
