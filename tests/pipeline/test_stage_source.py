@@ -1,5 +1,5 @@
 """The stages' digest reads each function's source as ``inspect.getsource`` reads it
-(``pipeline/stage_digest.py`` finds the lines itself, without ``inspect``'s scan of every
+(``core/stage_digest.py`` finds the lines itself, without ``inspect``'s scan of every
 loaded module): a decorated function, a method, a nested function and a lambda give the
 tokens ``inspect`` gives, so states saved before keep restoring."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from datarax.pipeline import stage_digest
+from datarax.core import stage_digest
 
 
 def _decorate(fn):

@@ -232,6 +232,17 @@ simple("memory-arguments-swapped", "MemorySource data", "MemorySource(data, conf
        "the MemorySourceConfig second; the config comes first. Call "
        "MemorySource(MemorySourceConfig(), data=...).",
        lambda: MemorySource(data(), MemorySourceConfig()))
+simple("memory-config-keyword-after-data", "MemorySource data", "MemorySource(data, config=cfg)",
+       ConfigError,
+       "MemorySource got dict {'x': array([0, 1, 2, 3, 4, 5], dtype=int32)} first and config= as "
+       "a keyword: the config comes first, the data second. Call "
+       "MemorySource(MemorySourceConfig(), data), MemorySource(config=MemorySourceConfig(), "
+       "data=data) or MemorySource(data=data, shuffle=...) (settings as keywords).",
+       lambda: MemorySource(data(), config=MemorySourceConfig()))
+simple("memory-three-positional-arguments", "MemorySource data",
+       "MemorySource(config, data, config)", ConfigError,
+       "MemorySource takes at most two positional arguments, the config and then the data; got 3",
+       lambda: MemorySource(MemorySourceConfig(), data(), MemorySourceConfig()))
 simple("memory-records-of-float32-and-int32", "MemorySource data",
        "records of one field as float32 and int32 arrays", DataraxError,
        "MemorySource field 'x': record 1 is int32, record 0 is float32, which NumPy stacks as "

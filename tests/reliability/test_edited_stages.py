@@ -19,7 +19,7 @@ import edited_stages
 from datarax.core.errors import StateError
 from datarax.operators import ElementOperator, FilterOperator
 from datarax.pipeline import Pipeline
-from datarax.pipeline.stage_digest import describe, stages_fingerprint
+from datarax.core.stage_digest import describe, stages_fingerprint
 from datarax.sources import MemorySource, MemorySourceConfig
 from datarax.testing import json_round_trip
 

@@ -171,6 +171,27 @@ def test_a_state_of_another_flat_map_is_refused():
         FlatMapSource(parent(), copies, max_outputs=2).set_state({**state, "cursor": [1]})
 
 
+def test_a_state_of_another_function_of_the_same_name_is_refused_by_its_source():
+    def build(fn):
+        return FlatMapSource(parent(), fn, max_outputs=2)
+
+    once = lambda r: [r]  # noqa: E731 -- two lambdas: the same qualified name
+    twice = lambda r: [r, r]  # noqa: E731
+    source = build(twice)
+    source.get_batch_with_indices(3)
+    state = source.get_state()
+    with pytest.raises(StateError, match=r"saved over another fn: both are named .*<lambda>.*"
+                       r"restore it into a flat map of the function that saved it"):
+        build(once).set_state(state)
+    resumed = build(twice)  # the same function (rebuilt source): restores and continues
+    resumed.set_state(state)
+    assert resumed.get_batch_with_indices(2)[0]["r"].tolist() == [1, 2]
+    older = {**state, "settings": {k: v for k, v in state["settings"].items() if k != "fn_source"}}
+    before = build(twice)  # a state saved before fn_source was kept: by name, as then
+    before.set_state(older)
+    assert before.get_batch_with_indices(2)[0]["r"].tolist() == [1, 2]
+
+
 def test_a_parent_that_is_not_an_unsharded_source_is_refused_saying_what_to_do():
     from datarax.core.errors import SourceContractError
 

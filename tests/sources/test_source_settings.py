@@ -100,6 +100,12 @@ def test_a_source_given_only_its_data_takes_its_default_settings():
     assert PackedTextSource(documents=docs, tokenizer=tok).config == PackedTextConfig()
 
 
+def test_memory_source_takes_its_config_as_a_keyword_too():
+    source = MemorySource(data=DATA, config=MemorySourceConfig(shuffle=True, seed=3))
+    assert source.config == MemorySourceConfig(shuffle=True, seed=3)
+    assert sorted(source.get_batch_at(0, len(source))["x"].tolist()) == DATA["x"].tolist()
+
+
 def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
     source = MemorySource(MemorySourceConfig(shuffle=True), DATA, shuffle=True)
     assert source.config == MemorySourceConfig(shuffle=True)
@@ -139,6 +145,14 @@ def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
      "PackedTextSource(PackedTextConfig(seq_len=512), documents, tokenizer) or "
      "PackedTextSource(documents=..., tokenizer=..., seq_len=512)."),
     (lambda: MemorySource(data=DATA, seed=-1), "MemorySourceConfig.seed must be >= 0, got -1."),
+    (lambda: MemorySource(DATA, config=MemorySourceConfig()),
+     "first and config= as a keyword: the config comes first, the data second. Call MemorySource(MemorySourceConfig(), "
+     "data), MemorySource(config=MemorySourceConfig(), data=data) or MemorySource(data=data, "
+     "shuffle=...) (settings as keywords)."),
+    (lambda: MemorySource(MemorySourceConfig(), data=DATA, config=MemorySourceConfig()),
+     "MemorySource got its config twice: MemorySourceConfig first and config= as a keyword."),
+    (lambda: MemorySource(MemorySourceConfig(), DATA, MemorySourceConfig()),
+     "MemorySource takes at most two positional arguments, the config and then the data; got 3"),
 ])
 def test_bad_missing_or_conflicting_settings_are_refused_naming_them(build, message):
     with pytest.raises(ConfigError) as err:

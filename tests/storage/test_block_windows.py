@@ -191,6 +191,22 @@ def test_a_state_of_another_block_size_is_refused(local_dataset: str) -> None:
             files.set_state(state)
 
 
+def test_a_state_restores_under_the_same_block_size_written_another_way(local_dataset: str) -> None:
+    with make(local_dataset) as src:  # shuffle_block="64K"
+        first = read(src, 2)
+        state = src.get_state()
+        rest = read(src, 2)
+    assert src.config.shuffle_block == 65536 and state["settings"]["shuffle_block"] == 65536
+    with make(local_dataset, shuffle_block=65536) as same:
+        same.set_state(state)
+        assert read(same, 2) == rest
+    older = {**state, "settings": {**state["settings"], "shuffle_block": "64K"}}
+    with make(local_dataset, shuffle_block=np.int64(65536)) as same:  # a state saved before
+        same.set_state(older)
+        assert read(same, 2) == rest
+    assert len(first) == 32 and not set(first) & set(rest)
+
+
 # ------------------------------------------------------------------ remote
 @pytest.fixture(scope="module")
 def expected(local_dataset: str) -> list[int]:

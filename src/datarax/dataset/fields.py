@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.image_headers import ImageHeader, intact_image_header
+from datarax.dataset.image_open import image_named
 from datarax.dataset.images import (
     IMAGE_MODES,
     channels_of,
@@ -112,8 +113,10 @@ def read_encoded_image(field: str, value: Any, row: int | None = None) -> tuple[
                                   field=field, row=row) from err
     if data is None:
         return None
+    path = value.get("path") if isinstance(value, Mapping) else None
     try:
-        return data, open_image(data)
+        with image_named(located(field, row) + (f" (file {path})" if path else "")):
+            return data, open_image(data)
     except Exception as err:  # noqa: BLE001 - reported with the row and field
         raise RecordMismatchError(f"{located(field, row)}: undecodable image ({error_text(err)}).",
                                   field=field, row=row) from err

@@ -27,11 +27,12 @@ Example:
 
 from __future__ import annotations
 
-import io
 import math
 from typing import Any
 
 import numpy as np
+
+from datarax.dataset.image_open import open_pil
 
 __all__ = ["centre_box", "dct_scale_for", "decode_region", "image_size", "random_resized_box",
            "resize_and_crop", "resized_crop", "resized_size"]
@@ -57,9 +58,7 @@ def image_size(data: bytes) -> tuple[int, int]:
             return int(height), int(width)
         except ValueError:
             pass  # Pillow says what is wrong with it
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as image:
+    with open_pil(data) as image:
         return image.height, image.width
 
 
@@ -150,8 +149,6 @@ def decode_region(data: bytes, height: int, width: int, k: int) -> tuple[Any, in
 def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, int]:
     """As :func:`decode_region`, the pixels as ``simplejpeg`` gives them (a ``uint8
     (h, w, 3)`` array, which a crop can slice before PIL copies it) or else a PIL image."""
-    from PIL import Image
-
     sj = _simplejpeg()
     if sj is not None and data[:3] == b"\xff\xd8\xff":
         try:
@@ -163,7 +160,7 @@ def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, i
             pass  # a JPEG libjpeg-turbo refuses to give as RGB (CMYK ...): Pillow's turn
         else:
             return pixels, _scale_of(height, width, pixels.shape[:2])
-    image = Image.open(io.BytesIO(data))
+    image = open_pil(data)
     if k > 1 and image.format == "JPEG":
         image.draft("RGB", (width // k, height // k))
     image = image.convert("RGB")

@@ -11,12 +11,12 @@ Example:
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from datarax.dataset.image_headers import read_image_header
+from datarax.dataset.image_open import open_pil
 
 __all__ = ["HEADER_BYTES", "IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
            "has_transparency",
@@ -57,9 +57,7 @@ def image_format(data: bytes) -> str | None:
 
 def open_image(data: bytes) -> Any:
     """The PIL image encoded in ``data``, fully read (PIL's error when it is not one)."""
-    from PIL import Image
-
-    image = Image.open(io.BytesIO(data))
+    image = open_pil(data)
     image.load()
     return image
 
@@ -130,7 +128,7 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str,
     ``first``: the first :data:`HEADER_BYTES` bytes of the file ``item``, read already.
 
     Example:
-        >>> out = io.BytesIO()
+        >>> import io; out = io.BytesIO()
         >>> from PIL import Image; Image.new("L", (5, 3)).save(out, format="PNG")
         >>> image_size_and_grey(out.getvalue())
         (3, 5, True)
@@ -146,10 +144,8 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str,
             header = read_image_header(head)
     if header is not None:
         return header.height, header.width, channels_of_mode(header.mode) == 1
-    from PIL import Image
-
     try:
-        with Image.open(io.BytesIO(head) if opened is None else opened) as image:
+        with open_pil(head if opened is None else opened) as image:
             return image.height, image.width, channels_of(image) == 1
     except OSError:
         raise
@@ -166,6 +162,7 @@ def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
     be opened is left to the writer, which names its row.
 
     Example:
+        >>> import io
         >>> from PIL import Image
         >>> def png(h, w, mode="RGB"):
         ...     out = io.BytesIO(); Image.new(mode, (w, h)).save(out, format="PNG")

@@ -37,6 +37,7 @@ from datarax.dataset.fields import (
     null_in_list,
 )
 from datarax.dataset.image_payload import image_payload, stored_as_it_is
+from datarax.dataset.image_open import image_named
 from datarax.dataset.images import IMAGE_MODES, open_image
 from datarax.errors import RecordError
 
@@ -316,7 +317,8 @@ def _aligned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 def _decode_image(f: Field, data: bytes, index: int) -> np.ndarray:
     try:
-        image = open_image(data)
+        with image_named(f"record {index} of the batch, field '{f.name}'"):
+            image = open_image(data)
     except Exception as err:  # noqa: BLE001 - named by record
         raise RecordError(f"record {index} of the batch, field '{f.name}': undecodable "
                           f"{f.encoding} image ({error_text(err)}).") from err

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.image_decode import dct_scale_for, decode_region, image_size, resized_size
+from datarax.dataset.image_open import image_named, open_pil
 from datarax.dataset.image_payload import deeper_than_8_bits
 from datarax.dataset.images import IMAGE_MODES, channels_of, encoded_image_bytes, image_format
 from datarax.dataset.rows import Rows
@@ -67,7 +68,7 @@ def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
     size = resized_size(height, width, resize) if isinstance(resize, int) else resize
     if size == (height, width):
         return data
-    with Image.open(io.BytesIO(data)) as opened:
+    with open_pil(data) as opened:
         mode = IMAGE_MODES[channels_of(opened)]
         if deeper_than_8_bits(opened, data):  # left as it is: the writer names and refuses it
             raise ValueError("an image of more than 8 bits per channel")
@@ -75,7 +76,7 @@ def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
     if mode == "RGB":
         image, k = decode_region(data, height, width, k)
     else:  # grey or with alpha: as stored
-        image = Image.open(io.BytesIO(data)).convert(mode)
+        image = open_pil(data).convert(mode)
     image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR,
                          box=(0, 0, width / k, height / k))
     out = io.BytesIO()
@@ -142,8 +143,10 @@ class ResizedRows(Rows):
             return value  # the writer names the missing file
         if data is None:
             return value
+        path = value.get("path") if isinstance(value, Mapping) else None
         try:
-            return resize_encoded(data, self.resize)
+            with image_named(f"image file {path}" if path else "an image of the rows"):
+                return resize_encoded(data, self.resize)
         except (OSError, ValueError, SyntaxError):
             return value  # undecodable: the writer names its row and field
 

@@ -23,7 +23,7 @@ from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
-from datarax.pipeline.stage_digest import remember_sources
+from datarax.core.stage_digest import remember_sources
 from datarax.typing import Batch
 
 

@@ -9,7 +9,7 @@ equal the epoch's length: taken inside the loop after its last batch, nothing is
 of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
 ``settings``: what the position means — batch size, drop_remainder, the source's type,
 length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
-(:mod:`datarax.pipeline.stage_digest`: their functions' source) and rngs, and, when
+(:mod:`datarax.core.stage_digest`: their functions' source) and rngs, and, when
 a stage is stochastic, ``draw``: the random draw version
 (:data:`datarax.core.draws.DRAW_VERSION`; a state without it is of version 1 and is
 refused by a pipeline that draws). They are compared in a fixed order (switches such as
@@ -53,7 +53,7 @@ from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.core.share import Share
 from datarax.pipeline.plan import PassContext, filter_position
-from datarax.pipeline.stage_digest import SEES, digest, stages_fingerprint
+from datarax.core.stage_digest import SEES, digest, stages_fingerprint
 
 STATE_VERSION = 4
 _DIGEST_HINTS = {

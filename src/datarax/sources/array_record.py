@@ -32,6 +32,7 @@ from datarax.sources.array_record_remote import (
     check_block_bytes,
     check_cache_for_processes,
     local_blocks,
+    older_block_setting,
     remote_reading,
     window_chunk,
 )
@@ -76,7 +77,8 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
             remote data set is then downloaded a block at a time, so the cache needs about
             two windows of blocks, and each host downloads only the blocks of its share.
             The order is a pure function of ``(seed, epoch, the files' footers,
-            shuffle_block, shuffle_window)``; None (default): a block is a file.
+            shuffle_block, shuffle_window)``; None (default): a block is a file. A size
+            is kept in bytes (``"64K"`` becomes ``65536``), so equal sizes compare equal.
         on_error: ``"raise"`` (default) stops at a record that cannot be read or
             decoded, naming file, record index and cause; ``"skip"`` drops it, counts
             it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
@@ -442,6 +444,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         """Continue exactly after the last record the saved source handed out."""
         where = type(self).__name__
         refuse_pipeline_state(state, where)  # a pipeline's state: named, not a shuffle mismatch
+        state = older_block_setting(state)
         if isinstance(state, dict):  # (anything else: the position's own check names it)
             if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
                 epoch = state.get("current_epoch", 0)

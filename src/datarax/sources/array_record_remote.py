@@ -32,7 +32,7 @@ from datarax.storage.fetch import Fetcher
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
 __all__ = ["block_bytes", "check_block_bytes", "check_cache_for_processes", "local_blocks",
-           "remote_reading", "window_chunk"]
+           "older_block_setting", "remote_reading", "window_chunk"]
 
 
 def block_bytes(config: Any) -> int | None:
@@ -43,7 +43,15 @@ def block_bytes(config: Any) -> int | None:
 
 def check_block_bytes(config: Any) -> None:
     """Refuse a ``shuffle_block`` that is not a size, too small, or without a window; a
-    NumPy integer is kept as the same Python int (as ``check_int`` keeps one)."""
+    size is kept in bytes, a Python int (``"64K"``, ``65536`` and ``np.int64(65536)``
+    make equal configs, so a state saved under one restores under another).
+
+    Example:
+        >>> from datarax.sources.array_record import ArrayRecordSourceConfig
+        >>> ArrayRecordSourceConfig(shuffle_files=True, shuffle_window=4,
+        ...                         shuffle_block="64K").shuffle_block
+        65536
+    """
     object.__setattr__(config, "shuffle_block", python_ints(config.shuffle_block))
     where = f"{type(config).__name__}.shuffle_block={config.shuffle_block!r}"
     try:
@@ -58,6 +66,20 @@ def check_block_bytes(config: Any) -> None:
         raise ConfigError(f"{where} cuts files into blocks for a window shuffle and needs "
                           "shuffle_window=W (blocks per window) and shuffle_files=True; set "
                           "them, or drop shuffle_block.")
+    object.__setattr__(config, "shuffle_block", size)
+
+
+def older_block_setting(state: Any) -> Any:
+    """``state`` with a ``shuffle_block`` its settings name as a string (a state saved
+    before sizes were kept in bytes) given in bytes, so it restores as it did."""
+    saved = state.get("settings") if isinstance(state, dict) else None
+    if not isinstance(saved, dict) or not isinstance(saved.get("shuffle_block"), str):
+        return state
+    try:
+        size = parse_bytes(saved["shuffle_block"])
+    except (ConfigError, ValueError, TypeError):
+        return state  # not a size: the settings check names it
+    return {**state, "settings": {**saved, "shuffle_block": size}}
 
 
 def local_blocks(files: Sequence[str], config: Any) -> FileBlocks | None:

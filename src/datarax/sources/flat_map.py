@@ -56,6 +56,7 @@ from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind, skipping_setting
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
+from datarax.core.stage_digest import describe, digest
 from datarax.core.reading import compiled, read_at, reading_of
 from datarax.sources.child_records import CHUNK, past_the_end
 from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
@@ -71,8 +72,10 @@ class FlatMapSourceConfig(StructuralConfig):
     Attributes:
         max_outputs: the most records ``fn`` returns for one record (>= 1); stable
             indices are ``parent_stable * max_outputs + offset``.
-        fn_name: the qualified name of ``fn`` (a restore into another function is
-            refused).
+        fn_name: the qualified name of ``fn``, for messages.
+        fn_source: a digest of ``fn`` as a pipeline's state sees its stages' functions
+            (:mod:`datarax.core.stage_digest`: its source and plain closure values), so a
+            restore into another function, even of the same name, is refused.
         cast_float64: cast ``float64`` output fields to ``float32`` while
             ``jax_enable_x64`` is off (without it they are refused).
         num_epochs: passes that direct iteration makes; ``-1`` unbounded.
@@ -80,6 +83,7 @@ class FlatMapSourceConfig(StructuralConfig):
 
     max_outputs: int = 1
     fn_name: str = ""
+    fn_source: str = ""
     cast_float64: bool = False
     num_epochs: int = 1
 
@@ -140,6 +144,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         config = FlatMapSourceConfig(
             max_outputs=max_outputs,
             fn_name=getattr(fn, "__qualname__", type(fn).__qualname__),
+            fn_source=digest(describe(fn)),
             cast_float64=cast_float64,
             num_epochs=num_epochs,
         )
@@ -406,14 +411,33 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
             self.cursor.set_value(np.asarray([epoch, 0, 0, 0, 0], np.int64))
 
     def order_settings(self) -> dict[str, Any]:
-        """``max_outputs``, ``fn``'s name, then the parent's type, length and settings
-        under ``parent.``."""
+        """``max_outputs``, ``fn``'s name and source digest, then the parent's type,
+        length and settings under ``parent.``."""
         out: dict[str, Any] = {
             "max_outputs": self.config.max_outputs,
             "fn_name": self.config.fn_name,
+            "fn_source": self.config.fn_source,
         }
         out.update(child_settings("parent.", self.source, self.__length))
         return out
+
+    def _same_fn(self, state: Any) -> Any:
+        """``state``, refused when saved over another ``fn`` of the same name; one saved
+        before states named ``fn_source`` (the name only) is taken as of this ``fn``."""
+        saved = state.get("settings") if isinstance(state, dict) else None
+        if not isinstance(saved, dict) or saved.get("fn_name") != self.config.fn_name:
+            return state  # the settings check names what differs
+        if "fn_source" not in saved:
+            return {**state, "settings": {**saved, "fn_source": self.config.fn_source}}
+        if saved["fn_source"] != self.config.fn_source:
+            raise StateError(
+                f"FlatMapSource state was saved over another fn: both are named "
+                f"{self.config.fn_name!r}, but their source (or closure values) differ "
+                f"(digest {saved['fn_source']!r} saved, {self.config.fn_source!r} here); "
+                "restore it into a flat map of the function that saved it.",
+                field="fn_source",
+            )
+        return state
 
     def get_state(self) -> dict[str, Any]:
         """The position, ``cursor`` = ``[parent position, output offset]`` of the next
@@ -433,8 +457,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly after the last record the saved source handed out (a
-        ``StateError`` names the first of :meth:`order_settings` that differs)."""
-        super().set_state(state)
+        ``StateError`` names the first of :meth:`order_settings` that differs; a state of
+        another ``fn``, even one of the same name, is refused saying so)."""
+        super().set_state(self._same_fn(state))
         cursor = state.get("cursor")
         if cursor is None:
             return  # a bare position: reached by reading the pass

@@ -55,6 +55,7 @@ from datarax.host.dtypes import fit_value
 from datarax.host.threads import run_behind_consumer
 from datarax.dataset.fields import Features, error_text
 from datarax.dataset.image_decode import resize_and_crop, resized_crop
+from datarax.dataset.image_open import image_named
 from datarax.dataset.layout import decode_records
 from datarax.sources.decode_processes import in_decode_worker
 from datarax.sources.decoded_records import KeyedRecord
@@ -216,17 +217,20 @@ class ImageDecoder:
         ``epoch``: the record's key, for a random crop), written into ``out`` where
         given."""
         try:
-            if self.random_resized_crop is not None:
-                rng = np.random.default_rng((self.seed, int(epoch), int(index)))
-                return resized_crop(data, None, self.random_resized_crop, rng=rng,
-                                    scale=self.scale, ratio=self.ratio, draft=self.draft,
-                                    out=out)
-            return resize_and_crop(data, resize=self.resize, crop=self.crop, draft=self.draft,
-                                   out=out)
+            with image_named(f"field '{self.field}' of record {index}"):
+                return self._decoded(data, index, epoch, out)
         except Exception as err:  # noqa: BLE001 - named by field; the reader names the record
             kind = "" if isinstance(data, (bytes, bytearray)) else f" (got {type(data).__name__})"
             raise RecordError(f"field '{self.field}': cannot decode the image{kind} "
                               f"({error_text(err)}).") from err
+
+    def _decoded(self, data: bytes, index: int, epoch: int, out: np.ndarray | None) -> np.ndarray:
+        if self.random_resized_crop is not None:
+            rng = np.random.default_rng((self.seed, int(epoch), int(index)))
+            return resized_crop(data, None, self.random_resized_crop, rng=rng,
+                                scale=self.scale, ratio=self.ratio, draft=self.draft, out=out)
+        return resize_and_crop(data, resize=self.resize, crop=self.crop, draft=self.draft,
+                               out=out)
 
 
 def decode_images(

@@ -31,13 +31,22 @@ from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
 from datarax.sources.order_tables import placed_order, placed_order_ahead
-from datarax.sources.source_call import MISSING, check_config_and_data, source_config
+from datarax.sources.source_call import (
+    MISSING,
+    check_config_and_data,
+    config_keyword,
+    source_config,
+)
 from datarax.typing import Batch
 
 #: a shuffled source of up to this many records reads an epoch through a table of its
 #: order built on the host (:meth:`MemorySource.epoch_step_inputs`; ~5-20 ms at 50,000; the
 #: next epoch's is built and placed ahead, :mod:`datarax.sources.order_tables`)
 SHUFFLE_TABLE_MAX = 1 << 17
+
+#: the calls MemorySource accepts, named when its arguments are mixed up
+_CALL_FORMS = ("MemorySource(MemorySourceConfig(), data), MemorySource(config=MemorySourceConfig(), "
+               "data=data) or MemorySource(data=data, shuffle=...) (settings as keywords)")
 
 
 @dataclass(frozen=True)
@@ -118,12 +127,17 @@ class MemorySource(IndexedSource):
     def __init__(
         self,
         config: MemorySourceConfig = MISSING,
+        /,
         data: Mapping[str, Any] | Sequence[Any] = MISSING,
-        *,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         **settings: Any,
     ) -> None:
+        # config is positional-only so that config= (and more arguments) reach us, and a
+        # mix-up gets a ConfigError naming the accepted forms, not Python's TypeError
+        config = config_keyword("MemorySource", config, data, extra, settings,
+                                data_name="data", forms=_CALL_FORMS)
         config = source_config(type(self), config, settings)
         # a subclass (HFEagerSource ...) checks its own config and passes it on
         expected = MemorySourceConfig if type(self) is MemorySource else StructuralConfig

@@ -10,7 +10,9 @@ the source has. A source given neither takes its default settings when it has de
 for all of them (``MemorySource(data=data)``). A required setting left out, the data passed where the config
 goes, the two swapped, the data left out, or another source's config is refused with a
 ``ConfigError`` saying what was passed and the call that works (not Python's
-``TypeError`` about a missing positional argument).
+``TypeError`` about a missing positional argument). So is a call Python itself would
+refuse with a ``TypeError``: the data first and ``config=`` as a keyword, the config given
+twice, or more positional arguments than the config and the data (:func:`config_keyword`).
 
 Example:
     >>> from datarax.sources import MemorySource
@@ -29,7 +31,8 @@ from typing import Any
 from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError
 
-__all__ = ["MISSING", "check_config_and_data", "check_config_given", "describe", "source_config"]
+__all__ = ["MISSING", "check_config_and_data", "check_config_given", "config_keyword", "describe",
+           "source_config"]
 
 
 class _Missing:
@@ -135,3 +138,42 @@ def check_config_and_data(source: str, config: Any, expected: type, data: Any, *
             f"kind of module). Call {call}.")
     raise ConfigError(f"{source} needs {wanted} as its first argument, got "
                       f"{describe(config)}. Call {call}.")
+
+
+def config_keyword(source: str, config: Any, data: Any, extra: tuple[Any, ...],
+                   settings: dict[str, Any], *, data_name: str, forms: str) -> Any:
+    """The config of a source whose ``config`` is positional-only, so that a ``config=``
+    keyword arrives in ``settings`` (removed from it here): returned in its place when no
+    config came first (``Source(config=..., data=...)``).
+
+    ``extra`` holds the positional arguments after the data; ``forms`` names the accepted
+    call forms for the message.
+
+    Raises:
+        ConfigError: for more than two positional arguments, or ``config=`` beside a
+            first positional argument (the data first, or the config given twice).
+
+    Example:
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> MemorySource({"x": [1, 2]}, config=MemorySourceConfig())
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: MemorySource got dict {'x': [1, 2]} first and config= as a keyword: the config comes first, the data second. Call MemorySource(MemorySourceConfig(), data), MemorySource(config=MemorySourceConfig(), data=data) or MemorySource(data=data, shuffle=...) (settings as keywords).
+    """
+    if extra:
+        raise ConfigError(
+            f"{source} takes at most two positional arguments, the config and then the "
+            f"{data_name}; got {2 + len(extra)}: {describe(config)}, {describe(data)}, "
+            + ", ".join(describe(e) for e in extra) + f". Call {forms}.")
+    if "config" not in settings:
+        return config
+    keyword = settings.pop("config")
+    if config is MISSING:
+        return keyword
+    if isinstance(config, StructuralConfig):
+        raise ConfigError(
+            f"{source} got its config twice: {type(config).__name__} first and config= as a "
+            f"keyword. Give it once. Call {forms}.")
+    raise ConfigError(
+        f"{source} got {describe(config)} first and config= as a keyword: the config comes "
+        f"first, the {data_name} second. Call {forms}.")

@@ -1,0 +1,70 @@
+"""Opening encoded images with Pillow, its decompression-bomb warning naming the image.
+
+Pillow warns (``DecompressionBombWarning``) when it opens an image of more pixels than
+``PIL.Image.MAX_IMAGE_PIXELS`` and refuses one of more than twice as many
+(``DecompressionBombError``). Its warning names no image, so among thousands of records it
+says nothing of which one. :func:`open_pil` opens an image as ``Image.open`` does and
+issues that warning again (through :mod:`warnings`, the same category, so filters on it
+still apply) with the image named: the file or record set by :func:`image_named` around
+the work. Pillow's settings are left as they are (its limit is read, never changed); its
+error is raised as it is, for the caller's error policy to name the record.
+
+Example:
+    >>> import io, warnings
+    >>> from PIL import Image
+    >>> out = io.BytesIO(); Image.new("L", (40, 30)).save(out, "PNG")
+    >>> with image_named("cat.png"):
+    ...     open_pil(out.getvalue()).size
+    (40, 30)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import io
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["image_named", "open_pil"]
+
+_WHERE: contextvars.ContextVar[str] = contextvars.ContextVar("image_named", default="an image")
+# warnings.catch_warnings swaps the warnings module's global state: one thread at a time
+# (held only while Pillow reads a header, not while it decodes pixels)
+_CATCHING = threading.Lock()
+
+
+@contextlib.contextmanager
+def image_named(where: str) -> Iterator[None]:
+    """Name the image :func:`open_pil` opens inside the block (a file path, or
+    ``row 3, field 'image'``) in the warning it issues for an oversized image."""
+    token = _WHERE.set(where)
+    try:
+        yield
+    finally:
+        _WHERE.reset(token)
+
+
+def open_pil(data: bytes | str) -> Any:
+    """``PIL.Image.open`` of the encoded ``data`` (or the file at that path; lazy, as
+    Pillow's), its
+    ``DecompressionBombWarning`` issued again naming the image (:func:`image_named`);
+    any other warning raised meanwhile is issued again as it was."""
+    from PIL import Image
+
+    where = data if isinstance(data, str) else _WHERE.get()  # a file names itself
+    with _CATCHING, warnings.catch_warnings(record=True) as caught:
+        image = Image.open(data if isinstance(data, str) else io.BytesIO(data))
+    for warning in caught:
+        if issubclass(warning.category, Image.DecompressionBombWarning):
+            warnings.warn(
+                f"{where}: {warning.message} Pillow decodes it all the same and "
+                "refuses an image of more than twice its limit (PIL.Image.MAX_IMAGE_PIXELS, "
+                f"{Image.MAX_IMAGE_PIXELS}); check the image, or raise that limit if such "
+                "images are expected.", Image.DecompressionBombWarning, stacklevel=2)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno, source=warning.source)
+    return image
