@@ -500,6 +500,31 @@ def test_the_files_a_plan_reads_first_are_fetched_before_any_read_ahead(tmp_path
     shards.close()
 
 
+def test_a_plans_first_files_are_all_read_ahead_though_the_reader_reached_a_later_one(tmp_path):
+    # a global shuffle reads every file at once, in file order, not the plan's: a reader
+    # reaching the plan's last file first left the files before it to the reader, one by one
+    shards = _shards(tmp_path, "passed", threads=1, ahead=6, behind=6)
+    fetchers, gate = [], threading.Event()
+    download = shards.fetcher.download
+
+    def held_back(obj, part):
+        fetchers.append((obj.name, threading.current_thread().name.startswith("datarax-fetch")))
+        gate.wait(60)
+        download(obj, part)
+
+    shards.fetcher.download = held_back
+    order = np.array([3, 1, 5, 0, 2, 4])
+    shards.plan(lambda a, b: order[np.arange(a, b) // 10] * 10 + np.arange(a, b) % 10, 0, 60,
+                np.arange(1, 7) * 10)
+    _wait(lambda: len(fetchers) == 1, "the plan's first file requested")
+    shards.touch(4)  # the reader reached the plan's last file
+    gate.set()
+    _wait(lambda: len(fetchers) == 6, "every file read ahead", limit=10)
+    assert [name for name, _ in fetchers] == ["3.bin", "1.bin", "5.bin", "0.bin", "2.bin", "4.bin"]
+    assert all(ahead for _, ahead in fetchers) and shards.stats()["fetched"] == 6
+    shards.close()
+
+
 def test_each_process_reads_ahead_only_its_share(tmp_path):
     shards = _shards(tmp_path, "share", threads=2, ahead=6)
     ends = np.arange(1, 7) * 10

@@ -204,10 +204,10 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         extra = 0
         upcoming = self.upcoming()
         if self._order.progress < self.behind:  # the start of a plan: its first files come first
-            head = self._order.head(self.behind)
+            head = self._order.head(self.behind)  # all, also those the reader passed (it reads
             if any(i not in self._entries and i not in self._ahead and i not in self._failed
-                   for i in head):
-                upcoming = [i for i in upcoming if i in head]
+                   for i in head):  # them in file order, the plan's not: else it waits on each)
+                upcoming = head
         for i in upcoming:
             if running >= self.threads:
                 break
