@@ -218,13 +218,13 @@ class ShardCache:
         be created or written (a file in its path, no permission, a read-only disk)."""
         if not self._made:
             try:
-                os.makedirs(self.directory, mode=0o700, exist_ok=True)
-                _check_private(self.directory)
-                for part in ("shards", "locks", "tmp"):
-                    os.makedirs(self._dir(part), mode=0o700, exist_ok=True)
-                    if not os.access(self._dir(part), os.W_OK | os.X_OK):
-                        raise PermissionError(errno.EACCES, "Permission denied", self._dir(part))
-                    _check_private(self._dir(part))
+                for attempt in range(3):  # a cleanup removing the folder as it is made: again
+                    try:
+                        self._make()
+                        break
+                    except FileNotFoundError:
+                        if attempt == 2:
+                            raise
             except OSError as err:
                 where = f" ('{err.filename}')" if err.filename else ""
                 raise ConfigError(
@@ -233,6 +233,15 @@ class ShardCache:
                     "cache=ShardCache(directory, ...)) at a folder you can write, on a local "
                     "disk with room for the files read at once.") from err
             self._made = True
+
+    def _make(self) -> None:
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        _check_private(self.directory)
+        for part in ("shards", "locks", "tmp"):
+            os.makedirs(self._dir(part), mode=0o700, exist_ok=True)
+            if not os.access(self._dir(part), os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, "Permission denied", self._dir(part))
+            _check_private(self._dir(part))
 
     def entry_name(self, obj: RemoteObject) -> str:
         """The file name ``obj`` has in ``shards/``."""
