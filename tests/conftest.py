@@ -44,7 +44,7 @@ except ImportError:  # hypothesis is in the dev extra; the tests that use it imp
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # helpers several test folders share: bad_rows.py, int_record_files.py, number_sources.py,
-# source_reads.py, hf_files.py, tfds_datasets.py, jax_processes.py
+# source_reads.py, hf_files.py, tfds_datasets.py, jax_processes.py, fresh_process.py
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 

@@ -4,23 +4,20 @@ first batch."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+import pytest
+
+from fresh_process import ROOT, benchmark_env
 
 
 # four fresh processes (~20 s): in the slow run
 @pytest.mark.slow
 def test_w1_tiny_cold_and_warm_serve_one_batch_the_warm_one_loaded(tmp_path):
     out = tmp_path / "rows.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-           "JAX_PLATFORMS": "cpu"}
+    env = benchmark_env()
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.first_batch", "--workloads", "W1", "--repeats", "1",
          "--sleep", "0.1", "--records", "300", "--json", str(out)],
@@ -48,8 +45,7 @@ def test_w1_tiny_cold_and_warm_serve_one_batch_the_warm_one_loaded(tmp_path):
 @pytest.mark.slow
 def test_phases_tiny_the_warm_process_loads_and_every_phase_is_reported(tmp_path):
     out = tmp_path / "rows.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-           "JAX_PLATFORMS": "cpu", "FIRST_BATCH_RECORDS": "300"}
+    env = {**benchmark_env(), "FIRST_BATCH_RECORDS": "300"}
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.first_batch_phases", "--workloads", "W10",
          "--repeats", "1", "--json", str(out)],

@@ -4,22 +4,19 @@ and every timed run is a second run (its step loaded from the store, none compil
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from fresh_process import ROOT, benchmark_env
 
 
 # six fresh processes (~20 s): in the slow run
 @pytest.mark.slow
 def test_w10_tiny_two_trees_one_batch_each_timed_run_loaded(tmp_path):
     out = tmp_path / "result.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-           "JAX_PLATFORMS": "cpu"}
+    env = benchmark_env()
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.warm_first_cpu", "--workload", "W10", "--rounds",
          "2", "--records", "600", "--before", str(ROOT / "src"), "--json", str(out)],
