@@ -153,6 +153,14 @@ def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
      "MemorySource got its config twice: MemorySourceConfig first and config= as a keyword."),
     (lambda: MemorySource(MemorySourceConfig(), DATA, MemorySourceConfig()),
      "MemorySource takes at most two positional arguments, the config and then the data; got 3"),
+    (lambda: ArrayRecordSourceModule(["a.array_record"], config=ArrayRecordSourceConfig()),
+     "ArrayRecordSourceModule got list ['a.array_record'] first and config= as a keyword: the "
+     "config comes first, the paths second. Call ArrayRecordSourceModule(ArrayRecordSourceConfig(), "
+     "paths), ArrayRecordSourceModule(config=ArrayRecordSourceConfig(), paths=paths) or "
+     "ArrayRecordSourceModule(paths=paths, shuffle_files=...) (settings as keywords)."),
+    (lambda: ArrayRecordSourceModule(ArrayRecordSourceConfig(), "a.array_record", None),
+     "ArrayRecordSourceModule takes at most two positional arguments, the config and then the "
+     "paths; got 3"),
 ])
 def test_bad_missing_or_conflicting_settings_are_refused_naming_them(build, message):
     with pytest.raises(ConfigError) as err:

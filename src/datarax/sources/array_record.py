@@ -46,7 +46,12 @@ from datarax.sources.host_reader import HostReader
 from datarax.sources.image_decoder import ImageDecoder, bind_to_dataset
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.skip_ledger import record_place
-from datarax.sources.source_call import MISSING, check_config_and_data, source_config
+from datarax.sources.source_call import (
+    MISSING,
+    check_config_and_data,
+    config_keyword,
+    source_config,
+)
 from datarax.storage import (
     ShardCache,
     StorageStats,
@@ -147,6 +152,12 @@ def default_decode(record: bytes) -> dict[str, np.ndarray]:
     return {"record": np.frombuffer(record, dtype=np.uint8)}
 
 
+#: the calls ArrayRecordSourceModule accepts, named when its arguments are mixed up
+_CALL_FORMS = ("ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths), "
+               "ArrayRecordSourceModule(config=ArrayRecordSourceConfig(), paths=paths) or "
+               "ArrayRecordSourceModule(paths=paths, shuffle_files=...) (settings as keywords)")
+
+
 class ArrayRecordSourceModule(RandomAccessSource):
     """Records of one or more ArrayRecord files, decoded and batched on host threads.
 
@@ -227,8 +238,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
     def __init__(
         self,
         config: ArrayRecordSourceConfig = MISSING,
+        /,
         paths: PathsLike = MISSING,
-        *,
+        *extra: Any,
         decode: Callable[[bytes], Mapping[str, Any]] | None = None,
         decode_batch: Callable[[list[bytes]], Mapping[str, np.ndarray]] | None = None,
         rngs: nnx.Rngs | None = None,
@@ -241,6 +253,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
         ranged_reads: bool = False,
         **settings: Any,
     ) -> None:
+        # config positional-only: config= beside the paths, or more arguments, reach
+        # config_keyword's ConfigError rather than Python's TypeError (as MemorySource)
+        config = config_keyword("ArrayRecordSourceModule", config, paths, extra, settings,
+                                data_name="paths", forms=_CALL_FORMS)
         config = source_config(type(self), config, settings)
         check_config_and_data(
             "ArrayRecordSourceModule", config, ArrayRecordSourceConfig, paths, data_name="paths",
