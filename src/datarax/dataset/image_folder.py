@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from datarax.dataset.images import HEADER_BYTES, file_bytes, image_size_and_grey
+from datarax.dataset.images import HEADER_BYTES, ImageSizes, file_bytes, image_size_and_grey
 from datarax.dataset.metadata import METADATA_FILE, PARTIAL_DIR
 from datarax.dataset.rows import Rows
 from datarax.dataset.splits import SPLIT_NAMES
@@ -113,38 +113,22 @@ class ImageFolderRows(Rows):
 
     def hints(self) -> dict[str, dict[str, Any]]:
         """The class names, the image size over every file (``None`` where it varies),
-        and colour where the first image is grey but others are not."""
+        and colour where the first image is grey but others are not (headers only; from
+        the parts :meth:`probe` read, given by :meth:`use_probes` or read here)."""
         hints: dict[str, dict[str, Any]] = {"label": {"class_names": list(self.classes)}}
-        size, colour = self._image_size()
-        image: dict[str, Any] = {}
-        if None in size:
-            image["image_size"] = size
-        if colour:
-            image["image_channels"] = 3
+        sizes = ImageSizes.joined(self._probes if self._probes is not None
+                                  else [self.probe(0, self.length)])
+        image = sizes.hint()
+        if not sizes.heights:  # no image opens: every row is named by the writer
+            image["image_size"] = (None, None)
         if image:
             hints["image"] = image
         return hints
 
-    def _image_size(self) -> tuple[tuple[int | None, int | None], bool]:
-        """Height and width every image has, ``None`` for one that varies, and whether
-        the first image is grey while a later one has colour (headers only; from the
-        parts :meth:`probe` read, given by :meth:`use_probes` or read here)."""
-        parts = self._probes if self._probes is not None else [self.probe(0, self.length)]
-        heights = set().union(*(p[0] for p in parts))
-        widths = set().union(*(p[1] for p in parts))
-        first_grey = next((p[2] for p in parts if p[2] is not None), None)
-        colour = bool(first_grey) and any(p[3] for p in parts)
-        return (heights.pop() if len(heights) == 1 else None,
-                widths.pop() if len(widths) == 1 else None), colour
-
-    def probe(self, start: int, stop: int) -> tuple[set[int], set[int], bool | None, bool]:
-        """The image headers of rows ``start..stop-1``: their heights, their widths,
-        whether the first readable one is grey, whether any has colour (it stops once
-        both sizes vary and one has colour: nothing later changes the hints)."""
-        heights: set[int] = set()
-        widths: set[int] = set()
-        first_grey: bool | None = None
-        colour = False
+    def probe(self, start: int, stop: int) -> ImageSizes:
+        """The image sizes of rows ``start..stop-1`` (it stops once nothing later changes
+        the hints)."""
+        sizes = ImageSizes()
         for row, (path, _) in enumerate(self.items[start:stop], start):
             full = os.path.join(self.root, path)
             try:
@@ -155,13 +139,9 @@ class ImageFolderRows(Rows):
                 height, width, grey = image_size_and_grey(full, head)
             except (OSError, ValueError):  # reported with its row when it is written
                 continue
-            heights.add(height)
-            widths.add(width)
-            first_grey = grey if first_grey is None else first_grey
-            colour = colour or not grey
-            if len(heights) > 1 and len(widths) > 1 and colour:
+            if sizes.add((height,), (width,), (grey,)):
                 break
-        return heights, widths, first_grey, colour
+        return sizes
 
     def use_probes(self, parts: list[Any]) -> None:
         self._probes = list(parts)

@@ -11,16 +11,18 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.image_headers import read_image_header
 from datarax.dataset.image_open import open_pil
 
-__all__ = ["HEADER_BYTES", "IMAGE_MODES", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
+__all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
            "has_transparency",
-           "image_format", "image_shape_hint", "image_shape_hint_of", "image_size_and_grey", "open_image", "pil_image"]
+           "image_format", "image_shape_hint", "image_size_and_grey", "open_image", "pil_image",
+           "readable_size"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -153,13 +155,72 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str,
         raise ValueError(f"{type(err).__name__}: {err}") from err
 
 
-def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
-    """What an image column's field needs beyond its first image, from every image's
-    header: ``image_size`` (height, width; ``None`` for one that varies) when the sizes
-    vary, ``image_channels`` 3 when the first image is grey and a later one has colour.
+@dataclasses.dataclass
+class ImageSizes:
+    """The sizes of a column's images, gathered in order until nothing later changes its
+    :meth:`hint`: their heights and widths, whether the first is grey, whether any has
+    colour. A part of the rows gathers its own; :meth:`joined` adds parts up in order."""
 
-    ``images`` are encoded bytes, Hugging Face image dicts or file paths; one that cannot
-    be opened is left to the writer, which names its row.
+    heights: set[int] = dataclasses.field(default_factory=set)
+    widths: set[int] = dataclasses.field(default_factory=set)
+    first_grey: bool | None = None
+    colour: bool = False
+
+    def add(self, heights: Iterable[int], widths: Iterable[int], greys: Sequence[Any]) -> bool:
+        """Take the next images' heights, widths and whether grey; whether nothing later
+        changes the hint (both sizes vary, and colour was seen)."""
+        self.heights.update(heights)
+        self.widths.update(widths)
+        if len(greys):
+            self.first_grey = bool(greys[0]) if self.first_grey is None else self.first_grey
+            self.colour = self.colour or not all(greys)
+        return len(self.heights) > 1 and len(self.widths) > 1 and self.colour
+
+    @classmethod
+    def of(cls, parts: Iterable[tuple[Iterable[int], Iterable[int], Sequence[Any]]]) -> ImageSizes:
+        """The sizes of parts ``(heights, widths, greys)``, in order, read until nothing
+        later changes the hint."""
+        sizes = cls()
+        next((part for part in parts if sizes.add(*part)), None)
+        return sizes
+
+    @classmethod
+    def joined(cls, parts: Iterable[ImageSizes]) -> ImageSizes:
+        """Consecutive parts' sizes as one (a part's greys: its first, then whether all are)."""
+        return cls.of((p.heights, p.widths,
+                       [] if p.first_grey is None else [p.first_grey, not p.colour])
+                      for p in parts)
+
+    def hint(self) -> dict[str, Any]:
+        """``image_size`` (height, width; ``None`` for one that varies) when the sizes
+        vary, ``image_channels`` 3 when the first image is grey and a later one has colour."""
+        hint: dict[str, Any] = {}
+        if len(self.heights) > 1 or len(self.widths) > 1:
+            hint["image_size"] = (next(iter(self.heights)) if len(self.heights) == 1 else None,
+                                  next(iter(self.widths)) if len(self.widths) == 1 else None)
+        if self.first_grey and self.colour:
+            hint["image_channels"] = 3
+        return hint
+
+
+def readable_size(item: Any) -> tuple[int, int, bool] | None:
+    """:func:`image_size_and_grey` of an image column's item (bytes, a path, an HF image
+    dict); None for no image or one that cannot be opened (left to the writer, which
+    names its row)."""
+    if isinstance(item, Mapping):
+        item = item.get("bytes") or item.get("path")
+    if item is None:
+        return None
+    try:
+        return image_size_and_grey(item)
+    except (OSError, ValueError):
+        return None
+
+
+def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
+    """What an image column's field needs beyond its first image (:meth:`ImageSizes.hint`),
+    from every image's header. ``images`` are encoded bytes, Hugging Face image dicts or
+    file paths; one that cannot be opened is left to the writer, which names its row.
 
     Example:
         >>> import io
@@ -170,60 +231,6 @@ def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
         >>> image_shape_hint([png(4, 4), png(4, 4)]), image_shape_hint([png(4, 4, "L"), png(5, 4)])
         ({}, {'image_size': (None, 4), 'image_channels': 3})
     """
-    heights: set[int] = set()
-    widths: set[int] = set()
-    first_grey: bool | None = None
-    colour = False
-    for item in images:
-        if isinstance(item, Mapping):
-            item = item.get("bytes") or item.get("path")
-        if item is None:
-            continue
-        try:
-            height, width, grey = image_size_and_grey(item)
-        except (OSError, ValueError):
-            continue
-        heights.add(height)
-        widths.add(width)
-        first_grey = grey if first_grey is None else first_grey
-        colour = colour or bool(first_grey and not grey)
-        if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
-            break
-    return _shape_hint(heights, widths, colour)
+    return ImageSizes.of(((s[0],), (s[1],), (s[2],))
+                         for s in filter(None, map(readable_size, images))).hint()
 
-
-def image_shape_hint_of(sizes: Iterable[tuple[Any, Any, Any]]) -> dict[str, Any]:
-    """:func:`image_shape_hint` from the images' sizes already read, a part at a time:
-    the heights, widths and whether grey (NumPy arrays) of the readable images of each
-    part, in order (it stops once nothing later changes the hint).
-
-    Example:
-        >>> import numpy as np
-        >>> image_shape_hint_of([(np.array([4]), np.array([4]), np.array([True])),
-        ...                      (np.array([5]), np.array([4]), np.array([False]))])
-        {'image_size': (None, 4), 'image_channels': 3}
-    """
-    heights: set[int] = set()
-    widths: set[int] = set()
-    first_grey: bool | None = None
-    colour = False
-    for height, width, grey in sizes:
-        if not len(height):
-            continue
-        heights.update(set(height.tolist()))
-        widths.update(set(width.tolist()))
-        first_grey = bool(grey[0]) if first_grey is None else first_grey
-        colour = colour or bool(first_grey and not grey.all())
-        if len(heights) > 1 and len(widths) > 1 and (colour or not first_grey):
-            break
-    return _shape_hint(heights, widths, colour)
-
-
-def _shape_hint(heights: set[int], widths: set[int], colour: bool) -> dict[str, Any]:
-    hint: dict[str, Any] = {}
-    if len(heights) > 1 or len(widths) > 1:
-        hint["image_size"] = (heights.pop() if len(heights) == 1 else None,
-                              widths.pop() if len(widths) == 1 else None)
-    if colour:
-        hint["image_channels"] = 3
-    return hint

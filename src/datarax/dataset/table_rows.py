@@ -20,7 +20,7 @@ from datarax.dataset.csv_tables import (
     short_csv_row,
 )
 from datarax.dataset.image_header_columns import binary_values, png_header_columns
-from datarax.dataset.images import image_shape_hint_of, image_size_and_grey
+from datarax.dataset.images import ImageSizes, readable_size
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
 from datarax.dataset.rows import (
     Rows,
@@ -198,17 +198,11 @@ def _image_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any,
     rest = np.flatnonzero(~known).tolist()
     items = _encoded_images(column) if rest else []
     for row in rest:
-        item = items[row]
-        if isinstance(item, Mapping):
-            item = item.get("bytes") or item.get("path")
-        if item is None:
-            continue
-        try:
-            height[row], width[row], grey[row] = image_size_and_grey(item)
-        except (OSError, ValueError):
-            continue
-        readable[row] = True
-    return height[readable], width[readable], grey[readable]
+        size = readable_size(items[row])
+        if size is not None:
+            height[row], width[row], grey[row] = size
+            readable[row] = True
+    return height[readable].tolist(), width[readable].tolist(), grey[readable].tolist()
 
 
 def _row_group_columns(reader: Any, name: str) -> Iterator[Any]:
@@ -395,9 +389,9 @@ class TableRows(Rows):
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])
-                hints[name] = {**hint, **image_shape_hint_of(
+                hints[name] = {**hint, **ImageSizes.of(
                     _image_sizes(chunk, headers) for f in self.files
-                    for chunk in _row_group_columns(pq.ParquetFile(f), name))}
+                    for chunk in _row_group_columns(pq.ParquetFile(f), name)).hint()}
         return hints
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
