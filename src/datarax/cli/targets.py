@@ -81,9 +81,6 @@ def as_cli_options(message: str) -> str:
     return message.replace("exclude_keys names", "--exclude names")
 
 
-TABLE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
-
-
 def convert_hint(spec: str) -> str:
     """What to do with a SOURCE that names data ``convert`` reads (a table or numpy file,
     a folder that holds no dataset) rather than ArrayRecord files; ``""`` otherwise.
@@ -103,6 +100,7 @@ def convert_hint(spec: str) -> str:
         return ""
     from datarax.dataset.metadata import METADATA_FILE
 
+    from datarax.dataset.conversion import TABLE_SUFFIXES
     from datarax.dataset.image_folder import IMAGE_SUFFIXES, is_class_folder
 
     lower = path.lower()
@@ -126,9 +124,9 @@ def convert_hint(spec: str) -> str:
     elif lower.endswith(IMAGE_SUFFIXES):
         return (f" It is an image: convert the image folder it is in (datarax convert {up(2)} DST "
                 f"for {up(2)}/<class>/<image>, then inspect DST).")
-    elif not lower.endswith(TABLE_SUFFIXES + (".npy", ".npz")):
+    elif not lower.endswith((*TABLE_SUFFIXES, ".npy", ".npz")):
         return ""
-    also = f", or open it as hf:{path}" if lower.endswith(TABLE_SUFFIXES) else ""
+    also = f", or open it as hf:{path}" if lower.endswith(tuple(TABLE_SUFFIXES)) else ""
     return (f" It is not ArrayRecord: convert it first (datarax convert {path} DST, then "
             f"inspect DST){also}.")
 
@@ -288,19 +286,28 @@ def image_options(args: Any) -> dict[str, Any] | None:
             "random_resized_crop": random_crop}
 
 
+def dataset_info(name: str) -> Any | None:
+    """The metadata of the datarax dataset ``name`` names (its folder or shards, local or
+    in a bucket), or None when it names none."""
+    from datarax.dataset.metadata import find_dataset, read_metadata
+
+    folder = find_dataset(name)
+    if folder is not None:
+        return read_metadata(folder)
+    if is_remote(name):
+        from datarax.dataset.reading import remote_dataset
+
+        return remote_dataset(name)[1]
+    return None
+
+
 def _decoded_images(spec: str, name: str, images: dict[str, Any], policy: dict[str, Any]) -> Target:
     """A :class:`Target` of ArrayRecord files whose image field is decoded by
     :func:`datarax.decode_images` with ``images`` (its options and ``field``: default the
     dataset's first image field)."""
-    from datarax.dataset.metadata import find_dataset, read_metadata
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule, decode_images
 
-    folder = find_dataset(name)
-    info = read_metadata(folder) if folder is not None else None
-    if info is None and is_remote(name):
-        from datarax.dataset.reading import remote_dataset
-
-        info = remote_dataset(name)[1]
+    info = dataset_info(name)
     options = dict(images)
     field = options.pop("field", None)
     if field is None:
@@ -345,19 +352,11 @@ def open_target(
     if images is not None:
         return _decoded_images(spec, name, images, policy)
     if kind == "arrayrecord":
-        from datarax.dataset.metadata import find_dataset, read_metadata
         from datarax.dataset.reading import DatasetDecoder
         from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
-        info, refused = None, None
-        folder = find_dataset(name) if decode is None else None
-        if folder is not None:
-            info = read_metadata(folder)
-        elif decode is None and is_remote(name):  # a dataset in a bucket: its metadata, if any
-            from datarax.dataset.reading import remote_dataset
-
-            info = remote_dataset(name)[1]
+        info, refused = dataset_info(name) if decode is None else None, None
         if info is not None:  # a datarax dataset: its metadata says how to decode
             fn = None
             try:

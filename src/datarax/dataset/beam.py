@@ -59,7 +59,7 @@ from datarax.dataset.write_features import name_row_classes, resolve_features
 from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_record_message
 from datarax.errors import ConfigError
 from datarax.extras import require
-from datarax.host.counts import python_ints
+from datarax.host.counts import check_count
 from datarax.storage.urls import expand_user
 
 beam = require("apache_beam", extra="beam", user="datarax.beam")
@@ -231,12 +231,9 @@ class WriteDataset(beam.PTransform):
                  extra: Mapping[str, Any] | None = None,
                  records_per_shard: int = RECORDS_PER_SHARD, rows: Rows | None = None) -> None:
         super().__init__()
-        shards, records_per_shard = python_ints((shards, records_per_shard))  # NumPy ints
-        if shards is not None and (not isinstance(shards, int) or shards < 1):
-            raise ConfigError(f"WriteDataset shards must be an int >= 1 or None, got {shards!r}.")
-        if not isinstance(records_per_shard, int) or records_per_shard < 1:
-            raise ConfigError(
-                f"WriteDataset records_per_shard must be an int >= 1, got {records_per_shard!r}.")
+        if shards is not None:  # NumPy ints too
+            shards = check_count(shards, "WriteDataset shards", 1, " or None")
+        records_per_shard = check_count(records_per_shard, "WriteDataset records_per_shard", 1)
         if on_error not in ("raise", "skip"):
             raise ConfigError(f"WriteDataset on_error must be 'raise' or 'skip', got {on_error!r}.")
         if features is not None and not isinstance(features, Features):

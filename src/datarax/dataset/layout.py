@@ -40,6 +40,7 @@ from datarax.dataset.image_payload import image_payload, stored_as_it_is
 from datarax.dataset.image_open import image_named
 from datarax.dataset.images import IMAGE_MODES, open_image
 from datarax.errors import RecordError
+from datarax.host.arrays import fresh_aligned
 
 __all__ = ["decode_records", "encode_record", "record_encoder"]
 
@@ -59,7 +60,6 @@ def little_endian(dtype: Any) -> np.dtype:
     JAX's dtype cache then hands back for every later ``int32``)."""
     dtype = np.dtype(dtype)
     return dtype if np.little_endian else dtype.newbyteorder("<")
-_ALIGNMENT = 64
 _BIG_ENDIAN = np.dtype("=u4").byteorder == ">" or np.little_endian is False
 
 
@@ -308,13 +308,6 @@ def _checked_record(features: Features, record: Any, row: int | None) -> bytes:
     return b"".join(head) + _lengths(len(lengths)).pack(*lengths) + b"".join(tail)
 
 
-def _aligned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    buffer = np.empty(nbytes + _ALIGNMENT, np.uint8)
-    offset = (-buffer.ctypes.data) % _ALIGNMENT
-    return buffer[offset:offset + nbytes].view(dtype).reshape(shape)
-
-
 def _decode_image(f: Field, data: bytes, index: int) -> np.ndarray:
     try:
         with image_named(f"record {index} of the batch, field '{f.name}'"):
@@ -379,7 +372,7 @@ def decode_records(features: Features, records: Sequence[bytes], *,
         RecordError: a record's length does not match its layout, or an image cannot
             be decoded (the message names the record's place in the batch).
     """
-    empty = empty or _aligned
+    empty = empty or fresh_aligned
     n = len(records)
     head = features.head_size
     lengths = np.fromiter(map(len, records), np.int64, n)

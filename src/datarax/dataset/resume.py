@@ -47,7 +47,7 @@ from datarax.dataset.write_outcome import ConversionError
 from datarax.errors import ConfigError
 from datarax.extras import require
 
-__all__ = ["RUN_FILE", "check_finished_shards", "finished_run", "finished_shards",
+__all__ = ["RUN_FILE", "check_finished_shards", "finished_run", "finished_shards", "partial_path",
            "prepare_destination", "run_fingerprint", "written_with"]
 
 RUN_FILE = "run.json"
@@ -57,7 +57,8 @@ _READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"  # one pass, in or
 _MAY_CHANGE = ("on_error",)
 
 
-def _partial(dst: str, name: str) -> str:
+def partial_path(dst: str, name: str) -> str:
+    """The path of ``name`` in the partial folder of the write into ``dst``."""
     return os.path.join(dst, PARTIAL_DIR, name)
 
 
@@ -79,7 +80,7 @@ def _remove(dst: str, names: list[str]) -> None:
 
 def _read_run(dst: str) -> dict[str, Any] | None:
     try:
-        with open(_partial(dst, RUN_FILE), encoding="utf-8") as f:
+        with open(partial_path(dst, RUN_FILE), encoding="utf-8") as f:
             saved = json.load(f)
     except (OSError, ValueError):
         return None
@@ -140,7 +141,7 @@ def prepare_destination(dst: str, fingerprint: str, parts: Mapping[str, Any], *,
         elif METADATA_FILE in ours:
             os.remove(os.path.join(dst, METADATA_FILE))
     os.makedirs(os.path.join(dst, PARTIAL_DIR), exist_ok=True)
-    write_json(_partial(dst, RUN_FILE), {"fingerprint": fingerprint, "parts": dict(parts)})
+    write_json(partial_path(dst, RUN_FILE), {"fingerprint": fingerprint, "parts": dict(parts)})
     return False
 
 
@@ -220,7 +221,7 @@ def finished_shards(dst: str, shards: int) -> dict[int, dict[str, Any]]:
     done = {}
     for s in range(shards):
         name = shard_name(s, shards)
-        summary = _partial(dst, name + ".json")
+        summary = partial_path(dst, name + ".json")
         if os.path.isfile(os.path.join(dst, name)) and os.path.isfile(summary):
             with open(summary, encoding="utf-8") as f:
                 done[s] = json.load(f)

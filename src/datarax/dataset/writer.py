@@ -51,6 +51,7 @@ from datarax.dataset.replace import beside, dataset_entries, remove_folder, swap
 from datarax.dataset.resume import (
     check_finished_shards,
     finished_shards,
+    partial_path,
     prepare_destination,
     run_fingerprint,
     written_with,
@@ -61,7 +62,7 @@ from datarax.dataset.write_outcome import ConversionError, WriteSummary, bad_rec
 from datarax.dataset.write_workers import WorkerPool
 from datarax.errors import ConfigError
 from datarax.extras import require
-from datarax.host.counts import python_ints
+from datarax.host.counts import check_count
 
 __all__ = ["PARTIAL_DIR", "ConversionError", "WriteSummary", "write_dataset"]
 
@@ -77,10 +78,6 @@ class _Job:
     on_error: str
     bounds: tuple[int, ...] | None  # contiguous ranges; None: round-robin
     replacing: str | None = None  # the folder whose dataset this write (in ``dst``) replaces
-
-
-def _partial(dst: str, name: str) -> str:
-    return os.path.join(dst, PARTIAL_DIR, name)
 
 
 def _sync(path: str) -> None:
@@ -110,7 +107,7 @@ class _ShardWriter:
     def __init__(self, job: _Job, index: int) -> None:
         self.job = job
         self.name = shard_name(index, job.shards)
-        self.tmp = _partial(job.dst, self.name + ".tmp")
+        self.tmp = partial_path(job.dst, self.name + ".tmp")
         self.writer = require("array_record.python.array_record_module", extra="arrayrecord",
                               user="write_dataset").ArrayRecordWriter(self.tmp, WRITER_OPTIONS)
         self.records = 0
@@ -148,7 +145,7 @@ class _ShardWriter:
             info = shard_info(self.tmp, self.records)
             summary = {"shard": dataclasses.replace(info, file=self.name).to_json(),
                        "skipped": self.skipped}
-            write_json(_partial(self.job.dst, self.name + ".json"), summary)
+            write_json(partial_path(self.job.dst, self.name + ".json"), summary)
         except (OSError, RuntimeError) as err:
             raise _write_failed(self.job, f"the shard '{self.name}'", err) from err
         os.replace(self.tmp, os.path.join(self.job.dst, self.name))
@@ -300,11 +297,8 @@ def write_dataset(
         from datarax.storage.urls import expand_user  # (not in a worker process)
 
         dst = expand_user(dst)  # '~/ds' is the home folder's
-        shards, workers = python_ints((shards, workers))  # NumPy ints too
-        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-            raise ConfigError(f"write_dataset shards must be an int >= 1, got {shards!r}.")
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigError(f"write_dataset workers must be an int >= 1, got {workers!r}.")
+        shards = check_count(shards, "write_dataset shards", 1)  # NumPy ints too
+        workers = check_count(workers, "write_dataset workers", 1)
         if on_error not in ("raise", "skip"):
             raise ConfigError(
                 f"write_dataset on_error must be 'raise' or 'skip', got {on_error!r}.")
