@@ -150,9 +150,15 @@ def check_stream_name(name: Any, where: str) -> None:
         )
 
 
-def check_keys(op: OperatorModule, keys: Any, records: int) -> None:
-    """Refuse ``keys`` that are not one PRNG key per record, naming the operator."""
+def check_keys(op: OperatorModule, keys: Any, records: int, *, required: bool = False) -> None:
+    """Refuse ``keys`` that are not one PRNG key per record (with ``required``, no keys
+    either: a stochastic operator's), naming the operator."""
     if keys is None:
+        if required:
+            raise DataraxError(
+                f"{type(op).__name__} '{op.name}' is stochastic but got no keys; run it in a "
+                "Pipeline or pass one key per record."
+            )
         return
     shape = tuple(np.shape(keys))
     typed = jax.dtypes.issubdtype(getattr(keys, "dtype", None), jax.dtypes.prng_key)

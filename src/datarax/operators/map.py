@@ -10,7 +10,7 @@ import jax
 
 from datarax.core.batch import batch_length
 from datarax.core.config import StructuralConfig
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError
 from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
@@ -113,7 +113,7 @@ class MapOperator(FunctionOperator):
         fields = self._fields(data)
         chosen = {f: data[f] for f in fields}
         if self.config.stochastic:
-            check_keys(self, keys, batch_length(chosen))
+            check_keys(self, keys, batch_length(chosen), required=True)
         try:
             out = self._map(chosen, keys)
         except TRACER_ERRORS as err:
@@ -128,11 +128,6 @@ class MapOperator(FunctionOperator):
             return out
 
         if self.config.stochastic:
-            if keys is None:
-                raise DataraxError(
-                    f"MapOperator '{self.name}' is stochastic but got no keys; run it in a "
-                    "Pipeline or pass one key per record."
-                )
             return jax.vmap(
                 lambda record, key: checked({f: self.fn(v, key) for f, v in record.items()})
             )(chosen, keys)

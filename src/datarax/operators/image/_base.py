@@ -258,12 +258,7 @@ class ImageOperator(OperatorModule):
                 "16-bit images, a.astype(jnp.float32) for masks of True/False."
             )
         if self.config.stochastic:
-            if keys is None:
-                raise DataraxError(
-                    f"{type(self).__name__} '{self.name}' is stochastic but got no keys; run "
-                    "it in a Pipeline or pass one key per record."
-                )
-            check_keys(self, keys, images.shape[0])
+            check_keys(self, keys, images.shape[0], required=True)
         if self.materialize:
             shape = tuple(images.shape[1:])
             if self.config.stochastic:
