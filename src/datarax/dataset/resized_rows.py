@@ -26,7 +26,7 @@ import io
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from datarax.dataset.image_decode import dct_scale_for, decode_region, image_size, resized_size
+from datarax.dataset.image_decode import image_size, resize_and_crop, resized_size
 from datarax.dataset.image_open import image_named, open_pil
 from datarax.dataset.image_payload import deeper_than_8_bits
 from datarax.dataset.images import IMAGE_MODES, channels_of, encoded_image_bytes, image_format
@@ -72,13 +72,10 @@ def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
         mode = IMAGE_MODES[channels_of(opened)]
         if deeper_than_8_bits(opened, data):  # left as it is: the writer names and refuses it
             raise ValueError("an image of more than 8 bits per channel")
-    k = dct_scale_for((height, width), size) if mode == "RGB" else 1
-    if mode == "RGB":
-        image, k = decode_region(data, height, width, k)
+    if mode == "RGB":  # as decode_images resizes it: DCT-scaled where that leaves enough
+        image = Image.fromarray(resize_and_crop(data, resize=size))
     else:  # grey or with alpha: as stored
-        image = open_pil(data).convert(mode)
-    image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR,
-                         box=(0, 0, width / k, height / k))
+        image = open_pil(data).convert(mode).resize((size[1], size[0]), Image.Resampling.BILINEAR)
     out = io.BytesIO()
     if image_format(data) == "jpeg" and mode != "RGBA":
         image.save(out, format="JPEG", quality=95)
