@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax.dataset.image_headers import JPEG_MAGIC
 from datarax.dataset.image_open import open_pil
 
 __all__ = ["centre_box", "dct_scale_for", "decode_region", "image_size", "random_resized_box",
@@ -52,7 +53,7 @@ def _simplejpeg() -> Any:
 def image_size(data: bytes) -> tuple[int, int]:
     """``(height, width)`` from the image's header, without decoding its pixels."""
     sj = _simplejpeg()
-    if sj is not None and data[:3] == b"\xff\xd8\xff":
+    if sj is not None and data[:3] == JPEG_MAGIC:
         try:
             height, width, _, _ = sj.decode_jpeg_header(data)
             return int(height), int(width)
@@ -150,7 +151,7 @@ def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, i
     """As :func:`decode_region`, the pixels as ``simplejpeg`` gives them (a ``uint8
     (h, w, 3)`` array, which a crop can slice before PIL copies it) or else a PIL image."""
     sj = _simplejpeg()
-    if sj is not None and data[:3] == b"\xff\xd8\xff":
+    if sj is not None and data[:3] == JPEG_MAGIC:
         try:
             # RGB, not RGBX: PIL would take RGBX without a copy, but then resizes four
             # bands instead of three (measured: slower overall)

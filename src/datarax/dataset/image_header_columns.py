@@ -25,13 +25,12 @@ Example:
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 from zlib import crc32
 
 import numpy as np
 
-from datarax.dataset.image_headers import PIL_MAX_IMAGE_PIXELS
+from datarax.dataset.image_headers import pixel_limit
 
 __all__ = ["binary_values", "png_header_columns"]
 
@@ -82,11 +81,6 @@ def _crc_ok(view: memoryview, data: np.ndarray, lo: np.ndarray, hi: np.ndarray) 
     return computed == _u32(data, hi)
 
 
-def _pixel_limit() -> int | None:
-    image = sys.modules.get("PIL.Image")  # as image_headers: PIL's default while not loaded
-    return PIL_MAX_IMAGE_PIXELS if image is None else image.MAX_IMAGE_PIXELS
-
-
 def png_header_columns(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, *, whole: bool
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For the images ``data[starts[i]:starts[i] + sizes[i]]`` (``data`` a uint8 array):
@@ -111,7 +105,7 @@ def png_header_columns(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, 
     ok = (head[:, :16] == _SIGNATURE_AND_IHDR).all(1) & (head[:, 24] == 8) & (
         _CHANNELS[head[:, 25]] > 0) & (head[:, 26] == 0) & (head[:, 27] == 0) & (
         head[:, 28] <= 1) & (h > 0) & (w > 0) & (h < 2**31) & (w < 2**31)  # (no overflow)
-    limit = _pixel_limit()
+    limit = pixel_limit()
     if limit is not None:
         ok &= h * w <= limit
     view = memoryview(data)

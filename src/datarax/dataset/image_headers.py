@@ -31,9 +31,12 @@ import sys
 from typing import NamedTuple
 from zlib import crc32
 
-__all__ = ["ImageHeader", "intact_image_header", "read_image_header"]
+__all__ = ["JPEG_MAGIC", "PNG_MAGIC", "ImageHeader", "intact_image_header", "pixel_limit",
+           "read_image_header"]
 
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: the signatures PNG and JPEG files start with
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+JPEG_MAGIC = b"\xff\xd8\xff"
 _U32 = struct.Struct(">I")
 _IHDR = struct.Struct(">IIBBBBB")
 _U16 = struct.Struct(">H")
@@ -74,9 +77,9 @@ def read_image_header(data: bytes) -> ImageHeader | None:
     when opening the image: a PNG's chunks before its pixels are checksummed, a JPEG's
     segments walked to its frame. None when the bytes are no image, or one PIL should
     judge (see the module docstring)."""
-    if data.startswith(_PNG_MAGIC):
+    if data.startswith(PNG_MAGIC):
         found = _png(data, whole=False)
-    elif data.startswith(b"\xff\xd8\xff"):
+    elif data.startswith(JPEG_MAGIC):
         found = _jpeg(data)
     else:
         return None
@@ -86,12 +89,12 @@ def read_image_header(data: bytes) -> ImageHeader | None:
 def intact_image_header(data: bytes) -> ImageHeader | None:
     """The header of a whole PNG / JPEG file whose structure holds (see the module
     docstring), in mode ``L``, ``RGB`` or ``RGBA`` at 8 bits per channel; None otherwise."""
-    if data.startswith(_PNG_MAGIC):
+    if data.startswith(PNG_MAGIC):
         found = _png(data, whole=True)
         if found is None or found[1] != len(data):
             return None
         header = found[0]
-    elif data.startswith(b"\xff\xd8\xff"):
+    elif data.startswith(JPEG_MAGIC):
         found = _jpeg(data)
         if found is None or not data.endswith(b"\xff\xd9") or found[1] > len(data) - 2:
             return None
@@ -102,11 +105,17 @@ def intact_image_header(data: bytes) -> ImageHeader | None:
     return header if keep and _not_huge(header) else None
 
 
+def pixel_limit() -> int | None:
+    """``PIL.Image.MAX_IMAGE_PIXELS``: the most pixels PIL opens without its
+    decompression-bomb warning (PIL's default while PIL is not loaded: nothing changed it)."""
+    image = sys.modules.get("PIL.Image")
+    return PIL_MAX_IMAGE_PIXELS if image is None else image.MAX_IMAGE_PIXELS
+
+
 def _not_huge(header: ImageHeader) -> bool:
     """Whether PIL opens an image this size without its decompression-bomb warning or
-    error (``PIL.Image.MAX_IMAGE_PIXELS``), which it is left to give."""
-    image = sys.modules.get("PIL.Image")  # not loaded: nothing has changed its default
-    limit = PIL_MAX_IMAGE_PIXELS if image is None else image.MAX_IMAGE_PIXELS
+    error (:func:`pixel_limit`), which it is left to give."""
+    limit = pixel_limit()
     return limit is None or header.height * header.width <= limit
 
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from datarax.dataset.image_headers import read_image_header
+from datarax.dataset.image_headers import JPEG_MAGIC, PNG_MAGIC, read_image_header
 from datarax.dataset.image_open import open_pil
 
 __all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
@@ -26,8 +26,6 @@ __all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "channels_of", "channels
 
 #: The PIL mode a stored image of each channel count is decoded to.
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_JPEG_MAGIC = b"\xff\xd8\xff"
 
 
 def pil_image(value: Any) -> Any:
@@ -50,9 +48,9 @@ def encoded_image_bytes(value: Any) -> bytes | None:
 
 def image_format(data: bytes) -> str | None:
     """``"png"`` or ``"jpeg"`` by the bytes' signature; None for anything else."""
-    if data.startswith(_PNG_MAGIC):
+    if data.startswith(PNG_MAGIC):
         return "png"
-    if data.startswith(_JPEG_MAGIC):
+    if data.startswith(JPEG_MAGIC):
         return "jpeg"
     return None
 
