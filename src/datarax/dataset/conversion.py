@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
 import glob
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,7 +43,6 @@ from datarax.dataset.rows import (
     Rows,
     SequenceRows,
     as_rows,
-    check_own_class_names,
     files_description,
 )
 from datarax.dataset.splits import SPLIT_NAMES, file_split, note_split, pick_split, split_files
@@ -191,10 +189,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
         rows = IterableRows(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)),
                             length=builder.info.splits[split].num_examples,
                             description=description)
-    rows.hints = lambda: hints  # type: ignore[method-assign]
-    own = {key: hint["class_names"] for key, hint in hints.items() if "class_names" in hint}
-    rows.name_classes = functools.partial(  # type: ignore[method-assign]
-        check_own_class_names, description, own)
+    rows.schema_hints = hints
     return note_split(rows, names, asked, split)
 
 

@@ -41,12 +41,16 @@ class Rows:
     #: whether :meth:`hints` reads every row, in parts that :meth:`probe` reads (so
     #: worker processes can share that reading; :meth:`use_probes` takes their parts)
     probes_rows: bool = False
+    #: what the data's own schema says of its fields (class names, an encoding): the
+    #: :meth:`hints` of rows that read nothing more, and the class names of its own
+    #: that :meth:`name_classes` keeps (a Hugging Face ``ClassLabel``, a category column)
+    schema_hints: Mapping[str, Mapping[str, Any]] = {}
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         raise NotImplementedError
 
-    def hints(self) -> dict[str, dict[str, Any]]:
-        return {}
+    def hints(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.schema_hints
 
     def tables(self, start: int, stop: int) -> Iterator[Any] | None:
         """Rows ``start..stop-1`` as consecutive ``pyarrow`` table slices (whose
@@ -74,7 +78,12 @@ class Rows:
     def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
         """Take the class names given for label fields (``class_names=`` or ``features=``)
         before any row is read: rows whose labels come from names (an image folder's class
-        folders) then label by position in them; rows of integer labels keep theirs."""
+        folders) then label by position in them; rows of integer labels keep theirs, and
+        refuse names that would name their :attr:`schema_hints`' classes otherwise
+        (:func:`check_own_class_names`)."""
+        own = {name: hint["class_names"] for name, hint in self.schema_hints.items()
+               if "class_names" in hint}
+        check_own_class_names(self.description, own, class_names)
 
 
 class SequenceRows(Rows):
@@ -242,7 +251,7 @@ class HFRows(Rows):
     """Rows of a Hugging Face ``datasets.Dataset`` (images kept as their encoded bytes)."""
 
     def __init__(self, dataset: Any, description: str = "a Hugging Face dataset") -> None:
-        self.dataset, self._hints = _undecoded_images(dataset)
+        self.dataset, self.schema_hints = _undecoded_images(dataset)
         self.length = len(dataset)
         self.description = description
         self._lists_done = False
@@ -256,38 +265,30 @@ class HFRows(Rows):
             for values in zip(*(batch[n] for n in names)):
                 yield dict(zip(names, values))
 
-    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
-        check_own_class_names(self.description, _class_names(self._hints), class_names)
-
-    def hints(self) -> dict[str, dict[str, Any]]:
+    def hints(self) -> Mapping[str, Mapping[str, Any]]:
         if not self._lists_done:  # list and image columns: their shapes over every row
             self._lists_done = True
-            for name, hint in list(self._hints.items()):
+            hints = self.schema_hints = dict(self.schema_hints)
+            for name, hint in list(hints.items()):
                 if hint.get("image"):
                     column = self.dataset.with_format("arrow")[name]
-                    self._hints[name] = {**hint, **image_shape_hint(
+                    hints[name] = {**hint, **image_shape_hint(
                         item for chunk in column.chunks for item in chunk.to_pylist())}
             for field in self.dataset.features.arrow_schema:
                 if list_hint_wanted(field.type):
                     column = self.dataset.with_format("arrow")[field.name]
                     hint = list_hint(field.type, column.chunks)
                     if hint is not None:
-                        self._hints[field.name] = {**self._hints.get(field.name, {}), **hint}
-        return self._hints
+                        hints[field.name] = {**hints.get(field.name, {}), **hint}
+        return self.schema_hints
 
 
 class HFIterableRows(IterableRows):
     """Rows of a Hugging Face ``IterableDataset`` (one pass; images as encoded bytes)."""
 
     def __init__(self, dataset: Any, description: str = "a Hugging Face IterableDataset") -> None:
-        dataset, self._hints = _undecoded_images(dataset)
+        dataset, self.schema_hints = _undecoded_images(dataset)
         super().__init__(dataset, None, description)
-
-    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
-        check_own_class_names(self.description, _class_names(self._hints), class_names)
-
-    def hints(self) -> dict[str, dict[str, Any]]:
-        return self._hints
 
 
 class _SourceRows(Rows):
@@ -344,12 +345,8 @@ class DataFrameRows(Rows):
         self.length = len(frame)
         self.description = "a pandas DataFrame"
         self.categories = frame_categories(frame)  # written as class labels
-
-    def hints(self) -> dict[str, dict[str, Any]]:
-        return {name: {"class_names": list(names)} for name, names in self.categories.items()}
-
-    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
-        check_own_class_names(self.description, self.categories, class_names)
+        self.schema_hints = {name: {"class_names": list(names)}
+                             for name, names in self.categories.items()}
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         stop = self.length if stop is None else min(stop, self.length)
@@ -388,8 +385,3 @@ def as_rows(records: Any) -> Rows:
     raise ConfigError(
         f"write_dataset cannot read records from a {type(records).__name__}; give an iterable of "
         "dicts, a Hugging Face Dataset split, a TFDS data source or a datarax source.")
-
-
-def _class_names(hints: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The class names in ``hints``, by field."""
-    return {name: hint["class_names"] for name, hint in hints.items() if "class_names" in hint}

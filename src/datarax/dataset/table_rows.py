@@ -24,7 +24,6 @@ from datarax.dataset.images import ImageSizes, readable_size
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
 from datarax.dataset.rows import (
     Rows,
-    check_own_class_names,
     files_description,
     hf_hints,
     list_hint,
@@ -355,12 +354,8 @@ class TableRows(Rows):
         return {name: {"shape": (), "dtype": "float32"}
                 for name, found in kinds.items() if found == {"i", "f"}}
 
-    def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
-        own = {name: hint["class_names"] for name, hint in self._schema_hints().items()
-               if "class_names" in hint}
-        check_own_class_names(self.description, own, class_names)
-
-    def _schema_hints(self) -> dict[str, dict[str, Any]]:
+    @property
+    def schema_hints(self) -> dict[str, dict[str, Any]]:  # type: ignore[override]
         """What a Parquet file's Hugging Face schema says of its columns (``hf_hints``),
         and the class names of its category (dictionary) columns."""
         if self.kind != "parquet":
@@ -385,7 +380,7 @@ class TableRows(Rows):
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
         import pyarrow.parquet as pq
 
-        hints = self._schema_hints()
+        hints = self.schema_hints
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])
