@@ -58,11 +58,8 @@ def _ids(row: SourceRow, batches: Sequence[Batch]) -> list[int]:
 
 def check_epochs(row: SourceRow, num_epochs: int = 3) -> None:
     """Each of ``num_epochs`` loops in a row serves every record exactly once."""
-    pipeline = row.make()
-    try:
+    with row.built() as pipeline:
         epochs = run_epochs(pipeline, num_epochs)
-    finally:
-        row.close(pipeline)
     everything = list(range(row.num_records))
     orders = []
     for epoch, batches in enumerate(epochs):
@@ -90,11 +87,8 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
     records, the documented remainder left out), each record at most once."""
     shares = []
     for index in range(count):
-        pipeline = row.make(shard_index=index, shard_count=count)
-        try:
+        with row.built(shard_index=index, shard_count=count) as pipeline:
             shares.append(_ids(row, run_epochs(pipeline, 1)[0]))
-        finally:
-            row.close(pipeline)
     share = row.num_records // count
     seen: dict[int, int] = {}
     for index, ids in enumerate(shares):
@@ -121,8 +115,7 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
 def check_spec(row: SourceRow) -> None:
     """Every batch of an epoch has exactly the fields, per-record shapes and dtypes of
     ``source.element_spec()``."""
-    pipeline = row.make()
-    try:
+    with row.built() as pipeline:
         spec = pipeline.source.element_spec()
         step = -1
         for step, batch in enumerate(pipeline):
@@ -134,8 +127,6 @@ def check_spec(row: SourceRow) -> None:
             _check_fields(where, spec, batch)
         if step < 0:
             raise AssertionError(f"{row.name}: the first epoch gave no batch to check")
-    finally:
-        row.close(pipeline)
 
 
 def _check_fields(where: str, spec: Any, batch: Batch, prefix: str = "") -> None:
@@ -164,15 +155,12 @@ def check_kind(row: SourceRow) -> None:
     """The source declares the kind the row expects (``source.kind``)."""
     from datarax.core.data_source import SourceKind
 
-    pipeline = row.make()
-    try:
+    with row.built() as pipeline:
         kind = pipeline.source.kind
         if kind is not SourceKind[row.kind]:
             raise AssertionError(
                 f"{row.name}: source.kind is {kind!r}, expected SourceKind.{row.kind}"
             )
-    finally:
-        row.close(pipeline)
 
 
 # ------------------------------------------------------------------ threads
@@ -193,12 +181,11 @@ def check_close_releases_threads(row: SourceRow) -> None:
     thread behind (a first round lets libraries start the threads they keep)."""
 
     def one_round() -> None:
-        pipeline = row.make()
-        iterator = iter(pipeline)
-        if next(iterator, None) is None:
-            raise AssertionError(f"{row.name}: the first epoch gave no batch")
-        iterator.close()
-        row.close(pipeline)
+        with row.built() as pipeline:
+            iterator = iter(pipeline)
+            if next(iterator, None) is None:
+                raise AssertionError(f"{row.name}: the first epoch gave no batch")
+            iterator.close()
 
     one_round()
     gc.collect()

@@ -59,11 +59,9 @@ def check_resume(
         >>> check_resume(row, "pipeline")  # every boundary of 2 epochs, and one more epoch
         9
     """
-    reference = row.make(stages=stages())
-    try:  # one more epoch: a state saved at the end of the last one must continue there
+    # one more epoch: a state saved at the end of the last one must continue there
+    with row.built(stages=stages()) as reference:
         epochs = run_epochs(reference, num_epochs + 1)
-    finally:
-        row.close(reference)
     for epoch, batches in enumerate(epochs):
         if not batches:
             raise AssertionError(
@@ -201,15 +199,11 @@ def check_restore_live(
         state = state_of_level(level, pipeline, None)
         return _copy_tree(state) if level == "nnx" else state
 
-    reference = row.make(stages=stages())
-    try:
+    with row.built(stages=stages()) as reference:
         expected = run_epochs(reference, 1)[0]
-    finally:
-        row.close(reference)
     if len(expected) < 3:
         raise AssertionError(f"{row.name}: the table's epochs need 3 batches, got {len(expected)}")
-    pipeline = row.make(stages=stages())
-    try:
+    with row.built(stages=stages()) as pipeline:
         iterator = iter(pipeline)
         got = [to_host(next(iterator))]
         state = save(pipeline)
@@ -220,8 +214,6 @@ def check_restore_live(
         restore_level(level, pipeline, save(pipeline))  # where it stands
         got += after + [to_host(b) for b in iterator]
         iterator.close()
-    finally:
-        row.close(pipeline)
     if len(got) != len(expected):
         raise AssertionError(
             f"{row.name}: the epoch restored in place gave {len(got)} batches, the "
@@ -243,15 +235,11 @@ def check_direct_read_live(row: SourceRow, passes: int = 6) -> None:
     the worker has read on, the others read at once after the first batch, racing the
     worker for the reader; others one pass. Each reads ``batch_size + 1`` records, so
     that the loop's batches after it start mid-way."""
-    reference = row.make()
-    try:
+    with row.built() as reference:
         if reference.source.kind.name == "INDEXED":
             raise ValueError(f"{row.name}: check_direct_read_live is for host and stream sources")
         expected = [i for b in run_epochs(reference, 1)[0] for i in row.record_ids(b)]
-    finally:
-        row.close(reference)
-    pipeline = row.make()
-    try:
+    with row.built() as pipeline:
         start = state_of_level("pipeline", pipeline, None)
         races = pipeline.plan.reading.read_ahead and pipeline.plan.prefetch > 0
         for trial in range(passes if races else 1):
@@ -270,8 +258,6 @@ def check_direct_read_live(row: SourceRow, passes: int = 6) -> None:
                     f"{passes}) the epoch served {first} + {direct} (direct) + {rest}; "
                     f"uninterrupted: {expected}"
                 )
-    finally:
-        row.close(pipeline)
 
 
 def key_points(row: SourceRow, batch_size: int) -> list[int]:
@@ -328,8 +314,7 @@ def check_nnx_state_small(row: SourceRow, batches: int = 2) -> None:
     (unless ``row.data_in_state``)."""
     from flax import nnx
 
-    pipeline = row.make()
-    try:
+    with row.built() as pipeline:
         iterator = iter(pipeline)
         for step in range(batches):
             if next(iterator, None) is None:
@@ -349,5 +334,3 @@ def check_nnx_state_small(row: SourceRow, batches: int = 2) -> None:
                     "not state"
                 )
         iterator.close()
-    finally:
-        row.close(pipeline)

@@ -5,7 +5,8 @@ See :mod:`datarax.testing.conformance` for the checks and an example.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,6 +49,16 @@ class SourceRow:
         close = getattr(pipeline.source, "close", None)
         if close is not None:
             close()
+
+    @contextlib.contextmanager
+    def built(self, **settings: Any) -> Iterator[Any]:
+        """A pipeline :attr:`make` builds with ``settings``, closed (:meth:`close`) when
+        the block ends."""
+        pipeline = self.make(**settings)
+        try:
+            yield pipeline
+        finally:
+            self.close(pipeline)
 
 
 def run_epochs(pipeline: Any, num_epochs: int) -> list[list[Batch]]:
