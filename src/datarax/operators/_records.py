@@ -200,12 +200,17 @@ def check_operators(operators: Any, owner: str) -> list[OperatorModule]:
     return ops
 
 
+def float_weights(weights: Any, what: str, hint: str = "") -> tuple[float, ...]:
+    """``weights`` as a tuple of floats; else ConfigError naming ``what``."""
+    try:
+        return tuple(float(w) for w in weights)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{what} must be a list of numbers{hint}, got {weights!r}.") from err
+
+
 def check_weights(weights: Any, count: int, owner: str) -> tuple[float, ...]:
     """``weights`` as floats: one per operator, none negative, summing to more than 0."""
-    try:
-        values = tuple(float(w) for w in weights)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{owner}: weights must be a list of numbers, got {weights!r}.") from err
+    values = float_weights(weights, f"{owner}: weights")
     if len(values) != count:
         raise ConfigError(
             f"{owner}: got {len(values)} weights for {count} operators; give one weight "

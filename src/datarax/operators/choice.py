@@ -28,6 +28,7 @@ from datarax.operators._records import (
     check_weights,
     child_key,
     default_name,
+    float_weights,
     switch_branches,
 )
 from datarax.typing import Batch
@@ -123,12 +124,7 @@ class SelectorOperatorConfig(StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_draw_settings(self)
-        try:
-            object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
-        except (TypeError, ValueError) as err:
-            raise ConfigError(
-                f"SelectorOperator weights must be a list of numbers, got {self.weights!r}."
-            ) from err
+        object.__setattr__(self, "weights", float_weights(self.weights, "SelectorOperator weights"))
 
 
 class SelectorOperator(OperatorModule):

@@ -39,6 +39,7 @@ from datarax.operators._records import (
     check_weights,
     child_key,
     default_name,
+    float_weights,
     switch_branches,
 )
 from datarax.typing import Batch
@@ -90,14 +91,8 @@ class CompositeOperatorConfig(StructuralConfig):
                 f"CompositeOperatorConfig.merge must be one of {list(MERGES)}, got {self.merge!r}."
             )
         if self.weights is not None:
-            try:
-                weights = tuple(float(w) for w in self.weights)
-            except (TypeError, ValueError) as err:
-                raise ConfigError(
-                    "CompositeOperatorConfig.weights must be a list of numbers, one per "
-                    f"operator, got {self.weights!r}."
-                ) from err
-            object.__setattr__(self, "weights", weights)
+            object.__setattr__(self, "weights", float_weights(
+                self.weights, "CompositeOperatorConfig.weights", ", one per operator"))
 
 
 class CompositeOperatorModule(OperatorModule):
