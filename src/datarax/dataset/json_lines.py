@@ -15,43 +15,40 @@ def _json_text(path: str) -> str:
         return f.read()
 
 
-def _json_rows(path: str) -> list[Any]:
-    """The values of a JSON Lines file (one a line), or the items of a file that is one
-    JSON array; ValueError (with its line) where the text is not JSON."""
+def _parsed(path: str) -> tuple[list[Any], str | None]:
+    """The values of a JSON Lines file (one a line) or of a file that is one JSON array,
+    and the first that is not a JSON object, and why (None: every one is one). OSError or
+    UnicodeDecodeError where the file cannot be read as text."""
     text = _json_text(path)
-    if text.lstrip().startswith("["):
-        rows = json.loads(text)
-        return rows if isinstance(rows, list) else [rows]
-    return [json.loads(line) for line in text.split("\n") if line.strip()]
-
-
-def bad_json_line(path: str) -> str | None:
-    """The first line of a JSON Lines file (or item of a JSON array) that is not a JSON
-    object, and why."""
-    try:
-        text = _json_text(path)
-    except (OSError, UnicodeDecodeError):
-        return None
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
         except ValueError as err:
-            return f"the file is not one JSON array ({err})"
-        for number, item in enumerate(items):
-            if not isinstance(item, dict):
-                return (f"item {number} of its JSON array is a JSON {type(item).__name__}, not "
-                        "an object")
-        return None
+            return [], f"the file is not one JSON array ({err})"
+        bad = next((n for n, item in enumerate(items) if not isinstance(item, dict)), None)
+        return items, None if bad is None else (
+            f"item {bad} of its JSON array is a JSON {type(items[bad]).__name__}, not an object")
+    rows = []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except ValueError as err:
-            return f"line {number} is not JSON ({err})"
+            return rows, f"line {number} is not JSON ({err})"
         if not isinstance(row, dict):
-            return f"line {number} is a JSON {type(row).__name__}, not an object"
-    return None
+            return rows, f"line {number} is a JSON {type(row).__name__}, not an object"
+        rows.append(row)
+    return rows, None
+
+
+def bad_json_line(path: str) -> str | None:
+    """The first line of a JSON Lines file (or item of a JSON array) that is not a JSON
+    object, and why."""
+    try:
+        return _parsed(path)[1]
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 class ParsedJsonLines:
@@ -81,10 +78,10 @@ class ParsedJsonLines:
         """The file's rows: one JSON object a line, or one JSON array of objects (a
         ``.json`` file as many tools write it); None where it is neither."""
         try:
-            rows = _json_rows(path)
-        except (OSError, ValueError):  # not UTF-8, not JSON
+            rows, bad = _parsed(path)
+        except (OSError, ValueError):  # not UTF-8
             return None
-        return cls(rows) if all(isinstance(row, dict) for row in rows) else None
+        return cls(rows) if bad is None else None
 
     def column(self, name: str) -> Any:
         import pyarrow as pa
