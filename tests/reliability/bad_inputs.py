@@ -1468,7 +1468,8 @@ def _npy_source(**kw: Any) -> Any:
 
 
 case("npy-missing-file", SOURCES_AND_STAGES, "NpySource over a file that does not exist",
-     RecordError, "NpySource: the file '{tmp}/nope.npy' does not exist. Check the path.")(
+     RecordError, "NpySource: field 'data': the file '{tmp}/nope.npy' does not exist. Check the "
+     "path (a glob pattern such as 'data-*.npy' is expanded).")(
     lambda tmp: _npy_source(paths=str(tmp / "nope.npy")))
 case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) records",
      RecordError,
@@ -2201,9 +2202,9 @@ simple("text-pad-id-past-int32", TEXT, "PackedTextConfig(pad_id=2**31)", ConfigE
        "PackedTextConfig.pad_id must fit int32 (the rows are int32), got 2147483648.",
        lambda: __import__("datarax.text", fromlist=["x"]).PackedTextConfig(seq_len=8,
                                                                             pad_id=2**31))
-case("text-jsonl-folder", TEXT, "JsonlDocuments given a folder", ConfigError,
-     "JsonlDocuments: '{tmp}' is a folder; name its files, or a glob pattern such as "
-     "'{tmp}/*'.")(lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(
+case("text-jsonl-folder", TEXT, "JsonlDocuments given a folder", RecordError,
+     "JsonlDocuments: the path '{tmp}' is a directory, not a file. Name its files, or a glob "
+     "pattern such as '{tmp}/*'.")(lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(
          str(tmp)))
 simple("text-mixture-weights-list", TEXT, "MixedDocuments weights as a list",
        ConfigError, "MixedDocuments weights must be a dict keyed by corpus name, got list "

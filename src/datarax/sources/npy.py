@@ -50,8 +50,7 @@ from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import MISSING, check_config_given, describe, source_config
 from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
-from datarax.storage.local_glob import local_glob
-from datarax.storage.urls import check_named_once
+from datarax.storage.local_glob import local_files
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
@@ -213,9 +212,6 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
     """``path`` memory-mapped; ``name`` (default ``path``) names it in errors: the URL
     of a remote file read from its cached copy."""
     name = name or path
-    if not os.path.isfile(path):
-        what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
-        raise RecordError(f"{_WHERE}: the file '{path}' {what}. Check the path.", path=path)
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as err:  # noqa: BLE001 - reported with the file name
@@ -239,23 +235,6 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
             path=name,
         )
     return array
-
-
-def _expand_local(files: tuple[str, ...], field: str) -> tuple[str, ...]:
-    """Local ``files`` with each glob pattern expanded (sorted), as a URL's is; a file
-    named twice is refused."""
-    named: list[tuple[str, list[str]]] = []
-    for path in files:
-        if not _GLOB.search(path):
-            named.append((path, [path]))
-            continue
-        found = local_glob(path)
-        if not found:
-            raise RecordError(f"{_WHERE}: the glob pattern '{path}' matches no files. Check the "
-                              "path.", path=path)
-        named.append((path, found))
-    check_named_once(named, f"{_WHERE}: field '{field}'")
-    return tuple(file for _, found in named for file in found)
 
 
 def _number_key(path: str) -> tuple[tuple[int, Any], ...]:
@@ -317,7 +296,7 @@ def _remote_fields(
         if all(remote):
             listed[name] = list_objects(files, storage_options, stats=stats)
         else:
-            fields = {**fields, name: _expand_local(files, name)}
+            fields = {**fields, name: tuple(local_files(files, f"{_WHERE}: field '{name}'"))}
     if not listed:
         return fields, {}, None
     objects = [o for field in listed.values() for o in field]
