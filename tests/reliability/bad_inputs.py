@@ -1467,6 +1467,15 @@ def _npy_source(**kw: Any) -> Any:
     return NpySource(NpySourceConfig(**kw))
 
 
+simple("npy-config-keyword-beside-a-path", SOURCES_AND_STAGES,
+       "NpySource(path, config=config)", ConfigError,
+       "NpySource got str 'x.npy' first and config= as a keyword: the config is its only "
+       "positional argument. Call NpySource(NpySourceConfig(paths='x.npy')), "
+       "NpySource(config=NpySourceConfig(paths='x.npy')) or NpySource(paths='x.npy') (settings "
+       "as keywords).",
+       lambda: __import__("datarax.sources", fromlist=["x"]).NpySource(
+           "x.npy", config=__import__("datarax.sources", fromlist=["x"]).NpySourceConfig(
+               paths="x.npy")))
 case("npy-missing-file", SOURCES_AND_STAGES, "NpySource over a file that does not exist",
      RecordError, "NpySource: field 'data': the file '{tmp}/nope.npy' does not exist. Check the "
      "path (a glob pattern such as 'data-*.npy' is expanded).")(

@@ -20,7 +20,9 @@ from typing import Any
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.sources._columns import normalize_keys
-from datarax.sources.source_call import MISSING, check_config_given, source_config
+from datarax.sources.source_call import (
+    MISSING, check_config_given, config_keyword, source_config,
+)
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,12 @@ class DatasetConfig(StructuralConfig):
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
-def dataset_config_and_name(source: Any, config: Any, name: str | None,
+def dataset_config_and_name(source: Any, config: Any, extra: tuple[Any, ...], name: str | None,
                             settings: dict[str, Any], *, example: str) -> tuple[Any, str | None]:
     """``(config, module name)`` of a dataset-backed source class ``source`` called with
-    ``config`` (maybe ``MISSING``), ``name=`` and keyword ``settings``.
+    ``config`` (maybe ``MISSING``; positional-only, so ``config=`` arrives in
+    ``settings``), further positional arguments ``extra`` (refused), ``name=`` and
+    keyword ``settings`` (:func:`~datarax.sources.source_call.config_keyword`).
 
     In the keyword form (no config) ``name=`` is the dataset's name, as in the config and
     in ``from_hf`` / ``from_tfds``, and the module keeps its class's name; beside a
@@ -84,16 +88,19 @@ def dataset_config_and_name(source: Any, config: Any, name: str | None,
 
     Example:
         >>> from datarax.sources import HFEagerSource
-        >>> config, name = dataset_config_and_name(HFEagerSource, MISSING, "imdb",
+        >>> config, name = dataset_config_and_name(HFEagerSource, MISSING, (), "imdb",
         ...                                        {"split": "test"}, example="imdb")
         >>> type(config).__name__, config.name, config.split, name
         ('HFEagerConfig', 'imdb', 'test', None)
     """
+    where, expected = source.__name__, source.config_class
+    config = config_keyword(where, config, MISSING, extra, settings, data_name=None, forms=(
+        f"{where}({expected.__name__}(name={example!r})), {where}(config={expected.__name__}("
+        f"name={example!r})) or {where}(name={example!r}, split=...) (settings as keywords)"))
     if config is MISSING and (settings or name is not None):
         if name is not None:
             settings = {"name": name, **settings}
         return source_config(source, MISSING, settings), None
-    where, expected = source.__name__, source.config_class
     check_config_given(where, config, expected, f"{where}({expected.__name__}(name="
                        f"{example!r})) or {where}(name={example!r})")
     config = source_config(source, config, settings)

@@ -48,13 +48,17 @@ from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
-from datarax.sources.source_call import MISSING, check_config_given, describe, source_config
+from datarax.sources.source_call import (
+    MISSING, check_config_given, config_keyword, describe, source_config,
+)
 from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
 from datarax.storage.local_glob import local_files
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
 _GLOB = re.compile(r"[*?\[]")
+_CALL_FORMS = ("NpySource(NpySourceConfig(paths='x.npy')), NpySource(config=NpySourceConfig("
+               "paths='x.npy')) or NpySource(paths='x.npy') (settings as keywords)")
 
 
 @dataclass(frozen=True)
@@ -376,7 +380,8 @@ class NpySource(RandomAccessSource):
     def __init__(
         self,
         config: NpySourceConfig = MISSING,
-        *,
+        /,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         num_threads: int = 4,
@@ -385,6 +390,9 @@ class NpySource(RandomAccessSource):
         storage_options: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> None:
+        # config positional-only: config= or more arguments reach config_keyword's ConfigError
+        config = config_keyword("NpySource", config, MISSING, extra, settings, data_name=None,
+                                forms=_CALL_FORMS)
         config = source_config(type(self), config, settings)
         check_config_given("NpySource", config, NpySourceConfig,
                            "NpySource(NpySourceConfig(paths='x.npy')) or NpySource(paths='x.npy')")
