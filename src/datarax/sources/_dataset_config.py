@@ -149,9 +149,19 @@ def empty_split(config: Any, where: str) -> DataraxError:
     )
 
 
-def check_options(where: str, config_class: type, options: Any) -> None:
-    """Refuse keyword ``options`` of a factory (``from_hf``, ``from_tfds``) that
-    ``config_class`` (the streaming config: every field of either mode) has no field for."""
+def streaming_choice(where: str, streaming: Any, config_class: type, stream_only: set[str],
+                     options: Any) -> bool | None:
+    """What a factory (``from_hf``, ``from_tfds``) called with ``streaming`` and keyword
+    ``options`` builds: True (streaming asked, or a ``stream_only`` option given), False
+    (eager asked), None (the split's size decides).
+
+    Raises:
+        ConfigError: ``streaming`` not True, False or None; an option ``config_class``
+            (the streaming config: every field of either mode) has no field for; a
+            streaming-only option with ``streaming=False``.
+    """
+    if streaming not in (None, True, False):
+        raise ConfigError(f"{where} streaming must be True, False or None, got {streaming!r}.")
     known = {f.name for f in fields(config_class)} - {"name", "split", "streaming"}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -159,3 +169,11 @@ def check_options(where: str, config_class: type, options: Any) -> None:
             f"{where} got unknown option(s) {unknown}; the config options are "
             f"{sorted(known)}."
         )
+    given = sorted(stream_only & set(options))
+    if streaming is False and given:
+        raise ConfigError(
+            f"{where}: {given} apply only to streaming "
+            f"({config_class.__name__.replace('Config', 'Source')}); drop them or pass "
+            "streaming=True."
+        )
+    return True if given else streaming
