@@ -1031,7 +1031,8 @@ simple("arrayrecord-empty-list", "ArrayRecord", "paths=[]", ConfigError,
        "ArrayRecordSourceModule paths is an empty list; name at least one file.",
        lambda: _ar([]), needs=AR)
 simple("arrayrecord-paths-int", "ArrayRecord", "paths=3", ConfigError,
-       "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of paths, got int.",
+       "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of them (str or "
+       "os.PathLike), got int 3.",
        lambda: _ar(3), needs=AR)
 
 
@@ -2213,8 +2214,8 @@ simple("text-pad-id-past-int32", TEXT, "PackedTextConfig(pad_id=2**31)", ConfigE
                                                                             pad_id=2**31))
 case("text-jsonl-folder", TEXT, "JsonlDocuments given a folder", RecordError,
      "JsonlDocuments: the path '{tmp}' is a directory, not a file. Name its files, or a glob "
-     "pattern such as '{tmp}/*'.")(lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(
-         str(tmp)))
+     "pattern such as '{tmp}/*'.")(
+    lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(str(tmp)))
 simple("text-mixture-weights-list", TEXT, "MixedDocuments weights as a list",
        ConfigError, "MixedDocuments weights must be a dict keyed by corpus name, got list "
        "[1, 1]; e.g. corpora={'web': reader, 'books': reader} and weights={'web': 0.8, "

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from datarax.core.errors import ConfigError
 from datarax.dataset.metadata import METADATA_FILE
-from datarax.storage.local_glob import local_files
+from datarax.storage.local_glob import local_files, path_list
 
 __all__ = ["PathsLike", "is_folder", "resolve_paths"]
 
@@ -28,24 +27,8 @@ def resolve_paths(paths: PathsLike) -> list[str]:
         ConfigError: ``paths`` is empty or of the wrong type, or names a file twice
             (a glob pattern and a path it matches too, say).
     """
-    if isinstance(paths, (str, os.PathLike)):
-        items = [paths]
-    elif isinstance(paths, Sequence) and not isinstance(paths, bytes):
-        items = list(paths)
-        if not items:
-            raise ConfigError("ArrayRecordSourceModule paths is an empty list; name at least one file.")
-    else:
-        raise ConfigError(
-            "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of "
-            f"paths, got {type(paths).__name__}."
-        )
-    for item in items:
-        if not isinstance(item, (str, os.PathLike)):
-            raise ConfigError(
-                f"ArrayRecordSourceModule paths entries must be str or os.PathLike, got "
-                f"{type(item).__name__} {item!r}."
-            )
-    return local_files([os.fspath(item) for item in items], "ArrayRecordSourceModule",
+    return local_files(path_list(paths, "ArrayRecordSourceModule paths"),
+                       "ArrayRecordSourceModule",
                        folder_hint=lambda path: " A folder is read whole only when it holds a "
                        f"datarax dataset's {METADATA_FILE}." + _image_folder_hint(path))
 

@@ -51,8 +51,8 @@ from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import (
     MISSING, check_config_given, config_keyword, describe, source_config,
 )
-from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
-from datarax.storage.local_glob import local_files
+from datarax.storage import ShardCache, StorageStats, is_remote, list_objects
+from datarax.storage.local_glob import local_files, path_list
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
@@ -117,21 +117,6 @@ def _example_path(value: Any) -> str:
     return os.fspath(value) if isinstance(value, (str, os.PathLike)) else "data.npy"
 
 
-def _path_list(value: Any, where: str) -> tuple[str, ...]:
-    values = value
-    if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, Sequence):
-        values = [value]
-    elif not value:
-        raise ConfigError(f"{where} is an empty list; name at least one .npy file.")
-    for v in values:
-        if not isinstance(v, (str, os.PathLike)):
-            raise ConfigError(
-                f"{where} must be a path (str or os.PathLike) or a list of them, got "
-                f"{type(v).__name__} {v!r}."
-            )
-    return tuple(expand_user(v) for v in values)
-
-
 def _normalize_paths(paths: Any, field: str | None) -> Any:
     where = "NpySourceConfig.paths"
     if field is not None and not (isinstance(field, str) and field):
@@ -152,14 +137,14 @@ def _normalize_paths(paths: Any, field: str | None) -> Any:
         for name, value in paths.items():
             if not (isinstance(name, str) and name):
                 raise ConfigError(f"{where} keys must be field names (str), got {name!r}.")
-            pairs.append((name, _path_list(value, f"{where}[{name!r}]")))
+            pairs.append((name, tuple(path_list(value, f"{where}[{name!r}]"))))
         return tuple(pairs)
     if isinstance(paths, Sequence) and not isinstance(paths, (str, bytes)) and not paths:
         raise ConfigError(
             f"{where} is empty; name a .npy file, a list of shards or a mapping "
             "{field: files}."
         )
-    return _path_list(paths, where)
+    return tuple(path_list(paths, where))
 
 
 class _Shards:

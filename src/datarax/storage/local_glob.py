@@ -4,7 +4,8 @@ fsspec's ``glob`` (remote paths) lets ``**`` match any number of folders, zero
 included, and leaves folders out of what it lists; :func:`local_glob` does the same for
 a local pattern, so ``"data/**/*.array_record"`` names the same files on a disk as in a
 bucket. Every datarax reader that expands a local pattern asks it; :func:`local_files`
-is the one answer, with its messages, to "which files do these local paths name".
+is the one answer, with its messages, to "which files do these local paths name", and
+:func:`path_list` to "which paths did the user give".
 
 Example:
     >>> import os, tempfile
@@ -23,11 +24,12 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from datarax.errors import RecordError
-from datarax.storage.urls import check_named_once
+from datarax.errors import ConfigError, RecordError
+from datarax.storage.urls import check_named_once, expand_user
 
-__all__ = ["local_files", "local_glob", "pattern_files"]
+__all__ = ["local_files", "local_glob", "path_list", "pattern_files"]
 
 
 def local_glob(pattern: str) -> list[str]:
@@ -36,13 +38,39 @@ def local_glob(pattern: str) -> list[str]:
     return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
 
 
+def path_list(paths: Any, where: str) -> list[str]:
+    """``paths`` (a path, a glob pattern or a URL, as ``str`` or ``os.PathLike``, or a list
+    of them) as a list of ``str``, each local path's ``~`` expanded; ``where`` names the
+    argument in messages.
+
+    Raises:
+        ConfigError: an empty list, or something else than a path where one goes.
+
+    Example:
+        >>> path_list(["a.npy", 3], "NpySourceConfig.paths")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: NpySourceConfig.paths must be a path, a glob pattern or a list of them (str or os.PathLike), got int 3.
+    """
+    one = isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence)
+    items = [paths] if one else list(paths)
+    if not items:
+        raise ConfigError(f"{where} is an empty list; name at least one file.")
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise ConfigError(f"{where} must be a path, a glob pattern or a list of them (str or "
+                              f"os.PathLike), got {type(item).__name__} {item!r}.")
+    return [expand_user(os.fspath(item)) for item in items]
+
+
 def pattern_files(path: str) -> list[str]:
     """What ``path`` names: itself when it exists or has no glob characters, else the
     files it matches as a pattern (:func:`local_glob`; ``[]`` when none)."""
     return [path] if os.path.exists(path) or not glob.has_magic(path) else local_glob(path)
 
 
-def local_files(paths: Sequence[str], where: str, *, mix: str = "mix sources with MixSource weights",
+def local_files(paths: Sequence[str], where: str, *,
+                mix: str = "mix sources with MixSource weights",
                 folder_hint: Callable[[str], str] | None = None) -> list[str]:
     """The files local ``paths`` name, in order: a path is its file, a glob pattern its
     sorted matches (:func:`pattern_files`); ``where`` (the reader) starts each message,

@@ -22,8 +22,8 @@ from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
-from datarax.storage.local_glob import local_files
-from datarax.storage import ShardCache, expand_user, is_remote
+from datarax.storage.local_glob import local_files, path_list
+from datarax.storage import ShardCache, is_remote
 from datarax.text.documents import BadDocument
 
 __all__ = ["JsonlDocuments", "ParquetDocuments", "PathsLike"]
@@ -36,11 +36,7 @@ def _paths(
     storage_options: Mapping[str, Any] | None,
 ) -> tuple[list[str], RemoteFiles | None]:
     """The files ``paths`` names and, for URLs, those files fetched into the cache and held."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out = [expand_user(os.fspath(p)) for p in paths]
-    if not out:
-        raise ConfigError(f"{user} needs at least one file path.")
+    out = path_list(paths, f"{user} paths")
     remote = [is_remote(p) for p in out]
     if any(remote):
         if not all(remote):
