@@ -351,6 +351,16 @@ def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
     )
 
 
+def test_documents_paths_that_are_not_paths_are_refused_naming_the_argument() -> None:
+    with pytest.raises(ConfigError) as err:
+        JsonlDocuments(["a.jsonl", 3])
+    assert str(err.value) == ("JsonlDocuments paths must be a path, a glob pattern or a list of "
+                              "them (str or os.PathLike), got int 3.")
+    with pytest.raises(ConfigError, match=r"^ParquetDocuments paths is an empty list; name at "
+                                          r"least one file\.$"):
+        ParquetDocuments([])
+
+
 def test_a_folder_given_as_a_documents_path_is_named_a_folder(tmp_path) -> None:
     (tmp_path / "a.jsonl").write_text('{"text": "a"}\n')
     for reader in (JsonlDocuments, ParquetDocuments):
