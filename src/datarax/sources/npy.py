@@ -51,8 +51,8 @@ from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import (
     MISSING, check_config_given, config_keyword, describe, source_config,
 )
-from datarax.storage import ShardCache, StorageStats, is_remote, list_objects
-from datarax.storage.local_glob import local_files, path_list
+from datarax.storage import ShardCache, StorageStats, list_objects
+from datarax.storage.local_glob import all_remote, local_files, path_list
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
@@ -276,13 +276,7 @@ def _remote_fields(
     listed: dict[str, list[Any]] = {}
     stats = StorageStats()  # the listing's retries, then the downloads'
     for name, files in fields.items():
-        remote = [is_remote(f) for f in files]
-        if any(remote) and not all(remote):
-            raise ConfigError(
-                f"{_WHERE}: field '{name}' mixes local paths and URLs ({list(files)}); give "
-                "one kind per field."
-            )
-        if all(remote):
+        if all_remote(files, f"{_WHERE}: field '{name}'"):
             listed[name] = list_objects(files, storage_options, stats=stats)
         else:
             fields = {**fields, name: tuple(local_files(files, f"{_WHERE}: field '{name}'"))}

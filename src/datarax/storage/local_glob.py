@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from datarax.errors import ConfigError, RecordError
-from datarax.storage.urls import check_named_once, expand_user
+from datarax.storage.urls import check_named_once, expand_user, is_remote
 
-__all__ = ["local_files", "local_glob", "path_list", "pattern_files"]
+__all__ = ["all_remote", "local_files", "local_glob", "path_list", "pattern_files"]
 
 
 def local_glob(pattern: str) -> list[str]:
@@ -61,6 +61,19 @@ def path_list(paths: Any, where: str) -> list[str]:
             raise ConfigError(f"{where} must be a path, a glob pattern or a list of them (str or "
                               f"os.PathLike), got {type(item).__name__} {item!r}.")
     return [expand_user(os.fspath(item)) for item in items]
+
+
+def all_remote(paths: Sequence[str], where: str) -> bool:
+    """Whether ``paths`` are URLs rather than local paths; ``where`` names the argument.
+
+    Raises:
+        ConfigError: both kinds in one list.
+    """
+    remote = {is_remote(path) for path in paths}
+    if len(remote) > 1:
+        raise ConfigError(f"{where} mixes local paths and URLs ({list(paths)}); give one kind: "
+                          "the files' URLs (copy the local ones to the store), or local paths.")
+    return remote == {True}
 
 
 def pattern_files(path: str) -> list[str]:

@@ -22,8 +22,8 @@ from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
-from datarax.storage.local_glob import local_files, path_list
-from datarax.storage import ShardCache, is_remote
+from datarax.storage.local_glob import all_remote, local_files, path_list
+from datarax.storage import ShardCache
 from datarax.text.documents import BadDocument
 
 __all__ = ["JsonlDocuments", "ParquetDocuments", "PathsLike"]
@@ -37,12 +37,7 @@ def _paths(
 ) -> tuple[list[str], RemoteFiles | None]:
     """The files ``paths`` names and, for URLs, those files fetched into the cache and held."""
     out = path_list(paths, f"{user} paths")
-    remote = [is_remote(p) for p in out]
-    if any(remote):
-        if not all(remote):
-            raise ConfigError(
-                f"{user}: paths mixes local paths and URLs ({out}); give one kind."
-            )
+    if all_remote(out, f"{user}: paths"):
         files = RemoteFiles.listed(out, where=user, cache=cache, storage_options=storage_options)
         files.local_paths()  # fetched and held now
         return files.urls, files
