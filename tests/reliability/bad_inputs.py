@@ -1305,7 +1305,8 @@ simple("hf-config-chunk-size", "Hugging Face", "HFStreamingConfig(chunk_size=0)"
        "HFStreamingConfig.chunk_size must be >= 1, got 0.",
        lambda: _hf("HFStreamingConfig", name="x", chunk_size=0), needs=HF)
 simple("hf-config-data-files-empty", "Hugging Face", "data_files=[]", ConfigError,
-       "HFEagerConfig.data_files must be a path/glob or a list of them",
+       "HFEagerConfig.data_files (the files of split 'train') is an empty list; name at least "
+       "one file.",
        lambda: _hf("HFEagerConfig", data_files=[]), needs=HF)
 simple("hf-config-seed", "Hugging Face", "seed=-5", ConfigError,
        "HFStreamingConfig.seed must be >= 0, got -5.",
