@@ -3,9 +3,10 @@
 fsspec's ``glob`` (remote paths) lets ``**`` match any number of folders, zero
 included, and leaves folders out of what it lists; :func:`local_glob` does the same for
 a local pattern, so ``"data/**/*.array_record"`` names the same files on a disk as in a
-bucket. Every datarax reader that expands a local pattern asks it; :func:`local_files`
-is the one answer, with its messages, to "which files do these local paths name", and
-:func:`path_list` to "which paths did the user give".
+bucket. Every datarax reader that expands a local pattern asks it. The readers' other
+questions about the paths they are given have one answer each here, with one wording
+of what was wrong: :func:`path_list` (which paths were given), :func:`all_remote` (URLs
+or local paths, not both) and :func:`local_files` (which files local paths name).
 
 Example:
     >>> import os, tempfile
