@@ -106,8 +106,9 @@ def test_folder_with_decode_and_a_missing_shard_names_it(tmp_path):
 
 
 def test_plain_folder_with_decode_says_what_a_folder_needs(tmp_path):
-    with pytest.raises(RecordError, match=r"is a directory, not a file \(a folder is read only "
-                                          r"when it holds a datarax dataset's datarax_dataset.json\)"):
+    with pytest.raises(RecordError, match=r"is a directory, not a file\. .* A folder is read "
+                                          r"whole only when it holds a datarax dataset's "
+                                          r"datarax_dataset.json\."):
         ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), str(tmp_path),
                                 decode=lambda r: {"x": np.int32(0)})
 

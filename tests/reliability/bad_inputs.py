@@ -1031,7 +1031,8 @@ simple("arrayrecord-empty-list", "ArrayRecord", "paths=[]", ConfigError,
        "ArrayRecordSourceModule paths is an empty list; name at least one file.",
        lambda: _ar([]), needs=AR)
 simple("arrayrecord-paths-int", "ArrayRecord", "paths=3", ConfigError,
-       "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of paths, got int.",
+       "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of them (str or "
+       "os.PathLike), got int 3.",
        lambda: _ar(3), needs=AR)
 
 
@@ -1304,7 +1305,8 @@ simple("hf-config-chunk-size", "Hugging Face", "HFStreamingConfig(chunk_size=0)"
        "HFStreamingConfig.chunk_size must be >= 1, got 0.",
        lambda: _hf("HFStreamingConfig", name="x", chunk_size=0), needs=HF)
 simple("hf-config-data-files-empty", "Hugging Face", "data_files=[]", ConfigError,
-       "HFEagerConfig.data_files must be a path/glob or a list of them",
+       "HFEagerConfig.data_files (the files of split 'train') is an empty list; name at least "
+       "one file.",
        lambda: _hf("HFEagerConfig", data_files=[]), needs=HF)
 simple("hf-config-seed", "Hugging Face", "seed=-5", ConfigError,
        "HFStreamingConfig.seed must be >= 0, got -5.",
@@ -1467,8 +1469,18 @@ def _npy_source(**kw: Any) -> Any:
     return NpySource(NpySourceConfig(**kw))
 
 
+simple("npy-config-keyword-beside-a-path", SOURCES_AND_STAGES,
+       "NpySource(path, config=config)", ConfigError,
+       "NpySource got str 'x.npy' first and config= as a keyword: the config is its only "
+       "positional argument. Call NpySource(NpySourceConfig(paths='x.npy')), "
+       "NpySource(config=NpySourceConfig(paths='x.npy')) or NpySource(paths='x.npy') (settings "
+       "as keywords).",
+       lambda: __import__("datarax.sources", fromlist=["x"]).NpySource(
+           "x.npy", config=__import__("datarax.sources", fromlist=["x"]).NpySourceConfig(
+               paths="x.npy")))
 case("npy-missing-file", SOURCES_AND_STAGES, "NpySource over a file that does not exist",
-     RecordError, "NpySource: the file '{tmp}/nope.npy' does not exist. Check the path.")(
+     RecordError, "NpySource: field 'data': the file '{tmp}/nope.npy' does not exist. Check the "
+     "path (a glob pattern such as 'data-*.npy' is expanded).")(
     lambda tmp: _npy_source(paths=str(tmp / "nope.npy")))
 case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) records",
      RecordError,
@@ -2201,10 +2213,10 @@ simple("text-pad-id-past-int32", TEXT, "PackedTextConfig(pad_id=2**31)", ConfigE
        "PackedTextConfig.pad_id must fit int32 (the rows are int32), got 2147483648.",
        lambda: __import__("datarax.text", fromlist=["x"]).PackedTextConfig(seq_len=8,
                                                                             pad_id=2**31))
-case("text-jsonl-folder", TEXT, "JsonlDocuments given a folder", ConfigError,
-     "JsonlDocuments: '{tmp}' is a folder; name its files, or a glob pattern such as "
-     "'{tmp}/*'.")(lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(
-         str(tmp)))
+case("text-jsonl-folder", TEXT, "JsonlDocuments given a folder", RecordError,
+     "JsonlDocuments: the path '{tmp}' is a directory, not a file. Name its files, or a glob "
+     "pattern such as '{tmp}/*'.")(
+    lambda tmp: __import__("datarax.text", fromlist=["x"]).JsonlDocuments(str(tmp)))
 simple("text-mixture-weights-list", TEXT, "MixedDocuments weights as a list",
        ConfigError, "MixedDocuments weights must be a dict keyed by corpus name, got list "
        "[1, 1]; e.g. corpora={'web': reader, 'books': reader} and weights={'web': 0.8, "

@@ -96,8 +96,8 @@ def test_a_local_glob_pattern_is_expanded_sorted_as_a_urls_is(tmp_path):
     assert np.asarray(batch["label"]).tolist() == list(range(9))
     assert np.asarray(batch["image"])[:, 0].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     source.close()
-    with pytest.raises(RecordError, match=r"NpySource: the glob pattern '.*absent-\*\.npy' "
-                                          r"matches no files"):
+    with pytest.raises(RecordError, match=r"^NpySource: field 'data': the glob pattern "
+                                          r"'.*absent-\*\.npy' matches no files"):
         NpySource(NpySourceConfig(paths=str(tmp_path / "absent-*.npy")))
 
 
@@ -233,9 +233,13 @@ def test_missing_and_unreadable_files_are_named(tmp_path):
     missing = str(tmp_path / "nope.npy")
     with pytest.raises(RecordError) as err:
         NpySource(NpySourceConfig(paths=missing))
-    assert str(err.value) == f"NpySource: the file '{missing}' does not exist. Check the path."
+    assert str(err.value) == (
+        f"NpySource: field 'data': the file '{missing}' does not exist. Check the path (a glob "
+        "pattern such as 'data-*.npy' is expanded).")
     assert err.value.path == missing
-    with pytest.raises(RecordError, match=rf"^NpySource: the file '{tmp_path}' is a directory, not a file"):
+    with pytest.raises(RecordError, match=rf"^NpySource: field 'data': the path '{tmp_path}' "
+                                          "is a directory, not a file. Name its files, or a "
+                                          "glob pattern"):
         NpySource(NpySourceConfig(paths=str(tmp_path)))
     text = tmp_path / "notes.npy"
     text.write_text("not an array")
@@ -320,13 +324,13 @@ def test_text_shards_of_different_widths_and_byte_orders_serve_every_value(tmp_p
     [
         ({}, "NpySourceConfig.paths is empty; name a .npy file, a list of shards or a mapping "
              "{field: files}."),
-        ({"paths": 3}, "NpySourceConfig.paths must be a path (str or os.PathLike) or a list of "
-                       "them, got int 3."),
-        ({"paths": ["a.npy", None]}, "NpySourceConfig.paths must be a path (str or os.PathLike) "
-                                     "or a list of them, got NoneType None."),
+        ({"paths": 3}, "NpySourceConfig.paths must be a path, a glob pattern or a list of them "
+                       "(str or os.PathLike), got int 3."),
+        ({"paths": ["a.npy", None]}, "NpySourceConfig.paths must be a path, a glob pattern or a "
+                                     "list of them (str or os.PathLike), got NoneType None."),
         ({"paths": {}}, "NpySourceConfig.paths is an empty mapping; name at least one field."),
         ({"paths": {"x": []}}, "NpySourceConfig.paths['x'] is an empty list; name at least one "
-                               ".npy file."),
+                               "file."),
         ({"paths": {"x": "a.npy"}, "field": "y"},
          "NpySourceConfig: with a mapping of paths the field names are its keys; leave field "
          "unset (got field='y')."),

@@ -17,6 +17,13 @@ from datarax.sources import (
     NpySource,
     NpySourceConfig,
 )
+from datarax.sources.hf import HFEagerConfig, HFEagerSource, HFStreamingConfig, HFStreamingSource
+from datarax.sources.tfds import (
+    TFDSEagerConfig,
+    TFDSEagerSource,
+    TFDSStreamingConfig,
+    TFDSStreamingSource,
+)
 from datarax.text import PackedTextConfig, PackedTextSource
 
 DATA = {"x": np.arange(12, dtype=np.int32)}
@@ -161,6 +168,33 @@ def test_keywords_that_agree_with_the_config_beside_them_are_accepted():
     (lambda: ArrayRecordSourceModule(ArrayRecordSourceConfig(), "a.array_record", None),
      "ArrayRecordSourceModule takes at most two positional arguments, the config and then the "
      "paths; got 3"),
+    # every source taking a config: the same refusals, not Python's TypeError
+    (lambda: NpySource(NpySourceConfig(paths="x.npy"), "y.npy"),
+     "NpySource takes one positional argument, the config; got 2: NpySourceConfig "),
+    (lambda: NpySource("x.npy", config=NpySourceConfig(paths="x.npy")),
+     "NpySource got str 'x.npy' first and config= as a keyword: the config is its only "
+     "positional argument. Call NpySource(NpySourceConfig(paths='x.npy')), "
+     "NpySource(config=NpySourceConfig(paths='x.npy')) or NpySource(paths='x.npy') (settings "
+     "as keywords)."),
+    (lambda: NpySource(NpySourceConfig(paths="x.npy"), config=NpySourceConfig(paths="x.npy")),
+     "NpySource got its config twice: NpySourceConfig first and config= as a keyword."),
+    (lambda: HFEagerSource(HFEagerConfig(name="imdb"), "train"),
+     "HFEagerSource takes one positional argument, the config; got 2"),
+    (lambda: HFStreamingSource("imdb", config=HFStreamingConfig(name="imdb")),
+     "HFStreamingSource got str 'imdb' first and config= as a keyword: the config is its only "
+     "positional argument. Call HFStreamingSource(HFStreamingConfig(name='imdb')), "
+     "HFStreamingSource(config=HFStreamingConfig(name='imdb')) or "
+     "HFStreamingSource(name='imdb', split=...) (settings as keywords)."),
+    (lambda: TFDSEagerSource(TFDSEagerConfig(name="mnist"), config=TFDSEagerConfig(name="mnist")),
+     "TFDSEagerSource got its config twice: TFDSEagerConfig first and config= as a keyword."),
+    (lambda: TFDSStreamingSource(TFDSStreamingConfig(name="mnist"), "test"),
+     "TFDSStreamingSource takes one positional argument, the config; got 2"),
+    (lambda: PackedTextSource(PackedTextConfig(seq_len=4), docs, str.split, 0),
+     "PackedTextSource takes at most three positional arguments, the config and then the "
+     "documents and the tokenizer; got 4"),
+    (lambda: PackedTextSource(["a b"], str.split, config=PackedTextConfig(seq_len=4)),
+     "PackedTextSource got list ['a b'] first and config= as a keyword: the config comes "
+     "first, then the documents and the tokenizer."),
 ])
 def test_bad_missing_or_conflicting_settings_are_refused_naming_them(build, message):
     with pytest.raises(ConfigError) as err:

@@ -257,11 +257,11 @@ def test_local_glob_patterns_name_their_files_sorted(tmp_path) -> None:
     docs = JsonlDocuments(str(tmp_path / "*.jsonl"))
     assert docs.paths == [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]
     assert list(docs.read(0, 0)) == ["1 2", "3 4"]
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(RecordError) as err:
         ParquetDocuments(str(tmp_path / "*.parquet"))
     assert str(err.value) == (
-        f"ParquetDocuments: the glob pattern {str(tmp_path / '*.parquet')!r} matches no files. "
-        "Check the folder and the pattern."
+        f"ParquetDocuments: the glob pattern '{tmp_path / '*.parquet'}' matches no files. "
+        "Check the directory and the pattern."
     )
 
 
@@ -351,14 +351,25 @@ def test_hf_streaming_source_text_field_packs_and_resumes(tmp_path) -> None:
     )
 
 
+def test_documents_paths_that_are_not_paths_are_refused_naming_the_argument() -> None:
+    with pytest.raises(ConfigError) as err:
+        JsonlDocuments(["a.jsonl", 3])
+    assert str(err.value) == ("JsonlDocuments paths must be a path, a glob pattern or a list of "
+                              "them (str or os.PathLike), got int 3.")
+    with pytest.raises(ConfigError, match=r"^ParquetDocuments paths is an empty list; name at "
+                                          r"least one file\.$"):
+        ParquetDocuments([])
+
+
 def test_a_folder_given_as_a_documents_path_is_named_a_folder(tmp_path) -> None:
     (tmp_path / "a.jsonl").write_text('{"text": "a"}\n')
     for reader in (JsonlDocuments, ParquetDocuments):
-        with pytest.raises(ConfigError) as err:
+        with pytest.raises(RecordError) as err:
             reader(str(tmp_path))
         assert str(err.value) == (
-            f"{reader.__name__}: {str(tmp_path)!r} is a folder; name its files, or a glob "
-            f"pattern such as {str(tmp_path / '*')!r}.")
+            f"{reader.__name__}: the path '{tmp_path}' is a directory, not a file. Name its "
+            f"files, or a glob pattern such as '{tmp_path / '*'}'.")
+        assert err.value.path == str(tmp_path)
 
 
 def test_a_bad_document_after_records_the_stream_skipped_is_named_by_its_record(

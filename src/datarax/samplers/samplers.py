@@ -21,14 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.config import check_count
 from datarax.core.errors import ConfigError, StateError
 from datarax.samplers.index_shuffle import index_shuffle_np
-
-
-def _check_count(owner: str, name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"{owner} {name} must be an int >= {minimum}, got {value!r}.")
-    return int(value)
 
 
 class Sampler:
@@ -36,7 +31,7 @@ class Sampler:
 
     def __init__(self, num_epochs: int = 1) -> None:
         if num_epochs != -1:
-            _check_count(type(self).__name__, "num_epochs", num_epochs, 1)
+            check_count(num_epochs, f"{type(self).__name__} num_epochs", 1)
         self.num_epochs = int(num_epochs)
         self.epoch = 0
         self.index = 0
@@ -102,7 +97,7 @@ class SequentialSampler(Sampler):
 
     def __init__(self, num_records: int, *, num_epochs: int = 1) -> None:
         super().__init__(num_epochs)
-        self.num_records = _check_count(type(self).__name__, "num_records", num_records, 1)
+        self.num_records = check_count(num_records, f"{type(self).__name__} num_records", 1)
 
     def __len__(self) -> int:
         return self.num_records
@@ -122,8 +117,8 @@ class ShuffledSampler(Sampler):
 
     def __init__(self, num_records: int, *, seed: int = 0, num_epochs: int = 1) -> None:
         super().__init__(num_epochs)
-        self.num_records = _check_count(type(self).__name__, "num_records", num_records, 1)
-        self.seed = _check_count(type(self).__name__, "seed", seed, 0)
+        self.num_records = check_count(num_records, f"{type(self).__name__} num_records", 1)
+        self.seed = check_count(seed, f"{type(self).__name__} seed", 0)
         if self.seed >= 2**32:
             raise ConfigError(f"ShuffledSampler seed must be < 2**32, got {seed}.")
 
@@ -146,9 +141,9 @@ class RangeSampler(Sampler):
     def __init__(self, start: int, stop: int, *, step: int = 1, num_epochs: int = 1) -> None:
         super().__init__(num_epochs)
         name = type(self).__name__
-        self.start = _check_count(name, "start", start, 0)
-        self.stop = _check_count(name, "stop", stop, self.start + 1)
-        self.step = _check_count(name, "step", step, 1)
+        self.start = check_count(start, f"{name} start", 0)
+        self.stop = check_count(stop, f"{name} stop", self.start + 1)
+        self.step = check_count(step, f"{name} step", 1)
 
     def __len__(self) -> int:
         return len(range(self.start, self.stop, self.step))
@@ -171,9 +166,9 @@ class SlidingWindowSampler(Sampler):
     ) -> None:
         super().__init__(num_epochs)
         name = type(self).__name__
-        self.num_records = _check_count(name, "num_records", num_records, 1)
-        self.window = _check_count(name, "window", window, 1)
-        self.stride = _check_count(name, "stride", stride, 1)
+        self.num_records = check_count(num_records, f"{name} num_records", 1)
+        self.window = check_count(window, f"{name} window", 1)
+        self.stride = check_count(stride, f"{name} stride", 1)
         if self.window > self.num_records:
             raise ConfigError(
                 f"SlidingWindowSampler window={window} is longer than the {num_records} "

@@ -20,7 +20,9 @@ from typing import Any
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.sources._columns import normalize_keys
-from datarax.sources.source_call import MISSING, check_config_given, source_config
+from datarax.sources.source_call import (
+    MISSING, check_config_given, config_keyword, source_config,
+)
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,12 @@ class DatasetConfig(StructuralConfig):
         check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
-def dataset_config_and_name(source: Any, config: Any, name: str | None,
+def dataset_config_and_name(source: Any, config: Any, extra: tuple[Any, ...], name: str | None,
                             settings: dict[str, Any], *, example: str) -> tuple[Any, str | None]:
     """``(config, module name)`` of a dataset-backed source class ``source`` called with
-    ``config`` (maybe ``MISSING``), ``name=`` and keyword ``settings``.
+    ``config`` (maybe ``MISSING``; positional-only, so ``config=`` arrives in
+    ``settings``), further positional arguments ``extra`` (refused), ``name=`` and
+    keyword ``settings`` (:func:`~datarax.sources.source_call.config_keyword`).
 
     In the keyword form (no config) ``name=`` is the dataset's name, as in the config and
     in ``from_hf`` / ``from_tfds``, and the module keeps its class's name; beside a
@@ -84,16 +88,19 @@ def dataset_config_and_name(source: Any, config: Any, name: str | None,
 
     Example:
         >>> from datarax.sources import HFEagerSource
-        >>> config, name = dataset_config_and_name(HFEagerSource, MISSING, "imdb",
+        >>> config, name = dataset_config_and_name(HFEagerSource, MISSING, (), "imdb",
         ...                                        {"split": "test"}, example="imdb")
         >>> type(config).__name__, config.name, config.split, name
         ('HFEagerConfig', 'imdb', 'test', None)
     """
+    where, expected = source.__name__, source.config_class
+    config = config_keyword(where, config, MISSING, extra, settings, data_name=None, forms=(
+        f"{where}({expected.__name__}(name={example!r})), {where}(config={expected.__name__}("
+        f"name={example!r})) or {where}(name={example!r}, split=...) (settings as keywords)"))
     if config is MISSING and (settings or name is not None):
         if name is not None:
             settings = {"name": name, **settings}
         return source_config(source, MISSING, settings), None
-    where, expected = source.__name__, source.config_class
     check_config_given(where, config, expected, f"{where}({expected.__name__}(name="
                        f"{example!r})) or {where}(name={example!r})")
     config = source_config(source, config, settings)
@@ -142,9 +149,19 @@ def empty_split(config: Any, where: str) -> DataraxError:
     )
 
 
-def check_options(where: str, config_class: type, options: Any) -> None:
-    """Refuse keyword ``options`` of a factory (``from_hf``, ``from_tfds``) that
-    ``config_class`` (the streaming config: every field of either mode) has no field for."""
+def streaming_choice(where: str, streaming: Any, config_class: type, stream_only: set[str],
+                     options: Any) -> bool | None:
+    """What a factory (``from_hf``, ``from_tfds``) called with ``streaming`` and keyword
+    ``options`` builds: True (streaming asked, or a ``stream_only`` option given), False
+    (eager asked), None (the split's size decides).
+
+    Raises:
+        ConfigError: ``streaming`` not True, False or None; an option ``config_class``
+            (the streaming config: every field of either mode) has no field for; a
+            streaming-only option with ``streaming=False``.
+    """
+    if streaming not in (None, True, False):
+        raise ConfigError(f"{where} streaming must be True, False or None, got {streaming!r}.")
     known = {f.name for f in fields(config_class)} - {"name", "split", "streaming"}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -152,3 +169,11 @@ def check_options(where: str, config_class: type, options: Any) -> None:
             f"{where} got unknown option(s) {unknown}; the config options are "
             f"{sorted(known)}."
         )
+    given = sorted(stream_only & set(options))
+    if streaming is False and given:
+        raise ConfigError(
+            f"{where}: {given} apply only to streaming "
+            f"({config_class.__name__.replace('Config', 'Source')}); drop them or pass "
+            "streaming=True."
+        )
+    return True if given else streaming

@@ -7,18 +7,14 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
-from datarax.core.errors import ConfigError, RecordError
 from datarax.dataset.metadata import METADATA_FILE
-from datarax.storage.local_glob import local_glob
-from datarax.storage.urls import check_named_once
+from datarax.storage.local_glob import local_files, path_list
 
 __all__ = ["PathsLike", "is_folder", "resolve_paths"]
 
 PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-_GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 def resolve_paths(paths: PathsLike) -> list[str]:
@@ -31,46 +27,10 @@ def resolve_paths(paths: PathsLike) -> list[str]:
         ConfigError: ``paths`` is empty or of the wrong type, or names a file twice
             (a glob pattern and a path it matches too, say).
     """
-    if isinstance(paths, (str, os.PathLike)):
-        items = [paths]
-    elif isinstance(paths, Sequence) and not isinstance(paths, bytes):
-        items = list(paths)
-        if not items:
-            raise ConfigError("ArrayRecordSourceModule paths is an empty list; name at least one file.")
-    else:
-        raise ConfigError(
-            "ArrayRecordSourceModule paths must be a path, a glob pattern or a list of "
-            f"paths, got {type(paths).__name__}."
-        )
-    named: list[tuple[str, list[str]]] = []
-    for item in items:
-        if not isinstance(item, (str, os.PathLike)):
-            raise ConfigError(
-                f"ArrayRecordSourceModule paths entries must be str or os.PathLike, got "
-                f"{type(item).__name__} {item!r}."
-            )
-        path = os.fspath(item)
-        if _GLOB_CHARS.search(path) and not os.path.exists(path):
-            matches = local_glob(path)
-            if not matches:
-                raise RecordError(
-                    f"ArrayRecordSourceModule: the glob pattern '{path}' matches no files. "
-                    "Check the directory and the pattern.",
-                    path=path,
-                )
-            named.append((path, matches))
-        elif not os.path.isfile(path):
-            what = ("is a directory, not a file (a folder is read only when it holds a "
-                    f"datarax dataset's {METADATA_FILE})") if os.path.isdir(path) else "does not exist"
-            raise RecordError(
-                f"ArrayRecordSourceModule: the file '{path}' {what}. Check the path (a "
-                "glob pattern such as 'data-*.array_record' is expanded)." + _image_folder_hint(path),
-                path=path,
-            )
-        else:
-            named.append((path, [path]))
-    check_named_once(named, "ArrayRecordSourceModule")
-    return [file for _, matches in named for file in matches]
+    return local_files(path_list(paths, "ArrayRecordSourceModule paths"),
+                       "ArrayRecordSourceModule",
+                       folder_hint=lambda path: " A folder is read whole only when it holds a "
+                       f"datarax dataset's {METADATA_FILE}." + _image_folder_hint(path))
 
 
 def _image_folder_hint(path: str) -> str:

@@ -48,14 +48,17 @@ from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
-from datarax.sources.source_call import MISSING, check_config_given, describe, source_config
-from datarax.storage import ShardCache, StorageStats, expand_user, is_remote, list_objects
-from datarax.storage.local_glob import local_glob
-from datarax.storage.urls import check_named_once
+from datarax.sources.source_call import (
+    MISSING, check_config_given, config_keyword, describe, source_config,
+)
+from datarax.storage import ShardCache, StorageStats, list_objects
+from datarax.storage.local_glob import all_remote, local_files, path_list
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"
 _GLOB = re.compile(r"[*?\[]")
+_CALL_FORMS = ("NpySource(NpySourceConfig(paths='x.npy')), NpySource(config=NpySourceConfig("
+               "paths='x.npy')) or NpySource(paths='x.npy') (settings as keywords)")
 
 
 @dataclass(frozen=True)
@@ -114,21 +117,6 @@ def _example_path(value: Any) -> str:
     return os.fspath(value) if isinstance(value, (str, os.PathLike)) else "data.npy"
 
 
-def _path_list(value: Any, where: str) -> tuple[str, ...]:
-    values = value
-    if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, Sequence):
-        values = [value]
-    elif not value:
-        raise ConfigError(f"{where} is an empty list; name at least one .npy file.")
-    for v in values:
-        if not isinstance(v, (str, os.PathLike)):
-            raise ConfigError(
-                f"{where} must be a path (str or os.PathLike) or a list of them, got "
-                f"{type(v).__name__} {v!r}."
-            )
-    return tuple(expand_user(v) for v in values)
-
-
 def _normalize_paths(paths: Any, field: str | None) -> Any:
     where = "NpySourceConfig.paths"
     if field is not None and not (isinstance(field, str) and field):
@@ -149,14 +137,14 @@ def _normalize_paths(paths: Any, field: str | None) -> Any:
         for name, value in paths.items():
             if not (isinstance(name, str) and name):
                 raise ConfigError(f"{where} keys must be field names (str), got {name!r}.")
-            pairs.append((name, _path_list(value, f"{where}[{name!r}]")))
+            pairs.append((name, tuple(path_list(value, f"{where}[{name!r}]"))))
         return tuple(pairs)
     if isinstance(paths, Sequence) and not isinstance(paths, (str, bytes)) and not paths:
         raise ConfigError(
             f"{where} is empty; name a .npy file, a list of shards or a mapping "
             "{field: files}."
         )
-    return _path_list(paths, where)
+    return tuple(path_list(paths, where))
 
 
 class _Shards:
@@ -213,9 +201,6 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
     """``path`` memory-mapped; ``name`` (default ``path``) names it in errors: the URL
     of a remote file read from its cached copy."""
     name = name or path
-    if not os.path.isfile(path):
-        what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
-        raise RecordError(f"{_WHERE}: the file '{path}' {what}. Check the path.", path=path)
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as err:  # noqa: BLE001 - reported with the file name
@@ -239,23 +224,6 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
             path=name,
         )
     return array
-
-
-def _expand_local(files: tuple[str, ...], field: str) -> tuple[str, ...]:
-    """Local ``files`` with each glob pattern expanded (sorted), as a URL's is; a file
-    named twice is refused."""
-    named: list[tuple[str, list[str]]] = []
-    for path in files:
-        if not _GLOB.search(path):
-            named.append((path, [path]))
-            continue
-        found = local_glob(path)
-        if not found:
-            raise RecordError(f"{_WHERE}: the glob pattern '{path}' matches no files. Check the "
-                              "path.", path=path)
-        named.append((path, found))
-    check_named_once(named, f"{_WHERE}: field '{field}'")
-    return tuple(file for _, found in named for file in found)
 
 
 def _number_key(path: str) -> tuple[tuple[int, Any], ...]:
@@ -308,16 +276,10 @@ def _remote_fields(
     listed: dict[str, list[Any]] = {}
     stats = StorageStats()  # the listing's retries, then the downloads'
     for name, files in fields.items():
-        remote = [is_remote(f) for f in files]
-        if any(remote) and not all(remote):
-            raise ConfigError(
-                f"{_WHERE}: field '{name}' mixes local paths and URLs ({list(files)}); give "
-                "one kind per field."
-            )
-        if all(remote):
+        if all_remote(files, f"{_WHERE}: field '{name}'"):
             listed[name] = list_objects(files, storage_options, stats=stats)
         else:
-            fields = {**fields, name: _expand_local(files, name)}
+            fields = {**fields, name: tuple(local_files(files, f"{_WHERE}: field '{name}'"))}
     if not listed:
         return fields, {}, None
     objects = [o for field in listed.values() for o in field]
@@ -397,7 +359,8 @@ class NpySource(RandomAccessSource):
     def __init__(
         self,
         config: NpySourceConfig = MISSING,
-        *,
+        /,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         num_threads: int = 4,
@@ -406,6 +369,9 @@ class NpySource(RandomAccessSource):
         storage_options: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> None:
+        # config positional-only: config= or more arguments reach config_keyword's ConfigError
+        config = config_keyword("NpySource", config, MISSING, extra, settings, data_name=None,
+                                forms=_CALL_FORMS)
         config = source_config(type(self), config, settings)
         check_config_given("NpySource", config, NpySourceConfig,
                            "NpySource(NpySourceConfig(paths='x.npy')) or NpySource(paths='x.npy')")

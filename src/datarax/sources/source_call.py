@@ -141,17 +141,21 @@ def check_config_and_data(source: str, config: Any, expected: type, data: Any, *
 
 
 def config_keyword(source: str, config: Any, data: Any, extra: tuple[Any, ...],
-                   settings: dict[str, Any], *, data_name: str, forms: str) -> Any:
+                   settings: dict[str, Any], *, data_name: str | tuple[str, ...] | None,
+                   forms: str) -> Any:
     """The config of a source whose ``config`` is positional-only, so that a ``config=``
     keyword arrives in ``settings`` (removed from it here): returned in its place when no
     config came first (``Source(config=..., data=...)``).
 
-    ``extra`` holds the positional arguments after the data; ``forms`` names the accepted
-    call forms for the message.
+    ``data_name`` names what the source takes after the config: one argument (``data``
+    is it), several (a tuple of names; ``data`` the tuple of their values), or nothing
+    (None; ``NpySource`` takes its files in the config). ``extra`` holds the positional
+    arguments after those; ``forms`` names the accepted call forms for the message.
 
     Raises:
-        ConfigError: for more than two positional arguments, or ``config=`` beside a
-            first positional argument (the data first, or the config given twice).
+        ConfigError: for more positional arguments than the config and its data, or
+            ``config=`` beside a first positional argument (the data first, or the
+            config given twice).
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -160,11 +164,17 @@ def config_keyword(source: str, config: Any, data: Any, extra: tuple[Any, ...],
         ...
         datarax.core.errors.ConfigError: MemorySource got dict {'x': [1, 2]} first and config= as a keyword: the config comes first, the data second. Call MemorySource(MemorySourceConfig(), data), MemorySource(config=MemorySourceConfig(), data=data) or MemorySource(data=data, shuffle=...) (settings as keywords).
     """
+    names = (data_name,) if isinstance(data_name, str) else tuple(data_name or ())
+    values = (data,) if isinstance(data_name, str) else tuple(data) if names else ()
     if extra:
+        counts = ("one positional argument", "at most two positional arguments",
+                  "at most three positional arguments")
+        given = (config, *values, *extra)
         raise ConfigError(
-            f"{source} takes at most two positional arguments, the config and then the "
-            f"{data_name}; got {2 + len(extra)}: {describe(config)}, {describe(data)}, "
-            + ", ".join(describe(e) for e in extra) + f". Call {forms}.")
+            f"{source} takes {counts[len(names)]}, the config"
+            + "".join(f"{' and then' if k == 0 else ' and'} the {n}" for k, n in enumerate(names))
+            + f"; got {len(given)}: " + ", ".join(describe(v) for v in given)
+            + f". Call {forms}.")
     if "config" not in settings:
         return config
     keyword = settings.pop("config")
@@ -174,6 +184,8 @@ def config_keyword(source: str, config: Any, data: Any, extra: tuple[Any, ...],
         raise ConfigError(
             f"{source} got its config twice: {type(config).__name__} first and config= as a "
             f"keyword. Give it once. Call {forms}.")
+    order = ("the config is its only positional argument" if not names else
+             f"the config comes first, the {names[0]} second" if len(names) == 1 else
+             f"the config comes first, then the {' and the '.join(names)}")
     raise ConfigError(
-        f"{source} got {describe(config)} first and config= as a keyword: the config comes "
-        f"first, the {data_name} second. Call {forms}.")
+        f"{source} got {describe(config)} first and config= as a keyword: {order}. Call {forms}.")

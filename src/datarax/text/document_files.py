@@ -22,9 +22,8 @@ from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
-from datarax.storage.local_glob import local_glob
-from datarax.storage.urls import check_named_once
-from datarax.storage import ShardCache, expand_user, is_remote
+from datarax.storage.local_glob import all_remote, local_files, path_list
+from datarax.storage import ShardCache
 from datarax.text.documents import BadDocument
 
 __all__ = ["JsonlDocuments", "ParquetDocuments", "PathsLike"]
@@ -37,38 +36,12 @@ def _paths(
     storage_options: Mapping[str, Any] | None,
 ) -> tuple[list[str], RemoteFiles | None]:
     """The files ``paths`` names and, for URLs, those files fetched into the cache and held."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out = [expand_user(os.fspath(p)) for p in paths]
-    if not out:
-        raise ConfigError(f"{user} needs at least one file path.")
-    remote = [is_remote(p) for p in out]
-    if any(remote):
-        if not all(remote):
-            raise ConfigError(
-                f"{user}: paths mixes local paths and URLs ({out}); give one kind."
-            )
+    out = path_list(paths, f"{user} paths")
+    if all_remote(out, f"{user}: paths"):
         files = RemoteFiles.listed(out, where=user, cache=cache, storage_options=storage_options)
         files.local_paths()  # fetched and held now
         return files.urls, files
-    named: list[tuple[str, list[str]]] = []
-    for path in out:
-        if not os.path.isfile(path) and any(c in path for c in "*?["):  # a local glob, sorted
-            matched = local_glob(path)
-            if not matched:
-                raise ConfigError(
-                    f"{user}: the glob pattern {path!r} matches no files. Check the folder "
-                    "and the pattern."
-                )
-            named.append((path, matched))
-            continue
-        if not os.path.isfile(path):
-            raise ConfigError(f"{user}: {path!r} is a folder; name its files, or a glob pattern "
-                              f"such as {os.path.join(path, '*')!r}." if os.path.isdir(path)
-                              else f"{user}: {path!r} does not exist or is not a file.")
-        named.append((path, [path]))
-    check_named_once(named, user, mix="mix corpora with MixedDocuments weights")
-    return [file for _, matched in named for file in matched], None
+    return local_files(out, user, mix="mix corpora with MixedDocuments weights"), None
 
 
 class _FileReader:
@@ -114,8 +87,8 @@ class JsonlDocuments(_FileReader):
         storage_options: for URLs, options of the fsspec filesystem (credentials ...).
 
     Raises:
-        ConfigError: no path, a missing local file, or files and URLs mixed.
-        RecordError: a remote file is missing or a pattern matches nothing.
+        ConfigError: no path, files and URLs mixed, or a file named twice.
+        RecordError: a file is missing or a folder, or a pattern matches nothing.
         CacheFullError: the remote files do not fit the shard cache together.
 
     Example:

@@ -39,7 +39,7 @@ from datarax.core.stream import StreamSource
 from datarax.host.counts import python_ints
 from datarax.sources.read_ahead import SessionCursor
 from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
-from datarax.sources.source_call import MISSING, check_config_given, source_config
+from datarax.sources.source_call import MISSING, check_config_given, config_keyword, source_config
 from datarax.text.documents import as_reader, close_reader, reader_settings
 from datarax.text.packing import FIELDS, MODES, Packer
 from datarax.text.passes import TextPass
@@ -138,16 +138,20 @@ class PackedTextSource(StreamSource):
     def __init__(
         self,
         config: PackedTextConfig = MISSING,
+        /,
         documents: Any = MISSING,
         tokenizer: Any = MISSING,
-        *,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         **settings: Any,
     ) -> None:
-        config = source_config(type(self), config, settings)
         call = ("PackedTextSource(PackedTextConfig(seq_len=512), documents, tokenizer) or "
                 "PackedTextSource(documents=..., tokenizer=..., seq_len=512)")
+        # config positional-only: config= or more arguments reach config_keyword's ConfigError
+        config = config_keyword("PackedTextSource", config, (documents, tokenizer), extra,
+                                settings, data_name=("documents", "tokenizer"), forms=call)
+        config = source_config(type(self), config, settings)
         check_config_given("PackedTextSource", config, PackedTextConfig, call)
         if not isinstance(config, PackedTextConfig):
             raise ConfigError(

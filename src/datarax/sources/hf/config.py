@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from datarax.core.config import check_int
 from datarax.core.errors import ConfigError
 from datarax.sources._dataset_config import DatasetConfig, local_path
 from datarax.sources.random_access import BadRecordFields
+from datarax.storage.local_glob import path_list
 from datarax.storage.urls import expand_user
 
 
@@ -30,20 +30,10 @@ class HFConfig(DatasetConfig):
         if self.name is not None:  # a local folder or file: '~/data' is the home folder's
             object.__setattr__(self, "name", expand_user(self.name))
         files = self.data_files
-        if isinstance(files, os.PathLike):
-            files = local_path(files)
-        elif isinstance(files, Sequence) and not isinstance(files, str):
-            files = [local_path(f) for f in files]
-        if files is not None:
-            if isinstance(files, str):
-                object.__setattr__(self, "data_files", expand_user(files))
-            elif isinstance(files, Sequence) and files and all(isinstance(f, str) for f in files):
-                object.__setattr__(self, "data_files", tuple(expand_user(list(files))))
-            else:
-                raise ConfigError(
-                    f"{cls}.data_files must be a path/glob or a list of them (the files of "
-                    f"split '{self.split}'), got {self.data_files!r}."
-                )
+        if files is not None:  # one path stays one str, a list becomes a tuple
+            paths = path_list(files, f"{cls}.data_files (the files of split '{self.split}')")
+            one = isinstance(files, (str, os.PathLike))
+            object.__setattr__(self, "data_files", paths[0] if one else tuple(paths))
         if self.name is None and files is None:
             raise ConfigError(
                 f"{cls} needs name= (a Hub id, a local folder or file) or data_files=."

@@ -52,14 +52,15 @@ class HFEagerSource(MemorySource):
     def __init__(
         self,
         config: HFEagerConfig = MISSING,
-        *,
+        /,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> None:
-        config, name = dataset_config_and_name(type(self), config, name, settings,
+        config, name = dataset_config_and_name(type(self), config, extra, name, settings,
                                                example="imdb")
         where = "HFEagerSource"
         files = remote_files(config, where, cache=cache, storage_options=storage_options)

@@ -8,8 +8,7 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.core.errors import ConfigError
-from datarax.sources._dataset_config import check_options
+from datarax.sources._dataset_config import streaming_choice
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
 from datarax.sources.hf.locate import split_bytes
@@ -53,24 +52,15 @@ def from_hf(
         >>> from datarax.sources import from_hf
         >>> source = from_hf("stanfordnlp/sst2", "train", streaming=True, rngs=nnx.Rngs(0))  # doctest: +SKIP
     """
-    if streaming not in (None, True, False):
-        raise ConfigError(f"from_hf streaming must be True, False or None, got {streaming!r}.")
-    check_options("from_hf", HFStreamingConfig, config)
-    stream_only = sorted(_STREAM_ONLY & set(config))
+    streaming = streaming_choice("from_hf", streaming, HFStreamingConfig, _STREAM_ONLY, config)
     remote: dict[str, Any] = {"cache": cache, "storage_options": storage_options}
-    if streaming is False:
-        if stream_only:
-            raise ConfigError(
-                f"from_hf: {stream_only} apply only to streaming (HFStreamingSource); drop "
-                "them or pass streaming=True."
-            )
-        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs,
-                             **remote)
-    stream_config = HFStreamingConfig(name=name, split=split, **config)
-    if streaming is None and not stream_only and _fits_eager(stream_config, storage_options):
-        return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs,
-                             **remote)
-    return HFStreamingSource(stream_config, rngs=rngs, **remote)
+    if streaming is None:
+        streaming = not _fits_eager(HFStreamingConfig(name=name, split=split, **config),
+                                    storage_options)
+    if streaming:
+        return HFStreamingSource(HFStreamingConfig(name=name, split=split, **config), rngs=rngs,
+                                 **remote)
+    return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs, **remote)
 
 
 def _fits_eager(config: HFStreamingConfig,

@@ -14,7 +14,7 @@ from typing import Any
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
 from datarax.sources.hf.config import HFConfig
-from datarax.storage.local_glob import local_glob
+from datarax.storage.local_glob import local_glob, pattern_files
 from datarax.storage.urls import check_named_once, is_remote
 
 
@@ -132,7 +132,7 @@ def _an_empty_parquet(files: Any) -> bool:
     fail (``ArrowInvalid: BatchSize must be greater than 0``)."""
     entries = [files] if isinstance(files, str) else list(files or ())
     local = [m for f in entries if isinstance(f, str) and not is_remote(f)
-             for m in (local_glob(f) if glob.has_magic(f) else [f]) if os.path.isfile(m)]
+             for m in pattern_files(f) if os.path.isfile(m)]
     try:
         import pyarrow.parquet as pq
 
@@ -144,7 +144,7 @@ def _an_empty_parquet(files: Any) -> bool:
 def _check_files_named_once(files: Any, where: str) -> None:
     """Refuse a local data file named twice (``datasets`` would read it twice)."""
     entries = [files] if isinstance(files, str) else list(files)
-    named = [(f, local_glob(f) if glob.has_magic(f) else [f])
+    named = [(f, pattern_files(f))
              for f in entries if isinstance(f, str) and not is_remote(f)]
     check_named_once(named, where, "data_files")
 

@@ -25,6 +25,7 @@ from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.hf.config import HFConfig, HFStreamingConfig  # noqa: F401 - the example
 from datarax.sources.hf.locate import builder_for
 from datarax.storage import ShardCache, is_remote
+from datarax.storage.local_glob import all_remote
 
 __all__ = ["local_config", "remote_files", "remote_urls"]
 
@@ -44,12 +45,8 @@ def remote_urls(config: HFConfig, where: str) -> list[str] | None:
     files = config.data_files
     if files is not None:
         items = [files] if isinstance(files, str) else list(files)
-        remote = [is_remote(f) for f in items]
-        if not any(remote):
+        if not all_remote(items, f"{where}: data_files"):
             return None
-        if not all(remote):
-            raise ConfigError(f"{where}: data_files mixes local paths and URLs ({items}); "
-                              "give one kind.")
         if config.name is not None and is_remote(config.name):
             raise ConfigError(
                 f"{where}: with data_files={items!r}, name is the format ('parquet', 'json', "

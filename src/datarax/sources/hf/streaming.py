@@ -71,14 +71,15 @@ class HFStreamingSource(SkipCounts, StreamSource):
     def __init__(
         self,
         config: HFStreamingConfig = MISSING,
-        *,
+        /,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         cache: ShardCache | None = None,
         storage_options: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> None:
-        config, name = dataset_config_and_name(type(self), config, name, settings,
+        config, name = dataset_config_and_name(type(self), config, extra, name, settings,
                                                example="imdb")
         super().__init__(config, rngs=rngs, name=name)
         where = "HFStreamingSource"

@@ -55,13 +55,14 @@ class TFDSEagerSource(MemorySource):
     def __init__(
         self,
         config: TFDSEagerConfig = MISSING,
-        *,
+        /,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         num_threads: int = 4,
         **settings: Any,
     ) -> None:
-        config, name = dataset_config_and_name(type(self), config, name, settings,
+        config, name = dataset_config_and_name(type(self), config, extra, name, settings,
                                                example="mnist")
         where = "TFDSEagerSource"
         try:

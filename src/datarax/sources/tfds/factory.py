@@ -6,8 +6,7 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.core.errors import ConfigError
-from datarax.sources._dataset_config import check_options
+from datarax.sources._dataset_config import streaming_choice
 from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
 from datarax.sources.tfds.eager import TFDSEagerSource
 from datarax.sources.tfds.features import Decoder
@@ -44,17 +43,11 @@ def from_tfds(
         >>> from datarax.sources import from_tfds
         >>> source = from_tfds("mnist", "train", shuffle=True, seed=42)  # doctest: +SKIP
     """
-    if streaming not in (None, True, False):
-        raise ConfigError(f"from_tfds streaming must be True, False or None, got {streaming!r}.")
-    check_options("from_tfds", TFDSStreamingConfig, config)
+    streaming = streaming_choice("from_tfds", streaming, TFDSStreamingConfig, _STREAM_ONLY,
+                                 config)
     if streaming is False:
-        if _STREAM_ONLY & set(config):
-            raise ConfigError(
-                f"from_tfds: {sorted(_STREAM_ONLY & set(config))} apply only to streaming "
-                "(TFDSStreamingSource); drop them or pass streaming=True."
-            )
         return TFDSEagerSource(TFDSEagerConfig(name=name, split=split, **config), rngs=rngs)
-    if streaming is True or _STREAM_ONLY & set(config):
+    if streaming:
         return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)
     eager_config = TFDSEagerConfig(name=name, split=split, **config)
     where = "from_tfds"

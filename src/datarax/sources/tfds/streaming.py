@@ -51,12 +51,13 @@ class TFDSStreamingSource(RandomAccessSource):
     def __init__(
         self,
         config: TFDSStreamingConfig = MISSING,
-        *,
+        /,
+        *extra: Any,
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
         **settings: Any,
     ) -> None:
-        config, name = dataset_config_and_name(type(self), config, name, settings,
+        config, name = dataset_config_and_name(type(self), config, extra, name, settings,
                                                example="mnist")
         super().__init__(config, rngs=rngs, name=name)
         where = "TFDSStreamingSource"
