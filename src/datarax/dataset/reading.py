@@ -29,17 +29,11 @@ from datarax.dataset.fields import Features
 from datarax.dataset.layout import decode_records
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
-from datarax.storage.local_glob import local_glob
+from datarax.storage.local_glob import path_list, pattern_files
 from datarax.storage.retry import StorageStats
 from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
 
 __all__ = ["DatasetDecoder", "dataset_files", "remote_dataset"]
-
-
-def _path_list(paths: Any) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    return [os.fspath(p) for p in paths]
 
 
 def _check_shards(names: list[str], info: DatasetInfo, folder: str,
@@ -66,8 +60,8 @@ def dataset_files(paths: Any, folder: str) -> tuple[list[str], DatasetInfo]:
         names = [s.file for s in info.shards]
     else:
         names = []
-        for item in _path_list(paths):
-            matches = [item] if os.path.exists(item) or not glob.has_magic(item) else local_glob(item)
+        for item in path_list(paths, "the dataset's paths"):
+            matches = pattern_files(item)
             if not matches:
                 raise RecordError(f"the glob pattern '{item}' matches no shard of the dataset in "
                                   f"'{folder}'.", path=item)
@@ -148,7 +142,7 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
     Raises:
         RecordError: a file is missing, or a named file is not a shard of the dataset.
     """
-    items = _path_list(paths)
+    items = path_list(paths, "the dataset's paths")
     single = len(items) == 1 and not glob.has_magic(items[0])
     if dataset and items:
         folder = items[0].rstrip("/") if single else items[0].rsplit("/", 1)[0]
