@@ -392,7 +392,7 @@ def test_an_untraceable_get_batch_at_is_named_with_what_to_write_instead():
 
 
 def test_indexed_spec_is_compared_with_the_reads_unless_the_source_says_it_is_read_off_them():
-    """``IndexedSource.spec_from_own_reads()`` is declared (default False): by default a
+    """``spec_from_own_reads()`` is declared by every source (default False): by default a
     declared spec that differs from ``get_batch_at`` is refused when the pass starts; a
     source answering True is taken at its word (its reads are not traced to compare)."""
 

@@ -89,14 +89,6 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         Pipeline without stages may read ``k`` small batches as one (default False)."""
         return False
 
-    def spec_from_own_reads(self) -> bool:
-        """Whether :meth:`element_spec` is read off the very data the reads gather, so
-        that the traced comparison of the two a Pipeline makes when its first pass starts
-        (``get_batch_at`` traced at one record and two) has nothing to find and is
-        skipped (default False: compared; ``MemorySource`` reading its columns as its own
-        class does: True)."""
-        return False
-
     def step_inputs(self) -> Any:
         """Arrays the compiled step receives as arguments rather than as NNX state
         (a source keeping its records out of ``nnx.state``); default none."""
