@@ -159,7 +159,7 @@ def test_a_folder_others_may_write_is_refused_with_a_warning(store):
     with pytest.warns(RuntimeWarning, match=r"group or others may write it \(mode 777\).*chmod 700"):
         out = step(np.arange(4, dtype=np.float32), np.float32(2))
     assert out.tolist() == [1.0, 3.0, 5.0, 7.0]
-    assert _delta(before) == {"compiled": 1, "loaded": 0, "stored": 0, "corrupt": 0}
+    assert _delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "stored": 0, "corrupt": 0}
     assert _entries(store) == []
 
 
@@ -186,11 +186,32 @@ def test_a_corrupt_entry_is_compiled_again_and_replaced(store):
         entry.write_bytes(bad)
         before = compiled_store.counts()
         assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 3 + 1).tolist()
-        assert _delta(before) == {"compiled": 1, "loaded": 0, "stored": 1, "corrupt": 1}
+        assert _delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "stored": 1, "corrupt": 1}
         assert [p.name for p in store.glob("*.exe")] == [entry.name]
     before = compiled_store.counts()
     assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 3 + 1).tolist()
-    assert _delta(before) == {"compiled": 0, "loaded": 1, "stored": 0, "corrupt": 0}
+    assert _delta(before) == {"compiled": 0, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 0}
+
+
+def test_an_entry_loaded_once_is_served_again_without_loading_until_its_bytes_change(store):
+    """A second step of the same program in one process (a second pipeline, a notebook
+    cell run again) is served the executable the first load gave; an entry whose bytes
+    changed on disk is loaded afresh."""
+    x, a = np.arange(6, dtype=np.float32), np.float32(4)
+    want = (x * 4 + 1).tolist()
+    compiled_store.stored_jit(_affine)(x, a)  # compiled and stored
+    before = compiled_store.counts()
+    assert compiled_store.stored_jit(_affine)(x, a).tolist() == want
+    assert _delta(before) == {"compiled": 0, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 0}
+    before = compiled_store.counts()
+    assert compiled_store.stored_jit(_affine)(x, a).tolist() == want
+    assert compiled_store.stored_jit(_affine)(x, a).tolist() == want
+    assert _delta(before) == {"compiled": 0, "loaded": 0, "reused": 2, "stored": 0, "corrupt": 0}
+    (entry,) = store.glob("*.exe")
+    entry.write_bytes(b"replaced by another process")
+    before = compiled_store.counts()
+    assert compiled_store.stored_jit(_affine)(x, a).tolist() == want
+    assert _delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "stored": 1, "corrupt": 1}
 
 
 def test_an_entry_that_loads_but_cannot_run_is_compiled_again_and_removed(store, monkeypatch):
@@ -209,7 +230,7 @@ def test_an_entry_that_loads_but_cannot_run_is_compiled_again_and_removed(store,
     step = compiled_store.stored_jit(_affine)
     assert step(x, a).tolist() == [1.0, 3.0, 5.0]
     assert step(x, a).tolist() == [1.0, 3.0, 5.0]
-    assert _delta(before) == {"compiled": 1, "loaded": 1, "stored": 0, "corrupt": 1}
+    assert _delta(before) == {"compiled": 1, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 1}
     assert not entry.exists()
 
 

@@ -389,3 +389,23 @@ def test_an_untraceable_get_batch_at_is_named_with_what_to_write_instead():
     assert message.startswith("_Slices.get_batch_at needs a concrete value of a traced array")
     assert "start is a traced integer there" in message
     assert "i = (jnp.arange(size) + start) % len(self)" in message
+
+
+def test_indexed_spec_is_compared_with_the_reads_unless_the_source_says_it_is_read_off_them():
+    """``spec_from_own_reads()`` is declared by every source (default False): by default a
+    declared spec that differs from ``get_batch_at`` is refused when the pass starts; a
+    source answering True is taken at its word (its reads are not traced to compare)."""
+
+    class Wide(Indexed):
+        def element_spec(self):
+            return {"v": jax.ShapeDtypeStruct((2,), np.int32)}
+
+    class Trusted(Wide):
+        def spec_from_own_reads(self):
+            return True
+
+    assert Indexed().spec_from_own_reads() is False
+    with pytest.raises(SpecMismatchError, match="field 'v' has per-record shape \\(\\), declared \\(2,\\)"):
+        next(iter(Pipeline(source=Wide(), stages=[], batch_size=4)))
+    batches = [np.asarray(b["v"]).tolist() for b in Pipeline(source=Trusted(), stages=[], batch_size=4)]
+    assert batches == [[0, 10, 20, 30], [40, 50]]

@@ -8,7 +8,9 @@ features, the x64 flag and the arguments' shapes, dtypes and devices. An executa
 stored under that key by an earlier process is loaded
 (``jax.experimental.serialize_executable``); otherwise the program is compiled (with
 :func:`compiler_options`) and stored. In memory, each signature's executable is kept
-by the step, as ``jax.jit`` keeps its own. The key is the program itself, so an edited stage, a value read
+by the step, as ``jax.jit`` keeps its own, and an entry this process already loaded is
+served again without deserializing it (a second pipeline of the same program; the
+last 32 such). The key is the program itself, so an edited stage, a value read
 while tracing or a new JAX can never be served an old executable, and the same code
 rebuilt in new closures (a notebook cell run again) finds the one it compiled before.
 
@@ -33,7 +35,7 @@ Example:
     >>> double(np.arange(3, dtype=np.int32)).tolist()
     [0, 2, 4]
     >>> sorted(counts())
-    ['compiled', 'corrupt', 'loaded', 'stored']
+    ['compiled', 'corrupt', 'loaded', 'reused', 'stored']
 """
 
 from __future__ import annotations
@@ -82,14 +84,21 @@ _SETTINGS = (
     "jax_debug_infs", "jax_enable_checks",
 )
 _COUNTS: collections.Counter[str] = collections.Counter(
-    {"compiled": 0, "loaded": 0, "stored": 0, "corrupt": 0})
+    {"compiled": 0, "loaded": 0, "reused": 0, "stored": 0, "corrupt": 0})
+#: executables this process loaded, by what they were loaded from: (the entry's checksum,
+#: the lowering's argument and result trees) -> the executable; most recent last
+_LOADED: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+_LOADED_SIZE = 32
+_LOADED_LOCK = threading.Lock()
 _REFUSED: set[str] = set()  # folders already warned about
 _UNKNOWN_OPTIONS: set[str] = set()  # compile options the installed XLA refused as unknown
 
 
 def counts() -> dict[str, int]:
     """How many step executables this process ``compiled``, ``loaded`` from the store,
-    ``stored`` in it, and found ``corrupt`` there (then compiled again)."""
+    ``reused`` (an entry this process had loaded before, its bytes unchanged: served
+    without deserializing it again), ``stored`` in it, and found ``corrupt`` there (then
+    compiled again)."""
     return dict(_COUNTS)
 
 
@@ -188,7 +197,9 @@ def _host() -> str:
                     break
     except OSError:
         pass
-    return f"{platform.machine()} {platform.processor()} {features}"
+    # platform.processor() runs `uname -p` in a subprocess on Linux, where /proc/cpuinfo
+    # already names the processor and its features
+    return f"{platform.machine()} {features or platform.processor()}"
 
 
 def compiler_options() -> dict[str, Any]:
@@ -222,28 +233,60 @@ def compile_with_options(lowered: Any) -> Any:
 
 
 def _load(path: Path, lowered: Any) -> Any | None:
-    """The executable stored at ``path``, or None (missing, corrupt or unloadable)."""
+    """The executable stored at ``path`` as a :class:`LoadedOnTrial`, or None (missing,
+    corrupt or unloadable). An entry whose bytes this process loaded before (for the same
+    argument and result trees) is not deserialized again: the executable it gave is
+    served (``reused``) — a second pipeline of the same program, a notebook cell run
+    again."""
     try:
         data = path.read_bytes()
     except OSError:
         return None
     head = len(_FORMAT) + 32
-    if data[: len(_FORMAT)] != _FORMAT or hashlib.sha256(data[head:]).digest() != data[len(_FORMAT):head]:
+    checksum = data[len(_FORMAT):head]
+    if data[: len(_FORMAT)] != _FORMAT or hashlib.sha256(data[head:]).digest() != checksum:
         _COUNTS["corrupt"] += 1
         log.warning("datarax: compiled step %s is corrupt; compiling it again", path.name)
         return None
-    try:
-        compiled = serialize_executable.deserialize_and_load(
-            data[head:], lowered.in_tree, lowered.out_tree)
-    except Exception as err:  # noqa: BLE001 - an entry that cannot load is compiled again
-        _COUNTS["corrupt"] += 1
-        log.warning("datarax: compiled step %s did not load (%s); compiling it again", path.name, err)
-        return None
+    memo = _memo_key(checksum, lowered)
+    with _LOADED_LOCK:
+        loaded = _LOADED.get(memo) if memo is not None else None
+        if loaded is not None:
+            _LOADED.move_to_end(memo)
+    if loaded is not None:
+        _COUNTS["reused"] += 1
+    else:
+        try:
+            compiled = serialize_executable.deserialize_and_load(
+                data[head:], lowered.in_tree, lowered.out_tree)
+        except Exception as err:  # noqa: BLE001 - an entry that cannot load is compiled again
+            _COUNTS["corrupt"] += 1
+            log.warning("datarax: compiled step %s did not load (%s); compiling it again",
+                        path.name, err)
+            return None
+        _COUNTS["loaded"] += 1
+        loaded = LoadedOnTrial(compiled, lowered, path)
+        if memo is not None:
+            with _LOADED_LOCK:
+                _LOADED[memo] = loaded
+                while len(_LOADED) > _LOADED_SIZE:
+                    _LOADED.popitem(last=False)
     try:
         os.utime(path)  # recently used: the size cap removes it last
     except OSError:
         pass
-    return compiled
+    return loaded
+
+
+def _memo_key(checksum: bytes, lowered: Any) -> Any | None:
+    """What a loaded executable is found again by: the entry's checksum and the trees it
+    was loaded for (None where a tree cannot be hashed: not kept)."""
+    key = (checksum, lowered.in_tree, lowered.out_tree)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _store(folder: Path, path: Path, compiled: Any) -> None:
@@ -317,10 +360,9 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
     if folder is not None:
         cap_bytes()  # a bad cap is refused before any work
         path = folder / f"{_program_key(lowered, args)}.exe"
-        compiled = _load(path, lowered)
-        if compiled is not None:
-            _COUNTS["loaded"] += 1
-            return LoadedOnTrial(compiled, lowered, path)
+        loaded = _load(path, lowered)
+        if loaded is not None:
+            return loaded
     compiled = compile_with_options(lowered)
     _COUNTS["compiled"] += 1
     if folder is not None and path is not None:
@@ -339,7 +381,8 @@ class LoadedOnTrial:
         self.compiled, self.lowered, self.path = compiled, lowered, path
 
     def __call__(self, *args: Any) -> Any:
-        if self.lowered is None:
+        lowered = self.lowered
+        if lowered is None:
             return self.compiled(*args)
         try:
             out = self.compiled(*args)
@@ -351,7 +394,7 @@ class LoadedOnTrial:
                 self.path.unlink()
             except OSError:
                 pass
-            self.compiled = compile_with_options(self.lowered)
+            self.compiled = compile_with_options(lowered)
             _COUNTS["compiled"] += 1
             out = self.compiled(*args)
         self.lowered = None  # it ran: the store's entry is good

@@ -142,6 +142,16 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
             "batches carry."
         )
 
+    def spec_from_own_reads(self) -> bool:
+        """Whether :meth:`element_spec` is read off the very data the compiled reads
+        gather, so that the traced comparison of the two a Pipeline makes for a source
+        read in a compiled step (``get_batch_at`` traced at one record and two, when the
+        first pass starts) has nothing to find and is skipped. Default False: compared
+        (``MemorySource`` reading its columns as its own class does: True). Declared
+        here, not on the indexed base alone: a mixture of indexed sources is read
+        compiled too."""
+        return False
+
     # -------------------------------------------------------------------- shard
     def set_shard(self, index: int, count: int, padded: bool = False) -> None:
         """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).

@@ -132,13 +132,14 @@ def fold_in_rows(rows: Any, records: Any) -> Any:
     >>> got.shape, got[1, 1].tolist() == jax.random.key_data(want).tolist()
     ((2, 2, 2), True)
     """
-    rows = jnp.asarray(rows, jnp.uint32)
-    records = jnp.asarray(records).astype(jnp.uint32)
+    lax = jax.lax  # lax throughout (no jnp wrapper to trace on first use), scalar
+    rows = lax.convert_element_type(rows, np.uint32)  # literals: no promotion or
+    records = lax.convert_element_type(records, np.uint32)  # broadcast ops to lower
     shape = (rows.shape[0], records.shape[0])
 
-    add, xor, u32 = jax.lax.add, jax.lax.bitwise_xor, np.uint32  # lax, scalar literals:
-    k0 = jax.lax.broadcast_in_dim(rows[:, 0], shape, (0,))  # no promotion or broadcast
-    k1 = jax.lax.broadcast_in_dim(rows[:, 1], shape, (0,))  # ops to trace and lower
+    add, xor, u32 = lax.add, lax.bitwise_xor, np.uint32
+    k0 = lax.broadcast_in_dim(lax.index_in_dim(rows, 0, 1, keepdims=False), shape, (0,))
+    k1 = lax.broadcast_in_dim(lax.index_in_dim(rows, 1, 1, keepdims=False), shape, (0,))
     ks = (k0, k1, xor(xor(k0, k1), u32(0x1BD11BDA)))
     x0 = ks[0]  # the block (0, record), keyed
     x1 = add(jax.lax.broadcast_in_dim(records, shape, (1,)), ks[1])
@@ -149,7 +150,7 @@ def fold_in_rows(rows: Any, records: Any) -> Any:
                                         jax.lax.shift_right_logical(x1, u32(32 - r))), x0)
         x0 = add(x0, ks[(block + 1) % 3])
         x1 = add(add(x1, ks[(block + 2) % 3]), u32(block + 1))
-    return jnp.stack([x0, x1], axis=-1)
+    return lax.concatenate([lax.expand_dims(x0, (2,)), lax.expand_dims(x1, (2,))], 2)
 
 
 def check_rngs(rngs: Any, owner: str) -> None:

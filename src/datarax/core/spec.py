@@ -183,15 +183,14 @@ def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
     naming the field, or that returns another number of records than ``size``. A spec
     with text fields (gathered on the host) or a ``get_batch_at`` that cannot be traced
     here is not compared, nor one whose source says it describes its own reads
-    (``spec_from_own_reads()``: a ``MemorySource`` reading its columns as its own class
-    does)."""
+    (``DataSourceModule.spec_from_own_reads()``, default False: a ``MemorySource``
+    reading its columns as its own class does)."""
     kind = getattr(getattr(source, "kind", None), "value", None)
     if kind != "indexed" or not callable(getattr(source, "get_batch_at", None)):
         return
     if has_text(spec):
         return
-    own = getattr(source, "spec_from_own_reads", None)
-    if callable(own) and own():  # nothing to compare: the spec is read off the same data
+    if source.spec_from_own_reads():  # nothing to compare: the spec is read off the same data
         return
     for size in (1, 2):  # two sizes: a get_batch_at that ignores size is seen to
         try:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax import lax
 
 from datarax.core.batch import gather_rows
 from datarax.core.errors import SourceContractError
@@ -51,18 +51,20 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         pipeline_key, stage_keys = step_key(key), for_stages(key)
 
         def chunk(p: Any) -> Any:
-            start = base + p
+            start = lax.add(base, p)
             # a source reading by position never uses the key: no fold_in to trace, lower
             # and compile (read_one below reads with the same unfolded key)
             read_key = pipeline_key if by_position else jax.random.fold_in(pipeline_key, start)
             with source.bind_step_inputs(inputs):
                 batch, indices = source.get_batch_and_indices_at(start, batch_size, read_key)
             batch = apply_stages(pre, dict(batch), indices, epoch, stage_keys)
-            pos = p + jnp.arange(batch_size, dtype=begin.dtype)
-            mask = filt.keep(batch) & (pos >= begin) & (pos < end)
-            return (batch, indices.astype(jnp.int32), pos), mask
+            pos = _positions(p, batch_size)
+            inside = lax.bitwise_and(lax.ge(pos, _spread(begin, batch_size)),
+                                     lax.lt(pos, _spread(end, batch_size)))
+            mask = lax.bitwise_and(filt.keep(batch), inside)
+            return (batch, lax.convert_element_type(indices, np.int32), pos), mask
 
-        first = begin - jax.lax.rem(begin, np.asarray(batch_size, begin.dtype))  # begin >= 0
+        first = lax.sub(begin, lax.rem(begin, np.asarray(batch_size, begin.dtype)))  # begin >= 0
         if read_spec is None:
             shapes = jax.eval_shape(chunk, first)[0]
         else:
@@ -70,18 +72,19 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             records = jax.tree.unflatten(tree, [
                 jax.ShapeDtypeStruct((batch_size, *shape), np.dtype(dtype))
                 for shape, dtype in leaves])
-            shapes = (records, jax.ShapeDtypeStruct((batch_size,), jnp.int32),
+            shapes = (records, jax.ShapeDtypeStruct((batch_size,), np.int32),
                       jax.ShapeDtypeStruct((batch_size,), begin.dtype))
 
         def more(carry: Any) -> Any:
             p, kept, _ = carry
-            return (kept < rows) & (p < end)
+            return lax.bitwise_and(lax.lt(kept, np.int32(rows)), lax.lt(p, end))
 
         def packed(p: Any, kept: Any, buffer: Any, values: Any, mask: Any) -> Any:
             """``buffer`` with the kept ``values`` of the chunk at ``p`` appended (their
             positions alone where ``values`` is None)."""
             buffer, count = _appended(buffer, kept, p, values, mask)
-            return p + batch_size, jnp.minimum(kept + count, rows), buffer
+            step = np.asarray(batch_size, p.dtype)
+            return lax.add(p, step), lax.min(lax.add(kept, count), np.int32(rows)), buffer
 
         def checked_chunk(p: Any) -> Any:
             values, mask = chunk(p)
@@ -103,15 +106,17 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                 _, mask = checked_chunk(p)
                 return packed(p, kept, buffer, None, mask)
 
-            _, kept, pos = jax.lax.while_loop(
-                more, body, (first, jnp.int32(0), jnp.zeros(rows + batch_size, begin.dtype))
+            _, kept, pos = lax.while_loop(
+                more, body, (first, np.int32(0), lax.full((rows + batch_size,), 0, begin.dtype))
             )
-            pos = pos[:rows]  # past kept: read (as position 0), cut
-            pos = jax.lax.select(jnp.arange(rows) < kept, pos, jnp.zeros_like(pos))
+            pos = lax.slice_in_dim(pos, 0, rows)  # past kept: read (as position 0), cut
+            pos = lax.select(lax.lt(lax.iota(np.int32, rows), _spread(kept, rows)), pos,
+                             lax.full_like(pos, 0))
 
             def read_one(q: Any) -> Any:  # the record at shard position q (rows past kept: 0)
-                batch, indices = source.get_batch_and_indices_at(base + q, 1, pipeline_key)
-                return jax.tree.map(lambda v: v[0], dict(batch)), indices[0].astype(jnp.int32)
+                batch, indices = source.get_batch_and_indices_at(lax.add(base, q), 1, pipeline_key)
+                return (jax.tree.map(_first_row, dict(batch)),
+                        lax.convert_element_type(_first_row(indices), np.int32))
 
             with source.bind_step_inputs(inputs):
                 data, indices = jax.vmap(read_one)(pos)
@@ -122,21 +127,26 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                 return packed(p, kept, buffer, values, mask)
 
             empty = jax.tree.map(
-                lambda s: jnp.zeros((rows + batch_size, *s.shape[1:]), s.dtype), shapes)
-            _, kept, buffer = jax.lax.while_loop(more, body, (first, jnp.int32(0), empty))
-            data, indices, pos = jax.tree.map(lambda v: v[:rows], buffer)
-        full = kept >= (jnp.arange(group) + 1) * batch_size
-        last = pos[batch_size - 1::batch_size] + 1  # lax.select, not jnp.where: no
-        ends = jax.lax.select(full, last, jnp.full_like(last, end))  # jitted wrapper to trace
-        stacked = jax.tree.map(lambda v: v.reshape(group, batch_size, *v.shape[1:]), data)
-        rows_of = indices.reshape(group, batch_size)
+                lambda s: lax.full((rows + batch_size, *s.shape[1:]), 0, s.dtype), shapes)
+            _, kept, buffer = lax.while_loop(more, body, (first, np.int32(0), empty))
+            data, indices, pos = jax.tree.map(lambda v: lax.slice_in_dim(v, 0, rows), buffer)
+        # lax rather than jnp operators throughout: each jnp one is a jitted wrapper,
+        # traced on its first use in a process and lowered as one more nested function
+        full = lax.ge(_spread(kept, group), np.arange(1, group + 1, dtype=np.int32) * batch_size)
+        last = lax.add(lax.slice(pos, (batch_size - 1,), (rows,), (batch_size,)),
+                       np.asarray(1, pos.dtype))
+        ends = lax.select(full, last, _spread(end, group))
+        stacked = jax.tree.map(lambda v: lax.reshape(v, (group, batch_size, *v.shape[1:])), data)
+        rows_of = lax.reshape(indices, (group, batch_size))
         if fuse:
             def staged(args: Any) -> Batch:
                 return apply_stages(post, dict(args[0]), args[1], epoch, stage_keys)
 
-            stacked = jax.lax.map(staged, (stacked, rows_of)) if group > 1 else \
-                jax.tree.map(lambda v: v[None], staged(jax.tree.map(lambda v: v[0], (stacked, rows_of))))
-        batches = tuple(jax.tree.map(lambda v, i=i: v[i], stacked) for i in range(group))
+            stacked = lax.map(staged, (stacked, rows_of)) if group > 1 else \
+                jax.tree.map(lambda v: lax.expand_dims(v, (0,)),
+                             staged(jax.tree.map(_first_row, (stacked, rows_of))))
+        batches = tuple(jax.tree.map(lambda v, i=i: lax.index_in_dim(v, i, keepdims=False),
+                                     stacked) for i in range(group))
         return batches, rows_of, kept, ends
 
     return stored_jit(step)
@@ -150,15 +160,32 @@ def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[A
     sort of the mask with the positions and one slice update per leaf: XLA compiles
     these to fewer kernels than a running sum (a tree of reduce-windows on XLA's CPU
     backend) and a scatter, which compiled the step 13% slower."""
-    pos = p + jnp.arange(mask.shape[0], dtype=p.dtype)
-    dropped, pos = jax.lax.sort((jnp.logical_not(mask), pos), num_keys=1, is_stable=True)
-    count = jnp.logical_not(dropped).sum(dtype=jnp.int32)
+    n = mask.shape[0]
+    dropped, pos = lax.sort((lax.bitwise_not(mask), _positions(p, n)), num_keys=1,
+                            is_stable=True)
+    count = lax.reduce(lax.convert_element_type(lax.bitwise_not(dropped), np.int32),
+                       np.int32(0), lax.add, (0,))
     if values is None:
-        return jax.lax.dynamic_update_slice_in_dim(buffer, pos, kept, 0), count
-    order = pos - p
+        return lax.dynamic_update_slice_in_dim(buffer, pos, kept, 0), count
+    order = lax.sub(pos, _spread(p, n))
     return jax.tree.map(
-        lambda b, v: jax.lax.dynamic_update_slice_in_dim(b, gather_rows(v, order), kept, 0),
+        lambda b, v: lax.dynamic_update_slice_in_dim(b, gather_rows(v, order), kept, 0),
         buffer, values), count
+
+
+def _spread(value: Any, size: int) -> Any:
+    """The scalar ``value`` as ``size`` copies (a ``lax`` operand of a vector's shape)."""
+    return lax.broadcast_in_dim(value, (size,), ())
+
+
+def _positions(p: Any, size: int) -> Any:
+    """``p, p + 1, ..., p + size - 1`` in ``p``'s dtype."""
+    return lax.add(lax.iota(p.dtype, size), _spread(p, size))
+
+
+def _first_row(value: Any) -> Any:
+    """``value[0]``."""
+    return lax.index_in_dim(value, 0, keepdims=False)
 
 
 def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,

@@ -21,6 +21,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from datarax.core.compiled_store import stored_jit
@@ -68,7 +69,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., tuple[Batch, A
         def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, Any]:
             source, stages = nnx.merge(graphdef, state)
             batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
-            return batch, start + batch_size
+            return batch, jax.lax.add(start, np.asarray(batch_size, start.dtype))
 
         return stored_jit(step)
 
