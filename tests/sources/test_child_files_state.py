@@ -120,3 +120,21 @@ def test_a_state_saved_before_children_had_files_restores_as_before(files, saved
     again = combined("mix", files["same"])
     again.set_state(earlier)
     assert [b["x"].tolist() for b in again] == rest
+
+
+def test_an_nnx_state_saved_before_children_had_files_restores_as_before(files):
+    # datarax before this digested a combined source's settings without its children's files
+    from datarax.core.position import settings_digest
+
+    first = combined("concat", files["same"])
+    iterator = iter(first)
+    next(iterator)
+    saved = jax.tree.map(np.array, nnx.state(first))
+    rest = [b["x"].tolist() for b in iterator]
+    earlier = {"class": "ConcatSource", **{k: v for k, v in first.source.order_settings().items()
+                                           if not k.endswith(".files")},
+               "shard": "0 of 1", "records": 12}
+    saved["source"]["datarax_position"]["settings_var"].set_value(settings_digest(earlier))
+    again = combined("concat", files["same"])
+    nnx.update(again, saved)
+    assert [b["x"].tolist() for b in again] == rest
