@@ -64,7 +64,8 @@ KINDS = ["concat", "mix", "interleave", "shuffle_buffer", "flat_map"]
 
 @pytest.fixture(scope="module")
 def saved(files):
-    """Per kind: its JSON state and nnx state one batch in, and the batches left."""
+    """Per kind: its JSON state and nnx state one batch in, and the batches left; under
+    ``(kind, "source")`` its source's own state then."""
     out = {}
     for kind in KINDS:
         first = combined(kind, files["same"])
@@ -73,6 +74,7 @@ def saved(files):
         states = json.loads(json.dumps(first.get_state())), jax.tree.map(np.array,
                                                                          nnx.state(first))
         out[kind] = states, [b["x"].tolist() for b in iterator]
+        out[kind, "source"] = json.loads(json.dumps(first.source.get_state()))
     return out
 
 
@@ -84,6 +86,8 @@ def test_a_state_over_other_files_of_the_same_counts_is_refused(files, saved, ki
                                          r".* reads other files") as err:
         again.set_state(state)
     assert err.value.field.endswith(".files")
+    with pytest.raises(StateError, match=r"source has \w+(\[0\])?\.files='[0-9a-f]+'"):
+        combined(kind, files["other"]).source.set_state(saved[kind, "source"])
     again = combined(kind, files["other"])
     nnx.update(again, nnx_state)
     with pytest.raises(StateError, match=r"position restored .* other settings: .*files="):
