@@ -1235,6 +1235,26 @@ case("arrayrecord-state-other-files", "ArrayRecord",
      "a state restored over the same files listed in another order", StateError,
      "ArrayRecordSourceModule state was saved over other files (files='", field="files",
      needs=AR)(_ar_state_other_files)
+
+
+def _ar_concat_state_other_files(tmp: Path) -> None:
+    from datarax.sources import ConcatSource
+
+    paths = [_ar_file(tmp / "a.array_record"), _ar_file(tmp / "b.array_record")]
+
+    def concat(files: list[str]) -> Pipeline:
+        return Pipeline(source=ConcatSource([_ar(f) for f in files]), stages=[], batch_size=4)
+
+    saved = concat(paths)
+    next(iter(saved))
+    concat(paths[::-1]).set_state(saved.get_state())
+
+
+case("arrayrecord-concat-state-other-files", "ArrayRecord",
+     "a ConcatSource's state restored over its ArrayRecord parts' files in another order",
+     StateError, "(a digest of an ArrayRecord source's files' names and record counts, in "
+     "order: it reads other files, or the same files in another order",
+     field="source.parts[0].files", needs=AR)(_ar_concat_state_other_files)
 case("arrayrecord-decode-nested-dict", "ArrayRecord", "decode returning {'a': {'b': array}}",
      ConfigError, "decode returned a nested dict (field 'a/b' is inside the dict under 'a')",
      needs=AR)(lambda tmp: _ar_read_all(_ar(
@@ -1258,7 +1278,7 @@ def _ar_state_into_memory(tmp: Path) -> None:
 case("arrayrecord-state-into-memory-source", "ArrayRecord",
      "an ArrayRecord source's state given to MemorySource.set_state", StateError,
      "MemorySource state was saved by a source of other settings: the state's are "
-     "['shuffle_files', 'on_error'], this source's ['shuffle']", field="shuffle",
+     "['shuffle_files', 'on_error', 'files'], this source's ['shuffle']", field="shuffle",
      needs=AR)(_ar_state_into_memory)
 def _ar_skip_nothing_decodes(tmp: Path) -> None:
     def refuse(record: bytes) -> Any:

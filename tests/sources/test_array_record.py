@@ -176,7 +176,8 @@ def test_state_keys_and_size(tmp_path):
                           "skipped", "settings", "files"}
     assert state["current_index"] == 1 and state["current_epoch"] == 0
     assert state["shuffled_indices"] == {"seed": 42, "epoch": 0, "n": 3000}
-    assert state["settings"] == {"shuffle_files": True, "seed": 42, "on_error": "raise"}
+    assert state["settings"] == {"shuffle_files": True, "seed": 42, "on_error": "raise",
+                                 "files": state["files"]}
     assert isinstance(state["prefetch_cache"], int)
     assert len(json.dumps(state)) < 300
     assert make(big).get_state()["shuffled_indices"] is None

@@ -141,7 +141,8 @@ def test_an_unshuffled_state_checks_on_error_and_the_position(tmp_path):
     saved = source(seed=1)
     saved.get_batch(5)
     state = saved.get_state()
-    assert state["settings"] == {"shuffle_files": False, "on_error": "raise"}
+    assert state["settings"] == {"shuffle_files": False, "on_error": "raise",
+                                 "files": state["files"]}
     assert state["shuffled_indices"] is None
     fresh = source(seed=2, num_epochs=3)  # neither changes an unshuffled epoch
     fresh.set_state(state)

@@ -93,8 +93,8 @@ def test_a_state_of_another_kind_of_source_names_both_settings_not_a_none_value(
             memory_pipeline().source.set_state(saved)
         assert str(info.value).startswith(
             "MemorySource state was saved by a source of other settings: the state's are "
-            "['shuffle_files', 'on_error'], this source's ['shuffle'] ('shuffle' only in this "
-            "source): it comes from another kind of source")
+            "['shuffle_files', 'on_error', 'files'], this source's ['shuffle'] ('shuffle' only "
+            "in this source): it comes from another kind of source")
         assert info.value.field == "shuffle"
         shuffled = MemorySource(MemorySourceConfig(shuffle=True), {"x": np.arange(10)})
         with pytest.raises(StateError, match=r"the state's are \['shuffle', 'seed'\], this "

@@ -77,8 +77,9 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
 SLOTS, HASHES = 4, 2
 DIGEST_SIZE = SLOTS * HASHES + 1
 #: settings added to the digest after states were saved without them ("records", the
-#: number of records; "shard", the share served; "files", an ArrayRecord source's files):
-#: a digest without some of them is an earlier state's, accepted
+#: number of records; "shard", the share served; "files", an ArrayRecord source's files,
+#: its own or a child's: ``parts[0].files``): a digest or a state's ``settings`` without
+#: some of them is an earlier state's, accepted
 LATER_SETTINGS = ("records", "shard", "files")
 
 
@@ -100,11 +101,29 @@ def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:
     return (out % (1 << 32)).astype(np.uint32)
 
 
+def later_setting(name: str) -> str | None:
+    """The one of :data:`LATER_SETTINGS` that ``name`` is, itself or a child's
+    (``"parts[1].files"``, ``"source.files"``), or None."""
+    last = name.rsplit(".", 1)[-1]
+    return last if last in LATER_SETTINGS else None
+
+
+def without_later(saved: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """``current`` less the :data:`LATER_SETTINGS` (its children's too) that the
+    ``saved`` settings lack: what a state an earlier datarax saved is compared with.
+
+    Example:
+        >>> without_later({"seed": 1}, {"seed": 1, "parts[0].files": "ab12"})
+        {'seed': 1}
+    """
+    return {k: v for k, v in current.items() if k in saved or later_setting(k) is None}
+
+
 def _earlier_forms(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``settings`` and each form of them an earlier datarax digested: less any of the
-    :data:`LATER_SETTINGS` they hold."""
-    later = [name for name in LATER_SETTINGS if name in settings]
-    return [{k: v for k, v in settings.items() if k not in dropped}
+    :data:`LATER_SETTINGS` they hold (a later setting dropped: its children's too)."""
+    later = sorted({later_setting(k) for k in settings} - {None})
+    return [{k: v for k, v in settings.items() if later_setting(k) not in dropped}
             for size in range(len(later) + 1) for dropped in itertools.combinations(later, size)]
 
 
@@ -238,7 +257,9 @@ class SourcePosition(nnx.Module):
         state's own ``"settings"`` (a state without them is a bare position)."""
         refuse_pipeline_state(state, where)
         if settings is not None and "settings" in state:
-            check_settings(state["settings"], dict(settings), where)
+            saved = state["settings"]
+            current = without_later(saved, settings) if isinstance(saved, dict) else settings
+            check_settings(saved, dict(current), where)
         for key in ("current_index", "current_epoch"):
             if key not in state:
                 raise StateError(

@@ -51,6 +51,7 @@ from datarax.core.data_source import length_or_none, skipping_setting
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
+from datarax.core.position import without_later
 from datarax.core.share import Share
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.core.stage_digest import SEES, digest, stages_fingerprint
@@ -60,6 +61,10 @@ _DIGEST_HINTS = {
     "stages": f" ({SEES}; build the same stages)",
     "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
     "the same rngs seed)",
+    "files": " (a digest of an ArrayRecord source's files' names and record counts, in "
+    "order: it reads other files, or the same files in another order, so the position "
+    "would name other records; build it over the files the state was saved with: a glob "
+    "is sorted, a list kept as given)",
 }
 
 
@@ -293,11 +298,13 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     current = settings(context)
     _check_draw(saved, current)
     saved = _stable_index_version(saved, current)
+    current = without_later(saved, current)  # a "files" an earlier datarax did not save
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):
+            hint = _DIGEST_HINTS.get(key, _DIGEST_HINTS.get(key.rsplit(".", 1)[-1], ""))
             raise StateError(
                 f"Pipeline state was saved with {key}={saved.get(key)!r} but this pipeline "
-                f"has {key}={current.get(key)!r}{_DIGEST_HINTS.get(key, '')}; restore it "
+                f"has {key}={current.get(key)!r}{hint}; restore it "
                 "into an identically configured pipeline.",
                 field=key,
             )

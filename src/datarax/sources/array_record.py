@@ -472,10 +472,11 @@ class ArrayRecordSourceModule(RandomAccessSource):
             check_files(state, self._files_digest, self._files, where)
         super().set_state(state)
 
-    def _state_settings(self) -> dict[str, Any]:
-        """The base's settings and the ``files`` digest, which a position restored with
-        ``nnx.update`` must have been saved under too."""
-        return {**super()._state_settings(), "files": self._files_digest}
+    def order_settings(self) -> dict[str, Any]:
+        """The config's settings and ``files``, the digest of the files' names and record
+        counts in order: a position restored by any route (``set_state``, ``nnx.update``,
+        or as a child of a ``ConcatSource``, ``MixSource``, ...) names the same records."""
+        return {**super().order_settings(), "files": self._files_digest}
 
     # ------------------------------------------------------------- closing
     def close(self) -> None:
