@@ -1206,6 +1206,19 @@ case("arrayrecord-file-deleted", "ArrayRecord", "the file deleted after construc
      "cannot open the file: open() failed: No such file or directory", needs=AR)(_ar_deleted)
 
 
+def _ar_float64_by_index(tmp: Path) -> Any:
+    source = _ar(_ar_file(tmp / "f64.array_record"),
+                 decode=lambda r: {"x": np.frombuffer(r, np.float32).astype(np.float64)})
+    with source:
+        return source[3]
+
+
+case("arrayrecord-float64-by-index", "ArrayRecord",
+     "source[i] of a decode returning float64, without cast_float64", ConfigError,
+     "field 'x' is float64 but jax_enable_x64 is off, and datarax never narrows silently. "
+     "Set cast_float64=True in the config", needs=AR)(_ar_float64_by_index)
+
+
 def _ar_tampered(tmp: Path, **change: Any) -> Any:
     path = _ar_file(tmp / "st.array_record")
     src = _ar(path, shuffle_files=True)
