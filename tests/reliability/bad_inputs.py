@@ -39,7 +39,7 @@ from datarax.core.errors import (  # noqa: E402
 from datarax.dataset import ConversionError  # noqa: E402
 from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
-from datarax.storage import CacheFullError  # noqa: E402
+from datarax.storage import CacheFullError, RemoteObjectError  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
 
 from int_record_files import write_records  # noqa: E402
@@ -1204,6 +1204,19 @@ def _ar_deleted(tmp: Path) -> Any:
 case("arrayrecord-file-deleted", "ArrayRecord", "the file deleted after construction",
      RecordError, "cannot read record 0 of file '{tmp}/gone.array_record': OSError: "
      "cannot open the file: open() failed: No such file or directory", needs=AR)(_ar_deleted)
+
+
+def _ar_float64_by_index(tmp: Path) -> Any:
+    source = _ar(_ar_file(tmp / "f64.array_record"),
+                 decode=lambda r: {"x": np.frombuffer(r, np.float32).astype(np.float64)})
+    with source:
+        return source[3]
+
+
+case("arrayrecord-float64-by-index", "ArrayRecord",
+     "source[i] of a decode returning float64, without cast_float64", ConfigError,
+     "field 'x' is float64 but jax_enable_x64 is off, and datarax never narrows silently. "
+     "Set cast_float64=True in the config", needs=AR)(_ar_float64_by_index)
 
 
 def _ar_tampered(tmp: Path, **change: Any) -> Any:
@@ -2717,6 +2730,35 @@ simple("storage-object-rewritten-mid-epoch", STORAGE,
        "a shard rewritten in the store (same size) after its first ranged read", RecordError,
        "changed in the store since it was first opened: a read of bytes 4-9 found version",
        _rewritten_mid_read, needs="fsspec")
+
+
+def _changed_after_build(tmp: Path) -> Any:
+    import fsspec
+
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    rng = np.random.default_rng(0)  # over 1 MiB: counted from its footer at the build
+    data = Path(write_records(tmp / "a.array_record",
+                              [rng.bytes(30_000) for _ in range(40)])).read_bytes()
+    mem = fsspec.filesystem("memory")
+    mem.pipe("/bad-inputs-changed/a.array_record", data)
+    try:
+        source = ArrayRecordSourceModule(
+            ArrayRecordSourceConfig(), "memory://bad-inputs-changed/a.array_record",
+            cache=ShardCache(tmp / "cache", "10M"), decode=lambda raw: {"n": np.int32(len(raw))})
+        mem.pipe("/bad-inputs-changed/a.array_record", data[:100] + bytes([data[100] ^ 1])
+                 + data[101:])  # the same size, one byte changed
+        source.get_batch(4)
+    finally:
+        mem.rm("/bad-inputs-changed/a.array_record")
+
+
+case("storage-file-changed-after-build", STORAGE,
+     "a plain ArrayRecord file changed in the store after the source was built",
+     RemoteObjectError, "cannot read record 0 of file 'memory://bad-inputs-changed/"
+     "a.array_record': 'memory://bad-inputs-changed/a.array_record' changed in the store "
+     "since it was listed", needs="fsspec")(_changed_after_build)
 
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from int_record_files import damaged_copy, int_decode, write_int_parts
-from datarax.core.errors import RecordError
+from datarax.core.errors import ConfigError, RecordError
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 
@@ -61,3 +61,23 @@ def test_a_bad_record_names_its_file_and_index(tmp_path):
     with pytest.raises(RecordError, match=rf"cannot read record {unreadable[0]} of file '.*bad"):
         src[unreadable[0]]
     src.close()
+
+
+def test_an_indexed_record_has_the_batches_dtypes(tmp_path):
+    # docs/sources/array_record.md: decoded values follow the one dtype policy (int64 that
+    # fits -> int32; float64 refused unless cast_float64=True), record by index included
+    paths = write_int_parts(tmp_path, [3])
+    wide = ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths,
+                                   decode=lambda raw: {"id": np.int64(decode(raw)["id"])})
+    assert wide[2]["id"].dtype == wide.get_batch(3)["id"].dtype == np.int32
+    assert int(wide[2]["id"]) == 2
+    wide.close()
+    floats = ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths,
+                                     decode=lambda raw: {"f": np.float64(decode(raw)["id"])})
+    with pytest.raises(ConfigError, match="field 'f' is float64 but jax_enable_x64 is off"):
+        floats[0]
+    floats.close()
+    cast = ArrayRecordSourceModule(ArrayRecordSourceConfig(cast_float64=True), paths,
+                                   decode=lambda raw: {"f": np.float64(decode(raw)["id"])})
+    assert cast[1]["f"].dtype == np.float32 and float(cast[1]["f"]) == 1.0
+    cast.close()

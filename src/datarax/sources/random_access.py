@@ -52,6 +52,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
 from datarax.core.share import Share
+from datarax.sources.decoded_records import DecodedRecords
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import SessionCursor
@@ -198,9 +199,12 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
                 read_ahead=read_ahead,
                 policy=self.error_policy(),
                 name=type(self).__name__,
-                cast_float64=bool(getattr(self.config, "cast_float64", False)),
+                cast_float64=self._cast_float64(),
             )
         return self.__reader
+
+    def _cast_float64(self) -> bool:
+        return bool(getattr(self.config, "cast_float64", False))
 
     def __getitem__(self, index: int) -> Mapping[str, Any]:
         """Record ``index`` in stable (file) order, decoded — as Grain's
@@ -217,8 +221,12 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         if not 0 <= at < n:
             raise IndexError(f"{type(self).__name__} index {int(index)} is out of range for "
                              f"{n} records.")
+        # decoded and checked as a batch's records are: the same fields and dtypes
+        records = DecodedRecords(self.decode, cast_float64=self._cast_float64())
         try:
-            record = self.decode(self.read_records([at])[0])
+            record = records.check(self.read_records([at])[0])
+        except ConfigError:  # a setting to change (cast_float64), raised as a batch raises it
+            raise
         except Exception as cause:
             raise bad_record_error(type(self).__name__, self.locate(at), cause,
                                    skipping=False) from cause

@@ -56,6 +56,7 @@ from datarax.host.dtypes import NarrowingError
 from datarax.sources.decoded_records import describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
 from datarax.sources.error_policy import ON_ERROR_CHOICES, ErrorPolicy
+from datarax.storage.errors import RemoteObjectError
 
 __all__ = [
     "ON_ERROR_CHOICES",
@@ -103,8 +104,11 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
             "Fix or regenerate the file (or the decode, if it is what raised), or "
             "construct the source with on_error='skip' to drop bad records (they are "
             "counted and reported).")
-    err = RecordError(f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}",
-                      path=path, index=in_file)
+    message = f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}"
+    if isinstance(cause, RemoteObjectError):  # still the store's error: except clauses catch it
+        err: RecordError = RemoteObjectError(message, url=cause.url, index=in_file)
+    else:
+        err = RecordError(message, path=path, index=in_file)
     err.__cause__ = cause
     return err
 

@@ -32,12 +32,13 @@ def _rebuild(cls: type[Exception], message: str, values: dict[str, Any]) -> Exce
 
 class RemoteObjectError(_PickledByFields, RecordError):
     """A remote file ``url`` cannot be used: deleted, changed since it was listed, or refused
-    for a reason of its own. A ``RecordError``: ``on_error="skip"`` skips its records."""
+    for a reason of its own. A ``RecordError``: ``on_error="skip"`` skips its records. A
+    source reading the file raises it naming the record too (``index``, in the file)."""
 
-    fields = ("url",)
+    fields = ("url", "index")
 
-    def __init__(self, message: str, *, url: str) -> None:
-        super().__init__(message, path=url)
+    def __init__(self, message: str, *, url: str, index: int | None = None) -> None:
+        super().__init__(message, path=url, index=index)
         self.url = url
 
 

@@ -89,7 +89,9 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
         if streaming:
             splits = {k: v.to_iterable_dataset(num_shards=_shards_for(len(v))) for k, v in splits.items()}
         return splits
-    path = name
+    # a local folder by its absolute path: datasets names the dataset after the folder,
+    # and "." or "./" would give it no name (ValueError: dataset_name should be specified)
+    path = os.path.abspath(name) if name is not None and os.path.isdir(name) else name
     files = config.data_files
     if files is None and name is not None and (
         os.path.isfile(name) or (glob.has_magic(name) and local_glob(name))
@@ -111,7 +113,8 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
                     f"{where}: cannot tell the format of {first!r} from its extension; "
                     "pass name='parquet' (or json, csv, arrow, text) with data_files."
                 )
-    if path == "parquet" and _an_empty_parquet(files):
+    if (path == "parquet" and _an_empty_parquet(files)) or (
+            files is None and name is not None and _a_parquet_folder_with_an_empty_file(name)):
         kwargs["batch_size"] = _PARQUET_BATCH  # (else read in batches of 0 rows: ArrowInvalid)
     try:
         loaded = datasets.load_dataset(path, **kwargs)
@@ -139,6 +142,18 @@ def _an_empty_parquet(files: Any) -> bool:
         return any(pq.read_metadata(f).num_rows == 0 for f in local)
     except Exception:  # noqa: BLE001 - not Parquet after all: datasets names the file
         return False
+
+
+def _a_parquet_folder_with_an_empty_file(name: str) -> bool:
+    """Whether the local folder ``name``'s data files (those with a ``datasets`` builder,
+    hidden folders left out) are all Parquet, one of them with no rows (see
+    :func:`_an_empty_parquet`)."""
+    data = []
+    for root, folders, names in os.walk(name):
+        folders[:] = [f for f in folders if not f.startswith(".")]
+        data += [os.path.join(root, n) for n in names if builder_for(n) is not None]
+    return bool(data) and all(builder_for(f) == "parquet" for f in data) \
+        and _an_empty_parquet(data)
 
 
 def _check_files_named_once(files: Any, where: str) -> None:
