@@ -1,9 +1,11 @@
 """Downloading one remote file into a cache entry: chunked, resumed, retried, verified.
 
-The file is read in ranges of ``CHUNK`` bytes, ``parallel`` of them in flight. A transient
-failure is retried with backoff from the failed range (a short answer is continued from
-its first missing byte), never from the file's first byte. The bytes are then checked
-against the listing or the dataset's metadata: SHA-256 when known, else size and ETag.
+The file is read in ranges of ``CHUNK`` bytes, ``parallel`` of them in flight, each
+answer written as it comes (on S3 in pieces of
+:data:`~datarax.storage.versions.PIECE` bytes: no buffer of a whole range). A transient
+failure is retried with backoff from the first byte not written (a short or cut answer is
+continued there), never from the file's first byte. The bytes are then checked against
+the listing or the dataset's metadata: SHA-256 when known, else size and ETag.
 
 Example:
     >>> import fsspec, os, tempfile
@@ -45,6 +47,7 @@ from datarax.storage.versions import (
     VersionMismatch,
     can_read_together,
     read_versioned,
+    read_versioned_into,
     read_versioned_together,
 )
 
@@ -140,11 +143,9 @@ class Fetcher:
         first, last, _ = obj.span  # a FileBlock: its range of the file
         ranges = [(a, min(last, a + self.chunk)) for a in range(first, last, self.chunk)]
         parallel = min(self.parallel, len(ranges))
-        # in order, one range at a time: the digest follows the bytes as they come
-        digest = hashlib.sha256() if obj.sha256 and parallel <= 1 else None
         fd = os.open(part, os.O_RDWR)
         try:
-            fetch = functools.partial(self._fetch_range, fs, path, obj, fd, digest)
+            fetch = functools.partial(self._fetch_range, fs, path, obj, fd)
             if parallel <= 1:
                 for start, end in ranges:
                     fetch(start, end)
@@ -156,10 +157,10 @@ class Fetcher:
         finally:
             os.close(fd)
         if obj.sha256:
-            if digest is None:
-                with open(part, "rb") as f:
-                    digest = hashlib.file_digest(f, "sha256")
-            got = digest.hexdigest()
+            # from the written file (its pages still in memory), in this thread: on S3 the
+            # pieces are written on the event loop, which a digest there would hold up
+            with open(part, "rb") as f:
+                got = hashlib.file_digest(f, "sha256").hexdigest()
             if got != obj.sha256:
                 self.stats.add("failed")
                 raise RemoteObjectError(
@@ -180,7 +181,7 @@ class Fetcher:
         self.stats.add("fetched")
         self.stats.add("fetched_bytes", obj.size)
 
-    def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int, digest: Any,
+    def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int,
                      start: int, end: int) -> None:
         """Bytes ``[start, end)`` of ``obj``'s file written at their offset in ``fd`` (less
         the block's start, for a :class:`~datarax.storage.urls.FileBlock`)."""
@@ -199,24 +200,32 @@ class Fetcher:
             if written > 0 and not is_throttle(err):
                 interrupted = True
 
-        while written < end:
-            stop_if_cancelled()
-            at = written
-            data = self._request(fs, path, obj, at, end, on_retry)
-            if interrupted:
-                self.stats.add("resumed")
-                interrupted = False
-            if len(data) == whole > end - at:  # a server ignoring ranges sent it whole
-                data = data[at:end]
-            if len(data) > end - at or not data:
-                raise self._changed(obj, f"a read of bytes {at}-{end} returned {len(data)}")
-            view, offset = memoryview(data), at - base
+        def write(at: int, piece_at: int, piece: bytes, length: int) -> None:
+            """Byte ``piece_at`` of an answer to a read from ``at`` (``length`` bytes: the
+            range, else the whole file, from a server ignoring ranges) at its offset."""
+            nonlocal written
+            shift = 0 if length == whole > end - at else at  # the answer's first byte's offset
+            if shift and length > end - at:
+                raise self._changed(obj, f"a read of bytes {at}-{end} returned {length}")
+            first, last = max(written, shift + piece_at), min(end, shift + piece_at + len(piece))
+            if last <= first:
+                return
+            view = memoryview(piece)[first - shift - piece_at:last - shift - piece_at]
+            offset = first - base
             while view:  # pwrite may write less than asked
                 done = os.pwrite(fd, view, offset)
                 view, offset = view[done:], offset + done
-            if digest is not None:
-                digest.update(data)
-            written = at + len(data)
+            written = last
+
+        while written < end:
+            stop_if_cancelled()
+            at = written
+            self._request_into(fs, path, obj, lambda: written, end, write, on_retry)
+            if interrupted:
+                self.stats.add("resumed")
+                interrupted = False
+            if written == at:
+                raise self._changed(obj, f"a read of bytes {at}-{end} returned 0")
 
     def read_range(self, obj: RemoteObject, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``obj`` in one request, retried like a download's ranges
@@ -387,6 +396,28 @@ class Fetcher:
         if len(data) != end - start:
             raise self._changed(obj, f"a read of bytes {start}-{end} returned {len(data)}")
         return data
+
+    def _request_into(self, fs: Any, path: str, obj: RemoteObject, resume: Callable[[], int],
+                      end: int, into: Callable[[int, int, bytes, int], None],
+                      on_retry: Callable[[BaseException], None] | None = None) -> None:
+        """:meth:`_request` of bytes ``[resume(), end)``, its answer handed to ``into(start,
+        offset, piece, length)`` piece by piece (``start``: the attempt's first byte, which
+        a retry takes from ``resume()`` again: the first byte not written)."""
+        expected, check = self._expected(obj)
+        start = resume()
+
+        def attempt() -> str | None:
+            at = resume()
+            return read_versioned_into(fs, path, at, end, expected,
+                                       lambda k, piece, length: into(at, k, piece, length),
+                                       check=check)
+
+        try:
+            now = self._guarded(fs, path, obj, attempt, on_retry)
+        except VersionMismatch as err:
+            raise self._version_changed(obj, expected, err.now or self._version_now(fs, path),
+                                        start, end) from err
+        self._tie(obj, expected, check, now, start, end)
 
     def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
                  on_retry: Callable[[BaseException], None] | None = None) -> bytes:
