@@ -32,9 +32,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from datarax.storage.errors import RemoteObjectError, RemoteStoreError, refused_error, store_down_error
+from datarax.storage.errors import RemoteObjectError, refused_error
+from datarax.storage.fetch_errors import FetchErrors
 from datarax.storage.retry import (
-    RetriesExhaustedError,
     RetryPolicy,
     StorageStats,
     is_access_refused,
@@ -74,7 +74,7 @@ class FollowUp:
     finish: Callable[[list[bytes]], Any]
 
 
-class Fetcher:
+class Fetcher(FetchErrors):
     """Downloads remote files into local paths (see the module docstring).
 
     Args:
@@ -115,20 +115,6 @@ class Fetcher:
         the version they are tied to."""
         with self._versions_lock:
             return self._versions.setdefault(url, version)
-
-    def _missing(self, obj: RemoteObject, err: BaseException) -> RemoteObjectError:
-        self.stats.add("failed")
-        if obj.sha256 is not None:  # named by a dataset's metadata, never listed
-            return RemoteObjectError(
-                f"'{obj.url}' is missing from the store, though the dataset's metadata names it "
-                f"(not uploaded with the rest of the folder, or deleted since; "
-                f"{type(err).__name__}: {err}). Upload it (copy the whole dataset folder: its "
-                "datarax_dataset.json and every shard), or read with on_error='skip'.",
-                url=obj.url)
-        return RemoteObjectError(
-            f"'{obj.url}' was deleted from the store after the dataset was listed "
-            f"({type(err).__name__}: {err}); restore it, or read with on_error='skip'.",
-            url=obj.url)
 
     def download(self, obj: RemoteObject, part: str) -> None:
         """Write ``obj``'s bytes into ``part`` (a file of ``obj.size`` bytes) and verify them;
@@ -444,24 +430,6 @@ class Fetcher:
             if now is not None and tied is not None and now != tied:
                 raise self._version_changed(obj, tied, now, start, end)
 
-    def _version_now(self, fs: Any, path: str) -> str | None:
-        try:
-            return version_tag(fs.info(path))
-        except Exception:  # noqa: BLE001 - the mismatch is reported without it
-            return None
-
-    def _version_changed(self, obj: RemoteObject, was: str | None, now: str | None,
-                         start: int, end: int) -> RemoteObjectError:
-        self.stats.add("failed")
-        when = "listed" if obj.etag is not None else "first opened"
-        return RemoteObjectError(
-            f"'{obj.url}' changed in the store since it was {when}: a read of bytes "
-            f"{start}-{end} found version {now!r} there, its reads are tied to version "
-            f"{was!r} (the one {when}); those bytes were not used. The dataset was rewritten "
-            "while being read: let the writes finish, then rebuild the source (it lists and "
-            "opens the files again, and the cache keeps the versions apart), or read with "
-            "on_error='skip' to skip this file's records.", url=obj.url)
-
     def _guarded(self, fs: Any, path: str, obj: RemoteObject, call: Callable[[], T],
                  on_retry: Callable[[BaseException], None] | None = None,
                  culprit: Callable[[], tuple[RemoteObject, str]] | None = None) -> T:
@@ -479,41 +447,6 @@ class Fetcher:
             if is_access_refused(err):
                 raise refused_error(named()[0].url, err) from err
             raise
-
-    def _unreadable(self, fs: Any, path: str, obj: RemoteObject,
-                    err: OSError) -> RemoteObjectError | RemoteStoreError:
-        """The error of a read of ``obj`` that failed with ``err`` (not a missing object)."""
-        changed = None if isinstance(err, RetriesExhaustedError) or is_access_refused(err) \
-            else self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
-        if changed:
-            return self._changed(obj, changed)
-        self.stats.add("failed")
-        if isinstance(err, RetriesExhaustedError):
-            return store_down_error(obj.url, err)
-        if is_access_refused(err):
-            return refused_error(obj.url, err)
-        return RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
-
-    def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:
-        """How ``obj`` differs in the store now from when it was listed (one request), or None."""
-        try:
-            info = fs.info(path)
-        except Exception:  # noqa: BLE001 - the read's own error is reported instead
-            return None
-        size, now = info.get("size"), version_tag(info)
-        if size is not None and int(size) != obj.span[2]:
-            return f"it holds {size} bytes now, {obj.span[2]} when listed"
-        if obj.etag is not None and now is not None and now != obj.etag:
-            return f"version {now!r} now, {obj.etag!r} when listed"
-        return None
-
-    def _changed(self, obj: RemoteObject, detail: str) -> RemoteObjectError:
-        self.stats.add("failed")
-        return RemoteObjectError(
-            f"'{obj.url}' changed in the store since the dataset was listed ({detail}); the "
-            "dataset was rewritten while being read. Rebuild the source (it lists the files "
-            "again), or read with on_error='skip'.", url=obj.url)
-
 
 def _rebuild(storage_options: dict[str, Any], retry: RetryPolicy, chunk: int,
              parallel: int, versions: dict[str, str | None] | None = None) -> Fetcher:
