@@ -129,9 +129,11 @@ class Fetcher(FetchErrors):
         first, last, _ = obj.span  # a FileBlock: its range of the file
         ranges = [(a, min(last, a + self.chunk)) for a in range(first, last, self.chunk)]
         parallel = min(self.parallel, len(ranges))
+        # in order, one range at a time: the digest follows the bytes as they are written
+        digest = hashlib.sha256() if obj.sha256 and parallel <= 1 else None
         fd = os.open(part, os.O_RDWR)
         try:
-            fetch = functools.partial(self._fetch_range, fs, path, obj, fd)
+            fetch = functools.partial(self._fetch_range, fs, path, obj, fd, digest)
             if parallel <= 1:
                 for start, end in ranges:
                     fetch(start, end)
@@ -143,10 +145,10 @@ class Fetcher(FetchErrors):
         finally:
             os.close(fd)
         if obj.sha256:
-            # from the written file (its pages still in memory), in this thread: on S3 the
-            # pieces are written on the event loop, which a digest there would hold up
-            with open(part, "rb") as f:
-                got = hashlib.file_digest(f, "sha256").hexdigest()
+            if digest is None:
+                with open(part, "rb") as f:
+                    digest = hashlib.file_digest(f, "sha256")
+            got = digest.hexdigest()
             if got != obj.sha256:
                 self.stats.add("failed")
                 raise RemoteObjectError(
@@ -167,7 +169,7 @@ class Fetcher(FetchErrors):
         self.stats.add("fetched")
         self.stats.add("fetched_bytes", obj.size)
 
-    def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int,
+    def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int, digest: Any,
                      start: int, end: int) -> None:
         """Bytes ``[start, end)`` of ``obj``'s file written at their offset in ``fd`` (less
         the block's start, for a :class:`~datarax.storage.urls.FileBlock`)."""
@@ -197,6 +199,8 @@ class Fetcher(FetchErrors):
             if last <= first:
                 return
             view = memoryview(piece)[first - shift - piece_at:last - shift - piece_at]
+            if digest is not None:
+                digest.update(view)
             offset = first - base
             while view:  # pwrite may write less than asked
                 done = os.pwrite(fd, view, offset)
