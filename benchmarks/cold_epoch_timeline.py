@@ -1,6 +1,8 @@
 """A global shuffle's epoch 0 from a bucket, as a timeline: when each file's download
 started and ended (and which thread ran it: read-ahead's ``datarax-fetch`` or a reader's),
-when the first batch came, when the epoch ended.
+when the first batch came, when the epoch ended; the phases these make (the first batch
+by range while downloads are held back, the downloads, the reading once the last file is
+in) and the process's CPU seconds.
 
 Workload: ``bucket_modes``' data set (64 shards, 200,000 records of 3 KB) on its light S3
 server with 50 ms added per request, a cache of 1.1x the data set, one fresh process.
@@ -33,7 +35,7 @@ def main() -> None:
         from datarax.storage import ShardCache
         from datarax.storage.fetch import Fetcher
 
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         downloads: list[tuple[float, float, str]] = []
         download = Fetcher.download
 
@@ -63,7 +65,11 @@ def main() -> None:
             "first_download_start_s": round(min(d[0] for d in downloads), 3),
             "last_download_end_s": round(downloads[-1][1], 3),
             "by_reader_threads": sum(not d[2].startswith("datarax-fetch") for d in downloads),
-            "last_6": [(round(a, 3), round(b, 3), name) for a, b, name in downloads[-6:]]}))
+            "last_6": [(round(a, 3), round(b, 3), name) for a, b, name in downloads[-6:]],
+            "phases_s": {"build": round(built, 3), "first_batch": round((first or built) - built, 3),
+                         "downloads": round(downloads[-1][1] - min(d[0] for d in downloads), 3),
+                         "reading_after_last_download": round(end - downloads[-1][1], 3)},
+            "cpu_s": round(time.process_time() - cpu, 3)}))
 
 
 if __name__ == "__main__":

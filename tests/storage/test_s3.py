@@ -321,6 +321,32 @@ def test_a_connection_reset_mid_file_resumes_the_download(
     assert not list((tmp_path / "cache").glob("tmp/*.part"))
 
 
+def test_a_download_of_many_pieces_is_exact_and_checked_against_its_sha256(
+        s3: S3, tmp_path: pathlib.Path) -> None:
+    import hashlib
+
+    from datarax.storage import Fetcher, list_objects
+    from datarax.storage.errors import RemoteObjectError
+    from datarax.storage.urls import RemoteObject
+    from datarax.storage.versions import PIECE
+
+    data = np.random.default_rng(0).integers(0, 256, 2 * PIECE + 12345, np.uint8).tobytes()
+    s3.put("pieces/a.bin", data)
+    (listed,) = list_objects(s3.url("pieces/a.bin"))
+    for sha in (hashlib.sha256(data).hexdigest(), "0" * 64):
+        part = tmp_path / f"{sha[:4]}.part"
+        part.write_bytes(b"\0" * len(data))
+        fetcher = Fetcher()
+        obj = RemoteObject(listed.url, len(data), sha256=sha)
+        if sha.startswith("0000"):
+            with pytest.raises(RemoteObjectError, match=f"its SHA-256 is {hashlib.sha256(data).hexdigest()}"):
+                fetcher.download(obj, str(part))
+        else:
+            fetcher.download(obj, str(part))  # one request, written piece by piece
+            assert part.read_bytes() == data
+    assert s3.proxy.count("GET", "pieces/a.bin") == 2 and s3.proxy.sent("pieces/a.bin") == 2 * len(data)
+
+
 @pytest.mark.parametrize("change", ["rewritten", "truncated", pytest.param("deleted", marks=pytest.mark.slow)])
 def test_an_object_changed_mid_epoch_is_named_or_skipped(
         s3: S3, local_dataset: str, tmp_path: pathlib.Path, change: str) -> None:

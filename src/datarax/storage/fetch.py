@@ -1,9 +1,11 @@
 """Downloading one remote file into a cache entry: chunked, resumed, retried, verified.
 
-The file is read in ranges of ``CHUNK`` bytes, ``parallel`` of them in flight. A transient
-failure is retried with backoff from the failed range (a short answer is continued from
-its first missing byte), never from the file's first byte. The bytes are then checked
-against the listing or the dataset's metadata: SHA-256 when known, else size and ETag.
+The file is read in ranges of ``CHUNK`` bytes, ``parallel`` of them in flight, each
+answer written as it comes (on S3 in pieces of
+:data:`~datarax.storage.versions.PIECE` bytes: no buffer of a whole range). A transient
+failure is retried with backoff from the first byte not written (a short or cut answer is
+continued there), never from the file's first byte. The bytes are then checked against
+the listing or the dataset's metadata: SHA-256 when known, else size and ETag.
 
 Example:
     >>> import fsspec, os, tempfile
@@ -30,9 +32,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from datarax.storage.errors import RemoteObjectError, RemoteStoreError, refused_error, store_down_error
+from datarax.storage.errors import RemoteObjectError, refused_error
+from datarax.storage.fetch_errors import FetchErrors
 from datarax.storage.retry import (
-    RetriesExhaustedError,
     RetryPolicy,
     StorageStats,
     is_access_refused,
@@ -45,6 +47,7 @@ from datarax.storage.versions import (
     VersionMismatch,
     can_read_together,
     read_versioned,
+    read_versioned_into,
     read_versioned_together,
 )
 
@@ -71,7 +74,7 @@ class FollowUp:
     finish: Callable[[list[bytes]], Any]
 
 
-class Fetcher:
+class Fetcher(FetchErrors):
     """Downloads remote files into local paths (see the module docstring).
 
     Args:
@@ -113,20 +116,6 @@ class Fetcher:
         with self._versions_lock:
             return self._versions.setdefault(url, version)
 
-    def _missing(self, obj: RemoteObject, err: BaseException) -> RemoteObjectError:
-        self.stats.add("failed")
-        if obj.sha256 is not None:  # named by a dataset's metadata, never listed
-            return RemoteObjectError(
-                f"'{obj.url}' is missing from the store, though the dataset's metadata names it "
-                f"(not uploaded with the rest of the folder, or deleted since; "
-                f"{type(err).__name__}: {err}). Upload it (copy the whole dataset folder: its "
-                "datarax_dataset.json and every shard), or read with on_error='skip'.",
-                url=obj.url)
-        return RemoteObjectError(
-            f"'{obj.url}' was deleted from the store after the dataset was listed "
-            f"({type(err).__name__}: {err}); restore it, or read with on_error='skip'.",
-            url=obj.url)
-
     def download(self, obj: RemoteObject, part: str) -> None:
         """Write ``obj``'s bytes into ``part`` (a file of ``obj.size`` bytes) and verify them;
         once ``cancelled()`` is true, stop before the next request (:class:`DownloadStopped`).
@@ -140,7 +129,7 @@ class Fetcher:
         first, last, _ = obj.span  # a FileBlock: its range of the file
         ranges = [(a, min(last, a + self.chunk)) for a in range(first, last, self.chunk)]
         parallel = min(self.parallel, len(ranges))
-        # in order, one range at a time: the digest follows the bytes as they come
+        # in order, one range at a time: the digest follows the bytes as they are written
         digest = hashlib.sha256() if obj.sha256 and parallel <= 1 else None
         fd = os.open(part, os.O_RDWR)
         try:
@@ -199,24 +188,34 @@ class Fetcher:
             if written > 0 and not is_throttle(err):
                 interrupted = True
 
-        while written < end:
-            stop_if_cancelled()
-            at = written
-            data = self._request(fs, path, obj, at, end, on_retry)
-            if interrupted:
-                self.stats.add("resumed")
-                interrupted = False
-            if len(data) == whole > end - at:  # a server ignoring ranges sent it whole
-                data = data[at:end]
-            if len(data) > end - at or not data:
-                raise self._changed(obj, f"a read of bytes {at}-{end} returned {len(data)}")
-            view, offset = memoryview(data), at - base
+        def write(at: int, piece_at: int, piece: bytes, length: int) -> None:
+            """Byte ``piece_at`` of an answer to a read from ``at`` (``length`` bytes: the
+            range, else the whole file, from a server ignoring ranges) at its offset."""
+            nonlocal written
+            shift = 0 if length == whole > end - at else at  # the answer's first byte's offset
+            if shift and length > end - at:
+                raise self._changed(obj, f"a read of bytes {at}-{end} returned {length}")
+            first, last = max(written, shift + piece_at), min(end, shift + piece_at + len(piece))
+            if last <= first:
+                return
+            view = memoryview(piece)[first - shift - piece_at:last - shift - piece_at]
+            if digest is not None:
+                digest.update(view)
+            offset = first - base
             while view:  # pwrite may write less than asked
                 done = os.pwrite(fd, view, offset)
                 view, offset = view[done:], offset + done
-            if digest is not None:
-                digest.update(data)
-            written = at + len(data)
+            written = last
+
+        while written < end:
+            stop_if_cancelled()
+            at = written
+            self._request_into(fs, path, obj, lambda: written, end, write, on_retry)
+            if interrupted:
+                self.stats.add("resumed")
+                interrupted = False
+            if written == at:
+                raise self._changed(obj, f"a read of bytes {at}-{end} returned 0")
 
     def read_range(self, obj: RemoteObject, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``obj`` in one request, retried like a download's ranges
@@ -388,6 +387,28 @@ class Fetcher:
             raise self._changed(obj, f"a read of bytes {start}-{end} returned {len(data)}")
         return data
 
+    def _request_into(self, fs: Any, path: str, obj: RemoteObject, resume: Callable[[], int],
+                      end: int, into: Callable[[int, int, bytes, int], None],
+                      on_retry: Callable[[BaseException], None] | None = None) -> None:
+        """:meth:`_request` of bytes ``[resume(), end)``, its answer handed to ``into(start,
+        offset, piece, length)`` piece by piece (``start``: the attempt's first byte, which
+        a retry takes from ``resume()`` again: the first byte not written)."""
+        expected, check = self._expected(obj)
+        start = resume()
+
+        def attempt() -> str | None:
+            at = resume()
+            return read_versioned_into(fs, path, at, end, expected,
+                                       lambda k, piece, length: into(at, k, piece, length),
+                                       check=check)
+
+        try:
+            now = self._guarded(fs, path, obj, attempt, on_retry)
+        except VersionMismatch as err:
+            raise self._version_changed(obj, expected, err.now or self._version_now(fs, path),
+                                        start, end) from err
+        self._tie(obj, expected, check, now, start, end)
+
     def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
                  on_retry: Callable[[BaseException], None] | None = None) -> bytes:
         """One range request (with its retries), its failures as datarax errors, its
@@ -413,24 +434,6 @@ class Fetcher:
             if now is not None and tied is not None and now != tied:
                 raise self._version_changed(obj, tied, now, start, end)
 
-    def _version_now(self, fs: Any, path: str) -> str | None:
-        try:
-            return version_tag(fs.info(path))
-        except Exception:  # noqa: BLE001 - the mismatch is reported without it
-            return None
-
-    def _version_changed(self, obj: RemoteObject, was: str | None, now: str | None,
-                         start: int, end: int) -> RemoteObjectError:
-        self.stats.add("failed")
-        when = "listed" if obj.etag is not None else "first opened"
-        return RemoteObjectError(
-            f"'{obj.url}' changed in the store since it was {when}: a read of bytes "
-            f"{start}-{end} found version {now!r} there, its reads are tied to version "
-            f"{was!r} (the one {when}); those bytes were not used. The dataset was rewritten "
-            "while being read: let the writes finish, then rebuild the source (it lists and "
-            "opens the files again, and the cache keeps the versions apart), or read with "
-            "on_error='skip' to skip this file's records.", url=obj.url)
-
     def _guarded(self, fs: Any, path: str, obj: RemoteObject, call: Callable[[], T],
                  on_retry: Callable[[BaseException], None] | None = None,
                  culprit: Callable[[], tuple[RemoteObject, str]] | None = None) -> T:
@@ -448,41 +451,6 @@ class Fetcher:
             if is_access_refused(err):
                 raise refused_error(named()[0].url, err) from err
             raise
-
-    def _unreadable(self, fs: Any, path: str, obj: RemoteObject,
-                    err: OSError) -> RemoteObjectError | RemoteStoreError:
-        """The error of a read of ``obj`` that failed with ``err`` (not a missing object)."""
-        changed = None if isinstance(err, RetriesExhaustedError) or is_access_refused(err) \
-            else self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
-        if changed:
-            return self._changed(obj, changed)
-        self.stats.add("failed")
-        if isinstance(err, RetriesExhaustedError):
-            return store_down_error(obj.url, err)
-        if is_access_refused(err):
-            return refused_error(obj.url, err)
-        return RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
-
-    def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:
-        """How ``obj`` differs in the store now from when it was listed (one request), or None."""
-        try:
-            info = fs.info(path)
-        except Exception:  # noqa: BLE001 - the read's own error is reported instead
-            return None
-        size, now = info.get("size"), version_tag(info)
-        if size is not None and int(size) != obj.span[2]:
-            return f"it holds {size} bytes now, {obj.span[2]} when listed"
-        if obj.etag is not None and now is not None and now != obj.etag:
-            return f"version {now!r} now, {obj.etag!r} when listed"
-        return None
-
-    def _changed(self, obj: RemoteObject, detail: str) -> RemoteObjectError:
-        self.stats.add("failed")
-        return RemoteObjectError(
-            f"'{obj.url}' changed in the store since the dataset was listed ({detail}); the "
-            "dataset was rewritten while being read. Rebuild the source (it lists the files "
-            "again), or read with on_error='skip'.", url=obj.url)
-
 
 def _rebuild(storage_options: dict[str, Any], retry: RetryPolicy, chunk: int,
              parallel: int, versions: dict[str, str | None] | None = None) -> Fetcher:

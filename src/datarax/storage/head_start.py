@@ -291,8 +291,8 @@ class HeadStart:
         """``{unit: records}`` for the units of ``wanted`` (``{file, or block: positions
         in its file}``) not in the cache, read by range while the budget lasts; the others
         are left out (read them from the cache, waiting for their download). Read-ahead
-        held back by :meth:`arm` starts once a read leaves a unit out (declined, or some
-        already cached) or the budget is spent.
+        held back by :meth:`arm` starts as soon as the first read returns (its batch
+        served or declined), not at the reader's next read.
 
         Raises:
             RemoteObjectError: a file was deleted or changed since it was listed.
@@ -304,8 +304,7 @@ class HeadStart:
         except BaseException:
             self.shards.release_read_ahead()
             raise
-        if len(out) < len(wanted) or self._spent_all():  # the reader needs the downloads
-            self.shards.release_read_ahead()
+        self.shards.release_read_ahead()  # served or declined: the downloads start now
         return out
 
     def _spent_all(self) -> bool:

@@ -26,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import queue
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -33,7 +35,14 @@ from typing import Any
 from datarax.errors import DataraxError
 from datarax.storage.urls import version_tag
 
-__all__ = ["VersionMismatch", "can_read_together", "read_versioned", "read_versioned_together"]
+__all__ = ["PIECE", "VersionMismatch", "can_read_together", "read_versioned",
+           "read_versioned_into", "read_versioned_together"]
+
+# bytes of an S3 answer handed on at a time by :func:`read_versioned_into`: a download's
+# pieces are written (and hashed) in its own thread while the event loop reads the next
+# ones, instead of a fresh buffer of the whole range (whose pages and join cost 64 files
+# of 10 MB ~40 % more client CPU than s3fs's copy) hashed once it is all in
+PIECE = 1 << 20
 
 Wanted = tuple[str, int, int, "str | None"]  # (path, start, end, expected version)
 
@@ -61,6 +70,69 @@ def read_versioned(fs: Any, path: str, start: int, end: int, expected: str | Non
     if not check:
         return data, None
     return data, version_tag(fs.info(path))
+
+
+def read_versioned_into(fs: Any, path: str, start: int, end: int, expected: str | None,
+                        into: Callable[[int, bytes, int], None], *,
+                        check: bool = True) -> str | None:
+    """:func:`read_versioned`, the answer's bytes handed to ``into(offset, piece, length)``
+    as they come (``offset``: of ``piece`` in the answer; ``length``: the answer's) instead
+    of returned whole, in the calling thread; returns the version that answered. On S3 the
+    pieces are of at most :data:`PIECE` bytes, read on s3fs's event loop while ``into``
+    handles the ones before; elsewhere the answer is one piece. A failure midway raises
+    after the pieces already handed on (a retry continues from the first missing byte);
+    ``into`` raising stops the read.
+
+    Example:
+        >>> import fsspec
+        >>> fs = fsspec.filesystem("memory")
+        >>> fs.pipe("/versions-doc/b.bin", b"hello")
+        >>> got = []
+        >>> _ = read_versioned_into(fs, "/versions-doc/b.bin", 1, 4, None,
+        ...                         lambda at, piece, length: got.append((at, piece, length)))
+        >>> got
+        [(0, b'ell', 3)]
+
+    Raises:
+        VersionMismatch: the store refused the read: the object is no longer ``expected``.
+    """
+    if not _is_s3(fs):
+        data, version = read_versioned(fs, path, start, end, expected, check=check)
+        into(0, data, len(data))
+        return version
+    request = _s3_request(fs, path, start, end, expected)
+    if end <= start:
+        return expected
+    try:
+        response = fs.call_s3("get_object", **request)
+    except OSError as err:
+        _raise_if_mismatch(err, path, expected)
+        raise
+    pieces: queue.SimpleQueue[tuple[int, bytes, int] | None] = queue.SimpleQueue()
+    reading = asyncio.run_coroutine_threadsafe(_pieces(response, pieces.put), fs.loop)
+    try:
+        while (item := pieces.get()) is not None:
+            into(*item)
+    except BaseException:
+        reading.cancel()  # the body is closed on the loop
+        raise
+    reading.result()  # the read's own failure (e.g. the connection cut midway)
+    return version_tag(response)
+
+
+async def _pieces(response: dict[str, Any], put: Callable[[Any], None]) -> None:
+    """The body of a ``GetObject`` response, ``put`` piece by piece as ``(offset, piece,
+    length)``, then None (also after a failure: the caller finds it in the task)."""
+    body = response["Body"]
+    length = int(response.get("ContentLength") or 0)
+    at = 0
+    try:
+        while piece := await body.read(PIECE):
+            put((at, piece, max(length, at + len(piece))))
+            at += len(piece)
+    finally:
+        body.close()
+        put(None)
 
 
 def _is_s3(fs: Any) -> bool:
