@@ -11,10 +11,10 @@ first run of the step all happen inside the first ``next()``, on the main thread
 takes the first batch. Reported: the main thread's CPU seconds (``time.thread_time``) of
 each of the three; of the whole, the wall seconds and the process's CPU seconds (every
 thread: work moved to a helper thread shows there, not in the main thread's); the store's
-counts (a timed run loads its step: ``loaded`` 1), a digest of the batch, the load. Each tree has its own compiled-step
-store, filled by one untimed run first (every timed run is a user's second run). The
-trees run in turn, every other round in reverse order, so that load drifts reach both;
-CPU seconds move far less with the load of a shared machine than wall seconds (the copy's
+counts (a timed run loads its step: ``loaded`` 1), a digest of the batch, the load. Each
+tree has its own compiled-step store, filled by one untimed run first (every timed run is
+a user's second run). The trees run in turn, every other round in reverse order, so that
+load drifts reach both; CPU seconds move far less with the load of a shared machine than wall seconds (the copy's
 second half runs on a helper thread: not counted, the same in both trees).
 
 W1: 32x32x3 images, ``/255`` then a random flip per record, batch 256, shuffled. W10: W1
