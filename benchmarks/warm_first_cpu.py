@@ -14,8 +14,9 @@ thread: work moved to a helper thread shows there, not in the main thread's); th
 counts (a timed run loads its step: ``loaded`` 1), a digest of the batch, the load. Each
 tree has its own compiled-step store, filled by one untimed run first (every timed run is
 a user's second run). The trees run in turn, every other round in reverse order, so that
-load drifts reach both; CPU seconds move far less with the load of a shared machine than wall seconds (the copy's
-second half runs on a helper thread: not counted, the same in both trees).
+load drifts reach both; CPU seconds move far less with the load of a shared machine than
+wall seconds (the copy's second half runs on a helper thread: not counted in the main
+thread's, the same in both trees).
 
 W1: 32x32x3 images, ``/255`` then a random flip per record, batch 256, shuffled. W10: W1
 with a ``FilterOperator`` keeping the even labels (half) as its first stage.
