@@ -32,3 +32,5 @@ def test_w10_tiny_two_trees_one_batch_each_timed_run_loaded(tmp_path):
         for run in runs:
             assert run["counts"]["loaded"] == 1 and run["counts"]["compiled"] == 0
             assert run["total_cpu"] >= run["first_next_cpu"] > 0
+            # every thread's CPU, the main thread's among them; the wall beside it
+            assert run["total_process_cpu"] >= run["total_cpu"] and run["total_wall"] > 0
