@@ -45,9 +45,11 @@ def main() -> None:
             downloads.append((start, time.perf_counter() - began, threading.current_thread().name))
 
         Fetcher.download = timed
+        # the 633 MB cache goes with the run (removed at exit, also on an error)
+        cache_folder = tempfile.TemporaryDirectory(prefix="datarax-timeline-")
         source = ArrayRecordSourceModule(
             ArrayRecordSourceConfig(seed=0, shuffle_files=True), "s3://timeline-bucket/ds",
-            cache=ShardCache(tempfile.mkdtemp(), max_bytes=int(1.1 * 633e6)))
+            cache=ShardCache(cache_folder.name, max_bytes=int(1.1 * 633e6)))
         built = time.perf_counter() - began
         source.seek(0)
         first = None
