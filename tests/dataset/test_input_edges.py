@@ -97,6 +97,22 @@ def test_a_broken_image_is_named_the_same_every_run(tmp_path) -> None:
     assert metadata[0] == metadata[1]
 
 
+def test_an_empty_image_file_is_named_as_empty_not_as_unidentified(tmp_path) -> None:
+    # a 0-byte file (a failed download) was 'undecodable image (UnidentifiedImageError:
+    # cannot identify image file)', which reads as a format problem
+    root = tmp_path / "imgs"
+    _image_folder(root, ["a/0.png", "b/1.png"])
+    (root / "a" / "1_empty.jpg").write_bytes(b"")
+    with pytest.raises(ConversionError, match=r"row 1 \(a/1_empty.jpg\), field 'image': the "
+                                              r"image is empty \(0 bytes\)\. Fix the source row"):
+        convert(str(root), tmp_path / "x")
+    info, _ = convert(str(root), tmp_path / "y", on_error="skip")
+    assert info.num_records == 2
+    assert list(info.skipped) == [{"row": 1, "field": "image",
+                             "error": "row 1 (a/1_empty.jpg), field 'image': the image is empty "
+                                      "(0 bytes)."}]
+
+
 def test_a_broken_first_row_is_skipped_when_asked(tmp_path) -> None:
     _image_folder(tmp_path / "imgs", ["a/0_broken.png", "a/1.png"])
     with pytest.raises(ConversionError, match=r"row 0 \(a/0_broken.png\) \(the features are "

@@ -2185,6 +2185,20 @@ case("convert-image-16-bit-png", CONVERTING, "a 16-bit PNG in an image folder", 
      "fields hold 8 bits per channel (0..255), so storing it would lose its values. Scale the "
      "images to 8 bits first, or store the pixels as an array field (e.g. uint16, from .npy "
      "files). " + _SKIP_ROW, needs="PIL")(_convert_folder({"cat/a.png": _png_16_bit()}))
+def _convert_folder_with_an_empty_image(tmp: Path) -> Any:
+    from PIL import Image
+
+    from datarax.dataset import convert
+
+    (tmp / "src" / "cat").mkdir(parents=True)
+    Image.new("RGB", (2, 2)).save(tmp / "src" / "cat" / "a.png")
+    (tmp / "src" / "cat" / "b.jpg").write_bytes(b"")
+    return convert(str(tmp / "src"), str(tmp / "out"))
+
+
+case("convert-image-empty-file", CONVERTING, "an image file of 0 bytes in an image folder",
+     ConversionError, "the image folder {tmp}/src, row 1 (cat/b.jpg), field 'image': the image "
+     "is empty (0 bytes). " + _SKIP_ROW, needs="PIL")(_convert_folder_with_an_empty_image)
 case("convert-empty-folder", CONVERTING, "convert SRC an empty folder", ConversionError,
      f"the folder '{{tmp}}/src' is empty; SRC is the folder or files that hold the data: "
      f"{_KNOWN_INPUTS}.")(_convert_folder({}))

@@ -114,6 +114,11 @@ def read_encoded_image(field: str, value: Any, row: int | None = None) -> tuple[
     if data is None:
         return None
     path = value.get("path") if isinstance(value, Mapping) else None
+    if not data:  # a file cut to nothing (a failed download, a full disk): PIL only says
+        raise RecordMismatchError(  # 'cannot identify image file'
+            f"{located(field, row)}: the image is empty (0 bytes"
+            + (f", file {path}" if path else "") + ").",
+            field=field, row=row)
     try:
         with image_named(located(field, row) + (f" (file {path})" if path else "")):
             return data, open_image(data)

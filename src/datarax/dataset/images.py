@@ -19,7 +19,7 @@ from typing import Any
 from datarax.dataset.image_headers import JPEG_MAGIC, PNG_MAGIC, read_image_header
 from datarax.dataset.image_open import open_pil
 
-__all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
+__all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "alpha_in_use", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
            "has_transparency",
            "image_format", "image_shape_hint", "image_size_and_grey", "open_image", "pil_image",
            "readable_size"]
@@ -74,6 +74,33 @@ def has_transparency(image: Any) -> bool:
     (it then has an alpha channel once converted to RGBA)."""
     return image.mode in ("P", "L", "RGB") and "transparency" in image.info and (
         image.convert("RGBA").getchannel("A").getextrema()[0] < 255)
+
+
+def alpha_in_use(item: bytes | str, first: bytes | None = None) -> bool | None:
+    """Whether an encoded image (bytes, or the path of its file) hides a pixel with its
+    alpha channel or transparent colour: None when it has neither, False when every
+    pixel is opaque; OSError or ValueError when it is no image. ``first``: the first
+    :data:`HEADER_BYTES` of the file ``item``: a plain grey or colour PNG / JPEG header
+    answers None with no decode.
+
+    Example:
+        >>> import io; from PIL import Image; out = io.BytesIO()
+        >>> Image.new("RGBA", (2, 2), (1, 2, 3, 255)).save(out, format="PNG")
+        >>> alpha_in_use(out.getvalue())
+        False
+    """
+    header = read_image_header(item if isinstance(item, bytes) else first or b"")
+    if header is not None and header.mode in ("L", "RGB"):
+        return None
+    try:
+        with open_pil(item) as image:
+            if image.mode not in ("RGBA", "LA", "PA") and "transparency" not in image.info:
+                return None
+            return image.convert("RGBA").getchannel("A").getextrema()[0] < 255
+    except OSError:
+        raise
+    except Exception as err:  # noqa: BLE001 - PIL's others (a decompression bomb, a bad header)
+        raise ValueError(f"{type(err).__name__}: {err}") from err
 
 
 def channels_of_mode(mode: str) -> int:

@@ -130,6 +130,8 @@ def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
     if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (
             len(field.shape) == 3 and field.shape[2] in (1, 3, 4)):
         field = dataclasses.replace(field, encoding="png")  # decoded pixels of an image column
+    if hint.get("drop_alpha") and field.encoding in ("png", "jpeg") and field.shape[2] == 4:
+        field = dataclasses.replace(field, shape=(*field.shape[:2], 3))  # no image uses it
     size, channels = hint.get("image_size"), hint.get("image_channels")
     if (size is not None or channels is not None) and field.encoding in ("png", "jpeg"):
         return dataclasses.replace(field, shape=(*(size or field.shape[:2]),
