@@ -125,7 +125,12 @@ IDLE_CHECK_S = 0.1
 def program_ending() -> bool:
     """Whether the interpreter is exiting: its main thread is done (its script ended or
     raised) and no thread but read-ahead workers keeps the process going. A user's own
-    non-daemon thread still reading after the main script ended keeps it False."""
+    non-daemon thread still reading after the main script ended keeps it False.
+
+    Example:
+        >>> program_ending()  # the main thread runs
+        False
+    """
     if threading.main_thread().is_alive():
         return False
     return not any(not thread.daemon and thread.is_alive() and thread not in _WORKER_THREADS
