@@ -10,6 +10,10 @@ a column of 1 MiB or more (a chunk of decoded images) as a file in shared memory
 one copy each side instead of pickling it through a pipe; smaller ones, and every column
 where there is no ``/dev/shm``, pickled.
 
+At most ``n`` chunks are in the pool at a time (a reader thread with another waits its
+turn here): at interpreter exit the pool lets the chunks it holds finish before the
+process ends, so only those being decoded do.
+
 Invariant: the epoch order, the position, the read-ahead bound and every decision about
 bad records stay in the source's process (a worker only reports which records failed
 and why), so resume and skip accounting are those of threads. Workers are ``spawn``-ed
@@ -156,6 +160,9 @@ class DecodeProcesses:
         self.name = name
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        # chunks in the pool: no more than workers, so none waits there (at interpreter
+        # exit the pool finishes every chunk it holds before the process may end)
+        self._slots = threading.BoundedSemaphore(count)
         # this source's files in shared memory (a worker that dies mid-chunk leaves one)
         self._shared = (os.path.join(SHARED_DIR, f"datarax-{os.getpid()}-{id(self):x}-")
                         if os.path.isdir(SHARED_DIR) else None)
@@ -182,7 +189,8 @@ class DecodeProcesses:
         pool = self.start(reads)
         indices = order.indices(start, stop)  # the order stays here: workers get indices
         try:
-            chunk = pool.submit(_read, indices, order.epoch, start, self._shared).result()
+            with self._slots:
+                chunk = pool.submit(_read, indices, order.epoch, start, self._shared).result()
         except BrokenProcessPool as err:
             with self._lock:
                 if self._pool is pool:

@@ -10,7 +10,8 @@ locate records; the rest is here:
   from outside opens a new one; a peek for an ended one raises
   :class:`~datarax.core.cursor.SessionEnded`; ending one by number ends only that one.
 * :class:`Workers` — work on worker threads, results taken in submission order (an
-  error raised where its result is taken); stopping cancels and joins every thread.
+  error raised where its result is taken); stopping cancels and joins every thread; at
+  interpreter exit only the work running finishes.
 * :class:`Chunks` — records waiting in order, batches of exactly the size asked (fewer
   only at the end); a bad record met ahead is held back as the error of the batch
   that would pass it, the records before it handed out first.
@@ -42,16 +43,17 @@ import collections
 import concurrent.futures
 import dataclasses
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from datarax.core.cursor import SessionEnded
-from datarax.core.threads import drop_pool, run_behind_consumer
+from datarax.core.threads import run_behind_consumer
 from datarax.sources.skip_ledger import SkipCounts
 
-__all__ = ["Chunks", "ReadBatch", "SessionCursor", "Sessions", "Workers"]
+__all__ = ["Chunks", "ReadBatch", "SessionCursor", "Sessions", "Workers", "program_ending"]
 
 
 @dataclasses.dataclass
@@ -114,9 +116,74 @@ class Sessions:
             release()
 
 
+#: the threads of every :class:`Workers` (they do not hold the interpreter's exit up)
+_WORKER_THREADS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+#: seconds an idle worker thread waits between checks that the program is ending
+IDLE_CHECK_S = 0.1
+
+
+def program_ending() -> bool:
+    """Whether the interpreter is exiting: its main thread is done (its script ended or
+    raised) and no thread but read-ahead workers keeps the process going. A user's own
+    non-daemon thread still reading after the main script ended keeps it False.
+
+    Example:
+        >>> program_ending()  # the main thread runs
+        False
+    """
+    if threading.main_thread().is_alive():
+        return False
+    return not any(not thread.daemon and thread.is_alive() and thread not in _WORKER_THREADS
+                   for thread in threading.enumerate())
+
+
+class _Backlog:
+    """Work submitted and not started, shared by a :class:`Workers`' threads (they hold
+    this, not the :class:`Workers`, so dropping it lets them end)."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Condition(threading.Lock())
+        self.items: collections.deque[tuple[concurrent.futures.Future[Any], Callable[..., Any],
+                                            tuple[Any, ...]]] = collections.deque()
+        self.closed = False
+
+    def close(self) -> None:
+        """No more work starts: idle threads end, busy ones after their item."""
+        with self.ready:
+            self.closed = True
+            self.ready.notify_all()
+
+    def serve(self) -> None:
+        """A worker thread: run items in submission order until closed, or until the
+        program is ending (work not started then is dropped, not run)."""
+        run_behind_consumer()
+        while True:
+            with self.ready:
+                while not self.items and not self.closed:
+                    if not self.ready.wait(IDLE_CHECK_S) and program_ending():
+                        return
+                if self.closed or program_ending():
+                    return
+                future, fn, args = self.items.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as err:  # noqa: BLE001 - raised where it is taken
+                future.set_exception(err)
+            else:
+                future.set_result(result)
+            del future, fn, args
+
+
 class Workers:
     """Work run on ``threads`` worker threads (named after ``name``), results taken in
     the order it was submitted.
+
+    At interpreter exit (the main script's end, an uncaught exception, Ctrl-C) the
+    work being run finishes and the work queued behind it is dropped, not run
+    (:func:`program_ending`); a user's non-daemon thread still reading after the main
+    script ended is served as ever.
 
     Example:
         >>> workers = Workers(2, "Src")
@@ -130,7 +197,8 @@ class Workers:
     def __init__(self, threads: int, name: str) -> None:
         self.threads = threads
         self._name = name
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._backlog = _Backlog()
+        self._started: list[threading.Thread] = []
         self._lock = threading.Lock()  # the queue: a consumer's thread may ask how far
         self._pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
 
@@ -141,13 +209,20 @@ class Workers:
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on a worker thread (started on first use, behind the
         consumer's thread when cores are short)."""
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.threads, thread_name_prefix=f"{self._name}-reader",
-                initializer=run_behind_consumer)
-        future = self._pool.submit(fn, *args)
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._lock:
             self._pending.append(future)
+        backlog = self._backlog
+        with backlog.ready:
+            backlog.items.append((future, fn, args))
+            backlog.ready.notify()
+        with self._lock:
+            if len(self._started) < self.threads:
+                thread = threading.Thread(target=backlog.serve,
+                                          name=f"{self._name}-reader_{len(self._started)}")
+                _WORKER_THREADS.add(thread)
+                thread.start()
+                self._started.append(thread)
 
     def take(self) -> Any:
         """The oldest work's result, once done (its error raised here)."""
@@ -173,14 +248,19 @@ class Workers:
         """Cancel the work not started, wait for the rest, join the threads."""
         for future in self._pending:
             future.cancel()
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        backlog, self._backlog = self._backlog, _Backlog()
+        started, self._started = self._started, []
+        backlog.close()
+        for thread in started:
+            if thread is not threading.current_thread():
+                thread.join()
         with self._lock:
             self._pending.clear()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        drop_pool(getattr(self, "_pool", None))
+        backlog = getattr(self, "_backlog", None)
+        if backlog is not None:
+            backlog.close()
 
 
 @dataclasses.dataclass
