@@ -79,15 +79,20 @@ def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any
     return state
 
 
+def length_of(thing: Any, what: str) -> int:
+    """``len(thing)``; where that is unknown, a ``TypeError`` saying so of ``what`` too."""
+    try:
+        return len(thing)
+    except TypeError as error:
+        raise TypeError(f"len({what}) is unknown: {error}") from None
+
+
 def next_pass_batches(pipeline: Any, context: Any, what: str) -> int:
     """Batches the next ``iter(pipeline)`` serves (``context``: its pass context),
     counted as ``len()`` of its iterator counts them: the rest of a pass a restore left,
     else a whole epoch. ``TypeError`` (naming ``what``) when the pipeline's length is
     unknown (a filter, a stream)."""
-    try:
-        len(pipeline)
-    except TypeError as error:
-        raise TypeError(f"len({what}) is unknown: {error}") from None
+    length_of(pipeline, what)
     epoch, at = context.session.next_pass(context.source)
     return context.batches_left(epoch, at or 0)
 
@@ -164,14 +169,10 @@ class Take(Transformation):
         stage, a stream)."""
         if self._left <= 0:
             return 0
+        what = f"pipeline.take({self._count})"
         if self._iterator is None:
-            held = next_pass_batches(self.parent, self._context, f"pipeline.take({self._count})")
-        else:
-            try:
-                held = len(self._iterator)
-            except TypeError as error:
-                raise TypeError(f"len(pipeline.take({self._count})) is unknown: {error}") from None
-        return min(self._left, held)
+            return min(self._left, next_pass_batches(self.parent, self._context, what))
+        return min(self._left, length_of(self._iterator, what))
 
     def own_state(self) -> dict[str, Any]:
         """The batches asked for and the batches still to take."""
@@ -255,12 +256,10 @@ class Repeat(Transformation):
             raise TypeError("len(repeat(None)) is unknown: it repeats without end.")
         if self._left == 0:
             return 0
-        try:
-            per_epoch = len(self.parent)
-            current = len(self._iterator) if self._iterator is not None else None
-        except TypeError as error:
-            raise TypeError(f"len({what}) is unknown: {error}") from None
-        if current is None:
+        per_epoch = length_of(self.parent, what)
+        if self._iterator is not None:
+            current = length_of(self._iterator, what)
+        else:
             current = self._next_pass_batches(per_epoch, what)
         return current + (self._left - 1) * per_epoch
 
