@@ -14,7 +14,7 @@ from datarax.core.data_source import DataSourceModule, length_or_none, skipping_
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.operator import OperatorModule, refuse_rng_state
 from datarax.core.reading import Reading, reading_of
-from datarax.host.counts import python_ints
+from datarax.host.counts import check_count, python_ints
 from datarax.pipeline.plan import filter_position
 
 
@@ -50,16 +50,14 @@ def check_arguments(
     # NumPy integers (a batch size computed with NumPy) are the same Python ints.
     batch_size, prefetch, shard_index, shard_count = python_ints(
         (batch_size, prefetch, shard_index, shard_count))
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"Pipeline batch_size must be an int >= 1, got {batch_size!r}.")
+    batch_size = check_count(batch_size, "Pipeline batch_size", 1)
     for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),
                          ("pad_remainder", pad_remainder)):
         if not isinstance(value, (bool, np.bool_)):  # a NumPy bool is the same bool (plan.py)
             raise ConfigError(
                 f"Pipeline {label} must be a bool, got {type(value).__name__}."
             )
-    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-        raise ConfigError(f"Pipeline prefetch must be an int >= 0, got {prefetch!r}.")
+    prefetch = check_count(prefetch, "Pipeline prefetch", 0)
     _check_stages(stages)
     reading = reading_of(source)
     _check_source(source, reading)
@@ -111,16 +109,10 @@ def no_batch_error(source: DataSourceModule, size: int, batch_size: int, count: 
     )
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_shard(index: Any, count: Any, index_default: bool, count_default: bool) -> None:
     """Refuse a shard that is not ``0 <= shard_index < shard_count`` (ints), naming the
     argument and, where one was left out, the value it defaulted to."""
-    if not _is_int(count) or count < 1:
-        raise ConfigError(f"Pipeline shard_count must be an int >= 1 (the number of "
-                          f"processes reading the data), got {count!r}.")
+    check_count(count, "Pipeline shard_count", 1, " (the number of processes reading the data)")
     if index_default and not count_default and count != jax.process_count():
         # this process's index only names a share when there is one share per process
         raise ConfigError(
@@ -129,7 +121,7 @@ def _check_shard(index: Any, count: Any, index_default: bool, count_default: boo
             f"{jax.process_count()}, so some shares would never be read. Pass shard_index= "
             "(this reader's share) as well."
         )
-    if _is_int(index) and 0 <= index < count:
+    if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < count:
         return
     given = (f"shard_count defaulted to jax.process_count() = {count}; pass shard_count= "
              "as well" if count_default else f"shard_count={count}")

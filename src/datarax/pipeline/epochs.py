@@ -79,20 +79,22 @@ def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any
     return state
 
 
-def next_pass_batches(pipeline: Any, session: Any, what: str) -> int:
-    """Batches the next ``iter(pipeline)`` serves, counted as ``len()`` of its iterator
-    counts them: the rest of a pass a restore left, else a whole epoch. ``TypeError``
-    (naming ``what``) when the pipeline's length is unknown (a filter, a stream)."""
+def length_of(thing: Any, what: str) -> int:
+    """``len(thing)``; where that is unknown, a ``TypeError`` saying so of ``what`` too."""
     try:
-        len(pipeline)
+        return len(thing)
     except TypeError as error:
         raise TypeError(f"len({what}) is unknown: {error}") from None
-    source, plan = pipeline.source, pipeline.plan
-    epoch, at = session.next_pass(source)
-    share = session.resplit(epoch)
-    size = share.size(len(source)) if share is not None else source.epoch_size()
-    at = at or 0
-    return plan.batches(max(plan.end(size, at) - at, 0))
+
+
+def next_pass_batches(pipeline: Any, context: Any, what: str) -> int:
+    """Batches the next ``iter(pipeline)`` serves (``context``: its pass context),
+    counted as ``len()`` of its iterator counts them: the rest of a pass a restore left,
+    else a whole epoch. ``TypeError`` (naming ``what``) when the pipeline's length is
+    unknown (a filter, a stream)."""
+    length_of(pipeline, what)
+    epoch, at = context.session.next_pass(context.source)
+    return context.batches_left(epoch, at or 0)
 
 
 class Transformation:
@@ -138,10 +140,10 @@ class Take(Transformation):
 
     KEYS = ("take_left", "take")
 
-    def __init__(self, pipeline: Any, batches: int, session: Any) -> None:
+    def __init__(self, pipeline: Any, batches: int, context: Any) -> None:
         super().__init__(pipeline)
         self._left = check_count(batches, "take")
-        self._count, self._session = self._left, session
+        self._count, self._context = self._left, context  # the pipeline's PassContext
         self._iterator: Any = None
 
     def __iter__(self) -> Take:
@@ -167,14 +169,10 @@ class Take(Transformation):
         stage, a stream)."""
         if self._left <= 0:
             return 0
+        what = f"pipeline.take({self._count})"
         if self._iterator is None:
-            held = next_pass_batches(self.parent, self._session, f"pipeline.take({self._count})")
-        else:
-            try:
-                held = len(self._iterator)
-            except TypeError as error:
-                raise TypeError(f"len(pipeline.take({self._count})) is unknown: {error}") from None
-        return min(self._left, held)
+            return min(self._left, next_pass_batches(self.parent, self._context, what))
+        return min(self._left, length_of(self._iterator, what))
 
     def own_state(self) -> dict[str, Any]:
         """The batches asked for and the batches still to take."""
@@ -203,7 +201,7 @@ class Take(Transformation):
     def restore_own(self, state: dict[str, Any]) -> None:
         self._left, self._iterator = int(state["take_left"]), None
         if self._count and not self._left:  # it served its batches: the rest of its pass
-            self._session.stop_here(self.parent.source)  # stays unserved
+            self._context.session.stop_here(self.parent.source)  # stays unserved
 
 
 class Repeat(Transformation):
@@ -213,10 +211,10 @@ class Repeat(Transformation):
 
     KEYS = ("epochs_left",)
 
-    def __init__(self, parent: Any, epochs: int | None, session: Any = None) -> None:
+    def __init__(self, parent: Any, epochs: int | None, context: Any = None) -> None:
         super().__init__(parent)
         self._left = check_count(epochs, "repeat", allow_none=True)
-        self._session = session  # the pipeline's (None over a Rebatch)
+        self._context = context  # the pipeline's PassContext (None over a Rebatch)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
         self._whole = False  # the current pass began at its epoch's start
@@ -258,19 +256,17 @@ class Repeat(Transformation):
             raise TypeError("len(repeat(None)) is unknown: it repeats without end.")
         if self._left == 0:
             return 0
-        try:
-            per_epoch = len(self.parent)
-            current = len(self._iterator) if self._iterator is not None else None
-        except TypeError as error:
-            raise TypeError(f"len({what}) is unknown: {error}") from None
-        if current is None:
+        per_epoch = length_of(self.parent, what)
+        if self._iterator is not None:
+            current = length_of(self._iterator, what)
+        else:
             current = self._next_pass_batches(per_epoch, what)
         return current + (self._left - 1) * per_epoch
 
     def _next_pass_batches(self, per_epoch: int, what: str) -> int:
         """Batches of the pass the next ``next()`` starts."""
-        if self._session is not None:
-            return next_pass_batches(self.parent, self._session, what)
+        if self._context is not None:
+            return next_pass_batches(self.parent, self._context, what)
         if self.parent.position == 0 and self.parent.get_state()["part"] == 0:
             return per_epoch  # a Rebatch at its epoch's start
         raise TypeError(

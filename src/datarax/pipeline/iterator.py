@@ -128,24 +128,10 @@ class PipelineIterator:
     def __len__(self) -> int:
         """Batches left in this pass; ``TypeError`` when the source's length is unknown.
         Records a source will skip as bad (``on_error="skip"``) count until skipped."""
-        if self._filter_at is not None:
-            raise TypeError(
-                "len() of a filtered pass is unknown: how many records the FilterOperator "
-                "keeps is known only once they are read."
-            )
-        size = self._source.epoch_size()
-        if size is None:
-            raise TypeError(
-                f"len() of this iterator is unknown: {type(self._source).__name__} has no "
-                "fixed epoch length (a stream, or a mixture sampling without end)."
-            )
+        self._context.epoch_size("len() of this iterator", "len() of a filtered pass is unknown")
         if self._finished or self._closed:
             return 0
-        resplit = self._context.resplit(self._epoch)
-        if resplit is not None:
-            size = resplit.size(len(self._source))
-        at = self._source.index
-        return self._plan.batches(max(self._plan.end(size, at) - at, 0))
+        return self._context.batches_left(self._epoch, self._source.index)
 
     def get_state(self) -> dict[str, Any]:
         """Small JSON-able state: epoch, records handed out, settings, source position."""

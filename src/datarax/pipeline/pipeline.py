@@ -267,18 +267,8 @@ class Pipeline(nnx.Module):
         length, or a filtered epoch (a ``FilterOperator`` stage). It counts every record
         of the epoch: a source that skips bad records (``on_error="skip"``) serves fewer
         batches when it skips some."""
-        if self.filtered:
-            raise TypeError(
-                "len(Pipeline) is unknown for a filtered epoch: how many records the "
-                "FilterOperator keeps is known only once they are read."
-            )
-        size = self.source.epoch_size()
-        if size is None:
-            raise TypeError(
-                f"len(Pipeline) is unknown: {type(self.source).__name__} has no fixed epoch "
-                "length (a stream, or a mixture sampling without end)."
-            )
-        return self.plan.batches(size)
+        return self.plan.batches(self._context().epoch_size(
+            "len(Pipeline)", "len(Pipeline) is unknown for a filtered epoch"))
 
     def element_spec(self) -> Any:
         """Per-record structure of the batches this pipeline hands out (after the stages),
@@ -369,7 +359,7 @@ class Pipeline(nnx.Module):
             >>> [b["x"].tolist() for b in p.take(2)]
             [[0, 1], [2, 3]]
         """
-        return Take(self, batches, self.__session)
+        return Take(self, batches, self._context())
 
     def skip(self, batches: int) -> PipelineIterator:
         """The next pass's iterator, ``batches`` batches in (an indexed source without a
@@ -411,7 +401,7 @@ class Pipeline(nnx.Module):
             >>> [b["x"].tolist() for b in Pipeline(source=src, batch_size=2).repeat(2)]
             [[0, 1], [2], [0, 1], [2]]
         """
-        return Repeat(self, epochs, self.__session)
+        return Repeat(self, epochs, self._context())
 
     # ----------------------------------------------------------- fused steps
     def step(self) -> Batch:

@@ -218,3 +218,24 @@ class PassContext:
     def resplit(self, epoch: int) -> Share | None:
         """The session's :meth:`PipelineSession.resplit` of ``epoch``."""
         return self.session.resplit(epoch)
+
+    def epoch_size(self, what: str, filtered: str) -> int:
+        """Records in one epoch of the source, for ``len()``; ``TypeError`` when that is
+        unknown: ``filtered`` (the start of its message) with a ``FilterOperator``
+        stage, or ``what`` is unknown over a source without a fixed length (a stream)."""
+        if filter_position(self.stages) is not None:
+            raise TypeError(f"{filtered}: how many records the FilterOperator keeps is "
+                            "known only once they are read.")
+        size = self.source.epoch_size()
+        if size is None:
+            raise TypeError(
+                f"{what} is unknown: {type(self.source).__name__} has no fixed epoch "
+                "length (a stream, or a mixture sampling without end).")
+        return size
+
+    def batches_left(self, epoch: int, at: int) -> int:
+        """Batches pass ``epoch`` still hands out from position ``at`` (in this
+        process's re-split share of it, when a restore made one)."""
+        share = self.resplit(epoch)
+        size = share.size(len(self.source)) if share is not None else self.source.epoch_size()
+        return self.plan.batches(max(self.plan.end(size, at) - at, 0))
