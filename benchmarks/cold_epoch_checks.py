@@ -90,9 +90,9 @@ def main() -> None:
                 print(f"{variant:10s} load {run['load']:5.2f}  failed: {run['failed']}", flush=True)
                 continue
             phases = run["phases_s"]
-            print(f"{variant:10s} load {run['load']:5.2f}  " + "  ".join(
-                f"{k} {v:.2f}" for k, v in phases.items()) + f"  epoch 0 ends {run['epoch_end_s']:.2f}"
-                f"  cpu {run['cpu_s']:.2f}", flush=True)
+            spans = "  ".join(f"{k} {v:.2f}" for k, v in phases.items())
+            print(f"{variant:10s} load {run['load']:5.2f}  {spans}  epoch 0 ends "
+                  f"{run['epoch_end_s']:.2f}  cpu {run['cpu_s']:.2f}", flush=True)
 
 
 if __name__ == "__main__":
