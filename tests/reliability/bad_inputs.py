@@ -470,6 +470,8 @@ simple("map-config-stream-name", OPERATORS, "MapOperatorConfig(stream_name='my s
        "nnx.Rngs stream to draw from, e.g. 'augment'), got 'my stream'.",
        lambda: __import__("datarax.operators", fromlist=["x"]).MapOperatorConfig(
            stream_name="my stream"))
+simple("image-contrast-negative", OPERATORS, "Contrast(-1.0)", ConfigError,
+       "Contrast: factor must be >= 0.0, got -1.0.", lambda: _image_op("Contrast", factor=-1.0))
 simple("image-colour-bool-images", OPERATORS, "Brightness on bool images", DataraxError,
        "Brightness 'Brightness': " + _BOOL_IMAGES,
        lambda: _image_pipe(bool, _image_op("Brightness", delta=0.1)))

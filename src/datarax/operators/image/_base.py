@@ -58,9 +58,9 @@ def check_range(
         if not math.isfinite(v):
             raise ConfigError(f"{owner}: {name} must be finite, got {value!r}.")
         if (low is not None and v < low) or (high is not None and v > high):
-            raise ConfigError(
-                f"{owner}: {name} must lie in [{low}, {high}], got {value!r}."
-            )
+            bound = (f"be >= {low}" if high is None else f"be <= {high}" if low is None
+                     else f"lie in [{low}, {high}]")
+            raise ConfigError(f"{owner}: {name} must {bound}, got {value!r}.")
     return out
 
 
