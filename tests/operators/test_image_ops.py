@@ -452,6 +452,14 @@ def test_wrong_rank_and_too_large_crop_are_refused():
         I.ResizedCrop(2, box=(1, 0, 4, 4)).apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
     assert str(err.value) == ("ResizedCrop 'ResizedCrop': box (1, 0, 4, 4) reaches past the "
                               "images (4, 4); keep y + height and x + width within them.")
+    with pytest.raises(ConfigError) as err:  # a fixed box outside the images fills nothing
+        I.Cutout(2, offset=(4, 0)).apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
+    assert str(err.value) == ("Cutout 'Cutout': box (2, 2) at offset (4, 0) misses the images "
+                              "(4, 4), so it would fill nothing; give an offset whose box "
+                              "overlaps them (a box past an edge is clipped).")
+    clipped = I.Cutout(2, offset=(-1, 3)).apply_batch({"image": jnp.ones((1, 4, 4, 1))}, None)
+    assert np.asarray(clipped["image"])[0, :, :, 0].tolist() == [
+        [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]]
 
 
 @pytest.mark.slow  # every image operator through a resume: ~8 s

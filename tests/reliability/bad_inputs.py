@@ -472,6 +472,10 @@ simple("map-config-stream-name", OPERATORS, "MapOperatorConfig(stream_name='my s
            stream_name="my stream"))
 simple("image-contrast-negative", OPERATORS, "Contrast(-1.0)", ConfigError,
        "Contrast: factor must be >= 0.0, got -1.0.", lambda: _image_op("Contrast", factor=-1.0))
+simple("image-cutout-box-misses", OPERATORS, "Cutout(1, offset=(2, 0)) on 2 x 2 images",
+       ConfigError, "Cutout 'Cutout': box (1, 1) at offset (2, 0) misses the images (2, 2), so "
+       "it would fill nothing; give an offset whose box overlaps them (a box past an edge is "
+       "clipped).", lambda: _image_pipe(np.uint8, _image_op("Cutout", size=1, offset=(2, 0))))
 simple("image-colour-bool-images", OPERATORS, "Brightness on bool images", DataraxError,
        "Brightness 'Brightness': " + _BOOL_IMAGES,
        lambda: _image_pipe(bool, _image_op("Brightness", delta=0.1)))

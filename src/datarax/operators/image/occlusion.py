@@ -64,7 +64,8 @@ class Cutout(ImageOperator):
     """Fill a ``size`` box with ``fill``, at ``offset``: ``"random"`` (per record) or ``(y, x)``.
 
     A random box's centre is uniform over the image; the box is clipped at the edges
-    (random erasing / cutout).
+    (random erasing / cutout). A fixed box past an edge is clipped too; one that misses
+    the images entirely is refused at the first batch.
     """
 
     def __init__(self, size: int | tuple[int, int], *, offset: Any = "random", fill: float = 0.0,
@@ -90,6 +91,12 @@ class Cutout(ImageOperator):
             y, x = cy - h // 2, cx - w // 2
         else:
             y, x = self.param("offset")
+            if y >= height or x >= width or y + h <= 0 or x + w <= 0:
+                raise ConfigError(
+                    f"Cutout '{self.name}': box {(h, w)} at offset {(y, x)} misses the images "
+                    f"{(height, width)}, so it would fill nothing; give an offset whose box "
+                    "overlaps them (a box past an edge is clipped)."
+                )
         rows = (jnp.arange(height) >= y) & (jnp.arange(height) < y + h)
         cols = (jnp.arange(width) >= x) & (jnp.arange(width) < x + w)
         box = rows[:, None] & cols[None, :]
