@@ -170,6 +170,9 @@ def test_branching_routes_each_record_to_one_operator():
     op = composite("branching", [add(1), mul(10), mul(0)], router=lambda r: r["k"])
     out = op.apply_batch({"x": X, "k": jnp.array([2, 0, 1])}, None)
     assert out["x"].tolist() == [[0.0, 0.0], [3.0, 4.0], [40.0, 50.0]]
+    # a router value outside [0, 3) is clamped to the first / last operator (docs/operators.md)
+    out = op.apply_batch({"x": X, "k": jnp.array([-4, 7, 1])}, None)
+    assert out["x"].tolist() == [[1.0, 2.0], [0.0, 0.0], [40.0, 50.0]]
 
 
 def test_composite_of_stochastic_children_is_stochastic_and_key_invariant():
@@ -250,6 +253,9 @@ def test_selector_resumes_exactly_in_a_pipeline():
     (lambda: composite("conditional_sequential", [add(1), add(2)], conditions=[lambda r: True]),
      "CompositeOperatorModule: strategy 'conditional_sequential' needs one condition per "
      "operator: 2 operators, 1 conditions."),
+    (lambda: composite("conditional_sequential", [add(1), add(2)]),
+     "CompositeOperatorModule: strategy 'conditional_sequential' needs one condition per "
+     "operator: 2 operators, no conditions."),
     (lambda: MapOperatorConfig(subtree=[]), "MapOperatorConfig.subtree selects no field; name at least one."),
     (lambda: MapOperator(MapOperatorConfig(), fn=3), "MapOperator fn must be callable, got int."),
     (lambda: MapOperator(subtree=["x"]), "MapOperator needs fn=... as a keyword: the function "

@@ -145,7 +145,7 @@ class CompositeOperatorModule(OperatorModule):
             check_weights(config.weights, len(ops), owner)
         if strategy == "conditional_sequential":
             if conditions is None or len(conditions) != len(ops):
-                got = "none" if conditions is None else len(conditions)
+                got = "no" if conditions is None else len(conditions)
                 raise ConfigError(
                     f"{owner}: strategy 'conditional_sequential' needs one condition per "
                     f"operator: {len(ops)} operators, {got} conditions."
