@@ -391,6 +391,9 @@ simple("operator-keys-not-per-record", "ElementOperatorConfig",
        "Pipeline passes) or jax.random.split(key, 4).",
        lambda: ElementOperator(fn=_same, stochastic=True).apply_batch(
            {"x": jax.numpy.arange(4)}, jax.random.key(0)))
+simple("pipeline-rngs-without-default", "Pipeline arguments",
+       "rngs=nnx.Rngs(augment=1) (no 'default' stream)", ConfigError, "Pipeline: rngs has no 'default' stream; pass nnx.Rngs(default=seed) or "
+       "nnx.Rngs(seed).", lambda: pipe(rngs=nnx.Rngs(augment=1)))
 simple("operator-rngs-without-stream", "ElementOperatorConfig",
        "stream_name='augment' with nnx.Rngs(params=0) (no such stream, no default)",
        ConfigError, "ElementOperator: rngs has no stream 'augment' and no 'default' stream; "

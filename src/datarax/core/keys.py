@@ -175,9 +175,10 @@ def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
     try:
         rng_stream = rngs[stream]
     except (KeyError, AttributeError) as err:
+        missing = "no 'default' stream" if stream == "default" else (
+            f"no stream '{stream}' and no 'default' stream")
         raise ConfigError(
-            f"{owner}: rngs has no stream '{stream}' and no 'default' stream; pass "
-            f"nnx.Rngs({stream}=seed) or nnx.Rngs(seed)."
+            f"{owner}: rngs has {missing}; pass nnx.Rngs({stream}=seed) or nnx.Rngs(seed)."
         ) from err
     key = rng_stream.key.get_value()
     count = np.asarray(rng_stream.count.get_value(), dtype=np.uint32)
