@@ -394,6 +394,10 @@ def test_epochs_draw_differently():
     (lambda: I.Contrast((1.5, 0.5)), "Contrast: factor range (1.5, 0.5) has low > high."),
     (lambda: I.Hue(0.7), "Hue: delta must lie in [-0.5, 0.5], got 0.7."),
     (lambda: I.HorizontalFlip(1.5), "HorizontalFlip: probability must lie in [0.0, 1.0], got 1.5."),
+    (lambda: I.HorizontalFlip("0.5"), "HorizontalFlip: probability must be one number in [0, 1], "
+                                      "got '0.5'."),
+    (lambda: I.VerticalFlip((0.2, 0.8)), "VerticalFlip: probability must be one number in [0, 1], "
+                                         "got (0.2, 0.8)."),
     (lambda: I.Contrast(-1.0), "Contrast: factor must be >= 0.0, got -1.0."),
     (lambda: I.GaussianNoise((-0.1, 0.1)), "GaussianNoise: std must be >= 0.0, got (-0.1, 0.1)."),
     (lambda: I.Resize(0), "Resize: size must be an int >= 1 or a (height, width) pair, got 0."),

@@ -479,6 +479,9 @@ simple("image-cutout-box-misses", OPERATORS, "Cutout(1, offset=(2, 0)) on 2 x 2 
        ConfigError, "Cutout 'Cutout': box (1, 1) at offset (2, 0) misses the images (2, 2), so "
        "it would fill nothing; give an offset whose box overlaps them (a box past an edge is "
        "clipped).", lambda: _image_pipe(np.uint8, _image_op("Cutout", size=1, offset=(2, 0))))
+simple("image-flip-probability-range", OPERATORS, "HorizontalFlip((0.2, 0.8))", ConfigError,
+       "HorizontalFlip: probability must be one number in [0, 1], got (0.2, 0.8).",
+       lambda: _image_op("HorizontalFlip", probability=(0.2, 0.8)))
 simple("image-colour-bool-images", OPERATORS, "Brightness on bool images", DataraxError,
        "Brightness 'Brightness': " + _BOOL_IMAGES,
        lambda: _image_pipe(bool, _image_op("Brightness", delta=0.1)))

@@ -323,9 +323,10 @@ class _Flip(ImageOperator):
     def __init__(self, probability: float = 0.5, *, field: str = "image",
                  stream_name: str | None = None, rngs: nnx.Rngs | None = None,
                  name: str | None = None) -> None:
+        if not isinstance(probability, (int, float)) or isinstance(probability, bool):
+            raise ConfigError(f"{type(self).__name__}: probability must be one number in "
+                              f"[0, 1], got {probability!r}.")
         p = check_range(type(self).__name__, "probability", probability, low=0.0, high=1.0)
-        if is_range(p):
-            raise ConfigError(f"{type(self).__name__}: probability must be one number in [0, 1].")
         self._setup({"probability": p}, stochastic=0.0 < p < 1.0, field=field,
                     stream_name=stream_name, rngs=rngs, name=name)
 
