@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from datarax.host import threads as _home
-from datarax.host.threads import drop_pool, lower_read_ahead_priority, run_behind_consumer
+from datarax.host.threads import lower_read_ahead_priority, run_behind_consumer
 
-__all__ = ["BEHIND", "drop_pool", "lower_read_ahead_priority", "run_behind_consumer"]
+__all__ = ["BEHIND", "lower_read_ahead_priority", "run_behind_consumer"]
 
 
 def __getattr__(name: str) -> Any:
