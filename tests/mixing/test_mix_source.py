@@ -341,9 +341,11 @@ def test_sources_that_cannot_mix_are_refused():
 
 def test_tampered_state_is_refused():
     mix = MixSource({"m": memory(0, 3), "s": NumberStream(0, 3, field="id")}, [1, 1], records_per_epoch=6)
-    with pytest.raises(StateError, match=r"needs \[pass epoch, first draw\] for source 's', got None"):
+    with pytest.raises(StateError, match=r"'stream_passes' must be a list of 2 ints >= 0 \(pass "
+                       r"epoch, first draw of source 's'\), got None"):
         mix.set_state({"current_index": 1, "current_epoch": 0})
-    with pytest.raises(StateError, match="current_index=9 is past the end"):
+    with pytest.raises(StateError, match=r"'current_index' must be an int in \[0, 6\] \(records "
+                       r"handed out of a pass of 6\), got 9"):
         mix.set_state({"current_index": 9, "current_epoch": 0, "stream_passes": {"s": [0, 0]}})
 
 

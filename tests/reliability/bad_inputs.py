@@ -898,22 +898,24 @@ simple("state-stream-missing-source", "Pipeline state", "a stream state without 
        lambda: _restore_stream({k: v for k, v in _stream_state().items() if k != "source"}),
        field="source")
 simple("state-stream-negative-index", "Pipeline state", "source current_index=-1", StateError,
-       "CountingStream state 'current_index' must be a non-negative int, got -1; the state was "
-       "tampered with or comes from elsewhere.",
+       "CountingStream state 'current_index' must be an int >= 0, got -1; pass the dict "
+       "CountingStream.get_state() returned.",
        lambda: _restore_stream(dict(_stream_state(), source={"current_index": -1, "current_epoch": 0})),
        field="current_index")
 simple("state-stream-wrong-keys", "Pipeline state", "source state with wrong keys", StateError,
-       "CountingStream state is missing 'current_index'; pass the dict that get_state() returned "
-       "(got keys ['index'])",
+       "CountingStream state is missing 'current_index'; pass the dict "
+       "CountingStream.get_state() returned (got keys ['index'])",
        lambda: _restore_stream(dict(_stream_state(), source={"index": 3})), field="current_index")
 simple("state-stream-past-its-end", "Pipeline state",
        "a stream state handing out more records than the stream holds", StateError,
        "CountingStream: the restored position says 9 records of pass 0 were handed out, but "
-       "the stream ended before reaching them",
+       "the pass ends before that; the state comes from a different stream.",
        lambda: _restore_stream(_stream_state_at_9_of_5(), 5),
        field="current_index")
 simple("state-source-past-end", "Source state", "source.set_state index past the data",
-       StateError, "MemorySource state current_index=50 is past the end of the source (6 records)",
+       StateError, "MemorySource state 'current_index' must be an int in [0, 6] "
+       "(records handed out of a pass of 6), got 50; pass the dict MemorySource.get_state() "
+       "returned.",
        lambda: MemorySource(MemorySourceConfig(), data()).set_state(
            {"current_index": 50, "current_epoch": 0}), field="current_index")
 
@@ -1165,7 +1167,7 @@ case("arrayrecord-skip-budget", "ArrayRecord", "3 bad records with on_error='ski
 simple("arrayrecord-config-on-error", "ArrayRecord", "on_error='ignore'", ConfigError,
        "ArrayRecordSourceConfig: ", lambda: _ar_config(on_error="ignore"), needs=AR)
 simple("arrayrecord-config-max-skipped", "ArrayRecord", "max_skipped=-1", ConfigError,
-       "max_skipped must be None or an int >= 0, got -1.",
+       "max_skipped must be an int >= 0 or None, got -1.",
        lambda: _ar_config(on_error="skip", max_skipped=-1), needs=AR)
 simple("arrayrecord-config-fraction", "ArrayRecord", "max_skipped_fraction=1.5", ConfigError,
        "max_skipped_fraction", lambda: _ar_config(on_error="skip", max_skipped_fraction=1.5),
@@ -1240,7 +1242,8 @@ def _ar_tampered(tmp: Path, **change: Any) -> Any:
 
 
 case("arrayrecord-state-skipped-tampered", "ArrayRecord", "state skipped > current_index",
-     StateError, "state says 5 records were skipped before position 1", field="skipped", needs=AR)(
+     StateError, "state 'skipped' must be an int in [0, 1] (records skipped as bad before "
+     "position 1), got 5; pass the dict", field="skipped", needs=AR)(
     lambda tmp: _ar_tampered(tmp, current_index=1, skipped=5))
 case("arrayrecord-state-other-seed", "ArrayRecord", "state shuffled with another seed",
      StateError, "(shuffled_indices.seed)", field="seed", needs=AR)(
@@ -1748,7 +1751,7 @@ def _epochs_state(make: Callable[[Pipeline], Any], **change: Any) -> None:
 
 
 simple("take-state-negative-left", FILTERING, "Take.set_state with take_left=-3", StateError,
-       "Take.set_state: 'take_left' must be an int >= 0, got -3; pass the dict "
+       "Take state 'take_left' must be an int >= 0, got -3; pass the dict "
        "Take.get_state() returned.",
        lambda: _epochs_state(lambda p: p.take(2), take_left=-3), field="take_left")
 def _take_state_into(batches: int) -> None:
@@ -1768,7 +1771,7 @@ simple("take-state-left-over-count", FILTERING, "Take.set_state with take_left=4
        "the state was tampered with.",
        lambda: _epochs_state(lambda p: p.take(2), take_left=4), field="take_left")
 simple("repeat-state-bad-epochs-left", FILTERING, "Repeat.set_state with epochs_left='two'",
-       StateError, "Repeat.set_state: 'epochs_left' must be an int >= 0 or None, got 'two'; "
+       StateError, "Repeat state 'epochs_left' must be an int >= 0 or None, got 'two'; "
        "pass the dict Repeat.get_state() returned.",
        lambda: _epochs_state(lambda p: p.repeat(2), epochs_left="two"), field="epochs_left")
 
@@ -2333,7 +2336,8 @@ simple("text-state-malformed-run", TEXT, "a PackedTextSource state with a run of
 simple("text-state-corpus-documents", TEXT,
        "a mixture's state with 'corpus_documents' of 1 count for 2 corpora", StateError,
        "PackedTextSource state 'corpus_documents' must be a list of 2 ints >= 0 (documents "
-       "packed per corpus of the mixture), got [1].",
+       "packed per corpus of the mixture), got [1]; pass the dict PackedTextSource.get_state() "
+       "returned.",
        lambda: _restore_text(lambda: _packed(_mixture()),
                              lambda s: s.update(corpus_documents=[1])),
        field="corpus_documents")
@@ -2496,7 +2500,8 @@ def _flat_map_parent_skipped() -> None:
 simple("flat-map-parent-skipped-over-position", COMBINING,
        "a FlatMapSource state whose parent_skipped exceeds its cursor's parent position",
        StateError, "FlatMapSource state 'parent_skipped' must be an int in [0, 0] (records the "
-       "parent skipped before position 0), got 5; pass the dict get_state() returned.",
+       "parent skipped before position 0), got 5; pass the dict FlatMapSource.get_state() "
+       "returned.",
        _flat_map_parent_skipped, field="parent_skipped")
 
 def _flat_map_parent_skips() -> None:
@@ -2918,8 +2923,9 @@ simple("shuffle-buffer-not-a-source", REORDERING, "ShuffleBufferSource over a li
        SourceContractError, "ShuffleBufferSource source is list, not a data source (a "
        "DataSourceModule such as MemorySource).", lambda: _shuffle_buffer([1, 2, 3]))
 simple("shuffle-buffer-position-past-the-pass", REORDERING, "a position of 9 records in a pass "
-       "of 6", StateError, "ShuffleBufferSource: the position says 9 records of pass 0 were "
-       "handed out, but the pass ends before that; the state comes from another source.",
+       "of 6", StateError, "ShuffleBufferSource: the restored position says 9 records of "
+       "pass 0 were handed out, but the pass ends before that; the state comes from another "
+       "source.",
        _shuffle_buffer_past_the_pass, field="current_index")
 
 

@@ -85,11 +85,15 @@ def test_bad_arguments_are_refused(make, message):
 
 def test_bad_state_is_refused():
     sampler = SequentialSampler(4)
-    with pytest.raises(StateError, match="state 'index' must be an int >= 0, got -1"):
+    with pytest.raises(StateError, match=r"state 'index' must be an int in \[0, 4\] .*, got -1;"):
         sampler.set_state({"epoch": 0, "index": -1})
-    with pytest.raises(StateError, match="state 'epoch' must be an int >= 0, got None"):
+    with pytest.raises(StateError,
+                       match=r"state is missing 'epoch'; pass the dict "
+                             r"SequentialSampler.get_state\(\) returned \(got keys \['index'\]\)"):
         sampler.set_state({"index": 0})
-    with pytest.raises(StateError, match=r"index=5 is past the end of an epoch \(4 items\)"):
+    with pytest.raises(StateError, match=r"'index' must be an int in \[0, 4\] \(items handed out "
+                       r"of an epoch of 4 items\), got 5; pass the dict "
+                       r"SequentialSampler.get_state\(\) returned"):
         sampler.set_state({"epoch": 0, "index": 5})
     with pytest.raises(StateError, match="expects the dict get_state\\(\\) returned, got list"):
         sampler.set_state([0, 0])

@@ -230,8 +230,9 @@ def test_a_shard_end_inside_a_skipping_part_is_not_read_past():
 def test_a_state_with_a_wrong_count_by_part_is_refused():
     source = skipping_pair()
     state = {"current_epoch": 0, "current_index": 6, "skipped": 2, "skipped_by_part": [1, 0]}
-    with pytest.raises(StateError, match=r"'skipped_by_part' must list 2 non-negative ints "
-                       r"\(one a part\) adding up to 'skipped' \(2\), got \[1, 0\]"):
+    with pytest.raises(StateError, match=r"'skipped_by_part' must be a list of 2 ints >= 0 "
+                       r"\(records each part skipped, adding up to 'skipped' \(2\)\), got "
+                       r"\[1, 0\]; pass the dict ConcatSource.get_state\(\) returned"):
         source.set_state(state)
 
 

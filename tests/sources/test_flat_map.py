@@ -167,7 +167,8 @@ def test_a_state_of_another_flat_map_is_refused():
         FlatMapSource(parent(), copies, max_outputs=3).set_state(state)
     with pytest.raises(StateError, match="fn_name="):
         FlatMapSource(parent(), lambda r: copies(r), max_outputs=2).set_state(state)
-    with pytest.raises(StateError, match=r"'cursor' must be \[parent position, output offset\]"):
+    with pytest.raises(StateError, match=r"'cursor' must be a list of 2 ints >= 0 "
+                       r"\(parent position, output offset\), got \[1\]"):
         FlatMapSource(parent(), copies, max_outputs=2).set_state({**state, "cursor": [1]})
 
 

@@ -213,11 +213,11 @@ def test_config_and_state_are_checked(bad_parquet):
         HFStreamingConfig(name="x", max_skipped=3)
     src = source(bad_parquet, on_error="skip")
     with pytest.raises(StateError, match=re.escape(
-        "HFStreamingSource state says 3 records were skipped before position 2; the state "
-        "was tampered with."
+        "HFStreamingSource state 'skipped' must be an int in [0, 2] (records skipped as bad "
+        "before position 2), got 3; pass the dict HFStreamingSource.get_state() returned."
     )):
         src.set_state({"current_index": 2, "current_epoch": 0, "skipped": 3})
-    with pytest.raises(StateError, match="'skipped' must be a non-negative int, got -1"):
+    with pytest.raises(StateError, match=r"'skipped' must be an int in \[0, 2\] .*, got -1;"):
         src.set_state({"current_index": 2, "current_epoch": 0, "skipped": -1})
 
 

@@ -277,7 +277,7 @@ def test_skip_budget_exceeded_raises():
 def test_policy_and_argument_validation():
     with pytest.raises(ConfigError, match="on_error must be one of"):
         ErrorPolicy("ignore")
-    with pytest.raises(ConfigError, match="max_skipped must be None or an int"):
+    with pytest.raises(ConfigError, match="max_skipped must be an int >= 0 or None"):
         ErrorPolicy("skip", max_skipped=-1)
     with pytest.raises(ConfigError, match=r"max_skipped_fraction must be None or a number in \[0, 1\]"):
         ErrorPolicy("skip", max_skipped_fraction=1.5)

@@ -87,9 +87,9 @@ def test_config_error_fields_default_and_validate():
         (dict(on_error="ignore"), "on_error must be one of ['raise', 'skip'], got 'ignore'."),
         (dict(max_skipped=3), "max_skipped / max_skipped_fraction only apply with "
          "on_error='skip'; set on_error='skip' or leave them None."),
-        (dict(on_error="skip", max_skipped=-1), "max_skipped must be None or an int >= 0, got -1."),
+        (dict(on_error="skip", max_skipped=-1), "max_skipped must be an int >= 0 or None, got -1."),
         (dict(on_error="skip", max_skipped=True),
-         "max_skipped must be None or an int >= 0, got True."),
+         "max_skipped must be an int >= 0 or None, got True."),
         (dict(on_error="skip", max_skipped_fraction=1.5),
          "max_skipped_fraction must be None or a number in [0, 1], got 1.5."),
     ]:
@@ -223,10 +223,11 @@ def test_state_skipped_checked(data_dir):
         source.set_state({"current_index": 1, "current_epoch": 0, "skipped": 2})
     assert err.value.field == "skipped"
     assert str(err.value) == (
-        "TFDSStreamingSource state says 2 records were skipped before position 1; the "
-        "state was tampered with."
+        "TFDSStreamingSource state 'skipped' must be an int in [0, 1] (records skipped as "
+        "bad before position 1), got 2; pass the dict TFDSStreamingSource.get_state() "
+        "returned."
     )
-    with pytest.raises(StateError, match="'skipped' must be a non-negative int, got -1"):
+    with pytest.raises(StateError, match=r"'skipped' must be an int in \[0, 1\] .*, got -1;"):
         source.set_state({"current_index": 1, "current_epoch": 0, "skipped": -1})
 
 

@@ -124,7 +124,7 @@ def test_skip_budgets_and_mixture_lengths_take_numpy_numbers():
     assert (config.max_skipped, type(config.max_skipped)) == (2, int)
     assert type(config.max_skipped_fraction) is float
     assert config.error_policy().budget(10) == 2
-    with pytest.raises(ConfigError, match="max_skipped must be None or an int >= 0, got np.float"):
+    with pytest.raises(ConfigError, match="max_skipped must be an int >= 0 or None, got np.float"):
         ArrayRecordSourceConfig(on_error="skip", max_skipped=np.float64(2))
     from datarax.sources import MixSource, MixSourceConfig
 

@@ -311,8 +311,8 @@ def test_set_state_refuses_foreign_states() -> None:
     with pytest.raises(StateError) as err:
         fresh.set_state(short)
     assert str(err.value) == (
-        f"PackedTextSource state says {state['next_document']} documents of pass 0 were "
-        "read, but the documents end after 1; the state comes from other documents."
+        f"PackedTextSource: the restored position says {state['next_document']} documents of "
+        "pass 0 were read, but the pass ends after 1; the state comes from other documents."
     )
 
 
@@ -389,7 +389,7 @@ def test_a_position_past_the_pass_is_refused() -> None:
         _source().set_state({"current_epoch": 0, "current_index": rows + 5})
     assert str(err.value) == (
         f"PackedTextSource: the restored position says {rows + 5} rows of pass 0 were "
-        f"handed out, but the pass packs only {rows} rows; the state comes from other "
+        f"handed out, but the pass ends after {rows}; the state comes from other "
         "documents or settings."
     )
 

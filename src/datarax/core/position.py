@@ -71,6 +71,109 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
     )
 
 
+_MISSING = object()
+
+
+def saved_count(
+    state: Mapping[str, Any],
+    name: str,
+    where: str,
+    *,
+    allow_none: bool = False,
+    at_most: int | None = None,
+    meaning: str = "",
+    default: Any = _MISSING,
+) -> Any:
+    """``state[name]``, a count ``get_state()`` saved, as an int: one that is missing
+    (without a ``default``) or not an int >= 0 (a NumPy integer is the same int; None
+    where ``allow_none``; at most ``at_most``) is refused, naming it, what it counts
+    (``meaning``) and the state's owner ``where``.
+
+    Example:
+        >>> saved_count({"index": np.int64(3)}, "index", "MySampler")
+        3
+        >>> saved_count({"index": -1}, "index", "MySampler")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.StateError: MySampler state 'index' must be an int >= 0, got -1; pass the dict MySampler.get_state() returned.
+    """
+    value = state.get(name, default)
+    if (value is None and allow_none) or (
+        not isinstance(value, bool) and isinstance(value, (int, np.integer))
+        and 0 <= value <= (value if at_most is None else at_most)
+    ):
+        return None if value is None else int(value)
+    if value is _MISSING:
+        raise missing_key(state, name, where)
+    bounds = "an int >= 0" if at_most is None else f"an int in [0, {at_most}]"
+    raise StateError(
+        f"{where} state '{name}' must be {bounds}{' or None' if allow_none else ''}"
+        f"{f' ({meaning})' if meaning else ''}, got {value!r}; pass the dict "
+        f"{where}.get_state() returned.",
+        field=name,
+    )
+
+
+def missing_key(state: Mapping[str, Any], name: str, where: str) -> StateError:
+    """The error for a state of ``where`` without the key ``name``."""
+    return StateError(
+        f"{where} state is missing '{name}'; pass the dict {where}.get_state() returned "
+        f"(got keys {sorted(state)}).",
+        field=name,
+    )
+
+
+def saved_counts(
+    value: Any, name: str, where: str, size: int, meaning: str,
+    total: tuple[str, int] | None = None,
+) -> list[int]:
+    """``value``, the list of ``size`` counts a state saved under ``name`` (``meaning``:
+    what they count; ``total``: the state's key and value they add up to), as ints;
+    anything else is refused naming them and the state's owner ``where``.
+
+    Example:
+        >>> saved_counts((2, np.int64(0)), "cursor", "MySource", 2, "position, offset")
+        [2, 0]
+    """
+    if isinstance(value, (list, tuple)) and len(value) == size and all(
+        not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= 0 for v in value
+    ) and (total is None or sum(value) == total[1]):
+        return [int(v) for v in value]
+    adding = "" if total is None else f", adding up to '{total[0]}' ({total[1]})"
+    raise StateError(
+        f"{where} state '{name}' must be a list of {size} ints >= 0 ({meaning}{adding}), "
+        f"got {value!r}; pass the dict {where}.get_state() returned.",
+        field=name,
+    )
+
+
+def past_the_end(
+    owner: str,
+    epoch: int,
+    index: int,
+    made_by: str = "another source",
+    *,
+    unit: str = "records",
+    done: str = "handed out",
+    holds: int | None = None,
+    field: str = "current_index",
+) -> StateError:
+    """The error for a restored position of ``index`` ``unit`` ``done`` in pass ``epoch``
+    that the pass, read again up to there, ends before (after ``holds`` of them, where
+    that is known); the state comes from ``made_by``.
+
+    Example:
+        >>> print(past_the_end("MySource", 0, 9))
+        MySource: the restored position says 9 records of pass 0 were handed out, but the pass ends before that; the state comes from another source.
+    """
+    ends = "before that" if holds is None else f"after {holds}"
+    return StateError(
+        f"{owner}: the restored position says {index} {unit} of pass {epoch} were {done}, "
+        f"but the pass ends {ends}; the state comes from {made_by}.",
+        field=field,
+    )
+
+
 # A settings digest: each ``name=value`` adds its CRC-32 to one of SLOTS slots in each of
 # HASHES rows (a row's slot comes from the name), so a digest that differs names the
 # settings whose slot differs in every row. Small on purpose: it is nnx state.
@@ -260,24 +363,6 @@ class SourcePosition(nnx.Module):
             saved = state["settings"]
             current = without_later(saved, settings) if isinstance(saved, dict) else settings
             check_settings(saved, dict(current), where)
-        for key in ("current_index", "current_epoch"):
-            if key not in state:
-                raise StateError(
-                    f"{where} state is missing '{key}'; pass the dict that get_state() "
-                    f"returned (got keys {sorted(state)}).",
-                    field=key,
-                )
-            value = state[key]
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise StateError(
-                    f"{where} state '{key}' must be a non-negative int, got {value!r}; "
-                    "the state was tampered with or comes from elsewhere.",
-                    field=key,
-                )
-        if length is not None and state["current_index"] > length:
-            raise StateError(
-                f"{where} state current_index={state['current_index']} is past the end of "
-                f"the source ({length} records); the state comes from a different dataset.",
-                field="current_index",
-            )
-        return int(state["current_epoch"]), int(state["current_index"])
+        passed = "" if length is None else f"records handed out of a pass of {length}"
+        index = saved_count(state, "current_index", where, at_most=length, meaning=passed)
+        return saved_count(state, "current_epoch", where), index

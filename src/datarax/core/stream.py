@@ -51,6 +51,7 @@ from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
+from datarax.core.position import past_the_end
 from datarax.core.spec import flatten_fields
 from datarax.typing import Batch
 
@@ -175,12 +176,8 @@ class StreamPass(HostState):
         while self.to_skip > 0:
             skipped = self._get(source, min(self.to_skip, max(batch_size, 256)))
             if skipped is None:
-                raise StateError(
-                    f"{type(source).__name__}: the restored position says {source.index} "
-                    f"records of pass {source.epoch} were handed out, but the stream ended "
-                    "before reaching them; the state comes from a different stream.",
-                    field="current_index",
-                )
+                raise past_the_end(type(source).__name__, source.epoch, source.index,
+                                   "a different stream")
             read = batch_length(skipped)
             if read > self.to_skip:  # the stream ignored the size: keep the rest
                 raise StateError(

@@ -57,10 +57,11 @@ from datarax.core.batch import gather_rows
 from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError
+from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, reading_of
 from datarax.core.spec import checked_spec
-from datarax.host.counts import python_ints
+from datarax.host.counts import check_count, python_ints
 from datarax.mixing.checks import check_children
 from datarax.mixing.child_reads import ChildReads, interleave
 from datarax.mixing.sampling import sampled_records
@@ -105,10 +106,9 @@ class MixSourceConfig(StructuralConfig):
             raise ConfigError(f"MixSource mixes 2 or more sources, got {len(self.names)}.")
         if len(set(self.names)) != len(self.names):
             raise ConfigError(f"MixSource source names must be distinct, got {list(self.names)}.")
-        n = python_ints(self.records_per_epoch)  # a NumPy integer kept as the same int
-        object.__setattr__(self, "records_per_epoch", n)
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigError(f"MixSource records_per_epoch must be an int >= 1 or None, got {n!r}.")
+        if self.records_per_epoch is not None:  # a NumPy integer kept as the same int
+            object.__setattr__(self, "records_per_epoch", check_count(
+                self.records_per_epoch, "MixSource records_per_epoch", 1, " or None"))
 
 
 class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
@@ -380,18 +380,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
             if not by_pass:
                 continue
             value = saved.get(self.names[i]) if isinstance(saved, dict) else None
-            if (
-                not isinstance(value, (list, tuple))
-                or len(value) != 2
-                or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value)
-            ):
-                raise StateError(
-                    f"MixSource state 'stream_passes' needs [pass epoch, first draw] for "
-                    f"source '{self.names[i]}', got {value!r}; pass the dict get_state() "
-                    "returned.",
-                    field="stream_passes",
-                )
-            updated[i] = value
+            updated[i] = saved_counts(value, "stream_passes", "MixSource", 2,
+                                      f"pass epoch, first draw of source '{self.names[i]}'")
         self.stream_passes.set_value(updated)
         self.__reads.forget_streams()
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
+from datarax.core.position import saved_count
 from datarax.host.counts import python_ints
 from datarax.typing import Batch
 
@@ -40,21 +41,6 @@ def check_count(value: Any, what: str, allow_none: bool = False) -> Any:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"Pipeline.{what} takes an int >= 0, got {value!r}.")
     return value
-
-
-def saved_count(state: dict[str, Any], name: str, where: str, allow_none: bool = False) -> Any:
-    """``state[name]``, a count saved by ``get_state()`` (an int >= 0, or None when
-    ``allow_none``); anything else is refused naming it."""
-    value = state[name]
-    if (value is None and allow_none) or (
-        not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 0
-    ):
-        return None if value is None else int(value)
-    raise StateError(
-        f"{where}.set_state: '{name}' must be an int >= 0{' or None' if allow_none else ''}, "
-        f"got {value!r}; pass the dict {where}.get_state() returned.",
-        field=name,
-    )
 
 
 def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:

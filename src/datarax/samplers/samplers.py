@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from datarax.core.config import check_count
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError
+from datarax.core.position import refuse_pipeline_state, saved_count
 from datarax.samplers.index_shuffle import index_shuffle_np
 
 
@@ -68,23 +69,11 @@ class Sampler:
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue after the last item the saved sampler handed out."""
         name = type(self).__name__
-        if not isinstance(state, dict):
-            raise StateError(f"{name}.set_state expects the dict get_state() returned, got {type(state).__name__}.")
-        for key in ("epoch", "index"):
-            value = state.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise StateError(
-                    f"{name} state '{key}' must be an int >= 0, got {value!r}; pass the dict "
-                    "get_state() returned.",
-                    field=key,
-                )
-        if state["index"] > len(self):
-            raise StateError(
-                f"{name} state index={state['index']} is past the end of an epoch "
-                f"({len(self)} items); the state comes from another sampler.",
-                field="index",
-            )
-        self.epoch, self.index = state["epoch"], state["index"]
+        refuse_pipeline_state(state, name)
+        epoch = saved_count(state, "epoch", name)
+        index = saved_count(state, "index", name, at_most=len(self),
+                            meaning=f"items handed out of an epoch of {len(self)} items")
+        self.epoch, self.index = epoch, index
 
 
 class SequentialSampler(Sampler):

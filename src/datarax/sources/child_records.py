@@ -42,13 +42,13 @@ import numpy as np
 
 from datarax.core.batch import take_records
 from datarax.core.data_source import DataSourceModule, length_or_none
-from datarax.core.errors import SourceContractError, StateError
+from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, skips_in_position
 from datarax.core.share import Share
 from datarax.typing import Batch
 
-__all__ = ["CHUNK", "ChildRecords", "past_the_end", "rows_of", "share_of"]
+__all__ = ["CHUNK", "ChildRecords", "rows_of", "share_of"]
 
 CHUNK = 64  # records read from a child at once (an indexed child: one gather shape)
 
@@ -153,13 +153,3 @@ def share_of(batch: Batch, stable: np.ndarray, share: Share) -> tuple[Batch, np.
     if not len(rows):
         return None
     return take_records(batch, rows), stable[rows]
-
-
-def past_the_end(owner: str, epoch: int, index: int, made_by: str = "another source") -> StateError:
-    """The error for a position of ``index`` records handed out of pass ``epoch`` that the
-    pass, read again up to there, ends before."""
-    return StateError(
-        f"{owner}: the position says {index} records of pass {epoch} were handed out, but "
-        f"the pass ends before that; the state comes from {made_by}.",
-        field="current_index",
-    )

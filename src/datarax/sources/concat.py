@@ -54,6 +54,7 @@ from datarax.core.data_source import (
 )
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
+from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, read_at, reading_of
 from datarax.core.spec import check_same_fields, checked_spec
 from datarax.core.stream import StreamPass
@@ -451,19 +452,8 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         """The state's ``skipped_by_part``, checked against its ``skipped``."""
         skipped = state["skipped"]
         by_part = state.get("skipped_by_part", [skipped] + [0] * (len(self.parts) - 1))
-        if (
-            not isinstance(by_part, list)
-            or len(by_part) != len(self.parts)
-            or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in by_part)
-            or sum(by_part) != skipped
-        ):
-            raise StateError(
-                f"ConcatSource state 'skipped_by_part' must list {len(self.parts)} "
-                f"non-negative ints (one a part) adding up to 'skipped' ({skipped}), got "
-                f"{by_part!r}; pass the dict get_state() returned.",
-                field="skipped_by_part",
-            )
-        return by_part
+        return saved_counts(by_part, "skipped_by_part", "ConcatSource", len(self.parts),
+                            "records each part skipped", total=("skipped", skipped))
 
     def _check_numbering(self, state: Any) -> None:
         """Refuse a state saved under stable index version 1 where this concatenation

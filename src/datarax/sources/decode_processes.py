@@ -59,6 +59,7 @@ import numpy as np
 # (importing them cost each worker ~1.7 s of CPU at its start)
 from datarax.errors import ConfigError, DataraxError
 from datarax.host.arrays import fresh_aligned, seal
+from datarax.host.counts import check_count
 from datarax.host.dtypes import follow_x64, x64_enabled
 from datarax.host.threads import drop_pool
 
@@ -154,9 +155,7 @@ class DecodeProcesses:
     errors name the source ``name``."""
 
     def __init__(self, count: int, name: str) -> None:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ConfigError(f"{name} decode_processes must be an int >= 1, got {count!r}.")
-        self.count = count
+        self.count = check_count(count, f"{name} decode_processes", 1)
         self.name = name
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None

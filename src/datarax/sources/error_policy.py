@@ -11,6 +11,7 @@ import dataclasses
 import math
 
 from datarax.errors import ConfigError
+from datarax.host.counts import check_count
 
 __all__ = ["ON_ERROR_CHOICES", "ErrorPolicy"]
 
@@ -41,8 +42,8 @@ class ErrorPolicy:
                 f"on_error must be one of {list(ON_ERROR_CHOICES)}, got {self.on_error!r}."
             )
         m = self.max_skipped
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 0):
-            raise ConfigError(f"max_skipped must be None or an int >= 0, got {m!r}.")
+        if m is not None:
+            check_count(m, "max_skipped", 0, " or None")
         f = self.max_skipped_fraction
         if f is not None and (
             isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0

@@ -56,9 +56,10 @@ from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind, skipping_setting
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
+from datarax.core.position import past_the_end, saved_count, saved_counts
 from datarax.core.stage_digest import describe, digest
 from datarax.core.reading import compiled, read_at, reading_of
-from datarax.sources.child_records import CHUNK, past_the_end
+from datarax.sources.child_records import CHUNK
 from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
 from datarax.typing import Batch
 
@@ -287,12 +288,9 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         elif offset and self.__skipping:  # outputs from there on, over records
             for _ in range(offset):
                 if self._next_output() is None:
-                    raise StateError(
-                        f"FlatMapSource state cursor says {offset} outputs from parent "
-                        f"position {parent_pos} of pass {epoch} were passed, but the pass "
-                        "ends before that; the state comes from another source or fn.",
-                        field="cursor",
-                    )
+                    raise past_the_end("FlatMapSource", epoch, offset, "another source or fn",
+                                       unit=f"outputs from parent position {parent_pos}",
+                                       done="passed", field="cursor")
         elif offset:
             self._load_outputs()
             if offset > len(reading.outputs):
@@ -463,24 +461,11 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         cursor = state.get("cursor")
         if cursor is None:
             return  # a bare position: reached by reading the pass
-        if (
-            not isinstance(cursor, (list, tuple))
-            or len(cursor) != 2
-            or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in cursor)
-        ):
-            raise StateError(
-                f"FlatMapSource state 'cursor' must be [parent position, output offset], "
-                f"got {cursor!r}; pass the dict get_state() returned.",
-                field="cursor",
-            )
-        skips = state.get("parent_skipped", 0)
-        if isinstance(skips, bool) or not isinstance(skips, (int, np.integer)) or not 0 <= skips <= cursor[0]:
-            raise StateError(
-                f"FlatMapSource state 'parent_skipped' must be an int in [0, {cursor[0]}] "
-                f"(records the parent skipped before position {cursor[0]}), got {skips!r}; "
-                "pass the dict get_state() returned.",
-                field="parent_skipped",
-            )
+        cursor = saved_counts(cursor, "cursor", "FlatMapSource", 2,
+                              "parent position, output offset")
+        skips = saved_count(state, "parent_skipped", "FlatMapSource", default=0,
+                            at_most=cursor[0],
+                            meaning=f"records the parent skipped before position {cursor[0]}")
         counts = state.get("parent_skips")  # absent (an earlier version's): the total only
         if counts is not None and not (
             self.__counts_skips and isinstance(counts, dict) and counts.get("skipped") == skips

@@ -53,8 +53,9 @@ from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
+from datarax.core.position import past_the_end
 from datarax.core.spec import check_same_fields, checked_spec
-from datarax.sources.child_records import ChildRecords, past_the_end, share_of
+from datarax.sources.child_records import ChildRecords, share_of
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]

@@ -26,6 +26,7 @@ from datarax.core.config import StructuralConfig, check_bool, check_int, check_s
 from datarax.core.dtypes import text_kind
 from datarax.core.errors import StateError
 from datarax.core.indexed import IndexedSource
+from datarax.core.position import saved_count
 from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
@@ -185,16 +186,11 @@ class MemorySource(IndexedSource):
         """Continue from a :meth:`get_state` dict; one saved with another number of
         records (``records``) is refused."""
         if isinstance(state, dict) and "records" in state:
-            saved = state["records"]
             where = type(self).__name__
-            if isinstance(saved, bool) or not isinstance(saved, (int, np.integer)):
+            saved = saved_count(state, "records", where, meaning="the records shuffled")
+            if saved != len(self):
                 raise StateError(
-                    f"{where} state 'records' must be an int, got {saved!r}; pass the dict "
-                    "get_state() returned.", field="records",
-                )
-            if int(saved) != len(self):
-                raise StateError(
-                    f"{where} state was saved with records={int(saved)} but this source "
+                    f"{where} state was saved with records={saved} but this source "
                     f"holds {len(self)} records; its shuffled order is a permutation of its "
                     "records, so the position would serve some records twice and others "
                     "never. Restore it into a source of the same records.",

@@ -47,7 +47,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches
-from datarax.core.config import StructuralConfig
+from datarax.core.config import StructuralConfig, check_count
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
@@ -282,8 +282,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         batches: the records after those it handed out (its read-ahead ends); the
         pipeline goes on after them.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}.")
+        batch_size = check_count(batch_size, "batch_size", 1)
         self._check_open()
         reader = self.host_reader
         epoch, index = self.epoch, self.index

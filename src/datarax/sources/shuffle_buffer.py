@@ -47,10 +47,10 @@ from datarax.core.children import ChildSources, check_child, child_settings
 from datarax.core.config import StructuralConfig, check_int, check_seed
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.module import HostState
+from datarax.core.position import past_the_end
 from datarax.core.spec import checked_spec
 from datarax.samplers.shard_window import permute, window_seed
-from datarax.sources.child_records import (
-    CHUNK, ChildRecords, past_the_end, rows_of, share_of)
+from datarax.sources.child_records import CHUNK, ChildRecords, rows_of, share_of
 from datarax.typing import Batch
 
 __all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]

@@ -49,9 +49,8 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.core.errors import RecordError, StateError
-from datarax.core.position import refuse_pipeline_state
-from datarax.host.counts import python_ints
+from datarax.core.errors import RecordError
+from datarax.core.position import saved_count
 from datarax.host.dtypes import NarrowingError
 from datarax.sources.decoded_records import describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
@@ -66,7 +65,6 @@ __all__ = [
     "SkipLedger",
     "SkipCounts",
     "bad_record_error",
-    "check_skip_state",
     "record_place",
 ]
 
@@ -247,39 +245,6 @@ class SkipLedger:
         )
 
 
-def check_skip_state(
-    position: Any,
-    state: Any,
-    *,
-    where: str,
-    length: int | None = None,
-    settings: dict[str, Any] | None = None,
-) -> tuple[int, int, int]:
-    """``(epoch, index, skipped)`` of a skipping source's saved ``state``, checked.
-
-    ``position`` is the source's :class:`~datarax.core.position.SourcePosition` (it
-    checks epoch and index); ``"skipped"`` (absent: 0) must be an int in
-    ``[0, index]`` — a source cannot have skipped more records than it passed;
-    ``settings`` as in ``check_state``.
-    """
-    refuse_pipeline_state(state, where)
-    skipped = state.get("skipped", 0)
-    skipped = python_ints(skipped)  # as the position's keys: the same Python int
-    if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped < 0:
-        raise StateError(
-            f"{where} state 'skipped' must be a non-negative int, got {skipped!r}.",
-            field="skipped",
-        )
-    epoch, index = position.check_state(state, length=length, where=where, settings=settings)
-    if skipped > index:
-        raise StateError(
-            f"{where} state says {skipped} records were skipped before position "
-            f"{index}; the state was tampered with.",
-            field="skipped",
-        )
-    return epoch, index, skipped
-
-
 class SkipCounts:
     """Mixin of a source that skips bad records: ``skipped``, the records of the current
     epoch skipped before the position (an ``nnx.Variable``: the ``"skipped"`` of the
@@ -330,12 +295,17 @@ class SkipCounts:
     def _checked_skips(
         self, state: Any, *, where: str, length: int | None = None
     ) -> tuple[int, int, int]:
-        """``(epoch, index, skipped)`` of a saved ``state``, checked
-        (:func:`check_skip_state`) against this source's position and settings."""
-        return check_skip_state(
-            self.datarax_position, state, where=where, length=length,  # type: ignore[attr-defined]
+        """``(epoch, index, skipped)`` of a saved ``state``, checked against this source's
+        position (epoch and index) and settings (as ``check_state``); ``"skipped"``
+        (absent: 0) must be an int in ``[0, index]``: a source cannot have skipped more
+        records than it passed."""
+        epoch, index = self.datarax_position.check_state(  # type: ignore[attr-defined]
+            state, length=length, where=where,
             settings=self.order_settings(),  # type: ignore[attr-defined]
         )
+        skipped = saved_count(state, "skipped", where, default=0, at_most=index,
+                              meaning=f"records skipped as bad before position {index}")
+        return epoch, index, skipped
 
     def _resume(self, epoch: int, index: int, skipped: int) -> None:
         """Stand at ``index`` of pass ``epoch`` with ``skipped`` records skipped before."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from datarax.core.children import close_each
 from datarax.core.errors import ConfigError
-from datarax.host.counts import python_ints
+from datarax.host.counts import check_count
 from datarax.text.documents import as_reader, close_reader, reader_settings
 
 BLOCK = 1 << 16
@@ -72,18 +72,9 @@ class MixedDocuments:
                 )
         if sum(weights.values()) <= 0:
             raise ConfigError("MixedDocuments weights must not all be 0.")
-        documents_per_epoch, seed = python_ints((documents_per_epoch, seed))
-        if (
-            isinstance(documents_per_epoch, bool)
-            or not isinstance(documents_per_epoch, int)
-            or documents_per_epoch < 1
-        ):
-            raise ConfigError(
-                "MixedDocuments documents_per_epoch must be an int >= 1, got "
-                f"{documents_per_epoch!r}."
-            )
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ConfigError(f"MixedDocuments seed must be an int >= 0, got {seed!r}.")
+        documents_per_epoch = check_count(
+            documents_per_epoch, "MixedDocuments documents_per_epoch", 1)
+        seed = check_count(seed, "MixedDocuments seed", 0)
         self.names = list(corpora)
         self.readers = [as_reader(corpora[n]) for n in self.names]
         w = np.array([float(weights[n]) for n in self.names])

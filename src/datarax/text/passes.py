@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import RecordError, StateError
+from datarax.core.position import past_the_end
 from datarax.sources.read_ahead import ReadBatch, Sessions
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 from datarax.text.documents import BadDocument
@@ -130,12 +131,8 @@ class TextPass:
             self._fill(min(left, 1024))
             dropped = self.packer.drop(left)
             if dropped == 0:
-                raise StateError(
-                    f"PackedTextSource: the restored position says {rows} rows of pass "
-                    f"{self._epoch} were handed out, but the pass packs only "
-                    f"{rows - left} rows; the state comes from other documents or settings.",
-                    field="current_index",
-                )
+                raise past_the_end("PackedTextSource", self._epoch, rows,
+                                   "other documents or settings", unit="rows", holds=rows - left)
             left -= dropped
 
     # ------------------------------------------------------------ read ahead
@@ -427,12 +424,9 @@ class TextPass:
         for index in range(start, next_document):
             raw = next(it, _END)
             if raw is _END:
-                raise StateError(
-                    f"{where} state says {next_document} documents of pass {epoch} were "
-                    f"read, but the documents end after {index}; the state comes from "
-                    "other documents.",
-                    field="next_document",
-                )
+                raise past_the_end(where, epoch, next_document, "other documents",
+                                   unit="documents", done="read", holds=index,
+                                   field="next_document")
             if index in wanted:
                 text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
                 if not isinstance(text, str):

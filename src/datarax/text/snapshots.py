@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from datarax.core.errors import StateError
+from datarax.core.position import missing_key, saved_count, saved_counts
 from datarax.text.packing import Packer
 
 __all__ = ["SNAPSHOT_KEYS", "check_snapshot"]
@@ -28,27 +29,17 @@ def check_snapshot(state: dict[str, Any], corpora: int, shard: int, count: int) 
         >>> check_snapshot({"next_document": -1, "packer": {}}, 0, 0, 1)
         Traceback (most recent call last):
         ...
-        datarax.core.errors.StateError: PackedTextSource state 'next_document' must be an int >= 0, got -1.
+        datarax.core.errors.StateError: PackedTextSource state 'next_document' must be an int >= 0, got -1; pass the dict PackedTextSource.get_state() returned.
     """
     where = "PackedTextSource"
-    for key in ("next_document", "skipped", "documents"):
-        value = state.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise StateError(
-                f"{where} state '{key}' must be an int >= 0, got {value!r}.", field=key
-            )
-    corpus_documents = state.get("corpus_documents")
-    if corpus_documents is not None and not (
-        isinstance(corpus_documents, list)
-        and len(corpus_documents) == corpora
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                for n in corpus_documents)
-    ):
-        raise StateError(
-            f"{where} state 'corpus_documents' must be a list of {corpora} ints >= 0 "
-            f"(documents packed per corpus of the mixture), got {corpus_documents!r}.",
-            field="corpus_documents",
-        )
+    for key in ("next_document", "skipped"):
+        saved_count(state, key, where)
+    saved_count(state, "documents", where, default=0)
+    if "packer" not in state:
+        raise missing_key(state, "packer", where)
+    if state.get("corpus_documents") is not None:
+        saved_counts(state["corpus_documents"], "corpus_documents", where, corpora,
+                     "documents packed per corpus of the mixture")
     packer_state = state["packer"]
     try:
         needed = Packer.documents_in(packer_state)

@@ -34,7 +34,7 @@ from datarax.core.config import (
     config_settings,
 )
 from datarax.core.data_source import check_contract
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError
 from datarax.core.stream import StreamSource
 from datarax.host.counts import python_ints
 from datarax.sources.read_ahead import SessionCursor
@@ -285,14 +285,7 @@ class PackedTextSource(StreamSource):
         )
         extra = {k: python_ints(state[k]) for k in SNAPSHOT_KEYS if k in state}
         if extra:
-            for key in ("next_document", "skipped", "packer"):
-                if key not in extra:
-                    raise StateError(
-                        f"{where} state is missing '{key}'; pass the dict get_state() "
-                        f"returned (keys: {sorted(state)}).",
-                        field=key,
-                    )
-            self._text.check_snapshot(extra)
+            self._text.check_snapshot({**state, **extra})
         with self._text.sessions.lock:
             self._text.direct()
             self._text.snapshot = (epoch, index, extra) if extra else None

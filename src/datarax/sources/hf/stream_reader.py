@@ -13,7 +13,8 @@ import numpy as np
 
 from datarax.core.data_source import DataSourceModule
 from datarax.core.dtypes import Records, record_number
-from datarax.core.errors import DataraxError, RecordError, StateError
+from datarax.core.errors import DataraxError, RecordError
+from datarax.core.position import past_the_end
 from datarax.core.spec import describe_field, field_spec
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
@@ -108,12 +109,8 @@ class StreamReader:
         while skip > 0:
             got = self._next_table()
             if got is None:
-                raise StateError(
-                    f"HFStreamingSource: the restored state says {skip} more records were "
-                    f"handed out in epoch {epoch} than the stream holds; the state comes "
-                    "from a different dataset or split.",
-                    field="current_index",
-                )
+                raise past_the_end("HFStreamingSource", epoch, self.position,
+                                   "a different dataset or split")
             table, positions, ordinals = got
             if len(positions) <= skip:
                 skip -= len(positions)
