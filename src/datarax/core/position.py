@@ -98,13 +98,13 @@ def saved_count(
         datarax.core.errors.StateError: MySampler state 'index' must be an int >= 0, got -1; pass the dict MySampler.get_state() returned.
     """
     value = state.get(name, default)
-    if (value is None and allow_none) or (
-        not isinstance(value, bool) and isinstance(value, (int, np.integer))
-        and 0 <= value <= (value if at_most is None else at_most)
-    ):
-        return None if value is None else int(value)
     if value is _MISSING:
         raise missing_key(state, name, where)
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 0 and (
+            at_most is None or value <= at_most):
+        return int(value)
     bounds = "an int >= 0" if at_most is None else f"an int in [0, {at_most}]"
     raise StateError(
         f"{where} state '{name}' must be {bounds}{' or None' if allow_none else ''}"

@@ -25,6 +25,7 @@ import functools
 
 import numpy as np
 
+from datarax.host.counts import check_count
 from datarax.samplers.index_shuffle import index_shuffle_np, small_permutation, uses_small_table
 
 __all__ = ["ShardWindows", "permute", "shard_windows", "window_seed"]
@@ -74,8 +75,7 @@ class ShardWindows:
     seed: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ValueError(f"window must be an int >= 1 (shards per window), got {self.window!r}.")
+        check_count(self.window, "window", 1, " (shards per window)")
         if any(int(c) < 0 for c in self.counts):
             raise ValueError(f"shard record counts must be >= 0, got {list(self.counts)!r}.")
 

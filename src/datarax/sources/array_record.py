@@ -25,7 +25,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
 from datarax.core.errors import ConfigError, RecordError
-from datarax.core.position import refuse_pipeline_state
+from datarax.core.position import refuse_pipeline_state, saved_count
 from datarax.dataset.metadata import DatasetInfo, find_dataset
 from datarax.dataset.reading import DatasetDecoder, dataset_files, remote_dataset
 from datarax.sources.array_record_remote import (
@@ -461,15 +461,11 @@ class ArrayRecordSourceModule(RandomAccessSource):
         where = type(self).__name__
         refuse_pipeline_state(state, where)  # a pipeline's state: named, not a shuffle mismatch
         state = older_block_setting(state)
-        if isinstance(state, dict):  # (anything else: the position's own check names it)
-            if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
-                epoch = state.get("current_epoch", 0)
-                if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) \
-                        or epoch < 0:
-                    epoch = 0  # the position's own check names the bad value
-                check_shuffled(state, self.epoch_order(int(epoch)).describe(),
-                               self.config.shuffle_files, where)
-            check_files(state, self._files_digest, self._files, where)
+        if "shuffled_indices" in state:  # a bare {"current_index", "current_epoch"}: as is
+            epoch = saved_count(state, "current_epoch", where, default=0)
+            check_shuffled(state, self.epoch_order(epoch).describe(),
+                           self.config.shuffle_files, where)
+        check_files(state, self._files_digest, self._files, where)
         super().set_state(state)
 
     def order_settings(self) -> dict[str, Any]:
