@@ -77,7 +77,11 @@ class StructuralConfig(metaclass=_ConfigType):
     """
 
     def __post_init__(self) -> None:
-        """Validate fields. Subclasses call ``super().__post_init__()`` first."""
+        """Validate fields. Subclasses call ``super().__post_init__()`` first; a
+        ``num_epochs`` field (the passes a source's direct iteration makes) is checked
+        here: an int >= 1, or -1 for unbounded."""
+        if hasattr(self, "num_epochs"):
+            check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
     def to_dict(self) -> dict[str, Any]:
         """The config's fields as a plain dict (JSON-able when the fields are)."""

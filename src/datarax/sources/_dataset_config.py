@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.config import StructuralConfig, check_bool, check_seed
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.sources._columns import normalize_keys
 from datarax.sources.source_call import (
@@ -70,7 +70,6 @@ class DatasetConfig(StructuralConfig):
         check_seed(self, "seed")
         check_bool(self, "cast_float64")
         check_bool(self, "track_metadata")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
 def dataset_config_and_name(source: Any, config: Any, extra: tuple[Any, ...], name: str | None,

@@ -113,7 +113,6 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_seed(self, "seed")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "shuffle_files")
         if self.shuffle_window is not None:
             check_int(self, "shuffle_window", minimum=1)

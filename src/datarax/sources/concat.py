@@ -80,7 +80,6 @@ class ConcatSourceConfig(StructuralConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_int(self, "num_parts", minimum=1)
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
 class _Reading(HostState):

@@ -92,7 +92,6 @@ class FlatMapSourceConfig(StructuralConfig):
         super().__post_init__()
         check_int(self, "max_outputs", minimum=1)
         check_bool(self, "cast_float64")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
 class _Reading(HostState):

@@ -83,7 +83,6 @@ class InterleaveSourceConfig(StructuralConfig):
         check_int(self, "num_children", minimum=1)
         check_int(self, "cycle_length", minimum=1)
         check_int(self, "block_length", minimum=1)
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
 class _Cycle(HostState):

@@ -22,7 +22,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import gather_rows
-from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.config import StructuralConfig, check_bool, check_seed
 from datarax.core.dtypes import text_kind
 from datarax.core.errors import StateError
 from datarax.core.indexed import IndexedSource
@@ -79,7 +79,6 @@ class MemorySourceConfig(StructuralConfig):
         check_bool(self, "shuffle")
         check_seed(self, "seed")
         check_bool(self, "track_metadata")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "cast_float64")
 
 

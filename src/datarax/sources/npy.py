@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.core.config import StructuralConfig, check_bool, check_int, check_seed
+from datarax.core.config import StructuralConfig, check_bool, check_seed
 from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
 from datarax.core.errors import ConfigError, RecordError
 from datarax.sources.remote_files import RemoteFiles
@@ -101,7 +101,6 @@ class NpySourceConfig(BadRecordFields, StructuralConfig):
         object.__setattr__(self, "paths", _normalize_paths(self.paths, self.field))
         check_bool(self, "shuffle")
         check_seed(self, "seed")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "cast_float64")
         self.error_policy()
 

@@ -76,7 +76,6 @@ class ShuffleBufferSourceConfig(StructuralConfig):
         super().__post_init__()
         check_int(self, "buffer_size", minimum=1)
         check_seed(self, "seed")
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
 
 
 def window_order(length: int, seed: int, epoch: int, window: int) -> np.ndarray:

@@ -88,7 +88,6 @@ class PackedTextConfig(StructuralConfig):
             raise ConfigError(f"PackedTextConfig.pad_id must fit int32 (the rows are int32), "
                               f"got {self.pad_id}.")
         check_int(self, "tokenize_block", minimum=1)
-        check_int(self, "num_epochs", minimum=1, allowed=(-1,))
         check_bool(self, "with_document_index")
         # a budget computed with NumPy is the same Python int (as in the sources' configs)
         object.__setattr__(self, "max_skipped", python_ints(self.max_skipped))
