@@ -225,8 +225,7 @@ def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: lis
     ``.npy``): one stray ``info.json`` read it as a table, its images left out in silence."""
     if not other:
         return
-    images = sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
-                    for f in files if f.lower().endswith(IMAGE_SUFFIXES))
+    images = _files_of(src, IMAGE_SUFFIXES, listing)
     if not images:
         return
     shown = ", ".join(os.path.relpath(f, src) for f in other[:3]) + (

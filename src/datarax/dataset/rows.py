@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["DataFrameRows", "HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows",
            "as_rows", "check_own_class_names",
-           "files_description", "hf_hints", "list_hint", "list_hint_wanted"]
+           "files_description", "hf_hints", "list_hint", "list_hints"]
 
 
 class Rows:
@@ -194,9 +194,25 @@ def _list_levels(kind: Any) -> tuple[list[int | None], Any]:
     return levels, kind
 
 
-def list_hint_wanted(kind: Any) -> bool:
-    """Whether an Arrow column type is a list, whose shape :func:`list_hint` works out."""
-    return bool(_list_levels(kind)[0])
+def list_hints(schema: Any, arrays: Callable[[str], Iterable[Any]],
+               description: str) -> dict[str, dict[str, Any]]:
+    """:func:`list_hint` of each list-of-numbers column of the Arrow ``schema``, over
+    every value (``arrays(name)``: the column's values in pieces); ``description`` names
+    the rows in the error for a column that cannot be read."""
+    from datarax.dataset.write_outcome import ConversionError
+
+    out: dict[str, dict[str, Any]] = {}
+    for field in schema:
+        if not _list_levels(field.type)[0]:  # not a list
+            continue
+        try:
+            hint = list_hint(field.type, arrays(field.name))
+        except Exception as err:  # noqa: BLE001 - named with the rows
+            raise ConversionError(f"{description}: cannot read the list column "
+                                  f"'{field.name}' ({type(err).__name__}: {err}).") from err
+        if hint is not None:
+            out[field.name] = hint
+    return out
 
 
 def list_hint(kind: Any, arrays: Iterable[Any]) -> dict[str, Any] | None:
@@ -274,12 +290,9 @@ class HFRows(Rows):
                     column = self.dataset.with_format("arrow")[name]
                     hints[name] = {**hint, **image_shape_hint(
                         item for chunk in column.chunks for item in chunk.to_pylist())}
-            for field in self.dataset.features.arrow_schema:
-                if list_hint_wanted(field.type):
-                    column = self.dataset.with_format("arrow")[field.name]
-                    hint = list_hint(field.type, column.chunks)
-                    if hint is not None:
-                        hints[field.name] = {**hints.get(field.name, {}), **hint}
+            for name, hint in list_hints(self.dataset.features.arrow_schema, lambda name: (
+                    self.dataset.with_format("arrow")[name].chunks), self.description).items():
+                hints[name] = {**hints.get(name, {}), **hint}
         return self.schema_hints
 
 

@@ -22,13 +22,7 @@ from datarax.dataset.csv_tables import (
 from datarax.dataset.image_header_columns import binary_values, png_header_columns
 from datarax.dataset.images import ImageSizes, readable_size
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
-from datarax.dataset.rows import (
-    Rows,
-    files_description,
-    hf_hints,
-    list_hint,
-    list_hint_wanted,
-)
+from datarax.dataset.rows import Rows, files_description, hf_hints, list_hints
 from datarax.dataset.shared_tables import SharedTables
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
@@ -415,27 +409,14 @@ class TableRows(Rows):
 
     def _list_hints(self) -> dict[str, dict[str, Any]]:
         """Shape and dtype of each list-of-numbers column, over every row of every file."""
-        schema = (_parquet_schema(self.files[0]) if self.kind == "parquet"
-                  else self._load()[0].schema)
-        out: dict[str, dict[str, Any]] = {}
-        for field in schema:
-            if not list_hint_wanted(field.type):
-                continue
-            if self.kind == "parquet":
-                import pyarrow.parquet as pq
+        if self.kind != "parquet":
+            return list_hints(self._load()[0].schema,
+                              lambda name: (t.column(name) for t in self._load()), self.description)
+        import pyarrow.parquet as pq
 
-                arrays = (batch.column(0) for f in self.files
-                          for batch in pq.ParquetFile(f).iter_batches(columns=[field.name]))
-            else:
-                arrays = (t.column(field.name) for t in self._load())
-            try:
-                hint = list_hint(field.type, arrays)
-            except Exception as err:  # noqa: BLE001 - named with the files
-                raise ConversionError(f"{self.description}: cannot read the list column "
-                                      f"'{field.name}' ({type(err).__name__}: {err}).") from err
-            if hint is not None:
-                out[field.name] = hint
-        return out
+        return list_hints(_parquet_schema(self.files[0]), lambda name: (
+            chunk for f in self.files for chunk in _row_group_columns(pq.ParquetFile(f), name)),
+                          self.description)
 
     def row_name(self, row: int) -> str:
         """``row 7 (b.csv, row 2)``: with several files, the file and its own row."""
