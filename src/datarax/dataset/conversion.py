@@ -43,6 +43,7 @@ from datarax.dataset.rows import (
     Rows,
     SequenceRows,
     as_rows,
+    feature_hints,
     files_description,
 )
 from datarax.dataset.splits import SPLIT_NAMES, file_split, note_split, pick_split, split_files
@@ -166,30 +167,13 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
     asked, names = split, list(builder.info.splits)
     split = pick_split(names, split, name_or_dir)
     description = f"the TFDS dataset {builder.info.full_name} ({split})"
-    hints: dict[str, dict[str, Any]] = {}
-    for key, feature in builder.info.features.items():
-        kind = type(feature).__name__
-        if kind == "ClassLabel":
-            hints[key] = {"class_names": list(feature.names)}
-        elif kind == "Image":
-            hints[key] = {"image": True}
-            if None in tuple(feature.shape)[:2]:  # images of several sizes
-                hints[key]["image_size"] = tuple(feature.shape)[:2]
-        elif kind == "Text":
-            hints[key] = {"encoding": "utf8"}
-        elif isinstance(getattr(feature, "shape", None), tuple) and None in feature.shape:
-            try:  # a dimension that varies (a Sequence, a Tensor of shape (None, ...))
-                dtype = np.dtype(feature.np_dtype).name
-            except (AttributeError, TypeError):
-                continue
-            hints[key] = {"shape": tuple(feature.shape), "dtype": dtype}
     try:
         rows: Rows = SequenceRows(builder.as_data_source(split=split), description)
     except Exception:  # noqa: BLE001 - TFRecord-format data: read it once, in order
         rows = IterableRows(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)),
                             length=builder.info.splits[split].num_examples,
                             description=description)
-    rows.schema_hints = hints
+    rows.schema_hints = feature_hints(builder.info.features)
     return note_split(rows, names, asked, split)
 
 

@@ -28,7 +28,7 @@ from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["DataFrameRows", "HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows",
            "as_rows", "check_own_class_names",
-           "files_description", "hf_hints", "list_hint", "list_hints"]
+           "feature_hints", "files_description", "list_hint", "list_hints"]
 
 
 class Rows:
@@ -164,22 +164,33 @@ def files_description(kind: str, files: Sequence[str]) -> str:
     return f"{kind} files {files[0]}{more}"
 
 
-def hf_hints(features: Any) -> dict[str, dict[str, Any]]:
-    """Encodings and class names from Hugging Face ``Features`` (or their JSON dict)."""
+def feature_hints(features: Any) -> dict[str, dict[str, Any]]:
+    """Encodings, class names, images and dimensions that vary, from Hugging Face
+    ``Features`` (or their JSON dict) or a TFDS ``FeaturesDict``."""
     out: dict[str, dict[str, Any]] = {}
-    items = features.items() if isinstance(features, Mapping) else []
-    for name, feature in items:
-        spec = feature if isinstance(feature, Mapping) else {
-            **getattr(feature, "__dict__", {}), "_type": type(feature).__name__}
-        kind = spec.get("_type")
-        if kind == "ClassLabel" and spec.get("names"):
-            out[name] = {"class_names": list(spec["names"])}
+    for name, feature in features.items() if hasattr(features, "items") else []:
+        mapping = isinstance(feature, Mapping)  # HF's JSON dict; else a feature object
+        kind = feature.get("_type") if mapping else type(feature).__name__
+
+        def get(key: str, feature: Any = feature, mapping: bool = mapping) -> Any:
+            return feature.get(key) if mapping else getattr(feature, key, None)
+
+        if kind == "ClassLabel" and get("names"):
+            out[name] = {"class_names": list(get("names"))}
         elif kind == "Image":
             out[name] = {"image": True}
-        elif kind == "Value" and spec.get("dtype") in ("string", "large_string"):
+            shape = get("shape")
+            if isinstance(shape, tuple) and None in shape[:2]:  # TFDS: images of several sizes
+                out[name]["image_size"] = shape[:2]
+        elif kind == "Text" or kind == "Value" and get("dtype") in ("string", "large_string"):
             out[name] = {"encoding": "utf8"}
-        elif kind == "Value" and spec.get("dtype") == "uint64":  # a Python int infers int64
+        elif kind == "Value" and get("dtype") == "uint64":  # a Python int infers int64
             out[name] = {"shape": (), "dtype": "uint64"}
+        elif isinstance(get("shape"), tuple) and None in get("shape") and get("np_dtype"):
+            try:  # TFDS: a dimension that varies (a Sequence, a Tensor of shape (None, ...))
+                out[name] = {"shape": get("shape"), "dtype": np.dtype(get("np_dtype")).name}
+            except TypeError:  # no NumPy dtype
+                pass
     return out
 
 
@@ -253,10 +264,10 @@ def list_hint(kind: Any, arrays: Iterable[Any]) -> dict[str, Any] | None:
 
 
 def _undecoded_images(dataset: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
-    """A Hugging Face dataset with its image columns left encoded, and its :func:`hf_hints`."""
+    """A Hugging Face dataset with its image columns left encoded, and its :func:`feature_hints`."""
     import datasets
 
-    hints = hf_hints(dataset.features) if dataset.features is not None else {}
+    hints = feature_hints(dataset.features) if dataset.features is not None else {}
     for name, hint in hints.items():
         if hint.get("image"):
             dataset = dataset.cast_column(name, datasets.Image(decode=False))

@@ -22,7 +22,7 @@ from datarax.dataset.csv_tables import (
 from datarax.dataset.image_header_columns import binary_values, png_header_columns
 from datarax.dataset.images import ImageSizes, readable_size
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
-from datarax.dataset.rows import Rows, files_description, hf_hints, list_hints
+from datarax.dataset.rows import Rows, feature_hints, files_description, list_hints
 from datarax.dataset.shared_tables import SharedTables
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
@@ -350,7 +350,7 @@ class TableRows(Rows):
 
     @property
     def schema_hints(self) -> dict[str, dict[str, Any]]:  # type: ignore[override]
-        """What a Parquet file's Hugging Face schema says of its columns (``hf_hints``),
+        """What a Parquet file's Hugging Face schema says of its columns (``feature_hints``),
         and the class names of its category (dictionary) columns."""
         if self.kind != "parquet":
             return {}
@@ -359,7 +359,7 @@ class TableRows(Rows):
         meta = pq.read_schema(self.files[0]).metadata or {}
         raw = meta.get(b"huggingface")
         try:
-            hints = hf_hints(json.loads(raw)["info"]["features"]) if raw else {}
+            hints = feature_hints(json.loads(raw)["info"]["features"]) if raw else {}
         except (KeyError, ValueError):
             hints = {}
         return {**hints, **{name: {"class_names": names}
