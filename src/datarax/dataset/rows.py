@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.categories import frame_categories, frame_records
-from datarax.dataset.images import image_shape_hint
+from datarax.dataset.image_header_columns import image_column_sizes
+from datarax.dataset.images import ImageSizes
 from datarax.errors import ConfigError
 from datarax.host.dtypes import is_text_scalar
 
@@ -299,8 +300,8 @@ class HFRows(Rows):
             for name, hint in list(hints.items()):
                 if hint.get("image"):
                     column = self.dataset.with_format("arrow")[name]
-                    hints[name] = {**hint, **image_shape_hint(
-                        item for chunk in column.chunks for item in chunk.to_pylist())}
+                    hints[name] = {**hint, **ImageSizes.of(
+                        image_column_sizes(chunk, []) for chunk in column.chunks).hint()}
             for name, hint in list_hints(self.dataset.features.arrow_schema, lambda name: (
                     self.dataset.with_format("arrow")[name].chunks), self.description).items():
                 hints[name] = {**hints.get(name, {}), **hint}

@@ -19,8 +19,8 @@ from datarax.dataset.csv_tables import (
     read_csv,
     short_csv_row,
 )
-from datarax.dataset.image_header_columns import binary_values, png_header_columns
-from datarax.dataset.images import ImageSizes, readable_size
+from datarax.dataset.image_header_columns import image_column_sizes
+from datarax.dataset.images import ImageSizes
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
 from datarax.dataset.rows import Rows, feature_hints, files_description, list_hints
 from datarax.dataset.shared_tables import SharedTables
@@ -154,48 +154,6 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
         else:
             return None
     return out
-
-
-def _encoded_images(column: Any) -> list[Any]:
-    """An image column's items as :func:`~datarax.dataset.images.image_shape_hint` takes
-    them: a Hugging Face ``{bytes, path}`` column as each row's bytes, or its path where it
-    holds no bytes (read from the two child columns: no dict made per row)."""
-    import pyarrow as pa
-
-    kind = column.type
-    if column.null_count or not (pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0):
-        return column.to_pylist()  # (a null row's children may hold anything)
-    data = column.field("bytes").to_pylist()
-    if kind.get_field_index("path") < 0:
-        return data
-    paths = column.field("path").to_pylist()
-    return [b or p for b, p in zip(data, paths)]
-
-
-def _image_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
-    """Height, width and whether grey of each image of an image column that opens, in
-    order, as :func:`~datarax.dataset.images.image_shape_hint` reads them: intact plain
-    PNGs all together (:mod:`~datarax.dataset.image_header_columns`; their headers are
-    added to ``headers`` for the write's check), the others one by one."""
-    import numpy as np
-
-    values = binary_values(column)
-    if values is None:
-        known = np.zeros(len(column), bool)
-        height, width, channels = (np.zeros(len(column), np.int64) for _ in range(3))
-    else:  # (an intact image's header is the one read_image_header gives)
-        known, height, width, channels = png_header_columns(*values, whole=True)
-    headers.append((known, height, width, channels))
-    height, width = height.copy(), width.copy()
-    grey, readable = channels == 1, known.copy()
-    rest = np.flatnonzero(~known).tolist()
-    items = _encoded_images(column) if rest else []
-    for row in rest:
-        size = readable_size(items[row])
-        if size is not None:
-            height[row], width[row], grey[row] = size
-            readable[row] = True
-    return height[readable].tolist(), width[readable].tolist(), grey[readable].tolist()
 
 
 def _row_group_columns(reader: Any, name: str) -> Iterator[Any]:
@@ -379,7 +337,7 @@ class TableRows(Rows):
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])
                 hints[name] = {**hint, **ImageSizes.of(
-                    _image_sizes(chunk, headers) for f in self.files
+                    image_column_sizes(chunk, headers) for f in self.files
                     for chunk in _row_group_columns(pq.ParquetFile(f), name)).hint()}
         return hints
 
