@@ -156,11 +156,15 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
     return out
 
 
-def _row_group_columns(reader: Any, name: str) -> Iterator[Any]:
-    """The column ``name`` of a Parquet file, a row group at a time (``iter_batches``
+def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
+    """The column ``name`` of Parquet files, a row group at a time (``iter_batches``
     joins row groups into batches of 65,536 rows: a copy of the column)."""
-    for g in range(reader.num_row_groups):
-        yield from reader.read_row_group(g, columns=[name]).column(0).chunks
+    import pyarrow.parquet as pq
+
+    for f in files:
+        reader = pq.ParquetFile(f)
+        for g in range(reader.num_row_groups):
+            yield from reader.read_row_group(g, columns=[name]).column(0).chunks
 
 
 def _parquet_schema(path: str) -> Any:
@@ -312,9 +316,7 @@ class TableRows(Rows):
         and the class names of its category (dictionary) columns."""
         if self.kind != "parquet":
             return {}
-        import pyarrow.parquet as pq
-
-        meta = pq.read_schema(self.files[0]).metadata or {}
+        meta = _parquet_schema(self.files[0]).metadata or {}
         raw = meta.get(b"huggingface")
         try:
             hints = feature_hints(json.loads(raw)["info"]["features"]) if raw else {}
@@ -330,15 +332,13 @@ class TableRows(Rows):
         return self._category_names
 
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
-        import pyarrow.parquet as pq
-
         hints = self.schema_hints
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])
                 hints[name] = {**hint, **ImageSizes.of(
-                    image_column_sizes(chunk, headers) for f in self.files
-                    for chunk in _row_group_columns(pq.ParquetFile(f), name)).hint()}
+                    image_column_sizes(chunk, headers)
+                    for chunk in _row_group_columns(self.files, name)).hint()}
         return hints
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
@@ -370,11 +370,8 @@ class TableRows(Rows):
         if self.kind != "parquet":
             return list_hints(self._load()[0].schema,
                               lambda name: (t.column(name) for t in self._load()), self.description)
-        import pyarrow.parquet as pq
-
-        return list_hints(_parquet_schema(self.files[0]), lambda name: (
-            chunk for f in self.files for chunk in _row_group_columns(pq.ParquetFile(f), name)),
-                          self.description)
+        return list_hints(_parquet_schema(self.files[0]),
+                          lambda name: _row_group_columns(self.files, name), self.description)
 
     def row_name(self, row: int) -> str:
         """``row 7 (b.csv, row 2)``: with several files, the file and its own row."""
