@@ -46,9 +46,9 @@ _SMALLEST = 8 + 25 + 13 + 12
 
 
 def binary_values(array: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A ``pyarrow`` binary array without nulls (or a Hugging Face image ``{bytes, path}``
-    struct array whose ``bytes`` hold every row) as its data buffer and each value's start
-    and size in it (no copy); None for any other array."""
+    """A ``pyarrow`` binary or text array without nulls (or a Hugging Face image ``{bytes,
+    path}`` struct array whose ``bytes`` hold every row) as its data buffer and each
+    value's start and size in it (no copy); None for any other array."""
     import pyarrow as pa
 
     if isinstance(array, pa.ChunkedArray):
@@ -59,10 +59,11 @@ def binary_values(array: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Non
             return None
         array = array.field("bytes")
         kind = array.type
-    if array.null_count or not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+    wide = pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
+    if array.null_count or not (wide or pa.types.is_binary(kind) or pa.types.is_string(kind)):
         return None
     _, offsets, values = array.buffers()
-    at = np.frombuffer(offsets, "<i8" if pa.types.is_large_binary(kind) else "<i4")[
+    at = np.frombuffer(offsets, "<i8" if wide else "<i4")[
         array.offset:array.offset + len(array) + 1].astype(np.int64)
     data = np.frombuffer(values, np.uint8) if values is not None else np.zeros(0, np.uint8)
     return data, at[:-1], np.diff(at)

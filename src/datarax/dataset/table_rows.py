@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.categories import dictionary_labels, parquet_categories
+from datarax.dataset.column_records import arrow_numbers
 from datarax.dataset.csv_tables import (
     blank_columns_as_text,
     check_header,
@@ -109,21 +110,9 @@ def _largest_magnitude(column: Any) -> float | None:
     or compute's kernels: 0.3-0.6 s of CPU a process)."""
     import numpy as np
 
-    top = None
-    dtype = np.dtype(f"=f{column.type.bit_width // 8}")
-    for chunk in column.chunks:
-        if not len(chunk):
-            continue
-        validity, data = chunk.buffers()[:2]
-        span = slice(chunk.offset, chunk.offset + len(chunk))
-        values = np.frombuffer(data, dtype)[span]
-        if chunk.null_count:
-            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-            values = values[bits[span].astype(bool)]
-        values = np.abs(values[~np.isnan(values)])
-        if values.size:
-            top = max(top or 0.0, float(values.max()))
-    return top
+    values = np.abs(arrow_numbers(column))
+    values = values[~np.isnan(values)]
+    return float(values.max()) if values.size else None
 
 
 def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
