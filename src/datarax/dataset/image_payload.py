@@ -24,7 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from datarax.dataset.fields import Field, RecordMismatchError, kept_image, located, read_encoded_image
+from datarax.dataset.fields import (
+    Field,
+    RecordMismatchError,
+    kept_image,
+    located,
+    read_encoded_image,
+)
 from datarax.dataset.images import (
     IMAGE_MODES,
     channels_of,
