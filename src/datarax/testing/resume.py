@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+
+from datarax.core.batch import batch_length, head_on_host
 from datarax.typing import Batch
 
 Level = Literal["pipeline", "iterator"]
@@ -45,15 +47,7 @@ class ResumeReport:
 def to_host(batch: Batch) -> Batch:
     """A batch with every field as a NumPy array (text fields as lists of ``str``,
     nested fields as nested dicts)."""
-    out: Batch = {}
-    for name, value in batch.items():
-        if isinstance(value, dict):
-            out[name] = to_host(value)
-        elif isinstance(value, (list, tuple)):
-            out[name] = list(value)
-        else:
-            out[name] = np.asarray(value)
-    return out
+    return head_on_host(batch, batch_length(batch))
 
 
 def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, Batch]]:
@@ -276,7 +270,7 @@ def check_resume_exact(
     per_epoch = [0] * num_epochs
     for epoch, _ in expected:
         per_epoch[epoch] += 1
-    records = sum(len(next(iter(b.values()))) for _, b in expected if b)
+    records = sum(batch_length(b) for _, b in expected)
     return ResumeReport(
         num_batches=total,
         num_records=records,
