@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from datarax.core.batch import batch_length, head_on_host
+from datarax.core.spec import flatten_fields
 from datarax.typing import Batch
 
 Level = Literal["pipeline", "iterator"]
@@ -103,16 +104,14 @@ def compare_batches(expected: list[tuple[int, Batch]], got: list[tuple[int, Batc
         )
 
 
-def compare_fields(where: str, e_batch: Batch, g_batch: Batch, prefix: str = "") -> None:
+def compare_fields(where: str, e_batch: Batch, g_batch: Batch) -> None:
     """Raise ``AssertionError`` naming ``where`` and the first field (by path) whose
     values, shape or dtype differ between two host batches."""
-    if sorted(e_batch) != sorted(g_batch):
-        raise AssertionError(f"{where}: fields {sorted(g_batch)}, expected {sorted(e_batch)}")
-    for key, e_value in e_batch.items():
-        g_value, name = g_batch[key], f"{prefix}{key}"
-        if isinstance(e_value, dict) and isinstance(g_value, dict):
-            compare_fields(where, e_value, g_value, prefix=f"{name}/")
-            continue
+    expected, got = flatten_fields(e_batch), flatten_fields(g_batch)
+    if sorted(expected) != sorted(got):
+        raise AssertionError(f"{where}: fields {sorted(got)}, expected {sorted(expected)}")
+    for name, e_value in expected.items():
+        g_value = got[name]
         if isinstance(e_value, list) or isinstance(g_value, list):
             same = list(e_value) == list(g_value)
         else:
