@@ -40,13 +40,6 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "DataSourceModule", "DataraxError",
-    "ElementOperator", "ElementOperatorConfig", "MemorySource", "MemorySourceConfig",
-    "Pipeline", "StructuralConfig", "decode_images", "enable_compilation_cache", "from_hf",
-    "from_tfds",
-]
-
 # Each exported name and the module that defines it (imported on first access).
 _HOMES = {
     "ArrayRecordSourceConfig": "datarax.sources.array_record",
@@ -64,6 +57,8 @@ _HOMES = {
     "from_hf": "datarax.sources.hf.factory",
     "from_tfds": "datarax.sources.tfds.factory",
 }
+
+__all__ = list(_HOMES)
 
 # Modules reachable as attributes after a plain ``import datarax``.
 _MODULES = (

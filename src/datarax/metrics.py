@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from datarax.core.config import check_count
 from datarax.core.errors import ConfigError
+from datarax.core.spec import flatten_fields
 
 T = TypeVar("T")
 
@@ -42,14 +43,8 @@ def flatten_numbers(tree: dict[str, Any], prefix: str) -> dict[str, float]:
         >>> flatten_numbers({"records": 4, "seconds": {"read": 0.5}, "bottleneck": "read"}, "d")
         {'d/records': 4.0, 'd/seconds/read': 0.5}
     """
-    out: dict[str, float] = {}
-    for key, value in tree.items():
-        name = f"{prefix}/{key}"
-        if isinstance(value, dict):
-            out.update(flatten_numbers(value, name))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[name] = float(value)
-    return out
+    return {name: float(value) for name, value in flatten_fields(tree, f"{prefix}/").items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 class StatsLogger:

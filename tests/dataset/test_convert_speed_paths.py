@@ -139,7 +139,7 @@ def _without_fast_paths(monkeypatch) -> None:
     monkeypatch.setattr(layout_module, "_scalar_bytes", lambda f, value: None)
     monkeypatch.setattr("datarax.dataset.images.read_image_header", lambda data: None)
     monkeypatch.setattr("datarax.dataset.writer.column_encoder", lambda features: None)
-    monkeypatch.setattr("datarax.dataset.fields._kept_image_header", lambda value: None)
+    monkeypatch.setattr("datarax.dataset.fields.kept_image", lambda value: None)
 
 
 def test_converted_folders_equal_the_pil_paths_byte_for_byte(tmp_path, monkeypatch) -> None:
@@ -301,7 +301,7 @@ def test_an_image_field_inferred_from_its_header_is_the_one_pil_gives(name, data
     from datarax.dataset import fields as fields_module
 
     fast = infer_field("image", {"bytes": data, "path": None})
-    monkeypatch.setattr(fields_module, "_kept_image_header", lambda value: None)
+    monkeypatch.setattr(fields_module, "kept_image", lambda value: None)
     assert fast == infer_field("image", {"bytes": data, "path": None}) == infer_field("image", data)
 
 

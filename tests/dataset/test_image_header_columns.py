@@ -22,7 +22,7 @@ from datarax.dataset import convert
 from datarax.dataset import image_header_columns as columns_module
 from datarax.dataset.image_header_columns import png_header_columns
 from datarax.dataset.image_headers import intact_image_header, read_image_header
-from datarax.dataset.images import channels_of_mode, image_shape_hint
+from datarax.dataset.images import ImageSizes, channels_of_mode, readable_size
 from datarax.dataset.table_rows import TableRows
 
 
@@ -119,7 +119,9 @@ _MIXES = {
 def test_parquet_image_hints_are_those_of_every_image_one_by_one(tmp_path, mix) -> None:
     images = _MIXES[mix]
     rows = TableRows([_image_parquet(tmp_path / "t.parquet", images)], "parquet")
-    assert {k: v for k, v in rows.hints()["image"].items() if k != "image"} == image_shape_hint(images)
+    one_by_one = ImageSizes.of(((s[0],), (s[1],), (s[2],))
+                               for s in filter(None, map(readable_size, images))).hint()
+    assert {k: v for k, v in rows.hints()["image"].items() if k != "image"} == one_by_one
 
 
 def test_parquet_images_with_bytes_missing_are_read_from_their_paths(tmp_path) -> None:
@@ -139,7 +141,6 @@ def _one_by_one(monkeypatch) -> None:
 
     monkeypatch.setattr(columns_module, "png_header_columns", nothing_known)
     monkeypatch.setattr("datarax.dataset.column_records.png_header_columns", nothing_known)
-    monkeypatch.setattr("datarax.dataset.table_rows.png_header_columns", nothing_known)
 
 
 @pytest.mark.parametrize("mix", ["same size", "grey first, colour later", "both vary, palette and JPEG"])

@@ -403,7 +403,8 @@ def test_epochs_draw_differently():
     (lambda: I.Resize(0), "Resize: size must be an int >= 1 or a (height, width) pair, got 0."),
     (lambda: I.Resize(4, method="area"), "Resize: method must be one of ['nearest', 'linear', "
                                           "'bilinear', 'cubic', 'bicubic', 'lanczos3'], got 'area'."),
-    (lambda: I.Crop(2, offset="left"), "Crop: offset must be 'random', 'center' or (y, x), got 'left'."),
+    (lambda: I.Crop(2, offset="left"),
+     "Crop: offset must be 'random', 'center' or (y, x) ints >= 0, got 'left'."),
     (lambda: I.GaussianBlur(1.0, kernel_size=4), "GaussianBlur: kernel_size must be an odd int >= 1, got 4."),
     (lambda: I.Normalize([0.5, 0.5], [0.2]), "Normalize: mean has 2 values but std has 1."),
     (lambda: I.Normalize([0.5], [0.0]), "Normalize: every std must be > 0, got [0.0]."),

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from datarax.cli.targets import Target, endless_reason, length_of
+from datarax.core.batch import batch_length, record_at
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec, field_spec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
@@ -94,7 +95,7 @@ def records_in(batch: dict[str, Any], pipeline: Any = None) -> int:
     plan = getattr(pipeline, "plan", None)
     if getattr(plan, "pad_remainder", False) and "valid" in batch:
         return int(np.sum(np.asarray(batch["valid"])))
-    return len(next(iter(batch.values())))
+    return batch_length(batch)
 
 
 def features_spec(features: Any) -> dict[str, Any]:
@@ -199,9 +200,8 @@ def run_inspect(
         for batch in host_batches(
             target, batch_size=max(1, min(wanted or 1, 256)) if length is not None else 256
         ):
-            n = len(next(iter(batch.values())))
-            first.extend({k: v[i] for k, v in batch.items()}
-                         for i in range(min(n, wanted - len(first))))
+            n = batch_length(batch)
+            first.extend(record_at(batch, i) for i in range(min(n, wanted - len(first))))
             seen += n
             if len(first) >= wanted and (length is not None or not count):
                 break

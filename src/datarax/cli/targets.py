@@ -301,24 +301,6 @@ def dataset_info(name: str) -> Any | None:
     return None
 
 
-def _decoded_images(spec: str, name: str, images: dict[str, Any], policy: dict[str, Any]) -> Target:
-    """A :class:`Target` of ArrayRecord files whose image field is decoded by
-    :func:`datarax.decode_images` with ``images`` (its options and ``field``: default the
-    dataset's first image field)."""
-    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule, decode_images
-
-    info = dataset_info(name)
-    options = dict(images)
-    field = options.pop("field", None)
-    if field is None:
-        fields = info.features.fields if info is not None else ()
-        found = [f.name for f in fields if f.encoding in ("png", "jpeg")]
-        field = found[0] if found else "image"
-    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1, **policy), name,
-                                     decode=decode_images(field, **options))
-    return Target(spec, "arrayrecord", source, where=source.paths, info=info)
-
-
 def open_target(
     spec: str,
     *,
@@ -349,15 +331,20 @@ def open_target(
     policy: dict[str, Any] = {"on_error": "skip"} if skip_bad else {}
     if exclude:
         policy["exclude_keys"] = tuple(exclude)
-    if images is not None:
-        return _decoded_images(spec, name, images, policy)
     if kind == "arrayrecord":
         from datarax.dataset.reading import DatasetDecoder
-        from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+        from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule, decode_images
 
         fn = load_callable(decode, what="--decode") if decode is not None else raw_record_summary
         info, refused = dataset_info(name) if decode is None else None, None
-        if info is not None:  # a datarax dataset: its metadata says how to decode
+        if images is not None:  # decode_images, by default of the dataset's first image field
+            options = dict(images)
+            field = options.pop("field", None)
+            if field is None:
+                field = next((f.name for f in (info.features.fields if info is not None else ())
+                              if f.encoding in ("png", "jpeg")), "image")
+            fn = decode_images(field, **options)
+        elif info is not None:  # a datarax dataset: its metadata says how to decode
             fn = None
             try:
                 DatasetDecoder(info.features)

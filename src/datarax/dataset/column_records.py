@@ -40,7 +40,7 @@ from datarax.dataset.fields import Features, Field
 from datarax.dataset.image_header_columns import binary_values, png_header_columns
 from datarax.dataset.image_payload import stored_as_it_is
 
-__all__ = ["column_encoder"]
+__all__ = ["arrow_numbers", "column_encoder"]
 
 _INT64_MAX = 2**63 - 1
 _LENGTH_MAX = 2**32 - 1  # a variable field's length is a uint32 in the head
@@ -125,7 +125,7 @@ def _scalar_column(f: Field, column: Any) -> np.ndarray | None:
     if f.dtype == "int64":
         if not pa.types.is_integer(kind):
             return None  # (bools: the plain path takes only ints)
-        values = _numbers(column)
+        values = arrow_numbers(column)
         if values.size and values.dtype.kind == "u" and int(values.max()) > _INT64_MAX:
             return None
         if f.class_names is not None and values.size and (
@@ -134,7 +134,7 @@ def _scalar_column(f: Field, column: Any) -> np.ndarray | None:
         return values.astype("<i8", copy=False)
     if not (pa.types.is_float64(kind) or pa.types.is_float32(kind)):
         return None
-    values = _numbers(column)
+    values = arrow_numbers(column)
     with np.errstate(over="ignore", invalid="ignore"):
         narrow = values.astype("<f4")
     if not (np.isfinite(values).all() and np.isfinite(narrow).all()):
@@ -142,19 +142,24 @@ def _scalar_column(f: Field, column: Any) -> np.ndarray | None:
     return narrow
 
 
-def _numbers(column: Any) -> np.ndarray:
-    """A column of integers or floats without nulls as one NumPy array, read from Arrow's
-    buffers (``to_numpy`` imports pandas, 0.6 s of CPU a process)."""
+def arrow_numbers(column: Any) -> np.ndarray:
+    """The values of a column of integers or floats as one NumPy array, nulls left out,
+    read from Arrow's buffers (``to_numpy`` imports pandas, 0.6 s of CPU a process)."""
     import pyarrow as pa
 
     kind = column.type
     letter = "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
     dtype = np.dtype(f"={letter}{kind.bit_width // 8}")
-    chunks = [np.frombuffer(chunk.buffers()[1], dtype)[chunk.offset:chunk.offset + len(chunk)]
-              for chunk in getattr(column, "chunks", [column]) if len(chunk)]
-    if len(chunks) == 1:
-        return chunks[0]
-    return np.concatenate(chunks) if chunks else np.zeros(0, dtype)
+    parts = []
+    for chunk in getattr(column, "chunks", [column]):
+        validity, data = chunk.buffers()[:2]
+        span = slice(chunk.offset, chunk.offset + len(chunk))
+        values = np.frombuffer(data, dtype)[span] if len(chunk) else np.zeros(0, dtype)
+        if chunk.null_count:
+            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+            values = values[bits[span].astype(bool)]
+        parts.append(values)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts or [np.zeros(0, dtype)])
 
 
 def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
@@ -162,17 +167,14 @@ def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
     row's length; None for a column that is not text without nulls."""
     import pyarrow as pa
 
-    if column.null_count or not (pa.types.is_string(column.type)
-                                 or pa.types.is_large_string(column.type)):
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         return None
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    wide = pa.types.is_large_string(array.type)
-    _, offsets_buffer, data_buffer = array.buffers()
-    offsets = np.frombuffer(offsets_buffer, "<i8" if wide else "<i4")[
-        array.offset:array.offset + len(array) + 1]
-    data = (np.frombuffer(data_buffer, np.uint8) if data_buffer is not None
-            else np.zeros(0, np.uint8))
-    return data[int(offsets[0]):int(offsets[-1])], np.diff(offsets)
+    values = binary_values(column)  # (text is laid out as bytes are; None: a null)
+    if values is None:
+        return None
+    data, starts, lengths = values
+    first = int(starts[0]) if len(starts) else 0
+    return data[first:first + int(lengths.sum())], lengths
 
 
 def _image_column(f: Field, column: Any, header: tuple[Any, ...] | None = None,

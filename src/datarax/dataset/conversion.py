@@ -43,6 +43,7 @@ from datarax.dataset.rows import (
     Rows,
     SequenceRows,
     as_rows,
+    feature_hints,
     files_description,
 )
 from datarax.dataset.splits import SPLIT_NAMES, file_split, note_split, pick_split, split_files
@@ -166,30 +167,13 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
     asked, names = split, list(builder.info.splits)
     split = pick_split(names, split, name_or_dir)
     description = f"the TFDS dataset {builder.info.full_name} ({split})"
-    hints: dict[str, dict[str, Any]] = {}
-    for key, feature in builder.info.features.items():
-        kind = type(feature).__name__
-        if kind == "ClassLabel":
-            hints[key] = {"class_names": list(feature.names)}
-        elif kind == "Image":
-            hints[key] = {"image": True}
-            if None in tuple(feature.shape)[:2]:  # images of several sizes
-                hints[key]["image_size"] = tuple(feature.shape)[:2]
-        elif kind == "Text":
-            hints[key] = {"encoding": "utf8"}
-        elif isinstance(getattr(feature, "shape", None), tuple) and None in feature.shape:
-            try:  # a dimension that varies (a Sequence, a Tensor of shape (None, ...))
-                dtype = np.dtype(feature.np_dtype).name
-            except (AttributeError, TypeError):
-                continue
-            hints[key] = {"shape": tuple(feature.shape), "dtype": dtype}
     try:
         rows: Rows = SequenceRows(builder.as_data_source(split=split), description)
     except Exception:  # noqa: BLE001 - TFRecord-format data: read it once, in order
         rows = IterableRows(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)),
                             length=builder.info.splits[split].num_examples,
                             description=description)
-    rows.schema_hints = hints
+    rows.schema_hints = feature_hints(builder.info.features)
     return note_split(rows, names, asked, split)
 
 
@@ -225,8 +209,7 @@ def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: lis
     ``.npy``): one stray ``info.json`` read it as a table, its images left out in silence."""
     if not other:
         return
-    images = sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
-                    for f in files if f.lower().endswith(IMAGE_SUFFIXES))
+    images = _files_of(src, IMAGE_SUFFIXES, listing)
     if not images:
         return
     shown = ", ".join(os.path.relpath(f, src) for f in other[:3]) + (
@@ -410,11 +393,29 @@ def convert(
             pool = stack.enter_context(WorkerPool(
                 workers if shards is None else min(workers, shards),
                 preload=_worker_modules(os.fspath(src))))
-        return _convert(src, dst, path, pool, shards=shards, workers=workers,
-                        on_error=on_error, resume=resume, overwrite=overwrite, split=split,
-                        data_dir=data_dir, features=features, progress=progress,
-                        runner=runner, beam_options=beam_options, resize=resize,
-                        class_names=class_names)
+        src, dst = expand_user(src) if path else src, expand_user(dst)
+        rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
+        if path:
+            _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
+        rows, extra = _resized_and_noted(rows, os.fspath(src) if path else None, resize)
+        count = shards if shards is not None else automatic_shards(rows.length or 0,
+                                                                   RECORDS_PER_SHARD)
+        with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer
+            if runner == "local":
+                return write_dataset(rows, dst, features=features, shards=count,
+                                     workers=workers, on_error=on_error, resume=resume,
+                                     overwrite=overwrite, progress=progress, extra=extra,
+                                     pool=pool, class_names=class_names)
+            try:
+                import datarax.dataset.beam as beam  # noqa: PLC0415 - needs the beam extra
+            except ImportError as err:
+                raise ConversionError(
+                    f"convert runner='beam' needs datarax.beam and Apache Beam ({err}); install "
+                    "'datarax[beam]', or use runner='local'.") from err
+            return beam.convert_rows(rows, os.fspath(dst), features=features, shards=count,
+                                     on_error=on_error, resume=resume, overwrite=overwrite,
+                                     class_names=class_names, extra=extra,
+                                     beam_options=list(beam_options))
 
 
 def _worker_modules(src: str) -> tuple[str, ...]:
@@ -433,28 +434,22 @@ def _worker_modules(src: str) -> tuple[str, ...]:
     return modules
 
 
-def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards: int | None,
-             workers: int, on_error: str, resume: bool, overwrite: bool, split: str | None,
-             data_dir: str | None, features: Features | None, progress: bool, runner: str,
-             beam_options: Sequence[str], resize: int | tuple[int, int] | None,
-             class_names: Mapping[str, Sequence[str]] | None) -> tuple[DatasetInfo, WriteSummary]:
-    """:func:`convert` once its worker processes (if any) are started."""
-    src, dst = expand_user(src) if path else src, expand_user(dst)
-    rows = open_rows(src, split=split, data_dir=data_dir) if path else as_rows(src)
-    if path:
-        _check_dst_outside(os.fspath(src), os.fspath(dst), rows)
+def _resized_and_noted(rows: Rows, src: str | None,
+                       resize: int | tuple[int, int] | None) -> tuple[Rows, dict[str, Any]]:
+    """``rows`` with every image resized as it is written (``resize``), and what the
+    metadata's ``extra`` says of them: their source (the path ``src``, else their
+    description), the resize, the split taken and those left out, an image folder's
+    classes without images and files that are none."""
     choice = getattr(rows, "split_choice", None)  # SRC's other splits, left out
     empty = getattr(rows, "empty_classes", None)  # an image folder's classes without images
     left_out = getattr(rows, "left_out", None)  # an image folder's files that are no images
     resized = None
-    if resize is not None:  # every image resized as it is written
+    if resize is not None:
         from datarax.dataset.resized_rows import ResizedRows
 
         rows = resized = ResizedRows(rows, resize)
         resized.check_images()  # else the metadata would say 'resize' of nothing resized
-    described = os.fspath(src) if path else rows.description
-    count = shards if shards is not None else automatic_shards(rows.length or 0, RECORDS_PER_SHARD)
-    extra: dict[str, Any] = {"source": described}
+    extra: dict[str, Any] = {"source": src if src is not None else rows.description}
     if resized is not None:
         extra["resize"] = resized.resize
     if choice is not None:
@@ -463,19 +458,4 @@ def _convert(src: Any, dst: Any, path: bool, pool: WorkerPool | None, *, shards:
         extra["empty_classes"] = list(empty)
     if left_out:
         extra["files_left_out"] = dict(sorted(left_out.items()))
-    with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer of DST
-        if runner == "local":
-            return write_dataset(rows, dst, features=features, shards=count, workers=workers,
-                                 on_error=on_error, resume=resume, overwrite=overwrite,
-                                 progress=progress, extra=extra, pool=pool,
-                                 class_names=class_names)
-        try:
-            import datarax.dataset.beam as beam  # noqa: PLC0415 - needs the beam extra
-        except ImportError as err:
-            raise ConversionError(
-                f"convert runner='beam' needs datarax.beam and Apache Beam ({err}); install "
-                "'datarax[beam]', or use runner='local'.") from err
-        return beam.convert_rows(rows, os.fspath(dst), features=features, shards=count,
-                                 on_error=on_error, resume=resume, overwrite=overwrite,
-                                 class_names=class_names, extra=extra,
-                                 beam_options=list(beam_options))
+    return rows, extra

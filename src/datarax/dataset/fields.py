@@ -315,14 +315,15 @@ def _nested_object(name: str, value: Any) -> UnstorableValueError | None:
         f"Flatten it into {way} before converting, or leave the field out.", field=name)
 
 
-def _kept_image_header(value: Any) -> ImageHeader | None:
-    """The header of encoded image bytes (or a Hugging Face image dict holding them) that
-    an image field keeps as they are
-    (:func:`~datarax.dataset.image_headers.intact_image_header`); None for anything else,
-    which PIL then opens."""
+def kept_image(value: Any) -> tuple[bytes, ImageHeader] | None:
+    """The bytes and header of encoded image bytes (or a Hugging Face image dict holding
+    them) that an image field may keep as they are, known from the header and structure
+    alone (:func:`~datarax.dataset.image_headers.intact_image_header`: no pixel decoded);
+    None for anything else, which PIL then opens."""
     if isinstance(value, dict) and value.keys() <= {"bytes", "path"}:
         value = value.get("bytes")
-    return intact_image_header(value) if type(value) is bytes else None
+    header = intact_image_header(value) if type(value) is bytes else None
+    return None if header is None else (value, header)
 
 
 def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = None) -> Field:
@@ -341,8 +342,9 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         raise no_value(name)
     if isinstance(value, str):  # np.str_ too
         return Field(name, "str", (), "utf8", names)
-    header = _kept_image_header(value)
-    if header is not None:  # what PIL would say, from the header: no decode, no PIL import
+    kept = kept_image(value)
+    if kept is not None:  # what PIL would say, from the header: no decode, no PIL import
+        header = kept[1]
         return Field(name, "uint8", (header.height, header.width, channels_of_mode(header.mode)),
                      header.format, names)
     encoded = read_encoded_image(name, value)

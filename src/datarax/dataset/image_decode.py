@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.dataset.image_headers import JPEG_MAGIC
+from datarax.dataset.image_headers import JPEG_MAGIC, read_image_header
 from datarax.dataset.image_open import open_pil
 
 __all__ = ["centre_box", "dct_scale_for", "decode_region", "image_size", "random_resized_box",
@@ -51,14 +51,11 @@ def _simplejpeg() -> Any:
 
 
 def image_size(data: bytes) -> tuple[int, int]:
-    """``(height, width)`` from the image's header, without decoding its pixels."""
-    sj = _simplejpeg()
-    if sj is not None and data[:3] == JPEG_MAGIC:
-        try:
-            height, width, _, _ = sj.decode_jpeg_header(data)
-            return int(height), int(width)
-        except ValueError:
-            pass  # Pillow says what is wrong with it
+    """``(height, width)`` from the image's header, without decoding its pixels
+    (:func:`~datarax.dataset.image_headers.read_image_header`, else Pillow's reader)."""
+    header = read_image_header(data) if isinstance(data, bytes) else None
+    if header is not None:
+        return header.height, header.width
     with open_pil(data) as image:
         return image.height, image.width
 

@@ -31,8 +31,9 @@ from zlib import crc32
 import numpy as np
 
 from datarax.dataset.image_headers import pixel_limit
+from datarax.dataset.images import readable_size
 
-__all__ = ["binary_values", "png_header_columns"]
+__all__ = ["binary_values", "image_column_sizes", "png_header_columns"]
 
 _SIGNATURE_AND_IHDR = np.frombuffer(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", np.uint8)
 _IDAT = int.from_bytes(b"IDAT", "big")
@@ -45,9 +46,9 @@ _SMALLEST = 8 + 25 + 13 + 12
 
 
 def binary_values(array: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A ``pyarrow`` binary array without nulls (or a Hugging Face image ``{bytes, path}``
-    struct array whose ``bytes`` hold every row) as its data buffer and each value's start
-    and size in it (no copy); None for any other array."""
+    """A ``pyarrow`` binary or text array without nulls (or a Hugging Face image ``{bytes,
+    path}`` struct array whose ``bytes`` hold every row) as its data buffer and each
+    value's start and size in it (no copy); None for any other array."""
     import pyarrow as pa
 
     if isinstance(array, pa.ChunkedArray):
@@ -58,10 +59,11 @@ def binary_values(array: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Non
             return None
         array = array.field("bytes")
         kind = array.type
-    if array.null_count or not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+    wide = pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
+    if array.null_count or not (wide or pa.types.is_binary(kind) or pa.types.is_string(kind)):
         return None
     _, offsets, values = array.buffers()
-    at = np.frombuffer(offsets, "<i8" if pa.types.is_large_binary(kind) else "<i4")[
+    at = np.frombuffer(offsets, "<i8" if wide else "<i4")[
         array.offset:array.offset + len(array) + 1].astype(np.int64)
     data = np.frombuffer(values, np.uint8) if values is not None else np.zeros(0, np.uint8)
     return data, at[:-1], np.diff(at)
@@ -141,3 +143,43 @@ def png_header_columns(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, 
     known[rows] = True
     height[rows], width[rows], channels[rows] = h, w, _CHANNELS[colour]
     return known, height, width, channels
+
+
+def _encoded_images(column: Any) -> list[Any]:
+    """An image column's items as :func:`~datarax.dataset.images.readable_size` takes
+    them: a Hugging Face ``{bytes, path}`` column as each row's bytes, or its path where it
+    holds no bytes (read from the two child columns: no dict made per row)."""
+    import pyarrow as pa
+
+    kind = column.type
+    if column.null_count or not (pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0):
+        return column.to_pylist()  # (a null row's children may hold anything)
+    data = column.field("bytes").to_pylist()
+    if kind.get_field_index("path") < 0:
+        return data
+    paths = column.field("path").to_pylist()
+    return [b or p for b, p in zip(data, paths)]
+
+
+def image_column_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+    """Height, width and whether grey of each image of an image column that opens, in
+    order, as :func:`~datarax.dataset.images.readable_size` reads them: intact plain
+    PNGs all together (:func:`png_header_columns`; their headers are added to ``headers``
+    for the write's check), the others one by one."""
+    values = binary_values(column)
+    if values is None:
+        known = np.zeros(len(column), bool)
+        height, width, channels = (np.zeros(len(column), np.int64) for _ in range(3))
+    else:  # (an intact image's header is the one read_image_header gives)
+        known, height, width, channels = png_header_columns(*values, whole=True)
+    headers.append((known, height, width, channels))
+    height, width = height.copy(), width.copy()
+    grey, readable = channels == 1, known.copy()
+    rest = np.flatnonzero(~known).tolist()
+    items = _encoded_images(column) if rest else []
+    for row in rest:
+        size = readable_size(items[row])
+        if size is not None:
+            height[row], width[row], grey[row] = size
+            readable[row] = True
+    return height[readable].tolist(), width[readable].tolist(), grey[readable].tolist()

@@ -27,10 +27,10 @@ import numpy as np
 from datarax.dataset.fields import (
     Field,
     RecordMismatchError,
+    kept_image,
     located,
     read_encoded_image,
 )
-from datarax.dataset.image_headers import intact_image_header
 from datarax.dataset.images import (
     IMAGE_MODES,
     channels_of,
@@ -76,21 +76,17 @@ def deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
 
 
 def stored_as_it_is(f: Field, value: Any) -> bytes | None:
-    """The bytes of an encoded image (bytes, an HF image dict holding them) that the field
-    keeps as they are, known from the header and structure alone (no pixel decoded:
-    :func:`~datarax.dataset.image_headers.intact_image_header`); None leaves it to PIL."""
-    if isinstance(value, dict) and value.keys() <= {"bytes", "path"}:
-        value = value.get("bytes")
-    if type(value) is not bytes:
-        return None
-    header = intact_image_header(value)
+    """The bytes of an encoded image that the field keeps as they are
+    (:func:`~datarax.dataset.fields.kept_image` of its size and channels); None leaves it
+    to PIL."""
+    kept = kept_image(value)
     height, width, channels = f.shape
-    if header is None or (
-            channels_of_mode(header.mode) != channels) or (
-            height is not None and height != header.height) or (
-            width is not None and width != header.width):
+    if kept is None or (
+            channels_of_mode(kept[1].mode) != channels) or (
+            height is not None and height != kept[1].height) or (
+            width is not None and width != kept[1].width):
         return None
-    return value
+    return kept[0]
 
 
 def image_payload(f: Field, value: Any, row: int | None) -> bytes:

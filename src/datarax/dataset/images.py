@@ -21,7 +21,7 @@ from datarax.dataset.image_open import open_pil
 
 __all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "alpha_in_use", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
            "has_transparency",
-           "image_format", "image_shape_hint", "image_size_and_grey", "open_image", "pil_image",
+           "image_format", "image_size_and_grey", "open_image", "pil_image",
            "readable_size"]
 
 #: The PIL mode a stored image of each channel count is decoded to.
@@ -240,22 +240,3 @@ def readable_size(item: Any) -> tuple[int, int, bool] | None:
         return image_size_and_grey(item)
     except (OSError, ValueError):
         return None
-
-
-def image_shape_hint(images: Iterable[Any]) -> dict[str, Any]:
-    """What an image column's field needs beyond its first image (:meth:`ImageSizes.hint`),
-    from every image's header. ``images`` are encoded bytes, Hugging Face image dicts or
-    file paths; one that cannot be opened is left to the writer, which names its row.
-
-    Example:
-        >>> import io
-        >>> from PIL import Image
-        >>> def png(h, w, mode="RGB"):
-        ...     out = io.BytesIO(); Image.new(mode, (w, h)).save(out, format="PNG")
-        ...     return out.getvalue()
-        >>> image_shape_hint([png(4, 4), png(4, 4)]), image_shape_hint([png(4, 4, "L"), png(5, 4)])
-        ({}, {'image_size': (None, 4), 'image_channels': 3})
-    """
-    return ImageSizes.of(((s[0],), (s[1],), (s[2],))
-                         for s in filter(None, map(readable_size, images))).hint()
-

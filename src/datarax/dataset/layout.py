@@ -211,11 +211,7 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
         RecordMismatchError: a field is missing or extra, or has the wrong dtype or
             shape; an image cannot be decoded; text is not UTF-8.
     """
-    if type(record) is dict and len(record) == len(features.fields):
-        plain = _plain_encoder(features)
-        if plain is not None and (data := plain(record)) is not None:
-            return data
-    return _checked_record(features, record, row)
+    return record_encoder(features)(record, row)
 
 
 def record_encoder(features: Features) -> Callable[..., bytes]:

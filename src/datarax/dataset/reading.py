@@ -21,8 +21,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from datarax.core.dtypes import fit_value
 from datarax.core.owned import fresh_aligned, seal
 from datarax.dataset.fields import Features

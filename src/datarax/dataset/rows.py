@@ -16,19 +16,20 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from datarax.dataset.categories import frame_categories, frame_records
-from datarax.dataset.images import image_shape_hint
+from datarax.dataset.image_header_columns import image_column_sizes
+from datarax.dataset.images import ImageSizes
 from datarax.errors import ConfigError
 from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["DataFrameRows", "HFIterableRows", "HFRows", "IterableRows", "Rows", "SequenceRows",
            "as_rows", "check_own_class_names",
-           "files_description", "hf_hints", "list_hint", "list_hint_wanted"]
+           "feature_hints", "files_description", "list_hint", "list_hints"]
 
 
 class Rows:
@@ -164,22 +165,33 @@ def files_description(kind: str, files: Sequence[str]) -> str:
     return f"{kind} files {files[0]}{more}"
 
 
-def hf_hints(features: Any) -> dict[str, dict[str, Any]]:
-    """Encodings and class names from Hugging Face ``Features`` (or their JSON dict)."""
+def feature_hints(features: Any) -> dict[str, dict[str, Any]]:
+    """Encodings, class names, images and dimensions that vary, from Hugging Face
+    ``Features`` (or their JSON dict) or a TFDS ``FeaturesDict``."""
     out: dict[str, dict[str, Any]] = {}
-    items = features.items() if isinstance(features, Mapping) else []
-    for name, feature in items:
-        spec = feature if isinstance(feature, Mapping) else {
-            **getattr(feature, "__dict__", {}), "_type": type(feature).__name__}
-        kind = spec.get("_type")
-        if kind == "ClassLabel" and spec.get("names"):
-            out[name] = {"class_names": list(spec["names"])}
+    for name, feature in features.items() if hasattr(features, "items") else []:
+        mapping = isinstance(feature, Mapping)  # HF's JSON dict; else a feature object
+        kind = feature.get("_type") if mapping else type(feature).__name__
+
+        def get(key: str, feature: Any = feature, mapping: bool = mapping) -> Any:
+            return feature.get(key) if mapping else getattr(feature, key, None)
+
+        if kind == "ClassLabel" and get("names"):
+            out[name] = {"class_names": list(get("names"))}
         elif kind == "Image":
             out[name] = {"image": True}
-        elif kind == "Value" and spec.get("dtype") in ("string", "large_string"):
+            shape = get("shape")
+            if isinstance(shape, tuple) and None in shape[:2]:  # TFDS: images of several sizes
+                out[name]["image_size"] = shape[:2]
+        elif kind == "Text" or kind == "Value" and get("dtype") in ("string", "large_string"):
             out[name] = {"encoding": "utf8"}
-        elif kind == "Value" and spec.get("dtype") == "uint64":  # a Python int infers int64
+        elif kind == "Value" and get("dtype") == "uint64":  # a Python int infers int64
             out[name] = {"shape": (), "dtype": "uint64"}
+        elif isinstance(get("shape"), tuple) and None in get("shape") and get("np_dtype"):
+            try:  # TFDS: a dimension that varies (a Sequence, a Tensor of shape (None, ...))
+                out[name] = {"shape": get("shape"), "dtype": np.dtype(get("np_dtype")).name}
+            except TypeError:  # no NumPy dtype
+                pass
     return out
 
 
@@ -194,9 +206,25 @@ def _list_levels(kind: Any) -> tuple[list[int | None], Any]:
     return levels, kind
 
 
-def list_hint_wanted(kind: Any) -> bool:
-    """Whether an Arrow column type is a list, whose shape :func:`list_hint` works out."""
-    return bool(_list_levels(kind)[0])
+def list_hints(schema: Any, arrays: Callable[[str], Iterable[Any]],
+               description: str) -> dict[str, dict[str, Any]]:
+    """:func:`list_hint` of each list-of-numbers column of the Arrow ``schema``, over
+    every value (``arrays(name)``: the column's values in pieces); ``description`` names
+    the rows in the error for a column that cannot be read."""
+    from datarax.dataset.write_outcome import ConversionError
+
+    out: dict[str, dict[str, Any]] = {}
+    for field in schema:
+        if not _list_levels(field.type)[0]:  # not a list
+            continue
+        try:
+            hint = list_hint(field.type, arrays(field.name))
+        except Exception as err:  # noqa: BLE001 - named with the rows
+            raise ConversionError(f"{description}: cannot read the list column "
+                                  f"'{field.name}' ({type(err).__name__}: {err}).") from err
+        if hint is not None:
+            out[field.name] = hint
+    return out
 
 
 def list_hint(kind: Any, arrays: Iterable[Any]) -> dict[str, Any] | None:
@@ -237,10 +265,10 @@ def list_hint(kind: Any, arrays: Iterable[Any]) -> dict[str, Any] | None:
 
 
 def _undecoded_images(dataset: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
-    """A Hugging Face dataset with its image columns left encoded, and its :func:`hf_hints`."""
+    """A Hugging Face dataset with its image columns left encoded, and its :func:`feature_hints`."""
     import datasets
 
-    hints = hf_hints(dataset.features) if dataset.features is not None else {}
+    hints = feature_hints(dataset.features) if dataset.features is not None else {}
     for name, hint in hints.items():
         if hint.get("image"):
             dataset = dataset.cast_column(name, datasets.Image(decode=False))
@@ -272,14 +300,11 @@ class HFRows(Rows):
             for name, hint in list(hints.items()):
                 if hint.get("image"):
                     column = self.dataset.with_format("arrow")[name]
-                    hints[name] = {**hint, **image_shape_hint(
-                        item for chunk in column.chunks for item in chunk.to_pylist())}
-            for field in self.dataset.features.arrow_schema:
-                if list_hint_wanted(field.type):
-                    column = self.dataset.with_format("arrow")[field.name]
-                    hint = list_hint(field.type, column.chunks)
-                    if hint is not None:
-                        hints[field.name] = {**hints.get(field.name, {}), **hint}
+                    hints[name] = {**hint, **ImageSizes.of(
+                        image_column_sizes(chunk, []) for chunk in column.chunks).hint()}
+            for name, hint in list_hints(self.dataset.features.arrow_schema, lambda name: (
+                    self.dataset.with_format("arrow")[name].chunks), self.description).items():
+                hints[name] = {**hints.get(name, {}), **hint}
         return self.schema_hints
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.categories import dictionary_labels, parquet_categories
+from datarax.dataset.column_records import arrow_numbers
 from datarax.dataset.csv_tables import (
     blank_columns_as_text,
     check_header,
@@ -19,16 +20,10 @@ from datarax.dataset.csv_tables import (
     read_csv,
     short_csv_row,
 )
-from datarax.dataset.image_header_columns import binary_values, png_header_columns
-from datarax.dataset.images import ImageSizes, readable_size
+from datarax.dataset.image_header_columns import image_column_sizes
+from datarax.dataset.images import ImageSizes
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
-from datarax.dataset.rows import (
-    Rows,
-    files_description,
-    hf_hints,
-    list_hint,
-    list_hint_wanted,
-)
+from datarax.dataset.rows import Rows, feature_hints, files_description, list_hints
 from datarax.dataset.shared_tables import SharedTables
 from datarax.dataset.write_outcome import ConversionError
 from datarax.extras import require
@@ -115,21 +110,9 @@ def _largest_magnitude(column: Any) -> float | None:
     or compute's kernels: 0.3-0.6 s of CPU a process)."""
     import numpy as np
 
-    top = None
-    dtype = np.dtype(f"=f{column.type.bit_width // 8}")
-    for chunk in column.chunks:
-        if not len(chunk):
-            continue
-        validity, data = chunk.buffers()[:2]
-        span = slice(chunk.offset, chunk.offset + len(chunk))
-        values = np.frombuffer(data, dtype)[span]
-        if chunk.null_count:
-            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-            values = values[bits[span].astype(bool)]
-        values = np.abs(values[~np.isnan(values)])
-        if values.size:
-            top = max(top or 0.0, float(values.max()))
-    return top
+    values = np.abs(arrow_numbers(column))
+    values = values[~np.isnan(values)]
+    return float(values.max()) if values.size else None
 
 
 def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
@@ -162,53 +145,15 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
     return out
 
 
-def _encoded_images(column: Any) -> list[Any]:
-    """An image column's items as :func:`~datarax.dataset.images.image_shape_hint` takes
-    them: a Hugging Face ``{bytes, path}`` column as each row's bytes, or its path where it
-    holds no bytes (read from the two child columns: no dict made per row)."""
-    import pyarrow as pa
-
-    kind = column.type
-    if column.null_count or not (pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0):
-        return column.to_pylist()  # (a null row's children may hold anything)
-    data = column.field("bytes").to_pylist()
-    if kind.get_field_index("path") < 0:
-        return data
-    paths = column.field("path").to_pylist()
-    return [b or p for b, p in zip(data, paths)]
-
-
-def _image_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
-    """Height, width and whether grey of each image of an image column that opens, in
-    order, as :func:`~datarax.dataset.images.image_shape_hint` reads them: intact plain
-    PNGs all together (:mod:`~datarax.dataset.image_header_columns`; their headers are
-    added to ``headers`` for the write's check), the others one by one."""
-    import numpy as np
-
-    values = binary_values(column)
-    if values is None:
-        known = np.zeros(len(column), bool)
-        height, width, channels = (np.zeros(len(column), np.int64) for _ in range(3))
-    else:  # (an intact image's header is the one read_image_header gives)
-        known, height, width, channels = png_header_columns(*values, whole=True)
-    headers.append((known, height, width, channels))
-    height, width = height.copy(), width.copy()
-    grey, readable = channels == 1, known.copy()
-    rest = np.flatnonzero(~known).tolist()
-    items = _encoded_images(column) if rest else []
-    for row in rest:
-        size = readable_size(items[row])
-        if size is not None:
-            height[row], width[row], grey[row] = size
-            readable[row] = True
-    return height[readable].tolist(), width[readable].tolist(), grey[readable].tolist()
-
-
-def _row_group_columns(reader: Any, name: str) -> Iterator[Any]:
-    """The column ``name`` of a Parquet file, a row group at a time (``iter_batches``
+def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
+    """The column ``name`` of Parquet files, a row group at a time (``iter_batches``
     joins row groups into batches of 65,536 rows: a copy of the column)."""
-    for g in range(reader.num_row_groups):
-        yield from reader.read_row_group(g, columns=[name]).column(0).chunks
+    import pyarrow.parquet as pq
+
+    for f in files:
+        reader = pq.ParquetFile(f)
+        for g in range(reader.num_row_groups):
+            yield from reader.read_row_group(g, columns=[name]).column(0).chunks
 
 
 def _parquet_schema(path: str) -> Any:
@@ -356,16 +301,14 @@ class TableRows(Rows):
 
     @property
     def schema_hints(self) -> dict[str, dict[str, Any]]:  # type: ignore[override]
-        """What a Parquet file's Hugging Face schema says of its columns (``hf_hints``),
+        """What a Parquet file's Hugging Face schema says of its columns (``feature_hints``),
         and the class names of its category (dictionary) columns."""
         if self.kind != "parquet":
             return {}
-        import pyarrow.parquet as pq
-
-        meta = pq.read_schema(self.files[0]).metadata or {}
+        meta = _parquet_schema(self.files[0]).metadata or {}
         raw = meta.get(b"huggingface")
         try:
-            hints = hf_hints(json.loads(raw)["info"]["features"]) if raw else {}
+            hints = feature_hints(json.loads(raw)["info"]["features"]) if raw else {}
         except (KeyError, ValueError):
             hints = {}
         return {**hints, **{name: {"class_names": names}
@@ -378,15 +321,13 @@ class TableRows(Rows):
         return self._category_names
 
     def _hf_hints(self) -> dict[str, dict[str, Any]]:
-        import pyarrow.parquet as pq
-
         hints = self.schema_hints
         for name, hint in hints.items():
             if hint.get("image"):  # the image sizes over every row
                 headers = self._headers.setdefault(name, [])
                 hints[name] = {**hint, **ImageSizes.of(
-                    _image_sizes(chunk, headers) for f in self.files
-                    for chunk in _row_group_columns(pq.ParquetFile(f), name)).hint()}
+                    image_column_sizes(chunk, headers)
+                    for chunk in _row_group_columns(self.files, name)).hint()}
         return hints
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
@@ -415,27 +356,11 @@ class TableRows(Rows):
 
     def _list_hints(self) -> dict[str, dict[str, Any]]:
         """Shape and dtype of each list-of-numbers column, over every row of every file."""
-        schema = (_parquet_schema(self.files[0]) if self.kind == "parquet"
-                  else self._load()[0].schema)
-        out: dict[str, dict[str, Any]] = {}
-        for field in schema:
-            if not list_hint_wanted(field.type):
-                continue
-            if self.kind == "parquet":
-                import pyarrow.parquet as pq
-
-                arrays = (batch.column(0) for f in self.files
-                          for batch in pq.ParquetFile(f).iter_batches(columns=[field.name]))
-            else:
-                arrays = (t.column(field.name) for t in self._load())
-            try:
-                hint = list_hint(field.type, arrays)
-            except Exception as err:  # noqa: BLE001 - named with the files
-                raise ConversionError(f"{self.description}: cannot read the list column "
-                                      f"'{field.name}' ({type(err).__name__}: {err}).") from err
-            if hint is not None:
-                out[field.name] = hint
-        return out
+        if self.kind != "parquet":
+            return list_hints(self._load()[0].schema,
+                              lambda name: (t.column(name) for t in self._load()), self.description)
+        return list_hints(_parquet_schema(self.files[0]),
+                          lambda name: _row_group_columns(self.files, name), self.description)
 
     def row_name(self, row: int) -> str:
         """``row 7 (b.csv, row 2)``: with several files, the file and its own row."""

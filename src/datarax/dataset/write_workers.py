@@ -18,6 +18,7 @@ workers before it parses the input, so their start overlaps that work too.
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import multiprocessing
 import os
@@ -60,17 +61,6 @@ def _probe_parts(rows: Rows, taken: Any, parts: int, owned: list[list[int]], me:
                 break
             part = owned[q][k]
             put(part, rows.probe(*_part(rows.length or 0, parts, part)))
-
-
-def _shard_of(row: int, count: int, shards: int) -> int:
-    """The shard holding row ``row`` of ``count`` rows in ``shards`` contiguous shards
-    (shard ``s`` starts at ``s * count // shards``)."""
-    s = row * shards // count
-    while s + 1 < shards and (s + 1) * count // shards <= row:
-        s += 1
-    while s > 0 and s * count // shards > row:
-        s -= 1
-    return s
 
 
 def _part(count: int, parts: int, part: int) -> tuple[int, int]:
@@ -186,9 +176,10 @@ class WorkerPool:
         count = rows.length or 0
         parts = max(1, -(-count // rows_per_part))
         owned: list[list[int]] = [[] for _ in range(self.workers)]
-        for part in range(parts):
-            first = _part(count, parts, part)[0]
-            owned[_shard_of(first, count, shards) % self.workers if count else 0].append(part)
+        starts = [s * count // shards for s in range(shards)]  # of the contiguous shards
+        for part in range(parts):  # a part goes with the shard holding its first row
+            shard = bisect.bisect_right(starts, _part(count, parts, part)[0]) - 1
+            owned[shard % self.workers if count else 0].append(part)
         with self.counter.get_lock():
             self.counter[:] = [0] * self.workers
         for w, t in enumerate(self.tasks, 1):

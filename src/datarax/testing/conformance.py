@@ -27,11 +27,11 @@ import gc
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from datarax.core.spec import TextSpec
+from datarax.core.spec import TextSpec, flatten_fields, validate_batch
+from datarax.errors import SpecMismatchError
 from datarax.testing.resume_checks import (  # the resume clauses live there
     check_direct_read_live,
     check_nnx_state_small,
@@ -114,41 +114,24 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
 # --------------------------------------------------------------------- spec
 def check_spec(row: SourceRow) -> None:
     """Every batch of an epoch has exactly the fields, per-record shapes and dtypes of
-    ``source.element_spec()``."""
+    ``source.element_spec()`` (:func:`~datarax.core.spec.validate_batch`), every value of
+    a text field a ``str``."""
     with row.built() as pipeline:
         spec = pipeline.source.element_spec()
         step = -1
         for step, batch in enumerate(pipeline):
             where = f"{row.name}: batch {step}"
-            if sorted(batch) != sorted(spec):
-                raise AssertionError(
-                    f"{where} has fields {sorted(batch)}, element_spec() {sorted(spec)}"
-                )
-            _check_fields(where, spec, batch)
+            try:
+                validate_batch(batch, spec, where=where)
+            except SpecMismatchError as err:
+                raise AssertionError(str(err)) from None
+            values = flatten_fields(batch)
+            for name, field in flatten_fields(spec).items():
+                texts = list(values[name]) if isinstance(field, TextSpec) else []
+                if not all(isinstance(v, str) for v in np.ravel(np.asarray(texts, object))):
+                    raise AssertionError(f"{where}, field '{name}': text declared, got {texts!r}")
         if step < 0:
             raise AssertionError(f"{row.name}: the first epoch gave no batch to check")
-
-
-def _check_fields(where: str, spec: Any, batch: Batch, prefix: str = "") -> None:
-    """Every field of ``batch`` as ``spec`` declares it, nested fields by path."""
-    for key, field in spec.items():
-        value, name = batch[key], f"{prefix}{key}"
-        if isinstance(field, dict):
-            if not isinstance(value, dict) or sorted(value) != sorted(field):
-                raise AssertionError(f"{where}, field '{name}': {value!r} is not {field!r}")
-            _check_fields(where, field, value, prefix=f"{name}/")
-            continue
-        if isinstance(field, TextSpec):
-            values = list(value)
-            if not all(isinstance(v, str) for v in np.ravel(np.asarray(values, object))):
-                raise AssertionError(f"{where}, field '{name}': text declared, got {values!r}")
-            continue
-        array = np.asarray(value)
-        if array.shape[1:] != tuple(field.shape) or array.dtype != np.dtype(field.dtype):
-            raise AssertionError(
-                f"{where}, field '{name}': records are {array.dtype}{array.shape[1:]}, "
-                f"element_spec() says {np.dtype(field.dtype)}{tuple(field.shape)}"
-            )
 
 
 def check_kind(row: SourceRow) -> None:

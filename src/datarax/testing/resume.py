@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+
+from datarax.core.batch import batch_length, head_on_host
+from datarax.core.spec import flatten_fields
 from datarax.typing import Batch
 
 Level = Literal["pipeline", "iterator"]
@@ -45,15 +48,7 @@ class ResumeReport:
 def to_host(batch: Batch) -> Batch:
     """A batch with every field as a NumPy array (text fields as lists of ``str``,
     nested fields as nested dicts)."""
-    out: Batch = {}
-    for name, value in batch.items():
-        if isinstance(value, dict):
-            out[name] = to_host(value)
-        elif isinstance(value, (list, tuple)):
-            out[name] = list(value)
-        else:
-            out[name] = np.asarray(value)
-    return out
+    return head_on_host(batch, batch_length(batch))
 
 
 def iterate_epochs(pipeline: Any, num_epochs: int) -> Iterator[tuple[int, Any, Batch]]:
@@ -109,16 +104,14 @@ def compare_batches(expected: list[tuple[int, Batch]], got: list[tuple[int, Batc
         )
 
 
-def compare_fields(where: str, e_batch: Batch, g_batch: Batch, prefix: str = "") -> None:
+def compare_fields(where: str, e_batch: Batch, g_batch: Batch) -> None:
     """Raise ``AssertionError`` naming ``where`` and the first field (by path) whose
     values, shape or dtype differ between two host batches."""
-    if sorted(e_batch) != sorted(g_batch):
-        raise AssertionError(f"{where}: fields {sorted(g_batch)}, expected {sorted(e_batch)}")
-    for key, e_value in e_batch.items():
-        g_value, name = g_batch[key], f"{prefix}{key}"
-        if isinstance(e_value, dict) and isinstance(g_value, dict):
-            compare_fields(where, e_value, g_value, prefix=f"{name}/")
-            continue
+    expected, got = flatten_fields(e_batch), flatten_fields(g_batch)
+    if sorted(expected) != sorted(got):
+        raise AssertionError(f"{where}: fields {sorted(got)}, expected {sorted(expected)}")
+    for name, e_value in expected.items():
+        g_value = got[name]
         if isinstance(e_value, list) or isinstance(g_value, list):
             same = list(e_value) == list(g_value)
         else:
@@ -276,7 +269,7 @@ def check_resume_exact(
     per_epoch = [0] * num_epochs
     for epoch, _ in expected:
         per_epoch[epoch] += 1
-    records = sum(len(next(iter(b.values()))) for _, b in expected if b)
+    records = sum(batch_length(b) for _, b in expected)
     return ResumeReport(
         num_batches=total,
         num_records=records,

@@ -92,6 +92,20 @@ def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:
     )
 
 
+def check_offset(owner: str, value: Any, words: tuple[str, ...], low: int | None = None) -> Any:
+    """``offset``: one of ``words`` (``"random"`` ...), or a ``(y, x)`` pair of ints (each
+    ``>= low`` where given) as a tuple."""
+    if isinstance(value, str) and value in words:
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and (low is None or v >= low)
+            for v in value):
+        return int(value[0]), int(value[1])
+    allowed = ", ".join(repr(w) for w in words) + " or (y, x) ints" + (
+        "" if low is None else f" >= {low}")
+    raise ConfigError(f"{owner}: offset must be {allowed}, got {value!r}.")
+
+
 def is_range(value: Any) -> bool:
     return isinstance(value, tuple)
 

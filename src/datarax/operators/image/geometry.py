@@ -18,6 +18,7 @@ from datarax.operators.image._base import (
     cast_like,
     check_fill,
     check_flag,
+    check_offset,
     check_range,
     check_size,
     is_range,
@@ -182,18 +183,7 @@ class Crop(ImageOperator):
                  stream_name: str | None = None, rngs: nnx.Rngs | None = None,
                  name: str | None = None) -> None:
         owner = type(self).__name__
-        if isinstance(offset, str):
-            if offset not in ("random", "center"):
-                raise ConfigError(
-                    f"{owner}: offset must be 'random', 'center' or (y, x), got {offset!r}."
-                )
-        elif (isinstance(offset, (tuple, list)) and len(offset) == 2
-              and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in offset)):
-            offset = (int(offset[0]), int(offset[1]))
-        else:
-            raise ConfigError(
-                f"{owner}: offset must be 'random', 'center' or (y, x) ints >= 0, got {offset!r}."
-            )
+        offset = check_offset(owner, offset, ("random", "center"), low=0)
         self._setup({"size": check_size(owner, size), "offset": offset},
                     stochastic=offset == "random", field=field, stream_name=stream_name,
                     rngs=rngs, name=name)

@@ -15,6 +15,7 @@ from datarax.operators.image._base import (
     Range,
     cast_like,
     check_fill,
+    check_offset,
     check_range,
     check_size,
     from_unit,
@@ -71,12 +72,7 @@ class Cutout(ImageOperator):
     def __init__(self, size: int | tuple[int, int], *, offset: Any = "random", fill: float = 0.0,
                  field: str = "image", stream_name: str | None = None,
                  rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
-        if offset != "random" and not (
-            isinstance(offset, (tuple, list)) and len(offset) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in offset)
-        ):
-            raise ConfigError(f"Cutout: offset must be 'random' or (y, x) ints, got {offset!r}.")
-        offset = offset if offset == "random" else (int(offset[0]), int(offset[1]))
+        offset = check_offset("Cutout", offset, ("random",))
         self._setup({"size": check_size("Cutout", size), "offset": offset,
                      "fill": check_fill("Cutout", fill)},
                     stochastic=offset == "random", field=field, stream_name=stream_name,
