@@ -315,6 +315,10 @@ simple("memory-text-mixed-with-numbers", "MemorySource data", "a list of str and
 simple("memory-nested-empty-dict", "MemorySource data", "a nested field that is an empty dict",
        DataraxError, "MemorySource field 'meta' is an empty dict",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32), "meta": {}}))
+simple("memory-masked-array", "MemorySource data", "a numpy masked array with an entry masked",
+       DataraxError, "MemorySource field 'x' is a masked array with masked entries (first in "
+       "record 1)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.ma.array([1, 2, 3], mask=[0, 1, 0])}))
 simple("memory-field-lengths-differ", "MemorySource data", "fields of 3 and 4 records",
        DataraxError, "MemorySource fields have different numbers of records: {'x': 3, 'y': 4}",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32),

@@ -181,6 +181,14 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
     if isinstance(value, jax.Array):
         array = value
     else:
+        if isinstance(value, np.ma.MaskedArray) and np.ma.getmaskarray(value).any():
+            first = int(np.flatnonzero(np.ma.getmaskarray(value).reshape(len(value), -1).any(1))[0]) \
+                if value.ndim else 0
+            raise DataraxError(
+                f"MemorySource field '{name}' is a masked array with masked entries (first "
+                f"in record {first}); a batch carries the values under the mask, not the "
+                f"mask. Fill them (value.filled(0)) and pass the mask as a field of its own "
+                f"(np.ma.getmaskarray(value)).")
         try:
             array = np.asarray(value)
         except (TypeError, ValueError) as err:
@@ -198,8 +206,8 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
             raise DataraxError(
                 f"MemorySource field '{name}' mixes text with {type(other).__name__} "
                 f"values ({other!r}); a field holds either text or numbers.")
-        if array.dtype.kind not in "biufc":
-            raise DataraxError(
+        if array.dtype.kind not in "biufc" and not jax.dtypes.issubdtype(array.dtype, np.number):
+            raise DataraxError(  # (bfloat16, float8 are numbers JAX holds: kind 'V')
                 f"MemorySource field '{name}' holds {array.dtype} values; MemorySource keeps "
                 "numbers (bool, int, float, complex) on the device and text (str/bytes) on "
                 "the host. Convert the field to one of those."
