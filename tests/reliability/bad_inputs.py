@@ -839,6 +839,9 @@ def _restore_other_rngs(state: dict[str, Any]) -> None:
 simple("state-negative-position", "Pipeline state", "position=-3", StateError,
        "Pipeline state 'position' must be an int >= 0, got -3; the state was tampered with.",
        lambda: restore(dict(state_of(), position=-3)), field="position")
+simple("state-source-not-a-dict", "Pipeline state", "source=3 (edited by hand)", StateError,
+       "Pipeline state 'source' must be the source's state (a dict), got int 3; the state was "
+       "tampered with.", lambda: restore(dict(state_of(), source=3)), field="source")
 simple("state-float-epoch", "Pipeline state", "epoch=1.5", StateError,
        "Pipeline state 'epoch' must be an int >= 0, got 1.5", lambda: restore(dict(state_of(), epoch=1.5)),
        field="epoch")

@@ -318,7 +318,9 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     nested = state.get("source")
     if not isinstance(nested, dict):
         raise StateError(
-            "Pipeline state is missing 'source' (the source's position).", field="source"
+            "Pipeline state is missing 'source' (the source's position)." if nested is None
+            else f"Pipeline state 'source' must be the source's state (a dict), got "
+            f"{type(nested).__name__} {nested!r}; the state was tampered with.", field="source"
         )
     for mine, key in (("epoch", "current_epoch"), ("position", "current_index")):
         value = nested.get(key)  # a bad value is the source's own to refuse
