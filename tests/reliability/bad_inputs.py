@@ -700,6 +700,12 @@ simple("state-other-shuffle", "Pipeline state", "a state from an unshuffled sour
 simple("state-other-dataset", "Pipeline state", "a state from a 12-record dataset into 6",
        StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
        "num_records=6", lambda: pipe(batch_size=3).set_state(state_of()), field="num_records")
+simple("state-data-grew", "Pipeline state", "a mid-epoch state restored after the data grew "
+       "from 12 to 16 records", StateError, "Pipeline state was saved with num_records=12 but "
+       "this pipeline has num_records=16 (the records its source holds: the data gained or lost "
+       "records since the state was saved",
+       lambda: make_memory_pipeline(16, 3, shard_index=0, shard_count=1).set_state(state_of()),
+       field="num_records")
 def _nnx_into_other_length() -> None:
     saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
     next(iter(saved))

@@ -61,6 +61,9 @@ _DIGEST_HINTS = {
     "stages": f" ({SEES}; build the same stages)",
     "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
     "the same rngs seed)",
+    "num_records": " (the records its source holds: the data gained or lost records since "
+    "the state was saved, or it is other data, so the position would name other records; "
+    "restore over the data the state was saved with, or start a fresh pass)",
     "files": " (a digest of an ArrayRecord source's files' names and record counts, in "
     "order: it reads other files, or the same files in another order, so the position "
     "would name other records; build it over the files the state was saved with: a glob "
