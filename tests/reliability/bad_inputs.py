@@ -622,6 +622,11 @@ simple("stream-shape-drift", "Stream batches vs element_spec",
 simple("stream-dtype-drift", "Stream batches vs element_spec", "dtype changes mid-stream",
        SpecMismatchError, "field 'x' has dtype int32, declared float32",
        lambda: drift(lambda n: {"x": np.zeros((n, 2), np.int32)}))
+simple("stream-big-endian", "Stream batches vs element_spec",
+       "a big-endian float32 batch ('>f4') where float32 is declared", SpecMismatchError,
+       "field 'x' has dtype float32 in non-native byte order ('>f4'), declared float32; emit "
+       "native byte order (x.astype(x.dtype.newbyteorder('=')))",
+       lambda: drift(lambda n: {"x": np.zeros((n, 2), ">f4")}))
 simple("stream-strings-for-array", "Stream batches vs element_spec",
        "strings where an array is declared", SpecMismatchError,
        "field 'x' is declared float32(2,) but holds strings",

@@ -62,3 +62,37 @@ def test_memory_source_serves_a_masked_array_with_nothing_masked():
     values = np.ma.array([1, 2, 3], mask=False, dtype=np.int32)
     out = batches(MemorySource(MemorySourceConfig(), {"x": values}))
     np.testing.assert_array_equal(np.concatenate([np.asarray(b) for b in out]), [1, 2, 3])
+
+
+def test_a_stream_batch_in_big_endian_order_is_refused_naming_the_byte_order():
+    from dataclasses import dataclass
+
+    import jax
+
+    from datarax.core.config import StructuralConfig
+    from datarax.core.errors import SpecMismatchError
+    from datarax.sources import StreamSource
+
+    @dataclass(frozen=True)
+    class Settings(StructuralConfig):
+        declared: str = "int32"
+
+    class BigEndian(StreamSource):
+        def restart(self, epoch):
+            self.left = 4
+
+        def get_batch(self, batch_size):
+            if not self.left:
+                return None
+            self.left -= 2
+            return {"x": np.arange(2).astype(">i4")}
+
+        def element_spec(self):
+            return {"x": jax.ShapeDtypeStruct((), np.dtype(self.config.declared))}
+
+    with pytest.raises(SpecMismatchError, match=r"field 'x' has dtype int32 in non-native byte "
+                                                r"order \('>i4'\), declared int32; emit native"):
+        batches(BigEndian(Settings()))
+    with pytest.raises(SpecMismatchError, match=r"\('>i4'\), which JAX does not hold; declare "
+                                                r"and emit int32 in native byte order"):
+        batches(BigEndian(Settings(declared=">i4")))

@@ -247,6 +247,22 @@ def _leading(value: Any) -> int | None:
     return shape[0] if shape else None
 
 
+def _dtype_problem(dtype: np.dtype, declared: np.dtype) -> str:
+    """Why a field's ``dtype`` is refused against ``declared`` (byte order named: an
+    ``int32`` in big-endian order is not the ``int32`` JAX holds)."""
+    def words(d: np.dtype) -> str:
+        return d.name if d.isnative else f"{d.name} in non-native byte order ('{d.str}')"
+
+    if dtype == declared:  # both non-native: JAX holds neither
+        return (f"has dtype {words(dtype)}, which JAX does not hold; declare and emit "
+                f"{dtype.newbyteorder('=').name} in native byte order "
+                "(x.astype(x.dtype.newbyteorder('=')))")
+    problem = f"has dtype {words(dtype)}, declared {words(declared)}"
+    if not dtype.isnative and dtype.newbyteorder("=") == declared:
+        problem += "; emit native byte order (x.astype(x.dtype.newbyteorder('=')))"
+    return problem
+
+
 def validate_batch(
     batch: Mapping[str, Any],
     spec: Mapping[str, FieldSpec],
@@ -302,8 +318,9 @@ def validate_batch(
         dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
         if shape != tuple(s.shape):
             bad(name, f"has per-record shape {shape}, declared {tuple(s.shape)}")
-        if dtype != np.dtype(s.dtype):
-            bad(name, f"has dtype {dtype.name}, declared {np.dtype(s.dtype).name}")
+        declared = np.dtype(s.dtype)
+        if dtype != declared or not dtype.isnative:
+            bad(name, _dtype_problem(dtype, declared))
     sizes = {n for n in leading.values() if n is not None}
     if len(sizes) > 1:
         detail = ", ".join(f"'{k}': {v}" for k, v in leading.items())
