@@ -1,0 +1,40 @@
+"""A batch_size past a host source's records (a file source, a filtered one): the
+short batch its per-record stages run on is padded to the epoch's records, not to
+batch_size (batch_size=2**40 over 10 records: before, that many rows were padded)."""
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import NpySource, NpySourceConfig
+
+HUGE = 2**40  # a regression fails at once: positions past int32, or 8 TB of rows
+
+
+def jitter(element, key):
+    return element.update_data({"data": element.data["data"] + jax.random.randint(key, (), 0, 9)})
+
+
+def pipeline(path, batch_size, keep_even=False):
+    stages = [ElementOperator(ElementOperatorConfig(stochastic=True), fn=jitter)]
+    if keep_even:
+        stages.insert(0, FilterOperator(predicate=lambda e: e.data["data"] % 2 == 0))
+    source = NpySource(NpySourceConfig(paths=str(path), shuffle=True, seed=1))
+    return Pipeline(source=source, stages=stages, batch_size=batch_size, rngs=nnx.Rngs(0))
+
+
+def epochs(p, n=2):
+    return [[b["data"].tolist() for b in p] for _ in range(n)]
+
+
+def test_a_file_source_and_a_filtered_one_serve_one_batch_of_their_records(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(10, dtype=np.int8))
+    expected = epochs(pipeline(path, 10))
+    assert [len(e) for e in expected] == [1, 1] and len(expected[0][0]) == 10
+    assert epochs(pipeline(path, HUGE)) == expected
+    kept = epochs(pipeline(path, 10, keep_even=True))
+    assert [len(e[0]) for e in kept] == [5, 5]
+    assert epochs(pipeline(path, HUGE, keep_even=True)) == kept
