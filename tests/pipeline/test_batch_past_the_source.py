@@ -50,3 +50,19 @@ def test_a_state_saved_after_an_epoch_resumes_with_the_next_one(expected):
     resumed = pipeline(HUGE)
     resumed.set_state(first.get_state())
     assert [b["x"].tolist() for b in resumed] == expected[1]
+
+
+def test_a_filtered_pass_packs_its_kept_records_into_one_batch():
+    from datarax.operators import FilterOperator
+
+    def filtered(batch_size):
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=4),
+                              {"x": np.arange(10, dtype=np.float32)})
+        keep_even = FilterOperator(predicate=lambda e: e.data["x"] % 2 == 0)
+        stage = ElementOperator(ElementOperatorConfig(stochastic=True), fn=jitter)
+        return Pipeline(source=source, stages=[keep_even, stage], batch_size=batch_size,
+                        rngs=nnx.Rngs(0))
+
+    kept = [b["x"].tolist() for b in filtered(10)]
+    assert [len(b) for b in kept] == [5]
+    assert [b["x"].tolist() for b in filtered(HUGE)] == kept
