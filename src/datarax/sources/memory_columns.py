@@ -181,9 +181,9 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
     if isinstance(value, jax.Array):
         array = value
     else:
-        if isinstance(value, np.ma.MaskedArray) and np.ma.getmaskarray(value).any():
-            first = int(np.flatnonzero(np.ma.getmaskarray(value).reshape(len(value), -1).any(1))[0]) \
-                if value.ndim else 0
+        mask = np.ma.getmaskarray(value) if isinstance(value, np.ma.MaskedArray) else None
+        if mask is not None and mask.any():
+            first = int(np.flatnonzero(mask.reshape(len(mask), -1).any(1))[0]) if mask.ndim else 0
             raise DataraxError(
                 f"MemorySource field '{name}' is a masked array with masked entries (first "
                 f"in record {first}); a batch carries the values under the mask, not the "
