@@ -296,6 +296,14 @@ def _frame() -> Any:
     return pd.DataFrame({"x": np.arange(3, dtype=np.int32)})
 
 
+simple("memory-generator", "MemorySource data", "a generator of records", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got generator; "
+       "pass list(data)",
+       lambda: MemorySource(MemorySourceConfig(), ({"x": i} for i in range(3))))
+simple("memory-bare-array", "MemorySource data", "a bare array (no field name)", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got ndarray; "
+       "name the field: {'x': array}",
+       lambda: MemorySource(MemorySourceConfig(), np.arange(3)))
 simple("memory-record-not-dict", "MemorySource data", "a list of ints", DataraxError,
        "MemorySource records must be dicts of fields, record 0 is int.",
        lambda: MemorySource(MemorySourceConfig(), [1, 2, 3]))

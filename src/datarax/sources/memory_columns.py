@@ -7,7 +7,7 @@ field path, checked: device arrays for numbers (under :mod:`datarax.core.dtypes`
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -67,12 +67,17 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             )
         columns = _columns_of_records(records, (), cast_float64)
     else:
-        table = hasattr(data, "columns") and hasattr(data, "to_dict")  # a pandas DataFrame
+        if hasattr(data, "columns") and hasattr(data, "to_dict"):  # a pandas DataFrame
+            hint = "; pass dict(frame), its columns by name."
+        elif isinstance(data, (np.ndarray, jax.Array)):
+            hint = "; name the field: {'x': array} (records along axis 0)."
+        elif isinstance(data, Iterator):
+            hint = "; pass list(data) (MemorySource holds every record; an iterator is read once)."
+        else:
+            hint = "."
         raise DataraxError(
-            f"MemorySource data must be a dict of arrays or a sequence of records, got "
-            f"{type(data).__name__}" + ("; pass dict(frame), its columns by name." if table
-                                        else ".")
-        )
+            "MemorySource data must be a dict of arrays or a sequence of records, got "
+            f"{type(data).__name__}{hint}")
     lengths = {_name(p): int(_rows_of(v).shape[0]) for p, v in columns.items()}
     if len(set(lengths.values())) > 1:
         raise DataraxError(
