@@ -96,3 +96,17 @@ def test_a_stream_batch_in_big_endian_order_is_refused_naming_the_byte_order():
     with pytest.raises(SpecMismatchError, match=r"\('>i4'\), which JAX does not hold; declare "
                                                 r"and emit int32 in native byte order"):
         batches(BigEndian(Settings(declared=">i4")))
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, np.float16])
+def test_check_finite_finds_nan_in_a_half_precision_field(dtype):
+    from datarax.core.errors import SpecMismatchError
+
+    source = MemorySource(MemorySourceConfig(), {"x": np.array([1.0, 2.0, np.nan], dtype)})
+    pipeline = Pipeline(source=source, stages=[], batch_size=2, rngs=nnx.Rngs(0),
+                        check_finite=True)
+    it = iter(pipeline)
+    assert np.asarray(next(it)["x"], np.float32).tolist() == [1.0, 2.0]
+    with pytest.raises(SpecMismatchError, match=r"field 'x' of the record at position 2 .* "
+                                                r"holds NaN or inf"):
+        next(it)

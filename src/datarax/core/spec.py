@@ -344,12 +344,15 @@ def first_nonfinite(batch: Mapping[str, Any]) -> tuple[str, int] | None:
     Example:
         >>> first_nonfinite({"x": np.array([[0.0], [np.nan]], np.float32)})
         ('x', 1)
+        >>> first_nonfinite({"x": np.array([1.0, 2.0, np.inf], jax.numpy.bfloat16)})
+        ('x', 2)
     """
     for name, value in flatten_fields(batch).items():
         if is_text_value(value):
             continue
         array = np.asarray(value)
-        if array.dtype.kind not in "fc" or array.ndim == 0 or array.shape[0] == 0:
+        floating = array.dtype.kind in "fc" or jax.dtypes.issubdtype(array.dtype, np.inexact)
+        if not floating or array.ndim == 0 or array.shape[0] == 0:  # (bfloat16: kind 'V')
             continue
         finite = np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)
         if not finite.all():
