@@ -82,3 +82,21 @@ def test_an_iterator_is_refused_naming_the_pipeline_to_copy_instead(how):
                                         r"copy.deepcopy\(pipeline\) or pickle.dumps\(pipeline\)"):
         how(it)
     assert len(values(it)) == 2  # still usable
+
+
+def test_a_pipeline_over_a_mixture_of_a_file_source_pickles_mid_epoch(tmp_path):
+    from datarax.sources import ConcatSource, MixSource
+
+    path = write_records(os.path.join(tmp_path, "a.array_record"), [int32(i) for i in range(6)])
+    files = ArrayRecordSourceModule(ArrayRecordSourceConfig(shuffle_files=True), path,
+                                    decode=decode)
+    memory = MemorySource(MemorySourceConfig(), {"x": np.arange(100, 106, dtype=np.int32)})
+    source = MixSource([ConcatSource([files, memory]), MemorySource(
+        MemorySourceConfig(), {"x": np.arange(200, 204, dtype=np.int32)})], weights=[0.5, 0.5],
+        seed=0)
+    pipeline = Pipeline(source=source, stages=[], batch_size=3, rngs=nnx.Rngs(0))
+    it = iter(pipeline)
+    next(it)
+    twin = cloudpickle.loads(cloudpickle.dumps(pipeline))
+    rest = [np.asarray(b["x"]).tolist() for b in twin]
+    assert rest and rest == [np.asarray(b["x"]).tolist() for b in it]
