@@ -38,3 +38,18 @@ def test_a_file_source_and_a_filtered_one_serve_one_batch_of_their_records(tmp_p
     kept = epochs(pipeline(path, 10, keep_even=True))
     assert [len(e[0]) for e in kept] == [5, 5]
     assert epochs(pipeline(path, HUGE, keep_even=True)) == kept
+
+
+def test_a_stream_shorter_than_a_batch_pads_no_row_past_its_records():
+    from number_sources import NumberStream
+
+    def stream_pipeline(batch_size):
+        stage = ElementOperator(ElementOperatorConfig(stochastic=True), fn=lambda e, k: (
+            e.update_data({"x": e.data["x"] + jax.random.randint(k, (), 0, 9)})))
+        return Pipeline(source=NumberStream(0, 10), stages=[stage], batch_size=batch_size,
+                        rngs=nnx.Rngs(0))
+
+    expected = [[b["x"].tolist() for b in p] for p in [stream_pipeline(4)] * 2]
+    assert [len(e) for e in expected] == [3, 3]
+    flat = [[sum(e, [])] for e in expected]  # the same records and draws, one batch a pass
+    assert [[b["x"].tolist() for b in p] for p in [stream_pipeline(HUGE)] * 2] == flat

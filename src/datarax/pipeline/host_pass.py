@@ -124,7 +124,10 @@ class HostPass:
         self.stats = context.stats
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
-        self.padded = padded_size(self.batch_size, self.source)
+        # rows a short batch is padded to; a stream (length unknown): its largest batch
+        # so far this pass (a stream shorter than batch_size pads none past its records)
+        self.sized = self.source.epoch_size() is not None
+        self.padded = padded_size(self.batch_size, self.source) if self.sized else 0
         self.filtered = filtered  # the batches hold a FilterOperator's kept records
         self._stage_graph: tuple[Any, Any, Any] | None = None
 
@@ -183,6 +186,8 @@ class HostPass:
                                                            device=device))
         graphdef, state, key = self._stage_graph
         count = len(indices)
+        if not self.sized:
+            self.padded = max(self.padded, count)
         if 0 < count < self.padded and all_per_record(stages):
             # A short batch runs padded (its last record repeated) and is cut after, so
             # one compiled step serves every batch of the epoch; per-record stages give
