@@ -100,3 +100,19 @@ def test_a_pipeline_over_a_mixture_of_a_file_source_pickles_mid_epoch(tmp_path):
     twin = cloudpickle.loads(cloudpickle.dumps(pipeline))
     rest = [np.asarray(b["x"]).tolist() for b in twin]
     assert rest and rest == [np.asarray(b["x"]).tolist() for b in it]
+
+
+@pytest.mark.parametrize("how", [copy.deepcopy, lambda o: pickle.loads(pickle.dumps(o))])
+@pytest.mark.parametrize("node, left_after_one", [(lambda p: p.take(3), 2),
+                                                  (lambda p: p.repeat(2), 2 + 3)],
+                         ids=["take", "repeat"])
+def test_a_take_or_repeat_copied_mid_way_serves_what_the_original_has_left(
+        how, node, left_after_one):
+    source = MemorySource(MemorySourceConfig(shuffle=True), {"x": np.arange(10, dtype=np.int32)})
+    original = node(Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0)))
+    next(original)
+    twin = how(original)
+    left = [b["x"].tolist() for b in twin]
+    assert left == [b["x"].tolist() for b in original]
+    assert len(left) == left_after_one  # repeat(2): 2 of this pass and 3 of the next
+    assert twin.get_state() == original.get_state()
