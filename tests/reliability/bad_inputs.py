@@ -296,6 +296,14 @@ def _frame() -> Any:
     return pd.DataFrame({"x": np.arange(3, dtype=np.int32)})
 
 
+simple("memory-generator", "MemorySource data", "a generator of records", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got generator; "
+       "pass list(data)",
+       lambda: MemorySource(MemorySourceConfig(), ({"x": i} for i in range(3))))
+simple("memory-bare-array", "MemorySource data", "a bare array (no field name)", DataraxError,
+       "MemorySource data must be a dict of arrays or a sequence of records, got ndarray; "
+       "name the field: {'x': array}",
+       lambda: MemorySource(MemorySourceConfig(), np.arange(3)))
 simple("memory-record-not-dict", "MemorySource data", "a list of ints", DataraxError,
        "MemorySource records must be dicts of fields, record 0 is int.",
        lambda: MemorySource(MemorySourceConfig(), [1, 2, 3]))
@@ -315,6 +323,10 @@ simple("memory-text-mixed-with-numbers", "MemorySource data", "a list of str and
 simple("memory-nested-empty-dict", "MemorySource data", "a nested field that is an empty dict",
        DataraxError, "MemorySource field 'meta' is an empty dict",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32), "meta": {}}))
+simple("memory-masked-array", "MemorySource data", "a numpy masked array with an entry masked",
+       DataraxError, "MemorySource field 'x' is a masked array with masked entries (first in "
+       "record 1)",
+       lambda: MemorySource(MemorySourceConfig(), {"x": np.ma.array([1, 2, 3], mask=[0, 1, 0])}))
 simple("memory-field-lengths-differ", "MemorySource data", "fields of 3 and 4 records",
        DataraxError, "MemorySource fields have different numbers of records: {'x': 3, 'y': 4}",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(3, np.int32),
@@ -618,6 +630,11 @@ simple("stream-shape-drift", "Stream batches vs element_spec",
 simple("stream-dtype-drift", "Stream batches vs element_spec", "dtype changes mid-stream",
        SpecMismatchError, "field 'x' has dtype int32, declared float32",
        lambda: drift(lambda n: {"x": np.zeros((n, 2), np.int32)}))
+simple("stream-big-endian", "Stream batches vs element_spec",
+       "a big-endian float32 batch ('>f4') where float32 is declared", SpecMismatchError,
+       "field 'x' has dtype float32 in non-native byte order ('>f4'), declared float32; emit "
+       "native byte order (x.astype(x.dtype.newbyteorder('=')))",
+       lambda: drift(lambda n: {"x": np.zeros((n, 2), ">f4")}))
 simple("stream-strings-for-array", "Stream batches vs element_spec",
        "strings where an array is declared", SpecMismatchError,
        "field 'x' is declared float32(2,) but holds strings",
@@ -696,6 +713,12 @@ simple("state-other-shuffle", "Pipeline state", "a state from an unshuffled sour
 simple("state-other-dataset", "Pipeline state", "a state from a 12-record dataset into 6",
        StateError, "Pipeline state was saved with num_records=12 but this pipeline has "
        "num_records=6", lambda: pipe(batch_size=3).set_state(state_of()), field="num_records")
+simple("state-data-grew", "Pipeline state", "a mid-epoch state restored after the data grew "
+       "from 12 to 16 records", StateError, "Pipeline state was saved with num_records=12 but "
+       "this pipeline has num_records=16 (the records its source holds: the data gained or lost "
+       "records since the state was saved",
+       lambda: make_memory_pipeline(16, 3, shard_index=0, shard_count=1).set_state(state_of()),
+       field="num_records")
 def _nnx_into_other_length() -> None:
     saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
     next(iter(saved))
@@ -835,6 +858,9 @@ def _restore_other_rngs(state: dict[str, Any]) -> None:
 simple("state-negative-position", "Pipeline state", "position=-3", StateError,
        "Pipeline state 'position' must be an int >= 0, got -3; the state was tampered with.",
        lambda: restore(dict(state_of(), position=-3)), field="position")
+simple("state-source-not-a-dict", "Pipeline state", "source=3 (edited by hand)", StateError,
+       "Pipeline state 'source' must be the source's state (a dict), got int 3; the state was "
+       "tampered with.", lambda: restore(dict(state_of(), source=3)), field="source")
 simple("state-float-epoch", "Pipeline state", "epoch=1.5", StateError,
        "Pipeline state 'epoch' must be an int >= 0, got 1.5", lambda: restore(dict(state_of(), epoch=1.5)),
        field="epoch")

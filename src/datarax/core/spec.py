@@ -247,6 +247,22 @@ def _leading(value: Any) -> int | None:
     return shape[0] if shape else None
 
 
+def _dtype_problem(dtype: np.dtype, declared: np.dtype) -> str:
+    """Why a field's ``dtype`` is refused against ``declared`` (byte order named: an
+    ``int32`` in big-endian order is not the ``int32`` JAX holds)."""
+    def words(d: np.dtype) -> str:
+        return d.name if d.isnative else f"{d.name} in non-native byte order ('{d.str}')"
+
+    if dtype == declared:  # both non-native: JAX holds neither
+        return (f"has dtype {words(dtype)}, which JAX does not hold; declare and emit "
+                f"{dtype.newbyteorder('=').name} in native byte order "
+                "(x.astype(x.dtype.newbyteorder('=')))")
+    problem = f"has dtype {words(dtype)}, declared {words(declared)}"
+    if not dtype.isnative and dtype.newbyteorder("=") == declared:
+        problem += "; emit native byte order (x.astype(x.dtype.newbyteorder('=')))"
+    return problem
+
+
 def validate_batch(
     batch: Mapping[str, Any],
     spec: Mapping[str, FieldSpec],
@@ -302,8 +318,9 @@ def validate_batch(
         dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
         if shape != tuple(s.shape):
             bad(name, f"has per-record shape {shape}, declared {tuple(s.shape)}")
-        if dtype != np.dtype(s.dtype):
-            bad(name, f"has dtype {dtype.name}, declared {np.dtype(s.dtype).name}")
+        declared = np.dtype(s.dtype)
+        if dtype != declared or not dtype.isnative:
+            bad(name, _dtype_problem(dtype, declared))
     sizes = {n for n in leading.values() if n is not None}
     if len(sizes) > 1:
         detail = ", ".join(f"'{k}': {v}" for k, v in leading.items())
@@ -327,12 +344,15 @@ def first_nonfinite(batch: Mapping[str, Any]) -> tuple[str, int] | None:
     Example:
         >>> first_nonfinite({"x": np.array([[0.0], [np.nan]], np.float32)})
         ('x', 1)
+        >>> first_nonfinite({"x": np.array([1.0, 2.0, np.inf], jax.numpy.bfloat16)})
+        ('x', 2)
     """
     for name, value in flatten_fields(batch).items():
         if is_text_value(value):
             continue
         array = np.asarray(value)
-        if array.dtype.kind not in "fc" or array.ndim == 0 or array.shape[0] == 0:
+        floating = array.dtype.kind in "fc" or jax.dtypes.issubdtype(array.dtype, np.inexact)
+        if not floating or array.ndim == 0 or array.shape[0] == 0:  # (bfloat16: kind 'V')
             continue
         finite = np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)
         if not finite.all():

@@ -18,6 +18,9 @@ or a non-empty sequence whose first item is a ``str``/``bytes``.
   JAX's defaults, ``int32`` (range checked) and ``float32``, as ``jnp.asarray`` does.
 * With ``jax_enable_x64`` on, every value keeps its dtype.
 
+**Byte order**: a big-endian array (``'>i4'``, as some ``.npy`` and binary records
+hold) becomes the same values in native order, which JAX takes.
+
 **64-bit fields declared** by a source's ``element_spec()`` are refused while x64 is
 off (:func:`declared_64bit`, :func:`datarax.core.spec.check_spec_x64`).
 
@@ -226,6 +229,8 @@ def fit_column(
         return value
     weak = not isinstance(value, (np.ndarray, np.generic))  # Python numbers (or lists)
     array = np.asarray(value)
+    if not array.dtype.isnative:  # big-endian ('>i4'): JAX takes the same values native
+        array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype.kind in TEXT_KINDS or array.dtype not in _NARROW or x64_enabled():
         return value if array.dtype.kind in TEXT_KINDS else array
     prefix = f"{where}: " if where else ""

@@ -167,6 +167,9 @@ class IndexedDispatch:
             size = self.resplit.size(self.n)
         self.dispatched = source.index
         self.total = self.plan.end(size, self.dispatched)
+        # no batch of this pass holds more than its records: a batch_size past them
+        # (batch_size=10**6 over 10 records) computes no rows it would only cut off
+        self.batch_size = min(self.batch_size, max(size, 1))
         # the last pass's placed constants, steps and executables, where unchanged; the
         # first call's position placed with them (not copied by the call itself)
         first = self._first_position()

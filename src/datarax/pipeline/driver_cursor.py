@@ -32,7 +32,7 @@ from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.arguments import no_batch_error
 from datarax.pipeline.devices import place_on_host, stage_device
 from datarax.pipeline.driver import SourceMoved
-from datarax.pipeline.host_pass import HostPass, has_host_leaves, padded_rows
+from datarax.pipeline.host_pass import HostPass, has_host_leaves, padded_rows, padded_size
 from datarax.pipeline.plan import PassContext
 from datarax.sources.skip_ledger import skipped_in_epoch
 from datarax.typing import Batch
@@ -155,7 +155,8 @@ class FilteredReads(DirectReads):
             return self.filter.keep_records(
                 raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
                 f"read from position {at} of epoch {self.epoch}")
-        padded = place_on_host(jax.tree.map(lambda v: padded_rows(v, size), raw),
+        rows = max(padded_size(size, source), batch_length(raw))
+        padded = place_on_host(jax.tree.map(lambda v: padded_rows(v, rows), raw),
                                stage_device(self.plan))
         return np.asarray(host_keep(self.filter)(padded))[:batch_length(raw)].astype(bool)
 

@@ -103,6 +103,16 @@ class Transformation:
     def restore_own(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    @classmethod
+    def over(cls, parent: Any, own: dict[str, Any]) -> Transformation:
+        """A new node of this kind over ``parent``, for the counts ``own``."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """``copy.deepcopy`` / ``pickle``: the same node over a copy of its parent (a
+        pipeline's copy continues at its position), at the same counts."""
+        return (_remade, (type(self), self.parent, self.own_state()))
+
     def get_state(self) -> dict[str, Any]:
         """Its own counts and its parent's state under ``"parent"``."""
         return {**self.own_state(), "parent": self.parent.get_state()}
@@ -113,6 +123,13 @@ class Transformation:
         self.check_own(state)
         self.parent.set_state(state["parent"])
         self.restore_own(state)
+
+
+def _remade(kind: type[Transformation], parent: Any, own: dict[str, Any]) -> Any:
+    """A ``kind`` node over ``parent`` at the counts ``own`` (an unpickled or copied one)."""
+    node = kind.over(parent, own)
+    node.restore_own(own)
+    return node
 
 
 class Take(Transformation):
@@ -131,6 +148,10 @@ class Take(Transformation):
         self._left = check_count(batches, "take")
         self._count, self._context = self._left, context  # the pipeline's PassContext
         self._iterator: Any = None
+
+    @classmethod
+    def over(cls, parent: Any, own: dict[str, Any]) -> Take:
+        return parent.take(own["take"])
 
     def __iter__(self) -> Take:
         return self
@@ -204,6 +225,10 @@ class Repeat(Transformation):
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
         self._whole = False  # the current pass began at its epoch's start
+
+    @classmethod
+    def over(cls, parent: Any, own: dict[str, Any]) -> Repeat:
+        return parent.repeat(own["epochs_left"])
 
     def __iter__(self) -> Repeat:
         return self

@@ -170,6 +170,9 @@ class FilteredDispatch:
         lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo
         self.total = source.epoch_size() or 0
+        # no batch holds more than the epoch's records: a batch_size past them reads
+        # and packs chunks of the records alone (as the unfiltered dispatch computes)
+        self.batch_size = min(self.batch_size, max(self.total, 1))
         self.position = source.index
         long_pass = self.total - self.position >= GROUP_MIN_BATCHES * self.batch_size
         self.group = group_size(self.batch_size) if long_pass else 1
@@ -242,7 +245,8 @@ class FilteredDispatch:
                 with self.stats.timer("stages"):
                     batch = self.post_step(self.post_graph[1], batch, rows, np.int32(self.epoch),
                                            self.key)
-            dropped = count < size and self.plan.drop_remainder  # never handed out
+            # never handed out (a short batch under drop_remainder)
+            dropped = count < self.plan.batch_size and self.plan.drop_remainder
             if not self.plan.check_finite and not dropped:
                 batch = place_batch(self.plan, self.stats, batch, before, self.epoch)
             items.append((int(ends[k]) - before, batch, count, rows))

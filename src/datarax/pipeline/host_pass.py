@@ -60,6 +60,14 @@ def padded_rows(array: Any, size: int) -> np.ndarray:
     return np.concatenate([array, np.repeat(array[-1:], size - len(array), axis=0)])
 
 
+def padded_size(batch_size: int, source: Any) -> int:
+    """The rows a short batch of ``source`` is padded to: ``batch_size``, or the records
+    of an epoch where fewer (no batch holds more: ``batch_size=10**6`` over 10 records
+    pads no row it would only cut off)."""
+    size = source.epoch_size()
+    return batch_size if size is None else min(batch_size, max(size, 1))
+
+
 def text_as_lists(batch: Batch, spec: Any) -> Batch:
     """``batch`` (checked against ``spec``) with each text field as batches carry text
     (:func:`text_as_list`); which fields are text is read from the spec, not asked of
@@ -116,6 +124,10 @@ class HostPass:
         self.stats = context.stats
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
+        # rows a short batch is padded to; a stream (length unknown): its largest batch
+        # so far this pass (a stream shorter than batch_size pads none past its records)
+        self.sized = self.source.epoch_size() is not None
+        self.padded = padded_size(self.batch_size, self.source) if self.sized else 0
         self.filtered = filtered  # the batches hold a FilterOperator's kept records
         self._stage_graph: tuple[Any, Any, Any] | None = None
 
@@ -174,12 +186,14 @@ class HostPass:
                                                            device=device))
         graphdef, state, key = self._stage_graph
         count = len(indices)
-        if 0 < count < self.batch_size and all_per_record(stages):
+        if not self.sized:
+            self.padded = max(self.padded, count)
+        if 0 < count < self.padded and all_per_record(stages):
             # A short batch runs padded (its last record repeated) and is cut after, so
             # one compiled step serves every batch of the epoch; per-record stages give
             # each record the same values whatever the rows beside it.
-            batch = jax.tree.map(lambda v: padded_rows(v, self.batch_size), batch)
-            indices = padded_rows(indices, self.batch_size)
+            batch = jax.tree.map(lambda v: padded_rows(v, self.padded), batch)
+            indices = padded_rows(indices, self.padded)
             out = stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
             return jax.tree.map(lambda v: head_rows(v, count), out)
         return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)

@@ -147,6 +147,16 @@ class PipelineIterator:
         self._begin(self._source.epoch, self._source.index)
         self._context.session.adopt(self)
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """An iterator is one pass of its pipeline, on this process's threads: refused
+        by ``copy``, ``copy.deepcopy`` and ``pickle`` alike, naming what to copy."""
+        raise TypeError(
+            "A PipelineIterator cannot be copied or pickled: it is one pass of its "
+            "pipeline, run by this process's threads. Copy or pickle the pipeline instead "
+            "(copy.deepcopy(pipeline) or pickle.dumps(pipeline) continues at this "
+            "iterator's position), or save iterator.get_state() and restore it with "
+            "set_state() on an iterator of an identically built pipeline.")
+
     # -------------------------------------------------------------- iteration
     def __iter__(self) -> PipelineIterator:
         return self

@@ -135,6 +135,11 @@ class PipelineSession:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PipelineSession)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A pickled pipeline gets a fresh session (threads, locks and the live iterator
+        are this process's): like ``nnx.clone``, it continues the position it holds."""
+        return (PipelineSession, ())
+
     def __hash__(self) -> int:
         return hash(PipelineSession)
 

@@ -61,6 +61,9 @@ _DIGEST_HINTS = {
     "stages": f" ({SEES}; build the same stages)",
     "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
     "the same rngs seed)",
+    "num_records": " (the records its source holds: the data gained or lost records since "
+    "the state was saved, or it is other data, so the position would name other records; "
+    "restore over the data the state was saved with, or start a fresh pass)",
     "files": " (a digest of an ArrayRecord source's files' names and record counts, in "
     "order: it reads other files, or the same files in another order, so the position "
     "would name other records; build it over the files the state was saved with: a glob "
@@ -318,7 +321,9 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     nested = state.get("source")
     if not isinstance(nested, dict):
         raise StateError(
-            "Pipeline state is missing 'source' (the source's position).", field="source"
+            "Pipeline state is missing 'source' (the source's position)." if nested is None
+            else f"Pipeline state 'source' must be the source's state (a dict), got "
+            f"{type(nested).__name__} {nested!r}; the state was tampered with.", field="source"
         )
     for mine, key in (("epoch", "current_epoch"), ("position", "current_index")):
         value = nested.get(key)  # a bad value is the source's own to refuse

@@ -388,6 +388,14 @@ class _ColumnStore:
         copy of the source shares them."""
         return self
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled: the records, without this thread's binding (``_bound``)."""
+        return {k: v for k, v in vars(self).items() if k != "_bound"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._bound = threading.local()
+
     def current(self) -> dict[str, Any]:
         """The device columns in their gather layout (inside the compiled step: its
         arguments)."""

@@ -7,7 +7,7 @@ field path, checked: device arrays for numbers (under :mod:`datarax.core.dtypes`
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -67,12 +67,17 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             )
         columns = _columns_of_records(records, (), cast_float64)
     else:
-        table = hasattr(data, "columns") and hasattr(data, "to_dict")  # a pandas DataFrame
+        if hasattr(data, "columns") and hasattr(data, "to_dict"):  # a pandas DataFrame
+            hint = "; pass dict(frame), its columns by name."
+        elif isinstance(data, (np.ndarray, jax.Array)):
+            hint = "; name the field: {'x': array} (records along axis 0)."
+        elif isinstance(data, Iterator):
+            hint = "; pass list(data) (MemorySource holds every record; an iterator is read once)."
+        else:
+            hint = "."
         raise DataraxError(
-            f"MemorySource data must be a dict of arrays or a sequence of records, got "
-            f"{type(data).__name__}" + ("; pass dict(frame), its columns by name." if table
-                                        else ".")
-        )
+            "MemorySource data must be a dict of arrays or a sequence of records, got "
+            f"{type(data).__name__}{hint}")
     lengths = {_name(p): int(_rows_of(v).shape[0]) for p, v in columns.items()}
     if len(set(lengths.values())) > 1:
         raise DataraxError(
@@ -181,6 +186,14 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
     if isinstance(value, jax.Array):
         array = value
     else:
+        mask = np.ma.getmaskarray(value) if isinstance(value, np.ma.MaskedArray) else None
+        if mask is not None and mask.any():
+            first = int(np.flatnonzero(mask.reshape(len(mask), -1).any(1))[0]) if mask.ndim else 0
+            raise DataraxError(
+                f"MemorySource field '{name}' is a masked array with masked entries (first "
+                f"in record {first}); a batch carries the values under the mask, not the "
+                f"mask. Fill them (value.filled(0)) and pass the mask as a field of its own "
+                f"(np.ma.getmaskarray(value)).")
         try:
             array = np.asarray(value)
         except (TypeError, ValueError) as err:
@@ -198,8 +211,8 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
             raise DataraxError(
                 f"MemorySource field '{name}' mixes text with {type(other).__name__} "
                 f"values ({other!r}); a field holds either text or numbers.")
-        if array.dtype.kind not in "biufc":
-            raise DataraxError(
+        if array.dtype.kind not in "biufc" and not jax.dtypes.issubdtype(array.dtype, np.number):
+            raise DataraxError(  # (bfloat16, float8 are numbers JAX holds: kind 'V')
                 f"MemorySource field '{name}' holds {array.dtype} values; MemorySource keeps "
                 "numbers (bool, int, float, complex) on the device and text (str/bytes) on "
                 "the host. Convert the field to one of those."

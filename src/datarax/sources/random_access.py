@@ -186,6 +186,17 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         build = self.__build_reader
         self.__reader = None if build is None else build()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the reader (threads, locks): the unpickled source builds its
+        own, as a copy does (:meth:`rebuild_after_copy`), at the position it holds."""
+        state = super().__getstate__()
+        state["_RandomAccessSource__reader"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.rebuild_after_copy({})
+
     @property
     def host_reader(self) -> HostReader:
         """The threaded reader (built from the hooks on first use)."""
