@@ -209,7 +209,7 @@ simple("memory-config-seed-float", "MemorySourceConfig", "seed=1.5", ConfigError
 simple("memory-config-seed-bool", "MemorySourceConfig", "seed=True", ConfigError,
        "MemorySourceConfig.seed must be an int, got bool True.", lambda: MemorySourceConfig(seed=True))
 simple("memory-config-num-epochs-zero", "MemorySourceConfig", "num_epochs=0", ConfigError,
-       "MemorySourceConfig.num_epochs must be >= 1 (or one of [-1]), got 0.",
+       "MemorySourceConfig.num_epochs must be >= 1 (or -1 for passes without end), got 0.",
        lambda: MemorySourceConfig(num_epochs=0))
 simple("memory-config-track-metadata-int", "MemorySourceConfig", "track_metadata=1", ConfigError,
        "MemorySourceConfig.track_metadata must be a bool (True/False), got int 1.",
@@ -1202,7 +1202,7 @@ simple("arrayrecord-config-shuffle-files", "ArrayRecord", "shuffle_files='yes'",
        "ArrayRecordSourceConfig.shuffle_files must be a bool (True/False), got str 'yes'.",
        lambda: _ar_config(shuffle_files="yes"), needs=AR)
 simple("arrayrecord-config-num-epochs", "ArrayRecord", "num_epochs=0", ConfigError,
-       "ArrayRecordSourceConfig.num_epochs must be >= 1 (or one of [-1]), got 0.",
+       "ArrayRecordSourceConfig.num_epochs must be >= 1 (or -1 for passes without end), got 0.",
        lambda: _ar_config(num_epochs=0), needs=AR)
 simple("arrayrecord-config-unknown-option", "ArrayRecord", "ArrayRecordSourceConfig(shuffle=True)",
        TypeError, "ArrayRecordSourceConfig got an unexpected keyword argument 'shuffle' (did you "

@@ -68,7 +68,7 @@ def test_every_dataset_config_keeps_its_keywords_and_defaults():
         ("seed", -1, "{cls}.seed must be >= 0, got -1."),
         ("shuffle", 1, "{cls}.shuffle must be a bool (True/False), got int 1."),
         ("cast_float64", "yes", "{cls}.cast_float64 must be a bool (True/False), got str 'yes'."),
-        ("num_epochs", 0, "{cls}.num_epochs must be >= 1 (or one of [-1]), got 0."),
+        ("num_epochs", 0, "{cls}.num_epochs must be >= 1 (or -1 for passes without end), got 0."),
         (
             "include_keys",
             "label",

@@ -25,7 +25,7 @@ def test_defaults():
         ({"seed": 2**32}, "MemorySourceConfig.seed must be < 2\\*\\*32"),
         ({"seed": "1"}, "MemorySourceConfig.seed must be an int, got str"),
         ({"track_metadata": None}, "MemorySourceConfig.track_metadata must be a bool"),
-        ({"num_epochs": 0}, "MemorySourceConfig.num_epochs must be >= 1 \\(or one of \\[-1\\]\\), got 0"),
+        ({"num_epochs": 0}, "MemorySourceConfig.num_epochs must be >= 1 \\(or -1 for passes without end\\), got 0"),
     ],
 )
 def test_config_validation(kwargs, message):

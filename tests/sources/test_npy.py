@@ -339,8 +339,8 @@ def test_text_shards_of_different_widths_and_byte_orders_serve_every_value(tmp_p
         ({"paths": "a.npy", "seed": -1}, "NpySourceConfig.seed must be >= 0, got -1."),
         ({"paths": "a.npy", "shuffle": 1}, "NpySourceConfig.shuffle must be a bool (True/False), "
                                            "got int 1."),
-        ({"paths": "a.npy", "num_epochs": 0}, "NpySourceConfig.num_epochs must be >= 1 (or one "
-                                              "of [-1]), got 0."),
+        ({"paths": "a.npy", "num_epochs": 0}, "NpySourceConfig.num_epochs must be >= 1 (or -1 "
+                                              "for passes without end), got 0."),
     ],
 )
 def test_config_fields_are_checked(kwargs, message):

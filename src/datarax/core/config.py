@@ -81,7 +81,8 @@ class StructuralConfig(metaclass=_ConfigType):
         ``num_epochs`` field (the passes a source's direct iteration makes) is checked
         here: an int >= 1, or -1 for unbounded."""
         if hasattr(self, "num_epochs"):
-            check_int(self, "num_epochs", minimum=1, allowed=(-1,))
+            check_int(self, "num_epochs", minimum=1, allowed=(-1,),
+                      allowed_means="-1 for passes without end")
 
     def to_dict(self) -> dict[str, Any]:
         """The config's fields as a plain dict (JSON-able when the fields are)."""
@@ -93,26 +94,28 @@ class StructuralConfig(metaclass=_ConfigType):
 
 
 def check_int(
-    config: object, name: str, *, minimum: int | None = None, allowed: tuple[int, ...] = ()
+    config: object, name: str, *, minimum: int | None = None, allowed: tuple[int, ...] = (),
+    allowed_means: str = "",
 ) -> None:
     """Raise :class:`ConfigError` unless ``config.name`` is an int >= ``minimum``.
 
-    Values listed in ``allowed`` (e.g. ``-1`` for "unbounded") pass as well. A NumPy
-    integer is taken as (and stored as) the same Python int.
+    Values listed in ``allowed`` (e.g. ``-1`` for "unbounded", said by ``allowed_means``)
+    pass as well. A NumPy integer is taken as (and stored as) the same Python int.
     """
     value = getattr(config, name)
     cls = type(config).__name__
+    extra = f" (or {allowed_means})" if allowed_means else \
+        f" (or one of {list(allowed)})" if allowed else ""
     if isinstance(value, np.integer):  # a NumPy integer is kept as the same Python int
         value = python_ints(value)
         object.__setattr__(config, name, value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(
-            f"{cls}.{name} must be an int, got {type(value).__name__} {value!r}."
+            f"{cls}.{name} must be an int{extra}, got {type(value).__name__} {value!r}."
         )
     if value in allowed:
         return
     if minimum is not None and value < minimum:
-        extra = f" (or one of {list(allowed)})" if allowed else ""
         raise ConfigError(f"{cls}.{name} must be >= {minimum}{extra}, got {value}.")
 
 
