@@ -44,6 +44,7 @@ def test_a_global_shuffle_by_range_needs_no_room_for_a_file(dataset, tmp_path) -
                                  cache=ShardCache(tmp_path, max_bytes=limit)) as remote:
         assert remote.get_batch(200)["i"].tolist() == expected
         assert remote.stats()["storage"]["fetched"] == 0
+        assert remote.stats()["storage"]["ranged_budget_left"] is None  # no budget to spend
     with pytest.raises(CacheFullError, match="is larger than the cache limit"):  # downloads
         ArrayRecordSourceModule(ArrayRecordSourceConfig(), url,
                                 cache=ShardCache(tmp_path / "whole", max_bytes=limit))

@@ -58,7 +58,7 @@ from datarax.storage import (
     expand_user,
     is_remote,
 )
-from datarax.storage.head_start import HeadStart
+from datarax.storage.head_start import UNBOUNDED, HeadStart
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         # remote files not cached yet: their first records by byte range, while they download
         head = None if remote is None else HeadStart(
             remote, hold=decode_processes == 0,
-            **({"budget": 1 << 62, "request_bytes": 0, "max_requests": 1 << 62}
+            **({"budget": UNBOUNDED, "request_bytes": 0, "max_requests": UNBOUNDED}
                if ranged_reads else {}),
             **({} if blocks is None else {"blocks": blocks, "files": objects}))
         self._ranged = ranged_reads and remote is not None

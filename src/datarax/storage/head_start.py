@@ -71,10 +71,11 @@ from datarax.storage.fetch import FollowUp
 from datarax.storage.shards import RemoteShards
 from datarax.storage.urls import RemoteObject
 
-__all__ = ["BUDGET_SHARE", "HOLD_REQUESTS", "REQUEST_BYTES", "HeadStart"]
+__all__ = ["BUDGET_SHARE", "HOLD_REQUESTS", "REQUEST_BYTES", "UNBOUNDED", "HeadStart"]
 
 _THREADS = 64  # files read by range at once (a global shuffle's first batch: all of them)
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
+UNBOUNDED = 1 << 62  # a budget (or request count) without end: ranged_reads=True
 _REQUESTS = 512  # ranged requests per epoch start at most, by default (two batches of 256)
 BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by default
 # bytes of downloads a ranged request must spare to be worth it: on the local S3 test
@@ -469,14 +470,14 @@ class HeadStart:
             return [fn(item) for item in items]
         return list(self._threads().map(fn, items))
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, int | None]:
         """``ranged_requests``, ``ranged_bytes`` and ``ranged_records`` so far (footers
-        read included), and ``ranged_budget_left`` of this epoch's budget (bytes)."""
+        read included), and ``ranged_budget_left`` (bytes; None: no end, ranged_reads)."""
         totals = self._totals()
         with self._lock:
+            left = None if self.budget >= UNBOUNDED else max(0, self.budget - self._spent)
             return {"ranged_requests": totals["requests"], "ranged_bytes": totals["bytes"],
-                    "ranged_records": self._records,
-                    "ranged_budget_left": max(0, self.budget - self._spent)}
+                    "ranged_records": self._records, "ranged_budget_left": left}
 
     def close(self) -> None:
         """Stop the request threads (once the footers kept are written)."""
