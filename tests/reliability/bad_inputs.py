@@ -1681,7 +1681,7 @@ simple("filter-scan", FILTERING, "Pipeline.scan over a filtered pipeline", Confi
        "Pipeline.scan runs a fixed number of batches at positions known before it starts",
        lambda: pipe(stages=[FilterOperator(predicate=_keep)]).scan(lambda b: None, 1))
 simple("take-negative", FILTERING, "Pipeline.take(-1)", ConfigError,
-       "Pipeline.take takes an int >= 0, got -1.", lambda: pipe().take(-1))
+       "Pipeline.take must be an int >= 0, got -1.", lambda: pipe().take(-1))
 simple("pad-remainder-with-drop-remainder", FILTERING,
        "pad_remainder=True with drop_remainder=True", ConfigError,
        "Pipeline pad_remainder=True pads the short last batch; it cannot be combined with "

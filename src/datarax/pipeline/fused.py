@@ -137,7 +137,7 @@ def scan_program(
 
             def body(state: Any, position: Any) -> tuple[Any, Any]:
                 start, epoch = position
-                batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
+                batch, _ = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
                 if placement is not None:
                     batch = {
                         name: jax.lax.with_sharding_constraint(

@@ -18,7 +18,8 @@ from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
 from datarax.pipeline.copying import deepcopy_pipeline
 from datarax.pipeline.devices import check_stages_on, placement_for
-from datarax.pipeline.epochs import Repeat, Take, check_count
+from datarax.host.counts import check_count
+from datarax.pipeline.epochs import Repeat, Take
 from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
@@ -373,7 +374,7 @@ class Pipeline(nnx.Module):
             >>> [b["x"].tolist() for b in Pipeline(source=src, batch_size=2).skip(1)]
             [[2, 3], [4]]
         """
-        batches = check_count(batches, "skip")
+        batches = check_count(batches, "Pipeline.skip", 0)
         source, session = self.source, self.__session
         epoch, at = session.next_pass(source)
         size = source.epoch_size()
