@@ -47,7 +47,7 @@ import jax
 import numpy as np
 
 import datarax.pipeline.elastic as elastic
-from datarax.core.data_source import length_or_none, skipping_setting
+from datarax.core.data_source import length_or_none
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
@@ -159,7 +159,7 @@ def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any
             filtered pipeline, a source that skips bad records), or a source whose
             position is its share's own (a stream, a host source without ``use_share``).
     """
-    source, reading = context.source, context.reading
+    source = context.source
     index, count = source.shard.index, source.shard.count
     where = (f"Pipeline over {type(source).__name__} (shard {index} of {count}) was given "
              f"the state of shard {saved.index} of {count}")
@@ -172,22 +172,7 @@ def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any
             f"where this one stands. {own}",
             field="shard",
         )
-    skipping = skipping_setting(source)
-    if skipping:
-        raise StateError(
-            f"{where}; its source skips bad records ({skipping}='skip'), so each "
-            "process's position counts the records it skipped and another process's "
-            f"state does not say where this one stands. {own}",
-            field="shard",
-        )
-    if not reading.reshares:
-        raise StateError(
-            f"{where}; a {reading.kind_name} source's position is its own share's, so "
-            "restore each process's own state (e.g. a JSON file named by "
-            "jax.process_index()). Only indexed and random-access sources take another "
-            "process's state.",
-            field="shard",
-        )
+    elastic.refuse_other_share(context, where, own)
     return dict(state, settings=dict(state["settings"], shard=[index, count]))
 
 
