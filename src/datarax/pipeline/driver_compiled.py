@@ -23,7 +23,7 @@ import jax
 from datarax.pipeline.ahead import DispatchAhead
 from datarax.pipeline.devices import place_batch, stage_device
 from datarax.pipeline.dispatch import IndexedDispatch
-from datarax.pipeline.driver import SourceMoved
+from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.filtered import FilteredDispatch
 from datarax.pipeline.host_pass import check_finite
 from datarax.pipeline.plan import PassContext
@@ -52,13 +52,14 @@ def step_backend(plan: Any) -> str:
     return device if isinstance(device, str) else jax.default_backend()
 
 
-class CompiledDriver:
+class CompiledDriver(Driver):
     """The batches of pass ``epoch`` of a compiled source, from where it stands (see
     :mod:`datarax.pipeline.driver`); filtered where stage ``at`` is a ``FilterOperator``."""
 
     def __init__(self, context: PassContext, epoch: int, at: int | None = None) -> None:
         self.context, self.source, self.plan = context, context.source, context.plan
         self.stats, self.epoch = context.stats, epoch
+        self.reuse = context.session.pass_reuse
         self.queue: collections.deque[Any] = collections.deque()  # made here, not yet taken
         self.done = False  # the dispatch returned None
         self.failed: Exception | None = None  # met dispatching ahead, raised at its batch
@@ -125,14 +126,4 @@ class CompiledDriver:
     def release(self) -> None:
         self.queue.clear()
         self.failed = None
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None:
-            ahead.stop()
-
-    def end(self) -> None:
-        ahead = self.ahead
-        if ahead is not None and ahead.finished:
-            # kept for the next pass of this pipeline (the next epoch's worker)
-            self.ahead = None
-            self.context.session.pass_reuse.park(ahead)
-        self.release()
+        super().release()

@@ -31,7 +31,7 @@ from datarax.core.stages import filtered
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.arguments import no_batch_error
 from datarax.pipeline.devices import place_on_host, stage_device
-from datarax.pipeline.driver import SourceMoved
+from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.host_pass import HostPass, has_host_leaves, padded_rows
 from datarax.pipeline.plan import PassContext
 from datarax.sources.skip_ledger import skipped_in_epoch
@@ -160,7 +160,7 @@ class FilteredReads(DirectReads):
         return np.asarray(host_keep(self.filter)(padded))[:batch_length(raw)].astype(bool)
 
 
-class CursorDriver:
+class CursorDriver(Driver):
     """The batches of pass ``epoch`` of a cursor-mode source, from where it stands (see
     the module). Filtered where stage ``at`` is a ``FilterOperator`` (it stands first):
     the batches of :class:`FilteredReads`, read on the loop's thread, through the
@@ -225,20 +225,11 @@ class CursorDriver:
         return batch, batch_length(batch)
 
     def release(self) -> None:
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None:
-            ahead.stop()
+        super().release()
         # the session this pass opened, and only while it is still open: a dropped
         # iterator collected late (any thread, any time) never ends the reading of the
         # pass that took over the source
         self.cursor.release()
-
-    def end(self) -> None:
-        ahead = self.ahead
-        if ahead is not None and ahead.finished:  # kept for the next pass (no thread to start)
-            self.ahead = None
-            self.reuse.park(ahead)
-        self.release()
 
 
 _KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
