@@ -84,7 +84,7 @@ def check_scan(context: PassContext, length: Any) -> int:
             "batch size dividing the epoch)."
         )
     resplit = context.resplit(source.epoch)
-    if resplit is not None and source.index < context.plan.served(resplit.size(len(source))):
+    if resplit is not None and source.index < context.plan.end(resplit.size(len(source)), 0):
         raise ConfigError(
             f"Pipeline.scan cannot run inside epoch {source.epoch}, which a restore on another "
             "process count re-split into runs; serve its rest with step() or a loop, then scan."

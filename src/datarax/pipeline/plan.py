@@ -11,7 +11,7 @@ import the pipeline module.
 
 Example:
     >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
-    >>> plan.batches(10), plan.served(10)
+    >>> plan.batches(10), plan.end(10, 0)  # records of 10 handed out: the remainder dropped
     (2, 8)
 """
 
@@ -94,15 +94,12 @@ class PipelinePlan:
             return records // self.batch_size
         return math.ceil(records / self.batch_size)
 
-    def served(self, records: int) -> int:
-        """Records of ``records`` that are handed out (the dropped remainder excluded)."""
-        return records - records % self.batch_size if self.drop_remainder else records
-
     def end(self, records: int, at: int) -> int:
         """Where a pass over ``records`` positions, read from position ``at``, stops
         handing out: ``records``, or with ``drop_remainder`` the end of the last full
         batch from ``at`` (a pass begun between batch boundaries, after a seek or over a
-        source another loop read, still hands out full batches only).
+        source another loop read, still hands out full batches only). From ``at`` 0: the
+        records of ``records`` that are handed out.
 
         >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
         >>> plan.end(10, 0), plan.end(10, 1), plan.end(12, 1)
