@@ -30,7 +30,7 @@ from datarax.core.spec import checked_spec, validate_batch
 from datarax.core.stages import filtered
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.arguments import no_batch_error
-from datarax.pipeline.devices import place_on_host, stage_device
+from datarax.pipeline.devices import stage_device
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.host_pass import HostPass, has_host_leaves, padded_rows
 from datarax.pipeline.plan import PassContext
@@ -155,8 +155,8 @@ class FilteredReads(DirectReads):
             return self.filter.keep_records(
                 raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
                 f"read from position {at} of epoch {self.epoch}")
-        padded = place_on_host(jax.tree.map(lambda v: padded_rows(v, size), raw),
-                               stage_device(self.plan))
+        padded = jax.device_put(jax.tree.map(lambda v: padded_rows(v, size), raw),
+                                stage_device(self.plan))  # the CPU for stages_on="host"
         return np.asarray(host_keep(self.filter)(padded))[:batch_length(raw)].astype(bool)
 
 
