@@ -35,6 +35,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.errors import ConfigError, StateError
+from datarax.core.indexed import TRACER_ERRORS
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
 from datarax.core.spec import TextSpec, checked_spec, has_text
@@ -97,9 +98,7 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
     try:
         filt.check_output(spec, where)
     except ConfigError as err:
-        traced = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
-                  jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError)
-        if reading.compiled or not isinstance(err.__cause__, traced):
+        if reading.compiled or not isinstance(err.__cause__, TRACER_ERRORS):
             raise
         raise ConfigError(
             f"{err}\nOver a {reading.kind_name} source, FilterOperator(predicate=fn, "
