@@ -25,6 +25,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
+from datarax.core.module import HostState
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading
 from datarax.core.share import Share
@@ -110,11 +111,12 @@ class PipelinePlan:
         return at + (records - at) // self.batch_size * self.batch_size
 
 
-class PipelineSession:
+class PipelineSession(HostState):
     """Python-only bookkeeping of one Pipeline object: never state, never structure.
 
-    It compares equal to every other session, so it does not split NNX graph
-    definitions (equally built pipelines share compiled steps).
+    A :class:`~datarax.core.module.HostState`: it compares equal to every other
+    session, so it does not split NNX graph definitions (equally built pipelines share
+    compiled steps).
     """
 
     def __init__(self, anchor: Any = None) -> None:
@@ -128,12 +130,6 @@ class PipelineSession:
         self.pass_reuse = PassReuse()  # what the last indexed pass leaves to the next
         self.stats = PipelineStats()
         self.ahead: Any = None  # the first pass compiled ahead (pipeline.compile_ahead)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PipelineSession)
-
-    def __hash__(self) -> int:
-        return hash(PipelineSession)
 
     def drop_reuse(self) -> None:
         """Drop what the last pass left to the next (a pass begun while JAX traced left
