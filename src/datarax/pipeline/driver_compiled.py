@@ -18,10 +18,9 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-import jax
 
 from datarax.pipeline.ahead import DispatchAhead
-from datarax.pipeline.devices import place_batch, stage_device
+from datarax.pipeline.devices import default_device, place_batch, stage_device
 from datarax.pipeline.dispatch import IndexedDispatch
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.filtered import FilteredDispatch
@@ -37,19 +36,13 @@ WORKER_BACKENDS = frozenset({"cpu"})
 def step_backend(plan: Any) -> str:
     """The platform a pipeline's compiled steps run on: the CPU for ``stages_on="host"``,
     else the default device's (``jax.default_device`` where set, else JAX's default
-    backend).
+    backend's first device: :func:`~datarax.pipeline.devices.default_device`).
 
     >>> from datarax.pipeline.plan import PipelinePlan
     >>> step_backend(PipelinePlan(4, False, 2, False, stages_on="host"))
     'cpu'
     """
-    device = stage_device(plan)
-    if device is None:
-        device = jax.config.jax_default_device
-    platform = getattr(device, "platform", None)
-    if isinstance(platform, str):
-        return platform
-    return device if isinstance(device, str) else jax.default_backend()
+    return (stage_device(plan) or default_device()).platform
 
 
 class CompiledDriver(Driver):
