@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -187,9 +188,7 @@ class Pipeline(nnx.Module):
 
     def _spec_after(self, stages: list[Any]) -> Any:
         """Per-record spec after ``stages`` (abstract), for build-time checks."""
-        context = self._context()
-        return output_spec(PassContext(context.plan, context.source, stages, context.key,
-                                       context.key_count, context.session))
+        return output_spec(dataclasses.replace(self._context(), stages=stages))
 
     @property
     def filtered(self) -> bool:
