@@ -40,6 +40,14 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+# written out (not list(_HOMES)): type checkers read a literal __all__ as the re-exports
+__all__ = [
+    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "DataSourceModule", "DataraxError",
+    "ElementOperator", "ElementOperatorConfig", "MemorySource", "MemorySourceConfig",
+    "Pipeline", "StructuralConfig", "decode_images", "enable_compilation_cache", "from_hf",
+    "from_tfds",
+]
+
 # Each exported name and the module that defines it (imported on first access).
 _HOMES = {
     "ArrayRecordSourceConfig": "datarax.sources.array_record",
@@ -57,8 +65,6 @@ _HOMES = {
     "from_hf": "datarax.sources.hf.factory",
     "from_tfds": "datarax.sources.tfds.factory",
 }
-
-__all__ = list(_HOMES)
 
 # Modules reachable as attributes after a plain ``import datarax``.
 _MODULES = (

@@ -173,6 +173,22 @@ def test_host_fold_in_is_jax_fold_in() -> None:
         assert host_fold_in(key, data).tolist() == np.asarray(jax.random.key_data(want)).tolist()
 
 
+def test_host_and_step_threefry_agree_on_many_keys() -> None:
+    """The one threefry written over NumPy (host_fold_in, broadcast) and over lax
+    (fold_in_rows): the same words for 4,000 (key, record) pairs, extremes included."""
+    from datarax.core.keys import fold_in_rows, host_fold_in
+
+    rng = np.random.default_rng(2)
+    rows = rng.integers(0, 2**32, (40, 2), dtype=np.uint64).astype(np.uint32)
+    rows[0], rows[1] = [0, 0], [2**32 - 1, 2**32 - 1]
+    records = rng.integers(0, 2**32, 100, dtype=np.uint64).astype(np.uint32)
+    records[:2] = [0, 2**32 - 1]
+    host = host_fold_in(rows[:, None, :], records[None, :])
+    assert host.shape == (40, 100, 2)
+    assert host.tolist() == np.asarray(fold_in_rows(rows, records)).tolist()
+    assert host[5, 7].tolist() == host_fold_in(rows[5], int(records[7])).tolist()
+
+
 def test_fold_in_rows_is_jax_fold_in() -> None:
     """The stages' record keys drawn from a pass's rows: every (row, record) pair gives
     jax.random.fold_in's key, bit for bit, traced or not, extremes included."""

@@ -192,10 +192,10 @@ def test_streams_refuse_another_process_count():
     next(iterator)
     state = iterator.get_state()
     restorer = make_pipeline("stream", 24, 4, shard_index=0, shard_count=3)
-    with pytest.raises(StateError, match=r"this state was saved by 2 process\(es\), this "
-                       r"pipeline runs as shard 0 of 3\. Only indexed and random-access "
-                       r"sources restore on another process count .*restore it on 2 "
-                       r"processes\."):
+    with pytest.raises(StateError, match=r"this state was saved by 2 process\(es\) and this "
+                       r"pipeline runs as shard 0 of 3; a stream source's position is its "
+                       r"own share's .*only indexed and random-access sources take another "
+                       r"process's state\. Restore it on 2 processes\."):
         restorer.set_state(state)
 
 
@@ -268,7 +268,7 @@ def test_a_source_that_skips_bad_records_refuses_another_process_count(tmp_path)
     states = [p.get_state() for p in old]
     assert [s["position"] for s in states] == [3, 2]  # the same step, other positions
     new = build(0, 1)
-    with pytest.raises(StateError, match=r"shard 0 of 1, over a source that skips bad "
+    with pytest.raises(StateError, match=r"shard 0 of 1; its source skips bad "
                        r"records \(on_error='skip'\).*Restore it on 2 processes"):
         new.set_state(states[0])
     same = build(0, 2)  # the count that saved it restores as before
@@ -312,8 +312,8 @@ def test_a_stream_refuses_another_process_state_naming_both_shards():
     iterator = iter(build(0))
     next(iterator)
     with pytest.raises(StateError, match=r"\(shard 1 of 2\) was given the state of shard 0 "
-                       r"of 2; a stream source's position is its own share's, so restore "
-                       r"each process's own state"):
+                       r"of 2; a stream source's position is its own share's .*Save and "
+                       r"restore each process's own state"):
         build(1).set_state(iterator.get_state())
 
 

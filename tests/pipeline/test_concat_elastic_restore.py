@@ -30,7 +30,7 @@ def test_indexed_concatenation_restores_on_another_process_count_host_refuses(tm
         served = [x for p in saved for x in np.asarray(next(iter(p))["data"]).tolist()]
         one = Pipeline(concat(kind), batch_size=2)
         if kind == "host":
-            with pytest.raises(StateError, match="restore it on 2 processes"):
+            with pytest.raises(StateError, match="Restore it on 2 processes"):
                 one.set_state(saved[0].get_state())
             continue
         one.set_state(saved[0].get_state())

@@ -753,9 +753,9 @@ simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a
 simple("state-other-shard", "Pipeline state", "a stream's state from shard 0 of 2 into shard "
        "1 of 2 (an indexed or random-access source takes it as its own share's)",
        StateError, "Pipeline over CountingStream (shard 1 of 2) was given the state of shard 0 "
-       "of 2; a stream source's position is its own share's, so restore each process's own "
-       "state (e.g. a JSON file named by jax.process_index()). Only indexed and random-access "
-       "sources take another process's state.",
+       "of 2; a stream source's position is its own share's (it reads its records in order): "
+       "only indexed and random-access sources take another process's state. Save and "
+       "restore each process's own state (e.g. a JSON file named by jax.process_index()).",
        lambda: _stream_of_shard(1).set_state(_stream_state_of_shard(0)), field="shard")
 
 
@@ -1710,7 +1710,7 @@ simple("filter-scan", FILTERING, "Pipeline.scan over a filtered pipeline", Confi
        "Pipeline.scan runs a fixed number of batches at positions known before it starts",
        lambda: pipe(stages=[FilterOperator(predicate=_keep)]).scan(lambda b: None, 1))
 simple("take-negative", FILTERING, "Pipeline.take(-1)", ConfigError,
-       "Pipeline.take takes an int >= 0, got -1.", lambda: pipe().take(-1))
+       "Pipeline.take must be an int >= 0, got -1.", lambda: pipe().take(-1))
 simple("pad-remainder-with-drop-remainder", FILTERING,
        "pad_remainder=True with drop_remainder=True", ConfigError,
        "Pipeline pad_remainder=True pads the short last batch; it cannot be combined with "

@@ -200,7 +200,10 @@ def test_reads_from_s3_count_requests_and_keep_footers_beside_the_cache(
 
 
 def test_footer_messages_decoded_at_once_equal_those_read_one_by_one() -> None:
-    from datarax.storage.array_record_layout import footer_rows, proto_fields
+    from datarax.storage.array_record_layout import footer_table, proto_fields
+
+    def footer_rows(records: list[bytes]) -> np.ndarray | None:  # the messages end to end
+        return footer_table(b"".join(records), np.asarray([len(r) for r in records], np.int64))
 
     def varint(value: int) -> bytes:
         out = bytearray()

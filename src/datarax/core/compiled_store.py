@@ -76,8 +76,8 @@ COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
 #: the store's size cap when ``DATARAX_COMPILE_CACHE_BYTES`` is not set
 DEFAULT_CAP_BYTES = 512 * 2**20
 _FORMAT = b"datarax-compiled-1\n"
-# JAX settings a thread may set for itself that change what a function lowers to
-_SETTINGS = (
+#: JAX settings a thread may set for itself that change what a function lowers to
+LOWERING_SETTINGS = (
     "jax_enable_x64", "jax_default_device", "jax_default_matmul_precision",
     "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion", "jax_default_prng_impl",
     "jax_threefry_partitionable", "jax_softmax_custom_jvp", "jax_debug_nans",
@@ -161,7 +161,7 @@ def signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """What a call's compiled program depends on besides the function: the arguments'
     structure, shapes, dtypes and shardings, and the thread's JAX settings."""
     leaves, tree = jax.tree.flatten(args)
-    settings = tuple(getattr(jax.config, name, None) for name in _SETTINGS)
+    settings = tuple(getattr(jax.config, name, None) for name in LOWERING_SETTINGS)
     return tree, tuple(map(_leaf_signature, leaves)), settings, jax.sharding.get_mesh()
 
 

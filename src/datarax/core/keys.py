@@ -76,8 +76,8 @@ def step_keys(key: Any, count: Any, positions: int, epoch: int) -> Any:
             or str(jax.config.jax_default_prng_impl) != "threefry2x32"):
         return key, count
     pipeline = host_fold_in(data, int(count))
-    rows = [host_fold_in(host_fold_in(pipeline, p), epoch) for p in range(1, positions + 1)]
-    return StepKeys(pipeline, np.asarray(rows, np.uint32).reshape(positions, 2))
+    rows = host_fold_in(host_fold_in(pipeline, np.arange(1, positions + 1)), epoch)
+    return StepKeys(pipeline, rows.reshape(positions, 2))
 
 
 def step_key(key: Any) -> Any:
@@ -94,25 +94,32 @@ def for_stages(key: Any) -> Any:
     return key if isinstance(key, StepKeys) else draw(*key)
 
 
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-
-def host_fold_in(key: Any, data: int) -> np.ndarray:
-    """``jax.random.key_data(jax.random.fold_in(k, data))`` for the threefry key ``k`` of
-    raw data ``key``, computed with NumPy (threefry-2x32 of the block ``(0, data)``)."""
-    mask = 0xFFFFFFFF
-    k0, k1 = (int(v) for v in np.asarray(key, np.uint32))
-    ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
-    x0, x1 = 0, int(data) & mask
-    x0, x1 = (x0 + ks[0]) & mask, (x1 + ks[1]) & mask
+def _threefry(k0: Any, k1: Any, x1: Any, add: Any, xor: Any, rotate: Any) -> tuple[Any, Any]:
+    """The two words of threefry-2x32 of the block ``(0, x1)`` under the key ``(k0, k1)``
+    (``jax.random.fold_in``'s rounds), written once over the uint32 ``add``, ``xor`` and
+    ``rotate(x, r)`` of the caller's arrays: NumPy's on the host, ``lax``'s in a step."""
+    ks = (k0, k1, xor(xor(k0, k1), np.uint32(0x1BD11BDA)))
+    x0, x1 = ks[0], add(x1, ks[1])  # the block (0, x1), keyed
     for block in range(5):
-        for r in _ROTATIONS[block % 2]:
-            x0 = (x0 + x1) & mask
-            x1 = ((x1 << r) | (x1 >> (32 - r))) & mask
-            x1 ^= x0
-        x0 = (x0 + ks[(block + 1) % 3]) & mask
-        x1 = (x1 + ks[(block + 2) % 3] + block + 1) & mask
-    return np.asarray([x0, x1], np.uint32)
+        for r in ((13, 15, 26, 6), (17, 29, 16, 24))[block % 2]:
+            x0 = add(x0, x1)
+            x1 = xor(rotate(x1, r), x0)
+        x0 = add(x0, ks[(block + 1) % 3])
+        x1 = add(add(x1, ks[(block + 2) % 3]), np.uint32(block + 1))
+    return x0, x1
+
+
+def host_fold_in(key: Any, data: Any) -> np.ndarray:
+    """``jax.random.key_data(jax.random.fold_in(k, data))`` for the threefry key ``k`` of
+    raw data ``key`` (``(..., 2)`` uint32), computed with NumPy; ``data`` (taken as
+    uint32) broadcasts against the keys, giving ``(..., 2)``."""
+    key = np.asarray(key, np.uint32)
+    x1 = np.asarray(np.asarray(data, np.int64) & 0xFFFFFFFF, np.uint32)
+    k0, k1, x1 = (np.array(a).reshape(-1) for a in np.broadcast_arrays(key[..., 0],
+                                                                        key[..., 1], x1))
+    x0, x1 = _threefry(k0, k1, x1, np.add, np.bitwise_xor,  # arrays (1-d): wrapping adds
+                       lambda x, r: (x << np.uint32(r)) | (x >> np.uint32(32 - r)))
+    return np.stack([x0, x1], -1).reshape(np.broadcast(key[..., 0], data).shape + (2,))
 
 
 def fold_in_rows(rows: Any, records: Any) -> Any:
@@ -120,7 +127,7 @@ def fold_in_rows(rows: Any, records: Any) -> Any:
     ``jax.random.fold_in(wrap_key_data(rows[s]), records[r])`` for threefry rows
     (``(n, 2)`` uint32), bit for bit (traceable; ``records`` taken as uint32).
 
-    The threefry-2x32 rounds of :func:`host_fold_in`, written as ``lax`` ops: JAX's own
+    The threefry-2x32 rounds of :func:`host_fold_in`, on ``lax`` ops: JAX's own
     ``fold_in`` under ``vmap`` is lowered by tracing its threefry again, nested calls
     and all (~20-35 ms of a step's lowering on a 2-core CPU), this one traces and lowers
     ~110 elementwise ops (~7-13 ms).
@@ -136,20 +143,12 @@ def fold_in_rows(rows: Any, records: Any) -> Any:
     rows = lax.convert_element_type(rows, np.uint32)  # literals: no promotion or
     records = lax.convert_element_type(records, np.uint32)  # broadcast ops to lower
     shape = (rows.shape[0], records.shape[0])
-
-    add, xor, u32 = lax.add, lax.bitwise_xor, np.uint32
-    k0 = lax.broadcast_in_dim(lax.index_in_dim(rows, 0, 1, keepdims=False), shape, (0,))
-    k1 = lax.broadcast_in_dim(lax.index_in_dim(rows, 1, 1, keepdims=False), shape, (0,))
-    ks = (k0, k1, xor(xor(k0, k1), u32(0x1BD11BDA)))
-    x0 = ks[0]  # the block (0, record), keyed
-    x1 = add(jax.lax.broadcast_in_dim(records, shape, (1,)), ks[1])
-    for block in range(5):
-        for r in _ROTATIONS[block % 2]:
-            x0 = add(x0, x1)
-            x1 = xor(jax.lax.bitwise_or(jax.lax.shift_left(x1, u32(r)),
-                                        jax.lax.shift_right_logical(x1, u32(32 - r))), x0)
-        x0 = add(x0, ks[(block + 1) % 3])
-        x1 = add(add(x1, ks[(block + 2) % 3]), u32(block + 1))
+    k0, k1 = (lax.broadcast_in_dim(lax.index_in_dim(rows, i, 1, keepdims=False), shape, (0,))
+              for i in (0, 1))
+    x0, x1 = _threefry(k0, k1, lax.broadcast_in_dim(records, shape, (1,)), lax.add,
+                       lax.bitwise_xor, lambda x, r: lax.bitwise_or(
+                           lax.shift_left(x, np.uint32(r)),
+                           lax.shift_right_logical(x, np.uint32(32 - r))))
     return lax.concatenate([lax.expand_dims(x0, (2,)), lax.expand_dims(x1, (2,))], 2)
 
 

@@ -213,8 +213,6 @@ def _copy_in_halves(out: np.ndarray, array: np.ndarray) -> None:
 
 def _aligned_copy(array: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of ``array`` in a fresh buffer aligned for JAX to share."""
-    raw = np.empty(array.nbytes + CPU_SHARED_ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % CPU_SHARED_ALIGNMENT
-    out = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    out = fresh_aligned(array.shape, array.dtype)
     np.copyto(out, array)
     return out

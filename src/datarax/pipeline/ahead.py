@@ -35,16 +35,14 @@ from typing import Any
 
 import jax
 
+from datarax.core.compiled_store import LOWERING_SETTINGS
 from datarax.core.threads import run_behind_consumer
 
 # JAX settings a thread may set for itself (``with jax.enable_x64(True):``): the public
-# context manager of each and the ``jax.config`` option it sets.
-_THREAD_SETTINGS = (
-    "enable_x64", "default_device", "default_matmul_precision", "numpy_rank_promotion",
-    "numpy_dtype_promotion", "debug_nans", "debug_infs", "log_compiles",
-    "explain_cache_misses", "default_prng_impl", "debug_key_reuse", "enable_checks",
-    "threefry_partitionable", "softmax_custom_jvp",
-)
+# context manager of each and the ``jax.config`` option it sets; those that change what
+# a function lowers to, and three that do not
+_THREAD_SETTINGS = (*(name.removeprefix("jax_") for name in LOWERING_SETTINGS),
+                    "log_compiles", "explain_cache_misses", "debug_key_reuse")
 # How often (seconds) a worker waiting for room checks that its consumer can still take.
 _POLL = 0.1
 #: how long (seconds) a worker whose pass ended waits for the next pass (``follow``)

@@ -88,12 +88,6 @@ def stage_context(plan: PipelinePlan) -> Any:
     return contextlib.nullcontext() if device is None else jax.default_device(device)
 
 
-def place_on_host(value: Any, device: Any) -> Any:
-    """``value`` (pass constants: NNX state, keys, a batch of numpy arrays) on
-    ``device``; unchanged for ``device`` None."""
-    return value if device is None else jax.device_put(value, device)
-
-
 def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> BatchPlacement:
     """Resolve ``sharding`` and check that every batch splits over the local devices.
 

@@ -95,6 +95,24 @@ def record_bytes(source: Any) -> int:
         return 0
 
 
+def pass_arguments(context: PassContext, epoch: int, graphdef: Any, state: Any,
+                   extra: Any) -> tuple[Any, Any, Any, Any]:
+    """``(inputs, state, key, extra)`` of the compiled calls of pass ``epoch`` of an
+    indexed source: its step inputs of this epoch (a source may read its order from a
+    table built for it), and the NNX ``state``, the pass's keys and ``extra`` placed by
+    the session's :class:`~datarax.pipeline.pass_reuse.PassReuse` (the last pass's
+    placed constants, steps and executables, where unchanged). With
+    ``stages_on="host"`` every argument lies on the CPU (the columns copied once per
+    pipeline), so the step is compiled for and runs there."""
+    device = stage_device(context.plan)
+    inputs = context.source.epoch_step_inputs(epoch)
+    if device is not None:
+        inputs = context.session.host_inputs.on(inputs, device)
+    keys = step_keys(*context.key_pair(), stage_positions(context.stages), epoch)
+    return (inputs, *context.session.pass_reuse.constants(graphdef, state, keys, extra,
+                                                          device=device, inputs=inputs))
+
+
 #: the compiled steps called at least once in this process (a first call traces and
 #: compiles, or loads from datarax's store of compiled steps, or waits for the thread
 #: compiling it ahead)
@@ -152,13 +170,6 @@ class IndexedDispatch:
         self.host_stages = stages if self.host_fields else []
         self.graphdef, state = nnx.split((source, [] if self.host_fields else stages))
         self.exact_short = not self.host_fields and not all_per_record(stages)
-        # stages_on="host": every argument on the CPU (the columns copied once per
-        # pipeline), so the step is compiled for and runs there; the inputs are this
-        # epoch's (a source may read its order from a table built for it)
-        device = stage_device(context.plan)
-        inputs = source.epoch_step_inputs(epoch)
-        self.inputs = (inputs if device is None
-                       else context.session.host_inputs.on(inputs, device))
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]
         self.resplit = context.resplit(epoch)
@@ -170,14 +181,11 @@ class IndexedDispatch:
         # no batch of this pass holds more than its records: a batch_size past them
         # (batch_size=10**6 over 10 records) computes no rows it would only cut off
         self.batch_size = min(self.batch_size, max(size, 1))
-        # the last pass's placed constants, steps and executables, where unchanged; the
-        # first call's position placed with them (not copied by the call itself)
+        # the first call's position placed with the constants (not copied by the call)
         first = self._first_position()
         self.reuse = context.session.pass_reuse
-        self.state, self.key, (self.epoch_arg, placed_first) = self.reuse.constants(
-            self.graphdef, state,
-            step_keys(*context.key_pair(), stage_positions(context.stages), epoch),
-            (np.int32(epoch), first), device=device, inputs=self.inputs)
+        self.inputs, self.state, self.key, (self.epoch_arg, placed_first) = pass_arguments(
+            context, epoch, self.graphdef, state, (np.int32(epoch), first))
         self.step = self._step(self.batch_size)
         simple = not self.host_fields and self.resplit is None
         long_pass = (self.total - self.dispatched) >= GROUP_MIN_BATCHES * self.batch_size

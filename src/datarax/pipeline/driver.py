@@ -25,8 +25,9 @@ driver where the source stands).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any
 
+from datarax.pipeline.ahead import DispatchAhead
 from datarax.typing import Batch
 
 
@@ -36,19 +37,30 @@ class SourceMoved(Exception):
     Internal: never reaches the user."""
 
 
-class Driver(Protocol):
-    """One pass's batches, read one way (see the module)."""
+class Driver:
+    """One pass's batches, read one way (see the module); ``ahead`` its worker (None:
+    none), handed to the session's ``reuse`` (a ``PassReuse``) when the pass ends."""
+
+    ahead: DispatchAhead | None = None
+    reuse: Any
 
     def next_batch(self) -> tuple[Batch, int]:
         """The next batch handed out and its record count (the source's position moved
         past it); ``StopIteration`` at the pass's end, :class:`SourceMoved` when the
         source was moved from outside."""
-        ...
+        raise NotImplementedError
 
     def release(self) -> None:
         """Stop its worker and end its reading session (the position is kept)."""
-        ...
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            ahead.stop()
 
     def end(self) -> None:
-        """The pass ended cleanly: keep what the next pass reuses, release the rest."""
-        ...
+        """The pass ended cleanly: its worker, done, kept for the next pass of this
+        pipeline (the next epoch's: no thread to start); the rest released."""
+        ahead = self.ahead
+        if ahead is not None and ahead.finished:
+            self.ahead = None
+            self.reuse.park(ahead)
+        self.release()

@@ -18,12 +18,11 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-import jax
 
 from datarax.pipeline.ahead import DispatchAhead
-from datarax.pipeline.devices import place_batch, stage_device
+from datarax.pipeline.devices import default_device, place_batch, stage_device
 from datarax.pipeline.dispatch import IndexedDispatch
-from datarax.pipeline.driver import SourceMoved
+from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.filtered import FilteredDispatch
 from datarax.pipeline.host_pass import check_finite
 from datarax.pipeline.plan import PassContext
@@ -37,28 +36,23 @@ WORKER_BACKENDS = frozenset({"cpu"})
 def step_backend(plan: Any) -> str:
     """The platform a pipeline's compiled steps run on: the CPU for ``stages_on="host"``,
     else the default device's (``jax.default_device`` where set, else JAX's default
-    backend).
+    backend's first device: :func:`~datarax.pipeline.devices.default_device`).
 
     >>> from datarax.pipeline.plan import PipelinePlan
     >>> step_backend(PipelinePlan(4, False, 2, False, stages_on="host"))
     'cpu'
     """
-    device = stage_device(plan)
-    if device is None:
-        device = jax.config.jax_default_device
-    platform = getattr(device, "platform", None)
-    if isinstance(platform, str):
-        return platform
-    return device if isinstance(device, str) else jax.default_backend()
+    return (stage_device(plan) or default_device()).platform
 
 
-class CompiledDriver:
+class CompiledDriver(Driver):
     """The batches of pass ``epoch`` of a compiled source, from where it stands (see
     :mod:`datarax.pipeline.driver`); filtered where stage ``at`` is a ``FilterOperator``."""
 
     def __init__(self, context: PassContext, epoch: int, at: int | None = None) -> None:
         self.context, self.source, self.plan = context, context.source, context.plan
         self.stats, self.epoch = context.stats, epoch
+        self.reuse = context.session.pass_reuse
         self.queue: collections.deque[Any] = collections.deque()  # made here, not yet taken
         self.done = False  # the dispatch returned None
         self.failed: Exception | None = None  # met dispatching ahead, raised at its batch
@@ -125,14 +119,4 @@ class CompiledDriver:
     def release(self) -> None:
         self.queue.clear()
         self.failed = None
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None:
-            ahead.stop()
-
-    def end(self) -> None:
-        ahead = self.ahead
-        if ahead is not None and ahead.finished:
-            # kept for the next pass of this pipeline (the next epoch's worker)
-            self.ahead = None
-            self.context.session.pass_reuse.park(ahead)
-        self.release()
+        super().release()

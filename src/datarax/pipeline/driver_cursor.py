@@ -30,8 +30,8 @@ from datarax.core.spec import checked_spec, validate_batch
 from datarax.core.stages import filtered
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.arguments import no_batch_error
-from datarax.pipeline.devices import place_on_host, stage_device
-from datarax.pipeline.driver import SourceMoved
+from datarax.pipeline.devices import stage_device
+from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.host_pass import HostPass, has_host_leaves, padded_rows, padded_size
 from datarax.pipeline.plan import PassContext
 from datarax.sources.skip_ledger import skipped_in_epoch
@@ -156,12 +156,12 @@ class FilteredReads(DirectReads):
                 raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
                 f"read from position {at} of epoch {self.epoch}")
         rows = max(padded_size(size, source), batch_length(raw))
-        padded = place_on_host(jax.tree.map(lambda v: padded_rows(v, rows), raw),
-                               stage_device(self.plan))
+        padded = jax.device_put(jax.tree.map(lambda v: padded_rows(v, rows), raw),
+                                stage_device(self.plan))  # the CPU for stages_on="host"
         return np.asarray(host_keep(self.filter)(padded))[:batch_length(raw)].astype(bool)
 
 
-class CursorDriver:
+class CursorDriver(Driver):
     """The batches of pass ``epoch`` of a cursor-mode source, from where it stands (see
     the module). Filtered where stage ``at`` is a ``FilterOperator`` (it stands first):
     the batches of :class:`FilteredReads`, read on the loop's thread, through the
@@ -226,20 +226,11 @@ class CursorDriver:
         return batch, batch_length(batch)
 
     def release(self) -> None:
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None:
-            ahead.stop()
+        super().release()
         # the session this pass opened, and only while it is still open: a dropped
         # iterator collected late (any thread, any time) never ends the reading of the
         # pass that took over the source
         self.cursor.release()
-
-    def end(self) -> None:
-        ahead = self.ahead
-        if ahead is not None and ahead.finished:  # kept for the next pass (no thread to start)
-            self.ahead = None
-            self.reuse.park(ahead)
-        self.release()
 
 
 _KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

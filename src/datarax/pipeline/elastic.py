@@ -74,25 +74,9 @@ def restore(
             f"up to whole padding slots), which restores only on {saved.count} processes.",
             field="shard",
         )
-    skipping = skipping_setting(source)
-    if skipping:
-        raise StateError(
-            f"{where}: this state was saved by {saved.count} process(es) and this pipeline "
-            f"runs as shard {index} of {count}, over a source that skips bad records "
-            f"({skipping}='skip'): each process's position counts the records it "
-            "skipped, so the shares stood at different positions and what is left cannot "
-            f"be re-split. Restore it on {saved.count} processes.",
-            field="shard",
-        )
-    if not reading.reshares:
-        raise StateError(
-            f"{where}: this state was saved by {saved.count} process(es), this pipeline runs "
-            f"as shard {index} of {count}. Only indexed and random-access sources restore "
-            f"on another process count (a {reading.kind_name} source reads its records in "
-            f"order, so it cannot re-split what is left); restore it on {saved.count} "
-            "processes.",
-            field="shard",
-        )
+    refuse_other_share(context, f"{where}: this state was saved by {saved.count} process(es) "
+                       f"and this pipeline runs as shard {index} of {count}",
+                       f"Restore it on {saved.count} processes.")
     history = _history(state, where)
     nested = state.get("source")
     plain = {k: v for k, v in state.items() if k != "share"}
@@ -117,6 +101,29 @@ def restore(
     if not reading.compiled:  # its reader serves the share
         source.use_share(None if empty else share)  # type: ignore[attr-defined]
     source.seek(epoch, (source.epoch_size() or 0) if empty else 0)
+
+
+def refuse_other_share(context: PassContext, where: str, fix: str) -> None:
+    """Refuse (``where`` and ``fix`` named) a state saved in another share where the
+    source's position cannot say where this share stands: a source that skips bad
+    records (each share's position counts its own skips), or one whose position is its
+    own share's (a stream, a host source without ``use_share``: read in order)."""
+    source, reading = context.source, context.reading
+    skipping = skipping_setting(source)
+    if skipping:
+        raise StateError(
+            f"{where}; its source skips bad records ({skipping}='skip'), so each process's "
+            "position counts the records it skipped and another process's state does not "
+            f"say where this one stands. {fix}",
+            field="shard",
+        )
+    if not reading.reshares:
+        raise StateError(
+            f"{where}; a {reading.kind_name} source's position is its own share's (it reads "
+            "its records in order): only indexed and random-access sources take another "
+            f"process's state. {fix}",
+            field="shard",
+        )
 
 
 def _history(state: dict[str, Any], where: str) -> tuple[Run, ...]:

@@ -26,21 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import StateError
 from datarax.core.position import saved_count
-from datarax.host.counts import python_ints
+from datarax.host.counts import check_count
 from datarax.typing import Batch
-
-
-def check_count(value: Any, what: str, allow_none: bool = False) -> Any:
-    """The count ``value`` as an int (a NumPy integer taken as the same int); refuse one
-    that is not an int >= 0 (or None when ``allow_none``)."""
-    if value is None and allow_none:
-        return None
-    value = python_ints(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"Pipeline.{what} takes an int >= 0, got {value!r}.")
-    return value
 
 
 def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -145,7 +134,7 @@ class Take(Transformation):
 
     def __init__(self, pipeline: Any, batches: int, context: Any) -> None:
         super().__init__(pipeline)
-        self._left = check_count(batches, "take")
+        self._left = check_count(batches, "Pipeline.take", 0)
         self._count, self._context = self._left, context  # the pipeline's PassContext
         self._iterator: Any = None
 
@@ -220,7 +209,8 @@ class Repeat(Transformation):
 
     def __init__(self, parent: Any, epochs: int | None, context: Any = None) -> None:
         super().__init__(parent)
-        self._left = check_count(epochs, "repeat", allow_none=True)
+        self._left = None if epochs is None else check_count(
+            epochs, "Pipeline.repeat", 0, " (or None: without end)")
         self._context = context  # the pipeline's PassContext (None over a Rebatch)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch

@@ -34,21 +34,21 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.batch import head_rows
 from datarax.core.errors import ConfigError, StateError
-from datarax.core.keys import step_keys
+from datarax.core.indexed import TRACER_ERRORS
 from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
 from datarax.core.spec import TextSpec, checked_spec, has_text
-from datarax.core.stages import filtered, stage_positions
+from datarax.core.stages import filtered
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
-from datarax.pipeline.devices import place_batch, stage_device
+from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import (
-    GROUP_MIN_BATCHES, Served, call_bound, check_positions, group_size, position_dtype,
+    GROUP_MIN_BATCHES, Served, call_bound, check_positions, cut_batch, group_size,
+    pass_arguments, position_dtype,
 )
-from datarax.pipeline.filtered_step import cached_filtered_step, spec_key
+from datarax.pipeline.filtered_step import filtered_step, spec_key
 from datarax.pipeline.plan import PassContext, PipelinePlan, passed
-from datarax.pipeline.steps import pass_constants, stage_step
+from datarax.pipeline.steps import stage_step
 from datarax.typing import Batch
 
 
@@ -98,9 +98,7 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
     try:
         filt.check_output(spec, where)
     except ConfigError as err:
-        traced = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
-                  jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError)
-        if reading.compiled or not isinstance(err.__cause__, traced):
+        if reading.compiled or not isinstance(err.__cause__, TRACER_ERRORS):
             raise
         raise ConfigError(
             f"{err}\nOver a {reading.kind_name} source, FilterOperator(predicate=fn, "
@@ -157,15 +155,11 @@ class FilteredDispatch:
             [passed] * at + [filtered] + post
         )
         self.graphdef, state = nnx.split((source, stages))
-        device = stage_device(context.plan)  # stages_on="host": the CPU, as unfiltered
-        # this epoch's inputs (a shuffled MemorySource's order as a table, not the
-        # cipher): the step keeps only this epoch's positions (it masks those past `end`)
-        inputs = source.epoch_step_inputs(epoch)
-        self.inputs = (inputs if device is None
-                       else context.session.host_inputs.on(inputs, device))
-        self.read_spec = spec_key(checked_spec(source)) if at == 0 else None
-        self.state, self.key = pass_constants(
-            state, step_keys(*context.key_pair(), stage_positions(stages), epoch), device=device)
+        # placed and reused as an unfiltered pass's; the inputs are this epoch's (the step
+        # keeps only this epoch's positions: it masks those past `end`)
+        self.reuse = reuse = context.session.pass_reuse
+        self.inputs, self.state, self.key, self.epoch_arg = pass_arguments(
+            context, epoch, self.graphdef, state, np.int32(epoch))
         self.n = len(source)
         lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo
@@ -177,12 +171,12 @@ class FilteredDispatch:
         long_pass = self.total - self.position >= GROUP_MIN_BATCHES * self.batch_size
         self.group = group_size(self.batch_size) if long_pass else 1
         self.done = False
-        # the step looked up once a pass (hashing the graph definition costs ~0.4 ms a
-        # lookup), then called through call_bound as the unfiltered pass does
-        self.step = cached_filtered_step(self.graphdef, self.batch_size, self.group, at,
-                                         self.fuse, self.read_spec,
-                                         context.reading.reads_by_position)
-        self.bound: dict[Any, Any] = {}  # the step's executable after its first call
+        read_spec = spec_key(checked_spec(source)) if at == 0 else None
+        by_position = context.reading.reads_by_position
+        self.step = reuse.step(
+            ("filtered", self.batch_size, self.group, at, self.fuse, read_spec, by_position),
+            lambda: filtered_step(self.graphdef, self.batch_size, self.group, at, self.fuse,
+                                  read_spec, by_position))
         # the stages after the filter where they run apart (batch-level), looked up once too
         self.post_step = None if self.post_graph is None else stage_step(self.post_graph[0])
         self.wide = position_dtype()  # the positions' dtype, one for every call of the pass
@@ -199,12 +193,12 @@ class FilteredDispatch:
         batch = jax.tree.map(lambda s: jax.numpy.zeros(s.shape, s.dtype), first)
         rows = np.zeros(self.batch_size, np.int32)
         return [(step, args), (self.post_step, (self.post_graph[1], batch, rows,
-                                                np.int32(self.epoch), self.key))]
+                                                self.epoch_arg, self.key))]
 
     def _filtered_program(self) -> tuple[Any, tuple[Any, ...]]:
         wide = self.wide
         return self.step, (self.state, self.inputs, wide(self.position), wide(self.total),
-                           wide(self.base), np.int32(self.epoch), self.key)
+                           wide(self.base), self.epoch_arg, self.key)
 
     def served(self, item: FilteredItem) -> Served:
         """``item`` as the compiled driver hands it out (its rows: the kept records)."""
@@ -229,7 +223,7 @@ class FilteredDispatch:
             return None
         step, args = self._filtered_program()
         began = time.perf_counter()
-        (batches, indices, kept, ends), timer = call_bound(step, self.bound, args)
+        (batches, indices, kept, ends), timer = call_bound(step, self.reuse.bound, args)
         kept, ends, indices = int(kept), np.asarray(ends), np.asarray(indices)
         self.stats.seconds[timer] += time.perf_counter() - began
         size, items, before = self.batch_size, [], self.position
@@ -239,11 +233,10 @@ class FilteredDispatch:
                 break
             rows = indices[k]
             if count < size:
-                batch = jax.tree.map(lambda v, c=count: head_rows(v, c), batch)
-                rows = rows[:count]
+                batch, rows = cut_batch(batch, count), rows[:count]
             if self.post_step is not None:
                 with self.stats.timer("stages"):
-                    batch = self.post_step(self.post_graph[1], batch, rows, np.int32(self.epoch),
+                    batch = self.post_step(self.post_graph[1], batch, rows, self.epoch_arg,
                                            self.key)
             # never handed out (a short batch under drop_remainder)
             dropped = count < self.plan.batch_size and self.plan.drop_remainder

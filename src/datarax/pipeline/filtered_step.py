@@ -12,11 +12,12 @@ from jax import lax
 
 from datarax.core.batch import gather_rows
 from datarax.core.errors import SourceContractError
-from datarax.core.keys import for_stages, step_key
+from datarax.core.keys import for_stages
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.compiled_store import stored_jit
 from datarax.core.step_cache import cached
 from datarax.pipeline.plan import passed
+from datarax.pipeline.steps import indexed_batch
 from datarax.typing import Batch
 
 
@@ -39,7 +40,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
     (:func:`spec_key` of the source's records, for a filter standing first) spares
     tracing the read a second time for the packing buffer's shapes. ``by_position``: the
     source's records depend on their positions alone (the plan's
-    ``reading.reads_by_position``)."""
+    ``reading.reads_by_position``). Built once per graph definition and shape."""
     rows = group * batch_size
 
     def step(state: Any, inputs: Any, begin: Any, end: Any, base: Any, epoch: Any,
@@ -48,16 +49,10 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         stages = list(stages)
         pre, filt = stages[:at], stages[at]
         post = [passed] * at + [filtered] + stages[at + 1:]
-        pipeline_key, stage_keys = step_key(key), for_stages(key)
 
-        def chunk(p: Any) -> Any:
-            start = lax.add(base, p)
-            # a source reading by position never uses the key: no fold_in to trace, lower
-            # and compile (read_one below reads with the same unfolded key)
-            read_key = pipeline_key if by_position else jax.random.fold_in(pipeline_key, start)
-            with source.bind_step_inputs(inputs):
-                batch, indices = source.get_batch_and_indices_at(start, batch_size, read_key)
-            batch = apply_stages(pre, dict(batch), indices, epoch, stage_keys)
+        def chunk(p: Any) -> Any:  # the chunk at p, read and staged as a plain batch is
+            batch, indices = indexed_batch(source, pre, inputs, lax.add(base, p), epoch, key,
+                                           batch_size, by_position)
             pos = _positions(p, batch_size)
             inside = lax.bitwise_and(lax.ge(pos, _spread(begin, batch_size)),
                                      lax.lt(pos, _spread(end, batch_size)))
@@ -114,12 +109,12 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                              lax.full_like(pos, 0))
 
             def read_one(q: Any) -> Any:  # the record at shard position q (rows past kept: 0)
-                batch, indices = source.get_batch_and_indices_at(lax.add(base, q), 1, pipeline_key)
-                return (jax.tree.map(_first_row, dict(batch)),
+                batch, indices = indexed_batch(source, [], inputs, lax.add(base, q), epoch, key,
+                                               1, by_position)
+                return (jax.tree.map(_first_row, batch),
                         lax.convert_element_type(_first_row(indices), np.int32))
 
-            with source.bind_step_inputs(inputs):
-                data, indices = jax.vmap(read_one)(pos)
+            data, indices = jax.vmap(read_one)(pos)
         else:
             def body(carry: Any) -> Any:
                 p, kept, buffer = carry
@@ -140,7 +135,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         rows_of = lax.reshape(indices, (group, batch_size))
         if fuse:
             def staged(args: Any) -> Batch:
-                return apply_stages(post, dict(args[0]), args[1], epoch, stage_keys)
+                return apply_stages(post, dict(args[0]), args[1], epoch, for_stages(key))
 
             stacked = lax.map(staged, (stacked, rows_of)) if group > 1 else \
                 jax.tree.map(lambda v: lax.expand_dims(v, (0,)),
@@ -149,7 +144,8 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                                      stacked) for i in range(group))
         return batches, rows_of, kept, ends
 
-    return stored_jit(step)
+    return cached(("filtered", graphdef, batch_size, group, at, fuse, read_spec, by_position),
+                  lambda: stored_jit(step))
 
 
 def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[Any, Any]:
@@ -187,10 +183,3 @@ def _first_row(value: Any) -> Any:
     """``value[0]``."""
     return lax.index_in_dim(value, 0, keepdims=False)
 
-
-def cached_filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: bool,
-                         read_spec: Any = None, by_position: bool = False) -> Any:
-    """:func:`filtered_step`, built once per graph definition and shape."""
-    return cached(("filtered", graphdef, batch_size, group, at, fuse, read_spec, by_position),
-                  lambda: filtered_step(graphdef, batch_size, group, at, fuse, read_spec,
-                                        by_position))

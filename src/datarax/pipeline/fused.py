@@ -84,7 +84,7 @@ def check_scan(context: PassContext, length: Any) -> int:
             "batch size dividing the epoch)."
         )
     resplit = context.resplit(source.epoch)
-    if resplit is not None and source.index < context.plan.served(resplit.size(len(source))):
+    if resplit is not None and source.index < context.plan.end(resplit.size(len(source)), 0):
         raise ConfigError(
             f"Pipeline.scan cannot run inside epoch {source.epoch}, which a restore on another "
             "process count re-split into runs; serve its rest with step() or a loop, then scan."
@@ -137,7 +137,7 @@ def scan_program(
 
             def body(state: Any, position: Any) -> tuple[Any, Any]:
                 start, epoch = position
-                batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
+                batch, _ = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
                 if placement is not None:
                     batch = {
                         name: jax.lax.with_sharding_constraint(

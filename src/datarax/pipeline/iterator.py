@@ -32,6 +32,7 @@ from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.driver_cursor import CursorDriver
 from datarax.pipeline.filtered import refuse_resplit
+from datarax.pipeline.host_pass import padded_rows
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
@@ -337,8 +338,7 @@ def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> 
         def pad(value: Any) -> Any:
             if isinstance(value, list):
                 return value[:rows] + [value[rows - 1]] * (size - rows)
-            host = np.asarray(value)[:rows]
-            return owned_device_put(np.concatenate([host, np.repeat(host[-1:], size - rows, 0)]))
+            return owned_device_put(padded_rows(np.asarray(value)[:rows], size))
 
         batch = jax.tree.map(pad, batch, is_leaf=lambda v: isinstance(v, list))
     return {**batch, "valid": jax.device_put(valid)}

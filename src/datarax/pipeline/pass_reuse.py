@@ -8,9 +8,9 @@ pass, what the next one would make again the same:
 
 * the compiled steps and their bound executables, while the graph definition (compared
   by equality, ~10 us), the structure, shapes and dtypes of the state, the keys and the
-  source's step inputs (and where those inputs lie), and JAX's x64 and default-device
-  settings are unchanged: every call then has the signature the executables were
-  bound for;
+  source's step inputs (and where those inputs lie), and JAX's settings (x64, the
+  default device, ...: :func:`~datarax.core.compiled_store.signature`) are unchanged:
+  every call then has the signature the executables were bound for;
 * the state's leaves already on the device, each reused only while its host value is
   equal to the one placed (a leaf that changed, such as the source's position, is put
   on the device again);
@@ -40,6 +40,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from datarax.core.compiled_store import signature as compiled_signature
 from datarax.pipeline.ahead import DispatchAhead
 
 #: host leaves up to this many elements are compared by value (and kept as copies);
@@ -55,15 +56,6 @@ def _host_copy(leaf: Any) -> Any:
     if isinstance(leaf, (np.ndarray, np.generic)) and np.size(leaf) <= COMPARE_MAX:
         return np.array(leaf, copy=True)
     return None
-
-
-def _shapes(tree: Any, placed: bool = False) -> Any:
-    """``tree``'s structure with each leaf's shape and dtype (and, ``placed``, where a
-    JAX array lies): what a compiled step's signature sees of it."""
-    leaves, structure = jax.tree.flatten(tree)
-    return structure, tuple(
-        (np.shape(v), getattr(v, "dtype", type(v)),
-         v.sharding if placed and isinstance(v, jax.Array) else None) for v in leaves)
 
 
 def _unchanged(leaf: Any, kept: Any) -> bool:
@@ -112,9 +104,9 @@ class PassReuse:
         with ``inputs``, the source's step inputs) still apply."""
         plain = nnx.to_pure_dict(state) if isinstance(state, nnx.State) else state
         leaves, tree = jax.tree.flatten(plain)
-        signature = (graphdef, _shapes(plain), _shapes(key), _shapes(inputs, placed=True),
-                     device, bool(jax.config.jax_enable_x64),
-                     str(jax.config.jax_default_device))
+        # what the steps were compiled and bound for: the arguments' structure, shapes,
+        # dtypes and placements, and JAX's settings (x64, the default device, ...)
+        signature = (graphdef, device, compiled_signature((plain, key, inputs)))
         with self._lock:
             self.same = self._signature is not None and self._signature == signature
             if not self.same:

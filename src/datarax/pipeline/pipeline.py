@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,7 +19,8 @@ from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
 from datarax.pipeline.copying import deepcopy_pipeline
 from datarax.pipeline.devices import check_stages_on, placement_for
-from datarax.pipeline.epochs import Repeat, Take, check_count
+from datarax.host.counts import check_count
+from datarax.pipeline.epochs import Repeat, Take
 from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
@@ -186,9 +188,7 @@ class Pipeline(nnx.Module):
 
     def _spec_after(self, stages: list[Any]) -> Any:
         """Per-record spec after ``stages`` (abstract), for build-time checks."""
-        context = self._context()
-        return output_spec(PassContext(context.plan, context.source, stages, context.key,
-                                       context.key_count, context.session))
+        return output_spec(dataclasses.replace(self._context(), stages=stages))
 
     @property
     def filtered(self) -> bool:
@@ -373,7 +373,7 @@ class Pipeline(nnx.Module):
             >>> [b["x"].tolist() for b in Pipeline(source=src, batch_size=2).skip(1)]
             [[2, 3], [4]]
         """
-        batches = check_count(batches, "skip")
+        batches = check_count(batches, "Pipeline.skip", 0)
         source, session = self.source, self.__session
         epoch, at = session.next_pass(source)
         size = source.epoch_size()

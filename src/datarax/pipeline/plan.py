@@ -11,7 +11,7 @@ import the pipeline module.
 
 Example:
     >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
-    >>> plan.batches(10), plan.served(10)
+    >>> plan.batches(10), plan.end(10, 0)  # records of 10 handed out: the remainder dropped
     (2, 8)
 """
 
@@ -25,6 +25,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
+from datarax.core.module import HostState
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading
 from datarax.core.share import Share
@@ -94,15 +95,12 @@ class PipelinePlan:
             return records // self.batch_size
         return math.ceil(records / self.batch_size)
 
-    def served(self, records: int) -> int:
-        """Records of ``records`` that are handed out (the dropped remainder excluded)."""
-        return records - records % self.batch_size if self.drop_remainder else records
-
     def end(self, records: int, at: int) -> int:
         """Where a pass over ``records`` positions, read from position ``at``, stops
         handing out: ``records``, or with ``drop_remainder`` the end of the last full
         batch from ``at`` (a pass begun between batch boundaries, after a seek or over a
-        source another loop read, still hands out full batches only).
+        source another loop read, still hands out full batches only). From ``at`` 0: the
+        records of ``records`` that are handed out.
 
         >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
         >>> plan.end(10, 0), plan.end(10, 1), plan.end(12, 1)
@@ -113,11 +111,12 @@ class PipelinePlan:
         return at + (records - at) // self.batch_size * self.batch_size
 
 
-class PipelineSession:
+class PipelineSession(HostState):
     """Python-only bookkeeping of one Pipeline object: never state, never structure.
 
-    It compares equal to every other session, so it does not split NNX graph
-    definitions (equally built pipelines share compiled steps).
+    A :class:`~datarax.core.module.HostState`: it compares equal to every other
+    session, so it does not split NNX graph definitions (equally built pipelines share
+    compiled steps).
     """
 
     def __init__(self, anchor: Any = None) -> None:
@@ -132,16 +131,10 @@ class PipelineSession:
         self.stats = PipelineStats()
         self.ahead: Any = None  # the first pass compiled ahead (pipeline.compile_ahead)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PipelineSession)
-
     def __reduce__(self) -> tuple[Any, ...]:
         """A pickled pipeline gets a fresh session (threads, locks and the live iterator
         are this process's): like ``nnx.clone``, it continues the position it holds."""
         return (PipelineSession, ())
-
-    def __hash__(self) -> int:
-        return hash(PipelineSession)
 
     def drop_reuse(self) -> None:
         """Drop what the last pass left to the next (a pass begun while JAX traced left

@@ -138,7 +138,7 @@ class Rebatch(Transformation):
     def __len__(self) -> int:
         """Batches in one epoch; ``TypeError`` when the pipeline's length is unknown."""
         underlying = len(self.pipeline)
-        records = self.pipeline.plan.served(self.pipeline.source.epoch_size() or 0)
+        records = self.pipeline.plan.end(self.pipeline.source.epoch_size() or 0, 0)
         return self.batches_for(records, underlying)
 
     def __iter__(self) -> RebatchIterator:
@@ -223,7 +223,7 @@ class RebatchIterator:
         if owner.mode == "group":
             return math.ceil(underlying / owner.k)
         source = owner.pipeline.source
-        left = owner.pipeline.plan.served(source.epoch_size() or 0) - source.index
+        left = owner.pipeline.plan.end(source.epoch_size() or 0, 0) - source.index
         parts_left = len(self._parts) - self._next_part if self._current is not None else 0
         return parts_left + owner.batches_for(max(left, 0), underlying) - (
             self._skip if underlying else 0)

@@ -47,7 +47,7 @@ import jax
 import numpy as np
 
 import datarax.pipeline.elastic as elastic
-from datarax.core.data_source import length_or_none, skipping_setting
+from datarax.core.data_source import length_or_none
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
@@ -162,7 +162,7 @@ def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any
             filtered pipeline, a source that skips bad records), or a source whose
             position is its share's own (a stream, a host source without ``use_share``).
     """
-    source, reading = context.source, context.reading
+    source = context.source
     index, count = source.shard.index, source.shard.count
     where = (f"Pipeline over {type(source).__name__} (shard {index} of {count}) was given "
              f"the state of shard {saved.index} of {count}")
@@ -175,32 +175,21 @@ def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any
             f"where this one stands. {own}",
             field="shard",
         )
-    skipping = skipping_setting(source)
-    if skipping:
-        raise StateError(
-            f"{where}; its source skips bad records ({skipping}='skip'), so each "
-            "process's position counts the records it skipped and another process's "
-            f"state does not say where this one stands. {own}",
-            field="shard",
-        )
-    if not reading.reshares:
-        raise StateError(
-            f"{where}; a {reading.kind_name} source's position is its own share's, so "
-            "restore each process's own state (e.g. a JSON file named by "
-            "jax.process_index()). Only indexed and random-access sources take another "
-            "process's state.",
-            field="shard",
-        )
+    elastic.refuse_other_share(context, where, own)
     return dict(state, settings=dict(state["settings"], shard=[index, count]))
 
 
-def _check_draw(saved: dict[str, Any], current: dict[str, Any]) -> None:
-    """Refuse a state of a pipeline that draws, saved under another random draw version
-    (a state without one is of version 1): the rest of its epoch would get other values."""
-    if "draw" not in current:
-        return
+def _earlier_versions(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``saved``, taken as of this datarax's versions where it was saved under earlier
+    ones that change nothing a pipeline drawing nothing serves, and refused where it
+    draws (the rest of its epoch would not continue the batches already served): a random
+    draw version (``draw``; a state without one is of version 1), or a stable index
+    version 1 (saved before a concatenation of the source numbered its records by
+    version 2: a part of unbounded stable indices, a mixture;
+    :class:`~datarax.sources.ConcatSource`)."""
+    draws = "draw" in current
     version = saved.get("draw", 1)
-    if version != current["draw"]:
+    if draws and version != current["draw"]:
         raise StateError(
             f"Pipeline state was saved with random draw version {version!r}, but this "
             f"datarax draws with version {current['draw']} (datarax.core.draws): its "
@@ -209,19 +198,11 @@ def _check_draw(saved: dict[str, Any], current: dict[str, Any]) -> None:
             "datarax release that saved it, or start a new pass with this one.",
             field="draw",
         )
-
-
-def _stable_index_version(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """``saved``, taken as of this stable index version where it was saved before a
-    concatenation of the source numbered its records by version 2 (a part of unbounded
-    stable indices, a mixture; :class:`~datarax.sources.ConcatSource`) and the pipeline
-    draws nothing (its batches do not depend on the numbering); refused where it draws:
-    the rest of its epoch would get other per-record keys."""
     key = next((k for k in current if k.endswith("stable_index_version") and k not in saved),
                None)
     if key is None:
         return saved
-    if "draw" not in current:
+    if not draws:
         return {**saved, key: current[key]}
     raise StateError(
         f"Pipeline state was saved with stable index version 1 ({key} absent), but this "
@@ -299,8 +280,7 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
             )
     saved = state["settings"]
     current = settings(context)
-    _check_draw(saved, current)
-    saved = _stable_index_version(saved, current)
+    saved = _earlier_versions(saved, current)
     current = without_later(saved, current)  # a "files" an earlier datarax did not save
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):

@@ -31,14 +31,19 @@ from datarax.core.stages import apply_stages
 from datarax.typing import Batch
 
 def indexed_batch(
-    source: Any, stages: Any, inputs: Any, start: Any, epoch: Any, key: Any, batch_size: int
-) -> Batch:
-    """The batch of ``batch_size`` records at global position ``start`` after every stage
-    (traceable; the body of :func:`indexed_step` and of ``Pipeline.scan``'s steps)."""
-    batch_key = jax.random.fold_in(step_key(key), start)
+    source: Any, stages: Any, inputs: Any, start: Any, epoch: Any, key: Any, batch_size: int,
+    by_position: bool = False,
+) -> tuple[Batch, Any]:
+    """The batch of ``batch_size`` records at global position ``start`` after every stage,
+    and their stable indices (traceable; the body of :func:`indexed_step`, of
+    ``Pipeline.scan``'s steps and of a filtered pass's chunks). ``by_position``: the
+    source's records depend on their positions alone, so it reads with the pipeline key
+    as it is (no ``fold_in`` to trace, lower and compile)."""
+    pipeline_key = step_key(key)
+    batch_key = pipeline_key if by_position else jax.random.fold_in(pipeline_key, start)
     with source.bind_step_inputs(inputs):
         batch, indices = source.get_batch_and_indices_at(start, batch_size, batch_key)
-    return apply_stages(stages, dict(batch), indices, epoch, for_stages(key))
+    return apply_stages(stages, dict(batch), indices, epoch, for_stages(key)), indices
 
 
 def pass_constants(*values: Any, device: Any = None) -> Any:
@@ -68,7 +73,7 @@ def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., tuple[Batch, A
     def build() -> Callable[..., tuple[Batch, Any]]:
         def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, Any]:
             source, stages = nnx.merge(graphdef, state)
-            batch = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
+            batch, _ = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
             return batch, jax.lax.add(start, np.asarray(batch_size, start.dtype))
 
         return stored_jit(step)
@@ -99,7 +104,7 @@ def grouped_step(
             starts = start + jnp.arange(count, dtype=start.dtype) * batch_size
 
             def one(at: Any) -> Batch:
-                return indexed_batch(source, stages, inputs, at, epoch, key, batch_size)
+                return indexed_batch(source, stages, inputs, at, epoch, key, batch_size)[0]
 
             if not stages and by_position:
                 # the group's records are one read: a run of positions, cut into batches
@@ -139,16 +144,10 @@ def runs_step(graphdef: Any, sizes: tuple[int, ...]) -> Callable[..., Batch]:
     def build() -> Callable[..., Batch]:
         def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
             source, stages = nnx.merge(graphdef, state)
-            stage_keys, key = for_stages(key), step_key(key)
-            parts, indices = [], []
-            with source.bind_step_inputs(inputs):
-                for i, size in enumerate(sizes):
-                    batch_key = jax.random.fold_in(key, starts[i])
-                    part, idx = source.get_batch_and_indices_at(starts[i], size, batch_key)
-                    parts.append(dict(part))
-                    indices.append(idx)
+            parts, indices = zip(*(indexed_batch(source, [], inputs, starts[i], epoch, key, size)
+                                   for i, size in enumerate(sizes)))
             batch = jax.tree.map(lambda *v: jnp.concatenate(v), *parts)
-            return apply_stages(stages, batch, jnp.concatenate(indices), epoch, stage_keys)
+            return apply_stages(stages, batch, jnp.concatenate(indices), epoch, for_stages(key))
 
         return stored_jit(step)
 

@@ -375,13 +375,6 @@ def parse_footer(chunk: bytes, size: int, footer_offset: int, where: str) -> Foo
     return Footer(size, footer_offset, int(compression), offsets, counts, decoded)
 
 
-def footer_rows(records: list[bytes]) -> np.ndarray | None:
-    """``(chunk_offset, num_records, decoded_data_size)`` of each ``ArrayRecordFooter``
-    message (:func:`footer_table` of the messages end to end)."""
-    return footer_table(b"".join(records), np.fromiter((len(r) for r in records), np.int64,
-                                                       len(records)))
-
-
 def footer_table(messages: bytes, lengths: np.ndarray) -> np.ndarray | None:
     """``(chunk_offset, num_records, decoded_data_size)`` of each ``ArrayRecordFooter``
     message (``messages``: end to end, of ``lengths`` bytes each), decoded at once with

@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from datarax.storage.shards import RemoteShards
 
 __all__ = ["COUNT_MIN_SIZE", "ArrayRecordRanges", "MoreToRead", "load_footer", "ranged_count",
-           "save_footer", "save_tail", "tail_path"]
+           "save_tail", "tail_path"]
 
 ReadRange = Callable[[int, int], bytes]  # (offset, length) -> exactly ``length`` bytes
 TAIL = 64 << 10  # bytes read before the postscript when opening (the footer's likely size)
@@ -185,9 +185,8 @@ class ArrayRecordRanges:
 
             def write() -> None:
                 if version is not None:
-                    _save(_footer_path(cache, obj)[:-len(".footer")] + ".version",
-                          version.encode())
-                save_footer(cache, obj, out.footer)
+                    save_tail(_kept(cache, obj, "version"), version.encode())
+                save_tail(_kept(cache, obj, "footer"), out.footer.to_bytes())
                 if tail is not None:
                     save_tail(tail_path(cache, obj), tail)
 
@@ -371,14 +370,17 @@ def _now(write: Callable[[], None]) -> None:
     write()
 
 
-def _footer_path(cache: ShardCache, obj: RemoteObject) -> str:
-    return os.path.join(cache.directory, _FOOTERS, cache.entry_name(obj) + ".footer")
+def _kept(cache: ShardCache, obj: RemoteObject, what: str) -> str:
+    """Where ``obj``'s ``what`` (``footer``, ``tail``, ``version``) is kept beside
+    ``cache`` (``footers/``, named as ``obj``'s cache entry)."""
+    return os.path.join(cache.directory, _FOOTERS, f"{cache.entry_name(obj)}.{what}")
 
 
 def load_footer(cache: ShardCache, obj: RemoteObject) -> Footer | None:
-    """``obj``'s footer kept beside ``cache`` by :func:`save_footer`, or None."""
+    """``obj``'s decoded footer kept beside ``cache`` (by :meth:`ArrayRecordRanges.for_object`),
+    or None."""
     try:
-        with open(_footer_path(cache, obj), "rb") as f:
+        with open(_kept(cache, obj, "footer"), "rb") as f:
             footer = Footer.from_bytes(f.read())
     except (OSError, ValueError, KeyError):
         return None  # absent, or unreadable (then read from the file again and rewritten)
@@ -388,7 +390,7 @@ def load_footer(cache: ShardCache, obj: RemoteObject) -> Footer | None:
 def _load_version(cache: ShardCache, obj: RemoteObject) -> str | None:
     """The version of ``obj`` its kept footer was read from, or None."""
     try:
-        with open(_footer_path(cache, obj)[:-len(".footer")] + ".version", "rb") as f:
+        with open(_kept(cache, obj, "version"), "rb") as f:
             return f.read().decode() or None
     except (OSError, UnicodeDecodeError):
         return None
@@ -396,20 +398,12 @@ def _load_version(cache: ShardCache, obj: RemoteObject) -> str | None:
 
 def tail_path(cache: ShardCache, obj: RemoteObject) -> str:
     """Where ``obj``'s bytes from its footer on are kept beside ``cache``."""
-    return _footer_path(cache, obj)[:-len(".footer")] + ".tail"
-
-
-def save_footer(cache: ShardCache, obj: RemoteObject, footer: Footer) -> None:
-    """Keep ``obj``'s decoded footer beside ``cache`` (written whole, then renamed in)."""
-    _save(_footer_path(cache, obj), footer.to_bytes())
+    return _kept(cache, obj, "tail")
 
 
 def save_tail(path: str, data: bytes) -> None:
-    """Keep a file's bytes from its footer on at ``path`` (:func:`tail_path`)."""
-    _save(path, data)
-
-
-def _save(path: str, data: bytes) -> None:
+    """Keep ``data`` at ``path`` (a file's bytes from its footer on: :func:`tail_path`;
+    its decoded footer or its version), written whole, then renamed in."""
     with contextlib.suppress(OSError):  # a folder that cannot be written: read it again later
         os.makedirs(os.path.dirname(path), exist_ok=True)
         part = f"{path}.{secrets.token_hex(4)}.part"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from datarax.errors import DataraxError, RecordError
+from datarax.storage.retry import RetriesExhaustedError, is_access_refused
 
 __all__ = ["CacheFullError", "RemoteObjectError", "RemoteStoreError"]
 
@@ -91,3 +92,12 @@ def store_down_error(url: str, err: BaseException) -> RemoteStoreError:
         "(on_error='skip' does not skip it). Check the endpoint and the network (for S3 "
         "AWS_ENDPOINT_URL, for a local server that it runs) and try again; to wait longer "
         f"for a store that comes back, raise DATARAX_RETRY_BUDGET (seconds{now}).", url=url)
+
+
+def store_error(url: str, err: BaseException) -> RemoteStoreError | None:
+    """The error of a request for ``url`` that failed with ``err`` where the store is at
+    fault: still failing after its retries (:func:`store_down_error`), or refusing access
+    (:func:`refused_error`); None for any other failure."""
+    if isinstance(err, RetriesExhaustedError):
+        return store_down_error(url, err)
+    return refused_error(url, err) if is_access_refused(err) else None

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from datarax.storage.errors import RemoteObjectError, RemoteStoreError, refused_error, store_down_error
-from datarax.storage.retry import RetriesExhaustedError, StorageStats, is_access_refused
+from datarax.storage.errors import RemoteObjectError, RemoteStoreError, store_error
+from datarax.storage.retry import StorageStats
 from datarax.storage.urls import RemoteObject, version_tag
 
 __all__ = ["FetchErrors"]
@@ -53,16 +53,13 @@ class FetchErrors:
     def _unreadable(self, fs: Any, path: str, obj: RemoteObject,
                     err: OSError) -> RemoteObjectError | RemoteStoreError:
         """The error of a read of ``obj`` that failed with ``err`` (not a missing object)."""
-        changed = None if isinstance(err, RetriesExhaustedError) or is_access_refused(err) \
-            else self._now_differs(fs, path, obj)  # e.g. shorter: a range past its end
+        store = store_error(obj.url, err)
+        # the file changed (e.g. shorter: a range past its end), unless the store failed
+        changed = None if store is not None else self._now_differs(fs, path, obj)
         if changed:
             return self._changed(obj, changed)
         self.stats.add("failed")
-        if isinstance(err, RetriesExhaustedError):
-            return store_down_error(obj.url, err)
-        if is_access_refused(err):
-            return refused_error(obj.url, err)
-        return RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
+        return store or RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
 
     def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:
         """How ``obj`` differs in the store now from when it was listed (one request), or None."""

@@ -49,13 +49,13 @@ BUDGET_ENV = "DATARAX_RETRY_BUDGET"
 DEFAULT_BUDGET_S = 60.0
 
 T = TypeVar("T")
-_THROTTLE = re.compile(r"SlowDown|Throttl|TooManyRequests|reduce your request rate|"
-                       r"\b503\b|\b429\b|ServiceUnavailable|RequestLimitExceeded", re.I)
-# what a store or an HTTP stack says when trying again later may work
+_THROTTLE_TEXT = (r"SlowDown|Throttl|TooManyRequests|reduce your request rate|\b503\b|\b429\b|"
+                  r"ServiceUnavailable|RequestLimitExceeded")
+_THROTTLE = re.compile(_THROTTLE_TEXT, re.I)
+# what a store or an HTTP stack says when trying again later may work: throttling too
 _TRANSIENT_TEXT = re.compile(
-    r"\b(500|502|503|504|429|408)\b|SlowDown|Throttl|TooManyRequests|reduce your request rate|"
-    r"ServiceUnavailable|Service Unavailable|InternalError|Internal Server Error|Bad Gateway|"
-    r"Gateway Time-?out|RequestTimeout|RequestLimitExceeded|timed out|"
+    _THROTTLE_TEXT + r"|\b(500|502|504|408)\b|Service Unavailable|InternalError|"
+    r"Internal Server Error|Bad Gateway|Gateway Time-?out|RequestTimeout|timed out|"
     r"connection (was )?(reset|aborted|closed|refused|dropped)|payload is not completed|"
     r"incomplete read", re.I)
 # exception classes (matched by name along the class hierarchy, so the optional HTTP

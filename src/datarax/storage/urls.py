@@ -30,14 +30,8 @@ from typing import Any, TypeVar
 
 from datarax.errors import ConfigError, MissingExtraError, RecordError
 from datarax.extras import require
-from datarax.storage.errors import refused_error, store_down_error
-from datarax.storage.retry import (
-    RetriesExhaustedError,
-    RetryPolicy,
-    StorageStats,
-    is_access_refused,
-    with_retries,
-)
+from datarax.storage.errors import store_error
+from datarax.storage.retry import RetryPolicy, StorageStats, with_retries
 
 __all__ = ["S3_CONNECTIONS", "FileBlock", "RemoteObject",
            "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
@@ -292,14 +286,13 @@ def _ask(call: Callable[[], T], url: str, retry: RetryPolicy, stats: StorageStat
     (credentials missing or expired), is a :class:`RemoteStoreError` naming ``url``."""
     try:
         return with_retries(call, url, retry, stats)
-    except RetriesExhaustedError as err:
-        raise store_down_error(url, err) from err
     except FileNotFoundError:
         raise
     except Exception as err:
-        if is_access_refused(err):
-            raise refused_error(url, err) from err
-        raise
+        store = store_error(url, err)
+        if store is None:
+            raise
+        raise store from err
 
 
 def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None,
