@@ -96,6 +96,18 @@ def test_a_nested_take_state_given_to_the_pipeline_is_refused_naming_take():
         make().repeat(2).set_state({"epochs_left": 1})
 
 
+
+def test_a_rebatch_state_given_to_the_pipeline_is_refused_naming_rebatch():
+    rebatch = iter(Rebatch(make(), split=2))
+    next(rebatch)
+    state = rebatch.get_state()
+    with pytest.raises(StateError, match=r"got the state of a Rebatch \(keys \['parent', "
+                       r"'part', 'rebatch'\]\).*rebatch.set_state\(state\)"):
+        make().set_state(state)
+    resumed = Rebatch(make(), split=2)  # where it belongs, it restores
+    resumed.set_state(state)
+    assert xs(resumed) == xs(Rebatch(make(), split=2))[1:]
+
 @pytest.mark.parametrize("mode", [{"split": 2}, {"group": 2}])
 def test_a_repeat_of_a_rebatch_nests_both_states_and_resumes_at_every_boundary(mode):
     whole = xs(Rebatch(make(), **mode).repeat(2))

@@ -36,6 +36,28 @@ def test_take_and_skip_are_parts_of_one_pass():
         make().take(-1)
 
 
+@pytest.mark.parametrize("how", ["seek", "filtered", "stream concat"])
+def test_stats_count_only_the_batches_skip_hands_out(how):
+    # An indexed source seeks past the skipped batches; a filtered or stream pipeline reads
+    # and drops them. Either way they were not handed out, so stats() leaves them out.
+    source = make(n=9).source
+    stages = []
+    if how == "filtered":
+        stages = [FilterOperator(predicate=lambda el: el.data["x"] != 4)]
+    elif how == "stream concat":  # read on the host, part by part
+        from number_sources import NumberStream
+
+        from datarax.sources import ConcatSource
+
+        source = ConcatSource([source, NumberStream(9, 12)])
+    pipeline = Pipeline(source, stages=stages, batch_size=2)
+    handed = xs(pipeline.skip(2))
+    stats = pipeline.stats()
+    assert handed and (stats["batches"], stats["records"]) == (len(handed), sum(map(len, handed)))
+    if how == "filtered":
+        assert stats["filter"]["kept"] == sum(map(len, handed))
+
+
 def test_repeat_advances_the_epochs_and_resumes_exactly():
     p = make()
     epochs = [xs(p) for _ in range(3)]

@@ -895,6 +895,18 @@ simple("state-pipeline-given-take-state", "Pipeline state",
        "pipeline.set_state given the state of pipeline.take(n)", StateError,
        "Pipeline.set_state got the state of pipeline.take(...)",
        lambda: pipe().set_state(pipe().take(2).get_state()), field="version")
+simple("state-pipeline-given-rebatch-state", "Pipeline state",
+       "pipeline.set_state given the state of a Rebatch", StateError,
+       "Pipeline.set_state got the state of a Rebatch (keys ['parent', 'part', 'rebatch'])",
+       lambda: pipe().set_state(_rebatch_state()), field="version")
+
+
+def _rebatch_state() -> dict[str, Any]:
+    from datarax.pipeline import Rebatch
+
+    it = iter(Rebatch(pipe(), split=2))
+    next(it)
+    return json.loads(json.dumps(it.get_state()))
 
 
 def _stream_state() -> dict[str, Any]:

@@ -364,7 +364,8 @@ class Pipeline(nnx.Module):
     def skip(self, batches: int) -> PipelineIterator:
         """The next pass's iterator, ``batches`` batches in (an indexed source without a
         filter moves there directly; otherwise they are read and dropped). The skipped
-        records count as handed out: the state resumes after them.
+        records count as handed out: the state resumes after them (``stats()`` counts
+        only the batches the iterator hands out, whichever way the skip was made).
 
         Example:
             >>> import numpy as np
@@ -383,9 +384,10 @@ class Pipeline(nnx.Module):
             source.seek(epoch, min(at + batches * self.batch_size, self.plan.end(size, at)))
             return iter(self)
         iterator = iter(self)
-        for _ in range(batches):
-            if next(iterator, None) is None:
-                break
+        with session.stats.uncounted():  # passed over, not handed out (as a seek is)
+            for _ in range(batches):
+                if next(iterator, None) is None:
+                    break
         return iterator
 
     def repeat(self, epochs: int | None = None) -> Repeat:

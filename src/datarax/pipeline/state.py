@@ -243,6 +243,14 @@ def readable(state: Any) -> dict[str, Any]:
             f"{'batches' if wrapper == 'take' else 'passes'} left.",
             field="version",
         )
+    if "version" not in state and "rebatch" in state and "parent" in state:
+        raise StateError(
+            f"Pipeline.set_state got the state of a Rebatch (keys {sorted(state)}), not the "
+            "pipeline's. Restore it with the Rebatch's set_state: rebatch = "
+            "Rebatch(pipeline, group=k or split=k); rebatch.set_state(state). Its 'parent' "
+            "entry alone restores only the position, not the parts of the batch handed out.",
+            field="version",
+        )
     for key in ("version", "epoch", "position", "settings"):
         if key not in state:
             raise StateError(
