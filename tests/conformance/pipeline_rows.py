@@ -218,7 +218,7 @@ def skip_view(pipeline: Pipeline, n: int = 1) -> PassView:
 
 def repeat_view(pipeline: Pipeline, k: int = 2) -> PassView:
     """Each loop: ``pipeline.repeat(k)`` (``k`` epochs in a row)."""
-    return PassView(pipeline, lambda p: p.repeat(k), _restored(lambda p: p.repeat(0)))
+    return PassView(pipeline, lambda p: p.repeat(k), _restored(lambda p: p.repeat(k)))
 
 
 def _viewed(base: Callable[[Path], SourceRow], view: Callable[[Pipeline], PassView],

@@ -70,7 +70,7 @@ def test_repeat_advances_the_epochs_and_resumes_exactly():
         for _ in range(at):
             next(it)
         state = it.get_state()
-        resumed = make().repeat()
+        resumed = make().repeat(3)
         resumed.set_state(state)
         assert xs(resumed) == flat[at:]
     take = make().take(3)
@@ -270,3 +270,33 @@ def test_len_of_take_and_repeat_says_why_when_unknown():
         len(filtered.repeat(2))
     with pytest.raises(TypeError, match="without end"):
         len(make().repeat())
+
+
+@pytest.mark.parametrize("saved, into, left, restore", [
+    (None, 2, None, "pipeline.repeat(None)"),  # restored, it ran without end
+    (3, 2, 3, "pipeline.repeat(3) or more"),
+    (2, None, 2, "pipeline.repeat(2) or more"),  # restored, it stopped after 2 passes
+])
+def test_a_repeat_state_of_another_setting_that_does_not_fit_is_refused(saved, into, left,
+                                                                        restore):
+    repeat = make().repeat(saved)
+    next(repeat)
+    state = json.loads(json.dumps(repeat.get_state()))
+    with pytest.raises(StateError) as err:
+        make().repeat(into).set_state(state)
+    assert err.value.field == "epochs_left"
+    assert str(err.value).startswith(
+        f"Repeat.set_state: 'epochs_left' is {left}, which does not fit this "
+        f"pipeline.repeat({into})")
+    assert str(err.value).endswith(f"Restore it into the repeat that saved it ({restore}).")
+
+
+@pytest.mark.parametrize("epochs", [None, 2])
+def test_a_repeat_state_restores_exactly_into_the_same_setting(epochs):
+    whole = xs(itertools.islice(make().repeat(epochs), 8))  # two passes of 4 batches
+    repeat = make().repeat(epochs)
+    seen = xs(itertools.islice(repeat, 5))
+    resumed = make().repeat(epochs)
+    resumed.set_state(json.loads(json.dumps(repeat.get_state())))
+    assert seen + xs(itertools.islice(resumed, 3)) == whole
+    assert epochs is None or xs(resumed) == []

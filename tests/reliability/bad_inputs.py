@@ -1812,6 +1812,25 @@ simple("repeat-state-bad-epochs-left", FILTERING, "Repeat.set_state with epochs_
        StateError, "Repeat state 'epochs_left' must be an int >= 0 or None, got 'two'; "
        "pass the dict Repeat.get_state() returned.",
        lambda: _epochs_state(lambda p: p.repeat(2), epochs_left="two"), field="epochs_left")
+def _repeat_state_into(saved: int | None, into: int | None) -> None:
+    """The state of ``repeat(saved)`` after one batch, restored into ``repeat(into)``."""
+    repeat = pipe().repeat(saved)
+    next(repeat)
+    pipe().repeat(into).set_state(json.loads(json.dumps(repeat.get_state())))
+
+
+simple("repeat-state-without-end-into-a-count", FILTERING,
+       "the state of pipeline.repeat(None) into pipeline.repeat(2)", StateError,
+       "Repeat.set_state: 'epochs_left' is None, which does not fit this pipeline.repeat(2); "
+       "the state was saved by pipeline.repeat(None) (without end). Restore it into the "
+       "repeat that saved it (pipeline.repeat(None)).",
+       lambda: _repeat_state_into(None, 2), field="epochs_left")
+simple("repeat-state-left-over-count", FILTERING,
+       "the state of pipeline.repeat(3) into pipeline.repeat(2)", StateError,
+       "Repeat.set_state: 'epochs_left' is 3, which does not fit this pipeline.repeat(2); "
+       "the state was saved by pipeline.repeat(n) with n >= 3. Restore it into the repeat "
+       "that saved it (pipeline.repeat(3) or more).",
+       lambda: _repeat_state_into(3, 2), field="epochs_left")
 
 
 # ------------------------------------------------------------ writing datasets

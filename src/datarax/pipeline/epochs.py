@@ -211,6 +211,7 @@ class Repeat(Transformation):
         super().__init__(parent)
         self._left = None if epochs is None else check_count(
             epochs, "Pipeline.repeat", 0, " (or None: without end)")
+        self._epochs = self._left  # its setting: the passes it was built to serve
         self._context = context  # the pipeline's PassContext (None over a Rebatch)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
@@ -218,7 +219,11 @@ class Repeat(Transformation):
 
     @classmethod
     def over(cls, parent: Any, own: dict[str, Any]) -> Repeat:
-        return parent.repeat(own["epochs_left"])
+        return parent.repeat(own.get("repeat", own["epochs_left"]))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy is built with the same setting (``repeat``), at the same passes left."""
+        return (_remade, (type(self), self.parent, {**self.own_state(), "repeat": self._epochs}))
 
     def __iter__(self) -> Repeat:
         return self
@@ -280,7 +285,25 @@ class Repeat(Transformation):
         return {"epochs_left": self._left}
 
     def check_own(self, state: dict[str, Any]) -> None:
-        saved_count(state, "epochs_left", "Repeat", allow_none=True)
+        """Refuse passes left that its setting cannot have saved: a count over a
+        ``repeat(None)``, ``None`` (without end) or more passes than it serves over a
+        ``repeat(n)``."""
+        left = saved_count(state, "epochs_left", "Repeat", allow_none=True)
+        if left == self._epochs or (left is not None and self._epochs is not None
+                                    and left <= self._epochs):
+            return
+        call = f"{'pipeline' if self._context is not None else 'rebatch'}.repeat"
+        if left is None:
+            saved, fit = f"{call}(None) (without end)", f"{call}(None)"
+        else:
+            saved, fit = f"{call}(n) with n >= {left}", f"{call}({left}) or more"
+        raise StateError(
+            f"Repeat.set_state: 'epochs_left' is {left}, which does not fit this "
+            f"{call}({self._epochs}){' (without end)' if self._epochs is None else ''}; "
+            f"the state was saved by "
+            f"{saved}. Restore it into the repeat that saved it ({fit}).",
+            field="epochs_left",
+        )
 
     def restore_own(self, state: dict[str, Any]) -> None:
         self._left = saved_count(state, "epochs_left", "Repeat", allow_none=True)
