@@ -237,3 +237,16 @@ def test_the_old_dag_import_names_the_new_one():
     import datarax.dag
 
     assert not hasattr(datarax.dag, "Nothing")
+
+
+@pytest.mark.parametrize("mode, served", [({"split": 4}, 3), ({"group": 2}, 1)])
+def test_an_iterator_restored_mid_pass_continues_inside_itself(mode, served):
+    reference = flat(list(Rebatch(pipeline(), **mode)), "noise")
+    it = iter(Rebatch(pipeline(), **mode))
+    seen = flat([next(it) for _ in range(served)], "noise")  # mid batch 0 / after group 0
+    state = json.loads(json.dumps(it.get_state()))
+    stale = iter(Rebatch(pipeline(), **mode))
+    next(stale)  # an iterator already partly served is taken over by the restore
+    stale.set_state(state)
+    assert len(stale) == len(Rebatch(pipeline(), **mode)) - served
+    assert seen + flat(stale, "noise") == reference

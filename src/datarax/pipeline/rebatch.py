@@ -143,10 +143,14 @@ class Rebatch(Transformation):
 
     def __iter__(self) -> RebatchIterator:
         """Start the next pass (or continue the one a restore left)."""
+        return self._begin_pass(RebatchIterator(self))
+
+    def _begin_pass(self, iterator: RebatchIterator) -> RebatchIterator:
+        """``iterator`` serving the next pass (or the rest of the one a restore left)."""
         skip, self._pending_part = self._pending_part, 0
         self._partial = None
         self._close_live()
-        iterator = RebatchIterator(self, iter(self.pipeline), skip)
+        iterator.begin(iter(self.pipeline), skip)
         self._live = weakref.ref(iterator)
         return iterator
 
@@ -197,8 +201,12 @@ class Rebatch(Transformation):
 class RebatchIterator:
     """One pass of a :class:`Rebatch` (made by ``iter(rebatch)``)."""
 
-    def __init__(self, owner: Rebatch, inner: Any, skip: int) -> None:
+    def __init__(self, owner: Rebatch) -> None:
         self._owner = owner
+
+    def begin(self, inner: Any, skip: int) -> None:
+        """Serve the pass of the pipeline iterator ``inner``, its first ``skip`` parts
+        handed out already (a restore inside a split batch)."""
         self._inner = inner
         self._skip = skip
         self._current: Batch | None = None  # the underlying batch being split
@@ -215,6 +223,25 @@ class RebatchIterator:
     def get_state(self) -> dict[str, Any]:
         """The owning Rebatch's state (see :meth:`Rebatch.get_state`)."""
         return self._owner.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``get_state()`` of an identically built
+        Rebatch) inside this iterator, as ``rebatch.set_state(state)`` then
+        ``iter(rebatch)`` would.
+
+        Example:
+            >>> import numpy as np
+            >>> from datarax.sources import MemorySource, MemorySourceConfig
+            >>> def make():
+            ...     src = MemorySource(MemorySourceConfig(), {"x": np.arange(4, dtype=np.int32)})
+            ...     return Rebatch(Pipeline(source=src, batch_size=2), split=2)
+            >>> it = iter(make()); _ = next(it)
+            >>> again = iter(make()); again.set_state(it.get_state())
+            >>> [b["x"].tolist() for b in again]
+            [[1], [2], [3]]
+        """
+        self._owner.set_state(state)
+        self._owner._begin_pass(self)
 
     def __len__(self) -> int:
         """Batches left in this pass; ``TypeError`` when the pipeline's length is unknown."""
