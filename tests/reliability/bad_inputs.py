@@ -528,6 +528,22 @@ simple("batch-mix-int-labels-bad-shape", OPERATORS,
        "per record, shape (batch,) or (batch, 1), got shape (2, 3). Give (batch, classes) "
        "soft labels as floats",
        lambda: _mix_int_labels(3))
+def _mix_label_out_of_range() -> None:
+    """Record 4's label 9 of 3 classes; its partner (record 1) comes first in the batch."""
+    from datarax.operators import BatchMixOperator
+
+    source = MemorySource(MemorySourceConfig(), {
+        "image": np.zeros((8, 2, 2, 3), np.float32),
+        "label": np.array([0, 1, 2, 1, 9, 0, 2, 1], np.int32)})
+    first_batch(pipe(source=source, batch_size=8, check_finite=True,
+                     stages=[BatchMixOperator(mode="mixup", num_classes=3)]))
+
+
+simple("batch-mix-label-out-of-range", OPERATORS,
+       "BatchMixOperator(num_classes=3) over a label 9, under check_finite=True",
+       SpecMismatchError, "MemorySource: field 'label' of the record at position 4 of epoch 0 "
+       "(stable index 4) holds NaN or inf (check_finite=True).",
+       _mix_label_out_of_range)
 simple("batch-mix-alpha-inf", OPERATORS, "BatchMixOperator(alpha=inf)", ConfigError,
        "BatchMixOperator alpha must be a finite number > 0, got inf.",
        lambda: __import__("datarax.operators", fromlist=["x"]).BatchMixOperator(

@@ -120,7 +120,10 @@ def mix(x: Any, labels: Any, keys: Any, mode: str, alpha: float) -> tuple[Any, A
         box_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
         mask, lam = cut_masks(box_keys, lam, x.shape[1], x.shape[2])
         mixed = jnp.where(mask[..., None], x[partner], x)
-    soft = lam[:, None] * labels + (1.0 - lam[:, None]) * labels[partner]
+    # A NaN label (an integer label out of range) stays its own record's: its partner
+    # mixes in nothing of it, so check_finite names the record that holds it.
+    theirs = labels[partner]
+    soft = lam[:, None] * labels + (1.0 - lam[:, None]) * jnp.where(jnp.isnan(theirs), 0.0, theirs)
     return mixed, soft
 
 
@@ -134,8 +137,9 @@ class BatchMixOperator(OperatorModule):
         data_field, label_field: the fields mixed; float labels ``(batch, classes)`` mix
             as is, integer labels (``(batch,)`` or ``(batch, 1)``) as one-hot of
             ``num_classes`` (required for them). An
-            integer label outside ``[0, num_classes)`` gives a NaN soft label (with
-            ``Pipeline(check_finite=True)`` that batch is refused).
+            integer label outside ``[0, num_classes)`` gives its own record a NaN soft
+            label (``Pipeline(check_finite=True)`` refuses that batch naming the record);
+            its partner mixes in nothing of it.
 
     Mixup turns integer data into float32 (float data keeps its dtype); cutmix keeps the
     dtype. Nothing is clipped.
