@@ -1590,6 +1590,15 @@ case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) rec
      "holds float32(3,); every shard of a field must have the same per-record shape and dtype.")(
     lambda tmp: _npy_source(field="x", paths=list(_npy(
         tmp, a=np.zeros((4, 3), np.float32), b=np.zeros((2, 5), np.float32)).values())))
+case("npy-bfloat16-saved-as-bytes", SOURCES_AND_STAGES,
+     "a bfloat16 array saved with numpy.save (read back as |V2)", RecordError,
+     "NpySource: '{tmp}/x.npy' holds a structured dtype (|V2), which a batch cannot carry. "
+     "Raw values of 2 byte(s) with no fields are most likely an ml_dtypes array (bfloat16 is "
+     "|V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its type. Save "
+     "numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field back in a "
+     "stage with jax.lax.bitcast_convert_type(value, jnp.bfloat16), or save "
+     "x.astype(np.float32) (exact for bfloat16).")(
+    lambda tmp: _npy_source(paths=_npy(tmp, x=np.zeros(4, jax.numpy.bfloat16))["x"]))
 case("npy-field-lengths-differ", SOURCES_AND_STAGES, "fields of 4 and 3 records",
      RecordError,
      "NpySource: the fields hold different numbers of records: 'x' 4 ({tmp}/x.npy), 'y' 3 "

@@ -274,6 +274,22 @@ def test_an_npz_archive_or_a_structured_array_is_refused_naming_the_file(tmp_pat
     assert str(err.value).startswith(f"NpySource: '{table}' holds a structured dtype (")
     assert err.value.path == table
 
+
+def test_a_bfloat16_array_saved_with_numpy_save_is_refused_saying_what_to_save(tmp_path):
+    import ml_dtypes
+
+    path = save(tmp_path, "bf16.npy", np.arange(4, dtype=ml_dtypes.bfloat16))  # read as |V2
+    with pytest.raises(RecordError) as err:
+        NpySource(NpySourceConfig(paths=path))
+    assert str(err.value) == (
+        f"NpySource: '{path}' holds a structured dtype (|V2), which a batch cannot carry. "
+        "Raw values of 2 byte(s) with no fields are most likely an ml_dtypes array (bfloat16 "
+        "is |V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its type. Save "
+        "numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field back in "
+        "a stage with jax.lax.bitcast_convert_type(value, jnp.bfloat16), or save "
+        "x.astype(np.float32) (exact for bfloat16).")
+    assert err.value.path == path
+
 def test_shards_that_disagree_are_refused_naming_the_file(tmp_path):
     first = save(tmp_path, "a.npy", np.zeros((4, 3), np.float32))
     wide = save(tmp_path, "b.npy", np.zeros((2, 5), np.float32))

@@ -219,10 +219,22 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
     if array.dtype.names is not None or array.dtype.kind == "V":
         raise RecordError(
             f"{_WHERE}: '{name}' holds a structured dtype ({array.dtype}), which a batch "
-            "cannot carry. Save each column with numpy.save and pass paths={field: file}.",
+            "cannot carry. " + (_RAW_BYTES.format(n=array.dtype.itemsize)
+                                if array.dtype.names is None else
+                                "Save each column with numpy.save and pass paths={field: file}."),
             path=name,
         )
     return array
+
+
+#: what a bare void dtype (no fields) likely is, and what to do: numpy.save writes a
+#: bfloat16 / float8 array (ml_dtypes, which .npy cannot name) as raw bytes
+_RAW_BYTES = (
+    "Raw values of {n} byte(s) with no fields are most likely an ml_dtypes array "
+    "(bfloat16 is |V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its "
+    "type. Save numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field "
+    "back in a stage with jax.lax.bitcast_convert_type(value, jnp.bfloat16), or save "
+    "x.astype(np.float32) (exact for bfloat16).")
 
 
 def _number_key(path: str) -> tuple[tuple[int, Any], ...]:
