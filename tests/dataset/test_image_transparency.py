@@ -96,3 +96,44 @@ def test_an_alpha_a_later_image_uses_is_kept(tmp_path):
     info, _ = convert(src, tmp_path / "out")
     assert info.features["image"].shape == (4, 4, 4)
     assert read_dataset(tmp_path / "out")["image"][2, 0, 0].tolist() == [1, 2, 3, 0]
+
+
+def image_column(kind: str, images: list[bytes], path) -> object:
+    """``images`` as a column: a Hugging Face Parquet file (``Image`` structs), a plain
+    Parquet binary column, or a Hugging Face ``Dataset``."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if kind == "hf dataset":
+        datasets = pytest.importorskip("datasets")
+        return datasets.Dataset.from_dict({"image": [{"bytes": b, "path": None} for b in images]},
+                                          features=datasets.Features({"image": datasets.Image()}))
+    if kind == "hf parquet":
+        column = pa.array([{"bytes": b, "path": None} for b in images],
+                          pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+        meta = {"huggingface": json.dumps({"info": {"features": {"image": {"_type": "Image"}}}})}
+        table = pa.table({"image": column}).replace_schema_metadata(meta)
+    else:
+        table = pa.table({"image": pa.array(images, pa.binary())})
+    pq.write_table(table, path / "images.parquet", row_group_size=2)
+    return str(path / "images.parquet")
+
+
+@pytest.mark.parametrize("kind", ["hf parquet", "plain parquet", "hf dataset"])
+def test_an_image_column_follows_the_folder_rule_for_an_alpha_no_image_uses(tmp_path, kind):
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    photo = encoded("RGB", (200, 100, 50), "JPEG")
+    opaque = encoded("RGBA", (5, 6, 7, 255), "PNG")
+    info, _ = convert(image_column(kind, [opaque, photo, photo], tmp_path), tmp_path / "out")
+    assert info.features["image"].shape == (4, 4, 3)
+    assert read_dataset(tmp_path / "out")["image"][0].tolist() == [[[5, 6, 7]] * 4] * 4
+    reader = ArrayRecordReader(str(next((tmp_path / "out").glob("*.array_record"))))
+    assert [photo in record for record in reader.read_all()] == [False, True, True]
+    # an alpha a later image uses (in another row group) is kept
+    clear = encoded("RGBA", (1, 2, 3, 0), "PNG")
+    info, _ = convert(image_column(kind, [opaque, photo, clear], tmp_path), tmp_path / "kept")
+    assert info.features["image"].shape == (4, 4, 4)
+    assert read_dataset(tmp_path / "kept")["image"][2, 0, 0].tolist() == [1, 2, 3, 0]

@@ -24,7 +24,7 @@ from typing import Any
 from datarax.dataset.images import (
     HEADER_BYTES,
     ImageSizes,
-    alpha_in_use,
+    alpha_unused,
     file_bytes,
     image_size_and_grey,
 )
@@ -127,28 +127,12 @@ class ImageFolderRows(Rows):
         image = sizes.hint()
         if not sizes.heights:  # no image opens: every row is named by the writer
             image["image_size"] = (None, None)
-        if self._alpha_unused():
-            image["drop_alpha"] = True
+        if alpha_unused(os.path.join(self.root, path) for path, _ in self.items):
+            image["drop_alpha"] = True  # no image uses the first one's alpha (a screenshot
+            # saved as an opaque RGBA PNG): the field has none, and JPEGs stay as they are
         if image:
             hints["image"] = image
         return hints
-
-    def _alpha_unused(self) -> bool:
-        """Whether the first image has an alpha channel that no image of the folder uses
-        (a screenshot saved as an opaque RGBA PNG): the field then has none, and the JPEGs
-        are kept as they are rather than all re-encoded as PNGs with alpha. Only then is
-        every file's header read (and the images with alpha decoded) to be sure."""
-        first = True
-        for path, _ in self.items:
-            full = os.path.join(self.root, path)
-            try:
-                used = alpha_in_use(full, file_bytes(full, HEADER_BYTES))
-            except (OSError, ValueError):  # reported with its row when it is written
-                continue
-            if used or (first and used is None):
-                return False
-            first = False
-        return not first
 
     def probe(self, start: int, stop: int) -> ImageSizes:
         """The image sizes of rows ``start..stop-1`` (it stops once nothing later changes

@@ -19,7 +19,8 @@ from typing import Any
 from datarax.dataset.image_headers import JPEG_MAGIC, PNG_MAGIC, read_image_header
 from datarax.dataset.image_open import open_pil
 
-__all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "alpha_in_use", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
+__all__ = ["HEADER_BYTES", "IMAGE_MODES", "ImageSizes", "alpha_in_use", "alpha_unused",
+           "arrow_images", "channels_of", "channels_of_mode", "encoded_image_bytes", "file_bytes",
            "has_transparency",
            "image_format", "image_size_and_grey", "open_image", "pil_image",
            "readable_size"]
@@ -101,6 +102,49 @@ def alpha_in_use(item: bytes | str, first: bytes | None = None) -> bool | None:
         raise
     except Exception as err:  # noqa: BLE001 - PIL's others (a decompression bomb, a bad header)
         raise ValueError(f"{type(err).__name__}: {err}") from err
+
+
+def alpha_unused(images: Iterable[Any]) -> bool:
+    """Whether the first image has an alpha channel (or a transparent colour) that no
+    image uses: the rule by which a field of images has no alpha (an opaque RGBA image
+    is stored with 3 channels; a photo stays the JPEG it was). Each of ``images``: encoded
+    bytes, a file's path (its header read first), or None (no image); one that is no image
+    is passed over (its row is named when it is written). It reads on only while the
+    images so far have an alpha that no pixel uses.
+
+    Example:
+        >>> import io; from PIL import Image
+        >>> def png(colour):
+        ...     out = io.BytesIO(); Image.new("RGBA", (2, 2), colour).save(out, format="PNG")
+        ...     return out.getvalue()
+        >>> alpha_unused([png((1, 2, 3, 255)), None]), alpha_unused([png((1, 2, 3, 0))])
+        (True, False)
+    """
+    first = True
+    for item in images:
+        if item is None:
+            continue
+        try:
+            used = alpha_in_use(item, file_bytes(item, HEADER_BYTES) if isinstance(item, str)
+                                else None)
+        except (OSError, ValueError):
+            continue
+        if used or (first and used is None):
+            return False
+        first = False
+    return not first
+
+
+def arrow_images(chunks: Iterable[Any]) -> Iterable[bytes | str | None]:
+    """Each value of the chunks of an Arrow image column, for :func:`alpha_unused`: a
+    binary value, or a Hugging Face ``Image`` struct's ``bytes`` (else its ``path``);
+    None where it has neither."""
+    for chunk in chunks:
+        for i in range(len(chunk)):
+            value = chunk[i].as_py()
+            if isinstance(value, Mapping):
+                value = value.get("bytes") if value.get("bytes") is not None else value.get("path")
+            yield value if isinstance(value, (bytes, str)) else None
 
 
 def channels_of_mode(mode: str) -> int:

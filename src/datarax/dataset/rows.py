@@ -23,7 +23,7 @@ import numpy as np
 
 from datarax.dataset.categories import frame_categories, frame_records
 from datarax.dataset.image_header_columns import image_column_sizes
-from datarax.dataset.images import ImageSizes
+from datarax.dataset.images import ImageSizes, alpha_unused, arrow_images
 from datarax.errors import ConfigError
 from datarax.host.dtypes import is_text_scalar
 
@@ -302,6 +302,8 @@ class HFRows(Rows):
                     column = self.dataset.with_format("arrow")[name]
                     hints[name] = {**hint, **ImageSizes.of(
                         image_column_sizes(chunk, []) for chunk in column.chunks).hint()}
+                    if alpha_unused(arrow_images(column.chunks)):
+                        hints[name]["drop_alpha"] = True  # as an image folder's
             for name, hint in list_hints(self.dataset.features.arrow_schema, lambda name: (
                     self.dataset.with_format("arrow")[name].chunks), self.description).items():
                 hints[name] = {**hints.get(name, {}), **hint}

@@ -6,6 +6,7 @@ them; a JSON Lines file ``pyarrow`` cannot read as one table line by line,
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from datarax.dataset.csv_tables import (
     short_csv_row,
 )
 from datarax.dataset.image_header_columns import image_column_sizes
-from datarax.dataset.images import ImageSizes
+from datarax.dataset.images import ImageSizes, alpha_unused, arrow_images, image_format
 from datarax.dataset.json_lines import ParsedJsonLines, bad_json_line
 from datarax.dataset.rows import Rows, feature_hints, files_description, list_hints
 from datarax.dataset.shared_tables import SharedTables
@@ -265,7 +266,7 @@ class TableRows(Rows):
         if self._hints is None:
             self._hints = self._hf_hints() if self.kind == "parquet" else self._text_hints()
             for name, hint in {**self._number_hints(), **self._uint64_hints(),
-                               **self._list_hints()}.items():
+                               **self._list_hints(), **self._binary_image_hints()}.items():
                 self._hints[name] = {**self._hints.get(name, {}), **hint}
         return self._hints
 
@@ -282,6 +283,25 @@ class TableRows(Rows):
             names.update(name for t in self._load() if isinstance(t, ParsedJsonLines)
                          for name in t.uint64_columns())
         return {name: {"shape": (), "dtype": "uint64"} for name in sorted(names)}
+
+    def _binary_image_hints(self) -> dict[str, dict[str, Any]]:
+        """A Parquet binary column of PNG / JPEG images (no Hugging Face schema) follows an
+        image folder's alpha rule too (:func:`~datarax.dataset.images.alpha_unused`)."""
+        if self.kind != "parquet":
+            return {}
+        import pyarrow as pa
+
+        out = {}
+        for field in _parquet_schema(self.files[0]):
+            if field.name in self.schema_hints or not (
+                    pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)):
+                continue
+            values = arrow_images(_row_group_columns(self.files, field.name))
+            first = next((v for v in values if v is not None), None)
+            if isinstance(first, bytes) and image_format(first) and alpha_unused(
+                    itertools.chain([first], values)):
+                out[field.name] = {"drop_alpha": True}
+        return out
 
     def _number_hints(self) -> dict[str, dict[str, Any]]:
         """A JSON Lines / CSV column of whole numbers in one file and of fractions in
@@ -328,6 +348,8 @@ class TableRows(Rows):
                 hints[name] = {**hint, **ImageSizes.of(
                     image_column_sizes(chunk, headers)
                     for chunk in _row_group_columns(self.files, name)).hint()}
+                if alpha_unused(arrow_images(_row_group_columns(self.files, name))):
+                    hints[name]["drop_alpha"] = True  # as an image folder's (alpha_unused)
         return hints
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
