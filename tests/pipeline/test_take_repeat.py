@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -300,3 +302,15 @@ def test_a_repeat_state_restores_exactly_into_the_same_setting(epochs):
     resumed.set_state(json.loads(json.dumps(repeat.get_state())))
     assert seen + xs(itertools.islice(resumed, 3)) == whole
     assert epochs is None or xs(resumed) == []
+
+
+def test_a_copied_repeat_keeps_its_setting_not_the_passes_left():
+    repeat = make().repeat(3)
+    xs(itertools.islice(repeat, 5))  # into the second pass: 2 passes left
+    fresh = make().repeat(3)
+    next(fresh)
+    state = json.loads(json.dumps(fresh.get_state()))  # 3 passes left
+    for copied in (copy.deepcopy(repeat), pickle.loads(pickle.dumps(repeat))):
+        assert copied.get_state()["epochs_left"] == 2
+        copied.set_state(state)  # fits its setting, repeat(3)
+        assert len(copied) == 11
