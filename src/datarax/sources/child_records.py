@@ -23,7 +23,7 @@ as a stream's are: each skip budget continues exactly.
 
 :func:`share_of` keeps one process's share of a stream-kind source's outputs: record
 ``i`` of each whole round of ``P`` (a partial last round is left out), as every stream
-in datarax does.
+in datarax does; :class:`ForwardReads` is how such a source serves its shard's batches.
 
 Example:
     >>> import numpy as np
@@ -38,6 +38,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from datarax.core.batch import take_records
@@ -48,7 +50,7 @@ from datarax.core.reading import compiled, read_at, skips_in_position
 from datarax.core.share import Share
 from datarax.typing import Batch
 
-__all__ = ["CHUNK", "ChildRecords", "rows_of", "share_of"]
+__all__ = ["CHUNK", "ChildRecords", "ForwardReads", "Stands", "rows_of", "share_of"]
 
 CHUNK = 64  # records read from a child at once (an indexed child: one gather shape)
 
@@ -153,3 +155,48 @@ def share_of(batch: Batch, stable: np.ndarray, share: Share) -> tuple[Batch, np.
     if not len(rows):
         return None
     return take_records(batch, rows), stable[rows]
+
+
+class Stands(HostState):
+    """Where a :class:`ForwardReads` source's reading stands (``_where()`` at its last
+    read), None once the position moved from outside or a read failed."""
+
+    def __init__(self) -> None:
+        self.at: tuple[int, ...] | None = None
+
+
+class ForwardReads:
+    """Mixin of a stream-kind source serving its children's records in an order of its
+    own (interleave, shuffle buffer): ``_outputs(count)``, the pass's next ``count``
+    records (every shard's), reads on while the reading stands at :meth:`_where`
+    (``self._stands``), else ``_open()`` stands it there first."""
+
+    _stands: Stands
+
+    def _where(self) -> tuple[int, ...]:
+        """Where the reading must stand to go on (default: the position)."""
+        return self.datarax_position.where()  # type: ignore[attr-defined]
+
+    def _stood(self) -> None:
+        """The reading stands at :meth:`_where` (after an open or a read)."""
+        self._stands.at = self._where()
+
+    def _moved(self) -> None:
+        self._stands.at = None
+
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """This shard's next records (at most ``batch_size``) and their stable indices;
+        ``(None, None)`` at the pass's end."""
+        if self._stands.at != self._where():
+            self._open()  # type: ignore[attr-defined]
+        shard = self.shard  # type: ignore[attr-defined]
+        try:
+            batch, stable = self._outputs(batch_size * shard.count)  # type: ignore[attr-defined]
+        except Exception:
+            self._moved()  # a retry reads again from the position (and saved place)
+            raise
+        mine = None if batch is None else share_of(batch, stable, shard)
+        if mine is not None:
+            self.datarax_position.advance(len(mine[1]))  # type: ignore[attr-defined]
+        self._stood()
+        return (None, None) if mine is None else mine

@@ -55,7 +55,7 @@ from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
 from datarax.core.spec import check_same_fields, checked_spec
-from datarax.sources.child_records import ChildRecords, share_of
+from datarax.sources.child_records import ChildRecords, ForwardReads, Stands
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]
@@ -89,8 +89,6 @@ class _Cycle(HostState):
     """Where one pass stands (never state: rebuilt from the cursor on every restore)."""
 
     def __init__(self, cycle_length: int) -> None:
-        self.valid = False
-        self.expect: tuple[int, ...] = ()  # the position and cursor it stands at
         self.next_child = 0  # the next child to open
         self.slot = 0  # the slot being read
         self.taken = 0  # records of its block taken
@@ -104,7 +102,7 @@ class _Cycle(HostState):
         return out
 
 
-class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
+class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule):
     """Records of ``children`` (distinct, unsharded sources of one element spec) in
     turn, ``block_length`` from each of ``cycle_length`` open children; see the module
     docstring.
@@ -145,6 +143,7 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
         # [epoch, index] the cursor belongs to, then _Cycle.cursor() there
         self.cursor = nnx.Variable(np.asarray([0, 0, *_Cycle(cycle_length).cursor()], np.int64))
         self.__cycle = _Cycle(cycle_length)
+        self._stands = Stands()
 
     # ------------------------------------------------------------ description
     def length_or_reason(self) -> str:
@@ -158,22 +157,6 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
         return self.children
 
     # ------------------------------------------------------------------ reads
-    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """This shard's next records (at most ``batch_size``) and their stable indices;
-        ``(None, None)`` at the pass's end."""
-        if not self.__cycle.valid or self.__cycle.expect != self._where():
-            self._open()
-        try:
-            batch, stable = self._outputs(batch_size * self.shard.count)
-        except Exception:
-            self.__cycle.valid = False  # a retry reads again from the cursor
-            raise
-        mine = None if batch is None else share_of(batch, stable, self.shard)
-        if mine is not None:
-            self.datarax_position.advance(len(mine[1]))
-        self._save_cursor()
-        return (None, None) if mine is None else mine
-
     def _outputs(self, count: int) -> tuple[Batch | None, np.ndarray]:
         """The pass's next ``count`` records (all shards; fewer only at its end)."""
         cycle, config = self.__cycle, self.config
@@ -221,10 +204,10 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
     def _where(self) -> tuple[int, ...]:
         return (*self.datarax_position.where(), *(int(v) for v in self.cursor.get_value()[2:]))
 
-    def _save_cursor(self) -> None:
+    def _stood(self) -> None:
         value = [*self.datarax_position.where(), *self.__cycle.cursor()]
         self.cursor.set_value(np.asarray(value, np.int64))
-        self.__cycle.expect = tuple(value)
+        super()._stood()
 
     def _open(self) -> None:
         """Stand the pass where the position and the cursor say."""
@@ -246,13 +229,9 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
                 left -= passed
             if left:
                 raise past_the_end("InterleaveSource", epoch, index)
-        cycle.valid = True
-        self._save_cursor()
+        self._stood()
 
     # ------------------------------------------------------------------ state
-    def _moved(self) -> None:
-        self.__cycle.valid = False
-
     def order_settings(self) -> dict[str, Any]:
         """``cycle_length``, ``block_length``, the number of children, then each child's
         type, length and own settings under ``children[i].``."""
