@@ -38,19 +38,23 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from datarax.core.batch import take_records
+from datarax.core.children import check_children
 from datarax.core.data_source import DataSourceModule, length_or_none
-from datarax.core.errors import SourceContractError
+from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, skips_in_position
 from datarax.core.share import Share
+from datarax.core.spec import check_same_fields, checked_spec
 from datarax.typing import Batch
 
-__all__ = ["CHUNK", "ChildRecords", "ForwardReads", "Stands", "rows_of", "share_of"]
+__all__ = ["CHUNK", "ChildRecords", "ForwardReads", "Stands", "check_source_list", "rows_of",
+           "share_of"]
 
 CHUNK = 64  # records read from a child at once (an indexed child: one gather shape)
 
@@ -128,6 +132,23 @@ class ChildRecords(HostState):
                 return False
             left -= len(stable)
         return True
+
+
+def check_source_list(owner: str, children: Any, kind: str, *, call: str, whole: str,
+                      joined: str, action: str) -> None:
+    """Refuse ``children`` unless a non-empty list of distinct, unsharded sources of
+    one element spec, each named ``f"{kind} {i}"`` (``call``: how to pass a list;
+    ``whole``, ``joined`` and ``action`` as :func:`~datarax.core.children.check_children`
+    and :func:`~datarax.core.spec.check_same_fields` take them)."""
+    if isinstance(children, (str, bytes, Mapping)) or not isinstance(children, Sequence):
+        raise ConfigError(
+            f"{owner} takes a list of sources, got {type(children).__name__}; pass {call}.")
+    if not children:
+        raise ConfigError(f"{owner} needs at least one source; got an empty list.")
+    labels = [str(i) for i in range(len(children))]
+    check_children(owner, kind, labels, children, whole=whole)
+    check_same_fields(owner, [f"{kind} {i}" for i in labels],
+                      [checked_spec(c) for c in children], joined, action)
 
 
 def rows_of(batch: Batch, start: int, stop: int) -> Batch:

@@ -40,7 +40,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,14 +48,14 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches
-from datarax.core.children import ChildSources, check_children, child_settings, restore_place, saved_place
+from datarax.core.children import ChildSources, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
-from datarax.core.spec import check_same_fields, checked_spec
-from datarax.sources.child_records import ChildRecords, ForwardReads, Stands
+from datarax.core.spec import checked_spec
+from datarax.sources.child_records import ChildRecords, ForwardReads, Stands, check_source_list
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]
@@ -124,20 +124,12 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
-        if isinstance(children, (str, bytes, Mapping)) or not isinstance(children, Sequence):
-            raise ConfigError(
-                f"InterleaveSource takes a list of sources, got {type(children).__name__}; "
-                "pass InterleaveSource([a, b, ...], cycle_length=k)."
-            )
-        if not children:
-            raise ConfigError("InterleaveSource needs at least one source; got an empty list.")
+        check_source_list("InterleaveSource", children, "source",
+                          call="InterleaveSource([a, b, ...], cycle_length=k)",
+                          whole="the interleave", joined="interleaved", action="interleaving")
         config = InterleaveSourceConfig(num_children=len(children), cycle_length=cycle_length,
                                         block_length=block_length, num_epochs=num_epochs)
         super().__init__(config, name=name)
-        labels = [str(i) for i in range(len(children))]
-        check_children("InterleaveSource", "source", labels, children, whole="the interleave")
-        check_same_fields("InterleaveSource", [f"source {i}" for i in labels],
-                          [checked_spec(c) for c in children], "interleaved", "interleaving")
         self.children = nnx.List(list(children))
         self.__lengths = tuple(c.epoch_size() for c in children)
         # [epoch, index] the cursor belongs to, then _Cycle.cursor() there
