@@ -188,9 +188,8 @@ class Stands(HostState):
 
 class ForwardReads:
     """Mixin of a stream-kind source serving its children's records in an order of its
-    own (interleave, shuffle buffer): ``_outputs(count)``, the pass's next ``count``
-    records (every shard's), reads on while the reading stands at :meth:`_where`
-    (``self._stands``), else ``_open()`` stands it there first."""
+    own (interleave, shuffle buffer, flat map): :meth:`_read` reads on while the reading
+    stands at :meth:`_where` (``self._stands``), else ``_open()`` stands it there first."""
 
     _stands: Stands
 
@@ -210,14 +209,19 @@ class ForwardReads:
         ``(None, None)`` at the pass's end."""
         if self._stands.at != self._where():
             self._open()  # type: ignore[attr-defined]
-        shard = self.shard  # type: ignore[attr-defined]
         try:
-            batch, stable = self._outputs(batch_size * shard.count)  # type: ignore[attr-defined]
+            mine = self._read(batch_size)
         except Exception:
             self._moved()  # a retry reads again from the position (and saved place)
             raise
-        mine = None if batch is None else share_of(batch, stable, shard)
         if mine is not None:
             self.datarax_position.advance(len(mine[1]))  # type: ignore[attr-defined]
         self._stood()
         return (None, None) if mine is None else mine
+
+    def _read(self, batch_size: int) -> tuple[Batch, np.ndarray] | None:
+        """This shard's next records: its share of ``_outputs(count)``, the pass's next
+        ``count`` records (every shard's; fewer only at its end); None at the end."""
+        shard = self.shard  # type: ignore[attr-defined]
+        batch, stable = self._outputs(batch_size * shard.count)  # type: ignore[attr-defined]
+        return None if batch is None else share_of(batch, stable, shard)
